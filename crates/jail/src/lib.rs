@@ -1,0 +1,13 @@
+//! Linux isolation for warden.
+//!
+//! This crate enforces a [`warden_policy::SandboxSpec`]: it spawns the sandbox
+//! into new namespaces, assembles its root file tree, restricts it with
+//! Landlock, seccomp, capabilities and rlimits, confines it in a cgroup, runs
+//! the in-sandbox init, relays a terminal, and reports what happened as
+//! [`warden_audit::Event`]s. It never reads CLI flags or profile files.
+//!
+//! All `unsafe` of the project lives here or in the egress crate; every block
+//! states the invariant that makes it sound.
+
+pub mod cgroup;
+pub mod seccomp;
