@@ -1,1 +1,263 @@
-fn main() {}
+//! The `warden` command: parses arguments, builds a `SandboxSpec` through
+//! `warden-policy`, and hands it to `warden-jail`. No isolation logic lives
+//! here.
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use warden_audit::{EventSink, Fanout, JsonLinesSink, NullSink};
+use warden_policy::{
+    parse_duration, parse_size, Defaults, EnvRequest, HostFacts, Request, Terminal, ENV_ALLOWLIST,
+};
+
+/// Exit status when warden itself fails (bad input, setup failure).
+const EXIT_WARDEN: u8 = 125;
+
+#[derive(Parser)]
+#[command(
+    name = "warden",
+    version,
+    about = "Run AI agents and untrusted code in a sandbox on Linux",
+    long_about = "warden runs a command in a fresh sandbox: its own user, mount, PID, IPC, UTS, cgroup \
+and network namespaces; a root file tree with the host's system directories read-only and no \
+home directory; Landlock, seccomp, no capabilities; memory, process and time limits. Nothing of \
+the sandbox survives the run.",
+    after_help = "Exit status of `warden run`: the command's own; 128+N when it died of signal N; \
+124 on --timeout; 137 when killed for exceeding --memory; 126/127 when the command is not \
+executable / not found; 125 when warden itself failed (nothing was started)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a command in a new sandbox and wait until the whole sandbox is gone
+    Run(RunArgs),
+    /// Report what isolation this host offers (exit 0 only when all of it)
+    Doctor {
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+#[command(after_help = DEFAULTS_HELP)]
+struct RunArgs {
+    /// Mount DIR read-write at /workspace and start there
+    #[arg(long, short = 'w', value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Bind PATH read-only at the same path inside (repeatable)
+    #[arg(long, value_name = "PATH")]
+    ro: Vec<PathBuf>,
+    /// Bind PATH read-write at the same path inside (repeatable)
+    #[arg(long, value_name = "PATH")]
+    rw: Vec<PathBuf>,
+    /// Use a prepared root tree (e.g. debootstrap output) instead of the host's /usr, /etc, ...
+    #[arg(long, value_name = "DIR")]
+    rootfs: Option<PathBuf>,
+    /// Memory limit for the whole sandbox, e.g. 512M, 4G [default: half the host's memory, at most 8G]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory: Option<u64>,
+    /// Maximum number of processes and threads [default: 1024]
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// CPU quota in cores, e.g. 0.5 or 2 [default: unlimited]
+    #[arg(long, value_name = "CORES")]
+    cpus: Option<f64>,
+    /// Kill the whole sandbox after this long, e.g. 30s, 10m, 2h (exit status 124)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<std::time::Duration>,
+    /// Size of the sandbox's /tmp and /dev/shm [default: a quarter of the memory limit, at most 1G]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    tmp_size: Option<u64>,
+    /// Open files per process [default: 4096]
+    #[arg(long, value_name = "N")]
+    open_files: Option<u64>,
+    /// Largest file a process may write [default: 16G]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    file_size: Option<u64>,
+    /// Set a variable in the sandbox (repeatable)
+    #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Pass a variable from the host's environment (repeatable)
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pass_env: Vec<String>,
+    /// Allocate a pseudo-terminal (the default when stdin is a terminal)
+    #[arg(long, short = 't', conflicts_with = "no_tty")]
+    tty: bool,
+    /// Never allocate a pseudo-terminal
+    #[arg(long = "no-tty", short = 'T')]
+    no_tty: bool,
+    /// The sandbox's hostname
+    #[arg(long, value_name = "NAME")]
+    hostname: Option<String>,
+    /// Append one JSON line per event (created, started, exited, ...) to FILE
+    #[arg(long, value_name = "FILE")]
+    json_events: Option<PathBuf>,
+    /// When a layer of isolation cannot be applied, run with what the host
+    /// still allows and print what is lost, instead of refusing
+    #[arg(long)]
+    allow_degraded: bool,
+    /// The command to run, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+const DEFAULTS_HELP: &str = "Without limit flags a sandbox still has limits: memory half of the host's \
+(at most 8G), 1024 processes, /tmp a quarter of the memory limit (at most 1G), 4096 open files, \
+16G files, no core dumps. `warden doctor` prints the values for this host.
+
+The environment is scrubbed: only PATH, LANG, LC_*, TERM, TZ and COLORTERM pass, HOME is \
+/workspace (or /tmp); use --env and --pass-env for anything else.";
+
+fn host_facts() -> HostFacts {
+    let total_memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(4 << 30);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    HostFacts { total_memory, cpus }
+}
+
+fn sandbox_id() -> String {
+    let mut bytes = [0u8; 6];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_ok();
+    if !ok {
+        let n = std::process::id() as u64 ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        bytes.copy_from_slice(&n.to_le_bytes()[..6]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let terminal = if args.tty || (!args.no_tty && std::io::stdin().is_terminal()) {
+        Terminal::Pty
+    } else {
+        Terminal::Inherit
+    };
+    let request = Request {
+        command: args.command,
+        rootfs: args.rootfs,
+        workspace: args.workspace,
+        ro: args.ro,
+        rw: args.rw,
+        tmp_size: args.tmp_size,
+        memory: args.memory,
+        pids: args.pids,
+        cpus: args.cpus,
+        timeout: args.timeout,
+        open_files: args.open_files,
+        file_size: args.file_size,
+        env: EnvRequest {
+            set: args.env,
+            pass: args.pass_env,
+        },
+        terminal,
+        hostname: args.hostname,
+        allow_degraded: args.allow_degraded,
+    };
+    let host_env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let spec = request.resolve(&Defaults::for_host(host_facts()), &host_env)?;
+
+    let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
+    if let Some(path) = &args.json_events {
+        sinks.push(Box::new(JsonLinesSink::open(path)?));
+    }
+    let mut events: Box<dyn EventSink> = if sinks.is_empty() {
+        Box::new(NullSink)
+    } else {
+        Box::new(Fanout(sinks))
+    };
+    let id = sandbox_id();
+    let outcome = warden_jail::run(&spec, &id, events.as_mut()).context("the sandbox could not be run")?;
+    if let Some(msg) = &outcome.message {
+        eprintln!("warden: {msg}");
+    }
+    Ok(outcome.status.clamp(0, 255) as u8)
+}
+
+fn doctor(json: bool) -> anyhow::Result<u8> {
+    let report = warden_jail::host::probe();
+    let defaults = Defaults::for_host(host_facts());
+    if json {
+        let v = serde_json::json!({ "host": report, "defaults": defaults });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("kernel      {} ({})", report.kernel, report.arch);
+        println!(
+            "mode        {}",
+            if report.root {
+                "root (the sandbox maps to nobody on the host)"
+            } else {
+                "rootless (the sandbox maps to your own user)"
+            }
+        );
+        for c in &report.checks {
+            println!("{:<11} {} {}", c.name, if c.ok { "ok  " } else { "MISSING" }, c.detail);
+            if let Some(lost) = &c.lost {
+                println!("            degraded: {lost}");
+            }
+        }
+        println!(
+            "defaults    memory {}M, pids {}, /tmp {}M, open files {}, file size {}G",
+            defaults.memory >> 20,
+            defaults.pids,
+            defaults.tmp_size >> 20,
+            defaults.open_files,
+            defaults.file_size >> 30
+        );
+        println!("environment passed by default: {}", ENV_ALLOWLIST.join(" "));
+        if report.fully_isolated() {
+            println!("full isolation is available");
+        } else {
+            println!("full isolation is NOT available on this host (see above)");
+        }
+    }
+    Ok(if report.fully_isolated() { 0 } else { 1 })
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+                _ => EXIT_WARDEN,
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Doctor { json } => doctor(json),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            // The cause chain, printed once.
+            eprintln!("warden: {e:#}");
+            ExitCode::from(EXIT_WARDEN)
+        }
+    }
+}

@@ -10,4 +10,15 @@
 //! states the invariant that makes it sound.
 
 pub mod cgroup;
+pub mod host;
+mod init;
+pub mod landlock;
+pub mod mounts;
+pub mod privileges;
+pub mod pty;
+mod report;
+mod sandbox;
 pub mod seccomp;
+mod sys;
+
+pub use sandbox::{chain_str, run, JailError, Outcome, NOBODY};

@@ -1,0 +1,664 @@
+//! The sandbox's seccomp-bpf filter: the system calls code inside a sandbox may never make, and why.
+//!
+//! The policy is the [`RULES`] table, one line per rule with the threat it closes. [`build_filter`]
+//! turns it into a libseccomp filter for the running architecture and [`install`] loads that filter
+//! into the calling process, the last step before the sandbox execs. The filter allows by default
+//! and denies a list: namespaces, the mount tree, Landlock and capabilities already confine the
+//! sandbox, and seccomp removes the kernel attack surface those layers cannot reach (keyrings,
+//! eBPF, io_uring, module loading, raw sockets, terminal injection...). A denied call fails with
+//! `EPERM` (or `ENOSYS` where a fallback is wanted), the errno that well-behaved programs already
+//! handle, rather than killing the process.
+//!
+//! This module never assembles BPF by hand (libseccomp does, including the architecture checks),
+//! and never varies the filter per sandbox: every sandbox gets the same table.
+
+use libseccomp::error::SeccompError as ScmpError;
+use libseccomp::{
+    ScmpAction, ScmpArch, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall,
+};
+
+/// Why the filter could not be built or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    /// warden has no filter for this CPU architecture.
+    #[error(
+        "seccomp filtering is not supported on the {arch} architecture; \
+         warden supports x86_64 and aarch64"
+    )]
+    UnsupportedArch {
+        /// The architecture warden was built for.
+        arch: &'static str,
+    },
+    /// libseccomp could not create a filter context.
+    #[error("cannot create a seccomp filter context")]
+    CreateContext {
+        /// libseccomp's error.
+        #[source]
+        source: ScmpError,
+    },
+    /// A filter attribute (bad-architecture action, no_new_privs, thread sync) could not be set.
+    #[error("cannot set the seccomp filter attribute {attribute}")]
+    SetAttribute {
+        /// The attribute, as libseccomp names it.
+        attribute: &'static str,
+        /// libseccomp's error.
+        #[source]
+        source: ScmpError,
+    },
+    /// A syscall name in [`RULES`] is unknown to libseccomp: a typo, or a libseccomp older than
+    /// the table.
+    #[error("system call {syscall} in the seccomp rule table is unknown to libseccomp on {arch}")]
+    UnknownSyscall {
+        /// The name from the table.
+        syscall: &'static str,
+        /// The architecture it was resolved for.
+        arch: &'static str,
+        /// libseccomp's error.
+        #[source]
+        source: ScmpError,
+    },
+    /// A syscall in [`RULES`] does not exist on this architecture but its rule is not marked
+    /// architecture-specific.
+    #[error(
+        "system call {syscall} in the seccomp rule table does not exist on {arch}; \
+         mark its rule with only_on"
+    )]
+    AbsentOnArch {
+        /// The name from the table.
+        syscall: &'static str,
+        /// The running architecture.
+        arch: &'static str,
+    },
+    /// A rule has a condition that matches nothing or everything by mistake (no comparison, or
+    /// an empty bit mask).
+    #[error("the seccomp rule for {syscall} has an empty condition")]
+    EmptyCondition {
+        /// The rule's syscall.
+        syscall: &'static str,
+    },
+    /// A rule compares more arguments than one filter rule can hold.
+    #[error("the seccomp rule for {syscall} has more than {limit} argument comparisons")]
+    TooManyComparisons {
+        /// The rule's syscall.
+        syscall: &'static str,
+        /// The most comparisons one rule may have.
+        limit: usize,
+    },
+    /// A rule returns an errno a seccomp filter cannot return.
+    #[error("the seccomp rule for {syscall} returns errno {errno}, outside 1..=4095")]
+    InvalidErrno {
+        /// The rule's syscall.
+        syscall: &'static str,
+        /// The errno from the table.
+        errno: i32,
+    },
+    /// libseccomp refused a rule.
+    #[error("cannot add the seccomp rule for {syscall}")]
+    AddRule {
+        /// The rule's syscall.
+        syscall: &'static str,
+        /// libseccomp's error.
+        #[source]
+        source: ScmpError,
+    },
+    /// The kernel refused the filter.
+    #[error("cannot load the seccomp filter into the kernel")]
+    Load {
+        /// libseccomp's error, which carries the kernel's errno.
+        #[source]
+        source: ScmpError,
+    },
+}
+
+/// A CPU architecture warden has a filter for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Arch {
+    /// x86-64, the 64-bit ABI only (not x32, not i386).
+    X86_64,
+    /// AArch64, the 64-bit ABI only (not AArch32).
+    Aarch64,
+}
+
+impl Arch {
+    /// Every architecture warden builds filters for.
+    pub const ALL: [Arch; 2] = [Arch::X86_64, Arch::Aarch64];
+
+    /// The architecture this binary was built for, or `None` if warden has no filter for it.
+    pub const fn native() -> Option<Arch> {
+        if cfg!(target_arch = "x86_64") {
+            Some(Arch::X86_64)
+        } else if cfg!(target_arch = "aarch64") {
+            Some(Arch::Aarch64)
+        } else {
+            None
+        }
+    }
+
+    /// libseccomp's token for this architecture.
+    pub const fn scmp(self) -> ScmpArch {
+        match self {
+            Arch::X86_64 => ScmpArch::X8664,
+            Arch::Aarch64 => ScmpArch::Aarch64,
+        }
+    }
+
+    /// The architecture's usual name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Aarch64 => "aarch64",
+        }
+    }
+}
+
+/// One rule of the filter: calls to `syscall` matching `when` fail with `errno`.
+///
+/// Several rules on one syscall are OR'ed: a call is denied if any of them matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    /// The system call, as the kernel and libseccomp name it.
+    pub syscall: &'static str,
+    /// Which calls the rule denies.
+    pub when: When,
+    /// The errno a denied call returns: `EPERM`, or `ENOSYS` to make libc fall back.
+    pub errno: i32,
+    /// The threat the rule closes, for reviewers and for the audit log.
+    pub reason: &'static str,
+    /// `Some(arch)` if the syscall exists only on that architecture; the rule is skipped
+    /// elsewhere. `None`: the syscall must exist on every architecture of [`Arch::ALL`].
+    pub only_on: Option<Arch>,
+}
+
+/// Which calls of a syscall a [`Rule`] denies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// Every call.
+    Always,
+    /// Calls whose argument `arg` has any bit of `mask` set. A filter comparison can only test
+    /// for one exact masked value, so this becomes one filter rule per bit, OR'ed.
+    AnyBitSet {
+        /// Argument index, from 0.
+        arg: u32,
+        /// The bits, any of which denies the call.
+        mask: u64,
+    },
+    /// Calls matching every one of the conditions (one filter rule).
+    All(&'static [Cond]),
+}
+
+/// A condition on one argument of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cond {
+    /// The low 32 bits of argument `arg` equal `value`. For arguments the kernel declares `int` or
+    /// `unsigned int`: it ignores the high half of the register, so the match must ignore it too,
+    /// or a caller could hide a denied value behind stray high bits.
+    Low32Eq {
+        /// Argument index, from 0.
+        arg: u32,
+        /// The value that matches.
+        value: u32,
+    },
+    /// `argument & mask == value`, on all 64 bits.
+    MaskedEq {
+        /// Argument index, from 0.
+        arg: u32,
+        /// The bits compared.
+        mask: u64,
+        /// What they must equal.
+        value: u64,
+    },
+    /// Argument `arg`, all 64 bits of it, is none of `values`. Used for allow-lists: a value
+    /// with stray high bits matches, so the call is denied, which fails closed.
+    NotIn {
+        /// Argument index, from 0.
+        arg: u32,
+        /// The values that do not match.
+        values: &'static [u64],
+    },
+}
+
+/// Kernel ABI values the table needs that the `libc` crate does not name on every target.
+/// They are the same on x86_64 and aarch64.
+mod abi {
+    /// `include/uapi/linux/netlink.h`: routing and link configuration, what `ip` and glibc's
+    /// `getaddrinfo` (for `AI_ADDRCONFIG`) speak.
+    pub const NETLINK_ROUTE: u64 = 0;
+    /// `include/linux/net.h`: the bits of `socket()`'s type that are the type; the rest are
+    /// `SOCK_NONBLOCK` and `SOCK_CLOEXEC`.
+    pub const SOCK_TYPE_MASK: u64 = 0xf;
+    /// `include/linux/net.h`: the obsolete packet socket type; `socket(AF_INET, SOCK_PACKET)` is
+    /// turned into an `AF_PACKET` socket by the kernel.
+    pub const SOCK_PACKET: u64 = 10;
+    /// `include/uapi/linux/personality.h`: the default personality.
+    pub const PER_LINUX: u64 = 0;
+    /// `include/uapi/linux/personality.h`: 32-bit `uname` (what `setarch i686`/`linux32` sets).
+    pub const PER_LINUX32: u64 = 0x0008;
+    /// `include/uapi/linux/personality.h`: report a 2.6.x kernel version to old programs.
+    pub const UNAME26: u64 = 0x0020000;
+    /// `personality(0xffffffff)` changes nothing and returns the current personality.
+    pub const PERSONALITY_QUERY: u64 = 0xffff_ffff;
+}
+
+const NS_FLAGS_BUT_TIME: u64 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWCGROUP) as u64;
+
+/// Every flag that creates a namespace, as `unshare()` takes them.
+pub const NAMESPACE_FLAGS: u64 = NS_FLAGS_BUT_TIME | libc::CLONE_NEWTIME as u64;
+
+/// The namespace flags `clone()` can take. `CLONE_NEWTIME` (0x80) is not among them: in
+/// `clone()` the low byte of the flags is the child's exit signal, so 0x80 there is a (bad)
+/// signal number, not a time namespace. Only `unshare()` and `clone3()` can create a time
+/// namespace.
+pub const CLONE_NAMESPACE_FLAGS: u64 = NS_FLAGS_BUT_TIME;
+
+/// `socket(family, ..)` with a family other than the four the sandbox needs: Unix sockets,
+/// IPv4, IPv6 and netlink (for route and link queries).
+const SOCKET_OTHER_FAMILY: When = When::All(&[Cond::NotIn {
+    arg: 0,
+    values: &[
+        libc::AF_UNIX as u64,
+        libc::AF_INET as u64,
+        libc::AF_INET6 as u64,
+        libc::AF_NETLINK as u64,
+    ],
+}]);
+/// `socket(AF_NETLINK, _, protocol)` with a protocol other than `NETLINK_ROUTE`.
+const SOCKET_NETLINK_NOT_ROUTE: When = When::All(&[
+    Cond::Low32Eq {
+        arg: 0,
+        value: libc::AF_NETLINK as u32,
+    },
+    Cond::NotIn {
+        arg: 2,
+        values: &[abi::NETLINK_ROUTE],
+    },
+]);
+/// `socket(AF_INET, SOCK_RAW | flags, _)`.
+const SOCKET_INET_RAW: When = socket_type(libc::AF_INET, libc::SOCK_RAW as u64);
+/// `socket(AF_INET, SOCK_PACKET | flags, _)`.
+const SOCKET_INET_PACKET: When = socket_type(libc::AF_INET, abi::SOCK_PACKET);
+/// `socket(AF_INET6, SOCK_RAW | flags, _)`.
+const SOCKET_INET6_RAW: When = socket_type(libc::AF_INET6, libc::SOCK_RAW as u64);
+/// `socket(AF_INET6, SOCK_PACKET | flags, _)`.
+const SOCKET_INET6_PACKET: When = socket_type(libc::AF_INET6, abi::SOCK_PACKET);
+/// `socketpair(family, ..)` with a family other than `AF_UNIX`.
+const SOCKETPAIR_NOT_UNIX: When = When::All(&[Cond::NotIn {
+    arg: 0,
+    values: &[libc::AF_UNIX as u64],
+}]);
+/// `ioctl(fd, TIOCSTI, ..)`.
+const IOCTL_TIOCSTI: When = When::All(&[Cond::Low32Eq {
+    arg: 1,
+    value: libc::TIOCSTI as u32,
+}]);
+/// `ioctl(fd, TIOCLINUX, ..)`.
+const IOCTL_TIOCLINUX: When = When::All(&[Cond::Low32Eq {
+    arg: 1,
+    value: libc::TIOCLINUX as u32,
+}]);
+/// `personality(p)` with `p` other than the plain Linux personalities and the query.
+const PERSONALITY_OTHER: When = When::All(&[Cond::NotIn {
+    arg: 0,
+    values: &[
+        abi::PER_LINUX,
+        abi::PER_LINUX32,
+        abi::UNAME26,
+        abi::PERSONALITY_QUERY,
+    ],
+}]);
+/// `unshare(flags)` creating any namespace.
+const UNSHARE_NAMESPACE: When = When::AnyBitSet {
+    arg: 0,
+    mask: NAMESPACE_FLAGS,
+};
+/// `clone(flags, ..)` creating any namespace; the flags are the first argument on both x86_64
+/// and aarch64.
+const CLONE_NAMESPACE: When = When::AnyBitSet {
+    arg: 0,
+    mask: CLONE_NAMESPACE_FLAGS,
+};
+
+/// `socket(family, type | flags, _)` for one family and type: the family compared on the low 32
+/// bits (the kernel reads an `int`), the type with its `SOCK_NONBLOCK`/`SOCK_CLOEXEC` bits masked
+/// off.
+const fn socket_type(family: libc::c_int, ty: u64) -> When {
+    When::All(match (family, ty) {
+        (libc::AF_INET, abi::SOCK_PACKET) => &[
+            Cond::Low32Eq { arg: 0, value: libc::AF_INET as u32 },
+            Cond::MaskedEq { arg: 1, mask: abi::SOCK_TYPE_MASK, value: abi::SOCK_PACKET },
+        ],
+        (libc::AF_INET, _) => &[
+            Cond::Low32Eq { arg: 0, value: libc::AF_INET as u32 },
+            Cond::MaskedEq { arg: 1, mask: abi::SOCK_TYPE_MASK, value: libc::SOCK_RAW as u64 },
+        ],
+        (_, abi::SOCK_PACKET) => &[
+            Cond::Low32Eq { arg: 0, value: libc::AF_INET6 as u32 },
+            Cond::MaskedEq { arg: 1, mask: abi::SOCK_TYPE_MASK, value: abi::SOCK_PACKET },
+        ],
+        _ => &[
+            Cond::Low32Eq { arg: 0, value: libc::AF_INET6 as u32 },
+            Cond::MaskedEq { arg: 1, mask: abi::SOCK_TYPE_MASK, value: libc::SOCK_RAW as u64 },
+        ],
+    })
+}
+
+const fn eperm(syscall: &'static str, when: When, reason: &'static str) -> Rule {
+    Rule {
+        syscall,
+        when,
+        errno: libc::EPERM,
+        reason,
+        only_on: None,
+    }
+}
+
+const fn enosys(syscall: &'static str, when: When, reason: &'static str) -> Rule {
+    Rule {
+        syscall,
+        when,
+        errno: libc::ENOSYS,
+        reason,
+        only_on: None,
+    }
+}
+
+impl Rule {
+    const fn only_on(self, arch: Arch) -> Rule {
+        Rule {
+            only_on: Some(arch),
+            ..self
+        }
+    }
+}
+
+use When::Always;
+
+/// Every rule of the filter, grouped by the threat it closes.
+///
+/// Architecture ABIs other than the native 64-bit one (i386 and x32 on x86_64, AArch32 on
+/// aarch64) need no rules here: the filter contains only the native architecture, so any call
+/// through another ABI hits the bad-architecture action and kills the process (see
+/// [`build_filter`]). That is also why `vm86`/`vm86old` (i386 only) and `socketcall` (absent on
+/// both 64-bit ABIs, where `socket()` cannot be bypassed through it) are not listed.
+#[rustfmt::skip]
+pub const RULES: &[Rule] = &[
+    // Other processes.
+    eperm("ptrace",            Always, "inspect or steer another process: read its memory, inject code, steal its secrets"),
+    eperm("process_vm_readv",  Always, "read another process's memory without ptrace"),
+    eperm("process_vm_writev", Always, "write another process's memory without ptrace"),
+    eperm("pidfd_getfd",       Always, "copy a file descriptor out of another process"),
+
+    // The file tree: the sandbox's root is assembled before seccomp and must stay as built.
+    eperm("mount",             Always, "remount or overmount the assembled root, or expose hidden host paths"),
+    eperm("umount2",           Always, "unmount a bind or overmount and reveal what it hides"),
+    eperm("pivot_root",        Always, "swap the sandbox root for another tree"),
+    eperm("move_mount",        Always, "new mount API: attach or move mounts"),
+    eperm("open_tree",         Always, "new mount API: clone a mount tree to attach elsewhere"),
+    eperm("fsopen",            Always, "new mount API: create a filesystem context (filesystem parsers are attack surface)"),
+    eperm("fsconfig",          Always, "new mount API: configure a filesystem context"),
+    eperm("fsmount",           Always, "new mount API: turn a filesystem context into a mount"),
+    eperm("fspick",            Always, "new mount API: reconfigure an existing mount"),
+    eperm("mount_setattr",     Always, "change mount flags, such as clearing read-only or nosuid"),
+    eperm("open_by_handle_at", Always, "open files by handle, bypassing the path walk that confines the sandbox (the shocker escape)"),
+    eperm("name_to_handle_at", Always, "make file handles for open_by_handle_at; also leaks mount and inode identities"),
+
+    // Namespaces: new ones make unprivileged code root of a fresh user namespace, a large kernel surface.
+    eperm("unshare",           UNSHARE_NAMESPACE, "create a namespace: user namespaces unlock kernel code written for root"),
+    eperm("clone",             CLONE_NAMESPACE,   "create a namespace while forking (as unshare)"),
+    enosys("clone3",           Always, "its flags are in memory the filter cannot read; ENOSYS makes libc fall back to clone, which is filtered"),
+    eperm("setns",             Always, "join another namespace through an inherited or opened namespace file descriptor"),
+
+    // Kernel extension and attack surface.
+    eperm("bpf",               Always, "load eBPF programs: a verifier and JIT with a history of privilege escalations"),
+    eperm("perf_event_open",   Always, "performance counters: kernel address and side-channel leaks, frequent CVEs"),
+    eperm("userfaultfd",       Always, "stall kernel page faults at will, the usual tool to win kernel races"),
+    eperm("io_uring_setup",    Always, "io_uring runs syscalls the filter never sees, and is a frequent source of kernel bugs"),
+    eperm("io_uring_enter",    Always, "io_uring (see io_uring_setup)"),
+    eperm("io_uring_register", Always, "io_uring (see io_uring_setup)"),
+    eperm("keyctl",            Always, "kernel keyrings are not namespaced: reach the host user's keys"),
+    eperm("add_key",           Always, "kernel keyrings (see keyctl)"),
+    eperm("request_key",       Always, "kernel keyrings (see keyctl); can also call out to a helper on the host"),
+    eperm("lookup_dcookie",    Always, "profiling interface (removed in Linux 6.8) that returns host paths"),
+    eperm("nfsservctl",        Always, "the old in-kernel NFS server control (removed in Linux 3.1)"),
+
+    // The machine itself.
+    eperm("kexec_load",        Always, "replace the running kernel"),
+    eperm("kexec_file_load",   Always, "replace the running kernel"),
+    eperm("init_module",       Always, "load kernel code"),
+    eperm("finit_module",      Always, "load kernel code"),
+    eperm("delete_module",     Always, "unload kernel code the host relies on"),
+    eperm("reboot",            Always, "reboot or halt the host (or the PID namespace)"),
+    eperm("swapon",            Always, "change the host's swap"),
+    eperm("swapoff",           Always, "change the host's swap"),
+    eperm("acct",              Always, "switch process accounting on the host on or off"),
+    eperm("quotactl",          Always, "change or read host disk quotas"),
+    eperm("quotactl_fd",       Always, "change or read host disk quotas"),
+    eperm("syslog",            Always, "read or clear the kernel log, which leaks kernel addresses and host activity"),
+    eperm("settimeofday",      Always, "set the host clock (time is not namespaced)"),
+    eperm("clock_settime",     Always, "set the host clock"),
+    eperm("clock_adjtime",     Always, "steer the host clock; costs read-only queries, which a sandbox does not need"),
+    eperm("adjtimex",          Always, "steer the host clock; costs read-only queries (ntp_gettime), which a sandbox does not need"),
+    eperm("fanotify_init",     Always, "watch and block file access across the whole mount or filesystem"),
+    eperm("iopl",              Always, "direct access to I/O ports").only_on(Arch::X86_64),
+    eperm("ioperm",            Always, "direct access to I/O ports").only_on(Arch::X86_64),
+    eperm("uselib",            Always, "obsolete a.out library loader; old kernel code").only_on(Arch::X86_64),
+    eperm("personality",       PERSONALITY_OTHER, "flags such as ADDR_NO_RANDOMIZE or READ_IMPLIES_EXEC weaken exploit mitigations"),
+
+    // Networking: only what ordinary programs need.
+    eperm("socket",            SOCKET_OTHER_FAMILY,      "packet, vsock, Bluetooth, AF_ALG and other families: kernel code a sandbox never needs"),
+    eperm("socket",            SOCKET_NETLINK_NOT_ROUTE, "netlink families other than routing: audit, uevents, sock_diag, netfilter and more"),
+    eperm("socket",            SOCKET_INET_RAW,          "raw IP: forge packets past the egress proxy's view of connections"),
+    eperm("socket",            SOCKET_INET_PACKET,       "the kernel turns (AF_INET, SOCK_PACKET) into an AF_PACKET socket"),
+    eperm("socket",            SOCKET_INET6_RAW,         "raw IPv6 (as raw IP)"),
+    eperm("socket",            SOCKET_INET6_PACKET,      "obsolete packet type (as AF_INET)"),
+    eperm("socketpair",        SOCKETPAIR_NOT_UNIX,      "only Unix socket pairs exist; other families are kernel surface"),
+
+    // Terminals: the sandbox may share the user's terminal.
+    eperm("ioctl",             IOCTL_TIOCSTI,   "push input into the terminal, typed as the user once the sandbox exits"),
+    eperm("ioctl",             IOCTL_TIOCLINUX, "virtual console control: selection paste is another way to inject input"),
+];
+
+/// The most argument comparisons one filter rule may have. Six arguments, and an allow-list of
+/// up to a few values on one of them, fit well within it.
+const MAX_COMPARISONS: usize = 8;
+
+/// The largest errno the kernel's `SECCOMP_RET_ERRNO` carries meaningfully.
+const MAX_ERRNO: i32 = 4095;
+
+/// Builds the filter for the running architecture.
+///
+/// The filter allows every call by default; each rule of [`RULES`] makes the calls it matches
+/// fail with its errno. Rules for syscalls that exist only on another architecture are skipped;
+/// any other name that does not resolve is an error, so a typo in the table cannot silently
+/// leave a hole.
+///
+/// The filter contains the native architecture only (libseccomp's context starts with it and we
+/// add no other). libseccomp then emits, before any rule, a check of the architecture the
+/// kernel reports for the call: a call made through another ABI of the same CPU (i386 via
+/// `int 0x80` on x86_64, AArch32 on aarch64) takes the bad-architecture action. x32 calls
+/// report `AUDIT_ARCH_X86_64` like native ones, so libseccomp also checks the syscall number:
+/// when the x32 ABI is not in the filter, numbers with the x32 bit (`0x4000_0000`) take the
+/// bad-architecture action too. That action is set here to kill the process: a foreign ABI in
+/// the sandbox is an attempt to get around the rules, not a program to keep running. Both
+/// behaviours are proved by this module's integration tests and visible in the filter's PFC
+/// export.
+pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
+    let arch = Arch::native().ok_or(SeccompError::UnsupportedArch {
+        arch: std::env::consts::ARCH,
+    })?;
+    let mut filter = ScmpFilterContext::new(ScmpAction::Allow)
+        .map_err(|source| SeccompError::CreateContext { source })?;
+    filter
+        .set_act_badarch(ScmpAction::KillProcess)
+        .map_err(|source| SeccompError::SetAttribute {
+            attribute: "SCMP_FLTATR_ACT_BADARCH",
+            source,
+        })?;
+    // The jail has set no_new_privs already; libseccomp setting it again is harmless and keeps
+    // `install` safe for a caller that forgot (without it, the kernel refuses the filter to
+    // unprivileged callers, and a privileged one would leave set-uid binaries usable).
+    filter
+        .set_ctl_nnp(true)
+        .map_err(|source| SeccompError::SetAttribute {
+            attribute: "SCMP_FLTATR_CTL_NNP",
+            source,
+        })?;
+    // Apply the filter to every thread of the process, not only the caller, should the
+    // sandbox's init ever have more than one.
+    filter
+        .set_ctl_tsync(true)
+        .map_err(|source| SeccompError::SetAttribute {
+            attribute: "SCMP_FLTATR_CTL_TSYNC",
+            source,
+        })?;
+    for rule in RULES {
+        add_rule(&mut filter, arch, rule)?;
+    }
+    Ok(filter)
+}
+
+/// Builds the filter and loads it into the calling process.
+///
+/// Called by the sandbox's init right before exec; once loaded, the filter cannot be removed
+/// and is inherited by every descendant.
+pub fn install() -> Result<(), SeccompError> {
+    let filter = build_filter()?;
+    filter
+        .load()
+        .map_err(|source| SeccompError::Load { source })
+}
+
+/// Adds one table rule to the filter, as one or more libseccomp rules.
+fn add_rule(filter: &mut ScmpFilterContext, arch: Arch, rule: &Rule) -> Result<(), SeccompError> {
+    if rule.only_on.is_some_and(|only| only != arch) {
+        return Ok(());
+    }
+    let syscall = resolve(rule.syscall, arch)?;
+    if !(1..=MAX_ERRNO).contains(&rule.errno) {
+        return Err(SeccompError::InvalidErrno {
+            syscall: rule.syscall,
+            errno: rule.errno,
+        });
+    }
+    let action = ScmpAction::Errno(rule.errno);
+    let add = |filter: &mut ScmpFilterContext, comparisons: &[ScmpArgCompare]| {
+        filter
+            .add_rule_conditional_exact(action, syscall, comparisons)
+            .map(|_| ())
+            .map_err(|source| SeccompError::AddRule {
+                syscall: rule.syscall,
+                source,
+            })
+    };
+    match rule.when {
+        When::Always => add(filter, &[]),
+        When::AnyBitSet { arg, mask } => {
+            if mask == 0 {
+                return Err(SeccompError::EmptyCondition {
+                    syscall: rule.syscall,
+                });
+            }
+            for bit in (0..u64::BITS).map(|shift| 1_u64 << shift) {
+                if mask & bit != 0 {
+                    add(
+                        filter,
+                        &[ScmpArgCompare::new(arg, ScmpCompareOp::MaskedEqual(bit), bit)],
+                    )?;
+                }
+            }
+            Ok(())
+        }
+        When::All(conditions) => {
+            if conditions.is_empty() {
+                return Err(SeccompError::EmptyCondition {
+                    syscall: rule.syscall,
+                });
+            }
+            let mut comparisons = Comparisons::new();
+            for condition in conditions {
+                comparisons
+                    .push_condition(condition)
+                    .ok_or(SeccompError::TooManyComparisons {
+                        syscall: rule.syscall,
+                        limit: MAX_COMPARISONS,
+                    })?;
+            }
+            add(filter, comparisons.as_slice())
+        }
+    }
+}
+
+/// Resolves a syscall name to its number on `arch`, which must be the running architecture.
+fn resolve(name: &'static str, arch: Arch) -> Result<ScmpSyscall, SeccompError> {
+    let syscall = ScmpSyscall::from_name_by_arch(name, arch.scmp()).map_err(|source| {
+        SeccompError::UnknownSyscall {
+            syscall: name,
+            arch: arch.name(),
+            source,
+        }
+    })?;
+    // libseccomp knows every syscall of every architecture by name; one that does not exist on
+    // `arch` resolves to a negative pseudo-number instead of failing.
+    if syscall.as_raw_syscall() < 0 {
+        return Err(SeccompError::AbsentOnArch {
+            syscall: name,
+            arch: arch.name(),
+        });
+    }
+    Ok(syscall)
+}
+
+/// The comparisons of one filter rule, on the stack: the filter is built in the sandbox's init
+/// just before exec, where the less the code does, the better.
+struct Comparisons {
+    items: [ScmpArgCompare; MAX_COMPARISONS],
+    len: usize,
+}
+
+impl Comparisons {
+    fn new() -> Self {
+        Comparisons {
+            items: [ScmpArgCompare::new(0, ScmpCompareOp::Equal, 0); MAX_COMPARISONS],
+            len: 0,
+        }
+    }
+
+    /// Adds the comparisons a condition needs; `None` if they do not fit.
+    fn push_condition(&mut self, condition: &Cond) -> Option<()> {
+        match *condition {
+            Cond::Low32Eq { arg, value } => self.push(ScmpArgCompare::new(
+                arg,
+                ScmpCompareOp::MaskedEqual(u64::from(u32::MAX)),
+                u64::from(value),
+            )),
+            Cond::MaskedEq { arg, mask, value } => {
+                self.push(ScmpArgCompare::new(arg, ScmpCompareOp::MaskedEqual(mask), value))
+            }
+            Cond::NotIn { arg, values } => {
+                if values.is_empty() {
+                    // "none of nothing" would match every call: refuse rather than guess.
+                    return None;
+                }
+                values.iter().try_for_each(|&value| {
+                    self.push(ScmpArgCompare::new(arg, ScmpCompareOp::NotEqual, value))
+                })
+            }
+        }
+    }
+
+    fn push(&mut self, comparison: ScmpArgCompare) -> Option<()> {
+        let slot = self.items.get_mut(self.len)?;
+        *slot = comparison;
+        self.len += 1;
+        Some(())
+    }
+
+    fn as_slice(&self) -> &[ScmpArgCompare] {
+        self.items.get(..self.len).unwrap_or(&[])
+    }
+}

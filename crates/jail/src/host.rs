@@ -1,0 +1,168 @@
+//! What this host offers for isolation, for `warden doctor` and for the
+//! messages that explain why a layer cannot be applied.
+
+use crate::cgroup;
+use serde::Serialize;
+
+/// One line of `warden doctor`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+    /// What is lost when this check fails, and how to fix it.
+    pub lost: Option<String>,
+}
+
+/// Everything `warden doctor` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub kernel: String,
+    pub arch: &'static str,
+    pub root: bool,
+    pub landlock_abi: Option<i32>,
+    pub cgroups: cgroup::Support,
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// Full isolation is available when every check passed.
+    pub fn fully_isolated(&self) -> bool {
+        self.checks.iter().all(|c| c.ok)
+    }
+}
+
+fn read_trim(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+/// Why user namespaces are unavailable, when a host setting says so, with the
+/// fix. `None` when no known setting blocks them.
+pub fn userns_blocker() -> Option<String> {
+    if read_trim("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0")
+        && !is_root()
+    {
+        return Some(
+            "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0): \
+             set it to 1 with `sysctl -w kernel.unprivileged_userns_clone=1`, or run warden as root"
+                .into(),
+        );
+    }
+    if read_trim("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        return Some(
+            "user namespaces are disabled (user.max_user_namespaces=0): \
+             set it with `sysctl -w user.max_user_namespaces=15000`"
+                .into(),
+        );
+    }
+    if read_trim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1")
+        && !is_root()
+    {
+        return Some(
+            "AppArmor restricts unprivileged user namespaces \
+             (kernel.apparmor_restrict_unprivileged_userns=1, the Ubuntu 24.04 default): \
+             install an AppArmor profile for warden that allows `userns,` \
+             (see docs/threat-model.md), set the sysctl to 0, or run warden as root"
+                .into(),
+        );
+    }
+    None
+}
+
+/// Guarantees lost when the sandbox cannot have its own namespaces.
+pub const LOST_WITHOUT_NAMESPACES: &str = "the sandbox would see the host's processes, \
+    network, hostname and whole file tree (Landlock still limits which files it may open), \
+    and could reach host services on loopback";
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Probe the host. Reads files and makes harmless queries only.
+pub fn probe() -> Report {
+    let uname = nix::sys::utsname::uname().ok();
+    let kernel = uname
+        .as_ref()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|| "unknown".into());
+    let landlock_abi = crate::sys::landlock_abi().ok();
+    let cgroups = cgroup::probe();
+    let mut checks = Vec::new();
+
+    let userns = match userns_blocker() {
+        None => Check {
+            name: "user namespaces",
+            ok: true,
+            detail: "available".into(),
+            lost: None,
+        },
+        Some(why) => Check {
+            name: "user namespaces",
+            ok: false,
+            detail: why,
+            lost: Some(LOST_WITHOUT_NAMESPACES.into()),
+        },
+    };
+    checks.push(userns);
+    checks.push(match landlock_abi {
+        Some(abi) => Check {
+            name: "landlock",
+            ok: true,
+            detail: format!("ABI {abi}"),
+            lost: None,
+        },
+        None => Check {
+            name: "landlock",
+            ok: false,
+            detail: "not available (kernel older than 5.13, or `landlock` missing from the lsm= boot parameter)".into(),
+            lost: Some("file access is restricted by the mount table alone".into()),
+        },
+    });
+    let seccomp = read_trim("/proc/sys/kernel/seccomp/actions_avail");
+    checks.push(Check {
+        name: "seccomp",
+        ok: seccomp.is_some(),
+        detail: seccomp
+            .map(|a| format!("filters available (actions: {a})"))
+            .unwrap_or_else(|| "not available".into()),
+        lost: None,
+    });
+    let cg_ok = cgroups.memory && cgroups.pids;
+    checks.push(Check {
+        name: "cgroups",
+        ok: cg_ok,
+        detail: format!(
+            "{:?}; memory: {}, pids: {}, cpu: {}",
+            cgroups.layout, cgroups.memory, cgroups.pids, cgroups.cpu
+        ),
+        lost: (!cg_ok).then(|| {
+            format!(
+                "memory and process limits fall back to per-process rlimits{}",
+                cgroups
+                    .why_not
+                    .as_ref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
+            )
+        }),
+    });
+    let kvm = std::path::Path::new("/dev/kvm").exists();
+    checks.push(Check {
+        name: "kvm",
+        ok: true,
+        detail: if kvm {
+            "/dev/kvm present (for the future microVM backend)".into()
+        } else {
+            "/dev/kvm absent (only the future microVM backend needs it)".into()
+        },
+        lost: None,
+    });
+    Report {
+        kernel,
+        arch: std::env::consts::ARCH,
+        root: is_root(),
+        landlock_abi,
+        cgroups,
+        checks,
+    }
+}

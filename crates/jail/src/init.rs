@@ -1,0 +1,233 @@
+//! The sandbox side: what the cloned child does, as PID 1 of its namespaces.
+//!
+//! It waits for the supervisor to write its ID maps, builds the root, applies
+//! every restriction to itself (so that all it starts inherits them), starts
+//! the command, and then stays as the sandbox's init: it reaps orphans,
+//! forwards signals to the command, and reports the command's status to the
+//! supervisor over a pipe that nothing else in the sandbox holds.
+
+use crate::landlock;
+use crate::mounts::{self, RootPlan};
+use crate::privileges::{self, Rlimits};
+use crate::seccomp;
+use crate::report::{write_report, Report};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{ForkResult, Pid};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Everything the child needs, prepared by the supervisor before the clone.
+pub struct ChildPlan {
+    pub root: RootPlan,
+    pub uid: u32,
+    pub gid: u32,
+    pub rlimits: Rlimits,
+    pub writable: Vec<PathBuf>,
+    pub cwd: PathBuf,
+    pub argv: Vec<CString>,
+    pub env: Vec<CString>,
+    pub path_var: String,
+    pub new_cgroup_ns: bool,
+    /// The terminal the command gets, when a PTY was allocated.
+    pub pty_slave: Option<OwnedFd>,
+    /// Descriptors of the supervisor's side, closed first thing.
+    pub close_in_child: Vec<RawFd>,
+}
+
+/// Signals forwarded from the init to the command.
+pub const FORWARDED: &[Signal] = &[
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGWINCH,
+];
+
+/// Runs in the cloned child and never returns.
+pub fn child_main(plan: ChildPlan, go: OwnedFd, report: OwnedFd, original_mask: SigSet) -> ! {
+    let code = match child_setup_and_run(plan, go, &report, original_mask) {
+        Ok(code) => code,
+        Err(msg) => {
+            write_report(&report, &Report::SetupFailed(msg));
+            125
+        }
+    };
+    // SAFETY: _exit ends the process without running destructors or atexit
+    // handlers that belong to the supervisor this process was copied from.
+    unsafe { libc::_exit(code) }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn child_setup_and_run(
+    mut plan: ChildPlan,
+    go: OwnedFd,
+    report: &OwnedFd,
+    original_mask: SigSet,
+) -> Result<i32, String> {
+    // SAFETY: prctl with integer arguments only. If the supervisor dies, the
+    // init dies, and with it every process of its PID namespace.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+    }
+    for fd in plan.close_in_child.drain(..) {
+        // SAFETY: these descriptors are the supervisor's copies, unused here.
+        unsafe { libc::close(fd) };
+    }
+    // Wait until the supervisor has written the ID maps and placed us in the
+    // cgroup. End of file means the supervisor gave up (or died before our
+    // death signal was armed): leave without doing anything.
+    let mut byte = [0u8; 1];
+    match nix::unistd::read(&go, &mut byte) {
+        Ok(1) => {}
+        _ => return Err("the supervisor stopped before the sandbox was ready".into()),
+    }
+    drop(go);
+    // Take the sandbox's own IDs before creating any file: in root mode the
+    // process still has host UID 0, which the namespace does not map, and
+    // files created under it would be refused (EOVERFLOW).
+    privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
+    if plan.new_cgroup_ns {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+            .map_err(|e| format!("cannot create the cgroup namespace: {e}"))?;
+    }
+    nix::unistd::sethostname(&plan.root.hostname)
+        .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
+    mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
+    privileges::apply_rlimits(&plan.rlimits).map_err(|e| chain(&e))?;
+    landlock::restrict(&plan.writable).map_err(|e| chain(&e))?;
+    privileges::drop_all(false).map_err(|e| chain(&e))?;
+    seccomp::install().map_err(|e| chain(&e))?;
+
+    // From here on the init holds no privilege the command lacks.
+    let mut forwarded = SigSet::empty();
+    forwarded.add(Signal::SIGCHLD);
+    for s in FORWARDED {
+        forwarded.add(*s);
+    }
+    let sfd = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC)
+        .map_err(|e| format!("cannot create the init's signal descriptor: {e}"))?;
+
+    let program = resolve_program(&plan.argv, &plan.path_var);
+    // SAFETY: the init is single-threaded (it is a fork of a single-threaded
+    // supervisor), so the child may run arbitrary code before exec.
+    let child = match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Child) => exec_command(&plan, program, report, original_mask),
+        Ok(ForkResult::Parent { child }) => child,
+        Err(e) => return Err(format!("cannot start the command: {e}")),
+    };
+    drop(plan.pty_slave.take());
+    Ok(supervise_command(child, sfd, report))
+}
+
+/// Find `argv[0]` in the sandbox's own PATH (after the pivot, so what is
+/// found is what the sandbox sees).
+fn resolve_program(argv: &[CString], path_var: &str) -> Option<CString> {
+    let name = argv.first()?;
+    if name.as_bytes().contains(&b'/') {
+        return Some(name.clone());
+    }
+    for dir in path_var.split(':').filter(|d| !d.is_empty()) {
+        let candidate = Path::new(dir).join(std::ffi::OsStr::from_bytes(name.as_bytes()));
+        if let Ok(meta) = std::fs::metadata(&candidate) {
+            if meta.is_file() {
+                return CString::new(candidate.as_os_str().as_bytes()).ok();
+            }
+        }
+    }
+    None
+}
+
+/// In the command's process: terminal, working directory, signals, exec.
+fn exec_command(
+    plan: &ChildPlan,
+    program: Option<CString>,
+    report: &OwnedFd,
+    original_mask: SigSet,
+) -> ! {
+    if let Some(slave) = &plan.pty_slave {
+        let fd = slave.as_raw_fd();
+        // SAFETY: setsid, ioctl(TIOCSCTTY) and dup2 take integer arguments;
+        // `fd` is an open terminal descriptor owned by `plan`.
+        unsafe {
+            libc::setsid();
+            libc::ioctl(fd, libc::TIOCSCTTY, 0);
+            libc::dup2(fd, 0);
+            libc::dup2(fd, 1);
+            libc::dup2(fd, 2);
+        }
+    }
+    let _ = std::env::set_current_dir(&plan.cwd);
+    // The command starts with default dispositions and the mask warden had.
+    for s in FORWARDED.iter().chain(&[Signal::SIGCHLD, Signal::SIGPIPE]) {
+        // SAFETY: restoring the default disposition installs no handler.
+        let _ = unsafe { nix::sys::signal::signal(*s, nix::sys::signal::SigHandler::SigDfl) };
+    }
+    let _ = original_mask.thread_set_mask();
+    let errno = match program {
+        Some(p) => match nix::unistd::execve(&p, &plan.argv, &plan.env) {
+            Err(e) => e as i32,
+            Ok(never) => match never {},
+        },
+        None => libc::ENOENT,
+    };
+    write_report(report, &Report::ExecFailed(errno));
+    let code = if errno == libc::ENOENT { 127 } else { 126 };
+    // SAFETY: leaving the forked command process without running the
+    // destructors of the init's state.
+    unsafe { libc::_exit(code) }
+}
+
+/// The init's loop: reap every child, forward signals, and report the
+/// command's status when it ends. Returning ends the init, and with it every
+/// process left in the sandbox's PID namespace.
+fn supervise_command(command: Pid, sfd: SignalFd, report: &OwnedFd) -> i32 {
+    loop {
+        let info = match sfd.read_signal() {
+            Ok(Some(info)) => info,
+            Ok(None) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return 125,
+        };
+        let signo = info.ssi_signo as i32;
+        if signo == libc::SIGCHLD {
+            loop {
+                match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::Exited(pid, code)) if pid == command => {
+                        write_report(report, &Report::Exited(code));
+                        return 0;
+                    }
+                    Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
+                        write_report(report, &Report::Signaled(sig as i32));
+                        return 0;
+                    }
+                    Ok(WaitStatus::StillAlive) | Err(_) => break,
+                    Ok(_) => continue,
+                }
+            }
+        } else if info.ssi_code != libc::SI_KERNEL {
+            // Signals from the terminal (SI_KERNEL) already reached the
+            // command, which shares the foreground process group; only
+            // signals sent with kill(2), e.g. forwarded by the supervisor,
+            // are passed on.
+            if let Ok(sig) = Signal::try_from(signo) {
+                let _ = nix::sys::signal::kill(command, sig);
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Landlock: file access restricted again at the kernel's LSM layer, so that
+//! a mistake in the mount table is not a hole. Read and execute beneath the
+//! sandbox's root (which holds only what warden mounted); write only beneath
+//! the workspace, `/tmp`, `/dev/shm`, declared read-write paths and the
+//! harmless devices. Where the kernel's ABI allows, the sandbox is also
+//! scoped: no signals to, and no abstract UNIX sockets of, anything outside.
+
+use landlock::{
+    Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+use std::path::{Path, PathBuf};
+
+/// The newest ABI whose rights warden knows how to use.
+const ABI_TARGET: ABI = ABI::V6;
+
+/// Why Landlock could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("cannot build the Landlock ruleset")]
+    Ruleset(#[source] landlock::RulesetError),
+    #[error("cannot open {path} to add a Landlock rule")]
+    Path {
+        path: PathBuf,
+        #[source]
+        source: landlock::PathFdError,
+    },
+    #[error("cannot add the Landlock rule for {path}")]
+    Rule {
+        path: PathBuf,
+        #[source]
+        source: landlock::RulesetError,
+    },
+}
+
+/// How much of the ruleset the kernel enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enforcement {
+    Full,
+    Partial,
+    None,
+}
+
+/// Restrict the calling process (and everything it starts) to the sandbox's
+/// file rules. `writable` are paths inside the new root.
+pub fn restrict(writable: &[PathBuf]) -> Result<Enforcement, LandlockError> {
+    let read = AccessFs::from_read(ABI_TARGET);
+    let all = AccessFs::from_all(ABI_TARGET);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)
+        .map_err(LandlockError::Ruleset)?
+        .scope(Scope::from_all(ABI_TARGET))
+        .map_err(LandlockError::Ruleset)?
+        .create()
+        .map_err(LandlockError::Ruleset)?;
+    let mut add = |path: &Path, access| -> Result<(), LandlockError> {
+        let fd = PathFd::new(path).map_err(|source| LandlockError::Path {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        ruleset
+            .as_mut()
+            .add_rule(PathBeneath::new(fd, access))
+            .map(drop)
+            .map_err(|source| LandlockError::Rule {
+                path: path.to_path_buf(),
+                source,
+            })
+    };
+    add(Path::new("/"), read)?;
+    for p in writable {
+        add(p, all)?;
+    }
+    // Devices are written through, never created: write and ioctl rights on
+    // the few that exist, so that terminals and /dev/null work.
+    for dev in ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx"] {
+        let p = Path::new(dev);
+        if p.exists() {
+            add(
+                p,
+                AccessFs::WriteFile | AccessFs::ReadFile | AccessFs::IoctlDev | AccessFs::Truncate,
+            )?;
+        }
+    }
+    let status = ruleset.restrict_self().map_err(LandlockError::Ruleset)?;
+    Ok(match status.ruleset {
+        RulesetStatus::FullyEnforced => Enforcement::Full,
+        RulesetStatus::PartiallyEnforced => Enforcement::Partial,
+        RulesetStatus::NotEnforced => Enforcement::None,
+    })
+}

@@ -1,0 +1,509 @@
+//! The sandbox's file tree: assembled from bind mounts in the sandbox's own
+//! mount namespace and entered with `pivot_root`, so that nothing of the host
+//! is reachable but what is mounted here.
+//!
+//! Runs in the sandbox's init, after the ID maps are written and before any
+//! other restriction. The host's root stays reachable at `/oldroot` only
+//! until the new root is complete; then it is detached.
+
+use crate::sys;
+use nix::errno::Errno;
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sys::stat::Mode;
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{symlink, DirBuilderExt};
+use std::path::{Path, PathBuf};
+
+/// Host directories shown read-only in a sandbox built from the host.
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+/// Files and directories under `/etc` hidden from the sandbox, and why.
+pub const HIDDEN_IN_ETC: &[(&str, &str)] = &[
+    ("shadow", "password hashes"),
+    ("shadow-", "password hashes (backup)"),
+    ("gshadow", "group password hashes"),
+    ("gshadow-", "group password hashes (backup)"),
+    ("sudoers", "who may become root, and how"),
+    ("sudoers.d", "who may become root, and how"),
+    ("security/opasswd", "old password hashes"),
+    ("ssl/private", "TLS private keys"),
+    ("ssh/ssh_host_rsa_key", "the host's SSH identity"),
+    ("ssh/ssh_host_ecdsa_key", "the host's SSH identity"),
+    ("ssh/ssh_host_ed25519_key", "the host's SSH identity"),
+    ("ssh/ssh_host_dsa_key", "the host's SSH identity"),
+];
+
+/// Device nodes bound from the host into the sandbox's `/dev`.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Why the sandbox's file tree could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("cannot mount {what} at {target}")]
+    Mount {
+        what: String,
+        target: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("cannot bind {src} to {dst} inside the sandbox")]
+    Bind {
+        src: PathBuf,
+        dst: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("cannot make {target} read-only inside the sandbox")]
+    ReadOnly {
+        target: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("cannot attach the idmapped workspace at {target}")]
+    AttachIdmapped {
+        target: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("cannot create mount point {path}")]
+    MountPoint {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create {path} in the sandbox's root")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("pivot_root into the new root failed")]
+    Pivot(#[source] Errno),
+    #[error("cannot detach the host's root from the sandbox")]
+    DetachOldRoot(#[source] Errno),
+    #[error("path {0} contains a NUL byte")]
+    Nul(PathBuf),
+}
+
+/// One bind into the sandbox, with host-side paths already made canonical.
+#[derive(Debug)]
+pub struct BindPlan {
+    pub src: PathBuf,
+    pub dst: PathBuf,
+    pub writable: bool,
+    /// A detached copy of `src` prepared by the supervisor (root mode),
+    /// attached instead of a plain bind.
+    pub tree: Option<OwnedFd>,
+    /// `tree` is made idmapped through the sandbox's user namespace.
+    pub idmap: bool,
+}
+
+/// Everything `build_root` needs, computed before the sandbox was spawned.
+#[derive(Debug)]
+pub struct RootPlan {
+    pub rootfs: Option<PathBuf>,
+    pub binds: Vec<BindPlan>,
+    pub tmp_size: u64,
+    pub hostname: String,
+}
+
+const BASE: &str = "/tmp";
+const NEWROOT: &str = "/newroot";
+const OLDROOT: &str = "/oldroot";
+
+fn cpath(p: &Path) -> Result<CString, MountError> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| MountError::Nul(p.to_path_buf()))
+}
+
+fn do_mount(
+    src: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    data: Option<&str>,
+    what: &str,
+) -> Result<(), MountError> {
+    mount(src, target, fstype, flags, data).map_err(|source| MountError::Mount {
+        what: what.to_string(),
+        target: target.to_path_buf(),
+        source,
+    })
+}
+
+fn set_attr(target: &Path, attrs: u64, recursive: bool) -> Result<(), MountError> {
+    sys::mount_setattr_path(&cpath(target)?, attrs, recursive).map_err(|source| {
+        MountError::ReadOnly {
+            target: target.to_path_buf(),
+            source,
+        }
+    })
+}
+
+/// Inside-the-new-root path for `p` (absolute).
+fn under(root: &str, p: &Path) -> PathBuf {
+    let rel = p.strip_prefix("/").unwrap_or(p);
+    Path::new(root).join(rel)
+}
+
+fn mkdir_p(p: &Path) -> Result<(), MountError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(p)
+        .map_err(|source| MountError::MountPoint {
+            path: p.to_path_buf(),
+            source,
+        })
+}
+
+/// Create a mount point at `dst` of the same kind (directory or file) as `src`.
+fn mount_point_like(src: &Path, dst: &Path) -> Result<(), MountError> {
+    let is_dir = std::fs::metadata(src).map(|m| m.is_dir()).unwrap_or(true);
+    if is_dir {
+        return mkdir_p(dst);
+    }
+    if let Some(parent) = dst.parent() {
+        mkdir_p(parent)?;
+    }
+    if dst.exists() {
+        return Ok(());
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dst)
+        .map(drop)
+        .map_err(|source| MountError::MountPoint {
+            path: dst.to_path_buf(),
+            source,
+        })
+}
+
+fn bind(src: &Path, dst: &Path, writable: bool) -> Result<(), MountError> {
+    mount_point_like(src, dst)?;
+    mount(
+        Some(src),
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|source| MountError::Bind {
+        src: src.to_path_buf(),
+        dst: dst.to_path_buf(),
+        source,
+    })?;
+    // Recursively: a read-only bind must not leave a writable submount
+    // below it, and nothing bound in may carry setuid or device files.
+    let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+    if !writable {
+        attrs |= sys::MOUNT_ATTR_RDONLY;
+    }
+    set_attr(dst, attrs, true)
+}
+
+/// Assemble the sandbox's root and pivot into it. On return the process's
+/// root is the sandbox's and the host's tree is no longer reachable.
+pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
+    // Nothing done here may propagate back to the host's mount namespace.
+    do_mount(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+        "private propagation",
+    )?;
+    // A scratch tmpfs becomes the root for the time of the assembly, with
+    // the host's root below it at /oldroot, so that every source path,
+    // including ones under the host's /tmp, stays reachable.
+    do_mount(
+        Some("tmpfs"),
+        Path::new(BASE),
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("size=1m,mode=0755"),
+        "the scratch tmpfs",
+    )?;
+    let base = Path::new(BASE);
+    for d in ["newroot", "oldroot"] {
+        mkdir_p(&base.join(d))?;
+    }
+    std::env::set_current_dir(base).map_err(|source| MountError::MountPoint {
+        path: base.to_path_buf(),
+        source,
+    })?;
+    sys::pivot_root(c".", c"oldroot").map_err(MountError::Pivot)?;
+    std::env::set_current_dir("/").map_err(|source| MountError::MountPoint {
+        path: "/".into(),
+        source,
+    })?;
+
+    let newroot = Path::new(NEWROOT);
+    match &plan.rootfs {
+        Some(rootfs) => {
+            let src = under(OLDROOT, rootfs);
+            do_mount(
+                Some(&src.to_string_lossy()),
+                newroot,
+                None,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None,
+                "the prepared root tree",
+            )?;
+            for d in ["proc", "dev", "tmp"] {
+                let p = newroot.join(d);
+                if !p.is_dir() {
+                    mkdir_p(&p)?;
+                }
+            }
+        }
+        None => {
+            do_mount(
+                Some("tmpfs"),
+                newroot,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some("size=1m,mode=0755"),
+                "the root tmpfs",
+            )?;
+            for dir in SYSTEM_DIRS {
+                let host = under(OLDROOT, Path::new(dir));
+                let inside = under(NEWROOT, Path::new(dir));
+                match std::fs::symlink_metadata(&host) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        // Merged-/usr hosts: /bin -> usr/bin and so on.
+                        let target = std::fs::read_link(&host).map_err(|source| {
+                            MountError::Create {
+                                path: host.clone(),
+                                source,
+                            }
+                        })?;
+                        symlink(&target, &inside).map_err(|source| MountError::Create {
+                            path: inside.clone(),
+                            source,
+                        })?;
+                    }
+                    Ok(m) if m.is_dir() => bind(&host, &inside, false)?,
+                    _ => {}
+                }
+            }
+            hide_etc_secrets()?;
+            for d in ["proc", "dev", "tmp", "var"] {
+                mkdir_p(&newroot.join(d))?;
+            }
+            let var_tmp = newroot.join("var/tmp");
+            symlink("/tmp", &var_tmp).map_err(|source| MountError::Create {
+                path: var_tmp,
+                source,
+            })?;
+        }
+    }
+
+    // A fresh /proc for the sandbox's own PID namespace. It must be mounted
+    // while the host's /proc is still visible (the kernel refuses a new proc
+    // mount in a user namespace otherwise).
+    let proc_dir = newroot.join("proc");
+    do_mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None,
+        "a fresh /proc",
+    )?;
+    build_dev(plan.tmp_size)?;
+    let tmp_opts = format!("size={},mode=1777", plan.tmp_size);
+    do_mount(
+        Some("tmpfs"),
+        &newroot.join("tmp"),
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(&tmp_opts),
+        "the sandbox's /tmp",
+    )?;
+
+    for b in &mut plan.binds {
+        let dst = under(NEWROOT, &b.dst);
+        match b.tree.take() {
+            Some(tree) => {
+                mkdir_p(&dst)?;
+                sys::move_mount_to(tree.as_fd(), &cpath(&dst)?).map_err(|source| {
+                    MountError::AttachIdmapped {
+                        target: b.dst.clone(),
+                        source,
+                    }
+                })?;
+                let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+                if !b.writable {
+                    attrs |= sys::MOUNT_ATTR_RDONLY;
+                }
+                set_attr(&dst, attrs, true)?;
+            }
+            None => bind(&under(OLDROOT, &b.src), &dst, b.writable)?,
+        }
+    }
+
+    // The root directory itself is read-only: the sandbox writes only to
+    // its workspace, /tmp, /dev/shm and declared read-write paths.
+    set_attr(
+        newroot,
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        false,
+    )?;
+
+    // Leave the host behind: detach /oldroot, then make /newroot the root.
+    do_mount(
+        None,
+        Path::new(OLDROOT),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+        "private propagation of the old root",
+    )?;
+    umount2(OLDROOT, MntFlags::MNT_DETACH).map_err(MountError::DetachOldRoot)?;
+    std::env::set_current_dir(newroot).map_err(|source| MountError::MountPoint {
+        path: newroot.to_path_buf(),
+        source,
+    })?;
+    sys::pivot_root(c".", c".").map_err(MountError::Pivot)?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(MountError::DetachOldRoot)?;
+    std::env::set_current_dir("/").map_err(|source| MountError::MountPoint {
+        path: "/".into(),
+        source,
+    })?;
+    Ok(())
+}
+
+/// Cover the secrets of the host's `/etc` with empty, unreadable stand-ins.
+fn hide_etc_secrets() -> Result<(), MountError> {
+    let empty_file = Path::new("/.hidden-file");
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(empty_file)
+        .map_err(|source| MountError::Create {
+            path: empty_file.to_path_buf(),
+            source,
+        })?;
+    nix::sys::stat::fchmodat(
+        nix::fcntl::AT_FDCWD,
+        empty_file,
+        Mode::empty(),
+        nix::sys::stat::FchmodatFlags::FollowSymlink,
+    )
+    .map_err(|e| MountError::Create {
+        path: empty_file.to_path_buf(),
+        source: e.into(),
+    })?;
+    for (rel, _why) in HIDDEN_IN_ETC {
+        let target = Path::new(NEWROOT).join("etc").join(rel);
+        let Ok(meta) = std::fs::symlink_metadata(&target) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            // A symlink resolves against the sandbox's own root, where its
+            // target is covered (or absent) by the same rules.
+            continue;
+        }
+        if meta.is_dir() {
+            do_mount(
+                Some("tmpfs"),
+                &target,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                Some("size=4k,mode=0000"),
+                "an empty stand-in",
+            )?;
+        } else {
+            do_mount(
+                Some(&empty_file.to_string_lossy()),
+                &target,
+                None,
+                MsFlags::MS_BIND,
+                None,
+                "an empty stand-in",
+            )?;
+            set_attr(
+                &target,
+                sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+                false,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A minimal `/dev`: the harmless character devices bound from the host, a
+/// private devpts instance, a size-capped `/dev/shm`, and the usual links.
+fn build_dev(tmp_size: u64) -> Result<(), MountError> {
+    let dev = Path::new(NEWROOT).join("dev");
+    do_mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("size=64k,mode=0755"),
+        "the sandbox's /dev",
+    )?;
+    for name in DEVICES {
+        let src = Path::new(OLDROOT).join("dev").join(name);
+        let dst = dev.join(name);
+        if !src.exists() {
+            continue;
+        }
+        std::fs::File::create(&dst).map_err(|source| MountError::MountPoint {
+            path: dst.clone(),
+            source,
+        })?;
+        do_mount(
+            Some(&src.to_string_lossy()),
+            &dst,
+            None,
+            MsFlags::MS_BIND,
+            None,
+            "a device node",
+        )?;
+        set_attr(&dst, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC, false)?;
+    }
+    let pts = dev.join("pts");
+    mkdir_p(&pts)?;
+    do_mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+        "a private devpts",
+    )?;
+    let shm = dev.join("shm");
+    mkdir_p(&shm)?;
+    let shm_opts = format!("size={tmp_size},mode=1777");
+    do_mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(&shm_opts),
+        "the sandbox's /dev/shm",
+    )?;
+    let links: [(&str, &str); 5] = [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ];
+    for (name, target) in links {
+        let p = dev.join(name);
+        symlink(OsStr::new(target), &p).map_err(|source| MountError::Create { path: p, source })?;
+    }
+    // Nothing can be created in /dev itself afterwards.
+    set_attr(&dev, sys::MOUNT_ATTR_RDONLY, false)
+}

@@ -1,0 +1,77 @@
+//! The pseudo-terminal of interactive sandboxes: the command gets the slave
+//! side as its controlling terminal; the supervisor puts the caller's
+//! terminal in raw mode and relays bytes and window sizes.
+
+use nix::errno::Errno;
+use nix::sys::termios::{self, SetArg, Termios};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+/// Why a terminal could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum PtyError {
+    #[error("cannot allocate a pseudo-terminal")]
+    Open(#[source] Errno),
+    #[error("cannot put the terminal in raw mode")]
+    Raw(#[source] Errno),
+}
+
+pub struct Pty {
+    pub master: OwnedFd,
+    pub slave: OwnedFd,
+}
+
+/// Allocate a PTY pair, sized like the caller's terminal when there is one.
+pub fn open() -> Result<Pty, PtyError> {
+    let pair = nix::pty::openpty(None, None).map_err(PtyError::Open)?;
+    for fd in [&pair.master, &pair.slave] {
+        let _ = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC));
+    }
+    let pty = Pty {
+        master: pair.master,
+        slave: pair.slave,
+    };
+    copy_window_size(std::io::stdin().as_fd(), pty.master.as_fd());
+    Ok(pty)
+}
+
+/// Give `to` the window size of `from`, if `from` is a terminal.
+pub fn copy_window_size(from: BorrowedFd<'_>, to: BorrowedFd<'_>) {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the valid, properly
+    // aligned `ws`; TIOCSWINSZ only reads it. Both descriptors are open.
+    unsafe {
+        if libc::ioctl(from.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) == 0 {
+            libc::ioctl(to.as_raw_fd(), libc::TIOCSWINSZ, &ws);
+        }
+    }
+}
+
+/// Puts the caller's terminal back as it was when dropped.
+pub struct RawMode {
+    saved: Termios,
+}
+
+impl RawMode {
+    /// Raw mode on stdin when it is a terminal; `None` otherwise.
+    pub fn enable() -> Result<Option<RawMode>, PtyError> {
+        let stdin = std::io::stdin();
+        let Ok(saved) = termios::tcgetattr(stdin.as_fd()) else {
+            return Ok(None);
+        };
+        let mut raw = saved.clone();
+        termios::cfmakeraw(&mut raw);
+        termios::tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &raw).map_err(PtyError::Raw)?;
+        Ok(Some(RawMode { saved }))
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSANOW, &self.saved);
+    }
+}

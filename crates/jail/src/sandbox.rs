@@ -1,0 +1,882 @@
+//! The supervisor side: prepares a sandbox from a spec, spawns its init into
+//! new namespaces, writes its ID maps, confines it in a cgroup, relays its
+//! terminal, enforces the deadline, and maps how it ended to an exit status.
+
+use crate::cgroup::{self, Cgroup, Limits};
+use crate::host;
+use crate::init::{self, ChildPlan, FORWARDED};
+use crate::mounts::{BindPlan, RootPlan};
+use crate::privileges::Rlimits;
+use crate::pty::{self, RawMode};
+use crate::report::{parse_reports, Report};
+use crate::sys::{self, Forked};
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::unistd::Pid;
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
+use warden_policy::{SandboxSpec, Terminal, WORKSPACE_MOUNT};
+
+/// The host ID that the sandbox's user maps to when warden runs as root.
+pub const NOBODY: u32 = 65534;
+
+/// Why a sandbox could not be run. Every message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum JailError {
+    #[error("{what} {path} does not exist; create it or pass another path")]
+    MissingPath {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--rootfs {0} has no /usr or /bin: pass a prepared root tree, e.g. the output of debootstrap")]
+    BadRootfs(PathBuf),
+    #[error("cannot create the sandbox's namespaces: {why}. Without them {lost}; pass --allow-degraded to run with Landlock, seccomp and rlimits only")]
+    UserNamespaces {
+        why: String,
+        lost: &'static str,
+        #[source]
+        source: Errno,
+    },
+    #[error("cannot enforce {what}: cgroups are not usable here; run as root, on a host with a delegated cgroup v2 subtree (e.g. under `systemd-run --user --scope -p Delegate=yes`), or pass --allow-degraded to fall back to per-process rlimits")]
+    CgroupRequired {
+        what: String,
+        #[source]
+        source: cgroup::CgroupError,
+    },
+    #[error("cannot prepare {path} for the sandbox's unprivileged host ID")]
+    Idmap {
+        path: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("the file system of {path} does not support idmapped mounts, which root mode needs to keep it writable by the sandbox's unprivileged ID; run warden as a regular user instead of root")]
+    IdmapUnsupported {
+        path: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("cannot write the ID map {path}")]
+    IdMap {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot set up the sandbox: {0}")]
+    Setup(String),
+    #[error("the sandbox's init ended without reporting the command's status ({0})")]
+    InitDied(String),
+    #[error("cannot {what}")]
+    Sys {
+        what: &'static str,
+        #[source]
+        source: Errno,
+    },
+    #[error(transparent)]
+    Pty(#[from] pty::PtyError),
+    #[error("a string in the command or environment contains a NUL byte: {0:?}")]
+    Nul(String),
+}
+
+fn sys_err(what: &'static str) -> impl FnOnce(Errno) -> JailError {
+    move |source| JailError::Sys { what, source }
+}
+
+/// How the sandbox ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The status warden exits with (see the exit-status conventions).
+    pub status: i32,
+    pub reason: ExitReason,
+    pub signal: Option<i32>,
+    /// A line for the person, printed on stderr by the front door.
+    pub message: Option<String>,
+}
+
+const NS_FLAGS: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWNET;
+
+fn canonical(what: &'static str, p: &Path) -> Result<PathBuf, JailError> {
+    std::fs::canonicalize(p).map_err(|source| JailError::MissingPath {
+        what,
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+fn cstring(s: &str) -> Result<CString, JailError> {
+    CString::new(s).map_err(|_| JailError::Nul(s.to_string()))
+}
+
+fn degraded(events: &mut dyn EventSink, id: &str, layer: &str, lost: &str) {
+    eprintln!("warden: DEGRADED {layer}: {lost}");
+    events.emit(&Event::now(
+        id,
+        EventKind::Degraded {
+            layer: layer.to_string(),
+            lost: lost.to_string(),
+        },
+    ));
+}
+
+/// Run `spec` in a new sandbox named `id` and return when every process of
+/// it is gone. Events go to `events`.
+pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<Outcome, JailError> {
+    let root_mode = host::is_root();
+    let fs = &spec.filesystem;
+
+    // Host-side paths are made canonical here, where symlinks resolve
+    // against the host's root and not the sandbox's half-built one.
+    let rootfs = match &fs.rootfs {
+        Some(r) => {
+            let r = canonical("--rootfs", r)?;
+            if !r.join("usr").is_dir() && !r.join("bin").exists() {
+                return Err(JailError::BadRootfs(r));
+            }
+            Some(r)
+        }
+        None => None,
+    };
+    let workspace = fs
+        .workspace
+        .as_deref()
+        .map(|w| canonical("--workspace", w))
+        .transpose()?;
+    if let Some(w) = &workspace {
+        if !w.is_dir() {
+            return Err(JailError::MissingPath {
+                what: "--workspace",
+                path: w.clone(),
+                source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
+            });
+        }
+    }
+
+    // The sandbox's own IDs. Rootless: the caller's own. As root: the owner
+    // of the workspace (so its files look like the sandbox's own), mapped to
+    // nobody on the host.
+    let (uid, gid, host_uid, host_gid) = if root_mode {
+        let (u, g) = match &workspace {
+            Some(w) => std::fs::metadata(w)
+                .map(|m| (m.uid(), m.gid()))
+                .unwrap_or((0, 0)),
+            None => (0, 0),
+        };
+        (u, g, NOBODY, NOBODY)
+    } else {
+        let (u, g) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+        (u, g, u, g)
+    };
+
+    let mut binds = Vec::new();
+    let mut writable = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
+    let mut add_bind = |src: PathBuf, dst: PathBuf, writable_bind: bool| -> Result<(), JailError> {
+        // As root, binds are cloned here, where the host's permissions
+        // allow the lookup (the sandbox's ID is nobody on the host), and
+        // writable ones are then idmapped so that the sandbox can write them
+        // while files keep their owners on disk.
+        let tree = if root_mode {
+            let c = CString::new(src.as_os_str().as_bytes())
+                .map_err(|_| JailError::Nul(src.display().to_string()))?;
+            Some(sys::open_tree_clone(&c).map_err(|source| JailError::Idmap {
+                path: src.clone(),
+                source,
+            })?)
+        } else {
+            None
+        };
+        if writable_bind {
+            writable.push(dst.clone());
+        }
+        binds.push(BindPlan {
+            src,
+            dst,
+            writable: writable_bind,
+            tree,
+            idmap: root_mode && writable_bind,
+        });
+        Ok(())
+    };
+    if let Some(w) = &workspace {
+        add_bind(w.clone(), PathBuf::from(WORKSPACE_MOUNT), true)?;
+    }
+    for b in &fs.binds {
+        let src = canonical(if b.writable { "--rw" } else { "--ro" }, &b.path)?;
+        add_bind(src, b.path.clone(), b.writable)?;
+    }
+
+    // Resources: a cgroup where the host allows one; otherwise rlimits, and
+    // only with consent when the person asked for a limit explicitly.
+    let res = &spec.resources;
+    let limits = Limits {
+        memory: Some(res.memory.value),
+        pids: Some(res.pids.value),
+        cpus: res.cpus,
+    };
+    let mut rlimits = Rlimits {
+        open_files: res.open_files,
+        file_size: res.file_size,
+        nproc: None,
+        address_space: None,
+    };
+    let cgroup = match Cgroup::create(id, &limits) {
+        Ok(cg) => Some(cg),
+        Err(source) => {
+            let mut explicit = Vec::new();
+            if res.memory.explicit {
+                explicit.push("--memory");
+            }
+            if res.pids.explicit {
+                explicit.push("--pids");
+            }
+            if res.cpus.is_some() {
+                explicit.push("--cpus");
+            }
+            if !explicit.is_empty() && !spec.allow_degraded {
+                return Err(JailError::CgroupRequired {
+                    what: explicit.join(", "),
+                    source,
+                });
+            }
+            rlimits.nproc = Some(res.pids.value);
+            if res.memory.explicit {
+                rlimits.address_space = Some(res.memory.value);
+            }
+            let lost = format!(
+                "cgroups are not usable ({}): processes are limited by RLIMIT_NPROC={} (counted per user), {}{}",
+                crate::sandbox::chain_str(&source),
+                res.pids.value,
+                if res.memory.explicit {
+                    "memory by RLIMIT_AS per process"
+                } else {
+                    "memory is not limited"
+                },
+                if res.cpus.is_some() { ", CPU is not limited" } else { "" },
+            );
+            degraded(events, id, "resources", &lost);
+            None
+        }
+    };
+
+    let terminal = match spec.terminal {
+        Terminal::Pty => Some(pty::open()?),
+        Terminal::Inherit => None,
+    };
+
+    let argv = spec
+        .command
+        .iter()
+        .map(|a| cstring(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let env = spec
+        .env
+        .iter()
+        .map(|(k, v)| cstring(&format!("{k}={v}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let path_var = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+
+    let (go_rd, go_wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("create a pipe"))?;
+    let (rep_rd, rep_wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("create a pipe"))?;
+
+    let mut close_in_child = vec![go_wr.as_raw_fd(), rep_rd.as_raw_fd()];
+    if let Some(t) = &terminal {
+        close_in_child.push(t.master.as_raw_fd());
+    }
+    let plan = ChildPlan {
+        root: RootPlan {
+            rootfs,
+            binds,
+            tmp_size: fs.tmp_size,
+            hostname: spec.hostname.clone(),
+        },
+        uid,
+        gid,
+        rlimits,
+        writable,
+        cwd: if workspace.is_some() {
+            PathBuf::from(WORKSPACE_MOUNT)
+        } else {
+            PathBuf::from("/")
+        },
+        argv,
+        env,
+        path_var,
+        new_cgroup_ns: cgroup.is_some(),
+        pty_slave: terminal.as_ref().and_then(|t| t.slave.try_clone().ok()),
+        close_in_child,
+    };
+    let master = terminal.map(|t| t.master);
+
+    events.emit(&Event::now(
+        id,
+        EventKind::Created {
+            command: spec.command.clone(),
+            workspace: workspace.clone(),
+            rootless: !root_mode,
+            cgroup: cgroup
+                .as_ref()
+                .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
+        },
+    ));
+
+    // Signals are taken through a signalfd from here on; the child starts
+    // with the same mask and restores `original` just before exec.
+    let mut handled = SigSet::empty();
+    handled.add(Signal::SIGCHLD);
+    for s in FORWARDED {
+        handled.add(*s);
+    }
+    let mut original = SigSet::empty();
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&handled), Some(&mut original))
+        .map_err(sys_err("block signals"))?;
+    let _restore_mask = MaskGuard(original);
+
+    if root_mode {
+        // Supplementary groups are host groups the sandbox must not keep
+        // (group root can read files that "others" cannot).
+        nix::unistd::setgroups(&[]).map_err(sys_err("drop supplementary groups"))?;
+    }
+
+    let start = Instant::now();
+    // SAFETY: warden's supervisor is single-threaded up to this point (no
+    // runtime or helper thread has been started), which is the contract of
+    // `clone_process`.
+    let child = match unsafe { sys::clone_process(NS_FLAGS) } {
+        Ok(Forked::Child) => init::child_main(plan, go_rd, rep_wr, original),
+        Ok(Forked::Parent(pid)) => pid,
+        Err(source) => {
+            let why = host::userns_blocker().unwrap_or_else(|| match source {
+                Errno::EPERM | Errno::EACCES => {
+                    "the kernel refused to create a user namespace (a container or security module may forbid it)".into()
+                }
+                Errno::ENOSPC | Errno::EUSERS => {
+                    "the limit of user namespaces (user.max_user_namespaces) is reached".into()
+                }
+                _ => "clone() with namespace flags failed".into(),
+            });
+            return Err(JailError::UserNamespaces {
+                why,
+                lost: host::LOST_WITHOUT_NAMESPACES,
+                source,
+            });
+        }
+    };
+    drop(go_rd);
+    drop(rep_wr);
+    let mut guard = ChildGuard {
+        pid: child,
+        cgroup,
+        reaped: false,
+    };
+
+    let ready = prepare_child(child, uid, gid, host_uid, host_gid, &plan, &guard);
+    drop(plan);
+    if let Err(e) = ready {
+        return Err(e);
+    }
+    nix::unistd::write(&go_wr, b"g").map_err(sys_err("start the sandbox"))?;
+    drop(go_wr);
+    events.emit(&Event::now(id, EventKind::Started { pid: child.as_raw() }));
+
+    let raw = if master.is_some() { RawMode::enable()? } else { None };
+    let sfd = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(sys_err("create a signal descriptor"))?;
+    let deadline = spec.resources.timeout.map(|t| start + t);
+    let mut sv = Supervision {
+        child,
+        rep_rd: Some(rep_rd),
+        reports: Vec::new(),
+        master,
+        stdin_open: true,
+        timed_out: false,
+        wait_status: None,
+        usage: None,
+    };
+    sv.run(&sfd, deadline, &guard)?;
+    drop(raw);
+    guard.reaped = true;
+
+    let stats = guard.cgroup.as_ref().map(|c| c.stats());
+    let oom_kills = stats.as_ref().and_then(|s| s.oom_kills).unwrap_or(0);
+    let (rusage_rss, rusage_user, rusage_sys) = sv.rusage();
+    let peaks = ResourcePeaks {
+        max_rss_bytes: stats
+            .as_ref()
+            .and_then(|s| s.memory_peak)
+            .or(rusage_rss),
+        cpu_user_ms: stats.as_ref().and_then(|s| s.cpu_user_ms).or(rusage_user),
+        cpu_system_ms: stats.as_ref().and_then(|s| s.cpu_system_ms).or(rusage_sys),
+        oom_kills: stats.as_ref().and_then(|s| s.oom_kills),
+    };
+    if let Some(cg) = guard.cgroup.take() {
+        if let Err(e) = cg.remove() {
+            eprintln!("warden: {}", chain_str(&e));
+        }
+    }
+
+    let reports = parse_reports(&sv.reports);
+    let outcome = outcome_from(&reports, sv.timed_out, oom_kills, spec, sv.wait_status)?;
+    events.emit(&Event::now(
+        id,
+        EventKind::Exited {
+            status: outcome.status,
+            reason: outcome.reason,
+            signal: outcome.signal,
+            duration_ms: start.elapsed().as_millis() as u64,
+            peaks,
+        },
+    ));
+    Ok(outcome)
+}
+
+/// Format an error with its causes on one line.
+pub fn chain_str(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn outcome_from(
+    reports: &[Report],
+    timed_out: bool,
+    oom_kills: u64,
+    spec: &SandboxSpec,
+    init_status: Option<i32>,
+) -> Result<Outcome, JailError> {
+    if timed_out {
+        let t = spec.resources.timeout.unwrap_or_default();
+        return Ok(Outcome {
+            status: 124,
+            reason: ExitReason::Timeout,
+            signal: None,
+            message: Some(format!(
+                "the sandbox reached its --timeout of {} and was killed",
+                humanize(t)
+            )),
+        });
+    }
+    for r in reports {
+        if let Report::SetupFailed(m) = r {
+            return Err(JailError::Setup(m.clone()));
+        }
+    }
+    if let Some(errno) = reports.iter().find_map(|r| match r {
+        Report::ExecFailed(e) => Some(*e),
+        _ => None,
+    }) {
+        let cmd = spec.command.first().cloned().unwrap_or_default();
+        let (status, what) = if errno == libc::ENOENT {
+            (127, "command not found in the sandbox".to_string())
+        } else {
+            (126, format!("cannot execute: {}", Errno::from_raw(errno).desc()))
+        };
+        return Ok(Outcome {
+            status,
+            reason: ExitReason::ExecFailed,
+            signal: None,
+            message: Some(format!("{cmd}: {what}")),
+        });
+    }
+    let memory = spec.resources.memory.value;
+    for r in reports {
+        match r {
+            Report::Exited(code) => {
+                return Ok(Outcome {
+                    status: *code,
+                    reason: ExitReason::Exited,
+                    signal: None,
+                    message: (oom_kills > 0).then(|| {
+                        format!("a process of the sandbox was killed for exceeding the memory limit of {}", bytes(memory))
+                    }),
+                })
+            }
+            Report::Signaled(sig) => {
+                if *sig == libc::SIGKILL && oom_kills > 0 {
+                    return Ok(Outcome {
+                        status: 137,
+                        reason: ExitReason::OutOfMemory,
+                        signal: Some(*sig),
+                        message: Some(format!(
+                            "the command exceeded the sandbox's memory limit of {} and was killed",
+                            bytes(memory)
+                        )),
+                    });
+                }
+                return Ok(Outcome {
+                    status: 128 + sig,
+                    reason: ExitReason::Signaled,
+                    signal: Some(*sig),
+                    message: None,
+                });
+            }
+            _ => {}
+        }
+    }
+    if oom_kills > 0 {
+        return Ok(Outcome {
+            status: 137,
+            reason: ExitReason::OutOfMemory,
+            signal: Some(libc::SIGKILL),
+            message: Some(format!(
+                "the sandbox exceeded its memory limit of {} and was killed",
+                bytes(memory)
+            )),
+        });
+    }
+    Err(JailError::InitDied(match init_status {
+        Some(s) if s < 0 => format!("killed by signal {}", -s),
+        Some(s) => format!("exit status {s}"),
+        None => "unknown status".into(),
+    }))
+}
+
+fn humanize(d: Duration) -> String {
+    humantime_like(d)
+}
+
+fn humantime_like(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 != 0 {
+        format!("{ms}ms")
+    } else {
+        format!("{}s", ms / 1000)
+    }
+}
+
+fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
+    let mut v = b;
+    let mut i = 0;
+    while v >= 1024 && v % 1024 == 0 && i < UNITS.len() - 1 {
+        v /= 1024;
+        i += 1;
+    }
+    format!("{v}{}", UNITS[i])
+}
+
+/// Write the child's ID maps, put it in the cgroup, and make its writable
+/// binds idmapped (root mode), before it may go on.
+fn prepare_child(
+    child: Pid,
+    uid: u32,
+    gid: u32,
+    host_uid: u32,
+    host_gid: u32,
+    plan: &ChildPlan,
+    guard: &ChildGuard,
+) -> Result<(), JailError> {
+    let proc_dir = PathBuf::from(format!("/proc/{}", child.as_raw()));
+    let write = |name: &str, content: String| -> Result<(), JailError> {
+        let path = proc_dir.join(name);
+        std::fs::write(&path, content).map_err(|source| JailError::IdMap { path, source })
+    };
+    if !host::is_root() {
+        // An unprivileged user may write a gid map only after giving up
+        // setgroups(2) for the namespace.
+        write("setgroups", "deny".into())?;
+    }
+    write("uid_map", format!("{uid} {host_uid} 1\n"))
+        .map_err(|e| annotate_userns(e))?;
+    write("gid_map", format!("{gid} {host_gid} 1\n")).map_err(|e| annotate_userns(e))?;
+    if let Some(cg) = &guard.cgroup {
+        cg.add_process(child.as_raw()).map_err(|source| JailError::CgroupRequired {
+            what: "the sandbox's limits".into(),
+            source,
+        })?;
+    }
+    let idmapped: Vec<_> = plan
+        .root
+        .binds
+        .iter()
+        .filter(|b| b.idmap)
+        .filter_map(|b| b.tree.as_ref().map(|fd| (b, fd)))
+        .collect();
+    if !idmapped.is_empty() {
+        let userns = std::fs::File::open(proc_dir.join("ns/user")).map_err(|source| JailError::IdMap {
+            path: proc_dir.join("ns/user"),
+            source,
+        })?;
+        for (b, fd) in idmapped {
+            sys::idmap_tree(fd.as_fd(), userns.as_fd()).map_err(|source| match source {
+                Errno::EINVAL | Errno::EOPNOTSUPP => JailError::IdmapUnsupported {
+                    path: b.src.clone(),
+                    source,
+                },
+                _ => JailError::Idmap {
+                    path: b.src.clone(),
+                    source,
+                },
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn annotate_userns(e: JailError) -> JailError {
+    match (&e, host::userns_blocker()) {
+        (JailError::IdMap { source, .. }, Some(why)) => JailError::UserNamespaces {
+            why,
+            lost: host::LOST_WITHOUT_NAMESPACES,
+            source: Errno::from_raw(source.raw_os_error().unwrap_or(libc::EPERM)),
+        },
+        _ => e,
+    }
+}
+
+/// Restores the signal mask warden started with.
+struct MaskGuard(SigSet);
+
+impl Drop for MaskGuard {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&self.0), None);
+    }
+}
+
+/// Kills and reaps the sandbox and removes its cgroup if the supervisor
+/// leaves early (an error, a panic): no sandbox process outlives warden.
+struct ChildGuard {
+    pid: Pid,
+    cgroup: Option<Cgroup>,
+    reaped: bool,
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = kill(self.pid, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(self.pid, None);
+        }
+        if let Some(cg) = self.cgroup.take() {
+            let _ = cg.kill_all();
+            let _ = cg.remove();
+        }
+    }
+}
+
+struct Supervision {
+    child: Pid,
+    rep_rd: Option<OwnedFd>,
+    reports: Vec<u8>,
+    master: Option<OwnedFd>,
+    stdin_open: bool,
+    timed_out: bool,
+    /// The init's wait status: exit code, or minus the signal number.
+    wait_status: Option<i32>,
+    /// Peak RSS in bytes, user and system CPU in ms, of the whole tree.
+    usage: Option<(u64, u64, u64)>,
+}
+
+const MAX_REPORT_BYTES: usize = 64 * 1024;
+
+impl Supervision {
+    fn run(&mut self, sfd: &SignalFd, deadline: Option<Instant>, guard: &ChildGuard) -> Result<(), JailError> {
+        let mut rusage_done = false;
+        while !rusage_done {
+            let timeout = match deadline {
+                Some(d) if !self.timed_out => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32)
+                        .unwrap_or(PollTimeout::MAX)
+                }
+                _ => PollTimeout::NONE,
+            };
+            let stdin = std::io::stdin();
+            let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+            let rep_idx = self.rep_rd.as_ref().map(|r| {
+                fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
+            let master_idx = self.master.as_ref().map(|m| {
+                fds.push(PollFd::new(m.as_fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
+            let stdin_idx = (self.master.is_some() && self.stdin_open).then(|| {
+                fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
+            let n = match poll(&mut fds, timeout) {
+                Ok(n) => n,
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(JailError::Sys { what: "wait for the sandbox", source: e }),
+            };
+            let ready = |i: Option<usize>| {
+                i.and_then(|i| fds.get(i))
+                    .and_then(|f| f.revents())
+                    .is_some_and(|r| !r.is_empty())
+            };
+            let (sig_ready, rep_ready, master_ready, stdin_ready) =
+                (ready(Some(0)), ready(rep_idx), ready(master_idx), ready(stdin_idx));
+            drop(fds);
+            if n == 0 {
+                if let Some(d) = deadline {
+                    if Instant::now() >= d && !self.timed_out {
+                        self.timed_out = true;
+                        let _ = kill(self.child, Signal::SIGKILL);
+                        if let Some(cg) = &guard.cgroup {
+                            let _ = cg.kill_all();
+                        }
+                    }
+                }
+                continue;
+            }
+            if rep_ready {
+                self.read_reports();
+            }
+            if master_ready {
+                self.relay_master();
+            }
+            if stdin_ready {
+                self.relay_stdin();
+            }
+            if sig_ready {
+                while let Ok(Some(info)) = sfd.read_signal() {
+                    let signo = info.ssi_signo as i32;
+                    if signo == libc::SIGCHLD {
+                        if self.try_reap() {
+                            rusage_done = true;
+                        }
+                    } else if signo == libc::SIGWINCH {
+                        if let Some(m) = &self.master {
+                            pty::copy_window_size(std::io::stdin().as_fd(), m.as_fd());
+                        }
+                    } else if info.ssi_code != libc::SI_KERNEL {
+                        // kill(2) from outside (a supervisor of warden, a
+                        // person): pass it on. Terminal signals already
+                        // reached the command's process group.
+                        if let Ok(sig) = Signal::try_from(signo) {
+                            let _ = kill(self.child, sig);
+                        }
+                    }
+                }
+            }
+        }
+        // Every process of the sandbox is gone; drain what is left.
+        while self.rep_rd.is_some() {
+            self.read_reports();
+        }
+        if self.master.is_some() {
+            while self.master.is_some() {
+                if !self.relay_master() {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_reports(&mut self) {
+        let Some(fd) = &self.rep_rd else { return };
+        let mut buf = [0u8; 4096];
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(0) | Err(Errno::EBADF) | Err(Errno::EIO) => self.rep_rd = None,
+            Ok(n) => {
+                if self.reports.len() < MAX_REPORT_BYTES {
+                    self.reports.extend_from_slice(&buf[..n]);
+                }
+            }
+            Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+            Err(_) => self.rep_rd = None,
+        }
+    }
+
+    /// Copy what the command wrote to its terminal; false when it is closed.
+    fn relay_master(&mut self) -> bool {
+        let Some(m) = &self.master else { return false };
+        let mut buf = [0u8; 16384];
+        match nix::unistd::read(m, &mut buf) {
+            Ok(0) | Err(Errno::EIO) => {
+                self.master = None;
+                false
+            }
+            Ok(n) => {
+                let _ = write_all(std::io::stdout().as_fd(), &buf[..n]);
+                true
+            }
+            Err(Errno::EINTR) | Err(Errno::EAGAIN) => true,
+            Err(_) => {
+                self.master = None;
+                false
+            }
+        }
+    }
+
+    fn relay_stdin(&mut self) {
+        let Some(m) = &self.master else { return };
+        let mut buf = [0u8; 4096];
+        match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
+            Ok(0) => self.stdin_open = false,
+            Ok(n) => {
+                let _ = write_all(m.as_fd(), &buf[..n]);
+            }
+            Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+            Err(_) => self.stdin_open = false,
+        }
+    }
+
+    /// Reap the init if it ended; true when it did.
+    fn try_reap(&mut self) -> bool {
+        let mut status: libc::c_int = 0;
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: wait4 writes an int status and one `rusage` into valid,
+        // properly aligned memory that we own.
+        let rc = unsafe {
+            libc::wait4(self.child.as_raw(), &mut status, libc::WNOHANG, usage.as_mut_ptr())
+        };
+        if rc == self.child.as_raw() {
+            // SAFETY: wait4 returned the child's PID, so it filled `usage`
+            // (and it was zero-initialised before in any case).
+            let usage = unsafe { usage.assume_init() };
+            self.wait_status = Some(if libc::WIFSIGNALED(status) {
+                -libc::WTERMSIG(status)
+            } else {
+                libc::WEXITSTATUS(status)
+            });
+            self.usage = Some(usage_triplet(&usage));
+            return true;
+        }
+        rc == -1 && Errno::last() == Errno::ECHILD
+    }
+
+    fn rusage(&self) -> (Option<u64>, Option<u64>, Option<u64>) {
+        self.usage
+            .map_or((None, None, None), |(a, b, c)| (Some(a), Some(b), Some(c)))
+    }
+}
+
+fn usage_triplet(u: &libc::rusage) -> (u64, u64, u64) {
+    let ms = |t: libc::timeval| (t.tv_sec as u64) * 1000 + (t.tv_usec as u64) / 1000;
+    ((u.ru_maxrss as u64) * 1024, ms(u.ru_utime), ms(u.ru_stime))
+}
+
+fn write_all(fd: std::os::fd::BorrowedFd<'_>, mut data: &[u8]) -> nix::Result<()> {
+    while !data.is_empty() {
+        match nix::unistd::write(fd, data) {
+            Ok(n) => data = &data[n..],
+            Err(Errno::EINTR) | Err(Errno::EAGAIN) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

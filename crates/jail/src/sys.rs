@@ -1,0 +1,174 @@
+//! Thin wrappers over the few syscalls that neither `nix` nor `libc` wrap:
+//! `clone` with namespace flags, `pivot_root`, and the new mount API
+//! (`open_tree`, `move_mount`, `mount_setattr`). Each returns `nix::Error`.
+
+use nix::errno::Errno;
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+pub const OPEN_TREE_CLONE: libc::c_uint = 1;
+pub const AT_RECURSIVE: libc::c_uint = 0x8000;
+pub const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+/// `struct mount_attr` of `<linux/mount.h>` (MOUNT_ATTR_SIZE_VER0).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// The result of [`clone_process`], seen from each side.
+pub enum Forked {
+    Parent(nix::unistd::Pid),
+    Child,
+}
+
+/// `clone(2)` without a new stack: like `fork`, but into the namespaces named
+/// by `flags`, so that the child is PID 1 of its new PID namespace.
+///
+/// # Safety
+/// The caller must be single-threaded: the child is a copy of the calling
+/// thread only, and anything another thread held (a lock inside the
+/// allocator, say) would stay held forever in the child.
+pub unsafe fn clone_process(flags: libc::c_int) -> nix::Result<Forked> {
+    // SAFETY: with a null stack, clone(2) behaves as fork(2) and the child
+    // continues on a copy of this stack, which is sound for a single-threaded
+    // caller (this function's contract). The argument order (flags, stack,
+    // parent_tid, child_tid, tls) is the one of x86_64 and aarch64; the tid
+    // pointers are unused because no CLONE_*TID flag is passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            0 as libc::c_ulong,
+        )
+    };
+    match rc {
+        -1 => Err(Errno::last()),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(nix::unistd::Pid::from_raw(pid as libc::pid_t))),
+    }
+}
+
+/// `pivot_root(new_root, put_old)`.
+pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> nix::Result<()> {
+    // SAFETY: both arguments are valid NUL-terminated strings that outlive
+    // the call; the kernel only reads them.
+    let rc = unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) };
+    Errno::result(rc).map(drop)
+}
+
+/// `open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC)`:
+/// a detached copy of the mount tree at `path`, which can be changed (made
+/// idmapped, say) before it is attached anywhere.
+pub fn open_tree_clone(path: &CStr) -> nix::Result<OwnedFd> {
+    // SAFETY: `path` is a valid NUL-terminated string for the duration of
+    // the call; the flags request a new file descriptor and nothing else.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint,
+        )
+    };
+    let fd = Errno::result(rc)? as libc::c_int;
+    // SAFETY: the kernel just returned this descriptor to us and nothing
+    // else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Attach the detached mount `tree` at `target`.
+pub fn move_mount_to(tree: BorrowedFd<'_>, target: &CStr) -> nix::Result<()> {
+    let empty = c"";
+    // SAFETY: `tree` is a valid open descriptor, both strings are valid and
+    // NUL-terminated for the duration of the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    Errno::result(rc).map(drop)
+}
+
+/// Set mount attributes on the mount at `path`, and on every mount below it
+/// when `recursive`.
+pub fn mount_setattr_path(path: &CStr, set: u64, recursive: bool) -> nix::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: `path` is valid and NUL-terminated; `attr` is a properly sized
+    // `struct mount_attr` that lives across the call and is only read.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    Errno::result(rc).map(drop)
+}
+
+/// Make the detached mount tree `tree` idmapped through the user namespace
+/// `userns`: files are seen with their owners translated by its ID maps.
+pub fn idmap_tree(tree: BorrowedFd<'_>, userns: BorrowedFd<'_>) -> nix::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    let empty = c"";
+    // SAFETY: both descriptors are open for the duration of the call, the
+    // path is the empty string with AT_EMPTY_PATH, and `attr` is a properly
+    // sized `struct mount_attr` that is only read.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    Errno::result(rc).map(drop)
+}
+
+/// The Landlock ABI version the kernel offers, or why none.
+pub fn landlock_abi() -> Result<i32, Errno> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag, the
+    // call only returns the ABI number and creates nothing.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    Errno::result(rc).map(|v| v as i32)
+}
