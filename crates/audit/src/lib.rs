@@ -176,7 +176,10 @@ impl EventSink for JsonLinesSink {
         if let Err(e) = result {
             if !self.failed {
                 self.failed = true;
-                eprintln!("warden: cannot write events to {}: {e}", self.path.display());
+                eprintln!(
+                    "warden: cannot write events to {}: {e}",
+                    self.path.display()
+                );
             }
         }
     }

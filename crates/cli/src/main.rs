@@ -108,7 +108,8 @@ struct RunArgs {
     command: Vec<String>,
 }
 
-const DEFAULTS_HELP: &str = "Without limit flags a sandbox still has limits: memory half of the host's \
+const DEFAULTS_HELP: &str =
+    "Without limit flags a sandbox still has limits: memory half of the host's \
 (at most 8G), 1024 processes, /tmp a quarter of the memory limit (at most 1G), 4096 open files, \
 16G files, no core dumps. `warden doctor` prints the values for this host.
 
@@ -138,10 +139,11 @@ fn sandbox_id() -> String {
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
         .is_ok();
     if !ok {
-        let n = std::process::id() as u64 ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
+        let n = std::process::id() as u64
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
         bytes.copy_from_slice(&n.to_le_bytes()[..6]);
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -189,7 +191,8 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
         Box::new(Fanout(sinks))
     };
     let id = sandbox_id();
-    let outcome = warden_jail::run(&spec, &id, events.as_mut()).context("the sandbox could not be run")?;
+    let outcome =
+        warden_jail::run(&spec, &id, events.as_mut()).context("the sandbox could not be run")?;
     if let Some(msg) = &outcome.message {
         eprintln!("warden: {msg}");
     }
@@ -213,7 +216,12 @@ fn doctor(json: bool) -> anyhow::Result<u8> {
             }
         );
         for c in &report.checks {
-            println!("{:<11} {} {}", c.name, if c.ok { "ok  " } else { "MISSING" }, c.detail);
+            println!(
+                "{:<11} {} {}",
+                c.name,
+                if c.ok { "ok  " } else { "MISSING" },
+                c.detail
+            );
             if let Some(lost) = &c.lost {
                 println!("            degraded: {lost}");
             }

@@ -69,9 +69,7 @@ pub enum CgroupError {
         #[source]
         source: io::Error,
     },
-    #[error(
-        "sandbox id {id:?} cannot name a cgroup; use only letters, digits, '-', '_' and '.'"
-    )]
+    #[error("sandbox id {id:?} cannot name a cgroup; use only letters, digits, '-', '_' and '.'")]
     InvalidId { id: String },
     #[error("cpu limit {cpus} is not a positive, finite number of cores")]
     InvalidCpus { cpus: f64 },
@@ -347,7 +345,7 @@ fn unescape(field: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 3 < bytes.len() + 0 && i + 3 <= bytes.len() - 1 + 1 {
+        if bytes[i] == b'\\' && i + 3 < bytes.len() {
             let digits = &bytes[i + 1..i + 4];
             if digits.iter().all(|d| (b'0'..=b'7').contains(d)) {
                 let value = digits
@@ -685,12 +683,12 @@ impl Plan {
             let why = self.v1_why_not.iter().find(|(j, _)| *j == i);
             return Err(why.map(|(_, w)| w.clone()).unwrap_or_default());
         }
-        let Some(v2) = h.v2.as_ref() else {
+        if h.v2.is_none() {
             return Err(format!(
                 "no cgroup hierarchy carries the {} controller",
                 c.name()
             ));
-        };
+        }
         let Some(plan) = &self.v2 else {
             return Err(self.v2_why_not.clone().unwrap_or_default());
         };
@@ -704,8 +702,6 @@ impl Plan {
                 plan.place.base().display(),
                 if matches!(plan.place, V2Place::Delegated { .. }) {
                     "; ask for it to be delegated (systemd: Delegate=memory pids cpu)"
-                } else if v2.point == plan.place.base() {
-                    "; is it bound to a v1 hierarchy that is not mounted?"
                 } else {
                     ""
                 }
@@ -1036,7 +1032,11 @@ impl Cgroup {
         }
         if first.contains(&me) {
             return Err(CgroupError::HoldsCaller {
-                path: self.dirs.first().map(|d| d.path.clone()).unwrap_or_default(),
+                path: self
+                    .dirs
+                    .first()
+                    .map(|d| d.path.clone())
+                    .unwrap_or_default(),
                 pid: me,
             });
         }
@@ -1099,7 +1099,11 @@ impl Cgroup {
             }
             if start.elapsed() >= KILL_TIMEOUT {
                 return Err(CgroupError::Survivors {
-                    path: self.dirs.first().map(|d| d.path.clone()).unwrap_or_default(),
+                    path: self
+                        .dirs
+                        .first()
+                        .map(|d| d.path.clone())
+                        .unwrap_or_default(),
                     pids: self.procs()?,
                     waited: start.elapsed(),
                 });
@@ -1114,7 +1118,11 @@ impl Cgroup {
                 let source = io::Error::from(errno);
                 Err(CgroupError::Signal {
                     pid,
-                    path: self.dirs.first().map(|d| d.path.clone()).unwrap_or_default(),
+                    path: self
+                        .dirs
+                        .first()
+                        .map(|d| d.path.clone())
+                        .unwrap_or_default(),
                     hint: hint(Op::Signal, &source),
                     source,
                 })
@@ -1194,7 +1202,11 @@ impl Cgroup {
         if let Some(dir) = self.dir(Controller::Cpuacct) {
             if dir.v2 {
                 let text = read(dir, "cpu.stat");
-                let ms = |key| text.as_deref().and_then(|t| keyed(t, key)).map(|us| us / 1000);
+                let ms = |key| {
+                    text.as_deref()
+                        .and_then(|t| keyed(t, key))
+                        .map(|us| us / 1000)
+                };
                 stats.cpu_user_ms = ms("user_usec");
                 stats.cpu_system_ms = ms("system_usec");
             } else if let Some(tick) = clock_ticks() {
@@ -1263,9 +1275,7 @@ impl Drop for Cgroup {
 
 /// Run `f` again when the shared `warden` parent vanished under it (another
 /// sandbox's removal pruned it between our mkdir and our use).
-fn with_parent_retry(
-    mut f: impl FnMut() -> Result<Dir, CgroupError>,
-) -> Result<Dir, CgroupError> {
+fn with_parent_retry(mut f: impl FnMut() -> Result<Dir, CgroupError>) -> Result<Dir, CgroupError> {
     let mut attempts = 0;
     loop {
         match f() {
@@ -1326,19 +1336,24 @@ fn create_v2(
     let path = parent.join(name);
     mkdir(&path, false)?;
     let mut controllers: Vec<Controller> = fs::read_to_string(path.join("cgroup.controllers"))
-        .map(|t| t.split_whitespace().filter_map(Controller::from_name).collect())
+        .map(|t| {
+            t.split_whitespace()
+                .filter_map(Controller::from_name)
+                .collect()
+        })
         .unwrap_or_default();
-    let dir_without = |c: Controller| Dir {
-        path: path.clone(),
-        v2: true,
-        controllers: Vec::new(),
-        prune: prune.clone(),
-    }
-    .missing(c);
     if let Some(c) = required.iter().find(|c| !controllers.contains(c)) {
-        // Remove the half-made directory before reporting.
-        let err = dir_without(*c);
-        let _ = fs::remove_dir(&path);
+        let err = CgroupError::Unavailable {
+            controller: c.name(),
+            reason: format!(
+                "the kernel did not enable it for {} (see cgroup.controllers there)",
+                path.display()
+            ),
+        };
+        // Leave nothing half-made behind.
+        if let Err(e) = fs::remove_dir(&path) {
+            tracing::debug!(path = %path.display(), error = %e, "cannot remove half-made cgroup");
+        }
         return Err(err);
     }
     controllers.push(Controller::Cpuacct);
@@ -1351,18 +1366,6 @@ fn create_v2(
         controllers,
         prune,
     })
-}
-
-impl Dir {
-    fn missing(self, c: Controller) -> CgroupError {
-        CgroupError::Unavailable {
-            controller: c.name(),
-            reason: format!(
-                "the kernel did not enable it for {} (see cgroup.controllers there)",
-                self.path.display()
-            ),
-        }
-    }
 }
 
 /// Enable `enable` in `dir`'s cgroup.subtree_control, one by one so that an
@@ -1469,5 +1472,308 @@ fn clock_ticks() -> Option<u64> {
     match nix::unistd::sysconf(SysconfVar::CLK_TCK) {
         Ok(Some(t)) if t > 0 => u64::try_from(t).ok(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use std::collections::{HashMap, HashSet};
+
+    use super::*;
+
+    /// The hybrid layout of a systemd host in hybrid mode (and of the CI
+    /// machine): v1 controllers, a v2 mount without them beside.
+    const HYBRID_MOUNTINFO: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+    const HYBRID_CGROUP: &str = "\
+9:name=systemd:/
+8:pids:/
+6:freezer:/
+4:memory:/process_api/98e0
+3:cpuset:/
+2:cpuacct:/
+1:cpu:/
+0::/
+";
+    /// A current distribution: the unified hierarchy only, the caller in a
+    /// systemd user scope.
+    const V2_MOUNTINFO: &str = "\
+22 1 259:1 / / rw,relatime shared:1 - ext4 /dev/root rw
+35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+";
+    const USER_SCOPE: &str = "/user.slice/user-1000.slice/user@1000.service/app.slice/run-1.scope";
+
+    /// An older v1-only host with cpu and cpuacct co-mounted, and one
+    /// hierarchy bind-mounted twice.
+    const V1_MOUNTINFO: &str = "\
+26 25 0:23 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,release_agent=/x,name=systemd
+29 25 0:26 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
+30 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+31 25 0:28 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids
+90 25 0:28 / /mnt/pids\\040again rw - cgroup cgroup rw,pids
+";
+
+    #[derive(Default)]
+    struct FakeHost {
+        writable: HashSet<PathBuf>,
+        files: HashMap<PathBuf, String>,
+    }
+
+    impl FakeHost {
+        fn writable(mut self, paths: &[&str]) -> Self {
+            self.writable.extend(paths.iter().map(PathBuf::from));
+            self
+        }
+        fn file(mut self, path: &str, text: &str) -> Self {
+            self.files.insert(PathBuf::from(path), text.to_owned());
+            self
+        }
+    }
+
+    impl HostView for FakeHost {
+        fn writable(&self, path: &Path) -> bool {
+            self.writable.contains(path)
+        }
+        fn exists(&self, path: &Path) -> bool {
+            self.writable.contains(path) || self.files.contains_key(path)
+        }
+        fn read(&self, path: &Path) -> Option<String> {
+            self.files.get(path).cloned()
+        }
+    }
+
+    fn v1_index(h: &Hierarchies, point: &str) -> usize {
+        h.v1.iter()
+            .position(|v| v.point == Path::new(point))
+            .unwrap()
+    }
+
+    #[test]
+    fn hybrid_host_is_read_as_v1_controllers_beside_a_v2_mount() {
+        let h = Hierarchies::parse(HYBRID_MOUNTINFO, HYBRID_CGROUP);
+        assert_eq!(h.layout(), Layout::Hybrid);
+        let v2 = h.v2.as_ref().unwrap();
+        assert_eq!(v2.point, Path::new("/sys/fs/cgroup/unified"));
+        assert_eq!(v2.own.as_deref(), Some(Path::new("/sys/fs/cgroup/unified")));
+        let memory = &h.v1[v1_index(&h, "/sys/fs/cgroup/memory")];
+        assert_eq!(memory.controllers, vec![Controller::Memory]);
+        let systemd = &h.v1[v1_index(&h, "/sys/fs/cgroup/systemd")];
+        assert!(systemd.controllers.is_empty() && !systemd.has_controllers);
+    }
+
+    #[test]
+    fn root_on_a_hybrid_host_gets_every_limit_from_v1_and_a_v2_group_to_kill() {
+        let h = Hierarchies::parse(HYBRID_MOUNTINFO, HYBRID_CGROUP);
+        let host = FakeHost::default()
+            .writable(&[
+                "/sys/fs/cgroup/cpu",
+                "/sys/fs/cgroup/cpuacct",
+                "/sys/fs/cgroup/memory",
+                "/sys/fs/cgroup/freezer",
+                "/sys/fs/cgroup/pids",
+                "/sys/fs/cgroup/unified",
+            ])
+            .file("/sys/fs/cgroup/unified/cgroup.controllers", "hugetlb\n");
+        let plan = Plan::new(&h, &host);
+        let memory = v1_index(&h, "/sys/fs/cgroup/memory");
+        assert_eq!(
+            plan.backend(&h, Controller::Memory),
+            Ok(Backend::V1(memory))
+        );
+        assert!(matches!(
+            plan.backend(&h, Controller::Freezer),
+            Ok(Backend::V1(_))
+        ));
+        assert_eq!(
+            plan.v2.as_ref().map(|v| &v.place),
+            Some(&V2Place::Root {
+                root: PathBuf::from("/sys/fs/cgroup/unified")
+            })
+        );
+        // No limit lands on the controller-less v2 mount.
+        assert!(plan.v2_controllers(&h).is_empty());
+        let s = support(&h, &plan);
+        assert!(s.memory && s.pids && s.cpu && s.kill, "{s:?}");
+        assert_eq!(s.why_not, None);
+    }
+
+    #[test]
+    fn an_unprivileged_user_on_a_hybrid_host_is_told_why_and_what_to_do() {
+        let h = Hierarchies::parse(HYBRID_MOUNTINFO, HYBRID_CGROUP);
+        let s = support(&h, &Plan::new(&h, &FakeHost::default()));
+        assert_eq!(s.layout, Layout::Hybrid);
+        assert!(!s.memory && !s.pids && !s.cpu && !s.kill, "{s:?}");
+        let why = s.why_not.unwrap();
+        assert!(why.contains("/sys/fs/cgroup/memory"), "{why}");
+        assert!(why.contains("Delegate=yes"), "{why}");
+    }
+
+    #[test]
+    fn root_on_a_v2_host_enables_controllers_under_the_hierarchy_root() {
+        let h = Hierarchies::parse(V2_MOUNTINFO, "0::/user.slice/session-2.scope\n");
+        assert_eq!(h.layout(), Layout::V2);
+        let host = FakeHost::default().writable(&["/sys/fs/cgroup"]).file(
+            "/sys/fs/cgroup/cgroup.controllers",
+            "cpuset cpu io memory hugetlb pids rdma misc\n",
+        );
+        let plan = Plan::new(&h, &host);
+        assert_eq!(
+            plan.v2.as_ref().map(|v| &v.place),
+            Some(&V2Place::Root {
+                root: PathBuf::from("/sys/fs/cgroup")
+            })
+        );
+        assert_eq!(
+            plan.v2_controllers(&h),
+            vec![Controller::Memory, Controller::Pids, Controller::Cpu]
+        );
+        let s = support(&h, &plan);
+        assert!(s.memory && s.pids && s.cpu && s.kill && s.why_not.is_none());
+    }
+
+    #[test]
+    fn a_rootless_user_with_a_delegated_scope_creates_below_it() {
+        let h = Hierarchies::parse(V2_MOUNTINFO, &format!("0::{USER_SCOPE}\n"));
+        let own = format!("/sys/fs/cgroup{USER_SCOPE}");
+        let host = FakeHost::default()
+            .writable(&[
+                &own,
+                &format!("{own}/cgroup.procs"),
+                &format!("{own}/cgroup.subtree_control"),
+            ])
+            .file(&format!("{own}/cgroup.controllers"), "cpu memory pids\n");
+        let plan = Plan::new(&h, &host);
+        assert_eq!(
+            plan.v2.as_ref().map(|v| &v.place),
+            Some(&V2Place::Delegated {
+                own: PathBuf::from(&own)
+            })
+        );
+        assert!(support(&h, &plan).memory);
+    }
+
+    #[test]
+    fn a_supervisor_already_in_its_leaf_keeps_using_the_delegated_cgroup_above() {
+        let leaf = format!("{USER_SCOPE}/{SUPERVISOR_PREFIX}42");
+        let h = Hierarchies::parse(V2_MOUNTINFO, &format!("0::{leaf}\n"));
+        let own = format!("/sys/fs/cgroup{USER_SCOPE}");
+        let host = FakeHost::default().writable(&[
+            &own,
+            &format!("{own}/cgroup.procs"),
+            &format!("{own}/cgroup.subtree_control"),
+        ]);
+        let plan = Plan::new(&h, &host);
+        assert_eq!(
+            plan.v2.map(|v| v.place),
+            Some(V2Place::Delegated {
+                own: PathBuf::from(own)
+            })
+        );
+    }
+
+    #[test]
+    fn a_controller_missing_from_the_delegation_is_reported_with_the_fix() {
+        let h = Hierarchies::parse(V2_MOUNTINFO, &format!("0::{USER_SCOPE}\n"));
+        let own = format!("/sys/fs/cgroup{USER_SCOPE}");
+        let host = FakeHost::default()
+            .writable(&[
+                &own,
+                &format!("{own}/cgroup.procs"),
+                &format!("{own}/cgroup.subtree_control"),
+            ])
+            .file(&format!("{own}/cgroup.controllers"), "memory pids\n");
+        let s = support(&h, &Plan::new(&h, &host));
+        assert!(s.memory && s.pids && !s.cpu);
+        assert!(s.why_not.unwrap().contains("Delegate="));
+    }
+
+    #[test]
+    fn a_rootless_user_without_delegation_gets_no_cgroup() {
+        let h = Hierarchies::parse(
+            V2_MOUNTINFO,
+            "0::/user.slice/user-1000.slice/session-3.scope\n",
+        );
+        let s = support(&h, &Plan::new(&h, &FakeHost::default()));
+        assert!(!s.memory && !s.pids && !s.cpu && !s.kill);
+        assert!(s
+            .why_not
+            .unwrap()
+            .contains("not root and no delegated cgroup v2 subtree"));
+    }
+
+    #[test]
+    fn v1_hierarchies_are_read_once_with_co_mounted_controllers_together() {
+        let h = Hierarchies::parse(V1_MOUNTINFO, "");
+        assert_eq!(h.layout(), Layout::V1);
+        assert!(h.v2.is_none());
+        let points: Vec<_> = h.v1.iter().map(|v| v.point.clone()).collect();
+        assert_eq!(
+            points,
+            vec![
+                PathBuf::from("/sys/fs/cgroup/systemd"),
+                PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"),
+                PathBuf::from("/sys/fs/cgroup/memory"),
+                PathBuf::from("/sys/fs/cgroup/pids"),
+            ]
+        );
+        assert_eq!(
+            h.v1[1].controllers,
+            vec![Controller::Cpu, Controller::Cpuacct]
+        );
+    }
+
+    #[test]
+    fn mount_points_with_escaped_characters_are_decoded() {
+        assert_eq!(unescape("/mnt/pids\\040again"), "/mnt/pids again");
+        assert_eq!(unescape("/a\\134b"), "/a\\b");
+        assert_eq!(unescape("/plain\\"), "/plain\\");
+        assert_eq!(unescape("/x\\09"), "/x\\09");
+    }
+
+    #[test]
+    fn own_cgroup_is_found_through_a_mount_of_a_subtree_only() {
+        let point = Path::new("/sys/fs/cgroup");
+        assert_eq!(
+            below_mount(point, "/ctr", "/ctr/app"),
+            Some(PathBuf::from("/sys/fs/cgroup/app"))
+        );
+        assert_eq!(
+            below_mount(point, "/ctr", "/ctr"),
+            Some(point.to_path_buf())
+        );
+        assert_eq!(below_mount(point, "/ctr", "/ctr2/app"), None);
+        assert_eq!(below_mount(point, "/", "/gone (deleted)"), None);
+        assert_eq!(below_mount(point, "/", "/../etc"), None);
+    }
+
+    #[test]
+    fn counters_are_read_by_key() {
+        let events = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(keyed(events, "oom_kill"), Some(1));
+        assert_eq!(keyed(events, "oom"), Some(2));
+        assert_eq!(keyed(events, "absent"), None);
+        assert_eq!(keyed("user 25\nsystem 7\n", "system"), Some(7));
+    }
+
+    #[test]
+    fn cpu_limits_become_quotas_over_a_100ms_period() {
+        assert_eq!(cpu_quota_us(0.5), Some(50_000));
+        assert_eq!(cpu_quota_us(2.0), Some(200_000));
+        assert_eq!(cpu_quota_us(0.0001), Some(CPU_MIN_QUOTA_US));
+        assert_eq!(cpu_quota_us(0.0), None);
+        assert_eq!(cpu_quota_us(-1.0), None);
+        assert_eq!(cpu_quota_us(f64::NAN), None);
+        assert_eq!(cpu_quota_us(f64::INFINITY), None);
     }
 }

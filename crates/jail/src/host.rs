@@ -33,14 +33,15 @@ impl Report {
 }
 
 fn read_trim(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Why user namespaces are unavailable, when a host setting says so, with the
 /// fix. `None` when no known setting blocks them.
 pub fn userns_blocker() -> Option<String> {
-    if read_trim("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0")
-        && !is_root()
+    if read_trim("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") && !is_root()
     {
         return Some(
             "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0): \

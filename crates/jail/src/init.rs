@@ -9,8 +9,8 @@
 use crate::landlock;
 use crate::mounts::{self, RootPlan};
 use crate::privileges::{self, Rlimits};
-use crate::seccomp;
 use crate::report::{write_report, Report};
+use crate::seccomp;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -83,7 +83,13 @@ fn child_setup_and_run(
     // SAFETY: prctl with integer arguments only. If the supervisor dies, the
     // init dies, and with it every process of its PID namespace.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
     }
     for fd in plan.close_in_child.drain(..) {
         // SAFETY: these descriptors are the supervisor's copies, unused here.

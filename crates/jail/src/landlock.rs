@@ -74,7 +74,14 @@ pub fn restrict(writable: &[PathBuf]) -> Result<Enforcement, LandlockError> {
     }
     // Devices are written through, never created: write and ioctl rights on
     // the few that exist, so that terminals and /dev/null work.
-    for dev in ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx"] {
+    for dev in [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/tty",
+        "/dev/pts",
+        "/dev/ptmx",
+    ] {
         let p = Path::new(dev);
         if p.exists() {
             add(

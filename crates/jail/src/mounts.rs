@@ -278,12 +278,11 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
                 match std::fs::symlink_metadata(&host) {
                     Ok(m) if m.file_type().is_symlink() => {
                         // Merged-/usr hosts: /bin -> usr/bin and so on.
-                        let target = std::fs::read_link(&host).map_err(|source| {
-                            MountError::Create {
+                        let target =
+                            std::fs::read_link(&host).map_err(|source| MountError::Create {
                                 path: host.clone(),
                                 source,
-                            }
-                        })?;
+                            })?;
                         symlink(&target, &inside).map_err(|source| MountError::Create {
                             path: inside.clone(),
                             source,

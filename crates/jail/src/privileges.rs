@@ -94,15 +94,30 @@ fn last_cap() -> u32 {
 pub fn drop_all(keep_dumpable: bool) -> Result<(), PrivilegeError> {
     let prctl = |what, op: libc::c_int, a: libc::c_ulong| {
         // SAFETY: prctl with integer arguments only; no memory is passed.
-        let rc = unsafe { libc::prctl(op, a, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+        let rc = unsafe {
+            libc::prctl(
+                op,
+                a,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            )
+        };
         Errno::result(rc)
             .map(drop)
             .map_err(|source| PrivilegeError::Prctl { what, source })
     };
     for cap in 0..=last_cap() {
-        match prctl("drop a capability from the bounding set", libc::PR_CAPBSET_DROP, cap as libc::c_ulong) {
+        match prctl(
+            "drop a capability from the bounding set",
+            libc::PR_CAPBSET_DROP,
+            cap as libc::c_ulong,
+        ) {
             // Numbers past what the kernel knows answer EINVAL.
-            Err(PrivilegeError::Prctl { source: Errno::EINVAL, .. }) => break,
+            Err(PrivilegeError::Prctl {
+                source: Errno::EINVAL,
+                ..
+            }) => break,
             other => other?,
         }
     }

@@ -24,7 +24,10 @@ pub struct Pty {
 pub fn open() -> Result<Pty, PtyError> {
     let pair = nix::pty::openpty(None, None).map_err(PtyError::Open)?;
     for fd in [&pair.master, &pair.slave] {
-        let _ = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC));
+        let _ = nix::fcntl::fcntl(
+            fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        );
     }
     let pty = Pty {
         master: pair.master,

@@ -176,7 +176,10 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         };
         (u, g, NOBODY, NOBODY)
     } else {
-        let (u, g) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+        let (u, g) = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
         (u, g, u, g)
     };
 
@@ -292,8 +295,10 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
 
-    let (go_rd, go_wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("create a pipe"))?;
-    let (rep_rd, rep_wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("create a pipe"))?;
+    let (go_rd, go_wr) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("create a pipe"))?;
+    let (rep_rd, rep_wr) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("create a pipe"))?;
 
     let mut close_in_child = vec![go_wr.as_raw_fd(), rep_rd.as_raw_fd()];
     if let Some(t) = &terminal {
@@ -393,9 +398,18 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
     }
     nix::unistd::write(&go_wr, b"g").map_err(sys_err("start the sandbox"))?;
     drop(go_wr);
-    events.emit(&Event::now(id, EventKind::Started { pid: child.as_raw() }));
+    events.emit(&Event::now(
+        id,
+        EventKind::Started {
+            pid: child.as_raw(),
+        },
+    ));
 
-    let raw = if master.is_some() { RawMode::enable()? } else { None };
+    let raw = if master.is_some() {
+        RawMode::enable()?
+    } else {
+        None
+    };
     let sfd = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(sys_err("create a signal descriptor"))?;
     let deadline = spec.resources.timeout.map(|t| start + t);
@@ -417,10 +431,7 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
     let oom_kills = stats.as_ref().and_then(|s| s.oom_kills).unwrap_or(0);
     let (rusage_rss, rusage_user, rusage_sys) = sv.rusage();
     let peaks = ResourcePeaks {
-        max_rss_bytes: stats
-            .as_ref()
-            .and_then(|s| s.memory_peak)
-            .or(rusage_rss),
+        max_rss_bytes: stats.as_ref().and_then(|s| s.memory_peak).or(rusage_rss),
         cpu_user_ms: stats.as_ref().and_then(|s| s.cpu_user_ms).or(rusage_user),
         cpu_system_ms: stats.as_ref().and_then(|s| s.cpu_system_ms).or(rusage_sys),
         oom_kills: stats.as_ref().and_then(|s| s.oom_kills),
@@ -490,7 +501,10 @@ fn outcome_from(
         let (status, what) = if errno == libc::ENOENT {
             (127, "command not found in the sandbox".to_string())
         } else {
-            (126, format!("cannot execute: {}", Errno::from_raw(errno).desc()))
+            (
+                126,
+                format!("cannot execute: {}", Errno::from_raw(errno).desc()),
+            )
         };
         return Ok(Outcome {
             status,
@@ -502,16 +516,17 @@ fn outcome_from(
     let memory = spec.resources.memory.value;
     for r in reports {
         match r {
-            Report::Exited(code) => {
-                return Ok(Outcome {
-                    status: *code,
-                    reason: ExitReason::Exited,
-                    signal: None,
-                    message: (oom_kills > 0).then(|| {
-                        format!("a process of the sandbox was killed for exceeding the memory limit of {}", bytes(memory))
-                    }),
-                })
-            }
+            Report::Exited(code) => return Ok(Outcome {
+                status: *code,
+                reason: ExitReason::Exited,
+                signal: None,
+                message: (oom_kills > 0).then(|| {
+                    format!(
+                        "a process of the sandbox was killed for exceeding the memory limit of {}",
+                        bytes(memory)
+                    )
+                }),
+            }),
             Report::Signaled(sig) => {
                 if *sig == libc::SIGKILL && oom_kills > 0 {
                     return Ok(Outcome {
@@ -597,14 +612,14 @@ fn prepare_child(
         // setgroups(2) for the namespace.
         write("setgroups", "deny".into())?;
     }
-    write("uid_map", format!("{uid} {host_uid} 1\n"))
-        .map_err(|e| annotate_userns(e))?;
+    write("uid_map", format!("{uid} {host_uid} 1\n")).map_err(|e| annotate_userns(e))?;
     write("gid_map", format!("{gid} {host_gid} 1\n")).map_err(|e| annotate_userns(e))?;
     if let Some(cg) = &guard.cgroup {
-        cg.add_process(child.as_raw()).map_err(|source| JailError::CgroupRequired {
-            what: "the sandbox's limits".into(),
-            source,
-        })?;
+        cg.add_process(child.as_raw())
+            .map_err(|source| JailError::CgroupRequired {
+                what: "the sandbox's limits".into(),
+                source,
+            })?;
     }
     let idmapped: Vec<_> = plan
         .root
@@ -614,10 +629,11 @@ fn prepare_child(
         .filter_map(|b| b.tree.as_ref().map(|fd| (b, fd)))
         .collect();
     if !idmapped.is_empty() {
-        let userns = std::fs::File::open(proc_dir.join("ns/user")).map_err(|source| JailError::IdMap {
-            path: proc_dir.join("ns/user"),
-            source,
-        })?;
+        let userns =
+            std::fs::File::open(proc_dir.join("ns/user")).map_err(|source| JailError::IdMap {
+                path: proc_dir.join("ns/user"),
+                source,
+            })?;
         for (b, fd) in idmapped {
             sys::idmap_tree(fd.as_fd(), userns.as_fd()).map_err(|source| match source {
                 Errno::EINVAL | Errno::EOPNOTSUPP => JailError::IdmapUnsupported {
@@ -691,7 +707,12 @@ struct Supervision {
 const MAX_REPORT_BYTES: usize = 64 * 1024;
 
 impl Supervision {
-    fn run(&mut self, sfd: &SignalFd, deadline: Option<Instant>, guard: &ChildGuard) -> Result<(), JailError> {
+    fn run(
+        &mut self,
+        sfd: &SignalFd,
+        deadline: Option<Instant>,
+        guard: &ChildGuard,
+    ) -> Result<(), JailError> {
         let mut rusage_done = false;
         while !rusage_done {
             let timeout = match deadline {
@@ -719,15 +740,24 @@ impl Supervision {
             let n = match poll(&mut fds, timeout) {
                 Ok(n) => n,
                 Err(Errno::EINTR) => continue,
-                Err(e) => return Err(JailError::Sys { what: "wait for the sandbox", source: e }),
+                Err(e) => {
+                    return Err(JailError::Sys {
+                        what: "wait for the sandbox",
+                        source: e,
+                    })
+                }
             };
             let ready = |i: Option<usize>| {
                 i.and_then(|i| fds.get(i))
                     .and_then(|f| f.revents())
                     .is_some_and(|r| !r.is_empty())
             };
-            let (sig_ready, rep_ready, master_ready, stdin_ready) =
-                (ready(Some(0)), ready(rep_idx), ready(master_idx), ready(stdin_idx));
+            let (sig_ready, rep_ready, master_ready, stdin_ready) = (
+                ready(Some(0)),
+                ready(rep_idx),
+                ready(master_idx),
+                ready(stdin_idx),
+            );
             drop(fds);
             if n == 0 {
                 if let Some(d) = deadline {
@@ -842,7 +872,12 @@ impl Supervision {
         // SAFETY: wait4 writes an int status and one `rusage` into valid,
         // properly aligned memory that we own.
         let rc = unsafe {
-            libc::wait4(self.child.as_raw(), &mut status, libc::WNOHANG, usage.as_mut_ptr())
+            libc::wait4(
+                self.child.as_raw(),
+                &mut status,
+                libc::WNOHANG,
+                usage.as_mut_ptr(),
+            )
         };
         if rc == self.child.as_raw() {
             // SAFETY: wait4 returned the child's PID, so it filled `usage`

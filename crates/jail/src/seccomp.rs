@@ -76,6 +76,19 @@ pub enum SeccompError {
         /// The rule's syscall.
         syscall: &'static str,
     },
+    /// A rule has more than one [`Cond::NotIn`]; each expands to several filter rules, and two
+    /// would multiply.
+    #[error("the seccomp rule for {syscall} has more than one NotIn condition")]
+    SeveralNotIn {
+        /// The rule's syscall.
+        syscall: &'static str,
+    },
+    /// A [`Cond::NotIn`] lists its values out of order or twice.
+    #[error("the seccomp rule for {syscall} lists NotIn values that are not strictly ascending")]
+    UnsortedValues {
+        /// The rule's syscall.
+        syscall: &'static str,
+    },
     /// A rule compares more arguments than one filter rule can hold.
     #[error("the seccomp rule for {syscall} has more than {limit} argument comparisons")]
     TooManyComparisons {
@@ -278,14 +291,55 @@ const SOCKET_NETLINK_NOT_ROUTE: When = When::All(&[
         values: &[abi::NETLINK_ROUTE],
     },
 ]);
-/// `socket(AF_INET, SOCK_RAW | flags, _)`.
-const SOCKET_INET_RAW: When = socket_type(libc::AF_INET, libc::SOCK_RAW as u64);
+/// `socket(AF_INET, SOCK_RAW | flags, _)`. Families are compared on the low 32 bits (the
+/// kernel reads an `int`), types with their `SOCK_NONBLOCK`/`SOCK_CLOEXEC` bits masked off.
+const SOCKET_INET_RAW: When = When::All(&[
+    Cond::Low32Eq {
+        arg: 0,
+        value: libc::AF_INET as u32,
+    },
+    Cond::MaskedEq {
+        arg: 1,
+        mask: abi::SOCK_TYPE_MASK,
+        value: libc::SOCK_RAW as u64,
+    },
+]);
 /// `socket(AF_INET, SOCK_PACKET | flags, _)`.
-const SOCKET_INET_PACKET: When = socket_type(libc::AF_INET, abi::SOCK_PACKET);
+const SOCKET_INET_PACKET: When = When::All(&[
+    Cond::Low32Eq {
+        arg: 0,
+        value: libc::AF_INET as u32,
+    },
+    Cond::MaskedEq {
+        arg: 1,
+        mask: abi::SOCK_TYPE_MASK,
+        value: abi::SOCK_PACKET,
+    },
+]);
 /// `socket(AF_INET6, SOCK_RAW | flags, _)`.
-const SOCKET_INET6_RAW: When = socket_type(libc::AF_INET6, libc::SOCK_RAW as u64);
+const SOCKET_INET6_RAW: When = When::All(&[
+    Cond::Low32Eq {
+        arg: 0,
+        value: libc::AF_INET6 as u32,
+    },
+    Cond::MaskedEq {
+        arg: 1,
+        mask: abi::SOCK_TYPE_MASK,
+        value: libc::SOCK_RAW as u64,
+    },
+]);
 /// `socket(AF_INET6, SOCK_PACKET | flags, _)`.
-const SOCKET_INET6_PACKET: When = socket_type(libc::AF_INET6, abi::SOCK_PACKET);
+const SOCKET_INET6_PACKET: When = When::All(&[
+    Cond::Low32Eq {
+        arg: 0,
+        value: libc::AF_INET6 as u32,
+    },
+    Cond::MaskedEq {
+        arg: 1,
+        mask: abi::SOCK_TYPE_MASK,
+        value: abi::SOCK_PACKET,
+    },
+]);
 /// `socketpair(family, ..)` with a family other than `AF_UNIX`.
 const SOCKETPAIR_NOT_UNIX: When = When::All(&[Cond::NotIn {
     arg: 0,
@@ -322,30 +376,6 @@ const CLONE_NAMESPACE: When = When::AnyBitSet {
     arg: 0,
     mask: CLONE_NAMESPACE_FLAGS,
 };
-
-/// `socket(family, type | flags, _)` for one family and type: the family compared on the low 32
-/// bits (the kernel reads an `int`), the type with its `SOCK_NONBLOCK`/`SOCK_CLOEXEC` bits masked
-/// off.
-const fn socket_type(family: libc::c_int, ty: u64) -> When {
-    When::All(match (family, ty) {
-        (libc::AF_INET, abi::SOCK_PACKET) => &[
-            Cond::Low32Eq { arg: 0, value: libc::AF_INET as u32 },
-            Cond::MaskedEq { arg: 1, mask: abi::SOCK_TYPE_MASK, value: abi::SOCK_PACKET },
-        ],
-        (libc::AF_INET, _) => &[
-            Cond::Low32Eq { arg: 0, value: libc::AF_INET as u32 },
-            Cond::MaskedEq { arg: 1, mask: abi::SOCK_TYPE_MASK, value: libc::SOCK_RAW as u64 },
-        ],
-        (_, abi::SOCK_PACKET) => &[
-            Cond::Low32Eq { arg: 0, value: libc::AF_INET6 as u32 },
-            Cond::MaskedEq { arg: 1, mask: abi::SOCK_TYPE_MASK, value: abi::SOCK_PACKET },
-        ],
-        _ => &[
-            Cond::Low32Eq { arg: 0, value: libc::AF_INET6 as u32 },
-            Cond::MaskedEq { arg: 1, mask: abi::SOCK_TYPE_MASK, value: libc::SOCK_RAW as u64 },
-        ],
-    })
-}
 
 const fn eperm(syscall: &'static str, when: When, reason: &'static str) -> Rule {
     Rule {
@@ -463,9 +493,8 @@ pub const RULES: &[Rule] = &[
     eperm("ioctl",             IOCTL_TIOCLINUX, "virtual console control: selection paste is another way to inject input"),
 ];
 
-/// The most argument comparisons one filter rule may have. Six arguments, and an allow-list of
-/// up to a few values on one of them, fit well within it.
-const MAX_COMPARISONS: usize = 8;
+/// The most argument comparisons one filter rule may have: libseccomp accepts one per argument.
+const MAX_COMPARISONS: usize = 6;
 
 /// The largest errno the kernel's `SECCOMP_RET_ERRNO` carries meaningfully.
 const MAX_ERRNO: i32 = 4095;
@@ -546,51 +575,127 @@ fn add_rule(filter: &mut ScmpFilterContext, arch: Arch, rule: &Rule) -> Result<(
         });
     }
     let action = ScmpAction::Errno(rule.errno);
-    let add = |filter: &mut ScmpFilterContext, comparisons: &[ScmpArgCompare]| {
+    let mut add = |comparisons: &Comparisons| {
         filter
-            .add_rule_conditional_exact(action, syscall, comparisons)
+            .add_rule_conditional_exact(action, syscall, comparisons.as_slice())
             .map(|_| ())
             .map_err(|source| SeccompError::AddRule {
                 syscall: rule.syscall,
                 source,
             })
     };
+    let empty = SeccompError::EmptyCondition {
+        syscall: rule.syscall,
+    };
     match rule.when {
-        When::Always => add(filter, &[]),
+        When::Always => add(&Comparisons::new(rule.syscall)),
+        When::AnyBitSet { mask: 0, .. } => Err(empty),
         When::AnyBitSet { arg, mask } => {
-            if mask == 0 {
-                return Err(SeccompError::EmptyCondition {
-                    syscall: rule.syscall,
-                });
-            }
             for bit in (0..u64::BITS).map(|shift| 1_u64 << shift) {
                 if mask & bit != 0 {
-                    add(
-                        filter,
-                        &[ScmpArgCompare::new(arg, ScmpCompareOp::MaskedEqual(bit), bit)],
-                    )?;
+                    let mut comparisons = Comparisons::new(rule.syscall);
+                    comparisons.push(ScmpArgCompare::new(
+                        arg,
+                        ScmpCompareOp::MaskedEqual(bit),
+                        bit,
+                    ))?;
+                    add(&comparisons)?;
                 }
             }
             Ok(())
         }
+        When::All([]) => Err(empty),
         When::All(conditions) => {
-            if conditions.is_empty() {
-                return Err(SeccompError::EmptyCondition {
-                    syscall: rule.syscall,
-                });
-            }
-            let mut comparisons = Comparisons::new();
+            let mut fixed = Comparisons::new(rule.syscall);
+            let mut allow_list = None;
             for condition in conditions {
-                comparisons
-                    .push_condition(condition)
-                    .ok_or(SeccompError::TooManyComparisons {
-                        syscall: rule.syscall,
-                        limit: MAX_COMPARISONS,
-                    })?;
+                match *condition {
+                    Cond::Low32Eq { arg, value } => fixed.push(ScmpArgCompare::new(
+                        arg,
+                        ScmpCompareOp::MaskedEqual(u64::from(u32::MAX)),
+                        u64::from(value),
+                    ))?,
+                    Cond::MaskedEq { arg, mask, value } => fixed.push(ScmpArgCompare::new(
+                        arg,
+                        ScmpCompareOp::MaskedEqual(mask),
+                        value,
+                    ))?,
+                    Cond::NotIn { arg, values } => {
+                        if allow_list.replace((arg, values)).is_some() {
+                            return Err(SeccompError::SeveralNotIn {
+                                syscall: rule.syscall,
+                            });
+                        }
+                    }
+                }
             }
-            add(filter, comparisons.as_slice())
+            match allow_list {
+                None => add(&fixed),
+                Some((arg, values)) => for_each_outside(rule.syscall, arg, values, |outside| {
+                    let mut comparisons = fixed.clone();
+                    comparisons.push(outside)?;
+                    add(&comparisons)
+                }),
+            }
         }
     }
+}
+
+/// Calls `f` with comparisons on argument `arg` that together match exactly the values not in
+/// `values` (sorted, ascending).
+///
+/// libseccomp takes one comparison per argument in a rule, so "none of these values" cannot be
+/// a single rule of `!=` comparisons. Its complement is a union instead: below the smallest
+/// value (`<`), above the largest (`>`), and each gap between two values, split into aligned
+/// power-of-two blocks that one masked comparison each can match (as an address range splits
+/// into CIDR prefixes). Rules on one syscall are OR'ed, so one rule per piece denies the union.
+fn for_each_outside(
+    syscall: &'static str,
+    arg: u32,
+    values: &[u64],
+    mut f: impl FnMut(ScmpArgCompare) -> Result<(), SeccompError>,
+) -> Result<(), SeccompError> {
+    let (Some(&lowest), Some(&highest)) = (values.first(), values.last()) else {
+        // "None of nothing" would match every call: refuse rather than guess.
+        return Err(SeccompError::EmptyCondition { syscall });
+    };
+    if !values
+        .windows(2)
+        .all(|pair| matches!(pair, [a, b] if a < b))
+    {
+        return Err(SeccompError::UnsortedValues { syscall });
+    }
+    if lowest > 0 {
+        f(ScmpArgCompare::new(arg, ScmpCompareOp::Less, lowest))?;
+    }
+    for pair in values.windows(2) {
+        // Strictly ascending, so `a < b`: no overflow, and the gap is empty when `b == a + 1`.
+        if let [a, b] = *pair {
+            let (mut low, high) = (a + 1, b - 1);
+            // In a gap, `1 <= low` and `high < u64::MAX`: every block below is at most 2^63
+            // values wide and `low + size` cannot overflow.
+            while low <= high {
+                let aligned = low.trailing_zeros();
+                let Some(fits) = (high - low + 1).checked_ilog2() else {
+                    break;
+                };
+                let size = 1_u64 << aligned.min(fits).min(63);
+                f(ScmpArgCompare::new(
+                    arg,
+                    ScmpCompareOp::MaskedEqual(!(size - 1)),
+                    low,
+                ))?;
+                let Some(next) = low.checked_add(size) else {
+                    break;
+                };
+                low = next;
+            }
+        }
+    }
+    if highest < u64::MAX {
+        f(ScmpArgCompare::new(arg, ScmpCompareOp::Greater, highest))?;
+    }
+    Ok(())
 }
 
 /// Resolves a syscall name to its number on `arch`, which must be the running architecture.
@@ -615,47 +720,34 @@ fn resolve(name: &'static str, arch: Arch) -> Result<ScmpSyscall, SeccompError> 
 
 /// The comparisons of one filter rule, on the stack: the filter is built in the sandbox's init
 /// just before exec, where the less the code does, the better.
+#[derive(Clone)]
 struct Comparisons {
+    /// The rule's syscall, for errors.
+    syscall: &'static str,
     items: [ScmpArgCompare; MAX_COMPARISONS],
     len: usize,
 }
 
 impl Comparisons {
-    fn new() -> Self {
+    fn new(syscall: &'static str) -> Self {
         Comparisons {
+            syscall,
             items: [ScmpArgCompare::new(0, ScmpCompareOp::Equal, 0); MAX_COMPARISONS],
             len: 0,
         }
     }
 
-    /// Adds the comparisons a condition needs; `None` if they do not fit.
-    fn push_condition(&mut self, condition: &Cond) -> Option<()> {
-        match *condition {
-            Cond::Low32Eq { arg, value } => self.push(ScmpArgCompare::new(
-                arg,
-                ScmpCompareOp::MaskedEqual(u64::from(u32::MAX)),
-                u64::from(value),
-            )),
-            Cond::MaskedEq { arg, mask, value } => {
-                self.push(ScmpArgCompare::new(arg, ScmpCompareOp::MaskedEqual(mask), value))
-            }
-            Cond::NotIn { arg, values } => {
-                if values.is_empty() {
-                    // "none of nothing" would match every call: refuse rather than guess.
-                    return None;
-                }
-                values.iter().try_for_each(|&value| {
-                    self.push(ScmpArgCompare::new(arg, ScmpCompareOp::NotEqual, value))
-                })
-            }
-        }
-    }
-
-    fn push(&mut self, comparison: ScmpArgCompare) -> Option<()> {
-        let slot = self.items.get_mut(self.len)?;
+    fn push(&mut self, comparison: ScmpArgCompare) -> Result<(), SeccompError> {
+        let slot = self
+            .items
+            .get_mut(self.len)
+            .ok_or(SeccompError::TooManyComparisons {
+                syscall: self.syscall,
+                limit: MAX_COMPARISONS,
+            })?;
         *slot = comparison;
         self.len += 1;
-        Some(())
+        Ok(())
     }
 
     fn as_slice(&self) -> &[ScmpArgCompare] {

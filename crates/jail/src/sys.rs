@@ -56,7 +56,9 @@ pub unsafe fn clone_process(flags: libc::c_int) -> nix::Result<Forked> {
     match rc {
         -1 => Err(Errno::last()),
         0 => Ok(Forked::Child),
-        pid => Ok(Forked::Parent(nix::unistd::Pid::from_raw(pid as libc::pid_t))),
+        pid => Ok(Forked::Parent(nix::unistd::Pid::from_raw(
+            pid as libc::pid_t,
+        ))),
     }
 }
 

@@ -112,14 +112,22 @@ mod tests {
         assert!(env.contains(&("EDITOR".into(), "vi".into())));
         assert!(env.contains(&("LANG".into(), "C".into())));
         assert!(env.contains(&("EMPTY".into(), "".into())));
-        assert!(!env.iter().any(|(k, _)| k == "NOT_SET_ON_HOST" || k == "OPENAI_API_KEY"));
+        assert!(!env
+            .iter()
+            .any(|(k, _)| k == "NOT_SET_ON_HOST" || k == "OPENAI_API_KEY"));
     }
 
     #[test]
     fn malformed_assignments_are_refused() {
         for bad in ["NOEQUALS", "1X=2", "A-B=c", "=v"] {
-            let req = EnvRequest { set: vec![bad.into()], pass: vec![] };
-            assert!(resolve_env(&req, &host(), "/tmp").is_err(), "{bad} accepted");
+            let req = EnvRequest {
+                set: vec![bad.into()],
+                pass: vec![],
+            };
+            assert!(
+                resolve_env(&req, &host(), "/tmp").is_err(),
+                "{bad} accepted"
+            );
         }
     }
 }

@@ -398,13 +398,25 @@ mod tests {
         r.pids = Some(32);
         let spec = r.resolve(&defaults(), &[]).unwrap();
         assert!(spec.resources.memory.explicit);
-        assert_eq!(spec.resources.pids, Limit { value: 32, explicit: true });
+        assert_eq!(
+            spec.resources.pids,
+            Limit {
+                value: 32,
+                explicit: true
+            }
+        );
     }
 
     #[test]
     fn an_empty_command_is_refused() {
-        assert_eq!(req(&[]).resolve(&defaults(), &[]), Err(SpecError::NoCommand));
-        assert_eq!(req(&[""]).resolve(&defaults(), &[]), Err(SpecError::EmptyCommand));
+        assert_eq!(
+            req(&[]).resolve(&defaults(), &[]),
+            Err(SpecError::NoCommand)
+        );
+        assert_eq!(
+            req(&[""]).resolve(&defaults(), &[]),
+            Err(SpecError::EmptyCommand)
+        );
     }
 
     #[test]
@@ -442,7 +454,10 @@ mod tests {
         assert_eq!(r.resolve(&defaults(), &[]), Err(SpecError::ZeroTimeout));
         let mut r = req(&["true"]);
         r.memory = Some(1000);
-        assert_eq!(r.resolve(&defaults(), &[]), Err(SpecError::MemoryTooSmall(1000)));
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(SpecError::MemoryTooSmall(1000))
+        );
     }
 
     #[test]

@@ -5,7 +5,9 @@ use std::time::Duration;
 /// A size or duration that could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ParseError {
-    #[error("size {0:?} is not valid: use a number with an optional unit K, M, G or T (e.g. 512M, 4G)")]
+    #[error(
+        "size {0:?} is not valid: use a number with an optional unit K, M, G or T (e.g. 512M, 4G)"
+    )]
     Size(String),
     #[error("duration {0:?} is not valid: use a number with a unit, e.g. 30s, 10m, 2h, 1h30m")]
     Duration(String),
@@ -58,7 +60,15 @@ mod tests {
 
     #[test]
     fn malformed_sizes_are_refused() {
-        for bad in ["", "G", "4 GB", "-1G", "1.5G", "4X", "99999999999999999999T"] {
+        for bad in [
+            "",
+            "G",
+            "4 GB",
+            "-1G",
+            "1.5G",
+            "4X",
+            "99999999999999999999T",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad:?} was accepted");
         }
     }

@@ -1,0 +1,109 @@
+//! Helpers shared by the integration tests: run the real `warden` binary and
+//! plant real files, listeners and processes for it to (fail to) reach.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub fn warden_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_warden"))
+}
+
+/// `warden run ARGS -- sh -c SCRIPT`, without a terminal, stdin closed.
+pub fn run_sh(args: &[&str], script: &str) -> Output {
+    let mut cmd = Command::new(warden_bin());
+    cmd.arg("run")
+        .arg("--no-tty")
+        .args(args)
+        .args(["--", "sh", "-c", script]);
+    cmd.stdin(Stdio::null());
+    cmd.output().expect("warden could not be started")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// A unique name for files, markers and users of one test.
+pub fn unique(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{tag}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A fresh directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(unique(tag));
+        std::fs::create_dir_all(&p).expect("create temp dir");
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    pub fn str(&self) -> &str {
+        self.0.to_str().expect("utf-8 temp path")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Print why a test does not run on this host; the test then returns.
+pub fn skip(reason: &str) {
+    eprintln!("skipped: {reason}");
+}
+
+/// Every PID on the host whose command line contains `marker`.
+pub fn pids_with_marker(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(marker) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// The sandbox's events from a `--json-events` file.
+pub fn events(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}

@@ -1,0 +1,506 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Real sandboxes, real attacks: each test plants something on the host (a
+//! file, a process, a listener) and checks what the code inside could do
+//! to it.
+
+mod common;
+use common::*;
+use std::io::Read;
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn host_files_outside_the_mounts_are_unreadable() {
+    let planted = TempDir::new("planted");
+    let secret = unique("host-secret");
+    let file = planted.path().join("credentials");
+    std::fs::write(&file, &secret).unwrap();
+    let home_secret = std::env::var("HOME")
+        .ok()
+        .map(|h| std::path::PathBuf::from(h).join(format!(".{}", unique("warden-planted"))));
+    if let Some(h) = &home_secret {
+        let _ = std::fs::write(h, &secret);
+    }
+    let script = format!(
+        "cat {f} 2>&1; cat {h} 2>&1; ls /root /home 2>&1; cat /etc/shadow 2>&1; grep -r {s} /etc /tmp 2>/dev/null; true",
+        f = file.display(),
+        h = home_secret.as_ref().map(|h| h.display().to_string()).unwrap_or_default(),
+        s = secret
+    );
+    let out = run_sh(&[], &script);
+    if let Some(h) = &home_secret {
+        let _ = std::fs::remove_file(h);
+    }
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let seen = stdout(&out);
+    assert!(
+        !seen.contains(&secret),
+        "a planted host file was read: {seen}"
+    );
+    assert!(seen.contains("No such file"), "{seen}");
+    assert!(
+        seen.contains("shadow: Permission denied") || !seen.contains("root:"),
+        "{seen}"
+    );
+}
+
+#[test]
+fn writes_outside_the_workspace_fail_and_writes_inside_persist() {
+    let ws = TempDir::new("ws");
+    let out = run_sh(
+        &["--workspace", ws.str()],
+        "echo kept > /workspace/result.txt && pwd; \
+         for p in /etc/warden-x /usr/warden-x /warden-x /var/warden-x /proc/warden-x; do \
+           touch $p 2>/dev/null && echo WROTE $p; done; \
+         echo scratch > /tmp/t && cat /tmp/t",
+    );
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let s = stdout(&out);
+    assert!(s.starts_with("/workspace\n"), "working directory: {s}");
+    assert!(
+        !s.contains("WROTE"),
+        "a write outside the workspace succeeded: {s}"
+    );
+    assert!(s.contains("scratch"));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("result.txt")).unwrap(),
+        "kept\n"
+    );
+    assert!(!std::path::Path::new("/warden-x").exists());
+}
+
+#[test]
+fn workspace_files_keep_their_owner_on_the_host() {
+    use std::os::unix::fs::MetadataExt;
+    let ws = TempDir::new("owner");
+    let out = run_sh(&["-w", ws.str()], "echo x > made-inside");
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let dir_owner = std::fs::metadata(ws.path()).unwrap().uid();
+    let file_owner = std::fs::metadata(ws.path().join("made-inside"))
+        .unwrap()
+        .uid();
+    assert_eq!(dir_owner, file_owner);
+}
+
+#[test]
+fn the_sandbox_sees_only_its_own_processes() {
+    let marker = format!("{}.{}", 700 + std::process::id() % 83, std::process::id());
+    let mut host = Command::new("sleep").arg(&marker).spawn().unwrap();
+    // Every command line in the sandbox's /proc; the host's sleep must not
+    // be among them (grep's own line does not start with "sleep").
+    let out = run_sh(
+        &[],
+        &format!(
+            "ls /proc | grep -c '^[0-9]'; \
+             for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -c '^sleep {marker} $'; \
+             echo pid=$$"
+        ),
+    );
+    let _ = host.kill();
+    let _ = host.wait();
+    let s = stdout(&out);
+    let mut lines = s.lines();
+    let count: u32 = lines.next().unwrap_or("999").trim().parse().unwrap_or(999);
+    assert!(count <= 6, "the sandbox saw {count} processes: {s}");
+    assert_eq!(
+        lines.next().map(str::trim),
+        Some("0"),
+        "a host process was visible: {s}"
+    );
+    assert!(
+        s.contains("pid=2"),
+        "the command is not PID 2 under warden's init: {s}"
+    );
+}
+
+#[test]
+fn host_processes_cannot_be_signalled() {
+    let mut host = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = host.id();
+    let out = run_sh(
+        &[],
+        &format!("kill -9 {pid} 2>&1; kill -9 -1 2>&1; echo done"),
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let alive = host.try_wait().unwrap().is_none();
+    let _ = host.kill();
+    let _ = host.wait();
+    assert!(stdout(&out).contains("done"));
+    assert!(alive, "a host process was killed from inside the sandbox");
+}
+
+#[test]
+fn the_command_has_no_capabilities_and_no_new_privs() {
+    let out = run_sh(
+        &[],
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status",
+    );
+    let s = stdout(&out);
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            s.lines()
+                .any(|l| l.starts_with(set) && l.ends_with("0000000000000000")),
+            "{set} not empty: {s}"
+        );
+    }
+    assert!(s.contains("NoNewPrivs:\t1"), "{s}");
+    assert!(s.contains("Seccomp:\t2"), "no seccomp filter: {s}");
+}
+
+#[test]
+fn the_network_namespace_holds_only_loopback_and_host_listeners_get_nothing() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; \
+         python3 -c 'import socket; s=socket.socket(); s.settimeout(2)\n\
+try:\n  s.connect((\"127.0.0.1\", {port})); print(\"CONNECTED\")\nexcept Exception as e: print(\"refused\", e)'"
+    );
+    let out = run_sh(&[], &script);
+    let s = stdout(&out);
+    assert_eq!(s.lines().next(), Some("lo"), "{s}");
+    assert_eq!(
+        s.lines()
+            .filter(|l| !l.is_empty() && !l.starts_with("refused") && !l.starts_with("CONNECTED"))
+            .count(),
+        1,
+        "interfaces: {s}"
+    );
+    assert!(!s.contains("CONNECTED"), "{s}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        listener.accept().is_err(),
+        "a connection from the sandbox reached the host listener"
+    );
+}
+
+#[test]
+fn credentials_in_the_host_environment_do_not_reach_the_sandbox() {
+    let out = Command::new(warden_bin())
+        .args([
+            "run",
+            "--no-tty",
+            "--pass-env",
+            "PASSED_ONE",
+            "--env",
+            "SET_ONE=v",
+            "--",
+            "env",
+        ])
+        .env("GITHUB_TOKEN", "ghp_planted")
+        .env("AWS_SECRET_ACCESS_KEY", "aws_planted")
+        .env("PASSED_ONE", "p1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = stdout(&out);
+    assert!(!s.contains("planted"), "{s}");
+    assert!(
+        s.contains("PASSED_ONE=p1") && s.contains("SET_ONE=v"),
+        "{s}"
+    );
+    assert!(s.contains("HOME=/tmp"), "{s}");
+}
+
+#[test]
+fn timeout_kills_a_double_forked_daemon() {
+    let marker = format!("{}.{}", 900 + std::process::id() % 97, std::process::id());
+    let start = Instant::now();
+    let out = run_sh(
+        &["--timeout", "1s"],
+        &format!("setsid nohup sleep {marker} >/dev/null 2>&1 & sleep 60"),
+    );
+    assert_eq!(code(&out), 124, "stderr: {}", stderr(&out));
+    assert!(start.elapsed() < Duration::from_secs(20));
+    assert!(stderr(&out).contains("timeout"), "{}", stderr(&out));
+    let left = pids_with_marker(&format!("sleep {marker}"));
+    assert!(left.is_empty(), "the daemon survived the sandbox: {left:?}");
+}
+
+#[test]
+fn a_daemon_left_behind_dies_with_the_sandbox() {
+    let marker = format!("{}.{}", 800 + std::process::id() % 89, std::process::id());
+    let out = run_sh(
+        &[],
+        &format!("setsid nohup sleep {marker} >/dev/null 2>&1 & echo started"),
+    );
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let left = pids_with_marker(&format!("sleep {marker}"));
+    assert!(left.is_empty(), "a process outlived the sandbox: {left:?}");
+}
+
+#[test]
+fn exit_status_follows_the_conventions() {
+    assert_eq!(code(&run_sh(&[], "exit 0")), 0);
+    assert_eq!(code(&run_sh(&[], "exit 7")), 7);
+    assert_eq!(code(&run_sh(&[], "kill -TERM $$")), 143);
+    let nf = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--", "no-such-command-here"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&nf), 127);
+    assert!(stderr(&nf).contains("not found"), "{}", stderr(&nf));
+    let ne = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--", "/etc/hostname"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&ne), 126);
+}
+
+#[test]
+fn bad_input_is_a_clear_error_with_status_125_and_nothing_started() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--", "true", "--workspace"], ""),
+        (
+            &[
+                "run",
+                "--workspace",
+                "/no/such/dir",
+                "--",
+                "touch",
+                "/workspace/x",
+            ],
+            "does not exist",
+        ),
+        (&["run", "--timeout", "soon", "--", "true"], "duration"),
+        (&["run", "--memory", "4 GB", "--", "true"], "size"),
+        (&["run", "--bogus-flag", "--", "true"], "--bogus-flag"),
+        (&["run", "--pids", "1", "--", "true"], "pids"),
+        (
+            &["run", "--workspace", "relative/dir", "--", "true"],
+            "absolute",
+        ),
+        (&["run"], "CMD"),
+    ];
+    for (args, needle) in cases {
+        let out = Command::new(warden_bin())
+            .args(*args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if args.len() == 4 && args[1] == "--" {
+            // `--workspace` after `--` is the command's argument, not warden's.
+            continue;
+        }
+        assert_eq!(code(&out), 125, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn no_mount_is_left_behind_on_the_host() {
+    let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let ws = TempDir::new("mnt");
+    let out = run_sh(&["-w", ws.str(), "--ro", "/usr/share"], "true");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let after = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert_eq!(before.lines().count(), after.lines().count());
+}
+
+#[test]
+fn json_events_record_the_lifecycle() {
+    let dir = TempDir::new("events");
+    let path = dir.path().join("events.jsonl");
+    let out = run_sh(&["--json-events", path.to_str().unwrap()], "exit 3");
+    assert_eq!(code(&out), 3);
+    let ev = events(&path);
+    let kinds: Vec<&str> = ev.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert!(
+        kinds.contains(&"created") && kinds.contains(&"started"),
+        "{kinds:?}"
+    );
+    let exited = ev
+        .iter()
+        .find(|e| e["event"] == "exited")
+        .expect("an exited event");
+    assert_eq!(exited["status"], 3);
+    assert_eq!(exited["reason"], "exited");
+    assert!(exited["peaks"]["cpu_user_ms"].is_u64(), "{exited}");
+    assert!(ev.iter().all(|e| e["sandbox"] == ev[0]["sandbox"]));
+}
+
+#[test]
+fn a_pty_is_allocated_on_request() {
+    let out = Command::new(warden_bin())
+        .args([
+            "run",
+            "-t",
+            "--",
+            "sh",
+            "-c",
+            "test -t 0 && test -t 1 && echo tty-ok",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("tty-ok"), "{}", stdout(&out));
+}
+
+#[test]
+fn stdin_and_stdout_pass_through() {
+    let mut child = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--", "tr", "a-z", "A-Z"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello sandbox\n")
+        .unwrap();
+    let mut s = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut s).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(s, "HELLO SANDBOX\n");
+}
+
+#[test]
+fn sigterm_to_warden_reaches_the_command() {
+    let mut child = Command::new(warden_bin())
+        .args([
+            "run",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo got-term; exit 42' TERM; while :; do sleep 0.1; done",
+        ])
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: kill with a valid PID and signal has no memory effects.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(42));
+    assert!(stdout(&out).contains("got-term"));
+}
+
+#[test]
+fn rootless_run_as_an_unprivileged_user_is_isolated() {
+    if !is_root() {
+        // Already unprivileged: every other test covers this mode.
+        skip("the test suite itself runs unprivileged; the other tests are the rootless run");
+        return;
+    }
+    let user = "warden-test";
+    let exists = Command::new("id")
+        .arg(user)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !exists {
+        let made = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                user,
+            ])
+            .status();
+        if !matches!(made, Ok(s) if s.success()) {
+            skip("cannot create an unprivileged user (useradd failed)");
+            return;
+        }
+    }
+    let uid: u32 = String::from_utf8_lossy(
+        &Command::new("id")
+            .args(["-u", user])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    let gid: u32 = String::from_utf8_lossy(
+        &Command::new("id")
+            .args(["-g", user])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    // The binary may live below a directory the user cannot enter.
+    let bin_dir = TempDir::new("rootless-bin");
+    let bin = bin_dir.path().join("warden");
+    std::fs::copy(warden_bin(), &bin).unwrap();
+    let ws = TempDir::new("rootless-ws");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(ws.path(), Some(uid), Some(gid)).unwrap();
+    let secret = TempDir::new("rootless-secret");
+    std::fs::write(secret.path().join("key"), "rootless-planted").unwrap();
+    std::fs::set_permissions(secret.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    use std::os::unix::process::CommandExt;
+    let out = Command::new(&bin)
+        .args(["run", "--no-tty", "--allow-degraded", "-w", ws.str(), "--", "sh", "-c"])
+        .arg(format!(
+            "id -u; echo made > f; cat {}/key 2>&1; grep CapEff /proc/self/status; cat /proc/self/uid_map",
+            secret.str()
+        ))
+        .uid(uid)
+        .gid(gid)
+        .current_dir("/")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "stdout: {s} stderr: {}", stderr(&out));
+    assert_eq!(s.lines().next(), Some(uid.to_string().as_str()), "{s}");
+    assert!(!s.contains("rootless-planted"), "{s}");
+    assert!(s.contains("CapEff:\t0000000000000000"), "{s}");
+    assert!(s.contains(&format!("{uid}")));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("f")).unwrap(),
+        "made\n"
+    );
+}
+
+#[test]
+fn as_root_the_sandbox_is_nobody_on_the_host() {
+    if !is_root() {
+        skip("needs root: checks the host-side ID of a root-run sandbox");
+        return;
+    }
+    let out = run_sh(&[], "cat /proc/self/uid_map; sleep 0.5");
+    let s = stdout(&out);
+    let fields: Vec<&str> = s.split_whitespace().collect();
+    assert_eq!(fields.get(1), Some(&"65534"), "uid_map: {s}");
+    assert_eq!(fields.get(2), Some(&"1"), "uid_map: {s}");
+}
+
+#[test]
+fn doctor_reports_the_host() {
+    let out = Command::new(warden_bin())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("doctor --json prints JSON");
+    assert!(v["host"]["kernel"].is_string());
+    assert!(v["host"]["landlock_abi"].is_number() || v["host"]["landlock_abi"].is_null());
+    let ok = v["host"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["ok"] == true);
+    assert_eq!(out.status.code(), Some(if ok { 0 } else { 1 }));
+}
