@@ -504,3 +504,151 @@ fn doctor_reports_the_host() {
         .all(|c| c["ok"] == true);
     assert_eq!(out.status.code(), Some(if ok { 0 } else { 1 }));
 }
+
+fn cgroups_usable() -> bool {
+    let out = Command::new(warden_bin())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["host"]["cgroups"]["memory"] == true && v["host"]["cgroups"]["pids"] == true
+}
+
+#[test]
+fn a_memory_hog_hits_the_memory_limit_and_exits_137() {
+    if !cgroups_usable() {
+        skip("no usable memory cgroup for this user (see `warden doctor`)");
+        return;
+    }
+    let dir = TempDir::new("oom");
+    let ev = dir.path().join("ev.jsonl");
+    let out = run_sh(
+        &[
+            "--memory",
+            "64M",
+            "--pids",
+            "32",
+            "--timeout",
+            "60s",
+            "--json-events",
+            ev.to_str().unwrap(),
+        ],
+        "python3 -c 'b = bytearray(1 << 30); print(\"allocated\")'",
+    );
+    assert_eq!(
+        code(&out),
+        137,
+        "stdout: {} stderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(!stdout(&out).contains("allocated"));
+    assert!(stderr(&out).contains("memory limit"), "{}", stderr(&out));
+    let exited = events(&ev)
+        .into_iter()
+        .find(|e| e["event"] == "exited")
+        .unwrap();
+    assert_eq!(exited["reason"], "out_of_memory");
+}
+
+#[test]
+fn a_fork_bomb_is_stopped_by_the_pids_limit() {
+    if !cgroups_usable() {
+        skip("no usable pids cgroup for this user (see `warden doctor`)");
+        return;
+    }
+    let start = Instant::now();
+    // Each process tries to fork forever; the limit must stop it and the
+    // timeout must end it, with the host still responsive.
+    let out = run_sh(
+        &["--pids", "48", "--memory", "256M", "--timeout", "5s"],
+        "python3 -c '\nimport os, time\nn = 0\nfor i in range(500):\n    try:\n        if os.fork() == 0:\n            time.sleep(30); os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(\"forked\", n, flush=True)\n'",
+    );
+    let s = stdout(&out);
+    let n: u32 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count printed: {s} / {}", stderr(&out)));
+    assert!(n < 48, "{n} processes were started under --pids 48");
+    assert!(n > 5, "forking did not work at all: {n}");
+    // The forked sleepers did not keep the sandbox alive after the command.
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn no_cgroup_is_left_behind() {
+    if !cgroups_usable() {
+        skip("no usable cgroups for this user (see `warden doctor`)");
+        return;
+    }
+    let dir = TempDir::new("cg");
+    let ev = dir.path().join("ev.jsonl");
+    let out = run_sh(
+        &["--memory", "128M", "--json-events", ev.to_str().unwrap()],
+        "sleep 0.2 & true",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let created = events(&ev)
+        .into_iter()
+        .find(|e| e["event"] == "created")
+        .unwrap();
+    let cg = created["cgroup"]
+        .as_str()
+        .expect("a cgroup path in the created event")
+        .to_string();
+    assert!(cg.contains("warden"), "{cg}");
+    assert!(!std::path::Path::new(&cg).exists(), "{cg} is still there");
+}
+
+#[test]
+fn explicit_limits_without_cgroups_are_refused_unless_degraded_is_allowed() {
+    if !is_root() {
+        skip("needs root to run warden as an unprivileged user on this host");
+        return;
+    }
+    if cgroups_usable_for_nobody() {
+        skip("cgroups are usable even unprivileged on this host");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let bin_dir = TempDir::new("nocg-bin");
+    let bin = bin_dir.path().join("warden");
+    std::fs::copy(warden_bin(), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(&bin)
+            .arg("run")
+            .arg("--no-tty")
+            .args(extra)
+            .args(["--memory", "64M", "--", "true"])
+            .uid(65534)
+            .gid(65534)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = run(&[]);
+    assert_eq!(code(&refused), 125, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("--allow-degraded"),
+        "{}",
+        stderr(&refused)
+    );
+    let allowed = run(&["--allow-degraded"]);
+    assert_eq!(code(&allowed), 0, "{}", stderr(&allowed));
+    assert!(
+        stderr(&allowed).contains("DEGRADED"),
+        "{}",
+        stderr(&allowed)
+    );
+}
+
+fn cgroups_usable_for_nobody() -> bool {
+    // On a v2 host with a delegated subtree an unprivileged user may have
+    // cgroups; nobody never has one here.
+    false
+}

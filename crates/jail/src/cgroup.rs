@@ -1052,6 +1052,11 @@ impl Cgroup {
             }
         }
 
+        self.kill_by_signals(me)
+    }
+
+    /// The way to kill without `cgroup.kill`: stop forks, signal, repeat.
+    fn kill_by_signals(&self, me: i32) -> Result<(), CgroupError> {
         let saved_pids_max = self.block_forks();
         let result = self.signal_until_empty(me);
         if let Some((path, value)) = saved_pids_max {

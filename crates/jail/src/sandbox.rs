@@ -516,17 +516,31 @@ fn outcome_from(
     let memory = spec.resources.memory.value;
     for r in reports {
         match r {
-            Report::Exited(code) => return Ok(Outcome {
-                status: *code,
-                reason: ExitReason::Exited,
-                signal: None,
-                message: (oom_kills > 0).then(|| {
-                    format!(
+            Report::Exited(code) if *code == 128 + libc::SIGKILL && oom_kills > 0 => {
+                // A shell reports its child's OOM kill as 137.
+                return Ok(Outcome {
+                    status: *code,
+                    reason: ExitReason::OutOfMemory,
+                    signal: None,
+                    message: Some(format!(
+                        "the command exceeded the sandbox's memory limit of {} and was killed",
+                        bytes(memory)
+                    )),
+                });
+            }
+            Report::Exited(code) => {
+                return Ok(Outcome {
+                    status: *code,
+                    reason: ExitReason::Exited,
+                    signal: None,
+                    message: (oom_kills > 0).then(|| {
+                        format!(
                         "a process of the sandbox was killed for exceeding the memory limit of {}",
                         bytes(memory)
                     )
-                }),
-            }),
+                    }),
+                })
+            }
             Report::Signaled(sig) => {
                 if *sig == libc::SIGKILL && oom_kills > 0 {
                     return Ok(Outcome {
