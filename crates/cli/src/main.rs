@@ -36,7 +36,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a command in a new sandbox and wait until the whole sandbox is gone
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Report what isolation this host offers (exit 0 only when all of it)
     Doctor {
         /// Print the report as JSON
@@ -257,7 +257,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Doctor { json } => doctor(json),
     };
     match result {

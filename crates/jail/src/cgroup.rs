@@ -58,6 +58,9 @@ const POLL: Duration = Duration::from_millis(10);
 /// What a person can do when cgroups are out of reach for this user.
 const HINT_PERMISSION: &str = "run as root or on a host with a delegated cgroup v2 subtree \
      (systemd-run --user --scope -p Delegate=yes)";
+/// The same for v1 hierarchies, which the kernel cannot delegate safely.
+const HINT_V1: &str = "run as root, or on a host with cgroup v2 (unified) and a delegated \
+     subtree (systemd-run --user --scope -p Delegate=yes)";
 
 /// Errors of the cgroup layer. Each says what was attempted, on which path,
 /// and what a person can do about it; the cause is the `source`.
@@ -93,7 +96,7 @@ pub enum CgroupError {
         #[source]
         source: io::Error,
     },
-    #[error("cannot read {path}; was the cgroup removed behind warden's back?")]
+    #[error("cannot read {path} of the sandbox's cgroup")]
     Read {
         path: PathBuf,
         #[source]
@@ -637,7 +640,7 @@ impl Plan {
                 v1_why_not.push((
                     i,
                     format!(
-                        "the cgroup v1 hierarchy {} is not writable by this user; {HINT_PERMISSION}",
+                        "the cgroup v1 hierarchy {} is not writable by this user; {HINT_V1}",
                         v1.point.display()
                     ),
                 ));
@@ -785,10 +788,17 @@ pub fn probe() -> Support {
 
 fn support(h: &Hierarchies, plan: &Plan) -> Support {
     let mut reasons: Vec<String> = Vec::new();
+    // v1 hierarchies out of reach are named together in one reason.
+    let mut denied_v1: Vec<String> = Vec::new();
     let mut check = |c: Controller| match plan.backend(h, c) {
         Ok(_) => true,
         Err(why) => {
-            if !why.is_empty() && !reasons.contains(&why) {
+            if let Some(v1) = h.v1.iter().find(|v| v.controllers.contains(&c)) {
+                let point = v1.point.display().to_string();
+                if !denied_v1.contains(&point) {
+                    denied_v1.push(point);
+                }
+            } else if !why.is_empty() && !reasons.contains(&why) {
                 reasons.push(why);
             }
             false
@@ -800,6 +810,15 @@ fn support(h: &Hierarchies, plan: &Plan) -> Support {
     let kill = plan.v2.is_some()
         || matches!(plan.backend(h, Controller::Freezer), Ok(Backend::V1(_)))
         || pids;
+    if !denied_v1.is_empty() {
+        reasons.insert(
+            0,
+            format!(
+                "the cgroup v1 hierarchies {} are not writable by this user; {HINT_V1}",
+                denied_v1.join(", ")
+            ),
+        );
+    }
     if plan.layout == Layout::None {
         reasons.push("no cgroup file system is mounted (see /proc/self/mountinfo)".into());
     }
@@ -982,6 +1001,14 @@ impl Cgroup {
         })
     }
 
+    /// The directory errors name (the first hierarchy's).
+    fn main_path(&self) -> PathBuf {
+        self.dirs
+            .first()
+            .map(|d| d.path.clone())
+            .unwrap_or_default()
+    }
+
     fn v2_dir(&self) -> Option<&Dir> {
         self.dirs.iter().find(|d| d.v2)
     }
@@ -989,6 +1016,15 @@ impl Cgroup {
     /// Move a process (host pid) into every hierarchy of this cgroup. Its
     /// future children inherit all of them.
     pub fn add_process(&self, pid: i32) -> Result<(), CgroupError> {
+        // The kernel reads 0 as "the writer": warden itself would move in.
+        if pid <= 0 {
+            return Err(CgroupError::AddProcess {
+                pid,
+                path: self.main_path(),
+                hint: "pass the host pid of the sandbox's process",
+                source: io::Error::from(io::ErrorKind::InvalidInput),
+            });
+        }
         for dir in &self.dirs {
             let path = dir.path.join("cgroup.procs");
             write_raw(&path, &pid.to_string()).map_err(|source| CgroupError::AddProcess {
@@ -1007,7 +1043,13 @@ impl Cgroup {
         for dir in &self.dirs {
             let path = dir.path.join("cgroup.procs");
             match fs::read_to_string(&path) {
-                Ok(text) => all.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok())),
+                // Only real pids: signalling 0 or -1 would hit warden's own
+                // process group or every process it may signal.
+                Ok(text) => all.extend(
+                    text.lines()
+                        .filter_map(|l| l.trim().parse::<i32>().ok())
+                        .filter(|&p| p > 0),
+                ),
                 // Already removed: nothing inside.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(source) => return Err(CgroupError::Read { path, source }),
@@ -1032,23 +1074,20 @@ impl Cgroup {
         }
         if first.contains(&me) {
             return Err(CgroupError::HoldsCaller {
-                path: self
-                    .dirs
-                    .first()
-                    .map(|d| d.path.clone())
-                    .unwrap_or_default(),
+                path: self.main_path(),
                 pid: me,
             });
         }
         if let Some(dir) = self.v2_dir() {
             let kill_file = dir.path.join("cgroup.kill");
             if kill_file.exists() {
-                write_file(&kill_file, "1", Op::Write)?;
-                if self.wait_empty(KILL_FAST_PATH)? {
-                    return Ok(());
+                match write_file(&kill_file, "1", Op::Write) {
+                    Ok(()) if self.wait_empty(KILL_FAST_PATH)? => return Ok(()),
+                    // Members outside the v2 directory (a failed
+                    // add_process): the signalling loop finds them.
+                    Ok(()) => {}
+                    Err(e) => tracing::debug!(error = %e, "cgroup.kill failed; signalling instead"),
                 }
-                // Members outside the v2 directory (a failed add_process):
-                // fall through to the signalling loop.
             }
         }
 
@@ -1104,11 +1143,7 @@ impl Cgroup {
             }
             if start.elapsed() >= KILL_TIMEOUT {
                 return Err(CgroupError::Survivors {
-                    path: self
-                        .dirs
-                        .first()
-                        .map(|d| d.path.clone())
-                        .unwrap_or_default(),
+                    path: self.main_path(),
                     pids: self.procs()?,
                     waited: start.elapsed(),
                 });
@@ -1123,11 +1158,7 @@ impl Cgroup {
                 let source = io::Error::from(errno);
                 Err(CgroupError::Signal {
                     pid,
-                    path: self
-                        .dirs
-                        .first()
-                        .map(|d| d.path.clone())
-                        .unwrap_or_default(),
+                    path: self.main_path(),
                     hint: hint(Op::Signal, &source),
                     source,
                 })
@@ -1331,7 +1362,9 @@ fn create_v2(
                 // systemd and container runtimes, move this process into a
                 // leaf of its own, then enable. The leaf stays for the life
                 // of the process (leaving it would recreate the problem) and
-                // is reused by later sandboxes of this process.
+                // is reused by later sandboxes of this process. Only a
+                // required controller gets here: for counters alone, the
+                // caller is not moved.
                 move_self_to_leaf(own)?;
                 enable_controllers(own, enable, required)?;
             }
@@ -1505,7 +1538,7 @@ mod tests {
 9:name=systemd:/
 8:pids:/
 6:freezer:/
-4:memory:/process_api/98e0
+4:memory:/batch/job-7
 3:cpuset:/
 2:cpuacct:/
 1:cpu:/
@@ -1780,5 +1813,64 @@ mod tests {
         assert_eq!(cpu_quota_us(-1.0), None);
         assert_eq!(cpu_quota_us(f64::NAN), None);
         assert_eq!(cpu_quota_us(f64::INFINITY), None);
+    }
+
+    /// `kill_all` prefers `cgroup.kill`, which the test host has; this drives
+    /// the path for kernels and hierarchies without it against a real group.
+    #[test]
+    fn without_cgroup_kill_a_forking_group_is_stopped_signalled_and_emptied() {
+        use std::process::{Command, Stdio};
+
+        let support = probe();
+        if !(support.memory && support.pids) {
+            eprintln!(
+                "skipped: no usable memory and pids cgroups ({})",
+                support.why_not.unwrap_or_default()
+            );
+            return;
+        }
+        let limits = Limits {
+            memory: Some(64 << 20),
+            pids: Some(32),
+            cpus: support.cpu.then_some(0.5),
+        };
+        let cg = Cgroup::create(&format!("unit-signals-{}", std::process::id()), &limits).unwrap();
+        // Two long sleepers and a loop that forks all the time, so that
+        // members appear while the group is being killed.
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg("read -r _; sleep 300 & sleep 300 & while :; do sleep 0.01; done")
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        cg.add_process(i32::try_from(child.id()).unwrap()).unwrap();
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while cg.procs().unwrap().len() < 3 && Instant::now() < deadline {
+            sleep(POLL);
+        }
+        assert!(cg.procs().unwrap().len() >= 3);
+
+        let me = i32::try_from(std::process::id()).unwrap();
+        cg.kill_by_signals(me).unwrap();
+        assert_eq!(cg.procs().unwrap(), Vec::<i32>::new());
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+        // The fork stop was lifted again, and no freeze was left behind.
+        let pids = cg.dir(Controller::Pids).unwrap();
+        assert_eq!(
+            fs::read_to_string(pids.path.join("pids.max"))
+                .unwrap()
+                .trim(),
+            "32"
+        );
+        if let Some(freezer) = cg.dir(Controller::Freezer).filter(|d| !d.v2) {
+            let state = fs::read_to_string(freezer.path.join("freezer.state")).unwrap();
+            assert_eq!(state.trim(), "THAWED");
+        }
+        cg.remove().unwrap();
     }
 }

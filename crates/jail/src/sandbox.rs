@@ -393,9 +393,7 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
 
     let ready = prepare_child(child, uid, gid, host_uid, host_gid, &plan, &guard);
     drop(plan);
-    if let Err(e) = ready {
-        return Err(e);
-    }
+    ready?;
     nix::unistd::write(&go_wr, b"g").map_err(sys_err("start the sandbox"))?;
     drop(go_wr);
     events.emit(&Event::now(
@@ -587,7 +585,7 @@ fn humanize(d: Duration) -> String {
 
 fn humantime_like(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         format!("{ms}ms")
     } else {
         format!("{}s", ms / 1000)
@@ -598,7 +596,7 @@ fn bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
     let mut v = b;
     let mut i = 0;
-    while v >= 1024 && v % 1024 == 0 && i < UNITS.len() - 1 {
+    while v >= 1024 && v.is_multiple_of(1024) && i < UNITS.len() - 1 {
         v /= 1024;
         i += 1;
     }
@@ -626,8 +624,8 @@ fn prepare_child(
         // setgroups(2) for the namespace.
         write("setgroups", "deny".into())?;
     }
-    write("uid_map", format!("{uid} {host_uid} 1\n")).map_err(|e| annotate_userns(e))?;
-    write("gid_map", format!("{gid} {host_gid} 1\n")).map_err(|e| annotate_userns(e))?;
+    write("uid_map", format!("{uid} {host_uid} 1\n")).map_err(annotate_userns)?;
+    write("gid_map", format!("{gid} {host_gid} 1\n")).map_err(annotate_userns)?;
     if let Some(cg) = &guard.cgroup {
         cg.add_process(child.as_raw())
             .map_err(|source| JailError::CgroupRequired {

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Start-up cost of a sandbox: `warden run -- true` against bubblewrap with
+# equivalent isolation, and against plain `true`, side by side.
+#
+#   bench/startup.sh [RUNS]        (default 300 runs each)
+#
+# Prints the median and mean of each, and the ratio warden/bwrap at the
+# median. Needs hyperfine and bubblewrap (installed from the distribution's
+# packages when missing and running as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${1:-300}"
+
+need() {
+    command -v "$1" >/dev/null && return
+    if [ "$(id -u)" = 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+    else
+        echo "bench: $1 is missing: install the $2 package" >&2
+        exit 1
+    fi
+}
+need bwrap bubblewrap
+need hyperfine hyperfine
+
+cargo build --release -q -p warden-cli
+WARDEN="$PWD/target/release/warden"
+
+# bwrap with the same isolation warden applies by default: every namespace,
+# the host's system directories read-only (merged /usr as symlinks), fresh
+# /proc, minimal /dev, tmpfs /tmp, a new session, dies with its parent.
+BWRAP=(bwrap --unshare-all --die-with-parent --new-session
+       --ro-bind /usr /usr --ro-bind /etc /etc)
+for d in bin sbin lib lib32 lib64 libx32; do
+    if [ -L "/$d" ]; then BWRAP+=(--symlink "$(readlink "/$d")" "/$d");
+    elif [ -d "/$d" ]; then BWRAP+=(--ro-bind "/$d" "/$d"); fi
+done
+BWRAP+=(--proc /proc --dev /dev --tmpfs /tmp -- true)
+
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$OUT/r.json" \
+    -n true "true" \
+    -n bwrap "${BWRAP[*]}" \
+    -n warden "$WARDEN run --no-tty -- true" >/dev/null
+
+python3 - "$OUT/r.json" <<'PY'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+print(f"{'command':<8} {'median':>10} {'mean':>10} {'stddev':>10}")
+for name in ("true", "bwrap", "warden"):
+    x = r[name]
+    print(f"{name:<8} {x['median']*1000:>8.2f}ms {x['mean']*1000:>8.2f}ms {x['stddev']*1000:>8.2f}ms")
+print(f"warden/bwrap at the median: {r['warden']['median']/r['bwrap']['median']:.2f}")
+PY
