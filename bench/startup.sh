@@ -23,8 +23,13 @@ need() {
 need bwrap bubblewrap
 need hyperfine hyperfine
 
-cargo build --release -q -p warden-cli
-WARDEN="$PWD/target/release/warden"
+# The release binary as warden ships it: statically linked (glibc and
+# libseccomp), so it needs nothing at run time but the kernel and starts
+# without the dynamic loader. --target keeps the flag off build scripts and
+# proc macros.
+HOST="$(rustc -vV | sed -n 's/^host: //p')"
+RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -q -p warden-cli --target "$HOST"
+WARDEN="$PWD/target/$HOST/release/warden"
 
 # bwrap with the same isolation warden applies by default: every namespace,
 # the host's system directories read-only (merged /usr as symlinks), fresh

@@ -367,7 +367,7 @@ fn stdin_and_stdout_pass_through() {
 
 #[test]
 fn sigterm_to_warden_reaches_the_command() {
-    let mut child = Command::new(warden_bin())
+    let child = Command::new(warden_bin())
         .args([
             "run",
             "--no-tty",

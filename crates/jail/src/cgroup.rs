@@ -843,8 +843,6 @@ struct Dir {
     /// What this directory provides (for v2: the enabled limit controllers,
     /// plus cpu accounting and freezing, which are core files there).
     controllers: Vec<Controller>,
-    /// The shared `warden` parent, removed when no sandbox is left in it.
-    prune: Option<PathBuf>,
 }
 
 /// One sandbox's cgroup(s): on v1, one directory per controller hierarchy
@@ -907,6 +905,16 @@ impl Cgroup {
         for &i in &plan.v1_usable {
             let v1 = &h.v1[i];
             let needed = required.iter().any(|(_, b)| *b == Backend::V1(i));
+            // Every hierarchy joined costs a migration at start and an
+            // rmdir at the end. CPU time comes from the init's rusage, and
+            // killing from the v2 directory's cgroup.kill (or the PID
+            // namespace), so cpuacct and freezer are joined only when there
+            // is no v2 directory to kill through.
+            let useful =
+                needed || (plan.v2.is_none() && v1.controllers.contains(&Controller::Freezer));
+            if !useful {
+                continue;
+            }
             match with_parent_retry(|| create_v1(v1, &name)) {
                 Ok(dir) => cg.dirs.push(dir),
                 Err(e) if needed => return Err(e),
@@ -1271,26 +1279,26 @@ impl Cgroup {
         if self.dirs.is_empty() {
             return Ok(());
         }
-        let killed = if self.procs()?.is_empty() {
-            Ok(())
-        } else {
-            self.kill_all()
-        };
+        // The common case is an empty cgroup (the sandbox's PID namespace is
+        // gone): remove it straight away, and kill only when the kernel says
+        // it is still busy.
+        let busy = self.dirs.iter().any(|d| match fs::remove_dir(&d.path) {
+            Ok(()) => false,
+            Err(e) => e.kind() != io::ErrorKind::NotFound,
+        });
+        let killed = if busy { self.kill_all() } else { Ok(()) };
         let dirs = std::mem::take(&mut self.dirs);
         let mut first_error = killed.err();
-        for dir in &dirs {
-            if let Err(e) = rmdir_retrying(&dir.path) {
-                first_error.get_or_insert(e);
+        if busy {
+            for dir in &dirs {
+                if let Err(e) = rmdir_retrying(&dir.path) {
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        for parent in dirs.iter().filter_map(|d| d.prune.as_ref()) {
-            // Another sandbox may still live there, or be about to: the
-            // kernel refuses to remove a cgroup with children, and creators
-            // retry when the parent vanishes under them.
-            if let Err(e) = fs::remove_dir(parent) {
-                tracing::trace!(path = %parent.display(), error = %e, "shared cgroup parent kept");
-            }
-        }
+        // The shared `warden` parents stay, like a slice: removing and
+        // recreating them on every run costs two syscalls per hierarchy and
+        // races with sandboxes starting next to this one.
         first_error.map_or(Ok(()), Err)
     }
 
@@ -1330,7 +1338,6 @@ fn create_v1(v1: &V1Hierarchy, name: &str) -> Result<Dir, CgroupError> {
         path,
         v2: false,
         controllers: v1.controllers.clone(),
-        prune: Some(parent),
     })
 }
 
@@ -1342,13 +1349,13 @@ fn create_v2(
     enable: &[Controller],
     required: &[Controller],
 ) -> Result<Dir, CgroupError> {
-    let (parent, prune) = match place {
+    let parent = match place {
         V2Place::Root { root } => {
             let parent = root.join(PARENT);
             enable_controllers(root, enable, required)?;
             mkdir(&parent, true)?;
             enable_controllers(&parent, enable, required)?;
-            (parent.clone(), Some(parent))
+            parent
         }
         V2Place::Delegated { own } => {
             if let Err(e) = enable_controllers(own, enable, required) {
@@ -1368,7 +1375,7 @@ fn create_v2(
                 move_self_to_leaf(own)?;
                 enable_controllers(own, enable, required)?;
             }
-            (own.clone(), None)
+            own.clone()
         }
     };
     let path = parent.join(name);
@@ -1402,7 +1409,6 @@ fn create_v2(
         path,
         v2: true,
         controllers,
-        prune,
     })
 }
 

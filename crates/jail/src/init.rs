@@ -10,7 +10,6 @@ use crate::landlock;
 use crate::mounts::{self, RootPlan};
 use crate::privileges::{self, Rlimits};
 use crate::report::{write_report, Report};
-use crate::seccomp;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -31,12 +30,21 @@ pub struct ChildPlan {
     pub argv: Vec<CString>,
     pub env: Vec<CString>,
     pub path_var: String,
-    pub new_cgroup_ns: bool,
     /// The terminal the command gets, when a PTY was allocated.
     pub pty_slave: Option<OwnedFd>,
     /// Descriptors of the supervisor's side, closed first thing.
     pub close_in_child: Vec<RawFd>,
 }
+
+/// Final-message flag: the supervisor placed the init in the sandbox's
+/// cgroup (so it unshares a cgroup namespace rooted there).
+pub const FINAL_IN_CGROUP: u8 = 1;
+/// Final-message flag: no cgroup confines the sandbox; apply the fallback
+/// rlimits.
+pub const FINAL_RLIMIT_FALLBACK: u8 = 2;
+/// Ends the final message; without it the message is incomplete (the
+/// supervisor died while writing it) and the sandbox does not start.
+pub const FINAL_TRAILER: &[u8; 8] = b"WARDEN\0\n";
 
 /// Signals forwarded from the init to the command.
 pub const FORWARDED: &[Signal] = &[
@@ -103,22 +111,32 @@ fn child_setup_and_run(
         Ok(1) => {}
         _ => return Err("the supervisor stopped before the sandbox was ready".into()),
     }
-    drop(go);
     // Take the sandbox's own IDs before creating any file: in root mode the
     // process still has host UID 0, which the namespace does not map, and
     // files created under it would be refused (EOVERFLOW).
     privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
-    if plan.new_cgroup_ns {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
-            .map_err(|e| format!("cannot create the cgroup namespace: {e}"))?;
-    }
     nix::unistd::sethostname(&plan.root.hostname)
         .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
     mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
-    privileges::apply_rlimits(&plan.rlimits).map_err(|e| chain(&e))?;
+
+    // The final message: the supervisor has confined us (or decided not to)
+    // and compiled the filter. End of file before the trailer: abort.
+    let flags = read_final(&go)?;
+    drop(go);
+    if flags & FINAL_IN_CGROUP != 0 {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+            .map_err(|e| format!("cannot create the cgroup namespace: {e}"))?;
+    }
+    let mut rlimits = plan.rlimits;
+    if flags & FINAL_RLIMIT_FALLBACK == 0 {
+        rlimits.nproc = None;
+        rlimits.address_space = None;
+    }
+    privileges::apply_rlimits(&rlimits).map_err(|e| chain(&e))?;
     landlock::restrict(&plan.writable).map_err(|e| chain(&e))?;
     privileges::drop_all(false).map_err(|e| chain(&e))?;
-    seccomp::install().map_err(|e| chain(&e))?;
+    crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
+        .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
 
     // From here on the init holds no privilege the command lacks.
     let mut forwarded = SigSet::empty();
@@ -139,6 +157,29 @@ fn child_setup_and_run(
     };
     drop(plan.pty_slave.take());
     Ok(supervise_command(child, sfd, report))
+}
+
+/// Read the supervisor's final message: one flags byte, then the trailer.
+fn read_final(go: &OwnedFd) -> Result<u8, String> {
+    let mut msg = [0u8; 16];
+    let mut len = 0;
+    loop {
+        match nix::unistd::read(go, &mut msg[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len == msg.len() {
+                    return Err("the supervisor's final message is too long".into());
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(format!("cannot read the supervisor's final message: {e}")),
+        }
+    }
+    match &msg[..len] {
+        [flags, trailer @ ..] if trailer == FINAL_TRAILER.as_slice() => Ok(*flags),
+        _ => Err("the supervisor stopped before the sandbox was ready".into()),
+    }
 }
 
 /// Find `argv[0]` in the sandbox's own PATH (after the pivot, so what is

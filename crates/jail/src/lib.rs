@@ -22,3 +22,9 @@ pub mod seccomp;
 mod sys;
 
 pub use sandbox::{chain_str, run, JailError, Outcome, NOBODY};
+
+/// The seccomp filter of [`seccomp::RULES`] for the target architecture,
+/// compiled by the build script (empty where warden has no filter). The init
+/// loads this program; `seccomp_program_matches_the_rule_table` proves it is
+/// what libseccomp builds from the table.
+pub const SECCOMP_PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp.bpf"));

@@ -82,6 +82,10 @@ pub enum JailError {
     },
     #[error(transparent)]
     Pty(#[from] pty::PtyError),
+    #[error(
+        "warden has no seccomp filter for the {0} architecture (it supports x86_64 and aarch64)"
+    )]
+    UnsupportedArch(&'static str),
     #[error("a string in the command or environment contains a NUL byte: {0:?}")]
     Nul(String),
 }
@@ -134,6 +138,9 @@ fn degraded(events: &mut dyn EventSink, id: &str, layer: &str, lost: &str) {
 /// Run `spec` in a new sandbox named `id` and return when every process of
 /// it is gone. Events go to `events`.
 pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<Outcome, JailError> {
+    if crate::SECCOMP_PROGRAM.is_empty() {
+        return Err(JailError::UnsupportedArch(std::env::consts::ARCH));
+    }
     let root_mode = host::is_root();
     let fs = &spec.filesystem;
 
@@ -228,49 +235,13 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         pids: Some(res.pids.value),
         cpus: res.cpus,
     };
-    let mut rlimits = Rlimits {
+    // Fallback limits for hosts without usable cgroups; the init applies
+    // them only when the final message says that no cgroup confines it.
+    let rlimits = Rlimits {
         open_files: res.open_files,
         file_size: res.file_size,
-        nproc: None,
-        address_space: None,
-    };
-    let cgroup = match Cgroup::create(id, &limits) {
-        Ok(cg) => Some(cg),
-        Err(source) => {
-            let mut explicit = Vec::new();
-            if res.memory.explicit {
-                explicit.push("--memory");
-            }
-            if res.pids.explicit {
-                explicit.push("--pids");
-            }
-            if res.cpus.is_some() {
-                explicit.push("--cpus");
-            }
-            if !explicit.is_empty() && !spec.allow_degraded {
-                return Err(JailError::CgroupRequired {
-                    what: explicit.join(", "),
-                    source,
-                });
-            }
-            rlimits.nproc = Some(res.pids.value);
-            if res.memory.explicit {
-                rlimits.address_space = Some(res.memory.value);
-            }
-            let lost = format!(
-                "cgroups are not usable ({}): processes are limited by RLIMIT_NPROC={} (counted per user), {}{}",
-                crate::sandbox::chain_str(&source),
-                res.pids.value,
-                if res.memory.explicit {
-                    "memory by RLIMIT_AS per process"
-                } else {
-                    "memory is not limited"
-                },
-                if res.cpus.is_some() { ", CPU is not limited" } else { "" },
-            );
-            degraded(events, id, "resources", &lost);
-            None
-        }
+        nproc: Some(res.pids.value),
+        address_space: res.memory.explicit.then_some(res.memory.value),
     };
 
     let terminal = match spec.terminal {
@@ -323,23 +294,10 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         argv,
         env,
         path_var,
-        new_cgroup_ns: cgroup.is_some(),
         pty_slave: terminal.as_ref().and_then(|t| t.slave.try_clone().ok()),
         close_in_child,
     };
     let master = terminal.map(|t| t.master);
-
-    events.emit(&Event::now(
-        id,
-        EventKind::Created {
-            command: spec.command.clone(),
-            workspace: workspace.clone(),
-            rootless: !root_mode,
-            cgroup: cgroup
-                .as_ref()
-                .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
-        },
-    ));
 
     // Signals are taken through a signalfd from here on; the child starts
     // with the same mask and restores `original` just before exec.
@@ -387,15 +345,49 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
     drop(rep_wr);
     let mut guard = ChildGuard {
         pid: child,
-        cgroup,
+        cgroup: None,
         reaped: false,
     };
 
-    let ready = prepare_child(child, uid, gid, host_uid, host_gid, &plan, &guard);
+    let ready = prepare_child(child, uid, gid, host_uid, host_gid, &plan);
     drop(plan);
     ready?;
+    // The child builds its root while the supervisor confines it: both
+    // sides work at once, and the child cannot go past its root before the
+    // final message below.
     nix::unistd::write(&go_wr, b"g").map_err(sys_err("start the sandbox"))?;
+    let flags = match confine(spec, id, &limits, events)? {
+        Some(cg) => {
+            cg.add_process(child.as_raw())
+                .map_err(|source| JailError::CgroupRequired {
+                    what: "the sandbox's limits".into(),
+                    source,
+                })?;
+            guard.cgroup = Some(cg);
+            init::FINAL_IN_CGROUP
+        }
+        None => init::FINAL_RLIMIT_FALLBACK,
+    };
+    events.emit(&Event::now(
+        id,
+        EventKind::Created {
+            command: spec.command.clone(),
+            workspace: workspace.clone(),
+            rootless: !root_mode,
+            cgroup: guard
+                .cgroup
+                .as_ref()
+                .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
+        },
+    ));
+    // A child that failed to build its root has already said why on the
+    // report pipe; its message is the better one, so a failed send is kept
+    // for the case that there is none.
+    let send_error = send_final(&go_wr, flags).err();
     drop(go_wr);
+    if send_error.is_some() {
+        let _ = kill(child, Signal::SIGKILL);
+    }
     events.emit(&Event::now(
         id,
         EventKind::Started {
@@ -441,6 +433,11 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
     }
 
     let reports = parse_reports(&sv.reports);
+    if let Some(e) = send_error {
+        if !reports.iter().any(|r| matches!(r, Report::SetupFailed(_))) {
+            return Err(e);
+        }
+    }
     let outcome = outcome_from(&reports, sv.timed_out, oom_kills, spec, sv.wait_status)?;
     events.emit(&Event::now(
         id,
@@ -453,6 +450,65 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         },
     ));
     Ok(outcome)
+}
+
+/// Create the sandbox's cgroup, or decide to run without one: refused when
+/// a limit was asked for explicitly (unless degraded runs are allowed),
+/// otherwise said loudly.
+fn confine(
+    spec: &SandboxSpec,
+    id: &str,
+    limits: &Limits,
+    events: &mut dyn EventSink,
+) -> Result<Option<Cgroup>, JailError> {
+    let res = &spec.resources;
+    match Cgroup::create(id, limits) {
+        Ok(cg) => Ok(Some(cg)),
+        Err(source) => {
+            let mut explicit = Vec::new();
+            if res.memory.explicit {
+                explicit.push("--memory");
+            }
+            if res.pids.explicit {
+                explicit.push("--pids");
+            }
+            if res.cpus.is_some() {
+                explicit.push("--cpus");
+            }
+            if !explicit.is_empty() && !spec.allow_degraded {
+                return Err(JailError::CgroupRequired {
+                    what: explicit.join(", "),
+                    source,
+                });
+            }
+            let lost = format!(
+                "cgroups are not usable ({}): processes are limited by RLIMIT_NPROC={} (counted per user), {}{}",
+                chain_str(&source),
+                res.pids.value,
+                if res.memory.explicit {
+                    "memory by RLIMIT_AS per process"
+                } else {
+                    "memory is not limited"
+                },
+                if res.cpus.is_some() {
+                    ", CPU is not limited"
+                } else {
+                    ""
+                },
+            );
+            degraded(events, id, "resources", &lost);
+            Ok(None)
+        }
+    }
+}
+
+/// The final message to the child: flags, and a trailer that proves the
+/// message complete.
+fn send_final(go: &OwnedFd, flags: u8) -> Result<(), JailError> {
+    let mut msg = [0u8; 9];
+    msg[0] = flags;
+    msg[1..].copy_from_slice(init::FINAL_TRAILER);
+    write_all(go.as_fd(), &msg).map_err(sys_err("let the sandbox start"))
 }
 
 /// Format an error with its causes on one line.
@@ -612,7 +668,6 @@ fn prepare_child(
     host_uid: u32,
     host_gid: u32,
     plan: &ChildPlan,
-    guard: &ChildGuard,
 ) -> Result<(), JailError> {
     let proc_dir = PathBuf::from(format!("/proc/{}", child.as_raw()));
     let write = |name: &str, content: String| -> Result<(), JailError> {
@@ -626,13 +681,6 @@ fn prepare_child(
     }
     write("uid_map", format!("{uid} {host_uid} 1\n")).map_err(annotate_userns)?;
     write("gid_map", format!("{gid} {host_gid} 1\n")).map_err(annotate_userns)?;
-    if let Some(cg) = &guard.cgroup {
-        cg.add_process(child.as_raw())
-            .map_err(|source| JailError::CgroupRequired {
-                what: "the sandbox's limits".into(),
-                source,
-            })?;
-    }
     let idmapped: Vec<_> = plan
         .root
         .binds

@@ -174,3 +174,40 @@ pub fn landlock_abi() -> Result<i32, Errno> {
     };
     Errno::result(rc).map(|v| v as i32)
 }
+
+/// Largest classic BPF program the kernel accepts (BPF_MAXINSNS).
+const BPF_MAXINSNS: usize = 4096;
+
+/// Load a seccomp filter given as the kernel's `struct sock_filter` array in
+/// native byte order (as libseccomp exports it). `no_new_privs` must be set.
+pub fn load_seccomp_filter(program: &[u8]) -> nix::Result<()> {
+    const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
+    if program.is_empty() || !program.len().is_multiple_of(8) || program.len() / 8 > BPF_MAXINSNS {
+        return Err(Errno::EINVAL);
+    }
+    let filter: Vec<libc::sock_filter> = program
+        .chunks_exact(8)
+        .map(|c| libc::sock_filter {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect();
+    let prog = libc::sock_fprog {
+        len: filter.len() as libc::c_ushort,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at `filter`, a live array of exactly `len`
+    // instructions that outlives the call; the kernel copies the program
+    // and does not keep the pointer.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            0 as libc::c_uint,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    Errno::result(rc).map(drop)
+}

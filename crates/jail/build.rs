@@ -1,0 +1,40 @@
+//! Compiles the seccomp filter of the target architecture ahead of time, from
+//! the same rule table (`src/seccomp.rs`) the tests check, so that starting a
+//! sandbox costs no filter generation. A test proves the embedded program
+//! equals the one libseccomp builds from the table at run time.
+
+#[allow(dead_code, clippy::all)]
+#[path = "src/seccomp.rs"]
+mod seccomp;
+
+use std::path::PathBuf;
+
+fn main() {
+    println!("cargo:rerun-if-changed=src/seccomp.rs");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("seccomp.bpf");
+    let target = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let arch = match target.as_str() {
+        "x86_64" => Some(seccomp::Arch::X86_64),
+        "aarch64" => Some(seccomp::Arch::Aarch64),
+        _ => None,
+    };
+    let Some(arch) = arch else {
+        // No filter for this architecture: an empty program, which the jail
+        // refuses to run with (it says the architecture is unsupported).
+        if let Err(e) = std::fs::write(&out, b"") {
+            println!("cargo:warning=cannot write {}: {e}", out.display());
+            std::process::exit(1);
+        }
+        return;
+    };
+    let result = seccomp::build_filter_for(arch)
+        .map_err(|e| e.to_string())
+        .and_then(|f| {
+            let file = std::fs::File::create(&out).map_err(|e| e.to_string())?;
+            f.export_bpf(&file).map_err(|e| e.to_string())
+        });
+    if let Err(e) = result {
+        println!("cargo:warning=cannot compile the seccomp filter for {target}: {e}");
+        std::process::exit(1);
+    }
+}
