@@ -652,3 +652,137 @@ fn cgroups_usable_for_nobody() -> bool {
     // cgroups; nobody never has one here.
     false
 }
+
+/// Run `warden ARGS` inside a user namespace whose own limit of nested user
+/// namespaces is 0: a host that forbids them, made for this test only.
+fn warden_without_user_namespaces(args: &[&str]) -> Option<std::process::Output> {
+    let probe = Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            "echo 0 > /proc/sys/user/max_user_namespaces",
+        ])
+        .output();
+    if !matches!(&probe, Ok(o) if o.status.success()) {
+        skip("cannot make a user namespace that forbids nested ones (needs unshare from util-linux and user namespaces)");
+        return None;
+    }
+    let mut script =
+        String::from("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"");
+    script.push(' ');
+    let out = Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c", script.trim()])
+        .arg(warden_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Some(out)
+}
+
+#[test]
+fn without_user_namespaces_warden_refuses_and_names_the_cause() {
+    let Some(out) = warden_without_user_namespaces(&["run", "--no-tty", "--", "true"]) else {
+        return;
+    };
+    assert_eq!(code(&out), 125, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("max_user_namespaces"), "{err}");
+    assert!(err.contains("--allow-degraded"), "{err}");
+    assert!(
+        err.contains("process table"),
+        "the lost guarantees are not named: {err}"
+    );
+}
+
+#[test]
+fn degraded_run_without_namespaces_still_confines_files_privileges_and_processes() {
+    let ws = TempDir::new("degraded-ws");
+    let planted = TempDir::new("degraded-planted");
+    std::fs::write(
+        planted.path().join("secret"),
+        "content-of-the-planted-secret",
+    )
+    .unwrap();
+    let marker = format!("{}.{}", 600 + std::process::id() % 79, std::process::id());
+    let script = format!(
+        "cat {p}/secret 2>&1; cat /etc/shadow 2>&1; touch {p}/new 2>&1; touch /usr/x 2>&1; \
+         echo kept > made.txt; echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"; \
+         grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; \
+         setsid nohup sleep {marker} >/dev/null 2>&1 & echo started",
+        p = planted.str()
+    );
+    let Some(out) = warden_without_user_namespaces(&[
+        "run",
+        "--no-tty",
+        "--allow-degraded",
+        "-w",
+        ws.str(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]) else {
+        return;
+    };
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "stdout: {s} stderr: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("DEGRADED namespaces"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !s.contains("content-of-the-planted-secret"),
+        "a file outside the sandbox's paths was read: {s}"
+    );
+    assert!(
+        !planted.path().join("new").exists(),
+        "a write outside the workspace succeeded"
+    );
+    assert!(
+        s.contains("CapEff:\t0000000000000000")
+            && s.contains("NoNewPrivs:\t1")
+            && s.contains("Seccomp:\t2"),
+        "{s}"
+    );
+    assert!(s.contains("t\n"), "TMPDIR is not writable: {s}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("made.txt")).unwrap(),
+        "kept\n"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let left = pids_with_marker(&format!("sleep {marker}"));
+    assert!(
+        left.is_empty(),
+        "a daemon outlived the degraded sandbox: {left:?}"
+    );
+}
+
+#[test]
+fn degraded_timeout_kills_a_daemon_that_left_the_process_group() {
+    let marker = format!("{}.{}", 500 + std::process::id() % 71, std::process::id());
+    let script = format!("setsid nohup sleep {marker} >/dev/null 2>&1 & sleep 60");
+    let Some(out) = warden_without_user_namespaces(&[
+        "run",
+        "--no-tty",
+        "--allow-degraded",
+        "--timeout",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]) else {
+        return;
+    };
+    assert_eq!(code(&out), 124, "{}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(50));
+    let left = pids_with_marker(&format!("sleep {marker}"));
+    assert!(
+        left.is_empty(),
+        "the daemon survived the degraded sandbox: {left:?}"
+    );
+}

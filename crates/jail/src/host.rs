@@ -71,12 +71,23 @@ pub fn userns_blocker() -> Option<String> {
 }
 
 /// Guarantees lost when the sandbox cannot have its own namespaces.
-pub const LOST_WITHOUT_NAMESPACES: &str = "the sandbox would see the host's processes, \
-    network, hostname and whole file tree (Landlock still limits which files it may open), \
-    and could reach host services on loopback";
+pub const LOST_WITHOUT_NAMESPACES: &str = "the sandbox shares the host's process table, \
+    network (host services on loopback included), hostname and file tree; Landlock still \
+    limits which files it may open and seccomp which calls it may make";
 
+/// Root of the host: UID 0 in the initial user namespace. UID 0 inside a
+/// user namespace (a container, `unshare -r`) cannot map the sandbox to
+/// another host ID, so it runs warden the rootless way.
 pub fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
+    static ROOT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ROOT.get_or_init(|| nix::unistd::geteuid().is_root() && in_initial_user_namespace())
+}
+
+/// The initial user namespace maps every ID to itself: `0 0 4294967295`.
+fn in_initial_user_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map")
+        .map(|m| m.split_whitespace().eq(["0", "0", "4294967295"]))
+        .unwrap_or(false)
 }
 
 /// Probe the host. Reads files and makes harmless queries only.

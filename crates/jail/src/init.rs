@@ -25,7 +25,12 @@ pub struct ChildPlan {
     pub uid: u32,
     pub gid: u32,
     pub rlimits: Rlimits,
+    /// Landlock: read and execute beneath these.
+    pub landlock_read: Vec<PathBuf>,
+    /// Landlock: write beneath these.
     pub writable: Vec<PathBuf>,
+    /// No namespaces: the child runs in the host's tree and process table.
+    pub degraded: bool,
     pub cwd: PathBuf,
     pub argv: Vec<CString>,
     pub env: Vec<CString>,
@@ -111,13 +116,26 @@ fn child_setup_and_run(
         Ok(1) => {}
         _ => return Err("the supervisor stopped before the sandbox was ready".into()),
     }
-    // Take the sandbox's own IDs before creating any file: in root mode the
-    // process still has host UID 0, which the namespace does not map, and
-    // files created under it would be refused (EOVERFLOW).
-    privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
-    nix::unistd::sethostname(&plan.root.hostname)
-        .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
-    mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
+    if plan.degraded {
+        // No user namespace: the capabilities are the host's. Lock them
+        // down while we still may, then take the sandbox's host IDs.
+        privileges::lock_bounding_set(true).map_err(|e| chain(&e))?;
+        privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
+        // SAFETY: prctl with integer arguments only. Orphans of the command
+        // are adopted by this process (and killed with it) instead of the
+        // host's init.
+        unsafe {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
+        }
+    } else {
+        // Take the sandbox's own IDs before creating any file: in root mode
+        // the process still has host UID 0, which the namespace does not
+        // map, and files created under it would be refused (EOVERFLOW).
+        privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
+        nix::unistd::sethostname(&plan.root.hostname)
+            .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
+        mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
+    }
 
     // The final message: the supervisor has confined us (or decided not to)
     // and compiled the filter. End of file before the trailer: abort.
@@ -133,8 +151,13 @@ fn child_setup_and_run(
         rlimits.address_space = None;
     }
     privileges::apply_rlimits(&rlimits).map_err(|e| chain(&e))?;
-    landlock::restrict(&plan.writable).map_err(|e| chain(&e))?;
-    privileges::drop_all(false).map_err(|e| chain(&e))?;
+    landlock::restrict(&plan.landlock_read, &plan.writable, !plan.degraded)
+        .map_err(|e| chain(&e))?;
+    if plan.degraded {
+        privileges::finish_drop(false).map_err(|e| chain(&e))?;
+    } else {
+        privileges::drop_all(false).map_err(|e| chain(&e))?;
+    }
     crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
         .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
 

@@ -42,8 +42,14 @@ pub enum Enforcement {
 }
 
 /// Restrict the calling process (and everything it starts) to the sandbox's
-/// file rules. `writable` are paths inside the new root.
-pub fn restrict(writable: &[PathBuf]) -> Result<Enforcement, LandlockError> {
+/// file rules: read and execute beneath `readable`, everything beneath
+/// `writable`. `private_terminals` grants the sandbox's own devpts (only
+/// when it has one: the host's would reach the person's other terminals).
+pub fn restrict(
+    readable: &[PathBuf],
+    writable: &[PathBuf],
+    private_terminals: bool,
+) -> Result<Enforcement, LandlockError> {
     let read = AccessFs::from_read(ABI_TARGET);
     let all = AccessFs::from_all(ABI_TARGET);
     let mut ruleset = Ruleset::default()
@@ -68,20 +74,23 @@ pub fn restrict(writable: &[PathBuf]) -> Result<Enforcement, LandlockError> {
                 source,
             })
     };
-    add(Path::new("/"), read)?;
+    for p in readable {
+        add(p, read)?;
+    }
     for p in writable {
         add(p, all)?;
     }
     // Devices are written through, never created: write and ioctl rights on
     // the few that exist, so that terminals and /dev/null work.
-    for dev in [
-        "/dev/null",
-        "/dev/zero",
-        "/dev/full",
-        "/dev/tty",
-        "/dev/pts",
-        "/dev/ptmx",
-    ] {
+    let terminals: &[&str] = if private_terminals {
+        &["/dev/pts", "/dev/ptmx"]
+    } else {
+        &[]
+    };
+    for dev in ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"]
+        .iter()
+        .chain(terminals)
+    {
         let p = Path::new(dev);
         if p.exists() {
             add(

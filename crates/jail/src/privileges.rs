@@ -92,21 +92,32 @@ fn last_cap() -> u32 {
 /// permitted, effective), lock the securebits so that UID 0 inside the
 /// namespace regains nothing on exec, and set `no_new_privs`.
 pub fn drop_all(keep_dumpable: bool) -> Result<(), PrivilegeError> {
-    let prctl = |what, op: libc::c_int, a: libc::c_ulong| {
-        // SAFETY: prctl with integer arguments only; no memory is passed.
-        let rc = unsafe {
-            libc::prctl(
-                op,
-                a,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            )
-        };
-        Errno::result(rc)
-            .map(drop)
-            .map_err(|source| PrivilegeError::Prctl { what, source })
+    lock_bounding_set(false)?;
+    finish_drop(keep_dumpable)
+}
+
+fn prctl(what: &'static str, op: libc::c_int, a: libc::c_ulong) -> Result<(), PrivilegeError> {
+    // SAFETY: prctl with integer arguments only; no memory is passed.
+    let rc = unsafe {
+        libc::prctl(
+            op,
+            a,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
     };
+    Errno::result(rc)
+        .map(drop)
+        .map_err(|source| PrivilegeError::Prctl { what, source })
+}
+
+/// Empty the bounding set and lock the securebits (root stays powerless
+/// across exec; a UID change keeps no capability). Needs CAP_SETPCAP; with
+/// `best_effort`, a caller without it (an unprivileged user outside any
+/// namespace, whose exec cannot gain capabilities under `no_new_privs`
+/// anyway) goes on.
+pub fn lock_bounding_set(best_effort: bool) -> Result<(), PrivilegeError> {
     for cap in 0..=last_cap() {
         match prctl(
             "drop a capability from the bounding set",
@@ -118,23 +129,32 @@ pub fn drop_all(keep_dumpable: bool) -> Result<(), PrivilegeError> {
                 source: Errno::EINVAL,
                 ..
             }) => break,
+            Err(PrivilegeError::Prctl {
+                source: Errno::EPERM,
+                ..
+            }) if best_effort => return Ok(()),
             other => other?,
         }
     }
+    // SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+    // SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+    // SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED
+    const SECBITS: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
+    prctl("lock the securebits", libc::PR_SET_SECUREBITS, SECBITS)
+}
+
+/// Clear the ambient, inheritable, permitted and effective sets, set
+/// `no_new_privs`, and (unless `keep_dumpable`) make the process
+/// non-dumpable so that its memory and descriptors are out of reach of the
+/// sandbox's own processes (/proc/1/mem, /proc/1/fd).
+pub fn finish_drop(keep_dumpable: bool) -> Result<(), PrivilegeError> {
     prctl(
         "clear the ambient capability set",
         libc::PR_CAP_AMBIENT,
         libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
     )?;
-    // SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-    // SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-    // SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED
-    const SECBITS: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
-    prctl("lock the securebits", libc::PR_SET_SECUREBITS, SECBITS)?;
     prctl("set no_new_privs", libc::PR_SET_NO_NEW_PRIVS, 1)?;
     if !keep_dumpable {
-        // The init's memory and descriptors are out of reach of the
-        // sandbox's own processes (/proc/1/mem, /proc/1/fd).
         prctl("make the init non-dumpable", libc::PR_SET_DUMPABLE, 0)?;
     }
     clear_capsets()

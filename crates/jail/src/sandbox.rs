@@ -39,12 +39,11 @@ pub enum JailError {
     },
     #[error("--rootfs {0} has no /usr or /bin: pass a prepared root tree, e.g. the output of debootstrap")]
     BadRootfs(PathBuf),
-    #[error("cannot create the sandbox's namespaces: {why}. Without them {lost}; pass --allow-degraded to run with Landlock, seccomp and rlimits only")]
+    #[error("cannot create the sandbox's namespaces ({errno:?}): {why}. Without them {lost}; pass --allow-degraded to run that way anyway")]
     UserNamespaces {
         why: String,
         lost: &'static str,
-        #[source]
-        source: Errno,
+        errno: Errno,
     },
     #[error("cannot enforce {what}: cgroups are not usable here; run as root, on a host with a delegated cgroup v2 subtree (e.g. under `systemd-run --user --scope -p Delegate=yes`), or pass --allow-degraded to fall back to per-process rlimits")]
     CgroupRequired {
@@ -82,6 +81,14 @@ pub enum JailError {
     },
     #[error(transparent)]
     Pty(#[from] pty::PtyError),
+    #[error("--rootfs needs the sandbox's own mount namespace, which this host does not allow; leave --rootfs out to run degraded")]
+    RootfsNeedsNamespaces,
+    #[error("cannot create the sandbox's private directory {path}")]
+    PrivateTmp {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "warden has no seccomp filter for the {0} architecture (it supports x86_64 and aarch64)"
     )]
@@ -141,8 +148,44 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
     if crate::SECCOMP_PROGRAM.is_empty() {
         return Err(JailError::UnsupportedArch(std::env::consts::ARCH));
     }
+    match run_mode(spec, id, events, Mode::Namespaces) {
+        // Nothing of the command ran: the namespaces failed before it could.
+        Err(JailError::UserNamespaces { why, .. }) if spec.allow_degraded => {
+            degraded(
+                events,
+                id,
+                "namespaces",
+                &format!("{why}; {}", host::LOST_WITHOUT_NAMESPACES),
+            );
+            run_mode(spec, id, events, Mode::Degraded)
+        }
+        other => other,
+    }
+}
+
+/// How the sandbox is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every namespace, the assembled root: full isolation.
+    Namespaces,
+    /// No namespaces (the host forbids them and the person allowed a
+    /// degraded run): Landlock, seccomp, no capabilities, rlimits, cgroups
+    /// where root allows, and a subreaper that kills every descendant.
+    Degraded,
+}
+
+fn run_mode(
+    spec: &SandboxSpec,
+    id: &str,
+    events: &mut dyn EventSink,
+    mode: Mode,
+) -> Result<Outcome, JailError> {
+    let degraded_mode = mode == Mode::Degraded;
     let root_mode = host::is_root();
     let fs = &spec.filesystem;
+    if degraded_mode && fs.rootfs.is_some() {
+        return Err(JailError::RootfsNeedsNamespaces);
+    }
 
     // Host-side paths are made canonical here, where symlinks resolve
     // against the host's root and not the sandbox's half-built one.
@@ -174,7 +217,17 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
     // The sandbox's own IDs. Rootless: the caller's own. As root: the owner
     // of the workspace (so its files look like the sandbox's own), mapped to
     // nobody on the host.
-    let (uid, gid, host_uid, host_gid) = if root_mode {
+    let (uid, gid, host_uid, host_gid) = if root_mode && degraded_mode {
+        // No user namespace to map through: the IDs are the host's. The
+        // workspace owner's, so that it stays writable; nobody without one.
+        let (u, g) = match &workspace {
+            Some(w) => std::fs::metadata(w)
+                .map(|m| (m.uid(), m.gid()))
+                .unwrap_or((NOBODY, NOBODY)),
+            None => (NOBODY, NOBODY),
+        };
+        (u, g, u, g)
+    } else if root_mode {
         let (u, g) = match &workspace {
             Some(w) => std::fs::metadata(w)
                 .map(|m| (m.uid(), m.gid()))
@@ -197,7 +250,7 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         // allow the lookup (the sandbox's ID is nobody on the host), and
         // writable ones are then idmapped so that the sandbox can write them
         // while files keep their owners on disk.
-        let tree = if root_mode {
+        let tree = if root_mode && !degraded_mode {
             let c = CString::new(src.as_os_str().as_bytes())
                 .map_err(|_| JailError::Nul(src.display().to_string()))?;
             Some(sys::open_tree_clone(&c).map_err(|source| JailError::Idmap {
@@ -215,7 +268,7 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
             dst,
             writable: writable_bind,
             tree,
-            idmap: root_mode && writable_bind,
+            idmap: root_mode && writable_bind && !degraded_mode,
         });
         Ok(())
     };
@@ -249,13 +302,48 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         Terminal::Inherit => None,
     };
 
+    // Without a mount namespace the sandbox lives in the host's tree: its
+    // scratch space is a private directory, its paths are host paths, and
+    // Landlock alone says what it may touch.
+    let private_tmp = if degraded_mode {
+        Some(PrivateTmp::create(id, uid, gid)?)
+    } else {
+        None
+    };
+    let mut env_pairs = spec.env.clone();
+    let mut landlock_read = vec![PathBuf::from("/")];
+    let cwd = match (&private_tmp, &workspace) {
+        (Some(tmp), ws) => {
+            let home = ws.clone().unwrap_or_else(|| tmp.0.clone());
+            for (k, v) in env_pairs.iter_mut() {
+                if k == "HOME" {
+                    *v = home.display().to_string();
+                }
+            }
+            env_pairs.push(("TMPDIR".into(), tmp.0.display().to_string()));
+            landlock_read = degraded_read_paths();
+            writable = vec![tmp.0.clone()];
+            if let Some(w) = ws {
+                landlock_read.push(w.clone());
+            }
+            for b in &binds {
+                landlock_read.push(b.src.clone());
+                if b.writable {
+                    writable.push(b.src.clone());
+                }
+            }
+            home
+        }
+        (None, Some(_)) => PathBuf::from(WORKSPACE_MOUNT),
+        (None, None) => PathBuf::from("/"),
+    };
+
     let argv = spec
         .command
         .iter()
         .map(|a| cstring(a))
         .collect::<Result<Vec<_>, _>>()?;
-    let env = spec
-        .env
+    let env = env_pairs
         .iter()
         .map(|(k, v)| cstring(&format!("{k}={v}")))
         .collect::<Result<Vec<_>, _>>()?;
@@ -285,12 +373,10 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         uid,
         gid,
         rlimits,
+        landlock_read,
         writable,
-        cwd: if workspace.is_some() {
-            PathBuf::from(WORKSPACE_MOUNT)
-        } else {
-            PathBuf::from("/")
-        },
+        cwd,
+        degraded: degraded_mode,
         argv,
         env,
         path_var,
@@ -317,11 +403,20 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         nix::unistd::setgroups(&[]).map_err(sys_err("drop supplementary groups"))?;
     }
 
+    if degraded_mode {
+        // Without a PID namespace, orphans of the sandbox would be adopted
+        // by the host's init; as a subreaper the supervisor adopts them and
+        // kills them when the run ends.
+        // SAFETY: prctl with integer arguments only.
+        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
+        Errno::result(rc).map_err(sys_err("become the sandbox's subreaper"))?;
+    }
     let start = Instant::now();
+    let flags = if degraded_mode { 0 } else { NS_FLAGS };
     // SAFETY: warden's supervisor is single-threaded up to this point (no
     // runtime or helper thread has been started), which is the contract of
     // `clone_process`.
-    let child = match unsafe { sys::clone_process(NS_FLAGS) } {
+    let child = match unsafe { sys::clone_process(flags) } {
         Ok(Forked::Child) => init::child_main(plan, go_rd, rep_wr, original),
         Ok(Forked::Parent(pid)) => pid,
         Err(source) => {
@@ -337,7 +432,7 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
             return Err(JailError::UserNamespaces {
                 why,
                 lost: host::LOST_WITHOUT_NAMESPACES,
-                source,
+                errno: source,
             });
         }
     };
@@ -349,7 +444,11 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         reaped: false,
     };
 
-    let ready = prepare_child(child, uid, gid, host_uid, host_gid, &plan);
+    let ready = if degraded_mode {
+        Ok(())
+    } else {
+        prepare_child(child, uid, gid, host_uid, host_gid, &plan)
+    };
     drop(plan);
     ready?;
     // The child builds its root while the supervisor confines it: both
@@ -416,6 +515,10 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
     sv.run(&sfd, deadline, &guard)?;
     drop(raw);
     guard.reaped = true;
+    if degraded_mode {
+        kill_adopted_descendants();
+    }
+    drop(private_tmp);
 
     let stats = guard.cgroup.as_ref().map(|c| c.stats());
     let oom_kills = stats.as_ref().and_then(|s| s.oom_kills).unwrap_or(0);
@@ -450,6 +553,125 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
         },
     ));
     Ok(outcome)
+}
+
+/// A directory of its own for a sandbox without a mount namespace (its
+/// TMPDIR, and HOME when there is no workspace); removed when dropped.
+struct PrivateTmp(PathBuf);
+
+impl PrivateTmp {
+    fn create(id: &str, uid: u32, gid: u32) -> Result<PrivateTmp, JailError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let path = std::env::temp_dir().join(format!("warden-{id}"));
+        let err = |source| JailError::PrivateTmp {
+            path: path.clone(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(err)?;
+        let dir = PrivateTmp(path.clone());
+        if host::is_root() {
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(err)?;
+        }
+        Ok(dir)
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What a sandbox without a mount namespace may read: the host's system
+/// directories, `/etc` without its secrets, `/proc` and `/dev`.
+fn degraded_read_paths() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = crate::mounts::SYSTEM_DIRS
+        .iter()
+        .filter(|d| **d != "/etc")
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .collect();
+    out.push(PathBuf::from("/proc"));
+    out.push(PathBuf::from("/dev"));
+    // Landlock grants by hierarchy, so /etc is granted entry by entry,
+    // leaving out the secrets the mount namespace would have covered.
+    if let Ok(entries) = std::fs::read_dir("/etc") {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let hidden = crate::mounts::HIDDEN_IN_ETC
+                .iter()
+                .any(|(h, _)| *h == name || h.starts_with(&format!("{name}/")));
+            if !hidden {
+                out.push(e.path());
+            }
+        }
+    }
+    // Directories that hold a hidden entry are granted entry by entry too.
+    for dir in ["ssh", "ssl", "security"] {
+        if let Ok(entries) = std::fs::read_dir(Path::new("/etc").join(dir)) {
+            for e in entries.flatten() {
+                let rel = format!("{dir}/{}", e.file_name().to_string_lossy());
+                if !crate::mounts::HIDDEN_IN_ETC.iter().any(|(h, _)| *h == rel) {
+                    out.push(e.path());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Kill every process the supervisor adopted as subreaper (what the
+/// sandbox left behind), until none is left.
+fn kill_adopted_descendants() {
+    let me = std::process::id() as i32;
+    // Bounded: a process stuck in the kernel cannot keep warden forever.
+    for _ in 0..2000 {
+        let children = children_of(me);
+        for pid in &children {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        while let Ok(status) =
+            nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+        {
+            if status == nix::sys::wait::WaitStatus::StillAlive {
+                break;
+            }
+        }
+        if children.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// PIDs whose parent is `parent`, from /proc/PID/stat.
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // The command name may hold spaces and parentheses: fields start
+        // after the last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 /// Create the sandbox's cgroup, or decide to run without one: refused when
@@ -715,7 +937,7 @@ fn annotate_userns(e: JailError) -> JailError {
         (JailError::IdMap { source, .. }, Some(why)) => JailError::UserNamespaces {
             why,
             lost: host::LOST_WITHOUT_NAMESPACES,
-            source: Errno::from_raw(source.raw_os_error().unwrap_or(libc::EPERM)),
+            errno: Errno::from_raw(source.raw_os_error().unwrap_or(libc::EPERM)),
         },
         _ => e,
     }
