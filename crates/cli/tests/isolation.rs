@@ -786,3 +786,216 @@ fn degraded_timeout_kills_a_daemon_that_left_the_process_group() {
         "the daemon survived the degraded sandbox: {left:?}"
     );
 }
+
+#[test]
+fn each_denied_syscall_class_fails_with_eperm_inside_the_sandbox() {
+    if std::env::consts::ARCH != "x86_64" {
+        skip("the probe uses x86_64 syscall numbers");
+        return;
+    }
+    // Real calls from inside a real sandbox, one per class of the filter;
+    // each prints NAME=errno. (The both-ways proof of every single rule is
+    // in the jail crate's seccomp tests.)
+    let py = r#"
+import ctypes, ctypes.util, errno, os, socket, fcntl, termios
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def sc(name, nr, *args):
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    print(f"{name}={0 if r >= 0 else ctypes.get_errno()}")
+sc("ptrace", 101, 16, 1, 0, 0)             # PTRACE_ATTACH to the init
+sc("process_vm_readv", 310, 1, 0, 0, 0, 0, 0)
+sc("mount", 165, 0, 0, 0, 0, 0)
+sc("unshare_user", 272, 0x10000000)
+sc("setns", 308, 0, 0)
+sc("bpf", 321, 0, 0, 0)
+sc("perf_event_open", 298, 0, 0, -1, -1, 0)
+sc("userfaultfd", 323, 0)
+sc("keyctl", 250, 0, 0, 0, 0, 0)
+sc("add_key", 248, 0, 0, 0, 0, 0)
+sc("io_uring_setup", 425, 1, 0)
+sc("kexec_load", 246, 0, 0, 0, 0)
+sc("init_module", 175, 0, 0, 0)
+sc("open_by_handle_at", 304, 0, 0, 0)
+sc("reboot", 169, 0, 0, 0, 0)
+sc("syslog", 103, 3, 0, 0)
+sc("personality_no_aslr", 135, 0x0040000)
+sc("clone_newns", 56, 0x00020000 | 17, 0, 0, 0, 0)
+for fam, typ, name in [(17, 3, "af_packet"), (2, 3, "raw_inet"), (16, 3, "netlink_audit")]:
+    try:
+        s = socket.socket(fam, typ, 9 if fam == 16 else 0); s.close(); print(f"{name}=0")
+    except OSError as e:
+        print(f"{name}={e.errno}")
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x"); print("tiocsti=0")
+except OSError as e:
+    print(f"tiocsti={e.errno}")
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM); s.close(); print("inet_stream=0")
+"#;
+    let out = Command::new(warden_bin())
+        .args(["run", "-t", "--", "python3", "-c", py])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = stdout(&out).replace('\r', "");
+    assert_eq!(code(&out), 0, "stdout: {s} stderr: {}", stderr(&out));
+    let results: std::collections::HashMap<&str, i32> = s
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter_map(|(k, v)| Some((k, v.trim().parse().ok()?)))
+        .collect();
+    for name in [
+        "ptrace",
+        "process_vm_readv",
+        "mount",
+        "unshare_user",
+        "setns",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "keyctl",
+        "add_key",
+        "io_uring_setup",
+        "kexec_load",
+        "init_module",
+        "open_by_handle_at",
+        "reboot",
+        "syslog",
+        "personality_no_aslr",
+        "clone_newns",
+        "af_packet",
+        "raw_inet",
+        "netlink_audit",
+        "tiocsti",
+    ] {
+        assert_eq!(results.get(name), Some(&libc::EPERM), "{name}: {s}");
+    }
+    assert_eq!(results.get("inet_stream"), Some(&0), "{s}");
+}
+
+/// A terminal for warden to run on: the test holds the master side.
+struct TestTerminal {
+    master: std::fs::File,
+    slave: std::fs::File,
+}
+
+impl TestTerminal {
+    fn open(rows: u16, cols: u16) -> TestTerminal {
+        let (mut m, mut s) = (0, 0);
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: openpty writes two descriptors into valid ints and reads
+        // the winsize; name and termios are null.
+        let rc =
+            unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) };
+        assert_eq!(rc, 0);
+        use std::os::fd::FromRawFd;
+        // SAFETY: openpty returned two fresh descriptors that nothing else owns.
+        unsafe {
+            TestTerminal {
+                master: std::fs::File::from_raw_fd(m),
+                slave: std::fs::File::from_raw_fd(s),
+            }
+        }
+    }
+
+    fn resize(&self, rows: u16, cols: u16) {
+        use std::os::fd::AsRawFd;
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one winsize from valid memory.
+        unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+    }
+
+    /// Read from the master until `needle` appears or the time is up.
+    fn expect(&mut self, needle: &str, within: Duration) -> String {
+        use std::os::fd::AsRawFd;
+        let deadline = Instant::now() + within;
+        let mut seen = String::new();
+        while Instant::now() < deadline && !seen.contains(needle) {
+            let mut pfd = libc::pollfd {
+                fd: self.master.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll on one valid pollfd.
+            let n = unsafe { libc::poll(&mut pfd, 1, 100) };
+            if n > 0 {
+                let mut buf = [0u8; 4096];
+                match self.master.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => seen.push_str(&String::from_utf8_lossy(&buf[..k])),
+                }
+            }
+        }
+        seen
+    }
+}
+
+fn warden_on_terminal(term: &TestTerminal, script: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(warden_bin());
+    cmd.args(["run", "--", "python3", "-c", script])
+        .stdin(term.slave.try_clone().unwrap())
+        .stdout(term.slave.try_clone().unwrap())
+        .stderr(term.slave.try_clone().unwrap());
+    // SAFETY: setsid and TIOCSCTTY in the child before exec, as a terminal
+    // emulator starts a shell: warden gets the test terminal as its own.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            libc::ioctl(0, libc::TIOCSCTTY, 0);
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap()
+}
+
+#[test]
+fn an_interactive_terminal_gets_a_pty_that_follows_window_resizes() {
+    let mut term = TestTerminal::open(40, 100);
+    let py = "import os, signal, sys, time\n\
+              print('size', *os.get_terminal_size(0), flush=True)\n\
+              signal.signal(signal.SIGWINCH, lambda *a: (print('resized', *os.get_terminal_size(0), flush=True), sys.exit(0)))\n\
+              time.sleep(20)\n";
+    let mut child = warden_on_terminal(&term, py);
+    let first = term.expect("size 100 40", Duration::from_secs(10));
+    assert!(
+        first.contains("size 100 40"),
+        "initial size not passed: {first:?}"
+    );
+    // The person's terminal changes size: the kernel tells warden (its
+    // foreground process), warden resizes the sandbox's terminal.
+    term.resize(50, 120);
+    let seen = term.expect("resized 120 50", Duration::from_secs(10));
+    let status = child.wait().unwrap();
+    assert!(
+        seen.contains("resized 120 50"),
+        "resize not relayed: {seen:?}"
+    );
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn ctrl_c_on_the_terminal_interrupts_the_sandboxed_command() {
+    let mut term = TestTerminal::open(24, 80);
+    let py = "import time\nprint('ready', flush=True)\ntime.sleep(20)\n";
+    let mut child = warden_on_terminal(&term, py);
+    let seen = term.expect("ready", Duration::from_secs(10));
+    assert!(seen.contains("ready"), "{seen:?}");
+    use std::io::Write;
+    term.master.write_all(b"\x03").unwrap();
+    let start = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(10));
+    // Python exits 1 after KeyboardInterrupt's traceback, or dies of SIGINT.
+    assert!(matches!(status.code(), Some(1) | Some(130)), "{status:?}");
+}
