@@ -999,3 +999,177 @@ fn ctrl_c_on_the_terminal_interrupts_the_sandboxed_command() {
     // Python exits 1 after KeyboardInterrupt's traceback, or dies of SIGINT.
     assert!(matches!(status.code(), Some(1) | Some(130)), "{status:?}");
 }
+
+#[test]
+fn a_prepared_rootfs_replaces_the_hosts_directories() {
+    let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .map(std::path::Path::new)
+        .find(|p| p.exists())
+    else {
+        skip("busybox (static) is not installed; .ci/run installs busybox-static");
+        return;
+    };
+    let root = TempDir::new("rootfs");
+    for d in ["usr/bin", "etc", "proc", "dev", "tmp"] {
+        std::fs::create_dir_all(root.path().join(d)).unwrap();
+    }
+    std::fs::copy(busybox, root.path().join("usr/bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("usr/bin", root.path().join("bin")).unwrap();
+    std::fs::write(
+        root.path().join("etc/os-release"),
+        "NAME=warden-test-rootfs\n",
+    )
+    .unwrap();
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--rootfs", root.str(), "--env", "PATH=/bin", "--"])
+        .args(["/bin/busybox", "sh", "-c", "/bin/busybox cat /etc/os-release; /bin/busybox ls /; /bin/busybox touch /x 2>&1; /bin/busybox ls /usr/lib 2>&1; true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "stdout: {s} stderr: {}", stderr(&out));
+    assert!(s.contains("NAME=warden-test-rootfs"), "{s}");
+    assert!(
+        s.contains("Read-only file system"),
+        "the prepared root is writable: {s}"
+    );
+    assert!(
+        s.contains("No such file"),
+        "the host's /usr/lib is visible: {s}"
+    );
+}
+
+#[test]
+fn extra_binds_are_read_only_or_writable_as_asked() {
+    let ro = TempDir::new("bind-ro");
+    let rw = TempDir::new("bind-rw");
+    std::fs::write(ro.path().join("in"), "ro-content").unwrap();
+    let script = format!(
+        "cat {ro}/in; touch {ro}/new 2>&1; echo w > {rw}/new && echo wrote",
+        ro = ro.str(),
+        rw = rw.str()
+    );
+    let out = run_sh(&["--ro", ro.str(), "--rw", rw.str()], &script);
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "{s} {}", stderr(&out));
+    assert!(
+        s.contains("ro-content") && s.contains("Read-only file system") && s.contains("wrote"),
+        "{s}"
+    );
+    assert!(!ro.path().join("new").exists());
+    assert_eq!(
+        std::fs::read_to_string(rw.path().join("new")).unwrap(),
+        "w\n"
+    );
+}
+
+#[test]
+fn dev_holds_only_the_harmless_devices() {
+    let out = run_sh(&[], "ls /dev | sort | tr '\\n' ' '; echo; mknod /dev/sda b 8 0 2>&1; mknod /tmp/sda b 8 0 2>&1; head -c 4 /dev/urandom | wc -c");
+    let s = stdout(&out);
+    let first = s.lines().next().unwrap_or_default();
+    assert_eq!(
+        first.trim(),
+        "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero",
+        "{s}"
+    );
+    assert_eq!(
+        s.matches("mknod:").count(),
+        2,
+        "creating a block device did not fail: {s}"
+    );
+    assert!(
+        s.lines().any(|l| l.trim() == "4"),
+        "/dev/urandom is not readable: {s}"
+    );
+}
+
+#[test]
+fn tmp_size_open_files_file_size_and_core_limits_apply() {
+    let out = run_sh(
+        &["--tmp-size", "2M", "--open-files", "64"],
+        "head -c 3000000 /dev/zero > /tmp/big 2>/dev/null; echo tmp=$?; \
+         ls -l /tmp/big | awk '{print \"tmp_size=\" $5}'; ulimit -n; ulimit -c",
+    );
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "{s} {}", stderr(&out));
+    assert!(
+        s.contains("tmp=1"),
+        "a 3M write into a 2M /tmp succeeded: {s}"
+    );
+    assert!(s.contains("tmp_size=2097152"), "{s}");
+    let lines: Vec<&str> = s.lines().collect();
+    assert!(lines.contains(&"64"), "open files: {s}");
+    assert!(lines.contains(&"0"), "core dumps: {s}");
+    // The file-size limit stops a write at 1M: the writer gets SIGXFSZ.
+    let out = run_sh(
+        &["--file-size", "1M"],
+        "head -c 2000000 /dev/zero > /tmp/x; echo status=$?; ls -l /tmp/x | awk '{print \"size=\" $5}'",
+    );
+    let s = stdout(&out);
+    assert!(
+        s.contains(&format!("status={}", 128 + libc::SIGXFSZ)),
+        "{s}"
+    );
+    assert!(s.contains("size=1048576"), "{s}");
+}
+
+#[test]
+fn cpu_quota_is_applied_to_the_sandbox() {
+    if !cgroups_usable() {
+        skip("no usable cgroups for this user (see `warden doctor`)");
+        return;
+    }
+    let dir = TempDir::new("cpu");
+    let ev = dir.path().join("ev.jsonl");
+    let child = Command::new(warden_bin())
+        .args([
+            "run",
+            "--no-tty",
+            "--cpus",
+            "0.5",
+            "--json-events",
+            ev.to_str().unwrap(),
+            "--",
+            "sleep",
+            "2",
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut quota = None;
+    while Instant::now() < deadline && quota.is_none() {
+        std::thread::sleep(Duration::from_millis(50));
+        for e in events(&ev) {
+            if e["event"] == "created" {
+                if let Some(cg) = e["cgroup"].as_str() {
+                    let cg = std::path::Path::new(cg);
+                    // Whichever hierarchy carries cpu: look at each sibling.
+                    let name = cg.file_name().unwrap();
+                    for base in [
+                        "/sys/fs/cgroup/cpu/warden",
+                        "/sys/fs/cgroup/cpu,cpuacct/warden",
+                        "/sys/fs/cgroup/warden",
+                    ] {
+                        let d = std::path::Path::new(base).join(name);
+                        if let Ok(q) = std::fs::read_to_string(d.join("cpu.cfs_quota_us")) {
+                            quota = Some(q.trim().to_string());
+                        } else if let Ok(q) = std::fs::read_to_string(d.join("cpu.max")) {
+                            quota =
+                                Some(q.split_whitespace().next().unwrap_or_default().to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        quota.as_deref(),
+        Some("50000"),
+        "no CPU quota found for the sandbox"
+    );
+}
