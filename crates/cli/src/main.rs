@@ -3,7 +3,7 @@
 //! here.
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,7 +46,6 @@ enum Command {
 }
 
 #[derive(Args)]
-#[command(after_help = DEFAULTS_HELP)]
 struct RunArgs {
     /// Mount DIR read-write at /workspace and start there
     #[arg(long, short = 'w', value_name = "DIR")]
@@ -108,13 +107,26 @@ struct RunArgs {
     command: Vec<String>,
 }
 
-const DEFAULTS_HELP: &str =
-    "Without limit flags a sandbox still has limits: memory half of the host's \
-(at most 8G), 1024 processes, /tmp a quarter of the memory limit (at most 1G), 4096 open files, \
-16G files, no core dumps. `warden doctor` prints the values for this host.
+/// The text after `warden run --help`, with the defaults of this host.
+fn run_after_help(d: &Defaults) -> String {
+    format!(
+        "Without limit flags a sandbox still has limits, sized from this host: memory {}M, \
+{} processes, /tmp {}M, {} open files, files of at most {}G, no core dumps.
 
-The environment is scrubbed: only PATH, LANG, LC_*, TERM, TZ and COLORTERM pass, HOME is \
-/workspace (or /tmp); use --env and --pass-env for anything else.";
+The environment is scrubbed: only {} pass, HOME is /workspace (or /tmp); use --env and \
+--pass-env for anything else.
+
+Exit status: the command's own; 128+N when it died of signal N; 124 on --timeout; 137 when \
+killed for exceeding --memory; 126/127 when the command is not executable / not found; 125 \
+when warden itself failed (nothing was started).",
+        d.memory >> 20,
+        d.pids,
+        d.tmp_size >> 20,
+        d.open_files,
+        d.file_size >> 30,
+        ENV_ALLOWLIST.join(", "),
+    )
+}
 
 fn host_facts() -> HostFacts {
     let total_memory = std::fs::read_to_string("/proc/meminfo")
@@ -206,9 +218,10 @@ fn doctor(json: bool) -> anyhow::Result<u8> {
         let v = serde_json::json!({ "host": report, "defaults": defaults });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("kernel      {} ({})", report.kernel, report.arch);
+        println!("{:<16} {} ({})", "kernel", report.kernel, report.arch);
         println!(
-            "mode        {}",
+            "{:<16} {}",
+            "mode",
             if report.root {
                 "root (the sandbox maps to nobody on the host)"
             } else {
@@ -217,24 +230,25 @@ fn doctor(json: bool) -> anyhow::Result<u8> {
         );
         for c in &report.checks {
             println!(
-                "{:<11} {} {}",
+                "{:<16} {:<7} {}",
                 c.name,
-                if c.ok { "ok  " } else { "MISSING" },
+                if c.ok { "ok" } else { "MISSING" },
                 c.detail
             );
             if let Some(lost) = &c.lost {
-                println!("            degraded: {lost}");
+                println!("{:<16} degraded: {lost}", "");
             }
         }
         println!(
-            "defaults    memory {}M, pids {}, /tmp {}M, open files {}, file size {}G",
+            "{:<16} memory {}M, pids {}, /tmp {}M, open files {}, file size {}G",
+            "defaults",
             defaults.memory >> 20,
             defaults.pids,
             defaults.tmp_size >> 20,
             defaults.open_files,
             defaults.file_size >> 30
         );
-        println!("environment passed by default: {}", ENV_ALLOWLIST.join(" "));
+        println!("{:<16} {}", "environment", ENV_ALLOWLIST.join(" "));
         if report.fully_isolated() {
             println!("full isolation is available");
         } else {
@@ -245,7 +259,13 @@ fn doctor(json: bool) -> anyhow::Result<u8> {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let defaults = Defaults::for_host(host_facts());
+    let command =
+        Cli::command().mut_subcommand("run", |c| c.after_help(run_after_help(&defaults)));
+    let cli = match command
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(c) => c,
         Err(e) => {
             let code = match e.kind() {

@@ -63,7 +63,7 @@ pub fn userns_blocker() -> Option<String> {
             "AppArmor restricts unprivileged user namespaces \
              (kernel.apparmor_restrict_unprivileged_userns=1, the Ubuntu 24.04 default): \
              install an AppArmor profile for warden that allows `userns,` \
-             (see docs/threat-model.md), set the sysctl to 0, or run warden as root"
+             (docs/threat-model.md, \"AppArmor\"), set the sysctl to 0, or run warden as root"
                 .into(),
         );
     }
@@ -149,7 +149,7 @@ pub fn probe() -> Report {
         ),
         lost: (!cg_ok).then(|| {
             format!(
-                "memory and process limits fall back to per-process rlimits{}",
+                "explicit --memory/--pids/--cpus are refused unless --allow-degraded; default limits fall back to RLIMIT_NPROC, memory unlimited{}",
                 cgroups
                     .why_not
                     .as_ref()

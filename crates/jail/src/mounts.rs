@@ -461,6 +461,8 @@ fn build_dev(tmp_size: u64) -> Result<(), MountError> {
             path: dst.clone(),
             source,
         })?;
+        // A device node cannot be executed or carry setuid bits; the bind
+        // needs no further flags.
         do_mount(
             Some(&src.to_string_lossy()),
             &dst,
@@ -469,7 +471,6 @@ fn build_dev(tmp_size: u64) -> Result<(), MountError> {
             None,
             "a device node",
         )?;
-        set_attr(&dst, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC, false)?;
     }
     let pts = dev.join("pts");
     mkdir_p(&pts)?;
