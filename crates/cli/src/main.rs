@@ -260,8 +260,7 @@ fn doctor(json: bool) -> anyhow::Result<u8> {
 
 fn main() -> ExitCode {
     let defaults = Defaults::for_host(host_facts());
-    let command =
-        Cli::command().mut_subcommand("run", |c| c.after_help(run_after_help(&defaults)));
+    let command = Cli::command().mut_subcommand("run", |c| c.after_help(run_after_help(&defaults)));
     let cli = match command
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m))

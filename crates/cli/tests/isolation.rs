@@ -1173,3 +1173,91 @@ fn cpu_quota_is_applied_to_the_sandbox() {
         "no CPU quota found for the sandbox"
     );
 }
+
+#[test]
+fn ipc_uts_and_cgroup_namespaces_are_the_sandboxs_own() {
+    // A SysV shared memory segment on the host must not show inside.
+    // SAFETY: shmget with IPC_PRIVATE creates a fresh 4K segment; removed below.
+    let shm = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
+    assert!(shm >= 0);
+    let out = run_sh(
+        &["--hostname", "box-under-test"],
+        "hostname; tail -n +2 /proc/sysvipc/shm | wc -l; cat /proc/self/cgroup",
+    );
+    // SAFETY: removing the segment created above.
+    unsafe { libc::shmctl(shm, libc::IPC_RMID, std::ptr::null_mut()) };
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "{s} {}", stderr(&out));
+    let mut lines = s.lines();
+    assert_eq!(lines.next(), Some("box-under-test"));
+    assert_eq!(
+        lines.next().map(str::trim),
+        Some("0"),
+        "host IPC objects visible: {s}"
+    );
+    // Inside its cgroup namespace the sandbox's cgroup is its root.
+    assert!(
+        lines.all(|l| !l.contains("warden-")),
+        "host cgroup paths visible: {s}"
+    );
+}
+
+#[test]
+fn no_host_home_run_sys_or_sockets_exist_inside() {
+    let out = run_sh(
+        &[],
+        "for p in /home /root /run /sys /var/run /mnt /media /srv /opt; do test -e $p && echo PRESENT $p; done; \
+         find / -xdev -type s 2>/dev/null | head -5; echo end",
+    );
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "{s} {}", stderr(&out));
+    assert!(!s.contains("PRESENT"), "{s}");
+    assert_eq!(s.trim(), "end", "sockets or host directories inside: {s}");
+}
+
+#[test]
+fn orphans_are_reaped_by_the_init() {
+    let out = run_sh(
+        &[],
+        "for i in 1 2 3 4 5; do (sleep 0.05 &); done; sleep 0.5; \
+         grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "0",
+        "zombies were left: {}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn the_sandbox_dies_when_warden_is_killed() {
+    let marker = format!("{}.{}", 400 + std::process::id() % 61, std::process::id());
+    let mut child = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--", "sh", "-c"])
+        .arg(format!("setsid sleep {marker} & sleep {marker}"))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids_running(&["sleep", &marker]).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        pids_running(&["sleep", &marker]).len(),
+        2,
+        "the sandbox did not start"
+    );
+    child.kill().unwrap(); // SIGKILL: warden gets no chance to clean up
+    let _ = child.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pids_running(&["sleep", &marker]).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = pids_running(&["sleep", &marker]);
+    assert!(
+        left.is_empty(),
+        "sandbox processes outlived warden: {left:?}"
+    );
+}

@@ -93,17 +93,7 @@ fn child_setup_and_run(
     report: &OwnedFd,
     original_mask: SigSet,
 ) -> Result<i32, String> {
-    // SAFETY: prctl with integer arguments only. If the supervisor dies, the
-    // init dies, and with it every process of its PID namespace.
-    unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        );
-    }
+    arm_parent_death_signal();
     for fd in plan.close_in_child.drain(..) {
         // SAFETY: these descriptors are the supervisor's copies, unused here.
         unsafe { libc::close(fd) };
@@ -136,6 +126,11 @@ fn child_setup_and_run(
             .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
         mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
     }
+
+    // The kernel clears the parent-death signal when the IDs change (as
+    // they just did in root mode): arm it again. Should the supervisor have
+    // died in between, the final message below ends early and we stop.
+    arm_parent_death_signal();
 
     // The final message: the supervisor has confined us (or decided not to)
     // and compiled the filter. End of file before the trailer: abort.
@@ -180,6 +175,21 @@ fn child_setup_and_run(
     };
     drop(plan.pty_slave.take());
     Ok(supervise_command(child, sfd, report))
+}
+
+/// If the supervisor dies, the init dies, and with it every process of its
+/// PID namespace (or, degraded, every process it adopted).
+fn arm_parent_death_signal() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
 }
 
 /// Read the supervisor's final message: one flags byte, then the trailer.
@@ -241,6 +251,11 @@ fn exec_command(
             libc::dup2(fd, 1);
             libc::dup2(fd, 2);
         }
+    }
+    if plan.degraded {
+        // No PID namespace takes the command with the init: tie it to the
+        // init directly (its own children are the init's to kill).
+        arm_parent_death_signal();
     }
     let _ = std::env::set_current_dir(&plan.cwd);
     // The command starts with default dispositions and the mask warden had.

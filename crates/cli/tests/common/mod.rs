@@ -107,3 +107,25 @@ pub fn events(path: &Path) -> Vec<serde_json::Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// Every PID on the host whose command line is exactly `argv`.
+pub fn pids_running(argv: &[&str]) -> Vec<i32> {
+    let mut want = Vec::new();
+    for a in argv {
+        want.extend_from_slice(a.as_bytes());
+        want.push(0);
+    }
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want) {
+            out.push(pid);
+        }
+    }
+    out
+}
