@@ -1261,3 +1261,43 @@ fn the_sandbox_dies_when_warden_is_killed() {
         "sandbox processes outlived warden: {left:?}"
     );
 }
+
+#[test]
+fn descriptors_left_open_by_the_caller_do_not_reach_the_sandbox() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let planted = TempDir::new("fd-leak");
+    std::fs::write(planted.path().join("secret"), "leaked-through-a-descriptor").unwrap();
+    let file = std::fs::File::open(planted.path().join("secret")).unwrap();
+    let dir = std::fs::File::open(planted.path()).unwrap();
+    let (f, d) = (file.as_raw_fd(), dir.as_raw_fd());
+    let mut cmd = Command::new(warden_bin());
+    cmd.args(["run", "--no-tty", "--", "sh", "-c", "ls /proc/self/fd | tr '\\n' ' '; echo; cat /proc/self/fd/7 /proc/self/fd/8 2>&1; ls /proc/self/fd/8/ 2>&1"]);
+    // SAFETY: dup2 in the child before exec puts the two host descriptors at
+    // 7 and 8, without close-on-exec, as a careless caller would leave them.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(f, 7) < 0 || libc::dup2(d, 8) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    let s = stdout(&out);
+    assert!(!s.contains("leaked-through-a-descriptor"), "{s}");
+    assert!(
+        !s.contains("secret"),
+        "a host directory descriptor reached the sandbox: {s}"
+    );
+    let fds: Vec<&str> = s
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert!(
+        fds.iter().all(|f| ["0", "1", "2", "3"].contains(f)),
+        "open descriptors inside: {fds:?}"
+    );
+}

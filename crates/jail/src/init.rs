@@ -136,6 +136,13 @@ fn child_setup_and_run(
     // and compiled the filter. End of file before the trailer: abort.
     let flags = read_final(&go)?;
     drop(go);
+    // Whatever else the caller of warden left open is not the init's to
+    // hold: keep the standard streams, the report pipe and the terminal.
+    let mut keep = vec![report.as_raw_fd()];
+    if let Some(t) = &plan.pty_slave {
+        keep.push(t.as_raw_fd());
+    }
+    crate::sys::close_fds_except(&keep);
     if flags & FINAL_IN_CGROUP != 0 {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
             .map_err(|e| format!("cannot create the cgroup namespace: {e}"))?;
@@ -264,6 +271,7 @@ fn exec_command(
         let _ = unsafe { nix::sys::signal::signal(*s, nix::sys::signal::SigHandler::SigDfl) };
     }
     let _ = original_mask.thread_set_mask();
+    crate::sys::cloexec_from_3();
     let errno = match program {
         Some(p) => match nix::unistd::execve(&p, &plan.argv, &plan.env) {
             Err(e) => e as i32,
