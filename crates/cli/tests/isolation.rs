@@ -962,9 +962,11 @@ fn warden_on_terminal(term: &TestTerminal, script: &str) -> std::process::Child 
 #[test]
 fn an_interactive_terminal_gets_a_pty_that_follows_window_resizes() {
     let mut term = TestTerminal::open(40, 100);
+    // The handler is installed before the size is printed: the test
+    // resizes as soon as it sees the size.
     let py = "import os, signal, sys, time\n\
-              print('size', *os.get_terminal_size(0), flush=True)\n\
               signal.signal(signal.SIGWINCH, lambda *a: (print('resized', *os.get_terminal_size(0), flush=True), sys.exit(0)))\n\
+              print('size', *os.get_terminal_size(0), flush=True)\n\
               time.sleep(20)\n";
     let mut child = warden_on_terminal(&term, py);
     let first = term.expect("size 100 40", Duration::from_secs(10));

@@ -13,7 +13,7 @@ use crate::report::{write_report, Report};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{ForkResult, Pid};
+use nix::unistd::Pid;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -173,13 +173,8 @@ fn child_setup_and_run(
         .map_err(|e| format!("cannot create the init's signal descriptor: {e}"))?;
 
     let program = resolve_program(&plan.argv, &plan.path_var);
-    // SAFETY: the init is single-threaded (it is a fork of a single-threaded
-    // supervisor), so the child may run arbitrary code before exec.
-    let child = match unsafe { nix::unistd::fork() } {
-        Ok(ForkResult::Child) => exec_command(&plan, program, report, original_mask),
-        Ok(ForkResult::Parent { child }) => child,
-        Err(e) => return Err(format!("cannot start the command: {e}")),
-    };
+    let exec = ExecPlan::new(&plan, program, report, original_mask)?;
+    let child = exec.spawn()?;
     drop(plan.pty_slave.take());
     Ok(supervise_command(child, sfd, report))
 }
@@ -240,50 +235,131 @@ fn resolve_program(argv: &[CString], path_var: &str) -> Option<CString> {
     None
 }
 
-/// In the command's process: terminal, working directory, signals, exec.
-fn exec_command(
-    plan: &ChildPlan,
+/// Everything the command's process needs between clone and exec, prepared
+/// beforehand: it shares the init's memory until it execs (vfork
+/// semantics), so it must not allocate.
+struct ExecPlan {
     program: Option<CString>,
-    report: &OwnedFd,
-    original_mask: SigSet,
-) -> ! {
-    if let Some(slave) = &plan.pty_slave {
-        let fd = slave.as_raw_fd();
-        // SAFETY: setsid, ioctl(TIOCSCTTY) and dup2 take integer arguments;
-        // `fd` is an open terminal descriptor owned by `plan`.
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    cwd: CString,
+    pty: Option<RawFd>,
+    report: RawFd,
+    degraded: bool,
+    mask: SigSet,
+    /// Keeps the strings behind `argv` and `envp` alive.
+    _strings: (Vec<CString>, Vec<CString>),
+}
+
+impl ExecPlan {
+    fn new(
+        plan: &ChildPlan,
+        program: Option<CString>,
+        report: &OwnedFd,
+        mask: SigSet,
+    ) -> Result<ExecPlan, String> {
+        let strings = (plan.argv.clone(), plan.env.clone());
+        let ptrs = |v: &[CString]| {
+            v.iter()
+                .map(|c| c.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect::<Vec<_>>()
+        };
+        Ok(ExecPlan {
+            program,
+            argv: ptrs(&strings.0),
+            envp: ptrs(&strings.1),
+            cwd: CString::new(plan.cwd.as_os_str().as_bytes())
+                .map_err(|_| "the working directory contains a NUL byte".to_string())?,
+            pty: plan.pty_slave.as_ref().map(|t| t.as_raw_fd()),
+            report: report.as_raw_fd(),
+            degraded: plan.degraded,
+            mask,
+            _strings: strings,
+        })
+    }
+
+    /// Start the command: clone with CLONE_VM | CLONE_VFORK, so that no page
+    /// table is copied and the init resumes once the command has exec'd.
+    fn spawn(&self) -> Result<Pid, String> {
+        let mut stack = vec![0u8; 64 * 1024];
+        let cb: nix::sched::CloneCb<'_> = Box::new(|| self.exec_in_child());
+        // SAFETY: the child runs `exec_in_child` on its own stack, which
+        // lives until clone returns (CLONE_VFORK suspends the init until the
+        // child has exec'd or exited), and only calls async-signal-safe
+        // functions on memory prepared before the clone: no allocation, no
+        // lock, nothing that the suspended init could hold.
+        let pid = unsafe {
+            nix::sched::clone(
+                cb,
+                &mut stack,
+                nix::sched::CloneFlags::CLONE_VM | nix::sched::CloneFlags::CLONE_VFORK,
+                Some(libc::SIGCHLD),
+            )
+        };
+        pid.map_err(|e| format!("cannot start the command: {e}"))
+    }
+
+    /// In the command's process: terminal, working directory, signals, exec.
+    fn exec_in_child(&self) -> isize {
+        // SAFETY: every call below takes integers or pointers to memory that
+        // `self` keeps alive, and is async-signal-safe; the process execs or
+        // leaves with _exit.
         unsafe {
-            libc::setsid();
-            libc::ioctl(fd, libc::TIOCSCTTY, 0);
-            libc::dup2(fd, 0);
-            libc::dup2(fd, 1);
-            libc::dup2(fd, 2);
+            if let Some(fd) = self.pty {
+                libc::setsid();
+                libc::ioctl(fd, libc::TIOCSCTTY, 0);
+                libc::dup2(fd, 0);
+                libc::dup2(fd, 1);
+                libc::dup2(fd, 2);
+            }
+            if self.degraded {
+                // No PID namespace takes the command with the init: tie it
+                // to the init directly (its own children are the init's).
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+            }
+            libc::chdir(self.cwd.as_ptr());
+            // The command starts with default dispositions and the mask
+            // warden had.
+            for s in FORWARDED.iter().chain(&[Signal::SIGCHLD, Signal::SIGPIPE]) {
+                libc::signal(*s as libc::c_int, libc::SIG_DFL);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, self.mask.as_ref(), std::ptr::null_mut());
+            crate::sys::cloexec_from_3();
+            let errno = match &self.program {
+                Some(p) => {
+                    libc::execve(p.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
+                    *libc::__errno_location()
+                }
+                None => libc::ENOENT,
+            };
+            // "exec <errno>\n", formatted without allocating.
+            let mut line = *b"exec 0000000000\n";
+            let mut n = errno.unsigned_abs();
+            let mut i = 14;
+            loop {
+                line[i] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+                i -= 1;
+            }
+            let digits_start = i;
+            // Shift the digits next to "exec ".
+            let len = 15 - digits_start;
+            line.copy_within(digits_start..15, 5);
+            line[5 + len] = b'\n';
+            libc::write(self.report, line.as_ptr().cast(), 5 + len + 1);
+            libc::_exit(if errno == libc::ENOENT { 127 } else { 126 })
         }
     }
-    if plan.degraded {
-        // No PID namespace takes the command with the init: tie it to the
-        // init directly (its own children are the init's to kill).
-        arm_parent_death_signal();
-    }
-    let _ = std::env::set_current_dir(&plan.cwd);
-    // The command starts with default dispositions and the mask warden had.
-    for s in FORWARDED.iter().chain(&[Signal::SIGCHLD, Signal::SIGPIPE]) {
-        // SAFETY: restoring the default disposition installs no handler.
-        let _ = unsafe { nix::sys::signal::signal(*s, nix::sys::signal::SigHandler::SigDfl) };
-    }
-    let _ = original_mask.thread_set_mask();
-    crate::sys::cloexec_from_3();
-    let errno = match program {
-        Some(p) => match nix::unistd::execve(&p, &plan.argv, &plan.env) {
-            Err(e) => e as i32,
-            Ok(never) => match never {},
-        },
-        None => libc::ENOENT,
-    };
-    write_report(report, &Report::ExecFailed(errno));
-    let code = if errno == libc::ENOENT { 127 } else { 126 };
-    // SAFETY: leaving the forked command process without running the
-    // destructors of the init's state.
-    unsafe { libc::_exit(code) }
 }
 
 /// The init's loop: reap every child, forward signals, and report the
