@@ -161,7 +161,7 @@ fn sandbox_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn run(args: RunArgs) -> anyhow::Result<u8> {
+fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     let terminal = if args.tty || (!args.no_tty && std::io::stdin().is_terminal()) {
         Terminal::Pty
     } else {
@@ -191,7 +191,7 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
     let host_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let spec = request.resolve(&Defaults::for_host(host_facts()), &host_env)?;
+    let spec = request.resolve(defaults, &host_env)?;
 
     let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
     if let Some(path) = &args.json_events {
@@ -211,9 +211,8 @@ fn run(args: RunArgs) -> anyhow::Result<u8> {
     Ok(outcome.status.clamp(0, 255) as u8)
 }
 
-fn doctor(json: bool) -> anyhow::Result<u8> {
+fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
     let report = warden_jail::host::probe();
-    let defaults = Defaults::for_host(host_facts());
     if json {
         let v = serde_json::json!({ "host": report, "defaults": defaults });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -276,8 +275,8 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => run(*args),
-        Command::Doctor { json } => doctor(json),
+        Command::Run(args) => run(*args, &defaults),
+        Command::Doctor { json } => doctor(json, &defaults),
     };
     match result {
         Ok(code) => ExitCode::from(code),
