@@ -7,9 +7,11 @@
 //! code, and the enforcers (`warden-jail`, later `warden-egress`) only ever see
 //! the spec.
 
+mod domains;
 mod env;
 mod units;
 
+pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
 pub use units::{parse_duration, parse_size, ParseError};
 
