@@ -1303,3 +1303,13 @@ fn descriptors_left_open_by_the_caller_do_not_reach_the_sandbox() {
         "open descriptors inside: {fds:?}"
     );
 }
+
+#[test]
+fn a_server_inside_the_sandbox_is_reachable_on_its_own_loopback() {
+    let out = run_sh(
+        &[],
+        "python3 -c '\nimport socket\ns = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen()\nc = socket.socket(); c.connect(s.getsockname()); a, _ = s.accept()\nc.sendall(b\"ping\"); print(a.recv(4).decode())'",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "ping");
+}

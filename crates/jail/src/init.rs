@@ -124,6 +124,8 @@ fn child_setup_and_run(
         privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
         nix::unistd::sethostname(&plan.root.hostname)
             .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
+        crate::sys::bring_loopback_up()
+            .map_err(|e| format!("cannot bring up the sandbox's loopback interface: {e}"))?;
         mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
     }
 
