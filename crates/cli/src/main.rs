@@ -161,6 +161,12 @@ fn sandbox_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A path from the command line made absolute against the working
+/// directory, lexically (`-w .` works; links are the jail's to judge).
+fn absolute(p: PathBuf) -> anyhow::Result<PathBuf> {
+    std::path::absolute(&p).with_context(|| format!("cannot make {} absolute", p.display()))
+}
+
 fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     let terminal = if args.tty || (!args.no_tty && std::io::stdin().is_terminal()) {
         Terminal::Pty
@@ -169,10 +175,18 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     };
     let request = Request {
         command: args.command,
-        rootfs: args.rootfs,
-        workspace: args.workspace,
-        ro: args.ro,
-        rw: args.rw,
+        rootfs: args.rootfs.map(absolute).transpose()?,
+        workspace: args.workspace.map(absolute).transpose()?,
+        ro: args
+            .ro
+            .into_iter()
+            .map(absolute)
+            .collect::<Result<_, _>>()?,
+        rw: args
+            .rw
+            .into_iter()
+            .map(absolute)
+            .collect::<Result<_, _>>()?,
         tmp_size: args.tmp_size,
         memory: args.memory,
         pids: args.pids,

@@ -269,9 +269,11 @@ fn bad_input_is_a_clear_error_with_status_125_and_nothing_started() {
         (&["run", "--bogus-flag", "--", "true"], "--bogus-flag"),
         (&["run", "--pids", "1", "--", "true"], "pids"),
         (
-            &["run", "--workspace", "relative/dir", "--", "true"],
-            "absolute",
+            &["run", "--workspace", "relative/dir/not/there", "--", "true"],
+            "does not exist",
         ),
+        (&["run", "--workspace", "/tmp/..", "--", "true"], "'..'"),
+        (&["run", "--rw", "/", "--", "true"], "not allowed"),
         (&["run"], "CMD"),
     ];
     for (args, needle) in cases {
@@ -653,10 +655,15 @@ fn cgroups_usable_for_nobody() -> bool {
     false
 }
 
-/// Run `warden ARGS` inside a user namespace whose own limit of nested user
-/// namespaces is 0: a host that forbids them, made for this test only.
-fn warden_without_user_namespaces(args: &[&str]) -> Option<std::process::Output> {
-    let probe = Command::new("unshare")
+/// Run `warden ARGS`, as an unprivileged user, inside a user namespace whose
+/// own limit of nested user namespaces is 0: a host that forbids them, made
+/// for this test only. Paths the test hands in must belong to `who`.
+fn warden_without_user_namespaces_as(
+    who: &Unprivileged,
+    args: &[&str],
+) -> Option<std::process::Output> {
+    let probe = who
+        .command("unshare")
         .args([
             "--user",
             "--map-root-user",
@@ -669,17 +676,28 @@ fn warden_without_user_namespaces(args: &[&str]) -> Option<std::process::Output>
         skip("cannot make a user namespace that forbids nested ones (needs unshare from util-linux and user namespaces)");
         return None;
     }
-    let mut script =
-        String::from("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"");
-    script.push(' ');
-    let out = Command::new("unshare")
-        .args(["--user", "--map-root-user", "sh", "-c", script.trim()])
-        .arg(warden_bin())
+    let out = who
+        .command("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
+        ])
+        .arg(&who.bin)
         .args(args)
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     Some(out)
+}
+
+fn warden_without_user_namespaces(args: &[&str]) -> Option<std::process::Output> {
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return None;
+    };
+    warden_without_user_namespaces_as(&who, args)
 }
 
 #[test]
@@ -699,6 +717,10 @@ fn without_user_namespaces_warden_refuses_and_names_the_cause() {
 
 #[test]
 fn degraded_run_without_namespaces_still_confines_files_privileges_and_processes() {
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
     let ws = TempDir::new("degraded-ws");
     let planted = TempDir::new("degraded-planted");
     std::fs::write(
@@ -706,6 +728,11 @@ fn degraded_run_without_namespaces_still_confines_files_privileges_and_processes
         "content-of-the-planted-secret",
     )
     .unwrap();
+    // Everything belongs to the sandbox's user: only warden's layers stand
+    // between it and these files.
+    for p in [ws.path(), planted.path(), &planted.path().join("secret")] {
+        who.own(p);
+    }
     let marker = format!("{}.{}", 600 + std::process::id() % 79, std::process::id());
     let script = format!(
         "cat {p}/secret 2>&1; cat /etc/shadow 2>&1; touch {p}/new 2>&1; touch /usr/x 2>&1; \
@@ -714,17 +741,20 @@ fn degraded_run_without_namespaces_still_confines_files_privileges_and_processes
          setsid nohup sleep {marker} >/dev/null 2>&1 & echo started",
         p = planted.str()
     );
-    let Some(out) = warden_without_user_namespaces(&[
-        "run",
-        "--no-tty",
-        "--allow-degraded",
-        "-w",
-        ws.str(),
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]) else {
+    let Some(out) = warden_without_user_namespaces_as(
+        &who,
+        &[
+            "run",
+            "--no-tty",
+            "--allow-degraded",
+            "-w",
+            ws.str(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    ) else {
         return;
     };
     let s = stdout(&out);
@@ -750,8 +780,12 @@ fn degraded_run_without_namespaces_still_confines_files_privileges_and_processes
     );
     assert!(s.contains("t\n"), "TMPDIR is not writable: {s}");
     assert_eq!(
-        std::fs::read_to_string(ws.path().join("made.txt")).unwrap(),
-        "kept\n"
+        std::fs::read_to_string(ws.path().join("made.txt"))
+            .ok()
+            .as_deref(),
+        Some("kept\n"),
+        "{s} {}",
+        stderr(&out)
     );
     std::thread::sleep(Duration::from_millis(50));
     let left = pids_with_marker(&format!("sleep {marker}"));
@@ -962,12 +996,15 @@ fn warden_on_terminal(term: &TestTerminal, script: &str) -> std::process::Child 
 #[test]
 fn an_interactive_terminal_gets_a_pty_that_follows_window_resizes() {
     let mut term = TestTerminal::open(40, 100);
-    // The handler is installed before the size is printed: the test
-    // resizes as soon as it sees the size.
-    let py = "import os, signal, sys, time\n\
-              signal.signal(signal.SIGWINCH, lambda *a: (print('resized', *os.get_terminal_size(0), flush=True), sys.exit(0)))\n\
+    // The handler only notes the signal (printing from it could re-enter
+    // a print in progress); it is installed before the size is printed,
+    // since the test resizes as soon as it sees the size.
+    let py = "import os, signal, time\n\
+              got = []\n\
+              signal.signal(signal.SIGWINCH, lambda *a: got.append(1))\n\
               print('size', *os.get_terminal_size(0), flush=True)\n\
-              time.sleep(20)\n";
+              for _ in range(200):\n    if got: break\n    time.sleep(0.05)\n\
+              print('resized' if got else 'no-signal', *os.get_terminal_size(0), flush=True)\n";
     let mut child = warden_on_terminal(&term, py);
     let first = term.expect("size 100 40", Duration::from_secs(10));
     assert!(
@@ -1312,4 +1349,193 @@ fn a_server_inside_the_sandbox_is_reachable_on_its_own_loopback() {
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "ping");
+}
+
+#[test]
+fn setuid_and_setgid_bits_cannot_be_left_in_the_workspace() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = TempDir::new("setid");
+    let out = run_sh(
+        &["-w", ws.str()],
+        "cp /bin/true t && chmod 755 t && echo plain-ok; chmod 4755 t 2>&1; chmod g+s t 2>&1; \
+         python3 -c 'import os\ntry:\n  os.open(\"s\", os.O_CREAT | os.O_WRONLY, 0o4755); print(\"created\")\nexcept OSError as e: print(\"open\", e.errno)'",
+    );
+    let s = stdout(&out);
+    assert!(s.contains("plain-ok"), "{s} {}", stderr(&out));
+    assert_eq!(s.matches("Operation not permitted").count(), 2, "{s}");
+    assert!(s.contains(&format!("open {}", libc::EPERM)), "{s}");
+    let mode = std::fs::metadata(ws.path().join("t"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o6000, 0, "a setid bit reached the host: {mode:o}");
+    assert!(!ws.path().join("s").exists());
+}
+
+#[test]
+fn degraded_mode_denies_metadata_changes_and_named_sockets() {
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    let ws = TempDir::new("degraded-meta");
+    let victim = TempDir::new("degraded-victim");
+    std::fs::write(victim.path().join("f"), "x").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        victim.path().join("f"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let listener_path = victim.path().join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&listener_path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    // The victim's files belong to the sandbox's user (and the socket is
+    // open to all): file permissions alone would allow every attempt.
+    for p in [ws.path(), victim.path(), &victim.path().join("f")] {
+        who.own(p);
+    }
+    std::fs::set_permissions(&listener_path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let script = format!(
+        "chmod 777 {v}/f 2>&1; touch -d 2001-01-01 {v}/f 2>&1; \
+         python3 -c 'import socket\ntry:\n  s = socket.socket(socket.AF_UNIX); s.connect(\"{v}/host.sock\"); print(\"CONNECTED\")\nexcept OSError as e: print(\"unix\", e.errno)\na, b = socket.socketpair(); print(\"pair ok\")'",
+        v = victim.str()
+    );
+    let Some(out) = warden_without_user_namespaces_as(
+        &who,
+        &[
+            "run",
+            "--no-tty",
+            "--allow-degraded",
+            "-w",
+            ws.str(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    ) else {
+        return;
+    };
+    let s = stdout(&out);
+    assert!(!s.contains("CONNECTED"), "{s}");
+    assert!(
+        s.contains(&format!("unix {}", libc::EPERM)) && s.contains("pair ok"),
+        "{s} {}",
+        stderr(&out)
+    );
+    let meta = std::fs::metadata(victim.path().join("f")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{s}");
+    assert!(
+        meta.modified().unwrap()
+            > std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000)
+    );
+    assert!(
+        listener.accept().is_err(),
+        "a connection reached the host's socket"
+    );
+}
+
+#[test]
+fn a_workspace_of_the_current_directory_works_with_a_relative_path() {
+    let ws = TempDir::new("relative");
+    let out = Command::new(warden_bin())
+        .args([
+            "run",
+            "--no-tty",
+            "-w",
+            ".",
+            "--",
+            "sh",
+            "-c",
+            "echo here > f; pwd",
+        ])
+        .current_dir(ws.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "/workspace");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("f")).unwrap(),
+        "here\n"
+    );
+}
+
+#[test]
+fn links_planted_by_an_earlier_sandbox_do_not_redirect_later_mounts() {
+    // A first sandbox leaves links in its workspace pointing at host paths.
+    let project = TempDir::new("planted-links");
+    let secret_dir = TempDir::new("link-target");
+    std::fs::write(secret_dir.path().join("key"), "host-private-key").unwrap();
+    let out = run_sh(
+        &["-w", project.str()],
+        &format!(
+            "ln -s /etc pkg && ln -s {} keys && mkdir real",
+            secret_dir.str()
+        ),
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Later runs named paths through those links: every one is refused.
+    for (flag, path) in [
+        ("-w", project.path().join("pkg")),
+        ("--ro", project.path().join("keys")),
+        ("--rw", project.path().join("pkg")),
+        ("-w", project.path().join("real/../pkg")),
+    ] {
+        let out = run_sh(
+            &[flag, path.to_str().unwrap()],
+            "cat /workspace/shadow key 2>&1; touch /workspace/proof; echo ran",
+        );
+        assert_eq!(
+            code(&out),
+            125,
+            "{flag} {}: {}",
+            path.display(),
+            stdout(&out)
+        );
+        assert!(!stdout(&out).contains("host-private-key"));
+        assert!(
+            stderr(&out).contains("symbolic link") || stderr(&out).contains("'..'"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert!(!std::path::Path::new("/etc/proof").exists());
+    // The real directory next to them is fine.
+    let out = run_sh(
+        &["-w", project.path().join("real").to_str().unwrap()],
+        "echo ok",
+    );
+    assert_eq!(stdout(&out).trim(), "ok", "{}", stderr(&out));
+}
+
+#[test]
+fn degraded_pty_run_ends_at_the_timeout_even_when_a_daemon_holds_the_terminal() {
+    let marker = format!("{}.{}", 300 + std::process::id() % 53, std::process::id());
+    let script = format!("setsid sh -c 'trap \"\" HUP; exec sleep {marker}' & sleep 60");
+    let start = Instant::now();
+    let Some(out) = warden_without_user_namespaces(&[
+        "run",
+        "-t",
+        "--allow-degraded",
+        "--timeout",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]) else {
+        return;
+    };
+    assert_eq!(code(&out), 124, "{}", stderr(&out));
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "warden hung after the timeout"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        pids_running(&["sleep", &marker]).is_empty(),
+        "the daemon survived"
+    );
 }

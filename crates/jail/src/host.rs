@@ -83,6 +83,28 @@ pub fn is_root() -> bool {
     *ROOT.get_or_init(|| nix::unistd::geteuid().is_root() && in_initial_user_namespace())
 }
 
+/// UID 0 of a user namespace that maps it to UID 0 outside (`unshare -r`
+/// run by root, a container's root mapped to the host's): rootless warden
+/// would run the sandbox as the host's root, without capabilities but with
+/// root's files.
+pub fn root_inside_maps_to_outer_root() -> bool {
+    if is_root() {
+        return false;
+    }
+    let euid = nix::unistd::geteuid().as_raw() as u64;
+    let Ok(map) = std::fs::read_to_string("/proc/self/uid_map") else {
+        return false;
+    };
+    map.lines().any(|line| {
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        matches!(f.as_slice(), [inside, outside, count]
+            if *inside <= euid && euid < inside + count && outside + (euid - inside) == 0)
+    })
+}
+
 /// The initial user namespace maps every ID to itself: `0 0 4294967295`.
 fn in_initial_user_namespace() -> bool {
     std::fs::read_to_string("/proc/self/uid_map")

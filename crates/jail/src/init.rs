@@ -164,6 +164,11 @@ fn child_setup_and_run(
     }
     crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
         .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
+    if plan.degraded {
+        // Landlock does not govern metadata or named sockets; without a
+        // mount namespace, the host's files and sockets are in reach.
+        crate::seccomp::install_degraded().map_err(|e| chain(&e))?;
+    }
 
     // From here on the init holds no privilege the command lacks.
     let mut forwarded = SigSet::empty();

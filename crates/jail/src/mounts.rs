@@ -11,7 +11,7 @@ use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::Mode;
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, DirBuilderExt};
 use std::path::{Path, PathBuf};
@@ -81,6 +81,12 @@ pub enum MountError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot open {path} for binding without following symbolic links")]
+    Resolve {
+        path: PathBuf,
+        #[source]
+        source: Errno,
+    },
     #[error("pivot_root into the new root failed")]
     Pivot(#[source] Errno),
     #[error("cannot detach the host's root from the sandbox")]
@@ -92,7 +98,12 @@ pub enum MountError {
 /// One bind into the sandbox, with host-side paths already made canonical.
 #[derive(Debug)]
 pub struct BindPlan {
+    /// The host path, for messages.
     pub src: PathBuf,
+    /// `src` resolved by the supervisor (`O_PATH`, no symbolic links). It
+    /// belongs to the host's mount namespace, so the sandbox binds through
+    /// `tree` (root mode) or resolves `src` again, the same way, in its own.
+    pub source: OwnedFd,
     pub dst: PathBuf,
     pub writable: bool,
     /// A detached copy of `src` prepared by the supervisor (root mode),
@@ -102,10 +113,19 @@ pub struct BindPlan {
     pub idmap: bool,
 }
 
+/// A prepared root tree: its host path and, in root mode, a detached clone
+/// made by the supervisor.
+#[derive(Debug)]
+pub struct RootfsPlan {
+    pub path: PathBuf,
+    pub tree: Option<OwnedFd>,
+}
+
 /// Everything `build_root` needs, computed before the sandbox was spawned.
 #[derive(Debug)]
 pub struct RootPlan {
-    pub rootfs: Option<PathBuf>,
+    /// A prepared root tree.
+    pub rootfs: Option<RootfsPlan>,
     pub binds: Vec<BindPlan>,
     pub tmp_size: u64,
     pub hostname: String,
@@ -141,6 +161,23 @@ fn set_attr(target: &Path, attrs: u64, recursive: bool) -> Result<(), MountError
             source,
         }
     })
+}
+
+/// Resolve a host path again in the sandbox's own mount namespace (below
+/// /oldroot), with the supervisor's rule: no symbolic link on the way. A
+/// link swapped in since the supervisor looked fails here.
+fn resolve_again(host_path: &Path) -> Result<OwnedFd, MountError> {
+    let path = under(OLDROOT, host_path);
+    sys::open_path_no_symlinks(&cpath(&path)?).map_err(|source| MountError::Resolve {
+        path: host_path.to_path_buf(),
+        source,
+    })
+}
+
+/// The path, below the host's /proc still mounted at /oldroot, through which
+/// a descriptor resolved in this mount namespace can be bound.
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("{OLDROOT}/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 /// Inside-the-new-root path for `p` (absolute).
@@ -245,17 +282,29 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
     })?;
 
     let newroot = Path::new(NEWROOT);
-    match &plan.rootfs {
+    match &mut plan.rootfs {
         Some(rootfs) => {
-            let src = under(OLDROOT, rootfs);
-            do_mount(
-                Some(&src.to_string_lossy()),
-                newroot,
-                None,
-                MsFlags::MS_BIND | MsFlags::MS_REC,
-                None,
-                "the prepared root tree",
-            )?;
+            match rootfs.tree.take() {
+                Some(tree) => {
+                    sys::move_mount_to(tree.as_fd(), &cpath(newroot)?).map_err(|source| {
+                        MountError::AttachIdmapped {
+                            target: rootfs.path.clone(),
+                            source,
+                        }
+                    })?
+                }
+                None => {
+                    let fd = resolve_again(&rootfs.path)?;
+                    do_mount(
+                        Some(&fd_path(&fd).to_string_lossy()),
+                        newroot,
+                        None,
+                        MsFlags::MS_BIND | MsFlags::MS_REC,
+                        None,
+                        "the prepared root tree",
+                    )?;
+                }
+            }
             for d in ["proc", "dev", "tmp"] {
                 let p = newroot.join(d);
                 if !p.is_dir() {
@@ -344,7 +393,10 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
                 }
                 set_attr(&dst, attrs, true)?;
             }
-            None => bind(&under(OLDROOT, &b.src), &dst, b.writable)?,
+            None => {
+                let fd = resolve_again(&b.src)?;
+                bind(&fd_path(&fd), &dst, b.writable)?;
+            }
         }
     }
 

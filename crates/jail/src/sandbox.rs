@@ -5,7 +5,7 @@
 use crate::cgroup::{self, Cgroup, Limits};
 use crate::host;
 use crate::init::{self, ChildPlan, FORWARDED};
-use crate::mounts::{BindPlan, RootPlan};
+use crate::mounts::{BindPlan, RootPlan, RootfsPlan};
 use crate::privileges::Rlimits;
 use crate::pty::{self, RawMode};
 use crate::report::{parse_reports, Report};
@@ -18,7 +18,6 @@ use nix::unistd::Pid;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
@@ -36,6 +35,14 @@ pub enum JailError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error("{what} {path} contains '..'; pass the directory itself")]
+    DotDot { what: &'static str, path: PathBuf },
+    #[error("{what} {path} goes through a symbolic link (to {target}): a link left by earlier code in the sandbox could redirect the mount, so warden does not follow links here; pass the real path")]
+    ThroughSymlink {
+        what: &'static str,
+        path: PathBuf,
+        target: PathBuf,
     },
     #[error("--rootfs {0} has no /usr or /bin: pass a prepared root tree, e.g. the output of debootstrap")]
     BadRootfs(PathBuf),
@@ -81,6 +88,10 @@ pub enum JailError {
     },
     #[error(transparent)]
     Pty(#[from] pty::PtyError),
+    #[error("warden runs as UID 0 of a user namespace that maps it to the host's root, so the sandbox would be the host's root; run warden as a regular user, or as root outside any user namespace")]
+    OuterRoot,
+    #[error("without namespaces the sandbox runs with the workspace owner's host IDs, and {0} belongs to root: the sandbox would be root on the host; give the workspace to a regular user (chown) or run warden as that user")]
+    DegradedRootWorkspace(PathBuf),
     #[error("--rootfs needs the sandbox's own mount namespace, which this host does not allow; leave --rootfs out to run degraded")]
     RootfsNeedsNamespaces,
     #[error("cannot create the sandbox's private directory {path}")]
@@ -119,12 +130,62 @@ const NS_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWNET;
 
-fn canonical(what: &'static str, p: &Path) -> Result<PathBuf, JailError> {
-    std::fs::canonicalize(p).map_err(|source| JailError::MissingPath {
-        what,
-        path: p.to_path_buf(),
-        source,
-    })
+/// Resolve a host path the person named, refusing symbolic links and `..`
+/// on the way: earlier sandbox code may have planted a link in a directory
+/// it could write (`project/pkg -> /etc`), and a later run through that
+/// path must not mount what the link points at. The returned descriptor is
+/// what gets mounted, so nothing can be swapped in between.
+fn resolve_host_path(what: &'static str, p: &Path) -> Result<(PathBuf, OwnedFd), JailError> {
+    if p.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(JailError::DotDot {
+            what,
+            path: p.to_path_buf(),
+        });
+    }
+    let lexical: PathBuf = p.components().collect();
+    let c = CString::new(lexical.as_os_str().as_bytes())
+        .map_err(|_| JailError::Nul(lexical.display().to_string()))?;
+    match sys::open_path_no_symlinks(&c) {
+        Ok(fd) => Ok((lexical, fd)),
+        Err(Errno::ELOOP) => Err(JailError::ThroughSymlink {
+            what,
+            path: lexical.clone(),
+            target: std::fs::canonicalize(&lexical).unwrap_or_default(),
+        }),
+        Err(Errno::ENOSYS) => {
+            // Kernels before 5.6: the same rule, checked on the resolved
+            // path (without the guarantee against a later swap).
+            let resolved =
+                std::fs::canonicalize(&lexical).map_err(|source| JailError::MissingPath {
+                    what,
+                    path: lexical.clone(),
+                    source,
+                })?;
+            if resolved != lexical {
+                return Err(JailError::ThroughSymlink {
+                    what,
+                    path: lexical,
+                    target: resolved,
+                });
+            }
+            let fd = nix::fcntl::open(
+                &lexical,
+                nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map_err(|e| JailError::MissingPath {
+                what,
+                path: lexical.clone(),
+                source: e.into(),
+            })?;
+            Ok((lexical, fd))
+        }
+        Err(e) => Err(JailError::MissingPath {
+            what,
+            path: lexical,
+            source: e.into(),
+        }),
+    }
 }
 
 fn cstring(s: &str) -> Result<CString, JailError> {
@@ -183,36 +244,54 @@ fn run_mode(
     let degraded_mode = mode == Mode::Degraded;
     let root_mode = host::is_root();
     let fs = &spec.filesystem;
+    if host::root_inside_maps_to_outer_root() {
+        return Err(JailError::OuterRoot);
+    }
     if degraded_mode && fs.rootfs.is_some() {
         return Err(JailError::RootfsNeedsNamespaces);
     }
 
-    // Host-side paths are made canonical here, where symlinks resolve
-    // against the host's root and not the sandbox's half-built one.
+    // Host-side paths are resolved here, on the host, without following
+    // symbolic links; what gets mounted is the descriptor resolved now.
     let rootfs = match &fs.rootfs {
         Some(r) => {
-            let r = canonical("--rootfs", r)?;
+            let (r, fd) = resolve_host_path("--rootfs", r)?;
             if !r.join("usr").is_dir() && !r.join("bin").exists() {
                 return Err(JailError::BadRootfs(r));
             }
-            Some(r)
+            let tree = if root_mode {
+                Some(
+                    sys::open_tree_clone_fd(fd.as_fd()).map_err(|source| JailError::Idmap {
+                        path: r.clone(),
+                        source,
+                    })?,
+                )
+            } else {
+                None
+            };
+            Some(RootfsPlan { path: r, tree })
         }
         None => None,
     };
-    let workspace = fs
-        .workspace
-        .as_deref()
-        .map(|w| canonical("--workspace", w))
-        .transpose()?;
-    if let Some(w) = &workspace {
-        if !w.is_dir() {
-            return Err(JailError::MissingPath {
+    let (workspace, workspace_fd) = match fs.workspace.as_deref() {
+        Some(w) => {
+            let (path, fd) = resolve_host_path("--workspace", w)?;
+            let st = nix::sys::stat::fstat(&fd).map_err(|e| JailError::MissingPath {
                 what: "--workspace",
-                path: w.clone(),
-                source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
-            });
+                path: path.clone(),
+                source: e.into(),
+            })?;
+            if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+                return Err(JailError::MissingPath {
+                    what: "--workspace",
+                    path,
+                    source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
+                });
+            }
+            (Some(path), Some((fd, st.st_uid, st.st_gid)))
         }
-    }
+        None => (None, None),
+    };
 
     // The sandbox's own IDs. Rootless: the caller's own. As root: the owner
     // of the workspace (so its files look like the sandbox's own), mapped to
@@ -220,18 +299,20 @@ fn run_mode(
     let (uid, gid, host_uid, host_gid) = if root_mode && degraded_mode {
         // No user namespace to map through: the IDs are the host's. The
         // workspace owner's, so that it stays writable; nobody without one.
-        let (u, g) = match &workspace {
-            Some(w) => std::fs::metadata(w)
-                .map(|m| (m.uid(), m.gid()))
-                .unwrap_or((NOBODY, NOBODY)),
+        // Never root: that would be root on the host.
+        let (u, g) = match &workspace_fd {
+            Some((_, u, g)) => (*u, *g),
             None => (NOBODY, NOBODY),
         };
+        if u == 0 || g == 0 {
+            return Err(JailError::DegradedRootWorkspace(
+                workspace.clone().unwrap_or_default(),
+            ));
+        }
         (u, g, u, g)
     } else if root_mode {
-        let (u, g) = match &workspace {
-            Some(w) => std::fs::metadata(w)
-                .map(|m| (m.uid(), m.gid()))
-                .unwrap_or((0, 0)),
+        let (u, g) = match &workspace_fd {
+            Some((_, u, g)) => (*u, *g),
             None => (0, 0),
         };
         (u, g, NOBODY, NOBODY)
@@ -245,18 +326,22 @@ fn run_mode(
 
     let mut binds = Vec::new();
     let mut writable = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
-    let mut add_bind = |src: PathBuf, dst: PathBuf, writable_bind: bool| -> Result<(), JailError> {
+    let mut add_bind = |src: PathBuf,
+                        source: OwnedFd,
+                        dst: PathBuf,
+                        writable_bind: bool|
+     -> Result<(), JailError> {
         // As root, binds are cloned here, where the host's permissions
         // allow the lookup (the sandbox's ID is nobody on the host), and
         // writable ones are then idmapped so that the sandbox can write them
         // while files keep their owners on disk.
         let tree = if root_mode && !degraded_mode {
-            let c = CString::new(src.as_os_str().as_bytes())
-                .map_err(|_| JailError::Nul(src.display().to_string()))?;
-            Some(sys::open_tree_clone(&c).map_err(|source| JailError::Idmap {
-                path: src.clone(),
-                source,
-            })?)
+            Some(
+                sys::open_tree_clone_fd(source.as_fd()).map_err(|source| JailError::Idmap {
+                    path: src.clone(),
+                    source,
+                })?,
+            )
         } else {
             None
         };
@@ -265,6 +350,7 @@ fn run_mode(
         }
         binds.push(BindPlan {
             src,
+            source,
             dst,
             writable: writable_bind,
             tree,
@@ -272,12 +358,13 @@ fn run_mode(
         });
         Ok(())
     };
-    if let Some(w) = &workspace {
-        add_bind(w.clone(), PathBuf::from(WORKSPACE_MOUNT), true)?;
+    if let (Some(w), Some((fd, _, _))) = (&workspace, workspace_fd) {
+        add_bind(w.clone(), fd, PathBuf::from(WORKSPACE_MOUNT), true)?;
     }
     for b in &fs.binds {
-        let src = canonical(if b.writable { "--rw" } else { "--ro" }, &b.path)?;
-        add_bind(src, b.path.clone(), b.writable)?;
+        let what = if b.writable { "--rw" } else { "--ro" };
+        let (src, fd) = resolve_host_path(what, &b.path)?;
+        add_bind(src, fd, b.path.components().collect(), b.writable)?;
     }
 
     // Resources: a cgroup where the host allows one; otherwise rlimits, and
@@ -511,13 +598,11 @@ fn run_mode(
         timed_out: false,
         wait_status: None,
         usage: None,
+        degraded: degraded_mode,
     };
     sv.run(&sfd, deadline, &guard)?;
     drop(raw);
     guard.reaped = true;
-    if degraded_mode {
-        kill_adopted_descendants();
-    }
     drop(private_tmp);
 
     let stats = guard.cgroup.as_ref().map(|c| c.stats());
@@ -984,6 +1069,8 @@ struct Supervision {
     wait_status: Option<i32>,
     /// Peak RSS in bytes, user and system CPU in ms, of the whole tree.
     usage: Option<(u64, u64, u64)>,
+    /// No PID namespace: orphans are this supervisor's to kill.
+    degraded: bool,
 }
 
 const MAX_REPORT_BYTES: usize = 64 * 1024;
@@ -1084,32 +1171,61 @@ impl Supervision {
                 }
             }
         }
-        // Every process of the sandbox is gone; drain what is left.
-        while self.rep_rd.is_some() {
-            self.read_reports();
+        if self.degraded {
+            // Without a PID namespace, processes the sandbox left behind
+            // were adopted by this supervisor: they die before anything
+            // else, so that none can hold the terminal or a pipe open.
+            kill_adopted_descendants();
         }
-        if self.master.is_some() {
-            while self.master.is_some() {
-                if !self.relay_master() {
-                    break;
-                }
+        // Every process of the sandbox is gone; drain what is left, without
+        // blocking and for a bounded time, whatever holds the other ends.
+        let drain_until = Instant::now() + Duration::from_millis(500);
+        for fd in [self.rep_rd.as_ref(), self.master.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = nix::fcntl::fcntl(
+                fd,
+                nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+            );
+        }
+        while self.rep_rd.is_some() && Instant::now() < drain_until {
+            if !self.read_reports() {
+                break;
+            }
+        }
+        while self.master.is_some() && Instant::now() < drain_until {
+            if !self.relay_master() {
+                break;
             }
         }
         Ok(())
     }
 
-    fn read_reports(&mut self) {
-        let Some(fd) = &self.rep_rd else { return };
+    /// Read what the init reported; false when nothing more is to be had
+    /// now (end of file, or nothing waiting on a non-blocking pipe).
+    fn read_reports(&mut self) -> bool {
+        let Some(fd) = &self.rep_rd else {
+            return false;
+        };
         let mut buf = [0u8; 4096];
         match nix::unistd::read(fd, &mut buf) {
-            Ok(0) | Err(Errno::EBADF) | Err(Errno::EIO) => self.rep_rd = None,
+            Ok(0) | Err(Errno::EBADF) | Err(Errno::EIO) => {
+                self.rep_rd = None;
+                false
+            }
             Ok(n) => {
                 if self.reports.len() < MAX_REPORT_BYTES {
                     self.reports.extend_from_slice(&buf[..n]);
                 }
+                true
             }
-            Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
-            Err(_) => self.rep_rd = None,
+            Err(Errno::EINTR) => true,
+            Err(Errno::EAGAIN) => false,
+            Err(_) => {
+                self.rep_rd = None;
+                false
+            }
         }
     }
 
@@ -1126,7 +1242,8 @@ impl Supervision {
                 let _ = write_all(std::io::stdout().as_fd(), &buf[..n]);
                 true
             }
-            Err(Errno::EINTR) | Err(Errno::EAGAIN) => true,
+            Err(Errno::EINTR) => true,
+            Err(Errno::EAGAIN) => false,
             Err(_) => {
                 self.master = None;
                 false

@@ -352,6 +352,31 @@ const SOCKETPAIR_NOT_UNIX: When = When::All(&[Cond::NotIn {
     arg: 0,
     values: &[libc::AF_UNIX as u64],
 }]);
+/// Mode bits that hand the file's owner or group to whoever runs it.
+const SETID_BITS: u64 = (libc::S_ISUID | libc::S_ISGID) as u64;
+/// A mode argument (at index 1, 2 or 3) with the setuid or setgid bit.
+const SETID_MODE_ARG1: When = When::AnyBitSet {
+    arg: 1,
+    mask: SETID_BITS,
+};
+const SETID_MODE_ARG2: When = When::AnyBitSet {
+    arg: 2,
+    mask: SETID_BITS,
+};
+const SETID_MODE_ARG3: When = When::AnyBitSet {
+    arg: 3,
+    mask: SETID_BITS,
+};
+/// `socket(AF_UNIX, ..)`.
+const SOCKET_UNIX: When = When::All(&[Cond::Low32Eq {
+    arg: 0,
+    value: libc::AF_UNIX as u32,
+}]);
+/// `utimensat(dirfd, path, ..)` with a path (with NULL it is `futimens` on an open file).
+const UTIMENSAT_PATH: When = When::All(&[Cond::NotIn {
+    arg: 1,
+    values: &[0],
+}]);
 /// `ioctl(fd, TIOCSTI, ..)`.
 const IOCTL_TIOCSTI: When = When::All(&[Cond::Low32Eq {
     arg: 1,
@@ -493,9 +518,98 @@ pub const RULES: &[Rule] = &[
     eperm("socket",            SOCKET_INET6_PACKET,      "obsolete packet type (as AF_INET)"),
     eperm("socketpair",        SOCKETPAIR_NOT_UNIX,      "only Unix socket pairs exist; other families are kernel surface"),
 
+    // Files the host keeps: a setuid or setgid bit set inside (on the workspace, say) stays on
+    // disk, where it hands the file's owner or group to whoever runs it later.
+    eperm("chmod",             SETID_MODE_ARG1, "leave a setuid/setgid file for the host to run").only_on(Arch::X86_64),
+    eperm("fchmod",            SETID_MODE_ARG1, "leave a setuid/setgid file for the host to run"),
+    eperm("fchmodat",          SETID_MODE_ARG2, "leave a setuid/setgid file for the host to run"),
+    eperm("fchmodat2",         SETID_MODE_ARG2, "leave a setuid/setgid file for the host to run"),
+    eperm("open",              SETID_MODE_ARG2, "create a setuid/setgid file for the host to run").only_on(Arch::X86_64),
+    eperm("creat",             SETID_MODE_ARG1, "create a setuid/setgid file for the host to run").only_on(Arch::X86_64),
+    eperm("openat",            SETID_MODE_ARG3, "create a setuid/setgid file for the host to run"),
+    eperm("mknod",             SETID_MODE_ARG1, "create a setuid/setgid file for the host to run").only_on(Arch::X86_64),
+    eperm("mknodat",           SETID_MODE_ARG2, "create a setuid/setgid file for the host to run"),
+    enosys("openat2",          Always, "its mode is in a struct the filter cannot read; ENOSYS makes programs fall back to openat, which is filtered"),
+
+    // Kernel interfaces a sandbox has no use for.
+    eperm("open_tree_attr",    Always, "new mount API: clone a mount tree with new attributes"),
+    eperm("listmount",         Always, "enumerate mounts by ID, past what the sandbox's /proc shows"),
+    eperm("statmount",         Always, "read mount details by ID, past what the sandbox's /proc shows"),
+    eperm("kcmp",              Always, "compare two processes' kernel objects: learns which files and memory they share"),
+    eperm("memfd_secret",      Always, "memory removed from the kernel's own mapping: hides payloads, no use in a sandbox"),
+    eperm("modify_ldt",        Always, "x86 local descriptor tables: old kernel code with a history of exploits").only_on(Arch::X86_64),
+
     // Terminals: the sandbox may share the user's terminal.
     eperm("ioctl",             IOCTL_TIOCSTI,   "push input into the terminal, typed as the user once the sandbox exits"),
     eperm("ioctl",             IOCTL_TIOCLINUX, "virtual console control: selection paste is another way to inject input"),
+];
+
+/// Rules added when the sandbox runs without namespaces (degraded mode), where it lives in the
+/// host's file tree as a host user: Landlock governs opening, creating, renaming and removing
+/// files, but not their metadata, and not connecting to named sockets.
+#[rustfmt::skip]
+pub const DEGRADED_RULES: &[Rule] = &[
+    eperm("chmod",             Always, "change the mode of any file of the user's, which Landlock does not govern").only_on(Arch::X86_64),
+    eperm("fchmodat",          Always, "change the mode of any file of the user's, which Landlock does not govern"),
+    eperm("fchmodat2",         Always, "change the mode of any file of the user's, which Landlock does not govern"),
+    eperm("chown",             Always, "change the group of any file of the user's").only_on(Arch::X86_64),
+    eperm("lchown",            Always, "change the group of any file of the user's").only_on(Arch::X86_64),
+    eperm("fchownat",          Always, "change the group of any file of the user's"),
+    eperm("utime",             Always, "forge the times of any file of the user's").only_on(Arch::X86_64),
+    eperm("utimes",            Always, "forge the times of any file of the user's").only_on(Arch::X86_64),
+    eperm("futimesat",         Always, "forge the times of any file of the user's").only_on(Arch::X86_64),
+    eperm("utimensat",         UTIMENSAT_PATH, "forge the times of any file of the user's (by path)"),
+    eperm("setxattr",          Always, "set extended attributes on any file of the user's"),
+    eperm("lsetxattr",         Always, "set extended attributes on any file of the user's"),
+    eperm("removexattr",       Always, "remove extended attributes from any file of the user's"),
+    eperm("lremovexattr",      Always, "remove extended attributes from any file of the user's"),
+    eperm("setxattrat",        Always, "set extended attributes on any file of the user's"),
+    eperm("removexattrat",     Always, "remove extended attributes from any file of the user's"),
+    eperm("socket",            SOCKET_UNIX, "connect to the host's named sockets (D-Bus, docker.sock), which Landlock does not govern; socketpair stays allowed"),
+];
+
+/// Build the degraded-mode filter ([`DEGRADED_RULES`]) for the running architecture. It is
+/// loaded on top of the main filter.
+pub fn build_degraded_filter() -> Result<ScmpFilterContext, SeccompError> {
+    let arch = Arch::native().ok_or(SeccompError::UnsupportedArch {
+        arch: std::env::consts::ARCH,
+    })?;
+    let mut filter = ScmpFilterContext::new(ScmpAction::Allow)
+        .map_err(|source| SeccompError::CreateContext { source })?;
+    filter
+        .set_act_badarch(ScmpAction::KillProcess)
+        .map_err(|source| SeccompError::SetAttribute {
+            attribute: "SCMP_FLTATR_ACT_BADARCH",
+            source,
+        })?;
+    filter
+        .set_ctl_nnp(true)
+        .map_err(|source| SeccompError::SetAttribute {
+            attribute: "SCMP_FLTATR_CTL_NNP",
+            source,
+        })?;
+    for rule in DEGRADED_RULES {
+        add_rule(&mut filter, arch, rule)?;
+    }
+    Ok(filter)
+}
+
+/// Build and load the degraded-mode filter into the calling process.
+pub fn install_degraded() -> Result<(), SeccompError> {
+    build_degraded_filter()?
+        .load()
+        .map_err(|source| SeccompError::Load { source })
+}
+
+/// Syscalls newer than the libseccomp some distributions ship. From number 424 on, every
+/// architecture shares one numbering (`include/uapi/asm-generic/unistd.h`), so one number
+/// serves both x86_64 and aarch64.
+pub const UNIFIED_NUMBERS: &[(&str, i32)] = &[
+    ("statmount", 457),
+    ("listmount", 458),
+    ("setxattrat", 463),
+    ("removexattrat", 466),
+    ("open_tree_attr", 467),
 ];
 
 /// The most argument comparisons one filter rule may have: libseccomp accepts one per argument.
@@ -737,12 +851,16 @@ fn for_each_outside(
 
 /// Resolves a syscall name to its number on `arch`, which must be the running architecture.
 fn resolve(name: &'static str, arch: Arch) -> Result<ScmpSyscall, SeccompError> {
-    let syscall = ScmpSyscall::from_name_by_arch(name, arch.scmp()).map_err(|source| {
-        SeccompError::UnknownSyscall {
-            syscall: name,
-            arch: arch.name(),
-            source,
+    let known = ScmpSyscall::from_name_by_arch(name, arch.scmp());
+    if known.is_err() {
+        if let Some((_, nr)) = UNIFIED_NUMBERS.iter().find(|(n, _)| *n == name) {
+            return Ok(ScmpSyscall::from(*nr));
         }
+    }
+    let syscall = known.map_err(|source| SeccompError::UnknownSyscall {
+        syscall: name,
+        arch: arch.name(),
+        source,
     })?;
     // libseccomp knows every syscall of every architecture by name; one that does not exist on
     // `arch` resolves to a negative pseudo-number instead of failing.

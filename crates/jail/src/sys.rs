@@ -69,18 +69,54 @@ pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> nix::Result<()> {
     Errno::result(rc).map(drop)
 }
 
-/// `open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC)`:
-/// a detached copy of the mount tree at `path`, which can be changed (made
-/// idmapped, say) before it is attached anywhere.
-pub fn open_tree_clone(path: &CStr) -> nix::Result<OwnedFd> {
-    // SAFETY: `path` is a valid NUL-terminated string for the duration of
-    // the call; the flags request a new file descriptor and nothing else.
+/// `open_tree(fd, "", OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH)`: a
+/// detached copy of the mount tree at the already resolved `fd`.
+pub fn open_tree_clone_fd(fd: BorrowedFd<'_>) -> nix::Result<OwnedFd> {
+    let empty = c"";
+    // SAFETY: `fd` is open for the duration of the call, the path is the
+    // empty string with AT_EMPTY_PATH; the call returns a new descriptor.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_open_tree,
+            fd.as_raw_fd(),
+            empty.as_ptr(),
+            OPEN_TREE_CLONE
+                | AT_RECURSIVE
+                | libc::AT_EMPTY_PATH as libc::c_uint
+                | libc::O_CLOEXEC as libc::c_uint,
+        )
+    };
+    let fd = Errno::result(rc)? as libc::c_int;
+    // SAFETY: the kernel just returned this descriptor to us and nothing
+    // else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Open `path` as an `O_PATH` descriptor without following any symbolic
+/// link on the way (`openat2` with `RESOLVE_NO_SYMLINKS`): ELOOP when the
+/// path goes through one, ENOSYS on kernels before 5.6.
+pub fn open_path_no_symlinks(path: &CStr) -> nix::Result<OwnedFd> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: `path` is NUL-terminated and `how` a properly sized `struct
+    // open_how`, both alive and only read during the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
             libc::AT_FDCWD,
             path.as_ptr(),
-            OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint,
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
         )
     };
     let fd = Errno::result(rc)? as libc::c_int;

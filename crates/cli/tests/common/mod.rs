@@ -129,3 +129,81 @@ pub fn pids_running(argv: &[&str]) -> Vec<i32> {
     }
     out
 }
+
+/// An unprivileged identity to run warden as, with a copy of the binary it
+/// can execute. As root, the system user `warden-test` (created when
+/// missing); otherwise the test's own user.
+pub struct Unprivileged {
+    pub uid: u32,
+    pub gid: u32,
+    pub bin: PathBuf,
+    _dir: TempDir,
+}
+
+impl Unprivileged {
+    pub fn get() -> Option<Unprivileged> {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: getuid/getgid have no preconditions.
+        let (mut uid, mut gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        if is_root() {
+            let user = "warden-test";
+            let exists = Command::new("id")
+                .arg(user)
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
+            if !exists {
+                let made = Command::new("useradd")
+                    .args([
+                        "--system",
+                        "--no-create-home",
+                        "--shell",
+                        "/usr/sbin/nologin",
+                        user,
+                    ])
+                    .status();
+                if !matches!(made, Ok(s) if s.success()) {
+                    return None;
+                }
+            }
+            let id = |flag: &str| -> Option<u32> {
+                String::from_utf8_lossy(
+                    &Command::new("id").args([flag, user]).output().ok()?.stdout,
+                )
+                .trim()
+                .parse()
+                .ok()
+            };
+            uid = id("-u")?;
+            gid = id("-g")?;
+        }
+        let dir = TempDir::new("unpriv-bin");
+        let bin = dir.path().join("warden");
+        std::fs::copy(warden_bin(), &bin).ok()?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).ok()?;
+        Some(Unprivileged {
+            uid,
+            gid,
+            bin,
+            _dir: dir,
+        })
+    }
+
+    /// Give `path` to this identity.
+    pub fn own(&self, path: &Path) {
+        if is_root() {
+            std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid)).expect("chown");
+        }
+    }
+
+    /// A command running `program` as this identity.
+    pub fn command(&self, program: &str) -> Command {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(program);
+        if is_root() {
+            cmd.uid(self.uid).gid(self.gid);
+        }
+        cmd.current_dir("/").stdin(Stdio::null());
+        cmd
+    }
+}
