@@ -1539,3 +1539,87 @@ fn degraded_pty_run_ends_at_the_timeout_even_when_a_daemon_holds_the_terminal() 
         "the daemon survived"
     );
 }
+
+#[test]
+fn without_cgroups_a_memory_hog_still_meets_a_limit() {
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    let out = who
+        .command(who.bin.to_str().unwrap())
+        .args([
+            "run",
+            "--no-tty",
+            "--allow-degraded",
+            "--memory",
+            "64M",
+            "--timeout",
+            "60s",
+            "--",
+        ])
+        .args([
+            "python3",
+            "-c",
+            "b = bytearray(512 << 20); print('allocated')",
+        ])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let (s, e) = (stdout(&out), stderr(&out));
+    assert!(
+        !s.contains("allocated"),
+        "512M allocated under a 64M limit: {e}"
+    );
+    // A cgroup (137), or the per-process fallback (MemoryError, status 1).
+    assert!(
+        code(&out) == 137 || (code(&out) == 1 && e.contains("MemoryError")),
+        "status {}: {e}",
+        code(&out)
+    );
+}
+
+#[test]
+fn secrets_in_etc_are_covered() {
+    let hidden = [
+        "shadow",
+        "shadow-",
+        "gshadow",
+        "gshadow-",
+        "sudoers",
+        "ssh/ssh_host_rsa_key",
+        "ssh/ssh_host_ecdsa_key",
+        "ssh/ssh_host_ed25519_key",
+        "security/opasswd",
+    ];
+    let present: Vec<&str> = hidden
+        .iter()
+        .copied()
+        .filter(|f| std::fs::symlink_metadata(format!("/etc/{f}")).is_ok_and(|m| m.is_file()))
+        .collect();
+    if present.is_empty() {
+        skip("no secret files in this host's /etc to cover");
+        return;
+    }
+    let script: String = present
+        .iter()
+        .map(|f| format!("printf '{f}='; wc -c < /etc/{f} 2>/dev/null || echo unreadable; "))
+        .collect();
+    let out = run_sh(&[], &script);
+    let s = stdout(&out);
+    for f in &present {
+        let line = s
+            .lines()
+            .find(|l| l.starts_with(&format!("{f}=")))
+            .unwrap_or_default();
+        let value = line
+            .split_once('=')
+            .map(|(_, v)| v.trim())
+            .unwrap_or_default();
+        assert!(
+            value == "0" || value == "unreadable",
+            "/etc/{f} inside: {line:?} ({s})"
+        );
+    }
+}

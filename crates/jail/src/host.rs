@@ -171,7 +171,7 @@ pub fn probe() -> Report {
         ),
         lost: (!cg_ok).then(|| {
             format!(
-                "explicit --memory/--pids/--cpus are refused unless --allow-degraded; default limits fall back to RLIMIT_NPROC, memory unlimited{}",
+                "explicit --memory/--pids/--cpus are refused unless --allow-degraded; default limits fall back to per-process RLIMIT_DATA and per-user RLIMIT_NPROC{}",
                 cgroups
                     .why_not
                     .as_ref()

@@ -152,7 +152,7 @@ fn child_setup_and_run(
     let mut rlimits = plan.rlimits;
     if flags & FINAL_RLIMIT_FALLBACK == 0 {
         rlimits.nproc = None;
-        rlimits.address_space = None;
+        rlimits.data = None;
     }
     privileges::apply_rlimits(&rlimits).map_err(|e| chain(&e))?;
     landlock::restrict(&plan.landlock_read, &plan.writable, !plan.degraded)

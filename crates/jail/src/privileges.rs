@@ -50,9 +50,11 @@ pub struct Rlimits {
     /// Processes of the sandbox's user (a fallback where no pids cgroup is
     /// available; in root mode that user is shared, so only as a fallback).
     pub nproc: Option<u64>,
-    /// Address space per process (a fallback where no memory cgroup is
-    /// available).
-    pub address_space: Option<u64>,
+    /// Private writable memory per process, RLIMIT_DATA (a fallback where
+    /// no memory cgroup is available). Unlike RLIMIT_AS it does not count
+    /// the address space that runtimes reserve without using (JITs,
+    /// garbage-collected heaps).
+    pub data: Option<u64>,
 }
 
 pub fn apply_rlimits(l: &Rlimits) -> Result<(), PrivilegeError> {
@@ -73,8 +75,8 @@ pub fn apply_rlimits(l: &Rlimits) -> Result<(), PrivilegeError> {
     if let Some(v) = l.nproc {
         set(Resource::RLIMIT_NPROC, "RLIMIT_NPROC", v)?;
     }
-    if let Some(v) = l.address_space {
-        set(Resource::RLIMIT_AS, "RLIMIT_AS", v)?;
+    if let Some(v) = l.data {
+        set(Resource::RLIMIT_DATA, "RLIMIT_DATA", v)?;
     }
     Ok(())
 }

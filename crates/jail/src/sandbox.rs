@@ -381,7 +381,7 @@ fn run_mode(
         open_files: res.open_files,
         file_size: res.file_size,
         nproc: Some(res.pids.value),
-        address_space: res.memory.explicit.then_some(res.memory.value),
+        data: Some(res.memory.value),
     };
 
     let terminal = match spec.terminal {
@@ -789,14 +789,10 @@ fn confine(
                 });
             }
             let lost = format!(
-                "cgroups are not usable ({}): processes are limited by RLIMIT_NPROC={} (counted per user), {}{}",
+                "cgroups are not usable ({}): processes are limited by RLIMIT_NPROC={} (counted per user, host-wide), memory by RLIMIT_DATA={} per process, not for the sandbox as a whole{}",
                 chain_str(&source),
                 res.pids.value,
-                if res.memory.explicit {
-                    "memory by RLIMIT_AS per process"
-                } else {
-                    "memory is not limited"
-                },
+                bytes(res.memory.value),
                 if res.cpus.is_some() {
                     ", CPU is not limited"
                 } else {
