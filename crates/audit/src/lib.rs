@@ -53,6 +53,20 @@ pub enum EventKind {
     /// The command was started inside the sandbox; `pid` is the host PID of the
     /// sandbox's init.
     Started { pid: i32 },
+    /// A connection or DNS query from the sandbox, and what the egress proxy
+    /// decided.
+    Connection {
+        protocol: String,
+        name: Option<String>,
+        port: u16,
+        original_destination: Option<String>,
+        allowed: bool,
+        rule: Option<String>,
+        detail: String,
+        bytes_out: u64,
+        bytes_in: u64,
+        duration_ms: u64,
+    },
     /// The sandbox is gone.
     Exited {
         /// The status warden exits with.

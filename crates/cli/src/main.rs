@@ -95,6 +95,18 @@ struct RunArgs {
     /// The sandbox's hostname
     #[arg(long, value_name = "NAME")]
     hostname: Option<String>,
+    /// Allow connections to a name: example.com, .example.com (with
+    /// subdomains), example.com:22 (that port; default 443 and 80). Repeatable.
+    /// Without any, the sandbox has no network beyond its own loopback
+    #[arg(long = "allow-domain", value_name = "NAME[:PORT]")]
+    allow_domain: Vec<String>,
+    /// Allow plain HTTP (not only TLS) to allowed names
+    #[arg(long)]
+    allow_http: bool,
+    /// Give a name a fixed address, e.g. registry.internal=10.1.2.3 (the
+    /// address is then allowed even when it is not public). Repeatable
+    #[arg(long = "add-host", value_name = "NAME=IP")]
+    add_host: Vec<String>,
     /// Append one JSON line per event (created, started, exited, ...) to FILE
     #[arg(long, value_name = "FILE")]
     json_events: Option<PathBuf>,
@@ -201,6 +213,9 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         terminal,
         hostname: args.hostname,
         allow_degraded: args.allow_degraded,
+        allow_domains: args.allow_domain,
+        allow_http: args.allow_http,
+        add_hosts: args.add_host,
     };
     let host_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))

@@ -5,6 +5,9 @@
 //! URI, CONNECT); the redirect rules, the proxy and the DNS responder of the
 //! egress issue build on them. Nothing here makes a syscall.
 
+pub mod dns;
 pub mod http;
 pub mod matcher;
+pub mod proxy;
 pub mod tls;
+pub mod wiring;

@@ -22,6 +22,10 @@ use std::path::{Path, PathBuf};
 /// Everything the child needs, prepared by the supervisor before the clone.
 pub struct ChildPlan {
     pub root: RootPlan,
+    /// With egress: the sandbox's end of the socket pair over which the
+    /// init hands the proxy's sockets, opened inside its namespace, to the
+    /// supervisor.
+    pub egress_channel: Option<OwnedFd>,
     pub uid: u32,
     pub gid: u32,
     pub rlimits: Rlimits,
@@ -126,6 +130,11 @@ fn child_setup_and_run(
             .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
         crate::sys::bring_loopback_up()
             .map_err(|e| format!("cannot bring up the sandbox's loopback interface: {e}"))?;
+        if let Some(channel) = plan.egress_channel.take() {
+            let (tcp, dns) = warden_egress::wiring::configure_namespace().map_err(|e| chain(&e))?;
+            crate::sys::send_fds(&channel, &[tcp.as_raw_fd(), dns.as_raw_fd()])
+                .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
+        }
         mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
     }
 

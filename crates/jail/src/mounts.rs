@@ -129,6 +129,9 @@ pub struct RootPlan {
     pub binds: Vec<BindPlan>,
     pub tmp_size: u64,
     pub hostname: String,
+    /// Contents for the sandbox's `/etc/resolv.conf` (egress: warden's
+    /// resolver), or `None` to leave the host's file.
+    pub resolv_conf: Option<String>,
 }
 
 const BASE: &str = "/tmp";
@@ -400,6 +403,10 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
         }
     }
 
+    if let Some(content) = &plan.resolv_conf {
+        provide_resolv_conf(content)?;
+    }
+
     // The root directory itself is read-only: the sandbox writes only to
     // its workspace, /tmp, /dev/shm and declared read-write paths.
     set_attr(
@@ -429,6 +436,57 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
         source,
     })?;
     Ok(())
+}
+
+/// Put warden's resolver in the sandbox's `/etc/resolv.conf`: over the
+/// host's file, or, where that is a link into a directory the sandbox does
+/// not have (`/run/systemd/resolve/...`), at the link's target, created in
+/// the sandbox's own root.
+fn provide_resolv_conf(content: &str) -> Result<(), MountError> {
+    let staged = Path::new("/.resolv.conf");
+    std::fs::write(staged, content).map_err(|source| MountError::Create {
+        path: staged.to_path_buf(),
+        source,
+    })?;
+    let etc_entry = Path::new(NEWROOT).join("etc/resolv.conf");
+    let target = match std::fs::symlink_metadata(&etc_entry) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let link = std::fs::read_link(&etc_entry).map_err(|source| MountError::Create {
+                path: etc_entry.clone(),
+                source,
+            })?;
+            let absolute = if link.is_absolute() {
+                link
+            } else {
+                Path::new("/etc").join(link)
+            };
+            let inside = under(NEWROOT, &absolute);
+            if !inside.exists() {
+                if let Some(parent) = inside.parent() {
+                    mkdir_p(parent)?;
+                }
+                std::fs::File::create(&inside).map_err(|source| MountError::Create {
+                    path: inside.clone(),
+                    source,
+                })?;
+            }
+            inside
+        }
+        _ => etc_entry,
+    };
+    do_mount(
+        Some(&staged.to_string_lossy()),
+        &target,
+        None,
+        MsFlags::MS_BIND,
+        None,
+        "warden's resolv.conf",
+    )?;
+    set_attr(
+        &target,
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        false,
+    )
 }
 
 /// Cover the secrets of the host's `/etc` with empty, unreadable stand-ins.

@@ -21,7 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
-use warden_policy::{SandboxSpec, Terminal, WORKSPACE_MOUNT};
+use warden_policy::{NetworkSpec, SandboxSpec, Terminal, WORKSPACE_MOUNT};
 
 /// The host ID that the sandbox's user maps to when warden runs as root.
 pub const NOBODY: u32 = 65534;
@@ -92,6 +92,8 @@ pub enum JailError {
     OuterRoot,
     #[error("without namespaces the sandbox runs with the workspace owner's host IDs, and {0} belongs to root: the sandbox would be root on the host; give the workspace to a regular user (chown) or run warden as that user")]
     DegradedRootWorkspace(PathBuf),
+    #[error("cannot start the egress proxy")]
+    Egress(#[source] warden_egress::proxy::ProxyError),
     #[error("--rootfs needs the sandbox's own mount namespace, which this host does not allow; leave --rootfs out to run degraded")]
     RootfsNeedsNamespaces,
     #[error("cannot create the sandbox's private directory {path}")]
@@ -446,7 +448,41 @@ fn run_mode(
     let (rep_rd, rep_wr) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("create a pipe"))?;
 
+    // With egress, the init opens the proxy's sockets inside the sandbox's
+    // network namespace and hands them over this pair.
+    let egress = match (&spec.network, degraded_mode) {
+        (NetworkSpec::Egress(e), false) => Some(e.clone()),
+        (NetworkSpec::Egress(_), true) => {
+            degraded(
+                events,
+                id,
+                "network",
+                "without a network namespace --allow-domain cannot be enforced: the sandbox has the host's network",
+            );
+            None
+        }
+        (NetworkSpec::LoopbackOnly, _) => None,
+    };
+    let egress_pair = match &egress {
+        Some(_) => Some(
+            nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(sys_err("create the egress socket pair"))?,
+        ),
+        None => None,
+    };
     let mut close_in_child = vec![go_wr.as_raw_fd(), rep_rd.as_raw_fd()];
+    if let Some((parent_end, _)) = &egress_pair {
+        close_in_child.push(parent_end.as_raw_fd());
+    }
+    let (egress_parent, egress_child) = match egress_pair {
+        Some((p, c)) => (Some(p), Some(c)),
+        None => (None, None),
+    };
     if let Some(t) = &terminal {
         close_in_child.push(t.master.as_raw_fd());
     }
@@ -456,7 +492,11 @@ fn run_mode(
             binds,
             tmp_size: fs.tmp_size,
             hostname: spec.hostname.clone(),
+            resolv_conf: egress
+                .as_ref()
+                .map(|_| "nameserver 127.0.0.1\noptions ndots:1 timeout:2\n".to_string()),
         },
+        egress_channel: egress_child,
         uid,
         gid,
         rlimits,
@@ -566,6 +606,19 @@ fn run_mode(
                 .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
         },
     ));
+    // The proxy serves the sockets the init opened in the sandbox's
+    // network namespace; a child that failed before sending them has said
+    // why on the report pipe.
+    let mut proxy = None;
+    if let (Some(spec), Some(channel)) = (&egress, &egress_parent) {
+        let mut fds = sys::recv_fds(channel, 2).unwrap_or_default().into_iter();
+        if let (Some(tcp), Some(dns)) = (fds.next(), fds.next()) {
+            proxy = Some(
+                warden_egress::proxy::Proxy::start(spec, tcp, dns).map_err(JailError::Egress)?,
+            );
+        }
+    }
+    drop(egress_parent);
     // A child that failed to build its root has already said why on the
     // report pipe; its message is the better one, so a failed send is kept
     // for the case that there is none.
@@ -605,6 +658,9 @@ fn run_mode(
     guard.reaped = true;
     drop(private_tmp);
 
+    if let Some(p) = proxy.take() {
+        report_decisions(events, id, p.stop());
+    }
     let stats = guard.cgroup.as_ref().map(|c| c.stats());
     let oom_kills = stats.as_ref().and_then(|s| s.oom_kills).unwrap_or(0);
     let (rusage_rss, rusage_user, rusage_sys) = sv.rusage();
@@ -638,6 +694,53 @@ fn run_mode(
         },
     ));
     Ok(outcome)
+}
+
+/// Emit the egress decisions as events, and tell the person which names
+/// were denied (what they may want to allow).
+fn report_decisions(
+    events: &mut dyn EventSink,
+    id: &str,
+    decisions: Vec<warden_egress::proxy::Decision>,
+) {
+    let mut denied: Vec<String> = Vec::new();
+    for d in decisions {
+        if !d.allowed {
+            let what = format!(
+                "{} {}",
+                d.protocol,
+                match &d.name {
+                    Some(n) if d.protocol == "dns" => n.clone(),
+                    Some(n) => format!("{n}:{}", d.port),
+                    None => d.original_destination.clone().unwrap_or_else(|| "?".into()),
+                }
+            );
+            if !denied.contains(&what) {
+                denied.push(what);
+            }
+        }
+        events.emit(&Event::now(
+            id,
+            EventKind::Connection {
+                protocol: d.protocol.to_string(),
+                name: d.name,
+                port: d.port,
+                original_destination: d.original_destination,
+                allowed: d.allowed,
+                rule: d.rule,
+                detail: d.detail,
+                bytes_out: d.bytes_out,
+                bytes_in: d.bytes_in,
+                duration_ms: d.duration_ms,
+            },
+        ));
+    }
+    if !denied.is_empty() {
+        eprintln!(
+            "warden: egress denied: {} (allow names with --allow-domain)",
+            denied.join(", ")
+        );
+    }
 }
 
 /// A directory of its own for a sandbox without a mount namespace (its

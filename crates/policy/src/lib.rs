@@ -97,12 +97,25 @@ pub enum Terminal {
     Pty,
 }
 
-/// The sandbox's network. Until the egress issue lands there is one choice:
-/// a namespace with nothing but its own loopback.
+/// The sandbox's network.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum NetworkSpec {
     /// A fresh network namespace holding only `lo`.
     LoopbackOnly,
+    /// Every TCP connection and DNS query leaves through warden's proxy,
+    /// which allows only the names on the list.
+    Egress(EgressSpec),
+}
+
+/// What the egress proxy allows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EgressSpec {
+    pub domains: Vec<DomainRule>,
+    /// Plain HTTP to allowed names (denied by default).
+    pub allow_http: bool,
+    /// Fixed addresses for names (`--add-host NAME=IP`); these addresses are
+    /// allowed even when not public.
+    pub hosts: Vec<(String, std::net::IpAddr)>,
 }
 
 /// Facts about the host that defaults are sized from. Gathered by the caller,
@@ -161,6 +174,11 @@ pub struct Request {
     pub terminal: Terminal,
     pub hostname: Option<String>,
     pub allow_degraded: bool,
+    /// `--allow-domain` entries; none means no network at all.
+    pub allow_domains: Vec<String>,
+    pub allow_http: bool,
+    /// `--add-host NAME=IP` entries.
+    pub add_hosts: Vec<String>,
 }
 
 /// Why a request cannot become a spec. Each message says what to change.
@@ -196,6 +214,12 @@ pub enum SpecError {
     BadEnvName(String),
     #[error("--env {0:?} must have the form NAME=VALUE")]
     BadEnvAssignment(String),
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error("--add-host {0:?} must have the form NAME=IP, e.g. registry.internal=10.1.2.3")]
+    BadAddHost(String),
+    #[error("--allow-http and --add-host need at least one --allow-domain")]
+    EgressWithoutDomains,
 }
 
 impl Request {
@@ -289,6 +313,36 @@ impl Request {
             "/tmp"
         };
         let env = resolve_env(&self.env, host_env, home)?;
+        let network = if self.allow_domains.is_empty() {
+            if self.allow_http || !self.add_hosts.is_empty() {
+                return Err(SpecError::EgressWithoutDomains);
+            }
+            NetworkSpec::LoopbackOnly
+        } else {
+            let domains = self
+                .allow_domains
+                .iter()
+                .map(|d| DomainRule::parse(d))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut hosts = Vec::new();
+            for entry in &self.add_hosts {
+                let (name, ip) = entry
+                    .split_once('=')
+                    .ok_or_else(|| SpecError::BadAddHost(entry.clone()))?;
+                let name =
+                    normalize_name(name).map_err(|_| SpecError::BadAddHost(entry.clone()))?;
+                let ip = ip
+                    .trim()
+                    .parse()
+                    .map_err(|_| SpecError::BadAddHost(entry.clone()))?;
+                hosts.push((name, ip));
+            }
+            NetworkSpec::Egress(EgressSpec {
+                domains,
+                allow_http: self.allow_http,
+                hosts,
+            })
+        };
 
         Ok(SandboxSpec {
             command: self.command,
@@ -309,7 +363,7 @@ impl Request {
             env,
             terminal: self.terminal,
             hostname,
-            network: NetworkSpec::LoopbackOnly,
+            network,
             allow_degraded: self.allow_degraded,
         })
     }

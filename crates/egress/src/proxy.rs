@@ -1,0 +1,464 @@
+//! The proxy: serves, from the host, the sockets the sandbox's namespace
+//! wiring opened inside it. Every TCP connection is decided on the name it
+//! asks for (TLS SNI, HTTP Host), resolved and connected on the host side,
+//! and spliced both ways; every DNS query is answered from the allowlist.
+//! Each decision is recorded.
+
+use crate::dns::{self, NameAddresses};
+use crate::http::{parse_request_head, HttpError, MAX_HEAD};
+use crate::matcher::Matcher;
+use crate::tls::{self, ClientHello, MAX_CLIENT_HELLO};
+use crate::wiring::original_destination;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use warden_policy::EgressSpec;
+
+/// How long a client has to say where it goes.
+const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One decision of the proxy or the resolver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// `tls`, `http`, `dns` or `tcp`.
+    pub protocol: &'static str,
+    /// The name asked for, when there was one.
+    pub name: Option<String>,
+    pub port: u16,
+    /// The address the program inside connected to.
+    pub original_destination: Option<String>,
+    pub allowed: bool,
+    /// The allowlist entry that allowed it.
+    pub rule: Option<String>,
+    /// Why it was denied, or where it went.
+    pub detail: String,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    pub duration_ms: u64,
+}
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot start the egress proxy's runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot serve the sandbox's sockets")]
+    Socket(#[source] std::io::Error),
+}
+
+/// A running proxy; [`Proxy::stop`] ends it and returns its decisions.
+pub struct Proxy {
+    runtime: tokio::runtime::Runtime,
+    log: Arc<Mutex<Vec<Decision>>>,
+}
+
+struct Shared {
+    matcher: Matcher,
+    allow_http: bool,
+    hosts: HashMap<String, IpAddr>,
+    addresses: Mutex<NameAddresses>,
+    log: Arc<Mutex<Vec<Decision>>>,
+}
+
+impl Shared {
+    fn record(&self, d: Decision) {
+        if let Ok(mut log) = self.log.lock() {
+            log.push(d);
+        }
+    }
+}
+
+impl Proxy {
+    /// Serve `tcp` (the listening socket every TCP connection of the
+    /// sandbox is redirected to) and `dns` (the resolver's UDP socket).
+    pub fn start(spec: &EgressSpec, tcp: OwnedFd, dns: OwnedFd) -> Result<Proxy, ProxyError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("warden-egress")
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(ProxyError::Runtime)?;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::new(Shared {
+            matcher: Matcher::new(spec.domains.clone()),
+            allow_http: spec.allow_http,
+            hosts: spec.hosts.iter().cloned().collect(),
+            addresses: Mutex::new(NameAddresses::default()),
+            log: log.clone(),
+        });
+        let std_listener = std::net::TcpListener::from(tcp);
+        let std_udp = std::net::UdpSocket::from(dns);
+        std_listener
+            .set_nonblocking(true)
+            .map_err(ProxyError::Socket)?;
+        std_udp.set_nonblocking(true).map_err(ProxyError::Socket)?;
+        let (listener, udp) = {
+            let _guard = runtime.enter();
+            (
+                TcpListener::from_std(std_listener).map_err(ProxyError::Socket)?,
+                UdpSocket::from_std(std_udp).map_err(ProxyError::Socket)?,
+            )
+        };
+        let s = shared.clone();
+        runtime.spawn(async move {
+            loop {
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                let s = s.clone();
+                tokio::spawn(async move { handle_connection(conn, &s).await });
+            }
+        });
+        runtime.spawn(async move { serve_dns(udp, &shared).await });
+        Ok(Proxy { runtime, log })
+    }
+
+    /// Stop serving (open connections are cut) and return every decision.
+    pub fn stop(self) -> Vec<Decision> {
+        self.runtime.shutdown_timeout(Duration::from_millis(100));
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+async fn serve_dns(udp: UdpSocket, shared: &Shared) {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let Ok((n, from)) = udp.recv_from(&mut buf).await else {
+            continue;
+        };
+        let reply = {
+            let Ok(mut addrs) = shared.addresses.lock() else {
+                return;
+            };
+            dns::answer(&buf[..n], &shared.matcher, &mut addrs)
+        };
+        if let Some((bytes, decision)) = reply {
+            let _ = udp.send_to(&bytes, from).await;
+            if let Some(d) = decision {
+                shared.record(Decision {
+                    protocol: "dns",
+                    name: Some(d.name),
+                    port: 53,
+                    original_destination: None,
+                    allowed: d.allowed,
+                    rule: d.rule,
+                    detail: d.record_type,
+                    bytes_out: 0,
+                    bytes_in: 0,
+                    duration_ms: 0,
+                });
+            }
+        }
+    }
+}
+
+/// What the first bytes of a connection decided.
+enum Verdict {
+    Allow {
+        name: String,
+        rule: String,
+    },
+    Deny {
+        name: Option<String>,
+        why: String,
+        http: bool,
+    },
+}
+
+async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
+    let start = Instant::now();
+    let original = original_destination(&conn).ok();
+    let port = original.map(|a| a.port()).unwrap_or(0);
+    let mut buf = Vec::with_capacity(4096);
+    let (protocol, verdict) = match read_first_bytes(&mut conn, &mut buf).await {
+        Err(why) => (
+            "tcp",
+            Verdict::Deny {
+                name: None,
+                why,
+                http: false,
+            },
+        ),
+        Ok(()) => decide(&buf, port, shared),
+    };
+    let mut decision = Decision {
+        protocol,
+        name: None,
+        port,
+        original_destination: original.map(|a| a.to_string()),
+        allowed: false,
+        rule: None,
+        detail: String::new(),
+        bytes_out: 0,
+        bytes_in: 0,
+        duration_ms: 0,
+    };
+    match verdict {
+        Verdict::Deny { name, why, http } => {
+            decision.name = name;
+            decision.detail = why.clone();
+            if http {
+                let body = format!("warden: denied: {why}\n");
+                let reply = format!(
+                    "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+            }
+            let _ = conn.shutdown().await;
+        }
+        Verdict::Allow { name, rule } => {
+            decision.name = Some(name.clone());
+            decision.rule = Some(rule);
+            match connect_upstream(&name, port, shared).await {
+                Err(why) => {
+                    decision.detail = why;
+                    let _ = conn.shutdown().await;
+                }
+                Ok((mut upstream, addr)) => {
+                    decision.allowed = true;
+                    decision.detail = format!("to {addr}");
+                    if upstream.write_all(&buf).await.is_ok() {
+                        let copied = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
+                        let (out, inn) = copied.unwrap_or((0, 0));
+                        decision.bytes_out = out + buf.len() as u64;
+                        decision.bytes_in = inn;
+                    }
+                }
+            }
+        }
+    }
+    decision.duration_ms = start.elapsed().as_millis() as u64;
+    shared.record(decision);
+}
+
+/// Read until the first bytes say what the connection is (or fail).
+async fn read_first_bytes(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + FIRST_BYTES_TIMEOUT;
+    loop {
+        let tls_state = tls::peek(buf);
+        let http_state = parse_request_head(buf, 80);
+        let undecided = matches!(tls_state, ClientHello::Incomplete)
+            || (matches!(tls_state, ClientHello::NotTls) && matches!(http_state, Ok(None)));
+        if !buf.is_empty() && !undecided {
+            return Ok(());
+        }
+        if buf.len() >= MAX_CLIENT_HELLO.max(MAX_HEAD) {
+            return Err("the first bytes say nothing a decision can rest on".into());
+        }
+        let mut chunk = [0u8; 4096];
+        let read = tokio::time::timeout_at(deadline, conn.read(&mut chunk)).await;
+        match read {
+            Err(_) => return Err("the client sent nothing to decide on in time".into()),
+            Ok(Ok(0)) => return Err("the client closed before saying where it goes".into()),
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Ok(Err(e)) => return Err(format!("read error: {e}")),
+        }
+    }
+}
+
+fn decide(buf: &[u8], port: u16, shared: &Shared) -> (&'static str, Verdict) {
+    match tls::peek(buf) {
+        ClientHello::Sni(name) => match shared.matcher.allows(&name, port) {
+            Some(m) => (
+                "tls",
+                Verdict::Allow {
+                    name,
+                    rule: m.rule.source.clone(),
+                },
+            ),
+            None => (
+                "tls",
+                Verdict::Deny {
+                    name: Some(name),
+                    why: format!("no --allow-domain entry for this name on port {port}"),
+                    http: false,
+                },
+            ),
+        },
+        ClientHello::NoName => (
+            "tls",
+            Verdict::Deny {
+                name: None,
+                why: "a TLS connection without a server name (or to a raw IP)".into(),
+                http: false,
+            },
+        ),
+        ClientHello::EncryptedClientHello => (
+            "tls",
+            Verdict::Deny {
+                name: None,
+                why: "Encrypted Client Hello hides the name; it is refused".into(),
+                http: false,
+            },
+        ),
+        ClientHello::Malformed(why) => (
+            "tls",
+            Verdict::Deny {
+                name: None,
+                why: why.into(),
+                http: false,
+            },
+        ),
+        ClientHello::Incomplete | ClientHello::NotTls => match parse_request_head(buf, port) {
+            Ok(Some(head)) => {
+                let name = head.destination.host.clone();
+                if !shared.allow_http {
+                    return (
+                        "http",
+                        Verdict::Deny {
+                            name: Some(name),
+                            why: "plain HTTP is denied (pass --allow-http to permit it)".into(),
+                            http: true,
+                        },
+                    );
+                }
+                match shared.matcher.allows(&name, port) {
+                    Some(m) => (
+                        "http",
+                        Verdict::Allow {
+                            name,
+                            rule: m.rule.source.clone(),
+                        },
+                    ),
+                    None => (
+                        "http",
+                        Verdict::Deny {
+                            name: Some(name),
+                            why: format!("no --allow-domain entry for this name on port {port}"),
+                            http: true,
+                        },
+                    ),
+                }
+            }
+            Ok(None) => (
+                "tcp",
+                Verdict::Deny {
+                    name: None,
+                    why: "not TLS or HTTP: raw TCP is not allowed".into(),
+                    http: false,
+                },
+            ),
+            Err(e @ HttpError::Malformed(_)) => (
+                "tcp",
+                Verdict::Deny {
+                    name: None,
+                    why: format!("not TLS or HTTP: raw TCP is not allowed ({e})"),
+                    http: false,
+                },
+            ),
+            Err(e) => (
+                "http",
+                Verdict::Deny {
+                    name: None,
+                    why: e.to_string(),
+                    http: true,
+                },
+            ),
+        },
+    }
+}
+
+/// Resolve `name` on the host side and connect. Addresses from `--add-host`
+/// are used as given; resolved ones must be public (no DNS rebinding onto
+/// the host's own or private services).
+async fn connect_upstream(
+    name: &str,
+    port: u16,
+    shared: &Shared,
+) -> Result<(TcpStream, SocketAddr), String> {
+    let candidates: Vec<SocketAddr> = match shared.hosts.get(name) {
+        Some(ip) => vec![SocketAddr::new(*ip, port)],
+        None => {
+            let resolved = tokio::net::lookup_host((name, port))
+                .await
+                .map_err(|e| format!("cannot resolve {name}: {e}"))?;
+            let all: Vec<SocketAddr> = resolved.collect();
+            let public: Vec<SocketAddr> =
+                all.iter().copied().filter(|a| is_public(a.ip())).collect();
+            if public.is_empty() {
+                return Err(format!(
+                    "{name} resolves only to non-public addresses ({all:?}); use --add-host to allow one"
+                ));
+            }
+            public
+        }
+    };
+    let mut last = String::from("no address");
+    for addr in candidates {
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => return Ok((s, addr)),
+            Ok(Err(e)) => last = format!("cannot connect to {addr}: {e}"),
+            Err(_) => last = format!("connecting to {addr} timed out"),
+        }
+    }
+    Err(last)
+}
+
+/// Globally routable: not loopback, private, link-local, CGNAT, unique
+/// local, multicast, documentation, benchmark or unspecified.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            !(a.is_loopback()
+                || a.is_private()
+                || a.is_link_local()
+                || a.is_unspecified()
+                || a.is_broadcast()
+                || a.is_multicast()
+                || a.is_documentation()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xc0) == 64)
+                || (o[0] == 198 && (o[1] & 0xfe) == 18)
+                || o[0] >= 240)
+        }
+        IpAddr::V6(a) => {
+            let s = a.segments();
+            !(a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
+                || a.to_ipv4_mapped()
+                    .is_some_and(|v4| !is_public(IpAddr::V4(v4))))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_global_addresses_are_public() {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "198.18.0.1",
+            "224.0.0.1",
+            "::1",
+            "fc00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        for public in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
+            assert!(is_public(public.parse().unwrap()), "{public}");
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The namespace wiring on its own: in a fresh user + network namespace,
+//! a TCP connection to any outside address arrives at the proxy's socket
+//! with its original destination, and nothing else gets anywhere.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{FromRawFd, IntoRawFd};
+use warden_egress::wiring;
+
+fn lo_up() {
+    let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: ifreq is plain data; the ioctls read/write one ifreq.
+    unsafe {
+        let mut req: libc::ifreq = std::mem::zeroed();
+        req.ifr_name[0] = b'l' as libc::c_char;
+        req.ifr_name[1] = b'o' as libc::c_char;
+        assert_eq!(
+            libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req),
+            0
+        );
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        assert_eq!(libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req), 0);
+    }
+}
+
+#[test]
+fn tcp_to_any_address_reaches_the_proxy_socket_with_its_original_destination() {
+    let mut fds = [0; 2];
+    // SAFETY: pipe into a valid array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: fork; the child only runs the probe and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let result = std::panic::catch_unwind(|| {
+            let uid = unsafe { libc::getuid() };
+            let gid = unsafe { libc::getgid() };
+            if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+                return format!(
+                    "skip: cannot create user and network namespaces: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+            let _ = std::fs::write("/proc/self/setgroups", "deny");
+            std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).unwrap();
+            std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).unwrap();
+            lo_up();
+            let (tcp, udp) = match wiring::configure_namespace() {
+                Ok(x) => x,
+                Err(e) => return format!("skip: {e}"),
+            };
+            // SAFETY: the descriptors are fresh sockets we own.
+            let listener = unsafe { TcpListener::from_raw_fd(tcp.into_raw_fd()) };
+            let _dns = unsafe { UdpSocket::from_raw_fd(udp.into_raw_fd()) };
+            let mut client = TcpStream::connect("203.0.113.7:443").unwrap();
+            client.write_all(b"hello").unwrap();
+            let (mut conn, _) = listener.accept().unwrap();
+            let dst = wiring::original_destination(&conn).unwrap();
+            let mut buf = [0u8; 5];
+            conn.read_exact(&mut buf).unwrap();
+            let v6 = TcpStream::connect("[2001:db8::1]:443")
+                .map(|_| "connected")
+                .unwrap_or("refused");
+            format!("dst={dst} data={} v6={v6}", String::from_utf8_lossy(&buf))
+        });
+        let out = result.unwrap_or_else(|_| "panicked".into());
+        // SAFETY: write our report and leave.
+        unsafe {
+            libc::write(fds[1], out.as_ptr().cast(), out.len());
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: close our write end; read the report; reap.
+    unsafe { libc::close(fds[1]) };
+    let mut out = String::new();
+    unsafe { std::fs::File::from_raw_fd(fds[0]) }
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut status = 0;
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if let Some(reason) = out.strip_prefix("skip: ") {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let expected_dst: SocketAddrV4 = "203.0.113.7:443".parse().unwrap();
+    assert_eq!(out, format!("dst={expected_dst} data=hello v6=refused"));
+}
