@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::fd::FromRawFd;
 use warden_egress::wiring;
 
 fn lo_up() {
@@ -34,8 +34,10 @@ fn tcp_to_any_address_reaches_the_proxy_socket_with_its_original_destination() {
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         let result = std::panic::catch_unwind(|| {
-            let uid = unsafe { libc::getuid() };
-            let gid = unsafe { libc::getgid() };
+            // SAFETY: getuid/getgid have no preconditions.
+            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            // SAFETY: unshare in this forked, single-threaded child only
+            // changes the child's own namespaces.
             if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
                 return format!(
                     "skip: cannot create user and network namespaces: {}",
@@ -50,9 +52,8 @@ fn tcp_to_any_address_reaches_the_proxy_socket_with_its_original_destination() {
                 Ok(x) => x,
                 Err(e) => return format!("skip: {e}"),
             };
-            // SAFETY: the descriptors are fresh sockets we own.
-            let listener = unsafe { TcpListener::from_raw_fd(tcp.into_raw_fd()) };
-            let _dns = unsafe { UdpSocket::from_raw_fd(udp.into_raw_fd()) };
+            let listener = TcpListener::from(tcp);
+            let _dns = UdpSocket::from(udp);
             let mut client = TcpStream::connect("203.0.113.7:443").unwrap();
             client.write_all(b"hello").unwrap();
             let (mut conn, _) = listener.accept().unwrap();
@@ -74,10 +75,11 @@ fn tcp_to_any_address_reaches_the_proxy_socket_with_its_original_destination() {
     // SAFETY: close our write end; read the report; reap.
     unsafe { libc::close(fds[1]) };
     let mut out = String::new();
-    unsafe { std::fs::File::from_raw_fd(fds[0]) }
-        .read_to_string(&mut out)
-        .unwrap();
+    // SAFETY: the read end is ours and owned by nothing else.
+    let mut reader = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    reader.read_to_string(&mut out).unwrap();
     let mut status = 0;
+    // SAFETY: reaping our own child.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     if let Some(reason) = out.strip_prefix("skip: ") {
         eprintln!("skipped: {reason}");

