@@ -107,6 +107,9 @@ struct RunArgs {
     /// address is then allowed even when it is not public). Repeatable
     #[arg(long = "add-host", value_name = "NAME=IP")]
     add_host: Vec<String>,
+    /// Print one line per egress decision (allowed or denied) on stderr
+    #[arg(long)]
+    net_log: bool,
     /// Append one JSON line per event (created, started, exited, ...) to FILE
     #[arg(long, value_name = "FILE")]
     json_events: Option<PathBuf>,
@@ -216,6 +219,7 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         allow_domains: args.allow_domain,
         allow_http: args.allow_http,
         add_hosts: args.add_host,
+        net_log: args.net_log,
     };
     let host_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))

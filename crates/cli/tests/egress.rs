@@ -188,9 +188,9 @@ fn connections_without_a_name_raw_tcp_and_ipv6_reach_nothing() {
         ],
         &format!(
             "ip = socket.gethostbyname('allowed.test')\n\
-print('nosni', send((ip, {port}), hello(None)))\n\
-print('rawip-sni', send((ip, {port}), hello('127.0.0.1')))\n\
-print('ssh', send((ip, {port}), b'SSH-2.0-OpenSSH_9.2\\r\\n'))\n\
+print('nosni', send(('203.0.113.9', {port}), hello(None)))\n\
+print('rawip-sni', send(('203.0.113.9', {port}), hello('127.0.0.1')))\n\
+print('ssh', send(('203.0.113.9', {port}), b'SSH-2.0-OpenSSH_9.2\\r\\n'))\n\
 print('v6', send(('2001:db8::1', {port}), b'x'))\n"
         ),
     );
@@ -333,4 +333,63 @@ fn egress_works_for_an_unprivileged_user_too() {
         stderr(&out)
     );
     assert_eq!(up.connections().len(), 1);
+}
+
+#[test]
+fn an_explicit_name_and_port_entry_allows_raw_tcp_to_that_name_only() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"SSH-2.0-upstream");
+    let port = up.port.to_string();
+    let out = sandbox_python(
+        &[
+            "--allow-domain",
+            &format!("git.test:{port}"),
+            "--add-host",
+            "git.test=127.0.0.1",
+        ],
+        &format!(
+            "ip = socket.gethostbyname('git.test')\n\
+print('by-name', send((ip, {port}), b'SSH-2.0-client\\r\\n'))\n\
+print('by-address', send(('203.0.113.22', {port}), b'SSH-2.0-client\\r\\n'))\n"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(
+        s.contains("by-name b'SSH-2.0-upstream'"),
+        "{s} {}",
+        stderr(&out)
+    );
+    assert!(s.contains("by-address b''"), "{s}");
+    assert_eq!(up.connections().len(), 1);
+}
+
+#[test]
+fn the_explicit_proxy_tunnels_allowed_names_and_refuses_others() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"tunnelled");
+    let port = up.port.to_string();
+    let out = sandbox_python(
+        &["--allow-domain", &format!("allowed.test:{port}"), "--add-host", "allowed.test=127.0.0.1"],
+        &format!(
+            "import os\n\
+host, pport = os.environ['HTTPS_PROXY'].rsplit('/', 1)[1].split(':')\n\
+def tunnel(name):\n    s = socket.create_connection((host, int(pport)), timeout=5)\n    s.sendall(f'CONNECT {{name}}:{port} HTTP/1.1\\r\\nHost: {{name}}:{port}\\r\\n\\r\\n'.encode())\n    head = s.recv(200)\n    if b' 200 ' not in head: return head\n    s.sendall(hello(name)); return head + s.recv(200)\n\
+print('allowed', tunnel('allowed.test'))\n\
+print('denied', tunnel('denied.test'))\n"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(
+        s.contains("allowed b'HTTP/1.1 200 Connection established\\r\\n\\r\\ntunnelled'"),
+        "{s} {}",
+        stderr(&out)
+    );
+    assert!(s.contains("denied b'HTTP/1.1 403"), "{s}");
+    let seen = up.connections();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0][0], 22, "the tunnel did not carry the ClientHello");
 }

@@ -20,6 +20,9 @@ use warden_policy::EgressSpec;
 
 /// How long a client has to say where it goes.
 const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection to a `name:port` address may stay silent before
+/// it is taken for a protocol where the server speaks first.
+const SERVER_FIRST_WAIT: Duration = Duration::from_millis(300);
 /// How long connecting upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -64,10 +67,28 @@ struct Shared {
     hosts: HashMap<String, IpAddr>,
     addresses: Mutex<NameAddresses>,
     log: Arc<Mutex<Vec<Decision>>>,
+    print: bool,
 }
 
 impl Shared {
     fn record(&self, d: Decision) {
+        if self.print {
+            eprintln!(
+                "warden: egress {} {} {}{} {}",
+                if d.allowed { "allow" } else { "DENY" },
+                d.protocol,
+                d.name.as_deref().unwrap_or("-"),
+                if d.protocol == "dns" {
+                    String::new()
+                } else {
+                    format!(":{}", d.port)
+                },
+                match (&d.rule, d.allowed) {
+                    (Some(r), true) => format!("(rule {r}) {}", d.detail),
+                    _ => d.detail.clone(),
+                }
+            );
+        }
         if let Ok(mut log) = self.log.lock() {
             log.push(d);
         }
@@ -92,6 +113,7 @@ impl Proxy {
             hosts: spec.hosts.iter().cloned().collect(),
             addresses: Mutex::new(NameAddresses::default()),
             log: log.clone(),
+            print: spec.log,
         });
         let std_listener = std::net::TcpListener::from(tcp);
         let std_udp = std::net::UdpSocket::from(dns);
@@ -161,9 +183,15 @@ async fn serve_dns(udp: UdpSocket, shared: &Shared) {
 
 /// What the first bytes of a connection decided.
 enum Verdict {
+    /// Connect to `name` on `port` (the port asked for: the original
+    /// destination's, or a CONNECT's or absolute URI's).
     Allow {
         name: String,
         rule: String,
+        port: u16,
+        /// An explicit-proxy CONNECT: answer 200 and tunnel, without
+        /// passing the request head on.
+        tunnel: bool,
     },
     Deny {
         name: Option<String>,
@@ -177,8 +205,37 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
     let original = original_destination(&conn).ok();
     let port = original.map(|a| a.port()).unwrap_or(0);
     let mut buf = Vec::with_capacity(4096);
-    let (protocol, verdict) = match read_first_bytes(&mut conn, &mut buf).await {
-        Err(why) => (
+    // A connection to the address the resolver gave a name with an explicit
+    // `name:port` entry may speak any protocol (SSH, a database; many speak
+    // only after the server): when its first bytes are not TLS or HTTP, or
+    // when it says nothing for a moment, it is that name's. TLS and HTTP
+    // are decided on the name they carry, as everywhere.
+    let by_address = original.and_then(|a| {
+        let name = shared.addresses.lock().ok()?.name_of(*a.ip())?.to_string();
+        let m = shared.matcher.allows(&name, a.port())?;
+        m.rule.port.map(|_| (name, m.rule.source.clone()))
+    });
+    let wait = if by_address.is_some() {
+        SERVER_FIRST_WAIT
+    } else {
+        FIRST_BYTES_TIMEOUT
+    };
+    let first = read_first_bytes(&mut conn, &mut buf, wait).await;
+    let speaks_other = buf.is_empty()
+        || (tls::peek(&buf) == ClientHello::NotTls
+            && matches!(parse_request_head(&buf, port), Err(HttpError::Malformed(_))));
+    let (protocol, verdict) = match (first, by_address) {
+        (_, Some((name, rule))) if speaks_other => (
+            "tcp",
+            Verdict::Allow {
+                name,
+                rule,
+                port,
+                tunnel: false,
+            },
+        ),
+        (Ok(()), _) => decide(&buf, port, shared),
+        (Err(why), _) => (
             "tcp",
             Verdict::Deny {
                 name: None,
@@ -186,7 +243,6 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                 http: false,
             },
         ),
-        Ok(()) => decide(&buf, port, shared),
     };
     let mut decision = Decision {
         protocol,
@@ -214,21 +270,50 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
             }
             let _ = conn.shutdown().await;
         }
-        Verdict::Allow { name, rule } => {
+        Verdict::Allow {
+            name,
+            rule,
+            port: upstream_port,
+            tunnel,
+        } => {
             decision.name = Some(name.clone());
             decision.rule = Some(rule);
-            match connect_upstream(&name, port, shared).await {
+            decision.port = upstream_port;
+            match connect_upstream(&name, upstream_port, shared).await {
                 Err(why) => {
                     decision.detail = why;
+                    if tunnel {
+                        let _ = conn
+                            .write_all(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n")
+                            .await;
+                    }
                     let _ = conn.shutdown().await;
                 }
                 Ok((mut upstream, addr)) => {
                     decision.allowed = true;
                     decision.detail = format!("to {addr}");
-                    if upstream.write_all(&buf).await.is_ok() {
+                    let mut first = buf.as_slice();
+                    if tunnel {
+                        // The CONNECT head is for the proxy; anything after
+                        // it already belongs to the tunnel.
+                        let head_len = parse_request_head(&buf, upstream_port)
+                            .ok()
+                            .flatten()
+                            .map(|h| h.head_len)
+                            .unwrap_or(buf.len());
+                        first = buf.get(head_len..).unwrap_or_default();
+                        if conn
+                            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                            .await
+                            .is_err()
+                        {
+                            first = &[];
+                        }
+                    }
+                    if upstream.write_all(first).await.is_ok() {
                         let copied = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
                         let (out, inn) = copied.unwrap_or((0, 0));
-                        decision.bytes_out = out + buf.len() as u64;
+                        decision.bytes_out = out + first.len() as u64;
                         decision.bytes_in = inn;
                     }
                 }
@@ -240,8 +325,12 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
 }
 
 /// Read until the first bytes say what the connection is (or fail).
-async fn read_first_bytes(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + FIRST_BYTES_TIMEOUT;
+async fn read_first_bytes(
+    conn: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    wait: Duration,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + wait;
     loop {
         let tls_state = tls::peek(buf);
         let http_state = parse_request_head(buf, 80);
@@ -272,6 +361,8 @@ fn decide(buf: &[u8], port: u16, shared: &Shared) -> (&'static str, Verdict) {
                 Verdict::Allow {
                     name,
                     rule: m.rule.source.clone(),
+                    port,
+                    tunnel: false,
                 },
             ),
             None => (
@@ -310,7 +401,9 @@ fn decide(buf: &[u8], port: u16, shared: &Shared) -> (&'static str, Verdict) {
         ClientHello::Incomplete | ClientHello::NotTls => match parse_request_head(buf, port) {
             Ok(Some(head)) => {
                 let name = head.destination.host.clone();
-                if !shared.allow_http {
+                let to_port = head.destination.port;
+                let protocol = if head.connect { "connect" } else { "http" };
+                if !head.connect && !shared.allow_http {
                     return (
                         "http",
                         Verdict::Deny {
@@ -320,19 +413,21 @@ fn decide(buf: &[u8], port: u16, shared: &Shared) -> (&'static str, Verdict) {
                         },
                     );
                 }
-                match shared.matcher.allows(&name, port) {
+                match shared.matcher.allows(&name, to_port) {
                     Some(m) => (
-                        "http",
+                        protocol,
                         Verdict::Allow {
                             name,
                             rule: m.rule.source.clone(),
+                            port: to_port,
+                            tunnel: head.connect,
                         },
                     ),
                     None => (
-                        "http",
+                        protocol,
                         Verdict::Deny {
                             name: Some(name),
-                            why: format!("no --allow-domain entry for this name on port {port}"),
+                            why: format!("no --allow-domain entry for this name on port {to_port}"),
                             http: true,
                         },
                     ),

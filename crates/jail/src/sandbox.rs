@@ -737,7 +737,7 @@ fn report_decisions(
     }
     if !denied.is_empty() {
         eprintln!(
-            "warden: egress denied: {} (allow names with --allow-domain)",
+            "warden: egress denied: {} (see --allow-domain and --allow-http)",
             denied.join(", ")
         );
     }

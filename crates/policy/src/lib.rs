@@ -19,6 +19,10 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The explicit proxy the sandbox's environment names (its own address,
+/// where every connection is intercepted anyway).
+pub const EXPLICIT_PROXY_URL: &str = "http://10.255.255.1:3128";
+
 /// Where the sandbox's workspace is mounted, and its working directory.
 pub const WORKSPACE_MOUNT: &str = "/workspace";
 
@@ -116,6 +120,8 @@ pub struct EgressSpec {
     /// Fixed addresses for names (`--add-host NAME=IP`); these addresses are
     /// allowed even when not public.
     pub hosts: Vec<(String, std::net::IpAddr)>,
+    /// Print each decision on stderr as it is made.
+    pub log: bool,
 }
 
 /// Facts about the host that defaults are sized from. Gathered by the caller,
@@ -179,6 +185,8 @@ pub struct Request {
     pub allow_http: bool,
     /// `--add-host NAME=IP` entries.
     pub add_hosts: Vec<String>,
+    /// `--net-log`: one line per egress decision on stderr.
+    pub net_log: bool,
 }
 
 /// Why a request cannot become a spec. Each message says what to change.
@@ -341,8 +349,26 @@ impl Request {
                 domains,
                 allow_http: self.allow_http,
                 hosts,
+                log: self.net_log,
             })
         };
+        let mut env = env;
+        if matches!(network, NetworkSpec::Egress(_)) {
+            // For tools that prefer an explicit proxy; every other program
+            // is intercepted transparently, with the same decisions.
+            for (k, v) in [
+                ("HTTP_PROXY", EXPLICIT_PROXY_URL),
+                ("HTTPS_PROXY", EXPLICIT_PROXY_URL),
+                ("http_proxy", EXPLICIT_PROXY_URL),
+                ("https_proxy", EXPLICIT_PROXY_URL),
+                ("NO_PROXY", "localhost,127.0.0.1"),
+                ("no_proxy", "localhost,127.0.0.1"),
+            ] {
+                if !env.iter().any(|(n, _)| n == k) {
+                    env.push((k.to_string(), v.to_string()));
+                }
+            }
+        }
 
         Ok(SandboxSpec {
             command: self.command,
