@@ -110,6 +110,10 @@ struct RunArgs {
     /// Print one line per egress decision (allowed or denied) on stderr
     #[arg(long)]
     net_log: bool,
+    /// Refuse new connections once this much has gone through the proxy
+    /// (both ways), e.g. 500M, 5G
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    egress_quota: Option<u64>,
     /// Append one JSON line per event (created, started, exited, ...) to FILE
     #[arg(long, value_name = "FILE")]
     json_events: Option<PathBuf>,
@@ -220,6 +224,7 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         allow_http: args.allow_http,
         add_hosts: args.add_host,
         net_log: args.net_log,
+        egress_quota: args.egress_quota,
     };
     let host_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))

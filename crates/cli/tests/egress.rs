@@ -393,3 +393,32 @@ print('denied', tunnel('denied.test'))\n"
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0][0], 22, "the tunnel did not carry the ClientHello");
 }
+
+#[test]
+fn new_connections_are_refused_once_the_egress_quota_is_used_up() {
+    if !egress_available() {
+        return;
+    }
+    static BIG: [u8; 4096] = [b'x'; 4096];
+    let up = Upstream::start(&BIG);
+    let port = up.port.to_string();
+    let out = sandbox_python(
+        &[
+            "--allow-domain", &format!("allowed.test:{port}"), "--add-host", "allowed.test=127.0.0.1",
+            "--egress-quota", "1K",
+        ],
+        &format!(
+            "ip = socket.gethostbyname('allowed.test')\n\
+def fetch():\n    s = socket.create_connection((ip, {port}), timeout=5); s.sendall(hello('allowed.test'))\n    got = b''\n    while True:\n        d = s.recv(8192)\n        if not d: return len(got)\n        got += d\n\
+print('first', fetch())\nprint('second', fetch())\n"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.contains("first 4096"), "{s} {}", stderr(&out));
+    assert!(s.contains("second 0"), "{s}");
+    assert_eq!(
+        up.connections().len(),
+        1,
+        "a connection past the quota reached the server"
+    );
+}

@@ -23,6 +23,8 @@ const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection to a `name:port` address may stay silent before
 /// it is taken for a protocol where the server speaks first.
 const SERVER_FIRST_WAIT: Duration = Duration::from_millis(300);
+/// Connections open at once, per sandbox.
+const MAX_CONNECTIONS: usize = 512;
 /// How long connecting upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -68,6 +70,11 @@ struct Shared {
     addresses: Mutex<NameAddresses>,
     log: Arc<Mutex<Vec<Decision>>>,
     print: bool,
+    quota: Option<u64>,
+    /// Bytes through the proxy so far, both ways.
+    used: std::sync::atomic::AtomicU64,
+    /// Connections open at once are bounded.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Shared {
@@ -114,6 +121,9 @@ impl Proxy {
             addresses: Mutex::new(NameAddresses::default()),
             log: log.clone(),
             print: spec.log,
+            quota: spec.quota,
+            used: std::sync::atomic::AtomicU64::new(0),
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
         });
         let std_listener = std::net::TcpListener::from(tcp);
         let std_udp = std::net::UdpSocket::from(dns);
@@ -135,7 +145,29 @@ impl Proxy {
                     continue;
                 };
                 let s = s.clone();
-                tokio::spawn(async move { handle_connection(conn, &s).await });
+                let Ok(permit) = s.slots.clone().try_acquire_owned() else {
+                    // Over the limit: refused at once, and recorded.
+                    s.record(Decision {
+                        protocol: "tcp",
+                        name: None,
+                        port: original_destination(&conn).map(|a| a.port()).unwrap_or(0),
+                        original_destination: original_destination(&conn)
+                            .ok()
+                            .map(|a| a.to_string()),
+                        allowed: false,
+                        rule: None,
+                        detail: format!("more than {MAX_CONNECTIONS} connections at once"),
+                        bytes_out: 0,
+                        bytes_in: 0,
+                        duration_ms: 0,
+                    });
+                    drop(conn);
+                    continue;
+                };
+                tokio::spawn(async move {
+                    handle_connection(conn, &s).await;
+                    drop(permit);
+                });
             }
         });
         runtime.spawn(async move { serve_dns(udp, &shared).await });
@@ -279,7 +311,15 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
             decision.name = Some(name.clone());
             decision.rule = Some(rule);
             decision.port = upstream_port;
-            match connect_upstream(&name, upstream_port, shared).await {
+            let used = shared.used.load(std::sync::atomic::Ordering::Relaxed);
+            let over_quota = shared.quota.filter(|q| used >= *q);
+            let upstream = match over_quota {
+                Some(q) => Err(format!(
+                    "the egress quota of {q} bytes is used up ({used} bytes so far)"
+                )),
+                None => connect_upstream(&name, upstream_port, shared).await,
+            };
+            match upstream {
                 Err(why) => {
                     decision.detail = why;
                     if tunnel {
@@ -315,6 +355,10 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                         let (out, inn) = copied.unwrap_or((0, 0));
                         decision.bytes_out = out + first.len() as u64;
                         decision.bytes_in = inn;
+                        shared.used.fetch_add(
+                            decision.bytes_out + decision.bytes_in,
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
                     }
                 }
             }

@@ -122,6 +122,9 @@ pub struct EgressSpec {
     pub hosts: Vec<(String, std::net::IpAddr)>,
     /// Print each decision on stderr as it is made.
     pub log: bool,
+    /// Bytes (both ways, all connections) after which new connections are
+    /// refused.
+    pub quota: Option<u64>,
 }
 
 /// Facts about the host that defaults are sized from. Gathered by the caller,
@@ -187,6 +190,8 @@ pub struct Request {
     pub add_hosts: Vec<String>,
     /// `--net-log`: one line per egress decision on stderr.
     pub net_log: bool,
+    /// `--egress-quota`.
+    pub egress_quota: Option<u64>,
 }
 
 /// Why a request cannot become a spec. Each message says what to change.
@@ -226,7 +231,7 @@ pub enum SpecError {
     Domain(#[from] DomainError),
     #[error("--add-host {0:?} must have the form NAME=IP, e.g. registry.internal=10.1.2.3")]
     BadAddHost(String),
-    #[error("--allow-http and --add-host need at least one --allow-domain")]
+    #[error("--allow-http, --add-host and --egress-quota need at least one --allow-domain")]
     EgressWithoutDomains,
 }
 
@@ -322,7 +327,7 @@ impl Request {
         };
         let env = resolve_env(&self.env, host_env, home)?;
         let network = if self.allow_domains.is_empty() {
-            if self.allow_http || !self.add_hosts.is_empty() {
+            if self.allow_http || !self.add_hosts.is_empty() || self.egress_quota.is_some() {
                 return Err(SpecError::EgressWithoutDomains);
             }
             NetworkSpec::LoopbackOnly
@@ -350,6 +355,7 @@ impl Request {
                 allow_http: self.allow_http,
                 hosts,
                 log: self.net_log,
+                quota: self.egress_quota,
             })
         };
         let mut env = env;
