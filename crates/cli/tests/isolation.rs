@@ -1623,3 +1623,19 @@ fn secrets_in_etc_are_covered() {
         );
     }
 }
+
+#[test]
+fn a_run_with_binds_ends_cleanly_without_runtime_errors() {
+    let ws = TempDir::new("clean-end");
+    let ro = TempDir::new("clean-end-ro");
+    let out = run_sh(
+        &["-w", ws.str(), "--ro", ro.str(), "--rw", ro.str()],
+        "true",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).trim(),
+        "",
+        "warden printed something on a clean run"
+    );
+}

@@ -23,6 +23,9 @@ const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection to a `name:port` address may stay silent before
 /// it is taken for a protocol where the server speaks first.
 const SERVER_FIRST_WAIT: Duration = Duration::from_millis(300);
+/// Buffer per direction of a spliced connection: large enough that a bulk
+/// transfer moves in few system calls.
+const COPY_BUFFER: usize = 256 * 1024;
 /// Connections open at once, per sandbox.
 const MAX_CONNECTIONS: usize = 512;
 /// How long connecting upstream may take.
@@ -351,7 +354,13 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                         }
                     }
                     if upstream.write_all(first).await.is_ok() {
-                        let copied = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
+                        let copied = tokio::io::copy_bidirectional_with_sizes(
+                            &mut conn,
+                            &mut upstream,
+                            COPY_BUFFER,
+                            COPY_BUFFER,
+                        )
+                        .await;
                         let (out, inn) = copied.unwrap_or((0, 0));
                         decision.bytes_out = out + first.len() as u64;
                         decision.bytes_in = inn;

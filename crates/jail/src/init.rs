@@ -147,6 +147,10 @@ fn child_setup_and_run(
     // and compiled the filter. End of file before the trailer: abort.
     let flags = read_final(&go)?;
     drop(go);
+    // The root is built: the descriptors that described it go first (owned
+    // ones are closed by their owners, never behind their backs).
+    plan.root.binds.clear();
+    plan.root.rootfs = None;
     // Whatever else the caller of warden left open is not the init's to
     // hold: keep the standard streams, the report pipe and the terminal.
     let mut keep = vec![report.as_raw_fd()];
