@@ -27,7 +27,7 @@ const SERVER_FIRST_WAIT: Duration = Duration::from_millis(300);
 /// transfer moves in few system calls.
 const COPY_BUFFER: usize = 256 * 1024;
 /// Connections open at once, per sandbox.
-const MAX_CONNECTIONS: usize = 512;
+const MAX_CONNECTIONS: usize = 4096;
 /// How long connecting upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -109,6 +109,17 @@ impl Proxy {
     /// Serve `tcp` (the listening socket every TCP connection of the
     /// sandbox is redirected to) and `dns` (the resolver's UDP socket).
     pub fn start(spec: &EgressSpec, tcp: OwnedFd, dns: OwnedFd) -> Result<Proxy, ProxyError> {
+        // Two descriptors per proxied connection: raise the supervisor's
+        // soft limit to its hard one (the sandbox keeps its own limit).
+        if let Ok((_, hard)) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        {
+            let _ = nix::sys::resource::setrlimit(
+                nix::sys::resource::Resource::RLIMIT_NOFILE,
+                hard,
+                hard,
+            );
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("warden-egress")
