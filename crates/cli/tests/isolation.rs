@@ -274,6 +274,31 @@ fn bad_input_is_a_clear_error_with_status_125_and_nothing_started() {
         ),
         (&["run", "--workspace", "/tmp/..", "--", "true"], "'..'"),
         (&["run", "--rw", "/", "--", "true"], "not allowed"),
+        (
+            &["run", "--allow-domain", "https://example.com", "--", "true"],
+            "URL",
+        ),
+        (
+            &["run", "--allow-domain", "*.com", "--", "true"],
+            "too wide",
+        ),
+        (
+            &["run", "--allow-domain", "a.com:99999", "--", "true"],
+            "port",
+        ),
+        (
+            &[
+                "run",
+                "--allow-domain",
+                "a.com",
+                "--add-host",
+                "nohost",
+                "--",
+                "true",
+            ],
+            "NAME=IP",
+        ),
+        (&["run", "--allow-http", "--", "true"], "--allow-domain"),
         (&["run"], "CMD"),
     ];
     for (args, needle) in cases {
