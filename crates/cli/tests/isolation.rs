@@ -422,79 +422,32 @@ fn rootless_run_as_an_unprivileged_user_is_isolated() {
         skip("the test suite itself runs unprivileged; the other tests are the rootless run");
         return;
     }
-    let user = "warden-test";
-    let exists = Command::new("id")
-        .arg(user)
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !exists {
-        let made = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                user,
-            ])
-            .status();
-        if !matches!(made, Ok(s) if s.success()) {
-            skip("cannot create an unprivileged user (useradd failed)");
-            return;
-        }
-    }
-    let uid: u32 = String::from_utf8_lossy(
-        &Command::new("id")
-            .args(["-u", user])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .trim()
-    .parse()
-    .unwrap();
-    let gid: u32 = String::from_utf8_lossy(
-        &Command::new("id")
-            .args(["-g", user])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .trim()
-    .parse()
-    .unwrap();
-    // The binary may live below a directory the user cannot enter.
-    let bin_dir = TempDir::new("rootless-bin");
-    let bin = bin_dir.path().join("warden");
-    std::fs::copy(warden_bin(), &bin).unwrap();
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot create an unprivileged user (useradd failed)");
+        return;
+    };
     let ws = TempDir::new("rootless-ws");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::os::unix::fs::chown(ws.path(), Some(uid), Some(gid)).unwrap();
+    who.own(ws.path());
     let secret = TempDir::new("rootless-secret");
     std::fs::write(secret.path().join("key"), "rootless-planted").unwrap();
+    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(secret.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    use std::os::unix::process::CommandExt;
-    let out = Command::new(&bin)
+    let out = who
+        .command(who.bin.to_str().unwrap())
         .args(["run", "--no-tty", "--allow-degraded", "-w", ws.str(), "--", "sh", "-c"])
         .arg(format!(
             "id -u; echo made > f; cat {}/key 2>&1; grep CapEff /proc/self/status; cat /proc/self/uid_map",
             secret.str()
         ))
-        .uid(uid)
-        .gid(gid)
-        .current_dir("/")
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let s = stdout(&out);
     assert_eq!(code(&out), 0, "stdout: {s} stderr: {}", stderr(&out));
-    assert_eq!(s.lines().next(), Some(uid.to_string().as_str()), "{s}");
+    assert_eq!(s.lines().next(), Some(who.uid.to_string().as_str()), "{s}");
     assert!(!s.contains("rootless-planted"), "{s}");
     assert!(s.contains("CapEff:\t0000000000000000"), "{s}");
-    assert!(s.contains(&format!("{uid}")));
     assert_eq!(
         std::fs::read_to_string(ws.path().join("f")).unwrap(),
         "made\n"

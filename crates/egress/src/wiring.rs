@@ -75,10 +75,9 @@ fn sockaddr(ip: Ipv4Addr) -> libc::sockaddr {
     unsafe { std::mem::transmute::<libc::sockaddr_in, libc::sockaddr>(sin) }
 }
 
-/// `ip addr add 10.255.255.1/32 dev lo label lo:1`, then `ip route add
-/// default dev lo`, through the SIOCSIFADDR, SIOCSIFNETMASK and SIOCADDRT
-/// ioctls.
-fn route_everything_through_loopback() -> Result<(), Errno> {
+/// A datagram socket to configure interfaces through, and an `ifreq`
+/// naming `name`.
+fn interface_request(name: &[u8]) -> Result<(OwnedFd, libc::ifreq), Errno> {
     use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
     let sock = socket(
         AddressFamily::Inet,
@@ -88,9 +87,34 @@ fn route_everything_through_loopback() -> Result<(), Errno> {
     )?;
     // SAFETY: `ifreq` is plain old data; zeroed is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo:1\0") {
+    if name.len() >= req.ifr_name.len() {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    for (dst, src) in req.ifr_name.iter_mut().zip(name) {
         *dst = *src as libc::c_char;
     }
+    Ok((sock, req))
+}
+
+/// Bring up `lo` in the calling process's network namespace (a new one
+/// starts with it down, so even 127.0.0.1 would be unreachable).
+pub fn bring_loopback_up() -> Result<(), Errno> {
+    let (sock, mut req) = interface_request(b"lo")?;
+    // SAFETY: SIOCGIFFLAGS and SIOCSIFFLAGS read and write one `ifreq`
+    // that lives across both calls; the socket is open.
+    unsafe {
+        Errno::result(libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req))?;
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        Errno::result(libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req))?;
+    }
+    Ok(())
+}
+
+/// `ip addr add 10.255.255.1/32 dev lo label lo:1`, then `ip route add
+/// default dev lo`, through the SIOCSIFADDR, SIOCSIFNETMASK and SIOCADDRT
+/// ioctls.
+fn route_everything_through_loopback() -> Result<(), Errno> {
+    let (sock, mut req) = interface_request(b"lo:1")?;
     req.ifr_ifru.ifru_addr = sockaddr(SANDBOX_ADDR);
     // SAFETY: SIOCSIFADDR reads one `ifreq` that lives across the call.
     Errno::result(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFADDR, &req) })?;

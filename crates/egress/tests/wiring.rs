@@ -8,23 +8,6 @@ use std::net::{SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::FromRawFd;
 use warden_egress::wiring;
 
-fn lo_up() {
-    let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
-    use std::os::fd::AsRawFd;
-    // SAFETY: ifreq is plain data; the ioctls read/write one ifreq.
-    unsafe {
-        let mut req: libc::ifreq = std::mem::zeroed();
-        req.ifr_name[0] = b'l' as libc::c_char;
-        req.ifr_name[1] = b'o' as libc::c_char;
-        assert_eq!(
-            libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req),
-            0
-        );
-        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        assert_eq!(libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req), 0);
-    }
-}
-
 #[test]
 fn tcp_to_any_address_reaches_the_proxy_socket_with_its_original_destination() {
     let mut fds = [0; 2];
@@ -47,7 +30,7 @@ fn tcp_to_any_address_reaches_the_proxy_socket_with_its_original_destination() {
             let _ = std::fs::write("/proc/self/setgroups", "deny");
             std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).unwrap();
             std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).unwrap();
-            lo_up();
+            wiring::bring_loopback_up().unwrap();
             let (tcp, udp) = match wiring::configure_namespace() {
                 Ok(x) => x,
                 Err(e) => return format!("skip: {e}"),

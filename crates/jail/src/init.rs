@@ -80,16 +80,7 @@ pub fn child_main(plan: ChildPlan, go: OwnedFd, report: OwnedFd, original_mask: 
     unsafe { libc::_exit(code) }
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+use crate::sandbox::chain_str as chain;
 
 fn child_setup_and_run(
     mut plan: ChildPlan,
@@ -128,7 +119,7 @@ fn child_setup_and_run(
         privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
         nix::unistd::sethostname(&plan.root.hostname)
             .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
-        crate::sys::bring_loopback_up()
+        warden_egress::wiring::bring_loopback_up()
             .map_err(|e| format!("cannot bring up the sandbox's loopback interface: {e}"))?;
         if let Some(channel) = plan.egress_channel.take() {
             let (tcp, dns) = warden_egress::wiring::configure_namespace().map_err(|e| chain(&e))?;

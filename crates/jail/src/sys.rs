@@ -309,31 +309,6 @@ pub fn close_fds_except(keep: &[libc::c_int]) {
     }
 }
 
-/// Bring up `lo` in the calling process's network namespace (a new one
-/// starts with it down, so even 127.0.0.1 would be unreachable).
-pub fn bring_loopback_up() -> nix::Result<()> {
-    use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
-    let sock = socket(
-        AddressFamily::Inet,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    // SAFETY: `ifreq` is plain old data; zeroed is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS and SIOCSIFFLAGS read and write one `ifreq`
-    // that lives across both calls; the socket is open.
-    unsafe {
-        Errno::result(libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req))?;
-        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        Errno::result(libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req))?;
-    }
-    Ok(())
-}
-
 /// Send descriptors over a Unix socket (SCM_RIGHTS), with one byte of data.
 pub fn send_fds(sock: &OwnedFd, fds: &[libc::c_int]) -> nix::Result<()> {
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
