@@ -114,6 +114,10 @@ struct RunArgs {
     /// (both ways), e.g. 500M, 5G
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     egress_quota: Option<u64>,
+    /// Close a proxied connection after this long without a byte either way
+    /// [default: 10m]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    egress_idle_timeout: Option<std::time::Duration>,
     /// Append one JSON line per event (created, started, exited, ...) to FILE
     #[arg(long, value_name = "FILE")]
     json_events: Option<PathBuf>,
@@ -225,6 +229,7 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         add_hosts: args.add_host,
         net_log: args.net_log,
         egress_quota: args.egress_quota,
+        egress_idle_timeout: args.egress_idle_timeout,
     };
     let host_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))

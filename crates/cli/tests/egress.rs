@@ -422,3 +422,45 @@ print('first', fetch())\nprint('second', fetch())\n"
         "a connection past the quota reached the server"
     );
 }
+
+#[test]
+fn a_silent_connection_is_closed_after_the_idle_timeout() {
+    if !egress_available() {
+        return;
+    }
+    // A server that takes the connection and then says nothing, forever.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    let started = std::time::Instant::now();
+    let out = sandbox_python(
+        &[
+            "--allow-domain",
+            &format!("quiet.test:{port}"),
+            "--add-host",
+            "quiet.test=127.0.0.1",
+            "--egress-idle-timeout",
+            "1s",
+        ],
+        &format!(
+            "import time\n\
+s = socket.create_connection((socket.gethostbyname('quiet.test'), {port}), timeout=20)\n\
+s.sendall(hello('quiet.test')); t = time.time()\n\
+print('closed' if s.recv(10) == b'' else 'data', round(time.time() - t))\n"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.starts_with("closed"), "{s} {}", stderr(&out));
+    let waited: u64 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(99);
+    assert!(waited <= 5, "closed after {waited}s");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}

@@ -74,6 +74,7 @@ struct Shared {
     log: Arc<Mutex<Vec<Decision>>>,
     print: bool,
     quota: Option<u64>,
+    idle: Duration,
     /// Bytes through the proxy so far, both ways.
     used: std::sync::atomic::AtomicU64,
     /// Connections open at once are bounded.
@@ -136,6 +137,7 @@ impl Proxy {
             log: log.clone(),
             print: spec.log,
             quota: spec.quota,
+            idle: spec.idle_timeout,
             used: std::sync::atomic::AtomicU64::new(0),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
         });
@@ -365,14 +367,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                         }
                     }
                     if upstream.write_all(first).await.is_ok() {
-                        let copied = tokio::io::copy_bidirectional_with_sizes(
-                            &mut conn,
-                            &mut upstream,
-                            COPY_BUFFER,
-                            COPY_BUFFER,
-                        )
-                        .await;
-                        let (out, inn) = copied.unwrap_or((0, 0));
+                        let (out, inn) = relay(&mut conn, &mut upstream, shared.idle).await;
                         decision.bytes_out = out + first.len() as u64;
                         decision.bytes_in = inn;
                         shared.used.fetch_add(
@@ -523,6 +518,56 @@ fn decide(buf: &[u8], port: u16, shared: &Shared) -> (&'static str, Verdict) {
             ),
         },
     }
+}
+
+/// Copy both ways until both sides have ended, or until neither has sent
+/// anything for `idle`. Returns the bytes out (sandbox to upstream) and in.
+async fn relay(conn: &mut TcpStream, upstream: &mut TcpStream, idle: Duration) -> (u64, u64) {
+    let start = tokio::time::Instant::now();
+    // Milliseconds since `start` of the last byte either way.
+    let last = std::sync::atomic::AtomicU64::new(0);
+    let (mut cr, mut cw) = conn.split();
+    let (mut ur, mut uw) = upstream.split();
+    let out = pump(&mut cr, &mut uw, &last, start, idle);
+    let inn = pump(&mut ur, &mut cw, &last, start, idle);
+    tokio::join!(out, inn)
+}
+
+async fn pump<R, W>(
+    from: &mut R,
+    to: &mut W,
+    last: &std::sync::atomic::AtomicU64,
+    start: tokio::time::Instant,
+    idle: Duration,
+) -> u64
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut buf = vec![0u8; COPY_BUFFER];
+    let mut total = 0u64;
+    loop {
+        let n = match tokio::time::timeout(idle, from.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => n,
+            Err(_) => {
+                // Quiet this way: go on while the other way is busy.
+                let idle_ms = start.elapsed().as_millis() as u64 - last.load(Relaxed);
+                if idle_ms >= idle.as_millis() as u64 {
+                    break;
+                }
+                continue;
+            }
+        };
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        total += n as u64;
+        last.store(start.elapsed().as_millis() as u64, Relaxed);
+    }
+    let _ = to.shutdown().await;
+    total
 }
 
 /// Resolve `name` on the host side and connect. Addresses from `--add-host`

@@ -125,7 +125,12 @@ pub struct EgressSpec {
     /// Bytes (both ways, all connections) after which new connections are
     /// refused.
     pub quota: Option<u64>,
+    /// A connection with no byte either way for this long is closed.
+    pub idle_timeout: Duration,
 }
+
+/// Default of [`EgressSpec::idle_timeout`].
+pub const DEFAULT_EGRESS_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Facts about the host that defaults are sized from. Gathered by the caller,
 /// so that this crate does no I/O.
@@ -192,6 +197,8 @@ pub struct Request {
     pub net_log: bool,
     /// `--egress-quota`.
     pub egress_quota: Option<u64>,
+    /// `--egress-idle-timeout`.
+    pub egress_idle_timeout: Option<Duration>,
 }
 
 /// Why a request cannot become a spec. Each message says what to change.
@@ -356,6 +363,9 @@ impl Request {
                 hosts,
                 log: self.net_log,
                 quota: self.egress_quota,
+                idle_timeout: self
+                    .egress_idle_timeout
+                    .unwrap_or(DEFAULT_EGRESS_IDLE_TIMEOUT),
             })
         };
         let mut env = env;
