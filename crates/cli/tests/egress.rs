@@ -191,6 +191,7 @@ fn connections_without_a_name_raw_tcp_and_ipv6_reach_nothing() {
 print('nosni', send(('203.0.113.9', {port}), hello(None)))\n\
 print('rawip-sni', send(('203.0.113.9', {port}), hello('127.0.0.1')))\n\
 print('ssh', send(('203.0.113.9', {port}), b'SSH-2.0-OpenSSH_9.2\\r\\n'))\n\
+print('metadata', send(('169.254.169.254', 80), b'GET /latest/meta-data/ HTTP/1.1\\r\\nHost: 169.254.169.254\\r\\n\\r\\n')[:12])\n\
 print('v6', send(('2001:db8::1', {port}), b'x'))\n"
         ),
     );
@@ -201,6 +202,7 @@ print('v6', send(('2001:db8::1', {port}), b'x'))\n"
         stderr(&out)
     );
     assert!(s.contains("v6 ('error'"), "{s}");
+    assert!(s.contains("metadata b'HTTP/1.1 403'"), "{s}");
     assert!(
         up.connections().is_empty(),
         "the upstream saw {:?}",
