@@ -67,6 +67,8 @@ pub enum EventKind {
         bytes_in: u64,
         duration_ms: u64,
     },
+    /// Past the decision log's bound, decisions were only counted.
+    ConnectionsNotRecorded { allowed: u64, denied: u64 },
     /// The sandbox is gone.
     Exited {
         /// The status warden exits with.

@@ -466,3 +466,96 @@ print('closed' if s.recv(10) == b'' else 'data', round(time.time() - t))\n"
     assert!(waited <= 5, "closed after {waited}s");
     assert!(started.elapsed() < Duration::from_secs(15));
 }
+
+#[test]
+fn a_flood_of_denied_queries_neither_slows_warden_nor_grows_its_log_without_bound() {
+    if !egress_available() {
+        return;
+    }
+    let dir = TempDir::new("flood");
+    let ev = dir.path().join("ev.jsonl");
+    let started = std::time::Instant::now();
+    // 12,000 distinct denied names, straight to the resolver as raw DNS,
+    // each waiting for its answer: more than the log keeps one by one.
+    let out = sandbox_python(
+        &["--allow-domain", "allowed.test", "--timeout", "60s", "--json-events", ev.to_str().unwrap()],
+        "import struct\n\
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(2)\n\
+def q(i, name):\n    labels = b''.join(bytes([len(p)]) + p for p in name.encode().split(b'.'))\n    return struct.pack('>HHHHHH', i & 0xffff, 0x0100, 1, 0, 0, 0) + labels + b'\\x00' + struct.pack('>HH', 1, 1)\n\
+answered = 0\n\
+for i in range(12000):\n    u.sendto(q(i, f'n{i}.flood.test'), ('127.0.0.1', 53))\n    try:\n        u.recvfrom(512); answered += 1\n    except OSError: pass\n\
+print('sent', answered)\n",
+    );
+    assert!(
+        stdout(&out).contains("sent"),
+        "{} {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "warden took {:?}",
+        started.elapsed()
+    );
+    let err = stderr(&out);
+    let summary = err
+        .lines()
+        .find(|l| l.contains("egress denied"))
+        .unwrap_or_default();
+    assert!(
+        summary.len() < 2000,
+        "the denied summary is {} bytes long",
+        summary.len()
+    );
+    let evs = events(&ev);
+    let recorded = evs.iter().filter(|e| e["event"] == "connection").count();
+    assert_eq!(recorded, 10_000, "decisions kept one by one");
+    let counted = evs
+        .iter()
+        .find(|e| e["event"] == "connections_not_recorded")
+        .expect("the decisions past the bound are counted");
+    assert!(counted["denied"].as_u64().unwrap() >= 1_900, "{counted}");
+    assert!(stdout(&out).contains("sent 12000"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_connection_still_open_when_the_run_ends_is_in_the_log() {
+    if !egress_available() {
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    let dir = TempDir::new("open-at-end");
+    let ev = dir.path().join("ev.jsonl");
+    let out = sandbox_python(
+        &[
+            "--allow-domain",
+            &format!("open.test:{port}"),
+            "--add-host",
+            "open.test=127.0.0.1",
+            "--json-events",
+            ev.to_str().unwrap(),
+        ],
+        &format!(
+            "import os, time\n\
+s = socket.create_connection((socket.gethostbyname('open.test'), {port}))\n\
+s.sendall(hello('open.test')); time.sleep(0.5)\n\
+os._exit(0)\n"
+        ),
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let evs = events(&ev);
+    assert!(
+        evs.iter().any(|e| e["event"] == "connection"
+            && e["protocol"] == "tls"
+            && e["name"] == "open.test"
+            && e["allowed"] == true),
+        "no event for the open connection: {evs:?}"
+    );
+}

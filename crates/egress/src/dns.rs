@@ -98,7 +98,7 @@ pub fn answer(
     } else {
         matcher.allows_name(&name).map(|m| m.rule.source.clone())
     };
-    let decision = DnsDecision {
+    let mut decision = DnsDecision {
         name: name.clone(),
         record_type: qtype.to_string(),
         allowed: allowed.is_some(),
@@ -126,6 +126,9 @@ pub fn answer(
         // TXT, NULL, ANY and the rest: what tunnels are made of.
         (Some(_), _) => {
             response.set_response_code(ResponseCode::Refused);
+            decision.allowed = false;
+            decision.rule = None;
+            decision.record_type = format!("{qtype} (refused: not a type a sandbox needs)");
         }
     }
     response.to_vec().ok().map(|v| (v, Some(decision)))

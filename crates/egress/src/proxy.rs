@@ -25,7 +25,7 @@ const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
 const SERVER_FIRST_WAIT: Duration = Duration::from_millis(300);
 /// Buffer per direction of a spliced connection: large enough that a bulk
 /// transfer moves in few system calls.
-const COPY_BUFFER: usize = 256 * 1024;
+const COPY_BUFFER: usize = 64 * 1024;
 /// Connections open at once, per sandbox.
 const MAX_CONNECTIONS: usize = 4096;
 /// How long connecting upstream may take.
@@ -51,6 +51,18 @@ pub struct Decision {
     pub duration_ms: u64,
 }
 
+/// Decisions kept one by one at most; past this they are only counted, so
+/// that a sandbox cannot grow the supervisor's memory without bound.
+pub const MAX_RECORDED: usize = 10_000;
+
+/// What the proxy decided during a run.
+#[derive(Debug, Default)]
+pub struct DecisionLog {
+    pub decisions: Vec<Decision>,
+    pub unrecorded_allowed: u64,
+    pub unrecorded_denied: u64,
+}
+
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
@@ -63,7 +75,7 @@ pub enum ProxyError {
 /// A running proxy; [`Proxy::stop`] ends it and returns its decisions.
 pub struct Proxy {
     runtime: tokio::runtime::Runtime,
-    log: Arc<Mutex<Vec<Decision>>>,
+    log: Arc<Mutex<DecisionLog>>,
 }
 
 struct Shared {
@@ -71,8 +83,11 @@ struct Shared {
     allow_http: bool,
     hosts: HashMap<String, IpAddr>,
     addresses: Mutex<NameAddresses>,
-    log: Arc<Mutex<Vec<Decision>>>,
+    log: Arc<Mutex<DecisionLog>>,
     print: bool,
+    /// The host's own addresses: never an upstream, whatever a name
+    /// resolves to.
+    own_addresses: Vec<IpAddr>,
     quota: Option<u64>,
     idle: Duration,
     /// Bytes through the proxy so far, both ways.
@@ -82,7 +97,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn record(&self, d: Decision) {
+    fn print(&self, d: &Decision) {
         if self.print {
             eprintln!(
                 "warden: egress {} {} {}{} {}",
@@ -100,8 +115,31 @@ impl Shared {
                 }
             );
         }
-        if let Ok(mut log) = self.log.lock() {
-            log.push(d);
+    }
+
+    /// Record a decision; returns its place in the log, when it was kept.
+    fn record(&self, d: Decision) -> Option<usize> {
+        self.print(&d);
+        let mut log = self.log.lock().ok()?;
+        if log.decisions.len() < MAX_RECORDED {
+            log.decisions.push(d);
+            Some(log.decisions.len() - 1)
+        } else {
+            if d.allowed {
+                log.unrecorded_allowed += 1;
+            } else {
+                log.unrecorded_denied += 1;
+            }
+            None
+        }
+    }
+
+    /// Fill in what a recorded connection moved, once it has ended.
+    fn update(&self, at: Option<usize>, f: impl FnOnce(&mut Decision)) {
+        if let (Some(i), Ok(mut log)) = (at, self.log.lock()) {
+            if let Some(d) = log.decisions.get_mut(i) {
+                f(d);
+            }
         }
     }
 }
@@ -128,7 +166,20 @@ impl Proxy {
             .enable_time()
             .build()
             .map_err(ProxyError::Runtime)?;
-        let log = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::new(Mutex::new(DecisionLog::default()));
+        let own_addresses = nix::ifaddrs::getifaddrs()
+            .map(|addrs| {
+                addrs
+                    .filter_map(|a| {
+                        let addr = a.address?;
+                        if let Some(v4) = addr.as_sockaddr_in() {
+                            return Some(IpAddr::V4(v4.ip()));
+                        }
+                        addr.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let shared = Arc::new(Shared {
             matcher: Matcher::new(spec.domains.clone()),
             allow_http: spec.allow_http,
@@ -136,6 +187,7 @@ impl Proxy {
             addresses: Mutex::new(NameAddresses::default()),
             log: log.clone(),
             print: spec.log,
+            own_addresses,
             quota: spec.quota,
             idle: spec.idle_timeout,
             used: std::sync::atomic::AtomicU64::new(0),
@@ -157,8 +209,14 @@ impl Proxy {
         let s = shared.clone();
         runtime.spawn(async move {
             loop {
-                let Ok((conn, _)) = listener.accept().await else {
-                    continue;
+                let conn = match listener.accept().await {
+                    Ok((conn, _)) => conn,
+                    Err(_) => {
+                        // Out of descriptors (or another passing failure):
+                        // back off instead of spinning.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
                 };
                 let s = s.clone();
                 let Ok(permit) = s.slots.clone().try_acquire_owned() else {
@@ -190,10 +248,13 @@ impl Proxy {
         Ok(Proxy { runtime, log })
     }
 
-    /// Stop serving (open connections are cut) and return every decision.
-    pub fn stop(self) -> Vec<Decision> {
+    /// Stop serving (open connections are cut) and return the decisions.
+    pub fn stop(self) -> DecisionLog {
         self.runtime.shutdown_timeout(Duration::from_millis(100));
-        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+        self.log
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default()
     }
 }
 
@@ -348,6 +409,11 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                 Ok((mut upstream, addr)) => {
                     decision.allowed = true;
                     decision.detail = format!("to {addr}");
+                    // Recorded now, while the connection is open: a
+                    // connection still open when the run ends is in the log
+                    // all the same. Its bytes are filled in when it ends.
+                    decision.duration_ms = start.elapsed().as_millis() as u64;
+                    let at = shared.record(decision.clone());
                     let mut first = buf.as_slice();
                     if tunnel {
                         // The CONNECT head is for the proxy; anything after
@@ -366,15 +432,21 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                             first = &[];
                         }
                     }
+                    let (mut out, mut inn) = (0, 0);
                     if upstream.write_all(first).await.is_ok() {
-                        let (out, inn) = relay(&mut conn, &mut upstream, shared.idle).await;
-                        decision.bytes_out = out + first.len() as u64;
-                        decision.bytes_in = inn;
-                        shared.used.fetch_add(
-                            decision.bytes_out + decision.bytes_in,
-                            std::sync::atomic::Ordering::Relaxed,
-                        );
+                        shared
+                            .used
+                            .fetch_add(first.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                        (out, inn) = relay(&mut conn, &mut upstream, shared).await;
+                        out += first.len() as u64;
                     }
+                    let duration_ms = start.elapsed().as_millis() as u64;
+                    shared.update(at, |d| {
+                        d.bytes_out = out;
+                        d.bytes_in = inn;
+                        d.duration_ms = duration_ms;
+                    });
+                    return;
                 }
             }
         }
@@ -521,15 +593,18 @@ fn decide(buf: &[u8], port: u16, shared: &Shared) -> (&'static str, Verdict) {
 }
 
 /// Copy both ways until both sides have ended, or until neither has sent
-/// anything for `idle`. Returns the bytes out (sandbox to upstream) and in.
-async fn relay(conn: &mut TcpStream, upstream: &mut TcpStream, idle: Duration) -> (u64, u64) {
+/// anything for the idle timeout. Returns the bytes out (sandbox to
+/// upstream) and in; every chunk also counts towards the egress quota as it
+/// passes.
+async fn relay(conn: &mut TcpStream, upstream: &mut TcpStream, shared: &Shared) -> (u64, u64) {
+    let idle = shared.idle;
     let start = tokio::time::Instant::now();
     // Milliseconds since `start` of the last byte either way.
     let last = std::sync::atomic::AtomicU64::new(0);
     let (mut cr, mut cw) = conn.split();
     let (mut ur, mut uw) = upstream.split();
-    let out = pump(&mut cr, &mut uw, &last, start, idle);
-    let inn = pump(&mut ur, &mut cw, &last, start, idle);
+    let out = pump(&mut cr, &mut uw, &last, start, idle, &shared.used);
+    let inn = pump(&mut ur, &mut cw, &last, start, idle, &shared.used);
     tokio::join!(out, inn)
 }
 
@@ -539,6 +614,7 @@ async fn pump<R, W>(
     last: &std::sync::atomic::AtomicU64,
     start: tokio::time::Instant,
     idle: Duration,
+    used: &std::sync::atomic::AtomicU64,
 ) -> u64
 where
     R: tokio::io::AsyncRead + Unpin,
@@ -564,6 +640,7 @@ where
             break;
         }
         total += n as u64;
+        used.fetch_add(n as u64, Relaxed);
         last.store(start.elapsed().as_millis() as u64, Relaxed);
     }
     let _ = to.shutdown().await;
@@ -585,11 +662,14 @@ async fn connect_upstream(
                 .await
                 .map_err(|e| format!("cannot resolve {name}: {e}"))?;
             let all: Vec<SocketAddr> = resolved.collect();
-            let public: Vec<SocketAddr> =
-                all.iter().copied().filter(|a| is_public(a.ip())).collect();
+            let public: Vec<SocketAddr> = all
+                .iter()
+                .copied()
+                .filter(|a| is_public(a.ip()) && !shared.own_addresses.contains(&a.ip()))
+                .collect();
             if public.is_empty() {
                 return Err(format!(
-                    "{name} resolves only to non-public addresses ({all:?}); use --add-host to allow one"
+                    "{name} resolves only to non-public or the host's own addresses ({all:?}); use --add-host to allow one"
                 ));
             }
             public
@@ -622,18 +702,47 @@ pub fn is_public(ip: IpAddr) -> bool {
                 || o[0] == 0
                 || (o[0] == 100 && (o[1] & 0xc0) == 64)
                 || (o[0] == 198 && (o[1] & 0xfe) == 18)
+                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+                // Azure's WireServer, a metadata-like host service.
+                || o == [168, 63, 129, 16]
                 || o[0] >= 240)
         }
         IpAddr::V6(a) => {
             let s = a.segments();
+            // Forms that carry an IPv4 address are judged by it: mapped
+            // (::ffff:a.b.c.d), compatible (::a.b.c.d), NAT64
+            // (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::).
+            let embedded = if let Some(v4) = a.to_ipv4_mapped() {
+                Some(v4)
+            } else if s[..6] == [0, 0, 0, 0, 0, 0]
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0])
+            {
+                Some(std::net::Ipv4Addr::new(
+                    (s[6] >> 8) as u8,
+                    s[6] as u8,
+                    (s[7] >> 8) as u8,
+                    s[7] as u8,
+                ))
+            } else if s[0] == 0x2002 {
+                Some(std::net::Ipv4Addr::new(
+                    (s[1] >> 8) as u8,
+                    s[1] as u8,
+                    (s[2] >> 8) as u8,
+                    s[2] as u8,
+                ))
+            } else {
+                None
+            };
+            if let Some(v4) = embedded {
+                return is_public(IpAddr::V4(v4));
+            }
             !(a.is_loopback()
                 || a.is_unspecified()
                 || a.is_multicast()
                 || (s[0] & 0xfe00) == 0xfc00
                 || (s[0] & 0xffc0) == 0xfe80
-                || (s[0] == 0x2001 && s[1] == 0x0db8)
-                || a.to_ipv4_mapped()
-                    .is_some_and(|v4| !is_public(IpAddr::V4(v4))))
+                || (s[0] & 0xffc0) == 0xfec0
+                || (s[0] == 0x2001 && s[1] == 0x0db8))
         }
     }
 }

@@ -698,13 +698,13 @@ fn run_mode(
 
 /// Emit the egress decisions as events, and tell the person which names
 /// were denied (what they may want to allow).
-fn report_decisions(
-    events: &mut dyn EventSink,
-    id: &str,
-    decisions: Vec<warden_egress::proxy::Decision>,
-) {
+fn report_decisions(events: &mut dyn EventSink, id: &str, log: warden_egress::proxy::DecisionLog) {
+    /// Denied destinations named in the summary line at most.
+    const SUMMARY_NAMES: usize = 20;
+    let mut seen = std::collections::HashSet::new();
     let mut denied: Vec<String> = Vec::new();
-    for d in decisions {
+    let mut more_denied = 0usize;
+    for d in log.decisions {
         if !d.allowed {
             let what = format!(
                 "{} {}",
@@ -715,8 +715,12 @@ fn report_decisions(
                     None => d.original_destination.clone().unwrap_or_else(|| "?".into()),
                 }
             );
-            if !denied.contains(&what) {
-                denied.push(what);
+            if seen.insert(what.clone()) {
+                if denied.len() < SUMMARY_NAMES {
+                    denied.push(what);
+                } else {
+                    more_denied += 1;
+                }
             }
         }
         events.emit(&Event::now(
@@ -735,9 +739,31 @@ fn report_decisions(
             },
         ));
     }
+    if log.unrecorded_allowed + log.unrecorded_denied > 0 {
+        events.emit(&Event::now(
+            id,
+            EventKind::ConnectionsNotRecorded {
+                allowed: log.unrecorded_allowed,
+                denied: log.unrecorded_denied,
+            },
+        ));
+    }
+    let unrecorded = if log.unrecorded_denied > 0 {
+        format!(
+            ", and {} more denials not recorded one by one",
+            log.unrecorded_denied
+        )
+    } else {
+        String::new()
+    };
     if !denied.is_empty() {
+        let more = if more_denied > 0 {
+            format!(" and {more_denied} more")
+        } else {
+            String::new()
+        };
         eprintln!(
-            "warden: egress denied: {} (see --allow-domain and --allow-http)",
+            "warden: egress denied: {}{more}{unrecorded} (see --allow-domain and --allow-http)",
             denied.join(", ")
         );
     }
