@@ -559,3 +559,36 @@ os._exit(0)\n"
         "no event for the open connection: {evs:?}"
     );
 }
+
+#[test]
+fn what_follows_a_connect_must_pass_the_same_rules() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"upstream answered");
+    let port = up.port.to_string();
+    let out = sandbox_python(
+        &["--allow-domain", &format!("allowed.test:{port}"), "--add-host", "allowed.test=127.0.0.1"],
+        &format!(
+            "import os\n\
+host, pport = os.environ['HTTPS_PROXY'].rsplit('/', 1)[1].split(':')\n\
+def tunnel(inner):\n    s = socket.create_connection((host, int(pport)), timeout=5)\n    s.sendall(b'CONNECT allowed.test:{port} HTTP/1.1\\r\\nHost: allowed.test:{port}\\r\\n\\r\\n')\n    head = s.recv(200)\n    s.sendall(inner)\n    try: return s.recv(200)\n    except OSError as e: return ('error', e.errno)\n\
+print('tls-right', tunnel(hello('allowed.test')))\n\
+print('tls-other', tunnel(hello('other.test')))\n\
+print('plain-http', tunnel(b'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n'))\n"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(
+        s.contains("tls-right b'upstream answered'"),
+        "{s} {}",
+        stderr(&out)
+    );
+    assert!(s.contains("tls-other b''"), "{s}");
+    assert!(s.contains("plain-http b''"), "{s}");
+    assert_eq!(
+        up.connections().len(),
+        1,
+        "only the allowed tunnel reached the server"
+    );
+}

@@ -313,7 +313,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
     let start = Instant::now();
     let original = original_destination(&conn).ok();
     let port = original.map(|a| a.port()).unwrap_or(0);
-    let mut buf = Vec::with_capacity(4096);
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
     // A connection to the address the resolver gave a name with an explicit
     // `name:port` entry may speak any protocol (SSH, a database; many speak
     // only after the server): when its first bytes are not TLS or HTTP, or
@@ -352,6 +352,98 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                 http: false,
             },
         ),
+    };
+    // A CONNECT is answered at once; what the client then sends through the
+    // tunnel must pass the same rules as a transparent connection to the
+    // same name and port (TLS for that name, HTTP only with --allow-http,
+    // anything else only for an explicit name:port entry).
+    let (protocol, verdict) = match verdict {
+        Verdict::Allow {
+            name,
+            rule,
+            port: to_port,
+            tunnel: true,
+        } => {
+            let head_len = parse_request_head(&buf, to_port)
+                .ok()
+                .flatten()
+                .map(|h| h.head_len)
+                .unwrap_or(buf.len());
+            buf.drain(..head_len.min(buf.len()));
+            let explicit = shared
+                .matcher
+                .allows(&name, to_port)
+                .is_some_and(|m| m.rule.port.is_some());
+            let answered = conn
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await;
+            let wait = if explicit {
+                SERVER_FIRST_WAIT
+            } else {
+                FIRST_BYTES_TIMEOUT
+            };
+            let inner = match answered {
+                Err(e) => Err(format!("cannot answer the CONNECT: {e}")),
+                Ok(()) => read_first_bytes(&mut conn, &mut buf, wait).await,
+            };
+            let speaks_other = buf.is_empty()
+                || (tls::peek(&buf) == ClientHello::NotTls
+                    && matches!(
+                        parse_request_head(&buf, to_port),
+                        Err(HttpError::Malformed(_))
+                    ));
+            let deny = |why: String| {
+                (
+                    "connect",
+                    Verdict::Deny {
+                        name: Some(name.clone()),
+                        why,
+                        http: false,
+                    },
+                )
+            };
+            if explicit && speaks_other {
+                (
+                    "connect",
+                    Verdict::Allow {
+                        name: name.clone(),
+                        rule,
+                        port: to_port,
+                        tunnel: true,
+                    },
+                )
+            } else {
+                match inner.map(|()| decide(&buf, to_port, shared)) {
+                    Err(why) => deny(format!("inside the CONNECT tunnel: {why}")),
+                    Ok((
+                        _,
+                        Verdict::Allow {
+                            name: inner_name, ..
+                        },
+                    )) if inner_name == name => (
+                        "connect",
+                        Verdict::Allow {
+                            name: name.clone(),
+                            rule,
+                            port: to_port,
+                            tunnel: true,
+                        },
+                    ),
+                    Ok((
+                        _,
+                        Verdict::Allow {
+                            name: inner_name, ..
+                        },
+                    )) => deny(format!(
+                        "the tunnel to {name} carries a connection for {inner_name}"
+                    )),
+                    Ok((_, Verdict::Deny { why, .. })) => {
+                        deny(format!("inside the CONNECT tunnel: {why}"))
+                    }
+                }
+            }
+        }
+        other => (protocol, other),
     };
     let mut decision = Decision {
         protocol,
@@ -414,24 +506,9 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                     // all the same. Its bytes are filled in when it ends.
                     decision.duration_ms = start.elapsed().as_millis() as u64;
                     let at = shared.record(decision.clone());
-                    let mut first = buf.as_slice();
-                    if tunnel {
-                        // The CONNECT head is for the proxy; anything after
-                        // it already belongs to the tunnel.
-                        let head_len = parse_request_head(&buf, upstream_port)
-                            .ok()
-                            .flatten()
-                            .map(|h| h.head_len)
-                            .unwrap_or(buf.len());
-                        first = buf.get(head_len..).unwrap_or_default();
-                        if conn
-                            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                            .await
-                            .is_err()
-                        {
-                            first = &[];
-                        }
-                    }
+                    // For a CONNECT, `buf` already holds what came through
+                    // the tunnel, the head having been answered above.
+                    let first = buf.as_slice();
                     let (mut out, mut inn) = (0, 0);
                     if upstream.write_all(first).await.is_ok() {
                         shared
