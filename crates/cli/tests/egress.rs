@@ -245,7 +245,10 @@ print(send((ip, {port}), b'GET / HTTP/1.1\\r\\nHost: web.test:{port}\\r\\n\\r\\n
     );
     let seen = up.connections();
     assert_eq!(seen.len(), 1);
-    assert!(String::from_utf8_lossy(&seen[0]).starts_with("GET / HTTP/1.1"));
+    let request = String::from_utf8_lossy(&seen[0]);
+    assert!(request.starts_with("GET / HTTP/1.1"), "{request}");
+    // One request per decision: the upstream is told to close after it.
+    assert!(request.contains("Connection: close\r\n"), "{request}");
 }
 
 #[test]

@@ -507,8 +507,15 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                     decision.duration_ms = start.elapsed().as_millis() as u64;
                     let at = shared.record(decision.clone());
                     // For a CONNECT, `buf` already holds what came through
-                    // the tunnel, the head having been answered above.
-                    let first = buf.as_slice();
+                    // the tunnel, the head having been answered above. A
+                    // plain HTTP request is sent with `Connection: close`:
+                    // the decision was made on its Host, and a second
+                    // request on the same connection, under another Host,
+                    // must not ride on it.
+                    let rewritten = (protocol == "http")
+                        .then(|| with_connection_close(&buf))
+                        .flatten();
+                    let first = rewritten.as_deref().unwrap_or(buf.as_slice());
                     let (mut out, mut inn) = (0, 0);
                     if upstream.write_all(first).await.is_ok() {
                         shared
@@ -530,6 +537,34 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
     }
     decision.duration_ms = start.elapsed().as_millis() as u64;
     shared.record(decision);
+}
+
+/// The request in `buf` with its connection headers replaced by
+/// `Connection: close` (the body, if any, follows unchanged); `None` when
+/// `buf` does not start with a complete request head.
+fn with_connection_close(buf: &[u8]) -> Option<Vec<u8>> {
+    let head_len = parse_request_head(buf, 80).ok().flatten()?.head_len;
+    let head = std::str::from_utf8(buf.get(..head_len)?).ok()?;
+    let mut out = String::with_capacity(head_len + 20);
+    for (i, line) in head.split("\r\n").enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let name = line.split(':').next().unwrap_or_default().trim();
+        if i > 0
+            && ["connection", "keep-alive", "proxy-connection"]
+                .iter()
+                .any(|h| name.eq_ignore_ascii_case(h))
+        {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(buf.get(head_len..)?);
+    Some(bytes)
 }
 
 /// Read until the first bytes say what the connection is (or fail).
@@ -827,6 +862,18 @@ pub fn is_public(ip: IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_http_requests_are_sent_with_connection_close() {
+        let req = b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: keep-alive\r\nKeep-Alive: 5\r\n\r\nGET /2 HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+        let out = String::from_utf8(with_connection_close(req).unwrap()).unwrap();
+        assert!(
+            out.starts_with("GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\nGET /2"),
+            "{out}"
+        );
+        assert!(!out.to_ascii_lowercase().contains("keep-alive"));
+        assert!(with_connection_close(b"GET / HTTP/1.1\r\nHost: a").is_none());
+    }
 
     #[test]
     fn only_global_addresses_are_public() {
