@@ -43,6 +43,20 @@ impl Upstream {
     }
 }
 
+/// A server on 127.0.0.1 that takes every connection and never says
+/// anything or closes; returns its port.
+fn silent_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    port
+}
+
 /// Python that builds a real TLS ClientHello (OpenSSL's) for a name.
 const PY_HELLO: &str = r#"import socket, ssl, sys
 def hello(name):
@@ -434,14 +448,7 @@ fn a_silent_connection_is_closed_after_the_idle_timeout() {
         return;
     }
     // A server that takes the connection and then says nothing, forever.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for conn in listener.incoming().flatten() {
-            held.push(conn);
-        }
-    });
+    let port = silent_server();
     let started = std::time::Instant::now();
     let out = sandbox_python(
         &[
@@ -526,14 +533,7 @@ fn a_connection_still_open_when_the_run_ends_is_in_the_log() {
     if !egress_available() {
         return;
     }
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for conn in listener.incoming().flatten() {
-            held.push(conn);
-        }
-    });
+    let port = silent_server();
     let dir = TempDir::new("open-at-end");
     let ev = dir.path().join("ev.jsonl");
     let out = sandbox_python(

@@ -584,53 +584,46 @@ fn no_cgroup_is_left_behind() {
 
 #[test]
 fn explicit_limits_without_cgroups_are_refused_unless_degraded_is_allowed() {
-    if !is_root() {
-        skip("needs root to run warden as an unprivileged user on this host");
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
         return;
-    }
-    if cgroups_usable_for_nobody() {
-        skip("cgroups are usable even unprivileged on this host");
-        return;
-    }
-    use std::os::unix::process::CommandExt;
-    let bin_dir = TempDir::new("nocg-bin");
-    let bin = bin_dir.path().join("warden");
-    std::fs::copy(warden_bin(), &bin).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let run = |extra: &[&str]| {
-        Command::new(&bin)
-            .arg("run")
-            .arg("--no-tty")
-            .args(extra)
-            .args(["--memory", "64M", "--", "true"])
-            .uid(65534)
-            .gid(65534)
-            .current_dir("/")
-            .stdin(Stdio::null())
+    };
+    let warden = |args: &[&str]| {
+        who.command(who.bin.to_str().unwrap())
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
             .output()
             .unwrap()
     };
-    let refused = run(&[]);
+    let doctor = warden(&["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap_or_default();
+    if v["host"]["cgroups"]["memory"] == true {
+        skip("this user has a usable memory cgroup (delegated cgroup v2)");
+        return;
+    }
+    let refused = warden(&["run", "--no-tty", "--memory", "64M", "--", "true"]);
     assert_eq!(code(&refused), 125, "{}", stderr(&refused));
     assert!(
         stderr(&refused).contains("--allow-degraded"),
         "{}",
         stderr(&refused)
     );
-    let allowed = run(&["--allow-degraded"]);
+    let allowed = warden(&[
+        "run",
+        "--no-tty",
+        "--allow-degraded",
+        "--memory",
+        "64M",
+        "--",
+        "true",
+    ]);
     assert_eq!(code(&allowed), 0, "{}", stderr(&allowed));
     assert!(
         stderr(&allowed).contains("DEGRADED"),
         "{}",
         stderr(&allowed)
     );
-}
-
-fn cgroups_usable_for_nobody() -> bool {
-    // On a v2 host with a delegated subtree an unprivileged user may have
-    // cgroups; nobody never has one here.
-    false
 }
 
 /// Run `warden ARGS`, as an unprivileged user, inside a user namespace whose

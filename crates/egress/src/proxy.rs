@@ -329,12 +329,10 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
     } else {
         FIRST_BYTES_TIMEOUT
     };
-    let first = read_first_bytes(&mut conn, &mut buf, wait).await;
-    let speaks_other = buf.is_empty()
-        || (tls::peek(&buf) == ClientHello::NotTls
-            && matches!(parse_request_head(&buf, port), Err(HttpError::Malformed(_))));
+    let first = read_first_bytes(&mut conn, &mut buf, wait, port).await;
+    let other = speaks_other(&first, &buf, port);
     let (protocol, verdict) = match (first, by_address) {
-        (_, Some((name, rule))) if speaks_other => (
+        (_, Some((name, rule))) if other => (
             "tcp",
             Verdict::Allow {
                 name,
@@ -343,7 +341,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                 tunnel: false,
             },
         ),
-        (Ok(()), _) => decide(&buf, port, shared),
+        (Ok(first), _) => decide(first, port, shared),
         (Err(why), _) => (
             "tcp",
             Verdict::Deny {
@@ -384,14 +382,9 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
             };
             let inner = match answered {
                 Err(e) => Err(format!("cannot answer the CONNECT: {e}")),
-                Ok(()) => read_first_bytes(&mut conn, &mut buf, wait).await,
+                Ok(()) => read_first_bytes(&mut conn, &mut buf, wait, to_port).await,
             };
-            let speaks_other = buf.is_empty()
-                || (tls::peek(&buf) == ClientHello::NotTls
-                    && matches!(
-                        parse_request_head(&buf, to_port),
-                        Err(HttpError::Malformed(_))
-                    ));
+            let other = speaks_other(&inner, &buf, to_port);
             let deny = |why: String| {
                 (
                     "connect",
@@ -402,7 +395,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                     },
                 )
             };
-            if explicit && speaks_other {
+            if explicit && other {
                 (
                     "connect",
                     Verdict::Allow {
@@ -413,7 +406,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                     },
                 )
             } else {
-                match inner.map(|()| decide(&buf, to_port, shared)) {
+                match inner.map(|first| decide(first, to_port, shared)) {
                     Err(why) => deny(format!("inside the CONNECT tunnel: {why}")),
                     Ok((
                         _,
@@ -567,20 +560,59 @@ fn with_connection_close(buf: &[u8]) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
+/// What the first bytes of a connection are, read once per arrival of
+/// bytes: a TLS record, or else (perhaps) an HTTP request head.
+enum First {
+    Tls(ClientHello),
+    Http(Result<Option<crate::http::RequestHead>, HttpError>),
+}
+
+fn classify(buf: &[u8], port: u16) -> First {
+    match tls::peek(buf) {
+        ClientHello::NotTls => First::Http(parse_request_head(buf, port)),
+        hello => First::Tls(hello),
+    }
+}
+
+impl First {
+    /// More bytes could change what this is.
+    fn undecided(&self) -> bool {
+        matches!(
+            self,
+            First::Tls(ClientHello::Incomplete) | First::Http(Ok(None))
+        )
+    }
+
+    /// Neither TLS nor HTTP: some other protocol.
+    fn other_protocol(&self) -> bool {
+        matches!(self, First::Http(Err(HttpError::Malformed(_))))
+    }
+}
+
+/// Whether the bytes so far (perhaps none) are of a protocol other than
+/// TLS and HTTP, from a read's result or, when it failed, from the bytes.
+fn speaks_other(first: &Result<First, String>, buf: &[u8], port: u16) -> bool {
+    buf.is_empty()
+        || match first {
+            Ok(f) => f.other_protocol(),
+            Err(_) => classify(buf, port).other_protocol(),
+        }
+}
+
 /// Read until the first bytes say what the connection is (or fail).
 async fn read_first_bytes(
     conn: &mut TcpStream,
     buf: &mut Vec<u8>,
     wait: Duration,
-) -> Result<(), String> {
+    port: u16,
+) -> Result<First, String> {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let tls_state = tls::peek(buf);
-        let http_state = parse_request_head(buf, 80);
-        let undecided = matches!(tls_state, ClientHello::Incomplete)
-            || (matches!(tls_state, ClientHello::NotTls) && matches!(http_state, Ok(None)));
-        if !buf.is_empty() && !undecided {
-            return Ok(());
+        if !buf.is_empty() {
+            let first = classify(buf, port);
+            if !first.undecided() {
+                return Ok(first);
+            }
         }
         if buf.len() >= MAX_CLIENT_HELLO.max(MAX_HEAD) {
             return Err("the first bytes say nothing a decision can rest on".into());
@@ -596,8 +628,12 @@ async fn read_first_bytes(
     }
 }
 
-fn decide(buf: &[u8], port: u16, shared: &Shared) -> (&'static str, Verdict) {
-    match tls::peek(buf) {
+fn decide(first: First, port: u16, shared: &Shared) -> (&'static str, Verdict) {
+    let hello = match first {
+        First::Tls(h) => h,
+        First::Http(head) => return decide_http(head, shared),
+    };
+    match hello {
         ClientHello::Sni(name) => match shared.matcher.allows(&name, port) {
             Some(m) => (
                 "tls",
@@ -641,66 +677,74 @@ fn decide(buf: &[u8], port: u16, shared: &Shared) -> (&'static str, Verdict) {
                 http: false,
             },
         ),
-        ClientHello::Incomplete | ClientHello::NotTls => match parse_request_head(buf, port) {
-            Ok(Some(head)) => {
-                let name = head.destination.host.clone();
-                let to_port = head.destination.port;
-                let protocol = if head.connect { "connect" } else { "http" };
-                if !head.connect && !shared.allow_http {
-                    return (
-                        "http",
-                        Verdict::Deny {
-                            name: Some(name),
-                            why: "plain HTTP is denied (pass --allow-http to permit it)".into(),
-                            http: true,
-                        },
-                    );
-                }
-                match shared.matcher.allows(&name, to_port) {
-                    Some(m) => (
-                        protocol,
-                        Verdict::Allow {
-                            name,
-                            rule: m.rule.source.clone(),
-                            port: to_port,
-                            tunnel: head.connect,
-                        },
-                    ),
-                    None => (
-                        protocol,
-                        Verdict::Deny {
-                            name: Some(name),
-                            why: format!("no --allow-domain entry for this name on port {to_port}"),
-                            http: true,
-                        },
-                    ),
-                }
+        ClientHello::Incomplete | ClientHello::NotTls => decide_http(Ok(None), shared),
+    }
+}
+
+/// The decision for what read as an HTTP request head (or did not).
+fn decide_http(
+    head: Result<Option<crate::http::RequestHead>, HttpError>,
+    shared: &Shared,
+) -> (&'static str, Verdict) {
+    match head {
+        Ok(Some(head)) => {
+            let name = head.destination.host.clone();
+            let to_port = head.destination.port;
+            let protocol = if head.connect { "connect" } else { "http" };
+            if !head.connect && !shared.allow_http {
+                return (
+                    "http",
+                    Verdict::Deny {
+                        name: Some(name),
+                        why: "plain HTTP is denied (pass --allow-http to permit it)".into(),
+                        http: true,
+                    },
+                );
             }
-            Ok(None) => (
-                "tcp",
-                Verdict::Deny {
-                    name: None,
-                    why: "not TLS or HTTP: raw TCP is not allowed".into(),
-                    http: false,
-                },
-            ),
-            Err(e @ HttpError::Malformed(_)) => (
-                "tcp",
-                Verdict::Deny {
-                    name: None,
-                    why: format!("not TLS or HTTP: raw TCP is not allowed ({e})"),
-                    http: false,
-                },
-            ),
-            Err(e) => (
-                "http",
-                Verdict::Deny {
-                    name: None,
-                    why: e.to_string(),
-                    http: true,
-                },
-            ),
-        },
+            match shared.matcher.allows(&name, to_port) {
+                Some(m) => (
+                    protocol,
+                    Verdict::Allow {
+                        name,
+                        rule: m.rule.source.clone(),
+                        port: to_port,
+                        tunnel: head.connect,
+                    },
+                ),
+                None => (
+                    protocol,
+                    Verdict::Deny {
+                        name: Some(name),
+                        why: format!("no --allow-domain entry for this name on port {to_port}"),
+                        http: true,
+                    },
+                ),
+            }
+        }
+        Ok(None) => (
+            "tcp",
+            Verdict::Deny {
+                name: None,
+                why: "not TLS or HTTP: raw TCP is not allowed".into(),
+                http: false,
+            },
+        ),
+        Err(e @ HttpError::Malformed(_)) => (
+            "tcp",
+            Verdict::Deny {
+                name: None,
+                why: format!("not TLS or HTTP: raw TCP is not allowed ({e})"),
+                http: false,
+            },
+        ),
+        Err(e) => (
+            "http",
+            Verdict::Deny {
+                name: None,
+                why: e.to_string(),
+                http: true,
+            },
+        ),
     }
 }
 

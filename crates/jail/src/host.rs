@@ -92,10 +92,7 @@ pub fn root_inside_maps_to_outer_root() -> bool {
         return false;
     }
     let euid = nix::unistd::geteuid().as_raw() as u64;
-    let Ok(map) = std::fs::read_to_string("/proc/self/uid_map") else {
-        return false;
-    };
-    map.lines().any(|line| {
+    uid_map().lines().any(|line| {
         let f: Vec<u64> = line
             .split_whitespace()
             .filter_map(|x| x.parse().ok())
@@ -107,9 +104,13 @@ pub fn root_inside_maps_to_outer_root() -> bool {
 
 /// The initial user namespace maps every ID to itself: `0 0 4294967295`.
 fn in_initial_user_namespace() -> bool {
-    std::fs::read_to_string("/proc/self/uid_map")
-        .map(|m| m.split_whitespace().eq(["0", "0", "4294967295"]))
-        .unwrap_or(false)
+    uid_map().split_whitespace().eq(["0", "0", "4294967295"])
+}
+
+/// This process's `/proc/self/uid_map`, read once (empty if unreadable).
+fn uid_map() -> &'static str {
+    static MAP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MAP.get_or_init(|| std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default())
 }
 
 /// Probe the host. Reads files and makes harmless queries only.

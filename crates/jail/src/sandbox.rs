@@ -1068,10 +1068,6 @@ fn outcome_from(
 }
 
 fn humanize(d: Duration) -> String {
-    humantime_like(d)
-}
-
-fn humantime_like(d: Duration) -> String {
     let ms = d.as_millis();
     if !ms.is_multiple_of(1000) {
         format!("{ms}ms")
