@@ -14,20 +14,12 @@ cd "$(dirname "$0")/.."
 MB="${1:-1000}"
 CONNS="${2:-2000}"
 
-need() {
-    command -v "$1" >/dev/null && return
-    if [ "$(id -u)" = 0 ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
-    else
-        echo "bench: $1 is missing: install the $2 package" >&2; exit 1
-    fi
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 need squid squid
 need python3 python3
 
-HOST="$(rustc -vV | sed -n 's/^host: //p')"
-RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -q -p warden-cli --target "$HOST"
-WARDEN="$PWD/target/$HOST/release/warden"
+build_warden
 
 WORK="$(mktemp -d)"
 chmod 755 "$WORK"

@@ -11,25 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-300}"
 
-need() {
-    command -v "$1" >/dev/null && return
-    if [ "$(id -u)" = 0 ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
-    else
-        echo "bench: $1 is missing: install the $2 package" >&2
-        exit 1
-    fi
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 need bwrap bubblewrap
 need hyperfine hyperfine
 
-# The release binary as warden ships it: statically linked (glibc and
-# libseccomp), so it needs nothing at run time but the kernel and starts
-# without the dynamic loader. --target keeps the flag off build scripts and
-# proc macros.
-HOST="$(rustc -vV | sed -n 's/^host: //p')"
-RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -q -p warden-cli --target "$HOST"
-WARDEN="$PWD/target/$HOST/release/warden"
+build_warden
 
 # bwrap with the same isolation warden applies by default: every namespace,
 # the host's system directories read-only (merged /usr as symlinks), fresh

@@ -1,0 +1,24 @@
+# Shared by the bench scripts (sourced, from the repository's root).
+
+# need COMMAND PACKAGE: install PACKAGE from the distribution when COMMAND
+# is missing and we are root; otherwise say what to install.
+need() {
+    command -v "$1" >/dev/null && return
+    if [ "$(id -u)" = 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+    else
+        echo "bench: $1 is missing: install the $2 package" >&2
+        exit 1
+    fi
+}
+
+# build_warden: the release binary as warden ships it, statically linked
+# (glibc and libseccomp), so it needs nothing at run time but the kernel and
+# starts without the dynamic loader; --target keeps the flag off build
+# scripts and proc macros. Sets WARDEN to its path.
+build_warden() {
+    local host
+    host="$(rustc -vV | sed -n 's/^host: //p')"
+    RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -q -p warden-cli --target "$host"
+    WARDEN="$PWD/target/$host/release/warden"
+}
