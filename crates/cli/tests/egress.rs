@@ -308,10 +308,12 @@ fn names_that_resolve_to_the_hosts_own_addresses_are_refused() {
     // "localhost" resolves to 127.0.0.1 on the host: without --add-host the
     // proxy must not connect there (DNS rebinding onto host services).
     let out = sandbox_python(
-        &["--allow-domain", &format!("localhost:{port}")],
+        &["--allow-domain", &format!("localhost:{port}"), "--net-log"],
         &format!("print(send(('203.0.113.9', {port}), hello('localhost')))\n"),
     );
     assert!(!stdout(&out).contains("host service"), "{}", stdout(&out));
+    // Refused for the right reason: the name was allowed, its address not.
+    assert!(stderr(&out).contains("non-public"), "{}", stderr(&out));
     assert!(up.connections().is_empty());
 }
 
