@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let matcher = Matcher::new(rules);
     let mut addrs = NameAddresses::default();
-    if let Some((_, Some(decision))) = answer(data, &matcher, &mut addrs) {
+    if let Some((_, Some(decision))) = answer(data, &matcher, false, &mut addrs) {
         if decision.allowed {
             assert!(decision.name == "allowed.test" || decision.name.ends_with(".allowed.test"));
         }

@@ -103,10 +103,30 @@ struct RunArgs {
     /// Allow plain HTTP (not only TLS) to allowed names
     #[arg(long)]
     allow_http: bool,
-    /// Give a name a fixed address, e.g. registry.internal=10.1.2.3 (the
-    /// address is then allowed even when it is not public). Repeatable
+    /// Give a name a fixed address, e.g. registry.internal=10.1.2.3 or
+    /// registry.internal:10.1.2.3 (the address is then allowed even when it
+    /// is not public). Repeatable
     #[arg(long = "add-host", value_name = "NAME=IP")]
     add_host: Vec<String>,
+    /// Let allowed names resolve into this non-public range, e.g.
+    /// 10.20.0.0/16 (by default only public addresses are connected to; the
+    /// host's own addresses never are). Repeatable
+    #[arg(long = "allow-cidr", value_name = "CIDR")]
+    allow_cidr: Vec<String>,
+    /// Let the sandbox reach the service on the host's 127.0.0.1:PORT as
+    /// host.warden.internal:PORT (any protocol, through the proxy and its
+    /// log), and nothing else on the host. Repeatable
+    #[arg(long = "allow-host-port", value_name = "PORT")]
+    allow_host_port: Vec<u16>,
+    /// Make the sandbox's server on its 127.0.0.1:PORT reachable at the
+    /// host's 127.0.0.1:HOSTPORT (like docker run -p); the sandbox's own
+    /// connections stay filtered. Repeatable
+    #[arg(long, short = 'p', value_name = "HOSTPORT:PORT")]
+    publish: Vec<String>,
+    /// Ask on the terminal about connections to names no rule allows (allow
+    /// once, for this run, or deny); without a terminal they are denied
+    #[arg(long)]
+    ask: bool,
     /// Print one line per egress decision (allowed or denied) on stderr
     #[arg(long)]
     net_log: bool,
@@ -227,6 +247,10 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         allow_domains: args.allow_domain,
         allow_http: args.allow_http,
         add_hosts: args.add_host,
+        allow_cidr: args.allow_cidr,
+        allow_host_ports: args.allow_host_port,
+        publish: args.publish,
+        ask: args.ask,
         net_log: args.net_log,
         egress_quota: args.egress_quota,
         egress_idle_timeout: args.egress_idle_timeout,

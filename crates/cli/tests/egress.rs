@@ -597,3 +597,254 @@ print('plain-http', tunnel(b'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n'
         "only the allowed tunnel reached the server"
     );
 }
+
+/// A port of the host's loopback that nothing listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_host_port_is_reachable_by_its_name_and_no_other_host_port_is() {
+    if !egress_available() {
+        return;
+    }
+    let open = Upstream::start(b"host service");
+    let closed = Upstream::start(b"must not be reached");
+    let out = sandbox_python(
+        &["--allow-host-port", &open.port.to_string()],
+        &format!(
+            r#"ip = socket.gethostbyname('host.warden.internal')
+print('raw', send((ip, {o}), b'ping'))
+print('http', send((ip, {o}), b'GET / HTTP/1.1\r\nHost: host.warden.internal:{o}\r\n\r\n'))
+print('other-port', send((ip, {c}), b'ping'))
+print('direct', send(('127.0.0.1', {c}), b'ping'))
+"#,
+            o = open.port,
+            c = closed.port
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.contains("raw b'host service'"), "{s} {}", stderr(&out));
+    assert!(s.contains("http b'host service'"), "{s}");
+    assert!(
+        s.contains("other-port b''") || s.contains("other-port ('error'"),
+        "{s}"
+    );
+    assert!(s.contains("direct ('error'"), "{s}");
+    let seen = open.connections();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0], b"ping");
+    assert!(seen[1].starts_with(b"GET / HTTP/1.1"));
+    assert!(
+        closed.connections().is_empty(),
+        "a host port that was not opened was reached"
+    );
+}
+
+#[test]
+fn a_published_port_reaches_the_server_inside_while_its_egress_stays_filtered() {
+    if !egress_available() {
+        return;
+    }
+    let outside = Upstream::start(b"leaked");
+    let host_port = free_port();
+    let server = format!(
+        r#"import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 8000)); s.listen()
+c, _ = s.accept(); data = c.recv(100)
+try:
+    socket.create_connection(('127.0.0.1', {p}), timeout=3).sendall(b'leak')
+    out = b'reached'
+except OSError:
+    out = b'blocked'
+c.sendall(b'inside:' + data + b':' + out); c.close()
+"#,
+        p = outside.port
+    );
+    let child = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--timeout", "30s", "--publish"])
+        .arg(format!("{host_port}:8000"))
+        .args(["--", "python3", "-c", &server])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut reply = Vec::new();
+    while std::time::Instant::now() < deadline && reply.is_empty() {
+        if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", host_port)) {
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let _ = c.write_all(b"hello");
+            let _ = c.read_to_end(&mut reply);
+        }
+        if reply.is_empty() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        "inside:hello:blocked",
+        "{}",
+        stderr(&out)
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(outside.connections().is_empty());
+    // The port is the host's again once the run is over.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", host_port)).is_err());
+}
+
+#[test]
+fn publishing_a_port_in_use_is_refused_before_anything_runs() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let dir = TempDir::new("publish-taken");
+    let marker = dir.path().join("ran");
+    let out = Command::new(warden_bin())
+        .args([
+            "run",
+            "--no-tty",
+            "--rw",
+            dir.path().to_str().unwrap(),
+            "-p",
+        ])
+        .arg(format!("{port}:80"))
+        .args(["--", "touch", marker.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("cannot publish port {port}")) && err.contains("in use"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the command ran");
+}
+
+/// Drives `warden run --ask` through a pseudo-terminal: answers each
+/// question with the next key of ANSWERS, then prints everything the
+/// terminal showed and exits with warden's status.
+const PTY_DRIVER: &str = r#"import os, pty, select, sys, time
+answers = sys.argv[1]
+argv = sys.argv[2:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+out = b''
+def read(until=None, t=20.0):
+    global out
+    start, end = len(out), time.time() + t
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if not r:
+            continue
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            return False
+        if not d:
+            return False
+        out += d
+        if until is not None and until in out[start:]:
+            return True
+    return False
+for key in answers:
+    if not read(b'[d]eny? '):
+        break
+    os.write(fd, key.encode())
+read()
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors='replace'))
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+
+#[test]
+fn ask_mode_puts_unlisted_names_to_the_person_at_the_terminal() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"asked and answered");
+    let port = up.port;
+    let body = format!(
+        r#"import socket
+def send(name, data):
+    try:
+        s = socket.create_connection((name, {port}), timeout=25); s.sendall(data)
+        return s.recv(100)
+    except OSError as e:
+        return ('error', e.errno)
+print('first', send('asked.test', b'first'))
+print('second', send('asked.test', b'second'))
+print('third', send('other.test', b'third'))
+"#
+    );
+    let out = Command::new("python3")
+        .args(["-c", PTY_DRIVER, "rd"])
+        .arg(warden_bin())
+        .args([
+            "run",
+            "--ask",
+            "--net-log",
+            "--add-host",
+            "asked.test=127.0.0.1",
+            "--add-host",
+            "other.test=127.0.0.1",
+            "--",
+            "python3",
+            "-c",
+            &body,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s} {}", stderr(&out));
+    assert_eq!(
+        s.matches("which no rule allows").count(),
+        2,
+        "asked once for asked.test (allowed for the run) and once for other.test: {s}"
+    );
+    assert!(
+        s.contains(&format!("tcp asked.test:{port}, which no rule allows")),
+        "{s}"
+    );
+    assert!(s.contains("allowed for this run"), "{s}");
+    assert!(s.contains("first b'asked and answered'"), "{s}");
+    assert!(s.contains("second b'asked and answered'"), "{s}");
+    assert!(s.contains("third b''"), "{s}");
+    assert!(s.contains("denied when asked (--ask)"), "{s}");
+    assert_eq!(
+        up.connections(),
+        vec![b"first".to_vec(), b"second".to_vec()]
+    );
+}
+
+#[test]
+fn ask_mode_without_a_terminal_denies() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"must not be reached");
+    let out = sandbox_python(
+        &["--ask", "--net-log", "--add-host", "asked.test=127.0.0.1"],
+        &format!(
+            "ip = socket.gethostbyname('asked.test')\nprint('asked', send((ip, {}), b'hello'))\n",
+            up.port
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.contains("asked b''"), "{s} {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--ask has no terminal to ask on"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(up.connections().is_empty());
+}

@@ -62,10 +62,13 @@ pub struct DnsDecision {
 }
 
 /// Answer one query. `None`: the datagram is not a DNS query and gets no
-/// answer at all.
+/// answer at all. With `ask` (`--ask`), every name gets its pool address:
+/// the person is asked when a connection is made, where its port and
+/// protocol are known; the query still goes nowhere.
 pub fn answer(
     query: &[u8],
     matcher: &Matcher,
+    ask: bool,
     addresses: &mut NameAddresses,
 ) -> Option<(Vec<u8>, Option<DnsDecision>)> {
     let request = Message::from_vec(query).ok()?;
@@ -96,7 +99,10 @@ pub fn answer(
     let allowed = if name.is_empty() {
         None
     } else {
-        matcher.allows_name(&name).map(|m| m.rule.source.clone())
+        matcher
+            .allows_name(&name)
+            .map(|m| m.rule.source.clone())
+            .or_else(|| ask.then(|| "--ask (asked on connection)".to_string()))
     };
     let mut decision = DnsDecision {
         name: name.clone(),
@@ -159,7 +165,7 @@ mod tests {
     }
 
     fn ask(name: &str, t: RecordType, addrs: &mut NameAddresses) -> Message {
-        let (bytes, _) = answer(&query(name, t), &matcher(), addrs).unwrap();
+        let (bytes, _) = answer(&query(name, t), &matcher(), false, addrs).unwrap();
         Message::from_vec(&bytes).unwrap()
     }
 
@@ -182,6 +188,40 @@ mod tests {
                 .answers()
                 .len()
                 == 1
+        );
+    }
+
+    #[test]
+    fn in_ask_mode_unlisted_names_get_an_address_but_tunnel_types_are_still_refused() {
+        let mut addrs = NameAddresses::default();
+        let (bytes, decision) = answer(
+            &query("unlisted.test.", RecordType::A),
+            &matcher(),
+            true,
+            &mut addrs,
+        )
+        .unwrap();
+        let r = Message::from_vec(&bytes).unwrap();
+        assert_eq!(r.response_code(), ResponseCode::NoError);
+        let a = match r.answers()[0].data() {
+            RData::A(a) => a.0,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(addrs.name_of(a), Some("unlisted.test"));
+        assert_eq!(
+            decision.unwrap().rule.as_deref(),
+            Some("--ask (asked on connection)")
+        );
+        let (bytes, _) = answer(
+            &query("unlisted.test.", RecordType::TXT),
+            &matcher(),
+            true,
+            &mut addrs,
+        )
+        .unwrap();
+        assert_eq!(
+            Message::from_vec(&bytes).unwrap().response_code(),
+            ResponseCode::Refused
         );
     }
 
@@ -218,7 +258,7 @@ mod tests {
         let mut addrs = NameAddresses::default();
         for junk in [&b""[..], b"\x00", b"hello world, not dns", &[0xff; 64]] {
             // Either no answer, or one without any address in it.
-            if let Some((bytes, _)) = answer(junk, &matcher(), &mut addrs) {
+            if let Some((bytes, _)) = answer(junk, &matcher(), false, &mut addrs) {
                 let m = Message::from_vec(&bytes).unwrap();
                 assert!(m.answers().is_empty(), "{junk:?} got {m:?}");
             }
@@ -226,6 +266,6 @@ mod tests {
         // A response sent to the resolver is not answered.
         let mut m = Message::new();
         m.set_message_type(MessageType::Response);
-        assert!(answer(&m.to_vec().unwrap(), &matcher(), &mut addrs).is_none());
+        assert!(answer(&m.to_vec().unwrap(), &matcher(), false, &mut addrs).is_none());
     }
 }

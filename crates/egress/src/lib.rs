@@ -9,5 +9,6 @@ pub mod dns;
 pub mod http;
 pub mod matcher;
 pub mod proxy;
+pub mod publish;
 pub mod tls;
 pub mod wiring;

@@ -9,14 +9,14 @@ use crate::http::{parse_request_head, HttpError, MAX_HEAD};
 use crate::matcher::Matcher;
 use crate::tls::{self, ClientHello, MAX_CLIENT_HELLO};
 use crate::wiring::original_destination;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use warden_policy::EgressSpec;
+use warden_policy::{EgressSpec, HOST_ALIAS};
 
 /// How long a client has to say where it goes.
 const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,6 +51,32 @@ pub struct Decision {
     pub duration_ms: u64,
 }
 
+/// A connection to a name that no rule allows, put to a person (`--ask`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    /// `tls`, `http`, `connect` or `tcp`.
+    pub protocol: &'static str,
+    pub name: String,
+    pub port: u16,
+}
+
+/// What a person answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// This connection only.
+    Once,
+    /// This name and port, for the rest of the run.
+    ForRun,
+    Deny,
+}
+
+/// Answers [`Question`]s: the terminal of `warden run` today, an API of a
+/// daemon later. `ask` runs on a thread of its own and may block, but must
+/// return in bounded time (the connection waits for it).
+pub trait Asker: Send + Sync {
+    fn ask(&self, question: &Question) -> Answer;
+}
+
 /// Decisions kept one by one at most; past this they are only counted, so
 /// that a sandbox cannot grow the supervisor's memory without bound.
 pub const MAX_RECORDED: usize = 10_000;
@@ -82,6 +108,13 @@ struct Shared {
     matcher: Matcher,
     allow_http: bool,
     hosts: HashMap<String, IpAddr>,
+    /// Non-public ranges an allowed name may resolve to.
+    cidrs: Vec<ipnet::IpNet>,
+    /// Ask a person about unlisted names (`--ask`), through `asker`.
+    ask: bool,
+    asker: Option<Arc<dyn Asker>>,
+    /// Names (and ports) a person allowed for the rest of the run.
+    granted: Mutex<HashSet<(String, u16)>>,
     addresses: Mutex<NameAddresses>,
     log: Arc<Mutex<DecisionLog>>,
     print: bool,
@@ -147,7 +180,14 @@ impl Shared {
 impl Proxy {
     /// Serve `tcp` (the listening socket every TCP connection of the
     /// sandbox is redirected to) and `dns` (the resolver's UDP socket).
-    pub fn start(spec: &EgressSpec, tcp: OwnedFd, dns: OwnedFd) -> Result<Proxy, ProxyError> {
+    /// With `--ask`, `asker` answers for names on no list; without one,
+    /// such names are denied.
+    pub fn start(
+        spec: &EgressSpec,
+        tcp: OwnedFd,
+        dns: OwnedFd,
+        asker: Option<Arc<dyn Asker>>,
+    ) -> Result<Proxy, ProxyError> {
         // Two descriptors per proxied connection: raise the supervisor's
         // soft limit to its hard one (the sandbox keeps its own limit).
         if let Ok((_, hard)) =
@@ -184,6 +224,10 @@ impl Proxy {
             matcher: Matcher::new(spec.domains.clone()),
             allow_http: spec.allow_http,
             hosts: spec.hosts.iter().cloned().collect(),
+            cidrs: spec.cidrs.clone(),
+            ask: spec.ask,
+            asker,
+            granted: Mutex::new(HashSet::new()),
             addresses: Mutex::new(NameAddresses::default()),
             log: log.clone(),
             print: spec.log,
@@ -268,7 +312,7 @@ async fn serve_dns(udp: UdpSocket, shared: &Shared) {
             let Ok(mut addrs) = shared.addresses.lock() else {
                 return;
             };
-            dns::answer(&buf[..n], &shared.matcher, &mut addrs)
+            dns::answer(&buf[..n], &shared.matcher, shared.ask, &mut addrs)
         };
         if let Some((bytes, decision)) = reply {
             let _ = udp.send_to(&bytes, from).await;
@@ -306,6 +350,9 @@ enum Verdict {
         name: Option<String>,
         why: String,
         http: bool,
+        /// The name is on no list: with `--ask`, a person may still allow
+        /// it on this port.
+        ask_port: Option<u16>,
     },
 }
 
@@ -319,10 +366,13 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
     // only after the server): when its first bytes are not TLS or HTTP, or
     // when it says nothing for a moment, it is that name's. TLS and HTTP
     // are decided on the name they carry, as everywhere.
-    let by_address = original.and_then(|a| {
+    // With --ask, a name on no list may be put to a person as well.
+    let by_address: Option<(String, Option<String>)> = original.and_then(|a| {
         let name = shared.addresses.lock().ok()?.name_of(*a.ip())?.to_string();
-        let m = shared.matcher.allows(&name, a.port())?;
-        m.rule.port.map(|_| (name, m.rule.source.clone()))
+        match shared.matcher.allows(&name, a.port()) {
+            Some(m) => m.rule.port.map(|_| (name, Some(m.rule.source.clone()))),
+            None => shared.ask.then_some((name, None)),
+        }
     });
     let wait = if by_address.is_some() {
         SERVER_FIRST_WAIT
@@ -332,13 +382,22 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
     let first = read_first_bytes(&mut conn, &mut buf, wait, port).await;
     let other = speaks_other(&first, &buf, port);
     let (protocol, verdict) = match (first, by_address) {
-        (_, Some((name, rule))) if other => (
+        (_, Some((name, Some(rule)))) if other => (
             "tcp",
             Verdict::Allow {
                 name,
                 rule,
                 port,
                 tunnel: false,
+            },
+        ),
+        (_, Some((name, None))) if other => (
+            "tcp",
+            Verdict::Deny {
+                name: Some(name),
+                why: format!("no --allow-domain entry for this name on port {port}"),
+                http: false,
+                ask_port: Some(port),
             },
         ),
         (Ok(first), _) => decide(first, port, shared),
@@ -348,8 +407,32 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                 name: None,
                 why,
                 http: false,
+                ask_port: None,
             },
         ),
+    };
+    // A name on no list, with --ask: a person decides.
+    let verdict = match verdict {
+        Verdict::Deny {
+            name: Some(name),
+            why,
+            http,
+            ask_port: Some(to_port),
+        } if shared.ask => match ask(shared, protocol, &name, to_port).await {
+            Ok(rule) => Verdict::Allow {
+                name,
+                rule,
+                port: to_port,
+                tunnel: protocol == "connect",
+            },
+            Err(asked) => Verdict::Deny {
+                name: Some(name),
+                why: format!("{why}; {asked}"),
+                http,
+                ask_port: Some(to_port),
+            },
+        },
+        other => other,
     };
     // A CONNECT is answered at once; what the client then sends through the
     // tunnel must pass the same rules as a transparent connection to the
@@ -392,6 +475,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                         name: Some(name.clone()),
                         why,
                         http: false,
+                        ask_port: Some(to_port),
                     },
                 )
             };
@@ -430,6 +514,24 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                     )) => deny(format!(
                         "the tunnel to {name} carries a connection for {inner_name}"
                     )),
+                    // The tunnel's own name, allowed when asked about the
+                    // CONNECT: the same name and port need no second answer.
+                    Ok((
+                        _,
+                        Verdict::Deny {
+                            name: Some(inner_name),
+                            ask_port: Some(_),
+                            ..
+                        },
+                    )) if shared.ask && inner_name == name => (
+                        "connect",
+                        Verdict::Allow {
+                            name: name.clone(),
+                            rule,
+                            port: to_port,
+                            tunnel: true,
+                        },
+                    ),
                     Ok((_, Verdict::Deny { why, .. })) => {
                         deny(format!("inside the CONNECT tunnel: {why}"))
                     }
@@ -451,7 +553,22 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
         duration_ms: 0,
     };
     match verdict {
-        Verdict::Deny { name, why, http } => {
+        Verdict::Deny {
+            name,
+            why,
+            http,
+            ask_port,
+        } => {
+            // The port asked for (a CONNECT's or an absolute URI's), when
+            // it is not the proxy's own.
+            if let Some(p) = ask_port.or_else(|| {
+                matches!(protocol, "http" | "connect")
+                    .then(|| parse_request_head(&buf, port).ok().flatten())
+                    .flatten()
+                    .map(|h| h.destination.port)
+            }) {
+                decision.port = p;
+            }
             decision.name = name;
             decision.detail = why.clone();
             if http {
@@ -532,27 +649,96 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
     shared.record(decision);
 }
 
-/// The request in `buf` with its connection headers replaced by
-/// `Connection: close` (the body, if any, follows unchanged); `None` when
-/// `buf` does not start with a complete request head.
+/// Put a name on no list to the person (`--ask`): `Ok` with the rule to
+/// record when allowed, `Err` with what happened otherwise.
+async fn ask(
+    shared: &Shared,
+    protocol: &'static str,
+    name: &str,
+    port: u16,
+) -> Result<String, String> {
+    let key = (name.to_string(), port);
+    if shared.granted.lock().is_ok_and(|g| g.contains(&key)) {
+        return Ok("--ask (allowed for this run)".into());
+    }
+    let Some(asker) = shared.asker.clone() else {
+        return Err("--ask has no terminal to ask on".into());
+    };
+    let question = Question {
+        protocol,
+        name: name.to_string(),
+        port,
+    };
+    let answer = tokio::task::spawn_blocking(move || asker.ask(&question))
+        .await
+        .unwrap_or(Answer::Deny);
+    match answer {
+        Answer::Once => Ok("--ask (allowed once)".into()),
+        Answer::ForRun => {
+            if let Ok(mut g) = shared.granted.lock() {
+                g.insert(key);
+            }
+            Ok("--ask (allowed for this run)".into())
+        }
+        Answer::Deny => Err("denied when asked (--ask)".into()),
+    }
+}
+
+/// The request in `buf` as the origin server gets it: an absolute URI (a
+/// request to the explicit proxy) becomes a path, with a `Host` header when
+/// the request had none; headers meant for the proxy are dropped; and the
+/// connection headers are replaced by `Connection: close` (the body, if any,
+/// follows unchanged). `None` when `buf` does not start with a complete
+/// request head.
 fn with_connection_close(buf: &[u8]) -> Option<Vec<u8>> {
-    let head_len = parse_request_head(buf, 80).ok().flatten()?.head_len;
-    let head = std::str::from_utf8(buf.get(..head_len)?).ok()?;
-    let mut out = String::with_capacity(head_len + 20);
-    for (i, line) in head.split("\r\n").enumerate() {
+    let head = parse_request_head(buf, 80).ok().flatten()?;
+    let head_len = head.head_len;
+    let text = std::str::from_utf8(buf.get(..head_len)?).ok()?;
+    let mut out = String::with_capacity(head_len + 40);
+    let mut has_host = false;
+    for (i, line) in text.split("\r\n").enumerate() {
         if line.is_empty() {
             continue;
         }
+        if i == 0 {
+            let mut parts = line.splitn(3, ' ');
+            let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
+            let target = match target.strip_prefix("http://") {
+                Some(rest) => match rest.find(['/', '?']) {
+                    Some(at) if rest[at..].starts_with('/') => rest[at..].to_string(),
+                    Some(at) => format!("/{}", &rest[at..]),
+                    None => "/".to_string(),
+                },
+                None => target.to_string(),
+            };
+            out.push_str(&format!("{method} {target} {version}\r\n"));
+            continue;
+        }
         let name = line.split(':').next().unwrap_or_default().trim();
-        if i > 0
-            && ["connection", "keep-alive", "proxy-connection"]
-                .iter()
-                .any(|h| name.eq_ignore_ascii_case(h))
+        if name.eq_ignore_ascii_case("host") {
+            has_host = true;
+        }
+        if [
+            "connection",
+            "keep-alive",
+            "proxy-connection",
+            "proxy-authorization",
+        ]
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
         {
             continue;
         }
         out.push_str(line);
         out.push_str("\r\n");
+    }
+    if !has_host {
+        let d = &head.destination;
+        if d.port == 80 {
+            out.push_str(&format!("Host: {}\r\n", d.host));
+        } else {
+            out.push_str(&format!("Host: {}:{}\r\n", d.host, d.port));
+        }
     }
     out.push_str("Connection: close\r\n\r\n");
     let mut bytes = out.into_bytes();
@@ -595,7 +781,12 @@ fn speaks_other(first: &Result<First, String>, buf: &[u8], port: u16) -> bool {
     buf.is_empty()
         || match first {
             Ok(f) => f.other_protocol(),
-            Err(_) => classify(buf, port).other_protocol(),
+            // Nothing decided in time: bytes that never became TLS or HTTP
+            // are some other protocol's.
+            Err(_) => {
+                let f = classify(buf, port);
+                f.other_protocol() || f.undecided()
+            }
         }
 }
 
@@ -650,6 +841,7 @@ fn decide(first: First, port: u16, shared: &Shared) -> (&'static str, Verdict) {
                     name: Some(name),
                     why: format!("no --allow-domain entry for this name on port {port}"),
                     http: false,
+                    ask_port: Some(port),
                 },
             ),
         },
@@ -659,6 +851,7 @@ fn decide(first: First, port: u16, shared: &Shared) -> (&'static str, Verdict) {
                 name: None,
                 why: "a TLS connection without a server name (or to a raw IP)".into(),
                 http: false,
+                ask_port: None,
             },
         ),
         ClientHello::EncryptedClientHello => (
@@ -667,6 +860,7 @@ fn decide(first: First, port: u16, shared: &Shared) -> (&'static str, Verdict) {
                 name: None,
                 why: "Encrypted Client Hello hides the name; it is refused".into(),
                 http: false,
+                ask_port: None,
             },
         ),
         ClientHello::Malformed(why) => (
@@ -675,6 +869,7 @@ fn decide(first: First, port: u16, shared: &Shared) -> (&'static str, Verdict) {
                 name: None,
                 why: why.into(),
                 http: false,
+                ask_port: None,
             },
         ),
         ClientHello::Incomplete | ClientHello::NotTls => decide_http(Ok(None), shared),
@@ -691,13 +886,16 @@ fn decide_http(
             let name = head.destination.host.clone();
             let to_port = head.destination.port;
             let protocol = if head.connect { "connect" } else { "http" };
-            if !head.connect && !shared.allow_http {
+            // A host service opened with --allow-host-port speaks what it
+            // speaks: plain HTTP to it needs no --allow-http.
+            if !head.connect && !shared.allow_http && name != HOST_ALIAS {
                 return (
                     "http",
                     Verdict::Deny {
                         name: Some(name),
                         why: "plain HTTP is denied (pass --allow-http to permit it)".into(),
                         http: true,
+                        ask_port: None,
                     },
                 );
             }
@@ -717,6 +915,7 @@ fn decide_http(
                         name: Some(name),
                         why: format!("no --allow-domain entry for this name on port {to_port}"),
                         http: true,
+                        ask_port: Some(to_port),
                     },
                 ),
             }
@@ -727,6 +926,7 @@ fn decide_http(
                 name: None,
                 why: "not TLS or HTTP: raw TCP is not allowed".into(),
                 http: false,
+                ask_port: None,
             },
         ),
         Err(e @ HttpError::Malformed(_)) => (
@@ -735,6 +935,7 @@ fn decide_http(
                 name: None,
                 why: format!("not TLS or HTTP: raw TCP is not allowed ({e})"),
                 http: false,
+                ask_port: None,
             },
         ),
         Err(e) => (
@@ -743,6 +944,7 @@ fn decide_http(
                 name: None,
                 why: e.to_string(),
                 http: true,
+                ask_port: None,
             },
         ),
     }
@@ -813,6 +1015,12 @@ async fn connect_upstream(
 ) -> Result<(TcpStream, SocketAddr), String> {
     let candidates: Vec<SocketAddr> = match shared.hosts.get(name) {
         Some(ip) => vec![SocketAddr::new(*ip, port)],
+        // A host service opened with --allow-host-port (the matcher allowed
+        // only those ports for this name): the host's own loopback.
+        None if name == HOST_ALIAS => vec![
+            SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), port),
+            SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), port),
+        ],
         None => {
             let resolved = tokio::net::lookup_host((name, port))
                 .await
@@ -821,11 +1029,11 @@ async fn connect_upstream(
             let public: Vec<SocketAddr> = all
                 .iter()
                 .copied()
-                .filter(|a| is_public(a.ip()) && !shared.own_addresses.contains(&a.ip()))
+                .filter(|a| usable_upstream(a.ip(), &shared.cidrs, &shared.own_addresses))
                 .collect();
             if public.is_empty() {
                 return Err(format!(
-                    "{name} resolves only to non-public or the host's own addresses ({all:?}); use --add-host to allow one"
+                    "{name} resolves only to non-public or the host's own addresses ({all:?}); use --add-host or --allow-cidr to allow one"
                 ));
             }
             public
@@ -840,6 +1048,16 @@ async fn connect_upstream(
         }
     }
     Err(last)
+}
+
+/// Whether a resolved address may be connected to: public, or in a range
+/// of `--allow-cidr`; never one of the host's own addresses or its loopback
+/// (host services are reached through `--allow-host-port` alone).
+fn usable_upstream(ip: IpAddr, cidrs: &[ipnet::IpNet], own: &[IpAddr]) -> bool {
+    (is_public(ip) || cidrs.iter().any(|c| c.contains(&ip)))
+        && !own.contains(&ip)
+        && !ip.is_loopback()
+        && !ip.to_canonical().is_loopback()
 }
 
 /// Globally routable: not loopback, private, link-local, CGNAT, unique
@@ -916,7 +1134,40 @@ mod tests {
             "{out}"
         );
         assert!(!out.to_ascii_lowercase().contains("keep-alive"));
+    }
+
+    #[test]
+    fn an_absolute_uri_reaches_the_origin_as_a_path_with_a_host() {
+        let req = b"GET http://a.test:8080/x/y?q=1 HTTP/1.1\r\nProxy-Authorization: Basic Zm9v\r\nAccept: */*\r\n\r\n";
+        let out = String::from_utf8(with_connection_close(req).unwrap()).unwrap();
+        assert_eq!(
+            out,
+            "GET /x/y?q=1 HTTP/1.1\r\nAccept: */*\r\nHost: a.test:8080\r\nConnection: close\r\n\r\n"
+        );
+        let req = b"GET http://a.test?q HTTP/1.1\r\nHost: a.test\r\n\r\n";
+        let out = String::from_utf8(with_connection_close(req).unwrap()).unwrap();
+        assert!(
+            out.starts_with("GET /?q HTTP/1.1\r\nHost: a.test\r\n"),
+            "{out}"
+        );
         assert!(with_connection_close(b"GET / HTTP/1.1\r\nHost: a").is_none());
+    }
+
+    #[test]
+    fn allow_cidr_opens_its_range_but_never_the_hosts_loopback_or_own_addresses() {
+        let cidrs: Vec<ipnet::IpNet> = vec![
+            "10.20.0.0/16".parse().unwrap(),
+            "127.0.0.0/8".parse().unwrap(),
+        ];
+        let own: Vec<IpAddr> = vec!["10.20.0.5".parse().unwrap()];
+        let ok = |s: &str| usable_upstream(s.parse().unwrap(), &cidrs, &own);
+        assert!(ok("10.20.3.4"));
+        assert!(ok("93.184.216.34"));
+        assert!(!ok("10.21.0.1"), "outside the range");
+        assert!(!ok("10.20.0.5"), "the host's own address");
+        assert!(!ok("127.0.0.1"), "loopback, even inside a range");
+        assert!(!ok("::ffff:127.0.0.1"));
+        assert!(!usable_upstream("10.20.3.4".parse().unwrap(), &[], &[]));
     }
 
     #[test]

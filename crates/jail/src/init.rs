@@ -26,6 +26,13 @@ pub struct ChildPlan {
     /// init hands the proxy's sockets, opened inside its namespace, to the
     /// supervisor.
     pub egress_channel: Option<OwnedFd>,
+    /// The init opens the proxy's sockets in its namespace and sends them
+    /// over the channel.
+    pub egress: bool,
+    /// With `--publish`: the init keeps the channel and answers each
+    /// request with a fresh TCP socket of the sandbox's namespace, for the
+    /// supervisor to connect to a server inside.
+    pub serve_sockets: bool,
     pub uid: u32,
     pub gid: u32,
     pub rlimits: Rlimits,
@@ -121,9 +128,9 @@ fn child_setup_and_run(
             .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
         warden_egress::wiring::bring_loopback_up()
             .map_err(|e| format!("cannot bring up the sandbox's loopback interface: {e}"))?;
-        if let Some(channel) = plan.egress_channel.take() {
+        if let (Some(channel), true) = (&plan.egress_channel, plan.egress) {
             let (tcp, dns) = warden_egress::wiring::configure_namespace().map_err(|e| chain(&e))?;
-            crate::sys::send_fds(&channel, &[tcp.as_raw_fd(), dns.as_raw_fd()])
+            crate::sys::send_fds(channel, &[tcp.as_raw_fd(), dns.as_raw_fd()])
                 .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
         }
         mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
@@ -144,9 +151,13 @@ fn child_setup_and_run(
     plan.root.rootfs = None;
     // Whatever else the caller of warden left open is not the init's to
     // hold: keep the standard streams, the report pipe and the terminal.
+    let sockets = plan.egress_channel.take().filter(|_| plan.serve_sockets);
     let mut keep = vec![report.as_raw_fd()];
     if let Some(t) = &plan.pty_slave {
         keep.push(t.as_raw_fd());
+    }
+    if let Some(c) = &sockets {
+        keep.push(c.as_raw_fd());
     }
     crate::sys::close_fds_except(&keep);
     if flags & FINAL_IN_CGROUP != 0 {
@@ -187,7 +198,7 @@ fn child_setup_and_run(
     let exec = ExecPlan::new(&plan, program, report, original_mask)?;
     let child = exec.spawn()?;
     drop(plan.pty_slave.take());
-    Ok(supervise_command(child, sfd, report))
+    Ok(supervise_command(child, sfd, report, sockets))
 }
 
 /// If the supervisor dies, the init dies, and with it every process of its
@@ -373,11 +384,68 @@ impl ExecPlan {
     }
 }
 
+/// Answer one request on the socket channel with a fresh TCP socket of the
+/// sandbox's namespace (or, when none can be made, a message without one);
+/// false when the channel is gone.
+fn serve_socket(channel: &OwnedFd) -> bool {
+    let mut byte = [0u8; 1];
+    match nix::sys::socket::recv(
+        channel.as_raw_fd(),
+        &mut byte,
+        nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+    ) {
+        Ok(0) => return false,
+        Ok(_) | Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINTR) => {}
+        Err(_) => return false,
+    }
+    let socket = nix::sys::socket::socket(
+        nix::sys::socket::AddressFamily::Inet,
+        nix::sys::socket::SockType::Stream,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        None,
+    );
+    let sent = match &socket {
+        Ok(s) => crate::sys::send_fds(channel, &[s.as_raw_fd()]),
+        Err(_) => nix::sys::socket::send(
+            channel.as_raw_fd(),
+            b"e",
+            nix::sys::socket::MsgFlags::empty(),
+        )
+        .map(drop),
+    };
+    sent.is_ok()
+}
+
 /// The init's loop: reap every child, forward signals, and report the
 /// command's status when it ends. Returning ends the init, and with it every
 /// process left in the sandbox's PID namespace.
-fn supervise_command(command: Pid, sfd: SignalFd, report: &OwnedFd) -> i32 {
+fn supervise_command(
+    command: Pid,
+    sfd: SignalFd,
+    report: &OwnedFd,
+    mut sockets: Option<OwnedFd>,
+) -> i32 {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
     loop {
+        if let Some(channel) = &sockets {
+            let mut fds = [
+                PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+                PollFd::new(channel.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => return 125,
+            }
+            let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+            let (signal, request) = (ready(&fds[0]), ready(&fds[1]));
+            if request && !serve_socket(channel) {
+                sockets = None;
+            }
+            if !signal {
+                continue;
+            }
+        }
         let info = match sfd.read_signal() {
             Ok(Some(info)) => info,
             Ok(None) => continue,

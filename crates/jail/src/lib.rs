@@ -9,6 +9,7 @@
 //! All `unsafe` of the project lives here or in the egress crate; every block
 //! states the invariant that makes it sound.
 
+mod ask;
 pub mod cgroup;
 pub mod host;
 mod init;

@@ -94,6 +94,14 @@ pub enum JailError {
     DegradedRootWorkspace(PathBuf),
     #[error("cannot start the egress proxy")]
     Egress(#[source] warden_egress::proxy::ProxyError),
+    #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in --publish HOSTPORT:PORT)")]
+    Publish {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot serve the published ports")]
+    PublishServe(#[source] warden_egress::publish::PublishError),
     #[error("--rootfs needs the sandbox's own mount namespace, which this host does not allow; leave --rootfs out to run degraded")]
     RootfsNeedsNamespaces,
     #[error("cannot create the sandbox's private directory {path}")]
@@ -463,8 +471,32 @@ fn run_mode(
         }
         (NetworkSpec::LoopbackOnly, _) => None,
     };
-    let egress_pair = match &egress {
-        Some(_) => Some(
+    // --publish: the host's listeners are bound now, so that a port in use
+    // is an error before anything starts. Without a network namespace the
+    // sandbox's servers are on the host's own loopback already.
+    let mut published = Vec::new();
+    if !spec.publish.is_empty() {
+        if degraded_mode {
+            degraded(
+                events,
+                id,
+                "publish",
+                "without a network namespace --publish does nothing: servers in the sandbox listen on the host's network",
+            );
+        } else {
+            for m in &spec.publish {
+                let listener =
+                    std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, m.host_port))
+                        .map_err(|source| JailError::Publish {
+                            port: m.host_port,
+                            source,
+                        })?;
+                published.push((listener, m.sandbox_port));
+            }
+        }
+    }
+    let egress_pair = match egress.is_some() || !published.is_empty() {
+        true => Some(
             nix::sys::socket::socketpair(
                 nix::sys::socket::AddressFamily::Unix,
                 nix::sys::socket::SockType::SeqPacket,
@@ -473,9 +505,12 @@ fn run_mode(
             )
             .map_err(sys_err("create the egress socket pair"))?,
         ),
-        None => None,
+        false => None,
     };
     let mut close_in_child = vec![go_wr.as_raw_fd(), rep_rd.as_raw_fd()];
+    for (l, _) in &published {
+        close_in_child.push(l.as_raw_fd());
+    }
     if let Some((parent_end, _)) = &egress_pair {
         close_in_child.push(parent_end.as_raw_fd());
     }
@@ -497,6 +532,8 @@ fn run_mode(
                 .map(|_| "nameserver 127.0.0.1\noptions ndots:1 timeout:2\n".to_string()),
         },
         egress_channel: egress_child,
+        egress: egress.is_some(),
+        serve_sockets: !published.is_empty(),
         uid,
         gid,
         rlimits,
@@ -610,15 +647,35 @@ fn run_mode(
     // network namespace; a child that failed before sending them has said
     // why on the report pipe.
     let mut proxy = None;
+    let mut desk = None;
+    let mut publisher = None;
     if let (Some(spec), Some(channel)) = (&egress, &egress_parent) {
         let mut fds = sys::recv_fds(channel, 2).unwrap_or_default().into_iter();
         if let (Some(tcp), Some(dns)) = (fds.next(), fds.next()) {
+            // --ask needs a person at a terminal this supervisor relays;
+            // without one, names on no list are denied (and the log says
+            // why).
+            let asker: Option<std::sync::Arc<dyn warden_egress::proxy::Asker>> = if spec.ask
+                && master.is_some()
+            {
+                let (asker, d) = crate::ask::pair().map_err(sys_err("create the --ask pipe"))?;
+                desk = Some(d);
+                Some(std::sync::Arc::new(asker))
+            } else {
+                None
+            };
             proxy = Some(
-                warden_egress::proxy::Proxy::start(spec, tcp, dns).map_err(JailError::Egress)?,
+                warden_egress::proxy::Proxy::start(spec, tcp, dns, asker)
+                    .map_err(JailError::Egress)?,
             );
         }
     }
-    drop(egress_parent);
+    if let (false, Some(channel)) = (published.is_empty(), egress_parent) {
+        publisher = Some(
+            warden_egress::publish::Publisher::start(published, socket_source(channel))
+                .map_err(JailError::PublishServe)?,
+        );
+    }
     // A child that failed to build its root has already said why on the
     // report pipe; its message is the better one, so a failed send is kept
     // for the case that there is none.
@@ -652,12 +709,16 @@ fn run_mode(
         wait_status: None,
         usage: None,
         degraded: degraded_mode,
+        desk,
     };
     sv.run(&sfd, deadline, &guard)?;
     drop(raw);
     guard.reaped = true;
     drop(private_tmp);
 
+    if let Some(p) = publisher.take() {
+        p.stop();
+    }
     if let Some(p) = proxy.take() {
         report_decisions(events, id, p.stop());
     }
@@ -694,6 +755,32 @@ fn run_mode(
         },
     ));
     Ok(outcome)
+}
+
+/// Fresh sockets of the sandbox's network namespace, asked of its init over
+/// `channel`, for published ports.
+fn socket_source(channel: OwnedFd) -> warden_egress::publish::SocketSource {
+    // The init answers at once; a stuck or gone init must not hold a
+    // connection for ever.
+    let _ = nix::sys::socket::setsockopt(
+        &channel,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(5, 0),
+    );
+    let channel = std::sync::Mutex::new(channel);
+    std::sync::Arc::new(move || {
+        let channel = channel
+            .lock()
+            .map_err(|_| std::io::Error::other("the socket channel is unusable"))?;
+        nix::sys::socket::send(
+            channel.as_raw_fd(),
+            b"s",
+            nix::sys::socket::MsgFlags::empty(),
+        )?;
+        sys::recv_fds(&channel, 1)?
+            .pop()
+            .ok_or_else(|| std::io::Error::other("the sandbox's init sent no socket"))
+    })
 }
 
 /// Emit the egress decisions as events, and tell the person which names
@@ -1192,6 +1279,8 @@ struct Supervision {
     usage: Option<(u64, u64, u64)>,
     /// No PID namespace: orphans are this supervisor's to kill.
     degraded: bool,
+    /// `--ask`: the proxy's questions, answered from the terminal.
+    desk: Option<crate::ask::Desk>,
 }
 
 const MAX_REPORT_BYTES: usize = 64 * 1024;
@@ -1227,6 +1316,10 @@ impl Supervision {
                 fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
                 fds.len() - 1
             });
+            let desk_idx = self.desk.as_ref().map(|d| {
+                fds.push(PollFd::new(d.fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
             let n = match poll(&mut fds, timeout) {
                 Ok(n) => n,
                 Err(Errno::EINTR) => continue,
@@ -1242,11 +1335,12 @@ impl Supervision {
                     .and_then(|f| f.revents())
                     .is_some_and(|r| !r.is_empty())
             };
-            let (sig_ready, rep_ready, master_ready, stdin_ready) = (
+            let (sig_ready, rep_ready, master_ready, stdin_ready, desk_ready) = (
                 ready(Some(0)),
                 ready(rep_idx),
                 ready(master_idx),
                 ready(stdin_idx),
+                ready(desk_idx),
             );
             drop(fds);
             if n == 0 {
@@ -1266,6 +1360,11 @@ impl Supervision {
             }
             if master_ready {
                 self.relay_master();
+            }
+            if desk_ready {
+                if let Some(prompt) = self.desk.as_mut().and_then(|d| d.on_wake()) {
+                    let _ = write_all(std::io::stderr().as_fd(), prompt.as_bytes());
+                }
             }
             if stdin_ready {
                 self.relay_stdin();
@@ -1372,14 +1471,23 @@ impl Supervision {
         }
     }
 
+    /// Pass what is typed to the sandbox's terminal, or, while `--ask` has
+    /// a question on screen, take it as the answer.
     fn relay_stdin(&mut self) {
         let Some(m) = &self.master else { return };
         let mut buf = [0u8; 4096];
         match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
             Ok(0) => self.stdin_open = false,
-            Ok(n) => {
-                let _ = write_all(m.as_fd(), &buf[..n]);
-            }
+            Ok(n) => match self.desk.as_mut().filter(|d| d.is_asking()) {
+                Some(desk) => {
+                    if let Some(out) = desk.on_input(&buf[..n]) {
+                        let _ = write_all(std::io::stderr().as_fd(), out.as_bytes());
+                    }
+                }
+                None => {
+                    let _ = write_all(m.as_fd(), &buf[..n]);
+                }
+            },
             Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
             Err(_) => self.stdin_open = false,
         }

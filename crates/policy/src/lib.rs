@@ -23,6 +23,10 @@ use std::time::Duration;
 /// where every connection is intercepted anyway).
 pub const EXPLICIT_PROXY_URL: &str = "http://10.255.255.1:3128";
 
+/// The name under which the sandbox reaches the host's own services that
+/// `--allow-host-port` opened (through the proxy, port by port).
+pub const HOST_ALIAS: &str = "host.warden.internal";
+
 /// Where the sandbox's workspace is mounted, and its working directory.
 pub const WORKSPACE_MOUNT: &str = "/workspace";
 
@@ -40,6 +44,9 @@ pub struct SandboxSpec {
     pub terminal: Terminal,
     pub hostname: String,
     pub network: NetworkSpec,
+    /// Ports of the host's loopback that lead to servers inside the sandbox
+    /// (`--publish`).
+    pub publish: Vec<PortMapping>,
     /// Run with whatever isolation the host still allows when a layer cannot
     /// be applied, printing what is lost, instead of refusing.
     pub allow_degraded: bool,
@@ -111,6 +118,14 @@ pub enum NetworkSpec {
     Egress(EgressSpec),
 }
 
+/// One `--publish HOSTPORT:PORT`: the host's 127.0.0.1:HOSTPORT leads to
+/// the sandbox's 127.0.0.1:PORT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PortMapping {
+    pub host_port: u16,
+    pub sandbox_port: u16,
+}
+
 /// What the egress proxy allows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EgressSpec {
@@ -120,6 +135,15 @@ pub struct EgressSpec {
     /// Fixed addresses for names (`--add-host NAME=IP`); these addresses are
     /// allowed even when not public.
     pub hosts: Vec<(String, std::net::IpAddr)>,
+    /// Non-public address ranges an allowed name may resolve to
+    /// (`--allow-cidr`); otherwise only public addresses are connected to.
+    pub cidrs: Vec<ipnet::IpNet>,
+    /// Ports of the host's loopback the sandbox may reach as
+    /// [`HOST_ALIAS`]`:PORT` (`--allow-host-port`).
+    pub host_ports: Vec<u16>,
+    /// Ask on the terminal about names not on the list instead of denying
+    /// them (`--ask`).
+    pub ask: bool,
     /// Print each decision on stderr as it is made.
     pub log: bool,
     /// Bytes (both ways, all connections) after which new connections are
@@ -191,8 +215,16 @@ pub struct Request {
     /// `--allow-domain` entries; none means no network at all.
     pub allow_domains: Vec<String>,
     pub allow_http: bool,
-    /// `--add-host NAME=IP` entries.
+    /// `--add-host NAME=IP` (or `NAME:IP`) entries.
     pub add_hosts: Vec<String>,
+    /// `--allow-cidr` entries.
+    pub allow_cidr: Vec<String>,
+    /// `--allow-host-port` entries.
+    pub allow_host_ports: Vec<u16>,
+    /// `--publish HOSTPORT:PORT` entries.
+    pub publish: Vec<String>,
+    /// `--ask`.
+    pub ask: bool,
     /// `--net-log`: one line per egress decision on stderr.
     pub net_log: bool,
     /// `--egress-quota`.
@@ -238,7 +270,15 @@ pub enum SpecError {
     Domain(#[from] DomainError),
     #[error("--add-host {0:?} must have the form NAME=IP, e.g. registry.internal=10.1.2.3")]
     BadAddHost(String),
-    #[error("--allow-http, --add-host and --egress-quota need at least one --allow-domain")]
+    #[error("--allow-cidr {0:?} must be an address range such as 10.1.0.0/16 or fd00::/8")]
+    BadCidr(String),
+    #[error("--allow-host-port 0 is not a port: give a number from 1 to 65535")]
+    BadHostPort,
+    #[error("--publish {0:?} must have the form HOSTPORT:PORT with ports from 1 to 65535, e.g. 8080:3000")]
+    BadPublish(String),
+    #[error("--publish: host port {0} is given twice")]
+    DuplicatePublish(u16),
+    #[error("--allow-http, --add-host, --allow-cidr and --egress-quota need at least one --allow-domain, --allow-host-port or --ask")]
     EgressWithoutDomains,
 }
 
@@ -333,41 +373,68 @@ impl Request {
             "/tmp"
         };
         let env = resolve_env(&self.env, host_env, home)?;
-        let network = if self.allow_domains.is_empty() {
-            if self.allow_http || !self.add_hosts.is_empty() || self.egress_quota.is_some() {
-                return Err(SpecError::EgressWithoutDomains);
-            }
-            NetworkSpec::LoopbackOnly
-        } else {
-            let domains = self
-                .allow_domains
-                .iter()
-                .map(|d| DomainRule::parse(d))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut hosts = Vec::new();
-            for entry in &self.add_hosts {
-                let (name, ip) = entry
-                    .split_once('=')
-                    .ok_or_else(|| SpecError::BadAddHost(entry.clone()))?;
-                let name =
-                    normalize_name(name).map_err(|_| SpecError::BadAddHost(entry.clone()))?;
-                let ip = ip
-                    .trim()
-                    .parse()
-                    .map_err(|_| SpecError::BadAddHost(entry.clone()))?;
-                hosts.push((name, ip));
-            }
-            NetworkSpec::Egress(EgressSpec {
-                domains,
-                allow_http: self.allow_http,
-                hosts,
-                log: self.net_log,
-                quota: self.egress_quota,
-                idle_timeout: self
-                    .egress_idle_timeout
-                    .unwrap_or(DEFAULT_EGRESS_IDLE_TIMEOUT),
-            })
-        };
+        let publish = parse_publish(&self.publish)?;
+        let network =
+            if self.allow_domains.is_empty() && self.allow_host_ports.is_empty() && !self.ask {
+                if self.allow_http
+                    || !self.add_hosts.is_empty()
+                    || !self.allow_cidr.is_empty()
+                    || self.egress_quota.is_some()
+                {
+                    return Err(SpecError::EgressWithoutDomains);
+                }
+                NetworkSpec::LoopbackOnly
+            } else {
+                let mut domains = self
+                    .allow_domains
+                    .iter()
+                    .map(|d| DomainRule::parse(d))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut host_ports = Vec::new();
+                for &port in &self.allow_host_ports {
+                    if port == 0 {
+                        return Err(SpecError::BadHostPort);
+                    }
+                    if !host_ports.contains(&port) {
+                        host_ports.push(port);
+                        domains.push(DomainRule {
+                            name: HOST_ALIAS.to_string(),
+                            subdomains: false,
+                            port: Some(port),
+                            source: format!("--allow-host-port {port}"),
+                        });
+                    }
+                }
+                let hosts = self
+                    .add_hosts
+                    .iter()
+                    .map(|h| parse_add_host(h))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let cidrs = self
+                    .allow_cidr
+                    .iter()
+                    .map(|c| {
+                        let c = c.trim();
+                        c.parse::<ipnet::IpNet>()
+                            .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                            .map(|n| n.trunc())
+                            .map_err(|_| SpecError::BadCidr(c.to_string()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                NetworkSpec::Egress(EgressSpec {
+                    domains,
+                    allow_http: self.allow_http,
+                    hosts,
+                    cidrs,
+                    host_ports,
+                    ask: self.ask,
+                    log: self.net_log,
+                    quota: self.egress_quota,
+                    idle_timeout: self
+                        .egress_idle_timeout
+                        .unwrap_or(DEFAULT_EGRESS_IDLE_TIMEOUT),
+                })
+            };
         let mut env = env;
         if matches!(network, NetworkSpec::Egress(_)) {
             // For tools that prefer an explicit proxy; every other program
@@ -406,9 +473,49 @@ impl Request {
             terminal: self.terminal,
             hostname,
             network,
+            publish,
             allow_degraded: self.allow_degraded,
         })
     }
+}
+
+/// `NAME=IP`, or `NAME:IP` as `docker run --add-host` writes it.
+fn parse_add_host(entry: &str) -> Result<(String, std::net::IpAddr), SpecError> {
+    let bad = || SpecError::BadAddHost(entry.to_string());
+    let (name, ip) = entry
+        .split_once('=')
+        .or_else(|| entry.split_once(':'))
+        .ok_or_else(bad)?;
+    let name = normalize_name(name).map_err(|_| bad())?;
+    let ip = ip.trim();
+    let ip = ip
+        .strip_prefix('[')
+        .and_then(|i| i.strip_suffix(']'))
+        .unwrap_or(ip);
+    Ok((name, ip.parse().map_err(|_| bad())?))
+}
+
+fn parse_publish(entries: &[String]) -> Result<Vec<PortMapping>, SpecError> {
+    let mut out: Vec<PortMapping> = Vec::new();
+    for entry in entries {
+        let bad = || SpecError::BadPublish(entry.clone());
+        let port = |p: &str| p.trim().parse::<u16>().ok().filter(|p| *p != 0);
+        let (host_port, sandbox_port) = match entry.split_once(':') {
+            Some((h, s)) => (port(h).ok_or_else(bad)?, port(s).ok_or_else(bad)?),
+            None => {
+                let p = port(entry).ok_or_else(bad)?;
+                (p, p)
+            }
+        };
+        if out.iter().any(|m| m.host_port == host_port) {
+            return Err(SpecError::DuplicatePublish(host_port));
+        }
+        out.push(PortMapping {
+            host_port,
+            sandbox_port,
+        });
+    }
+    Ok(out)
 }
 
 fn limit(asked: Option<u64>, default: u64) -> Limit<u64> {
@@ -555,6 +662,112 @@ mod tests {
         assert_eq!(
             r.resolve(&defaults(), &[]),
             Err(SpecError::MemoryTooSmall(1000))
+        );
+    }
+
+    #[test]
+    fn add_host_takes_both_the_equals_and_the_docker_form() {
+        let mut r = req(&["true"]);
+        r.allow_domains = vec!["a.test".into()];
+        r.add_hosts = vec![
+            "Reg.Internal=10.1.2.3".into(),
+            "db.internal:10.1.2.4".into(),
+            "v6.internal:::1".into(),
+            "br.internal=[fd00::1]".into(),
+        ];
+        let NetworkSpec::Egress(e) = r.resolve(&defaults(), &[]).unwrap().network else {
+            panic!("no egress");
+        };
+        let hosts: Vec<String> = e.hosts.iter().map(|(n, ip)| format!("{n}={ip}")).collect();
+        assert_eq!(
+            hosts,
+            [
+                "reg.internal=10.1.2.3",
+                "db.internal=10.1.2.4",
+                "v6.internal=::1",
+                "br.internal=fd00::1"
+            ]
+        );
+        let mut r = req(&["true"]);
+        r.allow_domains = vec!["a.test".into()];
+        r.add_hosts = vec!["nothing".into()];
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(SpecError::BadAddHost("nothing".into()))
+        );
+    }
+
+    #[test]
+    fn a_host_port_opens_egress_to_the_host_alias_on_that_port_only() {
+        let mut r = req(&["true"]);
+        r.allow_host_ports = vec![5432, 5432];
+        let NetworkSpec::Egress(e) = r.resolve(&defaults(), &[]).unwrap().network else {
+            panic!("no egress");
+        };
+        assert_eq!(e.host_ports, [5432]);
+        assert_eq!(e.domains.len(), 1);
+        assert_eq!(e.domains[0].name, HOST_ALIAS);
+        assert_eq!(e.domains[0].port, Some(5432));
+        let mut r = req(&["true"]);
+        r.allow_host_ports = vec![0];
+        assert_eq!(r.resolve(&defaults(), &[]), Err(SpecError::BadHostPort));
+    }
+
+    #[test]
+    fn cidrs_and_published_ports_are_checked() {
+        let mut r = req(&["true"]);
+        r.allow_domains = vec!["a.test".into()];
+        r.allow_cidr = vec!["10.1.2.3/16".into(), "fd00::1".into()];
+        let NetworkSpec::Egress(e) = r.resolve(&defaults(), &[]).unwrap().network else {
+            panic!("no egress");
+        };
+        let cidrs: Vec<String> = e.cidrs.iter().map(|c| c.to_string()).collect();
+        assert_eq!(cidrs, ["10.1.0.0/16", "fd00::1/128"]);
+        let mut r = req(&["true"]);
+        r.allow_domains = vec!["a.test".into()];
+        r.allow_cidr = vec!["10.1.2.3/40".into()];
+        assert!(matches!(
+            r.resolve(&defaults(), &[]),
+            Err(SpecError::BadCidr(_))
+        ));
+        let mut r = req(&["true"]);
+        r.allow_cidr = vec!["10.0.0.0/8".into()];
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(SpecError::EgressWithoutDomains)
+        );
+
+        let mut r = req(&["true"]);
+        r.publish = vec!["8080:3000".into(), "9000".into()];
+        let spec = r.resolve(&defaults(), &[]).unwrap();
+        assert_eq!(
+            spec.publish,
+            [
+                PortMapping {
+                    host_port: 8080,
+                    sandbox_port: 3000
+                },
+                PortMapping {
+                    host_port: 9000,
+                    sandbox_port: 9000
+                }
+            ]
+        );
+        assert_eq!(spec.network, NetworkSpec::LoopbackOnly);
+        for bad in ["0:80", "80:0", "a:b", "70000:1", "1:2:3"] {
+            let mut r = req(&["true"]);
+            r.publish = vec![bad.into()];
+            assert_eq!(
+                r.resolve(&defaults(), &[]),
+                Err(SpecError::BadPublish(bad.into())),
+                "{bad}"
+            );
+        }
+        let mut r = req(&["true"]);
+        r.publish = vec!["8080:1".into(), "8080:2".into()];
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(SpecError::DuplicatePublish(8080))
         );
     }
 
