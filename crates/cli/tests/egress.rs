@@ -327,9 +327,12 @@ fn egress_works_for_an_unprivileged_user_too() {
         return;
     };
     let up = Upstream::start(b"hello rootless");
+    let service = Upstream::start(b"host service rootless");
     let port = up.port.to_string();
     let script = format!(
-        "{PY_HELLO}ip = socket.gethostbyname('allowed.test')\nprint(send((ip, {port}), hello('allowed.test')))\n"
+        "{PY_HELLO}ip = socket.gethostbyname('allowed.test')\nprint(send((ip, {port}), hello('allowed.test')))\n\
+print(send((socket.gethostbyname('host.warden.internal'), {sp}), b'ping'))\n",
+        sp = service.port
     );
     let out = who
         .command(who.bin.to_str().unwrap())
@@ -338,6 +341,8 @@ fn egress_works_for_an_unprivileged_user_too() {
         .args([
             "--add-host",
             "allowed.test=127.0.0.1",
+            "--allow-host-port",
+            &service.port.to_string(),
             "--",
             "python3",
             "-c",
@@ -354,6 +359,12 @@ fn egress_works_for_an_unprivileged_user_too() {
         stderr(&out)
     );
     assert_eq!(up.connections().len(), 1);
+    assert!(
+        stdout(&out).contains("host service rootless"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(service.connections(), vec![b"ping".to_vec()]);
 }
 
 #[test]
@@ -645,11 +656,10 @@ print('direct', send(('127.0.0.1', {c}), b'ping'))
     );
 }
 
-#[test]
-fn a_published_port_reaches_the_server_inside_while_its_egress_stays_filtered() {
-    if !egress_available() {
-        return;
-    }
+/// Run a server inside a sandbox with `--publish HOST:8000`, built by
+/// `warden` from its arguments; talk to it from the host through the
+/// published port and check that it cannot reach a server outside.
+fn published_server_round_trip(warden: impl FnOnce(&[String]) -> Command) {
     let outside = Upstream::start(b"leaked");
     let host_port = free_port();
     let server = format!(
@@ -666,10 +676,22 @@ c.sendall(b'inside:' + data + b':' + out); c.close()
 "#,
         p = outside.port
     );
-    let child = Command::new(warden_bin())
-        .args(["run", "--no-tty", "--timeout", "30s", "--publish"])
-        .arg(format!("{host_port}:8000"))
-        .args(["--", "python3", "-c", &server])
+    let args: Vec<String> = [
+        "run",
+        "--no-tty",
+        "--timeout",
+        "30s",
+        "--publish",
+        &format!("{host_port}:8000"),
+        "--",
+        "python3",
+        "-c",
+        &server,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let child = warden(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -698,6 +720,32 @@ c.sendall(b'inside:' + data + b':' + out); c.close()
     assert!(outside.connections().is_empty());
     // The port is the host's again once the run is over.
     assert!(std::net::TcpStream::connect(("127.0.0.1", host_port)).is_err());
+}
+
+#[test]
+fn a_published_port_reaches_the_server_inside_while_its_egress_stays_filtered() {
+    published_server_round_trip(|args| {
+        let mut c = Command::new(warden_bin());
+        c.args(args);
+        c
+    });
+}
+
+#[test]
+fn a_published_port_works_for_an_unprivileged_user_too() {
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    published_server_round_trip(|args| {
+        let mut c = who.command(who.bin.to_str().unwrap());
+        c.arg(&args[0])
+            .arg("--allow-degraded")
+            .args(&args[1..])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin");
+        c
+    });
 }
 
 #[test]

@@ -1,9 +1,8 @@
-//! The sandbox's network, seen from the host: which names a sandbox may
-//! reach, and how a connection says where it goes. Today this crate holds
-//! the name matcher every egress decision goes through and the parsers that
-//! read a name from a connection's first bytes (TLS SNI, HTTP Host, absolute
-//! URI, CONNECT); the redirect rules, the proxy and the DNS responder of the
-//! egress issue build on them. Nothing here makes a syscall.
+//! The sandbox's network, seen from the host: the wiring of the sandbox's
+//! network namespace (`wiring`), the proxy that decides every connection on
+//! the name it asks for (`proxy`, with the readers of TLS SNI in `tls` and
+//! HTTP heads in `http`, and the name `matcher`), the resolver that answers
+//! only allowed names (`dns`), and published ports (`publish`).
 
 pub mod dns;
 pub mod http;
