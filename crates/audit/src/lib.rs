@@ -5,6 +5,8 @@
 //! OTLP later). Events are facts, never commands: nothing reads them back to
 //! make a decision.
 
+pub mod chain;
+
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};

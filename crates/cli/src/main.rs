@@ -5,8 +5,10 @@
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::IsTerminal;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use warden_audit::chain::{ChainedLog, Verdict};
 use warden_audit::{EventSink, Fanout, JsonLinesSink, NullSink};
 use warden_policy::{
     parse_duration, parse_size, Defaults, EnvRequest, HostFacts, Request, Terminal, ENV_ALLOWLIST,
@@ -37,12 +39,42 @@ struct Cli {
 enum Command {
     /// Run a command in a new sandbox and wait until the whole sandbox is gone
     Run(Box<RunArgs>),
+    /// Check and read audit logs
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Report what isolation this host offers (exit 0 only when all of it)
     Doctor {
         /// Print the report as JSON
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check that each log's records are intact, complete and in order
+    /// (exit 0 only when all are); names the first bad record
+    Verify {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Print a log readably
+    Show {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Only what was refused (denied connections, blocked secrets)
+        #[arg(long)]
+        denied: bool,
+        /// Only records since this long ago (e.g. 10m, 2h) or since this
+        /// time (e.g. 2026-11-22T10:00:00Z)
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Print the records as they are stored (JSON lines)
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the audit logs of past runs (in warden's state directory)
+    List,
 }
 
 #[derive(Args)]
@@ -141,6 +173,13 @@ struct RunArgs {
     /// Append one JSON line per event (created, started, exited, ...) to FILE
     #[arg(long, value_name = "FILE")]
     json_events: Option<PathBuf>,
+    /// Write the run's hash-chained audit log to FILE [default: a new file
+    /// in warden's state directory, see `warden audit list`]
+    #[arg(long, value_name = "FILE", conflicts_with = "no_audit_log")]
+    audit_log: Option<PathBuf>,
+    /// Keep no audit log of this run
+    #[arg(long)]
+    no_audit_log: bool,
     /// When a layer of isolation cannot be applied, run with what the host
     /// still allows and print what is lost, instead of refusing
     #[arg(long)]
@@ -260,22 +299,190 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         .collect();
     let spec = request.resolve(defaults, &host_env)?;
 
+    let id = sandbox_id();
     let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
     if let Some(path) = &args.json_events {
         sinks.push(Box::new(JsonLinesSink::open(path)?));
+    }
+    if !args.no_audit_log {
+        let path = match args.audit_log {
+            Some(p) => p,
+            None => {
+                let dir = audit_dir()?;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&dir)
+                    .with_context(|| {
+                        format!(
+                            "cannot create the audit log directory {} (pass --audit-log FILE or --no-audit-log)",
+                            dir.display()
+                        )
+                    })?;
+                dir.join(format!("{}-{id}.jsonl", audit_stamp()))
+            }
+        };
+        sinks.push(Box::new(ChainedLog::open(&path)?));
     }
     let mut events: Box<dyn EventSink> = if sinks.is_empty() {
         Box::new(NullSink)
     } else {
         Box::new(Fanout(sinks))
     };
-    let id = sandbox_id();
     let outcome =
         warden_jail::run(&spec, &id, events.as_mut()).context("the sandbox could not be run")?;
     if let Some(msg) = &outcome.message {
         eprintln!("warden: {msg}");
     }
     Ok(outcome.status.clamp(0, 255) as u8)
+}
+
+/// warden's state directory: /var/lib/warden for the host's root, else
+/// $XDG_STATE_HOME/warden or ~/.local/state/warden (also for UID 0 of a
+/// user namespace, which cannot write the host's /var/lib).
+fn state_dir() -> anyhow::Result<PathBuf> {
+    if warden_jail::host::is_root() {
+        return Ok(PathBuf::from("/var/lib/warden"));
+    }
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+        return Ok(PathBuf::from(x).join("warden"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        })
+        .context("warden has no state directory: set HOME or XDG_STATE_HOME (or pass --audit-log FILE or --no-audit-log)")?;
+    Ok(home.join(".local/state/warden"))
+}
+
+fn audit_dir() -> anyhow::Result<PathBuf> {
+    Ok(state_dir()?.join("audit"))
+}
+
+/// UTC time to the second, for file names that sort by time.
+fn audit_stamp() -> String {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    now.trim_end_matches('Z')
+        .replace([':', '-'], "")
+        .replace('T', "-")
+}
+
+fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
+    match cmd {
+        AuditCommand::Verify { files } => {
+            let mut all_ok = true;
+            for f in files {
+                match warden_audit::chain::verify(&f)? {
+                    Verdict::Intact { records, head } => println!(
+                        "{}: intact, {records} records{}",
+                        f.display(),
+                        if head {
+                            ", ending where its head file says"
+                        } else {
+                            " (no head file: a cut end could not be told)"
+                        }
+                    ),
+                    Verdict::Broken { line, why } => {
+                        all_ok = false;
+                        println!("{}:{line}: TAMPERED: {why}", f.display());
+                    }
+                }
+            }
+            Ok(if all_ok { 0 } else { 1 })
+        }
+        AuditCommand::Show {
+            file,
+            denied,
+            since,
+            json,
+        } => {
+            let since_ms = since.map(|w| parse_since(&w)).transpose()?;
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read audit log {}", file.display()))?;
+            for (i, line) in text.lines().enumerate() {
+                let v: serde_json::Value = serde_json::from_str(line)
+                    .with_context(|| format!("{}:{}: not a JSON record", file.display(), i + 1))?;
+                if denied && !warden_audit::chain::is_denial(&v) {
+                    continue;
+                }
+                if since_ms.is_some_and(|s| v["ts_ms"].as_u64().unwrap_or(0) < s) {
+                    continue;
+                }
+                if json {
+                    println!("{line}");
+                } else {
+                    println!("{}", warden_audit::chain::describe(&v));
+                }
+            }
+            Ok(0)
+        }
+        AuditCommand::List => {
+            let dir = audit_dir()?;
+            let mut names: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                    .collect(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+            };
+            names.sort();
+            for p in names {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                let records: Vec<serde_json::Value> = text
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                let command = records
+                    .iter()
+                    .find(|r| r["event"] == "created")
+                    .and_then(|r| r["command"].as_array())
+                    .map(|a| {
+                        a.iter()
+                            .map(|x| x.as_str().unwrap_or("?"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .unwrap_or_default();
+                let status = records
+                    .iter()
+                    .rev()
+                    .find(|r| r["event"] == "exited")
+                    .map(|r| format!("exit {}", r["status"]))
+                    .unwrap_or_else(|| "no exit recorded".into());
+                let denied = records
+                    .iter()
+                    .filter(|r| warden_audit::chain::is_denial(r))
+                    .count();
+                println!("{}  {status}, {denied} denied  {command}", p.display());
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// `--since`: a duration before now, or a point in time.
+fn parse_since(w: &str) -> anyhow::Result<u64> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    if let Ok(d) = parse_duration(w) {
+        return Ok(now_ms.saturating_sub(d.as_millis() as u64));
+    }
+    let t = humantime::parse_rfc3339_weak(w).map_err(|_| {
+        anyhow::anyhow!(
+            "--since {w:?} is neither a duration (10m, 2h) nor a time (2026-11-22T10:00:00Z)"
+        )
+    })?;
+    Ok(t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
 }
 
 fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
@@ -344,6 +551,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(*args, &defaults),
         Command::Doctor { json } => doctor(json, &defaults),
+        Command::Audit(cmd) => audit(cmd),
     };
     match result {
         Ok(code) => ExitCode::from(code),

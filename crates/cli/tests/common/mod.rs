@@ -176,6 +176,12 @@ impl Unprivileged {
             };
             uid = id("-u")?;
             gid = id("-g")?;
+            // A home of its own, as a person has: warden keeps its state
+            // (audit logs) there.
+            let home = Path::new("/home").join(user);
+            if std::fs::create_dir_all(&home).is_ok() {
+                let _ = std::os::unix::fs::chown(&home, Some(uid), Some(gid));
+            }
         }
         let dir = TempDir::new("unpriv-bin");
         let bin = dir.path().join("warden");
@@ -201,7 +207,9 @@ impl Unprivileged {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(program);
         if is_root() {
-            cmd.uid(self.uid).gid(self.gid);
+            cmd.uid(self.uid)
+                .gid(self.gid)
+                .env("HOME", Path::new("/home").join("warden-test"));
         }
         cmd.current_dir("/").stdin(Stdio::null());
         cmd

@@ -1,0 +1,181 @@
+//! The audit log of real runs: written outside the sandbox, verified
+//! intact, and every kind of tampering found and named.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn warden(args: &[&str]) -> std::process::Output {
+    Command::new(warden_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn lines(p: &Path) -> Vec<String> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn rewrite(p: &Path, l: &[String]) {
+    std::fs::write(p, l.join("\n") + "\n").unwrap();
+}
+
+/// A log of two runs (eight records or more) at `dir/NAME`.
+fn two_runs(dir: &TempDir, name: &str) -> std::path::PathBuf {
+    let log = dir.path().join(name);
+    for _ in 0..2 {
+        let out = warden(&[
+            "run",
+            "--no-tty",
+            "--audit-log",
+            log.to_str().unwrap(),
+            "--",
+            "true",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    log
+}
+
+#[test]
+fn a_run_leaves_an_intact_log_of_what_happened() {
+    let dir = TempDir::new("audit-ok");
+    let log = dir.path().join("run.jsonl");
+    let out = warden(&[
+        "run",
+        "--no-tty",
+        "--audit-log",
+        log.to_str().unwrap(),
+        "--allow-domain",
+        "allowed.test",
+        "--",
+        "sh",
+        "-c",
+        "curl -s -m 3 https://denied.test/ >/dev/null; exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let verify = warden(&["audit", "verify", log.to_str().unwrap()]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
+    assert!(stdout(&verify).contains("intact"), "{}", stdout(&verify));
+    let events: Vec<String> = lines(&log)
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["event"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(events.first().map(String::as_str), Some("created"));
+    assert_eq!(events.last().map(String::as_str), Some("exited"));
+    assert!(events.iter().any(|e| e == "connection"), "{events:?}");
+    let denied = warden(&["audit", "show", "--denied", log.to_str().unwrap()]);
+    let text = stdout(&denied);
+    assert!(
+        text.contains("DENY") && text.contains("denied.test"),
+        "{text}"
+    );
+    assert!(!text.contains("created"), "{text}");
+    // Private to its owner.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn every_kind_of_tampering_is_found_and_the_first_bad_record_named() {
+    let dir = TempDir::new("audit-tamper");
+    let check = |log: &Path, line: usize, why: &str| {
+        let out = warden(&["audit", "verify", log.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let text = stdout(&out);
+        assert!(
+            text.contains(&format!("{}:{line}: TAMPERED", log.display())) && text.contains(why),
+            "{text}"
+        );
+    };
+    // Edit: a record's content changed.
+    let log = two_runs(&dir, "edit.jsonl");
+    let mut l = lines(&log);
+    l[2] = l[2].replacen("\"ts_ms\":", "\"ts_ms\":1", 1);
+    rewrite(&log, &l);
+    check(&log, 3, "edited");
+    // Delete: a record removed from the middle.
+    let log = two_runs(&dir, "delete.jsonl");
+    let mut l = lines(&log);
+    l.remove(1);
+    rewrite(&log, &l);
+    check(&log, 2, "removed");
+    // Reorder: two records swapped.
+    let log = two_runs(&dir, "reorder.jsonl");
+    let mut l = lines(&log);
+    l.swap(2, 3);
+    rewrite(&log, &l);
+    check(&log, 3, "reordered");
+    // Truncate, then append: warden refuses to chain onto the cut, runs
+    // nothing, and verify names the cut.
+    let log = two_runs(&dir, "truncate.jsonl");
+    let l = lines(&log);
+    rewrite(&log, &l[..3]);
+    let marker = dir.path().join("ran");
+    let out = warden(&[
+        "run",
+        "--no-tty",
+        "--rw",
+        dir.path().to_str().unwrap(),
+        "--audit-log",
+        log.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("truncated"), "{}", stderr(&out));
+    assert!(!marker.exists(), "the command ran");
+    check(&log, 4, "cut from the end");
+}
+
+#[test]
+fn the_sandbox_cannot_reach_its_own_audit_log() {
+    let dir = TempDir::new("audit-reach");
+    let log = dir.path().join("run.jsonl");
+    let out = warden(&[
+        "run",
+        "--no-tty",
+        "--audit-log",
+        log.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "cat {0} 2>/dev/null && echo READ; echo x >> {0} 2>/dev/null && echo WROTE; true",
+            log.display()
+        ),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("READ"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("WROTE"), "{}", stdout(&out));
+    let verify = warden(&["audit", "verify", log.to_str().unwrap()]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
+}
+
+#[test]
+fn bad_audit_arguments_get_a_clear_error() {
+    let out = warden(&["audit", "show", "--since", "yesterday-ish", "/nonexistent"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("--since"), "{}", stderr(&out));
+    let out = warden(&["audit", "verify", "/nonexistent/log.jsonl"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("cannot open audit log /nonexistent/log.jsonl"),
+        "{}",
+        stderr(&out)
+    );
+}
