@@ -9,6 +9,7 @@
 
 mod domains;
 mod env;
+pub mod profile;
 mod units;
 
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
