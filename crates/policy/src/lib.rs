@@ -7,14 +7,16 @@
 //! code, and the enforcers (`warden-jail`, later `warden-egress`) only ever see
 //! the spec.
 
+pub mod compose;
 mod domains;
 mod env;
 pub mod profile;
 mod units;
+pub mod validate;
 
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
-pub use units::{parse_duration, parse_size, ParseError};
+pub use units::{format_size, parse_duration, parse_size, ParseError};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -200,6 +202,19 @@ pub struct Request {
     pub egress_quota: Option<u64>,
     /// `--egress-idle-timeout`.
     pub egress_idle_timeout: Option<Duration>,
+    /// `--allow-cidr` entries (carried; enforced by the egress issue).
+    pub allow_cidr: Vec<String>,
+    /// `--allow-host-port` entries (carried; enforced by the egress issue).
+    pub allow_host_ports: Vec<u16>,
+    /// `--publish HOSTPORT:PORT` entries (carried; enforced by the egress issue).
+    pub publish: Vec<String>,
+    /// `--ask` (carried; enforced by the egress issue).
+    pub ask: bool,
+    /// `filesystem.mode: overlay` (reserved for the workspace issue).
+    pub overlay: bool,
+    /// `--json-events FILE`: where the front door appends events. Not part
+    /// of the spec; the front door opens it.
+    pub json_events: Option<PathBuf>,
 }
 
 /// Why a request cannot become a spec. Each message says what to change.

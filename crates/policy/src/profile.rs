@@ -81,7 +81,10 @@ impl<T: Ord> Ord for At<T> {
 /// refused.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "warden profile", description = "One sandbox configuration for one agent. Every field is optional; flags of `warden run` override it.")]
+#[schemars(
+    title = "warden profile",
+    description = "One sandbox configuration for one agent. Every field is optional; flags of `warden run` override it."
+)]
 pub struct ProfileFile {
     /// The profile's name (defaults to the file name without `.yaml`).
     pub name: Option<At<String>>,
@@ -505,10 +508,16 @@ fn explain_serde_message(raw: &str) -> String {
 pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
-        .map(|c| (strsim::jaro_winkler(word, c), c))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+        .map(|c| {
+            (
+                strsim::damerau_levenshtein(word, c),
+                strsim::jaro_winkler(word, c),
+                c,
+            )
+        })
+        .filter(|(dist, score, _)| *score >= 0.8 || (*dist <= 2 && word.len() > 2))
+        .min_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)))
+        .map(|(_, _, c)| c)
 }
 
 #[cfg(test)]
@@ -524,7 +533,13 @@ mod tests {
         let p = parse_profile("name: x\negress:\n  domains: [a.com, .b.org]\n").unwrap();
         let e = p.egress.unwrap();
         assert_eq!(e.domains[1].value, ".b.org");
-        assert_eq!(e.domains[1].pos, Pos { line: 3, column: 20 });
+        assert_eq!(
+            e.domains[1].pos,
+            Pos {
+                line: 3,
+                column: 20
+            }
+        );
     }
 
     #[test]
@@ -533,7 +548,8 @@ mod tests {
             err("name: x\negress:\n  domain: [a.com]\n"),
             "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, ask, log, idle_timeout)"
         );
-        assert!(err("resourses: {}\n").starts_with("1:1: unknown key `resourses`; did you mean `resources`?"));
+        assert!(err("resourses: {}\n")
+            .starts_with("1:1: unknown key `resourses`; did you mean `resources`?"));
     }
 
     #[test]
@@ -568,6 +584,9 @@ mod tests {
     #[test]
     fn an_empty_file_is_an_empty_profile() {
         assert!(parse_profile("").unwrap().name.is_none());
-        assert!(parse_profile("# only a comment\n").unwrap().egress.is_none());
+        assert!(parse_profile("# only a comment\n")
+            .unwrap()
+            .egress
+            .is_none());
     }
 }
