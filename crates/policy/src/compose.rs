@@ -865,6 +865,24 @@ pub struct Composed {
 }
 
 impl Composed {
+    /// The fully resolved profile as a document, defaults filled in, for
+    /// `warden profile show`.
+    pub fn show(&self, defaults: &Defaults) -> serde_json::Value {
+        let mut doc = self.merged.with_defaults(defaults).document();
+        if let serde_json::Value::Object(m) = &mut doc {
+            let mut head = serde_json::Map::new();
+            if let Some(n) = &self.name {
+                head.insert("name".into(), n.as_str().into());
+            }
+            if let Some(d) = &self.description {
+                head.insert("description".into(), d.as_str().into());
+            }
+            head.append(m);
+            return head.into();
+        }
+        doc
+    }
+
     pub fn has_errors(&self) -> bool {
         self.diagnostics
             .iter()
