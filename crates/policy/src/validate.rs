@@ -646,4 +646,34 @@ mod tests {
             "schema/profile.schema.json is stale: regenerate it with `cargo run -p warden-cli -- profile schema > schema/profile.schema.json`"
         );
     }
+
+    fn yaml_to_json(text: &str) -> serde_json::Value {
+        serde_saphyr::from_str::<serde_json::Value>(text).unwrap()
+    }
+
+    #[test]
+    fn the_schema_accepts_every_shipped_profile_and_rejects_a_broken_one() {
+        let schema: serde_json::Value =
+            serde_json::from_str(&crate::profile::profile_schema()).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        for (name, text) in BUILTIN_PROFILES {
+            let doc = yaml_to_json(text);
+            let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{name}: {errors:?}");
+        }
+        let example = "name: feature-dev\nextends: [base]\negress:\n  presets: [github]\n  domains: [.example.dev, \"git.example.com:22\"]\n  hosts: { registry.internal: 10.1.2.3 }\n  host_ports: [5432]\nfilesystem: { workspace: ~/src/project, mode: overlay, tmp_size: 512M }\nresources: { memory: 4G, cpus: 1.5, pids: 512, timeout: 2h, egress_quota: 5G }\nenv: { pass: [TERM], set: { EDITOR: vi } }\ncommand: [bash, -l]\n";
+        assert!(validator.is_valid(&yaml_to_json(example)));
+        for broken in [
+            "egress:\n  domain: [a.example.com]\n",
+            "resources: { memory: 4 GB }\n",
+            "resources: { pids: -1 }\n",
+            "filesystem: { mode: overlai }\n",
+            "command: bash\n",
+        ] {
+            assert!(
+                !validator.is_valid(&yaml_to_json(broken)),
+                "{broken:?} was accepted"
+            );
+        }
+    }
 }
