@@ -37,7 +37,7 @@ pub fn parse_size(s: &str) -> Result<u64, ParseError> {
 /// A size in the largest unit that writes it exactly (`4G`, `1536M`, `100`).
 pub fn format_size(bytes: u64) -> String {
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+        if bytes != 0 && bytes.trailing_zeros() >= shift {
             return format!("{}{unit}", bytes >> shift);
         }
     }
