@@ -297,7 +297,13 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     let host_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let spec = request.resolve(defaults, &host_env)?;
+    let spec = match request.resolve(defaults, &host_env) {
+        Ok(spec) => spec,
+        Err(e) => match warden_policy::validate::locate(&composed.merged, &e).place() {
+            Some((file, pos)) => anyhow::bail!("{file}:{pos}: {e}"),
+            None => return Err(e.into()),
+        },
+    };
 
     let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
     if let Some(path) = &json_events {
@@ -427,7 +433,7 @@ fn profile_to(cmd: ProfileCommand, defaults: &Defaults, out: &mut String) -> any
                         }
                     }
                     Err(e) => {
-                        eprintln!("{file}: error: {e}");
+                        eprintln!("{file}: error: {:#}", anyhow::Error::from(e));
                         ok = false;
                     }
                 }

@@ -332,9 +332,11 @@ impl Layer {
     fn pairs(&self, key: &str) -> Vec<String> {
         self.map(key)
             .iter()
-            .filter_map(|(k, s)| match &s.val {
-                Val::Text(v) => Some(format!("{k}={v}")),
-                _ => None,
+            .map(|(k, s)| match &s.val {
+                Val::Text(v) => format!("{k}={v}"),
+                // A command-line entry without `=`: kept whole, for the
+                // resolver to refuse.
+                _ => k.clone(),
             })
             .collect()
     }

@@ -177,8 +177,9 @@ fn covers(a: &DomainRule, b: &DomainRule) -> bool {
     names && ports
 }
 
-/// The origin of the value a resolver error is about.
-fn locate(l: &Layer, e: &SpecError) -> Origin {
+/// The origin of the value a resolver error is about, so that a front door
+/// can name the file, line and column it came from.
+pub fn locate(l: &Layer, e: &SpecError) -> Origin {
     let key = match e {
         SpecError::NoCommand | SpecError::EmptyCommand => "command",
         SpecError::RelativePath { what, .. } | SpecError::ForbiddenPath { what, .. } => match *what
@@ -462,6 +463,31 @@ mod tests {
         assert_eq!(r.env.set, ["A=1", "B=3"]);
         let origin = c.merged.list("egress.domains")[0].origin.to_string();
         assert!(origin.ends_with("parent.yaml:3:13"), "{origin}");
+    }
+
+    #[test]
+    fn malformed_command_line_pairs_are_refused_not_dropped() {
+        let flags = Overrides {
+            command: vec!["true".into()],
+            allow_domain: vec!["a.example.com".into()],
+            add_host: vec!["nohost".into()],
+            ..Default::default()
+        };
+        let c = compose(&catalog(), None, &flags).unwrap();
+        assert_eq!(
+            c.merged.request(false).resolve(&defaults(), &[]),
+            Err(SpecError::BadAddHost("nohost".into()))
+        );
+        let flags = Overrides {
+            command: vec!["true".into()],
+            env: vec!["NOEQUALS".into()],
+            ..Default::default()
+        };
+        let c = compose(&catalog(), None, &flags).unwrap();
+        assert_eq!(
+            c.merged.request(false).resolve(&defaults(), &[]),
+            Err(SpecError::BadEnvAssignment("NOEQUALS".into()))
+        );
     }
 
     #[test]
