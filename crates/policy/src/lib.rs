@@ -220,7 +220,7 @@ pub struct Request {
 /// Why a request cannot become a spec. Each message says what to change.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpecError {
-    #[error("no command given: put the command after `--`, e.g. `warden run -- bash`")]
+    #[error("no command given: put CMD after `--`, e.g. `warden run -- bash`, or use a --profile that has a `command`")]
     NoCommand,
     #[error("the command name is empty")]
     EmptyCommand,
