@@ -491,6 +491,30 @@ mod tests {
     }
 
     #[test]
+    fn reserved_egress_and_workspace_fields_are_carried_into_the_request() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "egress:\n  allow_cidrs: [10.1.0.0/16]\n  host_ports: [5432]\n  publish: [\"8080:80\"]\n  ask: true\nfilesystem:\n  mode: overlay\njson_events: events.jsonl\n",
+        )]);
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let r = c.merged.request(false);
+        assert_eq!(r.allow_cidr, ["10.1.0.0/16"]);
+        assert_eq!(r.allow_host_ports, [5432]);
+        assert_eq!(r.publish, ["8080:80"]);
+        assert!(r.ask && r.overlay);
+        assert_eq!(r.json_events, Some(dir.0.join("events.jsonl")));
+        let flags = Overrides {
+            ask: Some(false),
+            allow_host_ports: vec![6379],
+            ..Default::default()
+        };
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &flags).unwrap();
+        let r = c.merged.request(false);
+        assert!(!r.ask);
+        assert_eq!(r.allow_host_ports, [5432, 6379]);
+    }
+
+    #[test]
     fn relative_paths_resolve_against_the_profile_and_tilde_against_home() {
         let dir = Dir::new(&[(
             "p.yaml",
