@@ -10,9 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use warden_audit::chain::{ChainedLog, Verdict};
 use warden_audit::{EventSink, Fanout, JsonLinesSink, NullSink};
-use warden_policy::{
-    parse_duration, parse_size, Defaults, EnvRequest, HostFacts, Request, Terminal, ENV_ALLOWLIST,
-};
+use warden_policy::compose::{compose, Catalog, Composed, Overrides, Severity};
+use warden_policy::{parse_duration, parse_size, Defaults, HostFacts, ENV_ALLOWLIST};
 
 /// Exit status when warden itself fails (bad input, setup failure).
 const EXIT_WARDEN: u8 = 125;
@@ -48,6 +47,53 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check, show, list and test profiles (one YAML file per agent)
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+    /// List the named groups of domains a profile can allow
+    #[command(subcommand)]
+    Preset(PresetCommand),
+}
+
+#[derive(Subcommand)]
+enum ProfileCommand {
+    /// Check profile files (or names); exit 0 only when all are valid (warnings allowed)
+    Validate {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+    },
+    /// Print a profile fully resolved: after extends, presets and defaults
+    Show {
+        #[arg(value_name = "NAME|PATH")]
+        name: String,
+        /// Print JSON instead of YAML
+        #[arg(long)]
+        json: bool,
+        /// Name the origin of each value (file:line:column, preset, default)
+        #[arg(long)]
+        explain: bool,
+    },
+    /// List the profiles warden knows (built in and in the user's directory)
+    List,
+    /// Would this profile allow a destination, and by which rule? (exit 0 when allowed)
+    Check {
+        #[arg(value_name = "NAME|PATH")]
+        name: String,
+        #[arg(value_name = "DOMAIN[:PORT]")]
+        destination: String,
+    },
+    /// Print the JSON Schema of profile files
+    Schema,
+}
+
+#[derive(Subcommand)]
+enum PresetCommand {
+    /// List the presets (built in and in the user's directory)
+    List {
+        /// Print the domains of one preset
+        #[arg(long, value_name = "NAME")]
+        show: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -79,6 +125,10 @@ enum AuditCommand {
 
 #[derive(Args)]
 struct RunArgs {
+    /// Start from a profile: a name (see `warden profile list`) or a YAML
+    /// file. Flags given here override it; lists add to it
+    #[arg(long, short = 'P', value_name = "NAME|PATH")]
+    profile: Option<String>,
     /// Mount DIR read-write at /workspace and start there
     #[arg(long, short = 'w', value_name = "DIR")]
     workspace: Option<PathBuf>,
@@ -133,8 +183,8 @@ struct RunArgs {
     #[arg(long = "allow-domain", value_name = "NAME[:PORT]")]
     allow_domain: Vec<String>,
     /// Allow plain HTTP (not only TLS) to allowed names
-    #[arg(long)]
-    allow_http: bool,
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    allow_http: Option<bool>,
     /// Give a name a fixed address, e.g. registry.internal=10.1.2.3 or
     /// registry.internal:10.1.2.3 (the address is then allowed even when it
     /// is not public). Repeatable
@@ -157,11 +207,11 @@ struct RunArgs {
     publish: Vec<String>,
     /// Ask on the terminal about connections to names no rule allows (allow
     /// once, for this run, or deny); without a terminal they are denied
-    #[arg(long)]
-    ask: bool,
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    ask: Option<bool>,
     /// Print one line per egress decision (allowed or denied) on stderr
-    #[arg(long)]
-    net_log: bool,
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    net_log: Option<bool>,
     /// Refuse new connections once this much has gone through the proxy
     /// (both ways), e.g. 500M, 5G
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -182,10 +232,10 @@ struct RunArgs {
     no_audit_log: bool,
     /// When a layer of isolation cannot be applied, run with what the host
     /// still allows and print what is lost, instead of refusing
-    #[arg(long)]
-    allow_degraded: bool,
-    /// The command to run, after `--`
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    allow_degraded: Option<bool>,
+    /// The command to run, after `--` (a profile's `command` when none)
+    #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
@@ -249,43 +299,47 @@ fn absolute(p: PathBuf) -> anyhow::Result<PathBuf> {
     std::path::absolute(&p).with_context(|| format!("cannot make {} absolute", p.display()))
 }
 
+/// Where profiles and presets are found, from the caller's environment.
+fn catalog() -> Catalog {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let config_dir = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|c| !c.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")))
+        .map(|c| c.join("warden"));
+    Catalog { home, config_dir }
+}
+
 fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
-    let terminal = if args.tty || (!args.no_tty && std::io::stdin().is_terminal()) {
-        Terminal::Pty
-    } else {
-        Terminal::Inherit
+    let tty = match (args.tty, args.no_tty) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
     };
-    let request = Request {
+    let paths = |v: Vec<PathBuf>| v.into_iter().map(absolute).collect::<Result<Vec<_>, _>>();
+    let overrides = Overrides {
         command: args.command,
-        rootfs: args.rootfs.map(absolute).transpose()?,
         workspace: args.workspace.map(absolute).transpose()?,
-        ro: args
-            .ro
-            .into_iter()
-            .map(absolute)
-            .collect::<Result<_, _>>()?,
-        rw: args
-            .rw
-            .into_iter()
-            .map(absolute)
-            .collect::<Result<_, _>>()?,
-        tmp_size: args.tmp_size,
+        overlay: None,
+        ro: paths(args.ro)?,
+        rw: paths(args.rw)?,
+        rootfs: args.rootfs.map(absolute).transpose()?,
         memory: args.memory,
         pids: args.pids,
         cpus: args.cpus,
         timeout: args.timeout,
+        tmp_size: args.tmp_size,
         open_files: args.open_files,
         file_size: args.file_size,
-        env: EnvRequest {
-            set: args.env,
-            pass: args.pass_env,
-        },
-        terminal,
+        env: args.env,
+        pass_env: args.pass_env,
+        tty,
         hostname: args.hostname,
-        allow_degraded: args.allow_degraded,
-        allow_domains: args.allow_domain,
+        allow_domain: args.allow_domain,
         allow_http: args.allow_http,
-        add_hosts: args.add_host,
+        add_host: args.add_host,
         allow_cidr: args.allow_cidr,
         allow_host_ports: args.allow_host_port,
         publish: args.publish,
@@ -293,15 +347,26 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         net_log: args.net_log,
         egress_quota: args.egress_quota,
         egress_idle_timeout: args.egress_idle_timeout,
+        json_events: args.json_events.map(absolute).transpose()?,
+        allow_degraded: args.allow_degraded,
     };
+    let composed = compose(&catalog(), args.profile.as_deref(), &overrides)?.into_valid()?;
+    let request = composed.merged.request(std::io::stdin().is_terminal());
+    let json_events = request.json_events.clone();
     let host_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let spec = request.resolve(defaults, &host_env)?;
+    let spec = match request.resolve(defaults, &host_env) {
+        Ok(spec) => spec,
+        Err(e) => match warden_policy::validate::locate(&composed.merged, &e).place() {
+            Some((file, pos)) => anyhow::bail!("{file}:{pos}: {e}"),
+            None => return Err(e.into()),
+        },
+    };
 
     let id = sandbox_id();
     let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
-    if let Some(path) = &args.json_events {
+    if let Some(path) = &json_events {
         sinks.push(Box::new(JsonLinesSink::open(path)?));
     }
     if !args.no_audit_log {
@@ -531,6 +596,170 @@ fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
     Ok(if report.fully_isolated() { 0 } else { 1 })
 }
 
+/// Exit status of `warden profile` and `warden preset` when the answer is
+/// no (invalid, not allowed) or the profile cannot be read.
+const EXIT_NO: u8 = 1;
+
+/// Append a line to a command's output.
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// Append text to a command's output.
+macro_rules! outp {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = write!($out, $($arg)*);
+    }};
+}
+
+/// Write a command's output to stdout; a reader that went away (`| head`)
+/// is not an error.
+fn emit(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+fn profile(cmd: ProfileCommand, defaults: &Defaults) -> anyhow::Result<u8> {
+    let mut out = String::new();
+    let code = profile_to(cmd, defaults, &mut out);
+    emit(&out);
+    code
+}
+
+fn profile_to(cmd: ProfileCommand, defaults: &Defaults, out: &mut String) -> anyhow::Result<u8> {
+    let catalog = catalog();
+    let load = |name: &str| -> anyhow::Result<Composed> {
+        Ok(compose(&catalog, Some(name), &Overrides::default())?.into_valid()?)
+    };
+    match cmd {
+        ProfileCommand::Validate { files } => {
+            let mut ok = true;
+            for file in &files {
+                match compose(&catalog, Some(file), &Overrides::default()) {
+                    Ok(mut c) => {
+                        warden_policy::validate::validate(&mut c, defaults);
+                        for d in &c.diagnostics {
+                            eprintln!("{d}");
+                        }
+                        if c.has_errors() {
+                            ok = false;
+                        } else {
+                            let warnings = c
+                                .diagnostics
+                                .iter()
+                                .filter(|d| d.severity == Severity::Warning)
+                                .count();
+                            match warnings {
+                                0 => outln!(out, "{file}: valid"),
+                                n => outln!(out, "{file}: valid, {n} warning(s)"),
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("{file}: error: {:#}", anyhow::Error::from(e));
+                        ok = false;
+                    }
+                }
+            }
+            Ok(if ok { 0 } else { EXIT_NO })
+        }
+        ProfileCommand::Show {
+            name,
+            json,
+            explain,
+        } => {
+            let c = load(&name)?;
+            if explain {
+                let full = c.merged.with_defaults(defaults);
+                let entries = full.entries();
+                if json {
+                    let v: Vec<serde_json::Value> = entries
+                        .iter()
+                        .map(|(k, v, o)| {
+                            serde_json::json!({ "field": k, "value": v, "origin": o.to_string() })
+                        })
+                        .collect();
+                    outln!(out, "{}", serde_json::to_string_pretty(&v)?);
+                } else {
+                    let width = entries.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
+                    for (k, v, o) in entries {
+                        outln!(out, "{k:<width$}  {v}  # {o}");
+                    }
+                }
+            } else if json {
+                outln!(out, "{}", serde_json::to_string_pretty(&c.show(defaults))?);
+            } else {
+                outp!(out, "{}", serde_saphyr::to_string(&c.show(defaults))?);
+            }
+            Ok(0)
+        }
+        ProfileCommand::List => {
+            for (name, label) in catalog.profile_names() {
+                let description = compose(&catalog, Some(&name), &Overrides::default())
+                    .ok()
+                    .and_then(|c| c.description)
+                    .unwrap_or_default();
+                outln!(out, "{name:<16} {description}  [{label}]");
+            }
+            Ok(0)
+        }
+        ProfileCommand::Check { name, destination } => {
+            let c = load(&name)?;
+            match warden_policy::validate::check(&c.merged, &destination)? {
+                Some((rule, origin)) => {
+                    outln!(
+                        out,
+                        "allowed: {destination} by `{}` ({origin})",
+                        rule.source
+                    );
+                    Ok(0)
+                }
+                None => {
+                    outln!(out, "denied: no rule of {name} allows {destination}");
+                    Ok(EXIT_NO)
+                }
+            }
+        }
+        ProfileCommand::Schema => {
+            outp!(out, "{}", warden_policy::profile::profile_schema());
+            Ok(0)
+        }
+    }
+}
+
+fn preset_list(show: Option<&str>) -> anyhow::Result<u8> {
+    let mut out = String::new();
+    let code = preset_list_to(show, &mut out);
+    emit(&out);
+    code
+}
+
+fn preset_list_to(show: Option<&str>, out: &mut String) -> anyhow::Result<u8> {
+    let catalog = catalog();
+    if let Some(name) = show {
+        let (src, preset) = warden_policy::compose::load_preset(&catalog, name)?;
+        if let Some(d) = &preset.description {
+            outln!(out, "# {} [{}]", d.value, src.label);
+        }
+        for d in &preset.domains {
+            outln!(out, "{}", d.value);
+        }
+        return Ok(0);
+    }
+    for (name, label) in catalog.preset_names() {
+        let description = warden_policy::compose::load_preset(&catalog, &name)
+            .ok()
+            .and_then(|(_, p)| p.description.map(|d| d.value))
+            .unwrap_or_default();
+        outln!(out, "{name:<16} {description}  [{label}]");
+    }
+    Ok(0)
+}
+
 fn main() -> ExitCode {
     let defaults = Defaults::for_host(host_facts());
     let command = Cli::command().mut_subcommand("run", |c| c.after_help(run_after_help(&defaults)));
@@ -552,6 +781,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run(*args, &defaults),
         Command::Doctor { json } => doctor(json, &defaults),
         Command::Audit(cmd) => audit(cmd),
+        Command::Profile(cmd) => profile(cmd, &defaults),
+        Command::Preset(PresetCommand::List { show }) => preset_list(show.as_deref()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

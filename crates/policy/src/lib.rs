@@ -7,13 +7,16 @@
 //! code, and the enforcers (`warden-jail`, later `warden-egress`) only ever see
 //! the spec.
 
+pub mod compose;
 mod domains;
 mod env;
+pub mod profile;
 mod units;
+pub mod validate;
 
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
-pub use units::{parse_duration, parse_size, ParseError};
+pub use units::{format_size, parse_duration, parse_size, ParseError};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -231,12 +234,17 @@ pub struct Request {
     pub egress_quota: Option<u64>,
     /// `--egress-idle-timeout`.
     pub egress_idle_timeout: Option<Duration>,
+    /// `filesystem.mode: overlay` (reserved for the workspace issue).
+    pub overlay: bool,
+    /// `--json-events FILE`: where the front door appends events. Not part
+    /// of the spec; the front door opens it.
+    pub json_events: Option<PathBuf>,
 }
 
 /// Why a request cannot become a spec. Each message says what to change.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpecError {
-    #[error("no command given: put the command after `--`, e.g. `warden run -- bash`")]
+    #[error("no command given: put CMD after `--`, e.g. `warden run -- bash`, or use a --profile that has a `command`")]
     NoCommand,
     #[error("the command name is empty")]
     EmptyCommand,

@@ -34,6 +34,16 @@ pub fn parse_size(s: &str) -> Result<u64, ParseError> {
     n.checked_mul(1u64 << shift).ok_or_else(err)
 }
 
+/// A size in the largest unit that writes it exactly (`4G`, `1536M`, `100`).
+pub fn format_size(bytes: u64) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if bytes != 0 && bytes.trailing_zeros() >= shift {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 /// Parse a duration with `humantime` (`30s`, `10m`, `2h`, `1h30m`, `500ms`);
 /// a bare number is read as seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {

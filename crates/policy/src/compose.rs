@@ -1,0 +1,1209 @@
+//! From profile files, presets and command-line flags to one [`Request`]:
+//! finding profiles and presets (built in, or in the user's directory),
+//! following `extends`, expanding presets, and merging every source with the
+//! origin of each value kept for `warden profile show --explain`.
+//!
+//! Merging rules, in order of the sources (the profiles a profile extends,
+//! in order, then the profile itself, then the command line):
+//! lists are united (order kept, duplicates dropped), maps are merged key by
+//! key (a later value replaces an earlier one), and any other value is taken
+//! from the last source that sets it. This module reads files and nothing
+//! else; the caller hands it HOME and the configuration directory.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::profile::{
+    parse_preset, parse_profile, suggest, Pos, PresetFile, ProfileFile, WorkspaceMode,
+};
+use crate::{Defaults, EnvRequest, Request, Terminal, DEFAULT_EGRESS_IDLE_TIMEOUT};
+
+/// Presets shipped with warden.
+pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
+    ("anthropic", include_str!("../presets/anthropic.yaml")),
+    ("arxiv", include_str!("../presets/arxiv.yaml")),
+    ("crates-io", include_str!("../presets/crates-io.yaml")),
+    ("cve", include_str!("../presets/cve.yaml")),
+    ("debian", include_str!("../presets/debian.yaml")),
+    ("docker-hub", include_str!("../presets/docker-hub.yaml")),
+    ("gemini", include_str!("../presets/gemini.yaml")),
+    ("github", include_str!("../presets/github.yaml")),
+    ("gitlab", include_str!("../presets/gitlab.yaml")),
+    ("go", include_str!("../presets/go.yaml")),
+    ("huggingface", include_str!("../presets/huggingface.yaml")),
+    ("llm-apis", include_str!("../presets/llm-apis.yaml")),
+    ("mistral", include_str!("../presets/mistral.yaml")),
+    ("news", include_str!("../presets/news.yaml")),
+    ("npm", include_str!("../presets/npm.yaml")),
+    ("openai", include_str!("../presets/openai.yaml")),
+    ("openrouter", include_str!("../presets/openrouter.yaml")),
+    ("pypi", include_str!("../presets/pypi.yaml")),
+    ("sentry", include_str!("../presets/sentry.yaml")),
+    (
+        "stackoverflow",
+        include_str!("../presets/stackoverflow.yaml"),
+    ),
+    ("ubuntu", include_str!("../presets/ubuntu.yaml")),
+    ("wikipedia", include_str!("../presets/wikipedia.yaml")),
+];
+
+/// Profiles shipped with warden: the reference agents and what they share.
+pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
+    ("base", include_str!("../profiles/base.yaml")),
+    ("debugger", include_str!("../profiles/debugger.yaml")),
+    ("devops", include_str!("../profiles/devops.yaml")),
+    ("feature-dev", include_str!("../profiles/feature-dev.yaml")),
+    ("researcher", include_str!("../profiles/researcher.yaml")),
+    ("security", include_str!("../profiles/security.yaml")),
+];
+
+/// Every field a profile (and the command line) can set, in the order
+/// `warden profile show` prints them, with its flag of `warden run`.
+pub const FIELDS: &[(&str, &str)] = &[
+    ("command", "-- CMD"),
+    ("hostname", "--hostname"),
+    ("tty", "--tty / --no-tty"),
+    ("allow_degraded", "--allow-degraded"),
+    ("json_events", "--json-events"),
+    ("egress.domains", "--allow-domain"),
+    ("egress.allow_http", "--allow-http"),
+    ("egress.hosts", "--add-host"),
+    ("egress.allow_cidrs", "--allow-cidr"),
+    ("egress.host_ports", "--allow-host-port"),
+    ("egress.publish", "--publish"),
+    ("egress.ask", "--ask"),
+    ("egress.log", "--net-log"),
+    ("egress.idle_timeout", "--egress-idle-timeout"),
+    ("filesystem.workspace", "--workspace"),
+    ("filesystem.mode", "--overlay"),
+    ("filesystem.rootfs", "--rootfs"),
+    ("filesystem.read_only", "--ro"),
+    ("filesystem.read_write", "--rw"),
+    ("filesystem.tmp_size", "--tmp-size"),
+    ("resources.memory", "--memory"),
+    ("resources.cpus", "--cpus"),
+    ("resources.pids", "--pids"),
+    ("resources.timeout", "--timeout"),
+    ("resources.open_files", "--open-files"),
+    ("resources.file_size", "--file-size"),
+    ("resources.egress_quota", "--egress-quota"),
+    ("env.pass", "--pass-env"),
+    ("env.set", "--env"),
+];
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    /// Written in a profile file.
+    File { file: String, pos: Pos },
+    /// Part of a preset named in a profile file at `file:pos`.
+    Preset {
+        preset: String,
+        file: String,
+        pos: Pos,
+    },
+    /// A flag of `warden run`.
+    CommandLine,
+    /// warden's default.
+    Default,
+}
+
+impl Origin {
+    /// The file and position a message about this value should name.
+    pub fn place(&self) -> Option<(&str, Pos)> {
+        match self {
+            Origin::File { file, pos } | Origin::Preset { file, pos, .. } => Some((file, *pos)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File { file, pos } => write!(f, "{file}:{pos}"),
+            Origin::Preset { preset, file, pos } => write!(f, "preset {preset} ({file}:{pos})"),
+            Origin::CommandLine => f.write_str("command line"),
+            Origin::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// One value of a profile.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Text(String),
+    Bool(bool),
+    Size { bytes: u64, text: String },
+    Duration { duration: Duration, text: String },
+    Count(u64),
+    Cores(f64),
+    Port(u16),
+    Path(PathBuf),
+    Argv(Vec<String>),
+    Mode(WorkspaceMode),
+}
+
+impl Val {
+    /// The value as it appears in `show` output.
+    pub fn json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self {
+            Val::Text(s) => J::from(s.as_str()),
+            Val::Bool(b) => J::from(*b),
+            Val::Size { text, .. } | Val::Duration { text, .. } => J::from(text.as_str()),
+            Val::Count(n) => J::from(*n),
+            Val::Cores(c) => J::from(*c),
+            Val::Port(p) => J::from(*p),
+            Val::Path(p) => J::from(p.to_string_lossy().into_owned()),
+            Val::Argv(a) => J::from(a.clone()),
+            Val::Mode(WorkspaceMode::Direct) => J::from("direct"),
+            Val::Mode(WorkspaceMode::Overlay) => J::from("overlay"),
+        }
+    }
+}
+
+/// A value and its origin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sourced {
+    pub val: Val,
+    pub origin: Origin,
+}
+
+/// What one source sets for one field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Slot {
+    One(Sourced),
+    List(Vec<Sourced>),
+    Map(Vec<(String, Sourced)>),
+}
+
+/// Everything one source (a file, the command line, or all of them merged)
+/// sets, by field name (see [`FIELDS`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Layer {
+    pub slots: BTreeMap<&'static str, Slot>,
+}
+
+impl Layer {
+    fn one(&mut self, key: &'static str, val: Val, origin: Origin) {
+        self.slots.insert(key, Slot::One(Sourced { val, origin }));
+    }
+
+    fn push(&mut self, key: &'static str, val: Val, origin: Origin) {
+        let slot = self
+            .slots
+            .entry(key)
+            .or_insert_with(|| Slot::List(Vec::new()));
+        if let Slot::List(items) = slot {
+            items.push(Sourced { val, origin });
+        }
+    }
+
+    fn put(&mut self, key: &'static str, name: String, val: Val, origin: Origin) {
+        let slot = self
+            .slots
+            .entry(key)
+            .or_insert_with(|| Slot::Map(Vec::new()));
+        if let Slot::Map(items) = slot {
+            let s = Sourced { val, origin };
+            match items.iter_mut().find(|(k, _)| *k == name) {
+                Some(entry) => entry.1 = s,
+                None => items.push((name, s)),
+            }
+        }
+    }
+
+    /// Lay `later` over this layer, by the merging rules of this module.
+    pub fn merge(&mut self, later: &Layer) {
+        for (key, slot) in &later.slots {
+            match (self.slots.get_mut(key), slot) {
+                (Some(Slot::List(mine)), Slot::List(theirs)) => {
+                    for item in theirs {
+                        if !mine.iter().any(|m| m.val == item.val) {
+                            mine.push(item.clone());
+                        }
+                    }
+                }
+                (Some(Slot::Map(mine)), Slot::Map(theirs)) => {
+                    for (k, v) in theirs {
+                        match mine.iter_mut().find(|(m, _)| m == k) {
+                            Some(entry) => entry.1 = v.clone(),
+                            None => mine.push((k.clone(), v.clone())),
+                        }
+                    }
+                }
+                (_, Slot::List(theirs)) => {
+                    let mut items: Vec<Sourced> = Vec::new();
+                    for item in theirs {
+                        if !items.iter().any(|m| m.val == item.val) {
+                            items.push(item.clone());
+                        }
+                    }
+                    self.slots.insert(key, Slot::List(items));
+                }
+                _ => {
+                    self.slots.insert(key, slot.clone());
+                }
+            }
+        }
+    }
+
+    /// The single value of a field.
+    pub fn get(&self, key: &str) -> Option<&Sourced> {
+        match self.slots.get(key) {
+            Some(Slot::One(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The values of a list field.
+    pub fn list(&self, key: &str) -> &[Sourced] {
+        match self.slots.get(key) {
+            Some(Slot::List(items)) => items,
+            _ => &[],
+        }
+    }
+
+    /// The entries of a map field.
+    pub fn map(&self, key: &str) -> &[(String, Sourced)] {
+        match self.slots.get(key) {
+            Some(Slot::Map(items)) => items,
+            _ => &[],
+        }
+    }
+
+    fn text(&self, key: &str) -> Option<String> {
+        match self.get(key).map(|s| &s.val) {
+            Some(Val::Text(t)) => Some(t.clone()),
+            _ => None,
+        }
+    }
+    fn flag(&self, key: &str) -> Option<bool> {
+        match self.get(key).map(|s| &s.val) {
+            Some(Val::Bool(b)) => Some(*b),
+            _ => None,
+        }
+    }
+    fn bytes(&self, key: &str) -> Option<u64> {
+        match self.get(key).map(|s| &s.val) {
+            Some(Val::Size { bytes, .. }) => Some(*bytes),
+            _ => None,
+        }
+    }
+    fn duration(&self, key: &str) -> Option<Duration> {
+        match self.get(key).map(|s| &s.val) {
+            Some(Val::Duration { duration, .. }) => Some(*duration),
+            _ => None,
+        }
+    }
+    fn count(&self, key: &str) -> Option<u64> {
+        match self.get(key).map(|s| &s.val) {
+            Some(Val::Count(n)) => Some(*n),
+            _ => None,
+        }
+    }
+    fn path(&self, key: &str) -> Option<PathBuf> {
+        match self.get(key).map(|s| &s.val) {
+            Some(Val::Path(p)) => Some(p.clone()),
+            _ => None,
+        }
+    }
+    fn texts(&self, key: &str) -> Vec<String> {
+        self.list(key)
+            .iter()
+            .filter_map(|s| match &s.val {
+                Val::Text(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+    fn paths(&self, key: &str) -> Vec<PathBuf> {
+        self.list(key)
+            .iter()
+            .filter_map(|s| match &s.val {
+                Val::Path(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+    fn pairs(&self, key: &str) -> Vec<String> {
+        self.map(key)
+            .iter()
+            .map(|(k, s)| match &s.val {
+                Val::Text(v) => format!("{k}={v}"),
+                // A command-line entry without `=`: kept whole, for the
+                // resolver to refuse.
+                _ => k.clone(),
+            })
+            .collect()
+    }
+
+    /// The request these values make. `stdin_is_terminal` decides the
+    /// terminal when neither the profile nor the command line does.
+    pub fn request(&self, stdin_is_terminal: bool) -> Request {
+        let tty = self.flag("tty").unwrap_or(stdin_is_terminal);
+        Request {
+            command: match self.get("command").map(|s| &s.val) {
+                Some(Val::Argv(a)) => a.clone(),
+                _ => Vec::new(),
+            },
+            rootfs: self.path("filesystem.rootfs"),
+            workspace: self.path("filesystem.workspace"),
+            ro: self.paths("filesystem.read_only"),
+            rw: self.paths("filesystem.read_write"),
+            tmp_size: self.bytes("filesystem.tmp_size"),
+            memory: self.bytes("resources.memory"),
+            pids: self.count("resources.pids"),
+            cpus: match self.get("resources.cpus").map(|s| &s.val) {
+                Some(Val::Cores(c)) => Some(*c),
+                _ => None,
+            },
+            timeout: self.duration("resources.timeout"),
+            open_files: self.count("resources.open_files"),
+            file_size: self.bytes("resources.file_size"),
+            env: EnvRequest {
+                set: self.pairs("env.set"),
+                pass: self.texts("env.pass"),
+            },
+            terminal: if tty {
+                Terminal::Pty
+            } else {
+                Terminal::Inherit
+            },
+            hostname: self.text("hostname"),
+            allow_degraded: self.flag("allow_degraded").unwrap_or(false),
+            allow_domains: self.texts("egress.domains"),
+            allow_http: self.flag("egress.allow_http").unwrap_or(false),
+            add_hosts: self.pairs("egress.hosts"),
+            net_log: self.flag("egress.log").unwrap_or(false),
+            egress_quota: self.bytes("resources.egress_quota"),
+            egress_idle_timeout: self.duration("egress.idle_timeout"),
+            allow_cidr: self.texts("egress.allow_cidrs"),
+            allow_host_ports: self
+                .list("egress.host_ports")
+                .iter()
+                .filter_map(|s| match s.val {
+                    Val::Port(p) => Some(p),
+                    _ => None,
+                })
+                .collect(),
+            publish: self.texts("egress.publish"),
+            ask: self.flag("egress.ask").unwrap_or(false),
+            overlay: matches!(
+                self.get("filesystem.mode").map(|s| &s.val),
+                Some(Val::Mode(WorkspaceMode::Overlay))
+            ),
+            json_events: self.path("json_events"),
+        }
+    }
+
+    /// Fill what no source set with warden's defaults (sized from the host),
+    /// for `show`.
+    pub fn with_defaults(&self, d: &Defaults) -> Layer {
+        let mut out = Layer::default();
+        let size = |bytes: u64| Val::Size {
+            bytes,
+            text: crate::units::format_size(bytes),
+        };
+        for (key, val) in [
+            ("hostname", Val::Text("warden".into())),
+            ("allow_degraded", Val::Bool(false)),
+            ("egress.allow_http", Val::Bool(false)),
+            ("egress.ask", Val::Bool(false)),
+            ("egress.log", Val::Bool(false)),
+            (
+                "egress.idle_timeout",
+                Val::Duration {
+                    duration: DEFAULT_EGRESS_IDLE_TIMEOUT,
+                    text: "10m".into(),
+                },
+            ),
+            ("filesystem.mode", Val::Mode(WorkspaceMode::Direct)),
+            ("filesystem.tmp_size", size(d.tmp_size)),
+            ("resources.memory", size(d.memory)),
+            ("resources.pids", Val::Count(d.pids)),
+            ("resources.open_files", Val::Count(d.open_files)),
+            ("resources.file_size", size(d.file_size)),
+        ] {
+            out.one(key, val, Origin::Default);
+        }
+        out.merge(self);
+        out
+    }
+
+    /// Every value with its origin, one entry per list or map item, in the
+    /// order of [`FIELDS`]: `(field, value, origin)`.
+    pub fn entries(&self) -> Vec<(String, serde_json::Value, &Origin)> {
+        let mut out = Vec::new();
+        for (key, _) in FIELDS {
+            match self.slots.get(key) {
+                Some(Slot::One(s)) => out.push((key.to_string(), s.val.json(), &s.origin)),
+                Some(Slot::List(items)) => {
+                    for (i, s) in items.iter().enumerate() {
+                        out.push((format!("{key}[{i}]"), s.val.json(), &s.origin));
+                    }
+                }
+                Some(Slot::Map(items)) => {
+                    for (k, s) in items {
+                        out.push((format!("{key}.{k}"), s.val.json(), &s.origin));
+                    }
+                }
+                None => {}
+            }
+        }
+        out
+    }
+
+    /// The values as a profile document (nested by section).
+    pub fn document(&self) -> serde_json::Value {
+        let mut root = serde_json::Map::new();
+        for (key, _) in FIELDS {
+            let Some(slot) = self.slots.get(key) else {
+                continue;
+            };
+            let value = match slot {
+                Slot::One(s) => s.val.json(),
+                Slot::List(items) => items.iter().map(|s| s.val.json()).collect(),
+                Slot::Map(items) => items
+                    .iter()
+                    .map(|(k, s)| (k.clone(), s.val.json()))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into(),
+            };
+            match key.split_once('.') {
+                Some((section, field)) => {
+                    let entry = root
+                        .entry(section.to_string())
+                        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+                    if let serde_json::Value::Object(m) = entry {
+                        m.insert(field.to_string(), value);
+                    }
+                }
+                None => {
+                    root.insert(key.to_string(), value);
+                }
+            }
+        }
+        root.into()
+    }
+}
+
+/// What the command line of `warden run` says, each field unset when its
+/// flag was not given. Lists add to a profile's, other values replace them.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub command: Vec<String>,
+    pub workspace: Option<PathBuf>,
+    pub overlay: Option<bool>,
+    pub ro: Vec<PathBuf>,
+    pub rw: Vec<PathBuf>,
+    pub rootfs: Option<PathBuf>,
+    pub memory: Option<u64>,
+    pub pids: Option<u64>,
+    pub cpus: Option<f64>,
+    pub timeout: Option<Duration>,
+    pub tmp_size: Option<u64>,
+    pub open_files: Option<u64>,
+    pub file_size: Option<u64>,
+    /// `NAME=VALUE` entries.
+    pub env: Vec<String>,
+    pub pass_env: Vec<String>,
+    pub tty: Option<bool>,
+    pub hostname: Option<String>,
+    pub allow_domain: Vec<String>,
+    pub allow_http: Option<bool>,
+    /// `NAME=IP` entries.
+    pub add_host: Vec<String>,
+    pub allow_cidr: Vec<String>,
+    pub allow_host_ports: Vec<u16>,
+    pub publish: Vec<String>,
+    pub ask: Option<bool>,
+    pub net_log: Option<bool>,
+    pub egress_quota: Option<u64>,
+    pub egress_idle_timeout: Option<Duration>,
+    pub json_events: Option<PathBuf>,
+    pub allow_degraded: Option<bool>,
+}
+
+impl Overrides {
+    /// The command line as a source of values.
+    pub fn layer(&self) -> Layer {
+        let mut l = Layer::default();
+        let o = || Origin::CommandLine;
+        let size = |bytes: u64| Val::Size {
+            bytes,
+            text: crate::units::format_size(bytes),
+        };
+        let dur = |duration: Duration| Val::Duration {
+            duration,
+            text: humantime::format_duration(duration).to_string(),
+        };
+        if !self.command.is_empty() {
+            l.one("command", Val::Argv(self.command.clone()), o());
+        }
+        let ones: [(&'static str, Option<Val>); 19] = [
+            ("hostname", self.hostname.clone().map(Val::Text)),
+            ("tty", self.tty.map(Val::Bool)),
+            ("allow_degraded", self.allow_degraded.map(Val::Bool)),
+            ("json_events", self.json_events.clone().map(Val::Path)),
+            ("egress.allow_http", self.allow_http.map(Val::Bool)),
+            ("egress.ask", self.ask.map(Val::Bool)),
+            ("egress.log", self.net_log.map(Val::Bool)),
+            ("egress.idle_timeout", self.egress_idle_timeout.map(dur)),
+            (
+                "filesystem.workspace",
+                self.workspace.clone().map(Val::Path),
+            ),
+            (
+                "filesystem.mode",
+                self.overlay.map(|o| {
+                    Val::Mode(if o {
+                        WorkspaceMode::Overlay
+                    } else {
+                        WorkspaceMode::Direct
+                    })
+                }),
+            ),
+            ("filesystem.rootfs", self.rootfs.clone().map(Val::Path)),
+            ("filesystem.tmp_size", self.tmp_size.map(size)),
+            ("resources.memory", self.memory.map(size)),
+            ("resources.cpus", self.cpus.map(Val::Cores)),
+            ("resources.pids", self.pids.map(Val::Count)),
+            ("resources.timeout", self.timeout.map(dur)),
+            ("resources.open_files", self.open_files.map(Val::Count)),
+            ("resources.file_size", self.file_size.map(size)),
+            ("resources.egress_quota", self.egress_quota.map(size)),
+        ];
+        for (key, val) in ones {
+            if let Some(val) = val {
+                l.one(key, val, o());
+            }
+        }
+        for d in &self.allow_domain {
+            l.push("egress.domains", Val::Text(d.clone()), o());
+        }
+        for c in &self.allow_cidr {
+            l.push("egress.allow_cidrs", Val::Text(c.clone()), o());
+        }
+        for p in &self.allow_host_ports {
+            l.push("egress.host_ports", Val::Port(*p), o());
+        }
+        for p in &self.publish {
+            l.push("egress.publish", Val::Text(p.clone()), o());
+        }
+        for p in &self.ro {
+            l.push("filesystem.read_only", Val::Path(p.clone()), o());
+        }
+        for p in &self.rw {
+            l.push("filesystem.read_write", Val::Path(p.clone()), o());
+        }
+        for n in &self.pass_env {
+            l.push("env.pass", Val::Text(n.clone()), o());
+        }
+        // A malformed entry keeps its whole text as the name, so that the
+        // resolver refuses it with its usual message.
+        for (key, entries) in [("env.set", &self.env), ("egress.hosts", &self.add_host)] {
+            for e in entries {
+                match e.split_once('=') {
+                    Some((k, v)) => l.put(key, k.to_string(), Val::Text(v.to_string()), o()),
+                    None => l.put(key, e.clone(), Val::Bool(false), o()),
+                }
+            }
+        }
+        l
+    }
+}
+
+/// Where to find profiles and presets beyond the built-in ones. The caller
+/// reads the environment; this crate does not.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// The caller's HOME, for `~` in paths.
+    pub home: Option<PathBuf>,
+    /// warden's configuration directory: `$XDG_CONFIG_HOME/warden` or
+    /// `~/.config/warden`. Profiles in `profiles/NAME.yaml`, presets in
+    /// `presets/NAME.yaml`; these win over built-in ones of the same name.
+    pub config_dir: Option<PathBuf>,
+}
+
+/// A profile or preset's text and where it came from.
+#[derive(Debug, Clone)]
+pub struct SourceText {
+    /// A path, or `builtin:NAME` for those shipped with warden.
+    pub label: String,
+    /// The directory relative paths resolve against (none for built-ins).
+    pub dir: Option<PathBuf>,
+    pub text: String,
+}
+
+/// Why a profile could not be composed. Problems inside files are
+/// [`Diagnostic`]s, each naming its file, line and column.
+#[derive(Debug, thiserror::Error)]
+pub enum ComposeError {
+    #[error("no profile named {name:?}{}; see `warden profile list`", hint(.suggestion))]
+    UnknownProfile {
+        name: String,
+        suggestion: Option<String>,
+    },
+    #[error("no preset named {name:?}{}; see `warden preset list`", hint(.suggestion))]
+    UnknownPreset {
+        name: String,
+        suggestion: Option<String>,
+    },
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Diagnostic>),
+}
+
+fn hint(s: &Option<String>) -> String {
+    s.as_ref()
+        .map(|s| format!(" (did you mean {s:?}?)"))
+        .unwrap_or_default()
+}
+
+/// How serious a finding is: errors stop a run, warnings do not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One finding about a file, at a line and column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    pub file: String,
+    pub pos: Pos,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sev = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{}:{}: {sev}: {}", self.file, self.pos, self.message)
+    }
+}
+
+/// Does `s` name a file rather than a profile?
+fn is_path(s: &str) -> bool {
+    s.contains('/') || s.ends_with(".yaml") || s.ends_with(".yml")
+}
+
+impl Catalog {
+    fn user_file(&self, kind: &str, name: &str) -> Option<PathBuf> {
+        let p = self
+            .config_dir
+            .as_ref()?
+            .join(kind)
+            .join(format!("{name}.yaml"));
+        p.is_file().then_some(p)
+    }
+
+    fn user_names(&self, kind: &str) -> Vec<String> {
+        let Some(dir) = self.config_dir.as_ref().map(|d| d.join(kind)) else {
+            return Vec::new();
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_suffix(".yaml")
+                    .map(str::to_string)
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn names(&self, kind: &str, builtin: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = builtin
+            .iter()
+            .map(|(n, _)| (n.to_string(), format!("builtin:{n}")))
+            .collect();
+        for n in self.user_names(kind) {
+            let label = self
+                .user_file(kind, &n)
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            match out.iter_mut().find(|(m, _)| *m == n) {
+                Some(entry) => entry.1 = label,
+                None => out.push((n, label)),
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Every profile name and where it is read from.
+    pub fn profile_names(&self) -> Vec<(String, String)> {
+        self.names("profiles", BUILTIN_PROFILES)
+    }
+
+    /// Every preset name and where it is read from.
+    pub fn preset_names(&self) -> Vec<(String, String)> {
+        self.names("presets", BUILTIN_PRESETS)
+    }
+
+    fn find(
+        &self,
+        kind: &str,
+        builtin: &[(&str, &str)],
+        name: &str,
+    ) -> Result<Option<SourceText>, ComposeError> {
+        if let Some(path) = self.user_file(kind, name) {
+            return read_file(&path).map(Some);
+        }
+        Ok(builtin
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, text)| SourceText {
+                label: format!("builtin:{n}"),
+                dir: None,
+                text: text.to_string(),
+            }))
+    }
+
+    /// A profile by name (user directory first, then built-in) or by path.
+    pub fn profile(&self, name_or_path: &str) -> Result<SourceText, ComposeError> {
+        if is_path(name_or_path) {
+            return read_file(Path::new(name_or_path));
+        }
+        self.find("profiles", BUILTIN_PROFILES, name_or_path)?
+            .ok_or_else(|| ComposeError::UnknownProfile {
+                name: name_or_path.to_string(),
+                suggestion: self.nearest(&self.profile_names(), name_or_path),
+            })
+    }
+
+    /// A preset by name (user directory first, then built-in).
+    pub fn preset(&self, name: &str) -> Result<SourceText, ComposeError> {
+        self.find("presets", BUILTIN_PRESETS, name)?
+            .ok_or_else(|| ComposeError::UnknownPreset {
+                name: name.to_string(),
+                suggestion: self.nearest(&self.preset_names(), name),
+            })
+    }
+
+    fn nearest(&self, names: &[(String, String)], name: &str) -> Option<String> {
+        suggest(name, names.iter().map(|(n, _)| n.as_str())).map(str::to_string)
+    }
+
+    /// Expand `~` against HOME and resolve a relative path against `dir`.
+    fn expand(&self, raw: &str, dir: Option<&Path>) -> Result<PathBuf, String> {
+        let p = if raw == "~" || raw.starts_with("~/") {
+            let home = self
+                .home
+                .as_ref()
+                .ok_or_else(|| format!("{raw:?} starts with ~ but HOME is not set"))?;
+            home.join(raw.trim_start_matches('~').trim_start_matches('/'))
+        } else if raw.starts_with('~') {
+            return Err(format!(
+                "{raw:?}: only ~ and ~/ are understood, not another user's home"
+            ));
+        } else {
+            PathBuf::from(raw)
+        };
+        if p.is_absolute() {
+            return Ok(p);
+        }
+        match dir {
+            Some(d) => Ok(d.join(p)),
+            None => Err(format!(
+                "{raw:?} is relative, and a built-in profile has no directory to resolve it against"
+            )),
+        }
+    }
+}
+
+fn read_file(path: &Path) -> Result<SourceText, ComposeError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ComposeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let dir = path
+        .parent()
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+        .and_then(|d| std::path::absolute(d).ok());
+    Ok(SourceText {
+        label: path.display().to_string(),
+        dir,
+        text,
+    })
+}
+
+/// A profile with every source merged, and what was found on the way.
+#[derive(Debug, Clone, Default)]
+pub struct Composed {
+    /// The profile's name (none when only the command line was given).
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// Each source, in merge order: `(label, values)`.
+    pub sources: Vec<(String, Layer)>,
+    /// All sources merged.
+    pub merged: Layer,
+    /// Errors and warnings, each with its place.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Composed {
+    /// The fully resolved profile as a document, defaults filled in, for
+    /// `warden profile show`.
+    pub fn show(&self, defaults: &Defaults) -> serde_json::Value {
+        let mut doc = self.merged.with_defaults(defaults).document();
+        if let serde_json::Value::Object(m) = &mut doc {
+            let mut head = serde_json::Map::new();
+            if let Some(n) = &self.name {
+                head.insert("name".into(), n.as_str().into());
+            }
+            if let Some(d) = &self.description {
+                head.insert("description".into(), d.as_str().into());
+            }
+            head.append(m);
+            return head.into();
+        }
+        doc
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error)
+    }
+
+    /// Fail with every error when there is one.
+    pub fn into_valid(self) -> Result<Composed, ComposeError> {
+        if self.has_errors() {
+            Err(ComposeError::Invalid(
+                self.diagnostics
+                    .into_iter()
+                    .filter(|d| d.severity == Severity::Error)
+                    .collect(),
+            ))
+        } else {
+            Ok(self)
+        }
+    }
+}
+
+struct Loader<'a> {
+    catalog: &'a Catalog,
+    out: Composed,
+    /// The profiles being loaded, outermost first, for cycle detection.
+    stack: Vec<String>,
+}
+
+impl Loader<'_> {
+    fn error(&mut self, file: &str, pos: Pos, message: String) {
+        self.out.diagnostics.push(Diagnostic {
+            severity: Severity::Error,
+            file: file.to_string(),
+            pos,
+            message,
+        });
+    }
+
+    fn load(&mut self, src: SourceText) {
+        let label = src.label.clone();
+        let file = match parse_profile(&src.text) {
+            Ok(f) => f,
+            Err(e) => {
+                self.error(&label, e.pos, e.message);
+                return;
+            }
+        };
+        self.stack.push(label.clone());
+        for parent in &file.extends {
+            let found = if is_path(&parent.value) {
+                match self.catalog.expand(&parent.value, src.dir.as_deref()) {
+                    Ok(p) => read_file(&p).map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                }
+            } else {
+                self.catalog
+                    .profile(&parent.value)
+                    .map_err(|e| e.to_string())
+            };
+            match found {
+                Ok(parent_src) => {
+                    if let Some(i) = self.stack.iter().position(|l| *l == parent_src.label) {
+                        let mut cycle: Vec<&str> =
+                            self.stack[i..].iter().map(String::as_str).collect();
+                        cycle.push(&parent_src.label);
+                        let msg = format!("`extends` makes a cycle: {}", cycle.join(" -> "));
+                        self.error(&label, parent.pos, msg);
+                    } else {
+                        self.load(parent_src);
+                    }
+                }
+                Err(e) => self.error(&label, parent.pos, e),
+            }
+        }
+        self.stack.pop();
+        let layer = self.layer(&file, &label, src.dir.as_deref());
+        self.out.sources.push((label, layer));
+    }
+
+    fn layer(&mut self, f: &ProfileFile, label: &str, dir: Option<&Path>) -> Layer {
+        let mut l = Layer::default();
+        let at = |pos: Pos| Origin::File {
+            file: label.to_string(),
+            pos,
+        };
+        // Paths: expanded now, so that every later source and the
+        // resolver see absolute paths.
+        let path = |this: &mut Self, raw: &crate::profile::At<String>| -> Option<Val> {
+            match this.catalog.expand(&raw.value, dir) {
+                Ok(p) => Some(Val::Path(p)),
+                Err(e) => {
+                    this.error(label, raw.pos, e);
+                    None
+                }
+            }
+        };
+        if let Some(c) = &f.command {
+            l.one("command", Val::Argv(c.value.clone()), at(c.pos));
+        }
+        if let Some(h) = &f.hostname {
+            l.one("hostname", Val::Text(h.value.clone()), at(h.pos));
+        }
+        for (key, v) in [("tty", &f.tty), ("allow_degraded", &f.allow_degraded)] {
+            if let Some(v) = v {
+                l.one(key, Val::Bool(v.value), at(v.pos));
+            }
+        }
+        if let Some(p) = &f.json_events {
+            if let Some(v) = path(self, p) {
+                l.one("json_events", v, at(p.pos));
+            }
+        }
+        if let Some(e) = &f.egress {
+            for preset in &e.presets {
+                self.preset(&mut l, &preset.value, label, preset.pos);
+            }
+            for d in &e.domains {
+                l.push("egress.domains", Val::Text(d.value.clone()), at(d.pos));
+            }
+            for (key, v) in [
+                ("egress.allow_http", &e.allow_http),
+                ("egress.ask", &e.ask),
+                ("egress.log", &e.log),
+            ] {
+                if let Some(v) = v {
+                    l.one(key, Val::Bool(v.value), at(v.pos));
+                }
+            }
+            for (name, ip) in &e.hosts {
+                l.put(
+                    "egress.hosts",
+                    name.value.clone(),
+                    Val::Text(ip.value.clone()),
+                    at(name.pos),
+                );
+            }
+            for c in &e.allow_cidrs {
+                l.push("egress.allow_cidrs", Val::Text(c.value.clone()), at(c.pos));
+            }
+            for p in &e.host_ports {
+                l.push("egress.host_ports", Val::Port(p.value), at(p.pos));
+            }
+            for p in &e.publish {
+                l.push("egress.publish", Val::Text(p.value.clone()), at(p.pos));
+            }
+            if let Some(t) = &e.idle_timeout {
+                l.one(
+                    "egress.idle_timeout",
+                    Val::Duration {
+                        duration: t.value.duration,
+                        text: t.value.text.clone(),
+                    },
+                    at(t.pos),
+                );
+            }
+        }
+        if let Some(fs) = &f.filesystem {
+            for (key, v) in [
+                ("filesystem.workspace", &fs.workspace),
+                ("filesystem.rootfs", &fs.rootfs),
+            ] {
+                if let Some(raw) = v {
+                    if let Some(v) = path(self, raw) {
+                        l.one(key, v, at(raw.pos));
+                    }
+                }
+            }
+            if let Some(m) = &fs.mode {
+                l.one("filesystem.mode", Val::Mode(m.value), at(m.pos));
+            }
+            for (key, list) in [
+                ("filesystem.read_only", &fs.read_only),
+                ("filesystem.read_write", &fs.read_write),
+            ] {
+                for raw in list {
+                    if let Some(v) = path(self, raw) {
+                        l.push(key, v, at(raw.pos));
+                    }
+                }
+            }
+            if let Some(s) = &fs.tmp_size {
+                l.one("filesystem.tmp_size", size_val(&s.value), at(s.pos));
+            }
+        }
+        if let Some(r) = &f.resources {
+            for (key, v) in [
+                ("resources.memory", &r.memory),
+                ("resources.file_size", &r.file_size),
+                ("resources.egress_quota", &r.egress_quota),
+            ] {
+                if let Some(s) = v {
+                    l.one(key, size_val(&s.value), at(s.pos));
+                }
+            }
+            for (key, v) in [
+                ("resources.pids", &r.pids),
+                ("resources.open_files", &r.open_files),
+            ] {
+                if let Some(n) = v {
+                    l.one(key, Val::Count(n.value.0), at(n.pos));
+                }
+            }
+            if let Some(c) = &r.cpus {
+                l.one("resources.cpus", Val::Cores(c.value.0), at(c.pos));
+            }
+            if let Some(t) = &r.timeout {
+                l.one(
+                    "resources.timeout",
+                    Val::Duration {
+                        duration: t.value.duration,
+                        text: t.value.text.clone(),
+                    },
+                    at(t.pos),
+                );
+            }
+        }
+        if let Some(env) = &f.env {
+            for p in &env.pass {
+                l.push("env.pass", Val::Text(p.value.clone()), at(p.pos));
+            }
+            for (k, v) in &env.set {
+                l.put(
+                    "env.set",
+                    k.value.clone(),
+                    Val::Text(v.value.clone()),
+                    at(k.pos),
+                );
+            }
+        }
+        l
+    }
+
+    fn preset(&mut self, l: &mut Layer, name: &str, label: &str, pos: Pos) {
+        let src = match self.catalog.preset(name) {
+            Ok(s) => s,
+            Err(e) => {
+                self.error(label, pos, e.to_string());
+                return;
+            }
+        };
+        match parse_preset(&src.text) {
+            Ok(p) => {
+                for d in p.domains {
+                    l.push(
+                        "egress.domains",
+                        Val::Text(d.value),
+                        Origin::Preset {
+                            preset: name.to_string(),
+                            file: label.to_string(),
+                            pos,
+                        },
+                    );
+                }
+            }
+            Err(e) => self.error(&src.label, e.pos, e.message),
+        }
+    }
+}
+
+fn size_val(s: &crate::profile::SizeValue) -> Val {
+    Val::Size {
+        bytes: s.bytes,
+        text: s.text.clone(),
+    }
+}
+
+/// Read a preset file and report what is wrong with it.
+pub fn load_preset(
+    catalog: &Catalog,
+    name: &str,
+) -> Result<(SourceText, PresetFile), ComposeError> {
+    let src = catalog.preset(name)?;
+    let file = parse_preset(&src.text).map_err(|e| {
+        ComposeError::Invalid(vec![Diagnostic {
+            severity: Severity::Error,
+            file: src.label.clone(),
+            pos: e.pos,
+            message: e.message,
+        }])
+    })?;
+    Ok((src, file))
+}
+
+/// Compose a profile (by name or path; none for flags alone) with the
+/// command line. Problems in files are collected in
+/// [`Composed::diagnostics`]; only a profile that cannot be found at all is
+/// an error here.
+pub fn compose(
+    catalog: &Catalog,
+    profile: Option<&str>,
+    overrides: &Overrides,
+) -> Result<Composed, ComposeError> {
+    let mut loader = Loader {
+        catalog,
+        out: Composed::default(),
+        stack: Vec::new(),
+    };
+    if let Some(name) = profile {
+        let src = catalog.profile(name)?;
+        let label = src.label.clone();
+        let dir_name = Path::new(&label).file_stem().map(|s| {
+            s.to_string_lossy()
+                .trim_start_matches("builtin:")
+                .to_string()
+        });
+        if let Ok(f) = parse_profile(&src.text) {
+            loader.out.name = f.name.map(|n| n.value).or(dir_name);
+            loader.out.description = f.description.map(|d| d.value);
+        }
+        loader.load(src);
+    }
+    let cli = overrides.layer();
+    if !cli.slots.is_empty() {
+        loader.out.sources.push(("command line".into(), cli));
+    }
+    let mut merged = Layer::default();
+    for (_, layer) in &loader.out.sources {
+        merged.merge(layer);
+    }
+    loader.out.merged = merged;
+    Ok(loader.out)
+}

@@ -1,0 +1,592 @@
+//! The profile file as a person writes it: the YAML schema, read with the
+//! line and column of every value so that each later message can point at
+//! it. Types here are the single source of the JSON Schema
+//! (`schema/profile.schema.json`); nothing here merges or resolves.
+
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::units::{parse_duration, parse_size};
+
+/// A position in a file, 1-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Pos {
+    pub line: u64,
+    pub column: u64,
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// A value together with where it was written.
+#[derive(Debug, Clone)]
+pub struct At<T> {
+    pub value: T,
+    pub pos: Pos,
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for At<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = serde_saphyr::Spanned::<T>::deserialize(d)?;
+        Ok(At {
+            value: s.value,
+            pos: Pos {
+                line: s.referenced.line(),
+                column: s.referenced.column(),
+            },
+        })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for At<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        generator.subschema_for::<T>()
+    }
+}
+
+/// Map keys compared by their text alone, so that a map's keys stay unique
+/// while each keeps its position.
+impl<T: PartialEq> PartialEq for At<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+impl<T: Eq> Eq for At<T> {}
+impl<T: Ord> PartialOrd for At<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T: Ord> Ord for At<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.value.cmp(&other.value)
+    }
+}
+
+/// One profile file. Every section and field is optional; unknown keys are
+/// refused.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "warden profile",
+    description = "One sandbox configuration for one agent. Every field is optional; flags of `warden run` override it."
+)]
+pub struct ProfileFile {
+    /// The profile's name (defaults to the file name without `.yaml`).
+    pub name: Option<At<String>>,
+    /// What the profile is for, shown by `warden profile list`.
+    pub description: Option<At<String>>,
+    /// Profiles (names or paths) this one builds on, merged in order before this file.
+    #[serde(default)]
+    pub extends: Vec<At<String>>,
+    /// The command run when `warden run` is given none.
+    pub command: Option<At<Vec<String>>>,
+    /// The sandbox's hostname (`--hostname`).
+    pub hostname: Option<At<String>>,
+    /// Allocate a pseudo-terminal (`--tty` / `--no-tty`); unset: when stdin is a terminal.
+    pub tty: Option<At<bool>>,
+    /// Run with what the host still allows when a layer cannot be applied (`--allow-degraded`).
+    pub allow_degraded: Option<At<bool>>,
+    /// Append one JSON line per event to this file (`--json-events`).
+    pub json_events: Option<At<String>>,
+    pub egress: Option<EgressFile>,
+    pub filesystem: Option<FilesystemFile>,
+    pub resources: Option<ResourcesFile>,
+    pub env: Option<EnvFile>,
+}
+
+/// The sandbox's network. Without any domain it has no network at all.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressFile {
+    /// Named groups of domains shipped with warden or defined in the user's preset directory.
+    #[serde(default)]
+    pub presets: Vec<At<String>>,
+    /// Allowed names: `example.com`, `.example.com` (with subdomains), `example.com:22` (`--allow-domain`).
+    #[serde(default)]
+    pub domains: Vec<At<String>>,
+    /// Allow plain HTTP, not only TLS, to allowed names (`--allow-http`).
+    pub allow_http: Option<At<bool>>,
+    /// Fixed addresses for names, `NAME: IP` (`--add-host NAME=IP`).
+    #[serde(default)]
+    pub hosts: BTreeMap<At<String>, At<String>>,
+    /// Address ranges the sandbox may reach, e.g. 10.1.0.0/16 (`--allow-cidr`).
+    #[serde(default)]
+    pub allow_cidrs: Vec<At<String>>,
+    /// Ports of the host itself the sandbox may reach (`--allow-host-port`).
+    #[serde(default)]
+    pub host_ports: Vec<At<u16>>,
+    /// Sandbox ports published on the host, `HOSTPORT:PORT` (`--publish`).
+    #[serde(default)]
+    pub publish: Vec<At<String>>,
+    /// Ask a person before allowing a name not on the list (`--ask`).
+    pub ask: Option<At<bool>>,
+    /// Print one line per egress decision on stderr (`--net-log`).
+    pub log: Option<At<bool>>,
+    /// Close a proxied connection after this long without a byte (`--egress-idle-timeout`).
+    pub idle_timeout: Option<At<DurationValue>>,
+}
+
+/// The sandbox's file tree.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemFile {
+    /// Mounted read-write at /workspace and used as working directory (`--workspace`).
+    pub workspace: Option<At<String>>,
+    /// How the workspace is mounted: `direct` (the default) or `overlay` (reserved).
+    pub mode: Option<At<WorkspaceMode>>,
+    /// A prepared root tree used instead of the host's system directories (`--rootfs`).
+    pub rootfs: Option<At<String>>,
+    /// Paths bound read-only at the same place inside (`--ro`).
+    #[serde(default)]
+    pub read_only: Vec<At<String>>,
+    /// Paths bound read-write at the same place inside (`--rw`).
+    #[serde(default)]
+    pub read_write: Vec<At<String>>,
+    /// Size of the sandbox's /tmp and /dev/shm, e.g. 512M (`--tmp-size`).
+    pub tmp_size: Option<At<SizeValue>>,
+}
+
+/// How the workspace is mounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceMode {
+    /// The directory itself, read-write.
+    Direct,
+    /// A copy-on-write layer over the directory, for review (reserved for a later release).
+    Overlay,
+}
+
+/// Limits on what the sandbox may consume.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourcesFile {
+    /// Memory limit for the whole sandbox, e.g. 4G (`--memory`).
+    pub memory: Option<At<SizeValue>>,
+    /// CPU quota in cores, e.g. 0.5 or 2 (`--cpus`).
+    pub cpus: Option<At<Cores>>,
+    /// Maximum number of processes and threads (`--pids`).
+    pub pids: Option<At<Count>>,
+    /// Kill the whole sandbox after this long, e.g. 2h (`--timeout`).
+    pub timeout: Option<At<DurationValue>>,
+    /// Open files per process (`--open-files`).
+    pub open_files: Option<At<Count>>,
+    /// Largest file a process may write, e.g. 16G (`--file-size`).
+    pub file_size: Option<At<SizeValue>>,
+    /// Bytes through the egress proxy after which new connections are refused (`--egress-quota`).
+    pub egress_quota: Option<At<SizeValue>>,
+}
+
+/// The command's environment, on top of the scrubbed default.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvFile {
+    /// Host variables copied in when set (`--pass-env`).
+    #[serde(default)]
+    pub pass: Vec<At<String>>,
+    /// Variables set in the sandbox, `NAME: VALUE` (`--env NAME=VALUE`).
+    #[serde(default)]
+    pub set: BTreeMap<At<String>, At<String>>,
+}
+
+/// A preset: a named group of domains.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PresetFile {
+    /// What the group is for.
+    pub description: Option<At<String>>,
+    /// The group's names, written as in `egress.domains`.
+    #[serde(default)]
+    pub domains: Vec<At<String>>,
+}
+
+/// A byte size: `512M`, `4G`, or a whole number of bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeValue {
+    pub bytes: u64,
+    pub text: String,
+}
+
+/// A duration: `30s`, `2h`, `1h30m`, or a whole number of seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurationValue {
+    pub duration: Duration,
+    pub text: String,
+}
+
+/// A whole number, zero or more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count(pub u64);
+
+/// A positive number of CPU cores.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cores(pub f64);
+
+fn negative<E: de::Error>(v: i64) -> E {
+    E::custom(format!("{v} is negative; write a number of zero or more"))
+}
+
+impl<'de> Deserialize<'de> for SizeValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SizeValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a size such as 512M or 4G")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SizeValue, E> {
+                Ok(SizeValue {
+                    bytes: v,
+                    text: v.to_string(),
+                })
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SizeValue, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(negative(v)),
+                }
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<SizeValue, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SizeValue, E> {
+                parse_size(v)
+                    .map(|bytes| SizeValue {
+                        bytes,
+                        text: v.to_string(),
+                    })
+                    .map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for DurationValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = DurationValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration such as 30s, 10m or 2h")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<DurationValue, E> {
+                Ok(DurationValue {
+                    duration: Duration::from_secs(v),
+                    text: format!("{v}s"),
+                })
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<DurationValue, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(negative(v)),
+                }
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<DurationValue, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<DurationValue, E> {
+                parse_duration(v)
+                    .map(|duration| DurationValue {
+                        duration,
+                        text: v.to_string(),
+                    })
+                    .map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a whole number")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Count, E> {
+                Ok(Count(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Count, E> {
+                u64::try_from(v).map(Count).map_err(|_| negative(v))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Count, E> {
+                Err(E::custom(format!("{v} is not a whole number")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Count, E> {
+                Err(E::custom(format!("{v:?} is not a whole number")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cores {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Cores;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number of cores such as 0.5 or 2")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Cores, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Cores, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Cores, E> {
+                if v.is_finite() && v > 0.0 {
+                    Ok(Cores(v))
+                } else {
+                    Err(E::custom(format!(
+                        "{v} cores: write a positive number such as 0.5 or 2"
+                    )))
+                }
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Cores, E> {
+                Err(E::custom(format!(
+                    "{v:?} is not a number of cores; write e.g. 0.5 or 2"
+                )))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for SizeValue {
+    fn schema_name() -> Cow<'static, str> {
+        "Size".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({
+            "description": "A byte size: a whole number with an optional unit K, M, G or T (powers of 1024), e.g. 512M, 4G.",
+            "anyOf": [
+                { "type": "string", "pattern": "^[0-9]+([KkMmGgTt]([Ii]?[Bb])?|[Bb])?$" },
+                { "type": "integer", "minimum": 0 }
+            ]
+        })
+    }
+}
+
+impl JsonSchema for DurationValue {
+    fn schema_name() -> Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({
+            "description": "A duration such as 30s, 10m, 2h or 1h30m; a bare number is seconds.",
+            "anyOf": [
+                { "type": "string", "pattern": "^[0-9]" },
+                { "type": "integer", "minimum": 0 }
+            ]
+        })
+    }
+}
+
+impl JsonSchema for Count {
+    fn schema_name() -> Cow<'static, str> {
+        "Count".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({ "type": "integer", "minimum": 0 })
+    }
+}
+
+impl JsonSchema for Cores {
+    fn schema_name() -> Cow<'static, str> {
+        "Cores".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({ "type": "number", "exclusiveMinimum": 0 })
+    }
+}
+
+/// The JSON Schema of profile files, as committed in `schema/profile.schema.json`.
+pub fn profile_schema() -> String {
+    let schema = schemars::schema_for!(ProfileFile);
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Why a file could not be read as a profile or preset: the message and
+/// where in the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{pos}: {message}")]
+pub struct ParseError {
+    pub pos: Pos,
+    pub message: String,
+}
+
+/// Read a profile file's text.
+pub fn parse_profile(text: &str) -> Result<ProfileFile, ParseError> {
+    parse(text)
+}
+
+/// Read a preset file's text.
+pub fn parse_preset(text: &str) -> Result<PresetFile, ParseError> {
+    parse(text)
+}
+
+fn parse<T: for<'de> Deserialize<'de> + Default>(text: &str) -> Result<T, ParseError> {
+    if text.trim().is_empty() {
+        return Ok(T::default());
+    }
+    serde_saphyr::from_str::<Option<T>>(text)
+        .map(Option::unwrap_or_default)
+        .map_err(|e| {
+            use serde_saphyr::MessageFormatter;
+            let pos = e
+                .location()
+                .map(|l| Pos {
+                    line: l.line(),
+                    column: l.column(),
+                })
+                .unwrap_or(Pos { line: 1, column: 1 });
+            let raw = serde_saphyr::DefaultMessageFormatter.format_message(&e);
+            let raw: String = raw.chars().filter(|c| !c.is_control()).collect();
+            ParseError {
+                pos,
+                message: explain_serde_message(&raw),
+            }
+        })
+}
+
+/// serde names an unknown key and the expected ones; turn that into a
+/// sentence with the nearest known key.
+fn explain_serde_message(raw: &str) -> String {
+    for (prefix, what) in [
+        ("unknown field `", "unknown key"),
+        ("unknown variant `", "unknown value"),
+    ] {
+        let Some(rest) = raw.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some((name, tail)) = rest.split_once('`') else {
+            continue;
+        };
+        let expected: Vec<&str> = tail
+            .trim_start_matches(',')
+            .trim()
+            .trim_start_matches("expected one of")
+            .trim_start_matches("expected")
+            .split(',')
+            .map(|s| s.trim().trim_matches('`'))
+            .filter(|s| !s.is_empty() && !s.starts_with("there are no"))
+            .collect();
+        let mut msg = format!("{what} `{name}`");
+        if let Some(best) = suggest(name, expected.iter().copied()) {
+            msg.push_str(&format!("; did you mean `{best}`?"));
+        }
+        if !expected.is_empty() {
+            msg.push_str(&format!(" (known: {})", expected.join(", ")));
+        }
+        return msg;
+    }
+    raw.to_string()
+}
+
+/// The closest of `candidates` to `word`, when it is close enough to be a
+/// likely typo.
+pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| {
+            (
+                strsim::damerau_levenshtein(word, c),
+                strsim::jaro_winkler(word, c),
+                c,
+            )
+        })
+        .filter(|(dist, score, _)| *score >= 0.8 || (*dist <= 2 && word.len() > 2))
+        .min_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)))
+        .map(|(_, _, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse_profile(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn values_keep_their_line_and_column() {
+        let p = parse_profile("name: x\negress:\n  domains: [a.com, .b.org]\n").unwrap();
+        let e = p.egress.unwrap();
+        assert_eq!(e.domains[1].value, ".b.org");
+        assert_eq!(
+            e.domains[1].pos,
+            Pos {
+                line: 3,
+                column: 20
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_a_suggestion() {
+        assert_eq!(
+            err("name: x\negress:\n  domain: [a.com]\n"),
+            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, ask, log, idle_timeout)"
+        );
+        assert!(err("resourses: {}\n")
+            .starts_with("1:1: unknown key `resourses`; did you mean `resources`?"));
+    }
+
+    #[test]
+    fn a_size_with_a_space_is_refused_where_it_stands() {
+        assert_eq!(
+            err("resources:\n  memory: 4 GB\n"),
+            "2:11: size \"4 GB\" is not valid: use a number with an optional unit K, M, G or T (e.g. 512M, 4G)"
+        );
+    }
+
+    #[test]
+    fn negative_numbers_are_refused() {
+        assert_eq!(
+            err("resources:\n  pids: -5\n"),
+            "2:9: -5 is negative; write a number of zero or more"
+        );
+        assert!(err("resources: { cpus: -1 }\n").starts_with("1:20: -1 cores"));
+    }
+
+    #[test]
+    fn a_bad_workspace_mode_is_refused_with_a_suggestion() {
+        assert!(err("filesystem:\n  mode: overlai\n")
+            .starts_with("2:9: unknown value `overlai`; did you mean `overlay`?"));
+    }
+
+    #[test]
+    fn broken_yaml_names_its_place() {
+        assert!(err("name: [x\n").starts_with("1:7:"));
+        assert!(err("name: a\nname: b\n").starts_with("2:1: duplicate"));
+    }
+
+    #[test]
+    fn an_empty_file_is_an_empty_profile() {
+        assert!(parse_profile("").unwrap().name.is_none());
+        assert!(parse_profile("# only a comment\n")
+            .unwrap()
+            .egress
+            .is_none());
+    }
+}

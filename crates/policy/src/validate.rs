@@ -1,0 +1,733 @@
+//! Checks on a composed profile beyond its shape: names that do not parse,
+//! domains that another entry already covers, paths that do not exist,
+//! values the resolver would refuse, each reported at the file, line and
+//! column where it was written; and `warden profile check`, which says
+//! whether a profile allows a destination and by which rule.
+
+use crate::compose::{Composed, Diagnostic, Layer, Origin, Severity, Slot, Sourced, Val};
+use crate::profile::Pos;
+use crate::{Defaults, DomainRule, SpecError};
+
+/// Why `warden profile check` could not judge a destination.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CheckError {
+    #[error("destination {0:?} is not NAME or NAME:PORT")]
+    BadDestination(String),
+}
+
+fn diag(severity: Severity, origin: &Origin, fallback: &str, message: String) -> Diagnostic {
+    let (file, pos) = origin
+        .place()
+        .map(|(f, p)| (f.to_string(), p))
+        .unwrap_or_else(|| (fallback.to_string(), Pos { line: 1, column: 1 }));
+    Diagnostic {
+        severity,
+        file,
+        pos,
+        message,
+    }
+}
+
+/// Add to `composed.diagnostics` every problem of its merged values.
+/// `defaults` are this host's; paths are checked for existence.
+pub fn validate(composed: &mut Composed, defaults: &Defaults) {
+    let fallback = composed
+        .sources
+        .last()
+        .map(|(l, _)| l.clone())
+        .unwrap_or_else(|| "profile".into());
+    let merged = &composed.merged;
+    let mut out = Vec::new();
+
+    // Domains: each must parse, and none should be covered by another.
+    // Every source's entries are looked at, duplicates included (the merge
+    // drops those).
+    let mut rules: Vec<(DomainRule, &Sourced)> = Vec::new();
+    for (_, layer) in &composed.sources {
+        for s in layer.list("egress.domains") {
+            if let Val::Text(d) = &s.val {
+                match DomainRule::parse(d) {
+                    Ok(r) => rules.push((r, s)),
+                    Err(e) => out.push(diag(Severity::Error, &s.origin, &fallback, e.to_string())),
+                }
+            }
+        }
+    }
+    // (where, covering entry and its origin) -> the covered entries.
+    let mut covered: Vec<(&Origin, String, Vec<&str>)> = Vec::new();
+    for (i, (rule, s)) in rules.iter().enumerate() {
+        let candidates = rules
+            .iter()
+            .enumerate()
+            .filter(|(j, (other, o))| {
+                *j != i && covers(other, rule) && !same_preset(&s.origin, &o.origin)
+            })
+            .filter(|(j, (other, _))| !covers(rule, other) || *j < i);
+        // A broader entry is the better answer than an equal one.
+        let best = candidates
+            .clone()
+            .find(|(_, (other, _))| !covers(rule, other))
+            .or_else(|| candidates.clone().next());
+        if let Some((_, (other, o))) = best {
+            let verb = if covers(rule, other) {
+                "duplicate"
+            } else {
+                "covered by"
+            };
+            let by = format!("{verb} `{}` ({})", other.source, o.origin);
+            match covered
+                .iter_mut()
+                .find(|(w, b, _)| *w == &s.origin && *b == by)
+            {
+                Some(entry) => entry.2.push(&rule.source),
+                None => covered.push((&s.origin, by, vec![&rule.source])),
+            }
+        }
+    }
+    for (origin, by, names) in covered {
+        let list = names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (verb, by) = match by.strip_prefix("duplicate") {
+            Some(rest) if names.len() == 1 => ("duplicates".to_string(), rest.to_string()),
+            Some(rest) => ("duplicate".to_string(), rest.to_string()),
+            None if names.len() == 1 => ("is".to_string(), format!(" {by}")),
+            None => ("are".to_string(), format!(" {by}")),
+        };
+        out.push(diag(
+            Severity::Warning,
+            origin,
+            &fallback,
+            format!("{list}{} {verb}{by}", preset_note(origin)),
+        ));
+    }
+
+    // Paths written in files must exist.
+    for key in [
+        "filesystem.workspace",
+        "filesystem.rootfs",
+        "filesystem.read_only",
+        "filesystem.read_write",
+    ] {
+        let items: Vec<&Sourced> = match merged.slots.get(key) {
+            Some(Slot::One(s)) => vec![s],
+            Some(Slot::List(items)) => items.iter().collect(),
+            _ => vec![],
+        };
+        for s in items {
+            if let (Val::Path(p), Some(_)) = (&s.val, s.origin.place()) {
+                if std::fs::symlink_metadata(p).is_err() {
+                    out.push(diag(
+                        Severity::Error,
+                        &s.origin,
+                        &fallback,
+                        format!("{key}: {} does not exist", p.display()),
+                    ));
+                }
+            }
+        }
+    }
+
+    // Everything else the resolver checks, at the place of the value it
+    // refused. A profile without a command is checked with a stand-in one.
+    let mut request = merged.request(false);
+    if request.command.is_empty() {
+        request.command = vec!["true".into()];
+    }
+    if let Err(e) = request.resolve(defaults, &[]) {
+        let already = matches!(e, SpecError::Domain(_)) || is_path_error(&e, &out);
+        if !already {
+            let origin = locate(merged, &e);
+            out.push(diag(Severity::Error, &origin, &fallback, e.to_string()));
+        }
+    }
+    composed.diagnostics.extend(out);
+}
+
+fn is_path_error(e: &SpecError, found: &[Diagnostic]) -> bool {
+    matches!(e, SpecError::RelativePath { .. }) && !found.is_empty()
+}
+
+fn same_preset(a: &Origin, b: &Origin) -> bool {
+    matches!((a, b), (Origin::Preset { preset: x, .. }, Origin::Preset { preset: y, .. }) if x == y)
+}
+
+fn preset_note(o: &Origin) -> String {
+    match o {
+        Origin::Preset { preset, .. } => format!(" (from preset {preset})"),
+        _ => String::new(),
+    }
+}
+
+/// Does `a` allow everything `b` allows?
+fn covers(a: &DomainRule, b: &DomainRule) -> bool {
+    let names = if a.subdomains {
+        b.name == a.name || b.name.ends_with(&format!(".{}", a.name))
+    } else {
+        !b.subdomains && a.name == b.name
+    };
+    let ports = match (a.port, b.port) {
+        (None, None) => true,
+        (None, Some(p)) => a.allows_port(p),
+        (Some(x), Some(y)) => x == y,
+        (Some(_), None) => false,
+    };
+    names && ports
+}
+
+/// The origin of the value a resolver error is about, so that a front door
+/// can name the file, line and column it came from.
+pub fn locate(l: &Layer, e: &SpecError) -> Origin {
+    let key = match e {
+        SpecError::NoCommand | SpecError::EmptyCommand => "command",
+        SpecError::RelativePath { what, .. } | SpecError::ForbiddenPath { what, .. } => match *what
+        {
+            "--rootfs" => "filesystem.rootfs",
+            "--workspace" => "filesystem.workspace",
+            "--ro" => "filesystem.read_only",
+            _ => "filesystem.read_write",
+        },
+        SpecError::MemoryTooSmall(_) => "resources.memory",
+        SpecError::PidsTooSmall(_) => "resources.pids",
+        SpecError::BadCpus(_) => "resources.cpus",
+        SpecError::ZeroTimeout => "resources.timeout",
+        SpecError::BadOpenFiles(_) => "resources.open_files",
+        SpecError::TmpTooSmall(_) => "filesystem.tmp_size",
+        SpecError::BadHostname(_) => "hostname",
+        SpecError::BadEnvName(name) => {
+            return l
+                .map("env.set")
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, s)| s.origin.clone())
+                .or_else(|| first(l, "env.pass"))
+                .unwrap_or(Origin::Default)
+        }
+        SpecError::BadEnvAssignment(_) => "env.set",
+        SpecError::Domain(_) => "egress.domains",
+        SpecError::BadAddHost(_) => "egress.hosts",
+        SpecError::BadCidr(_) => "egress.allow_cidrs",
+        SpecError::BadHostPort => "egress.host_ports",
+        SpecError::BadPublish(_) | SpecError::DuplicatePublish(_) => "egress.publish",
+        SpecError::EgressWithoutDomains => {
+            return [
+                "egress.allow_http",
+                "egress.hosts",
+                "egress.allow_cidrs",
+                "resources.egress_quota",
+            ]
+            .iter()
+            .find_map(|k| first(l, k))
+            .unwrap_or(Origin::Default)
+        }
+    };
+    first(l, key).unwrap_or(Origin::Default)
+}
+
+fn first(l: &Layer, key: &str) -> Option<Origin> {
+    match l.slots.get(key)? {
+        Slot::One(s) => Some(s.origin.clone()),
+        Slot::List(items) => items.first().map(|s| s.origin.clone()),
+        Slot::Map(items) => items.first().map(|(_, s)| s.origin.clone()),
+    }
+}
+
+/// Which rule of a composed profile allows `destination` (`NAME` or
+/// `NAME:PORT`, port 443 when none is given); `None` when nothing does.
+pub fn check<'a>(
+    merged: &'a Layer,
+    destination: &str,
+) -> Result<Option<(DomainRule, &'a Origin)>, CheckError> {
+    let bad = || CheckError::BadDestination(destination.to_string());
+    let (host, port) = match destination.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad())?),
+        None => (destination, 443),
+    };
+    let name = crate::normalize_name(host).map_err(|_| bad())?;
+    for s in merged.list("egress.domains") {
+        let Val::Text(d) = &s.val else { continue };
+        let Ok(rule) = DomainRule::parse(d) else {
+            continue;
+        };
+        let names =
+            name == rule.name || (rule.subdomains && name.ends_with(&format!(".{}", rule.name)));
+        if names && rule.allows_port(port) {
+            return Ok(Some((rule, &s.origin)));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compose::{compose, Catalog, Overrides, BUILTIN_PRESETS, BUILTIN_PROFILES};
+    use crate::profile::parse_preset;
+    use crate::{HostFacts, Request, SandboxSpec};
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    fn defaults() -> Defaults {
+        Defaults::for_host(HostFacts {
+            total_memory: 8 << 30,
+            cpus: 2,
+        })
+    }
+
+    /// A directory of profile files, removed on drop.
+    struct Dir(PathBuf);
+    impl Dir {
+        fn new(files: &[(&str, &str)]) -> Dir {
+            use std::sync::atomic::{AtomicU32, Ordering};
+            static N: AtomicU32 = AtomicU32::new(0);
+            let d = std::env::temp_dir().join(format!(
+                "warden-policy-test-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::SeqCst)
+            ));
+            std::fs::create_dir_all(&d).unwrap();
+            for (name, text) in files {
+                std::fs::write(d.join(name), text).unwrap();
+            }
+            Dir(d)
+        }
+        fn path(&self, name: &str) -> String {
+            self.0.join(name).display().to_string()
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn catalog() -> Catalog {
+        Catalog {
+            home: Some("/home/alice".into()),
+            config_dir: None,
+        }
+    }
+
+    /// Every message of validating `file` in `dir`, with the directory
+    /// written as `DIR`.
+    fn messages(dir: &Dir, file: &str) -> Vec<String> {
+        let mut c = compose(&catalog(), Some(&dir.path(file)), &Overrides::default()).unwrap();
+        validate(&mut c, &defaults());
+        c.diagnostics
+            .iter()
+            .map(|d| d.to_string().replace(&dir.0.display().to_string(), "DIR"))
+            .collect()
+    }
+
+    fn spec(r: Request) -> SandboxSpec {
+        r.resolve(&defaults(), &[("TERM".into(), "xterm".into())])
+            .unwrap()
+    }
+
+    #[test]
+    fn every_preset_parses_and_each_host_is_a_valid_rule() {
+        for (name, text) in BUILTIN_PRESETS {
+            let p = parse_preset(text).unwrap_or_else(|e| panic!("preset {name}: {e}"));
+            assert!(!p.domains.is_empty(), "preset {name} is empty");
+            assert!(p.description.is_some(), "preset {name} has no description");
+            for d in &p.domains {
+                DomainRule::parse(&d.value).unwrap_or_else(|e| panic!("preset {name}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn every_shipped_profile_validates_without_findings() {
+        for (name, _) in BUILTIN_PROFILES {
+            let mut c = compose(&catalog(), Some(name), &Overrides::default()).unwrap();
+            validate(&mut c, &defaults());
+            assert!(c.diagnostics.is_empty(), "{name}: {:?}", c.diagnostics);
+            assert!(c.description.is_some(), "{name} has no description");
+        }
+    }
+
+    #[test]
+    fn the_github_preset_has_the_forge_hosts() {
+        let c = compose(&catalog(), Some("feature-dev"), &Overrides::default()).unwrap();
+        let domains = c.merged.request(false).allow_domains;
+        for host in [
+            "github.com",
+            "api.github.com",
+            "raw.githubusercontent.com",
+            "codeload.github.com",
+            "objects.githubusercontent.com",
+            "pypi.org",
+            "files.pythonhosted.org",
+            "static.crates.io",
+            "index.crates.io",
+            "proxy.golang.org",
+            "api.anthropic.com",
+        ] {
+            assert!(domains.iter().any(|d| d == host), "{host} missing");
+        }
+    }
+
+    #[test]
+    fn a_profile_and_the_equivalent_flags_give_the_same_spec() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "command: [bash, -l]\nhostname: agent\ntty: false\nallow_degraded: true\n\
+             egress:\n  domains: [.example.dev, \"git.example.com:22\"]\n  allow_http: true\n\
+             \x20 hosts: { registry.internal: 10.1.2.3 }\n  log: true\n  idle_timeout: 5m\n\
+             filesystem:\n  workspace: ~/src/project\n  rootfs: /srv/root\n  read_only: [~/.gitconfig]\n\
+             \x20 read_write: [/var/cache/x]\n  tmp_size: 512M\n\
+             resources: { memory: 4G, cpus: 2, pids: 512, timeout: 2h, open_files: 1024, file_size: 1G, egress_quota: 5G }\n\
+             env: { pass: [TERM], set: { EDITOR: vi } }\n",
+        )]);
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+        let from_profile = c.merged.request(true);
+
+        let flags = Overrides {
+            command: vec!["bash".into(), "-l".into()],
+            hostname: Some("agent".into()),
+            tty: Some(false),
+            allow_degraded: Some(true),
+            allow_domain: vec![".example.dev".into(), "git.example.com:22".into()],
+            allow_http: Some(true),
+            add_host: vec!["registry.internal=10.1.2.3".into()],
+            net_log: Some(true),
+            egress_idle_timeout: Some(Duration::from_secs(300)),
+            workspace: Some("/home/alice/src/project".into()),
+            rootfs: Some("/srv/root".into()),
+            ro: vec!["/home/alice/.gitconfig".into()],
+            rw: vec!["/var/cache/x".into()],
+            tmp_size: Some(512 << 20),
+            memory: Some(4 << 30),
+            cpus: Some(2.0),
+            pids: Some(512),
+            timeout: Some(Duration::from_secs(7200)),
+            open_files: Some(1024),
+            file_size: Some(1 << 30),
+            egress_quota: Some(5 << 30),
+            pass_env: vec!["TERM".into()],
+            env: vec!["EDITOR=vi".into()],
+            ..Default::default()
+        };
+        let c = compose(&catalog(), None, &flags).unwrap();
+        let from_flags = c.merged.request(true);
+        assert_eq!(spec(from_profile), spec(from_flags));
+    }
+
+    #[test]
+    fn the_command_line_wins_and_lists_are_added() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "command: [bash]\negress:\n  domains: [a.example.com]\nresources: { memory: 1G, pids: 100 }\n",
+        )]);
+        let flags = Overrides {
+            command: vec!["true".into()],
+            memory: Some(2 << 30),
+            allow_domain: vec!["b.example.com".into(), "a.example.com".into()],
+            ..Default::default()
+        };
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &flags).unwrap();
+        let r = c.merged.request(false);
+        assert_eq!(r.command, ["true"]);
+        assert_eq!(r.memory, Some(2 << 30));
+        assert_eq!(r.pids, Some(100));
+        assert_eq!(r.allow_domains, ["a.example.com", "b.example.com"]);
+        assert_eq!(
+            c.merged.get("resources.memory").unwrap().origin,
+            Origin::CommandLine
+        );
+    }
+
+    #[test]
+    fn extends_merges_lists_maps_and_scalars_in_order() {
+        let dir = Dir::new(&[
+            (
+                "parent.yaml",
+                "hostname: parent\negress:\n  domains: [a.example.com, b.example.com]\nenv:\n  set: { A: '1', B: '2' }\n",
+            ),
+            (
+                "child.yaml",
+                "extends: [parent.yaml]\nhostname: child\negress:\n  domains: [b.example.com, c.example.com]\nenv:\n  set: { B: '3' }\n",
+            ),
+        ]);
+        let c = compose(
+            &catalog(),
+            Some(&dir.path("child.yaml")),
+            &Overrides::default(),
+        )
+        .unwrap();
+        let r = c.merged.request(false);
+        assert_eq!(r.hostname.as_deref(), Some("child"));
+        assert_eq!(
+            r.allow_domains,
+            ["a.example.com", "b.example.com", "c.example.com"]
+        );
+        assert_eq!(r.env.set, ["A=1", "B=3"]);
+        let origin = c.merged.list("egress.domains")[0].origin.to_string();
+        assert!(origin.ends_with("parent.yaml:3:13"), "{origin}");
+    }
+
+    #[test]
+    fn malformed_command_line_pairs_are_refused_not_dropped() {
+        let flags = Overrides {
+            command: vec!["true".into()],
+            allow_domain: vec!["a.example.com".into()],
+            add_host: vec!["nohost".into()],
+            ..Default::default()
+        };
+        let c = compose(&catalog(), None, &flags).unwrap();
+        assert_eq!(
+            c.merged.request(false).resolve(&defaults(), &[]),
+            Err(SpecError::BadAddHost("nohost".into()))
+        );
+        let flags = Overrides {
+            command: vec!["true".into()],
+            env: vec!["NOEQUALS".into()],
+            ..Default::default()
+        };
+        let c = compose(&catalog(), None, &flags).unwrap();
+        assert_eq!(
+            c.merged.request(false).resolve(&defaults(), &[]),
+            Err(SpecError::BadEnvAssignment("NOEQUALS".into()))
+        );
+    }
+
+    #[test]
+    fn reserved_egress_and_workspace_fields_are_carried_into_the_request() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "egress:\n  allow_cidrs: [10.1.0.0/16]\n  host_ports: [5432]\n  publish: [\"8080:80\"]\n  ask: true\nfilesystem:\n  mode: overlay\njson_events: events.jsonl\n",
+        )]);
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let r = c.merged.request(false);
+        assert_eq!(r.allow_cidr, ["10.1.0.0/16"]);
+        assert_eq!(r.allow_host_ports, [5432]);
+        assert_eq!(r.publish, ["8080:80"]);
+        assert!(r.ask && r.overlay);
+        assert_eq!(r.json_events, Some(dir.0.join("events.jsonl")));
+        let flags = Overrides {
+            ask: Some(false),
+            allow_host_ports: vec![6379],
+            ..Default::default()
+        };
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &flags).unwrap();
+        let r = c.merged.request(false);
+        assert!(!r.ask);
+        assert_eq!(r.allow_host_ports, [5432, 6379]);
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_profile_and_tilde_against_home() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "filesystem:\n  workspace: proj\n  read_only: [~/.gitconfig]\n",
+        )]);
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let r = c.merged.request(false);
+        assert_eq!(r.workspace, Some(dir.0.join("proj")));
+        assert_eq!(r.ro, [PathBuf::from("/home/alice/.gitconfig")]);
+    }
+
+    #[test]
+    fn a_cycle_in_extends_is_an_error_naming_the_cycle() {
+        let dir = Dir::new(&[
+            ("a.yaml", "extends: [b.yaml]\n"),
+            ("b.yaml", "name: b\nextends: [a.yaml]\n"),
+        ]);
+        assert_eq!(
+            messages(&dir, "a.yaml"),
+            ["DIR/b.yaml:2:11: error: `extends` makes a cycle: DIR/a.yaml -> DIR/b.yaml -> DIR/a.yaml"]
+        );
+    }
+
+    #[test]
+    fn an_unknown_preset_is_named_with_a_suggestion() {
+        let dir = Dir::new(&[("p.yaml", "egress:\n  presets: [github, pipy]\n")]);
+        assert_eq!(
+            messages(&dir, "p.yaml"),
+            ["DIR/p.yaml:2:21: error: no preset named \"pipy\" (did you mean \"pypi\"?); see `warden preset list`"]
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_names_its_line_and_column() {
+        let dir = Dir::new(&[("p.yaml", "name: x\nfilesystem:\n  worksapce: /tmp\n")]);
+        let m = messages(&dir, "p.yaml");
+        assert_eq!(m.len(), 1);
+        assert!(
+            m[0].starts_with(
+                "DIR/p.yaml:3:3: error: unknown key `worksapce`; did you mean `workspace`?"
+            ),
+            "{m:?}"
+        );
+    }
+
+    #[test]
+    fn covered_and_duplicate_domains_are_warnings_naming_the_covering_entry() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "egress:\n  presets: [github]\n  domains:\n    - .github.com\n    - api.github.com\n    - x.example.com\n    - x.example.com\n",
+        )]);
+        let m = messages(&dir, "p.yaml");
+        assert_eq!(
+            m,
+            [
+                "DIR/p.yaml:2:13: warning: `github.com`, `api.github.com`, `uploads.github.com`, `codeload.github.com`, `gist.github.com` (from preset github) are covered by `.github.com` (DIR/p.yaml:4:7)",
+                "DIR/p.yaml:5:7: warning: `api.github.com` is covered by `.github.com` (DIR/p.yaml:4:7)",
+                "DIR/p.yaml:7:7: warning: `x.example.com` duplicates `x.example.com` (DIR/p.yaml:6:7)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_malformed_domain_is_an_error_at_its_place() {
+        let dir = Dir::new(&[("p.yaml", "egress:\n  domains:\n    - https://example.com\n")]);
+        let m = messages(&dir, "p.yaml");
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(
+            m[0].starts_with("DIR/p.yaml:3:7: error: --allow-domain \"https://example.com\""),
+            "{m:?}"
+        );
+    }
+
+    #[test]
+    fn a_missing_path_is_an_error_at_its_place() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "filesystem:\n  read_only: [/nonexistent/warden-test]\n",
+        )]);
+        assert_eq!(
+            messages(&dir, "p.yaml"),
+            ["DIR/p.yaml:2:15: error: filesystem.read_only: /nonexistent/warden-test does not exist"]
+        );
+    }
+
+    #[test]
+    fn values_the_resolver_refuses_are_reported_where_written() {
+        let dir = Dir::new(&[("p.yaml", "hostname: x\nresources:\n  memory: 1K\n")]);
+        assert_eq!(
+            messages(&dir, "p.yaml"),
+            ["DIR/p.yaml:3:11: error: --memory 1024 bytes is too small: a sandbox needs at least 16M"]
+        );
+        let dir = Dir::new(&[("p.yaml", "env:\n  set:\n    BAD-NAME: x\n")]);
+        assert_eq!(
+            messages(&dir, "p.yaml"),
+            ["DIR/p.yaml:3:5: error: environment variable name \"BAD-NAME\" is not valid: use letters, digits and '_', not starting with a digit"]
+        );
+    }
+
+    #[test]
+    fn type_errors_deep_in_the_tree_name_their_place() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "name: x\nresources:\n  memory: 4 GB\n  pids: -1\n",
+        )]);
+        let m = messages(&dir, "p.yaml");
+        assert_eq!(m.len(), 1);
+        assert!(
+            m[0].starts_with("DIR/p.yaml:3:11: error: size \"4 GB\" is not valid"),
+            "{m:?}"
+        );
+    }
+
+    #[test]
+    fn check_names_the_rule_that_allows_a_destination() {
+        let c = compose(&catalog(), Some("feature-dev"), &Overrides::default()).unwrap();
+        let (rule, origin) = check(&c.merged, "api.github.com").unwrap().unwrap();
+        assert_eq!(rule.source, "api.github.com");
+        assert!(
+            origin
+                .to_string()
+                .starts_with("preset github (builtin:feature-dev:"),
+            "{origin}"
+        );
+        assert!(check(&c.merged, "api.github.com:22").unwrap().is_none());
+        assert!(check(&c.merged, "evil.example").unwrap().is_none());
+        assert!(check(&c.merged, "bad name").is_err());
+    }
+
+    #[test]
+    fn show_fills_defaults_and_keeps_origins() {
+        let c = compose(&catalog(), Some("researcher"), &Overrides::default()).unwrap();
+        let full = c.merged.with_defaults(&defaults());
+        let doc = full.document();
+        assert_eq!(doc["resources"]["timeout"], "2h");
+        assert_eq!(doc["resources"]["memory"], "4G");
+        assert_eq!(doc["hostname"], "warden");
+        let entries = full.entries();
+        let (_, _, origin) = entries
+            .iter()
+            .find(|(k, _, _)| k == "resources.memory")
+            .unwrap();
+        assert_eq!(**origin, Origin::Default);
+        let (_, _, origin) = entries
+            .iter()
+            .find(|(k, _, _)| k == "resources.timeout")
+            .unwrap();
+        assert_eq!(origin.to_string(), "builtin:researcher:7:12");
+    }
+
+    #[test]
+    fn a_user_preset_replaces_the_built_in_one() {
+        let dir = Dir::new(&[]);
+        std::fs::create_dir_all(dir.0.join("presets")).unwrap();
+        std::fs::write(
+            dir.0.join("presets/github.yaml"),
+            "domains: [git.example.com]\n",
+        )
+        .unwrap();
+        let cat = Catalog {
+            home: None,
+            config_dir: Some(dir.0.clone()),
+        };
+        let c = compose(&cat, Some("security"), &Overrides::default()).unwrap();
+        let r = c.merged.request(false);
+        assert!(r.allow_domains.contains(&"git.example.com".to_string()));
+        assert!(!r.allow_domains.contains(&"api.github.com".to_string()));
+        assert!(cat
+            .preset_names()
+            .iter()
+            .any(|(n, l)| n == "github" && l.ends_with("github.yaml")));
+    }
+
+    #[test]
+    fn the_committed_schema_is_the_generated_one() {
+        let committed = include_str!("../../../schema/profile.schema.json");
+        assert!(
+            committed == crate::profile::profile_schema(),
+            "schema/profile.schema.json is stale: regenerate it with `cargo run -p warden-cli -- profile schema > schema/profile.schema.json`"
+        );
+    }
+
+    fn yaml_to_json(text: &str) -> serde_json::Value {
+        serde_saphyr::from_str::<serde_json::Value>(text).unwrap()
+    }
+
+    #[test]
+    fn the_schema_accepts_every_shipped_profile_and_rejects_a_broken_one() {
+        let schema: serde_json::Value =
+            serde_json::from_str(&crate::profile::profile_schema()).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        for (name, text) in BUILTIN_PROFILES {
+            let doc = yaml_to_json(text);
+            let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{name}: {errors:?}");
+        }
+        let example = "name: feature-dev\nextends: [base]\negress:\n  presets: [github]\n  domains: [.example.dev, \"git.example.com:22\"]\n  hosts: { registry.internal: 10.1.2.3 }\n  host_ports: [5432]\nfilesystem: { workspace: ~/src/project, mode: overlay, tmp_size: 512M }\nresources: { memory: 4G, cpus: 1.5, pids: 512, timeout: 2h, egress_quota: 5G }\nenv: { pass: [TERM], set: { EDITOR: vi } }\ncommand: [bash, -l]\n";
+        assert!(validator.is_valid(&yaml_to_json(example)));
+        for broken in [
+            "egress:\n  domain: [a.example.com]\n",
+            "resources: { memory: 4 GB }\n",
+            "resources: { pids: -1 }\n",
+            "filesystem: { mode: overlai }\n",
+            "command: bash\n",
+        ] {
+            assert!(
+                !validator.is_valid(&yaml_to_json(broken)),
+                "{broken:?} was accepted"
+            );
+        }
+    }
+}
