@@ -41,6 +41,29 @@ enum Command {
     /// Check and read audit logs
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Run a catalogue of real escape attempts inside real sandboxes on this
+    /// host (exit 0 only when every one was contained)
+    Selftest {
+        /// Only the attacks whose id starts with this (e.g. net, fs.mount)
+        #[arg(long, value_name = "PREFIX")]
+        only: Option<String>,
+        /// Print the results as JSON
+        #[arg(long)]
+        json: bool,
+        /// List the attacks without running them
+        #[arg(long)]
+        list: bool,
+        /// Run the sandboxes with --allow-degraded (on hosts that lack a layer)
+        #[arg(long)]
+        allow_degraded: bool,
+    },
+    /// (internal) one probe of `warden selftest`, run inside a sandbox
+    #[command(name = "__probe", hide = true)]
+    Probe {
+        name: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Report what isolation this host offers (exit 0 only when all of it)
     Doctor {
         /// Print the report as JSON
@@ -531,6 +554,112 @@ fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
     }
 }
 
+fn selftest(
+    only: Option<&str>,
+    json: bool,
+    list: bool,
+    allow_degraded: bool,
+) -> anyhow::Result<u8> {
+    if list {
+        for (id, category, attack) in warden_selftest::list() {
+            println!("{id:<28} {:<44} {attack}", category.label());
+        }
+        return Ok(0);
+    }
+    let exe = std::env::current_exe().context("cannot find warden's own executable")?;
+    let flags = if allow_degraded {
+        vec!["--allow-degraded".to_string()]
+    } else {
+        Vec::new()
+    };
+    let weakened = warden_jail::Weakened::from_env();
+    for (off, layer) in [
+        (weakened.seccomp, "seccomp"),
+        (weakened.landlock, "landlock"),
+    ] {
+        if off {
+            eprintln!("warden: TEST BUILD: the {layer} layer is OFF (WARDEN_TEST_WEAKEN) in every sandbox of this selftest");
+        }
+    }
+    let report = warden_jail::host::probe();
+    let lab = warden_selftest::Lab::new(exe, flags)?;
+    let outcomes = warden_selftest::run(&lab, only, &mut |o| {
+        if !json {
+            println!(
+                "{:<9} {:<28} {} — {}",
+                match o.result {
+                    "contained" => "contained",
+                    "escaped" => "ESCAPED",
+                    _ => "skipped",
+                },
+                o.id,
+                o.attack,
+                o.detail
+            );
+        }
+    });
+    let degraded: Vec<String> = report
+        .checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| format!("{}: {}", c.name, c.detail))
+        .collect();
+    let escaped = outcomes.iter().filter(|o| o.escaped()).count();
+    let skipped = outcomes.iter().filter(|o| o.result == "skipped").count();
+    let contained = outcomes.len() - escaped - skipped;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "attacks": outcomes,
+                "contained": contained,
+                "escaped": escaped,
+                "skipped": skipped,
+                "degraded": degraded,
+            }))?
+        );
+    } else {
+        println!();
+        println!(
+            "{:<44} {:>9} {:>8} {:>8}",
+            "category", "contained", "escaped", "skipped"
+        );
+        let mut seen = Vec::new();
+        for o in &outcomes {
+            if seen.contains(&o.category) {
+                continue;
+            }
+            seen.push(o.category);
+            let of = |r: &str| {
+                outcomes
+                    .iter()
+                    .filter(|x| x.category == o.category && x.result == r)
+                    .count()
+            };
+            println!(
+                "{:<44} {:>9} {:>8} {:>8}",
+                o.category.label(),
+                of("contained"),
+                of("escaped"),
+                of("skipped")
+            );
+        }
+        println!(
+            "{:<44} {:>9} {:>8} {:>8}",
+            "all", contained, escaped, skipped
+        );
+        for d in &degraded {
+            println!("degraded on this host: {d}");
+        }
+        if escaped == 0 {
+            println!("every attack was contained");
+        } else {
+            println!("{escaped} attack(s) ESCAPED");
+        }
+    }
+    Ok(if escaped == 0 { 0 } else { 1 })
+}
+
 /// `--since`: a duration before now, or a point in time.
 fn parse_since(w: &str) -> anyhow::Result<u64> {
     let now_ms = std::time::SystemTime::now()
@@ -781,6 +910,21 @@ fn main() -> ExitCode {
         Command::Run(args) => run(*args, &defaults),
         Command::Doctor { json } => doctor(json, &defaults),
         Command::Audit(cmd) => audit(cmd),
+        Command::Selftest {
+            only,
+            json,
+            list,
+            allow_degraded,
+        } => selftest(only.as_deref(), json, list, allow_degraded),
+        Command::Probe { name, args } => {
+            let f = warden_jail::probes::run(&name, &args);
+            println!(
+                "{}{}",
+                warden_selftest::RESULT_PREFIX,
+                serde_json::json!({ "contained": f.contained, "detail": f.detail })
+            );
+            Ok(0)
+        }
         Command::Profile(cmd) => profile(cmd, &defaults),
         Command::Preset(PresetCommand::List { show }) => preset_list(show.as_deref()),
     };

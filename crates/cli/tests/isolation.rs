@@ -1610,3 +1610,21 @@ fn a_run_with_binds_ends_cleanly_without_runtime_errors() {
         "warden printed something on a clean run"
     );
 }
+
+#[test]
+fn a_single_file_can_be_bound_read_only() {
+    let dir = TempDir::new("file-bind");
+    let f = dir.path().join("config.toml");
+    std::fs::write(&f, "key = 1\n").unwrap();
+    let out = run_sh(
+        &["--ro", f.to_str().unwrap()],
+        &format!(
+            "cat {0}; echo changed >> {0} && echo WROTE; true",
+            f.display()
+        ),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("key = 1"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("WROTE"), "{}", stdout(&out));
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "key = 1\n");
+}

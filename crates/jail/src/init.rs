@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 /// Everything the child needs, prepared by the supervisor before the clone.
 pub struct ChildPlan {
     pub root: RootPlan,
+    /// Layers switched off for tests of the selftest (debug builds only;
+    /// see [`crate::Weakened`]).
+    pub weakened: crate::Weakened,
     /// With egress: the sandbox's end of the socket pair over which the
     /// init hands the proxy's sockets, opened inside its namespace, to the
     /// supervisor.
@@ -170,15 +173,19 @@ fn child_setup_and_run(
         rlimits.data = None;
     }
     privileges::apply_rlimits(&rlimits).map_err(|e| chain(&e))?;
-    landlock::restrict(&plan.landlock_read, &plan.writable, !plan.degraded)
-        .map_err(|e| chain(&e))?;
+    if !plan.weakened.landlock {
+        landlock::restrict(&plan.landlock_read, &plan.writable, !plan.degraded)
+            .map_err(|e| chain(&e))?;
+    }
     if plan.degraded {
         privileges::finish_drop(false).map_err(|e| chain(&e))?;
     } else {
         privileges::drop_all(false).map_err(|e| chain(&e))?;
     }
-    crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
-        .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
+    if !plan.weakened.seccomp {
+        crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
+            .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
+    }
     if plan.degraded {
         // Landlock does not govern metadata or named sockets; without a
         // mount namespace, the host's files and sockets are in reach.

@@ -16,6 +16,7 @@ mod init;
 pub mod landlock;
 pub mod mounts;
 pub mod privileges;
+pub mod probes;
 pub mod pty;
 mod report;
 mod sandbox;
@@ -29,3 +30,27 @@ pub use sandbox::{chain_str, run, JailError, Outcome, NOBODY};
 /// loads this program; `seccomp_program_matches_the_rule_table` proves it is
 /// what libseccomp builds from the table.
 pub const SECCOMP_PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp.bpf"));
+
+/// Layers a *test* may switch off, to prove that `warden selftest` notices:
+/// read from `WARDEN_TEST_WEAKEN` (a comma list: `seccomp`, `landlock`) in
+/// debug builds only. A release build has no way to weaken a sandbox.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Weakened {
+    pub seccomp: bool,
+    pub landlock: bool,
+}
+
+impl Weakened {
+    /// What the environment asks for, in a debug build; nothing otherwise.
+    pub fn from_env() -> Weakened {
+        if !cfg!(debug_assertions) {
+            return Weakened::default();
+        }
+        let v = std::env::var("WARDEN_TEST_WEAKEN").unwrap_or_default();
+        let has = |layer: &str| v.split(',').any(|x| x.trim() == layer);
+        Weakened {
+            seccomp: has("seccomp"),
+            landlock: has("landlock"),
+        }
+    }
+}

@@ -203,6 +203,11 @@ fn mkdir_p(p: &Path) -> Result<(), MountError> {
 /// Create a mount point at `dst` of the same kind (directory or file) as `src`.
 fn mount_point_like(src: &Path, dst: &Path) -> Result<(), MountError> {
     let is_dir = std::fs::metadata(src).map(|m| m.is_dir()).unwrap_or(true);
+    mount_point(dst, is_dir)
+}
+
+/// Create a mount point at `dst`: a directory, or an empty file.
+fn mount_point(dst: &Path, is_dir: bool) -> Result<(), MountError> {
     if is_dir {
         return mkdir_p(dst);
     }
@@ -383,7 +388,11 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
         let dst = under(NEWROOT, &b.dst);
         match b.tree.take() {
             Some(tree) => {
-                mkdir_p(&dst)?;
+                // A bind of a single file gets a file to be mounted on.
+                let is_dir = nix::sys::stat::fstat(&tree)
+                    .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                    .unwrap_or(true);
+                mount_point(&dst, is_dir)?;
                 sys::move_mount_to(tree.as_fd(), &cpath(&dst)?).map_err(|source| {
                     MountError::AttachIdmapped {
                         target: b.dst.clone(),

@@ -521,7 +521,23 @@ fn run_mode(
     if let Some(t) = &terminal {
         close_in_child.push(t.master.as_raw_fd());
     }
+    let weakened = crate::Weakened::from_env();
+    for (off, layer) in [
+        (weakened.seccomp, "seccomp"),
+        (weakened.landlock, "landlock"),
+    ] {
+        if off {
+            eprintln!("warden: TEST BUILD: the {layer} layer is OFF (WARDEN_TEST_WEAKEN)");
+            degraded(
+                events,
+                id,
+                layer,
+                "switched off for a test (WARDEN_TEST_WEAKEN, debug build)",
+            );
+        }
+    }
     let plan = ChildPlan {
+        weakened,
         root: RootPlan {
             rootfs,
             binds,
