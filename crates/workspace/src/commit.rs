@@ -112,6 +112,8 @@ struct Real {
 
 enum Parent {
     Dir(OwnedFd),
+    /// A directory on the way does not exist, or is not a directory (yet:
+    /// the commit may be about to make it one).
     Missing,
     Refused(&'static str),
 }
@@ -150,9 +152,7 @@ impl Real {
             Ok(fd) => Ok(Parent::Dir(fd)),
             Err(Errno::NOENT) => Ok(Parent::Missing),
             Err(Errno::LOOP) => Ok(Parent::Refused("a directory on the way is a symbolic link")),
-            Err(Errno::NOTDIR) => Ok(Parent::Refused(
-                "a directory on the way is no longer a directory",
-            )),
+            Err(Errno::NOTDIR) => Ok(Parent::Missing),
             Err(Errno::XDEV) => Ok(Parent::Refused("the path leaves the workspace")),
             Err(e) => Err(e.into()),
         }
@@ -236,7 +236,8 @@ impl Locked<'_> {
         let mut refusals = Vec::new();
         for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
             for (rel, expected) in expectations(c) {
-                let check = check_path(&real, rel, expected, c.copied_up, &created_dirs, &meta)
+                let copied_up = c.kind == ChangeKind::Added && c.copied_up;
+                let check = check_path(&real, rel, expected, copied_up, &created_dirs, &meta)
                     .map_err(|source| CommitError::Apply {
                         op: "check",
                         path: rel.to_path_buf(),
@@ -438,16 +439,34 @@ fn check_path(
             let made_here = rel.ancestors().skip(1).any(|a| created_dirs.contains(a));
             return Ok(match (expected, made_here) {
                 (None, true) => Check::Clear,
-                (None, false) => Check::Conflict("its directory was deleted on the host"),
+                (None, false) => {
+                    Check::Conflict("its directory was deleted or replaced on the host")
+                }
                 (Some(_), _) => Check::Conflict("deleted on the host since the sandbox started"),
             });
         }
     };
     let st = lstat_at(&parent, rel)?;
+    // An added file that overlay copied up from a lower file (its origin
+    // mark) came from a workspace file: at another path (moved, then
+    // edited), or at this one, deleted on the host since. The origin's path
+    // is not recorded, so a directory changed on the host since the
+    // baseline is taken as the latter.
+    let dir_changed = || {
+        rustix::fs::fstat(&parent).is_ok_and(|st| {
+            let ctime = ctime_of(&st);
+            let parent_rel = parent_rel(rel);
+            ctime > meta.baseline
+                && !meta
+                    .own_writes
+                    .iter()
+                    .any(|w| w.path == parent_rel && w.ctime == ctime)
+        })
+    };
     Ok(match (expected, st) {
-        (None, None) if copied_up => {
-            Check::Conflict("deleted on the host after the sandbox copied it")
-        }
+        (None, None) if copied_up && dir_changed() => Check::Conflict(
+            "copied from a workspace file that may have been deleted on the host since (its directory changed)",
+        ),
         (None, None) => Check::Clear,
         (None, Some(_)) => Check::Conflict("created on the host since the sandbox started"),
         (Some(_), None) => Check::Conflict("deleted on the host since the sandbox started"),

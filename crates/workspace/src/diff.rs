@@ -92,7 +92,7 @@ impl Entry {
 }
 
 /// What happened to a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
     /// New in the sandbox (`old` is `None`).
@@ -379,33 +379,38 @@ impl Walker<'_> {
     fn walk(&mut self, rel: &Path, lower_dir: bool, opaque: bool) -> Result<(), DiffError> {
         let udir = self.upper.join(rel);
         let names = sorted_names(&udir)?;
-        for name in &names {
+        // Lower entries hidden by an opaque directory are deletions; they
+        // are merged into the upper's names so the output stays sorted.
+        let mut hidden = Vec::new();
+        if opaque && lower_dir {
+            let seen: BTreeSet<&OsString> = names.iter().collect();
+            hidden = sorted_names(&self.lower.join(rel))?
+                .into_iter()
+                .filter(|n| !seen.contains(n))
+                .collect();
+        }
+        let mut all: Vec<(&OsString, bool)> = names
+            .iter()
+            .map(|n| (n, true))
+            .chain(hidden.iter().map(|n| (n, false)))
+            .collect();
+        all.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (name, in_upper) in all {
             let r = rel.join(name);
             if !self.wanted(&r) {
                 continue;
             }
-            let upath = self.upper.join(&r);
-            let umeta = fs::symlink_metadata(&upath).map_err(read_err(&upath))?;
             let lpath = self.lower.join(&r);
-            let lmeta = if lower_dir { lstat(&lpath)? } else { None };
-            self.entry(&r, &upath, &umeta, &lpath, lmeta, opaque)?;
-        }
-        if opaque && lower_dir {
-            let seen: BTreeSet<&OsString> = names.iter().collect();
-            let ldir = self.lower.join(rel);
-            for name in sorted_names(&ldir)? {
-                if seen.contains(&name) {
-                    continue;
-                }
-                let r = rel.join(&name);
-                if !self.wanted(&r) {
-                    continue;
-                }
-                let lpath = self.lower.join(&r);
+            if !in_upper {
                 if let Some(lmeta) = lstat(&lpath)? {
                     self.deleted(&r, &lpath, &lmeta)?;
                 }
+                continue;
             }
+            let upath = self.upper.join(&r);
+            let umeta = fs::symlink_metadata(&upath).map_err(read_err(&upath))?;
+            let lmeta = if lower_dir { lstat(&lpath)? } else { None };
+            self.entry(&r, &upath, &umeta, &lpath, lmeta, opaque)?;
         }
         Ok(())
     }
