@@ -386,9 +386,10 @@ fn settle_dependencies(changes: &[Change], chosen: &mut [bool]) {
             continue;
         }
         let path = &changes[i].path;
-        let blocked = changes.iter().zip(chosen.iter()).any(|(d, &on)| {
-            !on && creates_dir(d) && path.starts_with(&d.path) && path != &d.path
-        });
+        let blocked = changes
+            .iter()
+            .zip(chosen.iter())
+            .any(|(d, &on)| !on && creates_dir(d) && path.starts_with(&d.path) && path != &d.path);
         if blocked {
             chosen[i] = false;
         }
@@ -398,9 +399,10 @@ fn settle_dependencies(changes: &[Change], chosen: &mut [bool]) {
             continue;
         }
         let dir = changes[i].path.clone();
-        let kept = changes.iter().zip(chosen.iter()).any(|(d, &on)| {
-            !on && d.paths().any(|p| p.starts_with(&dir) && p != dir)
-        });
+        let kept = changes
+            .iter()
+            .zip(chosen.iter())
+            .any(|(d, &on)| !on && d.paths().any(|p| p.starts_with(&dir) && p != dir));
         if kept {
             chosen[i] = false;
         }

@@ -34,6 +34,10 @@ pub fn prepare_copy(workspace: &Path, dst: &Path) -> Result<(), CopyError> {
 }
 
 /// The changes in `copy` relative to `workspace` (full scan of both).
-pub fn diff_copy(copy: &Path, workspace: &Path, opts: &DiffOptions) -> Result<Vec<Change>, CopyError> {
+pub fn diff_copy(
+    copy: &Path,
+    workspace: &Path,
+    opts: &DiffOptions,
+) -> Result<Vec<Change>, CopyError> {
     Ok(crate::diff::diff_trees(copy, workspace, opts)?)
 }

@@ -81,7 +81,11 @@ impl Entry {
         Ok(Entry {
             kind,
             mode: meta.permissions().mode() & 0o7777,
-            size: if kind == EntryKind::File { meta.len() } else { 0 },
+            size: if kind == EntryKind::File {
+                meta.len()
+            } else {
+                0
+            },
             target,
         })
     }
@@ -276,7 +280,11 @@ pub(crate) fn selected(path: &Path, filters: &[PathBuf]) -> bool {
 /// The changes in `upper` relative to `lower`, in walk order: a directory's
 /// creation before its content, a deleted directory's content before the
 /// directory itself.
-pub fn diff_layers(upper: &Path, lower: &Path, opts: &DiffOptions) -> Result<Vec<Change>, DiffError> {
+pub fn diff_layers(
+    upper: &Path,
+    lower: &Path,
+    opts: &DiffOptions,
+) -> Result<Vec<Change>, DiffError> {
     let mut w = Walker {
         upper,
         lower,
@@ -459,7 +467,8 @@ impl Walker<'_> {
                 self.deleted_children(r)?;
             }
             let to_dir = new.kind == EntryKind::Dir;
-            self.out.push(change(ChangeKind::TypeChanged, Some(old), new));
+            self.out
+                .push(change(ChangeKind::TypeChanged, Some(old), new));
             if to_dir {
                 self.walk(r, false, false)?;
             }
@@ -722,7 +731,10 @@ pub fn stat(changes: &[Change]) -> String {
                 }
                 (_, _, Some(n)) if n.kind == EntryKind::Symlink => format!(
                     "  symlink → {}",
-                    n.target.as_deref().unwrap_or(Path::new("")).to_string_lossy()
+                    n.target
+                        .as_deref()
+                        .unwrap_or(Path::new(""))
+                        .to_string_lossy()
                 ),
                 (kind, _, _) => format!("  {}", kind_word(kind)),
             },

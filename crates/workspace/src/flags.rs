@@ -76,7 +76,8 @@ impl Rules {
             rule,
             reason: reason.to_string(),
         };
-        if c.kind == ChangeKind::Deleted && c.old.as_ref().is_some_and(|o| o.kind == EntryKind::Dir) {
+        if c.kind == ChangeKind::Deleted && c.old.as_ref().is_some_and(|o| o.kind == EntryKind::Dir)
+        {
             // The deleted directory's files are flagged one by one.
             return out;
         }
@@ -131,7 +132,13 @@ fn matches_sensitive(path: &Path, pattern: &str, depth: Depth) -> bool {
         None => (pattern, false),
     };
     let pat = Path::new(pat);
-    let hit = |p: &Path| if dir { p.starts_with(pat) && p != pat } else { p == pat };
+    let hit = |p: &Path| {
+        if dir {
+            p.starts_with(pat) && p != pat
+        } else {
+            p == pat
+        }
+    };
     match depth {
         Depth::Top => hit(path),
         Depth::Anywhere => {

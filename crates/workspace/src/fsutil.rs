@@ -32,7 +32,9 @@ pub enum FsError {
         #[source]
         source: io::Error,
     },
-    #[error("cannot copy {src}: {what} is neither a file, a directory, a symbolic link nor a whiteout")]
+    #[error(
+        "cannot copy {src}: {what} is neither a file, a directory, a symbolic link nor a whiteout"
+    )]
     Unsupported { src: PathBuf, what: &'static str },
 }
 

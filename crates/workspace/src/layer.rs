@@ -96,7 +96,11 @@ impl Locked<'_> {
             }
             // What hides the real entry above `rel` in the layer?
             let mut opaque_above = false;
-            for a in rel.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()) {
+            for a in rel
+                .ancestors()
+                .skip(1)
+                .filter(|a| !a.as_os_str().is_empty())
+            {
                 let ua = upper.join(a);
                 match fs::symlink_metadata(&ua) {
                     Ok(m) if overlay::is_whiteout(&ua, &m) => {

@@ -156,3 +156,37 @@ pub(crate) fn xattr_names(path: &Path) -> std::io::Result<Vec<OsString>> {
         .map(|s| OsString::from_vec(s.to_vec()))
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_data_names_the_three_directories_and_userxattr() {
+        let opts = MountOptions {
+            lowerdir: "/w".into(),
+            upperdir: "/s/upper".into(),
+            workdir: "/s/work".into(),
+            userxattr: true,
+        };
+        assert_eq!(
+            opts.data().ok(),
+            Some(OsString::from(
+                "lowerdir=/w,upperdir=/s/upper,workdir=/s/work,userxattr"
+            ))
+        );
+    }
+
+    #[test]
+    fn mount_data_refuses_paths_it_cannot_carry() {
+        for bad in ["/a,b", "/a:b", "/a\\b", "/a=b"] {
+            let opts = MountOptions {
+                lowerdir: bad.into(),
+                upperdir: "/u".into(),
+                workdir: "/w".into(),
+                userxattr: false,
+            };
+            assert!(opts.data().is_err(), "{bad}");
+        }
+    }
+}

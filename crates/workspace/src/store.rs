@@ -31,7 +31,9 @@ pub enum StoreError {
         name: String,
         why: &'static str,
     },
-    #[error("a sandbox named {0} already exists; remove it with `warden rm {0}` or choose another name")]
+    #[error(
+        "a sandbox named {0} already exists; remove it with `warden rm {0}` or choose another name"
+    )]
     Exists(String),
     #[error("no sandbox named {0}; `warden ls` lists them")]
     NotFound(String),
@@ -301,12 +303,10 @@ impl Store {
         let dir = self.dir(name);
         let path = dir.join("meta.json");
         let meta: Meta = match fs::read(&path) {
-            Ok(bytes) => {
-                serde_json::from_slice(&bytes).map_err(|source| StoreError::Meta {
-                    path: path.clone(),
-                    source,
-                })?
-            }
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StoreError::Meta {
+                path: path.clone(),
+                source,
+            })?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(StoreError::NotFound(name.to_string()))
             }
@@ -569,4 +569,89 @@ pub(crate) fn path_bytes(p: &Path) -> &[u8] {
 
 pub(crate) fn path_from_bytes(b: Vec<u8>) -> PathBuf {
     PathBuf::from(OsString::from_vec(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_documented_pattern() {
+        for ok in ["a", "0", "my-box", "a.b_c-d", &"x".repeat(63)] {
+            assert!(validate_name("sandbox name", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            ".a",
+            "_a",
+            "A",
+            "a/b",
+            "a b",
+            "..",
+            "é",
+            &"x".repeat(64),
+        ] {
+            assert!(validate_name("sandbox name", bad).is_err(), "{bad:?}");
+        }
+        let msg = validate_name("sandbox name", "Bad")
+            .map_err(|e| e.to_string())
+            .err();
+        assert_eq!(
+            msg.as_deref(),
+            Some("invalid sandbox name \"Bad\": it must start with a lowercase letter or a digit")
+        );
+    }
+
+    #[test]
+    fn the_state_dir_follows_root_then_xdg_then_home() {
+        let env = |xdg: Option<&str>, home: Option<&str>| {
+            let (xdg, home) = (xdg.map(OsString::from), home.map(OsString::from));
+            move |k: &str| match k {
+                "XDG_STATE_HOME" => xdg.clone(),
+                "HOME" => home.clone(),
+                _ => None,
+            }
+        };
+        assert_eq!(
+            default_state_dir(0, env(Some("/x"), Some("/h"))),
+            Some(PathBuf::from("/var/lib/warden"))
+        );
+        assert_eq!(
+            default_state_dir(1000, env(Some("/x"), Some("/h"))),
+            Some(PathBuf::from("/x/warden"))
+        );
+        assert_eq!(
+            default_state_dir(1000, env(Some("rel"), Some("/h"))),
+            Some(PathBuf::from("/h/.local/state/warden"))
+        );
+        assert_eq!(default_state_dir(1000, env(None, None)), None);
+    }
+
+    #[test]
+    fn create_refuses_an_existing_name_and_makes_private_directories() {
+        let base = std::env::temp_dir().join(format!("warden-store-{}", std::process::id()));
+        let ws = base.join("ws");
+        fs::create_dir_all(&ws).expect("mkdir");
+        let store = Store::open(base.join("state")).expect("open");
+        let opts = CreateOptions {
+            workspace: ws.clone(),
+            profile: None,
+        };
+        let sb = store.create("one", &opts).expect("create");
+        for dir in [sb.dir().to_path_buf(), sb.upper(), sb.work()] {
+            let mode = fs::metadata(&dir).expect("stat").mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", dir.display());
+        }
+        assert!(matches!(
+            store.create("one", &opts),
+            Err(StoreError::Exists(_))
+        ));
+        assert!(matches!(store.get("two"), Err(StoreError::NotFound(_))));
+        assert_eq!(
+            store.get("one").expect("get").meta().workspace,
+            fs::canonicalize(&ws).expect("canonical")
+        );
+        let _ = fsutil::remove_tree(&base);
+    }
 }

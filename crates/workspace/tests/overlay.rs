@@ -1,6 +1,8 @@
 //! The sandbox's changes made through a real overlay mount, read back,
 //! committed, discarded and snapshotted.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::{bad_name, build_lower, session, skip, tree, Mount, TempDir, CHANGES};
@@ -8,8 +10,8 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use warden_workspace::{
-    ChangeKind, CommitError, CommitOptions, Content, CreateOptions, Decision, DiffOptions,
-    Sandbox, Store,
+    ChangeKind, CommitError, CommitOptions, Content, CreateOptions, Decision, DiffOptions, Sandbox,
+    Store,
 };
 
 struct Fixture {
@@ -86,7 +88,9 @@ fn expected_kinds() -> BTreeSet<(PathBuf, ChangeKind)> {
 }
 
 fn diff_reports_every_kind_of_change(mount: Mount) {
-    let Some(f) = fixture(mount, CHANGES) else { return };
+    let Some(f) = fixture(mount, CHANGES) else {
+        return;
+    };
     let changes = f.sb.diff(&DiffOptions::default()).expect("diff");
     assert_eq!(kinds(&changes), expected_kinds(), "{changes:#?}");
 
@@ -131,9 +135,8 @@ fn diff_reports_every_kind_of_change(mount: Mount) {
     assert!(rules("text.txt").is_empty());
 
     // A path filter keeps only what is below it.
-    let only = f
-        .sb
-        .diff(&DiffOptions {
+    let only =
+        f.sb.diff(&DiffOptions {
             paths: vec!["opq".into()],
             ..DiffOptions::default()
         })
@@ -174,14 +177,18 @@ fn diff_reports_every_kind_of_change_through_a_root_mount_with_trusted_marks() {
 
 #[test]
 fn commit_makes_the_real_tree_equal_to_what_the_sandbox_saw() {
-    let Some(f) = fixture(Mount::UserNs, CHANGES) else { return };
+    let Some(f) = fixture(Mount::UserNs, CHANGES) else {
+        return;
+    };
     let guard = f.sb.lock().expect("lock");
     let report = guard
         .commit(&CommitOptions::default(), &mut |_| Decision::Apply)
         .expect("commit");
     assert!(report.skipped.is_empty());
     assert_eq!(tree(f.real.path()), tree(&f.view.join("merged")));
-    let left = f.sb.diff(&DiffOptions::default()).expect("diff after commit");
+    let left =
+        f.sb.diff(&DiffOptions::default())
+            .expect("diff after commit");
     assert!(left.is_empty(), "left after commit: {left:#?}");
     // The next run sees the committed files through a fresh mount.
     let again = f.view.join("again");
@@ -191,7 +198,9 @@ fn commit_makes_the_real_tree_equal_to_what_the_sandbox_saw() {
 
 #[test]
 fn a_host_change_after_the_baseline_makes_commit_refuse_and_leaves_both_sides_intact() {
-    let Some(f) = fixture(Mount::UserNs, CHANGES) else { return };
+    let Some(f) = fixture(Mount::UserNs, CHANGES) else {
+        return;
+    };
     // The person edits the same file on the host while the sandbox exists.
     let real_text = f.real.join("text.txt");
     fs::write(&real_text, b"one\ntwo\nthree\nhost edit\n").expect("host edit");
@@ -237,7 +246,9 @@ fn a_host_change_after_the_baseline_makes_commit_refuse_and_leaves_both_sides_in
 
 #[test]
 fn a_file_the_host_deleted_after_the_sandbox_modified_it_is_a_conflict() {
-    let Some(f) = fixture(Mount::UserNs, "printf 'x\\n' >> sub/inner.txt") else { return };
+    let Some(f) = fixture(Mount::UserNs, "printf 'x\\n' >> sub/inner.txt") else {
+        return;
+    };
     fs::remove_file(f.real.join("sub/inner.txt")).expect("host delete");
     let guard = f.sb.lock().expect("lock");
     match guard.commit(&CommitOptions::default(), &mut |_| Decision::Apply) {
@@ -251,7 +262,9 @@ fn a_file_the_host_deleted_after_the_sandbox_modified_it_is_a_conflict() {
 
 #[test]
 fn a_partial_commit_applies_only_the_chosen_paths_and_keeps_the_rest_in_the_layer() {
-    let Some(f) = fixture(Mount::UserNs, CHANGES) else { return };
+    let Some(f) = fixture(Mount::UserNs, CHANGES) else {
+        return;
+    };
     let guard = f.sb.lock().expect("lock");
     let report = guard
         .commit(
@@ -271,7 +284,10 @@ fn a_partial_commit_applies_only_the_chosen_paths_and_keeps_the_rest_in_the_laye
     assert!(f.real.join("gone.txt").exists(), "not chosen, not applied");
     let mut left = expected_kinds();
     left.retain(|(p, _)| p != Path::new("text.txt") && !p.starts_with("newdir"));
-    assert_eq!(kinds(&f.sb.diff(&DiffOptions::default()).expect("diff")), left);
+    assert_eq!(
+        kinds(&f.sb.diff(&DiffOptions::default()).expect("diff")),
+        left
+    );
 
     // The interactive hook: skip hooks, quit at the first rename.
     let mut asked = Vec::new();
@@ -294,7 +310,9 @@ fn a_partial_commit_applies_only_the_chosen_paths_and_keeps_the_rest_in_the_laye
 
 #[test]
 fn a_symbolic_link_planted_in_the_real_workspace_is_never_followed() {
-    let Some(f) = fixture(Mount::UserNs, "printf 'x\\n' > sub/deep/planted.txt") else { return };
+    let Some(f) = fixture(Mount::UserNs, "printf 'x\\n' > sub/deep/planted.txt") else {
+        return;
+    };
     let outside = TempDir::new("outside");
     fs::remove_dir_all(f.real.join("sub/deep")).expect("host rm");
     std::os::unix::fs::symlink(outside.path(), f.real.join("sub/deep")).expect("plant");
@@ -316,19 +334,28 @@ fn a_symbolic_link_planted_in_the_real_workspace_is_never_followed() {
 
 #[test]
 fn discarding_a_path_brings_back_the_real_file_and_discarding_all_empties_the_layer() {
-    let Some(f) = fixture(Mount::UserNs, CHANGES) else { return };
+    let Some(f) = fixture(Mount::UserNs, CHANGES) else {
+        return;
+    };
     let guard = f.sb.lock().expect("lock");
     guard
         .discard(&["gone.txt".into(), "opq/a".into(), f.real.join("text.txt")])
         .expect("discard paths");
     let left = kinds(&f.sb.diff(&DiffOptions::default()).expect("diff"));
     let mut want = expected_kinds();
-    want.retain(|(p, _)| !["gone.txt", "opq/a", "text.txt"].iter().any(|x| p == Path::new(x)));
+    want.retain(|(p, _)| {
+        !["gone.txt", "opq/a", "text.txt"]
+            .iter()
+            .any(|x| p == Path::new(x))
+    });
     assert_eq!(left, want);
     // What a new run sees: the discarded deletions are back.
     let view = f.view.join("after-discard");
     session(&f.sb, Mount::UserNs, "true", Some(&view)).expect("session");
-    assert_eq!(fs::read(view.join("gone.txt")).expect("gone.txt back"), b"to be deleted\n");
+    assert_eq!(
+        fs::read(view.join("gone.txt")).expect("gone.txt back"),
+        b"to be deleted\n"
+    );
     assert_eq!(fs::read(view.join("opq/a")).expect("opq/a back"), b"a\n");
     assert!(!view.join("opq/b").exists());
 
@@ -339,7 +366,9 @@ fn discarding_a_path_brings_back_the_real_file_and_discarding_all_empties_the_la
 
 #[test]
 fn a_snapshot_restores_the_layer_exactly_after_more_changes() {
-    let Some(f) = fixture(Mount::UserNs, CHANGES) else { return };
+    let Some(f) = fixture(Mount::UserNs, CHANGES) else {
+        return;
+    };
     let guard = f.sb.lock().expect("lock");
     let before = kinds(&f.sb.diff(&DiffOptions::default()).expect("diff"));
     let info = guard.snapshot(Some("first")).expect("snapshot");
@@ -347,35 +376,49 @@ fn a_snapshot_restores_the_layer_exactly_after_more_changes() {
     assert!(guard.snapshot(Some("first")).is_err(), "labels are unique");
     drop(guard);
 
-    session(&f.sb, Mount::UserNs, "rm -rf sub && printf z > text.txt", None).expect("more changes");
-    assert_ne!(kinds(&f.sb.diff(&DiffOptions::default()).expect("diff")), before);
+    session(
+        &f.sb,
+        Mount::UserNs,
+        "rm -rf sub && printf z > text.txt",
+        None,
+    )
+    .expect("more changes");
+    assert_ne!(
+        kinds(&f.sb.diff(&DiffOptions::default()).expect("diff")),
+        before
+    );
 
     let guard = f.sb.lock().expect("lock");
     guard.restore("first").expect("restore");
-    assert_eq!(kinds(&f.sb.diff(&DiffOptions::default()).expect("diff")), before);
+    assert_eq!(
+        kinds(&f.sb.diff(&DiffOptions::default()).expect("diff")),
+        before
+    );
     // The restored layer still mounts and shows the same merged tree.
     let view = f.view.join("restored");
     session(&f.sb, Mount::UserNs, "true", Some(&view)).expect("session after restore");
     assert_eq!(tree(&view), tree(&f.view.join("merged")));
-    let labels: Vec<_> = f
-        .sb
-        .snapshot_list()
-        .expect("list")
-        .into_iter()
-        .map(|s| s.label)
-        .collect();
+    let labels: Vec<_> =
+        f.sb.snapshot_list()
+            .expect("list")
+            .into_iter()
+            .map(|s| s.label)
+            .collect();
     assert_eq!(labels, vec!["first".to_string()]);
     assert!(guard.restore("nope").is_err());
 }
 
 #[test]
 fn a_sandbox_in_use_refuses_commit_discard_restore_and_removal() {
-    let Some(f) = fixture(Mount::UserNs, "printf 'x' > new.txt") else { return };
+    let Some(f) = fixture(Mount::UserNs, "printf 'x' > new.txt") else {
+        return;
+    };
     let _run = f.sb.lock().expect("the run's lock");
     let err = f.sb.lock().expect_err("second lock");
     let msg = err.to_string();
     assert!(
-        msg.contains("sandbox demo is in use") && msg.contains(&format!("pid {}", std::process::id())),
+        msg.contains("sandbox demo is in use")
+            && msg.contains(&format!("pid {}", std::process::id())),
         "{msg}"
     );
     assert!(f.store.remove("demo").is_err());
@@ -387,9 +430,14 @@ fn a_sandbox_in_use_refuses_commit_discard_restore_and_removal() {
 
 #[test]
 fn removal_deletes_everything_including_the_kernels_work_dir() {
-    let Some(f) = fixture(Mount::UserNs, "rm gone.txt") else { return };
+    let Some(f) = fixture(Mount::UserNs, "rm gone.txt") else {
+        return;
+    };
     f.sb.lock().expect("lock").snapshot(None).expect("snapshot");
-    assert!(f.sb.work().join("work").exists(), "the kernel made work/work");
+    assert!(
+        f.sb.work().join("work").exists(),
+        "the kernel made work/work"
+    );
     let listed = f.store.list().expect("list");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].name, "demo");

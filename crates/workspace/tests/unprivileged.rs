@@ -2,6 +2,8 @@
 //! warden, and where the overlay needs `userxattr` and where the kernel's
 //! mode-000 `work/work` directory cannot be removed by privilege.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::{build_lower, is_root, session, skip, tree, Mount, TempDir, CHANGES};
@@ -32,7 +34,9 @@ fn cycle(base: &Path) {
     let changes = sb.diff(&DiffOptions::default()).expect("diff");
     assert_eq!(changes.len(), 21, "{changes:#?}");
     let guard = sb.lock().expect("lock");
-    guard.snapshot(Some("before")).expect("snapshot (whiteouts copied unprivileged)");
+    guard
+        .snapshot(Some("before"))
+        .expect("snapshot (whiteouts copied unprivileged)");
     guard
         .commit(&CommitOptions::default(), &mut |_| Decision::Apply)
         .expect("commit");
@@ -69,7 +73,13 @@ fn an_unprivileged_user_can_create_run_diff_commit_snapshot_and_remove() {
     };
     if id("-u").is_none() {
         let made = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                USER,
+            ])
             .status();
         if !matches!(made, Ok(s) if s.success()) {
             skip("no unprivileged user: cannot create `warden-test`");
@@ -94,7 +104,12 @@ fn an_unprivileged_user_can_create_run_diff_commit_snapshot_and_remove() {
             "--",
         ])
         .arg(&bin)
-        .args(["--ignored", "--exact", "helper_cycle_as_this_user", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "helper_cycle_as_this_user",
+            "--nocapture",
+        ])
         .env("WARDEN_TEST_TMP", dir.path())
         .current_dir("/")
         .output()

@@ -123,7 +123,12 @@ pub enum Mount {
 /// Mount the sandbox's overlay, run `script` in the merged view, copy the
 /// merged view to `view` (when given), unmount. `Err` explains why the host
 /// cannot do it.
-pub fn session(sb: &Sandbox, mount: Mount, script: &str, view: Option<&Path>) -> Result<(), String> {
+pub fn session(
+    sb: &Sandbox,
+    mount: Mount,
+    script: &str,
+    view: Option<&Path>,
+) -> Result<(), String> {
     if mount == Mount::InitialNs && !is_root() {
         return Err("mounting in the initial user namespace needs root".into());
     }
@@ -144,7 +149,9 @@ pub fn session(sb: &Sandbox, mount: Mount, script: &str, view: Option<&Path>) ->
         cmd.args(["--user", "--map-root-user"]);
     }
     cmd.args(["--mount", "sh", "-c", &inner]);
-    let out = cmd.output().map_err(|e| format!("cannot run unshare: {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run unshare: {e}"))?;
     let err = String::from_utf8_lossy(&out.stderr);
     match out.status.code() {
         Some(0) => Ok(()),
