@@ -21,7 +21,7 @@
 use crate::diff::{self, Change, ChangeKind, DiffError, DiffOptions, Entry, EntryKind};
 use crate::fsutil;
 use crate::overlay;
-use crate::store::{FsTime, Locked, OwnWrite, StoreError};
+use crate::store::{FsTime, Layout, Locked, OwnWrite, StoreError};
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use std::collections::BTreeSet;
@@ -200,14 +200,19 @@ impl Locked<'_> {
         let sb = self.sandbox;
         let upper = sb.upper();
         let workspace = meta.workspace.clone();
+        let paths = opts
+            .paths
+            .iter()
+            .map(|p| diff::normalize_filter(&workspace, p))
+            .collect::<Result<Vec<_>, _>>()?;
         let diff_opts = DiffOptions {
-            paths: opts.paths.clone(),
+            paths,
             content: false,
             patches: false,
             renames: true,
             allowed: None,
         };
-        let changes = diff::diff_layers(&upper, &workspace, &diff_opts)?;
+        let changes = crate::changes(&meta, &upper, &diff_opts)?;
 
         // 1. Choose.
         let mut chosen = vec![false; changes.len()];
@@ -317,13 +322,15 @@ impl Locked<'_> {
                 report.skipped.push(c);
             }
         }
-        clean_upper(&upper, &report.applied);
+        if meta.layout == Layout::Overlay {
+            clean_upper(&upper, &report.applied);
+        }
 
         // 6. Advance the baseline when nothing is left; else remember
         // warden's own writes so they are not taken for the host's.
-        let left = diff::diff_layers(
+        let left = crate::changes(
+            &meta,
             &upper,
-            &workspace,
             &DiffOptions {
                 content: false,
                 patches: false,

@@ -631,11 +631,8 @@ fn content_of(
     if old.is_none() && new.is_none() {
         return Ok(None);
     }
-    if c.kind == ChangeKind::Mode || (c.kind == ChangeKind::Renamed && old == new) {
-        return Ok(None);
-    }
-    if c.kind == ChangeKind::Renamed {
-        // Same content by construction; only the mode differs.
+    if matches!(c.kind, ChangeKind::Mode | ChangeKind::Renamed) {
+        // Same content: by definition, or by construction for a rename.
         return Ok(None);
     }
     let old_size = old.as_ref().map_or(0, |e| e.size);

@@ -6,7 +6,7 @@
 use crate::diff::normalize_filter;
 use crate::fsutil::{self, FsError};
 use crate::overlay;
-use crate::store::{self, validate_name, FsTime, Locked, Sandbox, StoreError};
+use crate::store::{self, validate_name, FsTime, Layout, Locked, Sandbox, StoreError};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io;
@@ -80,6 +80,10 @@ impl Locked<'_> {
     pub fn discard(&self, paths: &[PathBuf]) -> Result<(), LayerError> {
         let sb = self.sandbox;
         let upper = sb.upper();
+        let meta = self.fresh_meta()?;
+        if meta.layout == Layout::Copy {
+            return self.discard_in_copy(paths, &meta.workspace);
+        }
         if paths.is_empty() {
             self.replace_upper(None)?;
             let mut meta = self.fresh_meta()?;
@@ -126,6 +130,37 @@ impl Locked<'_> {
                 }
                 fsutil::copy_tree(&real, &up)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Discard in a copy-layout sandbox: the copy's entries at `paths` (or
+    /// the whole copy) become copies of the real ones again.
+    fn discard_in_copy(&self, paths: &[PathBuf], workspace: &Path) -> Result<(), LayerError> {
+        // Taken before the copy: a host change made while copying is newer.
+        let baseline = self.new_baseline()?;
+        if paths.is_empty() {
+            self.replace_upper(Some(workspace))?;
+        } else {
+            let upper = self.sandbox.upper();
+            for p in paths {
+                let rel = normalize_filter(workspace, p)?;
+                if rel.as_os_str().is_empty() {
+                    return self.discard_in_copy(&[], workspace);
+                }
+                let copy = upper.join(&rel);
+                fsutil::remove_tree(&copy)?;
+                let real = workspace.join(&rel);
+                if fs::symlink_metadata(&real).is_ok() {
+                    fsutil::copy_tree(&real, &copy)?;
+                }
+            }
+        }
+        if paths.is_empty() {
+            let mut meta = self.fresh_meta()?;
+            meta.baseline = baseline;
+            meta.own_writes.clear();
+            self.write_meta(&meta)?;
         }
         Ok(())
     }

@@ -30,8 +30,8 @@ pub use flags::Flag;
 pub use layer::{LayerError, SnapshotInfo};
 pub use overlay::{MountOptions, OverlayError};
 pub use store::{
-    default_state_dir, validate_name, CreateOptions, FsTime, ListEntry, Locked, Meta, Sandbox,
-    SandboxState, Store, StoreError,
+    default_state_dir, validate_name, CreateOptions, FsTime, Layout, ListEntry, Locked, Meta,
+    Sandbox, SandboxState, Store, StoreError,
 };
 
 impl Sandbox {
@@ -43,6 +43,18 @@ impl Sandbox {
             .iter()
             .map(|p| normalize_filter(&self.meta().workspace, p))
             .collect::<Result<_, _>>()?;
-        diff_layers(&self.upper(), &self.meta().workspace, &opts)
+        changes(self.meta(), &self.upper(), &opts)
+    }
+}
+
+/// The changes of a sandbox with metadata `meta` and layer `upper`.
+pub(crate) fn changes(
+    meta: &Meta,
+    upper: &std::path::Path,
+    opts: &DiffOptions,
+) -> Result<Vec<Change>, DiffError> {
+    match meta.layout {
+        Layout::Overlay => diff_layers(upper, &meta.workspace, opts),
+        Layout::Copy => diff::diff_trees(upper, &meta.workspace, opts),
     }
 }

@@ -172,6 +172,20 @@ pub struct OwnWrite {
     pub ctime: FsTime,
 }
 
+/// How the sandbox's view of the workspace is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// `upper/` is an overlayfs upper layer over the real workspace; the
+    /// jail mounts it with [`Sandbox::mount_options`].
+    #[default]
+    Overlay,
+    /// Where overlayfs cannot be mounted: `upper/` is a full copy of the
+    /// workspace (reflinked where possible) that the jail binds in its
+    /// place. Its diff scans both trees (see [`crate::copy`]).
+    Copy,
+}
+
 /// `meta.json` of one sandbox.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Meta {
@@ -187,6 +201,8 @@ pub struct Meta {
     /// advanced by a commit that leaves nothing uncommitted.
     pub baseline: FsTime,
     pub state: SandboxState,
+    #[serde(default)]
+    pub layout: Layout,
     /// Paths committed since the baseline, see [`OwnWrite`].
     #[serde(default)]
     pub own_writes: Vec<OwnWrite>,
@@ -197,6 +213,18 @@ pub struct Meta {
 pub struct CreateOptions {
     pub workspace: PathBuf,
     pub profile: Option<String>,
+    pub layout: Layout,
+}
+
+impl CreateOptions {
+    /// An overlay sandbox over `workspace`, without a profile name.
+    pub fn new(workspace: impl Into<PathBuf>) -> CreateOptions {
+        CreateOptions {
+            workspace: workspace.into(),
+            profile: None,
+            layout: Layout::Overlay,
+        }
+    }
 }
 
 /// One line of `warden ls`.
@@ -271,10 +299,15 @@ impl Store {
             Err(source) => return Err(StoreError::Create { path: dir, source }),
         }
         let made = (|| {
-            for sub in ["upper", "work", "snapshots"] {
+            for sub in ["work", "snapshots"] {
                 mkdir_0700(&dir.join(sub))?;
             }
+            // Before the copy: a host change made while copying is newer.
             let baseline = touch_baseline(&dir)?;
+            match opts.layout {
+                Layout::Overlay => mkdir_0700(&dir.join("upper"))?,
+                Layout::Copy => fsutil::copy_tree(&workspace, &dir.join("upper"))?,
+            }
             let meta = Meta {
                 name: name.to_string(),
                 workspace,
@@ -282,6 +315,7 @@ impl Store {
                 created: FsTime::now(),
                 baseline,
                 state: SandboxState::Created,
+                layout: opts.layout,
                 own_writes: Vec::new(),
             };
             write_json(&dir.join("meta.json"), &meta)?;
@@ -492,7 +526,7 @@ impl Locked<'_> {
 
     /// Record the sandbox's state (the front doors call this around runs).
     pub fn set_state(&self, state: SandboxState) -> Result<(), StoreError> {
-        let mut meta = self.sandbox.meta.clone();
+        let mut meta = self.fresh_meta()?;
         meta.state = state;
         write_json(&self.sandbox.dir.join("meta.json"), &meta)
     }
@@ -637,6 +671,7 @@ mod tests {
         let opts = CreateOptions {
             workspace: ws.clone(),
             profile: None,
+            layout: Layout::Overlay,
         };
         let sb = store.create("one", &opts).expect("create");
         for dir in [sb.dir().to_path_buf(), sb.upper(), sb.work()] {

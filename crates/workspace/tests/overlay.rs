@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use warden_workspace::{
-    ChangeKind, CommitError, CommitOptions, Content, CreateOptions, Decision, DiffOptions, Sandbox,
-    Store,
+    ChangeKind, CommitError, CommitOptions, Content, CreateOptions, Decision, DiffOptions, Layout,
+    Sandbox, Store,
 };
 
 struct Fixture {
@@ -26,6 +26,10 @@ struct Fixture {
 /// real overlay mount; `None` (after printing why) when the host cannot
 /// mount one.
 fn fixture(mount: Mount, script: &str) -> Option<Fixture> {
+    fixture_with(Layout::Overlay, mount, script)
+}
+
+fn fixture_with(layout: Layout, mount: Mount, script: &str) -> Option<Fixture> {
     let state = TempDir::new("state");
     let real = TempDir::new("real");
     build_lower(real.path());
@@ -36,12 +40,25 @@ fn fixture(mount: Mount, script: &str) -> Option<Fixture> {
             &CreateOptions {
                 workspace: real.path().to_path_buf(),
                 profile: Some("default".into()),
+                layout,
             },
         )
         .expect("create sandbox");
     let view = TempDir::new("view");
     let view_dir = view.join("merged");
-    if let Err(why) = session(&sb, mount, script, Some(&view_dir)) {
+    if layout == Layout::Copy {
+        // The jail binds the copy in place of the workspace: run there.
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "cd '{}' && ( {script}\n) && cp -a . '{}'",
+                sb.upper().display(),
+                view_dir.display()
+            ))
+            .status()
+            .expect("sh");
+        assert!(status.success());
+    } else if let Err(why) = session(&sb, mount, script, Some(&view_dir)) {
         skip(&why);
         return None;
     }
@@ -447,4 +464,31 @@ fn removal_deletes_everything_including_the_kernels_work_dir() {
     assert!(!f.sb.dir().exists());
     assert!(f.store.list().expect("list").is_empty());
     assert!(f.real.join("gone.txt").exists());
+}
+
+#[test]
+fn the_copy_fallback_reports_the_same_changes_and_commits_them_the_same_way() {
+    let Some(f) = fixture_with(Layout::Copy, Mount::UserNs, CHANGES) else {
+        return;
+    };
+    let changes = f.sb.diff(&DiffOptions::default()).expect("diff");
+    assert_eq!(kinds(&changes), expected_kinds());
+    let guard = f.sb.lock().expect("lock");
+    guard
+        .discard(&["gone.txt".into()])
+        .expect("discard one path");
+    assert!(f.sb.upper().join("gone.txt").is_file());
+    guard
+        .commit(&CommitOptions::default(), &mut |_| Decision::Apply)
+        .expect("commit");
+    let mut want = tree(&f.view.join("merged"));
+    want.insert(
+        "gone.txt".into(),
+        common::Node::File {
+            mode: 0o644,
+            content: b"to be deleted\n".to_vec(),
+        },
+    );
+    assert_eq!(tree(f.real.path()), want);
+    assert!(f.sb.diff(&DiffOptions::default()).expect("diff").is_empty());
 }

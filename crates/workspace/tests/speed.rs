@@ -7,7 +7,7 @@ mod common;
 
 use common::{session, skip, Mount, TempDir};
 use std::time::Instant;
-use warden_workspace::{CreateOptions, DiffOptions, Store};
+use warden_workspace::{CreateOptions, DiffOptions, Layout, Store};
 
 #[test]
 fn a_thousand_changes_in_a_hundred_thousand_files_diff_in_milliseconds() {
@@ -28,6 +28,7 @@ fn a_thousand_changes_in_a_hundred_thousand_files_diff_in_milliseconds() {
             &CreateOptions {
                 workspace: real.path().to_path_buf(),
                 profile: None,
+                layout: Layout::Overlay,
             },
         )
         .expect("create");

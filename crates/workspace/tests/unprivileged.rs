@@ -10,7 +10,7 @@ use common::{build_lower, is_root, session, skip, tree, Mount, TempDir, CHANGES}
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-use warden_workspace::{CommitOptions, CreateOptions, Decision, DiffOptions, Store};
+use warden_workspace::{CommitOptions, CreateOptions, Decision, DiffOptions, Layout, Store};
 
 const USER: &str = "warden-test";
 
@@ -26,6 +26,7 @@ fn cycle(base: &Path) {
             &CreateOptions {
                 workspace: real.clone(),
                 profile: None,
+                layout: Layout::Overlay,
             },
         )
         .expect("create");
