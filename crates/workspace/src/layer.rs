@@ -10,7 +10,7 @@ use crate::store::{self, validate_name, FsTime, Layout, Locked, Sandbox, StoreEr
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -231,10 +231,19 @@ impl Locked<'_> {
         fsutil::remove_tree(&next)?;
         match from {
             Some(src) => fsutil::copy_tree(src, &next)?,
-            None => fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&next)
-                .map_err(io_err("create", &next))?,
+            None => {
+                // An empty layer: the merged root shows the workspace's mode.
+                let workspace = self.fresh_meta()?.workspace;
+                let mode = fs::metadata(&workspace)
+                    .map(|m| m.permissions().mode() & 0o7777)
+                    .map_err(io_err("read", &workspace))?;
+                fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&next)
+                    .map_err(io_err("create", &next))?;
+                fs::set_permissions(&next, fs::Permissions::from_mode(mode))
+                    .map_err(io_err("set the mode of", &next))?;
+            }
         }
         rustix::fs::renameat_with(
             rustix::fs::CWD,

@@ -19,7 +19,7 @@ use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -305,7 +305,24 @@ impl Store {
             // Before the copy: a host change made while copying is newer.
             let baseline = touch_baseline(&dir)?;
             match opts.layout {
-                Layout::Overlay => mkdir_0700(&dir.join("upper"))?,
+                Layout::Overlay => {
+                    // The merged root takes the upper root's attributes: give
+                    // it the workspace's mode (sandboxes/NAME stays 0700).
+                    let upper = dir.join("upper");
+                    mkdir_0700(&upper)?;
+                    let mode = fs::metadata(&workspace)
+                        .map(|m| m.mode() & 0o7777)
+                        .map_err(|source| StoreError::Workspace {
+                            path: workspace.clone(),
+                            source,
+                        })?;
+                    fs::set_permissions(&upper, fs::Permissions::from_mode(mode)).map_err(
+                        |source| StoreError::Create {
+                            path: upper.clone(),
+                            source,
+                        },
+                    )?;
+                }
                 Layout::Copy => fsutil::copy_tree(&workspace, &dir.join("upper"))?,
             }
             let meta = Meta {
@@ -674,7 +691,7 @@ mod tests {
             layout: Layout::Overlay,
         };
         let sb = store.create("one", &opts).expect("create");
-        for dir in [sb.dir().to_path_buf(), sb.upper(), sb.work()] {
+        for dir in [sb.dir().to_path_buf(), sb.work()] {
             let mode = fs::metadata(&dir).expect("stat").mode() & 0o777;
             assert_eq!(mode, 0o700, "{}", dir.display());
         }
