@@ -28,6 +28,7 @@ use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -323,7 +324,7 @@ impl Locked<'_> {
             }
         }
         if meta.layout == Layout::Overlay {
-            clean_upper(&upper, &report.applied);
+            clean_upper(&upper, &workspace, &report.applied);
         }
 
         // 6. Advance the baseline when nothing is left; else remember
@@ -616,33 +617,73 @@ fn write_tmp_file(parent: &OwnedFd, tmp: &str, src: &Path, mode: Mode) -> io::Re
 
 /// Remove committed entries from the upper layer, deepest first, so that
 /// the merged view now shows the (updated) real files. Entries below an
-/// opaque directory stay: removing them would hide the committed real file
-/// behind the opaque mark; they now equal the real files, so they no longer
-/// show in a diff.
-fn clean_upper(upper: &Path, applied: &[Change]) {
+/// opaque directory stay while the directory does: removing them alone would
+/// hide the committed real files behind the opaque mark. Such a directory
+/// goes as a whole once nothing below it differs from the real one.
+fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
     let mut paths: Vec<&Path> = applied.iter().flat_map(|c| c.paths()).collect();
     paths.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     paths.dedup();
+    let mut opaque_dirs = BTreeSet::new();
     for rel in paths {
-        let under_opaque = rel
+        // The top-most opaque directory at or above `rel`, if any.
+        let top_opaque = rel
             .ancestors()
-            .skip(1)
             .filter(|a| !a.as_os_str().is_empty())
-            .any(|a| overlay::is_opaque(&upper.join(a)));
-        if under_opaque {
+            .filter(|a| overlay::is_opaque(&upper.join(a)))
+            .last();
+        if let Some(dir) = top_opaque {
+            opaque_dirs.insert(dir.to_path_buf());
             continue;
         }
         let p = upper.join(rel);
         match fs::symlink_metadata(&p) {
             Ok(m) if m.is_dir() => {
-                if !overlay::is_opaque(&p) {
-                    let _ = fs::remove_dir(&p);
-                }
+                let _ = fs::remove_dir(&p);
             }
             Ok(_) => {
                 let _ = fs::remove_file(&p);
             }
             Err(_) => {}
+        }
+    }
+    // Directories copied up only to hold what was just committed: empty now,
+    // and (same mode as the real one) no change of their own.
+    let mut parents: Vec<&Path> = applied
+        .iter()
+        .flat_map(|c| c.paths())
+        .flat_map(|p| p.ancestors().skip(1))
+        .filter(|a| !a.as_os_str().is_empty())
+        .collect();
+    parents.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    parents.dedup();
+    for rel in parents {
+        let up = upper.join(rel);
+        let (Ok(u), Ok(r)) = (
+            fs::symlink_metadata(&up),
+            fs::symlink_metadata(workspace.join(rel)),
+        ) else {
+            continue;
+        };
+        if u.is_dir()
+            && r.is_dir()
+            && u.mode() & 0o7777 == r.mode() & 0o7777
+            && !overlay::is_opaque(&up)
+        {
+            // Fails, as it should, when the directory is not empty.
+            let _ = fs::remove_dir(&up);
+        }
+    }
+    for dir in opaque_dirs {
+        let opts = DiffOptions {
+            paths: vec![dir.clone()],
+            content: false,
+            patches: false,
+            renames: false,
+            allowed: None,
+        };
+        if diff::diff_layers(upper, workspace, &opts).is_ok_and(|left| left.is_empty()) {
+            let _ = fsutil::remove_tree(&upper.join(&dir));
         }
     }
 }

@@ -207,6 +207,15 @@ fn commit_makes_the_real_tree_equal_to_what_the_sandbox_saw() {
         f.sb.diff(&DiffOptions::default())
             .expect("diff after commit");
     assert!(left.is_empty(), "left after commit: {left:#?}");
+    // The layer forgot what it committed: only same.txt, copied up without
+    // a change, remains.
+    let layer: Vec<_> = tree(&f.sb.upper()).into_keys().collect();
+    assert_eq!(
+        layer,
+        vec![PathBuf::from("same.txt")],
+        "{:?}",
+        tree(&f.sb.upper())
+    );
     // The next run sees the committed files through a fresh mount.
     let again = f.view.join("again");
     session(&f.sb, Mount::UserNs, "true", Some(&again)).expect("second session");
