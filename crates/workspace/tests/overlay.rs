@@ -501,3 +501,74 @@ fn the_copy_fallback_reports_the_same_changes_and_commits_them_the_same_way() {
     assert_eq!(tree(f.real.path()), want);
     assert!(f.sb.diff(&DiffOptions::default()).expect("diff").is_empty());
 }
+
+#[test]
+fn changes_outside_the_profiles_globs_are_flagged() {
+    let Some(f) = fixture(Mount::UserNs, CHANGES) else {
+        return;
+    };
+    let changes =
+        f.sb.diff(&DiffOptions {
+            allowed: Some(vec!["*.txt".into(), "newdir/**".into()]),
+            ..DiffOptions::default()
+        })
+        .expect("diff");
+    let outside = |p: &str| {
+        changes
+            .iter()
+            .find(|c| c.path == Path::new(p))
+            .map(|c| c.flags.iter().any(|fl| fl.rule == "outside-profile"))
+            .unwrap_or_else(|| panic!("no change for {p}"))
+    };
+    assert!(!outside("text.txt"));
+    assert!(!outside("newdir/nested/n.txt"));
+    assert!(outside("tool.sh"));
+    assert!(outside("becomes-dir/in.txt"), "`*` does not cross a `/`");
+}
+
+#[test]
+fn an_xattr_whiteout_in_the_layer_reads_as_a_deletion() {
+    let state = TempDir::new("state");
+    let real = TempDir::new("real");
+    build_lower(real.path());
+    let store = Store::open(state.path()).expect("store");
+    let sb = store
+        .create("x", &CreateOptions::new(real.path()))
+        .expect("create");
+    let wh = sb.upper().join("gone.txt");
+    fs::write(&wh, b"").expect("write");
+    rustix::fs::lsetxattr(
+        &wh,
+        "user.overlay.whiteout",
+        b"",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .expect("set user.overlay.whiteout");
+    let changes = sb.diff(&DiffOptions::default()).expect("diff");
+    assert_eq!(
+        kinds(&changes),
+        [(PathBuf::from("gone.txt"), ChangeKind::Deleted)]
+            .into_iter()
+            .collect()
+    );
+}
+
+#[test]
+fn a_snapshot_of_a_root_mounted_layer_keeps_its_trusted_marks() {
+    let Some(f) = fixture(Mount::InitialNs, CHANGES) else {
+        return;
+    };
+    let before = kinds(&f.sb.diff(&DiffOptions::default()).expect("diff"));
+    let guard = f.sb.lock().expect("lock");
+    guard.snapshot(Some("root")).expect("snapshot");
+    guard.discard(&[]).expect("discard all");
+    assert!(f.sb.diff(&DiffOptions::default()).expect("diff").is_empty());
+    guard.restore("root").expect("restore");
+    assert_eq!(
+        kinds(&f.sb.diff(&DiffOptions::default()).expect("diff")),
+        before
+    );
+    let view = f.view.join("restored");
+    session(&f.sb, Mount::InitialNs, "true", Some(&view)).expect("session");
+    assert_eq!(tree(&view), tree(&f.view.join("merged")));
+}
