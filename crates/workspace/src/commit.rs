@@ -305,6 +305,10 @@ impl Locked<'_> {
         let mut written: Vec<PathBuf> = Vec::new();
         for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
             let Some(new) = &c.new else { continue };
+            if opts.force {
+                // Overriding "deleted on the host": its directories come back.
+                make_parents(&real, &c.path)?;
+            }
             write_real(&real, &upper, c, new)?;
             written.push(c.path.clone());
             touched_dirs.insert(parent_rel(&c.path));
@@ -516,6 +520,25 @@ fn open_parent(real: &Real, rel: &Path) -> Result<OwnedFd, CommitError> {
         Parent::Missing => Err(err(io::ErrorKind::NotFound.into())),
         Parent::Refused(why) => Err(err(io::Error::other(why))),
     }
+}
+
+/// Create the missing directories above `rel` (mode 0755), never through a
+/// symbolic link.
+fn make_parents(real: &Real, rel: &Path) -> Result<(), CommitError> {
+    let mut above: Vec<&Path> = rel
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .collect();
+    above.reverse();
+    for dir in above {
+        let parent = open_parent(real, dir)?;
+        match rustix::fs::mkdirat(&parent, name_of(dir), Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(apply_err("create directory", dir)(e)),
+        }
+    }
+    Ok(())
 }
 
 fn remove_real(real: &Real, rel: &Path, kind: EntryKind) -> Result<(), CommitError> {

@@ -287,6 +287,32 @@ fn a_file_the_host_deleted_after_the_sandbox_modified_it_is_a_conflict() {
 }
 
 #[test]
+fn forcing_over_a_directory_deleted_on_the_host_brings_it_back() {
+    let Some(f) = fixture(Mount::UserNs, "printf 'x\\n' >> sub/deep/deeper.txt") else {
+        return;
+    };
+    fs::remove_dir_all(f.real.join("sub")).expect("host rm -r");
+    let guard = f.sb.lock().expect("lock");
+    assert!(matches!(
+        guard.commit(&CommitOptions::default(), &mut |_| Decision::Apply),
+        Err(CommitError::Conflicts { .. })
+    ));
+    guard
+        .commit(
+            &CommitOptions {
+                force: true,
+                ..CommitOptions::default()
+            },
+            &mut |_| Decision::Apply,
+        )
+        .expect("forced commit");
+    assert_eq!(
+        fs::read(f.real.join("sub/deep/deeper.txt")).expect("read"),
+        b"deeper\nx\n"
+    );
+}
+
+#[test]
 fn a_partial_commit_applies_only_the_chosen_paths_and_keeps_the_rest_in_the_layer() {
     let Some(f) = fixture(Mount::UserNs, CHANGES) else {
         return;
