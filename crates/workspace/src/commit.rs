@@ -1,0 +1,712 @@
+//! Applying a sandbox's changes to the real workspace.
+//!
+//! The order of work: choose (all, a path filter, or a per-change callback
+//! for interactive review); check every chosen change for conflicts and
+//! unsafe destinations before touching anything; remove what goes (deepest
+//! first); write what comes (parents first), each file through a temporary
+//! file in its own directory, fsync'ed and renamed into place; remove the
+//! committed entries from the upper layer; advance the baseline.
+//!
+//! The conflict rule needs no scan of the workspace: a real path that the
+//! commit would replace or remove conflicts when its ctime is newer than
+//! the sandbox's baseline (it changed on the host since the layer was
+//! created or last fully committed), when it was deleted on the host, or
+//! when it appeared where the sandbox created a new file.
+//!
+//! Every real path is reached from the workspace's directory descriptor with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: a symbolic link on the
+//! way (planted by the host or by an earlier commit) is refused, never
+//! followed.
+
+use crate::diff::{self, Change, ChangeKind, DiffError, DiffOptions, Entry, EntryKind};
+use crate::fsutil;
+use crate::overlay;
+use crate::store::{FsTime, Layout, Locked, OwnWrite, StoreError};
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What the interactive hook decides for one change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Apply,
+    Skip,
+    /// Stop asking: this change and the rest are skipped, the changes chosen
+    /// so far are committed.
+    Quit,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CommitOptions {
+    /// Only changes at or below these paths (relative to the workspace).
+    pub paths: Vec<PathBuf>,
+    /// Commit over conflicts (never over unsafe destinations).
+    pub force: bool,
+}
+
+/// A real path that changed on the host since the baseline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub path: PathBuf,
+    pub reason: &'static str,
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.reason)
+    }
+}
+
+fn list(items: &[Conflict]) -> String {
+    items.iter().map(|c| format!("\n  {c}")).collect()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error("nothing committed: {} path(s) changed in the workspace since sandbox {name} started:{}\nreview them, then commit again with --force to overwrite, or discard those paths", .conflicts.len(), list(.conflicts))]
+    Conflicts {
+        name: String,
+        conflicts: Vec<Conflict>,
+    },
+    #[error("nothing committed: refusing to write through these paths of the workspace:{}", list(.0))]
+    Unsafe(Vec<Conflict>),
+    #[error("cannot open workspace {path}")]
+    Workspace {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("commit stopped at {path} ({op}); the changes listed before it were applied, the rest were not")]
+    Apply {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Diff(#[from] DiffError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What a commit did.
+#[derive(Debug, Default)]
+pub struct CommitReport {
+    pub applied: Vec<Change>,
+    pub skipped: Vec<Change>,
+    /// Conflicts overridden by `force`.
+    pub forced: Vec<Conflict>,
+    /// The hook said [`Decision::Quit`].
+    pub quit: bool,
+}
+
+/// The workspace root, opened once; every path is resolved beneath it.
+struct Real {
+    root: OwnedFd,
+}
+
+enum Parent {
+    Dir(OwnedFd),
+    /// A directory on the way does not exist, or is not a directory (yet:
+    /// the commit may be about to make it one).
+    Missing,
+    Refused(&'static str),
+}
+
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
+    .union(ResolveFlags::NO_SYMLINKS)
+    .union(ResolveFlags::NO_MAGICLINKS);
+
+impl Real {
+    fn open(path: &Path) -> Result<Real, CommitError> {
+        let root = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| CommitError::Workspace {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })?;
+        Ok(Real { root })
+    }
+
+    /// The directory holding `rel`, reached without following any link.
+    fn parent(&self, rel: &Path) -> io::Result<Parent> {
+        let parent = match rel.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        match rustix::fs::openat2(
+            &self.root,
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            RESOLVE,
+        ) {
+            Ok(fd) => Ok(Parent::Dir(fd)),
+            Err(Errno::NOENT) => Ok(Parent::Missing),
+            Err(Errno::LOOP) => Ok(Parent::Refused("a directory on the way is a symbolic link")),
+            Err(Errno::NOTDIR) => Ok(Parent::Missing),
+            Err(Errno::XDEV) => Ok(Parent::Refused("the path leaves the workspace")),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn name_of(rel: &Path) -> &std::ffi::OsStr {
+    rel.file_name().unwrap_or(rel.as_os_str())
+}
+
+fn lstat_at(dir: &OwnedFd, rel: &Path) -> io::Result<Option<rustix::fs::Stat>> {
+    match rustix::fs::statat(dir, name_of(rel), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn kind_of(st: &rustix::fs::Stat) -> EntryKind {
+    match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+        rustix::fs::FileType::RegularFile => EntryKind::File,
+        rustix::fs::FileType::Directory => EntryKind::Dir,
+        rustix::fs::FileType::Symlink => EntryKind::Symlink,
+        _ => EntryKind::Other,
+    }
+}
+
+fn ctime_of(st: &rustix::fs::Stat) -> FsTime {
+    FsTime {
+        sec: st.st_ctime,
+        nsec: st.st_ctime_nsec as i64,
+    }
+}
+
+impl Locked<'_> {
+    /// Commit the sandbox's changes (see the module's documentation).
+    /// `decide` is asked about each change passing `opts.paths`, in order;
+    /// pass `&mut |_| Decision::Apply` to commit them all.
+    pub fn commit(
+        &self,
+        opts: &CommitOptions,
+        decide: &mut dyn FnMut(&Change) -> Decision,
+    ) -> Result<CommitReport, CommitError> {
+        let mut meta = self.fresh_meta()?;
+        let sb = self.sandbox;
+        let upper = sb.upper();
+        let workspace = meta.workspace.clone();
+        let paths = opts
+            .paths
+            .iter()
+            .map(|p| diff::normalize_filter(&workspace, p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let diff_opts = DiffOptions {
+            paths,
+            content: false,
+            patches: false,
+            renames: true,
+            allowed: None,
+        };
+        let changes = crate::changes(&meta, &upper, &diff_opts)?;
+
+        // 1. Choose.
+        let mut chosen = vec![false; changes.len()];
+        let mut report = CommitReport::default();
+        for (i, c) in changes.iter().enumerate() {
+            match decide(c) {
+                Decision::Apply => chosen[i] = true,
+                Decision::Skip => {}
+                Decision::Quit => {
+                    report.quit = true;
+                    break;
+                }
+            }
+        }
+        settle_dependencies(&changes, &mut chosen);
+
+        // 2. Check everything before touching anything.
+        let real = Real::open(&workspace)?;
+        let created_dirs: BTreeSet<&Path> = changes
+            .iter()
+            .zip(&chosen)
+            .filter(|(c, &on)| on && creates_dir(c))
+            .map(|(c, _)| c.path.as_path())
+            .collect();
+        let mut conflicts = Vec::new();
+        let mut refusals = Vec::new();
+        for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
+            for (rel, expected) in expectations(c) {
+                let copied_up = c.kind == ChangeKind::Added && c.copied_up;
+                let check = check_path(&real, rel, expected, copied_up, &created_dirs, &meta)
+                    .map_err(|source| CommitError::Apply {
+                        op: "check",
+                        path: rel.to_path_buf(),
+                        source,
+                    })?;
+                match check {
+                    Check::Clear => {}
+                    Check::Conflict(reason) => conflicts.push(Conflict {
+                        path: rel.to_path_buf(),
+                        reason,
+                    }),
+                    Check::Refused(reason) => refusals.push(Conflict {
+                        path: rel.to_path_buf(),
+                        reason,
+                    }),
+                }
+            }
+            if c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Other) {
+                refusals.push(Conflict {
+                    path: c.path.clone(),
+                    reason: "special files (FIFOs, sockets, devices) are not committed",
+                });
+            }
+        }
+        if !refusals.is_empty() {
+            return Err(CommitError::Unsafe(refusals));
+        }
+        if !conflicts.is_empty() && !opts.force {
+            return Err(CommitError::Conflicts {
+                name: sb.name().to_string(),
+                conflicts,
+            });
+        }
+        report.forced = conflicts;
+
+        // 3. Removals, deepest first.
+        let mut removals: Vec<(&Path, EntryKind)> = Vec::new();
+        for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
+            match (c.kind, &c.old) {
+                (ChangeKind::Deleted | ChangeKind::TypeChanged, Some(old)) => {
+                    removals.push((&c.path, old.kind))
+                }
+                (ChangeKind::Renamed, Some(old)) => {
+                    if let Some(from) = &c.from {
+                        removals.push((from, old.kind))
+                    }
+                }
+                _ => {}
+            }
+        }
+        removals.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+        let mut touched_dirs: BTreeSet<PathBuf> = BTreeSet::new();
+        for (rel, kind) in &removals {
+            remove_real(&real, rel, *kind)?;
+            touched_dirs.insert(parent_rel(rel));
+        }
+
+        // 4. Writes, parents first (walk order).
+        let mut written: Vec<PathBuf> = Vec::new();
+        for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
+            let Some(new) = &c.new else { continue };
+            if opts.force {
+                // Overriding "deleted on the host": its directories come back.
+                make_parents(&real, &c.path)?;
+            }
+            write_real(&real, &upper, c, new)?;
+            written.push(c.path.clone());
+            touched_dirs.insert(parent_rel(&c.path));
+        }
+        for dir in &touched_dirs {
+            if let Ok(Parent::Dir(fd)) = real.parent(&dir.join("x")) {
+                let _ = rustix::fs::fsync(&fd);
+            }
+        }
+
+        // 5. Forget what was committed from the layer.
+        for (c, on) in changes.into_iter().zip(chosen) {
+            if on {
+                report.applied.push(c);
+            } else {
+                report.skipped.push(c);
+            }
+        }
+        if meta.layout == Layout::Overlay {
+            clean_upper(&upper, &workspace, &report.applied);
+        }
+
+        // 6. Advance the baseline when nothing is left; else remember
+        // warden's own writes so they are not taken for the host's.
+        let left = crate::changes(
+            &meta,
+            &upper,
+            &DiffOptions {
+                content: false,
+                patches: false,
+                renames: false,
+                ..DiffOptions::default()
+            },
+        )?;
+        if left.is_empty() {
+            meta.baseline = self.new_baseline()?;
+            meta.own_writes.clear();
+        } else {
+            let mut record = |rel: &Path| {
+                if let Ok(Parent::Dir(fd)) = real.parent(rel) {
+                    let st = if rel.as_os_str().is_empty() {
+                        rustix::fs::fstat(&fd).ok()
+                    } else {
+                        lstat_at(&fd, rel).ok().flatten()
+                    };
+                    if let Some(st) = st {
+                        meta.own_writes.retain(|w| w.path != rel);
+                        meta.own_writes.push(OwnWrite {
+                            path: rel.to_path_buf(),
+                            ctime: ctime_of(&st),
+                        });
+                    }
+                }
+            };
+            for p in &written {
+                record(p);
+            }
+            for d in &touched_dirs {
+                record(d);
+            }
+        }
+        self.write_meta(&meta)?;
+        Ok(report)
+    }
+}
+
+fn parent_rel(rel: &Path) -> PathBuf {
+    rel.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+fn creates_dir(c: &Change) -> bool {
+    c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Dir)
+        && !c.old.as_ref().is_some_and(|o| o.kind == EntryKind::Dir)
+}
+
+fn removes_dir(c: &Change) -> bool {
+    matches!(c.kind, ChangeKind::Deleted | ChangeKind::TypeChanged)
+        && c.old.as_ref().is_some_and(|o| o.kind == EntryKind::Dir)
+}
+
+/// Keep the chosen set applicable: content cannot go into a directory whose
+/// creation was skipped, and a directory cannot be removed while content of
+/// it that the sandbox deleted or moved is kept.
+fn settle_dependencies(changes: &[Change], chosen: &mut [bool]) {
+    for i in 0..changes.len() {
+        if !chosen[i] {
+            continue;
+        }
+        let path = &changes[i].path;
+        let blocked = changes
+            .iter()
+            .zip(chosen.iter())
+            .any(|(d, &on)| !on && creates_dir(d) && path.starts_with(&d.path) && path != &d.path);
+        if blocked {
+            chosen[i] = false;
+        }
+    }
+    for i in (0..changes.len()).rev() {
+        if !chosen[i] || !removes_dir(&changes[i]) {
+            continue;
+        }
+        let dir = changes[i].path.clone();
+        let kept = changes
+            .iter()
+            .zip(chosen.iter())
+            .any(|(d, &on)| !on && d.paths().any(|p| p.starts_with(&dir) && p != dir));
+        if kept {
+            chosen[i] = false;
+        }
+    }
+}
+
+/// The real paths a change touches, each with the entry the diff saw there
+/// (`None`: the sandbox expects nothing there).
+fn expectations(c: &Change) -> Vec<(&Path, Option<&Entry>)> {
+    match (&c.kind, &c.from) {
+        (ChangeKind::Renamed, Some(from)) => {
+            vec![(c.path.as_path(), None), (from.as_path(), c.old.as_ref())]
+        }
+        _ => vec![(c.path.as_path(), c.old.as_ref())],
+    }
+}
+
+enum Check {
+    Clear,
+    Conflict(&'static str),
+    Refused(&'static str),
+}
+
+fn check_path(
+    real: &Real,
+    rel: &Path,
+    expected: Option<&Entry>,
+    copied_up: bool,
+    created_dirs: &BTreeSet<&Path>,
+    meta: &crate::store::Meta,
+) -> io::Result<Check> {
+    let parent = match real.parent(rel)? {
+        Parent::Dir(fd) => fd,
+        Parent::Refused(why) => return Ok(Check::Refused(why)),
+        Parent::Missing => {
+            let made_here = rel.ancestors().skip(1).any(|a| created_dirs.contains(a));
+            return Ok(match (expected, made_here) {
+                (None, true) => Check::Clear,
+                (None, false) => {
+                    Check::Conflict("its directory was deleted or replaced on the host")
+                }
+                (Some(_), _) => Check::Conflict("deleted on the host since the sandbox started"),
+            });
+        }
+    };
+    let st = lstat_at(&parent, rel)?;
+    // An added file that overlay copied up from a lower file (its origin
+    // mark) came from a workspace file: at another path (moved, then
+    // edited), or at this one, deleted on the host since. The origin's path
+    // is not recorded, so a directory changed on the host since the
+    // baseline is taken as the latter.
+    let dir_changed = || {
+        rustix::fs::fstat(&parent).is_ok_and(|st| {
+            let ctime = ctime_of(&st);
+            let parent_rel = parent_rel(rel);
+            ctime > meta.baseline
+                && !meta
+                    .own_writes
+                    .iter()
+                    .any(|w| w.path == parent_rel && w.ctime == ctime)
+        })
+    };
+    Ok(match (expected, st) {
+        (None, None) if copied_up && dir_changed() => Check::Conflict(
+            "copied from a workspace file that may have been deleted on the host since (its directory changed)",
+        ),
+        (None, None) => Check::Clear,
+        (None, Some(_)) => Check::Conflict("created on the host since the sandbox started"),
+        (Some(_), None) => Check::Conflict("deleted on the host since the sandbox started"),
+        (Some(e), Some(st)) => {
+            let ctime = ctime_of(&st);
+            let own = meta
+                .own_writes
+                .iter()
+                .any(|w| w.path == rel && w.ctime == ctime);
+            if kind_of(&st) != e.kind {
+                Check::Conflict("replaced on the host by another kind of file")
+            } else if ctime > meta.baseline && !own {
+                Check::Conflict("changed on the host since the sandbox started")
+            } else {
+                Check::Clear
+            }
+        }
+    })
+}
+
+fn apply_err<'a>(op: &'static str, rel: &'a Path) -> impl FnOnce(Errno) -> CommitError + 'a {
+    move |e| CommitError::Apply {
+        op,
+        path: rel.to_path_buf(),
+        source: e.into(),
+    }
+}
+
+fn open_parent(real: &Real, rel: &Path) -> Result<OwnedFd, CommitError> {
+    let err = |source| CommitError::Apply {
+        op: "open directory",
+        path: rel.to_path_buf(),
+        source,
+    };
+    match real.parent(rel).map_err(err)? {
+        Parent::Dir(fd) => Ok(fd),
+        Parent::Missing => Err(err(io::ErrorKind::NotFound.into())),
+        Parent::Refused(why) => Err(err(io::Error::other(why))),
+    }
+}
+
+/// Create the missing directories above `rel` (mode 0755), never through a
+/// symbolic link.
+fn make_parents(real: &Real, rel: &Path) -> Result<(), CommitError> {
+    let mut above: Vec<&Path> = rel
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .collect();
+    above.reverse();
+    for dir in above {
+        let parent = open_parent(real, dir)?;
+        match rustix::fs::mkdirat(&parent, name_of(dir), Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(apply_err("create directory", dir)(e)),
+        }
+    }
+    Ok(())
+}
+
+fn remove_real(real: &Real, rel: &Path, kind: EntryKind) -> Result<(), CommitError> {
+    let parent = open_parent(real, rel)?;
+    let flags = if kind == EntryKind::Dir {
+        AtFlags::REMOVEDIR
+    } else {
+        AtFlags::empty()
+    };
+    match rustix::fs::unlinkat(&parent, name_of(rel), flags) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(apply_err("remove", rel)(e)),
+    }
+}
+
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn tmp_name() -> String {
+    format!(
+        ".warden-commit.{}.{}",
+        std::process::id(),
+        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn write_real(real: &Real, upper: &Path, c: &Change, new: &Entry) -> Result<(), CommitError> {
+    let rel = c.path.as_path();
+    let parent = open_parent(real, rel)?;
+    let name = name_of(rel);
+    let mode = Mode::from_raw_mode(new.mode);
+    let existing = lstat_at(&parent, rel).map_err(|source| CommitError::Apply {
+        op: "stat",
+        path: rel.to_path_buf(),
+        source,
+    })?;
+    match new.kind {
+        EntryKind::Dir => {
+            match existing.as_ref().map(kind_of) {
+                Some(EntryKind::Dir) => {}
+                Some(_) => rustix::fs::unlinkat(&parent, name, AtFlags::empty())
+                    .map_err(apply_err("remove", rel))?,
+                None => {}
+            }
+            if !matches!(existing.as_ref().map(kind_of), Some(EntryKind::Dir)) {
+                rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700))
+                    .map_err(apply_err("create directory", rel))?;
+            }
+            rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
+                .map_err(apply_err("set mode", rel))?;
+        }
+        EntryKind::File if c.kind == ChangeKind::Mode => {
+            rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
+                .map_err(apply_err("set mode", rel))?;
+        }
+        EntryKind::File | EntryKind::Symlink => {
+            if matches!(existing.as_ref().map(kind_of), Some(EntryKind::Dir)) {
+                // Its content went in the removal pass.
+                rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR)
+                    .map_err(apply_err("remove directory", rel))?;
+            }
+            let tmp = tmp_name();
+            let made = if new.kind == EntryKind::File {
+                write_tmp_file(&parent, &tmp, &upper.join(rel), mode)
+            } else {
+                let target = new.target.clone().unwrap_or_default();
+                rustix::fs::symlinkat(&target, &parent, &tmp).map_err(io::Error::from)
+            };
+            let moved = made.and_then(|()| {
+                rustix::fs::renameat(&parent, &tmp, &parent, name).map_err(io::Error::from)
+            });
+            if let Err(source) = moved {
+                let _ = rustix::fs::unlinkat(&parent, &tmp, AtFlags::empty());
+                return Err(CommitError::Apply {
+                    op: "write",
+                    path: rel.to_path_buf(),
+                    source,
+                });
+            }
+        }
+        EntryKind::Other => {}
+    }
+    Ok(())
+}
+
+fn write_tmp_file(parent: &OwnedFd, tmp: &str, src: &Path, mode: Mode) -> io::Result<()> {
+    let from = File::open(src)?;
+    let fd = rustix::fs::openat(
+        parent,
+        tmp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let mut to = File::from(fd);
+    fsutil::fill(&from, &mut to)?;
+    rustix::fs::fchmod(to.as_fd(), mode)?;
+    to.sync_all()?;
+    Ok(())
+}
+
+/// Remove committed entries from the upper layer, deepest first, so that
+/// the merged view now shows the (updated) real files. Entries below an
+/// opaque directory stay while the directory does: removing them alone would
+/// hide the committed real files behind the opaque mark. Such a directory
+/// goes as a whole once nothing below it differs from the real one.
+fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
+    let mut paths: Vec<&Path> = applied.iter().flat_map(|c| c.paths()).collect();
+    paths.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    paths.dedup();
+    let mut opaque_dirs = BTreeSet::new();
+    for rel in paths {
+        // The top-most opaque directory at or above `rel`, if any.
+        let top_opaque = rel
+            .ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .filter(|a| overlay::is_opaque(&upper.join(a)))
+            .last();
+        if let Some(dir) = top_opaque {
+            opaque_dirs.insert(dir.to_path_buf());
+            continue;
+        }
+        let p = upper.join(rel);
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => {
+                let _ = fs::remove_dir(&p);
+            }
+            Ok(_) => {
+                let _ = fs::remove_file(&p);
+            }
+            Err(_) => {}
+        }
+    }
+    // Directories copied up only to hold what was just committed: empty now,
+    // and (same mode as the real one) no change of their own.
+    let mut parents: Vec<&Path> = applied
+        .iter()
+        .flat_map(|c| c.paths())
+        .flat_map(|p| p.ancestors().skip(1))
+        .filter(|a| !a.as_os_str().is_empty())
+        .collect();
+    parents.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    parents.dedup();
+    for rel in parents {
+        let up = upper.join(rel);
+        let (Ok(u), Ok(r)) = (
+            fs::symlink_metadata(&up),
+            fs::symlink_metadata(workspace.join(rel)),
+        ) else {
+            continue;
+        };
+        if u.is_dir()
+            && r.is_dir()
+            && u.mode() & 0o7777 == r.mode() & 0o7777
+            && !overlay::is_opaque(&up)
+        {
+            // Fails, as it should, when the directory is not empty.
+            let _ = fs::remove_dir(&up);
+        }
+    }
+    for dir in opaque_dirs {
+        let opts = DiffOptions {
+            paths: vec![dir.clone()],
+            content: false,
+            patches: false,
+            renames: false,
+            allowed: None,
+        };
+        if diff::diff_layers(upper, workspace, &opts).is_ok_and(|left| left.is_empty()) {
+            let _ = fsutil::remove_tree(&upper.join(&dir));
+        }
+    }
+}

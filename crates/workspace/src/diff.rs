@@ -1,0 +1,761 @@
+//! The sandbox's changes, read from its upper layer against the real
+//! workspace (the lower layer).
+//!
+//! Only the upper directory is walked: each upper entry costs one `lstat` of
+//! its lower counterpart, and a content comparison when both are regular
+//! files. Unchanged files of the workspace are never visited, so the cost is
+//! O(entries in the upper layer), not O(workspace); the one exception is a
+//! deletion (a whiteout, or an opaque directory), where the deleted lower
+//! subtree is listed so that each deleted file is reported.
+
+use crate::flags::{self, Flag};
+use crate::overlay;
+use serde::Serialize;
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsString;
+use std::fs::{self, Metadata};
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// Files larger than this are compared but not diffed line by line.
+const TEXT_DIFF_LIMIT: u64 = 8 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error("cannot read {path} while comparing the sandbox's layer with the workspace")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("path filter {0} is outside the workspace")]
+    Filter(PathBuf),
+}
+
+/// What kind of file system entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    /// FIFOs, sockets, devices.
+    Other,
+}
+
+/// One side of a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    pub kind: EntryKind,
+    /// Permission bits (`mode & 0o7777`).
+    pub mode: u32,
+    /// Bytes, for regular files; 0 otherwise.
+    pub size: u64,
+    /// The target, for symbolic links.
+    #[serde(skip_serializing_if = "Option::is_none", with = "opt_path")]
+    pub target: Option<PathBuf>,
+}
+
+impl Entry {
+    fn read(path: &Path, meta: &Metadata) -> Result<Entry, DiffError> {
+        let ft = meta.file_type();
+        let kind = if ft.is_file() {
+            EntryKind::File
+        } else if ft.is_dir() {
+            EntryKind::Dir
+        } else if ft.is_symlink() {
+            EntryKind::Symlink
+        } else {
+            EntryKind::Other
+        };
+        let target = if kind == EntryKind::Symlink {
+            Some(fs::read_link(path).map_err(|source| DiffError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?)
+        } else {
+            None
+        };
+        Ok(Entry {
+            kind,
+            mode: meta.permissions().mode() & 0o7777,
+            size: if kind == EntryKind::File {
+                meta.len()
+            } else {
+                0
+            },
+            target,
+        })
+    }
+
+    pub fn is_executable(&self) -> bool {
+        self.kind == EntryKind::File && self.mode & 0o111 != 0
+    }
+}
+
+/// What happened to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// New in the sandbox (`old` is `None`).
+    Added,
+    /// Content (or symlink target) changed; the mode may have changed too.
+    Modified,
+    /// Gone in the sandbox (`new` is `None`).
+    Deleted,
+    /// Only the permission bits changed.
+    Mode,
+    /// File, directory and symbolic link swapped for one another.
+    TypeChanged,
+    /// A file deleted at `from` and one with identical content added at
+    /// `path`. Overlayfs (with `redirect_dir` off) has no renames of its own:
+    /// this is a reading of a delete plus an add.
+    Renamed,
+}
+
+/// How two versions of a file's content differ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    /// Both sides are UTF-8 text: lines inserted and removed, and the
+    /// unified diff when it was asked for.
+    Text {
+        added: usize,
+        removed: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        patch: Option<String>,
+    },
+    /// At least one side is not text (or too large to diff by lines).
+    Binary { old_size: u64, new_size: u64 },
+}
+
+impl std::fmt::Display for Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Content::Text { patch: Some(p), .. } => f.write_str(p),
+            Content::Text { added, removed, .. } => write!(f, "+{added} -{removed} lines"),
+            Content::Binary { old_size, new_size } => {
+                write!(f, "binary files differ ({old_size} → {new_size} bytes)")
+            }
+        }
+    }
+}
+
+/// One change of the sandbox relative to the real workspace.
+///
+/// In JSON, `path` (and `from`) are always strings, lossy when the name is
+/// not UTF-8; then `path_bytes` (`from_bytes`) carries the exact bytes as
+/// an array of numbers. Consumers that act on paths must prefer the bytes
+/// when present.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// Relative to the workspace.
+    pub path: PathBuf,
+    pub kind: ChangeKind,
+    /// For [`ChangeKind::Renamed`]: where the content came from.
+    pub from: Option<PathBuf>,
+    /// The real workspace's entry (at `from` for a rename).
+    pub old: Option<Entry>,
+    /// The sandbox's entry.
+    pub new: Option<Entry>,
+    /// For regular files whose content changed, when content was asked for.
+    pub content: Option<Content>,
+    /// Reasons a reviewer should look twice.
+    pub flags: Vec<Flag>,
+    /// The upper entry was copied up from a lower one (overlay's origin
+    /// mark): if the real file is gone, it was deleted on the host.
+    pub(crate) copied_up: bool,
+}
+
+impl Change {
+    /// The paths this change touches in the workspace.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.path.as_path()).chain(self.from.as_deref())
+    }
+}
+
+impl Serialize for Change {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            path: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            path_bytes: Option<&'a [u8]>,
+            kind: ChangeKind,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            from: Option<String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            from_bytes: Option<&'a [u8]>,
+            old: &'a Option<Entry>,
+            new: &'a Option<Entry>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            content: &'a Option<Content>,
+            flags: &'a [Flag],
+        }
+        fn bytes(p: &Path) -> Option<&[u8]> {
+            p.to_str().is_none().then(|| p.as_os_str().as_bytes())
+        }
+        Wire {
+            path: self.path.to_string_lossy().into_owned(),
+            path_bytes: bytes(&self.path),
+            kind: self.kind,
+            from: self.from.as_ref().map(|p| p.to_string_lossy().into_owned()),
+            from_bytes: self.from.as_deref().and_then(bytes),
+            old: &self.old,
+            new: &self.new,
+            content: &self.content,
+            flags: &self.flags,
+        }
+        .serialize(s)
+    }
+}
+
+mod opt_path {
+    use serde::Serializer;
+    use std::path::PathBuf;
+    pub fn serialize<S: Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        match p {
+            Some(p) => crate::wire::path::serialize(p, s),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+/// What to compute.
+#[derive(Debug, Clone)]
+pub struct DiffOptions {
+    /// Only changes at or below these paths (relative to the workspace);
+    /// empty means all.
+    pub paths: Vec<PathBuf>,
+    /// Compare text files line by line (needed for `--stat` counts).
+    pub content: bool,
+    /// Also keep the unified diff text.
+    pub patches: bool,
+    /// Pair deleted and added files with identical content as renames.
+    pub renames: bool,
+    /// Path globs the agent was expected to touch (from the profile); a
+    /// change outside all of them is flagged. `None`: no such rule.
+    pub allowed: Option<Vec<String>>,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            paths: Vec::new(),
+            content: true,
+            patches: true,
+            renames: true,
+            allowed: None,
+        }
+    }
+}
+
+/// Make a user's path filter relative to the workspace: `./a` → `a`, an
+/// absolute path inside `workspace` → relative; `..` and absolute paths
+/// elsewhere are refused.
+pub fn normalize_filter(workspace: &Path, p: &Path) -> Result<PathBuf, DiffError> {
+    let rel = if p.is_absolute() {
+        p.strip_prefix(workspace)
+            .map_err(|_| DiffError::Filter(p.to_path_buf()))?
+    } else {
+        p
+    };
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            _ => return Err(DiffError::Filter(p.to_path_buf())),
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn selected(path: &Path, filters: &[PathBuf]) -> bool {
+    filters.is_empty() || filters.iter().any(|f| path.starts_with(f))
+}
+
+/// The changes in `upper` relative to `lower`, in walk order: a directory's
+/// creation before its content, a deleted directory's content before the
+/// directory itself.
+pub fn diff_layers(
+    upper: &Path,
+    lower: &Path,
+    opts: &DiffOptions,
+) -> Result<Vec<Change>, DiffError> {
+    let mut w = Walker {
+        upper,
+        lower,
+        opts,
+        plain: false,
+        out: Vec::new(),
+    };
+    w.walk(Path::new(""), true, false)?;
+    finish(lower, upper, w.out, opts)
+}
+
+/// The changes in the plain directory `copy` relative to `real`: both trees
+/// are scanned in full (the copy fallback, see [`crate::copy`]).
+pub fn diff_trees(copy: &Path, real: &Path, opts: &DiffOptions) -> Result<Vec<Change>, DiffError> {
+    let mut w = Walker {
+        upper: copy,
+        lower: real,
+        opts,
+        plain: true,
+        out: Vec::new(),
+    };
+    // "Opaque" from the top: every entry of the real tree missing from the
+    // copy is a deletion.
+    w.walk(Path::new(""), true, true)?;
+    finish(real, copy, w.out, opts)
+}
+
+fn finish(
+    lower: &Path,
+    upper: &Path,
+    mut changes: Vec<Change>,
+    opts: &DiffOptions,
+) -> Result<Vec<Change>, DiffError> {
+    changes.retain(|c| c.paths().any(|p| selected(p, &opts.paths)));
+    if opts.renames {
+        pair_renames(lower, upper, &mut changes)?;
+    }
+    if opts.content {
+        for c in &mut changes {
+            c.content = content_of(lower, upper, c, opts.patches)?;
+        }
+    }
+    let rules = flags::Rules::new(opts.allowed.as_deref());
+    for c in &mut changes {
+        c.flags = rules.check(c);
+    }
+    Ok(changes)
+}
+
+fn read_err(path: &Path) -> impl FnOnce(io::Error) -> DiffError + '_ {
+    move |source| DiffError::Read {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `lstat`, with "absent" (including "a parent is not a directory") as None.
+fn lstat(path: &Path) -> Result<Option<Metadata>, DiffError> {
+    match fs::symlink_metadata(path) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(20) => Ok(None),
+        Err(e) => Err(read_err(path)(e)),
+    }
+}
+
+fn sorted_names(dir: &Path) -> Result<Vec<OsString>, DiffError> {
+    let mut names = fs::read_dir(dir)
+        .map_err(read_err(dir))?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(read_err(dir))?;
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    Ok(names)
+}
+
+struct Walker<'a> {
+    upper: &'a Path,
+    lower: &'a Path,
+    opts: &'a DiffOptions,
+    /// Two plain trees: no whiteouts, no opaque marks.
+    plain: bool,
+    out: Vec<Change>,
+}
+
+impl Walker<'_> {
+    /// Whether anything at or below `rel` can pass the path filter.
+    fn wanted(&self, rel: &Path) -> bool {
+        self.opts.paths.is_empty()
+            || self
+                .opts
+                .paths
+                .iter()
+                .any(|f| rel.starts_with(f) || f.starts_with(rel))
+    }
+
+    /// Walk the upper directory `rel`. `lower_dir`: the lower has a
+    /// directory at `rel` that shows through; `opaque`: it does not (an
+    /// opaque upper directory, here or above), so lower entries missing from
+    /// the upper are deletions.
+    fn walk(&mut self, rel: &Path, lower_dir: bool, opaque: bool) -> Result<(), DiffError> {
+        let udir = self.upper.join(rel);
+        let names = sorted_names(&udir)?;
+        // Lower entries hidden by an opaque directory are deletions; they
+        // are merged into the upper's names so the output stays sorted.
+        let mut hidden = Vec::new();
+        if opaque && lower_dir {
+            let seen: BTreeSet<&OsString> = names.iter().collect();
+            hidden = sorted_names(&self.lower.join(rel))?
+                .into_iter()
+                .filter(|n| !seen.contains(n))
+                .collect();
+        }
+        let mut all: Vec<(&OsString, bool)> = names
+            .iter()
+            .map(|n| (n, true))
+            .chain(hidden.iter().map(|n| (n, false)))
+            .collect();
+        all.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (name, in_upper) in all {
+            let r = rel.join(name);
+            if !self.wanted(&r) {
+                continue;
+            }
+            let lpath = self.lower.join(&r);
+            if !in_upper {
+                if let Some(lmeta) = lstat(&lpath)? {
+                    self.deleted(&r, &lpath, &lmeta)?;
+                }
+                continue;
+            }
+            let upath = self.upper.join(&r);
+            let umeta = fs::symlink_metadata(&upath).map_err(read_err(&upath))?;
+            let lmeta = if lower_dir { lstat(&lpath)? } else { None };
+            self.entry(&r, &upath, &umeta, &lpath, lmeta, opaque)?;
+        }
+        Ok(())
+    }
+
+    fn entry(
+        &mut self,
+        r: &Path,
+        upath: &Path,
+        umeta: &Metadata,
+        lpath: &Path,
+        lmeta: Option<Metadata>,
+        opaque: bool,
+    ) -> Result<(), DiffError> {
+        if !self.plain && overlay::is_whiteout(upath, umeta) {
+            // A whiteout over nothing (the lower entry was removed on the
+            // host since) is no change.
+            if let Some(lmeta) = lmeta {
+                self.deleted(r, lpath, &lmeta)?;
+            }
+            return Ok(());
+        }
+        let new = Entry::read(upath, umeta)?;
+        let change = |kind, old: Option<Entry>, new: Entry| Change {
+            path: r.to_path_buf(),
+            kind,
+            from: None,
+            old,
+            new: Some(new),
+            content: None,
+            flags: Vec::new(),
+            copied_up: false,
+        };
+        let Some(lmeta) = lmeta else {
+            let is_dir = new.kind == EntryKind::Dir;
+            let mut c = change(ChangeKind::Added, None, new);
+            c.copied_up = !self.plain && overlay::has_origin(upath);
+            self.out.push(c);
+            if is_dir {
+                self.walk(r, false, false)?;
+            }
+            return Ok(());
+        };
+        let old = Entry::read(lpath, &lmeta)?;
+        if old.kind != new.kind {
+            if old.kind == EntryKind::Dir {
+                self.deleted_children(r)?;
+            }
+            let to_dir = new.kind == EntryKind::Dir;
+            self.out
+                .push(change(ChangeKind::TypeChanged, Some(old), new));
+            if to_dir {
+                self.walk(r, false, false)?;
+            }
+            return Ok(());
+        }
+        match new.kind {
+            EntryKind::Dir => {
+                if old.mode != new.mode {
+                    self.out.push(change(ChangeKind::Mode, Some(old), new));
+                }
+                let opaque = opaque || (!self.plain && overlay::is_opaque(upath));
+                self.walk(r, true, opaque)?;
+            }
+            EntryKind::File => {
+                if old.size != new.size || !same_content(lpath, upath)? {
+                    self.out.push(change(ChangeKind::Modified, Some(old), new));
+                } else if old.mode != new.mode {
+                    self.out.push(change(ChangeKind::Mode, Some(old), new));
+                }
+                // Copied up without a change (opened for writing, nothing
+                // written): not a change.
+            }
+            EntryKind::Symlink => {
+                if old.target != new.target {
+                    self.out.push(change(ChangeKind::Modified, Some(old), new));
+                }
+            }
+            EntryKind::Other => {
+                if old.mode != new.mode || lmeta.rdev() != umeta.rdev() {
+                    self.out.push(change(ChangeKind::Modified, Some(old), new));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Report the lower entry at `r` as deleted, a directory's content
+    /// first.
+    fn deleted(&mut self, r: &Path, lpath: &Path, lmeta: &Metadata) -> Result<(), DiffError> {
+        let old = Entry::read(lpath, lmeta)?;
+        if old.kind == EntryKind::Dir {
+            self.deleted_children(r)?;
+        }
+        self.out.push(Change {
+            path: r.to_path_buf(),
+            kind: ChangeKind::Deleted,
+            from: None,
+            old: Some(old),
+            new: None,
+            content: None,
+            flags: Vec::new(),
+            copied_up: false,
+        });
+        Ok(())
+    }
+
+    fn deleted_children(&mut self, r: &Path) -> Result<(), DiffError> {
+        let ldir = self.lower.join(r);
+        for name in sorted_names(&ldir)? {
+            let child = r.join(name);
+            let lpath = self.lower.join(&child);
+            if let Some(m) = lstat(&lpath)? {
+                self.deleted(&child, &lpath, &m)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether two regular files hold the same bytes (sizes already equal).
+fn same_content(a: &Path, b: &Path) -> Result<bool, DiffError> {
+    let mut fa = fs::File::open(a).map_err(read_err(a))?;
+    let mut fb = fs::File::open(b).map_err(read_err(b))?;
+    let mut ba = vec![0u8; 64 * 1024];
+    let mut bb = vec![0u8; 64 * 1024];
+    loop {
+        let na = read_full(&mut fa, &mut ba).map_err(read_err(a))?;
+        let nb = read_full(&mut fb, &mut bb).map_err(read_err(b))?;
+        if na != nb || ba[..na] != bb[..nb] {
+            return Ok(false);
+        }
+        if na == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+fn read_full(f: &mut fs::File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// Merge each added file whose content equals a deleted file's into one
+/// rename, at the added file's place in the list.
+fn pair_renames(lower: &Path, upper: &Path, changes: &mut Vec<Change>) -> Result<(), DiffError> {
+    let mut deleted_by_size: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, c) in changes.iter().enumerate() {
+        if let (ChangeKind::Deleted, Some(old)) = (c.kind, &c.old) {
+            if old.kind == EntryKind::File {
+                deleted_by_size.entry(old.size).or_default().push(i);
+            }
+        }
+    }
+    if deleted_by_size.is_empty() {
+        return Ok(());
+    }
+    let mut consumed = BTreeSet::new();
+    for i in 0..changes.len() {
+        let (ChangeKind::Added, Some(new)) = (changes[i].kind, &changes[i].new) else {
+            continue;
+        };
+        if new.kind != EntryKind::File {
+            continue;
+        }
+        let Some(candidates) = deleted_by_size.get(&new.size) else {
+            continue;
+        };
+        let upath = upper.join(&changes[i].path);
+        for &d in candidates {
+            if consumed.contains(&d) {
+                continue;
+            }
+            let lpath = lower.join(&changes[d].path);
+            if same_content(&lpath, &upath)? {
+                consumed.insert(d);
+                let from = changes[d].path.clone();
+                let old = changes[d].old.clone();
+                let c = &mut changes[i];
+                c.kind = ChangeKind::Renamed;
+                c.from = Some(from);
+                c.old = old;
+                break;
+            }
+        }
+    }
+    let mut i = 0;
+    changes.retain(|_| {
+        let keep = !consumed.contains(&i);
+        i += 1;
+        keep
+    });
+    Ok(())
+}
+
+/// The content difference of a change to a regular file.
+fn content_of(
+    lower: &Path,
+    upper: &Path,
+    c: &Change,
+    patches: bool,
+) -> Result<Option<Content>, DiffError> {
+    let file = |e: &Option<Entry>| e.as_ref().filter(|e| e.kind == EntryKind::File).cloned();
+    let (old, new) = (file(&c.old), file(&c.new));
+    if old.is_none() && new.is_none() {
+        return Ok(None);
+    }
+    if matches!(c.kind, ChangeKind::Mode | ChangeKind::Renamed) {
+        // Same content: by definition, or by construction for a rename.
+        return Ok(None);
+    }
+    let old_size = old.as_ref().map_or(0, |e| e.size);
+    let new_size = new.as_ref().map_or(0, |e| e.size);
+    if old_size.max(new_size) > TEXT_DIFF_LIMIT {
+        return Ok(Some(Content::Binary { old_size, new_size }));
+    }
+    let old_path = c.from.as_deref().unwrap_or(&c.path);
+    let read = |root: &Path, rel: &Path, present: bool| -> Result<Vec<u8>, DiffError> {
+        if !present {
+            return Ok(Vec::new());
+        }
+        let p = root.join(rel);
+        fs::read(&p).map_err(read_err(&p))
+    };
+    let a = read(lower, old_path, old.is_some())?;
+    let b = read(upper, &c.path, new.is_some())?;
+    fn text(v: &[u8]) -> Option<&str> {
+        if v.contains(&0) {
+            None
+        } else {
+            std::str::from_utf8(v).ok()
+        }
+    }
+    let (Some(ta), Some(tb)) = (text(&a), text(&b)) else {
+        return Ok(Some(Content::Binary { old_size, new_size }));
+    };
+    let diff = similar::TextDiff::from_lines(ta, tb);
+    let (mut added, mut removed) = (0, 0);
+    for op in diff.ops() {
+        for ch in diff.iter_changes(op) {
+            match ch.tag() {
+                similar::ChangeTag::Insert => added += 1,
+                similar::ChangeTag::Delete => removed += 1,
+                similar::ChangeTag::Equal => {}
+            }
+        }
+    }
+    let patch = patches.then(|| {
+        let name = |p: &Path, side: &str, present: bool| {
+            if present {
+                format!("{side}/{}", p.to_string_lossy())
+            } else {
+                "/dev/null".to_string()
+            }
+        };
+        diff.unified_diff()
+            .context_radius(3)
+            .header(
+                &name(old_path, "a", old.is_some()),
+                &name(&c.path, "b", new.is_some()),
+            )
+            .to_string()
+    });
+    Ok(Some(Content::Text {
+        added,
+        removed,
+        patch,
+    }))
+}
+
+/// A `--stat` summary: one line per change and a total.
+pub fn stat(changes: &[Change]) -> String {
+    let mut out = String::new();
+    let width = changes
+        .iter()
+        .map(|c| c.path.to_string_lossy().chars().count())
+        .max()
+        .unwrap_or(0);
+    let (mut files, mut ins, mut del) = (0, 0, 0);
+    for c in changes {
+        let path = match &c.from {
+            Some(from) => format!("{} → {}", from.to_string_lossy(), c.path.to_string_lossy()),
+            None => c.path.to_string_lossy().into_owned(),
+        };
+        let what = match (&c.content, c.kind) {
+            (Some(Content::Text { added, removed, .. }), _) => {
+                ins += added;
+                del += removed;
+                format!(
+                    "{:>5} {}{}",
+                    added + removed,
+                    "+".repeat((*added).min(40)),
+                    "-".repeat((*removed).min(40))
+                )
+            }
+            (Some(Content::Binary { old_size, new_size }), _) => {
+                format!("  Bin {old_size} → {new_size} bytes")
+            }
+            (None, kind) => match (kind, &c.old, &c.new) {
+                (ChangeKind::Mode, Some(o), Some(n)) => {
+                    format!("  mode {:o} → {:o}", o.mode, n.mode)
+                }
+                (_, _, Some(n)) if n.kind == EntryKind::Symlink => format!(
+                    "  symlink → {}",
+                    n.target
+                        .as_deref()
+                        .unwrap_or(Path::new(""))
+                        .to_string_lossy()
+                ),
+                (kind, _, _) => format!("  {}", kind_word(kind)),
+            },
+        };
+        files += 1;
+        let flag = if c.flags.is_empty() { "" } else { "  [!]" };
+        out.push_str(&format!(" {path:<width$} |{what}{flag}\n"));
+    }
+    out.push_str(&format!(
+        " {files} change{}, {ins} insertion{}(+), {del} deletion{}(-)\n",
+        if files == 1 { "" } else { "s" },
+        if ins == 1 { "" } else { "s" },
+        if del == 1 { "" } else { "s" },
+    ));
+    out
+}
+
+fn kind_word(k: ChangeKind) -> &'static str {
+    match k {
+        ChangeKind::Added => "added",
+        ChangeKind::Modified => "modified",
+        ChangeKind::Deleted => "deleted",
+        ChangeKind::Mode => "mode",
+        ChangeKind::TypeChanged => "type changed",
+        ChangeKind::Renamed => "renamed",
+    }
+}

@@ -1,0 +1,196 @@
+//! Changes a reviewer should look at twice: what runs on the host after the
+//! sandbox is gone (git hooks and config, CI definitions, editor tasks),
+//! new executables, symbolic links that leave the workspace, and files the
+//! profile did not expect the agent to touch. Flags inform the review; they
+//! never block a commit by themselves.
+
+use crate::diff::{Change, ChangeKind, EntryKind};
+use serde::Serialize;
+use std::path::{Component, Path};
+
+/// One reason to look twice at a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Flag {
+    /// A short stable name (`git-hook`, `ci`, `executable`, ...).
+    pub rule: &'static str,
+    /// Why it matters, for a person.
+    pub reason: String,
+}
+
+/// Where a pattern may sit in the workspace.
+#[derive(Clone, Copy)]
+enum Depth {
+    /// Only at the workspace's top.
+    Top,
+    /// In any directory (nested repositories have their own `.git`).
+    Anywhere,
+}
+
+/// Paths whose content the host acts on later, and why. A pattern ending in
+/// `/` covers everything below that directory; otherwise it names one path.
+const SENSITIVE: &[(&str, Depth, &str, &str)] = &[
+    (".git/hooks/", Depth::Anywhere, "git-hook", "git runs hooks on the host, outside any sandbox"),
+    (".git/config", Depth::Anywhere, "git-config", "git config can name programs git runs (core.fsmonitor, core.hooksPath, core.sshCommand, filters)"),
+    (".git/info/attributes", Depth::Anywhere, "git-config", "attributes can select filter and diff drivers that run programs"),
+    (".gitattributes", Depth::Anywhere, "git-config", "attributes can select filter and diff drivers that run programs"),
+    (".gitmodules", Depth::Top, "git-config", "submodules point git at other repositories to fetch"),
+    (".github/workflows/", Depth::Top, "ci", "CI runs workflows with the repository's secrets"),
+    (".github/actions/", Depth::Top, "ci", "local actions run in CI with the repository's secrets"),
+    (".gitlab-ci.yml", Depth::Top, "ci", "GitLab CI runs this pipeline with the project's secrets"),
+    (".circleci/", Depth::Top, "ci", "CircleCI runs this configuration with the project's secrets"),
+    ("Jenkinsfile", Depth::Top, "ci", "Jenkins runs this pipeline"),
+    (".travis.yml", Depth::Top, "ci", "Travis CI runs this configuration"),
+    (".buildkite/", Depth::Top, "ci", "Buildkite runs these pipelines"),
+    (".drone.yml", Depth::Top, "ci", "Drone runs this pipeline"),
+    ("azure-pipelines.yml", Depth::Top, "ci", "Azure Pipelines runs this pipeline"),
+    ("bitbucket-pipelines.yml", Depth::Top, "ci", "Bitbucket Pipelines runs this pipeline"),
+    (".pre-commit-config.yaml", Depth::Top, "host-exec", "pre-commit runs these hooks on the host at the next commit"),
+    (".envrc", Depth::Anywhere, "host-exec", "direnv runs it when a shell enters the directory"),
+    (".vscode/", Depth::Top, "host-exec", "editors run tasks and apply settings from here"),
+    (".idea/", Depth::Top, "host-exec", "the IDE runs configurations from here"),
+    (".devcontainer/", Depth::Top, "host-exec", "dev container definitions choose images and commands"),
+];
+
+/// The rules for one diff: the fixed table plus the profile's globs.
+pub(crate) struct Rules {
+    allowed: Option<Vec<glob::Pattern>>,
+}
+
+impl Rules {
+    /// `allowed`: path globs the agent was expected to touch (`*` does not
+    /// cross `/`, `**` does); patterns that do not parse are ignored.
+    pub(crate) fn new(allowed: Option<&[String]>) -> Rules {
+        Rules {
+            allowed: allowed.map(|globs| {
+                globs
+                    .iter()
+                    .filter_map(|g| glob::Pattern::new(g).ok())
+                    .collect()
+            }),
+        }
+    }
+
+    pub(crate) fn check(&self, c: &Change) -> Vec<Flag> {
+        let mut out = Vec::new();
+        let flag = |rule, reason: &str| Flag {
+            rule,
+            reason: reason.to_string(),
+        };
+        if c.kind == ChangeKind::Deleted && c.old.as_ref().is_some_and(|o| o.kind == EntryKind::Dir)
+        {
+            // The deleted directory's files are flagged one by one.
+            return out;
+        }
+        for path in c.paths() {
+            for (pattern, depth, rule, reason) in SENSITIVE {
+                if matches_sensitive(path, pattern, *depth) {
+                    out.push(flag(rule, reason));
+                }
+            }
+        }
+        if let Some(new) = &c.new {
+            let was_exec = c.old.as_ref().is_some_and(|o| o.is_executable());
+            if new.is_executable() && !was_exec {
+                out.push(flag(
+                    "executable",
+                    if c.old.is_some() {
+                        "the execute bit was added"
+                    } else {
+                        "a new executable file"
+                    },
+                ));
+            }
+            if new.kind == EntryKind::Symlink {
+                if let Some(target) = &new.target {
+                    if let Some(why) = escapes(&c.path, target) {
+                        out.push(flag("symlink-escape", why));
+                    }
+                }
+            }
+        }
+        if let Some(allowed) = &self.allowed {
+            let opts = glob::MatchOptions {
+                case_sensitive: true,
+                require_literal_separator: true,
+                require_literal_leading_dot: false,
+            };
+            if !allowed.iter().any(|g| g.matches_path_with(&c.path, opts)) {
+                out.push(flag(
+                    "outside-profile",
+                    "outside the paths the profile expects the agent to change",
+                ));
+            }
+        }
+        out.dedup();
+        out
+    }
+}
+
+fn matches_sensitive(path: &Path, pattern: &str, depth: Depth) -> bool {
+    let (pat, dir) = match pattern.strip_suffix('/') {
+        Some(p) => (p, true),
+        None => (pattern, false),
+    };
+    let pat = Path::new(pat);
+    let hit = |p: &Path| {
+        if dir {
+            p.starts_with(pat) && p != pat
+        } else {
+            p == pat
+        }
+    };
+    match depth {
+        Depth::Top => hit(path),
+        Depth::Anywhere => {
+            let comps: Vec<Component> = path.components().collect();
+            (0..comps.len()).any(|i| hit(&comps[i..].iter().collect::<std::path::PathBuf>()))
+        }
+    }
+}
+
+/// Why a symbolic link at `link` (relative to the workspace) pointing to
+/// `target` leaves the workspace, if it does.
+fn escapes(link: &Path, target: &Path) -> Option<&'static str> {
+    if target.is_absolute() {
+        return Some("an absolute symbolic link points outside the workspace");
+    }
+    // Depth of the link's directory below the workspace's top.
+    let mut depth = link.components().count() as i64 - 1;
+    for c in target.components() {
+        match c {
+            Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return Some("a symbolic link climbs out of the workspace with '..'");
+                }
+            }
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_links_that_stay_inside_do_not_escape() {
+        assert_eq!(escapes(Path::new("a/b/l"), Path::new("../c")), None);
+        assert!(escapes(Path::new("a/l"), Path::new("../../etc")).is_some());
+        assert!(escapes(Path::new("l"), Path::new("/etc/passwd")).is_some());
+        assert!(escapes(Path::new("l"), Path::new("x/../../y")).is_some());
+    }
+
+    #[test]
+    fn hooks_are_sensitive_in_nested_repositories_but_ci_only_at_the_top() {
+        let hooks = |p: &str| matches_sensitive(Path::new(p), ".git/hooks/", Depth::Anywhere);
+        assert!(hooks(".git/hooks/pre-commit"));
+        assert!(hooks("vendor/lib/.git/hooks/post-checkout"));
+        assert!(!hooks(".git/hooksx"));
+        let ci = |p: &str| matches_sensitive(Path::new(p), ".github/workflows/", Depth::Top);
+        assert!(ci(".github/workflows/ci.yml"));
+        assert!(!ci("docs/.github/workflows/ci.yml"));
+    }
+}

@@ -1,0 +1,60 @@
+//! Reviewable workspaces: the sandbox writes into an overlayfs upper layer
+//! over the real workspace, and a person diffs, commits, discards or
+//! snapshots those changes afterwards.
+//!
+//! This crate owns warden's state directory for named sandboxes
+//! ([`Store`]), the reading of overlay layers ([`diff_layers`]), the
+//! dangerous-change flags, the commit into the real workspace, discards and
+//! snapshots. It never mounts anything and never runs sandboxed code: the
+//! jail mounts the overlay with [`MountOptions`] (see [`overlay`] for the
+//! options that work on this kernel and why) while it holds the sandbox's
+//! lock.
+
+pub mod commit;
+pub mod copy;
+pub mod diff;
+pub mod flags;
+pub mod fsutil;
+pub mod layer;
+pub mod overlay;
+pub mod store;
+mod wire;
+
+pub use commit::{CommitError, CommitOptions, CommitReport, Conflict, Decision};
+pub use copy::{diff_copy, prepare_copy, CopyError};
+pub use diff::{
+    diff_layers, normalize_filter, stat, Change, ChangeKind, Content, DiffError, DiffOptions,
+    Entry, EntryKind,
+};
+pub use flags::Flag;
+pub use layer::{LayerError, SnapshotInfo};
+pub use overlay::{MountOptions, OverlayError};
+pub use store::{
+    default_state_dir, validate_name, CreateOptions, FsTime, Layout, ListEntry, Locked, Meta,
+    Sandbox, SandboxState, Store, StoreError,
+};
+
+impl Sandbox {
+    /// The sandbox's changes relative to its real workspace.
+    pub fn diff(&self, opts: &DiffOptions) -> Result<Vec<Change>, DiffError> {
+        let mut opts = opts.clone();
+        opts.paths = opts
+            .paths
+            .iter()
+            .map(|p| normalize_filter(&self.meta().workspace, p))
+            .collect::<Result<_, _>>()?;
+        changes(self.meta(), &self.upper(), &opts)
+    }
+}
+
+/// The changes of a sandbox with metadata `meta` and layer `upper`.
+pub(crate) fn changes(
+    meta: &Meta,
+    upper: &std::path::Path,
+    opts: &DiffOptions,
+) -> Result<Vec<Change>, DiffError> {
+    match meta.layout {
+        Layout::Overlay => diff_layers(upper, &meta.workspace, opts),
+        Layout::Copy => diff::diff_trees(upper, &meta.workspace, opts),
+    }
+}
