@@ -448,6 +448,21 @@ pub fn describe(v: &serde_json::Value) -> String {
                 s("detail"),
             )
         }
+        "workspace" => format!(
+            "workspace {} {}{}{}",
+            s("action"),
+            s("name"),
+            v["paths"]
+                .as_array()
+                .filter(|p| !p.is_empty())
+                .map(|p| format!(" ({} paths)", p.len()))
+                .unwrap_or_default(),
+            v["detail"]
+                .as_str()
+                .filter(|d| !d.is_empty())
+                .map(|d| format!(": {}", d.lines().next().unwrap_or("")))
+                .unwrap_or_default()
+        ),
         "connections_not_recorded" => format!(
             "{} allowed and {} denied connections past the log's bound (counted only)",
             v["allowed"], v["denied"]

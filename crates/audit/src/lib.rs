@@ -69,6 +69,14 @@ pub enum EventKind {
         bytes_in: u64,
         duration_ms: u64,
     },
+    /// A person acted on a named sandbox's workspace changes: `create`,
+    /// `commit`, `commit-refused`, `discard`, `snapshot`, `restore`.
+    Workspace {
+        action: String,
+        name: String,
+        paths: Vec<String>,
+        detail: String,
+    },
     /// Past the decision log's bound, decisions were only counted.
     ConnectionsNotRecorded { allowed: u64, denied: u64 },
     /// The sandbox is gone.

@@ -2,6 +2,8 @@
 //! `warden-policy`, and hands it to `warden-jail`. No isolation logic lives
 //! here.
 
+mod sandboxes;
+
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::IsTerminal;
@@ -38,6 +40,36 @@ struct Cli {
 enum Command {
     /// Run a command in a new sandbox and wait until the whole sandbox is gone
     Run(Box<RunArgs>),
+    /// Create a named sandbox over a project directory (its changes are kept
+    /// apart until `warden commit`)
+    Create(sandboxes::CreateArgs),
+    /// Run a command in a named sandbox: same overlay, same changes so far
+    Exec {
+        /// The sandbox (see `warden ls`)
+        name: String,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
+    /// List named sandboxes
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove named sandboxes and their uncommitted changes
+    Rm {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Show what a sandbox changed against its real workspace
+    Diff(sandboxes::DiffArgs),
+    /// Apply a sandbox's changes to its real workspace
+    Commit(sandboxes::CommitArgs),
+    /// Throw away a sandbox's changes (all, or to these paths)
+    Discard { name: String, paths: Vec<PathBuf> },
+    /// Save a sandbox's changes so far, to come back to with `restore`
+    Snapshot(sandboxes::SnapshotArgs),
+    /// Put a sandbox's changes back as they were at a snapshot
+    Restore { name: String, label: String },
     /// Check and read audit logs
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -253,6 +285,11 @@ struct RunArgs {
     /// Keep no audit log of this run
     #[arg(long)]
     no_audit_log: bool,
+    /// See the workspace through a copy-on-write layer: the real directory
+    /// is not written; the changes are kept in a sandbox for `warden diff`
+    /// and `warden commit`
+    #[arg(long)]
+    overlay: bool,
     /// When a layer of isolation cannot be applied, run with what the host
     /// still allows and print what is lost, instead of refusing
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -336,6 +373,37 @@ fn catalog() -> Catalog {
 }
 
 fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
+    run_in(args, defaults, None)
+}
+
+/// Run a command: in a fresh sandbox, or (`named`) in the state of a named
+/// one, whose overlay it writes into.
+fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow::Result<u8> {
+    let store = if named.is_some() || args.overlay {
+        Some(warden_workspace::Store::open(state_dir()?)?)
+    } else {
+        None
+    };
+    let existing = match (named, &store) {
+        (Some(name), Some(store)) => {
+            let sb = store.get(name)?;
+            if args.workspace.is_some() {
+                anyhow::bail!(
+                    "sandbox {name} already has its workspace ({}); leave out --workspace",
+                    sb.meta().workspace.display()
+                );
+            }
+            args.workspace = Some(sb.meta().workspace.clone());
+            if args.profile.is_none() {
+                args.profile = sb.meta().profile.clone();
+            }
+            if args.audit_log.is_none() && !args.no_audit_log {
+                args.audit_log = Some(sb.dir().join("audit.jsonl"));
+            }
+            Some(sb)
+        }
+        _ => None,
+    };
     let tty = match (args.tty, args.no_tty) {
         (true, _) => Some(true),
         (_, true) => Some(false),
@@ -345,7 +413,7 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     let overrides = Overrides {
         command: args.command,
         workspace: args.workspace.map(absolute).transpose()?,
-        overlay: None,
+        overlay: (args.overlay || named.is_some()).then_some(true),
         ro: paths(args.ro)?,
         rw: paths(args.rw)?,
         rootfs: args.rootfs.map(absolute).transpose()?,
@@ -374,7 +442,36 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         allow_degraded: args.allow_degraded,
     };
     let composed = compose(&catalog(), args.profile.as_deref(), &overrides)?.into_valid()?;
-    let request = composed.merged.request(std::io::stdin().is_terminal());
+    let mut request = composed.merged.request(std::io::stdin().is_terminal());
+    let id = sandbox_id();
+    // An overlay run writes into a sandbox of the state store: the named
+    // one, or a new one named after the run, kept for review.
+    let sandbox = match (existing, &store) {
+        (Some(sb), _) => Some(sb),
+        (None, Some(store)) if request.overlay => {
+            let ws = request
+                .workspace
+                .clone()
+                .context("--overlay needs a --workspace to lay the overlay over")?;
+            let mut opts = warden_workspace::CreateOptions::new(ws);
+            opts.profile = args.profile.clone();
+            Some(store.create(&format!("run-{id}"), &opts)?)
+        }
+        _ => None,
+    };
+    let lock = match &sandbox {
+        Some(sb) => {
+            let lock = sb.lock()?;
+            request.overlay = true;
+            request.overlay_dirs = Some(warden_policy::OverlayDirs {
+                upper: sb.upper(),
+                work: sb.work(),
+            });
+            lock.set_state(warden_workspace::SandboxState::Running)?;
+            Some(lock)
+        }
+        None => None,
+    };
     let json_events = request.json_events.clone();
     let host_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
@@ -387,7 +484,6 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         },
     };
 
-    let id = sandbox_id();
     let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
     if let Some(path) = &json_events {
         sinks.push(Box::new(JsonLinesSink::open(path)?));
@@ -417,18 +513,49 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     } else {
         Box::new(Fanout(sinks))
     };
-    let outcome =
-        warden_jail::run(&spec, &id, events.as_mut()).context("the sandbox could not be run")?;
+    let outcome = warden_jail::run(&spec, &id, events.as_mut());
+    if let (Some(lock), Some(sb)) = (lock, &sandbox) {
+        let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
+        if named.is_none() {
+            let changed = sb
+                .diff(&warden_workspace::DiffOptions::default())
+                .map(|c| c.len())
+                .unwrap_or(1);
+            if changed == 0 {
+                drop(lock);
+                if let Some(store) = &store {
+                    let _ = store.remove(sb.name());
+                }
+            } else {
+                eprintln!(
+                    "warden: {changed} change(s) kept in sandbox {0}, not in {1}: review with `warden diff {0}`, then `warden commit {0}` or `warden rm {0}`",
+                    sb.name(),
+                    sb.meta().workspace.display()
+                );
+            }
+        }
+    }
+    let outcome = outcome.context("the sandbox could not be run")?;
     if let Some(msg) = &outcome.message {
         eprintln!("warden: {msg}");
     }
     Ok(outcome.status.clamp(0, 255) as u8)
 }
 
-/// warden's state directory: /var/lib/warden for the host's root, else
+/// warden's state directory: $WARDEN_STATE_DIR when set; /var/lib/warden
+/// for the host's root, else
 /// $XDG_STATE_HOME/warden or ~/.local/state/warden (also for UID 0 of a
 /// user namespace, which cannot write the host's /var/lib).
 fn state_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("WARDEN_STATE_DIR").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        anyhow::ensure!(
+            dir.is_absolute(),
+            "WARDEN_STATE_DIR must be an absolute path, not {}",
+            dir.display()
+        );
+        return Ok(dir);
+    }
     if warden_jail::host::is_root() {
         return Ok(PathBuf::from("/var/lib/warden"));
     }
@@ -910,6 +1037,31 @@ fn main() -> ExitCode {
         Command::Run(args) => run(*args, &defaults),
         Command::Doctor { json } => doctor(json, &defaults),
         Command::Audit(cmd) => audit(cmd),
+        Command::Exec { name, run } => run_in(*run, &defaults, Some(&name)),
+        Command::Create(a) => state_dir()
+            .and_then(sandboxes::store)
+            .and_then(|s| sandboxes::create(&s, a)),
+        Command::Ls { json } => state_dir()
+            .and_then(sandboxes::store)
+            .and_then(|s| sandboxes::ls(&s, json)),
+        Command::Rm { names } => state_dir()
+            .and_then(sandboxes::store)
+            .and_then(|s| sandboxes::rm(&s, &names)),
+        Command::Diff(a) => state_dir()
+            .and_then(sandboxes::store)
+            .and_then(|s| sandboxes::diff(&s, a)),
+        Command::Commit(a) => state_dir()
+            .and_then(sandboxes::store)
+            .and_then(|s| sandboxes::commit(&s, a)),
+        Command::Discard { name, paths } => state_dir()
+            .and_then(sandboxes::store)
+            .and_then(|s| sandboxes::discard(&s, &name, &paths)),
+        Command::Snapshot(a) => state_dir()
+            .and_then(sandboxes::store)
+            .and_then(|s| sandboxes::snapshot(&s, a)),
+        Command::Restore { name, label } => state_dir()
+            .and_then(sandboxes::store)
+            .and_then(|s| sandboxes::restore(&s, &name, &label)),
         Command::Selftest {
             only,
             json,

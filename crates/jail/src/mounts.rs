@@ -111,6 +111,22 @@ pub struct BindPlan {
     pub tree: Option<OwnedFd>,
     /// `tree` is made idmapped through the sandbox's user namespace.
     pub idmap: bool,
+    /// Seen through an overlay: `src` (or `tree`) is the read-only lower
+    /// layer, and writes go to these directories of warden's state store.
+    pub overlay: Option<OverlayPlan>,
+}
+
+/// The writable half of a workspace overlay: two directories side by side
+/// in warden's state store. The kernel wants them in the sandbox's own
+/// mount namespace: rootless, they are looked up again there by path; as
+/// root (where the sandbox, nobody on the host, could not look them up),
+/// `tree` is a detached clone of their common parent, attached for the
+/// time of the mount.
+#[derive(Debug)]
+pub struct OverlayPlan {
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    pub tree: Option<OwnedFd>,
 }
 
 /// A prepared root tree: its host path and, in root mode, a detached clone
@@ -386,6 +402,10 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
 
     for b in &mut plan.binds {
         let dst = under(NEWROOT, &b.dst);
+        if let Some(ov) = b.overlay.take() {
+            mount_overlay(b, &ov, &dst)?;
+            continue;
+        }
         match b.tree.take() {
             Some(tree) => {
                 // A bind of a single file gets a file to be mounted on.
@@ -444,6 +464,81 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
         path: "/".into(),
         source,
     })?;
+    Ok(())
+}
+
+/// Mount the overlay of bind `b` at `dst`: its source is the lower layer
+/// (in root mode the idmapped clone, attached for the time of the mount
+/// outside the new root), `ov` the upper and work directories. `userxattr`:
+/// the mount is made inside a user namespace, where the kernel keeps the
+/// overlay's marks in `user.overlay.*`.
+fn mount_overlay(b: &mut BindPlan, ov: &OverlayPlan, dst: &Path) -> Result<(), MountError> {
+    mkdir_p(dst)?;
+    let lower_mount = Path::new("/lower");
+    let (lower, _keep) = match b.tree.take() {
+        Some(tree) => {
+            mkdir_p(lower_mount)?;
+            sys::move_mount_to(tree.as_fd(), &cpath(lower_mount)?).map_err(|source| {
+                MountError::AttachIdmapped {
+                    target: b.dst.clone(),
+                    source,
+                }
+            })?;
+            (lower_mount.to_path_buf(), None)
+        }
+        None => {
+            let fd = resolve_again(&b.src)?;
+            (fd_path(&fd), Some(fd))
+        }
+    };
+    let state_mount = Path::new("/overlay-state");
+    let (upper, work) = match &ov.tree {
+        Some(tree) => {
+            mkdir_p(state_mount)?;
+            sys::move_mount_to(tree.as_fd(), &cpath(state_mount)?).map_err(|source| {
+                MountError::AttachIdmapped {
+                    target: ov.upper.clone(),
+                    source,
+                }
+            })?;
+            let name = |p: &Path| state_mount.join(p.file_name().unwrap_or_default());
+            (name(&ov.upper), name(&ov.work))
+        }
+        None => (under(OLDROOT, &ov.upper), under(OLDROOT, &ov.work)),
+    };
+    for p in [&lower, &upper, &work] {
+        let text = p.to_string_lossy();
+        if text.contains([',', ':', '\\']) {
+            return Err(MountError::MountPoint {
+                path: p.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "an overlay layer's path may not contain ',', ':' or '\\'",
+                ),
+            });
+        }
+    }
+    let data = format!(
+        "lowerdir={},upperdir={},workdir={},userxattr",
+        lower.display(),
+        upper.display(),
+        work.display()
+    );
+    do_mount(
+        Some("overlay"),
+        dst,
+        Some("overlay"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(&data),
+        "the workspace overlay",
+    )?;
+    // The overlay holds its own references to its layers.
+    if lower == lower_mount {
+        let _ = umount2(lower_mount, MntFlags::MNT_DETACH);
+    }
+    if ov.tree.is_some() {
+        let _ = umount2(state_mount, MntFlags::MNT_DETACH);
+    }
     Ok(())
 }
 

@@ -92,6 +92,12 @@ pub enum JailError {
     OuterRoot,
     #[error("without namespaces the sandbox runs with the workspace owner's host IDs, and {0} belongs to root: the sandbox would be root on the host; give the workspace to a regular user (chown) or run warden as that user")]
     DegradedRootWorkspace(PathBuf),
+    #[error(
+        "the overlay's upper directory {upper} and work directory {work} must be side by side"
+    )]
+    OverlayLayout { upper: PathBuf, work: PathBuf },
+    #[error("--overlay needs a mount namespace, which this host does not give (degraded mode); run without --overlay, or fix the host (see `warden doctor`)")]
+    OverlayDegraded,
     #[error("cannot start the egress proxy")]
     Egress(#[source] warden_egress::proxy::ProxyError),
     #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in --publish HOSTPORT:PORT)")]
@@ -365,6 +371,7 @@ fn run_mode(
             writable: writable_bind,
             tree,
             idmap: root_mode && writable_bind && !degraded_mode,
+            overlay: None,
         });
         Ok(())
     };
@@ -375,6 +382,61 @@ fn run_mode(
         let what = if b.writable { "--rw" } else { "--ro" };
         let (src, fd) = resolve_host_path(what, &b.path)?;
         add_bind(src, fd, b.path.components().collect(), b.writable)?;
+    }
+    if let Some(dirs) = &fs.overlay {
+        if degraded_mode {
+            // No mount namespace: no overlay. Refused rather than writing
+            // the real workspace, which --overlay promised not to do.
+            return Err(JailError::OverlayDegraded);
+        }
+        let (upper, upper_fd) = resolve_host_path("the overlay's upper directory", &dirs.upper)?;
+        let (work, work_fd) = resolve_host_path("the overlay's work directory", &dirs.work)?;
+        let parent = upper.parent().map(Path::to_path_buf).unwrap_or_default();
+        if work.parent() != Some(parent.as_path()) {
+            return Err(JailError::OverlayLayout { upper, work });
+        }
+        let tree = if root_mode {
+            // The overlay is mounted by the sandbox's user (nobody on the
+            // host): its directories must be that user's, and their parent
+            // traversable (not listable) by it.
+            for fd in [&upper_fd, &work_fd] {
+                nix::unistd::fchownat(
+                    fd,
+                    "",
+                    Some(nix::unistd::Uid::from_raw(host_uid)),
+                    Some(nix::unistd::Gid::from_raw(host_gid)),
+                    nix::fcntl::AtFlags::AT_EMPTY_PATH,
+                )
+                .map_err(|source| JailError::Sys {
+                    what: "give the overlay's directories to the sandbox's user",
+                    source,
+                })?;
+            }
+            let (_, parent_fd) = resolve_host_path("the overlay's state directory", &parent)?;
+            std::fs::set_permissions(
+                format!("/proc/self/fd/{}", parent_fd.as_raw_fd()),
+                std::os::unix::fs::PermissionsExt::from_mode(0o711),
+            )
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+            .map_err(|source| JailError::Sys {
+                what: "let the sandbox's user reach the overlay's directories",
+                source,
+            })?;
+            Some(
+                sys::open_tree_clone_fd(parent_fd.as_fd()).map_err(|source| JailError::Idmap {
+                    path: parent.clone(),
+                    source,
+                })?,
+            )
+        } else {
+            None
+        };
+        if let Some(b) = binds
+            .iter_mut()
+            .find(|b| b.dst == Path::new(WORKSPACE_MOUNT))
+        {
+            b.overlay = Some(crate::mounts::OverlayPlan { upper, work, tree });
+        }
     }
 
     // Resources: a cgroup where the host allows one; otherwise rlimits, and

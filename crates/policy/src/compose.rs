@@ -396,6 +396,7 @@ impl Layer {
                 self.get("filesystem.mode").map(|s| &s.val),
                 Some(Val::Mode(WorkspaceMode::Overlay))
             ),
+            overlay_dirs: None,
             json_events: self.path("json_events"),
         }
     }

@@ -66,6 +66,16 @@ pub struct FilesystemSpec {
     pub binds: Vec<Bind>,
     /// Size cap of the sandbox's `/tmp` (and `/dev/shm`), in bytes.
     pub tmp_size: u64,
+    /// The workspace is seen through an overlay: the sandbox writes into
+    /// `upper`, and the real workspace is never written during the run.
+    pub overlay: Option<OverlayDirs>,
+}
+
+/// The directories of a workspace overlay, kept by warden's state store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverlayDirs {
+    pub upper: PathBuf,
+    pub work: PathBuf,
 }
 
 /// One extra bind mount.
@@ -234,8 +244,10 @@ pub struct Request {
     pub egress_quota: Option<u64>,
     /// `--egress-idle-timeout`.
     pub egress_idle_timeout: Option<Duration>,
-    /// `filesystem.mode: overlay` (reserved for the workspace issue).
+    /// `filesystem.mode: overlay` / `--overlay`: the front door supplies
+    /// `overlay_dirs` from warden's state store.
     pub overlay: bool,
+    pub overlay_dirs: Option<OverlayDirs>,
     /// `--json-events FILE`: where the front door appends events. Not part
     /// of the spec; the front door opens it.
     pub json_events: Option<PathBuf>,
@@ -286,6 +298,8 @@ pub enum SpecError {
     BadPublish(String),
     #[error("--publish: host port {0} is given twice")]
     DuplicatePublish(u16),
+    #[error("--overlay needs a --workspace to lay the overlay over")]
+    OverlayWithoutWorkspace,
     #[error("--allow-http, --add-host, --allow-cidr and --egress-quota need at least one --allow-domain, --allow-host-port or --ask")]
     EgressWithoutDomains,
 }
@@ -382,6 +396,9 @@ impl Request {
         };
         let env = resolve_env(&self.env, host_env, home)?;
         let publish = parse_publish(&self.publish)?;
+        if self.overlay && self.workspace.is_none() {
+            return Err(SpecError::OverlayWithoutWorkspace);
+        }
         let network =
             if self.allow_domains.is_empty() && self.allow_host_ports.is_empty() && !self.ask {
                 if self.allow_http
@@ -468,6 +485,11 @@ impl Request {
                 workspace: self.workspace,
                 binds,
                 tmp_size,
+                overlay: if self.overlay {
+                    self.overlay_dirs
+                } else {
+                    None
+                },
             },
             resources: ResourceSpec {
                 memory,

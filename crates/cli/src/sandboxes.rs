@@ -1,0 +1,436 @@
+//! Named sandboxes and the review of their workspace changes: `create`,
+//! `ls`, `rm`, `diff`, `commit`, `discard`, `snapshot`, `restore` (`exec`
+//! is `run` in a named sandbox's state, in main.rs). Parsing and printing
+//! only: the `warden-workspace` crate does the work.
+
+use anyhow::Context;
+use clap::Args;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use warden_audit::chain::ChainedLog;
+use warden_audit::{Event, EventKind, EventSink};
+use warden_workspace::{
+    ChangeKind, CommitOptions, Content, CreateOptions, Decision, DiffOptions, Sandbox, Store,
+};
+
+#[derive(Args)]
+pub struct CreateArgs {
+    /// The sandbox's name: lowercase letters, digits, '_', '.', '-'
+    pub name: String,
+    /// The project directory the sandbox works on (seen through an overlay;
+    /// never written until `warden commit`)
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: PathBuf,
+    /// The profile `warden exec` uses by default
+    #[arg(long, short = 'P', value_name = "NAME|PATH")]
+    pub profile: Option<String>,
+}
+
+#[derive(Args)]
+pub struct DiffArgs {
+    pub name: String,
+    /// Only these paths (relative to the workspace, or absolute inside it)
+    pub paths: Vec<PathBuf>,
+    /// One line per changed file, with counts
+    #[arg(long)]
+    pub stat: bool,
+    /// The changes as JSON (paths that are not UTF-8 also as bytes)
+    #[arg(long, conflicts_with = "stat")]
+    pub json: bool,
+    /// Colour the diff: auto (on a terminal), always, never
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "always", "never"])]
+    pub color: String,
+}
+
+#[derive(Args)]
+pub struct CommitArgs {
+    pub name: String,
+    /// Only these paths
+    pub paths: Vec<PathBuf>,
+    /// Overwrite files that also changed in the real workspace since the
+    /// sandbox started (conflicts); without it nothing is applied
+    #[arg(long)]
+    pub force: bool,
+    /// Ask about each change: apply, skip, or quit
+    #[arg(long, short = 'i')]
+    pub interactive: bool,
+    /// Apply changes flagged as dangerous (git hooks, CI files, new
+    /// executables, symlinks out of the workspace, ...) without asking
+    #[arg(long)]
+    pub accept_flagged: bool,
+}
+
+#[derive(Args)]
+pub struct SnapshotArgs {
+    pub name: String,
+    /// The snapshot's label [default: from the time]
+    pub label: Option<String>,
+    /// List the sandbox's snapshots instead
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// The store under warden's state directory.
+pub fn store(state: PathBuf) -> anyhow::Result<Store> {
+    Store::open(state).context("cannot open warden's state directory")
+}
+
+/// Record what happened to a sandbox in its own audit log.
+fn audit(sb: &Sandbox, action: &str, paths: Vec<String>, detail: String) {
+    let path = sb.dir().join("audit.jsonl");
+    match ChainedLog::open(&path) {
+        Ok(mut log) => log.emit(&Event::now(
+            sb.name(),
+            EventKind::Workspace {
+                action: action.to_string(),
+                name: sb.name().to_string(),
+                paths,
+                detail,
+            },
+        )),
+        Err(e) => eprintln!("warden: {e}"),
+    }
+}
+
+pub fn create(store: &Store, args: CreateArgs) -> anyhow::Result<u8> {
+    let mut opts = CreateOptions::new(std::path::absolute(&args.workspace)?);
+    opts.profile = args.profile;
+    let sb = store.create(&args.name, &opts)?;
+    audit(
+        &sb,
+        "create",
+        Vec::new(),
+        format!("workspace {}", sb.meta().workspace.display()),
+    );
+    println!(
+        "created sandbox {} over {}: run commands in it with `warden exec {} -- CMD`",
+        sb.name(),
+        sb.meta().workspace.display(),
+        sb.name()
+    );
+    Ok(0)
+}
+
+fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1}G", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1}M", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1}K", b as f64 / 1024.0),
+        b => format!("{b}B"),
+    }
+}
+
+fn age(secs: u64) -> String {
+    match secs {
+        s if s >= 86400 => format!("{}d", s / 86400),
+        s if s >= 3600 => format!("{}h", s / 3600),
+        s if s >= 60 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
+    let list = store.list()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(0);
+    }
+    println!(
+        "{:<24} {:<14} {:<9} {:>8} {:>5}  WORKSPACE",
+        "NAME", "PROFILE", "STATE", "CHANGES", "AGE"
+    );
+    for e in list {
+        let state = if e.in_use {
+            "running".to_string()
+        } else {
+            format!("{:?}", e.state).to_lowercase()
+        };
+        println!(
+            "{:<24} {:<14} {:<9} {:>8} {:>5}  {}",
+            e.name,
+            e.profile.as_deref().unwrap_or("-"),
+            state,
+            human(e.changes_bytes),
+            age(e.age_secs),
+            e.workspace.display()
+        );
+    }
+    Ok(0)
+}
+
+pub fn rm(store: &Store, names: &[String]) -> anyhow::Result<u8> {
+    for name in names {
+        store.remove(name)?;
+        println!("removed sandbox {name}");
+    }
+    Ok(0)
+}
+
+fn kind_label(k: ChangeKind) -> &'static str {
+    match k {
+        ChangeKind::Added => "added",
+        ChangeKind::Modified => "modified",
+        ChangeKind::Deleted => "deleted",
+        ChangeKind::Mode => "mode",
+        ChangeKind::TypeChanged => "type changed",
+        ChangeKind::Renamed => "renamed",
+    }
+}
+
+fn describe(c: &warden_workspace::Change) -> String {
+    let path = match &c.from {
+        Some(from) => format!("{} -> {}", from.to_string_lossy(), c.path.to_string_lossy()),
+        None => c.path.to_string_lossy().into_owned(),
+    };
+    let modes = match (&c.old, &c.new) {
+        (Some(o), Some(n)) if o.mode != n.mode => {
+            format!(" (mode {:o} -> {:o})", o.mode & 0o7777, n.mode & 0o7777)
+        }
+        (None, Some(n)) => format!(" (mode {:o})", n.mode & 0o7777),
+        _ => String::new(),
+    };
+    let target = match c.new.as_ref().and_then(|n| n.target.as_ref()) {
+        Some(t) => format!(" -> symlink to {}", t.to_string_lossy()),
+        None => String::new(),
+    };
+    format!("{:<12} {path}{modes}{target}", kind_label(c.kind))
+}
+
+pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
+    let sb = store.get(&args.name)?;
+    let opts = DiffOptions {
+        paths: args.paths,
+        content: true,
+        patches: !args.stat,
+        renames: true,
+        allowed: None,
+    };
+    let changes = sb.diff(&opts)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&changes)?);
+        return Ok(0);
+    }
+    if args.stat {
+        print!("{}", warden_workspace::stat(&changes));
+        return Ok(0);
+    }
+    let color = match args.color.as_str() {
+        "always" => true,
+        "never" => false,
+        _ => std::io::stdout().is_terminal(),
+    };
+    let paint = |code: &str, text: &str| {
+        if color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    for c in &changes {
+        writeln!(out, "{}", paint("1", &describe(c)))?;
+        for f in &c.flags {
+            writeln!(
+                out,
+                "{}",
+                paint("33", &format!("  ! {}: {}", f.rule, f.reason))
+            )?;
+        }
+        match &c.content {
+            Some(Content::Text { patch: Some(p), .. }) => {
+                for line in p.lines() {
+                    let styled = if line.starts_with("+++") || line.starts_with("---") {
+                        paint("1", line)
+                    } else if line.starts_with('+') {
+                        paint("32", line)
+                    } else if line.starts_with('-') {
+                        paint("31", line)
+                    } else if line.starts_with("@@") {
+                        paint("36", line)
+                    } else {
+                        line.to_string()
+                    };
+                    writeln!(out, "{styled}")?;
+                }
+            }
+            Some(other) => writeln!(out, "  {other}")?,
+            None => {}
+        }
+    }
+    if changes.is_empty() {
+        writeln!(out, "no changes")?;
+    }
+    Ok(0)
+}
+
+/// Ask one question on the terminal; the first letter of the answer.
+fn ask(prompt: &str) -> anyhow::Result<char> {
+    eprint!("{prompt}");
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(line
+        .trim()
+        .chars()
+        .next()
+        .unwrap_or('\n')
+        .to_ascii_lowercase())
+}
+
+pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
+    let sb = store.get(&args.name)?;
+    let lock = sb.lock()?;
+    // Flagged changes are shown first; applying them takes a yes from the
+    // person (or --accept-flagged).
+    let preview = sb.diff(&DiffOptions {
+        paths: args.paths.clone(),
+        content: false,
+        patches: false,
+        renames: true,
+        allowed: None,
+    })?;
+    if preview.is_empty() {
+        println!("no changes to commit in sandbox {}", args.name);
+        return Ok(0);
+    }
+    let flagged: Vec<_> = preview.iter().filter(|c| !c.flags.is_empty()).collect();
+    if !flagged.is_empty() {
+        eprintln!("warden: {} change(s) need a second look:", flagged.len());
+        for c in &flagged {
+            eprintln!("  {}", describe(c));
+            for f in &c.flags {
+                eprintln!("    ! {}: {}", f.rule, f.reason);
+            }
+        }
+        if !args.accept_flagged && !args.interactive {
+            let terminal = std::io::stdin().is_terminal();
+            if !terminal {
+                anyhow::bail!(
+                    "nothing committed: flagged changes need --accept-flagged (or --interactive, or commit the other paths by name)"
+                );
+            }
+            if ask("apply them too? [y/N] ")? != 'y' {
+                anyhow::bail!("nothing committed");
+            }
+        }
+    }
+    let interactive = args.interactive;
+    let mut decide = |c: &warden_workspace::Change| -> Decision {
+        if !interactive {
+            return Decision::Apply;
+        }
+        eprintln!("{}", describe(c));
+        for f in &c.flags {
+            eprintln!("  ! {}: {}", f.rule, f.reason);
+        }
+        loop {
+            match ask("apply this change? [y]es, [n]o, [q]uit: ") {
+                Ok('y') => return Decision::Apply,
+                Ok('n') => return Decision::Skip,
+                Ok('q') | Err(_) => return Decision::Quit,
+                Ok(_) => continue,
+            }
+        }
+    };
+    let report = lock.commit(
+        &CommitOptions {
+            paths: args.paths,
+            force: args.force,
+        },
+        &mut decide,
+    );
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            audit(&sb, "commit-refused", Vec::new(), e.to_string());
+            return Err(e.into());
+        }
+    };
+    let applied: Vec<String> = report
+        .applied
+        .iter()
+        .map(|c| c.path.to_string_lossy().into_owned())
+        .collect();
+    audit(
+        &sb,
+        "commit",
+        applied.clone(),
+        format!(
+            "{} applied, {} skipped, {} conflicts overridden{}",
+            report.applied.len(),
+            report.skipped.len(),
+            report.forced.len(),
+            if report.quit { ", quit early" } else { "" }
+        ),
+    );
+    for c in &report.applied {
+        println!("applied  {}", describe(c));
+    }
+    for c in &report.forced {
+        println!("overwrote a change made in the workspace: {c}");
+    }
+    println!(
+        "{} change(s) applied to {}, {} skipped",
+        report.applied.len(),
+        sb.meta().workspace.display(),
+        report.skipped.len()
+    );
+    Ok(0)
+}
+
+pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u8> {
+    let sb = store.get(name)?;
+    let lock = sb.lock()?;
+    lock.discard(paths)?;
+    audit(
+        &sb,
+        "discard",
+        paths
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect(),
+        if paths.is_empty() {
+            "every change".into()
+        } else {
+            format!("{} path(s)", paths.len())
+        },
+    );
+    println!(
+        "discarded {} in sandbox {name}",
+        if paths.is_empty() {
+            "every change".to_string()
+        } else {
+            format!("the changes to {} path(s)", paths.len())
+        }
+    );
+    Ok(0)
+}
+
+pub fn snapshot(store: &Store, args: SnapshotArgs) -> anyhow::Result<u8> {
+    let sb = store.get(&args.name)?;
+    if args.list {
+        for s in sb.snapshot_list()? {
+            println!("{:<32} {:>8}", s.label, human(s.bytes));
+        }
+        return Ok(0);
+    }
+    let lock = sb.lock()?;
+    let info = lock.snapshot(args.label.as_deref())?;
+    audit(&sb, "snapshot", Vec::new(), info.label.clone());
+    println!(
+        "snapshot {} of sandbox {} ({})",
+        info.label,
+        args.name,
+        human(info.bytes)
+    );
+    Ok(0)
+}
+
+pub fn restore(store: &Store, name: &str, label: &str) -> anyhow::Result<u8> {
+    let sb = store.get(name)?;
+    let lock = sb.lock()?;
+    lock.restore(label)?;
+    audit(&sb, "restore", Vec::new(), label.to_string());
+    println!("sandbox {name} is back at snapshot {label}");
+    Ok(0)
+}

