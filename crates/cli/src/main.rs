@@ -444,6 +444,11 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
     let composed = compose(&catalog(), args.profile.as_deref(), &overrides)?.into_valid()?;
     let mut request = composed.merged.request(std::io::stdin().is_terminal());
     let id = sandbox_id();
+    // A profile may ask for the overlay too.
+    let store = match store {
+        None if request.overlay => Some(warden_workspace::Store::open(state_dir()?)?),
+        other => other,
+    };
     // An overlay run writes into a sandbox of the state store: the named
     // one, or a new one named after the run, kept for review.
     let sandbox = match (existing, &store) {

@@ -445,3 +445,37 @@ fn the_cycle_works_for_an_unprivileged_user() {
     );
     ok(&run(&["rm", "u"]));
 }
+
+#[test]
+fn a_profile_that_asks_for_the_overlay_gets_it() {
+    let state = TempDir::new("ws-profile-state");
+    let proj = TempDir::new("ws-profile-proj");
+    std::fs::write(proj.path().join("f"), "real\n").unwrap();
+    let profile = proj.path().join("p.yaml");
+    std::fs::write(&profile, "name: overlaid\nfilesystem:\n  mode: overlay\n").unwrap();
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-tty",
+            "-P",
+            profile.to_str().unwrap(),
+            "-w",
+            proj.str(),
+            "--",
+            "sh",
+            "-c",
+            "echo sandbox > f",
+        ],
+    );
+    ok(&out);
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("f")).unwrap(),
+        "real\n"
+    );
+    assert!(
+        stderr(&out).contains("kept in sandbox run-"),
+        "{}",
+        stderr(&out)
+    );
+}

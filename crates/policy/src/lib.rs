@@ -300,6 +300,8 @@ pub enum SpecError {
     DuplicatePublish(u16),
     #[error("--overlay needs a --workspace to lay the overlay over")]
     OverlayWithoutWorkspace,
+    #[error("--overlay was asked for but no overlay directories were prepared (a front door must create them in warden's state directory)")]
+    OverlayWithoutState,
     #[error("--allow-http, --add-host, --allow-cidr and --egress-quota need at least one --allow-domain, --allow-host-port or --ask")]
     EgressWithoutDomains,
 }
@@ -398,6 +400,10 @@ impl Request {
         let publish = parse_publish(&self.publish)?;
         if self.overlay && self.workspace.is_none() {
             return Err(SpecError::OverlayWithoutWorkspace);
+        }
+        if self.overlay && self.overlay_dirs.is_none() {
+            // Never a silent fall back to writing the real workspace.
+            return Err(SpecError::OverlayWithoutState);
         }
         let network =
             if self.allow_domains.is_empty() && self.allow_host_ports.is_empty() && !self.ask {

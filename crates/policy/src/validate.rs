@@ -209,7 +209,7 @@ pub fn locate(l: &Layer, e: &SpecError) -> Origin {
         SpecError::Domain(_) => "egress.domains",
         SpecError::BadAddHost(_) => "egress.hosts",
         SpecError::BadCidr(_) => "egress.allow_cidrs",
-        SpecError::OverlayWithoutWorkspace => "filesystem.mode",
+        SpecError::OverlayWithoutWorkspace | SpecError::OverlayWithoutState => "filesystem.mode",
         SpecError::BadHostPort => "egress.host_ports",
         SpecError::BadPublish(_) | SpecError::DuplicatePublish(_) => "egress.publish",
         SpecError::EgressWithoutDomains => {
