@@ -460,6 +460,7 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
                 .context("--overlay needs a --workspace to lay the overlay over")?;
             let mut opts = warden_workspace::CreateOptions::new(ws);
             opts.profile = args.profile.clone();
+            opts.layout = sandboxes::layout_for_host();
             Some(store.create(&format!("run-{id}"), &opts)?)
         }
         _ => None,
@@ -467,11 +468,20 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
     let lock = match &sandbox {
         Some(sb) => {
             let lock = sb.lock()?;
-            request.overlay = true;
-            request.overlay_dirs = Some(warden_policy::OverlayDirs {
-                upper: sb.upper(),
-                work: sb.work(),
-            });
+            match sb.meta().layout {
+                warden_workspace::Layout::Overlay => {
+                    request.overlay = true;
+                    request.overlay_dirs = Some(warden_policy::OverlayDirs {
+                        upper: sb.upper(),
+                        work: sb.work(),
+                    });
+                }
+                // No overlayfs here: the sandbox works on its copy.
+                warden_workspace::Layout::Copy => {
+                    request.overlay = false;
+                    request.workspace = Some(sb.upper());
+                }
+            }
             lock.set_state(warden_workspace::SandboxState::Running)?;
             Some(lock)
         }

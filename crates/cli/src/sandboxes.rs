@@ -70,6 +70,35 @@ pub struct SnapshotArgs {
     pub list: bool,
 }
 
+/// Overlay where this kernel mounts overlayfs inside a user namespace
+/// (5.11 and later, with overlay built in or loaded); otherwise a copy of
+/// the workspace (reflinked where the file system can), said loudly.
+pub fn layout_for_host() -> warden_workspace::Layout {
+    let forced_copy =
+        cfg!(debug_assertions) && std::env::var_os("WARDEN_TEST_NO_OVERLAY").is_some();
+    let has_overlay = std::fs::read_to_string("/proc/filesystems")
+        .map(|f| {
+            f.lines()
+                .any(|l| l.split_whitespace().last() == Some("overlay"))
+        })
+        .unwrap_or(false);
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut parts = release
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if !forced_copy && has_overlay && (major, minor) >= (5, 11) {
+        warden_workspace::Layout::Overlay
+    } else {
+        eprintln!(
+            "warden: overlayfs cannot be mounted in a user namespace on this kernel ({release}): the sandbox works on a copy of the workspace (reflinked where the file system allows), and `warden diff` compares whole trees"
+        );
+        warden_workspace::Layout::Copy
+    }
+}
+
 /// The store under warden's state directory.
 pub fn store(state: PathBuf) -> anyhow::Result<Store> {
     Store::open(state).context("cannot open warden's state directory")
@@ -95,6 +124,7 @@ fn audit(sb: &Sandbox, action: &str, paths: Vec<String>, detail: String) {
 pub fn create(store: &Store, args: CreateArgs) -> anyhow::Result<u8> {
     let mut opts = CreateOptions::new(std::path::absolute(&args.workspace)?);
     opts.profile = args.profile;
+    opts.layout = layout_for_host();
     let sb = store.create(&args.name, &opts)?;
     audit(
         &sb,

@@ -479,3 +479,47 @@ fn a_profile_that_asks_for_the_overlay_gets_it() {
         stderr(&out)
     );
 }
+
+#[test]
+fn without_overlayfs_the_sandbox_works_on_a_copy_and_says_so() {
+    let state = TempDir::new("ws-copy-state");
+    let proj = TempDir::new("ws-copy-proj");
+    std::fs::write(proj.path().join("f"), "real\n").unwrap();
+    let copy_mode = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .env("WARDEN_TEST_NO_OVERLAY", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = copy_mode(&["create", "cp", "-w", proj.str()]);
+    ok(&out);
+    assert!(stderr(&out).contains("works on a copy"), "{}", stderr(&out));
+    ok(&copy_mode(&[
+        "exec",
+        "cp",
+        "--no-tty",
+        "--",
+        "sh",
+        "-c",
+        "echo sandbox > f && echo new > g",
+    ]));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("f")).unwrap(),
+        "real\n"
+    );
+    assert!(!proj.path().join("g").exists());
+    let diff = ok(&copy_mode(&["diff", "cp", "--stat"]));
+    assert!(diff.contains("f") && diff.contains("g"), "{diff}");
+    ok(&copy_mode(&["commit", "cp"]));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("f")).unwrap(),
+        "sandbox\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("g")).unwrap(),
+        "new\n"
+    );
+}
