@@ -6,6 +6,8 @@
 //! make a decision.
 
 pub mod chain;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 
 use serde::Serialize;
 use std::fs::{File, OpenOptions};

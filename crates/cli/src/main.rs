@@ -285,6 +285,11 @@ struct RunArgs {
     /// Keep no audit log of this run
     #[arg(long)]
     no_audit_log: bool,
+    /// Also send every event to this OpenTelemetry collector (OTLP/HTTP,
+    /// JSON), e.g. http://127.0.0.1:4318
+    #[cfg(feature = "otlp")]
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
     /// See the workspace through a copy-on-write layer: the real directory
     /// is not written; the changes are kept in a sandbox for `warden diff`
     /// and `warden commit`
@@ -500,6 +505,10 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
     };
 
     let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
+    #[cfg(feature = "otlp")]
+    if let Some(url) = &args.otlp_endpoint {
+        sinks.push(Box::new(warden_audit::otlp::OtlpSink::new(url)?));
+    }
     if let Some(path) = &json_events {
         sinks.push(Box::new(JsonLinesSink::open(path)?));
     }

@@ -179,3 +179,73 @@ fn bad_audit_arguments_get_a_clear_error() {
         stderr(&out)
     );
 }
+
+/// A one-endpoint HTTP server that keeps the bodies POSTed to it.
+fn collector() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            let mut r = BufReader::new(conn);
+            let mut line = String::new();
+            let _ = r.read_line(&mut line);
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            let mut len = 0usize;
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = r.read_exact(&mut body);
+            s.lock()
+                .unwrap()
+                .push((path, String::from_utf8_lossy(&body).into_owned()));
+            let _ = r
+                .get_mut()
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn events_reach_an_opentelemetry_collector() {
+    let (port, seen) = collector();
+    let out = warden(&[
+        "run",
+        "--no-tty",
+        "--no-audit-log",
+        "--otlp-endpoint",
+        &format!("http://127.0.0.1:{port}"),
+        "--",
+        "true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen = seen.lock().unwrap().clone();
+    assert!(!seen.is_empty(), "nothing reached the collector");
+    assert!(seen.iter().all(|(path, _)| path == "/v1/logs"), "{seen:?}");
+    let all: String = seen.iter().map(|(_, b)| b.as_str()).collect();
+    let v: serde_json::Value = serde_json::from_str(&seen[0].1).unwrap();
+    assert!(
+        v["resourceLogs"][0]["scopeLogs"][0]["logRecords"].is_array(),
+        "{v}"
+    );
+    for event in ["created", "started", "exited"] {
+        assert!(
+            all.contains(&format!("\"stringValue\":\"{event}\"")),
+            "{event} missing: {all}"
+        );
+    }
+    // A bad endpoint is refused before anything runs.
+    let out = warden(&["run", "--otlp-endpoint", "collector:4318", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("http:// URL"), "{}", stderr(&out));
+}
