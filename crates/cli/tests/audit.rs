@@ -180,8 +180,11 @@ fn bad_audit_arguments_get_a_clear_error() {
     );
 }
 
+/// The (path, body) of every request a test collector received.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
 /// A one-endpoint HTTP server that keeps the bodies POSTed to it.
-fn collector() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>) {
+fn collector() -> (u16, Received) {
     use std::io::{BufRead, BufReader, Read, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
