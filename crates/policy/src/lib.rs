@@ -9,10 +9,12 @@
 
 mod domains;
 mod env;
+mod secrets;
 mod units;
 
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
+pub use secrets::{SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
 pub use units::{parse_duration, parse_size, ParseError};
 
 use serde::Serialize;
@@ -151,6 +153,12 @@ pub struct EgressSpec {
     pub quota: Option<u64>,
     /// A connection with no byte either way for this long is closed.
     pub idle_timeout: Duration,
+    /// Secrets the proxy substitutes towards their own hosts (`--secret`);
+    /// TLS to those hosts is terminated by the proxy.
+    pub secrets: Vec<SecretSpec>,
+    /// PEM files of extra authorities trusted for upstream servers of
+    /// terminated connections (`--upstream-ca`), besides the system's.
+    pub upstream_ca: Vec<PathBuf>,
 }
 
 /// Default of [`EgressSpec::idle_timeout`].
@@ -231,6 +239,12 @@ pub struct Request {
     pub egress_quota: Option<u64>,
     /// `--egress-idle-timeout`.
     pub egress_idle_timeout: Option<Duration>,
+    /// `--secret` entries.
+    pub secrets: Vec<String>,
+    /// `--secret-in-body NAME` entries.
+    pub secret_in_body: Vec<String>,
+    /// `--upstream-ca FILE` entries.
+    pub upstream_ca: Vec<PathBuf>,
 }
 
 /// Why a request cannot become a spec. Each message says what to change.
@@ -278,8 +292,20 @@ pub enum SpecError {
     BadPublish(String),
     #[error("--publish: host port {0} is given twice")]
     DuplicatePublish(u16),
-    #[error("--allow-http, --add-host, --allow-cidr and --egress-quota need at least one --allow-domain, --allow-host-port or --ask")]
+    #[error("--allow-http, --add-host, --allow-cidr, --egress-quota and --upstream-ca need at least one --allow-domain, --allow-host-port, --secret or --ask")]
     EgressWithoutDomains,
+    #[error("--secret {entry:?}: {why}; write NAME@HOST[,HOST...], NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS or NAME=cmd:PROGRAM ARGS@HOSTS")]
+    BadSecret { entry: String, why: String },
+    #[error(
+        "--secret {0} is given twice; give each secret once, with all its hosts: NAME@HOST1,HOST2"
+    )]
+    DuplicateSecret(String),
+    #[error("--secret-in-body {0}: there is no --secret {0}")]
+    UnknownSecretInBody(String),
+    #[error("--pass-env {0} would copy a secret's real value into the sandbox; leave it out (the sandbox gets a placeholder from --secret)")]
+    SecretPassed(String),
+    #[error("--env {0}=... and --secret {0} both set {0}; leave out the --env")]
+    SecretSet(String),
 }
 
 impl Request {
@@ -372,69 +398,93 @@ impl Request {
         } else {
             "/tmp"
         };
+        let secrets = secrets::parse_secrets(&self.secrets, &self.secret_in_body, &self.env)?;
+        for p in &self.upstream_ca {
+            check_absolute("--upstream-ca", p)?;
+        }
         let env = resolve_env(&self.env, host_env, home)?;
         let publish = parse_publish(&self.publish)?;
-        let network =
-            if self.allow_domains.is_empty() && self.allow_host_ports.is_empty() && !self.ask {
-                if self.allow_http
-                    || !self.add_hosts.is_empty()
-                    || !self.allow_cidr.is_empty()
-                    || self.egress_quota.is_some()
-                {
-                    return Err(SpecError::EgressWithoutDomains);
-                }
-                NetworkSpec::LoopbackOnly
-            } else {
-                let mut domains = self
-                    .allow_domains
-                    .iter()
-                    .map(|d| DomainRule::parse(d))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let mut host_ports = Vec::new();
-                for &port in &self.allow_host_ports {
-                    if port == 0 {
-                        return Err(SpecError::BadHostPort);
+        let network = if self.allow_domains.is_empty()
+            && self.allow_host_ports.is_empty()
+            && !self.ask
+            && secrets.is_empty()
+        {
+            if self.allow_http
+                || !self.add_hosts.is_empty()
+                || !self.allow_cidr.is_empty()
+                || self.egress_quota.is_some()
+                || !self.upstream_ca.is_empty()
+            {
+                return Err(SpecError::EgressWithoutDomains);
+            }
+            NetworkSpec::LoopbackOnly
+        } else {
+            let mut domains = self
+                .allow_domains
+                .iter()
+                .map(|d| DomainRule::parse(d))
+                .collect::<Result<Vec<_>, _>>()?;
+            // A secret's hosts are allowed destinations: the value
+            // is useless if its own hosts cannot be reached.
+            for s in &secrets {
+                for h in &s.hosts {
+                    let covered = domains.iter().any(|d| {
+                        d.name == h.name && d.subdomains == h.subdomains && d.port == h.port
+                    });
+                    if !covered {
+                        let mut rule = h.clone();
+                        rule.source = format!("--secret {}@{}", s.name, h.source);
+                        domains.push(rule);
                     }
-                    if !host_ports.contains(&port) {
-                        host_ports.push(port);
-                        domains.push(DomainRule {
-                            name: HOST_ALIAS.to_string(),
-                            subdomains: false,
-                            port: Some(port),
-                            source: format!("--allow-host-port {port}"),
-                        });
-                    }
                 }
-                let hosts = self
-                    .add_hosts
-                    .iter()
-                    .map(|h| parse_add_host(h))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let cidrs = self
-                    .allow_cidr
-                    .iter()
-                    .map(|c| {
-                        let c = c.trim();
-                        c.parse::<ipnet::IpNet>()
-                            .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                            .map(|n| n.trunc())
-                            .map_err(|_| SpecError::BadCidr(c.to_string()))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                NetworkSpec::Egress(EgressSpec {
-                    domains,
-                    allow_http: self.allow_http,
-                    hosts,
-                    cidrs,
-                    host_ports,
-                    ask: self.ask,
-                    log: self.net_log,
-                    quota: self.egress_quota,
-                    idle_timeout: self
-                        .egress_idle_timeout
-                        .unwrap_or(DEFAULT_EGRESS_IDLE_TIMEOUT),
+            }
+            let mut host_ports = Vec::new();
+            for &port in &self.allow_host_ports {
+                if port == 0 {
+                    return Err(SpecError::BadHostPort);
+                }
+                if !host_ports.contains(&port) {
+                    host_ports.push(port);
+                    domains.push(DomainRule {
+                        name: HOST_ALIAS.to_string(),
+                        subdomains: false,
+                        port: Some(port),
+                        source: format!("--allow-host-port {port}"),
+                    });
+                }
+            }
+            let hosts = self
+                .add_hosts
+                .iter()
+                .map(|h| parse_add_host(h))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cidrs = self
+                .allow_cidr
+                .iter()
+                .map(|c| {
+                    let c = c.trim();
+                    c.parse::<ipnet::IpNet>()
+                        .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                        .map(|n| n.trunc())
+                        .map_err(|_| SpecError::BadCidr(c.to_string()))
                 })
-            };
+                .collect::<Result<Vec<_>, _>>()?;
+            NetworkSpec::Egress(EgressSpec {
+                domains,
+                allow_http: self.allow_http,
+                hosts,
+                cidrs,
+                host_ports,
+                ask: self.ask,
+                log: self.net_log,
+                quota: self.egress_quota,
+                idle_timeout: self
+                    .egress_idle_timeout
+                    .unwrap_or(DEFAULT_EGRESS_IDLE_TIMEOUT),
+                secrets: secrets.clone(),
+                upstream_ca: self.upstream_ca.clone(),
+            })
+        };
         let mut env = env;
         if matches!(network, NetworkSpec::Egress(_)) {
             // For tools that prefer an explicit proxy; every other program
@@ -446,6 +496,23 @@ impl Request {
                 ("https_proxy", EXPLICIT_PROXY_URL),
                 ("NO_PROXY", "localhost,127.0.0.1"),
                 ("no_proxy", "localhost,127.0.0.1"),
+            ] {
+                if !env.iter().any(|(n, _)| n == k) {
+                    env.push((k.to_string(), v.to_string()));
+                }
+            }
+        }
+        if !secrets.is_empty() {
+            // The proxy presents certificates of a per-sandbox authority
+            // for the secrets' hosts: common tools are pointed at a bundle
+            // that trusts it (the jail mounts the files; the placeholders
+            // themselves are added by the supervisor, which makes them).
+            for (k, v) in [
+                ("SSL_CERT_FILE", CA_BUNDLE_PATH),
+                ("REQUESTS_CA_BUNDLE", CA_BUNDLE_PATH),
+                ("CURL_CA_BUNDLE", CA_BUNDLE_PATH),
+                ("GIT_SSL_CAINFO", CA_BUNDLE_PATH),
+                ("NODE_EXTRA_CA_CERTS", CA_CERT_PATH),
             ] {
                 if !env.iter().any(|(n, _)| n == k) {
                     env.push((k.to_string(), v.to_string()));
@@ -779,5 +846,31 @@ mod tests {
         assert!(spec.env.contains(&("HOME".into(), "/workspace".into())));
         let spec = req(&["true"]).resolve(&defaults(), &[]).unwrap();
         assert!(spec.env.contains(&("HOME".into(), "/tmp".into())));
+    }
+
+    #[test]
+    fn a_secrets_hosts_are_allowed_and_its_tools_trust_the_sandbox_authority() {
+        let mut r = req(&["true"]);
+        r.allow_domains = vec!["api.example.com".into()];
+        r.secrets = vec!["TOKEN@api.example.com,uploads.example.com".into()];
+        let spec = r.resolve(&defaults(), &[]).unwrap();
+        let NetworkSpec::Egress(e) = &spec.network else {
+            panic!("no egress");
+        };
+        let names: Vec<&str> = e.domains.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["api.example.com", "uploads.example.com"]);
+        assert_eq!(e.secrets.len(), 1);
+        assert!(spec
+            .env
+            .contains(&("SSL_CERT_FILE".into(), CA_BUNDLE_PATH.into())));
+        assert!(!spec.env.iter().any(|(k, _)| k == "TOKEN"));
+        let mut r = req(&["true"]);
+        r.upstream_ca = vec!["/etc/ca.pem".into()];
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(SpecError::EgressWithoutDomains)
+        );
+        let spec = req(&["true"]).resolve(&defaults(), &[]).unwrap();
+        assert!(!spec.env.iter().any(|(k, _)| k == "SSL_CERT_FILE"));
     }
 }
