@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use warden_audit::{EventSink, Fanout, JsonLinesSink, NullSink};
 use warden_policy::{
-    parse_duration, parse_size, Defaults, EnvRequest, HostFacts, Request, Terminal, ENV_ALLOWLIST,
+    parse_duration, parse_size, Defaults, EnvRequest, HostFacts, Request, SecretSpec, Terminal,
+    ENV_ALLOWLIST,
 };
 
 /// Exit status when warden itself fails (bad input, setup failure).
@@ -138,6 +139,23 @@ struct RunArgs {
     /// [default: 10m]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     egress_idle_timeout: Option<std::time::Duration>,
+    /// Give the sandbox a placeholder in variable NAME instead of a secret;
+    /// the proxy puts the real value in requests to HOSTS only (HTTPS to
+    /// them is terminated with a per-sandbox authority) and takes it out of
+    /// responses. The value comes from the host variable NAME, or
+    /// NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS, NAME=cmd:PROGRAM
+    /// ARGS@HOSTS (run without a shell). HOSTS are allowed destinations.
+    /// Repeatable
+    #[arg(long, value_name = "NAME[=SOURCE]@HOST[,HOST...]")]
+    secret: Vec<String>,
+    /// Substitute this secret in request bodies too, not only in headers
+    /// and URLs (bodies are then read whole, up to 16M). Repeatable
+    #[arg(long = "secret-in-body", value_name = "NAME")]
+    secret_in_body: Vec<String>,
+    /// Trust the authorities in this PEM file, besides the system's, for
+    /// the servers of secrets' hosts. Repeatable
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    upstream_ca: Vec<PathBuf>,
     /// Append one JSON line per event (created, started, exited, ...) to FILE
     #[arg(long, value_name = "FILE")]
     json_events: Option<PathBuf>,
@@ -254,10 +272,23 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         net_log: args.net_log,
         egress_quota: args.egress_quota,
         egress_idle_timeout: args.egress_idle_timeout,
+        secrets: args.secret.clone(),
+        secret_in_body: args.secret_in_body,
+        upstream_ca: args
+            .upstream_ca
+            .into_iter()
+            .map(absolute)
+            .collect::<Result<_, _>>()?,
     };
-    let host_env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+    // Variables that hold secrets are never copied, not even here: the
+    // supervisor moves them out of reach of the sandbox's init itself.
+    let hidden: Vec<String> = args
+        .secret
+        .iter()
+        .filter_map(|s| SecretSpec::parse(s).ok())
+        .filter_map(|s| s.source_variable().map(str::to_string))
         .collect();
+    let host_env = warden_jail::secrets::host_environment(&hidden);
     let spec = request.resolve(defaults, &host_env)?;
 
     let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
