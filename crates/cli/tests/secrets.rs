@@ -627,3 +627,62 @@ fn a_secret_cannot_also_be_passed_into_the_sandbox() {
     assert_eq!(code(&out), 125);
     assert!(stderr(&out).contains("NAME@HOST"), "{}", stderr(&out));
 }
+
+#[test]
+fn file_and_command_sources_are_read_on_the_host_and_bodies_are_substituted_only_when_asked() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, &["api.secret.test"], false);
+    let keys = TempDir::new("secrets-keys");
+    let file_value = token();
+    let cmd_value = token();
+    std::fs::write(keys.path().join("file"), format!("{file_value}\n")).unwrap();
+    std::fs::write(keys.path().join("cmd"), format!("{cmd_value}\n")).unwrap();
+    let port = up.port.to_string();
+    let url = format!("https://api.secret.test:{port}");
+    let out = run_with_token(
+        "unused",
+        &[
+            "--secret",
+            &format!(
+                "FILE_TOKEN=file:{}@api.secret.test:{port}",
+                keys.path().join("file").display()
+            ),
+            "--secret",
+            &format!(
+                "CMD_TOKEN=cmd:cat {}@api.secret.test:{port}",
+                keys.path().join("cmd").display()
+            ),
+            "--secret-in-body",
+            "FILE_TOKEN",
+            "--env",
+            &format!("LEAKED={file_value}"),
+            "--add-host",
+            "api.secret.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+        ],
+        &format!(
+            r#"curl -sS --noproxy '*' -o /dev/null -d "a=$FILE_TOKEN&b=$CMD_TOKEN" "{url}/body"
+curl -sS --noproxy '*' -o /dev/null -w 'leak %{{http_code}}\n' -H "X-Key: $LEAKED" "{url}/leak"
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.contains("leak 403"), "{s}\n{}", stderr(&out));
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let body = String::from_utf8_lossy(&seen[0].body).into_owned();
+    assert!(
+        body.starts_with(&format!("a={file_value}&b=warden-secret-")),
+        "{body}"
+    );
+    assert_eq!(
+        seen[0].header("content-length"),
+        Some(body.len().to_string().as_str())
+    );
+    assert!(!body.contains(&cmd_value));
+    assert!(stderr(&out).contains("the real value of secret FILE_TOKEN"));
+}

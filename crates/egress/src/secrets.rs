@@ -603,6 +603,11 @@ impl Rewriter {
     }
 }
 
+/// Told once which secrets a body had replaced.
+type OnReplace = Box<dyn FnOnce(&[usize]) + Send + Sync>;
+/// Told what stopped a body.
+type OnBlock = Box<dyn FnOnce(Blocked) + Send + Sync>;
+
 /// A body passed through a [`Rewriter`]; a blocked pattern ends it with an
 /// error (the request or response is cut off), reported through `on_block`.
 struct RewriteBody {
@@ -610,8 +615,8 @@ struct RewriteBody {
     rw: Rewriter,
     done: bool,
     trailers: Option<Frame<Bytes>>,
-    on_replace: Option<Box<dyn FnOnce(&[usize]) + Send + Sync>>,
-    on_block: Option<Box<dyn FnOnce(Blocked) + Send + Sync>>,
+    on_replace: Option<OnReplace>,
+    on_block: Option<OnBlock>,
 }
 
 impl Body for RewriteBody {
