@@ -152,6 +152,11 @@ struct RunArgs {
     /// and URLs (bodies are then read whole, up to 16M). Repeatable
     #[arg(long = "secret-in-body", value_name = "NAME")]
     secret_in_body: Vec<String>,
+    /// Allow only matching requests to a secret's host once it has rules:
+    /// "[METHOD ]HOST[/PATH]", * matching anything, e.g.
+    /// "GET api.github.com/repos/acme/*". Others get 403. Repeatable
+    #[arg(long = "secret-rule", value_name = "RULE")]
+    secret_rule: Vec<String>,
     /// Trust the authorities in this PEM file, besides the system's, for
     /// the servers of secrets' hosts. Repeatable
     #[arg(long = "upstream-ca", value_name = "FILE")]
@@ -274,6 +279,7 @@ fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         egress_idle_timeout: args.egress_idle_timeout,
         secrets: args.secret.clone(),
         secret_in_body: args.secret_in_body,
+        secret_rules: args.secret_rule,
         upstream_ca: args
             .upstream_ca
             .into_iter()

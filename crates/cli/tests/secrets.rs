@@ -686,3 +686,52 @@ curl -sS --noproxy '*' -o /dev/null -w 'leak %{{http_code}}\n' -H "X-Key: $LEAKE
     assert!(!body.contains(&cmd_value));
     assert!(stderr(&out).contains("the real value of secret FILE_TOKEN"));
 }
+
+#[test]
+fn requests_outside_the_secret_rules_are_refused_before_reaching_the_host() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, &["api.secret.test"], true);
+    let value = token();
+    let dir = TempDir::new("secrets-ev");
+    let ev = dir.path().join("events.jsonl");
+    let port = up.port.to_string();
+    let url = format!("https://api.secret.test:{port}");
+    let out = run_with_token(
+        &value,
+        &[
+            "--secret",
+            &format!("TOKEN@api.secret.test:{port}"),
+            "--secret-rule",
+            "GET api.secret.test/repos/acme/*",
+            "--add-host",
+            "api.secret.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+            "--json-events",
+            ev.to_str().unwrap(),
+        ],
+        &format!(
+            r#"curl -sS --noproxy '*' -o /dev/null -w 'acme %{{http_code}}\n' -H "Authorization: Bearer $TOKEN" "{url}/repos/acme/widget?x=1"
+curl -sS --noproxy '*' -w ' other %{{http_code}}\n' -H "Authorization: Bearer $TOKEN" "{url}/repos/other/widget"
+curl -sS --noproxy '*' -o /dev/null -w 'post %{{http_code}}\n' -d x=1 "{url}/repos/acme/widget"
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.contains("acme 200"), "{s}\n{}", stderr(&out));
+    assert!(s.contains("other 403"), "{s}");
+    assert!(s.contains("denied by --secret-rule"), "{s}");
+    assert!(s.contains("post 403"), "{s}");
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].target, "/repos/acme/widget?x=1");
+    let denied: Vec<_> = events(&ev)
+        .into_iter()
+        .filter(|e| e["event"] == "connection" && e["protocol"] == "request")
+        .collect();
+    assert_eq!(denied.len(), 2, "{denied:?}");
+    assert!(denied.iter().all(|e| e["allowed"] == false));
+}

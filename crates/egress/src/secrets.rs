@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use warden_policy::DomainRule;
+use warden_policy::{DomainRule, SecretRule};
 
 /// What every placeholder starts with: unmistakable for real data.
 pub const PLACEHOLDER_PREFIX: &str = "warden-secret-";
@@ -249,6 +249,8 @@ impl rustls::server::ResolvesServerCert for LeafResolver {
 /// The secrets of one sandbox and the TLS configurations that serve them.
 pub struct Terminator {
     secrets: Vec<Secret>,
+    /// `--secret-rule`: once a host has rules, only matching requests pass.
+    rules: Vec<SecretRule>,
     ca_pem: String,
     server: Arc<rustls::ServerConfig>,
     client: Arc<rustls::ClientConfig>,
@@ -301,10 +303,31 @@ impl Terminator {
         client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Terminator {
             secrets,
+            rules: Vec::new(),
             ca_pem,
             server: Arc::new(server),
             client: Arc::new(client),
         })
+    }
+
+    /// Allow only requests that match `rules` on the hosts they are for.
+    pub fn with_rules(mut self, rules: Vec<SecretRule>) -> Terminator {
+        self.rules = rules;
+        self
+    }
+
+    /// Why no rule allows `method path` on `name:port`, when the host has
+    /// rules and none matches.
+    fn rule_denies(&self, name: &str, port: u16, method: &str, path: &str) -> Option<String> {
+        let rules: Vec<&SecretRule> = self.rules.iter().filter(|r| r.is_for(name, port)).collect();
+        if rules.is_empty() || rules.iter().any(|r| r.allows(method, path)) {
+            return None;
+        }
+        let list: Vec<&str> = rules.iter().map(|r| r.source.as_str()).collect();
+        Some(format!(
+            "denied by --secret-rule: {method} {path} on {name} matches none of its rules ({})",
+            list.join("; ")
+        ))
     }
 
     /// The authority's certificate (public), for the sandbox to trust.
@@ -904,6 +927,24 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
         Err(why) => return text(StatusCode::BAD_GATEWAY, format!("warden: {why}\n")),
     };
     let (mut parts, body) = req.into_parts();
+    if let Some(why) = s
+        .term
+        .rule_denies(&s.name, s.port, parts.method.as_str(), parts.uri.path())
+    {
+        (s.record)(Decision {
+            protocol: "request",
+            name: Some(s.name.clone()),
+            port: s.port,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail: why.clone(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        });
+        return text(StatusCode::FORBIDDEN, format!("warden: {why}\n"));
+    }
 
     // The target: path and query, substituted percent-encoded.
     let target = parts

@@ -639,7 +639,7 @@ fn run_mode(
     // The values, now that the init exists (and before it builds the root,
     // which holds the authority's certificate).
     let mut terminator = match (secret_plan, &egress) {
-        (Some(p), Some(e)) => Some(p.into_terminator(&e.upstream_ca)?),
+        (Some(p), Some(e)) => Some(p.into_terminator(&e.upstream_ca, &e.secret_rules)?),
         _ => None,
     };
     // The child builds its root while the supervisor confines it: both

@@ -17,7 +17,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use warden_egress::secrets::{placeholder, zero, Secret, SecretError, Terminator};
-use warden_policy::{SecretSource, SecretSpec};
+use warden_policy::{SecretRule, SecretSource, SecretSpec};
 
 /// The host's trust roots, when it has them where Debian-like systems do.
 pub const HOST_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -244,7 +244,11 @@ impl SecretPlan {
 
     /// After the clone: read every value, make the authority, and fill the
     /// trust files (before the init builds the root).
-    pub fn into_terminator(self, upstream_ca: &[PathBuf]) -> Result<Terminator, SecretsError> {
+    pub fn into_terminator(
+        self,
+        upstream_ca: &[PathBuf],
+        rules: &[SecretRule],
+    ) -> Result<Terminator, SecretsError> {
         let mut secrets = Vec::new();
         for mut e in self.entries {
             let name = e.spec.name.clone();
@@ -276,7 +280,7 @@ impl SecretPlan {
                 e.spec.in_bodies,
             ));
         }
-        let terminator = Terminator::new(secrets, upstream_ca)?;
+        let terminator = Terminator::new(secrets, upstream_ca)?.with_rules(rules.to_vec());
         let ca = terminator.ca_pem().as_bytes();
         let mut bundle = std::fs::read(Path::new(HOST_BUNDLE)).unwrap_or_default();
         if !bundle.is_empty() && !bundle.ends_with(b"\n") {

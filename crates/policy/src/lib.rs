@@ -14,7 +14,7 @@ mod units;
 
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
-pub use secrets::{SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
+pub use secrets::{SecretRule, SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
 pub use units::{parse_duration, parse_size, ParseError};
 
 use serde::Serialize;
@@ -156,6 +156,8 @@ pub struct EgressSpec {
     /// Secrets the proxy substitutes towards their own hosts (`--secret`);
     /// TLS to those hosts is terminated by the proxy.
     pub secrets: Vec<SecretSpec>,
+    /// Allow rules for requests on the secrets' hosts (`--secret-rule`).
+    pub secret_rules: Vec<SecretRule>,
     /// PEM files of extra authorities trusted for upstream servers of
     /// terminated connections (`--upstream-ca`), besides the system's.
     pub upstream_ca: Vec<PathBuf>,
@@ -243,6 +245,8 @@ pub struct Request {
     pub secrets: Vec<String>,
     /// `--secret-in-body NAME` entries.
     pub secret_in_body: Vec<String>,
+    /// `--secret-rule` entries.
+    pub secret_rules: Vec<String>,
     /// `--upstream-ca FILE` entries.
     pub upstream_ca: Vec<PathBuf>,
 }
@@ -296,6 +300,8 @@ pub enum SpecError {
     EgressWithoutDomains,
     #[error("--secret {entry:?}: {why}; write NAME@HOST[,HOST...], NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS or NAME=cmd:PROGRAM ARGS@HOSTS")]
     BadSecret { entry: String, why: String },
+    #[error("--secret-rule {entry:?}: {why}; write [METHOD ]HOST[/PATH], e.g. \"GET api.github.com/repos/acme/*\"")]
+    BadSecretRule { entry: String, why: String },
     #[error(
         "--secret {0} is given twice; give each secret once, with all its hosts: NAME@HOST1,HOST2"
     )]
@@ -399,6 +405,7 @@ impl Request {
             "/tmp"
         };
         let secrets = secrets::parse_secrets(&self.secrets, &self.secret_in_body, &self.env)?;
+        let secret_rules = secrets::parse_rules(&self.secret_rules, &secrets)?;
         for p in &self.upstream_ca {
             check_absolute("--upstream-ca", p)?;
         }
@@ -482,6 +489,7 @@ impl Request {
                     .egress_idle_timeout
                     .unwrap_or(DEFAULT_EGRESS_IDLE_TIMEOUT),
                 secrets: secrets.clone(),
+                secret_rules,
                 upstream_ca: self.upstream_ca.clone(),
             })
         };

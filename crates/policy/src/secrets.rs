@@ -118,6 +118,111 @@ impl SecretSpec {
     }
 }
 
+/// An allow rule for requests on terminated hosts (`--secret-rule`): once a
+/// host has rules, only requests that match one of them are sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretRule {
+    /// Upper case; `None` is any method.
+    pub method: Option<String>,
+    /// The host (and optionally port and subdomains) the rule is for.
+    pub host: DomainRule,
+    /// The path, `*` matching any run of characters (`/` included); the
+    /// query is not part of it.
+    pub path: String,
+    /// The rule as written, for messages and events.
+    pub source: String,
+}
+
+impl SecretRule {
+    /// Parse `[METHOD ]HOST[/PATH]`, e.g. `GET api.github.com/repos/acme/*`.
+    pub fn parse(entry: &str) -> Result<SecretRule, SpecError> {
+        let bad = |why: String| SpecError::BadSecretRule {
+            entry: entry.to_string(),
+            why,
+        };
+        let trimmed = entry.trim();
+        let (method, rest) = match trimmed.split_once(char::is_whitespace) {
+            Some((m, rest)) => {
+                if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic() || b == b'*') {
+                    return Err(bad(format!("{m:?} is not an HTTP method")));
+                }
+                let m = m.to_ascii_uppercase();
+                ((m != "*").then_some(m), rest.trim())
+            }
+            None => (None, trimmed),
+        };
+        let (host, path) = match rest.find('/') {
+            Some(at) => (&rest[..at], rest[at..].to_string()),
+            None => (rest, "/*".to_string()),
+        };
+        let host = DomainRule::parse(host)
+            .map_err(|e| bad(e.to_string().replace("--allow-domain ", "host ")))?;
+        Ok(SecretRule {
+            method,
+            host,
+            path,
+            source: trimmed.to_string(),
+        })
+    }
+
+    /// Whether the rule is for `name` on `port`.
+    pub fn is_for(&self, name: &str, port: u16) -> bool {
+        let h = &self.host;
+        let name_matches = name == h.name
+            || (h.subdomains
+                && name
+                    .strip_suffix(h.name.as_str())
+                    .is_some_and(|p| p.ends_with('.')));
+        name_matches && h.port.map_or(true, |p| p == port)
+    }
+
+    /// Whether the rule allows `method` on `path` (query excluded).
+    pub fn allows(&self, method: &str, path: &str) -> bool {
+        self.method
+            .as_deref()
+            .map_or(true, |m| m.eq_ignore_ascii_case(method))
+            && glob(self.path.as_bytes(), path.as_bytes())
+    }
+}
+
+/// `*` matches any run of bytes; everything else matches itself.
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some((b'*', rest)) => (0..=text.len()).any(|i| glob(rest, &text[i..])),
+        Some((c, rest)) => text.first() == Some(c) && glob(rest, &text[1..]),
+    }
+}
+
+/// Parse every `--secret-rule`; each must be for a host of some secret
+/// (only terminated connections show requests).
+pub(crate) fn parse_rules(
+    entries: &[String],
+    secrets: &[SecretSpec],
+) -> Result<Vec<SecretRule>, SpecError> {
+    let mut out = Vec::new();
+    for e in entries {
+        let r = SecretRule::parse(e)?;
+        let covered = secrets.iter().any(|s| {
+            s.hosts.iter().any(|h| {
+                h.name == r.host.name
+                    || (h.subdomains && r.host.name.ends_with(&format!(".{}", h.name)))
+            })
+        });
+        if !covered {
+            return Err(SpecError::BadSecretRule {
+                entry: e.clone(),
+                why: format!(
+                    "{} is not a host of any --secret (requests are seen only on secrets' hosts)",
+                    r.host.name
+                ),
+            });
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
 /// Parse every `--secret`, apply `--secret-in-body`, and check them against
 /// the rest of the environment request.
 pub(crate) fn parse_secrets(
@@ -197,6 +302,29 @@ mod tests {
             let e = SecretSpec::parse(bad).unwrap_err();
             assert!(e.to_string().contains("--secret"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn request_rules_match_method_host_and_path() {
+        let r = SecretRule::parse("GET api.github.com/repos/acme/*").unwrap();
+        assert!(r.is_for("api.github.com", 443));
+        assert!(!r.is_for("github.com", 443));
+        assert!(r.allows("GET", "/repos/acme/widget/pulls"));
+        assert!(r.allows("get", "/repos/acme/"));
+        assert!(!r.allows("POST", "/repos/acme/widget"));
+        assert!(!r.allows("GET", "/repos/other/widget"));
+        let any = SecretRule::parse(".example.com:8443").unwrap();
+        assert!(any.is_for("a.example.com", 8443) && !any.is_for("a.example.com", 443));
+        assert!(any.allows("DELETE", "/x"));
+        for bad in ["GET /x", "G3T a.test/x", "GET https://a.test/x"] {
+            assert!(SecretRule::parse(bad).is_err(), "{bad}");
+        }
+        let s = vec![SecretSpec::parse("T@api.github.com").unwrap()];
+        assert!(parse_rules(&["GET api.github.com/*".into()], &s).is_ok());
+        assert!(matches!(
+            parse_rules(&["GET example.com/*".into()], &s),
+            Err(SpecError::BadSecretRule { .. })
+        ));
     }
 
     #[test]
