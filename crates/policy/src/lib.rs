@@ -111,6 +111,8 @@ pub enum Terminal {
 }
 
 /// The sandbox's network.
+// One per sandbox, built once: the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum NetworkSpec {
     /// A fresh network namespace holding only `lo`.

@@ -173,14 +173,15 @@ impl SecretRule {
                 && name
                     .strip_suffix(h.name.as_str())
                     .is_some_and(|p| p.ends_with('.')));
-        name_matches && h.port.map_or(true, |p| p == port)
+        name_matches && h.port.filter(|p| *p != port).is_none()
     }
 
     /// Whether the rule allows `method` on `path` (query excluded).
     pub fn allows(&self, method: &str, path: &str) -> bool {
         self.method
             .as_deref()
-            .map_or(true, |m| m.eq_ignore_ascii_case(method))
+            .filter(|m| !m.eq_ignore_ascii_case(method))
+            .is_none()
             && glob(self.path.as_bytes(), path.as_bytes())
     }
 }
