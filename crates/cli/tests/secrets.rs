@@ -735,3 +735,93 @@ curl -sS --noproxy '*' -o /dev/null -w 'post %{{http_code}}\n' -d x=1 "{url}/rep
     assert_eq!(denied.len(), 2, "{denied:?}");
     assert!(denied.iter().all(|e| e["allowed"] == false));
 }
+
+#[test]
+fn secrets_work_for_an_unprivileged_user_too() {
+    if !egress_available() {
+        return;
+    }
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, &["api.secret.test"], false);
+    let value = token();
+    let port = up.port.to_string();
+    let out = who
+        .command(who.bin.to_str().unwrap())
+        .args(["run", "--no-tty", "--secret"])
+        .arg(format!("TOKEN@api.secret.test:{port}"))
+        .args([
+            "--add-host",
+            "api.secret.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                r#"curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" "https://api.secret.test:{port}/rootless""#
+            ),
+        ])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TOKEN", &value)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = stdout(&out);
+    assert!(
+        s.contains("authorization: Bearer warden-secret-"),
+        "{s}\n{}",
+        stderr(&out)
+    );
+    assert!(!s.contains(&value));
+    assert_eq!(
+        up.requests()[0].header("authorization"),
+        Some(format!("Bearer {value}").as_str())
+    );
+}
+
+#[test]
+fn a_silent_terminated_connection_is_closed_after_the_idle_timeout() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, &["api.secret.test"], false);
+    let port = up.port;
+    let started = std::time::Instant::now();
+    let out = run_with_token(
+        "value-unused",
+        &[
+            "--secret",
+            &format!("TOKEN@api.secret.test:{port}"),
+            "--egress-idle-timeout",
+            "1s",
+            "--add-host",
+            "api.secret.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+        ],
+        &format!(
+            r#"python3 -c '
+import socket, ssl
+ctx = ssl.create_default_context()
+s = ctx.wrap_socket(socket.create_connection(("api.secret.test", {port})), server_hostname="api.secret.test")
+print("handshake ok")
+s.settimeout(20)
+try:
+    print("read", s.recv(10))
+except Exception as e:
+    print("read", type(e).__name__)
+'"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.contains("handshake ok"), "{s}\n{}", stderr(&out));
+    assert!(s.contains("read "), "{s}");
+    assert!(!s.contains("TimeoutError") && !s.contains("timeout"), "{s}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}

@@ -693,6 +693,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
                             Arc::new(move |d| {
                                 recorder.record(d);
                             }),
+                            shared.idle,
                         )
                         .await;
                         let duration_ms = start.elapsed().as_millis() as u64;

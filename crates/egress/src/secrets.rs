@@ -702,6 +702,9 @@ pub(crate) struct Counted<S> {
     prefix: Vec<u8>,
     pub(crate) read: Arc<AtomicU64>,
     pub(crate) written: Arc<AtomicU64>,
+    /// Milliseconds since `start` of the last byte either way.
+    last: Arc<AtomicU64>,
+    start: std::time::Instant,
 }
 
 impl<S> Counted<S> {
@@ -711,7 +714,27 @@ impl<S> Counted<S> {
             prefix,
             read: Arc::new(AtomicU64::new(0)),
             written: Arc::new(AtomicU64::new(0)),
+            last: Arc::new(AtomicU64::new(0)),
+            start: std::time::Instant::now(),
         }
+    }
+
+    fn touch(&self) {
+        self.last
+            .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Resolves once neither way has moved a byte for `idle`.
+async fn silent_for(last: Arc<AtomicU64>, start: std::time::Instant, idle: std::time::Duration) {
+    loop {
+        let since =
+            (start.elapsed().as_millis() as u64).saturating_sub(last.load(Ordering::Relaxed));
+        let idle_ms = idle.as_millis() as u64;
+        if since >= idle_ms {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(idle_ms - since)).await;
     }
 }
 
@@ -726,12 +749,16 @@ impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
             buf.put_slice(&self.prefix[..n]);
             self.prefix.drain(..n);
             self.read.fetch_add(n as u64, Ordering::Relaxed);
+            self.touch();
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = buf.filled().len() - before;
-        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        if n > 0 {
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+            self.touch();
+        }
         r
     }
 }
@@ -745,6 +772,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = &r {
             self.written.fetch_add(*n as u64, Ordering::Relaxed);
+            self.touch();
         }
         r
     }
@@ -846,7 +874,9 @@ const HOP_BY_HOP: &[&str] = &[
 /// Serve one connection from the sandbox whose TLS is terminated here:
 /// `client` (with the bytes already read to decide) towards `upstream`, a
 /// TCP connection to `name:port` already made. Returns the bytes read from
-/// and written to the sandbox.
+/// and written to the sandbox. The connection is closed after `idle`
+/// without a byte either way.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve(
     term: Arc<Terminator>,
     client: TcpStream,
@@ -855,9 +885,11 @@ pub(crate) async fn serve(
     name: String,
     port: u16,
     record: Recorder,
+    idle: std::time::Duration,
 ) -> Result<(u64, u64), String> {
     let counted = Counted::new(client, first);
     let (read, written) = (counted.read.clone(), counted.written.clone());
+    let (last, start) = (counted.last.clone(), counted.start);
     let acceptor = tokio_rustls::TlsAcceptor::from(term.server.clone());
     let tls = acceptor.accept(counted).await.map_err(|e| {
         format!("the sandbox did not accept the secret proxy's certificate for {name} (is the sandbox's trust bundle in use?): {e}")
@@ -882,19 +914,17 @@ pub(crate) async fn serve(
         let s = session.clone();
         async move { Ok::<_, std::convert::Infallible>(handle(req, &s).await) }
     });
-    let served = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-        .serve_connection(TokioIo::new(tls), service)
-        .await;
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let connection = builder.serve_connection(TokioIo::new(tls), service);
+    let served = tokio::select! {
+        r = connection => r.map_err(|e| format!("the terminated connection ended with an error: {e}")),
+        () = silent_for(last, start, idle) => Err(format!("closed after {} s without a byte either way", idle.as_secs())),
+    };
     let counts = (
         read.load(Ordering::Relaxed),
         written.load(Ordering::Relaxed),
     );
-    match served {
-        Ok(()) => Ok(counts),
-        Err(e) => Err(format!(
-            "the terminated connection ended with an error: {e}"
-        )),
-    }
+    served.map(|()| counts)
 }
 
 async fn connect_tls(term: &Terminator, upstream: TcpStream, name: &str) -> Result<Sender, String> {
