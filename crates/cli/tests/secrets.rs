@@ -825,3 +825,34 @@ except Exception as e:
     assert!(!s.contains("TimeoutError") && !s.contains("timeout"), "{s}");
     assert!(started.elapsed() < Duration::from_secs(15));
 }
+
+#[test]
+fn a_request_for_another_host_on_a_terminated_connection_is_refused() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, &["api.secret.test"], true);
+    let value = token();
+    let port = up.port.to_string();
+    let out = run_with_token(
+        &value,
+        &[
+            "--secret",
+            &format!("TOKEN@api.secret.test:{port}"),
+            "--add-host",
+            "api.secret.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+        ],
+        &format!(
+            r#"for v in --http1.1 --http2; do
+curl -sS $v --noproxy '*' -o /dev/null -w "fronted %{{http_code}}\n" -H "Host: tenant.example" -H "Authorization: Bearer $TOKEN" "https://api.secret.test:{port}/"
+done
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert_eq!(s.matches("fronted 421").count(), 2, "{s}\n{}", stderr(&out));
+    assert!(up.requests().is_empty(), "{:?}", up.requests());
+}

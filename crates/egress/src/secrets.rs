@@ -1011,6 +1011,29 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
     if let Err(b) = Rewriter::all(s.head.clone(), authority.as_bytes()) {
         return s.block(b);
     }
+    // The request goes to this connection's host and no other: a server
+    // that routes on Host (a CDN, a shared front) must not take a
+    // substituted value to another of its tenants.
+    let asked = authority_host(&authority);
+    if !asked.eq_ignore_ascii_case(&s.name) {
+        let why = format!(
+            "a request for {asked} on the connection to {}: secrets go only where the connection goes",
+            s.name
+        );
+        (s.record)(Decision {
+            protocol: "request",
+            name: Some(s.name.clone()),
+            port: s.port,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail: why.clone(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        });
+        return text(StatusCode::MISDIRECTED_REQUEST, format!("warden: {why}\n"));
+    }
 
     // Headers: substituted, Basic credentials decoded first.
     let mut headers = http::HeaderMap::new();
@@ -1130,6 +1153,16 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
         }
     };
     scrub_response(s, response, method_is_head)
+}
+
+/// The host of an authority (`host`, `host:port`, `[v6]:port`), without a
+/// trailing dot.
+fn authority_host(authority: &str) -> &str {
+    let host = match authority.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.strip_suffix('.').unwrap_or(host)
 }
 
 /// The path of a target, without its query (which may hold values).
@@ -1306,6 +1339,14 @@ mod tests {
             String::from_utf8_lossy(&decoded).contains("secret-00112233"),
             "{out:?}"
         );
+    }
+
+    #[test]
+    fn the_host_of_an_authority_is_found() {
+        assert_eq!(authority_host("api.example.com"), "api.example.com");
+        assert_eq!(authority_host("api.example.com:8443"), "api.example.com");
+        assert_eq!(authority_host("api.example.com."), "api.example.com");
+        assert_eq!(authority_host("[::1]:443"), "::1");
     }
 
     #[test]
