@@ -557,6 +557,8 @@ struct Rewriter {
     patterns: Arc<Vec<Pattern>>,
     pending: Vec<u8>,
     longest: usize,
+    /// Bytes some pattern starts with: every other byte passes at once.
+    firsts: [bool; 256],
     /// Secrets whose pattern was replaced at least once.
     replaced: Vec<usize>,
 }
@@ -564,10 +566,17 @@ struct Rewriter {
 impl Rewriter {
     fn new(patterns: Arc<Vec<Pattern>>) -> Rewriter {
         let longest = patterns.iter().map(|p| p.from.len()).max().unwrap_or(0);
+        let mut firsts = [false; 256];
+        for p in patterns.iter() {
+            if let Some(&b) = p.from.first() {
+                firsts[b as usize] = true;
+            }
+        }
         Rewriter {
             patterns,
             pending: Vec::new(),
             longest,
+            firsts,
             replaced: Vec::new(),
         }
     }
@@ -596,6 +605,11 @@ impl Rewriter {
         'outer: while i < buf.len() {
             if !last && buf.len() - i < self.longest {
                 break;
+            }
+            if !self.firsts[buf[i] as usize] {
+                out.push(buf[i]);
+                i += 1;
+                continue;
             }
             let rest = &buf[i..];
             for p in self.patterns.iter() {
@@ -638,6 +652,8 @@ struct RewriteBody {
     rw: Rewriter,
     done: bool,
     trailers: Option<Frame<Bytes>>,
+    /// Trailers are dropped (a request's: they are not looked into).
+    drop_trailers: bool,
     on_replace: Option<OnReplace>,
     on_block: Option<OnBlock>,
 }
@@ -662,7 +678,7 @@ impl Body for RewriteBody {
                     Ok(data) => this.rw.push(&data),
                     Err(other) => {
                         this.done = true;
-                        this.trailers = Some(other);
+                        this.trailers = (!this.drop_trailers).then_some(other);
                         this.rw.finish()
                     }
                 },
@@ -1089,6 +1105,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
             rw: Rewriter::new(s.body.clone()),
             done: false,
             trailers: None,
+            drop_trailers: true,
             on_replace: None,
             on_block: Some(Box::new(move |b| {
                 let why = watch.blocked_why(b);
@@ -1234,6 +1251,7 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
         rw: Rewriter::new(s.scrub.clone()),
         done: false,
         trailers: None,
+        drop_trailers: false,
         on_replace: Some(Box::new(move |secrets: &[usize]| {
             for i in secrets {
                 (watch.record)(watch.decision(*i, true, "scrubbed from a response body".into()));
