@@ -249,7 +249,7 @@ curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" "{url}/bearer"
 echo; echo ---
 curl -sS --noproxy '*' -u "user:$TOKEN" "{url}/basic"
 echo; echo ---
-curl -sS "{url}/query?token=$TOKEN&x=1"
+curl -sS "{url}/query/$TOKEN?token=$TOKEN&x=1"
 "#
         ),
     );
@@ -267,7 +267,7 @@ curl -sS "{url}/query?token=$TOKEN&x=1"
         .decode(basic.strip_prefix("Basic ").unwrap())
         .unwrap();
     assert_eq!(decoded, format!("user:{value}").as_bytes());
-    assert_eq!(seen[2].target, format!("/query?token={value}&x=1"));
+    assert_eq!(seen[2].target, format!("/query/{value}?token={value}&x=1"));
     // The echoes held the real value; the sandbox got them scrubbed.
     assert!(
         !s.contains(&value),

@@ -475,6 +475,16 @@ struct Pattern {
     secret: usize,
 }
 
+impl Drop for Pattern {
+    fn drop(&mut self) {
+        // Forms of real values: erased when no longer needed.
+        zero(&mut self.from);
+        if let Action::Replace(to) = &mut self.action {
+            zero(to);
+        }
+    }
+}
+
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.is_empty() || needle.len() > hay.len() {
         return None;
@@ -1120,7 +1130,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
         (s.record)(s.decision(
             *i,
             true,
-            format!("substituted in {} {}", parts.method, path_only(&target)),
+            format!("substituted in {} {}", parts.method, parts.uri.path()),
         ));
     }
 
@@ -1180,11 +1190,6 @@ fn authority_host(authority: &str) -> &str {
         None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
     };
     host.strip_suffix('.').unwrap_or(host)
-}
-
-/// The path of a target, without its query (which may hold values).
-fn path_only(target: &str) -> &str {
-    target.split('?').next().unwrap_or(target)
 }
 
 fn rewrite_header(
