@@ -1379,6 +1379,144 @@ mod tests {
         assert_eq!(civil(1_767_225_600), (2026, 1, 1));
     }
 
+    /// An HTTPS server on 127.0.0.1 for `name` (certificate from a fresh
+    /// authority, whose PEM is returned) that answers every request with
+    /// its `authorization` header.
+    async fn echo_server(name: &str) -> (u16, String) {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(|req: Request<Incoming>| async move {
+                        let auth = req
+                            .headers()
+                            .get("authorization")
+                            .map(|v| v.as_bytes().to_vec())
+                            .unwrap_or_default();
+                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
+                            auth,
+                        ))))
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        (port, ca.pem())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_terminated_connection_substitutes_towards_its_host_and_scrubs_the_echo() {
+        let (port, upstream_pem) = echo_server("api.test").await;
+        let dir = std::env::temp_dir().join(format!("warden-egress-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, upstream_pem).unwrap();
+        let value = b"real-token-0123456789".to_vec();
+        let ph = placeholder().unwrap();
+        let rule = DomainRule::parse(&format!("api.test:{port}")).unwrap();
+        let term = Arc::new(
+            Terminator::new(
+                vec![Secret::new(
+                    "T".into(),
+                    ph.clone(),
+                    value.clone(),
+                    vec![rule],
+                    false,
+                )],
+                std::slice::from_ref(&ca_file),
+            )
+            .unwrap(),
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // The sandbox's side: a client that trusts the per-sandbox authority.
+        let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let front_port = front.local_addr().unwrap().port();
+        let decisions = Arc::new(Mutex::new(Vec::<Decision>::new()));
+        let d = decisions.clone();
+        let t = term.clone();
+        tokio::spawn(async move {
+            let (conn, _) = front.accept().await.unwrap();
+            let upstream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            let record: Recorder = Arc::new(move |dec| d.lock().unwrap().push(dec));
+            let _ = serve(
+                t,
+                conn,
+                Vec::new(),
+                upstream,
+                "api.test".into(),
+                port,
+                record,
+                std::time::Duration::from_secs(10),
+            )
+            .await;
+        });
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_pemfile::certs(&mut term.ca_pem().as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let tcp = TcpStream::connect(("127.0.0.1", front_port)).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(client))
+            .connect(ServerName::try_from("api.test").unwrap(), tcp)
+            .await
+            .unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .uri("/")
+            .header("host", format!("api.test:{port}"))
+            .header("authorization", format!("Bearer {ph}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        // The server saw the value and echoed it; the sandbox sees the
+        // placeholder again.
+        assert_eq!(body, format!("Bearer {ph}").as_bytes());
+        let decisions = decisions.lock().unwrap().clone();
+        assert!(decisions
+            .iter()
+            .any(|d| d.allowed && d.detail.starts_with("substituted")));
+        assert!(decisions.iter().any(|d| d.detail.contains("scrubbed")));
+    }
+
     #[test]
     fn the_authority_mints_a_leaf_per_name_once() {
         let a = Authority::generate().unwrap();
