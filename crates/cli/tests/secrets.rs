@@ -860,3 +860,44 @@ done
     assert_eq!(s.matches("fronted 421").count(), 2, "{s}\n{}", stderr(&out));
     assert!(up.requests().is_empty(), "{:?}", up.requests());
 }
+
+#[test]
+fn two_secrets_may_read_the_same_host_variable() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, &["a.secret.test", "b.secret.test"], false);
+    let value = token();
+    let port = up.port.to_string();
+    let out = run_with_token(
+        &value,
+        &[
+            "--secret",
+            &format!("A=env:TOKEN@a.secret.test:{port}"),
+            "--secret",
+            &format!("B=env:TOKEN@b.secret.test:{port}"),
+            "--add-host",
+            "a.secret.test=127.0.0.1",
+            "--add-host",
+            "b.secret.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+        ],
+        &format!(
+            r#"[ "$A" != "$B" ] && echo distinct
+curl -sS --noproxy '*' -o /dev/null -H "Authorization: Bearer $A" "https://a.secret.test:{port}/a"
+curl -sS --noproxy '*' -o /dev/null -H "Authorization: Bearer $B" "https://b.secret.test:{port}/b"
+"#
+        ),
+    );
+    assert!(stdout(&out).contains("distinct"), "{}", stderr(&out));
+    let seen = up.requests();
+    assert_eq!(seen.len(), 2, "{seen:?} {}", stderr(&out));
+    for r in &seen {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {value}").as_str())
+        );
+    }
+}

@@ -197,16 +197,26 @@ impl SecretPlan {
     /// environment moved where the clone does not get them, and empty
     /// trust files.
     pub fn prepare(secrets: &[SecretSpec]) -> Result<SecretPlan, SecretsError> {
-        let mut entries = Vec::new();
+        let mut entries: Vec<Entry> = Vec::new();
         for spec in secrets {
             let taken = match &spec.source {
                 SecretSource::Env(variable) => {
-                    Some(
-                        take_variable(variable)?.ok_or_else(|| SecretsError::MissingVariable {
-                            name: spec.name.clone(),
-                            variable: variable.clone(),
-                        })?,
-                    )
+                    // A variable two secrets read was erased by the first.
+                    let earlier = entries
+                        .iter_mut()
+                        .find(|e| e.taken.is_some() && e.spec.source_variable() == Some(variable));
+                    let region = match earlier.and_then(|e| e.taken.as_mut()) {
+                        Some(first) => {
+                            let mut copy = WipeOnFork::new(first.len)?;
+                            copy.bytes_mut().copy_from_slice(first.bytes_mut());
+                            Some(copy)
+                        }
+                        None => take_variable(variable)?,
+                    };
+                    Some(region.ok_or_else(|| SecretsError::MissingVariable {
+                        name: spec.name.clone(),
+                        variable: variable.clone(),
+                    })?)
                 }
                 _ => None,
             };
