@@ -79,6 +79,18 @@ pub enum EventKind {
         paths: Vec<String>,
         detail: String,
     },
+    /// The secret proxy put a secret's real value in a request
+    /// (`substituted`), took it out of a response (`scrubbed`), or stopped a
+    /// placeholder or a real value on its way to the wrong place
+    /// (`blocked`). Never carries a value.
+    Secret {
+        /// The secret's variable name.
+        name: String,
+        /// The host the request went (or tried to go) to.
+        host: String,
+        action: SecretAction,
+        detail: String,
+    },
     /// Past the decision log's bound, decisions were only counted.
     ConnectionsNotRecorded { allowed: u64, denied: u64 },
     /// The sandbox is gone.
@@ -91,6 +103,15 @@ pub enum EventKind {
         duration_ms: u64,
         peaks: ResourcePeaks,
     },
+}
+
+/// What the secret proxy did with a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretAction {
+    Substituted,
+    Scrubbed,
+    Blocked,
 }
 
 /// Why the sandbox ended.

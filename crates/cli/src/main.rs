@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use warden_audit::chain::{ChainedLog, Verdict};
 use warden_audit::{EventSink, Fanout, JsonLinesSink, NullSink};
 use warden_policy::compose::{compose, Catalog, Composed, Overrides, Severity};
-use warden_policy::{parse_duration, parse_size, Defaults, HostFacts, ENV_ALLOWLIST};
+use warden_policy::{parse_duration, parse_size, Defaults, HostFacts, SecretSpec, ENV_ALLOWLIST};
 
 /// Exit status when warden itself fails (bad input, setup failure).
 const EXIT_WARDEN: u8 = 125;
@@ -275,6 +275,28 @@ struct RunArgs {
     /// [default: 10m]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     egress_idle_timeout: Option<std::time::Duration>,
+    /// Give the sandbox a placeholder in variable NAME instead of a secret;
+    /// the proxy puts the real value in requests to HOSTS only (HTTPS to
+    /// them is terminated with a per-sandbox authority) and takes it out of
+    /// responses. The value comes from the host variable NAME, or
+    /// NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS, NAME=cmd:PROGRAM
+    /// ARGS@HOSTS (run without a shell). HOSTS are allowed destinations.
+    /// Repeatable
+    #[arg(long, value_name = "NAME[=SOURCE]@HOST[,HOST...]")]
+    secret: Vec<String>,
+    /// Substitute this secret in request bodies too, not only in headers
+    /// and URLs (bodies are then read whole, up to 16M). Repeatable
+    #[arg(long = "secret-in-body", value_name = "NAME")]
+    secret_in_body: Vec<String>,
+    /// Allow only matching requests to a secret's host once it has rules:
+    /// "[METHOD ]HOST[/PATH]", * matching anything, e.g.
+    /// "GET api.github.com/repos/acme/*". Others get 403. Repeatable
+    #[arg(long = "secret-rule", value_name = "RULE")]
+    secret_rule: Vec<String>,
+    /// Trust the authorities in this PEM file, besides the system's, for
+    /// the servers of secrets' hosts. Repeatable
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    upstream_ca: Vec<PathBuf>,
     /// Append one JSON line per event (created, started, exited, ...) to FILE
     #[arg(long, value_name = "FILE")]
     json_events: Option<PathBuf>,
@@ -448,6 +470,14 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
     };
     let composed = compose(&catalog(), args.profile.as_deref(), &overrides)?.into_valid()?;
     let mut request = composed.merged.request(std::io::stdin().is_terminal());
+    request.secrets = args.secret.clone();
+    request.secret_in_body = args.secret_in_body;
+    request.secret_rules = args.secret_rule;
+    request.upstream_ca = args
+        .upstream_ca
+        .into_iter()
+        .map(absolute)
+        .collect::<Result<_, _>>()?;
     let id = sandbox_id();
     // A profile may ask for the overlay too.
     let store = match store {
@@ -493,9 +523,15 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
         None => None,
     };
     let json_events = request.json_events.clone();
-    let host_env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+    // Variables that hold secrets are never copied, not even here: the
+    // supervisor moves them out of reach of the sandbox's init itself.
+    let hidden: Vec<String> = request
+        .secrets
+        .iter()
+        .filter_map(|s| SecretSpec::parse(s).ok())
+        .filter_map(|s| s.source_variable().map(str::to_string))
         .collect();
+    let host_env = warden_jail::secrets::host_environment(&hidden);
     let spec = match request.resolve(defaults, &host_env) {
         Ok(spec) => spec,
         Err(e) => match warden_policy::validate::locate(&composed.merged, &e).place() {

@@ -7,6 +7,7 @@
 use crate::dns::{self, NameAddresses};
 use crate::http::{parse_request_head, HttpError, MAX_HEAD};
 use crate::matcher::Matcher;
+use crate::secrets::Terminator;
 use crate::tls::{self, ClientHello, MAX_CLIENT_HELLO};
 use crate::wiring::original_destination;
 use std::collections::{HashMap, HashSet};
@@ -127,6 +128,9 @@ struct Shared {
     used: std::sync::atomic::AtomicU64,
     /// Connections open at once are bounded.
     slots: Arc<tokio::sync::Semaphore>,
+    /// With secrets: TLS to their hosts is terminated and requests are
+    /// rewritten; every other connection is spliced as it is.
+    terminator: Option<Arc<Terminator>>,
 }
 
 impl Shared {
@@ -188,6 +192,18 @@ impl Proxy {
         dns: OwnedFd,
         asker: Option<Arc<dyn Asker>>,
     ) -> Result<Proxy, ProxyError> {
+        Proxy::start_with_secrets(spec, tcp, dns, asker, None)
+    }
+
+    /// [`Proxy::start`], with the secrets that `terminator` substitutes
+    /// towards their own hosts.
+    pub fn start_with_secrets(
+        spec: &EgressSpec,
+        tcp: OwnedFd,
+        dns: OwnedFd,
+        asker: Option<Arc<dyn Asker>>,
+        terminator: Option<Terminator>,
+    ) -> Result<Proxy, ProxyError> {
         // Two descriptors per proxied connection: raise the supervisor's
         // soft limit to its hard one (the sandbox keeps its own limit).
         if let Ok((_, hard)) =
@@ -236,6 +252,7 @@ impl Proxy {
             idle: spec.idle_timeout,
             used: std::sync::atomic::AtomicU64::new(0),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+            terminator: terminator.map(Arc::new),
         });
         let std_listener = std::net::TcpListener::from(tcp);
         let std_udp = std::net::UdpSocket::from(dns);
@@ -356,7 +373,7 @@ enum Verdict {
     },
 }
 
-async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
+async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
     let start = Instant::now();
     let original = original_destination(&conn).ok();
     let port = original.map(|a| a.port()).unwrap_or(0);
@@ -433,6 +450,43 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
             },
         },
         other => other,
+    };
+    // A placeholder in a CONNECT (its target or headers) on its way to a
+    // host that is not its secret's: refused before the tunnel opens.
+    let verdict = match (verdict, shared.terminator.as_ref()) {
+        (
+            Verdict::Allow {
+                name,
+                rule,
+                port: to_port,
+                tunnel: true,
+            },
+            Some(t),
+        ) => {
+            let head_len = parse_request_head(&buf, to_port)
+                .ok()
+                .flatten()
+                .map(|h| h.head_len)
+                .unwrap_or(buf.len());
+            match t.stray_placeholder(&buf[..head_len.min(buf.len())], &name, to_port) {
+                Some(secret) => {
+                    let why = record_stray(shared, secret, &name, to_port, original);
+                    Verdict::Deny {
+                        name: Some(name),
+                        why,
+                        http: true,
+                        ask_port: None,
+                    }
+                }
+                None => Verdict::Allow {
+                    name,
+                    rule,
+                    port: to_port,
+                    tunnel: true,
+                },
+            }
+        }
+        (v, _) => v,
     };
     // A CONNECT is answered at once; what the client then sends through the
     // tunnel must pass the same rules as a transparent connection to the
@@ -590,6 +644,39 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
             decision.name = Some(name.clone());
             decision.rule = Some(rule);
             decision.port = upstream_port;
+            // A placeholder in a name, a CONNECT or a plain request's head
+            // on its way to a host that is not its secret's.
+            let stray = shared.terminator.as_ref().and_then(|t| {
+                let head_len = match protocol {
+                    "http" => parse_request_head(&buf, port)
+                        .ok()
+                        .flatten()
+                        .map(|h| h.head_len)
+                        .unwrap_or(buf.len()),
+                    _ => buf.len().min(MAX_CLIENT_HELLO),
+                };
+                t.stray_placeholder(&buf[..head_len.min(buf.len())], &name, upstream_port)
+                    .map(str::to_string)
+            });
+            if let Some(secret) = stray {
+                let why = record_stray(shared, &secret, &name, upstream_port, original);
+                decision.allowed = false;
+                decision.detail = why.clone();
+                // Inside an open CONNECT tunnel an HTTP answer would be
+                // taken for the other protocol's bytes: the tunnel is cut.
+                if protocol == "http" {
+                    let body = format!("warden: {why}\n");
+                    let reply = format!(
+                        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = conn.write_all(reply.as_bytes()).await;
+                }
+                let _ = conn.shutdown().await;
+                decision.duration_ms = start.elapsed().as_millis() as u64;
+                shared.record(decision);
+                return;
+            }
             let used = shared.used.load(std::sync::atomic::Ordering::Relaxed);
             let over_quota = shared.quota.filter(|q| used >= *q);
             let upstream = match over_quota {
@@ -608,9 +695,48 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
                     }
                     let _ = conn.shutdown().await;
                 }
-                Ok((mut upstream, addr)) => {
+                Ok((upstream, addr)) => {
                     decision.allowed = true;
                     decision.detail = format!("to {addr}");
+                    let terminator = shared.terminator.clone().filter(|t| {
+                        matches!(protocol, "tls" | "connect")
+                            && matches!(tls::peek(&buf), ClientHello::Sni(_))
+                            && t.terminates(&name, upstream_port)
+                    });
+                    if let Some(t) = terminator {
+                        decision.detail = format!("to {addr}, TLS terminated for its secrets");
+                        decision.duration_ms = start.elapsed().as_millis() as u64;
+                        let at = shared.record(decision.clone());
+                        let recorder = shared.clone();
+                        let served = crate::secrets::serve(
+                            t,
+                            conn,
+                            std::mem::take(&mut buf),
+                            upstream,
+                            name,
+                            upstream_port,
+                            Arc::new(move |d| {
+                                recorder.record(d);
+                            }),
+                            shared.idle,
+                        )
+                        .await;
+                        let duration_ms = start.elapsed().as_millis() as u64;
+                        let (out, inn) = served.as_ref().map(|c| *c).unwrap_or((0, 0));
+                        shared
+                            .used
+                            .fetch_add(out + inn, std::sync::atomic::Ordering::Relaxed);
+                        shared.update(at, |d| {
+                            d.bytes_out = out;
+                            d.bytes_in = inn;
+                            d.duration_ms = duration_ms;
+                            if let Err(why) = served {
+                                d.detail = format!("{}; {why}", d.detail);
+                            }
+                        });
+                        return;
+                    }
+                    let mut upstream = upstream;
                     // Recorded now, while the connection is open: a
                     // connection still open when the run ends is in the log
                     // all the same. Its bytes are filled in when it ends.
@@ -647,6 +773,33 @@ async fn handle_connection(mut conn: TcpStream, shared: &Shared) {
     }
     decision.duration_ms = start.elapsed().as_millis() as u64;
     shared.record(decision);
+}
+
+/// Record a placeholder found on its way to a host that is not its
+/// secret's; returns why, for the connection's own decision.
+fn record_stray(
+    shared: &Shared,
+    secret: &str,
+    name: &str,
+    port: u16,
+    original: Option<std::net::SocketAddrV4>,
+) -> String {
+    let why = format!(
+        "blocked: the placeholder of secret {secret} on its way to {name}, which is not one of its hosts"
+    );
+    shared.record(Decision {
+        protocol: "secret",
+        name: Some(name.to_string()),
+        port,
+        original_destination: original.map(|a| a.to_string()),
+        allowed: false,
+        rule: Some(secret.to_string()),
+        detail: why.clone(),
+        bytes_out: 0,
+        bytes_in: 0,
+        duration_ms: 0,
+    });
+    why
 }
 
 /// Put a name on no list to the person (`--ask`): `Ok` with the rule to

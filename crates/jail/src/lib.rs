@@ -21,6 +21,7 @@ pub mod pty;
 mod report;
 mod sandbox;
 pub mod seccomp;
+pub mod secrets;
 mod sys;
 
 pub use sandbox::{chain_str, run, JailError, Outcome, NOBODY};

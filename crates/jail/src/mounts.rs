@@ -148,6 +148,10 @@ pub struct RootPlan {
     /// Contents for the sandbox's `/etc/resolv.conf` (egress: warden's
     /// resolver), or `None` to leave the host's file.
     pub resolv_conf: Option<String>,
+    /// With secrets: the trust bundle and the authority's certificate
+    /// (memory files the supervisor fills before the root is built),
+    /// mounted read-only under `/run/warden` and over the host's bundle.
+    pub trust: Option<crate::secrets::TrustFiles>,
 }
 
 const BASE: &str = "/tmp";
@@ -288,7 +292,8 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
         Path::new(BASE),
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("size=1m,mode=0755"),
+        // Room for the staged files (resolv.conf, a trust bundle).
+        Some("size=4m,mode=0755"),
         "the scratch tmpfs",
     )?;
     let base = Path::new(BASE);
@@ -435,6 +440,9 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
     if let Some(content) = &plan.resolv_conf {
         provide_resolv_conf(content)?;
     }
+    if let Some(trust) = plan.trust.take() {
+        provide_trust(trust, plan.rootfs.is_some())?;
+    }
 
     // The root directory itself is read-only: the sandbox writes only to
     // its workspace, /tmp, /dev/shm and declared read-write paths.
@@ -538,6 +546,75 @@ fn mount_overlay(b: &mut BindPlan, ov: &OverlayPlan, dst: &Path) -> Result<(), M
     }
     if ov.tree.is_some() {
         let _ = umount2(state_mount, MntFlags::MNT_DETACH);
+    }
+    Ok(())
+}
+
+/// Stage the secret proxy's trust files and mount them read-only at
+/// [`warden_policy::CA_BUNDLE_PATH`] and [`warden_policy::CA_CERT_PATH`],
+/// and the bundle over the system's own bundle where the root has one (for
+/// programs that read no variable). A prepared root tree gets a tmpfs on
+/// its `/run` rather than a directory written into the host's copy.
+fn provide_trust(trust: crate::secrets::TrustFiles, prepared_root: bool) -> Result<(), MountError> {
+    use std::os::unix::fs::FileExt;
+    let read_all = |fd: OwnedFd, what: &str| -> Result<Vec<u8>, MountError> {
+        let f = std::fs::File::from(fd);
+        let mut out = Vec::new();
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let n =
+                f.read_at(&mut chunk, out.len() as u64)
+                    .map_err(|source| MountError::Create {
+                        path: PathBuf::from(what),
+                        source,
+                    })?;
+            if n == 0 {
+                return Ok(out);
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+    };
+    let files = [
+        (
+            read_all(trust.bundle, warden_policy::CA_BUNDLE_PATH)?,
+            Path::new("/.ca-bundle.crt"),
+            Path::new(warden_policy::CA_BUNDLE_PATH),
+        ),
+        (
+            read_all(trust.ca, warden_policy::CA_CERT_PATH)?,
+            Path::new("/.ca.crt"),
+            Path::new(warden_policy::CA_CERT_PATH),
+        ),
+    ];
+    let run = Path::new(NEWROOT).join("run");
+    if prepared_root {
+        if !run.is_dir() {
+            return Err(MountError::MountPoint {
+                path: PathBuf::from("/run"),
+                source: std::io::Error::other(
+                    "the prepared root tree has no /run directory, where --secret puts its trust files",
+                ),
+            });
+        }
+        do_mount(
+            Some("tmpfs"),
+            &run,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some("size=1m,mode=0755"),
+            "a tmpfs for /run",
+        )?;
+    }
+    for (content, staged, inside) in &files {
+        std::fs::write(staged, content).map_err(|source| MountError::Create {
+            path: staged.to_path_buf(),
+            source,
+        })?;
+        bind(staged, &under(NEWROOT, inside), false)?;
+    }
+    let system = Path::new(NEWROOT).join(crate::secrets::HOST_BUNDLE.trim_start_matches('/'));
+    if std::fs::symlink_metadata(&system).is_ok_and(|m| m.is_file()) {
+        bind(files[0].1, &system, false)?;
     }
     Ok(())
 }

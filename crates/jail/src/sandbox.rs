@@ -122,6 +122,10 @@ pub enum JailError {
     UnsupportedArch(&'static str),
     #[error("a string in the command or environment contains a NUL byte: {0:?}")]
     Nul(String),
+    #[error(transparent)]
+    Secrets(#[from] crate::secrets::SecretsError),
+    #[error("--secret needs the sandbox's own network namespace (the proxy substitutes the values), which this host does not allow")]
+    SecretsNeedNamespaces,
 }
 
 fn sys_err(what: &'static str) -> impl FnOnce(Errno) -> JailError {
@@ -470,6 +474,22 @@ fn run_mode(
         None
     };
     let mut env_pairs = spec.env.clone();
+    // Secrets: placeholders in the sandbox's environment; the values are
+    // read after the clone, or kept where the clone does not get them.
+    let secret_plan = match &spec.network {
+        NetworkSpec::Egress(e) if !e.secrets.is_empty() => {
+            if degraded_mode {
+                return Err(JailError::SecretsNeedNamespaces);
+            }
+            let plan = crate::secrets::SecretPlan::prepare(&e.secrets)?;
+            for (name, placeholder) in plan.placeholders() {
+                env_pairs.retain(|(k, _)| k != name);
+                env_pairs.push((name.to_string(), placeholder.to_string()));
+            }
+            Some(plan)
+        }
+        _ => None,
+    };
     let mut landlock_read = vec![PathBuf::from("/")];
     let cwd = match (&private_tmp, &workspace) {
         (Some(tmp), ws) => {
@@ -608,6 +628,7 @@ fn run_mode(
             resolv_conf: egress
                 .as_ref()
                 .map(|_| "nameserver 127.0.0.1\noptions ndots:1 timeout:2\n".to_string()),
+            trust: secret_plan.as_ref().map(|p| p.trust_files()).transpose()?,
         },
         egress_channel: egress_child,
         egress: egress.is_some(),
@@ -693,6 +714,12 @@ fn run_mode(
     };
     drop(plan);
     ready?;
+    // The values, now that the init exists (and before it builds the root,
+    // which holds the authority's certificate).
+    let mut terminator = match (secret_plan, &egress) {
+        (Some(p), Some(e)) => Some(p.into_terminator(&e.upstream_ca, &e.secret_rules)?),
+        _ => None,
+    };
     // The child builds its root while the supervisor confines it: both
     // sides work at once, and the child cannot go past its root before the
     // final message below.
@@ -743,8 +770,14 @@ fn run_mode(
                 None
             };
             proxy = Some(
-                warden_egress::proxy::Proxy::start(spec, tcp, dns, asker)
-                    .map_err(JailError::Egress)?,
+                warden_egress::proxy::Proxy::start_with_secrets(
+                    spec,
+                    tcp,
+                    dns,
+                    asker,
+                    terminator.take(),
+                )
+                .map_err(JailError::Egress)?,
             );
         }
     }
@@ -870,6 +903,32 @@ fn report_decisions(events: &mut dyn EventSink, id: &str, log: warden_egress::pr
     let mut denied: Vec<String> = Vec::new();
     let mut more_denied = 0usize;
     for d in log.decisions {
+        if d.protocol == "secret" {
+            let action = if !d.allowed {
+                warden_audit::SecretAction::Blocked
+            } else if d.detail.starts_with("scrubbed") {
+                warden_audit::SecretAction::Scrubbed
+            } else {
+                warden_audit::SecretAction::Substituted
+            };
+            if action == warden_audit::SecretAction::Blocked {
+                eprintln!(
+                    "warden: secret {}: {}",
+                    d.rule.as_deref().unwrap_or("?"),
+                    d.detail
+                );
+            }
+            events.emit(&Event::now(
+                id,
+                EventKind::Secret {
+                    name: d.rule.unwrap_or_default(),
+                    host: d.name.unwrap_or_default(),
+                    action,
+                    detail: d.detail,
+                },
+            ));
+            continue;
+        }
         if !d.allowed {
             let what = format!(
                 "{} {}",

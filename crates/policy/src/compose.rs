@@ -397,6 +397,12 @@ impl Layer {
                 Some(Val::Mode(WorkspaceMode::Overlay))
             ),
             overlay_dirs: None,
+            // Secrets come from the command line (the front door sets
+            // them); a profile names none yet.
+            secrets: Vec::new(),
+            secret_in_body: Vec::new(),
+            secret_rules: Vec::new(),
+            upstream_ca: Vec::new(),
             json_events: self.path("json_events"),
         }
     }

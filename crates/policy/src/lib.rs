@@ -11,11 +11,13 @@ pub mod compose;
 mod domains;
 mod env;
 pub mod profile;
+mod secrets;
 mod units;
 pub mod validate;
 
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
+pub use secrets::{SecretRule, SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
 pub use units::{format_size, parse_duration, parse_size, ParseError};
 
 use serde::Serialize;
@@ -122,6 +124,8 @@ pub enum Terminal {
 }
 
 /// The sandbox's network.
+// One per sandbox, built once: the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum NetworkSpec {
     /// A fresh network namespace holding only `lo`.
@@ -164,6 +168,14 @@ pub struct EgressSpec {
     pub quota: Option<u64>,
     /// A connection with no byte either way for this long is closed.
     pub idle_timeout: Duration,
+    /// Secrets the proxy substitutes towards their own hosts (`--secret`);
+    /// TLS to those hosts is terminated by the proxy.
+    pub secrets: Vec<SecretSpec>,
+    /// Allow rules for requests on the secrets' hosts (`--secret-rule`).
+    pub secret_rules: Vec<SecretRule>,
+    /// PEM files of extra authorities trusted for upstream servers of
+    /// terminated connections (`--upstream-ca`), besides the system's.
+    pub upstream_ca: Vec<PathBuf>,
 }
 
 /// Default of [`EgressSpec::idle_timeout`].
@@ -251,6 +263,14 @@ pub struct Request {
     /// `--json-events FILE`: where the front door appends events. Not part
     /// of the spec; the front door opens it.
     pub json_events: Option<PathBuf>,
+    /// `--secret` entries.
+    pub secrets: Vec<String>,
+    /// `--secret-in-body NAME` entries.
+    pub secret_in_body: Vec<String>,
+    /// `--secret-rule` entries.
+    pub secret_rules: Vec<String>,
+    /// `--upstream-ca FILE` entries.
+    pub upstream_ca: Vec<PathBuf>,
 }
 
 /// Why a request cannot become a spec. Each message says what to change.
@@ -302,8 +322,22 @@ pub enum SpecError {
     OverlayWithoutWorkspace,
     #[error("--overlay was asked for but no overlay directories were prepared (a front door must create them in warden's state directory)")]
     OverlayWithoutState,
-    #[error("--allow-http, --add-host, --allow-cidr and --egress-quota need at least one --allow-domain, --allow-host-port or --ask")]
+    #[error("--allow-http, --add-host, --allow-cidr, --egress-quota and --upstream-ca need at least one --allow-domain, --allow-host-port, --secret or --ask")]
     EgressWithoutDomains,
+    #[error("--secret {entry:?}: {why}; write NAME@HOST[,HOST...], NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS or NAME=cmd:PROGRAM ARGS@HOSTS")]
+    BadSecret { entry: String, why: String },
+    #[error("--secret-rule {entry:?}: {why}; write [METHOD ]HOST[/PATH], e.g. \"GET api.github.com/repos/acme/*\"")]
+    BadSecretRule { entry: String, why: String },
+    #[error(
+        "--secret {0} is given twice; give each secret once, with all its hosts: NAME@HOST1,HOST2"
+    )]
+    DuplicateSecret(String),
+    #[error("--secret-in-body {0}: there is no --secret {0}")]
+    UnknownSecretInBody(String),
+    #[error("--pass-env {0} would copy a secret's real value into the sandbox; leave it out (the sandbox gets a placeholder from --secret)")]
+    SecretPassed(String),
+    #[error("--env {0}=... and --secret {0} both set {0}; leave out the --env")]
+    SecretSet(String),
 }
 
 impl Request {
@@ -396,6 +430,11 @@ impl Request {
         } else {
             "/tmp"
         };
+        let secrets = secrets::parse_secrets(&self.secrets, &self.secret_in_body, &self.env)?;
+        let secret_rules = secrets::parse_rules(&self.secret_rules, &secrets)?;
+        for p in &self.upstream_ca {
+            check_absolute("--upstream-ca", p)?;
+        }
         let env = resolve_env(&self.env, host_env, home)?;
         let publish = parse_publish(&self.publish)?;
         if self.overlay && self.workspace.is_none() {
@@ -405,67 +444,88 @@ impl Request {
             // Never a silent fall back to writing the real workspace.
             return Err(SpecError::OverlayWithoutState);
         }
-        let network =
-            if self.allow_domains.is_empty() && self.allow_host_ports.is_empty() && !self.ask {
-                if self.allow_http
-                    || !self.add_hosts.is_empty()
-                    || !self.allow_cidr.is_empty()
-                    || self.egress_quota.is_some()
-                {
-                    return Err(SpecError::EgressWithoutDomains);
-                }
-                NetworkSpec::LoopbackOnly
-            } else {
-                let mut domains = self
-                    .allow_domains
-                    .iter()
-                    .map(|d| DomainRule::parse(d))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let mut host_ports = Vec::new();
-                for &port in &self.allow_host_ports {
-                    if port == 0 {
-                        return Err(SpecError::BadHostPort);
+        let network = if self.allow_domains.is_empty()
+            && self.allow_host_ports.is_empty()
+            && !self.ask
+            && secrets.is_empty()
+        {
+            if self.allow_http
+                || !self.add_hosts.is_empty()
+                || !self.allow_cidr.is_empty()
+                || self.egress_quota.is_some()
+                || !self.upstream_ca.is_empty()
+            {
+                return Err(SpecError::EgressWithoutDomains);
+            }
+            NetworkSpec::LoopbackOnly
+        } else {
+            let mut domains = self
+                .allow_domains
+                .iter()
+                .map(|d| DomainRule::parse(d))
+                .collect::<Result<Vec<_>, _>>()?;
+            // A secret's hosts are allowed destinations: the value
+            // is useless if its own hosts cannot be reached.
+            for s in &secrets {
+                for h in &s.hosts {
+                    let covered = domains.iter().any(|d| {
+                        d.name == h.name && d.subdomains == h.subdomains && d.port == h.port
+                    });
+                    if !covered {
+                        let mut rule = h.clone();
+                        rule.source = format!("--secret {}@{}", s.name, h.source);
+                        domains.push(rule);
                     }
-                    if !host_ports.contains(&port) {
-                        host_ports.push(port);
-                        domains.push(DomainRule {
-                            name: HOST_ALIAS.to_string(),
-                            subdomains: false,
-                            port: Some(port),
-                            source: format!("--allow-host-port {port}"),
-                        });
-                    }
                 }
-                let hosts = self
-                    .add_hosts
-                    .iter()
-                    .map(|h| parse_add_host(h))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let cidrs = self
-                    .allow_cidr
-                    .iter()
-                    .map(|c| {
-                        let c = c.trim();
-                        c.parse::<ipnet::IpNet>()
-                            .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                            .map(|n| n.trunc())
-                            .map_err(|_| SpecError::BadCidr(c.to_string()))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                NetworkSpec::Egress(EgressSpec {
-                    domains,
-                    allow_http: self.allow_http,
-                    hosts,
-                    cidrs,
-                    host_ports,
-                    ask: self.ask,
-                    log: self.net_log,
-                    quota: self.egress_quota,
-                    idle_timeout: self
-                        .egress_idle_timeout
-                        .unwrap_or(DEFAULT_EGRESS_IDLE_TIMEOUT),
+            }
+            let mut host_ports = Vec::new();
+            for &port in &self.allow_host_ports {
+                if port == 0 {
+                    return Err(SpecError::BadHostPort);
+                }
+                if !host_ports.contains(&port) {
+                    host_ports.push(port);
+                    domains.push(DomainRule {
+                        name: HOST_ALIAS.to_string(),
+                        subdomains: false,
+                        port: Some(port),
+                        source: format!("--allow-host-port {port}"),
+                    });
+                }
+            }
+            let hosts = self
+                .add_hosts
+                .iter()
+                .map(|h| parse_add_host(h))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cidrs = self
+                .allow_cidr
+                .iter()
+                .map(|c| {
+                    let c = c.trim();
+                    c.parse::<ipnet::IpNet>()
+                        .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                        .map(|n| n.trunc())
+                        .map_err(|_| SpecError::BadCidr(c.to_string()))
                 })
-            };
+                .collect::<Result<Vec<_>, _>>()?;
+            NetworkSpec::Egress(EgressSpec {
+                domains,
+                allow_http: self.allow_http,
+                hosts,
+                cidrs,
+                host_ports,
+                ask: self.ask,
+                log: self.net_log,
+                quota: self.egress_quota,
+                idle_timeout: self
+                    .egress_idle_timeout
+                    .unwrap_or(DEFAULT_EGRESS_IDLE_TIMEOUT),
+                secrets: secrets.clone(),
+                secret_rules,
+                upstream_ca: self.upstream_ca.clone(),
+            })
+        };
         let mut env = env;
         if matches!(network, NetworkSpec::Egress(_)) {
             // For tools that prefer an explicit proxy; every other program
@@ -477,6 +537,23 @@ impl Request {
                 ("https_proxy", EXPLICIT_PROXY_URL),
                 ("NO_PROXY", "localhost,127.0.0.1"),
                 ("no_proxy", "localhost,127.0.0.1"),
+            ] {
+                if !env.iter().any(|(n, _)| n == k) {
+                    env.push((k.to_string(), v.to_string()));
+                }
+            }
+        }
+        if !secrets.is_empty() {
+            // The proxy presents certificates of a per-sandbox authority
+            // for the secrets' hosts: common tools are pointed at a bundle
+            // that trusts it (the jail mounts the files; the placeholders
+            // themselves are added by the supervisor, which makes them).
+            for (k, v) in [
+                ("SSL_CERT_FILE", CA_BUNDLE_PATH),
+                ("REQUESTS_CA_BUNDLE", CA_BUNDLE_PATH),
+                ("CURL_CA_BUNDLE", CA_BUNDLE_PATH),
+                ("GIT_SSL_CAINFO", CA_BUNDLE_PATH),
+                ("NODE_EXTRA_CA_CERTS", CA_CERT_PATH),
             ] {
                 if !env.iter().any(|(n, _)| n == k) {
                     env.push((k.to_string(), v.to_string()));
@@ -815,5 +892,31 @@ mod tests {
         assert!(spec.env.contains(&("HOME".into(), "/workspace".into())));
         let spec = req(&["true"]).resolve(&defaults(), &[]).unwrap();
         assert!(spec.env.contains(&("HOME".into(), "/tmp".into())));
+    }
+
+    #[test]
+    fn a_secrets_hosts_are_allowed_and_its_tools_trust_the_sandbox_authority() {
+        let mut r = req(&["true"]);
+        r.allow_domains = vec!["api.example.com".into()];
+        r.secrets = vec!["TOKEN@api.example.com,uploads.example.com".into()];
+        let spec = r.resolve(&defaults(), &[]).unwrap();
+        let NetworkSpec::Egress(e) = &spec.network else {
+            panic!("no egress");
+        };
+        let names: Vec<&str> = e.domains.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["api.example.com", "uploads.example.com"]);
+        assert_eq!(e.secrets.len(), 1);
+        assert!(spec
+            .env
+            .contains(&("SSL_CERT_FILE".into(), CA_BUNDLE_PATH.into())));
+        assert!(!spec.env.iter().any(|(k, _)| k == "TOKEN"));
+        let mut r = req(&["true"]);
+        r.upstream_ca = vec!["/etc/ca.pem".into()];
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(SpecError::EgressWithoutDomains)
+        );
+        let spec = req(&["true"]).resolve(&defaults(), &[]).unwrap();
+        assert!(!spec.env.iter().any(|(k, _)| k == "SSL_CERT_FILE"));
     }
 }

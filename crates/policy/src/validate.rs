@@ -209,6 +209,12 @@ pub fn locate(l: &Layer, e: &SpecError) -> Origin {
         SpecError::Domain(_) => "egress.domains",
         SpecError::BadAddHost(_) => "egress.hosts",
         SpecError::BadCidr(_) => "egress.allow_cidrs",
+        SpecError::BadSecret { .. }
+        | SpecError::BadSecretRule { .. }
+        | SpecError::DuplicateSecret(_)
+        | SpecError::UnknownSecretInBody(_)
+        | SpecError::SecretSet(_) => return Origin::Default,
+        SpecError::SecretPassed(_) => "env.pass",
         SpecError::OverlayWithoutWorkspace | SpecError::OverlayWithoutState => "filesystem.mode",
         SpecError::BadHostPort => "egress.host_ports",
         SpecError::BadPublish(_) | SpecError::DuplicatePublish(_) => "egress.publish",
