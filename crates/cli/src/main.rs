@@ -470,9 +470,20 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
     };
     let composed = compose(&catalog(), args.profile.as_deref(), &overrides)?.into_valid()?;
     let mut request = composed.merged.request(std::io::stdin().is_terminal());
-    request.secrets = args.secret.clone();
-    request.secret_in_body = args.secret_in_body;
-    request.secret_rules = args.secret_rule;
+    // A --secret replaces the profile's secret of the same name; the other
+    // secret flags add to the profile's.
+    let name_of = |s: &str| {
+        s.split(['=', '@'])
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let given: Vec<String> = args.secret.iter().map(|s| name_of(s)).collect();
+    request.secrets.retain(|s| !given.contains(&name_of(s)));
+    request.secrets.extend(args.secret.iter().cloned());
+    request.secret_in_body.extend(args.secret_in_body);
+    request.secret_rules.extend(args.secret_rule);
     request.upstream_ca = args
         .upstream_ca
         .into_iter()

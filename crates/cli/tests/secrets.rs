@@ -901,3 +901,71 @@ curl -sS --noproxy '*' -o /dev/null -H "Authorization: Bearer $B" "https://b.sec
         );
     }
 }
+
+#[test]
+fn a_profiles_secrets_section_works_like_the_flags() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, &["api.secret.test"], true);
+    let value = token();
+    let port = up.port;
+    let dir = TempDir::new("secrets-profile");
+    let profile = dir.path().join("agent.yaml");
+    std::fs::write(
+        &profile,
+        format!(
+            r#"name: agent
+egress:
+  hosts: {{ api.secret.test: 127.0.0.1 }}
+secrets:
+  GH:
+    from_env: TOKEN
+    hosts: ["api.secret.test:{port}"]
+    allow: ["GET api.secret.test/repos/acme/*"]
+"#
+        ),
+    )
+    .unwrap();
+    let validate = Command::new(warden_bin())
+        .args(["profile", "validate", profile.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(validate.status.success(), "{}", stderr(&validate));
+    let url = format!("https://api.secret.test:{port}");
+    let out = run_with_token(
+        &value,
+        &[
+            "-P",
+            profile.to_str().unwrap(),
+            "--upstream-ca",
+            &ca.pem_path(),
+        ],
+        &format!(
+            r#"case "$GH" in warden-secret-*) echo placeholder-ok;; esac
+curl -sS --noproxy '*' -o /dev/null -w 'acme %{{http_code}}\n' -H "Authorization: Bearer $GH" "{url}/repos/acme/x"
+curl -sS --noproxy '*' -o /dev/null -w 'other %{{http_code}}\n' -H "Authorization: Bearer $GH" "{url}/repos/other/x"
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.contains("placeholder-ok"), "{s}\n{}", stderr(&out));
+    assert!(s.contains("acme 200"), "{s}\n{}", stderr(&out));
+    assert!(s.contains("other 403"), "{s}");
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {value}").as_str())
+    );
+    // Two sources for one secret: refused, with the flag's message.
+    std::fs::write(
+        &profile,
+        "secrets:\n  GH:\n    from_env: TOKEN\n    from_file: /etc/hostname\n    hosts: [a.test]\n",
+    )
+    .unwrap();
+    let out = run_with_token(&value, &["-P", profile.to_str().unwrap()], "true");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("--secret"), "{}", stderr(&out));
+}

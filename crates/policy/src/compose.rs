@@ -91,6 +91,9 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("resources.egress_quota", "--egress-quota"),
     ("env.pass", "--pass-env"),
     ("env.set", "--env"),
+    ("secrets", "--secret"),
+    ("secrets.in_body", "--secret-in-body"),
+    ("secrets.allow", "--secret-rule"),
 ];
 
 /// Where a value came from.
@@ -397,11 +400,9 @@ impl Layer {
                 Some(Val::Mode(WorkspaceMode::Overlay))
             ),
             overlay_dirs: None,
-            // Secrets come from the command line (the front door sets
-            // them); a profile names none yet.
-            secrets: Vec::new(),
-            secret_in_body: Vec::new(),
-            secret_rules: Vec::new(),
+            secrets: self.pairs("secrets"),
+            secret_in_body: self.texts("secrets.in_body"),
+            secret_rules: self.texts("secrets.allow"),
             upstream_ca: Vec::new(),
             json_events: self.path("json_events"),
         }
@@ -1046,6 +1047,38 @@ impl Loader<'_> {
                     },
                     at(t.pos),
                 );
+            }
+        }
+        for (name, sec) in &f.secrets {
+            let sources = [
+                sec.from_env.as_ref().map(|v| format!("env:{}", v.value)),
+                sec.from_file.as_ref().map(|v| format!("file:{}", v.value)),
+                sec.from_command
+                    .as_ref()
+                    .map(|v| format!("cmd:{}", v.value.join(" "))),
+            ];
+            let given: Vec<String> = sources.into_iter().flatten().collect();
+            // Exactly one source; anything else is kept in a form the
+            // resolver refuses with its own message.
+            let source = match given.as_slice() {
+                [one] => one.clone(),
+                [] => "env:".to_string(),
+                _ => format!("{}+{}", given[0], given[1]),
+            };
+            let hosts: Vec<&str> = sec.hosts.iter().map(|h| h.value.as_str()).collect();
+            l.put(
+                "secrets",
+                name.value.clone(),
+                Val::Text(format!("{source}@{}", hosts.join(","))),
+                at(name.pos),
+            );
+            if let Some(b) = &sec.in_body {
+                if b.value {
+                    l.push("secrets.in_body", Val::Text(name.value.clone()), at(b.pos));
+                }
+            }
+            for r in &sec.allow {
+                l.push("secrets.allow", Val::Text(r.value.clone()), at(r.pos));
             }
         }
         if let Some(fs) = &f.filesystem {

@@ -104,6 +104,11 @@ pub struct ProfileFile {
     /// Append one JSON line per event to this file (`--json-events`).
     pub json_events: Option<At<String>>,
     pub egress: Option<EgressFile>,
+    /// Secrets the sandbox gets as placeholders, by variable name; the
+    /// egress proxy puts the real value in requests to their hosts only
+    /// (`--secret`).
+    #[serde(default)]
+    pub secrets: BTreeMap<At<String>, SecretFile>,
     pub filesystem: Option<FilesystemFile>,
     pub resources: Option<ResourcesFile>,
     pub env: Option<EnvFile>,
@@ -141,13 +146,36 @@ pub struct EgressFile {
     pub idle_timeout: Option<At<DurationValue>>,
 }
 
+/// One secret: where its value comes from (exactly one of `from_env`,
+/// `from_file`, `from_command`), and the hosts it may go to.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecretFile {
+    /// A variable of warden's own environment.
+    pub from_env: Option<At<String>>,
+    /// A file on the host (one trailing newline is dropped).
+    pub from_file: Option<At<String>>,
+    /// A program and its arguments, run on the host without a shell, e.g.
+    /// `[pass, show, github]` (one trailing newline is dropped).
+    pub from_command: Option<At<Vec<String>>>,
+    /// The hosts the value may be sent to, written as in `egress.domains`.
+    #[serde(default)]
+    pub hosts: Vec<At<String>>,
+    /// Substitute in request bodies too, not only headers and URLs (`--secret-in-body`).
+    pub in_body: Option<At<bool>>,
+    /// Only these requests may go to the secret's hosts, `[METHOD ]HOST[/PATH]`
+    /// with `*` wildcards, e.g. `GET api.github.com/repos/acme/*` (`--secret-rule`).
+    #[serde(default)]
+    pub allow: Vec<At<String>>,
+}
+
 /// The sandbox's file tree.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FilesystemFile {
     /// Mounted read-write at /workspace and used as working directory (`--workspace`).
     pub workspace: Option<At<String>>,
-    /// How the workspace is mounted: `direct` (the default) or `overlay` (reserved).
+    /// How the workspace is mounted: `direct` (the default) or `overlay` (`--overlay`).
     pub mode: Option<At<WorkspaceMode>>,
     /// A prepared root tree used instead of the host's system directories (`--rootfs`).
     pub rootfs: Option<At<String>>,
@@ -167,7 +195,7 @@ pub struct FilesystemFile {
 pub enum WorkspaceMode {
     /// The directory itself, read-write.
     Direct,
-    /// A copy-on-write layer over the directory, for review (reserved for a later release).
+    /// A copy-on-write layer over the directory: changes are kept for `warden diff` and `warden commit`.
     Overlay,
 }
 
