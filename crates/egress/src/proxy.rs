@@ -111,6 +111,9 @@ struct Shared {
     hosts: HashMap<String, IpAddr>,
     /// Non-public ranges an allowed name may resolve to.
     cidrs: Vec<ipnet::IpNet>,
+    /// The host's resolver (its resolv.conf and hosts file), in Rust: the
+    /// proxy needs no C library's name service to find upstreams.
+    resolver: Result<hickory_resolver::TokioResolver, String>,
     /// Ask a person about unlisted names (`--ask`), through `asker`.
     ask: bool,
     asker: Option<Arc<dyn Asker>>,
@@ -236,7 +239,14 @@ impl Proxy {
                     .collect()
             })
             .unwrap_or_default();
+        let resolver = {
+            let _guard = runtime.enter();
+            hickory_resolver::TokioResolver::builder_tokio()
+                .map(|b| b.build())
+                .map_err(|e| format!("the host's resolver configuration cannot be read ({e})"))
+        };
         let shared = Arc::new(Shared {
+            resolver,
             matcher: Matcher::new(spec.domains.clone()),
             allow_http: spec.allow_http,
             hosts: spec.hosts.iter().cloned().collect(),
@@ -1175,10 +1185,18 @@ async fn connect_upstream(
             SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), port),
         ],
         None => {
-            let resolved = tokio::net::lookup_host((name, port))
+            let resolver = shared
+                .resolver
+                .as_ref()
+                .map_err(|e| format!("cannot resolve {name}: {e}"))?;
+            let resolved = resolver
+                .lookup_ip(name)
                 .await
                 .map_err(|e| format!("cannot resolve {name}: {e}"))?;
-            let all: Vec<SocketAddr> = resolved.collect();
+            let all: Vec<SocketAddr> = resolved
+                .iter()
+                .map(|ip| SocketAddr::new(ip, port))
+                .collect();
             let public: Vec<SocketAddr> = all
                 .iter()
                 .copied()
