@@ -196,6 +196,26 @@ pub fn rm(store: &Store, names: &[String]) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Text from the sandbox made safe to print: control characters (which
+/// could move the cursor, erase lines or recolour a terminal) and Unicode
+/// direction overrides (which could reorder what is shown) become visible
+/// escapes. Tabs stay.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
+        if (c.is_control() && c != '\t') || bidi {
+            match c as u32 {
+                n if n < 0x100 => out.push_str(&format!("\\x{n:02x}")),
+                n => out.push_str(&format!("\\u{{{n:04x}}}")),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn kind_label(k: ChangeKind) -> &'static str {
     match k {
         ChangeKind::Added => "added",
@@ -209,8 +229,12 @@ fn kind_label(k: ChangeKind) -> &'static str {
 
 fn describe(c: &warden_workspace::Change) -> String {
     let path = match &c.from {
-        Some(from) => format!("{} -> {}", from.to_string_lossy(), c.path.to_string_lossy()),
-        None => c.path.to_string_lossy().into_owned(),
+        Some(from) => format!(
+            "{} -> {}",
+            printable(&from.to_string_lossy()),
+            printable(&c.path.to_string_lossy())
+        ),
+        None => printable(&c.path.to_string_lossy()),
     };
     let modes = match (&c.old, &c.new) {
         (Some(o), Some(n)) if o.mode != n.mode => {
@@ -220,7 +244,7 @@ fn describe(c: &warden_workspace::Change) -> String {
         _ => String::new(),
     };
     let target = match c.new.as_ref().and_then(|n| n.target.as_ref()) {
-        Some(t) => format!(" -> symlink to {}", t.to_string_lossy()),
+        Some(t) => format!(" -> symlink to {}", printable(&t.to_string_lossy())),
         None => String::new(),
     };
     format!("{:<12} {path}{modes}{target}", kind_label(c.kind))
@@ -241,7 +265,9 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     if args.stat {
-        print!("{}", warden_workspace::stat(&changes));
+        for line in warden_workspace::stat(&changes).lines() {
+            println!("{}", printable(line));
+        }
         return Ok(0);
     }
     let color = match args.color.as_str() {
@@ -263,12 +289,13 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
             writeln!(
                 out,
                 "{}",
-                paint("33", &format!("  ! {}: {}", f.rule, f.reason))
+                paint("33", &format!("  ! {}: {}", f.rule, printable(&f.reason)))
             )?;
         }
         match &c.content {
             Some(Content::Text { patch: Some(p), .. }) => {
                 for line in p.lines() {
+                    let line = &printable(line);
                     let styled = if line.starts_with("+++") || line.starts_with("---") {
                         paint("1", line)
                     } else if line.starts_with('+') {
@@ -329,7 +356,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         for c in &flagged {
             eprintln!("  {}", describe(c));
             for f in &c.flags {
-                eprintln!("    ! {}: {}", f.rule, f.reason);
+                eprintln!("    ! {}: {}", f.rule, printable(&f.reason));
             }
         }
         if !args.accept_flagged && !args.interactive {
@@ -351,7 +378,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         }
         eprintln!("{}", describe(c));
         for f in &c.flags {
-            eprintln!("  ! {}: {}", f.rule, f.reason);
+            eprintln!("  ! {}: {}", f.rule, printable(&f.reason));
         }
         loop {
             match ask("apply this change? [y]es, [n]o, [q]uit: ") {
@@ -397,7 +424,10 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         println!("applied  {}", describe(c));
     }
     for c in &report.forced {
-        println!("overwrote a change made in the workspace: {c}");
+        println!(
+            "overwrote a change made in the workspace: {}",
+            printable(&c.to_string())
+        );
     }
     println!(
         "{} change(s) applied to {}, {} skipped",
@@ -463,4 +493,18 @@ pub fn restore(store: &Store, name: &str, label: &str) -> anyhow::Result<u8> {
     audit(&sb, "restore", Vec::new(), label.to_string());
     println!("sandbox {name} is back at snapshot {label}");
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn names_and_lines_from_the_sandbox_cannot_drive_the_terminal() {
+        assert_eq!(printable("a\tb"), "a\tb");
+        assert_eq!(printable("evil\x1b[2K\rsafe"), "evil\\x1b[2K\\x0dsafe");
+        assert_eq!(printable("x\ny"), "x\\x0ay");
+        assert_eq!(printable("txt.\u{202e}exe"), "txt.\\u{202e}exe");
+        assert_eq!(printable("caf\u{e9}"), "caf\u{e9}");
+    }
 }
