@@ -702,7 +702,10 @@ fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
                 if json {
                     println!("{line}");
                 } else {
-                    println!("{}", warden_audit::chain::describe(&v));
+                    println!(
+                        "{}",
+                        sandboxes::printable(&warden_audit::chain::describe(&v))
+                    );
                 }
             }
             Ok(0)

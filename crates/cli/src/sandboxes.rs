@@ -200,7 +200,7 @@ pub fn rm(store: &Store, names: &[String]) -> anyhow::Result<u8> {
 /// could move the cursor, erase lines or recolour a terminal) and Unicode
 /// direction overrides (which could reorder what is shown) become visible
 /// escapes. Tabs stay.
-fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
