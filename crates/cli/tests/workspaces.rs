@@ -325,6 +325,25 @@ fn a_planted_git_hook_is_flagged_and_not_committed_without_consent() {
         stderr(&out)
     );
     assert!(!proj.path().join(".git/hooks/pre-commit").exists());
+    // A submodule's git config is git's too (core.fsmonitor runs a
+    // program at the next `git status` on the host).
+    ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "h",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "mkdir -p .git/modules/sub && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > .git/modules/sub/config",
+        ],
+    ));
+    let diff = ok(&warden(
+        state.path(),
+        &["diff", "h", "--color", "never", ".git/modules"],
+    ));
+    assert!(diff.contains("! git-internal"), "{diff}");
     // The unflagged change alone may go in by name.
     ok(&warden(state.path(), &["commit", "h", "README.md"]));
     assert!(std::fs::read_to_string(proj.path().join("README.md"))

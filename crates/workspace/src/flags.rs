@@ -33,7 +33,7 @@ const SENSITIVE: &[(&str, Depth, &str, &str)] = &[
     (".git/config", Depth::Anywhere, "git-config", "git config can name programs git runs (core.fsmonitor, core.hooksPath, core.sshCommand, filters)"),
     (".git/info/attributes", Depth::Anywhere, "git-config", "attributes can select filter and diff drivers that run programs"),
     (".gitattributes", Depth::Anywhere, "git-config", "attributes can select filter and diff drivers that run programs"),
-    (".gitmodules", Depth::Top, "git-config", "submodules point git at other repositories to fetch"),
+    (".gitmodules", Depth::Anywhere, "git-config", "submodules point git at other repositories to fetch"),
     (".github/workflows/", Depth::Top, "ci", "CI runs workflows with the repository's secrets"),
     (".github/actions/", Depth::Top, "ci", "local actions run in CI with the repository's secrets"),
     (".gitlab-ci.yml", Depth::Top, "ci", "GitLab CI runs this pipeline with the project's secrets"),
@@ -82,10 +82,18 @@ impl Rules {
             return out;
         }
         for path in c.paths() {
+            let mut named = false;
             for (pattern, depth, rule, reason) in SENSITIVE {
                 if matches_sensitive(path, pattern, *depth) {
                     out.push(flag(rule, reason));
+                    named = true;
                 }
+            }
+            if !named && git_internal(path) {
+                out.push(flag(
+                    "git-internal",
+                    "git reads this file of the repository's own (config, hooks, submodules' and worktrees' git directories) and may run programs it names",
+                ));
             }
         }
         if let Some(new) = &c.new {
@@ -98,6 +106,18 @@ impl Rules {
                     } else {
                         "a new executable file"
                     },
+                ));
+            }
+            if new.kind != EntryKind::Symlink && new.mode & 0o002 != 0 {
+                out.push(flag(
+                    "world-writable",
+                    "any user of the host may change it once it is committed",
+                ));
+            }
+            if was_exec && new.is_executable() && c.kind == ChangeKind::Modified {
+                out.push(flag(
+                    "executable",
+                    "the content of an executable file changed",
                 ));
             }
             if new.kind == EntryKind::Symlink {
@@ -148,6 +168,51 @@ fn matches_sensitive(path: &Path, pattern: &str, depth: Depth) -> bool {
     }
 }
 
+/// Whether `path` lies in a git directory (`.git/`, at any depth, and the
+/// git directories of submodules and worktrees below it) outside the parts
+/// that only hold data: objects, refs, logs, the index and the files that
+/// name commits. Everything else there (config, hooks, info, modules'
+/// configs, ...) can make git run a program on the host.
+fn git_internal(path: &Path) -> bool {
+    let comps: Vec<&std::ffi::OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let Some(at) = comps.iter().position(|c| *c == ".git") else {
+        return false;
+    };
+    let mut rest = &comps[at + 1..];
+    // The git directories of submodules and worktrees, however nested.
+    while rest.len() >= 2 && (rest[0] == "modules" || rest[0] == "worktrees") {
+        rest = &rest[2..];
+    }
+    const DATA_DIRS: &[&str] = &["objects", "refs", "logs", "rr-cache"];
+    const DATA_FILES: &[&str] = &[
+        "index",
+        "HEAD",
+        "ORIG_HEAD",
+        "FETCH_HEAD",
+        "MERGE_HEAD",
+        "CHERRY_PICK_HEAD",
+        "REVERT_HEAD",
+        "COMMIT_EDITMSG",
+        "MERGE_MSG",
+        "packed-refs",
+        "description",
+        "gitdir",
+        "commondir",
+    ];
+    match rest {
+        [] => false,
+        [first, ..] if DATA_DIRS.iter().any(|d| first == d) => false,
+        [only] => !DATA_FILES.iter().any(|f| only == f),
+        _ => true,
+    }
+}
+
 /// Why a symbolic link at `link` (relative to the workspace) pointing to
 /// `target` leaves the workspace, if it does.
 fn escapes(link: &Path, target: &Path) -> Option<&'static str> {
@@ -181,6 +246,34 @@ mod tests {
         assert!(escapes(Path::new("a/l"), Path::new("../../etc")).is_some());
         assert!(escapes(Path::new("l"), Path::new("/etc/passwd")).is_some());
         assert!(escapes(Path::new("l"), Path::new("x/../../y")).is_some());
+    }
+
+    #[test]
+    fn everything_in_a_git_directory_but_its_data_is_flagged() {
+        for p in [
+            ".git/modules/sub/config",
+            ".git/modules/sub/hooks/post-checkout",
+            ".git/modules/a/modules/b/config",
+            ".git/worktrees/w/config.worktree",
+            ".git/config.worktree",
+            ".git/info/exclude",
+            "vendor/.git/modules/x/config",
+            ".git/modules/sub/info/attributes",
+        ] {
+            assert!(git_internal(Path::new(p)), "{p}");
+        }
+        for p in [
+            ".git/objects/ab/cdef",
+            ".git/refs/heads/main",
+            ".git/index",
+            ".git/HEAD",
+            ".git/modules/sub/objects/pack/x.pack",
+            ".git/modules/sub/HEAD",
+            "src/git/config",
+            "README.md",
+        ] {
+            assert!(!git_internal(Path::new(p)), "{p}");
+        }
     }
 
     #[test]
