@@ -138,7 +138,7 @@ impl Echo {
 async fn echo(
     req: hyper::Request<hyper::body::Incoming>,
     seen: &Mutex<Vec<Seen>>,
-) -> hyper::Response<Full<Bytes>> {
+) -> hyper::Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>> {
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -170,10 +170,20 @@ async fn echo(
     }
     dump.push('\n');
     dump.push_str(&String::from_utf8_lossy(&s.body));
+    // The request's Authorization comes back in a trailer too, as servers
+    // that report errors in trailers (gRPC) may do.
+    let mut trailers = hyper::HeaderMap::new();
+    if let Some(v) = parts.headers.get("authorization") {
+        trailers.insert("x-echo-trailer", v.clone());
+    }
     seen.lock().unwrap().push(s);
     hyper::Response::builder()
         .header("x-echo-auth", "see body")
-        .body(Full::new(Bytes::from(dump)))
+        .body(
+            Full::new(Bytes::from(dump))
+                .with_trailers(async move { Some(Ok(trailers)) })
+                .boxed(),
+        )
         .unwrap()
 }
 
@@ -968,4 +978,45 @@ curl -sS --noproxy '*' -o /dev/null -w 'other %{{http_code}}\n' -H "Authorizatio
     let out = run_with_token(&value, &["-P", profile.to_str().unwrap()], "true");
     assert_eq!(out.status.code(), Some(125));
     assert!(stderr(&out).contains("--secret"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_real_value_echoed_in_a_trailer_comes_back_scrubbed() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, &["api.secret.test"], true);
+    let value = token();
+    let port = up.port.to_string();
+    let url = format!("https://api.secret.test:{port}");
+    let out = run_with_token(
+        &value,
+        &[
+            "--secret",
+            &format!("TOKEN@api.secret.test:{port}"),
+            "--add-host",
+            "api.secret.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+        ],
+        &format!(
+            r#"curl -sv --http2 --noproxy '*' -H "Authorization: Bearer $TOKEN" -o /dev/null "{url}/trailer" 2>&1"#
+        ),
+    );
+    let s = stdout(&out);
+    let seen = up.requests();
+    assert_eq!(
+        seen.first().and_then(|r| r.header("authorization")),
+        Some(format!("Bearer {value}").as_str()),
+        "{s}"
+    );
+    assert!(
+        s.contains("x-echo-trailer: Bearer warden-secret-"),
+        "the trailer did not come back: {s}"
+    );
+    assert!(
+        !s.contains(&value),
+        "the real value reached the sandbox in a trailer: {s}"
+    );
 }

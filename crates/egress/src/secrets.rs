@@ -650,6 +650,26 @@ impl Rewriter {
     }
 }
 
+/// Header values passed through `patterns` one by one: a value that a
+/// pattern blocks is left out. Returns the new map and the secrets
+/// replaced.
+fn rewrite_headers(
+    patterns: &Arc<Vec<Pattern>>,
+    headers: &http::HeaderMap,
+) -> (http::HeaderMap, Vec<usize>) {
+    let mut out = http::HeaderMap::new();
+    let mut replaced = Vec::new();
+    for (k, v) in headers.iter() {
+        if let Ok((bytes, r)) = Rewriter::all(patterns.clone(), v.as_bytes()) {
+            replaced.extend(r);
+            if let Ok(v) = http::HeaderValue::from_bytes(&bytes) {
+                out.append(k.clone(), v);
+            }
+        }
+    }
+    (out, replaced)
+}
+
 /// Told once which secrets a body had replaced.
 type OnReplace = Box<dyn FnOnce(&[usize]) + Send + Sync>;
 /// Told what stopped a body.
@@ -688,7 +708,18 @@ impl Body for RewriteBody {
                     Ok(data) => this.rw.push(&data),
                     Err(other) => {
                         this.done = true;
-                        this.trailers = (!this.drop_trailers).then_some(other);
+                        // Trailers pass through the same patterns as the
+                        // body (an echoing server may put the value there);
+                        // a value that would be blocked is left out.
+                        this.trailers = if this.drop_trailers {
+                            None
+                        } else {
+                            other.into_trailers().ok().map(|t| {
+                                let (map, replaced) = rewrite_headers(&this.rw.patterns, &t);
+                                this.rw.replaced.extend(replaced);
+                                Frame::trailers(map)
+                            })
+                        };
                         this.rw.finish()
                     }
                 },
