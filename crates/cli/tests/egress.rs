@@ -831,6 +831,7 @@ def send(name, data):
 print('first', send('asked.test', b'first'))
 print('second', send('asked.test', b'second'))
 print('third', send('other.test', b'third'))
+print('host', send('host.warden.internal', b'fourth'))
 "#
     );
     let out = Command::new("python3")
@@ -868,9 +869,37 @@ print('third', send('other.test', b'third'))
     assert!(s.contains("second b'asked and answered'"), "{s}");
     assert!(s.contains("third b''"), "{s}");
     assert!(s.contains("denied when asked (--ask)"), "{s}");
+    // The host's own services are never put to a question.
+    assert!(s.contains("only --allow-host-port opens its ports"), "{s}");
     assert_eq!(
         up.connections(),
         vec![b"first".to_vec(), b"second".to_vec()]
+    );
+}
+
+#[test]
+fn only_allow_host_port_leads_to_the_hosts_own_services() {
+    if !egress_available() {
+        return;
+    }
+    let service = Upstream::start(b"host service");
+    let port = service.port.to_string();
+    // A wildcard that happens to cover the alias opens nothing of the host.
+    let out = sandbox_python(
+        &["--allow-domain", &format!(".internal:{port}"), "--net-log"],
+        &format!(
+            "print('alias', send((socket.gethostbyname('host.warden.internal'), {port}), b'GET / HTTP/1.1\\r\\nHost: host.warden.internal\\r\\n\\r\\n'))\n"
+        ),
+    );
+    assert!(!stdout(&out).contains("host service"), "{}", stdout(&out));
+    assert!(service.connections().is_empty());
+    // Naming the alias itself is refused with the flag to use.
+    let out = sandbox_python(&["--allow-domain", "host.warden.internal"], "print(1)");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("--allow-host-port"),
+        "{}",
+        stderr(&out)
     );
 }
 

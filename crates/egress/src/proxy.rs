@@ -111,6 +111,9 @@ struct Shared {
     hosts: HashMap<String, IpAddr>,
     /// Non-public ranges an allowed name may resolve to.
     cidrs: Vec<ipnet::IpNet>,
+    /// Ports of the host's loopback opened with --allow-host-port: the only
+    /// way to the host's own services.
+    host_ports: Vec<u16>,
     /// The host's resolver (its resolv.conf and hosts file), in Rust: the
     /// proxy needs no C library's name service to find upstreams.
     resolver: Result<hickory_resolver::TokioResolver, String>,
@@ -137,6 +140,13 @@ struct Shared {
 }
 
 impl Shared {
+    /// `name:port` is a host service opened with --allow-host-port (and
+    /// nothing else is: no other rule, and no answer to --ask, leads to the
+    /// host's loopback).
+    fn is_host_service(&self, name: &str, port: u16) -> bool {
+        name == HOST_ALIAS && self.host_ports.contains(&port)
+    }
+
     fn print(&self, d: &Decision) {
         if self.print {
             eprintln!(
@@ -251,6 +261,7 @@ impl Proxy {
             allow_http: spec.allow_http,
             hosts: spec.hosts.iter().cloned().collect(),
             cidrs: spec.cidrs.clone(),
+            host_ports: spec.host_ports.clone(),
             ask: spec.ask,
             asker,
             granted: Mutex::new(HashSet::new()),
@@ -820,6 +831,11 @@ async fn ask(
     name: &str,
     port: u16,
 ) -> Result<String, String> {
+    if name == HOST_ALIAS || name.ends_with(".warden.internal") {
+        return Err(format!(
+            "{HOST_ALIAS} is the host itself: only --allow-host-port opens its ports, never a question"
+        ));
+    }
     let key = (name.to_string(), port);
     if shared.granted.lock().is_ok_and(|g| g.contains(&key)) {
         return Ok("--ask (allowed for this run)".into());
@@ -1051,7 +1067,7 @@ fn decide_http(
             let protocol = if head.connect { "connect" } else { "http" };
             // A host service opened with --allow-host-port speaks what it
             // speaks: plain HTTP to it needs no --allow-http.
-            if !head.connect && !shared.allow_http && name != HOST_ALIAS {
+            if !head.connect && !shared.allow_http && !shared.is_host_service(&name, to_port) {
                 return (
                     "http",
                     Verdict::Deny {
@@ -1180,7 +1196,7 @@ async fn connect_upstream(
         Some(ip) => vec![SocketAddr::new(*ip, port)],
         // A host service opened with --allow-host-port (the matcher allowed
         // only those ports for this name): the host's own loopback.
-        None if name == HOST_ALIAS => vec![
+        None if shared.is_host_service(name, port) => vec![
             SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), port),
             SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), port),
         ],

@@ -318,6 +318,8 @@ pub enum SpecError {
     BadPublish(String),
     #[error("--publish: host port {0} is given twice")]
     DuplicatePublish(u16),
+    #[error("--allow-domain {0:?} names the host itself; open one of its ports with --allow-host-port PORT instead")]
+    HostAliasAsDomain(String),
     #[error("--overlay needs a --workspace to lay the overlay over")]
     OverlayWithoutWorkspace,
     #[error("--overlay was asked for but no overlay directories were prepared (a front door must create them in warden's state directory)")]
@@ -464,6 +466,13 @@ impl Request {
                 .iter()
                 .map(|d| DomainRule::parse(d))
                 .collect::<Result<Vec<_>, _>>()?;
+            // The host's own services have a flag of their own.
+            if let Some(d) = domains
+                .iter()
+                .find(|d| d.name == HOST_ALIAS || d.name == "warden.internal")
+            {
+                return Err(SpecError::HostAliasAsDomain(d.source.clone()));
+            }
             // A secret's hosts are allowed destinations: the value
             // is useless if its own hosts cannot be reached.
             for s in &secrets {

@@ -209,6 +209,7 @@ pub fn locate(l: &Layer, e: &SpecError) -> Origin {
         SpecError::Domain(_) => "egress.domains",
         SpecError::BadAddHost(_) => "egress.hosts",
         SpecError::BadCidr(_) => "egress.allow_cidrs",
+        SpecError::HostAliasAsDomain(_) => "egress.domains",
         SpecError::BadSecret { .. }
         | SpecError::BadSecretRule { .. }
         | SpecError::DuplicateSecret(_)
