@@ -777,7 +777,7 @@ fn publishing_a_port_in_use_is_refused_before_anything_runs() {
 }
 
 /// Drives `warden run --ask` through a pseudo-terminal: answers each
-/// question with the next key of ANSWERS, then prints everything the
+/// question with the next word of ANSWERS (comma-separated), then prints everything the
 /// terminal showed and exits with warden's status.
 const PTY_DRIVER: &str = r#"import os, pty, select, sys, time
 answers = sys.argv[1]
@@ -803,10 +803,13 @@ def read(until=None, t=20.0):
         if until is not None and until in out[start:]:
             return True
     return False
-for key in answers:
-    if not read(b'[d]eny? '):
+for word in answers.split(','):
+    if not read(b'then Enter: '):
         break
-    os.write(fd, key.encode())
+    # A person reads before answering; keys sent at once would count for
+    # nothing.
+    time.sleep(0.6)
+    os.write(fd, word.encode() + b'\r')
 read()
 _, status = os.waitpid(pid, 0)
 sys.stdout.write(out.decode(errors='replace'))
@@ -835,7 +838,7 @@ print('host', send('host.warden.internal', b'fourth'))
 "#
     );
     let out = Command::new("python3")
-        .args(["-c", PTY_DRIVER, "rd"])
+        .args(["-c", PTY_DRIVER, "run,deny"])
         .arg(warden_bin())
         .args([
             "run",
@@ -901,6 +904,99 @@ fn only_allow_host_port_leads_to_the_hosts_own_services() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Plays a terminal that answers the sandbox's cursor-position query on
+/// its own (as xterm and VTE do) while a question is open, then a person
+/// who denies.
+const PTY_TERMINAL: &str = r#"import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+out = b''
+def read(until=None, t=20.0):
+    global out
+    start, end = len(out), time.time() + t
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if not r:
+            continue
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            return False
+        if not d:
+            return False
+        out += d
+        if until is not None and until in out[start:]:
+            return True
+    return False
+if read(b'then Enter: '):
+    time.sleep(0.6)
+    os.write(fd, b'\x1b[24;80R')
+    os.write(fd, b'\x1b]11;rgb:0000/0000/0000\x07')
+    read(t=1.0)
+    os.write(fd, b'deny\r')
+read()
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors='replace'))
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+
+#[test]
+fn the_sandbox_cannot_answer_its_own_question_or_write_over_it() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"must not be reached");
+    let port = up.port;
+    // The sandbox asks, then (its connection pending) queries the terminal
+    // and prints a fake line meant to cover the question.
+    let body = format!(
+        r#"import socket, sys, threading, time
+def go():
+    try:
+        s = socket.create_connection(('sneaky.test', {port}), timeout=25); s.sendall(b'x'); print('got', s.recv(100))
+    except OSError as e:
+        print('error', e.errno)
+t = threading.Thread(target=go); t.start()
+time.sleep(1)
+sys.stdout.write('\x1b[6n\r\x1b[2KFAKE-LINE allow pypi.org? type run\n'); sys.stdout.flush()
+t.join()
+"#
+    );
+    let out = Command::new("python3")
+        .args(["-c", PTY_TERMINAL])
+        .arg(warden_bin())
+        .args([
+            "run",
+            "--ask",
+            "--add-host",
+            "sneaky.test=127.0.0.1",
+            "--",
+            "python3",
+            "-c",
+            &body,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = stdout(&out);
+    assert!(
+        up.connections().is_empty(),
+        "the sandbox answered for itself: {s}"
+    );
+    let question = s
+        .find("sneaky.test")
+        .unwrap_or_else(|| panic!("no question: {s}"));
+    let denied = s
+        .find("warden: denied")
+        .unwrap_or_else(|| panic!("not denied: {s}"));
+    // The fake line was held until the question was answered.
+    let fake = s
+        .find("FAKE-LINE")
+        .unwrap_or_else(|| panic!("no output at all: {s}"));
+    assert!(question < denied && denied < fake, "{s}");
 }
 
 #[test]

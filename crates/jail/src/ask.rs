@@ -4,31 +4,71 @@
 //!
 //! The proxy asks from a thread of its own ([`TerminalAsker`], the proxy's
 //! `Asker`); the question waits in a queue, and a byte on a pipe wakes the
-//! supervisor's loop, whose [`Desk`] prints the question and takes the next
-//! key typed as the answer instead of passing it to the sandbox. One
-//! question is on screen at a time; a question nobody answers in
-//! [`ASK_TIMEOUT`] is denied.
+//! supervisor's loop, whose [`Desk`] prints the question and reads the
+//! answer from what is typed instead of passing it to the sandbox.
+//!
+//! The sandbox shares the screen, so the desk trusts nothing that could
+//! come from it or from the terminal answering it:
+//! - while a question is open the supervisor stops relaying the sandbox's
+//!   output, so the question stays the last thing on screen and cannot be
+//!   erased or restyled;
+//! - an answer is a whole word and Enter (`once`, `run`, `deny`, `never`),
+//!   so keys typed ahead for a shell, and the replies a terminal sends to
+//!   the sandbox's queries (escape sequences, which are thrown away whole),
+//!   do not answer anything; input in the first moments after a question
+//!   appears is dropped for the same reason;
+//! - Ctrl-C or Ctrl-D denies; `never` denies this and every later question;
+//! - questions are bounded: at most [`MAX_WAITING`] wait, the rest are denied
+//!   at once, and one nobody answers in [`ASK_TIMEOUT`] is denied.
 
 use nix::errno::Errno;
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use warden_egress::proxy::{Answer, Asker, Question};
 
 /// How long a connection waits for an answer before it is denied.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(120);
+/// Questions waiting behind the one on screen; more are denied at once.
+pub const MAX_WAITING: usize = 16;
+/// Input this soon after a question appears was typed (or sent) before the
+/// person could read it.
+const SETTLE: Duration = Duration::from_millis(400);
+/// The longest answer there is.
+const MAX_LINE: usize = 16;
 
 struct Pending {
     question: Question,
     reply: mpsc::Sender<Answer>,
+    deadline: Instant,
+}
+
+/// Where the desk is in an escape sequence, which it drops whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    None,
+    /// After ESC.
+    Start,
+    /// `ESC [` ... up to a final byte 0x40..=0x7e.
+    Csi,
+    /// `ESC O` and one byte (keypad and function keys).
+    Ss3,
+    /// `ESC ]`, `ESC P`, `ESC _`, `ESC ^` ... up to BEL or `ESC \`.
+    Text,
+    /// ESC inside a text sequence (perhaps its end).
+    TextEsc,
 }
 
 /// The proxy's side: sends questions to the supervisor's loop and waits.
 pub struct TerminalAsker {
     queue: Mutex<mpsc::Sender<Pending>>,
     wake: OwnedFd,
+    /// Questions sent and not yet answered (bounds the proxy's waiting
+    /// threads).
+    outstanding: AtomicUsize,
 }
 
 /// The supervisor's side: the questions, and the one on screen.
@@ -37,6 +77,14 @@ pub struct Desk {
     wake: OwnedFd,
     waiting: VecDeque<Pending>,
     current: Option<Pending>,
+    /// When the current question appeared.
+    shown_at: Instant,
+    /// What has been typed for the current question.
+    line: String,
+    /// Inside an escape sequence (a terminal's reply): dropped to its end.
+    escape: Escape,
+    /// `never` was answered: every later question is denied unasked.
+    closed: bool,
 }
 
 /// A connected asker and desk.
@@ -48,32 +96,45 @@ pub fn pair() -> Result<(TerminalAsker, Desk), Errno> {
         TerminalAsker {
             queue: Mutex::new(tx),
             wake: wr,
+            outstanding: AtomicUsize::new(0),
         },
         Desk {
             incoming: rx,
             wake: rd,
             waiting: VecDeque::new(),
             current: None,
+            shown_at: Instant::now(),
+            line: String::new(),
+            escape: Escape::None,
+            closed: false,
         },
     ))
 }
 
 impl Asker for TerminalAsker {
     fn ask(&self, question: &Question) -> Answer {
+        if self.outstanding.fetch_add(1, Ordering::SeqCst) > MAX_WAITING {
+            self.outstanding.fetch_sub(1, Ordering::SeqCst);
+            return Answer::Deny;
+        }
         let (reply, answer) = mpsc::channel();
         let sent = self.queue.lock().is_ok_and(|q| {
             q.send(Pending {
                 question: question.clone(),
                 reply,
+                deadline: Instant::now() + ASK_TIMEOUT,
             })
             .is_ok()
         });
-        if !sent {
-            return Answer::Deny;
-        }
-        // A full pipe already wakes the loop: EAGAIN is fine.
-        let _ = nix::unistd::write(&self.wake, b"?");
-        answer.recv_timeout(ASK_TIMEOUT).unwrap_or(Answer::Deny)
+        let got = if sent {
+            // A full pipe already wakes the loop: EAGAIN is fine.
+            let _ = nix::unistd::write(&self.wake, b"?");
+            answer.recv_timeout(ASK_TIMEOUT).unwrap_or(Answer::Deny)
+        } else {
+            Answer::Deny
+        };
+        self.outstanding.fetch_sub(1, Ordering::SeqCst);
+        got
     }
 }
 
@@ -83,73 +144,177 @@ impl Desk {
         self.wake.as_fd()
     }
 
-    /// A question is on screen: typed keys are its answer.
+    /// A question is on screen: typed keys are its answer, and the
+    /// sandbox's output waits.
     pub fn is_asking(&self) -> bool {
         self.current.is_some()
     }
 
-    /// Take the questions that arrived; returns what to print when one
-    /// comes on screen.
+    /// Take the questions that arrived; returns what to print.
     pub fn on_wake(&mut self) -> Option<String> {
         let mut drain = [0u8; 64];
         while matches!(nix::unistd::read(&self.wake, &mut drain), Ok(n) if n > 0) {}
         while let Ok(p) = self.incoming.try_recv() {
-            self.waiting.push_back(p);
+            if self.closed || self.waiting.len() >= MAX_WAITING {
+                let _ = p.reply.send(Answer::Deny);
+            } else {
+                self.waiting.push_back(p);
+            }
         }
         self.next()
     }
 
-    /// Keys typed while a question is on screen. Returns what to print: the
-    /// answer taken, and the next question if there is one.
+    /// Time passes: a question on screen past its deadline is denied.
+    /// Returns what to print.
+    pub fn tick(&mut self) -> Option<String> {
+        let now = Instant::now();
+        let expired = self.current.as_ref().is_some_and(|c| now >= c.deadline);
+        if !expired {
+            return None;
+        }
+        let mut out = String::from("\r\nwarden: no answer in time: denied\r\n");
+        self.answer(Answer::Deny);
+        if let Some(next) = self.next() {
+            out.push_str(&next);
+        }
+        Some(out)
+    }
+
+    /// Keys typed while a question is on screen. Returns what to print.
     pub fn on_input(&mut self, keys: &[u8]) -> Option<String> {
+        self.current.as_ref()?;
+        let early = self.shown_at.elapsed() < SETTLE;
         let mut out = String::new();
         for &k in keys {
-            let Some(current) = &self.current else {
+            if self.current.is_none() {
                 break;
-            };
-            let answer = match k {
-                b'o' | b'O' | b'y' | b'Y' => Answer::Once,
-                b'r' | b'R' | b'a' | b'A' => Answer::ForRun,
-                b'd' | b'D' | b'n' | b'N' | b'\r' | b'\n' | 0x03 | 0x1b => Answer::Deny,
-                _ => continue,
-            };
-            let key = (current.question.name.clone(), current.question.port);
-            out.push_str(match answer {
-                Answer::Once => "allowed once\r\n",
-                Answer::ForRun => "allowed for this run\r\n",
-                Answer::Deny => "denied\r\n",
-            });
-            if let Some(p) = self.current.take() {
-                let _ = p.reply.send(answer);
             }
-            // The same name and port asked again meanwhile (a client opening
-            // several connections at once): the same answer.
-            let (same, rest): (VecDeque<_>, VecDeque<_>) = self
-                .waiting
-                .drain(..)
-                .partition(|p| (p.question.name.as_str(), p.question.port) == (&key.0, key.1));
-            self.waiting = rest;
-            for p in same {
-                let _ = p.reply.send(answer);
+            self.escape = match (self.escape, k) {
+                (Escape::None, 0x1b) => {
+                    self.line.clear();
+                    Escape::Start
+                }
+                (Escape::None, _) => Escape::None,
+                (Escape::Start, b'[') => Escape::Csi,
+                (Escape::Start, b'O') => Escape::Ss3,
+                (Escape::Ss3, _) => {
+                    self.escape = Escape::None;
+                    continue;
+                }
+                (Escape::Start, b']' | b'P' | b'_' | b'^') => Escape::Text,
+                (Escape::Start, _) => {
+                    self.escape = Escape::None;
+                    continue;
+                }
+                (Escape::Csi, 0x40..=0x7e) => {
+                    self.escape = Escape::None;
+                    continue;
+                }
+                (Escape::Text, 0x07) => {
+                    self.escape = Escape::None;
+                    continue;
+                }
+                (Escape::Text | Escape::TextEsc, 0x1b) => Escape::TextEsc,
+                (Escape::TextEsc, b'\\') => {
+                    self.escape = Escape::None;
+                    continue;
+                }
+                (Escape::TextEsc, _) => Escape::Text,
+                (other, _) => other,
+            };
+            if self.escape != Escape::None {
+                continue;
             }
-            if let Some(prompt) = self.next() {
-                out.push_str(&prompt);
+            match k {
+                0x03 | 0x04 => {
+                    out.push_str("^C denied\r\n");
+                    self.answer(Answer::Deny);
+                    if let Some(next) = self.next() {
+                        out.push_str(&next);
+                    }
+                }
+                _ if early => {}
+                b'\r' | b'\n' => {
+                    let word = std::mem::take(&mut self.line).to_ascii_lowercase();
+                    let answer = match word.trim() {
+                        "once" => Some((Answer::Once, "allowed once")),
+                        "run" => Some((Answer::ForRun, "allowed for this run")),
+                        "deny" => Some((Answer::Deny, "denied")),
+                        "never" => {
+                            self.closed = true;
+                            Some((Answer::Deny, "denied, and every later question will be"))
+                        }
+                        _ => None,
+                    };
+                    match answer {
+                        Some((a, said)) => {
+                            out.push_str(&format!("\r\nwarden: {said}\r\n"));
+                            self.answer(a);
+                            if self.closed {
+                                for p in self.waiting.drain(..) {
+                                    let _ = p.reply.send(Answer::Deny);
+                                }
+                            }
+                            if let Some(next) = self.next() {
+                                out.push_str(&next);
+                            }
+                        }
+                        None => {
+                            out.push_str("\r\nwarden: type once, run, deny or never, then Enter: ")
+                        }
+                    }
+                }
+                0x7f | 0x08 if !self.line.is_empty() => {
+                    self.line.pop();
+                    out.push_str("\x08 \x08");
+                }
+                k if k.is_ascii_alphabetic() && self.line.len() < MAX_LINE => {
+                    self.line.push(k as char);
+                    out.push(k as char);
+                }
+                _ => {}
             }
         }
         (!out.is_empty()).then_some(out)
+    }
+
+    /// Answer the question on screen, and the same question waiting behind
+    /// it (a client opening several connections at once).
+    fn answer(&mut self, answer: Answer) {
+        let Some(current) = self.current.take() else {
+            return;
+        };
+        let key = (current.question.name.clone(), current.question.port);
+        let _ = current.reply.send(answer);
+        let (same, rest): (VecDeque<_>, VecDeque<_>) = self
+            .waiting
+            .drain(..)
+            .partition(|p| (p.question.name.as_str(), p.question.port) == (&key.0, key.1));
+        self.waiting = rest;
+        for p in same {
+            let _ = p.reply.send(answer);
+        }
     }
 
     fn next(&mut self) -> Option<String> {
         if self.current.is_some() {
             return None;
         }
+        let now = Instant::now();
+        // Questions whose connection gave up waiting are not asked.
+        self.waiting.retain(|p| p.deadline > now);
         let p = self.waiting.pop_front()?;
         let q = &p.question;
         let prompt = format!(
-            "\r\nwarden: the sandbox opens {} {}:{}, which no rule allows. Allow [o]nce, for this [r]un, or [d]eny? ",
+            "\r\n\x1b[0m\x1b[7m warden \x1b[0m the sandbox opens {} {}:{}, which no rule allows.\r\n\
+             (the sandbox's output is held until you answer)\r\n\
+             type once, run (this name and port for the rest of the run), deny, or never, then Enter: ",
             q.protocol, q.name, q.port
         );
         self.current = Some(p);
+        self.shown_at = now;
+        self.line.clear();
+        self.escape = Escape::None;
         Some(prompt)
     }
 }
@@ -167,44 +332,106 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_typed_key_answers_the_question_on_screen_and_repeats_share_it() {
+    /// A desk with `names` asked from threads, the first on screen and
+    /// past its settling time.
+    fn asked(names: &[&'static str]) -> (Desk, Vec<std::thread::JoinHandle<Answer>>) {
         let (asker, mut desk) = pair().unwrap();
         let asker = Arc::new(asker);
-        let threads: Vec<_> = ["a.test", "a.test", "b.test"]
-            .into_iter()
+        let threads: Vec<_> = names
+            .iter()
             .map(|n| {
                 let asker = asker.clone();
+                let n = *n;
                 std::thread::spawn(move || asker.ask(&question(n)))
             })
             .collect();
-        // Wait until all three are queued.
-        let mut prompt = None;
-        let start = std::time::Instant::now();
-        while desk.waiting.len() + usize::from(desk.current.is_some()) < 3 {
+        let start = Instant::now();
+        while desk.waiting.len() + usize::from(desk.current.is_some()) < names.len() {
             assert!(start.elapsed() < Duration::from_secs(5));
-            if let Some(p) = desk.on_wake() {
-                prompt = Some(p);
-            }
+            desk.on_wake();
             std::thread::sleep(Duration::from_millis(10));
         }
-        let prompt = prompt.unwrap();
+        desk.shown_at = Instant::now() - SETTLE;
+        (desk, threads)
+    }
+
+    #[test]
+    fn only_a_whole_word_and_enter_answer_and_repeats_share_it() {
+        let (mut desk, threads) = asked(&["a.test", "a.test", "b.test"]);
         let first = desk.current.as_ref().unwrap().question.name.clone();
-        assert!(prompt.contains(&format!("tls {first}:443")), "{prompt}");
+        // Letters typed ahead for a shell answer nothing.
+        let out = desk.on_input(b"echo yes\r").unwrap();
+        assert!(out.contains("type once, run, deny or never"), "{out}");
         assert!(desk.is_asking());
-        // Keys that mean nothing are ignored; 'o' answers.
-        let out = desk.on_input(b"xo").unwrap();
-        assert!(out.starts_with("allowed once"), "{out}");
-        // Whatever came next is on screen now; deny it.
-        let out = desk.on_input(b"d").unwrap();
-        assert!(out.starts_with("denied"), "{out}");
+        let out = desk.on_input(b"once\r").unwrap();
+        assert!(out.contains("allowed once"), "{out}");
+        desk.shown_at = Instant::now() - SETTLE;
         if desk.is_asking() {
-            desk.on_input(b"d");
+            let out = desk.on_input(b"DENY\n").unwrap();
+            assert!(out.contains("denied"), "{out}");
         }
         assert!(!desk.is_asking());
         let answers: Vec<Answer> = threads.into_iter().map(|t| t.join().unwrap()).collect();
         let allowed = answers.iter().filter(|a| **a == Answer::Once).count();
-        assert!(allowed == 1 || allowed == 2, "{answers:?}");
+        assert_eq!(
+            allowed,
+            if first == "a.test" { 2 } else { 1 },
+            "{answers:?}"
+        );
+    }
+
+    #[test]
+    fn a_terminals_reply_and_early_keys_answer_nothing() {
+        let (mut desk, threads) = asked(&["a.test"]);
+        // What terminals send back for the sandbox's queries (cursor
+        // position, colours, a DCS), with letters that would mean "run".
+        for reply in [
+            &b"\x1b[24;80R"[..],
+            b"\x1b]11;rgb:0000/0000/0000\x07",
+            b"\x1b]11;run\x1b\\",
+            b"\x1bPrun\x1b\\",
+        ] {
+            assert_eq!(desk.on_input(reply), None, "{reply:?}");
+            assert!(desk.line.is_empty(), "{reply:?} left {:?}", desk.line);
+            let out = desk.on_input(b"\r").unwrap();
+            assert!(out.contains("type once"), "{out}");
+        }
+        // Keys typed before the question could be read count for nothing.
+        desk.shown_at = Instant::now();
+        assert_eq!(desk.on_input(b"run\r"), None);
+        assert!(desk.is_asking());
+        desk.shown_at = Instant::now() - SETTLE;
+        let out = desk.on_input(b"deny\r").unwrap();
+        assert!(out.contains("denied"), "{out}");
+        for t in threads {
+            assert_eq!(t.join().unwrap(), Answer::Deny);
+        }
+    }
+
+    #[test]
+    fn never_denies_everything_after_and_a_flood_is_bounded() {
+        let names: Vec<&'static str> = vec!["n.test"; 1];
+        let (mut desk, threads) = asked(&names);
+        desk.on_input(b"never\r");
+        for t in threads {
+            assert_eq!(t.join().unwrap(), Answer::Deny);
+        }
+        let (asker, mut desk2) = pair().unwrap();
+        desk2.closed = desk.closed;
+        let asker = Arc::new(asker);
+        let a = asker.clone();
+        let t = std::thread::spawn(move || a.ask(&question("late.test")));
+        let start = Instant::now();
+        while !t.is_finished() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "a closed desk still asks"
+            );
+            desk2.on_wake();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(t.join().unwrap(), Answer::Deny);
+        assert!(!desk2.is_asking());
     }
 
     #[test]

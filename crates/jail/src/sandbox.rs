@@ -1445,7 +1445,10 @@ impl Supervision {
                 fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
                 fds.len() - 1
             });
-            let master_idx = self.master.as_ref().map(|m| {
+            // While --ask has a question on screen, the sandbox's output
+            // waits: the question stays the last thing the person sees.
+            let asking = self.desk.as_ref().is_some_and(|d| d.is_asking());
+            let master_idx = self.master.as_ref().filter(|_| !asking).map(|m| {
                 fds.push(PollFd::new(m.as_fd(), PollFlags::POLLIN));
                 fds.len() - 1
             });
@@ -1457,6 +1460,12 @@ impl Supervision {
                 fds.push(PollFd::new(d.fd(), PollFlags::POLLIN));
                 fds.len() - 1
             });
+            // An open question is checked for its deadline every second.
+            let timeout = if asking && (timeout == PollTimeout::NONE || i32::from(timeout) > 1000) {
+                PollTimeout::from(1000u16)
+            } else {
+                timeout
+            };
             let n = match poll(&mut fds, timeout) {
                 Ok(n) => n,
                 Err(Errno::EINTR) => continue,
@@ -1480,6 +1489,9 @@ impl Supervision {
                 ready(desk_idx),
             );
             drop(fds);
+            if let Some(out) = self.desk.as_mut().and_then(|d| d.tick()) {
+                let _ = write_all(std::io::stderr().as_fd(), out.as_bytes());
+            }
             if n == 0 {
                 if let Some(d) = deadline {
                     if Instant::now() >= d && !self.timed_out {
