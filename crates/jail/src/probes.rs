@@ -166,6 +166,27 @@ fn dns_query(name: &str) -> Vec<u8> {
 /// Run the probe `name` with its arguments. Unknown names are reported,
 /// never taken for containment.
 pub fn run(name: &str, args: &[String]) -> Finding {
+    // The probes that spend resources or signal processes run only where
+    // they are meant to: under a warden init (PID 1 of a sandbox), never on
+    // a host where someone typed the hidden command by hand.
+    const HARMFUL: &[&str] = &[
+        "fork-bomb",
+        "memory-hog",
+        "fill-disk",
+        "spin",
+        "kill-all",
+        "daemonize",
+        "kill-pid",
+        "sethostname",
+    ];
+    if HARMFUL.contains(&name) {
+        let init = std::fs::read("/proc/1/cmdline").unwrap_or_default();
+        if !init.windows(6).any(|w| w == b"warden") {
+            return escaped(format!(
+                "probe {name} refused: PID 1 is not a warden sandbox's init (no PID namespace?)"
+            ));
+        }
+    }
     let eperm = &[libc::EPERM][..];
     match name {
         // ---- file system ----
