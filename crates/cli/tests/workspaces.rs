@@ -542,3 +542,39 @@ fn without_overlayfs_the_sandbox_works_on_a_copy_and_says_so() {
         "new\n"
     );
 }
+
+#[test]
+fn a_commit_made_as_root_leaves_new_files_to_the_projects_owner() {
+    if !is_root() {
+        skip("not root: a commit creates files as its own user anyway");
+        return;
+    }
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to own the project");
+        return;
+    };
+    let state = TempDir::new("ws-owner-state");
+    let proj = TempDir::new("ws-owner-proj");
+    std::fs::write(proj.path().join("old"), "x\n").unwrap();
+    who.own(proj.path());
+    who.own(&proj.path().join("old"));
+    ok(&warden(state.path(), &["create", "o", "-w", proj.str()]));
+    ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "o",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "mkdir -p d/e && echo new > d/e/f && echo y >> old",
+        ],
+    ));
+    ok(&warden(state.path(), &["commit", "o"]));
+    use std::os::unix::fs::MetadataExt;
+    for p in ["d", "d/e", "d/e/f", "old"] {
+        let m = std::fs::symlink_metadata(proj.path().join(p)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (who.uid, who.gid), "{p}");
+    }
+}

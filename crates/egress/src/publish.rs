@@ -20,6 +20,10 @@ use tokio::net::{TcpListener, TcpSocket};
 /// jail asks the sandbox's init for one per connection).
 pub type SocketSource = Arc<dyn Fn() -> io::Result<OwnedFd> + Send + Sync>;
 
+/// Connections through published ports open at once; more are closed at
+/// once (the supervisor's memory stays bounded whoever connects).
+const MAX_CONNECTIONS: usize = 1024;
+
 /// How long connecting to the server inside may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -56,6 +60,7 @@ impl Publisher {
             .enable_time()
             .build()
             .map_err(PublishError::Runtime)?;
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         for (listener, sandbox_port) in listeners {
             let host_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
             let err = |source| PublishError::Listener {
@@ -68,10 +73,15 @@ impl Publisher {
                 TcpListener::from_std(listener).map_err(err)?
             };
             let source = source.clone();
+            let slots = slots.clone();
             runtime.spawn(async move {
                 loop {
                     let Ok((conn, _)) = listener.accept().await else {
                         tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    };
+                    let Ok(permit) = slots.clone().try_acquire_owned() else {
+                        drop(conn);
                         continue;
                     };
                     let source = source.clone();
@@ -80,6 +90,7 @@ impl Publisher {
                             let (mut a, mut b) = (conn, inner);
                             let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
                         }
+                        drop(permit);
                     });
                 }
             });

@@ -522,6 +522,29 @@ fn open_parent(real: &Real, rel: &Path) -> Result<OwnedFd, CommitError> {
     }
 }
 
+/// When the commit runs as root, what it creates takes the owner of what
+/// it replaces, or else of the directory it lands in: a project that
+/// belongs to a person keeps belonging to them.
+fn keep_owner(parent: &OwnedFd, name: &std::ffi::OsStr, replaced: Option<(u32, u32)>) {
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let owner = replaced.or_else(|| {
+        rustix::fs::fstat(parent)
+            .ok()
+            .map(|st| (st.st_uid, st.st_gid))
+    });
+    if let Some((uid, gid)) = owner {
+        let _ = rustix::fs::chownat(
+            parent,
+            name,
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+            AtFlags::SYMLINK_NOFOLLOW,
+        );
+    }
+}
+
 /// Create the missing directories above `rel` (mode 0755), never through a
 /// symbolic link.
 fn make_parents(real: &Real, rel: &Path) -> Result<(), CommitError> {
@@ -534,7 +557,8 @@ fn make_parents(real: &Real, rel: &Path) -> Result<(), CommitError> {
     for dir in above {
         let parent = open_parent(real, dir)?;
         match rustix::fs::mkdirat(&parent, name_of(dir), Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(Errno::EXIST) => {}
+            Ok(()) => keep_owner(&parent, name_of(dir).as_ref(), None),
+            Err(Errno::EXIST) => {}
             Err(e) => return Err(apply_err("create directory", dir)(e)),
         }
     }
@@ -585,6 +609,7 @@ fn write_real(real: &Real, upper: &Path, c: &Change, new: &Entry) -> Result<(), 
             if !matches!(existing.as_ref().map(kind_of), Some(EntryKind::Dir)) {
                 rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700))
                     .map_err(apply_err("create directory", rel))?;
+                keep_owner(&parent, name.as_ref(), None);
             }
             rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
                 .map_err(apply_err("set mode", rel))?;
@@ -617,6 +642,11 @@ fn write_real(real: &Real, upper: &Path, c: &Change, new: &Entry) -> Result<(), 
                     source,
                 });
             }
+            keep_owner(
+                &parent,
+                name.as_ref(),
+                existing.as_ref().map(|st| (st.st_uid, st.st_gid)),
+            );
         }
         EntryKind::Other => {}
     }
