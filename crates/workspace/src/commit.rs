@@ -557,7 +557,7 @@ fn make_parents(real: &Real, rel: &Path) -> Result<(), CommitError> {
     for dir in above {
         let parent = open_parent(real, dir)?;
         match rustix::fs::mkdirat(&parent, name_of(dir), Mode::from_raw_mode(0o755)) {
-            Ok(()) => keep_owner(&parent, name_of(dir).as_ref(), None),
+            Ok(()) => keep_owner(&parent, name_of(dir), None),
             Err(Errno::EXIST) => {}
             Err(e) => return Err(apply_err("create directory", dir)(e)),
         }
