@@ -609,7 +609,7 @@ fn write_real(real: &Real, upper: &Path, c: &Change, new: &Entry) -> Result<(), 
             if !matches!(existing.as_ref().map(kind_of), Some(EntryKind::Dir)) {
                 rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700))
                     .map_err(apply_err("create directory", rel))?;
-                keep_owner(&parent, name.as_ref(), None);
+                keep_owner(&parent, name, None);
             }
             rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
                 .map_err(apply_err("set mode", rel))?;
@@ -644,7 +644,7 @@ fn write_real(real: &Real, upper: &Path, c: &Change, new: &Entry) -> Result<(), 
             }
             keep_owner(
                 &parent,
-                name.as_ref(),
+                name,
                 existing.as_ref().map(|st| (st.st_uid, st.st_gid)),
             );
         }
