@@ -34,14 +34,16 @@ trap 'rm -rf "$OUT"' EXIT
 hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$OUT/r.json" \
     -n true "true" \
     -n bwrap "${BWRAP[*]}" \
-    -n warden "$WARDEN run --no-tty -- true" >/dev/null
+    -n warden "$WARDEN run --no-tty -- true" \
+    -n warden-no-audit "$WARDEN run --no-tty --no-audit-log -- true" >/dev/null
 
 python3 - "$OUT/r.json" <<'PY'
 import json, sys
 r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-print(f"{'command':<8} {'median':>10} {'mean':>10} {'stddev':>10}")
-for name in ("true", "bwrap", "warden"):
+print(f"{'command':<16} {'median':>10} {'mean':>10} {'stddev':>10}")
+for name in ("true", "bwrap", "warden", "warden-no-audit"):
     x = r[name]
-    print(f"{name:<8} {x['median']*1000:>8.2f}ms {x['mean']*1000:>8.2f}ms {x['stddev']*1000:>8.2f}ms")
-print(f"warden/bwrap at the median: {r['warden']['median']/r['bwrap']['median']:.2f}")
+    print(f"{name:<16} {x['median']*1000:>8.2f}ms {x['mean']*1000:>8.2f}ms {x['stddev']*1000:>8.2f}ms")
+print(f"warden/bwrap at the median: {r['warden']['median']/r['bwrap']['median']:.2f}"
+      f" (without the audit log: {r['warden-no-audit']['median']/r['bwrap']['median']:.2f})")
 PY
