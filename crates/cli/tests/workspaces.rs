@@ -578,3 +578,40 @@ fn a_commit_made_as_root_leaves_new_files_to_the_projects_owner() {
         assert_eq!((m.uid(), m.gid()), (who.uid, who.gid), "{p}");
     }
 }
+
+#[test]
+fn interactive_commit_applies_only_what_the_person_accepts() {
+    let state = TempDir::new("ws-inter-state");
+    let proj = TempDir::new("ws-inter-proj");
+    ok(&warden(state.path(), &["create", "i", "-w", proj.str()]));
+    ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "i",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "echo a > A && echo b > B",
+        ],
+    ));
+    let mut child = Command::new(warden_bin())
+        .args(["commit", "i", "--interactive"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    // Changes come in path order: accept A, refuse B.
+    child.stdin.take().unwrap().write_all(b"y\nn\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = ok(&out);
+    assert!(text.contains("1 change(s) applied"), "{text}");
+    assert!(proj.path().join("A").exists());
+    assert!(!proj.path().join("B").exists());
+    let diff = ok(&warden(state.path(), &["diff", "i", "--stat"]));
+    assert!(diff.contains("B") && !diff.contains(" A "), "{diff}");
+}
