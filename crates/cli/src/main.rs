@@ -767,6 +767,14 @@ fn selftest(
         }
         return Ok(0);
     }
+    if let Some(o) = only {
+        if !warden_selftest::list()
+            .iter()
+            .any(|(id, c, _)| id.starts_with(o) || c.label() == o)
+        {
+            anyhow::bail!("--only {o:?} matches no attack; `warden selftest --list` shows them");
+        }
+    }
     let exe = std::env::current_exe().context("cannot find warden's own executable")?;
     let flags = if allow_degraded {
         vec!["--allow-degraded".to_string()]

@@ -441,6 +441,17 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
 pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u8> {
     let sb = store.get(name)?;
     let lock = sb.lock()?;
+    let pending = sb.diff(&DiffOptions {
+        paths: paths.to_vec(),
+        content: false,
+        patches: false,
+        renames: false,
+        allowed: None,
+    })?;
+    if pending.is_empty() {
+        println!("nothing to discard: sandbox {name} has no changes there");
+        return Ok(0);
+    }
     lock.discard(paths)?;
     audit(
         &sb,
