@@ -89,6 +89,18 @@ impl Rules {
                     named = true;
                 }
             }
+            // A `.git` that is a file or a link names a git directory
+            // elsewhere (`gitdir: ...`): git run there on the host reads
+            // that directory's config.
+            let dot_git_pointer = path.file_name().is_some_and(|n| n == ".git")
+                && c.new.as_ref().is_some_and(|n| n.kind != EntryKind::Dir);
+            if dot_git_pointer {
+                out.push(flag(
+                    "git-config",
+                    "a .git file or link points git at another directory, whose config it then obeys",
+                ));
+                named = true;
+            }
             if !named && git_internal(path) {
                 out.push(flag(
                     "git-internal",
@@ -246,6 +258,37 @@ mod tests {
         assert!(escapes(Path::new("a/l"), Path::new("../../etc")).is_some());
         assert!(escapes(Path::new("l"), Path::new("/etc/passwd")).is_some());
         assert!(escapes(Path::new("l"), Path::new("x/../../y")).is_some());
+    }
+
+    fn added(path: &str, kind: EntryKind, mode: u32) -> Change {
+        Change {
+            path: path.into(),
+            kind: ChangeKind::Added,
+            from: None,
+            old: None,
+            new: Some(crate::diff::Entry {
+                kind,
+                mode,
+                size: 0,
+                target: None,
+            }),
+            content: None,
+            flags: Vec::new(),
+            copied_up: false,
+        }
+    }
+
+    #[test]
+    fn a_git_file_pointing_elsewhere_and_world_writable_files_are_flagged() {
+        let rules = Rules::new(None);
+        let rule_names = |c: &Change| rules.check(c).iter().map(|f| f.rule).collect::<Vec<_>>();
+        assert!(rule_names(&added("sub/.git", EntryKind::File, 0o644)).contains(&"git-config"));
+        assert!(rule_names(&added(".git", EntryKind::Symlink, 0o777)).contains(&"git-config"));
+        // A nested repository's directory itself is not the pointer; what
+        // is inside it is judged path by path.
+        assert!(rule_names(&added("sub/.git", EntryKind::Dir, 0o755)).is_empty());
+        assert!(rule_names(&added("notes.txt", EntryKind::File, 0o666)).contains(&"world-writable"));
+        assert!(rule_names(&added("notes.txt", EntryKind::File, 0o644)).is_empty());
     }
 
     #[test]
