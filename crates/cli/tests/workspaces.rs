@@ -344,6 +344,27 @@ fn a_planted_git_hook_is_flagged_and_not_committed_without_consent() {
         &["diff", "h", "--color", "never", ".git/modules"],
     ));
     assert!(diff.contains("! git-internal"), "{diff}");
+    // Files that send git to another directory, and a repository that
+    // needs no `.git` in its name (HEAD, objects/, refs/), are git's too.
+    ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "h",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "printf '../evil\\n' > .git/commondir && mkdir -p docs/bare/objects docs/bare/refs && echo 'ref: refs/heads/main' > docs/bare/HEAD && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > docs/bare/config",
+        ],
+    ));
+    for path in [".git/commondir", "docs/bare/config"] {
+        let diff = ok(&warden(
+            state.path(),
+            &["diff", "h", "--color", "never", path],
+        ));
+        assert!(diff.contains("! git-"), "{path} is not flagged: {diff}");
+    }
     // The unflagged change alone may go in by name.
     ok(&warden(state.path(), &["commit", "h", "README.md"]));
     assert!(std::fs::read_to_string(proj.path().join("README.md"))

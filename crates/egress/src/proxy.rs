@@ -120,6 +120,10 @@ struct Shared {
     /// Ask a person about unlisted names (`--ask`), through `asker`.
     ask: bool,
     asker: Option<Arc<dyn Asker>>,
+    /// Tests only (debug builds, `WARDEN_TEST_ASK_LOOPBACK`): names pinned
+    /// to the host's loopback may be asked about, since a test's servers
+    /// can only be there.
+    test_ask_loopback: bool,
     /// Names (and ports) a person allowed for the rest of the run.
     granted: Mutex<HashSet<(String, u16)>>,
     addresses: Mutex<NameAddresses>,
@@ -265,6 +269,8 @@ impl Proxy {
             ask: spec.ask,
             asker,
             granted: Mutex::new(HashSet::new()),
+            test_ask_loopback: cfg!(debug_assertions)
+                && std::env::var_os("WARDEN_TEST_ASK_LOOPBACK").is_some(),
             addresses: Mutex::new(NameAddresses::default()),
             log: log.clone(),
             print: spec.log,
@@ -839,6 +845,19 @@ async fn ask(
     let key = (name.to_string(), port);
     if shared.granted.lock().is_ok_and(|g| g.contains(&key)) {
         return Ok("--ask (allowed for this run)".into());
+    }
+    if shared.asker.is_none() {
+        return Err("--ask has no terminal to ask on".into());
+    }
+    // A name pinned by --add-host to the host itself (its loopback or one
+    // of its addresses) would be a question about the host's own ports.
+    if let Some(ip) = shared.hosts.get(name).filter(|_| !shared.test_ask_loopback) {
+        if ip.is_loopback() || ip.to_canonical().is_loopback() || shared.own_addresses.contains(ip)
+        {
+            return Err(format!(
+                "{name} is pinned to the host itself ({ip}) by --add-host: allow its ports with --allow-domain {name}:PORT, never through a question"
+            ));
+        }
     }
     let Some(asker) = shared.asker.clone() else {
         return Err("--ask has no terminal to ask on".into());

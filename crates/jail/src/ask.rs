@@ -37,6 +37,12 @@ pub const MAX_WAITING: usize = 16;
 /// Input this soon after a question appears was typed (or sent) before the
 /// person could read it.
 const SETTLE: Duration = Duration::from_millis(400);
+/// Leave the alternate screen, soft-reset the terminal (scroll region,
+/// character sets, modes, colours), reset the palette's defaults, show the
+/// cursor and turn line wrapping on.
+const TERMINAL_RESET: &str =
+    "\x1b[?1049l\x1b[!p\x1b[r\x1b(B\x1b)B\x0f\x1b]110\x07\x1b]111\x07\x1b]112\x07\x1b[?25h\x1b[?7h\x1b[0m";
+
 /// The longest answer there is.
 const MAX_LINE: usize = 16;
 
@@ -81,6 +87,14 @@ pub struct Desk {
     shown_at: Instant,
     /// What has been typed for the current question.
     line: String,
+    /// Something other than letters was typed (or pasted) into the line:
+    /// it answers nothing.
+    garbled: bool,
+    /// Parameters of the escape sequence being dropped (to see a bracketed
+    /// paste begin and end).
+    csi: Vec<u8>,
+    /// Inside a bracketed paste: everything is dropped.
+    pasting: bool,
     /// Inside an escape sequence (a terminal's reply): dropped to its end.
     escape: Escape,
     /// `never` was answered: every later question is denied unasked.
@@ -105,6 +119,9 @@ pub fn pair() -> Result<(TerminalAsker, Desk), Errno> {
             current: None,
             shown_at: Instant::now(),
             line: String::new(),
+            garbled: false,
+            csi: Vec::new(),
+            pasting: false,
             escape: Escape::None,
             closed: false,
         },
@@ -183,19 +200,26 @@ impl Desk {
     /// Keys typed while a question is on screen. Returns what to print.
     pub fn on_input(&mut self, keys: &[u8]) -> Option<String> {
         self.current.as_ref()?;
-        let early = self.shown_at.elapsed() < SETTLE;
         let mut out = String::new();
         for &k in keys {
             if self.current.is_none() {
                 break;
             }
+            // Per byte: a question that came up within this read is new.
+            let early = self.shown_at.elapsed() < SETTLE;
             self.escape = match (self.escape, k) {
                 (Escape::None, 0x1b) => {
+                    // Whatever was on the line may be mixed with the
+                    // sequence: the answer starts again after it.
                     self.line.clear();
+                    self.garbled = false;
                     Escape::Start
                 }
                 (Escape::None, _) => Escape::None,
-                (Escape::Start, b'[') => Escape::Csi,
+                (Escape::Start, b'[') => {
+                    self.csi.clear();
+                    Escape::Csi
+                }
                 (Escape::Start, b'O') => Escape::Ss3,
                 (Escape::Ss3, _) => {
                     self.escape = Escape::None;
@@ -207,8 +231,22 @@ impl Desk {
                     continue;
                 }
                 (Escape::Csi, 0x40..=0x7e) => {
+                    // Bracketed paste: ESC[200~ ... ESC[201~.
+                    if k == b'~' {
+                        match self.csi.as_slice() {
+                            b"200" => self.pasting = true,
+                            b"201" => self.pasting = false,
+                            _ => {}
+                        }
+                    }
                     self.escape = Escape::None;
                     continue;
+                }
+                (Escape::Csi, _) => {
+                    if self.csi.len() < 16 {
+                        self.csi.push(k);
+                    }
+                    Escape::Csi
                 }
                 (Escape::Text, 0x07) => {
                     self.escape = Escape::None;
@@ -225,6 +263,10 @@ impl Desk {
             if self.escape != Escape::None {
                 continue;
             }
+            if self.pasting {
+                self.garbled = true;
+                continue;
+            }
             match k {
                 0x03 | 0x04 => {
                     out.push_str("^C denied\r\n");
@@ -236,7 +278,9 @@ impl Desk {
                 _ if early => {}
                 b'\r' | b'\n' => {
                     let word = std::mem::take(&mut self.line).to_ascii_lowercase();
-                    let answer = match word.trim() {
+                    let garbled = std::mem::take(&mut self.garbled);
+                    let answer = match word.as_str() {
+                        _ if garbled => None,
                         "once" => Some((Answer::Once, "allowed once")),
                         "run" => Some((Answer::ForRun, "allowed for this run")),
                         "deny" => Some((Answer::Deny, "denied")),
@@ -272,7 +316,9 @@ impl Desk {
                     self.line.push(k as char);
                     out.push(k as char);
                 }
-                _ => {}
+                // Anything else (digits, punctuation, 8-bit controls, an
+                // over-long line) spoils the line.
+                _ => self.garbled = true,
             }
         }
         (!out.is_empty()).then_some(out)
@@ -305,15 +351,21 @@ impl Desk {
         self.waiting.retain(|p| p.deadline > now);
         let p = self.waiting.pop_front()?;
         let q = &p.question;
+        // Whatever the sandbox did to the terminal before (scroll regions,
+        // character sets, colours, the alternate screen, a hidden cursor)
+        // is undone first, and the name is on the line the answer is
+        // typed on.
         let prompt = format!(
-            "\r\n\x1b[0m\x1b[7m warden \x1b[0m the sandbox opens {} {}:{}, which no rule allows.\r\n\
+            "{TERMINAL_RESET}\r\n\x1b[7m warden \x1b[0m a connection no rule allows \
              (the sandbox's output is held until you answer)\r\n\
-             type once, run (this name and port for the rest of the run), deny, or never, then Enter: ",
+             answers: once, run (this name and port for the rest of the run), deny, never (deny all)\r\n\
+             allow {} {}:{} ? type an answer, then Enter: ",
             q.protocol, q.name, q.port
         );
         self.current = Some(p);
         self.shown_at = now;
         self.line.clear();
+        self.garbled = false;
         self.escape = Escape::None;
         Some(prompt)
     }
@@ -403,6 +455,41 @@ mod tests {
         desk.shown_at = Instant::now() - SETTLE;
         let out = desk.on_input(b"deny\r").unwrap();
         assert!(out.contains("denied"), "{out}");
+        for t in threads {
+            assert_eq!(t.join().unwrap(), Answer::Deny);
+        }
+    }
+
+    #[test]
+    fn pasted_text_and_words_with_other_characters_answer_nothing() {
+        let (mut desk, threads) = asked(&["a.test"]);
+        for junk in [
+            &b"./run\r"[..],
+            b"run1\r",
+            b"\x9b24;80R\r",
+            b"\x1b[200~run\rrun\r\x1b[201~\r",
+        ] {
+            let out = desk.on_input(junk).unwrap_or_default();
+            assert!(desk.is_asking(), "{junk:?} answered: {out}");
+        }
+        let out = desk.on_input(b"deny\r").unwrap();
+        assert!(out.contains("denied"), "{out}");
+        for t in threads {
+            assert_eq!(t.join().unwrap(), Answer::Deny);
+        }
+    }
+
+    #[test]
+    fn the_next_question_in_the_same_read_is_new_too() {
+        let (mut desk, threads) = asked(&["a.test", "b.test"]);
+        // One write answers the first and would answer the second at once.
+        desk.on_input(b"deny\ronce\r");
+        assert!(
+            desk.is_asking(),
+            "the second question was answered as it appeared"
+        );
+        desk.shown_at = Instant::now() - SETTLE;
+        desk.on_input(b"deny\r");
         for t in threads {
             assert_eq!(t.join().unwrap(), Answer::Deny);
         }

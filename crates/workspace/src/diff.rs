@@ -328,10 +328,38 @@ fn finish(
         }
     }
     let rules = flags::Rules::new(opts.allowed.as_deref());
+    let mut git_dirs: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
     for c in &mut changes {
         c.flags = rules.check(c);
+        if !c.flags.iter().any(|f| f.rule.starts_with("git-")) {
+            if let Some(flag) = flags::in_git_dir(&c.path, &mut |dir: &Path| {
+                *git_dirs
+                    .entry(dir.to_path_buf())
+                    .or_insert_with(|| looks_like_git_dir(lower, upper, dir))
+            }) {
+                c.flags.push(flag);
+            }
+        }
     }
     Ok(changes)
+}
+
+/// Whether `dir` (relative) is a git directory in the sandbox's view:
+/// `HEAD`, `objects/` and `refs/`, as git itself decides (a bare or
+/// embedded repository needs no `.git` in its name).
+fn looks_like_git_dir(lower: &Path, upper: &Path, dir: &Path) -> bool {
+    let has = |name: &str, want_dir: bool| {
+        [upper, lower].iter().any(|root| {
+            std::fs::symlink_metadata(root.join(dir).join(name)).is_ok_and(|m| {
+                if want_dir {
+                    m.is_dir()
+                } else {
+                    m.is_file()
+                }
+            })
+        })
+    };
+    has("HEAD", false) && has("objects", true) && has("refs", true)
 }
 
 fn read_err(path: &Path) -> impl FnOnce(io::Error) -> DiffError + '_ {

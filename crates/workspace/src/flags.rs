@@ -180,10 +180,39 @@ fn matches_sensitive(path: &Path, pattern: &str, depth: Depth) -> bool {
     }
 }
 
+/// A flag for `path` when one of the directories above it is a git
+/// directory by its content (`is_git_dir`: `HEAD`, `objects/`, `refs/`)
+/// and `path` is not its data: a bare or embedded repository's `config`
+/// runs programs as surely as `.git/config` does.
+pub(crate) fn in_git_dir(path: &Path, is_git_dir: &mut dyn FnMut(&Path) -> bool) -> Option<Flag> {
+    for dir in path.ancestors().skip(1) {
+        if !is_git_dir(dir) {
+            continue;
+        }
+        let rest = path.strip_prefix(dir).ok()?;
+        // Judge the rest as if it were below a `.git`.
+        if git_internal(&Path::new(".git").join(rest)) {
+            return Some(Flag {
+                rule: "git-internal",
+                reason: format!(
+                    "inside a git directory ({}: HEAD, objects/, refs/): git run there obeys its config and hooks",
+                    if dir.as_os_str().is_empty() {
+                        ".".into()
+                    } else {
+                        dir.to_string_lossy()
+                    }
+                ),
+            });
+        }
+    }
+    None
+}
+
 /// Whether `path` lies in a git directory (`.git/`, at any depth, and the
 /// git directories of submodules and worktrees below it) outside the parts
 /// that only hold data: objects, refs, logs, the index and the files that
-/// name commits. Everything else there (config, hooks, info, modules'
+/// name commits (not `commondir`, `gitdir` or `objects/info/alternates`,
+/// which send git to another directory). Everything else there (config, hooks, info, modules'
 /// configs, ...) can make git run a program on the host.
 fn git_internal(path: &Path) -> bool {
     let comps: Vec<&std::ffi::OsStr> = path
@@ -214,11 +243,17 @@ fn git_internal(path: &Path) -> bool {
         "MERGE_MSG",
         "packed-refs",
         "description",
-        "gitdir",
-        "commondir",
     ];
     match rest {
         [] => false,
+        // Where objects are also read from: another repository's store.
+        [objects, info, alt]
+            if *objects == "objects"
+                && *info == "info"
+                && (*alt == "alternates" || *alt == "http-alternates") =>
+        {
+            true
+        }
         [first, ..] if DATA_DIRS.iter().any(|d| first == d) => false,
         [only] => !DATA_FILES.iter().any(|f| only == f),
         _ => true,
@@ -302,6 +337,9 @@ mod tests {
             ".git/info/exclude",
             "vendor/.git/modules/x/config",
             ".git/modules/sub/info/attributes",
+            ".git/commondir",
+            ".git/worktrees/w/gitdir",
+            ".git/objects/info/alternates",
         ] {
             assert!(git_internal(Path::new(p)), "{p}");
         }
