@@ -177,7 +177,37 @@ async fn echo(
         trailers.insert("x-echo-trailer", v.clone());
     }
     seen.lock().unwrap().push(s);
+    let auth = parts
+        .headers
+        .get("authorization")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let value = auth.strip_prefix("Bearer ").unwrap_or(&auth).to_string();
+    let target = parts.uri.path();
+    if target == "/forms" {
+        // The value as servers spell it back: JSON escapes, percent
+        // encoding in lower case, hexadecimal.
+        let pct: String = value
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02x}")
+                }
+            })
+            .collect();
+        let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+        let json = value.replace('/', "\\/");
+        dump = format!("json={json}\npct={pct}\nhex={hex}\n");
+    }
+    let encoding = if target == "/gzip" {
+        "gzip"
+    } else {
+        "identity"
+    };
     hyper::Response::builder()
+        .header("content-encoding", encoding)
         .header("x-echo-auth", "see body")
         .body(
             Full::new(Bytes::from(dump))
@@ -1019,4 +1049,44 @@ fn the_real_value_echoed_in_a_trailer_comes_back_scrubbed() {
         !s.contains(&value),
         "the real value reached the sandbox in a trailer: {s}"
     );
+}
+
+#[test]
+fn echoed_spellings_of_the_value_and_compressed_bodies_do_not_bring_it_back() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, &["api.secret.test"], true);
+    let value = format!("sk-live/{}+xyz", token());
+    let port = up.port.to_string();
+    let url = format!("https://api.secret.test:{port}");
+    let out = run_with_token(
+        &value,
+        &[
+            "--secret",
+            &format!("TOKEN@api.secret.test:{port}"),
+            "--add-host",
+            "api.secret.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+        ],
+        &format!(
+            r#"curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" "{url}/forms"
+curl -sS --noproxy '*' -w 'gzip %{{http_code}}\n' -H "Authorization: Bearer $TOKEN" "{url}/gzip"
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(
+        s.contains("json=") && s.contains("hex="),
+        "{s}\n{}",
+        stderr(&out)
+    );
+    assert!(s.contains("gzip 502"), "{s}");
+    let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+    for form in [value.clone(), value.replace('/', "\\/"), hex] {
+        assert!(!s.contains(&form), "{form} came back: {s}");
+    }
+    assert!(!s.to_lowercase().contains("sk-live%2f"), "{s}");
 }

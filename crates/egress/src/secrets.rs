@@ -415,13 +415,28 @@ impl Terminator {
                     secret: i,
                 });
             }
-            let pct = percent_encode(&s.value);
-            if pct != s.value {
-                out.push(Pattern {
-                    from: pct,
-                    action: Action::Replace(p.to_vec()),
-                    secret: i,
-                });
+            // Other spellings a server may echo the value in: percent
+            // encoding in either case, JSON's escapes (`\/`, `\u00XX`),
+            // hexadecimal.
+            let mut forms = vec![
+                percent_encode(&s.value),
+                percent_encode(&s.value).to_ascii_lowercase(),
+            ];
+            forms.push(json_escape(&s.value, false));
+            forms.push(json_escape(&s.value, true));
+            let hex: String = s.value.iter().map(|b| format!("{b:02x}")).collect();
+            forms.push(hex.clone().into_bytes());
+            forms.push(hex.to_ascii_uppercase().into_bytes());
+            forms.sort();
+            forms.dedup();
+            for from in forms {
+                if from != s.value && from.len() >= MIN_FORM {
+                    out.push(Pattern {
+                        from,
+                        action: Action::Replace(p.to_vec()),
+                        secret: i,
+                    });
+                }
             }
         }
         out
@@ -490,6 +505,22 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
         return None;
     }
     hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `v` as a JSON string's content: `/` as `\/` (PHP's default), or, with
+/// `all`, every byte but letters and digits as `\u00XX`.
+fn json_escape(v: &[u8], all: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * 2);
+    for &b in v {
+        if all && !b.is_ascii_alphanumeric() {
+            out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
+        } else if b == b'/' {
+            out.extend_from_slice(b"\\/");
+        } else {
+            out.push(b);
+        }
+    }
+    out
 }
 
 /// Every byte but the unreserved ones (RFC 3986) as `%XX`.
@@ -1249,6 +1280,27 @@ fn rewrite_header(
 }
 
 fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) -> Response<OutBody> {
+    // The request asked for no encoding (Accept-Encoding is dropped): a
+    // compressed body would hide a value from the scrubber, so it does not
+    // reach the sandbox.
+    let encoded = response
+        .headers()
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    if encoded && !head {
+        for i in 0..s.term.secrets.len() {
+            (s.record)(s.decision(
+                i,
+                false,
+                "a compressed response from a secret's host was withheld (it could not be checked for the value)".into(),
+            ));
+        }
+        return text(
+            StatusCode::BAD_GATEWAY,
+            "warden: the server compressed its response although none was asked for; warden cannot check it for secrets, so it is withheld\n".into(),
+        );
+    }
     let (mut parts, body) = response.into_parts();
     let mut scrubbed: Vec<usize> = Vec::new();
     let mut headers = http::HeaderMap::new();
