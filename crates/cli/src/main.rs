@@ -176,6 +176,13 @@ enum AuditCommand {
     },
     /// List the audit logs of past runs (in warden's state directory)
     List,
+    /// Remove the audit logs of past runs older than a duration (in
+    /// warden's state directory; logs chosen with --audit-log are yours)
+    Prune {
+        /// e.g. 30d, 12h
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        older_than: std::time::Duration,
+    },
 }
 
 #[derive(Args)]
@@ -708,6 +715,39 @@ fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
                     );
                 }
             }
+            Ok(0)
+        }
+        AuditCommand::Prune { older_than } => {
+            let dir = audit_dir()?;
+            let cutoff = std::time::SystemTime::now()
+                .checked_sub(older_than)
+                .unwrap_or(std::time::UNIX_EPOCH);
+            let mut removed = 0usize;
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(rd) => rd.filter_map(|e| e.ok()).collect::<Vec<_>>(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+            };
+            for e in entries {
+                let p = e.path();
+                if p.extension().is_none_or(|x| x != "jsonl") {
+                    continue;
+                }
+                let old = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t < cutoff);
+                if old {
+                    std::fs::remove_file(&p)
+                        .with_context(|| format!("cannot remove {}", p.display()))?;
+                    let _ = std::fs::remove_file(warden_audit::chain::head_path(&p));
+                    removed += 1;
+                }
+            }
+            println!(
+                "removed {removed} audit log(s) older than {}",
+                humantime::format_duration(older_than)
+            );
             Ok(0)
         }
         AuditCommand::List => {

@@ -252,3 +252,44 @@ fn events_reach_an_opentelemetry_collector() {
     assert_eq!(out.status.code(), Some(125));
     assert!(stderr(&out).contains("http:// URL"), "{}", stderr(&out));
 }
+
+#[test]
+fn prune_removes_only_old_logs_of_the_state_directory() {
+    let state = TempDir::new("audit-prune");
+    let run = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for _ in 0..2 {
+        assert!(run(&["run", "--no-tty", "--", "true"]).status.success());
+    }
+    let dir = state.path().join("audit");
+    let logs: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(logs.len(), 2);
+    // Age one of them by a week.
+    let week_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7 * 86400);
+    std::fs::File::options()
+        .append(true)
+        .open(&logs[0])
+        .unwrap()
+        .set_modified(week_ago)
+        .unwrap();
+    let out = run(&["audit", "prune", "--older-than", "3d"]);
+    assert!(
+        stdout(&out).contains("removed 1 audit log"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!logs[0].exists());
+    assert!(logs[1].exists());
+    let out = run(&["audit", "prune", "--older-than", "soon"]);
+    assert_eq!(out.status.code(), Some(125));
+}
