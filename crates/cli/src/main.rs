@@ -491,11 +491,24 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
     request.secrets.extend(args.secret.iter().cloned());
     request.secret_in_body.extend(args.secret_in_body);
     request.secret_rules.extend(args.secret_rule);
-    request.upstream_ca = args
-        .upstream_ca
-        .into_iter()
-        .map(absolute)
-        .collect::<Result<_, _>>()?;
+    for ca in args.upstream_ca {
+        request.upstream_ca.push(absolute(ca)?);
+    }
+    // Where the run is recorded: the command line, else the profile.
+    let audit_log = match args.audit_log.clone() {
+        Some(p) => Some(absolute(p)?),
+        None => request.audit_log.clone(),
+    };
+    let no_audit_log = args.no_audit_log || (request.no_audit_log && audit_log.is_none());
+    #[cfg(feature = "otlp")]
+    let otlp_endpoint = args
+        .otlp_endpoint
+        .clone()
+        .or_else(|| request.otlp_endpoint.clone());
+    #[cfg(not(feature = "otlp"))]
+    if request.otlp_endpoint.is_some() {
+        anyhow::bail!("this warden was built without the otlp feature: a profile's otlp_endpoint cannot be honoured");
+    }
     let id = sandbox_id();
     // A profile may ask for the overlay too.
     let store = match store {
@@ -560,14 +573,14 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
 
     let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
     #[cfg(feature = "otlp")]
-    if let Some(url) = &args.otlp_endpoint {
+    if let Some(url) = &otlp_endpoint {
         sinks.push(Box::new(warden_audit::otlp::OtlpSink::new(url)?));
     }
     if let Some(path) = &json_events {
         sinks.push(Box::new(JsonLinesSink::open(path)?));
     }
-    if !args.no_audit_log {
-        let path = match args.audit_log {
+    if !no_audit_log {
+        let path = match audit_log {
             Some(p) => p,
             None => {
                 let dir = audit_dir()?;

@@ -293,3 +293,53 @@ fn prune_removes_only_old_logs_of_the_state_directory() {
     let out = run(&["audit", "prune", "--older-than", "soon"]);
     assert_eq!(out.status.code(), Some(125));
 }
+
+#[test]
+fn a_profile_chooses_where_the_run_is_recorded() {
+    let state = TempDir::new("audit-profile-state");
+    let dir = TempDir::new("audit-profile");
+    let profile = dir.path().join("p.yaml");
+    std::fs::write(&profile, "name: p\naudit_log: logs/run.jsonl\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let p = profile.to_str().unwrap();
+    let out = run(&["run", "--no-tty", "-P", p, "--", "true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Relative to the profile's directory, not the state directory.
+    let log = dir.path().join("logs/run.jsonl");
+    assert!(ok_verify(&log), "no intact log at {}", log.display());
+    assert!(!state.path().join("audit").exists());
+    // The command line wins.
+    let other = dir.path().join("other.jsonl");
+    let out = run(&[
+        "run",
+        "--no-tty",
+        "-P",
+        p,
+        "--audit-log",
+        other.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(other.exists());
+    // no_audit_log in a profile keeps none.
+    std::fs::write(&profile, "name: p\nno_audit_log: true\n").unwrap();
+    let out = run(&["run", "--no-tty", "-P", p, "--", "true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!state.path().join("audit").exists());
+}
+
+fn ok_verify(log: &std::path::Path) -> bool {
+    log.exists()
+        && warden(&["audit", "verify", log.to_str().unwrap()])
+            .status
+            .success()
+}

@@ -67,6 +67,10 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("tty", "--tty / --no-tty"),
     ("allow_degraded", "--allow-degraded"),
     ("json_events", "--json-events"),
+    ("audit_log", "--audit-log"),
+    ("no_audit_log", "--no-audit-log"),
+    ("otlp_endpoint", "--otlp-endpoint"),
+    ("egress.upstream_ca", "--upstream-ca"),
     ("egress.domains", "--allow-domain"),
     ("egress.allow_http", "--allow-http"),
     ("egress.hosts", "--add-host"),
@@ -403,8 +407,11 @@ impl Layer {
             secrets: self.pairs("secrets"),
             secret_in_body: self.texts("secrets.in_body"),
             secret_rules: self.texts("secrets.allow"),
-            upstream_ca: Vec::new(),
+            upstream_ca: self.paths("egress.upstream_ca"),
             json_events: self.path("json_events"),
+            audit_log: self.path("audit_log"),
+            no_audit_log: self.flag("no_audit_log").unwrap_or(false),
+            otlp_endpoint: self.text("otlp_endpoint"),
         }
     }
 
@@ -1005,6 +1012,17 @@ impl Loader<'_> {
                 l.one("json_events", v, at(p.pos));
             }
         }
+        if let Some(p) = &f.audit_log {
+            if let Some(v) = path(self, p) {
+                l.one("audit_log", v, at(p.pos));
+            }
+        }
+        if let Some(v) = &f.no_audit_log {
+            l.one("no_audit_log", Val::Bool(v.value), at(v.pos));
+        }
+        if let Some(u) = &f.otlp_endpoint {
+            l.one("otlp_endpoint", Val::Text(u.value.clone()), at(u.pos));
+        }
         if let Some(e) = &f.egress {
             for preset in &e.presets {
                 self.preset(&mut l, &preset.value, label, preset.pos);
@@ -1037,6 +1055,11 @@ impl Loader<'_> {
             }
             for p in &e.publish {
                 l.push("egress.publish", Val::Text(p.value.clone()), at(p.pos));
+            }
+            for raw in &e.upstream_ca {
+                if let Some(v) = path(self, raw) {
+                    l.push("egress.upstream_ca", v, at(raw.pos));
+                }
             }
             if let Some(t) = &e.idle_timeout {
                 l.one(

@@ -271,6 +271,11 @@ pub struct Request {
     pub secret_rules: Vec<String>,
     /// `--upstream-ca FILE` entries.
     pub upstream_ca: Vec<PathBuf>,
+    /// `--audit-log FILE` / `--no-audit-log` / `--otlp-endpoint URL`: where
+    /// the front door records the run. Not part of the spec either.
+    pub audit_log: Option<PathBuf>,
+    pub no_audit_log: bool,
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Why a request cannot become a spec. Each message says what to change.

@@ -103,6 +103,12 @@ pub struct ProfileFile {
     pub allow_degraded: Option<At<bool>>,
     /// Append one JSON line per event to this file (`--json-events`).
     pub json_events: Option<At<String>>,
+    /// Write the run's hash-chained audit log to this file (`--audit-log`).
+    pub audit_log: Option<At<String>>,
+    /// Keep no audit log (`--no-audit-log`).
+    pub no_audit_log: Option<At<bool>>,
+    /// Also send every event to this OpenTelemetry collector, an http:// URL (`--otlp-endpoint`).
+    pub otlp_endpoint: Option<At<String>>,
     pub egress: Option<EgressFile>,
     /// Secrets the sandbox gets as placeholders, by variable name; the
     /// egress proxy puts the real value in requests to their hosts only
@@ -138,6 +144,9 @@ pub struct EgressFile {
     /// Sandbox ports published on the host, `HOSTPORT:PORT` (`--publish`).
     #[serde(default)]
     pub publish: Vec<At<String>>,
+    /// PEM files of authorities trusted, besides the system's, for the servers of secrets' hosts (`--upstream-ca`).
+    #[serde(default)]
+    pub upstream_ca: Vec<At<String>>,
     /// Ask a person before allowing a name not on the list (`--ask`).
     pub ask: Option<At<bool>>,
     /// Print one line per egress decision on stderr (`--net-log`).
@@ -574,7 +583,7 @@ mod tests {
     fn unknown_key_is_rejected_with_a_suggestion() {
         assert_eq!(
             err("name: x\negress:\n  domain: [a.com]\n"),
-            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, ask, log, idle_timeout)"
+            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, upstream_ca, ask, log, idle_timeout)"
         );
         assert!(err("resourses: {}\n")
             .starts_with("1:1: unknown key `resourses`; did you mean `resources`?"));
