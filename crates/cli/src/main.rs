@@ -633,37 +633,20 @@ fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow
     Ok(outcome.status.clamp(0, 255) as u8)
 }
 
-/// warden's state directory: $WARDEN_STATE_DIR when set; /var/lib/warden
-/// for the host's root, else
-/// $XDG_STATE_HOME/warden or ~/.local/state/warden (also for UID 0 of a
-/// user namespace, which cannot write the host's /var/lib).
+/// warden's state directory, from this process's environment (see
+/// `warden_workspace::default_state_dir` for the order).
 fn state_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("WARDEN_STATE_DIR").filter(|d| !d.is_empty()) {
-        let dir = PathBuf::from(dir);
-        anyhow::ensure!(
-            dir.is_absolute(),
-            "WARDEN_STATE_DIR must be an absolute path, not {}",
-            dir.display()
-        );
-        return Ok(dir);
-    }
-    if warden_jail::host::is_root() {
-        return Ok(PathBuf::from("/var/lib/warden"));
-    }
-    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
-        return Ok(PathBuf::from(x).join("warden"));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
+    warden_workspace::default_state_dir(
+        warden_jail::host::is_root(),
+        |var| std::env::var_os(var).filter(|v| !v.is_empty()),
+        || {
             nix::unistd::User::from_uid(nix::unistd::getuid())
                 .ok()
                 .flatten()
                 .map(|u| u.dir)
-        })
-        .context("warden has no state directory: set HOME or XDG_STATE_HOME (or pass --audit-log FILE or --no-audit-log)")?;
-    Ok(home.join(".local/state/warden"))
+        },
+    )
+    .context("warden has no state directory: set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME to an absolute path (or pass --audit-log FILE or --no-audit-log)")
 }
 
 fn audit_dir() -> anyhow::Result<PathBuf> {

@@ -86,24 +86,6 @@ fn sandbox_python(args: &[&str], body: &str) -> std::process::Output {
         .unwrap()
 }
 
-/// Whether this kernel lets a sandbox wire its network (nf_tables and
-/// nf_nat); any other failure of the probe fails the test.
-fn egress_available() -> bool {
-    let out = sandbox_python(&["--allow-domain", "probe.test"], "print('ok')");
-    if out.status.success() && stdout(&out).trim() == "ok" {
-        return true;
-    }
-    let err = stderr(&out);
-    if err.contains("cannot install the redirect rule") {
-        skip(&format!(
-            "this kernel cannot wire the sandbox's network: {}",
-            err.trim()
-        ));
-        return false;
-    }
-    panic!("the egress probe failed: {} {err}", stdout(&out));
-}
-
 #[test]
 fn an_allowed_name_reaches_its_server_and_a_denied_one_reaches_nothing() {
     if !egress_available() {
@@ -777,7 +759,8 @@ fn publishing_a_port_in_use_is_refused_before_anything_runs() {
 }
 
 /// Drives `warden run --ask` through a pseudo-terminal: answers each
-/// question with the next word of ANSWERS (comma-separated), then prints everything the
+/// question with the next word of ANSWERS (comma-separated; `@reply` plays
+/// the terminal answering the sandbox's queries), then prints everything the
 /// terminal showed and exits with warden's status.
 const PTY_DRIVER: &str = r#"import os, pty, select, sys, time
 answers = sys.argv[1]
@@ -803,13 +786,23 @@ def read(until=None, t=20.0):
         if until is not None and until in out[start:]:
             return True
     return False
+need_prompt = True
 for word in [w for w in answers.split(',') if w]:
-    if not read(b'then Enter: '):
+    if need_prompt and not read(b'then Enter: '):
         break
     # A person reads before answering; keys sent at once would count for
     # nothing.
     time.sleep(0.6)
+    if word == '@reply':
+        # The terminal answering queries the sandbox printed (as xterm
+        # and VTE do on their own): not a person's answer.
+        os.write(fd, b'\x1b[24;80R')
+        os.write(fd, b'\x1b]11;rgb:0000/0000/0000\x07')
+        read(t=1.0)
+        need_prompt = False
+        continue
     os.write(fd, word.encode() + b'\r')
+    need_prompt = True
 read()
 _, status = os.waitpid(pid, 0)
 sys.stdout.write(out.decode(errors='replace'))
@@ -904,43 +897,6 @@ fn only_allow_host_port_leads_to_the_hosts_own_services() {
     );
 }
 
-/// Plays a terminal that answers the sandbox's cursor-position query on
-/// its own (as xterm and VTE do) while a question is open, then a person
-/// who denies.
-const PTY_TERMINAL: &str = r#"import os, pty, select, sys, time
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(sys.argv[1], sys.argv[1:])
-out = b''
-def read(until=None, t=20.0):
-    global out
-    start, end = len(out), time.time() + t
-    while time.time() < end:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if not r:
-            continue
-        try:
-            d = os.read(fd, 4096)
-        except OSError:
-            return False
-        if not d:
-            return False
-        out += d
-        if until is not None and until in out[start:]:
-            return True
-    return False
-if read(b'then Enter: '):
-    time.sleep(0.6)
-    os.write(fd, b'\x1b[24;80R')
-    os.write(fd, b'\x1b]11;rgb:0000/0000/0000\x07')
-    read(t=1.0)
-    os.write(fd, b'deny\r')
-read()
-_, status = os.waitpid(pid, 0)
-sys.stdout.write(out.decode(errors='replace'))
-sys.exit(os.waitstatus_to_exitcode(status))
-"#;
-
 #[test]
 fn the_sandbox_cannot_answer_its_own_question_or_write_over_it() {
     if !egress_available() {
@@ -965,7 +921,7 @@ t.join()
     );
     let out = Command::new("python3")
         .env("WARDEN_TEST_ASK_LOOPBACK", "1")
-        .args(["-c", PTY_TERMINAL])
+        .args(["-c", PTY_DRIVER, "@reply,deny"])
         .arg(warden_bin())
         .args([
             "run",

@@ -235,23 +235,6 @@ fn run_with_token(value: &str, args: &[&str], script: &str) -> std::process::Out
         .unwrap()
 }
 
-/// Whether this kernel lets a sandbox wire its network.
-fn egress_available() -> bool {
-    let out = run_sh(&["--allow-domain", "probe.test"], "echo ok");
-    if out.status.success() && stdout(&out).trim() == "ok" {
-        return true;
-    }
-    let err = stderr(&out);
-    if err.contains("cannot install the redirect rule") {
-        skip(&format!(
-            "this kernel cannot wire the sandbox's network: {}",
-            err.trim()
-        ));
-        return false;
-    }
-    panic!("the egress probe failed: {} {err}", stdout(&out));
-}
-
 fn secret_events(path: &Path) -> Vec<serde_json::Value> {
     events(path)
         .into_iter()

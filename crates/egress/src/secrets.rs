@@ -254,6 +254,9 @@ pub struct Terminator {
     ca_pem: String,
     server: Arc<rustls::ServerConfig>,
     client: Arc<rustls::ClientConfig>,
+    /// What turns real values in responses back into placeholders: the
+    /// same for every connection, so made once.
+    scrub: Arc<Vec<Pattern>>,
 }
 
 impl std::fmt::Debug for Terminator {
@@ -301,12 +304,14 @@ impl Terminator {
             .with_root_certificates(roots)
             .with_no_client_auth();
         client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let scrub = Arc::new(scrub_patterns(&secrets));
         Ok(Terminator {
             secrets,
             rules: Vec::new(),
             ca_pem,
             server: Arc::new(server),
             client: Arc::new(client),
+            scrub,
         })
     }
 
@@ -394,53 +399,53 @@ impl Terminator {
         }
         out
     }
+}
 
-    /// Patterns that turn real values in responses back into placeholders.
-    fn scrub(&self) -> Vec<Pattern> {
-        let mut out = Vec::new();
-        for (i, s) in self.secrets.iter().enumerate() {
-            if s.value.is_empty() {
-                continue;
-            }
-            let p = s.placeholder.as_bytes();
+/// Patterns that turn real values in responses back into placeholders.
+fn scrub_patterns(secrets: &[Secret]) -> Vec<Pattern> {
+    let mut out = Vec::new();
+    for (i, s) in secrets.iter().enumerate() {
+        if s.value.is_empty() {
+            continue;
+        }
+        let p = s.placeholder.as_bytes();
+        out.push(Pattern {
+            from: s.value.clone(),
+            action: Action::Replace(p.to_vec()),
+            secret: i,
+        });
+        for (from, to) in base64_pairs(&s.value, p) {
             out.push(Pattern {
-                from: s.value.clone(),
-                action: Action::Replace(p.to_vec()),
+                from,
+                action: Action::Replace(to),
                 secret: i,
             });
-            for (from, to) in base64_pairs(&s.value, p) {
+        }
+        // Other spellings a server may echo the value in: percent
+        // encoding in either case, JSON's escapes (`\/`, `\u00XX`),
+        // hexadecimal.
+        let mut forms = vec![
+            percent_encode(&s.value),
+            percent_encode(&s.value).to_ascii_lowercase(),
+        ];
+        forms.push(json_escape(&s.value, false));
+        forms.push(json_escape(&s.value, true));
+        let hex: String = s.value.iter().map(|b| format!("{b:02x}")).collect();
+        forms.push(hex.clone().into_bytes());
+        forms.push(hex.to_ascii_uppercase().into_bytes());
+        forms.sort();
+        forms.dedup();
+        for from in forms {
+            if from != s.value && from.len() >= MIN_FORM {
                 out.push(Pattern {
                     from,
-                    action: Action::Replace(to),
+                    action: Action::Replace(p.to_vec()),
                     secret: i,
                 });
             }
-            // Other spellings a server may echo the value in: percent
-            // encoding in either case, JSON's escapes (`\/`, `\u00XX`),
-            // hexadecimal.
-            let mut forms = vec![
-                percent_encode(&s.value),
-                percent_encode(&s.value).to_ascii_lowercase(),
-            ];
-            forms.push(json_escape(&s.value, false));
-            forms.push(json_escape(&s.value, true));
-            let hex: String = s.value.iter().map(|b| format!("{b:02x}")).collect();
-            forms.push(hex.clone().into_bytes());
-            forms.push(hex.to_ascii_uppercase().into_bytes());
-            forms.sort();
-            forms.dedup();
-            for from in forms {
-                if from != s.value && from.len() >= MIN_FORM {
-                    out.push(Pattern {
-                        from,
-                        action: Action::Replace(p.to_vec()),
-                        secret: i,
-                    });
-                }
-            }
         }
-        out
     }
+    out
 }
 
 fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, SecretError> {
@@ -987,7 +992,7 @@ pub(crate) async fn serve(
         head: Arc::new(term.outgoing(&name, port, Place::Header)),
         target: Arc::new(term.outgoing(&name, port, Place::Target)),
         body: Arc::new(term.outgoing(&name, port, Place::Body)),
-        scrub: Arc::new(term.scrub()),
+        scrub: term.scrub.clone(),
         body_substitution: term
             .secrets
             .iter()

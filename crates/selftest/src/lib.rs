@@ -358,6 +358,47 @@ fn need_host_ip(lab: &Lab) -> Result<Ipv4Addr, Verdict> {
     })
 }
 
+#[derive(Clone, Copy)]
+enum Proto {
+    Tcp,
+    Udp,
+}
+
+/// Aim `probe` (in a sandbox with `flags`) at a listener on this host's
+/// own address: its arguments are that address, the port and `extra`.
+/// Anything that reaches the listener is an escape.
+fn at_host(
+    lab: &Lab,
+    proto: Proto,
+    flags: &[&str],
+    probe: &str,
+    extra: &[&str],
+    what: &str,
+) -> Verdict {
+    let ip = match need_host_ip(lab) {
+        Ok(ip) => ip,
+        Err(v) => return v,
+    };
+    let at = SocketAddr::from((ip, 0));
+    let (port, hits): (u16, Box<dyn Fn() -> usize>) = match proto {
+        Proto::Tcp => match Listener::start(at, LISTENER_REPLY) {
+            Ok(l) => (l.addr.port(), Box::new(move || l.hits())),
+            Err(_) => return Verdict::Skipped("cannot listen on the host's address".into()),
+        },
+        Proto::Udp => match UdpListener::start(at) {
+            Ok(u) => (u.addr.port(), Box::new(move || u.hits())),
+            Err(_) => {
+                return Verdict::Skipped("cannot open a UDP socket on the host's address".into())
+            }
+        },
+    };
+    let (ip, port) = (ip.to_string(), port.to_string());
+    let mut args = vec![ip.as_str(), port.as_str()];
+    args.extend_from_slice(extra);
+    let r = lab.sandbox(flags, probe, &args);
+    with_hits(&r, hits(), what)
+}
+
 const EGRESS: &[&str] = &["--allow-domain", "allowed.selftest.invalid"];
 
 /// Every attack's id, category and description, in report order.
@@ -726,41 +767,13 @@ fn catalogue() -> Vec<Attack> {
             "net.direct-ip",
             Category::Network,
             "connect straight to an IP address (no name)",
-            |lab| {
-                let ip = match need_host_ip(lab) {
-                    Ok(ip) => ip,
-                    Err(v) => return v,
-                };
-                let Ok(l) = Listener::start(SocketAddr::from((ip, 0)), LISTENER_REPLY) else {
-                    return Verdict::Skipped("cannot listen on the host's address".into());
-                };
-                let r = lab.sandbox(
-                    EGRESS,
-                    "tcp-connect",
-                    &[&ip.to_string(), &l.addr.port().to_string()],
-                );
-                with_hits(&r, l.hits(), "the listener")
-            },
+            |lab| at_host(lab, Proto::Tcp, EGRESS, "tcp-connect", &[], "the listener"),
         ),
         (
             "net.no-network",
             Category::Network,
             "connect out of a sandbox given no network",
-            |lab| {
-                let ip = match need_host_ip(lab) {
-                    Ok(ip) => ip,
-                    Err(v) => return v,
-                };
-                let Ok(l) = Listener::start(SocketAddr::from((ip, 0)), LISTENER_REPLY) else {
-                    return Verdict::Skipped("cannot listen on the host's address".into());
-                };
-                let r = lab.sandbox(
-                    &[],
-                    "tcp-connect",
-                    &[&ip.to_string(), &l.addr.port().to_string()],
-                );
-                with_hits(&r, l.hits(), "the listener")
-            },
+            |lab| at_host(lab, Proto::Tcp, &[], "tcp-connect", &[], "the listener"),
         ),
         (
             "net.domain-fronting",
@@ -803,23 +816,14 @@ fn catalogue() -> Vec<Attack> {
             Category::Network,
             "ignore the proxy settings and speak HTTP straight to an address",
             |lab| {
-                let ip = match need_host_ip(lab) {
-                    Ok(ip) => ip,
-                    Err(v) => return v,
-                };
-                let Ok(l) = Listener::start(SocketAddr::from((ip, 0)), LISTENER_REPLY) else {
-                    return Verdict::Skipped("cannot listen on the host's address".into());
-                };
-                let r = lab.sandbox(
+                at_host(
+                    lab,
+                    Proto::Tcp,
                     EGRESS,
                     "http-direct",
-                    &[
-                        &ip.to_string(),
-                        &l.addr.port().to_string(),
-                        "allowed.selftest.invalid",
-                    ],
-                );
-                with_hits(&r, l.hits(), "the listener")
+                    &["allowed.selftest.invalid"],
+                    "the listener",
+                )
             },
         ),
         (
@@ -827,19 +831,14 @@ fn catalogue() -> Vec<Attack> {
             Category::Network,
             "open TLS without a server name",
             |lab| {
-                let ip = match need_host_ip(lab) {
-                    Ok(ip) => ip,
-                    Err(v) => return v,
-                };
-                let Ok(l) = Listener::start(SocketAddr::from((ip, 0)), LISTENER_REPLY) else {
-                    return Verdict::Skipped("cannot listen on the host's address".into());
-                };
-                let r = lab.sandbox(
+                at_host(
+                    lab,
+                    Proto::Tcp,
                     EGRESS,
                     "tls-fronting",
-                    &[&ip.to_string(), &l.addr.port().to_string(), ""],
-                );
-                with_hits(&r, l.hits(), "the listener")
+                    &[""],
+                    "the listener",
+                )
             },
         ),
         (
@@ -847,21 +846,14 @@ fn catalogue() -> Vec<Attack> {
             Category::Network,
             "carry data out in DNS queries",
             |lab| {
-                let ip = match need_host_ip(lab) {
-                    Ok(ip) => ip,
-                    Err(v) => return v,
-                };
-                let Ok(ns) = UdpListener::start(SocketAddr::from((ip, 0))) else {
-                    return Verdict::Skipped(
-                        "cannot open a UDP socket on the host's address".into(),
-                    );
-                };
-                let r = lab.sandbox(
+                at_host(
+                    lab,
+                    Proto::Udp,
                     EGRESS,
                     "dns-tunnel",
-                    &[&ip.to_string(), &ns.addr.port().to_string(), &lab.token],
-                );
-                with_hits(&r, ns.hits(), "the attacker's name server")
+                    &[&lab.token],
+                    "the attacker's name server",
+                )
             },
         ),
         (
@@ -869,21 +861,14 @@ fn catalogue() -> Vec<Attack> {
             Category::Network,
             "send UDP to the host",
             |lab| {
-                let ip = match need_host_ip(lab) {
-                    Ok(ip) => ip,
-                    Err(v) => return v,
-                };
-                let Ok(u) = UdpListener::start(SocketAddr::from((ip, 0))) else {
-                    return Verdict::Skipped(
-                        "cannot open a UDP socket on the host's address".into(),
-                    );
-                };
-                let r = lab.sandbox(
+                at_host(
+                    lab,
+                    Proto::Udp,
                     EGRESS,
                     "udp-send",
-                    &[&ip.to_string(), &u.addr.port().to_string()],
-                );
-                with_hits(&r, u.hits(), "the host's UDP listener")
+                    &[],
+                    "the host's UDP listener",
+                )
             },
         ),
         (

@@ -81,19 +81,31 @@ pub enum StoreError {
     Fs(#[from] FsError),
 }
 
-/// The state directory warden uses for `uid`: `/var/lib/warden` for root,
-/// else `$XDG_STATE_HOME/warden`, else `$HOME/.local/state/warden`. Relative
+/// warden's state directory: `$WARDEN_STATE_DIR` when set; `/var/lib/warden`
+/// for the host's root (`host_root`: UID 0 of the initial user namespace,
+/// not of a user namespace, which cannot write the host's `/var/lib`);
+/// else `$XDG_STATE_HOME/warden`, else `~/.local/state/warden` with `~`
+/// from `$HOME` or, without one, `user_home` (the user database). Relative
 /// values are ignored, as the XDG specification asks. `env` looks up one
-/// variable; `None` when neither variable gives an absolute path.
-pub fn default_state_dir(uid: u32, env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    if uid == 0 {
+/// variable; `None` when nothing gives an absolute path.
+pub fn default_state_dir(
+    host_root: bool,
+    env: impl Fn(&str) -> Option<OsString>,
+    user_home: impl FnOnce() -> Option<PathBuf>,
+) -> Option<PathBuf> {
+    let absolute = |var: &str| env(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(dir) = absolute("WARDEN_STATE_DIR") {
+        return Some(dir);
+    }
+    if host_root {
         return Some(PathBuf::from("/var/lib/warden"));
     }
-    let absolute = |var: &str| env(var).map(PathBuf::from).filter(|p| p.is_absolute());
     if let Some(state) = absolute("XDG_STATE_HOME") {
         return Some(state.join("warden"));
     }
-    absolute("HOME").map(|home| home.join(".local/state/warden"))
+    absolute("HOME")
+        .or_else(|| user_home().filter(|p| p.is_absolute()))
+        .map(|home| home.join(".local/state/warden"))
 }
 
 /// Check a sandbox name or a snapshot label: `[a-z0-9][a-z0-9_.-]{0,62}`.
@@ -664,19 +676,29 @@ mod tests {
                 _ => None,
             }
         };
+        let nobody = || None;
         assert_eq!(
-            default_state_dir(0, env(Some("/x"), Some("/h"))),
+            default_state_dir(true, env(Some("/x"), Some("/h")), nobody),
             Some(PathBuf::from("/var/lib/warden"))
         );
         assert_eq!(
-            default_state_dir(1000, env(Some("/x"), Some("/h"))),
+            default_state_dir(false, env(Some("/x"), Some("/h")), nobody),
             Some(PathBuf::from("/x/warden"))
         );
         assert_eq!(
-            default_state_dir(1000, env(Some("rel"), Some("/h"))),
+            default_state_dir(false, env(Some("rel"), Some("/h")), nobody),
             Some(PathBuf::from("/h/.local/state/warden"))
         );
-        assert_eq!(default_state_dir(1000, env(None, None)), None);
+        assert_eq!(default_state_dir(false, env(None, None), nobody), None);
+        assert_eq!(
+            default_state_dir(false, env(None, None), || Some(PathBuf::from("/home/u"))),
+            Some(PathBuf::from("/home/u/.local/state/warden"))
+        );
+        let explicit = |k: &str| (k == "WARDEN_STATE_DIR").then(|| OsString::from("/s"));
+        assert_eq!(
+            default_state_dir(true, explicit, nobody),
+            Some(PathBuf::from("/s"))
+        );
     }
 
     #[test]

@@ -215,3 +215,22 @@ impl Unprivileged {
         cmd
     }
 }
+
+/// Whether this kernel lets a sandbox wire its network (nf_tables and
+/// nf_nat): skipped with the reason when it cannot; any other failure of
+/// the probe fails the test.
+pub fn egress_available() -> bool {
+    let out = run_sh(&["--allow-domain", "probe.test"], "echo ok");
+    if out.status.success() && stdout(&out).trim() == "ok" {
+        return true;
+    }
+    let err = stderr(&out);
+    if err.contains("cannot install the redirect rule") {
+        skip(&format!(
+            "this kernel cannot wire the sandbox's network: {}",
+            err.trim()
+        ));
+        return false;
+    }
+    panic!("the egress probe failed: {} {err}", stdout(&out));
+}
