@@ -1,0 +1,191 @@
+//! `warden audit`: verify, show, list and prune audit logs.
+
+use super::{audit_dir, sandboxes};
+use anyhow::Context;
+use clap::Subcommand;
+use std::path::PathBuf;
+use warden_audit::chain::Verdict;
+use warden_policy::parse_duration;
+
+#[derive(Subcommand)]
+pub enum AuditCommand {
+    /// Check that each log's records are intact, complete and in order
+    /// (exit 0 only when all are); names the first bad record
+    Verify {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Print a log readably
+    Show {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Only what was refused (denied connections, blocked secrets)
+        #[arg(long)]
+        denied: bool,
+        /// Only records since this long ago (e.g. 10m, 2h) or since this
+        /// time (e.g. 2026-11-22T10:00:00Z)
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Print the records as they are stored (JSON lines)
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the audit logs of past runs (in warden's state directory)
+    List,
+    /// Remove the audit logs of past runs older than a duration (in
+    /// warden's state directory; logs chosen with --audit-log are yours)
+    Prune {
+        /// e.g. 30d, 12h
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        older_than: std::time::Duration,
+    },
+}
+
+pub fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
+    match cmd {
+        AuditCommand::Verify { files } => {
+            let mut all_ok = true;
+            for f in files {
+                match warden_audit::chain::verify(&f)? {
+                    Verdict::Intact { records, head } => println!(
+                        "{}: intact, {records} records{}",
+                        f.display(),
+                        if head {
+                            ", ending where its head file says"
+                        } else {
+                            " (no head file: a cut end could not be told)"
+                        }
+                    ),
+                    Verdict::Broken { line, why } => {
+                        all_ok = false;
+                        println!("{}:{line}: TAMPERED: {why}", f.display());
+                    }
+                }
+            }
+            Ok(if all_ok { 0 } else { 1 })
+        }
+        AuditCommand::Show {
+            file,
+            denied,
+            since,
+            json,
+        } => {
+            let since_ms = since.map(|w| parse_since(&w)).transpose()?;
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read audit log {}", file.display()))?;
+            for (i, line) in text.lines().enumerate() {
+                let v: serde_json::Value = serde_json::from_str(line)
+                    .with_context(|| format!("{}:{}: not a JSON record", file.display(), i + 1))?;
+                if denied && !warden_audit::chain::is_denial(&v) {
+                    continue;
+                }
+                if since_ms.is_some_and(|s| v["ts_ms"].as_u64().unwrap_or(0) < s) {
+                    continue;
+                }
+                if json {
+                    println!("{line}");
+                } else {
+                    println!(
+                        "{}",
+                        sandboxes::printable(&warden_audit::chain::describe(&v))
+                    );
+                }
+            }
+            Ok(0)
+        }
+        AuditCommand::Prune { older_than } => {
+            let dir = audit_dir()?;
+            let cutoff = std::time::SystemTime::now()
+                .checked_sub(older_than)
+                .unwrap_or(std::time::UNIX_EPOCH);
+            let mut removed = 0usize;
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(rd) => rd.filter_map(|e| e.ok()).collect::<Vec<_>>(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+            };
+            for e in entries {
+                let p = e.path();
+                if p.extension().is_none_or(|x| x != "jsonl") {
+                    continue;
+                }
+                let old = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t < cutoff);
+                if old {
+                    std::fs::remove_file(&p)
+                        .with_context(|| format!("cannot remove {}", p.display()))?;
+                    let _ = std::fs::remove_file(warden_audit::chain::head_path(&p));
+                    removed += 1;
+                }
+            }
+            println!(
+                "removed {removed} audit log(s) older than {}",
+                humantime::format_duration(older_than)
+            );
+            Ok(0)
+        }
+        AuditCommand::List => {
+            let dir = audit_dir()?;
+            let mut names: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                    .collect(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+            };
+            names.sort();
+            for p in names {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                let records: Vec<serde_json::Value> = text
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                let command = records
+                    .iter()
+                    .find(|r| r["event"] == "created")
+                    .and_then(|r| r["command"].as_array())
+                    .map(|a| {
+                        a.iter()
+                            .map(|x| x.as_str().unwrap_or("?"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .unwrap_or_default();
+                let status = records
+                    .iter()
+                    .rev()
+                    .find(|r| r["event"] == "exited")
+                    .map(|r| format!("exit {}", r["status"]))
+                    .unwrap_or_else(|| "no exit recorded".into());
+                let denied = records
+                    .iter()
+                    .filter(|r| warden_audit::chain::is_denial(r))
+                    .count();
+                println!("{}  {status}, {denied} denied  {command}", p.display());
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// `--since`: a duration before now, or a point in time.
+pub fn parse_since(w: &str) -> anyhow::Result<u64> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    if let Ok(d) = parse_duration(w) {
+        return Ok(now_ms.saturating_sub(d.as_millis() as u64));
+    }
+    let t = humantime::parse_rfc3339_weak(w).map_err(|_| {
+        anyhow::anyhow!(
+            "--since {w:?} is neither a duration (10m, 2h) nor a time (2026-11-22T10:00:00Z)"
+        )
+    })?;
+    Ok(t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
+}

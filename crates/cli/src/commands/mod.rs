@@ -1,0 +1,94 @@
+//! One file per command (or family of commands); each parses nothing
+//! itself (clap did) and prints only what the command answers.
+
+pub mod audit;
+pub mod doctor;
+pub mod profile;
+pub mod run;
+pub mod sandboxes;
+pub mod selftest;
+
+use anyhow::Context;
+use std::path::PathBuf;
+use warden_policy::compose::Catalog;
+use warden_policy::HostFacts;
+
+pub fn host_facts() -> HostFacts {
+    let total_memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(4 << 30);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    HostFacts { total_memory, cpus }
+}
+
+pub fn sandbox_id() -> String {
+    let mut bytes = [0u8; 6];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_ok();
+    if !ok {
+        let n = std::process::id() as u64
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+        bytes.copy_from_slice(&n.to_le_bytes()[..6]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A path from the command line made absolute against the working
+/// directory, lexically (`-w .` works; links are the jail's to judge).
+pub fn absolute(p: PathBuf) -> anyhow::Result<PathBuf> {
+    std::path::absolute(&p).with_context(|| format!("cannot make {} absolute", p.display()))
+}
+
+/// Where profiles and presets are found, from the caller's environment.
+pub fn catalog() -> Catalog {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let config_dir = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|c| !c.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")))
+        .map(|c| c.join("warden"));
+    Catalog { home, config_dir }
+}
+
+/// warden's state directory, from this process's environment (see
+/// `warden_workspace::default_state_dir` for the order).
+pub fn state_dir() -> anyhow::Result<PathBuf> {
+    warden_workspace::default_state_dir(
+        warden_jail::host::is_root(),
+        |var| std::env::var_os(var).filter(|v| !v.is_empty()),
+        || {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        },
+    )
+    .context("warden has no state directory: set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME to an absolute path (or pass --audit-log FILE or --no-audit-log)")
+}
+
+pub fn audit_dir() -> anyhow::Result<PathBuf> {
+    Ok(state_dir()?.join("audit"))
+}
+
+/// UTC time to the second, for file names that sort by time.
+pub fn audit_stamp() -> String {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    now.trim_end_matches('Z')
+        .replace([':', '-'], "")
+        .replace('T', "-")
+}

@@ -1,0 +1,408 @@
+//! `warden run` and `warden exec`.
+
+use super::{absolute, audit_dir, audit_stamp, catalog, sandbox_id, sandboxes, state_dir};
+use anyhow::Context;
+use clap::Args;
+use std::io::IsTerminal;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use warden_audit::chain::ChainedLog;
+use warden_audit::{EventSink, Fanout, JsonLinesSink, NullSink};
+use warden_policy::compose::{compose, Overrides};
+use warden_policy::{parse_duration, parse_size, Defaults, SecretSpec, ENV_ALLOWLIST};
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Start from a profile: a name (see `warden profile list`) or a YAML
+    /// file. Flags given here override it; lists add to it
+    #[arg(long, short = 'P', value_name = "NAME|PATH")]
+    profile: Option<String>,
+    /// Mount DIR read-write at /workspace and start there
+    #[arg(long, short = 'w', value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Bind PATH read-only at the same path inside (repeatable)
+    #[arg(long, value_name = "PATH")]
+    ro: Vec<PathBuf>,
+    /// Bind PATH read-write at the same path inside (repeatable)
+    #[arg(long, value_name = "PATH")]
+    rw: Vec<PathBuf>,
+    /// Use a prepared root tree (e.g. debootstrap output) instead of the host's /usr, /etc, ...
+    #[arg(long, value_name = "DIR")]
+    rootfs: Option<PathBuf>,
+    /// Memory limit for the whole sandbox, e.g. 512M, 4G [default: half the host's memory, at most 8G]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory: Option<u64>,
+    /// Maximum number of processes and threads [default: 1024]
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// CPU quota in cores, e.g. 0.5 or 2 [default: unlimited]
+    #[arg(long, value_name = "CORES")]
+    cpus: Option<f64>,
+    /// Kill the whole sandbox after this long, e.g. 30s, 10m, 2h (exit status 124)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<std::time::Duration>,
+    /// Size of the sandbox's /tmp and /dev/shm [default: a quarter of the memory limit, at most 1G]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    tmp_size: Option<u64>,
+    /// Open files per process [default: 4096]
+    #[arg(long, value_name = "N")]
+    open_files: Option<u64>,
+    /// Largest file a process may write [default: 16G]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    file_size: Option<u64>,
+    /// Set a variable in the sandbox (repeatable)
+    #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Pass a variable from the host's environment (repeatable)
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pass_env: Vec<String>,
+    /// Allocate a pseudo-terminal (the default when stdin is a terminal)
+    #[arg(long, short = 't', conflicts_with = "no_tty")]
+    tty: bool,
+    /// Never allocate a pseudo-terminal
+    #[arg(long = "no-tty", short = 'T')]
+    no_tty: bool,
+    /// The sandbox's hostname
+    #[arg(long, value_name = "NAME")]
+    hostname: Option<String>,
+    /// Allow connections to a name: example.com, .example.com (with
+    /// subdomains), example.com:22 (that port; default 443 and 80). Repeatable.
+    /// Without any, the sandbox has no network beyond its own loopback
+    #[arg(long = "allow-domain", value_name = "NAME[:PORT]")]
+    allow_domain: Vec<String>,
+    /// Allow plain HTTP (not only TLS) to allowed names
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    allow_http: Option<bool>,
+    /// Give a name a fixed address, e.g. registry.internal=10.1.2.3 or
+    /// registry.internal:10.1.2.3 (the address is then allowed even when it
+    /// is not public). Repeatable
+    #[arg(long = "add-host", value_name = "NAME=IP")]
+    add_host: Vec<String>,
+    /// Let allowed names resolve into this non-public range, e.g.
+    /// 10.20.0.0/16 (by default only public addresses are connected to; the
+    /// host's own addresses never are). Repeatable
+    #[arg(long = "allow-cidr", value_name = "CIDR")]
+    allow_cidr: Vec<String>,
+    /// Let the sandbox reach the service on the host's 127.0.0.1:PORT as
+    /// host.warden.internal:PORT (any protocol, through the proxy and its
+    /// log), and nothing else on the host. Repeatable
+    #[arg(long = "allow-host-port", value_name = "PORT")]
+    allow_host_port: Vec<u16>,
+    /// Make the sandbox's server on its 127.0.0.1:PORT reachable at the
+    /// host's 127.0.0.1:HOSTPORT (like docker run -p); the sandbox's own
+    /// connections stay filtered. Repeatable
+    #[arg(long, short = 'p', value_name = "HOSTPORT:PORT")]
+    publish: Vec<String>,
+    /// Ask on the terminal about connections to names no rule allows (allow
+    /// once, for this run, or deny); without a terminal they are denied
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    ask: Option<bool>,
+    /// Print one line per egress decision (allowed or denied) on stderr
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    net_log: Option<bool>,
+    /// Refuse new connections once this much has gone through the proxy
+    /// (both ways), e.g. 500M, 5G
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    egress_quota: Option<u64>,
+    /// Close a proxied connection after this long without a byte either way
+    /// [default: 10m]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    egress_idle_timeout: Option<std::time::Duration>,
+    /// Give the sandbox a placeholder in variable NAME instead of a secret;
+    /// the proxy puts the real value in requests to HOSTS only (HTTPS to
+    /// them is terminated with a per-sandbox authority) and takes it out of
+    /// responses. The value comes from the host variable NAME, or
+    /// NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS, NAME=cmd:PROGRAM
+    /// ARGS@HOSTS (run without a shell). HOSTS are allowed destinations.
+    /// Repeatable
+    #[arg(long, value_name = "NAME[=SOURCE]@HOST[,HOST...]")]
+    secret: Vec<String>,
+    /// Substitute this secret in request bodies too, not only in headers
+    /// and URLs (bodies are then read whole, up to 16M). Repeatable
+    #[arg(long = "secret-in-body", value_name = "NAME")]
+    secret_in_body: Vec<String>,
+    /// Allow only matching requests to a secret's host once it has rules:
+    /// "[METHOD ]HOST[/PATH]", * matching anything, e.g.
+    /// "GET api.github.com/repos/acme/*". Others get 403. Repeatable
+    #[arg(long = "secret-rule", value_name = "RULE")]
+    secret_rule: Vec<String>,
+    /// Trust the authorities in this PEM file, besides the system's, for
+    /// the servers of secrets' hosts. Repeatable
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    upstream_ca: Vec<PathBuf>,
+    /// Append one JSON line per event (created, started, exited, ...) to FILE
+    #[arg(long, value_name = "FILE")]
+    json_events: Option<PathBuf>,
+    /// Write the run's hash-chained audit log to FILE [default: a new file
+    /// in warden's state directory, see `warden audit list`]
+    #[arg(long, value_name = "FILE", conflicts_with = "no_audit_log")]
+    audit_log: Option<PathBuf>,
+    /// Keep no audit log of this run
+    #[arg(long)]
+    no_audit_log: bool,
+    /// Also send every event to this OpenTelemetry collector (OTLP/HTTP,
+    /// JSON), e.g. http://127.0.0.1:4318
+    #[cfg(feature = "otlp")]
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
+    /// See the workspace through a copy-on-write layer: the real directory
+    /// is not written; the changes are kept in a sandbox for `warden diff`
+    /// and `warden commit`
+    #[arg(long)]
+    overlay: bool,
+    /// When a layer of isolation cannot be applied, run with what the host
+    /// still allows and print what is lost, instead of refusing
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    allow_degraded: Option<bool>,
+    /// The command to run, after `--` (a profile's `command` when none)
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// The text after `warden run --help`, with the defaults of this host.
+pub fn run_after_help(d: &Defaults) -> String {
+    format!(
+        "Without limit flags a sandbox still has limits, sized from this host: memory {}M, \
+{} processes, /tmp {}M, {} open files, files of at most {}G, no core dumps.
+
+The environment is scrubbed: only {} pass, HOME is /workspace (or /tmp); use --env and \
+--pass-env for anything else.
+
+Exit status: the command's own; 128+N when it died of signal N; 124 on --timeout; 137 when \
+killed for exceeding --memory; 126/127 when the command is not executable / not found; 125 \
+when warden itself failed (nothing was started).",
+        d.memory >> 20,
+        d.pids,
+        d.tmp_size >> 20,
+        d.open_files,
+        d.file_size >> 30,
+        ENV_ALLOWLIST.join(", "),
+    )
+}
+
+pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
+    run_in(args, defaults, None)
+}
+
+/// Run a command: in a fresh sandbox, or (`named`) in the state of a named
+/// one, whose overlay it writes into.
+pub fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow::Result<u8> {
+    let store = if named.is_some() || args.overlay {
+        Some(warden_workspace::Store::open(state_dir()?)?)
+    } else {
+        None
+    };
+    let existing = match (named, &store) {
+        (Some(name), Some(store)) => {
+            let sb = store.get(name)?;
+            if args.workspace.is_some() {
+                anyhow::bail!(
+                    "sandbox {name} already has its workspace ({}); leave out --workspace",
+                    sb.meta().workspace.display()
+                );
+            }
+            args.workspace = Some(sb.meta().workspace.clone());
+            if args.profile.is_none() {
+                args.profile = sb.meta().profile.clone();
+            }
+            if args.audit_log.is_none() && !args.no_audit_log {
+                args.audit_log = Some(sb.dir().join("audit.jsonl"));
+            }
+            Some(sb)
+        }
+        _ => None,
+    };
+    let tty = match (args.tty, args.no_tty) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    };
+    let paths = |v: Vec<PathBuf>| v.into_iter().map(absolute).collect::<Result<Vec<_>, _>>();
+    let overrides = Overrides {
+        command: args.command,
+        workspace: args.workspace.map(absolute).transpose()?,
+        overlay: (args.overlay || named.is_some()).then_some(true),
+        ro: paths(args.ro)?,
+        rw: paths(args.rw)?,
+        rootfs: args.rootfs.map(absolute).transpose()?,
+        memory: args.memory,
+        pids: args.pids,
+        cpus: args.cpus,
+        timeout: args.timeout,
+        tmp_size: args.tmp_size,
+        open_files: args.open_files,
+        file_size: args.file_size,
+        env: args.env,
+        pass_env: args.pass_env,
+        tty,
+        hostname: args.hostname,
+        allow_domain: args.allow_domain,
+        allow_http: args.allow_http,
+        add_host: args.add_host,
+        allow_cidr: args.allow_cidr,
+        allow_host_ports: args.allow_host_port,
+        publish: args.publish,
+        ask: args.ask,
+        net_log: args.net_log,
+        egress_quota: args.egress_quota,
+        egress_idle_timeout: args.egress_idle_timeout,
+        json_events: args.json_events.map(absolute).transpose()?,
+        allow_degraded: args.allow_degraded,
+    };
+    let composed = compose(&catalog(), args.profile.as_deref(), &overrides)?.into_valid()?;
+    let mut request = composed.merged.request(std::io::stdin().is_terminal());
+    // A --secret replaces the profile's secret of the same name; the other
+    // secret flags add to the profile's.
+    let name_of = |s: &str| {
+        s.split(['=', '@'])
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let given: Vec<String> = args.secret.iter().map(|s| name_of(s)).collect();
+    request.secrets.retain(|s| !given.contains(&name_of(s)));
+    request.secrets.extend(args.secret.iter().cloned());
+    request.secret_in_body.extend(args.secret_in_body);
+    request.secret_rules.extend(args.secret_rule);
+    for ca in args.upstream_ca {
+        request.upstream_ca.push(absolute(ca)?);
+    }
+    // Where the run is recorded: the command line, else the profile.
+    let audit_log = match args.audit_log.clone() {
+        Some(p) => Some(absolute(p)?),
+        None => request.audit_log.clone(),
+    };
+    let no_audit_log = args.no_audit_log || (request.no_audit_log && audit_log.is_none());
+    #[cfg(feature = "otlp")]
+    let otlp_endpoint = args
+        .otlp_endpoint
+        .clone()
+        .or_else(|| request.otlp_endpoint.clone());
+    #[cfg(not(feature = "otlp"))]
+    if request.otlp_endpoint.is_some() {
+        anyhow::bail!("this warden was built without the otlp feature: a profile's otlp_endpoint cannot be honoured");
+    }
+    let id = sandbox_id();
+    // A profile may ask for the overlay too.
+    let store = match store {
+        None if request.overlay => Some(warden_workspace::Store::open(state_dir()?)?),
+        other => other,
+    };
+    // An overlay run writes into a sandbox of the state store: the named
+    // one, or a new one named after the run, kept for review.
+    let sandbox = match (existing, &store) {
+        (Some(sb), _) => Some(sb),
+        (None, Some(store)) if request.overlay => {
+            let ws = request
+                .workspace
+                .clone()
+                .context("--overlay needs a --workspace to lay the overlay over")?;
+            let mut opts = warden_workspace::CreateOptions::new(ws);
+            opts.profile = args.profile.clone();
+            opts.layout = sandboxes::layout_for_host();
+            Some(store.create(&format!("run-{id}"), &opts)?)
+        }
+        _ => None,
+    };
+    let lock = match &sandbox {
+        Some(sb) => {
+            let lock = sb.lock()?;
+            match sb.meta().layout {
+                warden_workspace::Layout::Overlay => {
+                    request.overlay = true;
+                    request.overlay_dirs = Some(warden_policy::OverlayDirs {
+                        upper: sb.upper(),
+                        work: sb.work(),
+                    });
+                }
+                // No overlayfs here: the sandbox works on its copy.
+                warden_workspace::Layout::Copy => {
+                    request.overlay = false;
+                    request.workspace = Some(sb.upper());
+                }
+            }
+            lock.set_state(warden_workspace::SandboxState::Running)?;
+            Some(lock)
+        }
+        None => None,
+    };
+    let json_events = request.json_events.clone();
+    // Variables that hold secrets are never copied, not even here: the
+    // supervisor moves them out of reach of the sandbox's init itself.
+    let hidden: Vec<String> = request
+        .secrets
+        .iter()
+        .filter_map(|s| SecretSpec::parse(s).ok())
+        .filter_map(|s| s.source_variable().map(str::to_string))
+        .collect();
+    let host_env = warden_jail::secrets::host_environment(&hidden);
+    let spec = match request.resolve(defaults, &host_env) {
+        Ok(spec) => spec,
+        Err(e) => match warden_policy::validate::locate(&composed.merged, &e).place() {
+            Some((file, pos)) => anyhow::bail!("{file}:{pos}: {e}"),
+            None => return Err(e.into()),
+        },
+    };
+
+    let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
+    #[cfg(feature = "otlp")]
+    if let Some(url) = &otlp_endpoint {
+        sinks.push(Box::new(warden_audit::otlp::OtlpSink::new(url)?));
+    }
+    if let Some(path) = &json_events {
+        sinks.push(Box::new(JsonLinesSink::open(path)?));
+    }
+    if !no_audit_log {
+        let path = match audit_log {
+            Some(p) => p,
+            None => {
+                let dir = audit_dir()?;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&dir)
+                    .with_context(|| {
+                        format!(
+                            "cannot create the audit log directory {} (pass --audit-log FILE or --no-audit-log)",
+                            dir.display()
+                        )
+                    })?;
+                dir.join(format!("{}-{id}.jsonl", audit_stamp()))
+            }
+        };
+        sinks.push(Box::new(ChainedLog::open(&path)?));
+    }
+    let mut events: Box<dyn EventSink> = if sinks.is_empty() {
+        Box::new(NullSink)
+    } else {
+        Box::new(Fanout(sinks))
+    };
+    let outcome = warden_jail::run(&spec, &id, events.as_mut());
+    if let (Some(lock), Some(sb)) = (lock, &sandbox) {
+        let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
+        if named.is_none() {
+            let changed = sb
+                .diff(&warden_workspace::DiffOptions::default())
+                .map(|c| c.len())
+                .unwrap_or(1);
+            if changed == 0 {
+                drop(lock);
+                if let Some(store) = &store {
+                    let _ = store.remove(sb.name());
+                }
+            } else {
+                eprintln!(
+                    "warden: {changed} change(s) kept in sandbox {0}, not in {1}: review with `warden diff {0}`, then `warden commit {0}` or `warden rm {0}`",
+                    sb.name(),
+                    sb.meta().workspace.display()
+                );
+            }
+        }
+    }
+    let outcome = outcome.context("the sandbox could not be run")?;
+    if let Some(msg) = &outcome.message {
+        eprintln!("warden: {msg}");
+    }
+    Ok(outcome.status.clamp(0, 255) as u8)
+}
