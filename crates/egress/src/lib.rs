@@ -6,6 +6,7 @@
 //! TLS-terminating proxy that substitutes secrets for their own hosts
 //! (`secrets`).
 
+pub mod decision;
 pub mod dns;
 pub mod http;
 pub mod matcher;

@@ -4,6 +4,7 @@
 //! and spliced both ways; every DNS query is answered from the allowlist.
 //! Each decision is recorded.
 
+pub use crate::decision::{Decision, Observer, Protocol, SecretAction};
 use crate::dns::{self, NameAddresses};
 use crate::http::{parse_request_head, HttpError, MAX_HEAD};
 use crate::matcher::Matcher;
@@ -32,26 +33,6 @@ const MAX_CONNECTIONS: usize = 4096;
 /// How long connecting upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One decision of the proxy or the resolver.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    /// `tls`, `http`, `dns` or `tcp`.
-    pub protocol: &'static str,
-    /// The name asked for, when there was one.
-    pub name: Option<String>,
-    pub port: u16,
-    /// The address the program inside connected to.
-    pub original_destination: Option<String>,
-    pub allowed: bool,
-    /// The allowlist entry that allowed it.
-    pub rule: Option<String>,
-    /// Why it was denied, or where it went.
-    pub detail: String,
-    pub bytes_out: u64,
-    pub bytes_in: u64,
-    pub duration_ms: u64,
-}
-
 /// A connection to a name that no rule allows, put to a person (`--ask`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Question {
@@ -78,18 +59,6 @@ pub trait Asker: Send + Sync {
     fn ask(&self, question: &Question) -> Answer;
 }
 
-/// Decisions kept one by one at most; past this they are only counted, so
-/// that a sandbox cannot grow the supervisor's memory without bound.
-pub const MAX_RECORDED: usize = 10_000;
-
-/// What the proxy decided during a run.
-#[derive(Debug, Default)]
-pub struct DecisionLog {
-    pub decisions: Vec<Decision>,
-    pub unrecorded_allowed: u64,
-    pub unrecorded_denied: u64,
-}
-
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
@@ -99,10 +68,12 @@ pub enum ProxyError {
     Socket(#[source] std::io::Error),
 }
 
-/// A running proxy; [`Proxy::stop`] ends it and returns its decisions.
+/// A running proxy; [`Proxy::stop`] ends it.
 pub struct Proxy {
-    runtime: tokio::runtime::Runtime,
-    log: Arc<Mutex<DecisionLog>>,
+    /// Set once to cut every open connection.
+    stop: tokio::sync::watch::Sender<bool>,
+    /// The accept loop and the resolver.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 struct Shared {
@@ -127,7 +98,10 @@ struct Shared {
     /// Names (and ports) a person allowed for the rest of the run.
     granted: Mutex<HashSet<(String, u16)>>,
     addresses: Mutex<NameAddresses>,
-    log: Arc<Mutex<DecisionLog>>,
+    /// Hears each decision as it is made.
+    observer: Arc<dyn Observer>,
+    /// Numbers allowed connections, for their `closed` report.
+    next_conn: std::sync::atomic::AtomicU64,
     print: bool,
     /// The host's own addresses: never an upstream, whatever a name
     /// resolves to.
@@ -156,9 +130,9 @@ impl Shared {
             eprintln!(
                 "warden: egress {} {} {}{} {}",
                 if d.allowed { "allow" } else { "DENY" },
-                d.protocol,
+                d.protocol.as_str(),
                 d.name.as_deref().unwrap_or("-"),
-                if d.protocol == "dns" {
+                if d.protocol == Protocol::Dns {
                     String::new()
                 } else {
                     format!(":{}", d.port)
@@ -171,56 +145,53 @@ impl Shared {
         }
     }
 
-    /// Record a decision; returns its place in the log, when it was kept.
-    fn record(&self, d: Decision) -> Option<usize> {
-        self.print(&d);
-        let mut log = self.log.lock().ok()?;
-        if log.decisions.len() < MAX_RECORDED {
-            log.decisions.push(d);
-            Some(log.decisions.len() - 1)
-        } else {
-            if d.allowed {
-                log.unrecorded_allowed += 1;
-            } else {
-                log.unrecorded_denied += 1;
-            }
-            None
-        }
+    /// Report a decision as it is made; an allowed connection gets a
+    /// number, for [`Shared::close`].
+    fn record(&self, d: &Decision) -> Option<u64> {
+        self.print(d);
+        let conn = d.allowed.then(|| {
+            self.next_conn
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        });
+        self.observer.decision(conn, d);
+        conn
     }
 
-    /// Fill in what a recorded connection moved, once it has ended.
-    fn update(&self, at: Option<usize>, f: impl FnOnce(&mut Decision)) {
-        if let (Some(i), Ok(mut log)) = (at, self.log.lock()) {
-            if let Some(d) = log.decisions.get_mut(i) {
-                f(d);
-            }
+    /// Report what an allowed connection moved, once it has ended.
+    fn close(&self, conn: Option<u64>, d: &Decision) {
+        if let Some(conn) = conn {
+            self.observer.closed(conn, d);
         }
     }
 }
 
+/// What the proxy is handed besides its policy and sockets.
+pub struct Hooks {
+    /// Hears each decision the moment it is made.
+    pub observer: Arc<dyn Observer>,
+    /// With `--ask`: answers for names on no list; without one, such names
+    /// are denied.
+    pub asker: Option<Arc<dyn Asker>>,
+    /// With secrets: substitutes them towards their own hosts.
+    pub terminator: Option<Terminator>,
+}
+
 impl Proxy {
     /// Serve `tcp` (the listening socket every TCP connection of the
-    /// sandbox is redirected to) and `dns` (the resolver's UDP socket).
-    /// With `--ask`, `asker` answers for names on no list; without one,
-    /// such names are denied.
+    /// sandbox is redirected to) and `dns` (the resolver's UDP socket) on
+    /// the tokio runtime `runtime`, until [`Proxy::stop`].
     pub fn start(
+        runtime: &tokio::runtime::Handle,
         spec: &EgressSpec,
         tcp: OwnedFd,
         dns: OwnedFd,
-        asker: Option<Arc<dyn Asker>>,
+        hooks: Hooks,
     ) -> Result<Proxy, ProxyError> {
-        Proxy::start_with_secrets(spec, tcp, dns, asker, None)
-    }
-
-    /// [`Proxy::start`], with the secrets that `terminator` substitutes
-    /// towards their own hosts.
-    pub fn start_with_secrets(
-        spec: &EgressSpec,
-        tcp: OwnedFd,
-        dns: OwnedFd,
-        asker: Option<Arc<dyn Asker>>,
-        terminator: Option<Terminator>,
-    ) -> Result<Proxy, ProxyError> {
+        let Hooks {
+            observer,
+            asker,
+            terminator,
+        } = hooks;
         // Two descriptors per proxied connection: raise the supervisor's
         // soft limit to its hard one (the sandbox keeps its own limit).
         if let Ok((_, hard)) =
@@ -232,14 +203,7 @@ impl Proxy {
                 hard,
             );
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("warden-egress")
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(ProxyError::Runtime)?;
-        let log = Arc::new(Mutex::new(DecisionLog::default()));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let own_addresses = nix::ifaddrs::getifaddrs()
             .map(|addrs| {
                 addrs
@@ -272,7 +236,8 @@ impl Proxy {
             test_ask_loopback: cfg!(debug_assertions)
                 && std::env::var_os("WARDEN_TEST_ASK_LOOPBACK").is_some(),
             addresses: Mutex::new(NameAddresses::default()),
-            log: log.clone(),
+            observer,
+            next_conn: std::sync::atomic::AtomicU64::new(0),
             print: spec.log,
             own_addresses,
             quota: spec.quota,
@@ -295,7 +260,7 @@ impl Proxy {
             )
         };
         let s = shared.clone();
-        runtime.spawn(async move {
+        let accept_task = runtime.spawn(async move {
             loop {
                 let conn = match listener.accept().await {
                     Ok((conn, _)) => conn,
@@ -309,8 +274,8 @@ impl Proxy {
                 let s = s.clone();
                 let Ok(permit) = s.slots.clone().try_acquire_owned() else {
                     // Over the limit: refused at once, and recorded.
-                    s.record(Decision {
-                        protocol: "tcp",
+                    s.record(&Decision {
+                        protocol: Protocol::Tcp,
                         name: None,
                         port: original_destination(&conn).map(|a| a.port()).unwrap_or(0),
                         original_destination: original_destination(&conn)
@@ -326,23 +291,40 @@ impl Proxy {
                     drop(conn);
                     continue;
                 };
+                let mut stopped = stopped.clone();
                 tokio::spawn(async move {
-                    handle_connection(conn, &s).await;
+                    // Cut when the proxy stops, like every open connection.
+                    tokio::select! {
+                        _ = handle_connection(conn, &s) => {}
+                        _ = stopped.wait_for(|v| *v) => {}
+                    }
                     drop(permit);
                 });
             }
         });
-        runtime.spawn(async move { serve_dns(udp, &shared).await });
-        Ok(Proxy { runtime, log })
+        let dns_task = runtime.spawn(async move { serve_dns(udp, &shared).await });
+        Ok(Proxy {
+            stop,
+            tasks: vec![accept_task, dns_task],
+        })
     }
 
-    /// Stop serving (open connections are cut) and return the decisions.
-    pub fn stop(self) -> DecisionLog {
-        self.runtime.shutdown_timeout(Duration::from_millis(100));
-        self.log
-            .lock()
-            .map(|mut l| std::mem::take(&mut *l))
-            .unwrap_or_default()
+    /// Stop serving: no new connection or question is taken, and open
+    /// connections are cut.
+    pub fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 }
 
@@ -361,8 +343,8 @@ async fn serve_dns(udp: UdpSocket, shared: &Shared) {
         if let Some((bytes, decision)) = reply {
             let _ = udp.send_to(&bytes, from).await;
             if let Some(d) = decision {
-                shared.record(Decision {
-                    protocol: "dns",
+                shared.record(&Decision {
+                    protocol: Protocol::Dns,
                     name: Some(d.name),
                     port: 53,
                     original_destination: None,
@@ -622,7 +604,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
         other => (protocol, other),
     };
     let mut decision = Decision {
-        protocol,
+        protocol: Protocol::of_connection(protocol),
         name: None,
         port,
         original_destination: original.map(|a| a.to_string()),
@@ -701,7 +683,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
                 }
                 let _ = conn.shutdown().await;
                 decision.duration_ms = start.elapsed().as_millis() as u64;
-                shared.record(decision);
+                shared.record(&decision);
                 return;
             }
             let used = shared.used.load(std::sync::atomic::Ordering::Relaxed);
@@ -733,7 +715,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
                     if let Some(t) = terminator {
                         decision.detail = format!("to {addr}, TLS terminated for its secrets");
                         decision.duration_ms = start.elapsed().as_millis() as u64;
-                        let at = shared.record(decision.clone());
+                        let at = shared.record(&decision);
                         let recorder = shared.clone();
                         let served = crate::secrets::serve(
                             t,
@@ -743,7 +725,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
                             name,
                             upstream_port,
                             Arc::new(move |d| {
-                                recorder.record(d);
+                                recorder.record(&d);
                             }),
                             shared.idle,
                         )
@@ -753,14 +735,13 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
                         shared
                             .used
                             .fetch_add(out + inn, std::sync::atomic::Ordering::Relaxed);
-                        shared.update(at, |d| {
-                            d.bytes_out = out;
-                            d.bytes_in = inn;
-                            d.duration_ms = duration_ms;
-                            if let Err(why) = served {
-                                d.detail = format!("{}; {why}", d.detail);
-                            }
-                        });
+                        decision.bytes_out = out;
+                        decision.bytes_in = inn;
+                        decision.duration_ms = duration_ms;
+                        if let Err(why) = served {
+                            decision.detail = format!("{}; {why}", decision.detail);
+                        }
+                        shared.close(at, &decision);
                         return;
                     }
                     let mut upstream = upstream;
@@ -768,7 +749,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
                     // connection still open when the run ends is in the log
                     // all the same. Its bytes are filled in when it ends.
                     decision.duration_ms = start.elapsed().as_millis() as u64;
-                    let at = shared.record(decision.clone());
+                    let at = shared.record(&decision);
                     // For a CONNECT, `buf` already holds what came through
                     // the tunnel, the head having been answered above. A
                     // plain HTTP request is sent with `Connection: close`:
@@ -788,18 +769,17 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
                         out += first.len() as u64;
                     }
                     let duration_ms = start.elapsed().as_millis() as u64;
-                    shared.update(at, |d| {
-                        d.bytes_out = out;
-                        d.bytes_in = inn;
-                        d.duration_ms = duration_ms;
-                    });
+                    decision.bytes_out = out;
+                    decision.bytes_in = inn;
+                    decision.duration_ms = duration_ms;
+                    shared.close(at, &decision);
                     return;
                 }
             }
         }
     }
     decision.duration_ms = start.elapsed().as_millis() as u64;
-    shared.record(decision);
+    shared.record(&decision);
 }
 
 /// Record a placeholder found on its way to a host that is not its
@@ -814,8 +794,8 @@ fn record_stray(
     let why = format!(
         "blocked: the placeholder of secret {secret} on its way to {name}, which is not one of its hosts"
     );
-    shared.record(Decision {
-        protocol: "secret",
+    shared.record(&Decision {
+        protocol: Protocol::Secret(SecretAction::Blocked),
         name: Some(name.to_string()),
         port,
         original_destination: original.map(|a| a.to_string()),

@@ -10,8 +10,8 @@
 //! supervisor's memory only; nothing here writes them anywhere, and no
 //! decision or message carries a value.
 
+use crate::decision::{Decision, Protocol, SecretAction};
 use crate::matcher::Matcher;
-use crate::proxy::Decision;
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -898,13 +898,13 @@ struct Session {
 }
 
 impl Session {
-    fn decision(&self, secret: usize, allowed: bool, detail: String) -> Decision {
+    fn decision(&self, secret: usize, action: SecretAction, detail: String) -> Decision {
         Decision {
-            protocol: "secret",
+            protocol: Protocol::Secret(action),
             name: Some(self.name.clone()),
             port: self.port,
             original_destination: None,
-            allowed,
+            allowed: action != SecretAction::Blocked,
             rule: self.term.secrets.get(secret).map(|s| s.name.clone()),
             detail,
             bytes_out: 0,
@@ -933,7 +933,7 @@ impl Session {
 
     fn block(&self, b: Blocked) -> Response<OutBody> {
         let why = self.blocked_why(b);
-        (self.record)(self.decision(b.secret, false, why.clone()));
+        (self.record)(self.decision(b.secret, SecretAction::Blocked, why.clone()));
         text(StatusCode::FORBIDDEN, format!("warden: {why}\n"))
     }
 }
@@ -1055,7 +1055,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
         .rule_denies(&s.name, s.port, parts.method.as_str(), parts.uri.path())
     {
         (s.record)(Decision {
-            protocol: "request",
+            protocol: Protocol::Request,
             name: Some(s.name.clone()),
             port: s.port,
             original_destination: None,
@@ -1114,7 +1114,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
             s.name
         );
         (s.record)(Decision {
-            protocol: "request",
+            protocol: Protocol::Request,
             name: Some(s.name.clone()),
             port: s.port,
             original_destination: None,
@@ -1186,7 +1186,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
             on_replace: None,
             on_block: Some(Box::new(move |b| {
                 let why = watch.blocked_why(b);
-                (watch.record)(watch.decision(b.secret, false, why));
+                (watch.record)(watch.decision(b.secret, SecretAction::Blocked, why));
             })),
         }
         .boxed()
@@ -1196,7 +1196,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
     for i in &substituted {
         (s.record)(s.decision(
             *i,
-            true,
+            SecretAction::Substituted,
             format!("substituted in {} {}", parts.method, parts.uri.path()),
         ));
     }
@@ -1297,7 +1297,7 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
         for i in 0..s.term.secrets.len() {
             (s.record)(s.decision(
                 i,
-                false,
+                SecretAction::Blocked,
                 "a compressed response from a secret's host was withheld (it could not be checked for the value)".into(),
             ));
         }
@@ -1335,7 +1335,11 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
     scrubbed.sort_unstable();
     scrubbed.dedup();
     for i in &scrubbed {
-        (s.record)(s.decision(*i, true, "scrubbed from a response header".into()));
+        (s.record)(s.decision(
+            *i,
+            SecretAction::Scrubbed,
+            "scrubbed from a response header".into(),
+        ));
     }
     parts.headers = headers;
     let watch = s.clone();
@@ -1347,7 +1351,11 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
         drop_trailers: false,
         on_replace: Some(Box::new(move |secrets: &[usize]| {
             for i in secrets {
-                (watch.record)(watch.decision(*i, true, "scrubbed from a response body".into()));
+                (watch.record)(watch.decision(
+                    *i,
+                    SecretAction::Scrubbed,
+                    "scrubbed from a response body".into(),
+                ));
             }
         })),
         on_block: None,

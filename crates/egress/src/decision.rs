@@ -1,0 +1,101 @@
+//! What the proxy and the resolver decide, and the [`Observer`] that hears
+//! each decision the moment it is made. Shared by the proxy, the resolver
+//! and the secret terminator; it holds no logic of its own.
+
+/// What a decision was about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// A TLS connection, decided on its server name.
+    Tls,
+    /// A plain HTTP request, decided on its `Host`.
+    Http,
+    /// An explicit proxy's CONNECT, decided on its target.
+    Connect,
+    /// Another protocol to a `name:port` entry, or a connection that said
+    /// nothing usable.
+    Tcp,
+    /// A DNS question to the sandbox's resolver.
+    Dns,
+    /// A request on a terminated connection, judged by `--secret-rule` or
+    /// its `Host`.
+    Request,
+    /// What the secret proxy did with a secret.
+    Secret(SecretAction),
+}
+
+/// What the secret proxy did with a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SecretAction {
+    /// The real value was put in a request to one of the secret's hosts.
+    Substituted,
+    /// The real value was taken out of a response.
+    Scrubbed,
+    /// A placeholder or the real value was stopped on its way.
+    Blocked,
+}
+
+impl Protocol {
+    /// The short word used in logs: `tls`, `http`, `connect`, `tcp`, `dns`,
+    /// `request`, `secret`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tls => "tls",
+            Protocol::Http => "http",
+            Protocol::Connect => "connect",
+            Protocol::Tcp => "tcp",
+            Protocol::Dns => "dns",
+            Protocol::Request => "request",
+            Protocol::Secret(_) => "secret",
+        }
+    }
+
+    /// The protocol a classified connection was read as (the proxy's own
+    /// words for them, see `proxy.rs`).
+    pub(crate) fn of_connection(word: &str) -> Protocol {
+        match word {
+            "tls" => Protocol::Tls,
+            "http" => Protocol::Http,
+            "connect" => Protocol::Connect,
+            _ => Protocol::Tcp,
+        }
+    }
+}
+
+/// One decision of the proxy or the resolver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub protocol: Protocol,
+    /// The name asked for, when there was one.
+    pub name: Option<String>,
+    pub port: u16,
+    /// The address the program inside connected to.
+    pub original_destination: Option<String>,
+    pub allowed: bool,
+    /// The allowlist entry that allowed it (for a secret: its name).
+    pub rule: Option<String>,
+    /// Why it was denied, or where it went.
+    pub detail: String,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    pub duration_ms: u64,
+}
+
+/// Hears every decision as it is made. Called on the proxy's own threads:
+/// an implementation must return at once (queue, never write to a slow
+/// sink here), or it holds up the sandbox's connections.
+pub trait Observer: Send + Sync {
+    /// A decision, at the moment it is made. An allowed connection carries
+    /// `conn`, the number its [`Observer::closed`] will repeat.
+    fn decision(&self, conn: Option<u64>, decision: &Decision);
+    /// An allowed connection ended; `decision` now holds its bytes and
+    /// duration.
+    fn closed(&self, conn: u64, decision: &Decision);
+}
+
+/// An observer that hears nothing (tests, tools that only need the proxy).
+pub struct Deaf;
+
+impl Observer for Deaf {
+    fn decision(&self, _: Option<u64>, _: &Decision) {}
+    fn closed(&self, _: u64, _: &Decision) {}
+}
