@@ -4,18 +4,9 @@
 //! profile did not expect the agent to touch. Flags inform the review; they
 //! never block a commit by themselves.
 
-use crate::diff::{Change, ChangeKind, EntryKind};
-use serde::Serialize;
+pub use crate::change::Flag;
+use crate::change::{Change, ChangeKind, EntryKind};
 use std::path::{Component, Path};
-
-/// One reason to look twice at a change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Flag {
-    /// A short stable name (`git-hook`, `ci`, `executable`, ...).
-    pub rule: &'static str,
-    /// Why it matters, for a person.
-    pub reason: String,
-}
 
 /// Where a pattern may sit in the workspace.
 #[derive(Clone, Copy)]
@@ -301,7 +292,7 @@ mod tests {
             kind: ChangeKind::Added,
             from: None,
             old: None,
-            new: Some(crate::diff::Entry {
+            new: Some(crate::change::Entry {
                 kind,
                 mode,
                 size: 0,

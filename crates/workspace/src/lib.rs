@@ -10,6 +10,7 @@
 //! options that work on this kernel and why) while it holds the sandbox's
 //! lock.
 
+mod change;
 pub mod commit;
 pub mod copy;
 pub mod diff;

@@ -1,0 +1,178 @@
+//! What a diff reports: one change of the sandbox relative to the real
+//! workspace, the entries on either side, how content differs, and the
+//! flags a reviewer should see.
+//!
+//! This module owns the types `diff` produces and `flags`, `commit` and the
+//! front doors read, and their JSON form. It never reads the file system:
+//! building changes is `diff`'s work, judging them is `flags`'.
+
+use serde::Serialize;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// One reason to look twice at a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Flag {
+    /// A short stable name (`git-hook`, `ci`, `executable`, ...).
+    pub rule: &'static str,
+    /// Why it matters, for a person.
+    pub reason: String,
+}
+
+/// What kind of file system entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    /// FIFOs, sockets, devices.
+    Other,
+}
+
+/// One side of a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    pub kind: EntryKind,
+    /// Permission bits (`mode & 0o7777`).
+    pub mode: u32,
+    /// Bytes, for regular files; 0 otherwise.
+    pub size: u64,
+    /// The target, for symbolic links.
+    #[serde(skip_serializing_if = "Option::is_none", with = "opt_path")]
+    pub target: Option<PathBuf>,
+}
+
+impl Entry {
+    pub fn is_executable(&self) -> bool {
+        self.kind == EntryKind::File && self.mode & 0o111 != 0
+    }
+}
+
+/// What happened to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// New in the sandbox (`old` is `None`).
+    Added,
+    /// Content (or symlink target) changed; the mode may have changed too.
+    Modified,
+    /// Gone in the sandbox (`new` is `None`).
+    Deleted,
+    /// Only the permission bits changed.
+    Mode,
+    /// File, directory and symbolic link swapped for one another.
+    TypeChanged,
+    /// A file deleted at `from` and one with identical content added at
+    /// `path`. Overlayfs (with `redirect_dir` off) has no renames of its own:
+    /// this is a reading of a delete plus an add.
+    Renamed,
+}
+
+/// How two versions of a file's content differ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    /// Both sides are UTF-8 text: lines inserted and removed, and the
+    /// unified diff when it was asked for.
+    Text {
+        added: usize,
+        removed: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        patch: Option<String>,
+    },
+    /// At least one side is not text (or too large to diff by lines).
+    Binary { old_size: u64, new_size: u64 },
+}
+
+impl std::fmt::Display for Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Content::Text { patch: Some(p), .. } => f.write_str(p),
+            Content::Text { added, removed, .. } => write!(f, "+{added} -{removed} lines"),
+            Content::Binary { old_size, new_size } => {
+                write!(f, "binary files differ ({old_size} → {new_size} bytes)")
+            }
+        }
+    }
+}
+
+/// One change of the sandbox relative to the real workspace.
+///
+/// In JSON, `path` (and `from`) are always strings, lossy when the name is
+/// not UTF-8; then `path_bytes` (`from_bytes`) carries the exact bytes as
+/// an array of numbers. Consumers that act on paths must prefer the bytes
+/// when present.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// Relative to the workspace.
+    pub path: PathBuf,
+    pub kind: ChangeKind,
+    /// For [`ChangeKind::Renamed`]: where the content came from.
+    pub from: Option<PathBuf>,
+    /// The real workspace's entry (at `from` for a rename).
+    pub old: Option<Entry>,
+    /// The sandbox's entry.
+    pub new: Option<Entry>,
+    /// For regular files whose content changed, when content was asked for.
+    pub content: Option<Content>,
+    /// Reasons a reviewer should look twice.
+    pub flags: Vec<Flag>,
+    /// The upper entry was copied up from a lower one (overlay's origin
+    /// mark): if the real file is gone, it was deleted on the host.
+    pub(crate) copied_up: bool,
+}
+
+impl Change {
+    /// The paths this change touches in the workspace.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.path.as_path()).chain(self.from.as_deref())
+    }
+}
+
+impl Serialize for Change {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            path: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            path_bytes: Option<&'a [u8]>,
+            kind: ChangeKind,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            from: Option<String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            from_bytes: Option<&'a [u8]>,
+            old: &'a Option<Entry>,
+            new: &'a Option<Entry>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            content: &'a Option<Content>,
+            flags: &'a [Flag],
+        }
+        fn bytes(p: &Path) -> Option<&[u8]> {
+            p.to_str().is_none().then(|| p.as_os_str().as_bytes())
+        }
+        Wire {
+            path: self.path.to_string_lossy().into_owned(),
+            path_bytes: bytes(&self.path),
+            kind: self.kind,
+            from: self.from.as_ref().map(|p| p.to_string_lossy().into_owned()),
+            from_bytes: self.from.as_deref().and_then(bytes),
+            old: &self.old,
+            new: &self.new,
+            content: &self.content,
+            flags: &self.flags,
+        }
+        .serialize(s)
+    }
+}
+
+mod opt_path {
+    use serde::Serializer;
+    use std::path::PathBuf;
+    pub fn serialize<S: Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        match p {
+            Some(p) => crate::wire::path::serialize(p, s),
+            None => s.serialize_none(),
+        }
+    }
+}
