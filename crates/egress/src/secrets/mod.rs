@@ -1,0 +1,243 @@
+//! Secrets that never enter the sandbox. The sandbox holds a placeholder
+//! (`warden-secret-<32 hex>`); for each secret's own hosts the proxy
+//! terminates TLS with a certificate of a per-sandbox authority, reads the
+//! requests (HTTP/1.1 or HTTP/2), puts the real value where the placeholder
+//! stands, sends the request on over a new TLS connection verified against
+//! the system's roots, and scrubs the real value from the responses.
+//!
+//! A placeholder going anywhere else, and a real value leaving from inside,
+//! are blocked. The authority's key and the real values live in the
+//! supervisor's memory only; nothing here writes them anywhere, and no
+//! decision or message carries a value.
+//!
+//! The files: `authority` makes the per-run CA, mints and caches leaves and
+//! holds the TLS configurations; `rewrite` knows the patterns and applies
+//! them to streams; `session` serves one terminated connection. This file
+//! is what the proxy and the jail call: [`Secret`], [`placeholder`] and the
+//! [`Terminator`].
+
+mod authority;
+mod rewrite;
+mod session;
+
+use crate::decision::Decision;
+use crate::matcher::Matcher;
+use authority::Authority;
+use bytes::Bytes;
+use rewrite::{find, scrub_patterns, Pattern};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use warden_policy::{DomainRule, SecretRule};
+
+pub(crate) use session::serve;
+
+/// What every placeholder starts with: unmistakable for real data.
+pub const PLACEHOLDER_PREFIX: &str = "warden-secret-";
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type OutBody = http_body_util::combinators::BoxBody<Bytes, BoxError>;
+/// Records a decision in the proxy's log.
+pub(crate) type Recorder = Arc<dyn Fn(Decision) + Send + Sync>;
+
+/// Why the secret proxy could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("cannot read random bytes for a placeholder from /dev/urandom")]
+    Random(#[source] std::io::Error),
+    #[error("cannot make the sandbox's certificate authority")]
+    Authority(#[source] rcgen::Error),
+    #[error("cannot read --upstream-ca {path}")]
+    UpstreamCa {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--upstream-ca {0} holds no PEM certificate; give a file with -----BEGIN CERTIFICATE----- blocks")]
+    NoCertificate(PathBuf),
+    #[error("--upstream-ca {path}: a certificate cannot be trusted")]
+    BadCertificate {
+        path: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("no authority to verify upstream servers with: the system has no root certificates and no --upstream-ca was given")]
+    NoRoots,
+    #[error("cannot configure TLS for the secret proxy")]
+    Tls(#[source] rustls::Error),
+}
+
+/// A fresh placeholder: `warden-secret-` and 32 hexadecimal digits from
+/// the kernel's random source.
+pub fn placeholder() -> Result<String, SecretError> {
+    let mut bytes = [0u8; 16];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").map_err(SecretError::Random)?,
+        &mut bytes,
+    )
+    .map_err(SecretError::Random)?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{PLACEHOLDER_PREFIX}{hex}"))
+}
+
+/// One secret with its real value. The value is zeroed when dropped and
+/// never printed.
+pub struct Secret {
+    pub name: String,
+    pub placeholder: String,
+    value: Vec<u8>,
+    hosts: Matcher,
+    in_bodies: bool,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("name", &self.name)
+            .field("placeholder", &self.placeholder)
+            .field("hosts", &self.hosts.rules())
+            .field("in_bodies", &self.in_bodies)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        zero(&mut self.value);
+    }
+}
+
+/// Overwrite `bytes` in a way the compiler may not drop as a dead store.
+pub fn zero(bytes: &mut [u8]) {
+    for b in bytes.iter_mut() {
+        // SAFETY: `b` is a valid, aligned, exclusive reference to a byte.
+        unsafe { std::ptr::write_volatile(b, 0) };
+    }
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+}
+
+impl Secret {
+    pub fn new(
+        name: String,
+        placeholder: String,
+        value: Vec<u8>,
+        hosts: Vec<DomainRule>,
+        in_bodies: bool,
+    ) -> Secret {
+        Secret {
+            name,
+            placeholder,
+            value,
+            hosts: Matcher::new(hosts),
+            in_bodies,
+        }
+    }
+
+    fn covers(&self, name: &str, port: u16) -> bool {
+        self.hosts.allows(name, port).is_some()
+    }
+}
+
+/// The secrets of one sandbox and the TLS configurations that serve them.
+pub struct Terminator {
+    secrets: Vec<Secret>,
+    /// `--secret-rule`: once a host has rules, only matching requests pass.
+    rules: Vec<SecretRule>,
+    ca_pem: String,
+    server: Arc<rustls::ServerConfig>,
+    client: Arc<rustls::ClientConfig>,
+    /// What turns real values in responses back into placeholders: the
+    /// same for every connection, so made once.
+    scrub: Arc<Vec<Pattern>>,
+}
+
+impl std::fmt::Debug for Terminator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Terminator")
+            .field("secrets", &self.secrets)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Terminator {
+    /// Make the sandbox's authority and the TLS configurations: the
+    /// sandbox side offers HTTP/2 and HTTP/1.1; upstream servers are
+    /// verified against the system's roots and the `upstream_ca` files.
+    pub fn new(secrets: Vec<Secret>, upstream_ca: &[PathBuf]) -> Result<Terminator, SecretError> {
+        let authority = Arc::new(Authority::generate().map_err(SecretError::Authority)?);
+        let ca_pem = authority.cert.pem();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server = authority::server_config(authority, provider.clone())?;
+        let client = authority::client_config(provider, upstream_ca)?;
+        let scrub = Arc::new(scrub_patterns(&secrets));
+        Ok(Terminator {
+            secrets,
+            rules: Vec::new(),
+            ca_pem,
+            server: Arc::new(server),
+            client: Arc::new(client),
+            scrub,
+        })
+    }
+
+    /// Allow only requests that match `rules` on the hosts they are for.
+    pub fn with_rules(mut self, rules: Vec<SecretRule>) -> Terminator {
+        self.rules = rules;
+        self
+    }
+
+    /// Why no rule allows `method path` on `name:port`, when the host has
+    /// rules and none matches.
+    fn rule_denies(&self, name: &str, port: u16, method: &str, path: &str) -> Option<String> {
+        let rules: Vec<&SecretRule> = self.rules.iter().filter(|r| r.is_for(name, port)).collect();
+        if rules.is_empty() || rules.iter().any(|r| r.allows(method, path)) {
+            return None;
+        }
+        let list: Vec<&str> = rules.iter().map(|r| r.source.as_str()).collect();
+        Some(format!(
+            "denied by --secret-rule: {method} {path} on {name} matches none of its rules ({})",
+            list.join("; ")
+        ))
+    }
+
+    /// The authority's certificate (public), for the sandbox to trust.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Whether TLS to `name` on `port` is terminated: some secret is for it.
+    pub fn terminates(&self, name: &str, port: u16) -> bool {
+        self.secrets.iter().any(|s| s.covers(name, port))
+    }
+
+    /// A secret whose placeholder appears in `bytes` (a plain request's
+    /// head, a name asked for) on its way to `name:port`, which is not one
+    /// of that secret's hosts.
+    pub fn stray_placeholder(&self, bytes: &[u8], name: &str, port: u16) -> Option<&str> {
+        self.secrets
+            .iter()
+            .find(|s| {
+                !s.covers(name, port)
+                    && (find(bytes, s.placeholder.as_bytes()).is_some()
+                        || find(name.as_bytes(), s.placeholder.as_bytes()).is_some())
+            })
+            .map(|s| s.name.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placeholder_is_unmistakable_and_unique() {
+        let a = placeholder().unwrap();
+        let b = placeholder().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), PLACEHOLDER_PREFIX.len() + 32);
+        assert!(a.starts_with(PLACEHOLDER_PREFIX));
+        assert!(a[PLACEHOLDER_PREFIX.len()..]
+            .bytes()
+            .all(|c| c.is_ascii_hexdigit()));
+    }
+}

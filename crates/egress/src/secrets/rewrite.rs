@@ -1,0 +1,522 @@
+//! Rewriting: where a secret's value is put in and taken out.
+//!
+//! This module owns the patterns (a secret's placeholder and the real value
+//! in the spellings a request or an echoing server may use: raw, percent
+//! encoded, base64 at each alignment, JSON escapes, hexadecimal), the
+//! patterns for requests to one host (substitute its own secrets, block
+//! other secrets' placeholders and every real value) and for responses
+//! (scrub real values back to placeholders), and the [`Rewriter`] that
+//! applies them to a stream, holding back as many bytes as the longest
+//! pattern could still need, alone or as a streaming body. It never sends
+//! or records anything: what a match means is the session's to say.
+
+use super::{zero, BoxError, OutBody, Secret};
+use base64::Engine;
+use bytes::Bytes;
+use hyper::body::{Body, Frame};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// Encoded forms of a value shorter than this are not looked for: too
+/// likely to occur by chance.
+const MIN_FORM: usize = 8;
+
+/// Patterns for requests to `name:port`, in priority order.
+pub(super) fn outgoing(secrets: &[Secret], name: &str, port: u16, place: Place) -> Vec<Pattern> {
+    let mut out = Vec::new();
+    for (i, s) in secrets.iter().enumerate() {
+        let own = s.covers(name, port);
+        if own {
+            let replacement = match place {
+                Place::Header => Some(s.value.clone()),
+                Place::Target => Some(percent_encode(&s.value)),
+                Place::Body if s.in_bodies => Some(s.value.clone()),
+                Place::Body => None,
+            };
+            if let Some(to) = replacement {
+                out.push(Pattern {
+                    from: s.placeholder.as_bytes().to_vec(),
+                    action: Action::Replace(to),
+                    secret: i,
+                });
+            }
+        } else {
+            for from in std::iter::once(s.placeholder.as_bytes().to_vec())
+                .chain(base64_forms(s.placeholder.as_bytes()))
+            {
+                out.push(Pattern {
+                    from,
+                    action: Action::Block(Violation::Placeholder),
+                    secret: i,
+                });
+            }
+        }
+        for from in value_forms(&s.value) {
+            out.push(Pattern {
+                from,
+                action: Action::Block(Violation::Value),
+                secret: i,
+            });
+        }
+    }
+    out
+}
+
+/// Patterns that turn real values in responses back into placeholders.
+pub(super) fn scrub_patterns(secrets: &[Secret]) -> Vec<Pattern> {
+    let mut out = Vec::new();
+    for (i, s) in secrets.iter().enumerate() {
+        if s.value.is_empty() {
+            continue;
+        }
+        let p = s.placeholder.as_bytes();
+        out.push(Pattern {
+            from: s.value.clone(),
+            action: Action::Replace(p.to_vec()),
+            secret: i,
+        });
+        for (from, to) in base64_pairs(&s.value, p) {
+            out.push(Pattern {
+                from,
+                action: Action::Replace(to),
+                secret: i,
+            });
+        }
+        // Other spellings a server may echo the value in: percent
+        // encoding in either case, JSON's escapes (`\/`, `\u00XX`),
+        // hexadecimal.
+        let mut forms = vec![
+            percent_encode(&s.value),
+            percent_encode(&s.value).to_ascii_lowercase(),
+        ];
+        forms.push(json_escape(&s.value, false));
+        forms.push(json_escape(&s.value, true));
+        let hex: String = s.value.iter().map(|b| format!("{b:02x}")).collect();
+        forms.push(hex.clone().into_bytes());
+        forms.push(hex.to_ascii_uppercase().into_bytes());
+        forms.sort();
+        forms.dedup();
+        for from in forms {
+            if from != s.value && from.len() >= MIN_FORM {
+                out.push(Pattern {
+                    from,
+                    action: Action::Replace(p.to_vec()),
+                    secret: i,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Where in a request bytes stand: how a substituted value is written.
+#[derive(Clone, Copy)]
+pub(super) enum Place {
+    Header,
+    /// The request target: the value is percent-encoded.
+    Target,
+    Body,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Violation {
+    /// A secret's placeholder on its way to a host that is not its own.
+    Placeholder,
+    /// A secret's real value leaving from inside the sandbox.
+    Value,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Action {
+    Replace(Vec<u8>),
+    Block(Violation),
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Pattern {
+    pub(super) from: Vec<u8>,
+    pub(super) action: Action,
+    pub(super) secret: usize,
+}
+
+impl Drop for Pattern {
+    fn drop(&mut self) {
+        // Forms of real values: erased when no longer needed.
+        zero(&mut self.from);
+        if let Action::Replace(to) = &mut self.action {
+            zero(to);
+        }
+    }
+}
+
+pub(super) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `v` as a JSON string's content: `/` as `\/` (PHP's default), or, with
+/// `all`, every byte but letters and digits as `\u00XX`.
+fn json_escape(v: &[u8], all: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * 2);
+    for &b in v {
+        if all && !b.is_ascii_alphanumeric() {
+            out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
+        } else if b == b'/' {
+            out.extend_from_slice(b"\\/");
+        } else {
+            out.push(b);
+        }
+    }
+    out
+}
+
+/// Every byte but the unreserved ones (RFC 3986) as `%XX`.
+fn percent_encode(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len());
+    for &b in v {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        }
+    }
+    out
+}
+
+/// The part of `v`'s base64 encoding that does not depend on the bytes
+/// around it, for each of the three alignments `v` can have in a longer
+/// encoded string (as in `Basic base64(user:value)`), in the standard
+/// and the URL-safe alphabets.
+fn base64_forms(v: &[u8]) -> Vec<Vec<u8>> {
+    base64_pairs(v, v).into_iter().map(|(f, _)| f).collect()
+}
+
+/// [`base64_forms`] of `from`, each with the same form of `to`.
+fn base64_pairs(from: &[u8], to: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let middle = |engine: &base64::engine::GeneralPurpose, v: &[u8], k: usize| {
+        let mut data = vec![0u8; k];
+        data.extend_from_slice(v);
+        let enc = engine.encode(&data).into_bytes();
+        let start = (8 * k).div_ceil(6);
+        let end = (8 * (k + v.len()) / 6).min(enc.len());
+        enc.get(start..end).map(<[u8]>::to_vec).unwrap_or_default()
+    };
+    for engine in [
+        &base64::engine::general_purpose::STANDARD,
+        &base64::engine::general_purpose::URL_SAFE,
+    ] {
+        for k in 0..3 {
+            let f = middle(engine, from, k);
+            if f.len() >= MIN_FORM && !out.iter().any(|(o, _)| *o == f) {
+                out.push((f, middle(engine, to, k)));
+            }
+        }
+    }
+    out
+}
+
+/// A real value as it may appear in a request: raw, percent-encoded and
+/// base64-encoded.
+fn value_forms(v: &[u8]) -> Vec<Vec<u8>> {
+    if v.len() < 6 {
+        return Vec::new();
+    }
+    let mut out = vec![v.to_vec()];
+    let pct = percent_encode(v);
+    if pct != v {
+        out.push(pct);
+    }
+    out.extend(base64_forms(v));
+    out
+}
+
+/// A blocked pattern was found.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Blocked {
+    pub(super) secret: usize,
+    pub(super) violation: Violation,
+}
+
+/// Applies patterns to a stream of bytes: replaces, or stops at a blocked
+/// pattern. Holds back as many bytes as the longest pattern could still
+/// need.
+pub(super) struct Rewriter {
+    patterns: Arc<Vec<Pattern>>,
+    pending: Vec<u8>,
+    longest: usize,
+    /// Bytes some pattern starts with: every other byte passes at once.
+    firsts: [bool; 256],
+    /// Secrets whose pattern was replaced at least once.
+    replaced: Vec<usize>,
+}
+
+impl Rewriter {
+    pub(super) fn new(patterns: Arc<Vec<Pattern>>) -> Rewriter {
+        let longest = patterns.iter().map(|p| p.from.len()).max().unwrap_or(0);
+        let mut firsts = [false; 256];
+        for p in patterns.iter() {
+            if let Some(&b) = p.from.first() {
+                firsts[b as usize] = true;
+            }
+        }
+        Rewriter {
+            patterns,
+            pending: Vec::new(),
+            longest,
+            firsts,
+            replaced: Vec::new(),
+        }
+    }
+
+    /// Whole input at once.
+    pub(super) fn all(
+        patterns: Arc<Vec<Pattern>>,
+        input: &[u8],
+    ) -> Result<(Vec<u8>, Vec<usize>), Blocked> {
+        let mut r = Rewriter::new(patterns);
+        let mut out = r.push(input)?;
+        out.extend(r.finish()?);
+        Ok((out, r.replaced))
+    }
+
+    fn push(&mut self, data: &[u8]) -> Result<Vec<u8>, Blocked> {
+        self.pending.extend_from_slice(data);
+        self.run(false)
+    }
+
+    fn finish(&mut self) -> Result<Vec<u8>, Blocked> {
+        self.run(true)
+    }
+
+    fn run(&mut self, last: bool) -> Result<Vec<u8>, Blocked> {
+        let buf = std::mem::take(&mut self.pending);
+        let mut out = Vec::with_capacity(buf.len());
+        let mut i = 0;
+        'outer: while i < buf.len() {
+            if !last && buf.len() - i < self.longest {
+                break;
+            }
+            if !self.firsts[buf[i] as usize] {
+                out.push(buf[i]);
+                i += 1;
+                continue;
+            }
+            let rest = &buf[i..];
+            for p in self.patterns.iter() {
+                if rest.starts_with(&p.from) {
+                    match &p.action {
+                        Action::Block(v) => {
+                            return Err(Blocked {
+                                secret: p.secret,
+                                violation: *v,
+                            })
+                        }
+                        Action::Replace(to) => {
+                            out.extend_from_slice(to);
+                            if !self.replaced.contains(&p.secret) {
+                                self.replaced.push(p.secret);
+                            }
+                            i += p.from.len();
+                            continue 'outer;
+                        }
+                    }
+                }
+            }
+            out.push(buf[i]);
+            i += 1;
+        }
+        self.pending = buf[i..].to_vec();
+        Ok(out)
+    }
+}
+
+/// Header values passed through `patterns` one by one: a value that a
+/// pattern blocks is left out. Returns the new map and the secrets
+/// replaced.
+fn rewrite_headers(
+    patterns: &Arc<Vec<Pattern>>,
+    headers: &http::HeaderMap,
+) -> (http::HeaderMap, Vec<usize>) {
+    let mut out = http::HeaderMap::new();
+    let mut replaced = Vec::new();
+    for (k, v) in headers.iter() {
+        if let Ok((bytes, r)) = Rewriter::all(patterns.clone(), v.as_bytes()) {
+            replaced.extend(r);
+            if let Ok(v) = http::HeaderValue::from_bytes(&bytes) {
+                out.append(k.clone(), v);
+            }
+        }
+    }
+    (out, replaced)
+}
+
+/// Told once which secrets a body had replaced.
+type OnReplace = Box<dyn FnOnce(&[usize]) + Send + Sync>;
+/// Told what stopped a body.
+type OnBlock = Box<dyn FnOnce(Blocked) + Send + Sync>;
+
+/// A body passed through a [`Rewriter`]; a blocked pattern ends it with an
+/// error (the request or response is cut off), reported through `on_block`.
+pub(super) struct RewriteBody {
+    pub(super) inner: OutBody,
+    pub(super) rw: Rewriter,
+    pub(super) done: bool,
+    pub(super) trailers: Option<Frame<Bytes>>,
+    /// Trailers are dropped (a request's: they are not looked into).
+    pub(super) drop_trailers: bool,
+    pub(super) on_replace: Option<OnReplace>,
+    pub(super) on_block: Option<OnBlock>,
+}
+
+impl Body for RewriteBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        loop {
+            if this.done {
+                return Poll::Ready(this.trailers.take().map(Ok));
+            }
+            let step = match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => this.rw.push(&data),
+                    Err(other) => {
+                        this.done = true;
+                        // Trailers pass through the same patterns as the
+                        // body (an echoing server may put the value there);
+                        // a value that would be blocked is left out.
+                        this.trailers = if this.drop_trailers {
+                            None
+                        } else {
+                            other.into_trailers().ok().map(|t| {
+                                let (map, replaced) = rewrite_headers(&this.rw.patterns, &t);
+                                this.rw.replaced.extend(replaced);
+                                Frame::trailers(map)
+                            })
+                        };
+                        this.rw.finish()
+                    }
+                },
+                Poll::Ready(None) => {
+                    this.done = true;
+                    this.rw.finish()
+                }
+            };
+            match step {
+                Err(b) => {
+                    this.done = true;
+                    this.trailers = None;
+                    if let Some(f) = this.on_block.take() {
+                        f(b);
+                    }
+                    return Poll::Ready(Some(Err("warden: blocked a secret in the body".into())));
+                }
+                Ok(out) => {
+                    if !this.rw.replaced.is_empty() {
+                        if let Some(f) = this.on_replace.take() {
+                            f(&this.rw.replaced);
+                        }
+                    }
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pats(list: &[(&str, Option<&str>)]) -> Arc<Vec<Pattern>> {
+        Arc::new(
+            list.iter()
+                .enumerate()
+                .map(|(i, (from, to))| Pattern {
+                    from: from.as_bytes().to_vec(),
+                    action: match to {
+                        Some(t) => Action::Replace(t.as_bytes().to_vec()),
+                        None => Action::Block(Violation::Value),
+                    },
+                    secret: i,
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_pattern_split_across_chunks_is_still_replaced() {
+        let p = pats(&[("PLACEHOLDER", Some("value"))]);
+        let mut r = Rewriter::new(p.clone());
+        let mut out = Vec::new();
+        for chunk in [&b"abc PLACE"[..], b"HOLD", b"ER def PLA", b"CEHOLDER"] {
+            out.extend(r.push(chunk).unwrap());
+        }
+        out.extend(r.finish().unwrap());
+        assert_eq!(out, b"abc value def value");
+        assert_eq!(r.replaced, [0]);
+        let (whole, _) = Rewriter::all(p, b"no match here, PLACEHOLDE").unwrap();
+        assert_eq!(whole, b"no match here, PLACEHOLDE");
+    }
+
+    #[test]
+    fn a_blocked_pattern_stops_the_stream() {
+        let p = pats(&[("ok", Some("OK")), ("leak-value", None)]);
+        let mut r = Rewriter::new(p);
+        assert!(r.push(b"ok then leak-").is_ok());
+        let e = r.push(b"value!").unwrap_err();
+        assert_eq!(e.secret, 1);
+    }
+
+    #[test]
+    fn base64_forms_find_a_value_inside_basic_credentials() {
+        let engine = &base64::engine::general_purpose::STANDARD;
+        let value = b"s3cr3t-token-value";
+        for user in ["u", "us", "use", "someone"] {
+            let mut plain = format!("{user}:").into_bytes();
+            plain.extend_from_slice(value);
+            let encoded = engine.encode(&plain);
+            assert!(
+                base64_forms(value)
+                    .iter()
+                    .any(|f| find(encoded.as_bytes(), f).is_some()),
+                "{user}"
+            );
+        }
+        // Scrubbed to the placeholder's form at the same alignment: the
+        // decoded echo holds the placeholder where the value was.
+        let placeholder = b"warden-secret-00112233445566778899aabbccddeeff";
+        let mut plain = b"me:".to_vec();
+        plain.extend_from_slice(value);
+        let encoded = engine.encode(&plain);
+        let pairs: Vec<Pattern> = base64_pairs(value, placeholder)
+            .into_iter()
+            .map(|(from, to)| Pattern {
+                from,
+                action: Action::Replace(to),
+                secret: 0,
+            })
+            .collect();
+        let (out, _) = Rewriter::all(Arc::new(pairs), encoded.as_bytes()).unwrap();
+        assert!(base64_forms(value).iter().all(|f| find(&out, f).is_none()));
+        let decoded = engine
+            .decode(&out)
+            .unwrap_or_else(|_| engine.decode(&out[..out.len() / 4 * 4]).unwrap_or_default());
+        assert!(
+            String::from_utf8_lossy(&decoded).contains("secret-00112233"),
+            "{out:?}"
+        );
+    }
+}

@@ -1,0 +1,763 @@
+//! A terminated connection: the requests of one connection from the
+//! sandbox to one secret's host.
+//!
+//! This module owns the request loop: TLS accepted with the authority's
+//! leaf and served by hyper (HTTP/1.1 or HTTP/2), a second TLS connection
+//! to the same upstream address with a hyper client, `--secret-rule`
+//! (403), requests for another host on this connection (421), each
+//! request's target, headers and body rewritten and each response scrubbed
+//! as it streams, the idle timeout, and the recording of what was
+//! substituted, scrubbed or blocked. It never decides whether the
+//! connection may be made (the proxy did) and never records a value.
+
+use super::rewrite::{outgoing, Action, Blocked, Pattern, Place, RewriteBody, Rewriter, Violation};
+use super::{zero, BoxError, OutBody, Recorder, Terminator};
+use crate::decision::{Decision, Protocol, SecretAction};
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Request bodies read whole for substitution (`--secret-in-body`) are at
+/// most this large; larger ones are refused with 413.
+const MAX_SUBSTITUTED_BODY: usize = 16 << 20;
+
+/// Counts the bytes a stream moves, both ways.
+pub(crate) struct Counted<S> {
+    inner: S,
+    /// Bytes before `inner`'s own (what was read to decide).
+    prefix: Vec<u8>,
+    pub(crate) read: Arc<AtomicU64>,
+    pub(crate) written: Arc<AtomicU64>,
+    /// Milliseconds since `start` of the last byte either way.
+    last: Arc<AtomicU64>,
+    start: std::time::Instant,
+}
+
+impl<S> Counted<S> {
+    pub(crate) fn new(inner: S, prefix: Vec<u8>) -> Counted<S> {
+        Counted {
+            inner,
+            prefix,
+            read: Arc::new(AtomicU64::new(0)),
+            written: Arc::new(AtomicU64::new(0)),
+            last: Arc::new(AtomicU64::new(0)),
+            start: std::time::Instant::now(),
+        }
+    }
+
+    fn touch(&self) {
+        self.last
+            .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Resolves once neither way has moved a byte for `idle`.
+async fn silent_for(last: Arc<AtomicU64>, start: std::time::Instant, idle: std::time::Duration) {
+    loop {
+        let since =
+            (start.elapsed().as_millis() as u64).saturating_sub(last.load(Ordering::Relaxed));
+        let idle_ms = idle.as_millis() as u64;
+        if since >= idle_ms {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(idle_ms - since)).await;
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.drain(..n);
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+            self.touch();
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+            self.touch();
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.written.fetch_add(*n as u64, Ordering::Relaxed);
+            self.touch();
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+enum Sender {
+    H1(tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<OutBody>>),
+    H2(hyper::client::conn::http2::SendRequest<OutBody>),
+}
+
+/// One terminated connection: where it goes, and how to reach it.
+struct Session {
+    term: Arc<Terminator>,
+    name: String,
+    port: u16,
+    upstream: Result<Sender, String>,
+    record: Recorder,
+    head: Arc<Vec<Pattern>>,
+    target: Arc<Vec<Pattern>>,
+    body: Arc<Vec<Pattern>>,
+    scrub: Arc<Vec<Pattern>>,
+    /// Some secret of this host is substituted in bodies.
+    body_substitution: bool,
+}
+
+impl Session {
+    fn decision(&self, secret: usize, action: SecretAction, detail: String) -> Decision {
+        Decision {
+            protocol: Protocol::Secret(action),
+            name: Some(self.name.clone()),
+            port: self.port,
+            original_destination: None,
+            allowed: action != SecretAction::Blocked,
+            rule: self.term.secrets.get(secret).map(|s| s.name.clone()),
+            detail,
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        }
+    }
+
+    fn blocked_why(&self, b: Blocked) -> String {
+        let name = self
+            .term
+            .secrets
+            .get(b.secret)
+            .map(|s| s.name.as_str())
+            .unwrap_or("?");
+        match b.violation {
+            Violation::Placeholder => format!(
+                "blocked: the placeholder of secret {name} in a request to {}, which is not one of its hosts",
+                self.name
+            ),
+            Violation::Value => format!(
+                "blocked: the real value of secret {name} in a request from inside the sandbox"
+            ),
+        }
+    }
+
+    fn block(&self, b: Blocked) -> Response<OutBody> {
+        let why = self.blocked_why(b);
+        (self.record)(self.decision(b.secret, SecretAction::Blocked, why.clone()));
+        text(StatusCode::FORBIDDEN, format!("warden: {why}\n"))
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<OutBody> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain"),
+    );
+    r
+}
+
+/// Headers of one hop only, never passed on.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Serve one connection from the sandbox whose TLS is terminated here:
+/// `client` (with the bytes already read to decide) towards `upstream`, a
+/// TCP connection to `name:port` already made. Returns the bytes read from
+/// and written to the sandbox. The connection is closed after `idle`
+/// without a byte either way.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn serve(
+    term: Arc<Terminator>,
+    client: TcpStream,
+    first: Vec<u8>,
+    upstream: TcpStream,
+    name: String,
+    port: u16,
+    record: Recorder,
+    idle: std::time::Duration,
+) -> Result<(u64, u64), String> {
+    let counted = Counted::new(client, first);
+    let (read, written) = (counted.read.clone(), counted.written.clone());
+    let (last, start) = (counted.last.clone(), counted.start);
+    let acceptor = tokio_rustls::TlsAcceptor::from(term.server.clone());
+    let tls = acceptor.accept(counted).await.map_err(|e| {
+        format!("the sandbox did not accept the secret proxy's certificate for {name} (is the sandbox's trust bundle in use?): {e}")
+    })?;
+    let upstream = connect_tls(&term, upstream, &name).await;
+    let session = Arc::new(Session {
+        head: Arc::new(outgoing(&term.secrets, &name, port, Place::Header)),
+        target: Arc::new(outgoing(&term.secrets, &name, port, Place::Target)),
+        body: Arc::new(outgoing(&term.secrets, &name, port, Place::Body)),
+        scrub: term.scrub.clone(),
+        body_substitution: term
+            .secrets
+            .iter()
+            .any(|s| s.in_bodies && s.covers(&name, port)),
+        term,
+        name,
+        port,
+        upstream,
+        record,
+    });
+    let service = hyper::service::service_fn(move |req| {
+        let s = session.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle(req, &s).await) }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let connection = builder.serve_connection(TokioIo::new(tls), service);
+    let served = tokio::select! {
+        r = connection => r.map_err(|e| format!("the terminated connection ended with an error: {e}")),
+        () = silent_for(last, start, idle) => Err(format!("closed after {} s without a byte either way", idle.as_secs())),
+    };
+    let counts = (
+        read.load(Ordering::Relaxed),
+        written.load(Ordering::Relaxed),
+    );
+    served.map(|()| counts)
+}
+
+async fn connect_tls(term: &Terminator, upstream: TcpStream, name: &str) -> Result<Sender, String> {
+    let server_name = ServerName::try_from(name.to_string())
+        .map_err(|e| format!("{name} is not a TLS server name: {e}"))?;
+    let tls = tokio_rustls::TlsConnector::from(term.client.clone())
+        .connect(server_name, upstream)
+        .await
+        .map_err(|e| format!("TLS to the upstream {name} failed: {e}"))?;
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let io = TokioIo::new(tls);
+    if h2 {
+        let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .map_err(|e| format!("HTTP/2 to the upstream {name} failed: {e}"))?;
+        tokio::spawn(conn);
+        Ok(Sender::H2(sender))
+    } else {
+        let (sender, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| format!("HTTP/1.1 to the upstream {name} failed: {e}"))?;
+        tokio::spawn(conn);
+        Ok(Sender::H1(tokio::sync::Mutex::new(sender)))
+    }
+}
+
+async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
+    let upstream = match &s.upstream {
+        Ok(u) => u,
+        Err(why) => return text(StatusCode::BAD_GATEWAY, format!("warden: {why}\n")),
+    };
+    let (mut parts, body) = req.into_parts();
+    if let Some(why) = s
+        .term
+        .rule_denies(&s.name, s.port, parts.method.as_str(), parts.uri.path())
+    {
+        (s.record)(Decision {
+            protocol: Protocol::Request,
+            name: Some(s.name.clone()),
+            port: s.port,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail: why.clone(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        });
+        return text(StatusCode::FORBIDDEN, format!("warden: {why}\n"));
+    }
+
+    // The target: path and query, substituted percent-encoded.
+    let target = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    let mut substituted: Vec<usize> = Vec::new();
+    let target = match Rewriter::all(s.target.clone(), target.as_bytes()) {
+        Ok((t, r)) => {
+            substituted.extend(r);
+            t
+        }
+        Err(b) => return s.block(b),
+    };
+    let Ok(target) = String::from_utf8(target) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "warden: bad request target\n".into(),
+        );
+    };
+    let authority = parts
+        .uri
+        .authority()
+        .map(|a| a.to_string())
+        .or_else(|| {
+            parts
+                .headers
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| s.name.clone());
+    if let Err(b) = Rewriter::all(s.head.clone(), authority.as_bytes()) {
+        return s.block(b);
+    }
+    // The request goes to this connection's host and no other: a server
+    // that routes on Host (a CDN, a shared front) must not take a
+    // substituted value to another of its tenants.
+    let asked = authority_host(&authority);
+    if !asked.eq_ignore_ascii_case(&s.name) {
+        let why = format!(
+            "a request for {asked} on the connection to {}: secrets go only where the connection goes",
+            s.name
+        );
+        (s.record)(Decision {
+            protocol: Protocol::Request,
+            name: Some(s.name.clone()),
+            port: s.port,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail: why.clone(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        });
+        return text(StatusCode::MISDIRECTED_REQUEST, format!("warden: {why}\n"));
+    }
+
+    // Headers: substituted, Basic credentials decoded first.
+    let mut headers = http::HeaderMap::new();
+    for (k, v) in parts.headers.iter() {
+        let key = k.as_str();
+        if HOP_BY_HOP.contains(&key) || key == "host" || key == "accept-encoding" {
+            continue;
+        }
+        let (value, r) = match rewrite_header(s, k, v.as_bytes()) {
+            Ok(x) => x,
+            Err(b) => return s.block(b),
+        };
+        substituted.extend(r);
+        let Ok(value) = http::HeaderValue::from_bytes(&value) else {
+            return text(
+                StatusCode::BAD_GATEWAY,
+                format!("warden: a secret's value cannot stand in the {key} header\n"),
+            );
+        };
+        headers.append(k.clone(), value);
+    }
+
+    // The body: read whole when a secret is substituted in it, else
+    // streamed and watched.
+    let body: OutBody = if s.body_substitution && !body.is_end_stream() {
+        let limited = http_body_util::Limited::new(body, MAX_SUBSTITUTED_BODY);
+        let bytes = match limited.collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(_) => {
+                return text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("warden: a request body with a secret substituted in it may be at most {MAX_SUBSTITUTED_BODY} bytes\n"),
+                )
+            }
+        };
+        match Rewriter::all(s.body.clone(), &bytes) {
+            Ok((b, r)) => {
+                substituted.extend(r);
+                headers.remove(http::header::CONTENT_LENGTH);
+                if let Ok(v) = http::HeaderValue::from_str(&b.len().to_string()) {
+                    headers.insert(http::header::CONTENT_LENGTH, v);
+                }
+                Full::new(Bytes::from(b))
+                    .map_err(|never| match never {})
+                    .boxed()
+            }
+            Err(b) => return s.block(b),
+        }
+    } else {
+        let watch = s.clone();
+        RewriteBody {
+            inner: body.map_err(|e| Box::new(e) as BoxError).boxed(),
+            rw: Rewriter::new(s.body.clone()),
+            done: false,
+            trailers: None,
+            drop_trailers: true,
+            on_replace: None,
+            on_block: Some(Box::new(move |b| {
+                let why = watch.blocked_why(b);
+                (watch.record)(watch.decision(b.secret, SecretAction::Blocked, why));
+            })),
+        }
+        .boxed()
+    };
+    substituted.sort_unstable();
+    substituted.dedup();
+    for i in &substituted {
+        (s.record)(s.decision(
+            *i,
+            SecretAction::Substituted,
+            format!("substituted in {} {}", parts.method, parts.uri.path()),
+        ));
+    }
+
+    let h2 = matches!(upstream, Sender::H2(_));
+    let uri = if h2 {
+        format!("https://{authority}{target}")
+    } else {
+        target.clone()
+    };
+    let Ok(uri) = uri.parse::<http::Uri>() else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "warden: bad request target\n".into(),
+        );
+    };
+    if !h2 {
+        if let Ok(v) = http::HeaderValue::from_str(&authority) {
+            headers.insert(http::header::HOST, v);
+        }
+    }
+    parts.uri = uri;
+    parts.headers = headers;
+    parts.version = if h2 {
+        http::Version::HTTP_2
+    } else {
+        http::Version::HTTP_11
+    };
+    let method_is_head = parts.method == http::Method::HEAD;
+    let request = Request::from_parts(parts, body);
+    let response = match upstream {
+        Sender::H2(sender) => sender.clone().send_request(request).await,
+        Sender::H1(sender) => {
+            let mut sender = sender.lock().await;
+            match sender.ready().await {
+                Ok(()) => sender.send_request(request).await,
+                Err(e) => Err(e),
+            }
+        }
+    };
+    let response = match response {
+        Ok(r) => r,
+        Err(e) => {
+            return text(
+                StatusCode::BAD_GATEWAY,
+                format!("warden: the request to {} failed: {e}\n", s.name),
+            )
+        }
+    };
+    scrub_response(s, response, method_is_head)
+}
+
+/// The host of an authority (`host`, `host:port`, `[v6]:port`), without a
+/// trailing dot.
+fn authority_host(authority: &str) -> &str {
+    let host = match authority.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.strip_suffix('.').unwrap_or(host)
+}
+
+fn rewrite_header(
+    s: &Session,
+    key: &http::HeaderName,
+    value: &[u8],
+) -> Result<(Vec<u8>, Vec<usize>), Blocked> {
+    if key == http::header::AUTHORIZATION {
+        if let Some(encoded) = value
+            .strip_prefix(b"Basic ")
+            .or_else(|| value.strip_prefix(b"basic "))
+        {
+            let engine = &base64::engine::general_purpose::STANDARD;
+            if let Ok(mut decoded) = engine.decode(encoded.trim_ascii()) {
+                let r = Rewriter::all(s.head.clone(), &decoded);
+                zero(&mut decoded);
+                let (mut plain, replaced) = r?;
+                let mut out = b"Basic ".to_vec();
+                out.extend_from_slice(engine.encode(&plain).as_bytes());
+                zero(&mut plain);
+                return Ok((out, replaced));
+            }
+        }
+    }
+    Rewriter::all(s.head.clone(), value)
+}
+
+fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) -> Response<OutBody> {
+    // The request asked for no encoding (Accept-Encoding is dropped): a
+    // compressed body would hide a value from the scrubber, so it does not
+    // reach the sandbox.
+    let encoded = response
+        .headers()
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    if encoded && !head {
+        for i in 0..s.term.secrets.len() {
+            (s.record)(s.decision(
+                i,
+                SecretAction::Blocked,
+                "a compressed response from a secret's host was withheld (it could not be checked for the value)".into(),
+            ));
+        }
+        return text(
+            StatusCode::BAD_GATEWAY,
+            "warden: the server compressed its response although none was asked for; warden cannot check it for secrets, so it is withheld\n".into(),
+        );
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut scrubbed: Vec<usize> = Vec::new();
+    let mut headers = http::HeaderMap::new();
+    for (k, v) in parts.headers.iter() {
+        if HOP_BY_HOP.contains(&k.as_str()) {
+            continue;
+        }
+        match Rewriter::all(s.scrub.clone(), v.as_bytes()) {
+            Ok((out, r)) => {
+                scrubbed.extend(r);
+                if let Ok(v) = http::HeaderValue::from_bytes(&out) {
+                    headers.append(k.clone(), v);
+                }
+            }
+            Err(_) => continue,
+        }
+    }
+    // Scrubbing may change the body's length; the length is then left to
+    // the framing (chunked, or the end of an HTTP/2 stream).
+    let changes_length = s.scrub.iter().any(|p| match &p.action {
+        Action::Replace(to) => to.len() != p.from.len(),
+        Action::Block(_) => false,
+    });
+    if changes_length && !head {
+        headers.remove(http::header::CONTENT_LENGTH);
+    }
+    scrubbed.sort_unstable();
+    scrubbed.dedup();
+    for i in &scrubbed {
+        (s.record)(s.decision(
+            *i,
+            SecretAction::Scrubbed,
+            "scrubbed from a response header".into(),
+        ));
+    }
+    parts.headers = headers;
+    let watch = s.clone();
+    let body = RewriteBody {
+        inner: body.map_err(|e| Box::new(e) as BoxError).boxed(),
+        rw: Rewriter::new(s.scrub.clone()),
+        done: false,
+        trailers: None,
+        drop_trailers: false,
+        on_replace: Some(Box::new(move |secrets: &[usize]| {
+            for i in secrets {
+                (watch.record)(watch.decision(
+                    *i,
+                    SecretAction::Scrubbed,
+                    "scrubbed from a response body".into(),
+                ));
+            }
+        })),
+        on_block: None,
+    }
+    .boxed();
+    Response::from_parts(parts, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{placeholder, Secret};
+    use super::*;
+    use rustls::pki_types::PrivateKeyDer;
+    use std::sync::Mutex;
+    use warden_policy::DomainRule;
+
+    #[test]
+    fn the_host_of_an_authority_is_found() {
+        assert_eq!(authority_host("api.example.com"), "api.example.com");
+        assert_eq!(authority_host("api.example.com:8443"), "api.example.com");
+        assert_eq!(authority_host("api.example.com."), "api.example.com");
+        assert_eq!(authority_host("[::1]:443"), "::1");
+    }
+
+    /// An HTTPS server on 127.0.0.1 for `name` (certificate from a fresh
+    /// authority, whose PEM is returned) that answers every request with
+    /// its `authorization` header.
+    async fn echo_server(name: &str) -> (u16, String) {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(|req: Request<Incoming>| async move {
+                        let auth = req
+                            .headers()
+                            .get("authorization")
+                            .map(|v| v.as_bytes().to_vec())
+                            .unwrap_or_default();
+                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
+                            auth,
+                        ))))
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        (port, ca.pem())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_terminated_connection_substitutes_towards_its_host_and_scrubs_the_echo() {
+        let (port, upstream_pem) = echo_server("api.test").await;
+        let dir = std::env::temp_dir().join(format!("warden-egress-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, upstream_pem).unwrap();
+        let value = b"real-token-0123456789".to_vec();
+        let ph = placeholder().unwrap();
+        let rule = DomainRule::parse(&format!("api.test:{port}")).unwrap();
+        let term = Arc::new(
+            Terminator::new(
+                vec![Secret::new(
+                    "T".into(),
+                    ph.clone(),
+                    value.clone(),
+                    vec![rule],
+                    false,
+                )],
+                std::slice::from_ref(&ca_file),
+            )
+            .unwrap(),
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // The sandbox's side: a client that trusts the per-sandbox authority.
+        let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let front_port = front.local_addr().unwrap().port();
+        let decisions = Arc::new(Mutex::new(Vec::<Decision>::new()));
+        let d = decisions.clone();
+        let t = term.clone();
+        tokio::spawn(async move {
+            let (conn, _) = front.accept().await.unwrap();
+            let upstream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            let record: Recorder = Arc::new(move |dec| d.lock().unwrap().push(dec));
+            let _ = serve(
+                t,
+                conn,
+                Vec::new(),
+                upstream,
+                "api.test".into(),
+                port,
+                record,
+                std::time::Duration::from_secs(10),
+            )
+            .await;
+        });
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_pemfile::certs(&mut term.ca_pem().as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let tcp = TcpStream::connect(("127.0.0.1", front_port)).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(client))
+            .connect(ServerName::try_from("api.test").unwrap(), tcp)
+            .await
+            .unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .uri("/")
+            .header("host", format!("api.test:{port}"))
+            .header("authorization", format!("Bearer {ph}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        // The server saw the value and echoed it; the sandbox sees the
+        // placeholder again.
+        assert_eq!(body, format!("Bearer {ph}").as_bytes());
+        let decisions = decisions.lock().unwrap().clone();
+        assert!(decisions
+            .iter()
+            .any(|d| d.allowed && d.detail.starts_with("substituted")));
+        assert!(decisions.iter().any(|d| d.detail.contains("scrubbed")));
+    }
+}
