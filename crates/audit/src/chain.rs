@@ -8,17 +8,28 @@
 //! then `,"hash":"<hex>"}` is put before the closing brace, so verification
 //! needs no canonical form of JSON, only the bytes on disk.
 //!
+//! Records are written one at a time as events happen, each with a single
+//! `write` to a file opened for appending, and nothing is buffered: a writer
+//! killed at any moment (SIGKILL, the host's OOM killer) leaves every record
+//! it emitted whole on the file. Nothing is forced to disk per record.
+//!
 //! A chain alone cannot show that records were cut from the end (a prefix of
-//! a valid chain is valid). So a *head* file next to the log (`FILE.head`:
-//! the last `seq` and `hash`, replaced atomically when a writer closes)
-//! remembers how far the log went: a log that no longer holds its head's
-//! record was truncated, and a writer refuses to append to such a log
-//! rather than chain new records onto the cut. Somebody who can rewrite both
-//! files on the host can forge history; keeping a copy of the head elsewhere
-//! (or shipping events to a collector) is the answer to that, and out of
-//! this module's reach.
+//! a valid chain is valid). So a *head* file next to the log (`FILE.head`,
+//! replaced atomically by rename) remembers how far the log went and whether
+//! a writer is still at it: a writer that opens the log records
+//! `{"records":N,"hash":"<hash of record N-1>","open":true,"pid":P}`, and
+//! the same with `"open":false` (no pid) when it closes. A log holding fewer
+//! records than its head remembers, or another record where the head's is,
+//! was cut or rewritten; a log whose head is still open (or is behind its
+//! end) was being written when its writer stopped, which is *unfinished*,
+//! not tampered. A writer refuses to append to a cut or rewritten log, and
+//! continues one whose writer died. Somebody who can rewrite both files on
+//! the host can forge history; keeping a copy of the head elsewhere (or
+//! shipping events to a collector) is the answer to that, and out of this
+//! module's reach.
 
 use crate::{Event, EventSink};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -43,43 +54,82 @@ pub enum ChainError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot write the head file {path} of an audit log")]
+    WriteHead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("audit log {path} does not end with a valid record ({why}); check it with `warden audit verify {path}` and start a new log")]
     BadTail { path: PathBuf, why: String },
     #[error("audit log {path} is being written by another warden; give this run another log")]
     Busy { path: PathBuf },
-    #[error("audit log {path} no longer holds record {seq} that its head file remembers: it was truncated; check it with `warden audit verify {path}` and start a new log")]
-    Truncated { path: PathBuf, seq: u64 },
+    #[error("audit log {path} no longer holds the {records} records its head file remembers: it was truncated or rewritten; check it with `warden audit verify {path}` and start a new log")]
+    Truncated { path: PathBuf, records: u64 },
 }
 
-/// Where a log's last record is remembered.
+/// Where a log's head is kept.
 pub fn head_path(log: &Path) -> PathBuf {
     let mut p = log.as_os_str().to_owned();
     p.push(".head");
     PathBuf::from(p)
 }
 
+/// How far a log went, as its head file remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    /// Records in the log (the next record's `seq`).
+    pub records: u64,
+    /// The hash of record `records - 1` ([`GENESIS`] for none).
+    pub hash: String,
+    /// A writer had the log open and had not closed it.
+    pub open: bool,
+    /// That writer's process ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+/// A record as stored: its place in the chain and the event. Reading one
+/// checks nothing; [`verify`] does that.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub seq: u64,
+    pub prev: String,
+    #[serde(flatten)]
+    pub event: Event,
+    pub hash: String,
+}
+
+impl Record {
+    /// Read one line of a log.
+    pub fn parse(line: &str) -> Result<Record, serde_json::Error> {
+        serde_json::from_str(line)
+    }
+}
+
 /// The hash-chained log, as a sink.
 pub struct ChainedLog {
     file: File,
     path: PathBuf,
+    /// The next record's `seq`.
     seq: u64,
     prev: String,
-    /// Records written since the head file was last replaced.
-    dirty: bool,
+    /// The head file describes the log as closed at its end.
+    head_final: bool,
     failed: bool,
 }
 
-/// The last record of a log: its `seq` and `hash`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    pub seq: u64,
-    pub hash: String,
-}
-
 impl ChainedLog {
-    /// Open (or create) the log at `path` for appending; new records chain
-    /// onto its last one. Refuses a log whose last line is not a valid
-    /// record or that lost records its head file remembers.
+    /// Open (or create) the log at `path` for appending, and record in its
+    /// head that a writer has it open; new records chain onto its last one
+    /// (also when the last writer died before closing). Refuses a log whose
+    /// last line is not a valid record or that lost records its head file
+    /// remembers.
+    ///
+    /// Cost on a run's start-up: the last line is read from the end, and
+    /// the head is checked against it; only after a writer that died is the
+    /// log read up to the head's record. One small file is written and
+    /// renamed; nothing is synced.
     pub fn open(path: &Path) -> Result<ChainedLog, ChainError> {
         let open_err = |source| ChainError::Open {
             path: path.to_path_buf(),
@@ -92,7 +142,8 @@ impl ChainedLog {
             .mode(0o600)
             .open(path)
             .map_err(open_err)?;
-        // One writer per log: two would chain onto the same record.
+        // One writer per log: two would chain onto the same record. The
+        // kernel drops the lock when a writer dies, however it dies.
         if let Err(e) = file.try_lock() {
             return Err(match e {
                 std::fs::TryLockError::WouldBlock => ChainError::Busy {
@@ -119,66 +170,75 @@ impl ChainedLog {
             }
         };
         if let Some(head) = read_head(&head_path(path)) {
-            // The head's record must still be there: at the end, or (after
-            // a writer that stopped before replacing the head) before it.
-            let holds =
-                seq > head.seq && record_hash_at(path, head.seq).as_deref() == Some(&head.hash);
+            // The head's record must still be there: at the end (the last
+            // writer closed, or died before writing anything), or before it
+            // (the last writer died after writing).
+            let holds = if head.records == seq {
+                head.hash == prev
+            } else if head.records == 0 {
+                head.hash == GENESIS
+            } else {
+                head.records < seq
+                    && record_hash_at(path, head.records - 1).as_deref() == Some(&head.hash)
+            };
             if !holds {
                 return Err(ChainError::Truncated {
                     path: path.to_path_buf(),
-                    seq: head.seq,
+                    records: head.records,
                 });
             }
         }
-        Ok(ChainedLog {
+        let mut log = ChainedLog {
             file,
             path: path.to_path_buf(),
             seq,
             prev,
-            dirty: false,
+            head_final: false,
             failed: false,
-        })
+        };
+        log.write_head(true)
+            .map_err(|source| ChainError::WriteHead {
+                path: head_path(path),
+                source,
+            })?;
+        Ok(log)
     }
 
     fn append(&mut self, event: &Event) -> std::io::Result<()> {
-        let event = serde_json::to_value(event).map_err(std::io::Error::from)?;
-        let mut body = format!("{{\"seq\":{},\"prev\":\"{}\"", self.seq, self.prev);
-        if let serde_json::Value::Object(fields) = event {
-            for (k, v) in fields {
-                if matches!(k.as_str(), "seq" | "prev" | "hash") {
-                    continue;
-                }
-                body.push(',');
-                body.push_str(&serde_json::to_string(&k).map_err(std::io::Error::from)?);
-                body.push(':');
-                body.push_str(&serde_json::to_string(&v).map_err(std::io::Error::from)?);
-            }
-        }
-        body.push('}');
-        let hash = hex(&Sha256::digest(body.as_bytes()));
-        body.pop();
-        body.push_str(&format!(",\"hash\":\"{hash}\"}}\n"));
-        // One write per record, to a file opened for appending: records of
-        // two writers never interleave within a line.
-        self.file.write_all(body.as_bytes())?;
+        // The event's own JSON, its opening brace replaced by the chain's
+        // fields: `{"seq":N,"prev":"…",<event fields>}`.
+        let event = serde_json::to_string(event).map_err(std::io::Error::from)?;
+        let fields = event
+            .strip_prefix('{')
+            .ok_or_else(|| std::io::Error::other("an event is not a JSON object"))?;
+        let mut line = format!("{{\"seq\":{},\"prev\":\"{}\",{fields}", self.seq, self.prev);
+        let hash = hex(&Sha256::digest(line.as_bytes()));
+        line.pop();
+        line.push_str(&format!(",\"hash\":\"{hash}\"}}\n"));
+        // One write per record, to a file opened for appending and not
+        // buffered: the record is on the file (in the page cache) when this
+        // returns, whatever happens to the writer next.
+        self.file.write_all(line.as_bytes())?;
         self.seq += 1;
         self.prev = hash;
-        self.dirty = true;
+        self.head_final = false;
         Ok(())
     }
 
-    /// Remember the last record in the head file. The records were written
-    /// before the head is renamed into place, and nothing is forced to disk
-    /// here: a run does not wait for the disk (about 0.8 ms of a 4 ms
-    /// start on the development VM); on ext4's default ordered mode the
-    /// log's data reaches the disk no later than the head's rename.
-    pub fn close(&mut self) -> std::io::Result<()> {
-        if !self.dirty {
-            return Ok(());
-        }
-        let head = head_path(&self.path);
+    /// Replace the head file with the log's state now. Nothing is forced to
+    /// disk: a run does not wait for the disk (about 0.8 ms of a 4 ms start
+    /// on the development VM); on ext4's default ordered mode the log's data
+    /// reaches the disk no later than the head's rename.
+    fn write_head(&mut self, open: bool) -> std::io::Result<()> {
+        let head = Head {
+            records: self.seq,
+            hash: self.prev.clone(),
+            open,
+            pid: open.then(std::process::id),
+        };
+        let path = head_path(&self.path);
         let tmp = {
-            let mut p = head.as_os_str().to_owned();
+            let mut p = path.as_os_str().to_owned();
             p.push(".tmp");
             PathBuf::from(p)
         };
@@ -188,10 +248,21 @@ impl ChainedLog {
             .truncate(true)
             .mode(0o600)
             .open(&tmp)?;
-        writeln!(f, "{} {}", self.seq - 1, self.prev)?;
-        std::fs::rename(&tmp, &head)?;
-        self.dirty = false;
+        let mut text = serde_json::to_string(&head).map_err(std::io::Error::from)?;
+        text.push('\n');
+        f.write_all(text.as_bytes())?;
+        std::fs::rename(&tmp, &path)?;
+        self.head_final = !open;
         Ok(())
+    }
+
+    /// Record in the head that the writer is done and where the log ends.
+    /// Dropping the log does this too; call it to see the error.
+    pub fn close(&mut self) -> std::io::Result<()> {
+        if self.head_final {
+            return Ok(());
+        }
+        self.write_head(false)
     }
 }
 
@@ -248,12 +319,21 @@ fn last_line(file: &mut File) -> std::io::Result<Option<String>> {
     }
 }
 
+/// The head file, in its current form or the form before writers recorded
+/// themselves (`SEQ HASH`, written only at close). A missing or unreadable
+/// head is none: it vouches for nothing.
 fn read_head(path: &Path) -> Option<Head> {
     let text = std::fs::read_to_string(path).ok()?;
-    let (seq, hash) = text.trim().split_once(' ')?;
+    let text = text.trim();
+    if text.starts_with('{') {
+        return serde_json::from_str(text).ok();
+    }
+    let (seq, hash) = text.split_once(' ')?;
     Some(Head {
-        seq: seq.parse().ok()?,
+        records: seq.parse::<u64>().ok()?.checked_add(1)?,
         hash: hash.to_string(),
+        open: false,
+        pid: None,
     })
 }
 
@@ -279,7 +359,7 @@ struct Checked {
 
 fn check_record(line: &str) -> Result<Checked, String> {
     const TAIL: usize = ",\"hash\":\"\"}".len() + 64;
-    if line.len() < TAIL || !line.ends_with("\"}") {
+    if line.len() < TAIL || !line.ends_with("\"}") || !line.is_char_boundary(line.len() - TAIL) {
         return Err("it does not end with its hash".into());
     }
     let split = line.len() - TAIL;
@@ -307,9 +387,14 @@ fn check_record(line: &str) -> Result<Checked, String> {
 /// What `verify` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Every record is intact and in place; `head` says whether a head file
-    /// vouched for the end.
+    /// Every record is intact and in place, and the last writer closed the
+    /// log; `head` says whether a head file vouched for the end.
     Intact { records: u64, head: bool },
+    /// Every record is intact and in place, and the log holds everything
+    /// its head remembers, but its writer never closed it: it is still
+    /// writing, or it stopped (was killed) after record `last_seq` (none:
+    /// before its first record).
+    Unfinished { records: u64, last_seq: Option<u64> },
     /// The first record that is not what it should be: its line number
     /// (from 1) and what is wrong.
     Broken { line: u64, why: String },
@@ -322,17 +407,36 @@ pub fn verify(path: &Path) -> Result<Verdict, ChainError> {
         path: path.to_path_buf(),
         source,
     })?;
+    let head = read_head(&head_path(path));
+    let mut reader = BufReader::new(f);
+    let mut buf = Vec::new();
     let mut prev = GENESIS.to_string();
     let mut count = 0u64;
-    let mut hash_at: Option<(u64, String)> = None;
-    let head = read_head(&head_path(path));
-    for (i, line) in BufReader::new(f).lines().enumerate() {
-        let n = i as u64 + 1;
-        let line = line.map_err(|source| ChainError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let r = match check_record(&line) {
+    // The hash after the head's number of records, once the log got there.
+    let mut at_head: Option<String> = head
+        .as_ref()
+        .filter(|h| h.records == 0)
+        .map(|_| GENESIS.to_string());
+    loop {
+        buf.clear();
+        let read = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|source| ChainError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if read == 0 {
+            break;
+        }
+        let n = count + 1;
+        let bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let Ok(line) = std::str::from_utf8(bytes) else {
+            return Ok(Verdict::Broken {
+                line: n,
+                why: "it is not UTF-8 text".into(),
+            });
+        };
+        let r = match check_record(line) {
             Ok(r) => r,
             Err(why) => return Ok(Verdict::Broken { line: n, why }),
         };
@@ -351,147 +455,45 @@ pub fn verify(path: &Path) -> Result<Verdict, ChainError> {
                 why: "it does not follow the record before it (records were removed, reordered or replaced)".into(),
             });
         }
-        if head.as_ref().is_some_and(|h| h.seq == r.seq) {
-            hash_at = Some((r.seq, r.hash.clone()));
-        }
         prev = r.hash;
         count += 1;
-    }
-    if let Some(h) = &head {
-        match &hash_at {
-            Some((_, hash)) if *hash == h.hash => {}
-            Some(_) => {
-                return Ok(Verdict::Broken {
-                    line: h.seq + 1,
-                    why: "it is not the record the head file remembers (the log was rewritten)"
-                        .into(),
-                })
-            }
-            None => {
-                return Ok(Verdict::Broken {
-                    line: count + 1,
-                    why: format!(
-                        "the log ends after {count} records but its head file remembers record {}: records were cut from the end",
-                        h.seq
-                    ),
-                })
-            }
+        if head.as_ref().is_some_and(|h| h.records == count) {
+            at_head = Some(prev.clone());
         }
+    }
+    let Some(h) = head else {
+        return Ok(Verdict::Intact {
+            records: count,
+            head: false,
+        });
+    };
+    if count < h.records {
+        return Ok(Verdict::Broken {
+            line: count + 1,
+            why: format!(
+                "the log ends after {count} records but its head file remembers {}: records were cut from the end",
+                h.records
+            ),
+        });
+    }
+    if at_head.as_deref() != Some(h.hash.as_str()) {
+        return Ok(Verdict::Broken {
+            line: h.records.max(1),
+            why: "it is not the record the head file remembers (the log was rewritten)".into(),
+        });
+    }
+    // A head behind the end that says closed was left by a writer from
+    // before writers recorded themselves, which died: unfinished as well.
+    if h.open || count > h.records {
+        return Ok(Verdict::Unfinished {
+            records: count,
+            last_seq: count.checked_sub(1),
+        });
     }
     Ok(Verdict::Intact {
         records: count,
-        head: head.is_some(),
+        head: true,
     })
-}
-
-/// One record as a line a person reads: time, sandbox, what happened.
-pub fn describe(v: &serde_json::Value) -> String {
-    let ts = v["ts_ms"]
-        .as_u64()
-        .map(|ms| {
-            humantime::format_rfc3339_millis(
-                std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
-            )
-            .to_string()
-        })
-        .unwrap_or_else(|| "-".into());
-    let sandbox = v["sandbox"].as_str().unwrap_or("-");
-    let s = |k: &str| v[k].as_str().unwrap_or("-").to_string();
-    let what = match v["event"].as_str().unwrap_or("?") {
-        "created" => format!(
-            "created: {}{}{}",
-            v["command"]
-                .as_array()
-                .map(|a| a
-                    .iter()
-                    .map(|x| x.as_str().unwrap_or("?"))
-                    .collect::<Vec<_>>()
-                    .join(" "))
-                .unwrap_or_default(),
-            v["workspace"]
-                .as_str()
-                .map(|w| format!(" (workspace {w})"))
-                .unwrap_or_default(),
-            if v["rootless"].as_bool() == Some(true) {
-                ", rootless"
-            } else {
-                ""
-            }
-        ),
-        "degraded" => format!("DEGRADED {}: {}", s("layer"), s("lost")),
-        "started" => format!("started (init pid {})", v["pid"]),
-        "connection" => {
-            let allowed = v["allowed"].as_bool() == Some(true);
-            let port = if v["protocol"] == "dns" {
-                String::new()
-            } else {
-                format!(":{}", v["port"])
-            };
-            let rule = v["rule"]
-                .as_str()
-                .filter(|_| allowed)
-                .map(|r| format!(" (rule {r})"))
-                .unwrap_or_default();
-            let bytes =
-                if v["bytes_out"].as_u64().unwrap_or(0) + v["bytes_in"].as_u64().unwrap_or(0) > 0 {
-                    format!(", {} bytes out, {} in", v["bytes_out"], v["bytes_in"])
-                } else {
-                    String::new()
-                };
-            format!(
-                "{} {} {}{port}{rule} {}{bytes}",
-                if allowed { "allow" } else { "DENY" },
-                s("protocol"),
-                v["name"]
-                    .as_str()
-                    .map(String::from)
-                    .or_else(|| v["original_destination"].as_str().map(String::from))
-                    .unwrap_or_else(|| "-".into()),
-                s("detail"),
-            )
-        }
-        "workspace" => format!(
-            "workspace {} {}{}{}",
-            s("action"),
-            s("name"),
-            v["paths"]
-                .as_array()
-                .filter(|p| !p.is_empty())
-                .map(|p| format!(" ({} paths)", p.len()))
-                .unwrap_or_default(),
-            v["detail"]
-                .as_str()
-                .filter(|d| !d.is_empty())
-                .map(|d| format!(": {}", d.lines().next().unwrap_or("")))
-                .unwrap_or_default()
-        ),
-        "connections_not_recorded" => format!(
-            "{} allowed and {} denied connections past the log's bound (counted only)",
-            v["allowed"], v["denied"]
-        ),
-        "exited" => format!(
-            "exited with status {} ({}) after {} ms",
-            v["status"],
-            s("reason"),
-            v["duration_ms"]
-        ),
-        other => {
-            let mut rest = v.clone();
-            if let Some(m) = rest.as_object_mut() {
-                for k in ["seq", "prev", "hash", "ts_ms", "sandbox", "event"] {
-                    m.remove(k);
-                }
-            }
-            format!("{other} {rest}")
-        }
-    };
-    format!("{ts} {sandbox} {what}")
-}
-
-/// Whether a record tells of something refused (a denied connection, a
-/// blocked secret).
-pub fn is_denial(v: &serde_json::Value) -> bool {
-    v["allowed"].as_bool() == Some(false) || v["action"].as_str() == Some("blocked")
 }
 
 #[cfg(test)]
@@ -518,11 +520,26 @@ mod tests {
         }
     }
 
+    fn started(pid: i32) -> Event {
+        Event::now("sb", EventKind::Started { pid })
+    }
+
     fn write_log(path: &Path, n: i32) {
         let mut log = ChainedLog::open(path).unwrap();
         for pid in 0..n {
-            log.emit(&Event::now("sb", EventKind::Started { pid }));
+            log.emit(&started(pid));
         }
+    }
+
+    /// A writer that dies without closing: what SIGKILL leaves (the kernel
+    /// drops the lock; nothing of the writer runs).
+    fn write_and_die(path: &Path, n: i32) {
+        let mut log = ChainedLog::open(path).unwrap();
+        for pid in 0..n {
+            log.emit(&started(pid));
+        }
+        log.file.unlock().unwrap();
+        std::mem::forget(log);
     }
 
     fn lines(path: &Path) -> Vec<String> {
@@ -535,6 +552,10 @@ mod tests {
 
     fn rewrite(path: &Path, lines: &[String]) {
         std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    }
+
+    fn head(path: &Path) -> Head {
+        read_head(&head_path(path)).unwrap()
     }
 
     #[test]
@@ -550,9 +571,167 @@ mod tests {
                 head: true
             }
         );
-        let first: serde_json::Value = serde_json::from_str(&lines(&p)[0]).unwrap();
-        assert_eq!(first["event"], "started");
-        assert_eq!(first["prev"], GENESIS);
+        let first = Record::parse(&lines(&p)[0]).unwrap();
+        assert_eq!(first.seq, 0);
+        assert_eq!(first.prev, GENESIS);
+        assert_eq!(first.event.kind, EventKind::Started { pid: 0 });
+    }
+
+    #[test]
+    fn each_record_is_on_the_file_when_it_is_emitted() {
+        let d = Dir::new("live");
+        let p = d.0.join("a.jsonl");
+        let mut log = ChainedLog::open(&p).unwrap();
+        log.emit(&started(1));
+        assert_eq!(lines(&p).len(), 1);
+        log.emit(&started(2));
+        assert_eq!(lines(&p).len(), 2);
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Unfinished {
+                records: 2,
+                last_seq: Some(1)
+            }
+        );
+        log.close().unwrap();
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Intact {
+                records: 2,
+                head: true
+            }
+        );
+    }
+
+    #[test]
+    fn an_open_writer_is_named_in_the_head_and_a_closed_one_is_not() {
+        let d = Dir::new("head");
+        let p = d.0.join("a.jsonl");
+        write_log(&p, 2);
+        let mut log = ChainedLog::open(&p).unwrap();
+        let h = head(&p);
+        assert!(h.open);
+        assert_eq!(h.pid, Some(std::process::id()));
+        assert_eq!(h.records, 2);
+        log.emit(&started(9));
+        log.close().unwrap();
+        let h = head(&p);
+        assert!(!h.open);
+        assert_eq!(h.pid, None);
+        assert_eq!(h.records, 3);
+        assert_eq!(
+            h.hash,
+            Record::parse(&lines(&p)[2]).unwrap().hash,
+            "the head remembers the last record"
+        );
+    }
+
+    #[test]
+    fn log_of_a_killed_writer_verifies_as_unfinished() {
+        let d = Dir::new("killed");
+        let p = d.0.join("a.jsonl");
+        write_and_die(&p, 3);
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Unfinished {
+                records: 3,
+                last_seq: Some(2)
+            }
+        );
+        // Killed before its first record.
+        let q = d.0.join("b.jsonl");
+        write_and_die(&q, 0);
+        assert_eq!(
+            verify(&q).unwrap(),
+            Verdict::Unfinished {
+                records: 0,
+                last_seq: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_second_writer_continues_a_killed_writers_log_and_closes_it_intact() {
+        let d = Dir::new("continue");
+        let p = d.0.join("a.jsonl");
+        write_log(&p, 2);
+        write_and_die(&p, 3);
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Unfinished {
+                records: 5,
+                last_seq: Some(4)
+            }
+        );
+        write_log(&p, 2);
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Intact {
+                records: 7,
+                head: true
+            }
+        );
+        let seqs: Vec<u64> = lines(&p)
+            .iter()
+            .map(|l| Record::parse(l).unwrap().seq)
+            .collect();
+        assert_eq!(seqs, (0..7).collect::<Vec<_>>());
+    }
+
+    /// Run as its own process by the test below, which kills it.
+    #[test]
+    fn helper_writer_that_waits_to_be_killed() {
+        let Some(path) = std::env::var_os("WARDEN_CHAIN_KILL_ME") else {
+            return;
+        };
+        let mut log = ChainedLog::open(Path::new(&path)).unwrap();
+        for pid in 0..4 {
+            log.emit(&started(pid));
+        }
+        println!("written");
+        std::io::stdout().flush().unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_writer_process_killed_with_sigkill_leaves_an_unfinished_log_that_continues() {
+        let d = Dir::new("sigkill");
+        let p = d.0.join("a.jsonl");
+        write_log(&p, 1);
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "chain::tests::helper_writer_that_waits_to_be_killed",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("WARDEN_CHAIN_KILL_ME", &p)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("written") {
+            line.clear();
+            assert_ne!(out.read_line(&mut line).unwrap(), 0, "the writer ended");
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Unfinished {
+                records: 5,
+                last_seq: Some(4)
+            }
+        );
+        write_log(&p, 1);
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Intact {
+                records: 6,
+                head: true
+            }
+        );
     }
 
     #[test]
@@ -565,6 +744,15 @@ mod tests {
         rewrite(&p, &l);
         assert!(
             matches!(verify(&p).unwrap(), Verdict::Broken { line: 3, ref why } if why.contains("edited"))
+        );
+        // Also in a log whose writer is still at it.
+        let q = d.0.join("b.jsonl");
+        write_and_die(&q, 4);
+        let mut l = lines(&q);
+        l[1] = l[1].replace("\"pid\":1", "\"pid\":7");
+        rewrite(&q, &l);
+        assert!(
+            matches!(verify(&q).unwrap(), Verdict::Broken { line: 2, ref why } if why.contains("edited"))
         );
     }
 
@@ -605,7 +793,7 @@ mod tests {
         // A writer does not chain new records onto the cut.
         assert!(matches!(
             ChainedLog::open(&p),
-            Err(ChainError::Truncated { seq: 3, .. })
+            Err(ChainError::Truncated { records: 4, .. })
         ));
         // Cut, then new records chained correctly onto the cut (as a forger
         // who recomputes hashes would): the head's record is not there.
@@ -621,6 +809,143 @@ mod tests {
         assert!(
             matches!(verify(&q).unwrap(), Verdict::Broken { line: 4, ref why } if why.contains("rewritten"))
         );
+    }
+
+    #[test]
+    fn an_unfinished_log_cut_below_its_head_is_tampered_and_never_appended_to() {
+        let d = Dir::new("trunc-open");
+        let p = d.0.join("a.jsonl");
+        write_log(&p, 3);
+        write_and_die(&p, 2);
+        // Cut into the records the dead writer added: indistinguishable
+        // from a writer that wrote fewer, and still unfinished.
+        let l = lines(&p);
+        rewrite(&p, &l[..4]);
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Unfinished {
+                records: 4,
+                last_seq: Some(3)
+            }
+        );
+        // Cut below what the head remembers from when the writer opened.
+        rewrite(&p, &l[..2]);
+        assert!(
+            matches!(verify(&p).unwrap(), Verdict::Broken { line: 3, ref why } if why.contains("cut from the end"))
+        );
+        assert!(matches!(
+            ChainedLog::open(&p),
+            Err(ChainError::Truncated { records: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn a_head_that_does_not_match_its_record_is_tampered() {
+        let d = Dir::new("badhead");
+        let p = d.0.join("a.jsonl");
+        write_log(&p, 3);
+        let mut h = head(&p);
+        h.hash = "ab".repeat(32);
+        std::fs::write(head_path(&p), serde_json::to_string(&h).unwrap()).unwrap();
+        assert!(
+            matches!(verify(&p).unwrap(), Verdict::Broken { line: 3, ref why } if why.contains("rewritten"))
+        );
+        assert!(matches!(
+            ChainedLog::open(&p),
+            Err(ChainError::Truncated { .. })
+        ));
+        // The same while a writer has it open, with records past the head.
+        let q = d.0.join("b.jsonl");
+        write_log(&q, 2);
+        write_and_die(&q, 2);
+        let mut h = head(&q);
+        assert!(h.open);
+        h.hash = "cd".repeat(32);
+        std::fs::write(head_path(&q), serde_json::to_string(&h).unwrap()).unwrap();
+        assert!(matches!(
+            verify(&q).unwrap(),
+            Verdict::Broken { line: 2, .. }
+        ));
+        assert!(matches!(
+            ChainedLog::open(&q),
+            Err(ChainError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn a_log_closed_without_records_is_intact_and_empty() {
+        let d = Dir::new("empty");
+        let p = d.0.join("a.jsonl");
+        drop(ChainedLog::open(&p).unwrap());
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Intact {
+                records: 0,
+                head: true
+            }
+        );
+    }
+
+    /// A log and head as the writer before this one left them (its
+    /// records' fields in another order, its head `SEQ HASH`).
+    const OLD_LOG: &str = r#"{"seq":0,"prev":"0000000000000000000000000000000000000000000000000000000000000000","cgroup":null,"command":["make","test"],"event":"created","rootless":true,"sandbox":"sb","ts_ms":1700000000000,"workspace":"/home/u/p","hash":"7fef6092b2142e59d6b334d8d60b8c7b42e23345c73c546c6e04b3fef073bccc"}
+{"seq":1,"prev":"7fef6092b2142e59d6b334d8d60b8c7b42e23345c73c546c6e04b3fef073bccc","event":"degraded","layer":"landlock","lost":"file access rules","sandbox":"sb","ts_ms":1700000000000,"hash":"61c158a4e721570bbed061d998073895cd58149995bb7d6ebb3f0a26d4691b0e"}
+{"seq":2,"prev":"61c158a4e721570bbed061d998073895cd58149995bb7d6ebb3f0a26d4691b0e","event":"started","pid":4242,"sandbox":"sb","ts_ms":1700000000000,"hash":"66584b69656be0dd69de3cf93d34eaec177348472c13b4c0f7cd9cfbbdcbcea5"}
+"#;
+    const OLD_HEAD: &str = "2 66584b69656be0dd69de3cf93d34eaec177348472c13b4c0f7cd9cfbbdcbcea5\n";
+
+    #[test]
+    fn a_log_and_head_of_the_previous_format_verify_read_and_continue() {
+        let d = Dir::new("old");
+        let p = d.0.join("a.jsonl");
+        std::fs::write(&p, OLD_LOG).unwrap();
+        std::fs::write(head_path(&p), OLD_HEAD).unwrap();
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Intact {
+                records: 3,
+                head: true
+            }
+        );
+        let kinds: Vec<&str> = lines(&p)
+            .iter()
+            .map(|l| Record::parse(l).unwrap().event.kind.name())
+            .collect();
+        assert_eq!(kinds, ["created", "degraded", "started"]);
+        // Cut: the old head still tells.
+        rewrite(&p, &lines(&p)[..2]);
+        assert!(matches!(
+            verify(&p).unwrap(),
+            Verdict::Broken { line: 3, .. }
+        ));
+        std::fs::write(&p, OLD_LOG).unwrap();
+        write_log(&p, 2);
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Intact {
+                records: 5,
+                head: true
+            }
+        );
+    }
+
+    #[test]
+    fn records_of_every_kind_read_back_from_the_log() {
+        let d = Dir::new("kinds");
+        let p = d.0.join("a.jsonl");
+        let events = crate::event::tests::one_of_each();
+        {
+            let mut log = ChainedLog::open(&p).unwrap();
+            for e in &events {
+                log.emit(e);
+            }
+        }
+        let back: Vec<Event> = lines(&p)
+            .iter()
+            .map(|l| Record::parse(l).unwrap().event)
+            .collect();
+        assert_eq!(back, events);
+        assert!(matches!(verify(&p).unwrap(), Verdict::Intact { .. }));
     }
 
     #[test]
@@ -643,6 +968,29 @@ mod tests {
         assert!(matches!(
             ChainedLog::open(&p),
             Err(ChainError::BadTail { .. })
+        ));
+    }
+
+    #[test]
+    fn a_line_edited_into_other_bytes_is_tampered_not_a_crash() {
+        let d = Dir::new("bytes");
+        let p = d.0.join("a.jsonl");
+        write_log(&p, 2);
+        let mut l = lines(&p);
+        // A multi-byte character where the hash's tail starts.
+        let at = l[0].len() - 75;
+        l[0].replace_range(at..at + 1, "é");
+        rewrite(&p, &l);
+        assert!(matches!(
+            verify(&p).unwrap(),
+            Verdict::Broken { line: 1, .. }
+        ));
+        let mut raw = std::fs::read(&p).unwrap();
+        raw[3] = 0xff;
+        std::fs::write(&p, raw).unwrap();
+        assert!(matches!(
+            verify(&p).unwrap(),
+            Verdict::Broken { line: 1, .. }
         ));
     }
 }

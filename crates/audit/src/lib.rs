@@ -1,147 +1,25 @@
 //! The project's event type and the sinks that record it.
 //!
-//! Every part of warden reports what happened as an [`Event`]; sinks decide
-//! where events go (a JSON-lines file today; the hash-chained audit log and
-//! OTLP later). Events are facts, never commands: nothing reads them back to
-//! make a decision.
+//! Every part of warden reports what happened as an [`Event`] (typed, in
+//! `event.rs`); sinks decide where events go: a JSON-lines file, the
+//! hash-chained audit log (`chain.rs`), an OTLP collector (`otlp.rs`).
+//! Events are facts, never commands: nothing reads them back to make a
+//! decision (the audit commands read them back only to show them).
 
 pub mod chain;
+mod describe;
+mod event;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 
-use serde::Serialize;
+pub use event::{
+    Event, EventKind, ExitReason, Protocol, ResourcePeaks, SecretAction, StopReason,
+    WorkspaceAction,
+};
+
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// One thing that happened to one sandbox.
-#[derive(Debug, Clone, Serialize)]
-pub struct Event {
-    /// Milliseconds since the Unix epoch.
-    pub ts_ms: u64,
-    /// The sandbox this event belongs to.
-    pub sandbox: String,
-    #[serde(flatten)]
-    pub kind: EventKind,
-}
-
-impl Event {
-    pub fn now(sandbox: &str, kind: EventKind) -> Self {
-        let ts_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        Event {
-            ts_ms,
-            sandbox: sandbox.to_string(),
-            kind,
-        }
-    }
-}
-
-/// What happened. Serialized with an `"event"` tag, e.g.
-/// `{"event":"exited","status":0,...}`.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum EventKind {
-    /// The sandbox was configured; nothing runs yet.
-    Created {
-        command: Vec<String>,
-        workspace: Option<PathBuf>,
-        rootless: bool,
-        cgroup: Option<String>,
-    },
-    /// A layer of isolation could not be applied and the run goes on without it.
-    Degraded { layer: String, lost: String },
-    /// The command was started inside the sandbox; `pid` is the host PID of the
-    /// sandbox's init.
-    Started { pid: i32 },
-    /// A connection or DNS query from the sandbox, and what the egress proxy
-    /// decided.
-    Connection {
-        protocol: String,
-        name: Option<String>,
-        port: u16,
-        original_destination: Option<String>,
-        allowed: bool,
-        rule: Option<String>,
-        detail: String,
-        bytes_out: u64,
-        bytes_in: u64,
-        duration_ms: u64,
-    },
-    /// A person acted on a named sandbox's workspace changes: `create`,
-    /// `commit`, `commit-refused`, `discard`, `snapshot`, `restore`.
-    Workspace {
-        action: String,
-        name: String,
-        paths: Vec<String>,
-        detail: String,
-    },
-    /// The secret proxy put a secret's real value in a request
-    /// (`substituted`), took it out of a response (`scrubbed`), or stopped a
-    /// placeholder or a real value on its way to the wrong place
-    /// (`blocked`). Never carries a value.
-    Secret {
-        /// The secret's variable name.
-        name: String,
-        /// The host the request went (or tried to go) to.
-        host: String,
-        action: SecretAction,
-        detail: String,
-    },
-    /// Past the decision log's bound, decisions were only counted.
-    ConnectionsNotRecorded { allowed: u64, denied: u64 },
-    /// The sandbox is gone.
-    Exited {
-        /// The status warden exits with.
-        status: i32,
-        reason: ExitReason,
-        /// Signal number, when the command died of a signal.
-        signal: Option<i32>,
-        duration_ms: u64,
-        peaks: ResourcePeaks,
-    },
-}
-
-/// What the secret proxy did with a secret.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SecretAction {
-    Substituted,
-    Scrubbed,
-    Blocked,
-}
-
-/// Why the sandbox ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExitReason {
-    /// The command exited by itself.
-    Exited,
-    /// The command died of a signal.
-    Signaled,
-    /// `--timeout` was reached and the sandbox was killed.
-    Timeout,
-    /// The memory limit was exceeded and the kernel killed the command.
-    OutOfMemory,
-    /// The command could not be started (not found, not executable).
-    ExecFailed,
-    /// warden itself failed while setting up or supervising the sandbox.
-    SetupFailed,
-}
-
-/// What the sandbox used at most, where the host could measure it.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct ResourcePeaks {
-    /// Peak memory of the sandbox's cgroup, or the largest RSS of any process.
-    pub max_rss_bytes: Option<u64>,
-    pub cpu_user_ms: Option<u64>,
-    pub cpu_system_ms: Option<u64>,
-    /// The OOM killer fired this many times inside the sandbox.
-    pub oom_kills: Option<u64>,
-}
 
 /// Somewhere events go.
 pub trait EventSink {

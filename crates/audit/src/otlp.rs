@@ -39,13 +39,8 @@ impl OtlpSink {
 
     fn record(event: &Event) -> Value {
         let body = serde_json::to_string(event).unwrap_or_default();
-        let kind = serde_json::to_value(&event.kind)
-            .ok()
-            .and_then(|v| v["event"].as_str().map(str::to_string))
-            .unwrap_or_default();
-        let denied = serde_json::to_value(&event.kind)
-            .map(|v| v["allowed"] == json!(false))
-            .unwrap_or(false);
+        let kind = event.kind.name();
+        let denied = event.is_denial();
         json!({
             "timeUnixNano": (u128::from(event.ts_ms) * 1_000_000).to_string(),
             "severityNumber": if denied { 13 } else { 9 },
@@ -126,6 +121,22 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("\"pid\":7"));
+    }
+
+    #[test]
+    fn denials_are_warnings() {
+        let blocked = Event::now(
+            "sb",
+            EventKind::Secret {
+                name: "TOKEN".into(),
+                host: "evil.example".into(),
+                action: crate::SecretAction::Blocked,
+                detail: String::new(),
+            },
+        );
+        assert_eq!(OtlpSink::record(&blocked)["severityText"], "WARN");
+        let started = Event::now("sb", EventKind::Started { pid: 1 });
+        assert_eq!(OtlpSink::record(&started)["severityText"], "INFO");
     }
 
     #[test]

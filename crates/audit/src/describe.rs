@@ -1,0 +1,267 @@
+//! An event as one line a person reads: time, sandbox, what happened.
+//! Refusals and losses are in capitals (`DENY`, `BLOCKED`, `DEGRADED`,
+//! `LOST`) so that they stand out in a long log. The line may hold what the
+//! sandbox sent (names, paths): a front door that prints it to a terminal
+//! escapes control characters first.
+
+use crate::{Event, EventKind, SecretAction, StopReason};
+
+impl Event {
+    /// One readable line: RFC 3339 time, sandbox, what happened.
+    pub fn describe(&self) -> String {
+        let ts = humantime::format_rfc3339_millis(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.ts_ms),
+        );
+        format!("{ts} {} {}", self.sandbox, describe_kind(&self.kind))
+    }
+}
+
+fn describe_kind(kind: &EventKind) -> String {
+    match kind {
+        EventKind::Created {
+            command,
+            workspace,
+            rootless,
+            cgroup: _,
+        } => format!(
+            "created: {}{}{}",
+            command.join(" "),
+            workspace
+                .as_ref()
+                .map(|w| format!(" (workspace {})", w.display()))
+                .unwrap_or_default(),
+            if *rootless { ", rootless" } else { "" }
+        ),
+        EventKind::Degraded { layer, lost } => format!("DEGRADED {layer}: {lost}"),
+        EventKind::Started { pid } => format!("started (init pid {pid})"),
+        EventKind::ExecStarted {
+            exec,
+            argv,
+            pid,
+            tty,
+        } => format!(
+            "exec {exec} started: {} (pid {pid}{})",
+            argv.join(" "),
+            if *tty { ", tty" } else { "" }
+        ),
+        EventKind::ExecExited {
+            exec,
+            status,
+            signal,
+            duration_ms,
+        } => format!(
+            "exec {exec} exited with status {status}{} after {duration_ms} ms",
+            signal.map(|s| format!(" (signal {s})")).unwrap_or_default()
+        ),
+        EventKind::Connection {
+            protocol,
+            conn,
+            name,
+            port,
+            original_destination,
+            allowed,
+            rule,
+            detail,
+            bytes_out,
+            bytes_in,
+            duration_ms: _,
+        } => {
+            let port = if *protocol == crate::Protocol::Dns {
+                String::new()
+            } else {
+                format!(":{port}")
+            };
+            let rule = rule
+                .as_deref()
+                .filter(|_| *allowed)
+                .map(|r| format!(" (rule {r})"))
+                .unwrap_or_default();
+            format!(
+                "{} {} {}{port}{rule} {detail}{}{}",
+                if *allowed { "allow" } else { "DENY" },
+                protocol.as_str(),
+                name.as_deref()
+                    .or(original_destination.as_deref())
+                    .unwrap_or("-"),
+                bytes(*bytes_out, *bytes_in),
+                conn.map(|c| format!(" [conn {c}]")).unwrap_or_default(),
+            )
+        }
+        EventKind::ConnectionClosed {
+            conn,
+            name,
+            port,
+            bytes_out,
+            bytes_in,
+            duration_ms,
+        } => format!(
+            "closed {}:{port} after {duration_ms} ms{} [conn {conn}]",
+            name.as_deref().unwrap_or("-"),
+            bytes(*bytes_out, *bytes_in),
+        ),
+        EventKind::Workspace {
+            action,
+            name,
+            paths,
+            detail,
+        } => format!(
+            "workspace {} {name}{}{}",
+            action.as_str(),
+            if paths.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} paths)", paths.len())
+            },
+            detail
+                .lines()
+                .next()
+                .filter(|d| !d.is_empty())
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        ),
+        EventKind::Secret {
+            name,
+            host,
+            action,
+            detail,
+        } => format!(
+            "secret {name} {} ({host}){}",
+            match action {
+                SecretAction::Blocked => "BLOCKED",
+                other => other.as_str(),
+            },
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {detail}")
+            }
+        ),
+        EventKind::ConnectionsNotRecorded { allowed, denied } => format!(
+            "{allowed} allowed and {denied} denied connections past the log's bound (counted only)"
+        ),
+        EventKind::Stopping { reason } => format!(
+            "stopping: {}",
+            match reason {
+                StopReason::Requested => "requested",
+                StopReason::Ttl => "its time to live ran out",
+                StopReason::Timeout => "the timeout was reached",
+                StopReason::SupervisorLost => "its supervisor was lost",
+            }
+        ),
+        EventKind::EventsDropped { count } => {
+            format!("LOST {count} events before this one (a sink fell behind)")
+        }
+        EventKind::Exited {
+            status,
+            reason,
+            signal,
+            duration_ms,
+            peaks: _,
+        } => format!(
+            "exited with status {status} ({}{}) after {duration_ms} ms",
+            reason.as_str(),
+            signal.map(|s| format!(", signal {s}")).unwrap_or_default()
+        ),
+    }
+}
+
+/// `, N bytes out, M in` when anything moved.
+fn bytes(out: u64, inn: u64) -> String {
+    if out + inn > 0 {
+        format!(", {out} bytes out, {inn} in")
+    } else {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::*;
+
+    fn at(kind: EventKind) -> String {
+        Event {
+            ts_ms: 1_700_000_000_123,
+            sandbox: "sb".into(),
+            kind,
+        }
+        .describe()
+    }
+
+    #[test]
+    fn a_denied_connection_reads_as_a_denial_with_its_destination() {
+        let line = at(EventKind::Connection {
+            protocol: Protocol::Tls,
+            conn: None,
+            name: Some("evil.example".into()),
+            port: 443,
+            original_destination: Some("198.18.0.3:443".into()),
+            allowed: false,
+            rule: None,
+            detail: "not in the allowlist".into(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        });
+        assert_eq!(
+            line,
+            "2023-11-14T22:13:20.123Z sb DENY tls evil.example:443 not in the allowlist"
+        );
+    }
+
+    #[test]
+    fn an_allowed_connection_names_its_rule_and_the_number_its_close_repeats() {
+        let line = at(EventKind::Connection {
+            protocol: Protocol::Dns,
+            conn: Some(7),
+            name: Some("pypi.org".into()),
+            port: 53,
+            original_destination: None,
+            allowed: true,
+            rule: Some("pypi.org".into()),
+            detail: "resolved".into(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        });
+        assert!(line.ends_with("allow dns pypi.org (rule pypi.org) resolved [conn 7]"));
+        let closed = at(EventKind::ConnectionClosed {
+            conn: 7,
+            name: Some("pypi.org".into()),
+            port: 443,
+            bytes_out: 10,
+            bytes_in: 20,
+            duration_ms: 5,
+        });
+        assert!(closed.ends_with("closed pypi.org:443 after 5 ms, 10 bytes out, 20 in [conn 7]"));
+    }
+
+    #[test]
+    fn new_kinds_read_as_sentences() {
+        assert!(at(EventKind::ExecStarted {
+            exec: 2,
+            argv: vec!["make".into(), "test".into()],
+            pid: 40,
+            tty: true
+        })
+        .ends_with("exec 2 started: make test (pid 40, tty)"));
+        assert!(at(EventKind::ExecExited {
+            exec: 2,
+            status: 137,
+            signal: Some(9),
+            duration_ms: 12
+        })
+        .ends_with("exec 2 exited with status 137 (signal 9) after 12 ms"));
+        assert!(at(EventKind::Stopping {
+            reason: StopReason::Ttl
+        })
+        .ends_with("stopping: its time to live ran out"));
+        assert!(at(EventKind::EventsDropped { count: 3 }).contains("LOST 3 events"));
+        assert!(at(EventKind::Secret {
+            name: "GITHUB_TOKEN".into(),
+            host: "evil.example".into(),
+            action: SecretAction::Blocked,
+            detail: "placeholder sent to a host the secret is not for".into()
+        })
+        .contains("secret GITHUB_TOKEN BLOCKED (evil.example): placeholder"));
+    }
+}

@@ -1,0 +1,644 @@
+//! The event type: what happened to a sandbox, as typed data that
+//! serializes to one flat JSON object (`{"ts_ms":..,"sandbox":..,"event":"exited",...}`)
+//! and reads back from it. The JSON shape is the log's format: a field may
+//! be added (with a default, so old lines still read), never renamed.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// One thing that happened to one sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Milliseconds since the Unix epoch.
+    pub ts_ms: u64,
+    /// The sandbox this event belongs to.
+    pub sandbox: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+impl Event {
+    pub fn now(sandbox: &str, kind: EventKind) -> Self {
+        let ts_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Event {
+            ts_ms,
+            sandbox: sandbox.to_string(),
+            kind,
+        }
+    }
+
+    /// Whether the event tells of something refused: a denied connection,
+    /// denied connections counted past the log's bound, a blocked secret, a
+    /// refused commit.
+    pub fn is_denial(&self) -> bool {
+        match &self.kind {
+            EventKind::Connection { allowed, .. } => !allowed,
+            EventKind::ConnectionsNotRecorded { denied, .. } => *denied > 0,
+            EventKind::Secret { action, .. } => *action == SecretAction::Blocked,
+            EventKind::Workspace { action, .. } => *action == WorkspaceAction::CommitRefused,
+            _ => false,
+        }
+    }
+}
+
+/// What happened. Serialized with an `"event"` tag, e.g.
+/// `{"event":"exited","status":0,...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The sandbox was configured; nothing runs yet.
+    Created {
+        command: Vec<String>,
+        workspace: Option<PathBuf>,
+        rootless: bool,
+        cgroup: Option<String>,
+    },
+    /// A layer of isolation could not be applied and the run goes on without it.
+    Degraded { layer: String, lost: String },
+    /// The command was started inside the sandbox; `pid` is the host PID of the
+    /// sandbox's init.
+    Started { pid: i32 },
+    /// A process was started in a running sandbox (`warden exec`, the API).
+    ExecStarted {
+        exec: u64,
+        argv: Vec<String>,
+        pid: i32,
+        tty: bool,
+    },
+    /// A process started by an exec ended; status as `warden run` maps it.
+    ExecExited {
+        exec: u64,
+        status: i32,
+        signal: Option<i32>,
+        duration_ms: u64,
+    },
+    /// A connection or DNS query from the sandbox, and what the egress proxy
+    /// decided.
+    Connection {
+        protocol: Protocol,
+        /// The number a later `connection_closed` repeats (allowed
+        /// connections reported as they are made; absent in logs written
+        /// before connections were reported live).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conn: Option<u64>,
+        name: Option<String>,
+        port: u16,
+        original_destination: Option<String>,
+        allowed: bool,
+        rule: Option<String>,
+        detail: String,
+        bytes_out: u64,
+        bytes_in: u64,
+        duration_ms: u64,
+    },
+    /// A connection that an earlier `connection` event allowed has ended
+    /// (pairs by `conn`).
+    ConnectionClosed {
+        conn: u64,
+        name: Option<String>,
+        port: u16,
+        bytes_out: u64,
+        bytes_in: u64,
+        duration_ms: u64,
+    },
+    /// A person acted on a named sandbox's workspace changes.
+    Workspace {
+        action: WorkspaceAction,
+        name: String,
+        paths: Vec<String>,
+        detail: String,
+    },
+    /// The secret proxy put a secret's real value in a request
+    /// (`substituted`), took it out of a response (`scrubbed`), or stopped a
+    /// placeholder or a real value on its way to the wrong place
+    /// (`blocked`). Never carries a value.
+    Secret {
+        /// The secret's variable name.
+        name: String,
+        /// The host the request went (or tried to go) to.
+        host: String,
+        action: SecretAction,
+        detail: String,
+    },
+    /// Past the decision log's bound, decisions were only counted (logs of
+    /// runs before decisions were reported live).
+    ConnectionsNotRecorded { allowed: u64, denied: u64 },
+    /// The sandbox is being stopped, and why.
+    Stopping { reason: StopReason },
+    /// A sink fell behind and this many events were lost before this one.
+    EventsDropped { count: u64 },
+    /// The sandbox is gone.
+    Exited {
+        /// The status warden exits with.
+        status: i32,
+        reason: ExitReason,
+        /// Signal number, when the command died of a signal.
+        signal: Option<i32>,
+        duration_ms: u64,
+        peaks: ResourcePeaks,
+    },
+}
+
+impl EventKind {
+    /// The `"event"` tag this kind is stored under.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::Created { .. } => "created",
+            EventKind::Degraded { .. } => "degraded",
+            EventKind::Started { .. } => "started",
+            EventKind::ExecStarted { .. } => "exec_started",
+            EventKind::ExecExited { .. } => "exec_exited",
+            EventKind::Connection { .. } => "connection",
+            EventKind::ConnectionClosed { .. } => "connection_closed",
+            EventKind::Workspace { .. } => "workspace",
+            EventKind::Secret { .. } => "secret",
+            EventKind::ConnectionsNotRecorded { .. } => "connections_not_recorded",
+            EventKind::Stopping { .. } => "stopping",
+            EventKind::EventsDropped { .. } => "events_dropped",
+            EventKind::Exited { .. } => "exited",
+        }
+    }
+}
+
+/// What a connection decision was about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// A TLS connection, decided on its server name.
+    Tls,
+    /// A plain HTTP request, decided on its `Host`.
+    Http,
+    /// An explicit proxy's CONNECT, decided on its target (the egress proxy
+    /// has always recorded these as `connect`).
+    Connect,
+    /// A DNS question to the sandbox's resolver.
+    Dns,
+    /// Another protocol to a `name:port` entry, or a connection that said
+    /// nothing usable.
+    Tcp,
+    /// A request on a terminated connection, judged by `--secret-rule` or
+    /// its `Host`.
+    Request,
+}
+
+impl Protocol {
+    /// The word stored in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tls => "tls",
+            Protocol::Http => "http",
+            Protocol::Connect => "connect",
+            Protocol::Dns => "dns",
+            Protocol::Tcp => "tcp",
+            Protocol::Request => "request",
+        }
+    }
+
+    /// The protocol a stored word names, for callers that still hold
+    /// strings.
+    pub fn parse(word: &str) -> Option<Protocol> {
+        [
+            Protocol::Tls,
+            Protocol::Http,
+            Protocol::Connect,
+            Protocol::Dns,
+            Protocol::Tcp,
+            Protocol::Request,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == word)
+    }
+}
+
+/// What a person did with a named sandbox's workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceAction {
+    /// The sandbox was created over a workspace.
+    Create,
+    /// Its changes were written to the workspace.
+    Commit,
+    /// A commit was refused (the workspace changed underneath, a path was
+    /// not allowed); nothing was written.
+    CommitRefused,
+    /// Its changes were thrown away.
+    Discard,
+    /// Its changes were saved under a label.
+    Snapshot,
+    /// A snapshot was put back.
+    Restore,
+}
+
+impl WorkspaceAction {
+    /// The word stored in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkspaceAction::Create => "create",
+            WorkspaceAction::Commit => "commit",
+            WorkspaceAction::CommitRefused => "commit-refused",
+            WorkspaceAction::Discard => "discard",
+            WorkspaceAction::Snapshot => "snapshot",
+            WorkspaceAction::Restore => "restore",
+        }
+    }
+
+    /// The action a stored word names.
+    pub fn parse(word: &str) -> Option<WorkspaceAction> {
+        [
+            WorkspaceAction::Create,
+            WorkspaceAction::Commit,
+            WorkspaceAction::CommitRefused,
+            WorkspaceAction::Discard,
+            WorkspaceAction::Snapshot,
+            WorkspaceAction::Restore,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == word)
+    }
+}
+
+/// What the secret proxy did with a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretAction {
+    Substituted,
+    Scrubbed,
+    Blocked,
+}
+
+impl SecretAction {
+    /// The word stored in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecretAction::Substituted => "substituted",
+            SecretAction::Scrubbed => "scrubbed",
+            SecretAction::Blocked => "blocked",
+        }
+    }
+}
+
+/// Why a sandbox is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// Somebody asked (`warden stop`, the API, a signal to warden).
+    Requested,
+    /// The sandbox outlived its time to live.
+    Ttl,
+    /// `--timeout` was reached.
+    Timeout,
+    /// The process supervising the sandbox went away.
+    SupervisorLost,
+}
+
+impl StopReason {
+    /// The word stored in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Requested => "requested",
+            StopReason::Ttl => "ttl",
+            StopReason::Timeout => "timeout",
+            StopReason::SupervisorLost => "supervisor_lost",
+        }
+    }
+}
+
+/// Why the sandbox ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    /// The command exited by itself.
+    Exited,
+    /// The command died of a signal.
+    Signaled,
+    /// `--timeout` was reached and the sandbox was killed.
+    Timeout,
+    /// The memory limit was exceeded and the kernel killed the command.
+    OutOfMemory,
+    /// The command could not be started (not found, not executable).
+    ExecFailed,
+    /// warden itself failed while setting up or supervising the sandbox.
+    SetupFailed,
+}
+
+impl ExitReason {
+    /// The word stored in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExitReason::Exited => "exited",
+            ExitReason::Signaled => "signaled",
+            ExitReason::Timeout => "timeout",
+            ExitReason::OutOfMemory => "out_of_memory",
+            ExitReason::ExecFailed => "exec_failed",
+            ExitReason::SetupFailed => "setup_failed",
+        }
+    }
+}
+
+/// What the sandbox used at most, where the host could measure it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResourcePeaks {
+    /// Peak memory of the sandbox's cgroup, or the largest RSS of any process.
+    pub max_rss_bytes: Option<u64>,
+    pub cpu_user_ms: Option<u64>,
+    pub cpu_system_ms: Option<u64>,
+    /// The OOM killer fired this many times inside the sandbox.
+    pub oom_kills: Option<u64>,
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// One event of every kind (a new kind goes here too: the count below
+    /// fails until it does).
+    pub(crate) fn one_of_each() -> Vec<Event> {
+        let kinds = vec![
+            EventKind::Created {
+                command: vec!["make".into(), "test".into()],
+                workspace: Some("/home/u/p".into()),
+                rootless: true,
+                cgroup: Some("/sys/fs/cgroup/warden/x".into()),
+            },
+            EventKind::Degraded {
+                layer: "landlock".into(),
+                lost: "file access rules".into(),
+            },
+            EventKind::Started { pid: 4242 },
+            EventKind::ExecStarted {
+                exec: 1,
+                argv: vec!["sh".into()],
+                pid: 4300,
+                tty: true,
+            },
+            EventKind::ExecExited {
+                exec: 1,
+                status: 130,
+                signal: Some(2),
+                duration_ms: 90,
+            },
+            EventKind::Connection {
+                protocol: Protocol::Connect,
+                conn: Some(3),
+                name: Some("pypi.org".into()),
+                port: 443,
+                original_destination: Some("198.18.0.2:443".into()),
+                allowed: true,
+                rule: Some("pypi.org".into()),
+                detail: "upstream 151.101.0.223:443".into(),
+                bytes_out: 0,
+                bytes_in: 0,
+                duration_ms: 0,
+            },
+            EventKind::ConnectionClosed {
+                conn: 3,
+                name: None,
+                port: 443,
+                bytes_out: 517,
+                bytes_in: 4096,
+                duration_ms: 120,
+            },
+            EventKind::Workspace {
+                action: WorkspaceAction::CommitRefused,
+                name: "dev".into(),
+                paths: vec!["src/a.rs".into()],
+                detail: "the workspace changed underneath".into(),
+            },
+            EventKind::Secret {
+                name: "GITHUB_TOKEN".into(),
+                host: "api.github.com".into(),
+                action: SecretAction::Scrubbed,
+                detail: "response body".into(),
+            },
+            EventKind::ConnectionsNotRecorded {
+                allowed: 3,
+                denied: 0,
+            },
+            EventKind::Stopping {
+                reason: StopReason::SupervisorLost,
+            },
+            EventKind::EventsDropped { count: 12 },
+            EventKind::Exited {
+                status: 137,
+                reason: ExitReason::OutOfMemory,
+                signal: Some(9),
+                duration_ms: 5000,
+                peaks: ResourcePeaks {
+                    max_rss_bytes: Some(1 << 20),
+                    cpu_user_ms: Some(10),
+                    cpu_system_ms: None,
+                    oom_kills: Some(1),
+                },
+            },
+        ];
+        kinds
+            .into_iter()
+            .map(|kind| Event {
+                ts_ms: 1_700_000_000_000,
+                sandbox: "sb".into(),
+                kind,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_kind_reads_back_as_it_was_written() {
+        let events = one_of_each();
+        let names: std::collections::BTreeSet<&str> =
+            events.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(names.len(), 13, "one event of each kind: {names:?}");
+        for e in events {
+            let json = serde_json::to_string(&e).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            assert_eq!(v["event"], e.kind.name(), "{json}");
+            let back: Event = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, e, "{json}");
+        }
+    }
+
+    #[test]
+    fn new_kinds_have_the_agreed_shape() {
+        let json = |kind| {
+            serde_json::to_value(Event {
+                ts_ms: 1,
+                sandbox: "s".into(),
+                kind,
+            })
+            .unwrap()
+        };
+        assert_eq!(
+            json(EventKind::Stopping {
+                reason: StopReason::SupervisorLost
+            }),
+            serde_json::json!({"ts_ms":1,"sandbox":"s","event":"stopping","reason":"supervisor_lost"})
+        );
+        assert_eq!(
+            json(EventKind::EventsDropped { count: 2 }),
+            serde_json::json!({"ts_ms":1,"sandbox":"s","event":"events_dropped","count":2})
+        );
+        assert_eq!(
+            json(EventKind::ExecExited {
+                exec: 1,
+                status: 0,
+                signal: None,
+                duration_ms: 3
+            }),
+            serde_json::json!({"ts_ms":1,"sandbox":"s","event":"exec_exited","exec":1,"status":0,"signal":null,"duration_ms":3})
+        );
+        let closed = json(EventKind::ConnectionClosed {
+            conn: 4,
+            name: Some("a.example".into()),
+            port: 443,
+            bytes_out: 1,
+            bytes_in: 2,
+            duration_ms: 3,
+        });
+        assert_eq!(closed["event"], "connection_closed");
+        assert_eq!(closed["conn"], 4);
+        let started = json(EventKind::ExecStarted {
+            exec: 1,
+            argv: vec!["sh".into()],
+            pid: 9,
+            tty: false,
+        });
+        assert_eq!(started["event"], "exec_started");
+        assert_eq!(started["argv"][0], "sh");
+    }
+
+    /// Lines as the event type wrote them before it could be read back
+    /// (produced by that code, not written by hand).
+    const OLD_LINES: &[&str] = &[
+        r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"created","command":["make","test"],"workspace":"/home/u/p","rootless":true,"cgroup":null}"#,
+        r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"degraded","layer":"landlock","lost":"file access rules"}"#,
+        r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"started","pid":4242}"#,
+        r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"connection","protocol":"connect","name":"pypi.org","port":443,"original_destination":"198.18.0.2:443","allowed":true,"rule":"pypi.org","detail":"upstream 151.101.0.223:443","bytes_out":517,"bytes_in":4096,"duration_ms":120}"#,
+        r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"connection","protocol":"dns","name":"evil.example","port":53,"original_destination":null,"allowed":false,"rule":null,"detail":"not in the allowlist","bytes_out":0,"bytes_in":0,"duration_ms":0}"#,
+        r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"workspace","action":"commit-refused","name":"dev","paths":["a"],"detail":"changed underneath"}"#,
+        r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"secret","name":"GITHUB_TOKEN","host":"api.github.com","action":"substituted","detail":"header Authorization"}"#,
+        r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"connections_not_recorded","allowed":3,"denied":2}"#,
+        r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"exited","status":137,"reason":"out_of_memory","signal":9,"duration_ms":5000,"peaks":{"max_rss_bytes":1048576,"cpu_user_ms":10,"cpu_system_ms":null,"oom_kills":1}}"#,
+    ];
+
+    #[test]
+    fn lines_written_before_events_were_typed_still_read_and_write_back_the_same() {
+        for line in OLD_LINES {
+            let e: Event = serde_json::from_str(line).unwrap_or_else(|err| panic!("{line}: {err}"));
+            assert_eq!(serde_json::to_string(&e).unwrap(), *line);
+        }
+        let e: Event = serde_json::from_str(OLD_LINES[3]).unwrap();
+        assert!(matches!(
+            e.kind,
+            EventKind::Connection {
+                protocol: Protocol::Connect,
+                conn: None,
+                bytes_in: 4096,
+                ..
+            }
+        ));
+        let e: Event = serde_json::from_str(OLD_LINES[5]).unwrap();
+        assert!(matches!(
+            e.kind,
+            EventKind::Workspace {
+                action: WorkspaceAction::CommitRefused,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn denials_are_refused_connections_blocked_secrets_and_refused_commits() {
+        let denied: Vec<bool> = OLD_LINES
+            .iter()
+            .map(|l| serde_json::from_str::<Event>(l).unwrap().is_denial())
+            .collect();
+        assert_eq!(
+            denied,
+            [false, false, false, false, true, true, false, true, false]
+        );
+        let blocked = Event::now(
+            "sb",
+            EventKind::Secret {
+                name: "T".into(),
+                host: "h".into(),
+                action: SecretAction::Blocked,
+                detail: String::new(),
+            },
+        );
+        assert!(blocked.is_denial());
+        assert!(one_of_each()
+            .iter()
+            .all(|e| !e.is_denial() || e.kind.name() == "workspace"));
+    }
+
+    #[test]
+    fn stored_words_parse_back_to_their_enums() {
+        for p in [
+            Protocol::Tls,
+            Protocol::Http,
+            Protocol::Connect,
+            Protocol::Dns,
+            Protocol::Tcp,
+            Protocol::Request,
+        ] {
+            assert_eq!(Protocol::parse(p.as_str()), Some(p));
+            assert_eq!(
+                serde_json::to_value(p).unwrap(),
+                serde_json::json!(p.as_str())
+            );
+        }
+        assert_eq!(Protocol::parse("secret"), None);
+        for a in [
+            WorkspaceAction::Create,
+            WorkspaceAction::Commit,
+            WorkspaceAction::CommitRefused,
+            WorkspaceAction::Discard,
+            WorkspaceAction::Snapshot,
+            WorkspaceAction::Restore,
+        ] {
+            assert_eq!(WorkspaceAction::parse(a.as_str()), Some(a));
+            assert_eq!(
+                serde_json::to_value(a).unwrap(),
+                serde_json::json!(a.as_str())
+            );
+        }
+        for a in [
+            SecretAction::Substituted,
+            SecretAction::Scrubbed,
+            SecretAction::Blocked,
+        ] {
+            assert_eq!(
+                serde_json::to_value(a).unwrap(),
+                serde_json::json!(a.as_str())
+            );
+        }
+        for r in [
+            ExitReason::Exited,
+            ExitReason::Signaled,
+            ExitReason::Timeout,
+            ExitReason::OutOfMemory,
+            ExitReason::ExecFailed,
+            ExitReason::SetupFailed,
+        ] {
+            assert_eq!(
+                serde_json::to_value(r).unwrap(),
+                serde_json::json!(r.as_str())
+            );
+        }
+        for r in [
+            StopReason::Requested,
+            StopReason::Ttl,
+            StopReason::Timeout,
+            StopReason::SupervisorLost,
+        ] {
+            assert_eq!(
+                serde_json::to_value(r).unwrap(),
+                serde_json::json!(r.as_str())
+            );
+        }
+    }
+}
