@@ -48,17 +48,6 @@ impl Protocol {
             Protocol::Secret(_) => "secret",
         }
     }
-
-    /// The protocol a classified connection was read as (the proxy's own
-    /// words for them, see `proxy.rs`).
-    pub(crate) fn of_connection(word: &str) -> Protocol {
-        match word {
-            "tls" => Protocol::Tls,
-            "http" => Protocol::Http,
-            "connect" => Protocol::Connect,
-            _ => Protocol::Tcp,
-        }
-    }
 }
 
 /// One decision of the proxy or the resolver.

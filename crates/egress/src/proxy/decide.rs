@@ -1,0 +1,519 @@
+//! Deciding: the verdict on a connection, from what its first bytes say.
+//!
+//! This module owns the rules a connection is judged by: the allowlist
+//! (`name:port` entries reached by address, TLS on its server name, HTTP on
+//! its `Host`, `--allow-http`), host services (`--allow-host-port`), a
+//! CONNECT's tunnel judged like a transparent connection to the same name,
+//! `--ask` and what a person answered for the run, a secret's placeholder
+//! on its way to a host that is not its own, and the egress quota. It never
+//! connects upstream and never answers the client, save the CONNECT's
+//! `200` that `classify` sends before the tunnel is judged.
+
+use super::classify::{
+    read_first_bytes, request_head_len, speaks_other, through_tunnel, First, FIRST_BYTES_TIMEOUT,
+    SERVER_FIRST_WAIT,
+};
+use super::{Answer, Arrival, Question, Shared};
+use crate::decision::{Decision, Protocol, SecretAction};
+use crate::http::HttpError;
+use crate::tls::{ClientHello, MAX_CLIENT_HELLO};
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+use warden_policy::HOST_ALIAS;
+
+/// What the first bytes of a connection decided.
+pub(super) enum Verdict {
+    /// Connect to `name` on `port` (the port asked for: the original
+    /// destination's, or a CONNECT's or absolute URI's).
+    Allow {
+        name: String,
+        rule: String,
+        port: u16,
+        /// An explicit-proxy CONNECT: answer 200 and tunnel, without
+        /// passing the request head on.
+        tunnel: bool,
+    },
+    Deny {
+        name: Option<String>,
+        why: String,
+        http: bool,
+        /// The name is on no list: with `--ask`, a person may still allow
+        /// it on this port.
+        ask_port: Option<u16>,
+    },
+}
+
+/// Read a new connection's first bytes and decide it: on the name its
+/// address stands for, or on the name its bytes carry; with `--ask`, by a
+/// person; a CONNECT by what then comes through its tunnel. Returns the
+/// protocol it was read as and the verdict; `buf` keeps what was read (for
+/// a CONNECT, what came through the tunnel).
+pub(super) async fn verdict(
+    conn: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    at: &Arrival,
+    shared: &Arc<Shared>,
+) -> (Protocol, Verdict) {
+    let (original, port) = (at.original, at.port);
+    // A connection to the address the resolver gave a name with an explicit
+    // `name:port` entry may speak any protocol (SSH, a database; many speak
+    // only after the server): when its first bytes are not TLS or HTTP, or
+    // when it says nothing for a moment, it is that name's. TLS and HTTP
+    // are decided on the name they carry, as everywhere.
+    // With --ask, a name on no list may be put to a person as well.
+    let by_address: Option<(String, Option<String>)> = original.and_then(|a| {
+        let name = shared.addresses.lock().ok()?.name_of(*a.ip())?.to_string();
+        match shared.matcher.allows(&name, a.port()) {
+            Some(m) => m.rule.port.map(|_| (name, Some(m.rule.source.clone()))),
+            None => shared.ask.then_some((name, None)),
+        }
+    });
+    let wait = if by_address.is_some() {
+        SERVER_FIRST_WAIT
+    } else {
+        FIRST_BYTES_TIMEOUT
+    };
+    let first = read_first_bytes(conn, buf, wait, port).await;
+    let other = speaks_other(&first, buf, port);
+    let (protocol, verdict) = match (first, by_address) {
+        (_, Some((name, Some(rule)))) if other => (
+            Protocol::Tcp,
+            Verdict::Allow {
+                name,
+                rule,
+                port,
+                tunnel: false,
+            },
+        ),
+        (_, Some((name, None))) if other => (
+            Protocol::Tcp,
+            Verdict::Deny {
+                name: Some(name),
+                why: format!("no --allow-domain entry for this name on port {port}"),
+                http: false,
+                ask_port: Some(port),
+            },
+        ),
+        (Ok(first), _) => decide(first, port, shared),
+        (Err(why), _) => (
+            Protocol::Tcp,
+            Verdict::Deny {
+                name: None,
+                why,
+                http: false,
+                ask_port: None,
+            },
+        ),
+    };
+    // A name on no list, with --ask: a person decides.
+    let verdict = match verdict {
+        Verdict::Deny {
+            name: Some(name),
+            why,
+            http,
+            ask_port: Some(to_port),
+        } if shared.ask => match ask(shared, protocol, &name, to_port).await {
+            Ok(rule) => Verdict::Allow {
+                name,
+                rule,
+                port: to_port,
+                tunnel: protocol == Protocol::Connect,
+            },
+            Err(asked) => Verdict::Deny {
+                name: Some(name),
+                why: format!("{why}; {asked}"),
+                http,
+                ask_port: Some(to_port),
+            },
+        },
+        other => other,
+    };
+    // A placeholder in a CONNECT (its target or headers) on its way to a
+    // host that is not its secret's: refused before the tunnel opens.
+    let verdict = match (verdict, shared.terminator.as_ref()) {
+        (
+            Verdict::Allow {
+                name,
+                rule,
+                port: to_port,
+                tunnel: true,
+            },
+            Some(t),
+        ) => {
+            let head_len = request_head_len(buf, to_port);
+            match t.stray_placeholder(&buf[..head_len.min(buf.len())], &name, to_port) {
+                Some(secret) => {
+                    let why = record_stray(shared, secret, &name, to_port, original);
+                    Verdict::Deny {
+                        name: Some(name),
+                        why,
+                        http: true,
+                        ask_port: None,
+                    }
+                }
+                None => Verdict::Allow {
+                    name,
+                    rule,
+                    port: to_port,
+                    tunnel: true,
+                },
+            }
+        }
+        (v, _) => v,
+    };
+    // A CONNECT is answered at once; what the client then sends through the
+    // tunnel must pass the same rules as a transparent connection to the
+    // same name and port (TLS for that name, HTTP only with --allow-http,
+    // anything else only for an explicit name:port entry).
+    match verdict {
+        Verdict::Allow {
+            name,
+            rule,
+            port: to_port,
+            tunnel: true,
+        } => tunnel(conn, buf, name, rule, to_port, shared).await,
+        other => (protocol, other),
+    }
+}
+
+/// What comes through a CONNECT's tunnel to `name:to_port`, decided.
+async fn tunnel(
+    conn: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    name: String,
+    rule: String,
+    to_port: u16,
+    shared: &Arc<Shared>,
+) -> (Protocol, Verdict) {
+    let explicit = shared
+        .matcher
+        .allows(&name, to_port)
+        .is_some_and(|m| m.rule.port.is_some());
+    let wait = if explicit {
+        SERVER_FIRST_WAIT
+    } else {
+        FIRST_BYTES_TIMEOUT
+    };
+    let inner = through_tunnel(conn, buf, to_port, wait).await;
+    let other = speaks_other(&inner, buf, to_port);
+    let deny = |why: String| {
+        (
+            Protocol::Connect,
+            Verdict::Deny {
+                name: Some(name.clone()),
+                why,
+                http: false,
+                ask_port: Some(to_port),
+            },
+        )
+    };
+    if explicit && other {
+        (
+            Protocol::Connect,
+            Verdict::Allow {
+                name: name.clone(),
+                rule,
+                port: to_port,
+                tunnel: true,
+            },
+        )
+    } else {
+        match inner.map(|first| decide(first, to_port, shared)) {
+            Err(why) => deny(format!("inside the CONNECT tunnel: {why}")),
+            Ok((
+                _,
+                Verdict::Allow {
+                    name: inner_name, ..
+                },
+            )) if inner_name == name => (
+                Protocol::Connect,
+                Verdict::Allow {
+                    name: name.clone(),
+                    rule,
+                    port: to_port,
+                    tunnel: true,
+                },
+            ),
+            Ok((
+                _,
+                Verdict::Allow {
+                    name: inner_name, ..
+                },
+            )) => deny(format!(
+                "the tunnel to {name} carries a connection for {inner_name}"
+            )),
+            // The tunnel's own name, allowed when asked about the
+            // CONNECT: the same name and port need no second answer.
+            Ok((
+                _,
+                Verdict::Deny {
+                    name: Some(inner_name),
+                    ask_port: Some(_),
+                    ..
+                },
+            )) if shared.ask && inner_name == name => (
+                Protocol::Connect,
+                Verdict::Allow {
+                    name: name.clone(),
+                    rule,
+                    port: to_port,
+                    tunnel: true,
+                },
+            ),
+            Ok((_, Verdict::Deny { why, .. })) => deny(format!("inside the CONNECT tunnel: {why}")),
+        }
+    }
+}
+
+/// Why an allowed connection is refused all the same, before it is
+/// connected.
+pub(super) enum Refusal {
+    /// A secret's placeholder on its way to a host that is not one of the
+    /// secret's (already recorded as a secret decision): why.
+    Stray(String),
+    /// The egress quota is used up: why.
+    Quota(String),
+}
+
+/// The last checks on a connection allowed to `name:upstream_port`: a
+/// placeholder in a name, a CONNECT or a plain request's head on its way to
+/// a host that is not its secret's; then the quota.
+pub(super) fn admit(
+    shared: &Shared,
+    buf: &[u8],
+    protocol: Protocol,
+    at: &Arrival,
+    name: &str,
+    upstream_port: u16,
+) -> Result<(), Refusal> {
+    let stray = shared.terminator.as_ref().and_then(|t| {
+        let head_len = match protocol {
+            Protocol::Http => request_head_len(buf, at.port),
+            _ => buf.len().min(MAX_CLIENT_HELLO),
+        };
+        t.stray_placeholder(&buf[..head_len.min(buf.len())], name, upstream_port)
+            .map(str::to_string)
+    });
+    if let Some(secret) = stray {
+        let why = record_stray(shared, &secret, name, upstream_port, at.original);
+        return Err(Refusal::Stray(why));
+    }
+    let used = shared.used.load(std::sync::atomic::Ordering::Relaxed);
+    match shared.quota.filter(|q| used >= *q) {
+        Some(q) => Err(Refusal::Quota(format!(
+            "the egress quota of {q} bytes is used up ({used} bytes so far)"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Record a placeholder found on its way to a host that is not its
+/// secret's; returns why, for the connection's own decision.
+fn record_stray(
+    shared: &Shared,
+    secret: &str,
+    name: &str,
+    port: u16,
+    original: Option<SocketAddrV4>,
+) -> String {
+    let why = format!(
+        "blocked: the placeholder of secret {secret} on its way to {name}, which is not one of its hosts"
+    );
+    shared.record(&Decision {
+        protocol: Protocol::Secret(SecretAction::Blocked),
+        name: Some(name.to_string()),
+        port,
+        original_destination: original.map(|a| a.to_string()),
+        allowed: false,
+        rule: Some(secret.to_string()),
+        detail: why.clone(),
+        bytes_out: 0,
+        bytes_in: 0,
+        duration_ms: 0,
+    });
+    why
+}
+
+/// Put a name on no list to the person (`--ask`): `Ok` with the rule to
+/// record when allowed, `Err` with what happened otherwise.
+async fn ask(shared: &Shared, protocol: Protocol, name: &str, port: u16) -> Result<String, String> {
+    if name == HOST_ALIAS || name.ends_with(".warden.internal") {
+        return Err(format!(
+            "{HOST_ALIAS} is the host itself: only --allow-host-port opens its ports, never a question"
+        ));
+    }
+    let key = (name.to_string(), port);
+    if shared.granted.lock().is_ok_and(|g| g.contains(&key)) {
+        return Ok("--ask (allowed for this run)".into());
+    }
+    if shared.asker.is_none() {
+        return Err("--ask has no terminal to ask on".into());
+    }
+    // A name pinned by --add-host to the host itself (its loopback or one
+    // of its addresses) would be a question about the host's own ports.
+    if let Some(ip) = shared.hosts.get(name).filter(|_| !shared.test_ask_loopback) {
+        if ip.is_loopback() || ip.to_canonical().is_loopback() || shared.own_addresses.contains(ip)
+        {
+            return Err(format!(
+                "{name} is pinned to the host itself ({ip}) by --add-host: allow its ports with --allow-domain {name}:PORT, never through a question"
+            ));
+        }
+    }
+    let Some(asker) = shared.asker.clone() else {
+        return Err("--ask has no terminal to ask on".into());
+    };
+    let question = Question {
+        protocol: protocol.as_str(),
+        name: name.to_string(),
+        port,
+    };
+    let answer = tokio::task::spawn_blocking(move || asker.ask(&question))
+        .await
+        .unwrap_or(Answer::Deny);
+    match answer {
+        Answer::Once => Ok("--ask (allowed once)".into()),
+        Answer::ForRun => {
+            if let Ok(mut g) = shared.granted.lock() {
+                g.insert(key);
+            }
+            Ok("--ask (allowed for this run)".into())
+        }
+        Answer::Deny => Err("denied when asked (--ask)".into()),
+    }
+}
+
+fn decide(first: First, port: u16, shared: &Shared) -> (Protocol, Verdict) {
+    let hello = match first {
+        First::Tls(h) => h,
+        First::Http(head) => return decide_http(head, shared),
+    };
+    match hello {
+        ClientHello::Sni(name) => match shared.matcher.allows(&name, port) {
+            Some(m) => (
+                Protocol::Tls,
+                Verdict::Allow {
+                    name,
+                    rule: m.rule.source.clone(),
+                    port,
+                    tunnel: false,
+                },
+            ),
+            None => (
+                Protocol::Tls,
+                Verdict::Deny {
+                    name: Some(name),
+                    why: format!("no --allow-domain entry for this name on port {port}"),
+                    http: false,
+                    ask_port: Some(port),
+                },
+            ),
+        },
+        ClientHello::NoName => (
+            Protocol::Tls,
+            Verdict::Deny {
+                name: None,
+                why: "a TLS connection without a server name (or to a raw IP)".into(),
+                http: false,
+                ask_port: None,
+            },
+        ),
+        ClientHello::EncryptedClientHello => (
+            Protocol::Tls,
+            Verdict::Deny {
+                name: None,
+                why: "Encrypted Client Hello hides the name; it is refused".into(),
+                http: false,
+                ask_port: None,
+            },
+        ),
+        ClientHello::Malformed(why) => (
+            Protocol::Tls,
+            Verdict::Deny {
+                name: None,
+                why: why.into(),
+                http: false,
+                ask_port: None,
+            },
+        ),
+        ClientHello::Incomplete | ClientHello::NotTls => decide_http(Ok(None), shared),
+    }
+}
+
+/// The decision for what read as an HTTP request head (or did not).
+fn decide_http(
+    head: Result<Option<crate::http::RequestHead>, HttpError>,
+    shared: &Shared,
+) -> (Protocol, Verdict) {
+    match head {
+        Ok(Some(head)) => {
+            let name = head.destination.host.clone();
+            let to_port = head.destination.port;
+            let protocol = if head.connect {
+                Protocol::Connect
+            } else {
+                Protocol::Http
+            };
+            // A host service opened with --allow-host-port speaks what it
+            // speaks: plain HTTP to it needs no --allow-http.
+            if !head.connect && !shared.allow_http && !shared.is_host_service(&name, to_port) {
+                return (
+                    Protocol::Http,
+                    Verdict::Deny {
+                        name: Some(name),
+                        why: "plain HTTP is denied (pass --allow-http to permit it)".into(),
+                        http: true,
+                        ask_port: None,
+                    },
+                );
+            }
+            match shared.matcher.allows(&name, to_port) {
+                Some(m) => (
+                    protocol,
+                    Verdict::Allow {
+                        name,
+                        rule: m.rule.source.clone(),
+                        port: to_port,
+                        tunnel: head.connect,
+                    },
+                ),
+                None => (
+                    protocol,
+                    Verdict::Deny {
+                        name: Some(name),
+                        why: format!("no --allow-domain entry for this name on port {to_port}"),
+                        http: true,
+                        ask_port: Some(to_port),
+                    },
+                ),
+            }
+        }
+        Ok(None) => (
+            Protocol::Tcp,
+            Verdict::Deny {
+                name: None,
+                why: "not TLS or HTTP: raw TCP is not allowed".into(),
+                http: false,
+                ask_port: None,
+            },
+        ),
+        Err(e @ HttpError::Malformed(_)) => (
+            Protocol::Tcp,
+            Verdict::Deny {
+                name: None,
+                why: format!("not TLS or HTTP: raw TCP is not allowed ({e})"),
+                http: false,
+                ask_port: None,
+            },
+        ),
+        Err(e) => (
+            Protocol::Http,
+            Verdict::Deny {
+                name: None,
+                why: e.to_string(),
+                http: true,
+                ask_port: None,
+            },
+        ),
+    }
+}

@@ -1,0 +1,386 @@
+//! The proxy: serves, from the host, the sockets the sandbox's namespace
+//! wiring opened inside it. Every TCP connection is decided on the name it
+//! asks for (TLS SNI, HTTP Host), resolved and connected on the host side,
+//! and spliced both ways; every DNS query is answered from the allowlist.
+//! Each decision is recorded.
+//!
+//! Each connection goes through three files: `classify` reads its first
+//! bytes (a TLS ClientHello, an HTTP head, a CONNECT) within their
+//! timeouts; `decide` gives the verdict (the matcher, `--ask`, host
+//! services, stray placeholders, the quota); `relay` answers a denial, or
+//! connects upstream and splices or hands the connection to the secret
+//! terminator, and reports its end. This file is the proxy's face: the
+//! [`Proxy`] and its [`Hooks`], the [`Asker`] trait, the state the three
+//! share, and the resolver's socket.
+
+mod classify;
+mod decide;
+mod relay;
+
+pub use crate::decision::{Decision, Observer, Protocol, SecretAction};
+use crate::dns::{self, NameAddresses};
+use crate::matcher::Matcher;
+use crate::secrets::Terminator;
+use crate::wiring::original_destination;
+pub use relay::is_public;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddrV4};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use warden_policy::{EgressSpec, HOST_ALIAS};
+
+/// Connections open at once, per sandbox.
+const MAX_CONNECTIONS: usize = 4096;
+
+/// A connection to a name that no rule allows, put to a person (`--ask`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    /// `tls`, `http`, `connect` or `tcp`.
+    pub protocol: &'static str,
+    pub name: String,
+    pub port: u16,
+}
+
+/// What a person answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// This connection only.
+    Once,
+    /// This name and port, for the rest of the run.
+    ForRun,
+    Deny,
+}
+
+/// Answers [`Question`]s: the terminal of `warden run` today, an API of a
+/// daemon later. `ask` runs on a thread of its own and may block, but must
+/// return in bounded time (the connection waits for it).
+pub trait Asker: Send + Sync {
+    fn ask(&self, question: &Question) -> Answer;
+}
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot start the egress proxy's runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot serve the sandbox's sockets")]
+    Socket(#[source] std::io::Error),
+}
+
+/// A running proxy; [`Proxy::stop`] ends it.
+pub struct Proxy {
+    /// Set once to cut every open connection.
+    stop: tokio::sync::watch::Sender<bool>,
+    /// The accept loop and the resolver.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+struct Shared {
+    matcher: Matcher,
+    allow_http: bool,
+    hosts: HashMap<String, IpAddr>,
+    /// Non-public ranges an allowed name may resolve to.
+    cidrs: Vec<ipnet::IpNet>,
+    /// Ports of the host's loopback opened with --allow-host-port: the only
+    /// way to the host's own services.
+    host_ports: Vec<u16>,
+    /// The host's resolver (its resolv.conf and hosts file), in Rust: the
+    /// proxy needs no C library's name service to find upstreams.
+    resolver: Result<hickory_resolver::TokioResolver, String>,
+    /// Ask a person about unlisted names (`--ask`), through `asker`.
+    ask: bool,
+    asker: Option<Arc<dyn Asker>>,
+    /// Tests only (debug builds, `WARDEN_TEST_ASK_LOOPBACK`): names pinned
+    /// to the host's loopback may be asked about, since a test's servers
+    /// can only be there.
+    test_ask_loopback: bool,
+    /// Names (and ports) a person allowed for the rest of the run.
+    granted: Mutex<HashSet<(String, u16)>>,
+    addresses: Mutex<NameAddresses>,
+    /// Hears each decision as it is made.
+    observer: Arc<dyn Observer>,
+    /// Numbers allowed connections, for their `closed` report.
+    next_conn: std::sync::atomic::AtomicU64,
+    print: bool,
+    /// The host's own addresses: never an upstream, whatever a name
+    /// resolves to.
+    own_addresses: Vec<IpAddr>,
+    quota: Option<u64>,
+    idle: Duration,
+    /// Bytes through the proxy so far, both ways.
+    used: std::sync::atomic::AtomicU64,
+    /// Connections open at once are bounded.
+    slots: Arc<tokio::sync::Semaphore>,
+    /// With secrets: TLS to their hosts is terminated and requests are
+    /// rewritten; every other connection is spliced as it is.
+    terminator: Option<Arc<Terminator>>,
+}
+
+impl Shared {
+    /// `name:port` is a host service opened with --allow-host-port (and
+    /// nothing else is: no other rule, and no answer to --ask, leads to the
+    /// host's loopback).
+    fn is_host_service(&self, name: &str, port: u16) -> bool {
+        name == HOST_ALIAS && self.host_ports.contains(&port)
+    }
+
+    fn print(&self, d: &Decision) {
+        if self.print {
+            eprintln!(
+                "warden: egress {} {} {}{} {}",
+                if d.allowed { "allow" } else { "DENY" },
+                d.protocol.as_str(),
+                d.name.as_deref().unwrap_or("-"),
+                if d.protocol == Protocol::Dns {
+                    String::new()
+                } else {
+                    format!(":{}", d.port)
+                },
+                match (&d.rule, d.allowed) {
+                    (Some(r), true) => format!("(rule {r}) {}", d.detail),
+                    _ => d.detail.clone(),
+                }
+            );
+        }
+    }
+
+    /// Report a decision as it is made; an allowed connection gets a
+    /// number, for [`Shared::close`].
+    fn record(&self, d: &Decision) -> Option<u64> {
+        self.print(d);
+        let conn = d.allowed.then(|| {
+            self.next_conn
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        });
+        self.observer.decision(conn, d);
+        conn
+    }
+
+    /// Report what an allowed connection moved, once it has ended.
+    fn close(&self, conn: Option<u64>, d: &Decision) {
+        if let Some(conn) = conn {
+            self.observer.closed(conn, d);
+        }
+    }
+}
+
+/// What the proxy is handed besides its policy and sockets.
+pub struct Hooks {
+    /// Hears each decision the moment it is made.
+    pub observer: Arc<dyn Observer>,
+    /// With `--ask`: answers for names on no list; without one, such names
+    /// are denied.
+    pub asker: Option<Arc<dyn Asker>>,
+    /// With secrets: substitutes them towards their own hosts.
+    pub terminator: Option<Terminator>,
+}
+
+impl Proxy {
+    /// Serve `tcp` (the listening socket every TCP connection of the
+    /// sandbox is redirected to) and `dns` (the resolver's UDP socket) on
+    /// the tokio runtime `runtime`, until [`Proxy::stop`].
+    pub fn start(
+        runtime: &tokio::runtime::Handle,
+        spec: &EgressSpec,
+        tcp: OwnedFd,
+        dns: OwnedFd,
+        hooks: Hooks,
+    ) -> Result<Proxy, ProxyError> {
+        let Hooks {
+            observer,
+            asker,
+            terminator,
+        } = hooks;
+        // Two descriptors per proxied connection: raise the supervisor's
+        // soft limit to its hard one (the sandbox keeps its own limit).
+        if let Ok((_, hard)) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        {
+            let _ = nix::sys::resource::setrlimit(
+                nix::sys::resource::Resource::RLIMIT_NOFILE,
+                hard,
+                hard,
+            );
+        }
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let own_addresses = nix::ifaddrs::getifaddrs()
+            .map(|addrs| {
+                addrs
+                    .filter_map(|a| {
+                        let addr = a.address?;
+                        if let Some(v4) = addr.as_sockaddr_in() {
+                            return Some(IpAddr::V4(v4.ip()));
+                        }
+                        addr.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let resolver = {
+            let _guard = runtime.enter();
+            hickory_resolver::TokioResolver::builder_tokio()
+                .map(|b| b.build())
+                .map_err(|e| format!("the host's resolver configuration cannot be read ({e})"))
+        };
+        let shared = Arc::new(Shared {
+            resolver,
+            matcher: Matcher::new(spec.domains.clone()),
+            allow_http: spec.allow_http,
+            hosts: spec.hosts.iter().cloned().collect(),
+            cidrs: spec.cidrs.clone(),
+            host_ports: spec.host_ports.clone(),
+            ask: spec.ask,
+            asker,
+            granted: Mutex::new(HashSet::new()),
+            test_ask_loopback: cfg!(debug_assertions)
+                && std::env::var_os("WARDEN_TEST_ASK_LOOPBACK").is_some(),
+            addresses: Mutex::new(NameAddresses::default()),
+            observer,
+            next_conn: std::sync::atomic::AtomicU64::new(0),
+            print: spec.log,
+            own_addresses,
+            quota: spec.quota,
+            idle: spec.idle_timeout,
+            used: std::sync::atomic::AtomicU64::new(0),
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+            terminator: terminator.map(Arc::new),
+        });
+        let std_listener = std::net::TcpListener::from(tcp);
+        let std_udp = std::net::UdpSocket::from(dns);
+        std_listener
+            .set_nonblocking(true)
+            .map_err(ProxyError::Socket)?;
+        std_udp.set_nonblocking(true).map_err(ProxyError::Socket)?;
+        let (listener, udp) = {
+            let _guard = runtime.enter();
+            (
+                TcpListener::from_std(std_listener).map_err(ProxyError::Socket)?,
+                UdpSocket::from_std(std_udp).map_err(ProxyError::Socket)?,
+            )
+        };
+        let s = shared.clone();
+        let accept_task = runtime.spawn(async move {
+            loop {
+                let conn = match listener.accept().await {
+                    Ok((conn, _)) => conn,
+                    Err(_) => {
+                        // Out of descriptors (or another passing failure):
+                        // back off instead of spinning.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let s = s.clone();
+                let Ok(permit) = s.slots.clone().try_acquire_owned() else {
+                    // Over the limit: refused at once, and recorded.
+                    s.record(&Decision {
+                        protocol: Protocol::Tcp,
+                        name: None,
+                        port: original_destination(&conn).map(|a| a.port()).unwrap_or(0),
+                        original_destination: original_destination(&conn)
+                            .ok()
+                            .map(|a| a.to_string()),
+                        allowed: false,
+                        rule: None,
+                        detail: format!("more than {MAX_CONNECTIONS} connections at once"),
+                        bytes_out: 0,
+                        bytes_in: 0,
+                        duration_ms: 0,
+                    });
+                    drop(conn);
+                    continue;
+                };
+                let mut stopped = stopped.clone();
+                tokio::spawn(async move {
+                    // Cut when the proxy stops, like every open connection.
+                    tokio::select! {
+                        _ = handle_connection(conn, &s) => {}
+                        _ = stopped.wait_for(|v| *v) => {}
+                    }
+                    drop(permit);
+                });
+            }
+        });
+        let dns_task = runtime.spawn(async move { serve_dns(udp, &shared).await });
+        Ok(Proxy {
+            stop,
+            tasks: vec![accept_task, dns_task],
+        })
+    }
+
+    /// Stop serving: no new connection or question is taken, and open
+    /// connections are cut.
+    pub fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn serve_dns(udp: UdpSocket, shared: &Shared) {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let Ok((n, from)) = udp.recv_from(&mut buf).await else {
+            continue;
+        };
+        let reply = {
+            let Ok(mut addrs) = shared.addresses.lock() else {
+                return;
+            };
+            dns::answer(&buf[..n], &shared.matcher, shared.ask, &mut addrs)
+        };
+        if let Some((bytes, decision)) = reply {
+            let _ = udp.send_to(&bytes, from).await;
+            if let Some(d) = decision {
+                shared.record(&Decision {
+                    protocol: Protocol::Dns,
+                    name: Some(d.name),
+                    port: 53,
+                    original_destination: None,
+                    allowed: d.allowed,
+                    rule: d.rule,
+                    detail: d.record_type,
+                    bytes_out: 0,
+                    bytes_in: 0,
+                    duration_ms: 0,
+                });
+            }
+        }
+    }
+}
+
+/// A connection as it arrived: when, and where it was headed.
+struct Arrival {
+    start: Instant,
+    /// Where the program inside connected to (`SO_ORIGINAL_DST`).
+    original: Option<SocketAddrV4>,
+    /// Its port (0 when the original destination is unknown).
+    port: u16,
+}
+
+/// One connection from the sandbox, from its first bytes to its report.
+async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
+    let start = Instant::now();
+    let original = original_destination(&conn).ok();
+    let port = original.map(|a| a.port()).unwrap_or(0);
+    let at = Arrival {
+        start,
+        original,
+        port,
+    };
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let (protocol, verdict) = decide::verdict(&mut conn, &mut buf, &at, shared).await;
+    relay::settle(conn, buf, &at, protocol, verdict, shared).await;
+}

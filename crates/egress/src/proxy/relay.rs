@@ -1,0 +1,514 @@
+//! Relaying: what becomes of a decided connection.
+//!
+//! This module owns the end of every connection: a denial answered (403 for
+//! HTTP) and closed; an allowed one connected upstream (resolved on the
+//! host; resolved addresses must be public or in `--allow-cidr`, never the
+//! host's own; the host's loopback only for `--allow-host-port`), then
+//! spliced both ways under the idle timeout with every byte counted towards
+//! the quota, or handed to the secret terminator; and its report: the
+//! decision when it is made, its bytes when it ends. It never decides
+//! whether a connection may go (`decide` does).
+
+use super::decide::{admit, Refusal, Verdict};
+use super::{Arrival, Shared};
+use crate::decision::{Decision, Protocol};
+use crate::http::parse_request_head;
+use crate::tls::{self, ClientHello};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Buffer per direction of a spliced connection: large enough that a bulk
+/// transfer moves in few system calls.
+const COPY_BUFFER: usize = 64 * 1024;
+/// How long connecting upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Answer a denied connection, or connect an allowed one and splice it or
+/// hand it to the terminator; report it.
+pub(super) async fn settle(
+    mut conn: TcpStream,
+    mut buf: Vec<u8>,
+    at: &Arrival,
+    protocol: Protocol,
+    verdict: Verdict,
+    shared: &Arc<Shared>,
+) {
+    let (start, original, port) = (at.start, at.original, at.port);
+    let mut decision = Decision {
+        protocol,
+        name: None,
+        port,
+        original_destination: original.map(|a| a.to_string()),
+        allowed: false,
+        rule: None,
+        detail: String::new(),
+        bytes_out: 0,
+        bytes_in: 0,
+        duration_ms: 0,
+    };
+    match verdict {
+        Verdict::Deny {
+            name,
+            why,
+            http,
+            ask_port,
+        } => {
+            // The port asked for (a CONNECT's or an absolute URI's), when
+            // it is not the proxy's own.
+            if let Some(p) = ask_port.or_else(|| {
+                matches!(protocol, Protocol::Http | Protocol::Connect)
+                    .then(|| parse_request_head(&buf, port).ok().flatten())
+                    .flatten()
+                    .map(|h| h.destination.port)
+            }) {
+                decision.port = p;
+            }
+            decision.name = name;
+            decision.detail = why.clone();
+            if http {
+                let body = format!("warden: denied: {why}\n");
+                let reply = format!(
+                    "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+            }
+            let _ = conn.shutdown().await;
+        }
+        Verdict::Allow {
+            name,
+            rule,
+            port: upstream_port,
+            tunnel,
+        } => {
+            decision.name = Some(name.clone());
+            decision.rule = Some(rule);
+            decision.port = upstream_port;
+            let upstream = match admit(shared, &buf, protocol, at, &name, upstream_port) {
+                Err(Refusal::Stray(why)) => {
+                    decision.allowed = false;
+                    decision.detail = why.clone();
+                    // Inside an open CONNECT tunnel an HTTP answer would be
+                    // taken for the other protocol's bytes: the tunnel is cut.
+                    if protocol == Protocol::Http {
+                        let body = format!("warden: {why}\n");
+                        let reply = format!(
+                            "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = conn.write_all(reply.as_bytes()).await;
+                    }
+                    let _ = conn.shutdown().await;
+                    decision.duration_ms = start.elapsed().as_millis() as u64;
+                    shared.record(&decision);
+                    return;
+                }
+                Err(Refusal::Quota(why)) => Err(why),
+                Ok(()) => connect_upstream(&name, upstream_port, shared).await,
+            };
+            match upstream {
+                Err(why) => {
+                    decision.detail = why;
+                    if tunnel {
+                        let _ = conn
+                            .write_all(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n")
+                            .await;
+                    }
+                    let _ = conn.shutdown().await;
+                }
+                Ok((upstream, addr)) => {
+                    decision.allowed = true;
+                    decision.detail = format!("to {addr}");
+                    let terminator = shared.terminator.clone().filter(|t| {
+                        matches!(protocol, Protocol::Tls | Protocol::Connect)
+                            && matches!(tls::peek(&buf), ClientHello::Sni(_))
+                            && t.terminates(&name, upstream_port)
+                    });
+                    if let Some(t) = terminator {
+                        decision.detail = format!("to {addr}, TLS terminated for its secrets");
+                        decision.duration_ms = start.elapsed().as_millis() as u64;
+                        let number = shared.record(&decision);
+                        let recorder = shared.clone();
+                        let served = crate::secrets::serve(
+                            t,
+                            conn,
+                            std::mem::take(&mut buf),
+                            upstream,
+                            name,
+                            upstream_port,
+                            Arc::new(move |d| {
+                                recorder.record(&d);
+                            }),
+                            shared.idle,
+                        )
+                        .await;
+                        let duration_ms = start.elapsed().as_millis() as u64;
+                        let (out, inn) = served.as_ref().map(|c| *c).unwrap_or((0, 0));
+                        shared
+                            .used
+                            .fetch_add(out + inn, std::sync::atomic::Ordering::Relaxed);
+                        decision.bytes_out = out;
+                        decision.bytes_in = inn;
+                        decision.duration_ms = duration_ms;
+                        if let Err(why) = served {
+                            decision.detail = format!("{}; {why}", decision.detail);
+                        }
+                        shared.close(number, &decision);
+                        return;
+                    }
+                    let mut upstream = upstream;
+                    // Recorded now, while the connection is open: a
+                    // connection still open when the run ends is in the log
+                    // all the same. Its bytes are filled in when it ends.
+                    decision.duration_ms = start.elapsed().as_millis() as u64;
+                    let number = shared.record(&decision);
+                    // For a CONNECT, `buf` already holds what came through
+                    // the tunnel, the head having been answered (see
+                    // `classify::through_tunnel`). A
+                    // plain HTTP request is sent with `Connection: close`:
+                    // the decision was made on its Host, and a second
+                    // request on the same connection, under another Host,
+                    // must not ride on it.
+                    let rewritten = (protocol == Protocol::Http)
+                        .then(|| with_connection_close(&buf))
+                        .flatten();
+                    let first = rewritten.as_deref().unwrap_or(buf.as_slice());
+                    let (mut out, mut inn) = (0, 0);
+                    if upstream.write_all(first).await.is_ok() {
+                        shared
+                            .used
+                            .fetch_add(first.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                        (out, inn) = splice(&mut conn, &mut upstream, shared).await;
+                        out += first.len() as u64;
+                    }
+                    let duration_ms = start.elapsed().as_millis() as u64;
+                    decision.bytes_out = out;
+                    decision.bytes_in = inn;
+                    decision.duration_ms = duration_ms;
+                    shared.close(number, &decision);
+                    return;
+                }
+            }
+        }
+    }
+    decision.duration_ms = start.elapsed().as_millis() as u64;
+    shared.record(&decision);
+}
+
+/// The request in `buf` as the origin server gets it: an absolute URI (a
+/// request to the explicit proxy) becomes a path, with a `Host` header when
+/// the request had none; headers meant for the proxy are dropped; and the
+/// connection headers are replaced by `Connection: close` (the body, if any,
+/// follows unchanged). `None` when `buf` does not start with a complete
+/// request head.
+fn with_connection_close(buf: &[u8]) -> Option<Vec<u8>> {
+    let head = parse_request_head(buf, 80).ok().flatten()?;
+    let head_len = head.head_len;
+    let text = std::str::from_utf8(buf.get(..head_len)?).ok()?;
+    let mut out = String::with_capacity(head_len + 40);
+    let mut has_host = false;
+    for (i, line) in text.split("\r\n").enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        if i == 0 {
+            let mut parts = line.splitn(3, ' ');
+            let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
+            let target = match target.strip_prefix("http://") {
+                Some(rest) => match rest.find(['/', '?']) {
+                    Some(at) if rest[at..].starts_with('/') => rest[at..].to_string(),
+                    Some(at) => format!("/{}", &rest[at..]),
+                    None => "/".to_string(),
+                },
+                None => target.to_string(),
+            };
+            out.push_str(&format!("{method} {target} {version}\r\n"));
+            continue;
+        }
+        let name = line.split(':').next().unwrap_or_default().trim();
+        if name.eq_ignore_ascii_case("host") {
+            has_host = true;
+        }
+        if [
+            "connection",
+            "keep-alive",
+            "proxy-connection",
+            "proxy-authorization",
+        ]
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
+        {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    if !has_host {
+        let d = &head.destination;
+        if d.port == 80 {
+            out.push_str(&format!("Host: {}\r\n", d.host));
+        } else {
+            out.push_str(&format!("Host: {}:{}\r\n", d.host, d.port));
+        }
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(buf.get(head_len..)?);
+    Some(bytes)
+}
+
+/// Copy both ways until both sides have ended, or until neither has sent
+/// anything for the idle timeout. Returns the bytes out (sandbox to
+/// upstream) and in; every chunk also counts towards the egress quota as it
+/// passes.
+async fn splice(conn: &mut TcpStream, upstream: &mut TcpStream, shared: &Shared) -> (u64, u64) {
+    let idle = shared.idle;
+    let start = tokio::time::Instant::now();
+    // Milliseconds since `start` of the last byte either way.
+    let last = std::sync::atomic::AtomicU64::new(0);
+    let (mut cr, mut cw) = conn.split();
+    let (mut ur, mut uw) = upstream.split();
+    let out = pump(&mut cr, &mut uw, &last, start, idle, &shared.used);
+    let inn = pump(&mut ur, &mut cw, &last, start, idle, &shared.used);
+    tokio::join!(out, inn)
+}
+
+async fn pump<R, W>(
+    from: &mut R,
+    to: &mut W,
+    last: &std::sync::atomic::AtomicU64,
+    start: tokio::time::Instant,
+    idle: Duration,
+    used: &std::sync::atomic::AtomicU64,
+) -> u64
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut buf = vec![0u8; COPY_BUFFER];
+    let mut total = 0u64;
+    loop {
+        let n = match tokio::time::timeout(idle, from.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => n,
+            Err(_) => {
+                // Quiet this way: go on while the other way is busy.
+                let idle_ms = start.elapsed().as_millis() as u64 - last.load(Relaxed);
+                if idle_ms >= idle.as_millis() as u64 {
+                    break;
+                }
+                continue;
+            }
+        };
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        total += n as u64;
+        used.fetch_add(n as u64, Relaxed);
+        last.store(start.elapsed().as_millis() as u64, Relaxed);
+    }
+    let _ = to.shutdown().await;
+    total
+}
+
+/// Resolve `name` on the host side and connect. Addresses from `--add-host`
+/// are used as given; resolved ones must be public (no DNS rebinding onto
+/// the host's own or private services).
+async fn connect_upstream(
+    name: &str,
+    port: u16,
+    shared: &Shared,
+) -> Result<(TcpStream, SocketAddr), String> {
+    let candidates: Vec<SocketAddr> = match shared.hosts.get(name) {
+        Some(ip) => vec![SocketAddr::new(*ip, port)],
+        // A host service opened with --allow-host-port (the matcher allowed
+        // only those ports for this name): the host's own loopback.
+        None if shared.is_host_service(name, port) => vec![
+            SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), port),
+            SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), port),
+        ],
+        None => {
+            let resolver = shared
+                .resolver
+                .as_ref()
+                .map_err(|e| format!("cannot resolve {name}: {e}"))?;
+            let resolved = resolver
+                .lookup_ip(name)
+                .await
+                .map_err(|e| format!("cannot resolve {name}: {e}"))?;
+            let all: Vec<SocketAddr> = resolved
+                .iter()
+                .map(|ip| SocketAddr::new(ip, port))
+                .collect();
+            let public: Vec<SocketAddr> = all
+                .iter()
+                .copied()
+                .filter(|a| usable_upstream(a.ip(), &shared.cidrs, &shared.own_addresses))
+                .collect();
+            if public.is_empty() {
+                return Err(format!(
+                    "{name} resolves only to non-public or the host's own addresses ({all:?}); use --add-host or --allow-cidr to allow one"
+                ));
+            }
+            public
+        }
+    };
+    let mut last = String::from("no address");
+    for addr in candidates {
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => return Ok((s, addr)),
+            Ok(Err(e)) => last = format!("cannot connect to {addr}: {e}"),
+            Err(_) => last = format!("connecting to {addr} timed out"),
+        }
+    }
+    Err(last)
+}
+
+/// Whether a resolved address may be connected to: public, or in a range
+/// of `--allow-cidr`; never one of the host's own addresses or its loopback
+/// (host services are reached through `--allow-host-port` alone).
+fn usable_upstream(ip: IpAddr, cidrs: &[ipnet::IpNet], own: &[IpAddr]) -> bool {
+    (is_public(ip) || cidrs.iter().any(|c| c.contains(&ip)))
+        && !own.contains(&ip)
+        && !ip.is_loopback()
+        && !ip.to_canonical().is_loopback()
+}
+
+/// Globally routable: not loopback, private, link-local, CGNAT, unique
+/// local, multicast, documentation, benchmark or unspecified.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            !(a.is_loopback()
+                || a.is_private()
+                || a.is_link_local()
+                || a.is_unspecified()
+                || a.is_broadcast()
+                || a.is_multicast()
+                || a.is_documentation()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xc0) == 64)
+                || (o[0] == 198 && (o[1] & 0xfe) == 18)
+                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+                // Azure's WireServer, a metadata-like host service.
+                || o == [168, 63, 129, 16]
+                || o[0] >= 240)
+        }
+        IpAddr::V6(a) => {
+            let s = a.segments();
+            // Forms that carry an IPv4 address are judged by it: mapped
+            // (::ffff:a.b.c.d), compatible (::a.b.c.d), NAT64
+            // (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::).
+            let embedded = if let Some(v4) = a.to_ipv4_mapped() {
+                Some(v4)
+            } else if s[..6] == [0, 0, 0, 0, 0, 0]
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0])
+            {
+                Some(std::net::Ipv4Addr::new(
+                    (s[6] >> 8) as u8,
+                    s[6] as u8,
+                    (s[7] >> 8) as u8,
+                    s[7] as u8,
+                ))
+            } else if s[0] == 0x2002 {
+                Some(std::net::Ipv4Addr::new(
+                    (s[1] >> 8) as u8,
+                    s[1] as u8,
+                    (s[2] >> 8) as u8,
+                    s[2] as u8,
+                ))
+            } else {
+                None
+            };
+            if let Some(v4) = embedded {
+                return is_public(IpAddr::V4(v4));
+            }
+            !(a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] & 0xffc0) == 0xfec0
+                || (s[0] == 0x2001 && s[1] == 0x0db8))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_requests_are_sent_with_connection_close() {
+        let req = b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: keep-alive\r\nKeep-Alive: 5\r\n\r\nGET /2 HTTP/1.1\r\nHost: evil.test\r\n\r\n";
+        let out = String::from_utf8(with_connection_close(req).unwrap()).unwrap();
+        assert!(
+            out.starts_with("GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\nGET /2"),
+            "{out}"
+        );
+        assert!(!out.to_ascii_lowercase().contains("keep-alive"));
+    }
+
+    #[test]
+    fn an_absolute_uri_reaches_the_origin_as_a_path_with_a_host() {
+        let req = b"GET http://a.test:8080/x/y?q=1 HTTP/1.1\r\nProxy-Authorization: Basic Zm9v\r\nAccept: */*\r\n\r\n";
+        let out = String::from_utf8(with_connection_close(req).unwrap()).unwrap();
+        assert_eq!(
+            out,
+            "GET /x/y?q=1 HTTP/1.1\r\nAccept: */*\r\nHost: a.test:8080\r\nConnection: close\r\n\r\n"
+        );
+        let req = b"GET http://a.test?q HTTP/1.1\r\nHost: a.test\r\n\r\n";
+        let out = String::from_utf8(with_connection_close(req).unwrap()).unwrap();
+        assert!(
+            out.starts_with("GET /?q HTTP/1.1\r\nHost: a.test\r\n"),
+            "{out}"
+        );
+        assert!(with_connection_close(b"GET / HTTP/1.1\r\nHost: a").is_none());
+    }
+
+    #[test]
+    fn allow_cidr_opens_its_range_but_never_the_hosts_loopback_or_own_addresses() {
+        let cidrs: Vec<ipnet::IpNet> = vec![
+            "10.20.0.0/16".parse().unwrap(),
+            "127.0.0.0/8".parse().unwrap(),
+        ];
+        let own: Vec<IpAddr> = vec!["10.20.0.5".parse().unwrap()];
+        let ok = |s: &str| usable_upstream(s.parse().unwrap(), &cidrs, &own);
+        assert!(ok("10.20.3.4"));
+        assert!(ok("93.184.216.34"));
+        assert!(!ok("10.21.0.1"), "outside the range");
+        assert!(!ok("10.20.0.5"), "the host's own address");
+        assert!(!ok("127.0.0.1"), "loopback, even inside a range");
+        assert!(!ok("::ffff:127.0.0.1"));
+        assert!(!usable_upstream("10.20.3.4".parse().unwrap(), &[], &[]));
+    }
+
+    #[test]
+    fn only_global_addresses_are_public() {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "198.18.0.1",
+            "224.0.0.1",
+            "::1",
+            "fc00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        for public in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
+            assert!(is_public(public.parse().unwrap()), "{public}");
+        }
+    }
+}
