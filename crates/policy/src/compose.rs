@@ -15,6 +15,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::fields::Field;
 use crate::profile::{
     parse_preset, parse_profile, suggest, Pos, PresetFile, ProfileFile, WorkspaceMode,
 };
@@ -57,47 +58,6 @@ pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
     ("feature-dev", include_str!("../profiles/feature-dev.yaml")),
     ("researcher", include_str!("../profiles/researcher.yaml")),
     ("security", include_str!("../profiles/security.yaml")),
-];
-
-/// Every field a profile (and the command line) can set, in the order
-/// `warden profile show` prints them, with its flag of `warden run`.
-pub const FIELDS: &[(&str, &str)] = &[
-    ("command", "-- CMD"),
-    ("hostname", "--hostname"),
-    ("tty", "--tty / --no-tty"),
-    ("allow_degraded", "--allow-degraded"),
-    ("json_events", "--json-events"),
-    ("audit_log", "--audit-log"),
-    ("no_audit_log", "--no-audit-log"),
-    ("otlp_endpoint", "--otlp-endpoint"),
-    ("egress.upstream_ca", "--upstream-ca"),
-    ("egress.domains", "--allow-domain"),
-    ("egress.allow_http", "--allow-http"),
-    ("egress.hosts", "--add-host"),
-    ("egress.allow_cidrs", "--allow-cidr"),
-    ("egress.host_ports", "--allow-host-port"),
-    ("egress.publish", "--publish"),
-    ("egress.ask", "--ask"),
-    ("egress.log", "--net-log"),
-    ("egress.idle_timeout", "--egress-idle-timeout"),
-    ("filesystem.workspace", "--workspace"),
-    ("filesystem.mode", "--overlay"),
-    ("filesystem.rootfs", "--rootfs"),
-    ("filesystem.read_only", "--ro"),
-    ("filesystem.read_write", "--rw"),
-    ("filesystem.tmp_size", "--tmp-size"),
-    ("resources.memory", "--memory"),
-    ("resources.cpus", "--cpus"),
-    ("resources.pids", "--pids"),
-    ("resources.timeout", "--timeout"),
-    ("resources.open_files", "--open-files"),
-    ("resources.file_size", "--file-size"),
-    ("resources.egress_quota", "--egress-quota"),
-    ("env.pass", "--pass-env"),
-    ("env.set", "--env"),
-    ("secrets", "--secret"),
-    ("secrets.in_body", "--secret-in-body"),
-    ("secrets.allow", "--secret-rule"),
 ];
 
 /// Where a value came from.
@@ -143,14 +103,26 @@ impl fmt::Display for Origin {
 pub enum Val {
     Text(String),
     Bool(bool),
-    Size { bytes: u64, text: String },
-    Duration { duration: Duration, text: String },
+    Size {
+        bytes: u64,
+        text: String,
+    },
+    Duration {
+        duration: Duration,
+        text: String,
+    },
     Count(u64),
     Cores(f64),
     Port(u16),
     Path(PathBuf),
     Argv(Vec<String>),
     Mode(WorkspaceMode),
+    /// A text that belongs to one entry of a map (the `*` of its field's
+    /// key): a rule in `secrets.*.allow` is `Named { name: SECRET, .. }`.
+    Named {
+        name: String,
+        text: String,
+    },
 }
 
 impl Val {
@@ -158,7 +130,7 @@ impl Val {
     pub fn json(&self) -> serde_json::Value {
         use serde_json::Value as J;
         match self {
-            Val::Text(s) => J::from(s.as_str()),
+            Val::Text(s) | Val::Named { text: s, .. } => J::from(s.as_str()),
             Val::Bool(b) => J::from(*b),
             Val::Size { text, .. } | Val::Duration { text, .. } => J::from(text.as_str()),
             Val::Count(n) => J::from(*n),
@@ -188,18 +160,18 @@ pub enum Slot {
 }
 
 /// Everything one source (a file, the command line, or all of them merged)
-/// sets, by field name (see [`FIELDS`]).
+/// sets, by field (in the order of [`FIELDS`](crate::FIELDS)).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Layer {
-    pub slots: BTreeMap<&'static str, Slot>,
+    pub slots: BTreeMap<Field, Slot>,
 }
 
 impl Layer {
-    fn one(&mut self, key: &'static str, val: Val, origin: Origin) {
+    fn one(&mut self, key: Field, val: Val, origin: Origin) {
         self.slots.insert(key, Slot::One(Sourced { val, origin }));
     }
 
-    fn push(&mut self, key: &'static str, val: Val, origin: Origin) {
+    fn push(&mut self, key: Field, val: Val, origin: Origin) {
         let slot = self
             .slots
             .entry(key)
@@ -209,7 +181,7 @@ impl Layer {
         }
     }
 
-    fn put(&mut self, key: &'static str, name: String, val: Val, origin: Origin) {
+    fn put(&mut self, key: Field, name: String, val: Val, origin: Origin) {
         let slot = self
             .slots
             .entry(key)
@@ -249,85 +221,85 @@ impl Layer {
                             items.push(item.clone());
                         }
                     }
-                    self.slots.insert(key, Slot::List(items));
+                    self.slots.insert(*key, Slot::List(items));
                 }
                 _ => {
-                    self.slots.insert(key, slot.clone());
+                    self.slots.insert(*key, slot.clone());
                 }
             }
         }
     }
 
     /// The single value of a field.
-    pub fn get(&self, key: &str) -> Option<&Sourced> {
-        match self.slots.get(key) {
+    pub fn get(&self, key: Field) -> Option<&Sourced> {
+        match self.slots.get(&key) {
             Some(Slot::One(s)) => Some(s),
             _ => None,
         }
     }
 
     /// The values of a list field.
-    pub fn list(&self, key: &str) -> &[Sourced] {
-        match self.slots.get(key) {
+    pub fn list(&self, key: Field) -> &[Sourced] {
+        match self.slots.get(&key) {
             Some(Slot::List(items)) => items,
             _ => &[],
         }
     }
 
     /// The entries of a map field.
-    pub fn map(&self, key: &str) -> &[(String, Sourced)] {
-        match self.slots.get(key) {
+    pub fn map(&self, key: Field) -> &[(String, Sourced)] {
+        match self.slots.get(&key) {
             Some(Slot::Map(items)) => items,
             _ => &[],
         }
     }
 
-    fn text(&self, key: &str) -> Option<String> {
+    fn text(&self, key: Field) -> Option<String> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Text(t)) => Some(t.clone()),
             _ => None,
         }
     }
-    fn flag(&self, key: &str) -> Option<bool> {
+    fn flag(&self, key: Field) -> Option<bool> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Bool(b)) => Some(*b),
             _ => None,
         }
     }
-    fn bytes(&self, key: &str) -> Option<u64> {
+    fn bytes(&self, key: Field) -> Option<u64> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Size { bytes, .. }) => Some(*bytes),
             _ => None,
         }
     }
-    fn duration(&self, key: &str) -> Option<Duration> {
+    fn duration(&self, key: Field) -> Option<Duration> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Duration { duration, .. }) => Some(*duration),
             _ => None,
         }
     }
-    fn count(&self, key: &str) -> Option<u64> {
+    fn count(&self, key: Field) -> Option<u64> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Count(n)) => Some(*n),
             _ => None,
         }
     }
-    fn path(&self, key: &str) -> Option<PathBuf> {
+    fn path(&self, key: Field) -> Option<PathBuf> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Path(p)) => Some(p.clone()),
             _ => None,
         }
     }
-    fn texts(&self, key: &str) -> Vec<String> {
+    fn texts(&self, key: Field) -> Vec<String> {
         self.list(key)
             .iter()
             .filter_map(|s| match &s.val {
-                Val::Text(t) => Some(t.clone()),
+                Val::Text(t) | Val::Named { text: t, .. } => Some(t.clone()),
                 _ => None,
             })
             .collect()
     }
-    fn paths(&self, key: &str) -> Vec<PathBuf> {
+    fn paths(&self, key: Field) -> Vec<PathBuf> {
         self.list(key)
             .iter()
             .filter_map(|s| match &s.val {
@@ -336,7 +308,7 @@ impl Layer {
             })
             .collect()
     }
-    fn pairs(&self, key: &str) -> Vec<String> {
+    fn pairs(&self, key: Field) -> Vec<String> {
         self.map(key)
             .iter()
             .map(|(k, s)| match &s.val {
@@ -351,67 +323,72 @@ impl Layer {
     /// The request these values make. `stdin_is_terminal` decides the
     /// terminal when neither the profile nor the command line does.
     pub fn request(&self, stdin_is_terminal: bool) -> Request {
-        let tty = self.flag("tty").unwrap_or(stdin_is_terminal);
+        let tty = self.flag(Field::Tty).unwrap_or(stdin_is_terminal);
         Request {
-            command: match self.get("command").map(|s| &s.val) {
+            command: match self.get(Field::Command).map(|s| &s.val) {
                 Some(Val::Argv(a)) => a.clone(),
                 _ => Vec::new(),
             },
-            rootfs: self.path("filesystem.rootfs"),
-            workspace: self.path("filesystem.workspace"),
-            ro: self.paths("filesystem.read_only"),
-            rw: self.paths("filesystem.read_write"),
-            tmp_size: self.bytes("filesystem.tmp_size"),
-            memory: self.bytes("resources.memory"),
-            pids: self.count("resources.pids"),
-            cpus: match self.get("resources.cpus").map(|s| &s.val) {
+            rootfs: self.path(Field::Rootfs),
+            workspace: self.path(Field::Workspace),
+            ro: self.paths(Field::Ro),
+            rw: self.paths(Field::Rw),
+            tmp_size: self.bytes(Field::TmpSize),
+            memory: self.bytes(Field::Memory),
+            pids: self.count(Field::Pids),
+            cpus: match self.get(Field::Cpus).map(|s| &s.val) {
                 Some(Val::Cores(c)) => Some(*c),
                 _ => None,
             },
-            timeout: self.duration("resources.timeout"),
-            open_files: self.count("resources.open_files"),
-            file_size: self.bytes("resources.file_size"),
+            timeout: self.duration(Field::Timeout),
+            open_files: self.count(Field::OpenFiles),
+            file_size: self.bytes(Field::FileSize),
             env: EnvRequest {
-                set: self.pairs("env.set"),
-                pass: self.texts("env.pass"),
+                set: self.pairs(Field::Env),
+                pass: self.texts(Field::PassEnv),
             },
             terminal: if tty {
                 Terminal::Pty
             } else {
                 Terminal::Inherit
             },
-            hostname: self.text("hostname"),
-            allow_degraded: self.flag("allow_degraded").unwrap_or(false),
-            allow_domains: self.texts("egress.domains"),
-            allow_http: self.flag("egress.allow_http").unwrap_or(false),
-            add_hosts: self.pairs("egress.hosts"),
-            net_log: self.flag("egress.log").unwrap_or(false),
-            egress_quota: self.bytes("resources.egress_quota"),
-            egress_idle_timeout: self.duration("egress.idle_timeout"),
-            allow_cidr: self.texts("egress.allow_cidrs"),
+            hostname: self.text(Field::Hostname),
+            allow_degraded: self.flag(Field::AllowDegraded).unwrap_or(false),
+            allow_domains: self.texts(Field::AllowDomain),
+            allow_http: self.flag(Field::AllowHttp).unwrap_or(false),
+            add_hosts: self.pairs(Field::AddHost),
+            net_log: self.flag(Field::NetLog).unwrap_or(false),
+            egress_quota: self.bytes(Field::EgressQuota),
+            egress_idle_timeout: self.duration(Field::EgressIdleTimeout),
+            allow_cidr: self.texts(Field::AllowCidr),
             allow_host_ports: self
-                .list("egress.host_ports")
+                .list(Field::AllowHostPort)
                 .iter()
                 .filter_map(|s| match s.val {
                     Val::Port(p) => Some(p),
                     _ => None,
                 })
                 .collect(),
-            publish: self.texts("egress.publish"),
-            ask: self.flag("egress.ask").unwrap_or(false),
+            publish: self.texts(Field::Publish),
+            ask: self.flag(Field::Ask).unwrap_or(false),
             overlay: matches!(
-                self.get("filesystem.mode").map(|s| &s.val),
+                self.get(Field::Overlay).map(|s| &s.val),
                 Some(Val::Mode(WorkspaceMode::Overlay))
             ),
             overlay_dirs: None,
-            secrets: self.pairs("secrets"),
-            secret_in_body: self.texts("secrets.in_body"),
-            secret_rules: self.texts("secrets.allow"),
-            upstream_ca: self.paths("egress.upstream_ca"),
-            json_events: self.path("json_events"),
-            audit_log: self.path("audit_log"),
-            no_audit_log: self.flag("no_audit_log").unwrap_or(false),
-            otlp_endpoint: self.text("otlp_endpoint"),
+            secrets: self.pairs(Field::Secret),
+            secret_in_body: self
+                .map(Field::SecretInBody)
+                .iter()
+                .filter(|(_, s)| s.val == Val::Bool(true))
+                .map(|(name, _)| name.clone())
+                .collect(),
+            secret_rules: self.texts(Field::SecretRule),
+            upstream_ca: self.paths(Field::UpstreamCa),
+            json_events: self.path(Field::JsonEvents),
+            audit_log: self.path(Field::AuditLog),
+            no_audit_log: self.flag(Field::NoAuditLog).unwrap_or(false),
+            otlp_endpoint: self.text(Field::OtlpEndpoint),
         }
     }
 
@@ -424,24 +401,24 @@ impl Layer {
             text: crate::units::format_size(bytes),
         };
         for (key, val) in [
-            ("hostname", Val::Text("warden".into())),
-            ("allow_degraded", Val::Bool(false)),
-            ("egress.allow_http", Val::Bool(false)),
-            ("egress.ask", Val::Bool(false)),
-            ("egress.log", Val::Bool(false)),
+            (Field::Hostname, Val::Text("warden".into())),
+            (Field::AllowDegraded, Val::Bool(false)),
+            (Field::AllowHttp, Val::Bool(false)),
+            (Field::Ask, Val::Bool(false)),
+            (Field::NetLog, Val::Bool(false)),
             (
-                "egress.idle_timeout",
+                Field::EgressIdleTimeout,
                 Val::Duration {
                     duration: DEFAULT_EGRESS_IDLE_TIMEOUT,
                     text: "10m".into(),
                 },
             ),
-            ("filesystem.mode", Val::Mode(WorkspaceMode::Direct)),
-            ("filesystem.tmp_size", size(d.tmp_size)),
-            ("resources.memory", size(d.memory)),
-            ("resources.pids", Val::Count(d.pids)),
-            ("resources.open_files", Val::Count(d.open_files)),
-            ("resources.file_size", size(d.file_size)),
+            (Field::Overlay, Val::Mode(WorkspaceMode::Direct)),
+            (Field::TmpSize, size(d.tmp_size)),
+            (Field::Memory, size(d.memory)),
+            (Field::Pids, Val::Count(d.pids)),
+            (Field::OpenFiles, Val::Count(d.open_files)),
+            (Field::FileSize, size(d.file_size)),
         ] {
             out.one(key, val, Origin::Default);
         }
@@ -450,60 +427,145 @@ impl Layer {
     }
 
     /// Every value with its origin, one entry per list or map item, in the
-    /// order of [`FIELDS`]: `(field, value, origin)`.
+    /// order of [`FIELDS`](crate::FIELDS): `(key, value, origin)`, the key
+    /// being the field's profile key, its `*` replaced by the entry the
+    /// value belongs to (`secrets.GH_TOKEN.in_body`).
     pub fn entries(&self) -> Vec<(String, serde_json::Value, &Origin)> {
         let mut out = Vec::new();
-        for (key, _) in FIELDS {
-            match self.slots.get(key) {
-                Some(Slot::One(s)) => out.push((key.to_string(), s.val.json(), &s.origin)),
-                Some(Slot::List(items)) => {
-                    for (i, s) in items.iter().enumerate() {
+        for (field, slot) in &self.slots {
+            let key = field.profile_name();
+            match slot {
+                Slot::One(s) => out.push((key.to_string(), s.val.json(), &s.origin)),
+                Slot::List(items) => {
+                    // Items of one entry are counted apart from another's.
+                    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+                    for s in items {
+                        let name = match &s.val {
+                            Val::Named { name, .. } => name.as_str(),
+                            _ => "*",
+                        };
+                        let i = counts.entry(name).or_default();
+                        let key = key.replacen('*', name, 1);
                         out.push((format!("{key}[{i}]"), s.val.json(), &s.origin));
+                        *i += 1;
                     }
                 }
-                Some(Slot::Map(items)) => {
+                Slot::Map(items) => {
                     for (k, s) in items {
-                        out.push((format!("{key}.{k}"), s.val.json(), &s.origin));
+                        let key = match key.contains('*') {
+                            true => key.replacen('*', k, 1),
+                            false => format!("{key}.{k}"),
+                        };
+                        out.push((key, s.val.json(), &s.origin));
                     }
                 }
-                None => {}
             }
         }
         out
     }
 
-    /// The values as a profile document (nested by section).
+    /// The values as a profile document, nested by the sections of each
+    /// field's profile key; a value of a `*` key goes into the entry it
+    /// belongs to (a secret's `in_body` and `allow` into that secret).
     pub fn document(&self) -> serde_json::Value {
-        let mut root = serde_json::Map::new();
-        for (key, _) in FIELDS {
-            let Some(slot) = self.slots.get(key) else {
+        use serde_json::{Map, Value};
+        /// The object at `path` below `node`, made when missing; `None`
+        /// when something else is there.
+        fn object<'a>(
+            node: &'a mut Map<String, Value>,
+            path: &[&str],
+        ) -> Option<&'a mut Map<String, Value>> {
+            let Some((first, rest)) = path.split_first() else {
+                return Some(node);
+            };
+            match node
+                .entry(first.to_string())
+                .or_insert_with(|| Value::Object(Map::new()))
+            {
+                Value::Object(m) => object(m, rest),
+                _ => None,
+            }
+        }
+        let mut root = Map::new();
+        for (field, slot) in &self.slots {
+            let path: Vec<&str> = field.profile_name().split('.').collect();
+            let Some((last, parents)) = path.split_last() else {
                 continue;
             };
-            let value = match slot {
-                Slot::One(s) => s.val.json(),
-                Slot::List(items) => items.iter().map(|s| s.val.json()).collect(),
-                Slot::Map(items) => items
-                    .iter()
-                    .map(|(k, s)| (k.clone(), s.val.json()))
-                    .collect::<serde_json::Map<_, _>>()
-                    .into(),
-            };
-            match key.split_once('.') {
-                Some((section, field)) => {
-                    let entry = root
-                        .entry(section.to_string())
-                        .or_insert_with(|| serde_json::Value::Object(Default::default()));
-                    if let serde_json::Value::Object(m) = entry {
-                        m.insert(field.to_string(), value);
+            if let Some(star) = parents.iter().position(|s| *s == "*") {
+                // `secrets.*.in_body`: each value into its own entry.
+                let (before, after) = (&parents[..star], &parents[star + 1..]);
+                let items: Vec<(&str, &Val)> = match slot {
+                    Slot::Map(items) => items.iter().map(|(k, s)| (k.as_str(), &s.val)).collect(),
+                    Slot::List(items) => items
+                        .iter()
+                        .filter_map(|s| match &s.val {
+                            Val::Named { name, .. } => Some((name.as_str(), &s.val)),
+                            _ => None,
+                        })
+                        .collect(),
+                    Slot::One(_) => Vec::new(),
+                };
+                for (name, val) in items {
+                    let at = [before, &[name], after].concat();
+                    let Some(node) = object(&mut root, &at) else {
+                        continue;
+                    };
+                    match slot {
+                        Slot::List(_) => {
+                            let list = node
+                                .entry(last.to_string())
+                                .or_insert_with(|| Value::Array(Vec::new()));
+                            if let Value::Array(list) = list {
+                                list.push(val.json());
+                            }
+                        }
+                        _ => {
+                            node.insert(last.to_string(), val.json());
+                        }
                     }
                 }
-                None => {
-                    root.insert(key.to_string(), value);
-                }
+                continue;
+            }
+            let value = match (field, slot) {
+                (Field::Secret, Slot::Map(items)) => items
+                    .iter()
+                    .map(|(k, s)| (k.clone(), secret_document(k, &s.val)))
+                    .collect::<Map<_, _>>()
+                    .into(),
+                (_, Slot::One(s)) => s.val.json(),
+                (_, Slot::List(items)) => items.iter().map(|s| s.val.json()).collect(),
+                (_, Slot::Map(items)) => items
+                    .iter()
+                    .map(|(k, s)| (k.clone(), s.val.json()))
+                    .collect::<Map<_, _>>()
+                    .into(),
+            };
+            if let Some(node) = object(&mut root, parents) {
+                node.insert(last.to_string(), value);
             }
         }
         root.into()
     }
+}
+
+/// A secret as a profile writes it: its source and hosts (the layer keeps
+/// them as `SOURCE@HOSTS`, the form of `--secret`); the text itself when it
+/// does not read as one (the resolver reports why).
+fn secret_document(name: &str, val: &Val) -> serde_json::Value {
+    let Val::Text(text) = val else {
+        return val.json();
+    };
+    let Ok(spec) = crate::SecretSpec::parse(&format!("{name}={text}")) else {
+        return text.as_str().into();
+    };
+    let (key, source) = match spec.source {
+        crate::SecretSource::Env(v) => ("from_env", serde_json::Value::from(v)),
+        crate::SecretSource::File(p) => ("from_file", p.to_string_lossy().into_owned().into()),
+        crate::SecretSource::Command(argv) => ("from_command", argv.into()),
+    };
+    let hosts: Vec<String> = spec.hosts.into_iter().map(|h| h.source).collect();
+    serde_json::json!({ key: source, "hosts": hosts })
 }
 
 /// What the command line of `warden run` says, each field unset when its
@@ -557,23 +619,20 @@ impl Overrides {
             text: humantime::format_duration(duration).to_string(),
         };
         if !self.command.is_empty() {
-            l.one("command", Val::Argv(self.command.clone()), o());
+            l.one(Field::Command, Val::Argv(self.command.clone()), o());
         }
-        let ones: [(&'static str, Option<Val>); 19] = [
-            ("hostname", self.hostname.clone().map(Val::Text)),
-            ("tty", self.tty.map(Val::Bool)),
-            ("allow_degraded", self.allow_degraded.map(Val::Bool)),
-            ("json_events", self.json_events.clone().map(Val::Path)),
-            ("egress.allow_http", self.allow_http.map(Val::Bool)),
-            ("egress.ask", self.ask.map(Val::Bool)),
-            ("egress.log", self.net_log.map(Val::Bool)),
-            ("egress.idle_timeout", self.egress_idle_timeout.map(dur)),
+        let ones: [(Field, Option<Val>); 19] = [
+            (Field::Hostname, self.hostname.clone().map(Val::Text)),
+            (Field::Tty, self.tty.map(Val::Bool)),
+            (Field::AllowDegraded, self.allow_degraded.map(Val::Bool)),
+            (Field::JsonEvents, self.json_events.clone().map(Val::Path)),
+            (Field::AllowHttp, self.allow_http.map(Val::Bool)),
+            (Field::Ask, self.ask.map(Val::Bool)),
+            (Field::NetLog, self.net_log.map(Val::Bool)),
+            (Field::EgressIdleTimeout, self.egress_idle_timeout.map(dur)),
+            (Field::Workspace, self.workspace.clone().map(Val::Path)),
             (
-                "filesystem.workspace",
-                self.workspace.clone().map(Val::Path),
-            ),
-            (
-                "filesystem.mode",
+                Field::Overlay,
                 self.overlay.map(|o| {
                     Val::Mode(if o {
                         WorkspaceMode::Overlay
@@ -582,15 +641,15 @@ impl Overrides {
                     })
                 }),
             ),
-            ("filesystem.rootfs", self.rootfs.clone().map(Val::Path)),
-            ("filesystem.tmp_size", self.tmp_size.map(size)),
-            ("resources.memory", self.memory.map(size)),
-            ("resources.cpus", self.cpus.map(Val::Cores)),
-            ("resources.pids", self.pids.map(Val::Count)),
-            ("resources.timeout", self.timeout.map(dur)),
-            ("resources.open_files", self.open_files.map(Val::Count)),
-            ("resources.file_size", self.file_size.map(size)),
-            ("resources.egress_quota", self.egress_quota.map(size)),
+            (Field::Rootfs, self.rootfs.clone().map(Val::Path)),
+            (Field::TmpSize, self.tmp_size.map(size)),
+            (Field::Memory, self.memory.map(size)),
+            (Field::Cpus, self.cpus.map(Val::Cores)),
+            (Field::Pids, self.pids.map(Val::Count)),
+            (Field::Timeout, self.timeout.map(dur)),
+            (Field::OpenFiles, self.open_files.map(Val::Count)),
+            (Field::FileSize, self.file_size.map(size)),
+            (Field::EgressQuota, self.egress_quota.map(size)),
         ];
         for (key, val) in ones {
             if let Some(val) = val {
@@ -598,29 +657,29 @@ impl Overrides {
             }
         }
         for d in &self.allow_domain {
-            l.push("egress.domains", Val::Text(d.clone()), o());
+            l.push(Field::AllowDomain, Val::Text(d.clone()), o());
         }
         for c in &self.allow_cidr {
-            l.push("egress.allow_cidrs", Val::Text(c.clone()), o());
+            l.push(Field::AllowCidr, Val::Text(c.clone()), o());
         }
         for p in &self.allow_host_ports {
-            l.push("egress.host_ports", Val::Port(*p), o());
+            l.push(Field::AllowHostPort, Val::Port(*p), o());
         }
         for p in &self.publish {
-            l.push("egress.publish", Val::Text(p.clone()), o());
+            l.push(Field::Publish, Val::Text(p.clone()), o());
         }
         for p in &self.ro {
-            l.push("filesystem.read_only", Val::Path(p.clone()), o());
+            l.push(Field::Ro, Val::Path(p.clone()), o());
         }
         for p in &self.rw {
-            l.push("filesystem.read_write", Val::Path(p.clone()), o());
+            l.push(Field::Rw, Val::Path(p.clone()), o());
         }
         for n in &self.pass_env {
-            l.push("env.pass", Val::Text(n.clone()), o());
+            l.push(Field::PassEnv, Val::Text(n.clone()), o());
         }
         // A malformed entry keeps its whole text as the name, so that the
         // resolver refuses it with its usual message.
-        for (key, entries) in [("env.set", &self.env), ("egress.hosts", &self.add_host)] {
+        for (key, entries) in [(Field::Env, &self.env), (Field::AddHost, &self.add_host)] {
             for e in entries {
                 match e.split_once('=') {
                     Some((k, v)) => l.put(key, k.to_string(), Val::Text(v.to_string()), o()),
@@ -678,6 +737,18 @@ pub enum ComposeError {
     Invalid(Vec<Diagnostic>),
 }
 
+impl ComposeError {
+    /// The field the error is about, when it is about one: a profile that
+    /// cannot be found or read was named by `--profile`.
+    pub fn field(&self) -> Option<Field> {
+        match self {
+            ComposeError::UnknownProfile { .. } | ComposeError::Read { .. } => Some(Field::Profile),
+            ComposeError::UnknownPreset { .. } => Some(Field::Presets),
+            ComposeError::Invalid(_) => None,
+        }
+    }
+}
+
 fn hint(s: &Option<String>) -> String {
     s.as_ref()
         .map(|s| format!(" (did you mean {s:?}?)"))
@@ -695,6 +766,9 @@ pub enum Severity {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     pub severity: Severity,
+    /// The field the finding is about, when it is about one (not for
+    /// broken YAML, say).
+    pub field: Option<Field>,
     pub file: String,
     pub pos: Pos,
     pub message: String,
@@ -929,9 +1003,10 @@ struct Loader<'a> {
 }
 
 impl Loader<'_> {
-    fn error(&mut self, file: &str, pos: Pos, message: String) {
+    fn error(&mut self, field: Option<Field>, file: &str, pos: Pos, message: String) {
         self.out.diagnostics.push(Diagnostic {
             severity: Severity::Error,
+            field,
             file: file.to_string(),
             pos,
             message,
@@ -943,7 +1018,7 @@ impl Loader<'_> {
         let file = match parse_profile(&src.text) {
             Ok(f) => f,
             Err(e) => {
-                self.error(&label, e.pos, e.message);
+                self.error(None, &label, e.pos, e.message);
                 return;
             }
         };
@@ -966,12 +1041,12 @@ impl Loader<'_> {
                             self.stack[i..].iter().map(String::as_str).collect();
                         cycle.push(&parent_src.label);
                         let msg = format!("`extends` makes a cycle: {}", cycle.join(" -> "));
-                        self.error(&label, parent.pos, msg);
+                        self.error(Some(Field::Extends), &label, parent.pos, msg);
                     } else {
                         self.load(parent_src);
                     }
                 }
-                Err(e) => self.error(&label, parent.pos, e),
+                Err(e) => self.error(Some(Field::Extends), &label, parent.pos, e),
             }
         }
         self.stack.pop();
@@ -987,53 +1062,57 @@ impl Loader<'_> {
         };
         // Paths: expanded now, so that every later source and the
         // resolver see absolute paths.
-        let path = |this: &mut Self, raw: &crate::profile::At<String>| -> Option<Val> {
-            match this.catalog.expand(&raw.value, dir) {
-                Ok(p) => Some(Val::Path(p)),
-                Err(e) => {
-                    this.error(label, raw.pos, e);
-                    None
-                }
+        let path = |this: &mut Self, field: Field, raw: &crate::profile::At<String>| match this
+            .catalog
+            .expand(&raw.value, dir)
+        {
+            Ok(p) => Some(Val::Path(p)),
+            Err(e) => {
+                this.error(Some(field), label, raw.pos, e);
+                None
             }
         };
         if let Some(c) = &f.command {
-            l.one("command", Val::Argv(c.value.clone()), at(c.pos));
+            l.one(Field::Command, Val::Argv(c.value.clone()), at(c.pos));
         }
         if let Some(h) = &f.hostname {
-            l.one("hostname", Val::Text(h.value.clone()), at(h.pos));
+            l.one(Field::Hostname, Val::Text(h.value.clone()), at(h.pos));
         }
-        for (key, v) in [("tty", &f.tty), ("allow_degraded", &f.allow_degraded)] {
+        for (key, v) in [
+            (Field::Tty, &f.tty),
+            (Field::AllowDegraded, &f.allow_degraded),
+        ] {
             if let Some(v) = v {
                 l.one(key, Val::Bool(v.value), at(v.pos));
             }
         }
         if let Some(p) = &f.json_events {
-            if let Some(v) = path(self, p) {
-                l.one("json_events", v, at(p.pos));
+            if let Some(v) = path(self, Field::JsonEvents, p) {
+                l.one(Field::JsonEvents, v, at(p.pos));
             }
         }
         if let Some(p) = &f.audit_log {
-            if let Some(v) = path(self, p) {
-                l.one("audit_log", v, at(p.pos));
+            if let Some(v) = path(self, Field::AuditLog, p) {
+                l.one(Field::AuditLog, v, at(p.pos));
             }
         }
         if let Some(v) = &f.no_audit_log {
-            l.one("no_audit_log", Val::Bool(v.value), at(v.pos));
+            l.one(Field::NoAuditLog, Val::Bool(v.value), at(v.pos));
         }
         if let Some(u) = &f.otlp_endpoint {
-            l.one("otlp_endpoint", Val::Text(u.value.clone()), at(u.pos));
+            l.one(Field::OtlpEndpoint, Val::Text(u.value.clone()), at(u.pos));
         }
         if let Some(e) = &f.egress {
             for preset in &e.presets {
                 self.preset(&mut l, &preset.value, label, preset.pos);
             }
             for d in &e.domains {
-                l.push("egress.domains", Val::Text(d.value.clone()), at(d.pos));
+                l.push(Field::AllowDomain, Val::Text(d.value.clone()), at(d.pos));
             }
             for (key, v) in [
-                ("egress.allow_http", &e.allow_http),
-                ("egress.ask", &e.ask),
-                ("egress.log", &e.log),
+                (Field::AllowHttp, &e.allow_http),
+                (Field::Ask, &e.ask),
+                (Field::NetLog, &e.log),
             ] {
                 if let Some(v) = v {
                     l.one(key, Val::Bool(v.value), at(v.pos));
@@ -1041,29 +1120,29 @@ impl Loader<'_> {
             }
             for (name, ip) in &e.hosts {
                 l.put(
-                    "egress.hosts",
+                    Field::AddHost,
                     name.value.clone(),
                     Val::Text(ip.value.clone()),
                     at(name.pos),
                 );
             }
             for c in &e.allow_cidrs {
-                l.push("egress.allow_cidrs", Val::Text(c.value.clone()), at(c.pos));
+                l.push(Field::AllowCidr, Val::Text(c.value.clone()), at(c.pos));
             }
             for p in &e.host_ports {
-                l.push("egress.host_ports", Val::Port(p.value), at(p.pos));
+                l.push(Field::AllowHostPort, Val::Port(p.value), at(p.pos));
             }
             for p in &e.publish {
-                l.push("egress.publish", Val::Text(p.value.clone()), at(p.pos));
+                l.push(Field::Publish, Val::Text(p.value.clone()), at(p.pos));
             }
             for raw in &e.upstream_ca {
-                if let Some(v) = path(self, raw) {
-                    l.push("egress.upstream_ca", v, at(raw.pos));
+                if let Some(v) = path(self, Field::UpstreamCa, raw) {
+                    l.push(Field::UpstreamCa, v, at(raw.pos));
                 }
             }
             if let Some(t) = &e.idle_timeout {
                 l.one(
-                    "egress.idle_timeout",
+                    Field::EgressIdleTimeout,
                     Val::Duration {
                         duration: t.value.duration,
                         text: t.value.text.clone(),
@@ -1073,9 +1152,18 @@ impl Loader<'_> {
             }
         }
         for (name, sec) in &f.secrets {
+            // A file is found like every other path of a profile (`~`, or
+            // relative to the profile's directory).
+            let file = match &sec.from_file {
+                Some(raw) => match path(self, Field::Secret, raw) {
+                    Some(Val::Path(p)) => Some(p),
+                    _ => continue,
+                },
+                None => None,
+            };
             let sources = [
                 sec.from_env.as_ref().map(|v| format!("env:{}", v.value)),
-                sec.from_file.as_ref().map(|v| format!("file:{}", v.value)),
+                file.map(|p| format!("file:{}", p.display())),
                 sec.from_command
                     .as_ref()
                     .map(|v| format!("cmd:{}", v.value.join(" "))),
@@ -1090,72 +1178,73 @@ impl Loader<'_> {
             };
             let hosts: Vec<&str> = sec.hosts.iter().map(|h| h.value.as_str()).collect();
             l.put(
-                "secrets",
+                Field::Secret,
                 name.value.clone(),
                 Val::Text(format!("{source}@{}", hosts.join(","))),
                 at(name.pos),
             );
             if let Some(b) = &sec.in_body {
-                if b.value {
-                    l.push("secrets.in_body", Val::Text(name.value.clone()), at(b.pos));
-                }
+                l.put(
+                    Field::SecretInBody,
+                    name.value.clone(),
+                    Val::Bool(b.value),
+                    at(b.pos),
+                );
             }
             for r in &sec.allow {
-                l.push("secrets.allow", Val::Text(r.value.clone()), at(r.pos));
+                let rule = Val::Named {
+                    name: name.value.clone(),
+                    text: r.value.clone(),
+                };
+                l.push(Field::SecretRule, rule, at(r.pos));
             }
         }
         if let Some(fs) = &f.filesystem {
             for (key, v) in [
-                ("filesystem.workspace", &fs.workspace),
-                ("filesystem.rootfs", &fs.rootfs),
+                (Field::Workspace, &fs.workspace),
+                (Field::Rootfs, &fs.rootfs),
             ] {
                 if let Some(raw) = v {
-                    if let Some(v) = path(self, raw) {
+                    if let Some(v) = path(self, key, raw) {
                         l.one(key, v, at(raw.pos));
                     }
                 }
             }
             if let Some(m) = &fs.mode {
-                l.one("filesystem.mode", Val::Mode(m.value), at(m.pos));
+                l.one(Field::Overlay, Val::Mode(m.value), at(m.pos));
             }
-            for (key, list) in [
-                ("filesystem.read_only", &fs.read_only),
-                ("filesystem.read_write", &fs.read_write),
-            ] {
+            for (key, list) in [(Field::Ro, &fs.read_only), (Field::Rw, &fs.read_write)] {
                 for raw in list {
-                    if let Some(v) = path(self, raw) {
+                    if let Some(v) = path(self, key, raw) {
                         l.push(key, v, at(raw.pos));
                     }
                 }
             }
             if let Some(s) = &fs.tmp_size {
-                l.one("filesystem.tmp_size", size_val(&s.value), at(s.pos));
+                l.one(Field::TmpSize, size_val(&s.value), at(s.pos));
             }
         }
         if let Some(r) = &f.resources {
             for (key, v) in [
-                ("resources.memory", &r.memory),
-                ("resources.file_size", &r.file_size),
-                ("resources.egress_quota", &r.egress_quota),
+                (Field::Memory, &r.memory),
+                (Field::FileSize, &r.file_size),
+                (Field::EgressQuota, &r.egress_quota),
             ] {
                 if let Some(s) = v {
                     l.one(key, size_val(&s.value), at(s.pos));
                 }
             }
-            for (key, v) in [
-                ("resources.pids", &r.pids),
-                ("resources.open_files", &r.open_files),
-            ] {
+            for (key, v) in [(Field::Pids, &r.pids), (Field::OpenFiles, &r.open_files)] {
                 if let Some(n) = v {
                     l.one(key, Val::Count(n.value.0), at(n.pos));
                 }
             }
             if let Some(c) = &r.cpus {
-                l.one("resources.cpus", Val::Cores(c.value.0), at(c.pos));
+                l.one(Field::Cpus, Val::Cores(c.value.0), at(c.pos));
             }
             if let Some(t) = &r.timeout {
                 l.one(
-                    "resources.timeout",
+                    Field::Timeout,
                     Val::Duration {
                         duration: t.value.duration,
                         text: t.value.text.clone(),
@@ -1166,11 +1255,11 @@ impl Loader<'_> {
         }
         if let Some(env) = &f.env {
             for p in &env.pass {
-                l.push("env.pass", Val::Text(p.value.clone()), at(p.pos));
+                l.push(Field::PassEnv, Val::Text(p.value.clone()), at(p.pos));
             }
             for (k, v) in &env.set {
                 l.put(
-                    "env.set",
+                    Field::Env,
                     k.value.clone(),
                     Val::Text(v.value.clone()),
                     at(k.pos),
@@ -1184,7 +1273,7 @@ impl Loader<'_> {
         let src = match self.catalog.preset(name) {
             Ok(s) => s,
             Err(e) => {
-                self.error(label, pos, e.to_string());
+                self.error(Some(Field::Presets), label, pos, e.to_string());
                 return;
             }
         };
@@ -1192,7 +1281,7 @@ impl Loader<'_> {
             Ok(p) => {
                 for d in p.domains {
                     l.push(
-                        "egress.domains",
+                        Field::AllowDomain,
                         Val::Text(d.value),
                         Origin::Preset {
                             preset: name.to_string(),
@@ -1202,7 +1291,7 @@ impl Loader<'_> {
                     );
                 }
             }
-            Err(e) => self.error(&src.label, e.pos, e.message),
+            Err(e) => self.error(None, &src.label, e.pos, e.message),
         }
     }
 }
@@ -1223,6 +1312,7 @@ pub fn load_preset(
     let file = parse_preset(&src.text).map_err(|e| {
         ComposeError::Invalid(vec![Diagnostic {
             severity: Severity::Error,
+            field: None,
             file: src.label.clone(),
             pos: e.pos,
             message: e.message,

@@ -3,13 +3,14 @@
 //! each optionally with a port (`example.com:22`). Parsing and validation
 //! only; the egress crate builds the fast matcher from these rules.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Ports allowed for a rule that names none.
 pub const DEFAULT_PORTS: &[u16] = &[443, 80];
 
 /// One allowlist entry, normalized.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DomainRule {
     /// Lower case, no trailing dot, no leading `.` or `*.`.
     pub name: String,
@@ -21,15 +22,28 @@ pub struct DomainRule {
     pub source: String,
 }
 
-/// Why an allowlist entry was refused.
+/// Why an allowlist entry was refused. The message names the entry, not
+/// the option it was given to (`--allow-domain`, `egress.domains`, a
+/// secret's hosts): the caller says that.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DomainError {
-    #[error("--allow-domain {0:?} is empty")]
+    #[error("{0:?} is empty")]
     Empty(String),
-    #[error("--allow-domain {entry:?}: {why}; write a host name such as example.com, .example.com (with subdomains) or example.com:22")]
+    #[error("{entry:?}: {why}; write a host name such as example.com, .example.com (with subdomains) or example.com:22")]
     Invalid { entry: String, why: &'static str },
-    #[error("--allow-domain {entry:?}: port {port:?} is not a number from 1 to 65535")]
+    #[error("{entry:?}: port {port:?} is not a number from 1 to 65535")]
     BadPort { entry: String, port: String },
+}
+
+impl DomainError {
+    /// The entry as written.
+    pub fn entry(&self) -> &str {
+        match self {
+            DomainError::Empty(e)
+            | DomainError::Invalid { entry: e, .. }
+            | DomainError::BadPort { entry: e, .. } => e,
+        }
+    }
 }
 
 impl DomainRule {

@@ -2,7 +2,8 @@
 //! person named explicitly. Credentials in the host's environment
 //! (`*_TOKEN`, `*_KEY`, `AWS_*`, ...) never pass unless named.
 
-use crate::SpecError;
+use crate::error::{Problem, ResolveError};
+use crate::fields::Field;
 
 /// Variables passed from the host by default. `LC_*` is matched as a prefix.
 pub const ENV_ALLOWLIST: &[&str] = &["PATH", "LANG", "LC_*", "TERM", "TZ", "COLORTERM"];
@@ -37,7 +38,7 @@ pub fn resolve_env(
     req: &EnvRequest,
     host: &[(String, String)],
     home: &str,
-) -> Result<Vec<(String, String)>, SpecError> {
+) -> Result<Vec<(String, String)>, ResolveError> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut put = |k: &str, v: &str| {
         if let Some(slot) = out.iter_mut().find(|(n, _)| n == k) {
@@ -55,7 +56,7 @@ pub fn resolve_env(
     put("HOME", home);
     for name in &req.pass {
         if !valid_name(name) {
-            return Err(SpecError::BadEnvName(name.clone()));
+            return Err(Field::PassEnv.invalid(Problem::BadEnvName(name.clone())));
         }
         if let Some((_, v)) = host.iter().find(|(k, _)| k == name) {
             put(name, v);
@@ -64,9 +65,9 @@ pub fn resolve_env(
     for assignment in &req.set {
         let (k, v) = assignment
             .split_once('=')
-            .ok_or_else(|| SpecError::BadEnvAssignment(assignment.clone()))?;
+            .ok_or_else(|| Field::Env.invalid(Problem::BadEnvAssignment(assignment.clone())))?;
         if !valid_name(k) {
-            return Err(SpecError::BadEnvName(k.to_string()));
+            return Err(Field::Env.invalid(Problem::BadEnvName(k.to_string())));
         }
         put(k, v);
     }

@@ -2,14 +2,20 @@
 //! build it from what a person asked for.
 //!
 //! This crate decides *what* a sandbox may do; it never does it. It makes no
-//! syscalls and reads nothing but the values handed to it, so every front door
-//! (CLI flags, later profiles and API requests) produces a spec through the same
-//! code, and the enforcers (`warden-jail`, later `warden-egress`) only ever see
-//! the spec.
+//! syscalls and reads nothing but the values handed to it and profile files,
+//! so every front door (CLI flags, profiles, later API requests) produces a
+//! spec through the same code, and the enforcers only ever see the spec,
+//! which is serde both ways (a supervisor receives it).
+//!
+//! Each option is declared once, in [`fields::FIELDS`]: flag, profile key,
+//! JSON path, kind of value, doc. An error about a value ([`ResolveError`])
+//! carries its [`Field`], so each door names it its own way.
 
 pub mod compose;
 mod domains;
 mod env;
+mod error;
+pub mod fields;
 pub mod profile;
 mod secrets;
 mod units;
@@ -17,10 +23,12 @@ pub mod validate;
 
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
+pub use error::{Problem, ResolveError, SpecError};
+pub use fields::{Field, FieldInfo, FIELDS};
 pub use secrets::{SecretRule, SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
 pub use units::{format_size, parse_duration, parse_size, ParseError};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -36,7 +44,8 @@ pub const HOST_ALIAS: &str = "host.warden.internal";
 pub const WORKSPACE_MOUNT: &str = "/workspace";
 
 /// Everything the enforcers need to build and run one sandbox.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SandboxSpec {
     /// The command and its arguments; `command[0]` is looked up in the
     /// sandbox's own `PATH` when it has no `/`.
@@ -58,7 +67,8 @@ pub struct SandboxSpec {
 }
 
 /// The sandbox's file tree.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FilesystemSpec {
     /// A prepared root tree used instead of the host's system directories.
     pub rootfs: Option<PathBuf>,
@@ -74,21 +84,24 @@ pub struct FilesystemSpec {
 }
 
 /// The directories of a workspace overlay, kept by warden's state store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OverlayDirs {
     pub upper: PathBuf,
     pub work: PathBuf,
 }
 
 /// One extra bind mount.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Bind {
     pub path: PathBuf,
     pub writable: bool,
 }
 
 /// Limits on what the sandbox may consume.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ResourceSpec {
     /// Memory limit in bytes (cgroup), the whole sandbox together.
     pub memory: Limit<u64>,
@@ -107,14 +120,15 @@ pub struct ResourceSpec {
 /// A limit together with where it came from: a person who asked for a limit
 /// must get it or an error, while a default may fall back to a weaker
 /// mechanism with a warning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Limit<T> {
     pub value: T,
     pub explicit: bool,
 }
 
 /// Whether the command gets a pseudo-terminal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum Terminal {
     /// stdin/stdout/stderr are passed through as they are.
     #[default]
@@ -126,7 +140,7 @@ pub enum Terminal {
 /// The sandbox's network.
 // One per sandbox, built once: the size of the larger variant costs nothing.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NetworkSpec {
     /// A fresh network namespace holding only `lo`.
     LoopbackOnly,
@@ -137,14 +151,16 @@ pub enum NetworkSpec {
 
 /// One `--publish HOSTPORT:PORT`: the host's 127.0.0.1:HOSTPORT leads to
 /// the sandbox's 127.0.0.1:PORT.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PortMapping {
     pub host_port: u16,
     pub sandbox_port: u16,
 }
 
 /// What the egress proxy allows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EgressSpec {
     pub domains: Vec<DomainRule>,
     /// Plain HTTP to allowed names (denied by default).
@@ -278,75 +294,6 @@ pub struct Request {
     pub otlp_endpoint: Option<String>,
 }
 
-/// Why a request cannot become a spec. Each message says what to change.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum SpecError {
-    #[error("no command given: put CMD after `--`, e.g. `warden run -- bash`, or use a --profile that has a `command`")]
-    NoCommand,
-    #[error("the command name is empty")]
-    EmptyCommand,
-    #[error("{what} {path} must be an absolute path")]
-    RelativePath { what: &'static str, path: PathBuf },
-    #[error("{what} {path} is not allowed: {why}")]
-    ForbiddenPath {
-        what: &'static str,
-        path: PathBuf,
-        why: &'static str,
-    },
-    #[error("--memory {0} bytes is too small: a sandbox needs at least 16M")]
-    MemoryTooSmall(u64),
-    #[error("--pids {0} is too small: a sandbox needs at least 2 (its init and the command)")]
-    PidsTooSmall(u64),
-    #[error("--cpus {0} must be a positive number of cores, e.g. 0.5 or 2")]
-    BadCpus(f64),
-    #[error("--timeout must be longer than zero")]
-    ZeroTimeout,
-    #[error("--open-files {0} must be between 16 and 1048576")]
-    BadOpenFiles(u64),
-    #[error("--tmp-size {0} bytes is too small: use at least 1M")]
-    TmpTooSmall(u64),
-    #[error("hostname {0:?} is not valid: use 1-63 letters, digits and '-'")]
-    BadHostname(String),
-    #[error("environment variable name {0:?} is not valid: use letters, digits and '_', not starting with a digit")]
-    BadEnvName(String),
-    #[error("--env {0:?} must have the form NAME=VALUE")]
-    BadEnvAssignment(String),
-    #[error(transparent)]
-    Domain(#[from] DomainError),
-    #[error("--add-host {0:?} must have the form NAME=IP, e.g. registry.internal=10.1.2.3")]
-    BadAddHost(String),
-    #[error("--allow-cidr {0:?} must be an address range such as 10.1.0.0/16 or fd00::/8")]
-    BadCidr(String),
-    #[error("--allow-host-port 0 is not a port: give a number from 1 to 65535")]
-    BadHostPort,
-    #[error("--publish {0:?} must have the form HOSTPORT:PORT with ports from 1 to 65535, e.g. 8080:3000")]
-    BadPublish(String),
-    #[error("--publish: host port {0} is given twice")]
-    DuplicatePublish(u16),
-    #[error("--allow-domain {0:?} names the host itself; open one of its ports with --allow-host-port PORT instead")]
-    HostAliasAsDomain(String),
-    #[error("--overlay needs a --workspace to lay the overlay over")]
-    OverlayWithoutWorkspace,
-    #[error("--overlay was asked for but no overlay directories were prepared (a front door must create them in warden's state directory)")]
-    OverlayWithoutState,
-    #[error("--allow-http, --add-host, --allow-cidr, --egress-quota and --upstream-ca need at least one --allow-domain, --allow-host-port, --secret or --ask")]
-    EgressWithoutDomains,
-    #[error("--secret {entry:?}: {why}; write NAME@HOST[,HOST...], NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS or NAME=cmd:PROGRAM ARGS@HOSTS")]
-    BadSecret { entry: String, why: String },
-    #[error("--secret-rule {entry:?}: {why}; write [METHOD ]HOST[/PATH], e.g. \"GET api.github.com/repos/acme/*\"")]
-    BadSecretRule { entry: String, why: String },
-    #[error(
-        "--secret {0} is given twice; give each secret once, with all its hosts: NAME@HOST1,HOST2"
-    )]
-    DuplicateSecret(String),
-    #[error("--secret-in-body {0}: there is no --secret {0}")]
-    UnknownSecretInBody(String),
-    #[error("--pass-env {0} would copy a secret's real value into the sandbox; leave it out (the sandbox gets a placeholder from --secret)")]
-    SecretPassed(String),
-    #[error("--env {0}=... and --secret {0} both set {0}; leave out the --env")]
-    SecretSet(String),
-}
-
 impl Request {
     /// Resolve this request into a spec: apply defaults, check every value,
     /// and build the command's environment from `host_env`.
@@ -354,48 +301,58 @@ impl Request {
         self,
         defaults: &Defaults,
         host_env: &[(String, String)],
-    ) -> Result<SandboxSpec, SpecError> {
-        let first = self.command.first().ok_or(SpecError::NoCommand)?;
+    ) -> Result<SandboxSpec, ResolveError> {
+        let first = self
+            .command
+            .first()
+            .ok_or(Field::Command.invalid(Problem::NoCommand))?;
         if first.is_empty() {
-            return Err(SpecError::EmptyCommand);
+            return Err(Field::Command.invalid(Problem::EmptyCommand));
         }
+        let forbidden = |field: Field, path: &Path, why| {
+            field.invalid(Problem::ForbiddenPath {
+                path: path.to_path_buf(),
+                why,
+            })
+        };
         if let Some(root) = &self.rootfs {
-            check_absolute("--rootfs", root)?;
+            check_absolute(Field::Rootfs, root)?;
             if root == Path::new("/") {
-                return Err(SpecError::ForbiddenPath {
-                    what: "--rootfs",
-                    path: root.clone(),
-                    why: "the host's own root would expose every host file; leave --rootfs out to use the host's system directories read-only",
-                });
+                return Err(forbidden(
+                    Field::Rootfs,
+                    root,
+                    "the host's own root would expose every host file; leave --rootfs out to use the host's system directories read-only",
+                ));
             }
         }
         if let Some(ws) = &self.workspace {
-            check_absolute("--workspace", ws)?;
+            check_absolute(Field::Workspace, ws)?;
             if ws == Path::new("/") {
-                return Err(SpecError::ForbiddenPath {
-                    what: "--workspace",
-                    path: ws.clone(),
-                    why: "it would make the whole host writable; pass a project directory",
-                });
+                return Err(forbidden(
+                    Field::Workspace,
+                    ws,
+                    "it would make the whole host writable; pass a project directory",
+                ));
             }
         }
         let mut binds = Vec::new();
-        for (paths, writable, what) in [(&self.ro, false, "--ro"), (&self.rw, true, "--rw")] {
+        for (paths, writable, field) in [(&self.ro, false, Field::Ro), (&self.rw, true, Field::Rw)]
+        {
             for p in paths {
-                check_absolute(what, p)?;
+                check_absolute(field, p)?;
                 if p == Path::new("/") {
-                    return Err(SpecError::ForbiddenPath {
-                        what,
-                        path: p.clone(),
-                        why: "binding the host's root exposes every host file",
-                    });
+                    return Err(forbidden(
+                        field,
+                        p,
+                        "binding the host's root exposes every host file",
+                    ));
                 }
                 if reserved_destination(p) {
-                    return Err(SpecError::ForbiddenPath {
-                        what,
-                        path: p.clone(),
-                        why: "warden builds /proc, /dev, /tmp and /workspace itself; bind a path below another directory",
-                    });
+                    return Err(forbidden(
+                        field,
+                        p,
+                        "warden builds /proc, /dev, /tmp and /workspace itself; bind a path below another directory",
+                    ));
                 }
                 binds.push(Bind {
                     path: p.clone(),
@@ -406,31 +363,31 @@ impl Request {
 
         let memory = limit(self.memory, defaults.memory);
         if memory.value < 16 * MIB {
-            return Err(SpecError::MemoryTooSmall(memory.value));
+            return Err(Field::Memory.invalid(Problem::MemoryTooSmall(memory.value)));
         }
         let pids = limit(self.pids, defaults.pids);
         if pids.value < 2 {
-            return Err(SpecError::PidsTooSmall(pids.value));
+            return Err(Field::Pids.invalid(Problem::PidsTooSmall(pids.value)));
         }
         if let Some(c) = self.cpus {
             if !(c.is_finite() && c > 0.0) {
-                return Err(SpecError::BadCpus(c));
+                return Err(Field::Cpus.invalid(Problem::BadCpus(c)));
             }
         }
         if self.timeout == Some(Duration::ZERO) {
-            return Err(SpecError::ZeroTimeout);
+            return Err(Field::Timeout.invalid(Problem::ZeroTimeout));
         }
         let open_files = self.open_files.unwrap_or(defaults.open_files);
         if !(16..=1 << 20).contains(&open_files) {
-            return Err(SpecError::BadOpenFiles(open_files));
+            return Err(Field::OpenFiles.invalid(Problem::BadOpenFiles(open_files)));
         }
         let tmp_size = self.tmp_size.unwrap_or(defaults.tmp_size);
         if tmp_size < MIB {
-            return Err(SpecError::TmpTooSmall(tmp_size));
+            return Err(Field::TmpSize.invalid(Problem::TmpTooSmall(tmp_size)));
         }
         let hostname = self.hostname.unwrap_or_else(|| "warden".to_string());
         if !valid_hostname(&hostname) {
-            return Err(SpecError::BadHostname(hostname));
+            return Err(Field::Hostname.invalid(Problem::BadHostname(hostname)));
         }
         let home = if self.workspace.is_some() {
             WORKSPACE_MOUNT
@@ -440,29 +397,32 @@ impl Request {
         let secrets = secrets::parse_secrets(&self.secrets, &self.secret_in_body, &self.env)?;
         let secret_rules = secrets::parse_rules(&self.secret_rules, &secrets)?;
         for p in &self.upstream_ca {
-            check_absolute("--upstream-ca", p)?;
+            check_absolute(Field::UpstreamCa, p)?;
         }
         let env = resolve_env(&self.env, host_env, home)?;
         let publish = parse_publish(&self.publish)?;
         if self.overlay && self.workspace.is_none() {
-            return Err(SpecError::OverlayWithoutWorkspace);
+            return Err(Field::Overlay.invalid(Problem::OverlayWithoutWorkspace));
         }
         if self.overlay && self.overlay_dirs.is_none() {
             // Never a silent fall back to writing the real workspace.
-            return Err(SpecError::OverlayWithoutState);
+            return Err(Field::Overlay.invalid(Problem::OverlayWithoutState));
         }
         let network = if self.allow_domains.is_empty()
             && self.allow_host_ports.is_empty()
             && !self.ask
             && secrets.is_empty()
         {
-            if self.allow_http
-                || !self.add_hosts.is_empty()
-                || !self.allow_cidr.is_empty()
-                || self.egress_quota.is_some()
-                || !self.upstream_ca.is_empty()
-            {
-                return Err(SpecError::EgressWithoutDomains);
+            // Options that only refine egress: the first one given is named.
+            let given = [
+                (Field::AllowHttp, self.allow_http),
+                (Field::AddHost, !self.add_hosts.is_empty()),
+                (Field::AllowCidr, !self.allow_cidr.is_empty()),
+                (Field::EgressQuota, self.egress_quota.is_some()),
+                (Field::UpstreamCa, !self.upstream_ca.is_empty()),
+            ];
+            if let Some((field, _)) = given.iter().find(|(_, given)| *given) {
+                return Err(field.invalid(Problem::EgressWithoutDomains));
             }
             NetworkSpec::LoopbackOnly
         } else {
@@ -470,13 +430,16 @@ impl Request {
                 .allow_domains
                 .iter()
                 .map(|d| DomainRule::parse(d))
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Field::AllowDomain.invalid(Problem::Domain(e)))?;
             // The host's own services have a flag of their own.
             if let Some(d) = domains
                 .iter()
                 .find(|d| d.name == HOST_ALIAS || d.name == "warden.internal")
             {
-                return Err(SpecError::HostAliasAsDomain(d.source.clone()));
+                return Err(
+                    Field::AllowDomain.invalid(Problem::HostAliasAsDomain(d.source.clone()))
+                );
             }
             // A secret's hosts are allowed destinations: the value
             // is useless if its own hosts cannot be reached.
@@ -495,7 +458,7 @@ impl Request {
             let mut host_ports = Vec::new();
             for &port in &self.allow_host_ports {
                 if port == 0 {
-                    return Err(SpecError::BadHostPort);
+                    return Err(Field::AllowHostPort.invalid(Problem::BadHostPort));
                 }
                 if !host_ports.contains(&port) {
                     host_ports.push(port);
@@ -520,7 +483,7 @@ impl Request {
                     c.parse::<ipnet::IpNet>()
                         .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
                         .map(|n| n.trunc())
-                        .map_err(|_| SpecError::BadCidr(c.to_string()))
+                        .map_err(|_| Field::AllowCidr.invalid(Problem::BadCidr(c.to_string())))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             NetworkSpec::Egress(EgressSpec {
@@ -607,8 +570,8 @@ impl Request {
 }
 
 /// `NAME=IP`, or `NAME:IP` as `docker run --add-host` writes it.
-fn parse_add_host(entry: &str) -> Result<(String, std::net::IpAddr), SpecError> {
-    let bad = || SpecError::BadAddHost(entry.to_string());
+fn parse_add_host(entry: &str) -> Result<(String, std::net::IpAddr), ResolveError> {
+    let bad = || Field::AddHost.invalid(Problem::BadAddHost(entry.to_string()));
     let (name, ip) = entry
         .split_once('=')
         .or_else(|| entry.split_once(':'))
@@ -622,10 +585,10 @@ fn parse_add_host(entry: &str) -> Result<(String, std::net::IpAddr), SpecError> 
     Ok((name, ip.parse().map_err(|_| bad())?))
 }
 
-fn parse_publish(entries: &[String]) -> Result<Vec<PortMapping>, SpecError> {
+fn parse_publish(entries: &[String]) -> Result<Vec<PortMapping>, ResolveError> {
     let mut out: Vec<PortMapping> = Vec::new();
     for entry in entries {
-        let bad = || SpecError::BadPublish(entry.clone());
+        let bad = || Field::Publish.invalid(Problem::BadPublish(entry.clone()));
         let port = |p: &str| p.trim().parse::<u16>().ok().filter(|p| *p != 0);
         let (host_port, sandbox_port) = match entry.split_once(':') {
             Some((h, s)) => (port(h).ok_or_else(bad)?, port(s).ok_or_else(bad)?),
@@ -635,7 +598,7 @@ fn parse_publish(entries: &[String]) -> Result<Vec<PortMapping>, SpecError> {
             }
         };
         if out.iter().any(|m| m.host_port == host_port) {
-            return Err(SpecError::DuplicatePublish(host_port));
+            return Err(Field::Publish.invalid(Problem::DuplicatePublish(host_port)));
         }
         out.push(PortMapping {
             host_port,
@@ -658,14 +621,11 @@ fn limit(asked: Option<u64>, default: u64) -> Limit<u64> {
     }
 }
 
-fn check_absolute(what: &'static str, p: &Path) -> Result<(), SpecError> {
+fn check_absolute(field: Field, p: &Path) -> Result<(), ResolveError> {
     if p.is_absolute() {
         Ok(())
     } else {
-        Err(SpecError::RelativePath {
-            what,
-            path: p.to_path_buf(),
-        })
+        Err(field.invalid(Problem::RelativePath(p.to_path_buf())))
     }
 }
 
@@ -694,12 +654,131 @@ mod tests {
         })
     }
 
+    /// The field and problem of a failed resolution.
+    fn problem(r: Result<SandboxSpec, ResolveError>) -> Option<(Field, Problem)> {
+        let e = r.err()?;
+        Some((e.field()?, e.problem().clone()))
+    }
+
     fn req(cmd: &[&str]) -> Request {
         Request {
             command: cmd.iter().map(|s| s.to_string()).collect(),
             terminal: Terminal::Inherit,
             ..Default::default()
         }
+    }
+
+    /// A spec with every part filled, values chosen to be awkward for a
+    /// serializer (nanoseconds, IPv6, a fraction of a core).
+    fn full_spec() -> SandboxSpec {
+        let rule = |s: &str| DomainRule::parse(s).unwrap();
+        SandboxSpec {
+            command: vec!["bash".into(), "-lc".into(), "echo \"hi\" && exit 3".into()],
+            filesystem: FilesystemSpec {
+                rootfs: Some("/srv/root".into()),
+                workspace: Some("/home/alice/src/p".into()),
+                binds: vec![
+                    Bind {
+                        path: "/etc/gitconfig".into(),
+                        writable: false,
+                    },
+                    Bind {
+                        path: "/var/cache/x".into(),
+                        writable: true,
+                    },
+                ],
+                tmp_size: 512 * MIB,
+                overlay: Some(OverlayDirs {
+                    upper: "/var/lib/warden/s/upper".into(),
+                    work: "/var/lib/warden/s/work".into(),
+                }),
+            },
+            resources: ResourceSpec {
+                memory: Limit {
+                    value: 4 * GIB,
+                    explicit: true,
+                },
+                pids: Limit {
+                    value: 1024,
+                    explicit: false,
+                },
+                cpus: Some(0.1 + 0.2),
+                timeout: Some(Duration::new(7200, 123_456_789)),
+                open_files: 4096,
+                file_size: None,
+            },
+            env: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("EMPTY".into(), String::new()),
+                ("UNICODE".into(), "é ✓".into()),
+            ],
+            terminal: Terminal::Pty,
+            hostname: "agent".into(),
+            network: NetworkSpec::Egress(EgressSpec {
+                domains: vec![rule(".example.dev"), rule("git.example.com:22")],
+                allow_http: true,
+                hosts: vec![
+                    ("registry.internal".into(), "10.1.2.3".parse().unwrap()),
+                    ("v6.internal".into(), "fd00::1".parse().unwrap()),
+                ],
+                cidrs: vec!["10.1.0.0/16".parse().unwrap(), "fd00::/8".parse().unwrap()],
+                host_ports: vec![5432, 6379],
+                ask: true,
+                log: true,
+                quota: Some(5 * GIB),
+                idle_timeout: Duration::from_millis(1500),
+                secrets: vec![
+                    SecretSpec::parse("GH@api.github.com,.githubusercontent.com").unwrap(),
+                    SecretSpec::parse("T=file:/run/keys/t@a.test:8443").unwrap(),
+                    SecretSpec {
+                        in_bodies: true,
+                        ..SecretSpec::parse("C=cmd:pass show api@b.test").unwrap()
+                    },
+                ],
+                secret_rules: vec![
+                    SecretRule::parse("GET api.github.com/repos/acme/*").unwrap(),
+                    SecretRule::parse("a.test:8443").unwrap(),
+                ],
+                upstream_ca: vec!["/etc/ca.pem".into()],
+            }),
+            publish: vec![
+                PortMapping {
+                    host_port: 8080,
+                    sandbox_port: 3000,
+                },
+                PortMapping {
+                    host_port: 9000,
+                    sandbox_port: 9000,
+                },
+            ],
+            allow_degraded: true,
+        }
+    }
+
+    #[test]
+    fn a_spec_survives_a_trip_through_json_exactly() {
+        let spec = full_spec();
+        let text = serde_json::to_string(&spec).unwrap();
+        let back: SandboxSpec = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, spec);
+        // And again, so that nothing is only equal by accident of defaults.
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        let plain = SandboxSpec {
+            network: NetworkSpec::LoopbackOnly,
+            terminal: Terminal::Inherit,
+            ..spec
+        };
+        let back: SandboxSpec =
+            serde_json::from_str(&serde_json::to_string(&plain).unwrap()).unwrap();
+        assert_eq!(back, plain);
+    }
+
+    #[test]
+    fn a_spec_with_a_part_the_reader_does_not_know_is_refused() {
+        // A newer writer's restriction must not be dropped in silence.
+        let mut doc = serde_json::to_value(full_spec()).unwrap();
+        doc["resources"]["swap"] = 0.into();
+        assert!(serde_json::from_value::<SandboxSpec>(doc).is_err());
     }
 
     #[test]
@@ -743,11 +822,11 @@ mod tests {
     fn an_empty_command_is_refused() {
         assert_eq!(
             req(&[]).resolve(&defaults(), &[]),
-            Err(SpecError::NoCommand)
+            Err(Field::Command.invalid(Problem::NoCommand))
         );
         assert_eq!(
             req(&[""]).resolve(&defaults(), &[]),
-            Err(SpecError::EmptyCommand)
+            Err(Field::Command.invalid(Problem::EmptyCommand))
         );
     }
 
@@ -756,20 +835,20 @@ mod tests {
         let mut r = req(&["true"]);
         r.workspace = Some("project".into());
         assert!(matches!(
-            r.resolve(&defaults(), &[]),
-            Err(SpecError::RelativePath { .. })
+            problem(r.resolve(&defaults(), &[])),
+            Some((Field::Workspace, Problem::RelativePath(_)))
         ));
         let mut r = req(&["true"]);
         r.rw = vec!["/".into()];
         assert!(matches!(
-            r.resolve(&defaults(), &[]),
-            Err(SpecError::ForbiddenPath { .. })
+            problem(r.resolve(&defaults(), &[])),
+            Some((Field::Rw, Problem::ForbiddenPath { .. }))
         ));
         let mut r = req(&["true"]);
         r.ro = vec!["/proc".into()];
         assert!(matches!(
-            r.resolve(&defaults(), &[]),
-            Err(SpecError::ForbiddenPath { .. })
+            problem(r.resolve(&defaults(), &[])),
+            Some((Field::Ro, Problem::ForbiddenPath { .. }))
         ));
     }
 
@@ -777,18 +856,27 @@ mod tests {
     fn impossible_limits_are_refused() {
         let mut r = req(&["true"]);
         r.pids = Some(1);
-        assert_eq!(r.resolve(&defaults(), &[]), Err(SpecError::PidsTooSmall(1)));
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(Field::Pids.invalid(Problem::PidsTooSmall(1)))
+        );
         let mut r = req(&["true"]);
         r.cpus = Some(-1.0);
-        assert_eq!(r.resolve(&defaults(), &[]), Err(SpecError::BadCpus(-1.0)));
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(Field::Cpus.invalid(Problem::BadCpus(-1.0)))
+        );
         let mut r = req(&["true"]);
         r.timeout = Some(Duration::ZERO);
-        assert_eq!(r.resolve(&defaults(), &[]), Err(SpecError::ZeroTimeout));
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(Field::Timeout.invalid(Problem::ZeroTimeout))
+        );
         let mut r = req(&["true"]);
         r.memory = Some(1000);
         assert_eq!(
             r.resolve(&defaults(), &[]),
-            Err(SpecError::MemoryTooSmall(1000))
+            Err(Field::Memory.invalid(Problem::MemoryTooSmall(1000)))
         );
     }
 
@@ -820,7 +908,7 @@ mod tests {
         r.add_hosts = vec!["nothing".into()];
         assert_eq!(
             r.resolve(&defaults(), &[]),
-            Err(SpecError::BadAddHost("nothing".into()))
+            Err(Field::AddHost.invalid(Problem::BadAddHost("nothing".into())))
         );
     }
 
@@ -837,7 +925,10 @@ mod tests {
         assert_eq!(e.domains[0].port, Some(5432));
         let mut r = req(&["true"]);
         r.allow_host_ports = vec![0];
-        assert_eq!(r.resolve(&defaults(), &[]), Err(SpecError::BadHostPort));
+        assert_eq!(
+            r.resolve(&defaults(), &[]),
+            Err(Field::AllowHostPort.invalid(Problem::BadHostPort))
+        );
     }
 
     #[test]
@@ -854,14 +945,14 @@ mod tests {
         r.allow_domains = vec!["a.test".into()];
         r.allow_cidr = vec!["10.1.2.3/40".into()];
         assert!(matches!(
-            r.resolve(&defaults(), &[]),
-            Err(SpecError::BadCidr(_))
+            problem(r.resolve(&defaults(), &[])),
+            Some((Field::AllowCidr, Problem::BadCidr(_)))
         ));
         let mut r = req(&["true"]);
         r.allow_cidr = vec!["10.0.0.0/8".into()];
         assert_eq!(
             r.resolve(&defaults(), &[]),
-            Err(SpecError::EgressWithoutDomains)
+            Err(Field::AllowCidr.invalid(Problem::EgressWithoutDomains))
         );
 
         let mut r = req(&["true"]);
@@ -886,7 +977,7 @@ mod tests {
             r.publish = vec![bad.into()];
             assert_eq!(
                 r.resolve(&defaults(), &[]),
-                Err(SpecError::BadPublish(bad.into())),
+                Err(Field::Publish.invalid(Problem::BadPublish(bad.into()))),
                 "{bad}"
             );
         }
@@ -894,7 +985,7 @@ mod tests {
         r.publish = vec!["8080:1".into(), "8080:2".into()];
         assert_eq!(
             r.resolve(&defaults(), &[]),
-            Err(SpecError::DuplicatePublish(8080))
+            Err(Field::Publish.invalid(Problem::DuplicatePublish(8080)))
         );
     }
 
@@ -928,7 +1019,7 @@ mod tests {
         r.upstream_ca = vec!["/etc/ca.pem".into()];
         assert_eq!(
             r.resolve(&defaults(), &[]),
-            Err(SpecError::EgressWithoutDomains)
+            Err(Field::UpstreamCa.invalid(Problem::EgressWithoutDomains))
         );
         let spec = req(&["true"]).resolve(&defaults(), &[]).unwrap();
         assert!(!spec.env.iter().any(|(k, _)| k == "SSL_CERT_FILE"));

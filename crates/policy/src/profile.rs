@@ -1,7 +1,9 @@
 //! The profile file as a person writes it: the YAML schema, read with the
 //! line and column of every value so that each later message can point at
-//! it. Types here are the single source of the JSON Schema
-//! (`schema/profile.schema.json`); nothing here merges or resolves.
+//! it. Types here give the JSON Schema (`schema/profile.schema.json`) its
+//! shape; the description of each field comes from the field table
+//! ([`crate::fields`]), and a test holds the two to the same keys. Nothing
+//! here merges or resolves.
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, Deserializer, Visitor};
@@ -11,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use crate::fields::FIELDS;
 use crate::units::{parse_duration, parse_size};
 
 /// A position in a file, 1-based.
@@ -78,7 +81,7 @@ impl<T: Ord> Ord for At<T> {
 }
 
 /// One profile file. Every section and field is optional; unknown keys are
-/// refused.
+/// refused. Each field's meaning is in [`FIELDS`], under its key.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(
@@ -86,33 +89,19 @@ impl<T: Ord> Ord for At<T> {
     description = "One sandbox configuration for one agent. Every field is optional; flags of `warden run` override it."
 )]
 pub struct ProfileFile {
-    /// The profile's name (defaults to the file name without `.yaml`).
     pub name: Option<At<String>>,
-    /// What the profile is for, shown by `warden profile list`.
     pub description: Option<At<String>>,
-    /// Profiles (names or paths) this one builds on, merged in order before this file.
     #[serde(default)]
     pub extends: Vec<At<String>>,
-    /// The command run when `warden run` is given none.
     pub command: Option<At<Vec<String>>>,
-    /// The sandbox's hostname (`--hostname`).
     pub hostname: Option<At<String>>,
-    /// Allocate a pseudo-terminal (`--tty` / `--no-tty`); unset: when stdin is a terminal.
     pub tty: Option<At<bool>>,
-    /// Run with what the host still allows when a layer cannot be applied (`--allow-degraded`).
     pub allow_degraded: Option<At<bool>>,
-    /// Append one JSON line per event to this file (`--json-events`).
     pub json_events: Option<At<String>>,
-    /// Write the run's hash-chained audit log to this file (`--audit-log`).
     pub audit_log: Option<At<String>>,
-    /// Keep no audit log (`--no-audit-log`).
     pub no_audit_log: Option<At<bool>>,
-    /// Also send every event to this OpenTelemetry collector, an http:// URL (`--otlp-endpoint`).
     pub otlp_endpoint: Option<At<String>>,
     pub egress: Option<EgressFile>,
-    /// Secrets the sandbox gets as placeholders, by variable name; the
-    /// egress proxy puts the real value in requests to their hosts only
-    /// (`--secret`).
     #[serde(default)]
     pub secrets: BTreeMap<At<String>, SecretFile>,
     pub filesystem: Option<FilesystemFile>,
@@ -124,34 +113,23 @@ pub struct ProfileFile {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EgressFile {
-    /// Named groups of domains shipped with warden or defined in the user's preset directory.
     #[serde(default)]
     pub presets: Vec<At<String>>,
-    /// Allowed names: `example.com`, `.example.com` (with subdomains), `example.com:22` (`--allow-domain`).
     #[serde(default)]
     pub domains: Vec<At<String>>,
-    /// Allow plain HTTP, not only TLS, to allowed names (`--allow-http`).
     pub allow_http: Option<At<bool>>,
-    /// Fixed addresses for names, `NAME: IP` (`--add-host NAME=IP`).
     #[serde(default)]
     pub hosts: BTreeMap<At<String>, At<String>>,
-    /// Address ranges the sandbox may reach, e.g. 10.1.0.0/16 (`--allow-cidr`).
     #[serde(default)]
     pub allow_cidrs: Vec<At<String>>,
-    /// Ports of the host itself the sandbox may reach (`--allow-host-port`).
     #[serde(default)]
     pub host_ports: Vec<At<u16>>,
-    /// Sandbox ports published on the host, `HOSTPORT:PORT` (`--publish`).
     #[serde(default)]
     pub publish: Vec<At<String>>,
-    /// PEM files of authorities trusted, besides the system's, for the servers of secrets' hosts (`--upstream-ca`).
     #[serde(default)]
     pub upstream_ca: Vec<At<String>>,
-    /// Ask a person before allowing a name not on the list (`--ask`).
     pub ask: Option<At<bool>>,
-    /// Print one line per egress decision on stderr (`--net-log`).
     pub log: Option<At<bool>>,
-    /// Close a proxied connection after this long without a byte (`--egress-idle-timeout`).
     pub idle_timeout: Option<At<DurationValue>>,
 }
 
@@ -170,10 +148,7 @@ pub struct SecretFile {
     /// The hosts the value may be sent to, written as in `egress.domains`.
     #[serde(default)]
     pub hosts: Vec<At<String>>,
-    /// Substitute in request bodies too, not only headers and URLs (`--secret-in-body`).
     pub in_body: Option<At<bool>>,
-    /// Only these requests may go to the secret's hosts, `[METHOD ]HOST[/PATH]`
-    /// with `*` wildcards, e.g. `GET api.github.com/repos/acme/*` (`--secret-rule`).
     #[serde(default)]
     pub allow: Vec<At<String>>,
 }
@@ -182,19 +157,13 @@ pub struct SecretFile {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FilesystemFile {
-    /// Mounted read-write at /workspace and used as working directory (`--workspace`).
     pub workspace: Option<At<String>>,
-    /// How the workspace is mounted: `direct` (the default) or `overlay` (`--overlay`).
     pub mode: Option<At<WorkspaceMode>>,
-    /// A prepared root tree used instead of the host's system directories (`--rootfs`).
     pub rootfs: Option<At<String>>,
-    /// Paths bound read-only at the same place inside (`--ro`).
     #[serde(default)]
     pub read_only: Vec<At<String>>,
-    /// Paths bound read-write at the same place inside (`--rw`).
     #[serde(default)]
     pub read_write: Vec<At<String>>,
-    /// Size of the sandbox's /tmp and /dev/shm, e.g. 512M (`--tmp-size`).
     pub tmp_size: Option<At<SizeValue>>,
 }
 
@@ -212,19 +181,12 @@ pub enum WorkspaceMode {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResourcesFile {
-    /// Memory limit for the whole sandbox, e.g. 4G (`--memory`).
     pub memory: Option<At<SizeValue>>,
-    /// CPU quota in cores, e.g. 0.5 or 2 (`--cpus`).
     pub cpus: Option<At<Cores>>,
-    /// Maximum number of processes and threads (`--pids`).
     pub pids: Option<At<Count>>,
-    /// Kill the whole sandbox after this long, e.g. 2h (`--timeout`).
     pub timeout: Option<At<DurationValue>>,
-    /// Open files per process (`--open-files`).
     pub open_files: Option<At<Count>>,
-    /// Largest file a process may write, e.g. 16G (`--file-size`).
     pub file_size: Option<At<SizeValue>>,
-    /// Bytes through the egress proxy after which new connections are refused (`--egress-quota`).
     pub egress_quota: Option<At<SizeValue>>,
 }
 
@@ -232,10 +194,8 @@ pub struct ResourcesFile {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvFile {
-    /// Host variables copied in when set (`--pass-env`).
     #[serde(default)]
     pub pass: Vec<At<String>>,
-    /// Variables set in the sandbox, `NAME: VALUE` (`--env NAME=VALUE`).
     #[serde(default)]
     pub set: BTreeMap<At<String>, At<String>>,
 }
@@ -455,12 +415,104 @@ impl JsonSchema for Cores {
     }
 }
 
-/// The JSON Schema of profile files, as committed in `schema/profile.schema.json`.
+/// The JSON Schema of profile files, as committed in `schema/profile.schema.json`:
+/// the shape of [`ProfileFile`], each field described by its row of [`FIELDS`].
 pub fn profile_schema() -> String {
-    let schema = schemars::schema_for!(ProfileFile);
+    // Kept a `Schema` (not turned into a plain JSON value): its
+    // serialization puts `$schema`, `title` and `description` first.
+    let mut schema = schemars::schema_for!(ProfileFile);
+    for info in FIELDS {
+        let Some(key) = info.profile_key else {
+            continue;
+        };
+        let description = match info.flag {
+            Some(flag) => format!("{}. Flag: `{flag}`.", info.doc),
+            None => format!("{}.", info.doc),
+        };
+        let Some(pointer) = schema_pointer(schema.as_value(), key) else {
+            continue;
+        };
+        if let Some(serde_json::Value::Object(node)) = schema.pointer_mut(&pointer) {
+            node.insert("description".into(), description.into());
+        }
+    }
     let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// The pointer of the object schema `ptr` stands for: `$ref`s followed,
+/// and of an `anyOf` (an optional section) the alternative that is one.
+fn deref_schema(schema: &serde_json::Value, mut ptr: String) -> String {
+    // Bounded: a schema of refs that point at each other is not followed forever.
+    for _ in 0..16 {
+        let Some(node) = schema.pointer(&ptr) else {
+            break;
+        };
+        if let Some(target) = node.get("$ref").and_then(|r| r.as_str()) {
+            ptr = target.trim_start_matches('#').to_string();
+        } else if let Some(i) = node
+            .get("anyOf")
+            .and_then(|a| a.as_array())
+            .and_then(|alts| {
+                alts.iter()
+                    .position(|a| a.get("$ref").is_some() || a.get("properties").is_some())
+            })
+        {
+            ptr = format!("{ptr}/anyOf/{i}");
+        } else {
+            break;
+        }
+    }
+    ptr
+}
+
+/// The pointer, within the profile schema, of the property a profile key
+/// (`resources.memory`, `secrets.*.in_body`) names.
+fn schema_pointer(schema: &serde_json::Value, key: &str) -> Option<String> {
+    let mut ptr = String::new();
+    for segment in key.split('.') {
+        let object = deref_schema(schema, ptr);
+        ptr = match segment {
+            "*" => format!("{object}/additionalProperties"),
+            name => format!("{object}/properties/{name}"),
+        };
+        schema.pointer(&ptr)?;
+    }
+    Some(ptr)
+}
+
+/// Every key a profile can hold, by the schema: the properties of each
+/// section, and of a map of objects (`secrets`) the map itself and, below
+/// `*`, the objects' properties.
+pub fn schema_keys(schema: &serde_json::Value) -> Vec<String> {
+    fn walk(schema: &serde_json::Value, ptr: String, prefix: &str, out: &mut Vec<String>) {
+        let object = deref_schema(schema, ptr);
+        let Some(props) = schema
+            .pointer(&format!("{object}/properties"))
+            .and_then(|p| p.as_object())
+        else {
+            return;
+        };
+        let has_properties = |p: &str| schema.pointer(&format!("{p}/properties")).is_some();
+        for name in props.keys() {
+            let key = format!("{prefix}{name}");
+            let here = format!("{object}/properties/{name}");
+            let target = deref_schema(schema, here.clone());
+            let items = deref_schema(schema, format!("{target}/additionalProperties"));
+            if has_properties(&target) {
+                walk(schema, here, &format!("{key}."), out);
+            } else if has_properties(&items) {
+                out.push(key.clone());
+                walk(schema, items, &format!("{key}.*."), out);
+            } else {
+                out.push(key);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, String::new(), "", &mut out);
+    out
 }
 
 /// Why a file could not be read as a profile or preset: the message and
@@ -529,7 +581,12 @@ fn explain_serde_message(raw: &str) -> String {
             .filter(|s| !s.is_empty() && !s.starts_with("there are no"))
             .collect();
         let mut msg = format!("{what} `{name}`");
-        if let Some(best) = suggest(name, expected.iter().copied()) {
+        let best = match what {
+            "unknown key" => elsewhere(name),
+            _ => None,
+        }
+        .or_else(|| suggest(name, expected.iter().copied()));
+        if let Some(best) = best {
             msg.push_str(&format!("; did you mean `{best}`?"));
         }
         if !expected.is_empty() {
@@ -538,6 +595,17 @@ fn explain_serde_message(raw: &str) -> String {
         return msg;
     }
     raw.to_string()
+}
+
+/// The full key of a field whose key ends in `name`, or whose flag `name`
+/// spells (`allow_domain`, `tmp-size`): a key written in the wrong section,
+/// or a flag written as a key.
+fn elsewhere(name: &str) -> Option<&'static str> {
+    let as_flag = format!("--{}", name.replace('_', "-"));
+    FIELDS.iter().find_map(|i| {
+        let key = i.profile_key?;
+        (key.rsplit('.').next() == Some(name) || i.flag == Some(as_flag.as_str())).then_some(key)
+    })
 }
 
 /// The closest of `candidates` to `word`, when it is close enough to be a
@@ -587,6 +655,20 @@ mod tests {
         );
         assert!(err("resourses: {}\n")
             .starts_with("1:1: unknown key `resourses`; did you mean `resources`?"));
+    }
+
+    #[test]
+    fn a_key_in_the_wrong_section_or_a_flag_as_a_key_is_pointed_to_its_place() {
+        assert!(
+            err("memory: 4G\n")
+                .starts_with("1:1: unknown key `memory`; did you mean `resources.memory`?"),
+            "{}",
+            err("memory: 4G\n")
+        );
+        assert!(err("allow_domain: [a.com]\n")
+            .starts_with("1:1: unknown key `allow_domain`; did you mean `egress.domains`?"));
+        assert!(err("egress:\n  tmp-size: 1G\n")
+            .starts_with("2:3: unknown key `tmp-size`; did you mean `filesystem.tmp_size`?"));
     }
 
     #[test]

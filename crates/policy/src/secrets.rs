@@ -6,8 +6,10 @@
 //! value: the supervisor does that at run time, on the host side, once the
 //! sandbox's processes exist.
 
-use crate::{DomainRule, SpecError};
-use serde::Serialize;
+use crate::error::{Problem, ResolveError};
+use crate::fields::Field;
+use crate::DomainRule;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// Where the sandbox's trust bundle (the host's roots and warden's
@@ -17,7 +19,8 @@ pub const CA_BUNDLE_PATH: &str = "/run/warden/ca-bundle.crt";
 pub const CA_CERT_PATH: &str = "/run/warden/ca.crt";
 
 /// One secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SecretSpec {
     /// The variable that holds the placeholder inside the sandbox.
     pub name: String,
@@ -30,7 +33,7 @@ pub struct SecretSpec {
 }
 
 /// Where the supervisor reads a secret's value, on the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SecretSource {
     /// The host's environment variable of this name.
     Env(String),
@@ -45,10 +48,12 @@ impl SecretSpec {
     /// Parse one `--secret` entry: `NAME@HOST[,HOST...]` (from the host's
     /// variable NAME), `NAME=env:OTHER@HOSTS`, `NAME=file:PATH@HOSTS` or
     /// `NAME=cmd:PROGRAM ARGS@HOSTS`.
-    pub fn parse(entry: &str) -> Result<SecretSpec, SpecError> {
-        let bad = |why: String| SpecError::BadSecret {
-            entry: entry.to_string(),
-            why,
+    pub fn parse(entry: &str) -> Result<SecretSpec, ResolveError> {
+        let bad = |why: String| {
+            Field::Secret.invalid(Problem::BadSecret {
+                entry: entry.to_string(),
+                why,
+            })
         };
         let (left, hosts) = entry.trim().rsplit_once('@').ok_or_else(|| {
             bad("it names no host; write NAME@HOST, e.g. GITHUB_TOKEN@api.github.com".into())
@@ -91,14 +96,7 @@ impl SecretSpec {
         }
         let hosts = hosts
             .split(',')
-            .map(|h| {
-                DomainRule::parse(h).map_err(|e| {
-                    bad(format!(
-                        "host {h:?}: {}",
-                        e.to_string().replace("--allow-domain ", "")
-                    ))
-                })
-            })
+            .map(|h| DomainRule::parse(h).map_err(|e| bad(format!("host {e}"))))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(SecretSpec {
             name: name.to_string(),
@@ -120,7 +118,8 @@ impl SecretSpec {
 
 /// An allow rule for requests on terminated hosts (`--secret-rule`): once a
 /// host has rules, only requests that match one of them are sent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SecretRule {
     /// Upper case; `None` is any method.
     pub method: Option<String>,
@@ -135,10 +134,12 @@ pub struct SecretRule {
 
 impl SecretRule {
     /// Parse `[METHOD ]HOST[/PATH]`, e.g. `GET api.github.com/repos/acme/*`.
-    pub fn parse(entry: &str) -> Result<SecretRule, SpecError> {
-        let bad = |why: String| SpecError::BadSecretRule {
-            entry: entry.to_string(),
-            why,
+    pub fn parse(entry: &str) -> Result<SecretRule, ResolveError> {
+        let bad = |why: String| {
+            Field::SecretRule.invalid(Problem::BadSecretRule {
+                entry: entry.to_string(),
+                why,
+            })
         };
         let trimmed = entry.trim();
         let (method, rest) = match trimmed.split_once(char::is_whitespace) {
@@ -155,8 +156,7 @@ impl SecretRule {
             Some(at) => (&rest[..at], rest[at..].to_string()),
             None => (rest, "/*".to_string()),
         };
-        let host = DomainRule::parse(host)
-            .map_err(|e| bad(e.to_string().replace("--allow-domain ", "host ")))?;
+        let host = DomainRule::parse(host).map_err(|e| bad(format!("host {e}")))?;
         Ok(SecretRule {
             method,
             host,
@@ -200,7 +200,7 @@ fn glob(pattern: &[u8], text: &[u8]) -> bool {
 pub(crate) fn parse_rules(
     entries: &[String],
     secrets: &[SecretSpec],
-) -> Result<Vec<SecretRule>, SpecError> {
+) -> Result<Vec<SecretRule>, ResolveError> {
     let mut out = Vec::new();
     for e in entries {
         let r = SecretRule::parse(e)?;
@@ -211,13 +211,13 @@ pub(crate) fn parse_rules(
             })
         });
         if !covered {
-            return Err(SpecError::BadSecretRule {
+            return Err(Field::SecretRule.invalid(Problem::BadSecretRule {
                 entry: e.clone(),
                 why: format!(
                     "{} is not a host of any --secret (requests are seen only on secrets' hosts)",
                     r.host.name
                 ),
-            });
+            }));
         }
         out.push(r);
     }
@@ -230,31 +230,33 @@ pub(crate) fn parse_secrets(
     entries: &[String],
     in_body: &[String],
     env: &crate::EnvRequest,
-) -> Result<Vec<SecretSpec>, SpecError> {
+) -> Result<Vec<SecretSpec>, ResolveError> {
     let mut out: Vec<SecretSpec> = Vec::new();
     for e in entries {
         let s = SecretSpec::parse(e)?;
         if out.iter().any(|o| o.name == s.name) {
-            return Err(SpecError::DuplicateSecret(s.name));
+            return Err(Field::Secret.invalid(Problem::DuplicateSecret(s.name)));
         }
         out.push(s);
     }
     for name in in_body {
         match out.iter_mut().find(|s| &s.name == name) {
             Some(s) => s.in_bodies = true,
-            None => return Err(SpecError::UnknownSecretInBody(name.clone())),
+            None => {
+                return Err(Field::SecretInBody.invalid(Problem::UnknownSecretInBody(name.clone())))
+            }
         }
     }
     for s in &out {
         let source = s.source_variable();
         for passed in &env.pass {
             if *passed == s.name || Some(passed.as_str()) == source {
-                return Err(SpecError::SecretPassed(passed.clone()));
+                return Err(Field::PassEnv.invalid(Problem::SecretPassed(passed.clone())));
             }
         }
         for set in &env.set {
             if set.split_once('=').map(|(k, _)| k) == Some(s.name.as_str()) {
-                return Err(SpecError::SecretSet(s.name.clone()));
+                return Err(Field::Env.invalid(Problem::SecretSet(s.name.clone())));
             }
         }
     }
@@ -323,8 +325,8 @@ mod tests {
         let s = vec![SecretSpec::parse("T@api.github.com").unwrap()];
         assert!(parse_rules(&["GET api.github.com/*".into()], &s).is_ok());
         assert!(matches!(
-            parse_rules(&["GET example.com/*".into()], &s),
-            Err(SpecError::BadSecretRule { .. })
+            parse_rules(&["GET example.com/*".into()], &s).map_err(|e| e.problem().clone()),
+            Err(Problem::BadSecretRule { .. })
         ));
     }
 
@@ -336,11 +338,11 @@ mod tests {
         };
         assert_eq!(
             parse_secrets(&["TOKEN@a.test".into()], &[], &env),
-            Err(SpecError::SecretPassed("TOKEN".into()))
+            Err(Field::PassEnv.invalid(Problem::SecretPassed("TOKEN".into())))
         );
         assert_eq!(
             parse_secrets(&["T=env:TOKEN@a.test".into()], &[], &env),
-            Err(SpecError::SecretPassed("TOKEN".into()))
+            Err(Field::PassEnv.invalid(Problem::SecretPassed("TOKEN".into())))
         );
         let env = crate::EnvRequest {
             set: vec!["TOKEN=x".into()],
@@ -348,16 +350,16 @@ mod tests {
         };
         assert_eq!(
             parse_secrets(&["TOKEN@a.test".into()], &[], &env),
-            Err(SpecError::SecretSet("TOKEN".into()))
+            Err(Field::Env.invalid(Problem::SecretSet("TOKEN".into())))
         );
         let env = crate::EnvRequest::default();
         assert_eq!(
             parse_secrets(&["A@a.test".into(), "A@b.test".into()], &[], &env),
-            Err(SpecError::DuplicateSecret("A".into()))
+            Err(Field::Secret.invalid(Problem::DuplicateSecret("A".into())))
         );
         assert_eq!(
             parse_secrets(&["A@a.test".into()], &["B".into()], &env),
-            Err(SpecError::UnknownSecretInBody("B".into()))
+            Err(Field::SecretInBody.invalid(Problem::UnknownSecretInBody("B".into())))
         );
         let s = parse_secrets(&["A@a.test".into()], &["A".into()], &env).unwrap();
         assert!(s[0].in_bodies);

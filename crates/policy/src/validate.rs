@@ -5,8 +5,9 @@
 //! whether a profile allows a destination and by which rule.
 
 use crate::compose::{Composed, Diagnostic, Layer, Origin, Severity, Slot, Sourced, Val};
+use crate::fields::Field;
 use crate::profile::Pos;
-use crate::{Defaults, DomainRule, SpecError};
+use crate::{Defaults, DomainRule, Problem, ResolveError};
 
 /// Why `warden profile check` could not judge a destination.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -15,13 +16,20 @@ pub enum CheckError {
     BadDestination(String),
 }
 
-fn diag(severity: Severity, origin: &Origin, fallback: &str, message: String) -> Diagnostic {
+fn diag(
+    severity: Severity,
+    field: Option<Field>,
+    origin: &Origin,
+    fallback: &str,
+    message: String,
+) -> Diagnostic {
     let (file, pos) = origin
         .place()
         .map(|(f, p)| (f.to_string(), p))
         .unwrap_or_else(|| (fallback.to_string(), Pos { line: 1, column: 1 }));
     Diagnostic {
         severity,
+        field,
         file,
         pos,
         message,
@@ -44,11 +52,20 @@ pub fn validate(composed: &mut Composed, defaults: &Defaults) {
     // drops those).
     let mut rules: Vec<(DomainRule, &Sourced)> = Vec::new();
     for (_, layer) in &composed.sources {
-        for s in layer.list("egress.domains") {
+        for s in layer.list(Field::AllowDomain) {
             if let Val::Text(d) = &s.val {
                 match DomainRule::parse(d) {
                     Ok(r) => rules.push((r, s)),
-                    Err(e) => out.push(diag(Severity::Error, &s.origin, &fallback, e.to_string())),
+                    Err(e) => {
+                        let e = Field::AllowDomain.invalid(Problem::Domain(e));
+                        out.push(diag(
+                            Severity::Error,
+                            Some(Field::AllowDomain),
+                            &s.origin,
+                            &fallback,
+                            e.describe_for_profile(),
+                        ))
+                    }
                 }
             }
         }
@@ -98,6 +115,7 @@ pub fn validate(composed: &mut Composed, defaults: &Defaults) {
         };
         out.push(diag(
             Severity::Warning,
+            Some(Field::AllowDomain),
             origin,
             &fallback,
             format!("{list}{} {verb}{by}", preset_note(origin)),
@@ -105,13 +123,8 @@ pub fn validate(composed: &mut Composed, defaults: &Defaults) {
     }
 
     // Paths written in files must exist.
-    for key in [
-        "filesystem.workspace",
-        "filesystem.rootfs",
-        "filesystem.read_only",
-        "filesystem.read_write",
-    ] {
-        let items: Vec<&Sourced> = match merged.slots.get(key) {
+    for field in [Field::Workspace, Field::Rootfs, Field::Ro, Field::Rw] {
+        let items: Vec<&Sourced> = match merged.slots.get(&field) {
             Some(Slot::One(s)) => vec![s],
             Some(Slot::List(items)) => items.iter().collect(),
             _ => vec![],
@@ -121,9 +134,10 @@ pub fn validate(composed: &mut Composed, defaults: &Defaults) {
                 if std::fs::symlink_metadata(p).is_err() {
                     out.push(diag(
                         Severity::Error,
+                        Some(field),
                         &s.origin,
                         &fallback,
-                        format!("{key}: {} does not exist", p.display()),
+                        format!("{}: {} does not exist", field.profile_name(), p.display()),
                     ));
                 }
             }
@@ -137,17 +151,23 @@ pub fn validate(composed: &mut Composed, defaults: &Defaults) {
         request.command = vec!["true".into()];
     }
     if let Err(e) = request.resolve(defaults, &[]) {
-        let already = matches!(e, SpecError::Domain(_)) || is_path_error(&e, &out);
+        let already = matches!(e.problem(), Problem::Domain(_)) || is_path_error(&e, &out);
         if !already {
             let origin = locate(merged, &e);
-            out.push(diag(Severity::Error, &origin, &fallback, e.to_string()));
+            out.push(diag(
+                Severity::Error,
+                e.field(),
+                &origin,
+                &fallback,
+                e.describe_for_profile(),
+            ));
         }
     }
     composed.diagnostics.extend(out);
 }
 
-fn is_path_error(e: &SpecError, found: &[Diagnostic]) -> bool {
-    matches!(e, SpecError::RelativePath { .. }) && !found.is_empty()
+fn is_path_error(e: &ResolveError, found: &[Diagnostic]) -> bool {
+    matches!(e.problem(), Problem::RelativePath(_)) && !found.is_empty()
 }
 
 fn same_preset(a: &Origin, b: &Origin) -> bool {
@@ -177,68 +197,45 @@ fn covers(a: &DomainRule, b: &DomainRule) -> bool {
     names && ports
 }
 
-/// The origin of the value a resolver error is about, so that a front door
-/// can name the file, line and column it came from.
-pub fn locate(l: &Layer, e: &SpecError) -> Origin {
-    let key = match e {
-        SpecError::NoCommand | SpecError::EmptyCommand => "command",
-        SpecError::RelativePath { what, .. } | SpecError::ForbiddenPath { what, .. } => match *what
-        {
-            "--rootfs" => "filesystem.rootfs",
-            "--workspace" => "filesystem.workspace",
-            "--ro" => "filesystem.read_only",
-            _ => "filesystem.read_write",
-        },
-        SpecError::MemoryTooSmall(_) => "resources.memory",
-        SpecError::PidsTooSmall(_) => "resources.pids",
-        SpecError::BadCpus(_) => "resources.cpus",
-        SpecError::ZeroTimeout => "resources.timeout",
-        SpecError::BadOpenFiles(_) => "resources.open_files",
-        SpecError::TmpTooSmall(_) => "filesystem.tmp_size",
-        SpecError::BadHostname(_) => "hostname",
-        SpecError::BadEnvName(name) => {
-            return l
-                .map("env.set")
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, s)| s.origin.clone())
-                .or_else(|| first(l, "env.pass"))
-                .unwrap_or(Origin::Default)
-        }
-        SpecError::BadEnvAssignment(_) => "env.set",
-        SpecError::Domain(_) => "egress.domains",
-        SpecError::BadAddHost(_) => "egress.hosts",
-        SpecError::BadCidr(_) => "egress.allow_cidrs",
-        SpecError::HostAliasAsDomain(_) => "egress.domains",
-        SpecError::BadSecret { .. }
-        | SpecError::BadSecretRule { .. }
-        | SpecError::DuplicateSecret(_)
-        | SpecError::UnknownSecretInBody(_)
-        | SpecError::SecretSet(_) => return Origin::Default,
-        SpecError::SecretPassed(_) => "env.pass",
-        SpecError::OverlayWithoutWorkspace | SpecError::OverlayWithoutState => "filesystem.mode",
-        SpecError::BadHostPort => "egress.host_ports",
-        SpecError::BadPublish(_) | SpecError::DuplicatePublish(_) => "egress.publish",
-        SpecError::EgressWithoutDomains => {
-            return [
-                "egress.allow_http",
-                "egress.hosts",
-                "egress.allow_cidrs",
-                "resources.egress_quota",
-            ]
-            .iter()
-            .find_map(|k| first(l, k))
-            .unwrap_or(Origin::Default)
-        }
-    };
-    first(l, key).unwrap_or(Origin::Default)
+/// The origin of the value a resolver error is about, found through the
+/// error's field (and, for a list or map, the entry it names), so that a
+/// front door can name the file, line and column it came from.
+pub fn locate(l: &Layer, e: &ResolveError) -> Origin {
+    e.field()
+        .and_then(|field| origin_of(l, field, e.problem().entry().as_deref()))
+        .unwrap_or(Origin::Default)
 }
 
-fn first(l: &Layer, key: &str) -> Option<Origin> {
-    match l.slots.get(key)? {
+/// Where `field`'s value was written: the item equal to `entry` when the
+/// field holds a list or map and one is, else its first.
+fn origin_of(l: &Layer, field: Field, entry: Option<&str>) -> Option<Origin> {
+    let matches_item = |v: &Val| match (v, entry) {
+        (Val::Text(t) | Val::Named { text: t, .. }, Some(e)) => t.trim() == e.trim(),
+        (Val::Path(p), Some(e)) => p.as_os_str() == e,
+        (Val::Port(p), Some(e)) => p.to_string() == e,
+        _ => false,
+    };
+    // A map entry is named by its key, or written whole as `KEY=...` or
+    // `KEY@...` (a secret) by the error.
+    let matches_key = |k: &str| {
+        entry.is_some_and(|e| {
+            e == k
+                || e.strip_prefix(k)
+                    .is_some_and(|rest| rest.starts_with('=') || rest.starts_with('@'))
+        })
+    };
+    match l.slots.get(&field)? {
         Slot::One(s) => Some(s.origin.clone()),
-        Slot::List(items) => items.first().map(|s| s.origin.clone()),
-        Slot::Map(items) => items.first().map(|(_, s)| s.origin.clone()),
+        Slot::List(items) => items
+            .iter()
+            .find(|s| matches_item(&s.val))
+            .or(items.first())
+            .map(|s| s.origin.clone()),
+        Slot::Map(items) => items
+            .iter()
+            .find(|(k, _)| matches_key(k))
+            .or(items.first())
+            .map(|(_, s)| s.origin.clone()),
     }
 }
 
@@ -254,7 +251,7 @@ pub fn check<'a>(
         None => (destination, 443),
     };
     let name = crate::normalize_name(host).map_err(|_| bad())?;
-    for s in merged.list("egress.domains") {
+    for s in merged.list(Field::AllowDomain) {
         let Val::Text(d) = &s.val else { continue };
         let Ok(rule) = DomainRule::parse(d) else {
             continue;
@@ -443,7 +440,7 @@ mod tests {
         assert_eq!(r.pids, Some(100));
         assert_eq!(r.allow_domains, ["a.example.com", "b.example.com"]);
         assert_eq!(
-            c.merged.get("resources.memory").unwrap().origin,
+            c.merged.get(Field::Memory).unwrap().origin,
             Origin::CommandLine
         );
     }
@@ -473,7 +470,7 @@ mod tests {
             ["a.example.com", "b.example.com", "c.example.com"]
         );
         assert_eq!(r.env.set, ["A=1", "B=3"]);
-        let origin = c.merged.list("egress.domains")[0].origin.to_string();
+        let origin = c.merged.list(Field::AllowDomain)[0].origin.to_string();
         assert!(origin.ends_with("parent.yaml:3:13"), "{origin}");
     }
 
@@ -488,7 +485,7 @@ mod tests {
         let c = compose(&catalog(), None, &flags).unwrap();
         assert_eq!(
             c.merged.request(false).resolve(&defaults(), &[]),
-            Err(SpecError::BadAddHost("nohost".into()))
+            Err(Field::AddHost.invalid(Problem::BadAddHost("nohost".into())))
         );
         let flags = Overrides {
             command: vec!["true".into()],
@@ -498,7 +495,7 @@ mod tests {
         let c = compose(&catalog(), None, &flags).unwrap();
         assert_eq!(
             c.merged.request(false).resolve(&defaults(), &[]),
-            Err(SpecError::BadEnvAssignment("NOEQUALS".into()))
+            Err(Field::Env.invalid(Problem::BadEnvAssignment("NOEQUALS".into())))
         );
     }
 
@@ -595,7 +592,7 @@ mod tests {
         let m = messages(&dir, "p.yaml");
         assert_eq!(m.len(), 1, "{m:?}");
         assert!(
-            m[0].starts_with("DIR/p.yaml:3:7: error: --allow-domain \"https://example.com\""),
+            m[0].starts_with("DIR/p.yaml:3:7: error: egress.domains: \"https://example.com\": it looks like a URL"),
             "{m:?}"
         );
     }
@@ -617,12 +614,338 @@ mod tests {
         let dir = Dir::new(&[("p.yaml", "hostname: x\nresources:\n  memory: 1K\n")]);
         assert_eq!(
             messages(&dir, "p.yaml"),
-            ["DIR/p.yaml:3:11: error: --memory 1024 bytes is too small: a sandbox needs at least 16M"]
+            ["DIR/p.yaml:3:11: error: resources.memory: 1024 bytes is too small: a sandbox needs at least 16M"]
         );
         let dir = Dir::new(&[("p.yaml", "env:\n  set:\n    BAD-NAME: x\n")]);
         assert_eq!(
             messages(&dir, "p.yaml"),
-            ["DIR/p.yaml:3:5: error: environment variable name \"BAD-NAME\" is not valid: use letters, digits and '_', not starting with a digit"]
+            ["DIR/p.yaml:3:5: error: env.set: \"BAD-NAME\" is not a valid variable name: use letters, digits and '_', not starting with a digit"]
+        );
+    }
+
+    /// The line of each key of a block-style YAML text, by its full key.
+    fn key_lines(text: &str) -> Vec<(String, u64)> {
+        let mut stack: Vec<(usize, String)> = Vec::new();
+        let mut out = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let indent = line.len() - line.trim_start().len();
+            let Some((name, _)) = line.trim_start().split_once(':') else {
+                continue;
+            };
+            stack.retain(|(i, _)| *i < indent);
+            stack.push((indent, name.to_string()));
+            let key: Vec<&str> = stack.iter().map(|(_, k)| k.as_str()).collect();
+            out.push((key.join("."), n as u64 + 1));
+        }
+        out
+    }
+
+    #[test]
+    fn every_key_of_a_profile_reaches_its_own_field_from_its_own_line() {
+        let text = r#"name: p
+description: d
+extends: []
+command: [bash]
+hostname: agent
+tty: true
+allow_degraded: true
+json_events: /tmp/e.jsonl
+audit_log: /tmp/a.jsonl
+no_audit_log: true
+otlp_endpoint: http://127.0.0.1:4318
+egress:
+  presets: [pypi]
+  domains: [a.example.com]
+  allow_http: true
+  hosts: { r.internal: 10.1.2.3 }
+  allow_cidrs: [10.1.0.0/16]
+  host_ports: [5432]
+  publish: ["8080:80"]
+  ask: true
+  upstream_ca: [/etc/ca.pem]
+  log: true
+  idle_timeout: 5m
+filesystem:
+  workspace: /srv/ws
+  mode: overlay
+  rootfs: /srv/root
+  read_only: [/etc/r]
+  read_write: [/var/w]
+  tmp_size: 512M
+resources:
+  memory: 4G
+  cpus: 2
+  pids: 512
+  timeout: 2h
+  open_files: 1024
+  file_size: 1G
+  egress_quota: 5G
+env:
+  pass: [TERM]
+  set: { EDITOR: vi }
+secrets:
+  GH:
+    from_env: GH
+    hosts: [api.github.com]
+    in_body: true
+    allow: ["GET api.github.com/*"]
+"#;
+        let dir = Dir::new(&[("p.yaml", text)]);
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+        assert_eq!(
+            (c.name.as_deref(), c.description.as_deref()),
+            (Some("p"), Some("d"))
+        );
+        let lines = key_lines(text);
+        let line_of = |field: Field| {
+            lines
+                .iter()
+                .find(|(k, _)| Field::from_profile_key(k) == Some(field))
+                .map(|(_, n)| *n)
+        };
+        // The profile's own keys and presets go elsewhere than a field of
+        // the layer (presets into `egress.domains`).
+        let own = [
+            Field::ProfileName,
+            Field::Description,
+            Field::Extends,
+            Field::Presets,
+        ];
+        let from_preset = c.merged.list(Field::AllowDomain).iter().any(|s| {
+            matches!(&s.origin, Origin::Preset { preset, pos, .. }
+                if preset == "pypi" && Some(pos.line) == line_of(Field::Presets))
+        });
+        assert!(from_preset, "{:?}", c.merged.list(Field::AllowDomain));
+        for info in crate::FIELDS {
+            if info.profile_key.is_none() || own.contains(&info.field) {
+                continue;
+            }
+            let written = match info.field {
+                // A secret is where its name is written.
+                Field::Secret => lines
+                    .iter()
+                    .find(|(k, _)| k == "secrets.GH")
+                    .map(|(_, n)| *n),
+                f => line_of(f),
+            };
+            let Some(written) = written else {
+                panic!("{:?} is not in the test's profile", info.field);
+            };
+            let found: Vec<u64> = match c.merged.slots.get(&info.field) {
+                Some(Slot::One(s)) => vec![&s.origin],
+                Some(Slot::List(items)) => items.iter().map(|s| &s.origin).collect(),
+                Some(Slot::Map(items)) => items.iter().map(|(_, s)| &s.origin).collect(),
+                None => vec![],
+            }
+            .into_iter()
+            .filter_map(|o| match o {
+                Origin::File { pos, .. } => Some(pos.line),
+                _ => None,
+            })
+            .collect();
+            assert!(
+                found.contains(&written),
+                "{:?}: {found:?}, written on line {written}",
+                info.field
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_value_is_placed_through_its_field_in_a_profile_and_named_by_its_flag_on_the_command_line(
+    ) {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "egress:\n  domains: [a.example.com]\n  allow_cidrs:\n    - 10.0.0.0/8\n    - 10.1.2.3/40\nresources:\n  memory: 1K\n",
+        )]);
+        // In a profile: the entry's own line and column, and its key.
+        let mut c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let mut request = c.merged.request(false);
+        request.command = vec!["true".into()];
+        let e = request.resolve(&defaults(), &[]).unwrap_err();
+        assert_eq!(e.field(), Some(Field::Memory));
+        let (file, pos) = locate(&c.merged, &e)
+            .place()
+            .map(|(f, p)| (f.to_string(), p))
+            .unwrap();
+        assert_eq!(
+            (file.as_str(), pos.line, pos.column),
+            (dir.path("p.yaml").as_str(), 7, 11)
+        );
+        assert_eq!(
+            e.describe_for_profile(),
+            "resources.memory: 1024 bytes is too small: a sandbox needs at least 16M"
+        );
+        validate(&mut c, &defaults());
+        assert_eq!(c.diagnostics.len(), 1, "{:?}", c.diagnostics);
+        assert_eq!(c.diagnostics[0].field, Some(Field::Memory));
+
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "egress:\n  domains: [a.example.com]\n  allow_cidrs:\n    - 10.0.0.0/8\n    - 10.1.2.3/40\n",
+        )]);
+        let m = messages(&dir, "p.yaml");
+        assert_eq!(
+            m,
+            ["DIR/p.yaml:5:7: error: egress.allow_cidrs: \"10.1.2.3/40\" must be an address range such as 10.1.0.0/16 or fd00::/8"]
+        );
+
+        // On the command line: the flag.
+        let flags = Overrides {
+            command: vec!["true".into()],
+            allow_domain: vec!["a.example.com".into()],
+            allow_cidr: vec!["10.0.0.0/8".into(), "10.1.2.3/40".into()],
+            ..Default::default()
+        };
+        let c = compose(&catalog(), None, &flags).unwrap();
+        let e = c
+            .merged
+            .request(false)
+            .resolve(&defaults(), &[])
+            .unwrap_err();
+        assert_eq!(e.field(), Some(Field::AllowCidr));
+        assert_eq!(
+            e.describe_for_cli(),
+            "--allow-cidr \"10.1.2.3/40\" must be an address range such as 10.1.0.0/16 or fd00::/8"
+        );
+        assert_eq!(e.to_string(), e.describe_for_cli());
+        assert_eq!(locate(&c.merged, &e), Origin::CommandLine);
+        let flags = Overrides {
+            command: vec!["true".into()],
+            memory: Some(1024),
+            ..Default::default()
+        };
+        let c = compose(&catalog(), None, &flags).unwrap();
+        let e = c
+            .merged
+            .request(false)
+            .resolve(&defaults(), &[])
+            .unwrap_err();
+        assert_eq!(
+            e.describe_for_cli(),
+            "--memory 1024 bytes is too small: a sandbox needs at least 16M"
+        );
+    }
+
+    #[test]
+    fn a_secrets_file_is_found_like_every_other_path_of_a_profile() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "secrets:\n  A:\n    from_file: ~/.config/a\n    hosts: [a.test]\n  B:\n    from_file: b.token\n    hosts: [b.test]\n",
+        )]);
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+        let r = c.merged.request(false);
+        assert_eq!(
+            r.secrets,
+            [
+                "A=file:/home/alice/.config/a@a.test".to_string(),
+                format!("B=file:{}@b.test", dir.0.join("b.token").display())
+            ]
+        );
+        let doc = c.merged.document();
+        assert_eq!(doc["secrets"]["A"]["from_file"], "/home/alice/.config/a");
+        assert_eq!(doc["secrets"]["B"]["hosts"], serde_json::json!(["b.test"]));
+    }
+
+    #[test]
+    fn show_puts_a_secrets_options_in_that_secret() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "secrets:\n  GH:\n    from_env: GH\n    hosts: [api.github.com]\n    in_body: true\n    allow: [\"GET api.github.com/*\", \"POST api.github.com/x\"]\n  NPM:\n    from_command: [pass, npm]\n    hosts: [registry.npmjs.org]\n    allow: [\"GET registry.npmjs.org/*\"]\n",
+        )]);
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let doc = c.merged.document();
+        assert_eq!(
+            doc["secrets"],
+            serde_json::json!({
+                "GH": {
+                    "from_env": "GH",
+                    "hosts": ["api.github.com"],
+                    "in_body": true,
+                    "allow": ["GET api.github.com/*", "POST api.github.com/x"],
+                },
+                "NPM": {
+                    "from_command": ["pass", "npm"],
+                    "hosts": ["registry.npmjs.org"],
+                    "allow": ["GET registry.npmjs.org/*"],
+                },
+            })
+        );
+        // What `show` prints is a profile that reads back the same.
+        let text = serde_json::to_string(&doc).unwrap();
+        let again = Dir::new(&[("q.yaml", text.as_str())]);
+        let c2 = compose(
+            &catalog(),
+            Some(&again.path("q.yaml")),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert!(c2.diagnostics.is_empty(), "{:?}", c2.diagnostics);
+        assert_eq!(c2.merged.document(), doc);
+        let keys: Vec<String> = c.merged.entries().into_iter().map(|(k, _, _)| k).collect();
+        assert_eq!(
+            keys,
+            [
+                "secrets.GH",
+                "secrets.NPM",
+                "secrets.GH.in_body",
+                "secrets.GH.allow[0]",
+                "secrets.GH.allow[1]",
+                "secrets.NPM.allow[0]",
+            ]
+        );
+        let r = c.merged.request(false);
+        assert_eq!(r.secret_in_body, ["GH"]);
+        assert_eq!(r.secret_rules.len(), 3);
+    }
+
+    #[test]
+    fn show_prints_a_profile_that_reads_back_as_the_same_profile() {
+        for (name, _) in BUILTIN_PROFILES {
+            let c = compose(&catalog(), Some(name), &Overrides::default()).unwrap();
+            let shown = c.show(&defaults());
+            let text = serde_json::to_string(&shown).unwrap();
+            let dir = Dir::new(&[("shown.yaml", text.as_str())]);
+            let again = compose(
+                &catalog(),
+                Some(&dir.path("shown.yaml")),
+                &Overrides::default(),
+            )
+            .unwrap();
+            assert!(
+                again.diagnostics.is_empty(),
+                "{name}: {:?}",
+                again.diagnostics
+            );
+            assert_eq!(again.show(&defaults()), shown, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_secret_error_is_placed_at_the_secret() {
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "hostname: x\nsecrets:\n  GH:\n    from_env: GH\n    from_file: /etc/hostname\n    hosts: [a.test]\n",
+        )]);
+        let m = messages(&dir, "p.yaml");
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(
+            m[0].starts_with("DIR/p.yaml:3:3: error: secrets: \"GH="),
+            "{m:?}"
+        );
+        let dir = Dir::new(&[(
+            "p.yaml",
+            "secrets:\n  GH:\n    from_env: GH\n    hosts: [api.github.com]\n    allow:\n      - GET api.github.com/*\n      - GET example.com/*\n",
+        )]);
+        let m = messages(&dir, "p.yaml");
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(
+            m[0].starts_with(
+                "DIR/p.yaml:7:9: error: secrets.*.allow: \"GET example.com/*\": example.com is not a host of any --secret"
+            ),
+            "{m:?}"
         );
     }
 

@@ -1,0 +1,204 @@
+//! Why a request cannot become a spec: what is wrong ([`Problem`], in words
+//! that name no door) and the [`Field`] it concerns, so that each door says
+//! where in its own words: the CLI the flag, a profile its `file:line:column`
+//! and key, the API its JSON pointer.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::fields::Field;
+use crate::DomainError;
+
+/// What is wrong with a value. The text follows the name of the field it
+/// concerns (`--memory 1024 bytes is too small...`, `resources.memory: 1024
+/// bytes is too small...`), so it never names that field itself; it may name
+/// other options by their flag.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Problem {
+    #[error("no command given: put CMD after `--`, e.g. `warden run -- bash`, or use a --profile that has a `command`")]
+    NoCommand,
+    #[error("the command name is empty")]
+    EmptyCommand,
+    #[error("{0} must be an absolute path")]
+    RelativePath(PathBuf),
+    #[error("{path} is not allowed: {why}")]
+    ForbiddenPath { path: PathBuf, why: &'static str },
+    #[error("{0} bytes is too small: a sandbox needs at least 16M")]
+    MemoryTooSmall(u64),
+    #[error("{0} is too small: a sandbox needs at least 2 (its init and the command)")]
+    PidsTooSmall(u64),
+    #[error("{0} must be a positive number of cores, e.g. 0.5 or 2")]
+    BadCpus(f64),
+    #[error("must be longer than zero")]
+    ZeroTimeout,
+    #[error("{0} must be between 16 and 1048576")]
+    BadOpenFiles(u64),
+    #[error("{0} bytes is too small: use at least 1M")]
+    TmpTooSmall(u64),
+    #[error("{0:?} is not a valid hostname: use 1-63 letters, digits and '-'")]
+    BadHostname(String),
+    #[error("{0:?} is not a valid variable name: use letters, digits and '_', not starting with a digit")]
+    BadEnvName(String),
+    #[error("{0:?} must have the form NAME=VALUE")]
+    BadEnvAssignment(String),
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error("{0:?} must have the form NAME=IP, e.g. registry.internal=10.1.2.3")]
+    BadAddHost(String),
+    #[error("{0:?} must be an address range such as 10.1.0.0/16 or fd00::/8")]
+    BadCidr(String),
+    #[error("0 is not a port: give a number from 1 to 65535")]
+    BadHostPort,
+    #[error("{0:?} must have the form HOSTPORT:PORT with ports from 1 to 65535, e.g. 8080:3000")]
+    BadPublish(String),
+    #[error("gives host port {0} twice")]
+    DuplicatePublish(u16),
+    #[error(
+        "{0:?} names the host itself; open one of its ports with --allow-host-port PORT instead"
+    )]
+    HostAliasAsDomain(String),
+    #[error("needs a --workspace to lay the overlay over")]
+    OverlayWithoutWorkspace,
+    #[error("was asked for but no overlay directories were prepared (a front door must create them in warden's state directory)")]
+    OverlayWithoutState,
+    #[error("needs at least one --allow-domain, --allow-host-port, --secret or --ask")]
+    EgressWithoutDomains,
+    #[error("{entry:?}: {why}; write NAME@HOST[,HOST...], NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS or NAME=cmd:PROGRAM ARGS@HOSTS")]
+    BadSecret { entry: String, why: String },
+    #[error(
+        "{entry:?}: {why}; write [METHOD ]HOST[/PATH], e.g. \"GET api.github.com/repos/acme/*\""
+    )]
+    BadSecretRule { entry: String, why: String },
+    #[error("{0} is given twice; give each secret once, with all its hosts: NAME@HOST1,HOST2")]
+    DuplicateSecret(String),
+    #[error("{0}: there is no --secret {0}")]
+    UnknownSecretInBody(String),
+    #[error("{0} would copy a secret's real value into the sandbox; leave it out (the sandbox gets a placeholder from --secret)")]
+    SecretPassed(String),
+    #[error("{0}=... and --secret {0} both set {0}; leave out the --env")]
+    SecretSet(String),
+}
+
+impl Problem {
+    /// The entry of a list or map field the problem is about, as written
+    /// (or the name of a map's entry), so that a door can point at that
+    /// entry rather than at the field's first one.
+    pub fn entry(&self) -> Option<String> {
+        Some(match self {
+            Problem::RelativePath(p) | Problem::ForbiddenPath { path: p, .. } => {
+                p.display().to_string()
+            }
+            Problem::BadEnvName(s)
+            | Problem::BadEnvAssignment(s)
+            | Problem::BadAddHost(s)
+            | Problem::BadCidr(s)
+            | Problem::BadPublish(s)
+            | Problem::HostAliasAsDomain(s)
+            | Problem::DuplicateSecret(s)
+            | Problem::UnknownSecretInBody(s)
+            | Problem::SecretPassed(s)
+            | Problem::SecretSet(s)
+            | Problem::BadSecret { entry: s, .. }
+            | Problem::BadSecretRule { entry: s, .. } => s.clone(),
+            Problem::Domain(e) => e.entry().to_string(),
+            Problem::BadHostPort => "0".to_string(),
+            _ => return None,
+        })
+    }
+}
+
+/// Why a request cannot become a spec: a [`Problem`] with the [`Field`] it
+/// concerns. Its `Display` is the command line's wording
+/// ([`ResolveError::describe_for_cli`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolveError {
+    field: Field,
+    problem: Problem,
+}
+
+/// The name the error type had before it carried its field.
+pub type SpecError = ResolveError;
+
+impl ResolveError {
+    pub fn new(field: Field, problem: Problem) -> ResolveError {
+        ResolveError { field, problem }
+    }
+
+    /// The field the error is about. Every error of `Request::resolve`
+    /// concerns one; `None` is kept for errors about a request as a whole.
+    pub fn field(&self) -> Option<Field> {
+        Some(self.field)
+    }
+
+    /// What is wrong, in words that do not name the field.
+    pub fn problem(&self) -> &Problem {
+        &self.problem
+    }
+
+    /// The error as the command line says it, naming the flag:
+    /// `--memory 1024 bytes is too small: ...`.
+    pub fn describe_for_cli(&self) -> String {
+        match self.field.flag() {
+            Some(flag) => format!("{flag} {}", self.problem),
+            None => self.problem.to_string(),
+        }
+    }
+
+    /// The error as a profile says it, naming the key (the door adds the
+    /// `file:line:column`): `resources.memory: 1024 bytes is too small: ...`.
+    pub fn describe_for_profile(&self) -> String {
+        format!("{}: {}", self.field.profile_name(), self.problem)
+    }
+
+    /// The error as the API says it, naming the JSON pointer of the
+    /// request body: `/resources/memory: 1024 bytes is too small: ...`.
+    pub fn describe_for_api(&self) -> String {
+        match self.field.json_path() {
+            Some(path) => format!("{path}: {}", self.problem),
+            None => self.describe_for_cli(),
+        }
+    }
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe_for_cli())
+    }
+}
+
+// No `source`: the problem is already part of the message, and a chain
+// printed by the binary would say it twice.
+impl std::error::Error for ResolveError {}
+
+impl Field {
+    /// An error about this field.
+    pub fn invalid(self, problem: Problem) -> ResolveError {
+        ResolveError::new(self, problem)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_door_names_the_field_its_own_way() {
+        let e = Field::Memory.invalid(Problem::MemoryTooSmall(1024));
+        assert_eq!(e.field(), Some(Field::Memory));
+        assert_eq!(
+            e.describe_for_cli(),
+            "--memory 1024 bytes is too small: a sandbox needs at least 16M"
+        );
+        assert_eq!(e.to_string(), e.describe_for_cli());
+        assert_eq!(
+            e.describe_for_profile(),
+            "resources.memory: 1024 bytes is too small: a sandbox needs at least 16M"
+        );
+        assert_eq!(
+            e.describe_for_api(),
+            "/resources/memory: 1024 bytes is too small: a sandbox needs at least 16M"
+        );
+        let e = Field::Command.invalid(Problem::NoCommand);
+        assert!(e.describe_for_cli().starts_with("no command given"));
+    }
+}

@@ -1,0 +1,657 @@
+//! Every option of a sandbox, declared once: its flag of `warden run`, its
+//! key in a profile file, its JSON pointer in the API's request body, the
+//! kind of value it takes, and one line saying what it does.
+//!
+//! Everything else that names an option is derived from this table or
+//! checked against it by a test: the profile schema's descriptions and the
+//! "did you mean" of an unknown key, where an error is located in a profile,
+//! the keys of `warden profile show --explain`, the flags of `warden run`
+//! (its `--help` is compared with the table). An error about a value carries
+//! its [`Field`], so each door names it in its own words: the CLI the flag,
+//! a profile `file:line:column` and the key, the API the JSON pointer.
+//!
+//! A key or pointer with a `*` segment stands for any name at that place:
+//! `secrets.*.in_body` is the `in_body` of each secret.
+
+use std::fmt;
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldInfo {
+    pub field: Field,
+    /// The long flag of `warden run` (`--memory`); `None` for what only a
+    /// profile can say.
+    pub flag: Option<&'static str>,
+    /// The flag's one-letter form (`-w`).
+    pub short: Option<char>,
+    /// The placeholder of the flag's value in `--help` (`SIZE`); `None`
+    /// for a switch.
+    pub value_name: Option<&'static str>,
+    /// The key in a profile file (`resources.memory`); `None` when a
+    /// profile cannot set it.
+    pub profile_key: Option<&'static str>,
+    /// The JSON pointer in the API's request body (`/resources/memory`),
+    /// mirroring the profile key.
+    pub json_path: Option<&'static str>,
+    /// What kind of value it takes, in a word or three ("size", "list of
+    /// domains").
+    pub ty: &'static str,
+    /// One line: what it does.
+    pub doc: &'static str,
+}
+
+/// `-` for "none", a literal for `Some(literal)`.
+macro_rules! opt {
+    (-) => {
+        None
+    };
+    ($v:literal) => {
+        Some($v)
+    };
+}
+
+/// Declares [`Field`] and [`FIELDS`] from one list, in the same order (the
+/// order of `warden profile show`).
+macro_rules! fields {
+    ($(
+        $name:ident {
+            flag: $flag:tt, short: $short:tt, value: $value:tt,
+            key: $key:tt, json: $json:tt,
+            ty: $ty:literal,
+            doc: $doc:literal $(,)?
+        }
+    ),* $(,)?) => {
+        /// An option of a sandbox. See the module's documentation and
+        /// [`FIELDS`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[derive(serde::Serialize, serde::Deserialize)]
+        pub enum Field {
+            $(
+                #[doc = $doc]
+                $name,
+            )*
+        }
+
+        /// The table: one row per [`Field`], in the order of the enum.
+        pub const FIELDS: &[FieldInfo] = &[
+            $(
+                FieldInfo {
+                    field: Field::$name,
+                    flag: opt!($flag),
+                    short: opt!($short),
+                    value_name: opt!($value),
+                    profile_key: opt!($key),
+                    json_path: opt!($json),
+                    ty: $ty,
+                    doc: $doc,
+                },
+            )*
+        ];
+    };
+}
+
+fields! {
+    ProfileName {
+        flag: -, short: -, value: -,
+        key: "name", json: "/name",
+        ty: "text",
+        doc: "The profile's name (default: the file name without `.yaml`)",
+    },
+    Description {
+        flag: -, short: -, value: -,
+        key: "description", json: "/description",
+        ty: "text",
+        doc: "What the profile is for, shown by `warden profile list`",
+    },
+    Extends {
+        flag: -, short: -, value: -,
+        key: "extends", json: "/extends",
+        ty: "list of profiles",
+        doc: "Profiles (names, or paths relative to this file) merged before this one, in order",
+    },
+    Profile {
+        flag: "--profile", short: 'P', value: "NAME|PATH",
+        key: -, json: -,
+        ty: "profile",
+        doc: "Start from a profile: a name (see `warden profile list`) or a YAML file; flags override it, lists add to it",
+    },
+    Command {
+        flag: -, short: -, value: "CMD",
+        key: "command", json: "/command",
+        ty: "command and arguments",
+        doc: "The command and its arguments (on the command line after `--`; a profile's is used when none is given)",
+    },
+    Hostname {
+        flag: "--hostname", short: -, value: "NAME",
+        key: "hostname", json: "/hostname",
+        ty: "hostname",
+        doc: "The sandbox's hostname (default `warden`)",
+    },
+    Tty {
+        flag: "--tty", short: 't', value: -,
+        key: "tty", json: "/tty",
+        ty: "bool",
+        doc: "Allocate a pseudo-terminal (the default when stdin is a terminal)",
+    },
+    NoTty {
+        flag: "--no-tty", short: 'T', value: -,
+        key: -, json: -,
+        ty: "switch",
+        doc: "Never allocate a pseudo-terminal",
+    },
+    AllowDegraded {
+        flag: "--allow-degraded", short: -, value: "BOOL",
+        key: "allow_degraded", json: "/allow_degraded",
+        ty: "bool",
+        doc: "When a layer of isolation cannot be applied, run with what the host still allows and print what is lost, instead of refusing",
+    },
+    JsonEvents {
+        flag: "--json-events", short: -, value: "FILE",
+        key: "json_events", json: "/json_events",
+        ty: "path",
+        doc: "A file to append one JSON line per event to (created, started, exited, ...)",
+    },
+    AuditLog {
+        flag: "--audit-log", short: -, value: "FILE",
+        key: "audit_log", json: "/audit_log",
+        ty: "path",
+        doc: "Where the run's hash-chained audit log goes (default: a new file in warden's state directory)",
+    },
+    NoAuditLog {
+        flag: "--no-audit-log", short: -, value: -,
+        key: "no_audit_log", json: "/no_audit_log",
+        ty: "bool",
+        doc: "Keep no audit log of the run",
+    },
+    OtlpEndpoint {
+        flag: "--otlp-endpoint", short: -, value: "URL",
+        key: "otlp_endpoint", json: "/otlp_endpoint",
+        ty: "URL",
+        doc: "Also send every event to this OpenTelemetry collector (OTLP/HTTP, JSON), an http:// URL such as http://127.0.0.1:4318",
+    },
+    Presets {
+        flag: -, short: -, value: -,
+        key: "egress.presets", json: "/egress/presets",
+        ty: "list of presets",
+        doc: "Named groups of domains, shipped with warden or in the user's preset directory",
+    },
+    AllowDomain {
+        flag: "--allow-domain", short: -, value: "NAME[:PORT]",
+        key: "egress.domains", json: "/egress/domains",
+        ty: "list of domains",
+        doc: "Names the sandbox may connect to: example.com, .example.com (with subdomains), example.com:22 (that port; default 443 and 80)",
+    },
+    AllowHttp {
+        flag: "--allow-http", short: -, value: "BOOL",
+        key: "egress.allow_http", json: "/egress/allow_http",
+        ty: "bool",
+        doc: "Allow plain HTTP, not only TLS, to allowed names",
+    },
+    AddHost {
+        flag: "--add-host", short: -, value: "NAME=IP",
+        key: "egress.hosts", json: "/egress/hosts",
+        ty: "map of names to addresses",
+        doc: "Give names fixed addresses, e.g. registry.internal at 10.1.2.3; such an address is allowed even when not public",
+    },
+    AllowCidr {
+        flag: "--allow-cidr", short: -, value: "CIDR",
+        key: "egress.allow_cidrs", json: "/egress/allow_cidrs",
+        ty: "list of address ranges",
+        doc: "Let allowed names resolve into these non-public address ranges, e.g. 10.20.0.0/16",
+    },
+    AllowHostPort {
+        flag: "--allow-host-port", short: -, value: "PORT",
+        key: "egress.host_ports", json: "/egress/host_ports",
+        ty: "list of ports",
+        doc: "Let the sandbox reach the services on the host's 127.0.0.1:PORT as host.warden.internal:PORT, and nothing else of the host",
+    },
+    Publish {
+        flag: "--publish", short: 'p', value: "HOSTPORT:PORT",
+        key: "egress.publish", json: "/egress/publish",
+        ty: "list of port mappings",
+        doc: "Make the sandbox's servers on its 127.0.0.1:PORT reachable at the host's 127.0.0.1:HOSTPORT",
+    },
+    Ask {
+        flag: "--ask", short: -, value: "BOOL",
+        key: "egress.ask", json: "/egress/ask",
+        ty: "bool",
+        doc: "Ask on the terminal about names no rule allows (allow once, for the run, or deny); without a terminal they are denied",
+    },
+    UpstreamCa {
+        flag: "--upstream-ca", short: -, value: "FILE",
+        key: "egress.upstream_ca", json: "/egress/upstream_ca",
+        ty: "list of paths",
+        doc: "Trust the authorities in these PEM files, besides the system's, for the servers of secrets' hosts",
+    },
+    NetLog {
+        flag: "--net-log", short: -, value: "BOOL",
+        key: "egress.log", json: "/egress/log",
+        ty: "bool",
+        doc: "Print one line per egress decision (allowed or denied) on stderr",
+    },
+    EgressIdleTimeout {
+        flag: "--egress-idle-timeout", short: -, value: "DURATION",
+        key: "egress.idle_timeout", json: "/egress/idle_timeout",
+        ty: "duration",
+        doc: "Close a proxied connection after this long without a byte either way (default 10m)",
+    },
+    Workspace {
+        flag: "--workspace", short: 'w', value: "DIR",
+        key: "filesystem.workspace", json: "/filesystem/workspace",
+        ty: "path",
+        doc: "The directory mounted read-write at /workspace, where the command starts",
+    },
+    Overlay {
+        flag: "--overlay", short: -, value: -,
+        key: "filesystem.mode", json: "/filesystem/mode",
+        ty: "workspace mode",
+        doc: "See the workspace through a copy-on-write layer (mode `overlay`; the default is `direct`): its changes are kept for `warden diff` and `warden commit`",
+    },
+    Rootfs {
+        flag: "--rootfs", short: -, value: "DIR",
+        key: "filesystem.rootfs", json: "/filesystem/rootfs",
+        ty: "path",
+        doc: "A prepared root tree (e.g. debootstrap output) used instead of the host's system directories",
+    },
+    Ro {
+        flag: "--ro", short: -, value: "PATH",
+        key: "filesystem.read_only", json: "/filesystem/read_only",
+        ty: "list of paths",
+        doc: "Paths bound read-only at the same path inside",
+    },
+    Rw {
+        flag: "--rw", short: -, value: "PATH",
+        key: "filesystem.read_write", json: "/filesystem/read_write",
+        ty: "list of paths",
+        doc: "Paths bound read-write at the same path inside",
+    },
+    TmpSize {
+        flag: "--tmp-size", short: -, value: "SIZE",
+        key: "filesystem.tmp_size", json: "/filesystem/tmp_size",
+        ty: "size",
+        doc: "Size of the sandbox's /tmp and /dev/shm, e.g. 512M",
+    },
+    Memory {
+        flag: "--memory", short: -, value: "SIZE",
+        key: "resources.memory", json: "/resources/memory",
+        ty: "size",
+        doc: "Memory limit for the whole sandbox, e.g. 512M, 4G",
+    },
+    Cpus {
+        flag: "--cpus", short: -, value: "CORES",
+        key: "resources.cpus", json: "/resources/cpus",
+        ty: "cores",
+        doc: "CPU quota in cores, e.g. 0.5 or 2",
+    },
+    Pids {
+        flag: "--pids", short: -, value: "N",
+        key: "resources.pids", json: "/resources/pids",
+        ty: "count",
+        doc: "Maximum number of processes and threads of the whole sandbox",
+    },
+    Timeout {
+        flag: "--timeout", short: -, value: "DURATION",
+        key: "resources.timeout", json: "/resources/timeout",
+        ty: "duration",
+        doc: "Kill the whole sandbox after this long, e.g. 30s, 10m, 2h",
+    },
+    OpenFiles {
+        flag: "--open-files", short: -, value: "N",
+        key: "resources.open_files", json: "/resources/open_files",
+        ty: "count",
+        doc: "Open files per process",
+    },
+    FileSize {
+        flag: "--file-size", short: -, value: "SIZE",
+        key: "resources.file_size", json: "/resources/file_size",
+        ty: "size",
+        doc: "Largest file a process may write, e.g. 16G",
+    },
+    EgressQuota {
+        flag: "--egress-quota", short: -, value: "SIZE",
+        key: "resources.egress_quota", json: "/resources/egress_quota",
+        ty: "size",
+        doc: "Refuse new connections once this much has gone through the proxy (both ways), e.g. 5G",
+    },
+    PassEnv {
+        flag: "--pass-env", short: -, value: "NAME",
+        key: "env.pass", json: "/env/pass",
+        ty: "list of variable names",
+        doc: "Variables copied from the host's environment, when set",
+    },
+    Env {
+        flag: "--env", short: 'e', value: "NAME=VALUE",
+        key: "env.set", json: "/env/set",
+        ty: "map of variables",
+        doc: "Variables set in the sandbox, NAME to VALUE",
+    },
+    Secret {
+        flag: "--secret", short: -, value: "NAME[=SOURCE]@HOST[,HOST...]",
+        key: "secrets", json: "/secrets",
+        ty: "map of secrets",
+        doc: "Give the sandbox a placeholder instead of a secret; the proxy puts the real value only in requests to the secret's hosts",
+    },
+    SecretInBody {
+        flag: "--secret-in-body", short: -, value: "NAME",
+        key: "secrets.*.in_body", json: "/secrets/*/in_body",
+        ty: "bool",
+        doc: "Substitute the secret in request bodies too, not only in headers and URLs",
+    },
+    SecretRule {
+        flag: "--secret-rule", short: -, value: "RULE",
+        key: "secrets.*.allow", json: "/secrets/*/allow",
+        ty: "list of request rules",
+        doc: "Only matching requests may go to a secret's hosts: [METHOD ]HOST[/PATH], * matching anything, e.g. GET api.github.com/repos/acme/*",
+    },
+}
+
+impl Field {
+    /// Every field, in the table's order.
+    pub fn all() -> impl Iterator<Item = Field> {
+        FIELDS.iter().map(|i| i.field)
+    }
+
+    /// This field's row of [`FIELDS`].
+    pub const fn info(self) -> &'static FieldInfo {
+        // The macro writes the enum and the table from one list, so a
+        // variant's discriminant is its row (a test checks it too).
+        &FIELDS[self as usize]
+    }
+
+    /// The long flag of `warden run`, e.g. `--memory`.
+    pub const fn flag(self) -> Option<&'static str> {
+        self.info().flag
+    }
+
+    /// The long flag without its dashes (`memory`), as clap's `long` takes it.
+    pub const fn long(self) -> Option<&'static str> {
+        match self.info().flag {
+            Some(f) => match f.as_bytes().split_first_chunk::<2>() {
+                Some((_, rest)) => match std::str::from_utf8(rest) {
+                    Ok(s) => Some(s),
+                    Err(_) => None,
+                },
+                None => None,
+            },
+            None => None,
+        }
+    }
+
+    /// The one-letter flag, e.g. `w` for `-w`.
+    pub const fn short(self) -> Option<char> {
+        self.info().short
+    }
+
+    /// The key in a profile file, e.g. `resources.memory`.
+    pub const fn profile_key(self) -> Option<&'static str> {
+        self.info().profile_key
+    }
+
+    /// The JSON pointer in the API's request body, e.g. `/resources/memory`.
+    pub const fn json_path(self) -> Option<&'static str> {
+        self.info().json_path
+    }
+
+    /// The kind of value, e.g. "size".
+    pub const fn ty(self) -> &'static str {
+        self.info().ty
+    }
+
+    /// One line: what the field does.
+    pub const fn doc(self) -> &'static str {
+        self.info().doc
+    }
+
+    /// The field of a flag of `warden run`: `--memory`, or a short form
+    /// such as `-w`.
+    pub fn from_flag(flag: &str) -> Option<Field> {
+        FIELDS
+            .iter()
+            .find(|i| {
+                i.flag == Some(flag)
+                    || i.short.is_some_and(|c| {
+                        let mut rest = flag.strip_prefix('-').unwrap_or_default().chars();
+                        rest.next() == Some(c) && rest.next().is_none()
+                    })
+            })
+            .map(|i| i.field)
+    }
+
+    /// The field of a profile key: `resources.memory`; a key with a `*`
+    /// in the table matches any name there (`secrets.GH_TOKEN.in_body`).
+    pub fn from_profile_key(key: &str) -> Option<Field> {
+        FIELDS
+            .iter()
+            .find(|i| i.profile_key.is_some_and(|k| key_matches(k, key)))
+            .map(|i| i.field)
+    }
+
+    /// The field of a JSON pointer of the API's body, `*` as in
+    /// [`Field::from_profile_key`].
+    pub fn from_json_path(path: &str) -> Option<Field> {
+        let key = path.strip_prefix('/')?.replace('/', ".");
+        FIELDS
+            .iter()
+            .find(|i| {
+                i.json_path
+                    .and_then(|p| p.strip_prefix('/'))
+                    .is_some_and(|p| key_matches(&p.replace('/', "."), &key))
+            })
+            .map(|i| i.field)
+    }
+
+    /// How a person names this field when writing it in a profile: the key,
+    /// else the flag.
+    pub fn profile_name(self) -> &'static str {
+        self.profile_key()
+            .or(self.flag())
+            .or(self.info().value_name)
+            .unwrap_or("")
+    }
+}
+
+/// Is `key` an instance of the table's `pattern` (`*` matches one segment)?
+fn key_matches(pattern: &str, key: &str) -> bool {
+    let (mut p, mut k) = (pattern.split('.'), key.split('.'));
+    loop {
+        match (p.next(), k.next()) {
+            (None, None) => return true,
+            (Some(a), Some(b)) if a == b || (a == "*" && !b.is_empty()) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// The flag on the command line, else the profile key.
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.flag().unwrap_or_else(|| self.profile_name()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn each_variant_is_its_own_row_of_the_table() {
+        for (i, info) in FIELDS.iter().enumerate() {
+            assert_eq!(info.field as usize, i, "{:?}", info.field);
+            assert_eq!(info.field.info(), info);
+        }
+    }
+
+    #[test]
+    fn no_two_fields_share_a_flag_a_short_flag_a_key_or_a_json_path() {
+        let mut flags = HashSet::new();
+        let mut shorts = HashSet::new();
+        let mut keys = HashSet::new();
+        let mut paths = HashSet::new();
+        for i in FIELDS {
+            if let Some(f) = i.flag {
+                assert!(flags.insert(f), "flag {f} twice");
+            }
+            if let Some(s) = i.short {
+                assert!(shorts.insert(s), "-{s} twice");
+            }
+            if let Some(k) = i.profile_key {
+                assert!(keys.insert(k), "key {k} twice");
+            }
+            if let Some(p) = i.json_path {
+                assert!(paths.insert(p), "JSON path {p} twice");
+            }
+        }
+    }
+
+    #[test]
+    fn every_field_can_be_set_somewhere_and_is_described() {
+        for i in FIELDS {
+            assert!(
+                i.flag.is_some() || i.profile_key.is_some(),
+                "{:?} has neither a flag nor a key",
+                i.field
+            );
+            assert!(!i.doc.is_empty() && !i.ty.is_empty(), "{:?}", i.field);
+            assert!(
+                !i.doc.ends_with('.') && !i.doc.contains('\n'),
+                "{:?}: one line, no final period (each door adds its own)",
+                i.field
+            );
+            if let Some(f) = i.flag {
+                assert!(
+                    f.starts_with("--")
+                        && f[2..].bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+                    "{f}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn json_paths_mirror_profile_keys() {
+        for i in FIELDS {
+            let mirrored = i.profile_key.map(|k| format!("/{}", k.replace('.', "/")));
+            assert_eq!(i.json_path.map(str::to_string), mirrored, "{:?}", i.field);
+        }
+    }
+
+    #[test]
+    fn every_profile_key_in_the_schema_has_a_field_and_every_fields_key_is_in_the_schema() {
+        let schema: serde_json::Value =
+            serde_json::from_str(&crate::profile::profile_schema()).unwrap_or_default();
+        let keys = crate::profile::schema_keys(&schema);
+        assert!(keys.len() > 30, "{keys:?}");
+        let table: Vec<&str> = FIELDS.iter().filter_map(|i| i.profile_key).collect();
+        for key in &keys {
+            // A key below a field's own (a secret's `from_env`) is part of
+            // that field's value.
+            let covered = table.iter().any(|t| {
+                key == t
+                    || key
+                        .strip_prefix(t)
+                        .is_some_and(|rest| rest.starts_with('.'))
+            });
+            assert!(
+                covered,
+                "the schema has {key}, which no field of the table names"
+            );
+        }
+        for t in &table {
+            assert!(
+                keys.iter()
+                    .any(|k| k == t || k.starts_with(&format!("{t}."))),
+                "the table names {t}, which a profile cannot hold"
+            );
+        }
+    }
+
+    #[test]
+    fn the_schema_describes_each_field_with_the_tables_words() {
+        let schema: serde_json::Value =
+            serde_json::from_str(&crate::profile::profile_schema()).unwrap_or_default();
+        let text = schema.to_string();
+        for i in FIELDS {
+            if i.profile_key.is_some() {
+                assert!(
+                    text.contains(i.doc),
+                    "{:?}: its doc is not in the schema",
+                    i.field
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_profiles_guide_lists_every_key_with_its_flag() {
+        let guide = include_str!("../../../docs/profiles.md");
+        let mut rows = Vec::new();
+        for line in guide.lines() {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            if let [_, key, flag, _, _] = cells.as_slice() {
+                if let Some(key) = key.strip_prefix('`').and_then(|k| k.strip_suffix('`')) {
+                    rows.push((key, *flag));
+                }
+            }
+        }
+        assert!(rows.len() > 30, "{rows:?}");
+        for (key, flag_cell) in &rows {
+            let Some(field) = Field::from_profile_key(key) else {
+                panic!("docs/profiles.md lists `{key}`, which no field of the table has");
+            };
+            if let Some(flag) = field.flag() {
+                assert!(
+                    flag_cell.contains(&format!("`{flag}")),
+                    "docs/profiles.md: `{key}` should name {flag}, not {flag_cell:?}"
+                );
+            }
+        }
+        for i in FIELDS {
+            let Some(key) = i.profile_key else { continue };
+            if key.starts_with("secrets") {
+                // Secrets are described in prose, with their flags.
+                let flag = i.flag.unwrap_or_default();
+                assert!(guide.contains(&format!("`{flag}`")), "{flag}");
+                continue;
+            }
+            assert!(
+                rows.iter().any(|(k, _)| *k == key),
+                "docs/profiles.md has no row for `{key}`"
+            );
+        }
+    }
+
+    #[test]
+    fn lookups_find_each_field_by_its_flag_key_and_path() {
+        for i in FIELDS {
+            if let Some(f) = i.flag {
+                assert_eq!(Field::from_flag(f), Some(i.field));
+                assert_eq!(i.field.long().map(|l| format!("--{l}")).as_deref(), Some(f));
+            }
+            if let Some(s) = i.short {
+                assert_eq!(Field::from_flag(&format!("-{s}")), Some(i.field));
+            }
+            if let Some(k) = i.profile_key {
+                assert_eq!(Field::from_profile_key(k), Some(i.field));
+            }
+            if let Some(p) = i.json_path {
+                assert_eq!(Field::from_json_path(p), Some(i.field));
+            }
+        }
+        assert_eq!(Field::from_flag("--memory"), Some(Field::Memory));
+        assert_eq!(Field::from_flag("-w"), Some(Field::Workspace));
+        assert_eq!(Field::from_flag("memory"), None);
+        assert_eq!(
+            Field::from_profile_key("secrets.GH_TOKEN.in_body"),
+            Some(Field::SecretInBody)
+        );
+        assert_eq!(
+            Field::from_json_path("/secrets/GH_TOKEN/allow"),
+            Some(Field::SecretRule)
+        );
+        assert_eq!(Field::from_profile_key("secrets..in_body"), None);
+        assert_eq!(Field::from_profile_key("resources"), None);
+        assert_eq!(Field::Memory.to_string(), "--memory");
+        assert_eq!(Field::Presets.to_string(), "egress.presets");
+    }
+}
