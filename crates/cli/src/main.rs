@@ -38,16 +38,44 @@ struct Cli {
 enum Command {
     /// Run a command in a new sandbox and wait until the whole sandbox is gone
     Run(Box<RunArgs>),
-    /// Create a named sandbox over a project directory (its changes are kept
-    /// apart until `warden commit`)
-    Create(sandboxes::CreateArgs),
-    /// Run a command in a named sandbox: same overlay, same changes so far
-    Exec {
-        /// The sandbox (see `warden ls`)
-        name: String,
-        #[command(flatten)]
-        run: Box<RunArgs>,
+    /// Create a named sandbox that stays up and takes many commands: every
+    /// option of `run` given here applies to every later exec
+    Create(commands::lifecycle::CreateArgs),
+    /// Start named sandboxes (each gets a supervisor of its own, which
+    /// outlives this command)
+    Start {
+        #[arg(required = true)]
+        names: Vec<String>,
     },
+    /// Stop named sandboxes: SIGTERM to every process, SIGKILL after --time
+    Stop {
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// How long processes get to end after SIGTERM
+        #[arg(long, short = 't', value_name = "DURATION", default_value = "10s", value_parser = warden_policy::parse_duration)]
+        time: std::time::Duration,
+    },
+    /// Run a command in a running named sandbox (started first if needed);
+    /// several may run at once
+    Exec(commands::lifecycle::ExecArgs),
+    /// List the processes of a running sandbox
+    Ps {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a sandbox's events (its audit log); -f follows them live
+    Logs {
+        name: String,
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// One JSON object per event
+        #[arg(long)]
+        json: bool,
+    },
+    /// (internal) the supervisor of a named sandbox, started by `start`
+    #[command(name = "__supervise", hide = true)]
+    Supervise { name: String },
     /// List named sandboxes
     Ls {
         #[arg(long)]
@@ -57,6 +85,9 @@ enum Command {
     Rm {
         #[arg(required = true)]
         names: Vec<String>,
+        /// Stop running ones first
+        #[arg(long, short = 'f')]
+        force: bool,
     },
     /// Show what a sandbox changed against its real workspace
     Diff(sandboxes::DiffArgs),
@@ -86,6 +117,10 @@ enum Command {
         /// Run the sandboxes with --allow-degraded (on hosts that lack a layer)
         #[arg(long)]
         allow_degraded: bool,
+        /// Run each attack in a long-lived sandbox, through `exec`, instead
+        /// of a fresh `run`
+        #[arg(long)]
+        through_exec: bool,
     },
     /// (internal) one probe of `warden selftest`, run inside a sandbox
     #[command(name = "__probe", hide = true)]
@@ -124,6 +159,11 @@ fn main() -> ExitCode {
                 _ => EXIT_WARDEN,
             };
             let _ = e.print();
+            if e.kind() == clap::error::ErrorKind::UnknownArgument
+                && std::env::args().nth(1).as_deref() == Some("exec")
+            {
+                eprintln!("warden: an exec runs under the options its sandbox was created with (limits, binds, network, secrets); they cannot be changed or widened per command: create another sandbox with the options you need");
+            }
             return ExitCode::from(code);
         }
     };
@@ -131,16 +171,19 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(*args, &defaults),
         Command::Doctor { json } => commands::doctor::doctor(json, &defaults),
         Command::Audit(cmd) => commands::audit::audit(cmd),
-        Command::Exec { name, run } => commands::run::run_in(*run, &defaults, Some(&name)),
-        Command::Create(a) => state_dir()
-            .and_then(sandboxes::store)
-            .and_then(|s| sandboxes::create(&s, a)),
+        Command::Exec(a) => commands::lifecycle::exec(a),
+        Command::Create(a) => commands::lifecycle::create(a, &defaults),
+        Command::Start { names } => commands::lifecycle::start(&names),
+        Command::Stop { names, time } => commands::lifecycle::stop(&names, time),
+        Command::Ps { name, json } => commands::lifecycle::ps(&name, json),
+        Command::Logs { name, follow, json } => commands::lifecycle::logs(&name, follow, json),
+        Command::Supervise { name } => commands::lifecycle::supervise(&name),
         Command::Ls { json } => state_dir()
             .and_then(sandboxes::store)
             .and_then(|s| sandboxes::ls(&s, json)),
-        Command::Rm { names } => state_dir()
+        Command::Rm { names, force } => state_dir()
             .and_then(sandboxes::store)
-            .and_then(|s| sandboxes::rm(&s, &names)),
+            .and_then(|s| sandboxes::rm(&s, &names, force)),
         Command::Diff(a) => state_dir()
             .and_then(sandboxes::store)
             .and_then(|s| sandboxes::diff(&s, a)),
@@ -161,7 +204,10 @@ fn main() -> ExitCode {
             json,
             list,
             allow_degraded,
-        } => commands::selftest::selftest(only.as_deref(), json, list, allow_degraded),
+            through_exec,
+        } => {
+            commands::selftest::selftest(only.as_deref(), json, list, allow_degraded, through_exec)
+        }
         Command::Probe { name, args } => {
             let f = warden_jail::probes::run(&name, &args);
             println!(

@@ -125,3 +125,32 @@ fn the_file_system_attacks_are_contained_for_an_unprivileged_user_too() {
     let escaped: Vec<_> = all.iter().filter(|(_, r, _)| r == "escaped").collect();
     assert!(escaped.is_empty(), "escaped: {escaped:#?}");
 }
+
+#[test]
+fn every_attack_is_contained_through_exec_into_a_long_lived_sandbox_too() {
+    let (out, v) = selftest(&["--through-exec"], None);
+    let all = results(&v);
+    for (id, result, detail) in &all {
+        if result == "skipped" {
+            skip(&format!("selftest attack {id} through exec: {detail}"));
+        }
+    }
+    let escaped: Vec<_> = all.iter().filter(|(_, r, _)| r == "escaped").collect();
+    assert!(escaped.is_empty(), "escaped through exec: {escaped:#?}");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(all.len() >= 40, "only {} attacks", all.len());
+}
+
+#[test]
+fn through_exec_without_seccomp_the_kernel_attacks_get_through_so_exec_really_is_confined_by_it() {
+    // The same weakening as above, through exec: proves the exec'd
+    // processes are the ones the filter confines (not some other process).
+    let (out, v) = selftest(&["--through-exec", "--only", "kernel"], Some("seccomp"));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let all = results(&v);
+    let (_, result, detail) = all
+        .iter()
+        .find(|(i, _, _)| i == "kernel.user-namespace")
+        .expect("kernel.user-namespace did not run");
+    assert_eq!(result, "escaped", "{detail}");
+}

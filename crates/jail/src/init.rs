@@ -53,6 +53,9 @@ pub struct ChildPlan {
     pub pty_slave: Option<OwnedFd>,
     /// Descriptors of the supervisor's side, closed first thing.
     pub close_in_child: Vec<RawFd>,
+    /// A long-lived sandbox: no command of its own; the init serves spawn
+    /// requests on this channel (see [`crate::spawn`]) until it closes.
+    pub service: Option<OwnedFd>,
 }
 
 /// Final-message flag: the supervisor placed the init in the sandbox's
@@ -90,7 +93,7 @@ pub fn child_main(plan: ChildPlan, go: OwnedFd, report: OwnedFd, original_mask: 
     unsafe { libc::_exit(code) }
 }
 
-use crate::sandbox::chain_str as chain;
+use crate::error::chain_str as chain;
 
 fn child_setup_and_run(
     mut plan: ChildPlan,
@@ -162,6 +165,9 @@ fn child_setup_and_run(
     if let Some(c) = &sockets {
         keep.push(c.as_raw_fd());
     }
+    if let Some(c) = &plan.service {
+        keep.push(c.as_raw_fd());
+    }
     crate::sys::close_fds_except(&keep);
     if flags & FINAL_IN_CGROUP != 0 {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
@@ -201,6 +207,19 @@ fn child_setup_and_run(
     let sfd = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC)
         .map_err(|e| format!("cannot create the init's signal descriptor: {e}"))?;
 
+    if let Some(channel) = plan.service.take() {
+        let mut server = crate::spawn::Server {
+            channel,
+            env: &plan.env,
+            cwd: &plan.cwd,
+            degraded: plan.degraded,
+            mask: original_mask,
+            running: std::collections::HashMap::new(),
+        };
+        serve(&mut server, sfd, sockets);
+        write_report(report, &Report::Exited(0));
+        return Ok(0);
+    }
     let program = resolve_program(&plan.argv, &plan.path_var);
     let exec = ExecPlan::new(&plan, program, report, original_mask)?;
     let child = exec.spawn()?;
@@ -248,7 +267,7 @@ fn read_final(go: &OwnedFd) -> Result<u8, String> {
 
 /// Find `argv[0]` in the sandbox's own PATH (after the pivot, so what is
 /// found is what the sandbox sees).
-fn resolve_program(argv: &[CString], path_var: &str) -> Option<CString> {
+pub(crate) fn resolve_program(argv: &[CString], path_var: &str) -> Option<CString> {
     let name = argv.first()?;
     if name.as_bytes().contains(&b'/') {
         return Some(name.clone());
@@ -483,6 +502,71 @@ fn supervise_command(
             if let Ok(sig) = Signal::try_from(signo) {
                 let _ = nix::sys::signal::kill(command, sig);
             }
+        }
+    }
+}
+
+/// The init of a long-lived sandbox: starts what the supervisor asks for,
+/// reaps every process, answers published ports' socket requests, and
+/// returns when the supervisor ends the sandbox (or is gone).
+fn serve(server: &mut crate::spawn::Server<'_>, sfd: SignalFd, mut sockets: Option<OwnedFd>) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    // Drained below until empty: it must not block once it is.
+    let _ = nix::fcntl::fcntl(
+        &sfd,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    );
+    loop {
+        let mut fds = vec![
+            PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(server.channel.as_fd(), PollFlags::POLLIN),
+        ];
+        if let Some(c) = &sockets {
+            fds.push(PollFd::new(c.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return,
+        }
+        let ready = |i: usize| {
+            fds.get(i)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
+        let (signal, request, socket) = (ready(0), ready(1), ready(2));
+        drop(fds);
+        if socket {
+            if let Some(c) = &sockets {
+                if !serve_socket(c) {
+                    sockets = None;
+                }
+            }
+        }
+        if signal {
+            while let Ok(Some(info)) = sfd.read_signal() {
+                if info.ssi_signo as i32 != libc::SIGCHLD {
+                    continue;
+                }
+                loop {
+                    match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                        Ok(WaitStatus::Exited(pid, code)) => {
+                            server.on_exit(pid, |id| crate::spawn::FromInit::Exited { id, code })
+                        }
+                        Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                            server.on_exit(pid, |id| crate::spawn::FromInit::Signaled {
+                                id,
+                                signal: sig as i32,
+                            })
+                        }
+                        Ok(WaitStatus::StillAlive) | Err(_) => break,
+                        Ok(_) => continue,
+                    }
+                }
+            }
+        }
+        if request && !server.on_request() {
+            return;
         }
     }
 }

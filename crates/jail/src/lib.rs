@@ -11,6 +11,8 @@
 
 mod ask;
 pub mod cgroup;
+mod error;
+pub mod fdpass;
 pub mod host;
 mod init;
 pub mod landlock;
@@ -22,9 +24,12 @@ mod report;
 mod sandbox;
 pub mod seccomp;
 pub mod secrets;
+pub mod spawn;
 mod sys;
 
-pub use sandbox::{chain_str, run, JailError, Outcome, NOBODY};
+pub use error::chain_str;
+pub use nix::unistd::Pid;
+pub use sandbox::{run, Attach, JailError, Network, Outcome, Program, NOBODY};
 
 /// The seccomp filter of [`seccomp::RULES`] for the target architecture,
 /// compiled by the build script (empty where warden has no filter). The init

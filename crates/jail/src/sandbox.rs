@@ -3,6 +3,7 @@
 //! terminal, enforces the deadline, and maps how it ended to an exit status.
 
 use crate::cgroup::{self, Cgroup, Limits};
+use crate::error::chain_str;
 use crate::host;
 use crate::init::{self, ChildPlan, FORWARDED};
 use crate::mounts::{BindPlan, RootPlan, RootfsPlan};
@@ -98,16 +99,14 @@ pub enum JailError {
     OverlayLayout { upper: PathBuf, work: PathBuf },
     #[error("--overlay needs a mount namespace, which this host does not give (degraded mode); run without --overlay, or fix the host (see `warden doctor`)")]
     OverlayDegraded,
-    #[error("cannot start the egress proxy")]
-    Egress(#[source] warden_egress::proxy::ProxyError),
+    #[error("cannot serve the sandbox's network: {0}")]
+    Attach(String),
     #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in --publish HOSTPORT:PORT)")]
     Publish {
         port: u16,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot serve the published ports")]
-    PublishServe(#[source] warden_egress::publish::PublishError),
     #[error("--rootfs needs the sandbox's own mount namespace, which this host does not allow; leave --rootfs out to run degraded")]
     RootfsNeedsNamespaces,
     #[error("cannot create the sandbox's private directory {path}")]
@@ -223,13 +222,61 @@ fn degraded(events: &mut dyn EventSink, id: &str, layer: &str, lost: &str) {
     ));
 }
 
+/// What the caller plugs into a sandbox as it starts: its network service
+/// (the egress proxy, published ports) and, for a long-lived sandbox, the
+/// channel its init takes spawn requests on. The jail is mechanism only:
+/// what serves the network is the caller's (the runtime's) choice.
+pub trait Attach {
+    /// After the clone, before the sandbox may go on: serve its network.
+    /// An error stops the sandbox before anything of it runs.
+    fn network(&mut self, network: Network) -> Result<(), String>;
+    /// A long-lived sandbox runs: `channel` carries spawn requests to its
+    /// init (see [`crate::spawn`]), whose host PID is `init`.
+    fn service(&mut self, channel: OwnedFd, init: Pid);
+    /// Every process of the sandbox is gone; stop serving its network
+    /// (before the exit is recorded, so that its last decisions come first).
+    fn stopping(&mut self);
+}
+
+/// The sandbox's network, handed to [`Attach::network`].
+pub struct Network {
+    /// With egress: the proxy's listening TCP socket and the resolver's UDP
+    /// socket, opened by the init inside the sandbox's network namespace.
+    pub egress: Option<(OwnedFd, OwnedFd)>,
+    /// With secrets: what substitutes them towards their hosts.
+    pub terminator: Option<warden_egress::secrets::Terminator>,
+    /// With `--ask` and a terminal: answers for names on no list.
+    pub asker: Option<std::sync::Arc<dyn warden_egress::proxy::Asker>>,
+    /// `--publish`: the host's listeners, bound already, and the sandbox
+    /// port each leads to.
+    pub published: Vec<(std::net::TcpListener, u16)>,
+    /// Fresh TCP sockets of the sandbox's namespace, for published ports.
+    pub sockets: Option<warden_egress::publish::SocketSource>,
+}
+
+/// How the sandbox runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    /// The spec's command; the sandbox ends with it (`warden run`).
+    Command,
+    /// No command of its own: the init serves spawn requests until the
+    /// caller ends it (`warden create`/`start`, the daemon).
+    Service,
+}
+
 /// Run `spec` in a new sandbox named `id` and return when every process of
-/// it is gone. Events go to `events`.
-pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<Outcome, JailError> {
+/// it is gone. Events go to `events`; the network is served by `attach`.
+pub fn run(
+    spec: &SandboxSpec,
+    id: &str,
+    program: Program,
+    events: &mut dyn EventSink,
+    attach: &mut dyn Attach,
+) -> Result<Outcome, JailError> {
     if crate::SECCOMP_PROGRAM.is_empty() {
         return Err(JailError::UnsupportedArch(std::env::consts::ARCH));
     }
-    match run_mode(spec, id, events, Mode::Namespaces) {
+    match run_mode(spec, id, events, Mode::Namespaces, program, attach) {
         // Nothing of the command ran: the namespaces failed before it could.
         Err(JailError::UserNamespaces { why, .. }) if spec.allow_degraded => {
             degraded(
@@ -238,7 +285,7 @@ pub fn run(spec: &SandboxSpec, id: &str, events: &mut dyn EventSink) -> Result<O
                 "namespaces",
                 &format!("{why}; {}", host::LOST_WITHOUT_NAMESPACES),
             );
-            run_mode(spec, id, events, Mode::Degraded)
+            run_mode(spec, id, events, Mode::Degraded, program, attach)
         }
         other => other,
     }
@@ -260,6 +307,8 @@ fn run_mode(
     id: &str,
     events: &mut dyn EventSink,
     mode: Mode,
+    program: Program,
+    attach: &mut dyn Attach,
 ) -> Result<Outcome, JailError> {
     let degraded_mode = mode == Mode::Degraded;
     let root_mode = host::is_root();
@@ -460,9 +509,9 @@ fn run_mode(
         data: Some(res.memory.value),
     };
 
-    let terminal = match spec.terminal {
-        Terminal::Pty => Some(pty::open()?),
-        Terminal::Inherit => None,
+    let terminal = match (spec.terminal, program) {
+        (Terminal::Pty, Program::Command) => Some(pty::open()?),
+        _ => None,
     };
 
     // Without a mount namespace the sandbox lives in the host's tree: its
@@ -589,7 +638,24 @@ fn run_mode(
         ),
         false => None,
     };
+    // A long-lived sandbox: the channel its init takes spawn requests on.
+    let (service_parent, service_child) = match program {
+        Program::Service => {
+            let (p, c) = nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(sys_err("create the spawn channel"))?;
+            (Some(p), Some(c))
+        }
+        Program::Command => (None, None),
+    };
     let mut close_in_child = vec![go_wr.as_raw_fd(), rep_rd.as_raw_fd()];
+    if let Some(p) = &service_parent {
+        close_in_child.push(p.as_raw_fd());
+    }
     for (l, _) in &published {
         close_in_child.push(l.as_raw_fd());
     }
@@ -645,6 +711,7 @@ fn run_mode(
         path_var,
         pty_slave: terminal.as_ref().and_then(|t| t.slave.try_clone().ok()),
         close_in_child,
+        service: service_child,
     };
     let master = terminal.map(|t| t.master);
 
@@ -748,44 +815,38 @@ fn run_mode(
                 .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
         },
     ));
-    // The proxy serves the sockets the init opened in the sandbox's
+    // The caller serves the sockets the init opened in the sandbox's
     // network namespace; a child that failed before sending them has said
     // why on the report pipe.
-    let mut proxy = None;
     let mut desk = None;
-    let mut publisher = None;
+    let mut network = Network {
+        egress: None,
+        terminator: None,
+        asker: None,
+        published: Vec::new(),
+        sockets: None,
+    };
     if let (Some(spec), Some(channel)) = (&egress, &egress_parent) {
         let mut fds = sys::recv_fds(channel, 2).unwrap_or_default().into_iter();
         if let (Some(tcp), Some(dns)) = (fds.next(), fds.next()) {
             // --ask needs a person at a terminal this supervisor relays;
             // without one, names on no list are denied (and the log says
             // why).
-            let asker: Option<std::sync::Arc<dyn warden_egress::proxy::Asker>> = if spec.ask
-                && master.is_some()
-            {
+            if spec.ask && master.is_some() {
                 let (asker, d) = crate::ask::pair().map_err(sys_err("create the --ask pipe"))?;
                 desk = Some(d);
-                Some(std::sync::Arc::new(asker))
-            } else {
-                None
-            };
-            proxy = Some(
-                warden_egress::proxy::Proxy::start_with_secrets(
-                    spec,
-                    tcp,
-                    dns,
-                    asker,
-                    terminator.take(),
-                )
-                .map_err(JailError::Egress)?,
-            );
+                network.asker = Some(std::sync::Arc::new(asker));
+            }
+            network.egress = Some((tcp, dns));
+            network.terminator = terminator.take();
         }
     }
     if let (false, Some(channel)) = (published.is_empty(), egress_parent) {
-        publisher = Some(
-            warden_egress::publish::Publisher::start(published, socket_source(channel))
-                .map_err(JailError::PublishServe)?,
-        );
+        network.published = std::mem::take(&mut published);
+        network.sockets = Some(socket_source(channel));
+    }
+    if network.egress.is_some() || !network.published.is_empty() {
+        attach.network(network).map_err(JailError::Attach)?;
     }
     // A child that failed to build its root has already said why on the
     // report pipe; its message is the better one, so a failed send is kept
@@ -801,6 +862,9 @@ fn run_mode(
             pid: child.as_raw(),
         },
     ));
+    if let Some(channel) = service_parent {
+        attach.service(channel, child);
+    }
 
     let raw = if master.is_some() {
         RawMode::enable()?
@@ -827,12 +891,7 @@ fn run_mode(
     guard.reaped = true;
     drop(private_tmp);
 
-    if let Some(p) = publisher.take() {
-        p.stop();
-    }
-    if let Some(p) = proxy.take() {
-        report_decisions(events, id, p.stop());
-    }
+    attach.stopping();
     let stats = guard.cgroup.as_ref().map(|c| c.stats());
     let oom_kills = stats.as_ref().and_then(|s| s.oom_kills).unwrap_or(0);
     let (rusage_rss, rusage_user, rusage_sys) = sv.rusage();
@@ -892,105 +951,6 @@ fn socket_source(channel: OwnedFd) -> warden_egress::publish::SocketSource {
             .pop()
             .ok_or_else(|| std::io::Error::other("the sandbox's init sent no socket"))
     })
-}
-
-/// Emit the egress decisions as events, and tell the person which names
-/// were denied (what they may want to allow).
-fn report_decisions(events: &mut dyn EventSink, id: &str, log: warden_egress::proxy::DecisionLog) {
-    /// Denied destinations named in the summary line at most.
-    const SUMMARY_NAMES: usize = 20;
-    let mut seen = std::collections::HashSet::new();
-    let mut denied: Vec<String> = Vec::new();
-    let mut more_denied = 0usize;
-    for d in log.decisions {
-        if d.protocol == "secret" {
-            let action = if !d.allowed {
-                warden_audit::SecretAction::Blocked
-            } else if d.detail.starts_with("scrubbed") {
-                warden_audit::SecretAction::Scrubbed
-            } else {
-                warden_audit::SecretAction::Substituted
-            };
-            if action == warden_audit::SecretAction::Blocked {
-                eprintln!(
-                    "warden: secret {}: {}",
-                    d.rule.as_deref().unwrap_or("?"),
-                    d.detail
-                );
-            }
-            events.emit(&Event::now(
-                id,
-                EventKind::Secret {
-                    name: d.rule.unwrap_or_default(),
-                    host: d.name.unwrap_or_default(),
-                    action,
-                    detail: d.detail,
-                },
-            ));
-            continue;
-        }
-        if !d.allowed {
-            let what = format!(
-                "{} {}",
-                d.protocol,
-                match &d.name {
-                    Some(n) if d.protocol == "dns" => n.clone(),
-                    Some(n) => format!("{n}:{}", d.port),
-                    None => d.original_destination.clone().unwrap_or_else(|| "?".into()),
-                }
-            );
-            if seen.insert(what.clone()) {
-                if denied.len() < SUMMARY_NAMES {
-                    denied.push(what);
-                } else {
-                    more_denied += 1;
-                }
-            }
-        }
-        events.emit(&Event::now(
-            id,
-            EventKind::Connection {
-                protocol: d.protocol.to_string(),
-                name: d.name,
-                port: d.port,
-                original_destination: d.original_destination,
-                allowed: d.allowed,
-                rule: d.rule,
-                detail: d.detail,
-                bytes_out: d.bytes_out,
-                bytes_in: d.bytes_in,
-                duration_ms: d.duration_ms,
-            },
-        ));
-    }
-    if log.unrecorded_allowed + log.unrecorded_denied > 0 {
-        events.emit(&Event::now(
-            id,
-            EventKind::ConnectionsNotRecorded {
-                allowed: log.unrecorded_allowed,
-                denied: log.unrecorded_denied,
-            },
-        ));
-    }
-    let unrecorded = if log.unrecorded_denied > 0 {
-        format!(
-            ", and {} more denials not recorded one by one",
-            log.unrecorded_denied
-        )
-    } else {
-        String::new()
-    };
-    if !denied.is_empty() {
-        let more = if more_denied > 0 {
-            format!(" and {more_denied} more")
-        } else {
-            String::new()
-        };
-        eprintln!(
-            "warden: egress denied: {}{more}{unrecorded} (see --allow-domain and --allow-http)",
-            denied.join(", ")
-        );
-    }
 }
 
 /// A directory of its own for a sandbox without a mount namespace (its
@@ -1165,18 +1125,6 @@ fn send_final(go: &OwnedFd, flags: u8) -> Result<(), JailError> {
     msg[0] = flags;
     msg[1..].copy_from_slice(init::FINAL_TRAILER);
     write_all(go.as_fd(), &msg).map_err(sys_err("let the sandbox start"))
-}
-
-/// Format an error with its causes on one line.
-pub fn chain_str(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 fn outcome_from(

@@ -37,7 +37,7 @@ pub enum StoreError {
     Exists(String),
     #[error("no sandbox named {0}; `warden ls` lists them")]
     NotFound(String),
-    #[error("sandbox {name} is in use{}; wait for it to finish or stop it", .pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    #[error("sandbox {name} is in use{}: wait for the command to finish, or stop the sandbox (`warden stop {name}`)", .pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     InUse { name: String, pid: Option<u32> },
     #[error("workspace {path} cannot be used")]
     Workspace {

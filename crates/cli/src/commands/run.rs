@@ -1,4 +1,5 @@
-//! `warden run` and `warden exec`.
+//! `warden run`, and the resolution of run's options into a spec that
+//! `warden create` shares.
 
 use super::{absolute, audit_dir, audit_stamp, catalog, sandbox_id, sandboxes, state_dir};
 use anyhow::Context;
@@ -7,7 +8,7 @@ use std::io::IsTerminal;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use warden_audit::chain::ChainedLog;
-use warden_audit::{EventSink, Fanout, JsonLinesSink, NullSink};
+use warden_audit::JsonLinesSink;
 use warden_policy::compose::{compose, Overrides};
 use warden_policy::{parse_duration, parse_size, Defaults, SecretSpec, ENV_ALLOWLIST};
 
@@ -16,98 +17,98 @@ pub struct RunArgs {
     /// Start from a profile: a name (see `warden profile list`) or a YAML
     /// file. Flags given here override it; lists add to it
     #[arg(long, short = 'P', value_name = "NAME|PATH")]
-    profile: Option<String>,
+    pub profile: Option<String>,
     /// Mount DIR read-write at /workspace and start there
     #[arg(long, short = 'w', value_name = "DIR")]
-    workspace: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
     /// Bind PATH read-only at the same path inside (repeatable)
     #[arg(long, value_name = "PATH")]
-    ro: Vec<PathBuf>,
+    pub ro: Vec<PathBuf>,
     /// Bind PATH read-write at the same path inside (repeatable)
     #[arg(long, value_name = "PATH")]
-    rw: Vec<PathBuf>,
+    pub rw: Vec<PathBuf>,
     /// Use a prepared root tree (e.g. debootstrap output) instead of the host's /usr, /etc, ...
     #[arg(long, value_name = "DIR")]
-    rootfs: Option<PathBuf>,
+    pub rootfs: Option<PathBuf>,
     /// Memory limit for the whole sandbox, e.g. 512M, 4G [default: half the host's memory, at most 8G]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    memory: Option<u64>,
+    pub memory: Option<u64>,
     /// Maximum number of processes and threads [default: 1024]
     #[arg(long, value_name = "N")]
-    pids: Option<u64>,
+    pub pids: Option<u64>,
     /// CPU quota in cores, e.g. 0.5 or 2 [default: unlimited]
     #[arg(long, value_name = "CORES")]
-    cpus: Option<f64>,
+    pub cpus: Option<f64>,
     /// Kill the whole sandbox after this long, e.g. 30s, 10m, 2h (exit status 124)
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    timeout: Option<std::time::Duration>,
+    pub timeout: Option<std::time::Duration>,
     /// Size of the sandbox's /tmp and /dev/shm [default: a quarter of the memory limit, at most 1G]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    tmp_size: Option<u64>,
+    pub tmp_size: Option<u64>,
     /// Open files per process [default: 4096]
     #[arg(long, value_name = "N")]
-    open_files: Option<u64>,
+    pub open_files: Option<u64>,
     /// Largest file a process may write [default: 16G]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    file_size: Option<u64>,
+    pub file_size: Option<u64>,
     /// Set a variable in the sandbox (repeatable)
     #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
-    env: Vec<String>,
+    pub env: Vec<String>,
     /// Pass a variable from the host's environment (repeatable)
     #[arg(long = "pass-env", value_name = "NAME")]
-    pass_env: Vec<String>,
+    pub pass_env: Vec<String>,
     /// Allocate a pseudo-terminal (the default when stdin is a terminal)
     #[arg(long, short = 't', conflicts_with = "no_tty")]
-    tty: bool,
+    pub tty: bool,
     /// Never allocate a pseudo-terminal
     #[arg(long = "no-tty", short = 'T')]
-    no_tty: bool,
+    pub no_tty: bool,
     /// The sandbox's hostname
     #[arg(long, value_name = "NAME")]
-    hostname: Option<String>,
+    pub hostname: Option<String>,
     /// Allow connections to a name: example.com, .example.com (with
     /// subdomains), example.com:22 (that port; default 443 and 80). Repeatable.
     /// Without any, the sandbox has no network beyond its own loopback
     #[arg(long = "allow-domain", value_name = "NAME[:PORT]")]
-    allow_domain: Vec<String>,
+    pub allow_domain: Vec<String>,
     /// Allow plain HTTP (not only TLS) to allowed names
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    allow_http: Option<bool>,
+    pub allow_http: Option<bool>,
     /// Give a name a fixed address, e.g. registry.internal=10.1.2.3 or
     /// registry.internal:10.1.2.3 (the address is then allowed even when it
     /// is not public). Repeatable
     #[arg(long = "add-host", value_name = "NAME=IP")]
-    add_host: Vec<String>,
+    pub add_host: Vec<String>,
     /// Let allowed names resolve into this non-public range, e.g.
     /// 10.20.0.0/16 (by default only public addresses are connected to; the
     /// host's own addresses never are). Repeatable
     #[arg(long = "allow-cidr", value_name = "CIDR")]
-    allow_cidr: Vec<String>,
+    pub allow_cidr: Vec<String>,
     /// Let the sandbox reach the service on the host's 127.0.0.1:PORT as
     /// host.warden.internal:PORT (any protocol, through the proxy and its
     /// log), and nothing else on the host. Repeatable
     #[arg(long = "allow-host-port", value_name = "PORT")]
-    allow_host_port: Vec<u16>,
+    pub allow_host_port: Vec<u16>,
     /// Make the sandbox's server on its 127.0.0.1:PORT reachable at the
     /// host's 127.0.0.1:HOSTPORT (like docker run -p); the sandbox's own
     /// connections stay filtered. Repeatable
     #[arg(long, short = 'p', value_name = "HOSTPORT:PORT")]
-    publish: Vec<String>,
+    pub publish: Vec<String>,
     /// Ask on the terminal about connections to names no rule allows (allow
     /// once, for this run, or deny); without a terminal they are denied
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    ask: Option<bool>,
+    pub ask: Option<bool>,
     /// Print one line per egress decision (allowed or denied) on stderr
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    net_log: Option<bool>,
+    pub net_log: Option<bool>,
     /// Refuse new connections once this much has gone through the proxy
     /// (both ways), e.g. 500M, 5G
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    egress_quota: Option<u64>,
+    pub egress_quota: Option<u64>,
     /// Close a proxied connection after this long without a byte either way
     /// [default: 10m]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    egress_idle_timeout: Option<std::time::Duration>,
+    pub egress_idle_timeout: Option<std::time::Duration>,
     /// Give the sandbox a placeholder in variable NAME instead of a secret;
     /// the proxy puts the real value in requests to HOSTS only (HTTPS to
     /// them is terminated with a per-sandbox authority) and takes it out of
@@ -116,47 +117,50 @@ pub struct RunArgs {
     /// ARGS@HOSTS (run without a shell). HOSTS are allowed destinations.
     /// Repeatable
     #[arg(long, value_name = "NAME[=SOURCE]@HOST[,HOST...]")]
-    secret: Vec<String>,
+    pub secret: Vec<String>,
     /// Substitute this secret in request bodies too, not only in headers
     /// and URLs (bodies are then read whole, up to 16M). Repeatable
     #[arg(long = "secret-in-body", value_name = "NAME")]
-    secret_in_body: Vec<String>,
+    pub secret_in_body: Vec<String>,
     /// Allow only matching requests to a secret's host once it has rules:
     /// "[METHOD ]HOST[/PATH]", * matching anything, e.g.
     /// "GET api.github.com/repos/acme/*". Others get 403. Repeatable
     #[arg(long = "secret-rule", value_name = "RULE")]
-    secret_rule: Vec<String>,
+    pub secret_rule: Vec<String>,
     /// Trust the authorities in this PEM file, besides the system's, for
     /// the servers of secrets' hosts. Repeatable
     #[arg(long = "upstream-ca", value_name = "FILE")]
-    upstream_ca: Vec<PathBuf>,
+    pub upstream_ca: Vec<PathBuf>,
     /// Append one JSON line per event (created, started, exited, ...) to FILE
     #[arg(long, value_name = "FILE")]
-    json_events: Option<PathBuf>,
+    pub json_events: Option<PathBuf>,
     /// Write the run's hash-chained audit log to FILE [default: a new file
     /// in warden's state directory, see `warden audit list`]
     #[arg(long, value_name = "FILE", conflicts_with = "no_audit_log")]
-    audit_log: Option<PathBuf>,
+    pub audit_log: Option<PathBuf>,
     /// Keep no audit log of this run
     #[arg(long)]
-    no_audit_log: bool,
+    pub no_audit_log: bool,
     /// Also send every event to this OpenTelemetry collector (OTLP/HTTP,
     /// JSON), e.g. http://127.0.0.1:4318
     #[cfg(feature = "otlp")]
     #[arg(long, value_name = "URL")]
-    otlp_endpoint: Option<String>,
+    pub otlp_endpoint: Option<String>,
     /// See the workspace through a copy-on-write layer: the real directory
     /// is not written; the changes are kept in a sandbox for `warden diff`
     /// and `warden commit`
     #[arg(long)]
-    overlay: bool,
+    pub overlay: bool,
     /// When a layer of isolation cannot be applied, run with what the host
     /// still allows and print what is lost, instead of refusing
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    allow_degraded: Option<bool>,
+    pub allow_degraded: Option<bool>,
+    /// (tests) run through a long-lived sandbox's supervisor and exec
+    #[arg(long, hide = true)]
+    pub through_exec: bool,
     /// The command to run, after `--` (a profile's `command` when none)
     #[arg(last = true, value_name = "CMD")]
-    command: Vec<String>,
+    pub command: Vec<String>,
 }
 
 /// The text after `warden run --help`, with the defaults of this host.
@@ -180,38 +184,29 @@ when warden itself failed (nothing was started).",
     )
 }
 
-pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
-    run_in(args, defaults, None)
+/// A spec resolved from the command line (and its profile), with where
+/// its events go.
+pub struct Resolved {
+    pub spec: warden_policy::SandboxSpec,
+    pub sinks: warden_runtime::state::SinkConfig,
 }
 
-/// Run a command: in a fresh sandbox, or (`named`) in the state of a named
-/// one, whose overlay it writes into.
-pub fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> anyhow::Result<u8> {
-    let store = if named.is_some() || args.overlay {
-        Some(warden_workspace::Store::open(state_dir()?)?)
-    } else {
-        None
-    };
-    let existing = match (named, &store) {
-        (Some(name), Some(store)) => {
-            let sb = store.get(name)?;
-            if args.workspace.is_some() {
-                anyhow::bail!(
-                    "sandbox {name} already has its workspace ({}); leave out --workspace",
-                    sb.meta().workspace.display()
-                );
-            }
-            args.workspace = Some(sb.meta().workspace.clone());
-            if args.profile.is_none() {
-                args.profile = sb.meta().profile.clone();
-            }
-            if args.audit_log.is_none() && !args.no_audit_log {
-                args.audit_log = Some(sb.dir().join("audit.jsonl"));
-            }
-            Some(sb)
+/// Resolve `args` into a spec. `sandbox`: the named sandbox whose
+/// workspace layer the spec mounts (create), else a plain run (whose
+/// `--overlay` makes a sandbox of its own, see [`run`]).
+pub fn resolve(
+    mut args: RunArgs,
+    defaults: &Defaults,
+    sandbox: Option<&warden_workspace::Sandbox>,
+    id: &str,
+    kept: &mut Option<(warden_workspace::Store, warden_workspace::Sandbox)>,
+) -> anyhow::Result<Resolved> {
+    if let Some(sb) = sandbox {
+        args.workspace = Some(sb.meta().workspace.clone());
+        if args.audit_log.is_none() && !args.no_audit_log {
+            args.audit_log = Some(sb.dir().join("audit.jsonl"));
         }
-        _ => None,
-    };
+    }
     let tty = match (args.tty, args.no_tty) {
         (true, _) => Some(true),
         (_, true) => Some(false),
@@ -221,7 +216,7 @@ pub fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> an
     let overrides = Overrides {
         command: args.command,
         workspace: args.workspace.map(absolute).transpose()?,
-        overlay: (args.overlay || named.is_some()).then_some(true),
+        overlay: (args.overlay || sandbox.is_some()).then_some(true),
         ro: paths(args.ro)?,
         rw: paths(args.rw)?,
         rootfs: args.rootfs.map(absolute).transpose()?,
@@ -251,6 +246,11 @@ pub fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> an
     };
     let composed = compose(&catalog(), args.profile.as_deref(), &overrides)?.into_valid()?;
     let mut request = composed.merged.request(std::io::stdin().is_terminal());
+    // A named sandbox needs no command to be created: `exec` without one
+    // runs a shell.
+    if request.command.is_empty() && sandbox.is_some() {
+        request.command = vec!["sh".to_string()];
+    }
     // A --secret replaces the profile's secret of the same name; the other
     // secret flags add to the profile's.
     let name_of = |s: &str| {
@@ -280,53 +280,42 @@ pub fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> an
         .clone()
         .or_else(|| request.otlp_endpoint.clone());
     #[cfg(not(feature = "otlp"))]
+    let otlp_endpoint: Option<String> = None;
+    #[cfg(not(feature = "otlp"))]
     if request.otlp_endpoint.is_some() {
         anyhow::bail!("this warden was built without the otlp feature: a profile's otlp_endpoint cannot be honoured");
     }
-    let id = sandbox_id();
-    // A profile may ask for the overlay too.
-    let store = match store {
-        None if request.overlay => Some(warden_workspace::Store::open(state_dir()?)?),
-        other => other,
-    };
-    // An overlay run writes into a sandbox of the state store: the named
-    // one, or a new one named after the run, kept for review.
-    let sandbox = match (existing, &store) {
-        (Some(sb), _) => Some(sb),
-        (None, Some(store)) if request.overlay => {
-            let ws = request
-                .workspace
-                .clone()
-                .context("--overlay needs a --workspace to lay the overlay over")?;
-            let mut opts = warden_workspace::CreateOptions::new(ws);
-            opts.profile = args.profile.clone();
-            opts.layout = sandboxes::layout_for_host();
-            Some(store.create(&format!("run-{id}"), &opts)?)
-        }
-        _ => None,
-    };
-    let lock = match &sandbox {
-        Some(sb) => {
-            let lock = sb.lock()?;
-            match sb.meta().layout {
-                warden_workspace::Layout::Overlay => {
-                    request.overlay = true;
-                    request.overlay_dirs = Some(warden_policy::OverlayDirs {
-                        upper: sb.upper(),
-                        work: sb.work(),
-                    });
-                }
-                // No overlayfs here: the sandbox works on its copy.
-                warden_workspace::Layout::Copy => {
-                    request.overlay = false;
-                    request.workspace = Some(sb.upper());
-                }
+    // A plain run with an overlay (asked for, or by the profile) writes
+    // into a sandbox of the state store named after the run, kept for
+    // review.
+    if sandbox.is_none() && request.overlay {
+        let store = warden_workspace::Store::open(state_dir()?)?;
+        let ws = request
+            .workspace
+            .clone()
+            .context("--overlay needs a --workspace to lay the overlay over")?;
+        let mut opts = warden_workspace::CreateOptions::new(ws);
+        opts.profile = args.profile.clone();
+        opts.layout = sandboxes::layout_for_host();
+        let sb = store.create(&format!("run-{id}"), &opts)?;
+        *kept = Some((store, sb));
+    }
+    if let Some(sb) = sandbox.or(kept.as_ref().map(|(_, sb)| sb)) {
+        match sb.meta().layout {
+            warden_workspace::Layout::Overlay => {
+                request.overlay = true;
+                request.overlay_dirs = Some(warden_policy::OverlayDirs {
+                    upper: sb.upper(),
+                    work: sb.work(),
+                });
             }
-            lock.set_state(warden_workspace::SandboxState::Running)?;
-            Some(lock)
+            // No overlayfs here: the sandbox works on its copy.
+            warden_workspace::Layout::Copy => {
+                request.overlay = false;
+                request.workspace = Some(sb.upper());
+            }
         }
-        None => None,
-    };
+    }
     let json_events = request.json_events.clone();
     // Variables that hold secrets are never copied, not even here: the
     // supervisor moves them out of reach of the sandbox's init itself.
@@ -344,17 +333,10 @@ pub fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> an
             None => return Err(e.into()),
         },
     };
-
-    let mut sinks: Vec<Box<dyn EventSink>> = Vec::new();
-    #[cfg(feature = "otlp")]
-    if let Some(url) = &otlp_endpoint {
-        sinks.push(Box::new(warden_audit::otlp::OtlpSink::new(url)?));
-    }
-    if let Some(path) = &json_events {
-        sinks.push(Box::new(JsonLinesSink::open(path)?));
-    }
-    if !no_audit_log {
-        let path = match audit_log {
+    let audit_log = if no_audit_log {
+        None
+    } else {
+        Some(match audit_log {
             Some(p) => p,
             None => {
                 let dir = audit_dir()?;
@@ -370,39 +352,87 @@ pub fn run_in(mut args: RunArgs, defaults: &Defaults, named: Option<&str>) -> an
                     })?;
                 dir.join(format!("{}-{id}.jsonl", audit_stamp()))
             }
-        };
-        sinks.push(Box::new(ChainedLog::open(&path)?));
-    }
-    let mut events: Box<dyn EventSink> = if sinks.is_empty() {
-        Box::new(NullSink)
-    } else {
-        Box::new(Fanout(sinks))
+        })
     };
-    let outcome = warden_jail::run(&spec, &id, events.as_mut());
-    if let (Some(lock), Some(sb)) = (lock, &sandbox) {
-        let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
-        if named.is_none() {
-            let changed = sb
-                .diff(&warden_workspace::DiffOptions::default())
-                .map(|c| c.len())
-                .unwrap_or(1);
-            if changed == 0 {
-                drop(lock);
-                if let Some(store) = &store {
-                    let _ = store.remove(sb.name());
-                }
-            } else {
-                eprintln!(
-                    "warden: {changed} change(s) kept in sandbox {0}, not in {1}: review with `warden diff {0}`, then `warden commit {0}` or `warden rm {0}`",
-                    sb.name(),
-                    sb.meta().workspace.display()
-                );
+    Ok(Resolved {
+        spec,
+        sinks: warden_runtime::state::SinkConfig {
+            json_events,
+            audit_log,
+            otlp_endpoint,
+        },
+    })
+}
+
+/// The sinks of a run, opened (a log that cannot be opened stops the run
+/// before anything starts).
+pub fn open_sinks(
+    c: &warden_runtime::state::SinkConfig,
+) -> anyhow::Result<Vec<warden_runtime::events::Sink>> {
+    let mut sinks: Vec<warden_runtime::events::Sink> = Vec::new();
+    #[cfg(feature = "otlp")]
+    if let Some(url) = &c.otlp_endpoint {
+        sinks.push(Box::new(warden_audit::otlp::OtlpSink::new(url)?));
+    }
+    if let Some(path) = &c.json_events {
+        sinks.push(Box::new(JsonLinesSink::open(path)?));
+    }
+    if let Some(path) = &c.audit_log {
+        sinks.push(Box::new(ChainedLog::open(path)?));
+    }
+    Ok(sinks)
+}
+
+/// `warden run`: a command in a fresh sandbox, supervised by this process.
+pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
+    if args.through_exec {
+        return super::lifecycle::run_through_exec(args, defaults);
+    }
+    let id = sandbox_id();
+    let mut kept = None;
+    let resolved = match resolve(args, defaults, None, &id, &mut kept) {
+        Ok(r) => r,
+        Err(e) => {
+            // Nothing ran: the sandbox made for its overlay goes too.
+            if let Some((store, sb)) = &kept {
+                let _ = store.remove(sb.name());
             }
+            return Err(e);
+        }
+    };
+    let lock = match &kept {
+        Some((_, sb)) => {
+            let lock = sb.lock()?;
+            lock.set_state(warden_workspace::SandboxState::Running)?;
+            Some(lock)
+        }
+        None => None,
+    };
+    let sinks = open_sinks(&resolved.sinks)?;
+    let finished = warden_runtime::run_once(&resolved.spec, &id, sinks);
+    if let (Some(lock), Some((store, sb))) = (lock, &kept) {
+        let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
+        let changed = sb
+            .diff(&warden_workspace::DiffOptions::default())
+            .map(|c| c.len())
+            .unwrap_or(1);
+        if changed == 0 {
+            drop(lock);
+            let _ = store.remove(sb.name());
+        } else {
+            eprintln!(
+                "warden: {changed} change(s) kept in sandbox {0}, not in {1}: review with `warden diff {0}`, then `warden commit {0}` or `warden rm {0}`",
+                sb.name(),
+                sb.meta().workspace.display()
+            );
         }
     }
-    let outcome = outcome.context("the sandbox could not be run")?;
-    if let Some(msg) = &outcome.message {
+    let finished = finished.context("the sandbox could not be run")?;
+    for notice in &finished.notices {
+        eprintln!("warden: {notice}");
+    }
+    if let Some(msg) = &finished.outcome.message {
         eprintln!("warden: {msg}");
     }
-    Ok(outcome.status.clamp(0, 255) as u8)
+    Ok(finished.outcome.status.clamp(0, 255) as u8)
 }

@@ -1,5 +1,4 @@
-//! Named sandboxes and the review of their workspace changes: `create`,
-//! `ls`, `rm`, `diff`, `commit`, `discard`, `snapshot`, `restore` (`exec`
+//! Named sandboxes and the review of their workspace changes: `ls`, `rm`, `diff`, `commit`, `discard`, `snapshot`, `restore` (`exec`
 //! is `run` in a named sandbox's state, in main.rs). Parsing and printing
 //! only: the `warden-workspace` crate does the work.
 
@@ -9,22 +8,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use warden_audit::chain::ChainedLog;
 use warden_audit::{Event, EventKind, EventSink};
-use warden_workspace::{
-    ChangeKind, CommitOptions, Content, CreateOptions, Decision, DiffOptions, Sandbox, Store,
-};
-
-#[derive(Args)]
-pub struct CreateArgs {
-    /// The sandbox's name: lowercase letters, digits, '_', '.', '-'
-    pub name: String,
-    /// The project directory the sandbox works on (seen through an overlay;
-    /// never written until `warden commit`)
-    #[arg(long, short = 'w', value_name = "DIR")]
-    pub workspace: PathBuf,
-    /// The profile `warden exec` uses by default
-    #[arg(long, short = 'P', value_name = "NAME|PATH")]
-    pub profile: Option<String>,
-}
+use warden_workspace::{ChangeKind, CommitOptions, Content, Decision, DiffOptions, Sandbox, Store};
 
 #[derive(Args)]
 pub struct DiffArgs {
@@ -105,13 +89,17 @@ pub fn store(state: PathBuf) -> anyhow::Result<Store> {
 }
 
 /// Record what happened to a sandbox in its own audit log.
-fn audit(sb: &Sandbox, action: &str, paths: Vec<String>, detail: String) {
+pub fn record(sb: &Sandbox, action: &str, paths: Vec<String>, detail: String) {
+    let Some(action) = warden_audit::WorkspaceAction::parse(action) else {
+        eprintln!("warden: {action:?} is not a workspace action; not recorded");
+        return;
+    };
     let path = sb.dir().join("audit.jsonl");
     match ChainedLog::open(&path) {
         Ok(mut log) => log.emit(&Event::now(
             sb.name(),
             EventKind::Workspace {
-                action: action.to_string(),
+                action,
                 name: sb.name().to_string(),
                 paths,
                 detail,
@@ -119,26 +107,6 @@ fn audit(sb: &Sandbox, action: &str, paths: Vec<String>, detail: String) {
         )),
         Err(e) => eprintln!("warden: {e}"),
     }
-}
-
-pub fn create(store: &Store, args: CreateArgs) -> anyhow::Result<u8> {
-    let mut opts = CreateOptions::new(std::path::absolute(&args.workspace)?);
-    opts.profile = args.profile;
-    opts.layout = layout_for_host();
-    let sb = store.create(&args.name, &opts)?;
-    audit(
-        &sb,
-        "create",
-        Vec::new(),
-        format!("workspace {}", sb.meta().workspace.display()),
-    );
-    println!(
-        "created sandbox {} over {}: run commands in it with `warden exec {} -- CMD`",
-        sb.name(),
-        sb.meta().workspace.display(),
-        sb.name()
-    );
-    Ok(0)
 }
 
 fn human(bytes: u64) -> String {
@@ -166,20 +134,51 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
         return Ok(0);
     }
     println!(
-        "{:<24} {:<14} {:<9} {:>8} {:>5}  WORKSPACE",
-        "NAME", "PROFILE", "STATE", "CHANGES", "AGE"
+        "{:<24} {:<14} {:<9} {:>5} {:>8} {:>8} {:>8} {:>5}  WORKSPACE",
+        "NAME", "PROFILE", "STATE", "PROCS", "MEMORY", "EGRESS", "CHANGES", "AGE"
     );
     for e in list {
-        let state = if e.in_use {
+        let sb = store.get(&e.name)?;
+        let record = sb.dir().join(warden_runtime::state::SUPERVISOR);
+        let had_supervisor = record.exists();
+        let live = super::lifecycle::running(&sb);
+        let status = live
+            .then(|| {
+                warden_runtime::client::Connection::open(
+                    &sb.dir().join(warden_runtime::state::CONTROL),
+                )
+                .and_then(|c| c.status())
+                .ok()
+            })
+            .flatten();
+        let state = if live {
+            "running".to_string()
+        } else if had_supervisor {
+            "dead".to_string()
+        } else if e.in_use {
             "running".to_string()
         } else {
             format!("{:?}", e.state).to_lowercase()
         };
+        let dash = || "-".to_string();
         println!(
-            "{:<24} {:<14} {:<9} {:>8} {:>5}  {}",
+            "{:<24} {:<14} {:<9} {:>5} {:>8} {:>8} {:>8} {:>5}  {}",
             e.name,
             e.profile.as_deref().unwrap_or("-"),
             state,
+            status
+                .as_ref()
+                .map(|s| s.processes.to_string())
+                .unwrap_or_else(dash),
+            status
+                .as_ref()
+                .and_then(|s| s.memory_bytes)
+                .map(human)
+                .unwrap_or_else(dash),
+            status
+                .as_ref()
+                .map(|s| human(s.egress_bytes))
+                .unwrap_or_else(dash),
             human(e.changes_bytes),
             age(e.age_secs),
             e.workspace.display()
@@ -188,8 +187,18 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-pub fn rm(store: &Store, names: &[String]) -> anyhow::Result<u8> {
+pub fn rm(store: &Store, names: &[String], force: bool) -> anyhow::Result<u8> {
     for name in names {
+        let sb = store.get(name)?;
+        if super::lifecycle::running(&sb) {
+            if !force {
+                anyhow::bail!("sandbox {name} is running: `warden stop {name}` first, or `warden rm --force {name}`");
+            }
+            super::lifecycle::stop(
+                std::slice::from_ref(name),
+                std::time::Duration::from_secs(10),
+            )?;
+        }
         store.remove(name)?;
         println!("removed sandbox {name}");
     }
@@ -399,7 +408,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            audit(&sb, "commit-refused", Vec::new(), e.to_string());
+            record(&sb, "commit-refused", Vec::new(), e.to_string());
             return Err(e.into());
         }
     };
@@ -408,7 +417,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|c| c.path.to_string_lossy().into_owned())
         .collect();
-    audit(
+    record(
         &sb,
         "commit",
         applied.clone(),
@@ -453,7 +462,7 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
         return Ok(0);
     }
     lock.discard(paths)?;
-    audit(
+    record(
         &sb,
         "discard",
         paths
@@ -487,7 +496,7 @@ pub fn snapshot(store: &Store, args: SnapshotArgs) -> anyhow::Result<u8> {
     }
     let lock = sb.lock()?;
     let info = lock.snapshot(args.label.as_deref())?;
-    audit(&sb, "snapshot", Vec::new(), info.label.clone());
+    record(&sb, "snapshot", Vec::new(), info.label.clone());
     println!(
         "snapshot {} of sandbox {} ({})",
         info.label,
@@ -501,7 +510,7 @@ pub fn restore(store: &Store, name: &str, label: &str) -> anyhow::Result<u8> {
     let sb = store.get(name)?;
     let lock = sb.lock()?;
     lock.restore(label)?;
-    audit(&sb, "restore", Vec::new(), label.to_string());
+    record(&sb, "restore", Vec::new(), label.to_string());
     println!("sandbox {name} is back at snapshot {label}");
     Ok(0)
 }

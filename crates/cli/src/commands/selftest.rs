@@ -7,6 +7,7 @@ pub fn selftest(
     json: bool,
     list: bool,
     allow_degraded: bool,
+    through_exec: bool,
 ) -> anyhow::Result<u8> {
     if list {
         for (id, category, attack) in warden_selftest::list() {
@@ -23,11 +24,13 @@ pub fn selftest(
         }
     }
     let exe = std::env::current_exe().context("cannot find warden's own executable")?;
-    let flags = if allow_degraded {
-        vec!["--allow-degraded".to_string()]
-    } else {
-        Vec::new()
-    };
+    let mut flags = Vec::new();
+    if allow_degraded {
+        flags.push("--allow-degraded".to_string());
+    }
+    if through_exec {
+        flags.push("--through-exec".to_string());
+    }
     let weakened = warden_jail::Weakened::from_env();
     for (off, layer) in [
         (weakened.seccomp, "seccomp"),

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A command in a sandbox that is already up, against a fresh sandbox:
+# `warden exec NAME -- true` into a running sandbox, `warden run -- true`,
+# and bubblewrap with equivalent isolation, side by side; then the memory an
+# idle running sandbox holds (its supervisor and init, unique set size).
+#
+#   bench/exec.sh [RUNS]        (default 300 runs each)
+#
+# Needs hyperfine and bubblewrap (installed from the distribution's
+# packages when missing and running as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${1:-300}"
+
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+need bwrap bubblewrap
+need hyperfine hyperfine
+
+build_warden
+
+BWRAP=(bwrap --unshare-all --die-with-parent --new-session
+       --ro-bind /usr /usr --ro-bind /etc /etc)
+for d in bin sbin lib lib32 lib64 libx32; do
+    if [ -L "/$d" ]; then BWRAP+=(--symlink "$(readlink "/$d")" "/$d");
+    elif [ -d "/$d" ]; then BWRAP+=(--ro-bind "/$d" "/$d"); fi
+done
+BWRAP+=(--proc /proc --dev /dev --tmpfs /tmp -- true)
+
+OUT="$(mktemp -d)"
+export WARDEN_STATE_DIR="$OUT/state"
+cleanup() { "$WARDEN" stop bench >/dev/null 2>&1 || true; rm -rf "$OUT"; }
+trap cleanup EXIT
+"$WARDEN" create bench --start --no-audit-log >/dev/null
+
+hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$OUT/r.json" \
+    -n bwrap "${BWRAP[*]}" \
+    -n "warden run" "$WARDEN run --no-tty --no-audit-log -- true" \
+    -n "warden exec" "$WARDEN exec -T bench -- true" >/dev/null
+
+# Unique set size: the pages only this process holds (Private_* of smaps).
+uss() { awk '/^Private_(Clean|Dirty):/ { kb += $2 } END { print kb }' "/proc/$1/smaps_rollup"; }
+SUP="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$WARDEN_STATE_DIR/sandboxes/bench/supervisor.json")"
+INIT="$(awk '{print $1}' "/proc/$SUP/task/$SUP/children" | head -1)"
+SUP_KB="$(uss "$SUP")"; INIT_KB="$(uss "$INIT")"
+
+python3 - "$OUT/r.json" "$SUP_KB" "$INIT_KB" <<'PY'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+def pct(x, p):
+    t = sorted(x["times"]); return t[min(len(t) - 1, int(len(t) * p))]
+print(f"{'command':<14} {'p50':>9} {'p90':>9} {'mean':>9}")
+for name in ("bwrap", "warden run", "warden exec"):
+    x = r[name]
+    print(f"{name:<14} {pct(x, .5)*1000:>7.2f}ms {pct(x, .9)*1000:>7.2f}ms {x['mean']*1000:>7.2f}ms")
+e, b, w = (pct(r[n], .5) for n in ("warden exec", "bwrap", "warden run"))
+print(f"exec/bwrap at p50: {e/b:.2f}   exec/run: {e/w:.2f}   run/bwrap: {w/b:.2f}")
+sup, init = int(sys.argv[2]), int(sys.argv[3])
+print(f"idle running sandbox, unique memory: supervisor {sup/1024:.2f} MiB + init {init/1024:.2f} MiB = {(sup+init)/1024:.2f} MiB")
+PY

@@ -1,0 +1,498 @@
+//! Long-lived named sandboxes: `create`, `start`, `stop`, `exec`, `ps`,
+//! `logs`, and the hidden `__supervise` that `start` runs detached. The
+//! runtime does the work; this file parses, wires and prints.
+
+use super::run::{resolve, RunArgs};
+use super::{sandboxes, state_dir};
+use anyhow::Context;
+use clap::Args;
+use std::io::{IsTerminal, Read};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use warden_policy::{parse_duration, Defaults};
+use warden_runtime::client::{self, ClientError, Connection};
+use warden_runtime::state::{self, Stored, SupervisorRecord};
+
+#[derive(Args)]
+pub struct CreateArgs {
+    /// The sandbox's name: lowercase letters, digits, '_', '.', '-'
+    pub name: String,
+    /// Stop the sandbox this long after it starts, e.g. 30m, 2h (whether or
+    /// not commands run in it)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub ttl: Option<Duration>,
+    /// Start it at once (as `warden start` would)
+    #[arg(long)]
+    pub start: bool,
+    #[command(flatten)]
+    pub run: Box<RunArgs>,
+}
+
+#[derive(Args)]
+pub struct ExecArgs {
+    /// The sandbox (see `warden ls`); started first if it is not running
+    pub name: String,
+    /// Start the command and return at once; it runs on until it ends or
+    /// the sandbox stops
+    #[arg(long, short = 'd')]
+    pub detach: bool,
+    /// Allocate a pseudo-terminal (the default when stdin is a terminal)
+    #[arg(long, short = 't', conflicts_with = "no_tty")]
+    pub tty: bool,
+    /// Never allocate a pseudo-terminal
+    #[arg(long = "no-tty", short = 'T')]
+    pub no_tty: bool,
+    /// Set a variable for this command (repeatable)
+    #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Working directory inside the sandbox [default: /workspace]
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<String>,
+    /// Kill the command after this long, e.g. 30s (exit status 124)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// (refused: a sandbox's workspace is chosen at create)
+    #[arg(long, short = 'w', hide = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// The command, after `--` [default: the one given at create, or the
+    /// profile's]
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// The sandbox's directory in the state store, and its stored spec.
+fn open(name: &str) -> anyhow::Result<(warden_workspace::Store, warden_workspace::Sandbox)> {
+    let store = sandboxes::store(state_dir()?)?;
+    let sb = store.get(name)?;
+    Ok((store, sb))
+}
+
+fn control(sb: &warden_workspace::Sandbox) -> PathBuf {
+    sb.dir().join(state::CONTROL)
+}
+
+/// `warden create`: keep the whole resolved spec; every later start and
+/// exec runs under exactly it.
+pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
+    let store = sandboxes::store(state_dir()?)?;
+    warden_workspace::validate_name("sandbox name", &args.name)?;
+    let mut run = args.run;
+    if run.overlay {
+        anyhow::bail!(
+            "a named sandbox always sees its workspace through its own layer: leave out --overlay"
+        );
+    }
+    // Without a workspace the sandbox gets an empty one of its own, kept
+    // (and reviewable) like any other.
+    let workspace = match &run.workspace {
+        Some(w) => std::path::absolute(w)?,
+        None => {
+            let dir = store.root().join("workspaces").join(&args.name);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            dir
+        }
+    };
+    let mut opts = warden_workspace::CreateOptions::new(workspace);
+    opts.profile = run.profile.clone();
+    opts.layout = sandboxes::layout_for_host();
+    let sb = store.create(&args.name, &opts)?;
+    run.workspace = None;
+    let resolved = match resolve(*run, defaults, Some(&sb), &args.name, &mut None) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = store.remove(&args.name);
+            return Err(e);
+        }
+    };
+    let stored = Stored {
+        spec: resolved.spec,
+        sinks: resolved.sinks,
+        ttl_ms: args.ttl.map(|t| t.as_millis() as u64),
+    };
+    if let Err(e) = state::write_json(&sb.dir().join(state::STORED), &stored) {
+        let _ = store.remove(&args.name);
+        return Err(e.into());
+    }
+    sandboxes::record(
+        &sb,
+        "create",
+        Vec::new(),
+        format!("workspace {}", sb.meta().workspace.display()),
+    );
+    if args.start {
+        start_supervisor(&sb)?;
+        println!("{}", sb.name());
+    } else {
+        println!(
+            "created sandbox {} over {}: `warden start {0}`, then `warden exec {0} -- CMD`",
+            sb.name(),
+            sb.meta().workspace.display()
+        );
+    }
+    Ok(0)
+}
+
+/// Start the sandbox's supervisor, detached; returns once the sandbox
+/// runs (or says why it cannot).
+fn start_supervisor(sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
+    start_supervisor_in(&state_dir()?, sb)
+}
+
+fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("cannot find warden's own executable")?;
+    let log_path = sb.dir().join("supervisor.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let mut child = std::process::Command::new(exe)
+        .arg("__supervise")
+        .arg(sb.name())
+        .env("WARDEN_STATE_DIR", state)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .context("cannot start the sandbox's supervisor")?;
+    let mut said = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut said);
+    }
+    // The supervisor closed its side: it runs the sandbox, or it has
+    // failed and exits (reaped here, or by whoever adopts it).
+    let line = said.lines().next().unwrap_or("");
+    if line.starts_with("ready") {
+        return Ok(());
+    }
+    let _ = child.wait();
+    match line.strip_prefix("error: ") {
+        Some(why) => anyhow::bail!("{why}"),
+        None => anyhow::bail!(
+            "the sandbox's supervisor stopped before the sandbox ran; see {}",
+            log_path.display()
+        ),
+    }
+}
+
+/// Whether the sandbox runs now; a dead supervisor's leftovers are
+/// cleaned (and said) on the way.
+pub fn running(sb: &warden_workspace::Sandbox) -> bool {
+    let record = sb.dir().join(state::SUPERVISOR);
+    match state::read_json::<SupervisorRecord>(&record) {
+        Ok(rec) if state::alive(&rec) => true,
+        Ok(rec) => {
+            let left = state::clean_dead(sb.dir(), &rec);
+            eprintln!(
+                "warden: the supervisor of sandbox {} died (PID {}); its processes are gone and what it left is cleaned{}",
+                sb.name(),
+                rec.pid,
+                if left.is_empty() {
+                    String::new()
+                } else {
+                    format!(", except {}", left.join(", "))
+                }
+            );
+            false
+        }
+        Err(_) => false,
+    }
+}
+
+pub fn start(names: &[String]) -> anyhow::Result<u8> {
+    for name in names {
+        let (_, sb) = open(name)?;
+        if running(&sb) {
+            eprintln!("warden: sandbox {name} is already running");
+            continue;
+        }
+        start_supervisor(&sb)?;
+        println!("{name}");
+    }
+    Ok(0)
+}
+
+pub fn stop(names: &[String], time: Duration) -> anyhow::Result<u8> {
+    for name in names {
+        let (_, sb) = open(name)?;
+        if !running(&sb) {
+            eprintln!("warden: sandbox {name} is not running");
+            continue;
+        }
+        let pid = Connection::open(&control(&sb))?.stop(time)?;
+        if !client::wait_gone(pid, time + Duration::from_secs(10)) {
+            anyhow::bail!("sandbox {name} did not stop (supervisor PID {pid})");
+        }
+        println!("{name}");
+    }
+    Ok(0)
+}
+
+pub fn exec(args: ExecArgs) -> anyhow::Result<u8> {
+    let (_, sb) = open(&args.name)?;
+    if args.workspace.is_some() {
+        anyhow::bail!(
+            "sandbox {} already has its workspace ({}); leave out --workspace",
+            args.name,
+            sb.meta().workspace.display()
+        );
+    }
+    if !running(&sb) {
+        start_supervisor(&sb)?;
+    }
+    let argv = if args.command.is_empty() {
+        let stored: Stored = state::read_json(&sb.dir().join(state::STORED))?;
+        stored.spec.command
+    } else {
+        args.command
+    };
+    let mut env = Vec::new();
+    for kv in &args.env {
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => env.push((k.to_string(), v.to_string())),
+            _ => anyhow::bail!("--env {kv:?} is not NAME=VALUE"),
+        }
+    }
+    let tty = if args.detach {
+        false
+    } else {
+        match (args.tty, args.no_tty) {
+            (true, _) => true,
+            (_, true) => false,
+            _ => std::io::stdin().is_terminal(),
+        }
+    };
+    let req = warden_runtime::protocol::ExecRequest {
+        argv,
+        env,
+        cwd: args.workdir,
+        tty,
+    };
+    let (status, message) = exec_in(&sb, req, args.detach, args.timeout)?;
+    if let Some(m) = message {
+        eprintln!("warden: {m}");
+    }
+    Ok(status)
+}
+
+/// Run `req` in the running sandbox `sb`: with the caller's terminal
+/// relayed through a new PTY, its own pipes, or (detached) /dev/null.
+/// Returns the exit status and a line for the person.
+fn exec_in(
+    sb: &warden_workspace::Sandbox,
+    req: warden_runtime::protocol::ExecRequest,
+    detach: bool,
+    timeout: Option<Duration>,
+) -> anyhow::Result<(u8, Option<String>)> {
+    let tty = req.tty;
+    let conn = Connection::open(&control(sb))?;
+    let started = if tty {
+        let pty = warden_jail::pty::open()?;
+        let running = conn.exec(req, &[pty.slave.as_fd()]);
+        drop(pty.slave);
+        running.map(|r| (r, Some(pty.master)))
+    } else if detach {
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .context("cannot open /dev/null")?;
+        conn.exec(req, &[null.as_fd(), null.as_fd(), null.as_fd()])
+            .map(|r| (r, None))
+    } else {
+        conn.exec(
+            req,
+            &[
+                std::io::stdin().as_fd(),
+                std::io::stdout().as_fd(),
+                std::io::stderr().as_fd(),
+            ],
+        )
+        .map(|r| (r, None))
+    };
+    let (running, master) = match started {
+        Ok(x) => x,
+        Err(ClientError::ExecFailed { status, message }) => {
+            return Ok((status.clamp(0, 255) as u8, Some(message)));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if detach {
+        println!("{}", running.pid);
+        return Ok((0, None));
+    }
+    let exec_id = running.exec;
+    let timed_out = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Some(t) = timeout {
+        let path = control(sb);
+        let flag = timed_out.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(t);
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            if let Ok(c) = Connection::open(&path) {
+                let _ = c.signal(exec_id, libc_sigkill());
+            }
+        });
+    }
+    let status = match master {
+        Some(m) => client::relay_terminal(running, m)?,
+        None => running.wait()?,
+    };
+    if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok((
+            124,
+            Some("the command reached its --timeout and was killed".into()),
+        ));
+    }
+    Ok((status.status.clamp(0, 255) as u8, None))
+}
+
+/// `warden run --through-exec` (hidden; tests and `selftest --through-exec`):
+/// the same run, but through a long-lived sandbox's supervisor and spawn
+/// protocol: create, start, exec, stop, remove, in a state directory of
+/// its own. Proves that what holds for `run` holds for `exec`.
+pub fn run_through_exec(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
+    use std::os::unix::fs::DirBuilderExt;
+    let id = super::sandbox_id();
+    let state = std::env::temp_dir().join(format!("warden-through-exec-{id}"));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&state)
+        .with_context(|| format!("cannot create {}", state.display()))?;
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _gone = Gone(state.clone());
+    let store = warden_workspace::Store::open(&state)?;
+    let mut args = args;
+    let workspace = match args.workspace.take() {
+        Some(w) => std::path::absolute(w)?,
+        None => {
+            let dir = state.join("workspace");
+            std::fs::create_dir_all(&dir)?;
+            dir
+        }
+    };
+    let mut opts = warden_workspace::CreateOptions::new(workspace);
+    opts.layout = sandboxes::layout_for_host();
+    let sb = store.create("x", &opts)?;
+    let resolved = resolve(args, defaults, Some(&sb), &id, &mut None)?;
+    let tty = resolved.spec.terminal == warden_policy::Terminal::Pty;
+    let argv = resolved.spec.command.clone();
+    let stored = Stored {
+        spec: resolved.spec,
+        sinks: resolved.sinks,
+        ttl_ms: None,
+    };
+    state::write_json(&sb.dir().join(state::STORED), &stored)?;
+    start_supervisor_in(&state, &sb)?;
+    let req = warden_runtime::protocol::ExecRequest {
+        argv,
+        env: Vec::new(),
+        cwd: None,
+        tty,
+    };
+    let result = exec_in(&sb, req, false, None);
+    if let Ok(conn) = Connection::open(&control(&sb)) {
+        if let Ok(pid) = conn.stop(Duration::from_secs(1)) {
+            client::wait_gone(pid, Duration::from_secs(10));
+        }
+    }
+    let (status, message) = result?;
+    if let Some(m) = message {
+        eprintln!("warden: {m}");
+    }
+    Ok(status)
+}
+
+fn libc_sigkill() -> i32 {
+    nix::sys::signal::Signal::SIGKILL as i32
+}
+
+pub fn ps(name: &str, json: bool) -> anyhow::Result<u8> {
+    let (_, sb) = open(name)?;
+    if !running(&sb) {
+        anyhow::bail!("sandbox {name} is not running");
+    }
+    let procs = Connection::open(&control(&sb))?.ps()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&procs)?);
+        return Ok(0);
+    }
+    println!("{:>7} {:>9} {:>5}  COMMAND", "PID", "HOST PID", "EXEC");
+    for p in procs {
+        println!(
+            "{:>7} {:>9} {:>5}  {}",
+            p.pid,
+            p.host_pid,
+            p.exec.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
+            sandboxes::printable(&p.command)
+        );
+    }
+    Ok(0)
+}
+
+/// `warden logs`: the sandbox's events so far (its audit log), then, with
+/// `-f`, each new one as it happens.
+pub fn logs(name: &str, follow: bool, json: bool) -> anyhow::Result<u8> {
+    let (_, sb) = open(name)?;
+    let print = |e: &warden_audit::Event| {
+        if json {
+            if let Ok(line) = serde_json::to_string(e) {
+                println!("{line}");
+            }
+        } else {
+            println!("{}", sandboxes::printable(&e.describe()));
+        }
+    };
+    // Subscribe first, so that nothing falls between the log and the feed.
+    let feed = if follow && running(&sb) {
+        Some(Connection::open(&control(&sb))?)
+    } else {
+        None
+    };
+    let log = sb.dir().join("audit.jsonl");
+    let mut last_ts = 0;
+    if let Ok(text) = std::fs::read_to_string(&log) {
+        for line in text.lines() {
+            if let Ok(e) = serde_json::from_str::<warden_audit::Event>(line) {
+                last_ts = e.ts_ms;
+                print(&e);
+            }
+        }
+    }
+    if let Some(conn) = feed {
+        use std::io::Write;
+        conn.follow(|e| {
+            if e.ts_ms >= last_ts {
+                print(&e);
+                let _ = std::io::stdout().flush();
+            }
+            true
+        })?;
+    }
+    Ok(0)
+}
+
+/// `warden __supervise NAME`: the supervisor process `start` runs.
+pub fn supervise(name: &str) -> anyhow::Result<u8> {
+    let state = state_dir()?;
+    // How the start went is told on stdout, which `start` reads; after
+    // that, stdout is /dev/null.
+    let ready = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("cannot keep the start-up pipe")?;
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .context("cannot open /dev/null")?;
+    nix::unistd::dup2_stdout(&null).context("cannot detach stdout")?;
+    let code = warden_runtime::supervisor::run_main(&state, name, Vec::new(), ready);
+    Ok(code.clamp(0, 255) as u8)
+}

@@ -1,0 +1,372 @@
+//! The spawn protocol between a supervisor and the init of a long-lived
+//! sandbox: the supervisor asks for a process (argv, environment, working
+//! directory, terminal or pipes, passed as descriptors), the init starts it
+//! with every restriction the init itself carries (same namespaces,
+//! Landlock domain, seccomp filter, cgroup, no capabilities), and reports
+//! when it started and how it ended.
+//!
+//! One message per `SOCK_SEQPACKET` packet, JSON. What comes from the init
+//! is parsed as untrusted input (bounded, typed); the init is non-dumpable,
+//! so no process of the sandbox can reach its end of the channel.
+
+use crate::init::FORWARDED;
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Largest request (argv and environment together) the channel carries.
+pub const MAX_REQUEST: usize = 128 * 1024;
+/// Largest notice the supervisor reads from the init.
+const MAX_NOTICE: usize = 4096;
+
+/// What the supervisor asks of the init.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum ToInit {
+    /// Start a process. Descriptors: `[stdin, stdout, stderr]`, or one
+    /// terminal (`tty`) that becomes all three and the controlling terminal.
+    Spawn {
+        id: u64,
+        argv: Vec<String>,
+        /// Added to (or replacing) the sandbox's own environment.
+        env: Vec<(String, String)>,
+        /// The working directory; the sandbox's own when `None`.
+        cwd: Option<String>,
+        tty: bool,
+    },
+    /// Send a signal to a process this channel started (and its process
+    /// group, which it leads).
+    Signal { id: u64, signal: i32 },
+    /// Send SIGTERM to every process of the sandbox (a graceful stop).
+    TermAll,
+    /// End the sandbox: the init exits, and every process with it.
+    Shutdown,
+}
+
+/// What the init tells the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum FromInit {
+    /// The process runs; `pid` is its PID inside the sandbox.
+    Spawned {
+        id: u64,
+        pid: i32,
+    },
+    /// It could not be started: `errno` of execve (ENOENT when not found),
+    /// or of the setup before it.
+    Failed {
+        id: u64,
+        errno: i32,
+    },
+    Exited {
+        id: u64,
+        code: i32,
+    },
+    Signaled {
+        id: u64,
+        signal: i32,
+    },
+}
+
+/// Why a request could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("the request is too large ({0} bytes; the command and environment of one process are limited to {MAX_REQUEST} bytes)")]
+    TooLarge(usize),
+    #[error("a string of the request contains a NUL byte")]
+    Nul,
+    #[error("cannot reach the sandbox's init (it has stopped)")]
+    Channel(#[source] Errno),
+    #[error("cannot encode the request")]
+    Encode(#[source] serde_json::Error),
+}
+
+/// Send one request, with its descriptors.
+pub fn send(channel: BorrowedFd<'_>, msg: &ToInit, fds: &[RawFd]) -> Result<(), SpawnError> {
+    let bytes = serde_json::to_vec(msg).map_err(SpawnError::Encode)?;
+    if bytes.len() > MAX_REQUEST {
+        return Err(SpawnError::TooLarge(bytes.len()));
+    }
+    if let ToInit::Spawn { argv, env, cwd, .. } = msg {
+        let nul = |s: &str| s.as_bytes().contains(&0);
+        if argv.iter().any(|a| nul(a))
+            || env.iter().any(|(k, v)| nul(k) || nul(v) || k.contains('='))
+            || cwd.as_deref().is_some_and(nul)
+        {
+            return Err(SpawnError::Nul);
+        }
+    }
+    loop {
+        match crate::fdpass::send(channel, &bytes, fds) {
+            Ok(_) => return Ok(()),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(SpawnError::Channel(e)),
+        }
+    }
+}
+
+/// Read one notice from the init; `Ok(None)` when the channel closed (the
+/// init is gone). Malformed notices are skipped.
+pub fn receive(channel: BorrowedFd<'_>) -> Result<Option<FromInit>, Errno> {
+    let mut buf = vec![0u8; MAX_NOTICE];
+    loop {
+        match crate::fdpass::recv(channel, &mut buf) {
+            Ok((0, _)) => return Ok(None),
+            // Descriptors from the init are never wanted: dropped (closed).
+            Ok((n, _fds)) => {
+                if let Ok(notice) = serde_json::from_slice::<FromInit>(&buf[..n]) {
+                    return Ok(Some(notice));
+                }
+            }
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The init's side: serves requests until the channel closes or a
+/// `Shutdown` comes, reaping every process of the sandbox meanwhile.
+pub(crate) struct Server<'a> {
+    pub channel: OwnedFd,
+    /// The sandbox's environment, as the one-shot command would get it.
+    pub env: &'a [CString],
+    pub cwd: &'a Path,
+    pub degraded: bool,
+    pub mask: nix::sys::signal::SigSet,
+    /// PID inside the sandbox -> request id, for the processes started here.
+    pub running: HashMap<i32, u64>,
+}
+
+impl Server<'_> {
+    /// Handle one packet; false when the sandbox is to end.
+    pub fn on_request(&mut self) -> bool {
+        let mut buf = vec![0u8; MAX_REQUEST + 1];
+        let (n, fds) = match crate::fdpass::recv(self.channel.as_fd(), &mut buf) {
+            Ok((0, _)) => return false,
+            Ok(x) => x,
+            Err(Errno::EINTR) | Err(Errno::EAGAIN) => return true,
+            Err(_) => return false,
+        };
+        let Ok(req) = serde_json::from_slice::<ToInit>(&buf[..n]) else {
+            return true;
+        };
+        match req {
+            ToInit::Spawn {
+                id,
+                argv,
+                env,
+                cwd,
+                tty,
+            } => {
+                let notice = match self.spawn(&argv, &env, cwd.as_deref(), tty, &fds) {
+                    Ok(pid) => {
+                        self.running.insert(pid.as_raw(), id);
+                        FromInit::Spawned {
+                            id,
+                            pid: pid.as_raw(),
+                        }
+                    }
+                    Err(errno) => FromInit::Failed { id, errno },
+                };
+                drop(fds);
+                self.notify(&notice);
+            }
+            ToInit::Signal { id, signal } => {
+                if let (Some(pid), Ok(sig)) = (
+                    self.running
+                        .iter()
+                        .find(|(_, v)| **v == id)
+                        .map(|(pid, _)| *pid),
+                    Signal::try_from(signal),
+                ) {
+                    // The process group it leads, then the process itself
+                    // (should it have left its group).
+                    let _ = nix::sys::signal::killpg(Pid::from_raw(pid), sig);
+                    let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
+                }
+            }
+            ToInit::TermAll => {
+                // PID 1 of the namespace: -1 reaches every other process of
+                // the sandbox, and only those.
+                let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGTERM);
+            }
+            ToInit::Shutdown => return false,
+        }
+        true
+    }
+
+    /// A child ended: tell the supervisor when it was one of ours.
+    pub fn on_exit(&mut self, pid: Pid, notice: impl FnOnce(u64) -> FromInit) {
+        if let Some(id) = self.running.remove(&pid.as_raw()) {
+            self.notify(&notice(id));
+        }
+    }
+
+    fn notify(&self, notice: &FromInit) {
+        if let Ok(bytes) = serde_json::to_vec(notice) {
+            let _ = crate::fdpass::send(self.channel.as_fd(), &bytes, &[]);
+        }
+    }
+
+    fn spawn(
+        &self,
+        argv: &[String],
+        extra_env: &[(String, String)],
+        cwd: Option<&str>,
+        tty: bool,
+        fds: &[OwnedFd],
+    ) -> Result<Pid, i32> {
+        let stdio: [RawFd; 3] = match (tty, fds) {
+            (true, [t, ..]) => [t.as_raw_fd(); 3],
+            (false, [i, o, e, ..]) => [i.as_raw_fd(), o.as_raw_fd(), e.as_raw_fd()],
+            _ => return Err(libc::EBADF),
+        };
+        let cstr = |s: &str| CString::new(s).map_err(|_| libc::EINVAL);
+        let argv_c = argv
+            .iter()
+            .map(|a| cstr(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        if argv_c.is_empty() {
+            return Err(libc::ENOENT);
+        }
+        // The sandbox's environment, with the request's variables in place
+        // of those of the same name.
+        let mut env: Vec<CString> = self
+            .env
+            .iter()
+            .filter(|kv| {
+                let key = kv.as_bytes().split(|b| *b == b'=').next().unwrap_or(b"");
+                !extra_env.iter().any(|(k, _)| k.as_bytes() == key)
+            })
+            .cloned()
+            .collect();
+        for (k, v) in extra_env {
+            env.push(cstr(&format!("{k}={v}"))?);
+        }
+        let path_var = env
+            .iter()
+            .find_map(|kv| kv.to_str().ok()?.strip_prefix("PATH=").map(str::to_string))
+            .unwrap_or_default();
+        let program = crate::init::resolve_program(&argv_c, &path_var).ok_or(libc::ENOENT)?;
+        let cwd = match cwd {
+            Some(c) => cstr(c)?,
+            None => CString::new(self.cwd.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?,
+        };
+        let ptrs = |v: &[CString]| {
+            v.iter()
+                .map(|c| c.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect::<Vec<_>>()
+        };
+        let plan = Launch {
+            program,
+            argv: ptrs(&argv_c),
+            envp: ptrs(&env),
+            cwd,
+            stdio,
+            tty,
+            degraded: self.degraded,
+            mask: self.mask,
+            errno: std::cell::Cell::new(0),
+        };
+        let pid = plan.spawn()?;
+        match plan.errno.get() {
+            0 => Ok(pid),
+            // The process failed before or at exec and has exited; the
+            // reaper collects it (it was never in `running`).
+            e => Err(e),
+        }
+    }
+}
+
+/// A process to start, prepared so that the child, which shares the
+/// init's memory until it execs, allocates nothing.
+struct Launch {
+    program: CString,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    cwd: CString,
+    stdio: [RawFd; 3],
+    tty: bool,
+    degraded: bool,
+    mask: nix::sys::signal::SigSet,
+    /// Set by the child when it fails before exec (shared memory: the child
+    /// runs with CLONE_VM while the init waits).
+    errno: std::cell::Cell<i32>,
+}
+
+impl Launch {
+    fn spawn(&self) -> Result<Pid, i32> {
+        let mut stack = vec![0u8; 64 * 1024];
+        let cb: nix::sched::CloneCb<'_> = Box::new(|| self.exec_in_child());
+        // SAFETY: the child runs `exec_in_child` on its own stack, which
+        // lives until clone returns (CLONE_VFORK suspends the init until the
+        // child has exec'd or exited), and only calls async-signal-safe
+        // functions on memory prepared before the clone.
+        let pid = unsafe {
+            nix::sched::clone(
+                cb,
+                &mut stack,
+                nix::sched::CloneFlags::CLONE_VM | nix::sched::CloneFlags::CLONE_VFORK,
+                Some(libc::SIGCHLD),
+            )
+        };
+        pid.map_err(|e| e as i32)
+    }
+
+    fn exec_in_child(&self) -> isize {
+        // SAFETY: every call below takes integers or pointers to memory that
+        // `self` keeps alive, and is async-signal-safe; the process execs or
+        // leaves with _exit. `errno` is a Cell in memory shared with the
+        // suspended init, written before _exit only.
+        unsafe {
+            // Its own session: a process group the supervisor can signal
+            // as a whole, and (with a terminal) a controlling terminal.
+            libc::setsid();
+            if self.tty {
+                libc::ioctl(self.stdio[0], libc::TIOCSCTTY, 0);
+            }
+            // Descriptors may sit on 0..2 already: duplicate above first.
+            let mut high = [0 as RawFd; 3];
+            for (i, fd) in self.stdio.iter().enumerate() {
+                high[i] = libc::fcntl(*fd, libc::F_DUPFD, 10);
+            }
+            for (i, fd) in high.iter().enumerate() {
+                libc::dup2(*fd, i as RawFd);
+            }
+            if self.degraded {
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+            }
+            if libc::chdir(self.cwd.as_ptr()) != 0 {
+                self.errno.set(*libc::__errno_location());
+                libc::_exit(126);
+            }
+            for s in FORWARDED.iter().chain(&[Signal::SIGCHLD, Signal::SIGPIPE]) {
+                libc::signal(*s as libc::c_int, libc::SIG_DFL);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, self.mask.as_ref(), std::ptr::null_mut());
+            crate::sys::cloexec_from_3();
+            libc::execve(
+                self.program.as_ptr(),
+                self.argv.as_ptr(),
+                self.envp.as_ptr(),
+            );
+            let errno = *libc::__errno_location();
+            self.errno
+                .set(if errno == 0 { libc::ENOEXEC } else { errno });
+            libc::_exit(if errno == libc::ENOENT { 127 } else { 126 })
+        }
+    }
+}

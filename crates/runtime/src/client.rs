@@ -1,0 +1,290 @@
+//! A caller of a sandbox's supervisor: connects to its control socket,
+//! says hello, and asks one thing per connection. A process started here
+//! gets the caller's own descriptors (its pipes, or a terminal the caller
+//! relays), so that its output reaches the caller without a copy through
+//! the supervisor.
+
+use crate::protocol::{self, ExecRequest, Process, ProtocolError, Reply, Request, Status, VERSION};
+use nix::errno::Errno;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use warden_audit::Event;
+
+/// Why the supervisor could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("the sandbox is not running (no supervisor listens on {path}); start it with `warden start`")]
+    NotRunning {
+        path: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error("the supervisor refused: {0}")]
+    Refused(String),
+    #[error("{message}")]
+    ExecFailed { status: i32, message: String },
+    #[error("the supervisor answered something unexpected")]
+    Unexpected,
+    #[error("cannot relay the terminal")]
+    Terminal(#[source] Errno),
+}
+
+/// One conversation with a supervisor.
+pub struct Connection {
+    sock: OwnedFd,
+    /// The supervisor's host PID.
+    pub supervisor_pid: u32,
+}
+
+impl Connection {
+    /// Connect to the control socket at `path` and say hello.
+    pub fn open(path: &Path) -> Result<Connection, ClientError> {
+        use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+        let not_running = |source| ClientError::NotRunning {
+            path: path.to_path_buf(),
+            source,
+        };
+        let sock = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(not_running)?;
+        let addr = UnixAddr::new(path).map_err(not_running)?;
+        connect(sock.as_raw_fd(), &addr).map_err(not_running)?;
+        protocol::send(sock.as_fd(), &Request::Hello { version: VERSION }, &[])?;
+        match protocol::receive::<Reply>(&sock)?.0 {
+            Reply::Hello { pid, .. } => Ok(Connection {
+                sock,
+                supervisor_pid: pid,
+            }),
+            Reply::Error { message } => Err(ClientError::Refused(message)),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    fn ask(&self, req: &Request, fds: &[RawFd]) -> Result<Reply, ClientError> {
+        protocol::send(self.sock.as_fd(), req, fds)?;
+        self.next()
+    }
+
+    fn next(&self) -> Result<Reply, ClientError> {
+        match protocol::receive::<Reply>(&self.sock)?.0 {
+            Reply::Error { message } => Err(ClientError::Refused(message)),
+            r => Ok(r),
+        }
+    }
+
+    pub fn status(self) -> Result<Status, ClientError> {
+        match self.ask(&Request::Status, &[])? {
+            Reply::Status(s) => Ok(s),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    pub fn ps(self) -> Result<Vec<Process>, ClientError> {
+        match self.ask(&Request::Ps, &[])? {
+            Reply::Ps { processes } => Ok(processes),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Ask the sandbox to stop; returns once the request is taken (see
+    /// [`wait_gone`] for its end).
+    pub fn stop(self, grace: std::time::Duration) -> Result<u32, ClientError> {
+        let pid = self.supervisor_pid;
+        match self.ask(
+            &Request::Stop {
+                grace_ms: grace.as_millis() as u64,
+            },
+            &[],
+        )? {
+            Reply::Ok => Ok(pid),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    pub fn signal(self, exec: u64, signal: i32) -> Result<(), ClientError> {
+        match self.ask(&Request::Signal { exec, signal }, &[])? {
+            Reply::Ok => Ok(()),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Each event from now on, until the sandbox ends or `f` says stop.
+    pub fn follow(self, mut f: impl FnMut(Event) -> bool) -> Result<(), ClientError> {
+        protocol::send(self.sock.as_fd(), &Request::Follow, &[])?;
+        loop {
+            match protocol::receive::<Reply>(&self.sock) {
+                Ok((Reply::Event(e), _)) => {
+                    if !f(e) {
+                        return Ok(());
+                    }
+                }
+                Ok(_) => return Err(ClientError::Unexpected),
+                Err(ProtocolError::Closed) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Start a process with `stdio` (`[stdin, stdout, stderr]`, or one
+    /// terminal slave when `req.tty`); returns once it runs.
+    pub fn exec(self, req: ExecRequest, stdio: &[BorrowedFd<'_>]) -> Result<Running, ClientError> {
+        let fds: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).collect();
+        match self.ask(&Request::Exec(req), &fds)? {
+            Reply::Spawned { exec, pid } => Ok(Running {
+                conn: self,
+                exec,
+                pid,
+            }),
+            Reply::Failed { status, message } => Err(ClientError::ExecFailed { status, message }),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+}
+
+/// A process started by [`Connection::exec`].
+pub struct Running {
+    conn: Connection,
+    pub exec: u64,
+    /// Its PID inside the sandbox.
+    pub pid: i32,
+}
+
+/// How an exec ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecStatus {
+    /// As `warden run` maps it: the code, or 128+N for signal N.
+    pub status: i32,
+    pub signal: Option<i32>,
+}
+
+impl Running {
+    /// The control connection, to wait on alongside other descriptors.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.conn.sock.as_fd()
+    }
+
+    /// Wait until the process ends.
+    pub fn wait(self) -> Result<ExecStatus, ClientError> {
+        match self.conn.next() {
+            Ok(Reply::Exited { status, signal, .. }) => Ok(ExecStatus { status, signal }),
+            // The supervisor went away: the sandbox, and the process, are gone.
+            Err(ClientError::Protocol(ProtocolError::Closed)) => Ok(ExecStatus {
+                status: 128 + libc::SIGKILL,
+                signal: Some(libc::SIGKILL),
+            }),
+            Ok(_) => Err(ClientError::Unexpected),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Wait until the supervisor with host PID `pid` has exited (the sandbox
+/// is gone), for at most `timeout`; true when it has. A zombie that its
+/// adopter has not reaped yet counts as gone.
+pub fn wait_gone(pid: u32, timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if crate::state::live_ticks(pid).is_none() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Relay the caller's terminal to a process started with a terminal whose
+/// master is `master`, until the process ends; the caller's terminal is in
+/// raw mode meanwhile, and its window size follows the caller's.
+pub fn relay_terminal(running: Running, master: OwnedFd) -> Result<ExecStatus, ClientError> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    warden_jail::pty::copy_window_size(stdin.as_fd(), master.as_fd());
+    let mut winch = SigSet::empty();
+    winch.add(Signal::SIGWINCH);
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&winch), None)
+        .map_err(ClientError::Terminal)?;
+    let sfd = SignalFd::with_flags(&winch, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(ClientError::Terminal)?;
+    let raw = warden_jail::pty::RawMode::enable().ok().flatten();
+    let mut stdin_open = true;
+    let mut master_open = true;
+    let mut buf = vec![0u8; 16384];
+    let result = loop {
+        let mut fds = vec![
+            PollFd::new(running.fd(), PollFlags::POLLIN),
+            PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+        ];
+        if master_open {
+            fds.push(PollFd::new(master.as_fd(), PollFlags::POLLIN));
+        }
+        if stdin_open && master_open {
+            fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => break Err(ClientError::Terminal(e)),
+        }
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        if ready.get(1) == Some(&true) {
+            while let Ok(Some(_)) = sfd.read_signal() {}
+            warden_jail::pty::copy_window_size(stdin.as_fd(), master.as_fd());
+        }
+        if master_open && ready.get(2) == Some(&true) {
+            match nix::unistd::read(&master, &mut buf) {
+                Ok(0) | Err(Errno::EIO) => master_open = false,
+                Ok(n) => write_all(stdout.as_fd(), &buf[..n]),
+                Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                Err(_) => master_open = false,
+            }
+        }
+        if stdin_open && master_open && ready.get(3) == Some(&true) {
+            match nix::unistd::read(stdin.as_fd(), &mut buf) {
+                Ok(0) => stdin_open = false,
+                Ok(n) => write_all(master.as_fd(), &buf[..n]),
+                Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                Err(_) => stdin_open = false,
+            }
+        }
+        if ready.first() == Some(&true) {
+            // The process ended: what it wrote last is drained, briefly.
+            let _ = nix::fcntl::fcntl(
+                &master,
+                nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+            );
+            while master_open {
+                match nix::unistd::read(&master, &mut buf) {
+                    Ok(n) if n > 0 => write_all(stdout.as_fd(), &buf[..n]),
+                    _ => master_open = false,
+                }
+            }
+            break running.wait();
+        }
+    };
+    drop(raw);
+    result
+}
+
+fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) {
+    while !data.is_empty() {
+        match nix::unistd::write(fd, data) {
+            Ok(n) => data = &data[n..],
+            Err(Errno::EINTR) | Err(Errno::EAGAIN) => continue,
+            Err(_) => return,
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! Events carried live to every sink: the [`Bus`] a sandbox's supervisor
+//! owns. Lifecycle events come from the supervisor's own thread; egress
+//! decisions come from the proxy's threads, through [`Bus::observer`], and
+//! are queued (bounded) for a writer thread, so that a slow sink never holds
+//! up a connection. Whatever a full queue loses is counted and reported as
+//! an `events_dropped` event before the next one.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use warden_audit::{Event, EventKind, EventSink, Protocol, SecretAction};
+use warden_egress::decision::{self, Decision, Observer};
+
+/// Events waiting for the writer at most.
+const QUEUE: usize = 4096;
+/// Events waiting for one follower (`warden logs -f`) at most.
+const FOLLOWER_QUEUE: usize = 1024;
+/// Denied destinations named in the end-of-run summary at most.
+const SUMMARY_NAMES: usize = 20;
+
+/// A sink that may live on another thread.
+pub type Sink = Box<dyn EventSink + Send>;
+
+/// The sandbox's event stream.
+pub struct Bus {
+    sandbox: String,
+    sinks: Mutex<Vec<Sink>>,
+    /// Set once the writer thread runs: events are queued for it.
+    queue: Mutex<Option<SyncSender<Event>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    dropped: AtomicU64,
+    followers: Mutex<Vec<Follower>>,
+    denied: Mutex<Denied>,
+    /// Bytes of finished egress connections, both ways.
+    egress_bytes: AtomicU64,
+}
+
+struct Follower {
+    tx: SyncSender<Event>,
+    dropped: u64,
+}
+
+#[derive(Default)]
+struct Denied {
+    names: Vec<String>,
+    more: usize,
+    /// "secret NAME: why" for each blocked secret, bounded like `names`.
+    secrets: Vec<String>,
+}
+
+impl Bus {
+    pub fn new(sandbox: &str, sinks: Vec<Sink>) -> Arc<Bus> {
+        Arc::new(Bus {
+            sandbox: sandbox.to_string(),
+            sinks: Mutex::new(sinks),
+            queue: Mutex::new(None),
+            writer: Mutex::new(None),
+            dropped: AtomicU64::new(0),
+            followers: Mutex::new(Vec::new()),
+            denied: Mutex::new(Denied::default()),
+            egress_bytes: AtomicU64::new(0),
+        })
+    }
+
+    pub fn sandbox(&self) -> &str {
+        &self.sandbox
+    }
+
+    /// Start the writer thread: from now on events are queued and written
+    /// there. Call only where threads may exist (after the sandbox's clone).
+    pub fn start_writer(self: &Arc<Bus>) {
+        let Ok(mut queue) = self.queue.lock() else {
+            return;
+        };
+        if queue.is_some() {
+            return;
+        }
+        let (tx, rx) = sync_channel(QUEUE);
+        let bus = self.clone();
+        let handle = std::thread::Builder::new()
+            .name("warden-events".into())
+            .spawn(move || bus.write_from(rx));
+        if let Ok(h) = handle {
+            *queue = Some(tx);
+            if let Ok(mut w) = self.writer.lock() {
+                *w = Some(h);
+            }
+        }
+    }
+
+    fn write_from(&self, rx: Receiver<Event>) {
+        while let Ok(e) = rx.recv() {
+            self.write(&e);
+        }
+    }
+
+    /// Record an event now (queued when the writer runs).
+    pub fn emit(&self, kind: EventKind) {
+        self.send(Event::now(&self.sandbox, kind));
+    }
+
+    fn send(&self, e: Event) {
+        let tx = self.queue.lock().ok().and_then(|q| q.clone());
+        match tx {
+            Some(tx) => match tx.try_send(e) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(TrySendError::Disconnected(e)) => self.write(&e),
+            },
+            None => self.write(&e),
+        }
+    }
+
+    /// Write to every sink and follower, after the count of what was lost.
+    fn write(&self, e: &Event) {
+        let lost = self.dropped.swap(0, Ordering::Relaxed);
+        let Ok(mut sinks) = self.sinks.lock() else {
+            return;
+        };
+        if lost > 0 {
+            let d = Event::now(&self.sandbox, EventKind::EventsDropped { count: lost });
+            for s in sinks.iter_mut() {
+                s.emit(&d);
+            }
+            self.follow(&d);
+        }
+        for s in sinks.iter_mut() {
+            s.emit(e);
+        }
+        drop(sinks);
+        self.follow(e);
+    }
+
+    fn follow(&self, e: &Event) {
+        let Ok(mut followers) = self.followers.lock() else {
+            return;
+        };
+        followers.retain_mut(|f| {
+            if f.dropped > 0 {
+                let d = Event::now(&self.sandbox, EventKind::EventsDropped { count: f.dropped });
+                match f.tx.try_send(d) {
+                    Ok(()) => f.dropped = 0,
+                    Err(TrySendError::Full(_)) => {
+                        f.dropped += 1;
+                        return true;
+                    }
+                    Err(TrySendError::Disconnected(_)) => return false,
+                }
+            }
+            match f.tx.try_send(e.clone()) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_)) => {
+                    f.dropped += 1;
+                    true
+                }
+                Err(TrySendError::Disconnected(_)) => false,
+            }
+        });
+    }
+
+    /// Events from now on, for a follower (`warden logs -f`); bounded: a
+    /// follower that does not keep up loses events, counted.
+    pub fn subscribe(&self) -> Receiver<Event> {
+        let (tx, rx) = sync_channel(FOLLOWER_QUEUE);
+        if let Ok(mut f) = self.followers.lock() {
+            f.push(Follower { tx, dropped: 0 });
+        }
+        rx
+    }
+
+    /// Stop the writer after it has written what is queued, and close
+    /// every sink (the audit log writes its head).
+    pub fn close(&self) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.take();
+        }
+        if let Some(h) = self.writer.lock().ok().and_then(|mut w| w.take()) {
+            let _ = h.join();
+        }
+        if let Ok(mut f) = self.followers.lock() {
+            f.clear();
+        }
+        if let Ok(mut sinks) = self.sinks.lock() {
+            sinks.clear();
+        }
+    }
+
+    /// Bytes through the egress proxy so far (finished connections).
+    pub fn egress_bytes(&self) -> u64 {
+        self.egress_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The egress proxy's observer: each decision becomes an event now.
+    pub fn observer(self: &Arc<Bus>) -> Arc<dyn Observer> {
+        Arc::new(Decisions(self.clone()))
+    }
+
+    /// What a front door tells the person at the end of a run: each
+    /// blocked secret, then the destinations denied ("egress denied: ...").
+    pub fn notices(&self) -> Vec<String> {
+        let mut out = self
+            .denied
+            .lock()
+            .map(|d| d.secrets.clone())
+            .unwrap_or_default();
+        out.extend(self.denied_summary());
+        out
+    }
+
+    fn denied_summary(&self) -> Option<String> {
+        let d = self.denied.lock().ok()?;
+        if d.names.is_empty() {
+            return None;
+        }
+        let more = if d.more > 0 {
+            format!(" and {} more", d.more)
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "egress denied: {}{more} (see --allow-domain and --allow-http)",
+            d.names.join(", ")
+        ))
+    }
+
+    fn note_denied(&self, d: &Decision) {
+        let what = format!(
+            "{} {}",
+            d.protocol.as_str(),
+            match &d.name {
+                Some(n) if d.protocol == decision::Protocol::Dns => n.clone(),
+                Some(n) => format!("{n}:{}", d.port),
+                None => d.original_destination.clone().unwrap_or_else(|| "?".into()),
+            }
+        );
+        if let Ok(mut denied) = self.denied.lock() {
+            if denied.names.contains(&what) {
+                return;
+            }
+            if denied.names.len() < SUMMARY_NAMES {
+                denied.names.push(what);
+            } else {
+                denied.more += 1;
+            }
+        }
+    }
+}
+
+/// The bus as the jail's event sink (lifecycle events).
+pub struct BusSink(pub Arc<Bus>);
+
+impl EventSink for BusSink {
+    fn emit(&mut self, event: &Event) {
+        self.0.send(event.clone());
+    }
+}
+
+struct Decisions(Arc<Bus>);
+
+impl Observer for Decisions {
+    fn decision(&self, conn: Option<u64>, d: &Decision) {
+        let kind = match d.protocol {
+            decision::Protocol::Secret(action) => {
+                if action == decision::SecretAction::Blocked {
+                    if let Ok(mut denied) = self.0.denied.lock() {
+                        if denied.secrets.len() < SUMMARY_NAMES {
+                            denied.secrets.push(format!(
+                                "secret {}: {}",
+                                d.rule.as_deref().unwrap_or("?"),
+                                d.detail
+                            ));
+                        }
+                    }
+                }
+                EventKind::Secret {
+                    name: d.rule.clone().unwrap_or_default(),
+                    host: d.name.clone().unwrap_or_default(),
+                    action: match action {
+                        decision::SecretAction::Substituted => SecretAction::Substituted,
+                        decision::SecretAction::Scrubbed => SecretAction::Scrubbed,
+                        decision::SecretAction::Blocked => SecretAction::Blocked,
+                    },
+                    detail: d.detail.clone(),
+                }
+            }
+            p => {
+                if !d.allowed {
+                    self.0.note_denied(d);
+                }
+                EventKind::Connection {
+                    protocol: protocol(p),
+                    name: d.name.clone(),
+                    port: d.port,
+                    original_destination: d.original_destination.clone(),
+                    allowed: d.allowed,
+                    rule: d.rule.clone(),
+                    detail: d.detail.clone(),
+                    bytes_out: d.bytes_out,
+                    bytes_in: d.bytes_in,
+                    duration_ms: d.duration_ms,
+                    conn,
+                }
+            }
+        };
+        self.0.emit(kind);
+    }
+
+    fn closed(&self, conn: u64, d: &Decision) {
+        self.0
+            .egress_bytes
+            .fetch_add(d.bytes_out + d.bytes_in, Ordering::Relaxed);
+        self.0.emit(EventKind::ConnectionClosed {
+            conn,
+            name: d.name.clone(),
+            port: d.port,
+            bytes_out: d.bytes_out,
+            bytes_in: d.bytes_in,
+            duration_ms: d.duration_ms,
+        });
+    }
+}
+
+fn protocol(p: decision::Protocol) -> Protocol {
+    match p {
+        decision::Protocol::Tls => Protocol::Tls,
+        decision::Protocol::Http => Protocol::Http,
+        decision::Protocol::Dns => Protocol::Dns,
+        decision::Protocol::Request => Protocol::Request,
+        // A CONNECT is recorded as what it carried when decided; the word
+        // itself is the proxy's own.
+        decision::Protocol::Connect | decision::Protocol::Tcp | decision::Protocol::Secret(_) => {
+            Protocol::Tcp
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! One sandbox's life, whatever the backend: create (a spec kept in the
+//! state directory), start (a supervisor process of its own), exec (any
+//! number, concurrent), signal, stop, wait, and the live event stream.
+//!
+//! The Linux process backend is `warden-jail`; this crate plugs the egress
+//! proxy and published ports into it ([`net`]), carries events live to
+//! every sink ([`events`]), and owns the per-sandbox supervisor ([`supervisor`])
+//! with its control socket ([`protocol`], [`client`]). Front doors (the CLI,
+//! later the daemon and the OCI verbs) parse and wire; nothing here prints.
+
+pub mod client;
+pub mod events;
+pub mod net;
+pub mod once;
+pub mod protocol;
+pub mod state;
+pub mod supervisor;
+
+pub use once::{run_once, Finished};

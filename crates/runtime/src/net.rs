@@ -1,0 +1,119 @@
+//! What the runtime plugs into a process sandbox as it starts: the egress
+//! proxy (on a tokio runtime made here, after the sandbox's clone, so that
+//! the clone happens single-threaded), published ports, and for a
+//! long-lived sandbox the spawn channel of its init.
+
+use crate::events::Bus;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use warden_egress::proxy::{Hooks, Proxy};
+use warden_egress::publish::Publisher;
+use warden_jail::{Network, Pid};
+use warden_policy::{NetworkSpec, SandboxSpec};
+
+/// The sandbox's network services and, once it runs, its spawn channel.
+pub struct Wiring {
+    egress: Option<warden_policy::EgressSpec>,
+    bus: Arc<Bus>,
+    runtime: Option<tokio::runtime::Runtime>,
+    proxy: Option<Proxy>,
+    publisher: Option<Publisher>,
+    /// Set by the jail for a long-lived sandbox.
+    pub service: Option<(OwnedFd, Pid)>,
+    /// Called with the spawn channel the moment the sandbox runs.
+    on_service: Option<Box<dyn FnMut(OwnedFd, Pid) + Send>>,
+}
+
+impl Wiring {
+    pub fn new(spec: &SandboxSpec, bus: Arc<Bus>) -> Wiring {
+        Wiring {
+            egress: match &spec.network {
+                NetworkSpec::Egress(e) => Some(e.clone()),
+                NetworkSpec::LoopbackOnly => None,
+            },
+            bus,
+            runtime: None,
+            proxy: None,
+            publisher: None,
+            service: None,
+            on_service: None,
+        }
+    }
+
+    /// Hand the spawn channel to `f` as soon as the sandbox runs (the
+    /// supervisor's control server starts then).
+    pub fn on_service(&mut self, f: impl FnMut(OwnedFd, Pid) + Send + 'static) {
+        self.on_service = Some(Box::new(f));
+    }
+}
+
+impl warden_jail::Attach for Wiring {
+    fn network(&mut self, network: Network) -> Result<(), String> {
+        // Decisions come from the proxy's threads from now on: the bus
+        // queues them for a writer of its own.
+        self.bus.start_writer();
+        if let (Some((tcp, dns)), Some(spec)) = (network.egress, &self.egress) {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("warden-egress")
+                .enable_io()
+                .enable_time()
+                .build()
+                .map_err(|e| format!("cannot start the egress proxy's runtime: {e}"))?;
+            let proxy = Proxy::start(
+                runtime.handle(),
+                spec,
+                tcp,
+                dns,
+                Hooks {
+                    observer: self.bus.observer(),
+                    asker: network.asker,
+                    terminator: network.terminator,
+                },
+            )
+            .map_err(|e| {
+                format!(
+                    "cannot start the egress proxy: {}",
+                    warden_jail::chain_str(&e)
+                )
+            })?;
+            self.proxy = Some(proxy);
+            self.runtime = Some(runtime);
+        }
+        if let (false, Some(source)) = (network.published.is_empty(), network.sockets) {
+            let publisher = Publisher::start(network.published, source).map_err(|e| {
+                format!(
+                    "cannot serve the published ports: {}",
+                    warden_jail::chain_str(&e)
+                )
+            })?;
+            self.publisher = Some(publisher);
+        }
+        Ok(())
+    }
+
+    fn service(&mut self, channel: OwnedFd, init: Pid) {
+        match self.on_service.as_mut() {
+            Some(f) => f(channel, init),
+            None => self.service = Some((channel, init)),
+        }
+    }
+
+    fn stopping(&mut self) {
+        if let Some(p) = self.publisher.take() {
+            p.stop();
+        }
+        if let Some(p) = self.proxy.take() {
+            p.stop();
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Wiring {
+    fn drop(&mut self) {
+        warden_jail::Attach::stopping(self);
+    }
+}

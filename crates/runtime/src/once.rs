@@ -1,0 +1,31 @@
+//! `warden run`: one command in a fresh sandbox, supervised by the calling
+//! process itself (no supervisor process of its own on the one-shot path).
+
+use crate::events::{Bus, BusSink, Sink};
+use crate::net::Wiring;
+use warden_jail::{JailError, Outcome, Program};
+use warden_policy::SandboxSpec;
+
+/// How a one-shot run ended, and what the front door may tell the person.
+#[derive(Debug)]
+pub struct Finished {
+    pub outcome: Outcome,
+    /// Lines for the person: blocked secrets, "egress denied: ...".
+    pub notices: Vec<String>,
+}
+
+/// Run `spec`'s command in a new sandbox named `id`, events to `sinks` as
+/// they happen; returns when every process of the sandbox is gone.
+///
+/// Must be called while the process is single-threaded (the sandbox is
+/// cloned from it); threads start only after the clone.
+pub fn run_once(spec: &SandboxSpec, id: &str, sinks: Vec<Sink>) -> Result<Finished, JailError> {
+    let bus = Bus::new(id, sinks);
+    let mut wiring = Wiring::new(spec, bus.clone());
+    let mut sink = BusSink(bus.clone());
+    let result = warden_jail::run(spec, id, Program::Command, &mut sink, &mut wiring);
+    drop(wiring);
+    bus.close();
+    let notices = bus.notices();
+    result.map(|outcome| Finished { outcome, notices })
+}

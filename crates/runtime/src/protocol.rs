@@ -1,0 +1,216 @@
+//! The control protocol of a sandbox's supervisor: what a caller (the CLI,
+//! later the daemon and the OCI verbs) asks over the supervisor's control
+//! socket, and what it answers.
+//!
+//! The socket is a Unix `SOCK_SEQPACKET` socket, owner-only, in the
+//! sandbox's state directory: the kernel frames each message (one JSON
+//! value per packet) and carries descriptors with it (SCM_RIGHTS), so a
+//! local caller hands its own terminal or pipes to the process it starts.
+//! Every conversation opens with [`Request::Hello`]; a supervisor refuses a
+//! caller of another [`VERSION`].
+
+use serde::{Deserialize, Serialize};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use warden_audit::Event;
+
+/// The protocol's version; both sides must speak the same.
+pub const VERSION: u32 = 1;
+/// Largest message either side reads.
+pub const MAX_MESSAGE: usize = 192 * 1024;
+
+/// What a caller asks. One request per connection, after `Hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    Hello {
+        version: u32,
+    },
+    /// Start a process in the sandbox. Descriptors: `[stdin, stdout,
+    /// stderr]`, or the slave of a terminal when `tty`.
+    Exec(ExecRequest),
+    /// Send a signal to a process started by an exec (and its group).
+    Signal {
+        exec: u64,
+        signal: i32,
+    },
+    /// Stop the sandbox: SIGTERM to every process, SIGKILL after `grace_ms`.
+    Stop {
+        grace_ms: u64,
+    },
+    /// The sandbox's state and what it uses.
+    Status,
+    /// Its processes.
+    Ps,
+    /// Its events from now on, as they happen, until the sandbox ends.
+    Follow,
+}
+
+/// One process to start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecRequest {
+    pub argv: Vec<String>,
+    /// Added to the sandbox's environment (replacing the same names).
+    pub env: Vec<(String, String)>,
+    /// Working directory inside; the sandbox's own when `None`.
+    pub cwd: Option<String>,
+    pub tty: bool,
+}
+
+/// What the supervisor answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Reply {
+    Hello {
+        version: u32,
+        sandbox: String,
+        /// The supervisor's host PID.
+        pid: u32,
+    },
+    /// The process runs (`pid` inside the sandbox).
+    Spawned {
+        exec: u64,
+        pid: i32,
+    },
+    /// It ended; `status` as `warden run` maps it (128+N for signal N).
+    Exited {
+        exec: u64,
+        status: i32,
+        signal: Option<i32>,
+    },
+    /// It could not be started; `status` 127 (not found) or 126.
+    Failed {
+        status: i32,
+        message: String,
+    },
+    Status(Status),
+    Ps {
+        processes: Vec<Process>,
+    },
+    Event(Event),
+    Ok,
+    Error {
+        message: String,
+    },
+}
+
+/// A running sandbox, as its supervisor sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub sandbox: String,
+    /// Host PID of the sandbox's init.
+    pub init_pid: i32,
+    pub started_ms: u64,
+    /// When the TTL stops it, if it has one.
+    pub ttl_deadline_ms: Option<u64>,
+    /// Processes in the sandbox (its init not counted).
+    pub processes: usize,
+    /// Execs still running.
+    pub execs: usize,
+    /// Memory in use by the whole sandbox, where its cgroup says.
+    pub memory_bytes: Option<u64>,
+    /// Bytes through the egress proxy, both ways, of finished connections.
+    pub egress_bytes: u64,
+}
+
+/// One process of the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    /// PID inside the sandbox.
+    pub pid: i32,
+    pub host_pid: i32,
+    /// The exec that started it, when it is one's own process.
+    pub exec: Option<u64>,
+    pub command: String,
+}
+
+/// Why a message could not be exchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("cannot send to the supervisor's control socket")]
+    Send(#[source] nix::Error),
+    #[error("cannot read from the control socket")]
+    Receive(#[source] nix::Error),
+    #[error("the other end closed the control socket")]
+    Closed,
+    #[error("a malformed message on the control socket")]
+    Malformed(#[source] serde_json::Error),
+    #[error("the message is too large ({0} bytes, at most {MAX_MESSAGE})")]
+    TooLarge(usize),
+}
+
+/// Send one message, with descriptors.
+pub fn send<T: Serialize>(
+    sock: BorrowedFd<'_>,
+    msg: &T,
+    fds: &[RawFd],
+) -> Result<(), ProtocolError> {
+    let bytes = serde_json::to_vec(msg).map_err(ProtocolError::Malformed)?;
+    if bytes.len() > MAX_MESSAGE {
+        return Err(ProtocolError::TooLarge(bytes.len()));
+    }
+    loop {
+        match warden_jail::fdpass::send(sock, &bytes, fds) {
+            Ok(_) => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(ProtocolError::Send(e)),
+        }
+    }
+}
+
+/// Receive one message and the descriptors that came with it.
+pub fn receive<T: for<'de> Deserialize<'de>>(
+    sock: impl AsFd,
+) -> Result<(T, Vec<OwnedFd>), ProtocolError> {
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    loop {
+        match warden_jail::fdpass::recv(sock.as_fd(), &mut buf) {
+            Ok((0, _)) => return Err(ProtocolError::Closed),
+            Ok((n, fds)) => {
+                let msg = serde_json::from_slice(&buf[..n]).map_err(ProtocolError::Malformed)?;
+                return Ok((msg, fds));
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(ProtocolError::Receive(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_as_tagged_json() {
+        let r = Request::Exec(ExecRequest {
+            argv: vec!["sh".into(), "-c".into(), "true".into()],
+            env: vec![("A".into(), "1".into())],
+            cwd: None,
+            tty: false,
+        });
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"op\":\"exec\""), "{text}");
+        assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
+    }
+
+    #[test]
+    fn descriptors_travel_with_their_message() {
+        use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+        use std::os::fd::AsRawFd;
+        let (a, b) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let (r, w) = nix::unistd::pipe().unwrap();
+        send(a.as_fd(), &Request::Status, &[w.as_raw_fd()]).unwrap();
+        drop(w);
+        let (msg, fds): (Request, _) = receive(&b).unwrap();
+        assert_eq!(msg, Request::Status);
+        assert_eq!(fds.len(), 1);
+        nix::unistd::write(&fds[0], b"x").unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(nix::unistd::read(&r, &mut buf).unwrap(), 1);
+    }
+}

@@ -1,0 +1,232 @@
+//! What a named sandbox keeps in its state directory besides its workspace
+//! layer: the resolved spec given at create (`sandbox.json`), the running
+//! supervisor's record (`supervisor.json`) and its control socket
+//! (`control.sock`). A supervisor that died leaves the record behind; the
+//! next look at the sandbox finds it dead and cleans what it left.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use warden_policy::SandboxSpec;
+
+/// Why the state could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid sandbox record (written by another warden version?)")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("cannot write {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where a sandbox's events go, besides its own audit log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkConfig {
+    /// `--json-events FILE`.
+    pub json_events: Option<PathBuf>,
+    /// The hash-chained audit log; `None` keeps none.
+    pub audit_log: Option<PathBuf>,
+    /// `--otlp-endpoint URL`.
+    pub otlp_endpoint: Option<String>,
+}
+
+/// `sandbox.json`: everything `warden create` was given, resolved once.
+/// Every later start and exec runs under exactly this.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stored {
+    pub spec: SandboxSpec,
+    pub sinks: SinkConfig,
+    /// Stop the sandbox this long after it starts (`--ttl`).
+    pub ttl_ms: Option<u64>,
+}
+
+/// `supervisor.json`: the running supervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SupervisorRecord {
+    pub pid: u32,
+    /// The process's start time (field 22 of /proc/PID/stat), so that a
+    /// reused PID is not taken for the supervisor.
+    pub start_ticks: u64,
+    pub started_ms: u64,
+    /// The sandbox's cgroup directories, to remove if the supervisor dies.
+    pub cgroups: Vec<PathBuf>,
+}
+
+pub const STORED: &str = "sandbox.json";
+pub const SUPERVISOR: &str = "supervisor.json";
+pub const CONTROL: &str = "control.sock";
+
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, StateError> {
+    let bytes = std::fs::read(path).map_err(|source| StateError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|source| StateError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Write `value` to `path` atomically (a temporary file, then a rename),
+/// owner-only.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StateError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |source| StateError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension("tmp");
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| err(e.into()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(&bytes).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// The start time of process `pid` in clock ticks since boot, if it exists.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces and ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the supervisor of this record still runs (a zombie, killed
+/// but not yet reaped by whoever adopted it, does not).
+pub fn alive(rec: &SupervisorRecord) -> bool {
+    live_ticks(rec.pid) == Some(rec.start_ticks)
+}
+
+/// The start time of process `pid` while it runs; `None` once it is gone
+/// or a zombie.
+pub fn live_ticks(pid: u32) -> Option<u64> {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return None;
+    };
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let ticks = fields.nth(18)?.parse::<u64>().ok()?;
+    (!matches!(state, "Z" | "X")).then_some(ticks)
+}
+
+/// The cgroup directories process `pid` belongs to, as host paths.
+pub fn cgroups_of(pid: i32) -> Vec<PathBuf> {
+    let Ok(own) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return Vec::new();
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    // (fstype, super options, mount point) of each cgroup mount.
+    let cgroup_mounts: Vec<(String, String, String)> = mounts
+        .lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let mut r = right.split_whitespace();
+            let fstype = r.next()?;
+            if fstype != "cgroup" && fstype != "cgroup2" {
+                return None;
+            }
+            let _source = r.next();
+            let opts = r.next().unwrap_or("").to_string();
+            let mut l = left.split_whitespace();
+            let root = l.nth(3)?;
+            let point = l.next()?;
+            (root == "/").then(|| (fstype.to_string(), opts, point.to_string()))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if path == "/" || !path.contains("warden-") {
+            continue;
+        }
+        let mount = if ctrls.is_empty() {
+            cgroup_mounts.iter().find(|(t, _, _)| t == "cgroup2")
+        } else {
+            cgroup_mounts.iter().find(|(t, opts, _)| {
+                t == "cgroup" && ctrls.split(',').all(|c| opts.split(',').any(|o| o == c))
+            })
+        };
+        if let Some((_, _, point)) = mount {
+            out.push(Path::new(point).join(path.trim_start_matches('/')));
+        }
+    }
+    out
+}
+
+/// Remove what a dead supervisor left: its sandbox's cgroups (empty once
+/// the sandbox's PID namespace is gone), its control socket and record.
+/// Returns what could not be removed.
+pub fn clean_dead(dir: &Path, rec: &SupervisorRecord) -> Vec<String> {
+    let mut left = Vec::new();
+    for cg in &rec.cgroups {
+        // Only warden's own leaf directories are ever removed.
+        let ours = cg
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("warden-"));
+        if !ours {
+            continue;
+        }
+        // Any process still inside is killed first (none should be).
+        for file in ["cgroup.procs", "tasks"] {
+            if let Ok(pids) = std::fs::read_to_string(cg.join(file)) {
+                for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+        }
+        let mut removed = false;
+        for _ in 0..50 {
+            match std::fs::remove_dir(cg) {
+                Ok(()) => {
+                    removed = true;
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    removed = true;
+                    break;
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+        if !removed {
+            left.push(cg.display().to_string());
+        }
+    }
+    let _ = std::fs::remove_file(dir.join(CONTROL));
+    let _ = std::fs::remove_file(dir.join(SUPERVISOR));
+    left
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,636 @@
+//! The supervisor of a long-lived sandbox: its own process (started by
+//! `warden start`, detached from whoever started it), which holds the
+//! sandbox's init, cgroup, egress proxy, secrets and audit writer, and
+//! serves the control socket. It ends when the sandbox ends; if it is
+//! killed, the sandbox's init dies with it (parent-death signal) and the
+//! next look at the sandbox cleans what is left ([`crate::state`]).
+
+use crate::events::{Bus, BusSink, Sink};
+use crate::net::Wiring;
+use crate::protocol::{self, ExecRequest, Process, Reply, Request, Status, VERSION};
+use crate::state::{self, Stored, SupervisorRecord};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use warden_audit::{EventKind, StopReason};
+use warden_jail::spawn::{self, FromInit, ToInit};
+use warden_jail::{Pid, Program};
+
+/// Connections served at once; more are refused.
+const MAX_CONNECTIONS: usize = 256;
+/// Grace of a stop the TTL asks for.
+const TTL_GRACE: Duration = Duration::from_secs(10);
+
+/// Why a supervisor could not start its sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error(transparent)]
+    Store(#[from] warden_workspace::StoreError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    #[error("cannot open the sandbox's event sinks: {0}")]
+    Sinks(String),
+    #[error("cannot listen on the control socket {path}")]
+    Listen {
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error(transparent)]
+    Jail(#[from] warden_jail::JailError),
+}
+
+/// Everything the sandbox's threads share.
+struct Shared {
+    bus: Arc<Bus>,
+    channel: OwnedFd,
+    init: Pid,
+    started_ms: u64,
+    ttl_deadline_ms: Option<u64>,
+    next_exec: AtomicU64,
+    execs: Mutex<HashMap<u64, Slot>>,
+    stopping: AtomicBool,
+    cgroups: Vec<PathBuf>,
+    connections: AtomicU64,
+}
+
+struct Slot {
+    argv: Vec<String>,
+    /// Its PID inside the sandbox, once it runs.
+    pid: Option<i32>,
+    tty: bool,
+    started: Instant,
+    waiter: Option<SyncSender<FromInit>>,
+}
+
+/// Run the supervisor of the named sandbox in this process; returns the
+/// process's exit status. Tells whoever started it how the start went on
+/// `ready` ("ready PID" or "error: why"), then lets it go.
+///
+/// Must be called single-threaded (the sandbox is cloned from here).
+pub fn run_main(state_root: &Path, name: &str, sink_extra: Vec<Sink>, ready: OwnedFd) -> i32 {
+    // Out of the caller's session: its terminal closing hangs nothing up.
+    let _ = nix::unistd::setsid();
+    let ready = Mutex::new(Some(ready));
+    let tell = |line: &str| {
+        if let Some(fd) = ready.lock().ok().and_then(|mut r| r.take()) {
+            let _ = nix::unistd::write(&fd, line.as_bytes());
+        }
+    };
+    match supervise(state_root, name, sink_extra, &tell) {
+        Ok(()) => 0,
+        Err(e) => {
+            tell(&format!("error: {}\n", warden_jail::chain_str(&e)));
+            125
+        }
+    }
+}
+
+fn supervise(
+    state_root: &Path,
+    name: &str,
+    mut sinks: Vec<Sink>,
+    tell: &(dyn Fn(&str) + Sync),
+) -> Result<(), SuperviseError> {
+    let store = warden_workspace::Store::open(state_root)?;
+    let sb = store.get(name)?;
+    let lock = sb.lock()?;
+    let dir = sb.dir().to_path_buf();
+    if let Ok(rec) = state::read_json::<SupervisorRecord>(&dir.join(state::SUPERVISOR)) {
+        state::clean_dead(&dir, &rec);
+    }
+    let stored: Stored = state::read_json(&dir.join(state::STORED))?;
+    if let Some(path) = &stored.sinks.audit_log {
+        let log = warden_audit::chain::ChainedLog::open(path)
+            .map_err(|e| SuperviseError::Sinks(warden_jail::chain_str(&e)))?;
+        sinks.push(Box::new(log));
+    }
+    if let Some(path) = &stored.sinks.json_events {
+        let s = warden_audit::JsonLinesSink::open(path)
+            .map_err(|e| SuperviseError::Sinks(warden_jail::chain_str(&e)))?;
+        sinks.push(Box::new(s));
+    }
+    let socket_path = dir.join(state::CONTROL);
+    let listener = listen(&socket_path)?;
+    lock.set_state(warden_workspace::SandboxState::Running)?;
+
+    let bus = Bus::new(name, sinks);
+    let mut wiring = Wiring::new(&stored.spec, bus.clone());
+    let ttl = stored.ttl_ms.map(Duration::from_millis);
+    let record_path = dir.join(state::SUPERVISOR);
+    let service_bus = bus.clone();
+    let listener = Mutex::new(Some(listener));
+    let ready_line = Arc::new(Mutex::new(None::<String>));
+    let ready_out = ready_line.clone();
+    wiring.on_service(move |channel, init| {
+        // From here on threads may run: the sandbox is cloned.
+        service_bus.start_writer();
+        let started_ms = state::now_ms();
+        let cgroups = state::cgroups_of(init.as_raw());
+        let _ = state::write_json(
+            &record_path,
+            &SupervisorRecord {
+                pid: std::process::id(),
+                start_ticks: state::start_ticks(std::process::id()).unwrap_or(0),
+                started_ms,
+                cgroups: cgroups.clone(),
+            },
+        );
+        let shared = Arc::new(Shared {
+            bus: service_bus.clone(),
+            channel,
+            init,
+            started_ms,
+            ttl_deadline_ms: ttl.map(|t| started_ms + t.as_millis() as u64),
+            next_exec: AtomicU64::new(1),
+            execs: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
+            cgroups,
+            connections: AtomicU64::new(0),
+        });
+        let s = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("warden-init".into())
+            .spawn(move || read_notices(&s));
+        if let Some(l) = listener.lock().ok().and_then(|mut l| l.take()) {
+            let s = shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("warden-control".into())
+                .spawn(move || accept(&s, l));
+        }
+        if let Some(ttl) = ttl {
+            let s = shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("warden-ttl".into())
+                .spawn(move || {
+                    std::thread::sleep(ttl);
+                    stop(&s, StopReason::Ttl, TTL_GRACE);
+                });
+        }
+        if let Ok(mut r) = ready_out.lock() {
+            *r = Some(format!("ready {}\n", init.as_raw()));
+        }
+    });
+    // The start-up is told once the sandbox runs, from this thread: the
+    // callback above sets the line, the events' writer says the rest.
+    let mut sink = ReadySink {
+        inner: BusSink(bus.clone()),
+        ready: ready_line,
+        tell,
+    };
+    let result = warden_jail::run(&stored.spec, name, Program::Service, &mut sink, &mut wiring);
+    drop(wiring);
+    bus.close();
+    let _ = std::fs::remove_file(&socket_path);
+    let _ = std::fs::remove_file(dir.join(state::SUPERVISOR));
+    let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
+    result?;
+    Ok(())
+}
+
+/// Passes events on, and tells the starter "ready" at the `started` event
+/// (after which the start cannot fail any more).
+struct ReadySink<'a> {
+    inner: BusSink,
+    ready: Arc<Mutex<Option<String>>>,
+    tell: &'a (dyn Fn(&str) + Sync),
+}
+
+impl warden_audit::EventSink for ReadySink<'_> {
+    fn emit(&mut self, event: &warden_audit::Event) {
+        self.inner.emit(event);
+        if matches!(event.kind, EventKind::Started { .. }) {
+            let line = self.ready.lock().ok().and_then(|mut r| r.take());
+            (self.tell)(line.as_deref().unwrap_or("ready\n"));
+        }
+    }
+}
+
+/// The control socket: owner-only, in the sandbox's own directory.
+fn listen(path: &Path) -> Result<OwnedFd, SuperviseError> {
+    use nix::sys::socket::{
+        bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+    };
+    let err = |source| SuperviseError::Listen {
+        path: path.to_path_buf(),
+        source,
+    };
+    let _ = std::fs::remove_file(path);
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(err)?;
+    let addr = UnixAddr::new(path).map_err(err)?;
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let bound = bind(fd.as_raw_fd(), &addr);
+    nix::sys::stat::umask(old);
+    bound.map_err(err)?;
+    listen(&fd, Backlog::new(64).unwrap_or(Backlog::MAXCONN)).map_err(err)?;
+    Ok(fd)
+}
+
+fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
+    let me = nix::unistd::getuid();
+    loop {
+        let conn = match warden_jail::fdpass::accept(listener.as_fd()) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        // Only the sandbox's owner (or root) may drive it; the socket's
+        // mode says the same, this holds even if the mode is changed.
+        let peer = nix::sys::socket::getsockopt(&conn, nix::sys::socket::sockopt::PeerCredentials);
+        let allowed = peer.is_ok_and(|c| c.uid() == me.as_raw() || c.uid() == 0);
+        if !allowed {
+            continue;
+        }
+        if shared.connections.load(Ordering::Relaxed) >= MAX_CONNECTIONS as u64 {
+            let _ = protocol::send(
+                conn.as_fd(),
+                &Reply::Error {
+                    message: format!(
+                        "the supervisor serves {MAX_CONNECTIONS} connections at most; try again"
+                    ),
+                },
+                &[],
+            );
+            continue;
+        }
+        shared.connections.fetch_add(1, Ordering::Relaxed);
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("warden-conn".into())
+            .spawn(move || {
+                let _ = serve(&s, &conn);
+                s.connections.fetch_sub(1, Ordering::Relaxed);
+            });
+        if spawned.is_err() {
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolError> {
+    let (hello, _) = protocol::receive::<Request>(conn)?;
+    match hello {
+        Request::Hello { version } if version == VERSION => protocol::send(
+            conn.as_fd(),
+            &Reply::Hello {
+                version: VERSION,
+                sandbox: shared.bus.sandbox().to_string(),
+                pid: std::process::id(),
+            },
+            &[],
+        )?,
+        Request::Hello { version } => {
+            return protocol::send(
+                conn.as_fd(),
+                &Reply::Error {
+                    message: format!("this sandbox's supervisor speaks control protocol {VERSION}, the caller {version}: use the same warden for both"),
+                },
+                &[],
+            )
+        }
+        _ => return Ok(()),
+    }
+    let (req, fds) = protocol::receive::<Request>(conn)?;
+    let reply = |r: &Reply| protocol::send(conn.as_fd(), r, &[]);
+    match req {
+        Request::Hello { .. } => reply(&Reply::Error {
+            message: "hello twice".into(),
+        }),
+        Request::Exec(r) => exec(shared, conn, r, fds),
+        Request::Signal { exec, signal } => {
+            match spawn::send(
+                shared.channel.as_fd(),
+                &ToInit::Signal { id: exec, signal },
+                &[],
+            ) {
+                Ok(()) => reply(&Reply::Ok),
+                Err(e) => reply(&Reply::Error {
+                    message: warden_jail::chain_str(&e),
+                }),
+            }
+        }
+        Request::Stop { grace_ms } => {
+            reply(&Reply::Ok)?;
+            stop(
+                shared,
+                StopReason::Requested,
+                Duration::from_millis(grace_ms),
+            );
+            Ok(())
+        }
+        Request::Status => reply(&Reply::Status(status(shared))),
+        Request::Ps => {
+            let execs: HashMap<i32, u64> = shared
+                .execs
+                .lock()
+                .map(|e| e.iter().filter_map(|(id, s)| Some((s.pid?, *id))).collect())
+                .unwrap_or_default();
+            let processes = processes(shared.init.as_raw())
+                .into_iter()
+                .map(|(host_pid, pid, command)| Process {
+                    pid,
+                    host_pid,
+                    exec: execs.get(&pid).copied(),
+                    command,
+                })
+                .collect();
+            reply(&Reply::Ps { processes })
+        }
+        Request::Follow => {
+            let rx = shared.bus.subscribe();
+            while let Ok(e) = rx.recv() {
+                reply(&Reply::Event(e))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn exec(
+    shared: &Arc<Shared>,
+    conn: &OwnedFd,
+    r: ExecRequest,
+    fds: Vec<OwnedFd>,
+) -> Result<(), protocol::ProtocolError> {
+    let reply = |m: &Reply| protocol::send(conn.as_fd(), m, &[]);
+    if shared.stopping.load(Ordering::Relaxed) {
+        return reply(&Reply::Error {
+            message: "the sandbox is stopping".into(),
+        });
+    }
+    if r.argv.is_empty() {
+        return reply(&Reply::Error {
+            message: "no command to run: give one after --".into(),
+        });
+    }
+    let wanted = if r.tty { 1 } else { 3 };
+    if fds.len() != wanted {
+        return reply(&Reply::Error {
+            message: format!(
+                "an exec needs {wanted} descriptor(s) ({}), {} came",
+                if r.tty {
+                    "a terminal"
+                } else {
+                    "stdin, stdout, stderr"
+                },
+                fds.len()
+            ),
+        });
+    }
+    let id = shared.next_exec.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = sync_channel(4);
+    if let Ok(mut execs) = shared.execs.lock() {
+        execs.insert(
+            id,
+            Slot {
+                argv: r.argv.clone(),
+                pid: None,
+                tty: r.tty,
+                started: Instant::now(),
+                waiter: Some(tx),
+            },
+        );
+    }
+    let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let sent = spawn::send(
+        shared.channel.as_fd(),
+        &ToInit::Spawn {
+            id,
+            argv: r.argv,
+            env: r.env,
+            cwd: r.cwd,
+            tty: r.tty,
+        },
+        &raw,
+    );
+    // The process holds its own copies now; ours would keep the caller's
+    // pipes open after it ends.
+    drop(fds);
+    if let Err(e) = sent {
+        if let Ok(mut execs) = shared.execs.lock() {
+            execs.remove(&id);
+        }
+        return reply(&Reply::Error {
+            message: warden_jail::chain_str(&e),
+        });
+    }
+    while let Ok(notice) = rx.recv() {
+        let (m, done) = match notice {
+            FromInit::Spawned { pid, .. } => (Reply::Spawned { exec: id, pid }, false),
+            FromInit::Failed { errno, .. } => (
+                Reply::Failed {
+                    status: if errno == libc::ENOENT { 127 } else { 126 },
+                    message: if errno == libc::ENOENT {
+                        "command not found in the sandbox".into()
+                    } else {
+                        format!(
+                            "cannot execute: {}",
+                            nix::errno::Errno::from_raw(errno).desc()
+                        )
+                    },
+                },
+                true,
+            ),
+            FromInit::Exited { code, .. } => (
+                Reply::Exited {
+                    exec: id,
+                    status: code,
+                    signal: None,
+                },
+                true,
+            ),
+            FromInit::Signaled { signal, .. } => (
+                Reply::Exited {
+                    exec: id,
+                    status: 128 + signal,
+                    signal: Some(signal),
+                },
+                true,
+            ),
+        };
+        if reply(&m).is_err() || done {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Read the init's notices: record each exec's start and end, and tell the
+/// caller waiting for it.
+fn read_notices(shared: &Arc<Shared>) {
+    while let Ok(Some(notice)) = spawn::receive(shared.channel.as_fd()) {
+        let Ok(mut execs) = shared.execs.lock() else {
+            break;
+        };
+        let id = match &notice {
+            FromInit::Spawned { id, .. }
+            | FromInit::Failed { id, .. }
+            | FromInit::Exited { id, .. }
+            | FromInit::Signaled { id, .. } => *id,
+        };
+        let Some(slot) = execs.get_mut(&id) else {
+            continue;
+        };
+        match &notice {
+            FromInit::Spawned { pid, .. } => {
+                slot.pid = Some(*pid);
+                shared.bus.emit(EventKind::ExecStarted {
+                    exec: id,
+                    argv: slot.argv.clone(),
+                    pid: *pid,
+                    tty: slot.tty,
+                })
+            }
+            other => {
+                let (status, signal) = match other {
+                    FromInit::Failed { errno, .. } => {
+                        (if *errno == libc::ENOENT { 127 } else { 126 }, None)
+                    }
+                    FromInit::Exited { code, .. } => (*code, None),
+                    FromInit::Signaled { signal, .. } => (128 + signal, Some(*signal)),
+                    FromInit::Spawned { .. } => (0, None),
+                };
+                shared.bus.emit(EventKind::ExecExited {
+                    exec: id,
+                    status,
+                    signal,
+                    duration_ms: slot.started.elapsed().as_millis() as u64,
+                });
+            }
+        }
+        if let Some(w) = &slot.waiter {
+            if w.try_send(notice.clone()).is_err() {
+                slot.waiter = None;
+            }
+        }
+        if !matches!(notice, FromInit::Spawned { .. }) {
+            execs.remove(&id);
+        }
+    }
+    // The init is gone, and every process with it.
+    if let Ok(mut execs) = shared.execs.lock() {
+        for (id, slot) in execs.drain() {
+            shared.bus.emit(EventKind::ExecExited {
+                exec: id,
+                status: 128 + libc::SIGKILL,
+                signal: Some(libc::SIGKILL),
+                duration_ms: slot.started.elapsed().as_millis() as u64,
+            });
+            if let Some(w) = slot.waiter {
+                let _ = w.try_send(FromInit::Signaled {
+                    id,
+                    signal: libc::SIGKILL,
+                });
+            }
+        }
+    }
+}
+
+/// SIGTERM to every process, then, after `grace` (or as soon as none is
+/// left), the end of the sandbox.
+fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
+    if shared.stopping.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    shared.bus.emit(EventKind::Stopping { reason });
+    let _ = spawn::send(shared.channel.as_fd(), &ToInit::TermAll, &[]);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && !processes(shared.init.as_raw()).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = spawn::send(shared.channel.as_fd(), &ToInit::Shutdown, &[]);
+    // An init that does not go (it always does) is killed, and with it
+    // the whole sandbox.
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = nix::sys::signal::kill(shared.init, nix::sys::signal::Signal::SIGKILL);
+}
+
+fn status(shared: &Shared) -> Status {
+    let memory_bytes = shared.cgroups.iter().find_map(|cg| {
+        ["memory.current", "memory.usage_in_bytes"]
+            .iter()
+            .find_map(|f| {
+                std::fs::read_to_string(cg.join(f))
+                    .ok()?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+    });
+    Status {
+        sandbox: shared.bus.sandbox().to_string(),
+        init_pid: shared.init.as_raw(),
+        started_ms: shared.started_ms,
+        ttl_deadline_ms: shared.ttl_deadline_ms,
+        processes: processes(shared.init.as_raw()).len(),
+        execs: shared.execs.lock().map(|e| e.len()).unwrap_or(0),
+        memory_bytes,
+        egress_bytes: shared.bus.egress_bytes(),
+    }
+}
+
+/// The sandbox's processes but its init: (host PID, PID inside, command).
+pub fn processes(init: i32) -> Vec<(i32, i32, String)> {
+    let mut parent: HashMap<i32, i32> = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            if let Some(ppid) = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok())
+            {
+                parent.insert(pid, ppid);
+            }
+        }
+    }
+    let mut inside = vec![init];
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(&p) = inside.get(i) {
+        i += 1;
+        for (&child, &pp) in &parent {
+            if pp == p && !inside.contains(&child) {
+                inside.push(child);
+            }
+        }
+    }
+    for &host in inside.iter().skip(1) {
+        let status = std::fs::read_to_string(format!("/proc/{host}/status")).unwrap_or_default();
+        let ns_pid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let command = std::fs::read(format!("/proc/{host}/cmdline"))
+            .map(|c| {
+                c.split(|b| *b == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        out.push((host, ns_pid, command));
+    }
+    out
+}
