@@ -982,7 +982,8 @@ curl -sS --noproxy '*' -o /dev/null -w 'other %{{http_code}}\n' -H "Authorizatio
         seen[0].header("authorization"),
         Some(format!("Bearer {value}").as_str())
     );
-    // Two sources for one secret: refused, with the flag's message.
+    // Two sources for one secret: refused, at the secret's place in the
+    // profile and naming the profile's key (not the flag).
     std::fs::write(
         &profile,
         "secrets:\n  GH:\n    from_env: TOKEN\n    from_file: /etc/hostname\n    hosts: [a.test]\n",
@@ -990,7 +991,9 @@ curl -sS --noproxy '*' -o /dev/null -w 'other %{{http_code}}\n' -H "Authorizatio
     .unwrap();
     let out = run_with_token(&value, &["-P", profile.to_str().unwrap()], "true");
     assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("--secret"), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("agent.yaml:2:3: secrets"), "{err}");
+    assert!(!err.contains("--secret "), "{err}");
 }
 
 #[test]

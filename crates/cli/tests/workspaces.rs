@@ -9,13 +9,28 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 /// warden with its state in `state` (so tests do not share sandboxes).
+/// A sandbox that an exec started stays up; the commands that change its
+/// layer need it stopped, as a person would stop it first.
 fn warden(state: &Path, args: &[&str]) -> Output {
-    Command::new(warden_bin())
-        .args(args)
-        .env("WARDEN_STATE_DIR", state.join("warden"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    warden_env(state, args, &[])
+}
+
+fn warden_env(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let run = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.join("warden"))
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    if let ["commit" | "discard" | "snapshot" | "restore", name, ..] = args {
+        if !name.starts_with('-') {
+            ok(&run(&["stop", name]));
+        }
+    }
+    run(args)
 }
 
 fn ok(o: &Output) -> String {
@@ -457,12 +472,11 @@ fn the_cycle_works_for_an_unprivileged_user() {
             .output()
             .unwrap()
     };
-    ok(&run(&["create", "u", "-w", proj.str()]));
+    ok(&run(&["create", "u", "-w", proj.str(), "--allow-degraded"]));
     ok(&run(&[
         "exec",
         "u",
         "--no-tty",
-        "--allow-degraded",
         "--",
         "sh",
         "-c",
@@ -474,6 +488,7 @@ fn the_cycle_works_for_an_unprivileged_user() {
     );
     let diff = ok(&run(&["diff", "u", "--stat"]));
     assert!(diff.contains("file") && diff.contains("added"), "{diff}");
+    ok(&run(&["stop", "u"]));
     ok(&run(&["commit", "u"]));
     assert_eq!(
         std::fs::read_to_string(proj.path().join("file")).unwrap(),
@@ -525,15 +540,8 @@ fn without_overlayfs_the_sandbox_works_on_a_copy_and_says_so() {
     let state = TempDir::new("ws-copy-state");
     let proj = TempDir::new("ws-copy-proj");
     std::fs::write(proj.path().join("f"), "real\n").unwrap();
-    let copy_mode = |args: &[&str]| {
-        Command::new(warden_bin())
-            .args(args)
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .env("WARDEN_TEST_NO_OVERLAY", "1")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
+    let copy_mode =
+        |args: &[&str]| warden_env(state.path(), args, &[("WARDEN_TEST_NO_OVERLAY", "1")]);
     let out = copy_mode(&["create", "cp", "-w", proj.str()]);
     ok(&out);
     assert!(stderr(&out).contains("works on a copy"), "{}", stderr(&out));
@@ -617,6 +625,7 @@ fn interactive_commit_applies_only_what_the_person_accepts() {
             "echo a > A && echo b > B",
         ],
     ));
+    ok(&warden(state.path(), &["stop", "i"]));
     let mut child = Command::new(warden_bin())
         .args(["commit", "i", "--interactive"])
         .env("WARDEN_STATE_DIR", state.path().join("warden"))

@@ -545,7 +545,18 @@ fn serve(server: &mut crate::spawn::Server<'_>, sfd: SignalFd, mut sockets: Opti
         }
         if signal {
             while let Ok(Some(info)) = sfd.read_signal() {
-                if info.ssi_signo as i32 != libc::SIGCHLD {
+                let signo = info.ssi_signo as i32;
+                if signo != libc::SIGCHLD {
+                    // Only the supervisor can signal the init (the kernel
+                    // drops what the sandbox sends its PID 1): a request
+                    // to end, passed on by a supervisor that was told to.
+                    if info.ssi_code != libc::SI_KERNEL
+                        && [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT]
+                            .contains(&signo)
+                    {
+                        end_gracefully();
+                        return;
+                    }
                     continue;
                 }
                 loop {
@@ -567,6 +578,20 @@ fn serve(server: &mut crate::spawn::Server<'_>, sfd: SignalFd, mut sockets: Opti
         }
         if request && !server.on_request() {
             return;
+        }
+    }
+}
+
+/// SIGTERM to every other process of the sandbox, and up to a second for
+/// them to go; returning then ends the rest.
+fn end_gracefully() {
+    let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGTERM);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while std::time::Instant::now() < deadline {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Err(nix::errno::Errno::ECHILD) => return,
+            Ok(WaitStatus::StillAlive) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            _ => {}
         }
     }
 }

@@ -184,6 +184,54 @@ impl Running {
     }
 }
 
+/// Wait until the process ends, passing on to it (and its process group)
+/// the signals that would end the caller: SIGINT, SIGTERM, SIGHUP,
+/// SIGQUIT (a Ctrl-C with pipes, a `kill` of the caller). `control` is the
+/// supervisor's socket, reached anew for each signal.
+pub fn wait_forwarding(running: Running, control: &Path) -> Result<ExecStatus, ClientError> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        set.add(s);
+    }
+    let mut old = SigSet::empty();
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old))
+        .map_err(ClientError::Terminal)?;
+    let sfd = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(ClientError::Terminal)?;
+    let exec = running.exec;
+    loop {
+        let mut fds = [
+            PollFd::new(running.fd(), PollFlags::POLLIN),
+            PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(ClientError::Terminal(e)),
+        }
+        let done = fds[0].revents().is_some_and(|r| !r.is_empty());
+        let signalled = fds[1].revents().is_some_and(|r| !r.is_empty());
+        if signalled {
+            while let Ok(Some(info)) = sfd.read_signal() {
+                if let Ok(c) = Connection::open(control) {
+                    let _ = c.signal(exec, info.ssi_signo as i32);
+                }
+            }
+        }
+        if done {
+            let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+            return running.wait();
+        }
+    }
+}
+
 /// Wait until the supervisor with host PID `pid` has exited (the sandbox
 /// is gone), for at most `timeout`; true when it has. A zombie that its
 /// adopter has not reaped yet counts as gone.

@@ -328,10 +328,8 @@ fn protocol(p: decision::Protocol) -> Protocol {
         decision::Protocol::Http => Protocol::Http,
         decision::Protocol::Dns => Protocol::Dns,
         decision::Protocol::Request => Protocol::Request,
-        // A CONNECT is recorded as what it carried when decided; the word
-        // itself is the proxy's own.
-        decision::Protocol::Connect | decision::Protocol::Tcp | decision::Protocol::Secret(_) => {
-            Protocol::Tcp
-        }
+        decision::Protocol::Connect => Protocol::Connect,
+        // Secret decisions become `secret` events, never connections.
+        decision::Protocol::Tcp | decision::Protocol::Secret(_) => Protocol::Tcp,
     }
 }

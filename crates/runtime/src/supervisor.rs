@@ -54,6 +54,10 @@ struct Shared {
     next_exec: AtomicU64,
     execs: Mutex<HashMap<u64, Slot>>,
     stopping: AtomicBool,
+    /// The hard lifetime (`--timeout`) ended the sandbox.
+    timed_out: AtomicBool,
+    /// The init closed its channel: it has exited.
+    init_gone: AtomicBool,
     cgroups: Vec<PathBuf>,
     connections: AtomicU64,
 }
@@ -118,8 +122,12 @@ fn supervise(
     let listener = listen(&socket_path)?;
     lock.set_state(warden_workspace::SandboxState::Running)?;
 
+    // The spec's --timeout is the sandbox's hard lifetime: kept here (not
+    // given to the jail), so that the execs it cuts short are told 124.
+    let mut spec = stored.spec.clone();
+    let hard_limit = spec.resources.timeout.take();
     let bus = Bus::new(name, sinks);
-    let mut wiring = Wiring::new(&stored.spec, bus.clone());
+    let mut wiring = Wiring::new(&spec, bus.clone());
     let ttl = stored.ttl_ms.map(Duration::from_millis);
     let record_path = dir.join(state::SUPERVISOR);
     let service_bus = bus.clone();
@@ -149,6 +157,8 @@ fn supervise(
             next_exec: AtomicU64::new(1),
             execs: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
+            timed_out: AtomicBool::new(false),
+            init_gone: AtomicBool::new(false),
             cgroups,
             connections: AtomicU64::new(0),
         });
@@ -161,6 +171,16 @@ fn supervise(
             let _ = std::thread::Builder::new()
                 .name("warden-control".into())
                 .spawn(move || accept(&s, l));
+        }
+        if let Some(limit) = hard_limit {
+            let s = shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("warden-timeout".into())
+                .spawn(move || {
+                    std::thread::sleep(limit);
+                    s.timed_out.store(true, Ordering::SeqCst);
+                    stop(&s, StopReason::Timeout, Duration::ZERO);
+                });
         }
         if let Some(ttl) = ttl {
             let s = shared.clone();
@@ -182,7 +202,7 @@ fn supervise(
         ready: ready_line,
         tell,
     };
-    let result = warden_jail::run(&stored.spec, name, Program::Service, &mut sink, &mut wiring);
+    let result = warden_jail::run(&spec, name, Program::Service, &mut sink, &mut wiring);
     drop(wiring);
     bus.close();
     let _ = std::fs::remove_file(&socket_path);
@@ -520,20 +540,33 @@ fn read_notices(shared: &Arc<Shared>) {
             execs.remove(&id);
         }
     }
-    // The init is gone, and every process with it.
+    shared.init_gone.store(true, Ordering::SeqCst);
+    // The init is gone, and every process with it: killed, or (at the
+    // sandbox's --timeout) timed out, 124 as for `warden run`.
+    let timed_out = shared.timed_out.load(Ordering::SeqCst);
     if let Ok(mut execs) = shared.execs.lock() {
         for (id, slot) in execs.drain() {
+            let (status, signal) = if timed_out {
+                (124, None)
+            } else {
+                (128 + libc::SIGKILL, Some(libc::SIGKILL))
+            };
             shared.bus.emit(EventKind::ExecExited {
                 exec: id,
-                status: 128 + libc::SIGKILL,
-                signal: Some(libc::SIGKILL),
+                status,
+                signal,
                 duration_ms: slot.started.elapsed().as_millis() as u64,
             });
             if let Some(w) = slot.waiter {
-                let _ = w.try_send(FromInit::Signaled {
-                    id,
-                    signal: libc::SIGKILL,
-                });
+                let notice = if timed_out {
+                    FromInit::Exited { id, code: 124 }
+                } else {
+                    FromInit::Signaled {
+                        id,
+                        signal: libc::SIGKILL,
+                    }
+                };
+                let _ = w.try_send(notice);
             }
         }
     }
@@ -553,9 +586,12 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
     }
     let _ = spawn::send(shared.channel.as_fd(), &ToInit::Shutdown, &[]);
     // An init that does not go (it always does) is killed, and with it
-    // the whole sandbox.
+    // the whole sandbox; one that went has closed the channel (its PID may
+    // be another process's by now: never signalled then).
     std::thread::sleep(Duration::from_secs(2));
-    let _ = nix::sys::signal::kill(shared.init, nix::sys::signal::Signal::SIGKILL);
+    if !shared.init_gone.load(Ordering::SeqCst) {
+        let _ = nix::sys::signal::kill(shared.init, nix::sys::signal::Signal::SIGKILL);
+    }
 }
 
 fn status(shared: &Shared) -> Status {

@@ -338,7 +338,7 @@ fn exec_in(
     }
     let status = match master {
         Some(m) => client::relay_terminal(running, m)?,
-        None => running.wait()?,
+        None => client::wait_forwarding(running, &control(sb))?,
     };
     if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
         return Ok((
@@ -493,6 +493,26 @@ pub fn supervise(name: &str) -> anyhow::Result<u8> {
         .open("/dev/null")
         .context("cannot open /dev/null")?;
     nix::unistd::dup2_stdout(&null).context("cannot detach stdout")?;
-    let code = warden_runtime::supervisor::run_main(&state, name, Vec::new(), ready);
+    // The OpenTelemetry sink is the front door's (a cargo feature); the
+    // supervisor opens the audit log and the event file itself.
+    #[allow(unused_mut)]
+    let mut extra: Vec<warden_runtime::events::Sink> = Vec::new();
+    #[cfg(feature = "otlp")]
+    {
+        let stored = warden_workspace::Store::open(&state)
+            .ok()
+            .and_then(|s| s.get(name).ok())
+            .and_then(|sb| state::read_json::<Stored>(&sb.dir().join(state::STORED)).ok());
+        if let Some(url) = stored.and_then(|s| s.sinks.otlp_endpoint) {
+            match warden_audit::otlp::OtlpSink::new(&url) {
+                Ok(s) => extra.push(Box::new(s)),
+                Err(e) => {
+                    let _ = nix::unistd::write(&ready, format!("error: {e}\n").as_bytes());
+                    return Ok(125);
+                }
+            }
+        }
+    }
+    let code = warden_runtime::supervisor::run_main(&state, name, extra, ready);
     Ok(code.clamp(0, 255) as u8)
 }

@@ -329,7 +329,7 @@ pub fn resolve(
     let spec = match request.resolve(defaults, &host_env) {
         Ok(spec) => spec,
         Err(e) => match warden_policy::validate::locate(&composed.merged, &e).place() {
-            Some((file, pos)) => anyhow::bail!("{file}:{pos}: {e}"),
+            Some((file, pos)) => anyhow::bail!("{file}:{pos}: {}", e.describe_for_profile()),
             None => return Err(e.into()),
         },
     };

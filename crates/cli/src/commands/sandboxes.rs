@@ -199,7 +199,13 @@ pub fn rm(store: &Store, names: &[String], force: bool) -> anyhow::Result<u8> {
                 std::time::Duration::from_secs(10),
             )?;
         }
+        // A sandbox made without -w had a workspace of its own: it goes too.
+        let own = store.root().join("workspaces").join(name);
+        let owned = std::fs::canonicalize(&own).is_ok_and(|o| o == sb.meta().workspace);
         store.remove(name)?;
+        if owned {
+            let _ = std::fs::remove_dir_all(&own);
+        }
         println!("removed sandbox {name}");
     }
     Ok(0)
