@@ -144,12 +144,21 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let defaults = Defaults::for_host(commands::host_facts());
-    let command = Cli::command().mut_subcommand("run", |c| {
-        c.after_help(commands::run::run_after_help(&defaults))
-    });
+    // The host's defaults are read only by the commands that use them (and
+    // by `run --help`, which shows them): `exec` and the rest start faster.
+    let defaults = || Defaults::for_host(commands::host_facts());
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let asks_help = args
+        .iter()
+        .any(|a| a == "--help" || a == "-h" || a == "help");
+    let mut command = Cli::command();
+    if asks_help {
+        let d = defaults();
+        command =
+            command.mut_subcommand("run", |c| c.after_help(commands::run::run_after_help(&d)));
+    }
     let cli = match command
-        .try_get_matches()
+        .try_get_matches_from(args)
         .and_then(|m| Cli::from_arg_matches(&m))
     {
         Ok(c) => c,
@@ -168,11 +177,11 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => commands::run::run(*args, &defaults),
-        Command::Doctor { json } => commands::doctor::doctor(json, &defaults),
+        Command::Run(args) => commands::run::run(*args, &defaults()),
+        Command::Doctor { json } => commands::doctor::doctor(json, &defaults()),
         Command::Audit(cmd) => commands::audit::audit(cmd),
         Command::Exec(a) => commands::lifecycle::exec(a),
-        Command::Create(a) => commands::lifecycle::create(a, &defaults),
+        Command::Create(a) => commands::lifecycle::create(a, &defaults()),
         Command::Start { names } => commands::lifecycle::start(&names),
         Command::Stop { names, time } => commands::lifecycle::stop(&names, time),
         Command::Ps { name, json } => commands::lifecycle::ps(&name, json),
@@ -217,7 +226,7 @@ fn main() -> ExitCode {
             );
             Ok(0)
         }
-        Command::Profile(cmd) => commands::profile::profile(cmd, &defaults),
+        Command::Profile(cmd) => commands::profile::profile(cmd, &defaults()),
         Command::Preset(PresetCommand::List { show }) => {
             commands::profile::preset_list(show.as_deref())
         }

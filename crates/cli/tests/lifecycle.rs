@@ -464,3 +464,64 @@ fn a_long_lived_sandbox_works_for_an_unprivileged_user_too() {
     ok(&run(&["stop", "un"]));
     assert!(!alive(pids[0]));
 }
+
+#[test]
+fn an_exec_on_a_terminal_gets_a_pty_of_its_own_that_follows_resizes_and_ctrl_c() {
+    let state = TempDir::new("lc-tty");
+    ok(&warden(state.path(), &["create", "ty", "--start"]));
+    let _stop = Stopper(state.path(), "ty");
+    let mut term = TestTerminal::open(40, 100);
+    let py = "import os, signal, sys, time\n\
+              got = []\n\
+              signal.signal(signal.SIGWINCH, lambda *a: got.append(1))\n\
+              print('tty', os.isatty(0), os.ttyname(0) != '', 'size', *os.get_terminal_size(0), flush=True)\n\
+              for _ in range(200):\n    if got: break\n    time.sleep(0.05)\n\
+              print('resized' if got else 'no-signal', *os.get_terminal_size(0), flush=True)\n\
+              time.sleep(30)\n";
+    let mut child = term.spawn(
+        Command::new(warden_bin())
+            .args(["exec", "ty", "--", "python3", "-c", py])
+            .env("WARDEN_STATE_DIR", state.path().join("warden")),
+    );
+    let first = term.expect("size 100 40", Duration::from_secs(10));
+    assert!(first.contains("tty True True size 100 40"), "{first:?}");
+    term.resize(50, 120);
+    let seen = term.expect("resized 120 50", Duration::from_secs(10));
+    assert!(seen.contains("resized 120 50"), "{seen:?}");
+    use std::io::Write;
+    term.master.write_all(b"\x03").unwrap();
+    let start = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(matches!(status.code(), Some(1) | Some(130)), "{status:?}");
+}
+
+#[test]
+fn ctrl_c_to_an_exec_with_pipes_reaches_its_process() {
+    let state = TempDir::new("lc-int");
+    let marker = unique("lc-int-sleeper");
+    ok(&warden(state.path(), &["create", "in", "--start"]));
+    let _stop = Stopper(state.path(), "in");
+    let script = format!("exec -a {marker} sleep 1000");
+    let mut child = Command::new(warden_bin())
+        .args(["exec", "-T", "in", "--", "bash", "-c", &script])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The process named by the marker (not the warden exec whose command
+    // line also holds it).
+    let named = || pids_running(&[marker.as_str(), "1000"]);
+    wait_until("the exec to run", Duration::from_secs(10), || {
+        !named().is_empty()
+    });
+    let pid = named()[0];
+    // SAFETY: SIGINT to the warden exec this test started, as Ctrl-C would.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status:?}");
+    assert!(
+        !alive(pid),
+        "the process in the sandbox survived the caller's Ctrl-C"
+    );
+}

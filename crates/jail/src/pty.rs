@@ -54,6 +54,37 @@ pub fn copy_window_size(from: BorrowedFd<'_>, to: BorrowedFd<'_>) {
     }
 }
 
+/// The window size of terminal `fd`, rows and columns, if it is one.
+pub fn window_size(fd: BorrowedFd<'_>) -> Option<(u16, u16)> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the valid, properly
+    // aligned `ws`.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) };
+    (rc == 0).then_some((ws.ws_row, ws.ws_col))
+}
+
+/// Set the window size of terminal `fd`.
+pub fn set_window_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) {
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `winsize` from valid memory.
+    unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+}
+
+/// Whether `fd` is a terminal.
+pub fn is_terminal(fd: BorrowedFd<'_>) -> bool {
+    termios::tcgetattr(fd).is_ok()
+}
+
 /// Puts the caller's terminal back as it was when dropped.
 pub struct RawMode {
     saved: Termios,

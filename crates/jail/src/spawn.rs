@@ -29,8 +29,11 @@ const MAX_NOTICE: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ToInit {
-    /// Start a process. Descriptors: `[stdin, stdout, stderr]`, or one
-    /// terminal (`tty`) that becomes all three and the controlling terminal.
+    /// Start a process. Descriptors: `[stdin, stdout, stderr]`; with
+    /// `tty`, none: the init opens a terminal in the sandbox's own devpts
+    /// (so the process's `ttyname` is a path it can see), makes it the
+    /// process's controlling terminal and its 0, 1, 2, and sends the
+    /// master side back with `spawned`.
     Spawn {
         id: u64,
         argv: Vec<String>,
@@ -39,6 +42,9 @@ pub enum ToInit {
         /// The working directory; the sandbox's own when `None`.
         cwd: Option<String>,
         tty: bool,
+        /// The terminal's first size, rows and columns.
+        #[serde(default)]
+        winsize: Option<(u16, u16)>,
     },
     /// Send a signal to a process this channel started (and its process
     /// group, which it leads).
@@ -111,17 +117,23 @@ pub fn send(channel: BorrowedFd<'_>, msg: &ToInit, fds: &[RawFd]) -> Result<(), 
     }
 }
 
-/// Read one notice from the init; `Ok(None)` when the channel closed (the
-/// init is gone). Malformed notices are skipped.
-pub fn receive(channel: BorrowedFd<'_>) -> Result<Option<FromInit>, Errno> {
+/// Read one notice from the init, with the terminal's master side for a
+/// `spawned` of a process that asked for one; `Ok(None)` when the channel
+/// closed (the init is gone). Malformed notices are skipped.
+pub fn receive(channel: BorrowedFd<'_>) -> Result<Option<(FromInit, Option<OwnedFd>)>, Errno> {
     let mut buf = vec![0u8; MAX_NOTICE];
     loop {
         match crate::fdpass::recv(channel, &mut buf) {
             Ok((0, _)) => return Ok(None),
-            // Descriptors from the init are never wanted: dropped (closed).
-            Ok((n, _fds)) => {
+            Ok((n, fds)) => {
                 if let Ok(notice) = serde_json::from_slice::<FromInit>(&buf[..n]) {
-                    return Ok(Some(notice));
+                    // Only a `spawned` carries a descriptor, and only one;
+                    // anything else that came is closed here.
+                    let master = match notice {
+                        FromInit::Spawned { .. } => fds.into_iter().next(),
+                        _ => None,
+                    };
+                    return Ok(Some((notice, master)));
                 }
             }
             Err(Errno::EINTR) => continue,
@@ -163,19 +175,38 @@ impl Server<'_> {
                 env,
                 cwd,
                 tty,
+                winsize,
             } => {
-                let notice = match self.spawn(&argv, &env, cwd.as_deref(), tty, &fds) {
-                    Ok(pid) => {
-                        self.running.insert(pid.as_raw(), id);
-                        FromInit::Spawned {
-                            id,
-                            pid: pid.as_raw(),
+                let terminal = if tty {
+                    match open_terminal(winsize) {
+                        Ok(t) => Some(t),
+                        Err(errno) => {
+                            self.notify(&FromInit::Failed { id, errno }, None);
+                            return true;
                         }
                     }
-                    Err(errno) => FromInit::Failed { id, errno },
+                } else {
+                    None
+                };
+                let stdio: Vec<RawFd> = match &terminal {
+                    Some((_, slave)) => vec![slave.as_raw_fd(); 3],
+                    None => fds.iter().map(|f| f.as_raw_fd()).collect(),
+                };
+                let (notice, master) = match self.spawn(&argv, &env, cwd.as_deref(), tty, &stdio) {
+                    Ok(pid) => {
+                        self.running.insert(pid.as_raw(), id);
+                        (
+                            FromInit::Spawned {
+                                id,
+                                pid: pid.as_raw(),
+                            },
+                            terminal.map(|(m, _)| m),
+                        )
+                    }
+                    Err(errno) => (FromInit::Failed { id, errno }, None),
                 };
                 drop(fds);
-                self.notify(&notice);
+                self.notify(&notice, master.as_ref());
             }
             ToInit::Signal { id, signal } => {
                 if let (Some(pid), Ok(sig)) = (
@@ -204,13 +235,14 @@ impl Server<'_> {
     /// A child ended: tell the supervisor when it was one of ours.
     pub fn on_exit(&mut self, pid: Pid, notice: impl FnOnce(u64) -> FromInit) {
         if let Some(id) = self.running.remove(&pid.as_raw()) {
-            self.notify(&notice(id));
+            self.notify(&notice(id), None);
         }
     }
 
-    fn notify(&self, notice: &FromInit) {
+    fn notify(&self, notice: &FromInit, fd: Option<&OwnedFd>) {
         if let Ok(bytes) = serde_json::to_vec(notice) {
-            let _ = crate::fdpass::send(self.channel.as_fd(), &bytes, &[]);
+            let fds: Vec<RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
+            let _ = crate::fdpass::send(self.channel.as_fd(), &bytes, &fds);
         }
     }
 
@@ -220,11 +252,10 @@ impl Server<'_> {
         extra_env: &[(String, String)],
         cwd: Option<&str>,
         tty: bool,
-        fds: &[OwnedFd],
+        fds: &[RawFd],
     ) -> Result<Pid, i32> {
-        let stdio: [RawFd; 3] = match (tty, fds) {
-            (true, [t, ..]) => [t.as_raw_fd(); 3],
-            (false, [i, o, e, ..]) => [i.as_raw_fd(), o.as_raw_fd(), e.as_raw_fd()],
+        let stdio: [RawFd; 3] = match fds {
+            [i, o, e, ..] => [*i, *o, *e],
             _ => return Err(libc::EBADF),
         };
         let cstr = |s: &str| CString::new(s).map_err(|_| libc::EINVAL);
@@ -369,4 +400,26 @@ impl Launch {
             libc::_exit(if errno == libc::ENOENT { 127 } else { 126 })
         }
     }
+}
+
+/// A terminal in the sandbox's own devpts: (master, slave), the slave at
+/// `winsize` (rows, columns) when given.
+fn open_terminal(winsize: Option<(u16, u16)>) -> Result<(OwnedFd, OwnedFd), i32> {
+    use nix::fcntl::OFlag;
+    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+        .map_err(|e| e as i32)?;
+    nix::pty::grantpt(&master).map_err(|e| e as i32)?;
+    nix::pty::unlockpt(&master).map_err(|e| e as i32)?;
+    let name = nix::pty::ptsname_r(&master).map_err(|e| e as i32)?;
+    let slave = nix::fcntl::open(
+        name.as_str(),
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| e as i32)?;
+    if let Some((rows, cols)) = winsize {
+        crate::pty::set_window_size(slave.as_fd(), rows, cols);
+    }
+    let master: OwnedFd = master.into();
+    Ok((master, slave))
 }

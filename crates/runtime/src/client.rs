@@ -55,6 +55,9 @@ impl Connection {
         .map_err(not_running)?;
         let addr = UnixAddr::new(path).map_err(not_running)?;
         connect(sock.as_raw_fd(), &addr).map_err(not_running)?;
+        // The hello's answer is read before anything else; the request
+        // that follows may be sent without waiting for it (the socket
+        // keeps their order), which `exec` does.
         protocol::send(sock.as_fd(), &Request::Hello { version: VERSION }, &[])?;
         match protocol::receive::<Reply>(&sock)?.0 {
             Reply::Hello { pid, .. } => Ok(Connection {
@@ -131,16 +134,30 @@ impl Connection {
         }
     }
 
-    /// Start a process with `stdio` (`[stdin, stdout, stderr]`, or one
-    /// terminal slave when `req.tty`); returns once it runs.
+    /// Start a process with `stdio` (`[stdin, stdout, stderr]`; none when
+    /// `req.tty`, whose terminal the sandbox opens); returns once it runs.
     pub fn exec(self, req: ExecRequest, stdio: &[BorrowedFd<'_>]) -> Result<Running, ClientError> {
         let fds: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).collect();
-        match self.ask(&Request::Exec(req), &fds)? {
-            Reply::Spawned { exec, pid } => Ok(Running {
-                conn: self,
-                exec,
-                pid,
-            }),
+        let tty = req.tty;
+        protocol::send(self.sock.as_fd(), &Request::Exec(req), &fds)?;
+        let (reply, mut got) = protocol::receive::<Reply>(&self.sock)?;
+        match reply {
+            Reply::Spawned { exec, pid } => {
+                // A terminal's master side, checked to be one before any
+                // byte of it is relayed.
+                let master = match (tty, got.pop()) {
+                    (true, Some(m)) if warden_jail::pty::is_terminal(m.as_fd()) => Some(m),
+                    (true, _) => return Err(ClientError::Unexpected),
+                    (false, _) => None,
+                };
+                Ok(Running {
+                    conn: self,
+                    exec,
+                    pid,
+                    master,
+                })
+            }
+            Reply::Error { message } => Err(ClientError::Refused(message)),
             Reply::Failed { status, message } => Err(ClientError::ExecFailed { status, message }),
             _ => Err(ClientError::Unexpected),
         }
@@ -153,6 +170,8 @@ pub struct Running {
     pub exec: u64,
     /// Its PID inside the sandbox.
     pub pid: i32,
+    /// With a terminal: its master side, to relay.
+    master: Option<OwnedFd>,
 }
 
 /// How an exec ended.
@@ -184,14 +203,9 @@ impl Running {
     }
 }
 
-/// Wait until the process ends, passing on to it (and its process group)
-/// the signals that would end the caller: SIGINT, SIGTERM, SIGHUP,
-/// SIGQUIT (a Ctrl-C with pipes, a `kill` of the caller). `control` is the
-/// supervisor's socket, reached anew for each signal.
-pub fn wait_forwarding(running: Running, control: &Path) -> Result<ExecStatus, ClientError> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-    use nix::sys::signalfd::{SfdFlags, SignalFd};
+/// The signals [`wait_forwarding`] passes on.
+fn forwarded_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGINT,
@@ -201,6 +215,30 @@ pub fn wait_forwarding(running: Running, control: &Path) -> Result<ExecStatus, C
     ] {
         set.add(s);
     }
+    set
+}
+
+/// Hold the signals [`wait_forwarding`] passes on from now, so that one
+/// that comes between the exec and the wait is passed on too (call before
+/// [`Connection::exec`]).
+pub fn hold_forwarded_signals() -> Result<(), ClientError> {
+    nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_BLOCK,
+        Some(&forwarded_signals()),
+        None,
+    )
+    .map_err(ClientError::Terminal)
+}
+
+/// Wait until the process ends, passing on to it (and its process group)
+/// the signals that would end the caller: SIGINT, SIGTERM, SIGHUP,
+/// SIGQUIT (a Ctrl-C with pipes, a `kill` of the caller). `control` is the
+/// supervisor's socket, reached anew for each signal.
+pub fn wait_forwarding(running: Running, control: &Path) -> Result<ExecStatus, ClientError> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::signal::{SigSet, SigmaskHow};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let set = forwarded_signals();
     let mut old = SigSet::empty();
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old))
         .map_err(ClientError::Terminal)?;
@@ -251,7 +289,10 @@ pub fn wait_gone(pid: u32, timeout: std::time::Duration) -> bool {
 /// Relay the caller's terminal to a process started with a terminal whose
 /// master is `master`, until the process ends; the caller's terminal is in
 /// raw mode meanwhile, and its window size follows the caller's.
-pub fn relay_terminal(running: Running, master: OwnedFd) -> Result<ExecStatus, ClientError> {
+pub fn relay_terminal(mut running: Running) -> Result<ExecStatus, ClientError> {
+    let Some(master) = running.master.take() else {
+        return Err(ClientError::Unexpected);
+    };
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use nix::sys::signal::{SigSet, SigmaskHow, Signal};
     use nix::sys::signalfd::{SfdFlags, SignalFd};

@@ -26,7 +26,8 @@ pub enum Request {
         version: u32,
     },
     /// Start a process in the sandbox. Descriptors: `[stdin, stdout,
-    /// stderr]`, or the slave of a terminal when `tty`.
+    /// stderr]`; none when `tty` (the sandbox opens the terminal, and its
+    /// master side comes back with `spawned`).
     Exec(ExecRequest),
     /// Send a signal to a process started by an exec (and its group).
     Signal {
@@ -54,6 +55,9 @@ pub struct ExecRequest {
     /// Working directory inside; the sandbox's own when `None`.
     pub cwd: Option<String>,
     pub tty: bool,
+    /// With `tty`: the terminal's first size, rows and columns.
+    #[serde(default)]
+    pub winsize: Option<(u16, u16)>,
 }
 
 /// What the supervisor answers.
@@ -186,6 +190,7 @@ mod tests {
             env: vec![("A".into(), "1".into())],
             cwd: None,
             tty: false,
+            winsize: None,
         });
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"op\":\"exec\""), "{text}");

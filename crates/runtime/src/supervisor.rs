@@ -68,7 +68,7 @@ struct Slot {
     pid: Option<i32>,
     tty: bool,
     started: Instant,
-    waiter: Option<SyncSender<FromInit>>,
+    waiter: Option<SyncSender<(FromInit, Option<OwnedFd>)>>,
 }
 
 /// Run the supervisor of the named sandbox in this process; returns the
@@ -396,15 +396,16 @@ fn exec(
             message: "no command to run: give one after --".into(),
         });
     }
-    let wanted = if r.tty { 1 } else { 3 };
+    // Pipes come from the caller; a terminal is opened in the sandbox.
+    let wanted = if r.tty { 0 } else { 3 };
     if fds.len() != wanted {
         return reply(&Reply::Error {
             message: format!(
-                "an exec needs {wanted} descriptor(s) ({}), {} came",
+                "an exec {} descriptors, {} came",
                 if r.tty {
-                    "a terminal"
+                    "with a terminal takes no"
                 } else {
-                    "stdin, stdout, stderr"
+                    "needs 3 (stdin, stdout, stderr)"
                 },
                 fds.len()
             ),
@@ -433,6 +434,7 @@ fn exec(
             env: r.env,
             cwd: r.cwd,
             tty: r.tty,
+            winsize: r.winsize,
         },
         &raw,
     );
@@ -447,7 +449,22 @@ fn exec(
             message: warden_jail::chain_str(&e),
         });
     }
-    while let Ok(notice) = rx.recv() {
+    while let Ok((notice, master)) = rx.recv() {
+        if let (FromInit::Spawned { pid, .. }, Some(m)) = (&notice, &master) {
+            // The terminal's master side goes to the caller with the news.
+            let sent = protocol::send(
+                conn.as_fd(),
+                &Reply::Spawned {
+                    exec: id,
+                    pid: *pid,
+                },
+                &[m.as_raw_fd()],
+            );
+            if sent.is_err() {
+                break;
+            }
+            continue;
+        }
         let (m, done) = match notice {
             FromInit::Spawned { pid, .. } => (Reply::Spawned { exec: id, pid }, false),
             FromInit::Failed { errno, .. } => (
@@ -491,7 +508,7 @@ fn exec(
 /// Read the init's notices: record each exec's start and end, and tell the
 /// caller waiting for it.
 fn read_notices(shared: &Arc<Shared>) {
-    while let Ok(Some(notice)) = spawn::receive(shared.channel.as_fd()) {
+    while let Ok(Some((notice, master))) = spawn::receive(shared.channel.as_fd()) {
         let Ok(mut execs) = shared.execs.lock() else {
             break;
         };
@@ -532,7 +549,7 @@ fn read_notices(shared: &Arc<Shared>) {
             }
         }
         if let Some(w) = &slot.waiter {
-            if w.try_send(notice.clone()).is_err() {
+            if w.try_send((notice.clone(), master)).is_err() {
                 slot.waiter = None;
             }
         }
@@ -566,7 +583,7 @@ fn read_notices(shared: &Arc<Shared>) {
                         signal: libc::SIGKILL,
                     }
                 };
-                let _ = w.try_send(notice);
+                let _ = w.try_send((notice, None));
             }
         }
     }

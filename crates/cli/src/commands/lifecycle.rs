@@ -239,9 +239,6 @@ pub fn exec(args: ExecArgs) -> anyhow::Result<u8> {
             sb.meta().workspace.display()
         );
     }
-    if !running(&sb) {
-        start_supervisor(&sb)?;
-    }
     let argv = if args.command.is_empty() {
         let stored: Stored = state::read_json(&sb.dir().join(state::STORED))?;
         stored.spec.command
@@ -269,6 +266,9 @@ pub fn exec(args: ExecArgs) -> anyhow::Result<u8> {
         env,
         cwd: args.workdir,
         tty,
+        winsize: tty
+            .then(|| warden_jail::pty::window_size(std::io::stdin().as_fd()))
+            .flatten(),
     };
     let (status, message) = exec_in(&sb, req, args.detach, args.timeout)?;
     if let Some(m) = message {
@@ -287,12 +287,23 @@ fn exec_in(
     timeout: Option<Duration>,
 ) -> anyhow::Result<(u8, Option<String>)> {
     let tty = req.tty;
-    let conn = Connection::open(&control(sb))?;
+    if !tty && !detach {
+        client::hold_forwarded_signals()?;
+    }
+    // A sandbox that answers runs; only one that does not is looked at
+    // more closely (dead, cleaned) and started.
+    let conn = match Connection::open(&control(sb)) {
+        Ok(c) => c,
+        Err(ClientError::NotRunning { .. }) => {
+            if !running(sb) {
+                start_supervisor(sb)?;
+            }
+            Connection::open(&control(sb))?
+        }
+        Err(e) => return Err(e.into()),
+    };
     let started = if tty {
-        let pty = warden_jail::pty::open()?;
-        let running = conn.exec(req, &[pty.slave.as_fd()]);
-        drop(pty.slave);
-        running.map(|r| (r, Some(pty.master)))
+        conn.exec(req, &[])
     } else if detach {
         let null = std::fs::OpenOptions::new()
             .read(true)
@@ -300,7 +311,6 @@ fn exec_in(
             .open("/dev/null")
             .context("cannot open /dev/null")?;
         conn.exec(req, &[null.as_fd(), null.as_fd(), null.as_fd()])
-            .map(|r| (r, None))
     } else {
         conn.exec(
             req,
@@ -310,10 +320,9 @@ fn exec_in(
                 std::io::stderr().as_fd(),
             ],
         )
-        .map(|r| (r, None))
     };
-    let (running, master) = match started {
-        Ok(x) => x,
+    let running = match started {
+        Ok(r) => r,
         Err(ClientError::ExecFailed { status, message }) => {
             return Ok((status.clamp(0, 255) as u8, Some(message)));
         }
@@ -336,9 +345,10 @@ fn exec_in(
             }
         });
     }
-    let status = match master {
-        Some(m) => client::relay_terminal(running, m)?,
-        None => client::wait_forwarding(running, &control(sb))?,
+    let status = if tty {
+        client::relay_terminal(running)?
+    } else {
+        client::wait_forwarding(running, &control(sb))?
     };
     if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
         return Ok((
@@ -396,6 +406,9 @@ pub fn run_through_exec(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
         env: Vec::new(),
         cwd: None,
         tty,
+        winsize: tty
+            .then(|| warden_jail::pty::window_size(std::io::stdin().as_fd()))
+            .flatten(),
     };
     let result = exec_in(&sb, req, false, None);
     if let Ok(conn) = Connection::open(&control(&sb)) {

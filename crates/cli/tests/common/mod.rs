@@ -2,9 +2,11 @@
 //! plant real files, listeners and processes for it to (fail to) reach.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 pub fn warden_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_warden"))
@@ -187,6 +189,16 @@ impl Unprivileged {
         let bin = dir.path().join("warden");
         std::fs::copy(warden_bin(), &bin).ok()?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).ok()?;
+        // Another test's fork may hold the copy's write descriptor for a
+        // moment (until its exec): wait until the copy can be run.
+        for _ in 0..100 {
+            match Command::new(&bin).arg("--version").output() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => break,
+            }
+        }
         Some(Unprivileged {
             uid,
             gid,
@@ -233,4 +245,89 @@ pub fn egress_available() -> bool {
         return false;
     }
     panic!("the egress probe failed: {} {err}", stdout(&out));
+}
+
+/// A terminal for warden to run on: the test holds the master side.
+pub struct TestTerminal {
+    pub master: std::fs::File,
+    pub slave: std::fs::File,
+}
+
+impl TestTerminal {
+    /// Start `cmd` on this terminal as a terminal emulator starts a shell:
+    /// in a session of its own, with the terminal as its controlling one.
+    pub fn spawn(&self, cmd: &mut Command) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        cmd.stdin(self.slave.try_clone().unwrap())
+            .stdout(self.slave.try_clone().unwrap())
+            .stderr(self.slave.try_clone().unwrap());
+        // SAFETY: setsid and TIOCSCTTY in the child before exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                libc::ioctl(0, libc::TIOCSCTTY, 0);
+                Ok(())
+            });
+        }
+        cmd.spawn().unwrap()
+    }
+
+    pub fn open(rows: u16, cols: u16) -> TestTerminal {
+        let (mut m, mut s) = (0, 0);
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: openpty writes two descriptors into valid ints and reads
+        // the winsize; name and termios are null.
+        let rc =
+            unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) };
+        assert_eq!(rc, 0);
+        use std::os::fd::FromRawFd;
+        // SAFETY: openpty returned two fresh descriptors that nothing else owns.
+        unsafe {
+            TestTerminal {
+                master: std::fs::File::from_raw_fd(m),
+                slave: std::fs::File::from_raw_fd(s),
+            }
+        }
+    }
+
+    pub fn resize(&self, rows: u16, cols: u16) {
+        use std::os::fd::AsRawFd;
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one winsize from valid memory.
+        unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+    }
+
+    /// Read from the master until `needle` appears or the time is up.
+    pub fn expect(&mut self, needle: &str, within: Duration) -> String {
+        use std::os::fd::AsRawFd;
+        let deadline = Instant::now() + within;
+        let mut seen = String::new();
+        while Instant::now() < deadline && !seen.contains(needle) {
+            let mut pfd = libc::pollfd {
+                fd: self.master.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll on one valid pollfd.
+            let n = unsafe { libc::poll(&mut pfd, 1, 100) };
+            if n > 0 {
+                let mut buf = [0u8; 4096];
+                match self.master.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => seen.push_str(&String::from_utf8_lossy(&buf[..k])),
+                }
+            }
+        }
+        seen
+    }
 }
