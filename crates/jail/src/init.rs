@@ -547,10 +547,19 @@ fn serve(server: &mut crate::spawn::Server<'_>, sfd: SignalFd, mut sockets: Opti
             while let Ok(Some(info)) = sfd.read_signal() {
                 let signo = info.ssi_signo as i32;
                 if signo != libc::SIGCHLD {
-                    // Only the supervisor can signal the init (the kernel
-                    // drops what the sandbox sends its PID 1): a request
-                    // to end, passed on by a supervisor that was told to.
+                    // A request to end, passed on by a supervisor that was
+                    // told to. The kernel does not drop what the sandbox
+                    // sends its PID 1 here (these signals are blocked, so
+                    // they are queued for the signalfd): only a sender
+                    // outside the sandbox's PID namespace (PID 0 as seen
+                    // from it) or, degraded, the supervisor itself counts.
+                    let from_supervisor = if server.degraded {
+                        info.ssi_pid as i32 == nix::unistd::getppid().as_raw()
+                    } else {
+                        info.ssi_pid == 0
+                    };
                     if info.ssi_code != libc::SI_KERNEL
+                        && from_supervisor
                         && [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT]
                             .contains(&signo)
                     {

@@ -1,0 +1,260 @@
+//! Attacks on long-lived sandboxes: code run by `warden exec` (or left
+//! running by one) against the init that started it, the supervisor and its
+//! control socket, the caller's terminal and the host; and the host-side
+//! cleanup of a dead supervisor. Each test runs the real `warden` binary and
+//! judges from the host.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+use common::*;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// warden with its state in `state` (so tests do not share sandboxes).
+fn warden(state: &Path, args: &[&str]) -> Output {
+    Command::new(warden_bin())
+        .args(args)
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
+    stdout(o)
+}
+
+/// Run `cmd` (stdout captured) for at most `within`; killed, and the test
+/// failed, after.
+fn output_within(cmd: &mut Command, within: Duration, what: &str) -> (bool, String) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let mut pipe = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = pipe.read_to_string(&mut s);
+        s
+    });
+    let status = finish(child, within, what);
+    (status.success(), reader.join().unwrap())
+}
+
+/// Wait for `child` at most `within`; killed (and the test failed) after.
+fn finish(mut child: Child, within: Duration, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sandbox_dir(state: &Path, name: &str) -> PathBuf {
+    state.join("warden/sandboxes").join(name)
+}
+
+fn supervisor_pid(state: &Path, name: &str) -> i32 {
+    let rec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(sandbox_dir(state, name).join("supervisor.json")).unwrap(),
+    )
+    .unwrap();
+    rec["pid"].as_i64().unwrap() as i32
+}
+
+/// Stops the sandbox even when the test fails half-way.
+struct Stopper<'a>(&'a Path, &'a str);
+
+impl Drop for Stopper<'_> {
+    fn drop(&mut self) {
+        let _ = warden(self.0, &["stop", "--time", "1s", self.1]);
+    }
+}
+
+/// One line of /proc/PID/status, e.g. "Seccomp".
+fn status_field(pid: i32, key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!("{key}:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_exec_cannot_reach_the_inits_descriptors_nor_stop_or_end_it_by_signals() {
+    let state = TempDir::new("xa-init");
+    ok(&warden(state.path(), &["create", "in", "--start"]));
+    let _stop = Stopper(state.path(), "in");
+    // Everything a process of the sandbox could use to get at the init's
+    // end of the spawn channel (its descriptor 3 and up) or its memory.
+    let py = r#"
+import ctypes, errno, os
+r = {}
+def t(name, f):
+    try:
+        f(); r[name] = 'ok'
+    except OSError as e:
+        r[name] = errno.errorcode.get(e.errno, str(e.errno))
+t('fd', lambda: os.listdir('/proc/1/fd'))
+t('fd3', lambda: os.readlink('/proc/1/fd/3'))
+t('open3', lambda: os.open('/proc/1/fd/3', os.O_RDWR))
+t('mem', lambda: open('/proc/1/mem', 'rb').read(1))
+t('environ', lambda: open('/proc/1/environ', 'rb').read(1))
+t('root', lambda: os.listdir('/proc/1/root/'))
+libc = ctypes.CDLL(None, use_errno=True)
+got = []
+try:
+    pidfd = os.pidfd_open(1)
+    for fd in range(3, 16):
+        n = libc.syscall(438, pidfd, fd, 0)  # pidfd_getfd
+        if n >= 0:
+            got.append(os.readlink('/proc/self/fd/%d' % n))
+    r['getfd'] = errno.errorcode.get(ctypes.get_errno(), '?')
+except OSError as e:
+    r['getfd'] = errno.errorcode.get(e.errno, '?')
+r['got'] = got
+print(r, flush=True)
+"#;
+    let out = ok(&warden(
+        state.path(),
+        &["exec", "in", "--", "python3", "-c", py],
+    ));
+    for key in ["fd", "fd3", "open3", "mem", "environ", "root"] {
+        assert!(
+            !out.contains(&format!("'{key}': 'ok'")),
+            "/proc/1 {key} was reachable: {out}"
+        );
+    }
+    assert!(
+        out.contains("'got': []"),
+        "a descriptor of the init was taken: {out}"
+    );
+    // Every signal that could stop or end the init, then kill(-1). The
+    // sandbox's processes may kill each other (one trust domain), never
+    // its init: the prober itself lives on, and the next exec is served.
+    let signals = r#"
+import os, signal, time
+for s in (signal.SIGSTOP, signal.SIGKILL, signal.SIGTERM, signal.SIGINT,
+          signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
+    os.kill(1, s)
+try:
+    os.kill(-1, signal.SIGKILL)
+except ProcessLookupError:
+    pass
+time.sleep(0.5)
+print('survived', flush=True)
+"#;
+    let (success, out) = output_within(
+        Command::new(warden_bin())
+            .args(["exec", "in", "--", "python3", "-c", signals])
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .stdin(Stdio::null()),
+        Duration::from_secs(15),
+        "the signalling exec",
+    );
+    assert!(
+        success && out == "survived\n",
+        "a signal from inside ended the sandbox: {out:?}"
+    );
+    let (success, seen) = output_within(
+        Command::new(warden_bin())
+            .args(["exec", "in", "--", "echo", "still-served"])
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .stdin(Stdio::null()),
+        Duration::from_secs(10),
+        "the exec after the signals",
+    );
+    assert!(success && seen == "still-served\n", "{seen}");
+}
+
+#[test]
+fn a_process_left_by_an_exec_carries_every_restriction_of_the_init() {
+    let state = TempDir::new("xa-restr");
+    let marker = unique("xa-left");
+    ok(&warden(state.path(), &["create", "rs", "--start"]));
+    let _stop = Stopper(state.path(), "rs");
+    let script = format!("exec -a {marker} sleep 1000");
+    ok(&warden(
+        state.path(),
+        &["exec", "-d", "rs", "--", "bash", "-c", &script],
+    ));
+    wait_until("the detached process", Duration::from_secs(10), || {
+        pids_with_marker(&marker).len() == 1
+    });
+    let pid = pids_with_marker(&marker)[0];
+    let init: i32 = status_field(pid, "PPid").parse().unwrap();
+    let sup = supervisor_pid(state.path(), "rs");
+    assert_eq!(
+        status_field(init, "PPid"),
+        sup.to_string(),
+        "the detached process is not a child of the sandbox's init"
+    );
+    // Judged from the host: what the kernel says about the process.
+    for key in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(status_field(pid, key), "0000000000000000", "{key}");
+    }
+    assert_eq!(status_field(pid, "NoNewPrivs"), "1");
+    assert_eq!(status_field(pid, "Seccomp"), "2");
+    assert_eq!(
+        status_field(pid, "Seccomp_filters"),
+        status_field(init, "Seccomp_filters")
+    );
+    assert_eq!(status_field(init, "Seccomp"), "2");
+    // The init's namespaces, not the host's; its cgroup; its limits.
+    for ns in ["user", "mnt", "pid", "net", "ipc", "uts", "cgroup"] {
+        let link = |p: String| std::fs::read_link(p).unwrap();
+        let theirs = link(format!("/proc/{pid}/ns/{ns}"));
+        assert_eq!(theirs, link(format!("/proc/{init}/ns/{ns}")), "{ns}");
+        assert_ne!(theirs, link(format!("/proc/self/ns/{ns}")), "{ns}");
+    }
+    let read = |p: String| std::fs::read_to_string(p).unwrap();
+    assert_eq!(
+        read(format!("/proc/{pid}/cgroup")),
+        read(format!("/proc/{init}/cgroup"))
+    );
+    assert_eq!(
+        read(format!("/proc/{pid}/limits")),
+        read(format!("/proc/{init}/limits"))
+    );
+    assert!(read(format!("/proc/{pid}/limits"))
+        .lines()
+        .any(|l| l.starts_with("Max core file size") && l.contains(" 0 ")));
+    // And Landlock, seen from inside: no write outside the workspace, even
+    // where the mount would be writable (its /dev/shm is; /usr is not).
+    let out = ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "rs",
+            "--",
+            "sh",
+            "-c",
+            "echo x > /usr/x 2>/dev/null && echo wrote-usr; echo x > /workspace/ok && echo wrote-ws",
+        ],
+    ));
+    assert_eq!(out, "wrote-ws\n");
+}
