@@ -525,3 +525,50 @@ fn ctrl_c_to_an_exec_with_pipes_reaches_its_process() {
         "the process in the sandbox survived the caller's Ctrl-C"
     );
 }
+
+#[test]
+fn run_detached_returns_at_once_keeps_the_output_and_stops_when_the_command_ends() {
+    let state = TempDir::new("lc-detach");
+    let started = Instant::now();
+    let out = ok(&warden(
+        state.path(),
+        &[
+            "run",
+            "-d",
+            "--env",
+            "WHO=detached",
+            "--",
+            "sh",
+            "-c",
+            "sleep 1; echo hello $WHO; echo to-stderr >&2",
+        ],
+    ));
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "run -d waited for the command"
+    );
+    let name = out.trim().to_string();
+    assert!(name.starts_with("run-"), "{out}");
+    let dir = sandbox_dir(state.path(), &name);
+    assert!(
+        dir.join("supervisor.json").exists(),
+        "not running right after"
+    );
+    wait_until("the detached run to end", Duration::from_secs(15), || {
+        !dir.join("supervisor.json").exists()
+    });
+    let output = std::fs::read_to_string(dir.join("output.log")).unwrap();
+    assert_eq!(output, "hello detached\nto-stderr\n");
+    let logs = ok(&warden(state.path(), &["logs", "--json", &name]));
+    assert!(logs.contains("\"event\":\"exec_exited\""), "{logs}");
+    let ls = ok(&warden(state.path(), &["ls"]));
+    assert!(ls.contains(&name) && ls.contains("stopped"), "{ls}");
+    ok(&warden(state.path(), &["rm", &name]));
+    assert!(!dir.exists());
+    // A command that cannot start is said at once, and leaves nothing.
+    let out = warden(state.path(), &["run", "-d", "--", "no-such-command-here"]);
+    assert_eq!(code(&out), 125, "{}", stderr(&out));
+    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+    let ls = ok(&warden(state.path(), &["ls"]));
+    assert_eq!(ls.lines().count(), 1, "{ls}");
+}

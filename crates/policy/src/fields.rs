@@ -139,6 +139,12 @@ fields! {
         ty: "switch",
         doc: "Never allocate a pseudo-terminal",
     },
+    Detach {
+        flag: "--detach", short: 'd', value: -,
+        key: -, json: -,
+        ty: "switch",
+        doc: "Start the command in a sandbox of its own and return at once; the sandbox stops when the command ends",
+    },
     AllowDegraded {
         flag: "--allow-degraded", short: -, value: "BOOL",
         key: "allow_degraded", json: "/allow_degraded",

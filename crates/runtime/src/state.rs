@@ -50,6 +50,9 @@ pub struct Stored {
     pub sinks: SinkConfig,
     /// Stop the sandbox this long after it starts (`--ttl`).
     pub ttl_ms: Option<u64>,
+    /// `warden run -d`: the sandbox stops when its first exec ends.
+    #[serde(default)]
+    pub one_shot: bool,
 }
 
 /// `supervisor.json`: the running supervisor.

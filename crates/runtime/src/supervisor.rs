@@ -58,6 +58,8 @@ struct Shared {
     timed_out: AtomicBool,
     /// The init closed its channel: it has exited.
     init_gone: AtomicBool,
+    /// `warden run -d`: the end of the first exec ends the sandbox.
+    one_shot: bool,
     cgroups: Vec<PathBuf>,
     connections: AtomicU64,
 }
@@ -129,6 +131,7 @@ fn supervise(
     let bus = Bus::new(name, sinks);
     let mut wiring = Wiring::new(&spec, bus.clone());
     let ttl = stored.ttl_ms.map(Duration::from_millis);
+    let one_shot = stored.one_shot;
     let record_path = dir.join(state::SUPERVISOR);
     let service_bus = bus.clone();
     let listener = Mutex::new(Some(listener));
@@ -159,6 +162,7 @@ fn supervise(
             stopping: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
             init_gone: AtomicBool::new(false),
+            one_shot,
             cgroups,
             connections: AtomicU64::new(0),
         });
@@ -274,6 +278,21 @@ fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
         if !allowed {
             continue;
         }
+        // ...and never from inside a sandbox: rootless, a sandbox's
+        // processes are the owner's UID too, and any bind that shows the
+        // state directory (`--ro ~`) shows this socket. The owner drives
+        // it from this supervisor's own user namespace; a sandbox is in
+        // one of its own (root's sandboxes are 65534, refused above).
+        if peer.is_ok_and(|c| c.uid() != 0 && !in_my_user_namespace(c.pid())) {
+            let _ = protocol::send(
+                conn.as_fd(),
+                &Reply::Error {
+                    message: "the control socket serves its owner from the host, not from inside a sandbox or another user namespace".into(),
+                },
+                &[],
+            );
+            continue;
+        }
         if shared.connections.load(Ordering::Relaxed) >= MAX_CONNECTIONS as u64 {
             let _ = protocol::send(
                 conn.as_fd(),
@@ -298,6 +317,16 @@ fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
             shared.connections.fetch_sub(1, Ordering::Relaxed);
         }
     }
+}
+
+/// Whether process `pid` (a peer, as this process's PID namespace sees it;
+/// 0 when it cannot) is in this process's user namespace.
+fn in_my_user_namespace(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |path: String| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    pid > 0
+        && ns(format!("/proc/{pid}/ns/user"))
+            .is_some_and(|theirs| Some(theirs) == ns("/proc/self/ns/user".into()))
 }
 
 fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolError> {
@@ -555,6 +584,14 @@ fn read_notices(shared: &Arc<Shared>) {
         }
         if !matches!(notice, FromInit::Spawned { .. }) {
             execs.remove(&id);
+            if shared.one_shot && id == 1 {
+                // The detached run's command ended: so does its sandbox
+                // (what it left behind gets a moment to finish).
+                let s = shared.clone();
+                let _ = std::thread::Builder::new()
+                    .name("warden-one-shot".into())
+                    .spawn(move || stop(&s, StopReason::Requested, Duration::from_secs(2)));
+            }
         }
     }
     shared.init_gone.store(true, Ordering::SeqCst);

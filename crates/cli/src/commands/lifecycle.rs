@@ -110,6 +110,7 @@ pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         spec: resolved.spec,
         sinks: resolved.sinks,
         ttl_ms: args.ttl.map(|t| t.as_millis() as u64),
+        one_shot: false,
     };
     if let Err(e) = state::write_json(&sb.dir().join(state::STORED), &stored) {
         let _ = store.remove(&args.name);
@@ -398,6 +399,7 @@ pub fn run_through_exec(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
         spec: resolved.spec,
         sinks: resolved.sinks,
         ttl_ms: None,
+        one_shot: false,
     };
     state::write_json(&sb.dir().join(state::STORED), &stored)?;
     start_supervisor_in(&state, &sb)?;
@@ -528,4 +530,78 @@ pub fn supervise(name: &str) -> anyhow::Result<u8> {
     }
     let code = warden_runtime::supervisor::run_main(&state, name, extra, ready);
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// `warden run -d`: the run in a named sandbox of its own (`run-ID`),
+/// started, its command started detached with its output in the
+/// sandbox's `output.log`; the sandbox stops when the command ends and
+/// stays listed (its events, output and workspace changes) until `rm`.
+pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let store = sandboxes::store(state_dir()?)?;
+    let name = format!("run-{}", super::sandbox_id());
+    let workspace = match args.workspace.take() {
+        Some(w) => std::path::absolute(w)?,
+        None => {
+            let dir = store.root().join("workspaces").join(&name);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            dir
+        }
+    };
+    args.overlay = false;
+    args.detach = false;
+    let mut opts = warden_workspace::CreateOptions::new(workspace);
+    opts.profile = args.profile.clone();
+    opts.layout = sandboxes::layout_for_host();
+    let sb = store.create(&name, &opts)?;
+    let made = (|| -> anyhow::Result<()> {
+        let resolved = resolve(args, defaults, Some(&sb), &name, &mut None)?;
+        let argv = resolved.spec.command.clone();
+        let stored = Stored {
+            spec: resolved.spec,
+            sinks: resolved.sinks,
+            ttl_ms: None,
+            one_shot: true,
+        };
+        state::write_json(&sb.dir().join(state::STORED), &stored)?;
+        start_supervisor(&sb)?;
+        let output = sb.dir().join("output.log");
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&output)
+            .with_context(|| format!("cannot create {}", output.display()))?;
+        let null = std::fs::File::open("/dev/null").context("cannot open /dev/null")?;
+        let req = warden_runtime::protocol::ExecRequest {
+            argv,
+            env: Vec::new(),
+            cwd: None,
+            tty: false,
+            winsize: None,
+        };
+        match Connection::open(&control(&sb))?.exec(req, &[null.as_fd(), out.as_fd(), out.as_fd()])
+        {
+            Ok(_) => Ok(()),
+            Err(ClientError::ExecFailed { message, .. }) => anyhow::bail!("{message}"),
+            Err(e) => Err(e.into()),
+        }
+    })();
+    if let Err(e) = made {
+        if let Ok(c) = Connection::open(&control(&sb)) {
+            if let Ok(pid) = c.stop(Duration::from_secs(1)) {
+                client::wait_gone(pid, Duration::from_secs(10));
+            }
+        }
+        let _ = store.remove(&name);
+        let _ = std::fs::remove_dir_all(store.root().join("workspaces").join(&name));
+        return Err(e);
+    }
+    println!("{name}");
+    eprintln!(
+        "warden: running detached in sandbox {name}: its output goes to {}; `warden logs -f {name}`, `warden stop {name}`, `warden rm {name}`",
+        sb.dir().join("output.log").display()
+    );
+    Ok(0)
 }

@@ -155,6 +155,10 @@ pub struct RunArgs {
     /// still allows and print what is lost, instead of refusing
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub allow_degraded: Option<bool>,
+    /// Start the command in a sandbox of its own and return at once; the
+    /// sandbox stops when the command ends (see `warden ls`, `logs`, `rm`)
+    #[arg(long, short = 'd', conflicts_with_all = ["tty", "ask"])]
+    pub detach: bool,
     /// (tests) run through a long-lived sandbox's supervisor and exec
     #[arg(long, hide = true)]
     pub through_exec: bool,
@@ -387,6 +391,9 @@ pub fn open_sinks(
 pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     if args.through_exec {
         return super::lifecycle::run_through_exec(args, defaults);
+    }
+    if args.detach {
+        return super::lifecycle::run_detached(args, defaults);
     }
     let id = sandbox_id();
     let mut kept = None;
