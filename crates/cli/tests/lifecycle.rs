@@ -572,3 +572,32 @@ fn run_detached_returns_at_once_keeps_the_output_and_stops_when_the_command_ends
     let ls = ok(&warden(state.path(), &["ls"]));
     assert_eq!(ls.lines().count(), 1, "{ls}");
 }
+
+#[test]
+fn each_decision_carries_the_time_it_was_made_not_the_end_of_the_run() {
+    if !egress_available() {
+        return;
+    }
+    let dir = TempDir::new("lc-times");
+    let ev = dir.path().join("ev.jsonl");
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--allow-domain", "allowed.test", "--json-events"])
+        .arg(&ev)
+        .args(["--", "python3", "-c", "import socket, time\nfor n in ('first.test', 'second.test'):\n    try: socket.gethostbyname(n)\n    except OSError: pass\n    time.sleep(0.4)\n"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let evs = events(&ev);
+    let ts = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+        evs.iter()
+            .find(|e| pred(e))
+            .map(|e| e["ts_ms"].as_u64().unwrap())
+            .unwrap_or_else(|| panic!("{evs:?}"))
+    };
+    let first = ts(&|e| e["event"] == "connection" && e["name"] == "first.test");
+    let second = ts(&|e| e["event"] == "connection" && e["name"] == "second.test");
+    let exited = ts(&|e| e["event"] == "exited");
+    assert!(second >= first + 350, "first {first}, second {second}");
+    assert!(exited >= second + 350, "second {second}, exited {exited}");
+}
