@@ -258,3 +258,103 @@ fn a_process_left_by_an_exec_carries_every_restriction_of_the_init() {
     ));
     assert_eq!(out, "wrote-ws\n");
 }
+
+/// A client of the control protocol, run inside a sandbox: hello, then an
+/// exec of `sh -c SCRIPT` with /dev/null as its stdio; prints the replies.
+const CONTROL_CLIENT: &str = r#"
+import array, json, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+try:
+    s.connect(sys.argv[1])
+    s.send(json.dumps({'op': 'hello', 'version': 1}).encode())
+    print('hello', s.recv(65536), flush=True)
+    null = os.open('/dev/null', os.O_RDWR)
+    req = {'op': 'exec', 'argv': ['sh', '-c', sys.argv[2]], 'env': [], 'cwd': None, 'tty': False}
+    s.sendmsg([json.dumps(req).encode()],
+              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [null] * 3))])
+    for _ in range(2):
+        m = s.recv(65536)
+        print('reply', m, flush=True)
+        if not m or b'exited' in m or b'error' in m:
+            break
+except OSError as e:
+    print('refused:', e)
+"#;
+
+#[test]
+fn a_rootless_sandbox_that_sees_the_state_directory_cannot_drive_a_supervisor() {
+    // Rootless, a sandbox's processes are their owner's UID, as the
+    // supervisors are: a read-only view of the state directory (here
+    // `--ro` of it; `--ro ~` shows it too) reaches every control socket.
+    let Some(user) = Unprivileged::get() else {
+        skip("no unprivileged user could be made");
+        return;
+    };
+    let state = TempDir::new("xa-ctl");
+    let loot = TempDir::new("xa-ctl-loot");
+    user.own(state.path());
+    user.own(loot.path());
+    let bin = user.bin.to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        user.command(&bin)
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .output()
+            .unwrap()
+    };
+    // The victim may write `loot`; the attacker may only read the state.
+    let out = run(&["create", "victim", "--start", "--rw", loot.str()]);
+    if !out.status.success() && stderr(&out).contains("namespaces") {
+        skip(&format!("user namespaces unavailable: {}", stderr(&out)));
+        return;
+    }
+    ok(&out);
+    let _stop_victim = UserStopper(&run, "victim");
+    ok(&run(&[
+        "create",
+        "attacker",
+        "--start",
+        "--ro",
+        state.str(),
+    ]));
+    let _stop_attacker = UserStopper(&run, "attacker");
+    let pwned = loot.path().join("pwned");
+    let script = format!("echo from-the-attacker > {}", pwned.display());
+    let victim_sock = state.path().join("warden/sandboxes/victim/control.sock");
+    let own_sock = state.path().join("warden/sandboxes/attacker/control.sock");
+    let out = ok(&run(&[
+        "exec",
+        "attacker",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "(echo x > {p}) 2>/dev/null && echo direct-write; \
+             python3 -c \"$0\" {v} \"$1\"; python3 -c \"$0\" {o} 'echo own'",
+            p = pwned.display(),
+            v = victim_sock.display(),
+            o = own_sock.display(),
+        ),
+        CONTROL_CLIENT,
+        &script,
+    ]));
+    assert!(!out.contains("direct-write"), "{out}");
+    assert!(
+        !pwned.exists(),
+        "the attacker ran a command in another sandbox through its control socket: {out}"
+    );
+    assert!(!out.contains("spawned"), "{out}");
+    assert!(out.contains("refused"), "{out}");
+    // The owner, from the host, still drives both.
+    ok(&run(&["exec", "victim", "--", "true"]));
+    ok(&run(&["exec", "attacker", "--", "true"]));
+}
+
+/// Stops a sandbox of the unprivileged user when dropped.
+struct UserStopper<'a, F: Fn(&[&str]) -> Output>(&'a F, &'a str);
+
+impl<F: Fn(&[&str]) -> Output> Drop for UserStopper<'_, F> {
+    fn drop(&mut self) {
+        let _ = (self.0)(&["stop", "--time", "1s", self.1]);
+    }
+}
