@@ -1,10 +1,11 @@
-//! The sandbox's network, seen from the host: the wiring of the sandbox's
-//! network namespace (`wiring`), the proxy that decides every connection on
-//! the name it asks for (`proxy`, with the readers of TLS SNI in `tls` and
-//! HTTP heads in `http`, and the name `matcher`), the resolver that answers
-//! only allowed names (`dns`), published ports (`publish`), and the
+//! The sandbox's network, seen from the host: the proxy that decides every
+//! connection on the name it asks for (`proxy`, with the readers of TLS SNI
+//! in `tls` and HTTP heads in `http`, the name `matcher`, and `socket`, the
+//! original destination of a redirected connection), the resolver that
+//! answers only allowed names (`dns`), published ports (`publish`), and the
 //! TLS-terminating proxy that substitutes secrets for their own hosts
-//! (`secrets`).
+//! (`secrets`). It serves sockets it is handed: the namespace they were
+//! opened in is wired by the jail (`warden_jail::netns`).
 
 pub mod decision;
 pub mod dns;
@@ -13,5 +14,5 @@ pub mod matcher;
 pub mod proxy;
 pub mod publish;
 pub mod secrets;
+pub mod socket;
 pub mod tls;
-pub mod wiring;

@@ -132,10 +132,9 @@ fn child_setup_and_run(
         privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
         nix::unistd::sethostname(&plan.root.hostname)
             .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
-        warden_egress::wiring::bring_loopback_up()
-            .map_err(|e| format!("cannot bring up the sandbox's loopback interface: {e}"))?;
+        crate::netns::bring_loopback_up().map_err(|e| chain(&e))?;
         if let (Some(channel), true) = (&plan.egress_channel, plan.egress) {
-            let (tcp, dns) = warden_egress::wiring::configure_namespace().map_err(|e| chain(&e))?;
+            let (tcp, dns) = crate::netns::configure_namespace().map_err(|e| chain(&e))?;
             crate::sys::send_fds(channel, &[tcp.as_raw_fd(), dns.as_raw_fd()])
                 .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
         }

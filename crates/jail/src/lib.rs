@@ -3,8 +3,8 @@
 //! This crate enforces a [`warden_policy::SandboxSpec`]: it spawns the sandbox
 //! into new namespaces, assembles its root file tree, restricts it with
 //! Landlock, seccomp, capabilities and rlimits, confines it in a cgroup, runs
-//! the in-sandbox init, relays a terminal, and reports what happened as
-//! [`warden_audit::Event`]s. It never reads CLI flags or profile files.
+//! the in-sandbox init (which wires the network namespace: `netns`), relays
+//! a terminal, and reports what happened as [`warden_audit::Event`]s. It never reads CLI flags or profile files.
 //!
 //! All `unsafe` of the project lives here or in the egress crate; every block
 //! states the invariant that makes it sound.
@@ -17,6 +17,7 @@ pub mod host;
 mod init;
 pub mod landlock;
 pub mod mounts;
+pub mod netns;
 pub mod privileges;
 pub mod probes;
 pub mod pty;

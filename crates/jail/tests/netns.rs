@@ -1,12 +1,14 @@
-//! The namespace wiring on its own: in a fresh user + network namespace,
-//! a TCP connection to any outside address arrives at the proxy's socket
-//! with its original destination, and nothing else gets anywhere.
+//! The jail's namespace wiring on its own: in a fresh user + network
+//! namespace, a TCP connection to any outside address arrives at the proxy's
+//! socket with its original destination (as the proxy reads it), and nothing
+//! else gets anywhere.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::FromRawFd;
-use warden_egress::wiring;
+use warden_egress::socket::original_destination;
+use warden_jail::netns;
 
 #[test]
 fn tcp_to_any_address_reaches_the_proxy_socket_with_its_original_destination() {
@@ -30,8 +32,8 @@ fn tcp_to_any_address_reaches_the_proxy_socket_with_its_original_destination() {
             let _ = std::fs::write("/proc/self/setgroups", "deny");
             std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).unwrap();
             std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).unwrap();
-            wiring::bring_loopback_up().unwrap();
-            let (tcp, udp) = match wiring::configure_namespace() {
+            netns::bring_loopback_up().unwrap();
+            let (tcp, udp) = match netns::configure_namespace() {
                 Ok(x) => x,
                 Err(e) => return format!("skip: {e}"),
             };
@@ -40,7 +42,7 @@ fn tcp_to_any_address_reaches_the_proxy_socket_with_its_original_destination() {
             let mut client = TcpStream::connect("203.0.113.7:443").unwrap();
             client.write_all(b"hello").unwrap();
             let (mut conn, _) = listener.accept().unwrap();
-            let dst = wiring::original_destination(&conn).unwrap();
+            let dst = original_destination(&conn).unwrap();
             let mut buf = [0u8; 5];
             conn.read_exact(&mut buf).unwrap();
             let v6 = TcpStream::connect("[2001:db8::1]:443")

@@ -1,5 +1,5 @@
-//! The proxy: serves, from the host, the sockets the sandbox's namespace
-//! wiring opened inside it. Every TCP connection is decided on the name it
+//! The proxy: serves, from the host, the sockets the jail's namespace
+//! wiring (`warden_jail::netns`) opened inside the sandbox. Every TCP connection is decided on the name it
 //! asks for (TLS SNI, HTTP Host), resolved and connected on the host side,
 //! and spliced both ways; every DNS query is answered from the allowlist.
 //! Each decision is recorded.
@@ -21,7 +21,7 @@ pub use crate::decision::{Decision, Observer, Protocol, SecretAction};
 use crate::dns::{self, NameAddresses};
 use crate::matcher::Matcher;
 use crate::secrets::Terminator;
-use crate::wiring::original_destination;
+use crate::socket::original_destination;
 pub use relay::is_public;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddrV4};
