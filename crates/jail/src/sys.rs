@@ -4,7 +4,7 @@
 
 use nix::errno::Errno;
 use std::ffi::CStr;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 pub const OPEN_TREE_CLONE: libc::c_uint = 1;
 pub const AT_RECURSIVE: libc::c_uint = 0x8000;
@@ -311,35 +311,14 @@ pub fn close_fds_except(keep: &[libc::c_int]) {
 
 /// Send descriptors over a Unix socket (SCM_RIGHTS), with one byte of data.
 pub fn send_fds(sock: &OwnedFd, fds: &[libc::c_int]) -> nix::Result<()> {
-    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
-    let data = [std::io::IoSlice::new(b"f")];
-    let cmsg = [ControlMessage::ScmRights(fds)];
-    sendmsg::<()>(sock.as_raw_fd(), &data, &cmsg, MsgFlags::empty(), None).map(drop)
+    crate::fdpass::send(sock.as_fd(), b"f", fds).map(drop)
 }
 
 /// Receive up to `n` descriptors sent with [`send_fds`]; empty when the
 /// other end closed without sending.
 pub fn recv_fds(sock: &OwnedFd, n: usize) -> nix::Result<Vec<OwnedFd>> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     let mut byte = [0u8; 1];
-    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([libc::c_int; 4]);
-    let msg = recvmsg::<()>(
-        sock.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    let mut out = Vec::new();
-    for c in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(fds) = c {
-            for fd in fds {
-                // SAFETY: the kernel just installed these descriptors in
-                // this process for us; nothing else owns them.
-                out.push(unsafe { OwnedFd::from_raw_fd(fd) });
-            }
-        }
-    }
-    out.truncate(n);
-    Ok(out)
+    let (_, mut fds) = crate::fdpass::recv(sock.as_fd(), &mut byte)?;
+    fds.truncate(n);
+    Ok(fds)
 }
