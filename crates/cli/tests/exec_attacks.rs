@@ -83,6 +83,11 @@ fn supervisor_pid(state: &Path, name: &str) -> i32 {
     rec["pid"].as_i64().unwrap() as i32
 }
 
+fn alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks for the process.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
 /// Stops the sandbox even when the test fails half-way.
 struct Stopper<'a>(&'a Path, &'a str);
 
@@ -357,4 +362,129 @@ impl<F: Fn(&[&str]) -> Output> Drop for UserStopper<'_, F> {
     fn drop(&mut self) {
         let _ = (self.0)(&["stop", "--time", "1s", self.1]);
     }
+}
+
+/// A cgroup directory the test may make as root: in the v1 `pids`
+/// hierarchy or the v2 mount, whichever this host has.
+fn scratch_cgroup_root() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut v2 = None;
+    for l in mounts.lines() {
+        let (left, right) = l.split_once(" - ")?;
+        let mut r = right.split_whitespace();
+        let (fstype, _, opts) = (r.next()?, r.next()?, r.next().unwrap_or(""));
+        let point = left.split_whitespace().nth(4)?;
+        if fstype == "cgroup" && opts.split(',').any(|o| o == "pids") {
+            return Some(PathBuf::from(point));
+        }
+        if fstype == "cgroup2" && v2.is_none() {
+            v2 = Some(PathBuf::from(point));
+        }
+    }
+    v2
+}
+
+#[test]
+fn a_dead_supervisors_cleanup_kills_nothing_outside_the_sandbox() {
+    // Where no cgroup can be made for the sandbox (rootless, not
+    // delegated; or a hierarchy warden does not use), its init stays in
+    // its caller's cgroup. A caller in a service or scope named `warden-*`
+    // (warden-agent.service) had that cgroup recorded as the sandbox's, and
+    // the cleanup of a dead supervisor killed everything in it.
+    if !is_root() {
+        skip("making a cgroup and moving processes into it needs root");
+        return;
+    }
+    let Some(user) = Unprivileged::get() else {
+        skip("no unprivileged user could be made");
+        return;
+    };
+    let Some(root) = scratch_cgroup_root() else {
+        skip("no cgroup hierarchy to make a scratch cgroup in");
+        return;
+    };
+    let has_setpriv = Command::new("setpriv").arg("--version").output();
+    if !matches!(has_setpriv, Ok(o) if o.status.success()) {
+        skip("setpriv (util-linux) is missing");
+        return;
+    }
+    let cg = root.join(unique("warden-service"));
+    std::fs::create_dir(&cg).unwrap();
+    struct Gone(PathBuf, Vec<Child>);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            for c in &mut self.1 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    let mut gone = Gone(cg.clone(), Vec::new());
+    // A process of the service that has nothing to do with any sandbox.
+    let victim = user
+        .command("sleep")
+        .arg("1000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::fs::write(cg.join("cgroup.procs"), victim.id().to_string()).unwrap();
+    let victim_pid = victim.id() as i32;
+    gone.1.push(victim);
+    let state = TempDir::new("xa-cg");
+    user.own(state.path());
+    let env_state = state.path().join("warden");
+    let bin = user.bin.to_str().unwrap().to_string();
+    // The service starts a sandbox: its warden runs in the service's cgroup.
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "echo $$ > \"$0/cgroup.procs\" && exec setpriv --reuid \"$1\" --regid \"$2\" --clear-groups -- \"$3\" create cg --start",
+        ])
+        .arg(&cg)
+        .arg(user.uid.to_string())
+        .arg(user.gid.to_string())
+        .arg(&bin)
+        .env("WARDEN_STATE_DIR", &env_state)
+        .env("HOME", "/home/warden-test")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if !out.status.success() && stderr(&out).contains("namespaces") {
+        skip(&format!("user namespaces unavailable: {}", stderr(&out)));
+        return;
+    }
+    ok(&out);
+    let record = sandbox_dir(state.path(), "cg").join("supervisor.json");
+    wait_until("the supervisor's record", Duration::from_secs(10), || {
+        record.exists()
+    });
+    let sup = supervisor_pid(state.path(), "cg");
+    // The supervisor dies outright (OOM killer, a kill -9), and its
+    // sandbox with it.
+    // SAFETY: SIGKILL to the supervisor this test started.
+    unsafe { libc::kill(sup, libc::SIGKILL) };
+    wait_until("the supervisor to go", Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{sup}/stat"))
+            .map(|s| s.contains(") Z ") || s.contains(") X "))
+            .unwrap_or(true)
+    });
+    // The owner looks at their sandboxes, from outside the service.
+    let ls = user
+        .command(&bin)
+        .arg("ls")
+        .env("WARDEN_STATE_DIR", &env_state)
+        .output()
+        .unwrap();
+    let ls = ok(&ls);
+    assert!(ls.contains("dead"), "{ls}");
+    std::thread::sleep(Duration::from_millis(100));
+    let victim = gone.1.first_mut().unwrap();
+    assert!(
+        victim.try_wait().unwrap().is_none() && alive(victim_pid),
+        "the cleanup of a dead supervisor killed a process of its caller's cgroup {}",
+        cg.display()
+    );
 }

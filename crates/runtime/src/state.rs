@@ -180,16 +180,39 @@ pub fn cgroups_of(pid: i32) -> Vec<PathBuf> {
     out
 }
 
+/// The cgroup directories of a sandbox whose init is `init`, seen from its
+/// supervisor (this process): those of the init that the supervisor is not
+/// in. Where no cgroup could be made for the sandbox (rootless and not
+/// delegated, or a hierarchy warden does not use), the init stays in its
+/// caller's cgroup, which is never the sandbox's to empty or remove, even
+/// when it is named `warden-*` (a warden-agent.service).
+pub fn sandbox_cgroups(init: i32) -> Vec<PathBuf> {
+    let own = cgroups_of(std::process::id() as i32);
+    cgroups_of(init)
+        .into_iter()
+        .filter(|c| !own.contains(c))
+        .collect()
+}
+
 /// Remove what a dead supervisor left: its sandbox's cgroups (empty once
 /// the sandbox's PID namespace is gone), its control socket and record.
 /// Returns what could not be removed.
 pub fn clean_dead(dir: &Path, rec: &SupervisorRecord) -> Vec<String> {
     let mut left = Vec::new();
+    // A record of another version, or rewritten by hand, may name more:
+    // never the cleaner's own cgroup, never anything but a cgroup.
+    let own = cgroups_of(std::process::id() as i32);
     for cg in &rec.cgroups {
         // Only warden's own leaf directories are ever removed.
         let ours = cg
             .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("warden-"));
+            .is_some_and(|n| n.to_string_lossy().starts_with("warden-"))
+            && !own.contains(cg)
+            && nix::sys::statfs::statfs(cg).is_ok_and(|fs| {
+                let t = fs.filesystem_type();
+                t == nix::sys::statfs::CGROUP_SUPER_MAGIC
+                    || t == nix::sys::statfs::CGROUP2_SUPER_MAGIC
+            });
         if !ours {
             continue;
         }

@@ -141,7 +141,7 @@ fn supervise(
         // From here on threads may run: the sandbox is cloned.
         service_bus.start_writer();
         let started_ms = state::now_ms();
-        let cgroups = state::cgroups_of(init.as_raw());
+        let cgroups = state::sandbox_cgroups(init.as_raw());
         let _ = state::write_json(
             &record_path,
             &SupervisorRecord {
