@@ -645,3 +645,45 @@ fn interactive_commit_applies_only_what_the_person_accepts() {
     let diff = ok(&warden(state.path(), &["diff", "i", "--stat"]));
     assert!(diff.contains("B") && !diff.contains(" A "), "{diff}");
 }
+
+#[test]
+fn an_interactive_commit_whose_input_ends_quits_at_once_and_applies_nothing() {
+    let state = TempDir::new("ws-eof-state");
+    let proj = TempDir::new("ws-eof-proj");
+    ok(&warden(state.path(), &["create", "e", "-w", proj.str()]));
+    ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "e",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "echo a > A && echo b > B",
+        ],
+    ));
+    ok(&warden(state.path(), &["stop", "e"]));
+    // stdin at its end (/dev/null): one question, then quit.
+    // (Under `timeout`: before the fix it asked again for ever.)
+    let out = Command::new("timeout")
+        .arg("5")
+        .arg(warden_bin())
+        .args(["commit", "e", "--interactive"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(124), "the prompt never ended");
+    assert!(
+        stderr(&out).matches("apply this change?").count() <= 1,
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).len() < 4096,
+        "{} bytes of prompts",
+        stderr(&out).len()
+    );
+    assert!(!proj.path().join("A").exists() && !proj.path().join("B").exists());
+}

@@ -336,11 +336,17 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
 }
 
 /// Ask one question on the terminal; the first letter of the answer.
+/// Ask on stderr, read one line of stdin; its first letter, lower case.
+/// The end of input (a pipe that closed, `</dev/null`, a terminal gone)
+/// is `'q'`: quit, never an answer to ask again.
 fn ask(prompt: &str) -> anyhow::Result<char> {
     eprint!("{prompt}");
     std::io::stderr().flush()?;
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
+    if std::io::stdin().lock().read_line(&mut line)? == 0 {
+        eprintln!();
+        return Ok('q');
+    }
     Ok(line
         .trim()
         .chars()
