@@ -362,13 +362,18 @@ fn a_pty_is_allocated_on_request() {
             "--",
             "sh",
             "-c",
-            "test -t 0 && test -t 1 && echo tty-ok",
+            "test -t 0 && test -t 1 && echo tty-ok; tty; ls /dev/pts",
         ])
         .stdin(Stdio::null())
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stdout(&out).contains("tty-ok"), "{}", stdout(&out));
+    let s = stdout(&out);
+    assert!(s.contains("tty-ok"), "{s}");
+    // The terminal is a device of the sandbox's own devpts: `tty` names it
+    // (a host terminal has no name there: "not a tty").
+    assert!(s.contains("/dev/pts/0"), "{s}");
+    assert!(!s.contains("not a tty"), "{s}");
 }
 
 #[test]

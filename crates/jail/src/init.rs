@@ -10,6 +10,7 @@ use crate::landlock;
 use crate::mounts::{self, RootPlan};
 use crate::privileges::{self, Rlimits};
 use crate::report::{write_report, Report};
+use nix::errno::Errno;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -49,8 +50,12 @@ pub struct ChildPlan {
     pub argv: Vec<CString>,
     pub env: Vec<CString>,
     pub path_var: String,
-    /// The terminal the command gets, when a PTY was allocated.
+    /// The terminal the command gets, when a PTY was allocated on the host
+    /// (degraded mode, where the host's devpts is the sandbox's).
     pub pty_slave: Option<OwnedFd>,
+    /// With a terminal and a mount namespace: the init opens the terminal
+    /// in the sandbox's own devpts and sends its master side over this.
+    pub tty_channel: Option<OwnedFd>,
     /// Descriptors of the supervisor's side, closed first thing.
     pub close_in_child: Vec<RawFd>,
     /// A long-lived sandbox: no command of its own; the init serves spawn
@@ -139,6 +144,17 @@ fn child_setup_and_run(
                 .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
         }
         mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
+        // The command's terminal is one of the sandbox's own devpts (its
+        // name is a path the command can see); the supervisor relays its
+        // master side.
+        if let Some(channel) = plan.tty_channel.take() {
+            let (master, slave) = crate::spawn::open_terminal(None).map_err(|e| {
+                format!("cannot open the sandbox's terminal: {}", Errno::from_raw(e))
+            })?;
+            crate::sys::send_fds(&channel, &[master.as_raw_fd()])
+                .map_err(|e| format!("cannot hand the terminal to the supervisor: {e}"))?;
+            plan.pty_slave = Some(slave);
+        }
     }
 
     // The kernel clears the parent-death signal when the IDs change (as

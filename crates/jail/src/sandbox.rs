@@ -509,9 +509,27 @@ fn run_mode(
         data: Some(res.memory.value),
     };
 
-    let terminal = match (spec.terminal, program) {
-        (Terminal::Pty, Program::Command) => Some(pty::open()?),
-        _ => None,
+    // The command's terminal: opened by the init in the sandbox's own
+    // devpts, its master side sent back over `tty_pair`; without a mount
+    // namespace (degraded), the host's devpts is the sandbox's, and it is
+    // opened here.
+    let wants_tty = spec.terminal == Terminal::Pty && program == Program::Command;
+    let terminal = if wants_tty && degraded_mode {
+        Some(pty::open()?)
+    } else {
+        None
+    };
+    let (tty_parent, tty_child) = if wants_tty && !degraded_mode {
+        let (p, c) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(sys_err("create the terminal's socket pair"))?;
+        (Some(p), Some(c))
+    } else {
+        (None, None)
     };
 
     // Without a mount namespace the sandbox lives in the host's tree: its
@@ -666,6 +684,9 @@ fn run_mode(
         Some((p, c)) => (Some(p), Some(c)),
         None => (None, None),
     };
+    if let Some(p) = &tty_parent {
+        close_in_child.push(p.as_raw_fd());
+    }
     if let Some(t) = &terminal {
         close_in_child.push(t.master.as_raw_fd());
     }
@@ -712,8 +733,9 @@ fn run_mode(
         pty_slave: terminal.as_ref().and_then(|t| t.slave.try_clone().ok()),
         close_in_child,
         service: service_child,
+        tty_channel: tty_child,
     };
-    let master = terminal.map(|t| t.master);
+    let mut master = terminal.map(|t| t.master);
 
     // Signals are taken through a signalfd from here on; the child starts
     // with the same mask and restores `original` just before exec.
@@ -815,6 +837,18 @@ fn run_mode(
                 .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
         },
     ));
+    // The terminal the init opened once its root was built (`--ask`
+    // below needs to know there is one); a child that
+    // failed before sends none (and says why on the report pipe).
+    if let Some(p) = &tty_parent {
+        if let Some(m) = sys::recv_fds(p, 1).unwrap_or_default().pop() {
+            if pty::is_terminal(m.as_fd()) {
+                pty::copy_window_size(std::io::stdin().as_fd(), m.as_fd());
+                master = Some(m);
+            }
+        }
+    }
+    drop(tty_parent);
     // The caller serves the sockets the init opened in the sandbox's
     // network namespace; a child that failed before sending them has said
     // why on the report pipe.
