@@ -7,7 +7,7 @@
 
 mod common;
 use common::*;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -487,4 +487,83 @@ fn a_dead_supervisors_cleanup_kills_nothing_outside_the_sandbox() {
         "the cleanup of a dead supervisor killed a process of its caller's cgroup {}",
         cg.display()
     );
+}
+
+#[test]
+fn a_process_left_by_an_exec_cannot_use_the_callers_terminal_after_it_returns() {
+    let state = TempDir::new("xa-tty");
+    ok(&warden(state.path(), &["create", "tt", "--start"]));
+    let _stop = Stopper(state.path(), "tt");
+    let mut term = TestTerminal::open(24, 80);
+    let exec = |args: &[&str], stdin: Stdio| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .stdin(stdin)
+            .stdout(term.slave.try_clone().unwrap())
+            .stderr(term.slave.try_clone().unwrap())
+            .status()
+            .unwrap()
+    };
+    // `cmd | warden exec ...` at a prompt: stdout and stderr are the
+    // person's terminal (and its descriptor reads as well as writes). The
+    // command leaves a lurker that waits until warden has returned.
+    let out_lurker = "(sleep 0.5; head -c 12 <&1 > /tmp/stolen-out; \
+                      echo '[sudo] password for you:' >&2) & echo started";
+    assert!(exec(&["exec", "tt", "--", "sh", "-c", out_lurker], Stdio::null()).success());
+    // `warden exec -T`: stdin is the terminal too.
+    let in_lurker = "(sleep 0.5; head -c 12 > /tmp/stolen-in) & echo started";
+    assert!(exec(
+        &["exec", "-T", "tt", "--", "sh", "-c", in_lurker],
+        Stdio::from(term.slave.try_clone().unwrap())
+    )
+    .success());
+    // While an exec runs, it still has the terminal's input and output,
+    // all of it, before warden returns.
+    let mut child = Command::new(warden_bin())
+        .args([
+            "exec",
+            "-T",
+            "tt",
+            "--",
+            "sh",
+            "-c",
+            "read x; echo got-$x; head -c 300000 /dev/zero | tr '\\0' x; echo; echo END >&2",
+        ])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(term.slave.try_clone().unwrap())
+        .stdout(term.slave.try_clone().unwrap())
+        .stderr(term.slave.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    term.master.write_all(b"typed-during\n").unwrap();
+    let seen = term.expect("END", Duration::from_secs(10));
+    assert!(seen.contains("got-typed-during"), "{seen:?}");
+    assert_eq!(seen.matches('x').count(), 300_000, "output lost");
+    assert!(child.wait().unwrap().success());
+    // Both lurkers' execs have returned; the person types at their
+    // shell's next prompt.
+    term.master.write_all(b"hunter2-pass\n").unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let screen = term.expect("[sudo]", Duration::from_millis(500));
+    let stolen = ok(&warden(
+        state.path(),
+        &[
+            "exec",
+            "tt",
+            "--",
+            "sh",
+            "-c",
+            "cat /tmp/stolen-out /tmp/stolen-in 2>/dev/null; true",
+        ],
+    ));
+    assert!(
+        !stolen.contains("hunter2"),
+        "a process left in the sandbox read the caller's terminal after warden exec returned: {stolen:?}"
+    );
+    assert!(
+        !screen.contains("[sudo]"),
+        "a process left in the sandbox wrote to the caller's terminal after warden exec returned: {screen:?}"
+    );
+    assert_eq!(seen.matches("started").count(), 2, "{seen:?}");
 }

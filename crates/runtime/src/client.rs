@@ -230,11 +230,190 @@ pub fn hold_forwarded_signals() -> Result<(), ClientError> {
     .map_err(ClientError::Terminal)
 }
 
+/// The caller's standard streams as an exec without a terminal gets them.
+/// One that is a terminal is never handed over: it would stay in the
+/// sandbox after `warden exec` returns, in whatever the command left
+/// running, which could then read what the person types at their next
+/// prompt (a password) and write to their screen (a fake prompt), and no
+/// job control would stop it (the terminal is not its controlling one). It
+/// gets a pipe instead, relayed by [`wait_forwarding`] while the exec runs
+/// and closed when it ends. Pipes and files are handed over as they are.
+pub struct CallerStdio {
+    /// What the process gets: its stdin, stdout and stderr.
+    give: Vec<OwnedFd>,
+    relay: Relay,
+}
+
+/// The caller's terminal relayed to and from an exec's pipes.
+#[derive(Default)]
+pub struct Relay {
+    /// The pipe to the process's stdin, when the caller's is a terminal.
+    input: Option<OwnedFd>,
+    /// Read from the terminal, not yet taken by the process.
+    pending: Vec<u8>,
+    /// Pipes from the process, each with the caller's stream it goes to.
+    outputs: Vec<(OwnedFd, i32)>,
+}
+
+impl CallerStdio {
+    pub fn new() -> Result<CallerStdio, ClientError> {
+        let stdin = std::io::stdin();
+        let stdout = std::io::stdout();
+        let stderr = std::io::stderr();
+        let streams = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
+        let mut give: Vec<OwnedFd> = Vec::with_capacity(3);
+        let mut relay = Relay::default();
+        let io = |e: std::io::Error| {
+            ClientError::Terminal(Errno::from_raw(e.raw_os_error().unwrap_or(0)))
+        };
+        let device = |fd: BorrowedFd<'_>| nix::sys::stat::fstat(fd).ok().map(|s| s.st_rdev);
+        for (n, fd) in streams.into_iter().enumerate() {
+            if !warden_jail::pty::is_terminal(fd) {
+                give.push(fd.try_clone_to_owned().map_err(io)?);
+                continue;
+            }
+            // stderr on the same terminal as stdout: the same pipe, so
+            // that what the process writes to both keeps its order.
+            if n == 2 && relay.outputs.len() == 1 && device(fd) == device(streams[1]) {
+                give.push(give[1].try_clone().map_err(io)?);
+                continue;
+            }
+            let (read, write) =
+                nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(ClientError::Terminal)?;
+            // Our ends never block the relay.
+            let ours = if n == 0 { &write } else { &read };
+            nix::fcntl::fcntl(
+                ours,
+                nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+            )
+            .map_err(ClientError::Terminal)?;
+            if n == 0 {
+                give.push(read);
+                relay.input = Some(write);
+            } else {
+                give.push(write);
+                relay.outputs.push((read, n as i32));
+            }
+        }
+        Ok(CallerStdio { give, relay })
+    }
+
+    /// The descriptors to pass with the exec.
+    pub fn fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.give.iter().map(|f| f.as_fd()).collect()
+    }
+
+    /// Once the exec is asked for: our copies of its ends go, the relay
+    /// stays.
+    pub fn into_relay(self) -> Relay {
+        self.relay
+    }
+}
+
+impl Relay {
+    fn poll_fds<'a>(
+        &'a self,
+        stdin: BorrowedFd<'a>,
+    ) -> Vec<(BorrowedFd<'a>, nix::poll::PollFlags)> {
+        use nix::poll::PollFlags;
+        let mut fds = Vec::new();
+        if let Some(input) = &self.input {
+            if self.pending.is_empty() {
+                fds.push((stdin, PollFlags::POLLIN));
+            } else {
+                fds.push((input.as_fd(), PollFlags::POLLOUT));
+            }
+        }
+        for (pipe, _) in &self.outputs {
+            fds.push((pipe.as_fd(), PollFlags::POLLIN));
+        }
+        fds
+    }
+
+    /// Move what is ready (`ready`: for each of [`Relay::poll_fds`], in
+    /// order), never blocking on the caller's terminal nor on the process.
+    fn pump(&mut self, ready: &[bool], buf: &mut [u8]) {
+        let mut ready = ready.iter().copied();
+        if let Some(input) = &self.input {
+            if !ready.next().unwrap_or(false) {
+                // Nothing to move this time.
+            } else if self.pending.is_empty() {
+                match nix::unistd::read(std::io::stdin().as_fd(), buf) {
+                    Ok(0) => self.input = None,
+                    Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                    Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                    Err(_) => self.input = None,
+                }
+            } else {
+                match nix::unistd::write(input, &self.pending) {
+                    Ok(n) => {
+                        self.pending.drain(..n);
+                    }
+                    Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                    Err(_) => self.input = None,
+                }
+            }
+        }
+        self.outputs.retain(|(pipe, to)| {
+            if !ready.next().unwrap_or(false) {
+                return true;
+            }
+            match nix::unistd::read(pipe, buf) {
+                Ok(0) => false,
+                Ok(n) => {
+                    to_caller(*to, &buf[..n]);
+                    true
+                }
+                Err(Errno::EINTR) | Err(Errno::EAGAIN) => true,
+                Err(_) => false,
+            }
+        });
+    }
+
+    /// The process has ended: what it wrote is passed on (for a bounded
+    /// time, whatever it left behind keeps writing), then every pipe is
+    /// closed; the terminal is not read any more.
+    fn finish(mut self, buf: &mut [u8]) {
+        self.input = None;
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        while !self.outputs.is_empty() && std::time::Instant::now() < until {
+            let before: usize = self.outputs.len();
+            let mut moved = false;
+            self.outputs
+                .retain(|(pipe, to)| match nix::unistd::read(pipe, buf) {
+                    Ok(n) if n > 0 => {
+                        moved = true;
+                        to_caller(*to, &buf[..n]);
+                        true
+                    }
+                    _ => false,
+                });
+            if !moved && self.outputs.len() == before {
+                break;
+            }
+        }
+    }
+}
+
+/// Write to the caller's stdout (1) or stderr (2).
+fn to_caller(stream: i32, data: &[u8]) {
+    if stream == 1 {
+        write_all(std::io::stdout().as_fd(), data);
+    } else {
+        write_all(std::io::stderr().as_fd(), data);
+    }
+}
+
 /// Wait until the process ends, passing on to it (and its process group)
 /// the signals that would end the caller: SIGINT, SIGTERM, SIGHUP,
-/// SIGQUIT (a Ctrl-C with pipes, a `kill` of the caller). `control` is the
-/// supervisor's socket, reached anew for each signal.
-pub fn wait_forwarding(running: Running, control: &Path) -> Result<ExecStatus, ClientError> {
+/// SIGQUIT (a Ctrl-C with pipes, a `kill` of the caller), and relaying the
+/// caller's terminal through `relay` (see [`CallerStdio`]). `control` is
+/// the supervisor's socket, reached anew for each signal.
+pub fn wait_forwarding(
+    running: Running,
+    control: &Path,
+    mut relay: Relay,
+) -> Result<ExecStatus, ClientError> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use nix::sys::signal::{SigSet, SigmaskHow};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -245,17 +424,32 @@ pub fn wait_forwarding(running: Running, control: &Path) -> Result<ExecStatus, C
     let sfd = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(ClientError::Terminal)?;
     let exec = running.exec;
+    let mut buf = vec![0u8; 16384];
+    let stdin = std::io::stdin();
     loop {
-        let mut fds = [
+        let mut fds = vec![
             PollFd::new(running.fd(), PollFlags::POLLIN),
             PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
         ];
+        fds.extend(
+            relay
+                .poll_fds(stdin.as_fd())
+                .into_iter()
+                .map(|(fd, f)| PollFd::new(fd, f)),
+        );
         match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Err(ClientError::Terminal(e)),
         }
-        let done = fds[0].revents().is_some_and(|r| !r.is_empty());
-        let signalled = fds[1].revents().is_some_and(|r| !r.is_empty());
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        let (done, signalled) = (ready[0], ready[1]);
+        if ready[2..].iter().any(|r| *r) {
+            relay.pump(&ready[2..], &mut buf);
+        }
         if signalled {
             while let Ok(Some(info)) = sfd.read_signal() {
                 if let Ok(c) = Connection::open(control) {
@@ -264,6 +458,7 @@ pub fn wait_forwarding(running: Running, control: &Path) -> Result<ExecStatus, C
             }
         }
         if done {
+            relay.finish(&mut buf);
             let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
             return running.wait();
         }

@@ -303,6 +303,7 @@ fn exec_in(
         }
         Err(e) => return Err(e.into()),
     };
+    let mut relay = client::Relay::default();
     let started = if tty {
         conn.exec(req, &[])
     } else if detach {
@@ -313,14 +314,12 @@ fn exec_in(
             .context("cannot open /dev/null")?;
         conn.exec(req, &[null.as_fd(), null.as_fd(), null.as_fd()])
     } else {
-        conn.exec(
-            req,
-            &[
-                std::io::stdin().as_fd(),
-                std::io::stdout().as_fd(),
-                std::io::stderr().as_fd(),
-            ],
-        )
+        // The caller's pipes and files as they are; a terminal through a
+        // pipe relayed until the exec ends (see CallerStdio).
+        let stdio = client::CallerStdio::new()?;
+        let started = conn.exec(req, &stdio.fds());
+        relay = stdio.into_relay();
+        started
     };
     let running = match started {
         Ok(r) => r,
@@ -349,7 +348,7 @@ fn exec_in(
     let status = if tty {
         client::relay_terminal(running)?
     } else {
-        client::wait_forwarding(running, &control(sb))?
+        client::wait_forwarding(running, &control(sb), relay)?
     };
     if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
         return Ok((
