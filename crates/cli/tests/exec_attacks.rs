@@ -457,6 +457,15 @@ fn a_dead_supervisors_cleanup_kills_nothing_outside_the_sandbox() {
         return;
     }
     ok(&out);
+    let as_user = |args: &[&str]| {
+        user.command(&bin)
+            .args(args)
+            .env("WARDEN_STATE_DIR", &env_state)
+            .output()
+            .unwrap()
+    };
+    // Should the test fail before the kill below.
+    let _stop = UserStopper(&as_user, "cg");
     let record = sandbox_dir(state.path(), "cg").join("supervisor.json");
     wait_until("the supervisor's record", Duration::from_secs(10), || {
         record.exists()
@@ -472,13 +481,7 @@ fn a_dead_supervisors_cleanup_kills_nothing_outside_the_sandbox() {
             .unwrap_or(true)
     });
     // The owner looks at their sandboxes, from outside the service.
-    let ls = user
-        .command(&bin)
-        .arg("ls")
-        .env("WARDEN_STATE_DIR", &env_state)
-        .output()
-        .unwrap();
-    let ls = ok(&ls);
+    let ls = ok(&as_user(&["ls"]));
     assert!(ls.contains("dead"), "{ls}");
     std::thread::sleep(Duration::from_millis(100));
     let victim = gone.1.first_mut().unwrap();
@@ -566,4 +569,95 @@ fn a_process_left_by_an_exec_cannot_use_the_callers_terminal_after_it_returns() 
         "a process left in the sandbox wrote to the caller's terminal after warden exec returned: {screen:?}"
     );
     assert_eq!(seen.matches("started").count(), 2, "{seen:?}");
+}
+
+#[test]
+fn detached_execs_do_not_lock_the_owner_out() {
+    // Each connection is a thread and a slot (256 at most). An exec's
+    // connection lasted as long as its process, even when its caller had
+    // left (`exec -d`): after 256 detached execs every request was refused,
+    // `stop` too, and only a kill of the supervisor ended the sandbox.
+    let state = TempDir::new("xa-slots");
+    ok(&warden(state.path(), &["create", "sl", "--start"]));
+    let _stop = Stopper(state.path(), "sl");
+    let sock = sandbox_dir(state.path(), "sl").join("control.sock");
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    use std::os::fd::AsFd;
+    for i in 0..256 {
+        let req: warden_runtime::protocol::ExecRequest = serde_json::from_value(
+            serde_json::json!({"argv": ["sleep", "1000"], "env": [], "cwd": null, "tty": false}),
+        )
+        .unwrap();
+        let conn = warden_runtime::client::Connection::open(&sock)
+            .unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        // Started, then left running: what `warden exec -d` does.
+        let running = conn
+            .exec(req, &[null.as_fd(), null.as_fd(), null.as_fd()])
+            .unwrap_or_else(|e| panic!("exec {i}: {e}"));
+        drop(running);
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let ps = warden(state.path(), &["ps", "--json", "sl"]);
+    assert!(
+        ps.status.success() && stdout(&ps).matches("sleep 1000").count() == 256,
+        "{} {}",
+        stdout(&ps),
+        stderr(&ps)
+    );
+    let stopped = warden(state.path(), &["stop", "--time", "1s", "sl"]);
+    assert!(
+        stopped.status.success(),
+        "the owner could not stop the sandbox: {}",
+        stderr(&stopped)
+    );
+}
+
+#[test]
+fn departed_followers_do_not_lock_the_owner_out() {
+    // `warden logs -f` ended with Ctrl-C, 256 times, in a quiet sandbox:
+    // each follower's thread waited for the next event to notice.
+    let state = TempDir::new("xa-follow");
+    ok(&warden(state.path(), &["create", "fo", "--start"]));
+    let _stop = Stopper(state.path(), "fo");
+    let sock = sandbox_dir(state.path(), "fo").join("control.sock");
+    for i in 0..256 {
+        use nix::sys::socket::{
+            connect, recv, send, socket, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr,
+        };
+        use std::os::fd::AsRawFd;
+        let s = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        connect(s.as_raw_fd(), &UnixAddr::new(&sock).unwrap())
+            .unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        send(
+            s.as_raw_fd(),
+            br#"{"op":"hello","version":1}"#,
+            MsgFlags::empty(),
+        )
+        .unwrap();
+        let mut buf = [0u8; 4096];
+        let n = recv(s.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
+        assert!(
+            String::from_utf8_lossy(&buf[..n]).contains("\"hello\""),
+            "connection {i}"
+        );
+        send(s.as_raw_fd(), br#"{"op":"follow"}"#, MsgFlags::empty()).unwrap();
+        drop(s);
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let stopped = warden(state.path(), &["stop", "--time", "1s", "fo"]);
+    assert!(
+        stopped.status.success(),
+        "the owner could not stop the sandbox: {}",
+        stderr(&stopped)
+    );
 }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warden_audit::{EventKind, StopReason};
@@ -22,6 +22,9 @@ use warden_jail::{Pid, Program};
 
 /// Connections served at once; more are refused.
 const MAX_CONNECTIONS: usize = 256;
+/// How often an exec's connection is looked at for a caller that left
+/// (`exec -d`, or killed): its slot goes back then.
+const CALLER_CHECK: Duration = Duration::from_millis(500);
 /// Grace of a stop the TTL asks for.
 const TTL_GRACE: Duration = Duration::from_secs(10);
 
@@ -400,10 +403,16 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
         }
         Request::Follow => {
             let rx = shared.bus.subscribe();
-            while let Ok(e) = rx.recv() {
-                reply(&Reply::Event(e))?;
+            loop {
+                match rx.recv_timeout(CALLER_CHECK) {
+                    Ok(e) => reply(&Reply::Event(e))?,
+                    // A follower that left, in a quiet sandbox, would
+                    // hold its slot until the next event.
+                    Err(RecvTimeoutError::Timeout) if caller_gone(conn) => return Ok(()),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                }
             }
-            Ok(())
         }
     }
 }
@@ -478,7 +487,15 @@ fn exec(
             message: warden_jail::chain_str(&e),
         });
     }
-    while let Ok((notice, master)) = rx.recv() {
+    loop {
+        let (notice, master) = match rx.recv_timeout(CALLER_CHECK) {
+            Ok(n) => n,
+            // A caller that left holds no slot while its process runs on
+            // (256 detached execs refused every later request, `stop` too).
+            Err(RecvTimeoutError::Timeout) if caller_gone(conn) => break,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         if let (FromInit::Spawned { pid, .. }, Some(m)) = (&notice, &master) {
             // The terminal's master side goes to the caller with the news.
             let sent = protocol::send(
@@ -532,6 +549,17 @@ fn exec(
         }
     }
     Ok(())
+}
+
+/// Whether the caller has closed its end of `conn` (it sends nothing after
+/// its request).
+fn caller_gone(conn: &OwnedFd) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok()
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
 }
 
 /// Read the init's notices: record each exec's start and end, and tell the
