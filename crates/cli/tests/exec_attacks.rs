@@ -661,3 +661,54 @@ fn departed_followers_do_not_lock_the_owner_out() {
         stderr(&stopped)
     );
 }
+
+/// A line of /proc/PID/status in kB, e.g. "VmHWM".
+fn status_kb(pid: i32, key: &str) -> u64 {
+    status_field(pid, key)
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn command_lines_set_inside_are_not_copied_whole_into_the_supervisor() {
+    // A process's command line is the sandbox's to fill (megabytes, in its
+    // own memory, under its own limits). `ps`, `status` (every `warden ls`)
+    // and `stop` read those of every process into the supervisor, a host
+    // process outside the sandbox's limits: twice their size, at every call.
+    let state = TempDir::new("xa-cmdline");
+    let marker = unique("xa-fat");
+    ok(&warden(state.path(), &["create", "fa", "--start"]));
+    let _stop = Stopper(state.path(), "fa");
+    // The marker in two halves: only the fat processes' lines hold it.
+    let (a, b) = marker.split_at(marker.len() / 2);
+    let fat = format!(
+        "import subprocess, time\n\
+         big = ['x' * 120000] * 16\n\
+         ps = [subprocess.Popen(['sh', '-c', 'sleep 1000; true', '{a}' + '{b}'] + big) for _ in range(24)]\n\
+         time.sleep(1000)\n"
+    );
+    ok(&warden(
+        state.path(),
+        &["exec", "-d", "fa", "--", "python3", "-c", &fat],
+    ));
+    wait_until("the fat processes", Duration::from_secs(10), || {
+        pids_with_marker(&marker).len() == 24
+    });
+    let sup = supervisor_pid(state.path(), "fa");
+    let before = status_kb(sup, "VmHWM");
+    let ps = warden(state.path(), &["ps", "fa"]);
+    ok(&warden(state.path(), &["ls"]));
+    let grown = status_kb(sup, "VmHWM").saturating_sub(before);
+    assert!(
+        grown < 16 * 1024,
+        "the supervisor grew by {grown} kB for 24 command lines of 1.9 MB"
+    );
+    assert!(
+        ps.status.success() && stdout(&ps).matches(&marker).count() == 24,
+        "ps: {} {}",
+        stdout(&ps).chars().take(300).collect::<String>(),
+        stderr(&ps)
+    );
+}

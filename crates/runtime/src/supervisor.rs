@@ -663,7 +663,7 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
     shared.bus.emit(EventKind::Stopping { reason });
     let _ = spawn::send(shared.channel.as_fd(), &ToInit::TermAll, &[]);
     let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && !processes(shared.init.as_raw()).is_empty() {
+    while Instant::now() < deadline && !descendants(shared.init.as_raw()).is_empty() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = spawn::send(shared.channel.as_fd(), &ToInit::Shutdown, &[]);
@@ -693,16 +693,23 @@ fn status(shared: &Shared) -> Status {
         init_pid: shared.init.as_raw(),
         started_ms: shared.started_ms,
         ttl_deadline_ms: shared.ttl_deadline_ms,
-        processes: processes(shared.init.as_raw()).len(),
+        processes: descendants(shared.init.as_raw()).len(),
         execs: shared.execs.lock().map(|e| e.len()).unwrap_or(0),
         memory_bytes,
         egress_bytes: shared.bus.egress_bytes(),
     }
 }
 
-/// The sandbox's processes but its init: (host PID, PID inside, command).
-pub fn processes(init: i32) -> Vec<(i32, i32, String)> {
-    let mut parent: HashMap<i32, i32> = HashMap::new();
+/// Bytes of a process's command line `ps` shows at most. The sandbox sets
+/// what its command lines hold (megabytes each, in its own memory): read
+/// whole, they would be copied into the supervisor, outside its limits.
+const COMMAND_BYTES: u64 = 1024;
+
+/// The host PIDs of the sandbox's processes but its init: every descendant
+/// of `init` (orphans are adopted by it). Only each `/proc/PID/stat` is
+/// read, once.
+fn descendants(init: i32) -> Vec<i32> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
             let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
@@ -716,22 +723,29 @@ pub fn processes(init: i32) -> Vec<(i32, i32, String)> {
                 .and_then(|(_, rest)| rest.split_whitespace().nth(1))
                 .and_then(|p| p.parse::<i32>().ok())
             {
-                parent.insert(pid, ppid);
+                children.entry(ppid).or_default().push(pid);
             }
         }
     }
-    let mut inside = vec![init];
+    let mut seen = std::collections::HashSet::from([init]);
+    let mut queue = vec![init];
     let mut out = Vec::new();
-    let mut i = 0;
-    while let Some(&p) = inside.get(i) {
-        i += 1;
-        for (&child, &pp) in &parent {
-            if pp == p && !inside.contains(&child) {
-                inside.push(child);
+    while let Some(p) = queue.pop() {
+        for &child in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
+            if seen.insert(child) {
+                out.push(child);
+                queue.push(child);
             }
         }
     }
-    for &host in inside.iter().skip(1) {
+    out
+}
+
+/// The sandbox's processes but its init: (host PID, PID inside, command).
+pub fn processes(init: i32) -> Vec<(i32, i32, String)> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    for host in descendants(init) {
         let status = std::fs::read_to_string(format!("/proc/{host}/status")).unwrap_or_default();
         let ns_pid = status
             .lines()
@@ -739,15 +753,15 @@ pub fn processes(init: i32) -> Vec<(i32, i32, String)> {
             .and_then(|l| l.split_whitespace().last())
             .and_then(|p| p.parse().ok())
             .unwrap_or(0);
-        let command = std::fs::read(format!("/proc/{host}/cmdline"))
-            .map(|c| {
-                c.split(|b| *b == 0)
-                    .filter(|a| !a.is_empty())
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default();
+        let mut raw = Vec::new();
+        let _ = std::fs::File::open(format!("/proc/{host}/cmdline"))
+            .and_then(|f| f.take(COMMAND_BYTES).read_to_end(&mut raw));
+        let command = raw
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
         out.push((host, ns_pid, command));
     }
     out
