@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Overlay workspaces on a large project: the start cost of `warden run
-# --overlay` against a plain `warden run -w` on a workspace of 100,000 files,
+# --overlay` against a plain `warden run -w` on a workspace of 100,000 files
+# (and of a command in a sandbox already running over that overlay),
 # and `warden diff --stat` on 1,000 changed files out of those 100,000.
 # Neither may scan or copy the unchanged files: both should stay within tens
 # of milliseconds whatever the size of the project.
@@ -44,18 +45,21 @@ median_ms() {
     printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]/1000}'
 }
 
-"$WARDEN" create bench -w "$proj" >/dev/null
+"$WARDEN" create bench -w "$proj" --no-audit-log --start >/dev/null
+trap '"$WARDEN" stop bench >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 plain=$(median_ms "$WARDEN" run --no-tty --no-audit-log -w "$proj" -- true)
-overlay=$(median_ms "$WARDEN" exec bench --no-tty --no-audit-log -- true)
+overlay=$(median_ms "$WARDEN" run --no-tty --no-audit-log --overlay -w "$proj" -- true)
+running=$(median_ms "$WARDEN" exec -T bench -- true)
 
 # 1,000 changes: every d000..d009 file rewritten.
-"$WARDEN" exec bench --no-tty --no-audit-log -- sh -c "
+"$WARDEN" exec -T bench -- sh -c "
   n=0; for d in d*; do for f in \$d/*; do
     [ \$n -ge $CHANGED ] && exit 0; echo changed >> \$f; n=\$((n+1)); done; done" >/dev/null
 changes=$("$WARDEN" diff bench --stat | tail -1)
 stat=$(median_ms "$WARDEN" diff bench --stat)
 
 printf '%-44s %8s ms\n' "warden run -w (plain bind), $FILES files" "$plain"
-printf '%-44s %8s ms\n' "warden exec (overlay), $FILES files" "$overlay"
+printf '%-44s %8s ms\n' "warden run --overlay, $FILES files" "$overlay"
+printf '%-44s %8s ms\n' "warden exec (running, overlay), $FILES files" "$running"
 printf '%-44s %8s ms   (%s)\n' "warden diff --stat, $CHANGED changed" "$stat" "$changes"
 awk -v a="$overlay" -v b="$plain" 'BEGIN { printf "overlay start / plain start: %.2f\n", a / b }'
