@@ -712,3 +712,39 @@ fn command_lines_set_inside_are_not_copied_whole_into_the_supervisor() {
         stderr(&ps)
     );
 }
+
+#[test]
+fn a_process_left_on_an_execs_terminal_cannot_hold_warden_exec_open() {
+    // With a terminal, what the process wrote last is drained after it
+    // ends; a process left behind that ignores the hang-up and writes for
+    // ever kept that drain, `warden exec` (and the caller's terminal, in
+    // raw mode) with it, and kept writing to the person's screen.
+    let state = TempDir::new("xa-flood");
+    ok(&warden(state.path(), &["create", "fl", "--start"]));
+    let _stop = Stopper(state.path(), "fl");
+    let term = TestTerminal::open(24, 80);
+    let child = term.spawn(
+        Command::new(warden_bin())
+            .args([
+                "exec",
+                "-t",
+                "fl",
+                "--",
+                "sh",
+                "-c",
+                "trap '' HUP; for i in 1 2 3 4; do yes flood-flood-flood & done; sleep 0.3",
+            ])
+            .env("WARDEN_STATE_DIR", state.path().join("warden")),
+    );
+    // The person's terminal shows what comes, at the pace of a terminal
+    // over a slow link (slower than the flood).
+    let mut master = term.master.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1024];
+        while matches!(master.read(&mut buf), Ok(n) if n > 0) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let status = finish(child, Duration::from_secs(3), "warden exec -t");
+    assert!(status.success(), "{status:?}");
+}

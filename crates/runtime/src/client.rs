@@ -370,30 +370,31 @@ impl Relay {
         });
     }
 
-    /// The process has ended: what it wrote is passed on (for a bounded
-    /// time, whatever it left behind keeps writing), then every pipe is
-    /// closed; the terminal is not read any more.
+    /// The process has ended: what it wrote is passed on, as much as each
+    /// pipe holds (whatever it left behind may write for ever), then every
+    /// pipe is closed; the terminal is not read any more.
     fn finish(mut self, buf: &mut [u8]) {
         self.input = None;
-        let until = std::time::Instant::now() + std::time::Duration::from_millis(200);
-        while !self.outputs.is_empty() && std::time::Instant::now() < until {
-            let before: usize = self.outputs.len();
-            let mut moved = false;
-            self.outputs
-                .retain(|(pipe, to)| match nix::unistd::read(pipe, buf) {
+        for (pipe, to) in &self.outputs {
+            let mut left = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_GETPIPE_SZ)
+                .map_or(65536, |n| n.max(0) as usize);
+            while left > 0 {
+                let want = buf.len().min(left);
+                match nix::unistd::read(pipe, &mut buf[..want]) {
                     Ok(n) if n > 0 => {
-                        moved = true;
+                        left -= n;
                         to_caller(*to, &buf[..n]);
-                        true
                     }
-                    _ => false,
-                });
-            if !moved && self.outputs.len() == before {
-                break;
+                    _ => break,
+                }
             }
         }
     }
 }
+
+/// What a terminal holds at most (a PTY's buffers: about 20 KiB), drained
+/// from one whose process has ended.
+const TERMINAL_HOLDS: usize = 64 * 1024;
 
 /// Write to the caller's stdout (1) or stderr (2).
 fn to_caller(stream: i32, data: &[u8]) {
@@ -545,14 +546,21 @@ pub fn relay_terminal(mut running: Running) -> Result<ExecStatus, ClientError> {
             }
         }
         if ready.first() == Some(&true) {
-            // The process ended: what it wrote last is drained, briefly.
+            // The process ended: what it wrote last is drained, as much
+            // as a terminal holds (a process it left on the terminal may
+            // write for ever).
             let _ = nix::fcntl::fcntl(
                 &master,
                 nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
             );
-            while master_open {
-                match nix::unistd::read(&master, &mut buf) {
-                    Ok(n) if n > 0 => write_all(stdout.as_fd(), &buf[..n]),
+            let mut left = TERMINAL_HOLDS;
+            while master_open && left > 0 {
+                let want = buf.len().min(left);
+                match nix::unistd::read(&master, &mut buf[..want]) {
+                    Ok(n) if n > 0 => {
+                        left -= n;
+                        write_all(stdout.as_fd(), &buf[..n]);
+                    }
                     _ => master_open = false,
                 }
             }
