@@ -748,3 +748,53 @@ fn a_process_left_on_an_execs_terminal_cannot_hold_warden_exec_open() {
     let status = finish(child, Duration::from_secs(3), "warden exec -t");
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn nothing_a_sandbox_may_write_holds_wardens_state_directory() {
+    // A writable bind over the state directory would let a sandbox rewrite
+    // the stored spec of any named sandbox (its own next start included).
+    let base = TempDir::new("xa-state-overlap");
+    let state = base.path().join("warden");
+    std::fs::create_dir_all(&state).unwrap();
+    let inside = state.join("sandboxes");
+    std::fs::create_dir_all(&inside).unwrap();
+    for args in [
+        vec!["run", "--rw", state.to_str().unwrap(), "--", "true"],
+        vec!["run", "--rw", inside.to_str().unwrap(), "--", "true"],
+        vec!["run", "-w", base.str(), "--", "true"],
+        vec!["create", "over", "--rw", base.str()],
+    ] {
+        let out = Command::new(warden_bin())
+            .args(&args)
+            .env("WARDEN_STATE_DIR", &state)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{args:?} was accepted");
+        assert!(
+            stderr(&out).contains("state directory"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    // Nothing was created on the way.
+    assert!(!state.join("sandboxes/over").exists());
+    assert!(!state.join("workspaces/over").exists());
+    // A narrower directory beside it is fine.
+    let beside = base.path().join("project");
+    std::fs::create_dir_all(&beside).unwrap();
+    let out = Command::new(warden_bin())
+        .args([
+            "run",
+            "--no-tty",
+            "-w",
+            beside.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .env("WARDEN_STATE_DIR", &state)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

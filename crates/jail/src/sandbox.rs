@@ -109,6 +109,8 @@ pub enum JailError {
     },
     #[error("--rootfs needs the sandbox's own mount namespace, which this host does not allow; leave --rootfs out to run degraded")]
     RootfsNeedsNamespaces,
+    #[error("a long-lived sandbox (create, start, run -d) needs its own namespaces, which this host does not allow; use `warden run --allow-degraded` for one command at a time")]
+    ServiceNeedsNamespaces,
     #[error("cannot create the sandbox's private directory {path}")]
     PrivateTmp {
         path: PathBuf,
@@ -318,6 +320,11 @@ fn run_mode(
     }
     if degraded_mode && fs.rootfs.is_some() {
         return Err(JailError::RootfsNeedsNamespaces);
+    }
+    if degraded_mode && program == Program::Service {
+        // Without a PID namespace the init's stop (SIGTERM to -1) would
+        // reach every process of the user on the host.
+        return Err(JailError::ServiceNeedsNamespaces);
     }
 
     // Host-side paths are resolved here, on the host, without following

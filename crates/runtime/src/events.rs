@@ -253,7 +253,11 @@ pub struct BusSink(pub Arc<Bus>);
 
 impl EventSink for BusSink {
     fn emit(&mut self, event: &Event) {
-        self.0.send(event.clone());
+        // Under the bus's name: the jail knows a sandbox by the id of this
+        // start (its cgroup's name), a person by its name.
+        let mut e = event.clone();
+        e.sandbox.clone_from(&self.0.sandbox);
+        self.0.send(e);
     }
 }
 

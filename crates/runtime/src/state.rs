@@ -23,6 +23,13 @@ pub enum StateError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("{what} {path} {how} warden's state directory {state}: a sandbox that can write there could change the options of every named sandbox (and its own next start); bind a narrower directory")]
+    OverlapsState {
+        what: &'static str,
+        path: PathBuf,
+        how: &'static str,
+        state: PathBuf,
+    },
     #[error("cannot write {path}")]
     Write {
         path: PathBuf,
@@ -255,4 +262,47 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// Refuse a spec that would let its sandbox write into warden's state
+/// directory `state` (or anything that holds it): a writable bind or a
+/// plainly bound workspace there could rewrite the stored specs, records
+/// and audit logs. `own_layer`: the sandbox's own writable layer, which
+/// lives in the state directory by design (the copy layout's workspace).
+pub fn check_state_kept_out(
+    spec: &SandboxSpec,
+    state: &Path,
+    own_layer: Option<&Path>,
+) -> Result<(), StateError> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let state = canon(state);
+    let fs = &spec.filesystem;
+    let mut writable: Vec<(&'static str, &Path)> = fs
+        .binds
+        .iter()
+        .filter(|b| b.writable)
+        .map(|b| ("--rw", b.path.as_path()))
+        .collect();
+    if let (Some(w), None) = (&fs.workspace, &fs.overlay) {
+        if own_layer.map(canon) != Some(canon(w)) {
+            writable.push(("--workspace", w.as_path()));
+        }
+    }
+    for (what, path) in writable {
+        let p = canon(path);
+        let how = if state.starts_with(&p) {
+            "holds"
+        } else if p.starts_with(&state) {
+            "is inside"
+        } else {
+            continue;
+        };
+        return Err(StateError::OverlapsState {
+            what,
+            path: path.to_path_buf(),
+            how,
+            state,
+        });
+    }
+    Ok(())
 }

@@ -209,7 +209,11 @@ fn supervise(
         ready: ready_line,
         tell,
     };
-    let result = warden_jail::run(&spec, name, Program::Service, &mut sink, &mut wiring);
+    // This start's own id (the cgroup's name): sandboxes of one name in
+    // two state directories, or one started again before its old cgroup
+    // was removed, never meet.
+    let id = format!("{name}-{}", start_suffix());
+    let result = warden_jail::run(&spec, &id, Program::Service, &mut sink, &mut wiring);
     drop(wiring);
     bus.close();
     let _ = std::fs::remove_file(&socket_path);
@@ -333,7 +337,19 @@ fn in_my_user_namespace(pid: i32) -> bool {
 }
 
 fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolError> {
+    // A caller has a few seconds to say hello; a silent connection does
+    // not keep its slot.
+    let _ = nix::sys::socket::setsockopt(
+        conn,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(5, 0),
+    );
     let (hello, _) = protocol::receive::<Request>(conn)?;
+    let _ = nix::sys::socket::setsockopt(
+        conn,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(0, 0),
+    );
     match hello {
         Request::Hello { version } if version == VERSION => protocol::send(
             conn.as_fd(),
@@ -765,4 +781,16 @@ pub fn processes(init: i32) -> Vec<(i32, i32, String)> {
         out.push((host, ns_pid, command));
     }
     out
+}
+
+/// Six hexadecimal digits that tell one start of a sandbox from another.
+fn start_suffix() -> String {
+    let mut b = [0u8; 3];
+    let read = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b));
+    if read.is_err() {
+        let n = std::process::id() ^ (state::now_ms() as u32);
+        b.copy_from_slice(&n.to_le_bytes()[..3]);
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -99,10 +99,15 @@ pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     opts.layout = sandboxes::layout_for_host();
     let sb = store.create(&args.name, &opts)?;
     run.workspace = None;
+    let own_workspace = store.root().join("workspaces").join(&args.name);
     let resolved = match resolve(*run, defaults, Some(&sb), &args.name, &mut None) {
         Ok(r) => r,
         Err(e) => {
+            // Nothing of a refused create stays behind.
             let _ = store.remove(&args.name);
+            if sb.meta().workspace == std::fs::canonicalize(&own_workspace).unwrap_or_default() {
+                let _ = std::fs::remove_dir_all(&own_workspace);
+            }
             return Err(e);
         }
     };

@@ -337,6 +337,14 @@ pub fn resolve(
             None => return Err(e.into()),
         },
     };
+    // Nothing the sandbox may write holds warden's own state.
+    let own_layer = sandbox
+        .or(kept.as_ref().map(|(_, sb)| sb))
+        .filter(|sb| sb.meta().layout == warden_workspace::Layout::Copy)
+        .map(|sb| sb.upper());
+    if let Ok(state) = state_dir() {
+        warden_runtime::state::check_state_kept_out(&spec, &state, own_layer.as_deref())?;
+    }
     let audit_log = if no_audit_log {
         None
     } else {
