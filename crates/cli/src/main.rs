@@ -218,7 +218,7 @@ fn main() -> ExitCode {
             commands::selftest::selftest(only.as_deref(), json, list, allow_degraded, through_exec)
         }
         Command::Probe { name, args } => {
-            let f = warden_jail::probes::run(&name, &args);
+            let f = warden_selftest::probes::run(&name, &args);
             println!(
                 "{}{}",
                 warden_selftest::RESULT_PREFIX,

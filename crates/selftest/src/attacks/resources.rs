@@ -1,0 +1,178 @@
+//! Resource exhaustion: processes, memory, disk and time past the limits
+//! a sandbox was given.
+use crate::lab::{from_run, Attack, Verdict};
+use crate::probes::{arg, contained, errno_name, escaped, Finding, Probe};
+use crate::Category;
+use std::io::Write;
+use std::time::Duration;
+
+pub(crate) fn attacks() -> Vec<Attack> {
+    vec![
+        // ---- resource exhaustion ----
+        (
+            "res.fork-bomb",
+            Category::Resources,
+            "fork without end (under --pids 64)",
+            |lab| {
+                let r = lab.sandbox(
+                    &["--pids", "64", "--timeout", "30s"],
+                    "fork-bomb",
+                    &["5000"],
+                );
+                from_run(&r)
+            },
+        ),
+        (
+            "res.memory",
+            Category::Resources,
+            "allocate without end (under --memory 64M)",
+            |lab| {
+                let r = lab.sandbox(
+                    &["--memory", "64M", "--timeout", "30s"],
+                    "memory-hog",
+                    &["512"],
+                );
+                if r.status == Some(137) {
+                    return Verdict::Contained("killed at the memory limit (exit 137)".into());
+                }
+                from_run(&r)
+            },
+        ),
+        (
+            "res.fill-tmp",
+            Category::Resources,
+            "fill /tmp (under --tmp-size 8M)",
+            |lab| {
+                from_run(&lab.sandbox(
+                    &["--tmp-size", "8M", "--timeout", "30s"],
+                    "fill-disk",
+                    &["/tmp/fill", "64"],
+                ))
+            },
+        ),
+        (
+            "res.file-size",
+            Category::Resources,
+            "write a huge file (under --file-size 2M)",
+            |lab| {
+                let ws = lab.dir.join("fsize");
+                let _ = std::fs::create_dir_all(&ws);
+                from_run(&lab.sandbox(
+                    &[
+                        "--file-size",
+                        "2M",
+                        "-w",
+                        &ws.to_string_lossy(),
+                        "--timeout",
+                        "30s",
+                    ],
+                    "fill-disk",
+                    &["/workspace/big", "16"],
+                ))
+            },
+        ),
+        (
+            "res.run-forever",
+            Category::Resources,
+            "spin past the deadline (under --timeout 1s)",
+            |lab| {
+                let r = lab.sandbox(&["--timeout", "1s"], "spin", &[]);
+                if r.status == Some(124) && r.elapsed < Duration::from_secs(10) {
+                    Verdict::Contained(format!(
+                        "killed at the deadline after {:.1}s (exit 124)",
+                        r.elapsed.as_secs_f64()
+                    ))
+                } else {
+                    Verdict::Escaped(format!(
+                        "status {:?} after {:.1}s",
+                        r.status,
+                        r.elapsed.as_secs_f64()
+                    ))
+                }
+            },
+        ),
+    ]
+}
+
+pub(crate) const PROBES: &[Probe] = &[
+    Probe {
+        name: "fork-bomb",
+        harmful: true,
+        run: fork_bomb,
+    },
+    Probe {
+        name: "memory-hog",
+        harmful: true,
+        run: memory_hog,
+    },
+    Probe {
+        name: "fill-disk",
+        harmful: true,
+        run: fill_disk,
+    },
+    Probe {
+        name: "spin",
+        harmful: true,
+        run: spin,
+    },
+];
+
+fn fork_bomb(args: &[String]) -> Finding {
+    let limit: u32 = arg(args, 0).parse().unwrap_or(10_000);
+    let mut made = 0u32;
+    let mut failed = None;
+    while made < limit {
+        match warden_jail::probes::fork_sleeper(30) {
+            Ok(_) => made += 1,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    match failed {
+        Some(e) => contained(format!(
+            "fork failed after {made} processes: {}",
+            errno_name(e)
+        )),
+        None => escaped(format!("made {made} processes without a limit")),
+    }
+}
+
+fn memory_hog(args: &[String]) -> Finding {
+    let mb: usize = arg(args, 0).parse().unwrap_or(1024);
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..mb {
+        let mut chunk = Vec::new();
+        if chunk.try_reserve_exact(1 << 20).is_err() {
+            return contained(format!("allocation failed after {} MiB", held.len()));
+        }
+        chunk.resize(1 << 20, 1u8);
+        held.push(chunk);
+    }
+    escaped(format!("held {mb} MiB"))
+}
+
+fn fill_disk(args: &[String]) -> Finding {
+    let mb: usize = arg(args, 1).parse().unwrap_or(64);
+    let path = arg(args, 0);
+    // A file size limit must be an error the probe reports, not its death.
+    warden_jail::probes::ignore_sigxfsz();
+    let mut f = match std::fs::File::create(path) {
+        Ok(f) => f,
+        Err(e) => return contained(format!("create {path}: {e}")),
+    };
+    let block = vec![0x5au8; 1 << 20];
+    for i in 0..mb {
+        if let Err(e) = f.write_all(&block).and_then(|()| f.sync_data()) {
+            return contained(format!("write stopped after {i} MiB: {e}"));
+        }
+    }
+    escaped(format!("wrote {mb} MiB to {path}"))
+}
+
+fn spin(_: &[String]) -> Finding {
+    loop {
+        std::hint::spin_loop();
+    }
+}
