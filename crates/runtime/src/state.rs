@@ -274,8 +274,14 @@ pub fn check_state_kept_out(
     state: &Path,
     own_layer: Option<&Path>,
 ) -> Result<(), StateError> {
-    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let state = canon(state);
+    // Bind paths are compared as written (a path through a link or with
+    // `..` is refused by the jail itself, with its own message); the state
+    // directory both as written and as resolved.
+    let lexical = |p: &Path| -> PathBuf { p.components().collect() };
+    let states = [
+        lexical(state),
+        std::fs::canonicalize(state).unwrap_or_else(|_| lexical(state)),
+    ];
     let fs = &spec.filesystem;
     let mut writable: Vec<(&'static str, &Path)> = fs
         .binds
@@ -284,25 +290,33 @@ pub fn check_state_kept_out(
         .map(|b| ("--rw", b.path.as_path()))
         .collect();
     if let (Some(w), None) = (&fs.workspace, &fs.overlay) {
-        if own_layer.map(canon) != Some(canon(w)) {
+        if own_layer.map(lexical) != Some(lexical(w)) {
             writable.push(("--workspace", w.as_path()));
         }
     }
     for (what, path) in writable {
-        let p = canon(path);
-        let how = if state.starts_with(&p) {
-            "holds"
-        } else if p.starts_with(&state) {
-            "is inside"
-        } else {
+        if path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
             continue;
-        };
-        return Err(StateError::OverlapsState {
-            what,
-            path: path.to_path_buf(),
-            how,
-            state,
-        });
+        }
+        let p = lexical(path);
+        for state in &states {
+            let how = if state.starts_with(&p) {
+                "holds"
+            } else if p.starts_with(state) {
+                "is inside"
+            } else {
+                continue;
+            };
+            return Err(StateError::OverlapsState {
+                what,
+                path: path.to_path_buf(),
+                how,
+                state: state.clone(),
+            });
+        }
     }
     Ok(())
 }
