@@ -84,17 +84,25 @@ struct Slot {
 pub fn run_main(state_root: &Path, name: &str, sink_extra: Vec<Sink>, ready: OwnedFd) -> i32 {
     // Out of the caller's session: its terminal closing hangs nothing up.
     let _ = nix::unistd::setsid();
-    let ready = Mutex::new(Some(ready));
-    let tell = |line: &str| {
-        if let Some(fd) = ready.lock().ok().and_then(|mut r| r.take()) {
-            let _ = nix::unistd::write(&fd, line.as_bytes());
-        }
-    };
-    match supervise(state_root, name, sink_extra, &tell) {
+    let ready = Ready(Arc::new(Mutex::new(Some(ready))));
+    match supervise(state_root, name, sink_extra, &ready) {
         Ok(()) => 0,
         Err(e) => {
-            tell(&format!("error: {}\n", warden_jail::chain_str(&e)));
+            ready.tell(&format!("error: {}\n", warden_jail::chain_str(&e)));
             125
+        }
+    }
+}
+
+/// The starter's pipe: told once ("ready PID" or "error: why"), then
+/// closed, which lets the starter go.
+#[derive(Clone)]
+struct Ready(Arc<Mutex<Option<OwnedFd>>>);
+
+impl Ready {
+    fn tell(&self, line: &str) {
+        if let Some(fd) = self.0.lock().ok().and_then(|mut r| r.take()) {
+            let _ = nix::unistd::write(&fd, line.as_bytes());
         }
     }
 }
@@ -103,7 +111,7 @@ fn supervise(
     state_root: &Path,
     name: &str,
     mut sinks: Vec<Sink>,
-    tell: &(dyn Fn(&str) + Sync),
+    ready: &Ready,
 ) -> Result<(), SuperviseError> {
     let store = warden_workspace::Store::open(state_root)?;
     let sb = store.get(name)?;
@@ -138,8 +146,7 @@ fn supervise(
     let record_path = dir.join(state::SUPERVISOR);
     let service_bus = bus.clone();
     let listener = Mutex::new(Some(listener));
-    let ready_line = Arc::new(Mutex::new(None::<String>));
-    let ready_out = ready_line.clone();
+    let ready_out = ready.clone();
     wiring.on_service(move |channel, init| {
         // From here on threads may run: the sandbox is cloned.
         service_bus.start_writer();
@@ -198,17 +205,11 @@ fn supervise(
                     stop(&s, StopReason::Ttl, TTL_GRACE);
                 });
         }
-        if let Ok(mut r) = ready_out.lock() {
-            *r = Some(format!("ready {}\n", init.as_raw()));
-        }
+        // Ready once the record is written and the control server runs:
+        // a `stop` right after `start` finds it.
+        ready_out.tell(&format!("ready {}\n", init.as_raw()));
     });
-    // The start-up is told once the sandbox runs, from this thread: the
-    // callback above sets the line, the events' writer says the rest.
-    let mut sink = ReadySink {
-        inner: BusSink(bus.clone()),
-        ready: ready_line,
-        tell,
-    };
+    let mut sink = BusSink(bus.clone());
     // This start's own id (the cgroup's name): sandboxes of one name in
     // two state directories, or one started again before its old cgroup
     // was removed, never meet.
@@ -221,24 +222,6 @@ fn supervise(
     let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
     result?;
     Ok(())
-}
-
-/// Passes events on, and tells the starter "ready" at the `started` event
-/// (after which the start cannot fail any more).
-struct ReadySink<'a> {
-    inner: BusSink,
-    ready: Arc<Mutex<Option<String>>>,
-    tell: &'a (dyn Fn(&str) + Sync),
-}
-
-impl warden_audit::EventSink for ReadySink<'_> {
-    fn emit(&mut self, event: &warden_audit::Event) {
-        self.inner.emit(event);
-        if matches!(event.kind, EventKind::Started { .. }) {
-            let line = self.ready.lock().ok().and_then(|mut r| r.take());
-            (self.tell)(line.as_deref().unwrap_or("ready\n"));
-        }
-    }
 }
 
 /// The control socket: owner-only, in the sandbox's own directory.
