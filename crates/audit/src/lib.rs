@@ -75,7 +75,23 @@ pub struct JsonLinesSink {
 }
 
 impl JsonLinesSink {
+    /// `path` `-` is warden's own standard output (`--json-events -`).
     pub fn open(path: &Path) -> Result<Self, SinkError> {
+        if path == Path::new("-") {
+            use std::os::fd::AsFd;
+            let out = std::io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|source| SinkError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+            return Ok(JsonLinesSink {
+                out: BufWriter::new(File::from(out)),
+                path: PathBuf::from("standard output"),
+                failed: false,
+            });
+        }
         let file = OpenOptions::new()
             .create(true)
             .append(true)

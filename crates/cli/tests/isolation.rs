@@ -250,6 +250,35 @@ fn exit_status_follows_the_conventions() {
 }
 
 #[test]
+fn json_events_dash_is_standard_output() {
+    let out = Command::new(warden_bin())
+        .args([
+            "run",
+            "--no-tty",
+            "--no-audit-log",
+            "--json-events",
+            "-",
+            "--",
+            "true",
+        ])
+        .current_dir(std::env::temp_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let events: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.first().unwrap()["event"], "created");
+    assert_eq!(events.last().unwrap()["event"], "exited");
+    assert!(
+        !std::env::temp_dir().join("-").exists(),
+        "a file named '-' was made"
+    );
+}
+
+#[test]
 fn bad_input_is_a_clear_error_with_status_125_and_nothing_started() {
     let cases: &[(&[&str], &str)] = &[
         (&["run", "--", "true", "--workspace"], ""),
@@ -300,6 +329,26 @@ fn bad_input_is_a_clear_error_with_status_125_and_nothing_started() {
         ),
         (&["run", "--allow-http", "--", "true"], "--allow-domain"),
         (&["run"], "CMD"),
+        (
+            &["run", "--file-size", "0", "--", "true"],
+            "--file-size 0 would make every write fail",
+        ),
+        (
+            &[
+                "run",
+                "--allow-domain",
+                "a.test",
+                "--egress-idle-timeout",
+                "0s",
+                "--",
+                "true",
+            ],
+            "--egress-idle-timeout must be longer than zero",
+        ),
+        (
+            &["run", "--workspace", "/etc/hostname", "--", "true"],
+            "is a file, not a directory",
+        ),
     ];
     for (args, needle) in cases {
         let out = Command::new(warden_bin())

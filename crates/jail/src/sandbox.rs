@@ -37,6 +37,8 @@ pub enum JailError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{what} {path} is a file, not a directory: pass the directory that holds the project")]
+    NotADirectory { what: &'static str, path: PathBuf },
     #[error("{what} {path} contains '..'; pass the directory itself")]
     DotDot { what: &'static str, path: PathBuf },
     #[error("{what} {path} goes through a symbolic link (to {target}): a link left by earlier code in the sandbox could redirect the mount, so warden does not follow links here; pass the real path")]
@@ -358,10 +360,9 @@ fn run_mode(
                 source: e.into(),
             })?;
             if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-                return Err(JailError::MissingPath {
+                return Err(JailError::NotADirectory {
                     what: "--workspace",
                     path,
-                    source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
                 });
             }
             (Some(path), Some((fd, st.st_uid, st.st_gid)))

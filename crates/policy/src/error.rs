@@ -31,6 +31,10 @@ pub enum Problem {
     BadCpus(f64),
     #[error("must be longer than zero")]
     ZeroTimeout,
+    #[error("0 would make every write fail (the largest file would be empty): give a size such as 1G, or leave it out for the default")]
+    ZeroFileSize,
+    #[error("must be longer than zero: 0 would close every connection at once; give a duration such as 30s, or leave it out for the default (10m)")]
+    ZeroIdleTimeout,
     #[error("{0} must be between 16 and 1048576")]
     BadOpenFiles(u64),
     #[error("{0} bytes is too small: use at least 1M")]

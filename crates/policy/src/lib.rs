@@ -538,6 +538,12 @@ impl Request {
             }
         }
 
+        if self.file_size == Some(0) {
+            return Err(Field::FileSize.invalid(Problem::ZeroFileSize));
+        }
+        if self.egress_idle_timeout == Some(Duration::ZERO) {
+            return Err(Field::EgressIdleTimeout.invalid(Problem::ZeroIdleTimeout));
+        }
         Ok(SandboxSpec {
             command: self.command,
             filesystem: FilesystemSpec {

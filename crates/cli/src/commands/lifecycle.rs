@@ -111,6 +111,10 @@ pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
             return Err(e);
         }
     };
+    if resolved.sinks.json_events.as_deref() == Some(std::path::Path::new("-")) {
+        let _ = store.remove(&args.name);
+        anyhow::bail!("--json-events - (standard output) is for one run at a terminal; a named sandbox's events are read with `warden logs -f {}`, or give a FILE", args.name);
+    }
     let stored = Stored {
         spec: resolved.spec,
         sinks: resolved.sinks,

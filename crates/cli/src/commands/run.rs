@@ -131,7 +131,8 @@ pub struct RunArgs {
     /// the servers of secrets' hosts. Repeatable
     #[arg(long = "upstream-ca", value_name = "FILE")]
     pub upstream_ca: Vec<PathBuf>,
-    /// Append one JSON line per event (created, started, exited, ...) to FILE
+    /// Append one JSON line per event (created, started, exited, ...) to
+    /// FILE; `-` is standard output
     #[arg(long, value_name = "FILE")]
     pub json_events: Option<PathBuf>,
     /// Write the run's hash-chained audit log to FILE [default: a new file
@@ -245,7 +246,17 @@ pub fn resolve(
         net_log: args.net_log,
         egress_quota: args.egress_quota,
         egress_idle_timeout: args.egress_idle_timeout,
-        json_events: args.json_events.map(absolute).transpose()?,
+        // `-`: warden's standard output.
+        json_events: args
+            .json_events
+            .map(|p| {
+                if p.as_os_str() == "-" {
+                    Ok(p)
+                } else {
+                    absolute(p)
+                }
+            })
+            .transpose()?,
         allow_degraded: args.allow_degraded,
     };
     let composed = compose(&catalog(), args.profile.as_deref(), &overrides)?.into_valid()?;
