@@ -1020,3 +1020,28 @@ fn ask_mode_without_a_terminal_denies() {
     );
     assert!(up.connections().is_empty());
 }
+
+#[test]
+fn a_denied_connect_is_a_403_that_says_why_in_a_header_and_the_body() {
+    if !egress_available() {
+        return;
+    }
+    // What pip and curl see of a refused CONNECT through HTTPS_PROXY.
+    let out = sandbox_python(
+        &["--allow-domain", "allowed.test"],
+        "import os\n\
+p = os.environ['HTTPS_PROXY'].split('//')[1].split(':')\n\
+s = socket.create_connection((p[0], int(p[1])), timeout=5)\n\
+s.sendall(b'CONNECT denied.test:443 HTTP/1.1\\r\\nHost: denied.test:443\\r\\n\\r\\n')\n\
+data = b''\n\
+while True:\n    c = s.recv(4096)\n    if not c: break\n    data += c\n\
+print(data.decode())\n",
+    );
+    let s = stdout(&out);
+    assert!(s.starts_with("HTTP/1.1 403"), "{s} {}", stderr(&out));
+    assert!(
+        s.contains("X-Warden-Denied: denied: no --allow-domain entry"),
+        "{s}"
+    );
+    assert!(s.contains("warden: denied:"), "{s}");
+}

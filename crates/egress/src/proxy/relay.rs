@@ -69,12 +69,7 @@ pub(super) async fn settle(
             decision.name = name;
             decision.detail = why.clone();
             if http {
-                let body = format!("warden: denied: {why}\n");
-                let reply = format!(
-                    "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = conn.write_all(reply.as_bytes()).await;
+                let _ = conn.write_all(&forbidden(&format!("denied: {why}"))).await;
             }
             let _ = conn.shutdown().await;
         }
@@ -94,12 +89,7 @@ pub(super) async fn settle(
                     // Inside an open CONNECT tunnel an HTTP answer would be
                     // taken for the other protocol's bytes: the tunnel is cut.
                     if protocol == Protocol::Http {
-                        let body = format!("warden: {why}\n");
-                        let reply = format!(
-                            "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                            body.len()
-                        );
-                        let _ = conn.write_all(reply.as_bytes()).await;
+                        let _ = conn.write_all(&forbidden(&why)).await;
                     }
                     let _ = conn.shutdown().await;
                     decision.duration_ms = start.elapsed().as_millis() as u64;
@@ -511,4 +501,27 @@ mod tests {
             assert!(is_public(public.parse().unwrap()), "{public}");
         }
     }
+}
+
+/// A 403 that says why, in the body and in an `X-Warden-Denied` header
+/// (what a client shows of a refused CONNECT is often only a header or the
+/// status line). The reason is warden's own text; control characters of a
+/// name the sandbox chose are not let into the header.
+fn forbidden(why: &str) -> Vec<u8> {
+    let header: String = why
+        .chars()
+        .map(|c| {
+            if c.is_ascii() && !c.is_ascii_control() {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let body = format!("warden: {why}\n");
+    format!(
+        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nX-Warden-Denied: {header}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
