@@ -429,6 +429,29 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
+/// A 403 that says why, in the body and in an `X-Warden-Denied` header
+/// (what a client shows of a refused CONNECT is often only a header or the
+/// status line). The reason is warden's own text; control characters of a
+/// name the sandbox chose are not let into the header.
+fn forbidden(why: &str) -> Vec<u8> {
+    let header: String = why
+        .chars()
+        .map(|c| {
+            if c.is_ascii() && !c.is_ascii_control() {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let body = format!("warden: {why}\n");
+    format!(
+        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nX-Warden-Denied: {header}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,27 +524,4 @@ mod tests {
             assert!(is_public(public.parse().unwrap()), "{public}");
         }
     }
-}
-
-/// A 403 that says why, in the body and in an `X-Warden-Denied` header
-/// (what a client shows of a refused CONNECT is often only a header or the
-/// status line). The reason is warden's own text; control characters of a
-/// name the sandbox chose are not let into the header.
-fn forbidden(why: &str) -> Vec<u8> {
-    let header: String = why
-        .chars()
-        .map(|c| {
-            if c.is_ascii() && !c.is_ascii_control() {
-                c
-            } else {
-                ' '
-            }
-        })
-        .collect();
-    let body = format!("warden: {why}\n");
-    format!(
-        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nX-Warden-Denied: {header}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
 }
