@@ -601,3 +601,50 @@ fn each_decision_carries_the_time_it_was_made_not_the_end_of_the_run() {
     assert!(second >= first + 350, "first {first}, second {second}");
     assert!(exited >= second + 350, "second {second}, exited {exited}");
 }
+
+#[test]
+fn an_exec_cannot_put_something_else_in_a_secrets_variable() {
+    if !egress_available() {
+        return;
+    }
+    let state = TempDir::new("lc-secret");
+    let with_token = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .env("LC_TOKEN", "real-value-0123456789")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    ok(&with_token(&[
+        "create",
+        "se",
+        "--start",
+        "--secret",
+        "LC_TOKEN@api.test",
+    ]));
+    let _stop = Stopper(state.path(), "se");
+    let out = ok(&with_token(&[
+        "exec",
+        "se",
+        "--",
+        "sh",
+        "-c",
+        "echo $LC_TOKEN",
+    ]));
+    assert!(out.starts_with("warden-secret-"), "{out}");
+    assert!(!out.contains("real-value"), "{out}");
+    let out = with_token(&[
+        "exec",
+        "se",
+        "-e",
+        "LC_TOKEN=other",
+        "--",
+        "sh",
+        "-c",
+        "echo $LC_TOKEN",
+    ]);
+    assert_eq!(code(&out), 125, "{}", stdout(&out));
+    assert!(stderr(&out).contains("secret"), "{}", stderr(&out));
+}

@@ -63,6 +63,8 @@ struct Shared {
     init_gone: AtomicBool,
     /// `warden run -d`: the end of the first exec ends the sandbox.
     one_shot: bool,
+    /// The variables that hold secrets' placeholders.
+    secret_names: Vec<String>,
     cgroups: Vec<PathBuf>,
     connections: AtomicU64,
 }
@@ -143,6 +145,10 @@ fn supervise(
     let mut wiring = Wiring::new(&spec, bus.clone());
     let ttl = stored.ttl_ms.map(Duration::from_millis);
     let one_shot = stored.one_shot;
+    let secret_names: Vec<String> = match &spec.network {
+        warden_policy::NetworkSpec::Egress(e) => e.secrets.iter().map(|x| x.name.clone()).collect(),
+        warden_policy::NetworkSpec::LoopbackOnly => Vec::new(),
+    };
     let record_path = dir.join(state::SUPERVISOR);
     let service_bus = bus.clone();
     let listener = Mutex::new(Some(listener));
@@ -173,6 +179,7 @@ fn supervise(
             timed_out: AtomicBool::new(false),
             init_gone: AtomicBool::new(false),
             one_shot,
+            secret_names: secret_names.clone(),
             cgroups,
             connections: AtomicU64::new(0),
         });
@@ -426,6 +433,16 @@ fn exec(
     if shared.stopping.load(Ordering::Relaxed) {
         return reply(&Reply::Error {
             message: "the sandbox is stopping".into(),
+        });
+    }
+    // A secret's variable holds its placeholder; an exec does not put
+    // something else there (a value would be sent nowhere it should not,
+    // but it would be in the sandbox), as `run --env` does not.
+    if let Some((k, _)) = r.env.iter().find(|(k, _)| shared.secret_names.contains(k)) {
+        return reply(&Reply::Error {
+            message: format!(
+                "{k} holds a secret's placeholder in this sandbox; an exec cannot set it"
+            ),
         });
     }
     if r.argv.is_empty() {
