@@ -730,6 +730,9 @@ fn hide_etc_secrets() -> Result<(), MountError> {
     Ok(())
 }
 
+/// The sandbox's devpts: private, and at most `max` terminals at once.
+const PTS_OPTIONS: &str = "newinstance,ptmxmode=0666,mode=0620,max=64";
+
 /// A minimal `/dev`: the harmless character devices bound from the host, a
 /// private devpts instance, a size-capped `/dev/shm`, and the usual links.
 fn build_dev(tmp_size: u64) -> Result<(), MountError> {
@@ -770,7 +773,11 @@ fn build_dev(tmp_size: u64) -> Result<(), MountError> {
         &pts,
         Some("devpts"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=0620"),
+        // `max`: terminals come from one pool for every devpts instance
+        // but the host's own (kernel.pty.max less kernel.pty.reserve, 3072
+        // by default); without a cap, one sandbox could take them all and
+        // leave other sandboxes and containers without a terminal.
+        Some(PTS_OPTIONS),
         "a private devpts",
     )?;
     let shm = dev.join("shm");

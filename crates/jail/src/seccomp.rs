@@ -387,6 +387,11 @@ const IOCTL_TIOCLINUX: When = When::All(&[Cond::Low32Eq {
     arg: 1,
     value: libc::TIOCLINUX as u32,
 }]);
+/// `ioctl(fd, TIOCSETD, ..)`.
+const IOCTL_TIOCSETD: When = When::All(&[Cond::Low32Eq {
+    arg: 1,
+    value: libc::TIOCSETD as u32,
+}]);
 /// `personality(p)` with `p` other than the plain Linux personalities and the query.
 const PERSONALITY_OTHER: When = When::All(&[Cond::NotIn {
     arg: 0,
@@ -542,6 +547,7 @@ pub const RULES: &[Rule] = &[
     // Terminals: the sandbox may share the user's terminal.
     eperm("ioctl",             IOCTL_TIOCSTI,   "push input into the terminal, typed as the user once the sandbox exits"),
     eperm("ioctl",             IOCTL_TIOCLINUX, "virtual console control: selection paste is another way to inject input"),
+    eperm("ioctl",             IOCTL_TIOCSETD,  "line disciplines (HDLC, GSM, SLIP, CAN, ...): kernel code with a history of exploits, loaded on demand"),
 ];
 
 /// Rules added when the sandbox runs without namespaces (degraded mode), where it lives in the

@@ -302,21 +302,84 @@ pub fn check_state_kept_out(
             continue;
         }
         let p = lexical(path);
+        let overlap = |how: &'static str, state: &Path| StateError::OverlapsState {
+            what,
+            path: path.to_path_buf(),
+            how,
+            state: state.to_path_buf(),
+        };
         for state in &states {
-            let how = if state.starts_with(&p) {
-                "holds"
-            } else if p.starts_with(state) {
-                "is inside"
-            } else {
-                continue;
-            };
-            return Err(StateError::OverlapsState {
-                what,
-                path: path.to_path_buf(),
-                how,
-                state: state.clone(),
-            });
+            if state.starts_with(&p) {
+                return Err(overlap("holds", state));
+            }
+            if p.starts_with(state) {
+                return Err(overlap("is inside", state));
+            }
+        }
+        // The same directories by identity, not by name: another path to
+        // them (a bind mount made on the host, a name in another case on a
+        // case-insensitive filesystem), or a mount below the bind (binds
+        // are recursive) whose root is the state directory or holds it.
+        let mut below = vec![p.clone()];
+        below.extend(mounts_below(&p));
+        for dir in &below {
+            if states
+                .iter()
+                .flat_map(|s| s.ancestors())
+                .any(|a| same_file(a, dir))
+            {
+                return Err(overlap("holds", state));
+            }
+        }
+        if p.ancestors().any(|a| same_file(a, state)) {
+            return Err(overlap("is inside", state));
         }
     }
     Ok(())
+}
+
+/// Whether `a` and `b` are the same file (both exist).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// The mount points of this process's namespace strictly below `dir`.
+fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(unescape_mount_path(m)))
+        .filter(|m| m != dir && m.starts_with(dir))
+        .collect()
+}
+
+/// A path as /proc/self/mountinfo writes it: space, tab, newline and
+/// backslash as three octal digits after a backslash.
+fn unescape_mount_path(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .map(|d| d.iter().fold(0u32, |n, c| n * 8 + u32::from(c - b'0')));
+        match octal.and_then(|n| u8::try_from(n).ok()) {
+            Some(c) => {
+                out.push(c);
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
