@@ -1600,3 +1600,48 @@ fn a_single_file_can_be_bound_read_only() {
     assert!(!stdout(&out).contains("WROTE"), "{}", stdout(&out));
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "key = 1\n");
 }
+
+#[test]
+fn a_command_that_never_reads_its_terminal_still_ends_at_the_timeout() {
+    // The person pastes far more than a terminal holds while the command
+    // reads none of it: warden's relay must not block on it (and miss the
+    // deadline).
+    let term = TestTerminal::open(24, 80);
+    let mut child = term.spawn(Command::new(warden_bin()).args([
+        "run",
+        "--timeout",
+        "2s",
+        "--",
+        "python3",
+        "-c",
+        "import tty, time; tty.setraw(0); time.sleep(60)",
+    ]));
+    // The person's terminal shows what comes (the echo of the paste).
+    let mut screen = term.master.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        while matches!(screen.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let mut master = term.master.try_clone().unwrap();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let chunk = vec![b'x'; 4096];
+        for _ in 0..1024 {
+            if master.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert_eq!(status.code(), Some(124), "{status:?}");
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            panic!("warden did not end the sandbox at its --timeout");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

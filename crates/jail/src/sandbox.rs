@@ -916,12 +916,21 @@ fn run_mode(
     let sfd = SignalFd::with_flags(&handled, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(sys_err("create a signal descriptor"))?;
     let deadline = spec.resources.timeout.map(|t| start + t);
+    // Never blocked by the sandbox: a command that does not read its
+    // terminal must not stop this loop (and with it the deadline).
+    if let Some(m) = &master {
+        let _ = nix::fcntl::fcntl(
+            m,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        );
+    }
     let mut sv = Supervision {
         child,
         rep_rd: Some(rep_rd),
         reports: Vec::new(),
         master,
         stdin_open: true,
+        pending_in: Vec::new(),
         timed_out: false,
         wait_status: None,
         usage: None,
@@ -1399,6 +1408,9 @@ struct Supervision {
     reports: Vec<u8>,
     master: Option<OwnedFd>,
     stdin_open: bool,
+    /// Typed input the sandbox's terminal has not taken yet; stdin is not
+    /// read while it waits (bounded by one read).
+    pending_in: Vec<u8>,
     timed_out: bool,
     /// The init's wait status: exit code, or minus the signal number.
     wait_status: Option<i32>,
@@ -1442,8 +1454,13 @@ impl Supervision {
                 fds.push(PollFd::new(m.as_fd(), PollFlags::POLLIN));
                 fds.len() - 1
             });
-            let stdin_idx = (self.master.is_some() && self.stdin_open).then(|| {
+            let waiting = !self.pending_in.is_empty();
+            let stdin_idx = (self.master.is_some() && self.stdin_open && !waiting).then(|| {
                 fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
+            let room_idx = self.master.as_ref().filter(|_| waiting).map(|m| {
+                fds.push(PollFd::new(m.as_fd(), PollFlags::POLLOUT));
                 fds.len() - 1
             });
             let desk_idx = self.desk.as_ref().map(|d| {
@@ -1475,7 +1492,7 @@ impl Supervision {
                 ready(Some(0)),
                 ready(rep_idx),
                 ready(master_idx),
-                ready(stdin_idx),
+                ready(stdin_idx) || ready(room_idx),
                 ready(desk_idx),
             );
             drop(fds);
@@ -1506,7 +1523,10 @@ impl Supervision {
                 }
             }
             if stdin_ready {
-                self.relay_stdin();
+                if self.pending_in.is_empty() {
+                    self.relay_stdin();
+                }
+                self.flush_input();
             }
             if sig_ready {
                 while let Ok(Some(info)) = sfd.read_signal() {
@@ -1613,7 +1633,9 @@ impl Supervision {
     /// Pass what is typed to the sandbox's terminal, or, while `--ask` has
     /// a question on screen, take it as the answer.
     fn relay_stdin(&mut self) {
-        let Some(m) = &self.master else { return };
+        if self.master.is_none() {
+            return;
+        }
         let mut buf = [0u8; 4096];
         match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
             Ok(0) => self.stdin_open = false,
@@ -1623,12 +1645,31 @@ impl Supervision {
                         let _ = write_all(std::io::stderr().as_fd(), out.as_bytes());
                     }
                 }
-                None => {
-                    let _ = write_all(m.as_fd(), &buf[..n]);
-                }
+                None => self.pending_in.extend_from_slice(&buf[..n]),
             },
             Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
             Err(_) => self.stdin_open = false,
+        }
+    }
+
+    /// Give the sandbox's terminal what it has room for of the typed input.
+    fn flush_input(&mut self) {
+        let Some(m) = &self.master else {
+            self.pending_in.clear();
+            return;
+        };
+        while !self.pending_in.is_empty() {
+            match nix::unistd::write(m, &self.pending_in) {
+                Ok(k) => {
+                    self.pending_in.drain(..k);
+                }
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => return,
+                Err(_) => {
+                    self.pending_in.clear();
+                    return;
+                }
+            }
         }
     }
 
