@@ -798,3 +798,56 @@ fn nothing_a_sandbox_may_write_holds_wardens_state_directory() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+#[test]
+fn a_bind_that_holds_the_state_directory_shows_it_empty_and_unreadable() {
+    // `--ro ~` (or a workspace over ~) holds ~/.local/state/warden: the
+    // stored specs (their --env values) and the logs of every sandbox.
+    let base = TempDir::new("xa-state-hidden");
+    let state = base.path().join("warden");
+    let planted = state.join("sandboxes/other");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(planted.join("sandbox.json"), "PLANTED-SPEC").unwrap();
+    let project = base.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let script = format!(
+        "cat {0}/sandboxes/other/sandbox.json; ls -A {0} | wc -l; cat /workspace/../*/warden/sandboxes/other/sandbox.json 2>/dev/null; echo end",
+        state.display()
+    );
+    let run = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", &state)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "run",
+        "--no-tty",
+        "--ro",
+        base.str(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(stdout(&out).contains("end"), "{}", stderr(&out));
+    assert!(
+        !stdout(&out).contains("PLANTED"),
+        "read through --ro: {}",
+        stdout(&out)
+    );
+    // A named sandbox over a workspace that holds the state directory.
+    ok(&run(&["create", "over", "-w", base.str(), "--start"]));
+    let inside =
+        "cat /workspace/warden/sandboxes/other/sandbox.json; ls /workspace/warden | wc -l; echo end";
+    let out = run(&["exec", "over", "--", "sh", "-c", inside]);
+    let _ = run(&["stop", "over"]);
+    assert!(stdout(&out).contains("end"), "{}", stderr(&out));
+    assert!(
+        !stdout(&out).contains("PLANTED"),
+        "read through the workspace: {}",
+        stdout(&out)
+    );
+}

@@ -152,6 +152,8 @@ pub struct RootPlan {
     /// (memory files the supervisor fills before the root is built),
     /// mounted read-only under `/run/warden` and over the host's bundle.
     pub trust: Option<crate::secrets::TrustFiles>,
+    /// Host directories covered wherever a bind shows them.
+    pub hidden: Vec<PathBuf>,
 }
 
 const BASE: &str = "/tmp";
@@ -437,6 +439,8 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
         }
     }
 
+    cover_hidden(&plan.binds, &plan.hidden)?;
+
     if let Some(content) = &plan.resolv_conf {
         provide_resolv_conf(content)?;
     }
@@ -668,6 +672,33 @@ fn provide_resolv_conf(content: &str) -> Result<(), MountError> {
         sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
         false,
     )
+}
+
+/// Cover each of `hidden` (host paths) with an empty, unreadable,
+/// read-only stand-in wherever a bind shows it: a bind of `~` holds
+/// warden's state directory, which no sandbox may read.
+fn cover_hidden(binds: &[BindPlan], hidden: &[PathBuf]) -> Result<(), MountError> {
+    for h in hidden {
+        for b in binds {
+            let Ok(rest) = h.strip_prefix(&b.src) else {
+                continue;
+            };
+            let target = under(NEWROOT, &b.dst.join(rest));
+            let is_dir = std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir());
+            if !is_dir {
+                continue;
+            }
+            do_mount(
+                Some("tmpfs"),
+                &target,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                Some("size=4k,mode=0000"),
+                "an empty stand-in for warden's state directory",
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Cover the secrets of the host's `/etc` with empty, unreadable stand-ins.

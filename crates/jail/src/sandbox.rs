@@ -724,6 +724,7 @@ fn run_mode(
                 .as_ref()
                 .map(|_| "nameserver 127.0.0.1\noptions ndots:1 timeout:2\n".to_string()),
             trust: secret_plan.as_ref().map(|p| p.trust_files()).transpose()?,
+            hidden: fs.hidden.clone(),
         },
         egress_channel: egress_child,
         egress: egress.is_some(),

@@ -376,6 +376,7 @@ impl Layer {
                 Some(Val::Mode(WorkspaceMode::Overlay))
             ),
             overlay_dirs: None,
+            hidden: Vec::new(),
             secrets: self.pairs(Field::Secret),
             secret_in_body: self
                 .map(Field::SecretInBody)

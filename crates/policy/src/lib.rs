@@ -81,6 +81,10 @@ pub struct FilesystemSpec {
     /// The workspace is seen through an overlay: the sandbox writes into
     /// `upper`, and the real workspace is never written during the run.
     pub overlay: Option<OverlayDirs>,
+    /// Host directories covered by an empty stand-in wherever a bind (or
+    /// the workspace) would show them: warden's own state directory.
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
 }
 
 /// The directories of a workspace overlay, kept by warden's state store.
@@ -276,6 +280,8 @@ pub struct Request {
     /// `overlay_dirs` from warden's state store.
     pub overlay: bool,
     pub overlay_dirs: Option<OverlayDirs>,
+    /// Host directories no bind may show (see [`FilesystemSpec::hidden`]).
+    pub hidden: Vec<PathBuf>,
     /// `--json-events FILE`: where the front door appends events. Not part
     /// of the spec; the front door opens it.
     pub json_events: Option<PathBuf>,
@@ -556,6 +562,7 @@ impl Request {
                 } else {
                     None
                 },
+                hidden: self.hidden,
             },
             resources: ResourceSpec {
                 memory,
@@ -698,6 +705,7 @@ mod tests {
                     upper: "/var/lib/warden/s/upper".into(),
                     work: "/var/lib/warden/s/work".into(),
                 }),
+                hidden: vec!["/var/lib/warden".into()],
             },
             resources: ResourceSpec {
                 memory: Limit {

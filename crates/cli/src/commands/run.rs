@@ -331,6 +331,10 @@ pub fn resolve(
             }
         }
     }
+    // No bind shows warden's own state (stored specs, logs, sockets).
+    if let Ok(state) = state_dir() {
+        request.hidden.push(state);
+    }
     let json_events = request.json_events.clone();
     // Variables that hold secrets are never copied, not even here: the
     // supervisor moves them out of reach of the sandbox's init itself.
