@@ -12,27 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// warden with its state in `state` (so tests do not share sandboxes).
-fn warden(state: &Path, args: &[&str]) -> Output {
-    Command::new(warden_bin())
-        .args(args)
-        .env("WARDEN_STATE_DIR", state.join("warden"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        stdout(o),
-        stderr(o)
-    );
-    stdout(o)
-}
-
 /// Run `cmd` (stdout captured) for at most `within`; killed, and the test
 /// failed, after.
 fn output_within(cmd: &mut Command, within: Duration, what: &str) -> (bool, String) {
@@ -61,31 +40,6 @@ fn finish(mut child: Child, within: Duration, what: &str) -> std::process::ExitS
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn sandbox_dir(state: &Path, name: &str) -> PathBuf {
-    state.join("warden/sandboxes").join(name)
-}
-
-fn supervisor_pid(state: &Path, name: &str) -> i32 {
-    let rec: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(sandbox_dir(state, name).join("supervisor.json")).unwrap(),
-    )
-    .unwrap();
-    rec["pid"].as_i64().unwrap() as i32
-}
-
-fn alive(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks for the process.
-    unsafe { libc::kill(pid, 0) == 0 }
 }
 
 /// Stops the sandbox even when the test fails half-way.

@@ -331,3 +331,55 @@ impl TestTerminal {
         seen
     }
 }
+
+/// warden with its state in `state`/warden (so tests do not share
+/// sandboxes), stdin closed.
+pub fn warden(state: &Path, args: &[&str]) -> Output {
+    Command::new(warden_bin())
+        .args(args)
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The output of a command that must have succeeded.
+pub fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
+    stdout(o)
+}
+
+/// Wait until `f` holds, for at most `timeout` (the test fails after).
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A named sandbox's directory under the state of [`warden`].
+pub fn sandbox_dir(state: &Path, name: &str) -> PathBuf {
+    state.join("warden/sandboxes").join(name)
+}
+
+/// The host PID of a named sandbox's supervisor, from its record.
+pub fn supervisor_pid(state: &Path, name: &str) -> i32 {
+    let rec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(sandbox_dir(state, name).join("supervisor.json")).unwrap(),
+    )
+    .unwrap();
+    rec["pid"].as_i64().unwrap() as i32
+}
+
+/// Whether process `pid` exists.
+pub fn alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks for the process.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
