@@ -490,7 +490,17 @@ fn removal_deletes_everything_including_the_kernels_work_dir() {
         f.sb.work().join("work").exists(),
         "the kernel made work/work"
     );
-    let listed = f.store.list().expect("list");
+    // The lock is free once the guard above is gone; another test of this
+    // process that forks at that moment shares the lock's descriptor until
+    // its child execs, so the check gives it a moment.
+    let mut listed = f.store.list().expect("list");
+    for _ in 0..50 {
+        if !listed[0].in_use {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        listed = f.store.list().expect("list");
+    }
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].name, "demo");
     assert!(!listed[0].in_use);
