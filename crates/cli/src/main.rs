@@ -24,7 +24,7 @@ const EXIT_WARDEN: u8 = 125;
     long_about = "warden runs a command in a fresh sandbox: its own user, mount, PID, IPC, UTS, cgroup \
 and network namespaces; a root file tree with the host's system directories read-only and no \
 home directory; Landlock, seccomp, no capabilities; memory, process and time limits. Nothing of \
-the sandbox survives the run.",
+a `run` survives it; a named sandbox (`create`) stays up for many commands until it is stopped.",
     after_help = "Exit status of `warden run`: the command's own; 128+N when it died of signal N; \
 124 on --timeout; 137 when killed for exceeding --memory; 126/127 when the command is not \
 executable / not found; 125 when warden itself failed (nothing was started)."
