@@ -222,7 +222,7 @@ fn main() -> ExitCode {
             println!(
                 "{}{}",
                 warden_selftest::RESULT_PREFIX,
-                serde_json::json!({ "contained": f.contained, "detail": f.detail })
+                serde_json::json!({ "contained": f.contained, "detail": f.detail, "refused": f.refused })
             );
             Ok(0)
         }

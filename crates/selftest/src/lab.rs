@@ -209,7 +209,11 @@ impl Lab {
                 let finding = stdout.lines().rev().find_map(|l| {
                     let v: serde_json::Value =
                         serde_json::from_str(l.strip_prefix(RESULT_PREFIX)?).ok()?;
-                    Some((v["contained"].as_bool()?, v["detail"].as_str()?.to_string()))
+                    let detail = v["detail"].as_str()?.to_string();
+                    if v["refused"].as_bool() == Some(true) {
+                        note_refusal(&detail);
+                    }
+                    Some((v["contained"].as_bool()?, detail))
                 });
                 Run {
                     finding,
@@ -337,3 +341,18 @@ pub(crate) fn at_host(
 }
 
 pub(crate) const EGRESS: &[&str] = &["--allow-domain", "allowed.selftest.invalid"];
+
+/// A probe that refused to run during the attack being judged: that
+/// attack was not tried, whatever its judge concludes from the run.
+static REFUSED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+fn note_refusal(detail: &str) {
+    if let Ok(mut r) = REFUSED.lock() {
+        r.get_or_insert_with(|| detail.to_string());
+    }
+}
+
+/// The refusal noted since the last call, if any (and forget it).
+pub(crate) fn take_refusal() -> Option<String> {
+    REFUSED.lock().ok().and_then(|mut r| r.take())
+}

@@ -127,7 +127,15 @@ pub fn run(lab: &Lab, only: Option<&str>, progress: &mut dyn FnMut(&Outcome)) ->
         if only.is_some_and(|o| !id.starts_with(o) && category.label() != o) {
             continue;
         }
-        let (result, detail) = match f(lab) {
+        let _ = lab::take_refusal();
+        let verdict = f(lab);
+        // A probe that refused to run means the attack was not tried: not
+        // an escape (exit status 1 is for real ones), not containment.
+        let verdict = match lab::take_refusal() {
+            Some(why) => Verdict::Skipped(format!("not tried: {why}")),
+            None => verdict,
+        };
+        let (result, detail) = match verdict {
             Verdict::Contained(d) => ("contained", d),
             Verdict::Escaped(d) => ("escaped", d),
             Verdict::Skipped(d) => ("skipped", d),

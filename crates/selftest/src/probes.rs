@@ -19,6 +19,9 @@ pub struct Finding {
     pub contained: bool,
     /// What happened, in a few words.
     pub detail: String,
+    /// The probe did not try at all (a harmful one outside a warden
+    /// sandbox): the attack is neither contained nor escaped.
+    pub refused: bool,
 }
 
 /// One probe: its name on the `__probe` command line, whether it may run
@@ -55,9 +58,13 @@ pub fn run(name: &str, args: &[String]) -> Finding {
     if probe.harmful {
         let init = std::fs::read("/proc/1/cmdline").unwrap_or_default();
         if !init.windows(6).any(|w| w == b"warden") {
-            return escaped(format!(
-                "probe {name} refused: PID 1 is not a warden sandbox's init (no PID namespace?)"
-            ));
+            return Finding {
+                contained: false,
+                detail: format!(
+                    "probe {name} refused to run: PID 1 is not a warden sandbox's init (no PID namespace?)"
+                ),
+                refused: true,
+            };
         }
     }
     (probe.run)(args)
@@ -67,6 +74,7 @@ pub(crate) fn contained(detail: impl Into<String>) -> Finding {
     Finding {
         contained: true,
         detail: detail.into(),
+        refused: false,
     }
 }
 
@@ -74,6 +82,7 @@ pub(crate) fn escaped(detail: impl Into<String>) -> Finding {
     Finding {
         contained: false,
         detail: detail.into(),
+        refused: false,
     }
 }
 

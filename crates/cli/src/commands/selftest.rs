@@ -110,8 +110,10 @@ pub fn selftest(
         for d in &degraded {
             println!("degraded on this host: {d}");
         }
-        if escaped == 0 {
+        if escaped == 0 && skipped == 0 {
             println!("every attack was contained");
+        } else if escaped == 0 {
+            println!("no attack escaped; {skipped} were not tried (see why above)");
         } else {
             println!("{escaped} attack(s) ESCAPED");
         }
