@@ -19,13 +19,8 @@ need hyperfine hyperfine
 
 build_warden
 
-BWRAP=(bwrap --unshare-all --die-with-parent --new-session
-       --ro-bind /usr /usr --ro-bind /etc /etc)
-for d in bin sbin lib lib32 lib64 libx32; do
-    if [ -L "/$d" ]; then BWRAP+=(--symlink "$(readlink "/$d")" "/$d");
-    elif [ -d "/$d" ]; then BWRAP+=(--ro-bind "/$d" "/$d"); fi
-done
-BWRAP+=(--proc /proc --dev /dev --tmpfs /tmp -- true)
+bwrap_args
+BWRAP+=(-- true)
 
 OUT="$(mktemp -d)"
 export WARDEN_STATE_DIR="$OUT/state"

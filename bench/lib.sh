@@ -22,3 +22,19 @@ build_warden() {
     RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -q -p warden-cli --target "$host"
     WARDEN="$PWD/target/$host/release/warden"
 }
+
+# bwrap_args: bubblewrap with the isolation warden applies by default: every
+# namespace, the host's system directories read-only (merged /usr as
+# symlinks), fresh /proc, minimal /dev, tmpfs /tmp, a new session, dies with
+# its parent. Sets the array BWRAP (the command to run is appended by the
+# caller).
+bwrap_args() {
+    BWRAP=(bwrap --unshare-all --die-with-parent --new-session
+           --ro-bind /usr /usr --ro-bind /etc /etc)
+    local d
+    for d in bin sbin lib lib32 lib64 libx32; do
+        if [ -L "/$d" ]; then BWRAP+=(--symlink "$(readlink "/$d")" "/$d");
+        elif [ -d "/$d" ]; then BWRAP+=(--ro-bind "/$d" "/$d"); fi
+    done
+    BWRAP+=(--proc /proc --dev /dev --tmpfs /tmp)
+}

@@ -18,16 +18,8 @@ need hyperfine hyperfine
 
 build_warden
 
-# bwrap with the same isolation warden applies by default: every namespace,
-# the host's system directories read-only (merged /usr as symlinks), fresh
-# /proc, minimal /dev, tmpfs /tmp, a new session, dies with its parent.
-BWRAP=(bwrap --unshare-all --die-with-parent --new-session
-       --ro-bind /usr /usr --ro-bind /etc /etc)
-for d in bin sbin lib lib32 lib64 libx32; do
-    if [ -L "/$d" ]; then BWRAP+=(--symlink "$(readlink "/$d")" "/$d");
-    elif [ -d "/$d" ]; then BWRAP+=(--ro-bind "/$d" "/$d"); fi
-done
-BWRAP+=(--proc /proc --dev /dev --tmpfs /tmp -- true)
+bwrap_args
+BWRAP+=(-- true)
 
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT

@@ -278,10 +278,6 @@ pub fn check_state_kept_out(
     // `..` is refused by the jail itself, with its own message); the state
     // directory both as written and as resolved.
     let lexical = |p: &Path| -> PathBuf { p.components().collect() };
-    let states = [
-        lexical(state),
-        std::fs::canonicalize(state).unwrap_or_else(|_| lexical(state)),
-    ];
     let fs = &spec.filesystem;
     let mut writable: Vec<(&'static str, &Path)> = fs
         .binds
@@ -294,6 +290,14 @@ pub fn check_state_kept_out(
             writable.push(("--workspace", w.as_path()));
         }
     }
+    if writable.is_empty() {
+        // Nothing to compare: the start-up path pays nothing for the rule.
+        return Ok(());
+    }
+    let states = [
+        lexical(state),
+        std::fs::canonicalize(state).unwrap_or_else(|_| lexical(state)),
+    ];
     for (what, path) in writable {
         if path
             .components()
