@@ -139,6 +139,15 @@ fn describe_kind(kind: &EventKind) -> String {
         EventKind::ConnectionsNotRecorded { allowed, denied } => format!(
             "{allowed} allowed and {denied} denied connections past the log's bound (counted only)"
         ),
+        EventKind::TtlChanged { deadline_ms: None } => "time to live removed".to_string(),
+        EventKind::TtlChanged {
+            deadline_ms: Some(d),
+        } => format!(
+            "time to live changed: stops at {}",
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(*d)
+            )
+        ),
         EventKind::Stopping { reason } => format!(
             "stopping: {}",
             match reason {

@@ -129,6 +129,8 @@ pub enum EventKind {
     ConnectionsNotRecorded { allowed: u64, denied: u64 },
     /// The sandbox is being stopped, and why.
     Stopping { reason: StopReason },
+    /// Its TTL was changed: it stops at `deadline_ms` (none: not by TTL).
+    TtlChanged { deadline_ms: Option<u64> },
     /// A sink fell behind and this many events were lost before this one.
     EventsDropped { count: u64 },
     /// The sandbox is gone.
@@ -158,6 +160,7 @@ impl EventKind {
             EventKind::Secret { .. } => "secret",
             EventKind::ConnectionsNotRecorded { .. } => "connections_not_recorded",
             EventKind::Stopping { .. } => "stopping",
+            EventKind::TtlChanged { .. } => "ttl_changed",
             EventKind::EventsDropped { .. } => "events_dropped",
             EventKind::Exited { .. } => "exited",
         }
@@ -423,6 +426,9 @@ pub(crate) mod tests {
                 reason: StopReason::SupervisorLost,
             },
             EventKind::EventsDropped { count: 12 },
+            EventKind::TtlChanged {
+                deadline_ms: Some(1_700_000_000_000),
+            },
             EventKind::Exited {
                 status: 137,
                 reason: ExitReason::OutOfMemory,

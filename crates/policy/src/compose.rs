@@ -1331,13 +1331,24 @@ pub fn compose(
     profile: Option<&str>,
     overrides: &Overrides,
 ) -> Result<Composed, ComposeError> {
+    let source = profile.map(|name| catalog.profile(name)).transpose()?;
+    compose_source(catalog, source, overrides)
+}
+
+/// [`compose`] with the profile's text already in hand: read from the
+/// catalog, or given whole (an API request's inline profile, whose
+/// `extends` still reach the catalog).
+pub fn compose_source(
+    catalog: &Catalog,
+    profile: Option<SourceText>,
+    overrides: &Overrides,
+) -> Result<Composed, ComposeError> {
     let mut loader = Loader {
         catalog,
         out: Composed::default(),
         stack: Vec::new(),
     };
-    if let Some(name) = profile {
-        let src = catalog.profile(name)?;
+    if let Some(src) = profile {
         let label = src.label.clone();
         let dir_name = Path::new(&label).file_stem().map(|s| {
             s.to_string_lossy()

@@ -110,6 +110,19 @@ impl Connection {
         }
     }
 
+    /// Stop the sandbox `ttl` from now (`None`: never by TTL).
+    pub fn set_ttl(self, ttl: Option<std::time::Duration>) -> Result<(), ClientError> {
+        match self.ask(
+            &Request::SetTtl {
+                ttl_ms: ttl.map(|t| t.as_millis() as u64),
+            },
+            &[],
+        )? {
+            Reply::Ok => Ok(()),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
     pub fn signal(self, exec: u64, signal: i32) -> Result<(), ClientError> {
         match self.ask(&Request::Signal { exec, signal }, &[])? {
             Reply::Ok => Ok(()),

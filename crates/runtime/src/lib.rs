@@ -10,9 +10,11 @@
 
 pub mod client;
 pub mod events;
+pub mod lifecycle;
 pub mod net;
 pub mod once;
 pub mod protocol;
+pub mod resolve;
 pub mod state;
 pub mod supervisor;
 

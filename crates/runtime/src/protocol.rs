@@ -40,6 +40,10 @@ pub enum Request {
     },
     /// The sandbox's state and what it uses.
     Status,
+    /// Stop the sandbox `ttl_ms` from now (none: no TTL).
+    SetTtl {
+        ttl_ms: Option<u64>,
+    },
     /// Its processes.
     Ps,
     /// Its events from now on, as they happen, until the sandbox ends.

@@ -53,7 +53,10 @@ struct Shared {
     channel: OwnedFd,
     init: Pid,
     started_ms: u64,
-    ttl_deadline_ms: Option<u64>,
+    /// When the TTL stops the sandbox (ms since the epoch); changed by
+    /// [`Request::SetTtl`], watched by the TTL thread.
+    ttl_deadline_ms: Mutex<Option<u64>>,
+    ttl_changed: std::sync::Condvar,
     next_exec: AtomicU64,
     execs: Mutex<HashMap<u64, Slot>>,
     stopping: AtomicBool,
@@ -172,7 +175,8 @@ fn supervise(
             channel,
             init,
             started_ms,
-            ttl_deadline_ms: ttl.map(|t| started_ms + t.as_millis() as u64),
+            ttl_deadline_ms: Mutex::new(ttl.map(|t| started_ms + t.as_millis() as u64)),
+            ttl_changed: std::sync::Condvar::new(),
             next_exec: AtomicU64::new(1),
             execs: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
@@ -203,15 +207,10 @@ fn supervise(
                     stop(&s, StopReason::Timeout, Duration::ZERO);
                 });
         }
-        if let Some(ttl) = ttl {
-            let s = shared.clone();
-            let _ = std::thread::Builder::new()
-                .name("warden-ttl".into())
-                .spawn(move || {
-                    std::thread::sleep(ttl);
-                    stop(&s, StopReason::Ttl, TTL_GRACE);
-                });
-        }
+        let s = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("warden-ttl".into())
+            .spawn(move || watch_ttl(&s));
         // Ready once the record is written and the control server runs:
         // a `stop` right after `start` finds it.
         ready_out.tell(&format!("ready {}\n", init.as_raw()));
@@ -390,6 +389,22 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             Ok(())
         }
         Request::Status => reply(&Reply::Status(status(shared))),
+        Request::SetTtl { ttl_ms } => {
+            let deadline = ttl_ms.map(|t| state::now_ms().saturating_add(t));
+            match shared.ttl_deadline_ms.lock() {
+                Ok(mut d) => {
+                    *d = deadline;
+                    shared.ttl_changed.notify_all();
+                    shared.bus.emit(EventKind::TtlChanged {
+                        deadline_ms: deadline,
+                    });
+                    reply(&Reply::Ok)
+                }
+                Err(_) => reply(&Reply::Error {
+                    message: "the supervisor's TTL is unusable".into(),
+                }),
+            }
+        }
         Request::Ps => {
             let execs: HashMap<i32, u64> = shared
                 .execs
@@ -692,6 +707,36 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
     }
 }
 
+/// Stop the sandbox when its TTL deadline passes; the deadline may be
+/// moved (or removed) while this waits.
+fn watch_ttl(shared: &Arc<Shared>) {
+    let Ok(mut deadline) = shared.ttl_deadline_ms.lock() else {
+        return;
+    };
+    loop {
+        if shared.stopping.load(Ordering::SeqCst) || shared.init_gone.load(Ordering::SeqCst) {
+            return;
+        }
+        let wait = match *deadline {
+            Some(d) => {
+                let now = state::now_ms();
+                if now >= d {
+                    drop(deadline);
+                    stop(shared, StopReason::Ttl, TTL_GRACE);
+                    return;
+                }
+                Duration::from_millis(d - now)
+            }
+            // Looked at now and then: a sandbox that stops ends this thread.
+            None => Duration::from_secs(5),
+        };
+        deadline = match shared.ttl_changed.wait_timeout(deadline, wait) {
+            Ok((d, _)) => d,
+            Err(_) => return,
+        };
+    }
+}
+
 fn status(shared: &Shared) -> Status {
     let memory_bytes = shared.cgroups.iter().find_map(|cg| {
         ["memory.current", "memory.usage_in_bytes"]
@@ -708,7 +753,7 @@ fn status(shared: &Shared) -> Status {
         sandbox: shared.bus.sandbox().to_string(),
         init_pid: shared.init.as_raw(),
         started_ms: shared.started_ms,
-        ttl_deadline_ms: shared.ttl_deadline_ms,
+        ttl_deadline_ms: shared.ttl_deadline_ms.lock().map(|d| *d).unwrap_or(None),
         processes: descendants(shared.init.as_raw()).len(),
         execs: shared.execs.lock().map(|e| e.len()).unwrap_or(0),
         memory_bytes,

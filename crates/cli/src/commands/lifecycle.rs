@@ -6,13 +6,14 @@ use super::run::{resolve, RunArgs};
 use super::{sandboxes, state_dir};
 use anyhow::Context;
 use clap::Args;
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use warden_policy::{parse_duration, Defaults};
 use warden_runtime::client::{self, ClientError, Connection};
-use warden_runtime::state::{self, Stored, SupervisorRecord};
+use warden_runtime::lifecycle;
+use warden_runtime::state::{self, Stored};
 
 #[derive(Args)]
 pub struct CreateArgs {
@@ -69,7 +70,25 @@ fn open(name: &str) -> anyhow::Result<(warden_workspace::Store, warden_workspace
 }
 
 fn control(sb: &warden_workspace::Sandbox) -> PathBuf {
-    sb.dir().join(state::CONTROL)
+    lifecycle::control(sb)
+}
+
+/// The runtime's context for resolving a spec in this process.
+fn with_context<T>(
+    defaults: &Defaults,
+    id: &str,
+    f: impl FnOnce(&warden_runtime::resolve::Context<'_>) -> T,
+) -> anyhow::Result<T> {
+    let catalog = super::catalog();
+    let state = state_dir()?;
+    let ctx = warden_runtime::resolve::Context {
+        catalog: &catalog,
+        defaults,
+        state_dir: Some(&state),
+        otlp: cfg!(feature = "otlp"),
+        id,
+    };
+    Ok(f(&ctx))
 }
 
 /// `warden create`: keep the whole resolved spec; every later start and
@@ -83,54 +102,21 @@ pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
             "a named sandbox always sees its workspace through its own layer: leave out --overlay"
         );
     }
-    // Without a workspace the sandbox gets an empty one of its own, kept
-    // (and reviewable) like any other.
-    let workspace = match &run.workspace {
-        Some(w) => std::path::absolute(w)?,
-        None => {
-            let dir = store.root().join("workspaces").join(&args.name);
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-            dir
-        }
-    };
-    let mut opts = warden_workspace::CreateOptions::new(workspace);
-    opts.profile = run.profile.clone();
-    opts.layout = sandboxes::layout_for_host();
-    let sb = store.create(&args.name, &opts)?;
-    run.workspace = None;
-    let own_workspace = store.root().join("workspaces").join(&args.name);
-    let resolved = match resolve(*run, defaults, Some(&sb), &args.name, &mut None) {
-        Ok(r) => r,
-        Err(e) => {
-            // Nothing of a refused create stays behind.
-            let _ = store.remove(&args.name);
-            if sb.meta().workspace == std::fs::canonicalize(&own_workspace).unwrap_or_default() {
-                let _ = std::fs::remove_dir_all(&own_workspace);
-            }
-            return Err(e);
-        }
-    };
-    if resolved.sinks.json_events.as_deref() == Some(std::path::Path::new("-")) {
-        let _ = store.remove(&args.name);
-        anyhow::bail!("--json-events - (standard output) is for one run at a terminal; a named sandbox's events are read with `warden logs -f {}`, or give a FILE", args.name);
-    }
-    let stored = Stored {
-        spec: resolved.spec,
-        sinks: resolved.sinks,
-        ttl_ms: args.ttl.map(|t| t.as_millis() as u64),
+    let workspace = run.workspace.take().map(super::absolute).transpose()?;
+    let profile_name = run.profile.clone();
+    let req = lifecycle::CreateRequest {
+        workspace,
+        profile_name,
+        input: super::run::input(*run)?,
+        ttl: args.ttl,
         one_shot: false,
     };
-    if let Err(e) = state::write_json(&sb.dir().join(state::STORED), &stored) {
-        let _ = store.remove(&args.name);
-        return Err(e.into());
+    let (sb, notice) = with_context(defaults, &args.name, |ctx| {
+        lifecycle::create(&store, &args.name, req, ctx)
+    })??;
+    if let Some(n) = notice {
+        eprintln!("warden: {n}");
     }
-    sandboxes::record(
-        &sb,
-        "create",
-        Vec::new(),
-        format!("workspace {}", sb.meta().workspace.display()),
-    );
     if args.start {
         start_supervisor(&sb)?;
         println!("{}", sb.name());
@@ -152,63 +138,17 @@ fn start_supervisor(sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
 
 fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find warden's own executable")?;
-    let log_path = sb.dir().join("supervisor.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("cannot open {}", log_path.display()))?;
-    let mut child = std::process::Command::new(exe)
-        .arg("__supervise")
-        .arg(sb.name())
-        .env("WARDEN_STATE_DIR", state)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .context("cannot start the sandbox's supervisor")?;
-    let mut said = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        let _ = out.read_to_string(&mut said);
-    }
-    // The supervisor closed its side: it runs the sandbox, or it has
-    // failed and exits (reaped here, or by whoever adopts it).
-    let line = said.lines().next().unwrap_or("");
-    if line.starts_with("ready") {
-        return Ok(());
-    }
-    let _ = child.wait();
-    match line.strip_prefix("error: ") {
-        Some(why) => anyhow::bail!("{why}"),
-        None => anyhow::bail!(
-            "the sandbox's supervisor stopped before the sandbox ran; see {}",
-            log_path.display()
-        ),
-    }
+    Ok(lifecycle::start(state, sb, &exe)?)
 }
 
 /// Whether the sandbox runs now; a dead supervisor's leftovers are
 /// cleaned (and said) on the way.
 pub fn running(sb: &warden_workspace::Sandbox) -> bool {
-    let record = sb.dir().join(state::SUPERVISOR);
-    match state::read_json::<SupervisorRecord>(&record) {
-        Ok(rec) if state::alive(&rec) => true,
-        Ok(rec) => {
-            let left = state::clean_dead(sb.dir(), &rec);
-            eprintln!(
-                "warden: the supervisor of sandbox {} died (PID {}); its processes are gone and what it left is cleaned{}",
-                sb.name(),
-                rec.pid,
-                if left.is_empty() {
-                    String::new()
-                } else {
-                    format!(", except {}", left.join(", "))
-                }
-            );
-            false
-        }
-        Err(_) => false,
+    let l = lifecycle::liveness(sb);
+    if let Some(n) = l.notice(sb.name()) {
+        eprintln!("warden: {n}");
     }
+    l.running()
 }
 
 pub fn start(names: &[String]) -> anyhow::Result<u8> {
@@ -231,10 +171,7 @@ pub fn stop(names: &[String], time: Duration) -> anyhow::Result<u8> {
             eprintln!("warden: sandbox {name} is not running");
             continue;
         }
-        let pid = Connection::open(&control(&sb))?.stop(time)?;
-        if !client::wait_gone(pid, time + Duration::from_secs(10)) {
-            anyhow::bail!("sandbox {name} did not stop (supervisor PID {pid})");
-        }
+        lifecycle::stop(&sb, time)?;
         println!("{name}");
     }
     Ok(0)
@@ -398,9 +335,9 @@ pub fn run_through_exec(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
         }
     };
     let mut opts = warden_workspace::CreateOptions::new(workspace);
-    opts.layout = sandboxes::layout_for_host();
+    opts.layout = lifecycle::layout_for_host().0;
     let sb = store.create("x", &opts)?;
-    let resolved = resolve(args, defaults, Some(&sb), &id, &mut None)?;
+    let resolved = resolve(args, defaults, Some(&sb), &id)?;
     let tty = resolved.spec.terminal == warden_policy::Terminal::Pty;
     let argv = resolved.spec.command.clone();
     let stored = Stored {
@@ -548,31 +485,25 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
     use std::os::unix::fs::OpenOptionsExt;
     let store = sandboxes::store(state_dir()?)?;
     let name = format!("run-{}", super::sandbox_id());
-    let workspace = match args.workspace.take() {
-        Some(w) => std::path::absolute(w)?,
-        None => {
-            let dir = store.root().join("workspaces").join(&name);
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-            dir
-        }
-    };
+    let workspace = args.workspace.take().map(super::absolute).transpose()?;
     args.overlay = false;
     args.detach = false;
-    let mut opts = warden_workspace::CreateOptions::new(workspace);
-    opts.profile = args.profile.clone();
-    opts.layout = sandboxes::layout_for_host();
-    let sb = store.create(&name, &opts)?;
+    let req = lifecycle::CreateRequest {
+        workspace,
+        profile_name: args.profile.clone(),
+        input: super::run::input(args)?,
+        ttl: None,
+        one_shot: true,
+    };
+    let (sb, notice) = with_context(defaults, &name, |ctx| {
+        lifecycle::create(&store, &name, req, ctx)
+    })??;
+    if let Some(n) = notice {
+        eprintln!("warden: {n}");
+    }
     let made = (|| -> anyhow::Result<()> {
-        let resolved = resolve(args, defaults, Some(&sb), &name, &mut None)?;
-        let argv = resolved.spec.command.clone();
-        let stored = Stored {
-            spec: resolved.spec,
-            sinks: resolved.sinks,
-            ttl_ms: None,
-            one_shot: true,
-        };
-        state::write_json(&sb.dir().join(state::STORED), &stored)?;
+        let stored: Stored = state::read_json(&sb.dir().join(state::STORED))?;
+        let argv = stored.spec.command.clone();
         start_supervisor(&sb)?;
         let output = sb.dir().join("output.log");
         let out = std::fs::OpenOptions::new()
@@ -597,13 +528,7 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
         }
     })();
     if let Err(e) = made {
-        if let Ok(c) = Connection::open(&control(&sb)) {
-            if let Ok(pid) = c.stop(Duration::from_secs(1)) {
-                client::wait_gone(pid, Duration::from_secs(10));
-            }
-        }
-        let _ = store.remove(&name);
-        let _ = std::fs::remove_dir_all(store.root().join("workspaces").join(&name));
+        let _ = lifecycle::remove(&store, &name, true);
         return Err(e);
     }
     println!("{name}");

@@ -15,20 +15,7 @@ use warden_policy::compose::Catalog;
 use warden_policy::HostFacts;
 
 pub fn host_facts() -> HostFacts {
-    let total_memory = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(4 << 30);
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1);
-    HostFacts { total_memory, cpus }
+    warden_runtime::resolve::host_facts()
 }
 
 pub fn sandbox_id() -> String {
@@ -55,15 +42,7 @@ pub fn absolute(p: PathBuf) -> anyhow::Result<PathBuf> {
 
 /// Where profiles and presets are found, from the caller's environment.
 pub fn catalog() -> Catalog {
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
-    let config_dir = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|c| !c.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".config")))
-        .map(|c| c.join("warden"));
-    Catalog { home, config_dir }
+    warden_runtime::resolve::catalog(|v| std::env::var_os(v))
 }
 
 /// warden's state directory, from this process's environment (see
@@ -84,12 +63,4 @@ pub fn state_dir() -> anyhow::Result<PathBuf> {
 
 pub fn audit_dir() -> anyhow::Result<PathBuf> {
     Ok(state_dir()?.join("audit"))
-}
-
-/// UTC time to the second, for file names that sort by time.
-pub fn audit_stamp() -> String {
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    now.trim_end_matches('Z')
-        .replace([':', '-'], "")
-        .replace('T', "-")
 }

@@ -1,16 +1,16 @@
 //! `warden run`, and the resolution of run's options into a spec that
 //! `warden create` shares.
 
-use super::{absolute, audit_dir, audit_stamp, catalog, sandbox_id, sandboxes, state_dir};
-use anyhow::Context;
+use super::{absolute, catalog, sandbox_id, state_dir};
+use anyhow::Context as _;
 use clap::Args;
 use std::io::IsTerminal;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use warden_audit::chain::ChainedLog;
 use warden_audit::JsonLinesSink;
-use warden_policy::compose::{compose, Overrides};
-use warden_policy::{parse_duration, parse_size, Defaults, SecretSpec, ENV_ALLOWLIST};
+use warden_policy::compose::Overrides;
+use warden_policy::{parse_duration, parse_size, Defaults, ENV_ALLOWLIST};
+use warden_runtime::resolve::{Context, ProfileSource, Resolved};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -189,29 +189,9 @@ when warden itself failed (nothing was started).",
     )
 }
 
-/// A spec resolved from the command line (and its profile), with where
-/// its events go.
-pub struct Resolved {
-    pub spec: warden_policy::SandboxSpec,
-    pub sinks: warden_runtime::state::SinkConfig,
-}
-
-/// Resolve `args` into a spec. `sandbox`: the named sandbox whose
-/// workspace layer the spec mounts (create), else a plain run (whose
-/// `--overlay` makes a sandbox of its own, see [`run`]).
-pub fn resolve(
-    mut args: RunArgs,
-    defaults: &Defaults,
-    sandbox: Option<&warden_workspace::Sandbox>,
-    id: &str,
-    kept: &mut Option<(warden_workspace::Store, warden_workspace::Sandbox)>,
-) -> anyhow::Result<Resolved> {
-    if let Some(sb) = sandbox {
-        args.workspace = Some(sb.meta().workspace.clone());
-        if args.audit_log.is_none() && !args.no_audit_log {
-            args.audit_log = Some(sb.dir().join("audit.jsonl"));
-        }
-    }
+/// What the command line asks for, as the runtime's resolution takes it
+/// (paths made absolute against the working directory).
+pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
     let tty = match (args.tty, args.no_tty) {
         (true, _) => Some(true),
         (_, true) => Some(false),
@@ -221,7 +201,7 @@ pub fn resolve(
     let overrides = Overrides {
         command: args.command,
         workspace: args.workspace.map(absolute).transpose()?,
-        overlay: (args.overlay || sandbox.is_some()).then_some(true),
+        overlay: args.overlay.then_some(true),
         ro: paths(args.ro)?,
         rw: paths(args.rw)?,
         rootfs: args.rootfs.map(absolute).transpose()?,
@@ -259,136 +239,47 @@ pub fn resolve(
             .transpose()?,
         allow_degraded: args.allow_degraded,
     };
-    let composed = compose(&catalog(), args.profile.as_deref(), &overrides)?.into_valid()?;
-    let mut request = composed.merged.request(std::io::stdin().is_terminal());
-    // A named sandbox needs no command to be created: `exec` without one
-    // runs a shell.
-    if request.command.is_empty() && sandbox.is_some() {
-        request.command = vec!["sh".to_string()];
-    }
-    // A --secret replaces the profile's secret of the same name; the other
-    // secret flags add to the profile's.
-    let name_of = |s: &str| {
-        s.split(['=', '@'])
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_string()
-    };
-    let given: Vec<String> = args.secret.iter().map(|s| name_of(s)).collect();
-    request.secrets.retain(|s| !given.contains(&name_of(s)));
-    request.secrets.extend(args.secret.iter().cloned());
-    request.secret_in_body.extend(args.secret_in_body);
-    request.secret_rules.extend(args.secret_rule);
-    for ca in args.upstream_ca {
-        request.upstream_ca.push(absolute(ca)?);
-    }
-    // Where the run is recorded: the command line, else the profile.
-    let audit_log = match args.audit_log.clone() {
-        Some(p) => Some(absolute(p)?),
-        None => request.audit_log.clone(),
-    };
-    let no_audit_log = args.no_audit_log || (request.no_audit_log && audit_log.is_none());
     #[cfg(feature = "otlp")]
-    let otlp_endpoint = args
-        .otlp_endpoint
-        .clone()
-        .or_else(|| request.otlp_endpoint.clone());
+    let otlp_endpoint = args.otlp_endpoint.clone();
     #[cfg(not(feature = "otlp"))]
     let otlp_endpoint: Option<String> = None;
-    #[cfg(not(feature = "otlp"))]
-    if request.otlp_endpoint.is_some() {
-        anyhow::bail!("this warden was built without the otlp feature: a profile's otlp_endpoint cannot be honoured");
-    }
-    // A plain run with an overlay (asked for, or by the profile) writes
-    // into a sandbox of the state store named after the run, kept for
-    // review.
-    if sandbox.is_none() && request.overlay {
-        let store = warden_workspace::Store::open(state_dir()?)?;
-        let ws = request
-            .workspace
-            .clone()
-            .context("--overlay needs a --workspace to lay the overlay over")?;
-        let mut opts = warden_workspace::CreateOptions::new(ws);
-        opts.profile = args.profile.clone();
-        opts.layout = sandboxes::layout_for_host();
-        let sb = store.create(&format!("run-{id}"), &opts)?;
-        *kept = Some((store, sb));
-    }
-    if let Some(sb) = sandbox.or(kept.as_ref().map(|(_, sb)| sb)) {
-        match sb.meta().layout {
-            warden_workspace::Layout::Overlay => {
-                request.overlay = true;
-                request.overlay_dirs = Some(warden_policy::OverlayDirs {
-                    upper: sb.upper(),
-                    work: sb.work(),
-                });
-            }
-            // No overlayfs here: the sandbox works on its copy.
-            warden_workspace::Layout::Copy => {
-                request.overlay = false;
-                request.workspace = Some(sb.upper());
-            }
-        }
-    }
-    // No bind shows warden's own state (stored specs, logs, sockets).
-    if let Ok(state) = state_dir() {
-        request.hidden.push(state);
-    }
-    let json_events = request.json_events.clone();
-    // Variables that hold secrets are never copied, not even here: the
-    // supervisor moves them out of reach of the sandbox's init itself.
-    let hidden: Vec<String> = request
-        .secrets
-        .iter()
-        .filter_map(|s| SecretSpec::parse(s).ok())
-        .filter_map(|s| s.source_variable().map(str::to_string))
-        .collect();
-    let host_env = warden_jail::secrets::host_environment(&hidden);
-    let spec = match request.resolve(defaults, &host_env) {
-        Ok(spec) => spec,
-        Err(e) => match warden_policy::validate::locate(&composed.merged, &e).place() {
-            Some((file, pos)) => anyhow::bail!("{file}:{pos}: {}", e.describe_for_profile()),
-            None => return Err(e.into()),
-        },
-    };
-    // Nothing the sandbox may write holds warden's own state.
-    let own_layer = sandbox
-        .or(kept.as_ref().map(|(_, sb)| sb))
-        .filter(|sb| sb.meta().layout == warden_workspace::Layout::Copy)
-        .map(|sb| sb.upper());
-    if let Ok(state) = state_dir() {
-        warden_runtime::state::check_state_kept_out(&spec, &state, own_layer.as_deref())?;
-    }
-    let audit_log = if no_audit_log {
-        None
-    } else {
-        Some(match audit_log {
-            Some(p) => p,
-            None => {
-                let dir = audit_dir()?;
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(&dir)
-                    .with_context(|| {
-                        format!(
-                            "cannot create the audit log directory {} (pass --audit-log FILE or --no-audit-log)",
-                            dir.display()
-                        )
-                    })?;
-                dir.join(format!("{}-{id}.jsonl", audit_stamp()))
-            }
-        })
-    };
-    Ok(Resolved {
-        spec,
-        sinks: warden_runtime::state::SinkConfig {
-            json_events,
-            audit_log,
-            otlp_endpoint,
-        },
+    Ok(warden_runtime::resolve::Input {
+        profile: args.profile.map(ProfileSource::Named),
+        overrides,
+        secrets: args.secret,
+        secret_in_body: args.secret_in_body,
+        secret_rules: args.secret_rule,
+        upstream_ca: paths(args.upstream_ca)?,
+        audit_log: args.audit_log.map(absolute).transpose()?,
+        no_audit_log: args.no_audit_log,
+        otlp_endpoint,
+        stdin_is_terminal: std::io::stdin().is_terminal(),
     })
+}
+
+/// Resolve the command line into a spec (see `warden_runtime::resolve`),
+/// with this process's catalog, defaults and state directory.
+pub fn resolve(
+    args: RunArgs,
+    defaults: &Defaults,
+    sandbox: Option<&warden_workspace::Sandbox>,
+    id: &str,
+) -> anyhow::Result<Resolved> {
+    let input = input(args)?;
+    let catalog = catalog();
+    let state = state_dir().ok();
+    let ctx = Context {
+        catalog: &catalog,
+        defaults,
+        state_dir: state.as_deref(),
+        otlp: cfg!(feature = "otlp"),
+        id,
+    };
+    if input.overrides.overlay == Some(true) && sandbox.is_none() {
+        // The layer is made in the store: say now if there is none.
+        state_dir()?;
+    }
+    Ok(warden_runtime::resolve::resolve(input, &ctx, sandbox)?)
 }
 
 /// The sinks of a run, opened (a log that cannot be opened stops the run
@@ -419,17 +310,11 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         return super::lifecycle::run_detached(args, defaults);
     }
     let id = sandbox_id();
-    let mut kept = None;
-    let resolved = match resolve(args, defaults, None, &id, &mut kept) {
-        Ok(r) => r,
-        Err(e) => {
-            // Nothing ran: the sandbox made for its overlay goes too.
-            if let Some((store, sb)) = &kept {
-                let _ = store.remove(sb.name());
-            }
-            return Err(e);
-        }
-    };
+    let mut resolved = resolve(args, defaults, None, &id)?;
+    let kept = resolved.kept.take();
+    for notice in &resolved.notices {
+        eprintln!("warden: {notice}");
+    }
     let lock = match &kept {
         Some((_, sb)) => {
             let lock = sb.lock()?;

@@ -6,8 +6,6 @@ use anyhow::Context;
 use clap::Args;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
-use warden_audit::chain::ChainedLog;
-use warden_audit::{Event, EventKind, EventSink};
 use warden_workspace::{ChangeKind, CommitOptions, Content, Decision, DiffOptions, Sandbox, Store};
 
 #[derive(Args)]
@@ -54,35 +52,6 @@ pub struct SnapshotArgs {
     pub list: bool,
 }
 
-/// Overlay where this kernel mounts overlayfs inside a user namespace
-/// (5.11 and later, with overlay built in or loaded); otherwise a copy of
-/// the workspace (reflinked where the file system can), said loudly.
-pub fn layout_for_host() -> warden_workspace::Layout {
-    let forced_copy =
-        cfg!(debug_assertions) && std::env::var_os("WARDEN_TEST_NO_OVERLAY").is_some();
-    let has_overlay = std::fs::read_to_string("/proc/filesystems")
-        .map(|f| {
-            f.lines()
-                .any(|l| l.split_whitespace().last() == Some("overlay"))
-        })
-        .unwrap_or(false);
-    let release = nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut parts = release
-        .split(['.', '-'])
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if !forced_copy && has_overlay && (major, minor) >= (5, 11) {
-        warden_workspace::Layout::Overlay
-    } else {
-        eprintln!(
-            "warden: overlayfs cannot be mounted in a user namespace on this kernel ({release}): the sandbox works on a copy of the workspace (reflinked where the file system allows), and `warden diff` compares whole trees"
-        );
-        warden_workspace::Layout::Copy
-    }
-}
-
 /// The store under warden's state directory.
 pub fn store(state: PathBuf) -> anyhow::Result<Store> {
     Store::open(state).context("cannot open warden's state directory")
@@ -90,22 +59,8 @@ pub fn store(state: PathBuf) -> anyhow::Result<Store> {
 
 /// Record what happened to a sandbox in its own audit log.
 pub fn record(sb: &Sandbox, action: &str, paths: Vec<String>, detail: String) {
-    let Some(action) = warden_audit::WorkspaceAction::parse(action) else {
-        eprintln!("warden: {action:?} is not a workspace action; not recorded");
-        return;
-    };
-    let path = sb.dir().join("audit.jsonl");
-    match ChainedLog::open(&path) {
-        Ok(mut log) => log.emit(&Event::now(
-            sb.name(),
-            EventKind::Workspace {
-                action,
-                name: sb.name().to_string(),
-                paths,
-                detail,
-            },
-        )),
-        Err(e) => eprintln!("warden: {e}"),
+    if let Err(e) = warden_runtime::lifecycle::record(sb, action, paths, detail) {
+        eprintln!("warden: {e}");
     }
 }
 
@@ -190,22 +145,9 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
 pub fn rm(store: &Store, names: &[String], force: bool) -> anyhow::Result<u8> {
     for name in names {
         let sb = store.get(name)?;
-        if super::lifecycle::running(&sb) {
-            if !force {
-                anyhow::bail!("sandbox {name} is running: `warden stop {name}` first, or `warden rm --force {name}`");
-            }
-            super::lifecycle::stop(
-                std::slice::from_ref(name),
-                std::time::Duration::from_secs(10),
-            )?;
-        }
-        // A sandbox made without -w had a workspace of its own: it goes too.
-        let own = store.root().join("workspaces").join(name);
-        let owned = std::fs::canonicalize(&own).is_ok_and(|o| o == sb.meta().workspace);
-        store.remove(name)?;
-        if owned {
-            let _ = std::fs::remove_dir_all(&own);
-        }
+        // Said here: a dead supervisor found on the way is cleaned.
+        super::lifecycle::running(&sb);
+        warden_runtime::lifecycle::remove(store, name, force)?;
         println!("removed sandbox {name}");
     }
     Ok(0)

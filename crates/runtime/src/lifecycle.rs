@@ -1,0 +1,330 @@
+//! A named sandbox's life as the front doors drive it: create (the spec
+//! resolved once and kept), start (a detached supervisor), whether it
+//! runs, stop, remove. The CLI, the daemon and the OCI verbs all call
+//! these; none of them holds this logic itself.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use warden_audit::{Event, EventKind, EventSink};
+use warden_workspace::{Layout, Sandbox, Store};
+
+use crate::client::{self, ClientError, Connection};
+use crate::resolve::{self, Context, Input, ResolveError};
+use crate::state::{self, Stored, SupervisorRecord};
+
+/// Why a sandbox could not be created, started, stopped or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    #[error(transparent)]
+    Store(#[from] warden_workspace::StoreError),
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("cannot create {path}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the sandbox's supervisor ({exe})")]
+    Spawn {
+        exe: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The supervisor said why it could not run the sandbox.
+    #[error("{0}")]
+    Refused(String),
+    #[error("the sandbox's supervisor stopped before the sandbox ran; see {log}")]
+    SupervisorDied { log: PathBuf },
+    #[error("--json-events - (standard output) is for one run at a terminal; a named sandbox's events are read with `warden logs -f {name}`, or give a FILE")]
+    EventsToStdout { name: String },
+    #[error("sandbox {name} is running: stop it first (`warden stop {name}`), or remove it with force (`warden rm --force {name}`)")]
+    Running { name: String },
+    #[error("sandbox {name} did not stop (supervisor PID {pid})")]
+    DidNotStop { name: String, pid: u32 },
+}
+
+/// Overlay where this kernel mounts overlayfs inside a user namespace
+/// (5.11 and later, with overlay built in or loaded); otherwise a copy of
+/// the workspace (reflinked where the file system can), with a notice to
+/// say so.
+pub fn layout_for_host() -> (Layout, Option<String>) {
+    let forced_copy =
+        cfg!(debug_assertions) && std::env::var_os("WARDEN_TEST_NO_OVERLAY").is_some();
+    let has_overlay = std::fs::read_to_string("/proc/filesystems")
+        .map(|f| {
+            f.lines()
+                .any(|l| l.split_whitespace().last() == Some("overlay"))
+        })
+        .unwrap_or(false);
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut parts = release
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if !forced_copy && has_overlay && (major, minor) >= (5, 11) {
+        (Layout::Overlay, None)
+    } else {
+        (Layout::Copy, Some(format!(
+            "overlayfs cannot be mounted in a user namespace on this kernel ({release}): the sandbox works on a copy of the workspace (reflinked where the file system allows), and `warden diff` compares whole trees"
+        )))
+    }
+}
+
+/// What a named sandbox is made from.
+#[derive(Debug, Clone, Default)]
+pub struct CreateRequest {
+    /// The directory it works on; without one it gets an empty workspace
+    /// of its own (kept and reviewable like any other, removed with it).
+    pub workspace: Option<PathBuf>,
+    /// The profile's name, recorded for `warden ls`.
+    pub profile_name: Option<String>,
+    pub input: Input,
+    /// Stop it this long after it starts.
+    pub ttl: Option<Duration>,
+    /// `warden run -d`: it stops when its first exec ends.
+    pub one_shot: bool,
+}
+
+/// The directory of a sandbox's own workspace (one made without `-w`).
+pub fn own_workspace(store: &Store, name: &str) -> PathBuf {
+    store.root().join("workspaces").join(name)
+}
+
+/// Create the sandbox `name`: its workspace layer and its spec, resolved
+/// once (every later start and exec runs under exactly it). Returns the
+/// sandbox and a notice for the person, if any. Nothing of a refused
+/// create stays behind.
+pub fn create(
+    store: &Store,
+    name: &str,
+    req: CreateRequest,
+    ctx: &Context<'_>,
+) -> Result<(Sandbox, Option<String>), LifecycleError> {
+    warden_workspace::validate_name("sandbox name", name)?;
+    let own = own_workspace(store, name);
+    let workspace = match &req.workspace {
+        Some(w) => w.clone(),
+        None => {
+            std::fs::create_dir_all(&own).map_err(|source| LifecycleError::Create {
+                path: own.clone(),
+                source,
+            })?;
+            own.clone()
+        }
+    };
+    let (layout, notice) = layout_for_host();
+    let mut opts = warden_workspace::CreateOptions::new(workspace);
+    opts.profile = req.profile_name.clone();
+    opts.layout = layout;
+    let sb = match store.create(name, &opts) {
+        Ok(sb) => sb,
+        Err(e) => {
+            if req.workspace.is_none() {
+                let _ = std::fs::remove_dir(&own);
+            }
+            return Err(e.into());
+        }
+    };
+    let made = (|| -> Result<(), LifecycleError> {
+        let resolved = resolve::resolve(req.input, ctx, Some(&sb))?;
+        if resolved.sinks.json_events.as_deref() == Some(Path::new("-")) {
+            return Err(LifecycleError::EventsToStdout {
+                name: name.to_string(),
+            });
+        }
+        let stored = Stored {
+            spec: resolved.spec,
+            sinks: resolved.sinks,
+            ttl_ms: req.ttl.map(|t| t.as_millis() as u64),
+            one_shot: req.one_shot,
+        };
+        state::write_json(&sb.dir().join(state::STORED), &stored)?;
+        Ok(())
+    })();
+    if let Err(e) = made {
+        let _ = store.remove(name);
+        if req.workspace.is_none() {
+            let _ = std::fs::remove_dir_all(&own);
+        }
+        return Err(e);
+    }
+    let _ = record(
+        &sb,
+        "create",
+        Vec::new(),
+        format!("workspace {}", sb.meta().workspace.display()),
+    );
+    Ok((sb, notice))
+}
+
+/// Record what happened to a sandbox's workspace in its own audit log.
+pub fn record(
+    sb: &Sandbox,
+    action: &str,
+    paths: Vec<String>,
+    detail: String,
+) -> Result<(), String> {
+    let Some(action) = warden_audit::WorkspaceAction::parse(action) else {
+        return Err(format!(
+            "{action:?} is not a workspace action; not recorded"
+        ));
+    };
+    let path = sb.dir().join("audit.jsonl");
+    let mut log = warden_audit::chain::ChainedLog::open(&path).map_err(|e| e.to_string())?;
+    log.emit(&Event::now(
+        sb.name(),
+        EventKind::Workspace {
+            action,
+            name: sb.name().to_string(),
+            paths,
+            detail,
+        },
+    ));
+    Ok(())
+}
+
+/// The control socket of a sandbox's supervisor.
+pub fn control(sb: &Sandbox) -> PathBuf {
+    sb.dir().join(state::CONTROL)
+}
+
+/// Start the sandbox's supervisor (`exe __supervise NAME`, detached, its
+/// own session); returns once the sandbox runs, or says why it cannot.
+pub fn start(state_root: &Path, sb: &Sandbox, exe: &Path) -> Result<(), LifecycleError> {
+    let log_path = sb.dir().join("supervisor.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|source| LifecycleError::Create {
+            path: log_path.clone(),
+            source,
+        })?;
+    let mut child = std::process::Command::new(exe)
+        .arg("__supervise")
+        .arg(sb.name())
+        .env("WARDEN_STATE_DIR", state_root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .map_err(|source| LifecycleError::Spawn {
+            exe: exe.to_path_buf(),
+            source,
+        })?;
+    let mut said = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut said);
+    }
+    // The supervisor closed its side: it runs the sandbox, or it has
+    // failed and exits (reaped here, or by whoever adopts it).
+    let line = said.lines().next().unwrap_or("");
+    if line.starts_with("ready") {
+        // It lives on detached; its exit is reaped by a thread so that a
+        // long-lived caller (the daemon) keeps no zombie.
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+        return Ok(());
+    }
+    let _ = child.wait();
+    match line.strip_prefix("error: ") {
+        Some(why) => Err(LifecycleError::Refused(why.to_string())),
+        None => Err(LifecycleError::SupervisorDied { log: log_path }),
+    }
+}
+
+/// Whether a sandbox runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    Running,
+    Stopped,
+    /// Its supervisor died (PID `pid`): what it left was cleaned, except
+    /// `left`.
+    Died {
+        pid: u32,
+        left: Vec<String>,
+    },
+}
+
+/// Whether the sandbox runs now; a dead supervisor's leftovers are
+/// cleaned on the way (and said in the answer).
+pub fn liveness(sb: &Sandbox) -> Liveness {
+    let record = sb.dir().join(state::SUPERVISOR);
+    match state::read_json::<SupervisorRecord>(&record) {
+        Ok(rec) if state::alive(&rec) => Liveness::Running,
+        Ok(rec) => {
+            let left = state::clean_dead(sb.dir(), &rec);
+            Liveness::Died { pid: rec.pid, left }
+        }
+        Err(_) => Liveness::Stopped,
+    }
+}
+
+impl Liveness {
+    pub fn running(&self) -> bool {
+        matches!(self, Liveness::Running)
+    }
+
+    /// A line for the person when a supervisor was found dead.
+    pub fn notice(&self, name: &str) -> Option<String> {
+        match self {
+            Liveness::Died { pid, left } => Some(format!(
+                "the supervisor of sandbox {name} died (PID {pid}); its processes are gone and what it left is cleaned{}",
+                if left.is_empty() {
+                    String::new()
+                } else {
+                    format!(", except {}", left.join(", "))
+                }
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Stop a running sandbox: SIGTERM to its processes, SIGKILL after
+/// `grace`; returns once its supervisor is gone.
+pub fn stop(sb: &Sandbox, grace: Duration) -> Result<(), LifecycleError> {
+    let pid = Connection::open(&control(sb))?.stop(grace)?;
+    if !client::wait_gone(pid, grace + Duration::from_secs(10)) {
+        return Err(LifecycleError::DidNotStop {
+            name: sb.name().to_string(),
+            pid,
+        });
+    }
+    Ok(())
+}
+
+/// Remove the sandbox `name`: its layer, state and (if it was made
+/// without `-w`) its own workspace. A running one is refused unless
+/// `force`, which stops it first.
+pub fn remove(store: &Store, name: &str, force: bool) -> Result<(), LifecycleError> {
+    let sb = store.get(name)?;
+    if liveness(&sb).running() {
+        if !force {
+            return Err(LifecycleError::Running {
+                name: name.to_string(),
+            });
+        }
+        match stop(&sb, Duration::from_secs(10)) {
+            // It ended on its own meanwhile.
+            Err(LifecycleError::Client(ClientError::NotRunning { .. })) => {}
+            r => r?,
+        }
+    }
+    let own = own_workspace(store, name);
+    let owned = std::fs::canonicalize(&own).is_ok_and(|o| o == sb.meta().workspace);
+    store.remove(name)?;
+    if owned {
+        let _ = std::fs::remove_dir_all(&own);
+    }
+    Ok(())
+}

@@ -1,0 +1,342 @@
+//! A sandbox's spec, resolved once, whichever front door asked: the CLI's
+//! flags, an API request's JSON, a profile by name or given inline. The
+//! front door turns what it was given into an [`Input`]; everything from
+//! there (composing the profile, secrets, the workspace layer of a named
+//! sandbox, where events go, the checks that keep warden's own state out
+//! of reach) happens here, one code path for all of them.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use warden_policy::compose::{compose_source, Catalog, ComposeError, Overrides, SourceText};
+use warden_policy::{Defaults, Field, HostFacts, SandboxSpec, SecretSpec};
+use warden_workspace::{Sandbox, Store};
+
+use crate::state::{self, SinkConfig};
+
+/// Where the profile comes from.
+#[derive(Debug, Clone)]
+pub enum ProfileSource {
+    /// A name (user directory, then built-in) or a path to a YAML file.
+    Named(String),
+    /// A profile document given whole (an API request's `spec`); `label`
+    /// names it in messages.
+    Inline { label: String, text: String },
+}
+
+/// What a front door was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub profile: Option<ProfileSource>,
+    /// Values given directly (flags), over the profile's.
+    pub overrides: Overrides,
+    /// `--secret` entries: each replaces the profile's secret of its name.
+    pub secrets: Vec<String>,
+    pub secret_in_body: Vec<String>,
+    pub secret_rules: Vec<String>,
+    /// Absolute paths.
+    pub upstream_ca: Vec<PathBuf>,
+    /// Absolute path of the audit log, over the profile's.
+    pub audit_log: Option<PathBuf>,
+    pub no_audit_log: bool,
+    pub otlp_endpoint: Option<String>,
+    /// Whether the caller's standard input is a terminal (a profile's
+    /// unset `tty` follows it).
+    pub stdin_is_terminal: bool,
+}
+
+/// What resolution needs from the caller's world.
+pub struct Context<'a> {
+    pub catalog: &'a Catalog,
+    pub defaults: &'a Defaults,
+    /// warden's state directory: hidden from every bind, never writable
+    /// by a sandbox; plain runs with an overlay keep their layer there.
+    pub state_dir: Option<&'a Path>,
+    /// Whether this build can send events to an OpenTelemetry collector.
+    pub otlp: bool,
+    /// A fresh identifier for a plain run (its audit log's and overlay's
+    /// names).
+    pub id: &'a str,
+}
+
+/// A spec resolved, with where its events go.
+pub struct Resolved {
+    pub spec: SandboxSpec,
+    pub sinks: SinkConfig,
+    /// A plain run with an overlay: the sandbox made for its layer (kept
+    /// for review after the run).
+    pub kept: Option<(Store, Sandbox)>,
+    /// Lines for the person (what the host cannot give, said once).
+    pub notices: Vec<String>,
+}
+
+/// Why a spec could not be resolved. Nothing is left behind by a refused
+/// resolution.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error(transparent)]
+    Compose(#[from] ComposeError),
+    /// A value from a profile file (or inline document) is wrong there.
+    #[error("{place}: {message}")]
+    InProfile {
+        place: String,
+        message: String,
+        field: Field,
+        source: warden_policy::ResolveError,
+    },
+    #[error(transparent)]
+    Spec(#[from] warden_policy::ResolveError),
+    #[error("--overlay needs a --workspace to lay the overlay over")]
+    OverlayWithoutWorkspace,
+    #[error("this warden was built without the otlp feature: a profile's otlp_endpoint cannot be honoured")]
+    NoOtlp,
+    #[error("warden has no state directory: set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME to an absolute path (or pass --audit-log FILE or --no-audit-log)")]
+    NoStateDir,
+    #[error(
+        "cannot create the audit log directory {path} (pass --audit-log FILE or --no-audit-log)"
+    )]
+    AuditDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] warden_workspace::StoreError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+}
+
+impl ResolveError {
+    /// The option the error is about, when it is about one.
+    pub fn field(&self) -> Option<Field> {
+        match self {
+            ResolveError::Compose(e) => e.field(),
+            ResolveError::InProfile { field, .. } => Some(*field),
+            ResolveError::Spec(e) => e.field(),
+            ResolveError::OverlayWithoutWorkspace => Some(Field::Workspace),
+            ResolveError::NoOtlp => Some(Field::OtlpEndpoint),
+            _ => None,
+        }
+    }
+}
+
+/// The host's memory and cores, for the defaults that are sized from them.
+pub fn host_facts() -> HostFacts {
+    let total_memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(4 << 30);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    HostFacts { total_memory, cpus }
+}
+
+/// Where profiles and presets are found, from an environment (`HOME`,
+/// `XDG_CONFIG_HOME`).
+pub fn catalog(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Catalog {
+    let home = var("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let config_dir = var("XDG_CONFIG_HOME")
+        .filter(|c| !c.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")))
+        .map(|c| c.join("warden"));
+    Catalog { home, config_dir }
+}
+
+/// UTC time to the second, for file names that sort by time.
+pub fn stamp() -> String {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    now.trim_end_matches('Z')
+        .replace([':', '-'], "")
+        .replace('T', "-")
+}
+
+/// Resolve `input` into a spec. `sandbox`: the named sandbox whose
+/// workspace layer the spec mounts (create), else a plain run (whose
+/// overlay makes a sandbox of its own, returned in [`Resolved::kept`]).
+pub fn resolve(
+    input: Input,
+    ctx: &Context<'_>,
+    sandbox: Option<&Sandbox>,
+) -> Result<Resolved, ResolveError> {
+    let mut kept = None;
+    match resolve_inner(input, ctx, sandbox, &mut kept) {
+        Ok(mut r) => {
+            r.kept = kept;
+            Ok(r)
+        }
+        Err(e) => {
+            // Nothing of a refused run stays: the sandbox made for its
+            // overlay goes too.
+            if let Some((store, sb)) = kept {
+                let _ = store.remove(sb.name());
+            }
+            Err(e)
+        }
+    }
+}
+
+fn resolve_inner(
+    mut input: Input,
+    ctx: &Context<'_>,
+    sandbox: Option<&Sandbox>,
+    kept: &mut Option<(Store, Sandbox)>,
+) -> Result<Resolved, ResolveError> {
+    let mut notices = Vec::new();
+    if let Some(sb) = sandbox {
+        input.overrides.workspace = Some(sb.meta().workspace.clone());
+        input.overrides.overlay = Some(true);
+        if input.audit_log.is_none() && !input.no_audit_log {
+            input.audit_log = Some(sb.dir().join("audit.jsonl"));
+        }
+    }
+    let source = match &input.profile {
+        None => None,
+        Some(ProfileSource::Named(name)) => Some(ctx.catalog.profile(name)?),
+        Some(ProfileSource::Inline { label, text }) => Some(SourceText {
+            label: label.clone(),
+            dir: None,
+            text: text.clone(),
+        }),
+    };
+    let composed = compose_source(ctx.catalog, source, &input.overrides)?.into_valid()?;
+    let mut request = composed.merged.request(input.stdin_is_terminal);
+    // A named sandbox needs no command to be created: `exec` without one
+    // runs a shell.
+    if request.command.is_empty() && sandbox.is_some() {
+        request.command = vec!["sh".to_string()];
+    }
+    // A given secret replaces the profile's secret of the same name; the
+    // other secret options add to the profile's.
+    let name_of = |s: &str| {
+        s.split(['=', '@'])
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let given: Vec<String> = input.secrets.iter().map(|s| name_of(s)).collect();
+    request.secrets.retain(|s| !given.contains(&name_of(s)));
+    request.secrets.extend(input.secrets.iter().cloned());
+    request.secret_in_body.extend(input.secret_in_body);
+    request.secret_rules.extend(input.secret_rules);
+    request.upstream_ca.extend(input.upstream_ca);
+    // Where the run is recorded: what was given, else the profile.
+    let audit_log = input.audit_log.clone().or(request.audit_log.clone());
+    let no_audit_log = input.no_audit_log || (request.no_audit_log && audit_log.is_none());
+    let otlp_endpoint = input
+        .otlp_endpoint
+        .clone()
+        .or_else(|| request.otlp_endpoint.clone());
+    if otlp_endpoint.is_some() && !ctx.otlp {
+        return Err(ResolveError::NoOtlp);
+    }
+    // A plain run with an overlay (asked for, or by the profile) writes
+    // into a sandbox of the state store named after the run, kept for
+    // review.
+    if sandbox.is_none() && request.overlay {
+        let state = ctx.state_dir.ok_or(ResolveError::NoStateDir)?;
+        let store = Store::open(state)?;
+        let ws = request
+            .workspace
+            .clone()
+            .ok_or(ResolveError::OverlayWithoutWorkspace)?;
+        let mut opts = warden_workspace::CreateOptions::new(ws);
+        opts.profile = match &input.profile {
+            Some(ProfileSource::Named(n)) => Some(n.clone()),
+            _ => None,
+        };
+        let (layout, notice) = crate::lifecycle::layout_for_host();
+        opts.layout = layout;
+        notices.extend(notice);
+        let sb = store.create(&format!("run-{}", ctx.id), &opts)?;
+        *kept = Some((store, sb));
+    }
+    if let Some(sb) = sandbox.or(kept.as_ref().map(|(_, sb)| sb)) {
+        match sb.meta().layout {
+            warden_workspace::Layout::Overlay => {
+                request.overlay = true;
+                request.overlay_dirs = Some(warden_policy::OverlayDirs {
+                    upper: sb.upper(),
+                    work: sb.work(),
+                });
+            }
+            // No overlayfs here: the sandbox works on its copy.
+            warden_workspace::Layout::Copy => {
+                request.overlay = false;
+                request.workspace = Some(sb.upper());
+            }
+        }
+    }
+    // No bind shows warden's own state (stored specs, logs, sockets).
+    if let Some(state) = ctx.state_dir {
+        request.hidden.push(state.to_path_buf());
+    }
+    let json_events = request.json_events.clone();
+    // Variables that hold secrets are never copied, not even here: the
+    // supervisor moves them out of reach of the sandbox's init itself.
+    let hidden: Vec<String> = request
+        .secrets
+        .iter()
+        .filter_map(|s| SecretSpec::parse(s).ok())
+        .filter_map(|s| s.source_variable().map(str::to_string))
+        .collect();
+    let host_env = warden_jail::secrets::host_environment(&hidden);
+    let spec = match request.resolve(ctx.defaults, &host_env) {
+        Ok(spec) => spec,
+        Err(e) => match warden_policy::validate::locate(&composed.merged, &e).place() {
+            Some((file, pos)) => {
+                return Err(ResolveError::InProfile {
+                    place: format!("{file}:{pos}"),
+                    message: e.describe_for_profile(),
+                    field: e.field().unwrap_or(Field::Profile),
+                    source: e,
+                })
+            }
+            None => return Err(e.into()),
+        },
+    };
+    // Nothing the sandbox may write holds warden's own state.
+    let own_layer = sandbox
+        .or(kept.as_ref().map(|(_, sb)| sb))
+        .filter(|sb| sb.meta().layout == warden_workspace::Layout::Copy)
+        .map(|sb| sb.upper());
+    if let Some(state) = ctx.state_dir {
+        state::check_state_kept_out(&spec, state, own_layer.as_deref())?;
+    }
+    let audit_log = if no_audit_log {
+        None
+    } else {
+        Some(match audit_log {
+            Some(p) => p,
+            None => {
+                let dir = ctx.state_dir.ok_or(ResolveError::NoStateDir)?.join("audit");
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&dir)
+                    .map_err(|source| ResolveError::AuditDir {
+                        path: dir.clone(),
+                        source,
+                    })?;
+                dir.join(format!("{}-{}.jsonl", stamp(), ctx.id))
+            }
+        })
+    };
+    Ok(Resolved {
+        spec,
+        sinks: SinkConfig {
+            json_events,
+            audit_log,
+            otlp_endpoint,
+        },
+        kept: None,
+        notices,
+    })
+}
