@@ -139,6 +139,18 @@ fn describe_kind(kind: &EventKind) -> String {
         EventKind::ConnectionsNotRecorded { allowed, denied } => format!(
             "{allowed} allowed and {denied} denied connections past the log's bound (counted only)"
         ),
+        EventKind::ApiDenied {
+            method,
+            route,
+            token,
+            reason,
+        } => format!(
+            "API call denied: {method} {route} by {}: {reason}",
+            token
+                .as_deref()
+                .map(|t| format!("token {t}"))
+                .unwrap_or_else(|| "an unknown caller".into())
+        ),
         EventKind::TtlChanged { deadline_ms: None } => "time to live removed".to_string(),
         EventKind::TtlChanged {
             deadline_ms: Some(d),

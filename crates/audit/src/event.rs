@@ -129,6 +129,14 @@ pub enum EventKind {
     ConnectionsNotRecorded { allowed: u64, denied: u64 },
     /// The sandbox is being stopped, and why.
     Stopping { reason: StopReason },
+    /// The daemon refused a call: who (`token`, none for an unknown one),
+    /// what, and why.
+    ApiDenied {
+        method: String,
+        route: String,
+        token: Option<String>,
+        reason: String,
+    },
     /// Its TTL was changed: it stops at `deadline_ms` (none: not by TTL).
     TtlChanged { deadline_ms: Option<u64> },
     /// A sink fell behind and this many events were lost before this one.
@@ -161,6 +169,7 @@ impl EventKind {
             EventKind::ConnectionsNotRecorded { .. } => "connections_not_recorded",
             EventKind::Stopping { .. } => "stopping",
             EventKind::TtlChanged { .. } => "ttl_changed",
+            EventKind::ApiDenied { .. } => "api_denied",
             EventKind::EventsDropped { .. } => "events_dropped",
             EventKind::Exited { .. } => "exited",
         }
@@ -428,6 +437,12 @@ pub(crate) mod tests {
             EventKind::EventsDropped { count: 12 },
             EventKind::TtlChanged {
                 deadline_ms: Some(1_700_000_000_000),
+            },
+            EventKind::ApiDenied {
+                method: "POST".into(),
+                route: "/v1/sandboxes".into(),
+                token: Some("abc".into()),
+                reason: "lacks the scope".into(),
             },
             EventKind::Exited {
                 status: 137,

@@ -141,6 +141,12 @@ enum Command {
     /// List the named groups of domains a profile can allow
     #[command(subcommand)]
     Preset(PresetCommand),
+    /// Serve sandboxes over an HTTP API (on an owner-only Unix socket; TCP
+    /// with tokens when asked). Sandboxes outlive the daemon
+    Serve(commands::serve::ServeArgs),
+    /// Make, list and revoke the daemon's API tokens
+    #[command(subcommand)]
+    Token(commands::serve::TokenCommand),
 }
 
 fn main() -> ExitCode {
@@ -227,6 +233,8 @@ fn main() -> ExitCode {
             Ok(0)
         }
         Command::Profile(cmd) => commands::profile::profile(cmd, &defaults()),
+        Command::Serve(a) => commands::serve::serve(a, &defaults()),
+        Command::Token(cmd) => commands::serve::token(cmd),
         Command::Preset(PresetCommand::List { show }) => {
             commands::profile::preset_list(show.as_deref())
         }

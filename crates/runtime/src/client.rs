@@ -201,6 +201,11 @@ impl Running {
         self.conn.sock.as_fd()
     }
 
+    /// With a terminal: its master side, taken to relay elsewhere.
+    pub fn take_master(&mut self) -> Option<OwnedFd> {
+        self.master.take()
+    }
+
     /// Wait until the process ends.
     pub fn wait(self) -> Result<ExecStatus, ClientError> {
         match self.conn.next() {

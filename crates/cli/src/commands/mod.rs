@@ -8,6 +8,7 @@ pub mod profile;
 pub mod run;
 pub mod sandboxes;
 pub mod selftest;
+pub mod serve;
 
 use anyhow::Context;
 use std::path::PathBuf;

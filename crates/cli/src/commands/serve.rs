@@ -1,0 +1,152 @@
+//! `warden serve` (the daemon) and `warden token` (its tokens). The
+//! daemon crate does the work; this file parses, wires and prints.
+
+use super::state_dir;
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use warden_daemon::auth::{self, Scope};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The Unix socket to serve on (owner-only) [default: daemon.sock in
+    /// warden's state directory]
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Also serve over TCP here, e.g. 127.0.0.1:7070; every call then needs
+    /// a token (`warden token create`)
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// Make a token; it is printed once (only its hash is kept)
+    Create {
+        /// A name to know it by
+        name: String,
+        /// What it may do (repeatable): sandboxes:read, sandboxes:write,
+        /// exec, files, approvals, admin
+        #[arg(long = "scope", value_name = "SCOPE", required = true)]
+        scopes: Vec<String>,
+        /// Good for this sandbox's data API only (exec, events, ...)
+        #[arg(long, value_name = "ID")]
+        sandbox: Option<String>,
+    },
+    /// List tokens (never their secrets)
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token, by id or name
+    Revoke { token: String },
+}
+
+pub fn serve(args: ServeArgs, defaults: &warden_policy::Defaults) -> anyhow::Result<u8> {
+    let state = state_dir()?;
+    std::fs::create_dir_all(&state)
+        .with_context(|| format!("cannot create warden's state directory {}", state.display()))?;
+    let cfg = warden_daemon::Config {
+        state_dir: state,
+        socket: args.socket,
+        listen: args.listen,
+        exe: std::env::current_exe().context("cannot find warden's own executable")?,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the daemon's runtime")?;
+    let catalog = super::catalog();
+    let defaults = *defaults;
+    rt.block_on(async move {
+        let bound = warden_daemon::bind(&cfg, catalog, defaults).await?;
+        for n in &bound.listening.notes {
+            eprintln!("warden: {n}");
+        }
+        eprintln!(
+            "warden: serving on {}{}",
+            bound.listening.socket.display(),
+            bound
+                .listening
+                .tcp
+                .map(|a| format!(" and http://{a} (tokens required)"))
+                .unwrap_or_default()
+        );
+        let shutdown = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async {
+                    match term.as_mut() {
+                        Some(t) => { t.recv().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {}
+            }
+        };
+        bound.serve(shutdown).await?;
+        eprintln!("warden: the daemon stopped; its sandboxes keep running");
+        anyhow::Ok(())
+    })?;
+    Ok(0)
+}
+
+pub fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
+    let state = state_dir()?;
+    std::fs::create_dir_all(&state)
+        .with_context(|| format!("cannot create warden's state directory {}", state.display()))?;
+    let db = warden_daemon::open_db(&state)?;
+    match cmd {
+        TokenCommand::Create {
+            name,
+            scopes,
+            sandbox,
+        } => {
+            let scopes: Vec<Scope> =
+                warden_daemon::routes::parse_scopes(&scopes).map_err(|m| anyhow::anyhow!(m))?;
+            if let Some(sb) = &sandbox {
+                warden_workspace::Store::open(&state)?.get(sb)?;
+            }
+            let (row, text) = auth::new_token(&name, &scopes, sandbox.as_deref());
+            db.insert_token(&row)?;
+            eprintln!(
+                "warden: token {} ({name}) made; it is shown this once:",
+                row.id
+            );
+            println!("{text}");
+        }
+        TokenCommand::List { json } => {
+            let tokens = db.tokens()?;
+            if json {
+                let list: Vec<_> = tokens
+                    .iter()
+                    .map(warden_daemon::routes::token_info)
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                println!(
+                    "{:<12} {:<20} {:<8} {:<14} SCOPES",
+                    "ID", "NAME", "STATE", "SANDBOX"
+                );
+                for t in tokens {
+                    println!(
+                        "{:<12} {:<20} {:<8} {:<14} {}",
+                        t.id,
+                        super::sandboxes::printable(&t.name),
+                        if t.revoked { "revoked" } else { "live" },
+                        t.sandbox.as_deref().unwrap_or("-"),
+                        t.scopes.join(" ")
+                    );
+                }
+            }
+        }
+        TokenCommand::Revoke { token } => {
+            if !db.revoke_token(&token)? {
+                anyhow::bail!("no live token {token:?} (see `warden token list`)");
+            }
+            println!("revoked {token}");
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,297 @@
+//! The API's request and response bodies. These types are the contract:
+//! the handlers take and give them, and the OpenAPI document is generated
+//! from them.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+/// `POST /v1/sandboxes`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSandbox {
+    /// Its id (lowercase letters, digits, `_`, `.`, `-`); a new one when
+    /// left out.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A profile by name (see `warden profile list`).
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// A profile given whole, with the keys of a profile file (e.g.
+    /// `{"egress": {"domains": ["pypi.org"]}, "resources": {"memory": "1G"}}`);
+    /// over `profile` when both are given.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub spec: Option<serde_json::Value>,
+    /// The directory it works on (absolute, on the daemon's host); without
+    /// one it gets an empty workspace of its own.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Stop it this many seconds after it starts.
+    #[serde(default)]
+    pub ttl_seconds: Option<u64>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Start it at once (the default).
+    #[serde(default)]
+    pub start: Option<bool>,
+}
+
+/// A sandbox as the API shows it.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+pub struct SandboxInfo {
+    pub id: String,
+    /// `running` or `stopped`.
+    pub state: String,
+    pub profile: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub workspace: String,
+    pub created_ms: u64,
+    pub age_seconds: u64,
+    /// When its TTL stops it (ms since the epoch), while it runs.
+    pub ttl_deadline_ms: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub egress_bytes: u64,
+    pub processes: usize,
+    /// Commands still running.
+    pub execs: usize,
+    /// Bytes of changes in its workspace layer.
+    pub changes_bytes: u64,
+}
+
+/// `GET /v1/sandboxes`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct SandboxList {
+    pub sandboxes: Vec<SandboxInfo>,
+}
+
+/// `POST /v1/sandboxes/{id}/timeout`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetTimeout {
+    /// Stop it this many seconds from now; `null`: no TTL.
+    pub ttl_seconds: Option<u64>,
+}
+
+/// `POST /v1/sandboxes/{id}/stop`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StopSandbox {
+    /// Seconds between SIGTERM and SIGKILL (default 10).
+    #[serde(default)]
+    pub grace_seconds: Option<u64>,
+}
+
+/// `POST /v1/sandboxes/{id}/exec`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecRequest {
+    /// The program and its arguments.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// Or a command line for `sh -c`.
+    #[serde(default)]
+    pub shell: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory inside the sandbox (default `/workspace`).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Text given to the command on its standard input, which is then
+    /// closed (unless `stdin_open`).
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Keep standard input open for `POST .../stdin`.
+    #[serde(default)]
+    pub stdin_open: bool,
+    /// Kill the command after this many seconds (status 124).
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+    /// Answer as a stream of events (NDJSON, or server-sent events when
+    /// the request accepts `text/event-stream`) instead of one result.
+    #[serde(default)]
+    pub stream: bool,
+    /// Return as soon as it runs, with its id; its output is read with
+    /// `GET .../execs/{exec}/output`.
+    #[serde(default)]
+    pub background: bool,
+}
+
+/// A command, running or ended.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+pub struct ExecInfo {
+    pub id: String,
+    pub sandbox: String,
+    pub argv: Vec<String>,
+    /// PID inside the sandbox.
+    pub pid: Option<i32>,
+    pub started_ms: u64,
+    /// Exit status once it ended (128+N for signal N, 124 on timeout).
+    pub exit_status: Option<i32>,
+    pub signal: Option<i32>,
+    pub finished_ms: Option<u64>,
+}
+
+/// The answer to an exec that was not streamed.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+pub struct ExecResult {
+    pub id: String,
+    pub exit_status: i32,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Standard output, as UTF-8 (invalid bytes replaced); see
+    /// `stdout_base64` for the exact bytes when it was not UTF-8.
+    pub stdout: String,
+    pub stderr: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_base64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_base64: Option<String>,
+}
+
+/// One line of an exec's stream.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecEvent {
+    Started {
+        id: String,
+        pid: i32,
+    },
+    /// Output; `data` is UTF-8 text, or `data_base64` the bytes when they
+    /// are not. `offset`: where this chunk starts in the whole stream.
+    Stdout {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        data: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        data_base64: Option<String>,
+        offset: u64,
+    },
+    Stderr {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        data: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        data_base64: Option<String>,
+        offset: u64,
+    },
+    Exited {
+        exit_status: i32,
+        signal: Option<i32>,
+        timed_out: bool,
+    },
+    /// Nothing new; the connection is alive.
+    Keepalive,
+}
+
+/// `POST .../execs/{exec}/signal`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRequest {
+    /// A number, or a name such as `SIGTERM` / `TERM`.
+    pub signal: serde_json::Value,
+}
+
+/// `POST .../execs/{exec}/stdin`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StdinRequest {
+    #[serde(default)]
+    pub data: Option<String>,
+    #[serde(default)]
+    pub data_base64: Option<String>,
+    /// Close standard input after writing.
+    #[serde(default)]
+    pub close: bool,
+}
+
+/// An entry of a directory listing.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+pub struct FileEntry {
+    pub name: String,
+    /// Relative to the workspace.
+    pub path: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: String,
+    pub size: u64,
+    pub mode: u32,
+    pub modified_ms: u64,
+}
+
+/// `GET .../files/list`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct FileList {
+    pub entries: Vec<FileEntry>,
+}
+
+/// `POST .../files/move`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveRequest {
+    pub from: String,
+    pub to: String,
+}
+
+/// `POST .../files/mkdir`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MkdirRequest {
+    pub path: String,
+}
+
+/// `POST .../commit`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitRequest {
+    /// Only these paths (relative to the workspace); all when empty.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Overwrite files that also changed in the real workspace.
+    #[serde(default)]
+    pub force: bool,
+    /// Apply changes flagged as dangerous too.
+    #[serde(default)]
+    pub accept_flagged: bool,
+}
+
+/// `POST /v1/tokens`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    pub name: String,
+    /// `sandboxes:read`, `sandboxes:write`, `exec`, `files`, `approvals`,
+    /// `admin`.
+    pub scopes: Vec<String>,
+    /// Good for this sandbox's data API only.
+    #[serde(default)]
+    pub sandbox: Option<String>,
+}
+
+/// A token as listed (never its secret).
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+pub struct TokenInfo {
+    pub id: String,
+    pub name: String,
+    pub scopes: Vec<String>,
+    pub sandbox: Option<String>,
+    pub created_ms: u64,
+    pub revoked: bool,
+}
+
+/// A token just made: `token` is shown this once.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct NewToken {
+    pub info: TokenInfo,
+    pub token: String,
+}
+
+/// `GET /v1/tokens`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct TokenList {
+    pub tokens: Vec<TokenInfo>,
+}
+
+/// `GET /v1/health`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct Health {
+    pub version: String,
+    pub sandboxes: usize,
+}

@@ -1,0 +1,225 @@
+//! What every handler shares: the runtime's store, the database, the
+//! commands in flight, and the context a spec is resolved in.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use warden_policy::compose::Catalog;
+use warden_policy::Defaults;
+use warden_runtime::lifecycle::{self, Liveness};
+use warden_workspace::{Sandbox, Store};
+
+use crate::api::SandboxInfo;
+use crate::db::{Db, SandboxRow};
+use crate::error::{chain, ApiError};
+use crate::execs::{self, ExecHandle};
+
+/// Limits on what a request may carry.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest JSON body.
+    pub body_bytes: usize,
+    /// Largest command output returned in one (non-streamed) answer.
+    pub output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            body_bytes: 4 << 20,
+            output_bytes: 16 << 20,
+        }
+    }
+}
+
+pub struct App {
+    pub state_dir: PathBuf,
+    pub store: Store,
+    db: Mutex<Db>,
+    /// The warden executable whose `__supervise` runs each sandbox.
+    pub exe: PathBuf,
+    pub catalog: Catalog,
+    pub defaults: Defaults,
+    pub execs: execs::Table,
+    pub limits: Limits,
+    audit_lock: Mutex<()>,
+}
+
+impl App {
+    pub fn new(
+        state_dir: PathBuf,
+        store: Store,
+        db: Db,
+        exe: PathBuf,
+        catalog: Catalog,
+        defaults: Defaults,
+    ) -> Arc<App> {
+        Arc::new(App {
+            state_dir,
+            store,
+            db: Mutex::new(db),
+            exe,
+            catalog,
+            defaults,
+            execs: Mutex::new(Default::default()),
+            limits: Limits::default(),
+            audit_lock: Mutex::new(()),
+        })
+    }
+
+    pub fn db(&self) -> Result<MutexGuard<'_, Db>, ApiError> {
+        self.db
+            .lock()
+            .map_err(|_| ApiError::internal("the daemon's database lock is poisoned"))
+    }
+
+    /// The sandbox `id`, or 404.
+    pub fn sandbox(&self, id: &str) -> Result<Sandbox, ApiError> {
+        if warden_workspace::validate_name("sandbox id", id).is_err() {
+            return Err(ApiError::not_found(format!("no sandbox {id:?}")));
+        }
+        self.store.get(id).map_err(|e| match e {
+            warden_workspace::StoreError::NotFound(_) => {
+                ApiError::not_found(format!("no sandbox {id:?}: GET /v1/sandboxes lists them"))
+            }
+            e => ApiError::internal(chain(&e)),
+        })
+    }
+
+    /// A command this daemon knows of, in sandbox `sb`.
+    pub fn exec(&self, sb: &str, id: &str) -> Result<Arc<ExecHandle>, ApiError> {
+        let table = self
+            .execs
+            .lock()
+            .map_err(|_| ApiError::internal("the command table lock is poisoned"))?;
+        match table.get(id) {
+            Some(h) if h.row.sandbox == sb => Ok(h.clone()),
+            _ => Err(ApiError::not_found(format!(
+                "no command {id:?} in sandbox {sb}"
+            ))),
+        }
+    }
+
+    /// The sandbox as the API shows it. Blocking (asks its supervisor).
+    pub fn info(&self, sb: &Sandbox, row: Option<&SandboxRow>) -> SandboxInfo {
+        let live = lifecycle::liveness(sb);
+        let status = match live {
+            Liveness::Running => warden_runtime::client::Connection::open(&lifecycle::control(sb))
+                .and_then(|c| c.status())
+                .ok(),
+            _ => None,
+        };
+        let meta = sb.meta();
+        let created_ms = row.map(|r| r.created_ms).unwrap_or_else(|| {
+            (meta.created.sec.max(0) as u64) * 1000 + (meta.created.nsec.max(0) as u64) / 1_000_000
+        });
+        let now = warden_runtime::state::now_ms();
+        SandboxInfo {
+            id: sb.name().to_string(),
+            state: if status.is_some() || live.running() {
+                "running".into()
+            } else {
+                "stopped".into()
+            },
+            profile: meta.profile.clone(),
+            labels: row.map(|r| r.labels.clone()).unwrap_or_default(),
+            workspace: meta.workspace.display().to_string(),
+            created_ms,
+            age_seconds: now.saturating_sub(created_ms) / 1000,
+            ttl_deadline_ms: status.as_ref().and_then(|s| s.ttl_deadline_ms),
+            memory_bytes: status.as_ref().and_then(|s| s.memory_bytes),
+            egress_bytes: status.as_ref().map(|s| s.egress_bytes).unwrap_or(0),
+            processes: status.as_ref().map(|s| s.processes).unwrap_or(0),
+            execs: status.as_ref().map(|s| s.execs).unwrap_or(0),
+            changes_bytes: 0,
+        }
+    }
+
+    /// Record a refused call in the daemon's own audit log.
+    pub fn record_denial(
+        &self,
+        caller: &crate::auth::Caller,
+        route: &crate::auth::Route,
+        why: &str,
+    ) {
+        use warden_audit::EventSink;
+        let path = self.state_dir.join(crate::AUDIT_FILE);
+        let Ok(_guard) = self.audit_lock.lock() else {
+            return;
+        };
+        match warden_audit::chain::ChainedLog::open(&path) {
+            Ok(mut log) => log.emit(&warden_audit::Event::now(
+                "daemon",
+                warden_audit::EventKind::ApiDenied {
+                    method: route.method.to_string(),
+                    route: route.path.to_string(),
+                    token: caller.token_id().map(str::to_string),
+                    reason: why.to_string(),
+                },
+            )),
+            Err(e) => tracing::error!("cannot record a denial in {}: {e}", path.display()),
+        }
+    }
+
+    /// Adopt the commands the records say were running (a restart), and
+    /// forget records of sandboxes that are gone.
+    pub fn reconcile(self: &Arc<App>) -> Result<Vec<String>, ApiError> {
+        let mut notes = Vec::new();
+        let rows = self
+            .db()?
+            .sandboxes()
+            .map_err(|e| ApiError::internal(chain(&e)))?;
+        for row in rows {
+            match self.store.get(&row.id) {
+                Ok(sb) => {
+                    if let Some(n) = lifecycle::liveness(&sb).notice(sb.name()) {
+                        notes.push(n);
+                    }
+                }
+                Err(_) => {
+                    notes.push(format!("sandbox {} is gone; its record is removed", row.id));
+                    let _ = self.db()?.remove_sandbox(&row.id);
+                }
+            }
+        }
+        let unfinished = self
+            .db()?
+            .unfinished_execs()
+            .map_err(|e| ApiError::internal(chain(&e)))?;
+        for row in unfinished {
+            let Ok(sb) = self.store.get(&row.sandbox) else {
+                continue;
+            };
+            let h = ExecHandle::adopt(&sb, row);
+            execs::watch_adopted(&sb, h.clone());
+            self.watch_end(h.clone());
+            if let Ok(mut t) = self.execs.lock() {
+                t.insert(h.row.id.clone(), h);
+            }
+        }
+        Ok(notes)
+    }
+
+    /// Record a command's end in the database when it comes.
+    pub fn watch_end(self: &Arc<App>, h: Arc<ExecHandle>) {
+        let mut rx = h.ended.clone();
+        let app = self.clone();
+        tokio::spawn(async move {
+            let ended = loop {
+                if let Some(e) = *rx.borrow_and_update() {
+                    break e;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            };
+            if let Ok(db) = app.db() {
+                let _ = db.finish_exec(
+                    &h.row.id,
+                    ended.status,
+                    ended.signal,
+                    warden_runtime::state::now_ms(),
+                );
+            }
+        });
+    }
+}

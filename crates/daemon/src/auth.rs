@@ -1,0 +1,359 @@
+//! Who may call what. The Unix socket is owner-only: a caller there
+//! without a token is the owner. Every other call carries a token
+//! (`Authorization: Bearer wdn_ID_SECRET`); tokens are kept hashed
+//! (SHA-256), compared in constant time, and carry scopes. [`ROUTES`] is
+//! the one table that says which scope each route needs; a route missing
+//! from it is refused to everyone (fail closed), and a test walks every
+//! route with a token that lacks its scope.
+
+use axum::http::Method;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::db::{Db, DbError, TokenRow};
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Scope {
+    /// List and look at sandboxes, their events and changes.
+    #[serde(rename = "sandboxes:read")]
+    SandboxesRead,
+    /// Create, stop, remove sandboxes; change their TTL; commit changes.
+    #[serde(rename = "sandboxes:write")]
+    SandboxesWrite,
+    /// Run commands in sandboxes.
+    #[serde(rename = "exec")]
+    Exec,
+    /// Read and write files in sandboxes' workspaces.
+    #[serde(rename = "files")]
+    Files,
+    /// Answer ask-mode questions.
+    #[serde(rename = "approvals")]
+    Approvals,
+    /// Everything, tokens included.
+    #[serde(rename = "admin")]
+    Admin,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 6] = [
+        Scope::SandboxesRead,
+        Scope::SandboxesWrite,
+        Scope::Exec,
+        Scope::Files,
+        Scope::Approvals,
+        Scope::Admin,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::SandboxesRead => "sandboxes:read",
+            Scope::SandboxesWrite => "sandboxes:write",
+            Scope::Exec => "exec",
+            Scope::Files => "files",
+            Scope::Approvals => "approvals",
+            Scope::Admin => "admin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+/// One route of the API and what it needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub method: &'static str,
+    /// As the router writes it, `{id}` for a sandbox.
+    pub path: &'static str,
+    /// `None`: anyone may call it (the OpenAPI document, the health check).
+    pub scope: Option<Scope>,
+    /// Part of one sandbox's data API: a per-sandbox token of that
+    /// sandbox may call it.
+    pub data: bool,
+}
+
+const fn r(method: &'static str, path: &'static str, scope: Scope, data: bool) -> Route {
+    Route {
+        method,
+        path,
+        scope: Some(scope),
+        data,
+    }
+}
+
+/// Every route, with the scope it needs. The router and the OpenAPI
+/// document are tested against this table.
+pub const ROUTES: &[Route] = &[
+    Route {
+        method: "GET",
+        path: "/v1/openapi.json",
+        scope: None,
+        data: false,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/health",
+        scope: None,
+        data: false,
+    },
+    r("POST", "/v1/sandboxes", Scope::SandboxesWrite, false),
+    r("GET", "/v1/sandboxes", Scope::SandboxesRead, false),
+    r("GET", "/v1/sandboxes/{id}", Scope::SandboxesRead, true),
+    r("DELETE", "/v1/sandboxes/{id}", Scope::SandboxesWrite, false),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/start",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/stop",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/timeout",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r("POST", "/v1/sandboxes/{id}/exec", Scope::Exec, true),
+    r("GET", "/v1/sandboxes/{id}/execs", Scope::Exec, true),
+    r("GET", "/v1/sandboxes/{id}/execs/{exec}", Scope::Exec, true),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/execs/{exec}/output",
+        Scope::Exec,
+        true,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/execs/{exec}/stdin",
+        Scope::Exec,
+        true,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/execs/{exec}/signal",
+        Scope::Exec,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/events",
+        Scope::SandboxesRead,
+        true,
+    ),
+    r("GET", "/v1/tokens", Scope::Admin, false),
+    r("POST", "/v1/tokens", Scope::Admin, false),
+    r("DELETE", "/v1/tokens/{token}", Scope::Admin, false),
+];
+
+/// The table's row for a request, if any.
+pub fn route(method: &Method, matched: &str) -> Option<&'static Route> {
+    ROUTES
+        .iter()
+        .find(|r| r.method == method.as_str() && r.path == matched)
+}
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// On the owner-only Unix socket, without a token.
+    Owner,
+    Token(TokenRow),
+}
+
+impl Caller {
+    /// The token's id (for records), none for the owner.
+    pub fn token_id(&self) -> Option<&str> {
+        match self {
+            Caller::Owner => None,
+            Caller::Token(t) => Some(&t.id),
+        }
+    }
+
+    /// Whether this caller may call `route` for sandbox `sandbox`;
+    /// otherwise why not.
+    pub fn may(&self, route: &Route, sandbox: Option<&str>) -> Result<(), String> {
+        let Some(needed) = route.scope else {
+            return Ok(());
+        };
+        let token = match self {
+            Caller::Owner => return Ok(()),
+            Caller::Token(t) => t,
+        };
+        if let Some(only) = &token.sandbox {
+            if !route.data {
+                return Err(format!(
+                    "token {} is for sandbox {only}'s data API only; {} {} is not part of it",
+                    token.id, route.method, route.path
+                ));
+            }
+            if sandbox != Some(only.as_str()) {
+                return Err(format!("token {} is for sandbox {only} only", token.id));
+            }
+        }
+        let has = |s: Scope| token.scopes.iter().any(|x| x == s.as_str());
+        if has(Scope::Admin) || has(needed) {
+            Ok(())
+        } else {
+            Err(format!(
+                "token {} lacks the scope {} that {} {} needs",
+                token.id,
+                needed.as_str(),
+                route.method,
+                route.path
+            ))
+        }
+    }
+}
+
+/// Why a token was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error(
+        "no token: send `Authorization: Bearer TOKEN` (create one with `warden token create`)"
+    )]
+    Missing,
+    #[error("the Authorization header is not `Bearer wdn_...`")]
+    Malformed,
+    #[error("the token is not valid")]
+    Invalid,
+    #[error("the token {0} was revoked")]
+    Revoked(String),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+fn hash(secret: &str) -> String {
+    let digest = Sha256::digest(secret.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut out = [0u8; N];
+    // The kernel's generator; it fails only on kernels older than 3.17,
+    // which warden does not run on (the bytes would then be all zero and
+    // every token check would still compare hashes of them).
+    let _ = getrandom::fill(&mut out);
+    out
+}
+
+/// A new random identifier of `n` bytes, hex.
+pub fn random_id(n: usize) -> String {
+    let bytes: [u8; 16] = random_bytes();
+    bytes[..n.min(16)]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A new token: its record (kept) and its text (shown once).
+pub fn new_token(name: &str, scopes: &[Scope], sandbox: Option<&str>) -> (TokenRow, String) {
+    use base64::Engine;
+    let id = random_id(6);
+    let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>());
+    let row = TokenRow {
+        id: id.clone(),
+        name: name.to_string(),
+        hash: hash(&secret),
+        scopes: scopes.iter().map(|s| s.as_str().to_string()).collect(),
+        sandbox: sandbox.map(str::to_string),
+        created_ms: warden_runtime::state::now_ms(),
+        revoked: false,
+    };
+    (row, format!("wdn_{id}_{secret}"))
+}
+
+/// The token an `Authorization` header value names, checked.
+pub fn check(db: &Db, header: Option<&str>) -> Result<TokenRow, AuthError> {
+    let value = header.ok_or(AuthError::Missing)?;
+    let token = value
+        .strip_prefix("Bearer ")
+        .ok_or(AuthError::Malformed)?
+        .trim();
+    let rest = token.strip_prefix("wdn_").ok_or(AuthError::Malformed)?;
+    let (id, secret) = rest.split_once('_').ok_or(AuthError::Malformed)?;
+    // The same work whether or not the id exists.
+    let given = hash(secret);
+    let row = db.token(id)?;
+    let stored = row
+        .as_ref()
+        .map(|r| r.hash.clone())
+        .unwrap_or_else(|| "0".repeat(64));
+    let same: bool = given.as_bytes().ct_eq(stored.as_bytes()).into();
+    match row {
+        Some(r) if same && r.revoked => Err(AuthError::Revoked(r.id)),
+        Some(r) if same => Ok(r),
+        _ => Err(AuthError::Invalid),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("d.db")).unwrap();
+        (dir, db)
+    }
+
+    #[test]
+    fn a_token_is_accepted_only_whole_and_until_revoked() {
+        let (_d, db) = db();
+        let (row, text) = new_token("ci", &[Scope::Exec], None);
+        db.insert_token(&row).unwrap();
+        let ok = check(&db, Some(&format!("Bearer {text}"))).unwrap();
+        assert_eq!(ok.id, row.id);
+        assert!(!ok.hash.contains(&text[4..]), "kept hashed");
+        let wrong = format!("Bearer {}x", text);
+        assert!(matches!(check(&db, Some(&wrong)), Err(AuthError::Invalid)));
+        assert!(matches!(check(&db, None), Err(AuthError::Missing)));
+        assert!(matches!(
+            check(&db, Some("Basic abc")),
+            Err(AuthError::Malformed)
+        ));
+        assert!(db.revoke_token(&row.id).unwrap());
+        assert!(matches!(
+            check(&db, Some(&format!("Bearer {text}"))),
+            Err(AuthError::Revoked(_))
+        ));
+    }
+
+    #[test]
+    fn a_per_sandbox_token_reaches_only_its_own_sandboxs_data_api() {
+        let (row, _) = new_token("agent", &[Scope::Exec, Scope::SandboxesWrite], Some("sb-a"));
+        let caller = Caller::Token(row);
+        let exec = ROUTES
+            .iter()
+            .find(|r| r.path == "/v1/sandboxes/{id}/exec")
+            .unwrap();
+        let delete = ROUTES
+            .iter()
+            .find(|r| r.method == "DELETE" && r.path == "/v1/sandboxes/{id}")
+            .unwrap();
+        assert!(caller.may(exec, Some("sb-a")).is_ok());
+        assert!(caller.may(exec, Some("sb-b")).is_err());
+        assert!(caller.may(delete, Some("sb-a")).is_err());
+    }
+
+    #[test]
+    fn every_route_but_the_public_ones_needs_a_scope() {
+        for r in ROUTES {
+            if r.scope.is_none() {
+                assert!(
+                    ["/v1/openapi.json", "/v1/health"].contains(&r.path),
+                    "{} {} is public",
+                    r.method,
+                    r.path
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The daemon's records, in one SQLite database (WAL) in the state
+//! directory: the sandboxes it created (with their labels), the commands
+//! it started in them and how they ended, and its tokens (hashed). The
+//! sandboxes themselves live in the runtime's store and their supervisors;
+//! these records are what the daemon adds, and they survive its restarts.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Why the database could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("cannot open the daemon's database {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("the daemon's database failed to {what}")]
+    Query {
+        what: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+fn q(what: &'static str) -> impl FnOnce(rusqlite::Error) -> DbError {
+    move |source| DbError::Query { what, source }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS sandboxes (
+    id TEXT PRIMARY KEY,
+    created_ms INTEGER NOT NULL,
+    labels TEXT NOT NULL,
+    profile TEXT,
+    token TEXT,
+    gone INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS execs (
+    id TEXT PRIMARY KEY,
+    sandbox TEXT NOT NULL,
+    runtime_exec INTEGER NOT NULL,
+    supervisor_pid INTEGER NOT NULL,
+    argv TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    tty INTEGER NOT NULL,
+    exit_status INTEGER,
+    exit_signal INTEGER,
+    finished_ms INTEGER
+);
+CREATE INDEX IF NOT EXISTS execs_by_sandbox ON execs (sandbox);
+CREATE TABLE IF NOT EXISTS tokens (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    sandbox TEXT,
+    created_ms INTEGER NOT NULL,
+    revoked INTEGER NOT NULL DEFAULT 0
+);
+";
+
+/// A sandbox the daemon created.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxRow {
+    pub id: String,
+    pub created_ms: u64,
+    pub labels: BTreeMap<String, String>,
+    pub profile: Option<String>,
+    /// The token that created it.
+    pub token: Option<String>,
+}
+
+/// A command the daemon started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecRow {
+    pub id: String,
+    pub sandbox: String,
+    /// The supervisor's number for it (and the supervisor's PID: numbers
+    /// start again with each start of the sandbox).
+    pub runtime_exec: u64,
+    pub supervisor_pid: u32,
+    pub argv: Vec<String>,
+    pub started_ms: u64,
+    pub tty: bool,
+    pub exit_status: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub finished_ms: Option<u64>,
+}
+
+/// A token, without its secret.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRow {
+    pub id: String,
+    pub name: String,
+    /// SHA-256 of the secret, hex.
+    pub hash: String,
+    pub scopes: Vec<String>,
+    /// A per-sandbox token: good for this sandbox's data API only.
+    pub sandbox: Option<String>,
+    pub created_ms: u64,
+    pub revoked: bool,
+}
+
+pub struct Db {
+    conn: Connection,
+}
+
+impl Db {
+    pub fn open(path: &Path) -> Result<Db, DbError> {
+        let open = |source| DbError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(open)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open)?;
+        conn.execute_batch(SCHEMA).map_err(open)?;
+        Ok(Db { conn })
+    }
+
+    pub fn insert_sandbox(&self, row: &SandboxRow) -> Result<(), DbError> {
+        let labels = serde_json::to_string(&row.labels).unwrap_or_else(|_| "{}".into());
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO sandboxes (id, created_ms, labels, profile, token, gone) VALUES (?1, ?2, ?3, ?4, ?5, 0)",
+                params![row.id, row.created_ms as i64, labels, row.profile, row.token],
+            )
+            .map_err(q("record a sandbox"))?;
+        Ok(())
+    }
+
+    pub fn sandbox(&self, id: &str) -> Result<Option<SandboxRow>, DbError> {
+        self.conn
+            .query_row(
+                "SELECT id, created_ms, labels, profile, token FROM sandboxes WHERE id = ?1 AND gone = 0",
+                params![id],
+                sandbox_row,
+            )
+            .optional()
+            .map_err(q("read a sandbox"))
+    }
+
+    pub fn sandboxes(&self) -> Result<Vec<SandboxRow>, DbError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, created_ms, labels, profile, token FROM sandboxes WHERE gone = 0 ORDER BY created_ms")
+            .map_err(q("list sandboxes"))?;
+        let rows = st
+            .query_map([], sandbox_row)
+            .map_err(q("list sandboxes"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(q("list sandboxes"))?;
+        Ok(rows)
+    }
+
+    /// Forget a removed sandbox and its commands.
+    pub fn remove_sandbox(&self, id: &str) -> Result<(), DbError> {
+        self.conn
+            .execute("DELETE FROM execs WHERE sandbox = ?1", params![id])
+            .map_err(q("remove a sandbox's commands"))?;
+        self.conn
+            .execute("DELETE FROM sandboxes WHERE id = ?1", params![id])
+            .map_err(q("remove a sandbox"))?;
+        Ok(())
+    }
+
+    pub fn insert_exec(&self, row: &ExecRow) -> Result<(), DbError> {
+        let argv = serde_json::to_string(&row.argv).unwrap_or_else(|_| "[]".into());
+        self.conn
+            .execute(
+                "INSERT INTO execs (id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    row.id,
+                    row.sandbox,
+                    row.runtime_exec as i64,
+                    row.supervisor_pid,
+                    argv,
+                    row.started_ms as i64,
+                    row.tty
+                ],
+            )
+            .map_err(q("record a command"))?;
+        Ok(())
+    }
+
+    pub fn finish_exec(
+        &self,
+        id: &str,
+        status: i32,
+        signal: Option<i32>,
+        finished_ms: u64,
+    ) -> Result<(), DbError> {
+        self.conn
+            .execute(
+                "UPDATE execs SET exit_status = ?2, exit_signal = ?3, finished_ms = ?4 WHERE id = ?1 AND exit_status IS NULL",
+                params![id, status, signal, finished_ms as i64],
+            )
+            .map_err(q("record a command's end"))?;
+        Ok(())
+    }
+
+    pub fn exec(&self, id: &str) -> Result<Option<ExecRow>, DbError> {
+        self.conn
+            .query_row(
+                "SELECT id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, exit_status, exit_signal, finished_ms FROM execs WHERE id = ?1",
+                params![id],
+                exec_row,
+            )
+            .optional()
+            .map_err(q("read a command"))
+    }
+
+    /// Commands still running as far as the records say.
+    pub fn unfinished_execs(&self) -> Result<Vec<ExecRow>, DbError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, exit_status, exit_signal, finished_ms FROM execs WHERE exit_status IS NULL")
+            .map_err(q("list commands"))?;
+        let rows = st
+            .query_map([], exec_row)
+            .map_err(q("list commands"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(q("list commands"))?;
+        Ok(rows)
+    }
+
+    pub fn execs_of(&self, sandbox: &str) -> Result<Vec<ExecRow>, DbError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, sandbox, runtime_exec, supervisor_pid, argv, started_ms, tty, exit_status, exit_signal, finished_ms FROM execs WHERE sandbox = ?1 ORDER BY started_ms")
+            .map_err(q("list commands"))?;
+        let rows = st
+            .query_map(params![sandbox], exec_row)
+            .map_err(q("list commands"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(q("list commands"))?;
+        Ok(rows)
+    }
+
+    pub fn insert_token(&self, row: &TokenRow) -> Result<(), DbError> {
+        self.conn
+            .execute(
+                "INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms, revoked) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
+                params![
+                    row.id,
+                    row.name,
+                    row.hash,
+                    row.scopes.join(" "),
+                    row.sandbox,
+                    row.created_ms as i64
+                ],
+            )
+            .map_err(q("record a token"))?;
+        Ok(())
+    }
+
+    pub fn token(&self, id: &str) -> Result<Option<TokenRow>, DbError> {
+        self.conn
+            .query_row(
+                "SELECT id, name, hash, scopes, sandbox, created_ms, revoked FROM tokens WHERE id = ?1",
+                params![id],
+                token_row,
+            )
+            .optional()
+            .map_err(q("read a token"))
+    }
+
+    pub fn tokens(&self) -> Result<Vec<TokenRow>, DbError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, name, hash, scopes, sandbox, created_ms, revoked FROM tokens ORDER BY created_ms")
+            .map_err(q("list tokens"))?;
+        let rows = st
+            .query_map([], token_row)
+            .map_err(q("list tokens"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(q("list tokens"))?;
+        Ok(rows)
+    }
+
+    /// Revoke a token by its id or name; whether one was.
+    pub fn revoke_token(&self, id_or_name: &str) -> Result<bool, DbError> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE tokens SET revoked = 1 WHERE (id = ?1 OR name = ?1) AND revoked = 0",
+                params![id_or_name],
+            )
+            .map_err(q("revoke a token"))?;
+        Ok(n > 0)
+    }
+}
+
+fn sandbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SandboxRow> {
+    let labels: String = r.get(2)?;
+    Ok(SandboxRow {
+        id: r.get(0)?,
+        created_ms: r.get::<_, i64>(1)? as u64,
+        labels: serde_json::from_str(&labels).unwrap_or_default(),
+        profile: r.get(3)?,
+        token: r.get(4)?,
+    })
+}
+
+fn exec_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecRow> {
+    let argv: String = r.get(4)?;
+    Ok(ExecRow {
+        id: r.get(0)?,
+        sandbox: r.get(1)?,
+        runtime_exec: r.get::<_, i64>(2)? as u64,
+        supervisor_pid: r.get(3)?,
+        argv: serde_json::from_str(&argv).unwrap_or_default(),
+        started_ms: r.get::<_, i64>(5)? as u64,
+        tty: r.get(6)?,
+        exit_status: r.get(7)?,
+        exit_signal: r.get(8)?,
+        finished_ms: r.get::<_, Option<i64>>(9)?.map(|v| v as u64),
+    })
+}
+
+fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
+    let scopes: String = r.get(3)?;
+    Ok(TokenRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        hash: r.get(2)?,
+        scopes: scopes.split_whitespace().map(str::to_string).collect(),
+        sandbox: r.get(4)?,
+        created_ms: r.get::<_, i64>(5)? as u64,
+        revoked: r.get::<_, i64>(6)? != 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_survive_reopening_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.db");
+        {
+            let db = Db::open(&path).unwrap();
+            let mut labels = BTreeMap::new();
+            labels.insert("team".to_string(), "a".to_string());
+            db.insert_sandbox(&SandboxRow {
+                id: "sb-1".into(),
+                created_ms: 5,
+                labels,
+                profile: None,
+                token: None,
+            })
+            .unwrap();
+            db.insert_exec(&ExecRow {
+                id: "ex-1".into(),
+                sandbox: "sb-1".into(),
+                runtime_exec: 1,
+                supervisor_pid: 42,
+                argv: vec!["true".into()],
+                started_ms: 6,
+                tty: false,
+                exit_status: None,
+                exit_signal: None,
+                finished_ms: None,
+            })
+            .unwrap();
+        }
+        let db = Db::open(&path).unwrap();
+        assert_eq!(db.sandboxes().unwrap()[0].labels["team"], "a");
+        assert_eq!(db.unfinished_execs().unwrap().len(), 1);
+        db.finish_exec("ex-1", 3, None, 9).unwrap();
+        assert_eq!(db.exec("ex-1").unwrap().unwrap().exit_status, Some(3));
+        assert!(db.unfinished_execs().unwrap().is_empty());
+        db.remove_sandbox("sb-1").unwrap();
+        assert!(db.exec("ex-1").unwrap().is_none());
+    }
+}

@@ -1,0 +1,151 @@
+//! What the API answers when it cannot do what was asked: a JSON problem
+//! object with a stable `code`, a message a person can act on, and, when
+//! one option is at fault, its JSON path in the request body.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use warden_runtime::lifecycle::LifecycleError;
+use warden_runtime::resolve::ResolveError;
+
+/// The body of every error answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct Problem {
+    /// Stable, for programs: `bad_request`, `invalid_spec`, `not_found`,
+    /// `conflict`, `unauthorized`, `forbidden`, `too_large`, `quota`,
+    /// `unavailable`, `internal`.
+    pub code: String,
+    /// For people: what was wrong and what to do.
+    pub message: String,
+    /// The JSON path of the request's field at fault, e.g.
+    /// `/resources/memory`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// An error answer: a status and its problem.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub problem: Problem,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            problem: Problem {
+                code: code.to_string(),
+                message: message.into(),
+                field: None,
+            },
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    pub fn with_field(mut self, field: Option<&str>) -> ApiError {
+        self.problem.field = field.map(str::to_string);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(self.problem)).into_response()
+    }
+}
+
+/// An error's message with its causes, once each.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+impl From<ResolveError> for ApiError {
+    fn from(e: ResolveError) -> ApiError {
+        use warden_policy::compose::ComposeError;
+        // A request's options are its `spec` document: errors name their
+        // place in it.
+        let in_spec = |f: warden_policy::Field| f.json_path().map(|p| format!("/spec{p}"));
+        let (message, field) = match &e {
+            ResolveError::Compose(ComposeError::Invalid(diags)) => {
+                let field = diags.iter().find_map(|d| d.field.and_then(in_spec));
+                let lines: Vec<String> = diags
+                    .iter()
+                    .map(|d| match d.field.and_then(in_spec) {
+                        Some(p) => format!("{p}: {}", d.message),
+                        None => d.message.clone(),
+                    })
+                    .collect();
+                (lines.join("; "), field)
+            }
+            ResolveError::Spec(spec) => {
+                (spec.problem().to_string(), spec.field().and_then(in_spec))
+            }
+            ResolveError::InProfile { source, field, .. } => {
+                (source.problem().to_string(), in_spec(*field))
+            }
+            _ => (chain(&e), e.field().and_then(in_spec)),
+        };
+        let message = match &field {
+            Some(p) if !message.starts_with(p.as_str()) => format!("{p}: {message}"),
+            _ => message,
+        };
+        ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            problem: Problem {
+                code: "invalid_spec".into(),
+                message,
+                field,
+            },
+        }
+    }
+}
+
+impl From<LifecycleError> for ApiError {
+    fn from(e: LifecycleError) -> ApiError {
+        use warden_workspace::StoreError;
+        match e {
+            LifecycleError::Resolve(r) => r.into(),
+            LifecycleError::Store(StoreError::NotFound(_)) => ApiError::not_found(chain(&e)),
+            LifecycleError::Store(StoreError::Exists(_)) => ApiError::conflict(chain(&e)),
+            LifecycleError::Store(StoreError::InvalidName { .. }) => {
+                ApiError::bad_request(chain(&e)).with_field(Some("/name"))
+            }
+            LifecycleError::Store(StoreError::InUse { .. }) => ApiError::conflict(chain(&e)),
+            LifecycleError::Store(StoreError::Workspace { .. } | StoreError::NotADirectory(_)) => {
+                ApiError::bad_request(chain(&e)).with_field(Some("/workspace"))
+            }
+            LifecycleError::Running { .. } => ApiError::conflict(chain(&e)),
+            LifecycleError::Refused(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", chain(&e))
+            }
+            _ => ApiError::internal(chain(&e)),
+        }
+    }
+}

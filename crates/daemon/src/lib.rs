@@ -1,0 +1,199 @@
+//! `warden serve`: sandboxes over an HTTP API, on the user's own machine.
+//!
+//! The daemon is one more front door onto `warden-runtime`: it creates,
+//! starts, stops and removes sandboxes through the runtime's lifecycle and
+//! runs commands through each sandbox's supervisor, which outlives it (a
+//! daemon killed with `kill -9` stops no sandbox and loses no output). What
+//! it adds is its own: the HTTP API ([`routes`]), tokens and scopes
+//! ([`auth`]), and records in SQLite ([`db`]). Nothing here prints; the
+//! CLI does.
+
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod db;
+pub mod error;
+pub mod execs;
+pub mod routes;
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use app::App;
+
+/// The daemon's database, in the state directory.
+pub const DB_FILE: &str = "daemon.db";
+/// The daemon's own audit log (refused calls), in the state directory.
+pub const AUDIT_FILE: &str = "daemon-audit.jsonl";
+/// The default socket, in the state directory.
+pub const SOCKET_FILE: &str = "daemon.sock";
+
+/// Why the daemon could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Db(#[from] db::DbError),
+    #[error(transparent)]
+    Store(#[from] warden_workspace::StoreError),
+    #[error("another warden daemon listens on {0}; stop it first, or give another --socket")]
+    AlreadyRunning(PathBuf),
+    #[error("cannot listen on {what}")]
+    Listen {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the daemon's server failed")]
+    Serve(#[source] std::io::Error),
+    #[error("cannot reconcile the records with the sandboxes: {0}")]
+    Reconcile(String),
+}
+
+/// Where and how the daemon serves.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub state_dir: PathBuf,
+    /// The Unix socket (owner-only); `None`: the state directory's.
+    pub socket: Option<PathBuf>,
+    /// Also TCP here (every call then needs a token).
+    pub listen: Option<SocketAddr>,
+    /// The warden executable that runs each sandbox's supervisor.
+    pub exe: PathBuf,
+}
+
+impl Config {
+    pub fn socket_path(&self) -> PathBuf {
+        self.socket
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join(SOCKET_FILE))
+    }
+}
+
+/// Open the daemon's database in `state_dir`.
+pub fn open_db(state_dir: &Path) -> Result<db::Db, db::DbError> {
+    db::Db::open(&state_dir.join(DB_FILE))
+}
+
+/// What the daemon says once it listens.
+pub struct Listening {
+    pub socket: PathBuf,
+    pub tcp: Option<SocketAddr>,
+    /// Notes from reconciling the records at start.
+    pub notes: Vec<String>,
+}
+
+/// Bind the daemon's sockets; `serve` on the result runs it.
+pub struct Bound {
+    app: Arc<App>,
+    unix: tokio::net::UnixListener,
+    tcp: Option<tokio::net::TcpListener>,
+    pub listening: Listening,
+}
+
+/// Open the store and database, reconcile, and bind. Call within a tokio
+/// runtime.
+pub async fn bind(
+    cfg: &Config,
+    catalog: warden_policy::compose::Catalog,
+    defaults: warden_policy::Defaults,
+) -> Result<Bound, ServeError> {
+    let store = warden_workspace::Store::open(&cfg.state_dir)?;
+    let db = open_db(&cfg.state_dir)?;
+    let app = App::new(
+        cfg.state_dir.clone(),
+        store,
+        db,
+        cfg.exe.clone(),
+        catalog,
+        defaults,
+    );
+    let notes = app
+        .reconcile()
+        .map_err(|e| ServeError::Reconcile(e.problem.message))?;
+    let socket = cfg.socket_path();
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        return Err(ServeError::AlreadyRunning(socket));
+    }
+    // A socket nobody listens on is a stale one of a daemon that died.
+    let _ = std::fs::remove_file(&socket);
+    // Owner-only from its first moment: made under a umask that leaves
+    // nothing to others.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let unix = tokio::net::UnixListener::bind(&socket);
+    nix::sys::stat::umask(old);
+    let unix = unix.map_err(|source| ServeError::Listen {
+        what: socket.display().to_string(),
+        source,
+    })?;
+    let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+    let tcp = match cfg.listen {
+        None => None,
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Listen {
+                    what: addr.to_string(),
+                    source,
+                })?,
+        ),
+    };
+    let tcp_addr = tcp.as_ref().and_then(|t| t.local_addr().ok());
+    Ok(Bound {
+        app,
+        unix,
+        tcp,
+        listening: Listening {
+            socket,
+            tcp: tcp_addr,
+            notes,
+        },
+    })
+}
+
+impl Bound {
+    /// Serve until `shutdown` resolves. Sandboxes keep running after.
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        let router = routes::router(self.app.clone());
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let unix_router = router
+            .clone()
+            .layer(axum::Extension(routes::Transport::Unix));
+        let mut rx1 = stop_rx.clone();
+        let unix = tokio::spawn(async move {
+            axum::serve(self.unix, unix_router)
+                .with_graceful_shutdown(async move {
+                    let _ = rx1.wait_for(|s| *s).await;
+                })
+                .await
+        });
+        let tcp = self.tcp.map(|l| {
+            let r = router.layer(axum::Extension(routes::Transport::Tcp));
+            let mut rx2 = stop_rx.clone();
+            tokio::spawn(async move {
+                axum::serve(l, r)
+                    .with_graceful_shutdown(async move {
+                        let _ = rx2.wait_for(|s| *s).await;
+                    })
+                    .await
+            })
+        });
+        shutdown.await;
+        let _ = stop_tx.send(true);
+        let mut result = Ok(());
+        if let Ok(Err(e)) = unix.await {
+            result = Err(ServeError::Serve(e));
+        }
+        if let Some(t) = tcp {
+            if let Ok(Err(e)) = t.await {
+                result = Err(ServeError::Serve(e));
+            }
+        }
+        let _ = std::fs::remove_file(&self.listening.socket);
+        result
+    }
+}

@@ -1,0 +1,399 @@
+//! Commands in a sandbox: start one (answered whole, streamed, or in the
+//! background), list them, read a command's output from any offset (a
+//! client that lost its connection reconnects here), write its standard
+//! input, signal it.
+
+use axum::body::Body as HttpBody;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::sandboxes::blocking;
+use super::Body;
+use crate::api::{ExecEvent, ExecInfo, ExecRequest, ExecResult, SignalRequest, StdinRequest};
+use crate::app::App;
+use crate::error::{ApiError, Problem};
+use crate::execs::{self, ExecHandle, Offsets};
+
+/// How often a quiet stream says it is alive.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+/// How often a running command's output files are looked at.
+const POLL: Duration = Duration::from_millis(20);
+/// Most bytes of one stream in one event.
+const CHUNK: usize = 64 * 1024;
+
+fn info_of(h: &ExecHandle) -> ExecInfo {
+    let ended = h.ended_now();
+    ExecInfo {
+        id: h.row.id.clone(),
+        sandbox: h.row.sandbox.clone(),
+        argv: h.row.argv.clone(),
+        pid: h.pid,
+        started_ms: h.row.started_ms,
+        exit_status: ended.map(|e| e.status),
+        signal: ended.and_then(|e| e.signal),
+        finished_ms: h.finished_ms(),
+    }
+}
+
+fn wants_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/exec", params(("id" = String, Path)), request_body = ExecRequest,
+    responses(
+        (status = 200, description = "ended (or, with `stream`, a stream of ExecEvent lines)", body = ExecResult),
+        (status = 202, description = "`background`: it runs", body = ExecInfo),
+        (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)),
+    security(("token" = [])))]
+pub async fn exec(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Body(req): Body<ExecRequest>,
+) -> Result<Response, ApiError> {
+    if let Some(t) = req.timeout_seconds {
+        if !(t.is_finite() && t > 0.0 && t <= 7.0 * 86400.0) {
+            return Err(ApiError::bad_request(
+                "timeout_seconds: a number of seconds above 0, at most a week",
+            )
+            .with_field(Some("/timeout_seconds")));
+        }
+    }
+    if req.background && req.stream {
+        return Err(
+            ApiError::bad_request("`background` and `stream` exclude each other")
+                .with_field(Some("/background")),
+        );
+    }
+    let a = app.clone();
+    let handle = blocking(move || {
+        let sb = a.sandbox(&id)?;
+        let stored: Option<warden_runtime::state::Stored> =
+            warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).ok();
+        let default = stored.map(|s| s.spec.command).unwrap_or_default();
+        let argv = execs::argv_of(&req, &default)?;
+        let exec_id = format!("ex-{}", crate::auth::random_id(8));
+        let h = execs::start(&sb, &exec_id, argv, &req)?;
+        a.db()?
+            .insert_exec(&h.row)
+            .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
+        if let Ok(mut t) = a.execs.lock() {
+            t.insert(exec_id, h.clone());
+        }
+        Ok((h, req.stream, req.background))
+    })
+    .await?;
+    let (h, stream, background) = handle;
+    app.watch_end(h.clone());
+    if background {
+        return Ok((StatusCode::ACCEPTED, Json(info_of(&h))).into_response());
+    }
+    if stream {
+        let first = ExecEvent::Started {
+            id: h.row.id.clone(),
+            pid: h.pid.unwrap_or(0),
+        };
+        return Ok(stream_response(
+            h,
+            Offsets::default(),
+            Some(first),
+            wants_sse(&headers),
+        ));
+    }
+    // Whole: wait for the end, then read what it wrote.
+    let mut rx = h.ended.clone();
+    let ended = loop {
+        if let Some(e) = *rx.borrow_and_update() {
+            break e;
+        }
+        if rx.changed().await.is_err() {
+            return Err(ApiError::internal("lost track of the command"));
+        }
+    };
+    let limit = app.limits.output_bytes;
+    let exec_id = h.row.id.clone();
+    let (stdout, stderr) = blocking(move || {
+        let read = |p: &std::path::Path| -> Vec<u8> {
+            use std::io::Read;
+            let mut v = Vec::new();
+            if let Ok(f) = std::fs::File::open(p) {
+                let _ = f.take(limit as u64).read_to_end(&mut v);
+            }
+            v
+        };
+        Ok((read(&h.stdout), read(&h.stderr)))
+    })
+    .await?;
+    let (out_text, out_b64) = lossy(&stdout);
+    let (err_text, err_b64) = lossy(&stderr);
+    Ok(Json(ExecResult {
+        id: exec_id,
+        exit_status: ended.status,
+        signal: ended.signal,
+        timed_out: ended.timed_out,
+        stdout: out_text,
+        stderr: err_text,
+        stdout_base64: out_b64,
+        stderr_base64: err_b64,
+    })
+    .into_response())
+}
+
+/// Text (lossy), and the exact bytes in base64 when they were not UTF-8.
+fn lossy(bytes: &[u8]) -> (String, Option<String>) {
+    use base64::Engine;
+    match std::str::from_utf8(bytes) {
+        Ok(s) => (s.to_string(), None),
+        Err(_) => (
+            String::from_utf8_lossy(bytes).into_owned(),
+            Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+        ),
+    }
+}
+
+/// The command's events from `from` on, until it ends: NDJSON, or
+/// server-sent events.
+fn stream_response(
+    h: Arc<ExecHandle>,
+    mut from: Offsets,
+    first: Option<ExecEvent>,
+    sse: bool,
+) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(16);
+    let frame = move |e: &ExecEvent| -> bytes::Bytes {
+        let json = serde_json::to_string(e).unwrap_or_default();
+        if sse {
+            bytes::Bytes::from(format!("data: {json}\n\n"))
+        } else {
+            bytes::Bytes::from(format!("{json}\n"))
+        }
+    };
+    tokio::spawn(async move {
+        if let Some(f) = first {
+            if tx.send(Ok(frame(&f))).await.is_err() {
+                return;
+            }
+        }
+        let mut rx_end = h.ended.clone();
+        let mut quiet = Duration::ZERO;
+        loop {
+            let ended = *rx_end.borrow_and_update();
+            let hh = h.clone();
+            let (events, off) = match tokio::task::spawn_blocking(move || {
+                let mut off = from;
+                let ev = execs::read_new(&hh, &mut off, CHUNK);
+                (ev, off)
+            })
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => return,
+            };
+            from = off;
+            let got = !events.is_empty();
+            for e in &events {
+                if tx.send(Ok(frame(e))).await.is_err() {
+                    return;
+                }
+            }
+            if got {
+                quiet = Duration::ZERO;
+                continue;
+            }
+            if let Some(end) = ended {
+                let _ = tx
+                    .send(Ok(frame(&ExecEvent::Exited {
+                        exit_status: end.status,
+                        signal: end.signal,
+                        timed_out: end.timed_out,
+                    })))
+                    .await;
+                return;
+            }
+            if quiet >= KEEPALIVE {
+                quiet = Duration::ZERO;
+                if tx.send(Ok(frame(&ExecEvent::Keepalive))).await.is_err() {
+                    return;
+                }
+            }
+            // Woken by the end, or looked at again shortly.
+            let _ = tokio::time::timeout(POLL, rx_end.changed()).await;
+            quiet += POLL;
+        }
+    });
+    let content_type = if sse {
+        "text/event-stream"
+    } else {
+        "application/x-ndjson"
+    };
+    Response::builder()
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(HttpBody::from_stream(ReceiverStream::new(rx)))
+        .unwrap_or_else(|_| ApiError::internal("cannot build the stream").into_response())
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct ExecPath {
+    pub id: String,
+    pub exec: String,
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes/{id}/execs", params(("id" = String, Path)),
+    responses((status = 200, body = [ExecInfo]), (status = 404, body = Problem)),
+    security(("token" = [])))]
+pub async fn list(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<ExecInfo>>, ApiError> {
+    let a = app.clone();
+    let sid = id.clone();
+    blocking(move || a.sandbox(&sid).map(|_| ())).await?;
+    let mut out: Vec<ExecInfo> = app
+        .execs
+        .lock()
+        .map_err(|_| ApiError::internal("the command table lock is poisoned"))?
+        .values()
+        .filter(|h| h.row.sandbox == id)
+        .map(|h| info_of(h))
+        .collect();
+    out.sort_by_key(|e| e.started_ms);
+    Ok(Json(out))
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes/{id}/execs/{exec}", params(("id" = String, Path), ("exec" = String, Path)),
+    responses((status = 200, body = ExecInfo), (status = 404, body = Problem)),
+    security(("token" = [])))]
+pub async fn get_one(
+    State(app): State<Arc<App>>,
+    Path(p): Path<ExecPath>,
+) -> Result<Json<ExecInfo>, ApiError> {
+    Ok(Json(info_of(&*app.exec(&p.id, &p.exec)?)))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct OutputQuery {
+    /// Resume standard output from this byte.
+    pub stdout_offset: Option<u64>,
+    /// Resume standard error from this byte.
+    pub stderr_offset: Option<u64>,
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes/{id}/execs/{exec}/output",
+    params(("id" = String, Path), ("exec" = String, Path), OutputQuery),
+    responses((status = 200, description = "ExecEvent lines (NDJSON, or server-sent events) until it ends", body = ExecEvent), (status = 404, body = Problem)),
+    security(("token" = [])))]
+pub async fn output(
+    State(app): State<Arc<App>>,
+    Path(p): Path<ExecPath>,
+    headers: HeaderMap,
+    query: Result<Query<OutputQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let h = app.exec(&p.id, &p.exec)?;
+    let from = Offsets {
+        stdout: q.stdout_offset.unwrap_or(0),
+        stderr: q.stderr_offset.unwrap_or(0),
+    };
+    Ok(stream_response(h, from, None, wants_sse(&headers)))
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/execs/{exec}/stdin",
+    params(("id" = String, Path), ("exec" = String, Path)), request_body = StdinRequest,
+    responses((status = 204), (status = 404, body = Problem), (status = 409, body = Problem)),
+    security(("token" = [])))]
+pub async fn stdin(
+    State(app): State<Arc<App>>,
+    Path(p): Path<ExecPath>,
+    Body(req): Body<StdinRequest>,
+) -> Result<StatusCode, ApiError> {
+    use base64::Engine;
+    let h = app.exec(&p.id, &p.exec)?;
+    let data = match (req.data, req.data_base64) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "give `data` or `data_base64`, not both",
+            ))
+        }
+        (Some(d), None) => d.into_bytes(),
+        (None, Some(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b.as_bytes())
+            .map_err(|e| {
+                ApiError::bad_request(format!("data_base64 is not base64: {e}"))
+                    .with_field(Some("/data_base64"))
+            })?,
+        (None, None) => Vec::new(),
+    };
+    let close = req.close;
+    blocking(move || h.write_stdin(&data, close)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A signal by number or name.
+fn signal_number(v: &serde_json::Value) -> Option<i32> {
+    use nix::sys::signal::Signal;
+    match v {
+        serde_json::Value::Number(n) => {
+            let n = n.as_i64()?;
+            Signal::try_from(i32::try_from(n).ok()?)
+                .ok()
+                .map(|s| s as i32)
+        }
+        serde_json::Value::String(s) => {
+            let name = s.to_ascii_uppercase();
+            let name = if name.starts_with("SIG") {
+                name
+            } else {
+                format!("SIG{name}")
+            };
+            name.parse::<Signal>().ok().map(|s| s as i32)
+        }
+        _ => None,
+    }
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/execs/{exec}/signal",
+    params(("id" = String, Path), ("exec" = String, Path)), request_body = SignalRequest,
+    responses((status = 204), (status = 404, body = Problem), (status = 409, body = Problem)),
+    security(("token" = [])))]
+pub async fn signal(
+    State(app): State<Arc<App>>,
+    Path(p): Path<ExecPath>,
+    Body(req): Body<SignalRequest>,
+) -> Result<StatusCode, ApiError> {
+    let h = app.exec(&p.id, &p.exec)?;
+    let sig = signal_number(&req.signal).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "{} is not a signal: give a number or a name such as \"SIGTERM\"",
+            req.signal
+        ))
+        .with_field(Some("/signal"))
+    })?;
+    blocking(move || h.signal(sig)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_taken_by_number_or_by_name() {
+        assert_eq!(signal_number(&serde_json::json!(15)), Some(15));
+        assert_eq!(signal_number(&serde_json::json!("TERM")), Some(15));
+        assert_eq!(signal_number(&serde_json::json!("sigkill")), Some(9));
+        assert_eq!(signal_number(&serde_json::json!(0)), None);
+        assert_eq!(signal_number(&serde_json::json!("NOPE")), None);
+        assert_eq!(signal_number(&serde_json::json!(9999)), None);
+    }
+}

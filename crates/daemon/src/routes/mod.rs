@@ -1,0 +1,263 @@
+//! The router: each route, its handler, the scope check of [`crate::auth`]
+//! in front of every one, and request bodies read with the API's own
+//! errors (a body too large is 413, bad JSON 400, a wrong field 422, each
+//! as a problem object).
+
+mod events;
+mod exec;
+mod sandboxes;
+mod tokens;
+
+pub use tokens::{info as token_info, parse_scopes};
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, MatchedPath, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Extension, Router};
+use std::sync::Arc;
+use utoipa::OpenApi;
+
+use crate::app::App;
+use crate::auth::{self, Caller};
+use crate::error::ApiError;
+
+/// How a request arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The owner-only Unix socket.
+    Unix,
+    Tcp,
+}
+
+/// A JSON request body, read with the API's errors.
+pub struct Body<T>(pub T);
+
+impl<S, T> FromRequest<S> for Body<T>
+where
+    axum::Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(JsonRejection::JsonDataError(e)) => Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                format!("the request body does not fit: {}", e.body_text()),
+            )),
+            Err(JsonRejection::JsonSyntaxError(e)) => Err(ApiError::bad_request(format!(
+                "the request body is not valid JSON: {}",
+                e.body_text()
+            ))),
+            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON with `Content-Type: application/json`",
+            )),
+            Err(JsonRejection::BytesRejection(e))
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE =>
+            {
+                Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    "the request body is larger than the daemon takes",
+                ))
+            }
+            Err(e) => Err(ApiError::bad_request(format!(
+                "the request body cannot be read: {}",
+                e.body_text()
+            ))),
+        }
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "warden", description = "Sandboxes for AI agents and untrusted code: create them, run commands in them, watch what they do."),
+    paths(
+        sandboxes::health,
+        sandboxes::create,
+        sandboxes::list,
+        sandboxes::get_one,
+        sandboxes::remove,
+        sandboxes::start,
+        sandboxes::stop,
+        sandboxes::set_timeout,
+        exec::exec,
+        exec::list,
+        exec::get_one,
+        exec::output,
+        exec::stdin,
+        exec::signal,
+        events::events,
+        tokens::list,
+        tokens::create,
+        tokens::revoke,
+    ),
+    components(schemas(crate::error::Problem)),
+    modifiers(&Security)
+)]
+pub struct ApiDoc;
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "token",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+async fn openapi() -> impl IntoResponse {
+    axum::Json(ApiDoc::openapi())
+}
+
+/// The API's routes, each behind its scope check.
+pub fn router(app: Arc<App>) -> Router {
+    let body_limit = app.limits.body_bytes;
+    Router::new()
+        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/health", get(sandboxes::health))
+        .route(
+            "/v1/sandboxes",
+            post(sandboxes::create).get(sandboxes::list),
+        )
+        .route(
+            "/v1/sandboxes/{id}",
+            get(sandboxes::get_one).delete(sandboxes::remove),
+        )
+        .route("/v1/sandboxes/{id}/start", post(sandboxes::start))
+        .route("/v1/sandboxes/{id}/stop", post(sandboxes::stop))
+        .route("/v1/sandboxes/{id}/timeout", post(sandboxes::set_timeout))
+        .route("/v1/sandboxes/{id}/exec", post(exec::exec))
+        .route("/v1/sandboxes/{id}/execs", get(exec::list))
+        .route("/v1/sandboxes/{id}/execs/{exec}", get(exec::get_one))
+        .route("/v1/sandboxes/{id}/execs/{exec}/output", get(exec::output))
+        .route("/v1/sandboxes/{id}/execs/{exec}/stdin", post(exec::stdin))
+        .route("/v1/sandboxes/{id}/execs/{exec}/signal", post(exec::signal))
+        .route("/v1/sandboxes/{id}/events", get(events::events))
+        .route("/v1/tokens", get(tokens::list).post(tokens::create))
+        .route("/v1/tokens/{token}", delete(tokens::revoke))
+        .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .fallback(not_found)
+        .with_state(app)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route: see /v1/openapi.json")
+}
+
+/// The sandbox a path names (`/v1/sandboxes/{id}/...`).
+fn sandbox_of(path: &str) -> Option<&str> {
+    let mut parts = path.trim_start_matches('/').split('/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("v1"), Some("sandboxes"), Some(id)) if !id.is_empty() => Some(id),
+        _ => None,
+    }
+}
+
+/// Who calls, and whether they may: the scope table decides.
+async fn authorize(
+    State(app): State<Arc<App>>,
+    matched: Option<MatchedPath>,
+    transport: Option<Extension<Transport>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let Some(route) = matched
+        .as_ref()
+        .and_then(|m| auth::route(req.method(), m.as_str()))
+    else {
+        // A route missing from the table is refused to everyone.
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this route has no entry in the scope table",
+        )
+        .into_response();
+    };
+    let header = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let unix = transport.map(|t| t.0) == Some(Transport::Unix);
+    let caller = match (&header, unix) {
+        (None, true) => Caller::Owner,
+        (None, false) if route.scope.is_none() => Caller::Owner,
+        _ => {
+            let checked = match app.db() {
+                Ok(db) => auth::check(&db, header.as_deref()),
+                Err(e) => return e.into_response(),
+            };
+            match checked {
+                Ok(t) => Caller::Token(t),
+                Err(auth::AuthError::Db(e)) => {
+                    return ApiError::internal(crate::error::chain(&e)).into_response()
+                }
+                Err(e) => {
+                    return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
+                        .into_response()
+                }
+            }
+        }
+    };
+    let sandbox = sandbox_of(req.uri().path()).map(str::to_string);
+    if let Err(why) = caller.may(route, sandbox.as_deref()) {
+        tracing::warn!(route = route.path, method = route.method, "denied: {why}");
+        app.record_denial(&caller, route, &why);
+        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", why).into_response();
+    }
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scope_table_and_the_openapi_document_name_the_same_routes() {
+        let doc = ApiDoc::openapi();
+        let mut documented: Vec<(String, String)> = Vec::new();
+        for (path, item) in doc.paths.paths.iter() {
+            for (method, op) in [
+                ("GET", &item.get),
+                ("POST", &item.post),
+                ("PUT", &item.put),
+                ("DELETE", &item.delete),
+                ("PATCH", &item.patch),
+            ] {
+                if op.is_some() {
+                    documented.push((method.to_string(), path.clone()));
+                }
+            }
+        }
+        documented.sort();
+        let mut table: Vec<(String, String)> = auth::ROUTES
+            .iter()
+            .map(|r| (r.method.to_string(), r.path.to_string()))
+            .collect();
+        table.sort();
+        // The document itself is served, not described.
+        table.retain(|(_, p)| p != "/v1/openapi.json");
+        assert_eq!(documented, table);
+    }
+
+    #[test]
+    fn a_sandbox_id_is_taken_from_its_place_in_the_path_only() {
+        assert_eq!(sandbox_of("/v1/sandboxes/a/exec"), Some("a"));
+        assert_eq!(sandbox_of("/v1/sandboxes"), None);
+        assert_eq!(sandbox_of("/v1/tokens/x"), None);
+    }
+}

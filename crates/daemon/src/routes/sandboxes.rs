@@ -1,0 +1,367 @@
+//! Sandboxes: create, list, look at, start, stop, change the TTL, remove.
+//! Each handler turns the request into the runtime's terms and back; the
+//! runtime's lifecycle does the work (off the async threads: it blocks).
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use warden_runtime::lifecycle::{self, CreateRequest};
+use warden_runtime::resolve::{Context, Input, ProfileSource};
+
+use super::Body;
+use crate::api::{CreateSandbox, Health, SandboxInfo, SandboxList, SetTimeout, StopSandbox};
+use crate::app::App;
+use crate::auth::Caller;
+use crate::db::SandboxRow;
+use crate::error::{chain, ApiError, Problem};
+
+/// Run blocking work off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("a worker failed: {e}")))?
+}
+
+#[utoipa::path(get, path = "/v1/health", responses((status = 200, body = Health)))]
+pub async fn health(State(app): State<Arc<App>>) -> Result<Json<Health>, ApiError> {
+    let n = app.db()?.sandboxes().map(|s| s.len()).unwrap_or(0);
+    Ok(Json(Health {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        sandboxes: n,
+    }))
+}
+
+/// Keys of a profile document the API does not take: where events go is
+/// the daemon's to decide (a caller must not make it write files of its
+/// choosing), and ask-mode questions are answered through the API.
+const REFUSED_SPEC_KEYS: &[&str] = &["audit_log", "no_audit_log", "json_events", "otlp_endpoint"];
+
+fn input_of(body: &CreateSandbox) -> Result<Input, ApiError> {
+    let mut input = Input::default();
+    let spec = match &body.spec {
+        None => None,
+        Some(serde_json::Value::Object(map)) => {
+            for key in REFUSED_SPEC_KEYS {
+                if map.contains_key(*key) {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "invalid_spec",
+                        format!("`{key}` is not taken over the API: the daemon keeps each sandbox's audit log itself (read it with GET /v1/sandboxes/{{id}}/events)"),
+                    )
+                    .with_field(Some(&format!("/spec/{key}"))));
+                }
+            }
+            let mut map = map.clone();
+            if let Some(p) = &body.profile {
+                // The named profile first, the inline document over it.
+                let mut extends = vec![serde_json::Value::String(p.clone())];
+                if let Some(serde_json::Value::Array(more)) = map.remove("extends") {
+                    extends.extend(more);
+                }
+                map.insert("extends".into(), serde_json::Value::Array(extends));
+            }
+            Some(serde_json::Value::Object(map))
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_spec",
+                "`spec` must be an object with the keys of a profile file",
+            )
+            .with_field(Some("/spec")))
+        }
+    };
+    input.profile = match (spec, &body.profile) {
+        (Some(doc), _) => Some(ProfileSource::Inline {
+            label: "request spec".into(),
+            text: serde_json::to_string_pretty(&doc).unwrap_or_default(),
+        }),
+        (None, Some(p)) => {
+            if p.contains('/') {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_spec",
+                    "`profile` is a profile's name (see GET /v1/profiles or `warden profile list`), not a path",
+                )
+                .with_field(Some("/profile")));
+            }
+            Some(ProfileSource::Named(p.clone()))
+        }
+        (None, None) => None,
+    };
+    Ok(input)
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes", request_body = CreateSandbox,
+    responses((status = 201, body = SandboxInfo), (status = 400, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)),
+    security(("token" = [])))]
+pub async fn create(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Body(body): Body<CreateSandbox>,
+) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
+    let id = match &body.name {
+        Some(n) => n.clone(),
+        None => format!("sb-{}", crate::auth::random_id(6)),
+    };
+    warden_workspace::validate_name("sandbox id", &id)
+        .map_err(|e| ApiError::bad_request(chain(&e)).with_field(Some("/name")))?;
+    let workspace = match &body.workspace {
+        None => None,
+        Some(w) => {
+            let p = std::path::PathBuf::from(w);
+            if !p.is_absolute() {
+                return Err(ApiError::bad_request(format!(
+                    "workspace {w:?} is not an absolute path on the daemon's host"
+                ))
+                .with_field(Some("/workspace")));
+            }
+            Some(p)
+        }
+    };
+    for (k, v) in &body.labels {
+        if k.is_empty() || k.len() > 128 || v.len() > 1024 {
+            return Err(ApiError::bad_request(
+                "labels: keys of 1 to 128 bytes, values of at most 1024",
+            )
+            .with_field(Some("/labels")));
+        }
+    }
+    let input = input_of(&body)?;
+    let start = body.start.unwrap_or(true);
+    let ttl = body.ttl_seconds.map(Duration::from_secs);
+    let labels = body.labels.clone();
+    let profile = body.profile.clone();
+    let token = caller.token_id().map(str::to_string);
+    let info = blocking(move || {
+        let ctx = Context {
+            catalog: &app.catalog,
+            defaults: &app.defaults,
+            state_dir: Some(&app.state_dir),
+            otlp: false,
+            id: &id,
+        };
+        let req = CreateRequest {
+            workspace,
+            profile_name: profile.clone(),
+            input,
+            ttl,
+            one_shot: false,
+        };
+        let (sb, _notice) = lifecycle::create(&app.store, &id, req, &ctx)?;
+        let row = SandboxRow {
+            id: id.clone(),
+            created_ms: warden_runtime::state::now_ms(),
+            labels,
+            profile,
+            token,
+        };
+        app.db()?
+            .insert_sandbox(&row)
+            .map_err(|e| ApiError::internal(chain(&e)))?;
+        if start {
+            if let Err(e) = lifecycle::start(&app.state_dir, &sb, &app.exe) {
+                let _ = lifecycle::remove(&app.store, &id, true);
+                let _ = app.db().map(|db| db.remove_sandbox(&id));
+                return Err(e.into());
+            }
+        }
+        Ok(app.info(&sb, Some(&row)))
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(info)))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `running` or `stopped`.
+    pub state: Option<String>,
+    /// `KEY=VALUE`: only sandboxes with this label.
+    pub label: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes", params(ListQuery),
+    responses((status = 200, body = SandboxList), (status = 400, body = Problem)),
+    security(("token" = [])))]
+pub async fn list(
+    State(app): State<Arc<App>>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<SandboxList>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Some(s) = &q.state {
+        if s != "running" && s != "stopped" {
+            return Err(ApiError::bad_request(format!(
+                "state {s:?}: use `running` or `stopped`"
+            )));
+        }
+    }
+    let label = match &q.label {
+        None => None,
+        Some(l) => Some(
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| ApiError::bad_request(format!("label {l:?} is not KEY=VALUE")))?,
+        ),
+    };
+    let sandboxes = blocking(move || {
+        let rows: BTreeMap<String, SandboxRow> = app
+            .db()?
+            .sandboxes()
+            .map_err(|e| ApiError::internal(chain(&e)))?
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect();
+        let entries = app
+            .store
+            .list()
+            .map_err(|e| ApiError::internal(chain(&e)))?;
+        let mut out = Vec::new();
+        for e in entries {
+            let row = rows.get(&e.name);
+            if let Some((k, v)) = &label {
+                if row.and_then(|r| r.labels.get(k)) != Some(v) {
+                    continue;
+                }
+            }
+            let Ok(sb) = app.store.get(&e.name) else {
+                continue;
+            };
+            let mut info = app.info(&sb, row);
+            info.changes_bytes = e.changes_bytes;
+            if q.state.as_deref().is_some_and(|s| s != info.state) {
+                continue;
+            }
+            out.push(info);
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(Json(SandboxList { sandboxes }))
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes/{id}", params(("id" = String, Path)),
+    responses((status = 200, body = SandboxInfo), (status = 404, body = Problem)),
+    security(("token" = [])))]
+pub async fn get_one(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    let info = blocking(move || {
+        let sb = app.sandbox(&id)?;
+        let row = app.db()?.sandbox(&id).ok().flatten();
+        Ok(app.info(&sb, row.as_ref()))
+    })
+    .await?;
+    Ok(Json(info))
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/start", params(("id" = String, Path)),
+    responses((status = 200, body = SandboxInfo), (status = 404, body = Problem), (status = 409, body = Problem)),
+    security(("token" = [])))]
+pub async fn start(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    let info = blocking(move || {
+        let sb = app.sandbox(&id)?;
+        if lifecycle::liveness(&sb).running() {
+            return Err(ApiError::conflict(format!(
+                "sandbox {id} is already running"
+            )));
+        }
+        lifecycle::start(&app.state_dir, &sb, &app.exe)?;
+        let row = app.db()?.sandbox(&id).ok().flatten();
+        Ok(app.info(&sb, row.as_ref()))
+    })
+    .await?;
+    Ok(Json(info))
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/stop", params(("id" = String, Path)), request_body = StopSandbox,
+    responses((status = 200, body = SandboxInfo), (status = 404, body = Problem), (status = 409, body = Problem)),
+    security(("token" = [])))]
+pub async fn stop(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    // The body may be left out.
+    let body: StopSandbox = if body.iter().all(u8::is_ascii_whitespace) {
+        StopSandbox::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("the request body does not fit: {e}")))?
+    };
+    let grace = Duration::from_secs(body.grace_seconds.unwrap_or(10).min(3600));
+    let info = blocking(move || {
+        let sb = app.sandbox(&id)?;
+        if !lifecycle::liveness(&sb).running() {
+            return Err(ApiError::conflict(format!("sandbox {id} is not running")));
+        }
+        lifecycle::stop(&sb, grace)?;
+        let row = app.db()?.sandbox(&id).ok().flatten();
+        Ok(app.info(&sb, row.as_ref()))
+    })
+    .await?;
+    Ok(Json(info))
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/timeout", params(("id" = String, Path)), request_body = SetTimeout,
+    responses((status = 200, body = SandboxInfo), (status = 404, body = Problem), (status = 409, body = Problem)),
+    security(("token" = [])))]
+pub async fn set_timeout(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    Body(body): Body<SetTimeout>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    let info = blocking(move || {
+        let sb = app.sandbox(&id)?;
+        let conn = warden_runtime::client::Connection::open(&lifecycle::control(&sb))
+            .map_err(|_| ApiError::conflict(format!("sandbox {id} is not running")))?;
+        conn.set_ttl(body.ttl_seconds.map(Duration::from_secs))
+            .map_err(|e| ApiError::internal(chain(&e)))?;
+        let row = app.db()?.sandbox(&id).ok().flatten();
+        Ok(app.info(&sb, row.as_ref()))
+    })
+    .await?;
+    Ok(Json(info))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveQuery {
+    /// Stop it first if it runs.
+    pub force: Option<bool>,
+}
+
+#[utoipa::path(delete, path = "/v1/sandboxes/{id}", params(("id" = String, Path), RemoveQuery),
+    responses((status = 204), (status = 404, body = Problem), (status = 409, body = Problem)),
+    security(("token" = [])))]
+pub async fn remove(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    query: Result<Query<RemoveQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let force = q.force.unwrap_or(true);
+    blocking(move || {
+        app.sandbox(&id)?;
+        lifecycle::remove(&app.store, &id, force)?;
+        app.db()?
+            .remove_sandbox(&id)
+            .map_err(|e| ApiError::internal(chain(&e)))?;
+        if let Ok(mut t) = app.execs.lock() {
+            t.retain(|_, h| h.row.sandbox != id);
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,99 @@
+//! Tokens over the API (admin scope): list, create, revoke. The same as
+//! `warden token`, which works on the database directly.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use std::sync::Arc;
+
+use super::Body;
+use crate::api::{CreateToken, NewToken, TokenInfo, TokenList};
+use crate::app::App;
+use crate::auth::{self, Scope};
+use crate::db::TokenRow;
+use crate::error::{chain, ApiError, Problem};
+
+pub fn info(t: &TokenRow) -> TokenInfo {
+    TokenInfo {
+        id: t.id.clone(),
+        name: t.name.clone(),
+        scopes: t.scopes.clone(),
+        sandbox: t.sandbox.clone(),
+        created_ms: t.created_ms,
+        revoked: t.revoked,
+    }
+}
+
+/// Scopes named in words, checked.
+pub fn parse_scopes(names: &[String]) -> Result<Vec<Scope>, String> {
+    if names.is_empty() {
+        return Err("give at least one scope".into());
+    }
+    names
+        .iter()
+        .map(|n| {
+            Scope::parse(n).ok_or_else(|| {
+                format!(
+                    "{n:?} is not a scope; scopes: {}",
+                    Scope::ALL.map(|s| s.as_str()).join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+#[utoipa::path(get, path = "/v1/tokens", responses((status = 200, body = TokenList)), security(("token" = [])))]
+pub async fn list(State(app): State<Arc<App>>) -> Result<Json<TokenList>, ApiError> {
+    let tokens = app
+        .db()?
+        .tokens()
+        .map_err(|e| ApiError::internal(chain(&e)))?;
+    Ok(Json(TokenList {
+        tokens: tokens.iter().map(info).collect(),
+    }))
+}
+
+#[utoipa::path(post, path = "/v1/tokens", request_body = CreateToken,
+    responses((status = 201, body = NewToken), (status = 400, body = Problem)), security(("token" = [])))]
+pub async fn create(
+    State(app): State<Arc<App>>,
+    Body(req): Body<CreateToken>,
+) -> Result<(StatusCode, Json<NewToken>), ApiError> {
+    if req.name.is_empty() || req.name.len() > 128 {
+        return Err(ApiError::bad_request("name: 1 to 128 bytes").with_field(Some("/name")));
+    }
+    let scopes = parse_scopes(&req.scopes)
+        .map_err(|m| ApiError::bad_request(m).with_field(Some("/scopes")))?;
+    if let Some(sb) = &req.sandbox {
+        app.sandbox(sb)
+            .map_err(|e| e.with_field(Some("/sandbox")))?;
+    }
+    let (row, text) = auth::new_token(&req.name, &scopes, req.sandbox.as_deref());
+    app.db()?
+        .insert_token(&row)
+        .map_err(|e| ApiError::internal(chain(&e)))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(NewToken {
+            info: info(&row),
+            token: text,
+        }),
+    ))
+}
+
+#[utoipa::path(delete, path = "/v1/tokens/{token}", params(("token" = String, Path, description = "id or name")),
+    responses((status = 204), (status = 404, body = Problem)), security(("token" = [])))]
+pub async fn revoke(
+    State(app): State<Arc<App>>,
+    Path(token): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if app
+        .db()?
+        .revoke_token(&token)
+        .map_err(|e| ApiError::internal(chain(&e)))?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("no live token {token:?}")))
+    }
+}
