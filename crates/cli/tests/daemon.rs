@@ -1,0 +1,701 @@
+//! `warden serve` through real HTTP, as a client uses it: sandboxes made,
+//! commands run whole, streamed and in the background, output read again
+//! after a reconnect, the daemon killed with SIGKILL and started again,
+//! every route walked with a token that lacks its scope, and each class
+//! of bad input answered with its status and no change.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `warden serve`, killed when dropped (its sandboxes are
+/// stopped through it first).
+struct Daemon {
+    child: Option<Child>,
+    state: PathBuf,
+    socket: PathBuf,
+    tcp: Option<String>,
+}
+
+impl Daemon {
+    fn start(state: &Path, tcp: bool) -> Daemon {
+        let mut cmd = Command::new(warden_bin());
+        cmd.arg("serve")
+            .env("WARDEN_STATE_DIR", state.join("warden"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if tcp {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut tcp_addr = None;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut line = String::new();
+            if err.read_line(&mut line).unwrap() == 0 || Instant::now() > deadline {
+                panic!("the daemon did not start");
+            }
+            if let Some(rest) = line.split("http://").nth(1) {
+                tcp_addr = Some(rest.split_whitespace().next().unwrap().to_string());
+            }
+            if line.contains("serving on") {
+                break;
+            }
+        }
+        // Its later messages are not read: keep the pipe drained.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while err.read_line(&mut sink).unwrap_or(0) > 0 {
+                sink.clear();
+            }
+        });
+        Daemon {
+            child: Some(child),
+            state: state.to_path_buf(),
+            socket: state.join("warden/daemon.sock"),
+            tcp: tcp_addr,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+        // Whatever the test left running is stopped.
+        if let Ok(rd) = std::fs::read_dir(self.state.join("warden/sandboxes")) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let _ = warden(&self.state, &["stop", "--time", "1s", &name]);
+            }
+        }
+    }
+}
+
+/// One HTTP exchange through curl: the status and the body.
+fn call(
+    d: &Daemon,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String) {
+    call_on(d, false, method, path, body, token)
+}
+
+fn call_on(
+    d: &Daemon,
+    tcp: bool,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-N", "-X", method, "-w", "\n%{http_code}"]);
+    let url = if tcp {
+        format!("http://{}{path}", d.tcp.as_ref().unwrap())
+    } else {
+        cmd.arg("--unix-socket").arg(&d.socket);
+        format!("http://warden{path}")
+    };
+    if let Some(b) = body {
+        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    if let Some(t) = token {
+        cmd.args(["-H", &format!("authorization: Bearer {t}")]);
+    }
+    let out = cmd.arg(url).output().expect("curl is installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (status.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+fn curl_available() -> bool {
+    Command::new("curl").arg("--version").output().is_ok()
+}
+
+#[test]
+fn a_sandbox_is_made_used_and_removed_through_the_api() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-life");
+    let d = Daemon::start(state.path(), false);
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"life","labels":{"team":"a"},"ttl_seconds":600}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let info = json(&b);
+    assert_eq!(info["state"], "running");
+    assert!(info["ttl_deadline_ms"].as_u64().unwrap() > 0);
+    // Whole.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/life/exec",
+        Some(r#"{"shell":"echo out; echo err >&2; exit 3"}"#),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    let r = json(&b);
+    assert_eq!(
+        (
+            r["exit_status"].as_i64(),
+            r["stdout"].as_str(),
+            r["stderr"].as_str()
+        ),
+        (Some(3), Some("out\n"), Some("err\n"))
+    );
+    // Streamed: each line comes as its own event, then the end.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/life/exec",
+        Some(r#"{"argv":["sh","-c","for i in 1 2 3; do echo $i; done"],"stream":true}"#),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    let lines: Vec<serde_json::Value> = b.lines().map(json).collect();
+    assert_eq!(lines[0]["type"], "started");
+    let text: String = lines
+        .iter()
+        .filter(|l| l["type"] == "stdout")
+        .map(|l| l["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "1\n2\n3\n");
+    assert_eq!(lines.last().unwrap()["type"], "exited");
+    // Stdin given whole.
+    let (_, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/life/exec",
+        Some(r#"{"argv":["cat"],"stdin":"fed in"}"#),
+        None,
+    );
+    assert_eq!(json(&b)["stdout"], "fed in");
+    // In the background, with stdin kept open, then signalled.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/life/exec",
+        Some(r#"{"shell":"read x; echo got $x; sleep 60","background":true,"stdin_open":true}"#),
+        None,
+    );
+    assert_eq!(s, 202, "{b}");
+    let ex = json(&b)["id"].as_str().unwrap().to_string();
+    let (s, b) = call(
+        &d,
+        "POST",
+        &format!("/v1/sandboxes/life/execs/{ex}/stdin"),
+        Some(r#"{"data":"hello\n"}"#),
+        None,
+    );
+    assert_eq!(s, 204, "{b}");
+    wait_until("the command to answer", Duration::from_secs(10), || {
+        std::fs::read_to_string(
+            sandbox_dir(state.path(), "life")
+                .join("execs")
+                .join(format!("{ex}.stdout")),
+        )
+        .unwrap_or_default()
+        .contains("got hello")
+    });
+    let (s, b) = call(
+        &d,
+        "POST",
+        &format!("/v1/sandboxes/life/execs/{ex}/signal"),
+        Some(r#"{"signal":"TERM"}"#),
+        None,
+    );
+    assert_eq!(s, 204, "{b}");
+    // Its output read again from an offset, to its end.
+    let (s, b) = call(
+        &d,
+        "GET",
+        &format!("/v1/sandboxes/life/execs/{ex}/output?stdout_offset=4"),
+        None,
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    let lines: Vec<serde_json::Value> = b.lines().map(json).collect();
+    assert_eq!(lines[0]["data"], "hello\n", "{b}");
+    assert_eq!(lines[0]["offset"], 4);
+    let end = lines.last().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["exit_status"].as_i64()),
+        (Some("exited"), Some(143)),
+        "{b}"
+    );
+    // Listed with its label; the events replay from an offset.
+    let (_, b) = call(&d, "GET", "/v1/sandboxes?label=team=a", None, None);
+    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 1);
+    let (_, b) = call(&d, "GET", "/v1/sandboxes?label=team=b", None, None);
+    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0);
+    let (_, b) = call(
+        &d,
+        "GET",
+        "/v1/sandboxes/life/events?follow=false&from=1",
+        None,
+        None,
+    );
+    assert!(!b.contains("id: 0\n"), "{b}");
+    assert!(b.contains("\"event\":\"exec_exited\""), "{b}");
+    // TTL moved, then stop and remove: nothing of it stays.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/life/timeout",
+        Some(r#"{"ttl_seconds":5000}"#),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    assert!(
+        json(&b)["ttl_deadline_ms"].as_u64().unwrap() > info["ttl_deadline_ms"].as_u64().unwrap()
+    );
+    let cg: Vec<PathBuf> = serde_json::from_slice::<serde_json::Value>(
+        &std::fs::read(sandbox_dir(state.path(), "life").join("supervisor.json")).unwrap(),
+    )
+    .unwrap()["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| PathBuf::from(p.as_str().unwrap()))
+        .collect();
+    let (s, b) = call(&d, "POST", "/v1/sandboxes/life/stop", None, None);
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(json(&b)["state"], "stopped");
+    let (s, _) = call(&d, "DELETE", "/v1/sandboxes/life", None, None);
+    assert_eq!(s, 204);
+    assert!(!sandbox_dir(state.path(), "life").exists());
+    for c in cg {
+        assert!(!c.exists(), "cgroup {} left behind", c.display());
+    }
+    let (s, _) = call(&d, "GET", "/v1/sandboxes/life", None, None);
+    assert_eq!(s, 404);
+}
+
+#[test]
+fn a_daemon_killed_mid_command_loses_neither_the_sandbox_nor_the_output() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-kill");
+    let mut d = Daemon::start(state.path(), false);
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"k9","ttl_seconds":4}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let (_, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/k9/exec",
+        Some(r#"{"shell":"echo before; sleep 1.5; echo after; exit 7","background":true}"#),
+        None,
+    );
+    let ex = json(&b)["id"].as_str().unwrap().to_string();
+    let supervisor = supervisor_pid(state.path(), "k9");
+    d.kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(alive(supervisor), "the sandbox died with the daemon");
+    let d = Daemon::start(state.path(), false);
+    let (s, b) = call(
+        &d,
+        "GET",
+        &format!("/v1/sandboxes/k9/execs/{ex}/output"),
+        None,
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    assert!(b.contains("before") && b.contains("after"), "{b}");
+    let end = json(b.lines().last().unwrap());
+    assert_eq!(end["exit_status"], 7, "{b}");
+    // The TTL given before the kill still holds.
+    wait_until(
+        "the TTL to stop the sandbox",
+        Duration::from_secs(20),
+        || !alive(supervisor),
+    );
+    let (_, b) = call(&d, "GET", "/v1/sandboxes/k9", None, None);
+    assert_eq!(json(&b)["state"], "stopped");
+    let (_, b) = call(
+        &d,
+        "GET",
+        &format!("/v1/sandboxes/k9/execs/{ex}"),
+        None,
+        None,
+    );
+    assert_eq!(json(&b)["exit_status"], 7, "{b}");
+    let _ = d.pid();
+}
+
+#[test]
+fn every_route_refuses_a_token_that_lacks_its_scope() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-auth");
+    let d = Daemon::start(state.path(), true);
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"mine","start":false}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    ok(&warden(state.path(), &["create", "other"]));
+    let token = |name: &str, scopes: &[&str], sandbox: Option<&str>| -> String {
+        let mut args = vec!["token", "create", name];
+        for s in scopes {
+            args.push("--scope");
+            args.push(s);
+        }
+        if let Some(sb) = sandbox {
+            args.push("--sandbox");
+            args.push(sb);
+        }
+        ok(&warden(state.path(), &args)).trim().to_string()
+    };
+    let all = [
+        "sandboxes:read",
+        "sandboxes:write",
+        "exec",
+        "files",
+        "approvals",
+    ];
+    for route in warden_daemon::auth::ROUTES {
+        let Some(scope) = route.scope else { continue };
+        let without: Vec<&str> = all
+            .iter()
+            .copied()
+            .filter(|s| *s != scope.as_str())
+            .collect();
+        let t = token(
+            &format!("no-{}", scope.as_str().replace(':', "-")),
+            &without,
+            None,
+        );
+        let path = route
+            .path
+            .replace("{id}", "mine")
+            .replace("{exec}", "ex-0")
+            .replace("{token}", "x");
+        let body = (route.method != "GET" && route.method != "DELETE").then_some("{}");
+        let (s, b) = call_on(&d, true, route.method, &path, body, Some(&t));
+        assert_eq!(
+            s,
+            403,
+            "{} {} with a token lacking {}: {b}",
+            route.method,
+            path,
+            scope.as_str()
+        );
+        assert_eq!(json(&b)["code"], "forbidden");
+    }
+    // Over TCP a call without a token, with a wrong one, or with a
+    // revoked one is refused; over the owner-only socket the owner needs
+    // none.
+    let (s, _) = call_on(&d, true, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(s, 401);
+    let (s, _) = call_on(
+        &d,
+        true,
+        "GET",
+        "/v1/sandboxes",
+        None,
+        Some("wdn_000000000000_nope"),
+    );
+    assert_eq!(s, 401);
+    let reader = token("reader", &["sandboxes:read"], None);
+    let (s, _) = call_on(&d, true, "GET", "/v1/sandboxes", None, Some(&reader));
+    assert_eq!(s, 200);
+    ok(&warden(state.path(), &["token", "revoke", "reader"]));
+    let (s, b) = call_on(&d, true, "GET", "/v1/sandboxes", None, Some(&reader));
+    assert_eq!(s, 401, "{b}");
+    assert!(b.contains("revoked"), "{b}");
+    let (s, _) = call(&d, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(s, 200);
+    // A per-sandbox token reaches its own sandbox's data API only.
+    let agent = token(
+        "agent",
+        &["exec", "sandboxes:read", "sandboxes:write"],
+        Some("mine"),
+    );
+    let (s, _) = call_on(&d, true, "GET", "/v1/sandboxes/mine", None, Some(&agent));
+    assert_eq!(s, 200);
+    let (s, _) = call_on(&d, true, "GET", "/v1/sandboxes/other", None, Some(&agent));
+    assert_eq!(s, 403);
+    let (s, _) = call_on(&d, true, "DELETE", "/v1/sandboxes/mine", None, Some(&agent));
+    assert_eq!(s, 403);
+    let (s, _) = call_on(&d, true, "GET", "/v1/sandboxes", None, Some(&agent));
+    assert_eq!(s, 403);
+    assert!(state.path().join("warden/sandboxes/mine").exists());
+    // Each refusal is in the daemon's audit log, which verifies.
+    let audit = state.path().join("warden/daemon-audit.jsonl");
+    let denials = events(&audit)
+        .iter()
+        .filter(|e| e["event"] == "api_denied")
+        .count();
+    assert!(
+        denials >= warden_daemon::auth::ROUTES.len() - 2,
+        "{denials} denials recorded"
+    );
+    let verify = warden(state.path(), &["audit", "verify", audit.to_str().unwrap()]);
+    assert_eq!(code(&verify), 0, "{}", stderr(&verify));
+    // The socket is the owner's only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn bad_input_gets_its_status_and_changes_nothing() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-bad");
+    let d = Daemon::start(state.path(), false);
+    let cases: &[(&str, &str, Option<&str>, u16, &str)] = &[
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some("{not json"),
+            400,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"nmae":"x"}"#),
+            422,
+            "invalid_body",
+        ),
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"name":"../x"}"#),
+            400,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"workspace":"relative/dir"}"#),
+            400,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"workspace":"/nonexistent/dir"}"#),
+            400,
+            "bad_request",
+        ),
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"spec":{"resources":{"memory":"lots"}}}"#),
+            422,
+            "invalid_spec",
+        ),
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"spec":{"audit_log":"/tmp/elsewhere"}}"#),
+            422,
+            "invalid_spec",
+        ),
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"spec":[1]}"#),
+            422,
+            "invalid_spec",
+        ),
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"profile":"no-such-profile"}"#),
+            422,
+            "invalid_spec",
+        ),
+        (
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"profile":"/etc/passwd"}"#),
+            422,
+            "invalid_spec",
+        ),
+        ("GET", "/v1/sandboxes/nope", None, 404, "not_found"),
+        (
+            "POST",
+            "/v1/sandboxes/nope/exec",
+            Some(r#"{"argv":["true"]}"#),
+            404,
+            "not_found",
+        ),
+        (
+            "GET",
+            "/v1/sandboxes?state=sideways",
+            None,
+            400,
+            "bad_request",
+        ),
+        ("GET", "/v1/nowhere", None, 404, "not_found"),
+    ];
+    for (method, path, body, status, code) in cases {
+        let (s, b) = call(&d, method, path, *body, None);
+        assert_eq!(s, *status, "{method} {path} {body:?}: {b}");
+        let p = json(&b);
+        assert_eq!(p["code"], *code, "{b}");
+        assert!(p["message"].as_str().unwrap().len() > 10, "{b}");
+    }
+    // The field at fault is named.
+    let (_, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"spec":{"resources":{"memory":"lots"}}}"#),
+        None,
+    );
+    assert_eq!(json(&b)["field"], "/spec/resources/memory", "{b}");
+    // A body beyond the limit.
+    let big = format!(
+        r#"{{"name":"x","labels":{{"k":"{}"}}}}"#,
+        "a".repeat(5 << 20)
+    );
+    let file = state.path().join("big.json");
+    std::fs::write(&file, big).unwrap();
+    let (s, _) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(&format!("@{}", file.display())),
+        None,
+    );
+    assert_eq!(s, 413);
+    // Nothing was made by any of it.
+    let (_, b) = call(&d, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0, "{b}");
+    // Illegal state changes on a stopped sandbox.
+    let (s, _) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"idle","start":false}"#),
+        None,
+    );
+    assert_eq!(s, 201);
+    for (method, path, body) in [
+        ("POST", "/v1/sandboxes/idle/stop", None),
+        (
+            "POST",
+            "/v1/sandboxes/idle/exec",
+            Some(r#"{"argv":["true"]}"#),
+        ),
+        (
+            "POST",
+            "/v1/sandboxes/idle/timeout",
+            Some(r#"{"ttl_seconds":5}"#),
+        ),
+    ] {
+        let (s, b) = call(&d, method, path, body, None);
+        assert_eq!(s, 409, "{method} {path}: {b}");
+    }
+    let (s, b) = call(&d, "POST", "/v1/sandboxes/idle/start", None, None);
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/idle/exec",
+        Some(r#"{"argv":["no-such-program"]}"#),
+        None,
+    );
+    assert_eq!(
+        (s, json(&b)["code"].as_str()),
+        (422, Some("not_found")),
+        "{b}"
+    );
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/idle/exec",
+        Some(r#"{"argv":[]}"#),
+        None,
+    );
+    assert_eq!(s, 400, "{b}");
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/idle/exec",
+        Some(r#"{"argv":["true"],"timeout_seconds":-1}"#),
+        None,
+    );
+    assert_eq!(s, 400, "{b}");
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"idle"}"#),
+        None,
+    );
+    assert_eq!(s, 409, "{b}");
+}
+
+#[test]
+fn a_commands_timeout_kills_it_and_says_so() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-timeout");
+    let d = Daemon::start(state.path(), false);
+    assert_eq!(
+        call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"to"}"#), None).0,
+        201
+    );
+    let t = Instant::now();
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/to/exec",
+        Some(r#"{"argv":["sleep","30"],"timeout_seconds":0.5}"#),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    let r = json(&b);
+    assert_eq!(
+        (r["exit_status"].as_i64(), r["timed_out"].as_bool()),
+        (Some(124), Some(true)),
+        "{b}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
