@@ -699,3 +699,80 @@ fn a_commands_timeout_kills_it_and_says_so() {
     );
     assert!(t.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn a_token_holder_cannot_reach_into_the_daemons_host_through_a_spec() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-host");
+    let d = Daemon::start(state.path(), true);
+    let t = ok(&warden(
+        state.path(),
+        &[
+            "token",
+            "create",
+            "writer",
+            "--scope",
+            "sandboxes:write",
+            "--scope",
+            "exec",
+        ],
+    ))
+    .trim()
+    .to_string();
+    // A secret whose source is a program would run it on the host as the
+    // daemon's user; each other key reaches host paths, services or
+    // networks.
+    let marker = state.path().join("ran-on-host");
+    let home = state.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("id_rsa"), "PRIVATE-KEY-MARKER").unwrap();
+    let attempts = [
+        format!(
+            r#"{{"spec":{{"secrets":["X=cmd:touch {}@example.com"]}}}}"#,
+            marker.display()
+        ),
+        format!(
+            r#"{{"spec":{{"filesystem":{{"read_only":["{}"]}}}}}}"#,
+            home.display()
+        ),
+        format!(
+            r#"{{"spec":{{"filesystem":{{"workspace":"{}"}}}}}}"#,
+            home.display()
+        ),
+        r#"{"spec":{"egress":{"host_ports":[22]}}}"#.to_string(),
+        r#"{"spec":{"env":{"pass":["HOME"]}}}"#.to_string(),
+        r#"{"spec":{"allow_degraded":true}}"#.to_string(),
+        r#"{"spec":{"extends":["/etc/passwd"]}}"#.to_string(),
+        format!(r#"{{"workspace":"{}"}}"#, home.display()),
+    ];
+    for body in &attempts {
+        let (s, b) = call_on(&d, true, "POST", "/v1/sandboxes", Some(body), Some(&t));
+        assert!(s == 403 || s == 422, "{body}: {s} {b}");
+        assert!(!b.contains("PRIVATE-KEY-MARKER"), "{b}");
+    }
+    assert!(!marker.exists(), "a secret's program ran on the host");
+    let (_, b) = call(&d, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0, "{b}");
+    // The owner, on its own socket, may.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(&format!(
+            r#"{{"name":"own","workspace":"{}"}}"#,
+            home.display()
+        )),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let (_, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/own/exec",
+        Some(r#"{"argv":["cat","id_rsa"]}"#),
+        None,
+    );
+    assert_eq!(json(&b)["stdout"], "PRIVATE-KEY-MARKER");
+}

@@ -41,6 +41,9 @@ pub struct App {
     pub defaults: Defaults,
     pub execs: execs::Table,
     pub limits: Limits,
+    /// Directories under which token holders may name workspaces
+    /// (canonical).
+    pub workspace_roots: Vec<PathBuf>,
     audit_lock: Mutex<()>,
 }
 
@@ -52,6 +55,7 @@ impl App {
         exe: PathBuf,
         catalog: Catalog,
         defaults: Defaults,
+        workspace_roots: Vec<PathBuf>,
     ) -> Arc<App> {
         Arc::new(App {
             state_dir,
@@ -62,8 +66,18 @@ impl App {
             defaults,
             execs: Mutex::new(Default::default()),
             limits: Limits::default(),
+            workspace_roots,
             audit_lock: Mutex::new(()),
         })
+    }
+
+    /// Whether a token holder may name `path` as a workspace: it
+    /// resolves (links followed) under one of the roots.
+    pub fn workspace_allowed(&self, path: &std::path::Path) -> bool {
+        let Ok(real) = std::fs::canonicalize(path) else {
+            return false;
+        };
+        self.workspace_roots.iter().any(|r| real.starts_with(r))
     }
 
     pub fn db(&self) -> Result<MutexGuard<'_, Db>, ApiError> {

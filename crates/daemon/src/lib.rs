@@ -61,6 +61,8 @@ pub struct Config {
     pub listen: Option<SocketAddr>,
     /// The warden executable that runs each sandbox's supervisor.
     pub exe: PathBuf,
+    /// Directories under which token holders may name workspaces.
+    pub workspace_roots: Vec<PathBuf>,
 }
 
 impl Config {
@@ -108,6 +110,10 @@ pub async fn bind(
         cfg.exe.clone(),
         catalog,
         defaults,
+        cfg.workspace_roots
+            .iter()
+            .filter_map(|r| std::fs::canonicalize(r).ok())
+            .collect(),
     );
     let notes = app
         .reconcile()

@@ -17,6 +17,11 @@ pub struct ServeArgs {
     /// a token (`warden token create`)
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
+    /// Let token holders make sandboxes over workspaces under DIR
+    /// (repeatable); without it they get an empty workspace of the
+    /// sandbox's own. The owner, on the socket, may name any
+    #[arg(long = "workspace-root", value_name = "DIR")]
+    pub workspace_roots: Vec<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -51,6 +56,14 @@ pub fn serve(args: ServeArgs, defaults: &warden_policy::Defaults) -> anyhow::Res
         socket: args.socket,
         listen: args.listen,
         exe: std::env::current_exe().context("cannot find warden's own executable")?,
+        workspace_roots: args
+            .workspace_roots
+            .iter()
+            .map(|r| {
+                std::fs::canonicalize(r)
+                    .with_context(|| format!("--workspace-root {}: no such directory", r.display()))
+            })
+            .collect::<anyhow::Result<_>>()?,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -42,11 +42,66 @@ pub async fn health(State(app): State<Arc<App>>) -> Result<Json<Health>, ApiErro
 /// choosing), and ask-mode questions are answered through the API.
 const REFUSED_SPEC_KEYS: &[&str] = &["audit_log", "no_audit_log", "json_events", "otlp_endpoint"];
 
-fn input_of(body: &CreateSandbox) -> Result<Input, ApiError> {
+/// Keys only the owner may set (on the owner-only socket, without a
+/// token): each reaches into the host beyond the sandbox's own workspace
+/// (host paths bound or read, the host's services, variables and secret
+/// sources, its local networks), or lowers isolation. A token holder gets
+/// sandboxes of the owner's profiles, not the owner's powers.
+const OWNER_ONLY_KEYS: &[&str] = &[
+    "filesystem.workspace",
+    "filesystem.rootfs",
+    "filesystem.read_only",
+    "filesystem.read_write",
+    "egress.upstream_ca",
+    "egress.host_ports",
+    "egress.publish",
+    "egress.hosts",
+    "egress.allow_cidrs",
+    "env.pass",
+    "secrets",
+    "allow_degraded",
+];
+
+fn has_key(map: &serde_json::Map<String, serde_json::Value>, dotted: &str) -> bool {
+    match dotted.split_once('.') {
+        None => map.contains_key(dotted),
+        Some((head, rest)) => map
+            .get(head)
+            .and_then(|v| v.as_object())
+            .is_some_and(|m| has_key(m, rest)),
+    }
+}
+
+fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
     let mut input = Input::default();
     let spec = match &body.spec {
         None => None,
         Some(serde_json::Value::Object(map)) => {
+            if !matches!(caller, Caller::Owner) {
+                for key in OWNER_ONLY_KEYS {
+                    if has_key(map, key) {
+                        return Err(ApiError::new(
+                            StatusCode::FORBIDDEN,
+                            "forbidden",
+                            format!("`{key}` reaches into the daemon's host: only its owner may set it (on the owner-only socket); use a profile the owner wrote"),
+                        )
+                        .with_field(Some(&format!("/spec/{}", key.replace('.', "/")))));
+                    }
+                }
+            }
+            if let Some(serde_json::Value::Array(ext)) = map.get("extends") {
+                if ext.iter().any(|e| {
+                    e.as_str()
+                        .is_none_or(|s| s.contains('/') || s.starts_with('~'))
+                }) {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "invalid_spec",
+                        "`extends` names profiles by name (see `warden profile list`), not by path",
+                    )
+                    .with_field(Some("/spec/extends")));
+                }
+            }
             for key in REFUSED_SPEC_KEYS {
                 if map.contains_key(*key) {
                     return Err(ApiError::new(
@@ -122,6 +177,14 @@ pub async fn create(
                 ))
                 .with_field(Some("/workspace")));
             }
+            if !matches!(caller, Caller::Owner) && !app.workspace_allowed(&p) {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    format!("workspace {w:?} is not under a directory the daemon lets token holders use (`warden serve --workspace-root DIR`)"),
+                )
+                .with_field(Some("/workspace")));
+            }
             Some(p)
         }
     };
@@ -133,7 +196,7 @@ pub async fn create(
             .with_field(Some("/labels")));
         }
     }
-    let input = input_of(&body)?;
+    let input = input_of(&body, &caller)?;
     let spec_text = match &input.profile {
         Some(ProfileSource::Inline { text, .. }) => Some(text.clone()),
         _ => None,
