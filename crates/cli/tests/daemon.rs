@@ -776,3 +776,117 @@ fn a_token_holder_cannot_reach_into_the_daemons_host_through_a_spec() {
     );
     assert_eq!(json(&b)["stdout"], "PRIVATE-KEY-MARKER");
 }
+
+/// The sandboxes' cgroup directories of this state (by the names warden
+/// gives them).
+fn warden_cgroups(prefix: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/pids",
+        "/sys/fs/cgroup/cpu",
+    ] {
+        for dir in [PathBuf::from(root).join("warden"), PathBuf::from(root)] {
+            if let Ok(rd) = std::fs::read_dir(&dir) {
+                for e in rd.flatten() {
+                    if e.file_name().to_string_lossy().starts_with(prefix) {
+                        out.push(e.path());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_hundred_concurrent_sandboxes_leave_nothing_behind() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-many");
+    let d = Daemon::start(state.path(), false);
+    let fds = |pid: i32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
+    // Warm the daemon's own descriptors (its pools) before counting.
+    call(&d, "GET", "/v1/sandboxes", None, None);
+    let fds_before = fds(d.pid());
+    let tag = unique("many");
+    let n = 100;
+    let d = std::sync::Arc::new(d);
+    let workers: Vec<_> = (0..n)
+        .map(|i| {
+            let d = d.clone();
+            let name = format!("{tag}-{i}");
+            std::thread::spawn(move || {
+                let body = format!(r#"{{"name":"{name}"}}"#);
+                let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(&body), None);
+                assert_eq!(s, 201, "{b}");
+                let (s, b) = call(
+                    &d,
+                    "POST",
+                    &format!("/v1/sandboxes/{name}/exec"),
+                    Some(&format!(r#"{{"argv":["echo","{name}"]}}"#)),
+                    None,
+                );
+                assert_eq!(s, 200, "{b}");
+                assert_eq!(json(&b)["stdout"], format!("{name}\n"));
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let (_, b) = call(&d, "GET", "/v1/sandboxes?state=running", None, None);
+    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), n);
+    let supervisors: Vec<i32> = (0..n)
+        .map(|i| supervisor_pid(state.path(), &format!("{tag}-{i}")))
+        .collect();
+    assert!(!warden_cgroups(&format!("warden-{tag}")).is_empty() || !is_root());
+    let workers: Vec<_> = (0..n)
+        .map(|i| {
+            let d = d.clone();
+            let name = format!("{tag}-{i}");
+            std::thread::spawn(move || {
+                let (s, b) = call(
+                    &d,
+                    "DELETE",
+                    &format!("/v1/sandboxes/{name}?force=true"),
+                    None,
+                    None,
+                );
+                assert_eq!(s, 204, "{b}");
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    for pid in supervisors {
+        assert!(!alive(pid), "supervisor {pid} outlived its sandbox");
+    }
+    assert!(
+        warden_cgroups(&format!("warden-{tag}")).is_empty(),
+        "{:?}",
+        warden_cgroups(&format!("warden-{tag}"))
+    );
+    let (_, b) = call(&d, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0);
+    assert!(std::fs::read_dir(state.path().join("warden/sandboxes"))
+        .unwrap()
+        .next()
+        .is_none());
+    let db = warden_daemon::open_db(&state.path().join("warden")).unwrap();
+    assert!(db.sandboxes().unwrap().is_empty());
+    assert!(db.unfinished_execs().unwrap().is_empty());
+    // The daemon holds no descriptor of what is gone.
+    wait_until(
+        "the daemon's descriptors to be released",
+        Duration::from_secs(10),
+        || fds(d.pid()) <= fds_before + 2,
+    );
+}
