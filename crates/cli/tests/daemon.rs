@@ -890,3 +890,62 @@ fn a_hundred_concurrent_sandboxes_leave_nothing_behind() {
         || fds(d.pid()) <= fds_before + 2,
     );
 }
+
+#[test]
+fn a_tokens_quota_refuses_one_sandbox_too_many_with_429() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-quota");
+    let d = Daemon::start(state.path(), true);
+    let t = ok(&warden(
+        state.path(),
+        &[
+            "token",
+            "create",
+            "small",
+            "--scope",
+            "sandboxes:write",
+            "--max-sandboxes",
+            "1",
+            "--max-memory",
+            "1G",
+        ],
+    ))
+    .trim()
+    .to_string();
+    let (s, b) = call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"q1","start":false,"spec":{"resources":{"memory":"512M"}}}"#),
+        Some(&t),
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"q2","start":false,"spec":{"resources":{"memory":"256M"}}}"#),
+        Some(&t),
+    );
+    assert_eq!((s, json(&b)["code"].as_str()), (429, Some("quota")), "{b}");
+    assert!(!state.path().join("warden/sandboxes/q2").exists());
+    let (s, _) = call(&d, "DELETE", "/v1/sandboxes/q1", None, None);
+    assert_eq!(s, 204);
+    let (s, b) = call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"q3","start":false,"spec":{"resources":{"memory":"2G"}}}"#),
+        Some(&t),
+    );
+    assert_eq!(
+        (s, json(&b)["field"].as_str()),
+        (429, Some("/spec/resources/memory")),
+        "{b}"
+    );
+}

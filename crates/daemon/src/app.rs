@@ -45,6 +45,8 @@ pub struct App {
     /// (canonical).
     pub workspace_roots: Vec<PathBuf>,
     audit_lock: Mutex<()>,
+    /// Held while a token's quota is checked and its sandbox recorded.
+    pub quota_lock: Mutex<()>,
 }
 
 impl App {
@@ -68,6 +70,7 @@ impl App {
             limits: Limits::default(),
             workspace_roots,
             audit_lock: Mutex::new(()),
+            quota_lock: Mutex::new(()),
         })
     }
 

@@ -266,6 +266,8 @@ pub fn new_token(name: &str, scopes: &[Scope], sandbox: Option<&str>) -> (TokenR
         sandbox: sandbox.map(str::to_string),
         created_ms: warden_runtime::state::now_ms(),
         revoked: false,
+        max_sandboxes: None,
+        max_memory: None,
     };
     (row, format!("wdn_{id}_{secret}"))
 }

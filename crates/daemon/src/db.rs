@@ -58,7 +58,9 @@ CREATE TABLE IF NOT EXISTS tokens (
     scopes TEXT NOT NULL,
     sandbox TEXT,
     created_ms INTEGER NOT NULL,
-    revoked INTEGER NOT NULL DEFAULT 0
+    revoked INTEGER NOT NULL DEFAULT 0,
+    max_sandboxes INTEGER,
+    max_memory INTEGER
 );
 ";
 
@@ -102,6 +104,10 @@ pub struct TokenRow {
     pub sandbox: Option<String>,
     pub created_ms: u64,
     pub revoked: bool,
+    /// Quotas: sandboxes it may have at once, and their memory limits
+    /// together (bytes).
+    pub max_sandboxes: Option<u64>,
+    pub max_memory: Option<u64>,
 }
 
 pub struct Db {
@@ -145,6 +151,15 @@ impl Db {
             )
             .optional()
             .map_err(q("read a sandbox"))
+    }
+
+    /// The sandboxes a token made that still exist.
+    pub fn sandboxes_of_token(&self, token: &str) -> Result<Vec<SandboxRow>, DbError> {
+        Ok(self
+            .sandboxes()?
+            .into_iter()
+            .filter(|r| r.token.as_deref() == Some(token))
+            .collect())
     }
 
     pub fn sandboxes(&self) -> Result<Vec<SandboxRow>, DbError> {
@@ -247,14 +262,16 @@ impl Db {
     pub fn insert_token(&self, row: &TokenRow) -> Result<(), DbError> {
         self.conn
             .execute(
-                "INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms, revoked) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
+                "INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)",
                 params![
                     row.id,
                     row.name,
                     row.hash,
                     row.scopes.join(" "),
                     row.sandbox,
-                    row.created_ms as i64
+                    row.created_ms as i64,
+                    row.max_sandboxes.map(|v| v as i64),
+                    row.max_memory.map(|v| v as i64)
                 ],
             )
             .map_err(q("record a token"))?;
@@ -264,7 +281,7 @@ impl Db {
     pub fn token(&self, id: &str) -> Result<Option<TokenRow>, DbError> {
         self.conn
             .query_row(
-                "SELECT id, name, hash, scopes, sandbox, created_ms, revoked FROM tokens WHERE id = ?1",
+                "SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory FROM tokens WHERE id = ?1",
                 params![id],
                 token_row,
             )
@@ -275,7 +292,7 @@ impl Db {
     pub fn tokens(&self) -> Result<Vec<TokenRow>, DbError> {
         let mut st = self
             .conn
-            .prepare("SELECT id, name, hash, scopes, sandbox, created_ms, revoked FROM tokens ORDER BY created_ms")
+            .prepare("SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory FROM tokens ORDER BY created_ms")
             .map_err(q("list tokens"))?;
         let rows = st
             .query_map([], token_row)
@@ -335,6 +352,8 @@ fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
         sandbox: r.get(4)?,
         created_ms: r.get::<_, i64>(5)? as u64,
         revoked: r.get::<_, i64>(6)? != 0,
+        max_sandboxes: r.get::<_, Option<i64>>(7)?.map(|v| v as u64),
+        max_memory: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
     })
 }
 

@@ -107,8 +107,8 @@ impl From<ResolveError> for ApiError {
             ResolveError::Spec(spec) => {
                 (spec.problem().to_string(), spec.field().and_then(in_spec))
             }
-            ResolveError::InProfile { source, field, .. } => {
-                (source.problem().to_string(), in_spec(*field))
+            ResolveError::InProfile { error, field, .. } => {
+                (error.problem().to_string(), in_spec(*field))
             }
             _ => (chain(&e), e.field().and_then(in_spec)),
         };

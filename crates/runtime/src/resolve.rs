@@ -81,7 +81,9 @@ pub enum ResolveError {
         place: String,
         message: String,
         field: Field,
-        source: warden_policy::ResolveError,
+        /// The error itself (its message is already in `message`, worded
+        /// for the profile: not a source, so it is not said twice).
+        error: warden_policy::ResolveError,
     },
     #[error(transparent)]
     Spec(#[from] warden_policy::ResolveError),
@@ -296,7 +298,7 @@ fn resolve_inner(
                     place: format!("{file}:{pos}"),
                     message: e.describe_for_profile(),
                     field: e.field().unwrap_or(Field::Profile),
-                    source: e,
+                    error: e,
                 })
             }
             None => return Err(e.into()),

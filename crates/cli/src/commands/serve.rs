@@ -37,6 +37,12 @@ pub enum TokenCommand {
         /// Good for this sandbox's data API only (exec, events, ...)
         #[arg(long, value_name = "ID")]
         sandbox: Option<String>,
+        /// Sandboxes it may have at once (more are refused with 429)
+        #[arg(long, value_name = "N")]
+        max_sandboxes: Option<u64>,
+        /// Memory limits of its sandboxes together, e.g. 16G
+        #[arg(long, value_name = "SIZE", value_parser = warden_policy::parse_size)]
+        max_memory: Option<u64>,
     },
     /// List tokens (never their secrets)
     List {
@@ -115,13 +121,17 @@ pub fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
             name,
             scopes,
             sandbox,
+            max_sandboxes,
+            max_memory,
         } => {
             let scopes: Vec<Scope> =
                 warden_daemon::routes::parse_scopes(&scopes).map_err(|m| anyhow::anyhow!(m))?;
             if let Some(sb) = &sandbox {
                 warden_workspace::Store::open(&state)?.get(sb)?;
             }
-            let (row, text) = auth::new_token(&name, &scopes, sandbox.as_deref());
+            let (mut row, text) = auth::new_token(&name, &scopes, sandbox.as_deref());
+            row.max_sandboxes = max_sandboxes;
+            row.max_memory = max_memory;
             db.insert_token(&row)?;
             eprintln!(
                 "warden: token {} ({name}) made; it is shown this once:",

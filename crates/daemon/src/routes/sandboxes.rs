@@ -206,6 +206,7 @@ pub async fn create(
     let labels = body.labels.clone();
     let profile = body.profile.clone();
     let token = caller.token_id().map(str::to_string);
+    let caller = caller.clone();
     let info = blocking(move || {
         let ctx = Context {
             catalog: &app.catalog,
@@ -225,6 +226,15 @@ pub async fn create(
             Ok(r) => r,
             Err(e) => return Err(located(e, spec_text.as_deref())),
         };
+        // A token's quota is checked and its new sandbox recorded in one
+        // step: two creates at once cannot both pass.
+        let one_at_a_time = app.quota_lock.lock();
+        if let Caller::Token(t) = &caller {
+            if let Err(e) = within_quota(&app, t, &sb) {
+                let _ = lifecycle::remove(&app.store, &id, true);
+                return Err(e);
+            }
+        }
         let row = SandboxRow {
             id: id.clone(),
             created_ms: warden_runtime::state::now_ms(),
@@ -235,6 +245,7 @@ pub async fn create(
         app.db()?
             .insert_sandbox(&row)
             .map_err(|e| ApiError::internal(chain(&e)))?;
+        drop(one_at_a_time);
         if start {
             if let Err(e) = lifecycle::start(&app.state_dir, &sb, &app.exe) {
                 let _ = lifecycle::remove(&app.store, &id, true);
@@ -301,6 +312,59 @@ fn pointer_at_line(text: &str, line: usize) -> Option<String> {
 fn key_path(stack: &[String], depth: usize) -> Option<String> {
     let keys = &stack[..depth.min(stack.len())];
     (!keys.is_empty()).then(|| format!("/spec/{}", keys.join("/")))
+}
+
+/// The memory limit a sandbox was created with.
+fn memory_of(sb: &warden_workspace::Sandbox) -> u64 {
+    warden_runtime::state::read_json::<warden_runtime::state::Stored>(
+        &sb.dir().join(warden_runtime::state::STORED),
+    )
+    .map(|s| s.spec.resources.memory.value)
+    .unwrap_or(0)
+}
+
+/// Whether the token may have the sandbox `new` (just made) besides the
+/// ones it has: 429 with the numbers when not.
+fn within_quota(
+    app: &App,
+    token: &crate::db::TokenRow,
+    new: &warden_workspace::Sandbox,
+) -> Result<(), ApiError> {
+    if token.max_sandboxes.is_none() && token.max_memory.is_none() {
+        return Ok(());
+    }
+    let mine: Vec<_> = app
+        .db()?
+        .sandboxes_of_token(&token.id)
+        .map_err(|e| ApiError::internal(chain(&e)))?
+        .into_iter()
+        .filter_map(|r| app.store.get(&r.id).ok())
+        .collect();
+    let quota = |m: String| ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota", m);
+    if let Some(max) = token.max_sandboxes {
+        if mine.len() as u64 + 1 > max {
+            return Err(quota(format!(
+                "token {} may have {max} sandbox(es) at once and has {}: remove one first",
+                token.id,
+                mine.len()
+            )));
+        }
+    }
+    if let Some(max) = token.max_memory {
+        let used: u64 = mine.iter().map(memory_of).sum();
+        let asked = memory_of(new);
+        if used.saturating_add(asked) > max {
+            return Err(quota(format!(
+                "token {} may have {} of memory limits in all; its sandboxes have {} and this one asks {}: ask for less (resources.memory) or remove a sandbox",
+                token.id,
+                warden_policy::format_size(max),
+                warden_policy::format_size(used),
+                warden_policy::format_size(asked)
+            ))
+            .with_field(Some("/spec/resources/memory")));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
