@@ -48,6 +48,13 @@ pub struct CommitOptions {
     pub paths: Vec<PathBuf>,
     /// Commit over conflicts (never over unsafe destinations).
     pub force: bool,
+    /// Apply only what a person was shown: every chosen change must have
+    /// the digest a diff recorded for its path ([`Sandbox::record_review`]);
+    /// otherwise nothing is applied. Off for a review made during the
+    /// commit itself (the callback shows each change).
+    ///
+    /// [`Sandbox::record_review`]: crate::Sandbox::record_review
+    pub reviewed: bool,
 }
 
 /// A real path that changed on the host since the baseline.
@@ -59,12 +66,20 @@ pub struct Conflict {
 
 impl std::fmt::Display for Conflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.reason)
+        write!(f, "{}: {}", crate::printable_path(&self.path), self.reason)
     }
 }
 
 fn list(items: &[Conflict]) -> String {
     items.iter().map(|c| format!("\n  {c}")).collect()
+}
+
+fn paths_list(items: &[PathBuf]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = items.iter().map(|p| crate::printable_path(p)).collect();
+    format!(": {}", shown.join(", "))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,18 +91,23 @@ pub enum CommitError {
     },
     #[error("nothing committed: refusing to write through these paths of the workspace:{}", list(.0))]
     Unsafe(Vec<Conflict>),
+    #[error("nothing committed: {} change(s) are not what `warden diff` showed:{}\nreview them again with `warden diff`, then commit (or commit with --interactive and review each change there)", .0.len(), list(.0))]
+    Unreviewed(Vec<Conflict>),
     #[error("cannot open workspace {path}")]
     Workspace {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("commit stopped at {path} ({op}); the changes listed before it were applied, the rest were not")]
+    #[error("commit stopped at {} ({op}); {} change(s) were applied before it{}, the rest were not", crate::printable_path(.path), .applied.len(), paths_list(.applied))]
     Apply {
         op: &'static str,
         path: PathBuf,
         #[source]
         source: io::Error,
+        /// The changes applied in full before the commit stopped (recorded
+        /// as warden's own writes and removed from the layer).
+        applied: Vec<PathBuf>,
     },
     #[error(transparent)]
     Diff(#[from] DiffError),
@@ -201,6 +221,9 @@ impl Locked<'_> {
         let sb = self.sandbox;
         let upper = sb.upper();
         let workspace = meta.workspace.clone();
+        // Entries of the layer its owner cannot read, opened for the whole
+        // commit (and closed again when it ends, however it ends).
+        let opened = fsutil::Opened::up(&upper);
         let paths = opts
             .paths
             .iter()
@@ -212,8 +235,10 @@ impl Locked<'_> {
             patches: false,
             renames: true,
             allowed: None,
+            runs_on_host: Vec::new(),
         };
-        let changes = crate::changes(&meta, &upper, &diff_opts)?;
+        let plain = meta.layout == Layout::Copy;
+        let changes = diff::diff_opened(&upper, &workspace, &diff_opts, plain, &opened)?;
 
         // 1. Choose.
         let mut chosen = vec![false; changes.len()];
@@ -230,44 +255,32 @@ impl Locked<'_> {
         }
         settle_dependencies(&changes, &mut chosen);
 
-        // 2. Check everything before touching anything.
-        let real = Real::open(&workspace)?;
-        let created_dirs: BTreeSet<&Path> = changes
-            .iter()
-            .zip(&chosen)
-            .filter(|(c, &on)| on && creates_dir(c))
-            .map(|(c, _)| c.path.as_path())
-            .collect();
-        let mut conflicts = Vec::new();
-        let mut refusals = Vec::new();
-        for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
-            for (rel, expected) in expectations(c) {
-                let copied_up = c.kind == ChangeKind::Added && c.copied_up;
-                let check = check_path(&real, rel, expected, copied_up, &created_dirs, &meta)
-                    .map_err(|source| CommitError::Apply {
-                        op: "check",
-                        path: rel.to_path_buf(),
-                        source,
-                    })?;
-                match check {
-                    Check::Clear => {}
-                    Check::Conflict(reason) => conflicts.push(Conflict {
-                        path: rel.to_path_buf(),
-                        reason,
+        // 2. Check everything before touching anything: what was reviewed,
+        // then the destinations.
+        if opts.reviewed {
+            let shown = sb.reviewed();
+            let unreviewed: Vec<Conflict> = changes
+                .iter()
+                .zip(&chosen)
+                .filter(|(_, &on)| on)
+                .filter_map(|(c, _)| match shown.get(&c.path) {
+                    Some(d) if *d == c.digest => None,
+                    Some(_) => Some(Conflict {
+                        path: c.path.clone(),
+                        reason: "changed in the sandbox since `warden diff` showed it",
                     }),
-                    Check::Refused(reason) => refusals.push(Conflict {
-                        path: rel.to_path_buf(),
-                        reason,
+                    None => Some(Conflict {
+                        path: c.path.clone(),
+                        reason: "never shown by `warden diff`",
                     }),
-                }
-            }
-            if c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Other) {
-                refusals.push(Conflict {
-                    path: c.path.clone(),
-                    reason: "special files (FIFOs, sockets, devices) are not committed",
-                });
+                })
+                .collect();
+            if !unreviewed.is_empty() {
+                return Err(CommitError::Unreviewed(unreviewed));
             }
         }
+        let real = Real::open(&workspace)?;
+        let (conflicts, refusals) = check_all(&real, &changes, &chosen, &meta)?;
         if !refusals.is_empty() {
             return Err(CommitError::Unsafe(refusals));
         }
@@ -279,49 +292,22 @@ impl Locked<'_> {
         }
         report.forced = conflicts;
 
-        // 3. Removals, deepest first.
-        let mut removals: Vec<(&Path, EntryKind)> = Vec::new();
-        for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
-            match (c.kind, &c.old) {
-                (ChangeKind::Deleted | ChangeKind::TypeChanged, Some(old)) => {
-                    removals.push((&c.path, old.kind))
-                }
-                (ChangeKind::Renamed, Some(old)) => {
-                    if let Some(from) = &c.from {
-                        removals.push((from, old.kind))
-                    }
-                }
-                _ => {}
-            }
-        }
-        removals.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
-        let mut touched_dirs: BTreeSet<PathBuf> = BTreeSet::new();
-        for (rel, kind) in &removals {
-            remove_real(&real, rel, *kind)?;
-            touched_dirs.insert(parent_rel(rel));
-        }
-
-        // 4. Writes, parents first (walk order).
-        let mut written: Vec<PathBuf> = Vec::new();
-        for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
-            let Some(new) = &c.new else { continue };
-            if opts.force {
-                // Overriding "deleted on the host": its directories come back.
-                make_parents(&real, &c.path)?;
-            }
-            write_real(&real, &upper, c, new)?;
-            written.push(c.path.clone());
-            touched_dirs.insert(parent_rel(&c.path));
-        }
-        for dir in &touched_dirs {
+        // 3, 4. Apply; whatever happens, record what was applied.
+        let mut done = Applied {
+            remaining: changes.iter().map(parts).collect(),
+            written: Vec::new(),
+            touched_dirs: BTreeSet::new(),
+        };
+        let outcome = apply(&real, &upper, &changes, &chosen, opts.force, &mut done);
+        for dir in &done.touched_dirs {
             if let Ok(Parent::Dir(fd)) = real.parent(&dir.join("x")) {
                 let _ = rustix::fs::fsync(&fd);
             }
         }
 
         // 5. Forget what was committed from the layer.
-        for (c, on) in changes.into_iter().zip(chosen) {
-            if on {
+        for (i, (c, on)) in changes.into_iter().zip(chosen).enumerate() {
+            if on && done.remaining[i] == 0 {
                 report.applied.push(c);
             } else {
                 report.skipped.push(c);
@@ -333,17 +319,19 @@ impl Locked<'_> {
 
         // 6. Advance the baseline when nothing is left; else remember
         // warden's own writes so they are not taken for the host's.
-        let left = crate::changes(
-            &meta,
+        let left = diff::diff_opened(
             &upper,
+            &workspace,
             &DiffOptions {
                 content: false,
                 patches: false,
                 renames: false,
                 ..DiffOptions::default()
             },
-        )?;
-        if left.is_empty() {
+            plain,
+            &opened,
+        );
+        if outcome.is_ok() && left.as_ref().is_ok_and(|l| l.is_empty()) {
             meta.baseline = self.new_baseline()?;
             meta.own_writes.clear();
         } else {
@@ -363,16 +351,151 @@ impl Locked<'_> {
                     }
                 }
             };
-            for p in &written {
+            for p in &done.written {
                 record(p);
             }
-            for d in &touched_dirs {
+            for d in &done.touched_dirs {
                 record(d);
             }
         }
         self.write_meta(&meta)?;
-        Ok(report)
+        match outcome {
+            Ok(()) => {
+                left?;
+                Ok(report)
+            }
+            Err(CommitError::Apply {
+                op, path, source, ..
+            }) => Err(CommitError::Apply {
+                op,
+                path,
+                source,
+                applied: report.applied.iter().map(|c| c.path.clone()).collect(),
+            }),
+            Err(e) => Err(e),
+        }
     }
+}
+
+/// What a commit has done so far.
+struct Applied {
+    /// Per change, the operations (removal, write) still to do.
+    remaining: Vec<u8>,
+    /// Paths written.
+    written: Vec<PathBuf>,
+    /// Directories whose entries changed.
+    touched_dirs: BTreeSet<PathBuf>,
+}
+
+/// How many operations apply change `c`: a removal of what goes, a write
+/// of what comes.
+fn parts(c: &Change) -> u8 {
+    u8::from(removal(c).is_some()) + u8::from(c.new.is_some())
+}
+
+/// The real entry change `c` removes, if any.
+fn removal(c: &Change) -> Option<(&Path, EntryKind)> {
+    match (c.kind, &c.old) {
+        (ChangeKind::Deleted | ChangeKind::TypeChanged, Some(old)) => Some((&c.path, old.kind)),
+        (ChangeKind::Renamed, Some(old)) => c.from.as_deref().map(|f| (f, old.kind)),
+        _ => None,
+    }
+}
+
+/// Check every chosen change's destinations: conflicts (overridable) and
+/// refusals (never).
+fn check_all(
+    real: &Real,
+    changes: &[Change],
+    chosen: &[bool],
+    meta: &crate::store::Meta,
+) -> Result<(Vec<Conflict>, Vec<Conflict>), CommitError> {
+    let created_dirs: BTreeSet<&Path> = changes
+        .iter()
+        .zip(chosen)
+        .filter(|(c, &on)| on && creates_dir(c))
+        .map(|(c, _)| c.path.as_path())
+        .collect();
+    let mut conflicts = Vec::new();
+    let mut refusals = Vec::new();
+    for (c, _) in changes.iter().zip(chosen).filter(|(_, &on)| on) {
+        for (rel, expected) in expectations(c) {
+            let copied_up = c.kind == ChangeKind::Added && c.copied_up;
+            let check = check_path(real, rel, expected, copied_up, &created_dirs, meta).map_err(
+                |source| CommitError::Apply {
+                    op: "check",
+                    path: rel.to_path_buf(),
+                    source,
+                    applied: Vec::new(),
+                },
+            )?;
+            match check {
+                Check::Clear => {}
+                Check::Conflict(reason) => conflicts.push(Conflict {
+                    path: rel.to_path_buf(),
+                    reason,
+                }),
+                Check::Refused(reason) => refusals.push(Conflict {
+                    path: rel.to_path_buf(),
+                    reason,
+                }),
+            }
+        }
+        if c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Other) {
+            refusals.push(Conflict {
+                path: c.path.clone(),
+                reason: "special files (FIFOs, sockets, devices) are not committed",
+            });
+        }
+    }
+    Ok((conflicts, refusals))
+}
+
+/// Removals, deepest first; writes, parents first (walk order); the modes
+/// of directories last, deepest first, so that a directory the sandbox
+/// left unreadable or unwritable is filled before it is closed.
+fn apply(
+    real: &Real,
+    upper: &Path,
+    changes: &[Change],
+    chosen: &[bool],
+    force: bool,
+    done: &mut Applied,
+) -> Result<(), CommitError> {
+    let mut removals: Vec<(usize, &Path, EntryKind)> = changes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| chosen[*i])
+        .filter_map(|(i, c)| removal(c).map(|(p, k)| (i, p, k)))
+        .collect();
+    removals.sort_by_key(|(_, p, _)| std::cmp::Reverse(p.components().count()));
+    for (i, rel, kind) in &removals {
+        remove_real(real, rel, *kind)?;
+        done.touched_dirs.insert(parent_rel(rel));
+        done.remaining[*i] -= 1;
+    }
+    let mut dir_modes: Vec<(&Path, Mode)> = Vec::new();
+    for (i, c) in changes.iter().enumerate().filter(|(i, _)| chosen[*i]) {
+        let Some(new) = &c.new else { continue };
+        if force {
+            // Overriding "deleted on the host": its directories come back.
+            make_parents(real, &c.path)?;
+        }
+        write_real(real, upper, c, new)?;
+        if new.kind == EntryKind::Dir {
+            dir_modes.push((&c.path, Mode::from_raw_mode(new.mode)));
+        }
+        done.written.push(c.path.clone());
+        done.touched_dirs.insert(parent_rel(&c.path));
+        done.remaining[i] -= 1;
+    }
+    dir_modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+    for (rel, mode) in dir_modes {
+        let parent = open_parent(real, rel)?;
+        rustix::fs::chmodat(&parent, name_of(rel), mode, AtFlags::empty())
+            .map_err(apply_err("set mode", rel))?;
+    }
+    Ok(())
 }
 
 fn parent_rel(rel: &Path) -> PathBuf {
@@ -506,6 +629,7 @@ fn apply_err<'a>(op: &'static str, rel: &'a Path) -> impl FnOnce(Errno) -> Commi
         op,
         path: rel.to_path_buf(),
         source: e.into(),
+        applied: Vec::new(),
     }
 }
 
@@ -514,6 +638,7 @@ fn open_parent(real: &Real, rel: &Path) -> Result<OwnedFd, CommitError> {
         op: "open directory",
         path: rel.to_path_buf(),
         source,
+        applied: Vec::new(),
     };
     match real.parent(rel).map_err(err)? {
         Parent::Dir(fd) => Ok(fd),
@@ -597,6 +722,7 @@ fn write_real(real: &Real, upper: &Path, c: &Change, new: &Entry) -> Result<(), 
         op: "stat",
         path: rel.to_path_buf(),
         source,
+        applied: Vec::new(),
     })?;
     match new.kind {
         EntryKind::Dir => {
@@ -611,8 +737,7 @@ fn write_real(real: &Real, upper: &Path, c: &Change, new: &Entry) -> Result<(), 
                     .map_err(apply_err("create directory", rel))?;
                 keep_owner(&parent, name, None);
             }
-            rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
-                .map_err(apply_err("set mode", rel))?;
+            // Its mode is set once its content is in (`apply`).
         }
         EntryKind::File if c.kind == ChangeKind::Mode => {
             rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
@@ -640,6 +765,7 @@ fn write_real(real: &Real, upper: &Path, c: &Change, new: &Entry) -> Result<(), 
                     op: "write",
                     path: rel.to_path_buf(),
                     source,
+                    applied: Vec::new(),
                 });
             }
             keep_owner(
@@ -734,6 +860,7 @@ fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
             patches: false,
             renames: false,
             allowed: None,
+            runs_on_host: Vec::new(),
         };
         if diff::diff_layers(upper, workspace, &opts).is_ok_and(|left| left.is_empty()) {
             let _ = fsutil::remove_tree(&upper.join(&dir));

@@ -16,11 +16,16 @@ pub mod copy;
 pub mod diff;
 pub mod flags;
 pub mod fsutil;
+mod git;
+mod judge;
 pub mod layer;
 pub mod overlay;
+pub mod review;
 pub mod store;
+mod view;
 mod wire;
 
+pub use change::{printable, printable_path};
 pub use commit::{CommitError, CommitOptions, CommitReport, Conflict, Decision};
 pub use copy::{diff_copy, prepare_copy, CopyError};
 pub use diff::{

@@ -322,7 +322,7 @@ fn a_partial_commit_applies_only_the_chosen_paths_and_keeps_the_rest_in_the_laye
         .commit(
             &CommitOptions {
                 paths: vec!["text.txt".into(), "newdir".into()],
-                force: false,
+                ..CommitOptions::default()
             },
             &mut |_| Decision::Apply,
         )
