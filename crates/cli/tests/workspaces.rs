@@ -10,7 +10,8 @@ use std::process::{Command, Output, Stdio};
 
 /// warden with its state in `state` (so tests do not share sandboxes).
 /// A sandbox that an exec started stays up; the commands that change its
-/// layer need it stopped, as a person would stop it first.
+/// layer need it stopped, as a person would stop it first, and a commit
+/// applies what a `warden diff` showed, as a person would look first.
 fn warden(state: &Path, args: &[&str]) -> Output {
     warden_env(state, args, &[])
 }
@@ -28,6 +29,14 @@ fn warden_env(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     if let ["commit" | "discard" | "snapshot" | "restore", name, ..] = args {
         if !name.starts_with('-') {
             ok(&run(&["stop", name]));
+        }
+    }
+    if let ["commit", name, rest @ ..] = args {
+        if !rest
+            .iter()
+            .any(|a| ["-i", "--interactive", "--unreviewed"].contains(a))
+        {
+            ok(&run(&["diff", name]));
         }
     }
     run(args)
@@ -489,6 +498,7 @@ fn the_cycle_works_for_an_unprivileged_user() {
     let diff = ok(&run(&["diff", "u", "--stat"]));
     assert!(diff.contains("file") && diff.contains("added"), "{diff}");
     ok(&run(&["stop", "u"]));
+    ok(&run(&["diff", "u"]));
     ok(&run(&["commit", "u"]));
     assert_eq!(
         std::fs::read_to_string(proj.path().join("file")).unwrap(),
@@ -686,4 +696,120 @@ fn an_interactive_commit_whose_input_ends_quits_at_once_and_applies_nothing() {
         stderr(&out).len()
     );
     assert!(!proj.path().join("A").exists() && !proj.path().join("B").exists());
+}
+
+/// warden itself, nothing done before (no stop, no diff).
+fn bare(state: &Path, args: &[&str]) -> Output {
+    Command::new(warden_bin())
+        .args(args)
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_running_sandbox_is_said_to_be_running_and_only_what_a_diff_showed_is_committed() {
+    let state = TempDir::new("ws-review-state");
+    let proj = TempDir::new("ws-review-proj");
+    std::fs::write(proj.path().join("README.md"), "# app\n").unwrap();
+    ok(&bare(state.path(), &["create", "r", "-w", proj.str()]));
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "r",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "echo seen >> README.md",
+        ],
+    ));
+    // The sandbox is still up: the diff says so, the commit refuses.
+    let diff = bare(state.path(), &["diff", "r", "--color", "never"]);
+    assert!(ok(&diff).contains("+seen"));
+    assert!(stderr(&diff).contains("still running"), "{}", stderr(&diff));
+    let out = bare(state.path(), &["commit", "r"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("still running"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("README.md")).unwrap(),
+        "# app\n"
+    );
+    // Between the person's diff and the commit, the sandbox changes the
+    // file again and adds another: nothing goes in.
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "r",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "echo unseen >> README.md && echo x > NEW",
+        ],
+    ));
+    ok(&bare(state.path(), &["stop", "r"]));
+    let out = bare(state.path(), &["commit", "r"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("README.md: changed in the sandbox since") && err.contains("NEW: never shown"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("README.md")).unwrap(),
+        "# app\n"
+    );
+    assert!(!proj.path().join("NEW").exists());
+    // After a fresh look, the commit applies exactly that.
+    let shown = ok(&bare(state.path(), &["diff", "r", "--color", "never"]));
+    assert!(shown.contains("+unseen"), "{shown}");
+    ok(&bare(state.path(), &["commit", "r"]));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("README.md")).unwrap(),
+        "# app\nseen\nunseen\n"
+    );
+    let log = state.path().join("warden/sandboxes/r/audit.jsonl");
+    let shown = ok(&bare(
+        state.path(),
+        &["audit", "show", log.to_str().unwrap()],
+    ));
+    assert!(shown.contains("commit-refused"), "{shown}");
+}
+
+#[test]
+fn an_interactive_commit_shows_a_change_before_asking() {
+    let state = TempDir::new("ws-show-state");
+    let proj = TempDir::new("ws-show-proj");
+    ok(&bare(state.path(), &["create", "s", "-w", proj.str()]));
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "s",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "printf 'line one\\nline two\\n' > A",
+        ],
+    ));
+    ok(&bare(state.path(), &["stop", "s"]));
+    let mut child = Command::new(warden_bin())
+        .args(["commit", "s", "--interactive"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"s\ny\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    ok(&out);
+    assert!(stderr(&out).contains("+line two"), "{}", stderr(&out));
+    assert!(proj.path().join("A").exists());
 }
