@@ -24,13 +24,13 @@ const TEXT_DIFF_LIMIT: u64 = 8 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
-    #[error("cannot read {path} while comparing the sandbox's layer with the workspace")]
+    #[error("cannot read {} while comparing the sandbox's layer with the workspace", crate::printable_path(.path))]
     Read {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("path filter {0} is outside the workspace")]
+    #[error("path filter {} is outside the workspace", crate::printable_path(.0))]
     Filter(PathBuf),
     #[error("the sandbox's layer holds a path longer than PATH_MAX (4096 bytes) below {top}: warden cannot review it; discard it (`warden discard NAME {top}`) or remove the sandbox")]
     TooLong { top: String },

@@ -17,19 +17,19 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
-    #[error("cannot remove {path}")]
+    #[error("cannot remove {}", crate::printable_path(.path))]
     Remove {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot read {path}")]
+    #[error("cannot read {}", crate::printable_path(.path))]
     Read {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot copy {src} to {dst}")]
+    #[error("cannot copy {} to {}", crate::printable_path(.src), crate::printable_path(.dst))]
     Copy {
         src: PathBuf,
         dst: PathBuf,
@@ -37,7 +37,8 @@ pub enum FsError {
         source: io::Error,
     },
     #[error(
-        "cannot copy {src}: {what} is neither a file, a directory, a symbolic link nor a whiteout"
+        "cannot copy {}: {what} is neither a file, a directory, a symbolic link nor a whiteout",
+        crate::printable_path(.src)
     )]
     Unsupported { src: PathBuf, what: &'static str },
 }

@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LayerError {
-    #[error("cannot discard {path}: its directory {dir} was deleted as a whole in the sandbox; discard {dir} instead")]
+    #[error("cannot discard {}: its directory {d} was deleted as a whole in the sandbox; discard {d} instead", crate::printable_path(.path), d = crate::printable_path(.dir))]
     HiddenByDeletedDir { path: PathBuf, dir: PathBuf },
     #[error("a snapshot labelled {0} already exists")]
     SnapshotExists(String),
     #[error("no snapshot labelled {0}; `warden snapshot NAME --list` shows them")]
     NoSnapshot(String),
-    #[error("cannot {op} {path}")]
+    #[error("cannot {op} {}", crate::printable_path(.path))]
     Io {
         op: &'static str,
         path: PathBuf,

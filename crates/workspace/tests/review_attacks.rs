@@ -340,6 +340,24 @@ fn a_name_with_a_newline_cannot_forge_a_line_of_the_review() {
         reason: "changed on the host since the sandbox started",
     };
     assert_eq!(conflict.to_string().lines().count(), 1, "{conflict}");
+    // Errors name paths of the layer too.
+    let errors = [
+        CommitError::Apply {
+            op: "write",
+            path: PathBuf::from(evil),
+            source: std::io::Error::other("full"),
+            applied: vec![PathBuf::from(evil)],
+        }
+        .to_string(),
+        warden_workspace::DiffError::Read {
+            path: PathBuf::from(evil),
+            source: std::io::Error::other("gone"),
+        }
+        .to_string(),
+    ];
+    for e in errors {
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
 }
 
 const GIB: u64 = 1 << 30;
