@@ -162,9 +162,11 @@ pub fn rm(store: &Store, names: &[String], force: bool) -> anyhow::Result<u8> {
 /// every front door).
 pub(crate) use warden_workspace::printable;
 
-/// Whether the sandbox's supervisor still runs: its layer can still change.
+/// Whether the sandbox still runs (its supervisor is alive, or a `warden
+/// run` holds its lock): its layer can still change.
 fn still_running(sb: &Sandbox) -> bool {
     super::lifecycle::running(sb)
+        || matches!(sb.lock(), Err(warden_workspace::StoreError::InUse { .. }))
 }
 
 fn kind_label(k: ChangeKind) -> &'static str {
@@ -305,7 +307,8 @@ fn ask(prompt: &str) -> anyhow::Result<char> {
 
 pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
     let sb = store.get(&args.name)?;
-    if still_running(&sb) {
+    // (A `warden run` that holds the lock is refused by the lock itself.)
+    if super::lifecycle::running(&sb) {
         anyhow::bail!(
             "nothing committed: sandbox {name} is still running, so its changes are not final; `warden stop {name}`, review with `warden diff {name}`, then commit",
             name = args.name
