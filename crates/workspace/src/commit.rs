@@ -1,11 +1,15 @@
 //! Applying a sandbox's changes to the real workspace.
 //!
 //! The order of work: choose (all, a path filter, or a per-change callback
-//! for interactive review); check every chosen change for conflicts and
-//! unsafe destinations before touching anything; remove what goes (deepest
-//! first); write what comes (parents first), each file through a temporary
-//! file in its own directory, fsync'ed and renamed into place; remove the
-//! committed entries from the upper layer; advance the baseline.
+//! for interactive review); with [`CommitOptions::reviewed`], refuse
+//! everything unless each chosen change still has the digest a diff showed;
+//! check every chosen change for conflicts and unsafe destinations before
+//! touching anything; remove what goes (deepest first); write what comes
+//! (parents first), each file through a temporary file in its own
+//! directory, fsync'ed and renamed into place, directory modes last;
+//! remove the committed entries from the upper layer; advance the baseline.
+//! A commit that stops half way still does the last two for what it
+//! applied, and says which changes those were.
 //!
 //! The conflict rule needs no scan of the workspace: a real path that the
 //! commit would replace or remove conflicts when its ctime is newer than
