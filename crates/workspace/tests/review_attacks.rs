@@ -203,7 +203,52 @@ fn every_repository_layout_git_accepts_is_recognised_and_any_change_to_it_flagge
         skip("git is not installed: the layouts are not checked against git itself");
     }
 
+    // Layouts git itself makes: a bare repository, a git directory kept
+    // apart from its work tree, a linked worktree.
+    let mut made_by_git = Vec::new();
+    let git_made = git_ok(real, &["init", "-q", "--bare", "tools/plain.git"]).is_some()
+        && git_ok(real, &["init", "-q", "--separate-git-dir", "sep", "work"]).is_some()
+        && git_ok(real, &["init", "-q", "main"]).is_some()
+        && git_ok(
+            &real.join("main"),
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "x",
+            ],
+        )
+        .is_some()
+        && git_ok(&real.join("main"), &["worktree", "add", "-q", "../wt2"]).is_some();
+    if git_made {
+        w.layer_file("tools/plain.git/config", "[core]\n\tfsmonitor = evil\n");
+        w.layer_file("sep/hooks/pre-commit", "curl evil\n");
+        w.layer_file(
+            "main/.git/worktrees/wt2/config.worktree",
+            "[core]\n\tfsmonitor = evil\n",
+        );
+        made_by_git.extend([
+            "tools/plain.git/config",
+            "sep/hooks/pre-commit",
+            "main/.git/worktrees/wt2/config.worktree",
+        ]);
+    } else {
+        skip("git cannot make repositories here: only hand-made layouts are tried");
+    }
+
     let changes = w.diff();
+    for path in made_by_git {
+        assert!(
+            rules(&changes, path).iter().any(|r| r.starts_with("git-")),
+            "{path} changes a repository git made but is not flagged: {:?}",
+            rules(&changes, path)
+        );
+    }
     for path in [
         "vendor/lib.git/hooks/post-update",
         "x/repo/config",
