@@ -119,8 +119,7 @@ fn links(after: &View<'_>, changes: &mut [Change]) {
     }
     // Links already in the tree that a changed link now sends out. This
     // reads every link of the workspace: done only when a link changed.
-    let mut all = Vec::new();
-    crate::fsutil::deep_stack(|| every_link(after, Path::new(""), &mut all));
+    let all = after.links();
     for other in all.iter().filter(|l| !changed.contains(*l)) {
         let walk = after.follow_link(other);
         if let Resolved::Outside(to) = &walk.end {
@@ -148,17 +147,6 @@ fn through(links: &[PathBuf]) -> String {
     }
     let names: Vec<String> = links.iter().map(|l| crate::printable_path(l)).collect();
     format!(" (through the links {})", names.join(", "))
-}
-
-fn every_link(view: &View<'_>, dir: &Path, out: &mut Vec<PathBuf>) {
-    for name in view.list(dir) {
-        let rel = dir.join(name);
-        match view.lookup(&rel) {
-            Some(n) if n.is_symlink() => out.push(rel),
-            Some(n) if n.is_dir() => every_link(view, &rel, out),
-            _ => {}
-        }
-    }
 }
 
 /// `git-*`: a change inside a git directory (before or after the commit),

@@ -146,26 +146,65 @@ impl<'a> View<'a> {
         found
     }
 
-    /// The names in the directory `rel` of the view, sorted.
-    pub(crate) fn list(&self, rel: &Path) -> Vec<OsString> {
+    /// Every symbolic link of the view, by one walk of its trees (one
+    /// `lstat` per entry).
+    pub(crate) fn links(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        crate::fsutil::deep_stack(|| {
+            self.links_below(
+                Path::new(""),
+                self.upper.is_some(),
+                self.lower.is_some(),
+                &mut out,
+            )
+        });
+        out
+    }
+
+    fn links_below(&self, rel: &Path, up: bool, low: bool, out: &mut Vec<PathBuf>) {
         let mut names = std::collections::BTreeSet::new();
-        let mut read = |dir: PathBuf| {
-            if let Ok(rd) = fs::read_dir(dir) {
-                for e in rd.flatten() {
-                    names.insert(e.file_name());
+        for (on, root) in [(up, self.upper), (low, self.lower)] {
+            if let (true, Some(root)) = (on, root) {
+                if let Ok(rd) = fs::read_dir(root.join(rel)) {
+                    names.extend(rd.flatten().map(|e| e.file_name()));
                 }
             }
-        };
-        if let Some(u) = self.upper {
-            read(u.join(rel));
         }
-        if let Some(l) = self.lower {
-            read(l.join(rel));
+        for name in names {
+            let r = rel.join(&name);
+            let in_upper = match (up, self.upper) {
+                (true, Some(u)) => {
+                    let p = u.join(&r);
+                    fs::symlink_metadata(&p).ok().map(|m| (p, m))
+                }
+                _ => None,
+            };
+            if let Some((p, m)) = in_upper {
+                if self.overlay && overlay::is_whiteout(&p, &m) {
+                    continue;
+                }
+                if m.file_type().is_symlink() {
+                    out.push(r);
+                } else if m.is_dir() {
+                    let below = low
+                        && !(self.overlay && overlay::is_opaque(&p))
+                        && self.lower.is_some_and(|l| {
+                            fs::symlink_metadata(l.join(&r)).is_ok_and(|m| m.is_dir())
+                        });
+                    self.links_below(&r, true, below, out);
+                }
+                continue;
+            }
+            if let (true, Some(l)) = (low, self.lower) {
+                if let Ok(m) = fs::symlink_metadata(l.join(&r)) {
+                    if m.file_type().is_symlink() {
+                        out.push(r);
+                    } else if m.is_dir() {
+                        self.links_below(&r, false, true, out);
+                    }
+                }
+            }
         }
-        names
-            .into_iter()
-            .filter(|n| self.lookup(&rel.join(n)).is_some())
-            .collect()
     }
 
     /// Where the symbolic link at `link` leads.
