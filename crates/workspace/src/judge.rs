@@ -233,7 +233,16 @@ fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
     let is_file =
         |e: &Option<crate::change::Entry>| e.as_ref().is_some_and(|e| e.kind == EntryKind::File);
     let new = if is_file(&c.new) {
-        Some(read(t.upper.join(&c.path))?)
+        match read(t.upper.join(&c.path)) {
+            Some(bytes) => Some(bytes),
+            None => {
+                return Some(flag(
+                    "host-exec",
+                    "a package.json warden cannot read: what npm runs from it cannot be told"
+                        .into(),
+                ))
+            }
+        }
     } else {
         None
     };
