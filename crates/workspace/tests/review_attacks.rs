@@ -449,6 +449,7 @@ fn a_sparse_gigabyte_stays_sparse_through_snapshot_commit_and_the_copy_layout() 
                 workspace: w.real.path().to_path_buf(),
                 profile: None,
                 layout: Layout::Copy,
+                runs_on_host: Vec::new(),
             },
         )
         .expect("create a copy sandbox");

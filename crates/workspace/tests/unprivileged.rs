@@ -27,6 +27,7 @@ fn cycle(base: &Path) {
                 workspace: real.clone(),
                 profile: None,
                 layout: Layout::Overlay,
+                runs_on_host: Vec::new(),
             },
         )
         .expect("create");

@@ -162,6 +162,16 @@ pub fn rm(store: &Store, names: &[String], force: bool) -> anyhow::Result<u8> {
 /// every front door).
 pub(crate) use warden_workspace::printable;
 
+/// The profile's `filesystem.runs_on_host` globs of a named sandbox, from
+/// its stored spec (a `run --overlay` sandbox keeps them in its metadata,
+/// which the library reads itself).
+fn runs_on_host(sb: &Sandbox) -> Vec<String> {
+    use warden_runtime::state;
+    state::read_json::<state::Stored>(&sb.dir().join(state::STORED))
+        .map(|s| s.spec.filesystem.runs_on_host)
+        .unwrap_or_default()
+}
+
 /// Whether the sandbox still runs (its supervisor is alive, or a `warden
 /// run` holds its lock): its layer can still change.
 fn still_running(sb: &Sandbox) -> bool {
@@ -217,7 +227,7 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         patches: !args.stat,
         renames: true,
         allowed: None,
-        runs_on_host: Vec::new(),
+        runs_on_host: runs_on_host(&sb),
     };
     let changes = sb.diff(&opts)?;
     // What was shown in full is what `commit` may apply; a --stat shows no
@@ -323,7 +333,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         patches: false,
         renames: true,
         allowed: None,
-        runs_on_host: Vec::new(),
+        runs_on_host: runs_on_host(&sb),
     })?;
     if preview.is_empty() {
         println!("no changes to commit in sandbox {}", args.name);
@@ -375,6 +385,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
             force: args.force,
             // -i is a fresh review of each change; --unreviewed is asked for.
             reviewed: !interactive && !args.unreviewed,
+            runs_on_host: runs_on_host(&sb),
         },
         &mut decide,
     );
@@ -467,7 +478,7 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
         patches: false,
         renames: false,
         allowed: None,
-        runs_on_host: Vec::new(),
+        runs_on_host: runs_on_host(&sb),
     })?;
     if pending.is_empty() {
         println!("nothing to discard: sandbox {name} has no changes there");
