@@ -51,7 +51,7 @@ fn flag(rule: &'static str, reason: String) -> Flag {
 pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
     let after = View::merged(t.upper, t.lower, t.overlay);
     let before = View::real(t.lower);
-    links(&after, changes);
+    links(&after, &before, changes);
     let mut repos_after = Repos::new(after);
     let mut repos_before = Repos::new(before);
     for c in changes.iter_mut() {
@@ -85,9 +85,10 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
 
 /// `symlink-escape`: a new or changed link that leads out of the workspace
 /// (by its text, or once every link of the layer and the real tree on its
-/// way is followed), and a changed link that sends another link of the
-/// tree out.
-fn links(after: &View<'_>, changes: &mut [Change]) {
+/// way is followed; and followed through the real tree alone, as it is when
+/// the link is committed without the other changes), and a changed link
+/// that sends another link of the tree out.
+fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
     let changed: BTreeSet<PathBuf> = changes
         .iter()
         .filter(|c| c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Symlink))
@@ -104,13 +105,28 @@ fn links(after: &View<'_>, changes: &mut [Change]) {
             .and_then(|c| c.new.as_ref())
             .and_then(|n| n.target.clone());
         let walk = after.follow_link(link);
-        let why = match (&walk.end, &target) {
-            (Resolved::Outside(to), _) => Some(format!(
+        let alone = target
+            .as_deref()
+            .map(|t| before.walk(link.parent().unwrap_or(Path::new("")), t, true));
+        let why = match (&walk.end, &alone, &target) {
+            (Resolved::Outside(to), _, _) => Some(format!(
                 "a symbolic link that leads out of the workspace, to {}{}",
                 crate::printable_path(to),
                 through(&walk.links[1..])
             )),
-            (_, Some(t)) => flags::escapes(link, t, after.workspace).map(str::to_string),
+            (
+                _,
+                Some(crate::view::Walk {
+                    end: Resolved::Outside(to),
+                    links,
+                }),
+                _,
+            ) => Some(format!(
+                "a symbolic link that, committed without the changes on its way, leads out of the workspace, to {}{}",
+                crate::printable_path(to),
+                through(links)
+            )),
+            (_, _, Some(t)) => flags::escapes(link, t, after.workspace).map(str::to_string),
             _ => None,
         };
         if let Some(why) = why {

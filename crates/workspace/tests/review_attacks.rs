@@ -121,13 +121,19 @@ fn links_that_escape_only_by_following_other_links_are_flagged() {
     w.real_link("m/l2", "x/../../etc");
     fs::create_dir_all(w.sb.upper().join("m")).unwrap();
     std::os::unix::fs::symlink("..", w.sb.upper().join("m/x")).unwrap();
+    // A link that stays inside only through a change committed with it:
+    // the real `d` leads out, the sandbox made `d` a directory; committed
+    // alone, `x` follows the real `d`.
+    w.real_link("d", "/etc");
+    fs::create_dir_all(w.sb.upper().join("d/sub")).unwrap();
+    w.layer_link("x", "d/sub");
     // Links that stay inside are not flagged.
     w.real_file("sub/target.txt", "t\n");
     w.layer_link("fine", "sub/../sub/target.txt");
     w.layer_link("b/fine2", "up/sub");
 
     let changes = w.diff();
-    for path in ["a/l", "p", "b/c/up2", "m/x"] {
+    for path in ["a/l", "p", "b/c/up2", "m/x", "x"] {
         assert!(
             rules(&changes, path).contains(&"symlink-escape"),
             "{path} resolves outside the workspace but is not flagged: {changes:#?}"
