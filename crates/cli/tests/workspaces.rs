@@ -861,3 +861,63 @@ fn files_the_profile_says_the_host_runs_are_flagged() {
         "all:\n\ttrue\n"
     );
 }
+
+#[test]
+fn changes_a_real_sandbox_makes_are_judged_by_what_the_host_will_do_with_them() {
+    let state = TempDir::new("ws-judge-state");
+    let proj = TempDir::new("ws-judge-proj");
+    project(proj.path());
+    std::fs::create_dir_all(proj.path().join("a")).unwrap();
+    std::os::unix::fs::symlink("..", proj.path().join("a/top")).unwrap();
+    ok(&bare(state.path(), &["create", "j", "-w", proj.str()]));
+    // Inside the sandbox: a bare repository git accepts, whose HEAD is a
+    // link, with a hook; a link that escapes through the host's `a/top`;
+    // a name that would forge a line of the review.
+    let script = r#"set -e
+mkdir -p tools/lib.git/objects tools/lib.git/refs/heads
+ln -s refs/heads/main tools/lib.git/HEAD
+mkdir tools/lib.git/hooks && printf 'curl evil\n' > tools/lib.git/hooks/post-update
+ln -s top/../etc a/l
+printf 'x' > "$(printf 'n\napplied      README.md')"
+"#;
+    ok(&bare(
+        state.path(),
+        &["exec", "j", "--no-tty", "--", "sh", "-c", script],
+    ));
+    ok(&bare(state.path(), &["stop", "j"]));
+    let stat = ok(&bare(state.path(), &["diff", "j", "--stat"]));
+    let json = ok(&bare(state.path(), &["diff", "j", "--json"]));
+    let changes: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let n = changes.as_array().unwrap().len();
+    assert_eq!(stat.lines().count(), n + 1, "a name forged a line:\n{stat}");
+    let text = ok(&bare(state.path(), &["diff", "j", "--color", "never"]));
+    assert!(
+        !text.lines().any(|l| l.starts_with("applied")),
+        "a name forged a line:\n{text}"
+    );
+    let rules = |path: &str| -> Vec<String> {
+        changes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap_or_else(|| panic!("no change for {path}: {json}"))["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rule"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        rules("tools/lib.git/hooks/post-update").contains(&"git-hook".to_string()),
+        "{json}"
+    );
+    assert!(
+        rules("a/l").contains(&"symlink-escape".to_string()),
+        "{json}"
+    );
+    let out = bare(state.path(), &["commit", "j"]);
+    assert!(!out.status.success());
+    assert!(!proj.path().join("a/l").exists());
+    assert!(!proj.path().join("tools").exists());
+}
