@@ -20,6 +20,7 @@ mod git;
 mod judge;
 pub mod layer;
 pub mod overlay;
+mod real;
 pub mod review;
 pub mod store;
 mod view;
