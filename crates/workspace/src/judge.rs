@@ -94,7 +94,17 @@ fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
         .filter(|c| c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Symlink))
         .map(|c| c.path.clone())
         .collect();
-    if changed.is_empty() {
+    // A new directory can bring a link of the host that led nowhere to
+    // life (`l -> missing/../../etc` once `missing` exists).
+    let created: BTreeSet<PathBuf> = changes
+        .iter()
+        .filter(|c| {
+            c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Dir)
+                && !c.old.as_ref().is_some_and(|o| o.kind == EntryKind::Dir)
+        })
+        .map(|c| c.path.clone())
+        .collect();
+    if changed.is_empty() && created.is_empty() {
         return;
     }
     let mut reasons: BTreeMap<PathBuf, String> = BTreeMap::new();
@@ -119,6 +129,7 @@ fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
                 Some(crate::view::Walk {
                     end: Resolved::Outside(to),
                     links,
+                    ..
                 }),
                 _,
             ) => Some(format!(
@@ -133,21 +144,33 @@ fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
             reasons.insert(link.clone(), why);
         }
     }
-    // Links already in the tree that a changed link now sends out. This
-    // reads every link of the workspace: done only when a link changed.
+    // Links already in the tree that a changed link or a new directory now
+    // sends out (and that did not lead out before). This reads every link
+    // of the workspace: done only when a diff holds a link or a new
+    // directory.
     let all = after.links();
     for other in all.iter().filter(|l| !changed.contains(*l)) {
         let walk = after.follow_link(other);
-        if let Resolved::Outside(to) = &walk.end {
-            for via in walk.links.iter().filter(|l| changed.contains(*l)) {
-                reasons.entry(via.clone()).or_insert_with(|| {
-                    format!(
-                        "this link sends the link {} out of the workspace, to {}",
-                        crate::printable_path(other),
-                        crate::printable_path(to)
-                    )
-                });
-            }
+        let Resolved::Outside(to) = &walk.end else {
+            continue;
+        };
+        if matches!(before.follow_link(other).end, Resolved::Outside(_)) {
+            // It led out before the sandbox ran: the host's own.
+            continue;
+        }
+        let culprits = walk
+            .links
+            .iter()
+            .filter(|l| changed.contains(*l))
+            .chain(walk.dirs.iter().filter(|d| created.contains(*d)));
+        for via in culprits {
+            reasons.entry(via.clone()).or_insert_with(|| {
+                format!(
+                    "this change sends the link {} out of the workspace, to {}",
+                    crate::printable_path(other),
+                    crate::printable_path(to)
+                )
+            });
         }
     }
     for c in changes.iter_mut() {

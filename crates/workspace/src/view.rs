@@ -64,10 +64,12 @@ pub(crate) enum Resolved {
     Nowhere,
 }
 
-/// A resolution and the links it went through (relative paths).
+/// A resolution, the links it went through and the directories it
+/// entered (relative paths).
 pub(crate) struct Walk {
     pub(crate) end: Resolved,
     pub(crate) links: Vec<PathBuf>,
+    pub(crate) dirs: Vec<PathBuf>,
 }
 
 impl<'a> View<'a> {
@@ -222,6 +224,7 @@ impl<'a> View<'a> {
             None => Walk {
                 end: Resolved::Nowhere,
                 links: Vec::new(),
+                dirs: Vec::new(),
             },
         }
     }
@@ -231,6 +234,7 @@ impl<'a> View<'a> {
     /// component's too when `follow_last`.
     pub(crate) fn walk(&self, dir: &Path, path: &Path, follow_last: bool) -> Walk {
         let mut links = Vec::new();
+        let mut dirs = Vec::new();
         let mut here: Vec<OsString> = dir
             .components()
             .filter_map(|c| match c {
@@ -240,7 +244,7 @@ impl<'a> View<'a> {
             .collect();
         let mut todo: VecDeque<OsString> = VecDeque::new();
         if let Err(end) = self.enter(path, &mut here, &mut todo) {
-            return Walk { end, links };
+            return Walk { end, links, dirs };
         }
         let mut followed = 0;
         while let Some(name) = todo.pop_front() {
@@ -251,6 +255,7 @@ impl<'a> View<'a> {
                     return Walk {
                         end: Resolved::Outside(out),
                         links,
+                        dirs,
                     };
                 }
                 continue;
@@ -267,6 +272,7 @@ impl<'a> View<'a> {
                         Resolved::Nowhere
                     },
                     links,
+                    dirs,
                 };
             };
             if node.is_symlink() && (follow_last || !last) {
@@ -275,18 +281,20 @@ impl<'a> View<'a> {
                     return Walk {
                         end: Resolved::Nowhere,
                         links,
+                        dirs,
                     };
                 }
                 let Ok(target) = fs::read_link(&node.physical) else {
                     return Walk {
                         end: Resolved::Nowhere,
                         links,
+                        dirs,
                     };
                 };
                 links.push(rel);
                 let mut rest = std::mem::take(&mut todo);
                 if let Err(end) = self.enter(&target, &mut here, &mut todo) {
-                    return Walk { end, links };
+                    return Walk { end, links, dirs };
                 }
                 todo.append(&mut rest);
                 continue;
@@ -295,13 +303,18 @@ impl<'a> View<'a> {
                 return Walk {
                     end: Resolved::Nowhere,
                     links,
+                    dirs,
                 };
+            }
+            if node.is_dir() {
+                dirs.push(rel);
             }
             here.push(name);
         }
         Walk {
             end: Resolved::Inside(here.iter().collect()),
             links,
+            dirs,
         }
     }
 

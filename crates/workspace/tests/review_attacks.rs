@@ -127,13 +127,17 @@ fn links_that_escape_only_by_following_other_links_are_flagged() {
     w.real_link("d", "/etc");
     fs::create_dir_all(w.sb.upper().join("d/sub")).unwrap();
     w.layer_link("x", "d/sub");
+    // A link of the host that leads nowhere until the sandbox makes the
+    // directory its text climbs through.
+    w.real_link("dangling", "missing/../../etc");
+    fs::create_dir_all(w.sb.upper().join("missing")).unwrap();
     // Links that stay inside are not flagged.
     w.real_file("sub/target.txt", "t\n");
     w.layer_link("fine", "sub/../sub/target.txt");
     w.layer_link("b/fine2", "up/sub");
 
     let changes = w.diff();
-    for path in ["a/l", "p", "b/c/up2", "m/x", "x"] {
+    for path in ["a/l", "p", "b/c/up2", "m/x", "x", "missing"] {
         assert!(
             rules(&changes, path).contains(&"symlink-escape"),
             "{path} resolves outside the workspace but is not flagged: {changes:#?}"
