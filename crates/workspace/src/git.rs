@@ -32,14 +32,18 @@ const INCLUDE_DEPTH: usize = 10;
 /// Answers about one view, remembered per directory.
 pub(crate) struct Repos<'a> {
     view: View<'a>,
+    /// `core.hooksPath` values of the host's own git config (global,
+    /// system): they apply to every repository.
+    host_hooks: &'a [String],
     git_dirs: HashMap<PathBuf, bool>,
     hooks: HashMap<PathBuf, Vec<PathBuf>>,
 }
 
 impl<'a> Repos<'a> {
-    pub(crate) fn new(view: View<'a>) -> Repos<'a> {
+    pub(crate) fn new(view: View<'a>, host_hooks: &'a [String]) -> Repos<'a> {
         Repos {
             view,
+            host_hooks,
             git_dirs: HashMap::new(),
             hooks: HashMap::new(),
         }
@@ -144,7 +148,7 @@ impl<'a> Repos<'a> {
             if let Some(common) = self.common_dir(&gitdir) {
                 configs.push(common.join("config"));
             }
-            let mut values = Vec::new();
+            let mut values = self.host_hooks.to_vec();
             for c in configs {
                 self.config_values(&c, "core", "hookspath", 0, &mut values);
             }
@@ -226,6 +230,42 @@ impl<'a> Repos<'a> {
             }
         }
     }
+}
+
+/// Every `core.hooksPath` that the host's git config file `config` (a
+/// global or system one: `~/.gitconfig`, `~/.config/git/config`,
+/// `/etc/gitconfig`) and the files it includes set; `home` expands `~/`.
+/// A front door reads these and hands them to a diff
+/// ([`crate::DiffOptions::host_hooks_paths`]): a relative value there
+/// sends git to that directory of every repository's work tree.
+pub fn host_hooks_paths(config: &Path, home: Option<&Path>) -> Vec<String> {
+    fn walk(path: &Path, home: Option<&Path>, depth: usize, out: &mut Vec<String>) {
+        if depth > INCLUDE_DEPTH {
+            return;
+        }
+        let Some(text) = read_limited(path) else {
+            return;
+        };
+        for (sec, k, value) in parse_config(&text) {
+            let include = (sec == "include" || sec.starts_with("includeif")) && k == "path";
+            if include {
+                let inc = match (value.strip_prefix("~/"), home) {
+                    (Some(rest), Some(h)) => h.join(rest),
+                    (Some(_), None) => continue,
+                    (None, _) => path.parent().unwrap_or(Path::new("/")).join(&value),
+                };
+                walk(&inc, home, depth + 1, out);
+            } else if sec == "core" && k == "hookspath" {
+                match (value.strip_prefix("~/"), home) {
+                    (Some(rest), Some(h)) => out.push(h.join(rest).to_string_lossy().into_owned()),
+                    _ => out.push(value),
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(config, home, 0, &mut out);
+    out
 }
 
 fn read_limited(path: &Path) -> Option<String> {

@@ -41,6 +41,8 @@ pub(crate) struct Trees<'a> {
     pub(crate) overlay: bool,
     /// Globs of paths the profile says a tool on the host runs.
     pub(crate) runs_on_host: &'a [glob::Pattern],
+    /// `core.hooksPath` values of the host's own git config.
+    pub(crate) host_hooks: &'a [String],
 }
 
 fn flag(rule: &'static str, reason: String) -> Flag {
@@ -52,8 +54,8 @@ pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
     let after = View::merged(t.upper, t.lower, t.overlay);
     let before = View::real(t.lower);
     links(&after, &before, changes);
-    let mut repos_after = Repos::new(after);
-    let mut repos_before = Repos::new(before);
+    let mut repos_after = Repos::new(after, t.host_hooks);
+    let mut repos_before = Repos::new(before, t.host_hooks);
     for c in changes.iter_mut() {
         let mut found = Vec::new();
         git(&mut repos_after, &mut repos_before, c, &mut found);

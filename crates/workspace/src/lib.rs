@@ -34,6 +34,7 @@ pub use diff::{
     Entry, EntryKind,
 };
 pub use flags::Flag;
+pub use git::host_hooks_paths;
 pub use layer::{LayerError, SnapshotInfo};
 pub use overlay::{MountOptions, OverlayError};
 pub use store::{

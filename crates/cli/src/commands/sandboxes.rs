@@ -172,6 +172,27 @@ fn runs_on_host(sb: &Sandbox) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Where the host's own git config (system, global) sends git for hooks
+/// in every repository: `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`
+/// (or `~/.config/git/config`), `~/.gitconfig`, or `$GIT_CONFIG_GLOBAL`.
+fn host_git_hooks() -> Vec<String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut configs = vec![PathBuf::from("/etc/gitconfig")];
+    if let Some(global) = std::env::var_os("GIT_CONFIG_GLOBAL") {
+        configs.push(PathBuf::from(global));
+    } else {
+        match std::env::var_os("XDG_CONFIG_HOME") {
+            Some(x) => configs.push(PathBuf::from(x).join("git/config")),
+            None => configs.extend(home.as_ref().map(|h| h.join(".config/git/config"))),
+        }
+        configs.extend(home.as_ref().map(|h| h.join(".gitconfig")));
+    }
+    configs
+        .iter()
+        .flat_map(|c| warden_workspace::host_hooks_paths(c, home.as_deref()))
+        .collect()
+}
+
 /// Whether the sandbox still runs (its supervisor is alive, or a `warden
 /// run` holds its lock): its layer can still change.
 fn still_running(sb: &Sandbox) -> bool {
@@ -228,6 +249,7 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         renames: true,
         allowed: None,
         runs_on_host: runs_on_host(&sb),
+        host_hooks_paths: host_git_hooks(),
     };
     let changes = sb.diff(&opts)?;
     // What was shown in full is what `commit` may apply; a --stat shows no
@@ -334,6 +356,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         renames: true,
         allowed: None,
         runs_on_host: runs_on_host(&sb),
+        host_hooks_paths: host_git_hooks(),
     })?;
     if preview.is_empty() {
         println!("no changes to commit in sandbox {}", args.name);
@@ -386,6 +409,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
             // -i is a fresh review of each change; --unreviewed is asked for.
             reviewed: !interactive && !args.unreviewed,
             runs_on_host: runs_on_host(&sb),
+            host_hooks_paths: host_git_hooks(),
         },
         &mut decide,
     );
@@ -479,6 +503,7 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
         renames: false,
         allowed: None,
         runs_on_host: runs_on_host(&sb),
+        host_hooks_paths: host_git_hooks(),
     })?;
     if pending.is_empty() {
         println!("nothing to discard: sandbox {name} has no changes there");
