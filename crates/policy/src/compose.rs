@@ -334,6 +334,7 @@ impl Layer {
             ro: self.paths(Field::Ro),
             rw: self.paths(Field::Rw),
             tmp_size: self.bytes(Field::TmpSize),
+            runs_on_host: self.texts(Field::RunsOnHost),
             memory: self.bytes(Field::Memory),
             pids: self.count(Field::Pids),
             cpus: match self.get(Field::Cpus).map(|s| &s.val) {
@@ -1220,6 +1221,9 @@ impl Loader<'_> {
                         l.push(key, v, at(raw.pos));
                     }
                 }
+            }
+            for g in &fs.runs_on_host {
+                l.push(Field::RunsOnHost, Val::Text(g.value.clone()), at(g.pos));
             }
             if let Some(s) = &fs.tmp_size {
                 l.one(Field::TmpSize, size_val(&s.value), at(s.pos));

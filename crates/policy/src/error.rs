@@ -81,6 +81,8 @@ pub enum Problem {
     SecretPassed(String),
     #[error("{0}=... and --secret {0} both set {0}; leave out the --env")]
     SecretSet(String),
+    #[error("{entry:?}: {why}; write a glob relative to the workspace, e.g. Makefile or **/*.mk")]
+    BadGlob { entry: String, why: String },
 }
 
 impl Problem {
@@ -103,7 +105,8 @@ impl Problem {
             | Problem::SecretPassed(s)
             | Problem::SecretSet(s)
             | Problem::BadSecret { entry: s, .. }
-            | Problem::BadSecretRule { entry: s, .. } => s.clone(),
+            | Problem::BadSecretRule { entry: s, .. }
+            | Problem::BadGlob { entry: s, .. } => s.clone(),
             Problem::Domain(e) => e.entry().to_string(),
             Problem::BadHostPort => "0".to_string(),
             _ => return None,

@@ -271,6 +271,12 @@ fields! {
         ty: "list of paths",
         doc: "Paths bound read-write at the same path inside",
     },
+    RunsOnHost {
+        flag: -, short: -, value: -,
+        key: "filesystem.runs_on_host", json: "/filesystem/runs_on_host",
+        ty: "list of path globs",
+        doc: "Paths of the workspace (globs: `*` within a name, `**` across) that tools on the host run, e.g. Makefile: `warden diff` and `warden commit` flag a change to one as running on the host",
+    },
     TmpSize {
         flag: "--tmp-size", short: -, value: "SIZE",
         key: "filesystem.tmp_size", json: "/filesystem/tmp_size",

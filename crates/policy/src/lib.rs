@@ -85,6 +85,11 @@ pub struct FilesystemSpec {
     /// the workspace) would show them: warden's own state directory.
     #[serde(default)]
     pub hidden: Vec<PathBuf>,
+    /// Globs of workspace paths that tools on the host run: a review
+    /// flags a change to one (`filesystem.runs_on_host`). Nothing here is
+    /// enforced inside the sandbox.
+    #[serde(default)]
+    pub runs_on_host: Vec<String>,
 }
 
 /// The directories of a workspace overlay, kept by warden's state store.
@@ -247,6 +252,8 @@ pub struct Request {
     pub ro: Vec<PathBuf>,
     pub rw: Vec<PathBuf>,
     pub tmp_size: Option<u64>,
+    /// `filesystem.runs_on_host` globs.
+    pub runs_on_host: Vec<String>,
     pub memory: Option<u64>,
     pub pids: Option<u64>,
     pub cpus: Option<f64>,
@@ -547,6 +554,9 @@ impl Request {
         if self.file_size == Some(0) {
             return Err(Field::FileSize.invalid(Problem::ZeroFileSize));
         }
+        for g in &self.runs_on_host {
+            check_glob(g)?;
+        }
         if self.egress_idle_timeout == Some(Duration::ZERO) {
             return Err(Field::EgressIdleTimeout.invalid(Problem::ZeroIdleTimeout));
         }
@@ -563,6 +573,7 @@ impl Request {
                     None
                 },
                 hidden: self.hidden,
+                runs_on_host: self.runs_on_host,
             },
             resources: ResourceSpec {
                 memory,
@@ -656,6 +667,41 @@ fn valid_hostname(h: &str) -> bool {
         && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
+/// A `filesystem.runs_on_host` glob: relative to the workspace, and one the
+/// review's matcher reads (`*`, `?`, `[...]`, `**`).
+fn check_glob(g: &str) -> Result<(), ResolveError> {
+    let bad = |why: &str| {
+        Err(Field::RunsOnHost.invalid(Problem::BadGlob {
+            entry: g.to_string(),
+            why: why.to_string(),
+        }))
+    };
+    if g.is_empty() {
+        return bad("it is empty");
+    }
+    if g.starts_with('/') {
+        return bad("it is absolute; globs are relative to the workspace");
+    }
+    if g.split('/').any(|c| c == "..") {
+        return bad("it climbs out with '..'");
+    }
+    let mut depth = 0i32;
+    for c in g.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth > 0 => depth -= 1,
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return bad("a '[' is not closed");
+    }
+    if g.split('/').any(|c| c.contains("**") && c != "**") {
+        return bad("'**' must be a whole path component");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -706,6 +752,7 @@ mod tests {
                     work: "/var/lib/warden/s/work".into(),
                 }),
                 hidden: vec!["/var/lib/warden".into()],
+                runs_on_host: Vec::new(),
             },
             resources: ResourceSpec {
                 memory: Limit {
@@ -842,6 +889,25 @@ mod tests {
             req(&[""]).resolve(&defaults(), &[]),
             Err(Field::Command.invalid(Problem::EmptyCommand))
         );
+    }
+
+    #[test]
+    fn globs_of_files_the_host_runs_reach_the_spec_and_bad_ones_are_refused() {
+        let mut r = req(&["true"]);
+        r.runs_on_host = vec!["Makefile".into(), "**/*.mk".into()];
+        let spec = r.resolve(&defaults(), &[]).unwrap();
+        assert_eq!(spec.filesystem.runs_on_host, ["Makefile", "**/*.mk"]);
+        for bad in ["", "/etc/Makefile", "../Makefile", "a/[b", "x**/y"] {
+            let mut r = req(&["true"]);
+            r.runs_on_host = vec![bad.into()];
+            assert!(
+                matches!(
+                    problem(r.resolve(&defaults(), &[])),
+                    Some((Field::RunsOnHost, Problem::BadGlob { .. }))
+                ),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -164,6 +164,9 @@ pub struct FilesystemFile {
     pub read_only: Vec<At<String>>,
     #[serde(default)]
     pub read_write: Vec<At<String>>,
+    /// Globs of workspace paths that tools on the host run (a Makefile where the person runs make): a change to one is flagged.
+    #[serde(default)]
+    pub runs_on_host: Vec<At<String>>,
     pub tmp_size: Option<At<SizeValue>>,
 }
 

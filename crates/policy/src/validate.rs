@@ -671,6 +671,7 @@ filesystem:
   rootfs: /srv/root
   read_only: [/etc/r]
   read_write: [/var/w]
+  runs_on_host: [Makefile]
   tmp_size: 512M
 resources:
   memory: 4G

@@ -324,7 +324,8 @@ pub fn remove(store: &Store, name: &str, force: bool) -> Result<(), LifecycleErr
     let owned = std::fs::canonicalize(&own).is_ok_and(|o| o == sb.meta().workspace);
     store.remove(name)?;
     if owned {
-        let _ = std::fs::remove_dir_all(&own);
+        // By descriptors, however deep the tree grew.
+        let _ = warden_workspace::fsutil::remove_tree(&own);
     }
     Ok(())
 }

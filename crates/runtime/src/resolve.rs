@@ -256,6 +256,7 @@ fn resolve_inner(
         };
         let (layout, notice) = crate::lifecycle::layout_for_host();
         opts.layout = layout;
+        opts.runs_on_host = request.runs_on_host.clone();
         notices.extend(notice);
         let sb = store.create(&format!("run-{}", ctx.id), &opts)?;
         *kept = Some((store, sb));

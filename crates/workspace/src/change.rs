@@ -118,6 +118,10 @@ pub struct Change {
     pub content: Option<Content>,
     /// Reasons a reviewer should look twice.
     pub flags: Vec<Flag>,
+    /// A SHA-256 of everything the commit would apply for this change
+    /// (kind, paths, both entries, the new content), in hex: what a review
+    /// saw is what a commit applies when the digests match.
+    pub digest: String,
     /// The upper entry was copied up from a lower one (overlay's origin
     /// mark): if the real file is gone, it was deleted on the host.
     pub(crate) copied_up: bool,
@@ -147,6 +151,7 @@ impl Serialize for Change {
             #[serde(skip_serializing_if = "Option::is_none")]
             content: &'a Option<Content>,
             flags: &'a [Flag],
+            digest: &'a str,
         }
         fn bytes(p: &Path) -> Option<&[u8]> {
             p.to_str().is_none().then(|| p.as_os_str().as_bytes())
@@ -161,9 +166,36 @@ impl Serialize for Change {
             new: &self.new,
             content: &self.content,
             flags: &self.flags,
+            digest: &self.digest,
         }
         .serialize(s)
     }
+}
+
+/// Text from the sandbox made safe to put in a line: control characters
+/// (a newline that would start a forged line, escapes that move the cursor,
+/// erase lines or recolour a terminal) and Unicode direction overrides
+/// (which reorder what is shown) become visible escapes. Tabs stay. Every
+/// name is passed through this before a line is built around it.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
+        if (c.is_control() && c != '\t') || bidi {
+            match c as u32 {
+                n if n < 0x100 => out.push_str(&format!("\\x{n:02x}")),
+                n => out.push_str(&format!("\\u{{{n:04x}}}")),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A path as [`printable`] text (lossy where it is not UTF-8).
+pub fn printable_path(p: &Path) -> String {
+    printable(&p.to_string_lossy())
 }
 
 mod opt_path {

@@ -1,11 +1,15 @@
 //! Applying a sandbox's changes to the real workspace.
 //!
 //! The order of work: choose (all, a path filter, or a per-change callback
-//! for interactive review); check every chosen change for conflicts and
-//! unsafe destinations before touching anything; remove what goes (deepest
-//! first); write what comes (parents first), each file through a temporary
-//! file in its own directory, fsync'ed and renamed into place; remove the
-//! committed entries from the upper layer; advance the baseline.
+//! for interactive review); with [`CommitOptions::reviewed`], refuse
+//! everything unless each chosen change still has the digest a diff showed;
+//! check every chosen change for conflicts and unsafe destinations before
+//! touching anything; remove what goes (deepest first); write what comes
+//! (parents first), each file through a temporary file in its own
+//! directory, fsync'ed and renamed into place, directory modes last;
+//! remove the committed entries from the upper layer; advance the baseline.
+//! A commit that stops half way still does the last two for what it
+//! applied, and says which changes those were.
 //!
 //! The conflict rule needs no scan of the workspace: a real path that the
 //! commit would replace or remove conflicts when its ctime is newer than
@@ -21,16 +25,17 @@
 use crate::diff::{self, Change, ChangeKind, DiffError, DiffOptions, Entry, EntryKind};
 use crate::fsutil;
 use crate::overlay;
-use crate::store::{FsTime, Layout, Locked, OwnWrite, StoreError};
-use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
-use rustix::io::Errno;
+use crate::real::{
+    apply_err, ctime_of, kind_of, lstat_at, make_parents, name_of, open_parent, remove_real,
+    write_real, Parent, Real,
+};
+use crate::store::{Layout, Locked, OwnWrite, StoreError};
+use rustix::fs::{AtFlags, Mode};
 use std::collections::BTreeSet;
-use std::fs::{self, File};
+use std::fs;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What the interactive hook decides for one change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +53,20 @@ pub struct CommitOptions {
     pub paths: Vec<PathBuf>,
     /// Commit over conflicts (never over unsafe destinations).
     pub force: bool,
+    /// Apply only what a person was shown: every chosen change must have
+    /// the digest a diff recorded for its path ([`Sandbox::record_review`]);
+    /// otherwise nothing is applied. Off for a review made during the
+    /// commit itself (the callback shows each change).
+    ///
+    /// [`Sandbox::record_review`]: crate::Sandbox::record_review
+    pub reviewed: bool,
+    /// Globs of paths tools on the host run, besides the sandbox's own
+    /// ([`crate::Meta::runs_on_host`]): the changes handed to `decide` are
+    /// flagged with them.
+    pub runs_on_host: Vec<String>,
+    /// `core.hooksPath` values of the host's own git config, as for a
+    /// diff ([`DiffOptions::host_hooks_paths`]).
+    pub host_hooks_paths: Vec<String>,
 }
 
 /// A real path that changed on the host since the baseline.
@@ -59,12 +78,20 @@ pub struct Conflict {
 
 impl std::fmt::Display for Conflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.reason)
+        write!(f, "{}: {}", crate::printable_path(&self.path), self.reason)
     }
 }
 
 fn list(items: &[Conflict]) -> String {
     items.iter().map(|c| format!("\n  {c}")).collect()
+}
+
+fn paths_list(items: &[PathBuf]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = items.iter().map(|p| crate::printable_path(p)).collect();
+    format!(": {}", shown.join(", "))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,18 +103,23 @@ pub enum CommitError {
     },
     #[error("nothing committed: refusing to write through these paths of the workspace:{}", list(.0))]
     Unsafe(Vec<Conflict>),
+    #[error("nothing committed: {} change(s) are not what `warden diff` showed:{}\nreview them again with `warden diff`, then commit (or commit with --interactive and review each change there)", .0.len(), list(.0))]
+    Unreviewed(Vec<Conflict>),
     #[error("cannot open workspace {path}")]
     Workspace {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("commit stopped at {path} ({op}); the changes listed before it were applied, the rest were not")]
+    #[error("commit stopped at {} ({op}); {} change(s) were applied before it{}, the rest were not", crate::printable_path(.path), .applied.len(), paths_list(.applied))]
     Apply {
         op: &'static str,
         path: PathBuf,
         #[source]
         source: io::Error,
+        /// The changes applied in full before the commit stopped (recorded
+        /// as warden's own writes and removed from the layer).
+        applied: Vec<PathBuf>,
     },
     #[error(transparent)]
     Diff(#[from] DiffError),
@@ -106,88 +138,6 @@ pub struct CommitReport {
     pub quit: bool,
 }
 
-/// The workspace root, opened once; every path is resolved beneath it.
-struct Real {
-    root: OwnedFd,
-}
-
-enum Parent {
-    Dir(OwnedFd),
-    /// A directory on the way does not exist, or is not a directory (yet:
-    /// the commit may be about to make it one).
-    Missing,
-    Refused(&'static str),
-}
-
-const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
-    .union(ResolveFlags::NO_SYMLINKS)
-    .union(ResolveFlags::NO_MAGICLINKS);
-
-impl Real {
-    fn open(path: &Path) -> Result<Real, CommitError> {
-        let root = rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| CommitError::Workspace {
-            path: path.to_path_buf(),
-            source: e.into(),
-        })?;
-        Ok(Real { root })
-    }
-
-    /// The directory holding `rel`, reached without following any link.
-    fn parent(&self, rel: &Path) -> io::Result<Parent> {
-        let parent = match rel.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        match rustix::fs::openat2(
-            &self.root,
-            parent,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            RESOLVE,
-        ) {
-            Ok(fd) => Ok(Parent::Dir(fd)),
-            Err(Errno::NOENT) => Ok(Parent::Missing),
-            Err(Errno::LOOP) => Ok(Parent::Refused("a directory on the way is a symbolic link")),
-            Err(Errno::NOTDIR) => Ok(Parent::Missing),
-            Err(Errno::XDEV) => Ok(Parent::Refused("the path leaves the workspace")),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-fn name_of(rel: &Path) -> &std::ffi::OsStr {
-    rel.file_name().unwrap_or(rel.as_os_str())
-}
-
-fn lstat_at(dir: &OwnedFd, rel: &Path) -> io::Result<Option<rustix::fs::Stat>> {
-    match rustix::fs::statat(dir, name_of(rel), AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => Ok(Some(st)),
-        Err(Errno::NOENT) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn kind_of(st: &rustix::fs::Stat) -> EntryKind {
-    match rustix::fs::FileType::from_raw_mode(st.st_mode) {
-        rustix::fs::FileType::RegularFile => EntryKind::File,
-        rustix::fs::FileType::Directory => EntryKind::Dir,
-        rustix::fs::FileType::Symlink => EntryKind::Symlink,
-        _ => EntryKind::Other,
-    }
-}
-
-fn ctime_of(st: &rustix::fs::Stat) -> FsTime {
-    FsTime {
-        sec: st.st_ctime,
-        nsec: st.st_ctime_nsec as i64,
-    }
-}
-
 impl Locked<'_> {
     /// Commit the sandbox's changes (see the module's documentation).
     /// `decide` is asked about each change passing `opts.paths`, in order;
@@ -201,6 +151,9 @@ impl Locked<'_> {
         let sb = self.sandbox;
         let upper = sb.upper();
         let workspace = meta.workspace.clone();
+        // Entries of the layer its owner cannot read, opened for the whole
+        // commit (and closed again when it ends, however it ends).
+        let opened = fsutil::Opened::up(&upper);
         let paths = opts
             .paths
             .iter()
@@ -212,8 +165,16 @@ impl Locked<'_> {
             patches: false,
             renames: true,
             allowed: None,
+            runs_on_host: opts
+                .runs_on_host
+                .iter()
+                .chain(&meta.runs_on_host)
+                .cloned()
+                .collect(),
+            host_hooks_paths: opts.host_hooks_paths.clone(),
         };
-        let changes = crate::changes(&meta, &upper, &diff_opts)?;
+        let plain = meta.layout == Layout::Copy;
+        let changes = diff::diff_opened(&upper, &workspace, &diff_opts, plain, &opened)?;
 
         // 1. Choose.
         let mut chosen = vec![false; changes.len()];
@@ -230,44 +191,32 @@ impl Locked<'_> {
         }
         settle_dependencies(&changes, &mut chosen);
 
-        // 2. Check everything before touching anything.
-        let real = Real::open(&workspace)?;
-        let created_dirs: BTreeSet<&Path> = changes
-            .iter()
-            .zip(&chosen)
-            .filter(|(c, &on)| on && creates_dir(c))
-            .map(|(c, _)| c.path.as_path())
-            .collect();
-        let mut conflicts = Vec::new();
-        let mut refusals = Vec::new();
-        for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
-            for (rel, expected) in expectations(c) {
-                let copied_up = c.kind == ChangeKind::Added && c.copied_up;
-                let check = check_path(&real, rel, expected, copied_up, &created_dirs, &meta)
-                    .map_err(|source| CommitError::Apply {
-                        op: "check",
-                        path: rel.to_path_buf(),
-                        source,
-                    })?;
-                match check {
-                    Check::Clear => {}
-                    Check::Conflict(reason) => conflicts.push(Conflict {
-                        path: rel.to_path_buf(),
-                        reason,
+        // 2. Check everything before touching anything: what was reviewed,
+        // then the destinations.
+        if opts.reviewed {
+            let shown = sb.reviewed();
+            let unreviewed: Vec<Conflict> = changes
+                .iter()
+                .zip(&chosen)
+                .filter(|(_, &on)| on)
+                .filter_map(|(c, _)| match shown.get(&c.path) {
+                    Some(d) if *d == c.digest => None,
+                    Some(_) => Some(Conflict {
+                        path: c.path.clone(),
+                        reason: "changed in the sandbox since `warden diff` showed it",
                     }),
-                    Check::Refused(reason) => refusals.push(Conflict {
-                        path: rel.to_path_buf(),
-                        reason,
+                    None => Some(Conflict {
+                        path: c.path.clone(),
+                        reason: "never shown by `warden diff`",
                     }),
-                }
-            }
-            if c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Other) {
-                refusals.push(Conflict {
-                    path: c.path.clone(),
-                    reason: "special files (FIFOs, sockets, devices) are not committed",
-                });
+                })
+                .collect();
+            if !unreviewed.is_empty() {
+                return Err(CommitError::Unreviewed(unreviewed));
             }
         }
+        let real = Real::open(&workspace)?;
+        let (conflicts, refusals) = check_all(&real, &changes, &chosen, &meta)?;
         if !refusals.is_empty() {
             return Err(CommitError::Unsafe(refusals));
         }
@@ -279,49 +228,22 @@ impl Locked<'_> {
         }
         report.forced = conflicts;
 
-        // 3. Removals, deepest first.
-        let mut removals: Vec<(&Path, EntryKind)> = Vec::new();
-        for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
-            match (c.kind, &c.old) {
-                (ChangeKind::Deleted | ChangeKind::TypeChanged, Some(old)) => {
-                    removals.push((&c.path, old.kind))
-                }
-                (ChangeKind::Renamed, Some(old)) => {
-                    if let Some(from) = &c.from {
-                        removals.push((from, old.kind))
-                    }
-                }
-                _ => {}
-            }
-        }
-        removals.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
-        let mut touched_dirs: BTreeSet<PathBuf> = BTreeSet::new();
-        for (rel, kind) in &removals {
-            remove_real(&real, rel, *kind)?;
-            touched_dirs.insert(parent_rel(rel));
-        }
-
-        // 4. Writes, parents first (walk order).
-        let mut written: Vec<PathBuf> = Vec::new();
-        for (c, _) in changes.iter().zip(&chosen).filter(|(_, &on)| on) {
-            let Some(new) = &c.new else { continue };
-            if opts.force {
-                // Overriding "deleted on the host": its directories come back.
-                make_parents(&real, &c.path)?;
-            }
-            write_real(&real, &upper, c, new)?;
-            written.push(c.path.clone());
-            touched_dirs.insert(parent_rel(&c.path));
-        }
-        for dir in &touched_dirs {
+        // 3, 4. Apply; whatever happens, record what was applied.
+        let mut done = Applied {
+            remaining: changes.iter().map(parts).collect(),
+            written: Vec::new(),
+            touched_dirs: BTreeSet::new(),
+        };
+        let outcome = apply(&real, &upper, &changes, &chosen, opts.force, &mut done);
+        for dir in &done.touched_dirs {
             if let Ok(Parent::Dir(fd)) = real.parent(&dir.join("x")) {
                 let _ = rustix::fs::fsync(&fd);
             }
         }
 
         // 5. Forget what was committed from the layer.
-        for (c, on) in changes.into_iter().zip(chosen) {
-            if on {
+        for (i, (c, on)) in changes.into_iter().zip(chosen).enumerate() {
+            if on && done.remaining[i] == 0 {
                 report.applied.push(c);
             } else {
                 report.skipped.push(c);
@@ -333,46 +255,189 @@ impl Locked<'_> {
 
         // 6. Advance the baseline when nothing is left; else remember
         // warden's own writes so they are not taken for the host's.
-        let left = crate::changes(
-            &meta,
+        let left = diff::diff_opened(
             &upper,
+            &workspace,
             &DiffOptions {
                 content: false,
                 patches: false,
                 renames: false,
                 ..DiffOptions::default()
             },
-        )?;
-        if left.is_empty() {
+            plain,
+            &opened,
+        );
+        if outcome.is_ok() && left.as_ref().is_ok_and(|l| l.is_empty()) {
             meta.baseline = self.new_baseline()?;
             meta.own_writes.clear();
         } else {
-            let mut record = |rel: &Path| {
-                if let Ok(Parent::Dir(fd)) = real.parent(rel) {
-                    let st = if rel.as_os_str().is_empty() {
-                        rustix::fs::fstat(&fd).ok()
-                    } else {
-                        lstat_at(&fd, rel).ok().flatten()
-                    };
-                    if let Some(st) = st {
-                        meta.own_writes.retain(|w| w.path != rel);
-                        meta.own_writes.push(OwnWrite {
-                            path: rel.to_path_buf(),
-                            ctime: ctime_of(&st),
-                        });
-                    }
-                }
-            };
-            for p in &written {
-                record(p);
-            }
-            for d in &touched_dirs {
-                record(d);
-            }
+            record_own_writes(&real, &mut meta, &done);
         }
         self.write_meta(&meta)?;
-        Ok(report)
+        match outcome {
+            Ok(()) => {
+                left?;
+                Ok(report)
+            }
+            Err(CommitError::Apply {
+                op, path, source, ..
+            }) => Err(CommitError::Apply {
+                op,
+                path,
+                source,
+                applied: report.applied.iter().map(|c| c.path.clone()).collect(),
+            }),
+            Err(e) => Err(e),
+        }
     }
+}
+
+/// Remember the ctimes warden's own writes left (`done`), so that the next
+/// commit does not take them for changes made on the host.
+fn record_own_writes(real: &Real, meta: &mut crate::store::Meta, done: &Applied) {
+    let mut record = |rel: &Path| {
+        if let Ok(Parent::Dir(fd)) = real.parent(rel) {
+            let st = if rel.as_os_str().is_empty() {
+                rustix::fs::fstat(&fd).ok()
+            } else {
+                lstat_at(&fd, rel).ok().flatten()
+            };
+            if let Some(st) = st {
+                meta.own_writes.retain(|w| w.path != rel);
+                meta.own_writes.push(OwnWrite {
+                    path: rel.to_path_buf(),
+                    ctime: ctime_of(&st),
+                });
+            }
+        }
+    };
+    for p in &done.written {
+        record(p);
+    }
+    for d in &done.touched_dirs {
+        record(d);
+    }
+}
+
+/// What a commit has done so far.
+struct Applied {
+    /// Per change, the operations (removal, write) still to do.
+    remaining: Vec<u8>,
+    /// Paths written.
+    written: Vec<PathBuf>,
+    /// Directories whose entries changed.
+    touched_dirs: BTreeSet<PathBuf>,
+}
+
+/// How many operations apply change `c`: a removal of what goes, a write
+/// of what comes.
+fn parts(c: &Change) -> u8 {
+    u8::from(removal(c).is_some()) + u8::from(c.new.is_some())
+}
+
+/// The real entry change `c` removes, if any.
+fn removal(c: &Change) -> Option<(&Path, EntryKind)> {
+    match (c.kind, &c.old) {
+        (ChangeKind::Deleted | ChangeKind::TypeChanged, Some(old)) => Some((&c.path, old.kind)),
+        (ChangeKind::Renamed, Some(old)) => c.from.as_deref().map(|f| (f, old.kind)),
+        _ => None,
+    }
+}
+
+/// Check every chosen change's destinations: conflicts (overridable) and
+/// refusals (never).
+fn check_all(
+    real: &Real,
+    changes: &[Change],
+    chosen: &[bool],
+    meta: &crate::store::Meta,
+) -> Result<(Vec<Conflict>, Vec<Conflict>), CommitError> {
+    let created_dirs: BTreeSet<&Path> = changes
+        .iter()
+        .zip(chosen)
+        .filter(|(c, &on)| on && creates_dir(c))
+        .map(|(c, _)| c.path.as_path())
+        .collect();
+    let mut conflicts = Vec::new();
+    let mut refusals = Vec::new();
+    for (c, _) in changes.iter().zip(chosen).filter(|(_, &on)| on) {
+        for (rel, expected) in expectations(c) {
+            let copied_up = c.kind == ChangeKind::Added && c.copied_up;
+            let check = check_path(real, rel, expected, copied_up, &created_dirs, meta).map_err(
+                |source| CommitError::Apply {
+                    op: "check",
+                    path: rel.to_path_buf(),
+                    source,
+                    applied: Vec::new(),
+                },
+            )?;
+            match check {
+                Check::Clear => {}
+                Check::Conflict(reason) => conflicts.push(Conflict {
+                    path: rel.to_path_buf(),
+                    reason,
+                }),
+                Check::Refused(reason) => refusals.push(Conflict {
+                    path: rel.to_path_buf(),
+                    reason,
+                }),
+            }
+        }
+        if c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Other) {
+            refusals.push(Conflict {
+                path: c.path.clone(),
+                reason: "special files (FIFOs, sockets, devices) are not committed",
+            });
+        }
+    }
+    Ok((conflicts, refusals))
+}
+
+/// Removals, deepest first; writes, parents first (walk order); the modes
+/// of directories last, deepest first, so that a directory the sandbox
+/// left unreadable or unwritable is filled before it is closed.
+fn apply(
+    real: &Real,
+    upper: &Path,
+    changes: &[Change],
+    chosen: &[bool],
+    force: bool,
+    done: &mut Applied,
+) -> Result<(), CommitError> {
+    let mut removals: Vec<(usize, &Path, EntryKind)> = changes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| chosen[*i])
+        .filter_map(|(i, c)| removal(c).map(|(p, k)| (i, p, k)))
+        .collect();
+    removals.sort_by_key(|(_, p, _)| std::cmp::Reverse(p.components().count()));
+    for (i, rel, kind) in &removals {
+        remove_real(real, rel, *kind)?;
+        done.touched_dirs.insert(parent_rel(rel));
+        done.remaining[*i] -= 1;
+    }
+    let mut dir_modes: Vec<(&Path, Mode)> = Vec::new();
+    for (i, c) in changes.iter().enumerate().filter(|(i, _)| chosen[*i]) {
+        let Some(new) = &c.new else { continue };
+        if force {
+            // Overriding "deleted on the host": its directories come back.
+            make_parents(real, &c.path)?;
+        }
+        write_real(real, upper, c, new)?;
+        if new.kind == EntryKind::Dir {
+            dir_modes.push((&c.path, Mode::from_raw_mode(new.mode)));
+        }
+        done.written.push(c.path.clone());
+        done.touched_dirs.insert(parent_rel(&c.path));
+        done.remaining[i] -= 1;
+    }
+    dir_modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+    for (rel, mode) in dir_modes {
+        let parent = open_parent(real, rel)?;
+        rustix::fs::chmodat(&parent, name_of(rel), mode, AtFlags::empty())
+            .map_err(apply_err("set mode", rel))?;
+    }
+    Ok(())
 }
 
 fn parent_rel(rel: &Path) -> PathBuf {
@@ -501,173 +566,6 @@ fn check_path(
     })
 }
 
-fn apply_err<'a>(op: &'static str, rel: &'a Path) -> impl FnOnce(Errno) -> CommitError + 'a {
-    move |e| CommitError::Apply {
-        op,
-        path: rel.to_path_buf(),
-        source: e.into(),
-    }
-}
-
-fn open_parent(real: &Real, rel: &Path) -> Result<OwnedFd, CommitError> {
-    let err = |source| CommitError::Apply {
-        op: "open directory",
-        path: rel.to_path_buf(),
-        source,
-    };
-    match real.parent(rel).map_err(err)? {
-        Parent::Dir(fd) => Ok(fd),
-        Parent::Missing => Err(err(io::ErrorKind::NotFound.into())),
-        Parent::Refused(why) => Err(err(io::Error::other(why))),
-    }
-}
-
-/// When the commit runs as root, what it creates takes the owner of what
-/// it replaces, or else of the directory it lands in: a project that
-/// belongs to a person keeps belonging to them.
-fn keep_owner(parent: &OwnedFd, name: &std::ffi::OsStr, replaced: Option<(u32, u32)>) {
-    if !rustix::process::geteuid().is_root() {
-        return;
-    }
-    let owner = replaced.or_else(|| {
-        rustix::fs::fstat(parent)
-            .ok()
-            .map(|st| (st.st_uid, st.st_gid))
-    });
-    if let Some((uid, gid)) = owner {
-        let _ = rustix::fs::chownat(
-            parent,
-            name,
-            Some(rustix::fs::Uid::from_raw(uid)),
-            Some(rustix::fs::Gid::from_raw(gid)),
-            AtFlags::SYMLINK_NOFOLLOW,
-        );
-    }
-}
-
-/// Create the missing directories above `rel` (mode 0755), never through a
-/// symbolic link.
-fn make_parents(real: &Real, rel: &Path) -> Result<(), CommitError> {
-    let mut above: Vec<&Path> = rel
-        .ancestors()
-        .skip(1)
-        .filter(|a| !a.as_os_str().is_empty())
-        .collect();
-    above.reverse();
-    for dir in above {
-        let parent = open_parent(real, dir)?;
-        match rustix::fs::mkdirat(&parent, name_of(dir), Mode::from_raw_mode(0o755)) {
-            Ok(()) => keep_owner(&parent, name_of(dir), None),
-            Err(Errno::EXIST) => {}
-            Err(e) => return Err(apply_err("create directory", dir)(e)),
-        }
-    }
-    Ok(())
-}
-
-fn remove_real(real: &Real, rel: &Path, kind: EntryKind) -> Result<(), CommitError> {
-    let parent = open_parent(real, rel)?;
-    let flags = if kind == EntryKind::Dir {
-        AtFlags::REMOVEDIR
-    } else {
-        AtFlags::empty()
-    };
-    match rustix::fs::unlinkat(&parent, name_of(rel), flags) {
-        Ok(()) | Err(Errno::NOENT) => Ok(()),
-        Err(e) => Err(apply_err("remove", rel)(e)),
-    }
-}
-
-static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
-
-fn tmp_name() -> String {
-    format!(
-        ".warden-commit.{}.{}",
-        std::process::id(),
-        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-fn write_real(real: &Real, upper: &Path, c: &Change, new: &Entry) -> Result<(), CommitError> {
-    let rel = c.path.as_path();
-    let parent = open_parent(real, rel)?;
-    let name = name_of(rel);
-    let mode = Mode::from_raw_mode(new.mode);
-    let existing = lstat_at(&parent, rel).map_err(|source| CommitError::Apply {
-        op: "stat",
-        path: rel.to_path_buf(),
-        source,
-    })?;
-    match new.kind {
-        EntryKind::Dir => {
-            match existing.as_ref().map(kind_of) {
-                Some(EntryKind::Dir) => {}
-                Some(_) => rustix::fs::unlinkat(&parent, name, AtFlags::empty())
-                    .map_err(apply_err("remove", rel))?,
-                None => {}
-            }
-            if !matches!(existing.as_ref().map(kind_of), Some(EntryKind::Dir)) {
-                rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700))
-                    .map_err(apply_err("create directory", rel))?;
-                keep_owner(&parent, name, None);
-            }
-            rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
-                .map_err(apply_err("set mode", rel))?;
-        }
-        EntryKind::File if c.kind == ChangeKind::Mode => {
-            rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
-                .map_err(apply_err("set mode", rel))?;
-        }
-        EntryKind::File | EntryKind::Symlink => {
-            if matches!(existing.as_ref().map(kind_of), Some(EntryKind::Dir)) {
-                // Its content went in the removal pass.
-                rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR)
-                    .map_err(apply_err("remove directory", rel))?;
-            }
-            let tmp = tmp_name();
-            let made = if new.kind == EntryKind::File {
-                write_tmp_file(&parent, &tmp, &upper.join(rel), mode)
-            } else {
-                let target = new.target.clone().unwrap_or_default();
-                rustix::fs::symlinkat(&target, &parent, &tmp).map_err(io::Error::from)
-            };
-            let moved = made.and_then(|()| {
-                rustix::fs::renameat(&parent, &tmp, &parent, name).map_err(io::Error::from)
-            });
-            if let Err(source) = moved {
-                let _ = rustix::fs::unlinkat(&parent, &tmp, AtFlags::empty());
-                return Err(CommitError::Apply {
-                    op: "write",
-                    path: rel.to_path_buf(),
-                    source,
-                });
-            }
-            keep_owner(
-                &parent,
-                name,
-                existing.as_ref().map(|st| (st.st_uid, st.st_gid)),
-            );
-        }
-        EntryKind::Other => {}
-    }
-    Ok(())
-}
-
-fn write_tmp_file(parent: &OwnedFd, tmp: &str, src: &Path, mode: Mode) -> io::Result<()> {
-    let from = File::open(src)?;
-    let fd = rustix::fs::openat(
-        parent,
-        tmp,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )?;
-    let mut to = File::from(fd);
-    fsutil::fill(&from, &mut to)?;
-    rustix::fs::fchmod(to.as_fd(), mode)?;
-    to.sync_all()?;
-    Ok(())
-}
-
 /// Remove committed entries from the upper layer, deepest first, so that
 /// the merged view now shows the (updated) real files. Entries below an
 /// opaque directory stay while the directory does: removing them alone would
@@ -734,6 +632,8 @@ fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
             patches: false,
             renames: false,
             allowed: None,
+            runs_on_host: Vec::new(),
+            host_hooks_paths: Vec::new(),
         };
         if diff::diff_layers(upper, workspace, &opts).is_ok_and(|left| left.is_empty()) {
             let _ = fsutil::remove_tree(&upper.join(&dir));

@@ -24,19 +24,22 @@ const TEXT_DIFF_LIMIT: u64 = 8 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
-    #[error("cannot read {path} while comparing the sandbox's layer with the workspace")]
+    #[error("cannot read {} while comparing the sandbox's layer with the workspace", crate::printable_path(.path))]
     Read {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("path filter {0} is outside the workspace")]
+    #[error("path filter {} is outside the workspace", crate::printable_path(.0))]
     Filter(PathBuf),
+    #[error("the sandbox's layer holds a path longer than PATH_MAX (4096 bytes) below {top}: warden cannot review it; discard it (`warden discard NAME {top}`) or remove the sandbox")]
+    TooLong { top: String },
 }
 
 impl Entry {
-    /// The entry at `path`, as `lstat` saw it (`meta`).
-    fn read(path: &Path, meta: &Metadata) -> Result<Entry, DiffError> {
+    /// The entry at `path`, as `lstat` saw it (`meta`); `mode` when the
+    /// layer was opened for reading (its mode before).
+    fn read(path: &Path, meta: &Metadata, mode: Option<u32>) -> Result<Entry, DiffError> {
         let ft = meta.file_type();
         let kind = if ft.is_file() {
             EntryKind::File
@@ -57,7 +60,7 @@ impl Entry {
         };
         Ok(Entry {
             kind,
-            mode: meta.permissions().mode() & 0o7777,
+            mode: mode.unwrap_or(meta.permissions().mode() & 0o7777),
             size: if kind == EntryKind::File {
                 meta.len()
             } else {
@@ -83,6 +86,14 @@ pub struct DiffOptions {
     /// Path globs the agent was expected to touch (from the profile); a
     /// change outside all of them is flagged. `None`: no such rule.
     pub allowed: Option<Vec<String>>,
+    /// Path globs of files a tool on the host runs (from the profile: a
+    /// `Makefile` where the person runs `make`); a change to one is
+    /// flagged `host-exec`.
+    pub runs_on_host: Vec<String>,
+    /// `core.hooksPath` values of the host's own git config (see
+    /// [`crate::host_hooks_paths`]): git looks for hooks there in every
+    /// repository, so a change there is flagged `git-hook`.
+    pub host_hooks_paths: Vec<String>,
 }
 
 impl Default for DiffOptions {
@@ -93,6 +104,8 @@ impl Default for DiffOptions {
             patches: true,
             renames: true,
             allowed: None,
+            runs_on_host: Vec::new(),
+            host_hooks_paths: Vec::new(),
         }
     }
 }
@@ -130,31 +143,64 @@ pub fn diff_layers(
     lower: &Path,
     opts: &DiffOptions,
 ) -> Result<Vec<Change>, DiffError> {
-    let mut w = Walker {
-        upper,
-        lower,
-        opts,
-        plain: false,
-        out: Vec::new(),
-    };
-    w.walk(Path::new(""), true, false)?;
-    finish(lower, upper, w.out, opts)
+    diff_with(upper, lower, opts, false)
 }
 
 /// The changes in the plain directory `copy` relative to `real`: both trees
 /// are scanned in full (the copy fallback, see [`crate::copy`]).
 pub fn diff_trees(copy: &Path, real: &Path, opts: &DiffOptions) -> Result<Vec<Change>, DiffError> {
-    let mut w = Walker {
-        upper: copy,
-        lower: real,
-        opts,
-        plain: true,
-        out: Vec::new(),
+    diff_with(copy, real, opts, true)
+}
+
+fn diff_with(
+    upper: &Path,
+    lower: &Path,
+    opts: &DiffOptions,
+    plain: bool,
+) -> Result<Vec<Change>, DiffError> {
+    let opened = crate::fsutil::Opened::up(upper);
+    diff_opened(upper, lower, opts, plain, &opened)
+}
+
+/// The diff of a layer already opened for reading (a commit holds one
+/// open for its whole run).
+pub(crate) fn diff_opened(
+    upper: &Path,
+    lower: &Path,
+    opts: &DiffOptions,
+    plain: bool,
+    opened: &crate::fsutil::Opened,
+) -> Result<Vec<Change>, DiffError> {
+    let walked = crate::fsutil::deep_stack(|| {
+        let mut w = Walker {
+            upper,
+            lower,
+            opts,
+            plain,
+            opened,
+            out: Vec::new(),
+        };
+        // For two plain trees, "opaque" from the top: every entry of the
+        // real tree missing from the copy is a deletion.
+        w.walk(Path::new(""), true, plain).map(|()| w.out)
+    });
+    let too_long = |e: DiffError| match e {
+        DiffError::Read { path, source } if source.raw_os_error() == Some(36) => {
+            let rel = path
+                .strip_prefix(upper)
+                .or_else(|_| path.strip_prefix(lower))
+                .unwrap_or(&path);
+            let top = rel
+                .components()
+                .next()
+                .map(|c| crate::printable(&c.as_os_str().to_string_lossy()))
+                .unwrap_or_default();
+            DiffError::TooLong { top }
+        }
+        e => e,
     };
-    // "Opaque" from the top: every entry of the real tree missing from the
-    // copy is a deletion.
-    w.walk(Path::new(""), true, true)?;
-    finish(real, copy, w.out, opts)
+    let changes = walked.map_err(too_long)?;
+    finish(lower, upper, changes, opts, !plain).map_err(too_long)
 }
 
 fn finish(
@@ -162,6 +208,7 @@ fn finish(
     upper: &Path,
     mut changes: Vec<Change>,
     opts: &DiffOptions,
+    overlay: bool,
 ) -> Result<Vec<Change>, DiffError> {
     changes.retain(|c| c.paths().any(|p| selected(p, &opts.paths)));
     if opts.renames {
@@ -173,38 +220,25 @@ fn finish(
         }
     }
     let rules = flags::Rules::new(opts.allowed.as_deref());
-    let mut git_dirs: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
     for c in &mut changes {
         c.flags = rules.check(c);
-        if !c.flags.iter().any(|f| f.rule.starts_with("git-")) {
-            if let Some(flag) = flags::in_git_dir(&c.path, &mut |dir: &Path| {
-                *git_dirs
-                    .entry(dir.to_path_buf())
-                    .or_insert_with(|| looks_like_git_dir(lower, upper, dir))
-            }) {
-                c.flags.push(flag);
-            }
-        }
+        let p = upper.join(&c.path);
+        c.digest = crate::review::digest(upper, c).map_err(read_err(&p))?;
     }
-    Ok(changes)
-}
-
-/// Whether `dir` (relative) is a git directory in the sandbox's view:
-/// `HEAD`, `objects/` and `refs/`, as git itself decides (a bare or
-/// embedded repository needs no `.git` in its name).
-fn looks_like_git_dir(lower: &Path, upper: &Path, dir: &Path) -> bool {
-    let has = |name: &str, want_dir: bool| {
-        [upper, lower].iter().any(|root| {
-            std::fs::symlink_metadata(root.join(dir).join(name)).is_ok_and(|m| {
-                if want_dir {
-                    m.is_dir()
-                } else {
-                    m.is_file()
-                }
-            })
-        })
+    let runs_on_host: Vec<glob::Pattern> = opts
+        .runs_on_host
+        .iter()
+        .filter_map(|g| glob::Pattern::new(g).ok())
+        .collect();
+    let trees = crate::judge::Trees {
+        upper,
+        lower,
+        overlay,
+        runs_on_host: &runs_on_host,
+        host_hooks: &opts.host_hooks_paths,
     };
-    has("HEAD", false) && has("objects", true) && has("refs", true)
+    crate::fsutil::deep_stack(|| crate::judge::judge(&trees, &mut changes));
+    Ok(changes)
 }
 
 fn read_err(path: &Path) -> impl FnOnce(io::Error) -> DiffError + '_ {
@@ -239,6 +273,8 @@ struct Walker<'a> {
     opts: &'a DiffOptions,
     /// Two plain trees: no whiteouts, no opaque marks.
     plain: bool,
+    /// The layer's entries opened for reading, and their modes before.
+    opened: &'a crate::fsutil::Opened,
     out: Vec<Change>,
 }
 
@@ -313,7 +349,7 @@ impl Walker<'_> {
             }
             return Ok(());
         }
-        let new = Entry::read(upath, umeta)?;
+        let new = Entry::read(upath, umeta, self.opened.mode_of(upath))?;
         let change = |kind, old: Option<Entry>, new: Entry| Change {
             path: r.to_path_buf(),
             kind,
@@ -322,6 +358,7 @@ impl Walker<'_> {
             new: Some(new),
             content: None,
             flags: Vec::new(),
+            digest: String::new(),
             copied_up: false,
         };
         let Some(lmeta) = lmeta else {
@@ -334,7 +371,7 @@ impl Walker<'_> {
             }
             return Ok(());
         };
-        let old = Entry::read(lpath, &lmeta)?;
+        let old = Entry::read(lpath, &lmeta, None)?;
         if old.kind != new.kind {
             if old.kind == EntryKind::Dir {
                 self.deleted_children(r)?;
@@ -381,7 +418,7 @@ impl Walker<'_> {
     /// Report the lower entry at `r` as deleted, a directory's content
     /// first.
     fn deleted(&mut self, r: &Path, lpath: &Path, lmeta: &Metadata) -> Result<(), DiffError> {
-        let old = Entry::read(lpath, lmeta)?;
+        let old = Entry::read(lpath, lmeta, None)?;
         if old.kind == EntryKind::Dir {
             self.deleted_children(r)?;
         }
@@ -393,6 +430,7 @@ impl Walker<'_> {
             new: None,
             content: None,
             flags: Vec::new(),
+            digest: String::new(),
             copied_up: false,
         });
         Ok(())
@@ -547,7 +585,7 @@ fn content_of(
     let patch = patches.then(|| {
         let name = |p: &Path, side: &str, present: bool| {
             if present {
-                format!("{side}/{}", p.to_string_lossy())
+                format!("{side}/{}", crate::printable_path(p))
             } else {
                 "/dev/null".to_string()
             }
@@ -572,14 +610,18 @@ pub fn stat(changes: &[Change]) -> String {
     let mut out = String::new();
     let width = changes
         .iter()
-        .map(|c| c.path.to_string_lossy().chars().count())
+        .map(|c| crate::printable_path(&c.path).chars().count())
         .max()
         .unwrap_or(0);
     let (mut files, mut ins, mut del) = (0, 0, 0);
     for c in changes {
         let path = match &c.from {
-            Some(from) => format!("{} → {}", from.to_string_lossy(), c.path.to_string_lossy()),
-            None => c.path.to_string_lossy().into_owned(),
+            Some(from) => format!(
+                "{} → {}",
+                crate::printable_path(from),
+                crate::printable_path(&c.path)
+            ),
+            None => crate::printable_path(&c.path),
         };
         let what = match (&c.content, c.kind) {
             (Some(Content::Text { added, removed, .. }), _) => {
@@ -601,10 +643,7 @@ pub fn stat(changes: &[Change]) -> String {
                 }
                 (_, _, Some(n)) if n.kind == EntryKind::Symlink => format!(
                     "  symlink → {}",
-                    n.target
-                        .as_deref()
-                        .unwrap_or(Path::new(""))
-                        .to_string_lossy()
+                    crate::printable_path(n.target.as_deref().unwrap_or(Path::new("")))
                 ),
                 (kind, _, _) => format!("  {}", kind_word(kind)),
             },

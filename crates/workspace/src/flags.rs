@@ -40,6 +40,16 @@ const SENSITIVE: &[(&str, Depth, &str, &str)] = &[
     (".vscode/", Depth::Top, "host-exec", "editors run tasks and apply settings from here"),
     (".idea/", Depth::Top, "host-exec", "the IDE runs configurations from here"),
     (".devcontainer/", Depth::Top, "host-exec", "dev container definitions choose images and commands"),
+    (".husky/", Depth::Anywhere, "host-exec", "husky makes these git hooks at the next npm install, and its hooks run them"),
+    ("lefthook.yml", Depth::Anywhere, "host-exec", "lefthook runs the commands it names as git hooks"),
+    (".lefthook.yml", Depth::Anywhere, "host-exec", "lefthook runs the commands it names as git hooks"),
+    ("lefthook-local.yml", Depth::Anywhere, "host-exec", "lefthook runs the commands it names as git hooks"),
+    (".lefthook/", Depth::Anywhere, "host-exec", "lefthook runs these scripts as git hooks"),
+    (".npmrc", Depth::Anywhere, "host-exec", "npm takes its script shell, node options and registries from here"),
+    (".yarnrc.yml", Depth::Anywhere, "host-exec", "yarn runs the program its yarnPath names, and takes plugins from here"),
+    (".yarnrc", Depth::Anywhere, "host-exec", "yarn runs the program its yarn-path names"),
+    ("mise.toml", Depth::Anywhere, "host-exec", "mise runs hooks and tasks from here when a shell enters the directory"),
+    (".mise.toml", Depth::Anywhere, "host-exec", "mise runs hooks and tasks from here when a shell enters the directory"),
 ];
 
 /// The rules for one diff: the fixed table plus the profile's globs.
@@ -123,13 +133,6 @@ impl Rules {
                     "the content of an executable file changed",
                 ));
             }
-            if new.kind == EntryKind::Symlink {
-                if let Some(target) = &new.target {
-                    if let Some(why) = escapes(&c.path, target) {
-                        out.push(flag("symlink-escape", why));
-                    }
-                }
-            }
         }
         if let Some(allowed) = &self.allowed {
             let opts = glob::MatchOptions {
@@ -171,41 +174,13 @@ fn matches_sensitive(path: &Path, pattern: &str, depth: Depth) -> bool {
     }
 }
 
-/// A flag for `path` when one of the directories above it is a git
-/// directory by its content (`is_git_dir`: `HEAD`, `objects/`, `refs/`)
-/// and `path` is not its data: a bare or embedded repository's `config`
-/// runs programs as surely as `.git/config` does.
-pub(crate) fn in_git_dir(path: &Path, is_git_dir: &mut dyn FnMut(&Path) -> bool) -> Option<Flag> {
-    for dir in path.ancestors().skip(1) {
-        if !is_git_dir(dir) {
-            continue;
-        }
-        let rest = path.strip_prefix(dir).ok()?;
-        // Judge the rest as if it were below a `.git`.
-        if git_internal(&Path::new(".git").join(rest)) {
-            return Some(Flag {
-                rule: "git-internal",
-                reason: format!(
-                    "inside a git directory ({}: HEAD, objects/, refs/): git run there obeys its config and hooks",
-                    if dir.as_os_str().is_empty() {
-                        ".".into()
-                    } else {
-                        dir.to_string_lossy()
-                    }
-                ),
-            });
-        }
-    }
-    None
-}
-
 /// Whether `path` lies in a git directory (`.git/`, at any depth, and the
 /// git directories of submodules and worktrees below it) outside the parts
 /// that only hold data: objects, refs, logs, the index and the files that
 /// name commits (not `commondir`, `gitdir` or `objects/info/alternates`,
 /// which send git to another directory). Everything else there (config, hooks, info, modules'
 /// configs, ...) can make git run a program on the host.
-fn git_internal(path: &Path) -> bool {
+pub(crate) fn git_internal(path: &Path) -> bool {
     let comps: Vec<&std::ffi::OsStr> = path
         .components()
         .filter_map(|c| match c {
@@ -252,9 +227,19 @@ fn git_internal(path: &Path) -> bool {
 }
 
 /// Why a symbolic link at `link` (relative to the workspace) pointing to
-/// `target` leaves the workspace, if it does.
-fn escapes(link: &Path, target: &Path) -> Option<&'static str> {
+/// `target` leaves the workspace by its text alone, if it does: an absolute
+/// target not below `workspace`, or more `..` than the link is deep. The
+/// text is a second opinion beside the resolution (`judge`), for a link
+/// that resolves nowhere today but would once a directory on its way
+/// exists.
+pub(crate) fn escapes(link: &Path, target: &Path, workspace: &Path) -> Option<&'static str> {
     if target.is_absolute() {
+        let mut t = target.components();
+        if workspace.components().all(|w| t.next() == Some(w))
+            && !t.any(|c| c == Component::ParentDir)
+        {
+            return None;
+        }
         return Some("an absolute symbolic link points outside the workspace");
     }
     // Depth of the link's directory below the workspace's top.
@@ -280,10 +265,14 @@ mod tests {
 
     #[test]
     fn relative_links_that_stay_inside_do_not_escape() {
-        assert_eq!(escapes(Path::new("a/b/l"), Path::new("../c")), None);
-        assert!(escapes(Path::new("a/l"), Path::new("../../etc")).is_some());
-        assert!(escapes(Path::new("l"), Path::new("/etc/passwd")).is_some());
-        assert!(escapes(Path::new("l"), Path::new("x/../../y")).is_some());
+        let ws = Path::new("/w/s");
+        assert_eq!(escapes(Path::new("a/b/l"), Path::new("../c"), ws), None);
+        assert!(escapes(Path::new("a/l"), Path::new("../../etc"), ws).is_some());
+        assert!(escapes(Path::new("l"), Path::new("/etc/passwd"), ws).is_some());
+        assert!(escapes(Path::new("l"), Path::new("x/../../y"), ws).is_some());
+        assert_eq!(escapes(Path::new("l"), Path::new("/w/s/a"), ws), None);
+        assert!(escapes(Path::new("l"), Path::new("/w/s/../t"), ws).is_some());
+        assert!(escapes(Path::new("l"), Path::new("/w/st"), ws).is_some());
     }
 
     fn added(path: &str, kind: EntryKind, mode: u32) -> Change {
@@ -300,6 +289,7 @@ mod tests {
             }),
             content: None,
             flags: Vec::new(),
+            digest: String::new(),
             copied_up: false,
         }
     }

@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LayerError {
-    #[error("cannot discard {path}: its directory {dir} was deleted as a whole in the sandbox; discard {dir} instead")]
+    #[error("cannot discard {}: its directory {d} was deleted as a whole in the sandbox; discard {d} instead", crate::printable_path(.path), d = crate::printable_path(.dir))]
     HiddenByDeletedDir { path: PathBuf, dir: PathBuf },
     #[error("a snapshot labelled {0} already exists")]
     SnapshotExists(String),
     #[error("no snapshot labelled {0}; `warden snapshot NAME --list` shows them")]
     NoSnapshot(String),
-    #[error("cannot {op} {path}")]
+    #[error("cannot {op} {}", crate::printable_path(.path))]
     Io {
         op: &'static str,
         path: PathBuf,
@@ -184,7 +184,9 @@ impl Locked<'_> {
         }
         let made = (|| {
             let tmp = dir.join("upper.partial");
-            fsutil::copy_tree(&self.sandbox.upper(), &tmp)?;
+            let upper = self.sandbox.upper();
+            let opened = fsutil::Opened::up(&upper);
+            fsutil::copy_layer(&upper, &tmp, &opened)?;
             fs::rename(&tmp, dir.join("upper")).map_err(io_err("rename", &tmp))?;
             let info = SnapshotInfo {
                 label: label.clone(),
@@ -230,7 +232,10 @@ impl Locked<'_> {
         let next = sb.dir().join("upper.next");
         fsutil::remove_tree(&next)?;
         match from {
-            Some(src) => fsutil::copy_tree(src, &next)?,
+            Some(src) => {
+                let opened = fsutil::Opened::up(src);
+                fsutil::copy_layer(src, &next, &opened)?
+            }
             None => {
                 // An empty layer: the merged root shows the workspace's mode.
                 let workspace = self.fresh_meta()?.workspace;

@@ -16,11 +16,17 @@ pub mod copy;
 pub mod diff;
 pub mod flags;
 pub mod fsutil;
+mod git;
+mod judge;
 pub mod layer;
 pub mod overlay;
+mod real;
+pub mod review;
 pub mod store;
+mod view;
 mod wire;
 
+pub use change::{printable, printable_path};
 pub use commit::{CommitError, CommitOptions, CommitReport, Conflict, Decision};
 pub use copy::{diff_copy, prepare_copy, CopyError};
 pub use diff::{
@@ -28,6 +34,7 @@ pub use diff::{
     Entry, EntryKind,
 };
 pub use flags::Flag;
+pub use git::host_hooks_paths;
 pub use layer::{LayerError, SnapshotInfo};
 pub use overlay::{MountOptions, OverlayError};
 pub use store::{
@@ -39,6 +46,8 @@ impl Sandbox {
     /// The sandbox's changes relative to its real workspace.
     pub fn diff(&self, opts: &DiffOptions) -> Result<Vec<Change>, DiffError> {
         let mut opts = opts.clone();
+        opts.runs_on_host
+            .extend(self.meta().runs_on_host.iter().cloned());
         opts.paths = opts
             .paths
             .iter()

@@ -218,6 +218,10 @@ pub struct Meta {
     /// Paths committed since the baseline, see [`OwnWrite`].
     #[serde(default)]
     pub own_writes: Vec<OwnWrite>,
+    /// Globs of workspace paths that tools on the host run (the profile's
+    /// `filesystem.runs_on_host`): every diff flags a change to one.
+    #[serde(default)]
+    pub runs_on_host: Vec<String>,
 }
 
 /// What to create.
@@ -226,6 +230,8 @@ pub struct CreateOptions {
     pub workspace: PathBuf,
     pub profile: Option<String>,
     pub layout: Layout,
+    /// See [`Meta::runs_on_host`].
+    pub runs_on_host: Vec<String>,
 }
 
 impl CreateOptions {
@@ -235,6 +241,7 @@ impl CreateOptions {
             workspace: workspace.into(),
             profile: None,
             layout: Layout::Overlay,
+            runs_on_host: Vec::new(),
         }
     }
 }
@@ -346,6 +353,7 @@ impl Store {
                 state: SandboxState::Created,
                 layout: opts.layout,
                 own_writes: Vec::new(),
+                runs_on_host: opts.runs_on_host.clone(),
             };
             write_json(&dir.join("meta.json"), &meta)?;
             Ok(Sandbox {
@@ -711,6 +719,7 @@ mod tests {
             workspace: ws.clone(),
             profile: None,
             layout: Layout::Overlay,
+            runs_on_host: Vec::new(),
         };
         let sb = store.create("one", &opts).expect("create");
         for dir in [sb.dir().to_path_buf(), sb.work()] {

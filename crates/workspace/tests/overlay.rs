@@ -41,6 +41,7 @@ fn fixture_with(layout: Layout, mount: Mount, script: &str) -> Option<Fixture> {
                 workspace: real.path().to_path_buf(),
                 profile: Some("default".into()),
                 layout,
+                runs_on_host: Vec::new(),
             },
         )
         .expect("create sandbox");
@@ -322,7 +323,7 @@ fn a_partial_commit_applies_only_the_chosen_paths_and_keeps_the_rest_in_the_laye
         .commit(
             &CommitOptions {
                 paths: vec!["text.txt".into(), "newdir".into()],
-                force: false,
+                ..CommitOptions::default()
             },
             &mut |_| Decision::Apply,
         )

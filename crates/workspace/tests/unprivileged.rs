@@ -27,6 +27,7 @@ fn cycle(base: &Path) {
                 workspace: real.clone(),
                 profile: None,
                 layout: Layout::Overlay,
+                runs_on_host: Vec::new(),
             },
         )
         .expect("create");
@@ -61,11 +62,110 @@ fn helper_cycle_as_this_user() {
     cycle(&Path::new(&base).join("cycle"));
 }
 
+/// The sandbox's user made parts of its layer unreadable to itself (the
+/// same user as warden, rootless): review, snapshot and commits still
+/// work, and every mode comes out as the sandbox left it.
+fn unreadable(base: &Path) {
+    use std::fs;
+    let real = base.join("real");
+    fs::create_dir_all(&real).expect("mkdir real");
+    fs::write(real.join("ok.txt"), "one\n").expect("write");
+    let store = Store::open(base.join("state")).expect("open store");
+    let sb = store
+        .create("shut", &CreateOptions::new(&real))
+        .expect("create");
+    let up = sb.upper();
+    fs::write(up.join("ok.txt"), "two\n").expect("write");
+    fs::create_dir(up.join("secret")).expect("mkdir");
+    fs::write(up.join("secret/f"), "hidden\n").expect("write");
+    fs::write(up.join("locked.txt"), "locked\n").expect("write");
+    fs::create_dir(up.join("half")).expect("mkdir");
+    fs::write(up.join("half/g"), "g\n").expect("write");
+    let chmod =
+        |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).expect("chmod");
+    chmod(&up.join("secret"), 0o000);
+    chmod(&up.join("locked.txt"), 0o000);
+    chmod(&up.join("half"), 0o600);
+    let mode = |p: &Path| fs::symlink_metadata(p).expect("lstat").permissions().mode() & 0o7777;
+
+    let changes = sb
+        .diff(&DiffOptions::default())
+        .expect("diff of an unreadable layer");
+    let of = |p: &str| {
+        changes
+            .iter()
+            .find(|c| c.path == Path::new(p))
+            .and_then(|c| c.new.as_ref())
+            .map(|n| n.mode)
+    };
+    assert_eq!(of("secret"), Some(0o000), "{changes:#?}");
+    assert_eq!(of("secret/f"), Some(0o644));
+    assert_eq!(of("locked.txt"), Some(0o000));
+    assert_eq!(of("half"), Some(0o600));
+    assert_eq!(of("half/g"), Some(0o644));
+    assert_eq!(
+        mode(&up.join("secret")),
+        0o000,
+        "the layer's modes are given back"
+    );
+    let guard = sb.lock().expect("lock");
+    guard
+        .snapshot(Some("s"))
+        .expect("snapshot of an unreadable layer");
+    assert_eq!(mode(&sb.dir().join("snapshots/s/upper/secret")), 0o000);
+    guard
+        .commit(
+            &CommitOptions {
+                paths: vec!["ok.txt".into()],
+                ..CommitOptions::default()
+            },
+            &mut |_| Decision::Apply,
+        )
+        .expect("partial commit beside an unreadable directory");
+    assert_eq!(
+        fs::read_to_string(real.join("ok.txt")).expect("read"),
+        "two\n"
+    );
+    guard
+        .commit(&CommitOptions::default(), &mut |_| Decision::Apply)
+        .expect("commit of unreadable entries");
+    assert_eq!(mode(&real.join("secret")), 0o000);
+    assert_eq!(mode(&real.join("locked.txt")), 0o000);
+    assert_eq!(mode(&real.join("half")), 0o600);
+    chmod(&real.join("secret"), 0o700);
+    assert_eq!(
+        fs::read_to_string(real.join("secret/f")).expect("read"),
+        "hidden\n"
+    );
+    chmod(&real.join("half"), 0o700);
+    chmod(&real.join("locked.txt"), 0o600);
+    drop(guard);
+    store.remove("shut").expect("remove");
+}
+
+#[test]
+#[ignore = "helper: started as another user by the test below"]
+fn helper_unreadable_as_this_user() {
+    let base = std::env::var_os("WARDEN_TEST_TMP").expect("WARDEN_TEST_TMP");
+    unreadable(&Path::new(&base).join("unreadable"));
+}
+
 #[test]
 fn an_unprivileged_user_can_create_run_diff_commit_snapshot_and_remove() {
+    as_user("helper_cycle_as_this_user", cycle);
+}
+
+#[test]
+fn directories_a_rootless_sandbox_made_unreadable_break_neither_diff_snapshot_nor_commit() {
+    as_user("helper_unreadable_as_this_user", unreadable);
+}
+
+/// Run the helper test `helper` as the unprivileged `warden-test` user
+/// (or `run` here when this is not root).
+fn as_user(helper: &str, run: fn(&Path)) {
     if !is_root() {
         let dir = TempDir::new("unpriv");
-        cycle(dir.path());
+        run(dir.path());
         return;
     }
     let id = |flag: &str| -> Option<u32> {
@@ -105,12 +205,7 @@ fn an_unprivileged_user_can_create_run_diff_commit_snapshot_and_remove() {
             "--",
         ])
         .arg(&bin)
-        .args([
-            "--ignored",
-            "--exact",
-            "helper_cycle_as_this_user",
-            "--nocapture",
-        ])
+        .args(["--ignored", "--exact", helper, "--nocapture"])
         .env("WARDEN_TEST_TMP", dir.path())
         .current_dir("/")
         .output()

@@ -40,6 +40,11 @@ pub struct CommitArgs {
     /// executables, symlinks out of the workspace, ...) without asking
     #[arg(long)]
     pub accept_flagged: bool,
+    /// Apply the layer as it is now, even changes no `warden diff` showed
+    /// (for scripts that trust the layer; a person reviews with `warden
+    /// diff` first, or with --interactive)
+    #[arg(long, conflicts_with = "interactive")]
+    pub unreviewed: bool,
 }
 
 #[derive(Args)]
@@ -153,24 +158,46 @@ pub fn rm(store: &Store, names: &[String], force: bool) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// Text from the sandbox made safe to print: control characters (which
-/// could move the cursor, erase lines or recolour a terminal) and Unicode
-/// direction overrides (which could reorder what is shown) become visible
-/// escapes. Tabs stay.
-pub(crate) fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
-        if (c.is_control() && c != '\t') || bidi {
-            match c as u32 {
-                n if n < 0x100 => out.push_str(&format!("\\x{n:02x}")),
-                n => out.push_str(&format!("\\u{{{n:04x}}}")),
-            }
-        } else {
-            out.push(c);
+/// Text from the sandbox made safe to print (the library's rule, one for
+/// every front door).
+pub(crate) use warden_workspace::printable;
+
+/// The profile's `filesystem.runs_on_host` globs of a named sandbox, from
+/// its stored spec (a `run --overlay` sandbox keeps them in its metadata,
+/// which the library reads itself).
+fn runs_on_host(sb: &Sandbox) -> Vec<String> {
+    use warden_runtime::state;
+    state::read_json::<state::Stored>(&sb.dir().join(state::STORED))
+        .map(|s| s.spec.filesystem.runs_on_host)
+        .unwrap_or_default()
+}
+
+/// Where the host's own git config (system, global) sends git for hooks
+/// in every repository: `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`
+/// (or `~/.config/git/config`), `~/.gitconfig`, or `$GIT_CONFIG_GLOBAL`.
+fn host_git_hooks() -> Vec<String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut configs = vec![PathBuf::from("/etc/gitconfig")];
+    if let Some(global) = std::env::var_os("GIT_CONFIG_GLOBAL") {
+        configs.push(PathBuf::from(global));
+    } else {
+        match std::env::var_os("XDG_CONFIG_HOME") {
+            Some(x) => configs.push(PathBuf::from(x).join("git/config")),
+            None => configs.extend(home.as_ref().map(|h| h.join(".config/git/config"))),
         }
+        configs.extend(home.as_ref().map(|h| h.join(".gitconfig")));
     }
-    out
+    configs
+        .iter()
+        .flat_map(|c| warden_workspace::host_hooks_paths(c, home.as_deref()))
+        .collect()
+}
+
+/// Whether the sandbox still runs (its supervisor is alive, or a `warden
+/// run` holds its lock): its layer can still change.
+fn still_running(sb: &Sandbox) -> bool {
+    super::lifecycle::running(sb)
+        || matches!(sb.lock(), Err(warden_workspace::StoreError::InUse { .. }))
 }
 
 fn kind_label(k: ChangeKind) -> &'static str {
@@ -209,14 +236,27 @@ fn describe(c: &warden_workspace::Change) -> String {
 
 pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
     let sb = store.get(&args.name)?;
+    if still_running(&sb) {
+        eprintln!(
+            "warden: sandbox {name} is still running: its changes may go on after this diff; `warden stop {name}`, then diff again before you commit",
+            name = args.name
+        );
+    }
     let opts = DiffOptions {
         paths: args.paths,
         content: true,
         patches: !args.stat,
         renames: true,
         allowed: None,
+        runs_on_host: runs_on_host(&sb),
+        host_hooks_paths: host_git_hooks(),
     };
     let changes = sb.diff(&opts)?;
+    // What was shown in full is what `commit` may apply; a --stat shows no
+    // content and reviews nothing.
+    if !args.stat {
+        sb.record_review(&changes)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&changes)?);
         return Ok(0);
@@ -299,6 +339,13 @@ fn ask(prompt: &str) -> anyhow::Result<char> {
 
 pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
     let sb = store.get(&args.name)?;
+    // (A `warden run` that holds the lock is refused by the lock itself.)
+    if super::lifecycle::running(&sb) {
+        anyhow::bail!(
+            "nothing committed: sandbox {name} is still running, so its changes are not final; `warden stop {name}`, review with `warden diff {name}`, then commit",
+            name = args.name
+        );
+    }
     let lock = sb.lock()?;
     // Flagged changes are shown first; applying them takes a yes from the
     // person (or --accept-flagged).
@@ -308,6 +355,8 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         patches: false,
         renames: true,
         allowed: None,
+        runs_on_host: runs_on_host(&sb),
+        host_hooks_paths: host_git_hooks(),
     })?;
     if preview.is_empty() {
         println!("no changes to commit in sandbox {}", args.name);
@@ -344,9 +393,10 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
             eprintln!("  ! {}: {}", f.rule, printable(&f.reason));
         }
         loop {
-            match ask("apply this change? [y]es, [n]o, [q]uit: ") {
+            match ask("apply this change? [y]es, [n]o, [s]how it, [q]uit: ") {
                 Ok('y') => return Decision::Apply,
                 Ok('n') => return Decision::Skip,
+                Ok('s') => show(&sb, c),
                 Ok('q') | Err(_) => return Decision::Quit,
                 Ok(_) => continue,
             }
@@ -356,11 +406,28 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         &CommitOptions {
             paths: args.paths,
             force: args.force,
+            // -i is a fresh review of each change; --unreviewed is asked for.
+            reviewed: !interactive && !args.unreviewed,
+            runs_on_host: runs_on_host(&sb),
+            host_hooks_paths: host_git_hooks(),
         },
         &mut decide,
     );
     let report = match report {
         Ok(r) => r,
+        Err(e @ warden_workspace::CommitError::Apply { .. }) => {
+            // What went in is recorded as exactly that.
+            let applied: Vec<String> = match &e {
+                warden_workspace::CommitError::Apply { applied, .. } => applied
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let detail = format!("{} applied, then stopped: {e}", applied.len());
+            record(&sb, "commit", applied, detail);
+            return Err(e.into());
+        }
         Err(e) => {
             record(&sb, "commit-refused", Vec::new(), e.to_string());
             return Err(e.into());
@@ -401,6 +468,31 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Print one change's content (the text diff, or what differs) on stderr,
+/// for a person deciding about it at the terminal.
+fn show(sb: &Sandbox, c: &warden_workspace::Change) {
+    let one = sb.diff(&DiffOptions {
+        paths: vec![c.path.clone()],
+        ..DiffOptions::default()
+    });
+    let content = one
+        .ok()
+        .and_then(|all| all.into_iter().find(|d| d.path == c.path))
+        .and_then(|d| d.content);
+    match content {
+        Some(Content::Text { patch: Some(p), .. }) => {
+            for line in p.lines() {
+                eprintln!("{}", printable(line));
+            }
+        }
+        Some(other) => eprintln!("  {other}"),
+        None => match c.new.as_ref().and_then(|n| n.target.as_ref()) {
+            Some(t) => eprintln!("  a symbolic link to {}", printable(&t.to_string_lossy())),
+            None => eprintln!("  {} (no content to show)", kind_label(c.kind)),
+        },
+    }
+}
+
 pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u8> {
     let sb = store.get(name)?;
     let lock = sb.lock()?;
@@ -410,6 +502,8 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
         patches: false,
         renames: false,
         allowed: None,
+        runs_on_host: runs_on_host(&sb),
+        host_hooks_paths: host_git_hooks(),
     })?;
     if pending.is_empty() {
         println!("nothing to discard: sandbox {name} has no changes there");

@@ -1,0 +1,349 @@
+//! Git repositories as git itself finds them, read from a [`View`]: which
+//! directories are git directories, and where git looks for hooks.
+//!
+//! The rules follow git's `setup.c` (`is_git_directory`,
+//! `validate_headref`, `read_gitfile`, `get_common_dir`):
+//! - a directory is a git directory when it has a `HEAD` (a regular file
+//!   `ref: refs/...` or an object name, or a symbolic link into `refs/`),
+//!   and `objects/` and `refs/` are directories git can enter (links
+//!   followed) in its *common directory*: the directory its `commondir`
+//!   file names (relative to it), or itself;
+//! - a `.git` that is a file (`gitdir: PATH`, relative to the file's
+//!   directory) names the git directory of the work tree it sits in;
+//! - a bare repository is a git directory anywhere in the tree, whatever
+//!   its name, and its `core.worktree` can name any work tree.
+//!
+//! warden is broader than git where being broader only adds flags: any
+//! `HEAD` counts (git would refuse an invalid one, and the next change
+//! could make it valid), and a directory holding both `objects/` and
+//! `refs/` counts too, since that is what a common directory holds (git
+//! obeys its config and hooks for every worktree whose `commondir` names
+//! it, and those files can be anywhere).
+
+use crate::view::{Resolved, View};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Config files read at most this far (a config is a few KiB).
+const CONFIG_LIMIT: u64 = 1 << 20;
+/// Includes followed at most this deep (git stops at 10).
+const INCLUDE_DEPTH: usize = 10;
+
+/// Answers about one view, remembered per directory.
+pub(crate) struct Repos<'a> {
+    view: View<'a>,
+    /// `core.hooksPath` values of the host's own git config (global,
+    /// system): they apply to every repository.
+    host_hooks: &'a [String],
+    git_dirs: HashMap<PathBuf, bool>,
+    hooks: HashMap<PathBuf, Vec<PathBuf>>,
+}
+
+impl<'a> Repos<'a> {
+    pub(crate) fn new(view: View<'a>, host_hooks: &'a [String]) -> Repos<'a> {
+        Repos {
+            view,
+            host_hooks,
+            git_dirs: HashMap::new(),
+            hooks: HashMap::new(),
+        }
+    }
+
+    /// Whether the directory `dir` (relative) is a git directory, or a
+    /// common directory of one.
+    pub(crate) fn is_git_dir(&mut self, dir: &Path) -> bool {
+        if let Some(&known) = self.git_dirs.get(dir) {
+            return known;
+        }
+        let answer = self.judge_git_dir(dir);
+        self.git_dirs.insert(dir.to_path_buf(), answer);
+        answer
+    }
+
+    fn judge_git_dir(&self, dir: &Path) -> bool {
+        // The top of the workspace is a directory; anything else must be
+        // one in this view.
+        if !dir.as_os_str().is_empty() && !self.view.lookup(dir).is_some_and(|n| n.is_dir()) {
+            return false;
+        }
+        self.has_git_shape(dir)
+    }
+
+    fn has_git_shape(&self, dir: &Path) -> bool {
+        let v = &self.view;
+        let enters = |rel: &Path| match v.walk(Path::new(""), rel, true).end {
+            Resolved::Inside(p) => v.lookup(&p).is_some_and(|n| n.is_dir()),
+            // A link out of the workspace: git would follow it; the host's
+            // directory may well be there.
+            Resolved::Outside(_) => true,
+            Resolved::Nowhere => false,
+        };
+        let own_data = enters(&dir.join("objects")) && enters(&dir.join("refs"));
+        if own_data {
+            return true;
+        }
+        let head = v.lookup(&dir.join("HEAD"));
+        if head.is_none_or(|n| !(n.is_file() || n.is_symlink())) {
+            return false;
+        }
+        match v.lookup(&dir.join("commondir")).filter(|n| n.is_file()) {
+            Some(n) => {
+                let Some(text) = read_limited(&n.physical) else {
+                    return true;
+                };
+                let named = PathBuf::from(text.trim_end_matches(['\n', '\r']));
+                match v.walk(dir, &named, true).end {
+                    Resolved::Inside(common) => {
+                        enters(&common.join("objects")) && enters(&common.join("refs"))
+                    }
+                    // A common directory outside the workspace: git may
+                    // well accept it.
+                    Resolved::Outside(_) => true,
+                    Resolved::Nowhere => false,
+                }
+            }
+            None => false,
+        }
+    }
+
+    /// The git directories of the work tree whose top is `top`: its `.git`
+    /// directory, or the one its `.git` file names. Relative results are
+    /// inside the workspace; absolute ones are host paths outside it.
+    fn git_dirs_of(&self, top: &Path) -> Vec<PathBuf> {
+        let v = &self.view;
+        let dot_git = top.join(".git");
+        let Some(node) = v.lookup(&dot_git) else {
+            return Vec::new();
+        };
+        let target = if node.is_file() {
+            let Some(text) = read_limited(&node.physical) else {
+                return Vec::new();
+            };
+            let Some(named) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else {
+                return Vec::new();
+            };
+            v.walk(top, Path::new(named.trim()), true).end
+        } else {
+            v.walk(Path::new(""), &dot_git, true).end
+        };
+        match target {
+            Resolved::Inside(p) => vec![p],
+            Resolved::Outside(p) => vec![p],
+            Resolved::Nowhere => Vec::new(),
+        }
+    }
+
+    /// Where git run in the work tree whose top is `top` looks for hooks,
+    /// beside `.git/hooks`: every `core.hooksPath` its config (and the
+    /// files that config includes) sets, as workspace paths. For husky's
+    /// layout (`.husky/_`), the directory above too, whose files the
+    /// generated hooks run.
+    pub(crate) fn hook_dirs(&mut self, top: &Path) -> Vec<PathBuf> {
+        if let Some(known) = self.hooks.get(top) {
+            return known.clone();
+        }
+        let mut out = Vec::new();
+        for gitdir in self.git_dirs_of(top) {
+            let mut configs = vec![gitdir.join("config"), gitdir.join("config.worktree")];
+            if let Some(common) = self.common_dir(&gitdir) {
+                configs.push(common.join("config"));
+            }
+            let mut values = self.host_hooks.to_vec();
+            for c in configs {
+                self.config_values(&c, "core", "hookspath", 0, &mut values);
+            }
+            for value in values {
+                let hooks = PathBuf::from(value);
+                if let Resolved::Inside(dir) = self.view.walk(top, &hooks, true).end {
+                    if dir.file_name().is_some_and(|n| n == "_") {
+                        if let Some(parent) = dir.parent() {
+                            out.push(parent.to_path_buf());
+                        }
+                    }
+                    out.push(dir);
+                }
+            }
+        }
+        self.hooks.insert(top.to_path_buf(), out.clone());
+        out
+    }
+
+    fn common_dir(&self, gitdir: &Path) -> Option<PathBuf> {
+        let text = self.read(&gitdir.join("commondir"))?;
+        let named = PathBuf::from(text.trim_end_matches(['\n', '\r']));
+        if gitdir.is_absolute() {
+            return Some(gitdir.join(named));
+        }
+        match self.view.walk(gitdir, &named, true).end {
+            Resolved::Inside(p) | Resolved::Outside(p) => Some(p),
+            Resolved::Nowhere => None,
+        }
+    }
+
+    /// A file of the view (relative path) or of the host (absolute path).
+    fn read(&self, path: &Path) -> Option<String> {
+        if path.is_absolute() {
+            return read_limited(path);
+        }
+        match self.view.walk(Path::new(""), path, true).end {
+            Resolved::Inside(p) => {
+                let node = self.view.lookup(&p)?;
+                node.is_file()
+                    .then(|| read_limited(&node.physical))
+                    .flatten()
+            }
+            Resolved::Outside(p) => read_limited(&p),
+            Resolved::Nowhere => None,
+        }
+    }
+
+    /// Every value of `section.key` in the config file `path` and the files
+    /// it includes (`include.path`, and `includeIf.*.path` whatever its
+    /// condition: a condition that does not hold today may hold tomorrow).
+    fn config_values(
+        &self,
+        path: &Path,
+        section: &str,
+        key: &str,
+        depth: usize,
+        out: &mut Vec<String>,
+    ) {
+        if depth > INCLUDE_DEPTH {
+            return;
+        }
+        let Some(text) = self.read(path) else { return };
+        for (sec, k, value) in parse_config(&text) {
+            let include = (sec == "include" || sec.starts_with("includeif")) && k == "path";
+            if include {
+                if value.starts_with('~') {
+                    continue;
+                }
+                let inc = Path::new(&value);
+                let inc = if inc.is_absolute() {
+                    inc.to_path_buf()
+                } else {
+                    path.parent().unwrap_or(Path::new("")).join(inc)
+                };
+                self.config_values(&inc, section, key, depth + 1, out);
+            } else if sec == section && k == key {
+                out.push(value);
+            }
+        }
+    }
+}
+
+/// Every `core.hooksPath` that the host's git config file `config` (a
+/// global or system one: `~/.gitconfig`, `~/.config/git/config`,
+/// `/etc/gitconfig`) and the files it includes set; `home` expands `~/`.
+/// A front door reads these and hands them to a diff
+/// ([`crate::DiffOptions::host_hooks_paths`]): a relative value there
+/// sends git to that directory of every repository's work tree.
+pub fn host_hooks_paths(config: &Path, home: Option<&Path>) -> Vec<String> {
+    fn walk(path: &Path, home: Option<&Path>, depth: usize, out: &mut Vec<String>) {
+        if depth > INCLUDE_DEPTH {
+            return;
+        }
+        let Some(text) = read_limited(path) else {
+            return;
+        };
+        for (sec, k, value) in parse_config(&text) {
+            let include = (sec == "include" || sec.starts_with("includeif")) && k == "path";
+            if include {
+                let inc = match (value.strip_prefix("~/"), home) {
+                    (Some(rest), Some(h)) => h.join(rest),
+                    (Some(_), None) => continue,
+                    (None, _) => path.parent().unwrap_or(Path::new("/")).join(&value),
+                };
+                walk(&inc, home, depth + 1, out);
+            } else if sec == "core" && k == "hookspath" {
+                match (value.strip_prefix("~/"), home) {
+                    (Some(rest), Some(h)) => out.push(h.join(rest).to_string_lossy().into_owned()),
+                    _ => out.push(value),
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(config, home, 0, &mut out);
+    out
+}
+
+fn read_limited(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).ok()?;
+    let mut buf = Vec::new();
+    f.take(CONFIG_LIMIT).read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// `(section, key, value)` of each setting of a git config text; section
+/// and key in lower case (git compares them so), the subsection dropped
+/// from the section name except for `includeIf`, whose name keeps
+/// `includeif` as its prefix.
+fn parse_config(text: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    for raw in text.lines() {
+        let mut line = raw.trim();
+        if line.starts_with('[') {
+            let Some(end) = line.find(']') else { continue };
+            let head = &line[1..end];
+            let name = head
+                .split(|c: char| c.is_whitespace() || c == '"' || c == '.')
+                .next()
+                .unwrap_or("");
+            section = name.to_ascii_lowercase();
+            line = line[end + 1..].trim();
+            if line.is_empty() {
+                continue;
+            }
+        }
+        if line.starts_with('#') || line.starts_with(';') || line.is_empty() {
+            continue;
+        }
+        let (k, v) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), v.trim()),
+            None => (line, "true"),
+        };
+        out.push((section.clone(), k.to_ascii_lowercase(), unquote(v)));
+    }
+    out
+}
+
+/// A config value without its quotes and trailing comment.
+fn unquote(v: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    out.push(match n {
+                        'n' => '\n',
+                        't' => '\t',
+                        other => other,
+                    });
+                }
+            }
+            '#' | ';' if !quoted => break,
+            c => out.push(c),
+        }
+    }
+    out.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_values_are_found_whatever_the_case_quotes_and_comments() {
+        let text = "[core]\n\tbare = false\n[CORE]\n  HooksPath = \"tools/hooks\" ; here\n[include]\n\tpath = x.cfg\n[includeIf \"gitdir:/a/\"]\n\tpath = y.cfg\n";
+        let got = parse_config(text);
+        assert!(got.contains(&("core".into(), "hookspath".into(), "tools/hooks".into())));
+        assert!(got.contains(&("include".into(), "path".into(), "x.cfg".into())));
+        assert!(got.contains(&("includeif".into(), "path".into(), "y.cfg".into())));
+    }
+}

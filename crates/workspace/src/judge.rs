@@ -1,0 +1,324 @@
+//! Flags that need the trees, not just a change's own name: where a
+//! symbolic link leads once every other link is followed, which changes
+//! fall inside a git repository as git finds one, where git looks for
+//! hooks, and whether npm's lifecycle scripts changed. `flags` judges a
+//! change by its path and entries alone; this module judges it by what the
+//! host will do with it once committed.
+
+use crate::change::{Change, EntryKind, Flag};
+use crate::flags;
+use crate::git::Repos;
+use crate::view::{Resolved, View};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// package.json files read at most this far.
+const PACKAGE_LIMIT: u64 = 8 << 20;
+
+/// npm scripts that run without being named: at install, pack and publish,
+/// and around every script (`pre<name>`, `post<name>`).
+const NPM_LIFECYCLE: &[&str] = &[
+    "preinstall",
+    "install",
+    "postinstall",
+    "prepublish",
+    "preprepare",
+    "prepare",
+    "postprepare",
+    "prepack",
+    "postpack",
+    "prepublishOnly",
+    "publish",
+    "postpublish",
+    "dependencies",
+];
+
+/// The trees one diff is judged against.
+pub(crate) struct Trees<'a> {
+    pub(crate) upper: &'a Path,
+    pub(crate) lower: &'a Path,
+    /// The upper is an overlay layer (else a full copy).
+    pub(crate) overlay: bool,
+    /// Globs of paths the profile says a tool on the host runs.
+    pub(crate) runs_on_host: &'a [glob::Pattern],
+    /// `core.hooksPath` values of the host's own git config.
+    pub(crate) host_hooks: &'a [String],
+}
+
+fn flag(rule: &'static str, reason: String) -> Flag {
+    Flag { rule, reason }
+}
+
+/// Add the tree-dependent flags to `changes`.
+pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
+    let after = View::merged(t.upper, t.lower, t.overlay);
+    let before = View::real(t.lower);
+    links(&after, &before, changes);
+    let mut repos_after = Repos::new(after, t.host_hooks);
+    let mut repos_before = Repos::new(before, t.host_hooks);
+    for c in changes.iter_mut() {
+        let mut found = Vec::new();
+        git(&mut repos_after, &mut repos_before, c, &mut found);
+        hooks(&mut repos_after, &mut repos_before, c, &mut found);
+        if let Some(f) = npm(t, c) {
+            found.push(f);
+        }
+        let opts = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
+        if t.runs_on_host
+            .iter()
+            .any(|g| c.paths().any(|p| g.matches_path_with(p, opts)))
+        {
+            found.push(flag(
+                "host-exec",
+                "the profile says a tool on the host runs this file".into(),
+            ));
+        }
+        for f in found {
+            if !c.flags.iter().any(|have| have.rule == f.rule) {
+                c.flags.push(f);
+            }
+        }
+    }
+}
+
+/// `symlink-escape`: a new or changed link that leads out of the workspace
+/// (by its text, or once every link of the layer and the real tree on its
+/// way is followed; and followed through the real tree alone, as it is when
+/// the link is committed without the other changes), and a changed link
+/// that sends another link of the tree out.
+fn links(after: &View<'_>, before: &View<'_>, changes: &mut [Change]) {
+    let changed: BTreeSet<PathBuf> = changes
+        .iter()
+        .filter(|c| c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Symlink))
+        .map(|c| c.path.clone())
+        .collect();
+    // A new directory can bring a link of the host that led nowhere to
+    // life (`l -> missing/../../etc` once `missing` exists).
+    let created: BTreeSet<PathBuf> = changes
+        .iter()
+        .filter(|c| {
+            c.new.as_ref().is_some_and(|n| n.kind == EntryKind::Dir)
+                && !c.old.as_ref().is_some_and(|o| o.kind == EntryKind::Dir)
+        })
+        .map(|c| c.path.clone())
+        .collect();
+    if changed.is_empty() && created.is_empty() {
+        return;
+    }
+    let mut reasons: BTreeMap<PathBuf, String> = BTreeMap::new();
+    for link in &changed {
+        let target = changes
+            .iter()
+            .find(|c| &c.path == link)
+            .and_then(|c| c.new.as_ref())
+            .and_then(|n| n.target.clone());
+        let walk = after.follow_link(link);
+        let alone = target
+            .as_deref()
+            .map(|t| before.walk(link.parent().unwrap_or(Path::new("")), t, true));
+        let why = match (&walk.end, &alone, &target) {
+            (Resolved::Outside(to), _, _) => Some(format!(
+                "a symbolic link that leads out of the workspace, to {}{}",
+                crate::printable_path(to),
+                through(&walk.links[1..])
+            )),
+            (
+                _,
+                Some(crate::view::Walk {
+                    end: Resolved::Outside(to),
+                    links,
+                    ..
+                }),
+                _,
+            ) => Some(format!(
+                "a symbolic link that, committed without the changes on its way, leads out of the workspace, to {}{}",
+                crate::printable_path(to),
+                through(links)
+            )),
+            (_, _, Some(t)) => flags::escapes(link, t, after.workspace).map(str::to_string),
+            _ => None,
+        };
+        if let Some(why) = why {
+            reasons.insert(link.clone(), why);
+        }
+    }
+    // Links already in the tree that a changed link or a new directory now
+    // sends out (and that did not lead out before). This reads every link
+    // of the workspace: done only when a diff holds a link or a new
+    // directory.
+    let all = after.links();
+    for other in all.iter().filter(|l| !changed.contains(*l)) {
+        let walk = after.follow_link(other);
+        let Resolved::Outside(to) = &walk.end else {
+            continue;
+        };
+        if matches!(before.follow_link(other).end, Resolved::Outside(_)) {
+            // It led out before the sandbox ran: the host's own.
+            continue;
+        }
+        let culprits = walk
+            .links
+            .iter()
+            .filter(|l| changed.contains(*l))
+            .chain(walk.dirs.iter().filter(|d| created.contains(*d)));
+        for via in culprits {
+            reasons.entry(via.clone()).or_insert_with(|| {
+                format!(
+                    "this change sends the link {} out of the workspace, to {}",
+                    crate::printable_path(other),
+                    crate::printable_path(to)
+                )
+            });
+        }
+    }
+    for c in changes.iter_mut() {
+        if let Some(why) = reasons.remove(&c.path) {
+            c.flags.push(flag("symlink-escape", why));
+        }
+    }
+}
+
+fn through(links: &[PathBuf]) -> String {
+    if links.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = links.iter().map(|l| crate::printable_path(l)).collect();
+    format!(" (through the links {})", names.join(", "))
+}
+
+/// `git-*`: a change inside a git directory (before or after the commit),
+/// or that is one.
+fn git(after: &mut Repos<'_>, before: &mut Repos<'_>, c: &Change, out: &mut Vec<Flag>) {
+    for path in c.paths() {
+        for dir in path.ancestors() {
+            if !(after.is_git_dir(dir) || before.is_git_dir(dir)) {
+                continue;
+            }
+            let shown = if dir.as_os_str().is_empty() {
+                ".".to_string()
+            } else {
+                crate::printable_path(dir)
+            };
+            let rest = path.strip_prefix(dir).unwrap_or(path);
+            let f = if rest.as_os_str().is_empty() {
+                flag(
+                    "git-internal",
+                    format!("{shown} is a git directory: git run there obeys its config and hooks"),
+                )
+            } else if rest.starts_with("hooks") {
+                flag(
+                    "git-hook",
+                    format!("a hook of the git directory {shown}: git runs hooks on the host"),
+                )
+            } else if flags::git_internal(&Path::new(".git").join(rest)) {
+                flag(
+                    "git-internal",
+                    format!("inside the git directory {shown}: git obeys its config and may run programs it names"),
+                )
+            } else {
+                flag(
+                    "git-data",
+                    format!("the history of the git repository {shown} (refs, objects, index, HEAD): git on the host reads it as the repository's own"),
+                )
+            };
+            out.push(f);
+            return;
+        }
+    }
+}
+
+/// `git-hook`: a change where a repository's `core.hooksPath` sends git.
+fn hooks(after: &mut Repos<'_>, before: &mut Repos<'_>, c: &Change, out: &mut Vec<Flag>) {
+    for path in c.paths() {
+        for top in path.ancestors().skip(1) {
+            let mut dirs = after.hook_dirs(top);
+            dirs.extend(before.hook_dirs(top));
+            if let Some(d) = dirs.iter().find(|d| path.starts_with(d)) {
+                out.push(flag(
+                    "git-hook",
+                    format!(
+                        "git runs hooks from {} (core.hooksPath of the repository at {}) on the host",
+                        crate::printable_path(d),
+                        if top.as_os_str().is_empty() {
+                            ".".to_string()
+                        } else {
+                            crate::printable_path(top)
+                        }
+                    ),
+                ));
+                return;
+            }
+        }
+    }
+}
+
+/// `host-exec`: a package.json whose implicitly run scripts changed.
+fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
+    if c.path.file_name()? != "package.json" {
+        return None;
+    }
+    let read = |p: PathBuf| -> Option<Vec<u8>> {
+        use std::io::Read;
+        let mut buf = Vec::new();
+        std::fs::File::open(p)
+            .ok()?
+            .take(PACKAGE_LIMIT)
+            .read_to_end(&mut buf)
+            .ok()?;
+        Some(buf)
+    };
+    let is_file =
+        |e: &Option<crate::change::Entry>| e.as_ref().is_some_and(|e| e.kind == EntryKind::File);
+    let new = if is_file(&c.new) {
+        match read(t.upper.join(&c.path)) {
+            Some(bytes) => Some(bytes),
+            None => {
+                return Some(flag(
+                    "host-exec",
+                    "a package.json warden cannot read: what npm runs from it cannot be told"
+                        .into(),
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    let old = if is_file(&c.old) {
+        read(t.lower.join(c.from.as_deref().unwrap_or(&c.path)))
+    } else {
+        None
+    };
+    let scripts = |bytes: &Option<Vec<u8>>| -> Result<BTreeMap<String, String>, ()> {
+        let Some(bytes) = bytes else {
+            return Ok(BTreeMap::new());
+        };
+        let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|_| ())?;
+        let mut out = BTreeMap::new();
+        if let Some(map) = v.get("scripts").and_then(|s| s.as_object()) {
+            for (k, v) in map {
+                let implicit = NPM_LIFECYCLE.contains(&k.as_str())
+                    || k.starts_with("pre")
+                    || k.starts_with("post");
+                if implicit {
+                    out.insert(k.clone(), v.to_string());
+                }
+            }
+        }
+        Ok(out)
+    };
+    match (scripts(&old), scripts(&new)) {
+        (_, Err(())) => Some(flag(
+            "host-exec",
+            "package.json that is not valid JSON: what npm runs from it cannot be told".into(),
+        )),
+        (Ok(a), Ok(b)) if a == b => None,
+        _ => Some(flag(
+            "host-exec",
+            "npm runs these lifecycle scripts (install, prepare, pre*/post*) on the host without being asked, at the next install or run; they changed".into(),
+        )),
+    }
+}

@@ -1,0 +1,284 @@
+//! The real workspace as a commit writes it: every path reached from the
+//! workspace's directory descriptor with `openat2(RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS)`, so that a symbolic link on the way (planted by
+//! the host or by an earlier commit) is refused, never followed; files
+//! written through a temporary file in their own directory and renamed
+//! into place; ownership kept for the project's owner when root commits.
+//! What to write and in which order is `commit`'s business.
+
+use crate::commit::CommitError;
+use crate::diff::{Change, ChangeKind, Entry, EntryKind};
+use crate::fsutil;
+use crate::store::FsTime;
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The workspace root, opened once; every path is resolved beneath it.
+pub(crate) struct Real {
+    root: OwnedFd,
+}
+
+pub(crate) enum Parent {
+    Dir(OwnedFd),
+    /// A directory on the way does not exist, or is not a directory (yet:
+    /// the commit may be about to make it one).
+    Missing,
+    Refused(&'static str),
+}
+
+pub(crate) const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
+    .union(ResolveFlags::NO_SYMLINKS)
+    .union(ResolveFlags::NO_MAGICLINKS);
+
+impl Real {
+    pub(crate) fn open(path: &Path) -> Result<Real, CommitError> {
+        let root = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| CommitError::Workspace {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })?;
+        Ok(Real { root })
+    }
+
+    /// The directory holding `rel`, reached without following any link.
+    pub(crate) fn parent(&self, rel: &Path) -> io::Result<Parent> {
+        let parent = match rel.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        match rustix::fs::openat2(
+            &self.root,
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            RESOLVE,
+        ) {
+            Ok(fd) => Ok(Parent::Dir(fd)),
+            Err(Errno::NOENT) => Ok(Parent::Missing),
+            Err(Errno::LOOP) => Ok(Parent::Refused("a directory on the way is a symbolic link")),
+            Err(Errno::NOTDIR) => Ok(Parent::Missing),
+            Err(Errno::XDEV) => Ok(Parent::Refused("the path leaves the workspace")),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+pub(crate) fn name_of(rel: &Path) -> &std::ffi::OsStr {
+    rel.file_name().unwrap_or(rel.as_os_str())
+}
+
+pub(crate) fn lstat_at(dir: &OwnedFd, rel: &Path) -> io::Result<Option<rustix::fs::Stat>> {
+    match rustix::fs::statat(dir, name_of(rel), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub(crate) fn kind_of(st: &rustix::fs::Stat) -> EntryKind {
+    match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+        rustix::fs::FileType::RegularFile => EntryKind::File,
+        rustix::fs::FileType::Directory => EntryKind::Dir,
+        rustix::fs::FileType::Symlink => EntryKind::Symlink,
+        _ => EntryKind::Other,
+    }
+}
+
+pub(crate) fn ctime_of(st: &rustix::fs::Stat) -> FsTime {
+    FsTime {
+        sec: st.st_ctime,
+        nsec: st.st_ctime_nsec as i64,
+    }
+}
+
+pub(crate) fn apply_err<'a>(
+    op: &'static str,
+    rel: &'a Path,
+) -> impl FnOnce(Errno) -> CommitError + 'a {
+    move |e| CommitError::Apply {
+        op,
+        path: rel.to_path_buf(),
+        source: e.into(),
+        applied: Vec::new(),
+    }
+}
+
+pub(crate) fn open_parent(real: &Real, rel: &Path) -> Result<OwnedFd, CommitError> {
+    let err = |source| CommitError::Apply {
+        op: "open directory",
+        path: rel.to_path_buf(),
+        source,
+        applied: Vec::new(),
+    };
+    match real.parent(rel).map_err(err)? {
+        Parent::Dir(fd) => Ok(fd),
+        Parent::Missing => Err(err(io::ErrorKind::NotFound.into())),
+        Parent::Refused(why) => Err(err(io::Error::other(why))),
+    }
+}
+
+/// When the commit runs as root, what it creates takes the owner of what
+/// it replaces, or else of the directory it lands in: a project that
+/// belongs to a person keeps belonging to them.
+pub(crate) fn keep_owner(parent: &OwnedFd, name: &std::ffi::OsStr, replaced: Option<(u32, u32)>) {
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let owner = replaced.or_else(|| {
+        rustix::fs::fstat(parent)
+            .ok()
+            .map(|st| (st.st_uid, st.st_gid))
+    });
+    if let Some((uid, gid)) = owner {
+        let _ = rustix::fs::chownat(
+            parent,
+            name,
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+            AtFlags::SYMLINK_NOFOLLOW,
+        );
+    }
+}
+
+/// Create the missing directories above `rel` (mode 0755), never through a
+/// symbolic link.
+pub(crate) fn make_parents(real: &Real, rel: &Path) -> Result<(), CommitError> {
+    let mut above: Vec<&Path> = rel
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .collect();
+    above.reverse();
+    for dir in above {
+        let parent = open_parent(real, dir)?;
+        match rustix::fs::mkdirat(&parent, name_of(dir), Mode::from_raw_mode(0o755)) {
+            Ok(()) => keep_owner(&parent, name_of(dir), None),
+            Err(Errno::EXIST) => {}
+            Err(e) => return Err(apply_err("create directory", dir)(e)),
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn remove_real(real: &Real, rel: &Path, kind: EntryKind) -> Result<(), CommitError> {
+    let parent = open_parent(real, rel)?;
+    let flags = if kind == EntryKind::Dir {
+        AtFlags::REMOVEDIR
+    } else {
+        AtFlags::empty()
+    };
+    match rustix::fs::unlinkat(&parent, name_of(rel), flags) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(apply_err("remove", rel)(e)),
+    }
+}
+
+pub(crate) static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn tmp_name() -> String {
+    format!(
+        ".warden-commit.{}.{}",
+        std::process::id(),
+        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub(crate) fn write_real(
+    real: &Real,
+    upper: &Path,
+    c: &Change,
+    new: &Entry,
+) -> Result<(), CommitError> {
+    let rel = c.path.as_path();
+    let parent = open_parent(real, rel)?;
+    let name = name_of(rel);
+    let mode = Mode::from_raw_mode(new.mode);
+    let existing = lstat_at(&parent, rel).map_err(|source| CommitError::Apply {
+        op: "stat",
+        path: rel.to_path_buf(),
+        source,
+        applied: Vec::new(),
+    })?;
+    match new.kind {
+        EntryKind::Dir => {
+            match existing.as_ref().map(kind_of) {
+                Some(EntryKind::Dir) => {}
+                Some(_) => rustix::fs::unlinkat(&parent, name, AtFlags::empty())
+                    .map_err(apply_err("remove", rel))?,
+                None => {}
+            }
+            if !matches!(existing.as_ref().map(kind_of), Some(EntryKind::Dir)) {
+                rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700))
+                    .map_err(apply_err("create directory", rel))?;
+                keep_owner(&parent, name, None);
+            }
+            // Its mode is set once its content is in (`apply`).
+        }
+        EntryKind::File if c.kind == ChangeKind::Mode => {
+            rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
+                .map_err(apply_err("set mode", rel))?;
+        }
+        EntryKind::File | EntryKind::Symlink => {
+            if matches!(existing.as_ref().map(kind_of), Some(EntryKind::Dir)) {
+                // Its content went in the removal pass.
+                rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR)
+                    .map_err(apply_err("remove directory", rel))?;
+            }
+            let tmp = tmp_name();
+            let made = if new.kind == EntryKind::File {
+                write_tmp_file(&parent, &tmp, &upper.join(rel), mode)
+            } else {
+                let target = new.target.clone().unwrap_or_default();
+                rustix::fs::symlinkat(&target, &parent, &tmp).map_err(io::Error::from)
+            };
+            let moved = made.and_then(|()| {
+                rustix::fs::renameat(&parent, &tmp, &parent, name).map_err(io::Error::from)
+            });
+            if let Err(source) = moved {
+                let _ = rustix::fs::unlinkat(&parent, &tmp, AtFlags::empty());
+                return Err(CommitError::Apply {
+                    op: "write",
+                    path: rel.to_path_buf(),
+                    source,
+                    applied: Vec::new(),
+                });
+            }
+            keep_owner(
+                &parent,
+                name,
+                existing.as_ref().map(|st| (st.st_uid, st.st_gid)),
+            );
+        }
+        EntryKind::Other => {}
+    }
+    Ok(())
+}
+
+pub(crate) fn write_tmp_file(
+    parent: &OwnedFd,
+    tmp: &str,
+    src: &Path,
+    mode: Mode,
+) -> io::Result<()> {
+    let from = File::open(src)?;
+    let fd = rustix::fs::openat(
+        parent,
+        tmp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let mut to = File::from(fd);
+    fsutil::fill(&from, &mut to)?;
+    rustix::fs::fchmod(to.as_fd(), mode)?;
+    to.sync_all()?;
+    Ok(())
+}
