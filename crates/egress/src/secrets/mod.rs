@@ -17,7 +17,10 @@
 //! [`Terminator`].
 
 mod authority;
+mod coding;
 mod rewrite;
+mod spelled;
+mod target;
 mod session;
 
 use crate::decision::Decision;
