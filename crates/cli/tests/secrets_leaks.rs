@@ -617,14 +617,25 @@ fn a_real_value_in_disguise_never_leaves_the_sandbox() {
     assert!(out.status.success(), "{s}\n{}", stderr(&out));
     for i in 0..requests.len() {
         let answer = section(&s, i);
+        // A streamed body is cut off where the value starts: its head may
+        // have gone, the value never.
+        let cut = i + 1 == requests.len() && answer.starts_with("HTTP/1.1 502");
         assert!(
-            answer.starts_with("HTTP/1.1 403"),
+            answer.starts_with("HTTP/1.1 403") || cut,
             "disguise {i} was not blocked: {answer}\n{}",
             stderr(&out)
         );
     }
     let seen = up.requests();
-    assert!(seen.is_empty(), "a disguised value reached the host: {seen:?}");
+    assert!(
+        seen.iter().all(|r| r.method == "POST" && r.target == "/b"),
+        "a disguised value reached the host: {seen:?}"
+    );
+    for r in &seen {
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(!decode_text(&body).contains(&value), "{body}");
+        assert!(!body.contains(&json), "{body}");
+    }
 }
 
 #[test]

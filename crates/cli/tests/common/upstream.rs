@@ -61,6 +61,8 @@ pub struct RawRequest {
     pub method: String,
     pub target: String,
     pub headers: Vec<(String, String)>,
+    /// As much of the body (by Content-Length) as arrived.
+    pub body: Vec<u8>,
 }
 
 impl RawRequest {
@@ -141,20 +143,24 @@ fn serve_one(
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
-    let req = RawRequest {
+    let mut req = RawRequest {
         method,
         target,
         headers,
+        body: Vec::new(),
     };
-    seen.lock().unwrap().push(req.clone());
-    // A request body (when there is one) is read, never used.
-    if let Some(n) = req
+    let length = req
         .header("content-length")
         .and_then(|n| n.parse::<usize>().ok())
-    {
-        let mut body = vec![0u8; n];
-        let _ = tls.read_exact(&mut body);
+        .unwrap_or(0);
+    let mut buf = [0u8; 4096];
+    while req.body.len() < length {
+        match tls.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => req.body.extend_from_slice(&buf[..n]),
+        }
     }
+    seen.lock().unwrap().push(req.clone());
     for piece in answer(&req) {
         if tls.write_all(&piece).is_err() {
             return;

@@ -17,6 +17,7 @@
 //! [`Terminator`].
 
 mod authority;
+mod b64;
 mod coding;
 mod rewrite;
 mod spelled;

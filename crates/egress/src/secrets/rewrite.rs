@@ -10,7 +10,7 @@
 //! pattern could still need, alone or as a streaming body. It never sends
 //! or records anything: what a match means is the session's to say.
 
-use super::spelled;
+use super::{b64, spelled};
 use super::{zero, BoxError, OutBody, Secret};
 use base64::Engine;
 use bytes::Bytes;
@@ -67,9 +67,16 @@ pub(super) fn scrub_patterns(secrets: &[Secret]) -> Vec<Pattern> {
         }
         let p = s.placeholder.as_bytes();
         out.extend(value_forms(&s.value, Action::Replace(p.to_vec()), i));
-        // Base64 at each alignment becomes the placeholder's base64.
-        for (from, to) in base64_pairs(&s.value, p) {
-            out.push(Pattern::exact(from, Action::Replace(to), i));
+        // Base64 at each alignment becomes the placeholder's base64, the
+        // text around it still valid base64 of the same data.
+        let to = b64::congruent(p, s.value.len());
+        for f in b64::forms(&s.value, MIN_FORM) {
+            out.push(Pattern {
+                from: s.value.clone(),
+                kind: Kind::Base64(Box::new(f)),
+                action: Action::Replace(to.clone()),
+                secret: i,
+            });
         }
     }
     out
@@ -99,7 +106,7 @@ pub(super) enum Action {
 }
 
 /// How a pattern's bytes are looked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(super) enum Kind {
     /// Byte for byte.
     Exact,
@@ -109,6 +116,9 @@ pub(super) enum Kind {
     /// character reference (decimal, hexadecimal or named), `+` for a space.
     /// Spellings mixed in one occurrence are found too.
     Spelled,
+    /// Inside base64 at one alignment: replaced so that the text stays
+    /// valid base64 (see [`b64`]).
+    Base64(Box<b64::Form>),
 }
 
 #[derive(Debug, Clone)]
@@ -140,17 +150,43 @@ impl Pattern {
 
     /// The most bytes an occurrence can take.
     fn longest(&self) -> usize {
-        match self.kind {
+        match &self.kind {
             Kind::Exact => self.from.len(),
             Kind::Spelled => self.from.len() * spelled::LONGEST,
+            Kind::Base64(f) => f.len(),
         }
     }
 
     /// The length of an occurrence at the start of `text`.
     fn at(&self, text: &[u8]) -> Option<usize> {
-        match self.kind {
+        match &self.kind {
             Kind::Exact => text.starts_with(&self.from).then_some(self.from.len()),
             Kind::Spelled => spelled::find_at(&self.from, text),
+            Kind::Base64(f) => f.at(text),
+        }
+    }
+
+    /// What an occurrence `matched` becomes under `Replace(to)`.
+    fn replacement(&self, matched: &[u8], to: &[u8]) -> Vec<u8> {
+        match &self.kind {
+            Kind::Base64(f) => f.replace(matched, to),
+            _ => to.to_vec(),
+        }
+    }
+
+    /// Bytes an occurrence may start with.
+    fn firsts(&self) -> Vec<u8> {
+        let Some(&b) = self.from.first() else {
+            return Vec::new();
+        };
+        match &self.kind {
+            Kind::Exact => vec![b],
+            Kind::Spelled => {
+                let mut v = vec![b.to_ascii_lowercase(), b.to_ascii_uppercase()];
+                v.extend_from_slice(spelled::OPENERS);
+                v
+            }
+            Kind::Base64(f) => f.firsts(),
         }
     }
 }
@@ -263,15 +299,8 @@ impl Rewriter {
         let longest = patterns.iter().map(Pattern::longest).max().unwrap_or(0);
         let mut firsts = [false; 256];
         for p in patterns.iter() {
-            if let Some(&b) = p.from.first() {
+            for b in p.firsts() {
                 firsts[b as usize] = true;
-                if p.kind == Kind::Spelled {
-                    firsts[b.to_ascii_lowercase() as usize] = true;
-                    firsts[b.to_ascii_uppercase() as usize] = true;
-                    for c in spelled::OPENERS {
-                        firsts[*c as usize] = true;
-                    }
-                }
             }
         }
         Rewriter {
@@ -327,7 +356,7 @@ impl Rewriter {
                             })
                         }
                         Action::Replace(to) => {
-                            out.extend_from_slice(to);
+                            out.extend(p.replacement(&rest[..len], to));
                             if !self.replaced.contains(&p.secret) {
                                 self.replaced.push(p.secret);
                             }

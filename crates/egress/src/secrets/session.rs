@@ -546,7 +546,7 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
     // A decoded body goes on in the identity coding, its length left to
     // the framing; so does one whose scrubbing may change its length.
     let changes_length = s.scrub.iter().any(|p| match &p.action {
-        Action::Replace(to) => to.len() != p.from.len() || p.kind == Kind::Spelled,
+        Action::Replace(to) => to.len() != p.from.len() || !matches!(p.kind, Kind::Exact),
         Action::Block(_) => false,
     });
     if !codings.is_empty() {
