@@ -11,7 +11,7 @@ use super::TempDir;
 pub struct TestCa {
     pub cert: rcgen::Certificate,
     pub key: rcgen::KeyPair,
-    dir: TempDir,
+    pub dir: TempDir,
 }
 
 impl TestCa {
