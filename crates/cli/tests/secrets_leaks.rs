@@ -158,12 +158,18 @@ fn leaky_answer(req: &RawRequest) -> Vec<Vec<u8>> {
     };
     match req.target.as_str() {
         "/reason" => head_and(
-            format!("HTTP/1.1 200 Token {v} accepted\r\nContent-Length: 3\r\nConnection: close\r\n\r\n"),
+            format!(
+                "HTTP/1.1 200 Token {v} accepted\r\nContent-Length: 3\r\nConnection: close\r\n\r\n"
+            ),
             b"ok\n".to_vec(),
         ),
         "/header-name" => plain(&format!("X-{v}: present\r\n"), b"ok\n".to_vec()),
         "/header-upper" => plain(
-            &format!("X-Echo: {}\r\nX-Lower: {}\r\n", v.to_uppercase(), v.to_lowercase()),
+            &format!(
+                "X-Echo: {}\r\nX-Lower: {}\r\n",
+                v.to_uppercase(),
+                v.to_lowercase()
+            ),
             b"ok\n".to_vec(),
         ),
         "/trailer" => {
@@ -171,7 +177,11 @@ fn leaky_answer(req: &RawRequest) -> Vec<Vec<u8>> {
                 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Echo, X-{v}\r\nConnection: close\r\n\r\n"
             )
             .into_bytes()];
-            out.extend(chunked(b"ok\n", 16, &format!("X-Echo: {v}\r\nX-{v}: yes\r\n")));
+            out.extend(chunked(
+                b"ok\n",
+                16,
+                &format!("X-Echo: {v}\r\nX-{v}: yes\r\n"),
+            ));
             out
         }
         "/gzip" => plain("Content-Encoding: gzip\r\n", gzip(&body)),
@@ -181,7 +191,10 @@ fn leaky_answer(req: &RawRequest) -> Vec<Vec<u8>> {
         "/raw-deflate" => plain("Content-Encoding: deflate\r\n", raw_deflate(&body)),
         "/br" => plain("Content-Encoding: br\r\n", brotli(&body)),
         "/te-gzip" => {
-            let mut out = vec![b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n".to_vec()];
+            let mut out = vec![
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n"
+                    .to_vec(),
+            ];
             out.extend(chunked(&gzip(&body), 7, ""));
             out
         }
@@ -194,7 +207,10 @@ fn leaky_answer(req: &RawRequest) -> Vec<Vec<u8>> {
         "/chunks" => {
             // One byte per chunk, one write per chunk: the value straddles
             // every boundary there is.
-            let mut out = vec![b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec()];
+            let mut out = vec![
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                    .to_vec(),
+            ];
             out.extend(chunked(&body, 1, ""));
             out
         }
@@ -223,7 +239,10 @@ fn assert_no_value(what: &str, text: &str, value: &str) {
 /// The body of a raw HTTP/1.1 answer with chunked framing undone.
 fn dechunk(answer: &str) -> (String, String) {
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((answer, ""));
-    if !head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         return (head.to_string(), body.to_string());
     }
     let mut out = String::new();
@@ -293,7 +312,11 @@ fn every_part_of_a_response_is_scrubbed_or_withheld() {
             assert!(!body.contains("echo of the token"), "{path}: {answer}");
             continue;
         }
-        assert!(status.contains(" 200"), "{path}: {answer}\n{}", stderr(&out));
+        assert!(
+            status.contains(" 200"),
+            "{path}: {answer}\n{}",
+            stderr(&out)
+        );
         let lower = head.to_ascii_lowercase();
         assert!(
             !lower.contains("content-encoding") || lower.contains("content-encoding: identity"),
@@ -331,7 +354,10 @@ fn spelled_answer(req: &RawRequest) -> Vec<Vec<u8>> {
         lines.push(format!("b64url{i}={}", url.encode(&data)));
         lines.push(format!("b64urlnopad{i}={}", url_np.encode(&data)));
         // Followed by more encoded data: the value inside a longer run.
-        lines.push(format!("b64long{i}={}", std.encode(format!("{data}!tail-of-the-data"))));
+        lines.push(format!(
+            "b64long{i}={}",
+            std.encode(format!("{data}!tail-of-the-data"))
+        ));
     }
     let pct = |keep: &str, upper: bool| -> String {
         v.bytes()
@@ -366,7 +392,17 @@ fn spelled_answer(req: &RawRequest) -> Vec<Vec<u8>> {
         })
         .collect();
     lines.push(format!("json-u={json_all}"));
-    lines.push(format!("json-U={}", json_all.replace("\\u00", "\\u00").to_uppercase().replace("\\U", "\\u")));
+    let json_upper: String = v
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("\\u{b:04X}")
+            }
+        })
+        .collect();
+    lines.push(format!("json-U={json_upper}"));
     lines.push(format!("json-slash={}", v.replace('/', "\\/")));
     let html = |f: &dyn Fn(u8) -> String| -> String {
         v.bytes()
@@ -427,7 +463,10 @@ fn every_common_spelling_of_the_value_in_a_response_is_scrubbed_and_stays_well_f
     let decoders = [
         ("b64std", base64::engine::general_purpose::STANDARD),
         ("b64nopad", base64::engine::general_purpose::STANDARD_NO_PAD),
-        ("b64urlnopad", base64::engine::general_purpose::URL_SAFE_NO_PAD),
+        (
+            "b64urlnopad",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        ),
         ("b64url", base64::engine::general_purpose::URL_SAFE),
         ("b64long", base64::engine::general_purpose::STANDARD),
     ];
@@ -463,7 +502,7 @@ fn every_common_spelling_of_the_value_in_a_response_is_scrubbed_and_stays_well_f
 /// Undo percent, JSON, HTML and hexadecimal spellings, as a program in the
 /// sandbox would.
 fn decode_text(s: &str) -> String {
-    if s.len() % 2 == 0 && !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if s.len().is_multiple_of(2) && !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit()) {
         let bytes: Vec<u8> = (0..s.len())
             .step_by(2)
             .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
@@ -587,7 +626,9 @@ fn a_real_value_in_disguise_never_leaves_the_sandbox() {
     let mut requests: Vec<String> = disguised
         .iter()
         .map(|t| {
-            format!("\"GET {t} HTTP/1.1\\r\\nHost: {HOST}:{port}\\r\\nConnection: close\\r\\n\\r\\n\"")
+            format!(
+                "\"GET {t} HTTP/1.1\\r\\nHost: {HOST}:{port}\\r\\nConnection: close\\r\\n\\r\\n\""
+            )
         })
         .collect();
     for header in [json.clone(), html.clone(), upper.clone(), b64.clone()] {
@@ -608,7 +649,12 @@ fn a_real_value_in_disguise_never_leaves_the_sandbox() {
         .args(["--add-host", &format!("{HOST}=127.0.0.1")])
         .args(["--upstream-ca", &ca.pem_path()])
         .args(["--env", &format!("LEAKED={value}")])
-        .args(["--", "sh", "-c", &raw_client(port, &format!("[{}]", requests.join(", ")))])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &raw_client(port, &format!("[{}]", requests.join(", "))),
+        ])
         .env("LEAKED_SOURCE", &value)
         .stdin(Stdio::null())
         .output()
@@ -729,7 +775,10 @@ fn ambiguous_authorities_are_refused_and_the_matched_one_is_forwarded() {
         // An absolute-form target naming another host.
         req("GET https://tenant.example/b", std::slice::from_ref(&here)),
         // Userinfo, in the target and in Host.
-        req(&format!("GET https://user@{here}/c"), std::slice::from_ref(&here)),
+        req(
+            &format!("GET https://user@{here}/c"),
+            std::slice::from_ref(&here),
+        ),
         req("GET /d", &[format!("user@{here}")]),
         req("GET /e", &[format!("{here}@tenant.example")]),
         // Another port than the connection's.
@@ -743,7 +792,10 @@ fn ambiguous_authorities_are_refused_and_the_matched_one_is_forwarded() {
     let fine = [
         req("GET /ok1", std::slice::from_ref(&here)),
         req("GET /ok2", &[format!("API.Secret.Test.:{port}")]),
-        req(&format!("GET https://{here}/ok3"), std::slice::from_ref(&here)),
+        req(
+            &format!("GET https://{here}/ok3"),
+            std::slice::from_ref(&here),
+        ),
     ];
     let all: Vec<String> = refused.iter().chain(fine.iter()).cloned().collect();
     let out = run_secret(
@@ -771,7 +823,10 @@ fn ambiguous_authorities_are_refused_and_the_matched_one_is_forwarded() {
     for r in &seen {
         assert_eq!(r.header("host"), Some(here.as_str()), "{r:?}");
         assert_eq!(
-            r.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("host")).count(),
+            r.headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case("host"))
+                .count(),
             1,
             "{r:?}"
         );

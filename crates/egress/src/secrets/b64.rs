@@ -28,7 +28,9 @@ pub(super) struct Form {
 
 impl std::fmt::Debug for Form {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Form").field("k", &self.k).finish_non_exhaustive()
+        f.debug_struct("Form")
+            .field("k", &self.k)
+            .finish_non_exhaustive()
     }
 }
 
@@ -150,15 +152,30 @@ impl Form {
         let mut out = Vec::with_capacity(end - start + 2);
         let mut pos = 0;
         if let Some((mask, _)) = self.lead {
-            let kept = matched.first().and_then(|&c| index(c, self.url)).unwrap_or(0) & !mask & 0x3f;
+            let kept = matched
+                .first()
+                .and_then(|&c| index(c, self.url))
+                .unwrap_or(0)
+                & !mask
+                & 0x3f;
             let new = s.get(start - 1).copied().unwrap_or(0) & mask;
             out.push(a[(kept | new) as usize]);
             pos = 1;
         }
-        out.extend(s.get(start..end).unwrap_or_default().iter().map(|&i| a[i as usize]));
+        out.extend(
+            s.get(start..end)
+                .unwrap_or_default()
+                .iter()
+                .map(|&i| a[i as usize]),
+        );
         pos += self.middle.len();
         if let Some((mask, _)) = self.trail {
-            let kept = matched.get(pos).and_then(|&c| index(c, self.url)).unwrap_or(0) & !mask & 0x3f;
+            let kept = matched
+                .get(pos)
+                .and_then(|&c| index(c, self.url))
+                .unwrap_or(0)
+                & !mask
+                & 0x3f;
             let new = s.get(end).copied().unwrap_or(0) & mask;
             out.push(a[(kept | new) as usize]);
         }
@@ -203,7 +220,10 @@ mod tests {
     #[test]
     fn a_replaced_value_leaves_valid_base64_of_the_replacement() {
         let value = b"sk/Live+tok:x=Q-0123";
-        let to = congruent(b"warden-secret-00112233445566778899aabbccddeeff", value.len());
+        let to = congruent(
+            b"warden-secret-00112233445566778899aabbccddeeff",
+            value.len(),
+        );
         for (engine, url) in [
             (&base64::engine::general_purpose::STANDARD, false),
             (&base64::engine::general_purpose::URL_SAFE, true),
@@ -220,10 +240,8 @@ mod tests {
                                 out.extend(f.replace(&enc[at..at + n], &to));
                                 out.extend_from_slice(&enc[at + n..]);
                                 let decoded = engine.decode(&out).unwrap();
-                                let want = format!(
-                                    "{prefix}{}{suffix}",
-                                    String::from_utf8_lossy(&to)
-                                );
+                                let want =
+                                    format!("{prefix}{}{suffix}", String::from_utf8_lossy(&to));
                                 assert_eq!(String::from_utf8_lossy(&decoded), want);
                                 done = true;
                             }

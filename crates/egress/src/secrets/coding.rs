@@ -124,7 +124,8 @@ impl Decoder {
             }
             // RFC 1950's header: compression method 8, and a check making
             // the first two bytes a multiple of 31.
-            let zlib = head[0] & 0x0f == 8 && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
+            let zlib =
+                head[0] & 0x0f == 8 && (u16::from(head[0]) << 8 | u16::from(head[1])) % 31 == 0;
             let head = std::mem::take(head);
             self.stage = if zlib {
                 Stage::Zlib(flate2::write::ZlibDecoder::new(self.sink.clone()))

@@ -12,7 +12,10 @@
 //!
 //! The files: `authority` makes the per-run CA, mints and caches leaves and
 //! holds the TLS configurations; `rewrite` knows the patterns and applies
-//! them to streams; `session` serves one terminated connection. This file
+//! them to streams (`spelled` and `b64` find a value in its spellings and
+//! in base64); `coding` undoes response bodies' codings; `target` reads a
+//! request's authority and path as the upstream will; `session` serves
+//! one terminated connection. This file
 //! is what the proxy and the jail call: [`Secret`], [`placeholder`] and the
 //! [`Terminator`].
 
@@ -20,9 +23,9 @@ mod authority;
 mod b64;
 mod coding;
 mod rewrite;
+mod session;
 mod spelled;
 mod target;
-mod session;
 
 use crate::decision::Decision;
 use crate::matcher::Matcher;

@@ -66,6 +66,14 @@ pub(super) fn scrub_patterns(secrets: &[Secret]) -> Vec<Pattern> {
             continue;
         }
         let p = s.placeholder.as_bytes();
+        if s.value.len() < 6 {
+            // Too short to look for in its spellings: only as it is.
+            out.push(Pattern::exact(
+                s.value.clone(),
+                Action::Replace(p.to_vec()),
+                i,
+            ));
+        }
         out.extend(value_forms(&s.value, Action::Replace(p.to_vec()), i));
         // Base64 at each alignment becomes the placeholder's base64, the
         // text around it still valid base64 of the same data.

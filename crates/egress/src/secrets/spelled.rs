@@ -94,10 +94,7 @@ fn spellings(b: u8, text: &[u8], out: &mut Vec<usize>) {
             _ => {}
         },
         b'&' => {
-            let end = text
-                .iter()
-                .take(LONGEST + 4)
-                .position(|&c| c == b';');
+            let end = text.iter().take(LONGEST + 4).position(|&c| c == b';');
             if let Some(end) = end {
                 let inner = &text[1..end];
                 let code = match inner {
@@ -107,7 +104,9 @@ fn spellings(b: u8, text: &[u8], out: &mut Vec<usize>) {
                             && digits.len() <= 7
                             && digits.iter().all(u8::is_ascii_digit) =>
                     {
-                        std::str::from_utf8(digits).ok().and_then(|d| d.parse().ok())
+                        std::str::from_utf8(digits)
+                            .ok()
+                            .and_then(|d| d.parse().ok())
                     }
                     name => NAMED
                         .iter()
