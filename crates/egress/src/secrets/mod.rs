@@ -193,6 +193,11 @@ impl Terminator {
         self
     }
 
+    /// Whether `name:port` has `--secret-rule`s.
+    fn has_rules(&self, name: &str, port: u16) -> bool {
+        self.rules.iter().any(|r| r.is_for(name, port))
+    }
+
     /// Why no rule allows `method path` on `name:port`, when the host has
     /// rules and none matches.
     fn rule_denies(&self, name: &str, port: u16, method: &str, path: &str) -> Option<String> {

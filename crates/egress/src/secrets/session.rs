@@ -323,7 +323,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
     // The authority and the path are read once, as the upstream will read
     // them; the rules see that, and that is what is forwarded.
     let checked = check_authority(&parts, s.sni.as_deref(), &s.name, s.port)
-        .and_then(|()| normalise_path(parts.uri.path()));
+        .and_then(|()| normalise_path(parts.uri.path(), s.term.has_rules(&s.name, s.port)));
     let path = match checked {
         Ok(p) => p,
         Err(e) => {

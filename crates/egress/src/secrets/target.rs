@@ -109,10 +109,13 @@ fn unreserved(b: u8) -> bool {
 
 /// `path` as the upstream will read it: `%XX` of an unreserved character
 /// decoded, other escapes in upper case, empty and `.` segments dropped,
-/// `..` resolved (never above the root). Refused: an encoded `/` or `\`,
-/// a backslash, a control character, a bad escape, a dot segment with
-/// parameters (`..;`).
-pub(super) fn normalise_path(path: &str) -> Result<String, TargetError> {
+/// `..` resolved (never above the root). Refused: a backslash, a control
+/// character, a bad escape, a dot segment with parameters (`..;`), and,
+/// when `ruled` (the host has `--secret-rule`s, so the path decides), an
+/// encoded `/` or `\`, which some servers decode into a separator after
+/// the rule was matched. Without rules such an escape is kept as it is
+/// (APIs such as GitLab's name projects `group%2Fproject`).
+pub(super) fn normalise_path(path: &str, ruled: bool) -> Result<String, TargetError> {
     if path == "*" {
         return Ok(path.to_string());
     }
@@ -131,7 +134,7 @@ pub(super) fn normalise_path(path: &str) -> Result<String, TargetError> {
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
                 .ok_or_else(ambiguous)?;
-            if v == b'/' || v == b'\\' || v < 0x20 || v == 0x7f {
+            if v < 0x20 || v == 0x7f || (ruled && (v == b'/' || v == b'\\')) {
                 return Err(ambiguous());
             }
             if unreserved(v) {
@@ -194,7 +197,7 @@ mod tests {
             ("/q%3fx", "/q%3Fx"),
             ("/", "/"),
         ] {
-            assert_eq!(normalise_path(raw).unwrap(), want, "{raw}");
+            assert_eq!(normalise_path(raw, true).unwrap(), want, "{raw}");
         }
         for raw in [
             "/a%2fb",
@@ -208,8 +211,17 @@ mod tests {
             "/a%2",
             "relative",
         ] {
-            assert!(normalise_path(raw).is_err(), "{raw}");
+            assert!(normalise_path(raw, true).is_err(), "{raw}");
         }
+        assert_eq!(
+            normalise_path("/projects/group%2fproject/../x", false).unwrap(),
+            "/projects/x"
+        );
+        assert_eq!(
+            normalise_path("/projects/group%2fproject", false).unwrap(),
+            "/projects/group%2Fproject"
+        );
+        assert!(normalise_path("/a/..;/b", false).is_err());
     }
 
     fn parts(uri: &str, hosts: &[&str]) -> http::request::Parts {
