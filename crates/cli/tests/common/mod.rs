@@ -2,6 +2,8 @@
 //! plant real files, listeners and processes for it to (fail to) reach.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod upstream;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

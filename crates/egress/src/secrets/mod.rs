@@ -12,13 +12,20 @@
 //!
 //! The files: `authority` makes the per-run CA, mints and caches leaves and
 //! holds the TLS configurations; `rewrite` knows the patterns and applies
-//! them to streams; `session` serves one terminated connection. This file
+//! them to streams (`spelled` and `b64` find a value in its spellings and
+//! in base64); `coding` undoes response bodies' codings; `target` reads a
+//! request's authority and path as the upstream will; `session` serves
+//! one terminated connection. This file
 //! is what the proxy and the jail call: [`Secret`], [`placeholder`] and the
 //! [`Terminator`].
 
 mod authority;
+mod b64;
+mod coding;
 mod rewrite;
 mod session;
+mod spelled;
+mod target;
 
 use crate::decision::Decision;
 use crate::matcher::Matcher;
@@ -184,6 +191,11 @@ impl Terminator {
     pub fn with_rules(mut self, rules: Vec<SecretRule>) -> Terminator {
         self.rules = rules;
         self
+    }
+
+    /// Whether `name:port` has `--secret-rule`s.
+    fn has_rules(&self, name: &str, port: u16) -> bool {
+        self.rules.iter().any(|r| r.is_for(name, port))
     }
 
     /// Why no rule allows `method path` on `name:port`, when the host has

@@ -10,6 +10,7 @@
 //! pattern could still need, alone or as a streaming body. It never sends
 //! or records anything: what a match means is the session's to say.
 
+use super::{b64, spelled};
 use super::{zero, BoxError, OutBody, Secret};
 use base64::Engine;
 use bytes::Bytes;
@@ -35,30 +36,24 @@ pub(super) fn outgoing(secrets: &[Secret], name: &str, port: u16, place: Place) 
                 Place::Body => None,
             };
             if let Some(to) = replacement {
-                out.push(Pattern {
-                    from: s.placeholder.as_bytes().to_vec(),
-                    action: Action::Replace(to),
-                    secret: i,
-                });
+                out.push(Pattern::exact(
+                    s.placeholder.as_bytes().to_vec(),
+                    Action::Replace(to),
+                    i,
+                ));
             }
         } else {
             for from in std::iter::once(s.placeholder.as_bytes().to_vec())
                 .chain(base64_forms(s.placeholder.as_bytes()))
             {
-                out.push(Pattern {
+                out.push(Pattern::exact(
                     from,
-                    action: Action::Block(Violation::Placeholder),
-                    secret: i,
-                });
+                    Action::Block(Violation::Placeholder),
+                    i,
+                ));
             }
         }
-        for from in value_forms(&s.value) {
-            out.push(Pattern {
-                from,
-                action: Action::Block(Violation::Value),
-                secret: i,
-            });
-        }
+        out.extend(value_forms(&s.value, Action::Block(Violation::Value), i));
     }
     out
 }
@@ -71,40 +66,25 @@ pub(super) fn scrub_patterns(secrets: &[Secret]) -> Vec<Pattern> {
             continue;
         }
         let p = s.placeholder.as_bytes();
-        out.push(Pattern {
-            from: s.value.clone(),
-            action: Action::Replace(p.to_vec()),
-            secret: i,
-        });
-        for (from, to) in base64_pairs(&s.value, p) {
+        if s.value.len() < 6 {
+            // Too short to look for in its spellings: only as it is.
+            out.push(Pattern::exact(
+                s.value.clone(),
+                Action::Replace(p.to_vec()),
+                i,
+            ));
+        }
+        out.extend(value_forms(&s.value, Action::Replace(p.to_vec()), i));
+        // Base64 at each alignment becomes the placeholder's base64, the
+        // text around it still valid base64 of the same data.
+        let to = b64::congruent(p, s.value.len());
+        for f in b64::forms(&s.value, MIN_FORM) {
             out.push(Pattern {
-                from,
-                action: Action::Replace(to),
+                from: s.value.clone(),
+                kind: Kind::Base64(Box::new(f)),
+                action: Action::Replace(to.clone()),
                 secret: i,
             });
-        }
-        // Other spellings a server may echo the value in: percent
-        // encoding in either case, JSON's escapes (`\/`, `\u00XX`),
-        // hexadecimal.
-        let mut forms = vec![
-            percent_encode(&s.value),
-            percent_encode(&s.value).to_ascii_lowercase(),
-        ];
-        forms.push(json_escape(&s.value, false));
-        forms.push(json_escape(&s.value, true));
-        let hex: String = s.value.iter().map(|b| format!("{b:02x}")).collect();
-        forms.push(hex.clone().into_bytes());
-        forms.push(hex.to_ascii_uppercase().into_bytes());
-        forms.sort();
-        forms.dedup();
-        for from in forms {
-            if from != s.value && from.len() >= MIN_FORM {
-                out.push(Pattern {
-                    from,
-                    action: Action::Replace(p.to_vec()),
-                    secret: i,
-                });
-            }
         }
     }
     out
@@ -133,11 +113,90 @@ pub(super) enum Action {
     Block(Violation),
 }
 
+/// How a pattern's bytes are looked for.
+#[derive(Debug, Clone)]
+pub(super) enum Kind {
+    /// Byte for byte.
+    Exact,
+    /// In any common spelling of the bytes, each byte on its own: itself
+    /// (letters in either case), percent-encoded (either case), a JSON or
+    /// JavaScript escape (`\u00XX`, `\xXX`, `\/`, `\"`, `\\`), an HTML
+    /// character reference (decimal, hexadecimal or named), `+` for a space.
+    /// Spellings mixed in one occurrence are found too.
+    Spelled,
+    /// Inside base64 at one alignment: replaced so that the text stays
+    /// valid base64 (see [`b64`]).
+    Base64(Box<b64::Form>),
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct Pattern {
     pub(super) from: Vec<u8>,
+    pub(super) kind: Kind,
     pub(super) action: Action,
     pub(super) secret: usize,
+}
+
+impl Pattern {
+    fn exact(from: Vec<u8>, action: Action, secret: usize) -> Pattern {
+        Pattern {
+            from,
+            kind: Kind::Exact,
+            action,
+            secret,
+        }
+    }
+
+    fn spelled(from: Vec<u8>, action: Action, secret: usize) -> Pattern {
+        Pattern {
+            from,
+            kind: Kind::Spelled,
+            action,
+            secret,
+        }
+    }
+
+    /// The most bytes an occurrence can take.
+    fn longest(&self) -> usize {
+        match &self.kind {
+            Kind::Exact => self.from.len(),
+            Kind::Spelled => self.from.len() * spelled::LONGEST,
+            Kind::Base64(f) => f.len(),
+        }
+    }
+
+    /// The length of an occurrence at the start of `text`.
+    fn at(&self, text: &[u8]) -> Option<usize> {
+        match &self.kind {
+            Kind::Exact => text.starts_with(&self.from).then_some(self.from.len()),
+            Kind::Spelled => spelled::find_at(&self.from, text),
+            Kind::Base64(f) => f.at(text),
+        }
+    }
+
+    /// What an occurrence `matched` becomes under `Replace(to)`.
+    fn replacement(&self, matched: &[u8], to: &[u8]) -> Vec<u8> {
+        match &self.kind {
+            Kind::Base64(f) => f.replace(matched, to),
+            _ => to.to_vec(),
+        }
+    }
+
+    /// Bytes an occurrence may start with.
+    fn firsts(&self) -> Vec<u8> {
+        let Some(&b) = self.from.first() else {
+            return Vec::new();
+        };
+        match &self.kind {
+            Kind::Exact => vec![b],
+            Kind::Spelled => {
+                let mut v = vec![b.to_ascii_lowercase(), b.to_ascii_uppercase()];
+                v.extend_from_slice(spelled::OPENERS);
+                v
+            }
+            Kind::Base64(f) => f.firsts(),
+        }
+    }
 }
 
 impl Drop for Pattern {
@@ -155,22 +214,6 @@ pub(super) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
         return None;
     }
     hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// `v` as a JSON string's content: `/` as `\/` (PHP's default), or, with
-/// `all`, every byte but letters and digits as `\u00XX`.
-fn json_escape(v: &[u8], all: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(v.len() * 2);
-    for &b in v {
-        if all && !b.is_ascii_alphanumeric() {
-            out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
-        } else if b == b'/' {
-            out.extend_from_slice(b"\\/");
-        } else {
-            out.push(b);
-        }
-    }
-    out
 }
 
 /// Every byte but the unreserved ones (RFC 3986) as `%XX`.
@@ -219,18 +262,23 @@ fn base64_pairs(from: &[u8], to: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
-/// A real value as it may appear in a request: raw, percent-encoded and
-/// base64-encoded.
-fn value_forms(v: &[u8]) -> Vec<Vec<u8>> {
+/// A real value as it may appear in a request or a response, and what
+/// is done where it does: in any common text spelling (raw, percent,
+/// JSON, HTML, either case), in hexadecimal (either case), and in base64
+/// (standard or URL-safe, padded or not, at each alignment; for a block:
+/// a replacement keeps its own base64 pairs, see [`base64_pairs`]).
+fn value_forms(v: &[u8], action: Action, secret: usize) -> Vec<Pattern> {
     if v.len() < 6 {
         return Vec::new();
     }
-    let mut out = vec![v.to_vec()];
-    let pct = percent_encode(v);
-    if pct != v {
-        out.push(pct);
+    let mut out = vec![Pattern::spelled(v.to_vec(), action.clone(), secret)];
+    let hex: String = v.iter().map(|b| format!("{b:02x}")).collect();
+    out.push(Pattern::spelled(hex.into_bytes(), action.clone(), secret));
+    if matches!(action, Action::Block(_)) {
+        for from in base64_forms(v) {
+            out.push(Pattern::exact(from, action.clone(), secret));
+        }
     }
-    out.extend(base64_forms(v));
     out
 }
 
@@ -256,10 +304,10 @@ pub(super) struct Rewriter {
 
 impl Rewriter {
     pub(super) fn new(patterns: Arc<Vec<Pattern>>) -> Rewriter {
-        let longest = patterns.iter().map(|p| p.from.len()).max().unwrap_or(0);
+        let longest = patterns.iter().map(Pattern::longest).max().unwrap_or(0);
         let mut firsts = [false; 256];
         for p in patterns.iter() {
-            if let Some(&b) = p.from.first() {
+            for b in p.firsts() {
                 firsts[b as usize] = true;
             }
         }
@@ -307,7 +355,7 @@ impl Rewriter {
             }
             let rest = &buf[i..];
             for p in self.patterns.iter() {
-                if rest.starts_with(&p.from) {
+                if let Some(len) = p.at(rest) {
                     match &p.action {
                         Action::Block(v) => {
                             return Err(Blocked {
@@ -316,11 +364,11 @@ impl Rewriter {
                             })
                         }
                         Action::Replace(to) => {
-                            out.extend_from_slice(to);
+                            out.extend(p.replacement(&rest[..len], to));
                             if !self.replaced.contains(&p.secret) {
                                 self.replaced.push(p.secret);
                             }
-                            i += p.from.len();
+                            i += len;
                             continue 'outer;
                         }
                     }
@@ -334,22 +382,36 @@ impl Rewriter {
     }
 }
 
-/// Header values passed through `patterns` one by one: a value that a
-/// pattern blocks is left out. Returns the new map and the secrets
-/// replaced.
-fn rewrite_headers(
+/// Headers (or trailers) passed through `patterns` one by one, names and
+/// values, leaving out those in `skip` (lower case): a header whose name
+/// or value a pattern blocks, or whose name is no longer a name after a
+/// replacement, is left out. Returns the new map and the secrets replaced.
+pub(super) fn rewrite_headers(
     patterns: &Arc<Vec<Pattern>>,
     headers: &http::HeaderMap,
+    skip: &[&str],
 ) -> (http::HeaderMap, Vec<usize>) {
     let mut out = http::HeaderMap::new();
     let mut replaced = Vec::new();
     for (k, v) in headers.iter() {
-        if let Ok((bytes, r)) = Rewriter::all(patterns.clone(), v.as_bytes()) {
-            replaced.extend(r);
-            if let Ok(v) = http::HeaderValue::from_bytes(&bytes) {
-                out.append(k.clone(), v);
-            }
+        if skip.contains(&k.as_str()) {
+            continue;
         }
+        let Ok((name, rn)) = Rewriter::all(patterns.clone(), k.as_str().as_bytes()) else {
+            continue;
+        };
+        let Ok((value, rv)) = Rewriter::all(patterns.clone(), v.as_bytes()) else {
+            continue;
+        };
+        let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(&name),
+            http::HeaderValue::from_bytes(&value),
+        ) else {
+            continue;
+        };
+        replaced.extend(rn);
+        replaced.extend(rv);
+        out.append(name, value);
     }
     (out, replaced)
 }
@@ -399,7 +461,7 @@ impl Body for RewriteBody {
                             None
                         } else {
                             other.into_trailers().ok().map(|t| {
-                                let (map, replaced) = rewrite_headers(&this.rw.patterns, &t);
+                                let (map, replaced) = rewrite_headers(&this.rw.patterns, &t, &[]);
                                 this.rw.replaced.extend(replaced);
                                 Frame::trailers(map)
                             })
@@ -446,6 +508,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, (from, to))| Pattern {
                     from: from.as_bytes().to_vec(),
+                    kind: Kind::Exact,
                     action: match to {
                         Some(t) => Action::Replace(t.as_bytes().to_vec()),
                         None => Action::Block(Violation::Value),
@@ -503,11 +566,7 @@ mod tests {
         let encoded = engine.encode(&plain);
         let pairs: Vec<Pattern> = base64_pairs(value, placeholder)
             .into_iter()
-            .map(|(from, to)| Pattern {
-                from,
-                action: Action::Replace(to),
-                secret: 0,
-            })
+            .map(|(from, to)| Pattern::exact(from, Action::Replace(to), 0))
             .collect();
         let (out, _) = Rewriter::all(Arc::new(pairs), encoded.as_bytes()).unwrap();
         assert!(base64_forms(value).iter().all(|f| find(&out, f).is_none()));

@@ -10,7 +10,12 @@
 //! substituted, scrubbed or blocked. It never decides whether the
 //! connection may be made (the proxy did) and never records a value.
 
-use super::rewrite::{outgoing, Action, Blocked, Pattern, Place, RewriteBody, Rewriter, Violation};
+use super::coding::{self, DecodeBody};
+use super::rewrite::{
+    outgoing, rewrite_headers, Action, Blocked, Kind, Pattern, Place, RewriteBody, Rewriter,
+    Violation,
+};
+use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
 use super::{zero, BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Decision, Protocol, SecretAction};
 use base64::Engine;
@@ -138,6 +143,8 @@ struct Session {
     scrub: Arc<Vec<Pattern>>,
     /// Some secret of this host is substituted in bodies.
     body_substitution: bool,
+    /// The TLS server name the sandbox asked for.
+    sni: Option<String>,
 }
 
 impl Session {
@@ -172,6 +179,24 @@ impl Session {
                 "blocked: the real value of secret {name} in a request from inside the sandbox"
             ),
         }
+    }
+
+    /// Refuse a request before anything of it goes upstream, recorded as a
+    /// denied decision of protocol `request`.
+    fn refuse(&self, status: StatusCode, why: String) -> Response<OutBody> {
+        (self.record)(Decision {
+            protocol: Protocol::Request,
+            name: Some(self.name.clone()),
+            port: self.port,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail: why.clone(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        });
+        text(status, format!("warden: {why}\n"))
     }
 
     fn block(&self, b: Blocked) -> Response<OutBody> {
@@ -230,8 +255,10 @@ pub(crate) async fn serve(
     let tls = acceptor.accept(counted).await.map_err(|e| {
         format!("the sandbox did not accept the secret proxy's certificate for {name} (is the sandbox's trust bundle in use?): {e}")
     })?;
+    let sni = tls.get_ref().1.server_name().map(str::to_string);
     let upstream = connect_tls(&term, upstream, &name).await;
     let session = Arc::new(Session {
+        sni,
         head: Arc::new(outgoing(&term.secrets, &name, port, Place::Header)),
         target: Arc::new(outgoing(&term.secrets, &name, port, Place::Target)),
         body: Arc::new(outgoing(&term.secrets, &name, port, Place::Body)),
@@ -293,31 +320,35 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
         Err(why) => return text(StatusCode::BAD_GATEWAY, format!("warden: {why}\n")),
     };
     let (mut parts, body) = req.into_parts();
+    // The authority and the path are read once, as the upstream will read
+    // them; the rules see that, and that is what is forwarded.
+    let checked = check_authority(&parts, s.sni.as_deref(), &s.name, s.port)
+        .and_then(|()| normalise_path(parts.uri.path(), s.term.has_rules(&s.name, s.port)));
+    let path = match checked {
+        Ok(p) => p,
+        Err(e) => {
+            let status = match e {
+                TargetError::OtherHost { .. } | TargetError::OtherServerName { .. } => {
+                    StatusCode::MISDIRECTED_REQUEST
+                }
+                _ => StatusCode::BAD_REQUEST,
+            };
+            return s.refuse(status, format!("refused: {e}"));
+        }
+    };
     if let Some(why) = s
         .term
-        .rule_denies(&s.name, s.port, parts.method.as_str(), parts.uri.path())
+        .rule_denies(&s.name, s.port, parts.method.as_str(), &path)
     {
-        (s.record)(Decision {
-            protocol: Protocol::Request,
-            name: Some(s.name.clone()),
-            port: s.port,
-            original_destination: None,
-            allowed: false,
-            rule: None,
-            detail: why.clone(),
-            bytes_out: 0,
-            bytes_in: 0,
-            duration_ms: 0,
-        });
-        return text(StatusCode::FORBIDDEN, format!("warden: {why}\n"));
+        return s.refuse(StatusCode::FORBIDDEN, why);
     }
 
-    // The target: path and query, substituted percent-encoded.
-    let target = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".into());
+    // The target: the normalised path and the query, substituted
+    // percent-encoded.
+    let target = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
     let mut substituted: Vec<usize> = Vec::new();
     let target = match Rewriter::all(s.target.clone(), target.as_bytes()) {
         Ok((t, r)) => {
@@ -332,44 +363,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
             "warden: bad request target\n".into(),
         );
     };
-    let authority = parts
-        .uri
-        .authority()
-        .map(|a| a.to_string())
-        .or_else(|| {
-            parts
-                .headers
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| s.name.clone());
-    if let Err(b) = Rewriter::all(s.head.clone(), authority.as_bytes()) {
-        return s.block(b);
-    }
-    // The request goes to this connection's host and no other: a server
-    // that routes on Host (a CDN, a shared front) must not take a
-    // substituted value to another of its tenants.
-    let asked = authority_host(&authority);
-    if !asked.eq_ignore_ascii_case(&s.name) {
-        let why = format!(
-            "a request for {asked} on the connection to {}: secrets go only where the connection goes",
-            s.name
-        );
-        (s.record)(Decision {
-            protocol: Protocol::Request,
-            name: Some(s.name.clone()),
-            port: s.port,
-            original_destination: None,
-            allowed: false,
-            rule: None,
-            detail: why.clone(),
-            bytes_out: 0,
-            bytes_in: 0,
-            duration_ms: 0,
-        });
-        return text(StatusCode::MISDIRECTED_REQUEST, format!("warden: {why}\n"));
-    }
+    let authority = forwarded_authority(&s.name, s.port);
 
     // Headers: substituted, Basic credentials decoded first.
     let mut headers = http::HeaderMap::new();
@@ -492,16 +486,6 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
     scrub_response(s, response, method_is_head)
 }
 
-/// The host of an authority (`host`, `host:port`, `[v6]:port`), without a
-/// trailing dot.
-fn authority_host(authority: &str) -> &str {
-    let host = match authority.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(rest),
-        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
-    };
-    host.strip_suffix('.').unwrap_or(host)
-}
-
 fn rewrite_header(
     s: &Session,
     key: &http::HeaderName,
@@ -528,50 +512,47 @@ fn rewrite_header(
 }
 
 fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) -> Response<OutBody> {
-    // The request asked for no encoding (Accept-Encoding is dropped): a
-    // compressed body would hide a value from the scrubber, so it does not
-    // reach the sandbox.
-    let encoded = response
-        .headers()
-        .get_all(http::header::CONTENT_ENCODING)
-        .iter()
-        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-    if encoded && !head {
-        for i in 0..s.term.secrets.len() {
-            (s.record)(s.decision(
-                i,
-                SecretAction::Blocked,
-                "a compressed response from a secret's host was withheld (it could not be checked for the value)".into(),
-            ));
+    // Every part of the response is output: the reason phrase, every
+    // header's name and value, the body under its codings, the trailers.
+    let codings = match coding::to_undo(response.headers()) {
+        Ok(c) => c,
+        Err(unknown) => {
+            for i in 0..s.term.secrets.len() {
+                (s.record)(s.decision(
+                    i,
+                    SecretAction::Blocked,
+                    format!("a response in the {unknown} coding from a secret's host was withheld (warden cannot read it to check it for the value)"),
+                ));
+            }
+            return text(
+                StatusCode::BAD_GATEWAY,
+                format!("warden: the server sent its response in the {unknown} coding, which warden cannot read to check it for secrets, so it is withheld\n"),
+            );
         }
-        return text(
-            StatusCode::BAD_GATEWAY,
-            "warden: the server compressed its response although none was asked for; warden cannot check it for secrets, so it is withheld\n".into(),
-        );
-    }
+    };
     let (mut parts, body) = response.into_parts();
     let mut scrubbed: Vec<usize> = Vec::new();
-    let mut headers = http::HeaderMap::new();
-    for (k, v) in parts.headers.iter() {
-        if HOP_BY_HOP.contains(&k.as_str()) {
-            continue;
-        }
-        match Rewriter::all(s.scrub.clone(), v.as_bytes()) {
-            Ok((out, r)) => {
-                scrubbed.extend(r);
-                if let Ok(v) = http::HeaderValue::from_bytes(&out) {
-                    headers.append(k.clone(), v);
-                }
+    if let Some(reason) = parts.extensions.remove::<hyper::ext::ReasonPhrase>() {
+        // Put back only as scrubbed; without it the canonical phrase goes.
+        if let Ok((out, r)) = Rewriter::all(s.scrub.clone(), reason.as_bytes()) {
+            scrubbed.extend(r);
+            if let Ok(p) = hyper::ext::ReasonPhrase::try_from(out) {
+                parts.extensions.insert(p);
             }
-            Err(_) => continue,
         }
     }
-    // Scrubbing may change the body's length; the length is then left to
-    // the framing (chunked, or the end of an HTTP/2 stream).
+    let (mut headers, r) = rewrite_headers(&s.scrub, &parts.headers, HOP_BY_HOP);
+    scrubbed.extend(r);
+    // A decoded body goes on in the identity coding, its length left to
+    // the framing; so does one whose scrubbing may change its length.
     let changes_length = s.scrub.iter().any(|p| match &p.action {
-        Action::Replace(to) => to.len() != p.from.len(),
+        Action::Replace(to) => to.len() != p.from.len() || !matches!(p.kind, Kind::Exact),
         Action::Block(_) => false,
     });
+    if !codings.is_empty() {
+        headers.remove(http::header::CONTENT_ENCODING);
+        headers.remove(http::header::CONTENT_LENGTH);
+    }
     if changes_length && !head {
         headers.remove(http::header::CONTENT_LENGTH);
     }
@@ -581,13 +562,17 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
         (s.record)(s.decision(
             *i,
             SecretAction::Scrubbed,
-            "scrubbed from a response header".into(),
+            "scrubbed from a response's status line or headers".into(),
         ));
     }
     parts.headers = headers;
+    let mut inner: OutBody = body.map_err(|e| Box::new(e) as BoxError).boxed();
+    if !codings.is_empty() && !head {
+        inner = DecodeBody::new(inner, &codings).boxed();
+    }
     let watch = s.clone();
     let body = RewriteBody {
-        inner: body.map_err(|e| Box::new(e) as BoxError).boxed(),
+        inner,
         rw: Rewriter::new(s.scrub.clone()),
         done: false,
         trailers: None,
@@ -614,14 +599,6 @@ mod tests {
     use rustls::pki_types::PrivateKeyDer;
     use std::sync::Mutex;
     use warden_policy::DomainRule;
-
-    #[test]
-    fn the_host_of_an_authority_is_found() {
-        assert_eq!(authority_host("api.example.com"), "api.example.com");
-        assert_eq!(authority_host("api.example.com:8443"), "api.example.com");
-        assert_eq!(authority_host("api.example.com."), "api.example.com");
-        assert_eq!(authority_host("[::1]:443"), "::1");
-    }
 
     /// An HTTPS server on 127.0.0.1 for `name` (certificate from a fresh
     /// authority, whose PEM is returned) that answers every request with

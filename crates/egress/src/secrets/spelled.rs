@@ -1,0 +1,181 @@
+//! Finding bytes in any common text spelling of themselves: what a server
+//! (or code inside the sandbox) may turn a secret's value into without
+//! changing what it means. Each byte of the sought bytes may stand as
+//! itself (letters in either case), percent-encoded (`%2f`, `%2F`), as a
+//! JSON or JavaScript escape (`\u002f`, `\x2f`, `\/`, `\"`, `\\`), as an
+//! HTML character reference (`&#47;`, `&#x2F;`, `&sol;`), or `+` for a
+//! space; spellings may be mixed within one occurrence (as encoders that
+//! leave reserved characters alone produce). Nothing here allocates per
+//! byte of the text or can take more than quadratic time.
+
+use std::collections::HashSet;
+
+/// The most bytes one byte's spelling takes (`&#x0002F;`).
+pub(super) const LONGEST: usize = 10;
+
+/// Bytes that open a spelling other than the byte itself.
+pub(super) const OPENERS: &[u8] = b"%\\&+";
+
+/// Named HTML references for ASCII characters (HTML's own table, the ones
+/// with one character).
+const NAMED: &[(&[u8], u8)] = &[
+    (b"excl", b'!'),
+    (b"quot", b'"'),
+    (b"QUOT", b'"'),
+    (b"num", b'#'),
+    (b"dollar", b'$'),
+    (b"percnt", b'%'),
+    (b"amp", b'&'),
+    (b"AMP", b'&'),
+    (b"apos", b'\''),
+    (b"lpar", b'('),
+    (b"rpar", b')'),
+    (b"ast", b'*'),
+    (b"midast", b'*'),
+    (b"plus", b'+'),
+    (b"comma", b','),
+    (b"period", b'.'),
+    (b"sol", b'/'),
+    (b"colon", b':'),
+    (b"semi", b';'),
+    (b"lt", b'<'),
+    (b"LT", b'<'),
+    (b"equals", b'='),
+    (b"gt", b'>'),
+    (b"GT", b'>'),
+    (b"quest", b'?'),
+    (b"commat", b'@'),
+    (b"lsqb", b'['),
+    (b"lbrack", b'['),
+    (b"bsol", b'\\'),
+    (b"rsqb", b']'),
+    (b"rbrack", b']'),
+    (b"Hat", b'^'),
+    (b"lowbar", b'_'),
+    (b"UnderBar", b'_'),
+    (b"grave", b'`'),
+    (b"DiacriticalGrave", b'`'),
+    (b"lcub", b'{'),
+    (b"lbrace", b'{'),
+    (b"verbar", b'|'),
+    (b"vert", b'|'),
+    (b"VerticalLine", b'|'),
+    (b"rcub", b'}'),
+    (b"rbrace", b'}'),
+    (b"tilde", b'~'),
+    (b"Tab", b'\t'),
+    (b"NewLine", b'\n'),
+    (b"nbsp", b' '),
+];
+
+fn hex(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
+/// The lengths of the spellings of `b` at the start of `text`.
+fn spellings(b: u8, text: &[u8], out: &mut Vec<usize>) {
+    out.clear();
+    let Some(&first) = text.first() else {
+        return;
+    };
+    if first.eq_ignore_ascii_case(&b) {
+        out.push(1);
+    }
+    match first {
+        b'%' if text.get(1..3).and_then(hex) == Some(b as u32) => out.push(3),
+        b'+' if b == b' ' => out.push(1),
+        b'\\' => match text.get(1) {
+            Some(b'u' | b'U') if text.get(2..6).and_then(hex) == Some(b as u32) => out.push(6),
+            Some(b'x' | b'X') if text.get(2..4).and_then(hex) == Some(b as u32) => out.push(4),
+            Some(&c) if c == b && b"/\"\\'".contains(&b) => out.push(2),
+            _ => {}
+        },
+        b'&' => {
+            let end = text.iter().take(LONGEST + 4).position(|&c| c == b';');
+            if let Some(end) = end {
+                let inner = &text[1..end];
+                let code = match inner {
+                    [b'#', b'x' | b'X', digits @ ..] if digits.len() <= 6 => hex(digits),
+                    [b'#', digits @ ..]
+                        if !digits.is_empty()
+                            && digits.len() <= 7
+                            && digits.iter().all(u8::is_ascii_digit) =>
+                    {
+                        std::str::from_utf8(digits)
+                            .ok()
+                            .and_then(|d| d.parse().ok())
+                    }
+                    name => NAMED
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map(|(_, c)| *c as u32),
+                };
+                if code == Some(b as u32) && end < LONGEST {
+                    out.push(end + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The length of an occurrence of `sought`, spelled in any of the ways
+/// above, at the start of `text`.
+pub(super) fn find_at(sought: &[u8], text: &[u8]) -> Option<usize> {
+    let mut stack = vec![(0usize, 0usize)];
+    // (byte of `sought`, position in `text`) already tried: spellings that
+    // overlap (a `%` that is itself part of the value) cannot make the
+    // search exponential.
+    let mut tried: HashSet<(usize, usize)> = HashSet::new();
+    let mut lens = Vec::with_capacity(2);
+    while let Some((j, pos)) = stack.pop() {
+        let Some(&b) = sought.get(j) else {
+            return Some(pos);
+        };
+        if !tried.insert((j, pos)) {
+            continue;
+        }
+        spellings(b, text.get(pos..).unwrap_or_default(), &mut lens);
+        for n in &lens {
+            stack.push((j + 1, pos + n));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_common_spelling_is_found_whole() {
+        let v = b"sk/Live+tok:x=Q";
+        for text in [
+            &b"sk/Live+tok:x=Q"[..],
+            b"SK/LIVE+TOK:X=Q",
+            b"sk%2FLive%2btok%3Ax%3DQ",
+            b"sk/Live%2Btok:x=Q",
+            b"%73%6B%2F%4C%69%76%65%2B%74%6F%6B%3A%78%3D%51",
+            b"sk\\/Live\\u002btok\\u003Ax\\x3dQ",
+            b"sk&#x2F;Live&#43;tok&colon;x&equals;Q",
+            b"sk&sol;Live&plus;tok&#58;x&#x0003D;Q",
+        ] {
+            let mut padded = text.to_vec();
+            padded.extend_from_slice(b" and more");
+            assert_eq!(
+                find_at(v, &padded),
+                Some(text.len()),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        assert_eq!(find_at(v, b"sk/Live+tok:x=R"), None);
+        assert_eq!(find_at(v, b"sk/Live+tok:x="), None);
+        // A `%` in the value itself, written raw or encoded.
+        assert_eq!(find_at(b"a%25b", b"a%25b"), Some(5));
+        assert_eq!(find_at(b"a%25b", b"a%2525b"), Some(7));
+    }
+}

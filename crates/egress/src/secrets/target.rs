@@ -1,0 +1,256 @@
+//! What a request on a terminated connection is for, read once and the
+//! same way the upstream will read it: the authority (checked against the
+//! connection's name, port and TLS server name) and the path (normalised:
+//! unreserved characters percent-decoded, dot segments resolved, empty
+//! segments dropped). `--secret-rule` is matched on the normalised path,
+//! and that path is what is forwarded. Anything that two servers could
+//! read two ways (userinfo, two hosts, an encoded slash or backslash,
+//! `..;`) is refused. It never sends or records anything.
+
+use std::str::FromStr;
+
+/// Why a request's authority or path is refused.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum TargetError {
+    #[error("{0} Host headers on one request: which one a server reads is its own choice")]
+    TwoHosts(usize),
+    #[error("the authority {0:?} is not a host name with an optional port")]
+    BadAuthority(String),
+    #[error("the authority {0:?} carries user information")]
+    Userinfo(String),
+    #[error("a request for {asked} on the connection to {name}:{port}: secrets go only where the connection goes")]
+    OtherHost {
+        asked: String,
+        name: String,
+        port: u16,
+    },
+    #[error("the TLS server name {sni} is not the connection's host {name}")]
+    OtherServerName { sni: String, name: String },
+    #[error("the path {0:?} holds an encoded slash, a backslash, a control character or a bad escape, which servers read differently")]
+    Ambiguous(String),
+    #[error("the request target {0:?} is not a path")]
+    NotAPath(String),
+}
+
+/// Check that every authority the request names (an absolute-form target
+/// or HTTP/2's `:authority`, and `Host`) is the connection's own host and
+/// port, and that the TLS server name is too.
+pub(super) fn check_authority(
+    parts: &http::request::Parts,
+    sni: Option<&str>,
+    name: &str,
+    port: u16,
+) -> Result<(), TargetError> {
+    if let Some(sni) = sni {
+        if !same_host(sni, name) {
+            return Err(TargetError::OtherServerName {
+                sni: sni.to_string(),
+                name: name.to_string(),
+            });
+        }
+    }
+    let hosts: Vec<&http::HeaderValue> = parts.headers.get_all(http::header::HOST).iter().collect();
+    if hosts.len() > 1 {
+        return Err(TargetError::TwoHosts(hosts.len()));
+    }
+    let mut named: Vec<String> = Vec::new();
+    if let Some(a) = parts.uri.authority() {
+        named.push(a.as_str().to_string());
+    }
+    for h in hosts {
+        named.push(String::from_utf8_lossy(h.as_bytes()).into_owned());
+    }
+    for text in named {
+        if text.contains('@') {
+            return Err(TargetError::Userinfo(text));
+        }
+        let a = http::uri::Authority::from_str(&text)
+            .map_err(|_| TargetError::BadAuthority(text.clone()))?;
+        let host = a.host();
+        let plain = host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if host.is_empty() || !plain {
+            return Err(TargetError::BadAuthority(text));
+        }
+        // Without a port an https authority means 443.
+        let asked_port = a.port_u16().unwrap_or(443);
+        if !same_host(host, name) || asked_port != port {
+            return Err(TargetError::OtherHost {
+                asked: text,
+                name: name.to_string(),
+                port,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn same_host(a: &str, b: &str) -> bool {
+    let a = a.strip_suffix('.').unwrap_or(a);
+    let b = b.strip_suffix('.').unwrap_or(b);
+    a.eq_ignore_ascii_case(b)
+}
+
+/// The authority forwarded upstream: the connection's own, whatever
+/// spelling the request used.
+pub(super) fn forwarded_authority(name: &str, port: u16) -> String {
+    let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+    if port == 443 {
+        name
+    } else {
+        format!("{name}:{port}")
+    }
+}
+
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~".contains(&b)
+}
+
+/// `path` as the upstream will read it: `%XX` of an unreserved character
+/// decoded, other escapes in upper case, empty and `.` segments dropped,
+/// `..` resolved (never above the root). Refused: a backslash, a control
+/// character, a bad escape, a dot segment with parameters (`..;`), and,
+/// when `ruled` (the host has `--secret-rule`s, so the path decides), an
+/// encoded `/` or `\`, which some servers decode into a separator after
+/// the rule was matched. Without rules such an escape is kept as it is
+/// (APIs such as GitLab's name projects `group%2Fproject`).
+pub(super) fn normalise_path(path: &str, ruled: bool) -> Result<String, TargetError> {
+    if path == "*" {
+        return Ok(path.to_string());
+    }
+    if !path.starts_with('/') {
+        return Err(TargetError::NotAPath(path.to_string()));
+    }
+    let ambiguous = || TargetError::Ambiguous(path.to_string());
+    let bytes = path.as_bytes();
+    let mut decoded = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            let v = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(ambiguous)?;
+            if v < 0x20 || v == 0x7f || (ruled && (v == b'/' || v == b'\\')) {
+                return Err(ambiguous());
+            }
+            if unreserved(v) {
+                decoded.push(v as char);
+            } else {
+                decoded.push_str(&format!("%{v:02X}"));
+            }
+            i += 3;
+            continue;
+        }
+        if b == b'\\' || b < 0x20 || b == 0x7f {
+            return Err(ambiguous());
+        }
+        decoded.push(b as char);
+        i += 1;
+    }
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = decoded.split('/').skip(1).collect();
+    let mut trailing = false;
+    for (k, seg) in segments.iter().enumerate() {
+        let last = k + 1 == segments.len();
+        let bare = seg.split(';').next().unwrap_or(seg);
+        if (bare == "." || bare == "..") && bare != *seg {
+            return Err(ambiguous());
+        }
+        match *seg {
+            "" | "." => trailing = last,
+            ".." => {
+                out.pop();
+                trailing = last;
+            }
+            s => {
+                out.push(s);
+                trailing = false;
+            }
+        }
+    }
+    let mut p = format!("/{}", out.join("/"));
+    if trailing && !out.is_empty() {
+        p.push('/');
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_read_as_a_server_reads_them() {
+        for (raw, want) in [
+            ("/repos/acme/w", "/repos/acme/w"),
+            ("/repos/%61cme/w", "/repos/acme/w"),
+            ("/repos//acme/./w", "/repos/acme/w"),
+            ("/repos/other/../acme/w", "/repos/acme/w"),
+            ("/repos/acme/%2e%2E/other", "/repos/other"),
+            ("/../../etc", "/etc"),
+            ("/a/b/", "/a/b/"),
+            ("/a/b/..", "/a/"),
+            ("/q%3fx", "/q%3Fx"),
+            ("/", "/"),
+        ] {
+            assert_eq!(normalise_path(raw, true).unwrap(), want, "{raw}");
+        }
+        for raw in [
+            "/a%2fb",
+            "/a%2F..%2Fb",
+            "/a%5cb",
+            "/a\\b",
+            "/a/..;/b",
+            "/a/.;x/b",
+            "/a%00b",
+            "/a%zz",
+            "/a%2",
+            "relative",
+        ] {
+            assert!(normalise_path(raw, true).is_err(), "{raw}");
+        }
+        assert_eq!(
+            normalise_path("/projects/group%2fproject/../x", false).unwrap(),
+            "/projects/x"
+        );
+        assert_eq!(
+            normalise_path("/projects/group%2fproject", false).unwrap(),
+            "/projects/group%2Fproject"
+        );
+        assert!(normalise_path("/a/..;/b", false).is_err());
+    }
+
+    fn parts(uri: &str, hosts: &[&str]) -> http::request::Parts {
+        let mut b = http::Request::builder().uri(uri);
+        for h in hosts {
+            b = b.header("host", *h);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn only_the_connections_own_authority_passes() {
+        let ok = |uri: &str, hosts: &[&str], sni: Option<&str>| {
+            check_authority(&parts(uri, hosts), sni, "api.test", 8443).is_ok()
+        };
+        assert!(ok("/", &["api.test:8443"], Some("api.test")));
+        assert!(ok("/", &["API.Test.:8443"], None));
+        assert!(ok("https://api.test:8443/", &[], None));
+        assert!(ok("/", &[], None));
+        assert!(!ok("/", &["api.test:8443"], Some("other.test")));
+        assert!(!ok("/", &["api.test"], None));
+        assert!(!ok("/", &["api.test:1"], None));
+        assert!(!ok("/", &["api.test:8443", "api.test:8443"], None));
+        assert!(!ok("/", &["u@api.test:8443"], None));
+        assert!(!ok("https://api.test:8443/", &["other.test"], None));
+        assert!(!ok("https://other.test/", &["api.test:8443"], None));
+        assert!(!ok("https://u@api.test:8443/", &[], None));
+        assert!(!ok("/", &["api.test%2eother:8443"], None));
+        assert_eq!(forwarded_authority("API.test.", 443), "api.test");
+        assert_eq!(forwarded_authority("api.test", 8443), "api.test:8443");
+    }
+}
