@@ -157,9 +157,10 @@ s.close()
         .filter(|r| r["event"] == "connections_aggregated")
         .collect();
     assert!(
-        agg.iter()
-            .any(|r| r["protocol"] == "dns" && r["name"] == "same.evil.test" && r["allowed"] == false
-                && r["count"].as_u64().unwrap() > 1),
+        agg.iter().any(|r| r["protocol"] == "dns"
+            && r["name"] == "same.evil.test"
+            && r["allowed"] == false
+            && r["count"].as_u64().unwrap() > 1),
         "no count for the repeated name"
     );
     // Every denied connection is accounted for: a line of its own, a
@@ -169,7 +170,9 @@ s.close()
             .iter()
             .map(|r| match r["event"].as_str() {
                 Some("connection") if r["allowed"] == false && r["protocol"] == proto => 1,
-                Some("connections_aggregated") if r["allowed"] == false && r["protocol"] == proto => {
+                Some("connections_aggregated")
+                    if r["allowed"] == false && r["protocol"] == proto =>
+                {
                     r["count"].as_u64().unwrap()
                 }
                 _ => 0,
