@@ -2,7 +2,7 @@
 //! sandbox cannot bury what matters under volume. Every decision that opens
 //! no connection (a DNS answer, a denial, a request judged on a terminated
 //! connection, a secret action) passes through a [`Window`]: the first of
-//! each protocol, name and verdict in a window is written in full, the
+//! each protocol, name, verdict and reason in a window is written in full, the
 //! repeats are counted and written as one `connections_aggregated` (or
 //! `secrets_aggregated`) event when the window ends. Distinct names per
 //! window are bounded; past the bound, decisions are counted per protocol
@@ -30,11 +30,15 @@ enum Key {
         /// `None`: a name past the window's bound.
         name: Option<String>,
         allowed: bool,
+        /// Why (empty past the bound): a decision with another reason is
+        /// news, and is written in full.
+        detail: String,
     },
     Secret {
         name: String,
         host: String,
         action: SecretAction,
+        detail: String,
     },
 }
 
@@ -96,6 +100,7 @@ impl Window {
                             .map(str::to_string)
                     }),
                     allowed: *allowed,
+                    detail: detail.clone(),
                 },
                 detail.clone(),
             ),
@@ -109,6 +114,7 @@ impl Window {
                     name: name.clone(),
                     host: host.clone(),
                     action: *action,
+                    detail: detail.clone(),
                 },
                 detail.clone(),
             ),
@@ -132,11 +138,13 @@ impl Window {
                 protocol,
                 name: None,
                 allowed,
+                detail: String::new(),
             },
             Key::Secret { action, .. } => Key::Secret {
                 name: String::new(),
                 host: String::new(),
                 action,
+                detail: String::new(),
             },
         };
         let t = self.tallies.entry(key).or_default();
@@ -163,6 +171,7 @@ impl Window {
                     protocol,
                     name,
                     allowed,
+                    ..
                 } => EventKind::ConnectionsAggregated {
                     protocol,
                     name,
@@ -171,7 +180,9 @@ impl Window {
                     since_ms: old.since_ms,
                     detail: t.detail,
                 },
-                Key::Secret { name, host, action } => EventKind::SecretsAggregated {
+                Key::Secret {
+                    name, host, action, ..
+                } => EventKind::SecretsAggregated {
                     name,
                     host,
                     action,
