@@ -16,6 +16,14 @@ impl Event {
     }
 }
 
+/// When an aggregation window began.
+fn kind_window(since_ms: u64) -> String {
+    humantime::format_rfc3339_millis(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms),
+    )
+    .to_string()
+}
+
 fn describe_kind(kind: &EventKind) -> String {
     match kind {
         EventKind::Created {
@@ -168,6 +176,39 @@ fn describe_kind(kind: &EventKind) -> String {
                 StopReason::Timeout => "the timeout was reached",
                 StopReason::SupervisorLost => "its supervisor was lost",
             }
+        ),
+        EventKind::ConnectionsAggregated {
+            protocol,
+            name,
+            allowed,
+            count,
+            since_ms,
+            detail,
+        } => format!(
+            "{} {} {} {count} more times since {} (counted, not written one by one){}",
+            if *allowed { "allow" } else { "DENY" },
+            protocol.as_str(),
+            name.as_deref().unwrap_or("(other names)"),
+            kind_window(*since_ms),
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {detail}")
+            }
+        ),
+        EventKind::SecretsAggregated {
+            name,
+            host,
+            action,
+            count,
+            since_ms,
+        } => format!(
+            "secret {name} {} for {host} {count} more times since {} (counted)",
+            match action {
+                SecretAction::Blocked => "BLOCKED",
+                other => other.as_str(),
+            },
+            kind_window(*since_ms)
         ),
         EventKind::EventsDropped { count } => {
             format!("LOST {count} events before this one (a sink fell behind)")

@@ -38,6 +38,8 @@ impl Event {
         match &self.kind {
             EventKind::Connection { allowed, .. } => !allowed,
             EventKind::ConnectionsNotRecorded { denied, .. } => *denied > 0,
+            EventKind::ConnectionsAggregated { allowed, .. } => !allowed,
+            EventKind::SecretsAggregated { action, .. } => *action == SecretAction::Blocked,
             EventKind::Secret { action, .. } => *action == SecretAction::Blocked,
             EventKind::Workspace { action, .. } => *action == WorkspaceAction::CommitRefused,
             _ => false,
@@ -141,6 +143,31 @@ pub enum EventKind {
     TtlChanged { deadline_ms: Option<u64> },
     /// A sink fell behind and this many events were lost before this one.
     EventsDropped { count: u64 },
+    /// Decisions of one protocol, name and verdict repeated within one
+    /// aggregation window, counted instead of written one by one: the
+    /// first of the window has a `connection` line of its own, the
+    /// `count` after it are here. `name` is the name asked for (or the
+    /// address, for a connection without one); `None` stands for every
+    /// name past the window's bound of distinct names.
+    ConnectionsAggregated {
+        protocol: Protocol,
+        name: Option<String>,
+        allowed: bool,
+        count: u64,
+        /// When the window began (ms since the epoch); `ts_ms` is its end.
+        since_ms: u64,
+        /// The last decision's reason.
+        detail: String,
+    },
+    /// Secret actions of one secret, host and action repeated within one
+    /// window, counted like `connections_aggregated`.
+    SecretsAggregated {
+        name: String,
+        host: String,
+        action: SecretAction,
+        count: u64,
+        since_ms: u64,
+    },
     /// The sandbox is gone.
     Exited {
         /// The status warden exits with.
@@ -171,6 +198,8 @@ impl EventKind {
             EventKind::TtlChanged { .. } => "ttl_changed",
             EventKind::ApiDenied { .. } => "api_denied",
             EventKind::EventsDropped { .. } => "events_dropped",
+            EventKind::ConnectionsAggregated { .. } => "connections_aggregated",
+            EventKind::SecretsAggregated { .. } => "secrets_aggregated",
             EventKind::Exited { .. } => "exited",
         }
     }
@@ -444,6 +473,21 @@ pub(crate) mod tests {
                 token: Some("abc".into()),
                 reason: "lacks the scope".into(),
             },
+            EventKind::ConnectionsAggregated {
+                protocol: Protocol::Dns,
+                name: Some("evil.example".into()),
+                allowed: false,
+                count: 9000,
+                since_ms: 1_699_999_999_000,
+                detail: "A".into(),
+            },
+            EventKind::SecretsAggregated {
+                name: "GITHUB_TOKEN".into(),
+                host: "api.github.com".into(),
+                action: SecretAction::Substituted,
+                count: 40,
+                since_ms: 1_699_999_999_000,
+            },
             EventKind::Exited {
                 status: 137,
                 reason: ExitReason::OutOfMemory,
@@ -472,7 +516,7 @@ pub(crate) mod tests {
         let events = one_of_each();
         let names: std::collections::BTreeSet<&str> =
             events.iter().map(|e| e.kind.name()).collect();
-        assert_eq!(names.len(), 13, "one event of each kind: {names:?}");
+        assert_eq!(names.len(), 17, "one event of each kind: {names:?}");
         for e in events {
             let json = serde_json::to_string(&e).unwrap();
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -593,7 +637,8 @@ pub(crate) mod tests {
         assert!(blocked.is_denial());
         assert!(one_of_each()
             .iter()
-            .all(|e| !e.is_denial() || e.kind.name() == "workspace"));
+            .all(|e| !e.is_denial()
+                || ["workspace", "connections_aggregated"].contains(&e.kind.name())));
     }
 
     #[test]

@@ -70,8 +70,12 @@ pub struct Decision {
 }
 
 /// Hears every decision as it is made. Called on the proxy's own threads:
-/// an implementation must return at once (queue, never write to a slow
-/// sink here), or it holds up the sandbox's connections.
+/// an implementation should return at once (queue, aggregate repeats,
+/// never write to a slow sink here), or it holds up the sandbox's
+/// connections; it may wait only where the alternative is losing the
+/// record (the runtime's bus waits when its queue is full, so that an
+/// allowed connection moves no byte unrecorded). Repeated decisions may be
+/// counted rather than kept one by one.
 pub trait Observer: Send + Sync {
     /// A decision, at the moment it is made. An allowed connection carries
     /// `conn`, the number its [`Observer::closed`] will repeat.

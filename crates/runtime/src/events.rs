@@ -1,17 +1,27 @@
 //! Events carried live to every sink: the [`Bus`] a sandbox's supervisor
 //! owns. Lifecycle events come from the supervisor's own thread; egress
 //! decisions come from the proxy's threads, through [`Bus::observer`], and
-//! are queued (bounded) for a writer thread, so that a slow sink never holds
-//! up a connection. Whatever a full queue loses is counted and reported as
-//! an `events_dropped` event before the next one.
+//! are queued (bounded) for a writer thread.
+//!
+//! Volume cannot push a record out of the log: decisions that open no
+//! connection (DNS answers, denials, requests, secret actions) are
+//! aggregated first (`aggregate.rs`: the first of each name and verdict
+//! per window in full, the repeats counted), so what a flood puts in the
+//! queue is bounded per window; an allowed connection's opening and its
+//! bytes at its end are queued one by one and never dropped. A queue full
+//! because a sink is stuck makes the sender wait (the proxy's connection
+//! waits before any byte of it moves) instead of losing the record. A
+//! follower (`warden logs -f`) is not the log: its own bounded queue loses
+//! what it cannot take, counted as `events_dropped`.
 
+use crate::aggregate::{Window, AGGREGATION_WINDOW};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use warden_audit::{Event, EventKind, EventSink, Protocol, SecretAction};
 use warden_egress::decision::{self, Decision, Observer};
 
-/// Events waiting for the writer at most.
+/// Events waiting for the writer at most; a sender waits beyond.
 const QUEUE: usize = 4096;
 /// Events waiting for one follower (`warden logs -f`) at most.
 const FOLLOWER_QUEUE: usize = 1024;
@@ -28,7 +38,8 @@ pub struct Bus {
     /// Set once the writer thread runs: events are queued for it.
     queue: Mutex<Option<SyncSender<Event>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    dropped: AtomicU64,
+    /// Repeated decisions counted for the current window.
+    window: Mutex<Window>,
     followers: Mutex<Vec<Follower>>,
     denied: Mutex<Denied>,
     /// Bytes of finished egress connections, both ways.
@@ -55,7 +66,7 @@ impl Bus {
             sinks: Mutex::new(sinks),
             queue: Mutex::new(None),
             writer: Mutex::new(None),
-            dropped: AtomicU64::new(0),
+            window: Mutex::new(Window::default()),
             followers: Mutex::new(Vec::new()),
             denied: Mutex::new(Denied::default()),
             egress_bytes: AtomicU64::new(0),
@@ -89,8 +100,44 @@ impl Bus {
     }
 
     fn write_from(&self, rx: Receiver<Event>) {
-        while let Ok(e) = rx.recv() {
-            self.write(&e);
+        loop {
+            match rx.recv_timeout(AGGREGATION_WINDOW) {
+                Ok(e) => self.write(&e),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            // A window's counts are written when it ends, also when no
+            // later decision comes to close it.
+            for kind in self.expired_counts() {
+                self.write(&Event::now(&self.sandbox, kind));
+            }
+        }
+    }
+
+    /// The counts of the current window, when it has run its time.
+    fn expired_counts(&self) -> Vec<EventKind> {
+        match self.window.lock() {
+            Ok(mut w) if w.expired() => w.close(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Record a decision that may repeat: written when it is the first of
+    /// its name and verdict in this window, counted otherwise.
+    fn emit_aggregated(&self, kind: EventKind) {
+        let (counts, first) = match self.window.lock() {
+            Ok(mut w) => {
+                let counts = if w.expired() { w.close() } else { Vec::new() };
+                (counts, w.admit(kind))
+            }
+            // A poisoned window counts nothing: write the decision itself.
+            Err(_) => (Vec::new(), Some(kind)),
+        };
+        for c in counts {
+            self.emit(c);
+        }
+        if let Some(kind) = first {
+            self.emit(kind);
         }
     }
 
@@ -102,30 +149,22 @@ impl Bus {
     fn send(&self, e: Event) {
         let tx = self.queue.lock().ok().and_then(|q| q.clone());
         match tx {
-            Some(tx) => match tx.try_send(e) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
+            // Full: the sender waits for the writer rather than lose the
+            // record (what floods is aggregated before it gets here).
+            Some(tx) => {
+                if let Err(std::sync::mpsc::SendError(e)) = tx.send(e) {
+                    self.write(&e);
                 }
-                Err(TrySendError::Disconnected(e)) => self.write(&e),
-            },
+            }
             None => self.write(&e),
         }
     }
 
-    /// Write to every sink and follower, after the count of what was lost.
+    /// Write to every sink and follower.
     fn write(&self, e: &Event) {
-        let lost = self.dropped.swap(0, Ordering::Relaxed);
         let Ok(mut sinks) = self.sinks.lock() else {
             return;
         };
-        if lost > 0 {
-            let d = Event::now(&self.sandbox, EventKind::EventsDropped { count: lost });
-            for s in sinks.iter_mut() {
-                s.emit(&d);
-            }
-            self.follow(&d);
-        }
         for s in sinks.iter_mut() {
             s.emit(e);
         }
@@ -173,6 +212,15 @@ impl Bus {
     /// Stop the writer after it has written what is queued, and close
     /// every sink (the audit log writes its head).
     pub fn close(&self) {
+        // The last window's counts, however short it was.
+        let counts = self
+            .window
+            .lock()
+            .map(|mut w| w.close())
+            .unwrap_or_default();
+        for kind in counts {
+            self.emit(kind);
+        }
         if let Ok(mut q) = self.queue.lock() {
             q.take();
         }
@@ -308,7 +356,13 @@ impl Observer for Decisions {
                 }
             }
         };
-        self.0.emit(kind);
+        // An allowed connection's opening is written on its own; every
+        // other decision may repeat, and is aggregated.
+        if conn.is_some() {
+            self.0.emit(kind);
+        } else {
+            self.0.emit_aggregated(kind);
+        }
     }
 
     fn closed(&self, conn: u64, d: &Decision) {

@@ -8,6 +8,7 @@
 //! with its control socket ([`protocol`], [`client`]). Front doors (the CLI,
 //! later the daemon and the OCI verbs) parse and wire; nothing here prints.
 
+mod aggregate;
 pub mod client;
 pub mod events;
 pub mod lifecycle;

@@ -187,6 +187,16 @@ pub fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
                     .iter()
                     .map(|e| match e.kind {
                         EventKind::ConnectionsNotRecorded { denied, .. } => denied,
+                        EventKind::ConnectionsAggregated {
+                            allowed: false,
+                            count,
+                            ..
+                        } => count,
+                        EventKind::SecretsAggregated {
+                            action: warden_audit::SecretAction::Blocked,
+                            count,
+                            ..
+                        } => count,
                         _ => u64::from(e.is_denial()),
                     })
                     .sum();

@@ -34,6 +34,23 @@ use warden_policy::{EgressSpec, HOST_ALIAS};
 /// Connections open at once, per sandbox.
 const MAX_CONNECTIONS: usize = 4096;
 
+/// The proxy's memory budget per sandbox, in KiB: what it may hold in
+/// buffers on the sandbox's behalf, whatever the sandbox's connections do
+/// (stall, never read, never send). Half pays for connections
+/// ([`CONNECTION_COST`] each, from accept to close: the first bytes read
+/// and small relay buffers), half for the large relay buffers of busy
+/// connections ([`relay::FAST_BUFFERS`] each, lent while one relays; when
+/// none is free a connection relays through its small ones). A connection
+/// the budget cannot pay for is refused at once and recorded as denied
+/// ("the proxy's memory budget ... is spent"). Kernel socket buffers are
+/// the kernel's, not counted here.
+pub const MEMORY_BUDGET_KIB: u32 = 64 * 1024;
+/// What one open connection costs the budget, in KiB: its first bytes
+/// (up to 16 KiB and a read's 4 KiB), two 4 KiB relay buffers, and the
+/// task and sockets that carry it. At most `MEMORY_BUDGET_KIB / 2 /
+/// CONNECTION_COST` (1,024) connections are open at once.
+pub const CONNECTION_COST: u32 = 32;
+
 /// A connection to a name that no rule allows, put to a person (`--ask`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Question {
@@ -113,6 +130,10 @@ struct Shared {
     used: std::sync::atomic::AtomicU64,
     /// Connections open at once are bounded.
     slots: Arc<tokio::sync::Semaphore>,
+    /// Half the memory budget, in KiB: what open connections cost.
+    connection_memory: Arc<tokio::sync::Semaphore>,
+    /// The other half, in KiB: large relay buffers, lent.
+    pub(crate) buffer_memory: Arc<tokio::sync::Semaphore>,
     /// With secrets: TLS to their hosts is terminated and requests are
     /// rewritten; every other connection is spliced as it is.
     terminator: Option<Arc<Terminator>>,
@@ -245,6 +266,12 @@ impl Proxy {
             idle: spec.idle_timeout,
             used: std::sync::atomic::AtomicU64::new(0),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+            connection_memory: Arc::new(tokio::sync::Semaphore::new(
+                (MEMORY_BUDGET_KIB / 2) as usize,
+            )),
+            buffer_memory: Arc::new(tokio::sync::Semaphore::new(
+                (MEMORY_BUDGET_KIB / 2) as usize,
+            )),
             terminator: terminator.map(Arc::new),
         });
         let std_listener = std::net::TcpListener::from(tcp);
@@ -273,8 +300,26 @@ impl Proxy {
                     }
                 };
                 let s = s.clone();
-                let Ok(permit) = s.slots.clone().try_acquire_owned() else {
-                    // Over the limit: refused at once, and recorded.
+                let permits = s.slots.clone().try_acquire_owned().map_err(|_| {
+                    format!("more than {MAX_CONNECTIONS} connections at once")
+                });
+                let memory = permits.and_then(|p| {
+                    s.connection_memory
+                        .clone()
+                        .try_acquire_many_owned(CONNECTION_COST)
+                        .map(|m| (p, m))
+                        .map_err(|_| {
+                            format!(
+                                "the proxy's memory budget ({} MiB) is spent: {} connections are open",
+                                MEMORY_BUDGET_KIB / 1024,
+                                MAX_CONNECTIONS - s.slots.available_permits()
+                            )
+                        })
+                });
+                let permit = match memory {
+                    Ok(p) => p,
+                    Err(why) => {
+                    // Over a limit: refused at once, and recorded.
                     s.record(&Decision {
                         protocol: Protocol::Tcp,
                         name: None,
@@ -284,13 +329,14 @@ impl Proxy {
                             .map(|a| a.to_string()),
                         allowed: false,
                         rule: None,
-                        detail: format!("more than {MAX_CONNECTIONS} connections at once"),
+                        detail: why,
                         bytes_out: 0,
                         bytes_in: 0,
                         duration_ms: 0,
                     });
                     drop(conn);
                     continue;
+                    }
                 };
                 let mut stopped = stopped.clone();
                 tokio::spawn(async move {
@@ -380,7 +426,11 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
         original,
         port,
     };
-    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    // Room for the longest first bytes and one read past them, made once:
+    // the buffer never grows (and what is never written takes no memory),
+    // so it stays within what the connection pays the budget.
+    let mut buf: Vec<u8> =
+        Vec::with_capacity(crate::tls::MAX_CLIENT_HELLO.max(crate::http::MAX_HEAD) + 4096);
     let (protocol, verdict) = decide::verdict(&mut conn, &mut buf, &at, shared).await;
     relay::settle(conn, buf, &at, protocol, verdict, shared).await;
 }

@@ -23,6 +23,12 @@ use tokio::net::TcpStream;
 /// Buffer per direction of a spliced connection: large enough that a bulk
 /// transfer moves in few system calls.
 const COPY_BUFFER: usize = 64 * 1024;
+/// Both directions' large buffers, in KiB of the proxy's memory budget
+/// (lent while a connection relays).
+pub(super) const FAST_BUFFERS: u32 = (2 * COPY_BUFFER / 1024) as u32;
+/// Buffer per direction when the budget has no large one to lend: paid
+/// for by the connection's own cost.
+const SMALL_BUFFER: usize = 4 * 1024;
 /// How long connecting upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -166,13 +172,17 @@ pub(super) async fn settle(
                         .then(|| with_connection_close(&buf))
                         .flatten();
                     let first = rewritten.as_deref().unwrap_or(buf.as_slice());
+                    let first_len = first.len() as u64;
                     let (mut out, mut inn) = (0, 0);
                     if upstream.write_all(first).await.is_ok() {
+                        // What was read first is sent: its memory goes back.
+                        drop(rewritten);
+                        drop(std::mem::take(&mut buf));
                         shared
                             .used
-                            .fetch_add(first.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                            .fetch_add(first_len, std::sync::atomic::Ordering::Relaxed);
                         (out, inn) = splice(&mut conn, &mut upstream, shared).await;
-                        out += first.len() as u64;
+                        out += first_len;
                     }
                     let duration_ms = start.elapsed().as_millis() as u64;
                     decision.bytes_out = out;
@@ -261,9 +271,23 @@ async fn splice(conn: &mut TcpStream, upstream: &mut TcpStream, shared: &Shared)
     let last = std::sync::atomic::AtomicU64::new(0);
     let (mut cr, mut cw) = conn.split();
     let (mut ur, mut uw) = upstream.split();
-    let out = pump(&mut cr, &mut uw, &last, start, idle, &shared.used);
-    let inn = pump(&mut ur, &mut cw, &last, start, idle, &shared.used);
-    tokio::join!(out, inn)
+    // Large buffers when the budget has them to lend, small ones (already
+    // paid for by the connection) when not.
+    let lease = shared
+        .buffer_memory
+        .clone()
+        .try_acquire_many_owned(FAST_BUFFERS)
+        .ok();
+    let size = if lease.is_some() {
+        COPY_BUFFER
+    } else {
+        SMALL_BUFFER
+    };
+    let out = pump(&mut cr, &mut uw, &last, start, idle, &shared.used, size);
+    let inn = pump(&mut ur, &mut cw, &last, start, idle, &shared.used, size);
+    let moved = tokio::join!(out, inn);
+    drop(lease);
+    moved
 }
 
 async fn pump<R, W>(
@@ -273,13 +297,14 @@ async fn pump<R, W>(
     start: tokio::time::Instant,
     idle: Duration,
     used: &std::sync::atomic::AtomicU64,
+    size: usize,
 ) -> u64
 where
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
     use std::sync::atomic::Ordering::Relaxed;
-    let mut buf = vec![0u8; COPY_BUFFER];
+    let mut buf = vec![0u8; size];
     let mut total = 0u64;
     loop {
         let n = match tokio::time::timeout(idle, from.read(&mut buf)).await {
@@ -294,7 +319,13 @@ where
                 continue;
             }
         };
-        if to.write_all(&buf[..n]).await.is_err() {
+        // A peer that never takes what is sent (it never reads) ends the
+        // connection after the idle timeout, like silence does: the bytes
+        // held for it are not held for ever.
+        if !matches!(
+            tokio::time::timeout(idle, to.write_all(&buf[..n])).await,
+            Ok(Ok(()))
+        ) {
             break;
         }
         total += n as u64;
