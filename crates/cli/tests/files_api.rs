@@ -566,3 +566,25 @@ fn a_link_swapped_in_during_requests_never_leaks() {
     }
     eprintln!("{benign} of 150 reads found the directory");
 }
+
+#[test]
+fn a_file_over_the_limit_is_refused_before_anything_is_written() {
+    let Some(t) = setup("fa-limit") else { return };
+    let (s, b) = curl(
+        &t.d,
+        "PUT",
+        &files("f", "huge"),
+        &[
+            "-H",
+            "content-length: 2147483648",
+            "--data-binary",
+            "x",
+            "--max-time",
+            "10",
+        ],
+    );
+    assert_eq!(s, 413, "{}", String::from_utf8_lossy(&b));
+    let (_, b) = curl(&t.d, "GET", "/v1/sandboxes/f/files/list", &[]);
+    let list: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(list["entries"], serde_json::json!([]), "nothing made");
+}
