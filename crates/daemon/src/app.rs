@@ -20,6 +20,8 @@ pub struct Limits {
     pub body_bytes: usize,
     /// Largest command output returned in one (non-streamed) answer.
     pub output_bytes: usize,
+    /// Largest file written through the files API.
+    pub file_bytes: u64,
 }
 
 impl Default for Limits {
@@ -27,6 +29,7 @@ impl Default for Limits {
         Limits {
             body_bytes: 4 << 20,
             output_bytes: 16 << 20,
+            file_bytes: 1 << 30,
         }
     }
 }

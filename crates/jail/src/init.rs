@@ -230,6 +230,7 @@ fn child_setup_and_run(
             degraded: plan.degraded,
             mask: original_mask,
             running: std::collections::HashMap::new(),
+            files_root: open_files_root(plan.degraded),
         };
         serve(&mut server, sfd, sockets);
         write_report(report, &Report::Exited(0));
@@ -240,6 +241,22 @@ fn child_setup_and_run(
     let child = exec.spawn()?;
     drop(plan.pty_slave.take());
     Ok(supervise_command(child, sfd, report, sockets))
+}
+
+/// The workspace as the sandbox sees it, for the file operations of
+/// [`crate::files`]; none degraded (no mount namespace: the path would be
+/// the host's) or without a workspace.
+fn open_files_root(degraded: bool) -> Option<OwnedFd> {
+    use nix::fcntl::OFlag;
+    if degraded {
+        return None;
+    }
+    nix::fcntl::open(
+        warden_policy::WORKSPACE_MOUNT,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()
 }
 
 /// If the supervisor dies, the init dies, and with it every process of its

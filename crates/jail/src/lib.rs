@@ -13,6 +13,7 @@ mod ask;
 pub mod cgroup;
 mod error;
 pub mod fdpass;
+pub mod files;
 pub mod host;
 mod init;
 pub mod landlock;

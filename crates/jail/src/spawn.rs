@@ -53,6 +53,9 @@ pub enum ToInit {
     TermAll,
     /// End the sandbox: the init exits, and every process with it.
     Shutdown,
+    /// A file operation in the sandbox's workspace, done by the init (see
+    /// [`crate::files`]); answered with `file_done`.
+    File { id: u64, file: crate::files::FileOp },
 }
 
 /// What the init tells the supervisor.
@@ -77,6 +80,12 @@ pub enum FromInit {
     Signaled {
         id: u64,
         signal: i32,
+    },
+    /// A file operation's answer: `errno` 0 when done, with the opened
+    /// descriptor for the operations that open one.
+    FileDone {
+        id: u64,
+        errno: i32,
     },
 }
 
@@ -130,7 +139,9 @@ pub fn receive(channel: BorrowedFd<'_>) -> Result<Option<(FromInit, Option<Owned
                     // Only a `spawned` carries a descriptor, and only one;
                     // anything else that came is closed here.
                     let master = match notice {
-                        FromInit::Spawned { .. } => fds.into_iter().next(),
+                        FromInit::Spawned { .. } | FromInit::FileDone { .. } => {
+                            fds.into_iter().next()
+                        }
                         _ => None,
                     };
                     return Ok(Some((notice, master)));
@@ -153,6 +164,9 @@ pub(crate) struct Server<'a> {
     pub mask: nix::sys::signal::SigSet,
     /// PID inside the sandbox -> request id, for the processes started here.
     pub running: HashMap<i32, u64>,
+    /// The workspace (`O_PATH`), opened before any process of the sandbox
+    /// ran; file operations are refused (ENOMEDIUM) without one.
+    pub files_root: Option<OwnedFd>,
 }
 
 impl Server<'_> {
@@ -228,6 +242,16 @@ impl Server<'_> {
                 let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGTERM);
             }
             ToInit::Shutdown => return false,
+            ToInit::File { id, file } => {
+                drop(fds);
+                // ENOMEDIUM: no workspace to work in.
+                let (errno, fd) = match &self.files_root {
+                    Some(root) => crate::files::serve(root.as_fd(), &file),
+                    None => (libc::ENOMEDIUM, None),
+                };
+                let notice = FromInit::FileDone { id, errno };
+                self.notify(&notice, fd.as_ref());
+            }
         }
         true
     }

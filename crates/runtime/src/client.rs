@@ -27,6 +27,8 @@ pub enum ClientError {
     ExecFailed { status: i32, message: String },
     #[error("the supervisor answered something unexpected")]
     Unexpected,
+    #[error("this sandbox's supervisor predates the files API (it closed the connection on the request); restart the sandbox to use it")]
+    FilesUnsupported,
     #[error("cannot relay the terminal")]
     Terminal(#[source] Errno),
 }
@@ -120,6 +122,26 @@ impl Connection {
         )? {
             Reply::Ok => Ok(()),
             _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Have the sandbox's init do a file operation in its workspace: the
+    /// errno it ended with (0: done) and, for the operations that open
+    /// one, the file or directory it opened, for this caller to read or
+    /// write.
+    pub fn file(
+        self,
+        op: warden_jail::files::FileOp,
+    ) -> Result<(Errno, Option<OwnedFd>), ClientError> {
+        protocol::send(self.sock.as_fd(), &Request::File(op), &[])?;
+        match protocol::receive::<Reply>(&self.sock) {
+            Ok((Reply::File { errno }, fds)) => {
+                Ok((Errno::from_raw(errno), fds.into_iter().next()))
+            }
+            Ok((Reply::Error { message }, _)) => Err(ClientError::Refused(message)),
+            Ok(_) => Err(ClientError::Unexpected),
+            Err(ProtocolError::Closed) => Err(ClientError::FilesUnsupported),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -596,5 +618,50 @@ fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) {
             Err(Errno::EINTR) | Err(Errno::EAGAIN) => continue,
             Err(_) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_supervisor_that_predates_the_files_request_is_named_as_such() {
+        use nix::sys::socket::{
+            bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+        };
+        let dir = std::env::temp_dir().join(format!("warden-old-sup-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("control.sock");
+        let sock = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(sock.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+        listen(&sock, Backlog::new(1).unwrap()).unwrap();
+        // An old supervisor: hello, then a request it cannot parse, upon
+        // which it closes the connection.
+        let old = std::thread::spawn(move || {
+            let conn = warden_jail::fdpass::accept(sock.as_fd()).unwrap();
+            let _ = protocol::receive::<Request>(&conn).unwrap();
+            let reply = Reply::Hello {
+                version: VERSION,
+                sandbox: "old".into(),
+                pid: 1,
+            };
+            protocol::send(conn.as_fd(), &reply, &[]).unwrap();
+            let mut buf = vec![0u8; protocol::MAX_MESSAGE];
+            let _ = warden_jail::fdpass::recv(conn.as_fd(), &mut buf);
+        });
+        let conn = Connection::open(&path).unwrap();
+        let op = warden_jail::files::FileOp::Read { path: "a".into() };
+        assert!(matches!(conn.file(op), Err(ClientError::FilesUnsupported)));
+        old.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -48,6 +48,11 @@ pub enum Request {
     Ps,
     /// Its events from now on, as they happen, until the sandbox ends.
     Follow,
+    /// A file operation in the sandbox's workspace, done by its init
+    /// inside the sandbox (see `warden_jail::files`); answered with
+    /// [`Reply::File`]. Supervisors older than this request close the
+    /// connection without an answer.
+    File(warden_jail::files::FileOp),
 }
 
 /// One process to start.
@@ -95,6 +100,11 @@ pub enum Reply {
         processes: Vec<Process>,
     },
     Event(Event),
+    /// A file operation's result: `errno` 0 when done; an opened file or
+    /// directory comes with it as a descriptor.
+    File {
+        errno: i32,
+    },
     Ok,
     Error {
         message: String,

@@ -47,6 +47,10 @@ pub enum SuperviseError {
     Jail(#[from] warden_jail::JailError),
 }
 
+/// Where the init's answer to one file operation goes: its errno and the
+/// descriptor it opened.
+type FileWaiter = SyncSender<(i32, Option<OwnedFd>)>;
+
 /// Everything the sandbox's threads share.
 struct Shared {
     bus: Arc<Bus>,
@@ -59,6 +63,9 @@ struct Shared {
     ttl_changed: std::sync::Condvar,
     next_exec: AtomicU64,
     execs: Mutex<HashMap<u64, Slot>>,
+    next_file: AtomicU64,
+    /// File operations sent to the init, waiting for its answer.
+    files: Mutex<HashMap<u64, FileWaiter>>,
     stopping: AtomicBool,
     /// The hard lifetime (`--timeout`) ended the sandbox.
     timed_out: AtomicBool,
@@ -179,6 +186,8 @@ fn supervise(
             ttl_changed: std::sync::Condvar::new(),
             next_exec: AtomicU64::new(1),
             execs: Mutex::new(HashMap::new()),
+            next_file: AtomicU64::new(1),
+            files: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
             init_gone: AtomicBool::new(false),
@@ -367,6 +376,7 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             message: "hello twice".into(),
         }),
         Request::Exec(r) => exec(shared, conn, r, fds),
+        Request::File(op) => file_op(shared, conn, op),
         Request::Signal { exec, signal } => {
             match spawn::send(
                 shared.channel.as_fd(),
@@ -544,6 +554,7 @@ fn exec(
         }
         let (m, done) = match notice {
             FromInit::Spawned { pid, .. } => (Reply::Spawned { exec: id, pid }, false),
+            FromInit::FileDone { .. } => continue,
             FromInit::Failed { errno, .. } => (
                 Reply::Failed {
                     status: if errno == libc::ENOENT { 127 } else { 126 },
@@ -582,6 +593,46 @@ fn exec(
     Ok(())
 }
 
+/// How long the init may take over one file operation.
+const FILE_OP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Have the init do a file operation, and hand the caller its result (and
+/// the descriptor it opened).
+fn file_op(
+    shared: &Arc<Shared>,
+    conn: &OwnedFd,
+    op: warden_jail::files::FileOp,
+) -> Result<(), protocol::ProtocolError> {
+    let error = |message: String| protocol::send(conn.as_fd(), &Reply::Error { message }, &[]);
+    if shared.stopping.load(Ordering::Relaxed) || shared.init_gone.load(Ordering::SeqCst) {
+        return error("the sandbox is stopping".into());
+    }
+    let id = shared.next_file.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = sync_channel(1);
+    if let Ok(mut files) = shared.files.lock() {
+        files.insert(id, tx);
+    }
+    let forget = || {
+        if let Ok(mut files) = shared.files.lock() {
+            files.remove(&id);
+        }
+    };
+    if let Err(e) = spawn::send(shared.channel.as_fd(), &ToInit::File { id, file: op }, &[]) {
+        forget();
+        return error(warden_jail::chain_str(&e));
+    }
+    match rx.recv_timeout(FILE_OP_TIMEOUT) {
+        Ok((errno, fd)) => {
+            let fds: Vec<RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
+            protocol::send(conn.as_fd(), &Reply::File { errno }, &fds)
+        }
+        Err(_) => {
+            forget();
+            error("the sandbox's init did not answer the file operation".into())
+        }
+    }
+}
+
 /// Whether the caller has closed its end of `conn` (it sends nothing after
 /// its request).
 fn caller_gone(conn: &OwnedFd) -> bool {
@@ -597,10 +648,18 @@ fn caller_gone(conn: &OwnedFd) -> bool {
 /// caller waiting for it.
 fn read_notices(shared: &Arc<Shared>) {
     while let Ok(Some((notice, master))) = spawn::receive(shared.channel.as_fd()) {
+        if let FromInit::FileDone { id, errno } = notice {
+            let waiter = shared.files.lock().ok().and_then(|mut f| f.remove(&id));
+            if let Some(w) = waiter {
+                let _ = w.try_send((errno, master));
+            }
+            continue;
+        }
         let Ok(mut execs) = shared.execs.lock() else {
             break;
         };
         let id = match &notice {
+            FromInit::FileDone { id, .. } => *id,
             FromInit::Spawned { id, .. }
             | FromInit::Failed { id, .. }
             | FromInit::Exited { id, .. }
@@ -626,7 +685,7 @@ fn read_notices(shared: &Arc<Shared>) {
                     }
                     FromInit::Exited { code, .. } => (*code, None),
                     FromInit::Signaled { signal, .. } => (128 + signal, Some(*signal)),
-                    FromInit::Spawned { .. } => (0, None),
+                    FromInit::Spawned { .. } | FromInit::FileDone { .. } => (0, None),
                 };
                 shared.bus.emit(EventKind::ExecExited {
                     exec: id,

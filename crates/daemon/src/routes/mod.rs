@@ -5,6 +5,7 @@
 
 mod events;
 mod exec;
+mod files;
 mod sandboxes;
 mod tokens;
 
@@ -95,6 +96,12 @@ where
         exec::stdin,
         exec::signal,
         events::events,
+        files::read,
+        files::write,
+        files::remove,
+        files::list,
+        files::mkdir,
+        files::rename,
         tokens::list,
         tokens::create,
         tokens::revoke,
@@ -145,6 +152,13 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/execs/{exec}/stdin", post(exec::stdin))
         .route("/v1/sandboxes/{id}/execs/{exec}/signal", post(exec::signal))
         .route("/v1/sandboxes/{id}/events", get(events::events))
+        .route(
+            "/v1/sandboxes/{id}/files",
+            get(files::read).put(files::write).delete(files::remove),
+        )
+        .route("/v1/sandboxes/{id}/files/list", get(files::list))
+        .route("/v1/sandboxes/{id}/files/mkdir", post(files::mkdir))
+        .route("/v1/sandboxes/{id}/files/move", post(files::rename))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))

@@ -1,0 +1,422 @@
+//! File operations in a long-lived sandbox's workspace, done by its init
+//! (inside the sandbox: its mount namespace, credentials and Landlock
+//! domain) on request of the supervisor (see [`crate::spawn`]).
+//!
+//! A path is resolved one component at a time from a descriptor of the
+//! workspace opened when the sandbox started: each step is an `openat`
+//! with `O_NOFOLLOW` of one name (no `/`) in the directory reached so far,
+//! and what it opened is checked with `fstat`. A symbolic link anywhere on
+//! the way (a magic link of /proc included) is refused (ELOOP), `..` and
+//! absolute paths are refused (EXDEV) before anything is opened, so no
+//! resolution can leave the workspace, and a link swapped in during the
+//! call is either not there when its name is opened or refused. `openat2`
+//! with `RESOLVE_BENEATH` would do the same in one call, but the sandbox's
+//! seccomp filter (which the init carries) answers it with ENOSYS.
+//!
+//! Files are opened with `O_NONBLOCK` (a FIFO cannot hang the init) and
+//! anything but a regular file or a directory is refused (ENXIO); the
+//! descriptor goes back to the supervisor, whose caller reads or writes it.
+//! Errors are errno values in the reply; nothing here panics or blocks on
+//! a file's contents.
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{FileStat, Mode, SFlag};
+use nix::unistd::UnlinkatFlags;
+use serde::{Deserialize, Serialize};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// Entries a recursive removal deletes per request; past this it answers
+/// EAGAIN and the caller asks again, so the init is never busy for long.
+pub const REMOVE_BUDGET: usize = 2000;
+/// Deepest directory a recursive removal descends into.
+const MAX_DEPTH: usize = 256;
+
+/// One file operation; paths are relative to the workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FileOp {
+    /// Open a regular file to read; its descriptor comes back.
+    Read { path: String },
+    /// Create a new file (it must not exist) with `mode` to write; its
+    /// descriptor comes back.
+    Create { path: String, mode: u32 },
+    /// Open a directory to list; its descriptor comes back.
+    List { path: String },
+    /// Make a directory (with its missing parents when `parents`).
+    Mkdir { path: String, parents: bool },
+    /// Rename `from` to `to` (replacing a file there).
+    Rename { from: String, to: String },
+    /// Remove a file or an empty directory; with `recursive`, a tree (up to
+    /// [`REMOVE_BUDGET`] entries per request: EAGAIN says ask again).
+    Remove { path: String, recursive: bool },
+}
+
+/// The names of a path relative to the workspace: EXDEV for `..` or an
+/// absolute path, EINVAL for a NUL byte.
+pub fn components(path: &str) -> Result<Vec<&str>, Errno> {
+    if path.contains('\0') {
+        return Err(Errno::EINVAL);
+    }
+    if path.starts_with('/') {
+        return Err(Errno::EXDEV);
+    }
+    let mut out = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => continue,
+            ".." => return Err(Errno::EXDEV),
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+/// Do `op` beneath `root` (an `O_PATH` descriptor of the workspace):
+/// errno 0 and, for the opening operations, the descriptor.
+pub fn serve(root: BorrowedFd<'_>, op: &FileOp) -> (i32, Option<OwnedFd>) {
+    let result = match op {
+        FileOp::Read { path } => open_read(root, path).map(Some),
+        FileOp::Create { path, mode } => create(root, path, *mode).map(Some),
+        FileOp::List { path } => open_dir(root, path).map(Some),
+        FileOp::Mkdir { path, parents } => mkdir(root, path, *parents).map(|_| None),
+        FileOp::Rename { from, to } => rename(root, from, to).map(|_| None),
+        FileOp::Remove { path, recursive } => remove(root, path, *recursive).map(|_| None),
+    };
+    match result {
+        Ok(fd) => (0, fd),
+        Err(e) => (e as i32, None),
+    }
+}
+
+fn kind(st: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits())
+}
+
+/// The directory reached by `dirs` from `root`, each step one name opened
+/// without following a link.
+fn walk(root: BorrowedFd<'_>, dirs: &[&str]) -> Result<OwnedFd, Errno> {
+    let mut cur = nix::fcntl::openat(
+        root,
+        ".",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    for name in dirs {
+        cur = step(cur.as_fd(), name)?;
+    }
+    Ok(cur)
+}
+
+/// Open directory `name` in `dir` as `O_PATH`: ELOOP when it is a link,
+/// ENOTDIR when it is something else.
+fn step(dir: BorrowedFd<'_>, name: &str) -> Result<OwnedFd, Errno> {
+    let fd = nix::fcntl::openat(
+        dir,
+        name,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let st = nix::sys::stat::fstat(&fd)?;
+    match kind(&st) {
+        SFlag::S_IFDIR => Ok(fd),
+        SFlag::S_IFLNK => Err(Errno::ELOOP),
+        _ => Err(Errno::ENOTDIR),
+    }
+}
+
+/// The parent directory of a path and its last name; EINVAL for the
+/// workspace itself.
+fn parent<'p>(root: BorrowedFd<'_>, path: &'p str) -> Result<(OwnedFd, &'p str), Errno> {
+    let names = components(path)?;
+    let Some((last, dirs)) = names.split_last() else {
+        return Err(Errno::EINVAL);
+    };
+    Ok((walk(root, dirs)?, last))
+}
+
+/// Why `name` in `dir` could not be opened as asked: ELOOP when it is a
+/// link (O_NOFOLLOW with O_DIRECTORY may say ENOTDIR for one).
+fn explain(dir: BorrowedFd<'_>, name: &str, e: Errno) -> Errno {
+    match nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) if kind(&st) == SFlag::S_IFLNK => Errno::ELOOP,
+        _ => e,
+    }
+}
+
+fn open_read(root: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
+    let (dir, name) = parent(root, path).map_err(|e| match e {
+        Errno::EINVAL if components(path).is_ok_and(|c| c.is_empty()) => Errno::EISDIR,
+        e => e,
+    })?;
+    let fd = nix::fcntl::openat(
+        &dir,
+        name,
+        OFlag::O_RDONLY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_NOCTTY
+            | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| explain(dir.as_fd(), name, e))?;
+    let st = nix::sys::stat::fstat(&fd)?;
+    match kind(&st) {
+        SFlag::S_IFREG => {}
+        SFlag::S_IFDIR => return Err(Errno::EISDIR),
+        _ => return Err(Errno::ENXIO),
+    }
+    nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::empty()))?;
+    Ok(fd)
+}
+
+fn create(root: BorrowedFd<'_>, path: &str, mode: u32) -> Result<OwnedFd, Errno> {
+    let (dir, name) = parent(root, path)?;
+    let mode = Mode::from_bits_truncate(mode & 0o777);
+    let fd = nix::fcntl::openat(
+        &dir,
+        name,
+        OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_EXCL
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NOCTTY
+            | OFlag::O_CLOEXEC,
+        mode,
+    )?;
+    // Exactly the mode asked for, whatever the init's umask.
+    nix::sys::stat::fchmod(&fd, mode)?;
+    Ok(fd)
+}
+
+fn open_dir(root: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
+    let names = components(path)?;
+    let (dir, name) = match names.split_last() {
+        Some((last, dirs)) => (walk(root, dirs)?, *last),
+        None => (walk(root, &[])?, "."),
+    };
+    nix::fcntl::openat(
+        &dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| explain(dir.as_fd(), name, e))
+}
+
+fn mkdir(root: BorrowedFd<'_>, path: &str, parents: bool) -> Result<(), Errno> {
+    let names = components(path)?;
+    if names.is_empty() {
+        return Err(Errno::EEXIST);
+    }
+    let mut cur = walk(root, &[])?;
+    for (i, name) in names.iter().enumerate() {
+        let last = i + 1 == names.len();
+        match step(cur.as_fd(), name) {
+            // There already, as a directory: done when parents are
+            // made too (as `mkdir -p`).
+            Ok(_) if last && parents => return Ok(()),
+            Ok(_) if last => return Err(Errno::EEXIST),
+            Ok(next) => cur = next,
+            Err(Errno::ENOENT) if parents || last => {
+                match nix::sys::stat::mkdirat(&cur, *name, Mode::from_bits_truncate(0o755)) {
+                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(e) => return Err(e),
+                }
+                if !last {
+                    cur = step(cur.as_fd(), name)?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn rename(root: BorrowedFd<'_>, from: &str, to: &str) -> Result<(), Errno> {
+    let (from_dir, from_name) = parent(root, from)?;
+    let (to_dir, to_name) = parent(root, to)?;
+    // Replacing a link would not write through it (rename never follows
+    // one), but a link there is refused as everywhere else.
+    if let Ok(st) = nix::sys::stat::fstatat(&to_dir, to_name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        if kind(&st) == SFlag::S_IFLNK {
+            return Err(Errno::ELOOP);
+        }
+    }
+    nix::fcntl::renameat(&from_dir, from_name, &to_dir, to_name)
+}
+
+fn remove(root: BorrowedFd<'_>, path: &str, recursive: bool) -> Result<(), Errno> {
+    let (dir, name) = parent(root, path)?;
+    match nix::unistd::unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) => return Ok(()),
+        Err(Errno::EISDIR) => {}
+        Err(e) => return Err(e),
+    }
+    match nix::unistd::unlinkat(&dir, name, UnlinkatFlags::RemoveDir) {
+        Err(Errno::ENOTEMPTY | Errno::EEXIST) if recursive => remove_tree(dir.as_fd(), name),
+        r => r,
+    }
+}
+
+/// Remove the directory `name` in `parent` and everything in it, without
+/// recursion (the init's stack is not spent) and without following links
+/// (each directory is opened with `O_NOFOLLOW`); EAGAIN after
+/// [`REMOVE_BUDGET`] removals.
+fn remove_tree(parent: BorrowedFd<'_>, name: &str) -> Result<(), Errno> {
+    let open = |dir: BorrowedFd<'_>, name: &std::ffi::CStr| -> Result<nix::dir::Dir, Errno> {
+        let fd = nix::fcntl::openat(
+            dir,
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        nix::dir::Dir::from_fd(fd)
+    };
+    let first = std::ffi::CString::new(name).map_err(|_| Errno::EINVAL)?;
+    let mut stack: Vec<(nix::dir::Dir, std::ffi::CString)> = vec![(open(parent, &first)?, first)];
+    let mut budget = REMOVE_BUDGET;
+    loop {
+        let depth = stack.len();
+        let Some((top, _)) = stack.last_mut() else {
+            break;
+        };
+        let mut names = Vec::new();
+        for entry in top.iter().take(256) {
+            let entry = entry?;
+            let n = entry.file_name();
+            if n.to_bytes() != b"." && n.to_bytes() != b".." {
+                names.push(n.to_owned());
+            }
+        }
+        let mut descend = None;
+        for n in names {
+            if budget == 0 {
+                return Err(Errno::EAGAIN);
+            }
+            match nix::unistd::unlinkat(top.as_fd(), n.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => budget -= 1,
+                Err(Errno::EISDIR) => {
+                    descend = Some(n);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(n) = descend {
+            if depth >= MAX_DEPTH {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let dir = open(top.as_fd(), &n)?;
+            stack.push((dir, n));
+            continue;
+        }
+        // Empty: remove it from its parent.
+        let Some((_, n)) = stack.pop() else { break };
+        let up = match stack.last() {
+            Some((d, _)) => d.as_fd(),
+            None => parent,
+        };
+        match nix::unistd::unlinkat(up, n.as_c_str(), UnlinkatFlags::RemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            // Emptied by someone else's hand meanwhile? Look again.
+            Err(Errno::ENOTEMPTY) => {
+                let dir = open(up, &n)?;
+                stack.push((dir, n));
+            }
+            Err(e) => return Err(e),
+        }
+        if budget == 0 {
+            return Err(Errno::EAGAIN);
+        }
+        budget -= 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_dot_and_absolute_paths_are_refused_before_anything_is_opened() {
+        assert_eq!(components("../etc/passwd"), Err(Errno::EXDEV));
+        assert_eq!(components("a/../../b"), Err(Errno::EXDEV));
+        assert_eq!(components("/etc/passwd"), Err(Errno::EXDEV));
+        assert_eq!(components("a//./b/"), Ok(vec!["a", "b"]));
+    }
+
+    #[test]
+    fn a_link_on_the_way_or_at_the_end_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("secret"), "marker").unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/ok"), "fine").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), ws.join("link")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), ws.join("dirlink")).unwrap();
+        let root = nix::fcntl::open(
+            &ws,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        let op = |path: &str| FileOp::Read { path: path.into() };
+        assert_eq!(serve(root.as_fd(), &op("sub/ok")).0, 0);
+        assert_eq!(serve(root.as_fd(), &op("link")).0, libc::ELOOP);
+        assert_eq!(serve(root.as_fd(), &op("dirlink/secret")).0, libc::ELOOP);
+        assert_eq!(serve(root.as_fd(), &op("../secret")).0, libc::EXDEV);
+        assert_eq!(serve(root.as_fd(), &op("sub")).0, libc::EISDIR);
+        let (e, _) = serve(
+            root.as_fd(),
+            &FileOp::Create {
+                path: "link".into(),
+                mode: 0o644,
+            },
+        );
+        assert_eq!(e, libc::EEXIST);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("secret")).unwrap(),
+            "marker"
+        );
+    }
+
+    #[test]
+    fn a_tree_is_removed_in_rounds_without_following_its_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "x").unwrap();
+        let ws = dir.path().join("ws");
+        for i in 0..30 {
+            let d = ws.join(format!("t/{i}/a/b"));
+            std::fs::create_dir_all(&d).unwrap();
+            for j in 0..100 {
+                std::fs::write(d.join(j.to_string()), "x").unwrap();
+            }
+        }
+        std::os::unix::fs::symlink(&outside, ws.join("t/0/out")).unwrap();
+        let root = nix::fcntl::open(
+            &ws,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        let op = FileOp::Remove {
+            path: "t".into(),
+            recursive: true,
+        };
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            match serve(root.as_fd(), &op).0 {
+                0 => break,
+                libc::EAGAIN => continue,
+                e => panic!("errno {e}"),
+            }
+        }
+        assert!(rounds > 1, "3000 files in one round");
+        assert!(!ws.join("t").exists());
+        assert!(outside.join("keep").exists());
+    }
+}
