@@ -51,6 +51,14 @@ pub enum Problem {
     BadAddHost(String),
     #[error("{0:?} must be an address range such as 10.1.0.0/16 or fd00::/8")]
     BadCidr(String),
+    #[error("{cidr:?} covers {range} ({what}), which no --allow-cidr may open: name the private ranges you need (such as 10.0.0.0/8 or fd00::/8), and reach a service of the host with --allow-host-port PORT")]
+    CidrCoversHost {
+        cidr: String,
+        range: String,
+        what: &'static str,
+    },
+    #[error("{0:?} pins the name to an unspecified address (0.0.0.0/8, ::, or an IPv6 form of one), which lands on the host itself: give the address of the service, or use --allow-host-port PORT for a service of the host")]
+    AddHostUnspecified(String),
     #[error("0 is not a port: give a number from 1 to 65535")]
     BadHostPort,
     #[error("{0:?} must have the form HOSTPORT:PORT with ports from 1 to 65535, e.g. 8080:3000")]
@@ -98,6 +106,8 @@ impl Problem {
             | Problem::BadEnvAssignment(s)
             | Problem::BadAddHost(s)
             | Problem::BadCidr(s)
+            | Problem::CidrCoversHost { cidr: s, .. }
+            | Problem::AddHostUnspecified(s)
             | Problem::BadPublish(s)
             | Problem::HostAliasAsDomain(s)
             | Problem::DuplicateSecret(s)

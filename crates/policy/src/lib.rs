@@ -11,6 +11,7 @@
 //! JSON path, kind of value, doc. An error about a value ([`ResolveError`])
 //! carries its [`Field`], so each door names it its own way.
 
+pub mod addresses;
 pub mod compose;
 mod domains;
 mod env;
@@ -497,6 +498,18 @@ impl Request {
                         .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
                         .map(|n| n.trunc())
                         .map_err(|_| Field::AllowCidr.invalid(Problem::BadCidr(c.to_string())))
+                        .and_then(|n| match addresses::covers_host(&n) {
+                            // Refused, not narrowed: the person asked for
+                            // something warden will never give.
+                            Some((range, what)) => {
+                                Err(Field::AllowCidr.invalid(Problem::CidrCoversHost {
+                                    cidr: c.to_string(),
+                                    range: range.to_string(),
+                                    what,
+                                }))
+                            }
+                            None => Ok(n),
+                        })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             NetworkSpec::Egress(EgressSpec {
@@ -606,7 +619,23 @@ fn parse_add_host(entry: &str) -> Result<(String, std::net::IpAddr), ResolveErro
         .strip_prefix('[')
         .and_then(|i| i.strip_suffix(']'))
         .unwrap_or(ip);
-    Ok((name, ip.parse().map_err(|_| bad())?))
+    let ip: std::net::IpAddr = ip.parse().map_err(|_| bad())?;
+    // Loopback written out names the host on purpose; the unspecified
+    // address (and 0.0.0.0/8, and their IPv6 forms) reaches it unsaid.
+    if addresses::host_itself(ip).is_some() && !is_loopback_form(ip) {
+        return Err(Field::AddHost.invalid(Problem::AddHostUnspecified(entry.to_string())));
+    }
+    Ok((name, ip))
+}
+
+/// Loopback in any spelling [`addresses::host_itself`] knows.
+fn is_loopback_form(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(a) => a.is_loopback(),
+        std::net::IpAddr::V6(a) => {
+            a.is_loopback() || addresses::embedded_ipv4(a).is_some_and(|v4| v4.is_loopback())
+        }
+    }
 }
 
 fn parse_publish(entries: &[String]) -> Result<Vec<PortMapping>, ResolveError> {
@@ -1009,6 +1038,55 @@ mod tests {
             r.resolve(&defaults(), &[]),
             Err(Field::AllowHostPort.invalid(Problem::BadHostPort))
         );
+    }
+
+    #[test]
+    fn allow_cidr_never_names_a_range_that_holds_the_host() {
+        for cidr in [
+            "0.0.0.0/0",
+            "::/0",
+            "127.0.0.0/8",
+            "0.0.0.0/8",
+            "::ffff:0:0/96",
+            "::ffff:127.0.0.1",
+            "64:ff9b::/96",
+            "2002::/16",
+            "::1",
+        ] {
+            let mut r = req(&["true"]);
+            r.allow_domains = vec!["a.test".into()];
+            r.allow_cidr = vec!["10.0.0.0/8".into(), cidr.into()];
+            let e = r.resolve(&defaults(), &[]).unwrap_err();
+            assert!(
+                matches!(e.problem(), Problem::CidrCoversHost { cidr: c, .. } if c == cidr),
+                "{cidr}: {e}"
+            );
+            assert_eq!(e.problem().entry().as_deref(), Some(cidr));
+            assert!(e.to_string().contains("--allow-host-port"), "{e}");
+        }
+    }
+
+    #[test]
+    fn add_host_refuses_an_unspecified_address_but_keeps_an_explicit_loopback() {
+        for entry in [
+            "a.test=0.0.0.0",
+            "a.test=::",
+            "a.test=::ffff:0.0.0.0",
+            "a.test=0.1.2.3",
+        ] {
+            let mut r = req(&["true"]);
+            r.allow_domains = vec!["a.test".into()];
+            r.add_hosts = vec![entry.into()];
+            assert_eq!(
+                r.resolve(&defaults(), &[]),
+                Err(Field::AddHost.invalid(Problem::AddHostUnspecified(entry.into()))),
+                "{entry}"
+            );
+        }
+        let mut r = req(&["true"]);
+        r.allow_domains = vec!["a.test".into()];
+        r.add_hosts = vec!["a.test=127.0.0.1".into(), "b.test=::ffff:127.0.0.1".into()];
+        assert!(r.resolve(&defaults(), &[]).is_ok());
     }
 
     #[test]

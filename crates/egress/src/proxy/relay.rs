@@ -393,10 +393,19 @@ async fn connect_upstream(
 /// of `--allow-cidr`; never one of the host's own addresses or its loopback
 /// (host services are reached through `--allow-host-port` alone).
 fn usable_upstream(ip: IpAddr, cidrs: &[ipnet::IpNet], own: &[IpAddr]) -> bool {
-    (is_public(ip) || cidrs.iter().any(|c| c.contains(&ip)))
-        && !own.contains(&ip)
-        && !ip.is_loopback()
-        && !ip.to_canonical().is_loopback()
+    // The host in any spelling: unspecified, loopback, 0.0.0.0/8, and the
+    // IPv6 forms that carry one of those or one of the host's own addresses.
+    let embedded = match ip {
+        IpAddr::V6(a) => warden_policy::addresses::embedded_ipv4(a).map(IpAddr::V4),
+        IpAddr::V4(_) => None,
+    };
+    let host = |a: IpAddr| warden_policy::addresses::host_itself(a).is_some() || own.contains(&a);
+    (is_public(ip)
+        || cidrs
+            .iter()
+            .any(|c| c.contains(&ip) || c.contains(&ip.to_canonical())))
+        && !host(ip)
+        && !embedded.is_some_and(host)
 }
 
 /// Globally routable: not loopback, private, link-local, CGNAT, unique
@@ -529,6 +538,20 @@ mod tests {
         assert!(!ok("10.20.0.5"), "the host's own address");
         assert!(!ok("127.0.0.1"), "loopback, even inside a range");
         assert!(!ok("::ffff:127.0.0.1"));
+        let all: Vec<ipnet::IpNet> = vec!["0.0.0.0/0".parse().unwrap(), "::/0".parse().unwrap()];
+        for host in [
+            "0.0.0.0",
+            "::",
+            "::ffff:10.20.0.5",
+            "::ffff:0.0.0.0",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
+        ] {
+            assert!(
+                !usable_upstream(host.parse().unwrap(), &all, &own),
+                "{host}: the host itself, even under a range that holds everything"
+            );
+        }
         assert!(!usable_upstream("10.20.3.4".parse().unwrap(), &[], &[]));
     }
 
