@@ -131,7 +131,7 @@ impl From<LifecycleError> for ApiError {
     fn from(e: LifecycleError) -> ApiError {
         use warden_workspace::StoreError;
         match e {
-            LifecycleError::Resolve(r) => r.into(),
+            LifecycleError::Resolve(r) => (*r).into(),
             LifecycleError::Store(StoreError::NotFound(_)) => ApiError::not_found(chain(&e)),
             LifecycleError::Store(StoreError::Exists(_)) => ApiError::conflict(chain(&e)),
             LifecycleError::Store(StoreError::InvalidName { .. }) => {

@@ -19,7 +19,7 @@ pub enum LifecycleError {
     #[error(transparent)]
     Store(#[from] warden_workspace::StoreError),
     #[error(transparent)]
-    Resolve(#[from] ResolveError),
+    Resolve(Box<ResolveError>),
     #[error(transparent)]
     State(#[from] state::StateError),
     #[error(transparent)]
@@ -47,6 +47,12 @@ pub enum LifecycleError {
     Running { name: String },
     #[error("sandbox {name} did not stop (supervisor PID {pid})")]
     DidNotStop { name: String, pid: u32 },
+}
+
+impl From<ResolveError> for LifecycleError {
+    fn from(e: ResolveError) -> LifecycleError {
+        LifecycleError::Resolve(Box::new(e))
+    }
 }
 
 /// Overlay where this kernel mounts overlayfs inside a user namespace

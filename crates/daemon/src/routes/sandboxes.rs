@@ -266,13 +266,13 @@ fn located(e: lifecycle::LifecycleError, spec: Option<&str>) -> ApiError {
     use warden_policy::compose::ComposeError;
     use warden_runtime::resolve::ResolveError;
     let at = match (&e, spec) {
-        (
-            lifecycle::LifecycleError::Resolve(ResolveError::Compose(ComposeError::Invalid(diags))),
-            Some(text),
-        ) => diags
-            .iter()
-            .find(|d| d.field.is_none())
-            .and_then(|d| pointer_at_line(text, d.pos.line as usize)),
+        (lifecycle::LifecycleError::Resolve(r), Some(text)) => match r.as_ref() {
+            ResolveError::Compose(ComposeError::Invalid(diags)) => diags
+                .iter()
+                .find(|d| d.field.is_none())
+                .and_then(|d| pointer_at_line(text, d.pos.line as usize)),
+            _ => None,
+        },
         _ => None,
     };
     let mut err = ApiError::from(e);
