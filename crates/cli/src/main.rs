@@ -142,11 +142,37 @@ enum Command {
     #[command(subcommand)]
     Preset(PresetCommand),
     /// Serve sandboxes over an HTTP API (on an owner-only Unix socket; TCP
-    /// with tokens when asked). Sandboxes outlive the daemon
-    Serve(commands::serve::ServeArgs),
-    /// Make, list and revoke the daemon's API tokens
-    #[command(subcommand)]
-    Token(commands::serve::TokenCommand),
+    /// with tokens when asked). Sandboxes outlive the daemon. See `warden
+    /// serve --help`
+    #[command(disable_help_flag = true)]
+    Serve {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
+    /// Make, list and revoke the daemon's API tokens. See `warden token
+    /// --help`
+    #[command(disable_help_flag = true)]
+    Token {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
+}
+
+/// `warden serve` and `warden token` are `warden-daemon`'s, installed
+/// beside this binary: executed in this process's place.
+fn daemon(verb: &str, args: Vec<std::ffi::OsString>) -> anyhow::Result<u8> {
+    use anyhow::Context;
+    use std::os::unix::process::CommandExt;
+    let me = std::env::current_exe().context("cannot find warden's own executable")?;
+    let daemon = me.with_file_name("warden-daemon");
+    let err = std::process::Command::new(&daemon)
+        .arg(verb)
+        .args(args)
+        .exec();
+    Err(anyhow::anyhow!(
+        "cannot run {} ({err}): `warden {verb}` needs warden-daemon installed beside warden (`cargo build -p warden-cli` builds both)",
+        daemon.display()
+    ))
 }
 
 fn main() -> ExitCode {
@@ -233,8 +259,8 @@ fn main() -> ExitCode {
             Ok(0)
         }
         Command::Profile(cmd) => commands::profile::profile(cmd, &defaults()),
-        Command::Serve(a) => commands::serve::serve(a, &defaults()),
-        Command::Token(cmd) => commands::serve::token(cmd),
+        Command::Serve { args } => daemon("serve", args),
+        Command::Token { args } => daemon("token", args),
         Command::Preset(PresetCommand::List { show }) => {
             commands::profile::preset_list(show.as_deref())
         }

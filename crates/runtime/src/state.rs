@@ -257,6 +257,22 @@ pub fn clean_dead(dir: &Path, rec: &SupervisorRecord) -> Vec<String> {
     left
 }
 
+/// warden's state directory, from this process's environment (see
+/// `warden_workspace::default_state_dir` for the order); `None` when none
+/// can be told.
+pub fn default_dir() -> Option<PathBuf> {
+    warden_workspace::default_state_dir(
+        warden_jail::host::is_root(),
+        |var| std::env::var_os(var).filter(|v| !v.is_empty()),
+        || {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        },
+    )
+}
+
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -8,7 +8,6 @@ pub mod profile;
 pub mod run;
 pub mod sandboxes;
 pub mod selftest;
-pub mod serve;
 
 use anyhow::Context;
 use std::path::PathBuf;
@@ -49,16 +48,7 @@ pub fn catalog() -> Catalog {
 /// warden's state directory, from this process's environment (see
 /// `warden_workspace::default_state_dir` for the order).
 pub fn state_dir() -> anyhow::Result<PathBuf> {
-    warden_workspace::default_state_dir(
-        warden_jail::host::is_root(),
-        |var| std::env::var_os(var).filter(|v| !v.is_empty()),
-        || {
-            nix::unistd::User::from_uid(nix::unistd::getuid())
-                .ok()
-                .flatten()
-                .map(|u| u.dir)
-        },
-    )
+    warden_runtime::state::default_dir()
     .context("warden has no state directory: set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME to an absolute path (or pass --audit-log FILE or --no-audit-log)")
 }
 

@@ -1,31 +1,105 @@
-//! `warden serve` (the daemon) and `warden token` (its tokens). The
-//! daemon crate does the work; this file parses, wires and prints.
+//! `warden-daemon`: what `warden serve` and `warden token` run. A binary of
+//! its own, beside `warden`, so that the one-shot `warden run` does not
+//! carry the HTTP server, the OpenAPI document and SQLite at every start
+//! (`warden serve ...` executes `warden-daemon serve ...`). The daemon
+//! crate does the work; this file parses, wires and prints.
 
-use super::state_dir;
 use anyhow::Context;
-use clap::{Args, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use std::process::ExitCode;
 use warden_daemon::auth::{self, Scope};
 
+#[derive(Parser)]
+#[command(
+    name = "warden",
+    version,
+    about = "warden's daemon: sandboxes over an HTTP API, and its tokens"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve sandboxes over an HTTP API (on an owner-only Unix socket; TCP
+    /// with tokens when asked). Sandboxes outlive the daemon
+    Serve(ServeArgs),
+    /// Make, list and revoke the daemon's API tokens
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(a) => serve(a),
+        Command::Token(t) => token(t),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("warden: {}", chain(&e));
+            ExitCode::from(125)
+        }
+    }
+}
+
+/// The error and its causes, each said once.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+fn state_dir() -> anyhow::Result<PathBuf> {
+    warden_runtime::state::default_dir().context(
+        "warden has no state directory: set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME to an absolute path",
+    )
+}
+
+/// The `warden` beside this binary: what runs each sandbox's supervisor.
+fn warden_exe() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe().context("cannot find warden-daemon's own executable")?;
+    let w = me.with_file_name("warden");
+    if !w.is_file() {
+        anyhow::bail!(
+            "{} is missing: warden-daemon runs sandboxes with the warden installed beside it",
+            w.display()
+        );
+    }
+    Ok(w)
+}
+
 #[derive(Args)]
-pub struct ServeArgs {
+struct ServeArgs {
     /// The Unix socket to serve on (owner-only) [default: daemon.sock in
     /// warden's state directory]
     #[arg(long, value_name = "PATH")]
-    pub socket: Option<PathBuf>,
+    socket: Option<PathBuf>,
     /// Also serve over TCP here, e.g. 127.0.0.1:7070; every call then needs
     /// a token (`warden token create`)
     #[arg(long, value_name = "ADDR")]
-    pub listen: Option<std::net::SocketAddr>,
+    listen: Option<std::net::SocketAddr>,
     /// Let token holders make sandboxes over workspaces under DIR
     /// (repeatable); without it they get an empty workspace of the
     /// sandbox's own. The owner, on the socket, may name any
     #[arg(long = "workspace-root", value_name = "DIR")]
-    pub workspace_roots: Vec<PathBuf>,
+    workspace_roots: Vec<PathBuf>,
 }
 
 #[derive(Subcommand)]
-pub enum TokenCommand {
+enum TokenCommand {
     /// Make a token; it is printed once (only its hash is kept)
     Create {
         /// A name to know it by
@@ -53,7 +127,8 @@ pub enum TokenCommand {
     Revoke { token: String },
 }
 
-pub fn serve(args: ServeArgs, defaults: &warden_policy::Defaults) -> anyhow::Result<u8> {
+fn serve(args: ServeArgs) -> anyhow::Result<u8> {
+    let defaults = &warden_policy::Defaults::for_host(warden_runtime::resolve::host_facts());
     let state = state_dir()?;
     std::fs::create_dir_all(&state)
         .with_context(|| format!("cannot create warden's state directory {}", state.display()))?;
@@ -61,7 +136,7 @@ pub fn serve(args: ServeArgs, defaults: &warden_policy::Defaults) -> anyhow::Res
         state_dir: state,
         socket: args.socket,
         listen: args.listen,
-        exe: std::env::current_exe().context("cannot find warden's own executable")?,
+        exe: warden_exe()?,
         workspace_roots: args
             .workspace_roots
             .iter()
@@ -75,7 +150,7 @@ pub fn serve(args: ServeArgs, defaults: &warden_policy::Defaults) -> anyhow::Res
         .enable_all()
         .build()
         .context("cannot start the daemon's runtime")?;
-    let catalog = super::catalog();
+    let catalog = warden_runtime::resolve::catalog(|v| std::env::var_os(v));
     let defaults = *defaults;
     rt.block_on(async move {
         let bound = warden_daemon::bind(&cfg, catalog, defaults).await?;
@@ -111,7 +186,7 @@ pub fn serve(args: ServeArgs, defaults: &warden_policy::Defaults) -> anyhow::Res
     Ok(0)
 }
 
-pub fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
+fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
     let state = state_dir()?;
     std::fs::create_dir_all(&state)
         .with_context(|| format!("cannot create warden's state directory {}", state.display()))?;
@@ -156,7 +231,7 @@ pub fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
                     println!(
                         "{:<12} {:<20} {:<8} {:<14} {}",
                         t.id,
-                        super::sandboxes::printable(&t.name),
+                        t.name.escape_debug(),
                         if t.revoked { "revoked" } else { "live" },
                         t.sandbox.as_deref().unwrap_or("-"),
                         t.scopes.join(" ")
