@@ -1,0 +1,62 @@
+"""Python client for warden's daemon (``warden serve``): sandboxes for AI
+agents and untrusted code.
+
+::
+
+    from warden_sandbox import Sandbox
+
+    with Sandbox.create(timeout=600) as sb:
+        r = sb.commands.run("python3 -c 'print(6 * 7)'")
+        print(r.exit_code, r.stdout)
+
+The daemon is found through ``host`` or ``$WARDEN_HOST``
+(``unix:///path/to/daemon.sock`` or ``http://127.0.0.1:PORT``), else its
+socket in warden's state directory; a token (needed over TCP) through
+``token`` or ``$WARDEN_TOKEN``.
+"""
+
+from ._async import AsyncCommandHandle, AsyncCommands, AsyncSandbox
+from ._core import default_socket, default_state_dir
+from ._errors import (
+    AuthenticationError,
+    BadRequestError,
+    CommandExitError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    ServerError,
+    WardenConnectionError,
+    WardenError,
+)
+from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._sync import CommandHandle, Commands, Sandbox
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Sandbox",
+    "Commands",
+    "CommandHandle",
+    "AsyncSandbox",
+    "AsyncCommands",
+    "AsyncCommandHandle",
+    "SandboxInfo",
+    "CommandInfo",
+    "CommandResult",
+    "OutputChunk",
+    "WardenError",
+    "BadRequestError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "ConflictError",
+    "InvalidRequestError",
+    "QuotaExceededError",
+    "ServerError",
+    "WardenConnectionError",
+    "CommandExitError",
+    "default_socket",
+    "default_state_dir",
+]

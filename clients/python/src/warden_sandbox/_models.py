@@ -1,0 +1,160 @@
+"""What the API gives back, as typed objects. Unknown keys from a newer
+daemon are ignored, so an older client keeps working."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+def _opt_int(v: Any) -> int | None:
+    return int(v) if v is not None else None
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """A sandbox as the daemon shows it."""
+
+    id: str
+    #: ``running`` or ``stopped``.
+    state: str
+    profile: str | None
+    labels: dict[str, str]
+    #: Its workspace directory on the daemon's host.
+    workspace: str
+    created_ms: int
+    age_seconds: int
+    #: When its TTL stops it (ms since the epoch), while it runs.
+    ttl_deadline_ms: int | None
+    memory_bytes: int | None
+    egress_bytes: int
+    processes: int
+    #: Commands still running.
+    execs: int
+    #: Bytes of changes in its workspace layer.
+    changes_bytes: int
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SandboxInfo:
+        return cls(
+            id=str(d["id"]),
+            state=str(d["state"]),
+            profile=d.get("profile"),
+            labels=dict(d.get("labels") or {}),
+            workspace=str(d.get("workspace", "")),
+            created_ms=int(d.get("created_ms", 0)),
+            age_seconds=int(d.get("age_seconds", 0)),
+            ttl_deadline_ms=_opt_int(d.get("ttl_deadline_ms")),
+            memory_bytes=_opt_int(d.get("memory_bytes")),
+            egress_bytes=int(d.get("egress_bytes", 0)),
+            processes=int(d.get("processes", 0)),
+            execs=int(d.get("execs", 0)),
+            changes_bytes=int(d.get("changes_bytes", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class CommandInfo:
+    """A command, running or ended."""
+
+    id: str
+    sandbox: str
+    argv: list[str]
+    #: Its PID inside the sandbox.
+    pid: int | None
+    started_ms: int
+    #: Its exit status once it ended (128+N for signal N, 124 on timeout).
+    exit_code: int | None
+    signal: int | None
+    finished_ms: int | None
+
+    @property
+    def running(self) -> bool:
+        return self.exit_code is None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CommandInfo:
+        return cls(
+            id=str(d["id"]),
+            sandbox=str(d.get("sandbox", "")),
+            argv=[str(a) for a in d.get("argv") or []],
+            pid=_opt_int(d.get("pid")),
+            started_ms=int(d.get("started_ms", 0)),
+            exit_code=_opt_int(d.get("exit_status")),
+            signal=_opt_int(d.get("signal")),
+            finished_ms=_opt_int(d.get("finished_ms")),
+        )
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """A command that ended: its status and what it wrote.
+
+    A non-zero ``exit_code`` is not an exception; call :meth:`check` (or
+    pass ``check=True`` to ``run``) to make it one.
+    """
+
+    id: str
+    exit_code: int
+    #: Standard output as text (bytes that are not UTF-8 replaced); the
+    #: exact bytes are in :attr:`stdout_bytes`.
+    stdout: str
+    stderr: str
+    stdout_bytes: bytes = field(repr=False)
+    stderr_bytes: bytes = field(repr=False)
+    #: The signal that ended it, if one did.
+    signal: int | None = None
+    #: Whether its ``timeout`` ended it (``exit_code`` is then 124).
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def check(self) -> CommandResult:
+        """This result, or :class:`CommandExitError` when it failed."""
+        from ._errors import CommandExitError
+
+        if self.exit_code != 0:
+            raise CommandExitError(self)
+        return self
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CommandResult:
+        def exact(text_key: str, b64_key: str) -> bytes:
+            b64 = d.get(b64_key)
+            if isinstance(b64, str):
+                return base64.b64decode(b64)
+            return str(d.get(text_key) or "").encode("utf-8")
+
+        out = exact("stdout", "stdout_base64")
+        err = exact("stderr", "stderr_base64")
+        return cls(
+            id=str(d.get("id", "")),
+            exit_code=int(d["exit_status"]),
+            stdout=str(d.get("stdout") or ""),
+            stderr=str(d.get("stderr") or ""),
+            stdout_bytes=out,
+            stderr_bytes=err,
+            signal=_opt_int(d.get("signal")),
+            timed_out=bool(d.get("timed_out", False)),
+        )
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """A piece of a command's output as it streams: ``stream`` is
+    ``stdout`` or ``stderr``, ``offset`` where it starts in that stream."""
+
+    stream: str
+    data: bytes
+    offset: int
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
