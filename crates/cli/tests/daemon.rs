@@ -949,3 +949,49 @@ fn a_tokens_quota_refuses_one_sandbox_too_many_with_429() {
         "{b}"
     );
 }
+
+/// A refused request whose body the daemon never read (the token check
+/// answers before any handler takes the body) leaves the connection
+/// unusable: the server closes it. The answer must say so
+/// (`Connection: close`), or a client that keeps connections alive sends
+/// its next request into a closing one and gets no answer at all.
+#[test]
+fn a_refusal_before_the_body_is_read_tells_the_client_to_reconnect() {
+    use std::io::{Read, Write};
+    let state = TempDir::new("api-unread");
+    let d = Daemon::start(state.path(), true);
+    let addr = d.tcp.clone().unwrap();
+    let body = r#"{"shell":"true"}"#;
+    for (path, auth) in [
+        // No token: 401.
+        ("/v1/sandboxes/any/exec", ""),
+        // A route that does not exist: 404 from the fallback.
+        ("/v1/nothing/here", ""),
+    ] {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // The headers alone: the answer comes before the body is sent.
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains("\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "the connection closed without an answer");
+            answer.extend_from_slice(&buf[..n]);
+        }
+        let head = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+        assert!(
+            head.starts_with("http/1.1 4"),
+            "{path}: not refused: {head}"
+        );
+        assert!(
+            head.contains("\r\nconnection: close\r\n"),
+            "{path}: the refusal does not say the connection closes:\n{head}"
+        );
+    }
+}

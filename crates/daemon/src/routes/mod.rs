@@ -164,7 +164,34 @@ pub fn router(app: Arc<App>) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(close_when_body_unread))
         .with_state(app)
+}
+
+/// An error answer to a request that carried a body ends the connection,
+/// and says so. A refusal in front of the handlers (no token, a missing
+/// scope, an unknown route) answers before the body is read, and hyper
+/// does not keep a connection whose request body was left unread: without
+/// `Connection: close` a client that keeps connections alive sends its
+/// next request into one that is closing and gets no answer. The body is
+/// not drained instead: a caller who was refused gets no more of the
+/// daemon's reading.
+async fn close_when_body_unread(req: Request, next: Next) -> Response {
+    use axum::http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+    let headers = req.headers();
+    let has_body = headers.contains_key(TRANSFER_ENCODING)
+        || headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() != "0");
+    let mut response = next.run(req).await;
+    let status = response.status();
+    if has_body && (status.is_client_error() || status.is_server_error()) {
+        response
+            .headers_mut()
+            .insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    response
 }
 
 async fn not_found() -> ApiError {
