@@ -142,7 +142,7 @@ fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
                 return Err(ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "invalid_spec",
-                    "`profile` is a profile's name (see GET /v1/profiles or `warden profile list`), not a path",
+                    "`profile` is a profile's name (see `warden profile list` on the daemon's host), not a path",
                 )
                 .with_field(Some("/profile")));
             }
