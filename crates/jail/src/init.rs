@@ -40,6 +40,8 @@ pub struct ChildPlan {
     pub uid: u32,
     pub gid: u32,
     pub rlimits: Rlimits,
+    /// The namespace's own bounds on its owner's per-user counters.
+    pub user_limits: crate::quotas::UserLimits,
     /// Landlock: read and execute beneath these.
     pub landlock_read: Vec<PathBuf>,
     /// Landlock: write beneath these.
@@ -135,6 +137,9 @@ fn child_setup_and_run(
         // the process still has host UID 0, which the namespace does not
         // map, and files created under it would be refused (EOVERFLOW).
         privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
+        plan.user_limits
+            .apply_in_namespace()
+            .map_err(|e| chain(&e))?;
         nix::unistd::sethostname(&plan.root.hostname)
             .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
         crate::netns::bring_loopback_up().map_err(|e| chain(&e))?;

@@ -22,6 +22,7 @@ pub mod netns;
 pub mod privileges;
 pub mod probes;
 pub mod pty;
+pub mod quotas;
 mod report;
 mod sandbox;
 pub mod seccomp;

@@ -55,6 +55,12 @@ pub struct Rlimits {
     /// the address space that runtimes reserve without using (JITs,
     /// garbage-collected heaps).
     pub data: Option<u64>,
+    /// Per-user counters charged to the namespace's owner too (see
+    /// [`crate::quotas`]): queued signals, message queue bytes, locked
+    /// shared memory.
+    pub sigpending: Option<u64>,
+    pub msgqueue: Option<u64>,
+    pub memlock: Option<u64>,
 }
 
 pub fn apply_rlimits(l: &Rlimits) -> Result<(), PrivilegeError> {
@@ -77,6 +83,15 @@ pub fn apply_rlimits(l: &Rlimits) -> Result<(), PrivilegeError> {
     }
     if let Some(v) = l.data {
         set(Resource::RLIMIT_DATA, "RLIMIT_DATA", v)?;
+    }
+    if let Some(v) = l.sigpending {
+        set(Resource::RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING", v)?;
+    }
+    if let Some(v) = l.msgqueue {
+        set(Resource::RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", v)?;
+    }
+    if let Some(v) = l.memlock {
+        set(Resource::RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK", v)?;
     }
     Ok(())
 }

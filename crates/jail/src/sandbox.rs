@@ -9,6 +9,7 @@ use crate::init::{self, ChildPlan, FORWARDED};
 use crate::mounts::{BindPlan, RootPlan, RootfsPlan};
 use crate::privileges::Rlimits;
 use crate::pty::{self, RawMode};
+use crate::quotas;
 use crate::report::{parse_reports, Report};
 use crate::sys::{self, Forked};
 use nix::errno::Errno;
@@ -30,6 +31,8 @@ pub const NOBODY: u32 = 65534;
 /// Why a sandbox could not be run. Every message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
+    #[error(transparent)]
+    Quota(#[from] quotas::QuotaError),
     #[error("{what} {path} does not exist; create it or pass another path")]
     MissingPath {
         what: &'static str,
@@ -510,11 +513,15 @@ fn run_mode(
     };
     // Fallback limits for hosts without usable cgroups; the init applies
     // them only when the final message says that no cgroup confines it.
+    let user_limits = quotas::UserLimits::for_sandbox();
     let rlimits = Rlimits {
         open_files: res.open_files,
         file_size: res.file_size,
         nproc: Some(res.pids.value),
         data: Some(res.memory.value),
+        sigpending: user_limits.sigpending,
+        msgqueue: user_limits.msgqueue,
+        memlock: user_limits.memlock,
     };
 
     // The command's terminal: opened by the init in the sandbox's own
@@ -732,6 +739,11 @@ fn run_mode(
         uid,
         gid,
         rlimits,
+        user_limits: if degraded_mode {
+            quotas::UserLimits::default()
+        } else {
+            user_limits
+        },
         landlock_read,
         writable,
         cwd,
@@ -774,10 +786,28 @@ fn run_mode(
     }
     let start = Instant::now();
     let flags = if degraded_mode { 0 } else { NS_FLAGS };
+    // As root, the namespace is owned by the user the sandbox maps to, not
+    // by root, so that the per-user counters it spends are never root's
+    // (see `quotas`).
+    let owner = if root_mode && !degraded_mode {
+        Some(quotas::OwnerSwitch::enter(host_uid)?)
+    } else {
+        None
+    };
     // SAFETY: warden's supervisor is single-threaded up to this point (no
     // runtime or helper thread has been started), which is the contract of
     // `clone_process`.
-    let child = match unsafe { sys::clone_process(flags) } {
+    let cloned = unsafe { sys::clone_process(flags) };
+    if let (Some(owner), false) = (owner, matches!(cloned, Ok(Forked::Child))) {
+        if let Err(e) = owner.leave() {
+            if let Ok(Forked::Parent(pid)) = cloned {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(pid, None);
+            }
+            return Err(e.into());
+        }
+    }
+    let child = match cloned {
         Ok(Forked::Child) => init::child_main(plan, go_rd, rep_wr, original),
         Ok(Forked::Parent(pid)) => pid,
         Err(source) => {
