@@ -121,9 +121,8 @@ struct Shared {
     /// Numbers allowed connections, for their `closed` report.
     next_conn: std::sync::atomic::AtomicU64,
     print: bool,
-    /// The host's own addresses: never an upstream, whatever a name
-    /// resolves to.
-    own_addresses: Vec<IpAddr>,
+    /// See `WARDEN_TEST_RESOLVE` in [`Proxy::start`].
+    test_resolved: HashMap<String, Vec<IpAddr>>,
     quota: Option<u64>,
     idle: Duration,
     /// Bytes through the proxy so far, both ways.
@@ -226,19 +225,16 @@ impl Proxy {
             );
         }
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let own_addresses = nix::ifaddrs::getifaddrs()
-            .map(|addrs| {
-                addrs
-                    .filter_map(|a| {
-                        let addr = a.address?;
-                        if let Some(v4) = addr.as_sockaddr_in() {
-                            return Some(IpAddr::V4(v4.ip()));
-                        }
-                        addr.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        // Tests only (debug builds): names answered as if the host's
+        // resolver had returned these addresses, so that what the proxy does
+        // with a resolved address can be shown with real connections.
+        let test_resolved = if cfg!(debug_assertions) {
+            std::env::var("WARDEN_TEST_RESOLVE")
+                .map(|v| parse_test_resolved(&v))
+                .unwrap_or_default()
+        } else {
+            HashMap::new()
+        };
         let resolver = {
             let _guard = runtime.enter();
             hickory_resolver::TokioResolver::builder_tokio()
@@ -261,7 +257,7 @@ impl Proxy {
             observer,
             next_conn: std::sync::atomic::AtomicU64::new(0),
             print: spec.log,
-            own_addresses,
+            test_resolved,
             quota: spec.quota,
             idle: spec.idle_timeout,
             used: std::sync::atomic::AtomicU64::new(0),
@@ -433,4 +429,37 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
         Vec::with_capacity(crate::tls::MAX_CLIENT_HELLO.max(crate::http::MAX_HEAD) + 4096);
     let (protocol, verdict) = decide::verdict(&mut conn, &mut buf, &at, shared).await;
     relay::settle(conn, buf, &at, protocol, verdict, shared).await;
+}
+
+/// `name=ip,name=ip` (several entries for one name give several
+/// addresses); entries that do not parse are ignored.
+fn parse_test_resolved(v: &str) -> HashMap<String, Vec<IpAddr>> {
+    let mut out: HashMap<String, Vec<IpAddr>> = HashMap::new();
+    for (name, ip) in v.split(',').filter_map(|e| e.split_once('=')) {
+        if let Ok(ip) = ip.trim().parse() {
+            out.entry(name.trim().to_ascii_lowercase())
+                .or_default()
+                .push(ip);
+        }
+    }
+    out
+}
+
+/// The host's own addresses, read when they are needed (an interface that
+/// came up after the proxy started counts too): never an upstream, whatever
+/// a name resolves to.
+pub(crate) fn own_addresses() -> Vec<IpAddr> {
+    nix::ifaddrs::getifaddrs()
+        .map(|addrs| {
+            addrs
+                .filter_map(|a| {
+                    let addr = a.address?;
+                    if let Some(v4) = addr.as_sockaddr_in() {
+                        return Some(IpAddr::V4(v4.ip()));
+                    }
+                    addr.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }

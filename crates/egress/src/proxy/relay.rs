@@ -353,22 +353,30 @@ async fn connect_upstream(
             SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), port),
         ],
         None => {
-            let resolver = shared
-                .resolver
-                .as_ref()
-                .map_err(|e| format!("cannot resolve {name}: {e}"))?;
-            let resolved = resolver
-                .lookup_ip(name)
-                .await
-                .map_err(|e| format!("cannot resolve {name}: {e}"))?;
+            let resolved: Vec<IpAddr> = match shared.test_resolved.get(name) {
+                Some(ips) => ips.clone(),
+                None => {
+                    let resolver = shared
+                        .resolver
+                        .as_ref()
+                        .map_err(|e| format!("cannot resolve {name}: {e}"))?;
+                    resolver
+                        .lookup_ip(name)
+                        .await
+                        .map_err(|e| format!("cannot resolve {name}: {e}"))?
+                        .iter()
+                        .collect()
+                }
+            };
             let all: Vec<SocketAddr> = resolved
                 .iter()
-                .map(|ip| SocketAddr::new(ip, port))
+                .map(|ip| SocketAddr::new(*ip, port))
                 .collect();
+            let own = super::own_addresses();
             let public: Vec<SocketAddr> = all
                 .iter()
                 .copied()
-                .filter(|a| usable_upstream(a.ip(), &shared.cidrs, &shared.own_addresses))
+                .filter(|a| usable_upstream(a.ip(), &shared.cidrs, &own))
                 .collect();
             if public.is_empty() {
                 return Err(format!(

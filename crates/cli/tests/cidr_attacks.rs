@@ -1,0 +1,251 @@
+//! `--allow-cidr` against the host itself: allowed names that resolve to
+//! the host in every spelling (its interface addresses, unspecified and
+//! loopback addresses, and the IPv6 forms that carry one) while a range
+//! that holds the address is allowed. A real listener on every address of
+//! the host records whether anything arrived. Names are answered through
+//! the proxy's test resolver (`WARDEN_TEST_RESOLVE`, debug builds), so the
+//! addresses are exactly the ones the attack wants.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+use common::*;
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A listener on every address of the host, IPv4 and IPv6 (`[::]`, dual
+/// stack): returns its port and how many connections reached it.
+fn listener_everywhere() -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("[::]:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            s.fetch_add(1, Ordering::SeqCst);
+            conn.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let _ = conn.read(&mut [0u8; 64]);
+        }
+    });
+    (port, seen)
+}
+
+/// The host's own IPv4 and IPv6 addresses, loopback and link-local left out.
+fn host_addresses() -> (Option<Ipv4Addr>, Option<Ipv6Addr>) {
+    let mut v4 = None;
+    let mut v6 = None;
+    for a in nix::ifaddrs::getifaddrs().unwrap() {
+        let Some(addr) = a.address else { continue };
+        if let Some(s) = addr.as_sockaddr_in() {
+            let ip = s.ip();
+            if !ip.is_loopback() && v4.is_none() {
+                v4 = Some(ip);
+            }
+        } else if let Some(s) = addr.as_sockaddr_in6() {
+            let ip = s.ip();
+            let link_local = (ip.segments()[0] & 0xffc0) == 0xfe80;
+            if !ip.is_loopback() && !link_local && v6.is_none() {
+                v6 = Some(ip);
+            }
+        }
+    }
+    (v4, v6)
+}
+
+fn run(args: &[String], resolve: &str, script: &str) -> std::process::Output {
+    Command::new(warden_bin())
+        .args(["run", "--no-tty", "--net-log"])
+        .args(args)
+        .args(["--", "python3", "-c", script])
+        .env("WARDEN_TEST_RESOLVE", resolve)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+const CONNECT: &str = r#"
+import socket, sys
+port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+def attempt(name, port):
+    try:
+        s = socket.create_connection((name, port), timeout=5)
+        s.settimeout(3); s.sendall(b"ping"); s.recv(10)
+        return "connected"
+    except OSError as e:
+        return "error %s" % e
+"#;
+
+#[test]
+fn a_range_holding_the_host_never_reaches_it_under_any_spelling() {
+    if !egress_available() {
+        return;
+    }
+    let (port, seen) = listener_everywhere();
+    // The test can tell an arrival: a host service opened on purpose
+    // reaches the listener.
+    let out = run(
+        &["--allow-host-port".into(), port.to_string()],
+        "",
+        &format!("{CONNECT}\nprint(attempt('host.warden.internal', {port}))\n"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "the control connection did not arrive: {} {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    seen.store(0, Ordering::SeqCst);
+
+    let (v4, v6) = host_addresses();
+    // name -> the address the resolver answers, and the range allowed for it.
+    let mut cases: Vec<(String, IpAddr, Option<String>)> = vec![
+        ("zero4.test".into(), "0.0.0.0".parse().unwrap(), None),
+        ("zero6.test".into(), "::".parse().unwrap(), None),
+        ("loop4.test".into(), "127.0.0.1".parse().unwrap(), None),
+        ("loop4b.test".into(), "127.3.4.5".parse().unwrap(), None),
+        ("loop6.test".into(), "::1".parse().unwrap(), None),
+        (
+            "maploop.test".into(),
+            "::ffff:127.0.0.1".parse().unwrap(),
+            None,
+        ),
+        (
+            "mapzero.test".into(),
+            "::ffff:0.0.0.0".parse().unwrap(),
+            None,
+        ),
+    ];
+    if let Some(a) = v4 {
+        let o = a.octets();
+        let forms: [(&str, IpAddr); 4] = [
+            ("own4.test", IpAddr::V4(a)),
+            ("mapped.test", IpAddr::V6(a.to_ipv6_mapped())),
+            (
+                "nat64.test",
+                IpAddr::V6(Ipv6Addr::new(
+                    0x64,
+                    0xff9b,
+                    0,
+                    0,
+                    0,
+                    0,
+                    u16::from_be_bytes([o[0], o[1]]),
+                    u16::from_be_bytes([o[2], o[3]]),
+                )),
+            ),
+            (
+                "sixto4.test",
+                IpAddr::V6(Ipv6Addr::new(
+                    0x2002,
+                    u16::from_be_bytes([o[0], o[1]]),
+                    u16::from_be_bytes([o[2], o[3]]),
+                    0,
+                    0,
+                    0,
+                    0,
+                    1,
+                )),
+            ),
+        ];
+        for (name, ip) in forms {
+            let range = match ip {
+                IpAddr::V4(_) => format!("{ip}/32"),
+                IpAddr::V6(_) => format!("{ip}/128"),
+            };
+            cases.push((name.into(), ip, Some(range)));
+        }
+    } else {
+        skip("this host has no IPv4 address besides loopback: its IPv4 spellings are not tried");
+    }
+    if let Some(a) = v6 {
+        cases.push(("own6.test".into(), IpAddr::V6(a), Some(format!("{a}/128"))));
+    } else {
+        skip("this host has no global IPv6 address: it is not tried");
+    }
+
+    let mut args: Vec<String> = Vec::new();
+    let mut resolve = Vec::new();
+    let mut script = format!("{CONNECT}\n");
+    for (name, ip, range) in &cases {
+        args.push("--allow-domain".into());
+        args.push(format!("{name}:{port}"));
+        if let Some(r) = range {
+            args.push("--allow-cidr".into());
+            args.push(r.clone());
+        }
+        resolve.push(format!("{name}={ip}"));
+        script.push_str(&format!("print('{name}', attempt('{name}', {port}))\n"));
+    }
+    let out = run(&args, &resolve.join(","), &script);
+    assert!(
+        out.status.success(),
+        "warden refused the run: {}",
+        stderr(&out)
+    );
+    // Every name was allowed and answered by warden's resolver: each
+    // attempt reached the proxy, which must have refused each upstream.
+    for (name, _, _) in &cases {
+        assert!(
+            stdout(&out).contains(name.as_str()),
+            "{name} was not tried: {}",
+            stdout(&out)
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "a name resolving to the host reached its listener:\n{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_range_that_holds_the_host_in_any_form_is_refused_before_anything_runs() {
+    for range in [
+        "0.0.0.0/0",
+        "::/0",
+        "0.0.0.0/8",
+        "127.0.0.0/8",
+        "::1/128",
+        "::ffff:0:0/96",
+        "64:ff9b::/96",
+        "2002::/16",
+    ] {
+        let marker = unique("cidr-refused");
+        let out = Command::new(warden_bin())
+            .args([
+                "run",
+                "--no-tty",
+                "--allow-domain",
+                "example.com",
+                "--allow-cidr",
+                range,
+                "--",
+                "sh",
+                "-c",
+                &format!("echo {marker}"),
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{range} was accepted");
+        assert!(
+            !stdout(&out).contains(&marker),
+            "the command ran under {range}"
+        );
+        assert!(
+            stderr(&out).contains(range) || stderr(&out).contains("--allow-cidr"),
+            "the refusal of {range} does not say what was wrong: {}",
+            stderr(&out)
+        );
+    }
+}
