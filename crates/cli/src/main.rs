@@ -30,6 +30,12 @@ a `run` survives it; a named sandbox (`create`) stays up for many commands until
 executable / not found; 125 when warden itself failed (nothing was started)."
 )]
 struct Cli {
+    /// Drive the sandboxes of a daemon (`warden serve`) instead of this
+    /// machine's: `unix` (your own daemon's socket), unix:/path/to/socket,
+    /// or http://HOST:PORT with a token in WARDEN_TOKEN. For run, create,
+    /// exec, ls, logs, stop and rm
+    #[arg(long, global = true, env = "WARDEN_HOST", value_name = "URL")]
+    host: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -208,6 +214,9 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Some(host) = cli.host.as_deref() {
+        return finish(remote(host, cli.command));
+    }
     let result = match cli.command {
         Command::Run(args) => commands::run::run(*args, &defaults()),
         Command::Doctor { json } => commands::doctor::doctor(json, &defaults()),
@@ -265,12 +274,34 @@ fn main() -> ExitCode {
             commands::profile::preset_list(show.as_deref())
         }
     };
+    finish(result)
+}
+
+/// The exit status of a command's result; its error's cause chain printed
+/// once.
+fn finish(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            // The cause chain, printed once.
             eprintln!("warden: {e:#}");
             ExitCode::from(EXIT_WARDEN)
         }
+    }
+}
+
+/// A command given `--host`: through the daemon there, or refused.
+fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
+    use commands::remote;
+    match command {
+        Command::Run(args) => remote::run(host, *args),
+        Command::Create(a) => remote::create(host, a),
+        Command::Exec(a) => remote::exec(host, a),
+        Command::Ls { json } => remote::ls(host, json),
+        Command::Logs { name, follow, json } => remote::logs(host, &name, follow, json),
+        Command::Stop { names, time } => remote::stop(host, &names, time),
+        Command::Rm { names, force } => remote::rm(host, &names, force),
+        _ => anyhow::bail!(
+            "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop and rm do; run it on the daemon's host without --host"
+        ),
     }
 }

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// A running `warden serve`, killed when dropped (its sandboxes are
@@ -994,4 +994,137 @@ fn a_refusal_before_the_body_is_read_tells_the_client_to_reconnect() {
             "{path}: the refusal does not say the connection closes:\n{head}"
         );
     }
+}
+
+/// `warden --host` as a person types it: run, create, exec (streamed, with
+/// piped stdin, detached), ls, logs, stop, rm through a real daemon, on its
+/// Unix socket and over TCP with a token; what cannot travel is refused
+/// before anything is made.
+#[test]
+fn the_cli_drives_a_daemon_through_host() {
+    let state = TempDir::new("daemon-host");
+    let daemon = Daemon::start(state.path(), true);
+    let sock = format!("unix:{}", daemon.socket.display());
+    let host = |args: &[&str], stdin: &[u8]| -> Output {
+        use std::io::Write;
+        let mut child = Command::new(warden_bin())
+            .arg("--host")
+            .arg(&sock)
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("elsewhere"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin).unwrap();
+        drop(input);
+        child.wait_with_output().unwrap()
+    };
+
+    // A run: output and status are the command's; the sandbox is gone after.
+    let out = host(
+        &[
+            "run",
+            "--memory",
+            "256M",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "out\n");
+    assert!(stderr(&out).contains("err"), "{}", stderr(&out));
+    let out = host(
+        &["run", "--", "sh", "-c", "tr a-z A-Z; echo done"],
+        b"piped in\n",
+    );
+    assert_eq!(stdout(&out), "PIPED IN\ndone\n", "{}", stderr(&out));
+    let listed = host(&["ls", "--json"], b"");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdout(&listed)).unwrap(),
+        serde_json::json!([]),
+        "a run left its sandbox behind"
+    );
+
+    // A named sandbox, its commands, its log.
+    ok(&host(&["create", "box", "--start"], b""));
+    let out = host(
+        &["exec", "box", "--", "sh", "-c", "echo hi > f; pwd; cat f"],
+        b"",
+    );
+    assert_eq!(stdout(&out), "/workspace\nhi\n", "{}", stderr(&out));
+    let exec_id = ok(&host(&["exec", "-d", "box", "--", "sleep", "0.2"], b""));
+    assert!(exec_id.trim().starts_with("ex-"), "{exec_id}");
+    assert!(ok(&host(&["ls"], b"")).contains("box"));
+    let logs = ok(&host(&["logs", "box"], b""));
+    assert!(logs.contains("echo hi > f"), "{logs}");
+    // A running sandbox is not removed without -f.
+    let out = host(&["rm", "box"], b"");
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("running"), "{}", stderr(&out));
+    ok(&host(&["stop", "--time", "1s", "box"], b""));
+    ok(&host(&["rm", "box"], b""));
+    assert_eq!(stdout(&host(&["ls", "--json"], b"")).trim(), "[]");
+
+    // Refused before anything is made, saying why.
+    for (args, says) in [
+        (
+            vec!["run", "--secret", "TOKEN", "--", "true"],
+            "--secret cannot be used with --host",
+        ),
+        (
+            vec!["run", "--ask", "--", "true"],
+            "--ask cannot be used with --host",
+        ),
+        (vec!["run", "--"], "give the command after --"),
+        (vec!["diff", "box"], "does not go through a daemon"),
+    ] {
+        let out = host(&args, b"");
+        assert_eq!(code(&out), 125, "{args:?}");
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(stdout(&host(&["ls", "--json"], b"")).trim(), "[]");
+
+    // Over TCP: a token is needed, and one with the scopes works.
+    let addr = format!("http://{}", daemon.tcp.clone().unwrap());
+    let out = Command::new(warden_bin())
+        .args(["--host", &addr, "ls"])
+        .env_remove("WARDEN_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+    let token = ok(&warden(
+        state.path(),
+        &[
+            "token",
+            "create",
+            "cli",
+            "--scope",
+            "sandboxes:read",
+            "--scope",
+            "sandboxes:write",
+            "--scope",
+            "exec",
+        ],
+    ))
+    .trim()
+    .to_string();
+    let out = Command::new(warden_bin())
+        .args(["--host", &addr, "run", "--", "echo", "over tcp"])
+        .env("WARDEN_TOKEN", &token)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "over tcp\n", "{}", stderr(&out));
+    let out = Command::new(warden_bin())
+        .args(["--host", "https://127.0.0.1:1", "ls"])
+        .output()
+        .unwrap();
+    assert!(stderr(&out).contains("plain HTTP"), "{}", stderr(&out));
 }

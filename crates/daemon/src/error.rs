@@ -4,25 +4,10 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 use warden_runtime::lifecycle::LifecycleError;
 use warden_runtime::resolve::ResolveError;
 
-/// The body of every error answer.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
-pub struct Problem {
-    /// Stable, for programs: `bad_request`, `invalid_spec`, `not_found`,
-    /// `conflict`, `unauthorized`, `forbidden`, `too_large`, `quota`,
-    /// `unavailable`, `internal`.
-    pub code: String,
-    /// For people: what was wrong and what to do.
-    pub message: String,
-    /// The JSON path of the request's field at fault, e.g.
-    /// `/resources/memory`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-}
+pub use warden_api::Problem;
 
 /// An error answer: a status and its problem.
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 //! ([`auth`]), and records in SQLite ([`db`]). Nothing here prints; the
 //! CLI does.
 
-pub mod api;
+pub use warden_api as api;
 pub mod app;
 pub mod auth;
 pub mod db;

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod doctor;
 pub mod lifecycle;
 pub mod profile;
+pub mod remote;
 pub mod run;
 pub mod sandboxes;
 pub mod selftest;

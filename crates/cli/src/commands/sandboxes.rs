@@ -69,7 +69,7 @@ pub fn record(sb: &Sandbox, action: &str, paths: Vec<String>, detail: String) {
     }
 }
 
-fn human(bytes: u64) -> String {
+pub fn human(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 30 => format!("{:.1}G", b as f64 / (1u64 << 30) as f64),
         b if b >= 1 << 20 => format!("{:.1}M", b as f64 / (1u64 << 20) as f64),
@@ -78,7 +78,7 @@ fn human(bytes: u64) -> String {
     }
 }
 
-fn age(secs: u64) -> String {
+pub fn age(secs: u64) -> String {
     match secs {
         s if s >= 86400 => format!("{}d", s / 86400),
         s if s >= 3600 => format!("{}h", s / 3600),

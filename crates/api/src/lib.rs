@@ -295,3 +295,18 @@ pub struct Health {
     pub version: String,
     pub sandboxes: usize,
 }
+
+/// The body of every error answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct Problem {
+    /// Stable, for programs: `bad_request`, `invalid_spec`, `not_found`,
+    /// `conflict`, `unauthorized`, `forbidden`, `too_large`, `quota`,
+    /// `unavailable`, `internal`.
+    pub code: String,
+    /// For people: what was wrong and what to do.
+    pub message: String,
+    /// The JSON path of the request's field at fault, e.g.
+    /// `/resources/memory`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}

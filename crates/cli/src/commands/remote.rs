@@ -1,0 +1,346 @@
+//! `warden --host URL ...`: `run`, `create`, `exec`, `ls`, `logs`, `stop`
+//! and `rm` through a daemon (`warden serve`) instead of this machine's
+//! runtime, with the typed client the daemon's own API types make. What
+//! only makes sense next to the sandbox (secrets read from this process's
+//! environment, audit sinks, questions at this terminal, a terminal) is
+//! refused with what to do instead.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Read, Write};
+
+use anyhow::{bail, Context};
+use warden_client::api::{CreateSandbox, ExecEvent, ExecRequest};
+use warden_client::Client;
+
+use super::lifecycle::{CreateArgs, ExecArgs};
+use super::run::RunArgs;
+
+/// The client of the daemon at `host`: `unix` for this user's own daemon
+/// socket, `unix:/path`, a socket path, or `http://HOST:PORT`; the token
+/// from `WARDEN_TOKEN` (never a flag: it would show in `ps`).
+pub fn client(host: &str) -> anyhow::Result<Client> {
+    let host = if host == "unix" {
+        let sock = super::state_dir()?.join("daemon.sock");
+        format!("unix:{}", sock.display())
+    } else {
+        host.to_string()
+    };
+    let token = std::env::var("WARDEN_TOKEN").ok().filter(|t| !t.is_empty());
+    Ok(Client::new(&host, token)?)
+}
+
+/// Options of `run`/`create` that cannot travel to a daemon.
+fn refuse_local_only(args: &RunArgs) -> anyhow::Result<()> {
+    let refused: [(bool, &str, &str); 8] = [
+        (!args.secret.is_empty() || !args.secret_in_body.is_empty() || !args.secret_rule.is_empty(),
+         "--secret", "secrets are read by the daemon, not from this shell: name them in a profile of the daemon's host"),
+        (!args.upstream_ca.is_empty(), "--upstream-ca", "name the authority in a profile of the daemon's host"),
+        (args.audit_log.is_some() || args.no_audit_log, "--audit-log", "the daemon keeps each sandbox's audit log; read it with `warden --host ... logs`"),
+        (args.json_events.is_some(), "--json-events", "follow the events with `warden --host ... logs -f --json`"),
+        (otlp(args), "--otlp-endpoint", "set it in the daemon's configuration"),
+        (args.ask == Some(true), "--ask", "questions go to the daemon's approvals, not to this terminal"),
+        (args.tty, "--tty", "a terminal through the daemon is its PTY WebSocket (the Python client's sb.pty); run without -t"),
+        (args.through_exec, "--through-exec", "a run through the daemon is already a create and an exec"),
+    ];
+    for (given, flag, why) in refused {
+        if given {
+            bail!("{flag} cannot be used with --host: {why}");
+        }
+    }
+    if let Some(p) = &args.profile {
+        if p.contains('/') || p.ends_with(".yaml") || p.ends_with(".yml") {
+            bail!("--profile {p}: with --host a profile is named from the daemon's catalog (`warden profile list` on its host); put the file in the daemon's profile directory");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(feature = "otlp")]
+fn otlp(args: &RunArgs) -> bool {
+    args.otlp_endpoint.is_some()
+}
+
+#[cfg(not(feature = "otlp"))]
+fn otlp(_: &RunArgs) -> bool {
+    false
+}
+
+/// The sandbox's part of `run`/`create`'s options as an API request: the
+/// flags become an inline profile (`spec`), the command is left for the
+/// exec.
+fn create_request(
+    args: RunArgs,
+    name: Option<String>,
+) -> anyhow::Result<(CreateSandbox, Vec<String>)> {
+    refuse_local_only(&args)?;
+    let profile = args.profile.clone();
+    let input = super::run::input(args)?;
+    let mut overrides = input.overrides;
+    let command = std::mem::take(&mut overrides.command);
+    let workspace = overrides.workspace.take();
+    let doc = overrides.layer().document();
+    let spec = match &doc {
+        serde_json::Value::Object(m) if m.is_empty() => None,
+        _ => Some(doc),
+    };
+    let workspace = workspace
+        .map(|w| {
+            w.to_str().map(str::to_string).with_context(|| {
+                format!(
+                    "the workspace {} is not UTF-8, which the API cannot carry",
+                    w.display()
+                )
+            })
+        })
+        .transpose()?;
+    Ok((
+        CreateSandbox {
+            name,
+            profile,
+            spec,
+            workspace,
+            ttl_seconds: None,
+            labels: BTreeMap::new(),
+            start: Some(true),
+        },
+        command,
+    ))
+}
+
+/// `warden --host H run ... -- CMD`: a sandbox made for the command,
+/// removed after it.
+pub fn run(host: &str, args: RunArgs) -> anyhow::Result<u8> {
+    let detach = args.detach;
+    if detach {
+        bail!("--detach cannot be used with --host: use `warden --host ... create NAME --start` and `exec -d`");
+    }
+    let c = client(host)?;
+    let (mut req, command) = create_request(args, None)?;
+    if command.is_empty() {
+        bail!("with --host, give the command after --");
+    }
+    req.labels
+        .insert("warden.created-by".into(), "warden run".into());
+    let sb = c.create(&req)?;
+    let result = exec_in(host, &c, &sb.id, command, BTreeMap::new(), None, None);
+    let removed = c.remove(&sb.id, true);
+    let code = result?;
+    removed.with_context(|| {
+        format!(
+            "the command ended, but sandbox {} could not be removed",
+            sb.id
+        )
+    })?;
+    Ok(code)
+}
+
+/// `warden --host H create NAME ...`.
+pub fn create(host: &str, a: CreateArgs) -> anyhow::Result<u8> {
+    let c = client(host)?;
+    let (mut req, command) = create_request(*a.run, Some(a.name.clone()))?;
+    if !command.is_empty() {
+        bail!("with --host, a sandbox has no command of its own: give it to each `exec`");
+    }
+    req.ttl_seconds = a.ttl.map(|d| d.as_secs().max(1));
+    req.start = Some(a.start);
+    let sb = c.create(&req)?;
+    eprintln!("created sandbox {} on {}", sb.id, c.target());
+    Ok(0)
+}
+
+/// `warden --host H exec NAME ... -- CMD`.
+pub fn exec(host: &str, a: ExecArgs) -> anyhow::Result<u8> {
+    if a.tty {
+        bail!("--tty cannot be used with --host: a terminal through the daemon is its PTY WebSocket; run without -t");
+    }
+    if a.workspace.is_some() {
+        bail!("a sandbox's workspace is chosen when it is created");
+    }
+    if a.command.is_empty() {
+        bail!("with --host, give the command after --");
+    }
+    let mut env = BTreeMap::new();
+    for e in &a.env {
+        let Some((k, v)) = e.split_once('=') else {
+            bail!("--env {e}: expected NAME=VALUE");
+        };
+        env.insert(k.to_string(), v.to_string());
+    }
+    let c = client(host)?;
+    if a.detach {
+        let req = ExecRequest {
+            argv: Some(a.command),
+            env,
+            cwd: a.workdir,
+            timeout_seconds: a.timeout.map(|d| d.as_secs_f64()),
+            background: true,
+            ..Default::default()
+        };
+        let info = c.exec_background(&a.name, &req)?;
+        println!("{}", info.id);
+        return Ok(0);
+    }
+    exec_in(
+        host,
+        &c,
+        &a.name,
+        a.command,
+        env,
+        a.workdir,
+        a.timeout.map(|d| d.as_secs_f64()),
+    )
+}
+
+/// Run `argv` in sandbox `id`, its output to ours as it comes and our
+/// standard input to it (unless ours is a terminal); its exit status.
+fn exec_in(
+    host: &str,
+    c: &Client,
+    id: &str,
+    argv: Vec<String>,
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    timeout: Option<f64>,
+) -> anyhow::Result<u8> {
+    let forward_stdin = !std::io::stdin().is_terminal();
+    let req = ExecRequest {
+        argv: Some(argv),
+        env,
+        cwd,
+        timeout_seconds: timeout,
+        stdin_open: forward_stdin,
+        ..Default::default()
+    };
+    let mut out = std::io::stdout();
+    let mut err = std::io::stderr();
+    let mut write_error = None;
+    let exit = c.exec_stream(id, &req, |event| {
+        let written = match event {
+            ExecEvent::Started { id: exec, .. } if forward_stdin => {
+                feed_stdin(host.to_string(), id.to_string(), exec.clone());
+                Ok(())
+            }
+            ExecEvent::Stdout {
+                data, data_base64, ..
+            } => out
+                .write_all(&warden_client::output_bytes(data, data_base64))
+                .and_then(|_| out.flush()),
+            ExecEvent::Stderr {
+                data, data_base64, ..
+            } => err.write_all(&warden_client::output_bytes(data, data_base64)),
+            _ => Ok(()),
+        };
+        if let Err(e) = written {
+            write_error.get_or_insert(e);
+        }
+    })?;
+    if let Some(e) = write_error {
+        // Our own output went away (a closed pipe): the command's status
+        // still stands, said once.
+        eprintln!("warden: cannot write the command's output: {e}");
+    }
+    match exit {
+        ExecEvent::Exited {
+            exit_status,
+            timed_out,
+            ..
+        } => {
+            if timed_out {
+                eprintln!("warden: the command was killed at its timeout");
+            }
+            Ok(u8::try_from(exit_status).unwrap_or(255))
+        }
+        _ => Ok(125),
+    }
+}
+
+/// Our standard input to the exec, from a thread of its own (with a
+/// client of its own), closed at our end of file.
+fn feed_stdin(host: String, id: String, exec: String) {
+    std::thread::spawn(move || {
+        let Ok(c) = client(&host) else { return };
+        let mut stdin = std::io::stdin();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    let _ = c.stdin(&id, &exec, &[], true);
+                    return;
+                }
+                Ok(n) => {
+                    if c.stdin(&id, &exec, &buf[..n], false).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// `warden --host H ls`.
+pub fn ls(host: &str, json: bool) -> anyhow::Result<u8> {
+    let list = client(host)?.list()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(0);
+    }
+    println!(
+        "{:<24} {:<14} {:<9} {:>5} {:>8} {:>8} {:>8} {:>5}  WORKSPACE",
+        "NAME", "PROFILE", "STATE", "PROCS", "MEMORY", "EGRESS", "CHANGES", "AGE"
+    );
+    for s in list {
+        println!(
+            "{:<24} {:<14} {:<9} {:>5} {:>8} {:>8} {:>8} {:>5}  {}",
+            s.id,
+            s.profile.as_deref().unwrap_or("-"),
+            s.state,
+            s.processes,
+            s.memory_bytes
+                .map(super::sandboxes::human)
+                .unwrap_or_else(|| "-".into()),
+            super::sandboxes::human(s.egress_bytes),
+            super::sandboxes::human(s.changes_bytes),
+            super::sandboxes::age(s.age_seconds),
+            s.workspace
+        );
+    }
+    Ok(0)
+}
+
+/// `warden --host H logs NAME [-f] [--json]`.
+pub fn logs(host: &str, name: &str, follow: bool, json: bool) -> anyhow::Result<u8> {
+    let c = client(host)?;
+    let mut out = std::io::stdout();
+    c.events(name, 0, follow, |v| {
+        let line = if json {
+            v.to_string()
+        } else {
+            match serde_json::from_value::<warden_audit::Event>(v.clone()) {
+                Ok(e) => super::sandboxes::printable(&e.describe()),
+                Err(_) => v.to_string(),
+            }
+        };
+        writeln!(out, "{line}").and_then(|_| out.flush()).is_ok()
+    })?;
+    Ok(0)
+}
+
+/// `warden --host H stop NAME...`.
+pub fn stop(host: &str, names: &[String], time: std::time::Duration) -> anyhow::Result<u8> {
+    let c = client(host)?;
+    for name in names {
+        c.stop(name, Some(time.as_secs()))?;
+        println!("stopped sandbox {name}");
+    }
+    Ok(0)
+}
+
+/// `warden --host H rm [-f] NAME...`.
+pub fn rm(host: &str, names: &[String], force: bool) -> anyhow::Result<u8> {
+    let c = client(host)?;
+    for name in names {
+        c.remove(name, force)?;
+        println!("removed sandbox {name}");
+    }
+    Ok(0)
+}
