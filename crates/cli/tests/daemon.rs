@@ -23,9 +23,16 @@ struct Daemon {
 
 impl Daemon {
     fn start(state: &Path, tcp: bool) -> Daemon {
+        Daemon::start_with(state, tcp, &[], &[])
+    }
+
+    fn start_with(state: &Path, tcp: bool, args: &[&str], env: &[(&str, &Path)]) -> Daemon {
         let mut cmd = Command::new(warden_bin());
-        cmd.arg("serve")
-            .env("WARDEN_STATE_DIR", state.join("warden"))
+        cmd.arg("serve").args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.env("WARDEN_STATE_DIR", state.join("warden"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -1127,4 +1134,201 @@ fn the_cli_drives_a_daemon_through_host() {
         .output()
         .unwrap();
     assert!(stderr(&out).contains("plain HTTP"), "{}", stderr(&out));
+}
+
+/// Warm pools: pooled sandboxes are nobody's (hidden from every route)
+/// until a create takes one; each is handed out once; a create whose
+/// policy differs from the pooled spec, or a profile edited after the pool
+/// was filled, never gets a pooled sandbox with the old policy. Judged by
+/// a real listener that records which names reached it.
+#[test]
+fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
+    if !curl_available() || !egress_available() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let arrivals = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = arrivals.clone();
+    std::thread::spawn(move || {
+        for c in listener.incoming().flatten() {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(c);
+        }
+    });
+    let state = TempDir::new("daemon-pool");
+    let config = TempDir::new("daemon-pool-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    let profile = |name: &str| {
+        std::fs::write(
+            profiles.join("pooled.yaml"),
+            format!("egress:\n  domains: [\"{name}:{port}\"]\n  hosts:\n    {name}: 127.0.0.1\n"),
+        )
+        .unwrap();
+    };
+    profile("first.test");
+    let d = Daemon::start_with(
+        state.path(),
+        false,
+        &["--pool", "pooled=2"],
+        &[("XDG_CONFIG_HOME", config.path())],
+    );
+    let sandboxes = state.path().join("warden/sandboxes");
+    let on_disk = || -> Vec<String> {
+        std::fs::read_dir(&sandboxes)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let running = |id: &str| {
+        sandbox_dir(state.path(), id)
+            .join("supervisor.json")
+            .exists()
+            && alive(supervisor_pid(state.path(), id))
+    };
+    wait_until("the pool is full", Duration::from_secs(30), || {
+        let ids = on_disk();
+        ids.len() == 2 && ids.iter().all(|id| running(id))
+    });
+    let pooled = on_disk();
+
+    // Nobody's yet: not listed, not found, no command runs in one.
+    let (s, b) = call(&d, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(
+        (s, json(&b)["sandboxes"].as_array().unwrap().len()),
+        (200, 0),
+        "{b}"
+    );
+    for id in &pooled {
+        let (s, _) = call(&d, "GET", &format!("/v1/sandboxes/{id}"), None, None);
+        assert_eq!(s, 404, "pooled {id} is visible");
+        let (s, _) = call(
+            &d,
+            "POST",
+            &format!("/v1/sandboxes/{id}/exec"),
+            Some(r#"{"argv":["true"]}"#),
+            None,
+        );
+        assert_eq!(s, 404, "a command ran in pooled {id}");
+    }
+
+    let connect = |id: &str, name: &str| -> String {
+        let body = serde_json::json!({"argv": ["python3", "-c", format!(
+            "import socket\ntry:\n    socket.create_connection(('{name}', {port}), timeout=5).close(); print('connected')\nexcept OSError as e:\n    print('refused', e)"
+        )]});
+        let (s, b) = call(
+            &d,
+            "POST",
+            &format!("/v1/sandboxes/{id}/exec"),
+            Some(&body.to_string()),
+            None,
+        );
+        assert_eq!(s, 200, "{b}");
+        json(&b)["stdout"].as_str().unwrap().to_string()
+    };
+    let arrived = || arrivals.load(std::sync::atomic::Ordering::SeqCst);
+
+    // A create of the pooled profile takes one, with its labels.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"profile":"pooled","labels":{"team":"a"}}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let first = json(&b)["id"].as_str().unwrap().to_string();
+    assert!(
+        pooled.contains(&first),
+        "{first} was not one of the pool {pooled:?}"
+    );
+    assert_eq!(json(&b)["labels"]["team"], "a");
+    assert!(connect(&first, "first.test").contains("connected"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(arrived(), 1);
+
+    // A create whose policy differs from the pool's is made cold.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"profile":"pooled","spec":{"resources":{"memory":"300M"}}}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let differs = json(&b)["id"].as_str().unwrap().to_string();
+    assert!(
+        !pooled.contains(&differs),
+        "a create with its own limits got pooled {differs}"
+    );
+
+    // The profile changes: what waits in the pool under the old one is
+    // never handed out.
+    profile("second.test");
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"profile":"pooled"}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let after = json(&b)["id"].as_str().unwrap().to_string();
+    assert!(
+        !pooled.contains(&after),
+        "{after} was pooled under the old profile"
+    );
+    let before = arrived();
+    assert!(connect(&after, "first.test").contains("refused"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        arrived(),
+        before,
+        "a name the claim's profile no longer allows arrived"
+    );
+    assert!(connect(&after, "second.test").contains("connected"));
+
+    // Refilled under the new profile; creates at once never share one.
+    wait_until("the pool is refilled", Duration::from_secs(30), || {
+        let ids = on_disk();
+        ids.iter()
+            .filter(|id| !pooled.contains(id) && **id != first && **id != differs && **id != after)
+            .count()
+            >= 2
+    });
+    let claims: Vec<_> = (0..4)
+        .map(|_| {
+            let sock = d.socket.clone();
+            std::thread::spawn(move || {
+                let out = Command::new("curl")
+                    .args(["-sS", "--unix-socket"])
+                    .arg(&sock)
+                    .args([
+                        "-H",
+                        "content-type: application/json",
+                        "--data-binary",
+                        r#"{"profile":"pooled"}"#,
+                        "http://w/v1/sandboxes",
+                    ])
+                    .output()
+                    .unwrap();
+                json(&String::from_utf8_lossy(&out.stdout))["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+        })
+        .collect();
+    let mut ids: Vec<String> = claims.into_iter().map(|t| t.join().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "a sandbox was handed out twice: {ids:?}");
+    for id in ids.iter().chain([&first, &differs, &after]) {
+        let (s, b) = call(&d, "DELETE", &format!("/v1/sandboxes/{id}"), None, None);
+        assert_eq!(s, 204, "{b}");
+    }
 }

@@ -34,6 +34,15 @@ impl Default for Limits {
     }
 }
 
+/// What the daemon's owner configured.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Directories under which token holders may name workspaces
+    /// (canonical).
+    pub workspace_roots: Vec<PathBuf>,
+    pub pools: Vec<crate::pools::PoolSpec>,
+}
+
 pub struct App {
     pub state_dir: PathBuf,
     pub store: Store,
@@ -50,6 +59,10 @@ pub struct App {
     audit_lock: Mutex<()>,
     /// Held while a token's quota is checked and its sandbox recorded.
     pub quota_lock: Mutex<()>,
+    /// Warm pools to keep full (see [`crate::pools`]).
+    pub pools: Vec<crate::pools::PoolSpec>,
+    /// Wakes the refill when a pooled sandbox was taken.
+    pub pool_wake: tokio::sync::Notify,
 }
 
 impl App {
@@ -60,7 +73,7 @@ impl App {
         exe: PathBuf,
         catalog: Catalog,
         defaults: Defaults,
-        workspace_roots: Vec<PathBuf>,
+        settings: Settings,
     ) -> Arc<App> {
         Arc::new(App {
             state_dir,
@@ -71,9 +84,11 @@ impl App {
             defaults,
             execs: Mutex::new(Default::default()),
             limits: Limits::default(),
-            workspace_roots,
+            workspace_roots: settings.workspace_roots,
             audit_lock: Mutex::new(()),
             quota_lock: Mutex::new(()),
+            pools: settings.pools,
+            pool_wake: tokio::sync::Notify::new(),
         })
     }
 
@@ -96,6 +111,16 @@ impl App {
     pub fn sandbox(&self, id: &str) -> Result<Sandbox, ApiError> {
         if warden_workspace::validate_name("sandbox id", id).is_err() {
             return Err(ApiError::not_found(format!("no sandbox {id:?}")));
+        }
+        // A pooled sandbox is nobody's until a create takes it.
+        if self
+            .db()?
+            .is_pooled(id)
+            .map_err(|e| ApiError::internal(chain(&e)))?
+        {
+            return Err(ApiError::not_found(format!(
+                "no sandbox {id:?}: GET /v1/sandboxes lists them"
+            )));
         }
         self.store.get(id).map_err(|e| match e {
             warden_workspace::StoreError::NotFound(_) => {
@@ -183,7 +208,7 @@ impl App {
     /// Adopt the commands the records say were running (a restart), and
     /// forget records of sandboxes that are gone.
     pub fn reconcile(self: &Arc<App>) -> Result<Vec<String>, ApiError> {
-        let mut notes = Vec::new();
+        let mut notes = crate::pools::reconcile(self);
         let rows = self
             .db()?
             .sandboxes()

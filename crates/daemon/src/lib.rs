@@ -14,6 +14,7 @@ pub mod auth;
 pub mod db;
 pub mod error;
 pub mod execs;
+pub mod pools;
 pub mod routes;
 
 use std::net::SocketAddr;
@@ -63,6 +64,8 @@ pub struct Config {
     pub exe: PathBuf,
     /// Directories under which token holders may name workspaces.
     pub workspace_roots: Vec<PathBuf>,
+    /// Warm pools to keep full.
+    pub pools: Vec<pools::PoolSpec>,
 }
 
 impl Config {
@@ -110,10 +113,14 @@ pub async fn bind(
         cfg.exe.clone(),
         catalog,
         defaults,
-        cfg.workspace_roots
-            .iter()
-            .filter_map(|r| std::fs::canonicalize(r).ok())
-            .collect(),
+        app::Settings {
+            workspace_roots: cfg
+                .workspace_roots
+                .iter()
+                .filter_map(|r| std::fs::canonicalize(r).ok())
+                .collect(),
+            pools: cfg.pools.clone(),
+        },
     );
     let notes = app
         .reconcile()
@@ -165,6 +172,8 @@ impl Bound {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
         let router = routes::router(self.app.clone());
+        let refill =
+            (!self.app.pools.is_empty()).then(|| tokio::spawn(pools::refill(self.app.clone())));
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let unix_router = router
             .clone()
@@ -189,6 +198,9 @@ impl Bound {
             })
         });
         shutdown.await;
+        if let Some(r) = refill {
+            r.abort();
+        }
         let _ = stop_tx.send(true);
         let mut result = Ok(());
         if let Ok(Err(e)) = unix.await {
@@ -201,5 +213,79 @@ impl Bound {
         }
         let _ = std::fs::remove_file(&self.listening.socket);
         result
+    }
+}
+
+/// `warden serve --config FILE`: what the flags say, in a file (flags given
+/// as well win).
+#[derive(Debug, Clone, Default, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// The Unix socket to serve on.
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
+    /// Also serve TCP here (tokens required).
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
+    /// Directories under which token holders may name workspaces.
+    #[serde(default)]
+    pub workspace_roots: Vec<PathBuf>,
+    /// Warm pools: `- {profile: NAME, size: N}`.
+    #[serde(default)]
+    pub pools: Vec<pools::PoolSpec>,
+}
+
+/// Why the daemon's configuration file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the daemon's configuration {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: pool of {profile}: {message}")]
+    Pool {
+        path: PathBuf,
+        profile: String,
+        message: String,
+    },
+}
+
+impl FileConfig {
+    /// Read and check `path`: keys it does not know, values of the wrong
+    /// type and pools of no size are refused with where they are.
+    pub fn read(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let cfg: Option<FileConfig> =
+            serde_saphyr::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        let cfg = cfg.unwrap_or_default();
+        let mut seen = std::collections::HashSet::new();
+        for p in &cfg.pools {
+            let bad = |message: String| ConfigError::Pool {
+                path: path.to_path_buf(),
+                profile: p.profile.clone(),
+                message,
+            };
+            if p.size == 0 || p.size > pools::MAX_POOL_SIZE {
+                return Err(bad(format!(
+                    "size {} is not between 1 and {}",
+                    p.size,
+                    pools::MAX_POOL_SIZE
+                )));
+            }
+            if !seen.insert(p.profile.clone()) {
+                return Err(bad("given twice: one pool per profile".into()));
+            }
+        }
+        Ok(cfg)
     }
 }

@@ -96,6 +96,35 @@ struct ServeArgs {
     /// sandbox's own. The owner, on the socket, may name any
     #[arg(long = "workspace-root", value_name = "DIR")]
     workspace_roots: Vec<PathBuf>,
+    /// Keep N started sandboxes of PROFILE ready, so that a create of it
+    /// (naming no workspace and no id) answers at once (repeatable)
+    #[arg(long = "pool", value_name = "PROFILE=N")]
+    pools: Vec<String>,
+    /// Read these settings from a YAML file (keys socket, listen,
+    /// workspace_roots, pools: [{profile, size}]); flags given as well win
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// `--pool PROFILE=N`.
+fn parse_pool(s: &str) -> anyhow::Result<warden_daemon::pools::PoolSpec> {
+    let (profile, size) = s
+        .split_once('=')
+        .with_context(|| format!("--pool {s}: expected PROFILE=N, e.g. --pool python=4"))?;
+    let size: usize = size
+        .parse()
+        .ok()
+        .filter(|n| (1..=warden_daemon::pools::MAX_POOL_SIZE).contains(n))
+        .with_context(|| {
+            format!(
+                "--pool {s}: the size must be a number from 1 to {}",
+                warden_daemon::pools::MAX_POOL_SIZE
+            )
+        })?;
+    Ok(warden_daemon::pools::PoolSpec {
+        profile: profile.to_string(),
+        size,
+    })
 }
 
 #[derive(Subcommand)]
@@ -132,13 +161,34 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let state = state_dir()?;
     std::fs::create_dir_all(&state)
         .with_context(|| format!("cannot create warden's state directory {}", state.display()))?;
+    let file = match &args.config {
+        Some(p) => warden_daemon::FileConfig::read(p)?,
+        None => warden_daemon::FileConfig::default(),
+    };
+    let mut pools = file.pools;
+    for p in &args.pools {
+        let p = parse_pool(p)?;
+        pools.retain(|q| q.profile != p.profile);
+        pools.push(p);
+    }
+    let catalog = warden_runtime::resolve::catalog(|v| std::env::var_os(v));
+    for p in &pools {
+        catalog
+            .profile(&p.profile)
+            .with_context(|| format!("the pool of {} cannot be made", p.profile))?;
+    }
+    let roots = if args.workspace_roots.is_empty() {
+        file.workspace_roots
+    } else {
+        args.workspace_roots
+    };
     let cfg = warden_daemon::Config {
         state_dir: state,
-        socket: args.socket,
-        listen: args.listen,
+        socket: args.socket.or(file.socket),
+        listen: args.listen.or(file.listen),
         exe: warden_exe()?,
-        workspace_roots: args
-            .workspace_roots
+        pools,
+        workspace_roots: roots
             .iter()
             .map(|r| {
                 std::fs::canonicalize(r)
@@ -150,7 +200,6 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         .enable_all()
         .build()
         .context("cannot start the daemon's runtime")?;
-    let catalog = warden_runtime::resolve::catalog(|v| std::env::var_os(v));
     let defaults = *defaults;
     rt.block_on(async move {
         let bound = warden_daemon::bind(&cfg, catalog, defaults).await?;

@@ -6,7 +6,7 @@
 mod events;
 mod exec;
 mod files;
-mod sandboxes;
+pub(crate) mod sandboxes;
 mod tokens;
 
 pub use tokens::{info as token_info, parse_scopes};

@@ -207,7 +207,23 @@ pub async fn create(
     let profile = body.profile.clone();
     let token = caller.token_id().map(str::to_string);
     let caller = caller.clone();
+    let pooled_profile = match (&body.profile, &workspace, &body.name, start) {
+        (Some(p), None, None, true) => Some(p.clone()),
+        _ => None,
+    };
     let info = blocking(move || {
+        if let Some(p) = &pooled_profile {
+            let claim = crate::pools::Claim {
+                profile: p,
+                input: &input,
+                caller: &caller,
+                labels: labels.clone(),
+                ttl,
+            };
+            if let Some(info) = crate::pools::claim(&app, claim)? {
+                return Ok(info);
+            }
+        }
         let ctx = Context {
             catalog: &app.catalog,
             defaults: &app.defaults,
@@ -325,7 +341,7 @@ fn memory_of(sb: &warden_workspace::Sandbox) -> u64 {
 
 /// Whether the token may have the sandbox `new` (just made) besides the
 /// ones it has: 429 with the numbers when not.
-fn within_quota(
+pub(crate) fn within_quota(
     app: &App,
     token: &crate::db::TokenRow,
     new: &warden_workspace::Sandbox,
@@ -407,6 +423,13 @@ pub async fn list(
             .into_iter()
             .map(|r| (r.id.clone(), r))
             .collect();
+        let pooled: std::collections::HashSet<String> = app
+            .db()?
+            .pooled(None)
+            .map_err(|e| ApiError::internal(chain(&e)))?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
         let entries = app
             .store
             .list()
@@ -418,6 +441,9 @@ pub async fn list(
                 if row.and_then(|r| r.labels.get(k)) != Some(v) {
                     continue;
                 }
+            }
+            if pooled.contains(&e.name) {
+                continue;
             }
             let Ok(sb) = app.store.get(&e.name) else {
                 continue;
