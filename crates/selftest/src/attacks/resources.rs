@@ -72,6 +72,12 @@ pub(crate) fn attacks() -> Vec<Attack> {
             },
         ),
         (
+            "res.user-quota",
+            Category::Resources,
+            "take every inotify instance, which the kernel also charges to the namespace's owner on the host",
+            user_quota,
+        ),
+        (
             "res.run-forever",
             Category::Resources,
             "spin past the deadline (under --timeout 1s)",
@@ -94,7 +100,64 @@ pub(crate) fn attacks() -> Vec<Attack> {
     ]
 }
 
+/// The sandbox takes inotify instances until the kernel refuses, says so
+/// in a file of its workspace and holds them; meanwhile a host process of
+/// warden's own user asks for one. The sandbox may be refused early; the
+/// host must not be.
+fn user_quota(lab: &crate::Lab) -> Verdict {
+    let ws = lab.dir.join("user-quota");
+    if let Err(e) = std::fs::create_dir_all(&ws) {
+        return Verdict::Skipped(format!("cannot make {}: {e}", ws.display()));
+    }
+    let marker = ws.join("holding");
+    let watched = marker.clone();
+    let judge = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(25);
+        while std::time::Instant::now() < deadline {
+            if watched.exists() {
+                // The host's own request, made while the sandbox holds all
+                // it could take.
+                return Some(
+                    nix::sys::inotify::Inotify::init(nix::sys::inotify::InitFlags::IN_CLOEXEC)
+                        .map(drop),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    });
+    let r = lab.sandbox(
+        &["-w", &ws.to_string_lossy(), "--timeout", "30s"],
+        "inotify-hog",
+        &["/workspace/holding", "3"],
+    );
+    match judge.join() {
+        Ok(Some(Ok(()))) => match from_run(&r) {
+            Verdict::Contained(d) => {
+                Verdict::Contained(format!("{d}; a host process still got one"))
+            }
+            other => other,
+        },
+        Ok(Some(Err(e))) => Verdict::Escaped(format!(
+            "while the sandbox held its inotify instances, a host process of warden's user could get none ({})",
+            errno_name(e)
+        )),
+        _ => match from_run(&r) {
+            Verdict::Escaped(d) => Verdict::Escaped(d),
+            _ => Verdict::Skipped(format!(
+                "the sandbox never said it held its instances: {}",
+                r.stderr.lines().last().unwrap_or("")
+            )),
+        },
+    }
+}
+
 pub(crate) const PROBES: &[Probe] = &[
+    Probe {
+        name: "inotify-hog",
+        harmful: true,
+        run: inotify_hog,
+    },
     Probe {
         name: "fork-bomb",
         harmful: true,
@@ -174,5 +237,35 @@ fn fill_disk(args: &[String]) -> Finding {
 fn spin(_: &[String]) -> Finding {
     loop {
         std::hint::spin_loop();
+    }
+}
+
+/// Take inotify instances until refused, write how many to `args[0]`, and
+/// hold them `args[1]` seconds.
+fn inotify_hog(args: &[String]) -> Finding {
+    let marker = arg(args, 0);
+    let hold: u64 = arg(args, 1).parse().unwrap_or(3);
+    let mut held = Vec::new();
+    let refused = loop {
+        if held.len() >= 1_000_000 {
+            break None;
+        }
+        match nix::sys::inotify::Inotify::init(nix::sys::inotify::InitFlags::IN_CLOEXEC) {
+            Ok(i) => held.push(i),
+            Err(e) => break Some(e),
+        }
+    };
+    let _ = std::fs::write(&marker, held.len().to_string());
+    std::thread::sleep(Duration::from_secs(hold));
+    match refused {
+        Some(e) => contained(format!(
+            "took {} inotify instances, then {}",
+            held.len(),
+            errno_name(e)
+        )),
+        None => escaped(format!(
+            "took {} inotify instances without a limit",
+            held.len()
+        )),
     }
 }
