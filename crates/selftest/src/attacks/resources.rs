@@ -255,7 +255,7 @@ fn inotify_hog(args: &[String]) -> Finding {
             Err(e) => break Some(e),
         }
     };
-    let _ = std::fs::write(&marker, held.len().to_string());
+    let _ = std::fs::write(marker, held.len().to_string());
     std::thread::sleep(Duration::from_secs(hold));
     match refused {
         Some(e) => contained(format!(
