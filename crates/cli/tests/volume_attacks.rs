@@ -327,3 +327,119 @@ print('done', flush=True)
         );
     }
 }
+
+/// Connections whose TLS the proxy terminates for a secret cost it more
+/// (TLS state and HTTP buffers on both sides): a sandbox that opens
+/// hundreds of them to a host that pushes a long answer, and never
+/// reads, must not grow the supervisor past its budget either; what the
+/// budget refused is recorded.
+#[test]
+fn stalled_terminated_connections_cannot_grow_the_supervisor_beyond_its_budget() {
+    use common::upstream::{RawUpstream, TestCa};
+    if !egress_available() {
+        return;
+    }
+    const HOST: &str = "api.secret.test";
+    const CONNECTIONS: usize = 400;
+    let ca = TestCa::new();
+    // Each answer: a head, then 8 MiB the sandbox never reads.
+    let up = RawUpstream::start(&ca, &[HOST], |_| {
+        let mut out = vec![b"HTTP/1.1 200 OK\r\nContent-Length: 8388608\r\n\r\n".to_vec()];
+        out.extend(std::iter::repeat_n(vec![b'!'; 64 * 1024], 128));
+        out
+    });
+    let port = up.port;
+    let dir = TempDir::new("volume-terminated");
+    let log = dir.path().join("audit.jsonl");
+    let script = format!(
+        r#"import socket, ssl, time
+ctx = ssl.create_default_context()
+held = []
+for i in range({CONNECTIONS}):
+    try:
+        s = ctx.wrap_socket(socket.create_connection(("{HOST}", {port}), timeout=5), server_hostname="{HOST}")
+        s.sendall(b"GET /big HTTP/1.1\r\nHost: {HOST}:{port}\r\nAuthorization: Bearer " + __import__("os").environ["TOKEN"].encode() + b"\r\n\r\n")
+        held.append(s)
+    except Exception as e:
+        print(i, time.time(), repr(e), file=__import__("sys").stderr, flush=True)
+print("opened", len(held), flush=True)
+time.sleep(8)
+print("done", flush=True)
+"#,
+    );
+    let mut child = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--secret"])
+        .arg(format!("TOKEN@{HOST}:{port}"))
+        .args(["--add-host", &format!("{HOST}=127.0.0.1")])
+        .args(["--upstream-ca", &ca.pem_path()])
+        .args(["--audit-log", log.to_str().unwrap()])
+        .args(["--", "python3", "-c", &script])
+        .env("TOKEN", "ghp_terminatedvolumeTOKEN0123456789")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut baseline = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while baseline == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        baseline = status_kib(pid, "VmRSS:");
+    }
+    let mut stdout_pipe = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout_pipe.read_to_string(&mut s);
+        s
+    });
+    let mut peak = 0;
+    let until = Instant::now() + Duration::from_secs(90);
+    while Instant::now() < until {
+        peak = peak.max(status_kib(pid, "VmHWM:"));
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let out = reader.join().unwrap();
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(out.contains("opened"), "{out} {err}");
+    let grown_mib = peak.saturating_sub(baseline) / 1024;
+    eprintln!(
+        "baseline {baseline} kB, peak {peak} kB, grown {grown_mib} MiB; {out} {}",
+        err.lines().take(5).collect::<Vec<_>>().join(" | ")
+    );
+    assert!(
+        grown_mib < 96,
+        "the supervisor grew by {grown_mib} MiB holding stalled terminated connections"
+    );
+    let records = verified_records(&log);
+    let terminated = records
+        .iter()
+        .filter(|r| {
+            r["event"] == "connection"
+                && r["allowed"] == true
+                && r["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("terminated"))
+        })
+        .count();
+    assert!(terminated > 0, "no connection was terminated: {err}");
+    let opened: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("opened "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    if terminated < opened {
+        assert!(
+            records.iter().any(|r| r["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("memory budget"))),
+            "{opened} connections, {terminated} terminated, and no refusal for the budget recorded"
+        );
+    }
+}

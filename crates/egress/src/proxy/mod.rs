@@ -50,6 +50,14 @@ pub const MEMORY_BUDGET_KIB: u32 = 64 * 1024;
 /// task and sockets that carry it. At most `MEMORY_BUDGET_KIB / 2 /
 /// CONNECTION_COST` (1,024) connections are open at once.
 pub const CONNECTION_COST: u32 = 32;
+/// What a connection whose TLS is terminated for its secrets costs the
+/// budget on top of [`CONNECTION_COST`], in KiB, for as long as it is
+/// open: the TLS state and HTTP buffers of both sides, each bounded by
+/// [`crate::secrets::BUFFER_LIMIT`] (TLS buffers, HTTP/1.1 buffers, the
+/// HTTP/2 windows and send buffers of at most
+/// [`crate::secrets::H2_STREAMS`] streams). At most 64 such connections
+/// are open at once.
+pub const TERMINATED_COST: u32 = 512;
 
 /// A connection to a name that no rule allows, put to a person (`--ask`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +138,7 @@ struct Shared {
     /// Connections open at once are bounded.
     slots: Arc<tokio::sync::Semaphore>,
     /// Half the memory budget, in KiB: what open connections cost.
-    connection_memory: Arc<tokio::sync::Semaphore>,
+    pub(crate) connection_memory: Arc<tokio::sync::Semaphore>,
     /// The other half, in KiB: large relay buffers, lent.
     pub(crate) buffer_memory: Arc<tokio::sync::Semaphore>,
     /// With secrets: TLS to their hosts is terminated and requests are

@@ -123,7 +123,30 @@ pub(super) async fn settle(
                             && matches!(tls::peek(&buf), ClientHello::Sni(_))
                             && t.terminates(&name, upstream_port)
                     });
-                    if let Some(t) = terminator {
+                    // Terminating costs the budget more, for as long as
+                    // the connection is open; refused when it cannot pay.
+                    let terminator = match terminator {
+                        Some(t) => match shared
+                            .connection_memory
+                            .clone()
+                            .try_acquire_many_owned(super::TERMINATED_COST)
+                        {
+                            Ok(permit) => Some((t, permit)),
+                            Err(_) => {
+                                decision.allowed = false;
+                                decision.detail = format!(
+                                    "the proxy's memory budget ({} MiB) is spent: no room to terminate TLS for {name}'s secrets",
+                                    super::MEMORY_BUDGET_KIB / 1024
+                                );
+                                let _ = conn.shutdown().await;
+                                decision.duration_ms = start.elapsed().as_millis() as u64;
+                                shared.record(&decision);
+                                return;
+                            }
+                        },
+                        None => None,
+                    };
+                    if let Some((t, _terminated_permit)) = terminator {
                         decision.detail = format!("to {addr}, TLS terminated for its secrets");
                         decision.duration_ms = start.elapsed().as_millis() as u64;
                         let number = shared.record(&decision);

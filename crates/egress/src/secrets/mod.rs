@@ -38,6 +38,7 @@ use std::sync::Arc;
 use warden_policy::{DomainRule, SecretRule};
 
 pub(crate) use session::serve;
+pub use session::{BUFFER_LIMIT, H2_STREAMS};
 
 /// What every placeholder starts with: unmistakable for real data.
 pub const PLACEHOLDER_PREFIX: &str = "warden-secret-";

@@ -232,6 +232,14 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
+/// The bound of each buffer a terminated connection holds, in bytes: the
+/// TLS buffers of either side, HTTP/1.1's read and write buffers, HTTP/2's
+/// receive windows (stream and connection) and its send buffers together
+/// (see [`crate::proxy::TERMINATED_COST`], what the budget charges).
+pub const BUFFER_LIMIT: usize = 64 * 1024;
+/// Streams at once on an HTTP/2 connection from the sandbox.
+pub const H2_STREAMS: u32 = 8;
+
 /// Serve one connection from the sandbox whose TLS is terminated here:
 /// `client` (with the bytes already read to decide) towards `upstream`, a
 /// TCP connection to `name:port` already made. Returns the bytes read from
@@ -252,9 +260,10 @@ pub(crate) async fn serve(
     let (read, written) = (counted.read.clone(), counted.written.clone());
     let (last, start) = (counted.last.clone(), counted.start);
     let acceptor = tokio_rustls::TlsAcceptor::from(term.server.clone());
-    let tls = acceptor.accept(counted).await.map_err(|e| {
+    let mut tls = acceptor.accept(counted).await.map_err(|e| {
         format!("the sandbox did not accept the secret proxy's certificate for {name} (is the sandbox's trust bundle in use?): {e}")
     })?;
+    tls.get_mut().1.set_buffer_limit(Some(BUFFER_LIMIT));
     let sni = tls.get_ref().1.server_name().map(str::to_string);
     let upstream = connect_tls(&term, upstream, &name).await;
     let session = Arc::new(Session {
@@ -277,7 +286,15 @@ pub(crate) async fn serve(
         let s = session.clone();
         async move { Ok::<_, std::convert::Infallible>(handle(req, &s).await) }
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder.http1().max_buf_size(BUFFER_LIMIT);
+    builder
+        .http2()
+        .max_concurrent_streams(H2_STREAMS)
+        .initial_stream_window_size(BUFFER_LIMIT as u32)
+        .initial_connection_window_size(BUFFER_LIMIT as u32)
+        .max_send_buf_size(BUFFER_LIMIT / H2_STREAMS as usize)
+        .max_header_list_size(BUFFER_LIMIT as u32);
     let connection = builder.serve_connection(TokioIo::new(tls), service);
     let served = tokio::select! {
         r = connection => r.map_err(|e| format!("the terminated connection ended with an error: {e}")),
@@ -293,20 +310,29 @@ pub(crate) async fn serve(
 async fn connect_tls(term: &Terminator, upstream: TcpStream, name: &str) -> Result<Sender, String> {
     let server_name = ServerName::try_from(name.to_string())
         .map_err(|e| format!("{name} is not a TLS server name: {e}"))?;
-    let tls = tokio_rustls::TlsConnector::from(term.client.clone())
+    let mut tls = tokio_rustls::TlsConnector::from(term.client.clone())
         .connect(server_name, upstream)
         .await
         .map_err(|e| format!("TLS to the upstream {name} failed: {e}"))?;
+    tls.get_mut().1.set_buffer_limit(Some(BUFFER_LIMIT));
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     let io = TokioIo::new(tls);
     if h2 {
-        let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+        let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .initial_stream_window_size(BUFFER_LIMIT as u32)
+            .initial_connection_window_size(BUFFER_LIMIT as u32)
+            .max_send_buf_size(BUFFER_LIMIT / H2_STREAMS as usize)
+            .max_concurrent_reset_streams(H2_STREAMS as usize)
+            .max_header_list_size(BUFFER_LIMIT as u32)
+            .handshake(io)
             .await
             .map_err(|e| format!("HTTP/2 to the upstream {name} failed: {e}"))?;
         tokio::spawn(conn);
         Ok(Sender::H2(sender))
     } else {
-        let (sender, conn) = hyper::client::conn::http1::handshake(io)
+        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(BUFFER_LIMIT)
+            .handshake(io)
             .await
             .map_err(|e| format!("HTTP/1.1 to the upstream {name} failed: {e}"))?;
         tokio::spawn(conn);
