@@ -64,6 +64,21 @@ enum Command {
     /// Run a command in a running named sandbox (started first if needed);
     /// several may run at once
     Exec(commands::lifecycle::ExecArgs),
+    /// Read or change a running sandbox's allowlist live: --allow puts
+    /// entries on, --deny takes them off (open connections to them are
+    /// cut); kept for its later starts
+    Egress {
+        name: String,
+        /// An entry to allow, written as for --allow-domain (repeatable)
+        #[arg(long, value_name = "ENTRY")]
+        allow: Vec<String>,
+        /// An entry to take off the list, as it was written (repeatable)
+        #[arg(long, value_name = "ENTRY")]
+        deny: Vec<String>,
+        /// The list as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// List the processes of a running sandbox
     Ps {
         name: String,
@@ -226,6 +241,12 @@ fn main() -> ExitCode {
         Command::Start { names } => commands::lifecycle::start(&names),
         Command::Stop { names, time } => commands::lifecycle::stop(&names, time),
         Command::Ps { name, json } => commands::lifecycle::ps(&name, json),
+        Command::Egress {
+            name,
+            allow,
+            deny,
+            json,
+        } => commands::egress::egress(&name, allow, deny, json),
         Command::Logs { name, follow, json } => commands::lifecycle::logs(&name, follow, json),
         Command::Supervise { name } => commands::lifecycle::supervise(&name),
         Command::Ls { json } => state_dir()

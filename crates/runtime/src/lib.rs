@@ -9,6 +9,8 @@
 //! later the daemon and the OCI verbs) parse and wire; nothing here prints.
 
 mod aggregate;
+pub mod allowlist;
+pub mod approvals;
 pub mod client;
 pub mod events;
 pub mod lifecycle;

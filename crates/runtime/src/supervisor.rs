@@ -5,6 +5,8 @@
 //! killed, the sandbox's init dies with it (parent-death signal) and the
 //! next look at the sandbox cleans what is left ([`crate::state`]).
 
+use crate::allowlist::Allowlist;
+use crate::approvals::Approvals;
 use crate::events::{Bus, BusSink, Sink};
 use crate::net::Wiring;
 use crate::protocol::{self, ExecRequest, Process, Reply, Request, Status, VERSION};
@@ -77,6 +79,10 @@ struct Shared {
     secret_names: Vec<String>,
     cgroups: Vec<PathBuf>,
     connections: AtomicU64,
+    /// The running proxy's allowlist, changed live.
+    allowlist: Arc<Allowlist>,
+    /// With `--ask`: the questions waiting for an answer.
+    approvals: Option<Arc<Approvals>>,
 }
 
 struct Slot {
@@ -150,9 +156,31 @@ fn supervise(
     // The spec's --timeout is the sandbox's hard lifetime: kept here (not
     // given to the jail), so that the execs it cuts short are told 124.
     let mut spec = stored.spec.clone();
+    // What was changed live in earlier starts (`warden egress`, the API,
+    // "always" answers) holds in this one too.
+    crate::allowlist::apply_saved(&dir, &mut spec);
     let hard_limit = spec.resources.timeout.take();
     let bus = Bus::new(name, sinks);
     let mut wiring = Wiring::new(&spec, bus.clone());
+    // This start's own id (the cgroup's name, the prefix of its questions'
+    // ids): sandboxes of one name in two state directories, or one started
+    // again before its old cgroup was removed, never meet.
+    let start = start_suffix();
+    let allowlist = Arc::new(Allowlist::new(
+        wiring.egress_control(),
+        dir.clone(),
+        bus.clone(),
+    ));
+    // Ask mode without a terminal: questions wait for an answer over the
+    // control socket.
+    let approvals = match &spec.network {
+        warden_policy::NetworkSpec::Egress(e) if e.ask => {
+            let a = Arc::new(Approvals::new(bus.clone(), &start, allowlist.clone()));
+            wiring.set_asker(a.clone());
+            Some(a)
+        }
+        _ => None,
+    };
     let ttl = stored.ttl_ms.map(Duration::from_millis);
     let one_shot = stored.one_shot;
     let secret_names: Vec<String> = match &spec.network {
@@ -195,6 +223,8 @@ fn supervise(
             secret_names: secret_names.clone(),
             cgroups,
             connections: AtomicU64::new(0),
+            allowlist: allowlist.clone(),
+            approvals: approvals.clone(),
         });
         let s = shared.clone();
         let _ = std::thread::Builder::new()
@@ -225,10 +255,7 @@ fn supervise(
         ready_out.tell(&format!("ready {}\n", init.as_raw()));
     });
     let mut sink = BusSink(bus.clone());
-    // This start's own id (the cgroup's name): sandboxes of one name in
-    // two state directories, or one started again before its old cgroup
-    // was removed, never meet.
-    let id = format!("{name}-{}", start_suffix());
+    let id = format!("{name}-{start}");
     let result = warden_jail::run(&spec, &id, Program::Service, &mut sink, &mut wiring);
     drop(wiring);
     bus.close();
@@ -399,6 +426,42 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             Ok(())
         }
         Request::Status => reply(&Reply::Status(status(shared))),
+        Request::SetEgress { allow, remove, by } => {
+            reply(&match shared.allowlist.change(&allow, &remove, &by) {
+                Ok(rules) => Reply::Egress { rules },
+                Err(r) => Reply::Refused {
+                    code: r.code,
+                    message: r.message,
+                    field: r.field,
+                },
+            })
+        }
+        Request::Approvals => reply(&Reply::Approvals {
+            pending: shared
+                .approvals
+                .as_ref()
+                .map(|a| a.pending())
+                .unwrap_or_default(),
+        }),
+        Request::Answer {
+            question,
+            decision,
+            by,
+        } => reply(&match &shared.approvals {
+            None => Reply::Refused {
+                code: protocol::Refusal::NotFound,
+                message: format!("no question {question} waits: this sandbox is not in ask mode"),
+                field: None,
+            },
+            Some(a) => match a.answer(&question, decision, &by) {
+                Ok(()) => Reply::Ok,
+                Err(r) => Reply::Refused {
+                    code: r.code,
+                    message: r.message,
+                    field: None,
+                },
+            },
+        }),
         Request::SetTtl { ttl_ms } => {
             let deadline = ttl_ms.map(|t| state::now_ms().saturating_add(t));
             match shared.ttl_deadline_ms.lock() {
