@@ -238,3 +238,146 @@ impl EgressControl {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Deaf;
+    use crate::proxy::{Hooks, Proxy};
+    use std::os::fd::OwnedFd;
+    use std::time::Instant;
+
+    fn rule(e: &str) -> DomainRule {
+        DomainRule::parse(e).unwrap()
+    }
+
+    /// A proxy serving sockets nobody connects to: its registry and
+    /// allowlist are what these tests drive.
+    fn proxy(domains: &[&str]) -> (tokio::runtime::Runtime, Proxy) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let tcp = OwnedFd::from(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+        let dns = OwnedFd::from(std::net::UdpSocket::bind("127.0.0.1:0").unwrap());
+        let spec = warden_policy::EgressSpec {
+            domains: domains.iter().map(|d| rule(d)).collect(),
+            allow_http: false,
+            hosts: Vec::new(),
+            cidrs: Vec::new(),
+            host_ports: Vec::new(),
+            ask: false,
+            log: false,
+            quota: None,
+            idle_timeout: std::time::Duration::from_secs(60),
+            secrets: Vec::new(),
+            secret_rules: Vec::new(),
+            upstream_ca: Vec::new(),
+        };
+        let hooks = Hooks {
+            observer: Arc::new(Deaf),
+            asker: None,
+            terminator: None,
+        };
+        let p = Proxy::start(rt.handle(), &spec, tcp, dns, hooks).unwrap();
+        (rt, p)
+    }
+
+    fn arrival(shared: &Shared) -> Arrival {
+        Arrival {
+            start: Instant::now(),
+            epoch: epoch(shared),
+            original: None,
+            port: 443,
+        }
+    }
+
+    fn is_cut(r: &Registration) -> bool {
+        *r.cut.borrow()
+    }
+
+    #[test]
+    fn a_removal_cuts_the_connections_its_entry_allowed_and_no_other() {
+        let (_rt, p) = proxy(&[".example.com", "keep.example.org"]);
+        let s = &p.shared;
+        let at = arrival(s);
+        let api = register(s, &at, "api.example.com", 443, ".example.com").unwrap();
+        let keep = register(s, &at, "keep.example.org", 443, "keep.example.org").unwrap();
+        let once = register(s, &at, "api.example.com", 8443, ASK_ONCE).unwrap();
+        let change = p.control().change(&[], &[rule(".example.com")]).unwrap();
+        assert_eq!(change.closed, 1);
+        assert_eq!(change.removed, vec![".example.com".to_string()]);
+        assert!(is_cut(&api));
+        assert!(
+            !is_cut(&keep),
+            "a connection no removed entry allowed was cut"
+        );
+        assert!(!is_cut(&once), "a connection a person allowed once was cut");
+        assert!(s.matcher().allows("api.example.com", 443).is_none());
+        assert!(s.matcher().allows("keep.example.org", 443).is_some());
+    }
+
+    #[test]
+    fn a_name_another_entry_still_allows_keeps_its_connection() {
+        let (_rt, p) = proxy(&[".example.com", "api.example.com"]);
+        let s = &p.shared;
+        let api = register(s, &arrival(s), "api.example.com", 443, "api.example.com").unwrap();
+        let www = register(s, &arrival(s), "www.example.com", 443, ".example.com").unwrap();
+        let change = p.control().change(&[], &[rule("*.example.com")]).unwrap();
+        assert_eq!(change.closed, 1);
+        assert!(!is_cut(&api), "api.example.com is still on the list");
+        assert!(is_cut(&www));
+    }
+
+    #[test]
+    fn a_connection_allowed_before_a_removal_and_registered_after_it_is_refused() {
+        let (_rt, p) = proxy(&["gone.example.com", "stays.example.com"]);
+        let s = &p.shared;
+        let before = arrival(s);
+        p.control()
+            .change(&[], &[rule("gone.example.com")])
+            .unwrap();
+        let late = register(s, &before, "gone.example.com", 443, "gone.example.com");
+        assert!(late.is_err(), "a removed name's connection slipped in");
+        assert!(register(s, &before, "stays.example.com", 443, "stays.example.com").is_ok());
+        assert!(register(s, &before, "gone.example.com", 443, ASK_ONCE).is_ok());
+    }
+
+    #[test]
+    fn a_removal_of_an_entry_not_listed_changes_nothing() {
+        let (_rt, p) = proxy(&["a.example.com"]);
+        let s = &p.shared;
+        let a = register(s, &arrival(s), "a.example.com", 443, "a.example.com").unwrap();
+        let err = p
+            .control()
+            .change(
+                &[rule("b.example.com")],
+                &[rule("a.example.com"), rule("c.example.com")],
+            )
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ChangeError::NotListed {
+                index: 1,
+                entry: "c.example.com".into()
+            }
+        );
+        assert!(!is_cut(&a));
+        let now: Vec<String> = p.control().rules().into_iter().map(|r| r.source).collect();
+        assert_eq!(now, vec!["a.example.com".to_string()]);
+        assert_eq!(epoch(s), 0);
+    }
+
+    #[test]
+    fn an_entry_added_again_is_no_change_and_a_port_entry_is_its_own() {
+        let (_rt, p) = proxy(&["a.example.com"]);
+        let change = p
+            .control()
+            .change(&[rule("A.example.com."), rule("a.example.com:22")], &[])
+            .unwrap();
+        assert_eq!(change.added, vec!["a.example.com:22".to_string()]);
+        assert_eq!(change.rules.len(), 2);
+        assert!(p.shared.matcher().allows("a.example.com", 22).is_some());
+    }
+}
