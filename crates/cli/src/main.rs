@@ -321,8 +321,14 @@ fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
         Command::Logs { name, follow, json } => remote::logs(host, &name, follow, json),
         Command::Stop { names, time } => remote::stop(host, &names, time),
         Command::Rm { names, force } => remote::rm(host, &names, force),
+        Command::Egress {
+            name,
+            allow,
+            deny,
+            json,
+        } => remote::egress(host, &name, allow, deny, json),
         _ => anyhow::bail!(
-            "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop and rm do; run it on the daemon's host without --host"
+            "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop, rm and egress do; run it on the daemon's host without --host"
         ),
     }
 }

@@ -264,6 +264,27 @@ fn the_api_allows_a_name_live_and_its_removal_cuts_the_open_connection() {
     );
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(up.arrivals(), 2, "a removed name reached its server again");
+    // The CLI as the daemon's client says the same.
+    let host = |args: &[&str]| {
+        std::process::Command::new(warden_bin())
+            .arg("--host")
+            .arg(format!("unix:{}", d.socket.display()))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = host(&["egress", "net", "--allow", "exa mple.test"]);
+    assert_eq!(code(&out), 125, "{}", stdout(&out));
+    assert!(stderr(&out).contains("/allow/0"), "{}", stderr(&out));
+    let out = host(&["egress", "net", "--allow", "via.host.test"]);
+    assert_eq!(
+        stdout(&out),
+        "other.test\nvia.host.test\n",
+        "{}",
+        stderr(&out)
+    );
+    let out = host(&["egress", "net", "--deny", "via.host.test"]);
+    assert_eq!(stdout(&out), "other.test\n", "{}", stderr(&out));
     let (_, b) = call(
         &d,
         "GET",
