@@ -252,3 +252,80 @@ fn bad_entries_are_refused_and_change_nothing() {
     );
     ok(&warden(state.path(), &["stop", "--time", "1s", "live"]));
 }
+
+#[test]
+fn removing_a_secrets_host_cuts_its_terminated_connection_too() {
+    use common::upstream::{RawUpstream, TestCa};
+    if !egress_available() {
+        return;
+    }
+    let state = TempDir::new("egress-live-secret");
+    let ca = TestCa::new();
+    // A TLS server that takes the request and never answers.
+    let up = RawUpstream::start(&ca, &["api.secret.test"], |_| {
+        std::thread::sleep(Duration::from_secs(60));
+        Vec::new()
+    });
+    let entry = format!("api.secret.test:{}", up.port);
+    let with_token = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .env("TOKEN", "ghp_livecutvalue0123456789")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    ok(&with_token(&[
+        "create",
+        "sec",
+        "--secret",
+        &format!("TOKEN@{entry}"),
+        "--add-host",
+        "api.secret.test=127.0.0.1",
+        "--upstream-ca",
+        &ca.pem_path(),
+    ]));
+    ok(&with_token(&["start", "sec"]));
+    let mut held = Command::new(warden_bin())
+        .args(["exec", "sec", "--", "sh", "-c"])
+        .arg(format!(
+            "curl -sS --max-time 60 -H \"Authorization: Bearer $TOKEN\" https://{entry}/held; echo curl-ended $?"
+        ))
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the request upstream", Duration::from_secs(10), || {
+        up.requests().len() == 1
+    });
+    let out = held.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send((Instant::now(), l));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(rx.try_recv().is_err(), "the request ended by itself");
+    let removed_at = Instant::now();
+    ok(&warden(state.path(), &["egress", "sec", "--deny", &entry]));
+    let (at, line) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the terminated connection was not cut");
+    assert!(
+        line.starts_with("curl-ended") && !line.ends_with(" 0"),
+        "{line}"
+    );
+    assert!(
+        at.duration_since(removed_at) < Duration::from_secs(1),
+        "cut after {:?}",
+        at.duration_since(removed_at)
+    );
+    let _ = held.wait();
+    let list = ok(&warden(state.path(), &["egress", "sec"]));
+    assert!(!list.contains("api.secret.test"), "{list}");
+    ok(&warden(state.path(), &["stop", "--time", "1s", "sec"]));
+}
