@@ -79,6 +79,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the ask-mode questions of running sandboxes, or answer one:
+    /// `warden approvals ID allow_once|allow_always|deny`
+    Approvals {
+        /// A question's id, to answer it
+        #[arg(requires = "decision")]
+        id: Option<String>,
+        /// allow_once, allow_always (the name goes on the sandbox's
+        /// allowlist) or deny
+        decision: Option<String>,
+        /// Only this sandbox's questions
+        #[arg(long, value_name = "NAME", conflicts_with = "id")]
+        sandbox: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// List the processes of a running sandbox
     Ps {
         name: String,
@@ -247,6 +262,12 @@ fn main() -> ExitCode {
             deny,
             json,
         } => commands::egress::egress(&name, allow, deny, json),
+        Command::Approvals {
+            id,
+            decision,
+            sandbox,
+            json,
+        } => commands::egress::approvals(sandbox.as_deref(), id.zip(decision), json),
         Command::Logs { name, follow, json } => commands::lifecycle::logs(&name, follow, json),
         Command::Supervise { name } => commands::lifecycle::supervise(&name),
         Command::Ls { json } => state_dir()

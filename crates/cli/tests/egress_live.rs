@@ -329,3 +329,81 @@ fn removing_a_secrets_host_cuts_its_terminated_connection_too() {
     assert!(!list.contains("api.secret.test"), "{list}");
     ok(&warden(state.path(), &["stop", "--time", "1s", "sec"]));
 }
+
+#[test]
+fn a_named_sandboxs_questions_are_listed_and_answered_with_warden_approvals() {
+    if !egress_available() {
+        return;
+    }
+    let state = TempDir::new("egress-live-ask");
+    let up = Holder::start();
+    let w = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .env("WARDEN_TEST_ASK_LOOPBACK", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    ok(&w(&[
+        "create",
+        "asks",
+        "--ask",
+        "--add-host",
+        "live.test=127.0.0.1",
+    ]));
+    ok(&w(&["start", "asks"]));
+    let connect = || {
+        Command::new(warden_bin())
+            .args(["exec", "asks", "--", "python3", "-c", PY_CONNECT])
+            .arg(up.port.to_string())
+            .arg("1")
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let question = || -> serde_json::Value {
+        let mut q = serde_json::Value::Null;
+        wait_until("the question", Duration::from_secs(10), || {
+            let out = ok(&w(&["approvals", "--json"]));
+            q = serde_json::from_str::<serde_json::Value>(&out).unwrap()[0].clone();
+            !q.is_null()
+        });
+        q
+    };
+    let mut first = connect();
+    let q = question();
+    assert_eq!(
+        (q["name"].as_str(), q["port"].as_u64()),
+        (Some("live.test"), Some(up.port as u64))
+    );
+    let listed = ok(&w(&["approvals"]));
+    assert!(
+        listed.contains(q["id"].as_str().unwrap()) && listed.contains("live.test"),
+        "{listed}"
+    );
+    let id = q["id"].as_str().unwrap();
+    let out = w(&["approvals", id, "perhaps"]);
+    assert_eq!(code(&out), 125);
+    assert_eq!(up.arrivals(), 0);
+    ok(&w(&["approvals", id, "allow_once"]));
+    wait_until("the arrival", Duration::from_secs(5), || up.arrivals() == 1);
+    let again = w(&["approvals", id, "deny"]);
+    assert_eq!(code(&again), 125);
+    assert!(
+        stderr(&again).contains("answered already"),
+        "{}",
+        stderr(&again)
+    );
+    let _ = first.wait();
+    // Denied: nothing arrives.
+    let mut second = connect();
+    let q = question();
+    ok(&w(&["approvals", q["id"].as_str().unwrap(), "deny"]));
+    let _ = second.wait();
+    assert_eq!(up.arrivals(), 1, "a denied connection reached the server");
+    ok(&w(&["stop", "--time", "1s", "asks"]));
+}

@@ -1,7 +1,9 @@
 //! `warden egress NAME`: a running sandbox's allowlist, read or changed
 //! live through its supervisor (`--allow` puts entries on, `--deny` takes
 //! them off and cuts open connections to them). The entries are read and
-//! checked by the supervisor, as a profile's would be.
+//! checked by the supervisor, as a profile's would be. `warden approvals`:
+//! the questions of running ask-mode sandboxes, listed or answered through
+//! their supervisors.
 
 use super::lifecycle::{open, running};
 use anyhow::bail;
@@ -11,7 +13,7 @@ use warden_runtime::lifecycle::control;
 pub fn egress(name: &str, allow: Vec<String>, deny: Vec<String>, json: bool) -> anyhow::Result<u8> {
     let (_, sb) = open(name)?;
     if !running(&sb) {
-        bail!("sandbox {name} is not running: its allowlist changes live only; start it with `warden start {name}`");
+        bail!("sandbox {name} is not running: its allowlist is read and changed while it runs; start it with `warden start {name}`");
     }
     let by = format!("warden egress (uid {})", nix::unistd::getuid());
     let rules = match Connection::open(&control(&sb))?.set_egress(allow.clone(), deny.clone(), &by)
@@ -44,6 +46,64 @@ pub fn egress(name: &str, allow: Vec<String>, deny: Vec<String>, json: bool) -> 
         for r in rules {
             println!("{r}");
         }
+    }
+    Ok(0)
+}
+
+/// `warden approvals [--sandbox NAME]`, or with `ID DECISION`, the answer.
+pub fn approvals(
+    sandbox: Option<&str>,
+    answer: Option<(String, String)>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    use warden_runtime::protocol::AskDecision;
+    let store = super::sandboxes::store(super::state_dir()?)?;
+    if let Some((id, decision)) = answer {
+        let decision = match decision.as_str() {
+            "allow_once" | "once" => AskDecision::AllowOnce,
+            "allow_always" | "always" => AskDecision::AllowAlways,
+            "deny" => AskDecision::Deny,
+            other => bail!("{other:?} is not an answer: use allow_once, allow_always or deny"),
+        };
+        // `SANDBOX.START-N`: the sandbox is what comes before the last dot.
+        let Some((name, _)) = id.rsplit_once('.') else {
+            bail!("{id:?} is not a question's id (see `warden approvals`)");
+        };
+        let sb = store.get(name)?;
+        let by = format!("warden approvals (uid {})", nix::unistd::getuid());
+        Connection::open(&control(&sb))?.answer(&id, decision, &by)?;
+        return Ok(0);
+    }
+    let names: Vec<String> = match sandbox {
+        Some(n) => vec![store.get(n)?.name().to_string()],
+        None => store.list()?.into_iter().map(|e| e.name).collect(),
+    };
+    let mut pending = Vec::new();
+    for name in names {
+        let Ok(sb) = store.get(&name) else { continue };
+        if !running(&sb) {
+            continue;
+        }
+        if let Ok(p) = Connection::open(&control(&sb)).and_then(|c| c.approvals()) {
+            pending.extend(p);
+        }
+    }
+    pending.sort_by_key(|q| q.asked_ms);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&pending)?);
+        return Ok(0);
+    }
+    let now = warden_runtime::state::now_ms();
+    for q in pending {
+        println!(
+            "{}  {} {}:{} ({}), denied in {}s unless answered",
+            q.id,
+            q.protocol,
+            super::sandboxes::printable(&q.name),
+            q.port,
+            q.sandbox,
+            q.deadline_ms.saturating_sub(now) / 1000
+        );
     }
     Ok(0)
 }
