@@ -103,7 +103,8 @@ pub async fn list(
         };
         let mut out = Vec::new();
         for name in names {
-            let Ok(sb) = app.store.get(&name) else {
+            // A pooled sandbox is nobody's until a create takes it.
+            let Ok(sb) = app.sandbox(&name) else {
                 continue;
             };
             if !lifecycle::liveness(&sb).running() {
