@@ -9,7 +9,7 @@
 //! "always" answer to an ask-mode question.
 
 use crate::events::Bus;
-use crate::protocol::Refusal;
+use crate::protocol::{Refusal, Reply};
 use crate::state;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -158,6 +158,18 @@ impl Allowlist {
             });
         }
         Ok(change.rules.into_iter().map(|r| r.source).collect())
+    }
+
+    /// [`Allowlist::change`] as the control protocol answers it.
+    pub fn reply(&self, allow: &[String], remove: &[String], by: &str) -> Reply {
+        match self.change(allow, remove, by) {
+            Ok(rules) => Reply::Egress { rules },
+            Err(r) => Reply::Refused {
+                code: r.code,
+                message: r.message,
+                field: r.field,
+            },
+        }
     }
 
     /// Keep what changed for later starts: a removal takes the entry out

@@ -14,7 +14,7 @@
 
 use crate::allowlist::Allowlist;
 use crate::events::Bus;
-use crate::protocol::{AskDecision, PendingQuestion, Refusal};
+use crate::protocol::{AskDecision, PendingQuestion, Refusal, Reply};
 use crate::state;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,6 +155,38 @@ impl Approvals {
         }
         self.changed.notify_all();
         Ok(())
+    }
+}
+
+/// The control protocol's answer to `approvals`: none waits in a sandbox
+/// that is not in ask mode.
+pub fn pending_reply(approvals: Option<&Approvals>) -> Reply {
+    Reply::Approvals {
+        pending: approvals.map(Approvals::pending).unwrap_or_default(),
+    }
+}
+
+/// The control protocol's answer to `answer`.
+pub fn answer_reply(
+    approvals: Option<&Approvals>,
+    question: &str,
+    decision: AskDecision,
+    by: &str,
+) -> Reply {
+    let Some(a) = approvals else {
+        return Reply::Refused {
+            code: Refusal::NotFound,
+            message: format!("no question {question} waits: this sandbox is not in ask mode"),
+            field: None,
+        };
+    };
+    match a.answer(question, decision, by) {
+        Ok(()) => Reply::Ok,
+        Err(r) => Reply::Refused {
+            code: r.code,
+            message: r.message,
+            field: None,
+        },
     }
 }
 

@@ -16,6 +16,7 @@ pub mod events;
 pub mod lifecycle;
 pub mod net;
 pub mod once;
+pub mod procs;
 pub mod protocol;
 pub mod resolve;
 pub mod state;

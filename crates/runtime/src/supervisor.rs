@@ -9,6 +9,7 @@ use crate::allowlist::Allowlist;
 use crate::approvals::Approvals;
 use crate::events::{Bus, BusSink, Sink};
 use crate::net::Wiring;
+use crate::procs::{descendants, processes};
 use crate::protocol::{self, ExecRequest, Process, Reply, Request, Status, VERSION};
 use crate::state::{self, Stored, SupervisorRecord};
 use std::collections::HashMap;
@@ -427,41 +428,21 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
         }
         Request::Status => reply(&Reply::Status(status(shared))),
         Request::SetEgress { allow, remove, by } => {
-            reply(&match shared.allowlist.change(&allow, &remove, &by) {
-                Ok(rules) => Reply::Egress { rules },
-                Err(r) => Reply::Refused {
-                    code: r.code,
-                    message: r.message,
-                    field: r.field,
-                },
-            })
+            reply(&shared.allowlist.reply(&allow, &remove, &by))
         }
-        Request::Approvals => reply(&Reply::Approvals {
-            pending: shared
-                .approvals
-                .as_ref()
-                .map(|a| a.pending())
-                .unwrap_or_default(),
-        }),
+        Request::Approvals => reply(&crate::approvals::pending_reply(
+            shared.approvals.as_deref(),
+        )),
         Request::Answer {
             question,
             decision,
             by,
-        } => reply(&match &shared.approvals {
-            None => Reply::Refused {
-                code: protocol::Refusal::NotFound,
-                message: format!("no question {question} waits: this sandbox is not in ask mode"),
-                field: None,
-            },
-            Some(a) => match a.answer(&question, decision, &by) {
-                Ok(()) => Reply::Ok,
-                Err(r) => Reply::Refused {
-                    code: r.code,
-                    message: r.message,
-                    field: None,
-                },
-            },
-        }),
+        } => reply(&crate::approvals::answer_reply(
+            shared.approvals.as_deref(),
+            &question,
+            decision,
+            &by,
+        )),
         Request::SetTtl { ttl_ms } => {
             let deadline = ttl_ms.map(|t| state::now_ms().saturating_add(t));
             match shared.ttl_deadline_ms.lock() {
@@ -881,73 +862,6 @@ fn status(shared: &Shared) -> Status {
         memory_bytes,
         egress_bytes: shared.bus.egress_bytes(),
     }
-}
-
-/// Bytes of a process's command line `ps` shows at most. The sandbox sets
-/// what its command lines hold (megabytes each, in its own memory): read
-/// whole, they would be copied into the supervisor, outside its limits.
-const COMMAND_BYTES: u64 = 1024;
-
-/// The host PIDs of the sandbox's processes but its init: every descendant
-/// of `init` (orphans are adopted by it). Only each `/proc/PID/stat` is
-/// read, once.
-fn descendants(init: i32) -> Vec<i32> {
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-                continue;
-            };
-            if let Some(ppid) = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<i32>().ok())
-            {
-                children.entry(ppid).or_default().push(pid);
-            }
-        }
-    }
-    let mut seen = std::collections::HashSet::from([init]);
-    let mut queue = vec![init];
-    let mut out = Vec::new();
-    while let Some(p) = queue.pop() {
-        for &child in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
-            if seen.insert(child) {
-                out.push(child);
-                queue.push(child);
-            }
-        }
-    }
-    out
-}
-
-/// The sandbox's processes but its init: (host PID, PID inside, command).
-pub fn processes(init: i32) -> Vec<(i32, i32, String)> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    for host in descendants(init) {
-        let status = std::fs::read_to_string(format!("/proc/{host}/status")).unwrap_or_default();
-        let ns_pid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("NSpid:"))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        let mut raw = Vec::new();
-        let _ = std::fs::File::open(format!("/proc/{host}/cmdline"))
-            .and_then(|f| f.take(COMMAND_BYTES).read_to_end(&mut raw));
-        let command = raw
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect::<Vec<_>>()
-            .join(" ");
-        out.push((host, ns_pid, command));
-    }
-    out
 }
 
 /// Six hexadecimal digits that tell one start of a sandbox from another.
