@@ -79,6 +79,9 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     log_path = base / "daemon.log"
     env = {k: v for k, v in os.environ.items() if k not in ("WARDEN_HOST", "WARDEN_TOKEN")}
     env["WARDEN_STATE_DIR"] = str(state)
+    # Debug builds only: ask-mode questions may be about names pinned to
+    # the host's loopback, where the tests' listeners are.
+    env["WARDEN_TEST_ASK_LOOPBACK"] = "1"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [str(_binary()), "serve", "--listen", "127.0.0.1:0"],

@@ -310,3 +310,65 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
 }
+
+/// `PATCH /v1/sandboxes/{id}/egress`: entries written as for
+/// `egress.domains` (`example.com`, `.example.com`, `example.com:22`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressPatch {
+    /// Entries to put on the sandbox's allowlist.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Entries to take off it, as they were written; open connections to
+    /// them are cut.
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// A running sandbox's allowlist.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+pub struct EgressList {
+    /// The entries, as written.
+    pub allow: Vec<String>,
+}
+
+/// An ask-mode question waiting for an answer.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+pub struct Approval {
+    /// Answer it at `POST /v1/approvals/{id}`.
+    pub id: String,
+    pub sandbox: String,
+    /// `tls`, `http`, `connect` or `tcp`.
+    pub protocol: String,
+    pub name: String,
+    pub port: u16,
+    /// When it was asked (ms since the epoch).
+    pub asked_ms: u64,
+    /// When it is denied unanswered.
+    pub deadline_ms: u64,
+}
+
+/// `GET /v1/approvals`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+pub struct ApprovalList {
+    pub approvals: Vec<Approval>,
+}
+
+/// An answer to a question.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// This connection only; the next one asks again.
+    AllowOnce,
+    /// This one and every later one: the name goes on the sandbox's
+    /// allowlist (kept across its restarts).
+    AllowAlways,
+    Deny,
+}
+
+/// `POST /v1/approvals/{id}`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    pub decision: Decision,
+}

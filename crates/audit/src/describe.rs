@@ -159,6 +159,42 @@ fn describe_kind(kind: &EventKind) -> String {
                 .map(|t| format!("token {t}"))
                 .unwrap_or_else(|| "an unknown caller".into())
         ),
+        EventKind::EgressChanged {
+            added,
+            removed,
+            by,
+            closed,
+        } => {
+            let mut parts = Vec::new();
+            if !added.is_empty() {
+                parts.push(format!("added {}", added.join(", ")));
+            }
+            if !removed.is_empty() {
+                parts.push(format!("removed {}", removed.join(", ")));
+            }
+            if parts.is_empty() {
+                parts.push("no change".into());
+            }
+            let cut = match closed {
+                0 => String::new(),
+                n => format!("; {n} open connection(s) cut"),
+            };
+            format!("allowlist changed by {by}: {}{cut}", parts.join("; "))
+        }
+        EventKind::Ask {
+            question,
+            protocol,
+            name,
+            port,
+            ..
+        } => format!("ask {question}: may {protocol} {name}:{port} go? (waiting for an answer)"),
+        EventKind::AskAnswered {
+            question,
+            name,
+            port,
+            decision,
+            by,
+        } => format!("ask {question} about {name}:{port} answered {decision} by {by}"),
         EventKind::TtlChanged { deadline_ms: None } => "time to live removed".to_string(),
         EventKind::TtlChanged {
             deadline_ms: Some(d),

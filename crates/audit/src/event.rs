@@ -42,6 +42,7 @@ impl Event {
             EventKind::SecretsAggregated { action, .. } => *action == SecretAction::Blocked,
             EventKind::Secret { action, .. } => *action == SecretAction::Blocked,
             EventKind::Workspace { action, .. } => *action == WorkspaceAction::CommitRefused,
+            EventKind::AskAnswered { decision, .. } => decision == "deny" || decision == "timeout",
             _ => false,
         }
     }
@@ -141,6 +142,35 @@ pub enum EventKind {
     },
     /// Its TTL was changed: it stops at `deadline_ms` (none: not by TTL).
     TtlChanged { deadline_ms: Option<u64> },
+    /// Its allowlist was changed while it runs: the entries added and
+    /// removed (as written), who asked, and how many open connections the
+    /// removal cut.
+    EgressChanged {
+        added: Vec<String>,
+        removed: Vec<String>,
+        by: String,
+        #[serde(default)]
+        closed: usize,
+    },
+    /// A connection to a name on no list waits for an answer (ask mode
+    /// answered over the API): the question's id, what it asks, and when
+    /// it is denied unanswered.
+    Ask {
+        question: String,
+        protocol: String,
+        name: String,
+        port: u16,
+        deadline_ms: u64,
+    },
+    /// A question was answered: `allow_once`, `allow_always`, `deny`, or
+    /// `timeout` (denied unanswered); `by` who answered.
+    AskAnswered {
+        question: String,
+        name: String,
+        port: u16,
+        decision: String,
+        by: String,
+    },
     /// A sink fell behind and this many events were lost before this one.
     EventsDropped { count: u64 },
     /// Decisions of one protocol, name and verdict repeated within one
@@ -196,6 +226,9 @@ impl EventKind {
             EventKind::ConnectionsNotRecorded { .. } => "connections_not_recorded",
             EventKind::Stopping { .. } => "stopping",
             EventKind::TtlChanged { .. } => "ttl_changed",
+            EventKind::EgressChanged { .. } => "egress_changed",
+            EventKind::Ask { .. } => "ask",
+            EventKind::AskAnswered { .. } => "ask_answered",
             EventKind::ApiDenied { .. } => "api_denied",
             EventKind::EventsDropped { .. } => "events_dropped",
             EventKind::ConnectionsAggregated { .. } => "connections_aggregated",
@@ -467,6 +500,26 @@ pub(crate) mod tests {
             EventKind::TtlChanged {
                 deadline_ms: Some(1_700_000_000_000),
             },
+            EventKind::EgressChanged {
+                added: vec![".example.com".into()],
+                removed: vec!["api.example.org:8443".into()],
+                by: "token abc".into(),
+                closed: 2,
+            },
+            EventKind::Ask {
+                question: "dev.1a2b3c-1".into(),
+                protocol: "tls".into(),
+                name: "pypi.org".into(),
+                port: 443,
+                deadline_ms: 1_700_000_000_000,
+            },
+            EventKind::AskAnswered {
+                question: "dev.1a2b3c-1".into(),
+                name: "pypi.org".into(),
+                port: 443,
+                decision: "allow_once".into(),
+                by: "the owner".into(),
+            },
             EventKind::ApiDenied {
                 method: "POST".into(),
                 route: "/v1/sandboxes".into(),
@@ -516,7 +569,7 @@ pub(crate) mod tests {
         let events = one_of_each();
         let names: std::collections::BTreeSet<&str> =
             events.iter().map(|e| e.kind.name()).collect();
-        assert_eq!(names.len(), 17, "one event of each kind: {names:?}");
+        assert_eq!(names.len(), 20, "one event of each kind: {names:?}");
         for e in events {
             let json = serde_json::to_string(&e).unwrap();
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();

@@ -64,6 +64,36 @@ enum Command {
     /// Run a command in a running named sandbox (started first if needed);
     /// several may run at once
     Exec(commands::lifecycle::ExecArgs),
+    /// Read or change a running sandbox's allowlist live: --allow puts
+    /// entries on, --deny takes them off (open connections to them are
+    /// cut); kept for its later starts
+    Egress {
+        name: String,
+        /// An entry to allow, written as for --allow-domain (repeatable)
+        #[arg(long, value_name = "ENTRY")]
+        allow: Vec<String>,
+        /// An entry to take off the list, as it was written (repeatable)
+        #[arg(long, value_name = "ENTRY")]
+        deny: Vec<String>,
+        /// The list as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the ask-mode questions of running sandboxes, or answer one:
+    /// `warden approvals ID allow_once|allow_always|deny`
+    Approvals {
+        /// A question's id, to answer it
+        #[arg(requires = "decision")]
+        id: Option<String>,
+        /// allow_once, allow_always (the name goes on the sandbox's
+        /// allowlist) or deny
+        decision: Option<String>,
+        /// Only this sandbox's questions
+        #[arg(long, value_name = "NAME", conflicts_with = "id")]
+        sandbox: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// List the processes of a running sandbox
     Ps {
         name: String,
@@ -226,6 +256,18 @@ fn main() -> ExitCode {
         Command::Start { names } => commands::lifecycle::start(&names),
         Command::Stop { names, time } => commands::lifecycle::stop(&names, time),
         Command::Ps { name, json } => commands::lifecycle::ps(&name, json),
+        Command::Egress {
+            name,
+            allow,
+            deny,
+            json,
+        } => commands::egress::egress(&name, allow, deny, json),
+        Command::Approvals {
+            id,
+            decision,
+            sandbox,
+            json,
+        } => commands::egress::approvals(sandbox.as_deref(), id.zip(decision), json),
         Command::Logs { name, follow, json } => commands::lifecycle::logs(&name, follow, json),
         Command::Supervise { name } => commands::lifecycle::supervise(&name),
         Command::Ls { json } => state_dir()
@@ -300,8 +342,14 @@ fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
         Command::Logs { name, follow, json } => remote::logs(host, &name, follow, json),
         Command::Stop { names, time } => remote::stop(host, &names, time),
         Command::Rm { names, force } => remote::rm(host, &names, force),
+        Command::Egress {
+            name,
+            allow,
+            deny,
+            json,
+        } => remote::egress(host, &name, allow, deny, json),
         _ => anyhow::bail!(
-            "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop and rm do; run it on the daemon's host without --host"
+            "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop, rm and egress do; run it on the daemon's host without --host"
         ),
     }
 }

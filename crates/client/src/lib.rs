@@ -318,6 +318,21 @@ impl Client {
         )
     }
 
+    /// `PATCH /v1/sandboxes/{id}/egress`: the running sandbox's allowlist
+    /// changed live (`remove` off, then `allow` on); the list as it is now.
+    pub fn egress(
+        &self,
+        id: &str,
+        patch: &warden_api::EgressPatch,
+    ) -> Result<Vec<String>, ClientError> {
+        let list: warden_api::EgressList = self.call(
+            Method::PATCH,
+            &format!("/v1/sandboxes/{}/egress", segment(id)),
+            Some(json_body(patch)?),
+        )?;
+        Ok(list.allow)
+    }
+
     /// `DELETE /v1/sandboxes/{id}`; without `force`, a running sandbox is
     /// refused (409) rather than stopped.
     pub fn remove(&self, id: &str, force: bool) -> Result<(), ClientError> {

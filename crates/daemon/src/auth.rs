@@ -154,6 +154,17 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/sandboxes/{id}/files/list", Scope::Files, true),
     r("POST", "/v1/sandboxes/{id}/files/mkdir", Scope::Files, true),
     r("POST", "/v1/sandboxes/{id}/files/move", Scope::Files, true),
+    // Changing a sandbox's network, and answering its questions, are the
+    // owner's or a person's, never a per-sandbox token's: the agent a
+    // sandbox's token is given to must not widen its own egress.
+    r(
+        "PATCH",
+        "/v1/sandboxes/{id}/egress",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r("GET", "/v1/approvals", Scope::Approvals, false),
+    r("POST", "/v1/approvals/{id}", Scope::Approvals, false),
     r("GET", "/v1/tokens", Scope::Admin, false),
     r("POST", "/v1/tokens", Scope::Admin, false),
     r("DELETE", "/v1/tokens/{token}", Scope::Admin, false),

@@ -10,6 +10,10 @@
 //! states the invariant that makes it sound.
 
 mod ask;
+/// How long a question of `--ask` waits, and how many wait at once: the
+/// terminal and a supervisor answering over its control socket keep the
+/// same bounds.
+pub use ask::{ASK_TIMEOUT, MAX_WAITING as ASK_MAX_WAITING};
 pub mod cgroup;
 mod error;
 pub mod fdpass;

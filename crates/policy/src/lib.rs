@@ -440,21 +440,7 @@ impl Request {
             }
             NetworkSpec::LoopbackOnly
         } else {
-            let mut domains = self
-                .allow_domains
-                .iter()
-                .map(|d| DomainRule::parse(d))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Field::AllowDomain.invalid(Problem::Domain(e)))?;
-            // The host's own services have a flag of their own.
-            if let Some(d) = domains
-                .iter()
-                .find(|d| d.name == HOST_ALIAS || d.name == "warden.internal")
-            {
-                return Err(
-                    Field::AllowDomain.invalid(Problem::HostAliasAsDomain(d.source.clone()))
-                );
-            }
+            let mut domains = parse_domains(&self.allow_domains).map_err(|(_, e)| e)?;
             // A secret's hosts are allowed destinations: the value
             // is useless if its own hosts cannot be reached.
             for s in &secrets {
@@ -729,6 +715,30 @@ fn check_glob(g: &str) -> Result<(), ResolveError> {
         return bad("'**' must be a whole path component");
     }
     Ok(())
+}
+
+/// Allowlist entries read as `--allow-domain` and `egress.domains` read
+/// them, wherever they come from (a profile, the command line, a live
+/// change through `warden egress` or the API): each must parse, and none
+/// may name the host itself (its services have `--allow-host-port`). The
+/// error comes with the index of the first entry at fault.
+pub fn parse_domains<S: AsRef<str>>(
+    entries: &[S],
+) -> Result<Vec<DomainRule>, (usize, ResolveError)> {
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, d) in entries.iter().enumerate() {
+        let rule = DomainRule::parse(d.as_ref())
+            .map_err(|e| (i, Field::AllowDomain.invalid(Problem::Domain(e))))?;
+        // The host's own services have a flag of their own.
+        if rule.name == HOST_ALIAS || rule.name == "warden.internal" {
+            return Err((
+                i,
+                Field::AllowDomain.invalid(Problem::HostAliasAsDomain(rule.source)),
+            ));
+        }
+        out.push(rule);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -4,7 +4,10 @@
 //! relays), so that its output reaches the caller without a copy through
 //! the supervisor.
 
-use crate::protocol::{self, ExecRequest, Process, ProtocolError, Reply, Request, Status, VERSION};
+use crate::protocol::{
+    self, AskDecision, ExecRequest, PendingQuestion, Process, ProtocolError, Refusal, Reply,
+    Request, Status, VERSION,
+};
 use nix::errno::Errno;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
@@ -31,6 +34,17 @@ pub enum ClientError {
     FilesUnsupported,
     #[error("cannot relay the terminal")]
     Terminal(#[source] Errno),
+    /// The supervisor refused, saying why in terms a front door maps to
+    /// its own (a status, a flag).
+    #[error("{message}")]
+    Rejected {
+        code: Refusal,
+        message: String,
+        /// The request's field at fault, a JSON pointer (`/allow/2`).
+        field: Option<String>,
+    },
+    #[error("this sandbox's supervisor predates {0} (it closed the connection on the request); restart the sandbox to use it")]
+    Unsupported(&'static str),
 }
 
 /// One conversation with a supervisor.
@@ -147,6 +161,76 @@ impl Connection {
 
     pub fn signal(self, exec: u64, signal: i32) -> Result<(), ClientError> {
         match self.ask(&Request::Signal { exec, signal }, &[])? {
+            Reply::Ok => Ok(()),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// One request that newer supervisors answer and older ones close the
+    /// connection on.
+    fn ask_new(&self, req: &Request, what: &'static str) -> Result<Reply, ClientError> {
+        protocol::send(self.sock.as_fd(), req, &[])?;
+        match protocol::receive::<Reply>(&self.sock) {
+            Ok((Reply::Error { message }, _)) => Err(ClientError::Refused(message)),
+            Ok((
+                Reply::Refused {
+                    code,
+                    message,
+                    field,
+                },
+                _,
+            )) => Err(ClientError::Rejected {
+                code,
+                message,
+                field,
+            }),
+            Ok((r, _)) => Ok(r),
+            Err(ProtocolError::Closed) => Err(ClientError::Unsupported(what)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Change the running sandbox's allowlist (`remove` off, then `allow`
+    /// on; both empty: only read it); returns the list as it is now.
+    /// `by` says who asked, for the audit log.
+    pub fn set_egress(
+        self,
+        allow: Vec<String>,
+        remove: Vec<String>,
+        by: &str,
+    ) -> Result<Vec<String>, ClientError> {
+        let req = Request::SetEgress {
+            allow,
+            remove,
+            by: by.to_string(),
+        };
+        match self.ask_new(&req, "live egress changes")? {
+            Reply::Egress { rules } => Ok(rules),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// The ask-mode questions waiting for an answer.
+    pub fn approvals(self) -> Result<Vec<PendingQuestion>, ClientError> {
+        match self.ask_new(&Request::Approvals, "approvals over the control socket")? {
+            Reply::Approvals { pending } => Ok(pending),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Answer an ask-mode question, once.
+    pub fn answer(
+        self,
+        question: &str,
+        decision: AskDecision,
+        by: &str,
+    ) -> Result<(), ClientError> {
+        let req = Request::Answer {
+            question: question.to_string(),
+            decision,
+            by: by.to_string(),
+        };
+        match self.ask_new(&req, "approvals over the control socket")? {
             Reply::Ok => Ok(()),
             _ => Err(ClientError::Unexpected),
         }

@@ -9,11 +9,14 @@
 //! later the daemon and the OCI verbs) parse and wire; nothing here prints.
 
 mod aggregate;
+pub mod allowlist;
+pub mod approvals;
 pub mod client;
 pub mod events;
 pub mod lifecycle;
 pub mod net;
 pub mod once;
+pub mod procs;
 pub mod protocol;
 pub mod resolve;
 pub mod state;

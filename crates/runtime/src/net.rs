@@ -5,8 +5,8 @@
 
 use crate::events::Bus;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
-use warden_egress::proxy::{Hooks, Proxy};
+use std::sync::{Arc, Mutex};
+use warden_egress::proxy::{Asker, EgressControl, Hooks, Proxy};
 use warden_egress::publish::Publisher;
 use warden_jail::{Network, Pid};
 use warden_policy::{NetworkSpec, SandboxSpec};
@@ -22,6 +22,10 @@ pub struct Wiring {
     pub service: Option<(OwnedFd, Pid)>,
     /// Called with the spawn channel the moment the sandbox runs.
     on_service: Option<Box<dyn FnMut(OwnedFd, Pid) + Send>>,
+    /// With `--ask` and no terminal (a detached supervisor): who answers.
+    asker: Option<Arc<dyn Asker>>,
+    /// The running proxy's allowlist, for live changes.
+    control: Arc<Mutex<Option<EgressControl>>>,
 }
 
 impl Wiring {
@@ -37,7 +41,20 @@ impl Wiring {
             publisher: None,
             service: None,
             on_service: None,
+            asker: None,
+            control: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// With `--ask`, have `asker` answer when the jail has no terminal to
+    /// ask on.
+    pub fn set_asker(&mut self, asker: Arc<dyn Asker>) {
+        self.asker = Some(asker);
+    }
+
+    /// Where the running proxy's allowlist control appears once it runs.
+    pub fn egress_control(&self) -> Arc<Mutex<Option<EgressControl>>> {
+        self.control.clone()
     }
 
     /// Hand the spawn channel to `f` as soon as the sandbox runs (the
@@ -67,7 +84,11 @@ impl warden_jail::Attach for Wiring {
                 dns,
                 Hooks {
                     observer: self.bus.observer(),
-                    asker: network.asker,
+                    asker: match network.asker {
+                        Some(a) => Some(a),
+                        None if spec.ask => self.asker.clone(),
+                        None => None,
+                    },
                     terminator: network.terminator,
                 },
             )
@@ -77,6 +98,9 @@ impl warden_jail::Attach for Wiring {
                     warden_jail::chain_str(&e)
                 )
             })?;
+            if let Ok(mut c) = self.control.lock() {
+                *c = Some(proxy.control());
+            }
             self.proxy = Some(proxy);
             self.runtime = Some(runtime);
         }
@@ -102,6 +126,9 @@ impl warden_jail::Attach for Wiring {
     fn stopping(&mut self) {
         if let Some(p) = self.publisher.take() {
             p.stop();
+        }
+        if let Ok(mut c) = self.control.lock() {
+            *c = None;
         }
         if let Some(p) = self.proxy.take() {
             p.stop();

@@ -53,6 +53,76 @@ pub enum Request {
     /// [`Reply::File`]. Supervisors older than this request close the
     /// connection without an answer.
     File(warden_jail::files::FileOp),
+    /// Change the allowlist of the running proxy: `remove` taken off, then
+    /// `allow` put on (entries as `--allow-domain` takes them); open
+    /// connections a removed entry covered are cut. Both empty: only read
+    /// it. Answered [`Reply::Egress`] with the list as it is now, or
+    /// [`Reply::Refused`] (and nothing changed). `by` says who asked, for
+    /// the audit log.
+    SetEgress {
+        allow: Vec<String>,
+        remove: Vec<String>,
+        by: String,
+    },
+    /// The questions of ask mode waiting for an answer: [`Reply::Approvals`].
+    Approvals,
+    /// Answer one: [`Reply::Ok`], or [`Reply::Refused`] (`not_found`, or
+    /// `conflict` when it was answered already or timed out).
+    Answer {
+        question: String,
+        decision: AskDecision,
+        by: String,
+    },
+}
+
+/// An answer to an ask-mode question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskDecision {
+    /// This connection only; the next one asks again.
+    AllowOnce,
+    /// This connection and every later one: the name goes on the
+    /// sandbox's allowlist, and stays there across restarts.
+    AllowAlways,
+    Deny,
+}
+
+impl AskDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AskDecision::AllowOnce => "allow_once",
+            AskDecision::AllowAlways => "allow_always",
+            AskDecision::Deny => "deny",
+        }
+    }
+}
+
+/// A question waiting for an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingQuestion {
+    /// Unique across the sandbox's starts: `SANDBOX.START-N`.
+    pub id: String,
+    pub sandbox: String,
+    /// `tls`, `http`, `connect` or `tcp`.
+    pub protocol: String,
+    pub name: String,
+    pub port: u16,
+    pub asked_ms: u64,
+    /// When it is denied unanswered.
+    pub deadline_ms: u64,
+}
+
+/// Why a supervisor refused a request (in terms a front door maps to its
+/// own: a status, a flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// Bad input: nothing was changed.
+    Invalid,
+    NotFound,
+    /// The request does not fit the sandbox's state (a question answered
+    /// already, a sandbox without egress).
+    Conflict,
 }
 
 /// One process to start.
@@ -108,6 +178,20 @@ pub enum Reply {
     Ok,
     Error {
         message: String,
+    },
+    /// The allowlist as it is now (entries as written).
+    Egress {
+        rules: Vec<String>,
+    },
+    Approvals {
+        pending: Vec<PendingQuestion>,
+    },
+    /// Refused, and why; `field` is the request's field at fault, as a
+    /// JSON pointer (`/allow/2`).
+    Refused {
+        code: Refusal,
+        message: String,
+        field: Option<String>,
     },
 }
 

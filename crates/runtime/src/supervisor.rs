@@ -5,8 +5,11 @@
 //! killed, the sandbox's init dies with it (parent-death signal) and the
 //! next look at the sandbox cleans what is left ([`crate::state`]).
 
+use crate::allowlist::Allowlist;
+use crate::approvals::Approvals;
 use crate::events::{Bus, BusSink, Sink};
 use crate::net::Wiring;
+use crate::procs::{descendants, processes};
 use crate::protocol::{self, ExecRequest, Process, Reply, Request, Status, VERSION};
 use crate::state::{self, Stored, SupervisorRecord};
 use std::collections::HashMap;
@@ -77,6 +80,10 @@ struct Shared {
     secret_names: Vec<String>,
     cgroups: Vec<PathBuf>,
     connections: AtomicU64,
+    /// The running proxy's allowlist, changed live.
+    allowlist: Arc<Allowlist>,
+    /// With `--ask`: the questions waiting for an answer.
+    approvals: Option<Arc<Approvals>>,
 }
 
 struct Slot {
@@ -150,9 +157,31 @@ fn supervise(
     // The spec's --timeout is the sandbox's hard lifetime: kept here (not
     // given to the jail), so that the execs it cuts short are told 124.
     let mut spec = stored.spec.clone();
+    // What was changed live in earlier starts (`warden egress`, the API,
+    // "always" answers) holds in this one too.
+    crate::allowlist::apply_saved(&dir, &mut spec);
     let hard_limit = spec.resources.timeout.take();
     let bus = Bus::new(name, sinks);
     let mut wiring = Wiring::new(&spec, bus.clone());
+    // This start's own id (the cgroup's name, the prefix of its questions'
+    // ids): sandboxes of one name in two state directories, or one started
+    // again before its old cgroup was removed, never meet.
+    let start = start_suffix();
+    let allowlist = Arc::new(Allowlist::new(
+        wiring.egress_control(),
+        dir.clone(),
+        bus.clone(),
+    ));
+    // Ask mode without a terminal: questions wait for an answer over the
+    // control socket.
+    let approvals = match &spec.network {
+        warden_policy::NetworkSpec::Egress(e) if e.ask => {
+            let a = Arc::new(Approvals::new(bus.clone(), &start, allowlist.clone()));
+            wiring.set_asker(a.clone());
+            Some(a)
+        }
+        _ => None,
+    };
     let ttl = stored.ttl_ms.map(Duration::from_millis);
     let one_shot = stored.one_shot;
     let secret_names: Vec<String> = match &spec.network {
@@ -195,6 +224,8 @@ fn supervise(
             secret_names: secret_names.clone(),
             cgroups,
             connections: AtomicU64::new(0),
+            allowlist: allowlist.clone(),
+            approvals: approvals.clone(),
         });
         let s = shared.clone();
         let _ = std::thread::Builder::new()
@@ -225,10 +256,7 @@ fn supervise(
         ready_out.tell(&format!("ready {}\n", init.as_raw()));
     });
     let mut sink = BusSink(bus.clone());
-    // This start's own id (the cgroup's name): sandboxes of one name in
-    // two state directories, or one started again before its old cgroup
-    // was removed, never meet.
-    let id = format!("{name}-{}", start_suffix());
+    let id = format!("{name}-{start}");
     let result = warden_jail::run(&spec, &id, Program::Service, &mut sink, &mut wiring);
     drop(wiring);
     bus.close();
@@ -399,6 +427,22 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             Ok(())
         }
         Request::Status => reply(&Reply::Status(status(shared))),
+        Request::SetEgress { allow, remove, by } => {
+            reply(&shared.allowlist.reply(&allow, &remove, &by))
+        }
+        Request::Approvals => reply(&crate::approvals::pending_reply(
+            shared.approvals.as_deref(),
+        )),
+        Request::Answer {
+            question,
+            decision,
+            by,
+        } => reply(&crate::approvals::answer_reply(
+            shared.approvals.as_deref(),
+            &question,
+            decision,
+            &by,
+        )),
         Request::SetTtl { ttl_ms } => {
             let deadline = ttl_ms.map(|t| state::now_ms().saturating_add(t));
             match shared.ttl_deadline_ms.lock() {
@@ -818,73 +862,6 @@ fn status(shared: &Shared) -> Status {
         memory_bytes,
         egress_bytes: shared.bus.egress_bytes(),
     }
-}
-
-/// Bytes of a process's command line `ps` shows at most. The sandbox sets
-/// what its command lines hold (megabytes each, in its own memory): read
-/// whole, they would be copied into the supervisor, outside its limits.
-const COMMAND_BYTES: u64 = 1024;
-
-/// The host PIDs of the sandbox's processes but its init: every descendant
-/// of `init` (orphans are adopted by it). Only each `/proc/PID/stat` is
-/// read, once.
-fn descendants(init: i32) -> Vec<i32> {
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-                continue;
-            };
-            if let Some(ppid) = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<i32>().ok())
-            {
-                children.entry(ppid).or_default().push(pid);
-            }
-        }
-    }
-    let mut seen = std::collections::HashSet::from([init]);
-    let mut queue = vec![init];
-    let mut out = Vec::new();
-    while let Some(p) = queue.pop() {
-        for &child in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
-            if seen.insert(child) {
-                out.push(child);
-                queue.push(child);
-            }
-        }
-    }
-    out
-}
-
-/// The sandbox's processes but its init: (host PID, PID inside, command).
-pub fn processes(init: i32) -> Vec<(i32, i32, String)> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    for host in descendants(init) {
-        let status = std::fs::read_to_string(format!("/proc/{host}/status")).unwrap_or_default();
-        let ns_pid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("NSpid:"))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        let mut raw = Vec::new();
-        let _ = std::fs::File::open(format!("/proc/{host}/cmdline"))
-            .and_then(|f| f.take(COMMAND_BYTES).read_to_end(&mut raw));
-        let command = raw
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect::<Vec<_>>()
-            .join(" ");
-        out.push((host, ns_pid, command));
-    }
-    out
 }
 
 /// Six hexadecimal digits that tell one start of a sandbox from another.

@@ -15,7 +15,14 @@ socket in warden's state directory; a token (needed over TCP) through
 ``token`` or ``$WARDEN_TOKEN``.
 """
 
-from ._async import AsyncCommandHandle, AsyncCommands, AsyncSandbox
+from ._async import (
+    AsyncApprovals,
+    AsyncClient,
+    AsyncCommandHandle,
+    AsyncCommands,
+    AsyncEgress,
+    AsyncSandbox,
+)
 from ._core import default_socket, default_state_dir
 from ._errors import (
     AuthenticationError,
@@ -30,8 +37,8 @@ from ._errors import (
     WardenConnectionError,
     WardenError,
 )
-from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
-from ._sync import CommandHandle, Commands, Sandbox
+from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._sync import Approvals, Client, CommandHandle, Commands, Egress, Sandbox
 
 __version__ = "0.1.0"
 
@@ -42,6 +49,13 @@ __all__ = [
     "AsyncSandbox",
     "AsyncCommands",
     "AsyncCommandHandle",
+    "Egress",
+    "AsyncEgress",
+    "Client",
+    "AsyncClient",
+    "Approvals",
+    "AsyncApprovals",
+    "Approval",
     "SandboxInfo",
     "CommandInfo",
     "CommandResult",

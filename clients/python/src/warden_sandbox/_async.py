@@ -27,7 +27,7 @@ import httpx
 from . import _core
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
-from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
 
 AsyncOutputCallback = Callable[[str], Union[Any, Awaitable[Any]]]
 
@@ -127,6 +127,7 @@ class AsyncSandbox:
         self.id = sandbox_id
         self._http = _http or _AsyncHttp(_core.resolve_endpoint(host, token))
         self.commands = AsyncCommands(self)
+        self.egress = AsyncEgress(self)
 
     def __repr__(self) -> str:
         return f"AsyncSandbox(id={self.id!r}, host={self._http.ep.where!r})"
@@ -505,3 +506,66 @@ class AsyncCommandHandle:
             _core.sandbox_path(sb.id, "execs", command_id, "signal"),
             json={"signal": signal},
         )
+
+
+class AsyncEgress:
+    """As :class:`Egress`, with coroutines (``sb.egress``)."""
+
+    def __init__(self, sandbox: AsyncSandbox) -> None:
+        self._sb = sandbox
+
+    async def _patch(self, body: Mapping[str, Any]) -> List[str]:
+        d = await self._sb._http.json("PATCH", _core.sandbox_path(self._sb.id, "egress"), json=body)
+        return [str(x) for x in d.get("allow", [])]
+
+    async def list(self) -> List[str]:
+        return await self._patch({})
+
+    async def allow(self, names: List[str]) -> List[str]:
+        return await self._patch({"allow": _core.entries(names, "allow")})
+
+    async def remove(self, names: List[str]) -> List[str]:
+        return await self._patch({"remove": _core.entries(names, "remove")})
+
+
+class AsyncApprovals:
+    """As :class:`Approvals`, with coroutines (``client.approvals``)."""
+
+    def __init__(self, http: _AsyncHttp) -> None:
+        self._http = http
+
+    async def list(self, sandbox: str | None = None) -> List[Approval]:
+        params = {"sandbox": sandbox} if sandbox is not None else None
+        d = await self._http.json("GET", "/v1/approvals", params=params)
+        return [Approval.from_json(a) for a in d.get("approvals", [])]
+
+    async def answer(self, question: str | Approval, decision: str) -> None:
+        qid = question.id if isinstance(question, Approval) else question
+        await self._http.request("POST", _core.approval_path(qid), json={"decision": _core.decision(decision)})
+
+
+class AsyncClient:
+    """As :class:`Client`, for asyncio code::
+
+        async with AsyncClient() as client:
+            for q in await client.approvals.list():
+                await client.approvals.answer(q.id, "deny")
+    """
+
+    def __init__(self, host: str | None = None, token: str | None = None) -> None:
+        self._http = _AsyncHttp(_core.resolve_endpoint(host, token))
+        self.approvals = AsyncApprovals(self._http)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -450,3 +450,27 @@ def exec_timeout(timeout: float | None) -> httpx.Timeout:
     timeout and a margin, or without a limit."""
     read = None if timeout is None else timeout + DEFAULT_TIMEOUT
     return httpx.Timeout(DEFAULT_TIMEOUT, read=read)
+
+
+# ---- egress and approvals -----------------------------------------------------
+
+#: The answers a question takes.
+DECISIONS = ("allow_once", "allow_always", "deny")
+
+
+def entries(names: Any, what: str) -> list[str]:
+    """A list of allowlist entries (a single string is refused: it would
+    be read as its characters)."""
+    if isinstance(names, (str, bytes)):
+        raise TypeError(f"{what} takes a list of entries, e.g. [{names!r}]")
+    return [str(n) for n in names]
+
+
+def decision(d: str) -> str:
+    if d not in DECISIONS:
+        raise ValueError(f"decision {d!r}: use one of {', '.join(DECISIONS)}")
+    return d
+
+
+def approval_path(question: str) -> str:
+    return f"/v1/approvals/{quote(question, safe='')}"

@@ -158,3 +158,33 @@ class OutputChunk:
     @property
     def text(self) -> str:
         return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A question of ask mode waiting for an answer: may the sandbox
+    connect to ``name`` on ``port``? Answer it with
+    :meth:`Approvals.answer` before ``deadline_ms``, or it is denied."""
+
+    id: str
+    sandbox: str
+    #: ``tls``, ``http``, ``connect`` or ``tcp``.
+    protocol: str
+    name: str
+    port: int
+    #: When it was asked (ms since the epoch).
+    asked_ms: int
+    #: When it is denied unanswered.
+    deadline_ms: int
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Approval:
+        return cls(
+            id=str(d["id"]),
+            sandbox=str(d.get("sandbox", "")),
+            protocol=str(d.get("protocol", "")),
+            name=str(d.get("name", "")),
+            port=int(d.get("port", 0)),
+            asked_ms=int(d.get("asked_ms", 0)),
+            deadline_ms=int(d.get("deadline_ms", 0)),
+        )

@@ -14,7 +14,7 @@ import httpx
 from . import _core
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
-from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
 
 OutputCallback = Callable[[str], Any]
 
@@ -114,6 +114,7 @@ class Sandbox:
         self.id = sandbox_id
         self._http = _http or _Http(_core.resolve_endpoint(host, token))
         self.commands = Commands(self)
+        self.egress = Egress(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, host={self._http.ep.where!r})"
@@ -548,3 +549,84 @@ class CommandHandle:
             _core.sandbox_path(sb.id, "execs", command_id, "signal"),
             json={"signal": signal},
         )
+
+
+class Egress:
+    """A running sandbox's allowlist, changed live (``sb.egress``).
+    Entries are written as in a profile's ``egress.domains``
+    (``example.com``, ``.example.com`` with its subdomains,
+    ``example.com:22``); each change is kept for the sandbox's later
+    starts. Needs the ``sandboxes:write`` scope."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+
+    def _patch(self, body: Mapping[str, Any]) -> List[str]:
+        d = self._sb._http.json("PATCH", _core.sandbox_path(self._sb.id, "egress"), json=body)
+        return [str(x) for x in d.get("allow", [])]
+
+    def list(self) -> List[str]:
+        """The entries as they are now."""
+        return self._patch({})
+
+    def allow(self, names: List[str]) -> List[str]:
+        """Put entries on the list; returns the list as it is now. An
+        entry that does not read is a :class:`BadRequestError` naming it
+        (``field`` ``/allow/N``), and nothing changes."""
+        return self._patch({"allow": _core.entries(names, "allow")})
+
+    def remove(self, names: List[str]) -> List[str]:
+        """Take entries off the list (as they were written): open
+        connections to them are cut, and they no longer resolve. An entry
+        not on the list is a :class:`BadRequestError`, and nothing
+        changes."""
+        return self._patch({"remove": _core.entries(names, "remove")})
+
+
+class Approvals:
+    """Questions of ask mode across the sandboxes the token may see
+    (``client.approvals``). Needs the ``approvals`` scope."""
+
+    def __init__(self, http: _Http) -> None:
+        self._http = http
+
+    def list(self, sandbox: str | None = None) -> List[Approval]:
+        """The questions waiting now, oldest first; ``sandbox``: only its."""
+        params = {"sandbox": sandbox} if sandbox is not None else None
+        d = self._http.json("GET", "/v1/approvals", params=params)
+        return [Approval.from_json(a) for a in d.get("approvals", [])]
+
+    def answer(self, question: str | Approval, decision: str) -> None:
+        """Answer once: ``allow_once`` (this connection), ``allow_always``
+        (this one, and the name goes on the sandbox's allowlist) or
+        ``deny``. A question answered already, or denied when its time ran
+        out, is a :class:`ConflictError`."""
+        qid = question.id if isinstance(question, Approval) else question
+        self._http.request("POST", _core.approval_path(qid), json={"decision": _core.decision(decision)})
+
+
+class Client:
+    """The daemon itself, for what is not one sandbox's::
+
+        with Client() as client:
+            for q in client.approvals.list():
+                client.approvals.answer(q.id, "allow_once")
+    """
+
+    def __init__(self, host: str | None = None, token: str | None = None) -> None:
+        self._http = _Http(_core.resolve_endpoint(host, token))
+        self.approvals = Approvals(self._http)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

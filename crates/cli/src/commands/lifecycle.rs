@@ -63,7 +63,7 @@ pub struct ExecArgs {
 }
 
 /// The sandbox's directory in the state store, and its stored spec.
-fn open(name: &str) -> anyhow::Result<(warden_workspace::Store, warden_workspace::Sandbox)> {
+pub fn open(name: &str) -> anyhow::Result<(warden_workspace::Store, warden_workspace::Sandbox)> {
     let store = sandboxes::store(state_dir()?)?;
     let sb = store.get(name)?;
     Ok((store, sb))

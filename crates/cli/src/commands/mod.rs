@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod doctor;
+pub mod egress;
 pub mod lifecycle;
 pub mod profile;
 pub mod remote;

@@ -344,3 +344,27 @@ pub fn rm(host: &str, names: &[String], force: bool) -> anyhow::Result<u8> {
     }
     Ok(0)
 }
+
+/// `warden --host H egress NAME [--allow E]... [--deny E]...`: the
+/// daemon's sandbox's allowlist, read or changed live.
+pub fn egress(
+    host: &str,
+    name: &str,
+    allow: Vec<String>,
+    deny: Vec<String>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let patch = warden_client::api::EgressPatch {
+        allow,
+        remove: deny,
+    };
+    let rules = client(host)?.egress(name, &patch)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rules)?);
+    } else {
+        for r in rules {
+            println!("{r}");
+        }
+    }
+    Ok(0)
+}

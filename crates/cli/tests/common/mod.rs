@@ -2,6 +2,7 @@
 //! plant real files, listeners and processes for it to (fail to) reach.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod daemon;
 pub mod upstream;
 
 use std::io::Read;

@@ -3,6 +3,7 @@
 //! errors (a body too large is 413, bad JSON 400, a wrong field 422, each
 //! as a problem object).
 
+mod egress;
 mod events;
 mod exec;
 mod files;
@@ -16,7 +17,7 @@ use axum::extract::{FromRequest, MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, patch, post};
 use axum::{Extension, Router};
 use std::sync::Arc;
 use utoipa::OpenApi;
@@ -96,6 +97,9 @@ where
         exec::stdin,
         exec::signal,
         events::events,
+        egress::patch,
+        egress::list,
+        egress::answer,
         files::read,
         files::write,
         files::remove,
@@ -152,6 +156,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/execs/{exec}/stdin", post(exec::stdin))
         .route("/v1/sandboxes/{id}/execs/{exec}/signal", post(exec::signal))
         .route("/v1/sandboxes/{id}/events", get(events::events))
+        .route("/v1/sandboxes/{id}/egress", patch(egress::patch))
+        .route("/v1/approvals", get(egress::list))
+        .route("/v1/approvals/{id}", post(egress::answer))
         .route(
             "/v1/sandboxes/{id}/files",
             get(files::read).put(files::write).delete(files::remove),

@@ -64,7 +64,7 @@ pub(super) async fn verdict(
     // With --ask, a name on no list may be put to a person as well.
     let by_address: Option<(String, Option<String>)> = original.and_then(|a| {
         let name = shared.addresses.lock().ok()?.name_of(*a.ip())?.to_string();
-        match shared.matcher.allows(&name, a.port()) {
+        match shared.matcher().allows(&name, a.port()) {
             Some(m) => m.rule.port.map(|_| (name, Some(m.rule.source.clone()))),
             None => shared.ask.then_some((name, None)),
         }
@@ -187,7 +187,7 @@ async fn tunnel(
     shared: &Arc<Shared>,
 ) -> (Protocol, Verdict) {
     let explicit = shared
-        .matcher
+        .matcher()
         .allows(&name, to_port)
         .is_some_and(|m| m.rule.port.is_some());
     let wait = if explicit {
@@ -374,7 +374,7 @@ async fn ask(shared: &Shared, protocol: Protocol, name: &str, port: u16) -> Resu
         .await
         .unwrap_or(Answer::Deny);
     match answer {
-        Answer::Once => Ok("--ask (allowed once)".into()),
+        Answer::Once => Ok(super::live::ASK_ONCE.into()),
         Answer::ForRun => {
             if let Ok(mut g) = shared.granted.lock() {
                 g.insert(key);
@@ -391,7 +391,7 @@ fn decide(first: First, port: u16, shared: &Shared) -> (Protocol, Verdict) {
         First::Http(head) => return decide_http(head, shared),
     };
     match hello {
-        ClientHello::Sni(name) => match shared.matcher.allows(&name, port) {
+        ClientHello::Sni(name) => match shared.matcher().allows(&name, port) {
             Some(m) => (
                 Protocol::Tls,
                 Verdict::Allow {
@@ -469,7 +469,7 @@ fn decide_http(
                     },
                 );
             }
-            match shared.matcher.allows(&name, to_port) {
+            match shared.matcher().allows(&name, to_port) {
                 Some(m) => (
                     protocol,
                     Verdict::Allow {

@@ -15,6 +15,7 @@
 
 mod classify;
 mod decide;
+mod live;
 mod relay;
 
 pub use crate::decision::{Decision, Observer, Protocol, SecretAction};
@@ -22,11 +23,12 @@ use crate::dns::{self, NameAddresses};
 use crate::matcher::Matcher;
 use crate::secrets::Terminator;
 use crate::socket::original_destination;
+pub use live::{ChangeError, EgressChange, EgressControl};
 pub use relay::is_public;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddrV4};
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use warden_policy::{EgressSpec, HOST_ALIAS};
@@ -100,10 +102,16 @@ pub struct Proxy {
     stop: tokio::sync::watch::Sender<bool>,
     /// The accept loop and the resolver.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    shared: Arc<Shared>,
 }
 
 struct Shared {
-    matcher: Matcher,
+    /// The allowlist; swapped whole when it is changed live
+    /// ([`EgressControl::change`]), so a decision reads one list.
+    matcher: RwLock<Arc<Matcher>>,
+    /// Allowed connections still open, by the name they were allowed for,
+    /// each with the handle that cuts it when its name is removed.
+    live: Mutex<live::Live>,
     allow_http: bool,
     hosts: HashMap<String, IpAddr>,
     /// Non-public ranges an allowed name may resolve to.
@@ -147,6 +155,15 @@ struct Shared {
 }
 
 impl Shared {
+    /// The allowlist as it is now.
+    fn matcher(&self) -> Arc<Matcher> {
+        match self.matcher.read() {
+            Ok(m) => m.clone(),
+            // A writer panicked mid-swap: nothing is allowed by the list.
+            Err(_) => Arc::new(Matcher::default()),
+        }
+    }
+
     /// `name:port` is a host service opened with --allow-host-port (and
     /// nothing else is: no other rule, and no answer to --ask, leads to the
     /// host's loopback).
@@ -251,7 +268,8 @@ impl Proxy {
         };
         let shared = Arc::new(Shared {
             resolver,
-            matcher: Matcher::new(spec.domains.clone()),
+            matcher: RwLock::new(Arc::new(Matcher::new(spec.domains.clone()))),
+            live: Mutex::new(live::Live::default()),
             allow_http: spec.allow_http,
             hosts: spec.hosts.iter().cloned().collect(),
             cidrs: spec.cidrs.clone(),
@@ -353,11 +371,18 @@ impl Proxy {
                 });
             }
         });
-        let dns_task = runtime.spawn(async move { serve_dns(udp, &shared).await });
+        let s = shared.clone();
+        let dns_task = runtime.spawn(async move { serve_dns(udp, &s).await });
         Ok(Proxy {
             stop,
             tasks: vec![accept_task, dns_task],
+            shared,
         })
+    }
+
+    /// A handle that reads and changes the allowlist while the proxy runs.
+    pub fn control(&self) -> EgressControl {
+        EgressControl::new(self.shared.clone())
     }
 
     /// Stop serving: no new connection or question is taken, and open
@@ -379,7 +404,7 @@ impl Drop for Proxy {
     }
 }
 
-async fn serve_dns(udp: UdpSocket, shared: &Shared) {
+async fn serve_dns(udp: UdpSocket, shared: &Arc<Shared>) {
     let mut buf = vec![0u8; 4096];
     loop {
         let Ok((n, from)) = udp.recv_from(&mut buf).await else {
@@ -389,7 +414,7 @@ async fn serve_dns(udp: UdpSocket, shared: &Shared) {
             let Ok(mut addrs) = shared.addresses.lock() else {
                 return;
             };
-            dns::answer(&buf[..n], &shared.matcher, shared.ask, &mut addrs)
+            dns::answer(&buf[..n], &shared.matcher(), shared.ask, &mut addrs)
         };
         if let Some((bytes, decision)) = reply {
             let _ = udp.send_to(&bytes, from).await;
@@ -414,6 +439,9 @@ async fn serve_dns(udp: UdpSocket, shared: &Shared) {
 /// A connection as it arrived: when, and where it was headed.
 struct Arrival {
     start: Instant,
+    /// How many times the allowlist had been narrowed when it arrived: an
+    /// allowed connection registered after a narrowing is judged again.
+    epoch: u64,
     /// Where the program inside connected to (`SO_ORIGINAL_DST`).
     original: Option<SocketAddrV4>,
     /// Its port (0 when the original destination is unknown).
@@ -427,6 +455,7 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
     let port = original.map(|a| a.port()).unwrap_or(0);
     let at = Arrival {
         start,
+        epoch: live::epoch(shared),
         original,
         port,
     };

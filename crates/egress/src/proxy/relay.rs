@@ -10,11 +10,12 @@
 //! whether a connection may go (`decide` does).
 
 use super::decide::{admit, Refusal, Verdict};
-use super::{Arrival, Shared};
+use super::{live, Arrival, Shared};
 use crate::decision::{Decision, Protocol};
 use crate::http::parse_request_head;
 use crate::tls::{self, ClientHello};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -86,8 +87,21 @@ pub(super) async fn settle(
             tunnel,
         } => {
             decision.name = Some(name.clone());
-            decision.rule = Some(rule);
             decision.port = upstream_port;
+            // In the registry of open connections from here on: a removal
+            // of its name from the allowlist cuts it, whatever it is doing.
+            let registered = live::register(shared, at, &name, upstream_port, &rule);
+            decision.rule = Some(rule);
+            let mut registration = match registered {
+                Ok(r) => r,
+                Err(why) => {
+                    decision.detail = why;
+                    let _ = conn.shutdown().await;
+                    decision.duration_ms = start.elapsed().as_millis() as u64;
+                    shared.record(&decision);
+                    return;
+                }
+            };
             let upstream = match admit(shared, &buf, protocol, at, &name, upstream_port) {
                 Err(Refusal::Stray(why)) => {
                     decision.allowed = false;
@@ -103,7 +117,10 @@ pub(super) async fn settle(
                     return;
                 }
                 Err(Refusal::Quota(why)) => Err(why),
-                Ok(()) => connect_upstream(&name, upstream_port, shared).await,
+                Ok(()) => tokio::select! {
+                    u = connect_upstream(&name, upstream_port, shared) => u,
+                    _ = registration.cut() => Err(cut_why(&name)),
+                },
             };
             match upstream {
                 Err(why) => {
@@ -151,19 +168,22 @@ pub(super) async fn settle(
                         decision.duration_ms = start.elapsed().as_millis() as u64;
                         let number = shared.record(&decision);
                         let recorder = shared.clone();
-                        let served = crate::secrets::serve(
-                            t,
-                            conn,
-                            std::mem::take(&mut buf),
-                            upstream,
-                            name,
-                            upstream_port,
-                            Arc::new(move |d| {
-                                recorder.record(&d);
-                            }),
-                            shared.idle,
-                        )
-                        .await;
+                        let why_cut = cut_why(&name);
+                        let served = tokio::select! {
+                            s = crate::secrets::serve(
+                                t,
+                                conn,
+                                std::mem::take(&mut buf),
+                                upstream,
+                                name,
+                                upstream_port,
+                                Arc::new(move |d| {
+                                    recorder.record(&d);
+                                }),
+                                shared.idle,
+                            ) => s,
+                            _ = registration.cut() => Err(why_cut),
+                        };
                         let duration_ms = start.elapsed().as_millis() as u64;
                         let (out, inn) = served.as_ref().map(|c| *c).unwrap_or((0, 0));
                         shared
@@ -204,8 +224,13 @@ pub(super) async fn settle(
                         shared
                             .used
                             .fetch_add(first_len, std::sync::atomic::Ordering::Relaxed);
-                        (out, inn) = splice(&mut conn, &mut upstream, shared).await;
+                        let cut;
+                        (out, inn, cut) =
+                            splice(&mut conn, &mut upstream, shared, &mut registration).await;
                         out += first_len;
+                        if cut {
+                            decision.detail = format!("{}; {}", decision.detail, cut_why(&name));
+                        }
                     }
                     let duration_ms = start.elapsed().as_millis() as u64;
                     decision.bytes_out = out;
@@ -283,11 +308,22 @@ fn with_connection_close(buf: &[u8]) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// Copy both ways until both sides have ended, or until neither has sent
-/// anything for the idle timeout. Returns the bytes out (sandbox to
-/// upstream) and in; every chunk also counts towards the egress quota as it
-/// passes.
-async fn splice(conn: &mut TcpStream, upstream: &mut TcpStream, shared: &Shared) -> (u64, u64) {
+/// Why a connection was cut short.
+fn cut_why(name: &str) -> String {
+    format!("cut: {name} was removed from the allowlist")
+}
+
+/// Copy both ways until both sides have ended, until neither has sent
+/// anything for the idle timeout, or until the connection's name is
+/// removed from the allowlist (then the last value is `true`). Returns the
+/// bytes out (sandbox to upstream) and in; every chunk also counts towards
+/// the egress quota as it passes.
+async fn splice(
+    conn: &mut TcpStream,
+    upstream: &mut TcpStream,
+    shared: &Shared,
+    registration: &mut live::Registration,
+) -> (u64, u64, bool) {
     let idle = shared.idle;
     let start = tokio::time::Instant::now();
     // Milliseconds since `start` of the last byte either way.
@@ -306,29 +342,57 @@ async fn splice(conn: &mut TcpStream, upstream: &mut TcpStream, shared: &Shared)
     } else {
         SMALL_BUFFER
     };
-    let out = pump(&mut cr, &mut uw, &last, start, idle, &shared.used, size);
-    let inn = pump(&mut ur, &mut cw, &last, start, idle, &shared.used, size);
-    let moved = tokio::join!(out, inn);
+    let (moved_out, moved_in) = (AtomicU64::new(0), AtomicU64::new(0));
+    let out = pump(
+        &mut cr,
+        &mut uw,
+        &last,
+        start,
+        idle,
+        &shared.used,
+        size,
+        &moved_out,
+    );
+    let inn = pump(
+        &mut ur,
+        &mut cw,
+        &last,
+        start,
+        idle,
+        &shared.used,
+        size,
+        &moved_in,
+    );
+    let cut = tokio::select! {
+        _ = async { tokio::join!(out, inn) } => false,
+        _ = registration.cut() => true,
+    };
     drop(lease);
-    moved
+    (
+        moved_out.load(std::sync::atomic::Ordering::Relaxed),
+        moved_in.load(std::sync::atomic::Ordering::Relaxed),
+        cut,
+    )
 }
 
+/// Copy one way, adding what passes to `moved` (read even when the copy
+/// is cut off half way).
+#[allow(clippy::too_many_arguments)]
 async fn pump<R, W>(
     from: &mut R,
     to: &mut W,
-    last: &std::sync::atomic::AtomicU64,
+    last: &AtomicU64,
     start: tokio::time::Instant,
     idle: Duration,
-    used: &std::sync::atomic::AtomicU64,
+    used: &AtomicU64,
     size: usize,
-) -> u64
-where
+    moved: &AtomicU64,
+) where
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
     use std::sync::atomic::Ordering::Relaxed;
     let mut buf = vec![0u8; size];
-    let mut total = 0u64;
     loop {
         let n = match tokio::time::timeout(idle, from.read(&mut buf)).await {
             Ok(Ok(0)) | Ok(Err(_)) => break,
@@ -351,12 +415,11 @@ where
         ) {
             break;
         }
-        total += n as u64;
+        moved.fetch_add(n as u64, Relaxed);
         used.fetch_add(n as u64, Relaxed);
         last.store(start.elapsed().as_millis() as u64, Relaxed);
     }
     let _ = to.shutdown().await;
-    total
 }
 
 /// Resolve `name` on the host side and connect. Addresses from `--add-host`

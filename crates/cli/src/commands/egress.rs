@@ -1,0 +1,109 @@
+//! `warden egress NAME`: a running sandbox's allowlist, read or changed
+//! live through its supervisor (`--allow` puts entries on, `--deny` takes
+//! them off and cuts open connections to them). The entries are read and
+//! checked by the supervisor, as a profile's would be. `warden approvals`:
+//! the questions of running ask-mode sandboxes, listed or answered through
+//! their supervisors.
+
+use super::lifecycle::{open, running};
+use anyhow::bail;
+use warden_runtime::client::{ClientError, Connection};
+use warden_runtime::lifecycle::control;
+
+pub fn egress(name: &str, allow: Vec<String>, deny: Vec<String>, json: bool) -> anyhow::Result<u8> {
+    let (_, sb) = open(name)?;
+    if !running(&sb) {
+        bail!("sandbox {name} is not running: its allowlist is read and changed while it runs; start it with `warden start {name}`");
+    }
+    let by = format!("warden egress (uid {})", nix::unistd::getuid());
+    let rules = match Connection::open(&control(&sb))?.set_egress(allow.clone(), deny.clone(), &by)
+    {
+        Ok(r) => r,
+        Err(ClientError::Rejected {
+            message,
+            field: Some(field),
+            ..
+        }) => {
+            // `/allow/N` or `/remove/N`: said as the option and entry given.
+            let mut parts = field.trim_start_matches('/').split('/');
+            let (flag, list) = match parts.next() {
+                Some("allow") => ("--allow", &allow),
+                _ => ("--deny", &deny),
+            };
+            let entry = parts
+                .next()
+                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|i| list.get(i))
+                .map(String::as_str)
+                .unwrap_or("?");
+            bail!("{flag} {entry}: {message}; nothing was changed");
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rules)?);
+    } else {
+        for r in rules {
+            println!("{r}");
+        }
+    }
+    Ok(0)
+}
+
+/// `warden approvals [--sandbox NAME]`, or with `ID DECISION`, the answer.
+pub fn approvals(
+    sandbox: Option<&str>,
+    answer: Option<(String, String)>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    use warden_runtime::protocol::AskDecision;
+    let store = super::sandboxes::store(super::state_dir()?)?;
+    if let Some((id, decision)) = answer {
+        let decision = match decision.as_str() {
+            "allow_once" | "once" => AskDecision::AllowOnce,
+            "allow_always" | "always" => AskDecision::AllowAlways,
+            "deny" => AskDecision::Deny,
+            other => bail!("{other:?} is not an answer: use allow_once, allow_always or deny"),
+        };
+        // `SANDBOX.START-N`: the sandbox is what comes before the last dot.
+        let Some((name, _)) = id.rsplit_once('.') else {
+            bail!("{id:?} is not a question's id (see `warden approvals`)");
+        };
+        let sb = store.get(name)?;
+        let by = format!("warden approvals (uid {})", nix::unistd::getuid());
+        Connection::open(&control(&sb))?.answer(&id, decision, &by)?;
+        return Ok(0);
+    }
+    let names: Vec<String> = match sandbox {
+        Some(n) => vec![store.get(n)?.name().to_string()],
+        None => store.list()?.into_iter().map(|e| e.name).collect(),
+    };
+    let mut pending = Vec::new();
+    for name in names {
+        let Ok(sb) = store.get(&name) else { continue };
+        if !running(&sb) {
+            continue;
+        }
+        if let Ok(p) = Connection::open(&control(&sb)).and_then(|c| c.approvals()) {
+            pending.extend(p);
+        }
+    }
+    pending.sort_by_key(|q| q.asked_ms);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&pending)?);
+        return Ok(0);
+    }
+    let now = warden_runtime::state::now_ms();
+    for q in pending {
+        println!(
+            "{}  {} {}:{} ({}), denied in {}s unless answered",
+            q.id,
+            q.protocol,
+            super::sandboxes::printable(&q.name),
+            q.port,
+            q.sandbox,
+            q.deadline_ms.saturating_sub(now) / 1000
+        );
+    }
+    Ok(0)
+}

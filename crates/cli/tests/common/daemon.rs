@@ -1,0 +1,142 @@
+//! A running `warden serve` for the tests that speak to it over real
+//! HTTP (curl), on its owner-only socket or on TCP.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `warden serve`, killed when dropped (its sandboxes are
+/// stopped through it first).
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub state: PathBuf,
+    pub socket: PathBuf,
+    pub tcp: Option<String>,
+}
+
+impl Daemon {
+    pub fn start(state: &Path, tcp: bool) -> Daemon {
+        Daemon::start_with(state, tcp, &[], &[])
+    }
+
+    /// Started with `args` after `serve`, and `env` added to its
+    /// environment (and its supervisors').
+    pub fn start_with(state: &Path, tcp: bool, args: &[&str], env: &[(&str, &Path)]) -> Daemon {
+        let mut cmd = Command::new(warden_bin());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.arg("serve")
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.join("warden"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if tcp {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut tcp_addr = None;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut line = String::new();
+            if err.read_line(&mut line).unwrap() == 0 || Instant::now() > deadline {
+                panic!("the daemon did not start");
+            }
+            if let Some(rest) = line.split("http://").nth(1) {
+                tcp_addr = Some(rest.split_whitespace().next().unwrap().to_string());
+            }
+            if line.contains("serving on") {
+                break;
+            }
+        }
+        // Its later messages are not read: keep the pipe drained.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while err.read_line(&mut sink).unwrap_or(0) > 0 {
+                sink.clear();
+            }
+        });
+        Daemon {
+            child: Some(child),
+            state: state.to_path_buf(),
+            socket: state.join("warden/daemon.sock"),
+            tcp: tcp_addr,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+        // Whatever the test left running is stopped.
+        if let Ok(rd) = std::fs::read_dir(self.state.join("warden/sandboxes")) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let _ = warden(&self.state, &["stop", "--time", "1s", &name]);
+            }
+        }
+    }
+}
+
+/// One HTTP exchange through curl: the status and the body.
+pub fn call(
+    d: &Daemon,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String) {
+    call_on(d, false, method, path, body, token)
+}
+
+pub fn call_on(
+    d: &Daemon,
+    tcp: bool,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-N", "-X", method, "-w", "\n%{http_code}"]);
+    let url = if tcp {
+        format!("http://{}{path}", d.tcp.as_ref().unwrap())
+    } else {
+        cmd.arg("--unix-socket").arg(&d.socket);
+        format!("http://warden{path}")
+    };
+    if let Some(b) = body {
+        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    if let Some(t) = token {
+        cmd.args(["-H", &format!("authorization: Bearer {t}")]);
+    }
+    let out = cmd.arg(url).output().expect("curl is installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (status.trim().parse().unwrap_or(0), body.to_string())
+}
+
+pub fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+pub fn curl_available() -> bool {
+    Command::new("curl").arg("--version").output().is_ok()
+}

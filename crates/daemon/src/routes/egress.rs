@@ -1,0 +1,165 @@
+//! A running sandbox's allowlist, changed live (`PATCH
+//! /v1/sandboxes/{id}/egress`), and the questions of ask mode answered
+//! over the API (`/v1/approvals`). The sandbox's supervisor does the work
+//! (it reads the entries as a profile's, swaps its proxy's list, cuts
+//! connections to removed names, records each change and answer); these
+//! handlers carry the request there and its refusals back as problems.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use serde::Deserialize;
+use std::sync::Arc;
+use warden_runtime::client::{ClientError, Connection};
+use warden_runtime::lifecycle;
+use warden_runtime::protocol::{AskDecision, Refusal};
+
+use super::sandboxes::blocking;
+use super::Body;
+use crate::api::{Answer, Approval, ApprovalList, Decision, EgressList, EgressPatch};
+use crate::app::App;
+use crate::auth::Caller;
+use crate::error::{chain, ApiError, Problem};
+
+/// Who asked, as the sandbox's audit log says it.
+fn who(caller: &Caller) -> String {
+    match caller.token_id() {
+        Some(t) => format!("token {t} (API)"),
+        None => "the owner (API)".into(),
+    }
+}
+
+/// A supervisor's refusal as a problem.
+fn refused(id: &str, e: ClientError) -> ApiError {
+    match e {
+        ClientError::NotRunning { .. } => {
+            ApiError::conflict(format!("sandbox {id} is not running"))
+        }
+        ClientError::Rejected {
+            code,
+            message,
+            field,
+        } => match code {
+            Refusal::Invalid => ApiError::bad_request(match &field {
+                Some(f) => format!("{f}: {message}"),
+                None => message,
+            })
+            .with_field(field.as_deref()),
+            Refusal::NotFound => ApiError::not_found(message),
+            Refusal::Conflict => ApiError::conflict(message),
+        },
+        ClientError::Unsupported(_) => ApiError::conflict(chain(&e)),
+        e => ApiError::internal(chain(&e)),
+    }
+}
+
+#[utoipa::path(patch, path = "/v1/sandboxes/{id}/egress", params(("id" = String, Path)), request_body = EgressPatch,
+    responses((status = 200, description = "the allowlist as it is now", body = EgressList),
+        (status = 400, description = "an entry that does not read, or a removal of one not on the list: nothing changed", body = Problem),
+        (status = 404, body = Problem), (status = 409, description = "not running, or without egress", body = Problem)),
+    security(("token" = [])))]
+pub async fn patch(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Body(body): Body<EgressPatch>,
+) -> Result<Json<EgressList>, ApiError> {
+    let by = who(&caller);
+    let allow = blocking(move || {
+        let sb = app.sandbox(&id)?;
+        let conn = Connection::open(&lifecycle::control(&sb)).map_err(|e| refused(&id, e))?;
+        conn.set_egress(body.allow, body.remove, &by)
+            .map_err(|e| refused(&id, e))
+    })
+    .await?;
+    Ok(Json(EgressList { allow }))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsQuery {
+    /// Only this sandbox's questions.
+    pub sandbox: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/approvals", params(ApprovalsQuery),
+    responses((status = 200, body = ApprovalList), (status = 404, body = Problem)),
+    security(("token" = [])))]
+pub async fn list(
+    State(app): State<Arc<App>>,
+    query: Result<Query<ApprovalsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<ApprovalList>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let approvals = blocking(move || {
+        let names: Vec<String> = match &q.sandbox {
+            Some(id) => vec![app.sandbox(id)?.name().to_string()],
+            None => app
+                .store
+                .list()
+                .map_err(|e| ApiError::internal(chain(&e)))?
+                .into_iter()
+                .map(|e| e.name)
+                .collect(),
+        };
+        let mut out = Vec::new();
+        for name in names {
+            // A pooled sandbox is nobody's until a create takes it.
+            let Ok(sb) = app.sandbox(&name) else {
+                continue;
+            };
+            if !lifecycle::liveness(&sb).running() {
+                continue;
+            }
+            // A sandbox that stops meanwhile, or whose supervisor predates
+            // approvals, has none to show.
+            let Ok(pending) =
+                Connection::open(&lifecycle::control(&sb)).and_then(|c| c.approvals())
+            else {
+                continue;
+            };
+            out.extend(pending.into_iter().map(|p| Approval {
+                id: p.id,
+                sandbox: p.sandbox,
+                protocol: p.protocol,
+                name: p.name,
+                port: p.port,
+                asked_ms: p.asked_ms,
+                deadline_ms: p.deadline_ms,
+            }));
+        }
+        out.sort_by_key(|a| a.asked_ms);
+        Ok(out)
+    })
+    .await?;
+    Ok(Json(ApprovalList { approvals }))
+}
+
+#[utoipa::path(post, path = "/v1/approvals/{id}", params(("id" = String, Path)), request_body = Answer,
+    responses((status = 204, description = "answered"), (status = 404, body = Problem),
+        (status = 409, description = "answered already, or denied when its time ran out", body = Problem)),
+    security(("token" = [])))]
+pub async fn answer(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Body(body): Body<Answer>,
+) -> Result<StatusCode, ApiError> {
+    let by = who(&caller);
+    let decision = match body.decision {
+        Decision::AllowOnce => AskDecision::AllowOnce,
+        Decision::AllowAlways => AskDecision::AllowAlways,
+        Decision::Deny => AskDecision::Deny,
+    };
+    blocking(move || {
+        // `SANDBOX.START-N`: the sandbox is what comes before the last dot.
+        let no_such =
+            || ApiError::not_found(format!("no question {id} waits (see GET /v1/approvals)"));
+        let (sandbox, _) = id.rsplit_once('.').ok_or_else(no_such)?;
+        let sb = app.sandbox(sandbox).map_err(|_| no_such())?;
+        let conn = Connection::open(&lifecycle::control(&sb)).map_err(|_| no_such())?;
+        conn.answer(&id, decision, &by)
+            .map_err(|e| refused(sandbox, e))
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
