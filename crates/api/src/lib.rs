@@ -310,3 +310,59 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
 }
+
+/// A message a client sends on `GET .../pty` (a WebSocket), as a text
+/// frame; the terminal's input goes in binary frames.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PtyClientMessage {
+    /// The first message, when the query named no command: what to run.
+    Start(PtyStart),
+    /// The terminal's new size (the process gets SIGWINCH).
+    Resize { rows: u16, cols: u16 },
+    /// A signal for the process (and its group), by number or name.
+    Signal {
+        #[schema(value_type = Object)]
+        signal: serde_json::Value,
+    },
+}
+
+/// What a terminal session runs.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PtyStart {
+    /// The program and its arguments.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// Or a command line for `sh -c`. Neither: the sandbox's command, or
+    /// `sh`.
+    #[serde(default)]
+    pub shell: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory inside the sandbox (default `/workspace`).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The terminal's size (24 rows by 80 columns when not given).
+    #[serde(default)]
+    pub rows: Option<u16>,
+    #[serde(default)]
+    pub cols: Option<u16>,
+}
+
+/// A message the daemon sends on `GET .../pty`, as a text frame; the
+/// terminal's output comes in binary frames.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PtyServerMessage {
+    /// The process runs (its PID inside the sandbox).
+    Started { pid: i32 },
+    /// The process ended; the last message before the close.
+    Exit {
+        exit_status: i32,
+        signal: Option<i32>,
+    },
+    /// What went wrong (a problem's `code` and `message`); the session
+    /// closes after it.
+    Error { code: String, message: String },
+}

@@ -142,6 +142,7 @@ pub const ROUTES: &[Route] = &[
         Scope::Exec,
         true,
     ),
+    r("GET", "/v1/sandboxes/{id}/pty", Scope::Exec, true),
     r(
         "GET",
         "/v1/sandboxes/{id}/events",

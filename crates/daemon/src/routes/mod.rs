@@ -6,6 +6,7 @@
 mod events;
 mod exec;
 mod files;
+mod pty;
 pub(crate) mod sandboxes;
 mod tokens;
 
@@ -95,6 +96,7 @@ where
         exec::output,
         exec::stdin,
         exec::signal,
+        pty::pty,
         events::events,
         files::read,
         files::write,
@@ -106,7 +108,12 @@ where
         tokens::create,
         tokens::revoke,
     ),
-    components(schemas(crate::error::Problem)),
+    components(schemas(
+        crate::error::Problem,
+        crate::api::PtyClientMessage,
+        crate::api::PtyServerMessage,
+        crate::api::PtyStart
+    )),
     modifiers(&Security)
 )]
 pub struct ApiDoc;
@@ -151,6 +158,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/execs/{exec}/output", get(exec::output))
         .route("/v1/sandboxes/{id}/execs/{exec}/stdin", post(exec::stdin))
         .route("/v1/sandboxes/{id}/execs/{exec}/signal", post(exec::signal))
+        .route("/v1/sandboxes/{id}/pty", get(pty::pty))
         .route("/v1/sandboxes/{id}/events", get(events::events))
         .route(
             "/v1/sandboxes/{id}/files",
