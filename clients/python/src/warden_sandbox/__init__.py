@@ -31,6 +31,7 @@ from ._errors import (
     WardenError,
 )
 from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._pty import AsyncPty, AsyncPtyHandle, Pty, PtyHandle
 from ._sync import CommandHandle, Commands, Sandbox
 
 __version__ = "0.1.0"
@@ -42,6 +43,10 @@ __all__ = [
     "AsyncSandbox",
     "AsyncCommands",
     "AsyncCommandHandle",
+    "Pty",
+    "PtyHandle",
+    "AsyncPty",
+    "AsyncPtyHandle",
     "SandboxInfo",
     "CommandInfo",
     "CommandResult",

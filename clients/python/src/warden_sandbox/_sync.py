@@ -15,6 +15,7 @@ from . import _core
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._pty import Pty
 
 OutputCallback = Callable[[str], Any]
 
@@ -114,6 +115,8 @@ class Sandbox:
         self.id = sandbox_id
         self._http = _http or _Http(_core.resolve_endpoint(host, token))
         self.commands = Commands(self)
+        #: Processes on terminals: ``sb.pty.create(rows, cols, on_data=...)``.
+        self.pty = Pty(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, host={self._http.ep.where!r})"

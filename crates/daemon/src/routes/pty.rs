@@ -32,6 +32,8 @@ use crate::error::{chain, ApiError, Problem};
 
 /// How long a session without a command in its query waits for `start`.
 const START_WAIT: Duration = Duration::from_secs(30);
+/// How long the daemon waits for the client's side of the close.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// Most bytes of one message from the client.
 const MAX_MESSAGE: usize = 1 << 20;
 /// Most bytes read from the terminal into one frame.
@@ -148,6 +150,7 @@ async fn fail(mut socket: WebSocket, e: ApiError) {
             reason: "".into(),
         })))
         .await;
+    closing(socket).await;
 }
 
 /// The client's `start` message.
@@ -310,7 +313,18 @@ async fn session(mut socket: WebSocket, target: Target, start: Option<PtyStart>)
                 reason: "".into(),
             })))
             .await;
+        closing(socket).await;
     }
+}
+
+/// Wait (a little) for the client's answer to our close: a client whose
+/// reply meets a connection already gone may lose the messages it had
+/// not yet handed on, the exit status among them.
+async fn closing(mut socket: WebSocket) {
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
+        while let Some(Ok(_)) = socket.recv().await {}
+    })
+    .await;
 }
 
 /// Relay until the process has ended and its last output is sent (true),
