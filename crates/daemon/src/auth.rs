@@ -155,6 +155,7 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/sandboxes/{id}/files/list", Scope::Files, true),
     r("POST", "/v1/sandboxes/{id}/files/mkdir", Scope::Files, true),
     r("POST", "/v1/sandboxes/{id}/files/move", Scope::Files, true),
+    r("GET", "/v1/sandboxes/{id}/files/watch", Scope::Files, true),
     r("GET", "/v1/tokens", Scope::Admin, false),
     r("POST", "/v1/tokens", Scope::Admin, false),
     r("DELETE", "/v1/tokens/{token}", Scope::Admin, false),

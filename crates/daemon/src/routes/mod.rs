@@ -9,6 +9,7 @@ mod files;
 mod pty;
 pub(crate) mod sandboxes;
 mod tokens;
+mod watch;
 
 pub use tokens::{info as token_info, parse_scopes};
 
@@ -104,6 +105,7 @@ where
         files::list,
         files::mkdir,
         files::rename,
+        watch::watch,
         tokens::list,
         tokens::create,
         tokens::revoke,
@@ -112,7 +114,9 @@ where
         crate::error::Problem,
         crate::api::PtyClientMessage,
         crate::api::PtyServerMessage,
-        crate::api::PtyStart
+        crate::api::PtyStart,
+        watch::FileChange,
+        watch::Kind
     )),
     modifiers(&Security)
 )]
@@ -167,6 +171,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/files/list", get(files::list))
         .route("/v1/sandboxes/{id}/files/mkdir", post(files::mkdir))
         .route("/v1/sandboxes/{id}/files/move", post(files::rename))
+        .route("/v1/sandboxes/{id}/files/watch", get(watch::watch))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))
