@@ -31,6 +31,7 @@ from ._errors import (
     WardenError,
 )
 from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._files import AsyncFiles, AsyncFileWatch, FileEvent, Files, FileWatch
 from ._pty import AsyncPty, AsyncPtyHandle, Pty, PtyHandle
 from ._sync import CommandHandle, Commands, Sandbox
 
@@ -43,6 +44,11 @@ __all__ = [
     "AsyncSandbox",
     "AsyncCommands",
     "AsyncCommandHandle",
+    "Files",
+    "FileWatch",
+    "FileEvent",
+    "AsyncFiles",
+    "AsyncFileWatch",
     "Pty",
     "PtyHandle",
     "AsyncPty",

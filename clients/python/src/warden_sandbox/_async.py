@@ -28,6 +28,7 @@ from . import _core
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._files import AsyncFiles
 from ._pty import AsyncPty
 
 AsyncOutputCallback = Callable[[str], Union[Any, Awaitable[Any]]]
@@ -129,6 +130,7 @@ class AsyncSandbox:
         self._http = _http or _AsyncHttp(_core.resolve_endpoint(host, token))
         self.commands = AsyncCommands(self)
         self.pty = AsyncPty(self)
+        self.files = AsyncFiles(self)
 
     def __repr__(self) -> str:
         return f"AsyncSandbox(id={self.id!r}, host={self._http.ep.where!r})"

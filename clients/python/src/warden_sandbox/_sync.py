@@ -15,6 +15,7 @@ from . import _core
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._files import Files
 from ._pty import Pty
 
 OutputCallback = Callable[[str], Any]
@@ -117,6 +118,8 @@ class Sandbox:
         self.commands = Commands(self)
         #: Processes on terminals: ``sb.pty.create(rows, cols, on_data=...)``.
         self.pty = Pty(self)
+        #: The workspace's files: ``sb.files.watch(path, on_event=...)``.
+        self.files = Files(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, host={self._http.ep.where!r})"
