@@ -301,7 +301,8 @@ pub struct Health {
 pub struct Problem {
     /// Stable, for programs: `bad_request`, `invalid_spec`, `not_found`,
     /// `conflict`, `unauthorized`, `forbidden`, `too_large`, `quota`,
-    /// `unavailable`, `internal`.
+    /// `unavailable`, `internal`; for a commit `running`, `flagged`,
+    /// `conflicts`, `unsafe`, `unreviewed`, `no_layer`.
     pub code: String,
     /// For people: what was wrong and what to do.
     pub message: String,
@@ -309,6 +310,11 @@ pub struct Problem {
     /// `/resources/memory`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// What the refusal is about, item by item, where there are several
+    /// (the flagged changes of a refused commit, its conflicts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<serde_json::Value>,
 }
 
 /// A message a client sends on `GET .../pty` (a WebSocket), as a text
@@ -365,4 +371,29 @@ pub enum PtyServerMessage {
     /// What went wrong (a problem's `code` and `message`); the session
     /// closes after it.
     Error { code: String, message: String },
+}
+
+/// `GET .../changes`: the sandbox's changes relative to its real
+/// workspace, as `warden diff --json` shows them.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct ChangesAnswer {
+    /// Each change: `path` (relative to the workspace), `kind` (`added`,
+    /// `modified`, `deleted`, `mode`, `type_changed`, `renamed` with
+    /// `from`), `old` and `new` entries, `flags` (`rule` and `reason`:
+    /// a git hook, a file the host runs, a link out of the workspace,
+    /// ...), `digest`, and `content` when asked for.
+    #[schema(value_type = Vec<Object>)]
+    pub changes: Vec<serde_json::Value>,
+    /// How many changes carry a flag (a commit applies them only with
+    /// `accept_flagged`).
+    pub flagged: usize,
+}
+
+/// What a commit applied.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct CommitAnswer {
+    /// The paths written to (or removed from) the real workspace.
+    pub applied: Vec<String>,
+    /// Paths that had changed on the host too, overwritten with `force`.
+    pub forced: Vec<String>,
 }

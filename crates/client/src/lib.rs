@@ -215,6 +215,7 @@ impl Client {
             code: "unknown".into(),
             message: String::from_utf8_lossy(&bytes).trim().to_string(),
             field: None,
+            details: None,
         });
         Err(ClientError::Refused {
             method,

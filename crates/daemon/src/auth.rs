@@ -145,6 +145,18 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/sandboxes/{id}/pty", Scope::Exec, true),
     r(
         "GET",
+        "/v1/sandboxes/{id}/changes",
+        Scope::SandboxesRead,
+        true,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/commit",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r(
+        "GET",
         "/v1/sandboxes/{id}/events",
         Scope::SandboxesRead,
         true,

@@ -16,6 +16,7 @@ pub mod net;
 pub mod once;
 pub mod protocol;
 pub mod resolve;
+pub mod review;
 pub mod state;
 pub mod supervisor;
 

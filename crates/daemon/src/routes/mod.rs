@@ -3,6 +3,7 @@
 //! errors (a body too large is 413, bad JSON 400, a wrong field 422, each
 //! as a problem object).
 
+mod changes;
 mod events;
 mod exec;
 mod files;
@@ -99,6 +100,8 @@ where
         exec::signal,
         pty::pty,
         events::events,
+        changes::changes,
+        changes::commit,
         files::read,
         files::write,
         files::remove,
@@ -163,6 +166,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/execs/{exec}/stdin", post(exec::stdin))
         .route("/v1/sandboxes/{id}/execs/{exec}/signal", post(exec::signal))
         .route("/v1/sandboxes/{id}/pty", get(pty::pty))
+        .route("/v1/sandboxes/{id}/changes", get(changes::changes))
+        .route("/v1/sandboxes/{id}/commit", post(changes::commit))
         .route("/v1/sandboxes/{id}/events", get(events::events))
         .route(
             "/v1/sandboxes/{id}/files",
