@@ -30,7 +30,15 @@ from ._errors import (
     WardenConnectionError,
     WardenError,
 )
-from ._models import CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._models import (
+    Change,
+    ChangeFlag,
+    CommandInfo,
+    CommandResult,
+    CommitResult,
+    OutputChunk,
+    SandboxInfo,
+)
 from ._files import AsyncFiles, AsyncFileWatch, FileEvent, Files, FileWatch
 from ._pty import AsyncPty, AsyncPtyHandle, Pty, PtyHandle
 from ._sync import CommandHandle, Commands, Sandbox
@@ -57,6 +65,9 @@ __all__ = [
     "CommandInfo",
     "CommandResult",
     "OutputChunk",
+    "Change",
+    "ChangeFlag",
+    "CommitResult",
     "WardenError",
     "BadRequestError",
     "AuthenticationError",

@@ -450,3 +450,19 @@ def exec_timeout(timeout: float | None) -> httpx.Timeout:
     timeout and a margin, or without a limit."""
     read = None if timeout is None else timeout + DEFAULT_TIMEOUT
     return httpx.Timeout(DEFAULT_TIMEOUT, read=read)
+
+
+def changes_params(path: str | None, content: bool) -> dict[str, str]:
+    params = {"content": "true" if content else "false"}
+    if path is not None:
+        params["path"] = path
+    return params
+
+
+def commit_body(paths: "list[str] | None", accept_flagged: bool, force: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"accept_flagged": accept_flagged, "force": force}
+    if paths is not None:
+        if isinstance(paths, str):
+            raise TypeError("paths is a list of paths, e.g. [\"src/main.py\"]")
+        body["paths"] = list(paths)
+    return body
