@@ -149,8 +149,14 @@ fn mask() -> WatchMask {
 
 impl Watcher {
     fn new(root: OwnedFd, root_rel: String, recursive: bool) -> Result<Watcher, ApiError> {
-        let inotify = Inotify::init()
-            .map_err(|e| ApiError::internal(format!("cannot start watching: {e}")))?;
+        let inotify = Inotify::init().map_err(|e| match e.raw_os_error() {
+            Some(libc_emfile) if libc_emfile == Errno::EMFILE as i32 => ApiError::new(
+                axum::http::StatusCode::INSUFFICIENT_STORAGE,
+                "quota",
+                "the host has no inotify instance left for the daemon's user (fs.inotify.max_user_instances); close other watches and ask again",
+            ),
+            _ => ApiError::internal(format!("cannot start watching: {e}")),
+        })?;
         let mut w = Watcher {
             inotify,
             root,
