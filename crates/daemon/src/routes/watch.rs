@@ -415,7 +415,7 @@ fn libc_eio() -> i32 {
 }
 
 #[utoipa::path(get, path = "/v1/sandboxes/{id}/files/watch", params(("id" = String, Path), WatchQuery),
-    responses((status = 200, description = "text/event-stream of FileChange (JSON): `ready` first, then each change as it happens", body = FileChange),
+    responses((status = 200, description = "text/event-stream of FileChange (JSON): `ready` first, then each change as it happens; with `recursive`, what a directory holds when it is made or moved in is reported as `created` (it may have changed before its watch was in place)", body = FileChange),
         (status = 400, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)),
     security(("token" = [])))]
 pub async fn watch(
