@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -36,6 +37,39 @@ use crate::error::{ApiError, Problem};
 
 /// Most directories one watch follows (each is an inotify watch).
 const MAX_DIRS: usize = 8192;
+/// Most watch streams open at once in this daemon: each takes one of the
+/// inotify instances the kernel counts per user (128 by default), which
+/// the daemon's user shares with everything else it runs, so token
+/// holders may not take them all.
+const MAX_WATCHES: usize = 32;
+/// Watch streams open now.
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// A place among the [`MAX_WATCHES`], given back when dropped.
+struct Slot;
+
+impl Slot {
+    fn take() -> Result<Slot, ApiError> {
+        let taken = OPEN.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < MAX_WATCHES).then_some(n + 1)
+        });
+        match taken {
+            Ok(_) => Ok(Slot),
+            Err(_) => Err(ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "quota",
+                format!("{MAX_WATCHES} files watches are open on this daemon already; close one (or watch a common parent recursively) and ask again"),
+            )),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        OPEN.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// How often the watching thread looks whether its client is still there.
 const POLL_MS: u16 = 200;
 
@@ -426,6 +460,7 @@ pub async fn watch(
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let path = relative(Some(q.path.as_deref().unwrap_or("")))?;
     let recursive = q.recursive.unwrap_or(false);
+    let slot = Slot::take()?;
     // The init opens the directory inside the sandbox (a link, `..` or a
     // file refused there), and hands it over.
     let fd = opened(run(&app, &id, FileOp::List { path: path.clone() }, &path).await?)?;
@@ -433,6 +468,7 @@ pub async fn watch(
     let watcher = blocking(move || Watcher::new(fd, rel, recursive)).await?;
     let (tx, rx) = mpsc::channel::<Result<SseEvent, Infallible>>(256);
     std::thread::spawn(move || {
+        let _slot = slot;
         if send(&tx, &FileChange::Ready { path }) {
             watcher.run(tx);
         }
