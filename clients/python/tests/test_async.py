@@ -78,7 +78,13 @@ async def test_a_background_command_takes_stdin_is_taken_up_again_and_killed() -
 async def test_events_are_an_async_iterator() -> None:
     async with await AsyncSandbox.create() as sb:
         await sb.commands.run(["echo", "seen"])
-        kinds = [e["event"] async for e in sb.events(follow=False)]
+        # The supervisor's audit writer appends the end a moment after the
+        # command's answer: look again for a while, not forever.
+        for _ in range(100):
+            kinds = [e["event"] async for e in sb.events(follow=False)]
+            if "exec_exited" in kinds:
+                break
+            await asyncio.sleep(0.05)
         assert kinds[:3] == ["workspace", "created", "started"]
         assert "exec_exited" in kinds
 

@@ -13,7 +13,13 @@ from warden_sandbox import Sandbox
 def test_the_log_holds_the_life_and_the_commands_in_order() -> None:
     with Sandbox.create() as sb:
         sb.commands.run(["echo", "logged"])
-        events = list(sb.events(follow=False))
+        # The supervisor's audit writer appends the end a moment after the
+        # command's answer: look again for a while, not forever.
+        for _ in range(100):
+            events = list(sb.events(follow=False))
+            if any(e["event"] == "exec_exited" for e in events):
+                break
+            time.sleep(0.05)
         kinds = [e["event"] for e in events]
         assert kinds[:3] == ["workspace", "created", "started"]
         started = [e for e in events if e["event"] == "exec_started"]

@@ -301,7 +301,8 @@ pub struct Health {
 pub struct Problem {
     /// Stable, for programs: `bad_request`, `invalid_spec`, `not_found`,
     /// `conflict`, `unauthorized`, `forbidden`, `too_large`, `quota`,
-    /// `unavailable`, `internal`.
+    /// `unavailable`, `internal`; for a commit `running`, `flagged`,
+    /// `conflicts`, `unsafe`, `unreviewed`, `no_layer`.
     pub code: String,
     /// For people: what was wrong and what to do.
     pub message: String,
@@ -309,6 +310,92 @@ pub struct Problem {
     /// `/resources/memory`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// What the refusal is about, item by item, where there are several
+    /// (the flagged changes of a refused commit, its conflicts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<serde_json::Value>,
+}
+
+/// A message a client sends on `GET .../pty` (a WebSocket), as a text
+/// frame; the terminal's input goes in binary frames.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PtyClientMessage {
+    /// The first message, when the query named no command: what to run.
+    Start(PtyStart),
+    /// The terminal's new size (the process gets SIGWINCH).
+    Resize { rows: u16, cols: u16 },
+    /// A signal for the process (and its group), by number or name.
+    Signal {
+        #[schema(value_type = Object)]
+        signal: serde_json::Value,
+    },
+}
+
+/// What a terminal session runs.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PtyStart {
+    /// The program and its arguments.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// Or a command line for `sh -c`. Neither: the sandbox's command, or
+    /// `sh`.
+    #[serde(default)]
+    pub shell: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory inside the sandbox (default `/workspace`).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The terminal's size (24 rows by 80 columns when not given).
+    #[serde(default)]
+    pub rows: Option<u16>,
+    #[serde(default)]
+    pub cols: Option<u16>,
+}
+
+/// A message the daemon sends on `GET .../pty`, as a text frame; the
+/// terminal's output comes in binary frames.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PtyServerMessage {
+    /// The process runs (its PID inside the sandbox).
+    Started { pid: i32 },
+    /// The process ended; the last message before the close.
+    Exit {
+        exit_status: i32,
+        signal: Option<i32>,
+    },
+    /// What went wrong (a problem's `code` and `message`); the session
+    /// closes after it.
+    Error { code: String, message: String },
+}
+
+/// `GET .../changes`: the sandbox's changes relative to its real
+/// workspace, as `warden diff --json` shows them.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct ChangesAnswer {
+    /// Each change: `path` (relative to the workspace), `kind` (`added`,
+    /// `modified`, `deleted`, `mode`, `type_changed`, `renamed` with
+    /// `from`), `old` and `new` entries, `flags` (`rule` and `reason`:
+    /// a git hook, a file the host runs, a link out of the workspace,
+    /// ...), `digest`, and `content` when asked for.
+    #[schema(value_type = Vec<Object>)]
+    pub changes: Vec<serde_json::Value>,
+    /// How many changes carry a flag (a commit applies them only with
+    /// `accept_flagged`).
+    pub flagged: usize,
+}
+
+/// What a commit applied.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct CommitAnswer {
+    /// The paths written to (or removed from) the real workspace.
+    pub applied: Vec<String>,
+    /// Paths that had changed on the host too, overwritten with `force`.
+    pub forced: Vec<String>,
 }
 
 /// `PATCH /v1/sandboxes/{id}/egress`: entries written as for

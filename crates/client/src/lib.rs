@@ -49,7 +49,9 @@ pub enum ClientError {
         method: Method,
         path: String,
         status: StatusCode,
-        problem: Problem,
+        /// Boxed: a problem can carry details, and every call's error
+        /// would otherwise be as large.
+        problem: Box<Problem>,
     },
     #[error("the daemon's answer to {path} is not what this client understands: {detail}")]
     Decode { path: String, detail: String },
@@ -215,12 +217,13 @@ impl Client {
             code: "unknown".into(),
             message: String::from_utf8_lossy(&bytes).trim().to_string(),
             field: None,
+            details: None,
         });
         Err(ClientError::Refused {
             method,
             path: path.to_string(),
             status,
-            problem,
+            problem: Box::new(problem),
         })
     }
 

@@ -142,6 +142,19 @@ pub const ROUTES: &[Route] = &[
         Scope::Exec,
         true,
     ),
+    r("GET", "/v1/sandboxes/{id}/pty", Scope::Exec, true),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/changes",
+        Scope::SandboxesRead,
+        true,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/commit",
+        Scope::SandboxesWrite,
+        false,
+    ),
     r(
         "GET",
         "/v1/sandboxes/{id}/events",
@@ -165,6 +178,7 @@ pub const ROUTES: &[Route] = &[
     ),
     r("GET", "/v1/approvals", Scope::Approvals, false),
     r("POST", "/v1/approvals/{id}", Scope::Approvals, false),
+    r("GET", "/v1/sandboxes/{id}/files/watch", Scope::Files, true),
     r("GET", "/v1/tokens", Scope::Admin, false),
     r("POST", "/v1/tokens", Scope::Admin, false),
     r("DELETE", "/v1/tokens/{token}", Scope::Admin, false),

@@ -24,6 +24,7 @@ impl ApiError {
                 code: code.to_string(),
                 message: message.into(),
                 field: None,
+                details: None,
             },
         }
     }
@@ -42,6 +43,11 @@ impl ApiError {
 
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> ApiError {
+        self.problem.details = Some(details);
+        self
     }
 
     pub fn with_field(mut self, field: Option<&str>) -> ApiError {
@@ -107,6 +113,7 @@ impl From<ResolveError> for ApiError {
                 code: "invalid_spec".into(),
                 message,
                 field,
+                details: None,
             },
         }
     }

@@ -85,15 +85,12 @@ pub fn argv_of(req: &ExecRequest, default: &[String]) -> Result<Vec<String>, Api
     }
 }
 
-/// Start `req` in the running sandbox `sb`. Blocking: call it off the
-/// async runtime.
-pub fn start(
-    sb: &Sandbox,
-    id: &str,
-    argv: Vec<String>,
-    req: &ExecRequest,
-) -> Result<Arc<ExecHandle>, ApiError> {
-    for (k, v) in &req.env {
+/// Refuse variables and arguments the spawn protocol cannot carry.
+pub fn check_command(
+    argv: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<(), ApiError> {
+    for (k, v) in env {
         if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
             return Err(ApiError::bad_request(format!(
                 "environment variable {k:?} is not a valid NAME (no '=', no NUL)"
@@ -104,6 +101,18 @@ pub fn start(
     if argv.iter().any(|a| a.contains('\0')) {
         return Err(ApiError::bad_request("an argument holds a NUL byte").with_field(Some("/argv")));
     }
+    Ok(())
+}
+
+/// Start `req` in the running sandbox `sb`. Blocking: call it off the
+/// async runtime.
+pub fn start(
+    sb: &Sandbox,
+    id: &str,
+    argv: Vec<String>,
+    req: &ExecRequest,
+) -> Result<Arc<ExecHandle>, ApiError> {
+    check_command(&argv, &req.env)?;
     let d = dir_of(sb);
     std::fs::create_dir_all(&d)
         .map_err(|e| ApiError::internal(format!("cannot create {}: {e}", d.display())))?;

@@ -19,6 +19,7 @@ pub mod once;
 pub mod procs;
 pub mod protocol;
 pub mod resolve;
+pub mod review;
 pub mod state;
 pub mod supervisor;
 

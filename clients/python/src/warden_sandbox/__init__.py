@@ -39,6 +39,18 @@ from ._errors import (
 )
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
 from ._sync import Approvals, Client, CommandHandle, Commands, Egress, Sandbox
+from ._models import (
+    Change,
+    ChangeFlag,
+    CommandInfo,
+    CommandResult,
+    CommitResult,
+    OutputChunk,
+    SandboxInfo,
+)
+from ._files import AsyncFiles, AsyncFileWatch, FileEvent, Files, FileWatch
+from ._pty import AsyncPty, AsyncPtyHandle, Pty, PtyHandle
+from ._sync import CommandHandle, Commands, Sandbox
 
 __version__ = "0.1.0"
 
@@ -56,10 +68,22 @@ __all__ = [
     "Approvals",
     "AsyncApprovals",
     "Approval",
+    "Files",
+    "FileWatch",
+    "FileEvent",
+    "AsyncFiles",
+    "AsyncFileWatch",
+    "Pty",
+    "PtyHandle",
+    "AsyncPty",
+    "AsyncPtyHandle",
     "SandboxInfo",
     "CommandInfo",
     "CommandResult",
     "OutputChunk",
+    "Change",
+    "ChangeFlag",
+    "CommitResult",
     "WardenError",
     "BadRequestError",
     "AuthenticationError",

@@ -28,6 +28,9 @@ from . import _core
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
+from ._files import AsyncFiles
+from ._pty import AsyncPty
 
 AsyncOutputCallback = Callable[[str], Union[Any, Awaitable[Any]]]
 
@@ -128,6 +131,8 @@ class AsyncSandbox:
         self._http = _http or _AsyncHttp(_core.resolve_endpoint(host, token))
         self.commands = AsyncCommands(self)
         self.egress = AsyncEgress(self)
+        self.pty = AsyncPty(self)
+        self.files = AsyncFiles(self)
 
     def __repr__(self) -> str:
         return f"AsyncSandbox(id={self.id!r}, host={self._http.ep.where!r})"
@@ -209,6 +214,24 @@ class AsyncSandbox:
 
     async def kill(self) -> None:
         await self._http.request("DELETE", _core.sandbox_path(self.id), params={"force": "true"})
+
+    async def changes(self, path: str | None = None, content: bool = False) -> List[Change]:
+        """As :meth:`Sandbox.changes`."""
+        params = _core.changes_params(path, content)
+        body = await self._http.json("GET", _core.sandbox_path(self.id, "changes"), params=params)
+        return [Change.from_json(c) for c in body.get("changes", [])]
+
+    async def commit(
+        self,
+        paths: List[str] | None = None,
+        accept_flagged: bool = False,
+        force: bool = False,
+    ) -> CommitResult:
+        """As :meth:`Sandbox.commit`."""
+        body = _core.commit_body(paths, accept_flagged, force)
+        return CommitResult.from_json(
+            await self._http.json("POST", _core.sandbox_path(self.id, "commit"), json=body)
+        )
 
     async def events(self, from_: int = 0, follow: bool = True) -> AsyncIterator[dict[str, Any]]:
         """As :meth:`Sandbox.events`, an async iterator."""

@@ -474,3 +474,17 @@ def decision(d: str) -> str:
 
 def approval_path(question: str) -> str:
     return f"/v1/approvals/{quote(question, safe='')}"
+def changes_params(path: str | None, content: bool) -> dict[str, str]:
+    params = {"content": "true" if content else "false"}
+    if path is not None:
+        params["path"] = path
+    return params
+
+
+def commit_body(paths: "list[str] | None", accept_flagged: bool, force: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"accept_flagged": accept_flagged, "force": force}
+    if paths is not None:
+        if isinstance(paths, str):
+            raise TypeError("paths is a list of paths, e.g. [\"src/main.py\"]")
+        body["paths"] = list(paths)
+    return body

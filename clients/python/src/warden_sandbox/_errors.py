@@ -32,7 +32,9 @@ class WardenError(Exception):
     ``status`` is the HTTP status; ``code`` the problem's stable code
     (``invalid_spec``, ``not_found``, ``forbidden``, ...); ``message`` what
     was wrong and what to do; ``field`` the JSON path of the request's
-    field at fault (e.g. ``/spec/resources/memory``), when one is.
+    field at fault (e.g. ``/spec/resources/memory``), when one is;
+    ``details`` the items a refusal is about, when there are several (the
+    flagged changes of a refused commit, its conflicts).
     """
 
     def __init__(
@@ -42,12 +44,14 @@ class WardenError(Exception):
         status: Optional[int] = None,
         code: str = "error",
         field: Optional[str] = None,
+        details: Any = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.code = code
         self.field = field
+        self.details = details
 
     def __str__(self) -> str:
         where = f" (at {self.field})" if self.field else ""
@@ -124,15 +128,17 @@ def error_from_response(status: int, body: bytes) -> WardenError:
         message = problem["message"]
         field = problem.get("field")
         field = field if isinstance(field, str) else None
+        details = problem.get("details")
     else:
         code = f"http_{status}"
         text = body.decode("utf-8", errors="replace").strip()
         message = text or f"the daemon answered HTTP {status}"
         field = None
+        details = None
     cls = _BY_STATUS.get(status)
     if cls is None:
         cls = ServerError if status >= 500 else WardenError
-    return cls(message, status=status, code=code, field=field)
+    return cls(message, status=status, code=code, field=field, details=details)
 
 
 class CommandExitError(Exception):

@@ -187,4 +187,55 @@ class Approval:
             port=int(d.get("port", 0)),
             asked_ms=int(d.get("asked_ms", 0)),
             deadline_ms=int(d.get("deadline_ms", 0)),
+class ChangeFlag:
+    """A reason to look twice at a change."""
+
+    #: Stable: ``git-hook``, ``git-config``, ``host-exec``, ``ci``,
+    #: ``executable``, ``symlink-escape``, ...
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of the sandbox to its workspace (``sb.changes()``)."""
+
+    #: Relative to the workspace.
+    path: str
+    #: ``added``, ``modified``, ``deleted``, ``mode``, ``type_changed``,
+    #: ``renamed`` (then ``from_`` is where it came from).
+    kind: str
+    flags: list[ChangeFlag]
+    from_: str | None = None
+    #: The whole change as the daemon gave it (entries, digest, content).
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.flags)
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Change:
+        return Change(
+            path=str(d["path"]),
+            kind=str(d["kind"]),
+            flags=[ChangeFlag(str(f["rule"]), str(f["reason"])) for f in d.get("flags") or []],
+            from_=d.get("from"),
+            raw=dict(d),
+        )
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What ``sb.commit()`` applied to the real workspace."""
+
+    applied: list[str]
+    #: Paths changed on the host too, overwritten with ``force``.
+    forced: list[str]
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> CommitResult:
+        return CommitResult(
+            applied=[str(p) for p in d.get("applied") or []],
+            forced=[str(p) for p in d.get("forced") or []],
         )

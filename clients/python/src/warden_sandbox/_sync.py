@@ -15,6 +15,9 @@ from . import _core
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
+from ._files import Files
+from ._pty import Pty
 
 OutputCallback = Callable[[str], Any]
 
@@ -115,6 +118,10 @@ class Sandbox:
         self._http = _http or _Http(_core.resolve_endpoint(host, token))
         self.commands = Commands(self)
         self.egress = Egress(self)
+        #: Processes on terminals: ``sb.pty.create(rows, cols, on_data=...)``.
+        self.pty = Pty(self)
+        #: The workspace's files: ``sb.files.watch(path, on_event=...)``.
+        self.files = Files(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, host={self._http.ep.where!r})"
@@ -217,6 +224,32 @@ class Sandbox:
         """Remove it: stop what runs in it and delete it with its
         workspace layer."""
         self._http.request("DELETE", _core.sandbox_path(self.id), params={"force": "true"})
+
+    def changes(self, path: str | None = None, content: bool = False) -> List[Change]:
+        """What the sandbox changed in its workspace (below ``path``), each
+        with the flags a reviewer should see; with ``content`` the content
+        difference too. What this shows is what :meth:`commit` may apply:
+        a change made after it is refused there."""
+        params = _core.changes_params(path, content)
+        body = self._http.json("GET", _core.sandbox_path(self.id, "changes"), params=params)
+        return [Change.from_json(c) for c in body.get("changes", [])]
+
+    def commit(
+        self,
+        paths: List[str] | None = None,
+        accept_flagged: bool = False,
+        force: bool = False,
+    ) -> CommitResult:
+        """Apply the changes :meth:`changes` showed (only ``paths`` when
+        given) to the real workspace; the sandbox must be stopped. Flagged
+        changes need ``accept_flagged``, else a :class:`ConflictError`
+        with code ``flagged`` lists them (``details``) and nothing is
+        written; paths changed on the host too are refused (``conflicts``)
+        unless ``force``."""
+        body = _core.commit_body(paths, accept_flagged, force)
+        return CommitResult.from_json(
+            self._http.json("POST", _core.sandbox_path(self.id, "commit"), json=body)
+        )
 
     def events(self, from_: int = 0, follow: bool = True) -> Iterator[dict[str, Any]]:
         """Its events (the audit log's, as dicts with an ``event`` key),

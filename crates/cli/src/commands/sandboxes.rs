@@ -162,36 +162,11 @@ pub fn rm(store: &Store, names: &[String], force: bool) -> anyhow::Result<u8> {
 /// every front door).
 pub(crate) use warden_workspace::printable;
 
-/// The profile's `filesystem.runs_on_host` globs of a named sandbox, from
-/// its stored spec (a `run --overlay` sandbox keeps them in its metadata,
-/// which the library reads itself).
-fn runs_on_host(sb: &Sandbox) -> Vec<String> {
-    use warden_runtime::state;
-    state::read_json::<state::Stored>(&sb.dir().join(state::STORED))
-        .map(|s| s.spec.filesystem.runs_on_host)
-        .unwrap_or_default()
-}
-
-/// Where the host's own git config (system, global) sends git for hooks
-/// in every repository: `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`
-/// (or `~/.config/git/config`), `~/.gitconfig`, or `$GIT_CONFIG_GLOBAL`.
-fn host_git_hooks() -> Vec<String> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let mut configs = vec![PathBuf::from("/etc/gitconfig")];
-    if let Some(global) = std::env::var_os("GIT_CONFIG_GLOBAL") {
-        configs.push(PathBuf::from(global));
-    } else {
-        match std::env::var_os("XDG_CONFIG_HOME") {
-            Some(x) => configs.push(PathBuf::from(x).join("git/config")),
-            None => configs.extend(home.as_ref().map(|h| h.join(".config/git/config"))),
-        }
-        configs.extend(home.as_ref().map(|h| h.join(".gitconfig")));
-    }
-    configs
-        .iter()
-        .flat_map(|c| warden_workspace::host_hooks_paths(c, home.as_deref()))
-        .collect()
-}
+// The profile's `filesystem.runs_on_host` globs of a named sandbox (a
+// `run --overlay` sandbox keeps them in its metadata, which the library
+// reads itself), and the host's own git hooks paths: one rule for every
+// front door.
+use warden_runtime::review::{host_git_hooks, runs_on_host};
 
 /// Whether the sandbox still runs (its supervisor is alive, or a `warden
 /// run` holds its lock): its layer can still change.

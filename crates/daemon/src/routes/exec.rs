@@ -340,7 +340,7 @@ pub async fn stdin(
 }
 
 /// A signal by number or name.
-fn signal_number(v: &serde_json::Value) -> Option<i32> {
+pub(super) fn signal_number(v: &serde_json::Value) -> Option<i32> {
     use nix::sys::signal::Signal;
     match v {
         serde_json::Value::Number(n) => {

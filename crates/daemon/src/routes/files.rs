@@ -49,7 +49,7 @@ pub struct FileQuery {
 type QueryResult = Result<Query<FileQuery>, axum::extract::rejection::QueryRejection>;
 
 /// The path relative to the workspace, as the init takes it.
-fn relative(path: Option<&str>) -> Result<String, ApiError> {
+pub(super) fn relative(path: Option<&str>) -> Result<String, ApiError> {
     let Some(path) = path else {
         return Err(ApiError::bad_request(
             "name the file with `?path=`: relative to the workspace, or absolute under /workspace",
@@ -137,7 +137,7 @@ async fn run_raw(
 }
 
 /// Do `op`; its descriptor when it opened one.
-async fn run(
+pub(super) async fn run(
     app: &Arc<App>,
     id: &str,
     op: FileOp,
@@ -149,7 +149,7 @@ async fn run(
     }
 }
 
-fn opened(fd: Option<OwnedFd>) -> Result<OwnedFd, ApiError> {
+pub(super) fn opened(fd: Option<OwnedFd>) -> Result<OwnedFd, ApiError> {
     fd.ok_or_else(|| ApiError::internal("the sandbox's init answered without the file"))
 }
 

@@ -4,11 +4,14 @@
 //! as a problem object).
 
 mod egress;
+mod changes;
 mod events;
 mod exec;
 mod files;
+mod pty;
 pub(crate) mod sandboxes;
 mod tokens;
+mod watch;
 
 pub use tokens::{info as token_info, parse_scopes};
 
@@ -96,21 +99,32 @@ where
         exec::output,
         exec::stdin,
         exec::signal,
+        pty::pty,
         events::events,
         egress::patch,
         egress::list,
         egress::answer,
+        changes::changes,
+        changes::commit,
         files::read,
         files::write,
         files::remove,
         files::list,
         files::mkdir,
         files::rename,
+        watch::watch,
         tokens::list,
         tokens::create,
         tokens::revoke,
     ),
-    components(schemas(crate::error::Problem)),
+    components(schemas(
+        crate::error::Problem,
+        crate::api::PtyClientMessage,
+        crate::api::PtyServerMessage,
+        crate::api::PtyStart,
+        watch::FileChange,
+        watch::Kind
+    )),
     modifiers(&Security)
 )]
 pub struct ApiDoc;
@@ -155,6 +169,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/execs/{exec}/output", get(exec::output))
         .route("/v1/sandboxes/{id}/execs/{exec}/stdin", post(exec::stdin))
         .route("/v1/sandboxes/{id}/execs/{exec}/signal", post(exec::signal))
+        .route("/v1/sandboxes/{id}/pty", get(pty::pty))
+        .route("/v1/sandboxes/{id}/changes", get(changes::changes))
+        .route("/v1/sandboxes/{id}/commit", post(changes::commit))
         .route("/v1/sandboxes/{id}/events", get(events::events))
         .route("/v1/sandboxes/{id}/egress", patch(egress::patch))
         .route("/v1/approvals", get(egress::list))
@@ -166,6 +183,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/files/list", get(files::list))
         .route("/v1/sandboxes/{id}/files/mkdir", post(files::mkdir))
         .route("/v1/sandboxes/{id}/files/move", post(files::rename))
+        .route("/v1/sandboxes/{id}/files/watch", get(watch::watch))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))

@@ -1,0 +1,66 @@
+"""Changes and commit through the client: what the sandbox did, a
+planted git hook flagged and a commit without acceptance refused with
+nothing written, a commit of some paths landing exactly those; the
+asyncio twin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import Daemon
+from warden_sandbox import AsyncSandbox, ConflictError, Sandbox
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / "existing.txt").write_text("old\n")
+    return ws
+
+
+def test_a_flagged_hook_blocks_a_commit_until_accepted_and_paths_land_exactly(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    ws = _workspace(tmp_path)
+    with Sandbox.create(host=daemon.unix_host, workspace=ws) as sb:
+        sb.commands.run(
+            "cd /workspace && echo new > a.txt && echo bee > b.txt && echo changed > existing.txt"
+            " && printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit"
+        ).check()
+        by_path = {c.path: c for c in sb.changes()}
+        assert by_path["a.txt"].kind == "added" and not by_path["a.txt"].flagged
+        assert by_path["existing.txt"].kind == "modified"
+        hook = by_path[".git/hooks/pre-commit"]
+        assert hook.flagged and hook.flags[0].rule == "git-hook"
+        with pytest.raises(ConflictError) as e:
+            sb.commit()
+        assert e.value.code == "running"
+        sb.stop()
+        sb.changes()
+        with pytest.raises(ConflictError) as e:
+            sb.commit()
+        assert e.value.code == "flagged"
+        assert [d["path"] for d in e.value.details] == [".git/hooks/pre-commit"]
+        assert not (ws / "a.txt").exists() and (ws / "existing.txt").read_text() == "old\n"
+        r = sb.commit(paths=["a.txt", "existing.txt"])
+        assert sorted(r.applied) == ["a.txt", "existing.txt"]
+        assert (ws / "a.txt").read_text() == "new\n"
+        assert (ws / "existing.txt").read_text() == "changed\n"
+        assert not (ws / "b.txt").exists() and not (ws / ".git/hooks/pre-commit").exists()
+        assert sorted(c.path for c in sb.changes()) == [".git/hooks/pre-commit", "b.txt"]
+        r = sb.commit(accept_flagged=True)
+        assert sorted(r.applied) == [".git/hooks/pre-commit", "b.txt"]
+        assert sb.changes() == []
+
+
+async def test_the_async_twin_reviews_and_commits(daemon: Daemon, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    async with await AsyncSandbox.create(host=daemon.unix_host, workspace=ws) as sb:
+        await sb.commands.run("echo z > /workspace/z.txt")
+        await sb.stop()
+        assert [c.path for c in await sb.changes()] == ["z.txt"]
+        r = await sb.commit()
+        assert r.applied == ["z.txt"]
+        assert (ws / "z.txt").read_text() == "z\n"

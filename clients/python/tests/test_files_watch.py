@@ -1,0 +1,83 @@
+"""Watching the workspace through the client: changes made inside the
+sandbox arrive (callback and iterator forms, and the asyncio twin); a
+path through a planted link is refused."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator, List
+
+import pytest
+
+from conftest import Daemon
+from warden_sandbox import AsyncSandbox, BadRequestError, FileEvent, Sandbox
+
+
+@pytest.fixture(scope="module")
+def sb(daemon: Daemon) -> Iterator[Sandbox]:
+    with Sandbox.create(host=daemon.unix_host) as s:
+        yield s
+
+
+def _wait(events: List[FileEvent], lock: threading.Lock, type_: str, path: str) -> FileEvent:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with lock:
+            for e in events:
+                if e.type == type_ and e.path == path:
+                    return e
+        time.sleep(0.02)
+    raise AssertionError(f"no {type_} {path}; came: {events}")
+
+
+def test_changes_inside_reach_the_callback_as_they_happen(sb: Sandbox) -> None:
+    sb.commands.run("mkdir -p /workspace/w").check()
+    got: List[FileEvent] = []
+    lock = threading.Lock()
+
+    def on_event(e: FileEvent) -> None:
+        with lock:
+            got.append(e)
+
+    w = sb.files.watch("w", on_event=on_event, recursive=True)
+    try:
+        sb.commands.run("echo a > /workspace/w/f && echo b >> /workspace/w/f").check()
+        assert _wait(got, lock, "created", "w/f").kind == "file"
+        _wait(got, lock, "modified", "w/f")
+        sb.commands.run("mkdir /workspace/w/d && mv /workspace/w/f /workspace/w/d/g").check()
+        moved = _wait(got, lock, "moved", "w/d/g")
+        assert moved.from_ == "w/f"
+        sb.commands.run("rm /workspace/w/d/g").check()
+        _wait(got, lock, "removed", "w/d/g")
+    finally:
+        w.close()
+
+
+def test_the_iterator_form_yields_the_same_changes(sb: Sandbox) -> None:
+    with sb.files.watch("/workspace") as w:
+        sb.commands.run("echo x > /workspace/iter-file").check()
+        for e in w:
+            if e.path == "iter-file":
+                assert e.type == "created"
+                break
+
+
+def test_a_path_through_a_link_or_out_of_the_workspace_is_refused(sb: Sandbox) -> None:
+    sb.commands.run("ln -sfn /etc /workspace/to-etc").check()
+    for p in ["to-etc", "..", "/etc"]:
+        with pytest.raises(BadRequestError):
+            sb.files.watch(p)
+
+
+async def test_the_async_twin_watches_too(daemon: Daemon) -> None:
+    async with await AsyncSandbox.create(host=daemon.unix_host) as sb:
+        w = await sb.files.watch(recursive=True)
+        try:
+            await sb.commands.run("echo y > /workspace/async-file")
+            async for e in w:
+                if e.path == "async-file":
+                    assert e.type == "created"
+                    break
+        finally:
+            await w.close()

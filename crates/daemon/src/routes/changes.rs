@@ -1,0 +1,227 @@
+//! A sandbox's changes to its workspace, and committing them to the real
+//! workspace. The review and its rules are the runtime's
+//! (`warden_runtime::review`, the same as `warden diff` and `warden
+//! commit`): this door only takes the request and says the answer.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use warden_runtime::review::{self, ReviewError};
+use warden_workspace::{Change, CommitError, DiffError, StoreError};
+
+use super::files::relative;
+use super::sandboxes::blocking;
+use super::Body;
+use crate::api::{ChangesAnswer, CommitAnswer, CommitRequest};
+use crate::app::App;
+use crate::error::{chain, ApiError, Problem};
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ChangesQuery {
+    /// Only changes at or below this path (relative to the workspace, or
+    /// under /workspace).
+    pub path: Option<String>,
+    /// With each file's content difference (a unified diff for text).
+    pub content: Option<bool>,
+}
+
+/// A path of a request as the review takes it (relative to the
+/// workspace); the workspace itself is every path.
+fn filter(path: &str, field: &str) -> Result<Option<PathBuf>, ApiError> {
+    let rel = relative(Some(path)).map_err(|e| e.with_field(Some(field)))?;
+    Ok((!rel.is_empty()).then(|| PathBuf::from(rel)))
+}
+
+/// The sandbox, which must have a layer to review.
+fn layered(app: &App, id: &str) -> Result<warden_workspace::Sandbox, ApiError> {
+    let sb = app.sandbox(id)?;
+    if !sb.upper().is_dir() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "no_layer",
+            format!("sandbox {id} has no workspace layer (it was not made with an overlay): its changes went straight to its workspace, there is nothing to review or commit"),
+        ));
+    }
+    Ok(sb)
+}
+
+fn flag_list(changes: &[Change]) -> serde_json::Value {
+    serde_json::Value::Array(
+        changes
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "path": c.path.to_string_lossy(),
+                    "kind": c.kind,
+                    "flags": c.flags,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn review_error(e: ReviewError, id: &str) -> ApiError {
+    match e {
+        ReviewError::Running(_) | ReviewError::Store(StoreError::InUse { .. }) => ApiError::new(
+            StatusCode::CONFLICT,
+            "running",
+            format!("nothing committed: sandbox {id} is running, so its changes are not final; stop it (POST /v1/sandboxes/{id}/stop), look at GET .../changes, then commit"),
+        ),
+        ReviewError::Flagged(changes) => {
+            let lines: Vec<String> = changes
+                .iter()
+                .flat_map(|c| {
+                    c.flags.iter().map(move |f| {
+                        format!(
+                            "{}: {} ({})",
+                            warden_workspace::printable_path(&c.path),
+                            f.rule,
+                            warden_workspace::printable(&f.reason)
+                        )
+                    })
+                })
+                .collect();
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "flagged",
+                format!(
+                    "nothing committed: {} change(s) are flagged and need \"accept_flagged\": true (or commit the other paths by name): {}",
+                    changes.len(),
+                    lines.join("; ")
+                ),
+            )
+            .with_details(flag_list(&changes))
+        }
+        ReviewError::Commit(CommitError::Conflicts { conflicts, .. }) => {
+            let details = conflicts
+                .iter()
+                .map(|c| serde_json::json!({"path": c.path.to_string_lossy(), "reason": c.reason}))
+                .collect();
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "conflicts",
+                format!(
+                    "nothing committed: {} path(s) changed in the real workspace since the sandbox started; look at them, then commit with \"force\": true to overwrite, or commit the other paths by name",
+                    conflicts.len()
+                ),
+            )
+            .with_details(serde_json::Value::Array(details))
+        }
+        ReviewError::Commit(e @ CommitError::Unsafe(_)) => {
+            ApiError::new(StatusCode::CONFLICT, "unsafe", chain(&e))
+        }
+        ReviewError::Commit(CommitError::Unreviewed(items)) => {
+            let details = items
+                .iter()
+                .map(|c| serde_json::json!({"path": c.path.to_string_lossy(), "reason": c.reason}))
+                .collect();
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "unreviewed",
+                format!(
+                    "nothing committed: {} change(s) are not what GET /v1/sandboxes/{id}/changes showed (made since, or never shown); look at them there, then commit",
+                    items.len()
+                ),
+            )
+            .with_details(serde_json::Value::Array(details))
+        }
+        ReviewError::Diff(e @ DiffError::Filter(_))
+        | ReviewError::Commit(CommitError::Diff(e @ DiffError::Filter(_))) => {
+            ApiError::bad_request(chain(&e)).with_field(Some("/paths"))
+        }
+        ReviewError::Diff(e @ DiffError::TooLong { .. })
+        | ReviewError::Commit(CommitError::Diff(e @ DiffError::TooLong { .. })) => {
+            ApiError::conflict(chain(&e))
+        }
+        ReviewError::Commit(e @ CommitError::Apply { .. }) => {
+            let applied = match &e {
+                CommitError::Apply { applied, .. } => applied
+                    .iter()
+                    .map(|p| serde_json::Value::from(p.to_string_lossy().into_owned()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            ApiError::internal(chain(&e)).with_details(serde_json::Value::Array(applied))
+        }
+        e => ApiError::internal(chain(&e)),
+    }
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes/{id}/changes", params(("id" = String, Path), ChangesQuery),
+    responses((status = 200, body = ChangesAnswer), (status = 400, body = Problem),
+        (status = 404, body = Problem), (status = 409, body = Problem)),
+    security(("token" = [])))]
+pub async fn changes(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    query: Result<Query<ChangesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<ChangesAnswer>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let paths: Vec<PathBuf> = match &q.path {
+        Some(p) => filter(p, "/path")?.into_iter().collect(),
+        None => Vec::new(),
+    };
+    let content = q.content.unwrap_or(false);
+    blocking(move || {
+        let sb = layered(&app, &id)?;
+        let changes = review::review(&sb, paths, content).map_err(|e| review_error(e, &id))?;
+        let flagged = changes.iter().filter(|c| !c.flags.is_empty()).count();
+        let changes = changes
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ApiError::internal(format!("cannot show a change: {e}")))?;
+        Ok(Json(ChangesAnswer { changes, flagged }))
+    })
+    .await
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/commit", params(("id" = String, Path)), request_body = CommitRequest,
+    responses((status = 200, body = CommitAnswer), (status = 400, body = Problem),
+        (status = 404, body = Problem), (status = 409, description = "nothing committed: `running`, `flagged`, `conflicts`, `unsafe`, `unreviewed` or `no_layer`, with `details`", body = Problem)),
+    security(("token" = [])))]
+pub async fn commit(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    Body(req): Body<CommitRequest>,
+) -> Result<Json<CommitAnswer>, ApiError> {
+    let mut paths = Vec::new();
+    for p in &req.paths {
+        match filter(p, "/paths")? {
+            Some(p) => paths.push(p),
+            // The workspace itself: every change.
+            None => {
+                paths.clear();
+                break;
+            }
+        }
+    }
+    if !req.paths.is_empty() && paths.is_empty() && req.paths.iter().all(|p| p.is_empty()) {
+        return Err(ApiError::bad_request(
+            "`paths` holds only empty paths: leave it out to commit all",
+        )
+        .with_field(Some("/paths")));
+    }
+    blocking(move || {
+        let sb = layered(&app, &id)?;
+        let report = review::commit(&sb, paths, req.force, req.accept_flagged)
+            .map_err(|e| review_error(e, &id))?;
+        Ok(Json(CommitAnswer {
+            applied: report
+                .applied
+                .iter()
+                .map(|c| c.path.to_string_lossy().into_owned())
+                .collect(),
+            forced: report
+                .forced
+                .iter()
+                .map(|c| c.path.to_string_lossy().into_owned())
+                .collect(),
+        }))
+    })
+    .await
+}

@@ -1,0 +1,478 @@
+//! Changes in a sandbox's workspace as server-sent events: created,
+//! modified, removed, moved, each with its path relative to the
+//! workspace.
+//!
+//! Confined as the files API is: the sandbox's own init opens the watched
+//! directory inside the sandbox, beneath `/workspace`, one name at a time
+//! and through no link (a path that leaves is 400), and hands the daemon
+//! the directory it opened; the daemon watches that directory's inode
+//! (inotify on `/proc/self/fd/N`, which names exactly the descriptor) and
+//! reaches subdirectories only from it, one name at a time with
+//! `O_NOFOLLOW | O_DIRECTORY`: a symbolic link, wherever it points, is
+//! never entered, so nothing outside the workspace is ever watched. What
+//! is watched is the sandbox's own view (through its overlay, when it has
+//! one), so its changes are seen as it made them.
+
+use axum::extract::{Path, Query, State};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use warden_jail::files::FileOp;
+
+use super::files::{opened, relative, run};
+use super::sandboxes::blocking;
+use crate::app::App;
+use crate::error::{ApiError, Problem};
+
+/// Most directories one watch follows (each is an inotify watch).
+const MAX_DIRS: usize = 8192;
+/// Most watch streams open at once in this daemon: each takes one of the
+/// inotify instances the kernel counts per user (128 by default), which
+/// the daemon's user shares with everything else it runs, so token
+/// holders may not take them all.
+const MAX_WATCHES: usize = 32;
+/// Watch streams open now.
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// A place among the [`MAX_WATCHES`], given back when dropped.
+struct Slot;
+
+impl Slot {
+    fn take() -> Result<Slot, ApiError> {
+        let taken = OPEN.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < MAX_WATCHES).then_some(n + 1)
+        });
+        match taken {
+            Ok(_) => Ok(Slot),
+            Err(_) => Err(ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "quota",
+                format!("{MAX_WATCHES} files watches are open on this daemon already; close one (or watch a common parent recursively) and ask again"),
+            )),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        OPEN.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How often the watching thread looks whether its client is still there.
+const POLL_MS: u16 = 200;
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct WatchQuery {
+    /// A directory relative to the workspace, or absolute under
+    /// /workspace (the workspace itself when not given).
+    pub path: Option<String>,
+    /// Its subdirectories too, and those made later (default false).
+    pub recursive: Option<bool>,
+}
+
+/// One change, as a server-sent event's data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FileChange {
+    /// The watch is in place: every change from now on is reported.
+    Ready {
+        path: String,
+    },
+    Created {
+        path: String,
+        kind: Kind,
+    },
+    Modified {
+        path: String,
+    },
+    Removed {
+        path: String,
+        kind: Kind,
+    },
+    /// Renamed inside the watched tree.
+    Moved {
+        from: String,
+        path: String,
+        kind: Kind,
+    },
+    /// The kernel's queue overflowed: changes were lost; list again.
+    Overflow,
+    /// The watched directory itself was removed or moved; the stream ends.
+    Gone {
+        path: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    File,
+    Dir,
+}
+
+fn kind_of(mask: EventMask) -> Kind {
+    if mask.contains(EventMask::ISDIR) {
+        Kind::Dir
+    } else {
+        Kind::File
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// Open `name` beneath `dir` as a directory, following no link and
+/// crossing into nothing else (a mount point, a magic link).
+fn open_dir(dir: BorrowedFd<'_>, name: &str) -> Result<OwnedFd, Errno> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        return Err(Errno::EINVAL);
+    }
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .mode(Mode::empty())
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS
+                | ResolveFlag::RESOLVE_NO_XDEV,
+        );
+    nix::fcntl::openat2(dir, name, how)
+}
+
+/// The watches of one stream: each watched directory's path relative to
+/// the workspace.
+struct Watcher {
+    inotify: Inotify,
+    /// The watched directory, as the init opened it.
+    root: OwnedFd,
+    root_rel: String,
+    recursive: bool,
+    dirs: HashMap<WatchDescriptor, String>,
+}
+
+fn mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MODIFY
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF
+        | WatchMask::ONLYDIR
+        | WatchMask::EXCL_UNLINK
+}
+
+impl Watcher {
+    fn new(root: OwnedFd, root_rel: String, recursive: bool) -> Result<Watcher, ApiError> {
+        let inotify = Inotify::init().map_err(|e| match e.raw_os_error() {
+            Some(libc_emfile) if libc_emfile == Errno::EMFILE as i32 => ApiError::new(
+                axum::http::StatusCode::INSUFFICIENT_STORAGE,
+                "quota",
+                "the host has no inotify instance left for the daemon's user (fs.inotify.max_user_instances); close other watches and ask again",
+            ),
+            _ => ApiError::internal(format!("cannot start watching: {e}")),
+        })?;
+        let mut w = Watcher {
+            inotify,
+            root,
+            root_rel,
+            recursive,
+            dirs: HashMap::new(),
+        };
+        let fd = nix::unistd::dup(&w.root)
+            .map_err(|e| ApiError::internal(format!("cannot start watching: {e}")))?;
+        let rel = w.root_rel.clone();
+        w.add_tree(fd, rel, None).map_err(|e| match e {
+            Errno::ENOSPC | Errno::EMFILE => ApiError::new(
+                axum::http::StatusCode::INSUFFICIENT_STORAGE,
+                "quota",
+                "the host has no inotify watches left for this (fs.inotify.max_user_watches)",
+            ),
+            e => ApiError::internal(format!("cannot watch: {}", e.desc())),
+        })?;
+        Ok(w)
+    }
+
+    /// The directory `fd` (at `rel`) below `self.root`.
+    fn open_rel(&self, rel: &str) -> Result<OwnedFd, Errno> {
+        let below = if self.root_rel.is_empty() {
+            rel
+        } else {
+            rel.strip_prefix(&self.root_rel)
+                .map(|r| r.trim_start_matches('/'))
+                .ok_or(Errno::EXDEV)?
+        };
+        let mut cur = nix::unistd::dup(&self.root)?;
+        for name in below.split('/').filter(|n| !n.is_empty()) {
+            cur = open_dir(cur.as_fd(), name)?;
+        }
+        Ok(cur)
+    }
+
+    /// Watch `fd` (at `rel`) and, when recursive, every directory below
+    /// it; with `found`, what is already there is reported as created (it
+    /// may have been made before its watch was).
+    fn add_tree(
+        &mut self,
+        fd: OwnedFd,
+        rel: String,
+        mut found: Option<&mut Vec<FileChange>>,
+    ) -> Result<(), Errno> {
+        let mut stack = vec![(fd, rel)];
+        while let Some((fd, rel)) = stack.pop() {
+            if self.dirs.len() >= MAX_DIRS {
+                return Err(Errno::ENOSPC);
+            }
+            let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            let wd = self
+                .inotify
+                .watches()
+                .add(&proc_path, mask())
+                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())))?;
+            self.dirs.insert(wd, rel.clone());
+            if !self.recursive {
+                continue;
+            }
+            let Ok(mut dir) = nix::dir::Dir::from_fd(fd) else {
+                continue;
+            };
+            let mut entries = Vec::new();
+            for e in dir.iter().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name == "." || name == ".." {
+                    continue;
+                }
+                let is_dir = e.file_type() == Some(nix::dir::Type::Directory);
+                entries.push((name, is_dir));
+            }
+            for (name, is_dir) in entries {
+                let path = join(&rel, &name);
+                if let Some(f) = found.as_deref_mut() {
+                    f.push(FileChange::Created {
+                        path: path.clone(),
+                        kind: if is_dir { Kind::Dir } else { Kind::File },
+                    });
+                }
+                if is_dir {
+                    // A link is not a directory here (d_type of the entry
+                    // itself), and open_dir refuses one swapped in since.
+                    if let Ok(sub) = open_dir(dir.as_fd(), &name) {
+                        stack.push((sub, path));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop watching `rel` and everything below it.
+    fn forget_tree(&mut self, rel: &str) {
+        let prefix = format!("{rel}/");
+        let gone: Vec<WatchDescriptor> = self
+            .dirs
+            .iter()
+            .filter(|(_, r)| *r == rel || r.starts_with(&prefix))
+            .map(|(wd, _)| wd.clone())
+            .collect();
+        for wd in gone {
+            self.dirs.remove(&wd);
+            let _ = self.inotify.watches().remove(wd);
+        }
+    }
+
+    /// A new directory at `path`: watched, with what it holds already.
+    fn grew(&mut self, path: &str, out: &mut Vec<FileChange>) {
+        if !self.recursive {
+            return;
+        }
+        if let Ok(fd) = self.open_rel(path) {
+            let _ = self.add_tree(fd, path.to_string(), Some(out));
+        }
+    }
+
+    /// The changes one read of the kernel's queue holds; `None` when the
+    /// watched directory itself is gone.
+    fn translate(&mut self, buf: &mut [u8]) -> Result<Vec<FileChange>, Errno> {
+        let mut raw = Vec::new();
+        {
+            let events = match self.inotify.read_events(buf) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(Vec::new()),
+                Err(e) => return Err(Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio()))),
+            };
+            for e in events {
+                let name = e.name.map(|n| n.to_string_lossy().into_owned());
+                raw.push((e.wd.clone(), e.mask, e.cookie, name));
+            }
+        }
+        let mut out: Vec<FileChange> = Vec::new();
+        let mut moved_from: Option<(u32, String, Kind)> = None;
+        let flush_from = |m: &mut Option<(u32, String, Kind)>, out: &mut Vec<FileChange>| {
+            if let Some((_, path, kind)) = m.take() {
+                out.push(FileChange::Removed { path, kind });
+            }
+        };
+        for (wd, mask, cookie, name) in raw {
+            if mask.contains(EventMask::Q_OVERFLOW) {
+                out.push(FileChange::Overflow);
+                continue;
+            }
+            let Some(dir) = self.dirs.get(&wd).cloned() else {
+                continue;
+            };
+            if mask.contains(EventMask::IGNORED) {
+                self.dirs.remove(&wd);
+                if dir == self.root_rel {
+                    flush_from(&mut moved_from, &mut out);
+                    out.push(FileChange::Gone { path: dir });
+                    return Ok(out);
+                }
+                continue;
+            }
+            if mask.intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF) {
+                if dir == self.root_rel {
+                    flush_from(&mut moved_from, &mut out);
+                    out.push(FileChange::Gone { path: dir });
+                    return Ok(out);
+                }
+                continue;
+            }
+            let Some(name) = name else { continue };
+            let path = join(&dir, &name);
+            let kind = kind_of(mask);
+            if !mask.contains(EventMask::MOVED_TO) {
+                flush_from(&mut moved_from, &mut out);
+            }
+            if mask.contains(EventMask::CREATE) {
+                out.push(FileChange::Created {
+                    path: path.clone(),
+                    kind,
+                });
+                if kind == Kind::Dir {
+                    self.grew(&path, &mut out);
+                }
+            } else if mask.contains(EventMask::DELETE) {
+                out.push(FileChange::Removed { path, kind });
+            } else if mask.intersects(EventMask::MODIFY | EventMask::CLOSE_WRITE) {
+                let change = FileChange::Modified { path };
+                if out.last() != Some(&change) {
+                    out.push(change);
+                }
+            } else if mask.contains(EventMask::MOVED_FROM) {
+                if kind == Kind::Dir {
+                    // Its watches go: wherever it went, it is followed
+                    // again only if it lands inside the watched tree.
+                    self.forget_tree(&path);
+                }
+                moved_from = Some((cookie, path, kind));
+            } else if mask.contains(EventMask::MOVED_TO) {
+                match moved_from.take() {
+                    Some((c, from, _)) if c == cookie => out.push(FileChange::Moved {
+                        from,
+                        path: path.clone(),
+                        kind,
+                    }),
+                    other => {
+                        moved_from = other;
+                        flush_from(&mut moved_from, &mut out);
+                        out.push(FileChange::Created {
+                            path: path.clone(),
+                            kind,
+                        });
+                    }
+                }
+                if kind == Kind::Dir {
+                    self.grew(&path, &mut out);
+                }
+            }
+        }
+        flush_from(&mut moved_from, &mut out);
+        Ok(out)
+    }
+
+    /// Send changes until the client goes or the directory does.
+    fn run(mut self, tx: mpsc::Sender<Result<SseEvent, Infallible>>) {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            if tx.is_closed() {
+                return;
+            }
+            let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::from(POLL_MS)) {
+                Ok(0) | Err(Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(_) => return,
+            }
+            let changes = match self.translate(&mut buf) {
+                Ok(c) => c,
+                Err(_) => return,
+            };
+            for c in changes {
+                let end = matches!(c, FileChange::Gone { .. });
+                if !send(&tx, &c) || end {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn send(tx: &mpsc::Sender<Result<SseEvent, Infallible>>, c: &FileChange) -> bool {
+    let Ok(data) = serde_json::to_string(c) else {
+        return true;
+    };
+    tx.blocking_send(Ok(SseEvent::default().data(data))).is_ok()
+}
+
+fn libc_eio() -> i32 {
+    Errno::EIO as i32
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes/{id}/files/watch", params(("id" = String, Path), WatchQuery),
+    responses((status = 200, description = "text/event-stream of FileChange (JSON): `ready` first, then each change as it happens; with `recursive`, what a directory holds when it is made or moved in is reported as `created` (it may have changed before its watch was in place)", body = FileChange),
+        (status = 400, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)),
+    security(("token" = [])))]
+pub async fn watch(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    query: Result<Query<WatchQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<impl axum::response::IntoResponse, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let path = relative(Some(q.path.as_deref().unwrap_or("")))?;
+    let recursive = q.recursive.unwrap_or(false);
+    let slot = Slot::take()?;
+    // The init opens the directory inside the sandbox (a link, `..` or a
+    // file refused there), and hands it over.
+    let fd = opened(run(&app, &id, FileOp::List { path: path.clone() }, &path).await?)?;
+    let rel = path.clone();
+    let watcher = blocking(move || Watcher::new(fd, rel, recursive)).await?;
+    let (tx, rx) = mpsc::channel::<Result<SseEvent, Infallible>>(256);
+    std::thread::spawn(move || {
+        let _slot = slot;
+        if send(&tx, &FileChange::Ready { path }) {
+            watcher.run(tx);
+        }
+    });
+    Ok(Sse::new(ReceiverStream::new(rx))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}

@@ -1,0 +1,167 @@
+//! Reviewing and committing a sandbox's changes, as every front door
+//! does it: which paths the host runs (the sandbox's spec and the host's
+//! own git configuration flag changes to them), and the rules of a commit
+//! made without a person at a terminal: nothing while the sandbox runs,
+//! flagged changes only when accepted by name, only what a diff showed,
+//! conflicts with the host's tree refused unless forced. The diff, the
+//! flags and the commit itself are the `workspace` crate's.
+
+use std::path::PathBuf;
+use warden_workspace::{
+    Change, CommitError, CommitOptions, CommitReport, Decision, DiffError, DiffOptions, Sandbox,
+    StoreError,
+};
+
+/// Why a commit did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("nothing committed: sandbox {0} is still running, so its changes are not final; stop it, review its changes, then commit")]
+    Running(String),
+    #[error("nothing committed: {} flagged change(s) need an explicit acceptance (or commit the other paths by name)", .0.len())]
+    Flagged(Vec<Change>),
+    #[error(transparent)]
+    Diff(#[from] DiffError),
+    #[error(transparent)]
+    Commit(#[from] CommitError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Globs of workspace paths that tools on the host run, from the
+/// sandbox's stored spec (`filesystem.runs_on_host`).
+pub fn runs_on_host(sb: &Sandbox) -> Vec<String> {
+    crate::state::read_json::<crate::state::Stored>(&sb.dir().join(crate::state::STORED))
+        .map(|s| s.spec.filesystem.runs_on_host)
+        .unwrap_or_default()
+}
+
+/// Where the host's own git config (system, global) sends git for hooks
+/// in every repository: `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`
+/// (or `~/.config/git/config`), `~/.gitconfig`, or `$GIT_CONFIG_GLOBAL`.
+pub fn host_git_hooks() -> Vec<String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut configs = vec![PathBuf::from("/etc/gitconfig")];
+    if let Some(global) = std::env::var_os("GIT_CONFIG_GLOBAL") {
+        configs.push(PathBuf::from(global));
+    } else {
+        match std::env::var_os("XDG_CONFIG_HOME") {
+            Some(x) => configs.push(PathBuf::from(x).join("git/config")),
+            None => configs.extend(home.as_ref().map(|h| h.join(".config/git/config"))),
+        }
+        configs.extend(home.as_ref().map(|h| h.join(".gitconfig")));
+    }
+    configs
+        .iter()
+        .flat_map(|c| warden_workspace::host_hooks_paths(c, home.as_deref()))
+        .collect()
+}
+
+/// What a review of `paths` (all when empty) computes.
+pub fn diff_options(sb: &Sandbox, paths: Vec<PathBuf>, content: bool) -> DiffOptions {
+    DiffOptions {
+        paths,
+        content,
+        patches: content,
+        renames: true,
+        allowed: None,
+        runs_on_host: runs_on_host(sb),
+        host_hooks_paths: host_git_hooks(),
+    }
+}
+
+/// Whether the sandbox still runs (its supervisor is alive, or a run
+/// holds its lock): its layer can still change.
+pub fn still_running(sb: &Sandbox) -> bool {
+    crate::lifecycle::liveness(sb).running() || matches!(sb.lock(), Err(StoreError::InUse { .. }))
+}
+
+/// The changes of `paths` (all when empty), recorded as shown: a later
+/// [`commit`] applies a change only while it is what this showed.
+pub fn review(
+    sb: &Sandbox,
+    paths: Vec<PathBuf>,
+    content: bool,
+) -> Result<Vec<Change>, ReviewError> {
+    let changes = sb.diff(&diff_options(sb, paths, content))?;
+    sb.record_review(&changes)?;
+    Ok(changes)
+}
+
+/// Commit `paths` (all when empty) of a stopped sandbox, by the rules of
+/// `warden commit` without a terminal: flagged changes only with
+/// `accept_flagged`, only what a review showed, conflicts only with
+/// `force`. Recorded in the sandbox's audit log either way.
+pub fn commit(
+    sb: &Sandbox,
+    paths: Vec<PathBuf>,
+    force: bool,
+    accept_flagged: bool,
+) -> Result<CommitReport, ReviewError> {
+    let refused = |e: ReviewError| {
+        let _ = crate::lifecycle::record(sb, "commit-refused", Vec::new(), e.to_string());
+        e
+    };
+    if crate::lifecycle::liveness(sb).running() {
+        return Err(refused(ReviewError::Running(sb.name().to_string())));
+    }
+    let lock = sb.lock().map_err(|e| match e {
+        StoreError::InUse { .. } => ReviewError::Running(sb.name().to_string()),
+        e => ReviewError::Store(e),
+    })?;
+    let preview = sb.diff(&diff_options(sb, paths.clone(), false))?;
+    let flagged: Vec<Change> = preview
+        .iter()
+        .filter(|c| !c.flags.is_empty())
+        .cloned()
+        .collect();
+    if !flagged.is_empty() && !accept_flagged {
+        return Err(refused(ReviewError::Flagged(flagged)));
+    }
+    let report = lock.commit(
+        &CommitOptions {
+            paths,
+            force,
+            reviewed: true,
+            runs_on_host: runs_on_host(sb),
+            host_hooks_paths: host_git_hooks(),
+        },
+        &mut |_| Decision::Apply,
+    );
+    match report {
+        Ok(r) => {
+            let applied: Vec<String> = r
+                .applied
+                .iter()
+                .map(|c| c.path.to_string_lossy().into_owned())
+                .collect();
+            let detail = format!(
+                "{} applied, {} conflicts overridden",
+                r.applied.len(),
+                r.forced.len()
+            );
+            let _ = crate::lifecycle::record(sb, "commit", applied, detail);
+            Ok(r)
+        }
+        Err(CommitError::Apply {
+            op,
+            path,
+            source,
+            applied,
+        }) => {
+            let shown: Vec<String> = applied
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect();
+            let e = CommitError::Apply {
+                op,
+                path,
+                source,
+                applied,
+            };
+            let detail = format!("{} applied, then stopped: {e}", shown.len());
+            let _ = crate::lifecycle::record(sb, "commit", shown, detail);
+            Err(e.into())
+        }
+        Err(e) => Err(refused(e.into())),
+    }
+}
