@@ -187,6 +187,10 @@ class Approval:
             port=int(d.get("port", 0)),
             asked_ms=int(d.get("asked_ms", 0)),
             deadline_ms=int(d.get("deadline_ms", 0)),
+        )
+
+
+@dataclass(frozen=True)
 class ChangeFlag:
     """A reason to look twice at a change."""
 
