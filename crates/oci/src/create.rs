@@ -132,7 +132,7 @@ pub fn create(
 }
 
 /// Directories warden mounts over at the top of a container's root.
-const MOUNT_POINTS: &[&str] = &["proc", "dev", "tmp", "workspace"];
+const MOUNT_POINTS: &[&str] = &["proc", "dev", "tmp", "workspace", "etc"];
 
 /// Make the mount points warden needs at the top of `rootfs` that an
 /// image lacks (its root is bound read-only into the sandbox, whose root
@@ -159,6 +159,31 @@ fn mount_points(rootfs: &Path) -> Result<Vec<String>, OciError> {
             Err(e) => {
                 return Err(OciError::Write {
                     path: rootfs.join(name),
+                    source: std::io::Error::from(e),
+                })
+            }
+        }
+    }
+    // warden's resolver is bound over /etc/resolv.conf.
+    let etc = nix::fcntl::openat(
+        &dir,
+        "etc",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    );
+    if let Ok(etc) = etc {
+        let file = nix::fcntl::openat(
+            &etc,
+            "resolv.conf",
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o644),
+        );
+        match file {
+            Ok(_) => made.push("/etc/resolv.conf".into()),
+            Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => {
+                return Err(OciError::Write {
+                    path: rootfs.join("etc/resolv.conf"),
                     source: std::io::Error::from(e),
                 })
             }

@@ -20,6 +20,8 @@ pub const ANNOTATION_PROFILE: &str = "warden.dev/profile";
 pub const ANNOTATION_EGRESS: &str = "warden.dev/egress";
 /// Annotation: `NAME=IP` pins, comma-separated (`--add-host`).
 pub const ANNOTATION_HOSTS: &str = "warden.dev/hosts";
+/// Annotation: `true` lets plain HTTP through to allowed names (`--allow-http`).
+pub const ANNOTATION_ALLOW_HTTP: &str = "warden.dev/allow-http";
 /// Every `warden.dev/` annotation warden reads; any other is refused.
 pub const ANNOTATIONS: &[(&str, &str)] = &[
     (
@@ -313,6 +315,11 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
                 profile = Some(value.trim().to_string());
             }
             ANNOTATION_EGRESS => o.allow_domain.extend(list(value)),
+            ANNOTATION_ALLOW_HTTP => match value.trim() {
+                "true" => o.allow_http = Some(true),
+                "false" => o.allow_http = Some(false),
+                _ => return Err(invalid(&field, value, "must be true or false")),
+            },
             ANNOTATION_HOSTS => {
                 for pin in list(value) {
                     if !pin.contains('=') {
