@@ -75,27 +75,38 @@ pub fn run(
         });
     }
     let tty = req.tty;
-    let conn = Connection::open(&c.control())?;
-    let stdin = std::io::stdin();
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
-    let stdio = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
-    let mut running = conn.exec(req, if tty { &[] } else { &stdio })?;
-    if let Some(p) = pid_file {
-        container::write_pid_file(p, std::process::id())?;
+    let control = c.control();
+    if !tty {
+        // A signal sent to this process (the shim signals an exec through
+        // the PID in its pid file) is passed on to the exec's process.
+        client::hold_forwarded_signals()?;
     }
+    let conn = Connection::open(&control)?;
     if tty {
-        match console {
+        let mut running = conn.exec(req, &[])?;
+        if let Some(p) = pid_file {
+            container::write_pid_file(p, std::process::id())?;
+        }
+        return match console {
             Some(sock) => {
                 let master = running.take_master().ok_or(OciError::Unsupported(
                     "the sandbox sent no terminal for a --tty exec".into(),
                 ))?;
                 container_console(sock, &master)?;
+                drop(master);
+                Ok(running.wait()?.status)
             }
-            None => return Ok(client::relay_terminal(running)?.status),
-        }
+            None => Ok(client::relay_terminal(running)?.status),
+        };
     }
-    Ok(running.wait()?.status)
+    // The caller's pipes and files (the shim's fifos) go to the process
+    // as they are.
+    let stdio = client::CallerStdio::new()?;
+    let running = conn.exec(req, &stdio.fds())?;
+    if let Some(p) = pid_file {
+        container::write_pid_file(p, std::process::id())?;
+    }
+    Ok(client::wait_forwarding(running, &control, stdio.into_relay())?.status)
 }
 
 fn container_console(sock: &Path, master: &std::os::fd::OwnedFd) -> Result<(), OciError> {

@@ -5,6 +5,8 @@
 //! containers with `--runtime io.containerd.runc.v2 --runc-binary
 //! warden-oci`, which sets the runc shim's `BinaryName` option.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::*;
