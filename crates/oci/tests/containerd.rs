@@ -346,3 +346,75 @@ fn host_loopback_is_out_of_reach_unless_the_annotation_allows_the_name() {
         text(&o.stdout)
     );
 }
+
+#[test]
+fn ctr_task_exec_kill_and_delete_go_through_warden() {
+    let Some(c) = with_image() else { return };
+    let bin = bin();
+    let root = c.runtime_root();
+    let o = c.ctr(&[
+        "run",
+        "-d",
+        "--snapshotter",
+        "native",
+        "--runtime",
+        "io.containerd.runc.v2",
+        "--runc-binary",
+        bin,
+        "--runc-root",
+        root.to_str().unwrap(),
+        IMAGE,
+        "long",
+        "sleep",
+        "600",
+    ]);
+    assert!(
+        o.status.success(),
+        "run -d: {} {}",
+        text(&o.stderr),
+        c.log()
+    );
+    let o = c.ctr(&["task", "ls"]);
+    assert!(text(&o.stdout).contains("RUNNING"), "{}", text(&o.stdout));
+    // An exec: its output and exit status come back through the shim.
+    let o = c.ctr(&[
+        "task",
+        "exec",
+        "--exec-id",
+        "e1",
+        "long",
+        "sh",
+        "-c",
+        "echo in-exec; exit 4",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(4),
+        "exec: {} {}",
+        text(&o.stderr),
+        c.log()
+    );
+    assert_eq!(text(&o.stdout).trim(), "in-exec");
+    // The sandbox's audit log recorded it.
+    let audit =
+        std::fs::read_to_string(root.join("warden-test/sandboxes/long/audit.jsonl")).unwrap();
+    assert!(audit.contains("in-exec"), "{audit}");
+    let o = c.ctr(&["task", "kill", "-s", "SIGKILL", "long"]);
+    assert!(o.status.success(), "kill: {}", text(&o.stderr));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text(&c.ctr(&["task", "ls"]).stdout).contains("STOPPED") {
+        assert!(
+            Instant::now() < deadline,
+            "the task did not stop: {}",
+            c.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = c.ctr(&["task", "delete", "long"]);
+    assert!(o.status.success(), "task delete: {}", text(&o.stderr));
+    assert!(c.ctr(&["container", "delete", "long"]).status.success());
+    let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -1,7 +1,13 @@
 //! Shared by the OCI tests: bundles with a busybox root, the binary, a
 //! state root, all in a temporary directory of the test's own.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::new_without_default)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::new_without_default
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
