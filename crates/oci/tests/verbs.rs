@@ -239,3 +239,39 @@ fn features_name_the_annotations_warden_reads() {
     let f: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(f["annotations"]["warden.dev/egress"].is_string(), "{f}");
 }
+
+#[test]
+fn a_created_container_killed_before_start_ends_as_killed() {
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let b = lab.bundle("b", config(&["sh", "-c", "echo never"]));
+    let pid_file = lab.path("pid");
+    let o = lab.oci(&[
+        "create",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "c4",
+    ]);
+    assert!(o.status.success(), "create: {}", text(&o.stderr));
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let o = lab.oci(&["kill", "c4", "KILL"]);
+    assert!(o.status.success(), "kill: {}", text(&o.stderr));
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 137)
+    );
+    assert_eq!(lab.state("c4")["status"], "stopped");
+    assert!(!lab.oci(&["start", "c4"]).status.success());
+    assert!(lab.oci(&["delete", "c4"]).status.success());
+    assert!(lab.left().is_empty());
+}

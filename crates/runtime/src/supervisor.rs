@@ -905,6 +905,17 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
         return;
     }
     shared.bus.emit(EventKind::Stopping { reason });
+    // A first process still held never runs: the sandbox's end is its
+    // end, as if it had been killed (the status containerd's shim reports
+    // for a container killed before it started); its stdio is let go.
+    if let Ok(mut main) = shared.main.lock() {
+        if matches!(*main, Main::Held(..)) {
+            *main = Main::Exited(128 + libc::SIGKILL);
+            if let Ok(mut s) = shared.main_status.lock() {
+                *s = Some(128 + libc::SIGKILL);
+            }
+        }
+    }
     let _ = spawn::send(shared.channel.as_fd(), &ToInit::TermAll, &[]);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline && !descendants(shared.init.as_raw()).is_empty() {
