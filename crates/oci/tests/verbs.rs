@@ -275,3 +275,70 @@ fn a_created_container_killed_before_start_ends_as_killed() {
     assert!(lab.oci(&["delete", "c4"]).status.success());
     assert!(lab.left().is_empty());
 }
+
+#[test]
+fn exec_tty_sends_a_terminal_master_to_the_console_socket() {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let b = lab.bundle("b", config(&["sleep", "600"]));
+    assert!(lab
+        .oci(&["create", "--bundle", b.to_str().unwrap(), "c5"])
+        .status
+        .success());
+    assert!(lab.oci(&["start", "c5"]).status.success());
+    let sock_path = lab.path("console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
+    let pid_file = lab.path("tty.pid");
+    let o = lab.oci(&[
+        "exec",
+        "--tty",
+        "--detach",
+        "--console-socket",
+        sock_path.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "c5",
+        "sh",
+        "-c",
+        "tty; echo tty-ok; sleep 1",
+    ]);
+    assert!(o.status.success(), "exec --tty: {}", text(&o.stderr));
+    let (conn, _) = listener.accept().unwrap();
+    let mut buf = [0u8; 64];
+    let (_, fds) = warden_jail::fdpass::recv(conn.as_fd(), &mut buf).unwrap();
+    let master = fds
+        .into_iter()
+        .next()
+        .expect("a descriptor came with the message");
+    let mut master = std::fs::File::from(master);
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains("tty-ok") && std::time::Instant::now() < deadline {
+        let mut chunk = [0u8; 256];
+        match master.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.push_str(&String::from_utf8_lossy(&chunk[..n])),
+        }
+    }
+    assert!(
+        seen.contains("/dev/pts/"),
+        "the process has no terminal: {seen:?}"
+    );
+    assert!(seen.contains("tty-ok"), "{seen:?}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 0)
+    );
+    assert!(lab.oci(&["delete", "--force", "c5"]).status.success());
+}
