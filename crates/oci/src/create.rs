@@ -102,6 +102,22 @@ pub fn create(
             source: std::io::Error::other("cannot write the container's record"),
         })?;
         lifecycle::start(root, &sb, exe)?;
+        // The supervisor says ready once the sandbox is cloned; whether the
+        // init built the root and serves is known from its answer to a
+        // request that only it can answer (listing the workspace).
+        let alive = Connection::open(&lifecycle::control(&sb))
+            .and_then(|c| c.file(warden_jail::files::FileOp::List { path: ".".into() }));
+        if let Err(e) = alive {
+            let log = std::fs::read_to_string(sb.dir().join("supervisor.log")).unwrap_or_default();
+            return Err(OciError::Unsupported(format!(
+                "the sandbox did not come up ({e}){}",
+                if log.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", log.trim())
+                }
+            )));
+        }
         let conn = Connection::open(&lifecycle::control(&sb))?;
         let pid = conn.supervisor_pid;
         let stdin = std::io::stdin();
@@ -125,7 +141,15 @@ pub fn create(
     match started {
         Ok(pid) => Ok(Created { pid, notices }),
         Err(e) => {
-            let _ = lifecycle::remove(&store, &name, true);
+            // A sandbox that failed may still be stopping: removed once
+            // its supervisor is gone.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+            while lifecycle::remove(&store, &name, true).is_err()
+                && store.get(&name).is_ok()
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
             Err(e)
         }
     }

@@ -342,3 +342,31 @@ fn exec_tty_sends_a_terminal_master_to_the_console_socket() {
     );
     assert!(lab.oci(&["delete", "--force", "c5"]).status.success());
 }
+
+#[test]
+fn a_root_the_sandbox_cannot_be_built_from_fails_create_and_leaves_nothing() {
+    if !can_run() {
+        return;
+    }
+    let lab = Lab::new();
+    // A file where warden mounts the workspace: the init cannot build the
+    // root, after the supervisor has said it runs.
+    let b = lab.path("bad");
+    std::fs::create_dir_all(b.join("rootfs/bin")).unwrap();
+    std::fs::copy(BUSYBOX, b.join("rootfs/bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", b.join("rootfs/bin/sh")).unwrap();
+    std::fs::write(b.join("rootfs/workspace"), "").unwrap();
+    std::fs::write(
+        b.join("config.json"),
+        config(&["sh", "-c", "exit 0"]).to_string(),
+    )
+    .unwrap();
+    let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), "c6"]);
+    assert!(!o.status.success(), "a broken root was reported created");
+    assert!(
+        text(&o.stderr).contains("did not come up"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(lab.left().is_empty(), "left behind: {:?}", lab.left());
+}
