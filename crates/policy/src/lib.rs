@@ -17,6 +17,7 @@ mod domains;
 mod env;
 mod error;
 pub mod fields;
+pub mod oci;
 pub mod profile;
 mod secrets;
 mod units;

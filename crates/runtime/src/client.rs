@@ -283,6 +283,36 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// Give the sandbox its first process, to start with [`Connection::release`]
+    /// (an OCI container's: `create` gives it, `start` starts it).
+    pub fn hold(self, req: ExecRequest, stdio: &[BorrowedFd<'_>]) -> Result<(), ClientError> {
+        let fds: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).collect();
+        match self.ask(&Request::Hold(req), &fds)? {
+            Reply::Ok => Ok(()),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Start the held first process: its exec number, PID inside, and
+    /// with a terminal its master side.
+    pub fn release(self) -> Result<(u64, i32, Option<OwnedFd>), ClientError> {
+        protocol::send(self.sock.as_fd(), &Request::Release, &[])?;
+        let (reply, mut got) = protocol::receive::<Reply>(&self.sock)?;
+        match reply {
+            Reply::Spawned { exec, pid } => {
+                let master = got
+                    .pop()
+                    .filter(|m| warden_jail::pty::is_terminal(m.as_fd()));
+                Ok((exec, pid, master))
+            }
+            Reply::Error { message } => Err(ClientError::Refused(message)),
+            Reply::Failed { status, message } => Err(ClientError::ExecFailed { status, message }),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+}
+
 /// A process started by [`Connection::exec`].
 pub struct Running {
     conn: Connection,

@@ -73,6 +73,15 @@ pub enum Request {
         decision: AskDecision,
         by: String,
     },
+    /// Keep a process to start later with [`Request::Release`]: an OCI
+    /// container's first process, whose stdio `create` is given and which
+    /// `start` starts. Descriptors as for [`Request::Exec`]. Its end ends
+    /// the sandbox, and the supervisor exits with its status (the process
+    /// whose exit containerd's shim waits for). Answered `ok`.
+    Hold(ExecRequest),
+    /// Start the held process; answered `spawned` (with the terminal's
+    /// master side when it has one) or `failed`.
+    Release,
 }
 
 /// An answer to an ask-mode question.
@@ -212,6 +221,25 @@ pub struct Status {
     pub memory_bytes: Option<u64>,
     /// Bytes through the egress proxy, both ways, of finished connections.
     pub egress_bytes: u64,
+    /// The held first process ([`Request::Hold`]), when there is one.
+    #[serde(default)]
+    pub main: Option<MainState>,
+}
+
+/// Where a sandbox's held first process is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum MainState {
+    /// Given, not started yet.
+    Held,
+    Running {
+        exec: u64,
+        pid: i32,
+    },
+    /// It ended with `status` (128+N for signal N); the sandbox is ending.
+    Exited {
+        status: i32,
+    },
 }
 
 /// One process of the sandbox.

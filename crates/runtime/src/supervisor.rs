@@ -10,7 +10,7 @@ use crate::approvals::Approvals;
 use crate::events::{Bus, BusSink, Sink};
 use crate::net::Wiring;
 use crate::procs::{descendants, processes};
-use crate::protocol::{self, ExecRequest, Process, Reply, Request, Status, VERSION};
+use crate::protocol::{self, ExecRequest, MainState, Process, Reply, Request, Status, VERSION};
 use crate::state::{self, Stored, SupervisorRecord};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -84,7 +84,22 @@ struct Shared {
     allowlist: Arc<Allowlist>,
     /// With `--ask`: the questions waiting for an answer.
     approvals: Option<Arc<Approvals>>,
+    /// The held first process ([`Request::Hold`]).
+    main: Mutex<Main>,
+    /// Its status once it ended: the supervisor's own exit status.
+    main_status: Arc<Mutex<Option<i32>>>,
 }
+
+/// The held first process.
+enum Main {
+    None,
+    Held(ExecRequest, Vec<OwnedFd>),
+    Running { exec: u64, pid: i32 },
+    Exited(i32),
+}
+
+/// An exec's notices, as the init sends them.
+type Notices = std::sync::mpsc::Receiver<(FromInit, Option<OwnedFd>)>;
 
 struct Slot {
     argv: Vec<String>,
@@ -104,8 +119,11 @@ pub fn run_main(state_root: &Path, name: &str, sink_extra: Vec<Sink>, ready: Own
     // Out of the caller's session: its terminal closing hangs nothing up.
     let _ = nix::unistd::setsid();
     let ready = Ready(Arc::new(Mutex::new(Some(ready))));
-    match supervise(state_root, name, sink_extra, &ready) {
-        Ok(()) => 0,
+    let main_status = Arc::new(Mutex::new(None));
+    match supervise(state_root, name, sink_extra, &ready, main_status.clone()) {
+        // A held first process's status is the supervisor's: containerd's
+        // shim reaps this process for the container's exit.
+        Ok(()) => main_status.lock().ok().and_then(|s| *s).unwrap_or(0),
         Err(e) => {
             ready.tell(&format!("error: {}\n", warden_jail::chain_str(&e)));
             125
@@ -131,6 +149,7 @@ fn supervise(
     name: &str,
     mut sinks: Vec<Sink>,
     ready: &Ready,
+    main_status: Arc<Mutex<Option<i32>>>,
 ) -> Result<(), SuperviseError> {
     let store = warden_workspace::Store::open(state_root)?;
     let sb = store.get(name)?;
@@ -226,6 +245,8 @@ fn supervise(
             connections: AtomicU64::new(0),
             allowlist: allowlist.clone(),
             approvals: approvals.clone(),
+            main: Mutex::new(Main::None),
+            main_status: main_status.clone(),
         });
         let s = shared.clone();
         let _ = std::thread::Builder::new()
@@ -404,6 +425,8 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             message: "hello twice".into(),
         }),
         Request::Exec(r) => exec(shared, conn, r, fds),
+        Request::Hold(r) => hold(shared, conn, r, fds),
+        Request::Release => release(shared, conn),
         Request::File(op) => file_op(shared, conn, op),
         Request::Signal { exec, signal } => {
             match spawn::send(
@@ -499,41 +522,236 @@ fn exec(
     fds: Vec<OwnedFd>,
 ) -> Result<(), protocol::ProtocolError> {
     let reply = |m: &Reply| protocol::send(conn.as_fd(), m, &[]);
-    if shared.stopping.load(Ordering::Relaxed) {
+    let (id, rx) = match launch(shared, r, fds) {
+        Ok(started) => started,
+        Err(message) => return reply(&Reply::Error { message }),
+    };
+    loop {
+        let (notice, master) = match rx.recv_timeout(CALLER_CHECK) {
+            Ok(n) => n,
+            // A caller that left holds no slot while its process runs on
+            // (256 detached execs refused every later request, `stop` too).
+            Err(RecvTimeoutError::Timeout) if caller_gone(conn) => break,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let (m, done) = match answer(id, notice) {
+            Some(a) => a,
+            None => continue,
+        };
+        // A terminal's master side goes to the caller with `spawned`.
+        let fds: Vec<RawFd> = master.iter().map(|m| m.as_raw_fd()).collect();
+        if protocol::send(conn.as_fd(), &m, &fds).is_err() || done {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The caller's answer to one of the init's notices about exec `id`, and
+/// whether it is the last.
+fn answer(id: u64, notice: FromInit) -> Option<(Reply, bool)> {
+    Some(match notice {
+        FromInit::Spawned { pid, .. } => (Reply::Spawned { exec: id, pid }, false),
+        FromInit::FileDone { .. } => return None,
+        FromInit::Failed { errno, .. } => (
+            Reply::Failed {
+                status: if errno == libc::ENOENT { 127 } else { 126 },
+                message: if errno == libc::ENOENT {
+                    "command not found in the sandbox".into()
+                } else {
+                    format!(
+                        "cannot execute: {}",
+                        nix::errno::Errno::from_raw(errno).desc()
+                    )
+                },
+            },
+            true,
+        ),
+        FromInit::Exited { code, .. } => (
+            Reply::Exited {
+                exec: id,
+                status: code,
+                signal: None,
+            },
+            true,
+        ),
+        FromInit::Signaled { signal, .. } => (
+            Reply::Exited {
+                exec: id,
+                status: 128 + signal,
+                signal: Some(signal),
+            },
+            true,
+        ),
+    })
+}
+
+/// Keep the sandbox's first process until `release`.
+fn hold(
+    shared: &Arc<Shared>,
+    conn: &OwnedFd,
+    r: ExecRequest,
+    fds: Vec<OwnedFd>,
+) -> Result<(), protocol::ProtocolError> {
+    let reply = |m: &Reply| protocol::send(conn.as_fd(), m, &[]);
+    if let Err(message) = check_exec(shared, &r, fds.len()) {
+        return reply(&Reply::Error { message });
+    }
+    let Ok(mut main) = shared.main.lock() else {
         return reply(&Reply::Error {
-            message: "the sandbox is stopping".into(),
+            message: "the supervisor's record of the first process is unusable".into(),
         });
+    };
+    if !matches!(*main, Main::None) {
+        return reply(&Reply::Error {
+            message: "this sandbox already has its first process".into(),
+        });
+    }
+    *main = Main::Held(r, fds);
+    drop(main);
+    reply(&Reply::Ok)
+}
+
+/// Start the held first process; its end ends the sandbox.
+fn release(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolError> {
+    let reply = |m: &Reply, fds: &[RawFd]| protocol::send(conn.as_fd(), m, fds);
+    let Ok(mut main) = shared.main.lock() else {
+        return reply(
+            &Reply::Error {
+                message: "the supervisor's record of the first process is unusable".into(),
+            },
+            &[],
+        );
+    };
+    let (r, fds) = match std::mem::replace(&mut *main, Main::None) {
+        Main::Held(r, fds) => (r, fds),
+        other => {
+            let message = match &other {
+                Main::None => "this sandbox holds no first process to start",
+                Main::Running { .. } => "the first process was started already",
+                Main::Exited(_) | Main::Held(..) => "the first process has ended",
+            };
+            *main = other;
+            return reply(
+                &Reply::Error {
+                    message: message.into(),
+                },
+                &[],
+            );
+        }
+    };
+    let (id, rx) = match launch(shared, r, fds) {
+        Ok(started) => started,
+        Err(message) => {
+            *main = Main::Exited(126);
+            drop(main);
+            end_main(shared, 126);
+            return reply(&Reply::Error { message }, &[]);
+        }
+    };
+    // The first notice says whether it runs; the lock is held until then
+    // so that a `status` never sees it neither held nor running.
+    let (notice, master) = match rx.recv() {
+        Ok(n) => n,
+        Err(_) => (
+            FromInit::Signaled {
+                id,
+                signal: libc::SIGKILL,
+            },
+            None,
+        ),
+    };
+    let fds: Vec<RawFd> = master.iter().map(|m| m.as_raw_fd()).collect();
+    if let FromInit::Spawned { pid, .. } = notice {
+        *main = Main::Running { exec: id, pid };
+        drop(main);
+        let s = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("warden-main".into())
+            .spawn(move || {
+                let status = loop {
+                    match rx.recv() {
+                        Ok((n, _)) => match answer(id, n) {
+                            Some((Reply::Exited { status, .. }, _)) => break status,
+                            Some((Reply::Failed { status, .. }, _)) => break status,
+                            _ => continue,
+                        },
+                        Err(_) => break 128 + libc::SIGKILL,
+                    }
+                };
+                end_main(&s, status);
+            });
+        return reply(&Reply::Spawned { exec: id, pid }, &fds);
+    }
+    let (m, _) = answer(id, notice).unwrap_or((
+        Reply::Error {
+            message: "the first process did not start".into(),
+        },
+        true,
+    ));
+    let status = match &m {
+        Reply::Failed { status, .. } | Reply::Exited { status, .. } => *status,
+        _ => 126,
+    };
+    *main = Main::Exited(status);
+    drop(main);
+    end_main(shared, status);
+    reply(&m, &[])
+}
+
+/// The first process ended with `status`: so does the sandbox, at once
+/// (as a container's PID 1 ending takes its PID namespace with it).
+fn end_main(shared: &Arc<Shared>, status: i32) {
+    if let Ok(mut main) = shared.main.lock() {
+        *main = Main::Exited(status);
+    }
+    if let Ok(mut s) = shared.main_status.lock() {
+        *s = Some(status);
+    }
+    stop(shared, StopReason::Requested, Duration::ZERO);
+}
+
+/// Why an exec cannot be started as asked, if it cannot.
+fn check_exec(shared: &Shared, r: &ExecRequest, fds: usize) -> Result<(), String> {
+    if shared.stopping.load(Ordering::Relaxed) {
+        return Err("the sandbox is stopping".into());
     }
     // A secret's variable holds its placeholder; an exec does not put
     // something else there (a value would be sent nowhere it should not,
     // but it would be in the sandbox), as `run --env` does not.
     if let Some((k, _)) = r.env.iter().find(|(k, _)| shared.secret_names.contains(k)) {
-        return reply(&Reply::Error {
-            message: format!(
-                "{k} holds a secret's placeholder in this sandbox; an exec cannot set it"
-            ),
-        });
+        return Err(format!(
+            "{k} holds a secret's placeholder in this sandbox; an exec cannot set it"
+        ));
     }
     if r.argv.is_empty() {
-        return reply(&Reply::Error {
-            message: "no command to run: give one after --".into(),
-        });
+        return Err("no command to run: give one after --".into());
     }
     // Pipes come from the caller; a terminal is opened in the sandbox.
     let wanted = if r.tty { 0 } else { 3 };
-    if fds.len() != wanted {
-        return reply(&Reply::Error {
-            message: format!(
-                "an exec {} descriptors, {} came",
-                if r.tty {
-                    "with a terminal takes no"
-                } else {
-                    "needs 3 (stdin, stdout, stderr)"
-                },
-                fds.len()
-            ),
-        });
+    if fds != wanted {
+        return Err(format!(
+            "an exec {} descriptors, {} came",
+            if r.tty {
+                "with a terminal takes no"
+            } else {
+                "needs 3 (stdin, stdout, stderr)"
+            },
+            fds
+        ));
     }
+    Ok(())
+}
+
+/// Start a process in the sandbox; returns its exec number and where the
+/// init's notices about it arrive.
+fn launch(
+    shared: &Arc<Shared>,
+    r: ExecRequest,
+    fds: Vec<OwnedFd>,
+) -> Result<(u64, Notices), String> {
+    check_exec(shared, &r, fds.len())?;
     let id = shared.next_exec.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = sync_channel(4);
     if let Ok(mut execs) = shared.execs.lock() {
@@ -568,73 +786,9 @@ fn exec(
         if let Ok(mut execs) = shared.execs.lock() {
             execs.remove(&id);
         }
-        return reply(&Reply::Error {
-            message: warden_jail::chain_str(&e),
-        });
+        return Err(warden_jail::chain_str(&e));
     }
-    loop {
-        let (notice, master) = match rx.recv_timeout(CALLER_CHECK) {
-            Ok(n) => n,
-            // A caller that left holds no slot while its process runs on
-            // (256 detached execs refused every later request, `stop` too).
-            Err(RecvTimeoutError::Timeout) if caller_gone(conn) => break,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        if let (FromInit::Spawned { pid, .. }, Some(m)) = (&notice, &master) {
-            // The terminal's master side goes to the caller with the news.
-            let sent = protocol::send(
-                conn.as_fd(),
-                &Reply::Spawned {
-                    exec: id,
-                    pid: *pid,
-                },
-                &[m.as_raw_fd()],
-            );
-            if sent.is_err() {
-                break;
-            }
-            continue;
-        }
-        let (m, done) = match notice {
-            FromInit::Spawned { pid, .. } => (Reply::Spawned { exec: id, pid }, false),
-            FromInit::FileDone { .. } => continue,
-            FromInit::Failed { errno, .. } => (
-                Reply::Failed {
-                    status: if errno == libc::ENOENT { 127 } else { 126 },
-                    message: if errno == libc::ENOENT {
-                        "command not found in the sandbox".into()
-                    } else {
-                        format!(
-                            "cannot execute: {}",
-                            nix::errno::Errno::from_raw(errno).desc()
-                        )
-                    },
-                },
-                true,
-            ),
-            FromInit::Exited { code, .. } => (
-                Reply::Exited {
-                    exec: id,
-                    status: code,
-                    signal: None,
-                },
-                true,
-            ),
-            FromInit::Signaled { signal, .. } => (
-                Reply::Exited {
-                    exec: id,
-                    status: 128 + signal,
-                    signal: Some(signal),
-                },
-                true,
-            ),
-        };
-        if reply(&m).is_err() || done {
-            break;
-        }
-    }
-    Ok(())
+    Ok((id, rx))
 }
 
 /// How long the init may take over one file operation.
@@ -795,6 +949,17 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
         return;
     }
     shared.bus.emit(EventKind::Stopping { reason });
+    // A first process still held never runs: the sandbox's end is its
+    // end, as if it had been killed (the status containerd's shim reports
+    // for a container killed before it started); its stdio is let go.
+    if let Ok(mut main) = shared.main.lock() {
+        if matches!(*main, Main::Held(..)) {
+            *main = Main::Exited(128 + libc::SIGKILL);
+            if let Ok(mut s) = shared.main_status.lock() {
+                *s = Some(128 + libc::SIGKILL);
+            }
+        }
+    }
     let _ = spawn::send(shared.channel.as_fd(), &ToInit::TermAll, &[]);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline && !descendants(shared.init.as_raw()).is_empty() {
@@ -861,6 +1026,15 @@ fn status(shared: &Shared) -> Status {
         execs: shared.execs.lock().map(|e| e.len()).unwrap_or(0),
         memory_bytes,
         egress_bytes: shared.bus.egress_bytes(),
+        main: shared.main.lock().ok().and_then(|m| match &*m {
+            Main::None => None,
+            Main::Held(..) => Some(MainState::Held),
+            Main::Running { exec, pid } => Some(MainState::Running {
+                exec: *exec,
+                pid: *pid,
+            }),
+            Main::Exited(status) => Some(MainState::Exited { status: *status }),
+        }),
     }
 }
 

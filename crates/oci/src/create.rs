@@ -1,0 +1,232 @@
+//! `create` and `run`: a bundle's `config.json` translated (in
+//! `warden-policy`), resolved as every door resolves, made into a named
+//! sandbox whose supervisor holds the container's first process with the
+//! stdio `create` was given until `start`.
+
+use crate::container::{self, OciError, Record};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use warden_policy::oci;
+use warden_runtime::client::Connection;
+use warden_runtime::lifecycle::{self, CreateRequest};
+use warden_runtime::protocol::ExecRequest;
+use warden_runtime::resolve::{self, Context, Input, ProfileSource};
+
+/// A created container: its supervisor's PID (the `--pid-file` PID) and
+/// lines for the log.
+pub struct Created {
+    pub pid: u32,
+    pub notices: Vec<String>,
+}
+
+/// Create container `id` from `bundle`; `exe` is this binary, which runs
+/// the supervisor (`exe __supervise NAME`).
+pub fn create(
+    root: &Path,
+    id: &str,
+    bundle: &Path,
+    pid_file: Option<&Path>,
+    exe: &Path,
+) -> Result<Created, OciError> {
+    container::check_id(id)?;
+    let bundle = std::path::absolute(bundle).map_err(|source| OciError::Read {
+        path: bundle.to_path_buf(),
+        source,
+    })?;
+    let config_path = bundle.join("config.json");
+    let text = std::fs::read_to_string(&config_path).map_err(|source| OciError::Read {
+        path: config_path.clone(),
+        source,
+    })?;
+    let config_err = |source| OciError::Config {
+        bundle: bundle.clone(),
+        source,
+    };
+    let config = oci::parse(&text).map_err(config_err)?;
+    let t = oci::translate(&config, &bundle).map_err(config_err)?;
+    if t.process.terminal {
+        return Err(OciError::Unsupported(
+            "config.json: process.terminal = true: a terminal for a container's first process is not supported yet (its terminal is opened when the process starts, after `create` has returned); run it without a terminal, or give one to an `exec --tty`".into(),
+        ));
+    }
+    let mut t = t;
+    // The bundle is the caller's (containerd's): its links are followed
+    // once, here; the sandbox's root is then the real directory.
+    let given = t.overrides.rootfs.clone().unwrap_or_default();
+    let rootfs = std::fs::canonicalize(&given).map_err(|source| OciError::Read {
+        path: given.clone(),
+        source,
+    })?;
+    t.overrides.rootfs = Some(rootfs.clone());
+    let mut notices = t.notices.clone();
+    notices.extend(mount_points(&rootfs)?);
+    let store = container::store(root)?;
+    let name = container::sandbox_name(id);
+    if store.get(&name).is_ok() {
+        return Err(OciError::Exists(id.to_string()));
+    }
+    let catalog = resolve::catalog(|k| std::env::var_os(k));
+    let defaults = warden_policy::Defaults::for_host(resolve::host_facts());
+    let ctx = Context {
+        catalog: &catalog,
+        defaults: &defaults,
+        state_dir: Some(root),
+        otlp: false,
+        id: &name,
+    };
+    let input = Input {
+        profile: t.profile.clone().map(ProfileSource::Named),
+        overrides: t.overrides.clone(),
+        ..Input::default()
+    };
+    let req = CreateRequest {
+        profile_name: t.profile.clone(),
+        input,
+        ..CreateRequest::default()
+    };
+    let (sb, notice) = lifecycle::create(&store, &name, req, &ctx)?;
+    notices.extend(notice);
+    // From here on a failure removes what was made: nothing of a refused
+    // create stays under --root.
+    let started = (|| -> Result<u32, OciError> {
+        let record = Record {
+            id: id.to_string(),
+            bundle: bundle.clone(),
+            rootfs,
+            created: humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string(),
+            annotations: t.annotations.clone(),
+        };
+        let path = sb.dir().join(container::RECORD);
+        warden_runtime::state::write_json(&path, &record).map_err(|_| OciError::Write {
+            path: path.clone(),
+            source: std::io::Error::other("cannot write the container's record"),
+        })?;
+        lifecycle::start(root, &sb, exe)?;
+        // The supervisor says ready once the sandbox is cloned; whether the
+        // init built the root and serves is known from its answer to a
+        // request that only it can answer (listing the workspace).
+        let alive = Connection::open(&lifecycle::control(&sb))
+            .and_then(|c| c.file(warden_jail::files::FileOp::List { path: ".".into() }));
+        if let Err(e) = alive {
+            let log = std::fs::read_to_string(sb.dir().join("supervisor.log")).unwrap_or_default();
+            return Err(OciError::Unsupported(format!(
+                "the sandbox did not come up ({e}){}",
+                if log.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", log.trim())
+                }
+            )));
+        }
+        let conn = Connection::open(&lifecycle::control(&sb))?;
+        let pid = conn.supervisor_pid;
+        let stdin = std::io::stdin();
+        let stdout = std::io::stdout();
+        let stderr = std::io::stderr();
+        conn.hold(
+            ExecRequest {
+                argv: t.process.args.clone(),
+                env: t.process.env.clone(),
+                cwd: t.process.cwd.clone(),
+                tty: false,
+                winsize: None,
+            },
+            &[stdin.as_fd(), stdout.as_fd(), stderr.as_fd()],
+        )?;
+        if let Some(p) = pid_file {
+            container::write_pid_file(p, pid)?;
+        }
+        Ok(pid)
+    })();
+    match started {
+        Ok(pid) => Ok(Created { pid, notices }),
+        Err(e) => {
+            // A sandbox that failed may still be stopping: removed once
+            // its supervisor is gone.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+            while lifecycle::remove(&store, &name, true).is_err()
+                && store.get(&name).is_ok()
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Directories warden mounts over at the top of a container's root.
+const MOUNT_POINTS: &[&str] = &["proc", "dev", "tmp", "workspace", "etc"];
+
+/// Make the mount points warden needs at the top of `rootfs` that an
+/// image lacks (its root is bound read-only into the sandbox, whose root
+/// user is nobody on the host: it cannot make them itself). Each is made
+/// with `mkdirat` beneath the root's own descriptor, which never follows
+/// a link the image planted in its place.
+fn mount_points(rootfs: &Path) -> Result<Vec<String>, OciError> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::{mkdirat, Mode};
+    let dir = open(
+        rootfs,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| OciError::Read {
+        path: rootfs.to_path_buf(),
+        source: std::io::Error::from(e),
+    })?;
+    let mut made = Vec::new();
+    for name in MOUNT_POINTS {
+        match mkdirat(&dir, *name, Mode::from_bits_truncate(0o755)) {
+            Ok(()) => made.push(format!("/{name}")),
+            Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => {
+                return Err(OciError::Write {
+                    path: rootfs.join(name),
+                    source: std::io::Error::from(e),
+                })
+            }
+        }
+    }
+    // warden's resolver is bound over /etc/resolv.conf.
+    let etc = nix::fcntl::openat(
+        &dir,
+        "etc",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    );
+    if let Ok(etc) = etc {
+        let file = nix::fcntl::openat(
+            &etc,
+            "resolv.conf",
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o644),
+        );
+        match file {
+            Ok(_) => made.push("/etc/resolv.conf".into()),
+            Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => {
+                return Err(OciError::Write {
+                    path: rootfs.join("etc/resolv.conf"),
+                    source: std::io::Error::from(e),
+                })
+            }
+        }
+    }
+    Ok(if made.is_empty() {
+        Vec::new()
+    } else {
+        vec![format!(
+            "made the mount points {} in the container's root",
+            made.join(", ")
+        )]
+    })
+}
+
+/// The path of this binary, which runs supervisors.
+pub fn own_exe() -> Result<PathBuf, OciError> {
+    std::env::current_exe().map_err(|source| OciError::Spawn {
+        what: "the supervisor (cannot find this program's path)",
+        source,
+    })
+}

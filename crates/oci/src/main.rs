@@ -1,0 +1,213 @@
+//! `warden-oci`: the runc command line onto warden's sandboxes. Parses,
+//! calls the library, prints; and, under hidden verbs, is the supervisor
+//! of a container (`__supervise NAME`) and the waiter of a detached exec.
+
+use anyhow::Context;
+use clap::Parser;
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use warden_oci::args::{Cli, Verb};
+use warden_oci::{create, exec, verbs};
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    // The supervisor clones the sandbox: it must start single-threaded,
+    // before anything else runs.
+    if argv.get(1).map(String::as_str) == Some("__supervise") {
+        return code(supervise(argv.get(2).map(String::as_str).unwrap_or("")));
+    }
+    if argv.get(1).map(String::as_str) == Some(exec::WAITER) {
+        return code(exec_wait(&argv[2..]));
+    }
+    let cli = Cli::parse();
+    let log = Log {
+        path: cli.log.clone(),
+        json: cli.log_format == "json",
+    };
+    match dispatch(&cli, &log) {
+        Ok(c) => ExitCode::from(c),
+        Err(e) => {
+            let msg = format!("{e:#}");
+            log.write("error", &msg);
+            eprintln!("warden-oci: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn code(r: anyhow::Result<u8>) -> ExitCode {
+    match r {
+        Ok(c) => ExitCode::from(c),
+        Err(e) => {
+            eprintln!("warden-oci: {e:#}");
+            ExitCode::from(125)
+        }
+    }
+}
+
+/// `--log` / `--log-format`: where messages for the shim go.
+struct Log {
+    path: Option<PathBuf>,
+    json: bool,
+}
+
+impl Log {
+    fn write(&self, level: &str, msg: &str) {
+        let Some(path) = &self.path else {
+            return;
+        };
+        let time = humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string();
+        let line = if self.json {
+            serde_json::json!({"level": level, "msg": msg, "time": time}).to_string()
+        } else {
+            format!("{time} {level}: {msg}")
+        };
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
+    let root = absolute(&cli.root)?;
+    match &cli.verb {
+        Verb::Create(a) => {
+            let made = create::create(
+                &root,
+                &a.id,
+                &a.bundle,
+                a.pid_file.as_deref(),
+                &create::own_exe()?,
+            )?;
+            for n in &made.notices {
+                log.write("warning", n);
+            }
+            Ok(0)
+        }
+        Verb::Run(a) => {
+            let c = &a.create;
+            let made = create::create(
+                &root,
+                &c.id,
+                &c.bundle,
+                c.pid_file.as_deref(),
+                &create::own_exe()?,
+            )?;
+            for n in &made.notices {
+                log.write("warning", n);
+            }
+            let exec = verbs::start(&root, &c.id)?;
+            if a.detach {
+                return Ok(0);
+            }
+            let _ = made.pid;
+            let status = verbs::wait(&root, &c.id, exec);
+            let _ = verbs::delete(&root, &c.id, true);
+            Ok(status?.clamp(0, 255) as u8)
+        }
+        Verb::Start { id } => {
+            verbs::start(&root, id)?;
+            Ok(0)
+        }
+        Verb::State { id } => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&verbs::state(&root, id)?)?
+            );
+            Ok(0)
+        }
+        Verb::Kill { id, signal, all } => {
+            verbs::kill(&root, id, signal, *all)?;
+            Ok(0)
+        }
+        Verb::Delete { id, force } => {
+            verbs::delete(&root, id, *force)?;
+            Ok(0)
+        }
+        Verb::Exec(a) => {
+            let req = exec::request(a)?;
+            if a.detach {
+                exec::detach(
+                    &root,
+                    &a.id,
+                    &req,
+                    a.console_socket.as_deref(),
+                    a.pid_file.as_deref(),
+                    &create::own_exe()?,
+                )?;
+                return Ok(0);
+            }
+            let status = exec::run(
+                &root,
+                &a.id,
+                req,
+                a.console_socket.as_deref(),
+                a.pid_file.as_deref(),
+            )?;
+            Ok(status.clamp(0, 255) as u8)
+        }
+        Verb::Ps { id, format } => {
+            let out = verbs::ps(&root, id, format == "json")?;
+            print!("{out}");
+            if format == "json" {
+                println!();
+            }
+            Ok(0)
+        }
+        Verb::Features => {
+            println!("{}", serde_json::to_string_pretty(&verbs::features())?);
+            Ok(0)
+        }
+        Verb::Pause { .. } => Err(verbs::unsupported("pause").into()),
+        Verb::Resume { .. } => Err(verbs::unsupported("resume").into()),
+        Verb::Update { .. } => Err(verbs::unsupported("update").into()),
+        Verb::Events { .. } => Err(verbs::unsupported("events").into()),
+    }
+}
+
+fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(p).with_context(|| format!("--root {}", p.display()))
+}
+
+/// `__supervise NAME`: the supervisor of a container's sandbox.
+fn supervise(name: &str) -> anyhow::Result<u8> {
+    let state = std::env::var_os("WARDEN_STATE_DIR")
+        .map(PathBuf::from)
+        .context("the supervisor needs WARDEN_STATE_DIR")?;
+    // How the start went is told on stdout, which `create` reads; after
+    // that, stdout is /dev/null.
+    let ready = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("cannot keep the start-up pipe")?;
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .context("cannot open /dev/null")?;
+    nix::unistd::dup2_stdout(&null).context("cannot detach stdout")?;
+    let code = warden_runtime::supervisor::run_main(&state, name, Vec::new(), ready);
+    Ok(code.clamp(0, 255) as u8)
+}
+
+/// `__exec-wait ROOT ID PIDFILE CONSOLE REQUEST`: a detached exec's waiter.
+fn exec_wait(args: &[String]) -> anyhow::Result<u8> {
+    let [root, id, pid_file, console, req] = args else {
+        anyhow::bail!("__exec-wait takes ROOT ID PIDFILE CONSOLE REQUEST");
+    };
+    let req = serde_json::from_str(req).context("the exec request")?;
+    let console = (!console.is_empty()).then(|| PathBuf::from(console));
+    let status = exec::run(
+        Path::new(root),
+        id,
+        req,
+        console.as_deref(),
+        Some(Path::new(pid_file)),
+    )?;
+    Ok(status.clamp(0, 255) as u8)
+}

@@ -1,0 +1,420 @@
+//! warden-oci driven by the distribution's containerd and `ctr`, as a
+//! cluster node would: the test starts its own containerd (its own root,
+//! state and socket under a temporary directory), imports an image it
+//! builds itself from the static busybox (no registry), and runs
+//! containers with `--runtime io.containerd.runc.v2 --runc-binary
+//! warden-oci`, which sets the runc shim's `BinaryName` option.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+struct Containerd {
+    dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        // Every container the test made goes first, then the daemon.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Containerd {
+    fn start() -> Option<Containerd> {
+        for tool in [
+            "containerd",
+            "ctr",
+            "containerd-shim-runc-v2",
+            "tar",
+            "sha256sum",
+        ] {
+            if !Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+            {
+                eprintln!("SKIPPED: {tool} is not installed (apt-get install containerd)");
+                return None;
+            }
+        }
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: containerd needs root");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("warden-ctrd-")
+            .tempdir()
+            .unwrap();
+        let p = dir.path();
+        let config = format!(
+            "version = 2\nroot = \"{root}\"\nstate = \"{state}\"\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = \"{sock}\"\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n",
+            root = p.join("root").display(),
+            state = p.join("state").display(),
+            sock = p.join("c.sock").display(),
+        );
+        std::fs::write(p.join("config.toml"), config).unwrap();
+        let log = std::fs::File::create(p.join("containerd.log")).unwrap();
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(p.join("config.toml"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let c = Containerd { dir, child };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !c.ctr(&["version"]).status.success() {
+            assert!(
+                Instant::now() < deadline,
+                "containerd did not start: {}",
+                c.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(c)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("containerd.log")).unwrap_or_default()
+    }
+
+    fn ctr(&self, args: &[&str]) -> Output {
+        Command::new("ctr")
+            .arg("--address")
+            .arg(self.dir.path().join("c.sock"))
+            .args(["--namespace", "warden-test"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// Where warden-oci keeps the containers' state (`--runc-root`).
+    fn runtime_root(&self) -> PathBuf {
+        self.dir.path().join("warden-oci")
+    }
+
+    /// `ctr run --rm` through warden-oci; its output.
+    fn run(&self, id: &str, extra: &[&str], cmd: &[&str]) -> Output {
+        let bin = bin();
+        let root = self.runtime_root();
+        let mut args = vec![
+            "run",
+            "--rm",
+            "--snapshotter",
+            "native",
+            "--runtime",
+            "io.containerd.runc.v2",
+            "--runc-binary",
+            bin,
+            "--runc-root",
+            root.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[IMAGE, id]);
+        args.extend_from_slice(cmd);
+        self.ctr(&args)
+    }
+}
+
+const IMAGE: &str = "localhost/warden-test/busybox:1";
+
+fn sha256(path: &Path) -> String {
+    let o = Command::new("sha256sum").arg(path).output().unwrap();
+    text(&o.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// An OCI image layout of one layer (the static busybox and its names),
+/// as a tar that `ctr images import` reads.
+fn build_image(dir: &Path) -> PathBuf {
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("bin")).unwrap();
+    for d in ["etc", "tmp", "proc", "dev"] {
+        std::fs::create_dir_all(tree.join(d)).unwrap();
+    }
+    std::fs::copy(BUSYBOX, tree.join("bin/busybox")).unwrap();
+    for tool in ["sh", "echo", "cat", "sleep", "nc", "hostname", "wget"] {
+        std::os::unix::fs::symlink("busybox", tree.join("bin").join(tool)).unwrap();
+    }
+    let layout = dir.join("layout");
+    let blobs = layout.join("blobs/sha256");
+    std::fs::create_dir_all(&blobs).unwrap();
+    let layer = dir.join("layer.tar");
+    assert!(Command::new("tar")
+        .args(["--numeric-owner", "--owner=0", "--group=0", "-C"])
+        .arg(&tree)
+        .arg("-cf")
+        .arg(&layer)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success());
+    let put = |path: &Path| -> (String, u64) {
+        let d = sha256(path);
+        std::fs::copy(path, blobs.join(&d)).unwrap();
+        (d.clone(), std::fs::metadata(path).unwrap().len())
+    };
+    let (layer_d, layer_n) = put(&layer);
+    let config = serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/bin"], "Cmd": ["sh"]},
+        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{layer_d}")]}
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let (config_d, config_n) = put(&dir.join("config.json"));
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": format!("sha256:{config_d}"), "size": config_n},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": format!("sha256:{layer_d}"), "size": layer_n}]
+    });
+    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+    let (manifest_d, manifest_n) = put(&dir.join("manifest.json"));
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": format!("sha256:{manifest_d}"), "size": manifest_n,
+            "annotations": {"io.containerd.image.name": IMAGE, "org.opencontainers.image.ref.name": "1"}}]
+    });
+    std::fs::write(layout.join("index.json"), index.to_string()).unwrap();
+    std::fs::write(
+        layout.join("oci-layout"),
+        "{\"imageLayoutVersion\":\"1.0.0\"}",
+    )
+    .unwrap();
+    let out = dir.join("image.tar");
+    assert!(Command::new("tar")
+        .arg("-C")
+        .arg(&layout)
+        .arg("-cf")
+        .arg(&out)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success());
+    out
+}
+
+fn with_image() -> Option<Containerd> {
+    if !can_run() {
+        return None;
+    }
+    let c = Containerd::start()?;
+    let image = build_image(c.dir.path());
+    let o = c.ctr(&[
+        "images",
+        "import",
+        "--snapshotter",
+        "native",
+        image.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "import: {} {}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    Some(c)
+}
+
+#[test]
+fn ctr_runs_a_container_through_warden_and_sees_its_exit_code() {
+    let Some(c) = with_image() else { return };
+    let o = c.run(
+        "hello",
+        &[],
+        &["sh", "-c", "echo hello from $(hostname); exit 7"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "ctr run: {} {}\ncontainerd: {}",
+        text(&o.stdout),
+        text(&o.stderr),
+        c.log()
+    );
+    assert!(
+        text(&o.stdout).starts_with("hello from "),
+        "{} {}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    // It ran under warden: its sandbox's audit log recorded it, and
+    // `ctr run --rm` deleted it (nothing is left in warden's state).
+    let left: Vec<_> = std::fs::read_dir(c.runtime_root().join("warden-test/sandboxes"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A listener on the host's loopback that records whether anything
+/// connected.
+fn listener() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            let mut conn = conn;
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 256];
+            let n = conn.read(&mut buf).unwrap_or(0);
+            s.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let _ = std::io::Write::write_all(
+                &mut conn,
+                b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            );
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn host_loopback_is_out_of_reach_unless_the_annotation_allows_the_name() {
+    let Some(c) = with_image() else { return };
+    let (port, seen) = listener();
+    // HTTP to an address of the container's choosing (every TCP connection
+    // leaves through warden's proxy), whose Host header
+    // names the destination: the loopback address itself, the allowed
+    // name, another name pinned to the same address.
+    let attack = format!(
+        "for h in 127.0.0.1 allowed.test denied.test; do printf 'GET /$h HTTP/1.0\\r\\nHost: '$h':{port}\\r\\n\\r\\n' | nc -w 3 203.0.113.9 {port}; echo; done; echo direct | nc -w 3 127.0.0.1 {port}; exit 0"
+    );
+    // Both names resolve to the host's loopback; the annotation allows
+    // another name: neither they nor the raw address reach the listener.
+    let pin = "warden.dev/hosts=allowed.test=127.0.0.1,denied.test=127.0.0.1";
+    let o = c.run(
+        "closed",
+        &[
+            "--annotation",
+            "warden.dev/egress=unrelated.test",
+            "--annotation",
+            pin,
+            "--annotation",
+            "warden.dev/allow-http=true",
+        ],
+        &["sh", "-c", &attack],
+    );
+    assert!(o.status.success(), "{} {}", text(&o.stderr), c.log());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "reached the host: {:?}",
+        seen.lock().unwrap()
+    );
+
+    // The annotation allows one name: that name reaches the listener, the
+    // other name and the raw address still do not.
+    let o = c.run(
+        "open",
+        &[
+            "--annotation",
+            &format!("warden.dev/egress=allowed.test:{port}"),
+            "--annotation",
+            pin,
+            "--annotation",
+            "warden.dev/allow-http=true",
+        ],
+        &["sh", "-c", &attack],
+    );
+    assert!(o.status.success(), "{} {}", text(&o.stderr), c.log());
+    std::thread::sleep(Duration::from_millis(300));
+    let got = seen.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{got:?} {}", text(&o.stderr));
+    assert!(got[0].contains("Host: allowed.test:"), "{got:?}");
+    assert!(
+        text(&o.stdout).contains("\r\n\r\nok"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn ctr_task_exec_kill_and_delete_go_through_warden() {
+    let Some(c) = with_image() else { return };
+    let bin = bin();
+    let root = c.runtime_root();
+    let o = c.ctr(&[
+        "run",
+        "-d",
+        "--snapshotter",
+        "native",
+        "--runtime",
+        "io.containerd.runc.v2",
+        "--runc-binary",
+        bin,
+        "--runc-root",
+        root.to_str().unwrap(),
+        IMAGE,
+        "long",
+        "sleep",
+        "600",
+    ]);
+    assert!(
+        o.status.success(),
+        "run -d: {} {}",
+        text(&o.stderr),
+        c.log()
+    );
+    let o = c.ctr(&["task", "ls"]);
+    assert!(text(&o.stdout).contains("RUNNING"), "{}", text(&o.stdout));
+    // An exec: its output and exit status come back through the shim.
+    let o = c.ctr(&[
+        "task",
+        "exec",
+        "--exec-id",
+        "e1",
+        "long",
+        "sh",
+        "-c",
+        "echo in-exec; exit 4",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(4),
+        "exec: {} {}",
+        text(&o.stderr),
+        c.log()
+    );
+    assert_eq!(text(&o.stdout).trim(), "in-exec");
+    // The sandbox's audit log recorded it.
+    let audit =
+        std::fs::read_to_string(root.join("warden-test/sandboxes/long/audit.jsonl")).unwrap();
+    assert!(audit.contains("in-exec"), "{audit}");
+    let o = c.ctr(&["task", "kill", "-s", "SIGKILL", "long"]);
+    assert!(o.status.success(), "kill: {}", text(&o.stderr));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text(&c.ctr(&["task", "ls"]).stdout).contains("STOPPED") {
+        assert!(
+            Instant::now() < deadline,
+            "the task did not stop: {}",
+            c.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = c.ctr(&["task", "delete", "long"]);
+    assert!(o.status.success(), "task delete: {}", text(&o.stderr));
+    assert!(c.ctr(&["container", "delete", "long"]).status.success());
+    let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -1,0 +1,372 @@
+//! The OCI verbs against bundles the tests make, as containerd's shim
+//! calls them: real sandboxes, real processes, real exit statuses.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use std::process::Stdio;
+
+#[test]
+fn container_goes_created_running_stopped_and_delete_leaves_nothing() {
+    if !can_run() {
+        return;
+    }
+    let lab = Lab::new();
+    let b = lab.bundle("b", config(&["sleep", "600"]));
+    let pid_file = lab.path("pid");
+    let o = lab.oci(&[
+        "create",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "c1",
+    ]);
+    assert!(o.status.success(), "create: {}", text(&o.stderr));
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let s = lab.state("c1");
+    assert_eq!(s["status"], "created", "{s}");
+    assert_eq!(s["pid"], pid, "{s}");
+    assert_eq!(s["id"], "c1");
+
+    let o = lab.oci(&["start", "c1"]);
+    assert!(o.status.success(), "start: {}", text(&o.stderr));
+    assert_eq!(lab.state("c1")["status"], "running");
+    let o = lab.oci(&["ps", "--format", "json", "c1"]);
+    let pids: Vec<i32> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!pids.is_empty(), "ps: {}", text(&o.stdout));
+
+    // Running: delete without --force is refused and changes nothing.
+    let o = lab.oci(&["delete", "c1"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("running"), "{}", text(&o.stderr));
+
+    let o = lab.oci(&["kill", "c1", "KILL"]);
+    assert!(o.status.success(), "kill: {}", text(&o.stderr));
+    wait_until("the container to stop", || {
+        lab.state("c1")["status"] == "stopped"
+    });
+    for p in &pids {
+        wait_until("the container's processes to go", || {
+            !std::path::Path::new(&format!("/proc/{p}")).exists()
+                || std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .is_ok_and(|s| s.contains(") Z"))
+        });
+    }
+    let o = lab.oci(&["delete", "c1"]);
+    assert!(o.status.success(), "delete: {}", text(&o.stderr));
+    assert!(lab.left().is_empty(), "left behind: {:?}", lab.left());
+    assert!(!lab.oci(&["state", "c1"]).status.success());
+}
+
+#[test]
+fn pid_file_names_a_process_whose_exit_is_the_containers() {
+    if !can_run() {
+        return;
+    }
+    // As containerd's shim: a subreaper that adopts what create leaves
+    // and waits for the PID in the pid file.
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let b = lab.bundle(
+        "b",
+        config(&["sh", "-c", "echo out-$(hostname); echo err >&2; exit 7"]),
+    );
+    let pid_file = lab.path("pid");
+    let out = std::fs::File::create(lab.path("stdout")).unwrap();
+    let err = std::fs::File::create(lab.path("stderr")).unwrap();
+    // The stdio create is given is the container's, as the shim's fifos are.
+    let st = std::process::Command::new(bin())
+        .args([
+            "--root",
+            lab.root().to_str().unwrap(),
+            "create",
+            "--bundle",
+            b.to_str().unwrap(),
+        ])
+        .args(["--pid-file", pid_file.to_str().unwrap(), "c2"])
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "create: {}",
+        std::fs::read_to_string(lab.path("stderr")).unwrap()
+    );
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(lab.oci(&["start", "c2"]).status.success());
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 7)
+    );
+    assert_eq!(
+        std::fs::read_to_string(lab.path("stdout")).unwrap(),
+        "out-box\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lab.path("stderr")).unwrap(),
+        "err\n"
+    );
+    assert_eq!(lab.state("c2")["status"], "stopped");
+    assert!(lab.oci(&["delete", "c2"]).status.success());
+    assert!(lab.left().is_empty());
+}
+
+#[test]
+fn exec_runs_in_the_container_with_its_status_and_detached_with_a_waiter() {
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let b = lab.bundle("b", config(&["sleep", "600"]));
+    assert!(lab
+        .oci(&["create", "--bundle", b.to_str().unwrap(), "c3"])
+        .status
+        .success());
+    assert!(lab.oci(&["start", "c3"]).status.success());
+    let process = lab.path("process.json");
+    std::fs::write(
+        &process,
+        serde_json::json!({"args": ["sh", "-c", "echo in-$(hostname) $FOO; exit 3"], "env": ["PATH=/bin", "FOO=bar"], "cwd": "/tmp"}).to_string(),
+    )
+    .unwrap();
+    let o = lab.oci(&["exec", "--process", process.to_str().unwrap(), "c3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "in-box bar\n");
+
+    // Detached: the PID in the pid file is a process of ours whose exit
+    // is the exec's.
+    let pid_file = lab.path("exec.pid");
+    std::fs::write(
+        &process,
+        serde_json::json!({"args": ["sh", "-c", "sleep 0.3; exit 5"], "cwd": "/"}).to_string(),
+    )
+    .unwrap();
+    let o = lab.oci(&[
+        "exec",
+        "--detach",
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "--process",
+        process.to_str().unwrap(),
+        "c3",
+    ]);
+    assert!(o.status.success(), "exec -d: {}", text(&o.stderr));
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 5)
+    );
+    assert!(lab.oci(&["delete", "--force", "c3"]).status.success());
+    assert!(lab.left().is_empty());
+}
+
+#[test]
+fn bad_bundles_are_refused_by_their_field_and_leave_nothing() {
+    if !can_run() {
+        return;
+    }
+    let lab = Lab::new();
+    let mut cases = Vec::new();
+    let mut c = config(&["sh"]);
+    c["linux"]["namespaces"][0]["path"] = "/proc/1/ns/pid".into();
+    cases.push(("host-pid", c, "linux.namespaces[0].path"));
+    let mut c = config(&["sh"]);
+    c["annotations"] = serde_json::json!({"warden.dev/egres": "a.test"});
+    cases.push(("annotation", c, "warden.dev/egres"));
+    let mut c = config(&["sh"]);
+    c["process"]["args"] = serde_json::json!([]);
+    cases.push(("no-args", c, "process.args"));
+    let mut c = config(&["sh"]);
+    c["root"]["path"] = "missing".into();
+    cases.push(("no-root", c, "missing"));
+    let mut c = config(&["sh"]);
+    c["mounts"] = serde_json::json!([{"destination": "/data", "type": "bind", "source": "/srv", "options": ["rbind"]}]);
+    cases.push(("moved-bind", c, "mounts[0].destination"));
+    for (name, c, needle) in cases {
+        let b = lab.bundle(name, c);
+        let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), name]);
+        assert!(!o.status.success(), "{name} was accepted");
+        assert!(
+            text(&o.stderr).contains(needle),
+            "{name}: {}",
+            text(&o.stderr)
+        );
+        assert!(lab.left().is_empty(), "{name} left {:?}", lab.left());
+    }
+    std::fs::create_dir_all(lab.path("broken")).unwrap();
+    std::fs::write(lab.path("broken/config.json"), "{\"process\": ").unwrap();
+    let o = lab.oci(&[
+        "create",
+        "--bundle",
+        lab.path("broken").to_str().unwrap(),
+        "broken",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("not a valid OCI runtime configuration"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(lab.left().is_empty());
+}
+
+#[test]
+fn features_name_the_annotations_warden_reads() {
+    let o = std::process::Command::new(bin())
+        .arg("features")
+        .output()
+        .unwrap();
+    let f: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(f["annotations"]["warden.dev/egress"].is_string(), "{f}");
+}
+
+#[test]
+fn a_created_container_killed_before_start_ends_as_killed() {
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let b = lab.bundle("b", config(&["sh", "-c", "echo never"]));
+    let pid_file = lab.path("pid");
+    let o = lab.oci(&[
+        "create",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "c4",
+    ]);
+    assert!(o.status.success(), "create: {}", text(&o.stderr));
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let o = lab.oci(&["kill", "c4", "KILL"]);
+    assert!(o.status.success(), "kill: {}", text(&o.stderr));
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 137)
+    );
+    assert_eq!(lab.state("c4")["status"], "stopped");
+    assert!(!lab.oci(&["start", "c4"]).status.success());
+    assert!(lab.oci(&["delete", "c4"]).status.success());
+    assert!(lab.left().is_empty());
+}
+
+#[test]
+fn exec_tty_sends_a_terminal_master_to_the_console_socket() {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let b = lab.bundle("b", config(&["sleep", "600"]));
+    assert!(lab
+        .oci(&["create", "--bundle", b.to_str().unwrap(), "c5"])
+        .status
+        .success());
+    assert!(lab.oci(&["start", "c5"]).status.success());
+    let sock_path = lab.path("console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
+    let pid_file = lab.path("tty.pid");
+    let o = lab.oci(&[
+        "exec",
+        "--tty",
+        "--detach",
+        "--console-socket",
+        sock_path.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "c5",
+        "sh",
+        "-c",
+        "tty; echo tty-ok; sleep 1",
+    ]);
+    assert!(o.status.success(), "exec --tty: {}", text(&o.stderr));
+    let (conn, _) = listener.accept().unwrap();
+    let mut buf = [0u8; 64];
+    let (_, fds) = warden_jail::fdpass::recv(conn.as_fd(), &mut buf).unwrap();
+    let master = fds
+        .into_iter()
+        .next()
+        .expect("a descriptor came with the message");
+    let mut master = std::fs::File::from(master);
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains("tty-ok") && std::time::Instant::now() < deadline {
+        let mut chunk = [0u8; 256];
+        match master.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.push_str(&String::from_utf8_lossy(&chunk[..n])),
+        }
+    }
+    assert!(
+        seen.contains("/dev/pts/"),
+        "the process has no terminal: {seen:?}"
+    );
+    assert!(seen.contains("tty-ok"), "{seen:?}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 0)
+    );
+    assert!(lab.oci(&["delete", "--force", "c5"]).status.success());
+}
+
+#[test]
+fn a_root_the_sandbox_cannot_be_built_from_fails_create_and_leaves_nothing() {
+    if !can_run() {
+        return;
+    }
+    let lab = Lab::new();
+    // A file where warden mounts the workspace: the init cannot build the
+    // root, after the supervisor has said it runs.
+    let b = lab.path("bad");
+    std::fs::create_dir_all(b.join("rootfs/bin")).unwrap();
+    std::fs::copy(BUSYBOX, b.join("rootfs/bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", b.join("rootfs/bin/sh")).unwrap();
+    std::fs::write(b.join("rootfs/workspace"), "").unwrap();
+    std::fs::write(
+        b.join("config.json"),
+        config(&["sh", "-c", "exit 0"]).to_string(),
+    )
+    .unwrap();
+    let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), "c6"]);
+    assert!(!o.status.success(), "a broken root was reported created");
+    assert!(
+        text(&o.stderr).contains("did not come up"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(lab.left().is_empty(), "left behind: {:?}", lab.left());
+}

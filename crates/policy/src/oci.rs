@@ -1,0 +1,623 @@
+//! An OCI bundle's `config.json` turned into warden's request: what the
+//! OCI runtime front door (`warden-oci`) hands to the same resolution as
+//! every other door. Pure: the caller reads the file; nothing here looks
+//! at the host.
+//!
+//! What warden can honour is translated; what it would have to fake is
+//! refused with the JSON path of the field and what to do instead; what
+//! warden does its own, stricter way (capabilities, the kernel file
+//! systems containerd asks for, namespaces it always creates) is accepted
+//! and said in [`Translated::notices`].
+
+use crate::compose::Overrides;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+/// Annotation naming the profile the container runs under.
+pub const ANNOTATION_PROFILE: &str = "warden.dev/profile";
+/// Annotation: names the container may reach, comma-separated.
+pub const ANNOTATION_EGRESS: &str = "warden.dev/egress";
+/// Annotation: `NAME=IP` pins, comma-separated (`--add-host`).
+pub const ANNOTATION_HOSTS: &str = "warden.dev/hosts";
+/// Annotation: `true` lets plain HTTP through to allowed names (`--allow-http`).
+pub const ANNOTATION_ALLOW_HTTP: &str = "warden.dev/allow-http";
+/// Every `warden.dev/` annotation warden reads; any other is refused.
+pub const ANNOTATIONS: &[(&str, &str)] = &[
+    (
+        ANNOTATION_PROFILE,
+        "the profile the container runs under (a name or an absolute path)",
+    ),
+    (
+        ANNOTATION_EGRESS,
+        "names the container may reach, comma-separated (e.g. `api.example.com,*.pypi.org`)",
+    ),
+    (
+        ANNOTATION_HOSTS,
+        "NAME=IP pins for names the container may reach, comma-separated",
+    ),
+];
+
+/// Why a `config.json` cannot be run. Each names the field by its JSON path.
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    #[error("config.json is not a valid OCI runtime configuration")]
+    Parse(#[source] serde_json::Error),
+    #[error("config.json: {field} is missing: {what}")]
+    Missing { field: String, what: &'static str },
+    #[error("config.json: {field} = {value}: {why}")]
+    Invalid {
+        field: String,
+        value: String,
+        why: String,
+    },
+    #[error("config.json: {field} = {value} cannot be honoured by warden: {why}")]
+    Unsupported {
+        field: String,
+        value: String,
+        why: String,
+    },
+}
+
+impl OciError {
+    /// The JSON path of the field the error is about.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            OciError::Parse(_) => None,
+            OciError::Missing { field, .. }
+            | OciError::Invalid { field, .. }
+            | OciError::Unsupported { field, .. } => Some(field),
+        }
+    }
+}
+
+/// The subset of the OCI runtime specification warden reads. Unknown
+/// fields are ignored, as the specification asks of runtimes.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Config {
+    #[serde(default)]
+    pub oci_version: String,
+    pub process: Option<Process>,
+    pub root: Option<Root>,
+    #[serde(default)]
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub mounts: Vec<Mount>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub linux: Option<Linux>,
+    #[serde(default)]
+    pub hooks: Option<serde_json::Value>,
+}
+
+/// `process`: also the shape of `exec --process FILE`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Process {
+    #[serde(default)]
+    pub terminal: bool,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<String>,
+    #[serde(default)]
+    pub cwd: String,
+    #[serde(default)]
+    pub user: Option<User>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct User {
+    #[serde(default)]
+    pub uid: u32,
+    #[serde(default)]
+    pub gid: u32,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Root {
+    pub path: String,
+    #[serde(default)]
+    pub readonly: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Mount {
+    pub destination: String,
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Linux {
+    #[serde(default)]
+    pub namespaces: Vec<Namespace>,
+    #[serde(default)]
+    pub resources: Option<Resources>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Namespace {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Resources {
+    #[serde(default)]
+    pub memory: Option<Memory>,
+    #[serde(default)]
+    pub pids: Option<Pids>,
+    #[serde(default)]
+    pub cpu: Option<Cpu>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Memory {
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Pids {
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Cpu {
+    #[serde(default)]
+    pub quota: Option<i64>,
+    #[serde(default)]
+    pub period: Option<u64>,
+}
+
+/// The process a container runs: its first, or one `exec` adds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRequest {
+    pub args: Vec<String>,
+    /// `NAME=VALUE` entries of `process.env`, as pairs.
+    pub env: Vec<(String, String)>,
+    /// `None`: the sandbox's own working directory.
+    pub cwd: Option<String>,
+    pub terminal: bool,
+}
+
+/// A `config.json`, translated.
+#[derive(Debug, Clone)]
+pub struct Translated {
+    /// Values for the resolution every door shares (rootfs, binds,
+    /// limits, hostname, egress).
+    pub overrides: Overrides,
+    /// `warden.dev/profile`.
+    pub profile: Option<String>,
+    pub process: ProcessRequest,
+    /// The network namespace containerd (or a CNI plugin) made for the
+    /// container, which warden does not join (see `docs/oci.md`).
+    pub network_namespace: Option<String>,
+    pub annotations: BTreeMap<String, String>,
+    /// What warden does its own way, said once.
+    pub notices: Vec<String>,
+}
+
+/// Kernel file systems containerd's default spec mounts, which warden's
+/// own root assembly provides (fresh `/proc`, minimal `/dev` with its own
+/// devpts, size-capped `/dev/shm`) or leaves out on purpose (`/sys`,
+/// cgroupfs: host kernel state a sandbox does not need).
+const PROVIDED: &[(&str, &str)] = &[
+    ("/proc", "proc"),
+    ("/dev", "tmpfs"),
+    ("/dev/pts", "devpts"),
+    ("/dev/shm", "tmpfs"),
+    ("/dev/shm", "shm"),
+    ("/dev/mqueue", "mqueue"),
+    ("/sys", "sysfs"),
+    ("/sys/fs/cgroup", "cgroup"),
+    ("/sys/fs/cgroup", "cgroup2"),
+    ("/run", "tmpfs"),
+];
+
+/// Namespace types warden always creates for a sandbox.
+const OWN_NAMESPACES: &[&str] = &["pid", "network", "mount", "ipc", "uts", "user", "cgroup"];
+
+/// Parse a `config.json`.
+pub fn parse(text: &str) -> Result<Config, OciError> {
+    serde_json::from_str(text).map_err(OciError::Parse)
+}
+
+/// Parse a process file (`exec --process FILE`).
+pub fn parse_process(text: &str) -> Result<Process, OciError> {
+    serde_json::from_str(text).map_err(OciError::Parse)
+}
+
+/// Translate a parsed `config.json` of the bundle at `bundle` (absolute).
+pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError> {
+    let mut notices = Vec::new();
+    let mut o = Overrides::default();
+    let process = config.process.as_ref().ok_or(OciError::Missing {
+        field: "process".into(),
+        what: "the container's first process (args, env, cwd)",
+    })?;
+    let process = process_request(process, "process")?;
+    o.command = process.args.clone();
+
+    let root = config.root.as_ref().ok_or(OciError::Missing {
+        field: "root.path".into(),
+        what: "the container's root file system",
+    })?;
+    if root.path.is_empty() {
+        return Err(OciError::Missing {
+            field: "root.path".into(),
+            what: "the container's root file system",
+        });
+    }
+    let rootfs = bundle.join(&root.path);
+    if rootfs.components().any(|c| c == Component::ParentDir) {
+        return Err(invalid("root.path", &root.path, "must not contain `..`"));
+    }
+    o.rootfs = Some(rootfs);
+    if !root.readonly {
+        notices.push("root.readonly is false, but warden mounts a container's root read-only: it writes to /tmp, /dev/shm and /workspace".into());
+    }
+
+    if let Some(h) = &config.hostname {
+        if !h.is_empty() {
+            o.hostname = Some(h.clone());
+        }
+    }
+    mounts(&config.mounts, &mut o, &mut notices)?;
+    let network_namespace = match &config.linux {
+        Some(linux) => {
+            let ns = namespaces(&linux.namespaces)?;
+            if let Some(r) = &linux.resources {
+                resources(r, &mut o)?;
+            }
+            ns
+        }
+        None => None,
+    };
+    if let Some(ns) = &network_namespace {
+        notices.push(format!("linux.namespaces network path {ns}: warden gives the container a network namespace of its own, whose only way out is warden's egress proxy; the given namespace is not joined"));
+    }
+    if config
+        .hooks
+        .as_ref()
+        .is_some_and(|h| !h.is_null() && h != &serde_json::json!({}))
+    {
+        return Err(OciError::Unsupported {
+            field: "hooks".into(),
+            value: "(given)".into(),
+            why: "warden does not run OCI hooks yet; remove them from the bundle".into(),
+        });
+    }
+
+    let mut profile = None;
+    for (key, value) in &config.annotations {
+        let Some(_) = key.strip_prefix("warden.dev/") else {
+            continue;
+        };
+        let field = format!("annotations[\"{key}\"]");
+        match key.as_str() {
+            ANNOTATION_PROFILE => {
+                if value.trim().is_empty() {
+                    return Err(invalid(&field, value, "name a profile"));
+                }
+                profile = Some(value.trim().to_string());
+            }
+            ANNOTATION_EGRESS => o.allow_domain.extend(list(value)),
+            ANNOTATION_ALLOW_HTTP => match value.trim() {
+                "true" => o.allow_http = Some(true),
+                "false" => o.allow_http = Some(false),
+                _ => return Err(invalid(&field, value, "must be true or false")),
+            },
+            ANNOTATION_HOSTS => {
+                for pin in list(value) {
+                    if !pin.contains('=') {
+                        return Err(invalid(&field, value, "each entry is NAME=IP"));
+                    }
+                    o.add_host.push(pin);
+                }
+            }
+            _ => {
+                let known: Vec<&str> = ANNOTATIONS.iter().map(|(k, _)| *k).collect();
+                return Err(invalid(
+                    &field,
+                    value,
+                    &format!(
+                        "not an annotation warden knows; it reads {}",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(Translated {
+        overrides: o,
+        profile,
+        process,
+        network_namespace,
+        annotations: config.annotations.clone(),
+        notices,
+    })
+}
+
+/// A process (`process`, or an exec's process file) as warden starts it.
+pub fn process_request(p: &Process, at: &str) -> Result<ProcessRequest, OciError> {
+    if p.args.is_empty() || p.args[0].is_empty() {
+        return Err(OciError::Missing {
+            field: format!("{at}.args"),
+            what: "the command to run, e.g. [\"sh\"]",
+        });
+    }
+    let mut env = Vec::new();
+    for (i, e) in p.env.iter().enumerate() {
+        match e.split_once('=') {
+            Some((k, v)) if !k.is_empty() => env.push((k.to_string(), v.to_string())),
+            _ => return Err(invalid(&format!("{at}.env[{i}]"), e, "must be NAME=VALUE")),
+        }
+    }
+    let cwd = match p.cwd.as_str() {
+        "" => None,
+        c if c.starts_with('/') => Some(c.to_string()),
+        c => return Err(invalid(&format!("{at}.cwd"), c, "must be an absolute path")),
+    };
+    if let Some(u) = &p.user {
+        if u.uid != 0 || u.gid != 0 {
+            return Err(OciError::Unsupported {
+                field: format!("{at}.user"),
+                value: format!("{}:{}", u.uid, u.gid),
+                why: "warden runs a container's processes as its user namespace's root (nobody on the host); other IDs are not mapped yet".into(),
+            });
+        }
+    }
+    Ok(ProcessRequest {
+        args: p.args.clone(),
+        env,
+        cwd,
+        terminal: p.terminal,
+    })
+}
+
+fn mounts(ms: &[Mount], o: &mut Overrides, notices: &mut Vec<String>) -> Result<(), OciError> {
+    let mut provided = Vec::new();
+    for (i, m) in ms.iter().enumerate() {
+        let field = format!("mounts[{i}]");
+        let kind = m.kind.as_deref().unwrap_or("");
+        let bind = kind == "bind" || m.options.iter().any(|x| x == "bind" || x == "rbind");
+        if !bind {
+            if PROVIDED.contains(&(m.destination.as_str(), kind)) {
+                provided.push(m.destination.clone());
+                continue;
+            }
+            return Err(OciError::Unsupported {
+                field: format!("{field}.type"),
+                value: format!("{kind} at {}", m.destination),
+                why: "warden mounts bind mounts and provides /proc, /dev, /dev/pts, /dev/shm itself; other file systems are not mounted".into(),
+            });
+        }
+        let source = m.source.as_deref().unwrap_or("");
+        if !source.starts_with('/') {
+            return Err(invalid(
+                &format!("{field}.source"),
+                source,
+                "a bind mount's source must be an absolute host path",
+            ));
+        }
+        if source != m.destination {
+            // containerd's own resolv.conf, hosts and hostname files: the
+            // sandbox has its own (its resolver is warden's).
+            if ["/etc/resolv.conf", "/etc/hosts", "/etc/hostname"].contains(&m.destination.as_str())
+            {
+                provided.push(m.destination.clone());
+                continue;
+            }
+            return Err(OciError::Unsupported {
+                field: format!("{field}.destination"),
+                value: format!("{} (source {source})", m.destination),
+                why: "warden binds a host path at the same path inside; give the same source and destination".into(),
+            });
+        }
+        let path = PathBuf::from(source);
+        if m.options.iter().any(|x| x == "rw") && !m.options.iter().any(|x| x == "ro") {
+            o.rw.push(path);
+        } else {
+            o.ro.push(path);
+        }
+    }
+    if !provided.is_empty() {
+        notices.push(format!(
+            "mounts {}: warden provides its own (fresh /proc, a minimal /dev, no /sys)",
+            provided.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The network namespace path, if one was given; every other path (a
+/// namespace shared with the host or another container) is refused.
+fn namespaces(ns: &[Namespace]) -> Result<Option<String>, OciError> {
+    let mut network = None;
+    for (i, n) in ns.iter().enumerate() {
+        let field = format!("linux.namespaces[{i}]");
+        if !OWN_NAMESPACES.contains(&n.kind.as_str()) {
+            return Err(invalid(
+                &format!("{field}.type"),
+                &n.kind,
+                "not a namespace type",
+            ));
+        }
+        match (&n.path, n.kind.as_str()) {
+            (None, _) => {}
+            (Some(p), _) if p.is_empty() => {}
+            (Some(p), "network") => network = Some(p.clone()),
+            (Some(p), kind) => {
+                return Err(OciError::Unsupported {
+                    field: format!("{field}.path"),
+                    value: p.clone(),
+                    why: format!("warden gives every container a {kind} namespace of its own; joining an existing one would share it with the host or another container"),
+                })
+            }
+        }
+    }
+    Ok(network)
+}
+
+fn resources(r: &Resources, o: &mut Overrides) -> Result<(), OciError> {
+    if let Some(limit) = r.memory.as_ref().and_then(|m| m.limit) {
+        if limit > 0 {
+            o.memory = Some(limit as u64);
+        }
+    }
+    if let Some(limit) = r.pids.as_ref().and_then(|p| p.limit) {
+        if limit > 0 {
+            o.pids = Some(limit as u64);
+        }
+    }
+    if let Some(cpu) = &r.cpu {
+        if let (Some(quota), Some(period)) = (cpu.quota, cpu.period) {
+            if quota > 0 {
+                if period == 0 {
+                    return Err(invalid(
+                        "linux.resources.cpu.period",
+                        "0",
+                        "must be more than zero",
+                    ));
+                }
+                o.cpus = Some(quota as f64 / period as f64);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn invalid(field: &str, value: &str, why: &str) -> OciError {
+    OciError::Invalid {
+        field: field.to_string(),
+        value: value.to_string(),
+        why: why.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: serde_json::Value) -> Config {
+        let mut base = serde_json::json!({
+            "ociVersion": "1.0.2",
+            "process": {"args": ["sh", "-c", "echo hi"], "env": ["PATH=/bin"], "cwd": "/"},
+            "root": {"path": "rootfs"},
+            "linux": {"namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "mount"}]}
+        });
+        if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn a_plain_bundle_becomes_rootfs_command_and_process() {
+        let t = translate(
+            &config(serde_json::json!({"hostname": "box"})),
+            Path::new("/b"),
+        )
+        .unwrap();
+        assert_eq!(t.overrides.rootfs.as_deref(), Some(Path::new("/b/rootfs")));
+        assert_eq!(t.overrides.hostname.as_deref(), Some("box"));
+        assert_eq!(t.process.args, ["sh", "-c", "echo hi"]);
+        assert_eq!(t.process.env, [("PATH".to_string(), "/bin".to_string())]);
+    }
+
+    #[test]
+    fn limits_come_from_linux_resources() {
+        let c = config(serde_json::json!({"linux": {"resources": {
+            "memory": {"limit": 268435456}, "pids": {"limit": 64},
+            "cpu": {"quota": 50000, "period": 100000}}}}));
+        let t = translate(&c, Path::new("/b")).unwrap();
+        assert_eq!(t.overrides.memory, Some(256 << 20));
+        assert_eq!(t.overrides.pids, Some(64));
+        assert_eq!(t.overrides.cpus, Some(0.5));
+    }
+
+    #[test]
+    fn sharing_the_hosts_pid_namespace_is_refused_by_its_field() {
+        let c = config(
+            serde_json::json!({"linux": {"namespaces": [{"type": "pid", "path": "/proc/1/ns/pid"}]}}),
+        );
+        let e = translate(&c, Path::new("/b")).unwrap_err();
+        assert_eq!(e.field(), Some("linux.namespaces[0].path"));
+    }
+
+    #[test]
+    fn a_network_namespace_path_is_named_not_joined() {
+        let c = config(
+            serde_json::json!({"linux": {"namespaces": [{"type": "network", "path": "/var/run/netns/cni-1"}]}}),
+        );
+        let t = translate(&c, Path::new("/b")).unwrap();
+        assert_eq!(t.network_namespace.as_deref(), Some("/var/run/netns/cni-1"));
+    }
+
+    #[test]
+    fn annotations_pick_the_allowlist_and_unknown_ones_are_refused() {
+        let c = config(serde_json::json!({"annotations": {
+            "warden.dev/egress": "a.test, b.test", "warden.dev/hosts": "a.test=127.0.0.1",
+            "io.kubernetes.cri.container-type": "container"}}));
+        let t = translate(&c, Path::new("/b")).unwrap();
+        assert_eq!(t.overrides.allow_domain, ["a.test", "b.test"]);
+        assert_eq!(t.overrides.add_host, ["a.test=127.0.0.1"]);
+        let c = config(serde_json::json!({"annotations": {"warden.dev/egres": "a.test"}}));
+        let e = translate(&c, Path::new("/b")).unwrap_err();
+        assert_eq!(e.field(), Some("annotations[\"warden.dev/egres\"]"));
+    }
+
+    #[test]
+    fn bind_mounts_at_their_own_path_are_honoured_and_others_refused() {
+        let c = config(serde_json::json!({"mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]},
+            {"destination": "/data", "type": "bind", "source": "/srv/data", "options": ["rbind", "rw"]}]}));
+        let e = translate(&c, Path::new("/b")).unwrap_err();
+        assert_eq!(e.field(), Some("mounts[2].destination"));
+        let c = config(serde_json::json!({"mounts": [
+            {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]}]}));
+        assert_eq!(
+            translate(&c, Path::new("/b")).unwrap().overrides.ro,
+            [PathBuf::from("/usr")]
+        );
+    }
+
+    #[test]
+    fn missing_args_and_relative_cwd_name_their_field() {
+        let c = config(serde_json::json!({"process": {"args": [], "cwd": "/"}}));
+        assert_eq!(
+            translate(&c, Path::new("/b")).unwrap_err().field(),
+            Some("process.args")
+        );
+        let c = config(serde_json::json!({"process": {"args": ["sh"], "cwd": "tmp"}}));
+        assert_eq!(
+            translate(&c, Path::new("/b")).unwrap_err().field(),
+            Some("process.cwd")
+        );
+    }
+}
