@@ -3,8 +3,8 @@
 //! errors (a body too large is 413, bad JSON 400, a wrong field 422, each
 //! as a problem object).
 
-mod egress;
 mod changes;
+mod egress;
 mod events;
 mod exec;
 mod files;
