@@ -1007,10 +1007,11 @@ fn the_cli_drives_a_daemon_through_host() {
 }
 
 /// Warm pools: pooled sandboxes are nobody's (hidden from every route)
-/// until a create takes one; each is handed out once; a create whose
-/// policy differs from the pooled spec, or a profile edited after the pool
-/// was filled, never gets a pooled sandbox with the old policy. Judged by
-/// a real listener that records which names reached it.
+/// until a create takes one; each is handed out once; a create with other
+/// limits is made cold; a create that allows another name gets a pooled
+/// sandbox with that name applied at hand-out; after the profile is
+/// edited, a create never gets the old profile's names. Judged by a real
+/// listener that records which names reached it.
 #[test]
 fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
     if !curl_available() || !egress_available() {
@@ -1030,10 +1031,13 @@ fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
     let config = TempDir::new("daemon-pool-config");
     let profiles = config.path().join("warden/profiles");
     std::fs::create_dir_all(&profiles).unwrap();
+    // Both names are pinned to the listener; the profile allows one.
     let profile = |name: &str| {
         std::fs::write(
             profiles.join("pooled.yaml"),
-            format!("egress:\n  domains: [\"{name}:{port}\"]\n  hosts:\n    {name}: 127.0.0.1\n"),
+            format!(
+                "egress:\n  domains: [\"{name}:{port}\"]\n  hosts:\n    first.test: 127.0.0.1\n    second.test: 127.0.0.1\n"
+            ),
         )
         .unwrap();
     };
@@ -1136,8 +1140,36 @@ fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
         "a create with its own limits got pooled {differs}"
     );
 
-    // The profile changes: what waits in the pool under the old one is
-    // never handed out.
+    // A create that allows one more name takes a pooled sandbox, the name
+    // applied at hand-out.
+    let wider_body = format!(
+        r#"{{"profile":"pooled","spec":{{"egress":{{"domains":["second.test:{port}"]}}}}}}"#
+    );
+    let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(&wider_body), None);
+    assert_eq!(s, 201, "{b}");
+    let wider = json(&b)["id"].as_str().unwrap().to_string();
+    assert!(
+        pooled.contains(&wider),
+        "a create adding a name was made cold: {wider}"
+    );
+    let before = arrived();
+    assert!(connect(&wider, "second.test").contains("connected"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(arrived(), before + 1);
+
+    // The profile changes while sandboxes made under the old one wait in
+    // the pool: a create takes one, and gets the new profile's names, not
+    // the old one's.
+    let mut waiting = Vec::new();
+    wait_until("the pool is refilled", Duration::from_secs(30), || {
+        waiting = on_disk()
+            .into_iter()
+            .filter(|id| {
+                ![&first, &differs, &wider].contains(&id) && !pooled.contains(id) && running(id)
+            })
+            .collect();
+        waiting.len() >= 2
+    });
     profile("second.test");
     let (s, b) = call(
         &d,
@@ -1149,8 +1181,8 @@ fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
     assert_eq!(s, 201, "{b}");
     let after = json(&b)["id"].as_str().unwrap().to_string();
     assert!(
-        !pooled.contains(&after),
-        "{after} was pooled under the old profile"
+        waiting.contains(&after),
+        "{after} is not one made under the old profile: {waiting:?}"
     );
     let before = arrived();
     assert!(connect(&after, "first.test").contains("refused"));
@@ -1166,7 +1198,13 @@ fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
     wait_until("the pool is refilled", Duration::from_secs(30), || {
         let ids = on_disk();
         ids.iter()
-            .filter(|id| !pooled.contains(id) && **id != first && **id != differs && **id != after)
+            .filter(|id| {
+                !pooled.contains(id)
+                    && **id != first
+                    && **id != differs
+                    && **id != after
+                    && **id != wider
+            })
             .count()
             >= 2
     });
@@ -1197,7 +1235,7 @@ fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 4, "a sandbox was handed out twice: {ids:?}");
-    for id in ids.iter().chain([&first, &differs, &after]) {
+    for id in ids.iter().chain([&first, &differs, &after, &wider]) {
         let (s, b) = call(&d, "DELETE", &format!("/v1/sandboxes/{id}"), None, None);
         assert_eq!(s, 204, "{b}");
     }

@@ -3,12 +3,15 @@
 //!
 //! A pooled sandbox belongs to nobody: it is hidden from every route until
 //! a create takes it. A create takes one only when the create, resolved
-//! as if it were made as that very sandbox, gives exactly the spec the
-//! sandbox runs (so a profile edited since, or an inline document that
-//! changes anything, never gets a stale or wider sandbox: it is made cold);
+//! as if it were made as that very sandbox, gives the spec the sandbox
+//! runs in everything but its allowed names (so a profile edited since in
+//! anything else, or an inline document that changes limits, mounts,
+//! secrets or pinned hosts, never gets a stale sandbox: it is made cold);
 //! it must name no workspace and no id of its own. What is the claim's own
-//! is applied at hand-out: its labels, its owner (and that owner's quota),
-//! its TTL. A pooled sandbox is taken out of the pool in one database
+//! is applied at hand-out, before anyone can use it: its allowed names
+//! (the running proxy's list changed live, names the claim does not allow
+//! removed; a sandbox whose change fails is discarded, never handed out),
+//! its labels, its owner (and that owner's quota), its TTL. A pooled sandbox is taken out of the pool in one database
 //! statement, so it is never handed out twice. The pools are filled again
 //! in the background; sandboxes of a pool that died are removed.
 
@@ -71,12 +74,11 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
             discard(app, &id);
             continue;
         }
-        if !fits(app, &sb, claim.input) {
-            // Another create may fit it (an inline document that changes
-            // nothing); a profile edited since makes every one stale, and
-            // the refill replaces them as they are discarded at start.
+        let Some(delta) = fits(app, &sb, claim.input) else {
+            // Another create may fit it; a profile edited since (beyond its
+            // names) makes every one stale, and the refill replaces them.
             continue;
-        }
+        };
         if !app
             .db()?
             .take_pooled(&id)
@@ -84,6 +86,25 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
         {
             // Another create took it first.
             continue;
+        }
+        // The claim's names, applied before anyone can use it: should the
+        // change fail, the sandbox is never handed out.
+        if !delta.is_empty() {
+            let by = format!(
+                "a create from the pool of {}{}",
+                claim.profile,
+                claim
+                    .caller
+                    .token_id()
+                    .map(|t| format!(" by token {t}"))
+                    .unwrap_or_default()
+            );
+            let changed = warden_runtime::client::Connection::open(&lifecycle::control(&sb))
+                .and_then(|c| c.set_egress(delta.allow.clone(), delta.remove.clone(), &by));
+            if changed.is_err() {
+                discard(app, &id);
+                continue;
+            }
         }
         let handed = hand_out(app, &sb, &claim);
         app.pool_wake.notify_one();
@@ -99,14 +120,15 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
     Ok(None)
 }
 
-/// Whether `input`, resolved as if it were made as `sb`, gives exactly
-/// the spec `sb` runs.
-fn fits(app: &App, sb: &Sandbox, input: &Input) -> bool {
-    let Ok(stored) = warden_runtime::state::read_json::<warden_runtime::state::Stored>(
+/// What must change in `sb`'s allowlist for it to be made as `input`:
+/// the entries to add and to remove. `None` when `input`, resolved as if it
+/// were made as `sb`, differs from the spec `sb` runs in anything but its
+/// allowed names (limits, mounts, secrets, network mode, pinned hosts, ...).
+fn fits(app: &App, sb: &Sandbox, input: &Input) -> Option<Delta> {
+    let stored = warden_runtime::state::read_json::<warden_runtime::state::Stored>(
         &sb.dir().join(warden_runtime::state::STORED),
-    ) else {
-        return false;
-    };
+    )
+    .ok()?;
     let ctx = Context {
         catalog: &app.catalog,
         defaults: &app.defaults,
@@ -114,18 +136,60 @@ fn fits(app: &App, sb: &Sandbox, input: &Input) -> bool {
         otlp: false,
         id: sb.name(),
     };
-    match warden_runtime::resolve::resolve(input.clone(), &ctx, Some(sb)) {
-        Ok(r) => {
-            let (Ok(want), Ok(have)) = (
-                serde_json::to_value(&r.spec),
-                serde_json::to_value(&stored.spec),
-            ) else {
-                return false;
-            };
-            want == have && r.sinks.audit_log == stored.sinks.audit_log
-        }
-        Err(_) => false,
+    let r = warden_runtime::resolve::resolve(input.clone(), &ctx, Some(sb)).ok()?;
+    if r.sinks.audit_log != stored.sinks.audit_log {
+        return None;
     }
+    let mut want = serde_json::to_value(&r.spec).ok()?;
+    let mut have = serde_json::to_value(&stored.spec).ok()?;
+    let wanted = take_domains(&mut want);
+    let had = take_domains(&mut have);
+    if want != have {
+        return None;
+    }
+    Some(Delta {
+        allow: wanted
+            .iter()
+            .filter(|d| !had.contains(d))
+            .cloned()
+            .collect(),
+        remove: had
+            .iter()
+            .filter(|d| !wanted.contains(d))
+            .cloned()
+            .collect(),
+    })
+}
+
+/// Entries to add to and remove from a pooled sandbox's allowlist.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Delta {
+    allow: Vec<String>,
+    remove: Vec<String>,
+}
+
+impl Delta {
+    fn is_empty(&self) -> bool {
+        self.allow.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// The allowed names of a spec (as written: `source`), taken out of it.
+fn take_domains(spec: &mut serde_json::Value) -> Vec<String> {
+    let Some(domains) = spec
+        .pointer_mut("/network/Egress/domains")
+        .map(serde_json::Value::take)
+    else {
+        return Vec::new();
+    };
+    domains
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|d| d.get("source").and_then(|s| s.as_str()).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Make `sb` the claim's: its owner's quota, its record, its TTL.
@@ -217,7 +281,8 @@ pub async fn refill(app: Arc<App>) {
                     .map_err(|e| ApiError::internal(chain(&e)))
             }) {
                 // Dead ones go, and stale ones (their profile changed
-                // since): both are made again below.
+                // since in more than its names, which a hand-out puts
+                // right): both are made again below.
                 let mut alive = 0;
                 for (id, _) in &ready {
                     let fresh = Input {
@@ -225,7 +290,10 @@ pub async fn refill(app: Arc<App>) {
                         ..Default::default()
                     };
                     match app.store.get(id) {
-                        Ok(sb) if lifecycle::liveness(&sb).running() && fits(&app, &sb, &fresh) => {
+                        Ok(sb)
+                            if lifecycle::liveness(&sb).running()
+                                && fits(&app, &sb, &fresh).is_some() =>
+                        {
                             alive += 1
                         }
                         _ => {
