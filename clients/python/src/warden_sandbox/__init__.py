@@ -48,7 +48,7 @@ from ._models import (
     OutputChunk,
     SandboxInfo,
 )
-from ._files import AsyncFiles, AsyncFileWatch, FileEvent, Files, FileWatch
+from ._files import AsyncFiles, AsyncFileWatch, FileEntry, FileEvent, Files, FileWatch
 from ._pty import AsyncPty, AsyncPtyHandle, Pty, PtyHandle
 from ._sync import CommandHandle, Commands, Sandbox
 
@@ -71,6 +71,7 @@ __all__ = [
     "Files",
     "FileWatch",
     "FileEvent",
+    "FileEntry",
     "AsyncFiles",
     "AsyncFileWatch",
     "Pty",

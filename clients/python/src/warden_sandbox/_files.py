@@ -1,5 +1,7 @@
-"""Files of a sandbox's workspace: ``sb.files.watch`` (the changes in a
-directory as they happen, ``GET .../files/watch``), sync and asyncio."""
+"""Files of a sandbox's workspace: read, write, list, make directories,
+move and remove (``GET|PUT|DELETE .../files``, ``.../files/list``,
+``.../files/mkdir``, ``.../files/move``), and ``watch`` (the changes in a
+directory as they happen, ``GET .../files/watch``); sync and asyncio."""
 
 from __future__ import annotations
 
@@ -44,6 +46,41 @@ class FileEvent:
             kind=v.get("kind"),
             from_=v.get("from"),
         )
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """An entry of a directory listing (``sb.files.list``)."""
+
+    name: str
+    #: Relative to the workspace.
+    path: str
+    #: ``file``, ``dir``, ``symlink`` or ``other``.
+    kind: str
+    size: int
+    mode: int
+    modified_ms: int
+
+    @staticmethod
+    def of(v: dict[str, Any]) -> FileEntry:
+        return FileEntry(
+            name=str(v.get("name", "")),
+            path=str(v.get("path", "")),
+            kind=str(v.get("kind", "")),
+            size=int(v.get("size", 0)),
+            mode=int(v.get("mode", 0)),
+            modified_ms=int(v.get("modified_ms", 0)),
+        )
+
+
+def _content(data: str | bytes) -> bytes:
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def _checked(http: Any, r: httpx.Response) -> httpx.Response:
+    if r.status_code >= 400:
+        raise error_from_response(r.status_code, r.content)
+    return r
 
 
 EventCallback = Callable[[FileEvent], Any]
@@ -131,10 +168,55 @@ class FileWatch:
 
 
 class Files:
-    """``sandbox.files``."""
+    """``sandbox.files``: paths are relative to the workspace, or under
+    ``/workspace``; one that leaves it raises ``BadRequestError``."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self._sb = sandbox
+
+    def _call(self, method: str, *parts: str, **kw: Any) -> httpx.Response:
+        http = self._sb._http
+        try:
+            r = http.client.request(method, _core.sandbox_path(self._sb.id, *parts), **kw)
+        except httpx.TransportError as e:
+            raise _core.connection_error(http.ep, e) from e
+        return _checked(http, r)
+
+    def read(self, path: str) -> bytes:
+        """The file's bytes."""
+        return self._call("GET", "files", params={"path": path}).content
+
+    def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        return self.read(path).decode(encoding)
+
+    def write(self, path: str, data: str | bytes, mode: int = 0o644) -> None:
+        """Create or replace the file at once (its directory must exist)."""
+        self._call(
+            "PUT",
+            "files",
+            params={"path": path, "mode": format(mode, "04o")},
+            content=_content(data),
+        )
+
+    def list(self, path: str = "") -> list[FileEntry]:
+        """The entries of directory ``path`` (the workspace by default)."""
+        v = self._call("GET", "files", "list", params={"path": path}).json()
+        return [FileEntry.of(e) for e in v.get("entries", [])]
+
+    def make_dir(self, path: str) -> None:
+        """Make the directory, and its missing parents."""
+        self._call("POST", "files", "mkdir", json={"path": path})
+
+    def move(self, from_: str, to: str) -> None:
+        self._call("POST", "files", "move", json={"from": from_, "to": to})
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        """Remove a file, an empty directory, or with ``recursive`` a tree."""
+        self._call(
+            "DELETE",
+            "files",
+            params={"path": path, "recursive": "true" if recursive else "false"},
+        )
 
     def watch(
         self,
@@ -236,6 +318,45 @@ class AsyncFiles:
 
     def __init__(self, sandbox: AsyncSandbox) -> None:
         self._sb = sandbox
+
+    async def _call(self, method: str, *parts: str, **kw: Any) -> httpx.Response:
+        http = self._sb._http
+        try:
+            r = await http.client.request(method, _core.sandbox_path(self._sb.id, *parts), **kw)
+        except httpx.TransportError as e:
+            raise _core.connection_error(http.ep, e) from e
+        return _checked(http, r)
+
+    async def read(self, path: str) -> bytes:
+        return (await self._call("GET", "files", params={"path": path})).content
+
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        return (await self.read(path)).decode(encoding)
+
+    async def write(self, path: str, data: str | bytes, mode: int = 0o644) -> None:
+        await self._call(
+            "PUT",
+            "files",
+            params={"path": path, "mode": format(mode, "04o")},
+            content=_content(data),
+        )
+
+    async def list(self, path: str = "") -> list[FileEntry]:
+        v = (await self._call("GET", "files", "list", params={"path": path})).json()
+        return [FileEntry.of(e) for e in v.get("entries", [])]
+
+    async def make_dir(self, path: str) -> None:
+        await self._call("POST", "files", "mkdir", json={"path": path})
+
+    async def move(self, from_: str, to: str) -> None:
+        await self._call("POST", "files", "move", json={"from": from_, "to": to})
+
+    async def remove(self, path: str, recursive: bool = False) -> None:
+        await self._call(
+            "DELETE",
+            "files",
+            params={"path": path, "recursive": "true" if recursive else "false"},
+        )
 
     async def watch(
         self,
