@@ -323,12 +323,27 @@ pub fn remove(store: &Store, name: &str, force: bool) -> Result<(), LifecycleErr
         match stop(&sb, Duration::from_secs(10)) {
             // It ended on its own meanwhile.
             Err(LifecycleError::Client(ClientError::NotRunning { .. })) => {}
+            // It was ending on its own (a one-shot sandbox whose command
+            // could not start): what it said no longer matters once it is
+            // gone.
+            Err(_) if !liveness(&sb).running() => {}
             r => r?,
         }
     }
     let own = own_workspace(store, name);
     let owned = std::fs::canonicalize(&own).is_ok_and(|o| o == sb.meta().workspace);
-    store.remove(name)?;
+    // A supervisor that was just stopped may hold the sandbox's lock for
+    // the last moments of its exit.
+    let mut tries = 0;
+    loop {
+        match store.remove(name) {
+            Err(warden_workspace::StoreError::InUse { .. }) if force && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r => break r?,
+        }
+    }
     if owned {
         // By descriptors, however deep the tree grew.
         let _ = warden_workspace::fsutil::remove_tree(&own);
