@@ -50,8 +50,28 @@ fn alphabet(url: bool) -> &'static [u8; 64] {
     }
 }
 
+/// Each byte's place in an alphabet (64: not in it), computed once: the
+/// scrubber asks for every byte of every body it reads.
+const fn table(alphabet: &[u8; 64]) -> [u8; 256] {
+    let mut t = [64u8; 256];
+    let mut i = 0;
+    while i < 64 {
+        t[alphabet[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+}
+
+const STANDARD_INDEX: [u8; 256] = table(STANDARD);
+const URL_SAFE_INDEX: [u8; 256] = table(URL_SAFE);
+
 fn index(c: u8, url: bool) -> Option<u8> {
-    alphabet(url).iter().position(|&a| a == c).map(|i| i as u8)
+    let i = if url {
+        URL_SAFE_INDEX[c as usize]
+    } else {
+        STANDARD_INDEX[c as usize]
+    };
+    (i < 64).then_some(i)
 }
 
 /// `[0; k] ++ v` encoded, without padding, as 6-bit indices.

@@ -125,12 +125,23 @@ fn spellings(b: u8, text: &[u8], out: &mut Vec<usize>) {
 /// The length of an occurrence of `sought`, spelled in any of the ways
 /// above, at the start of `text`.
 pub(super) fn find_at(sought: &[u8], text: &[u8]) -> Option<usize> {
+    // Most places a scrubber asks about spell not even the first byte:
+    // answered before anything is allocated.
+    let mut lens = Vec::with_capacity(2);
+    match sought.first() {
+        None => return Some(0),
+        Some(&b) => {
+            spellings(b, text, &mut lens);
+            if lens.is_empty() {
+                return None;
+            }
+        }
+    }
     let mut stack = vec![(0usize, 0usize)];
     // (byte of `sought`, position in `text`) already tried: spellings that
     // overlap (a `%` that is itself part of the value) cannot make the
     // search exponential.
     let mut tried: HashSet<(usize, usize)> = HashSet::new();
-    let mut lens = Vec::with_capacity(2);
     while let Some((j, pos)) = stack.pop() {
         let Some(&b) = sought.get(j) else {
             return Some(pos);
