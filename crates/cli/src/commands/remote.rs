@@ -368,3 +368,94 @@ pub fn egress(
     }
     Ok(0)
 }
+
+/// `warden --host H diff NAME [PATHS] [--json]`: the sandbox's changes as
+/// the daemon reviews them, one line each with its flags (or as JSON).
+pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
+    if a.stat {
+        bail!("--stat cannot be used with --host: the daemon answers whole changes; use --json for their details");
+    }
+    let answer = client(host)?.changes(&a.name)?;
+    let wanted: Vec<String> = a
+        .paths
+        .iter()
+        .map(|p| {
+            p.to_string_lossy()
+                .trim_start_matches("/workspace/")
+                .to_string()
+        })
+        .collect();
+    let shown: Vec<&serde_json::Value> = answer
+        .changes
+        .iter()
+        .filter(|c| {
+            wanted.is_empty()
+                || c["path"].as_str().is_some_and(|p| {
+                    wanted
+                        .iter()
+                        .any(|w| p == w || p.starts_with(&format!("{w}/")))
+                })
+        })
+        .collect();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&shown)?);
+        return Ok(0);
+    }
+    for c in &shown {
+        let path = super::sandboxes::printable(c["path"].as_str().unwrap_or("?"));
+        println!("{:<12} {path}", c["kind"].as_str().unwrap_or("?"));
+        for f in c["flags"].as_array().into_iter().flatten() {
+            println!(
+                "             ! {}: {}",
+                f["rule"].as_str().unwrap_or("?"),
+                super::sandboxes::printable(f["reason"].as_str().unwrap_or(""))
+            );
+        }
+    }
+    if shown.is_empty() {
+        eprintln!("no changes in sandbox {}", a.name);
+    } else if answer.flagged > 0 {
+        eprintln!(
+            "{} change(s) flagged: `warden --host ... commit {} --accept-flagged` applies them too",
+            answer.flagged, a.name
+        );
+    }
+    Ok(0)
+}
+
+/// `warden --host H commit NAME [PATHS] [--force] [--accept-flagged]`:
+/// what the last `diff` showed (or, with --unreviewed, the layer as it is
+/// now), by the daemon's rules.
+pub fn commit(host: &str, a: super::sandboxes::CommitArgs) -> anyhow::Result<u8> {
+    if a.interactive {
+        bail!("--interactive cannot be used with --host: review with `warden --host ... diff`, then commit what you chose by path");
+    }
+    let c = client(host)?;
+    if a.unreviewed {
+        c.changes(&a.name)?;
+    }
+    let req = warden_client::api::CommitRequest {
+        paths: a
+            .paths
+            .iter()
+            .map(|p| {
+                p.to_string_lossy()
+                    .trim_start_matches("/workspace/")
+                    .to_string()
+            })
+            .collect(),
+        force: a.force,
+        accept_flagged: a.accept_flagged,
+    };
+    let done = c.commit(&a.name, &req)?;
+    for p in &done.applied {
+        println!("applied {}", super::sandboxes::printable(p));
+    }
+    for p in &done.forced {
+        eprintln!(
+            "warden: {} had changed on the host too; overwritten (--force)",
+            super::sandboxes::printable(p)
+        );
+    }
+    Ok(0)
+}
