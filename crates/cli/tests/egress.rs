@@ -1050,3 +1050,58 @@ print(data.decode())\n",
     );
     assert!(s.contains("warden: denied:"), "{s}");
 }
+
+#[test]
+fn ask_mode_whose_terminal_closes_denies_at_once_and_the_run_ends() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"must not be reached");
+    let term = TestTerminal::open(24, 80);
+    let mut cmd = Command::new(warden_bin());
+    cmd.env("WARDEN_TEST_ASK_LOOPBACK", "1").args([
+        "run",
+        "--ask",
+        "--add-host",
+        "asked.test=127.0.0.1",
+        "--",
+        "python3",
+        "-c",
+        &format!(
+            "import socket\ntry:\n    s = socket.create_connection(('asked.test', {}), timeout=100); s.sendall(b'x'); print('got', s.recv(100))\nexcept OSError as e:\n    print('error', e)\n",
+            up.port
+        ),
+    ]);
+    let mut child = term.spawn(&mut cmd);
+    let TestTerminal { master, slave } = term;
+    let seen = TestTerminal {
+        master: master.try_clone().unwrap(),
+        slave,
+    }
+    .expect("then Enter", Duration::from_secs(20));
+    assert!(seen.contains("asked.test"), "no question: {seen}");
+    // The person's terminal goes away with the question on screen.
+    drop(master);
+    let closed = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if closed.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let status = status.expect("the question waited for an answer nobody can give");
+    // The command ended as it does when refused (not warden failing on
+    // the terminal that went away: 101 is a panic).
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        closed.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        closed.elapsed()
+    );
+    assert!(up.connections().is_empty(), "{:?}", up.connections());
+}

@@ -197,6 +197,22 @@ impl Desk {
         Some(out)
     }
 
+    /// The person's input ended (a closed terminal, a pipe at its end):
+    /// nobody is left to answer, so the question on screen, those waiting
+    /// and every later one are denied at once, never left to time out.
+    /// Returns what to print.
+    pub fn input_ended(&mut self) -> Option<String> {
+        self.closed = true;
+        let asked = self.current.is_some();
+        self.answer(Answer::Deny);
+        for p in self.waiting.drain(..) {
+            let _ = p.reply.send(Answer::Deny);
+        }
+        asked.then(|| {
+            "\r\nwarden: the input ended: denied, and every later question will be\r\n".to_string()
+        })
+    }
+
     /// Keys typed while a question is on screen. Returns what to print.
     pub fn on_input(&mut self, keys: &[u8]) -> Option<String> {
         self.current.as_ref()?;
@@ -513,6 +529,32 @@ mod tests {
             assert!(
                 start.elapsed() < Duration::from_secs(5),
                 "a closed desk still asks"
+            );
+            desk2.on_wake();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(t.join().unwrap(), Answer::Deny);
+        assert!(!desk2.is_asking());
+    }
+
+    #[test]
+    fn the_end_of_input_denies_the_question_on_screen_those_waiting_and_later_ones() {
+        let (mut desk, threads) = asked(&["a.test", "b.test"]);
+        assert!(desk.is_asking());
+        let said = desk.input_ended().unwrap();
+        assert!(said.contains("input ended"), "{said}");
+        assert!(!desk.is_asking());
+        for t in threads {
+            assert_eq!(t.join().unwrap(), Answer::Deny);
+        }
+        let (asker, mut desk2) = pair().unwrap();
+        desk2.closed = desk.closed;
+        let t = std::thread::spawn(move || asker.ask(&question("late.test")));
+        let start = Instant::now();
+        while !t.is_finished() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "asked after the end of input"
             );
             desk2.on_wake();
             std::thread::sleep(Duration::from_millis(10));

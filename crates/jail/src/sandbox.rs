@@ -1668,18 +1668,28 @@ impl Supervision {
             return;
         }
         let mut buf = [0u8; 4096];
-        match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
-            Ok(0) => self.stdin_open = false,
-            Ok(n) => match self.desk.as_mut().filter(|d| d.is_asking()) {
-                Some(desk) => {
-                    if let Some(out) = desk.on_input(&buf[..n]) {
-                        let _ = write_all(std::io::stderr().as_fd(), out.as_bytes());
+        let ended = match nix::unistd::read(std::io::stdin().as_fd(), &mut buf) {
+            Ok(0) => true,
+            Ok(n) => {
+                match self.desk.as_mut().filter(|d| d.is_asking()) {
+                    Some(desk) => {
+                        if let Some(out) = desk.on_input(&buf[..n]) {
+                            let _ = write_all(std::io::stderr().as_fd(), out.as_bytes());
+                        }
                     }
+                    None => self.pending_in.extend_from_slice(&buf[..n]),
                 }
-                None => self.pending_in.extend_from_slice(&buf[..n]),
-            },
-            Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
-            Err(_) => self.stdin_open = false,
+                false
+            }
+            Err(Errno::EINTR) | Err(Errno::EAGAIN) => false,
+            Err(_) => true,
+        };
+        if ended {
+            self.stdin_open = false;
+            // Nobody is left to answer --ask: its questions end now.
+            if let Some(out) = self.desk.as_mut().and_then(|d| d.input_ended()) {
+                let _ = write_all(std::io::stderr().as_fd(), out.as_bytes());
+            }
         }
     }
 

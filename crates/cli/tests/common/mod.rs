@@ -288,6 +288,13 @@ impl TestTerminal {
         let rc =
             unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) };
         assert_eq!(rc, 0);
+        // Neither side leaks into the programs the tests start (warden
+        // gets the slave as its stdio): a master held open by a child
+        // would keep the terminal from ever hanging up.
+        for fd in [m, s] {
+            // SAFETY: F_SETFD on a descriptor openpty just returned.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
         use std::os::fd::FromRawFd;
         // SAFETY: openpty returned two fresh descriptors that nothing else owns.
         unsafe {
