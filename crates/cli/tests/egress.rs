@@ -1105,3 +1105,40 @@ fn ask_mode_whose_terminal_closes_denies_at_once_and_the_run_ends() {
     );
     assert!(up.connections().is_empty(), "{:?}", up.connections());
 }
+
+#[test]
+fn a_client_honouring_https_proxy_shows_why_its_connect_was_denied() {
+    if !egress_available() {
+        return;
+    }
+    // Python's urllib (what pip's stack reports the same way) through the
+    // HTTPS_PROXY warden sets: its own error must carry the reason, not a
+    // TLS "wrong version number" nor a bare "403 Forbidden".
+    let out = sandbox_python(
+        &["--allow-domain", "allowed.test"],
+        "import urllib.request\n\
+try:\n    urllib.request.urlopen('https://denied.test/', timeout=10); print('reached')\n\
+except Exception as e:\n    print('client error:', e)\n",
+    );
+    let s = stdout(&out);
+    assert!(s.contains("client error:"), "{s} {}", stderr(&out));
+    assert!(s.contains("Tunnel connection failed: 403"), "{s}");
+    assert!(
+        s.contains("no --allow-domain entry"),
+        "the client's error does not say why: {s}"
+    );
+    // curl says only the status without -v; with it, the header shows.
+    let out = run_sh(
+        &["--allow-domain", "allowed.test"],
+        "curl -sS -v https://denied.test/ 2>&1; true",
+    );
+    let s = stdout(&out);
+    if s.contains("not found") && !s.contains("CONNECT") {
+        skip("no curl inside the sandbox");
+        return;
+    }
+    assert!(
+        s.contains("X-Warden-Denied: denied: no --allow-domain entry"),
+        "{s}"
+    );
+}

@@ -563,10 +563,12 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
-/// A 403 that says why, in the body and in an `X-Warden-Denied` header
-/// (what a client shows of a refused CONNECT is often only a header or the
-/// status line). The reason is warden's own text; control characters of a
-/// name the sandbox chose are not let into the header.
+/// A 403 that says why, in the status line's reason phrase, in an
+/// `X-Warden-Denied` header and in the body: what a client shows of a
+/// refused CONNECT is often only its status line (Python's urllib and so
+/// pip: "Tunnel connection failed: 403 Forbidden by warden: ..."), or a
+/// header. The reason is warden's own text; control characters of a name
+/// the sandbox chose are let into neither line.
 fn forbidden(why: &str) -> Vec<u8> {
     let header: String = why
         .chars()
@@ -580,7 +582,7 @@ fn forbidden(why: &str) -> Vec<u8> {
         .collect();
     let body = format!("warden: {why}\n");
     format!(
-        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nX-Warden-Denied: {header}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 403 Forbidden by warden: {header}\r\nContent-Type: text/plain\r\nX-Warden-Denied: {header}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
