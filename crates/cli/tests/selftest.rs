@@ -185,3 +185,38 @@ fn a_probe_that_refuses_to_run_is_skipped_with_its_reason_never_an_escape() {
     assert!(detail.contains("not tried"), "{detail}");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+#[test]
+fn rootless_without_delegated_cgroups_the_limits_it_cannot_set_are_skipped_with_the_reason() {
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    let out = who
+        .command(who.bin.to_str().unwrap())
+        .args(["selftest", "--json", "--only", "res"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", stdout(&out), stderr(&out)));
+    let all = results(&v);
+    assert!(all.len() >= 5, "{all:#?}");
+    let escaped: Vec<_> = all.iter().filter(|(_, r, _)| r == "escaped").collect();
+    assert!(escaped.is_empty(), "escaped: {escaped:#?}");
+    for id in ["res.fork-bomb", "res.memory"] {
+        let (_, result, detail) = all.iter().find(|(i, _, _)| i == id).unwrap();
+        match result.as_str() {
+            // A host that delegates cgroups to this user: really tried.
+            "contained" => {}
+            "skipped" => {
+                assert!(detail.contains("not tried"), "{id}: {detail}");
+                assert!(
+                    detail.contains("cgroup"),
+                    "{id}: the reason is missing: {detail}"
+                );
+            }
+            other => panic!("{id}: {other}: {detail}"),
+        }
+    }
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

@@ -215,10 +215,26 @@ impl Lab {
                     }
                     Some((v["contained"].as_bool()?, detail))
                 });
+                let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+                // 125 without a finding: warden refused to start the
+                // sandbox (a limit this host cannot enforce for this user,
+                // say), so the probe never ran. The attack was not tried:
+                // neither contained nor escaped.
+                if finding.is_none() && out.status.code() == Some(125) {
+                    let why = stderr
+                        .lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("no reason given");
+                    note_refusal(&format!(
+                        "warden did not start the sandbox ({})",
+                        why.trim().trim_start_matches("warden: ")
+                    ));
+                }
                 Run {
                     finding,
                     status: out.status.code(),
-                    stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+                    stderr,
                     elapsed,
                 }
             }
