@@ -116,7 +116,9 @@ pub struct ChainedLog {
     prev: String,
     /// The head file describes the log as closed at its end.
     head_final: bool,
-    failed: bool,
+    /// The first record that could not be written (nothing is appended
+    /// after it).
+    failed: Option<String>,
 }
 
 impl ChainedLog {
@@ -194,7 +196,7 @@ impl ChainedLog {
             seq,
             prev,
             head_final: false,
-            failed: false,
+            failed: None,
         };
         log.write_head(true)
             .map_err(|source| ChainError::WriteHead {
@@ -204,7 +206,9 @@ impl ChainedLog {
         Ok(log)
     }
 
-    fn append(&mut self, event: &Event) -> std::io::Result<()> {
+    /// Append one record, or say why it could not be (the log is left as
+    /// it was).
+    pub fn append(&mut self, event: &Event) -> std::io::Result<()> {
         // The event's own JSON, its opening brace replaced by the chain's
         // fields: `{"seq":N,"prev":"…",<event fields>}`.
         let event = serde_json::to_string(event).map_err(std::io::Error::from)?;
@@ -268,15 +272,20 @@ impl ChainedLog {
 
 impl EventSink for ChainedLog {
     fn emit(&mut self, event: &Event) {
-        if let Err(e) = self.append(event) {
-            if !self.failed {
-                self.failed = true;
-                eprintln!(
-                    "warden: cannot write the audit log {}: {e}",
-                    self.path.display()
-                );
-            }
+        if self.failed.is_some() {
+            return;
         }
+        if let Err(e) = self.append(event) {
+            self.failed = Some(format!(
+                "cannot write the {} record to the audit log {}: {e}",
+                event.kind.name(),
+                self.path.display()
+            ));
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failed.clone()
     }
 }
 

@@ -56,6 +56,8 @@ pub enum EventKind {
     /// The sandbox was configured; nothing runs yet.
     Created {
         command: Vec<String>,
+        /// Not UTF-8: see `paths.rs` for its encoding.
+        #[serde(default, with = "crate::paths::optional")]
         workspace: Option<PathBuf>,
         rootless: bool,
         cgroup: Option<String>,
@@ -112,7 +114,9 @@ pub enum EventKind {
     Workspace {
         action: WorkspaceAction,
         name: String,
-        paths: Vec<String>,
+        /// Not UTF-8: see `paths.rs` for their encoding.
+        #[serde(with = "crate::paths::many")]
+        paths: Vec<PathBuf>,
         detail: String,
     },
     /// The secret proxy put a secret's real value in a request

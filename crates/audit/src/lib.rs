@@ -11,6 +11,7 @@ mod describe;
 mod event;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+mod paths;
 
 pub use event::{
     Event, EventKind, ExitReason, Protocol, ResourcePeaks, SecretAction, StopReason,
@@ -24,6 +25,13 @@ use std::path::{Path, PathBuf};
 /// Somewhere events go.
 pub trait EventSink {
     fn emit(&mut self, event: &Event);
+
+    /// Why a record could not be written, once one could not: the run
+    /// that fed this sink must fail (its record has a gap). None while
+    /// every record was written.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Drops every event.
@@ -53,6 +61,10 @@ impl EventSink for Fanout {
             s.emit(event);
         }
     }
+
+    fn failure(&self) -> Option<String> {
+        self.0.iter().find_map(|s| s.failure())
+    }
 }
 
 /// Why a sink could not be opened.
@@ -71,7 +83,8 @@ pub enum SinkError {
 pub struct JsonLinesSink {
     out: BufWriter<File>,
     path: PathBuf,
-    failed: bool,
+    /// The first write that failed.
+    failed: Option<String>,
 }
 
 impl JsonLinesSink {
@@ -89,7 +102,7 @@ impl JsonLinesSink {
             return Ok(JsonLinesSink {
                 out: BufWriter::new(File::from(out)),
                 path: PathBuf::from("standard output"),
-                failed: false,
+                failed: None,
             });
         }
         let file = OpenOptions::new()
@@ -103,28 +116,38 @@ impl JsonLinesSink {
         Ok(JsonLinesSink {
             out: BufWriter::new(file),
             path: path.to_path_buf(),
-            failed: false,
+            failed: None,
         })
     }
 }
 
 impl EventSink for JsonLinesSink {
     fn emit(&mut self, event: &Event) {
-        let result = serde_json::to_writer(&mut self.out, event)
-            .map_err(std::io::Error::from)
-            .and_then(|()| self.out.write_all(b"\n"))
-            .and_then(|()| self.out.flush());
-        // An event file that stops accepting writes is reported once; the
-        // sandbox itself keeps running under its limits.
-        if let Err(e) = result {
-            if !self.failed {
-                self.failed = true;
-                eprintln!(
-                    "warden: cannot write events to {}: {e}",
-                    self.path.display()
-                );
-            }
+        if self.failed.is_some() {
+            // A gap has been reported; nothing after it is written, so the
+            // file never holds a later record without the lost one.
+            return;
         }
+        // The whole line is made first and written at once: a record
+        // that cannot be made is never half on the file.
+        let result = serde_json::to_vec(event)
+            .map_err(std::io::Error::from)
+            .and_then(|mut line| {
+                line.push(b'\n');
+                self.out.write_all(&line)
+            })
+            .and_then(|()| self.out.flush());
+        if let Err(e) = result {
+            self.failed = Some(format!(
+                "cannot write the {} event to {}: {e}",
+                event.kind.name(),
+                self.path.display()
+            ));
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failed.clone()
     }
 }
 

@@ -343,3 +343,90 @@ fn ok_verify(log: &std::path::Path) -> bool {
             .status
             .success()
 }
+
+#[test]
+fn a_workspace_whose_name_is_not_utf8_is_recorded_byte_for_byte_and_no_line_is_cut() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = TempDir::new("audit-bytes");
+    // A directory name that is not UTF-8 (Latin-1 "café" and a stray 0xff).
+    let ws = dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"caf\xe9-\xff"));
+    std::fs::create_dir(&ws).unwrap();
+    let log = dir.path().join("run.jsonl");
+    let events = dir.path().join("events.jsonl");
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--audit-log"])
+        .arg(&log)
+        .arg("--json-events")
+        .arg(&events)
+        .arg("-w")
+        .arg(&ws)
+        .args(["--", "sh", "-c", "echo hi > seen"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(ws.join("seen").exists());
+    let want: String = ws
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    for file in [&log, &events] {
+        let text = std::fs::read_to_string(file).unwrap();
+        let records: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("a cut line ({e}): {l}")))
+            .collect();
+        let created = records
+            .iter()
+            .find(|r| r["event"] == "created")
+            .unwrap_or_else(|| panic!("no created record in {}: {text}", file.display()));
+        assert_eq!(created["workspace"]["hex"], want, "{created}");
+        assert!(
+            created["workspace"]["lossy"]
+                .as_str()
+                .unwrap()
+                .ends_with("caf\u{fffd}-\u{fffd}"),
+            "{created}"
+        );
+        assert!(records.iter().any(|r| r["event"] == "exited"), "{text}");
+    }
+    let verify = warden(&["audit", "verify", log.to_str().unwrap()]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
+    let show = warden(&["audit", "show", log.to_str().unwrap()]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    assert!(
+        stdout(&show).contains("caf\u{fffd}-\u{fffd}"),
+        "{}",
+        stdout(&show)
+    );
+}
+
+#[test]
+fn an_event_that_cannot_be_written_fails_the_run_and_says_what_was_lost() {
+    if !Path::new("/dev/full").exists() {
+        skip("no /dev/full to make the event file refuse writes");
+        return;
+    }
+    // /dev/full opens for appending and refuses every write (ENOSPC), as
+    // a full disk does.
+    let out = warden(&[
+        "run",
+        "--no-tty",
+        "--no-audit-log",
+        "--json-events",
+        "/dev/full",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot write the created event to /dev/full"),
+        "{err}"
+    );
+    assert!(err.contains("record is incomplete"), "{err}");
+}

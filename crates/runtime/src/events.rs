@@ -44,6 +44,8 @@ pub struct Bus {
     denied: Mutex<Denied>,
     /// Bytes of finished egress connections, both ways.
     egress_bytes: AtomicU64,
+    /// Why a sink lost a record (filled when the bus closes).
+    lost: Mutex<Vec<String>>,
 }
 
 struct Follower {
@@ -70,6 +72,7 @@ impl Bus {
             followers: Mutex::new(Vec::new()),
             denied: Mutex::new(Denied::default()),
             egress_bytes: AtomicU64::new(0),
+            lost: Mutex::new(Vec::new()),
         })
     }
 
@@ -231,8 +234,19 @@ impl Bus {
             f.clear();
         }
         if let Ok(mut sinks) = self.sinks.lock() {
+            let lost: Vec<String> = sinks.iter().filter_map(|s| s.failure()).collect();
+            if let Ok(mut l) = self.lost.lock() {
+                l.extend(lost);
+            }
             sinks.clear();
         }
+    }
+
+    /// After [`Bus::close`]: why a sink (the audit log, the event file)
+    /// could not write a record; empty when every record was written.
+    /// A run with a lost record has failed, whatever its command did.
+    pub fn lost_records(&self) -> Vec<String> {
+        self.lost.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// Bytes through the egress proxy so far (finished connections).

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use warden_audit::{Event, EventKind, EventSink};
+use warden_audit::{Event, EventKind};
 use warden_workspace::{Layout, Sandbox, Store};
 
 use crate::client::{self, ClientError, Connection};
@@ -175,7 +175,7 @@ pub fn create(
 pub fn record(
     sb: &Sandbox,
     action: &str,
-    paths: Vec<String>,
+    paths: Vec<PathBuf>,
     detail: String,
 ) -> Result<(), String> {
     let Some(action) = warden_audit::WorkspaceAction::parse(action) else {
@@ -185,7 +185,7 @@ pub fn record(
     };
     let path = sb.dir().join("audit.jsonl");
     let mut log = warden_audit::chain::ChainedLog::open(&path).map_err(|e| e.to_string())?;
-    log.emit(&Event::now(
+    log.append(&Event::now(
         sb.name(),
         EventKind::Workspace {
             action,
@@ -193,8 +193,16 @@ pub fn record(
             paths,
             detail,
         },
-    ));
-    Ok(())
+    ))
+    .map_err(|e| {
+        format!(
+            "cannot write the {} record to the audit log {}: {e}",
+            action.as_str(),
+            path.display()
+        )
+    })?;
+    log.close()
+        .map_err(|e| format!("cannot finish the audit log {}: {e}", path.display()))
 }
 
 /// The control socket of a sandbox's supervisor.

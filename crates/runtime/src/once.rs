@@ -12,6 +12,9 @@ pub struct Finished {
     pub outcome: Outcome,
     /// Lines for the person: blocked secrets, "egress denied: ...".
     pub notices: Vec<String>,
+    /// Records a sink could not write (the audit log, `--json-events`):
+    /// when not empty, the run has failed.
+    pub lost_records: Vec<String>,
 }
 
 /// Run `spec`'s command in a new sandbox named `id`, events to `sinks` as
@@ -27,5 +30,10 @@ pub fn run_once(spec: &SandboxSpec, id: &str, sinks: Vec<Sink>) -> Result<Finish
     drop(wiring);
     bus.close();
     let notices = bus.notices();
-    result.map(|outcome| Finished { outcome, notices })
+    let lost_records = bus.lost_records();
+    result.map(|outcome| Finished {
+        outcome,
+        notices,
+        lost_records,
+    })
 }

@@ -25,6 +25,10 @@ pub enum ReviewError {
     Commit(#[from] CommitError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The commit was made, but its record could not be written: the
+    /// audit log has no silent gap, so this is an error all the same.
+    #[error("{applied} change(s) were applied, but {why}")]
+    Unrecorded { applied: usize, why: String },
 }
 
 /// Globs of workspace paths that tools on the host run, from the
@@ -129,17 +133,18 @@ pub fn commit(
     );
     match report {
         Ok(r) => {
-            let applied: Vec<String> = r
-                .applied
-                .iter()
-                .map(|c| c.path.to_string_lossy().into_owned())
-                .collect();
+            let applied: Vec<PathBuf> = r.applied.iter().map(|c| c.path.clone()).collect();
             let detail = format!(
                 "{} applied, {} conflicts overridden",
                 r.applied.len(),
                 r.forced.len()
             );
-            let _ = crate::lifecycle::record(sb, "commit", applied, detail);
+            crate::lifecycle::record(sb, "commit", applied, detail).map_err(|why| {
+                ReviewError::Unrecorded {
+                    applied: r.applied.len(),
+                    why,
+                }
+            })?;
             Ok(r)
         }
         Err(CommitError::Apply {
@@ -148,10 +153,7 @@ pub fn commit(
             source,
             applied,
         }) => {
-            let shown: Vec<String> = applied
-                .iter()
-                .map(|p| p.to_string_lossy().into_owned())
-                .collect();
+            let shown = applied.clone();
             let e = CommitError::Apply {
                 op,
                 path,

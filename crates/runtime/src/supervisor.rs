@@ -40,6 +40,8 @@ pub enum SuperviseError {
     State(#[from] state::StateError),
     #[error("cannot open the sandbox's event sinks: {0}")]
     Sinks(String),
+    #[error("the sandbox's record is incomplete: {0}")]
+    LostRecords(String),
     #[error("cannot listen on the control socket {path}")]
     Listen {
         path: PathBuf,
@@ -285,6 +287,10 @@ fn supervise(
     let _ = std::fs::remove_file(dir.join(state::SUPERVISOR));
     let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
     result?;
+    let lost = bus.lost_records();
+    if !lost.is_empty() {
+        return Err(SuperviseError::LostRecords(lost.join("; ")));
+    }
     Ok(())
 }
 

@@ -179,7 +179,8 @@ The environment is scrubbed: only {} pass, HOME is /workspace (or /tmp); use --e
 
 Exit status: the command's own; 128+N when it died of signal N; 124 on --timeout; 137 when \
 killed for exceeding --memory; 126/127 when the command is not executable / not found; 125 \
-when warden itself failed (nothing was started).",
+when warden itself failed (nothing was started, or a record of the run could not be written \
+to the audit log or --json-events).",
         d.memory >> 20,
         d.pids,
         d.tmp_size >> 20,
@@ -348,6 +349,17 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     }
     if let Some(msg) = &finished.outcome.message {
         eprintln!("warden: {msg}");
+    }
+    if !finished.lost_records.is_empty() {
+        // The run's record has a gap: the run has failed, whatever its
+        // command did.
+        for lost in &finished.lost_records {
+            eprintln!("warden: {lost}");
+        }
+        anyhow::bail!(
+            "the run's record is incomplete (see above); its command's status was {}",
+            finished.outcome.status
+        );
     }
     Ok(finished.outcome.status.clamp(0, 255) as u8)
 }

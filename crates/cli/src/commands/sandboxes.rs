@@ -62,9 +62,22 @@ pub fn store(state: PathBuf) -> anyhow::Result<Store> {
     Store::open(state).context("cannot open warden's state directory")
 }
 
-/// Record what happened to a sandbox in its own audit log.
-pub fn record(sb: &Sandbox, action: &str, paths: Vec<String>, detail: String) {
-    if let Err(e) = warden_runtime::lifecycle::record(sb, action, paths, detail) {
+/// Record what happened to a sandbox in its own audit log. A record that
+/// cannot be written fails the command (after what it did is said), so
+/// the log never has a silent gap.
+pub fn record(
+    sb: &Sandbox,
+    action: &str,
+    paths: Vec<std::path::PathBuf>,
+    detail: String,
+) -> anyhow::Result<()> {
+    warden_runtime::lifecycle::record(sb, action, paths, detail).map_err(anyhow::Error::msg)
+}
+
+/// Record on a path that fails anyway: the record's own failure is said
+/// too.
+fn record_failure(sb: &Sandbox, action: &str, paths: Vec<std::path::PathBuf>, detail: String) {
+    if let Err(e) = record(sb, action, paths, detail) {
         eprintln!("warden: {e}");
     }
 }
@@ -392,31 +405,24 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         Ok(r) => r,
         Err(e @ warden_workspace::CommitError::Apply { .. }) => {
             // What went in is recorded as exactly that.
-            let applied: Vec<String> = match &e {
-                warden_workspace::CommitError::Apply { applied, .. } => applied
-                    .iter()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .collect(),
+            let applied = match &e {
+                warden_workspace::CommitError::Apply { applied, .. } => applied.clone(),
                 _ => Vec::new(),
             };
             let detail = format!("{} applied, then stopped: {e}", applied.len());
-            record(&sb, "commit", applied, detail);
+            record_failure(&sb, "commit", applied, detail);
             return Err(e.into());
         }
         Err(e) => {
-            record(&sb, "commit-refused", Vec::new(), e.to_string());
+            record_failure(&sb, "commit-refused", Vec::new(), e.to_string());
             return Err(e.into());
         }
     };
-    let applied: Vec<String> = report
-        .applied
-        .iter()
-        .map(|c| c.path.to_string_lossy().into_owned())
-        .collect();
-    record(
+    let applied: Vec<_> = report.applied.iter().map(|c| c.path.clone()).collect();
+    let recorded = record(
         &sb,
         "commit",
-        applied.clone(),
+        applied,
         format!(
             "{} applied, {} skipped, {} conflicts overridden{}",
             report.applied.len(),
@@ -440,6 +446,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         sb.meta().workspace.display(),
         report.skipped.len()
     );
+    recorded?;
     Ok(0)
 }
 
@@ -485,13 +492,10 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
         return Ok(0);
     }
     lock.discard(paths)?;
-    record(
+    let recorded = record(
         &sb,
         "discard",
-        paths
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect(),
+        paths.to_vec(),
         if paths.is_empty() {
             "every change".into()
         } else {
@@ -506,6 +510,7 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
             format!("the changes to {} path(s)", paths.len())
         }
     );
+    recorded?;
     Ok(0)
 }
 
@@ -519,13 +524,14 @@ pub fn snapshot(store: &Store, args: SnapshotArgs) -> anyhow::Result<u8> {
     }
     let lock = sb.lock()?;
     let info = lock.snapshot(args.label.as_deref())?;
-    record(&sb, "snapshot", Vec::new(), info.label.clone());
+    let recorded = record(&sb, "snapshot", Vec::new(), info.label.clone());
     println!(
         "snapshot {} of sandbox {} ({})",
         info.label,
         args.name,
         human(info.bytes)
     );
+    recorded?;
     Ok(0)
 }
 
@@ -533,8 +539,9 @@ pub fn restore(store: &Store, name: &str, label: &str) -> anyhow::Result<u8> {
     let sb = store.get(name)?;
     let lock = sb.lock()?;
     lock.restore(label)?;
-    record(&sb, "restore", Vec::new(), label.to_string());
+    let recorded = record(&sb, "restore", Vec::new(), label.to_string());
     println!("sandbox {name} is back at snapshot {label}");
+    recorded?;
     Ok(0)
 }
 
