@@ -346,7 +346,13 @@ fn bad_input_is_a_clear_error_with_status_125_and_nothing_started() {
             "--egress-idle-timeout must be longer than zero",
         ),
         (
-            &["run", "--workspace", "/etc/hostname", "--", "true"],
+            &[
+                "run",
+                "--workspace",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
+                "--",
+                "true",
+            ],
             "is a file, not a directory",
         ),
     ];

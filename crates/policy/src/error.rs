@@ -29,6 +29,10 @@ pub enum Problem {
     PidsTooSmall(u64),
     #[error("{0} must be a positive number of cores, e.g. 0.5 or 2")]
     BadCpus(f64),
+    #[error("{asked} is more cores than this host has ({host}): give at most {host}, or leave it out for no CPU limit")]
+    CpusAboveHost { asked: f64, host: u32 },
+    #[error("{asked} is more processes than the kernel can have ({max}, its pid_max): give at most {max}, or leave it out for the default")]
+    PidsAboveKernel { asked: u64, max: u64 },
     #[error("must be longer than zero")]
     ZeroTimeout,
     #[error("0 would make every write fail (the largest file would be empty): give a size such as 1G, or leave it out for the default")]

@@ -214,6 +214,8 @@ pub const DEFAULT_EGRESS_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 pub struct HostFacts {
     pub total_memory: u64,
     pub cpus: u32,
+    /// The most processes the kernel can have (`/proc/sys/kernel/pid_max`).
+    pub pid_max: u64,
 }
 
 /// Defaults applied when no limit is given, sized from the host.
@@ -224,7 +226,14 @@ pub struct Defaults {
     pub tmp_size: u64,
     pub open_files: u64,
     pub file_size: u64,
+    /// The host's cores: no `--cpus` may ask for more.
+    pub host_cpus: u32,
+    /// The most processes the kernel can have: no `--pids` may be above.
+    pub pid_max: u64,
 }
+
+/// The highest `pids.max` a cgroup takes (the kernel's `PID_MAX_LIMIT`).
+const PID_MAX_LIMIT: u64 = 1 << 22;
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -241,6 +250,8 @@ impl Defaults {
             tmp_size: (memory / 4).clamp(64 * MIB, GIB),
             open_files: 4096,
             file_size: 16 * GIB,
+            host_cpus: host.cpus.max(1),
+            pid_max: host.pid_max.clamp(2, PID_MAX_LIMIT),
         }
     }
 }
@@ -349,6 +360,9 @@ impl Request {
                     "it would make the whole host writable; pass a project directory",
                 ));
             }
+            if let Some(why) = system_directory(ws) {
+                return Err(forbidden(Field::Workspace, ws, why));
+            }
         }
         let mut binds = Vec::new();
         for (paths, writable, field) in [(&self.ro, false, Field::Ro), (&self.rw, true, Field::Rw)]
@@ -361,6 +375,9 @@ impl Request {
                         p,
                         "binding the host's root exposes every host file",
                     ));
+                }
+                if let Some(why) = writable.then(|| system_directory(p)).flatten() {
+                    return Err(forbidden(field, p, why));
                 }
                 if reserved_destination(p) {
                     return Err(forbidden(
@@ -384,9 +401,21 @@ impl Request {
         if pids.value < 2 {
             return Err(Field::Pids.invalid(Problem::PidsTooSmall(pids.value)));
         }
+        if pids.value > defaults.pid_max {
+            return Err(Field::Pids.invalid(Problem::PidsAboveKernel {
+                asked: pids.value,
+                max: defaults.pid_max,
+            }));
+        }
         if let Some(c) = self.cpus {
             if !(c.is_finite() && c > 0.0) {
                 return Err(Field::Cpus.invalid(Problem::BadCpus(c)));
+            }
+            if c > f64::from(defaults.host_cpus) {
+                return Err(Field::Cpus.invalid(Problem::CpusAboveHost {
+                    asked: c,
+                    host: defaults.host_cpus,
+                }));
             }
         }
         if self.timeout == Some(Duration::ZERO) {
@@ -423,6 +452,37 @@ impl Request {
             // Never a silent fall back to writing the real workspace.
             return Err(Field::Overlay.invalid(Problem::OverlayWithoutState));
         }
+        // Each entry's own mistake is said before any question of how
+        // the entries fit together (an invalid range, then "needs an
+        // --allow-domain").
+        let hosts = self
+            .add_hosts
+            .iter()
+            .map(|h| parse_add_host(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cidrs = self
+            .allow_cidr
+            .iter()
+            .map(|c| {
+                let c = c.trim();
+                c.parse::<ipnet::IpNet>()
+                    .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map(|n| n.trunc())
+                    .map_err(|_| Field::AllowCidr.invalid(Problem::BadCidr(c.to_string())))
+                    .and_then(|n| match addresses::covers_host(&n) {
+                        // Refused, not narrowed: the person asked for
+                        // something warden will never give.
+                        Some((range, what)) => {
+                            Err(Field::AllowCidr.invalid(Problem::CidrCoversHost {
+                                cidr: c.to_string(),
+                                range: range.to_string(),
+                                what,
+                            }))
+                        }
+                        None => Ok(n),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let network = if self.allow_domains.is_empty()
             && self.allow_host_ports.is_empty()
             && !self.ask
@@ -471,34 +531,6 @@ impl Request {
                     });
                 }
             }
-            let hosts = self
-                .add_hosts
-                .iter()
-                .map(|h| parse_add_host(h))
-                .collect::<Result<Vec<_>, _>>()?;
-            let cidrs = self
-                .allow_cidr
-                .iter()
-                .map(|c| {
-                    let c = c.trim();
-                    c.parse::<ipnet::IpNet>()
-                        .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                        .map(|n| n.trunc())
-                        .map_err(|_| Field::AllowCidr.invalid(Problem::BadCidr(c.to_string())))
-                        .and_then(|n| match addresses::covers_host(&n) {
-                            // Refused, not narrowed: the person asked for
-                            // something warden will never give.
-                            Some((range, what)) => {
-                                Err(Field::AllowCidr.invalid(Problem::CidrCoversHost {
-                                    cidr: c.to_string(),
-                                    range: range.to_string(),
-                                    what,
-                                }))
-                            }
-                            None => Ok(n),
-                        })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
             NetworkSpec::Egress(EgressSpec {
                 domains,
                 allow_http: self.allow_http,
@@ -670,6 +702,125 @@ fn check_absolute(field: Field, p: &Path) -> Result<(), ResolveError> {
 }
 
 /// Destinations that warden assembles itself and that a bind must not replace.
+/// Host directories no writable bind or workspace may be, and why: the
+/// host's own programs, libraries, configuration and boot files (and
+/// anything below them), and the roots of its state and of its users'
+/// homes (a directory below those, such as a project under /home or a
+/// database under /var/lib, may be bound). Compared after `.` and `..` are
+/// taken out of the path.
+const SYSTEM_DIRECTORIES: &[(&str, bool, &str)] = &[
+    // (directory, also everything below it, why)
+    (
+        "/etc",
+        true,
+        "the host's configuration would be writable from the sandbox",
+    ),
+    (
+        "/usr",
+        true,
+        "the host's programs and libraries would be writable from the sandbox",
+    ),
+    (
+        "/bin",
+        true,
+        "the host's programs would be writable from the sandbox",
+    ),
+    (
+        "/sbin",
+        true,
+        "the host's programs would be writable from the sandbox",
+    ),
+    (
+        "/lib",
+        true,
+        "the host's libraries would be writable from the sandbox",
+    ),
+    (
+        "/lib32",
+        true,
+        "the host's libraries would be writable from the sandbox",
+    ),
+    (
+        "/lib64",
+        true,
+        "the host's libraries would be writable from the sandbox",
+    ),
+    (
+        "/libx32",
+        true,
+        "the host's libraries would be writable from the sandbox",
+    ),
+    (
+        "/boot",
+        true,
+        "the host's kernel and boot loader would be writable from the sandbox",
+    ),
+    (
+        "/var",
+        false,
+        "the host's logs, spool and package state would be writable from the sandbox",
+    ),
+    (
+        "/var/lib",
+        false,
+        "the host's package and service state would be writable from the sandbox",
+    ),
+    (
+        "/var/log",
+        true,
+        "the host's logs would be writable from the sandbox",
+    ),
+    (
+        "/home",
+        false,
+        "every user's home would be writable from the sandbox",
+    ),
+    (
+        "/root",
+        false,
+        "root's home would be writable from the sandbox",
+    ),
+    (
+        "/run",
+        false,
+        "the host's sockets and runtime state would be writable from the sandbox",
+    ),
+    (
+        "/sys",
+        true,
+        "the kernel's settings would be writable from the sandbox",
+    ),
+    (
+        "/opt",
+        false,
+        "the host's installed software would be writable from the sandbox",
+    ),
+    (
+        "/srv",
+        false,
+        "the host's served data would be writable from the sandbox",
+    ),
+];
+
+/// Why `p` may not be made writable, when it is a system directory.
+fn system_directory(p: &Path) -> Option<&'static str> {
+    use std::path::Component;
+    let mut clean = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => clean.push(n),
+            Component::ParentDir => {
+                clean.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    SYSTEM_DIRECTORIES
+        .iter()
+        .find(|(dir, below, _)| clean == Path::new(dir) || (*below && clean.starts_with(dir)))
+        .map(|(_, _, why)| *why)
+}
+
 fn reserved_destination(p: &Path) -> bool {
     ["/proc", "/dev", "/tmp", WORKSPACE_MOUNT]
         .iter()
@@ -750,6 +901,7 @@ mod tests {
         Defaults::for_host(HostFacts {
             total_memory: 8 * GIB,
             cpus: 2,
+            pid_max: 1 << 22,
         })
     }
 
@@ -757,6 +909,83 @@ mod tests {
     fn problem(r: Result<SandboxSpec, ResolveError>) -> Option<(Field, Problem)> {
         let e = r.err()?;
         Some((e.field()?, e.problem().clone()))
+    }
+
+    #[test]
+    fn a_system_directory_is_never_writable_and_a_project_below_home_is() {
+        for dir in [
+            "/etc",
+            "/etc/ssh",
+            "/usr",
+            "/usr/lib",
+            "/boot",
+            "/var",
+            "/var/lib",
+            "/home",
+            "/root",
+            "/tmp/../etc/",
+            "/./usr//bin",
+        ] {
+            let mut r = req(&["true"]);
+            r.rw = vec![dir.into()];
+            assert!(
+                matches!(
+                    problem(r.resolve(&defaults(), &[])),
+                    Some((Field::Rw, Problem::ForbiddenPath { .. }))
+                ),
+                "--rw {dir}"
+            );
+            let mut r = req(&["true"]);
+            r.workspace = Some(dir.into());
+            assert!(
+                matches!(
+                    problem(r.resolve(&defaults(), &[])),
+                    Some((Field::Workspace, Problem::ForbiddenPath { .. }))
+                ),
+                "-w {dir}"
+            );
+            // Read-only, they may be shown.
+            let mut r = req(&["true"]);
+            r.ro = vec![dir.into()];
+            assert!(r.resolve(&defaults(), &[]).is_ok(), "--ro {dir}");
+        }
+        for dir in [
+            "/home/ann/project",
+            "/var/lib/postgresql",
+            "/srv/data",
+            "/opt/tool/cache",
+        ] {
+            let mut r = req(&["true"]);
+            r.rw = vec![dir.into()];
+            assert!(r.resolve(&defaults(), &[]).is_ok(), "--rw {dir}");
+        }
+    }
+
+    #[test]
+    fn cpus_beyond_the_host_and_pids_beyond_the_kernel_are_refused_with_the_limit() {
+        let mut r = req(&["true"]);
+        r.cpus = Some(3.0);
+        let e = r.resolve(&defaults(), &[]).unwrap_err();
+        assert_eq!(e.field(), Some(Field::Cpus));
+        assert!(e.to_string().contains("(2)"), "{e}");
+        let mut r = req(&["true"]);
+        r.cpus = Some(2.0);
+        assert!(r.resolve(&defaults(), &[]).is_ok());
+        let mut r = req(&["true"]);
+        r.pids = Some((1 << 22) + 1);
+        let e = r.resolve(&defaults(), &[]).unwrap_err();
+        assert_eq!(e.field(), Some(Field::Pids));
+        assert!(e.to_string().contains("4194304"), "{e}");
+    }
+
+    #[test]
+    fn an_invalid_range_is_said_before_what_it_lacks() {
+        let mut r = req(&["true"]);
+        r.allow_cidr = vec!["10.0.0.0/33".into()];
+        assert!(matches!(
+            problem(r.resolve(&defaults(), &[])),
+            Some((Field::AllowCidr, Problem::BadCidr(_)))
+        ));
     }
 
     fn req(cmd: &[&str]) -> Request {
@@ -890,6 +1119,7 @@ mod tests {
         let big = Defaults::for_host(HostFacts {
             total_memory: 512 * GIB,
             cpus: 64,
+            pid_max: 1 << 22,
         });
         assert_eq!(big.memory, 8 * GIB);
     }

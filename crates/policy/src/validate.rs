@@ -278,6 +278,7 @@ mod tests {
         Defaults::for_host(HostFacts {
             total_memory: 8 << 30,
             cpus: 2,
+            pid_max: 1 << 22,
         })
     }
 

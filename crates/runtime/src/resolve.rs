@@ -121,7 +121,8 @@ impl ResolveError {
     }
 }
 
-/// The host's memory and cores, for the defaults that are sized from them.
+/// The host's memory, cores and pid_max, for the defaults that are sized
+/// from them and the limits that may not exceed them.
 pub fn host_facts() -> HostFacts {
     let total_memory = std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -136,7 +137,15 @@ pub fn host_facts() -> HostFacts {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get() as u32)
         .unwrap_or(1);
-    HostFacts { total_memory, cpus }
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(1 << 22);
+    HostFacts {
+        total_memory,
+        cpus,
+        pid_max,
+    }
 }
 
 /// Where profiles and presets are found, from an environment (`HOME`,

@@ -31,6 +31,7 @@ fn main() {
     let defaults = Defaults::for_host(HostFacts {
         total_memory: 4 << 30,
         cpus: 2,
+        pid_max: 1 << 22,
     });
     let request = Request {
         command: vec![
