@@ -292,3 +292,72 @@ fn an_invalid_profile_stops_the_run_with_125() {
         stderr(&out)
     );
 }
+
+#[test]
+fn every_finding_of_a_file_parse_level_ones_included_is_said_in_one_run_at_its_place() {
+    let dir = TempDir::new("prof-all");
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        "resources:\n  memory: 4G\n  memory: 8G\n  pids: lots\n  cpus: [1]\n\
+egress:\n  domains: [pypi.org, \"bad domain\"]\n  nonsense: 1\n  ask: maybe\n\
+secrets:\n  TOKEN:\n    from_env: MY_TOKEN\n    from_file: /tmp/x\n    hosts: [api.example.com]\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let out = warden(&dir, &["profile", "validate", path]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let err = stderr(&out);
+    for (place, words) in [
+        ("3:3", "`memory` is given twice in this section; keep one"),
+        ("4:9", "\"lots\" is not a whole number"),
+        (
+            "5:3",
+            "expected a number of cores such as 0.5 or 2, not a list",
+        ),
+        ("7:23", "\"bad domain\""),
+        ("8:3", "unknown key `nonsense`"),
+        ("9:8", "expected true or false"),
+        (
+            "13:16",
+            "secret `TOKEN` has a second source: `from_file` here and `from_env` at line 12",
+        ),
+    ] {
+        let want = format!("{path}:{place}: error: ");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&want))
+            .unwrap_or_else(|| panic!("nothing at {place}: {err}"));
+        assert!(line.contains(words), "{line}");
+    }
+    // In warden's own words, and in the file's order.
+    assert!(!err.contains("DuplicateKeyPolicy"), "{err}");
+    let lines: Vec<u64> = err
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix(&format!("{path}:"))?
+                .split(':')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(lines.windows(2).all(|w| w[0] <= w[1]), "{err}");
+    // The same profile used for a run starts nothing.
+    let marker = dir.path().join("ran");
+    let out = warden(
+        &dir,
+        &[
+            "run",
+            "--no-tty",
+            "--no-audit-log",
+            "--profile",
+            path,
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code(&out), 125, "{}", stderr(&out));
+    assert!(!marker.exists());
+}

@@ -959,8 +959,8 @@ curl -sS --noproxy '*' -o /dev/null -w 'other %{{http_code}}\n' -H "Authorizatio
         seen[0].header("authorization"),
         Some(format!("Bearer {value}").as_str())
     );
-    // Two sources for one secret: refused, at the secret's place in the
-    // profile and naming the profile's key (not the flag).
+    // Two sources for one secret: refused, at the second source's line in
+    // the profile and naming the profile's keys (not the flag).
     std::fs::write(
         &profile,
         "secrets:\n  GH:\n    from_env: TOKEN\n    from_file: /etc/hostname\n    hosts: [a.test]\n",
@@ -969,7 +969,10 @@ curl -sS --noproxy '*' -o /dev/null -w 'other %{{http_code}}\n' -H "Authorizatio
     let out = run_with_token(&value, &["-P", profile.to_str().unwrap()], "true");
     assert_eq!(out.status.code(), Some(125));
     let err = stderr(&out);
-    assert!(err.contains("agent.yaml:2:3: secrets"), "{err}");
+    assert!(
+        err.contains("agent.yaml:4:16: error: secret `GH` has a second source: `from_file` here and `from_env` at line 3"),
+        "{err}"
+    );
     assert!(!err.contains("--secret "), "{err}");
 }
 

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use crate::fields::Field;
 use crate::profile::{
-    parse_preset, parse_profile, suggest, Pos, PresetFile, ProfileFile, WorkspaceMode,
+    parse_preset, parse_profile, parse_profile_all, suggest, Pos, PresetFile, ProfileFile,
+    WorkspaceMode,
 };
 use crate::{Defaults, EnvRequest, Request, Terminal, DEFAULT_EGRESS_IDLE_TIMEOUT};
 
@@ -1017,13 +1018,12 @@ impl Loader<'_> {
 
     fn load(&mut self, src: SourceText) {
         let label = src.label.clone();
-        let file = match parse_profile(&src.text) {
-            Ok(f) => f,
-            Err(e) => {
-                self.error(None, &label, e.pos, e.message);
-                return;
-            }
-        };
+        // Every finding of the file's shape, then the rest of it checked
+        // too: one run says everything that is wrong.
+        let (file, errors) = parse_profile_all(&src.text);
+        for e in errors {
+            self.error(None, &label, e.pos, e.message);
+        }
         self.stack.push(label.clone());
         for parent in &file.extends {
             let found = if is_path(&parent.value) {
@@ -1154,6 +1154,21 @@ impl Loader<'_> {
             }
         }
         for (name, sec) in &f.secrets {
+            // One source each: a second one is said at its own line.
+            let places = [
+                sec.from_env.as_ref().map(|v| ("from_env", v.pos)),
+                sec.from_file.as_ref().map(|v| ("from_file", v.pos)),
+                sec.from_command.as_ref().map(|v| ("from_command", v.pos)),
+            ];
+            let places: Vec<(&str, Pos)> = places.into_iter().flatten().collect();
+            if let [(first, first_at), (second, second_at), ..] = places.as_slice() {
+                let msg = format!(
+                    "secret `{}` has a second source: `{second}` here and `{first}` at line {}; give exactly one of from_env, from_file, from_command",
+                    name.value, first_at.line
+                );
+                self.error(Some(Field::Secret), label, *second_at, msg);
+                continue;
+            }
             // A file is found like every other path of a profile (`~`, or
             // relative to the profile's directory).
             let file = match &sec.from_file {

@@ -532,6 +532,77 @@ pub fn parse_profile(text: &str) -> Result<ProfileFile, ParseError> {
     parse(text)
 }
 
+/// Read a profile file's text and find every problem of its shape at
+/// once: each finding, at its own line and column, and the profile as read
+/// without the entries that had them (so that later checks find what else
+/// is wrong). The parser stops at its first error; each entry it stops at
+/// is blanked out (its lines, and the lines nested below it, become empty,
+/// so every other position stays where it was written) and the text is
+/// read again, up to [`MAX_FINDINGS`] times.
+pub fn parse_profile_all(text: &str) -> (ProfileFile, Vec<ParseError>) {
+    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+    let mut errors: Vec<ParseError> = Vec::new();
+    for _ in 0..MAX_FINDINGS {
+        match parse::<ProfileFile>(&lines.join("\n")) {
+            Ok(file) => return (file, errors),
+            Err(e) => {
+                let again = errors.contains(&e);
+                if !again {
+                    errors.push(e.clone());
+                }
+                if again || !blank_entry(&mut lines, usize::try_from(e.pos.line).unwrap_or(0)) {
+                    break;
+                }
+            }
+        }
+    }
+    (ProfileFile::default(), errors)
+}
+
+/// Parse-level findings of one file said at most.
+pub const MAX_FINDINGS: usize = 64;
+
+/// Blank the entry at `line` (1-based): the key or list item written there
+/// (or, for a value on a line of its own, the key it belongs to) and the
+/// lines nested below it. False when there is nothing to blank.
+fn blank_entry(lines: &mut [String], line: usize) -> bool {
+    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let content = |l: &str| {
+        let t = l.trim();
+        !t.is_empty() && !t.starts_with('#')
+    };
+    let Some(mut start) = line.checked_sub(1).filter(|&i| i < lines.len()) else {
+        return false;
+    };
+    if !content(&lines[start]) {
+        return false;
+    }
+    let entry = |l: &str| {
+        let t = l.trim_start();
+        t.starts_with('-') || t.contains(':')
+    };
+    if !entry(&lines[start]) {
+        // A value on a line of its own: its key is the line above it that
+        // is indented less.
+        let own = indent(&lines[start]);
+        if let Some(k) = (0..start)
+            .rev()
+            .find(|&k| content(&lines[k]) && indent(&lines[k]) < own)
+        {
+            start = k;
+        }
+    }
+    let base = indent(&lines[start]);
+    lines[start].clear();
+    for l in lines.iter_mut().skip(start + 1) {
+        if content(l) && indent(l) <= base {
+            break;
+        }
+        l.clear();
+    }
+    true
+}
+
 /// Read a preset file's text.
 pub fn parse_preset(text: &str) -> Result<PresetFile, ParseError> {
     parse(text)
@@ -564,6 +635,39 @@ fn parse<T: for<'de> Deserialize<'de> + Default>(text: &str) -> Result<T, ParseE
 /// serde names an unknown key and the expected ones; turn that into a
 /// sentence with the nearest known key.
 fn explain_serde_message(raw: &str) -> String {
+    if let Some(rest) = raw.strip_prefix("duplicate mapping key: ") {
+        let key = rest.split(',').next().unwrap_or(rest).trim();
+        return format!("`{key}` is given twice in this section; keep one");
+    }
+    for (said, ours) in [
+        (
+            "expected mapping start",
+            "expected a section of `key: value` entries here",
+        ),
+        (
+            "expected sequence start",
+            "expected a list here, such as [a, b] or lines that start with `- `",
+        ),
+        ("expected string scalar", "expected text here"),
+        ("invalid boolean", "expected true or false"),
+    ] {
+        if raw.starts_with(said) {
+            return ours.to_string();
+        }
+    }
+    if let Some(rest) = raw.strip_prefix("invalid type: ") {
+        if let Some((found, expected)) = rest.split_once(", expected ") {
+            let found = match found {
+                "sequence" => "a list".to_string(),
+                "map" => "a section".to_string(),
+                "unit value" | "null" => "nothing".to_string(),
+                other => other
+                    .replace("string ", "the text ")
+                    .replace("integer ", "the number "),
+            };
+            return format!("expected {expected}, not {found}");
+        }
+    }
     for (prefix, what) in [
         ("unknown field `", "unknown key"),
         ("unknown variant `", "unknown value"),
@@ -637,6 +741,33 @@ mod tests {
     }
 
     #[test]
+    fn every_shape_error_is_found_at_its_place_and_the_rest_of_the_file_is_kept() {
+        let text = "name: x\nresources:\n  memory: 4G\n  memory: 8G\n  pids:\n    lots\n\
+egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
+        let (file, errors) = parse_profile_all(text);
+        let found: Vec<(u64, String)> = errors
+            .iter()
+            .map(|e| (e.pos.line, e.message.clone()))
+            .collect();
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert!(found[0].0 == 4 && found[0].1.contains("given twice"), "{found:?}");
+        assert!(found[1].0 == 6 && found[1].1.contains("whole number"), "{found:?}");
+        assert!(found[2].0 == 9 && found[2].1.contains("unknown key `bogus`"), "{found:?}");
+        assert!(found[3].0 == 10 && found[3].1.contains("true or false"), "{found:?}");
+        // What had no error is read, at its own line.
+        let domains = file.egress.unwrap().domains;
+        assert_eq!(domains[0].value, "a.com");
+        assert_eq!(domains[0].pos.line, 8);
+        assert_eq!(file.name.unwrap().value, "x");
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_mended_stops_with_what_was_found() {
+        let (_, errors) = parse_profile_all("egress: [a\n");
+        assert!(!errors.is_empty() && errors.len() <= MAX_FINDINGS);
+    }
+
+    #[test]
     fn values_keep_their_line_and_column() {
         let p = parse_profile("name: x\negress:\n  domains: [a.com, .b.org]\n").unwrap();
         let e = p.egress.unwrap();
@@ -700,7 +831,10 @@ mod tests {
     #[test]
     fn broken_yaml_names_its_place() {
         assert!(err("name: [x\n").starts_with("1:7:"));
-        assert!(err("name: a\nname: b\n").starts_with("2:1: duplicate"));
+        assert_eq!(
+            err("name: a\nname: b\n"),
+            "2:1: `name` is given twice in this section; keep one"
+        );
     }
 
     #[test]

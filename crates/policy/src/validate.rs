@@ -164,6 +164,21 @@ pub fn validate(composed: &mut Composed, defaults: &Defaults) {
         }
     }
     composed.diagnostics.extend(out);
+    // Read like the file: by place within each file (files in the order
+    // they were first named), whichever check found what.
+    let mut files: Vec<String> = Vec::new();
+    for d in &composed.diagnostics {
+        if !files.contains(&d.file) {
+            files.push(d.file.clone());
+        }
+    }
+    composed.diagnostics.sort_by_key(|d| {
+        (
+            files.iter().position(|f| *f == d.file),
+            d.pos.line,
+            d.pos.column,
+        )
+    });
 }
 
 fn is_path_error(e: &ResolveError, found: &[Diagnostic]) -> bool {
@@ -933,8 +948,9 @@ secrets:
         )]);
         let m = messages(&dir, "p.yaml");
         assert_eq!(m.len(), 1, "{m:?}");
+        // At the second source's own line, saying where the first is.
         assert!(
-            m[0].starts_with("DIR/p.yaml:3:3: error: secrets: \"GH="),
+            m[0].starts_with("DIR/p.yaml:5:16: error: secret `GH` has a second source: `from_file` here and `from_env` at line 4"),
             "{m:?}"
         );
         let dir = Dir::new(&[(
@@ -958,11 +974,13 @@ secrets:
             "name: x\nresources:\n  memory: 4 GB\n  pids: -1\n",
         )]);
         let m = messages(&dir, "p.yaml");
-        assert_eq!(m.len(), 1);
+        // Both, each at its own place, in one run.
+        assert_eq!(m.len(), 2, "{m:?}");
         assert!(
             m[0].starts_with("DIR/p.yaml:3:11: error: size \"4 GB\" is not valid"),
             "{m:?}"
         );
+        assert!(m[1].starts_with("DIR/p.yaml:4:9: error: "), "{m:?}");
     }
 
     #[test]
