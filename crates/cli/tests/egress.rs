@@ -1142,3 +1142,59 @@ except Exception as e:\n    print('client error:', e)\n",
         "{s}"
     );
 }
+
+#[test]
+fn raw_tcp_to_a_port_no_rule_allows_is_reset_at_once_and_named_by_the_name_used() {
+    if !egress_available() {
+        return;
+    }
+    let dir = TempDir::new("egress-refuse");
+    let events = dir.path().join("events.jsonl");
+    // An SSH client waits for the server to speak first: before, it was
+    // accepted, held 10 s for bytes that could never be allowed, closed,
+    // and recorded as `-:22`.
+    let out = sandbox_python(
+        &[
+            "--allow-domain",
+            "example.test",
+            "--add-host",
+            "example.test=192.0.2.1",
+            "--json-events",
+            events.to_str().unwrap(),
+        ],
+        "import time\n\
+t = time.time()\n\
+try:\n    s = socket.create_connection(('example.test', 22), timeout=20); s.settimeout(20); print('got', s.recv(10))\n\
+except OSError as e:\n    print('error', e.errno)\n\
+print('took', time.time() - t)\n",
+    );
+    let s = stdout(&out);
+    assert!(s.contains("error 104"), "not reset: {s} {}", stderr(&out));
+    let took: f64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("took "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(took < 2.0, "took {took} s: {s}");
+    let text = std::fs::read_to_string(&events).unwrap();
+    let denial = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["event"] == "connection" && e["allowed"] == false && e["port"] == 22)
+        .unwrap_or_else(|| panic!("no denial recorded: {text}"));
+    assert_eq!(denial["name"], "example.test", "{denial}");
+    assert!(
+        denial["detail"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-domain example.test:22"),
+        "{denial}"
+    );
+    assert!(
+        stderr(&out).contains("tcp example.test:22"),
+        "{}",
+        stderr(&out)
+    );
+}

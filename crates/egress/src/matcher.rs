@@ -55,6 +55,12 @@ impl Matcher {
         self.lookup(name, |r| r.allows_port(port))
     }
 
+    /// Whether any rule, for any name, allows `port`: when none does, no
+    /// connection on that port can be allowed, whatever name it carries.
+    pub fn any_allows_port(&self, port: u16) -> bool {
+        self.rules.iter().any(|r| r.allows_port(port))
+    }
+
     /// The most specific rule that allows `name` on any port (for DNS: a
     /// name is resolved when some rule could allow a connection to it).
     pub fn allows_name(&self, name: &str) -> Option<Match<'_>> {

@@ -750,10 +750,22 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
             .map(|e| (e.pos.line, e.message.clone()))
             .collect();
         assert_eq!(found.len(), 4, "{found:?}");
-        assert!(found[0].0 == 4 && found[0].1.contains("given twice"), "{found:?}");
-        assert!(found[1].0 == 6 && found[1].1.contains("whole number"), "{found:?}");
-        assert!(found[2].0 == 9 && found[2].1.contains("unknown key `bogus`"), "{found:?}");
-        assert!(found[3].0 == 10 && found[3].1.contains("true or false"), "{found:?}");
+        assert!(
+            found[0].0 == 4 && found[0].1.contains("given twice"),
+            "{found:?}"
+        );
+        assert!(
+            found[1].0 == 6 && found[1].1.contains("whole number"),
+            "{found:?}"
+        );
+        assert!(
+            found[2].0 == 9 && found[2].1.contains("unknown key `bogus`"),
+            "{found:?}"
+        );
+        assert!(
+            found[3].0 == 10 && found[3].1.contains("true or false"),
+            "{found:?}"
+        );
         // What had no error is read, at its own line.
         let domains = file.egress.unwrap().domains;
         assert_eq!(domains[0].value, "a.com");

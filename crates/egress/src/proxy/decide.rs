@@ -42,6 +42,10 @@ pub(super) enum Verdict {
         /// it on this port.
         ask_port: Option<u16>,
     },
+    /// Refused before a byte is read: a connection to a name's address on
+    /// a port no rule allows for any name. Reset, so the client fails at
+    /// once instead of waiting to be judged on bytes that cannot matter.
+    Refuse { name: String, why: String },
 }
 
 /// Read a new connection's first bytes and decide it: on the name its
@@ -56,6 +60,33 @@ pub(super) async fn verdict(
     shared: &Arc<Shared>,
 ) -> (Protocol, Verdict) {
     let (original, port) = (at.original, at.port);
+    // The name the program used, when it connected to the address the
+    // resolver gave that name: decisions name it (`example.com:22`), not
+    // the address.
+    let addressed: Option<String> = original.and_then(|a| {
+        shared
+            .addresses
+            .lock()
+            .ok()?
+            .name_of(*a.ip())
+            .map(str::to_string)
+    });
+    if let Some(name) = &addressed {
+        // No rule allows this port for any name (TLS or HTTP carrying
+        // another name included), and nobody is asked: nothing the client
+        // can send would be allowed.
+        if !shared.ask && !shared.matcher().any_allows_port(port) {
+            return (
+                Protocol::Tcp,
+                Verdict::Refuse {
+                    name: name.clone(),
+                    why: format!(
+                        "no --allow-domain entry allows port {port} for any name (`--allow-domain {name}:{port}` would allow this one)"
+                    ),
+                },
+            );
+        }
+    }
     // A connection to the address the resolver gave a name with an explicit
     // `name:port` entry may speak any protocol (SSH, a database; many speak
     // only after the server): when its first bytes are not TLS or HTTP, or
@@ -99,7 +130,7 @@ pub(super) async fn verdict(
         (Err(why), _) => (
             Protocol::Tcp,
             Verdict::Deny {
-                name: None,
+                name: addressed.clone(),
                 why,
                 http: false,
                 ask_port: None,
@@ -261,7 +292,9 @@ async fn tunnel(
                     tunnel: true,
                 },
             ),
-            Ok((_, Verdict::Deny { why, .. })) => deny(format!("inside the CONNECT tunnel: {why}")),
+            Ok((_, Verdict::Deny { why, .. } | Verdict::Refuse { why, .. })) => {
+                deny(format!("inside the CONNECT tunnel: {why}"))
+            }
         }
     }
 }

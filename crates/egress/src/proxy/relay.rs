@@ -80,6 +80,14 @@ pub(super) async fn settle(
             }
             let _ = conn.shutdown().await;
         }
+        Verdict::Refuse { name, why } => {
+            decision.name = Some(name);
+            decision.detail = why;
+            // A reset, not an orderly close: the client's next read or
+            // write fails at once with "connection reset".
+            let _ = conn.set_zero_linger();
+            drop(conn);
+        }
         Verdict::Allow {
             name,
             rule,
