@@ -1192,8 +1192,11 @@ print('took', time.time() - t)\n",
             .contains("--allow-domain example.test:22"),
         "{denial}"
     );
+    // The hint at exit is that reason, next to the name.
     assert!(
-        stderr(&out).contains("tcp example.test:22"),
+        stderr(&out).contains(
+            "egress denied: tcp example.test:22: no --allow-domain entry allows port 22 for any name (`--allow-domain example.test:22` would allow this one)"
+        ),
         "{}",
         stderr(&out)
     );

@@ -55,7 +55,8 @@ struct Follower {
 
 #[derive(Default)]
 struct Denied {
-    names: Vec<String>,
+    /// "PROTOCOL NAME:PORT" denied, and the reason of its first denial.
+    names: Vec<(String, String)>,
     more: usize,
     /// "secret NAME: why" for each blocked secret, bounded like `names`.
     secrets: Vec<String>,
@@ -271,20 +272,34 @@ impl Bus {
         out
     }
 
-    fn denied_summary(&self) -> Option<String> {
-        let d = self.denied.lock().ok()?;
-        if d.names.is_empty() {
-            return None;
-        }
-        let more = if d.more > 0 {
-            format!(" and {} more", d.more)
-        } else {
-            String::new()
+    /// One line per reason, naming what was denied for it: the hint is
+    /// the proxy's own reason (no rule and the entry that would allow it,
+    /// a person's answer, the quota, a secret's rule, a non-public address
+    /// and the flag that allows one), never a guess.
+    fn denied_summary(&self) -> Vec<String> {
+        let Ok(d) = self.denied.lock() else {
+            return Vec::new();
         };
-        Some(format!(
-            "egress denied: {}{more} (see --allow-domain and --allow-http)",
-            d.names.join(", ")
-        ))
+        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (what, why) in &d.names {
+            match reasons.iter_mut().find(|(w, _)| w == why) {
+                Some((_, names)) => names.push(what),
+                None => reasons.push((why, vec![what])),
+            }
+        }
+        let last = reasons.len();
+        reasons
+            .into_iter()
+            .enumerate()
+            .map(|(i, (why, names))| {
+                let more = if i + 1 == last && d.more > 0 {
+                    format!(" (and {} more)", d.more)
+                } else {
+                    String::new()
+                };
+                format!("egress denied: {}: {why}{more}", names.join(", "))
+            })
+            .collect()
     }
 
     fn note_denied(&self, d: &Decision) {
@@ -298,11 +313,19 @@ impl Bus {
             }
         );
         if let Ok(mut denied) = self.denied.lock() {
-            if denied.names.contains(&what) {
+            if denied.names.iter().any(|(w, _)| *w == what) {
                 return;
             }
             if denied.names.len() < SUMMARY_NAMES {
-                denied.names.push(what);
+                // A DNS decision's detail is its record type: the reason a
+                // name is not answered is that no rule names it.
+                let why = if d.protocol == decision::Protocol::Dns && !d.detail.contains("refused")
+                {
+                    "no --allow-domain entry for this name (its query got NXDOMAIN)".to_string()
+                } else {
+                    d.detail.clone()
+                };
+                denied.names.push((what, why));
             } else {
                 denied.more += 1;
             }
