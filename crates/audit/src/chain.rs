@@ -133,6 +133,9 @@ impl ChainedLog {
     /// log read up to the head's record. One small file is written and
     /// renamed; nothing is synced.
     pub fn open(path: &Path) -> Result<ChainedLog, ChainError> {
+        /// How long a writer waits for another that is appending a record.
+        const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+        const LOCK_STEP: std::time::Duration = std::time::Duration::from_millis(10);
         let open_err = |source| ChainError::Open {
             path: path.to_path_buf(),
             source,
@@ -145,17 +148,30 @@ impl ChainedLog {
             .open(path)
             .map_err(open_err)?;
         // One writer per log: two would chain onto the same record. The
-        // kernel drops the lock when a writer dies, however it dies.
-        if let Err(e) = file.try_lock() {
-            return Err(match e {
-                std::fs::TryLockError::WouldBlock => ChainError::Busy {
-                    path: path.to_path_buf(),
-                },
-                std::fs::TryLockError::Error(source) => ChainError::Open {
-                    path: path.to_path_buf(),
-                    source,
-                },
-            });
+        // kernel drops the lock when a writer dies, however it dies. A
+        // writer that appends one record and closes (a named sandbox's
+        // `create`, a commit) holds it for moments: waited for, briefly; a
+        // writer that keeps the log (another run) is refused.
+        let mut waited = std::time::Duration::ZERO;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) if waited < LOCK_GRACE => {
+                    std::thread::sleep(LOCK_STEP);
+                    waited += LOCK_STEP;
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(ChainError::Busy {
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(std::fs::TryLockError::Error(source)) => {
+                    return Err(ChainError::Open {
+                        path: path.to_path_buf(),
+                        source,
+                    })
+                }
+            }
         }
         let last = last_line(&mut file).map_err(|source| ChainError::Read {
             path: path.to_path_buf(),
