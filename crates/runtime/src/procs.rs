@@ -11,9 +11,44 @@ use std::collections::HashMap;
 const COMMAND_BYTES: u64 = 1024;
 
 /// The host PIDs of the sandbox's processes but its init: every descendant
-/// of `init` (orphans are adopted by it). Only each `/proc/PID/stat` is
-/// read, once.
+/// of `init` (orphans are adopted by it). Walked down from the init through
+/// each thread's `children` list, so the cost is the sandbox's own
+/// processes, not the host's; where the kernel has no such list, every
+/// `/proc/PID/stat` of the host is read once instead.
 pub fn descendants(init: i32) -> Vec<i32> {
+    descendants_by_children(init).unwrap_or_else(|| descendants_by_scan(init))
+}
+
+/// Through `/proc/PID/task/TID/children` (kernels built with
+/// CONFIG_PROC_CHILDREN); `None` when the kernel offers no such file.
+fn descendants_by_children(init: i32) -> Option<Vec<i32>> {
+    if !std::path::Path::new(&format!("/proc/{init}/task/{init}/children")).exists() {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::from([init]);
+    let mut queue = vec![init];
+    let mut out = Vec::new();
+    while let Some(p) = queue.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Ok(list) = std::fs::read_to_string(t.path().join("children")) else {
+                continue;
+            };
+            for child in list.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                if seen.insert(child) {
+                    out.push(child);
+                    queue.push(child);
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Every process of the host, each one's parent read from its `stat`.
+fn descendants_by_scan(init: i32) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
@@ -70,4 +105,30 @@ pub fn processes(init: i32) -> Vec<(i32, i32, String)> {
         out.push((host, ns_pid, command));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_walk_down_from_a_process_finds_what_the_full_scan_finds() {
+        // A shell with a child of its own: its descendants are that child.
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & wait"])
+            .spawn()
+            .expect("sh runs");
+        let pid = shell.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut walked = Vec::new();
+        while std::time::Instant::now() < deadline && walked.is_empty() {
+            walked = descendants(pid);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let scanned = descendants_by_scan(pid);
+        let _ = shell.kill();
+        let _ = shell.wait();
+        assert_eq!(walked.len(), 1, "{walked:?}");
+        assert_eq!(walked, scanned);
+    }
 }
