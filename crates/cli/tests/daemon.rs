@@ -1259,4 +1259,25 @@ fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
         let (s, b) = call(&d, "DELETE", &format!("/v1/sandboxes/{id}"), None, None);
         assert_eq!(s, 204, "{b}");
     }
+    // A daemon that stops takes its pools' sandboxes with it.
+    let waiting = on_disk();
+    assert!(!waiting.is_empty(), "the pool was not refilled");
+    let supervisors: Vec<i32> = waiting
+        .iter()
+        .filter(|id| running(id))
+        .map(|id| supervisor_pid(state.path(), id))
+        .collect();
+    let mut d = d;
+    d.stop();
+    assert!(
+        on_disk().is_empty(),
+        "pooled sandboxes outlived their daemon: {:?}",
+        on_disk()
+    );
+    for pid in supervisors {
+        assert!(
+            !alive(pid),
+            "a pooled sandbox's supervisor {pid} still runs"
+        );
+    }
 }

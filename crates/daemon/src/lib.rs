@@ -200,6 +200,8 @@ impl Bound {
         shutdown.await;
         if let Some(r) = refill {
             r.abort();
+            let app = self.app.clone();
+            let _ = tokio::task::spawn_blocking(move || pools::drain(&app)).await;
         }
         let _ = stop_tx.send(true);
         let mut result = Ok(());

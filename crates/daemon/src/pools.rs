@@ -346,3 +346,18 @@ pub fn reconcile(app: &App) -> Vec<String> {
     }
     notes
 }
+
+/// At a graceful stop: the pools' sandboxes are the daemon's own, nobody
+/// else's, so they go with it (after a `kill -9` they stay, and the next
+/// start takes them back into its pools or removes them). Blocking.
+pub fn drain(app: &App) {
+    let Ok(pooled) = app
+        .db()
+        .and_then(|db| db.pooled(None).map_err(|e| ApiError::internal(chain(&e))))
+    else {
+        return;
+    };
+    for (id, _) in pooled {
+        discard(app, &id);
+    }
+}

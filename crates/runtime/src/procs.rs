@@ -36,7 +36,10 @@ fn descendants_by_children(init: i32) -> Option<Vec<i32>> {
             let Ok(list) = std::fs::read_to_string(t.path().join("children")) else {
                 continue;
             };
-            for child in list.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+            for child in list
+                .split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok())
+            {
                 if seen.insert(child) {
                     out.push(child);
                     queue.push(child);

@@ -73,6 +73,15 @@ impl Daemon {
         self.child.as_ref().unwrap().id() as i32
     }
 
+    /// Stop it as a service manager would (SIGTERM), and wait for it.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) with the PID of our own child and a signal.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
