@@ -430,3 +430,41 @@ fn an_event_that_cannot_be_written_fails_the_run_and_says_what_was_lost() {
     );
     assert!(err.contains("record is incomplete"), "{err}");
 }
+
+/// `audit show` finds a log the ways a person names one (the newest run,
+/// a run's id, a named sandbox) and numbers each record as `verify` does.
+#[test]
+fn audit_show_finds_logs_by_last_run_id_and_sandbox_and_numbers_records_as_verify_does() {
+    let state = TempDir::new("audit-show");
+    let w = |args: &[&str]| common::warden(state.path(), args);
+    ok(&w(&["run", "--no-tty", "--", "true"]));
+    let last = ok(&w(&["audit", "show", "--last"]));
+    assert!(last.starts_with("#0 "), "{last}");
+    assert!(last.contains("created"), "{last}");
+    let dir = state.path().join("warden/audit");
+    let log = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .unwrap();
+    let stem = log.file_stem().unwrap().to_str().unwrap().to_string();
+    assert_eq!(ok(&w(&["audit", "show", &stem])), last);
+    ok(&w(&["create", "named"]));
+    let named = ok(&w(&["audit", "show", "named"]));
+    assert!(named.starts_with("#0 "), "{named}");
+    // The number show gives a record is the one verify names.
+    let mut l = lines(&log);
+    l[1] = l[1].replace("\"seq\":1", "\"seq\":7");
+    rewrite(&log, &l);
+    let verify = w(&["audit", "verify", log.to_str().unwrap()]);
+    assert!(
+        stdout(&verify).contains("TAMPERED at record #1"),
+        "{}",
+        stdout(&verify)
+    );
+    let out = w(&["audit", "show", "no-such-run"]);
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("audit list"), "{}", stderr(&out));
+    ok(&w(&["rm", "named"]));
+}

@@ -18,10 +18,15 @@ pub enum AuditCommand {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
-    /// Print a log readably
+    /// Print a log readably, each record with its number (#N, as `verify`
+    /// names them): a FILE, a run's id (as `audit list` shows it), a named
+    /// sandbox, or --last (the newest run's log)
     Show {
-        #[arg(value_name = "FILE")]
-        file: PathBuf,
+        #[arg(value_name = "FILE|RUN|SANDBOX", required_unless_present = "last")]
+        target: Option<String>,
+        /// The newest run's log in warden's state directory
+        #[arg(long, conflicts_with = "target")]
+        last: bool,
         /// Only what was refused (denied connections, blocked secrets,
         /// refused commits)
         #[arg(long)]
@@ -64,25 +69,31 @@ pub fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
                         "{}: intact, unfinished ({})",
                         f.display(),
                         match last_seq {
-                            Some(n) => format!("writer stopped at record {n}"),
+                            Some(n) => format!("writer stopped at record #{n}"),
                             None => "writer stopped before its first record".into(),
                         }
                     ),
                     Verdict::Broken { line, why } => {
                         all_ok = false;
-                        println!("{}:{line}: TAMPERED: {why}", f.display());
+                        println!(
+                            "{}:{line}: TAMPERED at record #{}: {why}",
+                            f.display(),
+                            line.saturating_sub(1)
+                        );
                     }
                 }
             }
             Ok(if all_ok { 0 } else { 1 })
         }
         AuditCommand::Show {
-            file,
+            target,
+            last,
             denied,
             since,
             json,
         } => {
             let since_ms = since.map(|w| parse_since(&w)).transpose()?;
+            let file = log_of(target.as_deref(), last)?;
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read audit log {}", file.display()))?;
             for (i, line) in text.lines().enumerate() {
@@ -110,7 +121,11 @@ pub fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
                 if json {
                     println!("{line}");
                 } else {
-                    println!("{}", sandboxes::printable(&event.describe()));
+                    println!(
+                        "#{:<5} {}",
+                        record.seq,
+                        sandboxes::printable(&event.describe())
+                    );
                 }
             }
             Ok(0)
@@ -225,4 +240,50 @@ pub fn parse_since(w: &str) -> anyhow::Result<u64> {
     Ok(t.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0))
+}
+
+/// The log `audit show` reads: a path, a run's id (its log in the state
+/// directory is `TIME-ID.jsonl`), a named sandbox's log, or the newest run.
+fn log_of(target: Option<&str>, last: bool) -> anyhow::Result<PathBuf> {
+    let runs = || -> anyhow::Result<Vec<PathBuf>> {
+        let dir = audit_dir()?;
+        let mut logs: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+        };
+        logs.sort();
+        Ok(logs)
+    };
+    if last {
+        return runs()?.pop().context(
+            "no run has an audit log in warden's state directory yet (`warden audit list` lists them)",
+        );
+    }
+    let Some(t) = target else {
+        anyhow::bail!("give a log: FILE, a run's id, a sandbox's name, or --last");
+    };
+    let path = PathBuf::from(t);
+    if path.is_file() || t.contains('/') {
+        return Ok(path);
+    }
+    if let Some(p) = runs()?.into_iter().find(|p| {
+        p.file_stem()
+            .and_then(|s| s.to_str())
+            .is_some_and(|s| s == t || s.ends_with(&format!("-{t}")))
+    }) {
+        return Ok(p);
+    }
+    if let Ok(sb) = super::state_dir()
+        .and_then(sandboxes::store)
+        .and_then(|s| Ok(s.get(t)?))
+    {
+        return Ok(sb.dir().join("audit.jsonl"));
+    }
+    anyhow::bail!(
+        "{t:?} is no audit log file, run id or sandbox name: `warden audit list` lists the runs, `warden ls` the sandboxes"
+    )
 }
