@@ -8,67 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+use common::daemon::Daemon;
 use common::*;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct Daemon {
-    child: Option<Child>,
-    state: PathBuf,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(state: &Path) -> Daemon {
-        let mut child = Command::new(warden_bin())
-            .arg("serve")
-            .env("WARDEN_STATE_DIR", state.join("warden"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let mut line = String::new();
-            if err.read_line(&mut line).unwrap() == 0 || Instant::now() > deadline {
-                panic!("the daemon did not start");
-            }
-            if line.contains("serving on") {
-                break;
-            }
-        }
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while err.read_line(&mut sink).unwrap_or(0) > 0 {
-                sink.clear();
-            }
-        });
-        Daemon {
-            child: Some(child),
-            state: state.to_path_buf(),
-            socket: state.join("warden/daemon.sock"),
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if let Ok(rd) = std::fs::read_dir(self.state.join("warden/sandboxes")) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let _ = warden(&self.state, &["stop", "--time", "1s", &name]);
-            }
-        }
-    }
-}
+use std::process::Command;
+use std::time::Duration;
 
 fn call(d: &Daemon, method: &str, path: &str, body: Option<&str>) -> (u16, serde_json::Value) {
     let mut cmd = Command::new("curl");
@@ -139,7 +83,7 @@ fn setup(tag: &str) -> Option<(TempDir, Daemon, PathBuf)> {
     std::fs::write(ws.join("existing.txt"), "old\n").unwrap();
     std::fs::write(ws.join("gone.txt"), "bye\n").unwrap();
     std::fs::write(ws.join("keep.txt"), "kept\n").unwrap();
-    let d = Daemon::start(dir.path());
+    let d = Daemon::start(dir.path(), false);
     let body = serde_json::json!({ "name": "c", "workspace": ws }).to_string();
     let (s, r) = call(&d, "POST", "/v1/sandboxes", Some(&body));
     assert_eq!(s, 201, "{r}");

@@ -9,71 +9,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+use common::daemon::{curl_available, Daemon};
 use common::*;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Daemon {
-    child: Option<Child>,
-    state: PathBuf,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(state: &Path) -> Daemon {
-        let mut child = Command::new(warden_bin())
-            .arg("serve")
-            .env("WARDEN_STATE_DIR", state.join("warden"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let mut line = String::new();
-            if err.read_line(&mut line).unwrap() == 0 || Instant::now() > deadline {
-                panic!("the daemon did not start");
-            }
-            if line.contains("serving on") {
-                break;
-            }
-        }
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while err.read_line(&mut sink).unwrap_or(0) > 0 {
-                sink.clear();
-            }
-        });
-        Daemon {
-            child: Some(child),
-            state: state.to_path_buf(),
-            socket: state.join("warden/daemon.sock"),
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().unwrap().id() as i32
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if let Ok(rd) = std::fs::read_dir(self.state.join("warden/sandboxes")) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let _ = warden(&self.state, &["stop", "--time", "1s", &name]);
-            }
-        }
-    }
-}
 
 /// One exchange through curl: status and body (bytes). `extra` are curl
 /// arguments (e.g. `-T file`, `-o file`).
@@ -141,10 +82,6 @@ fn sh(d: &Daemon, script: &str) -> String {
     r["stdout"].as_str().unwrap_or("").to_string()
 }
 
-fn curl_available() -> bool {
-    Command::new("curl").arg("--version").output().is_ok()
-}
-
 /// A daemon with one running sandbox whose workspace is `ws`, and a host
 /// directory `secret` (bound read-write at the same path inside) holding
 /// `marker.txt`.
@@ -168,7 +105,7 @@ fn setup(tag: &str) -> Option<Setup> {
     std::fs::create_dir_all(&secret).unwrap();
     let marker = unique("HOST-MARKER");
     std::fs::write(secret.join("marker.txt"), &marker).unwrap();
-    let d = Daemon::start(dir.path());
+    let d = Daemon::start(dir.path(), false);
     let body = format!(
         r#"{{"name":"f","spec":{{"filesystem":{{"workspace":"{}","read_write":["{}"]}}}}}}"#,
         ws.display(),

@@ -6,69 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+use common::daemon::{curl_available, Daemon};
 use common::*;
 use futures_util::{SinkExt, StreamExt};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 use tokio_tungstenite::tungstenite::{self, Message};
-
-struct Daemon {
-    child: Option<Child>,
-    state: PathBuf,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(state: &Path) -> Daemon {
-        let mut child = Command::new(warden_bin())
-            .arg("serve")
-            .env("WARDEN_STATE_DIR", state.join("warden"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let mut line = String::new();
-            if err.read_line(&mut line).unwrap() == 0 || Instant::now() > deadline {
-                panic!("the daemon did not start");
-            }
-            if line.contains("serving on") {
-                break;
-            }
-        }
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while err.read_line(&mut sink).unwrap_or(0) > 0 {
-                sink.clear();
-            }
-        });
-        Daemon {
-            child: Some(child),
-            state: state.to_path_buf(),
-            socket: state.join("warden/daemon.sock"),
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if let Ok(rd) = std::fs::read_dir(self.state.join("warden/sandboxes")) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let _ = warden(&self.state, &["stop", "--time", "1s", &name]);
-            }
-        }
-    }
-}
 
 fn call(d: &Daemon, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
     let mut cmd = Command::new("curl");
@@ -85,10 +28,6 @@ fn call(d: &Daemon, method: &str, path: &str, body: Option<&str>) -> (u16, Strin
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
     (status.trim().parse().unwrap_or(0), body.to_string())
-}
-
-fn curl_available() -> bool {
-    Command::new("curl").arg("--version").output().is_ok()
 }
 
 type Ws = tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>;
@@ -160,7 +99,7 @@ fn setup(tag: &str) -> Option<(TempDir, Daemon)> {
         return None;
     }
     let state = TempDir::new(tag);
-    let d = Daemon::start(state.path());
+    let d = Daemon::start(state.path(), false);
     let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"p"}"#));
     assert_eq!(s, 201, "{b}");
     Some((state, d))
