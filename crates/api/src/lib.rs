@@ -459,3 +459,29 @@ pub enum Decision {
 pub struct Answer {
     pub decision: Decision,
 }
+
+/// `GET /v1/pools`: each warm pool of the daemon.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct PoolList {
+    pub pools: Vec<PoolStatus>,
+}
+
+/// One warm pool: how many of its sandboxes wait, how many it aims at.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// The profile its sandboxes are made from.
+    pub profile: String,
+    /// The fewest sandboxes it keeps ready.
+    pub size: usize,
+    /// With autoscale: the most it keeps ready.
+    pub max: Option<usize>,
+    /// With autoscale: how far back the creates it counts go.
+    pub window_seconds: Option<u64>,
+    /// Creates of its profile within the window (autoscale only; 0
+    /// otherwise).
+    pub demand: usize,
+    /// How many it aims to keep ready now.
+    pub target: usize,
+    /// How many are started and waiting now.
+    pub ready: usize,
+}

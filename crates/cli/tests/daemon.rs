@@ -1281,3 +1281,94 @@ fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
         );
     }
 }
+
+/// An autoscaled pool keeps as many sandboxes ready as creates came in
+/// its window, between its size and its max: a burst of creates grows
+/// it, and once the window has passed it shrinks back to its size,
+/// stopping the sandboxes it no longer needs. Its state is served at
+/// /v1/pools.
+#[test]
+fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
+    if !egress_available() {
+        return;
+    }
+    let state = TempDir::new("daemon-autoscale");
+    let config = TempDir::new("daemon-autoscale-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(profiles.join("burst.yaml"), "resources:\n  pids: 64\n").unwrap();
+    let file = config.path().join("daemon.yaml");
+    std::fs::write(
+        &file,
+        "pools:\n  - {profile: burst, size: 1, max: 3, window_seconds: 6}\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        false,
+        &["--config", file.to_str().unwrap()],
+        &[("XDG_CONFIG_HOME", config.path())],
+    );
+    let pool = || {
+        let (s, b) = call(&d, "GET", "/v1/pools", None, None);
+        assert_eq!(s, 200, "{b}");
+        json(&b)["pools"][0].clone()
+    };
+    wait_until("the pool has its size", Duration::from_secs(30), || {
+        pool()["ready"] == 1
+    });
+    let p = pool();
+    assert_eq!(
+        (p["size"].as_u64(), p["max"].as_u64(), p["target"].as_u64()),
+        (Some(1), Some(3), Some(1)),
+        "{p}"
+    );
+
+    // A burst of three creates: the pool aims at three and fills to it.
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        let (s, b) = call(
+            &d,
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"profile":"burst"}"#),
+            None,
+        );
+        assert_eq!(s, 201, "{b}");
+        taken.push(json(&b)["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(pool()["demand"], 3, "{}", pool());
+    wait_until(
+        "the pool grew to the demand",
+        Duration::from_secs(60),
+        || {
+            let p = pool();
+            p["target"] == 3 && p["ready"] == 3
+        },
+    );
+    let waiting = || -> usize {
+        std::fs::read_dir(state.path().join("warden/sandboxes"))
+            .unwrap()
+            .flatten()
+            .filter(|e| !taken.contains(&e.file_name().to_string_lossy().into_owned()))
+            .count()
+    };
+    assert_eq!(waiting(), 3);
+
+    // The window passes with no create: back to its size, the rest gone
+    // from the disk as well.
+    wait_until(
+        "the pool shrank to its size",
+        Duration::from_secs(40),
+        || {
+            let p = pool();
+            p["target"] == 1 && p["ready"] == 1 && waiting() == 1
+        },
+    );
+    // The sandboxes handed out are the callers', untouched by the shrink.
+    for id in &taken {
+        let (s, b) = call(&d, "GET", &format!("/v1/sandboxes/{id}"), None, None);
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(json(&b)["state"], "running", "{b}");
+    }
+}

@@ -63,6 +63,8 @@ pub struct App {
     pub pools: Vec<crate::pools::PoolSpec>,
     /// Wakes the refill when a pooled sandbox was taken.
     pub pool_wake: tokio::sync::Notify,
+    /// Recent creates of pooled profiles, which autoscaled pools follow.
+    pub pool_demand: crate::pools::Demand,
 }
 
 impl App {
@@ -89,6 +91,7 @@ impl App {
             quota_lock: Mutex::new(()),
             pools: settings.pools,
             pool_wake: tokio::sync::Notify::new(),
+            pool_demand: Default::default(),
         })
     }
 

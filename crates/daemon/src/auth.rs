@@ -179,6 +179,7 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/approvals", Scope::Approvals, false),
     r("POST", "/v1/approvals/{id}", Scope::Approvals, false),
     r("GET", "/v1/sandboxes/{id}/files/watch", Scope::Files, true),
+    r("GET", "/v1/pools", Scope::SandboxesRead, false),
     r("GET", "/v1/tokens", Scope::Admin, false),
     r("POST", "/v1/tokens", Scope::Admin, false),
     r("DELETE", "/v1/tokens/{token}", Scope::Admin, false),

@@ -232,7 +232,8 @@ pub struct FileConfig {
     /// Directories under which token holders may name workspaces.
     #[serde(default)]
     pub workspace_roots: Vec<PathBuf>,
-    /// Warm pools: `- {profile: NAME, size: N}`.
+    /// Warm pools: `- {profile: NAME, size: N}`, or autoscaled with
+    /// `max: M` (and `window_seconds: S`).
     #[serde(default)]
     pub pools: Vec<pools::PoolSpec>,
 }
@@ -277,13 +278,7 @@ impl FileConfig {
                 profile: p.profile.clone(),
                 message,
             };
-            if p.size == 0 || p.size > pools::MAX_POOL_SIZE {
-                return Err(bad(format!(
-                    "size {} is not between 1 and {}",
-                    p.size,
-                    pools::MAX_POOL_SIZE
-                )));
-            }
+            p.check().map_err(bad)?;
             if !seen.insert(p.profile.clone()) {
                 return Err(bad("given twice: one pool per profile".into()));
             }

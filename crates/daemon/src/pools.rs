@@ -35,12 +35,177 @@ use crate::error::{chain, ApiError};
 pub struct PoolSpec {
     /// A profile by name (`warden profile list`).
     pub profile: String,
-    /// How many started sandboxes wait for a create.
+    /// How many started sandboxes wait for a create (with `max`: the
+    /// fewest).
     pub size: usize,
+    /// Autoscale: the pool follows demand, keeping ready as many
+    /// sandboxes as creates of its profile came within the last
+    /// `window_seconds`, no fewer than `size` and no more than `max`.
+    #[serde(default)]
+    pub max: Option<usize>,
+    /// Autoscale: how far back creates are counted (default 60 s).
+    #[serde(default)]
+    pub window_seconds: Option<u64>,
+}
+
+impl PoolSpec {
+    /// A pool of a fixed size.
+    pub fn fixed(profile: &str, size: usize) -> PoolSpec {
+        PoolSpec {
+            profile: profile.to_string(),
+            size,
+            max: None,
+            window_seconds: None,
+        }
+    }
+
+    /// How far back creates are counted, when the pool autoscales.
+    pub fn window(&self) -> Option<Duration> {
+        self.max
+            .map(|_| Duration::from_secs(self.window_seconds.unwrap_or(DEFAULT_WINDOW.as_secs())))
+    }
+
+    /// How many sandboxes to keep ready after `demand` creates within
+    /// the window.
+    pub fn target(&self, demand: usize) -> usize {
+        match self.max {
+            Some(max) => demand.clamp(self.size, max.max(self.size)),
+            None => self.size,
+        }
+    }
+
+    /// Why this pool cannot be kept, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if self.size == 0 || self.size > MAX_POOL_SIZE {
+            return Err(format!(
+                "size {} is not between 1 and {MAX_POOL_SIZE}",
+                self.size
+            ));
+        }
+        if let Some(max) = self.max {
+            if max < self.size || max > MAX_POOL_SIZE {
+                return Err(format!(
+                    "max {max} is not between size {} and {MAX_POOL_SIZE}",
+                    self.size
+                ));
+            }
+        } else if self.window_seconds.is_some() {
+            return Err("window_seconds is for a pool that autoscales: give max as well".into());
+        }
+        if let Some(w) = self.window_seconds {
+            if w == 0 || w > MAX_WINDOW.as_secs() {
+                return Err(format!(
+                    "window_seconds {w} is not between 1 and {}",
+                    MAX_WINDOW.as_secs()
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The largest pool: each waiting sandbox holds a supervisor and an init.
 pub const MAX_POOL_SIZE: usize = 256;
+
+/// How far back an autoscaled pool counts creates, unless told.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+
+/// The longest window an autoscaled pool may count over.
+pub const MAX_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
+/// The creates of each pooled profile, as far back as its window: what
+/// an autoscaled pool follows.
+#[derive(Debug, Default)]
+pub struct Demand {
+    seen: std::sync::Mutex<
+        std::collections::HashMap<String, std::collections::VecDeque<std::time::Instant>>,
+    >,
+}
+
+impl Demand {
+    /// A create of `profile` (that a pool could have served) came now.
+    pub fn record(&self, profile: &str, window: Duration) {
+        let now = std::time::Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let times = seen.entry(profile.to_string()).or_default();
+        times.push_back(now);
+        Self::forget(times, now, window);
+    }
+
+    /// Creates of `profile` within the last `window`.
+    pub fn recent(&self, profile: &str, window: Duration) -> usize {
+        let now = std::time::Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        match seen.get_mut(profile) {
+            Some(times) => {
+                Self::forget(times, now, window);
+                times.len()
+            }
+            None => 0,
+        }
+    }
+
+    fn forget(
+        times: &mut std::collections::VecDeque<std::time::Instant>,
+        now: std::time::Instant,
+        window: Duration,
+    ) {
+        while times
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > window)
+        {
+            times.pop_front();
+        }
+        // Counting more than the largest pool is of no use.
+        while times.len() > MAX_POOL_SIZE {
+            times.pop_front();
+        }
+    }
+}
+
+/// What a pool aims at now, and how many creates led it there.
+pub fn target(app: &App, pool: &PoolSpec) -> (usize, usize) {
+    let demand = pool
+        .window()
+        .map(|w| app.pool_demand.recent(&pool.profile, w))
+        .unwrap_or(0);
+    (pool.target(demand), demand)
+}
+
+/// Each pool's state, for `GET /v1/pools`.
+pub fn status(app: &App) -> Result<Vec<crate::api::PoolStatus>, ApiError> {
+    let pooled = app
+        .db()?
+        .pooled(None)
+        .map_err(|e| ApiError::internal(chain(&e)))?;
+    Ok(app
+        .pools
+        .iter()
+        .map(|p| {
+            let (target, demand) = target(app, p);
+            crate::api::PoolStatus {
+                profile: p.profile.clone(),
+                size: p.size,
+                max: p.max,
+                window_seconds: p.window().map(|w| w.as_secs()),
+                demand,
+                target,
+                ready: pooled.iter().filter(|(_, prof)| *prof == p.profile).count(),
+            }
+        })
+        .collect())
+}
+
+/// A create that a pool of `profile` could serve came: counted for
+/// autoscale, and the refill woken when the pool may grow.
+pub fn note_demand(app: &App, profile: &str) {
+    if let Some(pool) = app.pools.iter().find(|p| p.profile == profile) {
+        if let Some(w) = pool.window() {
+            app.pool_demand.record(profile, w);
+            app.pool_wake.notify_one();
+        }
+    }
+}
 
 /// How often the pools are checked even when nothing was taken (a pooled
 /// sandbox that died is replaced).
@@ -283,7 +448,7 @@ pub async fn refill(app: Arc<App>) {
                 // Dead ones go, and stale ones (their profile changed
                 // since in more than its names, which a hand-out puts
                 // right): both are made again below.
-                let mut alive = 0;
+                let mut alive_ids = Vec::new();
                 for (id, _) in &ready {
                     let fresh = Input {
                         profile: Some(ProfileSource::Named(pool.profile.clone())),
@@ -294,7 +459,7 @@ pub async fn refill(app: Arc<App>) {
                             if lifecycle::liveness(&sb).running()
                                 && fits(&app, &sb, &fresh).is_some() =>
                         {
-                            alive += 1
+                            alive_ids.push(id.clone())
                         }
                         _ => {
                             let (a, id) = (app.clone(), id.clone());
@@ -302,7 +467,26 @@ pub async fn refill(app: Arc<App>) {
                         }
                     }
                 }
-                if alive >= pool.size {
+                let alive = alive_ids.len();
+                let (target, _) = target(&app, &pool);
+                if alive > target {
+                    // Demand fell: the newest beyond the target go.
+                    let extra: Vec<String> = alive_ids
+                        .iter()
+                        .rev()
+                        .take(alive - target)
+                        .cloned()
+                        .collect();
+                    let a = app.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        for id in extra {
+                            discard(&a, &id);
+                        }
+                    })
+                    .await;
+                    break;
+                }
+                if alive >= target {
                     break;
                 }
                 let (a, profile) = (app.clone(), pool.profile.clone());
@@ -359,5 +543,76 @@ pub fn drain(app: &App) {
     };
     for (id, _) in pooled {
         discard(app, &id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_autoscaled_pool_aims_at_demand_between_its_size_and_its_max() {
+        let p = PoolSpec {
+            max: Some(5),
+            ..PoolSpec::fixed("p", 2)
+        };
+        assert_eq!(
+            [0, 2, 4, 9].map(|d| p.target(d)),
+            [2, 2, 4, 5],
+            "clamped to size..=max"
+        );
+        assert_eq!(
+            PoolSpec::fixed("p", 3).target(100),
+            3,
+            "fixed pools ignore demand"
+        );
+        assert_eq!(p.window(), Some(DEFAULT_WINDOW));
+        assert_eq!(PoolSpec::fixed("p", 3).window(), None);
+    }
+
+    #[test]
+    fn a_pool_that_cannot_be_kept_is_refused_with_the_reason() {
+        let bad = [
+            (PoolSpec::fixed("p", 0), "size 0"),
+            (PoolSpec::fixed("p", MAX_POOL_SIZE + 1), "size 257"),
+            (
+                PoolSpec {
+                    max: Some(1),
+                    ..PoolSpec::fixed("p", 2)
+                },
+                "max 1",
+            ),
+            (
+                PoolSpec {
+                    window_seconds: Some(5),
+                    ..PoolSpec::fixed("p", 2)
+                },
+                "give max as well",
+            ),
+            (
+                PoolSpec {
+                    max: Some(4),
+                    window_seconds: Some(0),
+                    ..PoolSpec::fixed("p", 2)
+                },
+                "window_seconds 0",
+            ),
+        ];
+        for (p, why) in bad {
+            let e = p.check().unwrap_err();
+            assert!(e.contains(why), "{p:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn demand_counts_only_the_creates_within_the_window() {
+        let d = Demand::default();
+        d.record("a", Duration::from_secs(60));
+        d.record("a", Duration::from_secs(60));
+        d.record("b", Duration::from_secs(60));
+        assert_eq!(d.recent("a", Duration::from_secs(60)), 2);
+        assert_eq!(d.recent("c", Duration::from_secs(60)), 0);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(d.recent("a", Duration::from_millis(10)), 0);
     }
 }

@@ -97,34 +97,42 @@ struct ServeArgs {
     #[arg(long = "workspace-root", value_name = "DIR")]
     workspace_roots: Vec<PathBuf>,
     /// Keep N started sandboxes of PROFILE ready, so that a create of it
-    /// (naming no workspace and no id) answers at once (repeatable)
-    #[arg(long = "pool", value_name = "PROFILE=N")]
+    /// (naming no workspace and no id) answers at once; PROFILE=N..M
+    /// autoscales between N and M, keeping as many ready as creates came
+    /// in the last minute (repeatable)
+    #[arg(long = "pool", value_name = "PROFILE=N[..M]")]
     pools: Vec<String>,
     /// Read these settings from a YAML file (keys socket, listen,
-    /// workspace_roots, pools: [{profile, size}]); flags given as well win
+    /// workspace_roots, pools: [{profile, size, max, window_seconds}]); flags
+    /// given as well win
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
 }
 
-/// `--pool PROFILE=N`.
+/// `--pool PROFILE=N` (a fixed size) or `--pool PROFILE=N..M` (autoscaled
+/// between N and M by the creates of the last minute).
 fn parse_pool(s: &str) -> anyhow::Result<warden_daemon::pools::PoolSpec> {
-    let (profile, size) = s
-        .split_once('=')
-        .with_context(|| format!("--pool {s}: expected PROFILE=N, e.g. --pool python=4"))?;
-    let size: usize = size
-        .parse()
-        .ok()
-        .filter(|n| (1..=warden_daemon::pools::MAX_POOL_SIZE).contains(n))
-        .with_context(|| {
+    let (profile, size) = s.split_once('=').with_context(|| {
+        format!("--pool {s}: expected PROFILE=N or PROFILE=MIN..MAX, e.g. --pool python=4")
+    })?;
+    let number = |n: &str| {
+        n.trim().parse::<usize>().ok().with_context(|| {
             format!(
-                "--pool {s}: the size must be a number from 1 to {}",
+                "--pool {s}: {n:?} is not a number; sizes are from 1 to {}",
                 warden_daemon::pools::MAX_POOL_SIZE
             )
-        })?;
-    Ok(warden_daemon::pools::PoolSpec {
-        profile: profile.to_string(),
-        size,
-    })
+        })
+    };
+    let pool = match size.split_once("..") {
+        Some((min, max)) => warden_daemon::pools::PoolSpec {
+            max: Some(number(max)?),
+            ..warden_daemon::pools::PoolSpec::fixed(profile, number(min)?)
+        },
+        None => warden_daemon::pools::PoolSpec::fixed(profile, number(size)?),
+    };
+    pool.check()
+        .map_err(|why| anyhow::anyhow!("--pool {s}: {why}"))?;
+    Ok(pool)
 }
 
 #[derive(Subcommand)]

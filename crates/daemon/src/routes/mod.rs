@@ -8,6 +8,7 @@ mod egress;
 mod events;
 mod exec;
 mod files;
+mod pools;
 mod pty;
 pub(crate) mod sandboxes;
 mod tokens;
@@ -113,6 +114,7 @@ where
         files::mkdir,
         files::rename,
         watch::watch,
+        pools::list,
         tokens::list,
         tokens::create,
         tokens::revoke,
@@ -184,6 +186,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/files/mkdir", post(files::mkdir))
         .route("/v1/sandboxes/{id}/files/move", post(files::rename))
         .route("/v1/sandboxes/{id}/files/watch", get(watch::watch))
+        .route("/v1/pools", get(pools::list))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))

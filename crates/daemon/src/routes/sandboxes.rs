@@ -211,6 +211,9 @@ pub async fn create(
         (Some(p), None, None, true) => Some(p.clone()),
         _ => None,
     };
+    if let Some(p) = &pooled_profile {
+        crate::pools::note_demand(&app, p);
+    }
     let info = blocking(move || {
         if let Some(p) = &pooled_profile {
             let claim = crate::pools::Claim {
