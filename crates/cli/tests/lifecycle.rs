@@ -602,3 +602,25 @@ fn an_exec_cannot_put_something_else_in_a_secrets_variable() {
     assert_eq!(code(&out), 125, "{}", stdout(&out));
     assert!(stderr(&out).contains("secret"), "{}", stderr(&out));
 }
+
+/// Whoever is told that a command ended finds its end in the log: the
+/// supervisor writes `exec_exited` before it answers the exec, so a
+/// `warden logs` right after `warden exec` always shows it.
+#[test]
+fn an_execs_end_is_in_the_log_before_the_exec_returns() {
+    let state = TempDir::new("lc-order");
+    ok(&warden(state.path(), &["create", "order", "--start"]));
+    let _stop = Stopper(state.path(), "order");
+    for round in 1..=25 {
+        ok(&warden(state.path(), &["exec", "order", "--", "true"]));
+        let logs = ok(&warden(state.path(), &["logs", "--json", "order"]));
+        let ended = logs
+            .lines()
+            .filter(|l| l.contains("\"event\":\"exec_exited\""))
+            .count();
+        assert_eq!(
+            ended, round,
+            "after {round} execs returned, the log has {ended} ends:\n{logs}"
+        );
+    }
+}

@@ -36,7 +36,7 @@ pub struct Bus {
     sandbox: String,
     sinks: Mutex<Vec<Sink>>,
     /// Set once the writer thread runs: events are queued for it.
-    queue: Mutex<Option<SyncSender<Event>>>,
+    queue: Mutex<Option<SyncSender<Queued>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Repeated decisions counted for the current window.
     window: Mutex<Window>,
@@ -47,6 +47,17 @@ pub struct Bus {
     /// Why a sink lost a record (filled when the bus closes).
     lost: Mutex<Vec<String>>,
 }
+
+/// What the writer thread is handed.
+enum Queued {
+    Event(Event),
+    /// Answered once everything queued before it is written.
+    Barrier(SyncSender<()>),
+}
+
+/// How long [`Bus::emit_written`] waits for the writer at most: a sink
+/// stuck longer than this does not hold a command's answer back for ever.
+const BARRIER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 struct Follower {
     tx: SyncSender<Event>,
@@ -103,10 +114,13 @@ impl Bus {
         }
     }
 
-    fn write_from(&self, rx: Receiver<Event>) {
+    fn write_from(&self, rx: Receiver<Queued>) {
         loop {
             match rx.recv_timeout(AGGREGATION_WINDOW) {
-                Ok(e) => self.write(&e),
+                Ok(Queued::Event(e)) => self.write(&e),
+                Ok(Queued::Barrier(done)) => {
+                    let _ = done.try_send(());
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -150,13 +164,35 @@ impl Bus {
         self.send(Event::now(&self.sandbox, kind));
     }
 
+    /// Record an event and return once every sink has it (or after
+    /// [`BARRIER_WAIT`]): for what a caller is answered about right after
+    /// (a command's exit), so that whoever reads the log on that answer
+    /// finds the record there.
+    pub fn emit_written(&self, kind: EventKind) {
+        self.emit(kind);
+        self.written();
+    }
+
+    /// Return once every event recorded before is in every sink (or after
+    /// [`BARRIER_WAIT`]).
+    pub fn written(&self) {
+        let tx = self.queue.lock().ok().and_then(|q| q.clone());
+        if let Some(tx) = tx {
+            let (done, written) = sync_channel(1);
+            if tx.send(Queued::Barrier(done)).is_ok() {
+                let _ = written.recv_timeout(BARRIER_WAIT);
+            }
+        }
+    }
+
     fn send(&self, e: Event) {
         let tx = self.queue.lock().ok().and_then(|q| q.clone());
         match tx {
             // Full: the sender waits for the writer rather than lose the
             // record (what floods is aggregated before it gets here).
             Some(tx) => {
-                if let Err(std::sync::mpsc::SendError(e)) = tx.send(e) {
+                if let Err(std::sync::mpsc::SendError(Queued::Event(e))) = tx.send(Queued::Event(e))
+                {
                     self.write(&e);
                 }
             }
@@ -426,5 +462,52 @@ fn protocol(p: decision::Protocol) -> Protocol {
         decision::Protocol::Connect => Protocol::Connect,
         // Secret decisions become `secret` events, never connections.
         decision::Protocol::Tcp | decision::Protocol::Secret(_) => Protocol::Tcp,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A sink that takes its time, and tells how many it has.
+    struct Slow(Arc<AtomicU64>);
+
+    impl EventSink for Slow {
+        fn emit(&mut self, _: &Event) {
+            std::thread::sleep(Duration::from_millis(100));
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn exited() -> EventKind {
+        EventKind::ExecExited {
+            exec: 1,
+            status: 0,
+            signal: None,
+            duration_ms: 1,
+        }
+    }
+
+    #[test]
+    fn an_event_emitted_written_is_in_every_sink_when_the_call_returns() {
+        let got = Arc::new(AtomicU64::new(0));
+        let bus = Bus::new("t", vec![Box::new(Slow(got.clone()))]);
+        bus.start_writer();
+        // Queued only: the slow sink does not have it yet.
+        bus.emit(exited());
+        assert_eq!(got.load(Ordering::SeqCst), 0);
+        // Written: it and everything before it are there.
+        bus.emit_written(exited());
+        assert_eq!(got.load(Ordering::SeqCst), 2);
+        bus.close();
+    }
+
+    #[test]
+    fn emitted_written_before_the_writer_runs_is_written_at_once() {
+        let got = Arc::new(AtomicU64::new(0));
+        let bus = Bus::new("t", vec![Box::new(Slow(got.clone()))]);
+        bus.emit_written(exited());
+        assert_eq!(got.load(Ordering::SeqCst), 1);
     }
 }

@@ -899,21 +899,27 @@ fn read_notices(shared: &Arc<Shared>) {
                 });
             }
         }
+        let ended = !matches!(notice, FromInit::Spawned { .. });
         if let Some(w) = &slot.waiter {
+            if ended {
+                // Whoever is told of the end may read the log next: the
+                // exit is written there first (outside the table's lock).
+                let w = w.clone();
+                execs.remove(&id);
+                drop(execs);
+                shared.bus.written();
+                let _ = w.try_send((notice.clone(), master));
+                end_of_one_shot(&shared, id);
+                continue;
+            }
             if w.try_send((notice.clone(), master)).is_err() {
                 slot.waiter = None;
             }
         }
-        if !matches!(notice, FromInit::Spawned { .. }) {
+        if ended {
             execs.remove(&id);
-            if shared.one_shot && id == 1 {
-                // The detached run's command ended: so does its sandbox
-                // (what it left behind gets a moment to finish).
-                let s = shared.clone();
-                let _ = std::thread::Builder::new()
-                    .name("warden-one-shot".into())
-                    .spawn(move || stop(&s, StopReason::Requested, Duration::from_secs(2)));
-            }
+            drop(execs);
+            end_of_one_shot(&shared, id);
         }
     }
     shared.init_gone.store(true, Ordering::SeqCst);
@@ -945,6 +951,18 @@ fn read_notices(shared: &Arc<Shared>) {
                 let _ = w.try_send((notice, None));
             }
         }
+    }
+}
+
+/// After command `id` ended: in a detached run, the end of its first
+/// command is the end of its sandbox (what it left behind gets a moment
+/// to finish).
+fn end_of_one_shot(shared: &Arc<Shared>, id: u64) {
+    if shared.one_shot && id == 1 {
+        let s = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("warden-one-shot".into())
+            .spawn(move || stop(&s, StopReason::Requested, Duration::from_secs(2)));
     }
 }
 
