@@ -130,6 +130,10 @@ pub struct ExecInfo {
     pub exit_status: Option<i32>,
     pub signal: Option<i32>,
     pub finished_ms: Option<u64>,
+    /// A terminal session (`GET .../pty`): listed for the record; its
+    /// bytes went over the WebSocket, so it has no output to replay.
+    #[serde(default)]
+    pub tty: bool,
 }
 
 /// The answer to an exec that was not streamed.

@@ -146,6 +146,26 @@ fn a_shell_on_the_websocket_is_a_terminal_that_resizes_and_reports_its_exit() {
         read_until(&mut ws, &mut seen, |_| false).await;
         assert!(seen.closed, "the session closes after its exit");
     });
+    // In the sandbox's command records, as a terminal session with its end.
+    let (s, b) = call(&d, "GET", "/v1/sandboxes/p/execs", None);
+    assert_eq!(s, 200, "{b}");
+    let list: serde_json::Value = serde_json::from_str(&b).unwrap();
+    let session = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["tty"] == true)
+        .unwrap_or_else(|| panic!("no terminal session in {b}"));
+    assert_eq!(session["argv"], serde_json::json!(["sh"]), "{session}");
+    assert_eq!(session["exit_status"], 3, "{session}");
+    assert!(session["finished_ms"].as_u64().is_some(), "{session}");
+    let id = session["id"].as_str().unwrap();
+    let (s, one) = call(&d, "GET", &format!("/v1/sandboxes/p/execs/{id}"), None);
+    assert_eq!(s, 200, "{one}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&one).unwrap(),
+        *session
+    );
     // Audited like any exec: started on a terminal, and its end.
     let audit = events(&sandbox_dir(state.path(), "p").join("audit.jsonl"));
     let started = audit
@@ -314,4 +334,17 @@ fn a_process_whose_websocket_goes_away_does_not_stay_behind() {
     wait_until("the process to be gone", Duration::from_secs(10), || {
         pids_running(&["sleep", &secs]).is_empty()
     });
+    // Its record says it was killed when its client went.
+    wait_until(
+        "the session's end to be recorded",
+        Duration::from_secs(10),
+        || {
+            let (_, b) = call(&d, "GET", "/v1/sandboxes/p/execs", None);
+            let list: serde_json::Value = serde_json::from_str(&b).unwrap();
+            list.as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["tty"] == true && e["exit_status"] == 137 && e["signal"] == 9)
+        },
+    );
 }

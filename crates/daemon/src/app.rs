@@ -234,6 +234,19 @@ impl App {
             .unfinished_execs()
             .map_err(|e| ApiError::internal(chain(&e)))?;
         for row in unfinished {
+            if row.tty {
+                // A terminal session's other end was this daemon's: closed
+                // with it, which hangs up the session (SIGHUP to its
+                // process group). Recorded so; it cannot be reconnected.
+                let hup = nix::sys::signal::Signal::SIGHUP as i32;
+                let _ = self.db()?.finish_exec(
+                    &row.id,
+                    128 + hup,
+                    Some(hup),
+                    warden_runtime::state::now_ms(),
+                );
+                continue;
+            }
             let Ok(sb) = self.store.get(&row.sandbox) else {
                 continue;
             };

@@ -72,6 +72,9 @@ class CommandInfo:
     exit_code: int | None
     signal: int | None
     finished_ms: int | None
+    #: A terminal session (``sb.pty.create``): recorded, with no output to
+    #: replay.
+    tty: bool = False
 
     @property
     def running(self) -> bool:
@@ -88,6 +91,7 @@ class CommandInfo:
             exit_code=_opt_int(d.get("exit_status")),
             signal=_opt_int(d.get("signal")),
             finished_ms=_opt_int(d.get("finished_ms")),
+            tty=bool(d.get("tty", False)),
         )
 
 

@@ -38,6 +38,22 @@ fn info_of(h: &ExecHandle) -> ExecInfo {
         exit_status: ended.map(|e| e.status),
         signal: ended.and_then(|e| e.signal),
         finished_ms: h.finished_ms(),
+        tty: h.row.tty,
+    }
+}
+
+/// A terminal session, from its record.
+fn info_of_row(r: &crate::db::ExecRow) -> ExecInfo {
+    ExecInfo {
+        id: r.id.clone(),
+        sandbox: r.sandbox.clone(),
+        argv: r.argv.clone(),
+        pid: None,
+        started_ms: r.started_ms,
+        exit_status: r.exit_status,
+        signal: r.exit_signal,
+        finished_ms: r.finished_ms,
+        tty: r.tty,
     }
 }
 
@@ -257,7 +273,13 @@ pub async fn list(
 ) -> Result<Json<Vec<ExecInfo>>, ApiError> {
     let a = app.clone();
     let sid = id.clone();
-    blocking(move || a.sandbox(&sid).map(|_| ())).await?;
+    let sessions = blocking(move || {
+        a.sandbox(&sid)?;
+        a.db()?
+            .execs_of(&sid)
+            .map_err(|e| ApiError::internal(crate::error::chain(&e)))
+    })
+    .await?;
     let mut out: Vec<ExecInfo> = app
         .execs
         .lock()
@@ -266,6 +288,8 @@ pub async fn list(
         .filter(|h| h.row.sandbox == id)
         .map(|h| info_of(h))
         .collect();
+    // Terminal sessions are in the records only.
+    out.extend(sessions.iter().filter(|r| r.tty).map(info_of_row));
     out.sort_by_key(|e| e.started_ms);
     Ok(Json(out))
 }
@@ -277,7 +301,22 @@ pub async fn get_one(
     State(app): State<Arc<App>>,
     Path(p): Path<ExecPath>,
 ) -> Result<Json<ExecInfo>, ApiError> {
-    Ok(Json(info_of(&*app.exec(&p.id, &p.exec)?)))
+    match app.exec(&p.id, &p.exec) {
+        Ok(h) => Ok(Json(info_of(&h))),
+        Err(not_running) => {
+            let (a, exec) = (app.clone(), p.exec.clone());
+            let row = blocking(move || {
+                a.db()?
+                    .exec(&exec)
+                    .map_err(|e| ApiError::internal(crate::error::chain(&e)))
+            })
+            .await?;
+            match row {
+                Some(r) if r.tty && r.sandbox == p.id => Ok(Json(info_of_row(&r))),
+                _ => Err(not_running),
+            }
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

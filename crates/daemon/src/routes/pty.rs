@@ -74,6 +74,7 @@ fn check_size(rows: Option<u16>, cols: Option<u16>) -> Result<(u16, u16), ApiErr
 
 /// What the session needs of its sandbox, learnt before the upgrade.
 struct Target {
+    sandbox: String,
     control: PathBuf,
     default: Vec<String>,
 }
@@ -110,6 +111,7 @@ pub async fn pty(
         let stored: Option<warden_runtime::state::Stored> =
             warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).ok();
         Ok(Target {
+            sandbox: sb.name().to_string(),
             control: lifecycle::control(&sb),
             default: stored.map(|s| s.spec.command).unwrap_or_default(),
         })
@@ -123,7 +125,7 @@ pub async fn pty(
     })?;
     Ok(upgrade
         .max_message_size(MAX_MESSAGE)
-        .on_upgrade(move |socket| session(socket, target, start))
+        .on_upgrade(move |socket| session(socket, app, target, start))
         .into_response())
 }
 
@@ -179,10 +181,14 @@ async fn first_start(socket: &mut WebSocket) -> Result<PtyStart, ApiError> {
 
 /// Start the process on a terminal (blocking): the supervisor's answer
 /// and the terminal's master side.
-fn spawn(
-    target: &Target,
-    start: PtyStart,
-) -> Result<(warden_runtime::client::Running, OwnedFd), ApiError> {
+/// A started session: its process, its terminal, and its record.
+struct Spawned {
+    running: warden_runtime::client::Running,
+    master: OwnedFd,
+    row: crate::db::ExecRow,
+}
+
+fn spawn(app: &App, target: &Target, start: PtyStart) -> Result<Spawned, ApiError> {
     let (rows, cols) = check_size(start.rows, start.cols)?;
     let default = if target.default.is_empty() {
         vec!["sh".to_string()]
@@ -205,8 +211,9 @@ fn spawn(
         ClientError::NotRunning { .. } => ApiError::conflict(chain(&e)),
         e => ApiError::internal(chain(&e)),
     })?;
+    let supervisor_pid = conn.supervisor_pid;
     let req = protocol::ExecRequest {
-        argv,
+        argv: argv.clone(),
         env: start.env.into_iter().collect(),
         cwd: start.cwd,
         tty: true,
@@ -229,10 +236,56 @@ fn spawn(
         Err(e @ ClientError::Refused(_)) => return Err(ApiError::conflict(chain(&e))),
         Err(e) => return Err(ApiError::internal(chain(&e))),
     };
-    let master = running
-        .take_master()
-        .ok_or_else(|| ApiError::internal("the supervisor sent no terminal"))?;
-    Ok((running, master))
+    let Some(master) = running.take_master() else {
+        let _ = signal(&target.control, running.exec, libc_sigkill());
+        return Err(ApiError::internal("the supervisor sent no terminal"));
+    };
+    // In the sandbox's command records, as a terminal session.
+    let row = crate::db::ExecRow {
+        id: format!("ex-{}", crate::auth::random_id(8)),
+        sandbox: target.sandbox.clone(),
+        runtime_exec: running.exec,
+        supervisor_pid,
+        argv,
+        started_ms: warden_runtime::state::now_ms(),
+        tty: true,
+        exit_status: None,
+        exit_signal: None,
+        finished_ms: None,
+    };
+    let recorded = app.db().and_then(|db| {
+        db.insert_exec(&row)
+            .map_err(|e| ApiError::internal(chain(&e)))
+    });
+    if let Err(e) = recorded {
+        let _ = signal(&target.control, running.exec, libc_sigkill());
+        return Err(e);
+    }
+    Ok(Spawned {
+        running,
+        master,
+        row,
+    })
+}
+
+/// The end of a session killed by the daemon.
+fn killed() -> ExecStatus {
+    ExecStatus {
+        status: 128 + libc_sigkill(),
+        signal: Some(libc_sigkill()),
+    }
+}
+
+/// Record a session's end.
+fn finish(app: &App, row: &crate::db::ExecRow, status: &ExecStatus) {
+    if let Ok(db) = app.db() {
+        let _ = db.finish_exec(
+            &row.id,
+            status.status,
+            status.signal,
+            warden_runtime::state::now_ms(),
+        );
+    }
 }
 
 /// Signal the session's process (and its group) through the supervisor.
@@ -242,7 +295,7 @@ fn signal(control: &std::path::Path, exec: u64, sig: i32) -> Result<(), ApiError
         .map_err(|e| ApiError::internal(chain(&e)))
 }
 
-async fn session(mut socket: WebSocket, target: Target, start: Option<PtyStart>) {
+async fn session(mut socket: WebSocket, app: Arc<App>, target: Target, start: Option<PtyStart>) {
     let start = match start {
         Some(s) => s,
         None => match first_start(&mut socket).await {
@@ -251,12 +304,16 @@ async fn session(mut socket: WebSocket, target: Target, start: Option<PtyStart>)
         },
     };
     let target = Arc::new(target);
-    let t = target.clone();
-    let spawned = match blocking(move || spawn(&t, start)).await {
+    let (t, a) = (target.clone(), app.clone());
+    let spawned = match blocking(move || spawn(&a, &t, start)).await {
         Ok(s) => s,
         Err(e) => return fail(socket, e).await,
     };
-    let (running, master) = spawned;
+    let Spawned {
+        running,
+        master,
+        row,
+    } = spawned;
     let (exec, pid) = (running.exec, running.pid);
     if nix::fcntl::fcntl(
         &master,
@@ -264,12 +321,22 @@ async fn session(mut socket: WebSocket, target: Target, start: Option<PtyStart>)
     )
     .is_err()
     {
-        let _ = blocking(move || signal(&target.control, exec, libc_sigkill())).await;
+        let _ = blocking(move || {
+            let _ = signal(&target.control, exec, libc_sigkill());
+            finish(&app, &row, &killed());
+            Ok(())
+        })
+        .await;
         return fail(socket, ApiError::internal("cannot relay the terminal")).await;
     }
     let master = Arc::new(master);
     if !send_json(&mut socket, &PtyServerMessage::Started { pid }).await {
-        let _ = blocking(move || signal(&target.control, exec, libc_sigkill())).await;
+        let _ = blocking(move || {
+            let _ = signal(&target.control, exec, libc_sigkill());
+            finish(&app, &row, &killed());
+            Ok(())
+        })
+        .await;
         return;
     }
     // The end, learnt from the supervisor.
@@ -293,15 +360,19 @@ async fn session(mut socket: WebSocket, target: Target, start: Option<PtyStart>)
         // The client went away: its process goes too.
         let control = target.control.clone();
         let _ = blocking(move || signal(&control, exec, libc_sigkill())).await;
-        return;
     }
     let status = match waiter.await {
         Ok(Ok(s)) => s,
-        Ok(Err(_)) | Err(_) => ExecStatus {
-            status: 128 + libc_sigkill(),
-            signal: Some(libc_sigkill()),
-        },
+        Ok(Err(_)) | Err(_) => killed(),
     };
+    let _ = blocking(move || {
+        finish(&app, &row, &status);
+        Ok(())
+    })
+    .await;
+    if !ended {
+        return;
+    }
     let exit = PtyServerMessage::Exit {
         exit_status: status.status,
         signal: status.signal,
