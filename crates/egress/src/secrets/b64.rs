@@ -137,6 +137,14 @@ impl Form {
         }
     }
 
+    /// The byte an occurrence has second, which the middle fixes.
+    pub(super) fn second(&self) -> Option<u8> {
+        match self.lead {
+            Some(_) => self.middle.first().copied(),
+            None => self.middle.get(1).copied(),
+        }
+    }
+
     /// The length of an occurrence at the start of `text`.
     pub(super) fn at(&self, text: &[u8]) -> Option<usize> {
         let mut pos = 0;

@@ -31,7 +31,7 @@ use crate::decision::Decision;
 use crate::matcher::Matcher;
 use authority::Authority;
 use bytes::Bytes;
-use rewrite::{find, scrub_patterns, Pattern};
+use rewrite::{find, scrub_patterns, Patterns};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -156,7 +156,7 @@ pub struct Terminator {
     client: Arc<rustls::ClientConfig>,
     /// What turns real values in responses back into placeholders: the
     /// same for every connection, so made once.
-    scrub: Arc<Vec<Pattern>>,
+    scrub: Arc<Patterns>,
 }
 
 impl std::fmt::Debug for Terminator {
@@ -177,7 +177,7 @@ impl Terminator {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let server = authority::server_config(authority, provider.clone())?;
         let client = authority::client_config(provider, upstream_ca)?;
-        let scrub = Arc::new(scrub_patterns(&secrets));
+        let scrub = Arc::new(Patterns::new(scrub_patterns(&secrets)));
         Ok(Terminator {
             secrets,
             rules: Vec::new(),

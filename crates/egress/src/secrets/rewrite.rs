@@ -182,6 +182,16 @@ impl Pattern {
         }
     }
 
+    /// The byte an occurrence has second, when only one can be.
+    fn second(&self) -> Option<u8> {
+        match &self.kind {
+            Kind::Exact => self.from.get(1).copied(),
+            // A letter in either case, or an escape: any byte.
+            Kind::Spelled => None,
+            Kind::Base64(f) => f.second(),
+        }
+    }
+
     /// Bytes an occurrence may start with.
     fn firsts(&self) -> Vec<u8> {
         let Some(&b) = self.from.first() else {
@@ -282,6 +292,74 @@ fn value_forms(v: &[u8], action: Action, secret: usize) -> Vec<Pattern> {
     out
 }
 
+/// Patterns in priority order, with what lets the [`Rewriter`] skip
+/// most of them at most bytes: made once per set, shared by every stream
+/// it applies to.
+pub(super) struct Patterns {
+    list: Vec<Pattern>,
+    /// For each byte, the patterns an occurrence may start with it, in
+    /// priority order (by their place in `list`).
+    by_first: Vec<Vec<u16>>,
+    /// For each pattern, the one byte its occurrence has second, if only
+    /// one can be.
+    second: Vec<Option<u8>>,
+    /// The most bytes an occurrence of any can take.
+    longest: usize,
+}
+
+impl Patterns {
+    pub(super) fn new(list: Vec<Pattern>) -> Patterns {
+        let mut by_first = vec![Vec::new(); 256];
+        for (i, p) in list.iter().enumerate() {
+            // More patterns than an index holds is beyond any secret
+            // count warden takes; they would be looked for all the same
+            // through the slow path below.
+            let Ok(i) = u16::try_from(i) else { break };
+            let mut firsts = p.firsts();
+            firsts.sort_unstable();
+            firsts.dedup();
+            for b in firsts {
+                by_first[b as usize].push(i);
+            }
+        }
+        Patterns {
+            second: list.iter().map(Pattern::second).collect(),
+            longest: list.iter().map(Pattern::longest).max().unwrap_or(0),
+            by_first,
+            list,
+        }
+    }
+
+    /// Every pattern, in priority order.
+    pub(super) fn iter(&self) -> std::slice::Iter<'_, Pattern> {
+        self.list.iter()
+    }
+
+    /// The first pattern with an occurrence at the start of `text`, and
+    /// its length.
+    fn first_at(&self, text: &[u8]) -> Option<(&Pattern, usize)> {
+        let &b = text.first()?;
+        for &i in &self.by_first[b as usize] {
+            let i = usize::from(i);
+            if let (Some(want), Some(&got)) = (self.second[i], text.get(1)) {
+                if want != got {
+                    continue;
+                }
+            }
+            let p = &self.list[i];
+            if let Some(len) = p.at(text) {
+                return Some((p, len));
+            }
+        }
+        if self.list.len() > usize::from(u16::MAX) {
+            return self.list[usize::from(u16::MAX)..]
+                .iter()
+                .find_map(|p| p.at(text).map(|len| (p, len)));
+        }
+        None
+    }
+}
+
 /// A blocked pattern was found.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Blocked {
@@ -293,36 +371,24 @@ pub(super) struct Blocked {
 /// pattern. Holds back as many bytes as the longest pattern could still
 /// need.
 pub(super) struct Rewriter {
-    patterns: Arc<Vec<Pattern>>,
+    patterns: Arc<Patterns>,
     pending: Vec<u8>,
-    longest: usize,
-    /// Bytes some pattern starts with: every other byte passes at once.
-    firsts: [bool; 256],
     /// Secrets whose pattern was replaced at least once.
     replaced: Vec<usize>,
 }
 
 impl Rewriter {
-    pub(super) fn new(patterns: Arc<Vec<Pattern>>) -> Rewriter {
-        let longest = patterns.iter().map(Pattern::longest).max().unwrap_or(0);
-        let mut firsts = [false; 256];
-        for p in patterns.iter() {
-            for b in p.firsts() {
-                firsts[b as usize] = true;
-            }
-        }
+    pub(super) fn new(patterns: Arc<Patterns>) -> Rewriter {
         Rewriter {
             patterns,
             pending: Vec::new(),
-            longest,
-            firsts,
             replaced: Vec::new(),
         }
     }
 
     /// Whole input at once.
     pub(super) fn all(
-        patterns: Arc<Vec<Pattern>>,
+        patterns: Arc<Patterns>,
         input: &[u8],
     ) -> Result<(Vec<u8>, Vec<usize>), Blocked> {
         let mut r = Rewriter::new(patterns);
@@ -343,39 +409,49 @@ impl Rewriter {
     fn run(&mut self, last: bool) -> Result<Vec<u8>, Blocked> {
         let buf = std::mem::take(&mut self.pending);
         let mut out = Vec::with_capacity(buf.len());
+        let patterns = self.patterns.clone();
+        let longest = patterns.longest;
+        // Where the next occurrence may start at most: the bytes after
+        // are held back unless this is the end.
+        let limit = if last {
+            buf.len()
+        } else {
+            (buf.len() + 1).saturating_sub(longest)
+        };
         let mut i = 0;
-        'outer: while i < buf.len() {
-            if !last && buf.len() - i < self.longest {
+        while i < limit {
+            // A run of bytes that open nothing is copied at once.
+            let run = buf[i..limit]
+                .iter()
+                .position(|&b| !patterns.by_first[b as usize].is_empty())
+                .unwrap_or(limit - i);
+            out.extend_from_slice(&buf[i..i + run]);
+            i += run;
+            if i >= limit {
                 break;
             }
-            if !self.firsts[buf[i] as usize] {
-                out.push(buf[i]);
-                i += 1;
-                continue;
-            }
             let rest = &buf[i..];
-            for p in self.patterns.iter() {
-                if let Some(len) = p.at(rest) {
-                    match &p.action {
-                        Action::Block(v) => {
-                            return Err(Blocked {
-                                secret: p.secret,
-                                violation: *v,
-                            })
-                        }
-                        Action::Replace(to) => {
-                            out.extend(p.replacement(&rest[..len], to));
-                            if !self.replaced.contains(&p.secret) {
-                                self.replaced.push(p.secret);
-                            }
-                            i += len;
-                            continue 'outer;
-                        }
-                    }
+            match patterns.first_at(rest) {
+                None => {
+                    out.push(buf[i]);
+                    i += 1;
                 }
+                Some((p, len)) => match &p.action {
+                    Action::Block(v) => {
+                        return Err(Blocked {
+                            secret: p.secret,
+                            violation: *v,
+                        })
+                    }
+                    Action::Replace(to) => {
+                        out.extend(p.replacement(&rest[..len], to));
+                        if !self.replaced.contains(&p.secret) {
+                            self.replaced.push(p.secret);
+                        }
+                        i += len;
+                    }
+                },
             }
-            out.push(buf[i]);
-            i += 1;
         }
         self.pending = buf[i..].to_vec();
         Ok(out)
@@ -387,7 +463,7 @@ impl Rewriter {
 /// or value a pattern blocks, or whose name is no longer a name after a
 /// replacement, is left out. Returns the new map and the secrets replaced.
 pub(super) fn rewrite_headers(
-    patterns: &Arc<Vec<Pattern>>,
+    patterns: &Arc<Patterns>,
     headers: &http::HeaderMap,
     skip: &[&str],
 ) -> (http::HeaderMap, Vec<usize>) {
@@ -501,9 +577,14 @@ impl Body for RewriteBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secrets::Secret;
 
-    fn pats(list: &[(&str, Option<&str>)]) -> Arc<Vec<Pattern>> {
-        Arc::new(
+    fn scrub_set(secrets: &[Secret]) -> Arc<Patterns> {
+        Arc::new(Patterns::new(scrub_patterns(secrets)))
+    }
+
+    fn pats(list: &[(&str, Option<&str>)]) -> Arc<Patterns> {
+        Arc::new(Patterns::new(
             list.iter()
                 .enumerate()
                 .map(|(i, (from, to))| Pattern {
@@ -516,7 +597,57 @@ mod tests {
                     secret: i,
                 })
                 .collect(),
-        )
+        ))
+    }
+
+    /// Not a timed test: how fast responses are scrubbed, printed (run
+    /// with `--ignored --nocapture`; `bench/scrub.sh` runs it).
+    #[test]
+    #[ignore]
+    fn scrub_throughput() {
+        let secrets: Vec<Secret> = (0..2)
+            .map(|i| {
+                Secret::new(
+                    format!("S{i}"),
+                    format!("warden-secret-{i:032x}"),
+                    format!("sk-live-{i}aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI").into_bytes(),
+                    Vec::new(),
+                    false,
+                )
+            })
+            .collect();
+        let patterns = scrub_set(&secrets);
+        // Text drawn from the base64 alphabet (the worst case: every byte
+        // may open a form), and English-like prose.
+        let mut seed = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let b64: Vec<u8> = (0..8 << 20)
+            .map(|_| alphabet[(next() % 64) as usize])
+            .collect();
+        let prose: Vec<u8> = b"The quick brown fox jumps over the lazy dog; "
+            .iter()
+            .copied()
+            .cycle()
+            .take(8 << 20)
+            .collect();
+        for (what, text) in [("base64 text", &b64), ("prose", &prose)] {
+            let mut r = Rewriter::new(patterns.clone());
+            let start = std::time::Instant::now();
+            let mut n = 0;
+            for chunk in text.chunks(16 << 10) {
+                n += r.push(chunk).unwrap().len();
+            }
+            n += r.finish().unwrap().len();
+            let secs = start.elapsed().as_secs_f64();
+            assert_eq!(n, text.len());
+            println!("scrub {what}: {:.0} MB/s", text.len() as f64 / secs / 1e6);
+        }
     }
 
     #[test]
@@ -568,7 +699,7 @@ mod tests {
             .into_iter()
             .map(|(from, to)| Pattern::exact(from, Action::Replace(to), 0))
             .collect();
-        let (out, _) = Rewriter::all(Arc::new(pairs), encoded.as_bytes()).unwrap();
+        let (out, _) = Rewriter::all(Arc::new(Patterns::new(pairs)), encoded.as_bytes()).unwrap();
         assert!(base64_forms(value).iter().all(|f| find(&out, f).is_none()));
         let decoded = engine
             .decode(&out)

@@ -12,7 +12,7 @@
 
 use super::coding::{self, DecodeBody};
 use super::rewrite::{
-    outgoing, rewrite_headers, Action, Blocked, Kind, Pattern, Place, RewriteBody, Rewriter,
+    outgoing, rewrite_headers, Action, Blocked, Kind, Patterns, Place, RewriteBody, Rewriter,
     Violation,
 };
 use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
@@ -137,10 +137,10 @@ struct Session {
     port: u16,
     upstream: Result<Sender, String>,
     record: Recorder,
-    head: Arc<Vec<Pattern>>,
-    target: Arc<Vec<Pattern>>,
-    body: Arc<Vec<Pattern>>,
-    scrub: Arc<Vec<Pattern>>,
+    head: Arc<Patterns>,
+    target: Arc<Patterns>,
+    body: Arc<Patterns>,
+    scrub: Arc<Patterns>,
     /// Some secret of this host is substituted in bodies.
     body_substitution: bool,
     /// The TLS server name the sandbox asked for.
@@ -268,9 +268,24 @@ pub(crate) async fn serve(
     let upstream = connect_tls(&term, upstream, &name).await;
     let session = Arc::new(Session {
         sni,
-        head: Arc::new(outgoing(&term.secrets, &name, port, Place::Header)),
-        target: Arc::new(outgoing(&term.secrets, &name, port, Place::Target)),
-        body: Arc::new(outgoing(&term.secrets, &name, port, Place::Body)),
+        head: Arc::new(Patterns::new(outgoing(
+            &term.secrets,
+            &name,
+            port,
+            Place::Header,
+        ))),
+        target: Arc::new(Patterns::new(outgoing(
+            &term.secrets,
+            &name,
+            port,
+            Place::Target,
+        ))),
+        body: Arc::new(Patterns::new(outgoing(
+            &term.secrets,
+            &name,
+            port,
+            Place::Body,
+        ))),
         scrub: term.scrub.clone(),
         body_substitution: term
             .secrets
