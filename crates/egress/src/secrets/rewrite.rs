@@ -199,11 +199,7 @@ impl Pattern {
         };
         match &self.kind {
             Kind::Exact => vec![b],
-            Kind::Spelled => {
-                let mut v = vec![b.to_ascii_lowercase(), b.to_ascii_uppercase()];
-                v.extend_from_slice(spelled::OPENERS);
-                v
-            }
+            Kind::Spelled => spelled::openers(b).to_vec(),
             Kind::Base64(f) => f.firsts(),
         }
     }
@@ -303,6 +299,9 @@ pub(super) struct Patterns {
     /// For each pattern, the one byte its occurrence has second, if only
     /// one can be.
     second: Vec<Option<u8>>,
+    /// Each pair of bytes an occurrence may start with, as bits (first
+    /// byte * 256 + second): the scan passes over every other place.
+    pairs: Vec<u64>,
     /// The most bytes an occurrence of any can take.
     longest: usize,
 }
@@ -322,11 +321,38 @@ impl Patterns {
                 by_first[b as usize].push(i);
             }
         }
+        let second: Vec<Option<u8>> = list.iter().map(Pattern::second).collect();
+        let mut pairs = vec![0u64; 65536 / 64];
+        for (b0, firsts) in by_first.iter().enumerate() {
+            for &i in firsts {
+                let seconds = match second[usize::from(i)] {
+                    Some(b1) => b1..=b1,
+                    None => 0..=255,
+                };
+                for b1 in seconds {
+                    let bit = b0 * 256 + usize::from(b1);
+                    pairs[bit / 64] |= 1 << (bit % 64);
+                }
+            }
+        }
         Patterns {
-            second: list.iter().map(Pattern::second).collect(),
+            second,
+            pairs,
             longest: list.iter().map(Pattern::longest).max().unwrap_or(0),
             by_first,
             list,
+        }
+    }
+
+    /// Whether an occurrence may start at `text[i]`.
+    fn may_start(&self, text: &[u8], i: usize) -> bool {
+        let b0 = usize::from(text[i]);
+        match text.get(i + 1) {
+            Some(&b1) => {
+                let bit = b0 * 256 + usize::from(b1);
+                self.pairs[bit / 64] & (1 << (bit % 64)) != 0
+            }
+            None => !self.by_first[b0].is_empty(),
         }
     }
 
@@ -421,9 +447,8 @@ impl Rewriter {
         let mut i = 0;
         while i < limit {
             // A run of bytes that open nothing is copied at once.
-            let run = buf[i..limit]
-                .iter()
-                .position(|&b| !patterns.by_first[b as usize].is_empty())
+            let run = (i..limit)
+                .position(|j| patterns.may_start(&buf, j))
                 .unwrap_or(limit - i);
             out.extend_from_slice(&buf[i..i + run]);
             i += run;

@@ -8,13 +8,10 @@
 //! leave reserved characters alone produce). Nothing here allocates per
 //! byte of the text or can take more than quadratic time.
 
-use std::collections::HashSet;
+use smallvec::SmallVec;
 
 /// The most bytes one byte's spelling takes (`&#x0002F;`).
 pub(super) const LONGEST: usize = 10;
-
-/// Bytes that open a spelling other than the byte itself.
-pub(super) const OPENERS: &[u8] = b"%\\&+";
 
 /// Named HTML references for ASCII characters (HTML's own table, the ones
 /// with one character).
@@ -75,11 +72,12 @@ fn hex(digits: &[u8]) -> Option<u32> {
     u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
 }
 
-/// The lengths of the spellings of `b` at the start of `text`.
-fn spellings(b: u8, text: &[u8], out: &mut Vec<usize>) {
-    out.clear();
+/// The lengths of the spellings of `b` at the start of `text`: at most
+/// two (the byte itself, and one escape).
+fn spellings(b: u8, text: &[u8]) -> SmallVec<[usize; 2]> {
+    let mut out = SmallVec::new();
     let Some(&first) = text.first() else {
-        return;
+        return out;
     };
     if first.eq_ignore_ascii_case(&b) {
         out.push(1);
@@ -120,41 +118,53 @@ fn spellings(b: u8, text: &[u8], out: &mut Vec<usize>) {
         }
         _ => {}
     }
+    out
+}
+
+/// Bytes an occurrence of `b`, spelled, may start with.
+pub(super) fn openers(b: u8) -> SmallVec<[u8; 6]> {
+    let mut out = SmallVec::new();
+    out.extend_from_slice(&[
+        b.to_ascii_lowercase(),
+        b.to_ascii_uppercase(),
+        b'%',
+        b'\\',
+        b'&',
+    ]);
+    if b == b' ' {
+        out.push(b'+');
+    }
+    out
 }
 
 /// The length of an occurrence of `sought`, spelled in any of the ways
-/// above, at the start of `text`.
+/// above, at the start of `text` (the longest, when spellings overlap).
 pub(super) fn find_at(sought: &[u8], text: &[u8]) -> Option<usize> {
-    // Most places a scrubber asks about spell not even the first byte:
-    // answered before anything is allocated.
-    let mut lens = Vec::with_capacity(2);
-    match sought.first() {
-        None => return Some(0),
-        Some(&b) => {
-            spellings(b, text, &mut lens);
-            if lens.is_empty() {
-                return None;
+    let Some((&b, rest)) = sought.split_first() else {
+        return Some(0);
+    };
+    // Where an occurrence may stand after each byte of `sought`, each
+    // place once: spellings that overlap (a `%` that is itself part of
+    // the value) cannot make the search exponential. Most places a
+    // scrubber asks about spell not even the first two bytes: answered
+    // without allocating.
+    let mut places: SmallVec<[usize; 8]> = spellings(b, text).into_iter().collect();
+    let mut next: SmallVec<[usize; 8]> = SmallVec::new();
+    for &b in rest {
+        if places.is_empty() {
+            return None;
+        }
+        next.clear();
+        for &at in &places {
+            for n in spellings(b, text.get(at..).unwrap_or_default()) {
+                if !next.contains(&(at + n)) {
+                    next.push(at + n);
+                }
             }
         }
+        std::mem::swap(&mut places, &mut next);
     }
-    let mut stack = vec![(0usize, 0usize)];
-    // (byte of `sought`, position in `text`) already tried: spellings that
-    // overlap (a `%` that is itself part of the value) cannot make the
-    // search exponential.
-    let mut tried: HashSet<(usize, usize)> = HashSet::new();
-    while let Some((j, pos)) = stack.pop() {
-        let Some(&b) = sought.get(j) else {
-            return Some(pos);
-        };
-        if !tried.insert((j, pos)) {
-            continue;
-        }
-        spellings(b, text.get(pos..).unwrap_or_default(), &mut lens);
-        for n in &lens {
-            stack.push((j + 1, pos + n));
-        }
-    }
-    None
+    places.into_iter().max()
 }
 
 #[cfg(test)]
