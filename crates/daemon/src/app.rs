@@ -65,6 +65,8 @@ pub struct App {
     pub pool_wake: tokio::sync::Notify,
     /// Recent creates of pooled profiles, which autoscaled pools follow.
     pub pool_demand: crate::pools::Demand,
+    /// The dashboard's browser sessions.
+    pub sessions: crate::session::Sessions,
 }
 
 impl App {
@@ -90,6 +92,7 @@ impl App {
             audit_lock: Mutex::new(()),
             quota_lock: Mutex::new(()),
             pools: settings.pools,
+            sessions: Default::default(),
             pool_wake: tokio::sync::Notify::new(),
             pool_demand: Default::default(),
         })

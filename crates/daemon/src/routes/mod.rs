@@ -190,9 +190,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))
+        .merge(crate::dashboard::router())
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(close_when_body_unread))
+        .layer(axum::middleware::from_fn(crate::dashboard::secure_headers))
         .with_state(app)
 }
 
@@ -261,9 +263,16 @@ async fn authorize(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let unix = transport.map(|t| t.0) == Some(Transport::Unix);
+    let cookie = crate::session::cookie(req.headers());
     let caller = match (&header, unix) {
         (None, true) => Caller::Owner,
         (None, false) if route.scope.is_none() => Caller::Owner,
+        (None, false) if cookie.is_some() => {
+            match browser(&app, cookie.as_deref().unwrap_or(""), &req) {
+                Ok(c) => c,
+                Err(e) => return e.into_response(),
+            }
+        }
         _ => {
             let checked = match app.db() {
                 Ok(db) => auth::check(&db, header.as_deref()),
@@ -289,6 +298,29 @@ async fn authorize(
     }
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// The caller a browser request's session cookie stands for, under the
+/// session's rules (see [`crate::session::check_request`]).
+fn browser(app: &App, cookie: &str, req: &Request) -> Result<Caller, ApiError> {
+    let unauthorized = |m: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
+    let s = app
+        .sessions
+        .get(cookie, warden_runtime::state::now_ms())
+        .ok_or_else(|| unauthorized(crate::session::SessionError::Unknown.to_string()))?;
+    crate::session::check_request(&s, req.method(), req.headers())
+        .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, "csrf", e.to_string()))?;
+    let row = app
+        .db()?
+        .token(&s.token_id)
+        .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
+    match row {
+        Some(row) if !row.revoked => Ok(Caller::Token(row)),
+        _ => Err(unauthorized(format!(
+            "the token {} this session logged in with was revoked: log in again",
+            s.token_id
+        ))),
+    }
 }
 
 #[cfg(test)]
