@@ -5,6 +5,12 @@
 import { h, bytes, clock } from './dom.js';
 import { proposeRule } from './rules.js';
 
+// A long command line, cut (the whole one is in the log).
+function short(text) {
+  const line = text.replace(/\s+/g, ' ');
+  return line.length > 140 ? `${line.slice(0, 140)}…` : line;
+}
+
 // How each event kind reads: its group for the filter, a short label,
 // a tone (allow, deny, warn, info), and its text.
 function describe(e) {
@@ -14,7 +20,7 @@ function describe(e) {
       const rule = e.rule ? ` by ${e.rule}` : '';
       return e.allowed
         ? { group: 'network', label: 'allow', tone: 'allow', text: `${e.protocol} ${where}${rule}${e.bytes_out || e.bytes_in ? ` (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` : ''}` }
-        : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, propose: e.name ? { name: e.name, port: e.port } : null };
+        : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, propose: e.name ? { name: e.name, port: e.protocol === 'dns' ? null : e.port } : null };
     }
     case 'connection_closed':
       return { group: 'network', label: 'closed', tone: 'info', text: `${e.name || '?'}:${e.port} after ${e.duration_ms} ms (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` };
@@ -31,9 +37,15 @@ function describe(e) {
     case 'secrets_aggregated':
       return { group: 'secrets', label: 'secret ×', tone: e.action === 'blocked' ? 'deny' : 'allow', text: `${e.count} more: ${e.name} ${e.action} for ${e.host}` };
     case 'exec_started':
-      return { group: 'processes', label: 'exec', tone: 'info', text: `#${e.exec} ${e.argv.join(' ')}${e.tty ? ' (terminal)' : ''}` };
+      return { group: 'processes', label: 'exec', tone: 'info', text: `#${e.exec} ${short(e.argv.join(' '))}${e.tty ? ' (terminal)' : ''}` };
     case 'exec_exited':
       return { group: 'processes', label: 'exit', tone: e.status === 0 ? 'info' : 'warn', text: `#${e.exec} exited ${e.signal ? `on signal ${e.signal}` : `with ${e.status}`} after ${e.duration_ms} ms` };
+    case 'created':
+      return { group: 'processes', label: 'created', tone: 'info', text: `sandbox configured: ${e.command.join(' ')}${e.workspace ? ` over ${e.workspace}` : ''}${e.rootless ? ' (rootless)' : ''}` };
+    case 'api_denied':
+      return { group: 'violations', label: 'refused', tone: 'deny', text: `${e.method} ${e.route}: ${e.reason}` };
+    case 'ttl_changed':
+      return { group: 'other', label: 'ttl', tone: 'info', text: e.deadline_ms ? `stops at ${new Date(e.deadline_ms).toLocaleString()}` : 'no TTL' };
     case 'started':
       return { group: 'processes', label: 'start', tone: 'info', text: `sandbox started (pid ${e.pid})` };
     case 'exited':
@@ -99,7 +111,9 @@ export function eventsView(root, id, counts) {
 
   const source = new EventSource(`/v1/sandboxes/${encodeURIComponent(id)}/events`);
   source.onopen = () => (status.textContent = 'live');
-  source.onerror = () => (status.textContent = source.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting…');
+  // The stream ends when the sandbox stops; the browser then asks again
+  // from the last event it has (Last-Event-ID), so nothing is shown twice.
+  source.onerror = () => (status.textContent = source.readyState === EventSource.CLOSED ? 'closed' : 'not running: waiting');
   source.onmessage = (m) => {
     try {
       add(JSON.parse(m.data));
