@@ -67,10 +67,10 @@ export function sandboxesPage(root) {
     const running = s.state === 'running';
     return h(
       'tr',
-      { dataset: { id: s.id } },
+      { dataset: { id: s.id, state: s.state } },
       h('th', { scope: 'row' }, link),
       h('td', {}, s.profile || '–'),
-      h('td', {}, s.backend || 'namespaces'),
+      h('td', {}, s.backend || '–'),
       h('td', {}, h('span', { class: `state ${s.state}` }, s.state)),
       h('td', {}, age(s.age_seconds)),
       h('td', { class: 'num' }, cpuText(s)),
@@ -105,7 +105,16 @@ export function sandboxesPage(root) {
     try {
       const list = await api('GET', '/v1/sandboxes');
       if (!alive) return;
-      const rows = list.sandboxes.map(row);
+      // A row whose state is the same keeps its buttons (and the focus on
+      // one): only its figures are replaced.
+      const old = new Map([...body.querySelectorAll('tr[data-id]')].map((tr) => [tr.dataset.id, tr]));
+      const rows = list.sandboxes.map((s) => {
+        const fresh = row(s);
+        const kept = old.get(s.id);
+        if (!kept || kept.dataset.state !== s.state) return fresh;
+        [...fresh.children].slice(1, -1).forEach((cell, i) => kept.children[i + 1].replaceWith(cell));
+        return kept;
+      });
       body.replaceChildren(...(rows.length ? rows : [h('tr', {}, h('td', { colspan: COLUMNS.length, class: 'muted' }, 'No sandboxes yet.'))]));
     } catch (err) {
       if (alive) body.replaceChildren(h('tr', {}, h('td', { colspan: COLUMNS.length, class: 'error' }, err.message)));

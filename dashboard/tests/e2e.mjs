@@ -246,6 +246,17 @@ try {
     await prompt.waitFor({ state: 'detached' });
   });
 
+  await scenario('the table counts the denial and shows live CPU and memory', async () => {
+    await page.goto(`${base}/#/`);
+    const cells = page.locator('tr[data-id=demo] td');
+    await waitFor('the denied count', async () => (await cells.nth(7).innerText()).trim() === '1');
+    await waitFor('a CPU share', async () => /^\d+%$/.test((await cells.nth(4).innerText()).trim()));
+    const memory = (await cells.nth(5).innerText()).trim();
+    if (!/B$/.test(memory)) throw new Error(`no memory figure: ${memory}`);
+    const backend = (await cells.nth(1).innerText()).trim();
+    if (!backend.includes('namespaces')) throw new Error(`no backend: ${backend}`);
+  });
+
   await scenario('one file of the diff is committed', async () => {
     await page.goto(`${base}/#/s/demo/events`);
     await page.locator('#stop').click();

@@ -18,6 +18,7 @@ pub mod execs;
 pub mod pools;
 pub mod routes;
 pub mod session;
+pub mod tally;
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;

@@ -1041,8 +1041,27 @@ fn status(shared: &Shared) -> Status {
                     .ok()
             })
     });
+    // cgroup v2's cpu.stat, or v1's cpuacct (nanoseconds).
+    let cpu_usec = shared.cgroups.iter().find_map(|cg| {
+        let v2 = std::fs::read_to_string(cg.join("cpu.stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.lines()
+                    .find_map(|l| l.strip_prefix("usage_usec "))
+                    .and_then(|v| v.trim().parse().ok())
+            });
+        v2.or_else(|| {
+            std::fs::read_to_string(cg.join("cpuacct.usage"))
+                .ok()?
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .map(|ns| ns / 1000)
+        })
+    });
     Status {
         sandbox: shared.bus.sandbox().to_string(),
+        cpu_usec,
         init_pid: shared.init.as_raw(),
         started_ms: shared.started_ms,
         ttl_deadline_ms: shared.ttl_deadline_ms.lock().map(|d| *d).unwrap_or(None),
