@@ -1,5 +1,6 @@
 // The workspace's changes as a review: each file with its kind, its
-// flags explained, its diff, and a commit of that file alone (a commit
+// flags explained, its diff, a commit of that file alone, and a discard
+// of it (a commit
 // applies only what this review showed; the daemon refuses a running
 // sandbox's, whose changes are not final).
 
@@ -40,6 +41,17 @@ export function changesView(root, id) {
     }
   }
 
+  async function discard(c) {
+    if (!confirm(`Throw away the sandbox's change to ${c.path}? The real workspace's version shows through again.`)) return;
+    try {
+      const r = await api('POST', `/v1/sandboxes/${enc(id)}/discard`, { paths: [c.path] });
+      toast(`Discarded ${r.discarded.join(', ') || 'nothing'}`);
+      load();
+    } catch (err) {
+      toast(err.message, true);
+    }
+  }
+
   function card(c) {
     const content = c.content;
     const size = content && content.type === 'text' ? `+${content.added} −${content.removed}` : content && content.type === 'binary' ? `binary ${content.old_size} → ${content.new_size} bytes` : '';
@@ -49,7 +61,8 @@ export function changesView(root, id) {
         h('span', { class: `tag ${c.kind === 'deleted' ? 'deny' : 'info'}` }, KINDS[c.kind] || c.kind),
         c.from ? h('span', { class: 'muted' }, `from ${c.from}`) : null,
         h('span', { class: 'muted' }, size),
-        h('button', { type: 'button', class: 'commit', onclick: () => commit(c), 'aria-label': `Commit ${c.path}` }, 'Commit this file')),
+        h('button', { type: 'button', class: 'commit', onclick: () => commit(c), 'aria-label': `Commit ${c.path}` }, 'Commit this file'),
+        h('button', { type: 'button', class: 'danger discard', onclick: () => discard(c), 'aria-label': `Discard ${c.path}` }, 'Discard')),
       c.flags.length
         ? h('ul', { class: 'flags' }, c.flags.map((f) => h('li', {}, h('strong', {}, f.rule), ': ', f.reason)))
         : null,
@@ -61,7 +74,7 @@ export function changesView(root, id) {
     try {
       const r = await api('GET', `/v1/sandboxes/${enc(id)}/changes?content=true`);
       list.replaceChildren(...r.changes.map(card));
-      note.textContent = `${r.changes.length} change(s), ${r.flagged} flagged. A flag says why a change deserves a second look (a git hook, a file the host runs, a link out of the workspace); committing a flagged file asks first. Commit needs the sandbox stopped.`;
+      note.textContent = `${r.changes.length} change(s), ${r.flagged} flagged. A flag says why a change deserves a second look (a git hook, a file the host runs, a link out of the workspace); committing a flagged file asks first. Commit and discard need the sandbox stopped.`;
       if (!r.changes.length) list.replaceChildren(h('p', { class: 'muted' }, 'No changes.'));
     } catch (err) {
       note.textContent = err.message;

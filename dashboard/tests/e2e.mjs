@@ -3,10 +3,10 @@
 // the debug binary (WARDEN_BIN): log in, see a sandbox appear, watch a
 // denied connection show up live, type a command in the terminal and see
 // its output, approve an ask-mode question and see the connection reach a
-// real listener, commit one file of a diff, log out. Screenshots of a
-// failure are kept under the target directory (printed). With
-// `--screenshot FILE` the sandbox page's screenshot is also written there
-// (the README's docs/dashboard.png).
+// real listener, commit one file of a diff and discard the other, log
+// out. Screenshots of a failure are kept under the target directory
+// (printed). With `--screenshot FILE` the sandbox page's screenshot is
+// also written there (the README's docs/dashboard.png).
 //
 // Run: WARDEN_BIN=target/debug/warden node dashboard/tests/e2e.mjs
 
@@ -270,6 +270,14 @@ try {
     await page.locator('article.change[data-path="a.txt"]').waitFor({ state: 'detached' });
     if (readFileSync(join(workspace, 'b.txt'), 'utf8') !== 'old b\n') throw new Error('b.txt was committed too');
     await page.locator('article.change[data-path="b.txt"]').waitFor();
+  });
+
+  await scenario('the other file is discarded', async () => {
+    page.once('dialog', (d) => d.accept());
+    await page.locator('article.change[data-path="b.txt"] button.discard').click();
+    await page.locator('article.change[data-path="b.txt"]').waitFor({ state: 'detached' });
+    await page.locator('#panel-changes', { hasText: 'No changes.' }).waitFor();
+    if (readFileSync(join(workspace, 'b.txt'), 'utf8') !== 'old b\n') throw new Error('the discard touched the real b.txt');
   });
 
   await scenario('no Content-Security-Policy violation and no script error', async () => {

@@ -274,6 +274,22 @@ pub struct CommitRequest {
     pub accept_flagged: bool,
 }
 
+/// `POST .../discard`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscardRequest {
+    /// The paths whose changes are thrown away (relative to the
+    /// workspace, or under /workspace); at least one.
+    pub paths: Vec<String>,
+}
+
+/// What a discard threw away.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct DiscardAnswer {
+    /// The changes' paths (none when there was nothing there).
+    pub discarded: Vec<String>,
+}
+
 /// `POST /v1/tokens`.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -107,6 +107,7 @@ where
         egress::answer,
         changes::changes,
         changes::commit,
+        changes::discard,
         files::read,
         files::write,
         files::remove,
@@ -174,6 +175,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/pty", get(pty::pty))
         .route("/v1/sandboxes/{id}/changes", get(changes::changes))
         .route("/v1/sandboxes/{id}/commit", post(changes::commit))
+        .route("/v1/sandboxes/{id}/discard", post(changes::discard))
         .route("/v1/sandboxes/{id}/events", get(events::events))
         .route("/v1/sandboxes/{id}/egress", patch(egress::patch))
         .route("/v1/approvals", get(egress::list))
