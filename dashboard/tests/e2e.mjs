@@ -280,6 +280,24 @@ try {
     if (readFileSync(join(workspace, 'b.txt'), 'utf8') !== 'old b\n') throw new Error('the discard touched the real b.txt');
   });
 
+  await scenario('readable on a phone: no page wider than the screen', async () => {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    await phone.addCookies(await context.cookies());
+    const p = await phone.newPage();
+    try {
+      for (const where of ['#/', '#/s/demo/events', '#/s/demo/changes', '#/s/demo/terminal']) {
+        await p.goto(`${base}/${where}`);
+        await p.locator('h1').first().waitFor();
+        await p.waitForTimeout(300);
+        const wide = await p.evaluate(() => document.documentElement.scrollWidth);
+        await p.screenshot({ path: join(artifacts, `phone-${where.replace(/[^a-z]+/g, '-')}.png`) });
+        if (wide > 391) throw new Error(`${where} is ${wide}px wide on a 390px screen`);
+      }
+    } finally {
+      await phone.close();
+    }
+  });
+
   await scenario('no Content-Security-Policy violation and no script error', async () => {
     if (problems.length) throw new Error(`the page reported: ${problems.join(' | ')}`);
   });

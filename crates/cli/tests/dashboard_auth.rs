@@ -58,12 +58,15 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
 }
 
 fn admin_token(d: &Daemon) -> String {
-    ok(&warden(&d.state, &["token", "create", "web", "--scope", "admin"]))
-        .trim()
-        .lines()
-        .last()
-        .unwrap()
-        .to_string()
+    ok(&warden(
+        &d.state,
+        &["token", "create", "web", "--scope", "admin"],
+    ))
+    .trim()
+    .lines()
+    .last()
+    .unwrap()
+    .to_string()
 }
 
 /// A logged-in session: the cookie header to send, and its CSRF token.
@@ -109,7 +112,11 @@ fn a_token_logs_in_with_a_cookie_no_script_reads_and_a_wrong_one_is_refused() {
     let token = admin_token(&d);
     let origin = format!("http://{}", d.tcp.as_ref().unwrap());
     // A wrong token: 401, and no cookie.
-    for wrong in [format!("{token}x"), "wdn_000000000000_nope".into(), "".into()] {
+    for wrong in [
+        format!("{token}x"),
+        "wdn_000000000000_nope".into(),
+        "".into(),
+    ] {
         let body = serde_json::json!({ "token": wrong }).to_string();
         let (s, h, b) = http(&d, "POST", "/login", &[("origin", &origin)], Some(&body));
         assert_eq!(s, 401, "{b}");
@@ -231,7 +238,13 @@ fn a_change_through_the_cookie_needs_the_csrf_token_and_the_own_origin() {
 #[test]
 fn every_answer_says_no_framing_no_sniffing_and_only_its_own_scripts() {
     let Some((_state, d)) = start() else { return };
-    for path in ["/", "/assets/app.js", "/v1/health", "/v1/sandboxes", "/nowhere"] {
+    for path in [
+        "/",
+        "/assets/app.js",
+        "/v1/health",
+        "/v1/sandboxes",
+        "/nowhere",
+    ] {
         let (_, h, _) = http(&d, "GET", path, &[], None);
         let csp = header(&h, "content-security-policy").unwrap_or_else(|| panic!("{path}: no CSP"));
         for part in [
@@ -246,7 +259,11 @@ fn every_answer_says_no_framing_no_sniffing_and_only_its_own_scripts() {
         assert!(!csp.contains("unsafe-eval"), "{csp}");
         assert!(!csp.contains("script-src 'self' 'unsafe-inline'"), "{csp}");
         assert_eq!(header(&h, "x-frame-options"), Some("DENY"), "{path}");
-        assert_eq!(header(&h, "x-content-type-options"), Some("nosniff"), "{path}");
+        assert_eq!(
+            header(&h, "x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
     }
     // The page is the embedded one: it loads its script from the daemon
     // and holds no inline script.
@@ -258,7 +275,9 @@ fn every_answer_says_no_framing_no_sniffing_and_only_its_own_scripts() {
     assert!(!page.contains("http://") && !page.contains("https://"));
     let (s, h, _) = http(&d, "GET", "/assets/app.js", &[], None);
     assert_eq!(s, 200);
-    assert!(header(&h, "content-type").unwrap().starts_with("text/javascript"));
+    assert!(header(&h, "content-type")
+        .unwrap()
+        .starts_with("text/javascript"));
 }
 
 #[test]

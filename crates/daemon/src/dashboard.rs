@@ -101,9 +101,7 @@ async fn login(
             ))
         }
     };
-    let (id, s) = app
-        .sessions
-        .open(&row.id, warden_runtime::state::now_ms());
+    let (id, s) = app.sessions.open(&row.id, warden_runtime::state::now_ms());
     let cookie = HeaderValue::from_str(&session::set_cookie(&id))
         .map_err(|e| ApiError::internal(format!("cannot make the session cookie: {e}")))?;
     let answer = serde_json::json!({

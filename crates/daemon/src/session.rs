@@ -138,6 +138,15 @@ fn own_origin(headers: &HeaderMap) -> Option<String> {
         .map(|h| format!("http://{}", h.trim()))
 }
 
+/// Whether `origin` is the daemon's own: the `Host` it was reached at,
+/// over HTTP or (behind a TLS proxy that keeps `Host`) HTTPS.
+fn is_own(origin: &str, expected: &str) -> bool {
+    let Some(host) = expected.strip_prefix("http://") else {
+        return false;
+    };
+    !host.is_empty() && (origin == expected || origin == format!("https://{host}"))
+}
+
 /// Whether a request comes from the daemon's own page. An `Origin` that
 /// names anything else is refused whatever the method; a request without
 /// one passes only when `required` is false or `Sec-Fetch-Site` says
@@ -147,7 +156,7 @@ pub fn check_origin(headers: &HeaderMap, required: bool) -> Result<(), SessionEr
     match headers.get(axum::http::header::ORIGIN) {
         Some(o) => {
             let origin = o.to_str().unwrap_or("(not text)").to_string();
-            if !expected.is_empty() && origin == expected {
+            if is_own(&origin, &expected) {
                 Ok(())
             } else {
                 Err(SessionError::ForeignOrigin { origin, expected })
@@ -237,7 +246,10 @@ mod tests {
     fn a_state_change_needs_the_csrf_token_and_the_own_origin() {
         let s = Sessions::default();
         let (_, session) = s.open("tok1", 1000);
-        let own = [("host", "127.0.0.1:7000"), ("origin", "http://127.0.0.1:7000")];
+        let own = [
+            ("host", "127.0.0.1:7000"),
+            ("origin", "http://127.0.0.1:7000"),
+        ];
         let mut with = own.to_vec();
         let csrf = session.csrf.clone();
         with.push(("x-warden-csrf", &csrf));
@@ -269,6 +281,14 @@ mod tests {
         );
         assert_eq!(
             check_request(&session, &Method::GET, &headers(&bare[..1])),
+            Ok(())
+        );
+        let tls = [
+            ("host", "warden.example"),
+            ("origin", "https://warden.example"),
+        ];
+        assert_eq!(
+            check_request(&session, &Method::GET, &headers(&tls)),
             Ok(())
         );
         let ws = [("host", "127.0.0.1:7000"), ("upgrade", "websocket")];

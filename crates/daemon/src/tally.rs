@@ -30,11 +30,7 @@ pub struct Tally {
 pub fn counts(t: &mut Tally, e: &Event) {
     match &e.kind {
         EventKind::Connection { allowed, .. } => t.denied += u64::from(!allowed),
-        EventKind::ConnectionsAggregated { allowed, count, .. } => {
-            if !allowed {
-                t.denied += count;
-            }
-        }
+        EventKind::ConnectionsAggregated { allowed, count, .. } if !allowed => t.denied += count,
         EventKind::ConnectionsNotRecorded { denied, .. } => t.denied += denied,
         EventKind::Degraded { .. } => t.violations += 1,
         EventKind::SecretsAggregated { count, .. } if e.is_denial() => t.violations += count,
@@ -137,8 +133,11 @@ mod tests {
         let t = tallies.of(&path);
         assert_eq!((t.denied, t.violations), (3, 1));
         // A new log of the same name is read from its start.
-        std::fs::write(&path, format!("{}\n", serde_json::to_string(&conn(false)).unwrap()))
-            .unwrap();
+        std::fs::write(
+            &path,
+            format!("{}\n", serde_json::to_string(&conn(false)).unwrap()),
+        )
+        .unwrap();
         assert_eq!(tallies.of(&path).denied, 1);
     }
 }

@@ -254,8 +254,10 @@ pub async fn discard(
         }
     }
     if paths.is_empty() {
-        return Err(ApiError::bad_request("`paths` is empty: name the paths to discard")
-            .with_field(Some("/paths")));
+        return Err(
+            ApiError::bad_request("`paths` is empty: name the paths to discard")
+                .with_field(Some("/paths")),
+        );
     }
     blocking(move || {
         let sb = layered(&app, &id)?;
