@@ -909,7 +909,7 @@ fn read_notices(shared: &Arc<Shared>) {
                 drop(execs);
                 shared.bus.written();
                 let _ = w.try_send((notice.clone(), master));
-                end_of_one_shot(&shared, id);
+                end_of_one_shot(shared, id);
                 continue;
             }
             if w.try_send((notice.clone(), master)).is_err() {
@@ -919,7 +919,7 @@ fn read_notices(shared: &Arc<Shared>) {
         if ended {
             execs.remove(&id);
             drop(execs);
-            end_of_one_shot(&shared, id);
+            end_of_one_shot(shared, id);
         }
     }
     shared.init_gone.store(true, Ordering::SeqCst);
