@@ -156,6 +156,12 @@ fn a_token_logs_in_with_a_cookie_no_script_reads_and_a_wrong_one_is_refused() {
     );
     assert_eq!(s, 403, "{b}");
     assert!(header(&h, "set-cookie").is_none());
+    let log = std::fs::read_to_string(d.state.join("warden/daemon-audit.jsonl")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(r#""route":"/login""#) && l.contains("evil.test")),
+        "{log}"
+    );
 }
 
 #[test]
@@ -219,6 +225,16 @@ fn a_change_through_the_cookie_needs_the_csrf_token_and_the_own_origin() {
         let (status, _, b) = http(&d, "GET", "/v1/sandboxes/none/pty", &headers, None);
         assert_eq!(status, 403, "{origin:?}: {b}");
     }
+    // Each refusal is in the daemon's audit log, under the session's
+    // token.
+    let log = std::fs::read_to_string(d.state.join("warden/daemon-audit.jsonl")).unwrap();
+    let refusals: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(r#""event":"api_denied""#) && l.contains("browser session"))
+        .collect();
+    assert_eq!(refusals.len(), attacks.len() + 3, "{log}");
+    let id = token.split('_').nth(1).unwrap();
+    assert!(refusals.iter().all(|l| l.contains(id)), "{log}");
     // With both, the change is made.
     let (status, _, b) = http(
         &d,

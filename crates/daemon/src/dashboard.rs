@@ -77,8 +77,24 @@ struct Login {
     token: String,
 }
 
-fn refused(e: session::SessionError) -> ApiError {
-    ApiError::new(StatusCode::FORBIDDEN, "csrf", e.to_string())
+/// A refusal of a dashboard route, recorded in the daemon's audit log as
+/// any refused call is.
+fn refused(
+    app: &App,
+    caller: &auth::Caller,
+    method: &'static str,
+    path: &'static str,
+    e: session::SessionError,
+) -> ApiError {
+    let why = e.to_string();
+    let route = auth::Route {
+        method,
+        path,
+        scope: None,
+        data: false,
+    };
+    app.record_denial(caller, &route, &format!("browser session: {why}"));
+    ApiError::new(StatusCode::FORBIDDEN, "csrf", why)
 }
 
 /// `POST /login {"token": "wdn_..."}`: a session for a valid token.
@@ -87,7 +103,8 @@ async fn login(
     headers: HeaderMap,
     crate::routes::Body(body): crate::routes::Body<Login>,
 ) -> Result<Response, ApiError> {
-    session::check_origin(&headers, true).map_err(refused)?;
+    session::check_origin(&headers, true)
+        .map_err(|e| refused(&app, &auth::Caller::Owner, "POST", "/login", e))?;
     let header = format!("Bearer {}", body.token.trim());
     let checked = auth::check(&*app.db()?, Some(&header));
     let row = match checked {
@@ -128,11 +145,25 @@ fn current(app: &App, headers: &HeaderMap) -> Result<(String, session::Session),
     Ok((id, s))
 }
 
+/// The caller a session stands for in a record (its token; the owner's
+/// empty record when the token is gone).
+fn session_caller(app: &App, s: &session::Session) -> auth::Caller {
+    match app
+        .db()
+        .ok()
+        .and_then(|db| db.token(&s.token_id).ok().flatten())
+    {
+        Some(row) => auth::Caller::Token(row),
+        None => auth::Caller::Owner,
+    }
+}
+
 /// `GET /session`: who is logged in, and the CSRF token the page sends
 /// with each change (readable only by the daemon's own origin).
 async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
-    session::check_origin(&headers, false).map_err(refused)?;
     let (_, s) = current(&app, &headers)?;
+    session::check_origin(&headers, false)
+        .map_err(|e| refused(&app, &session_caller(&app, &s), "GET", "/session", e))?;
     let row = match app.db()?.token(&s.token_id) {
         Ok(Some(row)) if !row.revoked => row,
         Ok(_) => {
@@ -154,7 +185,8 @@ async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Respo
 /// `POST /logout`: the session ends and its cookie is removed.
 async fn logout(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
     let (id, s) = current(&app, &headers)?;
-    session::check_request(&s, &axum::http::Method::POST, &headers).map_err(refused)?;
+    session::check_request(&s, &axum::http::Method::POST, &headers)
+        .map_err(|e| refused(&app, &session_caller(&app, &s), "POST", "/logout", e))?;
     app.sessions.close(&id);
     let cookie = HeaderValue::from_str(&session::clear_cookie())
         .map_err(|e| ApiError::internal(format!("cannot clear the session cookie: {e}")))?;

@@ -270,7 +270,7 @@ async fn authorize(
         (None, true) => Caller::Owner,
         (None, false) if route.scope.is_none() => Caller::Owner,
         (None, false) if cookie.is_some() => {
-            match browser(&app, cookie.as_deref().unwrap_or(""), &req) {
+            match browser(&app, route, cookie.as_deref().unwrap_or(""), &req) {
                 Ok(c) => c,
                 Err(e) => return e.into_response(),
             }
@@ -304,25 +304,39 @@ async fn authorize(
 
 /// The caller a browser request's session cookie stands for, under the
 /// session's rules (see [`crate::session::check_request`]).
-fn browser(app: &App, cookie: &str, req: &Request) -> Result<Caller, ApiError> {
+/// A refusal of the session rules is recorded in the daemon's audit log
+/// as any other refused call, under the session's token.
+fn browser(
+    app: &App,
+    route: &auth::Route,
+    cookie: &str,
+    req: &Request,
+) -> Result<Caller, ApiError> {
     let unauthorized = |m: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
     let s = app
         .sessions
         .get(cookie, warden_runtime::state::now_ms())
         .ok_or_else(|| unauthorized(crate::session::SessionError::Unknown.to_string()))?;
-    crate::session::check_request(&s, req.method(), req.headers())
-        .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, "csrf", e.to_string()))?;
     let row = app
         .db()?
         .token(&s.token_id)
         .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
-    match row {
-        Some(row) if !row.revoked => Ok(Caller::Token(row)),
-        _ => Err(unauthorized(format!(
-            "the token {} this session logged in with was revoked: log in again",
-            s.token_id
-        ))),
+    let caller = match row {
+        Some(row) if !row.revoked => Caller::Token(row),
+        _ => {
+            return Err(unauthorized(format!(
+                "the token {} this session logged in with was revoked: log in again",
+                s.token_id
+            )))
+        }
+    };
+    if let Err(e) = crate::session::check_request(&s, req.method(), req.headers()) {
+        let why = e.to_string();
+        tracing::warn!(route = route.path, method = route.method, "denied: {why}");
+        app.record_denial(&caller, route, &format!("browser session: {why}"));
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf", why));
     }
+    Ok(caller)
 }
 
 #[cfg(test)]
