@@ -21,14 +21,6 @@ export function sandboxPage(root, id, tab) {
   const stop = [];
   const facts = h('dl', { class: 'facts' });
   const actions = h('div', { class: 'actions' });
-  const counts = {
-    denied: 0,
-    violations: 0,
-    changed: () => {
-      denied.textContent = counts.denied;
-      violations.textContent = counts.violations;
-    },
-  };
   const denied = h('dd', { id: 'denied-count' }, '0');
   const violations = h('dd', {}, '0');
   const samples = [];
@@ -55,7 +47,7 @@ export function sandboxPage(root, id, tab) {
     if (started.has(key)) return;
     started.add(key);
     const p = panels[key];
-    if (key === 'events') stop.push(eventsView(p, id, counts));
+    if (key === 'events') stop.push(eventsView(p, id));
     if (key === 'resources') stop.push(resourcesView(p, samples));
     if (key === 'terminal') stop.push(terminalView(p, id));
     if (key === 'changes') stop.push(changesView(p, id));
@@ -81,8 +73,6 @@ export function sandboxPage(root, id, tab) {
       select(TABS[(i + n + TABS.length) % TABS.length][0]);
     }
   }
-  // The events always stream: the counts above come from them.
-  open('events');
   open(tab);
 
   let timer = null;
@@ -93,6 +83,9 @@ export function sandboxPage(root, id, tab) {
     try {
       const s = await api('GET', `/v1/sandboxes/${enc(id)}`);
       if (!alive) return;
+      // The daemon's counts, from the sandbox's whole audit log.
+      denied.textContent = s.denied_connections;
+      violations.textContent = s.violations;
       samples.push({ t: Date.now(), memory: s.memory_bytes, egress: s.egress_bytes, processes: s.processes, cpu: s.cpu_usec });
       if (samples.length > 300) samples.shift();
       facts.replaceChildren(

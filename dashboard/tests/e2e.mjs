@@ -196,6 +196,7 @@ try {
     const r = await connect('demo', 'blocked.test', false);
     if (!r.stdout.includes('nxdomain')) throw new Error(`the sandbox reached blocked.test: ${r.stdout}`);
     await page.locator('.ev.deny', { hasText: 'blocked.test' }).first().waitFor();
+    await page.locator('#denied-count', { hasText: '1' }).waitFor();
     const allowed = await connect('demo', 'allowed.test', false);
     if (!allowed.stdout.includes('open')) throw new Error(`allowed.test was not reached: ${JSON.stringify(allowed)}`);
     await page.locator('.ev.allow', { hasText: 'allowed.test' }).first().waitFor();
