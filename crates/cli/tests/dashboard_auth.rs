@@ -132,6 +132,7 @@ fn a_token_logs_in_with_a_cookie_no_script_reads_and_a_wrong_one_is_refused() {
     assert!(set.contains("HttpOnly"), "{set}");
     assert!(set.contains("SameSite=Strict"), "{set}");
     assert!(!set.contains(&token), "the cookie carries the token itself");
+    assert_eq!(header(&h, "cache-control"), Some("no-store"));
     let cookie = set.split(';').next().unwrap().to_string();
     let (s, _, b) = http(&d, "GET", "/v1/sandboxes", &[("cookie", &cookie)], None);
     assert_eq!(s, 200, "{b}");

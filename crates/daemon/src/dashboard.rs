@@ -125,7 +125,14 @@ async fn login(
         "csrf": s.csrf,
         "token": {"id": row.id, "name": row.name, "scopes": row.scopes},
     });
-    Ok(([(SET_COOKIE, cookie)], Json(answer)).into_response())
+    Ok((
+        [
+            (SET_COOKIE, cookie),
+            (CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        Json(answer),
+    )
+        .into_response())
 }
 
 /// The live session a request's cookie names.
@@ -175,11 +182,16 @@ async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Respo
         }
         Err(e) => return Err(ApiError::internal(chain(&e))),
     };
-    Ok(Json(serde_json::json!({
+    // The CSRF token is kept by no cache.
+    let answer = serde_json::json!({
         "csrf": s.csrf,
         "token": {"id": row.id, "name": row.name, "scopes": row.scopes},
-    }))
-    .into_response())
+    });
+    Ok((
+        [(CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        Json(answer),
+    )
+        .into_response())
 }
 
 /// `POST /logout`: the session ends and its cookie is removed.
