@@ -57,6 +57,24 @@ pub struct SandboxInfo {
     pub execs: usize,
     /// Bytes of changes in its workspace layer.
     pub changes_bytes: u64,
+    /// CPU time used by the whole sandbox (µs), where its cgroup says,
+    /// while it runs: a client takes the change between two looks for
+    /// its CPU share.
+    #[serde(default)]
+    pub cpu_usec: Option<u64>,
+    /// What isolates it: `namespaces` or `rootless namespaces`, and its
+    /// workspace's layer (`overlay` or `copy`).
+    #[serde(default)]
+    pub backend: String,
+    /// Connections and DNS queries its egress proxy denied, from its
+    /// audit log.
+    #[serde(default)]
+    pub denied_connections: u64,
+    /// Other refusals its audit log records: a secret blocked on its way
+    /// to the wrong host, a question denied or left unanswered, a commit
+    /// refused, a layer of isolation lost.
+    #[serde(default)]
+    pub violations: u64,
 }
 
 /// `GET /v1/sandboxes`.
@@ -254,6 +272,22 @@ pub struct CommitRequest {
     /// Apply changes flagged as dangerous too.
     #[serde(default)]
     pub accept_flagged: bool,
+}
+
+/// `POST .../discard`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscardRequest {
+    /// The paths whose changes are thrown away (relative to the
+    /// workspace, or under /workspace); at least one.
+    pub paths: Vec<String>,
+}
+
+/// What a discard threw away.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct DiscardAnswer {
+    /// The changes' paths (none when there was nothing there).
+    pub discarded: Vec<String>,
 }
 
 /// `POST /v1/tokens`.

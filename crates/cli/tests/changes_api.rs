@@ -4,7 +4,8 @@
 //! `accept_flagged` refused with nothing written to the host; a commit of
 //! some paths landing exactly those; conflicts with the host's tree
 //! refused unless forced; a commit while the sandbox runs, or of changes
-//! made since they were shown, refused.
+//! made since they were shown, refused; one file's change discarded and
+//! the others kept.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -248,4 +249,77 @@ fn a_sandbox_without_a_layer_says_so_with_409() {
     assert_eq!((s, r["code"].as_str()), (409, Some("no_layer")), "{r}");
     let (s, _) = call(&d, "GET", "/v1/sandboxes/nope/changes", None);
     assert_eq!(s, 404);
+}
+
+#[test]
+fn one_file_is_discarded_and_the_others_stay_for_review() {
+    let Some((_dir, d, ws)) = setup("ch-discard") else {
+        return;
+    };
+    sh(
+        &d,
+        "c",
+        "cd /workspace && echo new > a.txt && echo changed > existing.txt && rm gone.txt",
+    );
+    // While it runs: refused, nothing thrown away.
+    let (s, r) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/c/discard",
+        Some(r#"{"paths":["existing.txt"]}"#),
+    );
+    assert_eq!((s, r["code"].as_str()), (409, Some("running")), "{r}");
+    stop(&d, "c");
+    // Bad input: no path, the whole workspace, a path outside it; each
+    // refused with its field, and nothing thrown away.
+    for (body, field) in [
+        (r#"{"paths":[]}"#, "/paths"),
+        (r#"{"paths":["a.txt","/workspace"]}"#, "/paths/1"),
+        (r#"{"paths":["/etc/passwd"]}"#, "/paths/0"),
+    ] {
+        let (s, r) = call(&d, "POST", "/v1/sandboxes/c/discard", Some(body));
+        assert_eq!(s, 400, "{body}: {r}");
+        assert_eq!(r["field"], field, "{body}: {r}");
+    }
+    assert_eq!(changes(&d, "c").len(), 3);
+    // One file's change (and a deletion's) thrown away; the other stays.
+    let (s, r) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/c/discard",
+        Some(r#"{"paths":["existing.txt","/workspace/gone.txt"]}"#),
+    );
+    assert_eq!(s, 200, "{r}");
+    let mut thrown: Vec<_> = r["discarded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    thrown.sort();
+    assert_eq!(thrown, ["existing.txt", "gone.txt"]);
+    let left = changes(&d, "c");
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].0, "a.txt");
+    // The host was never touched; the sandbox sees the real files again.
+    assert_eq!(read(&ws.join("existing.txt")).as_deref(), Some("old\n"));
+    assert_eq!(read(&ws.join("a.txt")), None);
+    let (s, r) = call(&d, "POST", "/v1/sandboxes/c/start", Some("{}"));
+    assert_eq!(s, 200, "{r}");
+    let body = serde_json::json!({ "shell": "cat /workspace/existing.txt /workspace/gone.txt" })
+        .to_string();
+    let (_, r) = call(&d, "POST", "/v1/sandboxes/c/exec", Some(&body));
+    assert_eq!(r["stdout"], "old\nbye\n", "{r}");
+    // Nothing left there: an empty answer; recorded in the audit log.
+    stop(&d, "c");
+    let (s, r) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/c/discard",
+        Some(r#"{"paths":["existing.txt"]}"#),
+    );
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["discarded"], serde_json::json!([]));
+    let log = std::fs::read_to_string(d.state.join("warden/sandboxes/c/audit.jsonl")).unwrap();
+    assert!(log.contains(r#""action":"discard""#), "{log}");
 }

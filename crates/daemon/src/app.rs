@@ -65,6 +65,10 @@ pub struct App {
     pub pool_wake: tokio::sync::Notify,
     /// Recent creates of pooled profiles, which autoscaled pools follow.
     pub pool_demand: crate::pools::Demand,
+    /// The dashboard's browser sessions.
+    pub sessions: crate::session::Sessions,
+    /// What each sandbox's audit log counts (denials, violations).
+    pub tallies: crate::tally::Tallies,
 }
 
 impl App {
@@ -90,6 +94,8 @@ impl App {
             audit_lock: Mutex::new(()),
             quota_lock: Mutex::new(()),
             pools: settings.pools,
+            sessions: Default::default(),
+            tallies: Default::default(),
             pool_wake: tokio::sync::Notify::new(),
             pool_demand: Default::default(),
         })
@@ -161,6 +167,15 @@ impl App {
             (meta.created.sec.max(0) as u64) * 1000 + (meta.created.nsec.max(0) as u64) / 1_000_000
         });
         let now = warden_runtime::state::now_ms();
+        let tally = self.tallies.of(&sb.dir().join("audit.jsonl"));
+        let layer = match meta.layout {
+            warden_workspace::Layout::Overlay => "overlay",
+            warden_workspace::Layout::Copy => "copy",
+        };
+        let backend = match tally.rootless {
+            Some(true) => format!("rootless namespaces, {layer} workspace"),
+            _ => format!("namespaces, {layer} workspace"),
+        };
         SandboxInfo {
             id: sb.name().to_string(),
             state: if status.is_some() || live.running() {
@@ -179,6 +194,10 @@ impl App {
             processes: status.as_ref().map(|s| s.processes).unwrap_or(0),
             execs: status.as_ref().map(|s| s.execs).unwrap_or(0),
             changes_bytes: 0,
+            cpu_usec: status.as_ref().and_then(|s| s.cpu_usec),
+            backend,
+            denied_connections: tally.denied,
+            violations: tally.violations,
         }
     }
 

@@ -156,6 +156,12 @@ pub const ROUTES: &[Route] = &[
         false,
     ),
     r(
+        "POST",
+        "/v1/sandboxes/{id}/discard",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r(
         "GET",
         "/v1/sandboxes/{id}/events",
         Scope::SandboxesRead,

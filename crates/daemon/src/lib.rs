@@ -11,11 +11,14 @@
 pub use warden_api as api;
 pub mod app;
 pub mod auth;
+pub mod dashboard;
 pub mod db;
 pub mod error;
 pub mod execs;
 pub mod pools;
 pub mod routes;
+pub mod session;
+pub mod tally;
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;

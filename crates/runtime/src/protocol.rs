@@ -221,6 +221,9 @@ pub struct Status {
     pub memory_bytes: Option<u64>,
     /// Bytes through the egress proxy, both ways, of finished connections.
     pub egress_bytes: u64,
+    /// CPU time used by the whole sandbox (µs), where its cgroup says.
+    #[serde(default)]
+    pub cpu_usec: Option<u64>,
     /// The held first process ([`Request::Hold`]), when there is one.
     #[serde(default)]
     pub main: Option<MainState>,

@@ -8,8 +8,8 @@
 
 use std::path::PathBuf;
 use warden_workspace::{
-    Change, CommitError, CommitOptions, CommitReport, Decision, DiffError, DiffOptions, Sandbox,
-    StoreError,
+    Change, CommitError, CommitOptions, CommitReport, Decision, DiffError, DiffOptions, LayerError,
+    Sandbox, StoreError,
 };
 
 /// Why a commit did not happen.
@@ -29,6 +29,12 @@ pub enum ReviewError {
     /// audit log has no silent gap, so this is an error all the same.
     #[error("{applied} change(s) were applied, but {why}")]
     Unrecorded { applied: usize, why: String },
+    #[error("nothing discarded: sandbox {0} is still running, so its changes are not final; stop it, review its changes, then discard")]
+    RunningDiscard(String),
+    #[error("nothing discarded: name the paths to discard (all of a sandbox's changes go with the sandbox)")]
+    NoPaths,
+    #[error("cannot discard the changes")]
+    Discard(#[from] LayerError),
 }
 
 /// Globs of workspace paths that tools on the host run, from the
@@ -166,4 +172,35 @@ pub fn commit(
         }
         Err(e) => Err(refused(e.into())),
     }
+}
+
+/// Throw away the changes at or below `paths` of a stopped sandbox (never
+/// all of them: `paths` names at least one), as `warden discard PATH...`
+/// does: the real workspace's entries show through again. The changes
+/// thrown away, as a review shows them; recorded in the sandbox's audit
+/// log.
+pub fn discard(sb: &Sandbox, paths: Vec<PathBuf>) -> Result<Vec<Change>, ReviewError> {
+    if paths.is_empty() {
+        return Err(ReviewError::NoPaths);
+    }
+    if crate::lifecycle::liveness(sb).running() {
+        return Err(ReviewError::RunningDiscard(sb.name().to_string()));
+    }
+    let lock = sb.lock().map_err(|e| match e {
+        StoreError::InUse { .. } => ReviewError::RunningDiscard(sb.name().to_string()),
+        e => ReviewError::Store(e),
+    })?;
+    let pending = sb.diff(&diff_options(sb, paths.clone(), false))?;
+    if pending.is_empty() {
+        return Ok(pending);
+    }
+    lock.discard(&paths)?;
+    let detail = format!("{} change(s) at {} path(s)", pending.len(), paths.len());
+    crate::lifecycle::record(sb, "discard", paths, detail).map_err(|why| {
+        ReviewError::Unrecorded {
+            applied: pending.len(),
+            why,
+        }
+    })?;
+    Ok(pending)
 }

@@ -909,7 +909,7 @@ fn read_notices(shared: &Arc<Shared>) {
                 drop(execs);
                 shared.bus.written();
                 let _ = w.try_send((notice.clone(), master));
-                end_of_one_shot(&shared, id);
+                end_of_one_shot(shared, id);
                 continue;
             }
             if w.try_send((notice.clone(), master)).is_err() {
@@ -919,7 +919,7 @@ fn read_notices(shared: &Arc<Shared>) {
         if ended {
             execs.remove(&id);
             drop(execs);
-            end_of_one_shot(&shared, id);
+            end_of_one_shot(shared, id);
         }
     }
     shared.init_gone.store(true, Ordering::SeqCst);
@@ -1041,8 +1041,27 @@ fn status(shared: &Shared) -> Status {
                     .ok()
             })
     });
+    // cgroup v2's cpu.stat, or v1's cpuacct (nanoseconds).
+    let cpu_usec = shared.cgroups.iter().find_map(|cg| {
+        let v2 = std::fs::read_to_string(cg.join("cpu.stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.lines()
+                    .find_map(|l| l.strip_prefix("usage_usec "))
+                    .and_then(|v| v.trim().parse().ok())
+            });
+        v2.or_else(|| {
+            std::fs::read_to_string(cg.join("cpuacct.usage"))
+                .ok()?
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .map(|ns| ns / 1000)
+        })
+    });
     Status {
         sandbox: shared.bus.sandbox().to_string(),
+        cpu_usec,
         init_pid: shared.init.as_raw(),
         started_ms: shared.started_ms,
         ttl_deadline_ms: shared.ttl_deadline_ms.lock().map(|d| *d).unwrap_or(None),

@@ -15,7 +15,7 @@ use warden_workspace::{Change, CommitError, DiffError, StoreError};
 use super::files::relative;
 use super::sandboxes::blocking;
 use super::Body;
-use crate::api::{ChangesAnswer, CommitAnswer, CommitRequest};
+use crate::api::{ChangesAnswer, CommitAnswer, CommitRequest, DiscardAnswer, DiscardRequest};
 use crate::app::App;
 use crate::error::{chain, ApiError, Problem};
 
@@ -129,6 +129,12 @@ fn review_error(e: ReviewError, id: &str) -> ApiError {
             )
             .with_details(serde_json::Value::Array(details))
         }
+        e @ ReviewError::NoPaths => ApiError::bad_request(e.to_string()).with_field(Some("/paths")),
+        ReviewError::RunningDiscard(_) => ApiError::new(
+            StatusCode::CONFLICT,
+            "running",
+            format!("nothing discarded: sandbox {id} is running, so its changes are not final; stop it (POST /v1/sandboxes/{id}/stop), look at GET .../changes, then discard"),
+        ),
         ReviewError::Diff(e @ DiffError::Filter(_))
         | ReviewError::Commit(CommitError::Diff(e @ DiffError::Filter(_))) => {
             ApiError::bad_request(chain(&e)).with_field(Some("/paths"))
@@ -218,6 +224,46 @@ pub async fn commit(
                 .collect(),
             forced: report
                 .forced
+                .iter()
+                .map(|c| c.path.to_string_lossy().into_owned())
+                .collect(),
+        }))
+    })
+    .await
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/discard", params(("id" = String, Path)), request_body = DiscardRequest,
+    responses((status = 200, body = DiscardAnswer), (status = 400, description = "no path, or one outside the workspace: nothing discarded", body = Problem),
+        (status = 404, body = Problem), (status = 409, description = "nothing discarded: `running` or `no_layer`", body = Problem)),
+    security(("token" = [])))]
+pub async fn discard(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    Body(req): Body<DiscardRequest>,
+) -> Result<Json<DiscardAnswer>, ApiError> {
+    let mut paths = Vec::new();
+    for (i, p) in req.paths.iter().enumerate() {
+        match filter(p, &format!("/paths/{i}"))? {
+            Some(p) => paths.push(p),
+            None => {
+                return Err(ApiError::bad_request(
+                    "a path names the whole workspace: discard names files or directories in it (DELETE the sandbox to throw away all of it)",
+                )
+                .with_field(Some(&format!("/paths/{i}"))))
+            }
+        }
+    }
+    if paths.is_empty() {
+        return Err(
+            ApiError::bad_request("`paths` is empty: name the paths to discard")
+                .with_field(Some("/paths")),
+        );
+    }
+    blocking(move || {
+        let sb = layered(&app, &id)?;
+        let thrown = review::discard(&sb, paths).map_err(|e| review_error(e, &id))?;
+        Ok(Json(DiscardAnswer {
+            discarded: thrown
                 .iter()
                 .map(|c| c.path.to_string_lossy().into_owned())
                 .collect(),

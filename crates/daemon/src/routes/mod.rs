@@ -107,6 +107,7 @@ where
         egress::answer,
         changes::changes,
         changes::commit,
+        changes::discard,
         files::read,
         files::write,
         files::remove,
@@ -174,6 +175,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/pty", get(pty::pty))
         .route("/v1/sandboxes/{id}/changes", get(changes::changes))
         .route("/v1/sandboxes/{id}/commit", post(changes::commit))
+        .route("/v1/sandboxes/{id}/discard", post(changes::discard))
         .route("/v1/sandboxes/{id}/events", get(events::events))
         .route("/v1/sandboxes/{id}/egress", patch(egress::patch))
         .route("/v1/approvals", get(egress::list))
@@ -190,9 +192,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))
+        .merge(crate::dashboard::router())
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(close_when_body_unread))
+        .layer(axum::middleware::from_fn(crate::dashboard::secure_headers))
         .with_state(app)
 }
 
@@ -261,9 +265,16 @@ async fn authorize(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let unix = transport.map(|t| t.0) == Some(Transport::Unix);
+    let cookie = crate::session::cookie(req.headers());
     let caller = match (&header, unix) {
         (None, true) => Caller::Owner,
         (None, false) if route.scope.is_none() => Caller::Owner,
+        (None, false) if cookie.is_some() => {
+            match browser(&app, route, cookie.as_deref().unwrap_or(""), &req) {
+                Ok(c) => c,
+                Err(e) => return e.into_response(),
+            }
+        }
         _ => {
             let checked = match app.db() {
                 Ok(db) => auth::check(&db, header.as_deref()),
@@ -289,6 +300,43 @@ async fn authorize(
     }
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// The caller a browser request's session cookie stands for, under the
+/// session's rules (see [`crate::session::check_request`]).
+/// A refusal of the session rules is recorded in the daemon's audit log
+/// as any other refused call, under the session's token.
+fn browser(
+    app: &App,
+    route: &auth::Route,
+    cookie: &str,
+    req: &Request,
+) -> Result<Caller, ApiError> {
+    let unauthorized = |m: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
+    let s = app
+        .sessions
+        .get(cookie, warden_runtime::state::now_ms())
+        .ok_or_else(|| unauthorized(crate::session::SessionError::Unknown.to_string()))?;
+    let row = app
+        .db()?
+        .token(&s.token_id)
+        .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
+    let caller = match row {
+        Some(row) if !row.revoked => Caller::Token(row),
+        _ => {
+            return Err(unauthorized(format!(
+                "the token {} this session logged in with was revoked: log in again",
+                s.token_id
+            )))
+        }
+    };
+    if let Err(e) = crate::session::check_request(&s, req.method(), req.headers()) {
+        let why = e.to_string();
+        tracing::warn!(route = route.path, method = route.method, "denied: {why}");
+        app.record_denial(&caller, route, &format!("browser session: {why}"));
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf", why));
+    }
+    Ok(caller)
 }
 
 #[cfg(test)]

@@ -1,0 +1,239 @@
+//! The web dashboard at `/`: its page and assets, built from `dashboard/`
+//! by `dashboard/build.sh` and embedded in the binary (a build needs no
+//! node and the page fetches nothing from elsewhere), the login that
+//! turns a token into a browser session ([`crate::session`]), and the
+//! headers every answer of the daemon carries (a Content-Security-Policy
+//! that allows only the daemon's own scripts, styles and connections, no
+//! framing, no sniffing). The dashboard is a front end onto the API: it
+//! holds no sandbox logic of its own.
+
+use axum::extract::{Request, State};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, SET_COOKIE,
+    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use std::sync::Arc;
+
+use crate::app::App;
+use crate::auth;
+use crate::error::{chain, ApiError};
+use crate::session;
+
+/// What the page may load and where it may connect: its own scripts and
+/// styles only (no inline script, no eval), its own origin for fetch,
+/// server-sent events and WebSockets, never framed. xterm.js writes the
+/// terminal's own style elements, which a nonce cannot reach, hence
+/// `'unsafe-inline'` for styles only; scripts stay strict.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// The built dashboard: path, content type, bytes.
+const ASSETS: &[(&str, &str, &[u8])] = &[
+    (
+        "/",
+        "text/html; charset=utf-8",
+        include_bytes!("../assets/dashboard/index.html"),
+    ),
+    (
+        "/assets/app.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/dashboard/app.js"),
+    ),
+    (
+        "/assets/app.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../assets/dashboard/app.css"),
+    ),
+    (
+        "/assets/icon.svg",
+        "image/svg+xml",
+        include_bytes!("../assets/dashboard/icon.svg"),
+    ),
+];
+
+async fn asset(req: Request) -> Response {
+    let path = req.uri().path();
+    match ASSETS.iter().find(|(p, _, _)| *p == path) {
+        Some((_, kind, bytes)) => (
+            [
+                (CONTENT_TYPE, HeaderValue::from_static(kind)),
+                (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            ],
+            *bytes,
+        )
+            .into_response(),
+        None => ApiError::not_found(format!("no dashboard asset {path}")).into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Login {
+    token: String,
+}
+
+/// A refusal of a dashboard route, recorded in the daemon's audit log as
+/// any refused call is.
+fn refused(
+    app: &App,
+    caller: &auth::Caller,
+    method: &'static str,
+    path: &'static str,
+    e: session::SessionError,
+) -> ApiError {
+    let why = e.to_string();
+    let route = auth::Route {
+        method,
+        path,
+        scope: None,
+        data: false,
+    };
+    app.record_denial(caller, &route, &format!("browser session: {why}"));
+    ApiError::new(StatusCode::FORBIDDEN, "csrf", why)
+}
+
+/// `POST /login {"token": "wdn_..."}`: a session for a valid token.
+async fn login(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    crate::routes::Body(body): crate::routes::Body<Login>,
+) -> Result<Response, ApiError> {
+    session::check_origin(&headers, true)
+        .map_err(|e| refused(&app, &auth::Caller::Owner, "POST", "/login", e))?;
+    let header = format!("Bearer {}", body.token.trim());
+    let checked = auth::check(&*app.db()?, Some(&header));
+    let row = match checked {
+        Ok(row) => row,
+        Err(auth::AuthError::Db(e)) => return Err(ApiError::internal(chain(&e))),
+        Err(e) => {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                format!("{e}: give a token made with `warden token create`"),
+            ))
+        }
+    };
+    let (id, s) = app.sessions.open(&row.id, warden_runtime::state::now_ms());
+    let cookie = HeaderValue::from_str(&session::set_cookie(&id))
+        .map_err(|e| ApiError::internal(format!("cannot make the session cookie: {e}")))?;
+    let answer = serde_json::json!({
+        "csrf": s.csrf,
+        "token": {"id": row.id, "name": row.name, "scopes": row.scopes},
+    });
+    Ok((
+        [
+            (SET_COOKIE, cookie),
+            (CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        Json(answer),
+    )
+        .into_response())
+}
+
+/// The live session a request's cookie names.
+fn current(app: &App, headers: &HeaderMap) -> Result<(String, session::Session), ApiError> {
+    let unknown = || {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            session::SessionError::Unknown.to_string(),
+        )
+    };
+    let id = session::cookie(headers).ok_or_else(unknown)?;
+    let s = app
+        .sessions
+        .get(&id, warden_runtime::state::now_ms())
+        .ok_or_else(unknown)?;
+    Ok((id, s))
+}
+
+/// The caller a session stands for in a record (its token; the owner's
+/// empty record when the token is gone).
+fn session_caller(app: &App, s: &session::Session) -> auth::Caller {
+    match app
+        .db()
+        .ok()
+        .and_then(|db| db.token(&s.token_id).ok().flatten())
+    {
+        Some(row) => auth::Caller::Token(row),
+        None => auth::Caller::Owner,
+    }
+}
+
+/// `GET /session`: who is logged in, and the CSRF token the page sends
+/// with each change (readable only by the daemon's own origin).
+async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let (_, s) = current(&app, &headers)?;
+    session::check_origin(&headers, false)
+        .map_err(|e| refused(&app, &session_caller(&app, &s), "GET", "/session", e))?;
+    let row = match app.db()?.token(&s.token_id) {
+        Ok(Some(row)) if !row.revoked => row,
+        Ok(_) => {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                format!("the token {} was revoked: log in again", s.token_id),
+            ))
+        }
+        Err(e) => return Err(ApiError::internal(chain(&e))),
+    };
+    // The CSRF token is kept by no cache.
+    let answer = serde_json::json!({
+        "csrf": s.csrf,
+        "token": {"id": row.id, "name": row.name, "scopes": row.scopes},
+    });
+    Ok((
+        [(CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        Json(answer),
+    )
+        .into_response())
+}
+
+/// `POST /logout`: the session ends and its cookie is removed.
+async fn logout(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let (id, s) = current(&app, &headers)?;
+    session::check_request(&s, &axum::http::Method::POST, &headers)
+        .map_err(|e| refused(&app, &session_caller(&app, &s), "POST", "/logout", e))?;
+    app.sessions.close(&id);
+    let cookie = HeaderValue::from_str(&session::clear_cookie())
+        .map_err(|e| ApiError::internal(format!("cannot clear the session cookie: {e}")))?;
+    Ok(([(SET_COOKIE, cookie)], StatusCode::NO_CONTENT).into_response())
+}
+
+/// The dashboard's routes (outside `/v1`, so outside the scope table:
+/// the page and its assets are public, as the OpenAPI document is; the
+/// session routes check what they need themselves).
+pub fn router() -> Router<Arc<App>> {
+    let mut r = Router::new()
+        .route("/login", post(login))
+        .route("/logout", post(logout))
+        .route("/session", get(whoami));
+    for (path, _, _) in ASSETS {
+        r = r.route(path, get(asset));
+    }
+    r
+}
+
+/// The headers every answer carries.
+pub async fn secure_headers(req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    let h = response.headers_mut();
+    h.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    response
+}

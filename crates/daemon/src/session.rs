@@ -1,0 +1,300 @@
+//! Browser sessions for the dashboard. A person logs in with a token
+//! (`POST /login`); the daemon checks it as it checks a bearer token,
+//! keeps a session in memory, and sets a cookie naming it (`HttpOnly`:
+//! no script reads it; `SameSite=Strict`: no other site's page sends
+//! it). The API then takes that cookie in place of `Authorization`, with
+//! the token's own scopes, and only under the rules of [`check_request`]:
+//! a request that changes anything carries the session's CSRF token in
+//! `X-Warden-CSRF` and comes from the daemon's own origin; a WebSocket
+//! comes from the daemon's own origin. Sessions hold the token's id, not
+//! the token: revoking the token ends its sessions at their next request.
+
+use axum::http::{HeaderMap, Method};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use subtle::ConstantTimeEq;
+
+use crate::auth::random_id;
+
+/// The cookie that names a session.
+pub const COOKIE: &str = "warden_session";
+/// The header that carries a session's CSRF token.
+pub const CSRF_HEADER: &str = "x-warden-csrf";
+/// How long a session lasts without a new login.
+pub const LIFETIME_MS: u64 = 12 * 3600 * 1000;
+/// Sessions kept at most; the oldest goes first.
+const MAX_SESSIONS: usize = 256;
+
+/// One logged-in browser.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The token it logged in with (its id; the secret is not kept).
+    pub token_id: String,
+    /// What a state-changing request must carry in [`CSRF_HEADER`].
+    pub csrf: String,
+    pub created_ms: u64,
+}
+
+/// Why a browser request was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SessionError {
+    #[error("the session is unknown or has expired: log in again")]
+    Unknown,
+    #[error("the request comes from {origin}, not from this daemon's own page ({expected}): cross-site requests are refused")]
+    ForeignOrigin { origin: String, expected: String },
+    #[error("the request says neither where it comes from (Origin) nor that it is same-origin (Sec-Fetch-Site): a state-changing browser request must")]
+    NoOrigin,
+    #[error("the request lacks the session's CSRF token in the X-Warden-CSRF header (the dashboard sends it; GET /session gives it)")]
+    Csrf,
+}
+
+fn hash(secret: &str) -> String {
+    let digest = Sha256::digest(secret.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The sessions of this daemon's life (a restart logs everyone out).
+#[derive(Debug, Default)]
+pub struct Sessions {
+    /// By the SHA-256 of the cookie's value.
+    map: Mutex<HashMap<String, Session>>,
+}
+
+impl Sessions {
+    /// A new session for `token_id`: the cookie's value and the session.
+    pub fn open(&self, token_id: &str, now_ms: u64) -> (String, Session) {
+        let id = format!("{}{}", random_id(16), random_id(16));
+        let session = Session {
+            token_id: token_id.to_string(),
+            csrf: format!("{}{}", random_id(16), random_id(16)),
+            created_ms: now_ms,
+        };
+        if let Ok(mut map) = self.map.lock() {
+            map.retain(|_, s| now_ms.saturating_sub(s.created_ms) < LIFETIME_MS);
+            while map.len() >= MAX_SESSIONS {
+                let oldest = map
+                    .iter()
+                    .min_by_key(|(_, s)| s.created_ms)
+                    .map(|(k, _)| k.clone());
+                match oldest {
+                    Some(k) => map.remove(&k),
+                    None => break,
+                };
+            }
+            map.insert(hash(&id), session.clone());
+        }
+        (id, session)
+    }
+
+    /// The session a cookie's value names, if it is alive.
+    pub fn get(&self, id: &str, now_ms: u64) -> Option<Session> {
+        let map = self.map.lock().ok()?;
+        map.get(&hash(id))
+            .filter(|s| now_ms.saturating_sub(s.created_ms) < LIFETIME_MS)
+            .cloned()
+    }
+
+    /// End the session a cookie's value names.
+    pub fn close(&self, id: &str) {
+        if let Ok(mut map) = self.map.lock() {
+            map.remove(&hash(id));
+        }
+    }
+}
+
+/// The session cookie's value in a request's `Cookie` headers.
+pub fn cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// `Set-Cookie` for a new session.
+pub fn set_cookie(id: &str) -> String {
+    format!(
+        "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        LIFETIME_MS / 1000
+    )
+}
+
+/// `Set-Cookie` that removes the session's cookie.
+pub fn clear_cookie() -> String {
+    format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
+}
+
+/// The daemon's own origin as the browser names it: `http://` and the
+/// `Host` it was reached at.
+fn own_origin(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(axum::http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(|h| format!("http://{}", h.trim()))
+}
+
+/// Whether `origin` is the daemon's own: the `Host` it was reached at,
+/// over HTTP or (behind a TLS proxy that keeps `Host`) HTTPS.
+fn is_own(origin: &str, expected: &str) -> bool {
+    let Some(host) = expected.strip_prefix("http://") else {
+        return false;
+    };
+    !host.is_empty() && (origin == expected || origin == format!("https://{host}"))
+}
+
+/// Whether a request comes from the daemon's own page. An `Origin` that
+/// names anything else is refused whatever the method; a request without
+/// one passes only when `required` is false or `Sec-Fetch-Site` says
+/// `same-origin`.
+pub fn check_origin(headers: &HeaderMap, required: bool) -> Result<(), SessionError> {
+    let expected = own_origin(headers).unwrap_or_default();
+    match headers.get(axum::http::header::ORIGIN) {
+        Some(o) => {
+            let origin = o.to_str().unwrap_or("(not text)").to_string();
+            if is_own(&origin, &expected) {
+                Ok(())
+            } else {
+                Err(SessionError::ForeignOrigin { origin, expected })
+            }
+        }
+        None => {
+            let same = headers
+                .get("sec-fetch-site")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v == "same-origin");
+            if required && !same {
+                Err(SessionError::NoOrigin)
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Whether a method changes nothing (and so needs no CSRF token).
+fn safe(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Whether a request asks for a WebSocket.
+fn websocket(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// The rules a request that authenticates with the session cookie must
+/// meet, besides naming a live session: from the daemon's own origin
+/// when it says where it comes from; when it changes anything, or opens
+/// a WebSocket (which a page of another origin could open with the
+/// cookie), from the daemon's own origin for certain; when it changes
+/// anything, with the session's CSRF token.
+pub fn check_request(
+    session: &Session,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<(), SessionError> {
+    let changes = !safe(method);
+    check_origin(headers, changes || websocket(headers))?;
+    if changes {
+        let given = headers
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let same: bool = given.as_bytes().ct_eq(session.csrf.as_bytes()).into();
+        if !same {
+            return Err(SessionError::Csrf);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn a_session_is_found_by_its_cookie_only_until_it_expires_or_closes() {
+        let s = Sessions::default();
+        let (id, session) = s.open("tok1", 1000);
+        assert_eq!(s.get(&id, 2000).unwrap().token_id, "tok1");
+        assert!(s.get(&format!("{id}x"), 2000).is_none());
+        assert!(s.get(&id, 1000 + LIFETIME_MS).is_none());
+        assert_ne!(session.csrf, id);
+        s.close(&id);
+        assert!(s.get(&id, 2000).is_none());
+        let h = headers(&[("cookie", &format!("a=b; {COOKIE}={id}; c=d"))]);
+        assert_eq!(cookie(&h).as_deref(), Some(id.as_str()));
+    }
+
+    #[test]
+    fn a_state_change_needs_the_csrf_token_and_the_own_origin() {
+        let s = Sessions::default();
+        let (_, session) = s.open("tok1", 1000);
+        let own = [
+            ("host", "127.0.0.1:7000"),
+            ("origin", "http://127.0.0.1:7000"),
+        ];
+        let mut with = own.to_vec();
+        let csrf = session.csrf.clone();
+        with.push(("x-warden-csrf", &csrf));
+        assert_eq!(
+            check_request(&session, &Method::POST, &headers(&with)),
+            Ok(())
+        );
+        assert_eq!(
+            check_request(&session, &Method::POST, &headers(&own)),
+            Err(SessionError::Csrf)
+        );
+        let foreign = [
+            ("host", "127.0.0.1:7000"),
+            ("origin", "http://127.0.0.1:7001"),
+            ("x-warden-csrf", &csrf),
+        ];
+        assert!(matches!(
+            check_request(&session, &Method::DELETE, &headers(&foreign)),
+            Err(SessionError::ForeignOrigin { .. })
+        ));
+        assert!(matches!(
+            check_request(&session, &Method::GET, &headers(&foreign)),
+            Err(SessionError::ForeignOrigin { .. })
+        ));
+        let bare = [("host", "127.0.0.1:7000"), ("x-warden-csrf", &csrf)];
+        assert_eq!(
+            check_request(&session, &Method::PATCH, &headers(&bare)),
+            Err(SessionError::NoOrigin)
+        );
+        assert_eq!(
+            check_request(&session, &Method::GET, &headers(&bare[..1])),
+            Ok(())
+        );
+        let tls = [
+            ("host", "warden.example"),
+            ("origin", "https://warden.example"),
+        ];
+        assert_eq!(
+            check_request(&session, &Method::GET, &headers(&tls)),
+            Ok(())
+        );
+        let ws = [("host", "127.0.0.1:7000"), ("upgrade", "websocket")];
+        assert_eq!(
+            check_request(&session, &Method::GET, &headers(&ws)),
+            Err(SessionError::NoOrigin)
+        );
+    }
+}

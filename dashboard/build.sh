@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds the dashboard into crates/daemon/assets/dashboard, which is
+# committed and embedded in the warden binary (so that a cargo build needs
+# neither node nor the network). The packages are exactly those of
+# package-lock.json (npm ci); esbuild bundles and minifies the page's
+# plain JavaScript and xterm.js into one script and one stylesheet.
+# `build.sh --check` rebuilds into a temporary directory and fails when the
+# committed bundle differs from what the lockfile produces.
+set -euo pipefail
+cd "$(dirname "$0")"
+out=../crates/daemon/assets/dashboard
+check=0
+if [ "${1:-}" = "--check" ]; then
+    check=1
+fi
+npm ci --no-audit --no-fund --loglevel=error >/dev/null
+dest="$out"
+if [ "$check" = 1 ]; then
+    dest="$(mktemp -d)"
+    trap 'rm -rf "$dest"' EXIT
+fi
+mkdir -p "$dest"
+./node_modules/.bin/esbuild src/app.js --bundle --minify --format=iife --target=es2020 \
+    --legal-comments=none --charset=utf8 --log-level=warning --outfile="$dest/app.js"
+cp src/index.html src/icon.svg "$dest/"
+if [ "$check" = 1 ]; then
+    if ! diff -r -q "$out" "$dest"; then
+        echo "the committed dashboard bundle ($out) is not what dashboard/build.sh builds from package-lock.json: run dashboard/build.sh and commit the result" >&2
+        exit 1
+    fi
+    echo "dashboard bundle: up to date"
+fi

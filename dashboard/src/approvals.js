@@ -1,0 +1,85 @@
+// Ask-mode questions: every page shows the waiting ones as a prompt
+// (allow once, allow for this sandbox, always, deny); #/approvals lists
+// them with the rule each would make.
+
+import { api, enc } from './api.js';
+import { h, clock, toast } from './dom.js';
+import { entryFor } from './rules.js';
+
+let timer = null;
+let pending = [];
+const listeners = new Set();
+
+async function poll() {
+  clearTimeout(timer);
+  try {
+    const r = await api('GET', '/v1/approvals');
+    pending = r.approvals;
+  } catch {
+    pending = [];
+  }
+  draw();
+  for (const f of listeners) f();
+  timer = setTimeout(poll, 1500);
+}
+
+export function startPrompts() {
+  poll();
+}
+
+export function stopPrompts() {
+  clearTimeout(timer);
+  pending = [];
+  draw();
+}
+
+async function answer(q, decision) {
+  try {
+    await api('POST', `/v1/approvals/${enc(q.id)}`, { decision });
+    toast(`${q.name}:${q.port} in ${q.sandbox}: ${decision.replace('_', ' ')}`);
+  } catch (err) {
+    toast(err.message, true);
+  }
+  poll();
+}
+
+// "Always" goes on the sandbox's allowlist (kept across its restarts)
+// and shows the profile lines that keep it for new sandboxes too.
+async function always(q) {
+  await answer(q, 'allow_always');
+  toast(`Add to the profile to keep it for new sandboxes: egress.domains: [${entryFor(q.name, q.port)}]`);
+}
+
+function prompt(q) {
+  const left = Math.max(0, Math.round((q.deadline_ms - Date.now()) / 1000));
+  return h('div', { class: 'prompt', role: 'alertdialog', 'aria-label': `Question from ${q.sandbox}`, dataset: { id: q.id } },
+    h('p', {}, h('strong', {}, q.sandbox), ' asks to reach ', h('code', {}, `${q.name}:${q.port}`), ` (${q.protocol}), asked at ${clock(q.asked_ms)}; denied unanswered in ${left}s.`),
+    h('div', { class: 'row' },
+      h('button', { type: 'button', class: 'allow', onclick: () => answer(q, 'allow_once') }, 'Allow once'),
+      h('button', { type: 'button', class: 'allow', onclick: () => answer(q, 'allow_always') }, 'Allow for this sandbox'),
+      h('button', { type: 'button', class: 'allow', onclick: () => always(q) }, 'Always'),
+      h('button', { type: 'button', class: 'danger', onclick: () => answer(q, 'deny') }, 'Deny')));
+}
+
+function draw() {
+  const root = document.getElementById('prompts');
+  const badge = document.getElementById('approval-count');
+  badge.hidden = pending.length === 0;
+  badge.textContent = String(pending.length);
+  // Keep the prompts already shown (and the focus in them).
+  const ids = new Set(pending.map((q) => q.id));
+  for (const el of [...root.children]) if (!ids.has(el.dataset.id)) el.remove();
+  const shown = new Set([...root.children].map((el) => el.dataset.id));
+  for (const q of pending) if (!shown.has(q.id)) root.append(prompt(q));
+}
+
+export function approvalsPage(root) {
+  const list = h('div', {});
+  root.append(h('h1', {}, 'Approvals'), h('p', { class: 'muted' }, 'Connections of sandboxes in ask mode wait here for an answer. "Allow for this sandbox" and "Always" put the name on the sandbox\'s allowlist at once; "Always" also shows the profile line that keeps it for new sandboxes.'), list);
+  const f = () => {
+    list.replaceChildren(...(pending.length ? pending.map((q) => h('div', { class: 'card' }, h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), h('pre', {}, `egress:\n  domains:\n    - ${entryFor(q.name, q.port)}`))) : [h('p', { class: 'muted' }, 'No questions wait.')]));
+  };
+  listeners.add(f);
+  f();
+  return () => listeners.delete(f);
+}

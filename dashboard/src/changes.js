@@ -1,0 +1,87 @@
+// The workspace's changes as a review: each file with its kind, its
+// flags explained, its diff, a commit of that file alone, and a discard
+// of it (a commit
+// applies only what this review showed; the daemon refuses a running
+// sandbox's, whose changes are not final).
+
+import { api, enc } from './api.js';
+import { h, toast } from './dom.js';
+
+const KINDS = {
+  added: 'added',
+  modified: 'modified',
+  deleted: 'deleted',
+  mode: 'permissions changed',
+  type_changed: 'type changed',
+  renamed: 'renamed',
+};
+
+function diffLines(patch) {
+  return h('pre', { class: 'diff' }, patch.split('\n').map((line) => {
+    const tone = line.startsWith('+++') || line.startsWith('---') ? 'file' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : line.startsWith('@@') ? 'hunk' : '';
+    return h('span', { class: tone }, `${line}\n`);
+  }));
+}
+
+export function changesView(root, id) {
+  const list = h('div', { class: 'changes' });
+  const note = h('p', { class: 'muted' });
+  const reload = h('button', { type: 'button', onclick: load }, 'Refresh');
+  root.append(h('div', { class: 'row' }, reload, note), list);
+
+  async function commit(c) {
+    const flagged = c.flags.length > 0;
+    if (flagged && !confirm(`${c.path} is flagged:\n${c.flags.map((f) => `${f.rule}: ${f.reason}`).join('\n')}\n\nCommit it anyway?`)) return;
+    try {
+      const r = await api('POST', `/v1/sandboxes/${enc(id)}/commit`, { paths: [c.path], accept_flagged: flagged });
+      toast(`Committed ${r.applied.join(', ') || 'nothing'}`);
+      load();
+    } catch (err) {
+      toast(err.message, true);
+    }
+  }
+
+  async function discard(c) {
+    if (!confirm(`Throw away the sandbox's change to ${c.path}? The real workspace's version shows through again.`)) return;
+    try {
+      const r = await api('POST', `/v1/sandboxes/${enc(id)}/discard`, { paths: [c.path] });
+      toast(`Discarded ${r.discarded.join(', ') || 'nothing'}`);
+      load();
+    } catch (err) {
+      toast(err.message, true);
+    }
+  }
+
+  function card(c) {
+    const content = c.content;
+    const size = content && content.type === 'text' ? `+${content.added} −${content.removed}` : content && content.type === 'binary' ? `binary ${content.old_size} → ${content.new_size} bytes` : '';
+    return h('article', { class: `card change${c.flags.length ? ' flagged' : ''}`, dataset: { path: c.path } },
+      h('header', { class: 'row' },
+        h('h3', {}, h('code', {}, c.path)),
+        h('span', { class: `tag ${c.kind === 'deleted' ? 'deny' : 'info'}` }, KINDS[c.kind] || c.kind),
+        c.from ? h('span', { class: 'muted' }, `from ${c.from}`) : null,
+        h('span', { class: 'muted' }, size),
+        h('button', { type: 'button', class: 'commit', onclick: () => commit(c), 'aria-label': `Commit ${c.path}` }, 'Commit this file'),
+        h('button', { type: 'button', class: 'danger discard', onclick: () => discard(c), 'aria-label': `Discard ${c.path}` }, 'Discard')),
+      c.flags.length
+        ? h('ul', { class: 'flags' }, c.flags.map((f) => h('li', {}, h('strong', {}, f.rule), ': ', f.reason)))
+        : null,
+      content && content.patch ? h('details', { open: true }, h('summary', {}, 'Diff'), diffLines(content.patch)) : null);
+  }
+
+  async function load() {
+    note.textContent = 'loading…';
+    try {
+      const r = await api('GET', `/v1/sandboxes/${enc(id)}/changes?content=true`);
+      list.replaceChildren(...r.changes.map(card));
+      note.textContent = `${r.changes.length} change(s), ${r.flagged} flagged. A flag says why a change deserves a second look (a git hook, a file the host runs, a link out of the workspace); committing a flagged file asks first. Commit and discard need the sandbox stopped.`;
+      if (!r.changes.length) list.replaceChildren(h('p', { class: 'muted' }, 'No changes.'));
+    } catch (err) {
+      note.textContent = err.message;
+      list.replaceChildren();
+    }
+  }
+  root.addEventListener('shown', load);
+  load();
+  return () => {};
+}

@@ -1,0 +1,122 @@
+// A sandbox's live events (server-sent events from the daemon, replayed
+// from the start of its log), each shown as one line with its kind's
+// colour, and a filter.
+
+import { h, bytes, clock } from './dom.js';
+import { proposeRule } from './rules.js';
+
+// A long command line, cut (the whole one is in the log).
+function short(text) {
+  const line = text.replace(/\s+/g, ' ');
+  return line.length > 140 ? `${line.slice(0, 140)}…` : line;
+}
+
+// How each event kind reads: its group for the filter, a short label,
+// a tone (allow, deny, warn, info), and its text.
+function describe(e) {
+  switch (e.event) {
+    case 'connection': {
+      const where = `${e.name || e.original_destination || '?'}:${e.port}`;
+      const rule = e.rule ? ` by ${e.rule}` : '';
+      return e.allowed
+        ? { group: 'network', label: 'allow', tone: 'allow', text: `${e.protocol} ${where}${rule}${e.bytes_out || e.bytes_in ? ` (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` : ''}` }
+        : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, propose: e.name ? { name: e.name, port: e.protocol === 'dns' ? null : e.port } : null };
+    }
+    case 'connection_closed':
+      return { group: 'network', label: 'closed', tone: 'info', text: `${e.name || '?'}:${e.port} after ${e.duration_ms} ms (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` };
+    case 'connections_aggregated':
+      return { group: 'network', label: e.allowed ? 'allow ×' : 'deny ×', tone: e.allowed ? 'allow' : 'deny', text: `${e.count} more ${e.protocol} to ${e.name || 'other names'}: ${e.detail}` };
+    case 'ask':
+      return { group: 'network', label: 'ask', tone: 'warn', text: `${e.protocol} ${e.name}:${e.port} waits for an answer (question ${e.question})` };
+    case 'ask_answered':
+      return { group: 'network', label: e.decision === 'deny' || e.decision === 'timeout' ? 'deny' : 'allow', tone: e.decision === 'deny' || e.decision === 'timeout' ? 'deny' : 'allow', text: `${e.name}:${e.port}: ${e.decision} by ${e.by}` };
+    case 'egress_changed':
+      return { group: 'network', label: 'egress', tone: 'info', text: `allowlist changed by ${e.by}: ${e.added.length ? `+${e.added.join(', +')}` : ''} ${e.removed.length ? `-${e.removed.join(', -')}` : ''}${e.closed ? ` (${e.closed} connection(s) cut)` : ''}` };
+    case 'secret':
+      return { group: 'secrets', label: e.action === 'blocked' ? 'blocked' : 'secret', tone: e.action === 'blocked' ? 'deny' : 'allow', text: `${e.name} ${e.action} for ${e.host}${e.detail ? `: ${e.detail}` : ''}` };
+    case 'secrets_aggregated':
+      return { group: 'secrets', label: 'secret ×', tone: e.action === 'blocked' ? 'deny' : 'allow', text: `${e.count} more: ${e.name} ${e.action} for ${e.host}` };
+    case 'exec_started':
+      return { group: 'processes', label: 'exec', tone: 'info', text: `#${e.exec} ${short(e.argv.join(' '))}${e.tty ? ' (terminal)' : ''}` };
+    case 'exec_exited':
+      return { group: 'processes', label: 'exit', tone: e.status === 0 ? 'info' : 'warn', text: `#${e.exec} exited ${e.signal ? `on signal ${e.signal}` : `with ${e.status}`} after ${e.duration_ms} ms` };
+    case 'created':
+      return { group: 'processes', label: 'created', tone: 'info', text: `sandbox configured: ${e.command.join(' ')}${e.workspace ? ` over ${e.workspace}` : ''}${e.rootless ? ' (rootless)' : ''}` };
+    case 'api_denied':
+      return { group: 'violations', label: 'refused', tone: 'deny', text: `${e.method} ${e.route}: ${e.reason}` };
+    case 'ttl_changed':
+      return { group: 'other', label: 'ttl', tone: 'info', text: e.deadline_ms ? `stops at ${new Date(e.deadline_ms).toLocaleString()}` : 'no TTL' };
+    case 'started':
+      return { group: 'processes', label: 'start', tone: 'info', text: `sandbox started (pid ${e.pid})` };
+    case 'exited':
+      return { group: 'processes', label: 'end', tone: e.status === 0 ? 'info' : 'warn', text: `sandbox ended: ${e.reason}, status ${e.status}` };
+    case 'stopping':
+      return { group: 'processes', label: 'stop', tone: 'info', text: `stopping: ${e.reason}` };
+    case 'degraded':
+      return { group: 'violations', label: 'degraded', tone: 'warn', text: `${e.layer}: ${e.lost}` };
+    case 'workspace':
+      return { group: 'workspace', label: e.action, tone: e.action === 'commit-refused' ? 'deny' : 'info', text: `${e.paths.join(', ') || e.name}${e.detail ? `: ${e.detail}` : ''}` };
+    case 'events_dropped':
+      return { group: 'violations', label: 'dropped', tone: 'warn', text: `${e.count} events lost` };
+    default:
+      return { group: 'other', label: e.event, tone: 'info', text: '' };
+  }
+}
+
+export const GROUPS = ['network', 'secrets', 'violations', 'processes', 'workspace', 'other'];
+
+export function eventsView(root, id) {
+  const list = h('ol', { class: 'events', 'aria-live': 'polite', 'aria-relevant': 'additions' });
+  const text = h('input', { type: 'search', placeholder: 'Filter: a name, a rule, a command…', 'aria-label': 'Filter events' });
+  const onlyDenied = h('input', { type: 'checkbox', id: 'only-denied' });
+  const shown = new Set(GROUPS);
+  const boxes = GROUPS.map((g) => {
+    const box = h('input', { type: 'checkbox', checked: true, onchange: () => { box.checked ? shown.add(g) : shown.delete(g); apply(); } });
+    return h('label', { class: 'check' }, box, g);
+  });
+  const status = h('span', { class: 'muted' }, 'connecting…');
+  const proposal = h('div', {});
+  root.append(
+    h('div', { class: 'filters' }, text, h('label', { class: 'check' }, onlyDenied, 'denied only'), ...boxes, status),
+    proposal,
+    list,
+  );
+  text.addEventListener('input', apply);
+  onlyDenied.addEventListener('change', apply);
+
+  function visible(li) {
+    const q = text.value.trim().toLowerCase();
+    return shown.has(li.dataset.group) && (!onlyDenied.checked || li.dataset.tone === 'deny') && (!q || li.textContent.toLowerCase().includes(q));
+  }
+  function apply() {
+    for (const li of list.children) li.hidden = !visible(li);
+  }
+
+  function add(e) {
+    const d = describe(e);
+    const li = h('li', { class: `ev ${d.tone}`, dataset: { group: d.group, tone: d.tone, event: e.event } },
+      h('time', { datetime: new Date(e.ts_ms).toISOString() }, clock(e.ts_ms)),
+      h('span', { class: `tag ${d.tone}` }, d.label),
+      h('span', { class: 'text' }, d.text || JSON.stringify(e)),
+      d.propose ? h('button', { type: 'button', class: 'small', onclick: () => proposeRule(proposal, id, d.propose) }, 'Propose a rule') : null);
+    li.hidden = !visible(li);
+    const atBottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 8;
+    list.append(li);
+    while (list.children.length > 2000) list.firstElementChild.remove();
+    if (atBottom) list.scrollTop = list.scrollHeight;
+  }
+
+  const source = new EventSource(`/v1/sandboxes/${encodeURIComponent(id)}/events`);
+  source.onopen = () => (status.textContent = 'live');
+  // The stream ends when the sandbox stops; the browser then asks again
+  // from the last event it has (Last-Event-ID), so nothing is shown twice.
+  source.onerror = () => (status.textContent = source.readyState === EventSource.CLOSED ? 'closed' : 'not running: waiting');
+  source.onmessage = (m) => {
+    try {
+      add(JSON.parse(m.data));
+    } catch {
+      /* a line that is not an event is skipped */
+    }
+  };
+  return () => source.close();
+}

@@ -1,0 +1,42 @@
+// The sandbox's files: a directory listing to walk, and a file's text.
+
+import { api, enc } from './api.js';
+import { h, bytes } from './dom.js';
+
+export function filesView(root, id) {
+  const where = h('p', { class: 'crumbs' });
+  const list = h('ul', { class: 'files' });
+  const view = h('div', {});
+  root.append(where, list, view);
+
+  async function show(path) {
+    where.replaceChildren(h('code', {}, `/workspace/${path}`));
+    view.replaceChildren();
+    try {
+      const r = await api('GET', `/v1/sandboxes/${enc(id)}/files/list${path ? `?path=${enc(path)}` : ''}`);
+      const up = path ? path.split('/').slice(0, -1).join('/') : null;
+      list.replaceChildren(
+        up !== null ? h('li', {}, h('button', { type: 'button', class: 'link', onclick: () => show(up) }, '..')) : null,
+        ...r.entries.map((e) => h('li', {},
+          h('button', { type: 'button', class: 'link', onclick: () => (e.kind === 'dir' ? show(e.path) : open(e.path)) }, e.kind === 'dir' ? `${e.name}/` : e.name),
+          h('span', { class: 'muted' }, ` ${e.kind === 'dir' ? '' : bytes(e.size)}`))),
+      );
+    } catch (err) {
+      list.replaceChildren(h('li', { class: 'error' }, err.message));
+    }
+  }
+
+  async function open(path) {
+    try {
+      const r = await fetch(`/v1/sandboxes/${enc(id)}/files?path=${enc(path)}`, { credentials: 'same-origin' });
+      if (!r.ok) throw new Error((await r.json()).message);
+      const buf = new Uint8Array(await r.arrayBuffer());
+      const text = new TextDecoder('utf-8', { fatal: false }).decode(buf.slice(0, 256 * 1024));
+      view.replaceChildren(h('h3', {}, h('code', {}, path)), h('pre', { class: 'file' }, text), buf.length > 256 * 1024 ? h('p', { class: 'muted' }, `first 256 KiB of ${bytes(buf.length)}`) : null);
+    } catch (err) {
+      view.replaceChildren(h('p', { class: 'error' }, err.message));
+    }
+  }
+  show('');
+  return () => {};
+}

@@ -1,0 +1,129 @@
+// The sandboxes: a table that refreshes itself, creating one from a
+// profile, stopping and deleting.
+
+import { api, enc } from './api.js';
+import { h, bytes, age, toast } from './dom.js';
+
+const COLUMNS = ['Name', 'Profile', 'Backend', 'State', 'Age', 'CPU', 'Memory', 'Egress', 'Denied', 'Violations', ''];
+
+export function sandboxesPage(root) {
+  const body = h('tbody', {});
+  const table = h(
+    'table',
+    { class: 'sandboxes' },
+    h('caption', { class: 'sr-only' }, 'Sandboxes, refreshed every two seconds'),
+    h('thead', {}, h('tr', {}, COLUMNS.map((c) => h('th', { scope: 'col' }, c)))),
+    body,
+  );
+  const name = h('input', { id: 'new-name', name: 'name', placeholder: 'optional', pattern: '[A-Za-z0-9._-]*' });
+  const profile = h('input', { id: 'new-profile', name: 'profile', placeholder: 'default' });
+  const workspace = h('input', { id: 'new-workspace', name: 'workspace', placeholder: 'none' });
+  const form = h(
+    'form',
+    { class: 'create card', onsubmit: (e) => create(e) },
+    h('h2', {}, 'New sandbox'),
+    h('div', { class: 'fields' },
+      h('label', {}, 'Name', name),
+      h('label', {}, 'Profile', profile),
+      h('label', {}, 'Workspace', workspace),
+      h('button', { type: 'submit' }, 'Create')),
+  );
+  const cpu = new Map();
+  root.append(h('h1', {}, 'Sandboxes'), h('div', { class: 'scroll' }, table), form);
+
+  async function create(e) {
+    e.preventDefault();
+    const req = {};
+    if (name.value) req.name = name.value;
+    if (profile.value) req.profile = profile.value;
+    if (workspace.value) req.workspace = workspace.value;
+    try {
+      const sb = await api('POST', '/v1/sandboxes', req);
+      toast(`Created ${sb.id}`);
+      name.value = '';
+      refresh();
+    } catch (err) {
+      toast(err.message, true);
+    }
+  }
+
+  async function act(what, id) {
+    try {
+      if (what === 'stop') await api('POST', `/v1/sandboxes/${enc(id)}/stop`, {});
+      if (what === 'delete') {
+        if (!confirm(`Delete sandbox ${id} and its changes?`)) return;
+        await api('DELETE', `/v1/sandboxes/${enc(id)}`);
+      }
+      if (what === 'start') await api('POST', `/v1/sandboxes/${enc(id)}/start`, {});
+      toast(`${what}: ${id}`);
+      refresh();
+    } catch (err) {
+      toast(err.message, true);
+    }
+  }
+
+  function row(s) {
+    const link = h('a', { href: `#/s/${enc(s.id)}` }, s.id);
+    const running = s.state === 'running';
+    return h(
+      'tr',
+      { dataset: { id: s.id, state: s.state } },
+      h('th', { scope: 'row' }, link),
+      h('td', {}, s.profile || '–'),
+      h('td', {}, s.backend || '–'),
+      h('td', {}, h('span', { class: `state ${s.state}` }, s.state)),
+      h('td', {}, age(s.age_seconds)),
+      h('td', { class: 'num' }, cpuText(s)),
+      h('td', { class: 'num' }, bytes(s.memory_bytes)),
+      h('td', { class: 'num' }, bytes(s.egress_bytes)),
+      h('td', { class: 'num' }, s.denied_connections ?? '–'),
+      h('td', { class: 'num' }, s.violations ?? '–'),
+      h('td', { class: 'actions' },
+        running
+          ? h('button', { type: 'button', onclick: () => act('stop', s.id) }, 'Stop')
+          : h('button', { type: 'button', onclick: () => act('start', s.id) }, 'Start'),
+        h('button', { type: 'button', class: 'danger', onclick: () => act('delete', s.id) }, 'Delete')),
+    );
+  }
+
+  // CPU as a share of one core, from the change of the cumulative time
+  // between two refreshes.
+  function cpuText(s) {
+    if (s.cpu_usec === undefined || s.cpu_usec === null) return '–';
+    const now = Date.now();
+    const last = cpu.get(s.id);
+    cpu.set(s.id, { t: now, u: s.cpu_usec });
+    if (!last || now <= last.t) return '…';
+    const share = (s.cpu_usec - last.u) / 1000 / (now - last.t);
+    return `${Math.max(0, share * 100).toFixed(0)}%`;
+  }
+
+  let timer = null;
+  let alive = true;
+  async function refresh() {
+    clearTimeout(timer);
+    try {
+      const list = await api('GET', '/v1/sandboxes');
+      if (!alive) return;
+      // A row whose state is the same keeps its buttons (and the focus on
+      // one): only its figures are replaced.
+      const old = new Map([...body.querySelectorAll('tr[data-id]')].map((tr) => [tr.dataset.id, tr]));
+      const rows = list.sandboxes.map((s) => {
+        const fresh = row(s);
+        const kept = old.get(s.id);
+        if (!kept || kept.dataset.state !== s.state) return fresh;
+        [...fresh.children].slice(1, -1).forEach((cell, i) => kept.children[i + 1].replaceWith(cell));
+        return kept;
+      });
+      body.replaceChildren(...(rows.length ? rows : [h('tr', {}, h('td', { colspan: COLUMNS.length, class: 'muted' }, 'No sandboxes yet.'))]));
+    } catch (err) {
+      if (alive) body.replaceChildren(h('tr', {}, h('td', { colspan: COLUMNS.length, class: 'error' }, err.message)));
+    }
+    if (alive) timer = setTimeout(refresh, 2000);
+  }
+  refresh();
+  return () => {
+    alive = false;
+    clearTimeout(timer);
+  };
+}

@@ -1,0 +1,85 @@
+// A terminal into the sandbox: xterm.js over the daemon's PTY WebSocket
+// (binary frames carry the terminal's bytes both ways, text frames the
+// JSON control messages).
+
+import { Terminal } from '@xterm/xterm';
+import { FitAddon } from '@xterm/addon-fit';
+import '@xterm/xterm/css/xterm.css';
+import { h } from './dom.js';
+
+export function terminalView(root, id) {
+  const box = h('div', { class: 'terminal', id: 'terminal' });
+  const status = h('p', { class: 'muted', role: 'status' }, 'connecting…');
+  const again = h('button', { type: 'button', hidden: true, onclick: connect }, 'New session');
+  root.append(h('p', { class: 'muted' }, 'A shell in the sandbox. Press Escape then Tab to leave the terminal with the keyboard.'), box, h('div', { class: 'row' }, status, again));
+  const term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14, scrollback: 5000, screenReaderMode: false, theme: { background: '#111418' } });
+  const fit = new FitAddon();
+  term.loadAddon(fit);
+  term.open(box);
+  let ws = null;
+  let escape = false;
+  term.attachCustomKeyEventHandler((e) => {
+    // Escape then Tab lets the focus leave the terminal.
+    if (e.type !== 'keydown') return true;
+    if (e.key === 'Escape') {
+      escape = true;
+      return true;
+    }
+    if (escape && e.key === 'Tab') {
+      escape = false;
+      return false;
+    }
+    escape = false;
+    return true;
+  });
+  const encoder = new TextEncoder();
+  term.onData((d) => ws && ws.readyState === WebSocket.OPEN && ws.send(encoder.encode(d)));
+  term.onResize(({ rows, cols }) => ws && ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ type: 'resize', rows, cols })));
+
+  function connect() {
+    again.hidden = true;
+    try {
+      fit.fit();
+    } catch {
+      /* not laid out yet */
+    }
+    const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+    ws = new WebSocket(`${scheme}://${location.host}/v1/sandboxes/${encodeURIComponent(id)}/pty`);
+    ws.binaryType = 'arraybuffer';
+    ws.onopen = () => {
+      status.textContent = 'connected';
+      ws.send(JSON.stringify({ type: 'start', rows: term.rows, cols: term.cols }));
+      term.focus();
+    };
+    ws.onmessage = (m) => {
+      if (typeof m.data !== 'string') {
+        term.write(new Uint8Array(m.data));
+        return;
+      }
+      const msg = JSON.parse(m.data);
+      if (msg.type === 'started') status.textContent = `running (pid ${msg.pid})`;
+      if (msg.type === 'exit') status.textContent = `exited ${msg.signal ? `on signal ${msg.signal}` : `with ${msg.exit_status}`}`;
+      if (msg.type === 'error') status.textContent = msg.message;
+    };
+    ws.onclose = () => {
+      again.hidden = false;
+      if (status.textContent === 'connected' || status.textContent.startsWith('running')) status.textContent = 'closed';
+    };
+  }
+  const resize = () => {
+    if (root.hidden) return;
+    try {
+      fit.fit();
+    } catch {
+      /* not laid out */
+    }
+  };
+  window.addEventListener('resize', resize);
+  root.addEventListener('shown', resize);
+  connect();
+  return () => {
+    window.removeEventListener('resize', resize);
+    if (ws) ws.close();
+    term.dispose();
+  };
+}

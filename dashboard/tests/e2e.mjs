@@ -1,0 +1,328 @@
+// The dashboard end to end, in headless Chromium (the distribution's,
+// driven by playwright-core), against a real `warden serve` started from
+// the debug binary (WARDEN_BIN): log in, see a sandbox appear, watch a
+// denied connection show up live, type a command in the terminal and see
+// its output, approve an ask-mode question and see the connection reach a
+// real listener, commit one file of a diff and discard the other, log
+// out. Screenshots of a failure are kept under the target directory
+// (printed). With `--screenshot FILE` the sandbox page's screenshot is
+// also written there (the README's docs/dashboard.png).
+//
+// Run: WARDEN_BIN=target/debug/warden node dashboard/tests/e2e.mjs
+
+import { chromium } from 'playwright-core';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, copyFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { request } from 'node:http';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = resolve(here, '../..');
+const target = process.env.CARGO_TARGET_DIR || join(repo, 'target');
+const bin = process.env.WARDEN_BIN || join(target, 'debug/warden');
+const browserPath = process.env.CHROMIUM || '/usr/bin/chromium';
+const artifacts = join(target, 'dashboard-e2e');
+const shotArg = process.argv.indexOf('--screenshot');
+const shotOut = shotArg > 0 ? resolve(process.argv[shotArg + 1]) : null;
+
+function skip(why) {
+  console.log(`dashboard e2e: skipped: ${why}`);
+  process.exit(0);
+}
+if (!existsSync(bin)) skip(`no warden binary at ${bin} (build it with cargo build, or set WARDEN_BIN)`);
+if (!existsSync(browserPath)) skip(`no Chromium at ${browserPath} (apt-get install chromium, or set CHROMIUM)`);
+
+rmSync(artifacts, { recursive: true, force: true });
+mkdirSync(artifacts, { recursive: true });
+const state = mkdtempSync(join(tmpdir(), 'warden-e2e-'));
+const roots = join(state, 'ws');
+const workspace = join(roots, 'project');
+mkdirSync(workspace, { recursive: true });
+writeFileSync(join(workspace, 'a.txt'), 'old a\n');
+writeFileSync(join(workspace, 'b.txt'), 'old b\n');
+const env = {
+  ...process.env,
+  WARDEN_STATE_DIR: join(state, 'warden'),
+  // Ask mode's questions for names that resolve to loopback (the test's
+  // own listener), and time enough to answer them.
+  WARDEN_TEST_ASK_LOOPBACK: '1',
+  WARDEN_TEST_ASK_TIMEOUT_MS: '60000',
+};
+
+const warden = (...args) => execFileSync(bin, args, { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+const token = warden('token', 'create', 'e2e', '--scope', 'admin').trim().split('\n').pop();
+
+// A listener that records every connection that reaches it.
+const arrivals = [];
+const listener = createServer((sock) => {
+  arrivals.push(Date.now());
+  sock.on('error', () => {});
+  setTimeout(() => sock.destroy(), 500);
+});
+await new Promise((r) => listener.listen(0, '127.0.0.1', r));
+const port = listener.address().port;
+
+// The daemon, on a TCP port of its choosing.
+const daemon = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--workspace-root', roots], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+const base = await new Promise((resolveBase, reject) => {
+  const timer = setTimeout(() => reject(new Error('the daemon did not start within 20s')), 20000);
+  const lines = createInterface({ input: daemon.stderr });
+  let addr = null;
+  lines.on('line', (line) => {
+    const m = line.match(/http:\/\/(\S+)/);
+    if (m) addr = m[1];
+    if (line.includes('serving on') && addr) {
+      clearTimeout(timer);
+      resolveBase(`http://${addr}`);
+    }
+  });
+  daemon.on('exit', (c) => reject(new Error(`the daemon exited with ${c}`)));
+});
+
+async function call(method, path, body) {
+  const r = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+// The owner, on the daemon's owner-only socket (what only the owner may
+// set: names mapped to the test's loopback listener).
+function owner(method, path, body) {
+  return new Promise((ok, fail) => {
+    const data = body ? JSON.stringify(body) : undefined;
+    const req = request({ socketPath: join(state, 'warden/daemon.sock'), path, method, headers: data ? { 'content-type': 'application/json' } : {} }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => (res.statusCode < 300 ? ok(text ? JSON.parse(text) : null) : fail(new Error(`${method} ${path}: ${res.statusCode} ${text}`))));
+    });
+    req.on('error', fail);
+    req.end(data);
+  });
+}
+
+// Python in the sandbox: resolve NAME and connect to PORT.
+const CONNECT = `import socket, sys
+name, port = sys.argv[1], int(sys.argv[2])
+try:
+    ip = socket.gethostbyname(name)
+except OSError:
+    print('nxdomain', flush=True); sys.exit(0)
+try:
+    socket.create_connection((ip, port), timeout=90).close(); print('open', flush=True)
+except OSError as e:
+    print('refused', e, flush=True)
+`;
+const connect = (sb, name, background) =>
+  call('POST', `/v1/sandboxes/${sb}/exec`, { argv: ['python3', '-c', CONNECT, name, String(port)], background });
+
+const browser = await chromium.launch({ executablePath: browserPath, args: ['--no-sandbox'] });
+const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+const page = await context.newPage();
+const problems = [];
+page.on('console', (m) => {
+  // A 401 is expected (the page asks for its session before the login,
+  // and the wrong token's login); anything else is a problem.
+  if (m.type() === 'error' && !/status of 401/.test(m.text())) problems.push(m.text());
+});
+page.on('pageerror', (e) => problems.push(String(e)));
+
+let step = 'start';
+let failed = 0;
+async function scenario(name, f) {
+  step = name;
+  const t0 = Date.now();
+  try {
+    await f();
+    console.log(`ok: ${name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    failed++;
+    const shot = join(artifacts, `${name.replace(/[^a-z0-9]+/gi, '-')}.png`);
+    await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
+    writeFileSync(shot.replace(/\.png$/, '.html'), await page.content().catch(() => ''));
+    console.log(`FAILED: ${name}: ${e.stack || e}\n  screenshot: ${shot}`);
+    throw e;
+  }
+}
+
+const waitFor = async (what, f, ms = 15000) => {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await f()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+};
+
+try {
+  await scenario('a wrong token is refused', async () => {
+    await page.goto(base + '/');
+    await page.fill('#token', 'wdn_000000000000_nope');
+    await page.click('form.login button[type=submit]');
+    await page.locator('form.login .error', { hasText: 'not valid' }).waitFor();
+  });
+
+  await scenario('log in', async () => {
+    await page.fill('#token', token);
+    await page.keyboard.press('Enter');
+    await page.locator('h1', { hasText: 'Sandboxes' }).waitFor();
+    const cookies = await context.cookies();
+    const c = cookies.find((x) => x.name === 'warden_session');
+    if (!c || !c.httpOnly || c.sameSite !== 'Strict') throw new Error(`the session cookie is not HttpOnly and SameSite=Strict: ${JSON.stringify(c)}`);
+    if (await page.evaluate(() => document.cookie.includes('warden_session'))) throw new Error('a script can read the session cookie');
+  });
+
+  await scenario('a sandbox appears', async () => {
+    await owner('POST', '/v1/sandboxes', {
+      name: 'demo',
+      workspace,
+      spec: { egress: { domains: [`allowed.test:${port}`], hosts: { 'blocked.test': '127.0.0.1', 'allowed.test': '127.0.0.1' } } },
+    });
+    await page.locator('tr[data-id=demo] .state', { hasText: 'running' }).waitFor();
+  });
+
+  await scenario('a denied connection shows up live', async () => {
+    await page.click('tr[data-id=demo] a');
+    await page.locator('#panel-events').waitFor();
+    await page.locator('.filters span', { hasText: 'live' }).waitFor();
+    const r = await connect('demo', 'blocked.test', false);
+    if (!r.stdout.includes('nxdomain')) throw new Error(`the sandbox reached blocked.test: ${r.stdout}`);
+    await page.locator('.ev.deny', { hasText: 'blocked.test' }).first().waitFor();
+    await page.locator('#denied-count', { hasText: '1' }).waitFor();
+    const allowed = await connect('demo', 'allowed.test', false);
+    if (!allowed.stdout.includes('open')) throw new Error(`allowed.test was not reached: ${JSON.stringify(allowed)}`);
+    await page.locator('.ev.allow', { hasText: 'allowed.test' }).first().waitFor();
+    // The filter hides what does not match.
+    await page.fill('.filters input[type=search]', 'blocked.test');
+    await waitFor('the filter', async () => !(await page.locator('.ev.allow', { hasText: 'allowed.test' }).first().isVisible()));
+    await page.fill('.filters input[type=search]', '');
+  });
+
+  await scenario('propose a rule and apply it live', async () => {
+    await page.locator('.ev.deny', { hasText: 'blocked.test' }).first().locator('button', { hasText: 'Propose a rule' }).click();
+    const proposal = page.locator('.proposal');
+    // The denial was of the name (DNS), which says no port: the entry is
+    // edited to name the listener's.
+    await page.fill('#rule-entry', `blocked.test:${port}`);
+    await proposal.locator('pre', { hasText: `- blocked.test:${port}` }).waitFor();
+    await page.screenshot({ path: join(artifacts, 'dashboard.png') });
+    if (shotOut) copyFileSync(join(artifacts, 'dashboard.png'), shotOut);
+    await proposal.locator('button', { hasText: 'now' }).click();
+    await page.locator('.ev', { hasText: 'allowlist changed' }).waitFor();
+    const before = arrivals.length;
+    const r = await connect('demo', 'blocked.test', false);
+    if (!r.stdout.includes('open')) throw new Error(`the rule did not let it through: ${r.stdout}`);
+    await waitFor('the arrival', async () => arrivals.length > before);
+  });
+
+  await scenario('the terminal runs a command', async () => {
+    await page.click('#tab-terminal');
+    await page.locator('#panel-terminal [role=status]', { hasText: 'running' }).waitFor();
+    await page.click('#terminal');
+    await page.keyboard.type('echo "hello-$((6*7))" && cd /workspace && echo new-a > a.txt && echo new-b > b.txt\n', { delay: 5 });
+    await waitFor('the command output in the terminal', async () => (await page.locator('.xterm-rows').innerText()).includes('hello-42'));
+  });
+
+  await scenario('an ask-mode question is approved and the connection goes through', async () => {
+    await owner('POST', '/v1/sandboxes', { name: 'asker', spec: { egress: { ask: true, hosts: { 'asked.test': '127.0.0.1' } } } });
+    const before = arrivals.length;
+    const exec = await connect('asker', 'asked.test', true);
+    const prompt = page.locator('.prompt', { hasText: 'asked.test' });
+    await prompt.waitFor({ timeout: 20000 });
+    if (arrivals.length !== before) throw new Error('the connection arrived before it was approved');
+    await page.locator('#approval-count', { hasText: '1' }).waitFor();
+    await prompt.locator('button', { hasText: 'Allow once' }).click();
+    await waitFor('the approved arrival', async () => arrivals.length > before, 20000);
+    await waitFor('the exec to end', async () => (await call('GET', `/v1/sandboxes/asker/execs/${exec.id}`)).exit_status !== null);
+    const out = await (await fetch(`${base}/v1/sandboxes/asker/execs/${exec.id}/output`, { headers: { authorization: `Bearer ${token}` } })).text();
+    if (!out.includes('open')) throw new Error(`the approved connection did not open: ${out}`);
+    await prompt.waitFor({ state: 'detached' });
+  });
+
+  await scenario('the table counts the denial and shows live CPU and memory', async () => {
+    await page.goto(`${base}/#/`);
+    const cells = page.locator('tr[data-id=demo] td');
+    await waitFor('the denied count', async () => (await cells.nth(7).innerText()).trim() === '1');
+    await waitFor('a CPU share', async () => /^\d+%$/.test((await cells.nth(4).innerText()).trim()));
+    const memory = (await cells.nth(5).innerText()).trim();
+    if (!/B$/.test(memory)) throw new Error(`no memory figure: ${memory}`);
+    const backend = (await cells.nth(1).innerText()).trim();
+    if (!backend.includes('namespaces')) throw new Error(`no backend: ${backend}`);
+  });
+
+  await scenario('one file of the diff is committed', async () => {
+    await page.goto(`${base}/#/s/demo/events`);
+    await page.locator('#stop').click();
+    await page.locator('#sandbox-state', { hasText: 'stopped' }).waitFor({ timeout: 20000 });
+    await page.click('#tab-changes');
+    const a = page.locator('article.change[data-path="a.txt"]');
+    await a.locator('.diff', { hasText: '+new-a' }).waitFor();
+    await page.locator('article.change[data-path="b.txt"]').waitFor();
+    await a.locator('button.commit').click();
+    await waitFor('a.txt in the real workspace', async () => readFileSync(join(workspace, 'a.txt'), 'utf8') === 'new-a\n');
+    await page.locator('article.change[data-path="a.txt"]').waitFor({ state: 'detached' });
+    if (readFileSync(join(workspace, 'b.txt'), 'utf8') !== 'old b\n') throw new Error('b.txt was committed too');
+    await page.locator('article.change[data-path="b.txt"]').waitFor();
+  });
+
+  await scenario('the other file is discarded', async () => {
+    page.once('dialog', (d) => d.accept());
+    await page.locator('article.change[data-path="b.txt"] button.discard').click();
+    await page.locator('article.change[data-path="b.txt"]').waitFor({ state: 'detached' });
+    await page.locator('#panel-changes', { hasText: 'No changes.' }).waitFor();
+    if (readFileSync(join(workspace, 'b.txt'), 'utf8') !== 'old b\n') throw new Error('the discard touched the real b.txt');
+  });
+
+  await scenario('readable on a phone: no page wider than the screen', async () => {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    await phone.addCookies(await context.cookies());
+    const p = await phone.newPage();
+    try {
+      for (const where of ['#/', '#/s/demo/events', '#/s/demo/changes', '#/s/demo/terminal']) {
+        await p.goto(`${base}/${where}`);
+        await p.locator('h1').first().waitFor();
+        await p.waitForTimeout(300);
+        const wide = await p.evaluate(() => document.documentElement.scrollWidth);
+        await p.screenshot({ path: join(artifacts, `phone-${where.replace(/[^a-z]+/g, '-')}.png`) });
+        if (wide > 391) throw new Error(`${where} is ${wide}px wide on a 390px screen`);
+      }
+    } finally {
+      await phone.close();
+    }
+  });
+
+  await scenario('no Content-Security-Policy violation and no script error', async () => {
+    if (problems.length) throw new Error(`the page reported: ${problems.join(' | ')}`);
+  });
+
+  await scenario('log out', async () => {
+    await page.click('#logout');
+    await page.locator('form.login').waitFor();
+    const r = await page.evaluate(async () => (await fetch('/v1/sandboxes')).status);
+    if (r !== 401) throw new Error(`after logout the API answered ${r}`);
+  });
+} catch {
+  // Reported above.
+} finally {
+  await browser.close().catch(() => {});
+  for (const sb of ['demo', 'asker']) {
+    try {
+      warden('stop', '--time', '1s', sb);
+    } catch {
+      /* already stopped */
+    }
+  }
+  daemon.kill('SIGTERM');
+  listener.close();
+  rmSync(state, { recursive: true, force: true });
+}
+console.log(`dashboard e2e: ${failed ? `FAILED at "${step}"; artifacts in ${artifacts}` : 'all scenarios passed'}`);
+process.exit(failed ? 1 : 0);
