@@ -1300,7 +1300,7 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
     let file = config.path().join("daemon.yaml");
     std::fs::write(
         &file,
-        "pools:\n  - {profile: burst, size: 1, max: 3, window_seconds: 6}\n",
+        "pools:\n  - {profile: burst, size: 1, max: 3, window_seconds: 20}\n",
     )
     .unwrap();
     let d = Daemon::start_with(
@@ -1359,7 +1359,7 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
     // from the disk as well.
     wait_until(
         "the pool shrank to its size",
-        Duration::from_secs(40),
+        Duration::from_secs(60),
         || {
             let p = pool();
             p["target"] == 1 && p["ready"] == 1 && waiting() == 1
