@@ -114,6 +114,7 @@ fn catalogue() -> Vec<Attack> {
         attacks::resources::attacks(),
         attacks::persistence::attacks(),
         attacks::secrets::attacks(),
+        attacks::secret_proxy::attacks(),
         attacks::cross::attacks(),
     ]
     .concat()

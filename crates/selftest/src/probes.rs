@@ -36,7 +36,7 @@ pub(crate) struct Probe {
 }
 
 /// Every category's probes.
-fn tables() -> [&'static [Probe]; 8] {
+fn tables() -> [&'static [Probe]; 9] {
     [
         attacks::fs::PROBES,
         attacks::process::PROBES,
@@ -45,6 +45,7 @@ fn tables() -> [&'static [Probe]; 8] {
         attacks::resources::PROBES,
         attacks::persistence::PROBES,
         attacks::secrets::PROBES,
+        attacks::secret_proxy::PROBES,
         attacks::cross::PROBES,
     ]
 }

@@ -10,4 +10,5 @@ pub(crate) mod net;
 pub(crate) mod persistence;
 pub(crate) mod process;
 pub(crate) mod resources;
+pub(crate) mod secret_proxy;
 pub(crate) mod secrets;
