@@ -429,8 +429,11 @@ impl Response {
     }
 }
 
+/// Header or trailer fields, names in lower case.
+type Fields = Vec<(String, String)>;
+
 /// A chunked body's data and its trailers; `None` when it is cut short.
-fn dechunk(mut raw: &[u8]) -> Option<(Vec<u8>, Vec<(String, String)>)> {
+fn dechunk(mut raw: &[u8]) -> Option<(Vec<u8>, Fields)> {
     let mut body = Vec::new();
     loop {
         let eol = raw.windows(2).position(|w| w == b"\r\n")?;
