@@ -76,9 +76,19 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     if fs.rootfs.is_some() {
         return Err(VmError::Unsupported("--rootfs"));
     }
-    if fs.overlay.is_some() {
-        return Err(VmError::Unsupported("a reviewable (overlay) workspace"));
-    }
+    // The guest sees one shared directory as its workspace. An overlay
+    // over an empty workspace (a named sandbox's own) is exactly its upper
+    // layer, which is shared then; over a project's files it would need an
+    // overlay the guest cannot build on 9p.
+    let workspace = match (&fs.overlay, &fs.workspace) {
+        (None, ws) => ws.clone(),
+        (Some(o), Some(lower)) if is_empty_dir(lower) => Some(o.upper.clone()),
+        (Some(_), _) => {
+            return Err(VmError::Unsupported(
+                "a reviewable (overlay) workspace over existing files",
+            ))
+        }
+    };
     if !fs.binds.is_empty() {
         return Err(VmError::Unsupported("--ro/--rw binds"));
     }
@@ -126,7 +136,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         accel: Accel::Tcg,
         memory_mib,
         cpus,
-        workspace: fs.workspace.clone(),
+        workspace,
         params,
         run_dir: dir.join("run").join(format!("{safe_id}-{}-{n}", std::process::id())),
     };
@@ -136,6 +146,10 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         config,
         warning: choice.warning,
     })
+}
+
+fn is_empty_dir(p: &std::path::Path) -> bool {
+    std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none())
 }
 
 /// Run `spec` in a new VM, as [`warden_jail::run`] runs it in a process
@@ -192,7 +206,9 @@ pub fn run(
             pid: machine.pid() as i32,
         },
     ));
-    let deadline = spec.resources.timeout.map(|t| start + t);
+    // As with the process backend, the timeout counts from the moment the
+    // sandbox can run anything (here, once the guest's init serves).
+    let deadline = spec.resources.timeout.map(|t| Instant::now() + t);
     let (tx, rx) = channel();
     let writer = Arc::new(Mutex::new(machine.stream.try_clone().map_err(|source| {
         VmError::Channel {
