@@ -18,6 +18,7 @@ pub mod guest;
 pub mod image;
 pub mod kernel;
 pub mod machine;
+pub mod report;
 pub mod wire;
 
 pub use backend::{run, VmError};
