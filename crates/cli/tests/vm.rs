@@ -156,8 +156,14 @@ fn a_vm_sandbox_runs_its_own_kernel_sees_no_host_secret_and_writes_the_workspace
     assert_eq!(first, release, "uname -r in the guest: {out}");
     assert_ne!(first, host_release());
     assert!(out.contains(&format!("Linux version {release}")), "{out}");
-    assert!(!out.contains(&secret), "a planted host file was read: {out}");
-    assert!(!out.contains("USR-WRITABLE"), "the host's /usr was writable");
+    assert!(
+        !out.contains(&secret),
+        "a planted host file was read: {out}"
+    );
+    assert!(
+        !out.contains("USR-WRITABLE"),
+        "the host's /usr was writable"
+    );
     assert!(!Path::new("/usr/warden-vm-write").exists());
     assert_eq!(
         std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
@@ -184,7 +190,10 @@ fn a_vm_sandbox_refuses_what_it_cannot_enforce_yet_before_booting() {
         let o = vm_warden(state.path(), &all, None);
         assert_eq!(code(&o), 125, "{all:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(word), "{all:?}: {}", stderr(&o));
-        assert!(started.elapsed() < Duration::from_secs(10), "it booted first");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "it booted first"
+        );
     }
 }
 
@@ -199,8 +208,17 @@ fn a_vm_sandbox_past_its_timeout_is_killed_with_its_vmm() {
     let o = vm_warden(
         state.path(),
         &[
-            "run", "--isolation", "vm", "--no-tty", "--timeout", "3s", "-w", ws.str(), "--",
-            "sleep", "600",
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "--timeout",
+            "3s",
+            "-w",
+            ws.str(),
+            "--",
+            "sleep",
+            "600",
         ],
         None,
     );
@@ -238,8 +256,18 @@ fn a_vm_guest_has_no_route_to_a_host_listener() {
     let o = vm_warden(
         state.path(),
         &[
-            "run", "--isolation", "vm", "--no-tty", "--allow-domain", "localhost", "-w",
-            ws.str(), "--", "python3", "-c", &script,
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "--allow-domain",
+            "localhost",
+            "-w",
+            ws.str(),
+            "--",
+            "python3",
+            "-c",
+            &script,
         ],
         None,
     );
@@ -274,10 +302,18 @@ fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
     ));
     ok(&vm_warden(state.path(), &["start", "box"], None));
     let _stop = Stopper(state.path(), "box");
-    let got = ok(&vm_warden(state.path(), &["exec", "box", "--", "uname", "-r"], None));
+    let got = ok(&vm_warden(
+        state.path(),
+        &["exec", "box", "--", "uname", "-r"],
+        None,
+    ));
     assert_eq!(got.trim(), release);
     // Exit codes and stdin pass through.
-    let o = vm_warden(state.path(), &["exec", "box", "--", "sh", "-c", "exit 5"], None);
+    let o = vm_warden(
+        state.path(),
+        &["exec", "box", "--", "sh", "-c", "exit 5"],
+        None,
+    );
     assert_eq!(code(&o), 5);
     let o = vm_warden(
         state.path(),
@@ -289,11 +325,18 @@ fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
     let started = Instant::now();
     let spawn = |tag: &str| {
         let mut c = Command::new(warden_bin());
-        c.args(["exec", "box", "--", "sh", "-c", &format!("sleep 3; echo {tag}")])
-            .env("WARDEN_STATE_DIR", state.path().join("warden"))
-            .env("WARDEN_VM_DIR", vm_dir())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
+        c.args([
+            "exec",
+            "box",
+            "--",
+            "sh",
+            "-c",
+            &format!("sleep 3; echo {tag}"),
+        ])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env("WARDEN_VM_DIR", vm_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
         c.spawn().unwrap()
     };
     let (mut a, mut b) = (spawn("first"), spawn("second"));
@@ -311,7 +354,14 @@ fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
     // A file written by one exec persists in the sandbox's workspace layer.
     ok(&vm_warden(
         state.path(),
-        &["exec", "box", "--", "sh", "-c", "echo kept > /workspace/kept.txt"],
+        &[
+            "exec",
+            "box",
+            "--",
+            "sh",
+            "-c",
+            "echo kept > /workspace/kept.txt",
+        ],
         None,
     ));
     let diff = vm_warden(state.path(), &["diff", "box"], None);

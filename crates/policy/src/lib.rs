@@ -1106,6 +1106,7 @@ mod tests {
                 },
             ],
             allow_degraded: true,
+            isolation: Isolation::Vm,
         }
     }
 

@@ -48,7 +48,9 @@ pub fn choose(base: &Config, cache: &Path, release: &str) -> Choice {
     if !kvm_present() {
         return Choice {
             accel: Accel::Tcg,
-            warning: Some("/dev/kvm is not usable here: the VM runs under software emulation (slow)".into()),
+            warning: Some(
+                "/dev/kvm is not usable here: the VM runs under software emulation (slow)".into(),
+            ),
         };
     }
     let verdict = cache.join(format!("kvm-probe-{release}"));

@@ -31,7 +31,9 @@ const BOOT_KVM: Duration = Duration::from_secs(20);
 /// Why a VM sandbox could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum VmError {
-    #[error("{0} is not supported with --isolation vm yet; leave it out or use --isolation process")]
+    #[error(
+        "{0} is not supported with --isolation vm yet; leave it out or use --isolation process"
+    )]
     Unsupported(&'static str),
     #[error(transparent)]
     Kernel(#[from] crate::kernel::KernelError),
@@ -39,7 +41,9 @@ pub enum VmError {
     Image(#[from] crate::image::ImageError),
     #[error(transparent)]
     Machine(#[from] MachineError),
-    #[error("warden has no state directory for its VM files: set WARDEN_STATE_DIR or WARDEN_VM_DIR")]
+    #[error(
+        "warden has no state directory for its VM files: set WARDEN_STATE_DIR or WARDEN_VM_DIR"
+    )]
     NoStateDir,
     #[error("cannot {what} the VM's channel")]
     Channel {
@@ -104,7 +108,10 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         ("nofile".to_string(), spec.resources.open_files.to_string()),
         ("tmp".to_string(), fs.tmp_size.to_string()),
         ("hostname".to_string(), spec.hostname.clone()),
-        ("workspace".to_string(), if fs.workspace.is_some() { "1" } else { "0" }.to_string()),
+        (
+            "workspace".to_string(),
+            if fs.workspace.is_some() { "1" } else { "0" }.to_string(),
+        ),
     ];
     if let Some(f) = spec.resources.file_size {
         params.push(("fsize".into(), f.to_string()));
@@ -117,7 +124,9 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     } else {
         512
     };
-    let host_cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let host_cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
     let cpus = spec
         .resources
         .cpus
@@ -126,7 +135,13 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
     let safe_id: String = id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(40)
         .collect();
     let mut config = Config {
@@ -138,7 +153,9 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         cpus,
         workspace,
         params,
-        run_dir: dir.join("run").join(format!("{safe_id}-{}-{n}", std::process::id())),
+        run_dir: dir
+            .join("run")
+            .join(format!("{safe_id}-{}-{n}", std::process::id())),
     };
     let choice = crate::accel::choose(&config, &cache, &kernel.release);
     config.accel = choice.accel;
@@ -210,16 +227,19 @@ pub fn run(
     // sandbox can run anything (here, once the guest's init serves).
     let deadline = spec.resources.timeout.map(|t| Instant::now() + t);
     let (tx, rx) = channel();
-    let writer = Arc::new(Mutex::new(machine.stream.try_clone().map_err(|source| {
-        VmError::Channel {
+    let writer = Arc::new(Mutex::new(machine.stream.try_clone().map_err(
+        |source| VmError::Channel {
             what: "share",
             source,
-        }
-    })?));
-    let reader = machine.stream.try_clone().map_err(|source| VmError::Channel {
-        what: "share",
-        source,
-    })?;
+        },
+    )?));
+    let reader = machine
+        .stream
+        .try_clone()
+        .map_err(|source| VmError::Channel {
+            what: "share",
+            source,
+        })?;
     {
         let tx = tx.clone();
         std::thread::spawn(move || read_vm(reader, tx));
@@ -274,7 +294,10 @@ pub fn run(
             } else {
                 (
                     126,
-                    format!("cannot execute: {}", nix::errno::Errno::from_raw(errno).desc()),
+                    format!(
+                        "cannot execute: {}",
+                        nix::errno::Errno::from_raw(errno).desc()
+                    ),
                 )
             };
             Outcome {

@@ -108,14 +108,16 @@ impl Archive {
     fn file(&mut self, path: &str, data: Vec<u8>, mode: u32) {
         self.parent(path);
         if !self.has(path) {
-            self.entries.push((path.to_string(), Entry::File { data, mode }));
+            self.entries
+                .push((path.to_string(), Entry::File { data, mode }));
         }
     }
 
     fn link(&mut self, path: &str, target: &str) {
         self.parent(path);
         if !self.has(path) {
-            self.entries.push((path.to_string(), Entry::Link(target.to_string())));
+            self.entries
+                .push((path.to_string(), Entry::Link(target.to_string())));
         }
     }
 
@@ -127,7 +129,11 @@ impl Archive {
         let parts: Vec<_> = path.components().skip(1).collect();
         for (i, part) in parts.iter().enumerate() {
             at.push(part);
-            let rel = at.strip_prefix("/").unwrap_or(&at).to_string_lossy().to_string();
+            let rel = at
+                .strip_prefix("/")
+                .unwrap_or(&at)
+                .to_string_lossy()
+                .to_string();
             let meta = std::fs::symlink_metadata(&at).map_err(|source| ImageError::Read {
                 path: at.clone(),
                 source,
@@ -260,7 +266,17 @@ pub fn initramfs(kernel: &crate::GuestKernel, cache: &Path) -> Result<PathBuf, I
     let init = guest_init_path();
     let init_bytes = std::fs::read(&init).map_err(|_| ImageError::NoInit(init.clone()))?;
     let mut a = Archive::default();
-    for d in ["dev", "proc", "sys", "tmp", "root", "usr", "workspace", "etc", "run"] {
+    for d in [
+        "dev",
+        "proc",
+        "sys",
+        "tmp",
+        "root",
+        "usr",
+        "workspace",
+        "etc",
+        "run",
+    ] {
         a.dir(d);
     }
     // The merged-/usr links, as the host has them.

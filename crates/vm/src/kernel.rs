@@ -54,7 +54,9 @@ pub fn vm_dir() -> Option<PathBuf> {
 
 /// The guest kernel to boot.
 pub fn find() -> Result<GuestKernel, KernelError> {
-    let dir = vm_dir().unwrap_or_else(|| PathBuf::from("/var/lib/warden/vm")).join("kernel");
+    let dir = vm_dir()
+        .unwrap_or_else(|| PathBuf::from("/var/lib/warden/vm"))
+        .join("kernel");
     if let Some(image) = std::env::var_os("WARDEN_VM_KERNEL").filter(|v| !v.is_empty()) {
         return describe(Path::new(&image), KernelSource::Given);
     }
@@ -96,7 +98,10 @@ fn describe(image: &Path, source: KernelSource) -> Result<GuestKernel, KernelErr
         None => {
             // boot/vmlinuz-R beside lib/modules/R in the unpacked package
             // (or the host's own /lib/modules/R for an installed kernel).
-            let root = image.parent().and_then(Path::parent).unwrap_or(Path::new("/"));
+            let root = image
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(Path::new("/"));
             root.join("lib/modules").join(&release)
         }
     };

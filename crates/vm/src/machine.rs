@@ -133,9 +133,8 @@ fn host_tsc_khz() -> u64 {
 
 impl Config {
     fn argv(&self, socket: &Path, console: &Path) -> Vec<String> {
-        let mut cmdline = String::from(
-            "console=ttyS0 quiet loglevel=1 panic=-1 reboot=t rdinit=/init",
-        );
+        let mut cmdline =
+            String::from("console=ttyS0 quiet loglevel=1 panic=-1 reboot=t rdinit=/init");
         if self.accel == Accel::Tcg {
             // Emulated, the guest cannot calibrate its TSC against a PIT
             // and would wait for a clock forever: tell it the rate (TCG's

@@ -58,12 +58,9 @@ pub fn report(probe: bool) -> VmReport {
     let kvm_device = crate::accel::kvm_present();
     let mut kvm_boots = None;
     let mut accel = None;
-    if let (Some(vmm), Ok(k), true, Some(dir)) = (
-        &vmm,
-        &kernel,
-        guest_init_present,
-        crate::kernel::vm_dir(),
-    ) {
+    if let (Some(vmm), Ok(k), true, Some(dir)) =
+        (&vmm, &kernel, guest_init_present, crate::kernel::vm_dir())
+    {
         let cache = dir.join("cache");
         let verdict = cache.join(format!("kvm-probe-{}", k.release));
         kvm_boots = match std::fs::read_to_string(&verdict).as_deref().map(str::trim) {
@@ -82,7 +79,9 @@ pub fn report(probe: bool) -> VmReport {
                     cpus: 1,
                     workspace: None,
                     params: Vec::new(),
-                    run_dir: dir.join("run").join(format!("doctor-{}", std::process::id())),
+                    run_dir: dir
+                        .join("run")
+                        .join(format!("doctor-{}", std::process::id())),
                 };
                 let choice = crate::accel::choose(&base, &cache, &k.release);
                 kvm_boots = Some(choice.accel == Accel::Kvm);
@@ -95,7 +94,10 @@ pub fn report(probe: bool) -> VmReport {
     }
     VmReport {
         vmm,
-        kernel: kernel.as_ref().map(KernelInfo::from).map_err(|e| e.to_string()),
+        kernel: kernel
+            .as_ref()
+            .map(KernelInfo::from)
+            .map_err(|e| e.to_string()),
         guest_init,
         guest_init_present,
         kvm_device,

@@ -213,7 +213,10 @@ mod tests {
             .unwrap();
         let mut r = &buf[..];
         let a = Frame::read_from(&mut r).unwrap().unwrap();
-        assert_eq!((a.kind, a.id, &a.payload[..]), (Kind::Stdout, 7, &b"hello"[..]));
+        assert_eq!(
+            (a.kind, a.id, &a.payload[..]),
+            (Kind::Stdout, 7, &b"hello"[..])
+        );
         let b = Frame::read_from(&mut r).unwrap().unwrap();
         assert_eq!(b.parse::<Ended>().unwrap(), Ended::Exited(3));
         assert!(Frame::read_from(&mut r).unwrap().is_none());

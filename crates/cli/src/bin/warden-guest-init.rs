@@ -4,7 +4,9 @@
 
 fn main() {
     if std::process::id() != 1 {
-        eprintln!("warden-guest-init is the init of a warden VM's guest and runs only as its PID 1");
+        eprintln!(
+            "warden-guest-init is the init of a warden VM's guest and runs only as its PID 1"
+        );
         std::process::exit(2);
     }
     warden_vm::guest::main()

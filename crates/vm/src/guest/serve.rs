@@ -75,6 +75,13 @@ fn pump_out(mut from: impl Read, kind: Kind, id: u64, w: Writer) {
     }
 }
 
+/// The processes started on request and not ended yet, by request id.
+type Running2 = Arc<Mutex<HashMap<u64, Running>>>;
+
+fn lock(r: &Running2) -> std::sync::MutexGuard<'_, HashMap<u64, Running>> {
+    r.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 struct Running {
     pid: i32,
     stdin: Option<Sender<Option<Vec<u8>>>>,
@@ -85,7 +92,8 @@ fn spawn(
     req: Spawn,
     w: &Writer,
     reaped: &Arc<Mutex<Reaped>>,
-) -> Result<Running, i32> {
+    running: &Running2,
+) -> Result<i32, i32> {
     let Some((prog, args)) = req.argv.split_first() else {
         return Err(nix::errno::Errno::EINVAL as i32);
     };
@@ -130,19 +138,24 @@ fn spawn(
             }
         });
     }
-    let w2 = w.clone();
+    lock(running).insert(
+        id,
+        Running {
+            pid,
+            stdin: Some(tx_in),
+        },
+    );
+    let (w2, running) = (w.clone(), running.clone());
     std::thread::spawn(move || {
         for t in [out, err].into_iter().flatten() {
             let _ = t.join();
         }
         if let Ok(ended) = rx_end.recv() {
+            lock(&running).remove(&id);
             send(&w2, Frame::json(Kind::Ended, id, &ended));
         }
     });
-    Ok(Running {
-        pid,
-        stdin: Some(tx_in),
-    })
+    Ok(pid)
 }
 
 /// Serve until the host asks for a shutdown or its end of the port closes.
@@ -153,7 +166,7 @@ pub(super) fn serve(mut port: File, w: File) {
         let r = reaped.clone();
         std::thread::spawn(move || reaper(r));
     }
-    let mut running: HashMap<u64, Running> = HashMap::new();
+    let running: Running2 = Arc::new(Mutex::new(HashMap::new()));
     loop {
         let frame = match Frame::read_from(&mut port) {
             Ok(Some(f)) => f,
@@ -168,39 +181,34 @@ pub(super) fn serve(mut port: File, w: File) {
         match frame.kind {
             Kind::Spawn => {
                 let notice = match frame.parse::<Spawn>() {
-                    Ok(req) => match spawn(frame.id, req, &w, &reaped) {
-                        Ok(r) => {
-                            let pid = r.pid;
-                            running.insert(frame.id, r);
-                            Frame::json(Kind::Spawned, frame.id, &pid)
-                        }
+                    Ok(req) => match spawn(frame.id, req, &w, &reaped, &running) {
+                        Ok(pid) => Frame::json(Kind::Spawned, frame.id, &pid),
                         Err(errno) => Frame::json(Kind::Failed, frame.id, &errno),
                     },
-                    Err(_) => Frame::json(Kind::Failed, frame.id, &(nix::errno::Errno::EINVAL as i32)),
+                    Err(_) => {
+                        Frame::json(Kind::Failed, frame.id, &(nix::errno::Errno::EINVAL as i32))
+                    }
                 };
                 send(&w, notice);
             }
             Kind::Stdin => {
-                if let Some(tx) = running.get(&frame.id).and_then(|r| r.stdin.as_ref()) {
+                if let Some(tx) = lock(&running).get(&frame.id).and_then(|r| r.stdin.as_ref()) {
                     let _ = tx.send(Some(frame.payload));
                 }
             }
             Kind::StdinEof => {
-                if let Some(r) = running.get_mut(&frame.id) {
+                if let Some(r) = lock(&running).get_mut(&frame.id) {
                     if let Some(tx) = r.stdin.take() {
                         let _ = tx.send(None);
                     }
                 }
             }
             Kind::Signal => {
-                if let (Some(r), Ok(sig)) = (
-                    running.get(&frame.id),
-                    frame.parse::<i32>().map(Signal::try_from),
-                ) {
-                    if let Ok(sig) = sig {
-                        let _ = killpg(Pid::from_raw(r.pid), sig);
-                        let _ = kill(Pid::from_raw(r.pid), sig);
-                    }
+                let pid = lock(&running).get(&frame.id).map(|r| r.pid);
+                if let (Some(pid), Ok(Ok(sig))) = (pid, frame.parse::<i32>().map(Signal::try_from))
+                {
+                    let _ = killpg(Pid::from_raw(pid), sig);
+                    let _ = kill(Pid::from_raw(pid), sig);
                 }
             }
             Kind::TermAll => {

@@ -41,7 +41,10 @@ fn params() -> Params {
     p
 }
 
-fn fs_err<'a>(what: &'static str, path: &'a str) -> impl FnOnce(nix::errno::Errno) -> GuestError + 'a {
+fn fs_err<'a>(
+    what: &'static str,
+    path: &'a str,
+) -> impl FnOnce(nix::errno::Errno) -> GuestError + 'a {
     move |source| GuestError::Fs {
         what,
         path: path.to_string(),
@@ -49,7 +52,13 @@ fn fs_err<'a>(what: &'static str, path: &'a str) -> impl FnOnce(nix::errno::Errn
     }
 }
 
-fn mount_fs(src: &str, target: &str, fstype: &str, flags: MsFlags, data: &str) -> Result<(), GuestError> {
+fn mount_fs(
+    src: &str,
+    target: &str,
+    fstype: &str,
+    flags: MsFlags,
+    data: &str,
+) -> Result<(), GuestError> {
     let _ = std::fs::create_dir_all(target);
     mount(Some(src), target, Some(fstype), flags, Some(data)).map_err(fs_err("mount", target))
 }
@@ -84,7 +93,11 @@ fn libc_eio() -> i32 {
 fn find_port(name: &'static str) -> Result<PathBuf, GuestError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        for e in std::fs::read_dir("/sys/class/virtio-ports").into_iter().flatten().flatten() {
+        for e in std::fs::read_dir("/sys/class/virtio-ports")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let n = std::fs::read_to_string(e.path().join("name")).unwrap_or_default();
             if n.trim() == name {
                 let dev = Path::new("/dev").join(e.file_name());
@@ -104,7 +117,13 @@ fn find_port(name: &'static str) -> Result<PathBuf, GuestError> {
 /// which shows the channel's device.
 fn minimal_dev() -> Result<(), GuestError> {
     umount2("/dev", MntFlags::MNT_DETACH).map_err(fs_err("unmount", "/dev"))?;
-    mount_fs("tmpfs", "/dev", "tmpfs", MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, "mode=755,size=64k")?;
+    mount_fs(
+        "tmpfs",
+        "/dev",
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "mode=755,size=64k",
+    )?;
     for (name, major, minor) in [
         ("null", 1, 3),
         ("zero", 1, 5),
@@ -131,7 +150,13 @@ fn minimal_dev() -> Result<(), GuestError> {
     )?;
     let _ = std::os::unix::fs::symlink("pts/ptmx", "/dev/ptmx");
     let _ = std::os::unix::fs::symlink("/proc/self/fd", "/dev/fd");
-    mount_fs("tmpfs", "/dev/shm", "tmpfs", MsFlags::MS_NOSUID | MsFlags::MS_NODEV, "mode=1777,size=64m")?;
+    mount_fs(
+        "tmpfs",
+        "/dev/shm",
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=1777,size=64m",
+    )?;
     Ok(())
 }
 
@@ -140,7 +165,13 @@ fn minimal_dev() -> Result<(), GuestError> {
 pub(super) fn prepare() -> Result<(File, Ready), (Option<File>, GuestError)> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let early = || -> Result<Params, GuestError> {
-        mount_fs("devtmpfs", "/dev", "devtmpfs", MsFlags::MS_NOSUID, "mode=755")?;
+        mount_fs(
+            "devtmpfs",
+            "/dev",
+            "devtmpfs",
+            MsFlags::MS_NOSUID,
+            "mode=755",
+        )?;
         mount_fs("proc", "/proc", "proc", nosuid | MsFlags::MS_NOEXEC, "")?;
         mount_fs("sysfs", "/sys", "sysfs", nosuid | MsFlags::MS_NOEXEC, "")?;
         load_modules()?;
@@ -169,12 +200,30 @@ pub(super) fn prepare() -> Result<(File, Ready), (Option<File>, GuestError)> {
 fn finish(p: &Params) -> Result<Ready, GuestError> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let nine = "trans=virtio,version=9p2000.L,msize=262144";
-    mount_fs("usr", "/usr", "9p", nosuid | MsFlags::MS_RDONLY, &format!("{nine},cache=loose"))?;
+    mount_fs(
+        "usr",
+        "/usr",
+        "9p",
+        nosuid | MsFlags::MS_RDONLY,
+        &format!("{nine},cache=loose"),
+    )?;
     if p.workspace {
-        mount_fs("workspace", "/workspace", "9p", nosuid, &format!("{nine},cache=none"))?;
+        mount_fs(
+            "workspace",
+            "/workspace",
+            "9p",
+            nosuid,
+            &format!("{nine},cache=none"),
+        )?;
     }
     let tmp = p.tmp.unwrap_or(256 << 20);
-    mount_fs("tmpfs", "/tmp", "tmpfs", nosuid, &format!("mode=1777,size={tmp}"))?;
+    mount_fs(
+        "tmpfs",
+        "/tmp",
+        "tmpfs",
+        nosuid,
+        &format!("mode=1777,size={tmp}"),
+    )?;
     minimal_dev()?;
     umount2("/sys", MntFlags::MNT_DETACH).map_err(fs_err("unmount", "/sys"))?;
     let _ = std::fs::remove_dir("/modules");
