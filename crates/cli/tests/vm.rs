@@ -130,6 +130,7 @@ fn a_vm_sandbox_runs_its_own_kernel_sees_no_host_secret_and_writes_the_workspace
     }
     script.push_str(
         "touch /usr/warden-vm-write 2>/dev/null && echo USR-WRITABLE; \
+         echo x > /etc/warden-vm-write 2>/dev/null && echo ETC-WRITABLE; \
          echo written-in-guest > /workspace/out.txt; exit 3",
     );
     let started = Instant::now();
