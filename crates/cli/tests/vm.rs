@@ -376,3 +376,36 @@ fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
         pids_with_marker(layer.to_str().unwrap()).is_empty()
     });
 }
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_never_outlives_its_supervisor_killed_outright() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-orphan");
+    ok(&vm_warden(
+        state.path(),
+        &["create", "--isolation", "vm", "orphan"],
+        None,
+    ));
+    ok(&vm_warden(state.path(), &["start", "orphan"], None));
+    let _stop = Stopper(state.path(), "orphan");
+    let layer = state.path().join("warden/sandboxes/orphan/upper");
+    let layer = layer.to_str().unwrap();
+    assert!(!pids_with_marker(layer).is_empty(), "no VMM runs");
+    // SIGKILL: the supervisor cannot clean anything up; its end of the
+    // channel closes with it, and the guest must end (and QEMU with it).
+    let sup = supervisor_pid(state.path(), "orphan");
+    nix_kill(sup);
+    wait_until("the VMM to end", Duration::from_secs(20), || {
+        pids_with_marker(layer).is_empty()
+    });
+}
+
+fn nix_kill(pid: i32) {
+    // SAFETY: kill with a PID and a signal number; no memory is passed.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
