@@ -89,6 +89,7 @@ pub fn probe(base: &Config) -> bool {
     cfg.memory_mib = 256;
     cfg.cpus = 1;
     cfg.run_dir = base.run_dir.with_extension("probe");
+    cfg.cgroup = None;
     match Machine::boot(&cfg, PROBE) {
         Ok(mut m) => {
             let _ = crate::wire::Frame::new(crate::wire::Kind::Shutdown, 0, Vec::new())

@@ -53,6 +53,8 @@ pub enum VmError {
     },
     #[error("cannot create the spawn channel")]
     SpawnChannel(#[source] nix::errno::Errno),
+    #[error("cannot confine the VMM in a cgroup ({0}): run as root or in a delegated cgroup v2 subtree, or pass --allow-degraded")]
+    Cgroup(String),
     #[error("the VM ended before the command did; its console said: {0}")]
     GuestDied(String),
 }
@@ -156,6 +158,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         run_dir: dir
             .join("run")
             .join(format!("{safe_id}-{}-{n}", std::process::id())),
+        cgroup: None,
     };
     let choice = crate::accel::choose(&config, &cache, &kernel.release);
     config.accel = choice.accel;
@@ -167,6 +170,64 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
 
 fn is_empty_dir(p: &std::path::Path) -> bool {
     std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none())
+}
+
+/// Host memory the VMM itself needs beside the guest's RAM (QEMU, its
+/// translation cache under emulation, 9p and the channel's buffers).
+const VMM_OVERHEAD_TCG: u64 = 384 << 20;
+const VMM_OVERHEAD_KVM: u64 = 256 << 20;
+
+/// The VMM's cgroup: memory = guest RAM + the VMM's overhead, the spec's
+/// CPUs, a bound on its threads. Where none can be made, refused when a
+/// limit was asked for explicitly (unless degraded runs are allowed),
+/// otherwise said loudly, as the process backend does.
+fn confine(
+    spec: &SandboxSpec,
+    id: &str,
+    config: &Config,
+    events: &mut dyn EventSink,
+) -> Result<Option<warden_jail::cgroup::Cgroup>, VmError> {
+    let overhead = match config.accel {
+        Accel::Kvm => VMM_OVERHEAD_KVM,
+        Accel::Tcg => VMM_OVERHEAD_TCG,
+    };
+    let limits = warden_jail::cgroup::Limits {
+        memory: Some((config.memory_mib << 20) + overhead),
+        pids: Some(256),
+        cpus: spec.resources.cpus,
+    };
+    let name: String = format!("vm-{id}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    match warden_jail::cgroup::Cgroup::create(&name, &limits) {
+        Ok(cg) => Ok(Some(cg)),
+        Err(e) => {
+            let explicit = spec.resources.memory.explicit || spec.resources.cpus.is_some();
+            if explicit && !spec.allow_degraded {
+                return Err(VmError::Cgroup(warden_jail::chain_str(&e)));
+            }
+            let lost = format!(
+                "the VMM runs in no cgroup of its own ({}): only the guest's RAM bounds it",
+                warden_jail::chain_str(&e)
+            );
+            eprintln!("warden: DEGRADED cgroups: {lost}");
+            events.emit(&Event::now(
+                id,
+                EventKind::Degraded {
+                    layer: "cgroups".into(),
+                    lost,
+                },
+            ));
+            Ok(None)
+        }
+    }
 }
 
 /// Run `spec` in a new VM, as [`warden_jail::run`] runs it in a process
@@ -203,20 +264,25 @@ pub fn run(
             "the VM backend gives its guest no network interface yet: every connection fails (allowed names too)",
         );
     }
+    let boot = match prepared.config.accel {
+        Accel::Kvm => BOOT_KVM,
+        Accel::Tcg => BOOT_TCG,
+    };
+    let mut config = prepared.config;
+    config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
+    let cgroup = config.cgroup.clone();
     events.emit(&Event::now(
         id,
         EventKind::Created {
             command: spec.command.clone(),
             workspace: spec.filesystem.workspace.clone(),
             rootless: !warden_jail::host::is_root(),
-            cgroup: None,
+            cgroup: cgroup
+                .as_ref()
+                .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
         },
     ));
-    let boot = match prepared.config.accel {
-        Accel::Kvm => BOOT_KVM,
-        Accel::Tcg => BOOT_TCG,
-    };
-    let mut machine = Machine::boot(&prepared.config, boot)?;
+    let mut machine = Machine::boot(&config, boot)?;
     events.emit(&Event::now(
         id,
         EventKind::Started {
@@ -274,6 +340,17 @@ pub fn run(
     machine.stop(Duration::from_secs(2));
     drop(machine);
     attach.stopping();
+    drop(config);
+    let stats = cgroup.as_ref().map(|c| c.stats());
+    let peaks = ResourcePeaks {
+        max_rss_bytes: stats.as_ref().and_then(|s| s.memory_peak),
+        cpu_user_ms: stats.as_ref().and_then(|s| s.cpu_user_ms),
+        cpu_system_ms: stats.as_ref().and_then(|s| s.cpu_system_ms),
+        oom_kills: stats.as_ref().and_then(|s| s.oom_kills),
+    };
+    if let Some(cg) = cgroup.and_then(|c| Arc::try_unwrap(c).ok()) {
+        let _ = cg.remove();
+    }
     let outcome = match ended {
         Ended2::Exit(Ended::Exited(code)) => Outcome {
             status: code,
@@ -325,7 +402,7 @@ pub fn run(
             reason: outcome.reason,
             signal: outcome.signal,
             duration_ms: start.elapsed().as_millis() as u64,
-            peaks: ResourcePeaks::default(),
+            peaks,
         },
     ));
     Ok(outcome)

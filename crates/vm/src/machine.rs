@@ -35,6 +35,8 @@ pub enum MachineError {
         accel: &'static str,
         console: String,
     },
+    #[error("cannot move the VMM into its cgroup: {0}")]
+    Cgroup(String),
     #[error("the guest's init failed: {0}")]
     GuestFailed(String),
     #[error("cannot talk to the guest")]
@@ -93,6 +95,8 @@ pub struct Config {
     pub params: Vec<(String, String)>,
     /// A private directory for the channel's socket and the console log.
     pub run_dir: PathBuf,
+    /// The cgroup the VMM is moved into as soon as it runs.
+    pub cgroup: Option<std::sync::Arc<warden_jail::cgroup::Cgroup>>,
 }
 
 /// A running VM whose init serves.
@@ -247,6 +251,10 @@ impl Machine {
                 path: cfg.vmm.clone(),
                 source,
             })?;
+        if let Some(cg) = &cfg.cgroup {
+            cg.add_process(child.id() as i32)
+                .map_err(|e| MachineError::Cgroup(warden_jail::chain_str(&e)))?;
+        }
         let mut m = Pending { child: Some(child) };
         let accept_err = |source| MachineError::Accept {
             path: socket.clone(),

@@ -82,6 +82,7 @@ pub fn report(probe: bool) -> VmReport {
                     run_dir: dir
                         .join("run")
                         .join(format!("doctor-{}", std::process::id())),
+                    cgroup: None,
                 };
                 let choice = crate::accel::choose(&base, &cache, &k.release);
                 kvm_boots = Some(choice.accel == Accel::Kvm);
