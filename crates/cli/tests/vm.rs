@@ -409,3 +409,40 @@ fn nix_kill(pid: i32) {
         libc::kill(pid, libc::SIGKILL);
     }
 }
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn the_daemon_serves_a_vm_sandbox_with_no_change_of_its_own() {
+    use common::daemon::{call, json, Daemon};
+    let Some(release) = guest_release() else {
+        return;
+    };
+    if !common::daemon::curl_available() {
+        skip("curl is not installed");
+        return;
+    }
+    let state = TempDir::new("vm-daemon");
+    let vm = vm_dir();
+    let d = Daemon::start_with(state.path(), false, &[], &[("WARDEN_VM_DIR", &vm)]);
+    let (status, body) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"v1","spec":{"isolation":"vm"}}"#),
+        None,
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/v1/exec",
+        Some(r#"{"shell":"uname -r; exit 3"}"#),
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let v = json(&body);
+    assert_eq!(v["exit_status"], 3, "{body}");
+    assert_eq!(v["stdout"].as_str().unwrap().trim(), release);
+    let (status, body) = call(&d, "DELETE", "/v1/sandboxes/v1", None, None);
+    assert!(status < 300, "{status} {body}");
+}
