@@ -27,7 +27,19 @@ fn vm_dir() -> PathBuf {
 }
 
 fn vm_warden(state: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    vm_warden_env(state, args, stdin, &[])
+}
+
+fn vm_warden_env(
+    state: &Path,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    env: &[(&str, &str)],
+) -> Output {
     let mut c = Command::new(warden_bin());
+    for (k, v) in env {
+        c.env(k, v);
+    }
     c.args(args)
         .env("WARDEN_STATE_DIR", state.join("warden"))
         .env("WARDEN_VM_DIR", vm_dir())
@@ -131,6 +143,8 @@ fn a_vm_sandbox_runs_its_own_kernel_sees_no_host_secret_and_writes_the_workspace
     script.push_str(
         "touch /usr/warden-vm-write 2>/dev/null && echo USR-WRITABLE; \
          echo x > /etc/warden-vm-write 2>/dev/null && echo ETC-WRITABLE; \
+         ls /dev | grep -q vport && echo PORT-VISIBLE; \
+         unshare -U true 2>/dev/null && echo UNSHARE-WORKED; \
          echo written-in-guest > /workspace/out.txt; exit 3",
     );
     let started = Instant::now();
@@ -445,4 +459,76 @@ fn the_daemon_serves_a_vm_sandbox_with_no_change_of_its_own() {
     assert_eq!(v["stdout"].as_str().unwrap().trim(), release);
     let (status, body) = call(&d, "DELETE", "/v1/sandboxes/v1", None, None);
     assert!(status < 300, "{status} {body}");
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn the_guest_checks_fail_when_the_guest_init_is_weakened() {
+    // The probes of the first test must be able to fail: with Landlock and
+    // seccomp switched off in the guest (a debug build's test switch), the
+    // guest's /etc is writable and a new namespace can be made.
+    if !cfg!(debug_assertions) {
+        skip("the weakening switch exists only in debug builds");
+        return;
+    }
+    if !is_root() {
+        skip("needs a root-owned workspace");
+        return;
+    }
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-weak");
+    // A root-owned workspace: the guest's processes are UID 0 (without
+    // capabilities), so only Landlock keeps them out of the guest's /etc.
+    let ws = TempDir::new("vm-weak-ws");
+    let o = vm_warden_env(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "-w",
+            ws.str(),
+            "--",
+            "sh",
+            "-c",
+            "echo x > /etc/warden-vm-write 2>/dev/null && echo ETC-WRITABLE; \
+             unshare -U true 2>/dev/null && echo UNSHARE-WORKED; true",
+        ],
+        None,
+        &[("WARDEN_TEST_WEAKEN", "seccomp,landlock")],
+    );
+    let out = stdout(&o);
+    assert!(out.contains("ETC-WRITABLE"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("UNSHARE-WORKED"), "{out}\n{}", stderr(&o));
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn nobody_in_the_guest_can_use_dev_null() {
+    // Without a workspace the guest's processes are nobody: the devices
+    // they need must be theirs to write (mknod applies the umask).
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-nobody");
+    let o = vm_warden(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "id -u; echo x > /dev/null && echo NULL-OK",
+        ],
+        None,
+    );
+    let out = stdout(&o);
+    assert!(out.starts_with("65534\n"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("NULL-OK"), "{out}\n{}", stderr(&o));
 }

@@ -115,6 +115,17 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
             if fs.workspace.is_some() { "1" } else { "0" }.to_string(),
         ),
     ];
+    // A debug build's test switch (`WARDEN_TEST_WEAKEN`), passed on to the
+    // guest init, which honours it only in a debug build too.
+    let weak = warden_jail::Weakened::from_env();
+    let weak: Vec<&str> = [("seccomp", weak.seccomp), ("landlock", weak.landlock)]
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| *n)
+        .collect();
+    if !weak.is_empty() {
+        params.push(("weaken".into(), weak.join(",")));
+    }
     if let Some(f) = spec.resources.file_size {
         params.push(("fsize".into(), f.to_string()));
     }
