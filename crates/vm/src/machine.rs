@@ -251,11 +251,17 @@ impl Machine {
                 path: cfg.vmm.clone(),
                 source,
             })?;
+        let pid = child.id() as i32;
+        let mut m = Pending {
+            child: Some(child),
+            run_dir: cfg.run_dir.clone(),
+        };
+        // Before the guest boots (QEMU waits for its channel's connection
+        // first); a VMM that cannot be confined is killed by `m`.
         if let Some(cg) = &cfg.cgroup {
-            cg.add_process(child.id() as i32)
+            cg.add_process(pid)
                 .map_err(|e| MachineError::Cgroup(warden_jail::chain_str(&e)))?;
         }
-        let mut m = Pending { child: Some(child) };
         let accept_err = |source| MachineError::Accept {
             path: socket.clone(),
             source,
@@ -362,9 +368,11 @@ impl Drop for Machine {
     }
 }
 
-/// A VMM not yet ready: killed if booting fails.
+/// A VMM not yet ready: killed, and its directory removed, if booting
+/// fails.
 struct Pending {
     child: Option<Child>,
+    run_dir: PathBuf,
 }
 
 impl Pending {
@@ -386,6 +394,7 @@ impl Drop for Pending {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+            let _ = std::fs::remove_dir_all(&self.run_dir);
         }
     }
 }
