@@ -251,9 +251,6 @@ pub fn run(
     attach: &mut dyn Attach,
 ) -> Result<Outcome, VmError> {
     let start = Instant::now();
-    if program == Program::Command && spec.terminal == Terminal::Pty {
-        return Err(VmError::Unsupported("a terminal (-t)"));
-    }
     let prepared = prepare(spec, id)?;
     let degraded = |events: &mut dyn EventSink, layer: &str, lost: &str| {
         eprintln!("warden: DEGRADED {layer}: {lost}");
@@ -267,6 +264,15 @@ pub fn run(
     };
     if let Some(w) = &prepared.warning {
         degraded(events, "vm acceleration", w);
+    }
+    if program == Program::Command && spec.terminal == Terminal::Pty {
+        // Said, not refused: `warden run` at a terminal asks for one by
+        // default, and the command still runs, with its streams relayed.
+        degraded(
+            events,
+            "terminal",
+            "the VM backend has no terminal yet: the command's stdin, stdout and stderr are relayed as pipes",
+        );
     }
     if let NetworkSpec::Egress(_) = spec.network {
         degraded(
