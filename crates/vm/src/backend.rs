@@ -105,6 +105,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     let kernel = crate::kernel::find()?;
     let dir = crate::kernel::vm_dir().ok_or(VmError::NoStateDir)?;
     let cache = dir.join("cache");
+    sweep_runs(&dir.join("run"));
     let initramfs = crate::image::initramfs(&kernel, &cache)?;
     let mut params = vec![
         ("nofile".to_string(), spec.resources.open_files.to_string()),
@@ -177,6 +178,26 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         config,
         warning: choice.warning,
     })
+}
+
+/// Remove the run directories (console logs) of VMs whose host side died
+/// without cleaning up (a supervisor killed outright): each is named
+/// `ID-PID-N` after the process that made it.
+fn sweep_runs(run: &std::path::Path) {
+    for e in std::fs::read_dir(run).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let pid = name.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+        // Gone, or a zombie (a killed supervisor not reaped yet).
+        let alive = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+        };
+        if pid.is_some_and(|p| !alive(p)) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn is_empty_dir(p: &std::path::Path) -> bool {
