@@ -192,6 +192,9 @@ enum Command {
     /// Check, show, list and test profiles (one YAML file per agent)
     #[command(subcommand)]
     Profile(ProfileCommand),
+    /// The microVM backend (`--isolation vm`): its guest kernel and VMM
+    #[command(subcommand)]
+    Vm(commands::vm::VmCommand),
     /// List the named groups of domains a profile can allow
     #[command(subcommand)]
     Preset(PresetCommand),
@@ -328,6 +331,7 @@ fn main() -> ExitCode {
             Ok(0)
         }
         Command::Profile(cmd) => commands::profile::profile(cmd, &defaults()),
+        Command::Vm(cmd) => commands::vm::vm(cmd),
         Command::Serve { args } => daemon("serve", args),
         Command::Token { args } => daemon("token", args),
         Command::Preset(PresetCommand::List { show }) => {

@@ -355,6 +355,7 @@ impl Layer {
                 Terminal::Inherit
             },
             hostname: self.text(Field::Hostname),
+            isolation: self.text(Field::Isolation),
             allow_degraded: self.flag(Field::AllowDegraded).unwrap_or(false),
             allow_domains: self.texts(Field::AllowDomain),
             allow_http: self.flag(Field::AllowHttp).unwrap_or(false),
@@ -593,6 +594,8 @@ pub struct Overrides {
     pub pass_env: Vec<String>,
     pub tty: Option<bool>,
     pub hostname: Option<String>,
+    /// `process` or `vm`.
+    pub isolation: Option<String>,
     pub allow_domain: Vec<String>,
     pub allow_http: Option<bool>,
     /// `NAME=IP` entries.
@@ -624,8 +627,9 @@ impl Overrides {
         if !self.command.is_empty() {
             l.one(Field::Command, Val::Argv(self.command.clone()), o());
         }
-        let ones: [(Field, Option<Val>); 19] = [
+        let ones: [(Field, Option<Val>); 20] = [
             (Field::Hostname, self.hostname.clone().map(Val::Text)),
+            (Field::Isolation, self.isolation.clone().map(Val::Text)),
             (Field::Tty, self.tty.map(Val::Bool)),
             (Field::AllowDegraded, self.allow_degraded.map(Val::Bool)),
             (Field::JsonEvents, self.json_events.clone().map(Val::Path)),
@@ -1079,6 +1083,9 @@ impl Loader<'_> {
         }
         if let Some(h) = &f.hostname {
             l.one(Field::Hostname, Val::Text(h.value.clone()), at(h.pos));
+        }
+        if let Some(i) = &f.isolation {
+            l.one(Field::Isolation, Val::Text(i.value.clone()), at(i.pos));
         }
         for (key, v) in [
             (Field::Tty, &f.tty),

@@ -127,6 +127,12 @@ fields! {
         ty: "hostname",
         doc: "The sandbox's hostname (default `warden`)",
     },
+    Isolation {
+        flag: "--isolation", short: -, value: "process|vm",
+        key: "isolation", json: "/isolation",
+        ty: "process or vm",
+        doc: "What isolates the sandbox: `process` (namespaces, Landlock, seccomp; the default) or `vm` (a microVM with its own kernel, see `warden vm kernel`)",
+    },
     Tty {
         flag: "--tty", short: 't', value: -,
         key: "tty", json: "/tty",

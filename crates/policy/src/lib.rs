@@ -66,6 +66,20 @@ pub struct SandboxSpec {
     /// Run with whatever isolation the host still allows when a layer cannot
     /// be applied, printing what is lost, instead of refusing.
     pub allow_degraded: bool,
+    /// What isolates the sandbox.
+    #[serde(default)]
+    pub isolation: Isolation,
+}
+
+/// What isolates a sandbox: the backend that runs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Namespaces, Landlock, seccomp, cgroups on the host's kernel.
+    #[default]
+    Process,
+    /// A microVM with its own kernel, running warden's init.
+    Vm,
 }
 
 /// The sandbox's file tree.
@@ -276,6 +290,8 @@ pub struct Request {
     pub env: EnvRequest,
     pub terminal: Terminal,
     pub hostname: Option<String>,
+    /// `process` (the default) or `vm`.
+    pub isolation: Option<String>,
     pub allow_degraded: bool,
     /// `--allow-domain` entries; none means no network at all.
     pub allow_domains: Vec<String>,
@@ -433,6 +449,13 @@ impl Request {
         if !valid_hostname(&hostname) {
             return Err(Field::Hostname.invalid(Problem::BadHostname(hostname)));
         }
+        let isolation = match self.isolation.as_deref() {
+            None | Some("process") => Isolation::Process,
+            Some("vm") => Isolation::Vm,
+            Some(other) => {
+                return Err(Field::Isolation.invalid(Problem::BadIsolation(other.to_string())))
+            }
+        };
         let home = if self.workspace.is_some() {
             WORKSPACE_MOUNT
         } else {
@@ -621,6 +644,7 @@ impl Request {
             network,
             publish,
             allow_degraded: self.allow_degraded,
+            isolation,
         })
     }
 }
@@ -1082,6 +1106,7 @@ mod tests {
                 },
             ],
             allow_degraded: true,
+            isolation: Isolation::Vm,
         }
     }
 

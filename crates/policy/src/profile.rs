@@ -95,6 +95,7 @@ pub struct ProfileFile {
     pub extends: Vec<At<String>>,
     pub command: Option<At<Vec<String>>>,
     pub hostname: Option<At<String>>,
+    pub isolation: Option<At<String>>,
     pub tty: Option<At<bool>>,
     pub allow_degraded: Option<At<bool>>,
     pub json_events: Option<At<String>>,

@@ -663,6 +663,7 @@ description: d
 extends: []
 command: [bash]
 hostname: agent
+isolation: vm
 tty: true
 allow_degraded: true
 json_events: /tmp/e.jsonl

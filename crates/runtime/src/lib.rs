@@ -11,6 +11,7 @@
 mod aggregate;
 pub mod allowlist;
 pub mod approvals;
+pub mod backend;
 pub mod client;
 pub mod events;
 pub mod lifecycle;

@@ -26,7 +26,8 @@ pub fn run_once(spec: &SandboxSpec, id: &str, sinks: Vec<Sink>) -> Result<Finish
     let bus = Bus::new(id, sinks);
     let mut wiring = Wiring::new(spec, bus.clone());
     let mut sink = BusSink(bus.clone());
-    let result = warden_jail::run(spec, id, Program::Command, &mut sink, &mut wiring);
+    let backend = crate::backend::Backend::of(spec);
+    let result = backend.run(spec, id, Program::Command, &mut sink, &mut wiring);
     drop(wiring);
     bus.close();
     let notices = bus.notices();

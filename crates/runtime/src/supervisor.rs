@@ -280,7 +280,8 @@ fn supervise(
     });
     let mut sink = BusSink(bus.clone());
     let id = format!("{name}-{start}");
-    let result = warden_jail::run(&spec, &id, Program::Service, &mut sink, &mut wiring);
+    let backend = crate::backend::Backend::of(&spec);
+    let result = backend.run(&spec, &id, Program::Service, &mut sink, &mut wiring);
     drop(wiring);
     bus.close();
     let _ = std::fs::remove_file(&socket_path);

@@ -4,8 +4,11 @@ use warden_policy::{Defaults, ENV_ALLOWLIST};
 
 pub fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
     let report = warden_jail::host::probe();
+    // The VM backend is optional: its rows say what `--isolation vm`
+    // would use (probing KVM once, bounded), never the exit status.
+    let vm = warden_vm::report::report(true);
     if json {
-        let v = serde_json::json!({ "host": report, "defaults": defaults });
+        let v = serde_json::json!({ "host": report, "defaults": defaults, "vm": vm });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("{:<16} {} ({})", "kernel", report.kernel, report.arch);
@@ -39,6 +42,7 @@ pub fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
             defaults.file_size >> 30
         );
         println!("{:<16} {}", "environment", ENV_ALLOWLIST.join(" "));
+        print!("{}", super::vm::describe(&vm));
         if report.fully_isolated() {
             println!("full isolation is available");
         } else {

@@ -10,6 +10,7 @@ pub mod remote;
 pub mod run;
 pub mod sandboxes;
 pub mod selftest;
+pub mod vm;
 
 use anyhow::Context;
 use std::path::PathBuf;

@@ -66,6 +66,11 @@ pub struct RunArgs {
     /// The sandbox's hostname
     #[arg(long, value_name = "NAME")]
     pub hostname: Option<String>,
+    /// What isolates the sandbox: `process` (namespaces, Landlock,
+    /// seccomp; the default) or `vm` (a microVM with its own kernel, see
+    /// `warden vm kernel`)
+    #[arg(long, value_name = "process|vm")]
+    pub isolation: Option<String>,
     /// Allow connections to a name: example.com, .example.com (with
     /// subdomains), example.com:22 (that port; default 443 and 80). Repeatable.
     /// Without any, the sandbox has no network beyond its own loopback
@@ -217,6 +222,7 @@ pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
         pass_env: args.pass_env,
         tty,
         hostname: args.hostname,
+        isolation: args.isolation,
         allow_domain: args.allow_domain,
         allow_http: args.allow_http,
         add_host: args.add_host,

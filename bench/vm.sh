@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The microVM backend against the process backend and gVisor (runsc), side
+# by side: boot-to-first-exec (`warden run -- true`, a fresh sandbox each
+# time), the round trip of one exec into a running sandbox (`warden exec
+# NAME -- true`), and the memory an idle sandbox holds on the host.
+#
+#   bench/vm.sh [RUNS]        (default: 5 boots, 30 execs)
+#
+# WARDEN=path uses that binary instead of building the release one (e.g.
+# target/debug/warden: slower, but no release build). Needs hyperfine,
+# QEMU and a guest kernel (`warden vm kernel`); runsc is measured when the
+# distribution's package installs, and skipped with a note otherwise.
+#
+# On this kind of build host /dev/kvm cannot boot a guest kernel, so the VM
+# runs under software emulation: its figures are emulation's. On a host
+# with working KVM a Firecracker-class VMM boots a guest in well under
+# 150 ms; to see what warden gets there, run this script on that host
+# (`warden doctor` must say "KVM boots the guest kernel").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BOOTS="${1:-5}"
+EXECS=$((BOOTS * 6))
+
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+need hyperfine hyperfine
+if [ -z "${WARDEN:-}" ]; then
+    build_warden
+fi
+if ! "$WARDEN" vm kernel >/dev/null; then
+    "$WARDEN" vm kernel || true
+    echo "bench: the VM backend cannot start here (see above)" >&2
+    exit 1
+fi
+RUNSC=""
+if command -v runsc >/dev/null || { [ "$(id -u)" = 0 ] &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null 2>&1; }; then
+    # gVisor's own "run this command in a sandbox" (needs root).
+    if runsc --network=none do true >/dev/null 2>&1; then
+        RUNSC="runsc --network=none do true"
+    else
+        echo "note: runsc is installed but \`runsc do true\` fails here; skipped" >&2
+    fi
+else
+    echo "note: runsc (gVisor) is not available; skipped" >&2
+fi
+
+export WARDEN_STATE_DIR="${WARDEN_STATE_DIR:-$(mktemp -d)}"
+OUT="$(mktemp -d)"
+cleanup() {
+    "$WARDEN" stop bench-vm >/dev/null 2>&1 || true
+    "$WARDEN" stop bench-proc >/dev/null 2>&1 || true
+    "$WARDEN" rm bench-vm >/dev/null 2>&1 || true
+    "$WARDEN" rm bench-proc >/dev/null 2>&1 || true
+    rm -rf "$OUT"
+}
+trap cleanup EXIT
+
+boot=(-n process "$WARDEN run --no-tty --no-audit-log -- true"
+      -n vm "$WARDEN run --no-tty --no-audit-log --isolation vm -- true")
+if [ -n "$RUNSC" ]; then boot+=(-n runsc "$RUNSC"); fi
+hyperfine -N --warmup 1 --runs "$BOOTS" --export-json "$OUT/boot.json" "${boot[@]}" >/dev/null
+
+"$WARDEN" create bench-proc >/dev/null
+"$WARDEN" create --isolation vm bench-vm >/dev/null
+"$WARDEN" start bench-proc >/dev/null
+"$WARDEN" start bench-vm >/dev/null
+hyperfine -N --warmup 2 --runs "$EXECS" --export-json "$OUT/exec.json" \
+    -n process "$WARDEN exec bench-proc -- true" \
+    -n vm "$WARDEN exec bench-vm -- true" >/dev/null
+
+# Memory of an idle sandbox on the host: the VMM's resident set (the
+# guest's RAM it touched, QEMU itself) and the supervisor's; for the
+# process backend the supervisor's and the sandbox's init.
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+sup() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' \
+    "$WARDEN_STATE_DIR/sandboxes/$1/supervisor.json"; }
+vm_sup="$(sup bench-vm)"
+proc_sup="$(sup bench-proc)"
+vm_kib=$(( $(rss "$vm_sup") + $(for p in $(pgrep -P "$vm_sup"); do rss "$p"; done | awk '{ s += $1 } END { print s + 0 }') ))
+proc_kib=$(( $(rss "$proc_sup") + $(for p in $(pgrep -P "$proc_sup"); do rss "$p"; done | awk '{ s += $1 } END { print s + 0 }') ))
+
+python3 - "$OUT/boot.json" "$OUT/exec.json" "$vm_kib" "$proc_kib" <<'PY'
+import json, sys
+boot = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+ex = {x["command"]: x for x in json.load(open(sys.argv[2]))["results"]}
+ms = lambda x: x["median"] * 1000
+print("boot to first exec (a fresh sandbox running `true`), median:")
+for name in ("process", "vm", "runsc"):
+    if name in boot:
+        print(f"  {name:<8} {ms(boot[name]):>10.1f} ms")
+print(f"  vm/process: {ms(boot['vm']) / ms(boot['process']):.1f}x"
+      + (f", vm/runsc: {ms(boot['vm']) / ms(boot['runsc']):.1f}x" if "runsc" in boot else ""))
+print("exec round trip into a running sandbox (`warden exec NAME -- true`), median:")
+for name in ("process", "vm"):
+    print(f"  {name:<8} {ms(ex[name]):>10.1f} ms")
+print(f"  vm/process: {ms(ex['vm']) / ms(ex['process']):.1f}x")
+vm_kib, proc_kib = int(sys.argv[3]), int(sys.argv[4])
+print("host memory of an idle sandbox (resident, supervisor and its children):")
+print(f"  process  {proc_kib / 1024:>10.1f} MiB")
+print(f"  vm       {vm_kib / 1024:>10.1f} MiB")
+PY

@@ -1,0 +1,742 @@
+//! A sandbox in a VM, with the process backend's contract: the same spec,
+//! the same events (`created`, `started`, `exited`), the same exit statuses
+//! and, for a long-lived sandbox, the same spawn channel handed to
+//! [`Attach::service`]: the jail's spawn protocol, served here by relaying
+//! each request to the guest's init and each process's streams between the
+//! caller's descriptors and the VM's channel.
+
+use crate::machine::{Accel, Config, Machine, MachineError};
+use crate::wire::{Ended, Frame, Kind, Spawn, CHUNK};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
+use warden_jail::spawn::{FromInit, ToInit};
+use warden_jail::{Attach, Outcome, Pid, Program};
+use warden_policy::{NetworkSpec, SandboxSpec, Terminal, WORKSPACE_MOUNT};
+
+/// How long a guest may take to boot under emulation (about 2 s on an idle
+/// machine; a busy one is much slower).
+const BOOT_TCG: Duration = Duration::from_secs(90);
+const BOOT_KVM: Duration = Duration::from_secs(20);
+
+/// Why a VM sandbox could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    #[error(
+        "{0} is not supported with --isolation vm yet; leave it out or use --isolation process"
+    )]
+    Unsupported(&'static str),
+    #[error(transparent)]
+    Kernel(#[from] crate::kernel::KernelError),
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+    #[error(
+        "warden has no state directory for its VM files: set WARDEN_STATE_DIR or WARDEN_VM_DIR"
+    )]
+    NoStateDir,
+    #[error("cannot {what} the VM's channel")]
+    Channel {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the spawn channel")]
+    SpawnChannel(#[source] nix::errno::Errno),
+    #[error("cannot confine the VMM in a cgroup ({0}): run as root or in a delegated cgroup v2 subtree, or pass --allow-degraded")]
+    Cgroup(String),
+    #[error("the VM ended before the command did; its console said: {0}")]
+    GuestDied(String),
+}
+
+/// What feeds the relay's loop.
+enum Input {
+    Vm(Frame),
+    VmGone,
+    Request(ToInit, Vec<OwnedFd>),
+    RequestsGone,
+}
+
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// Everything but the VM itself: found, built and decided before booting.
+pub struct Prepared {
+    pub config: Config,
+    pub warning: Option<String>,
+}
+
+/// Find the VMM and kernel, build (or find cached) the initramfs and decide
+/// on KVM, for `spec`.
+pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
+    let fs = &spec.filesystem;
+    if fs.rootfs.is_some() {
+        return Err(VmError::Unsupported("--rootfs"));
+    }
+    // The guest sees one shared directory as its workspace. An overlay
+    // over an empty workspace (a named sandbox's own) is exactly its upper
+    // layer, which is shared then; over a project's files it would need an
+    // overlay the guest cannot build on 9p.
+    let workspace = match (&fs.overlay, &fs.workspace) {
+        (None, ws) => ws.clone(),
+        (Some(o), Some(lower)) if is_empty_dir(lower) => Some(o.upper.clone()),
+        (Some(_), _) => {
+            return Err(VmError::Unsupported(
+                "a reviewable (overlay) workspace over existing files",
+            ))
+        }
+    };
+    if !fs.binds.is_empty() {
+        return Err(VmError::Unsupported("--ro/--rw binds"));
+    }
+    if !spec.publish.is_empty() {
+        return Err(VmError::Unsupported("--publish"));
+    }
+    let vmm = crate::machine::find_vmm().ok_or(MachineError::NoVmm)?;
+    let kernel = crate::kernel::find()?;
+    let dir = crate::kernel::vm_dir().ok_or(VmError::NoStateDir)?;
+    let cache = dir.join("cache");
+    sweep_runs(&dir.join("run"));
+    let initramfs = crate::image::initramfs(&kernel, &cache)?;
+    let mut params = vec![
+        ("nofile".to_string(), spec.resources.open_files.to_string()),
+        ("tmp".to_string(), fs.tmp_size.to_string()),
+        ("hostname".to_string(), spec.hostname.clone()),
+        (
+            "workspace".to_string(),
+            if fs.workspace.is_some() { "1" } else { "0" }.to_string(),
+        ),
+    ];
+    // A debug build's test switch (`WARDEN_TEST_WEAKEN`), passed on to the
+    // guest init, which honours it only in a debug build too.
+    let weak = warden_jail::Weakened::from_env();
+    let weak: Vec<&str> = [("seccomp", weak.seccomp), ("landlock", weak.landlock)]
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| *n)
+        .collect();
+    if !weak.is_empty() {
+        params.push(("weaken".into(), weak.join(",")));
+    }
+    if let Some(f) = spec.resources.file_size {
+        params.push(("fsize".into(), f.to_string()));
+    }
+    if spec.resources.pids.explicit {
+        params.push(("nproc".into(), spec.resources.pids.value.to_string()));
+    }
+    let memory_mib = if spec.resources.memory.explicit {
+        (spec.resources.memory.value >> 20).max(128)
+    } else {
+        512
+    };
+    let host_cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    let cpus = spec
+        .resources
+        .cpus
+        .map(|c| (c.ceil() as u32).clamp(1, host_cpus))
+        .unwrap_or(1);
+    let n = RUNS.fetch_add(1, Ordering::Relaxed);
+    let safe_id: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let mut config = Config {
+        vmm,
+        kernel: kernel.image.clone(),
+        initramfs,
+        accel: Accel::Tcg,
+        memory_mib,
+        cpus,
+        workspace,
+        params,
+        run_dir: dir
+            .join("run")
+            .join(format!("{safe_id}-{}-{n}", std::process::id())),
+        cgroup: None,
+    };
+    let choice = crate::accel::choose(&config, &cache, &kernel.release);
+    config.accel = choice.accel;
+    Ok(Prepared {
+        config,
+        warning: choice.warning,
+    })
+}
+
+/// Remove the run directories (console logs) of VMs whose host side died
+/// without cleaning up (a supervisor killed outright): each is named
+/// `ID-PID-N` after the process that made it.
+fn sweep_runs(run: &std::path::Path) {
+    for e in std::fs::read_dir(run).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let pid = name.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+        // Gone, or a zombie (a killed supervisor not reaped yet).
+        let alive = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+        };
+        if pid.is_some_and(|p| !alive(p)) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+fn is_empty_dir(p: &std::path::Path) -> bool {
+    std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none())
+}
+
+/// Host memory the VMM itself needs beside the guest's RAM (QEMU, its
+/// translation cache under emulation, 9p and the channel's buffers).
+const VMM_OVERHEAD_TCG: u64 = 384 << 20;
+const VMM_OVERHEAD_KVM: u64 = 256 << 20;
+
+/// The VMM's cgroup: memory = guest RAM + the VMM's overhead, the spec's
+/// CPUs, a bound on its threads. Where none can be made, refused when a
+/// limit was asked for explicitly (unless degraded runs are allowed),
+/// otherwise said loudly, as the process backend does.
+fn confine(
+    spec: &SandboxSpec,
+    id: &str,
+    config: &Config,
+    events: &mut dyn EventSink,
+) -> Result<Option<warden_jail::cgroup::Cgroup>, VmError> {
+    let overhead = match config.accel {
+        Accel::Kvm => VMM_OVERHEAD_KVM,
+        Accel::Tcg => VMM_OVERHEAD_TCG,
+    };
+    let limits = warden_jail::cgroup::Limits {
+        memory: Some((config.memory_mib << 20) + overhead),
+        pids: Some(256),
+        cpus: spec.resources.cpus,
+    };
+    let name: String = format!("vm-{id}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    match warden_jail::cgroup::Cgroup::create(&name, &limits) {
+        Ok(cg) => Ok(Some(cg)),
+        Err(e) => {
+            let explicit = spec.resources.memory.explicit || spec.resources.cpus.is_some();
+            if explicit && !spec.allow_degraded {
+                return Err(VmError::Cgroup(warden_jail::chain_str(&e)));
+            }
+            let lost = format!(
+                "the VMM runs in no cgroup of its own ({}): only the guest's RAM bounds it",
+                warden_jail::chain_str(&e)
+            );
+            eprintln!("warden: DEGRADED cgroups: {lost}");
+            events.emit(&Event::now(
+                id,
+                EventKind::Degraded {
+                    layer: "cgroups".into(),
+                    lost,
+                },
+            ));
+            Ok(None)
+        }
+    }
+}
+
+/// Run `spec` in a new VM, as [`warden_jail::run`] runs it in a process
+/// sandbox: returns when the VM is gone.
+pub fn run(
+    spec: &SandboxSpec,
+    id: &str,
+    program: Program,
+    events: &mut dyn EventSink,
+    attach: &mut dyn Attach,
+) -> Result<Outcome, VmError> {
+    let start = Instant::now();
+    let prepared = prepare(spec, id)?;
+    let degraded = |events: &mut dyn EventSink, layer: &str, lost: &str| {
+        eprintln!("warden: DEGRADED {layer}: {lost}");
+        events.emit(&Event::now(
+            id,
+            EventKind::Degraded {
+                layer: layer.to_string(),
+                lost: lost.to_string(),
+            },
+        ));
+    };
+    if let Some(w) = &prepared.warning {
+        degraded(events, "vm acceleration", w);
+    }
+    if program == Program::Command && spec.terminal == Terminal::Pty {
+        // Said, not refused: `warden run` at a terminal asks for one by
+        // default, and the command still runs, with its streams relayed.
+        degraded(
+            events,
+            "terminal",
+            "the VM backend has no terminal yet: the command's stdin, stdout and stderr are relayed as pipes",
+        );
+    }
+    if let NetworkSpec::Egress(_) = spec.network {
+        degraded(
+            events,
+            "network",
+            "the VM backend gives its guest no network interface yet: every connection fails (allowed names too)",
+        );
+    }
+    let boot = match prepared.config.accel {
+        Accel::Kvm => BOOT_KVM,
+        Accel::Tcg => BOOT_TCG,
+    };
+    let mut config = prepared.config;
+    config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
+    let cgroup = config.cgroup.clone();
+    events.emit(&Event::now(
+        id,
+        EventKind::Created {
+            command: spec.command.clone(),
+            workspace: spec.filesystem.workspace.clone(),
+            rootless: !warden_jail::host::is_root(),
+            cgroup: cgroup
+                .as_ref()
+                .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
+        },
+    ));
+    let mut machine = Machine::boot(&config, boot)?;
+    events.emit(&Event::now(
+        id,
+        EventKind::Started {
+            pid: machine.pid() as i32,
+        },
+    ));
+    // As with the process backend, the timeout counts from the moment the
+    // sandbox can run anything (here, once the guest's init serves).
+    let deadline = spec.resources.timeout.map(|t| Instant::now() + t);
+    let (tx, rx) = channel();
+    let writer = Arc::new(Mutex::new(machine.stream.try_clone().map_err(
+        |source| VmError::Channel {
+            what: "share",
+            source,
+        },
+    )?));
+    let reader = machine
+        .stream
+        .try_clone()
+        .map_err(|source| VmError::Channel {
+            what: "share",
+            source,
+        })?;
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || read_vm(reader, tx));
+    }
+    let ended = match program {
+        Program::Command => one_command(spec, &writer, &rx, deadline),
+        Program::Service => {
+            let (ours, theirs) = nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(VmError::SpawnChannel)?;
+            let ours = Arc::new(ours);
+            {
+                let ours = ours.clone();
+                let tx = tx.clone();
+                std::thread::spawn(move || read_requests(&ours, tx));
+            }
+            attach.service(theirs, Pid::from_raw(machine.pid() as i32));
+            let ended = serve(spec, &writer, &rx, &ours, deadline);
+            // The supervisor's reader and ours see the end at once.
+            let _ = nix::sys::socket::shutdown(ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+            ended
+        }
+    };
+    if let Ok(mut w) = writer.lock() {
+        let _ = Frame::new(Kind::Shutdown, 0, Vec::new()).write_to(&mut *w);
+    }
+    let console = machine.console();
+    machine.stop(Duration::from_secs(2));
+    drop(machine);
+    attach.stopping();
+    drop(config);
+    let stats = cgroup.as_ref().map(|c| c.stats());
+    let peaks = ResourcePeaks {
+        max_rss_bytes: stats.as_ref().and_then(|s| s.memory_peak),
+        cpu_user_ms: stats.as_ref().and_then(|s| s.cpu_user_ms),
+        cpu_system_ms: stats.as_ref().and_then(|s| s.cpu_system_ms),
+        oom_kills: stats.as_ref().and_then(|s| s.oom_kills),
+    };
+    if let Some(cg) = cgroup.and_then(|c| Arc::try_unwrap(c).ok()) {
+        let _ = cg.remove();
+    }
+    let outcome = match ended {
+        Ended2::Exit(Ended::Exited(code)) => Outcome {
+            status: code,
+            reason: ExitReason::Exited,
+            signal: None,
+            message: None,
+        },
+        Ended2::Exit(Ended::Signaled(sig)) => Outcome {
+            status: 128 + sig,
+            reason: ExitReason::Signaled,
+            signal: Some(sig),
+            message: None,
+        },
+        Ended2::ExecFailed(errno) => {
+            let cmd = spec.command.first().cloned().unwrap_or_default();
+            let (status, what) = if errno == nix::errno::Errno::ENOENT as i32 {
+                (127, "command not found in the sandbox".to_string())
+            } else {
+                (
+                    126,
+                    format!(
+                        "cannot execute: {}",
+                        nix::errno::Errno::from_raw(errno).desc()
+                    ),
+                )
+            };
+            Outcome {
+                status,
+                reason: ExitReason::ExecFailed,
+                signal: None,
+                message: Some(format!("{cmd}: {what}")),
+            }
+        }
+        Ended2::Timeout => Outcome {
+            status: 124,
+            reason: ExitReason::Timeout,
+            signal: None,
+            message: Some(format!(
+                "the sandbox reached its --timeout of {} s and was killed",
+                spec.resources.timeout.unwrap_or_default().as_secs_f64()
+            )),
+        },
+        Ended2::Gone => return Err(VmError::GuestDied(console)),
+    };
+    events.emit(&Event::now(
+        id,
+        EventKind::Exited {
+            status: outcome.status,
+            reason: outcome.reason,
+            signal: outcome.signal,
+            duration_ms: start.elapsed().as_millis() as u64,
+            peaks,
+        },
+    ));
+    Ok(outcome)
+}
+
+/// How the relay ended.
+enum Ended2 {
+    Exit(Ended),
+    ExecFailed(i32),
+    Timeout,
+    /// The VM went away without a word.
+    Gone,
+}
+
+fn read_vm(mut stream: UnixStream, tx: Sender<Input>) {
+    while let Ok(Some(f)) = Frame::read_from(&mut stream) {
+        if tx.send(Input::Vm(f)).is_err() {
+            return;
+        }
+    }
+    let _ = tx.send(Input::VmGone);
+}
+
+fn read_requests(channel: &OwnedFd, tx: Sender<Input>) {
+    let mut buf = vec![0u8; warden_jail::spawn::MAX_REQUEST + 1];
+    loop {
+        match warden_jail::fdpass::recv(channel.as_fd(), &mut buf) {
+            Ok((0, _)) => break,
+            Ok((n, fds)) => {
+                if let Ok(req) = serde_json::from_slice::<ToInit>(&buf[..n]) {
+                    if tx.send(Input::Request(req, fds)).is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = tx.send(Input::RequestsGone);
+}
+
+type Writer = Arc<Mutex<UnixStream>>;
+
+fn send(w: &Writer, f: Frame) {
+    if let Ok(mut s) = w.lock() {
+        let _ = f.write_to(&mut *s);
+    }
+}
+
+/// Relay `from` (a caller's stdin) into the VM as `id`'s stdin until its
+/// end, or until `stop`.
+fn pump_stdin(from: OwnedFd, id: u64, w: Writer, stop: Arc<AtomicBool>) {
+    let mut file = File::from(from);
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(100u16)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => send(&w, Frame::new(Kind::Stdin, id, buf[..n].to_vec())),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    send(&w, Frame::new(Kind::StdinEof, id, Vec::new()));
+}
+
+fn next(rx: &Receiver<Input>, deadline: Option<Instant>) -> Option<Input> {
+    match deadline {
+        Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
+            Ok(i) => Some(i),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Input::VmGone),
+        },
+        None => Some(rx.recv().unwrap_or(Input::VmGone)),
+    }
+}
+
+fn workdir(spec: &SandboxSpec) -> String {
+    if spec.filesystem.workspace.is_some() {
+        WORKSPACE_MOUNT.to_string()
+    } else {
+        "/".to_string()
+    }
+}
+
+/// `warden run`: the spec's command, with this process's stdio.
+fn one_command(
+    spec: &SandboxSpec,
+    w: &Writer,
+    rx: &Receiver<Input>,
+    deadline: Option<Instant>,
+) -> Ended2 {
+    const ID: u64 = 1;
+    send(
+        w,
+        Frame::json(
+            Kind::Spawn,
+            ID,
+            &Spawn {
+                argv: spec.command.clone(),
+                env: spec.env.clone(),
+                cwd: workdir(spec),
+            },
+        ),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    if let Ok(stdin) = std::io::stdin().as_fd().try_clone_to_owned() {
+        let (w, stop) = (w.clone(), stop.clone());
+        std::thread::spawn(move || pump_stdin(stdin, ID, w, stop));
+    }
+    let result = loop {
+        let Some(input) = next(rx, deadline) else {
+            break Ended2::Timeout;
+        };
+        match input {
+            Input::Vm(f) if f.id == ID => match f.kind {
+                Kind::Stdout => {
+                    let _ = std::io::stdout().write_all(&f.payload);
+                    let _ = std::io::stdout().flush();
+                }
+                Kind::Stderr => {
+                    let _ = std::io::stderr().write_all(&f.payload);
+                }
+                Kind::Failed => break Ended2::ExecFailed(f.parse::<i32>().unwrap_or(0)),
+                Kind::Ended => match f.parse::<Ended>() {
+                    Ok(e) => break Ended2::Exit(e),
+                    Err(_) => break Ended2::Gone,
+                },
+                _ => {}
+            },
+            Input::VmGone => break Ended2::Gone,
+            _ => {}
+        }
+    };
+    stop.store(true, Ordering::SeqCst);
+    result
+}
+
+/// One process started through the spawn channel.
+struct Exec {
+    stdout: File,
+    stderr: File,
+    stop: Arc<AtomicBool>,
+}
+
+fn notify(channel: &OwnedFd, notice: &FromInit) {
+    if let Ok(bytes) = serde_json::to_vec(notice) {
+        let _ = warden_jail::fdpass::send(channel.as_fd(), &bytes, &[]);
+    }
+}
+
+/// A long-lived sandbox: the jail's spawn protocol on `channel`, relayed.
+fn serve(
+    spec: &SandboxSpec,
+    w: &Writer,
+    rx: &Receiver<Input>,
+    channel: &OwnedFd,
+    deadline: Option<Instant>,
+) -> Ended2 {
+    let mut execs: HashMap<u64, Exec> = HashMap::new();
+    let result = loop {
+        let Some(input) = next(rx, deadline) else {
+            break Ended2::Timeout;
+        };
+        match input {
+            Input::Request(req, fds) => match req {
+                ToInit::Spawn {
+                    id,
+                    argv,
+                    env,
+                    cwd,
+                    tty,
+                    ..
+                } => {
+                    let mut fds = fds.into_iter();
+                    let (Some(stdin), Some(stdout), Some(stderr), false) =
+                        (fds.next(), fds.next(), fds.next(), tty)
+                    else {
+                        // No terminal in a VM sandbox yet.
+                        notify(
+                            channel,
+                            &FromInit::Failed {
+                                id,
+                                errno: nix::errno::Errno::ENOTTY as i32,
+                            },
+                        );
+                        continue;
+                    };
+                    let mut full = spec.env.clone();
+                    for (k, v) in env {
+                        match full.iter_mut().find(|(n, _)| *n == k) {
+                            Some(slot) => slot.1 = v,
+                            None => full.push((k, v)),
+                        }
+                    }
+                    send(
+                        w,
+                        Frame::json(
+                            Kind::Spawn,
+                            id,
+                            &Spawn {
+                                argv,
+                                env: full,
+                                cwd: cwd.unwrap_or_else(|| workdir(spec)),
+                            },
+                        ),
+                    );
+                    let stop = Arc::new(AtomicBool::new(false));
+                    {
+                        let (w, stop) = (w.clone(), stop.clone());
+                        std::thread::spawn(move || pump_stdin(stdin, id, w, stop));
+                    }
+                    execs.insert(
+                        id,
+                        Exec {
+                            stdout: File::from(stdout),
+                            stderr: File::from(stderr),
+                            stop,
+                        },
+                    );
+                }
+                ToInit::Signal { id, signal } => send(w, Frame::json(Kind::Signal, id, &signal)),
+                ToInit::TermAll => send(w, Frame::new(Kind::TermAll, 0, Vec::new())),
+                ToInit::Shutdown => break Ended2::Exit(Ended::Exited(0)),
+                ToInit::File { id, .. } => notify(
+                    channel,
+                    &FromInit::FileDone {
+                        id,
+                        errno: nix::errno::Errno::EOPNOTSUPP as i32,
+                    },
+                ),
+            },
+            Input::RequestsGone => break Ended2::Exit(Ended::Exited(0)),
+            Input::Vm(f) => match f.kind {
+                Kind::Spawned => notify(
+                    channel,
+                    &FromInit::Spawned {
+                        id: f.id,
+                        pid: f.parse::<i32>().unwrap_or(0),
+                    },
+                ),
+                Kind::Failed => {
+                    if let Some(e) = execs.remove(&f.id) {
+                        e.stop.store(true, Ordering::SeqCst);
+                    }
+                    notify(
+                        channel,
+                        &FromInit::Failed {
+                            id: f.id,
+                            errno: f.parse::<i32>().unwrap_or(0),
+                        },
+                    )
+                }
+                Kind::Stdout | Kind::Stderr => {
+                    if let Some(e) = execs.get_mut(&f.id) {
+                        let out = if f.kind == Kind::Stdout {
+                            &mut e.stdout
+                        } else {
+                            &mut e.stderr
+                        };
+                        let _ = out.write_all(&f.payload);
+                    }
+                }
+                Kind::Ended => {
+                    if let Some(e) = execs.remove(&f.id) {
+                        e.stop.store(true, Ordering::SeqCst);
+                    }
+                    let notice = match f.parse::<Ended>() {
+                        Ok(Ended::Exited(code)) => FromInit::Exited { id: f.id, code },
+                        Ok(Ended::Signaled(signal)) => FromInit::Signaled { id: f.id, signal },
+                        Err(_) => continue,
+                    };
+                    notify(channel, &notice);
+                }
+                _ => {}
+            },
+            Input::VmGone => break Ended2::Gone,
+        }
+    };
+    for e in execs.values() {
+        e.stop.store(true, Ordering::SeqCst);
+    }
+    result
+}
+
+/// Where the VM's files live (for `warden vm kernel` and `doctor`).
+pub fn cache_dir() -> Option<PathBuf> {
+    crate::kernel::vm_dir().map(|d| d.join("cache"))
+}

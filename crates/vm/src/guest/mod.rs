@@ -1,0 +1,87 @@
+//! The guest's init: PID 1 of the VM's own kernel (`/init` of the
+//! initramfs, no systemd). It loads the modules of the guest's devices,
+//! builds the guest's file tree (the host's `/usr` read-only and the
+//! workspace read-write over 9p, fresh tmpfs `/tmp` and home, a minimal
+//! `/dev` that does not show the channel's device), opens its channel to the
+//! host (the `warden.0` virtio-serial port), takes the workspace owner's
+//! IDs, applies rlimits, Landlock (read beneath `/`, write beneath the
+//! workspace, `/tmp` and home), drops every capability with `no_new_privs`
+//! and loads warden's seccomp filter: every process it starts inherits all
+//! of it, as in the process backend. Then it serves spawn requests
+//! ([`crate::wire`]) until the host says shut down or goes away, and ends,
+//! which ends the guest (`panic=-1` with QEMU's `-no-reboot`).
+
+mod serve;
+mod setup;
+
+use crate::wire::{Frame, Kind};
+use std::io::Write;
+
+/// Why the guest could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestError {
+    #[error("cannot {what} {path}")]
+    Fs {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("cannot load the kernel module {path}")]
+    Module {
+        path: String,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("no virtio-serial port named {0} appeared")]
+    NoPort(&'static str),
+    #[error("cannot open the channel {path}")]
+    Channel {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Privileges(#[from] warden_jail::privileges::PrivilegeError),
+    #[error(transparent)]
+    Landlock(#[from] warden_jail::landlock::LandlockError),
+    #[error(transparent)]
+    Seccomp(#[from] warden_jail::seccomp::SeccompError),
+}
+
+/// Say something on the guest's console (the host keeps it in the VM's
+/// console log).
+fn console(msg: &str) {
+    if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open("/dev/console") {
+        let _ = writeln!(f, "warden-guest-init: {msg}");
+    }
+}
+
+/// The guest init's `main`: never returns; its end is the guest's.
+pub fn main() -> ! {
+    match setup::prepare() {
+        Ok((port, ready)) => {
+            let mut w = match port.try_clone() {
+                Ok(w) => w,
+                Err(e) => {
+                    console(&format!("cannot share the channel: {e}"));
+                    std::process::exit(1)
+                }
+            };
+            if let Err(e) = Frame::json(Kind::Ready, 0, &ready).write_to(&mut w) {
+                console(&format!("cannot reach the host: {e}"));
+                std::process::exit(1)
+            }
+            serve::serve(port, w);
+            std::process::exit(0)
+        }
+        Err((port, e)) => {
+            let msg = warden_jail::chain_str(&e);
+            console(&msg);
+            if let Some(mut p) = port {
+                let _ = Frame::json(Kind::Fatal, 0, &msg).write_to(&mut p);
+            }
+            std::process::exit(1)
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The guest init's spawn server: processes started on request, their
+//! streams relayed as frames, every child reaped (PID 1 adopts orphans),
+//! each requested process's end reported after the last byte of its output.
+
+use crate::wire::{Ended, Frame, Kind, Spawn, CHUNK};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
+
+type Writer = Arc<Mutex<File>>;
+
+fn send(w: &Writer, frame: Frame) {
+    if let Ok(mut f) = w.lock() {
+        let _ = frame.write_to(&mut *f);
+    }
+}
+
+/// What the reaper knows: who waits for which PID, and the ends that came
+/// before anyone asked (a process that ended before it was registered).
+#[derive(Default)]
+struct Reaped {
+    waiting: HashMap<i32, Sender<Ended>>,
+    early: HashMap<i32, Ended>,
+}
+
+fn reaper(state: Arc<Mutex<Reaped>>) {
+    loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(status) => {
+                let (pid, ended) = match status {
+                    WaitStatus::Exited(pid, code) => (pid, Ended::Exited(code)),
+                    WaitStatus::Signaled(pid, sig, _) => (pid, Ended::Signaled(sig as i32)),
+                    _ => continue,
+                };
+                if let Ok(mut s) = state.lock() {
+                    match s.waiting.remove(&pid.as_raw()) {
+                        Some(tx) => {
+                            let _ = tx.send(ended);
+                        }
+                        None => {
+                            // An orphan, or one of ours not registered yet;
+                            // orphans' ends are never asked for, so only a
+                            // bounded number is kept.
+                            if s.early.len() > 4096 {
+                                s.early.clear();
+                            }
+                            s.early.insert(pid.as_raw(), ended);
+                        }
+                    }
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Relay one output stream of a process as frames of `kind`.
+fn pump_out(mut from: impl Read, kind: Kind, id: u64, w: Writer) {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => send(&w, Frame::new(kind, id, buf[..n].to_vec())),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// The processes started on request and not ended yet, by request id.
+type Running2 = Arc<Mutex<HashMap<u64, Running>>>;
+
+fn lock(r: &Running2) -> std::sync::MutexGuard<'_, HashMap<u64, Running>> {
+    r.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct Running {
+    pid: i32,
+    stdin: Option<Sender<Option<Vec<u8>>>>,
+}
+
+fn spawn(
+    id: u64,
+    req: Spawn,
+    w: &Writer,
+    reaped: &Arc<Mutex<Reaped>>,
+    running: &Running2,
+) -> Result<i32, i32> {
+    let Some((prog, args)) = req.argv.split_first() else {
+        return Err(nix::errno::Errno::EINVAL as i32);
+    };
+    let mut child = Command::new(prog)
+        .args(args)
+        .env_clear()
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&req.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| e.raw_os_error().unwrap_or(nix::errno::Errno::EIO as i32))?;
+    let pid = child.id() as i32;
+    let (tx_end, rx_end) = channel();
+    if let Ok(mut s) = reaped.lock() {
+        match s.early.remove(&pid) {
+            Some(e) => {
+                let _ = tx_end.send(e);
+            }
+            None => {
+                s.waiting.insert(pid, tx_end);
+            }
+        }
+    }
+    let out = child.stdout.take().map(|o| {
+        let w = w.clone();
+        std::thread::spawn(move || pump_out(o, Kind::Stdout, id, w))
+    });
+    let err = child.stderr.take().map(|o| {
+        let w = w.clone();
+        std::thread::spawn(move || pump_out(o, Kind::Stderr, id, w))
+    });
+    let (tx_in, rx_in) = channel::<Option<Vec<u8>>>();
+    if let Some(mut stdin) = child.stdin.take() {
+        std::thread::spawn(move || {
+            while let Ok(Some(data)) = rx_in.recv() {
+                if stdin.write_all(&data).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    lock(running).insert(
+        id,
+        Running {
+            pid,
+            stdin: Some(tx_in),
+        },
+    );
+    let (w2, running) = (w.clone(), running.clone());
+    std::thread::spawn(move || {
+        for t in [out, err].into_iter().flatten() {
+            let _ = t.join();
+        }
+        if let Ok(ended) = rx_end.recv() {
+            lock(&running).remove(&id);
+            send(&w2, Frame::json(Kind::Ended, id, &ended));
+        }
+    });
+    Ok(pid)
+}
+
+/// Serve until the host asks for a shutdown or its end of the port closes.
+pub(super) fn serve(mut port: File, w: File) {
+    let w: Writer = Arc::new(Mutex::new(w));
+    let reaped = Arc::new(Mutex::new(Reaped::default()));
+    {
+        let r = reaped.clone();
+        std::thread::spawn(move || reaper(r));
+    }
+    let running: Running2 = Arc::new(Mutex::new(HashMap::new()));
+    loop {
+        let frame = match Frame::read_from(&mut port) {
+            Ok(Some(f)) => f,
+            // The host's end closed (it connects before the guest boots,
+            // so this is its end): nobody is left to serve.
+            Ok(None) => break,
+            Err(e) => {
+                super::console(&format!("the channel failed: {e}"));
+                break;
+            }
+        };
+        match frame.kind {
+            Kind::Spawn => {
+                let notice = match frame.parse::<Spawn>() {
+                    Ok(req) => match spawn(frame.id, req, &w, &reaped, &running) {
+                        Ok(pid) => Frame::json(Kind::Spawned, frame.id, &pid),
+                        Err(errno) => Frame::json(Kind::Failed, frame.id, &errno),
+                    },
+                    Err(_) => {
+                        Frame::json(Kind::Failed, frame.id, &(nix::errno::Errno::EINVAL as i32))
+                    }
+                };
+                send(&w, notice);
+            }
+            Kind::Stdin => {
+                if let Some(tx) = lock(&running).get(&frame.id).and_then(|r| r.stdin.as_ref()) {
+                    let _ = tx.send(Some(frame.payload));
+                }
+            }
+            Kind::StdinEof => {
+                if let Some(r) = lock(&running).get_mut(&frame.id) {
+                    if let Some(tx) = r.stdin.take() {
+                        let _ = tx.send(None);
+                    }
+                }
+            }
+            Kind::Signal => {
+                let pid = lock(&running).get(&frame.id).map(|r| r.pid);
+                if let (Some(pid), Ok(Ok(sig))) = (pid, frame.parse::<i32>().map(Signal::try_from))
+                {
+                    let _ = killpg(Pid::from_raw(pid), sig);
+                    let _ = kill(Pid::from_raw(pid), sig);
+                }
+            }
+            Kind::TermAll => {
+                let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
+            }
+            Kind::Shutdown => break,
+            _ => {}
+        }
+    }
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+}

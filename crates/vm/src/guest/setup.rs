@@ -1,0 +1,299 @@
+//! The guest's file tree, its channel and its restrictions, in that order.
+
+use super::GuestError;
+use crate::wire::{Ready, PORT_NAME};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use warden_jail::privileges::{self, Rlimits};
+
+/// What the host passed on the kernel's command line (`warden.KEY=VALUE`).
+#[derive(Debug, Default)]
+struct Params {
+    nofile: Option<u64>,
+    fsize: Option<u64>,
+    nproc: Option<u64>,
+    tmp: Option<u64>,
+    hostname: Option<String>,
+    workspace: bool,
+    /// Layers a debug build's test switched off (see `warden_jail::Weakened`).
+    weaken: Vec<String>,
+}
+
+fn params() -> Params {
+    let line = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let mut p = Params::default();
+    for word in line.split_whitespace() {
+        let Some((k, v)) = word.strip_prefix("warden.").and_then(|w| w.split_once('=')) else {
+            continue;
+        };
+        match k {
+            "nofile" => p.nofile = v.parse().ok(),
+            "fsize" => p.fsize = v.parse().ok(),
+            "nproc" => p.nproc = v.parse().ok(),
+            "tmp" => p.tmp = v.parse().ok(),
+            "hostname" => p.hostname = Some(v.to_string()),
+            "workspace" => p.workspace = v == "1",
+            "weaken" if cfg!(debug_assertions) => {
+                p.weaken = v.split(',').map(str::to_string).collect()
+            }
+            _ => {}
+        }
+    }
+    p
+}
+
+fn fs_err<'a>(
+    what: &'static str,
+    path: &'a str,
+) -> impl FnOnce(nix::errno::Errno) -> GuestError + 'a {
+    move |source| GuestError::Fs {
+        what,
+        path: path.to_string(),
+        source,
+    }
+}
+
+fn mount_fs(
+    src: &str,
+    target: &str,
+    fstype: &str,
+    flags: MsFlags,
+    data: &str,
+) -> Result<(), GuestError> {
+    let _ = std::fs::create_dir_all(target);
+    mount(Some(src), target, Some(fstype), flags, Some(data)).map_err(fs_err("mount", target))
+}
+
+/// Load the modules of the initramfs, in their order (a module the kernel
+/// already has is fine).
+fn load_modules() -> Result<(), GuestError> {
+    let mut mods: Vec<PathBuf> = std::fs::read_dir("/modules")
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    mods.sort();
+    for m in mods {
+        let path = m.display().to_string();
+        let f = File::open(&m).map_err(|e| GuestError::Module {
+            path: path.clone(),
+            source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
+        })?;
+        match nix::kmod::finit_module(&f, c"", nix::kmod::ModuleInitFlags::empty()) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(source) => return Err(GuestError::Module { path, source }),
+        }
+        let _ = std::fs::remove_file(&m);
+    }
+    Ok(())
+}
+
+fn libc_eio() -> i32 {
+    nix::errno::Errno::EIO as i32
+}
+
+/// The device node of the port named `name`, once the driver has probed it.
+fn find_port(name: &'static str) -> Result<PathBuf, GuestError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        for e in std::fs::read_dir("/sys/class/virtio-ports")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let n = std::fs::read_to_string(e.path().join("name")).unwrap_or_default();
+            if n.trim() == name {
+                let dev = Path::new("/dev").join(e.file_name());
+                if dev.exists() {
+                    return Ok(dev);
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(GuestError::NoPort(name));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A fresh `/dev` with only what programs need: not the guest's devtmpfs,
+/// which shows the channel's device.
+fn minimal_dev() -> Result<(), GuestError> {
+    umount2("/dev", MntFlags::MNT_DETACH).map_err(fs_err("unmount", "/dev"))?;
+    mount_fs(
+        "tmpfs",
+        "/dev",
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "mode=755,size=64k",
+    )?;
+    for (name, major, minor) in [
+        ("null", 1, 3),
+        ("zero", 1, 5),
+        ("full", 1, 7),
+        ("random", 1, 8),
+        ("urandom", 1, 9),
+        ("tty", 5, 0),
+    ] {
+        let p = format!("/dev/{name}");
+        mknod(
+            p.as_str(),
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            makedev(major, minor),
+        )
+        .map_err(fs_err("create", "/dev"))?;
+        // mknod applies the umask: every process of the sandbox, whatever
+        // its IDs, reads and writes these.
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o666)).map_err(
+            |e| GuestError::Fs {
+                what: "set the mode of",
+                path: p.clone(),
+                source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
+            },
+        )?;
+    }
+    mount_fs(
+        "devpts",
+        "/dev/pts",
+        "devpts",
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "newinstance,ptmxmode=0666,mode=620",
+    )?;
+    let _ = std::os::unix::fs::symlink("pts/ptmx", "/dev/ptmx");
+    let _ = std::os::unix::fs::symlink("/proc/self/fd", "/dev/fd");
+    mount_fs(
+        "tmpfs",
+        "/dev/shm",
+        "tmpfs",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=1777,size=64m",
+    )?;
+    Ok(())
+}
+
+/// Build everything; the channel (when it was opened) comes back with an
+/// error so that the host hears why.
+pub(super) fn prepare() -> Result<(File, Ready), (Option<File>, GuestError)> {
+    let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let early = || -> Result<Params, GuestError> {
+        mount_fs(
+            "devtmpfs",
+            "/dev",
+            "devtmpfs",
+            MsFlags::MS_NOSUID,
+            "mode=755",
+        )?;
+        mount_fs("proc", "/proc", "proc", nosuid | MsFlags::MS_NOEXEC, "")?;
+        mount_fs("sysfs", "/sys", "sysfs", nosuid | MsFlags::MS_NOEXEC, "")?;
+        load_modules()?;
+        Ok(params())
+    };
+    let p = early().map_err(|e| (None, e))?;
+    let port_path = find_port(PORT_NAME).map_err(|e| (None, e))?;
+    let port = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&port_path)
+        .map_err(|source| {
+            (
+                None,
+                GuestError::Channel {
+                    path: port_path.display().to_string(),
+                    source,
+                },
+            )
+        })?;
+    let fail = |e: GuestError| (port.try_clone().ok(), e);
+    let ready = finish(&p).map_err(fail)?;
+    Ok((port, ready))
+}
+
+fn finish(p: &Params) -> Result<Ready, GuestError> {
+    let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let nine = "trans=virtio,version=9p2000.L,msize=262144";
+    mount_fs(
+        "usr",
+        "/usr",
+        "9p",
+        nosuid | MsFlags::MS_RDONLY,
+        &format!("{nine},cache=loose"),
+    )?;
+    if p.workspace {
+        mount_fs(
+            "workspace",
+            "/workspace",
+            "9p",
+            nosuid,
+            &format!("{nine},cache=none"),
+        )?;
+    }
+    let tmp = p.tmp.unwrap_or(256 << 20);
+    mount_fs(
+        "tmpfs",
+        "/tmp",
+        "tmpfs",
+        nosuid,
+        &format!("mode=1777,size={tmp}"),
+    )?;
+    minimal_dev()?;
+    umount2("/sys", MntFlags::MNT_DETACH).map_err(fs_err("unmount", "/sys"))?;
+    let _ = std::fs::remove_dir("/modules");
+    let _ = std::fs::remove_file("/init");
+    if let Some(h) = &p.hostname {
+        let _ = nix::unistd::sethostname(h);
+    }
+    // The workspace owner's IDs, as the process backend gives them (9p
+    // shows the host's owner); nobody without a workspace.
+    let (uid, gid) = match std::fs::metadata("/workspace") {
+        Ok(m) if p.workspace => (m.uid(), m.gid()),
+        _ => (65534, 65534),
+    };
+    let home = "/root";
+    mount_fs(
+        "tmpfs",
+        home,
+        "tmpfs",
+        nosuid,
+        &format!("mode=700,uid={uid},gid={gid},size=64m"),
+    )?;
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().to_string())
+        .unwrap_or_default();
+    let mut layers = vec!["rlimits".to_string()];
+    privileges::lock_bounding_set(false)?;
+    privileges::set_ids(uid, gid)?;
+    privileges::apply_rlimits(&Rlimits {
+        open_files: p.nofile.unwrap_or(1024),
+        file_size: p.fsize,
+        nproc: p.nproc,
+        data: None,
+        sigpending: None,
+        msgqueue: None,
+        memlock: None,
+    })?;
+    let writable: Vec<PathBuf> = ["/workspace", "/tmp", "/dev/shm", home]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .collect();
+    let weak = |layer: &str| p.weaken.iter().any(|w| w == layer);
+    if !weak("landlock") {
+        match warden_jail::landlock::restrict(&[PathBuf::from("/")], &writable, true)? {
+            warden_jail::landlock::Enforcement::None => {}
+            _ => layers.push("landlock".into()),
+        }
+    }
+    privileges::finish_drop(false)?;
+    layers.push("no capabilities".into());
+    if !weak("seccomp") {
+        warden_jail::seccomp::install()?;
+        layers.push("seccomp".into());
+    }
+    Ok(Ready {
+        kernel: release,
+        layers,
+    })
+}

@@ -1,0 +1,339 @@
+//! The guest's initial root: an initramfs (a `newc` cpio archive) built by
+//! warden itself and cached by its content hash in the VM directory. It
+//! holds the guest init (`warden-guest-init`, started as `/init`) with the
+//! shared libraries it was linked against, the kernel modules the guest
+//! needs for its devices (virtio-mmio, the serial port, 9p), and a few
+//! files of the host's `/etc` that programs need to start (the user
+//! database, the dynamic linker's cache, `alternatives` links), never its
+//! secrets (no `shadow`, no keys).
+//!
+//! The host's `/usr` and the workspace are not in it: the guest mounts
+//! them over 9p (see `docs/architecture.md`).
+
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The modules the guest init loads, in order (dependencies first). A
+/// module the kernel has built in is simply absent from its package.
+pub const MODULES: &[&str] = &[
+    "kernel/drivers/virtio/virtio_ring.ko",
+    "kernel/drivers/virtio/virtio.ko",
+    "kernel/drivers/virtio/virtio_mmio.ko",
+    "kernel/drivers/char/virtio_console.ko",
+    "kernel/net/9p/9pnet.ko",
+    "kernel/net/9p/9pnet_virtio.ko",
+    "kernel/fs/netfs/netfs.ko",
+    "kernel/fs/fscache/fscache.ko",
+    "kernel/fs/9p/9p.ko",
+];
+
+/// Files of the host's `/etc` copied into the guest (when present).
+const ETC_FILES: &[&str] = &[
+    "passwd",
+    "group",
+    "hosts",
+    "nsswitch.conf",
+    "ld.so.cache",
+    "ld.so.conf",
+    "localtime",
+    "profile",
+    "bash.bashrc",
+    "environment",
+    "os-release",
+    "debian_version",
+    "mime.types",
+];
+
+/// Directories of the host's `/etc` whose symbolic links are copied
+/// (Debian's `alternatives`: `/usr/bin/awk -> /etc/alternatives/awk`).
+const ETC_LINK_DIRS: &[&str] = &["alternatives"];
+
+/// Why the initramfs could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("cannot read {path} for the guest's initramfs")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the guest init {0} is missing: build it with `cargo build -p warden-cli` (it is installed beside `warden`), or set WARDEN_GUEST_INIT")]
+    NoInit(PathBuf),
+    #[error("cannot write the guest's initramfs {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One entry of the archive.
+enum Entry {
+    Dir,
+    File { data: Vec<u8>, mode: u32 },
+    Link(String),
+}
+
+/// The archive's entries, in order, by path (without the leading `/`).
+#[derive(Default)]
+struct Archive {
+    entries: Vec<(String, Entry)>,
+}
+
+impl Archive {
+    fn has(&self, path: &str) -> bool {
+        self.entries.iter().any(|(p, _)| p == path)
+    }
+
+    fn dir(&mut self, path: &str) {
+        let mut sofar = String::new();
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            if !sofar.is_empty() {
+                sofar.push('/');
+            }
+            sofar.push_str(part);
+            if !self.has(&sofar) {
+                self.entries.push((sofar.clone(), Entry::Dir));
+            }
+        }
+    }
+
+    fn parent(&mut self, path: &str) {
+        if let Some((parent, _)) = path.rsplit_once('/') {
+            self.dir(parent);
+        }
+    }
+
+    fn file(&mut self, path: &str, data: Vec<u8>, mode: u32) {
+        self.parent(path);
+        if !self.has(path) {
+            self.entries
+                .push((path.to_string(), Entry::File { data, mode }));
+        }
+    }
+
+    fn link(&mut self, path: &str, target: &str) {
+        self.parent(path);
+        if !self.has(path) {
+            self.entries
+                .push((path.to_string(), Entry::Link(target.to_string())));
+        }
+    }
+
+    /// A host file at the same path, following the links on the way (each
+    /// link of the path recorded as a link, so the dynamic linker finds
+    /// `/lib64/ld-linux-x86-64.so.2` through `/lib64 -> usr/lib64`).
+    fn host_file(&mut self, path: &Path) -> Result<(), ImageError> {
+        let mut at = PathBuf::from("/");
+        let parts: Vec<_> = path.components().skip(1).collect();
+        for (i, part) in parts.iter().enumerate() {
+            at.push(part);
+            let rel = at
+                .strip_prefix("/")
+                .unwrap_or(&at)
+                .to_string_lossy()
+                .to_string();
+            let meta = std::fs::symlink_metadata(&at).map_err(|source| ImageError::Read {
+                path: at.clone(),
+                source,
+            })?;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&at).map_err(|source| ImageError::Read {
+                    path: at.clone(),
+                    source,
+                })?;
+                self.link(&rel, &target.to_string_lossy());
+                let resolved = at.parent().unwrap_or(Path::new("/")).join(&target);
+                let rest: PathBuf = parts[i + 1..].iter().collect();
+                return self.host_file(&normalize(&resolved.join(rest)));
+            }
+            if i + 1 == parts.len() {
+                let data = std::fs::read(&at).map_err(|source| ImageError::Read {
+                    path: at.clone(),
+                    source,
+                })?;
+                self.file(&rel, data, 0o755);
+            }
+        }
+        Ok(())
+    }
+
+    /// The `newc` archive.
+    fn write(&self) -> Result<Vec<u8>, std::io::Error> {
+        let mut out = Vec::new();
+        for (ino, (path, entry)) in self.entries.iter().enumerate() {
+            let builder = cpio::newc::Builder::new(path)
+                .ino(ino as u32 + 1)
+                .nlink(1)
+                .uid(0)
+                .gid(0);
+            let (builder, data) = match entry {
+                Entry::Dir => (builder.mode(0o040755).nlink(2), Vec::new()),
+                Entry::File { data, mode } => (builder.mode(0o100000 | mode), data.clone()),
+                Entry::Link(target) => (builder.mode(0o120777), target.as_bytes().to_vec()),
+            };
+            let mut w = builder.write(&mut out, data.len() as u32);
+            w.write_all(&data)?;
+            w.finish()?;
+        }
+        cpio::newc::trailer(&mut out)?;
+        Ok(out)
+    }
+}
+
+/// `a/b/../c` as `a/c`, lexically (for link targets inside the host's
+/// system directories only).
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The shared libraries this process is linked against, as `/proc/self/maps`
+/// lists them: the guest init is built by the same toolchain against a
+/// subset of them (the C library, the math library, libgcc's unwinder and
+/// the dynamic linker).
+fn linked_libraries() -> Vec<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut libs: Vec<PathBuf> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| p.contains(".so"))
+        .map(PathBuf::from)
+        .collect();
+    libs.sort();
+    libs.dedup();
+    libs
+}
+
+/// The dynamic linker an ELF64 executable names (its `PT_INTERP`).
+fn interpreter(elf: &[u8]) -> Option<String> {
+    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        elf.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |o: usize| {
+        elf.get(o..o + 8).map(|b| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            u64::from_le_bytes(a)
+        })
+    };
+    if elf.get(..5) != Some(b"\x7fELF\x02") {
+        return None;
+    }
+    let phoff = u64_at(0x20)? as usize;
+    let phentsize = u16_at(0x36)? as usize;
+    let phnum = u16_at(0x38)? as usize;
+    (0..phnum).find_map(|i| {
+        let ph = phoff + i * phentsize;
+        if u32_at(ph)? != 3 {
+            return None;
+        }
+        let off = u64_at(ph + 8)? as usize;
+        let size = u64_at(ph + 32)? as usize;
+        let raw = elf.get(off..off + size)?;
+        let s = std::str::from_utf8(raw).ok()?.trim_end_matches('\0');
+        Some(s.to_string())
+    })
+}
+
+/// The guest init binary: `$WARDEN_GUEST_INIT`, else `warden-guest-init`
+/// beside the running executable.
+pub fn guest_init_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("WARDEN_GUEST_INIT").filter(|v| !v.is_empty()) {
+        return PathBuf::from(p);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("warden-guest-init")))
+        .unwrap_or_else(|| PathBuf::from("warden-guest-init"))
+}
+
+/// Build the initramfs for `kernel` (in memory), and return the path of
+/// its cached copy (`<cache>/initramfs-SHA256.cpio`, written once).
+pub fn initramfs(kernel: &crate::GuestKernel, cache: &Path) -> Result<PathBuf, ImageError> {
+    let init = guest_init_path();
+    let init_bytes = std::fs::read(&init).map_err(|_| ImageError::NoInit(init.clone()))?;
+    let mut a = Archive::default();
+    for d in [
+        "dev",
+        "proc",
+        "sys",
+        "tmp",
+        "root",
+        "usr",
+        "workspace",
+        "etc",
+        "run",
+    ] {
+        a.dir(d);
+    }
+    // The merged-/usr links, as the host has them.
+    for top in ["bin", "sbin", "lib", "lib64", "lib32", "libx32"] {
+        let p = Path::new("/").join(top);
+        if let Ok(target) = std::fs::read_link(&p) {
+            a.link(top, &target.to_string_lossy());
+        }
+    }
+    let interpreter = interpreter(&init_bytes);
+    a.file("init", init_bytes, 0o755);
+    if let Some(interp) = interpreter {
+        a.host_file(Path::new(&interp))?;
+    }
+    for lib in linked_libraries() {
+        a.host_file(&lib)?;
+    }
+    for (i, m) in MODULES.iter().enumerate() {
+        let path = kernel.modules.join(m);
+        if let Ok(data) = std::fs::read(&path) {
+            a.file(&format!("modules/{i:02}.ko"), data, 0o644);
+        }
+    }
+    for f in ETC_FILES {
+        let p = Path::new("/etc").join(f);
+        if let Ok(data) = std::fs::read(&p) {
+            a.file(&format!("etc/{f}"), data, 0o644);
+        }
+    }
+    for d in ETC_LINK_DIRS {
+        let dir = Path::new("/etc").join(d);
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if let Ok(target) = std::fs::read_link(e.path()) {
+                let name = e.file_name().to_string_lossy().to_string();
+                a.link(&format!("etc/{d}/{name}"), &target.to_string_lossy());
+            }
+        }
+    }
+    let bytes = a.write().map_err(|source| ImageError::Write {
+        path: cache.to_path_buf(),
+        source,
+    })?;
+    let hash = Sha256::digest(&bytes);
+    let hex: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    let path = cache.join(format!("initramfs-{hex}.cpio"));
+    if !path.exists() {
+        let err = |source| ImageError::Write {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(cache).map_err(err)?;
+        let tmp = cache.join(format!(".initramfs-{hex}.{}", std::process::id()));
+        std::fs::write(&tmp, &bytes).map_err(|source| ImageError::Write {
+            path: tmp.clone(),
+            source,
+        })?;
+        std::fs::rename(&tmp, &path).map_err(err)?;
+    }
+    Ok(path)
+}

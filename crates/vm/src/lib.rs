@@ -1,0 +1,40 @@
+//! The microVM backend: a sandbox inside its own kernel.
+//!
+//! The VMM is QEMU's `microvm` machine (the distribution's
+//! `qemu-system-x86`), under KVM when a bounded probe boot shows that
+//! `/dev/kvm` boots the guest kernel, otherwise under software emulation
+//! ([`accel`]). The guest kernel is a distribution kernel found by
+//! [`kernel`]; the guest's first root is an initramfs built here
+//! ([`image`]) holding warden's guest init ([`guest`]), which mounts the
+//! host's `/usr` read-only and the workspace read-write over 9p, restricts
+//! itself like the process backend's init and serves spawn requests over a
+//! virtio-serial port ([`wire`]). [`backend::run`] has the process
+//! backend's contract (`warden_jail::run`), so the runtime's supervisor,
+//! control socket, events and API serve VM sandboxes unchanged.
+
+pub mod accel;
+pub mod backend;
+pub mod guest;
+pub mod image;
+pub mod kernel;
+pub mod machine;
+pub mod report;
+pub mod wire;
+
+pub use backend::{run, VmError};
+pub use kernel::GuestKernel;
+
+/// warden's state directory (the runtime's rule: `WARDEN_STATE_DIR`, else
+/// `/var/lib/warden` for root, else the XDG state directory).
+pub(crate) fn state_dir() -> Option<std::path::PathBuf> {
+    warden_workspace::default_state_dir(
+        warden_jail::host::is_root(),
+        |var| std::env::var_os(var).filter(|v| !v.is_empty()),
+        || {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        },
+    )
+}

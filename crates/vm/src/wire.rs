@@ -1,0 +1,241 @@
+//! The channel between the host side of a VM sandbox and the guest's init:
+//! a byte stream (a virtio-serial port in the guest, a Unix socket on the
+//! host) cut into frames.
+//!
+//! A frame is a 13-byte header, `kind` (1 byte), `id` (u64, little endian:
+//! which process the frame is about; 0 for the machine itself) and the
+//! payload's length (u32), then the payload: JSON for control frames, raw
+//! bytes for a process's stdin, stdout and stderr. Unlike the process
+//! backend's spawn protocol no descriptor can cross a VM's boundary, so the
+//! host relays each process's streams through here.
+//!
+//! Both sides read the other's frames as untrusted input: a payload larger
+//! than [`MAX_PAYLOAD`] or an unknown kind ends the channel.
+
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+
+/// Largest payload of one frame.
+pub const MAX_PAYLOAD: usize = 256 * 1024;
+/// Largest chunk of a stream in one frame.
+pub const CHUNK: usize = 32 * 1024;
+/// The name of the virtio-serial port the guest's init serves on.
+pub const PORT_NAME: &str = "warden.0";
+
+/// What a frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Host to guest: start a process ([`Spawn`] as JSON).
+    Spawn = 1,
+    /// Host to guest: bytes for a process's stdin.
+    Stdin = 2,
+    /// Host to guest: the process's stdin is at its end.
+    StdinEof = 3,
+    /// Host to guest: a signal for a process and its group (i32 as JSON).
+    Signal = 4,
+    /// Host to guest: SIGTERM to every process of the guest.
+    TermAll = 5,
+    /// Host to guest: power off.
+    Shutdown = 6,
+    /// Guest to host: the init serves ([`Ready`] as JSON).
+    Ready = 10,
+    /// Guest to host: the process runs (its PID in the guest, as JSON).
+    Spawned = 11,
+    /// Guest to host: it could not be started (an errno, as JSON).
+    Failed = 12,
+    /// Guest to host: bytes the process wrote to its stdout.
+    Stdout = 13,
+    /// Guest to host: bytes the process wrote to its stderr.
+    Stderr = 14,
+    /// Guest to host: the process ended ([`Ended`] as JSON), after every
+    /// byte of its stdout and stderr.
+    Ended = 15,
+    /// Guest to host: the init cannot go on (a message, as JSON).
+    Fatal = 16,
+}
+
+impl Kind {
+    fn from_u8(b: u8) -> Option<Kind> {
+        use Kind::*;
+        Some(match b {
+            1 => Spawn,
+            2 => Stdin,
+            3 => StdinEof,
+            4 => Signal,
+            5 => TermAll,
+            6 => Shutdown,
+            10 => Ready,
+            11 => Spawned,
+            12 => Failed,
+            13 => Stdout,
+            14 => Stderr,
+            15 => Ended,
+            16 => Fatal,
+            _ => return None,
+        })
+    }
+}
+
+/// A request to start a process in the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spawn {
+    pub argv: Vec<String>,
+    /// The complete environment of the process.
+    pub env: Vec<(String, String)>,
+    pub cwd: String,
+}
+
+/// What the guest's init says once it serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    /// The guest kernel's release (`uname -r` in the guest).
+    pub kernel: String,
+    /// What the init could apply to the processes it starts, in words
+    /// ("landlock", "seccomp", ...).
+    pub layers: Vec<String>,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    Exited(i32),
+    Signaled(i32),
+}
+
+/// One frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub kind: Kind,
+    pub id: u64,
+    pub payload: Vec<u8>,
+}
+
+/// Why a frame could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("the VM's channel failed")]
+    Io(#[from] std::io::Error),
+    #[error("the VM's channel sent a frame of unknown kind {0}")]
+    UnknownKind(u8),
+    #[error("the VM's channel sent a frame of {0} bytes (at most {MAX_PAYLOAD})")]
+    TooLarge(usize),
+    #[error("cannot read the payload of a {kind:?} frame")]
+    Payload {
+        kind: Kind,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Frame {
+    pub fn new(kind: Kind, id: u64, payload: Vec<u8>) -> Frame {
+        Frame { kind, id, payload }
+    }
+
+    /// A control frame with a JSON payload.
+    pub fn json<T: Serialize>(kind: Kind, id: u64, value: &T) -> Frame {
+        // Serializing these plain types cannot fail; an empty payload
+        // would be refused by the reader, never misread.
+        let payload = serde_json::to_vec(value).unwrap_or_default();
+        Frame { kind, id, payload }
+    }
+
+    /// The payload read as JSON.
+    pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> Result<T, WireError> {
+        serde_json::from_slice(&self.payload).map_err(|source| WireError::Payload {
+            kind: self.kind,
+            source,
+        })
+    }
+
+    /// Write the frame (header and payload in one write, so that frames of
+    /// several writers sharing a lock never interleave).
+    pub fn write_to(&self, w: &mut impl Write) -> Result<(), WireError> {
+        if self.payload.len() > MAX_PAYLOAD {
+            return Err(WireError::TooLarge(self.payload.len()));
+        }
+        let mut buf = Vec::with_capacity(13 + self.payload.len());
+        buf.push(self.kind as u8);
+        buf.extend_from_slice(&self.id.to_le_bytes());
+        buf.extend_from_slice(&(self.payload.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&self.payload);
+        w.write_all(&buf)?;
+        w.flush()?;
+        Ok(())
+    }
+
+    /// Read one frame; `None` at the end of the stream.
+    pub fn read_from(r: &mut impl Read) -> Result<Option<Frame>, WireError> {
+        let mut head = [0u8; 13];
+        let mut got = 0;
+        while got < head.len() {
+            match r.read(&mut head[got..]) {
+                Ok(0) if got == 0 => return Ok(None),
+                Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let kind = Kind::from_u8(head[0]).ok_or(WireError::UnknownKind(head[0]))?;
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&head[1..9]);
+        let mut len = [0u8; 4];
+        len.copy_from_slice(&head[9..13]);
+        let len = u32::from_le_bytes(len) as usize;
+        if len > MAX_PAYLOAD {
+            return Err(WireError::TooLarge(len));
+        }
+        let mut payload = vec![0u8; len];
+        r.read_exact(&mut payload)?;
+        Ok(Some(Frame {
+            kind,
+            id: u64::from_le_bytes(id),
+            payload,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_through_a_stream() {
+        let mut buf = Vec::new();
+        Frame::new(Kind::Stdout, 7, b"hello".to_vec())
+            .write_to(&mut buf)
+            .unwrap();
+        Frame::json(Kind::Ended, 7, &Ended::Exited(3))
+            .write_to(&mut buf)
+            .unwrap();
+        let mut r = &buf[..];
+        let a = Frame::read_from(&mut r).unwrap().unwrap();
+        assert_eq!(
+            (a.kind, a.id, &a.payload[..]),
+            (Kind::Stdout, 7, &b"hello"[..])
+        );
+        let b = Frame::read_from(&mut r).unwrap().unwrap();
+        assert_eq!(b.parse::<Ended>().unwrap(), Ended::Exited(3));
+        assert!(Frame::read_from(&mut r).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_oversized_or_unknown_frame_ends_the_channel() {
+        let mut big = vec![Kind::Stdout as u8];
+        big.extend_from_slice(&1u64.to_le_bytes());
+        big.extend_from_slice(&(u32::MAX).to_le_bytes());
+        assert!(matches!(
+            Frame::read_from(&mut &big[..]),
+            Err(WireError::TooLarge(_))
+        ));
+        let mut odd = vec![99u8];
+        odd.extend_from_slice(&[0u8; 12]);
+        assert!(matches!(
+            Frame::read_from(&mut &odd[..]),
+            Err(WireError::UnknownKind(99))
+        ));
+    }
+}
