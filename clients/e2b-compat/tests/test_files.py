@@ -37,9 +37,11 @@ def test_a_binary_file_goes_up_and_comes_down_byte_for_byte(sbx: Sandbox) -> Non
 
 
 def test_several_files_are_written_at_once(sbx: Sandbox) -> None:
+    big = bytes(range(251)) * 20000  # about 5 MB, streamed part by part
     written = sbx.files.write_files(
-        [{"path": "multi/one", "data": "1"}, {"path": "multi/two", "data": b"2"}]
+        [{"path": "multi/one", "data": "1"}, {"path": "multi/two", "data": big}]
     )
+    assert bytes(sbx.files.read("multi/two", format="bytes")) == big
     assert sorted(w.path for w in written) == ["/workspace/multi/one", "/workspace/multi/two"]
     assert sorted(e.name for e in sbx.files.list("multi")) == ["one", "two"]
 

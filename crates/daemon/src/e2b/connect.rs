@@ -122,9 +122,12 @@ impl IntoResponse for RpcError {
     }
 }
 
+/// A request refused before its handler: the answer to give.
+pub type Refused = Box<Response>;
+
 /// Whether the request uses the JSON codec for a unary (`application/json`)
 /// or a streaming (`application/connect+json`) call.
-fn check_codec(headers: &HeaderMap, streaming: bool) -> Result<(), Response> {
+fn check_codec(headers: &HeaderMap, streaming: bool) -> Result<(), Refused> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -142,18 +145,20 @@ fn check_codec(headers: &HeaderMap, streaming: bool) -> Result<(), Response> {
     if ct == want {
         return Ok(());
     }
-    Err((
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        [(header::HeaderName::from_static("accept-post"), want)],
-        format!(
+    Err(Box::new(
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            [(header::HeaderName::from_static("accept-post"), want)],
+            format!(
             "this endpoint takes Connect's JSON codec ({want}), which the e2b SDK uses; got {ct:?}"
         ),
-    )
-        .into_response())
+        )
+            .into_response(),
+    ))
 }
 
 /// A unary call's request message.
-pub fn unary_request<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, Response> {
+pub fn unary_request<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, Refused> {
     check_codec(headers, false)?;
     let body = if body.iter().all(u8::is_ascii_whitespace) {
         b"{}".as_slice()
@@ -161,11 +166,13 @@ pub fn unary_request<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> R
         body
     };
     serde_json::from_slice(body).map_err(|e| {
-        RpcError::new(
-            Code::InvalidArgument,
-            format!("the request message does not fit: {e}"),
+        Box::new(
+            RpcError::new(
+                Code::InvalidArgument,
+                format!("the request message does not fit: {e}"),
+            )
+            .into_response(),
         )
-        .into_response()
     })
 }
 
@@ -178,12 +185,9 @@ pub fn unary_response<T: Serialize>(result: Result<T, RpcError>) -> Response {
 }
 
 /// A server stream's one request message (enveloped).
-pub fn stream_request<T: DeserializeOwned>(
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<T, Response> {
+pub fn stream_request<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, Refused> {
     check_codec(headers, true)?;
-    let bad = |m: String| stream_error(RpcError::new(Code::InvalidArgument, m));
+    let bad = |m: String| Box::new(stream_error(RpcError::new(Code::InvalidArgument, m)));
     if body.len() < 5 {
         return Err(bad("the request holds no enveloped message".into()));
     }
@@ -291,7 +295,7 @@ mod tests {
             header::CONTENT_TYPE,
             "application/connect+proto".parse().unwrap(),
         );
-        let r = stream_request::<serde_json::Value>(&h, &body).unwrap_err();
+        let r = *stream_request::<serde_json::Value>(&h, &body).unwrap_err();
         assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 }

@@ -166,7 +166,7 @@ pub async fn rpc(
         }
         return match connect::stream_request::<WatchRequest>(&headers, &body) {
             Ok(req) => watch_stream(e, sb, req).await,
-            Err(r) => r,
+            Err(r) => *r,
         };
     }
     if let Err(why) = allowed {
@@ -176,35 +176,35 @@ pub async fn rpc(
     let result = match method.as_str() {
         "Stat" => match connect::unary_request::<PathRequest>(&headers, &body) {
             Ok(r) => rpc_stat(e, &sb, r).await,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         },
         "ListDir" => match connect::unary_request::<PathRequest>(&headers, &body) {
             Ok(r) => list_dir(e, &sb, r).await,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         },
         "MakeDir" => match connect::unary_request::<PathRequest>(&headers, &body) {
             Ok(r) => make_dir(e, &sb, r).await,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         },
         "Move" => match connect::unary_request::<MoveRpc>(&headers, &body) {
             Ok(r) => move_entry(e, &sb, r).await,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         },
         "Remove" => match connect::unary_request::<PathRequest>(&headers, &body) {
             Ok(r) => remove(e, &sb, r).await,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         },
         "CreateWatcher" => match connect::unary_request::<WatchRequest>(&headers, &body) {
             Ok(r) => create_watcher(e, &sb, r).await,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         },
         "GetWatcherEvents" => match connect::unary_request::<WatchRequest>(&headers, &body) {
             Ok(r) => watcher_events(e, &sb, r),
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         },
         "RemoveWatcher" => match connect::unary_request::<WatchRequest>(&headers, &body) {
             Ok(r) => remove_watcher(e, &sb, r),
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         },
         other => Err(RpcError::new(
             Code::Unimplemented,
@@ -506,9 +506,14 @@ fn files_error(e: ApiError) -> Response {
         .into_response()
 }
 
-fn files_permit(e: &E2b, caller: &Caller, sb: &str) -> Result<(), Response> {
-    permit(&e.app, caller, "GET", "/v1/sandboxes/{id}/files", Some(sb))
-        .map_err(|why| files_error(ApiError::new(StatusCode::FORBIDDEN, "forbidden", why)))
+fn files_permit(e: &E2b, caller: &Caller, sb: &str) -> Result<(), connect::Refused> {
+    permit(&e.app, caller, "GET", "/v1/sandboxes/{id}/files", Some(sb)).map_err(|why| {
+        Box::new(files_error(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            why,
+        )))
+    })
 }
 
 /// `GET /files?path=`: the file's bytes (the native read).
@@ -522,7 +527,7 @@ pub async fn download(
         return files_error(ApiError::bad_request("no E2b-Sandbox-Id header"));
     };
     if let Err(r) = files_permit(&e, &caller, &sb) {
-        return r;
+        return *r;
     }
     let Ok(Query(q)) = q else {
         return files_error(ApiError::bad_request("the query does not fit: ?path=FILE"));
@@ -587,7 +592,7 @@ pub async fn upload(
         return files_error(ApiError::bad_request("no E2b-Sandbox-Id header"));
     };
     if let Err(r) = files_permit(&e, &caller, &sb) {
-        return r;
+        return *r;
     }
     let Ok(Query(q)) = q else {
         return files_error(ApiError::bad_request("the query does not fit: ?path=FILE"));
@@ -623,11 +628,29 @@ pub async fn upload(
                     "a part names no file: give each part a file name (its path)",
                 ));
             };
-            let data = match field.bytes().await {
-                Ok(b) => b,
-                Err(err) => return files_error(ApiError::bad_request(err.body_text())),
+            // The part is streamed into the native write (which holds the
+            // files API's size limit), not gathered in memory first.
+            let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
+            let body = HttpBody::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+            let feed = async move {
+                let mut field = field;
+                loop {
+                    match field.chunk().await {
+                        Ok(Some(chunk)) => {
+                            if tx.send(Ok(chunk)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => return,
+                        Err(err) => {
+                            let _ = tx.send(Err(std::io::Error::other(err.body_text()))).await;
+                            return;
+                        }
+                    }
+                }
             };
-            match write_one(&e, &sb, &path, HttpBody::from(data)).await {
+            let (result, ()) = tokio::join!(write_one(&e, &sb, &path, body), feed);
+            match result {
                 Ok(v) => written.push(v),
                 Err(err) => return files_error(err),
             }

@@ -89,28 +89,47 @@ pub fn router(app: Arc<App>) -> Router {
     let envd = Router::new()
         .route("/process.Process/{method}", post(process::rpc))
         .route("/filesystem.Filesystem/{method}", post(filesystem::rpc))
+        .route("/health", get(health))
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit));
+    // Uploads stream into the sandbox (the native write), up to the files
+    // API's own limit.
+    let transfer = Router::new()
         .route("/files", get(filesystem::download).post(filesystem::upload))
+        .layer(axum::extract::DefaultBodyLimit::disable());
+    let sandbox_api = envd
+        .merge(transfer)
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             envd_auth,
         ));
     Router::new()
-        .merge(control)
-        .merge(envd)
-        .route("/health", get(health))
-        .layer(axum::extract::DefaultBodyLimit::max(
-            body_limit.max(state.app.limits.file_bytes as usize),
-        ))
+        .merge(control.layer(axum::extract::DefaultBodyLimit::max(body_limit)))
+        .merge(sandbox_api)
         .fallback(control::unknown)
         .with_state(state)
 }
 
 /// envd's health probe: the SDK asks it after a failed call, to tell a
-/// stopped sandbox from a network fault.
-async fn health(State(e): State<Arc<E2b>>, headers: HeaderMap) -> StatusCode {
+/// stopped sandbox from a network fault (with the sandbox's access token,
+/// like every sandbox call).
+async fn health(
+    State(e): State<Arc<E2b>>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    headers: HeaderMap,
+) -> StatusCode {
     let Some(id) = sandbox_header(&headers) else {
-        return StatusCode::NO_CONTENT;
+        return StatusCode::BAD_REQUEST;
     };
+    // Asked quietly: a probe is not a refused call.
+    let may = |path: &str| {
+        auth::ROUTES
+            .iter()
+            .find(|r| r.method == "POST" && r.path == path)
+            .is_some_and(|r| caller.may(r, Some(&id)).is_ok())
+    };
+    if !may("/v1/sandboxes/{id}/exec") && !may("/v1/sandboxes/{id}/files/mkdir") {
+        return StatusCode::FORBIDDEN;
+    }
     let app = e.app.clone();
     let running = tokio::task::spawn_blocking(move || {
         app.sandbox(&id)

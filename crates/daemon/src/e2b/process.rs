@@ -246,31 +246,31 @@ pub async fn rpc(
     match method.as_str() {
         "Start" => match connect::stream_request::<StartRequest>(&headers, &body) {
             Ok(req) => start(e, sb, req).await,
-            Err(r) => r,
+            Err(r) => *r,
         },
         "Connect" => match connect::stream_request::<Selected>(&headers, &body) {
             Ok(req) => attach(e, sb, req.process).await,
-            Err(r) => r,
+            Err(r) => *r,
         },
         "List" => match connect::unary_request::<serde_json::Value>(&headers, &body) {
             Ok(_) => connect::unary_response(list(&e, &sb)),
-            Err(r) => r,
+            Err(r) => *r,
         },
         "SendInput" => match connect::unary_request::<SendInputRequest>(&headers, &body) {
             Ok(req) => connect::unary_response(send_input(&e, &sb, req).await),
-            Err(r) => r,
+            Err(r) => *r,
         },
         "SendSignal" => match connect::unary_request::<SendSignalRequest>(&headers, &body) {
             Ok(req) => connect::unary_response(send_signal(&e, &sb, req).await),
-            Err(r) => r,
+            Err(r) => *r,
         },
         "CloseStdin" => match connect::unary_request::<Selected>(&headers, &body) {
             Ok(req) => connect::unary_response(close_stdin(&e, &sb, req.process).await),
-            Err(r) => r,
+            Err(r) => *r,
         },
         "Update" => match connect::unary_request::<UpdateRequest>(&headers, &body) {
             Ok(req) => connect::unary_response(update(&e, &sb, req)),
-            Err(r) => r,
+            Err(r) => *r,
         },
         other => RpcError::new(
             Code::Unimplemented,
