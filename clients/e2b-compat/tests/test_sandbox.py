@@ -74,3 +74,19 @@ def test_pause_is_answered_not_supported_and_the_sandbox_keeps_running() -> None
         assert sbx.commands.run("echo up").stdout == "up\n"
     finally:
         sbx.kill()
+
+
+def test_a_sandbox_kept_by_its_metadata_is_stopped_by_kill_and_its_changes_reviewable(
+    daemon, label: str
+) -> None:
+    sbx = Sandbox.create(metadata={"test": label, "warden.keep": "true"}, timeout=120)
+    EXPIRED.append(sbx.sandbox_id)
+    sbx.files.write("report.txt", "findings\n")
+    assert sbx.kill() is True
+    with pytest.raises(NotFoundException):
+        Sandbox.get_info(sbx.sandbox_id)
+    with daemon.owner() as c:
+        r = c.get(f"/v1/sandboxes/{sbx.sandbox_id}")
+        assert r.json()["state"] == "stopped"
+        changes = c.get(f"/v1/sandboxes/{sbx.sandbox_id}/changes").json()
+        assert "report.txt" in str(changes), changes

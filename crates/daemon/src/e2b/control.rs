@@ -27,6 +27,8 @@ use crate::routes::Body;
 
 /// E2B's default template.
 const DEFAULT_TEMPLATE: &str = "base";
+/// The metadata key that keeps a killed sandbox, stopped, for review.
+const KEEP: &str = "warden.keep";
 
 /// An error in E2B's shape: `{"code": STATUS, "message": ...}`; the SDK
 /// raises AuthenticationException for 401, RateLimitException for 429,
@@ -468,6 +470,29 @@ pub async fn kill(
 ) -> Response {
     if let Err(why) = permit(&e.app, &caller, "DELETE", "/v1/sandboxes/{id}", Some(&id)) {
         return denied(why);
+    }
+    // `warden.keep: "true"` in the metadata: killed is stopped and kept,
+    // its workspace's changes reviewable natively (`warden --host diff`,
+    // `commit`); for the E2B API it is gone either way.
+    if let Ok(Json(info)) = sandboxes::get_one(State(e.app.clone()), Path(id.clone())).await {
+        if info.labels.get(KEEP).map(String::as_str) == Some("true") {
+            if info.state != "running" {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    format!("sandbox {id} is not running"),
+                );
+            }
+            let body = axum::body::Bytes::from_static(b"{\"grace_seconds\": 2}");
+            return match sandboxes::stop(State(e.app.clone()), Path(id.clone()), body).await {
+                Ok(_) => {
+                    if let Ok(mut p) = e.procs.lock() {
+                        p.remove(&id);
+                    }
+                    StatusCode::NO_CONTENT.into_response()
+                }
+                Err(err) => from_api(err),
+            };
+        }
     }
     let q: Result<Query<sandboxes::RemoveQuery>, _> =
         Ok(Query(sandboxes::RemoveQuery { force: Some(true) }));
