@@ -90,3 +90,38 @@ def test_a_sandbox_kept_by_its_metadata_is_stopped_by_kill_and_its_changes_revie
         assert r.json()["state"] == "stopped"
         changes = c.get(f"/v1/sandboxes/{sbx.sandbox_id}/changes").json()
         assert "report.txt" in str(changes), changes
+
+
+def test_a_token_over_its_quota_gets_the_sdks_rate_limit_error(daemon, label: str) -> None:
+    import os
+    import subprocess
+
+    from e2b import RateLimitException
+
+    from conftest import _binary
+
+    made = subprocess.run(
+        [str(_binary()), "token", "create", f"quota-{label}", "--scope", "sandboxes:write",
+         "--scope", "sandboxes:read", "--scope", "exec", "--max-sandboxes", "1"],
+        env={**os.environ, "WARDEN_STATE_DIR": str(daemon.state)},
+        capture_output=True, text=True, check=True,
+    )
+    key = made.stdout.strip()
+    first = Sandbox.create(api_key=key, metadata={"test": label}, timeout=60)
+    try:
+        with pytest.raises(RateLimitException):
+            Sandbox.create(api_key=key, metadata={"test": label}, timeout=60)
+        assert len(Sandbox.list(query=SandboxQuery(metadata={"test": label})).next_items()) == 1
+    finally:
+        first.kill()
+
+
+def test_a_command_past_its_timeout_raises_the_sdks_timeout_error() -> None:
+    from e2b import TimeoutException
+
+    sbx = Sandbox.create(timeout=60)
+    try:
+        with pytest.raises(TimeoutException):
+            sbx.commands.run("sleep 30", timeout=1)
+    finally:
+        sbx.kill()

@@ -406,8 +406,9 @@ fn start_terminal(
         }
         err => RpcError::new(Code::Internal, crate::error::chain(&err)),
     })?;
+    let supervisor_pid = conn.supervisor_pid;
     let req = protocol::ExecRequest {
-        argv,
+        argv: argv.clone(),
         env: config
             .envs
             .iter()
@@ -424,9 +425,13 @@ fn start_terminal(
         }
         Err(err) => return Err(RpcError::new(Code::Internal, crate::error::chain(&err))),
     };
-    let master = running
-        .take_master()
-        .ok_or_else(|| RpcError::new(Code::Internal, "the supervisor sent no terminal"))?;
+    let Some(master) = running.take_master() else {
+        let _ = conn_signal(&control, running.exec);
+        return Err(RpcError::new(
+            Code::Internal,
+            "the supervisor sent no terminal",
+        ));
+    };
     let _ = nix::fcntl::fcntl(
         &master,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
@@ -451,12 +456,34 @@ fn start_terminal(
             )
         })?;
     let (exec, pid) = (running.exec, running.pid);
+    // In the sandbox's command records, as a terminal session (as the
+    // native terminal route records one).
+    let row = crate::db::ExecRow {
+        id: format!("ex-{}", crate::auth::random_id(8)),
+        sandbox: sb.to_string(),
+        runtime_exec: exec,
+        supervisor_pid,
+        argv,
+        started_ms: warden_runtime::state::now_ms(),
+        tty: true,
+        exit_status: None,
+        exit_signal: None,
+        finished_ms: None,
+    };
+    if let Err(err) = e.app.db().and_then(|db| {
+        db.insert_exec(&row)
+            .map_err(|err| crate::error::ApiError::internal(crate::error::chain(&err)))
+    }) {
+        let _ = conn_signal(&control, exec);
+        return Err(err.into());
+    }
     let master = Arc::new(master);
     let (ended_tx, ended_rx) = watch::channel(None);
     let (gone_tx, gone_rx) = watch::channel(false);
     let status: Arc<Mutex<Option<Ended>>> = Arc::new(Mutex::new(None));
     // The end, from the supervisor.
     let st = status.clone();
+    let app = e.app.clone();
     std::thread::spawn(move || {
         let kill = nix::sys::signal::Signal::SIGKILL as i32;
         let ended = match running.wait() {
@@ -471,6 +498,14 @@ fn start_terminal(
                 timed_out: false,
             },
         };
+        if let Ok(db) = app.db() {
+            let _ = db.finish_exec(
+                &row.id,
+                ended.status,
+                ended.signal,
+                warden_runtime::state::now_ms(),
+            );
+        }
         if let Ok(mut g) = st.lock() {
             *g = Some(ended);
         }
@@ -517,6 +552,11 @@ fn start_terminal(
     });
     remember(e, sb, proc.clone())?;
     Ok(proc)
+}
+
+/// Kill a terminal's process that could not be recorded.
+fn conn_signal(control: &std::path::Path, exec: u64) -> Result<(), ClientError> {
+    Connection::open(control)?.signal(exec, nix::sys::signal::Signal::SIGKILL as i32)
 }
 
 /// `ProcessEvent` in its JSON mapping, wrapped as Start/ConnectResponse.
