@@ -81,8 +81,6 @@ pub struct NewSandbox {
     env_vars: Option<BTreeMap<String, String>>,
     #[serde(default)]
     auto_pause: Option<bool>,
-    #[serde(default, rename = "allow_internet_access")]
-    allow_internet_access: Option<bool>,
     #[serde(default)]
     network: Option<Network>,
     #[serde(default)]
@@ -166,7 +164,6 @@ fn create_request(app: &crate::app::App, body: &NewSandbox) -> Result<CreateSand
     if !domains.is_empty() {
         spec.insert("egress".into(), serde_json::json!({ "domains": domains }));
     }
-    let _ = body.allow_internet_access;
     let mut labels = body.metadata.clone().unwrap_or_default();
     labels.insert("e2b.template".into(), body.template_id.clone());
     Ok(CreateSandbox {
@@ -372,11 +369,7 @@ pub struct ListQuery {
     #[serde(default)]
     limit: Option<usize>,
     #[serde(default)]
-    next_token: Option<String>,
-    #[serde(default)]
     order: Option<String>,
-    #[serde(default)]
-    started_after: Option<String>,
     #[serde(default)]
     template: Option<String>,
 }
@@ -392,7 +385,6 @@ pub async fn list(
     let Ok(Query(q)) = query else {
         return error(StatusCode::BAD_REQUEST, "the query does not fit");
     };
-    let _ = (&q.next_token, &q.started_after);
     // Only running sandboxes exist here: a list of paused ones is empty.
     if let Some(states) = &q.state {
         if !states.split(',').any(|s| s.trim() == "running") {

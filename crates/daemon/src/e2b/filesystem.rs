@@ -486,8 +486,6 @@ impl Drop for AbortOnDrop {
 pub struct FilesQuery {
     #[serde(default)]
     path: Option<String>,
-    #[serde(default)]
-    username: Option<String>,
 }
 
 /// An error of the `/files` routes: `{"code": STATUS, "message": ...}`,
@@ -532,7 +530,6 @@ pub async fn download(
     let Ok(Query(q)) = q else {
         return files_error(ApiError::bad_request("the query does not fit: ?path=FILE"));
     };
-    let _ = q.username;
     let path = q.path.map(|p| paths::to_warden(&p));
     match files::read(State(e.app.clone()), Path(sb), query(path)).await {
         Ok(r) => r,

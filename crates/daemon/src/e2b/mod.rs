@@ -21,6 +21,7 @@ mod control;
 mod filesystem;
 mod paths;
 mod process;
+mod terminal;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};

@@ -15,18 +15,16 @@ use axum::response::Response;
 use axum::Extension;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
-use warden_runtime::client::{ClientError, Connection};
-use warden_runtime::{lifecycle, protocol};
+use tokio::sync::watch;
+use warden_runtime::client::Connection;
 
 use super::connect::{self, Code, RpcError};
+use super::terminal::Terminal;
 use super::{paths, permit, E2b};
 use crate::api::ExecRequest;
 use crate::auth::Caller;
@@ -45,22 +43,22 @@ const KEEPALIVE: Duration = Duration::from_secs(50);
 pub struct ProcessConfig {
     cmd: String,
     args: Vec<String>,
-    envs: BTreeMap<String, String>,
+    pub(super) envs: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    cwd: Option<String>,
+    pub(super) cwd: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(default)]
-struct Size {
-    cols: u16,
-    rows: u16,
+pub(super) struct Size {
+    pub(super) cols: u16,
+    pub(super) rows: u16,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-struct Pty {
-    size: Option<Size>,
+pub(super) struct Pty {
+    pub(super) size: Option<Size>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,33 +115,25 @@ struct UpdateRequest {
 
 /// Which output a file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stream {
+pub(super) enum Stream {
     Stdout,
     Stderr,
     Pty,
 }
 
-/// A terminal's end of things.
-pub struct Terminal {
-    control: PathBuf,
-    exec: u64,
-    master: Arc<OwnedFd>,
-    input: mpsc::Sender<bytes::Bytes>,
-}
-
-enum Kind {
+pub(super) enum Kind {
     Pipes(Arc<ExecHandle>),
     Terminal(Terminal),
 }
 
 /// A process started through the sandbox API.
 pub struct Proc {
-    pid: u32,
-    tag: Option<String>,
-    config: ProcessConfig,
-    outputs: Vec<(PathBuf, Stream)>,
-    ended: watch::Receiver<Option<Ended>>,
-    kind: Kind,
+    pub(super) pid: u32,
+    pub(super) tag: Option<String>,
+    pub(super) config: ProcessConfig,
+    pub(super) outputs: Vec<(PathBuf, Stream)>,
+    pub(super) ended: watch::Receiver<Option<Ended>>,
+    pub(super) kind: Kind,
 }
 
 impl Proc {
@@ -308,7 +298,7 @@ async fn start(e: Arc<E2b>, sb: String, req: StartRequest) -> Response {
     let e2 = e.clone();
     let cfg = config.clone();
     let proc = match req.pty {
-        Some(pty) => blocking(move || start_terminal(&e2, &sb, cfg, tag, pty)).await,
+        Some(pty) => blocking(move || super::terminal::start(&e2, &sb, cfg, tag, pty)).await,
         None => blocking(move || start_pipes(&e2, &sb, cfg, tag, stdin)).await,
     };
     let proc = match proc {
@@ -326,13 +316,13 @@ async fn start(e: Arc<E2b>, sb: String, req: StartRequest) -> Response {
     response
 }
 
-fn argv_of(config: &ProcessConfig) -> Vec<String> {
+pub(super) fn argv_of(config: &ProcessConfig) -> Vec<String> {
     let mut argv = vec![config.cmd.clone()];
     argv.extend(config.args.iter().cloned());
     argv
 }
 
-fn remember(e: &E2b, sb: &str, proc: Arc<Proc>) -> Result<(), RpcError> {
+pub(super) fn remember(e: &E2b, sb: &str, proc: Arc<Proc>) -> Result<(), RpcError> {
     let mut procs = e
         .procs
         .lock()
@@ -382,181 +372,6 @@ fn start_pipes(
     });
     remember(e, sb, proc.clone())?;
     Ok(proc)
-}
-
-/// A process on a terminal, as the native terminal route starts one; its
-/// output is appended to a file beside the native commands' outputs.
-/// Blocking.
-fn start_terminal(
-    e: &E2b,
-    sb: &str,
-    config: ProcessConfig,
-    tag: Option<String>,
-    pty: Pty,
-) -> Result<Arc<Proc>, RpcError> {
-    let size = pty.size.unwrap_or(Size { cols: 80, rows: 24 });
-    let (rows, cols) = (size.rows.clamp(1, 4096), size.cols.clamp(1, 4096));
-    let argv = argv_of(&config);
-    execs::check_command(&argv, &config.envs)?;
-    let sandbox = e.app.sandbox(sb)?;
-    let control = lifecycle::control(&sandbox);
-    let conn = Connection::open(&control).map_err(|err| match err {
-        ClientError::NotRunning { .. } => {
-            RpcError::new(Code::FailedPrecondition, crate::error::chain(&err))
-        }
-        err => RpcError::new(Code::Internal, crate::error::chain(&err)),
-    })?;
-    let supervisor_pid = conn.supervisor_pid;
-    let req = protocol::ExecRequest {
-        argv: argv.clone(),
-        env: config
-            .envs
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        cwd: config.cwd.clone(),
-        tty: true,
-        winsize: Some((rows, cols)),
-    };
-    let mut running = match conn.exec(req, &[]) {
-        Ok(r) => r,
-        Err(ClientError::ExecFailed { message, .. }) => {
-            return Err(RpcError::new(Code::InvalidArgument, message))
-        }
-        Err(err) => return Err(RpcError::new(Code::Internal, crate::error::chain(&err))),
-    };
-    let Some(master) = running.take_master() else {
-        let _ = conn_signal(&control, running.exec);
-        return Err(RpcError::new(
-            Code::Internal,
-            "the supervisor sent no terminal",
-        ));
-    };
-    let _ = nix::fcntl::fcntl(
-        &master,
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-    );
-    let dir = execs::dir_of(&sandbox);
-    std::fs::create_dir_all(&dir).map_err(|err| {
-        RpcError::new(
-            Code::Internal,
-            format!("cannot create {}: {err}", dir.display()),
-        )
-    })?;
-    let out_path = dir.join(format!("pty-{}.out", crate::auth::random_id(8)));
-    let mut out = std::fs::OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .mode(0o600)
-        .open(&out_path)
-        .map_err(|err| {
-            RpcError::new(
-                Code::Internal,
-                format!("cannot create {}: {err}", out_path.display()),
-            )
-        })?;
-    let (exec, pid) = (running.exec, running.pid);
-    // In the sandbox's command records, as a terminal session (as the
-    // native terminal route records one).
-    let row = crate::db::ExecRow {
-        id: format!("ex-{}", crate::auth::random_id(8)),
-        sandbox: sb.to_string(),
-        runtime_exec: exec,
-        supervisor_pid,
-        argv,
-        started_ms: warden_runtime::state::now_ms(),
-        tty: true,
-        exit_status: None,
-        exit_signal: None,
-        finished_ms: None,
-    };
-    if let Err(err) = e.app.db().and_then(|db| {
-        db.insert_exec(&row)
-            .map_err(|err| crate::error::ApiError::internal(crate::error::chain(&err)))
-    }) {
-        let _ = conn_signal(&control, exec);
-        return Err(err.into());
-    }
-    let master = Arc::new(master);
-    let (ended_tx, ended_rx) = watch::channel(None);
-    let (gone_tx, gone_rx) = watch::channel(false);
-    let status: Arc<Mutex<Option<Ended>>> = Arc::new(Mutex::new(None));
-    // The end, from the supervisor.
-    let st = status.clone();
-    let app = e.app.clone();
-    std::thread::spawn(move || {
-        let kill = nix::sys::signal::Signal::SIGKILL as i32;
-        let ended = match running.wait() {
-            Ok(s) => Ended {
-                status: s.status,
-                signal: s.signal,
-                timed_out: false,
-            },
-            Err(_) => Ended {
-                status: 128 + kill,
-                signal: Some(kill),
-                timed_out: false,
-            },
-        };
-        if let Ok(db) = app.db() {
-            let _ = db.finish_exec(
-                &row.id,
-                ended.status,
-                ended.signal,
-                warden_runtime::state::now_ms(),
-            );
-        }
-        if let Ok(mut g) = st.lock() {
-            *g = Some(ended);
-        }
-        let _ = gone_tx.send(true);
-    });
-    // The terminal's output, to its file; the end is told once the last
-    // of it is there.
-    let (out_tx, mut out_rx) = mpsc::channel::<bytes::Bytes>(8);
-    let m = master.clone();
-    std::thread::spawn(move || {
-        crate::routes::pty::read_terminal(m, out_tx, gone_rx, Arc::new(AtomicBool::new(false)))
-    });
-    std::thread::spawn(move || {
-        while let Some(chunk) = out_rx.blocking_recv() {
-            if out.write_all(&chunk).is_err() {
-                break;
-            }
-        }
-        let ended = status.lock().ok().and_then(|g| *g);
-        let kill = nix::sys::signal::Signal::SIGKILL as i32;
-        let _ = ended_tx.send(Some(ended.unwrap_or(Ended {
-            status: 128 + kill,
-            signal: Some(kill),
-            timed_out: false,
-        })));
-    });
-    let (in_tx, in_rx) = mpsc::channel::<bytes::Bytes>(64);
-    let m = master.clone();
-    std::thread::spawn(move || {
-        crate::routes::pty::write_terminal(m, in_rx, Arc::new(AtomicBool::new(false)))
-    });
-    let proc = Arc::new(Proc {
-        pid: pid.max(0) as u32,
-        tag,
-        config,
-        outputs: vec![(out_path, Stream::Pty)],
-        ended: ended_rx,
-        kind: Kind::Terminal(Terminal {
-            control,
-            exec,
-            master,
-            input: in_tx,
-        }),
-    });
-    remember(e, sb, proc.clone())?;
-    Ok(proc)
-}
-
-/// Kill a terminal's process that could not be recorded.
-fn conn_signal(control: &std::path::Path, exec: u64) -> Result<(), ClientError> {
-    Connection::open(control)?.signal(exec, nix::sys::signal::Signal::SIGKILL as i32)
 }
 
 /// `ProcessEvent` in its JSON mapping, wrapped as Start/ConnectResponse.
