@@ -68,6 +68,9 @@ pub async fn not_supported() -> Response {
 }
 
 /// `POST /sandboxes` and `/v2/sandboxes` (NewSandbox / NewSandboxV2).
+/// Keys not named here are taken and change nothing: `autoResume`,
+/// `autoPauseMemory` (nothing is paused), `allow_internet_access` (what a
+/// sandbox reaches is its profile's allowlist and `allowOut`, never more).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewSandbox {
