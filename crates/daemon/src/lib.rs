@@ -270,6 +270,9 @@ pub struct FileConfig {
     /// `max: M` (and `window_seconds: S`).
     #[serde(default)]
     pub pools: Vec<pools::PoolSpec>,
+    /// Also serve the E2B-compatible API here.
+    #[serde(default)]
+    pub e2b: Option<SocketAddr>,
 }
 
 /// Why the daemon's configuration file was refused.

@@ -103,8 +103,8 @@ struct ServeArgs {
     #[arg(long = "pool", value_name = "PROFILE=N[..M]")]
     pools: Vec<String>,
     /// Read these settings from a YAML file (keys socket, listen,
-    /// workspace_roots, pools: [{profile, size, max, window_seconds}]); flags
-    /// given as well win
+    /// workspace_roots, pools: [{profile, size, max, window_seconds}], e2b);
+    /// flags given as well win
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Also serve an E2B-compatible API (control and sandbox API, for the
@@ -201,7 +201,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         listen: args.listen.or(file.listen),
         exe: warden_exe()?,
         pools,
-        e2b: args.e2b,
+        e2b: args.e2b.or(file.e2b),
         workspace_roots: roots
             .iter()
             .map(|r| {

@@ -34,8 +34,19 @@ use crate::execs::{self, Ended, ExecHandle};
 const POLL: Duration = Duration::from_millis(20);
 /// Most bytes of one stream in one message.
 const CHUNK: u64 = 64 * 1024;
-/// How often a quiet stream says it is alive (envd's default interval).
+/// How often a quiet stream says it is alive, unless the client asks for
+/// another interval (`Keepalive-Ping-Interval`, seconds, as envd takes it).
 const KEEPALIVE: Duration = Duration::from_secs(50);
+
+/// The keepalive interval a request asks for, between 1 s and 10 min.
+fn keepalive_of(headers: &HeaderMap) -> Duration {
+    headers
+        .get("keepalive-ping-interval")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|s| Duration::from_secs(s.clamp(1, 600)))
+        .unwrap_or(KEEPALIVE)
+}
 
 /// `process.ProcessConfig`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -235,11 +246,11 @@ pub async fn rpc(
     }
     match method.as_str() {
         "Start" => match connect::stream_request::<StartRequest>(&headers, &body) {
-            Ok(req) => start(e, sb, req).await,
+            Ok(req) => start(e, sb, req, keepalive_of(&headers)).await,
             Err(r) => *r,
         },
         "Connect" => match connect::stream_request::<Selected>(&headers, &body) {
-            Ok(req) => attach(e, sb, req.process).await,
+            Ok(req) => attach(e, sb, req.process, keepalive_of(&headers)).await,
             Err(r) => *r,
         },
         "List" => match connect::unary_request::<serde_json::Value>(&headers, &body) {
@@ -284,7 +295,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(|err| RpcError::new(Code::Internal, format!("a worker failed: {err}")))?
 }
 
-async fn start(e: Arc<E2b>, sb: String, req: StartRequest) -> Response {
+async fn start(e: Arc<E2b>, sb: String, req: StartRequest, keepalive: Duration) -> Response {
     let mut config = req.process;
     if config.cmd.is_empty() {
         return connect::stream_error(RpcError::new(
@@ -312,7 +323,7 @@ async fn start(e: Arc<E2b>, sb: String, req: StartRequest) -> Response {
         e.app.watch_end(h);
     }
     let (tx, response) = connect::channel();
-    tokio::spawn(relay(proc, tx, None));
+    tokio::spawn(relay(proc, tx, None, keepalive));
     response
 }
 
@@ -419,7 +430,7 @@ fn read_from(path: &std::path::Path, off: &mut u64) -> Vec<u8> {
 
 /// Stream the process's start, its output from `from` (each file's size
 /// now when `None`: a connect gets what comes after it) and its end.
-async fn relay(proc: Arc<Proc>, tx: connect::Sender, from: Option<Vec<u64>>) {
+async fn relay(proc: Arc<Proc>, tx: connect::Sender, from: Option<Vec<u64>>, keepalive: Duration) {
     let mut offsets = from.unwrap_or_else(|| vec![0; proc.outputs.len()]);
     if tx
         .send(&event(serde_json::json!({"start": {"pid": proc.pid}})))
@@ -476,7 +487,7 @@ async fn relay(proc: Arc<Proc>, tx: connect::Sender, from: Option<Vec<u64>>) {
             tx.finish(None).await;
             return;
         }
-        if quiet >= KEEPALIVE {
+        if quiet >= keepalive {
             quiet = Duration::ZERO;
             if tx
                 .send(&event(serde_json::json!({"keepalive": {}})))
@@ -491,7 +502,7 @@ async fn relay(proc: Arc<Proc>, tx: connect::Sender, from: Option<Vec<u64>>) {
     }
 }
 
-async fn attach(e: Arc<E2b>, sb: String, sel: Selector) -> Response {
+async fn attach(e: Arc<E2b>, sb: String, sel: Selector, keepalive: Duration) -> Response {
     let proc = match find(&e, &sb, &sel) {
         Ok(p) => p,
         Err(err) => return connect::stream_error(err),
@@ -506,7 +517,7 @@ async fn attach(e: Arc<E2b>, sb: String, sel: Selector) -> Response {
     .await
     .unwrap_or_default();
     let (tx, response) = connect::channel();
-    tokio::spawn(relay(proc, tx, Some(sizes)));
+    tokio::spawn(relay(proc, tx, Some(sizes), keepalive));
     response
 }
 
@@ -656,6 +667,16 @@ mod tests {
         assert_eq!(e["event"]["end"]["exitCode"], -1);
         assert_eq!(e["event"]["end"]["status"], "signal: killed");
         assert_eq!(e["event"]["end"]["exited"], false);
+    }
+
+    #[test]
+    fn the_keepalive_interval_is_the_clients_within_bounds() {
+        let mut h = HeaderMap::new();
+        assert_eq!(keepalive_of(&h), KEEPALIVE);
+        h.insert("keepalive-ping-interval", "5".parse().unwrap());
+        assert_eq!(keepalive_of(&h), Duration::from_secs(5));
+        h.insert("keepalive-ping-interval", "0".parse().unwrap());
+        assert_eq!(keepalive_of(&h), Duration::from_secs(1));
     }
 
     #[test]
