@@ -95,3 +95,15 @@ def test_a_watch_reports_what_changed_in_the_directory(sbx: Sandbox) -> None:
         assert FilesystemEventType.REMOVE in types, seen
     finally:
         w.stop()
+
+
+def test_watches_left_open_are_released_when_their_sandbox_is_killed() -> None:
+    # The daemon keeps at most 32 watches; 3 x 12 left open would exhaust
+    # them if a killed sandbox's watchers were kept.
+    for _ in range(3):
+        s = Sandbox.create(timeout=60)
+        try:
+            for _ in range(12):
+                s.files.watch_dir(".")
+        finally:
+            s.kill()

@@ -480,9 +480,7 @@ pub async fn kill(
             let body = axum::body::Bytes::from_static(b"{\"grace_seconds\": 2}");
             return match sandboxes::stop(State(e.app.clone()), Path(id.clone()), body).await {
                 Ok(_) => {
-                    if let Ok(mut p) = e.procs.lock() {
-                        p.remove(&id);
-                    }
+                    forget(&e, &id);
                     StatusCode::NO_CONTENT.into_response()
                 }
                 Err(err) => from_api(err),
@@ -493,12 +491,21 @@ pub async fn kill(
         Ok(Query(sandboxes::RemoveQuery { force: Some(true) }));
     match sandboxes::remove(State(e.app.clone()), Path(id.clone()), q).await {
         Ok(_) => {
-            if let Ok(mut p) = e.procs.lock() {
-                p.remove(&id);
-            }
+            forget(&e, &id);
             StatusCode::NO_CONTENT.into_response()
         }
         Err(err) => from_api(err),
+    }
+}
+
+/// Forget a killed sandbox's processes and watchers (a watcher's native
+/// watch, and its place among the daemon's watches, go with it).
+fn forget(e: &E2b, id: &str) {
+    if let Ok(mut p) = e.procs.lock() {
+        p.remove(id);
+    }
+    if let Ok(mut w) = e.watchers.lock() {
+        w.retain(|_, w| w.sandbox() != id);
     }
 }
 

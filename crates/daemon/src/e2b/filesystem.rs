@@ -282,6 +282,12 @@ pub struct Watcher {
     task: tokio::task::JoinHandle<()>,
 }
 
+impl Watcher {
+    pub fn sandbox(&self) -> &str {
+        &self.sandbox
+    }
+}
+
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.task.abort();
