@@ -6,7 +6,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from e2b import AuthenticationException, NotFoundException, Sandbox, SandboxQuery
+from e2b import (
+    AuthenticationException,
+    NotFoundException,
+    Sandbox,
+    SandboxNotRunningException,
+    SandboxQuery,
+)
 
 from conftest import EXPIRED
 
@@ -21,8 +27,10 @@ def test_a_sandbox_is_created_listed_by_its_metadata_and_killed(label: str) -> N
         listed = Sandbox.list(query=SandboxQuery(metadata={"test": label})).next_items()
         assert [s.sandbox_id for s in listed] == [sbx.sandbox_id]
         assert Sandbox.connect(sbx.sandbox_id).commands.run("echo again").stdout == "again\n"
+        assert sbx.is_running() is True
     finally:
         assert sbx.kill() is True
+    assert sbx.is_running() is False
     assert Sandbox.list(query=SandboxQuery(metadata={"test": label})).next_items() == []
     with pytest.raises(NotFoundException):
         Sandbox.get_info(sbx.sandbox_id)
@@ -49,6 +57,11 @@ def test_a_sandbox_ends_when_its_timeout_ends_and_set_timeout_moves_the_end(labe
         pytest.fail("the sandbox outlived its timeout")
     with pytest.raises(NotFoundException):
         sbx.set_timeout(10)
+    # The sandbox API says so the way E2B's does.
+    with pytest.raises(SandboxNotRunningException):
+        sbx.commands.run("true")
+    with pytest.raises(SandboxNotRunningException):
+        sbx.files.read("anything")
 
 
 def test_a_wrong_api_key_is_refused_with_the_sdks_authentication_error() -> None:

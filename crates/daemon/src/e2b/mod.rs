@@ -117,9 +117,9 @@ async fn health(
     State(e): State<Arc<E2b>>,
     axum::Extension(caller): axum::Extension<Caller>,
     headers: HeaderMap,
-) -> StatusCode {
+) -> Response {
     let Some(id) = sandbox_header(&headers) else {
-        return StatusCode::BAD_REQUEST;
+        return StatusCode::BAD_REQUEST.into_response();
     };
     // Asked quietly: a probe is not a refused call.
     let may = |path: &str| {
@@ -129,20 +129,24 @@ async fn health(
             .is_some_and(|r| caller.may(r, Some(&id)).is_ok())
     };
     if !may("/v1/sandboxes/{id}/exec") && !may("/v1/sandboxes/{id}/files/mkdir") {
-        return StatusCode::FORBIDDEN;
+        return StatusCode::FORBIDDEN.into_response();
     }
     let app = e.app.clone();
+    let sid = id.clone();
     let running = tokio::task::spawn_blocking(move || {
-        app.sandbox(&id)
+        app.sandbox(&sid)
             .map(|sb| warden_runtime::lifecycle::liveness(&sb).running())
             .unwrap_or(false)
     })
     .await
     .unwrap_or(false);
     if running {
-        StatusCode::NO_CONTENT
+        StatusCode::NO_CONTENT.into_response()
     } else {
-        StatusCode::BAD_GATEWAY
+        control::error(
+            StatusCode::BAD_GATEWAY,
+            format!("sandbox {id} was not found: it was killed, or its timeout ended"),
+        )
     }
 }
 
@@ -234,6 +238,27 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
     }
     match check_token(&e.app, token.as_deref()) {
         Ok(caller) => {
+            // A sandbox that is gone or stopped is answered as E2B's proxy
+            // answers for one: the SDK then raises SandboxNotRunningException.
+            let id = sandbox_header(req.headers()).unwrap_or_default();
+            let app = e.app.clone();
+            let sid = id.clone();
+            let running = tokio::task::spawn_blocking(move || {
+                app.sandbox(&sid)
+                    .map(|sb| warden_runtime::lifecycle::liveness(&sb).running())
+                    .unwrap_or(false)
+            })
+            .await
+            .unwrap_or(false);
+            if !running && req.uri().path() != "/health" {
+                let message =
+                    format!("sandbox {id} was not found: it was killed, or its timeout ended");
+                return if req.uri().path() == "/files" {
+                    control::error(StatusCode::BAD_GATEWAY, message)
+                } else {
+                    connect::RpcError::new(connect::Code::Unavailable, message).into_response()
+                };
+            }
             req.extensions_mut().insert(caller);
             next.run(req).await
         }
