@@ -221,6 +221,13 @@ impl Bound {
             })
         });
         let e2b = self.e2b.map(|l| {
+            use axum::serve::ListenerExt;
+            // Streamed answers are written a message at a time: without
+            // TCP_NODELAY each small write after the first waits for the
+            // client's delayed ACK (40 ms on Linux).
+            let l = l.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let r = e2b::router(self.app.clone());
             let mut rx3 = stop_rx.clone();
             tokio::spawn(async move {
