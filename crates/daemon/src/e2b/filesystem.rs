@@ -160,12 +160,17 @@ pub async fn rpc(
         "/v1/sandboxes/{id}/files",
         Some(&sb),
     );
-    if method == "WatchDir" {
+    let streaming = method == "WatchDir";
+    let codec = match connect::Codec::of(&headers, "filesystem.Filesystem", &method, streaming) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    if streaming {
         if let Err(why) = allowed {
-            return connect::stream_error(RpcError::new(Code::PermissionDenied, why));
+            return codec.stream_error(RpcError::new(Code::PermissionDenied, why));
         }
-        return match connect::stream_request::<WatchRequest>(&headers, &body) {
-            Ok(req) => watch_stream(e, sb, req).await,
+        return match codec.stream_request::<WatchRequest>(&body) {
+            Ok(req) => watch_stream(e, sb, req, codec).await,
             Err(r) => *r,
         };
     }
@@ -174,35 +179,35 @@ pub async fn rpc(
     }
     let e = &*e;
     let result = match method.as_str() {
-        "Stat" => match connect::unary_request::<PathRequest>(&headers, &body) {
+        "Stat" => match codec.request::<PathRequest>(&body) {
             Ok(r) => rpc_stat(e, &sb, r).await,
             Err(resp) => return *resp,
         },
-        "ListDir" => match connect::unary_request::<PathRequest>(&headers, &body) {
+        "ListDir" => match codec.request::<PathRequest>(&body) {
             Ok(r) => list_dir(e, &sb, r).await,
             Err(resp) => return *resp,
         },
-        "MakeDir" => match connect::unary_request::<PathRequest>(&headers, &body) {
+        "MakeDir" => match codec.request::<PathRequest>(&body) {
             Ok(r) => make_dir(e, &sb, r).await,
             Err(resp) => return *resp,
         },
-        "Move" => match connect::unary_request::<MoveRpc>(&headers, &body) {
+        "Move" => match codec.request::<MoveRpc>(&body) {
             Ok(r) => move_entry(e, &sb, r).await,
             Err(resp) => return *resp,
         },
-        "Remove" => match connect::unary_request::<PathRequest>(&headers, &body) {
+        "Remove" => match codec.request::<PathRequest>(&body) {
             Ok(r) => remove(e, &sb, r).await,
             Err(resp) => return *resp,
         },
-        "CreateWatcher" => match connect::unary_request::<WatchRequest>(&headers, &body) {
+        "CreateWatcher" => match codec.request::<WatchRequest>(&body) {
             Ok(r) => create_watcher(e, &sb, r).await,
             Err(resp) => return *resp,
         },
-        "GetWatcherEvents" => match connect::unary_request::<WatchRequest>(&headers, &body) {
+        "GetWatcherEvents" => match codec.request::<WatchRequest>(&body) {
             Ok(r) => watcher_events(e, &sb, r),
             Err(resp) => return *resp,
         },
-        "RemoveWatcher" => match connect::unary_request::<WatchRequest>(&headers, &body) {
+        "RemoveWatcher" => match codec.request::<WatchRequest>(&body) {
             Ok(r) => remove_watcher(e, &sb, r),
             Err(resp) => return *resp,
         },
@@ -211,7 +216,7 @@ pub async fn rpc(
             format!("filesystem.Filesystem/{other} is not served by warden"),
         )),
     };
-    connect::unary_response(result)
+    codec.response(result)
 }
 
 async fn rpc_stat(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value, RpcError> {
@@ -426,10 +431,10 @@ fn remove_watcher(e: &E2b, sb: &str, r: WatchRequest) -> Result<serde_json::Valu
 }
 
 /// `WatchDir`: the changes as a stream.
-async fn watch_stream(e: Arc<E2b>, sb: String, r: WatchRequest) -> Response {
+async fn watch_stream(e: Arc<E2b>, sb: String, r: WatchRequest, codec: connect::Codec) -> Response {
     let root = match rel(&r.path) {
         Ok(p) => p,
-        Err(err) => return connect::stream_error(err),
+        Err(err) => return codec.stream_error(err),
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<serde_json::Value>(256);
     let r2 = root.clone();
@@ -441,9 +446,9 @@ async fn watch_stream(e: Arc<E2b>, sb: String, r: WatchRequest) -> Response {
     .await
     {
         Ok(t) => t,
-        Err(err) => return connect::stream_error(err),
+        Err(err) => return codec.stream_error(err),
     };
-    let (out, response) = connect::channel();
+    let (out, response) = codec.channel();
     tokio::spawn(async move {
         let mut rx = rx;
         let _guard = AbortOnDrop(task);

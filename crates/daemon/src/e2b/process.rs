@@ -236,41 +236,45 @@ pub async fn rpc(
         Some(&sb),
     );
     let streaming = matches!(method.as_str(), "Start" | "Connect");
+    let codec = match connect::Codec::of(&headers, "process.Process", &method, streaming) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
     if let Err(why) = allowed {
         let err = RpcError::new(Code::PermissionDenied, why);
         return if streaming {
-            connect::stream_error(err)
+            codec.stream_error(err)
         } else {
             err.into_response_unary()
         };
     }
     match method.as_str() {
-        "Start" => match connect::stream_request::<StartRequest>(&headers, &body) {
-            Ok(req) => start(e, sb, req, keepalive_of(&headers)).await,
+        "Start" => match codec.stream_request::<StartRequest>(&body) {
+            Ok(req) => start(e, sb, req, keepalive_of(&headers), codec).await,
             Err(r) => *r,
         },
-        "Connect" => match connect::stream_request::<Selected>(&headers, &body) {
-            Ok(req) => attach(e, sb, req.process, keepalive_of(&headers)).await,
+        "Connect" => match codec.stream_request::<Selected>(&body) {
+            Ok(req) => attach(e, sb, req.process, keepalive_of(&headers), codec).await,
             Err(r) => *r,
         },
-        "List" => match connect::unary_request::<serde_json::Value>(&headers, &body) {
-            Ok(_) => connect::unary_response(list(&e, &sb)),
+        "List" => match codec.request::<serde_json::Value>(&body) {
+            Ok(_) => codec.response(list(&e, &sb)),
             Err(r) => *r,
         },
-        "SendInput" => match connect::unary_request::<SendInputRequest>(&headers, &body) {
-            Ok(req) => connect::unary_response(send_input(&e, &sb, req).await),
+        "SendInput" => match codec.request::<SendInputRequest>(&body) {
+            Ok(req) => codec.response(send_input(&e, &sb, req).await),
             Err(r) => *r,
         },
-        "SendSignal" => match connect::unary_request::<SendSignalRequest>(&headers, &body) {
-            Ok(req) => connect::unary_response(send_signal(&e, &sb, req).await),
+        "SendSignal" => match codec.request::<SendSignalRequest>(&body) {
+            Ok(req) => codec.response(send_signal(&e, &sb, req).await),
             Err(r) => *r,
         },
-        "CloseStdin" => match connect::unary_request::<Selected>(&headers, &body) {
-            Ok(req) => connect::unary_response(close_stdin(&e, &sb, req.process).await),
+        "CloseStdin" => match codec.request::<Selected>(&body) {
+            Ok(req) => codec.response(close_stdin(&e, &sb, req.process).await),
             Err(r) => *r,
         },
-        "Update" => match connect::unary_request::<UpdateRequest>(&headers, &body) {
-            Ok(req) => connect::unary_response(update(&e, &sb, req)),
+        "Update" => match codec.request::<UpdateRequest>(&body) {
+            Ok(req) => codec.response(update(&e, &sb, req)),
             Err(r) => *r,
         },
         other => RpcError::new(
@@ -295,10 +299,16 @@ async fn blocking<T: Send + 'static>(
         .map_err(|err| RpcError::new(Code::Internal, format!("a worker failed: {err}")))?
 }
 
-async fn start(e: Arc<E2b>, sb: String, req: StartRequest, keepalive: Duration) -> Response {
+async fn start(
+    e: Arc<E2b>,
+    sb: String,
+    req: StartRequest,
+    keepalive: Duration,
+    codec: connect::Codec,
+) -> Response {
     let mut config = req.process;
     if config.cmd.is_empty() {
-        return connect::stream_error(RpcError::new(
+        return codec.stream_error(RpcError::new(
             Code::InvalidArgument,
             "process.cmd is empty: name a program",
         ));
@@ -314,7 +324,7 @@ async fn start(e: Arc<E2b>, sb: String, req: StartRequest, keepalive: Duration) 
     };
     let proc = match proc {
         Ok(p) => p,
-        Err(err) => return connect::stream_error(err),
+        Err(err) => return codec.stream_error(err),
     };
     if let Some(h) = match &proc.kind {
         Kind::Pipes(h) => Some(h.clone()),
@@ -322,7 +332,7 @@ async fn start(e: Arc<E2b>, sb: String, req: StartRequest, keepalive: Duration) 
     } {
         e.app.watch_end(h);
     }
-    let (tx, response) = connect::channel();
+    let (tx, response) = codec.channel();
     tokio::spawn(relay(proc, tx, None, keepalive));
     response
 }
@@ -502,10 +512,16 @@ async fn relay(proc: Arc<Proc>, tx: connect::Sender, from: Option<Vec<u64>>, kee
     }
 }
 
-async fn attach(e: Arc<E2b>, sb: String, sel: Selector, keepalive: Duration) -> Response {
+async fn attach(
+    e: Arc<E2b>,
+    sb: String,
+    sel: Selector,
+    keepalive: Duration,
+    codec: connect::Codec,
+) -> Response {
     let proc = match find(&e, &sb, &sel) {
         Ok(p) => p,
-        Err(err) => return connect::stream_error(err),
+        Err(err) => return codec.stream_error(err),
     };
     let p = proc.clone();
     let sizes = tokio::task::spawn_blocking(move || {
@@ -516,7 +532,7 @@ async fn attach(e: Arc<E2b>, sb: String, sel: Selector, keepalive: Duration) -> 
     })
     .await
     .unwrap_or_default();
-    let (tx, response) = connect::channel();
+    let (tx, response) = codec.channel();
     tokio::spawn(relay(proc, tx, Some(sizes), keepalive));
     response
 }
