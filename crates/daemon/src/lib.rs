@@ -13,6 +13,7 @@ pub mod app;
 pub mod auth;
 pub mod dashboard;
 pub mod db;
+pub mod e2b;
 pub mod error;
 pub mod execs;
 pub mod pools;
@@ -69,6 +70,8 @@ pub struct Config {
     pub workspace_roots: Vec<PathBuf>,
     /// Warm pools to keep full.
     pub pools: Vec<pools::PoolSpec>,
+    /// Also serve the E2B-compatible API here (see [`e2b`]).
+    pub e2b: Option<SocketAddr>,
 }
 
 impl Config {
@@ -88,6 +91,8 @@ pub fn open_db(state_dir: &Path) -> Result<db::Db, db::DbError> {
 pub struct Listening {
     pub socket: PathBuf,
     pub tcp: Option<SocketAddr>,
+    /// The E2B-compatible API's address, when asked for.
+    pub e2b: Option<SocketAddr>,
     /// Notes from reconciling the records at start.
     pub notes: Vec<String>,
 }
@@ -97,6 +102,7 @@ pub struct Bound {
     app: Arc<App>,
     unix: tokio::net::UnixListener,
     tcp: Option<tokio::net::TcpListener>,
+    e2b: Option<tokio::net::TcpListener>,
     pub listening: Listening,
 }
 
@@ -156,13 +162,27 @@ pub async fn bind(
         ),
     };
     let tcp_addr = tcp.as_ref().and_then(|t| t.local_addr().ok());
+    let e2b = match cfg.e2b {
+        None => None,
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Listen {
+                    what: format!("{addr} (--e2b)"),
+                    source,
+                })?,
+        ),
+    };
+    let e2b_addr = e2b.as_ref().and_then(|t| t.local_addr().ok());
     Ok(Bound {
         app,
         unix,
         tcp,
+        e2b,
         listening: Listening {
             socket,
             tcp: tcp_addr,
+            e2b: e2b_addr,
             notes,
         },
     })
@@ -200,6 +220,24 @@ impl Bound {
                     .await
             })
         });
+        let e2b = self.e2b.map(|l| {
+            use axum::serve::ListenerExt;
+            // Streamed answers are written a message at a time: without
+            // TCP_NODELAY each small write after the first waits for the
+            // client's delayed ACK (40 ms on Linux).
+            let l = l.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            let r = e2b::router(self.app.clone());
+            let mut rx3 = stop_rx.clone();
+            tokio::spawn(async move {
+                axum::serve(l, r)
+                    .with_graceful_shutdown(async move {
+                        let _ = rx3.wait_for(|s| *s).await;
+                    })
+                    .await
+            })
+        });
         shutdown.await;
         if let Some(r) = refill {
             r.abort();
@@ -211,7 +249,7 @@ impl Bound {
         if let Ok(Err(e)) = unix.await {
             result = Err(ServeError::Serve(e));
         }
-        if let Some(t) = tcp {
+        for t in [tcp, e2b].into_iter().flatten() {
             if let Ok(Err(e)) = t.await {
                 result = Err(ServeError::Serve(e));
             }
@@ -239,6 +277,9 @@ pub struct FileConfig {
     /// `max: M` (and `window_seconds: S`).
     #[serde(default)]
     pub pools: Vec<pools::PoolSpec>,
+    /// Also serve the E2B-compatible API here.
+    #[serde(default)]
+    pub e2b: Option<SocketAddr>,
 }
 
 /// Why the daemon's configuration file was refused.

@@ -103,10 +103,15 @@ struct ServeArgs {
     #[arg(long = "pool", value_name = "PROFILE=N[..M]")]
     pools: Vec<String>,
     /// Read these settings from a YAML file (keys socket, listen,
-    /// workspace_roots, pools: [{profile, size, max, window_seconds}]); flags
-    /// given as well win
+    /// workspace_roots, pools: [{profile, size, max, window_seconds}], e2b);
+    /// flags given as well win
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Also serve an E2B-compatible API (control and sandbox API, for the
+    /// unmodified `e2b` SDK) here [default: 127.0.0.1:49999]; its
+    /// E2B_API_KEY is a warden token
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:49999")]
+    e2b: Option<std::net::SocketAddr>,
 }
 
 /// `--pool PROFILE=N` (a fixed size) or `--pool PROFILE=N..M` (autoscaled
@@ -196,6 +201,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         listen: args.listen.or(file.listen),
         exe: warden_exe()?,
         pools,
+        e2b: args.e2b.or(file.e2b),
         workspace_roots: roots
             .iter()
             .map(|r| {
@@ -223,6 +229,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 .map(|a| format!(" and http://{a} (tokens required)"))
                 .unwrap_or_default()
         );
+        if let Some(a) = bound.listening.e2b {
+            eprintln!(
+                "warden: E2B-compatible API on http://{a} (E2B_API_URL and E2B_SANDBOX_URL; E2B_API_KEY is a warden token)"
+            );
+        }
         let shutdown = async {
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();

@@ -49,7 +49,7 @@ pub struct FileQuery {
 type QueryResult = Result<Query<FileQuery>, axum::extract::rejection::QueryRejection>;
 
 /// The path relative to the workspace, as the init takes it.
-pub(super) fn relative(path: Option<&str>) -> Result<String, ApiError> {
+pub(crate) fn relative(path: Option<&str>) -> Result<String, ApiError> {
     let Some(path) = path else {
         return Err(ApiError::bad_request(
             "name the file with `?path=`: relative to the workspace, or absolute under /workspace",
@@ -74,7 +74,7 @@ pub(super) fn relative(path: Option<&str>) -> Result<String, ApiError> {
 }
 
 /// What an errno of the init means for a request about `path`.
-fn file_error(errno: Errno, path: &str) -> ApiError {
+pub(crate) fn file_error(errno: Errno, path: &str) -> ApiError {
     let shown = if path.is_empty() { "/workspace" } else { path };
     match errno {
         Errno::ENOENT => ApiError::not_found(format!("no {shown:?} in the sandbox's workspace")),
@@ -126,7 +126,7 @@ fn ask(app: &App, id: &str, op: FileOp) -> Result<(Errno, Option<OwnedFd>), ApiE
 
 /// Do `op`: the init's errno (`None`: done) and the descriptor it
 /// opened, if any.
-async fn run_raw(
+pub(crate) async fn run_raw(
     app: &Arc<App>,
     id: &str,
     op: FileOp,
@@ -137,7 +137,7 @@ async fn run_raw(
 }
 
 /// Do `op`; its descriptor when it opened one.
-pub(super) async fn run(
+pub(crate) async fn run(
     app: &Arc<App>,
     id: &str,
     op: FileOp,
@@ -149,7 +149,7 @@ pub(super) async fn run(
     }
 }
 
-pub(super) fn opened(fd: Option<OwnedFd>) -> Result<OwnedFd, ApiError> {
+pub(crate) fn opened(fd: Option<OwnedFd>) -> Result<OwnedFd, ApiError> {
     fd.ok_or_else(|| ApiError::internal("the sandbox's init answered without the file"))
 }
 
@@ -362,7 +362,7 @@ pub async fn list(
 
 /// The entries of an opened directory, each looked at without following
 /// a link.
-fn entries_of(fd: OwnedFd, path: &str) -> Result<Vec<FileEntry>, ApiError> {
+pub(crate) fn entries_of(fd: OwnedFd, path: &str) -> Result<Vec<FileEntry>, ApiError> {
     use nix::sys::stat::SFlag;
     use std::os::fd::AsFd;
     let failed = |e: Errno| ApiError::internal(format!("cannot list {path:?}: {}", e.desc()));

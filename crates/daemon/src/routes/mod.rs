@@ -6,13 +6,13 @@
 mod changes;
 mod egress;
 mod events;
-mod exec;
-mod files;
+pub(crate) mod exec;
+pub(crate) mod files;
 mod pools;
-mod pty;
+pub(crate) mod pty;
 pub(crate) mod sandboxes;
 mod tokens;
-mod watch;
+pub(crate) mod watch;
 
 pub use tokens::{info as token_info, parse_scopes};
 

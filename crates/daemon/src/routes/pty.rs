@@ -494,7 +494,7 @@ fn ready(fd: &OwnedFd, flags: nix::poll::PollFlags) -> Result<bool, nix::errno::
 /// process has ended, until nothing more is there to read (a thread: the
 /// terminal is read with poll, without registering its descriptor with
 /// tokio, which would need `unsafe`).
-fn read_terminal(
+pub(crate) fn read_terminal(
     master: Arc<OwnedFd>,
     out: mpsc::Sender<bytes::Bytes>,
     ended: tokio::sync::watch::Receiver<bool>,
@@ -546,7 +546,7 @@ fn read_terminal(
 }
 
 /// The client's input to the terminal (a thread, as the reader).
-fn write_terminal(
+pub(crate) fn write_terminal(
     master: Arc<OwnedFd>,
     mut input: mpsc::Receiver<bytes::Bytes>,
     stop: Arc<AtomicBool>,

@@ -1,0 +1,85 @@
+"""The E2B SDK and warden's native API, side by side on one daemon:
+create-to-first-command and a command's round trip, p50 and p99.
+
+    python bench/e2b_client.py SOCKET E2B_URL NATIVE_URL [RUNS]
+"""
+import http.client, json, os, socket, sys, time
+
+import httpx
+
+sock, e2b_url, native_url = sys.argv[1:4]
+runs = int(sys.argv[4]) if len(sys.argv) > 4 else 200
+creates = min(runs, 30)
+
+
+class Unix(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(sock)
+
+
+owner = Unix("warden")
+owner.request("POST", "/v1/tokens", json.dumps({"name": "bench", "scopes": ["admin"]}),
+              {"content-type": "application/json"})
+token = json.loads(owner.getresponse().read())["token"]
+
+os.environ.update(E2B_API_URL=e2b_url, E2B_SANDBOX_URL=e2b_url, E2B_API_KEY=token)
+from e2b import Sandbox  # noqa: E402  (reads the environment above)
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))] * 1000
+
+
+ARGV = ["/bin/bash", "-l", "-c", "true"]
+native = httpx.Client(base_url=native_url, headers={"authorization": f"Bearer {token}"}, timeout=60)
+
+
+def native_exec(sid):
+    r = native.post(f"/v1/sandboxes/{sid}/exec", json={"argv": ARGV})
+    r.raise_for_status()
+    assert r.json()["exit_status"] == 0
+
+
+rows = {}
+# Create to first command.
+sdk, nat = [], []
+for _ in range(creates):
+    t = time.perf_counter()
+    s = Sandbox.create(timeout=300)
+    s.commands.run("true")
+    sdk.append(time.perf_counter() - t)
+    s.kill()
+    t = time.perf_counter()
+    r = native.post("/v1/sandboxes", json={"ttl_seconds": 300})
+    r.raise_for_status()
+    sid = r.json()["id"]
+    native_exec(sid)
+    nat.append(time.perf_counter() - t)
+    native.delete(f"/v1/sandboxes/{sid}", params={"force": "true"})
+rows["create to first command"] = (sdk, nat)
+
+# Round trip in a running sandbox.
+s = Sandbox.create(timeout=600)
+r = native.post("/v1/sandboxes", json={"ttl_seconds": 600})
+r.raise_for_status()
+sid = r.json()["id"]
+for _ in range(5):
+    s.commands.run("true")
+    native_exec(sid)
+sdk, nat = [], []
+for _ in range(runs):
+    t = time.perf_counter()
+    s.commands.run("true")
+    sdk.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    native_exec(sid)
+    nat.append(time.perf_counter() - t)
+s.kill()
+native.delete(f"/v1/sandboxes/{sid}", params={"force": "true"})
+rows['commands.run("true") round trip'] = (sdk, nat)
+
+print(f"{'':<34} {'E2B SDK p50':>12} {'p99':>8} {'native p50':>12} {'p99':>8}")
+for name, (a, b) in rows.items():
+    print(f"{name:<34} {pct(a, .5):>10.1f}ms {pct(a, .99):>6.1f}ms {pct(b, .5):>10.1f}ms {pct(b, .99):>6.1f}ms")

@@ -1,0 +1,178 @@
+"""A real daemon for the E2B SDK's tests: `warden serve` (the binary from
+``WARDEN_BIN``, by default the repository's ``target/debug/warden``) with a
+state directory of its own and its E2B-compatible listener on a port the
+system picks. The unmodified ``e2b`` SDK is pointed at it the way the
+README says: ``E2B_API_URL`` and ``E2B_SANDBOX_URL`` at the listener,
+``E2B_API_KEY`` a warden token. Every sandbox the tests made is removed
+at the end, and the tests fail if one is left behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, List
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+E2B = re.compile(r"E2B-compatible API on (http://\S+)")
+SOCKET = re.compile(r"serving on (\S+)")
+
+# A profile (an E2B template) whose names are pinned to the host's
+# loopback, where the network tests' listeners are: only the owner may pin
+# names, in a profile; the SDK's allowlist then decides which are reached.
+NET_PROFILE = """\
+egress:
+  hosts:
+    allowed.test: 127.0.0.1
+    denied.test: 127.0.0.1
+"""
+
+
+@dataclass
+class Daemon:
+    url: str
+    socket: str
+    state: Path
+    process: "subprocess.Popen[bytes]"
+
+    def owner(self) -> httpx.Client:
+        return httpx.Client(
+            transport=httpx.HTTPTransport(uds=self.socket), base_url="http://warden", timeout=60
+        )
+
+    def token(self, *scopes: str) -> str:
+        body = {"name": f"e2b-{uuid.uuid4().hex[:8]}", "scopes": list(scopes)}
+        with self.owner() as c:
+            r = c.post("/v1/tokens", json=body)
+            assert r.status_code in (200, 201), r.text
+            return str(r.json()["token"])
+
+    def sandboxes(self) -> List[dict]:
+        with self.owner() as c:
+            r = c.get("/v1/sandboxes")
+            r.raise_for_status()
+            return list(r.json()["sandboxes"])
+
+
+def _binary() -> Path:
+    b = Path(os.environ.get("WARDEN_BIN") or REPO / "target/debug/warden")
+    if not b.is_absolute():
+        b = REPO / b
+    if not b.is_file():
+        raise pytest.UsageError(f"{b} does not exist: build it with `cargo build -p warden-cli`")
+    return b
+
+
+@pytest.fixture(scope="session")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    base = tmp_path_factory.mktemp("warden-e2b")
+    state = base / "state"
+    config = base / "config"
+    (config / "warden" / "profiles").mkdir(parents=True)
+    (config / "warden" / "profiles" / "e2bnet.yaml").write_text(NET_PROFILE)
+    log_path = base / "daemon.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WARDEN_", "E2B_"))}
+    env["WARDEN_STATE_DIR"] = str(state)
+    env["XDG_CONFIG_HOME"] = str(config)
+    if os.environ.get("WARDEN_BIN"):
+        env["WARDEN_BIN"] = os.environ["WARDEN_BIN"]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [str(_binary()), "serve", "--e2b", "127.0.0.1:0"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 30
+    found = sock = None
+    while found is None:
+        text = log_path.read_text(errors="replace")
+        found, sock = E2B.search(text), SOCKET.search(text)
+        if found is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"warden serve --e2b did not start:\n{text}")
+            time.sleep(0.05)
+    assert sock is not None
+    d = Daemon(url=found.group(1), socket=sock.group(1), state=state, process=proc)
+    try:
+        yield d
+    finally:
+        left = []
+        try:
+            left = [s["id"] for s in d.sandboxes()]
+            with d.owner() as c:
+                for sid in left:
+                    c.delete(f"/v1/sandboxes/{sid}", params={"force": "true"})
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        sandboxes = state / "sandboxes"
+        if sandboxes.is_dir():
+            for e in sandboxes.iterdir():
+                subprocess.run([str(_binary()), "rm", "--force", e.name], env=env, capture_output=True)
+    running = [s for s in left]
+    if running:
+        # Sandboxes that expired are kept stopped natively; a running one
+        # left behind is a test that did not kill what it made.
+        still = [s for s in running if s not in EXPIRED]
+        if still:
+            pytest.fail(f"the tests left sandboxes behind (each test kills its own): {still}")
+
+
+# Sandboxes a test let expire on purpose (kept stopped by warden).
+EXPIRED: List[str] = []
+
+
+@pytest.fixture(scope="session")
+def api_key(daemon: Daemon) -> str:
+    return daemon.token("sandboxes:read", "sandboxes:write", "exec", "files")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _e2b_env(daemon: Daemon, api_key: str) -> Iterator[None]:
+    """The SDK finds warden through its own settings, nothing else (for
+    the whole session: module fixtures create sandboxes too)."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("E2B_")}
+    for k in saved:
+        del os.environ[k]
+    os.environ["E2B_API_URL"] = daemon.url
+    os.environ["E2B_SANDBOX_URL"] = daemon.url
+    os.environ["E2B_API_KEY"] = api_key
+    try:
+        yield
+    finally:
+        for k in [k for k in os.environ if k.startswith("E2B_")]:
+            del os.environ[k]
+        os.environ.update(saved)
+
+
+@pytest.fixture
+def label() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@pytest.fixture(scope="session")
+def wait_until() -> Callable[..., bool]:
+    def wait(pred: Callable[[], bool], timeout: float = 15.0, every: float = 0.1) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred():
+                return True
+            time.sleep(every)
+        return pred()
+
+    return wait

@@ -1,0 +1,643 @@
+//! E2B's control API: create, list, get, kill, set timeout, connect. Each
+//! is the native handler of [`crate::routes::sandboxes`] called with the
+//! request in warden's terms, and its answer put in E2B's: a template is
+//! a profile of that name (E2B's default `base`, when no profile has that
+//! name, is warden's default profile), `timeout` is the TTL, `metadata`
+//! the labels, `envVars` the profile's `env.set`, the network allowlist
+//! the profile's `egress.domains`. An E2B sandbox lives until it is killed
+//! or its timeout ends; a warden sandbox whose TTL ended is stopped and
+//! kept (its workspace can still be reviewed natively), so through this
+//! door only running sandboxes exist. Pause, resume, snapshots, forks,
+//! metrics and logs are answered 501 with what to do instead.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{permit, E2b, ENVD_VERSION};
+use crate::api::{CreateSandbox, SandboxInfo, SetTimeout};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::routes::sandboxes;
+use crate::routes::Body;
+
+/// E2B's default template.
+const DEFAULT_TEMPLATE: &str = "base";
+/// The metadata key that keeps a killed sandbox, stopped, for review.
+const KEEP: &str = "warden.keep";
+
+/// An error in E2B's shape: `{"code": STATUS, "message": ...}`; the SDK
+/// raises AuthenticationException for 401, RateLimitException for 429,
+/// NotFoundException (SandboxNotFoundException) for 404.
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(serde_json::json!({"code": status.as_u16(), "message": message.into()})),
+    )
+        .into_response()
+}
+
+fn from_api(e: ApiError) -> Response {
+    let status = match e.status.as_u16() {
+        422 => StatusCode::BAD_REQUEST,
+        _ => e.status,
+    };
+    error(status, e.problem.message)
+}
+
+fn denied(why: String) -> Response {
+    error(StatusCode::FORBIDDEN, why)
+}
+
+pub async fn unknown() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "no such route in warden's E2B-compatible API (see the README's E2B section for what it answers)",
+    )
+}
+
+pub async fn not_supported() -> Response {
+    error(
+        StatusCode::NOT_IMPLEMENTED,
+        "not supported by warden's E2B-compatible API: sandboxes are not paused, resumed, snapshotted or forked here, and metrics and logs are read natively (GET /v1/sandboxes/{id} and /v1/sandboxes/{id}/events on the daemon's API)",
+    )
+}
+
+/// `POST /sandboxes` and `/v2/sandboxes` (NewSandbox / NewSandboxV2).
+/// Keys not named here are taken and change nothing: `autoResume`,
+/// `autoPauseMemory` (nothing is paused), `allow_internet_access` (what a
+/// sandbox reaches is its profile's allowlist and `allowOut`, never more).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSandbox {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    #[serde(default)]
+    timeout: Option<u64>,
+    #[serde(default)]
+    metadata: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    env_vars: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    auto_pause: Option<bool>,
+    #[serde(default)]
+    network: Option<Network>,
+    #[serde(default)]
+    volume_mounts: Option<serde_json::Value>,
+    #[serde(default)]
+    mcp: Option<serde_json::Value>,
+}
+
+/// E2B's network options.
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Network {
+    #[serde(default)]
+    allow_out: Option<Vec<String>>,
+    #[serde(default)]
+    deny_out: Option<Vec<String>>,
+    #[serde(default)]
+    rules: Option<serde_json::Value>,
+    #[serde(default)]
+    egress_proxy: Option<serde_json::Value>,
+    #[serde(default)]
+    dns_servers: Option<serde_json::Value>,
+}
+
+/// The egress allowlist E2B's network options ask for, by name. warden
+/// decides by the name a program asks for, never by an address it picked,
+/// so an address or a range in `allowOut` is refused with what to give
+/// instead; `denyOut` needs no rule (what is not allowed is denied).
+fn domains_of(net: &Network) -> Result<Vec<String>, String> {
+    if net.rules.is_some() || net.egress_proxy.is_some() || net.dns_servers.is_some() {
+        return Err("network.rules, egressProxy and dnsServers are not supported: warden's egress proxy decides by name (allow_out), and secrets are given through a warden profile (the template)".into());
+    }
+    let mut out = Vec::new();
+    for entry in net.allow_out.iter().flatten() {
+        let e = entry.trim();
+        if e.parse::<std::net::IpAddr>().is_ok() || e.contains('/') {
+            return Err(format!(
+                "network.allow_out {e:?} is an address or a range: warden allows egress by name (give the host names the sandbox may reach)"
+            ));
+        }
+        out.push(e.to_ascii_lowercase());
+    }
+    for entry in net.deny_out.iter().flatten() {
+        let e = entry.trim();
+        if e.is_empty() {
+            return Err("network.deny_out holds an empty entry".into());
+        }
+    }
+    Ok(out)
+}
+
+/// The native create request for an E2B one.
+fn create_request(app: &crate::app::App, body: &NewSandbox) -> Result<CreateSandbox, String> {
+    if body.auto_pause == Some(true) {
+        return Err("autoPause is not supported: warden does not pause sandboxes; leave it out (the sandbox stops when its timeout ends)".into());
+    }
+    if body.volume_mounts.as_ref().is_some_and(|v| !v.is_null()) {
+        return Err("volumeMounts are not supported: give the sandbox a workspace through a warden profile (the template)".into());
+    }
+    if body.mcp.as_ref().is_some_and(|v| !v.is_null()) {
+        return Err("mcp is not supported through the E2B API".into());
+    }
+    let profile = match body.template_id.as_str() {
+        "" => None,
+        DEFAULT_TEMPLATE if app.catalog.profile(DEFAULT_TEMPLATE).is_err() => None,
+        t if t.contains('/') || t.contains(':') => {
+            return Err(format!(
+                "template {t:?}: a template is a warden profile's name (see `warden profile list`)"
+            ))
+        }
+        t => Some(t.to_string()),
+    };
+    let mut spec = serde_json::Map::new();
+    if let Some(envs) = body.env_vars.as_ref().filter(|e| !e.is_empty()) {
+        spec.insert("env".into(), serde_json::json!({ "set": envs }));
+    }
+    let mut domains = Vec::new();
+    if let Some(net) = &body.network {
+        domains = domains_of(net)?;
+    }
+    if !domains.is_empty() {
+        spec.insert("egress".into(), serde_json::json!({ "domains": domains }));
+    }
+    let mut labels = body.metadata.clone().unwrap_or_default();
+    labels.insert("e2b.template".into(), body.template_id.clone());
+    Ok(CreateSandbox {
+        name: None,
+        profile,
+        spec: (!spec.is_empty()).then_some(serde_json::Value::Object(spec)),
+        workspace: None,
+        ttl_seconds: Some(body.timeout.unwrap_or(300)),
+        labels,
+        start: Some(true),
+    })
+}
+
+/// A sandbox as E2B's create and connect answer it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Created {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    #[serde(rename = "sandboxID")]
+    sandbox_id: String,
+    #[serde(rename = "clientID")]
+    client_id: &'static str,
+    envd_version: &'static str,
+    envd_access_token: String,
+    alias: String,
+    domain: Option<String>,
+}
+
+/// The token the caller came with: answered back as the sandbox's envd
+/// access token, which the SDK sends on every sandbox call.
+fn api_key(headers: &HeaderMap) -> String {
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+fn template_of(info: &SandboxInfo) -> String {
+    info.labels
+        .get("e2b.template")
+        .cloned()
+        .or_else(|| info.profile.clone())
+        .unwrap_or_else(|| DEFAULT_TEMPLATE.to_string())
+}
+
+fn created(info: &SandboxInfo, key: String) -> Created {
+    let t = template_of(info);
+    Created {
+        template_id: t.clone(),
+        sandbox_id: info.id.clone(),
+        client_id: "warden",
+        envd_version: ENVD_VERSION,
+        envd_access_token: key,
+        alias: t,
+        domain: None,
+    }
+}
+
+pub async fn create(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(why) = permit(&e.app, &caller, "POST", "/v1/sandboxes", None) {
+        return denied(why);
+    }
+    let body: NewSandbox = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(err) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the request body does not fit: {err}"),
+            )
+        }
+    };
+    let req = match create_request(&e.app, &body) {
+        Ok(r) => r,
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    match sandboxes::create(State(e.app.clone()), Extension(caller), Body(req)).await {
+        Ok((_, Json(info))) => {
+            (StatusCode::CREATED, Json(created(&info, api_key(&headers)))).into_response()
+        }
+        Err(err) => from_api(err),
+    }
+}
+
+/// A sandbox as E2B's get and list answer it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Detail {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    #[serde(rename = "sandboxID")]
+    sandbox_id: String,
+    #[serde(rename = "clientID")]
+    client_id: &'static str,
+    alias: String,
+    started_at: String,
+    end_at: String,
+    envd_version: &'static str,
+    cpu_count: u32,
+    #[serde(rename = "memoryMB")]
+    memory_mb: u64,
+    #[serde(rename = "diskSizeMB")]
+    disk_size_mb: u64,
+    state: &'static str,
+    metadata: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    envd_access_token: Option<String>,
+}
+
+fn rfc3339(ms: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+fn detail(e: &E2b, info: &SandboxInfo, key: Option<String>) -> Detail {
+    let (cpus, memory) = e
+        .app
+        .store
+        .get(&info.id)
+        .ok()
+        .and_then(|sb| {
+            warden_runtime::state::read_json::<warden_runtime::state::Stored>(
+                &sb.dir().join(warden_runtime::state::STORED),
+            )
+            .ok()
+        })
+        .map(|s| {
+            (
+                s.spec.resources.cpus.map(|c| c.ceil() as u32).unwrap_or(0),
+                s.spec.resources.memory.value,
+            )
+        })
+        .unwrap_or((0, 0));
+    let cpus = if cpus == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1)
+    } else {
+        cpus
+    };
+    let mut metadata = info.labels.clone();
+    metadata.remove("e2b.template");
+    let t = template_of(info);
+    Detail {
+        template_id: t.clone(),
+        sandbox_id: info.id.clone(),
+        client_id: "warden",
+        alias: t,
+        started_at: rfc3339(info.created_ms),
+        end_at: rfc3339(info.ttl_deadline_ms.unwrap_or(info.created_ms)),
+        envd_version: ENVD_VERSION,
+        cpu_count: cpus,
+        memory_mb: memory >> 20,
+        disk_size_mb: 0,
+        state: "running",
+        metadata,
+        envd_access_token: key,
+    }
+}
+
+/// The running sandbox `id` as the native API shows it; 404 when there is
+/// none (a stopped one counts as gone).
+async fn running(e: &E2b, id: &str) -> Result<SandboxInfo, Response> {
+    match sandboxes::get_one(State(e.app.clone()), Path(id.to_string())).await {
+        Ok(Json(info)) if info.state == "running" => Ok(info),
+        Ok(_) => Err(error(
+            StatusCode::NOT_FOUND,
+            format!("sandbox {id} is not running (its timeout ended, or it was stopped); it is kept stopped for review: `warden diff {id}`"),
+        )),
+        Err(err) => Err(from_api(err)),
+    }
+}
+
+pub async fn get_one(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(why) = permit(&e.app, &caller, "GET", "/v1/sandboxes/{id}", Some(&id)) {
+        return denied(why);
+    }
+    match running(&e, &id).await {
+        Ok(info) => Json(detail(&e, &info, Some(api_key(&headers)))).into_response(),
+        Err(r) => r,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListQuery {
+    #[serde(default)]
+    metadata: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    order: Option<String>,
+    #[serde(default)]
+    template: Option<String>,
+}
+
+pub async fn list(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    if let Err(why) = permit(&e.app, &caller, "GET", "/v1/sandboxes", None) {
+        return denied(why);
+    }
+    let Ok(Query(q)) = query else {
+        return error(StatusCode::BAD_REQUEST, "the query does not fit");
+    };
+    // Only running sandboxes exist here: a list of paused ones is empty.
+    if let Some(states) = &q.state {
+        if !states.split(',').any(|s| s.trim() == "running") {
+            return Json(Vec::<Detail>::new()).into_response();
+        }
+    }
+    let wanted: Vec<(String, String)> = q
+        .metadata
+        .as_deref()
+        .map(|m| {
+            url_pairs(m)
+                .into_iter()
+                .filter(|(k, _)| !k.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let native = sandboxes::ListQuery {
+        state: Some("running".into()),
+        label: None,
+    };
+    let list = match sandboxes::list(State(e.app.clone()), Ok(Query(native))).await {
+        Ok(Json(l)) => l.sandboxes,
+        Err(err) => return from_api(err),
+    };
+    let mut out: Vec<Detail> = list
+        .iter()
+        .filter(|s| wanted.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+        .filter(|s| q.template.as_ref().is_none_or(|t| &template_of(s) == t))
+        .map(|s| detail(&e, s, None))
+        .collect();
+    if q.order.as_deref() == Some("desc") {
+        out.reverse();
+    }
+    if let Some(n) = q.limit {
+        out.truncate(n);
+    }
+    Json(out).into_response()
+}
+
+/// `k=v&k2=v2`, percent-decoded (the SDK's metadata filter).
+fn url_pairs(s: &str) -> Vec<(String, String)> {
+    fn decode(s: &str) -> String {
+        let bytes = s.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < bytes.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                },
+                b => out.push(b),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    s.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (decode(k), decode(v)),
+            None => (decode(p), String::new()),
+        })
+        .collect()
+}
+
+pub async fn kill(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(why) = permit(&e.app, &caller, "DELETE", "/v1/sandboxes/{id}", Some(&id)) {
+        return denied(why);
+    }
+    // `warden.keep: "true"` in the metadata: killed is stopped and kept,
+    // its workspace's changes reviewable natively (`warden --host diff`,
+    // `commit`); for the E2B API it is gone either way.
+    if let Ok(Json(info)) = sandboxes::get_one(State(e.app.clone()), Path(id.clone())).await {
+        if info.labels.get(KEEP).map(String::as_str) == Some("true") {
+            if info.state != "running" {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    format!("sandbox {id} is not running"),
+                );
+            }
+            let body = axum::body::Bytes::from_static(b"{\"grace_seconds\": 2}");
+            return match sandboxes::stop(State(e.app.clone()), Path(id.clone()), body).await {
+                Ok(_) => {
+                    forget(&e, &id);
+                    StatusCode::NO_CONTENT.into_response()
+                }
+                Err(err) => from_api(err),
+            };
+        }
+    }
+    let q: Result<Query<sandboxes::RemoveQuery>, _> =
+        Ok(Query(sandboxes::RemoveQuery { force: Some(true) }));
+    match sandboxes::remove(State(e.app.clone()), Path(id.clone()), q).await {
+        Ok(_) => {
+            forget(&e, &id);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(err) => from_api(err),
+    }
+}
+
+/// Forget a killed sandbox's processes and watchers (a watcher's native
+/// watch, and its place among the daemon's watches, go with it).
+fn forget(e: &E2b, id: &str) {
+    if let Ok(mut p) = e.procs.lock() {
+        p.remove(id);
+    }
+    if let Ok(mut w) = e.watchers.lock() {
+        w.retain(|_, w| w.sandbox() != id);
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TimeoutBody {
+    timeout: u64,
+}
+
+async fn set_ttl(e: &E2b, id: &str, seconds: u64) -> Result<(), Response> {
+    running(e, id).await?;
+    let body = SetTimeout {
+        ttl_seconds: Some(seconds),
+    };
+    match sandboxes::set_timeout(State(e.app.clone()), Path(id.to_string()), Body(body)).await {
+        Ok(_) => Ok(()),
+        Err(err) if err.status == StatusCode::CONFLICT => Err(error(
+            StatusCode::NOT_FOUND,
+            format!("sandbox {id} is not running"),
+        )),
+        Err(err) => Err(from_api(err)),
+    }
+}
+
+pub async fn set_timeout(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(why) = permit(
+        &e.app,
+        &caller,
+        "POST",
+        "/v1/sandboxes/{id}/timeout",
+        Some(&id),
+    ) {
+        return denied(why);
+    }
+    let body: TimeoutBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(err) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the request body does not fit: {err}"),
+            )
+        }
+    };
+    match set_ttl(&e, &id, body.timeout).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(r) => r,
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct ConnectBody {
+    #[serde(default)]
+    timeout: Option<u64>,
+}
+
+pub async fn connect(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(why) = permit(&e.app, &caller, "GET", "/v1/sandboxes/{id}", Some(&id)) {
+        return denied(why);
+    }
+    let body: ConnectBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ConnectBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(err) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body does not fit: {err}"),
+                )
+            }
+        }
+    };
+    let info = match running(&e, &id).await {
+        Ok(i) => i,
+        Err(r) => return r,
+    };
+    if let Some(t) = body.timeout {
+        if let Err(why) = permit(
+            &e.app,
+            &caller,
+            "POST",
+            "/v1/sandboxes/{id}/timeout",
+            Some(&id),
+        ) {
+            return denied(why);
+        }
+        if let Err(r) = set_ttl(&e, &id, t).await {
+            return r;
+        }
+    }
+    Json(created(&info, api_key(&headers))).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allowlist_is_taken_by_name_and_an_address_is_refused_with_what_to_give() {
+        let net = Network {
+            allow_out: Some(vec!["API.example.com".into()]),
+            deny_out: Some(vec!["0.0.0.0/0".into()]),
+            ..Default::default()
+        };
+        assert_eq!(domains_of(&net).unwrap(), vec!["api.example.com"]);
+        let net = Network {
+            allow_out: Some(vec!["1.1.1.1".into()]),
+            ..Default::default()
+        };
+        assert!(domains_of(&net).unwrap_err().contains("by name"));
+        let net = Network {
+            allow_out: Some(vec!["8.8.8.0/24".into()]),
+            ..Default::default()
+        };
+        assert!(domains_of(&net).is_err());
+    }
+
+    #[test]
+    fn the_metadata_filter_is_read_as_the_sdk_encodes_it() {
+        assert_eq!(
+            url_pairs("a=b%20c&k=v"),
+            vec![("a".into(), "b c".into()), ("k".into(), "v".into())]
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! Processes on a terminal for the process service: started by the
+//! supervisor as the native terminal route starts one (on a terminal of
+//! the sandbox's own devpts), recorded as a terminal session, its output
+//! appended by [`crate::routes::pty`]'s reader to a file beside the native
+//! commands' outputs, its input written by that module's writer.
+
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, watch};
+use warden_runtime::client::{ClientError, Connection};
+use warden_runtime::{lifecycle, protocol};
+
+use super::connect::{Code, RpcError};
+use super::process::{argv_of, remember, Kind, Proc, ProcessConfig, Pty, Size, Stream};
+use super::E2b;
+use crate::execs::{self, Ended};
+
+/// A terminal's end of things.
+pub struct Terminal {
+    pub(super) control: PathBuf,
+    pub(super) exec: u64,
+    pub(super) master: Arc<OwnedFd>,
+    pub(super) input: mpsc::Sender<bytes::Bytes>,
+}
+
+/// A process on a terminal, as the native terminal route starts one; its
+/// output is appended to a file beside the native commands' outputs.
+/// Blocking.
+pub(super) fn start(
+    e: &E2b,
+    sb: &str,
+    config: ProcessConfig,
+    tag: Option<String>,
+    pty: Pty,
+) -> Result<Arc<Proc>, RpcError> {
+    let size = pty.size.unwrap_or(Size { cols: 80, rows: 24 });
+    let (rows, cols) = (size.rows.clamp(1, 4096), size.cols.clamp(1, 4096));
+    let argv = argv_of(&config);
+    execs::check_command(&argv, &config.envs)?;
+    let sandbox = e.app.sandbox(sb)?;
+    let control = lifecycle::control(&sandbox);
+    let conn = Connection::open(&control).map_err(|err| match err {
+        ClientError::NotRunning { .. } => {
+            RpcError::new(Code::FailedPrecondition, crate::error::chain(&err))
+        }
+        err => RpcError::new(Code::Internal, crate::error::chain(&err)),
+    })?;
+    let supervisor_pid = conn.supervisor_pid;
+    let req = protocol::ExecRequest {
+        argv: argv.clone(),
+        env: config
+            .envs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        cwd: config.cwd.clone(),
+        tty: true,
+        winsize: Some((rows, cols)),
+    };
+    let mut running = match conn.exec(req, &[]) {
+        Ok(r) => r,
+        Err(ClientError::ExecFailed { message, .. }) => {
+            return Err(RpcError::new(Code::InvalidArgument, message))
+        }
+        Err(err) => return Err(RpcError::new(Code::Internal, crate::error::chain(&err))),
+    };
+    let Some(master) = running.take_master() else {
+        let _ = conn_signal(&control, running.exec);
+        return Err(RpcError::new(
+            Code::Internal,
+            "the supervisor sent no terminal",
+        ));
+    };
+    let _ = nix::fcntl::fcntl(
+        &master,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    );
+    let dir = execs::dir_of(&sandbox);
+    std::fs::create_dir_all(&dir).map_err(|err| {
+        RpcError::new(
+            Code::Internal,
+            format!("cannot create {}: {err}", dir.display()),
+        )
+    })?;
+    let out_path = dir.join(format!("pty-{}.out", crate::auth::random_id(8)));
+    let mut out = std::fs::OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .mode(0o600)
+        .open(&out_path)
+        .map_err(|err| {
+            RpcError::new(
+                Code::Internal,
+                format!("cannot create {}: {err}", out_path.display()),
+            )
+        })?;
+    let (exec, pid) = (running.exec, running.pid);
+    // In the sandbox's command records, as a terminal session (as the
+    // native terminal route records one).
+    let row = crate::db::ExecRow {
+        id: format!("ex-{}", crate::auth::random_id(8)),
+        sandbox: sb.to_string(),
+        runtime_exec: exec,
+        supervisor_pid,
+        argv,
+        started_ms: warden_runtime::state::now_ms(),
+        tty: true,
+        exit_status: None,
+        exit_signal: None,
+        finished_ms: None,
+    };
+    if let Err(err) = e.app.db().and_then(|db| {
+        db.insert_exec(&row)
+            .map_err(|err| crate::error::ApiError::internal(crate::error::chain(&err)))
+    }) {
+        let _ = conn_signal(&control, exec);
+        return Err(err.into());
+    }
+    let master = Arc::new(master);
+    let (ended_tx, ended_rx) = watch::channel(None);
+    let (gone_tx, gone_rx) = watch::channel(false);
+    let status: Arc<Mutex<Option<Ended>>> = Arc::new(Mutex::new(None));
+    // The end, from the supervisor.
+    let st = status.clone();
+    let app = e.app.clone();
+    std::thread::spawn(move || {
+        let kill = nix::sys::signal::Signal::SIGKILL as i32;
+        let ended = match running.wait() {
+            Ok(s) => Ended {
+                status: s.status,
+                signal: s.signal,
+                timed_out: false,
+            },
+            Err(_) => Ended {
+                status: 128 + kill,
+                signal: Some(kill),
+                timed_out: false,
+            },
+        };
+        if let Ok(db) = app.db() {
+            let _ = db.finish_exec(
+                &row.id,
+                ended.status,
+                ended.signal,
+                warden_runtime::state::now_ms(),
+            );
+        }
+        if let Ok(mut g) = st.lock() {
+            *g = Some(ended);
+        }
+        let _ = gone_tx.send(true);
+    });
+    // The terminal's output, to its file; the end is told once the last
+    // of it is there.
+    let (out_tx, mut out_rx) = mpsc::channel::<bytes::Bytes>(8);
+    let m = master.clone();
+    std::thread::spawn(move || {
+        crate::routes::pty::read_terminal(m, out_tx, gone_rx, Arc::new(AtomicBool::new(false)))
+    });
+    std::thread::spawn(move || {
+        while let Some(chunk) = out_rx.blocking_recv() {
+            if out.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        let ended = status.lock().ok().and_then(|g| *g);
+        let kill = nix::sys::signal::Signal::SIGKILL as i32;
+        let _ = ended_tx.send(Some(ended.unwrap_or(Ended {
+            status: 128 + kill,
+            signal: Some(kill),
+            timed_out: false,
+        })));
+    });
+    let (in_tx, in_rx) = mpsc::channel::<bytes::Bytes>(64);
+    let m = master.clone();
+    std::thread::spawn(move || {
+        crate::routes::pty::write_terminal(m, in_rx, Arc::new(AtomicBool::new(false)))
+    });
+    let proc = Arc::new(Proc {
+        pid: pid.max(0) as u32,
+        tag,
+        config,
+        outputs: vec![(out_path, Stream::Pty)],
+        ended: ended_rx,
+        kind: Kind::Terminal(Terminal {
+            control,
+            exec,
+            master,
+            input: in_tx,
+        }),
+    });
+    remember(e, sb, proc.clone())?;
+    Ok(proc)
+}
+
+/// Kill a terminal's process that could not be recorded.
+fn conn_signal(control: &std::path::Path, exec: u64) -> Result<(), ClientError> {
+    Connection::open(control)?.signal(exec, nix::sys::signal::Signal::SIGKILL as i32)
+}
