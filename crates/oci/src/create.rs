@@ -74,9 +74,11 @@ pub fn create(
         otlp: false,
         id: &name,
     };
+    let secrets = crate::secrets::entries(&t.secrets, &crate::secrets::dir())?;
     let input = Input {
         profile: t.profile.clone().map(ProfileSource::Named),
         overrides: t.overrides.clone(),
+        secrets,
         ..Input::default()
     };
     let req = CreateRequest {
@@ -156,7 +158,7 @@ pub fn create(
 }
 
 /// Directories warden mounts over at the top of a container's root.
-const MOUNT_POINTS: &[&str] = &["proc", "dev", "tmp", "workspace", "etc"];
+const MOUNT_POINTS: &[&str] = &["proc", "dev", "tmp", "workspace", "etc", "run"];
 
 /// Make the mount points warden needs at the top of `rootfs` that an
 /// image lacks (its root is bound read-only into the sandbox, whose root

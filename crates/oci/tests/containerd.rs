@@ -65,9 +65,15 @@ impl Containerd {
         );
         std::fs::write(p.join("config.toml"), config).unwrap();
         let log = std::fs::File::create(p.join("containerd.log")).unwrap();
+        // The node's secrets, as its operator sets them aside for
+        // containers: a directory and a WARDEN_SECRET_ variable of the
+        // runtime's environment (containerd's, which its shims inherit).
+        std::fs::create_dir(p.join("secrets")).unwrap();
         let child = Command::new("containerd")
             .arg("--config")
             .arg(p.join("config.toml"))
+            .env("WARDEN_OCI_SECRETS_DIR", p.join("secrets"))
+            .env("WARDEN_SECRET_KEY", NODE_KEY)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -129,6 +135,8 @@ impl Containerd {
 }
 
 const IMAGE: &str = "localhost/warden-test/busybox:1";
+/// The value of the node's `WARDEN_SECRET_KEY`.
+const NODE_KEY: &str = "node-key-6f1d0c7a9e";
 
 fn sha256(path: &Path) -> String {
     let o = Command::new("sha256sum").arg(path).output().unwrap();
@@ -144,9 +152,12 @@ fn sha256(path: &Path) -> String {
 fn build_image(dir: &Path) -> PathBuf {
     let tree = dir.join("tree");
     std::fs::create_dir_all(tree.join("bin")).unwrap();
-    for d in ["etc", "tmp", "proc", "dev"] {
+    for d in ["etc", "tmp", "proc", "dev", "usr"] {
         std::fs::create_dir_all(tree.join(d)).unwrap();
     }
+    // The host's /usr can be bound in (its curl and libraries).
+    std::os::unix::fs::symlink("usr/lib", tree.join("lib")).unwrap();
+    std::os::unix::fs::symlink("usr/lib64", tree.join("lib64")).unwrap();
     std::fs::copy(BUSYBOX, tree.join("bin/busybox")).unwrap();
     for tool in ["sh", "echo", "cat", "sleep", "nc", "hostname", "wget"] {
         std::os::unix::fs::symlink("busybox", tree.join("bin").join(tool)).unwrap();
@@ -414,6 +425,162 @@ fn ctr_task_exec_kill_and_delete_go_through_warden() {
     assert!(o.status.success(), "task delete: {}", text(&o.stderr));
     assert!(c.ctr(&["container", "delete", "long"]).status.success());
     let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// An HTTPS server on the host's loopback for `name`, signed by an
+/// authority made for the test (its PEM at `ca`), that records each
+/// request's head and answers with it.
+fn tls_echo(dir: &Path, name: &str) -> (u16, PathBuf, Arc<Mutex<Vec<String>>>) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&ca_key).unwrap();
+    let ca_path = dir.join("upstream-ca.pem");
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap(),
+    );
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for tcp in l.incoming().flatten() {
+            let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+            let conn = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match tls.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            s.lock().unwrap().push(head.clone());
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{head}",
+                head.len()
+            );
+            let _ = std::io::Write::write_all(&mut tls, answer.as_bytes());
+            tls.conn.send_close_notify();
+            let _ = std::io::Write::flush(&mut tls);
+        }
+    });
+    (port, ca_path, seen)
+}
+
+#[test]
+fn a_secret_annotation_sends_the_real_value_upstream_while_the_container_holds_a_placeholder() {
+    let Some(c) = with_image() else { return };
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("SKIPPED: no /usr/bin/curl to bind into the container as its HTTPS client");
+        return;
+    }
+    let (port, ca, seen) = tls_echo(c.dir.path(), "api.secret.test");
+    // The node's operator put the token in the secrets directory; the
+    // other secret comes from the runtime's WARDEN_SECRET_KEY.
+    let token = "ghp_realtoken_4b9e2f8a1c";
+    std::fs::write(c.dir.path().join("secrets/token"), format!("{token}\n")).unwrap();
+    // The upstream's authority is trusted through a profile.
+    let profile = c.dir.path().join("upstream.yaml");
+    std::fs::write(
+        &profile,
+        format!("egress:\n  upstream_ca: [{}]\n", ca.display()),
+    )
+    .unwrap();
+    let url = format!("https://api.secret.test:{port}");
+    let script = format!(
+        r#"echo "token=$TOKEN key=$KEY"
+/usr/bin/curl -sS --cacert /run/warden/ca-bundle.crt -H "Authorization: Bearer $TOKEN" -H "X-Key: $KEY" {url}/first
+echo ---
+/usr/bin/curl -sS --cacert /run/warden/ca-bundle.crt {url}/second/$TOKEN
+"#
+    );
+    let o = c.run(
+        "secret",
+        &[
+            "--mount",
+            "type=bind,src=/usr,dst=/usr,options=rbind:ro",
+            "--annotation",
+            &format!("warden.dev/secret.TOKEN=file:token@api.secret.test:{port}"),
+            "--annotation",
+            &format!("warden.dev/secret.KEY=env:WARDEN_SECRET_KEY@api.secret.test:{port}"),
+            "--annotation",
+            "warden.dev/hosts=api.secret.test=127.0.0.1",
+            "--annotation",
+            &format!("warden.dev/profile={}", profile.display()),
+        ],
+        &["sh", "-c", &script],
+    );
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}\n{}",
+        text(&o.stderr),
+        c.log()
+    );
+    // The container held placeholders only, and got the echoes back with
+    // the placeholders in place of the values.
+    assert!(out.starts_with("token=warden-secret-"), "{out}");
+    assert!(out.contains(" key=warden-secret-"), "{out}");
+    assert!(!out.contains(token) && !out.contains(NODE_KEY), "{out}");
+    // The upstream got the real values.
+    let got: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| h.to_ascii_lowercase())
+        .collect();
+    assert_eq!(got.len(), 2, "{got:?}\n{out}");
+    assert!(
+        got[0].contains(&format!("authorization: bearer {token}\r\n")),
+        "{got:?}"
+    );
+    assert!(got[0].contains(&format!("x-key: {NODE_KEY}\r\n")), "{got:?}");
+    assert!(got[1].starts_with(&format!("get /second/{token} ")), "{got:?}");
+}
+
+#[test]
+fn a_secret_annotation_naming_a_host_file_or_a_program_is_refused_and_leaves_nothing() {
+    let Some(c) = with_image() else { return };
+    for (n, value) in [
+        "file:/etc/shadow@evil.test",
+        "file:../config.toml@evil.test",
+        "cmd:cat /etc/shadow@evil.test",
+        "env:HOME@evil.test",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = c.run(
+            &format!("refused{n}"),
+            &["--annotation", &format!("warden.dev/secret.T={value}")],
+            &["true"],
+        );
+        assert!(!o.status.success(), "{value}: ran");
+        let err = text(&o.stderr);
+        assert!(err.contains("warden.dev/secret.T"), "{value}: {err}");
+    }
+    let left: Vec<_> = std::fs::read_dir(c.runtime_root().join("warden-test/sandboxes"))
         .map(|d| d.flatten().collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");

@@ -22,6 +22,13 @@ pub const ANNOTATION_EGRESS: &str = "warden.dev/egress";
 pub const ANNOTATION_HOSTS: &str = "warden.dev/hosts";
 /// Annotation: `true` lets plain HTTP through to allowed names (`--allow-http`).
 pub const ANNOTATION_ALLOW_HTTP: &str = "warden.dev/allow-http";
+/// Annotation prefix: `warden.dev/secret.NAME` holds secret NAME
+/// (`[file:PATH@|env:VARIABLE@]HOST[,HOST...]`).
+pub const ANNOTATION_SECRET: &str = "warden.dev/secret.";
+/// The prefix a host variable must have to be named by a secret
+/// annotation: a pod's author chooses what is read, so only variables the
+/// node's operator set aside for it can be.
+pub const SECRET_VARIABLE_PREFIX: &str = "WARDEN_SECRET_";
 /// Every `warden.dev/` annotation warden reads; any other is refused.
 pub const ANNOTATIONS: &[(&str, &str)] = &[
     (
@@ -35,6 +42,14 @@ pub const ANNOTATIONS: &[(&str, &str)] = &[
     (
         ANNOTATION_HOSTS,
         "NAME=IP pins for names the container may reach, comma-separated",
+    ),
+    (
+        ANNOTATION_ALLOW_HTTP,
+        "true: plain HTTP (not only TLS) to the allowed names",
+    ),
+    (
+        "warden.dev/secret.NAME",
+        "secret NAME: [file:PATH@|env:WARDEN_SECRET_X@]HOST[,HOST...]; the container's NAME holds a placeholder the egress proxy swaps for the value (read on the node, from a file in the secrets directory or a WARDEN_SECRET_ variable) only towards the hosts",
     ),
 ];
 
@@ -205,9 +220,104 @@ pub struct Translated {
     /// The network namespace containerd (or a CNI plugin) made for the
     /// container, which warden does not join (see `docs/oci.md`).
     pub network_namespace: Option<String>,
+    /// `warden.dev/secret.*`, in name order.
+    pub secrets: Vec<AnnotatedSecret>,
     pub annotations: BTreeMap<String, String>,
     /// What warden does its own way, said once.
     pub notices: Vec<String>,
+}
+
+/// A secret an annotation asks for (`warden.dev/secret.NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotatedSecret {
+    /// The variable that holds the placeholder in the container.
+    pub name: String,
+    /// `Env` is a variable of the runtime's host with the prefix
+    /// [`SECRET_VARIABLE_PREFIX`]; `File` is relative to the runtime's
+    /// secrets directory, or absolute (the runtime checks that it lies in
+    /// that directory). Never `Command`: a pod's author must not choose a
+    /// program for the node to run.
+    pub source: crate::SecretSource,
+    /// The hosts as written, each a valid `--secret` host.
+    pub hosts: Vec<String>,
+}
+
+impl AnnotatedSecret {
+    /// The `--secret` entry, with the file source `file` (resolved by the
+    /// runtime) in place of a file source's own.
+    pub fn entry(&self, file: Option<&Path>) -> String {
+        let source = match (&self.source, file) {
+            (crate::SecretSource::Env(v), _) => format!("env:{v}"),
+            (_, Some(f)) => format!("file:{}", f.display()),
+            (crate::SecretSource::File(f), None) => format!("file:{}", f.display()),
+            (crate::SecretSource::Command(_), None) => String::new(),
+        };
+        format!("{}={source}@{}", self.name, self.hosts.join(","))
+    }
+}
+
+/// Parse `warden.dev/secret.NAME = [file:PATH@|env:VARIABLE@]HOSTS`;
+/// without a source, the file NAME of the secrets directory.
+fn annotated_secret(name: &str, value: &str, field: &str) -> Result<AnnotatedSecret, OciError> {
+    if !crate::env::valid_name(name) {
+        return Err(invalid(
+            field,
+            value,
+            &format!("{name:?} is not a variable name (letters, digits and '_'): the annotation is warden.dev/secret.VARIABLE"),
+        ));
+    }
+    let (source, hosts) = match value.trim().rsplit_once('@') {
+        None => (crate::SecretSource::File(PathBuf::from(name)), value.trim()),
+        Some((src, hosts)) => {
+            let source = if let Some(v) = src.strip_prefix("env:") {
+                if !crate::env::valid_name(v) || !v.starts_with(SECRET_VARIABLE_PREFIX) {
+                    return Err(invalid(
+                        field,
+                        value,
+                        &format!("env:{v}: a secret annotation reads only variables of the node named {SECRET_VARIABLE_PREFIX}*, which its operator sets aside for containers"),
+                    ));
+                }
+                crate::SecretSource::Env(v.to_string())
+            } else if let Some(f) = src.strip_prefix("file:") {
+                let path = PathBuf::from(f);
+                if f.is_empty()
+                    || path
+                        .components()
+                        .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+                {
+                    return Err(invalid(
+                        field,
+                        value,
+                        "file:PATH names a file of the node's secrets directory, without `..` or `.`",
+                    ));
+                }
+                crate::SecretSource::File(path)
+            } else {
+                return Err(invalid(
+                    field,
+                    value,
+                    "the source is file:PATH (in the node's secrets directory) or env:WARDEN_SECRET_VARIABLE; programs (cmd:) cannot be named by a container",
+                ));
+            };
+            (source, hosts)
+        }
+    };
+    let hosts = list(hosts);
+    if hosts.is_empty() {
+        return Err(invalid(
+            field,
+            value,
+            "it names no host: the hosts the value may be sent to, e.g. api.github.com",
+        ));
+    }
+    for h in &hosts {
+        crate::DomainRule::parse(h).map_err(|e| invalid(field, value, &format!("host {e}")))?;
+    }
+    Ok(AnnotatedSecret {
+        name: name.to_string(),
+        source,
+        hosts,
+    })
 }
 
 /// Kernel file systems containerd's default spec mounts, which warden's
@@ -302,6 +412,7 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
     }
 
     let mut profile = None;
+    let mut secrets = Vec::new();
     for (key, value) in &config.annotations {
         let Some(_) = key.strip_prefix("warden.dev/") else {
             continue;
@@ -328,6 +439,13 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
                     o.add_host.push(pin);
                 }
             }
+            k if k.starts_with(ANNOTATION_SECRET) => {
+                secrets.push(annotated_secret(
+                    &k[ANNOTATION_SECRET.len()..],
+                    value,
+                    &field,
+                )?);
+            }
             _ => {
                 let known: Vec<&str> = ANNOTATIONS.iter().map(|(k, _)| *k).collect();
                 return Err(invalid(
@@ -346,6 +464,7 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
         profile,
         process,
         network_namespace,
+        secrets,
         annotations: config.annotations.clone(),
         notices,
     })
@@ -589,6 +708,41 @@ mod tests {
         let c = config(serde_json::json!({"annotations": {"warden.dev/egres": "a.test"}}));
         let e = translate(&c, Path::new("/b")).unwrap_err();
         assert_eq!(e.field(), Some("annotations[\"warden.dev/egres\"]"));
+    }
+
+    #[test]
+    fn secret_annotations_name_a_file_or_a_set_aside_variable_and_never_a_program() {
+        let c = config(serde_json::json!({"annotations": {
+            "warden.dev/secret.GH_TOKEN": "api.github.com,.githubusercontent.com",
+            "warden.dev/secret.NPM": "file:npm/token@registry.npmjs.org",
+            "warden.dev/secret.KEY": "env:WARDEN_SECRET_KEY@api.test:8443"}}));
+        let t = translate(&c, Path::new("/b")).unwrap();
+        let by = |n: &str| t.secrets.iter().find(|s| s.name == n).unwrap().clone();
+        assert_eq!(
+            by("GH_TOKEN").source,
+            crate::SecretSource::File("GH_TOKEN".into())
+        );
+        assert_eq!(by("GH_TOKEN").hosts.len(), 2);
+        assert_eq!(
+            by("NPM").entry(Some(Path::new("/etc/warden/secrets/npm/token"))),
+            "NPM=file:/etc/warden/secrets/npm/token@registry.npmjs.org"
+        );
+        let key = by("KEY").entry(None);
+        assert_eq!(key, "KEY=env:WARDEN_SECRET_KEY@api.test:8443");
+        crate::SecretSpec::parse(&key).unwrap();
+        for (k, v) in [
+            ("warden.dev/secret.T", "cmd:cat /etc/shadow@evil.test"),
+            ("warden.dev/secret.T", "env:HOME@evil.test"),
+            ("warden.dev/secret.T", "file:../../etc/shadow@evil.test"),
+            ("warden.dev/secret.T", "file:@evil.test"),
+            ("warden.dev/secret.T", "env:WARDEN_SECRET_T@"),
+            ("warden.dev/secret.T", "https://evil.test/x"),
+            ("warden.dev/secret.1-T", "evil.test"),
+        ] {
+            let c = config(serde_json::json!({"annotations": {k: v}}));
+            let e = translate(&c, Path::new("/b")).unwrap_err();
+            assert_eq!(e.field(), Some(format!("annotations[\"{k}\"]").as_str()), "{v}");
+        }
     }
 
     #[test]
