@@ -92,6 +92,10 @@ pub struct Record {
     /// RFC 3339.
     pub created: String,
     pub annotations: BTreeMap<String, String>,
+    /// The network namespace path `config.json` named (a pod's), which a
+    /// later container of the pod names too.
+    #[serde(default)]
+    pub netns: Option<PathBuf>,
 }
 
 /// OCI state, as `state` prints it (the runtime specification's fields

@@ -65,6 +65,13 @@ pub fn create(
     if store.get(&name).is_ok() {
         return Err(OciError::Exists(id.to_string()));
     }
+    let join = crate::pod::find(root, id, &t)?;
+    if let Some(ns) = &t.network_namespace {
+        notices.push(match &join {
+            Some(j) => format!("linux.namespaces network path {ns}: joins container {}'s network namespace (they share localhost; this one goes out only through that one's proxy, under the same annotations)", j.with),
+            None => format!("linux.namespaces network path {ns}: warden gives the container a network namespace of its own, whose only way out is warden's egress proxy; the given namespace is not joined (a later container naming it joins this one's)"),
+        });
+    }
     let catalog = resolve::catalog(|k| std::env::var_os(k));
     let defaults = warden_policy::Defaults::for_host(resolve::host_facts());
     let ctx = Context {
@@ -91,12 +98,16 @@ pub fn create(
     // From here on a failure removes what was made: nothing of a refused
     // create stays under --root.
     let started = (|| -> Result<u32, OciError> {
+        if let Some(j) = &join {
+            join_network(&sb, &j.path)?;
+        }
         let record = Record {
             id: id.to_string(),
             bundle: bundle.clone(),
             rootfs,
             created: humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string(),
             annotations: t.annotations.clone(),
+            netns: t.network_namespace.clone().map(PathBuf::from),
         };
         let path = sb.dir().join(container::RECORD);
         warden_runtime::state::write_json(&path, &record).map_err(|_| OciError::Write {
@@ -155,6 +166,23 @@ pub fn create(
             Err(e)
         }
     }
+}
+
+/// Make the stored spec of `sb` join the network namespace at `path`
+/// (another container's sandbox's), with no proxy of its own.
+fn join_network(sb: &warden_workspace::Sandbox, path: &Path) -> Result<(), OciError> {
+    use warden_runtime::state;
+    let file = sb.dir().join(state::STORED);
+    let err = |what: &str| OciError::Write {
+        path: file.clone(),
+        source: std::io::Error::other(what.to_string()),
+    };
+    let mut stored: state::Stored =
+        state::read_json(&file).map_err(|_| err("cannot read the sandbox's spec"))?;
+    stored.spec.network = warden_policy::NetworkSpec::LoopbackOnly;
+    stored.spec.publish.clear();
+    stored.spec.join_network = Some(path.to_path_buf());
+    state::write_json(&file, &stored).map_err(|_| err("cannot write the sandbox's spec"))
 }
 
 /// Directories warden mounts over at the top of a container's root.

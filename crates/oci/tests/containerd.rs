@@ -585,3 +585,129 @@ fn a_secret_annotation_naming_a_host_file_or_a_program_is_refused_and_leaves_not
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A network namespace made for the test, as CNI makes a pod's: held by a
+/// `sleep` in it; its path is `/proc/PID/ns/net`.
+struct PodNamespace(Child);
+
+impl PodNamespace {
+    fn new() -> Option<PodNamespace> {
+        let child = Command::new("unshare")
+            .args(["--net", "sleep", "600"])
+            .spawn()
+            .ok()?;
+        let ns = PodNamespace(child);
+        let own = std::fs::metadata("/proc/self/ns/net").unwrap();
+        wait_until("the pod's namespace", || {
+            std::fs::metadata(ns.path()).is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                m.ino() != own.ino()
+            })
+        });
+        Some(ns)
+    }
+
+    fn path(&self) -> String {
+        format!("/proc/{}/ns/net", self.0.id())
+    }
+}
+
+impl Drop for PodNamespace {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
+    let Some(c) = with_image() else { return };
+    let Some(pod) = PodNamespace::new() else {
+        eprintln!("SKIPPED: unshare (util-linux) cannot make a network namespace here");
+        return;
+    };
+    let (port, seen) = listener();
+    let ns = format!("network:{}", pod.path());
+    let policy = [
+        "--annotation".to_string(),
+        format!("warden.dev/egress=allowed.test:{port}"),
+        "--annotation".to_string(),
+        "warden.dev/hosts=allowed.test=127.0.0.1,denied.test=127.0.0.1".to_string(),
+        "--annotation".to_string(),
+        "warden.dev/allow-http=true".to_string(),
+        "--with-ns".to_string(),
+        ns.clone(),
+    ];
+    let policy: Vec<&str> = policy.iter().map(String::as_str).collect();
+    // The pod's first container serves on its localhost.
+    let bin = bin();
+    let root = c.runtime_root();
+    let mut args = vec![
+        "run",
+        "-d",
+        "--snapshotter",
+        "native",
+        "--runtime",
+        "io.containerd.runc.v2",
+        "--runc-binary",
+        bin,
+        "--runc-root",
+        root.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&policy);
+    args.extend_from_slice(&[
+        IMAGE,
+        "pod-server",
+        "sh",
+        "-c",
+        "while true; do echo served-by-the-first | nc -l -p 8080; done",
+    ]);
+    let o = c.ctr(&args);
+    assert!(o.status.success(), "run -d: {} {}", text(&o.stderr), c.log());
+    std::thread::sleep(Duration::from_millis(500));
+    // The second reaches it on localhost, reaches the allowed name through
+    // warden's proxy, and neither the denied name nor the host's loopback.
+    let attack = format!(
+        "nc -w 3 127.0.0.1 8080; for h in allowed.test denied.test 127.0.0.1; do printf 'GET /$h HTTP/1.0\\r\\nHost: '$h':{port}\\r\\n\\r\\n' | nc -w 3 203.0.113.9 {port}; echo; done; echo direct | nc -w 3 127.0.0.1 {port}; exit 0"
+    );
+    let o = c.run("pod-client", &policy, &["sh", "-c", &attack]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out} {}\n{}", text(&o.stderr), c.log());
+    assert!(out.contains("served-by-the-first"), "{out} {}", text(&o.stderr));
+    std::thread::sleep(Duration::from_millis(300));
+    let got = seen.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{got:?}\n{out}");
+    assert!(got[0].contains("Host: allowed.test:"), "{got:?}");
+
+    // A container of the pod whose annotations give another policy is
+    // refused (it would go out under the first one's), and leaves nothing.
+    let o = c.run(
+        "pod-other",
+        &[
+            "--annotation",
+            "warden.dev/egress=elsewhere.test",
+            "--with-ns",
+            &ns,
+        ],
+        &["true"],
+    );
+    assert!(!o.status.success(), "ran: {}", text(&o.stdout));
+    assert!(
+        text(&o.stderr).contains("same warden.dev/ annotations"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = c.ctr(&["task", "kill", "-s", "SIGKILL", "pod-server"]);
+    assert!(o.status.success(), "kill: {}", text(&o.stderr));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text(&c.ctr(&["task", "ls"]).stdout).contains("STOPPED") {
+        assert!(Instant::now() < deadline, "did not stop: {}", c.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(c.ctr(&["task", "delete", "pod-server"]).status.success());
+    assert!(c.ctr(&["container", "delete", "pod-server"]).status.success());
+    let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

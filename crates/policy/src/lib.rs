@@ -66,6 +66,12 @@ pub struct SandboxSpec {
     /// Run with whatever isolation the host still allows when a layer cannot
     /// be applied, printing what is lost, instead of refusing.
     pub allow_degraded: bool,
+    /// Join the network namespace at this path (another sandbox's, whose
+    /// loopback, redirect rule and proxy it then shares) instead of making
+    /// one: set only by the OCI door for the containers of one pod, never
+    /// by a profile or a flag. `network` must then be `LoopbackOnly`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_network: Option<PathBuf>,
 }
 
 /// The sandbox's file tree.
@@ -621,6 +627,7 @@ impl Request {
             network,
             publish,
             allow_degraded: self.allow_degraded,
+            join_network: None,
         })
     }
 }
@@ -1082,6 +1089,7 @@ mod tests {
                 },
             ],
             allow_degraded: true,
+            join_network: None,
         }
     }
 

@@ -217,8 +217,9 @@ pub struct Translated {
     /// `warden.dev/profile`.
     pub profile: Option<String>,
     pub process: ProcessRequest,
-    /// The network namespace containerd (or a CNI plugin) made for the
-    /// container, which warden does not join (see `docs/oci.md`).
+    /// The network namespace path containerd gave the container (a pod's,
+    /// made by CNI, or another container's): the runtime joins it only
+    /// when it is another warden container's (see `docs/oci.md`).
     pub network_namespace: Option<String>,
     /// `warden.dev/secret.*`, in name order.
     pub secrets: Vec<AnnotatedSecret>,
@@ -396,9 +397,6 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
         }
         None => None,
     };
-    if let Some(ns) = &network_namespace {
-        notices.push(format!("linux.namespaces network path {ns}: warden gives the container a network namespace of its own, whose only way out is warden's egress proxy; the given namespace is not joined"));
-    }
     if config
         .hooks
         .as_ref()
