@@ -242,6 +242,7 @@ fn child_setup_and_run(
             mask: original_mask,
             running: std::collections::HashMap::new(),
             files_root: open_files_root(plan.degraded),
+            terminals: std::collections::HashMap::new(),
         };
         serve(&mut server, sfd, sockets);
         write_report(report, &Report::Exited(0));

@@ -26,6 +26,7 @@ pub fn create(
     id: &str,
     bundle: &Path,
     pid_file: Option<&Path>,
+    console_socket: Option<&Path>,
     exe: &Path,
 ) -> Result<Created, OciError> {
     container::check_id(id)?;
@@ -43,13 +44,12 @@ pub fn create(
         source,
     };
     let config = oci::parse(&text).map_err(config_err)?;
-    let t = oci::translate(&config, &bundle).map_err(config_err)?;
-    if t.process.terminal {
+    let mut t = oci::translate(&config, &bundle).map_err(config_err)?;
+    if t.process.terminal && console_socket.is_none() {
         return Err(OciError::Unsupported(
-            "config.json: process.terminal = true: a terminal for a container's first process is not supported yet (its terminal is opened when the process starts, after `create` has returned); run it without a terminal, or give one to an `exec --tty`".into(),
+            "config.json: process.terminal = true needs --console-socket (where the terminal's master side is sent)".into(),
         ));
     }
-    let mut t = t;
     // The bundle is the caller's (containerd's): its links are followed
     // once, here; the sandbox's root is then the real directory.
     let given = t.overrides.rootfs.clone().unwrap_or_default();
@@ -133,19 +133,28 @@ pub fn create(
         }
         let conn = Connection::open(&lifecycle::control(&sb))?;
         let pid = conn.supervisor_pid;
-        let stdin = std::io::stdin();
-        let stdout = std::io::stdout();
-        let stderr = std::io::stderr();
-        conn.hold(
-            ExecRequest {
-                argv: t.process.args.clone(),
-                env: t.process.env.clone(),
-                cwd: t.process.cwd.clone(),
-                tty: false,
-                winsize: None,
-            },
-            &[stdin.as_fd(), stdout.as_fd(), stderr.as_fd()],
-        )?;
+        let req = ExecRequest {
+            argv: t.process.args.clone(),
+            env: t.process.env.clone(),
+            cwd: t.process.cwd.clone(),
+            tty: t.process.terminal,
+            winsize: None,
+        };
+        match console_socket {
+            // The terminal is opened in the sandbox's devpts now, and its
+            // master side handed to the console socket before `create`
+            // returns, as the shim waits for it.
+            Some(sock) if t.process.terminal => {
+                let master = conn.hold_with_terminal(req)?;
+                crate::console::send_master(sock, master.as_fd())?;
+            }
+            _ => {
+                let stdin = std::io::stdin();
+                let stdout = std::io::stdout();
+                let stderr = std::io::stderr();
+                conn.hold(req, &[stdin.as_fd(), stdout.as_fd(), stderr.as_fd()])?;
+            }
+        }
         if let Some(p) = pid_file {
             container::write_pid_file(p, pid)?;
         }

@@ -83,6 +83,7 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
                 &a.id,
                 &a.bundle,
                 a.pid_file.as_deref(),
+                a.console_socket.as_deref(),
                 &create::own_exe()?,
             )?;
             for n in &made.notices {
@@ -97,6 +98,7 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
                 &c.id,
                 &c.bundle,
                 c.pid_file.as_deref(),
+                c.console_socket.as_deref(),
                 &create::own_exe()?,
             )?;
             for n in &made.notices {

@@ -711,3 +711,37 @@ fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[test]
+fn ctr_run_with_a_terminal_gives_the_container_its_tty() {
+    let Some(c) = with_image() else { return };
+    if !Command::new("sh")
+        .args(["-c", "command -v script"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("SKIPPED: script (util-linux) is not installed to give ctr a terminal");
+        return;
+    }
+    // `ctr run -t` wants a terminal of its own: `script` gives it one.
+    let root = c.runtime_root();
+    let line = format!(
+        "ctr --address {sock} --namespace warden-test run -t --rm --snapshotter native --runtime io.containerd.runc.v2 --runc-binary {bin} --runc-root {root} {IMAGE} tty1 sh -c 'tty; test -t 0 && test -t 1 && echo on-a-terminal; exit 3'",
+        sock = c.dir.path().join("c.sock").display(),
+        bin = bin(),
+        root = root.display(),
+    );
+    let o = Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(out.contains("/dev/pts/"), "{out} {}\n{}", text(&o.stderr), c.log());
+    assert!(out.contains("on-a-terminal"), "{out}");
+    assert_eq!(o.status.code(), Some(3), "{out} {}", text(&o.stderr));
+    let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

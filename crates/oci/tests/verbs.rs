@@ -370,3 +370,74 @@ fn a_root_the_sandbox_cannot_be_built_from_fails_create_and_leaves_nothing() {
     );
     assert!(lab.left().is_empty(), "left behind: {:?}", lab.left());
 }
+
+#[test]
+fn a_first_process_with_a_terminal_gets_it_on_the_console_socket_before_create_returns() {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let mut cfg = config(&[
+        "sh",
+        "-c",
+        "tty; test -t 0 && test -t 1 && echo on-a-terminal; read line; echo got-$line; exit 5",
+    ]);
+    cfg["process"]["terminal"] = serde_json::json!(true);
+    let b = lab.bundle("b", cfg);
+    // Without a console socket there is nowhere to send the terminal.
+    let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), "c7"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--console-socket"), "{}", text(&o.stderr));
+    assert!(lab.left().is_empty());
+    let sock_path = lab.path("console7.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
+    let pid_file = lab.path("pid7");
+    let o = lab.oci(&[
+        "create",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--console-socket",
+        sock_path.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "c7",
+    ]);
+    assert!(o.status.success(), "create: {}", text(&o.stderr));
+    // `create` has returned: the master side is waiting on the socket.
+    listener.set_nonblocking(true).unwrap();
+    let (conn, _) = listener.accept().expect("the master came before create returned");
+    conn.set_nonblocking(false).unwrap();
+    let mut buf = [0u8; 64];
+    let (_, fds) = warden_jail::fdpass::recv(conn.as_fd(), &mut buf).unwrap();
+    let mut master = std::fs::File::from(fds.into_iter().next().expect("a descriptor"));
+    assert_eq!(lab.state("c7")["status"], "created");
+    assert!(lab.oci(&["start", "c7"]).status.success());
+    master.write_all(b"hello\n").unwrap();
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains("got-hello") && std::time::Instant::now() < deadline {
+        let mut chunk = [0u8; 256];
+        match master.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.push_str(&String::from_utf8_lossy(&chunk[..n])),
+        }
+    }
+    assert!(seen.contains("/dev/pts/"), "no terminal: {seen:?}");
+    assert!(seen.contains("on-a-terminal"), "{seen:?}");
+    assert!(seen.contains("got-hello"), "{seen:?}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 5)
+    );
+    assert!(lab.oci(&["delete", "c7"]).status.success());
+    assert!(lab.left().is_empty());
+}
