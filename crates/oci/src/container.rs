@@ -75,6 +75,13 @@ pub enum OciError {
         #[source]
         source: nix::Error,
     },
+    #[error("the {kind} hook [{index}] {path} failed: {why}")]
+    Hook {
+        kind: &'static str,
+        index: usize,
+        path: String,
+        why: String,
+    },
     #[error("cannot start {what}")]
     Spawn {
         what: &'static str,
@@ -96,6 +103,9 @@ pub struct Record {
     /// later container of the pod names too.
     #[serde(default)]
     pub netns: Option<PathBuf>,
+    /// `hooks` of config.json, for `start` and `delete`.
+    #[serde(default)]
+    pub hooks: warden_policy::oci::Hooks,
 }
 
 /// OCI state, as `state` prints it (the runtime specification's fields

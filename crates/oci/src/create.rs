@@ -108,6 +108,7 @@ pub fn create(
             created: humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string(),
             annotations: t.annotations.clone(),
             netns: t.network_namespace.clone().map(PathBuf::from),
+            hooks: t.hooks.clone(),
         };
         let path = sb.dir().join(container::RECORD);
         warden_runtime::state::write_json(&path, &record).map_err(|_| OciError::Write {
@@ -155,6 +156,20 @@ pub fn create(
                 conn.hold(req, &[stdin.as_fd(), stdout.as_fd(), stderr.as_fd()])?;
             }
         }
+        // The sandbox exists, its root is built and its first process is
+        // held: the create-time hooks, whose failure fails `create` (and
+        // removes everything, below). Hooks on the host get the PID of
+        // the sandbox's init, whose namespaces are the container's.
+        let init = crate::pod::init_pid(pid).unwrap_or(pid);
+        let state = crate::hooks::state(&record, "creating", init);
+        crate::hooks::run_on_host("prestart", &t.hooks.prestart, &state)?;
+        crate::hooks::run_on_host("createRuntime", &t.hooks.create_runtime, &state)?;
+        crate::hooks::run_in_container(
+            "createContainer",
+            &t.hooks.create_container,
+            &lifecycle::control(&sb),
+            &crate::hooks::state(&record, "creating", 1),
+        )?;
         if let Some(p) = pid_file {
             container::write_pid_file(p, pid)?;
         }

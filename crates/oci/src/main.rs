@@ -110,7 +110,11 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
             }
             let _ = made.pid;
             let status = verbs::wait(&root, &c.id, exec);
-            let _ = verbs::delete(&root, &c.id, true);
+            if let Ok(warnings) = verbs::delete(&root, &c.id, true) {
+                for w in warnings {
+                    log.write("warning", &w);
+                }
+            }
             Ok(status?.clamp(0, 255) as u8)
         }
         Verb::Start { id } => {
@@ -129,7 +133,10 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
             Ok(0)
         }
         Verb::Delete { id, force } => {
-            verbs::delete(&root, id, *force)?;
+            for w in verbs::delete(&root, id, *force)? {
+                log.write("warning", &w);
+                eprintln!("warden-oci: warning: {w}");
+            }
             Ok(0)
         }
         Verb::Exec(a) => {

@@ -26,7 +26,7 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 
 /// The host PID of the sandbox's init: the child of the supervisor `sup`
 /// whose network namespace is not the supervisor's.
-fn init_pid(sup: u32) -> Option<u32> {
+pub fn init_pid(sup: u32) -> Option<u32> {
     let children = std::fs::read_to_string(format!("/proc/{sup}/task/{sup}/children")).ok()?;
     let own = identity(Path::new(&format!("/proc/{sup}/ns/net")))?;
     children

@@ -104,7 +104,85 @@ pub struct Config {
     #[serde(default)]
     pub linux: Option<Linux>,
     #[serde(default)]
-    pub hooks: Option<serde_json::Value>,
+    pub hooks: Option<Hooks>,
+}
+
+/// `hooks`: programs the runtime runs at points of the lifecycle (the
+/// runtime specification's POSIX-platform hooks).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hooks {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prestart: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub create_runtime: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub create_container: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub start_container: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub poststart: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub poststop: Vec<Hook>,
+}
+
+/// One hook.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct Hook {
+    pub path: String,
+    /// argv, `args[0]` included; `[path]` when empty.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Its whole environment (`NAME=VALUE`).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Seconds; more than zero when given.
+    #[serde(default)]
+    pub timeout: Option<i64>,
+}
+
+impl Hooks {
+    /// Each kind with its JSON name, in the order they run.
+    pub fn kinds(&self) -> [(&'static str, &[Hook]); 6] {
+        [
+            ("prestart", &self.prestart),
+            ("createRuntime", &self.create_runtime),
+            ("createContainer", &self.create_container),
+            ("startContainer", &self.start_container),
+            ("poststart", &self.poststart),
+            ("poststop", &self.poststop),
+        ]
+    }
+
+    fn check(&self) -> Result<(), OciError> {
+        for (kind, hooks) in self.kinds() {
+            for (i, h) in hooks.iter().enumerate() {
+                let at = format!("hooks.{kind}[{i}]");
+                if !h.path.starts_with('/') {
+                    return Err(invalid(
+                        &format!("{at}.path"),
+                        &h.path,
+                        "must be an absolute path",
+                    ));
+                }
+                if let Some(t) = h.timeout {
+                    if t <= 0 {
+                        return Err(invalid(
+                            &format!("{at}.timeout"),
+                            &t.to_string(),
+                            "must be more than zero seconds",
+                        ));
+                    }
+                }
+                for (j, e) in h.env.iter().enumerate() {
+                    if !e.split_once('=').is_some_and(|(k, _)| !k.is_empty()) {
+                        return Err(invalid(&format!("{at}.env[{j}]"), e, "must be NAME=VALUE"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `process`: also the shape of `exec --process FILE`.
@@ -223,6 +301,8 @@ pub struct Translated {
     pub network_namespace: Option<String>,
     /// `warden.dev/secret.*`, in name order.
     pub secrets: Vec<AnnotatedSecret>,
+    /// `hooks`, checked.
+    pub hooks: Hooks,
     pub annotations: BTreeMap<String, String>,
     /// What warden does its own way, said once.
     pub notices: Vec<String>,
@@ -397,17 +477,8 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
         }
         None => None,
     };
-    if config
-        .hooks
-        .as_ref()
-        .is_some_and(|h| !h.is_null() && h != &serde_json::json!({}))
-    {
-        return Err(OciError::Unsupported {
-            field: "hooks".into(),
-            value: "(given)".into(),
-            why: "warden does not run OCI hooks yet; remove them from the bundle".into(),
-        });
-    }
+    let hooks = config.hooks.clone().unwrap_or_default();
+    hooks.check()?;
 
     let mut profile = None;
     let mut secrets = Vec::new();
@@ -463,6 +534,7 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
         process,
         network_namespace,
         secrets,
+        hooks,
         annotations: config.annotations.clone(),
         notices,
     })
@@ -757,6 +829,30 @@ mod tests {
             translate(&c, Path::new("/b")).unwrap().overrides.ro,
             [PathBuf::from("/usr")]
         );
+    }
+
+    #[test]
+    fn hooks_are_kept_and_bad_ones_name_their_field() {
+        let c = config(serde_json::json!({"hooks": {
+            "createRuntime": [{"path": "/bin/true", "args": ["true"], "timeout": 5}],
+            "poststop": [{"path": "/bin/true"}]}}));
+        let t = translate(&c, Path::new("/b")).unwrap();
+        assert_eq!(t.hooks.create_runtime[0].timeout, Some(5));
+        assert_eq!(t.hooks.poststop.len(), 1);
+        for (hooks, field) in [
+            (serde_json::json!({"prestart": [{"path": "true"}]}), "hooks.prestart[0].path"),
+            (
+                serde_json::json!({"startContainer": [{"path": "/x", "timeout": 0}]}),
+                "hooks.startContainer[0].timeout",
+            ),
+            (
+                serde_json::json!({"poststart": [{"path": "/x", "env": ["NOEQUALS"]}]}),
+                "hooks.poststart[0].env[0]",
+            ),
+        ] {
+            let c = config(serde_json::json!({ "hooks": hooks }));
+            assert_eq!(translate(&c, Path::new("/b")).unwrap_err().field(), Some(field));
+        }
     }
 
     #[test]
