@@ -210,6 +210,28 @@ fn open_network_namespace(
     Ok((ns, own, path.to_path_buf()))
 }
 
+/// The trust files of the sandbox whose network namespace is joined (its
+/// proxy's authority), opened here as the supervisor.
+fn joined_trust(dir: &Path) -> Result<crate::secrets::TrustFiles, JailError> {
+    let open = |name: &str| {
+        let path = dir.join(name);
+        nix::fcntl::open(
+            &path,
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|source| JailError::JoinNetwork {
+            path: path.clone(),
+            why: "the joined sandbox's trust file cannot be opened".into(),
+            source,
+        })
+    };
+    Ok(crate::secrets::TrustFiles {
+        bundle: open("ca-bundle.crt")?,
+        ca: open("ca.crt")?,
+    })
+}
+
 /// `NS_GET_NSTYPE` (linux/nsfs.h): `_IO(0xb7, 0x3)`.
 const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
 
@@ -813,7 +835,11 @@ fn run_mode(
             resolv_conf: egress
                 .as_ref()
                 .map(|_| "nameserver 127.0.0.1\noptions ndots:1 timeout:2\n".to_string()),
-            trust: secret_plan.as_ref().map(|p| p.trust_files()).transpose()?,
+            trust: match (&secret_plan, &spec.join_trust) {
+                (Some(p), _) => Some(p.trust_files()?),
+                (None, Some(dir)) if spec.join_network.is_some() => Some(joined_trust(dir)?),
+                _ => None,
+            },
             hidden: fs.hidden.clone(),
         },
         egress_channel: egress_child,

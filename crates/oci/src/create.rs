@@ -66,6 +66,10 @@ pub fn create(
         return Err(OciError::Exists(id.to_string()));
     }
     let join = crate::pod::find(root, id, &t)?;
+    // Resolved as any container's (a joiner's policy is the first one's,
+    // checked above); a joiner's egress, and its secrets with it, are then
+    // replaced by the first one's namespace and placeholders.
+    let secrets = crate::secrets::entries(&t.secrets, &crate::secrets::dir())?;
     if let Some(ns) = &t.network_namespace {
         notices.push(match &join {
             Some(j) => format!("linux.namespaces network path {ns}: joins container {}'s network namespace (they share localhost; this one goes out only through that one's proxy, under the same annotations)", j.with),
@@ -81,7 +85,7 @@ pub fn create(
         otlp: false,
         id: &name,
     };
-    let secrets = crate::secrets::entries(&t.secrets, &crate::secrets::dir())?;
+
     let input = Input {
         profile: t.profile.clone().map(ProfileSource::Named),
         overrides: t.overrides.clone(),
@@ -99,7 +103,7 @@ pub fn create(
     // create stays under --root.
     let started = (|| -> Result<u32, OciError> {
         if let Some(j) = &join {
-            join_network(&sb, &j.path)?;
+            join_network(&sb, j)?;
         }
         let record = Record {
             id: id.to_string(),
@@ -192,9 +196,11 @@ pub fn create(
     }
 }
 
-/// Make the stored spec of `sb` join the network namespace at `path`
-/// (another container's sandbox's), with no proxy of its own.
-fn join_network(sb: &warden_workspace::Sandbox, path: &Path) -> Result<(), OciError> {
+/// Make the stored spec of `sb` join the network namespace of `j`
+/// (another container's sandbox's), with no proxy of its own: that one's
+/// secrets' placeholders in its environment, that one's authority trusted.
+fn join_network(sb: &warden_workspace::Sandbox, j: &crate::pod::Join) -> Result<(), OciError> {
+    let placeholders = &j.placeholders;
     use warden_runtime::state;
     let file = sb.dir().join(state::STORED);
     let err = |what: &str| OciError::Write {
@@ -205,7 +211,13 @@ fn join_network(sb: &warden_workspace::Sandbox, path: &Path) -> Result<(), OciEr
         state::read_json(&file).map_err(|_| err("cannot read the sandbox's spec"))?;
     stored.spec.network = warden_policy::NetworkSpec::LoopbackOnly;
     stored.spec.publish.clear();
-    stored.spec.join_network = Some(path.to_path_buf());
+    stored.spec.join_network = Some(j.path.clone());
+    stored.spec.join_trust = j.trust.clone();
+    stored
+        .spec
+        .env
+        .retain(|(k, _)| !placeholders.iter().any(|(n, _)| n == k));
+    stored.spec.env.extend(placeholders.iter().cloned());
     state::write_json(&file, &stored).map_err(|_| err("cannot write the sandbox's spec"))
 }
 

@@ -17,6 +17,41 @@ pub struct Join {
     pub with: String,
     /// Its sandbox's namespace, as the new sandbox's supervisor opens it.
     pub path: PathBuf,
+    /// Its secrets' variables and placeholders, which the new container's
+    /// processes get (its proxy substitutes those).
+    pub placeholders: Vec<(String, String)>,
+    /// With secrets: where its proxy's authority is (its trust files).
+    pub trust: Option<PathBuf>,
+}
+
+/// The placeholders of secrets `names` in container `c`'s sandbox, read
+/// from the environment of a process of it.
+fn placeholders(
+    c: &container::Container,
+    names: &[&str],
+) -> Result<Vec<(String, String)>, String> {
+    let procs = warden_runtime::client::Connection::open(&c.control())
+        .and_then(|conn| conn.ps())
+        .map_err(|e| format!("its processes cannot be listed ({e})"))?;
+    for p in procs {
+        let Ok(env) = std::fs::read(format!("/proc/{}/environ", p.host_pid)) else {
+            continue;
+        };
+        let found: Vec<(String, String)> = names
+            .iter()
+            .filter_map(|n| {
+                env.split(|b| *b == 0)
+                    .filter_map(|e| std::str::from_utf8(e).ok())
+                    .filter_map(|e| e.split_once('='))
+                    .find(|(k, v)| k == n && v.starts_with("warden-secret-"))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            })
+            .collect();
+        if found.len() == names.len() {
+            return Ok(found);
+        }
+    }
+    Err("no process of it holds their placeholders yet (start it first)".into())
 }
 
 /// A namespace's identity: the device and inode of its nsfs file.
@@ -39,8 +74,8 @@ pub fn init_pid(sup: u32) -> Option<u32> {
 
 /// The running container of `root` whose namespace `t` names, if any.
 /// Refused: one whose warden policy differs (the joiner would go out
-/// under a policy it was not given), and secrets in the joiner (its
-/// placeholders are not the first one's proxy's).
+/// under a policy it was not given). The same secrets are the first
+/// one's: the joiner gets its placeholders.
 pub fn find(root: &Path, id: &str, t: &Translated) -> Result<Option<Join>, OciError> {
     let Some(given) = &t.network_namespace else {
         return Ok(None);
@@ -91,15 +126,29 @@ pub fn find(root: &Path, id: &str, t: &Translated) -> Result<Option<Join>, OciEr
                 record.id
             )));
         }
-        if t.annotations.keys().any(|k| k.starts_with(ANNOTATION_SECRET)) {
-            return Err(OciError::Unsupported(format!(
-                "config.json: linux.namespaces network path {given} is container {}'s network namespace: a container that shares another's namespace cannot have secrets of its own yet (warden.dev/secret.*)",
-                record.id
-            )));
-        }
+        // The same annotations: the same secrets, whose placeholders are
+        // the first one's (its proxy knows no others).
+        let names: Vec<&str> = t
+            .annotations
+            .keys()
+            .filter_map(|k| k.strip_prefix(ANNOTATION_SECRET))
+            .collect();
+        let placeholders = if names.is_empty() {
+            Vec::new()
+        } else {
+            placeholders(&c, &names).map_err(|why| {
+                OciError::Unsupported(format!(
+                    "config.json: linux.namespaces network path {given} is container {}'s network namespace, whose secrets this container shares: {why}",
+                    record.id
+                ))
+            })?
+        };
+        let trust = (!placeholders.is_empty()).then(|| PathBuf::from(format!("/proc/{init}/root/run/warden")));
         return Ok(Some(Join {
             with: record.id,
             path: theirs,
+            placeholders,
+            trust,
         }));
     }
     Ok(None)

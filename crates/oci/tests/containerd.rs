@@ -745,3 +745,71 @@ fn ctr_run_with_a_terminal_gives_the_container_its_tty() {
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[test]
+fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
+    let Some(c) = with_image() else { return };
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("SKIPPED: no /usr/bin/curl to bind into the container as its HTTPS client");
+        return;
+    }
+    let Some(pod) = PodNamespace::new() else {
+        eprintln!("SKIPPED: unshare (util-linux) cannot make a network namespace here");
+        return;
+    };
+    let (port, ca, seen) = tls_echo(c.dir.path(), "api.secret.test");
+    let token = "ghp_podtoken_77d1e0b3";
+    std::fs::write(c.dir.path().join("secrets/pod-token"), token).unwrap();
+    let profile = c.dir.path().join("upstream.yaml");
+    std::fs::write(&profile, format!("egress:\n  upstream_ca: [{}]\n", ca.display())).unwrap();
+    // The pod's annotations, which every container of it gets.
+    let policy = [
+        "--annotation".to_string(),
+        format!("warden.dev/secret.TOKEN=file:pod-token@api.secret.test:{port}"),
+        "--annotation".to_string(),
+        "warden.dev/hosts=api.secret.test=127.0.0.1".to_string(),
+        "--annotation".to_string(),
+        format!("warden.dev/profile={}", profile.display()),
+        "--with-ns".to_string(),
+        format!("network:{}", pod.path()),
+        "--mount".to_string(),
+        "type=bind,src=/usr,dst=/usr,options=rbind:ro".to_string(),
+    ];
+    let policy: Vec<&str> = policy.iter().map(String::as_str).collect();
+    let bin = bin();
+    let root = c.runtime_root();
+    let mut args = vec![
+        "run",
+        "-d",
+        "--snapshotter",
+        "native",
+        "--runtime",
+        "io.containerd.runc.v2",
+        "--runc-binary",
+        bin,
+        "--runc-root",
+        root.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&policy);
+    args.extend_from_slice(&[IMAGE, "pod-first", "sleep", "600"]);
+    let o = c.ctr(&args);
+    assert!(o.status.success(), "run -d: {} {}", text(&o.stderr), c.log());
+    let script = format!(
+        "echo token=$TOKEN; /usr/bin/curl -sS --cacert /run/warden/ca-bundle.crt -H \"Authorization: Bearer $TOKEN\" https://api.secret.test:{port}/from-the-second"
+    );
+    let o = c.run("pod-second", &policy, &["sh", "-c", &script]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out} {}\n{}", text(&o.stderr), c.log());
+    assert!(out.starts_with("token=warden-secret-"), "{out}");
+    assert!(!out.contains(token), "{out}");
+    let got: Vec<String> = seen.lock().unwrap().iter().map(|h| h.to_ascii_lowercase()).collect();
+    assert_eq!(got.len(), 1, "{got:?}\n{out}");
+    assert!(got[0].contains(&format!("authorization: bearer {token}\r\n")), "{got:?}");
+    let _ = c.ctr(&["task", "kill", "-s", "SIGKILL", "pod-first"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text(&c.ctr(&["task", "ls"]).stdout).contains("STOPPED") {
+        assert!(Instant::now() < deadline, "did not stop: {}", c.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = c.ctr(&["task", "delete", "pod-first"]);
+}

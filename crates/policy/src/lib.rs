@@ -72,6 +72,11 @@ pub struct SandboxSpec {
     /// by a profile or a flag. `network` must then be `LoopbackOnly`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join_network: Option<PathBuf>,
+    /// With `join_network`: the directory holding the other sandbox's trust
+    /// files (`ca-bundle.crt`, `ca.crt`: its proxy's authority), mounted
+    /// where this sandbox's own would be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_trust: Option<PathBuf>,
 }
 
 /// The sandbox's file tree.
@@ -628,6 +633,7 @@ impl Request {
             publish,
             allow_degraded: self.allow_degraded,
             join_network: None,
+            join_trust: None,
         })
     }
 }
@@ -1090,6 +1096,7 @@ mod tests {
             ],
             allow_degraded: true,
             join_network: None,
+            join_trust: None,
         }
     }
 
