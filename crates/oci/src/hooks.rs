@@ -169,7 +169,14 @@ pub fn run_in_container(
                 },
                 &[in_r.as_fd(), out_w.as_fd(), out_w.as_fd()],
             )
-            .map_err(|e| failed(kind, i, h, format!("cannot start it in the container ({e})")))?;
+            .map_err(|e| {
+                failed(
+                    kind,
+                    i,
+                    h,
+                    format!("cannot start it in the container ({e})"),
+                )
+            })?;
         drop(in_r);
         drop(out_w);
         let exec = running.exec;

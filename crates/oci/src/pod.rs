@@ -26,10 +26,7 @@ pub struct Join {
 
 /// The placeholders of secrets `names` in container `c`'s sandbox, read
 /// from the environment of a process of it.
-fn placeholders(
-    c: &container::Container,
-    names: &[&str],
-) -> Result<Vec<(String, String)>, String> {
+fn placeholders(c: &container::Container, names: &[&str]) -> Result<Vec<(String, String)>, String> {
     let procs = warden_runtime::client::Connection::open(&c.control())
         .and_then(|conn| conn.ps())
         .map_err(|e| format!("its processes cannot be listed ({e})"))?;
@@ -67,9 +64,7 @@ pub fn init_pid(sup: u32) -> Option<u32> {
     children
         .split_whitespace()
         .filter_map(|p| p.parse::<u32>().ok())
-        .find(|p| {
-            identity(Path::new(&format!("/proc/{p}/ns/net"))).is_some_and(|id| id != own)
-        })
+        .find(|p| identity(Path::new(&format!("/proc/{p}/ns/net"))).is_some_and(|id| id != own))
 }
 
 /// The running container of `root` whose namespace `t` names, if any.
@@ -143,7 +138,8 @@ pub fn find(root: &Path, id: &str, t: &Translated) -> Result<Option<Join>, OciEr
                 ))
             })?
         };
-        let trust = (!placeholders.is_empty()).then(|| PathBuf::from(format!("/proc/{init}/root/run/warden")));
+        let trust = (!placeholders.is_empty())
+            .then(|| PathBuf::from(format!("/proc/{init}/root/run/warden")));
         return Ok(Some(Join {
             with: record.id,
             path: theirs,

@@ -532,12 +532,7 @@ echo ---
         &["sh", "-c", &script],
     );
     let out = text(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out} {}\n{}",
-        text(&o.stderr),
-        c.log()
-    );
+    assert!(o.status.success(), "{out} {}\n{}", text(&o.stderr), c.log());
     // The container held placeholders only, and got the echoes back with
     // the placeholders in place of the values.
     assert!(out.starts_with("token=warden-secret-"), "{out}");
@@ -555,8 +550,14 @@ echo ---
         got[0].contains(&format!("authorization: bearer {token}\r\n")),
         "{got:?}"
     );
-    assert!(got[0].contains(&format!("x-key: {NODE_KEY}\r\n")), "{got:?}");
-    assert!(got[1].starts_with(&format!("get /second/{token} ")), "{got:?}");
+    assert!(
+        got[0].contains(&format!("x-key: {NODE_KEY}\r\n")),
+        "{got:?}"
+    );
+    assert!(
+        got[1].starts_with(&format!("get /second/{token} ")),
+        "{got:?}"
+    );
 }
 
 #[test]
@@ -663,7 +664,12 @@ fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
         "while true; do echo served-by-the-first | nc -l -p 8080; done",
     ]);
     let o = c.ctr(&args);
-    assert!(o.status.success(), "run -d: {} {}", text(&o.stderr), c.log());
+    assert!(
+        o.status.success(),
+        "run -d: {} {}",
+        text(&o.stderr),
+        c.log()
+    );
     std::thread::sleep(Duration::from_millis(500));
     // The second reaches it on localhost, reaches the allowed name through
     // warden's proxy, and neither the denied name nor the host's loopback.
@@ -673,7 +679,11 @@ fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
     let o = c.run("pod-client", &policy, &["sh", "-c", &attack]);
     let out = text(&o.stdout);
     assert!(o.status.success(), "{out} {}\n{}", text(&o.stderr), c.log());
-    assert!(out.contains("served-by-the-first"), "{out} {}", text(&o.stderr));
+    assert!(
+        out.contains("served-by-the-first"),
+        "{out} {}",
+        text(&o.stderr)
+    );
     std::thread::sleep(Duration::from_millis(300));
     let got = seen.lock().unwrap().clone();
     assert_eq!(got.len(), 1, "{got:?}\n{out}");
@@ -705,7 +715,10 @@ fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(c.ctr(&["task", "delete", "pod-server"]).status.success());
-    assert!(c.ctr(&["container", "delete", "pod-server"]).status.success());
+    assert!(c
+        .ctr(&["container", "delete", "pod-server"])
+        .status
+        .success());
     let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
         .map(|d| d.flatten().collect())
         .unwrap_or_default();
@@ -737,7 +750,12 @@ fn ctr_run_with_a_terminal_gives_the_container_its_tty() {
         .output()
         .unwrap();
     let out = text(&o.stdout);
-    assert!(out.contains("/dev/pts/"), "{out} {}\n{}", text(&o.stderr), c.log());
+    assert!(
+        out.contains("/dev/pts/"),
+        "{out} {}\n{}",
+        text(&o.stderr),
+        c.log()
+    );
     assert!(out.contains("on-a-terminal"), "{out}");
     assert_eq!(o.status.code(), Some(3), "{out} {}", text(&o.stderr));
     let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
@@ -761,7 +779,11 @@ fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
     let token = "ghp_podtoken_77d1e0b3";
     std::fs::write(c.dir.path().join("secrets/pod-token"), token).unwrap();
     let profile = c.dir.path().join("upstream.yaml");
-    std::fs::write(&profile, format!("egress:\n  upstream_ca: [{}]\n", ca.display())).unwrap();
+    std::fs::write(
+        &profile,
+        format!("egress:\n  upstream_ca: [{}]\n", ca.display()),
+    )
+    .unwrap();
     // The pod's annotations, which every container of it gets.
     let policy = [
         "--annotation".to_string(),
@@ -793,7 +815,12 @@ fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
     args.extend_from_slice(&policy);
     args.extend_from_slice(&[IMAGE, "pod-first", "sleep", "600"]);
     let o = c.ctr(&args);
-    assert!(o.status.success(), "run -d: {} {}", text(&o.stderr), c.log());
+    assert!(
+        o.status.success(),
+        "run -d: {} {}",
+        text(&o.stderr),
+        c.log()
+    );
     let script = format!(
         "echo token=$TOKEN; /usr/bin/curl -sS --cacert /run/warden/ca-bundle.crt -H \"Authorization: Bearer $TOKEN\" https://api.secret.test:{port}/from-the-second"
     );
@@ -802,9 +829,17 @@ fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
     assert!(o.status.success(), "{out} {}\n{}", text(&o.stderr), c.log());
     assert!(out.starts_with("token=warden-secret-"), "{out}");
     assert!(!out.contains(token), "{out}");
-    let got: Vec<String> = seen.lock().unwrap().iter().map(|h| h.to_ascii_lowercase()).collect();
+    let got: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| h.to_ascii_lowercase())
+        .collect();
     assert_eq!(got.len(), 1, "{got:?}\n{out}");
-    assert!(got[0].contains(&format!("authorization: bearer {token}\r\n")), "{got:?}");
+    assert!(
+        got[0].contains(&format!("authorization: bearer {token}\r\n")),
+        "{got:?}"
+    );
     let _ = c.ctr(&["task", "kill", "-s", "SIGKILL", "pod-first"]);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !text(&c.ctr(&["task", "ls"]).stdout).contains("STOPPED") {

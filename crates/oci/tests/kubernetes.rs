@@ -141,7 +141,10 @@ fn the_runtime_class_selects_the_runtime_the_containerd_snippet_configures() {
         "container_annotations = [\"warden.dev/*\"]",
         "BinaryName = \"/usr/local/bin/warden-oci\"",
     ] {
-        assert!(snippet.contains(needed), "containerd-config.toml lacks {needed}");
+        assert!(
+            snippet.contains(needed),
+            "containerd-config.toml lacks {needed}"
+        );
     }
     // The snippet is what containerd itself reads: a config file of the
     // distribution's containerd with it parses (`containerd config dump`).

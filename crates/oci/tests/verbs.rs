@@ -390,7 +390,11 @@ fn a_first_process_with_a_terminal_gets_it_on_the_console_socket_before_create_r
     // Without a console socket there is nowhere to send the terminal.
     let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), "c7"]);
     assert!(!o.status.success());
-    assert!(text(&o.stderr).contains("--console-socket"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("--console-socket"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(lab.left().is_empty());
     let sock_path = lab.path("console7.sock");
     let listener = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
@@ -408,7 +412,9 @@ fn a_first_process_with_a_terminal_gets_it_on_the_console_socket_before_create_r
     assert!(o.status.success(), "create: {}", text(&o.stderr));
     // `create` has returned: the master side is waiting on the socket.
     listener.set_nonblocking(true).unwrap();
-    let (conn, _) = listener.accept().expect("the master came before create returned");
+    let (conn, _) = listener
+        .accept()
+        .expect("the master came before create returned");
     conn.set_nonblocking(false).unwrap();
     let mut buf = [0u8; 64];
     let (_, fds) = warden_jail::fdpass::recv(conn.as_fd(), &mut buf).unwrap();
@@ -452,11 +458,8 @@ fn host_hook(lab: &Lab, log: &std::path::Path, kind: &str) -> serde_json::Value 
             "#!/bin/sh\nstate=$(cat)\npid=$(echo \"$state\" | sed -n 's/.*\"pid\":\\([0-9]*\\).*/\\1/p')\necho \"$HOOK_KIND own=$(readlink /proc/self/ns/net) target=$(readlink /proc/$pid/ns/net) $state\" >> \"$HOOK_LOG\"\n",
         )
         .unwrap();
-        std::fs::set_permissions(
-            &script,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
     }
     serde_json::json!({
         "path": script,
@@ -479,8 +482,7 @@ fn hooks_run_at_their_points_in_the_namespaces_the_specification_names() {
     // into it (writable by the container's user, nobody on the host).
     let shared = lab.path("shared");
     std::fs::create_dir(&shared).unwrap();
-    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777))
-        .unwrap();
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let s = shared.display().to_string();
     let inside = |kind: &str| {
         serde_json::json!({
@@ -523,7 +525,10 @@ fn hooks_run_at_their_points_in_the_namespaces_the_specification_names() {
     // createContainer in the container; nothing of start yet.
     let l = lines();
     assert_eq!(l.len(), 2, "{l:?}");
-    assert!(l[0].starts_with(&format!("prestart own={host_net} target=net:")), "{l:?}");
+    assert!(
+        l[0].starts_with(&format!("prestart own={host_net} target=net:")),
+        "{l:?}"
+    );
     assert!(l[1].starts_with("createRuntime "), "{l:?}");
     for line in &l {
         assert!(!line.contains(&format!("target={host_net}")), "{line}");
@@ -531,26 +536,43 @@ fn hooks_run_at_their_points_in_the_namespaces_the_specification_names() {
         assert!(line.contains("\"id\":\"h1\""), "{line}");
     }
     let cc = std::fs::read_to_string(shared.join("createContainer")).unwrap();
-    assert!(cc.contains("\"status\":\"creating\"") && cc.contains("\nbox\n"), "{cc}");
-    assert!(!cc.contains(host_net), "createContainer ran in the host's namespace: {cc}");
+    assert!(
+        cc.contains("\"status\":\"creating\"") && cc.contains("\nbox\n"),
+        "{cc}"
+    );
+    assert!(
+        !cc.contains(host_net),
+        "createContainer ran in the host's namespace: {cc}"
+    );
     assert!(!shared.join("startContainer").exists());
     assert!(!shared.join("main").exists());
 
     assert!(lab.oci(&["start", "h1"]).status.success());
     let sc = std::fs::read_to_string(shared.join("startContainer")).unwrap();
-    assert!(sc.contains("\"status\":\"created\"") && sc.contains("\nbox\n"), "{sc}");
+    assert!(
+        sc.contains("\"status\":\"created\"") && sc.contains("\nbox\n"),
+        "{sc}"
+    );
     let l = lines();
     assert_eq!(l.len(), 3, "{l:?}");
-    assert!(l[2].starts_with(&format!("poststart own={host_net}")), "{l:?}");
+    assert!(
+        l[2].starts_with(&format!("poststart own={host_net}")),
+        "{l:?}"
+    );
     assert!(l[2].contains("\"status\":\"running\""), "{l:?}");
     wait_until("the first process", || shared.join("main").exists());
 
     assert!(lab.oci(&["kill", "h1", "KILL"]).status.success());
-    wait_until("the container to stop", || lab.state("h1")["status"] == "stopped");
+    wait_until("the container to stop", || {
+        lab.state("h1")["status"] == "stopped"
+    });
     assert!(lab.oci(&["delete", "h1"]).status.success());
     let l = lines();
     assert_eq!(l.len(), 4, "{l:?}");
-    assert!(l[3].starts_with(&format!("poststop own={host_net}")), "{l:?}");
+    assert!(
+        l[3].starts_with(&format!("poststop own={host_net}")),
+        "{l:?}"
+    );
     assert!(l[3].contains("\"status\":\"stopped\""), "{l:?}");
     assert!(lab.left().is_empty());
 }
@@ -601,14 +623,27 @@ fn a_failing_or_overdue_hook_fails_its_verb_by_name_and_leaves_nothing() {
     cfg["hooks"] = serde_json::json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "exit 5"]}],
         "poststop": [{"path": "/bin/false"}]});
     let b = lab.bundle("bs", cfg);
-    assert!(lab.oci(&["create", "--bundle", b.to_str().unwrap(), "fs"]).status.success());
+    assert!(lab
+        .oci(&["create", "--bundle", b.to_str().unwrap(), "fs"])
+        .status
+        .success());
     let o = lab.oci(&["start", "fs"]);
     assert!(!o.status.success());
-    assert!(text(&o.stderr).contains("startContainer hook [0] /bin/sh failed"), "{}", text(&o.stderr));
-    wait_until("the container to stop", || lab.state("fs")["status"] == "stopped");
+    assert!(
+        text(&o.stderr).contains("startContainer hook [0] /bin/sh failed"),
+        "{}",
+        text(&o.stderr)
+    );
+    wait_until("the container to stop", || {
+        lab.state("fs")["status"] == "stopped"
+    });
     // A failing poststop hook is a warning: delete goes on.
     let o = lab.oci(&["delete", "fs"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("poststop hook [0] /bin/false failed"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("poststop hook [0] /bin/false failed"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(lab.left().is_empty());
 }

@@ -175,7 +175,7 @@ impl Hooks {
                     }
                 }
                 for (j, e) in h.env.iter().enumerate() {
-                    if !e.split_once('=').is_some_and(|(k, _)| !k.is_empty()) {
+                    if e.split_once('=').is_none_or(|(k, _)| k.is_empty()) {
                         return Err(invalid(&format!("{at}.env[{j}]"), e, "must be NAME=VALUE"));
                     }
                 }
@@ -811,7 +811,11 @@ mod tests {
         ] {
             let c = config(serde_json::json!({"annotations": {k: v}}));
             let e = translate(&c, Path::new("/b")).unwrap_err();
-            assert_eq!(e.field(), Some(format!("annotations[\"{k}\"]").as_str()), "{v}");
+            assert_eq!(
+                e.field(),
+                Some(format!("annotations[\"{k}\"]").as_str()),
+                "{v}"
+            );
         }
     }
 
@@ -840,7 +844,10 @@ mod tests {
         assert_eq!(t.hooks.create_runtime[0].timeout, Some(5));
         assert_eq!(t.hooks.poststop.len(), 1);
         for (hooks, field) in [
-            (serde_json::json!({"prestart": [{"path": "true"}]}), "hooks.prestart[0].path"),
+            (
+                serde_json::json!({"prestart": [{"path": "true"}]}),
+                "hooks.prestart[0].path",
+            ),
             (
                 serde_json::json!({"startContainer": [{"path": "/x", "timeout": 0}]}),
                 "hooks.startContainer[0].timeout",
@@ -851,7 +858,10 @@ mod tests {
             ),
         ] {
             let c = config(serde_json::json!({ "hooks": hooks }));
-            assert_eq!(translate(&c, Path::new("/b")).unwrap_err().field(), Some(field));
+            assert_eq!(
+                translate(&c, Path::new("/b")).unwrap_err().field(),
+                Some(field)
+            );
         }
     }
 

@@ -97,7 +97,10 @@ enum Main {
     None,
     /// With a terminal: the id of the one the init opened ahead.
     Held(ExecRequest, Vec<OwnedFd>, Option<u64>),
-    Running { exec: u64, pid: i32 },
+    Running {
+        exec: u64,
+        pid: i32,
+    },
     Exited(i32),
 }
 
