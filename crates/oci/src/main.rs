@@ -21,6 +21,9 @@ fn main() -> ExitCode {
     if argv.get(1).map(String::as_str) == Some(exec::WAITER) {
         return code(exec_wait(&argv[2..]));
     }
+    if argv.get(1).map(String::as_str) == Some(exec::GUARD) {
+        return code(exec_guard(&argv[2..]));
+    }
     let cli = Cli::parse();
     let log = Log {
         path: cli.log.clone(),
@@ -202,6 +205,16 @@ fn supervise(name: &str) -> anyhow::Result<u8> {
     nix::unistd::dup2_stdout(&null).context("cannot detach stdout")?;
     let code = warden_runtime::supervisor::run_main(&state, name, Vec::new(), ready);
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// `__exec-guard ROOT ID EXEC`: ends the exec if its waiter is killed.
+fn exec_guard(args: &[String]) -> anyhow::Result<u8> {
+    let [root, id, exec] = args else {
+        anyhow::bail!("__exec-guard takes ROOT ID EXEC");
+    };
+    let exec: u64 = exec.parse().context("the exec's number")?;
+    exec::guard(Path::new(root), id, exec)?;
+    Ok(0)
 }
 
 /// `__exec-wait ROOT ID PIDFILE CONSOLE REQUEST`: a detached exec's waiter.

@@ -647,3 +647,52 @@ fn a_failing_or_overdue_hook_fails_its_verb_by_name_and_leaves_nothing() {
     );
     assert!(lab.left().is_empty());
 }
+
+#[test]
+fn sigkill_to_a_detached_execs_waiter_ends_the_execs_process() {
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let b = lab.bundle("b", config(&["sleep", "600"]));
+    assert!(lab
+        .oci(&["create", "--bundle", b.to_str().unwrap(), "k1"])
+        .status
+        .success());
+    assert!(lab.oci(&["start", "k1"]).status.success());
+    let procs = || -> Vec<i32> {
+        let o = lab.oci(&["ps", "--format", "json", "k1"]);
+        serde_json::from_slice(&o.stdout).unwrap_or_default()
+    };
+    let before = procs();
+    let pid_file = lab.path("k.pid");
+    let o = lab.oci(&[
+        "exec",
+        "--detach",
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "k1",
+        "sleep",
+        "300",
+    ]);
+    assert!(o.status.success(), "exec -d: {}", text(&o.stderr));
+    wait_until("the exec's process", || procs().len() > before.len());
+    let waiter: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // What containerd's shim does to end an exec by force.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(waiter),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(waiter), None);
+    wait_until("the exec's process to end with its waiter", || {
+        procs().len() == before.len()
+    });
+    assert!(lab.oci(&["delete", "--force", "k1"]).status.success());
+    assert!(lab.left().is_empty());
+}
