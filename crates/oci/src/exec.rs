@@ -158,7 +158,9 @@ pub fn run(
             }
             None => client::relay_terminal(running)?.status,
         };
-        guard.map(Guard::done);
+        if let Some(g) = guard {
+            g.done();
+        }
         return Ok(status);
     }
     // The caller's pipes and files (the shim's fifos) go to the process
@@ -167,7 +169,9 @@ pub fn run(
     let running = conn.exec(req, &stdio.fds())?;
     let guard = guarded(running.exec)?;
     let status = client::wait_forwarding(running, &control, stdio.into_relay())?.status;
-    guard.map(Guard::done);
+    if let Some(g) = guard {
+        g.done();
+    }
     Ok(status)
 }
 
