@@ -33,6 +33,10 @@ pub struct ChildPlan {
     /// The init opens the proxy's sockets in its namespace and sends them
     /// over the channel.
     pub egress: bool,
+    /// The network namespace is another sandbox's, joined at the clone and
+    /// wired by that one: the init leaves it as it is (and could not change
+    /// it: its user namespace does not own it).
+    pub joined_network: bool,
     /// With `--publish`: the init keeps the channel and answers each
     /// request with a fresh TCP socket of the sandbox's namespace, for the
     /// supervisor to connect to a server inside.
@@ -142,8 +146,10 @@ fn child_setup_and_run(
             .map_err(|e| chain(&e))?;
         nix::unistd::sethostname(&plan.root.hostname)
             .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
-        crate::netns::bring_loopback_up().map_err(|e| chain(&e))?;
-        if let (Some(channel), true) = (&plan.egress_channel, plan.egress) {
+        if !plan.joined_network {
+            crate::netns::bring_loopback_up().map_err(|e| chain(&e))?;
+        }
+        if let (Some(channel), true) = (&plan.egress_channel, plan.egress && !plan.joined_network) {
             let (tcp, dns) = crate::netns::configure_namespace().map_err(|e| chain(&e))?;
             crate::sys::send_fds(channel, &[tcp.as_raw_fd(), dns.as_raw_fd()])
                 .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
@@ -236,6 +242,7 @@ fn child_setup_and_run(
             mask: original_mask,
             running: std::collections::HashMap::new(),
             files_root: open_files_root(plan.degraded),
+            terminals: std::collections::HashMap::new(),
         };
         serve(&mut server, sfd, sockets);
         write_report(report, &Report::Exited(0));

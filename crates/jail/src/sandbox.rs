@@ -132,6 +132,13 @@ pub enum JailError {
     Secrets(#[from] crate::secrets::SecretsError),
     #[error("--secret needs the sandbox's own network namespace (the proxy substitutes the values), which this host does not allow")]
     SecretsNeedNamespaces,
+    #[error("cannot join the network namespace {path}: {why}")]
+    JoinNetwork {
+        path: PathBuf,
+        why: String,
+        #[source]
+        source: Errno,
+    },
 }
 
 fn sys_err(what: &'static str) -> impl FnOnce(Errno) -> JailError {
@@ -155,6 +162,88 @@ const NS_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWNET;
+
+/// Open the network namespace at `path` to join, with the supervisor's
+/// own to come back to. Refused: degraded or rootless runs (entering a
+/// namespace the host's root owns needs host root), a file that is not a
+/// network namespace, and the supervisor's own (the host's) namespace.
+fn open_network_namespace(
+    path: &Path,
+    degraded: bool,
+    root: bool,
+) -> Result<(OwnedFd, OwnedFd, PathBuf), JailError> {
+    let err = |why: &str, source: Errno| JailError::JoinNetwork {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+        source,
+    };
+    if degraded || !root {
+        return Err(err(
+            "joining a network namespace needs host root and the sandbox's own namespaces",
+            Errno::EPERM,
+        ));
+    }
+    let open = |p: &Path| {
+        nix::fcntl::open(
+            p,
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+    };
+    let ns = open(path).map_err(|e| err("it cannot be opened", e))?;
+    let own = open(Path::new("/proc/self/ns/net"))
+        .map_err(|e| err("the supervisor's own namespace cannot be opened", e))?;
+    // SAFETY: NS_GET_NSTYPE takes no argument and only reads the
+    // descriptor's namespace type.
+    let kind = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_NSTYPE) };
+    if kind != libc::CLONE_NEWNET {
+        return Err(err("it is not a network namespace", Errno::EINVAL));
+    }
+    let a = nix::sys::stat::fstat(&ns).map_err(|e| err("it cannot be read", e))?;
+    let b = nix::sys::stat::fstat(&own).map_err(|e| err("it cannot be read", e))?;
+    if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) {
+        return Err(err(
+            "it is the host's network namespace, which a sandbox never shares",
+            Errno::EPERM,
+        ));
+    }
+    Ok((ns, own, path.to_path_buf()))
+}
+
+/// The trust files of the sandbox whose network namespace is joined (its
+/// proxy's authority), opened here as the supervisor.
+fn joined_trust(dir: &Path) -> Result<crate::secrets::TrustFiles, JailError> {
+    let open = |name: &str| {
+        let path = dir.join(name);
+        nix::fcntl::open(
+            &path,
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|source| JailError::JoinNetwork {
+            path: path.clone(),
+            why: "the joined sandbox's trust file cannot be opened".into(),
+            source,
+        })
+    };
+    Ok(crate::secrets::TrustFiles {
+        bundle: open("ca-bundle.crt")?,
+        ca: open("ca.crt")?,
+    })
+}
+
+/// `NS_GET_NSTYPE` (linux/nsfs.h): `_IO(0xb7, 0x3)`.
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+
+fn setns_net(ns: &OwnedFd, path: &Path, what: &str) -> Result<(), JailError> {
+    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|source| {
+        JailError::JoinNetwork {
+            path: path.to_path_buf(),
+            why: format!("cannot {what} network namespace"),
+            source,
+        }
+    })
+}
 
 /// Resolve a host path the person named, refusing symbolic links and `..`
 /// on the way: earlier sandbox code may have planted a link in a directory
@@ -331,6 +420,22 @@ fn run_mode(
         // reach every process of the user on the host.
         return Err(JailError::ServiceNeedsNamespaces);
     }
+
+    // A namespace to join is opened now (and checked to be another
+    // network namespace than the supervisor's own, never the host's).
+    let join_network = match &spec.join_network {
+        Some(p) => {
+            if matches!(spec.network, NetworkSpec::Egress(_)) || !spec.publish.is_empty() {
+                return Err(JailError::JoinNetwork {
+                    path: p.clone(),
+                    why: "a sandbox that joins another's network namespace goes out through that one's proxy: it cannot have an egress policy or published ports of its own".into(),
+                    source: Errno::EINVAL,
+                });
+            }
+            Some(open_network_namespace(p, degraded_mode, root_mode)?)
+        }
+        None => None,
+    };
 
     // Host-side paths are resolved here, on the host, without following
     // symbolic links; what gets mounted is the descriptor resolved now.
@@ -730,11 +835,16 @@ fn run_mode(
             resolv_conf: egress
                 .as_ref()
                 .map(|_| "nameserver 127.0.0.1\noptions ndots:1 timeout:2\n".to_string()),
-            trust: secret_plan.as_ref().map(|p| p.trust_files()).transpose()?,
+            trust: match (&secret_plan, &spec.join_trust) {
+                (Some(p), _) => Some(p.trust_files()?),
+                (None, Some(dir)) if spec.join_network.is_some() => Some(joined_trust(dir)?),
+                _ => None,
+            },
             hidden: fs.hidden.clone(),
         },
         egress_channel: egress_child,
         egress: egress.is_some(),
+        joined_network: spec.join_network.is_some(),
         serve_sockets: !published.is_empty(),
         uid,
         gid,
@@ -785,7 +895,22 @@ fn run_mode(
         Errno::result(rc).map_err(sys_err("become the sandbox's subreaper"))?;
     }
     let start = Instant::now();
-    let flags = if degraded_mode { 0 } else { NS_FLAGS };
+    let flags = match (degraded_mode, &join_network) {
+        (true, _) => 0,
+        (false, None) => NS_FLAGS,
+        (false, Some(_)) => NS_FLAGS & !libc::CLONE_NEWNET,
+    };
+    // Joining: the clone is made from inside the namespace (the supervisor
+    // enters it for the clone only, as host root, which its owner needs),
+    // so the sandbox's processes are born there and hold no capability
+    // over it; the supervisor goes back to its own at once.
+    let back = match &join_network {
+        Some((ns, own, path)) => {
+            setns_net(ns, path, "enter it")?;
+            Some((own, path))
+        }
+        None => None,
+    };
     // As root, the namespace is owned by the user the sandbox maps to, not
     // by root, so that the per-user counters it spends are never root's
     // (see `quotas`).
@@ -805,6 +930,15 @@ fn run_mode(
                 let _ = nix::sys::wait::waitpid(pid, None);
             }
             return Err(e.into());
+        }
+    }
+    if let (Some((own, path)), false) = (back, matches!(cloned, Ok(Forked::Child))) {
+        if let Err(e) = setns_net(own, path, "return to the supervisor's own") {
+            if let Ok(Forked::Parent(pid)) = cloned {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(pid, None);
+            }
+            return Err(e);
         }
     }
     let child = match cloned {

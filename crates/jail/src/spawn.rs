@@ -45,6 +45,20 @@ pub enum ToInit {
         /// The terminal's first size, rows and columns.
         #[serde(default)]
         winsize: Option<(u16, u16)>,
+        /// With `tty`: the terminal an `open_terminal` opened ahead (its
+        /// id), instead of a new one; its master side went with that
+        /// answer, so none goes with `spawned`.
+        #[serde(default)]
+        terminal: Option<u64>,
+    },
+    /// Open a terminal in the sandbox's own devpts ahead of a spawn that
+    /// will use it (a container's first process, whose terminal the
+    /// runtime must hand out before the process starts). Answered with
+    /// `file_done` and the master side; the init keeps the other side.
+    OpenTerminal {
+        id: u64,
+        #[serde(default)]
+        winsize: Option<(u16, u16)>,
     },
     /// Send a signal to a process this channel started (and its process
     /// group, which it leads).
@@ -167,6 +181,9 @@ pub(crate) struct Server<'a> {
     /// The workspace (`O_PATH`), opened before any process of the sandbox
     /// ran; file operations are refused (ENOMEDIUM) without one.
     pub files_root: Option<OwnedFd>,
+    /// Terminals opened ahead (`open_terminal`), by id: their slave sides,
+    /// until a spawn takes one.
+    pub terminals: HashMap<u64, OwnedFd>,
 }
 
 impl Server<'_> {
@@ -190,20 +207,37 @@ impl Server<'_> {
                 cwd,
                 tty,
                 winsize,
+                terminal: ahead,
             } => {
-                let terminal = if tty {
-                    match open_terminal(winsize) {
-                        Ok(t) => Some(t),
+                let opened = match (tty, ahead) {
+                    (true, Some(t)) => match self.terminals.remove(&t) {
+                        Some(slave) => Some((None, slave)),
+                        None => {
+                            self.notify(
+                                &FromInit::Failed {
+                                    id,
+                                    errno: libc::EBADF,
+                                },
+                                None,
+                            );
+                            return true;
+                        }
+                    },
+                    (true, None) => match open_terminal(winsize) {
+                        Ok((m, s)) => Some((Some(m), s)),
                         Err(errno) => {
                             self.notify(&FromInit::Failed { id, errno }, None);
                             return true;
                         }
-                    }
-                } else {
-                    None
+                    },
+                    (false, _) => None,
                 };
-                let stdio: Vec<RawFd> = match &terminal {
-                    Some((_, slave)) => vec![slave.as_raw_fd(); 3],
+                let (master_side, slave) = match opened {
+                    Some((m, s)) => (m, Some(s)),
+                    None => (None, None),
+                };
+                let stdio: Vec<RawFd> = match &slave {
+                    Some(slave) => vec![slave.as_raw_fd(); 3],
                     None => fds.iter().map(|f| f.as_raw_fd()).collect(),
                 };
                 let (notice, master) = match self.spawn(&argv, &env, cwd.as_deref(), tty, &stdio) {
@@ -214,13 +248,24 @@ impl Server<'_> {
                                 id,
                                 pid: pid.as_raw(),
                             },
-                            terminal.map(|(m, _)| m),
+                            master_side,
                         )
                     }
                     Err(errno) => (FromInit::Failed { id, errno }, None),
                 };
                 drop(fds);
                 self.notify(&notice, master.as_ref());
+            }
+            ToInit::OpenTerminal { id, winsize } => {
+                drop(fds);
+                let (errno, master) = match open_terminal(winsize) {
+                    Ok((master, slave)) => {
+                        self.terminals.insert(id, slave);
+                        (0, Some(master))
+                    }
+                    Err(errno) => (errno, None),
+                };
+                self.notify(&FromInit::FileDone { id, errno }, master.as_ref());
             }
             ToInit::Signal { id, signal } => {
                 if let (Some(pid), Ok(sig)) = (

@@ -75,6 +75,13 @@ pub enum OciError {
         #[source]
         source: nix::Error,
     },
+    #[error("the {kind} hook [{index}] {path} failed: {why}")]
+    Hook {
+        kind: &'static str,
+        index: usize,
+        path: String,
+        why: String,
+    },
     #[error("cannot start {what}")]
     Spawn {
         what: &'static str,
@@ -92,6 +99,13 @@ pub struct Record {
     /// RFC 3339.
     pub created: String,
     pub annotations: BTreeMap<String, String>,
+    /// The network namespace path `config.json` named (a pod's), which a
+    /// later container of the pod names too.
+    #[serde(default)]
+    pub netns: Option<PathBuf>,
+    /// `hooks` of config.json, for `start` and `delete`.
+    #[serde(default)]
+    pub hooks: warden_policy::oci::Hooks,
 }
 
 /// OCI state, as `state` prints it (the runtime specification's fields

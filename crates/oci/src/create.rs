@@ -26,6 +26,7 @@ pub fn create(
     id: &str,
     bundle: &Path,
     pid_file: Option<&Path>,
+    console_socket: Option<&Path>,
     exe: &Path,
 ) -> Result<Created, OciError> {
     container::check_id(id)?;
@@ -43,13 +44,12 @@ pub fn create(
         source,
     };
     let config = oci::parse(&text).map_err(config_err)?;
-    let t = oci::translate(&config, &bundle).map_err(config_err)?;
-    if t.process.terminal {
+    let mut t = oci::translate(&config, &bundle).map_err(config_err)?;
+    if t.process.terminal && console_socket.is_none() {
         return Err(OciError::Unsupported(
-            "config.json: process.terminal = true: a terminal for a container's first process is not supported yet (its terminal is opened when the process starts, after `create` has returned); run it without a terminal, or give one to an `exec --tty`".into(),
+            "config.json: process.terminal = true needs --console-socket (where the terminal's master side is sent)".into(),
         ));
     }
-    let mut t = t;
     // The bundle is the caller's (containerd's): its links are followed
     // once, here; the sandbox's root is then the real directory.
     let given = t.overrides.rootfs.clone().unwrap_or_default();
@@ -65,6 +65,17 @@ pub fn create(
     if store.get(&name).is_ok() {
         return Err(OciError::Exists(id.to_string()));
     }
+    let join = crate::pod::find(root, id, &t)?;
+    // Resolved as any container's (a joiner's policy is the first one's,
+    // checked above); a joiner's egress, and its secrets with it, are then
+    // replaced by the first one's namespace and placeholders.
+    let secrets = crate::secrets::entries(&t.secrets, &crate::secrets::dir())?;
+    if let Some(ns) = &t.network_namespace {
+        notices.push(match &join {
+            Some(j) => format!("linux.namespaces network path {ns}: joins container {}'s network namespace (they share localhost; this one goes out only through that one's proxy, under the same annotations)", j.with),
+            None => format!("linux.namespaces network path {ns}: warden gives the container a network namespace of its own, whose only way out is warden's egress proxy; the given namespace is not joined (a later container naming it joins this one's)"),
+        });
+    }
     let catalog = resolve::catalog(|k| std::env::var_os(k));
     let defaults = warden_policy::Defaults::for_host(resolve::host_facts());
     let ctx = Context {
@@ -74,9 +85,11 @@ pub fn create(
         otlp: false,
         id: &name,
     };
+
     let input = Input {
         profile: t.profile.clone().map(ProfileSource::Named),
         overrides: t.overrides.clone(),
+        secrets,
         ..Input::default()
     };
     let req = CreateRequest {
@@ -89,12 +102,17 @@ pub fn create(
     // From here on a failure removes what was made: nothing of a refused
     // create stays under --root.
     let started = (|| -> Result<u32, OciError> {
+        if let Some(j) = &join {
+            join_network(&sb, j)?;
+        }
         let record = Record {
             id: id.to_string(),
             bundle: bundle.clone(),
             rootfs,
             created: humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string(),
             annotations: t.annotations.clone(),
+            netns: t.network_namespace.clone().map(PathBuf::from),
+            hooks: t.hooks.clone(),
         };
         let path = sb.dir().join(container::RECORD);
         warden_runtime::state::write_json(&path, &record).map_err(|_| OciError::Write {
@@ -120,18 +138,41 @@ pub fn create(
         }
         let conn = Connection::open(&lifecycle::control(&sb))?;
         let pid = conn.supervisor_pid;
-        let stdin = std::io::stdin();
-        let stdout = std::io::stdout();
-        let stderr = std::io::stderr();
-        conn.hold(
-            ExecRequest {
-                argv: t.process.args.clone(),
-                env: t.process.env.clone(),
-                cwd: t.process.cwd.clone(),
-                tty: false,
-                winsize: None,
-            },
-            &[stdin.as_fd(), stdout.as_fd(), stderr.as_fd()],
+        let req = ExecRequest {
+            argv: t.process.args.clone(),
+            env: t.process.env.clone(),
+            cwd: t.process.cwd.clone(),
+            tty: t.process.terminal,
+            winsize: None,
+        };
+        match console_socket {
+            // The terminal is opened in the sandbox's devpts now, and its
+            // master side handed to the console socket before `create`
+            // returns, as the shim waits for it.
+            Some(sock) if t.process.terminal => {
+                let master = conn.hold_with_terminal(req)?;
+                crate::console::send_master(sock, master.as_fd())?;
+            }
+            _ => {
+                let stdin = std::io::stdin();
+                let stdout = std::io::stdout();
+                let stderr = std::io::stderr();
+                conn.hold(req, &[stdin.as_fd(), stdout.as_fd(), stderr.as_fd()])?;
+            }
+        }
+        // The sandbox exists, its root is built and its first process is
+        // held: the create-time hooks, whose failure fails `create` (and
+        // removes everything, below). Hooks on the host get the PID of
+        // the sandbox's init, whose namespaces are the container's.
+        let init = crate::pod::init_pid(pid).unwrap_or(pid);
+        let state = crate::hooks::state(&record, "creating", init);
+        crate::hooks::run_on_host("prestart", &t.hooks.prestart, &state)?;
+        crate::hooks::run_on_host("createRuntime", &t.hooks.create_runtime, &state)?;
+        crate::hooks::run_in_container(
+            "createContainer",
+            &t.hooks.create_container,
+            &lifecycle::control(&sb),
+            &crate::hooks::state(&record, "creating", 1),
         )?;
         if let Some(p) = pid_file {
             container::write_pid_file(p, pid)?;
@@ -155,8 +196,33 @@ pub fn create(
     }
 }
 
+/// Make the stored spec of `sb` join the network namespace of `j`
+/// (another container's sandbox's), with no proxy of its own: that one's
+/// secrets' placeholders in its environment, that one's authority trusted.
+fn join_network(sb: &warden_workspace::Sandbox, j: &crate::pod::Join) -> Result<(), OciError> {
+    let placeholders = &j.placeholders;
+    use warden_runtime::state;
+    let file = sb.dir().join(state::STORED);
+    let err = |what: &str| OciError::Write {
+        path: file.clone(),
+        source: std::io::Error::other(what.to_string()),
+    };
+    let mut stored: state::Stored =
+        state::read_json(&file).map_err(|_| err("cannot read the sandbox's spec"))?;
+    stored.spec.network = warden_policy::NetworkSpec::LoopbackOnly;
+    stored.spec.publish.clear();
+    stored.spec.join_network = Some(j.path.clone());
+    stored.spec.join_trust = j.trust.clone();
+    stored
+        .spec
+        .env
+        .retain(|(k, _)| !placeholders.iter().any(|(n, _)| n == k));
+    stored.spec.env.extend(placeholders.iter().cloned());
+    state::write_json(&file, &stored).map_err(|_| err("cannot write the sandbox's spec"))
+}
+
 /// Directories warden mounts over at the top of a container's root.
-const MOUNT_POINTS: &[&str] = &["proc", "dev", "tmp", "workspace", "etc"];
+const MOUNT_POINTS: &[&str] = &["proc", "dev", "tmp", "workspace", "etc", "run"];
 
 /// Make the mount points warden needs at the top of `rootfs` that an
 /// image lacks (its root is bound read-only into the sandbox, whose root

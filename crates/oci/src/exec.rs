@@ -14,6 +14,56 @@ use warden_runtime::protocol::ExecRequest;
 
 /// Hidden verb the detached waiter runs.
 pub const WAITER: &str = "__exec-wait";
+/// Hidden verb of the guard that ends an exec whose waiter was killed.
+pub const GUARD: &str = "__exec-guard";
+
+/// A process of this binary that ends exec `exec` if the process that
+/// started it (the one in the pid file, which the shim signals) dies
+/// without saying it is done: SIGKILL cannot be caught and passed on, but
+/// the end of a pipe only the starter holds is seen by the guard.
+pub struct Guard(Option<std::process::Child>);
+
+impl Guard {
+    fn start(root: &Path, id: &str, exec: u64) -> Result<Guard, OciError> {
+        let exe = crate::create::own_exe()?;
+        let child = std::process::Command::new(exe)
+            .arg(GUARD)
+            .arg(root)
+            .arg(id)
+            .arg(exec.to_string())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|source| OciError::Spawn {
+                what: "the exec's guard",
+                source,
+            })?;
+        Ok(Guard(Some(child)))
+    }
+
+    /// The exec has ended: the guard leaves without doing anything.
+    fn done(mut self) {
+        if let Some(mut c) = self.0.take() {
+            if let Some(mut stdin) = c.stdin.take() {
+                let _ = std::io::Write::write_all(&mut stdin, b"d");
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The guard: wait for its starter to say it is done; if the starter is
+/// gone instead (end of file), end the exec's process and its group.
+pub fn guard(root: &Path, id: &str, exec: u64) -> Result<(), OciError> {
+    let mut byte = [0u8; 1];
+    if matches!(std::io::Read::read(&mut std::io::stdin(), &mut byte), Ok(1)) {
+        return Ok(());
+    }
+    let c = container::find(&container::store(root)?, id)?;
+    Connection::open(&c.control())?.signal(exec, libc::SIGKILL)?;
+    Ok(())
+}
 
 /// The process to start: a process file, else the command and flags.
 pub fn request(a: &crate::args::ExecArgs) -> Result<ExecRequest, OciError> {
@@ -82,31 +132,47 @@ pub fn run(
         client::hold_forwarded_signals()?;
     }
     let conn = Connection::open(&control)?;
+    // With a pid file, this process stands for the exec (the shim signals
+    // it): a guard ends the exec should this process be killed.
+    let guarded = |exec: u64| -> Result<Option<Guard>, OciError> {
+        match pid_file {
+            Some(p) => {
+                let g = Guard::start(root, id, exec)?;
+                container::write_pid_file(p, std::process::id())?;
+                Ok(Some(g))
+            }
+            None => Ok(None),
+        }
+    };
     if tty {
         let mut running = conn.exec(req, &[])?;
-        if let Some(p) = pid_file {
-            container::write_pid_file(p, std::process::id())?;
-        }
-        return match console {
+        let guard = guarded(running.exec)?;
+        let status = match console {
             Some(sock) => {
                 let master = running.take_master().ok_or(OciError::Unsupported(
                     "the sandbox sent no terminal for a --tty exec".into(),
                 ))?;
                 container_console(sock, &master)?;
                 drop(master);
-                Ok(running.wait()?.status)
+                running.wait()?.status
             }
-            None => Ok(client::relay_terminal(running)?.status),
+            None => client::relay_terminal(running)?.status,
         };
+        if let Some(g) = guard {
+            g.done();
+        }
+        return Ok(status);
     }
     // The caller's pipes and files (the shim's fifos) go to the process
     // as they are.
     let stdio = client::CallerStdio::new()?;
     let running = conn.exec(req, &stdio.fds())?;
-    if let Some(p) = pid_file {
-        container::write_pid_file(p, std::process::id())?;
+    let guard = guarded(running.exec)?;
+    let status = client::wait_forwarding(running, &control, stdio.into_relay())?.status;
+    if let Some(g) = guard {
+        g.done();
     }
-    Ok(client::wait_forwarding(running, &control, stdio.into_relay())?.status)
+    Ok(status)
 }
 
 fn container_console(sock: &Path, master: &std::os::fd::OwnedFd) -> Result<(), OciError> {

@@ -16,6 +16,9 @@ pub mod console;
 pub mod container;
 pub mod create;
 pub mod exec;
+pub mod hooks;
+pub mod pod;
+pub mod secrets;
 pub mod verbs;
 
 pub use container::OciError;

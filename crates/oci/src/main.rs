@@ -21,6 +21,9 @@ fn main() -> ExitCode {
     if argv.get(1).map(String::as_str) == Some(exec::WAITER) {
         return code(exec_wait(&argv[2..]));
     }
+    if argv.get(1).map(String::as_str) == Some(exec::GUARD) {
+        return code(exec_guard(&argv[2..]));
+    }
     let cli = Cli::parse();
     let log = Log {
         path: cli.log.clone(),
@@ -83,6 +86,7 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
                 &a.id,
                 &a.bundle,
                 a.pid_file.as_deref(),
+                a.console_socket.as_deref(),
                 &create::own_exe()?,
             )?;
             for n in &made.notices {
@@ -97,6 +101,7 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
                 &c.id,
                 &c.bundle,
                 c.pid_file.as_deref(),
+                c.console_socket.as_deref(),
                 &create::own_exe()?,
             )?;
             for n in &made.notices {
@@ -108,7 +113,11 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
             }
             let _ = made.pid;
             let status = verbs::wait(&root, &c.id, exec);
-            let _ = verbs::delete(&root, &c.id, true);
+            if let Ok(warnings) = verbs::delete(&root, &c.id, true) {
+                for w in warnings {
+                    log.write("warning", &w);
+                }
+            }
             Ok(status?.clamp(0, 255) as u8)
         }
         Verb::Start { id } => {
@@ -127,7 +136,10 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
             Ok(0)
         }
         Verb::Delete { id, force } => {
-            verbs::delete(&root, id, *force)?;
+            for w in verbs::delete(&root, id, *force)? {
+                log.write("warning", &w);
+                eprintln!("warden-oci: warning: {w}");
+            }
             Ok(0)
         }
         Verb::Exec(a) => {
@@ -193,6 +205,16 @@ fn supervise(name: &str) -> anyhow::Result<u8> {
     nix::unistd::dup2_stdout(&null).context("cannot detach stdout")?;
     let code = warden_runtime::supervisor::run_main(&state, name, Vec::new(), ready);
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// `__exec-guard ROOT ID EXEC`: ends the exec if its waiter is killed.
+fn exec_guard(args: &[String]) -> anyhow::Result<u8> {
+    let [root, id, exec] = args else {
+        anyhow::bail!("__exec-guard takes ROOT ID EXEC");
+    };
+    let exec: u64 = exec.parse().context("the exec's number")?;
+    exec::guard(Path::new(root), id, exec)?;
+    Ok(0)
 }
 
 /// `__exec-wait ROOT ID PIDFILE CONSOLE REQUEST`: a detached exec's waiter.

@@ -21,7 +21,30 @@ pub fn start(root: &Path, id: &str) -> Result<u64, OciError> {
             })
         }
     }
-    Ok(Connection::open(&c.control())?.release()?.0)
+    let hooks = &c.record.hooks;
+    // startContainer: in the container, before its process runs; a failure
+    // stops the container and fails `start`.
+    if let Err(e) = crate::hooks::run_in_container(
+        "startContainer",
+        &hooks.start_container,
+        &c.control(),
+        &crate::hooks::state(&c.record, "created", 1),
+    ) {
+        let _ = stop(&c);
+        return Err(e);
+    }
+    let exec = Connection::open(&c.control())?.release()?.0;
+    let sup = c.status().1;
+    let init = crate::pod::init_pid(sup).unwrap_or(sup);
+    if let Err(e) = crate::hooks::run_on_host(
+        "poststart",
+        &hooks.poststart,
+        &crate::hooks::state(&c.record, "running", init),
+    ) {
+        let _ = stop(&c);
+        return Err(e);
+    }
+    Ok(exec)
 }
 
 /// Wait until the container has stopped; the status its first process
@@ -95,12 +118,13 @@ fn stop(c: &Container) -> Result<(), OciError> {
 }
 
 /// Remove the container: a running one only with `force` (which kills it).
-pub fn delete(root: &Path, id: &str, force: bool) -> Result<(), OciError> {
+/// Then its poststop hooks run; their failures are warnings, returned.
+pub fn delete(root: &Path, id: &str, force: bool) -> Result<Vec<String>, OciError> {
     let store = container::store(root)?;
     let c = match container::find(&store, id) {
         Ok(c) => c,
         // runc's --force deletes what may be half there.
-        Err(OciError::NotFound(_)) if force => return Ok(()),
+        Err(OciError::NotFound(_)) if force => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let (status, _, _) = c.status();
@@ -115,7 +139,28 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<(), OciError> {
         stop(&c)?;
     }
     lifecycle::remove(&store, c.sandbox.name(), true)?;
-    Ok(())
+    // poststop: each runs whatever the one before did (a failure is a
+    // warning, as the specification asks).
+    let state = crate::hooks::state(&c.record, "stopped", 0);
+    let mut warnings = Vec::new();
+    for (i, h) in c.record.hooks.poststop.iter().enumerate() {
+        match crate::hooks::run_on_host("poststop", std::slice::from_ref(h), &state) {
+            Ok(()) => {}
+            Err(OciError::Hook {
+                kind, path, why, ..
+            }) => warnings.push(
+                OciError::Hook {
+                    kind,
+                    index: i,
+                    path,
+                    why,
+                }
+                .to_string(),
+            ),
+            Err(e) => warnings.push(e.to_string()),
+        }
+    }
+    Ok(warnings)
 }
 
 /// The container's processes: host PIDs (`--format json`, what
@@ -152,7 +197,7 @@ pub fn features() -> serde_json::Value {
     serde_json::json!({
         "ociVersionMin": "1.0.0",
         "ociVersionMax": container::OCI_VERSION,
-        "hooks": [],
+        "hooks": ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"],
         "mountOptions": ["bind", "rbind", "ro", "rw"],
         "linux": {
             "namespaces": ["pid", "network", "mount", "ipc", "uts", "user", "cgroup"],

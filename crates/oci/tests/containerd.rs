@@ -65,9 +65,15 @@ impl Containerd {
         );
         std::fs::write(p.join("config.toml"), config).unwrap();
         let log = std::fs::File::create(p.join("containerd.log")).unwrap();
+        // The node's secrets, as its operator sets them aside for
+        // containers: a directory and a WARDEN_SECRET_ variable of the
+        // runtime's environment (containerd's, which its shims inherit).
+        std::fs::create_dir(p.join("secrets")).unwrap();
         let child = Command::new("containerd")
             .arg("--config")
             .arg(p.join("config.toml"))
+            .env("WARDEN_OCI_SECRETS_DIR", p.join("secrets"))
+            .env("WARDEN_SECRET_KEY", NODE_KEY)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -129,6 +135,8 @@ impl Containerd {
 }
 
 const IMAGE: &str = "localhost/warden-test/busybox:1";
+/// The value of the node's `WARDEN_SECRET_KEY`.
+const NODE_KEY: &str = "node-key-6f1d0c7a9e";
 
 fn sha256(path: &Path) -> String {
     let o = Command::new("sha256sum").arg(path).output().unwrap();
@@ -144,9 +152,12 @@ fn sha256(path: &Path) -> String {
 fn build_image(dir: &Path) -> PathBuf {
     let tree = dir.join("tree");
     std::fs::create_dir_all(tree.join("bin")).unwrap();
-    for d in ["etc", "tmp", "proc", "dev"] {
+    for d in ["etc", "tmp", "proc", "dev", "usr"] {
         std::fs::create_dir_all(tree.join(d)).unwrap();
     }
+    // The host's /usr can be bound in (its curl and libraries).
+    std::os::unix::fs::symlink("usr/lib", tree.join("lib")).unwrap();
+    std::os::unix::fs::symlink("usr/lib64", tree.join("lib64")).unwrap();
     std::fs::copy(BUSYBOX, tree.join("bin/busybox")).unwrap();
     for tool in ["sh", "echo", "cat", "sleep", "nc", "hostname", "wget"] {
         std::os::unix::fs::symlink("busybox", tree.join("bin").join(tool)).unwrap();
@@ -417,4 +428,423 @@ fn ctr_task_exec_kill_and_delete_go_through_warden() {
         .map(|d| d.flatten().collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// An HTTPS server on the host's loopback for `name`, signed by an
+/// authority made for the test (its PEM at `ca`), that records each
+/// request's head and answers with it.
+fn tls_echo(dir: &Path, name: &str) -> (u16, PathBuf, Arc<Mutex<Vec<String>>>) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&ca_key).unwrap();
+    let ca_path = dir.join("upstream-ca.pem");
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap(),
+    );
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for tcp in l.incoming().flatten() {
+            let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+            let conn = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match tls.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            s.lock().unwrap().push(head.clone());
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{head}",
+                head.len()
+            );
+            let _ = std::io::Write::write_all(&mut tls, answer.as_bytes());
+            tls.conn.send_close_notify();
+            let _ = std::io::Write::flush(&mut tls);
+        }
+    });
+    (port, ca_path, seen)
+}
+
+#[test]
+fn a_secret_annotation_sends_the_real_value_upstream_while_the_container_holds_a_placeholder() {
+    let Some(c) = with_image() else { return };
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("SKIPPED: no /usr/bin/curl to bind into the container as its HTTPS client");
+        return;
+    }
+    let (port, ca, seen) = tls_echo(c.dir.path(), "api.secret.test");
+    // The node's operator put the token in the secrets directory; the
+    // other secret comes from the runtime's WARDEN_SECRET_KEY.
+    let token = "ghp_realtoken_4b9e2f8a1c";
+    std::fs::write(c.dir.path().join("secrets/token"), format!("{token}\n")).unwrap();
+    // The upstream's authority is trusted through a profile.
+    let profile = c.dir.path().join("upstream.yaml");
+    std::fs::write(
+        &profile,
+        format!("egress:\n  upstream_ca: [{}]\n", ca.display()),
+    )
+    .unwrap();
+    let url = format!("https://api.secret.test:{port}");
+    let script = format!(
+        r#"echo "token=$TOKEN key=$KEY"
+/usr/bin/curl -sS --cacert /run/warden/ca-bundle.crt -H "Authorization: Bearer $TOKEN" -H "X-Key: $KEY" {url}/first
+echo ---
+/usr/bin/curl -sS --cacert /run/warden/ca-bundle.crt {url}/second/$TOKEN
+"#
+    );
+    let o = c.run(
+        "secret",
+        &[
+            "--mount",
+            "type=bind,src=/usr,dst=/usr,options=rbind:ro",
+            "--annotation",
+            &format!("warden.dev/secret.TOKEN=file:token@api.secret.test:{port}"),
+            "--annotation",
+            &format!("warden.dev/secret.KEY=env:WARDEN_SECRET_KEY@api.secret.test:{port}"),
+            "--annotation",
+            "warden.dev/hosts=api.secret.test=127.0.0.1",
+            "--annotation",
+            &format!("warden.dev/profile={}", profile.display()),
+        ],
+        &["sh", "-c", &script],
+    );
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out} {}\n{}", text(&o.stderr), c.log());
+    // The container held placeholders only, and got the echoes back with
+    // the placeholders in place of the values.
+    assert!(out.starts_with("token=warden-secret-"), "{out}");
+    assert!(out.contains(" key=warden-secret-"), "{out}");
+    assert!(!out.contains(token) && !out.contains(NODE_KEY), "{out}");
+    // The upstream got the real values.
+    let got: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| h.to_ascii_lowercase())
+        .collect();
+    assert_eq!(got.len(), 2, "{got:?}\n{out}");
+    assert!(
+        got[0].contains(&format!("authorization: bearer {token}\r\n")),
+        "{got:?}"
+    );
+    assert!(
+        got[0].contains(&format!("x-key: {NODE_KEY}\r\n")),
+        "{got:?}"
+    );
+    assert!(
+        got[1].starts_with(&format!("get /second/{token} ")),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn a_secret_annotation_naming_a_host_file_or_a_program_is_refused_and_leaves_nothing() {
+    let Some(c) = with_image() else { return };
+    for (n, value) in [
+        "file:/etc/shadow@evil.test",
+        "file:../config.toml@evil.test",
+        "cmd:cat /etc/shadow@evil.test",
+        "env:HOME@evil.test",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = c.run(
+            &format!("refused{n}"),
+            &["--annotation", &format!("warden.dev/secret.T={value}")],
+            &["true"],
+        );
+        assert!(!o.status.success(), "{value}: ran");
+        let err = text(&o.stderr);
+        assert!(err.contains("warden.dev/secret.T"), "{value}: {err}");
+    }
+    let left: Vec<_> = std::fs::read_dir(c.runtime_root().join("warden-test/sandboxes"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A network namespace made for the test, as CNI makes a pod's: held by a
+/// `sleep` in it; its path is `/proc/PID/ns/net`.
+struct PodNamespace(Child);
+
+impl PodNamespace {
+    fn new() -> Option<PodNamespace> {
+        let child = Command::new("unshare")
+            .args(["--net", "sleep", "600"])
+            .spawn()
+            .ok()?;
+        let ns = PodNamespace(child);
+        let own = std::fs::metadata("/proc/self/ns/net").unwrap();
+        wait_until("the pod's namespace", || {
+            std::fs::metadata(ns.path()).is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                m.ino() != own.ino()
+            })
+        });
+        Some(ns)
+    }
+
+    fn path(&self) -> String {
+        format!("/proc/{}/ns/net", self.0.id())
+    }
+}
+
+impl Drop for PodNamespace {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
+    let Some(c) = with_image() else { return };
+    let Some(pod) = PodNamespace::new() else {
+        eprintln!("SKIPPED: unshare (util-linux) cannot make a network namespace here");
+        return;
+    };
+    let (port, seen) = listener();
+    let ns = format!("network:{}", pod.path());
+    let policy = [
+        "--annotation".to_string(),
+        format!("warden.dev/egress=allowed.test:{port}"),
+        "--annotation".to_string(),
+        "warden.dev/hosts=allowed.test=127.0.0.1,denied.test=127.0.0.1".to_string(),
+        "--annotation".to_string(),
+        "warden.dev/allow-http=true".to_string(),
+        "--with-ns".to_string(),
+        ns.clone(),
+    ];
+    let policy: Vec<&str> = policy.iter().map(String::as_str).collect();
+    // The pod's first container serves on its localhost.
+    let bin = bin();
+    let root = c.runtime_root();
+    let mut args = vec![
+        "run",
+        "-d",
+        "--snapshotter",
+        "native",
+        "--runtime",
+        "io.containerd.runc.v2",
+        "--runc-binary",
+        bin,
+        "--runc-root",
+        root.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&policy);
+    args.extend_from_slice(&[
+        IMAGE,
+        "pod-server",
+        "sh",
+        "-c",
+        "while true; do echo served-by-the-first | nc -l -p 8080; done",
+    ]);
+    let o = c.ctr(&args);
+    assert!(
+        o.status.success(),
+        "run -d: {} {}",
+        text(&o.stderr),
+        c.log()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    // The second reaches it on localhost, reaches the allowed name through
+    // warden's proxy, and neither the denied name nor the host's loopback.
+    let attack = format!(
+        "nc -w 3 127.0.0.1 8080; for h in allowed.test denied.test 127.0.0.1; do printf 'GET /$h HTTP/1.0\\r\\nHost: '$h':{port}\\r\\n\\r\\n' | nc -w 3 203.0.113.9 {port}; echo; done; echo direct | nc -w 3 127.0.0.1 {port}; exit 0"
+    );
+    let o = c.run("pod-client", &policy, &["sh", "-c", &attack]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out} {}\n{}", text(&o.stderr), c.log());
+    assert!(
+        out.contains("served-by-the-first"),
+        "{out} {}",
+        text(&o.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let got = seen.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{got:?}\n{out}");
+    assert!(got[0].contains("Host: allowed.test:"), "{got:?}");
+
+    // A container of the pod whose annotations give another policy is
+    // refused (it would go out under the first one's), and leaves nothing.
+    let o = c.run(
+        "pod-other",
+        &[
+            "--annotation",
+            "warden.dev/egress=elsewhere.test",
+            "--with-ns",
+            &ns,
+        ],
+        &["true"],
+    );
+    assert!(!o.status.success(), "ran: {}", text(&o.stdout));
+    assert!(
+        text(&o.stderr).contains("same warden.dev/ annotations"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = c.ctr(&["task", "kill", "-s", "SIGKILL", "pod-server"]);
+    assert!(o.status.success(), "kill: {}", text(&o.stderr));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text(&c.ctr(&["task", "ls"]).stdout).contains("STOPPED") {
+        assert!(Instant::now() < deadline, "did not stop: {}", c.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(c.ctr(&["task", "delete", "pod-server"]).status.success());
+    assert!(c
+        .ctr(&["container", "delete", "pod-server"])
+        .status
+        .success());
+    let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn ctr_run_with_a_terminal_gives_the_container_its_tty() {
+    let Some(c) = with_image() else { return };
+    if !Command::new("sh")
+        .args(["-c", "command -v script"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("SKIPPED: script (util-linux) is not installed to give ctr a terminal");
+        return;
+    }
+    // `ctr run -t` wants a terminal of its own: `script` gives it one.
+    let root = c.runtime_root();
+    let line = format!(
+        "ctr --address {sock} --namespace warden-test run -t --rm --snapshotter native --runtime io.containerd.runc.v2 --runc-binary {bin} --runc-root {root} {IMAGE} tty1 sh -c 'tty; test -t 0 && test -t 1 && echo on-a-terminal; exit 3'",
+        sock = c.dir.path().join("c.sock").display(),
+        bin = bin(),
+        root = root.display(),
+    );
+    let o = Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("/dev/pts/"),
+        "{out} {}\n{}",
+        text(&o.stderr),
+        c.log()
+    );
+    assert!(out.contains("on-a-terminal"), "{out}");
+    assert_eq!(o.status.code(), Some(3), "{out} {}", text(&o.stderr));
+    let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
+    let Some(c) = with_image() else { return };
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("SKIPPED: no /usr/bin/curl to bind into the container as its HTTPS client");
+        return;
+    }
+    let Some(pod) = PodNamespace::new() else {
+        eprintln!("SKIPPED: unshare (util-linux) cannot make a network namespace here");
+        return;
+    };
+    let (port, ca, seen) = tls_echo(c.dir.path(), "api.secret.test");
+    let token = "ghp_podtoken_77d1e0b3";
+    std::fs::write(c.dir.path().join("secrets/pod-token"), token).unwrap();
+    let profile = c.dir.path().join("upstream.yaml");
+    std::fs::write(
+        &profile,
+        format!("egress:\n  upstream_ca: [{}]\n", ca.display()),
+    )
+    .unwrap();
+    // The pod's annotations, which every container of it gets.
+    let policy = [
+        "--annotation".to_string(),
+        format!("warden.dev/secret.TOKEN=file:pod-token@api.secret.test:{port}"),
+        "--annotation".to_string(),
+        "warden.dev/hosts=api.secret.test=127.0.0.1".to_string(),
+        "--annotation".to_string(),
+        format!("warden.dev/profile={}", profile.display()),
+        "--with-ns".to_string(),
+        format!("network:{}", pod.path()),
+        "--mount".to_string(),
+        "type=bind,src=/usr,dst=/usr,options=rbind:ro".to_string(),
+    ];
+    let policy: Vec<&str> = policy.iter().map(String::as_str).collect();
+    let bin = bin();
+    let root = c.runtime_root();
+    let mut args = vec![
+        "run",
+        "-d",
+        "--snapshotter",
+        "native",
+        "--runtime",
+        "io.containerd.runc.v2",
+        "--runc-binary",
+        bin,
+        "--runc-root",
+        root.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&policy);
+    args.extend_from_slice(&[IMAGE, "pod-first", "sleep", "600"]);
+    let o = c.ctr(&args);
+    assert!(
+        o.status.success(),
+        "run -d: {} {}",
+        text(&o.stderr),
+        c.log()
+    );
+    let script = format!(
+        "echo token=$TOKEN; /usr/bin/curl -sS --cacert /run/warden/ca-bundle.crt -H \"Authorization: Bearer $TOKEN\" https://api.secret.test:{port}/from-the-second"
+    );
+    let o = c.run("pod-second", &policy, &["sh", "-c", &script]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out} {}\n{}", text(&o.stderr), c.log());
+    assert!(out.starts_with("token=warden-secret-"), "{out}");
+    assert!(!out.contains(token), "{out}");
+    let got: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| h.to_ascii_lowercase())
+        .collect();
+    assert_eq!(got.len(), 1, "{got:?}\n{out}");
+    assert!(
+        got[0].contains(&format!("authorization: bearer {token}\r\n")),
+        "{got:?}"
+    );
+    let _ = c.ctr(&["task", "kill", "-s", "SIGKILL", "pod-first"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text(&c.ctr(&["task", "ls"]).stdout).contains("STOPPED") {
+        assert!(Instant::now() < deadline, "did not stop: {}", c.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = c.ctr(&["task", "delete", "pod-first"]);
 }

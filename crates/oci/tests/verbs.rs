@@ -370,3 +370,329 @@ fn a_root_the_sandbox_cannot_be_built_from_fails_create_and_leaves_nothing() {
     );
     assert!(lab.left().is_empty(), "left behind: {:?}", lab.left());
 }
+
+#[test]
+fn a_first_process_with_a_terminal_gets_it_on_the_console_socket_before_create_returns() {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let mut cfg = config(&[
+        "sh",
+        "-c",
+        "tty; test -t 0 && test -t 1 && echo on-a-terminal; read line; echo got-$line; exit 5",
+    ]);
+    cfg["process"]["terminal"] = serde_json::json!(true);
+    let b = lab.bundle("b", cfg);
+    // Without a console socket there is nowhere to send the terminal.
+    let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), "c7"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("--console-socket"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(lab.left().is_empty());
+    let sock_path = lab.path("console7.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
+    let pid_file = lab.path("pid7");
+    let o = lab.oci(&[
+        "create",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--console-socket",
+        sock_path.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "c7",
+    ]);
+    assert!(o.status.success(), "create: {}", text(&o.stderr));
+    // `create` has returned: the master side is waiting on the socket.
+    listener.set_nonblocking(true).unwrap();
+    let (conn, _) = listener
+        .accept()
+        .expect("the master came before create returned");
+    conn.set_nonblocking(false).unwrap();
+    let mut buf = [0u8; 64];
+    let (_, fds) = warden_jail::fdpass::recv(conn.as_fd(), &mut buf).unwrap();
+    let mut master = std::fs::File::from(fds.into_iter().next().expect("a descriptor"));
+    assert_eq!(lab.state("c7")["status"], "created");
+    assert!(lab.oci(&["start", "c7"]).status.success());
+    master.write_all(b"hello\n").unwrap();
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains("got-hello") && std::time::Instant::now() < deadline {
+        let mut chunk = [0u8; 256];
+        match master.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.push_str(&String::from_utf8_lossy(&chunk[..n])),
+        }
+    }
+    assert!(seen.contains("/dev/pts/"), "no terminal: {seen:?}");
+    assert!(seen.contains("on-a-terminal"), "{seen:?}");
+    assert!(seen.contains("got-hello"), "{seen:?}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 5)
+    );
+    assert!(lab.oci(&["delete", "c7"]).status.success());
+    assert!(lab.left().is_empty());
+}
+
+/// A host hook: appends its kind, the state it read and the network
+/// namespaces (its own and that of the state's PID) to `log`.
+fn host_hook(lab: &Lab, log: &std::path::Path, kind: &str) -> serde_json::Value {
+    let script = lab.path("host-hook.sh");
+    if !script.exists() {
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nstate=$(cat)\npid=$(echo \"$state\" | sed -n 's/.*\"pid\":\\([0-9]*\\).*/\\1/p')\necho \"$HOOK_KIND own=$(readlink /proc/self/ns/net) target=$(readlink /proc/$pid/ns/net) $state\" >> \"$HOOK_LOG\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    serde_json::json!({
+        "path": script,
+        "args": ["host-hook", kind],
+        "env": [format!("HOOK_KIND={kind}"), format!("HOOK_LOG={}", log.display()),
+                "PATH=/usr/bin:/bin"],
+        "timeout": 10
+    })
+}
+
+#[test]
+fn hooks_run_at_their_points_in_the_namespaces_the_specification_names() {
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let log = lab.path("hooks.log");
+    // What the container's hooks write is seen through a directory bound
+    // into it (writable by the container's user, nobody on the host).
+    let shared = lab.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let s = shared.display().to_string();
+    let inside = |kind: &str| {
+        serde_json::json!({
+            "path": "/bin/sh",
+            "args": ["sh", "-c", format!("{{ cat; echo; hostname; readlink /proc/self/ns/net; }} > {s}/{kind}")],
+            "timeout": 10
+        })
+    };
+    let mut cfg = config(&[
+        "sh",
+        "-c",
+        &format!("test -f {s}/startContainer && echo main-after-start-hook > {s}/main; sleep 600"),
+    ]);
+    cfg["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"destination": s, "type": "bind", "source": s, "options": ["rbind", "rw"]}));
+    cfg["hooks"] = serde_json::json!({
+        "prestart": [host_hook(&lab, &log, "prestart")],
+        "createRuntime": [host_hook(&lab, &log, "createRuntime")],
+        "createContainer": [inside("createContainer")],
+        "startContainer": [inside("startContainer")],
+        "poststart": [host_hook(&lab, &log, "poststart")],
+        "poststop": [host_hook(&lab, &log, "poststop")]
+    });
+    let b = lab.bundle("b", cfg);
+    let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), "h1"]);
+    assert!(o.status.success(), "create: {}", text(&o.stderr));
+    let lines = || -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let host_net = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let host_net = host_net.to_str().unwrap();
+    // create ran prestart, then createRuntime, on the host (its network
+    // namespace), given a PID in the container's namespaces, and
+    // createContainer in the container; nothing of start yet.
+    let l = lines();
+    assert_eq!(l.len(), 2, "{l:?}");
+    assert!(
+        l[0].starts_with(&format!("prestart own={host_net} target=net:")),
+        "{l:?}"
+    );
+    assert!(l[1].starts_with("createRuntime "), "{l:?}");
+    for line in &l {
+        assert!(!line.contains(&format!("target={host_net}")), "{line}");
+        assert!(line.contains("\"status\":\"creating\""), "{line}");
+        assert!(line.contains("\"id\":\"h1\""), "{line}");
+    }
+    let cc = std::fs::read_to_string(shared.join("createContainer")).unwrap();
+    assert!(
+        cc.contains("\"status\":\"creating\"") && cc.contains("\nbox\n"),
+        "{cc}"
+    );
+    assert!(
+        !cc.contains(host_net),
+        "createContainer ran in the host's namespace: {cc}"
+    );
+    assert!(!shared.join("startContainer").exists());
+    assert!(!shared.join("main").exists());
+
+    assert!(lab.oci(&["start", "h1"]).status.success());
+    let sc = std::fs::read_to_string(shared.join("startContainer")).unwrap();
+    assert!(
+        sc.contains("\"status\":\"created\"") && sc.contains("\nbox\n"),
+        "{sc}"
+    );
+    let l = lines();
+    assert_eq!(l.len(), 3, "{l:?}");
+    assert!(
+        l[2].starts_with(&format!("poststart own={host_net}")),
+        "{l:?}"
+    );
+    assert!(l[2].contains("\"status\":\"running\""), "{l:?}");
+    wait_until("the first process", || shared.join("main").exists());
+
+    assert!(lab.oci(&["kill", "h1", "KILL"]).status.success());
+    wait_until("the container to stop", || {
+        lab.state("h1")["status"] == "stopped"
+    });
+    assert!(lab.oci(&["delete", "h1"]).status.success());
+    let l = lines();
+    assert_eq!(l.len(), 4, "{l:?}");
+    assert!(
+        l[3].starts_with(&format!("poststop own={host_net}")),
+        "{l:?}"
+    );
+    assert!(l[3].contains("\"status\":\"stopped\""), "{l:?}");
+    assert!(lab.left().is_empty());
+}
+
+#[test]
+fn a_failing_or_overdue_hook_fails_its_verb_by_name_and_leaves_nothing() {
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let cases = [
+        (
+            serde_json::json!({"createRuntime": [{"path": "/bin/sh", "args": ["sh", "-c", "echo no-network-for-you >&2; exit 3"]}]}),
+            "createRuntime hook [0] /bin/sh failed",
+            "no-network-for-you",
+        ),
+        (
+            serde_json::json!({"prestart": [{"path": "/bin/sleep", "args": ["sleep", "30"], "timeout": 1}]}),
+            "prestart hook [0] /bin/sleep failed",
+            "timeout of 1s",
+        ),
+        (
+            serde_json::json!({"createContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "exit 4"]}]}),
+            "createContainer hook [0] /bin/sh failed",
+            "status 4",
+        ),
+        (
+            serde_json::json!({"createRuntime": [{"path": "/nonexistent/hook"}]}),
+            "createRuntime hook [0] /nonexistent/hook failed",
+            "cannot start it",
+        ),
+    ];
+    for (n, (hooks, what, why)) in cases.iter().enumerate() {
+        let mut cfg = config(&["sleep", "600"]);
+        cfg["hooks"] = hooks.clone();
+        let b = lab.bundle(&format!("b{n}"), cfg);
+        let started = std::time::Instant::now();
+        let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), &format!("f{n}")]);
+        assert!(!o.status.success(), "{what}: created");
+        let err = text(&o.stderr);
+        assert!(err.contains(what) && err.contains(why), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        assert!(lab.left().is_empty(), "{what}: left {:?}", lab.left());
+    }
+    // startContainer failing fails `start` and stops the container.
+    let mut cfg = config(&["sleep", "600"]);
+    cfg["hooks"] = serde_json::json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "exit 5"]}],
+        "poststop": [{"path": "/bin/false"}]});
+    let b = lab.bundle("bs", cfg);
+    assert!(lab
+        .oci(&["create", "--bundle", b.to_str().unwrap(), "fs"])
+        .status
+        .success());
+    let o = lab.oci(&["start", "fs"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("startContainer hook [0] /bin/sh failed"),
+        "{}",
+        text(&o.stderr)
+    );
+    wait_until("the container to stop", || {
+        lab.state("fs")["status"] == "stopped"
+    });
+    // A failing poststop hook is a warning: delete goes on.
+    let o = lab.oci(&["delete", "fs"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("poststop hook [0] /bin/false failed"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(lab.left().is_empty());
+}
+
+#[test]
+fn sigkill_to_a_detached_execs_waiter_ends_the_execs_process() {
+    if !can_run() {
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let lab = Lab::new();
+    let b = lab.bundle("b", config(&["sleep", "600"]));
+    assert!(lab
+        .oci(&["create", "--bundle", b.to_str().unwrap(), "k1"])
+        .status
+        .success());
+    assert!(lab.oci(&["start", "k1"]).status.success());
+    let procs = || -> Vec<i32> {
+        let o = lab.oci(&["ps", "--format", "json", "k1"]);
+        serde_json::from_slice(&o.stdout).unwrap_or_default()
+    };
+    let before = procs();
+    let pid_file = lab.path("k.pid");
+    let o = lab.oci(&[
+        "exec",
+        "--detach",
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        "k1",
+        "sleep",
+        "300",
+    ]);
+    assert!(o.status.success(), "exec -d: {}", text(&o.stderr));
+    wait_until("the exec's process", || procs().len() > before.len());
+    let waiter: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // What containerd's shim does to end an exec by force.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(waiter),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(waiter), None);
+    wait_until("the exec's process to end with its waiter", || {
+        procs().len() == before.len()
+    });
+    assert!(lab.oci(&["delete", "--force", "k1"]).status.success());
+    assert!(lab.left().is_empty());
+}

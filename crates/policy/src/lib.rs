@@ -66,6 +66,17 @@ pub struct SandboxSpec {
     /// Run with whatever isolation the host still allows when a layer cannot
     /// be applied, printing what is lost, instead of refusing.
     pub allow_degraded: bool,
+    /// Join the network namespace at this path (another sandbox's, whose
+    /// loopback, redirect rule and proxy it then shares) instead of making
+    /// one: set only by the OCI door for the containers of one pod, never
+    /// by a profile or a flag. `network` must then be `LoopbackOnly`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_network: Option<PathBuf>,
+    /// With `join_network`: the directory holding the other sandbox's trust
+    /// files (`ca-bundle.crt`, `ca.crt`: its proxy's authority), mounted
+    /// where this sandbox's own would be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_trust: Option<PathBuf>,
     /// What isolates the sandbox.
     #[serde(default)]
     pub isolation: Isolation,
@@ -645,6 +656,8 @@ impl Request {
             publish,
             allow_degraded: self.allow_degraded,
             isolation,
+            join_network: None,
+            join_trust: None,
         })
     }
 }
@@ -1107,6 +1120,8 @@ mod tests {
             ],
             allow_degraded: true,
             isolation: Isolation::Vm,
+            join_network: None,
+            join_trust: None,
         }
     }
 

@@ -22,6 +22,13 @@ pub const ANNOTATION_EGRESS: &str = "warden.dev/egress";
 pub const ANNOTATION_HOSTS: &str = "warden.dev/hosts";
 /// Annotation: `true` lets plain HTTP through to allowed names (`--allow-http`).
 pub const ANNOTATION_ALLOW_HTTP: &str = "warden.dev/allow-http";
+/// Annotation prefix: `warden.dev/secret.NAME` holds secret NAME
+/// (`[file:PATH@|env:VARIABLE@]HOST[,HOST...]`).
+pub const ANNOTATION_SECRET: &str = "warden.dev/secret.";
+/// The prefix a host variable must have to be named by a secret
+/// annotation: a pod's author chooses what is read, so only variables the
+/// node's operator set aside for it can be.
+pub const SECRET_VARIABLE_PREFIX: &str = "WARDEN_SECRET_";
 /// Every `warden.dev/` annotation warden reads; any other is refused.
 pub const ANNOTATIONS: &[(&str, &str)] = &[
     (
@@ -35,6 +42,14 @@ pub const ANNOTATIONS: &[(&str, &str)] = &[
     (
         ANNOTATION_HOSTS,
         "NAME=IP pins for names the container may reach, comma-separated",
+    ),
+    (
+        ANNOTATION_ALLOW_HTTP,
+        "true: plain HTTP (not only TLS) to the allowed names",
+    ),
+    (
+        "warden.dev/secret.NAME",
+        "secret NAME: [file:PATH@|env:WARDEN_SECRET_X@]HOST[,HOST...]; the container's NAME holds a placeholder the egress proxy swaps for the value (read on the node, from a file in the secrets directory or a WARDEN_SECRET_ variable) only towards the hosts",
     ),
 ];
 
@@ -89,7 +104,85 @@ pub struct Config {
     #[serde(default)]
     pub linux: Option<Linux>,
     #[serde(default)]
-    pub hooks: Option<serde_json::Value>,
+    pub hooks: Option<Hooks>,
+}
+
+/// `hooks`: programs the runtime runs at points of the lifecycle (the
+/// runtime specification's POSIX-platform hooks).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hooks {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prestart: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub create_runtime: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub create_container: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub start_container: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub poststart: Vec<Hook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub poststop: Vec<Hook>,
+}
+
+/// One hook.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct Hook {
+    pub path: String,
+    /// argv, `args[0]` included; `[path]` when empty.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Its whole environment (`NAME=VALUE`).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Seconds; more than zero when given.
+    #[serde(default)]
+    pub timeout: Option<i64>,
+}
+
+impl Hooks {
+    /// Each kind with its JSON name, in the order they run.
+    pub fn kinds(&self) -> [(&'static str, &[Hook]); 6] {
+        [
+            ("prestart", &self.prestart),
+            ("createRuntime", &self.create_runtime),
+            ("createContainer", &self.create_container),
+            ("startContainer", &self.start_container),
+            ("poststart", &self.poststart),
+            ("poststop", &self.poststop),
+        ]
+    }
+
+    fn check(&self) -> Result<(), OciError> {
+        for (kind, hooks) in self.kinds() {
+            for (i, h) in hooks.iter().enumerate() {
+                let at = format!("hooks.{kind}[{i}]");
+                if !h.path.starts_with('/') {
+                    return Err(invalid(
+                        &format!("{at}.path"),
+                        &h.path,
+                        "must be an absolute path",
+                    ));
+                }
+                if let Some(t) = h.timeout {
+                    if t <= 0 {
+                        return Err(invalid(
+                            &format!("{at}.timeout"),
+                            &t.to_string(),
+                            "must be more than zero seconds",
+                        ));
+                    }
+                }
+                for (j, e) in h.env.iter().enumerate() {
+                    if e.split_once('=').is_none_or(|(k, _)| k.is_empty()) {
+                        return Err(invalid(&format!("{at}.env[{j}]"), e, "must be NAME=VALUE"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `process`: also the shape of `exec --process FILE`.
@@ -202,12 +295,110 @@ pub struct Translated {
     /// `warden.dev/profile`.
     pub profile: Option<String>,
     pub process: ProcessRequest,
-    /// The network namespace containerd (or a CNI plugin) made for the
-    /// container, which warden does not join (see `docs/oci.md`).
+    /// The network namespace path containerd gave the container (a pod's,
+    /// made by CNI, or another container's): the runtime joins it only
+    /// when it is another warden container's (see `docs/oci.md`).
     pub network_namespace: Option<String>,
+    /// `warden.dev/secret.*`, in name order.
+    pub secrets: Vec<AnnotatedSecret>,
+    /// `hooks`, checked.
+    pub hooks: Hooks,
     pub annotations: BTreeMap<String, String>,
     /// What warden does its own way, said once.
     pub notices: Vec<String>,
+}
+
+/// A secret an annotation asks for (`warden.dev/secret.NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotatedSecret {
+    /// The variable that holds the placeholder in the container.
+    pub name: String,
+    /// `Env` is a variable of the runtime's host with the prefix
+    /// [`SECRET_VARIABLE_PREFIX`]; `File` is relative to the runtime's
+    /// secrets directory, or absolute (the runtime checks that it lies in
+    /// that directory). Never `Command`: a pod's author must not choose a
+    /// program for the node to run.
+    pub source: crate::SecretSource,
+    /// The hosts as written, each a valid `--secret` host.
+    pub hosts: Vec<String>,
+}
+
+impl AnnotatedSecret {
+    /// The `--secret` entry, with the file source `file` (resolved by the
+    /// runtime) in place of a file source's own.
+    pub fn entry(&self, file: Option<&Path>) -> String {
+        let source = match (&self.source, file) {
+            (crate::SecretSource::Env(v), _) => format!("env:{v}"),
+            (_, Some(f)) => format!("file:{}", f.display()),
+            (crate::SecretSource::File(f), None) => format!("file:{}", f.display()),
+            (crate::SecretSource::Command(_), None) => String::new(),
+        };
+        format!("{}={source}@{}", self.name, self.hosts.join(","))
+    }
+}
+
+/// Parse `warden.dev/secret.NAME = [file:PATH@|env:VARIABLE@]HOSTS`;
+/// without a source, the file NAME of the secrets directory.
+fn annotated_secret(name: &str, value: &str, field: &str) -> Result<AnnotatedSecret, OciError> {
+    if !crate::env::valid_name(name) {
+        return Err(invalid(
+            field,
+            value,
+            &format!("{name:?} is not a variable name (letters, digits and '_'): the annotation is warden.dev/secret.VARIABLE"),
+        ));
+    }
+    let (source, hosts) = match value.trim().rsplit_once('@') {
+        None => (crate::SecretSource::File(PathBuf::from(name)), value.trim()),
+        Some((src, hosts)) => {
+            let source = if let Some(v) = src.strip_prefix("env:") {
+                if !crate::env::valid_name(v) || !v.starts_with(SECRET_VARIABLE_PREFIX) {
+                    return Err(invalid(
+                        field,
+                        value,
+                        &format!("env:{v}: a secret annotation reads only variables of the node named {SECRET_VARIABLE_PREFIX}*, which its operator sets aside for containers"),
+                    ));
+                }
+                crate::SecretSource::Env(v.to_string())
+            } else if let Some(f) = src.strip_prefix("file:") {
+                let path = PathBuf::from(f);
+                if f.is_empty()
+                    || path
+                        .components()
+                        .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+                {
+                    return Err(invalid(
+                        field,
+                        value,
+                        "file:PATH names a file of the node's secrets directory, without `..` or `.`",
+                    ));
+                }
+                crate::SecretSource::File(path)
+            } else {
+                return Err(invalid(
+                    field,
+                    value,
+                    "the source is file:PATH (in the node's secrets directory) or env:WARDEN_SECRET_VARIABLE; programs (cmd:) cannot be named by a container",
+                ));
+            };
+            (source, hosts)
+        }
+    };
+    let hosts = list(hosts);
+    if hosts.is_empty() {
+        return Err(invalid(
+            field,
+            value,
+            "it names no host: the hosts the value may be sent to, e.g. api.github.com",
+        ));
+    }
+    for h in &hosts {
+        crate::DomainRule::parse(h).map_err(|e| invalid(field, value, &format!("host {e}")))?;
+    }
+    Ok(AnnotatedSecret {
+        name: name.to_string(),
+        source,
+        hosts,
+    })
 }
 
 /// Kernel file systems containerd's default spec mounts, which warden's
@@ -286,22 +477,11 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
         }
         None => None,
     };
-    if let Some(ns) = &network_namespace {
-        notices.push(format!("linux.namespaces network path {ns}: warden gives the container a network namespace of its own, whose only way out is warden's egress proxy; the given namespace is not joined"));
-    }
-    if config
-        .hooks
-        .as_ref()
-        .is_some_and(|h| !h.is_null() && h != &serde_json::json!({}))
-    {
-        return Err(OciError::Unsupported {
-            field: "hooks".into(),
-            value: "(given)".into(),
-            why: "warden does not run OCI hooks yet; remove them from the bundle".into(),
-        });
-    }
+    let hooks = config.hooks.clone().unwrap_or_default();
+    hooks.check()?;
 
     let mut profile = None;
+    let mut secrets = Vec::new();
     for (key, value) in &config.annotations {
         let Some(_) = key.strip_prefix("warden.dev/") else {
             continue;
@@ -328,6 +508,13 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
                     o.add_host.push(pin);
                 }
             }
+            k if k.starts_with(ANNOTATION_SECRET) => {
+                secrets.push(annotated_secret(
+                    &k[ANNOTATION_SECRET.len()..],
+                    value,
+                    &field,
+                )?);
+            }
             _ => {
                 let known: Vec<&str> = ANNOTATIONS.iter().map(|(k, _)| *k).collect();
                 return Err(invalid(
@@ -346,6 +533,8 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
         profile,
         process,
         network_namespace,
+        secrets,
+        hooks,
         annotations: config.annotations.clone(),
         notices,
     })
@@ -592,6 +781,45 @@ mod tests {
     }
 
     #[test]
+    fn secret_annotations_name_a_file_or_a_set_aside_variable_and_never_a_program() {
+        let c = config(serde_json::json!({"annotations": {
+            "warden.dev/secret.GH_TOKEN": "api.github.com,.githubusercontent.com",
+            "warden.dev/secret.NPM": "file:npm/token@registry.npmjs.org",
+            "warden.dev/secret.KEY": "env:WARDEN_SECRET_KEY@api.test:8443"}}));
+        let t = translate(&c, Path::new("/b")).unwrap();
+        let by = |n: &str| t.secrets.iter().find(|s| s.name == n).unwrap().clone();
+        assert_eq!(
+            by("GH_TOKEN").source,
+            crate::SecretSource::File("GH_TOKEN".into())
+        );
+        assert_eq!(by("GH_TOKEN").hosts.len(), 2);
+        assert_eq!(
+            by("NPM").entry(Some(Path::new("/etc/warden/secrets/npm/token"))),
+            "NPM=file:/etc/warden/secrets/npm/token@registry.npmjs.org"
+        );
+        let key = by("KEY").entry(None);
+        assert_eq!(key, "KEY=env:WARDEN_SECRET_KEY@api.test:8443");
+        crate::SecretSpec::parse(&key).unwrap();
+        for (k, v) in [
+            ("warden.dev/secret.T", "cmd:cat /etc/shadow@evil.test"),
+            ("warden.dev/secret.T", "env:HOME@evil.test"),
+            ("warden.dev/secret.T", "file:../../etc/shadow@evil.test"),
+            ("warden.dev/secret.T", "file:@evil.test"),
+            ("warden.dev/secret.T", "env:WARDEN_SECRET_T@"),
+            ("warden.dev/secret.T", "https://evil.test/x"),
+            ("warden.dev/secret.1-T", "evil.test"),
+        ] {
+            let c = config(serde_json::json!({"annotations": {k: v}}));
+            let e = translate(&c, Path::new("/b")).unwrap_err();
+            assert_eq!(
+                e.field(),
+                Some(format!("annotations[\"{k}\"]").as_str()),
+                "{v}"
+            );
+        }
+    }
+
+    #[test]
     fn bind_mounts_at_their_own_path_are_honoured_and_others_refused() {
         let c = config(serde_json::json!({"mounts": [
             {"destination": "/proc", "type": "proc", "source": "proc"},
@@ -605,6 +833,36 @@ mod tests {
             translate(&c, Path::new("/b")).unwrap().overrides.ro,
             [PathBuf::from("/usr")]
         );
+    }
+
+    #[test]
+    fn hooks_are_kept_and_bad_ones_name_their_field() {
+        let c = config(serde_json::json!({"hooks": {
+            "createRuntime": [{"path": "/bin/true", "args": ["true"], "timeout": 5}],
+            "poststop": [{"path": "/bin/true"}]}}));
+        let t = translate(&c, Path::new("/b")).unwrap();
+        assert_eq!(t.hooks.create_runtime[0].timeout, Some(5));
+        assert_eq!(t.hooks.poststop.len(), 1);
+        for (hooks, field) in [
+            (
+                serde_json::json!({"prestart": [{"path": "true"}]}),
+                "hooks.prestart[0].path",
+            ),
+            (
+                serde_json::json!({"startContainer": [{"path": "/x", "timeout": 0}]}),
+                "hooks.startContainer[0].timeout",
+            ),
+            (
+                serde_json::json!({"poststart": [{"path": "/x", "env": ["NOEQUALS"]}]}),
+                "hooks.poststart[0].env[0]",
+            ),
+        ] {
+            let c = config(serde_json::json!({ "hooks": hooks }));
+            assert_eq!(
+                translate(&c, Path::new("/b")).unwrap_err().field(),
+                Some(field)
+            );
+        }
     }
 
     #[test]

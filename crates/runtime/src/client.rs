@@ -294,6 +294,21 @@ impl Connection {
         }
     }
 
+    /// Hold a first process that has a terminal (`tty`, no descriptors):
+    /// the terminal is opened in the sandbox now, and its master side
+    /// returned, before the process starts.
+    pub fn hold_with_terminal(self, req: ExecRequest) -> Result<OwnedFd, ClientError> {
+        protocol::send(self.sock.as_fd(), &Request::Hold(req), &[])?;
+        match protocol::receive::<Reply>(&self.sock)? {
+            (Reply::Ok, mut got) => got
+                .pop()
+                .filter(|m| warden_jail::pty::is_terminal(m.as_fd()))
+                .ok_or(ClientError::Unexpected),
+            (Reply::Error { message }, _) => Err(ClientError::Refused(message)),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
     /// Start the held first process: its exec number, PID inside, and
     /// with a terminal its master side.
     pub fn release(self) -> Result<(u64, i32, Option<OwnedFd>), ClientError> {

@@ -95,8 +95,12 @@ struct Shared {
 /// The held first process.
 enum Main {
     None,
-    Held(ExecRequest, Vec<OwnedFd>),
-    Running { exec: u64, pid: i32 },
+    /// With a terminal: the id of the one the init opened ahead.
+    Held(ExecRequest, Vec<OwnedFd>, Option<u64>),
+    Running {
+        exec: u64,
+        pid: i32,
+    },
     Exited(i32),
 }
 
@@ -529,7 +533,7 @@ fn exec(
     fds: Vec<OwnedFd>,
 ) -> Result<(), protocol::ProtocolError> {
     let reply = |m: &Reply| protocol::send(conn.as_fd(), m, &[]);
-    let (id, rx) = match launch(shared, r, fds) {
+    let (id, rx) = match launch(shared, r, fds, None) {
         Ok(started) => started,
         Err(message) => return reply(&Reply::Error { message }),
     };
@@ -615,9 +619,60 @@ fn hold(
             message: "this sandbox already has its first process".into(),
         });
     }
-    *main = Main::Held(r, fds);
+    // A terminal is opened now, in the sandbox's devpts, so that its
+    // master side can be handed out before the process starts.
+    let (terminal, master) = if r.tty {
+        match open_terminal(shared, r.winsize) {
+            Ok((id, master)) => (Some(id), Some(master)),
+            Err(message) => return reply(&Reply::Error { message }),
+        }
+    } else {
+        (None, None)
+    };
+    *main = Main::Held(r, fds, terminal);
     drop(main);
-    reply(&Reply::Ok)
+    let fds: Vec<RawFd> = master.iter().map(|m| m.as_raw_fd()).collect();
+    protocol::send(conn.as_fd(), &Reply::Ok, &fds)
+}
+
+/// Have the init open a terminal in the sandbox's devpts ahead of a spawn:
+/// its id and master side.
+fn open_terminal(
+    shared: &Arc<Shared>,
+    winsize: Option<(u16, u16)>,
+) -> Result<(u64, OwnedFd), String> {
+    if shared.stopping.load(Ordering::Relaxed) || shared.init_gone.load(Ordering::SeqCst) {
+        return Err("the sandbox is stopping".into());
+    }
+    let id = shared.next_file.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = sync_channel(1);
+    if let Ok(mut files) = shared.files.lock() {
+        files.insert(id, tx);
+    }
+    let forget = || {
+        if let Ok(mut files) = shared.files.lock() {
+            files.remove(&id);
+        }
+    };
+    if let Err(e) = spawn::send(
+        shared.channel.as_fd(),
+        &ToInit::OpenTerminal { id, winsize },
+        &[],
+    ) {
+        forget();
+        return Err(warden_jail::chain_str(&e));
+    }
+    match rx.recv_timeout(FILE_OP_TIMEOUT) {
+        Ok((0, Some(master))) => Ok((id, master)),
+        Ok((errno, _)) => Err(format!(
+            "cannot open the sandbox's terminal: {}",
+            nix::errno::Errno::from_raw(errno).desc()
+        )),
+        Err(_) => {
+            forget();
+            Err("the sandbox's init did not open the terminal".into())
+        }
+    }
 }
 
 /// Start the held first process; its end ends the sandbox.
@@ -631,8 +686,8 @@ fn release(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::Protoco
             &[],
         );
     };
-    let (r, fds) = match std::mem::replace(&mut *main, Main::None) {
-        Main::Held(r, fds) => (r, fds),
+    let (r, fds, terminal) = match std::mem::replace(&mut *main, Main::None) {
+        Main::Held(r, fds, terminal) => (r, fds, terminal),
         other => {
             let message = match &other {
                 Main::None => "this sandbox holds no first process to start",
@@ -648,7 +703,7 @@ fn release(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::Protoco
             );
         }
     };
-    let (id, rx) = match launch(shared, r, fds) {
+    let (id, rx) = match launch(shared, r, fds, terminal) {
         Ok(started) => started,
         Err(message) => {
             *main = Main::Exited(126);
@@ -757,6 +812,7 @@ fn launch(
     shared: &Arc<Shared>,
     r: ExecRequest,
     fds: Vec<OwnedFd>,
+    terminal: Option<u64>,
 ) -> Result<(u64, Notices), String> {
     check_exec(shared, &r, fds.len())?;
     let id = shared.next_exec.fetch_add(1, Ordering::Relaxed);
@@ -783,6 +839,7 @@ fn launch(
             cwd: r.cwd,
             tty: r.tty,
             winsize: r.winsize,
+            terminal,
         },
         &raw,
     );
