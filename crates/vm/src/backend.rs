@@ -675,6 +675,14 @@ fn serve(
                 ToInit::Signal { id, signal } => send(w, Frame::json(Kind::Signal, id, &signal)),
                 ToInit::TermAll => send(w, Frame::new(Kind::TermAll, 0, Vec::new())),
                 ToInit::Shutdown => break Ended2::Exit(Ended::Exited(0)),
+                // No terminal in a VM sandbox yet (see `Spawn` above).
+                ToInit::OpenTerminal { id, .. } => notify(
+                    channel,
+                    &FromInit::FileDone {
+                        id,
+                        errno: nix::errno::Errno::ENOTTY as i32,
+                    },
+                ),
                 ToInit::File { id, .. } => notify(
                     channel,
                     &FromInit::FileDone {
