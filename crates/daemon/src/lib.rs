@@ -210,6 +210,12 @@ impl Bound {
                 .await
         });
         let tcp = self.tcp.map(|l| {
+            use axum::serve::ListenerExt;
+            // As for the E2B listener below: streamed output (NDJSON, SSE,
+            // WebSocket frames) must not wait for delayed ACKs.
+            let l = l.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let r = router.layer(axum::Extension(routes::Transport::Tcp));
             let mut rx2 = stop_rx.clone();
             tokio::spawn(async move {
