@@ -46,7 +46,11 @@ async fn stdio_client(state: &Path, args: &[&str], env: &[(&str, &Path)]) -> Cli
         .unwrap()
 }
 
-async fn call(c: &Client, name: &str, args: serde_json::Value) -> CallToolResult {
+async fn call<H: rmcp::ClientHandler>(
+    c: &RunningService<RoleClient, H>,
+    name: &str,
+    args: serde_json::Value,
+) -> CallToolResult {
     let serde_json::Value::Object(args) = args else {
         panic!("arguments are an object")
     };
@@ -587,4 +591,162 @@ fn the_daemons_mcp_endpoint_serves_a_token_with_its_scopes_only() {
         );
     });
     drop(d);
+}
+
+/// A server on 127.0.0.1 that counts the connections reaching it and
+/// holds each open, saying nothing.
+struct Holder {
+    port: u16,
+    seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Holder {
+    fn start() -> Holder {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                s.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(conn);
+            }
+        });
+        Holder { port, seen }
+    }
+
+    fn arrivals(&self) -> usize {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Python in the sandbox: resolve NAME, connect to PORT with a TLS
+/// ClientHello for it (the proxy reads the name there), and say whether
+/// the connection was let through (`open`, then what the server said) or
+/// cut (`closed`).
+const PY_CONNECT: &str = r#"import socket, ssl, sys
+name, port = sys.argv[1], int(sys.argv[2])
+ip = socket.gethostbyname(name)
+ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+t = ctx.wrap_bio(i, o, server_hostname=name)
+try: t.do_handshake()
+except ssl.SSLWantReadError: pass
+s = socket.create_connection((ip, port), timeout=60); s.sendall(o.read())
+s.settimeout(2)
+try:
+    data = s.recv(100)
+    print('closed' if not data else 'data', flush=True)
+except socket.timeout:
+    print('held open', flush=True)
+except OSError as e:
+    print('closed', e, flush=True)
+"#;
+
+/// An MCP client that takes elicitation requests: it records each
+/// question and answers `allow` (for this connection only).
+#[derive(Clone, Default)]
+struct Person {
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Person {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let caps: rmcp::model::ClientCapabilities =
+            serde_json::from_value(serde_json::json!({"elicitation": {"form": {}}})).unwrap();
+        rmcp::model::ClientConfig::new(caps, rmcp::model::Implementation::new("person", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+            self.asked.lock().unwrap().push(message.clone());
+        }
+        let mut answer = rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept);
+        answer.content = Some(serde_json::json!({"allow": true, "always": false}));
+        Ok(answer)
+    }
+}
+
+#[test]
+fn ask_mode_questions_go_to_the_person_through_elicitation_or_are_denied() {
+    if !egress_available() {
+        return;
+    }
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        return skip("python3 is not installed");
+    }
+    let state = TempDir::new("mcp-ask");
+    let ws = TempDir::new("mcp-ask-ws");
+    let config = TempDir::new("mcp-ask-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("asking.yaml"),
+        "egress:\n  ask: true\n  hosts:\n    asked.test: 127.0.0.1\n",
+    )
+    .unwrap();
+    let up = Holder::start();
+    let port = up.port.to_string();
+    let env: [(&str, &Path); 3] = [
+        ("XDG_CONFIG_HOME", config.path()),
+        ("WARDEN_TEST_ASK_LOOPBACK", Path::new("1")),
+        ("WARDEN_TEST_ASK_TIMEOUT_MS", Path::new("20000")),
+    ];
+    let args = ["--profile", "asking", "--workspace", ws.str()];
+    runtime().block_on(async {
+        // A client that asks its person: the connection goes through.
+        let person = Person::default();
+        let mut cmd = tokio::process::Command::new(warden_bin());
+        cmd.arg("mcp")
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let c = person
+            .clone()
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap();
+        let connect =
+            serde_json::json!({"argv": ["python3", "-c", PY_CONNECT, "asked.test", port]});
+        let out = call(&c, "run_command", connect.clone()).await;
+        let out = good(&out);
+        wait_until(
+            "the allowed connection's arrival",
+            Duration::from_secs(10),
+            || up.arrivals() == 1,
+        );
+        assert!(
+            out.contains("the person answered allow_once"),
+            "the model is told: {out}"
+        );
+        let asked = person.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(asked[0].contains("asked.test"), "{asked:?}");
+        c.cancel().await.unwrap();
+
+        // A client without elicitation: the question is denied at once,
+        // nothing arrives, and the model is told why.
+        let plain = stdio_client(state.path(), &args, &env).await;
+        let r = call(&plain, "run_command", connect).await;
+        let t = text(&r);
+        assert!(
+            t.contains("no elicitation") && t.contains("asked.test"),
+            "{t}"
+        );
+        // Denied at once, not held until the question times out.
+        assert!(t.contains("closed") && !t.contains("held open"), "{t}");
+        assert_eq!(up.arrivals(), 1, "a denied connection reached the server");
+        plain.cancel().await.unwrap();
+    });
 }
