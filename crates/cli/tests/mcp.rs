@@ -750,3 +750,35 @@ fn ask_mode_questions_go_to_the_person_through_elicitation_or_are_denied() {
         plain.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn a_stdio_server_killed_with_sigterm_removes_its_sandboxes_first() {
+    let state = TempDir::new("mcp-term");
+    let ws = TempDir::new("mcp-term-ws");
+    runtime().block_on(async {
+        let mut cmd = tokio::process::Command::new(warden_bin());
+        cmd.arg("mcp")
+            .args(["--workspace", ws.str()])
+            .env("WARDEN_STATE_DIR", state.path().join("warden"));
+        let child = TokioChildProcess::new(cmd).unwrap();
+        let pid = child.id().unwrap() as i32;
+        let c = ().serve(child).await.unwrap();
+        good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"shell": "sleep 300 &"}),
+            )
+            .await,
+        );
+        assert_eq!(sandboxes_on_disk(state.path()).len(), 1);
+        // SAFETY: kill(2) with the PID of the server this test started.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        wait_until(
+            "the session's sandbox is removed",
+            Duration::from_secs(30),
+            || sandboxes_on_disk(state.path()).is_empty(),
+        );
+        drop(c);
+    });
+}

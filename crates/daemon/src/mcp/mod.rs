@@ -664,11 +664,35 @@ pub async fn serve_stdio(app: Arc<App>, settings: Settings) -> Result<(), McpErr
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| McpError::Start(e.to_string()))?;
-    let ended = running.waiting().await;
+    // The client closing our input ends the session; so does a signal
+    // (a client that kills its server, a closed terminal): either way the
+    // session's sandboxes are removed before the process goes.
+    let ended = tokio::select! {
+        r = running.waiting() => r.map(|_| ()).map_err(|e| McpError::Ended(e.to_string())),
+        _ = terminated() => Ok(()),
+    };
     session.close().await;
     ended
-        .map(|_| ())
-        .map_err(|e| McpError::Ended(e.to_string()))
+}
+
+/// SIGTERM, SIGINT or SIGHUP.
+async fn terminated() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut waits = Vec::new();
+    for kind in [
+        SignalKind::terminate(),
+        SignalKind::interrupt(),
+        SignalKind::hangup(),
+    ] {
+        if let Ok(s) = signal(kind) {
+            waits.push(s);
+        }
+    }
+    if waits.is_empty() {
+        return std::future::pending().await;
+    }
+    let recvs = waits.iter_mut().map(|s| Box::pin(s.recv()));
+    futures_util::future::select_all(recvs).await;
 }
 
 /// Why an MCP server could not serve.
