@@ -407,8 +407,18 @@ fn a_profile_the_server_does_not_offer_and_a_workspace_outside_its_root_are_refu
         // A kept sandbox stays after the session.
         let made = good(&call(&c, "create_sandbox", serde_json::json!({"keep": true})).await);
         assert!(made.contains("network: none"), "{made}");
+        // A session has at most eight sandboxes at once.
+        for _ in 0..7 {
+            good(&call(&c, "create_sandbox", serde_json::json!({})).await);
+        }
+        let e = refused(&call(&c, "create_sandbox", serde_json::json!({})).await);
+        assert!(e.contains("the most it may have"), "{e}");
+        assert_eq!(sandboxes_on_disk(state.path()).len(), 8);
         c.cancel().await.unwrap();
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        wait_until("the others are removed", Duration::from_secs(60), || {
+            sandboxes_on_disk(state.path()).len() == 1
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
         let left = sandboxes_on_disk(state.path());
         assert_eq!(left.len(), 1, "the kept sandbox stays: {left:?}");
         ok(&warden(state.path(), &["rm", "-f", &left[0]]));

@@ -42,6 +42,10 @@ use crate::app::App;
 pub use inner::Identity;
 use inner::{Api, Refused, Send};
 
+/// Sandboxes one session may have at once: a model that makes them in a
+/// loop does not fill the host (each has its own limits besides).
+pub const MAX_SANDBOXES: usize = 8;
+
 /// What the person who started the server allows its sessions.
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
@@ -230,6 +234,15 @@ impl Session {
     ) -> Result<(String, String), Refused> {
         let who = self.identity(ctx)?;
         let s = self.settings();
+        let have = self.state().sandboxes.len();
+        if have >= MAX_SANDBOXES {
+            return Err(Refused::new(
+                "quota",
+                format!(
+                    "this session has {have} sandboxes, the most it may have at once: destroy_sandbox one first"
+                ),
+            ));
+        }
         let profile = match profile {
             None => s.default_profile.clone(),
             Some(p) => {

@@ -24,6 +24,8 @@ pub const INSTRUCTIONS: &str = "warden gives you a sandbox: a Linux machine of i
 const SHOWN: usize = 32 * 1024;
 /// Bytes of a file `read_file` shows.
 const FILE_SHOWN: usize = 256 * 1024;
+/// The largest file `read_file` reads at all.
+const FILE_READ: usize = 16 << 20;
 /// `run_command`'s timeout when none is given, and the most it takes.
 const RUN_TIMEOUT: f64 = 120.0;
 const MAX_TIMEOUT: f64 = 24.0 * 3600.0;
@@ -451,9 +453,18 @@ impl Session {
                 Method::GET,
                 &format!("/v1/sandboxes/{}/files?path={}", enc(&sb), enc(&path)),
                 Send::None,
-                1 << 30,
+                FILE_READ,
             )
-            .await?;
+            .await
+            .map_err(|mut e| {
+                if e.code == "too_large" {
+                    e.message = format!(
+                        "{path} is larger than {} MiB: read a part of it with run_command (head, tail, sed -n '100,200p')",
+                        FILE_READ >> 20
+                    );
+                }
+                e
+            })?;
         Ok(match std::str::from_utf8(&bytes) {
             Ok(_) if bytes.len() <= FILE_SHOWN => String::from_utf8_lossy(&bytes).into_owned(),
             Ok(_) => format!(
