@@ -73,6 +73,8 @@ struct Owned {
     allows: String,
     /// The question watcher of an ask-mode sandbox.
     watcher: Option<tokio::task::JoinHandle<()>>,
+    /// Events of its log already looked through for denials.
+    events_seen: u64,
 }
 
 /// A command started with `start_command`: what has been read of it.
@@ -298,6 +300,7 @@ impl Session {
                 keep,
                 allows: allows.clone(),
                 watcher,
+                events_seen: 0,
             },
         );
         let _ = ctx.peer.notify_tool_list_changed().await;

@@ -283,7 +283,7 @@ impl Session {
             "\n--- stderr ---\n{}",
             shown(r.stderr.as_bytes(), SHOWN)
         ));
-        let denied = denials_since(self.api(), &who, &sb, since).await;
+        let denied = self.denials_since(&who, &sb, since).await;
         if !denied.is_empty() {
             text.push_str(&format!(
                 "\n--- denied by the sandbox's policy while it ran ---\n{}",
@@ -834,7 +834,7 @@ pub(super) fn shown(bytes: &[u8], max: usize) -> String {
 
 /// The sandbox's event log, one JSON object per line (the last 2000).
 pub(super) async fn events_text(api: &Api, who: &Identity, id: &str) -> Result<String, Refused> {
-    let lines = events(api, who, id).await?;
+    let lines = events(api, who, id, 0).await?;
     let skip = lines.len().saturating_sub(2000);
     let mut text = String::new();
     if skip > 0 {
@@ -849,13 +849,13 @@ pub(super) async fn events_text(api: &Api, who: &Identity, id: &str) -> Result<S
     Ok(text)
 }
 
-/// The events of sandbox `id` so far, as JSON lines.
-async fn events(api: &Api, who: &Identity, id: &str) -> Result<Vec<String>, Refused> {
+/// The events of sandbox `id` so far from the `from`th on, as JSON lines.
+async fn events(api: &Api, who: &Identity, id: &str, from: u64) -> Result<Vec<String>, Refused> {
     let body = api
         .call(
             who,
             Method::GET,
-            &format!("/v1/sandboxes/{}/events?follow=false", enc(id)),
+            &format!("/v1/sandboxes/{}/events?follow=false&from={from}", enc(id)),
             Send::None,
             64 << 20,
         )
@@ -867,29 +867,41 @@ async fn events(api: &Api, who: &Identity, id: &str) -> Result<Vec<String>, Refu
         .collect())
 }
 
-/// What the sandbox denied since `since_ms`, one line each.
-async fn denials_since(api: &Api, who: &Identity, id: &str, since_ms: u64) -> Vec<String> {
-    let Ok(lines) = events(api, who, id).await else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for l in lines {
-        let Ok(e) = serde_json::from_str::<warden_audit::Event>(&l) else {
-            continue;
+impl Session {
+    /// What sandbox `id` denied since `since_ms`, one line each. Only the
+    /// events not looked through before are read.
+    async fn denials_since(&self, who: &Identity, id: &str, since_ms: u64) -> Vec<String> {
+        let from = self
+            .state()
+            .sandboxes
+            .get(id)
+            .map(|o| o.events_seen)
+            .unwrap_or(0);
+        let Ok(lines) = events(self.api(), who, id, from).await else {
+            return Vec::new();
         };
-        if e.ts_ms + 50 < since_ms || !e.is_denial() {
-            continue;
+        if let Some(o) = self.state().sandboxes.get_mut(id) {
+            o.events_seen = from + lines.len() as u64;
         }
-        let line = e.describe();
-        if !out.contains(&line) {
-            out.push(line);
+        let mut out = Vec::new();
+        for l in lines {
+            let Ok(e) = serde_json::from_str::<warden_audit::Event>(&l) else {
+                continue;
+            };
+            if e.ts_ms + 50 < since_ms || !e.is_denial() {
+                continue;
+            }
+            let line = e.describe();
+            if !out.contains(&line) {
+                out.push(line);
+            }
+            if out.len() >= 20 {
+                out.push("(more are in the event log resource)".into());
+                break;
+            }
         }
-        if out.len() >= 20 {
-            out.push("(more are in the event log resource)".into());
-            break;
-        }
+        out
     }
-    out
 }
 
 /// Put an ask-mode question to the person through the client.
