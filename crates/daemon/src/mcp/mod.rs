@@ -19,7 +19,10 @@
 //! a sandbox's network (an ask-mode question goes to the person through
 //! the client, or is denied).
 
+mod ask;
+mod commands;
 mod describe;
+mod files;
 pub mod http;
 mod inner;
 mod tools;
@@ -32,9 +35,9 @@ use rmcp::model::{
     ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ErrorData, Peer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -400,83 +403,7 @@ impl Session {
             .clone()
     }
 
-    /// Put the ask-mode questions of sandbox `id` to the client as they
-    /// come; a client that cannot take elicitation requests gets them
-    /// denied at once, and the model is told why.
-    fn watch_questions(
-        &self,
-        id: String,
-        who: Identity,
-        peer: Peer<RoleServer>,
-    ) -> tokio::task::JoinHandle<()> {
-        let session = self.clone();
-        tokio::spawn(async move {
-            let mut seen: HashSet<String> = HashSet::new();
-            loop {
-                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-                let list: Result<crate::api::ApprovalList, Refused> = session
-                    .api()
-                    .json(
-                        &who,
-                        Method::GET,
-                        &format!("/v1/approvals?sandbox={}", inner::enc(&id)),
-                        Send::None,
-                    )
-                    .await;
-                let list = match list {
-                    Ok(l) => l,
-                    Err(e) if e.status == 404 => return,
-                    Err(e) => {
-                        session.note(format!(
-                            "ask-mode questions of sandbox {id} cannot be answered: {} (they are denied when they time out)",
-                            e.message
-                        ));
-                        return;
-                    }
-                };
-                for q in list.approvals {
-                    if !seen.insert(q.id.clone()) {
-                        continue;
-                    }
-                    let decision = tools::ask_person(&peer, &q).await;
-                    let (decision, note) = match decision {
-                        Ok(d) => (d, None),
-                        Err(why) => (crate::api::Decision::Deny, Some(why)),
-                    };
-                    let body = serde_json::json!({ "decision": decision });
-                    let answered = session
-                        .api()
-                        .call(
-                            &who,
-                            Method::POST,
-                            &format!("/v1/approvals/{}", inner::enc(&q.id)),
-                            Send::Json(body),
-                            1 << 16,
-                        )
-                        .await;
-                    let target = format!("{}:{}", q.name, q.port);
-                    match (answered, note) {
-                        (Ok(_), Some(why)) => session.note(format!(
-                            "sandbox {id} asked to connect to {target}; it was denied: {why}"
-                        )),
-                        (Ok(_), None) => session.note(format!(
-                            "sandbox {id} asked to connect to {target}; the person answered {}",
-                            serde_json::to_value(decision)
-                                .ok()
-                                .and_then(|v| v.as_str().map(str::to_string))
-                                .unwrap_or_default()
-                        )),
-                        (Err(e), _) => session.note(format!(
-                            "sandbox {id} asked to connect to {target}; the answer was not taken: {}",
-                            e.message
-                        )),
-                    }
-                }
-            }
-        })
-    }
-
-    fn note(&self, n: String) {
+    pub(super) fn note(&self, n: String) {
         self.state().notes.push(n);
     }
 
@@ -664,7 +591,7 @@ impl ServerHandler for Session {
             )));
         }
         let who = self.identity(&context).map_err(|e| not_found(e.message))?;
-        let text = tools::events_text(self.api(), &who, id)
+        let text = commands::events_text(self.api(), &who, id)
             .await
             .map_err(|e| not_found(e.message))?;
         Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]).into())
