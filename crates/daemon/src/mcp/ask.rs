@@ -20,11 +20,17 @@ impl Session {
         who: Identity,
         peer: Peer<RoleServer>,
     ) -> tokio::task::JoinHandle<()> {
-        let session = self.clone();
+        // The watcher does not keep the session alive: when the session
+        // ends (and with it the last strong reference), so does it.
+        let weak = std::sync::Arc::downgrade(&self.shared);
         tokio::spawn(async move {
             let mut seen: HashSet<String> = HashSet::new();
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                let session = Session { shared };
                 let list: Result<crate::api::ApprovalList, Refused> = session
                     .api()
                     .json(
