@@ -494,6 +494,29 @@ async fn http_client(addr: &str, token: Option<&str>) -> Result<Client, String> 
         .map_err(|e| e.to_string())
 }
 
+/// The status line of a bare `initialize` POSTed to `/mcp`.
+fn raw_initialize(addr: &str, token: &str, origin: Option<&str>) -> String {
+    use std::io::{Read, Write};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let origin = origin
+        .map(|o| format!("Origin: {o}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{origin}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
 #[test]
 fn the_daemons_mcp_endpoint_serves_a_token_with_its_scopes_only() {
     let state = TempDir::new("mcp-http");
@@ -524,6 +547,13 @@ fn the_daemons_mcp_endpoint_serves_a_token_with_its_scopes_only() {
             http_client(&addr, Some(&no_mcp)).await.is_err(),
             "the mcp scope is needed"
         );
+
+        // A browser page is no MCP client of the daemon: a request that
+        // says it comes from one is refused, token or not.
+        let status = raw_initialize(&addr, &full, Some("http://evil.test"));
+        assert!(status.contains(" 403 "), "{status}");
+        let status = raw_initialize(&addr, &full, None);
+        assert!(status.contains(" 200 "), "{status}");
 
         let c = http_client(&addr, Some(&full)).await.unwrap();
         let names: Vec<String> = c
