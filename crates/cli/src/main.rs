@@ -206,6 +206,14 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Serve an MCP client (Claude Desktop, an agent framework) over
+    /// standard input and output: warden as its computer. See `warden mcp
+    /// --help`
+    #[command(disable_help_flag = true)]
+    Mcp {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Make, list and revoke the daemon's API tokens. See `warden token
     /// --help`
     #[command(disable_help_flag = true)]
@@ -215,7 +223,7 @@ enum Command {
     },
 }
 
-/// `warden serve` and `warden token` are `warden-daemon`'s, installed
+/// `warden serve`, `warden token` and `warden mcp` are `warden-daemon`'s, installed
 /// beside this binary: executed in this process's place.
 fn daemon(verb: &str, args: Vec<std::ffi::OsString>) -> anyhow::Result<u8> {
     use anyhow::Context;
@@ -334,6 +342,7 @@ fn main() -> ExitCode {
         Command::Vm(cmd) => commands::vm::vm(cmd),
         Command::Serve { args } => daemon("serve", args),
         Command::Token { args } => daemon("token", args),
+        Command::Mcp { args } => daemon("mcp", args),
         Command::Preset(PresetCommand::List { show }) => {
             commands::profile::preset_list(show.as_deref())
         }

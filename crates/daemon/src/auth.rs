@@ -31,18 +31,23 @@ pub enum Scope {
     /// Answer ask-mode questions.
     #[serde(rename = "approvals")]
     Approvals,
+    /// Use the MCP endpoint (`/mcp`); each tool is checked again against
+    /// the scope of the API route it calls.
+    #[serde(rename = "mcp")]
+    Mcp,
     /// Everything, tokens included.
     #[serde(rename = "admin")]
     Admin,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 6] = [
+    pub const ALL: [Scope; 7] = [
         Scope::SandboxesRead,
         Scope::SandboxesWrite,
         Scope::Exec,
         Scope::Files,
         Scope::Approvals,
+        Scope::Mcp,
         Scope::Admin,
     ];
 
@@ -53,6 +58,7 @@ impl Scope {
             Scope::Exec => "exec",
             Scope::Files => "files",
             Scope::Approvals => "approvals",
+            Scope::Mcp => "mcp",
             Scope::Admin => "admin",
         }
     }
@@ -189,6 +195,12 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/tokens", Scope::Admin, false),
     r("POST", "/v1/tokens", Scope::Admin, false),
     r("DELETE", "/v1/tokens/{token}", Scope::Admin, false),
+    // MCP over streamable HTTP (one route, three methods). The scope lets a
+    // token in; each tool is then one of the routes above, called with the
+    // same token and checked against its own row.
+    r("POST", "/mcp", Scope::Mcp, false),
+    r("GET", "/mcp", Scope::Mcp, false),
+    r("DELETE", "/mcp", Scope::Mcp, false),
 ];
 
 /// The table's row for a request, if any.

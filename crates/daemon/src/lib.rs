@@ -16,6 +16,7 @@ pub mod db;
 pub mod e2b;
 pub mod error;
 pub mod execs;
+pub mod mcp;
 pub mod pools;
 pub mod routes;
 pub mod session;

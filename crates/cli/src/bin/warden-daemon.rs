@@ -29,6 +29,10 @@ enum Command {
     /// Make, list and revoke the daemon's API tokens
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Serve one MCP client over standard input and output: it makes
+    /// sandboxes, runs commands and edits files in them, and its
+    /// sandboxes are removed when it goes (unless it kept them)
+    Mcp(McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(a) => serve(a),
         Command::Token(t) => token(t),
+        Command::Mcp(a) => mcp(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -147,7 +152,7 @@ enum TokenCommand {
         /// A name to know it by
         name: String,
         /// What it may do (repeatable): sandboxes:read, sandboxes:write,
-        /// exec, files, approvals, admin
+        /// exec, files, approvals, mcp, admin
         #[arg(long = "scope", value_name = "SCOPE", required = true)]
         scopes: Vec<String>,
         /// Good for this sandbox's data API only (exec, events, ...)
@@ -251,6 +256,66 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         eprintln!("warden: the daemon stopped; its sandboxes keep running");
         anyhow::Ok(())
     })?;
+    Ok(0)
+}
+
+#[derive(Args)]
+struct McpArgs {
+    /// The profile of the client's sandboxes (repeatable: the first is
+    /// the default, the others the client may name). Without one: warden's
+    /// defaults, with no network at all
+    #[arg(long = "profile", value_name = "PROFILE")]
+    profiles: Vec<String>,
+    /// The directory the sandboxes work on, through an overlay (nothing is
+    /// written to it until the client commits) [default: the current
+    /// directory]. The client may name directories under it
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+}
+
+fn mcp(args: McpArgs) -> anyhow::Result<u8> {
+    let defaults = warden_policy::Defaults::for_host(warden_runtime::resolve::host_facts());
+    let state = state_dir()?;
+    std::fs::create_dir_all(&state)
+        .with_context(|| format!("cannot create warden's state directory {}", state.display()))?;
+    let catalog = warden_runtime::resolve::catalog(|v| std::env::var_os(v));
+    for p in &args.profiles {
+        catalog.profile(p).with_context(|| {
+            format!("--profile {p}: no such profile (see `warden profile list`)")
+        })?;
+    }
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let workspace = std::fs::canonicalize(&workspace)
+        .with_context(|| format!("--workspace {}: no such directory", workspace.display()))?;
+    if !workspace.is_dir() {
+        anyhow::bail!("--workspace {}: not a directory", workspace.display());
+    }
+    let store = warden_workspace::Store::open(&state)?;
+    let db = warden_daemon::open_db(&state)?;
+    let app = warden_daemon::App::new(
+        state,
+        store,
+        db,
+        warden_exe()?,
+        catalog,
+        defaults,
+        warden_daemon::app::Settings::default(),
+    );
+    let settings = warden_daemon::mcp::Settings {
+        default_profile: args.profiles.first().cloned(),
+        profiles: args.profiles,
+        default_workspace: Some(workspace.clone()),
+        workspace_roots: vec![workspace],
+        door: "stdio",
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the MCP server's runtime")?;
+    rt.block_on(warden_daemon::mcp::serve_stdio(app, settings))?;
     Ok(0)
 }
 

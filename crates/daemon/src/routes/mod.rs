@@ -191,6 +191,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/pools", get(pools::list))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
+        .route_service("/mcp", crate::mcp::http::service(app.clone()))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))
         .merge(crate::dashboard::router())
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
@@ -366,8 +367,9 @@ mod tests {
             .map(|r| (r.method.to_string(), r.path.to_string()))
             .collect();
         table.sort();
-        // The document itself is served, not described.
-        table.retain(|(_, p)| p != "/v1/openapi.json");
+        // The document itself is served, not described; /mcp speaks MCP,
+        // not this API.
+        table.retain(|(_, p)| p != "/v1/openapi.json" && p != "/mcp");
         assert_eq!(documented, table);
     }
 

@@ -1,0 +1,146 @@
+//! Ask mode through MCP: a sandbox's question put to the person as an
+//! elicitation request.
+
+use axum::http::Method;
+use rmcp::service::RoleServer;
+use rmcp::Peer;
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::inner::{enc, Identity, Refused, Send};
+use super::Session;
+
+impl Session {
+    /// Put the ask-mode questions of sandbox `id` to the client as they
+    /// come; a client that cannot take elicitation requests gets them
+    /// denied at once, and the model is told why.
+    pub(super) fn watch_questions(
+        &self,
+        id: String,
+        who: Identity,
+        peer: Peer<RoleServer>,
+    ) -> tokio::task::JoinHandle<()> {
+        // The watcher does not keep the session alive: when the session
+        // ends (and with it the last strong reference), so does it.
+        let weak = std::sync::Arc::downgrade(&self.shared);
+        tokio::spawn(async move {
+            let mut seen: HashSet<String> = HashSet::new();
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                let session = Session { shared };
+                let list: Result<crate::api::ApprovalList, Refused> = session
+                    .api()
+                    .json(
+                        &who,
+                        Method::GET,
+                        &format!("/v1/approvals?sandbox={}", enc(&id)),
+                        Send::None,
+                    )
+                    .await;
+                let list = match list {
+                    Ok(l) => l,
+                    Err(e) if e.status == 404 => return,
+                    Err(e) => {
+                        session.note(format!(
+                            "ask-mode questions of sandbox {id} cannot be answered: {} (they are denied when they time out)",
+                            e.message
+                        ));
+                        return;
+                    }
+                };
+                for q in list.approvals {
+                    if !seen.insert(q.id.clone()) {
+                        continue;
+                    }
+                    let decision = ask_person(&peer, &q).await;
+                    let (decision, note) = match decision {
+                        Ok(d) => (d, None),
+                        Err(why) => (crate::api::Decision::Deny, Some(why)),
+                    };
+                    let body = serde_json::json!({ "decision": decision });
+                    let answered = session
+                        .api()
+                        .call(
+                            &who,
+                            Method::POST,
+                            &format!("/v1/approvals/{}", enc(&q.id)),
+                            Send::Json(body),
+                            1 << 16,
+                        )
+                        .await;
+                    let target = format!("{}:{}", q.name, q.port);
+                    match (answered, note) {
+                        (Ok(_), Some(why)) => session.note(format!(
+                            "sandbox {id} asked to connect to {target}; it was denied: {why}"
+                        )),
+                        (Ok(_), None) => session.note(format!(
+                            "sandbox {id} asked to connect to {target}; the person answered {}",
+                            serde_json::to_value(decision)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_string))
+                                .unwrap_or_default()
+                        )),
+                        (Err(e), _) => session.note(format!(
+                            "sandbox {id} asked to connect to {target}; the answer was not taken: {}",
+                            e.message
+                        )),
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Put an ask-mode question to the person through the client.
+pub(super) async fn ask_person(
+    peer: &Peer<RoleServer>,
+    q: &crate::api::Approval,
+) -> Result<crate::api::Decision, String> {
+    use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+    use rmcp::service::ElicitationMode;
+    if !peer
+        .supported_elicitation_modes()
+        .contains(&ElicitationMode::Form)
+    {
+        return Err("this MCP client takes no elicitation requests, so nobody can be asked; ask mode's questions are denied (a person can allow the name with `warden egress` on the host)".into());
+    }
+    let schema = ElicitationSchema::builder()
+        .required_bool("allow")
+        .optional_bool("always", false)
+        .build()
+        .map_err(|e| format!("cannot build the question: {e}"))?;
+    let message = format!(
+        "Sandbox {} wants to connect to {}:{} ({}), which its policy does not allow. Allow it? (\"always\" adds the name to this sandbox's allowlist)",
+        q.sandbox, q.name, q.port, q.protocol
+    );
+    let left = q
+        .deadline_ms
+        .saturating_sub(warden_runtime::state::now_ms());
+    let answer = peer
+        .create_elicitation_with_timeout(
+            ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message,
+                requested_schema: schema,
+            },
+            Some(Duration::from_millis(left.max(1000))),
+        )
+        .await
+        .map_err(|e| format!("the question could not be put to the client: {e}"))?;
+    match answer.action {
+        ElicitationAction::Accept => {
+            let c = answer.content.unwrap_or_default();
+            let allow = c.get("allow").and_then(|v| v.as_bool()).unwrap_or(false);
+            let always = c.get("always").and_then(|v| v.as_bool()).unwrap_or(false);
+            Ok(match (allow, always) {
+                (true, true) => crate::api::Decision::AllowAlways,
+                (true, false) => crate::api::Decision::AllowOnce,
+                _ => crate::api::Decision::Deny,
+            })
+        }
+        _ => Err("the person declined the question".into()),
+    }
+}
