@@ -201,7 +201,7 @@ fn credentials_in_the_host_environment_do_not_reach_the_sandbox() {
         s.contains("PASSED_ONE=p1") && s.contains("SET_ONE=v"),
         "{s}"
     );
-    assert!(s.contains("HOME=/tmp"), "{s}");
+    assert!(s.contains("HOME=/home/sandbox"), "{s}");
 }
 
 #[test]

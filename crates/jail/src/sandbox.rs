@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
-use warden_policy::{NetworkSpec, SandboxSpec, Terminal, WORKSPACE_MOUNT};
+use warden_policy::{Home, NetworkSpec, SandboxSpec, Terminal, HOME_MOUNT, WORKSPACE_MOUNT};
 
 /// The host ID that the sandbox's user maps to when warden runs as root.
 pub const NOBODY: u32 = 65534;
@@ -552,6 +552,41 @@ fn run_mode(
         let (src, fd) = resolve_host_path(what, &b.path)?;
         add_bind(src, fd, b.path.components().collect(), b.writable)?;
     }
+    // The sandbox's own home and the profile's caches: directories of
+    // warden's state, bound writable after every other bind (the caches
+    // below the home). As root they are idmapped like the workspace, so
+    // they are given to the IDs the sandbox has inside.
+    let home_tmpfs = fs.home == Home::Tmpfs && !degraded_mode;
+    if !degraded_mode {
+        let kept_home = match &fs.home {
+            Home::Dir(d) => Some((d.as_path(), Path::new(HOME_MOUNT))),
+            _ => None,
+        };
+        let caches = fs
+            .caches
+            .iter()
+            .map(|c| (c.host.as_path(), c.inside.as_path()));
+        for (dir, inside) in kept_home.into_iter().chain(caches) {
+            let (src, fd) = resolve_host_path("the sandbox's home or cache", dir)?;
+            if root_mode {
+                nix::unistd::fchownat(
+                    &fd,
+                    "",
+                    Some(nix::unistd::Uid::from_raw(uid)),
+                    Some(nix::unistd::Gid::from_raw(gid)),
+                    nix::fcntl::AtFlags::AT_EMPTY_PATH,
+                )
+                .map_err(|source| JailError::Sys {
+                    what: "give the sandbox's home or cache to its user",
+                    source,
+                })?;
+            }
+            add_bind(src, fd, inside.to_path_buf(), true)?;
+        }
+    }
+    if home_tmpfs {
+        writable.push(PathBuf::from(HOME_MOUNT));
+    }
     if let Some(dirs) = &fs.overlay {
         if degraded_mode {
             // No mount namespace: no overlay. Refused rather than writing
@@ -680,10 +715,12 @@ fn run_mode(
     let mut landlock_read = vec![PathBuf::from("/")];
     let cwd = match (&private_tmp, &workspace) {
         (Some(tmp), ws) => {
+            // The private scratch directory is the home too: never the
+            // workspace, which would collect the tools' dotfiles.
             let home = ws.clone().unwrap_or_else(|| tmp.0.clone());
             for (k, v) in env_pairs.iter_mut() {
                 if k == "HOME" {
-                    *v = home.display().to_string();
+                    *v = tmp.0.display().to_string();
                 }
             }
             env_pairs.push(("TMPDIR".into(), tmp.0.display().to_string()));
@@ -841,6 +878,7 @@ fn run_mode(
                 _ => None,
             },
             hidden: fs.hidden.clone(),
+            home_tmpfs,
         },
         egress_channel: egress_child,
         egress: egress.is_some(),

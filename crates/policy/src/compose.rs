@@ -336,6 +336,9 @@ impl Layer {
             rw: self.paths(Field::Rw),
             tmp_size: self.bytes(Field::TmpSize),
             runs_on_host: self.texts(Field::RunsOnHost),
+            caches: self.texts(Field::Caches),
+            cache_dir: None,
+            home_dir: None,
             memory: self.bytes(Field::Memory),
             pids: self.count(Field::Pids),
             cpus: match self.get(Field::Cpus).map(|s| &s.val) {
@@ -581,6 +584,8 @@ pub struct Overrides {
     pub overlay: Option<bool>,
     pub ro: Vec<PathBuf>,
     pub rw: Vec<PathBuf>,
+    /// `--cache NAME` entries.
+    pub caches: Vec<String>,
     pub rootfs: Option<PathBuf>,
     pub memory: Option<u64>,
     pub pids: Option<u64>,
@@ -680,6 +685,9 @@ impl Overrides {
         }
         for p in &self.rw {
             l.push(Field::Rw, Val::Path(p.clone()), o());
+        }
+        for c in &self.caches {
+            l.push(Field::Caches, Val::Text(c.clone()), o());
         }
         for n in &self.pass_env {
             l.push(Field::PassEnv, Val::Text(n.clone()), o());
@@ -1246,6 +1254,9 @@ impl Loader<'_> {
             }
             for g in &fs.runs_on_host {
                 l.push(Field::RunsOnHost, Val::Text(g.value.clone()), at(g.pos));
+            }
+            for c in &fs.caches {
+                l.push(Field::Caches, Val::Text(c.value.clone()), at(c.pos));
             }
             if let Some(s) = &fs.tmp_size {
                 l.one(Field::TmpSize, size_val(&s.value), at(s.pos));

@@ -283,6 +283,12 @@ fields! {
         ty: "list of path globs",
         doc: "Paths of the workspace (globs: `*` within a name, `**` across) that tools on the host run, e.g. Makefile: `warden diff` and `warden commit` flag a change to one as running on the host",
     },
+    Caches {
+        flag: "--cache", short: -, value: "NAME",
+        key: "filesystem.caches", json: "/filesystem/caches",
+        ty: "list of caches",
+        doc: "Package caches (pip, npm, cargo, go) shared by the sandboxes of a profile, kept in warden's state directory (never the host's own), so that a second install is fast",
+    },
     TmpSize {
         flag: "--tmp-size", short: -, value: "SIZE",
         key: "filesystem.tmp_size", json: "/filesystem/tmp_size",

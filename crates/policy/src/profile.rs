@@ -168,6 +168,9 @@ pub struct FilesystemFile {
     /// Globs of workspace paths that tools on the host run (a Makefile where the person runs make): a change to one is flagged.
     #[serde(default)]
     pub runs_on_host: Vec<At<String>>,
+    /// Package caches shared by the sandboxes of this profile: pip, npm, cargo, go.
+    #[serde(default)]
+    pub caches: Vec<At<String>>,
     pub tmp_size: Option<At<SizeValue>>,
 }
 

@@ -689,6 +689,7 @@ filesystem:
   read_only: [/etc/r]
   read_write: [/var/w]
   runs_on_host: [Makefile]
+  caches: [pip]
   tmp_size: 512M
 resources:
   memory: 4G

@@ -27,6 +27,11 @@ pub struct RunArgs {
     /// Bind PATH read-write at the same path inside (repeatable)
     #[arg(long, value_name = "PATH")]
     pub rw: Vec<PathBuf>,
+    /// Share a package cache (pip, npm, cargo, go) with the other sandboxes
+    /// of the profile: a directory of warden's state, never the host's own
+    /// (repeatable)
+    #[arg(long = "cache", value_name = "NAME")]
+    pub cache: Vec<String>,
     /// Use a prepared root tree (e.g. debootstrap output) instead of the host's /usr, /etc, ...
     #[arg(long, value_name = "DIR")]
     pub rootfs: Option<PathBuf>,
@@ -179,8 +184,9 @@ pub fn run_after_help(d: &Defaults) -> String {
         "Without limit flags a sandbox still has limits, sized from this host: memory {}M, \
 {} processes, /tmp {}M, {} open files, files of at most {}G, no core dumps.
 
-The environment is scrubbed: only {} pass, HOME is /workspace (or /tmp); use --env and \
---pass-env for anything else.
+The environment is scrubbed: only {} pass; use --env and --pass-env for anything else. \
+HOME is the sandbox's own /home/sandbox (a tmpfs; a named sandbox keeps it), never the \
+workspace.
 
 Exit status: the command's own; 128+N when it died of signal N; 124 on --timeout; 137 when \
 killed for exceeding --memory; 126/127 when the command is not executable / not found; 125 \
@@ -210,6 +216,7 @@ pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
         overlay: args.overlay.then_some(true),
         ro: paths(args.ro)?,
         rw: paths(args.rw)?,
+        caches: args.cache,
         rootfs: args.rootfs.map(absolute).transpose()?,
         memory: args.memory,
         pids: args.pids,

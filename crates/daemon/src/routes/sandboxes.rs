@@ -52,6 +52,9 @@ const OWNER_ONLY_KEYS: &[&str] = &[
     "filesystem.rootfs",
     "filesystem.read_only",
     "filesystem.read_write",
+    // Shared with every sandbox of the profile: what one writes, the
+    // next installs from.
+    "filesystem.caches",
     "egress.upstream_ca",
     "egress.host_ports",
     "egress.publish",
