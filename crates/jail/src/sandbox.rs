@@ -539,7 +539,12 @@ fn run_mode(
             dst,
             writable: writable_bind,
             tree,
-            idmap: root_mode && writable_bind && !degraded_mode,
+            // Read-only binds too, so that a bound repository is owned
+            // inside by the user who owns it (git refuses a repository of
+            // another owner), but only for an ordinary user inside: mapped
+            // to the sandbox's root, every root-only file of the bind
+            // would become its own to read.
+            idmap: root_mode && !degraded_mode && (writable_bind || uid != 0),
             overlay: None,
         });
         Ok(())
@@ -1549,7 +1554,14 @@ fn prepare_child(
                 source,
             })?;
         for (b, fd) in idmapped {
-            sys::idmap_tree(fd.as_fd(), userns.as_fd()).map_err(|source| match source {
+            let done = sys::idmap_tree(fd.as_fd(), userns.as_fd());
+            if !b.writable && matches!(done, Err(Errno::EINVAL | Errno::EOPNOTSUPP)) {
+                // A file system without idmapped mounts: a read-only bind
+                // is still shown, with its owners as the host has them
+                // (the tree is unchanged by the refused attribute).
+                continue;
+            }
+            done.map_err(|source| match source {
                 Errno::EINVAL | Errno::EOPNOTSUPP => JailError::IdmapUnsupported {
                     path: b.src.clone(),
                     source,
