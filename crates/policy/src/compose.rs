@@ -602,6 +602,8 @@ pub struct Overrides {
     /// `process` or `vm`.
     pub isolation: Option<String>,
     pub allow_domain: Vec<String>,
+    /// `--preset NAME`: the preset's domains, as a profile's `presets`.
+    pub presets: Vec<String>,
     pub allow_http: Option<bool>,
     /// `NAME=IP` entries.
     pub add_host: Vec<String>,
@@ -1398,7 +1400,13 @@ pub fn compose_source(
         }
         loader.load(src);
     }
-    let cli = overrides.layer();
+    let mut cli = overrides.layer();
+    // `--preset NAME`: an unknown name is refused as the flag's own
+    // error; the domains come in as a profile's presets do.
+    for name in &overrides.presets {
+        catalog.preset(name)?;
+        loader.preset(&mut cli, name, "--preset", Pos::default());
+    }
     if !cli.slots.is_empty() {
         loader.out.sources.push(("command line".into(), cli));
     }

@@ -182,7 +182,7 @@ fields! {
         doc: "Also send every event to this OpenTelemetry collector (OTLP/HTTP, JSON), an http:// URL such as http://127.0.0.1:4318",
     },
     Presets {
-        flag: -, short: -, value: -,
+        flag: "--preset", short: -, value: "NAME",
         key: "egress.presets", json: "/egress/presets",
         ty: "list of presets",
         doc: "Named groups of domains, shipped with warden or in the user's preset directory",

@@ -23,5 +23,6 @@ pub mod resolve;
 pub mod review;
 pub mod state;
 pub mod supervisor;
+pub mod teach;
 
 pub use once::{run_once, Finished};

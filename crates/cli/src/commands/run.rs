@@ -81,6 +81,10 @@ pub struct RunArgs {
     /// Without any, the sandbox has no network beyond its own loopback
     #[arg(long = "allow-domain", value_name = "NAME[:PORT]")]
     pub allow_domain: Vec<String>,
+    /// Allow the names of a preset (see `warden preset list`), as a
+    /// profile's `egress.presets` does. Repeatable
+    #[arg(long = "preset", value_name = "NAME")]
+    pub preset: Vec<String>,
     /// Allow plain HTTP (not only TLS) to allowed names
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub allow_http: Option<bool>,
@@ -231,6 +235,7 @@ pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
         hostname: args.hostname,
         isolation: args.isolation,
         allow_domain: args.allow_domain,
+        presets: args.preset,
         allow_http: args.allow_http,
         add_host: args.add_host,
         allow_cidr: args.allow_cidr,

@@ -1,0 +1,177 @@
+//! Egress that teaches its own allowlist: presets on the command line, and
+//! a summary at exit of what the run was denied, as profile lines and
+//! flags that, pasted, make the same run pass. Real clients in real
+//! sandboxes against a real server on the host's loopback.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A TCP server on 127.0.0.1 that counts connections and answers each.
+fn upstream() -> (u16, Arc<Mutex<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(0));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            conn.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut buf = vec![0u8; 65536];
+            let _ = conn.read(&mut buf);
+            *s.lock().unwrap() += 1;
+            let _ = conn.write_all(b"hello from upstream");
+        }
+    });
+    (port, seen)
+}
+
+/// Python sending a real TLS ClientHello for each name to the address a
+/// name the run allows resolves to, printing what came back.
+fn client(via: &str, port: u16, names: &[&str]) -> String {
+    let mut s = String::from(
+        r#"import socket, ssl
+def hello(name):
+    ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+    t = ctx.wrap_bio(i, o, server_hostname=name)
+    try: t.do_handshake()
+    except ssl.SSLWantReadError: pass
+    return o.read()
+def send(addr, data):
+    try:
+        s = socket.create_connection(addr, timeout=5); s.settimeout(5); s.sendall(data)
+        return s.recv(200)
+    except OSError as e:
+        return ('error', e.errno)
+"#,
+    );
+    s.push_str(&format!("ip = socket.gethostbyname('{via}')\n"));
+    for n in names {
+        s.push_str(&format!("print('{n}', send((ip, {port}), hello('{n}')))\n"));
+    }
+    s
+}
+
+fn run(args: &[&str], script: &str, env: &[(&str, &str)]) -> Output {
+    Command::new(warden_bin())
+        .args(["run", "--no-tty", "--no-audit-log"])
+        .args(args)
+        .args(["--", "python3", "-c", script])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_summary_of_what_was_denied_pasted_into_a_profile_makes_the_same_run_pass() {
+    if !egress_available() {
+        return;
+    }
+    let (port, seen) = upstream();
+    let via = format!("via.test:{port}");
+    let base = [
+        "--allow-domain",
+        &via,
+        "--add-host",
+        "via.test=127.0.0.1",
+        "--add-host",
+        "one.test=127.0.0.1",
+        "--add-host",
+        "two.test=127.0.0.1",
+    ];
+    let script = client("via.test", port, &["one.test", "two.test"]);
+    let first = run(&base, &script, &[]);
+    let out = stdout(&first);
+    assert!(!out.contains("hello from upstream"), "{out}");
+    assert_eq!(*seen.lock().unwrap(), 0);
+    let err = stderr(&first);
+    // The profile lines, as printed (each line of the notice after the
+    // first `warden: `), and the flags.
+    let start = err.find("to allow what this run was denied").expect(&err);
+    let notice: Vec<&str> = err[start..].lines().collect();
+    assert!(notice.len() >= 4, "{err}");
+    let yaml = format!("{}\n{}\n", notice[1], notice[2]);
+    let flags_line = notice[3].strip_prefix("or pass: ").expect(&err);
+    assert!(
+        yaml.contains(&format!("one.test:{port}")) && yaml.contains(&format!("two.test:{port}")),
+        "{yaml}"
+    );
+    // Pasted into a profile: the same run passes.
+    let dir = TempDir::new("teach-profile");
+    let profile = dir.path().join("learned.yaml");
+    std::fs::write(&profile, &yaml).unwrap();
+    let validated = Command::new(warden_bin())
+        .args(["profile", "validate", profile.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(validated.status.success(), "{}", stderr(&validated));
+    let mut with_profile: Vec<&str> = base.to_vec();
+    with_profile.extend(["-P", profile.to_str().unwrap()]);
+    let second = run(&with_profile, &script, &[]);
+    let out = stdout(&second);
+    assert!(
+        out.contains("one.test b'hello from upstream'")
+            && out.contains("two.test b'hello from upstream'"),
+        "{out}{}",
+        stderr(&second)
+    );
+    assert!(
+        !stderr(&second).contains("egress denied"),
+        "{}",
+        stderr(&second)
+    );
+    // Passed as flags: the same.
+    let mut with_flags: Vec<&str> = base.to_vec();
+    with_flags.extend(flags_line.split(' '));
+    let third = run(&with_flags, &script, &[]);
+    assert!(
+        stdout(&third).contains("two.test b'hello from upstream'"),
+        "{}{}",
+        stdout(&third),
+        stderr(&third)
+    );
+    assert_eq!(*seen.lock().unwrap(), 4);
+}
+
+#[test]
+fn a_preset_named_on_the_command_line_allows_its_names() {
+    if !egress_available() {
+        return;
+    }
+    let (port, seen) = upstream();
+    let config = TempDir::new("preset-config");
+    std::fs::create_dir_all(config.path().join("warden/presets")).unwrap();
+    std::fs::write(
+        config.path().join("warden/presets/forge.yaml"),
+        format!("description: our forge\ndomains: [\"forge.test:{port}\"]\n"),
+    )
+    .unwrap();
+    let env = [("XDG_CONFIG_HOME", config.str())];
+    let script = client("forge.test", port, &["forge.test"]);
+    let out = run(
+        &["--preset", "forge", "--add-host", "forge.test=127.0.0.1"],
+        &script,
+        &env,
+    );
+    assert!(
+        stdout(&out).contains("forge.test b'hello from upstream'"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(*seen.lock().unwrap(), 1);
+    let bad = run(&["--preset", "forgee"], "print(1)", &env);
+    assert_eq!(code(&bad), 125, "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("forgee") && stderr(&bad).contains("forge"),
+        "{}",
+        stderr(&bad)
+    );
+}
