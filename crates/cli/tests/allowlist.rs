@@ -175,3 +175,134 @@ fn a_preset_named_on_the_command_line_allows_its_names() {
         stderr(&bad)
     );
 }
+
+#[test]
+fn learning_mode_allows_marks_and_prints_a_fragment_a_profile_accepts() {
+    if !egress_available() {
+        return;
+    }
+    let (port, seen) = upstream();
+    let via = format!("via.test:{port}");
+    let base = [
+        "--allow-domain",
+        &via,
+        "--add-host",
+        "via.test=127.0.0.1",
+        "--add-host",
+        "one.test=127.0.0.1",
+        "--add-host",
+        "two.test=127.0.0.1",
+    ];
+    let script = client("via.test", port, &["one.test", "two.test"]);
+    let dir = TempDir::new("learn");
+    let ev = dir.path().join("ev.jsonl");
+    let mut learning: Vec<&str> = base.to_vec();
+    learning.extend(["--egress-learn", "--json-events", ev.to_str().unwrap()]);
+    // The test's server is on the host's loopback, which learning (like
+    // --ask) never opens; this debug-build switch lets it stand in for a
+    // server elsewhere.
+    let first = run(&learning, &script, &[("WARDEN_TEST_ASK_LOOPBACK", "1")]);
+    let out = stdout(&first);
+    let err = stderr(&first);
+    assert!(
+        out.contains("one.test b'hello from upstream'")
+            && out.contains("two.test b'hello from upstream'"),
+        "{out}{err}"
+    );
+    // A banner at the start and at the end, and a mark on each decision
+    // learning allowed.
+    let start = err.find("egress learning mode:").expect(&err);
+    let end = err.find("egress learning mode ended").expect(&err);
+    assert!(start < end, "{err}");
+    let learned: Vec<_> = events(&ev)
+        .into_iter()
+        .filter(|e| e["event"] == "connection" && e["protocol"] == "tls")
+        .collect();
+    assert_eq!(learned.len(), 2, "{learned:?}");
+    assert!(
+        learned
+            .iter()
+            .all(|e| e["allowed"] == true
+                && e["rule"].as_str().unwrap().starts_with("--egress-learn"))
+    );
+    // The fragment: a profile that validates, and the same run passes
+    // with it and without learning.
+    let notice: Vec<&str> = err[end..].lines().collect();
+    let yaml = format!("{}\n{}\n", notice[1], notice[2]);
+    let profile = dir.path().join("learned.yaml");
+    std::fs::write(&profile, &yaml).unwrap();
+    let validated = Command::new(warden_bin())
+        .args(["profile", "validate", profile.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(validated.status.success(), "{yaml}{}", stderr(&validated));
+    let mut with_profile: Vec<&str> = base.to_vec();
+    with_profile.extend(["-P", profile.to_str().unwrap()]);
+    let second = run(&with_profile, &script, &[]);
+    assert!(
+        stdout(&second).contains("two.test b'hello from upstream'"),
+        "{}{}",
+        stdout(&second),
+        stderr(&second)
+    );
+    assert!(
+        !stderr(&second).contains("egress denied"),
+        "{}",
+        stderr(&second)
+    );
+    assert_eq!(*seen.lock().unwrap(), 4);
+}
+
+#[test]
+fn learning_mode_is_refused_with_a_secret_before_anything_starts() {
+    let out = run(
+        &[
+            "--egress-learn",
+            "--secret",
+            "TOKEN=env:HOME@api.example.com",
+        ],
+        "print('ran')",
+        &[],
+    );
+    assert_eq!(code(&out), 125, "{}", stderr(&out));
+    assert!(!stdout(&out).contains("ran"));
+    assert!(
+        stderr(&out).contains("--egress-learn") && stderr(&out).contains("--secret"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn learning_mode_never_opens_the_hosts_own_services() {
+    if !egress_available() {
+        return;
+    }
+    let (port, seen) = upstream();
+    let via = format!("via.test:{port}");
+    let script = client("via.test", port, &["one.test"]);
+    let out = run(
+        &[
+            "--egress-learn",
+            "--allow-domain",
+            &via,
+            "--add-host",
+            "via.test=127.0.0.1",
+            "--add-host",
+            "one.test=127.0.0.1",
+        ],
+        &script,
+        &[],
+    );
+    assert!(stdout(&out).contains("one.test b''"), "{}", stdout(&out));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        0,
+        "learning reached the host's loopback"
+    );
+    assert!(
+        stderr(&out).contains("pinned to the host itself"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -377,6 +377,7 @@ impl Layer {
                 .collect(),
             publish: self.texts(Field::Publish),
             ask: self.flag(Field::Ask).unwrap_or(false),
+            egress_learn: self.flag(Field::EgressLearn).unwrap_or(false),
             overlay: matches!(
                 self.get(Field::Overlay).map(|s| &s.val),
                 Some(Val::Mode(WorkspaceMode::Overlay))
@@ -412,6 +413,7 @@ impl Layer {
             (Field::AllowDegraded, Val::Bool(false)),
             (Field::AllowHttp, Val::Bool(false)),
             (Field::Ask, Val::Bool(false)),
+            (Field::EgressLearn, Val::Bool(false)),
             (Field::NetLog, Val::Bool(false)),
             (
                 Field::EgressIdleTimeout,
@@ -611,6 +613,7 @@ pub struct Overrides {
     pub allow_host_ports: Vec<u16>,
     pub publish: Vec<String>,
     pub ask: Option<bool>,
+    pub egress_learn: Option<bool>,
     pub net_log: Option<bool>,
     pub egress_quota: Option<u64>,
     pub egress_idle_timeout: Option<Duration>,
@@ -642,6 +645,7 @@ impl Overrides {
             (Field::JsonEvents, self.json_events.clone().map(Val::Path)),
             (Field::AllowHttp, self.allow_http.map(Val::Bool)),
             (Field::Ask, self.ask.map(Val::Bool)),
+            (Field::EgressLearn, self.egress_learn.map(Val::Bool)),
             (Field::NetLog, self.net_log.map(Val::Bool)),
             (Field::EgressIdleTimeout, self.egress_idle_timeout.map(dur)),
             (Field::Workspace, self.workspace.clone().map(Val::Path)),
@@ -1131,6 +1135,7 @@ impl Loader<'_> {
             for (key, v) in [
                 (Field::AllowHttp, &e.allow_http),
                 (Field::Ask, &e.ask),
+                (Field::EgressLearn, &e.learn),
                 (Field::NetLog, &e.log),
             ] {
                 if let Some(v) = v {

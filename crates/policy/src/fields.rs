@@ -223,6 +223,12 @@ fields! {
         ty: "list of port mappings",
         doc: "Make the sandbox's servers on its 127.0.0.1:PORT reachable at the host's 127.0.0.1:HOSTPORT",
     },
+    EgressLearn {
+        flag: "--egress-learn", short: -, value: "BOOL",
+        key: "egress.learn", json: "/egress/learn",
+        ty: "bool",
+        doc: "Learning mode: allow every name no rule allows (never the host's own services), mark each decision it allowed, and print at exit the profile lines the run needed; refused with secrets",
+    },
     Ask {
         flag: "--ask", short: -, value: "BOOL",
         key: "egress.ask", json: "/egress/ask",
@@ -676,6 +682,6 @@ mod tests {
         assert_eq!(Field::from_profile_key("secrets..in_body"), None);
         assert_eq!(Field::from_profile_key("resources"), None);
         assert_eq!(Field::Memory.to_string(), "--memory");
-        assert_eq!(Field::Presets.to_string(), "egress.presets");
+        assert_eq!(Field::RunsOnHost.to_string(), "filesystem.runs_on_host");
     }
 }

@@ -237,6 +237,10 @@ pub struct EgressSpec {
     /// PEM files of extra authorities trusted for upstream servers of
     /// terminated connections (`--upstream-ca`), besides the system's.
     pub upstream_ca: Vec<PathBuf>,
+    /// Learning mode (`--egress-learn`): every name no rule allows is
+    /// allowed and recorded as learned, instead of denied.
+    #[serde(default)]
+    pub learn: bool,
 }
 
 /// Default of [`EgressSpec::idle_timeout`].
@@ -334,6 +338,8 @@ pub struct Request {
     pub publish: Vec<String>,
     /// `--ask`.
     pub ask: bool,
+    /// `--egress-learn`.
+    pub egress_learn: bool,
     /// `--net-log`: one line per egress decision on stderr.
     pub net_log: bool,
     /// `--egress-quota`.
@@ -549,9 +555,18 @@ impl Request {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if self.egress_learn && !secrets.is_empty() {
+            // Learning allows what no rule names: a secret's placeholder
+            // would go wherever the sandbox sends it.
+            return Err(Field::EgressLearn.invalid(Problem::LearnWithSecrets));
+        }
+        if self.egress_learn && self.ask {
+            return Err(Field::EgressLearn.invalid(Problem::LearnWithAsk));
+        }
         let network = if self.allow_domains.is_empty()
             && self.allow_host_ports.is_empty()
             && !self.ask
+            && !self.egress_learn
             && secrets.is_empty()
         {
             // Options that only refine egress: the first one given is named.
@@ -612,6 +627,7 @@ impl Request {
                 secrets: secrets.clone(),
                 secret_rules,
                 upstream_ca: self.upstream_ca.clone(),
+                learn: self.egress_learn,
             })
         };
         let mut env = env;
@@ -1148,6 +1164,7 @@ mod tests {
                     SecretRule::parse("a.test:8443").unwrap(),
                 ],
                 upstream_ca: vec!["/etc/ca.pem".into()],
+                learn: true,
             }),
             publish: vec![
                 PortMapping {

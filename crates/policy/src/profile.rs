@@ -130,6 +130,7 @@ pub struct EgressFile {
     #[serde(default)]
     pub upstream_ca: Vec<At<String>>,
     pub ask: Option<At<bool>>,
+    pub learn: Option<At<bool>>,
     pub log: Option<At<bool>>,
     pub idle_timeout: Option<At<DurationValue>>,
 }
@@ -801,7 +802,7 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
     fn unknown_key_is_rejected_with_a_suggestion() {
         assert_eq!(
             err("name: x\negress:\n  domain: [a.com]\n"),
-            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, upstream_ca, ask, log, idle_timeout)"
+            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, upstream_ca, ask, learn, log, idle_timeout)"
         );
         assert!(err("resourses: {}\n")
             .starts_with("1:1: unknown key `resourses`; did you mean `resources`?"));

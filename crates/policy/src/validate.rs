@@ -679,6 +679,7 @@ egress:
   host_ports: [5432]
   publish: ["8080:80"]
   ask: true
+  learn: false
   upstream_ca: [/etc/ca.pem]
   log: true
   idle_timeout: 5m

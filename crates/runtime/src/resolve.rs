@@ -360,6 +360,11 @@ fn resolve_inner(
             None => return Err(e.into()),
         },
     };
+    if matches!(&spec.network, warden_policy::NetworkSpec::Egress(e) if e.learn) {
+        notices.push(
+            "egress learning mode: every name no rule allows is allowed and recorded (rule \"--egress-learn\"), the host's own services excepted; the profile lines this run needs are printed at its end".to_string(),
+        );
+    }
     // Nothing the sandbox may write holds warden's own state.
     let own_layer = sandbox
         .or(kept.as_ref().map(|(_, sb)| sb))

@@ -23,6 +23,8 @@ pub struct Needed {
     /// own beside `name:port`).
     denied: Vec<(String, bool)>,
     approved: Vec<(String, bool)>,
+    /// What learning mode allowed (`--egress-learn`).
+    learned: Vec<(String, bool)>,
     more: usize,
 }
 
@@ -58,7 +60,13 @@ impl Needed {
             .rule
             .as_deref()
             .is_some_and(|r| r.starts_with("--ask (allowed"));
-        let list = if d.allowed && asked {
+        let learned = d
+            .rule
+            .as_deref()
+            .is_some_and(|r| r == warden_egress::proxy::LEARNED);
+        let list = if d.allowed && learned {
+            &mut self.learned
+        } else if d.allowed && asked {
             &mut self.approved
         } else if !d.allowed && cured_by_an_entry(d) {
             &mut self.denied
@@ -100,6 +108,10 @@ impl Needed {
             String::new()
         };
         for (list, what) in [
+            (
+                &self.learned,
+                "egress learning mode ended: to allow what this run needed",
+            ),
             (&self.denied, "to allow what this run was denied"),
             (
                 &self.approved,
@@ -215,5 +227,46 @@ mod tests {
         );
         assert!(!lines[0].contains("big.example.com"));
         assert!(lines[1].contains("asked.example.com"), "{}", lines[1]);
+    }
+
+    #[test]
+    fn what_learning_allowed_is_its_own_list_first() {
+        let mut n = Needed::default();
+        n.note(&d(
+            Protocol::Dns,
+            "api.example.com",
+            53,
+            true,
+            Some(warden_egress::proxy::LEARNED),
+            "A",
+        ));
+        n.note(&d(
+            Protocol::Tls,
+            "api.example.com",
+            443,
+            true,
+            Some(warden_egress::proxy::LEARNED),
+            "connected",
+        ));
+        n.note(&d(
+            Protocol::Tls,
+            "x.example.com",
+            9443,
+            true,
+            Some(warden_egress::proxy::LEARNED),
+            "connected",
+        ));
+        let lines = n.notices();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("egress learning mode ended"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains(r#"domains: ["api.example.com", "x.example.com:9443"]"#),
+            "{}",
+            lines[0]
+        );
     }
 }

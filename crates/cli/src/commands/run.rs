@@ -112,6 +112,11 @@ pub struct RunArgs {
     /// once, for this run, or deny); without a terminal they are denied
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub ask: Option<bool>,
+    /// Learning mode: allow every name no rule allows (never the host's
+    /// own services), mark each such decision, and print at exit the
+    /// profile lines the run needed; refused with --secret and --ask
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub egress_learn: Option<bool>,
     /// Print one line per egress decision (allowed or denied) on stderr
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub net_log: Option<bool>,
@@ -242,6 +247,7 @@ pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
         allow_host_ports: args.allow_host_port,
         publish: args.publish,
         ask: args.ask,
+        egress_learn: args.egress_learn,
         net_log: args.net_log,
         egress_quota: args.egress_quota,
         egress_idle_timeout: args.egress_idle_timeout,

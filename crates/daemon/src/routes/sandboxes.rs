@@ -60,6 +60,8 @@ const OWNER_ONLY_KEYS: &[&str] = &[
     "egress.publish",
     "egress.hosts",
     "egress.allow_cidrs",
+    // Allows every name: the profile's allowlist would mean nothing.
+    "egress.learn",
     "env.pass",
     "secrets",
     "allow_degraded",
