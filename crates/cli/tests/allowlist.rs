@@ -306,3 +306,84 @@ fn learning_mode_never_opens_the_hosts_own_services() {
         stderr(&out)
     );
 }
+
+#[test]
+fn an_always_answer_is_saved_for_the_project_and_its_next_run_is_not_asked() {
+    if !egress_available() {
+        return;
+    }
+    let (port, seen) = upstream();
+    let state = TempDir::new("grants-state");
+    let ws = TempDir::new("grants-ws");
+    let script = format!(
+        "import socket\ntry:\n    s = socket.create_connection(('asked.test', {port}), timeout=30); s.sendall(b'x'); print('got', s.recv(100))\nexcept OSError as e:\n    print('error', e)\n"
+    );
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = ["run", "--ask", "--no-audit-log", "-w", ws.str()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.extend(
+            [
+                "--add-host",
+                "asked.test=127.0.0.1",
+                "--",
+                "python3",
+                "-c",
+                &script,
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        a
+    };
+    let mut term = TestTerminal::open(24, 100);
+    let mut cmd = Command::new(warden_bin());
+    cmd.env("WARDEN_TEST_ASK_LOOPBACK", "1")
+        .env("WARDEN_STATE_DIR", state.path())
+        .args(args(&[]));
+    let mut child = term.spawn(&mut cmd);
+    let asked = term.expect("then Enter", Duration::from_secs(20));
+    assert!(
+        asked.contains("always"),
+        "the answers offer no always: {asked}"
+    );
+    // Past the moment when input is taken for typed-ahead keys.
+    std::thread::sleep(Duration::from_millis(700));
+    term.master.write_all(b"always\r").unwrap();
+    let said = term.expect("saved for this project", Duration::from_secs(20));
+    let rest = term.expect("asked.test", Duration::from_secs(5));
+    let status = child.wait().unwrap();
+    let all = format!("{said}{rest}");
+    assert!(status.success(), "{all}");
+    assert!(all.contains("got b'hello from upstream'"), "{all}");
+    assert!(
+        all.contains(&format!("\"asked.test:{port}\"")),
+        "the line written is not shown: {all}"
+    );
+    let grants: Vec<_> = std::fs::read_dir(state.path().join("grants"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(grants.len(), 1);
+    let text = std::fs::read_to_string(grants[0].path()).unwrap();
+    assert!(text.contains(&format!("asked.test:{port}")), "{text}");
+    // Nothing in the workspace: the sandbox cannot grant itself a name.
+    assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
+    // The next run of the project: no terminal to ask on, and no question
+    // needed.
+    let out = Command::new(warden_bin())
+        .env("WARDEN_STATE_DIR", state.path())
+        .args(args(&["--no-tty"]))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("got b'hello from upstream'"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(*seen.lock().unwrap(), 2);
+}

@@ -14,6 +14,7 @@ pub mod approvals;
 pub mod backend;
 pub mod client;
 pub mod events;
+pub mod grants;
 pub mod lifecycle;
 pub mod net;
 pub mod once;

@@ -108,6 +108,8 @@ pub enum ResolveError {
         source: std::io::Error,
     },
     #[error(transparent)]
+    Grants(#[from] crate::grants::GrantsError),
+    #[error(transparent)]
     Store(#[from] warden_workspace::StoreError),
     #[error(transparent)]
     State(#[from] state::StateError),
@@ -332,6 +334,20 @@ fn resolve_inner(
                 .join(cache_label(composed.name.as_deref())),
         );
     }
+    // Names answered "always" for this project before are allowed, and
+    // new ones are written to the same file.
+    let grants = match (ctx.state_dir, &request.workspace) {
+        (Some(state), Some(ws)) if request.ask => {
+            // A named sandbox's layer stands for its project.
+            let project = sandbox
+                .map(|sb| sb.meta().workspace.clone())
+                .unwrap_or_else(|| ws.clone());
+            let file = crate::grants::file_for(state, &project);
+            request.allow_domains.extend(crate::grants::load(&file)?);
+            Some(file)
+        }
+        _ => None,
+    };
     // No bind shows warden's own state (stored specs, logs, sockets).
     if let Some(state) = ctx.state_dir {
         request.hidden.push(state.to_path_buf());
@@ -419,6 +435,7 @@ fn resolve_inner(
             json_events,
             audit_log,
             otlp_endpoint,
+            grants,
         },
         kept: None,
         notices,

@@ -323,6 +323,11 @@ pub fn open_sinks(
     if let Some(path) = &c.audit_log {
         sinks.push(Box::new(ChainedLog::open(path)?));
     }
+    if let Some(path) = &c.grants {
+        sinks.push(Box::new(warden_runtime::grants::GrantsSink::new(
+            path.clone(),
+        )));
+    }
     Ok(sinks)
 }
 
@@ -349,7 +354,29 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         None => None,
     };
     let sinks = open_sinks(&resolved.sinks)?;
+    let granted_before = resolved
+        .sinks
+        .grants
+        .as_deref()
+        .map(warden_runtime::grants::load)
+        .transpose()?
+        .unwrap_or_default();
     let finished = warden_runtime::run_once(&resolved.spec, &id, sinks);
+    if let Some(file) = &resolved.sinks.grants {
+        // What "always" answers wrote, as the lines now in the file.
+        let now = warden_runtime::grants::load(file).unwrap_or_default();
+        let new: Vec<String> = now
+            .into_iter()
+            .filter(|e| !granted_before.contains(e))
+            .collect();
+        if !new.is_empty() {
+            eprintln!(
+                "warden: saved for this project's later runs in {} (answered always):\n{}",
+                file.display(),
+                warden_runtime::teach::profile_lines(&new)
+            );
+        }
+    }
     if let (Some(lock), Some((store, sb))) = (lock, &kept) {
         let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
         let changed = sb

@@ -419,6 +419,12 @@ async fn ask(shared: &Shared, protocol: Protocol, name: &str, port: u16) -> Resu
             Ok("--ask (allowed for this run)".into())
         }
         Answer::Deny => Err("denied when asked (--ask)".into()),
+        Answer::Always => {
+            if let Ok(mut g) = shared.granted.lock() {
+                g.insert(key);
+            }
+            Ok(super::ASK_ALWAYS.into())
+        }
         Answer::Learn => {
             if let Ok(mut g) = shared.granted.lock() {
                 g.insert(key);

@@ -81,7 +81,13 @@ pub enum Answer {
     /// Learning mode: allowed for the rest of the run, and recorded as
     /// learned.
     Learn,
+    /// For the rest of the run, and kept for the project's next runs (the
+    /// runtime writes the grant when it sees [`ASK_ALWAYS`]).
+    Always,
 }
+
+/// The rule recorded for the connection a person answered "always".
+pub const ASK_ALWAYS: &str = "--ask (allowed always)";
 
 /// The rule recorded for a connection learning mode allowed.
 pub const LEARNED: &str = "--egress-learn (no rule allows it)";
