@@ -193,7 +193,9 @@ fn learning_mode_allows_marks_and_prints_a_fragment_a_profile_accepts() {
         "--add-host",
         "two.test=127.0.0.1",
     ];
-    let script = client("via.test", port, &["one.test", "two.test"]);
+    // A name only resolved is learned too (as the name, any default port).
+    let script = client("via.test", port, &["one.test", "two.test"])
+        + "print('three', socket.gethostbyname('three.test'))\n";
     let dir = TempDir::new("learn");
     let ev = dir.path().join("ev.jsonl");
     let mut learning: Vec<&str> = base.to_vec();
@@ -225,6 +227,17 @@ fn learning_mode_allows_marks_and_prints_a_fragment_a_profile_accepts() {
             .all(|e| e["allowed"] == true
                 && e["rule"].as_str().unwrap().starts_with("--egress-learn"))
     );
+    // Every decision the allowlist did not make is marked, DNS included.
+    let unmarked: Vec<_> = events(&ev)
+        .into_iter()
+        .filter(|e| e["event"] == "connection" && e["allowed"] == true)
+        .filter(|e| {
+            let rule = e["rule"].as_str().unwrap_or("");
+            !rule.starts_with("--egress-learn") && !rule.contains("via.test")
+        })
+        .collect();
+    assert!(unmarked.is_empty(), "{unmarked:?}");
+    assert!(err.contains("\"three.test\""), "{err}");
     // The fragment: a profile that validates, and the same run passes
     // with it and without learning.
     let notice: Vec<&str> = err[end..].lines().collect();

@@ -436,6 +436,13 @@ impl Drop for Proxy {
 
 async fn serve_dns(udp: UdpSocket, shared: &Arc<Shared>) {
     let mut buf = vec![0u8; 4096];
+    // In ask mode every name is answered, and the connection decides; the
+    // rule says which mode answered it.
+    let ask_rule = match (shared.ask, shared.learn) {
+        (_, true) => Some(LEARNED),
+        (true, false) => Some("--ask (asked on connection)"),
+        (false, false) => None,
+    };
     loop {
         let Ok((n, from)) = udp.recv_from(&mut buf).await else {
             continue;
@@ -444,7 +451,7 @@ async fn serve_dns(udp: UdpSocket, shared: &Arc<Shared>) {
             let Ok(mut addrs) = shared.addresses.lock() else {
                 return;
             };
-            dns::answer(&buf[..n], &shared.matcher(), shared.ask, &mut addrs)
+            dns::answer(&buf[..n], &shared.matcher(), ask_rule, &mut addrs)
         };
         if let Some((bytes, decision)) = reply {
             let _ = udp.send_to(&bytes, from).await;
