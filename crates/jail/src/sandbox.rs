@@ -307,8 +307,9 @@ fn cstring(s: &str) -> Result<CString, JailError> {
     CString::new(s).map_err(|_| JailError::Nul(s.to_string()))
 }
 
+/// A layer the host cannot give, as an event: the front door says it to
+/// the person (the jail prints nothing).
 fn degraded(events: &mut dyn EventSink, id: &str, layer: &str, lost: &str) {
-    eprintln!("warden: DEGRADED {layer}: {lost}");
     events.emit(&Event::now(
         id,
         EventKind::Degraded {

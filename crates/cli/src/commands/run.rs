@@ -307,12 +307,32 @@ pub fn resolve(
     Ok(warden_runtime::resolve::resolve(input, &ctx, sandbox)?)
 }
 
+/// Says each layer the host could not give, as it happens, on stderr: in
+/// full, except the lack of cgroups, which a rootless user meets on every
+/// run of such a host and which gets one short line (`warden doctor` has
+/// the details and the fix).
+pub struct DegradedNotices;
+
+impl warden_audit::EventSink for DegradedNotices {
+    fn emit(&mut self, event: &warden_audit::Event) {
+        if let warden_audit::EventKind::Degraded { layer, lost } = &event.kind {
+            if layer == "resources" {
+                eprintln!(
+                    "warden: DEGRADED resources: no usable cgroup, limits are per process (rlimits); `warden doctor` says why and how to get one"
+                );
+            } else {
+                eprintln!("warden: DEGRADED {layer}: {lost}");
+            }
+        }
+    }
+}
+
 /// The sinks of a run, opened (a log that cannot be opened stops the run
 /// before anything starts).
 pub fn open_sinks(
     c: &warden_runtime::state::SinkConfig,
 ) -> anyhow::Result<Vec<warden_runtime::events::Sink>> {
-    let mut sinks: Vec<warden_runtime::events::Sink> = Vec::new();
+    let mut sinks: Vec<warden_runtime::events::Sink> = vec![Box::new(DegradedNotices)];
     #[cfg(feature = "otlp")]
     if let Some(url) = &c.otlp_endpoint {
         sinks.push(Box::new(warden_audit::otlp::OtlpSink::new(url)?));
