@@ -434,7 +434,10 @@ mod tests {
         let first = desk.current.as_ref().unwrap().question.name.clone();
         // Letters typed ahead for a shell answer nothing.
         let out = desk.on_input(b"echo yes\r").unwrap();
-        assert!(out.contains("type once, run, always, deny or never"), "{out}");
+        assert!(
+            out.contains("type once, run, always, deny or never"),
+            "{out}"
+        );
         assert!(desk.is_asking());
         let out = desk.on_input(b"once\r").unwrap();
         assert!(out.contains("allowed once"), "{out}");

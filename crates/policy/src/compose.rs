@@ -637,7 +637,7 @@ impl Overrides {
         if !self.command.is_empty() {
             l.one(Field::Command, Val::Argv(self.command.clone()), o());
         }
-        let ones: [(Field, Option<Val>); 20] = [
+        let ones: [(Field, Option<Val>); 21] = [
             (Field::Hostname, self.hostname.clone().map(Val::Text)),
             (Field::Isolation, self.isolation.clone().map(Val::Text)),
             (Field::Tty, self.tty.map(Val::Bool)),
