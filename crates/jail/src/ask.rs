@@ -12,7 +12,7 @@
 //! - while a question is open the supervisor stops relaying the sandbox's
 //!   output, so the question stays the last thing on screen and cannot be
 //!   erased or restyled;
-//! - an answer is a whole word and Enter (`once`, `run`, `deny`, `never`),
+//! - an answer is a whole word and Enter (`once`, `run`, `always`, `deny`, `never`),
 //!   so keys typed ahead for a shell, and the replies a terminal sends to
 //!   the sandbox's queries (escape sequences, which are thrown away whole),
 //!   do not answer anything; input in the first moments after a question
@@ -299,6 +299,10 @@ impl Desk {
                         _ if garbled => None,
                         "once" => Some((Answer::Once, "allowed once")),
                         "run" => Some((Answer::ForRun, "allowed for this run")),
+                        "always" => Some((
+                            Answer::Always,
+                            "allowed always: saved in this project's grants (listed when the run ends)",
+                        )),
                         "deny" => Some((Answer::Deny, "denied")),
                         "never" => {
                             self.closed = true;
@@ -319,9 +323,9 @@ impl Desk {
                                 out.push_str(&next);
                             }
                         }
-                        None => {
-                            out.push_str("\r\nwarden: type once, run, deny or never, then Enter: ")
-                        }
+                        None => out.push_str(
+                            "\r\nwarden: type once, run, always, deny or never, then Enter: ",
+                        ),
                     }
                 }
                 0x7f | 0x08 if !self.line.is_empty() => {
@@ -374,7 +378,8 @@ impl Desk {
         let prompt = format!(
             "{TERMINAL_RESET}\r\n\x1b[7m warden \x1b[0m a connection no rule allows \
              (the sandbox's output is held until you answer)\r\n\
-             answers: once, run (this name and port for the rest of the run), deny, never (deny all)\r\n\
+             answers: once, run (this name and port for the rest of the run), \
+             always (and in this project's later runs), deny, never (deny all)\r\n\
              allow {} {}:{} ? type an answer, then Enter: ",
             q.protocol, q.name, q.port
         );
@@ -429,7 +434,10 @@ mod tests {
         let first = desk.current.as_ref().unwrap().question.name.clone();
         // Letters typed ahead for a shell answer nothing.
         let out = desk.on_input(b"echo yes\r").unwrap();
-        assert!(out.contains("type once, run, deny or never"), "{out}");
+        assert!(
+            out.contains("type once, run, always, deny or never"),
+            "{out}"
+        );
         assert!(desk.is_asking());
         let out = desk.on_input(b"once\r").unwrap();
         assert!(out.contains("allowed once"), "{out}");

@@ -154,6 +154,9 @@ pub struct RootPlan {
     pub trust: Option<crate::secrets::TrustFiles>,
     /// Host directories covered wherever a bind shows them.
     pub hidden: Vec<PathBuf>,
+    /// A fresh tmpfs is the sandbox's home, at [`warden_policy::HOME_MOUNT`]
+    /// (a kept home is one of `binds`).
+    pub home_tmpfs: bool,
 }
 
 const BASE: &str = "/tmp";
@@ -407,6 +410,20 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
         "the sandbox's /tmp",
     )?;
 
+    if plan.home_tmpfs {
+        // Owner-only and the size of /tmp: what tools write to HOME
+        // (history, global configuration, logs) stays in the sandbox.
+        let home = under(NEWROOT, Path::new(warden_policy::HOME_MOUNT));
+        mkdir_p(&home)?;
+        do_mount(
+            Some("tmpfs"),
+            &home,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(&format!("size={},mode=0700", plan.tmp_size)),
+            "the sandbox's home",
+        )?;
+    }
     for b in &mut plan.binds {
         let dst = under(NEWROOT, &b.dst);
         if let Some(ov) = b.overlay.take() {

@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
-use warden_policy::{NetworkSpec, SandboxSpec, Terminal, WORKSPACE_MOUNT};
+use warden_policy::{Home, NetworkSpec, SandboxSpec, Terminal, HOME_MOUNT, WORKSPACE_MOUNT};
 
 /// The host ID that the sandbox's user maps to when warden runs as root.
 pub const NOBODY: u32 = 65534;
@@ -307,8 +307,9 @@ fn cstring(s: &str) -> Result<CString, JailError> {
     CString::new(s).map_err(|_| JailError::Nul(s.to_string()))
 }
 
+/// A layer the host cannot give, as an event: the front door says it to
+/// the person (the jail prints nothing).
 fn degraded(events: &mut dyn EventSink, id: &str, layer: &str, lost: &str) {
-    eprintln!("warden: DEGRADED {layer}: {lost}");
     events.emit(&Event::now(
         id,
         EventKind::Degraded {
@@ -539,7 +540,12 @@ fn run_mode(
             dst,
             writable: writable_bind,
             tree,
-            idmap: root_mode && writable_bind && !degraded_mode,
+            // Read-only binds too, so that a bound repository is owned
+            // inside by the user who owns it (git refuses a repository of
+            // another owner), but only for an ordinary user inside: mapped
+            // to the sandbox's root, every root-only file of the bind
+            // would become its own to read.
+            idmap: root_mode && !degraded_mode && (writable_bind || uid != 0),
             overlay: None,
         });
         Ok(())
@@ -551,6 +557,41 @@ fn run_mode(
         let what = if b.writable { "--rw" } else { "--ro" };
         let (src, fd) = resolve_host_path(what, &b.path)?;
         add_bind(src, fd, b.path.components().collect(), b.writable)?;
+    }
+    // The sandbox's own home and the profile's caches: directories of
+    // warden's state, bound writable after every other bind (the caches
+    // below the home). As root they are idmapped like the workspace, so
+    // they are given to the IDs the sandbox has inside.
+    let home_tmpfs = fs.home == Home::Tmpfs && !degraded_mode;
+    if !degraded_mode {
+        let kept_home = match &fs.home {
+            Home::Dir(d) => Some((d.as_path(), Path::new(HOME_MOUNT))),
+            _ => None,
+        };
+        let caches = fs
+            .caches
+            .iter()
+            .map(|c| (c.host.as_path(), c.inside.as_path()));
+        for (dir, inside) in kept_home.into_iter().chain(caches) {
+            let (src, fd) = resolve_host_path("the sandbox's home or cache", dir)?;
+            if root_mode {
+                nix::unistd::fchownat(
+                    &fd,
+                    "",
+                    Some(nix::unistd::Uid::from_raw(uid)),
+                    Some(nix::unistd::Gid::from_raw(gid)),
+                    nix::fcntl::AtFlags::AT_EMPTY_PATH,
+                )
+                .map_err(|source| JailError::Sys {
+                    what: "give the sandbox's home or cache to its user",
+                    source,
+                })?;
+            }
+            add_bind(src, fd, inside.to_path_buf(), true)?;
+        }
+    }
+    if home_tmpfs {
+        writable.push(PathBuf::from(HOME_MOUNT));
     }
     if let Some(dirs) = &fs.overlay {
         if degraded_mode {
@@ -680,10 +721,12 @@ fn run_mode(
     let mut landlock_read = vec![PathBuf::from("/")];
     let cwd = match (&private_tmp, &workspace) {
         (Some(tmp), ws) => {
+            // The private scratch directory is the home too: never the
+            // workspace, which would collect the tools' dotfiles.
             let home = ws.clone().unwrap_or_else(|| tmp.0.clone());
             for (k, v) in env_pairs.iter_mut() {
                 if k == "HOME" {
-                    *v = home.display().to_string();
+                    *v = tmp.0.display().to_string();
                 }
             }
             env_pairs.push(("TMPDIR".into(), tmp.0.display().to_string()));
@@ -841,6 +884,7 @@ fn run_mode(
                 _ => None,
             },
             hidden: fs.hidden.clone(),
+            home_tmpfs,
         },
         egress_channel: egress_child,
         egress: egress.is_some(),
@@ -1511,7 +1555,14 @@ fn prepare_child(
                 source,
             })?;
         for (b, fd) in idmapped {
-            sys::idmap_tree(fd.as_fd(), userns.as_fd()).map_err(|source| match source {
+            let done = sys::idmap_tree(fd.as_fd(), userns.as_fd());
+            if !b.writable && matches!(done, Err(Errno::EINVAL | Errno::EOPNOTSUPP)) {
+                // A file system without idmapped mounts: a read-only bind
+                // is still shown, with its owners as the host has them
+                // (the tree is unchanged by the refused attribute).
+                continue;
+            }
+            done.map_err(|source| match source {
                 Errno::EINVAL | Errno::EOPNOTSUPP => JailError::IdmapUnsupported {
                     path: b.src.clone(),
                     source,

@@ -336,6 +336,9 @@ impl Layer {
             rw: self.paths(Field::Rw),
             tmp_size: self.bytes(Field::TmpSize),
             runs_on_host: self.texts(Field::RunsOnHost),
+            caches: self.texts(Field::Caches),
+            cache_dir: None,
+            home_dir: None,
             memory: self.bytes(Field::Memory),
             pids: self.count(Field::Pids),
             cpus: match self.get(Field::Cpus).map(|s| &s.val) {
@@ -374,6 +377,7 @@ impl Layer {
                 .collect(),
             publish: self.texts(Field::Publish),
             ask: self.flag(Field::Ask).unwrap_or(false),
+            egress_learn: self.flag(Field::EgressLearn).unwrap_or(false),
             overlay: matches!(
                 self.get(Field::Overlay).map(|s| &s.val),
                 Some(Val::Mode(WorkspaceMode::Overlay))
@@ -409,6 +413,7 @@ impl Layer {
             (Field::AllowDegraded, Val::Bool(false)),
             (Field::AllowHttp, Val::Bool(false)),
             (Field::Ask, Val::Bool(false)),
+            (Field::EgressLearn, Val::Bool(false)),
             (Field::NetLog, Val::Bool(false)),
             (
                 Field::EgressIdleTimeout,
@@ -581,6 +586,8 @@ pub struct Overrides {
     pub overlay: Option<bool>,
     pub ro: Vec<PathBuf>,
     pub rw: Vec<PathBuf>,
+    /// `--cache NAME` entries.
+    pub caches: Vec<String>,
     pub rootfs: Option<PathBuf>,
     pub memory: Option<u64>,
     pub pids: Option<u64>,
@@ -597,6 +604,8 @@ pub struct Overrides {
     /// `process` or `vm`.
     pub isolation: Option<String>,
     pub allow_domain: Vec<String>,
+    /// `--preset NAME`: the preset's domains, as a profile's `presets`.
+    pub presets: Vec<String>,
     pub allow_http: Option<bool>,
     /// `NAME=IP` entries.
     pub add_host: Vec<String>,
@@ -604,6 +613,7 @@ pub struct Overrides {
     pub allow_host_ports: Vec<u16>,
     pub publish: Vec<String>,
     pub ask: Option<bool>,
+    pub egress_learn: Option<bool>,
     pub net_log: Option<bool>,
     pub egress_quota: Option<u64>,
     pub egress_idle_timeout: Option<Duration>,
@@ -627,7 +637,7 @@ impl Overrides {
         if !self.command.is_empty() {
             l.one(Field::Command, Val::Argv(self.command.clone()), o());
         }
-        let ones: [(Field, Option<Val>); 20] = [
+        let ones: [(Field, Option<Val>); 21] = [
             (Field::Hostname, self.hostname.clone().map(Val::Text)),
             (Field::Isolation, self.isolation.clone().map(Val::Text)),
             (Field::Tty, self.tty.map(Val::Bool)),
@@ -635,6 +645,7 @@ impl Overrides {
             (Field::JsonEvents, self.json_events.clone().map(Val::Path)),
             (Field::AllowHttp, self.allow_http.map(Val::Bool)),
             (Field::Ask, self.ask.map(Val::Bool)),
+            (Field::EgressLearn, self.egress_learn.map(Val::Bool)),
             (Field::NetLog, self.net_log.map(Val::Bool)),
             (Field::EgressIdleTimeout, self.egress_idle_timeout.map(dur)),
             (Field::Workspace, self.workspace.clone().map(Val::Path)),
@@ -680,6 +691,9 @@ impl Overrides {
         }
         for p in &self.rw {
             l.push(Field::Rw, Val::Path(p.clone()), o());
+        }
+        for c in &self.caches {
+            l.push(Field::Caches, Val::Text(c.clone()), o());
         }
         for n in &self.pass_env {
             l.push(Field::PassEnv, Val::Text(n.clone()), o());
@@ -1121,6 +1135,7 @@ impl Loader<'_> {
             for (key, v) in [
                 (Field::AllowHttp, &e.allow_http),
                 (Field::Ask, &e.ask),
+                (Field::EgressLearn, &e.learn),
                 (Field::NetLog, &e.log),
             ] {
                 if let Some(v) = v {
@@ -1246,6 +1261,9 @@ impl Loader<'_> {
             }
             for g in &fs.runs_on_host {
                 l.push(Field::RunsOnHost, Val::Text(g.value.clone()), at(g.pos));
+            }
+            for c in &fs.caches {
+                l.push(Field::Caches, Val::Text(c.value.clone()), at(c.pos));
             }
             if let Some(s) = &fs.tmp_size {
                 l.one(Field::TmpSize, size_val(&s.value), at(s.pos));
@@ -1387,7 +1405,13 @@ pub fn compose_source(
         }
         loader.load(src);
     }
-    let cli = overrides.layer();
+    let mut cli = overrides.layer();
+    // `--preset NAME`: an unknown name is refused as the flag's own
+    // error; the domains come in as a profile's presets do.
+    for name in &overrides.presets {
+        catalog.preset(name)?;
+        loader.preset(&mut cli, name, "--preset", Pos::default());
+    }
     if !cli.slots.is_empty() {
         loader.out.sources.push(("command line".into(), cli));
     }

@@ -79,6 +79,16 @@ pub enum Problem {
     OverlayWithoutWorkspace,
     #[error("was asked for but no overlay directories were prepared (a front door must create them in warden's state directory)")]
     OverlayWithoutState,
+    #[error("{name:?} is not a cache warden knows: use one of {known}")]
+    UnknownCache { name: String, known: String },
+    #[error("needs warden's state directory to keep the caches in (set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME)")]
+    CachesWithoutState,
+    #[error("cannot be used with --rootfs or --isolation vm: a prepared root tree or a VM's guest brings its own home, where warden mounts nothing")]
+    CachesWithRootfs,
+    #[error("cannot be used with --secret: learning allows every name, so a secret's placeholder could go anywhere; learn the names first, then run with the secret and the profile lines learned")]
+    LearnWithSecrets,
+    #[error("cannot be used with --ask: learning mode allows what --ask would ask about")]
+    LearnWithAsk,
     #[error("needs at least one --allow-domain, --allow-host-port, --secret or --ask")]
     EgressWithoutDomains,
     #[error("{entry:?}: {why}; write NAME@HOST[,HOST...], NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS or NAME=cmd:PROGRAM ARGS@HOSTS")]

@@ -182,7 +182,7 @@ fields! {
         doc: "Also send every event to this OpenTelemetry collector (OTLP/HTTP, JSON), an http:// URL such as http://127.0.0.1:4318",
     },
     Presets {
-        flag: -, short: -, value: -,
+        flag: "--preset", short: -, value: "NAME",
         key: "egress.presets", json: "/egress/presets",
         ty: "list of presets",
         doc: "Named groups of domains, shipped with warden or in the user's preset directory",
@@ -222,6 +222,12 @@ fields! {
         key: "egress.publish", json: "/egress/publish",
         ty: "list of port mappings",
         doc: "Make the sandbox's servers on its 127.0.0.1:PORT reachable at the host's 127.0.0.1:HOSTPORT",
+    },
+    EgressLearn {
+        flag: "--egress-learn", short: -, value: "BOOL",
+        key: "egress.learn", json: "/egress/learn",
+        ty: "bool",
+        doc: "Learning mode: allow every name no rule allows (never the host's own services), mark each decision it allowed, and print at exit the profile lines the run needed; refused with secrets",
     },
     Ask {
         flag: "--ask", short: -, value: "BOOL",
@@ -282,6 +288,12 @@ fields! {
         key: "filesystem.runs_on_host", json: "/filesystem/runs_on_host",
         ty: "list of path globs",
         doc: "Paths of the workspace (globs: `*` within a name, `**` across) that tools on the host run, e.g. Makefile: `warden diff` and `warden commit` flag a change to one as running on the host",
+    },
+    Caches {
+        flag: "--cache", short: -, value: "NAME",
+        key: "filesystem.caches", json: "/filesystem/caches",
+        ty: "list of caches",
+        doc: "Package caches (pip, npm, cargo, go) shared by the sandboxes of a profile, kept in warden's state directory (never the host's own), so that a second install is fast",
     },
     TmpSize {
         flag: "--tmp-size", short: -, value: "SIZE",
@@ -670,6 +682,6 @@ mod tests {
         assert_eq!(Field::from_profile_key("secrets..in_body"), None);
         assert_eq!(Field::from_profile_key("resources"), None);
         assert_eq!(Field::Memory.to_string(), "--memory");
-        assert_eq!(Field::Presets.to_string(), "egress.presets");
+        assert_eq!(Field::RunsOnHost.to_string(), "filesystem.runs_on_host");
     }
 }

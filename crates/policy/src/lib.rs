@@ -17,6 +17,7 @@ mod domains;
 mod env;
 mod error;
 pub mod fields;
+mod home;
 pub mod oci;
 pub mod profile;
 mod secrets;
@@ -27,6 +28,7 @@ pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
 pub use error::{Problem, ResolveError, SpecError};
 pub use fields::{Field, FieldInfo, FIELDS};
+pub use home::{CacheMount, Home, CACHES, HOME_MOUNT};
 pub use secrets::{SecretRule, SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
 pub use units::{format_size, parse_duration, parse_size, ParseError};
 
@@ -117,6 +119,13 @@ pub struct FilesystemSpec {
     /// enforced inside the sandbox.
     #[serde(default)]
     pub runs_on_host: Vec<String>,
+    /// The sandbox's home, where `HOME` points: never the workspace.
+    #[serde(default)]
+    pub home: Home,
+    /// Package caches bound read-write into the home, shared by the
+    /// sandboxes of a profile (`filesystem.caches`).
+    #[serde(default)]
+    pub caches: Vec<CacheMount>,
 }
 
 /// The directories of a workspace overlay, kept by warden's state store.
@@ -228,6 +237,10 @@ pub struct EgressSpec {
     /// PEM files of extra authorities trusted for upstream servers of
     /// terminated connections (`--upstream-ca`), besides the system's.
     pub upstream_ca: Vec<PathBuf>,
+    /// Learning mode (`--egress-learn`): every name no rule allows is
+    /// allowed and recorded as learned, instead of denied.
+    #[serde(default)]
+    pub learn: bool,
 }
 
 /// Default of [`EgressSpec::idle_timeout`].
@@ -292,6 +305,14 @@ pub struct Request {
     pub tmp_size: Option<u64>,
     /// `filesystem.runs_on_host` globs.
     pub runs_on_host: Vec<String>,
+    /// `filesystem.caches`: names from [`CACHES`].
+    pub caches: Vec<String>,
+    /// The profile's directory of caches in warden's state (filled by the
+    /// front door that knows the state directory).
+    pub cache_dir: Option<PathBuf>,
+    /// A named sandbox's kept home in warden's state; a run without one
+    /// gets a tmpfs.
+    pub home_dir: Option<PathBuf>,
     pub memory: Option<u64>,
     pub pids: Option<u64>,
     pub cpus: Option<f64>,
@@ -317,6 +338,8 @@ pub struct Request {
     pub publish: Vec<String>,
     /// `--ask`.
     pub ask: bool,
+    /// `--egress-learn`.
+    pub egress_learn: bool,
     /// `--net-log`: one line per egress decision on stderr.
     pub net_log: bool,
     /// `--egress-quota`.
@@ -413,6 +436,13 @@ impl Request {
                         "warden builds /proc, /dev, /tmp and /workspace itself; bind a path below another directory",
                     ));
                 }
+                if Path::new(HOME_MOUNT).starts_with(p) || p.starts_with(HOME_MOUNT) {
+                    return Err(forbidden(
+                        field,
+                        p,
+                        "the sandbox's own home is /home/sandbox, which warden mounts itself; bind another path (such as one below /home/NAME), or share package caches with --cache",
+                    ));
+                }
                 binds.push(Bind {
                     path: p.clone(),
                     writable,
@@ -467,10 +497,18 @@ impl Request {
                 return Err(Field::Isolation.invalid(Problem::BadIsolation(other.to_string())))
             }
         };
-        let home = if self.workspace.is_some() {
-            WORKSPACE_MOUNT
-        } else {
-            "/tmp"
+        // A prepared root tree, or a VM's guest, brings its own home.
+        let (home_spec, caches) = home::resolve(
+            &self.caches,
+            self.rootfs.is_some() || isolation == Isolation::Vm,
+            self.home_dir.as_deref(),
+            self.cache_dir.as_deref(),
+        )?;
+        let home = match (&home_spec, self.workspace.is_some()) {
+            (Home::Tmpfs | Home::Dir(_), _) => HOME_MOUNT,
+            // A prepared root tree: its own home is unknown here.
+            (Home::None, true) => WORKSPACE_MOUNT,
+            (Home::None, false) => "/tmp",
         };
         let secrets = secrets::parse_secrets(&self.secrets, &self.secret_in_body, &self.env)?;
         let secret_rules = secrets::parse_rules(&self.secret_rules, &secrets)?;
@@ -517,9 +555,18 @@ impl Request {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if self.egress_learn && !secrets.is_empty() {
+            // Learning allows what no rule names: a secret's placeholder
+            // would go wherever the sandbox sends it.
+            return Err(Field::EgressLearn.invalid(Problem::LearnWithSecrets));
+        }
+        if self.egress_learn && self.ask {
+            return Err(Field::EgressLearn.invalid(Problem::LearnWithAsk));
+        }
         let network = if self.allow_domains.is_empty()
             && self.allow_host_ports.is_empty()
             && !self.ask
+            && !self.egress_learn
             && secrets.is_empty()
         {
             // Options that only refine egress: the first one given is named.
@@ -580,6 +627,7 @@ impl Request {
                 secrets: secrets.clone(),
                 secret_rules,
                 upstream_ca: self.upstream_ca.clone(),
+                learn: self.egress_learn,
             })
         };
         let mut env = env;
@@ -640,6 +688,8 @@ impl Request {
                 },
                 hidden: self.hidden,
                 runs_on_host: self.runs_on_host,
+                home: home_spec,
+                caches,
             },
             resources: ResourceSpec {
                 memory,
@@ -981,10 +1031,15 @@ mod tests {
                 ),
                 "-w {dir}"
             );
-            // Read-only, they may be shown.
+            // Read-only, they may be shown; all of /home would hide the
+            // sandbox's own home, which is mounted there.
             let mut r = req(&["true"]);
             r.ro = vec![dir.into()];
-            assert!(r.resolve(&defaults(), &[]).is_ok(), "--ro {dir}");
+            assert_eq!(
+                r.resolve(&defaults(), &[]).is_ok(),
+                dir != "/home",
+                "--ro {dir}"
+            );
         }
         for dir in [
             "/home/ann/project",
@@ -1059,6 +1114,8 @@ mod tests {
                 }),
                 hidden: vec!["/var/lib/warden".into()],
                 runs_on_host: Vec::new(),
+                home: Home::None,
+                caches: Vec::new(),
             },
             resources: ResourceSpec {
                 memory: Limit {
@@ -1107,6 +1164,7 @@ mod tests {
                     SecretRule::parse("a.test:8443").unwrap(),
                 ],
                 upstream_ca: vec!["/etc/ca.pem".into()],
+                learn: true,
             }),
             publish: vec![
                 PortMapping {
@@ -1429,13 +1487,30 @@ mod tests {
     }
 
     #[test]
-    fn home_is_the_workspace_when_there_is_one() {
+    fn home_is_the_sandboxs_own_never_the_workspace() {
         let mut r = req(&["true"]);
         r.workspace = Some("/src/p".into());
         let spec = r.resolve(&defaults(), &[]).unwrap();
-        assert!(spec.env.contains(&("HOME".into(), "/workspace".into())));
+        assert!(spec.env.contains(&("HOME".into(), HOME_MOUNT.into())));
+        assert_eq!(spec.filesystem.home, Home::Tmpfs);
         let spec = req(&["true"]).resolve(&defaults(), &[]).unwrap();
-        assert!(spec.env.contains(&("HOME".into(), "/tmp".into())));
+        assert!(spec.env.contains(&("HOME".into(), HOME_MOUNT.into())));
+        // A prepared root tree brings its own home: HOME stays as it was.
+        let mut r = req(&["true"]);
+        r.workspace = Some("/src/p".into());
+        r.rootfs = Some("/srv/root".into());
+        let spec = r.resolve(&defaults(), &[]).unwrap();
+        assert!(spec.env.contains(&("HOME".into(), "/workspace".into())));
+        assert_eq!(spec.filesystem.home, Home::None);
+        for bad in ["/home", "/home/sandbox", "/home/sandbox/.cache"] {
+            let mut r = req(&["true"]);
+            r.ro = vec![bad.into()];
+            let e = r.resolve(&defaults(), &[]).unwrap_err();
+            assert!(
+                matches!(e.problem(), Problem::ForbiddenPath { .. }),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -130,6 +130,7 @@ pub struct EgressFile {
     #[serde(default)]
     pub upstream_ca: Vec<At<String>>,
     pub ask: Option<At<bool>>,
+    pub learn: Option<At<bool>>,
     pub log: Option<At<bool>>,
     pub idle_timeout: Option<At<DurationValue>>,
 }
@@ -168,6 +169,9 @@ pub struct FilesystemFile {
     /// Globs of workspace paths that tools on the host run (a Makefile where the person runs make): a change to one is flagged.
     #[serde(default)]
     pub runs_on_host: Vec<At<String>>,
+    /// Package caches shared by the sandboxes of this profile: pip, npm, cargo, go.
+    #[serde(default)]
+    pub caches: Vec<At<String>>,
     pub tmp_size: Option<At<SizeValue>>,
 }
 
@@ -798,7 +802,7 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
     fn unknown_key_is_rejected_with_a_suggestion() {
         assert_eq!(
             err("name: x\negress:\n  domain: [a.com]\n"),
-            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, upstream_ca, ask, log, idle_timeout)"
+            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, upstream_ca, ask, learn, log, idle_timeout)"
         );
         assert!(err("resourses: {}\n")
             .starts_with("1:1: unknown key `resourses`; did you mean `resources`?"));

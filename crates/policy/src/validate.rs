@@ -679,6 +679,7 @@ egress:
   host_ports: [5432]
   publish: ["8080:80"]
   ask: true
+  learn: false
   upstream_ca: [/etc/ca.pem]
   log: true
   idle_timeout: 5m
@@ -689,6 +690,7 @@ filesystem:
   read_only: [/etc/r]
   read_write: [/var/w]
   runs_on_host: [Makefile]
+  caches: [pip]
   tmp_size: 512M
 resources:
   memory: 4G

@@ -42,6 +42,8 @@ pub struct Bus {
     window: Mutex<Window>,
     followers: Mutex<Vec<Follower>>,
     denied: Mutex<Denied>,
+    /// The allowlist entries the run would have needed.
+    needed: Mutex<crate::teach::Needed>,
     /// Bytes of finished egress connections, both ways.
     egress_bytes: AtomicU64,
     /// Why a sink lost a record (filled when the bus closes).
@@ -83,6 +85,7 @@ impl Bus {
             window: Mutex::new(Window::default()),
             followers: Mutex::new(Vec::new()),
             denied: Mutex::new(Denied::default()),
+            needed: Mutex::new(crate::teach::Needed::default()),
             egress_bytes: AtomicU64::new(0),
             lost: Mutex::new(Vec::new()),
         })
@@ -305,6 +308,9 @@ impl Bus {
             .map(|d| d.secrets.clone())
             .unwrap_or_default();
         out.extend(self.denied_summary());
+        if let Ok(n) = self.needed.lock() {
+            out.extend(n.notices());
+        }
         out
     }
 
@@ -413,6 +419,9 @@ impl Observer for Decisions {
             p => {
                 if !d.allowed {
                     self.0.note_denied(d);
+                }
+                if let Ok(mut n) = self.0.needed.lock() {
+                    n.note(d);
                 }
                 EventKind::Connection {
                     protocol: protocol(p),

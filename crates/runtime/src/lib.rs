@@ -14,6 +14,7 @@ pub mod approvals;
 pub mod backend;
 pub mod client;
 pub mod events;
+pub mod grants;
 pub mod lifecycle;
 pub mod net;
 pub mod once;
@@ -23,5 +24,6 @@ pub mod resolve;
 pub mod review;
 pub mod state;
 pub mod supervisor;
+pub mod teach;
 
 pub use once::{run_once, Finished};

@@ -101,6 +101,14 @@ pub enum ResolveError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot create {path} in warden's state directory for the sandbox's home or caches")]
+    OwnDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Grants(#[from] crate::grants::GrantsError),
     #[error(transparent)]
     Store(#[from] warden_workspace::StoreError),
     #[error(transparent)]
@@ -158,6 +166,32 @@ pub fn catalog(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Catalog {
         .or_else(|| home.as_ref().map(|h| h.join(".config")))
         .map(|c| c.join("warden"));
     Catalog { home, config_dir }
+}
+
+/// The directory name of a profile's caches: its name, with anything but
+/// letters, digits, `.`, `-` and `_` replaced (a name is never a path);
+/// `default` without a profile.
+fn cache_label(profile: Option<&str>) -> String {
+    match profile.map(str::trim).filter(|n| !n.is_empty()) {
+        None => "default".to_string(),
+        Some(name) => {
+            let clean: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            if clean.starts_with('.') {
+                format!("_{clean}")
+            } else {
+                clean
+            }
+        }
+    }
 }
 
 /// UTC time to the second, for file names that sort by time.
@@ -286,6 +320,34 @@ fn resolve_inner(
             }
         }
     }
+    // A named sandbox keeps its home with its state, so that it persists
+    // from one exec to the next; a run gets a fresh one.
+    if let Some(sb) = sandbox {
+        request.home_dir = Some(sb.dir().join("home"));
+    }
+    // Caches are shared by the sandboxes of a profile: one directory of
+    // warden's state per profile name.
+    if let (Some(state), false) = (ctx.state_dir, request.caches.is_empty()) {
+        request.cache_dir = Some(
+            state
+                .join("caches")
+                .join(cache_label(composed.name.as_deref())),
+        );
+    }
+    // Names answered "always" for this project before are allowed, and
+    // new ones are written to the same file.
+    let grants = match (ctx.state_dir, &request.workspace) {
+        (Some(state), Some(ws)) if request.ask => {
+            // A named sandbox's layer stands for its project.
+            let project = sandbox
+                .map(|sb| sb.meta().workspace.clone())
+                .unwrap_or_else(|| ws.clone());
+            let file = crate::grants::file_for(state, &project);
+            request.allow_domains.extend(crate::grants::load(&file)?);
+            Some(file)
+        }
+        _ => None,
+    };
     // No bind shows warden's own state (stored specs, logs, sockets).
     if let Some(state) = ctx.state_dir {
         request.hidden.push(state.to_path_buf());
@@ -314,6 +376,11 @@ fn resolve_inner(
             None => return Err(e.into()),
         },
     };
+    if matches!(&spec.network, warden_policy::NetworkSpec::Egress(e) if e.learn) {
+        notices.push(
+            "egress learning mode: every name no rule allows is allowed and recorded (rule \"--egress-learn\"), the host's own services excepted; the profile lines this run needs are printed at its end".to_string(),
+        );
+    }
     // Nothing the sandbox may write holds warden's own state.
     let own_layer = sandbox
         .or(kept.as_ref().map(|(_, sb)| sb))
@@ -321,6 +388,27 @@ fn resolve_inner(
         .map(|sb| sb.upper());
     if let Some(state) = ctx.state_dir {
         state::check_state_kept_out(&spec, state, own_layer.as_deref())?;
+    }
+    // The home and caches live in warden's state: made now, owner-only
+    // (the jail binds what exists, and refuses what does not).
+    let mut own_dirs: Vec<&Path> = spec
+        .filesystem
+        .caches
+        .iter()
+        .map(|c| c.host.as_path())
+        .collect();
+    if let warden_policy::Home::Dir(d) = &spec.filesystem.home {
+        own_dirs.push(d);
+    }
+    for dir in own_dirs {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| ResolveError::OwnDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
     }
     let audit_log = if no_audit_log {
         None
@@ -347,6 +435,7 @@ fn resolve_inner(
             json_events,
             audit_log,
             otlp_endpoint,
+            grants,
         },
         kept: None,
         notices,

@@ -101,12 +101,27 @@ pub fn review(
 /// `warden commit` without a terminal: flagged changes only with
 /// `accept_flagged`, only what a review showed, conflicts only with
 /// `force`. Recorded in the sandbox's audit log either way.
+/// The rules of a commit made without a person at a terminal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CommitRules {
+    /// Overwrite changes made on the host too (conflicts).
+    pub force: bool,
+    /// Apply flagged changes too.
+    pub accept_flagged: bool,
+    /// Apply changes the workspace's own ignore files ignore too.
+    pub include_ignored: bool,
+}
+
 pub fn commit(
     sb: &Sandbox,
     paths: Vec<PathBuf>,
-    force: bool,
-    accept_flagged: bool,
+    rules: CommitRules,
 ) -> Result<CommitReport, ReviewError> {
+    let CommitRules {
+        force,
+        accept_flagged,
+        include_ignored,
+    } = rules;
     let refused = |e: ReviewError| {
         let _ = crate::lifecycle::record(sb, "commit-refused", Vec::new(), e.to_string());
         e
@@ -134,6 +149,7 @@ pub fn commit(
             reviewed: true,
             runs_on_host: runs_on_host(sb),
             host_hooks_paths: host_git_hooks(),
+            include_ignored,
         },
         &mut |_| Decision::Apply,
     );
@@ -141,9 +157,10 @@ pub fn commit(
         Ok(r) => {
             let applied: Vec<PathBuf> = r.applied.iter().map(|c| c.path.clone()).collect();
             let detail = format!(
-                "{} applied, {} conflicts overridden",
+                "{} applied, {} conflicts overridden, {} ignored by the workspace's .gitignore left out",
                 r.applied.len(),
-                r.forced.len()
+                r.forced.len(),
+                r.ignored.len()
             );
             crate::lifecycle::record(sb, "commit", applied, detail).map_err(|why| {
                 ReviewError::Unrecorded {

@@ -47,6 +47,10 @@ pub struct SinkConfig {
     pub audit_log: Option<PathBuf>,
     /// `--otlp-endpoint URL`.
     pub otlp_endpoint: Option<String>,
+    /// The project's grants file, where "always" answers to `--ask` are
+    /// written ([`crate::grants`]).
+    #[serde(default)]
+    pub grants: Option<PathBuf>,
 }
 
 /// `sandbox.json`: everything `warden create` was given, resolved once.

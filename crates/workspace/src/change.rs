@@ -122,6 +122,10 @@ pub struct Change {
     /// (kind, paths, both entries, the new content), in hex: what a review
     /// saw is what a commit applies when the digests match.
     pub digest: String,
+    /// The workspace's own `.gitignore` (or `.git/info/exclude`) ignores
+    /// it, and nothing flags it: front doors leave it out of a review and
+    /// a commit unless asked, and say how many they left out.
+    pub ignored: bool,
     /// The upper entry was copied up from a lower one (overlay's origin
     /// mark): if the real file is gone, it was deleted on the host.
     pub(crate) copied_up: bool,
@@ -152,6 +156,8 @@ impl Serialize for Change {
             content: &'a Option<Content>,
             flags: &'a [Flag],
             digest: &'a str,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            ignored: bool,
         }
         fn bytes(p: &Path) -> Option<&[u8]> {
             p.to_str().is_none().then(|| p.as_os_str().as_bytes())
@@ -167,6 +173,7 @@ impl Serialize for Change {
             content: &self.content,
             flags: &self.flags,
             digest: &self.digest,
+            ignored: self.ignored,
         }
         .serialize(s)
     }

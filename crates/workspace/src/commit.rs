@@ -67,6 +67,10 @@ pub struct CommitOptions {
     /// `core.hooksPath` values of the host's own git config, as for a
     /// diff ([`DiffOptions::host_hooks_paths`]).
     pub host_hooks_paths: Vec<String>,
+    /// Offer changes the workspace's own ignore files ignore too
+    /// ([`Change::ignored`]); without it they are left in the layer and
+    /// counted in [`CommitReport::ignored`].
+    pub include_ignored: bool,
 }
 
 /// A real path that changed on the host since the baseline.
@@ -136,6 +140,9 @@ pub struct CommitReport {
     pub forced: Vec<Conflict>,
     /// The hook said [`Decision::Quit`].
     pub quit: bool,
+    /// Left out, never offered: ignored by the workspace's own ignore
+    /// files (without [`CommitOptions::include_ignored`]).
+    pub ignored: Vec<Change>,
 }
 
 impl Locked<'_> {
@@ -179,7 +186,12 @@ impl Locked<'_> {
         // 1. Choose.
         let mut chosen = vec![false; changes.len()];
         let mut report = CommitReport::default();
+        let mut left_out = vec![false; changes.len()];
         for (i, c) in changes.iter().enumerate() {
+            if c.ignored && !opts.include_ignored {
+                left_out[i] = true;
+                continue;
+            }
             match decide(c) {
                 Decision::Apply => chosen[i] = true,
                 Decision::Skip => {}
@@ -245,6 +257,8 @@ impl Locked<'_> {
         for (i, (c, on)) in changes.into_iter().zip(chosen).enumerate() {
             if on && done.remaining[i] == 0 {
                 report.applied.push(c);
+            } else if left_out[i] && !on {
+                report.ignored.push(c);
             } else {
                 report.skipped.push(c);
             }

@@ -238,6 +238,18 @@ fn finish(
         host_hooks: &opts.host_hooks_paths,
     };
     crate::fsutil::deep_stack(|| crate::judge::judge(&trees, &mut changes));
+    // What the real workspace's own ignore files leave out (a flagged
+    // change never is).
+    let mut ignores = crate::ignored::Ignores::new(lower);
+    for c in &mut changes {
+        if c.flags.is_empty() {
+            let is_dir = [&c.new, &c.old]
+                .iter()
+                .any(|e| e.as_ref().is_some_and(|e| e.kind == EntryKind::Dir));
+            let paths: Vec<PathBuf> = c.paths().map(Path::to_path_buf).collect();
+            c.ignored = paths.iter().all(|p| ignores.ignored(p, is_dir));
+        }
+    }
     Ok(changes)
 }
 
@@ -359,6 +371,7 @@ impl Walker<'_> {
             content: None,
             flags: Vec::new(),
             digest: String::new(),
+            ignored: false,
             copied_up: false,
         };
         let Some(lmeta) = lmeta else {
@@ -431,6 +444,7 @@ impl Walker<'_> {
             content: None,
             flags: Vec::new(),
             digest: String::new(),
+            ignored: false,
             copied_up: false,
         });
         Ok(())

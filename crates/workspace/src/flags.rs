@@ -290,6 +290,7 @@ mod tests {
             content: None,
             flags: Vec::new(),
             digest: String::new(),
+            ignored: false,
             copied_up: false,
         }
     }

@@ -17,6 +17,7 @@ pub mod diff;
 pub mod flags;
 pub mod fsutil;
 mod git;
+mod ignored;
 mod judge;
 pub mod layer;
 pub mod overlay;

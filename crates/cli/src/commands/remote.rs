@@ -388,6 +388,7 @@ pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
     let shown: Vec<&serde_json::Value> = answer
         .changes
         .iter()
+        .filter(|c| a.ignored || c["ignored"] != serde_json::Value::Bool(true))
         .filter(|c| {
             wanted.is_empty()
                 || c["path"].as_str().is_some_and(|p| {
@@ -411,6 +412,12 @@ pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
                 super::sandboxes::printable(f["reason"].as_str().unwrap_or(""))
             );
         }
+    }
+    if answer.ignored > 0 && !a.ignored {
+        eprintln!(
+            "{} change(s) ignored by the workspace's .gitignore or .git/info/exclude not shown (--ignored shows them)",
+            answer.ignored
+        );
     }
     if shown.is_empty() {
         eprintln!("no changes in sandbox {}", a.name);
@@ -446,10 +453,17 @@ pub fn commit(host: &str, a: super::sandboxes::CommitArgs) -> anyhow::Result<u8>
             .collect(),
         force: a.force,
         accept_flagged: a.accept_flagged,
+        include_ignored: a.ignored,
     };
     let done = c.commit(&a.name, &req)?;
     for p in &done.applied {
         println!("applied {}", super::sandboxes::printable(p));
+    }
+    if !done.ignored.is_empty() {
+        eprintln!(
+            "warden: {} change(s) ignored by the workspace's .gitignore or .git/info/exclude not committed, left in the sandbox (--ignored commits them)",
+            done.ignored.len()
+        );
     }
     for p in &done.forced {
         eprintln!(

@@ -27,6 +27,11 @@ pub struct RunArgs {
     /// Bind PATH read-write at the same path inside (repeatable)
     #[arg(long, value_name = "PATH")]
     pub rw: Vec<PathBuf>,
+    /// Share a package cache (pip, npm, cargo, go) with the other sandboxes
+    /// of the profile: a directory of warden's state, never the host's own
+    /// (repeatable)
+    #[arg(long = "cache", value_name = "NAME")]
+    pub cache: Vec<String>,
     /// Use a prepared root tree (e.g. debootstrap output) instead of the host's /usr, /etc, ...
     #[arg(long, value_name = "DIR")]
     pub rootfs: Option<PathBuf>,
@@ -76,6 +81,10 @@ pub struct RunArgs {
     /// Without any, the sandbox has no network beyond its own loopback
     #[arg(long = "allow-domain", value_name = "NAME[:PORT]")]
     pub allow_domain: Vec<String>,
+    /// Allow the names of a preset (see `warden preset list`), as a
+    /// profile's `egress.presets` does. Repeatable
+    #[arg(long = "preset", value_name = "NAME")]
+    pub preset: Vec<String>,
     /// Allow plain HTTP (not only TLS) to allowed names
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub allow_http: Option<bool>,
@@ -103,6 +112,11 @@ pub struct RunArgs {
     /// once, for this run, or deny); without a terminal they are denied
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub ask: Option<bool>,
+    /// Learning mode: allow every name no rule allows (never the host's
+    /// own services), mark each such decision, and print at exit the
+    /// profile lines the run needed; refused with --secret and --ask
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub egress_learn: Option<bool>,
     /// Print one line per egress decision (allowed or denied) on stderr
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub net_log: Option<bool>,
@@ -179,8 +193,9 @@ pub fn run_after_help(d: &Defaults) -> String {
         "Without limit flags a sandbox still has limits, sized from this host: memory {}M, \
 {} processes, /tmp {}M, {} open files, files of at most {}G, no core dumps.
 
-The environment is scrubbed: only {} pass, HOME is /workspace (or /tmp); use --env and \
---pass-env for anything else.
+The environment is scrubbed: only {} pass; use --env and --pass-env for anything else. \
+HOME is the sandbox's own /home/sandbox (a tmpfs; a named sandbox keeps it), never the \
+workspace.
 
 Exit status: the command's own; 128+N when it died of signal N; 124 on --timeout; 137 when \
 killed for exceeding --memory; 126/127 when the command is not executable / not found; 125 \
@@ -210,6 +225,7 @@ pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
         overlay: args.overlay.then_some(true),
         ro: paths(args.ro)?,
         rw: paths(args.rw)?,
+        caches: args.cache,
         rootfs: args.rootfs.map(absolute).transpose()?,
         memory: args.memory,
         pids: args.pids,
@@ -224,12 +240,14 @@ pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
         hostname: args.hostname,
         isolation: args.isolation,
         allow_domain: args.allow_domain,
+        presets: args.preset,
         allow_http: args.allow_http,
         add_host: args.add_host,
         allow_cidr: args.allow_cidr,
         allow_host_ports: args.allow_host_port,
         publish: args.publish,
         ask: args.ask,
+        egress_learn: args.egress_learn,
         net_log: args.net_log,
         egress_quota: args.egress_quota,
         egress_idle_timeout: args.egress_idle_timeout,
@@ -289,12 +307,32 @@ pub fn resolve(
     Ok(warden_runtime::resolve::resolve(input, &ctx, sandbox)?)
 }
 
+/// Says each layer the host could not give, as it happens, on stderr: in
+/// full, except the lack of cgroups, which a rootless user meets on every
+/// run of such a host and which gets one short line (`warden doctor` has
+/// the details and the fix).
+pub struct DegradedNotices;
+
+impl warden_audit::EventSink for DegradedNotices {
+    fn emit(&mut self, event: &warden_audit::Event) {
+        if let warden_audit::EventKind::Degraded { layer, lost } = &event.kind {
+            if layer == "resources" {
+                eprintln!(
+                    "warden: DEGRADED resources: no usable cgroup, limits are per process (rlimits); `warden doctor` says why and how to get one"
+                );
+            } else {
+                eprintln!("warden: DEGRADED {layer}: {lost}");
+            }
+        }
+    }
+}
+
 /// The sinks of a run, opened (a log that cannot be opened stops the run
 /// before anything starts).
 pub fn open_sinks(
     c: &warden_runtime::state::SinkConfig,
 ) -> anyhow::Result<Vec<warden_runtime::events::Sink>> {
-    let mut sinks: Vec<warden_runtime::events::Sink> = Vec::new();
+    let mut sinks: Vec<warden_runtime::events::Sink> = vec![Box::new(DegradedNotices)];
     #[cfg(feature = "otlp")]
     if let Some(url) = &c.otlp_endpoint {
         sinks.push(Box::new(warden_audit::otlp::OtlpSink::new(url)?));
@@ -304,6 +342,11 @@ pub fn open_sinks(
     }
     if let Some(path) = &c.audit_log {
         sinks.push(Box::new(ChainedLog::open(path)?));
+    }
+    if let Some(path) = &c.grants {
+        sinks.push(Box::new(warden_runtime::grants::GrantsSink::new(
+            path.clone(),
+        )));
     }
     Ok(sinks)
 }
@@ -331,7 +374,29 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         None => None,
     };
     let sinks = open_sinks(&resolved.sinks)?;
+    let granted_before = resolved
+        .sinks
+        .grants
+        .as_deref()
+        .map(warden_runtime::grants::load)
+        .transpose()?
+        .unwrap_or_default();
     let finished = warden_runtime::run_once(&resolved.spec, &id, sinks);
+    if let Some(file) = &resolved.sinks.grants {
+        // What "always" answers wrote, as the lines now in the file.
+        let now = warden_runtime::grants::load(file).unwrap_or_default();
+        let new: Vec<String> = now
+            .into_iter()
+            .filter(|e| !granted_before.contains(e))
+            .collect();
+        if !new.is_empty() {
+            eprintln!(
+                "warden: saved for this project's later runs in {} (answered always):\n{}",
+                file.display(),
+                warden_runtime::teach::profile_lines(&new)
+            );
+        }
+    }
     if let (Some(lock), Some((store, sb))) = (lock, &kept) {
         let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
         let changed = sb

@@ -19,6 +19,10 @@ pub struct DiffArgs {
     /// The changes as JSON (paths that are not UTF-8 also as bytes)
     #[arg(long, conflicts_with = "stat")]
     pub json: bool,
+    /// Show the changes the workspace's own .gitignore (or
+    /// .git/info/exclude) ignores too, instead of counting them
+    #[arg(long)]
+    pub ignored: bool,
     /// Colour the diff: auto (on a terminal), always, never
     #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "always", "never"])]
     pub color: String,
@@ -45,6 +49,10 @@ pub struct CommitArgs {
     /// diff` first, or with --interactive)
     #[arg(long, conflicts_with = "interactive")]
     pub unreviewed: bool,
+    /// Commit the changes the workspace's own .gitignore (or
+    /// .git/info/exclude) ignores too; without it they stay in the sandbox
+    #[arg(long)]
+    pub ignored: bool,
 }
 
 #[derive(Args)]
@@ -239,7 +247,11 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         runs_on_host: runs_on_host(&sb),
         host_hooks_paths: host_git_hooks(),
     };
-    let changes = sb.diff(&opts)?;
+    let (changes, ignored): (Vec<_>, Vec<_>) = sb
+        .diff(&opts)?
+        .into_iter()
+        .partition(|c| args.ignored || !c.ignored);
+    let summary = ignored_summary(ignored.len(), "shown", "--ignored shows them");
     // What was shown in full is what `commit` may apply; a --stat shows no
     // content and reviews nothing.
     if !args.stat {
@@ -247,11 +259,17 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&changes)?);
+        if let Some(line) = &summary {
+            eprintln!("warden: {line}");
+        }
         return Ok(0);
     }
     if args.stat {
         for line in warden_workspace::stat(&changes).lines() {
             println!("{}", printable(line));
+        }
+        if let Some(line) = &summary {
+            println!("{line}");
         }
         return Ok(0);
     }
@@ -302,7 +320,20 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
     if changes.is_empty() {
         writeln!(out, "no changes")?;
     }
+    if let Some(line) = &summary {
+        writeln!(out, "{line}")?;
+    }
     Ok(0)
+}
+
+/// One line for the changes left out because the workspace's own ignore
+/// files ignore them: `None` when there are none.
+fn ignored_summary(n: usize, what: &str, hint: &str) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "{n} change(s) ignored by the workspace's .gitignore or .git/info/exclude not {what} ({hint})"
+        )
+    })
 }
 
 /// Ask one question on the terminal; the first letter of the answer.
@@ -346,8 +377,19 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         runs_on_host: runs_on_host(&sb),
         host_hooks_paths: host_git_hooks(),
     })?;
-    if preview.is_empty() {
+    let offered = preview
+        .iter()
+        .filter(|c| args.ignored || !c.ignored)
+        .count();
+    if offered == 0 {
         println!("no changes to commit in sandbox {}", args.name);
+        if let Some(line) = ignored_summary(
+            preview.len(),
+            "committed",
+            "`warden commit --ignored` commits them",
+        ) {
+            println!("{line}");
+        }
         return Ok(0);
     }
     let flagged: Vec<_> = preview.iter().filter(|c| !c.flags.is_empty()).collect();
@@ -380,6 +422,8 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         for f in &c.flags {
             eprintln!("  ! {}: {}", f.rule, printable(&f.reason));
         }
+        // What the change is, before the question about it.
+        show(&sb, c);
         loop {
             match ask("apply this change? [y]es, [n]o, [s]how it, [q]uit: ") {
                 Ok('y') => return Decision::Apply,
@@ -398,6 +442,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
             reviewed: !interactive && !args.unreviewed,
             runs_on_host: runs_on_host(&sb),
             host_hooks_paths: host_git_hooks(),
+            include_ignored: args.ignored,
         },
         &mut decide,
     );
@@ -424,10 +469,11 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         "commit",
         applied,
         format!(
-            "{} applied, {} skipped, {} conflicts overridden{}",
+            "{} applied, {} skipped, {} conflicts overridden, {} ignored left out{}",
             report.applied.len(),
             report.skipped.len(),
             report.forced.len(),
+            report.ignored.len(),
             if report.quit { ", quit early" } else { "" }
         ),
     );
@@ -446,6 +492,13 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         sb.meta().workspace.display(),
         report.skipped.len()
     );
+    if let Some(line) = ignored_summary(
+        report.ignored.len(),
+        "committed, left in the sandbox",
+        "`warden commit --ignored` commits them",
+    ) {
+        println!("{line}");
+    }
     recorded?;
     Ok(0)
 }

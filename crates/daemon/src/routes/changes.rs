@@ -176,12 +176,17 @@ pub async fn changes(
         let sb = layered(&app, &id)?;
         let changes = review::review(&sb, paths, content).map_err(|e| review_error(e, &id))?;
         let flagged = changes.iter().filter(|c| !c.flags.is_empty()).count();
+        let ignored = changes.iter().filter(|c| c.ignored).count();
         let changes = changes
             .iter()
             .map(serde_json::to_value)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ApiError::internal(format!("cannot show a change: {e}")))?;
-        Ok(Json(ChangesAnswer { changes, flagged }))
+        Ok(Json(ChangesAnswer {
+            changes,
+            flagged,
+            ignored,
+        }))
     })
     .await
 }
@@ -214,8 +219,16 @@ pub async fn commit(
     }
     blocking(move || {
         let sb = layered(&app, &id)?;
-        let report = review::commit(&sb, paths, req.force, req.accept_flagged)
-            .map_err(|e| review_error(e, &id))?;
+        let report = review::commit(
+            &sb,
+            paths,
+            review::CommitRules {
+                force: req.force,
+                accept_flagged: req.accept_flagged,
+                include_ignored: req.include_ignored,
+            },
+        )
+        .map_err(|e| review_error(e, &id))?;
         Ok(Json(CommitAnswer {
             applied: report
                 .applied
@@ -224,6 +237,11 @@ pub async fn commit(
                 .collect(),
             forced: report
                 .forced
+                .iter()
+                .map(|c| c.path.to_string_lossy().into_owned())
+                .collect(),
+            ignored: report
+                .ignored
                 .iter()
                 .map(|c| c.path.to_string_lossy().into_owned())
                 .collect(),

@@ -52,11 +52,16 @@ const OWNER_ONLY_KEYS: &[&str] = &[
     "filesystem.rootfs",
     "filesystem.read_only",
     "filesystem.read_write",
+    // Shared with every sandbox of the profile: what one writes, the
+    // next installs from.
+    "filesystem.caches",
     "egress.upstream_ca",
     "egress.host_ports",
     "egress.publish",
     "egress.hosts",
     "egress.allow_cidrs",
+    // Allows every name: the profile's allowlist would mean nothing.
+    "egress.learn",
     "env.pass",
     "secrets",
     "allow_degraded",

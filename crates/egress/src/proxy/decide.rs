@@ -378,7 +378,11 @@ async fn ask(shared: &Shared, protocol: Protocol, name: &str, port: u16) -> Resu
     }
     let key = (name.to_string(), port);
     if shared.granted.lock().is_ok_and(|g| g.contains(&key)) {
-        return Ok("--ask (allowed for this run)".into());
+        return Ok(if shared.learn {
+            super::LEARNED.into()
+        } else {
+            "--ask (allowed for this run)".into()
+        });
     }
     if shared.asker.is_none() {
         return Err("--ask has no terminal to ask on".into());
@@ -415,6 +419,18 @@ async fn ask(shared: &Shared, protocol: Protocol, name: &str, port: u16) -> Resu
             Ok("--ask (allowed for this run)".into())
         }
         Answer::Deny => Err("denied when asked (--ask)".into()),
+        Answer::Always => {
+            if let Ok(mut g) = shared.granted.lock() {
+                g.insert(key);
+            }
+            Ok(super::ASK_ALWAYS.into())
+        }
+        Answer::Learn => {
+            if let Ok(mut g) = shared.granted.lock() {
+                g.insert(key);
+            }
+            Ok(super::LEARNED.into())
+        }
     }
 }
 

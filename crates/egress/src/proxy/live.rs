@@ -274,6 +274,7 @@ mod tests {
             secrets: Vec::new(),
             secret_rules: Vec::new(),
             upstream_ca: Vec::new(),
+            learn: false,
         };
         let hooks = Hooks {
             observer: Arc::new(Deaf),

@@ -78,6 +78,27 @@ pub enum Answer {
     /// This name and port, for the rest of the run.
     ForRun,
     Deny,
+    /// Learning mode: allowed for the rest of the run, and recorded as
+    /// learned.
+    Learn,
+    /// For the rest of the run, and kept for the project's next runs (the
+    /// runtime writes the grant when it sees [`ASK_ALWAYS`]).
+    Always,
+}
+
+/// The rule recorded for the connection a person answered "always".
+pub const ASK_ALWAYS: &str = "--ask (allowed always)";
+
+/// The rule recorded for a connection learning mode allowed.
+pub const LEARNED: &str = "--egress-learn (no rule allows it)";
+
+/// Learning mode's answer to every question: allow, and say so.
+struct Learner;
+
+impl Asker for Learner {
+    fn ask(&self, _: &Question) -> Answer {
+        Answer::Learn
+    }
 }
 
 /// Answers [`Question`]s: the terminal of `warden run` today, an API of a
@@ -125,6 +146,8 @@ struct Shared {
     /// Ask a person about unlisted names (`--ask`), through `asker`.
     ask: bool,
     asker: Option<Arc<dyn Asker>>,
+    /// Learning mode: every question is answered [`Answer::Learn`].
+    learn: bool,
     /// Tests only (debug builds, `WARDEN_TEST_ASK_LOOPBACK`): names pinned
     /// to the host's loopback may be asked about, since a test's servers
     /// can only be there.
@@ -238,6 +261,12 @@ impl Proxy {
             asker,
             terminator,
         } = hooks;
+        // Learning mode answers every question itself.
+        let asker: Option<Arc<dyn Asker>> = if spec.learn {
+            Some(Arc::new(Learner))
+        } else {
+            asker
+        };
         // Two descriptors per proxied connection: raise the supervisor's
         // soft limit to its hard one (the sandbox keeps its own limit).
         if let Ok((_, hard)) =
@@ -274,8 +303,9 @@ impl Proxy {
             hosts: spec.hosts.iter().cloned().collect(),
             cidrs: spec.cidrs.clone(),
             host_ports: spec.host_ports.clone(),
-            ask: spec.ask,
+            ask: spec.ask || spec.learn,
             asker,
+            learn: spec.learn,
             granted: Mutex::new(HashSet::new()),
             test_ask_loopback: cfg!(debug_assertions)
                 && std::env::var_os("WARDEN_TEST_ASK_LOOPBACK").is_some(),
@@ -406,6 +436,13 @@ impl Drop for Proxy {
 
 async fn serve_dns(udp: UdpSocket, shared: &Arc<Shared>) {
     let mut buf = vec![0u8; 4096];
+    // In ask mode every name is answered, and the connection decides; the
+    // rule says which mode answered it.
+    let ask_rule = match (shared.ask, shared.learn) {
+        (_, true) => Some(LEARNED),
+        (true, false) => Some("--ask (asked on connection)"),
+        (false, false) => None,
+    };
     loop {
         let Ok((n, from)) = udp.recv_from(&mut buf).await else {
             continue;
@@ -414,7 +451,7 @@ async fn serve_dns(udp: UdpSocket, shared: &Arc<Shared>) {
             let Ok(mut addrs) = shared.addresses.lock() else {
                 return;
             };
-            dns::answer(&buf[..n], &shared.matcher(), shared.ask, &mut addrs)
+            dns::answer(&buf[..n], &shared.matcher(), ask_rule, &mut addrs)
         };
         if let Some((bytes, decision)) = reply {
             let _ = udp.send_to(&bytes, from).await;

@@ -63,9 +63,32 @@ const POLL: Duration = Duration::from_millis(10);
 /// What a person can do when cgroups are out of reach for this user.
 const HINT_PERMISSION: &str = "run as root or on a host with a delegated cgroup v2 subtree \
      (systemd-run --user --scope -p Delegate=yes)";
-/// The same for v1 hierarchies, which the kernel cannot delegate safely.
-const HINT_V1: &str = "run as root, or on a host with cgroup v2 (unified) and a delegated \
-     subtree (systemd-run --user --scope -p Delegate=yes)";
+/// The same for v1 hierarchies: an administrator delegates one cgroup per
+/// user, once.
+const HINT_V1: &str = "run as root, or have an administrator delegate a cgroup of each v1 \
+     hierarchy to this user once (as root, for each of memory, pids and cpu: mkdir \
+     <hierarchy>/warden-user-UID and chown it to the user; see the README), or use a host \
+     with cgroup v2 and a delegated subtree (systemd-run --user --scope -p Delegate=yes)";
+/// The cgroup an administrator delegates to one rootless user in a v1
+/// hierarchy: `<hierarchy>/warden-user-<uid>`, owned by that user.
+const USER_PARENT_PREFIX: &str = "warden-user-";
+
+/// The parent of sandbox cgroups in the v1 hierarchy mounted at `point`:
+/// for a rootless user, the cgroup delegated to it when an administrator
+/// made one (`warden-user-<uid>`); else the shared `warden` parent (root's,
+/// which a rootless user cannot write). Users never share a parent: a
+/// user who could write another's could move its processes or lift its
+/// limits.
+fn v1_parent(point: &Path) -> PathBuf {
+    let uid = nix::unistd::geteuid();
+    if !uid.is_root() {
+        let mine = point.join(format!("{USER_PARENT_PREFIX}{uid}"));
+        if mine.is_dir() {
+            return mine;
+        }
+    }
+    point.join(PARENT)
+}
 
 /// Errors of the cgroup layer. Each says what was attempted, on which path,
 /// and what a person can do about it; the cause is the `source`.

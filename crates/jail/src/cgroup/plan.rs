@@ -94,7 +94,7 @@ impl Plan {
             if v1.controllers.is_empty() {
                 continue;
             }
-            let parent = v1.point.join(PARENT);
+            let parent = super::v1_parent(&v1.point);
             let ok = if host.exists(&parent) {
                 host.writable(&parent)
             } else {

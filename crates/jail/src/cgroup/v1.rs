@@ -13,12 +13,12 @@ use std::path::Path;
 use nix::unistd::SysconfVar;
 
 use super::discover::V1Hierarchy;
-use super::{keyed, mkdir, write_file, CgroupError, Dir, Op, CPU_PERIOD_US, PARENT};
+use super::{keyed, mkdir, v1_parent, write_file, CgroupError, Dir, Op, CPU_PERIOD_US};
 
 /// Create the sandbox's directory `name` under the shared parent of one v1
 /// hierarchy.
 pub(super) fn create(v1: &V1Hierarchy, name: &str) -> Result<Dir, CgroupError> {
-    let parent = v1.point.join(PARENT);
+    let parent = v1_parent(&v1.point);
     mkdir(&parent, true)?;
     let path = parent.join(name);
     mkdir(&path, false)?;

@@ -1,0 +1,172 @@
+//! Grants: names a person answered "always" about under `--ask`, kept per
+//! project so that the next run on the same workspace is not asked again.
+//!
+//! The file lives in warden's state directory (`grants/`, one file per
+//! workspace path), never in the workspace, which the sandbox can write:
+//! a sandbox must not be able to grant itself a name. It is a preset file
+//! (`description`, `domains`), read at resolution into the run's allowed
+//! names and written by [`GrantsSink`] the moment an "always" decision is
+//! recorded.
+
+use std::path::{Path, PathBuf};
+use warden_audit::{Event, EventKind, EventSink};
+
+/// Why the grants file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantsError {
+    #[error("cannot read the grants file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the grants file {path} is not a list of domains ({why}); fix or remove it")]
+    Parse { path: PathBuf, why: String },
+    #[error("cannot write the grants file {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The grants file of the project at `workspace`: its path escaped into
+/// one file name (letters, digits, `.` and `-` kept, every other byte as
+/// `_XX`), so that two paths never share a file.
+pub fn file_for(state: &Path, workspace: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let mut name = String::new();
+    for &b in workspace.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b == b'.' || b == b'-' {
+            name.push(b as char);
+        } else {
+            name.push_str(&format!("_{b:02x}"));
+        }
+    }
+    state.join("grants").join(format!("{name}.yaml"))
+}
+
+/// The domains granted in `path` (none when it does not exist).
+pub fn load(path: &Path) -> Result<Vec<String>, GrantsError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(GrantsError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let preset = warden_policy::profile::parse_preset(&text).map_err(|e| GrantsError::Parse {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    Ok(preset.domains.into_iter().map(|d| d.value).collect())
+}
+
+/// The file's text for `entries`.
+fn render(entries: &[String]) -> String {
+    let quoted: Vec<String> = entries
+        .iter()
+        .map(|e| serde_json::Value::from(e.as_str()).to_string())
+        .collect();
+    format!(
+        "description: {}\ndomains: [{}]\n",
+        serde_json::Value::from("names answered \"always\" under --ask for this project"),
+        quoted.join(", ")
+    )
+}
+
+/// Add `entry` to the grants file at `path`; `Ok(false)` when it was there.
+pub fn add(path: &Path, entry: &str) -> Result<bool, GrantsError> {
+    let mut entries = load(path)?;
+    if entries.iter().any(|e| e == entry) {
+        return Ok(false);
+    }
+    entries.push(entry.to_string());
+    let write = |source| GrantsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(write)?;
+    }
+    let tmp = path.with_extension("yaml.tmp");
+    std::fs::write(&tmp, render(&entries)).map_err(write)?;
+    std::fs::rename(&tmp, path).map_err(write)?;
+    Ok(true)
+}
+
+/// Writes each "always" answer into the project's grants file as it is
+/// recorded. A grant that cannot be written fails the run's record (the
+/// person was told it would be kept).
+pub struct GrantsSink {
+    path: PathBuf,
+    failure: Option<String>,
+}
+
+impl GrantsSink {
+    pub fn new(path: PathBuf) -> GrantsSink {
+        GrantsSink {
+            path,
+            failure: None,
+        }
+    }
+}
+
+impl EventSink for GrantsSink {
+    fn emit(&mut self, event: &Event) {
+        let EventKind::Connection {
+            name: Some(name),
+            port,
+            allowed: true,
+            rule: Some(rule),
+            ..
+        } = &event.kind
+        else {
+            return;
+        };
+        if rule != warden_egress::proxy::ASK_ALWAYS {
+            return;
+        }
+        let entry = if warden_policy::DEFAULT_PORTS.contains(port) {
+            name.clone()
+        } else {
+            format!("{name}:{port}")
+        };
+        if let Err(e) = add(&self.path, &entry) {
+            self.failure
+                .get_or_insert_with(|| warden_jail::chain_str(&e));
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_project_has_its_own_file_and_entries_are_kept_once() {
+        let a = file_for(Path::new("/st"), Path::new("/src/a_b"));
+        let b = file_for(Path::new("/st"), Path::new("/src/a/b"));
+        assert_ne!(a, b);
+        let dir = std::env::temp_dir().join(format!("warden-grants-{}", std::process::id()));
+        let f = dir.join("grants/x.yaml");
+        assert!(load(&f).unwrap().is_empty());
+        assert!(add(&f, "pypi.org").unwrap());
+        assert!(!add(&f, "pypi.org").unwrap());
+        assert!(add(&f, "git.example.com:8443").unwrap());
+        assert_eq!(load(&f).unwrap(), ["pypi.org", "git.example.com:8443"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

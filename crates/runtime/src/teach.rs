@@ -1,0 +1,272 @@
+//! What a run's egress would have needed: the names it was denied for want
+//! of a rule, and the names a person approved when asked, each as the
+//! `--allow-domain` entry that allows it, so that the summary at exit is
+//! lines to paste into a profile (or flags to pass) that make the same run
+//! pass without denials or questions.
+//!
+//! Only denials an allowlist entry cures are taught: no entry for the name
+//! (or its port), or a person's "deny". The quota, a secret's rule, a
+//! non-public address or a name pinned to the host have their own remedy,
+//! which the denial's reason names (see the bus's `egress denied` lines).
+
+use warden_egress::decision::{Decision, Protocol};
+use warden_policy::DEFAULT_PORTS;
+
+/// Entries kept at most per list; the rest are counted.
+const MAX_ENTRIES: usize = 64;
+
+/// The rules the run would have needed, in the order first met.
+#[derive(Debug, Default)]
+pub struct Needed {
+    /// Each entry, and whether only a DNS query asked for it (a name
+    /// resolved on its way to a port of its own needs no entry of its
+    /// own beside `name:port`).
+    denied: Vec<(String, bool)>,
+    approved: Vec<(String, bool)>,
+    /// What learning mode allowed (`--egress-learn`).
+    learned: Vec<(String, bool)>,
+    more: usize,
+}
+
+/// The `--allow-domain` entry that allows `name` on `port` (`None`: any of
+/// the default ports, the entry without a port).
+fn entry(name: &str, port: Option<u16>) -> String {
+    match port {
+        Some(p) if !DEFAULT_PORTS.contains(&p) => format!("{name}:{p}"),
+        _ => name.to_string(),
+    }
+}
+
+/// Whether an allowlist entry would have allowed what `d` denied: the
+/// proxy's reasons for "no rule" and for a person's no.
+fn cured_by_an_entry(d: &Decision) -> bool {
+    let why = d.detail.as_str();
+    match d.protocol {
+        // A DNS denial's detail is the record type unless it was refused
+        // for another reason.
+        Protocol::Dns => !why.contains("refused"),
+        _ => why.starts_with("no --allow-domain entry") || why.starts_with("denied when asked"),
+    }
+}
+
+impl Needed {
+    /// Hear one decision of the proxy.
+    pub fn note(&mut self, d: &Decision) {
+        let Some(name) = d.name.as_deref().filter(|n| !n.is_empty()) else {
+            return;
+        };
+        let dns = d.protocol == Protocol::Dns;
+        let asked = d
+            .rule
+            .as_deref()
+            .is_some_and(|r| r.starts_with("--ask (allowed"));
+        let learned = d
+            .rule
+            .as_deref()
+            .is_some_and(|r| r == warden_egress::proxy::LEARNED);
+        let list = if d.allowed && learned {
+            &mut self.learned
+        } else if d.allowed && asked {
+            &mut self.approved
+        } else if !d.allowed && cured_by_an_entry(d) {
+            &mut self.denied
+        } else {
+            return;
+        };
+        let e = entry(name, (!dns).then_some(d.port));
+        let with_port = format!("{name}:");
+        if dns {
+            // Any entry for the name answers its queries.
+            if list
+                .iter()
+                .any(|(x, _)| *x == e || x.starts_with(&with_port))
+            {
+                return;
+            }
+        } else {
+            if let Some(slot) = list.iter_mut().find(|(x, _)| *x == e) {
+                slot.1 = false;
+                return;
+            }
+            // The query that led here needs no entry of its own.
+            list.retain(|(x, dns_only)| !(*dns_only && x == name));
+        }
+        if list.len() >= MAX_ENTRIES {
+            self.more += 1;
+            return;
+        }
+        list.push((e, dns));
+    }
+
+    /// The lines for the person at exit: for the names denied, then for
+    /// those approved, the profile lines and the flags that allow them.
+    pub fn notices(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let more = if self.more > 0 {
+            format!(" ({} more not listed)", self.more)
+        } else {
+            String::new()
+        };
+        for (list, what) in [
+            (
+                &self.learned,
+                "egress learning mode ended: to allow what this run needed",
+            ),
+            (&self.denied, "to allow what this run was denied"),
+            (
+                &self.approved,
+                "to allow what was approved when asked without asking again",
+            ),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            let list: Vec<String> = list.iter().map(|(e, _)| e.clone()).collect();
+            out.push(format!(
+                "{what}{more}, add to the profile:\n{}\nor pass: {}",
+                profile_lines(&list),
+                flags(&list)
+            ));
+        }
+        out
+    }
+}
+
+/// `egress.domains` lines of a profile (YAML; each entry quoted).
+pub fn profile_lines(entries: &[String]) -> String {
+    let quoted: Vec<String> = entries
+        .iter()
+        .map(|e| serde_json::Value::from(e.as_str()).to_string())
+        .collect();
+    format!("egress:\n  domains: [{}]", quoted.join(", "))
+}
+
+/// The same entries as flags of `warden run`.
+pub fn flags(entries: &[String]) -> String {
+    entries
+        .iter()
+        .map(|e| format!("--allow-domain {e}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(
+        protocol: Protocol,
+        name: &str,
+        port: u16,
+        allowed: bool,
+        rule: Option<&str>,
+        detail: &str,
+    ) -> Decision {
+        Decision {
+            protocol,
+            name: Some(name.into()),
+            port,
+            original_destination: None,
+            allowed,
+            rule: rule.map(str::to_string),
+            detail: detail.into(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        }
+    }
+
+    #[test]
+    fn denials_an_entry_cures_become_entries_and_other_denials_do_not() {
+        let mut n = Needed::default();
+        n.note(&d(Protocol::Dns, "pypi.org", 53, false, None, "A"));
+        n.note(&d(Protocol::Dns, "git.example.com", 53, false, None, "A"));
+        n.note(&d(
+            Protocol::Tls,
+            "pypi.org",
+            443,
+            false,
+            None,
+            "no --allow-domain entry for this name on port 443",
+        ));
+        n.note(&d(
+            Protocol::Tls,
+            "git.example.com",
+            8443,
+            false,
+            None,
+            "no --allow-domain entry for this name on port 8443",
+        ));
+        n.note(&d(
+            Protocol::Tls,
+            "big.example.com",
+            443,
+            false,
+            None,
+            "the egress quota (1M) is used up",
+        ));
+        n.note(&d(
+            Protocol::Tls,
+            "asked.example.com",
+            443,
+            true,
+            Some("--ask (allowed for this run)"),
+            "connected",
+        ));
+        let lines = n.notices();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].contains("domains: [\"pypi.org\", \"git.example.com:8443\"]"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].ends_with("--allow-domain pypi.org --allow-domain git.example.com:8443"),
+            "{}",
+            lines[0]
+        );
+        assert!(!lines[0].contains("big.example.com"));
+        assert!(lines[1].contains("asked.example.com"), "{}", lines[1]);
+    }
+
+    #[test]
+    fn what_learning_allowed_is_its_own_list_first() {
+        let mut n = Needed::default();
+        n.note(&d(
+            Protocol::Dns,
+            "api.example.com",
+            53,
+            true,
+            Some(warden_egress::proxy::LEARNED),
+            "A",
+        ));
+        n.note(&d(
+            Protocol::Tls,
+            "api.example.com",
+            443,
+            true,
+            Some(warden_egress::proxy::LEARNED),
+            "connected",
+        ));
+        n.note(&d(
+            Protocol::Tls,
+            "x.example.com",
+            9443,
+            true,
+            Some(warden_egress::proxy::LEARNED),
+            "connected",
+        ));
+        let lines = n.notices();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("egress learning mode ended"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains(r#"domains: ["api.example.com", "x.example.com:9443"]"#),
+            "{}",
+            lines[0]
+        );
+    }
+}
