@@ -266,16 +266,14 @@ async fn authorize(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let unix = transport.map(|t| t.0) == Some(Transport::Unix);
-    let cookie = crate::session::cookie(req.headers());
+    let cookies = crate::session::cookies(req.headers());
     let caller = match (&header, unix) {
         (None, true) => Caller::Owner,
         (None, false) if route.scope.is_none() => Caller::Owner,
-        (None, false) if cookie.is_some() => {
-            match browser(&app, route, cookie.as_deref().unwrap_or(""), &req) {
-                Ok(c) => c,
-                Err(e) => return e.into_response(),
-            }
-        }
+        (None, false) if !cookies.is_empty() => match browser(&app, route, &cookies, &mut req) {
+            Ok(c) => c,
+            Err(e) => return e.into_response(),
+        },
         _ => {
             let checked = match app.db() {
                 Ok(db) => auth::check(&db, header.as_deref()),
@@ -304,19 +302,22 @@ async fn authorize(
 }
 
 /// The caller a browser request's session cookie stands for, under the
-/// session's rules (see [`crate::session::check_request`]).
+/// session's rules (see [`crate::session::check_request`]); the query's
+/// CSRF token, once checked, is taken out of the request.
 /// A refusal of the session rules is recorded in the daemon's audit log
 /// as any other refused call, under the session's token.
 fn browser(
     app: &App,
     route: &auth::Route,
-    cookie: &str,
-    req: &Request,
+    cookies: &[String],
+    req: &mut Request,
 ) -> Result<Caller, ApiError> {
+    use crate::session::{given_csrf, strip_csrf};
     let unauthorized = |m: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
-    let s = app
+    let csrf = given_csrf(req.method(), req.headers(), req.uri());
+    let (_, s) = app
         .sessions
-        .get(cookie, warden_runtime::state::now_ms())
+        .find(cookies, csrf, warden_runtime::state::now_ms())
         .ok_or_else(|| unauthorized(crate::session::SessionError::Unknown.to_string()))?;
     let row = app
         .db()?
@@ -331,11 +332,14 @@ fn browser(
             )))
         }
     };
-    if let Err(e) = crate::session::check_request(&s, req.method(), req.headers()) {
+    if let Err(e) = crate::session::check_request(&s, req.method(), req.headers(), csrf) {
         let why = e.to_string();
         tracing::warn!(route = route.path, method = route.method, "denied: {why}");
         app.record_denial(&caller, route, &format!("browser session: {why}"));
         return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf", why));
+    }
+    if let Some(uri) = strip_csrf(req.uri()) {
+        *req.uri_mut() = uri;
     }
     Ok(caller)
 }
