@@ -480,3 +480,22 @@ fn no_answer_of_the_api_is_kept_by_a_cache() {
         assert_eq!(header(&h, "cache-control"), Some("no-store"), "{path}");
     }
 }
+
+/// Sessions are bounded; a holder of any token (an agent's per-sandbox
+/// token, say) logging in over and over must not push the person's
+/// session out.
+#[test]
+fn logging_in_again_and_again_with_one_token_logs_no_one_else_out() {
+    let Some((_state, d)) = start() else { return };
+    let person = login(&d, &admin_token(&d));
+    let agent = token_with(&d, "agent", "sandboxes:read");
+    for _ in 0..300 {
+        login(&d, &agent);
+    }
+    let h = [
+        ("cookie", person.cookie.as_str()),
+        ("x-warden-csrf", &person.csrf),
+    ];
+    let (status, _, b) = http(&d, "GET", "/session", &h, None);
+    assert_eq!(status, 200, "the person was logged out: {b}");
+}

@@ -34,6 +34,10 @@ pub const CSRF_HEADER: &str = "x-warden-csrf";
 pub const LIFETIME_MS: u64 = 12 * 3600 * 1000;
 /// Sessions kept at most; the oldest goes first.
 const MAX_SESSIONS: usize = 256;
+/// Sessions of one token kept at most: a new login with a token that has
+/// as many drops that token's oldest, so that logging in over and over
+/// with one token (any token holder can) never pushes out another's.
+const MAX_PER_TOKEN: usize = 16;
 
 /// One logged-in browser.
 #[derive(Debug, Clone)]
@@ -81,6 +85,16 @@ impl Sessions {
         };
         if let Ok(mut map) = self.map.lock() {
             map.retain(|_, s| now_ms.saturating_sub(s.created_ms) < LIFETIME_MS);
+            let mut own: Vec<(String, u64)> = map
+                .iter()
+                .filter(|(_, s)| s.token_id == token_id)
+                .map(|(k, s)| (k.clone(), s.created_ms))
+                .collect();
+            own.sort_by_key(|(_, created)| *created);
+            let extra = (own.len() + 1).saturating_sub(MAX_PER_TOKEN);
+            for (k, _) in own.into_iter().take(extra) {
+                map.remove(&k);
+            }
             while map.len() >= MAX_SESSIONS {
                 let oldest = map
                     .iter()
@@ -323,6 +337,20 @@ mod tests {
         assert_eq!(s.find(&both, Some(&s3.csrf), 2000).unwrap().0, id3);
         assert_eq!(s.find(&both, Some(&s2.csrf), 2000).unwrap().0, id2);
         assert_eq!(s.find(&both, None, 2000).unwrap().0, id2);
+    }
+
+    #[test]
+    fn one_token_logging_in_again_and_again_drops_only_its_own_oldest() {
+        let s = Sessions::default();
+        let (person, _) = s.open("admin", 1);
+        let first: Vec<String> = (0..MAX_PER_TOKEN as u64)
+            .map(|i| s.open("agent", 10 + i).0)
+            .collect();
+        for i in 0..(2 * MAX_SESSIONS as u64) {
+            s.open("agent", 100 + i);
+        }
+        assert!(s.get(&person, 2000).is_some());
+        assert!(first.iter().all(|id| s.get(id, 2000).is_none()));
     }
 
     #[test]
