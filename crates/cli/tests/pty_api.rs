@@ -348,3 +348,66 @@ fn a_process_whose_websocket_goes_away_does_not_stay_behind() {
         },
     );
 }
+
+/// A terminal lives longer than the request that opened it. Revoking the
+/// token it was opened with (a leaked token, say) must end it, and its
+/// process, not leave a shell to whoever holds the socket.
+#[test]
+fn revoking_the_token_ends_its_open_terminal() {
+    let Some((_state, d)) = setup("pty-revoke") else {
+        return;
+    };
+    let token = ok(&warden(
+        &d.state,
+        &["token", "create", "t", "--scope", "exec"],
+    ))
+    .trim()
+    .lines()
+    .last()
+    .unwrap()
+    .to_string();
+    runtime().block_on(async {
+        let mut ws = connect(&d, "/v1/sandboxes/p/pty", Some(&token))
+            .await
+            .unwrap();
+        ws.send(Message::Text(
+            r#"{"type":"start","argv":["sh"],"rows":24,"cols":80,"env":{"PS1":"$ "}}"#.into(),
+        ))
+        .await
+        .unwrap();
+        let mut seen = Seen::default();
+        type_in(&mut ws, "echo before-$((6*7))\n").await;
+        read_until(&mut ws, &mut seen, |s| s.text().contains("before-42")).await;
+        let id = token.split('_').nth(1).unwrap();
+        ok(&warden(&d.state, &["token", "revoke", id]));
+        // Within a few seconds the terminal says why and closes.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+        while !seen.closed && tokio::time::Instant::now() < deadline {
+            let _ = type_in_quietly(&mut ws, "echo after-$((6*7))\n").await;
+            let m = tokio::time::timeout(Duration::from_millis(500), ws.next()).await;
+            match m {
+                Ok(Some(Ok(Message::Binary(b)))) => seen.output.extend_from_slice(&b),
+                Ok(Some(Ok(Message::Text(t)))) => {
+                    seen.messages.push(serde_json::from_str(&t).unwrap())
+                }
+                Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => seen.closed = true,
+                _ => {}
+            }
+        }
+        assert!(
+            seen.closed,
+            "the terminal outlived its token's revocation: {}",
+            seen.text()
+        );
+        assert!(
+            seen.messages.iter().any(|m| m["code"] == "unauthorized"),
+            "{:?}",
+            seen.messages
+        );
+    });
+}
+
+async fn type_in_quietly(ws: &mut Ws, keys: &str) -> Result<(), tungstenite::Error> {
+    ws.send(Message::Binary(keys.as_bytes().to_vec().into()))
+        .await
+}

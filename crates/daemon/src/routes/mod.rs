@@ -267,11 +267,15 @@ async fn authorize(
         .map(str::to_string);
     let unix = transport.map(|t| t.0) == Some(Transport::Unix);
     let cookies = crate::session::cookies(req.headers());
+    let mut session = None;
     let caller = match (&header, unix) {
         (None, true) => Caller::Owner,
         (None, false) if route.scope.is_none() => Caller::Owner,
         (None, false) if !cookies.is_empty() => match browser(&app, route, &cookies, &mut req) {
-            Ok(c) => c,
+            Ok((c, id)) => {
+                session = Some(id);
+                c
+            }
             Err(e) => return e.into_response(),
         },
         _ => {
@@ -297,13 +301,18 @@ async fn authorize(
         app.record_denial(&caller, route, &why);
         return ApiError::new(StatusCode::FORBIDDEN, "forbidden", why).into_response();
     }
+    req.extensions_mut().insert(crate::app::Credential {
+        token: caller.token_id().map(str::to_string),
+        session,
+    });
     req.extensions_mut().insert(caller);
     next.run(req).await
 }
 
 /// The caller a browser request's session cookie stands for, under the
-/// session's rules (see [`crate::session::check_request`]); the query's
-/// CSRF token, once checked, is taken out of the request.
+/// session's rules (see [`crate::session::check_request`]), and the
+/// session's cookie value; the query's CSRF token, once checked, is taken
+/// out of the request.
 /// A refusal of the session rules is recorded in the daemon's audit log
 /// as any other refused call, under the session's token.
 fn browser(
@@ -311,11 +320,11 @@ fn browser(
     route: &auth::Route,
     cookies: &[String],
     req: &mut Request,
-) -> Result<Caller, ApiError> {
+) -> Result<(Caller, String), ApiError> {
     use crate::session::{given_csrf, strip_csrf};
     let unauthorized = |m: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
     let csrf = given_csrf(req.method(), req.headers(), req.uri());
-    let (_, s) = app
+    let (id, s) = app
         .sessions
         .find(cookies, csrf, warden_runtime::state::now_ms())
         .ok_or_else(|| unauthorized(crate::session::SessionError::Unknown.to_string()))?;
@@ -341,7 +350,7 @@ fn browser(
     if let Some(uri) = strip_csrf(req.uri()) {
         *req.uri_mut() = uri;
     }
-    Ok(caller)
+    Ok((caller, id))
 }
 
 #[cfg(test)]
