@@ -411,3 +411,57 @@ async fn type_in_quietly(ws: &mut Ws, keys: &str) -> Result<(), tungstenite::Err
     ws.send(Message::Binary(keys.as_bytes().to_vec().into()))
         .await
 }
+
+/// The other long-lived answers, the event stream and the file watch,
+/// end too when the token they were opened with is revoked.
+#[test]
+fn revoking_the_token_ends_its_open_event_stream_and_file_watch() {
+    let Some((_state, d)) = setup("stream-revoke") else {
+        return;
+    };
+    let token = ok(&warden(
+        &d.state,
+        &["token", "create", "t", "--scope", "admin"],
+    ))
+    .trim()
+    .lines()
+    .last()
+    .unwrap()
+    .to_string();
+    let open = |path: &str| {
+        Command::new("curl")
+            .args(["-sS", "-N", "--max-time", "30", "--unix-socket"])
+            .arg(&d.socket)
+            .args(["-H", &format!("authorization: Bearer {token}")])
+            .arg(format!("http://warden{path}"))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl is installed")
+    };
+    let mut streams = [
+        ("events", open("/v1/sandboxes/p/events")),
+        ("watch", open("/v1/sandboxes/p/files/watch")),
+    ];
+    std::thread::sleep(Duration::from_millis(1500));
+    for (what, s) in streams.iter_mut() {
+        assert!(s.try_wait().unwrap().is_none(), "{what} did not stay open");
+    }
+    let id = token.split('_').nth(1).unwrap();
+    ok(&warden(&d.state, &["token", "revoke", id]));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut open_after = Vec::new();
+    for (what, s) in streams.iter_mut() {
+        while s.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if s.try_wait().unwrap().is_none() {
+            open_after.push(*what);
+            let _ = s.kill();
+        }
+        let _ = s.wait();
+    }
+    assert!(
+        open_after.is_empty(),
+        "{open_after:?} outlived the token's revocation"
+    );
+}

@@ -142,6 +142,22 @@ impl App {
         }
     }
 
+    /// Resolves once `credential` no longer stands (asked every second):
+    /// a long-lived answer (an event stream, a file watch) ends with it.
+    pub async fn revoked(self: Arc<Self>, credential: Credential) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let (a, c) = (self.clone(), credential.clone());
+            let stands = tokio::task::spawn_blocking(move || a.still_granted(&c))
+                .await
+                .unwrap_or(false);
+            if !stands {
+                return;
+            }
+        }
+    }
+
     pub fn db(&self) -> Result<MutexGuard<'_, Db>, ApiError> {
         self.db
             .lock()
