@@ -690,14 +690,6 @@ fn serve(
                         errno: nix::errno::Errno::EOPNOTSUPP as i32,
                     },
                 ),
-                // No terminal in a VM sandbox yet, as for a spawn with one.
-                ToInit::OpenTerminal { id, .. } => notify(
-                    channel,
-                    &FromInit::FileDone {
-                        id,
-                        errno: nix::errno::Errno::ENOTTY as i32,
-                    },
-                ),
             },
             Input::RequestsGone => break Ended2::Exit(Ended::Exited(0)),
             Input::Vm(f) => match f.kind {
