@@ -1,12 +1,44 @@
-// The daemon's HTTP API, through the session cookie: every change carries
-// the session's CSRF token, every failure becomes an ApiError with the
-// daemon's own problem message.
+// The daemon's HTTP API, through the session cookie: every request
+// carries the session's CSRF token too, every failure becomes an ApiError
+// with the daemon's own problem message.
+//
+// The browser sends the cookie to every port of this host (a sandbox's
+// published dev server included), so the cookie alone opens nothing: the
+// CSRF token, given only at login, is kept in this origin's own storage,
+// which no other origin (no other port) reads, and shared by this
+// origin's tabs.
 
-let csrf = null;
+const KEY = 'warden.csrf';
 let onLoggedOut = () => {};
 
+export function csrf() {
+  try {
+    return localStorage.getItem(KEY);
+  } catch {
+    return null;
+  }
+}
+
 export function setCsrf(token) {
-  csrf = token;
+  try {
+    if (token) localStorage.setItem(KEY, token);
+    else localStorage.removeItem(KEY);
+  } catch {
+    /* storage refused: the session lasts as long as the page */
+  }
+}
+
+// A URL for what cannot send headers (EventSource, WebSocket): the CSRF
+// token in the query, which the daemon takes out before the route sees it.
+export function withCsrf(url) {
+  const t = csrf();
+  if (!t) return url;
+  return `${url}${url.includes('?') ? '&' : '?'}csrf=${encodeURIComponent(t)}`;
+}
+
+export function csrfHeaders() {
+  const t = csrf();
+  return t ? { 'x-warden-csrf': t } : {};
 }
 
 export function whenLoggedOut(f) {
@@ -23,9 +55,8 @@ export class ApiError extends Error {
 }
 
 export async function api(method, path, body) {
-  const headers = { accept: 'application/json' };
+  const headers = { accept: 'application/json', ...csrfHeaders() };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  if (method !== 'GET' && csrf) headers['x-warden-csrf'] = csrf;
   const r = await fetch(path, {
     method,
     headers,

@@ -4,7 +4,7 @@
 // logic of its own.
 
 import './style.css';
-import { api, setCsrf, whenLoggedOut } from './api.js';
+import { api, csrf, setCsrf, whenLoggedOut } from './api.js';
 import { h, toast } from './dom.js';
 import { sandboxesPage } from './sandboxes.js';
 import { sandboxPage } from './sandbox.js';
@@ -80,7 +80,10 @@ function enter(session) {
 }
 
 async function start() {
-  whenLoggedOut(() => loggedIn && loginPage('Your session ended: log in again.'));
+  whenLoggedOut(() => {
+    setCsrf(null);
+    if (loggedIn) loginPage('Your session ended: log in again.');
+  });
   document.getElementById('logout').addEventListener('click', async () => {
     try {
       await api('POST', '/logout');
@@ -91,9 +94,13 @@ async function start() {
     loginPage('Logged out.');
   });
   window.addEventListener('hashchange', render);
+  // The CSRF token this origin kept from its login: without it there is
+  // no session to ask about.
+  if (!csrf()) return loginPage();
   try {
     enter(await api('GET', '/session'));
   } catch {
+    setCsrf(null);
     loginPage();
   }
 }

@@ -77,7 +77,7 @@ export function approvalsPage(root) {
   const list = h('div', {});
   root.append(h('h1', {}, 'Approvals'), h('p', { class: 'muted' }, 'Connections of sandboxes in ask mode wait here for an answer. "Allow for this sandbox" and "Always" put the name on the sandbox\'s allowlist at once; "Always" also shows the profile line that keeps it for new sandboxes.'), list);
   const f = () => {
-    list.replaceChildren(...(pending.length ? pending.map((q) => h('div', { class: 'card' }, h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), h('pre', {}, `egress:\n  domains:\n    - ${entryFor(q.name, q.port)}`))) : [h('p', { class: 'muted' }, 'No questions wait.')]));
+    list.replaceChildren(...(pending.length ? pending.map((q) => h('div', { class: 'card question' }, h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), h('pre', {}, `egress:\n  domains:\n    - ${entryFor(q.name, q.port)}`))) : [h('p', { class: 'muted' }, 'No questions wait.')]));
   };
   listeners.add(f);
   f();

@@ -2,6 +2,7 @@
 // from the start of its log), each shown as one line with its kind's
 // colour, and a filter.
 
+import { withCsrf } from './api.js';
 import { h, bytes, clock } from './dom.js';
 import { proposeRule } from './rules.js';
 
@@ -106,7 +107,7 @@ export function eventsView(root, id) {
     if (atBottom) list.scrollTop = list.scrollHeight;
   }
 
-  const source = new EventSource(`/v1/sandboxes/${encodeURIComponent(id)}/events`);
+  const source = new EventSource(withCsrf(`/v1/sandboxes/${encodeURIComponent(id)}/events`));
   source.onopen = () => (status.textContent = 'live');
   // The stream ends when the sandbox stops; the browser then asks again
   // from the last event it has (Last-Event-ID), so nothing is shown twice.

@@ -1,6 +1,6 @@
 // The sandbox's files: a directory listing to walk, and a file's text.
 
-import { api, enc } from './api.js';
+import { api, csrfHeaders, enc } from './api.js';
 import { h, bytes } from './dom.js';
 
 export function filesView(root, id) {
@@ -28,7 +28,7 @@ export function filesView(root, id) {
 
   async function open(path) {
     try {
-      const r = await fetch(`/v1/sandboxes/${enc(id)}/files?path=${enc(path)}`, { credentials: 'same-origin' });
+      const r = await fetch(`/v1/sandboxes/${enc(id)}/files?path=${enc(path)}`, { credentials: 'same-origin', headers: csrfHeaders() });
       if (!r.ok) throw new Error((await r.json()).message);
       const buf = new Uint8Array(await r.arrayBuffer());
       const text = new TextDecoder('utf-8', { fatal: false }).decode(buf.slice(0, 256 * 1024));

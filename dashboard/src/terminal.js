@@ -5,6 +5,7 @@
 import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
 import '@xterm/xterm/css/xterm.css';
+import { withCsrf } from './api.js';
 import { h } from './dom.js';
 
 export function terminalView(root, id) {
@@ -44,7 +45,7 @@ export function terminalView(root, id) {
       /* not laid out yet */
     }
     const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
-    ws = new WebSocket(`${scheme}://${location.host}/v1/sandboxes/${encodeURIComponent(id)}/pty`);
+    ws = new WebSocket(withCsrf(`${scheme}://${location.host}/v1/sandboxes/${encodeURIComponent(id)}/pty`));
     ws.binaryType = 'arraybuffer';
     ws.onopen = () => {
       status.textContent = 'connected';

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
-import { request } from 'node:http';
+import { request, createServer as createHttpServer } from 'node:http';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../..');
@@ -109,6 +109,10 @@ function owner(method, path, body) {
   });
 }
 
+// A name a sandbox asks for that starts like a well-known one and says
+// whose it is only at its end.
+const LONG = `api.github.com.${'a'.repeat(60)}.${'b'.repeat(60)}.${'c'.repeat(60)}.evil.test`;
+
 // Python in the sandbox: resolve NAME and connect to PORT.
 const CONNECT = `import socket, sys
 name, port = sys.argv[1], int(sys.argv[2])
@@ -180,6 +184,31 @@ try {
     if (await page.evaluate(() => document.cookie.includes('warden_session'))) throw new Error('a script can read the session cookie');
   });
 
+  await scenario('another port of the host gets the cookie, which opens nothing alone', async () => {
+    // As a sandbox's published dev server would: the browser sends the
+    // daemon's cookie to every port of its host.
+    const seen = [];
+    const other = createHttpServer((req, res) => {
+      seen.push(req.headers.cookie || '');
+      res.end('a dev server');
+    });
+    await new Promise((r) => other.listen(0, new URL(base).hostname, r));
+    try {
+      const p = await context.newPage();
+      await p.goto(`http://${new URL(base).hostname}:${other.address().port}/`);
+      await p.close();
+      const cookie = seen.find((c) => c.includes('warden_session='));
+      if (!cookie) throw new Error(`the other port got no session cookie (${JSON.stringify(seen)}): this test's premise is gone`);
+      // The thief is no browser: it claims the daemon's own origin.
+      for (const path of ['/session', '/v1/sandboxes', '/v1/tokens']) {
+        const r = await fetch(base + path, { headers: { cookie, origin: base, 'sec-fetch-site': 'same-origin' } });
+        if (r.status !== 403) throw new Error(`the cookie alone got ${r.status} from ${path}: ${await r.text()}`);
+      }
+    } finally {
+      other.close();
+    }
+  });
+
   await scenario('a sandbox appears', async () => {
     await owner('POST', '/v1/sandboxes', {
       name: 'demo',
@@ -232,7 +261,7 @@ try {
   });
 
   await scenario('an ask-mode question is approved and the connection goes through', async () => {
-    await owner('POST', '/v1/sandboxes', { name: 'asker', spec: { egress: { ask: true, hosts: { 'asked.test': '127.0.0.1' } } } });
+    await owner('POST', '/v1/sandboxes', { name: 'asker', spec: { egress: { ask: true, hosts: { 'asked.test': '127.0.0.1', [LONG]: '127.0.0.1' } } } });
     const before = arrivals.length;
     const exec = await connect('asker', 'asked.test', true);
     const prompt = page.locator('.prompt', { hasText: 'asked.test' });
@@ -244,6 +273,16 @@ try {
     await waitFor('the exec to end', async () => (await call('GET', `/v1/sandboxes/asker/execs/${exec.id}`)).exit_status !== null);
     const out = await (await fetch(`${base}/v1/sandboxes/asker/execs/${exec.id}/output`, { headers: { authorization: `Bearer ${token}` } })).text();
     if (!out.includes('open')) throw new Error(`the approved connection did not open: ${out}`);
+    await prompt.waitFor({ state: 'detached' });
+  });
+
+  await scenario('a long name in a question is shown whole, its end (the real domain) never cut off', async () => {
+    await connect('asker', LONG, true);
+    const prompt = page.locator('.prompt', { hasText: 'evil.test' });
+    await prompt.waitFor({ timeout: 20000 });
+    const [right, width, pageWidth] = await prompt.locator('code').evaluate((el) => [el.getBoundingClientRect().right, document.documentElement.clientWidth, document.documentElement.scrollWidth]);
+    if (right > width || pageWidth > width) throw new Error(`the asked name runs off the screen (its right edge at ${right}px, the page ${pageWidth}px wide, the screen ${width}px): the end of the name, which says whose it is, is hidden`);
+    await prompt.locator('button', { hasText: 'Deny' }).click();
     await prompt.waitFor({ state: 'detached' });
   });
 
@@ -284,6 +323,9 @@ try {
   await scenario('readable on a phone: no page wider than the screen', async () => {
     const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
     await phone.addCookies(await context.cookies());
+    // The session is the cookie and the CSRF token this origin keeps.
+    const kept = await page.evaluate(() => localStorage.getItem('warden.csrf'));
+    await phone.addInitScript((t) => localStorage.setItem('warden.csrf', t), kept);
     const p = await phone.newPage();
     try {
       for (const where of ['#/', '#/s/demo/events', '#/s/demo/changes', '#/s/demo/terminal']) {

@@ -134,7 +134,14 @@ fn a_token_logs_in_with_a_cookie_no_script_reads_and_a_wrong_one_is_refused() {
     assert!(!set.contains(&token), "the cookie carries the token itself");
     assert_eq!(header(&h, "cache-control"), Some("no-store"));
     let cookie = set.split(';').next().unwrap().to_string();
-    let (s, _, b) = http(&d, "GET", "/v1/sandboxes", &[("cookie", &cookie)], None);
+    let csrf = json(&b)["csrf"].as_str().unwrap().to_string();
+    let (s, _, b) = http(
+        &d,
+        "GET",
+        "/v1/sandboxes",
+        &[("cookie", &cookie), ("x-warden-csrf", &csrf)],
+        None,
+    );
     assert_eq!(s, 200, "{b}");
     // Without it, or with a made-up one: 401.
     let (s, _, _) = http(&d, "GET", "/v1/sandboxes", &[], None);
@@ -312,9 +319,15 @@ fn logout_and_revocation_end_the_session() {
         None,
     );
     assert_eq!(status, 403);
-    let (status, _, b) = http(&d, "GET", "/session", &[("cookie", &s.cookie)], None);
+    let (status, _, b) = http(
+        &d,
+        "GET",
+        "/session",
+        &[("cookie", &s.cookie), ("x-warden-csrf", &s.csrf)],
+        None,
+    );
     assert_eq!(status, 200, "{b}");
-    assert_eq!(json(&b)["csrf"], s.csrf.as_str());
+    assert_eq!(json(&b)["token"]["name"], "web");
     let (status, h, _) = http(
         &d,
         "POST",
@@ -329,13 +342,160 @@ fn logout_and_revocation_end_the_session() {
     assert_eq!(status, 204);
     assert!(header(&h, "set-cookie").unwrap().contains("Max-Age=0"));
     for path in ["/session", "/v1/sandboxes"] {
-        let (status, _, _) = http(&d, "GET", path, &[("cookie", &s.cookie)], None);
+        let h = [("cookie", s.cookie.as_str()), ("x-warden-csrf", &s.csrf)];
+        let (status, _, _) = http(&d, "GET", path, &h, None);
         assert_eq!(status, 401, "{path} after logout");
     }
     // A token revoked while its session lives: the session ends.
     let s = login(&d, &token);
     let id = token.split('_').nth(1).unwrap();
     ok(&warden(&d.state, &["token", "revoke", id]));
-    let (status, _, b) = http(&d, "GET", "/v1/sandboxes", &[("cookie", &s.cookie)], None);
+    let h = [("cookie", s.cookie.as_str()), ("x-warden-csrf", &s.csrf)];
+    let (status, _, b) = http(&d, "GET", "/v1/sandboxes", &h, None);
     assert_eq!(status, 401, "{b}");
+}
+
+fn token_with(d: &Daemon, name: &str, scope: &str) -> String {
+    ok(&warden(
+        &d.state,
+        &["token", "create", name, "--scope", scope],
+    ))
+    .trim()
+    .lines()
+    .last()
+    .unwrap()
+    .to_string()
+}
+
+/// The browser sends the daemon's cookie to every port of the daemon's
+/// host (cookies do not separate ports, and `SameSite` counts two ports
+/// of one host as one site): a sandbox's dev server published on
+/// `127.0.0.1:PORT` that the person opens receives it, as does any other
+/// local service. Such a thief is no browser: it claims the daemon's own
+/// `Origin` and `Sec-Fetch-Site` as it likes. The cookie alone must be
+/// worth nothing to it: no read, no CSRF token, no change, no terminal.
+#[test]
+fn a_cookie_received_by_another_port_of_the_host_is_worth_nothing_alone() {
+    let Some((_state, d)) = start() else { return };
+    let token = admin_token(&d);
+    let s = login(&d, &token);
+    let before = token_count(&d);
+    let own: &[(&str, &str)] = &[
+        ("cookie", &s.cookie),
+        ("origin", &s.origin),
+        ("sec-fetch-site", "same-origin"),
+    ];
+    // Learning the CSRF token from the session route.
+    let (status, _, b) = http(&d, "GET", "/session", own, None);
+    assert_eq!(status, 403, "the cookie alone opened /session: {b}");
+    assert!(!b.contains(&s.csrf), "the CSRF token was given out: {b}");
+    // Reading through the API.
+    for path in ["/v1/tokens", "/v1/sandboxes", "/v1/approvals"] {
+        let (status, _, b) = http(&d, "GET", path, own, None);
+        assert_eq!(status, 403, "the cookie alone read {path}: {b}");
+        assert_eq!(json(&b)["code"], "csrf", "{path}: {b}");
+    }
+    // An event stream or a terminal.
+    let ws: &[(&str, &str)] = &[
+        ("cookie", &s.cookie),
+        ("origin", &s.origin),
+        ("connection", "Upgrade"),
+        ("upgrade", "websocket"),
+        ("sec-websocket-version", "13"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
+    let (status, _, b) = http(&d, "GET", "/v1/sandboxes/none/pty", ws, None);
+    assert_eq!(status, 403, "{b}");
+    let (status, _, b) = http(&d, "GET", "/v1/sandboxes/none/events", own, None);
+    assert_eq!(status, 403, "{b}");
+    assert_eq!(token_count(&d), before);
+    // The page itself holds the CSRF token (in its origin's own storage,
+    // which no other port reads) and sends it with every request: in the
+    // header, or where a browser cannot set one (EventSource, WebSocket)
+    // in the query, which the daemon takes out before the route sees it.
+    let mut page = own.to_vec();
+    page.push(("x-warden-csrf", &s.csrf));
+    let (status, _, b) = http(&d, "GET", "/session", &page, None);
+    assert_eq!(status, 200, "{b}");
+    let (status, _, b) = http(&d, "GET", "/v1/tokens", &page, None);
+    assert_eq!(status, 200, "{b}");
+    let q = format!("/v1/sandboxes/none/events?csrf={}", s.csrf);
+    let (status, _, b) = http(&d, "GET", &q, own, None);
+    assert_eq!(status, 404, "the route saw the query's CSRF token: {b}");
+    let q = format!("/v1/sandboxes/none/pty?csrf={}", s.csrf);
+    let (status, _, b) = http(&d, "GET", &q, ws, None);
+    assert_eq!(status, 404, "the route saw the query's CSRF token: {b}");
+    // A CSRF token in the query is not taken for a change.
+    let q = format!("/v1/tokens?csrf={}", s.csrf);
+    let (status, _, b) = http(
+        &d,
+        "POST",
+        &q,
+        own,
+        Some(r#"{"name":"by-query","scopes":["admin"]}"#),
+    );
+    assert_eq!(status, 403, "{b}");
+    assert_eq!(token_count(&d), before);
+}
+
+/// Another port's page can also set cookies for the daemon's host: it
+/// plants a session of its own (made with a lesser token it holds) under
+/// a longer path, which the browser sends first. The person's page must
+/// go on as the person, never as the planted session.
+#[test]
+fn a_session_planted_by_another_port_never_stands_for_the_person() {
+    let Some((_state, d)) = start() else { return };
+    let person = login(&d, &admin_token(&d));
+    let planted = login(&d, &token_with(&d, "agent", "sandboxes:read"));
+    let both = format!("{}; {}", planted.cookie, person.cookie);
+    let page: &[(&str, &str)] = &[
+        ("cookie", &both),
+        ("origin", &person.origin),
+        ("x-warden-csrf", &person.csrf),
+    ];
+    let (status, _, b) = http(&d, "GET", "/session", page, None);
+    assert_eq!(status, 200, "{b}");
+    assert_eq!(json(&b)["token"]["name"], "web", "the planted session: {b}");
+    let (status, _, b) = http(&d, "GET", "/v1/tokens", page, None);
+    assert_eq!(status, 200, "the planted session answered: {b}");
+    // The planted session alone, with the person's CSRF token: refused.
+    let alone: &[(&str, &str)] = &[
+        ("cookie", &planted.cookie),
+        ("origin", &person.origin),
+        ("x-warden-csrf", &person.csrf),
+    ];
+    let (status, _, b) = http(&d, "GET", "/session", alone, None);
+    assert_eq!(status, 403, "{b}");
+}
+
+/// A browser keeps what it fetched in its cache on disk unless told not
+/// to: tokens, files, a command's output would stay there after logout.
+#[test]
+fn no_answer_of_the_api_is_kept_by_a_cache() {
+    let Some((_state, d)) = start() else { return };
+    let token = admin_token(&d);
+    let bearer = format!("Bearer {token}");
+    for path in ["/v1/tokens", "/v1/sandboxes", "/v1/nowhere"] {
+        let (_, h, _) = http(&d, "GET", path, &[("authorization", &bearer)], None);
+        assert_eq!(header(&h, "cache-control"), Some("no-store"), "{path}");
+    }
+}
+
+/// Sessions are bounded; a holder of any token (an agent's per-sandbox
+/// token, say) logging in over and over must not push the person's
+/// session out.
+#[test]
+fn logging_in_again_and_again_with_one_token_logs_no_one_else_out() {
+    let Some((_state, d)) = start() else { return };
+    let person = login(&d, &admin_token(&d));
+    let agent = token_with(&d, "agent", "sandboxes:read");
+    for _ in 0..300 {
+        login(&d, &agent);
+    }
+    let h = [
+        ("cookie", person.cookie.as_str()),
+        ("x-warden-csrf", &person.csrf),
+    ];
+    let (status, _, b) = http(&d, "GET", "/session", &h, None);
+    assert_eq!(status, 200, "the person was logged out: {b}");
 }

@@ -348,3 +348,120 @@ fn a_process_whose_websocket_goes_away_does_not_stay_behind() {
         },
     );
 }
+
+/// A terminal lives longer than the request that opened it. Revoking the
+/// token it was opened with (a leaked token, say) must end it, and its
+/// process, not leave a shell to whoever holds the socket.
+#[test]
+fn revoking_the_token_ends_its_open_terminal() {
+    let Some((_state, d)) = setup("pty-revoke") else {
+        return;
+    };
+    let token = ok(&warden(
+        &d.state,
+        &["token", "create", "t", "--scope", "exec"],
+    ))
+    .trim()
+    .lines()
+    .last()
+    .unwrap()
+    .to_string();
+    runtime().block_on(async {
+        let mut ws = connect(&d, "/v1/sandboxes/p/pty", Some(&token))
+            .await
+            .unwrap();
+        ws.send(Message::Text(
+            r#"{"type":"start","argv":["sh"],"rows":24,"cols":80,"env":{"PS1":"$ "}}"#.into(),
+        ))
+        .await
+        .unwrap();
+        let mut seen = Seen::default();
+        type_in(&mut ws, "echo before-$((6*7))\n").await;
+        read_until(&mut ws, &mut seen, |s| s.text().contains("before-42")).await;
+        let id = token.split('_').nth(1).unwrap();
+        ok(&warden(&d.state, &["token", "revoke", id]));
+        // Within a few seconds the terminal says why and closes.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+        while !seen.closed && tokio::time::Instant::now() < deadline {
+            let _ = type_in_quietly(&mut ws, "echo after-$((6*7))\n").await;
+            let m = tokio::time::timeout(Duration::from_millis(500), ws.next()).await;
+            match m {
+                Ok(Some(Ok(Message::Binary(b)))) => seen.output.extend_from_slice(&b),
+                Ok(Some(Ok(Message::Text(t)))) => {
+                    seen.messages.push(serde_json::from_str(&t).unwrap())
+                }
+                Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => seen.closed = true,
+                _ => {}
+            }
+        }
+        assert!(
+            seen.closed,
+            "the terminal outlived its token's revocation: {}",
+            seen.text()
+        );
+        assert!(
+            seen.messages.iter().any(|m| m["code"] == "unauthorized"),
+            "{:?}",
+            seen.messages
+        );
+    });
+}
+
+async fn type_in_quietly(ws: &mut Ws, keys: &str) -> Result<(), tungstenite::Error> {
+    ws.send(Message::Binary(keys.as_bytes().to_vec().into()))
+        .await
+}
+
+/// The other long-lived answers, the event stream and the file watch,
+/// end too when the token they were opened with is revoked.
+#[test]
+fn revoking_the_token_ends_its_open_event_stream_and_file_watch() {
+    let Some((_state, d)) = setup("stream-revoke") else {
+        return;
+    };
+    let token = ok(&warden(
+        &d.state,
+        &["token", "create", "t", "--scope", "admin"],
+    ))
+    .trim()
+    .lines()
+    .last()
+    .unwrap()
+    .to_string();
+    let open = |path: &str| {
+        Command::new("curl")
+            .args(["-sS", "-N", "--max-time", "30", "--unix-socket"])
+            .arg(&d.socket)
+            .args(["-H", &format!("authorization: Bearer {token}")])
+            .arg(format!("http://warden{path}"))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl is installed")
+    };
+    let mut streams = [
+        ("events", open("/v1/sandboxes/p/events")),
+        ("watch", open("/v1/sandboxes/p/files/watch")),
+    ];
+    std::thread::sleep(Duration::from_millis(1500));
+    for (what, s) in streams.iter_mut() {
+        assert!(s.try_wait().unwrap().is_none(), "{what} did not stay open");
+    }
+    let id = token.split('_').nth(1).unwrap();
+    ok(&warden(&d.state, &["token", "revoke", id]));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut open_after = Vec::new();
+    for (what, s) in streams.iter_mut() {
+        while s.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if s.try_wait().unwrap().is_none() {
+            open_after.push(*what);
+            let _ = s.kill();
+        }
+        let _ = s.wait();
+    }
+    assert!(
+        open_after.is_empty(),
+        "{open_after:?} outlived the token's revocation"
+    );
+}

@@ -43,6 +43,16 @@ pub struct Settings {
     pub pools: Vec<crate::pools::PoolSpec>,
 }
 
+/// What a request was let in with (the owner on the Unix socket: nothing
+/// to revoke), kept by long-lived streams to ask [`App::still_granted`].
+#[derive(Debug, Clone, Default)]
+pub struct Credential {
+    /// The token's id.
+    pub token: Option<String>,
+    /// The browser session's cookie value.
+    pub session: Option<String>,
+}
+
 pub struct App {
     pub state_dir: PathBuf,
     pub store: Store,
@@ -108,6 +118,44 @@ impl App {
             return false;
         };
         self.workspace_roots.iter().any(|r| real.starts_with(r))
+    }
+
+    /// Whether what a request was let in with still stands: its token not
+    /// revoked, its browser session not ended. A long-lived stream (a
+    /// terminal) asks again as it goes, and ends when the answer is no.
+    pub fn still_granted(&self, credential: &Credential) -> bool {
+        if let Some(id) = &credential.session {
+            if self
+                .sessions
+                .get(id, warden_runtime::state::now_ms())
+                .is_none()
+            {
+                return false;
+            }
+        }
+        match &credential.token {
+            None => true,
+            Some(id) => matches!(
+                self.db().map(|db| db.token(id)),
+                Ok(Ok(Some(row))) if !row.revoked
+            ),
+        }
+    }
+
+    /// Resolves once `credential` no longer stands (asked every second):
+    /// a long-lived answer (an event stream, a file watch) ends with it.
+    pub async fn revoked(self: Arc<Self>, credential: Credential) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let (a, c) = (self.clone(), credential.clone());
+            let stands = tokio::task::spawn_blocking(move || a.still_granted(&c))
+                .await
+                .unwrap_or(false);
+            if !stands {
+                return;
+            }
+        }
     }
 
     pub fn db(&self) -> Result<MutexGuard<'_, Db>, ApiError> {

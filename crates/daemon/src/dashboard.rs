@@ -135,20 +135,38 @@ async fn login(
         .into_response())
 }
 
-/// The live session a request's cookie names.
-fn current(app: &App, headers: &HeaderMap) -> Result<(String, session::Session), ApiError> {
-    let unknown = || {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            session::SessionError::Unknown.to_string(),
-        )
-    };
-    let id = session::cookie(headers).ok_or_else(unknown)?;
-    let s = app
+/// The live session a request's cookies name, under the session's rules
+/// ([`session::check_request`]: the CSRF token always, the own origin
+/// where it must be); a refusal is recorded under the session's token.
+fn current(
+    app: &App,
+    method: &axum::http::Method,
+    path: &'static str,
+    headers: &HeaderMap,
+) -> Result<(String, session::Session), ApiError> {
+    let unknown = ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        session::SessionError::Unknown.to_string(),
+    );
+    let csrf = headers
+        .get(session::CSRF_HEADER)
+        .and_then(|v| v.to_str().ok());
+    let (id, s) = app
         .sessions
-        .get(&id, warden_runtime::state::now_ms())
-        .ok_or_else(unknown)?;
+        .find(
+            &session::cookies(headers),
+            csrf,
+            warden_runtime::state::now_ms(),
+        )
+        .ok_or(unknown)?;
+    let name = if *method == axum::http::Method::GET {
+        "GET"
+    } else {
+        "POST"
+    };
+    session::check_request(&s, method, headers, csrf)
+        .map_err(|e| refused(app, &session_caller(app, &s), name, path, e))?;
     Ok((id, s))
 }
 
@@ -165,12 +183,11 @@ fn session_caller(app: &App, s: &session::Session) -> auth::Caller {
     }
 }
 
-/// `GET /session`: who is logged in, and the CSRF token the page sends
-/// with each change (readable only by the daemon's own origin).
+/// `GET /session`: who is logged in. It takes the session's CSRF token
+/// as every request through the cookie does, so that the cookie alone
+/// (which the browser sends to every port of the host) never learns it.
 async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
-    let (_, s) = current(&app, &headers)?;
-    session::check_origin(&headers, false)
-        .map_err(|e| refused(&app, &session_caller(&app, &s), "GET", "/session", e))?;
+    let (_, s) = current(&app, &axum::http::Method::GET, "/session", &headers)?;
     let row = match app.db()?.token(&s.token_id) {
         Ok(Some(row)) if !row.revoked => row,
         Ok(_) => {
@@ -196,9 +213,7 @@ async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Respo
 
 /// `POST /logout`: the session ends and its cookie is removed.
 async fn logout(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
-    let (id, s) = current(&app, &headers)?;
-    session::check_request(&s, &axum::http::Method::POST, &headers)
-        .map_err(|e| refused(&app, &session_caller(&app, &s), "POST", "/logout", e))?;
+    let (id, _) = current(&app, &axum::http::Method::POST, "/logout", &headers)?;
     app.sessions.close(&id);
     let cookie = HeaderValue::from_str(&session::clear_cookie())
         .map_err(|e| ApiError::internal(format!("cannot clear the session cookie: {e}")))?;
@@ -219,10 +234,16 @@ pub fn router() -> Router<Arc<App>> {
     r
 }
 
-/// The headers every answer carries.
+/// The headers every answer carries (and `Cache-Control: no-store` where
+/// the route set none).
 pub async fn secure_headers(req: Request, next: Next) -> Response {
     let mut response = next.run(req).await;
     let h = response.headers_mut();
+    // No answer stays in a browser's cache (tokens, files, a command's
+    // output) unless its route says otherwise (the assets).
+    if !h.contains_key(CACHE_CONTROL) {
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     h.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     h.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));

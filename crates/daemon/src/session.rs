@@ -4,12 +4,21 @@
 //! no script reads it; `SameSite=Strict`: no other site's page sends
 //! it). The API then takes that cookie in place of `Authorization`, with
 //! the token's own scopes, and only under the rules of [`check_request`]:
-//! a request that changes anything carries the session's CSRF token in
-//! `X-Warden-CSRF` and comes from the daemon's own origin; a WebSocket
-//! comes from the daemon's own origin. Sessions hold the token's id, not
-//! the token: revoking the token ends its sessions at their next request.
+//! every request carries the session's CSRF token (in `X-Warden-CSRF`;
+//! a read that cannot set headers, an `EventSource` or a WebSocket, in
+//! the query's `csrf`), a request that changes anything or opens a
+//! WebSocket comes from the daemon's own origin.
+//!
+//! The cookie alone is worth nothing: a browser sends it to every port of
+//! the daemon's host (cookies do not separate ports, and `SameSite` counts
+//! the ports of one host as one site), so a sandbox's published dev
+//! server the person opens, or any other local service, receives it. The
+//! CSRF token is kept by the page in its origin's own storage, which no
+//! other port reads, and is given out only at login. Sessions hold the
+//! token's id, not the token: revoking the token ends its sessions at
+//! their next request.
 
-use axum::http::{HeaderMap, Method};
+use axum::http::{HeaderMap, Method, Uri};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,6 +34,10 @@ pub const CSRF_HEADER: &str = "x-warden-csrf";
 pub const LIFETIME_MS: u64 = 12 * 3600 * 1000;
 /// Sessions kept at most; the oldest goes first.
 const MAX_SESSIONS: usize = 256;
+/// Sessions of one token kept at most: a new login with a token that has
+/// as many drops that token's oldest, so that logging in over and over
+/// with one token (any token holder can) never pushes out another's.
+const MAX_PER_TOKEN: usize = 16;
 
 /// One logged-in browser.
 #[derive(Debug, Clone)]
@@ -45,7 +58,7 @@ pub enum SessionError {
     ForeignOrigin { origin: String, expected: String },
     #[error("the request says neither where it comes from (Origin) nor that it is same-origin (Sec-Fetch-Site): a state-changing browser request must")]
     NoOrigin,
-    #[error("the request lacks the session's CSRF token in the X-Warden-CSRF header (the dashboard sends it; GET /session gives it)")]
+    #[error("the request lacks the session's CSRF token in the X-Warden-CSRF header (the dashboard sends it with every request; POST /login gives it)")]
     Csrf,
 }
 
@@ -72,6 +85,16 @@ impl Sessions {
         };
         if let Ok(mut map) = self.map.lock() {
             map.retain(|_, s| now_ms.saturating_sub(s.created_ms) < LIFETIME_MS);
+            let mut own: Vec<(String, u64)> = map
+                .iter()
+                .filter(|(_, s)| s.token_id == token_id)
+                .map(|(k, s)| (k.clone(), s.created_ms))
+                .collect();
+            own.sort_by_key(|(_, created)| *created);
+            let extra = (own.len() + 1).saturating_sub(MAX_PER_TOKEN);
+            for (k, _) in own.into_iter().take(extra) {
+                map.remove(&k);
+            }
             while map.len() >= MAX_SESSIONS {
                 let oldest = map
                     .iter()
@@ -95,6 +118,27 @@ impl Sessions {
             .cloned()
     }
 
+    /// The live session among those a request's cookies name (another
+    /// page of the host may have planted cookies of the same name): the
+    /// one whose CSRF token the request carries, else the first live one
+    /// (which [`check_request`] then refuses).
+    pub fn find(
+        &self,
+        ids: &[String],
+        csrf: Option<&str>,
+        now_ms: u64,
+    ) -> Option<(String, Session)> {
+        let live: Vec<(String, Session)> = ids
+            .iter()
+            .filter_map(|id| self.get(id, now_ms).map(|s| (id.clone(), s)))
+            .collect();
+        let given = csrf.unwrap_or("");
+        live.iter()
+            .find(|(_, s)| bool::from(given.as_bytes().ct_eq(s.csrf.as_bytes())))
+            .or(live.first())
+            .cloned()
+    }
+
     /// End the session a cookie's value names.
     pub fn close(&self, id: &str) {
         if let Ok(mut map) = self.map.lock() {
@@ -103,17 +147,59 @@ impl Sessions {
     }
 }
 
-/// The session cookie's value in a request's `Cookie` headers.
-pub fn cookie(headers: &HeaderMap) -> Option<String> {
+/// The session cookie's values in a request's `Cookie` headers (more
+/// than one when a page of another port of the host planted its own).
+pub fn cookies(headers: &HeaderMap) -> Vec<String> {
     headers
         .get_all(axum::http::header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .filter(|(k, _)| *k == COOKIE)
         .map(|(_, v)| v.trim().to_string())
         .filter(|v| !v.is_empty())
+        .take(8)
+        .collect()
+}
+
+/// The CSRF token a query carries (`csrf=`), for the reads a browser
+/// cannot give headers to.
+fn query_csrf(uri: &Uri) -> Option<&str> {
+    uri.query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("csrf="))
+}
+
+/// The CSRF token a request carries: its header, or for a read its
+/// query's.
+pub fn given_csrf<'a>(method: &Method, headers: &'a HeaderMap, uri: &'a Uri) -> Option<&'a str> {
+    match headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()) {
+        Some(v) => Some(v),
+        None if safe(method) => query_csrf(uri),
+        None => None,
+    }
+}
+
+/// `uri` without its query's CSRF token, which is the session's business
+/// and no route's (routes refuse query fields they do not know).
+pub fn strip_csrf(uri: &Uri) -> Option<Uri> {
+    let query = uri.query()?;
+    if query_csrf(uri).is_none() && !query.split('&').any(|kv| kv == "csrf") {
+        return None;
+    }
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| *kv != "csrf" && !kv.starts_with("csrf="))
+        .collect();
+    let path_and_query = if rest.is_empty() {
+        uri.path().to_string()
+    } else {
+        format!("{}?{}", uri.path(), rest.join("&"))
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = path_and_query.parse().ok();
+    Uri::from_parts(parts).ok()
 }
 
 /// `Set-Cookie` for a new session.
@@ -193,24 +279,21 @@ fn websocket(headers: &HeaderMap) -> bool {
 /// meet, besides naming a live session: from the daemon's own origin
 /// when it says where it comes from; when it changes anything, or opens
 /// a WebSocket (which a page of another origin could open with the
-/// cookie), from the daemon's own origin for certain; when it changes
-/// anything, with the session's CSRF token.
+/// cookie), from the daemon's own origin for certain; always with the
+/// session's CSRF token (`csrf`, from [`given_csrf`]), since the cookie
+/// reaches every port of the host.
 pub fn check_request(
     session: &Session,
     method: &Method,
     headers: &HeaderMap,
+    csrf: Option<&str>,
 ) -> Result<(), SessionError> {
     let changes = !safe(method);
     check_origin(headers, changes || websocket(headers))?;
-    if changes {
-        let given = headers
-            .get(CSRF_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        let same: bool = given.as_bytes().ct_eq(session.csrf.as_bytes()).into();
-        if !same {
-            return Err(SessionError::Csrf);
-        }
+    let given = csrf.unwrap_or("");
+    let same: bool = given.as_bytes().ct_eq(session.csrf.as_bytes()).into();
+    if !same {
+        return Err(SessionError::Csrf);
     }
     Ok(())
 }
@@ -219,6 +302,11 @@ pub fn check_request(
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    fn chk(session: &Session, method: &Method, h: &HeaderMap) -> Result<(), SessionError> {
+        let uri = Uri::from_static("/v1/x");
+        check_request(session, method, h, given_csrf(method, h, &uri))
+    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -239,7 +327,30 @@ mod tests {
         s.close(&id);
         assert!(s.get(&id, 2000).is_none());
         let h = headers(&[("cookie", &format!("a=b; {COOKIE}={id}; c=d"))]);
-        assert_eq!(cookie(&h).as_deref(), Some(id.as_str()));
+        assert_eq!(cookies(&h), vec![id.clone()]);
+        let planted = headers(&[("cookie", &format!("{COOKIE}=x; a=b; {COOKIE}={id}"))]);
+        let found = s.find(&cookies(&planted), Some(&session.csrf), 2000);
+        assert!(found.is_none(), "closed");
+        let (id2, s2) = s.open("tok2", 1000);
+        let (id3, s3) = s.open("tok3", 1000);
+        let both = vec![id2.clone(), id3.clone()];
+        assert_eq!(s.find(&both, Some(&s3.csrf), 2000).unwrap().0, id3);
+        assert_eq!(s.find(&both, Some(&s2.csrf), 2000).unwrap().0, id2);
+        assert_eq!(s.find(&both, None, 2000).unwrap().0, id2);
+    }
+
+    #[test]
+    fn one_token_logging_in_again_and_again_drops_only_its_own_oldest() {
+        let s = Sessions::default();
+        let (person, _) = s.open("admin", 1);
+        let first: Vec<String> = (0..MAX_PER_TOKEN as u64)
+            .map(|i| s.open("agent", 10 + i).0)
+            .collect();
+        for i in 0..(2 * MAX_SESSIONS as u64) {
+            s.open("agent", 100 + i);
+        }
+        assert!(s.get(&person, 2000).is_some());
+        assert!(first.iter().all(|id| s.get(id, 2000).is_none()));
     }
 
     #[test]
@@ -253,12 +364,9 @@ mod tests {
         let mut with = own.to_vec();
         let csrf = session.csrf.clone();
         with.push(("x-warden-csrf", &csrf));
+        assert_eq!(chk(&session, &Method::POST, &headers(&with)), Ok(()));
         assert_eq!(
-            check_request(&session, &Method::POST, &headers(&with)),
-            Ok(())
-        );
-        assert_eq!(
-            check_request(&session, &Method::POST, &headers(&own)),
+            chk(&session, &Method::POST, &headers(&own)),
             Err(SessionError::Csrf)
         );
         let foreign = [
@@ -267,33 +375,46 @@ mod tests {
             ("x-warden-csrf", &csrf),
         ];
         assert!(matches!(
-            check_request(&session, &Method::DELETE, &headers(&foreign)),
+            chk(&session, &Method::DELETE, &headers(&foreign)),
             Err(SessionError::ForeignOrigin { .. })
         ));
         assert!(matches!(
-            check_request(&session, &Method::GET, &headers(&foreign)),
+            chk(&session, &Method::GET, &headers(&foreign)),
             Err(SessionError::ForeignOrigin { .. })
         ));
         let bare = [("host", "127.0.0.1:7000"), ("x-warden-csrf", &csrf)];
         assert_eq!(
-            check_request(&session, &Method::PATCH, &headers(&bare)),
+            chk(&session, &Method::PATCH, &headers(&bare)),
             Err(SessionError::NoOrigin)
         );
+        assert_eq!(chk(&session, &Method::GET, &headers(&bare[1..])), Ok(()));
         assert_eq!(
-            check_request(&session, &Method::GET, &headers(&bare[..1])),
-            Ok(())
+            chk(&session, &Method::GET, &headers(&bare[..1])),
+            Err(SessionError::Csrf)
         );
+        // A read may carry the token in its query; a change may not.
+        let q = Uri::try_from(format!("/v1/x?since=3&csrf={csrf}")).unwrap();
+        let h = headers(&own);
+        let given = given_csrf(&Method::GET, &h, &q);
+        assert_eq!(check_request(&session, &Method::GET, &h, given), Ok(()));
+        let given = given_csrf(&Method::POST, &h, &q);
+        assert_eq!(
+            check_request(&session, &Method::POST, &h, given),
+            Err(SessionError::Csrf)
+        );
+        assert_eq!(strip_csrf(&q).unwrap(), "/v1/x?since=3");
+        let only = Uri::try_from(format!("/v1/x?csrf={csrf}")).unwrap();
+        assert_eq!(strip_csrf(&only).unwrap(), "/v1/x");
+        assert!(strip_csrf(&Uri::from_static("/v1/x?since=3")).is_none());
         let tls = [
             ("host", "warden.example"),
             ("origin", "https://warden.example"),
+            ("x-warden-csrf", &csrf),
         ];
-        assert_eq!(
-            check_request(&session, &Method::GET, &headers(&tls)),
-            Ok(())
-        );
+        assert_eq!(chk(&session, &Method::GET, &headers(&tls)), Ok(()));
         let ws = [("host", "127.0.0.1:7000"), ("upgrade", "websocket")];
         assert_eq!(
-            check_request(&session, &Method::GET, &headers(&ws)),
+            chk(&session, &Method::GET, &headers(&ws)),
             Err(SessionError::NoOrigin)
         );
     }

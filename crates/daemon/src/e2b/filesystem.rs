@@ -336,7 +336,9 @@ async fn native_watch(
         path: Some(rel.to_string()),
         recursive: Some(recursive),
     }));
-    let sse = watch::watch(State(e.app.clone()), Path(sb.to_string()), q).await?;
+    // The E2B door checks its token on each call; this watch is not cut
+    // at the token's revocation (the native route's is).
+    let sse = watch::watch(State(e.app.clone()), Path(sb.to_string()), None, q).await?;
     let mut stream = sse.into_response().into_body().into_data_stream();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
     let mut each = each;

@@ -33,6 +33,7 @@ pub struct EventsQuery {
 pub async fn events(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
+    credential: Option<axum::Extension<crate::app::Credential>>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
@@ -89,5 +90,11 @@ pub async fn events(
             });
         }
     });
-    Ok(Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default()))
+    // The stream ends when its token is revoked or its session ends.
+    let credential = credential.map(|c| c.0).unwrap_or_default();
+    let stream = futures_util::StreamExt::take_until(
+        ReceiverStream::new(rx),
+        Box::pin(app.revoked(credential)),
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }

@@ -266,16 +266,18 @@ async fn authorize(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let unix = transport.map(|t| t.0) == Some(Transport::Unix);
-    let cookie = crate::session::cookie(req.headers());
+    let cookies = crate::session::cookies(req.headers());
+    let mut session = None;
     let caller = match (&header, unix) {
         (None, true) => Caller::Owner,
         (None, false) if route.scope.is_none() => Caller::Owner,
-        (None, false) if cookie.is_some() => {
-            match browser(&app, route, cookie.as_deref().unwrap_or(""), &req) {
-                Ok(c) => c,
-                Err(e) => return e.into_response(),
+        (None, false) if !cookies.is_empty() => match browser(&app, route, &cookies, &mut req) {
+            Ok((c, id)) => {
+                session = Some(id);
+                c
             }
-        }
+            Err(e) => return e.into_response(),
+        },
         _ => {
             let checked = match app.db() {
                 Ok(db) => auth::check(&db, header.as_deref()),
@@ -299,24 +301,32 @@ async fn authorize(
         app.record_denial(&caller, route, &why);
         return ApiError::new(StatusCode::FORBIDDEN, "forbidden", why).into_response();
     }
+    req.extensions_mut().insert(crate::app::Credential {
+        token: caller.token_id().map(str::to_string),
+        session,
+    });
     req.extensions_mut().insert(caller);
     next.run(req).await
 }
 
 /// The caller a browser request's session cookie stands for, under the
-/// session's rules (see [`crate::session::check_request`]).
+/// session's rules (see [`crate::session::check_request`]), and the
+/// session's cookie value; the query's CSRF token, once checked, is taken
+/// out of the request.
 /// A refusal of the session rules is recorded in the daemon's audit log
 /// as any other refused call, under the session's token.
 fn browser(
     app: &App,
     route: &auth::Route,
-    cookie: &str,
-    req: &Request,
-) -> Result<Caller, ApiError> {
+    cookies: &[String],
+    req: &mut Request,
+) -> Result<(Caller, String), ApiError> {
+    use crate::session::{given_csrf, strip_csrf};
     let unauthorized = |m: String| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
-    let s = app
+    let csrf = given_csrf(req.method(), req.headers(), req.uri());
+    let (id, s) = app
         .sessions
-        .get(cookie, warden_runtime::state::now_ms())
+        .find(cookies, csrf, warden_runtime::state::now_ms())
         .ok_or_else(|| unauthorized(crate::session::SessionError::Unknown.to_string()))?;
     let row = app
         .db()?
@@ -331,13 +341,16 @@ fn browser(
             )))
         }
     };
-    if let Err(e) = crate::session::check_request(&s, req.method(), req.headers()) {
+    if let Err(e) = crate::session::check_request(&s, req.method(), req.headers(), csrf) {
         let why = e.to_string();
         tracing::warn!(route = route.path, method = route.method, "denied: {why}");
         app.record_denial(&caller, route, &format!("browser session: {why}"));
         return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf", why));
     }
-    Ok(caller)
+    if let Some(uri) = strip_csrf(req.uri()) {
+        *req.uri_mut() = uri;
+    }
+    Ok((caller, id))
 }
 
 #[cfg(test)]

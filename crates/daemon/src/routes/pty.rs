@@ -27,7 +27,7 @@ use warden_runtime::{lifecycle, protocol};
 
 use super::sandboxes::blocking;
 use crate::api::{PtyClientMessage, PtyServerMessage, PtyStart};
-use crate::app::App;
+use crate::app::{App, Credential};
 use crate::error::{chain, ApiError, Problem};
 
 /// How long a session without a command in its query waits for `start`.
@@ -46,6 +46,8 @@ const DRAIN: usize = 1 << 20;
 const POLL_MS: u16 = 100;
 /// Largest window the terminal takes, either way.
 const MAX_SIDE: u16 = 4096;
+/// How often a terminal asks whether its token and session still stand.
+const GRANT_CHECK: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -87,9 +89,11 @@ struct Target {
 pub async fn pty(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
+    credential: Option<axum::Extension<Credential>>,
     query: Result<Query<PtyQuery>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
+    let credential = credential.map(|c| c.0).unwrap_or_default();
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let (rows, cols) = check_size(q.rows, q.cols)?;
     let start = q.shell.map(|shell| PtyStart {
@@ -125,7 +129,7 @@ pub async fn pty(
     })?;
     Ok(upgrade
         .max_message_size(MAX_MESSAGE)
-        .on_upgrade(move |socket| session(socket, app, target, start))
+        .on_upgrade(move |socket| session(socket, app, credential, target, start))
         .into_response())
 }
 
@@ -295,7 +299,13 @@ fn signal(control: &std::path::Path, exec: u64, sig: i32) -> Result<(), ApiError
         .map_err(|e| ApiError::internal(chain(&e)))
 }
 
-async fn session(mut socket: WebSocket, app: Arc<App>, target: Target, start: Option<PtyStart>) {
+async fn session(
+    mut socket: WebSocket,
+    app: Arc<App>,
+    credential: Credential,
+    target: Target,
+    start: Option<PtyStart>,
+) {
     let start = match start {
         Some(s) => s,
         None => match first_start(&mut socket).await {
@@ -353,7 +363,14 @@ async fn session(mut socket: WebSocket, app: Arc<App>, target: Target, start: Op
     let (in_tx, in_rx) = mpsc::channel::<bytes::Bytes>(64);
     let (m, s) = (master.clone(), stop.clone());
     std::thread::spawn(move || write_terminal(m, in_rx, s));
-    let ended = relay(&mut socket, &master, &target.control, exec, out_rx, in_tx).await;
+    let io = Relay {
+        master: &master,
+        control: &target.control,
+        exec,
+        out_rx,
+        in_tx,
+    };
+    let ended = relay(&mut socket, io, &app, &credential).await;
     stop.store(true, Ordering::Relaxed);
     drop(master);
     if !ended {
@@ -398,21 +415,50 @@ async fn closing(mut socket: WebSocket) {
     .await;
 }
 
+/// The terminal's side of a relay.
+struct Relay<'a> {
+    master: &'a OwnedFd,
+    control: &'a std::path::Path,
+    exec: u64,
+    out_rx: mpsc::Receiver<bytes::Bytes>,
+    in_tx: mpsc::Sender<bytes::Bytes>,
+}
+
 /// Relay until the process has ended and its last output is sent (true),
-/// or the client is gone (false).
+/// or the client is gone (false), or what the client was let in with no
+/// longer stands (its token revoked, its browser session ended: false,
+/// after saying so).
 async fn relay(
     socket: &mut WebSocket,
-    master: &OwnedFd,
-    control: &std::path::Path,
-    exec: u64,
-    mut out_rx: mpsc::Receiver<bytes::Bytes>,
-    in_tx: mpsc::Sender<bytes::Bytes>,
+    io: Relay<'_>,
+    app: &Arc<App>,
+    credential: &Credential,
 ) -> bool {
+    let Relay {
+        master,
+        control,
+        exec,
+        mut out_rx,
+        in_tx,
+    } = io;
     // Input waiting for room: the socket is not read meanwhile, so a
     // process that reads nothing slows its client down, not the daemon.
     let mut pending: Option<bytes::Bytes> = None;
+    let mut check = tokio::time::interval(GRANT_CHECK);
     loop {
         tokio::select! {
+            _ = check.tick() => {
+                let (a, c) = (app.clone(), credential.clone());
+                let stands = blocking(move || Ok(a.still_granted(&c))).await.unwrap_or(false);
+                if !stands {
+                    let m = PtyServerMessage::Error {
+                        code: "unauthorized".into(),
+                        message: "the token this terminal was opened with was revoked, or its session ended: the terminal and its process end".into(),
+                    };
+                    send_json(socket, &m).await;
+                    return false;
+                }
+            },
             out = out_rx.recv() => match out {
                 Some(bytes) => {
                     if socket.send(Message::Binary(bytes)).await.is_err() {

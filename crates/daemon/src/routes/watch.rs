@@ -455,6 +455,7 @@ fn libc_eio() -> i32 {
 pub async fn watch(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
+    credential: Option<axum::Extension<crate::app::Credential>>,
     query: Result<Query<WatchQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
@@ -473,6 +474,11 @@ pub async fn watch(
             watcher.run(tx);
         }
     });
-    Ok(Sse::new(ReceiverStream::new(rx))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    // The watch ends when its token is revoked or its session ends.
+    let credential = credential.map(|c| c.0).unwrap_or_default();
+    let stream = futures_util::StreamExt::take_until(
+        ReceiverStream::new(rx),
+        Box::pin(app.revoked(credential)),
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
