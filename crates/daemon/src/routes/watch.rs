@@ -64,6 +64,24 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// A place, waiting a little for one when all are taken: a watch
+    /// whose client has just gone gives its place back only when its
+    /// thread next looks (within [`POLL_MS`]), and a client that closed
+    /// one watch and opens another must not be refused for that moment.
+    async fn wait() -> Result<Slot, ApiError> {
+        let deadline =
+            tokio::time::Instant::now() + std::time::Duration::from_millis(u64::from(POLL_MS) * 3);
+        loop {
+            match Slot::take() {
+                Ok(s) => return Ok(s),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        }
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         OPEN.fetch_sub(1, Ordering::SeqCst);
@@ -461,7 +479,7 @@ pub async fn watch(
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let path = relative(Some(q.path.as_deref().unwrap_or("")))?;
     let recursive = q.recursive.unwrap_or(false);
-    let slot = Slot::take()?;
+    let slot = Slot::wait().await?;
     // The init opens the directory inside the sandbox (a link, `..` or a
     // file refused there), and hands it over.
     let fd = opened(run(&app, &id, FileOp::List { path: path.clone() }, &path).await?)?;
