@@ -9,66 +9,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
-use common::daemon::{curl_available, Daemon};
+use common::daemon::{curl, curl_available, json_call, q, Daemon};
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// One exchange through curl: status and body (bytes). `extra` are curl
-/// arguments (e.g. `-T file`, `-o file`).
-fn curl(d: &Daemon, method: &str, path: &str, extra: &[&str]) -> (u16, Vec<u8>) {
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "120",
-            "-X",
-            method,
-            "-w",
-            "\n%{http_code}",
-        ])
-        .arg("--unix-socket")
-        .arg(&d.socket)
-        .args(extra)
-        .arg(format!("http://warden{path}"))
-        .output()
-        .expect("curl is installed");
-    let text = out.stdout;
-    let cut = text.iter().rposition(|b| *b == b'\n').unwrap_or(0);
-    let status = String::from_utf8_lossy(&text[cut..])
-        .trim()
-        .parse()
-        .unwrap_or(0);
-    (status, text[..cut].to_vec())
-}
-
-fn json_call(d: &Daemon, method: &str, path: &str, body: &str) -> (u16, String) {
-    let (s, b) = curl(
-        d,
-        method,
-        path,
-        &[
-            "-H",
-            "content-type: application/json",
-            "--data-binary",
-            body,
-        ],
-    );
-    (s, String::from_utf8_lossy(&b).into_owned())
-}
-
-fn q(p: &str) -> String {
-    let mut out = String::new();
-    for b in p.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
 
 fn files(id: &str, path: &str) -> String {
     format!("/v1/sandboxes/{id}/files?path={}", q(path))

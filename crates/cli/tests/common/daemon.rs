@@ -149,3 +149,59 @@ pub fn json(s: &str) -> serde_json::Value {
 pub fn curl_available() -> bool {
     Command::new("curl").arg("--version").output().is_ok()
 }
+
+/// One exchange through curl: status and body (bytes). `extra` are curl
+/// arguments (e.g. `-T file`, `-o file`).
+pub fn curl(d: &Daemon, method: &str, path: &str, extra: &[&str]) -> (u16, Vec<u8>) {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "120",
+            "-X",
+            method,
+            "-w",
+            "\n%{http_code}",
+        ])
+        .arg("--unix-socket")
+        .arg(&d.socket)
+        .args(extra)
+        .arg(format!("http://warden{path}"))
+        .output()
+        .expect("curl is installed");
+    let text = out.stdout;
+    let cut = text.iter().rposition(|b| *b == b'\n').unwrap_or(0);
+    let status = String::from_utf8_lossy(&text[cut..])
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    (status, text[..cut].to_vec())
+}
+
+pub fn json_call(d: &Daemon, method: &str, path: &str, body: &str) -> (u16, String) {
+    let (s, b) = curl(
+        d,
+        method,
+        path,
+        &[
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            body,
+        ],
+    );
+    (s, String::from_utf8_lossy(&b).into_owned())
+}
+
+/// `p` percent-encoded for a query string (`/` kept).
+pub fn q(p: &str) -> String {
+    let mut out = String::new();
+    for b in p.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -295,7 +295,7 @@ pub(super) struct Patterns {
     list: Vec<Pattern>,
     /// For each byte, the patterns an occurrence may start with it, in
     /// priority order (by their place in `list`).
-    by_first: Vec<Vec<u16>>,
+    by_first: Vec<Vec<usize>>,
     /// For each pattern, the one byte its occurrence has second, if only
     /// one can be.
     second: Vec<Option<u8>>,
@@ -310,10 +310,6 @@ impl Patterns {
     pub(super) fn new(list: Vec<Pattern>) -> Patterns {
         let mut by_first = vec![Vec::new(); 256];
         for (i, p) in list.iter().enumerate() {
-            // More patterns than an index holds is beyond any secret
-            // count warden takes; they would be looked for all the same
-            // through the slow path below.
-            let Ok(i) = u16::try_from(i) else { break };
             let mut firsts = p.firsts();
             firsts.sort_unstable();
             firsts.dedup();
@@ -325,7 +321,7 @@ impl Patterns {
         let mut pairs = vec![0u64; 65536 / 64];
         for (b0, firsts) in by_first.iter().enumerate() {
             for &i in firsts {
-                let seconds = match second[usize::from(i)] {
+                let seconds = match second[i] {
                     Some(b1) => b1..=b1,
                     None => 0..=255,
                 };
@@ -366,7 +362,6 @@ impl Patterns {
     fn first_at(&self, text: &[u8]) -> Option<(&Pattern, usize)> {
         let &b = text.first()?;
         for &i in &self.by_first[b as usize] {
-            let i = usize::from(i);
             if let (Some(want), Some(&got)) = (self.second[i], text.get(1)) {
                 if want != got {
                     continue;
@@ -376,11 +371,6 @@ impl Patterns {
             if let Some(len) = p.at(text) {
                 return Some((p, len));
             }
-        }
-        if self.list.len() > usize::from(u16::MAX) {
-            return self.list[usize::from(u16::MAX)..]
-                .iter()
-                .find_map(|p| p.at(text).map(|len| (p, len)));
         }
         None
     }
