@@ -1282,6 +1282,50 @@ fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
     }
 }
 
+/// A daemon stopped while its pool is still being filled takes every
+/// sandbox it made with it, the one being made at that moment included
+/// (a refill that was only aborted left that one running).
+#[test]
+fn a_daemon_stopped_mid_refill_leaves_no_pooled_sandbox_behind() {
+    if !egress_available() {
+        return;
+    }
+    for round in 0..3 {
+        let state = TempDir::new("daemon-pool-stop");
+        let config = TempDir::new("daemon-pool-stop-config");
+        let profiles = config.path().join("warden/profiles");
+        std::fs::create_dir_all(&profiles).unwrap();
+        std::fs::write(profiles.join("filling.yaml"), "resources:\n  pids: 64\n").unwrap();
+        let mut d = Daemon::start_with(
+            state.path(),
+            false,
+            &["--pool", "filling=8"],
+            &[("XDG_CONFIG_HOME", config.path())],
+        );
+        let sandboxes = state.path().join("warden/sandboxes");
+        let on_disk = || -> Vec<String> {
+            std::fs::read_dir(&sandboxes)
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        // Stop once the filling has begun, and (a round later) once it is
+        // further along.
+        wait_until("the pool starts filling", Duration::from_secs(30), || {
+            on_disk().len() > round
+        });
+        d.stop();
+        assert!(
+            on_disk().is_empty(),
+            "round {round}: pooled sandboxes outlived their daemon: {:?}",
+            on_disk()
+        );
+    }
+}
+
 /// An autoscaled pool keeps as many sandboxes ready as creates came in
 /// its window, between its size and its max: a burst of creates grows
 /// it, and once the window has passed it shrinks back to its size,

@@ -196,9 +196,9 @@ impl Bound {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
         let router = routes::router(self.app.clone());
-        let refill =
-            (!self.app.pools.is_empty()).then(|| tokio::spawn(pools::refill(self.app.clone())));
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let refill = (!self.app.pools.is_empty())
+            .then(|| tokio::spawn(pools::refill(self.app.clone(), stop_rx.clone())));
         let unix_router = router
             .clone()
             .layer(axum::Extension(routes::Transport::Unix));
@@ -246,12 +246,14 @@ impl Bound {
             })
         });
         shutdown.await;
+        let _ = stop_tx.send(true);
         if let Some(r) = refill {
-            r.abort();
+            // Let a sandbox being made finish and enter its pool, so
+            // that the drain below sees it.
+            let _ = r.await;
             let app = self.app.clone();
             let _ = tokio::task::spawn_blocking(move || pools::drain(&app)).await;
         }
-        let _ = stop_tx.send(true);
         let mut result = Ok(());
         if let Ok(Err(e)) = unix.await {
             result = Err(ServeError::Serve(e));

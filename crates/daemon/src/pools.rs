@@ -435,9 +435,14 @@ fn make_one(app: &App, profile: &str) -> Result<String, String> {
     Ok(id)
 }
 
-/// Keep every pool full, until the daemon stops. Failures are said once
+/// Keep every pool full, until `stop` turns true. Failures are said once
 /// per profile and retried at the next check.
-pub async fn refill(app: Arc<App>) {
+///
+/// The daemon waits for this to return before it drains the pools: a
+/// sandbox being made runs on a blocking thread that aborting the task
+/// would not stop, and one made after the drain looked would outlive the
+/// daemon.
+pub async fn refill(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut failing: std::collections::HashSet<String> = Default::default();
     loop {
         for pool in app.pools.clone() {
@@ -486,7 +491,7 @@ pub async fn refill(app: Arc<App>) {
                     .await;
                     break;
                 }
-                if alive >= target {
+                if alive >= target || *stop.borrow() {
                     break;
                 }
                 let (a, profile) = (app.clone(), pool.profile.clone());
@@ -504,9 +509,13 @@ pub async fn refill(app: Arc<App>) {
                 }
             }
         }
+        if *stop.borrow() {
+            return;
+        }
         tokio::select! {
             _ = app.pool_wake.notified() => {}
             _ = tokio::time::sleep(CHECK_EVERY) => {}
+            _ = stop.changed() => {}
         }
     }
 }
