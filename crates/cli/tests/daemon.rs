@@ -268,6 +268,8 @@ fn every_route_refuses_a_token_that_lacks_its_scope() {
         "exec",
         "files",
         "approvals",
+        "desktop:view",
+        "desktop:control",
     ];
     for route in warden_daemon::auth::ROUTES {
         let Some(scope) = route.scope else { continue };

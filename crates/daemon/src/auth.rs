@@ -35,19 +35,29 @@ pub enum Scope {
     /// the scope of the API route it calls.
     #[serde(rename = "mcp")]
     Mcp,
+    /// Watch a desktop sandbox's screen: screenshots and the view-only
+    /// stream.
+    #[serde(rename = "desktop:view")]
+    DesktopView,
+    /// Drive a desktop sandbox: mouse, keyboard, the interactive stream
+    /// and the browser's DevTools endpoint.
+    #[serde(rename = "desktop:control")]
+    DesktopControl,
     /// Everything, tokens included.
     #[serde(rename = "admin")]
     Admin,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 7] = [
+    pub const ALL: [Scope; 9] = [
         Scope::SandboxesRead,
         Scope::SandboxesWrite,
         Scope::Exec,
         Scope::Files,
         Scope::Approvals,
         Scope::Mcp,
+        Scope::DesktopView,
+        Scope::DesktopControl,
         Scope::Admin,
     ];
 
@@ -59,6 +69,8 @@ impl Scope {
             Scope::Files => "files",
             Scope::Approvals => "approvals",
             Scope::Mcp => "mcp",
+            Scope::DesktopView => "desktop:view",
+            Scope::DesktopControl => "desktop:control",
             Scope::Admin => "admin",
         }
     }
