@@ -400,3 +400,208 @@ fn an_always_answer_is_saved_for_the_project_and_its_next_run_is_not_asked() {
     );
     assert_eq!(*seen.lock().unwrap(), 2);
 }
+
+/// `--ask-save profile`: an "always" answer is added to the profile file
+/// in use, in its own layout (its comments and order kept, one line more
+/// in its list), the line shown; the profile's next run needs no question.
+#[test]
+fn an_always_answer_saved_into_the_profile_keeps_its_layout_and_allows_the_next_run() {
+    if !egress_available() {
+        return;
+    }
+    let (port, seen) = upstream();
+    let state = TempDir::new("grants-profile-state");
+    let dir = TempDir::new("grants-profile");
+    let profile = dir.path().join("agent.yaml");
+    let original = "# the agent's profile\negress:\n  domains:\n    - \"other.test\"   # kept as it is\n  hosts:\n    asked.test: 127.0.0.1\nresources:\n  pids: 128\n";
+    std::fs::write(&profile, original).unwrap();
+    let script = format!(
+        "import socket\ntry:\n    s = socket.create_connection(('asked.test', {port}), timeout=30); s.sendall(b'x'); print('got', s.recv(100))\nexcept OSError as e:\n    print('error', e)\n"
+    );
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = ["run", "--no-audit-log", "-P", profile.to_str().unwrap()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.extend(
+            ["--", "python3", "-c", &script]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        a
+    };
+    let mut term = TestTerminal::open(24, 100);
+    let mut cmd = Command::new(warden_bin());
+    cmd.env("WARDEN_TEST_ASK_LOOPBACK", "1")
+        .env("WARDEN_STATE_DIR", state.path())
+        .args(args(&["--ask", "--ask-save", "profile"]));
+    let mut child = term.spawn(&mut cmd);
+    term.expect("then Enter", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(700));
+    term.master.write_all(b"always\r").unwrap();
+    let said = term.expect("added to the profile", Duration::from_secs(20));
+    let rest = term.expect("asked.test", Duration::from_secs(5));
+    let status = child.wait().unwrap();
+    let all = format!("{said}{rest}");
+    assert!(status.success(), "{all}");
+    assert!(all.contains("got b'hello from upstream'"), "{all}");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    assert_eq!(
+        text,
+        original.replace(
+            "# kept as it is\n",
+            &format!("# kept as it is\n    - \"asked.test:{port}\"\n")
+        ),
+        "the profile was not edited in its own layout"
+    );
+    // Kept in the profile, not in the project's grants.
+    assert!(!state.path().join("grants").exists());
+    let out = Command::new(warden_bin())
+        .env("WARDEN_STATE_DIR", state.path())
+        .args(args(&["--no-tty"]))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("got b'hello from upstream'"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(*seen.lock().unwrap(), 2);
+}
+
+/// `--ask-save profile` with nothing it could write to is refused before
+/// anything runs: a built-in profile, no profile, or no `--ask`.
+#[test]
+fn saving_answers_into_a_profile_warden_cannot_write_is_refused_before_anything_runs() {
+    let dir = TempDir::new("grants-profile-refused");
+    let own = dir.path().join("own.yaml");
+    std::fs::write(&own, "egress:\n  domains: [\"a.example\"]\n").unwrap();
+    for (args, why) in [
+        (
+            vec!["--ask", "--ask-save", "profile", "-P", "researcher"],
+            "not a file warden can write",
+        ),
+        (vec!["--ask", "--ask-save", "profile"], "has no profile"),
+        (
+            vec!["--ask-save", "profile", "-P", own.to_str().unwrap()],
+            "add --ask",
+        ),
+    ] {
+        let out = run(&args, "print('ran')", &[]);
+        assert_eq!(code(&out), 125, "{args:?}: {}", stderr(&out));
+        assert!(!stdout(&out).contains("ran"), "{args:?}");
+        assert!(stderr(&out).contains(why), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&own).unwrap(),
+        "egress:\n  domains: [\"a.example\"]\n"
+    );
+}
+
+/// `--egress-learn-file FILE`: what learning allowed is written to FILE as
+/// a profile that validates, a later learning run adds to it, a profile
+/// that extends it makes the run pass without learning, and a file warden
+/// did not write is refused before anything starts (and left as it was).
+#[test]
+fn learning_mode_writes_a_fragment_file_that_grows_and_that_a_profile_extends() {
+    if !egress_available() {
+        return;
+    }
+    let (port, seen) = upstream();
+    let via = format!("via.test:{port}");
+    let base = [
+        "--allow-domain",
+        &via,
+        "--add-host",
+        "via.test=127.0.0.1",
+        "--add-host",
+        "one.test=127.0.0.1",
+        "--add-host",
+        "two.test=127.0.0.1",
+    ];
+    let dir = TempDir::new("learn-file");
+    let file = dir.path().join("learned.yaml");
+    let learn = |names: &[&str]| {
+        let mut a: Vec<&str> = base.to_vec();
+        a.extend([
+            "--egress-learn",
+            "--egress-learn-file",
+            file.to_str().unwrap(),
+        ]);
+        run(
+            &a,
+            &client("via.test", port, names),
+            &[("WARDEN_TEST_ASK_LOOPBACK", "1")],
+        )
+    };
+    let first = learn(&["one.test"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(
+        stderr(&first).contains("learned names written to"),
+        "{}",
+        stderr(&first)
+    );
+    let second = learn(&["two.test"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    let text = std::fs::read_to_string(&file).unwrap();
+    for name in ["one.test", "two.test"] {
+        assert!(text.contains(&format!("\"{name}:{port}\"")), "{text}");
+    }
+    let validated = Command::new(warden_bin())
+        .args(["profile", "validate", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(validated.status.success(), "{text}{}", stderr(&validated));
+    let profile = dir.path().join("agent.yaml");
+    std::fs::write(
+        &profile,
+        format!("extends: [\"{}\"]\n", file.to_str().unwrap()),
+    )
+    .unwrap();
+    let mut with_profile: Vec<&str> = base.to_vec();
+    with_profile.extend(["-P", profile.to_str().unwrap()]);
+    let third = run(
+        &with_profile,
+        &client("via.test", port, &["one.test", "two.test"]),
+        &[],
+    );
+    assert!(
+        stdout(&third).contains("two.test b'hello from upstream'")
+            && !stderr(&third).contains("egress denied"),
+        "{}{}",
+        stdout(&third),
+        stderr(&third)
+    );
+    assert_eq!(*seen.lock().unwrap(), 4);
+    // A person's own profile is never rewritten by learning.
+    let mine = "# mine\negress:\n  domains: [\"a.example\"]\n";
+    std::fs::write(&profile, mine).unwrap();
+    let mut a: Vec<&str> = base.to_vec();
+    a.extend([
+        "--egress-learn",
+        "--egress-learn-file",
+        profile.to_str().unwrap(),
+    ]);
+    let refused = run(&a, "print('ran')", &[]);
+    assert_eq!(code(&refused), 125, "{}", stderr(&refused));
+    assert!(!stdout(&refused).contains("ran"));
+    assert!(
+        stderr(&refused).contains("warden did not write it"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(std::fs::read_to_string(&profile).unwrap(), mine);
+    // And the file needs learning mode.
+    let mut a: Vec<&str> = base.to_vec();
+    a.extend(["--egress-learn-file", file.to_str().unwrap()]);
+    let refused = run(&a, "print('ran')", &[]);
+    assert_eq!(code(&refused), 125, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("add --egress-learn"),
+        "{}",
+        stderr(&refused)
+    );
+}

@@ -443,3 +443,68 @@ print("done", flush=True)
         );
     }
 }
+
+/// A connection the sandbox closed just before it ended is in the audit
+/// log whole: its close and the bytes it moved are recorded even when its
+/// upstream lingers after the sandbox is gone (the proxy used to be cut
+/// at the run's end, losing the `connection_closed` record).
+#[test]
+fn a_connection_closed_as_the_sandbox_ends_keeps_its_bytes_in_the_audit_log() {
+    if !egress_available() {
+        return;
+    }
+    // Answers, then holds the connection open a moment before closing.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                conn.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                let mut buf = vec![0u8; 65536];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(b"the data came back");
+                std::thread::sleep(Duration::from_millis(150));
+            });
+        }
+    });
+    let dir = TempDir::new("closed-at-end");
+    let script = format!(
+        "import socket\ns = socket.create_connection(('lingering.test', {port}), timeout=10)\ns.sendall(b'x' * 100)\nprint('got', s.recv(100))\ns.close()\n"
+    );
+    for round in 0..3 {
+        let log = dir.path().join(format!("audit-{round}.jsonl"));
+        let out = Command::new(warden_bin())
+            .args([
+                "run",
+                "--no-tty",
+                "--allow-domain",
+                &format!("lingering.test:{port}"),
+                "--add-host",
+                "lingering.test=127.0.0.1",
+                "--audit-log",
+                log.to_str().unwrap(),
+                "--",
+                "python3",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            stdout(&out).contains("got b'the data came back'"),
+            "{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let records = verified_records(&log);
+        let closed = records
+            .iter()
+            .find(|r| r["event"] == "connection_closed" && r["name"] == "lingering.test")
+            .unwrap_or_else(|| panic!("round {round}: the connection's close is not in the log"));
+        assert_eq!(closed["bytes_out"], 100, "{closed}");
+        assert_eq!(closed["bytes_in"], 18, "{closed}");
+    }
+}

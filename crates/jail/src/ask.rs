@@ -301,7 +301,7 @@ impl Desk {
                         "run" => Some((Answer::ForRun, "allowed for this run")),
                         "always" => Some((
                             Answer::Always,
-                            "allowed always: saved in this project's grants (listed when the run ends)",
+                            "allowed always: saved for later runs (listed when the run ends)",
                         )),
                         "deny" => Some((Answer::Deny, "denied")),
                         "never" => {

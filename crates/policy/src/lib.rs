@@ -14,6 +14,7 @@
 pub mod addresses;
 pub mod compose;
 mod domains;
+pub mod edit;
 mod env;
 mod error;
 pub mod fields;

@@ -299,6 +299,11 @@ impl Bus {
         Arc::new(Decisions(self.clone()))
     }
 
+    /// The allowlist entries learning mode allowed so far.
+    pub fn learned(&self) -> Vec<String> {
+        self.needed.lock().map(|n| n.learned()).unwrap_or_default()
+    }
+
     /// What a front door tells the person at the end of a run: each
     /// blocked secret, then the destinations denied ("egress denied: ...").
     pub fn notices(&self) -> Vec<String> {

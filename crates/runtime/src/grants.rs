@@ -7,6 +7,11 @@
 //! (`description`, `domains`), read at resolution into the run's allowed
 //! names and written by [`GrantsSink`] the moment an "always" decision is
 //! recorded.
+//!
+//! With `--ask-save profile` the answers go instead into the profile file
+//! in use, as one more `egress.domains` entry each, written into the
+//! person's own text ([`warden_policy::edit`]: their layout and comments
+//! kept, the edit judged by what it means before it is written).
 
 use std::path::{Path, PathBuf};
 use warden_audit::{Event, EventKind, EventSink};
@@ -22,6 +27,13 @@ pub enum GrantsError {
     },
     #[error("the grants file {path} is not a list of domains ({why}); fix or remove it")]
     Parse { path: PathBuf, why: String },
+    #[error("cannot add {entry} to the profile {path}")]
+    Profile {
+        path: PathBuf,
+        entry: String,
+        #[source]
+        source: warden_policy::edit::EditError,
+    },
     #[error("cannot write the grants file {path}")]
     Write {
         path: PathBuf,
@@ -103,18 +115,71 @@ pub fn add(path: &Path, entry: &str) -> Result<bool, GrantsError> {
     Ok(true)
 }
 
-/// Writes each "always" answer into the project's grants file as it is
-/// recorded. A grant that cannot be written fails the run's record (the
-/// person was told it would be kept).
+/// The domains of the profile file at `path` (`egress.domains`).
+pub fn load_profile(path: &Path) -> Result<Vec<String>, GrantsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GrantsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let p = warden_policy::profile::parse_profile(&text).map_err(|e| GrantsError::Parse {
+        path: path.to_path_buf(),
+        why: format!("{}: {}", e.pos, e.message),
+    })?;
+    Ok(p.egress
+        .map(|e| e.domains.into_iter().map(|d| d.value).collect())
+        .unwrap_or_default())
+}
+
+/// Add `entry` to `egress.domains` of the profile file at `path`, in its
+/// own layout; `Ok(false)` when it was there. The file is replaced whole
+/// (its permissions kept), never left half written.
+pub fn add_to_profile(path: &Path, entry: &str) -> Result<bool, GrantsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GrantsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let edited = match warden_policy::edit::add_domain(&text, entry) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(false),
+        Err(source) => {
+            return Err(GrantsError::Profile {
+                path: path.to_path_buf(),
+                entry: entry.to_string(),
+                source,
+            })
+        }
+    };
+    let write = |source| GrantsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mode = std::fs::metadata(path).map_err(write)?.permissions();
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".warden-tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, edited).map_err(write)?;
+    let renamed = std::fs::set_permissions(&tmp, mode).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = renamed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(write(e));
+    }
+    Ok(true)
+}
+
+/// Writes each "always" answer into the project's grants file (or the
+/// profile in use) as it is recorded. A grant that cannot be written fails
+/// the run's record (the person was told it would be kept).
 pub struct GrantsSink {
     path: PathBuf,
+    into_profile: bool,
     failure: Option<String>,
 }
 
 impl GrantsSink {
-    pub fn new(path: PathBuf) -> GrantsSink {
+    pub fn new(path: PathBuf, into_profile: bool) -> GrantsSink {
         GrantsSink {
             path,
+            into_profile,
             failure: None,
         }
     }
@@ -140,7 +205,12 @@ impl EventSink for GrantsSink {
         } else {
             format!("{name}:{port}")
         };
-        if let Err(e) = add(&self.path, &entry) {
+        let added = if self.into_profile {
+            add_to_profile(&self.path, &entry)
+        } else {
+            add(&self.path, &entry)
+        };
+        if let Err(e) = added {
             self.failure
                 .get_or_insert_with(|| warden_jail::chain_str(&e));
         }

@@ -15,6 +15,8 @@ pub struct Finished {
     /// Records a sink could not write (the audit log, `--json-events`):
     /// when not empty, the run has failed.
     pub lost_records: Vec<String>,
+    /// The allowlist entries learning mode allowed (`--egress-learn`).
+    pub learned: Vec<String>,
 }
 
 /// Run `spec`'s command in a new sandbox named `id`, events to `sinks` as
@@ -32,9 +34,11 @@ pub fn run_once(spec: &SandboxSpec, id: &str, sinks: Vec<Sink>) -> Result<Finish
     bus.close();
     let notices = bus.notices();
     let lost_records = bus.lost_records();
+    let learned = bus.learned();
     result.map(|outcome| Finished {
         outcome,
         notices,
         lost_records,
+        learned,
     })
 }

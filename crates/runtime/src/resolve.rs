@@ -42,6 +42,19 @@ pub struct Input {
     /// Whether the caller's standard input is a terminal (a profile's
     /// unset `tty` follows it).
     pub stdin_is_terminal: bool,
+    /// Where "always" answers to `--ask` are kept (`--ask-save`).
+    pub ask_save: AskSave,
+}
+
+/// Where "always" answers to `--ask` are kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AskSave {
+    /// The project's grants file in warden's state directory (runs with a
+    /// workspace only).
+    #[default]
+    Project,
+    /// The profile file in use (`egress.domains`), edited in place.
+    Profile,
 }
 
 /// What resolution needs from the caller's world.
@@ -109,6 +122,8 @@ pub enum ResolveError {
     },
     #[error(transparent)]
     Grants(#[from] crate::grants::GrantsError),
+    #[error("--ask-save profile: {why}")]
+    AskSave { why: String },
     #[error(transparent)]
     Store(#[from] warden_workspace::StoreError),
     #[error(transparent)]
@@ -250,6 +265,24 @@ fn resolve_inner(
             text: text.clone(),
         }),
     };
+    // The profile file "always" answers go into: one of the person's own.
+    let profile_file = match (&source, input.ask_save) {
+        (_, AskSave::Project) => None,
+        (Some(src), AskSave::Profile) if src.dir.is_some() => Some(PathBuf::from(&src.label)),
+        (Some(src), AskSave::Profile) => {
+            return Err(ResolveError::AskSave {
+                why: format!(
+                    "{} is not a file warden can write; save a copy with `warden profile show NAME > FILE` and run with --profile FILE",
+                    src.label
+                ),
+            })
+        }
+        (None, AskSave::Profile) => {
+            return Err(ResolveError::AskSave {
+                why: "this run has no profile; pass --profile FILE, or leave --ask-save out to keep answers for the project".into(),
+            })
+        }
+    };
     let composed = compose_source(ctx.catalog, source, &input.overrides)?.into_valid()?;
     let mut request = composed.merged.request(input.stdin_is_terminal);
     // A named sandbox needs no command to be created: `exec` without one
@@ -336,7 +369,14 @@ fn resolve_inner(
     }
     // Names answered "always" for this project before are allowed, and
     // new ones are written to the same file.
+    if profile_file.is_some() && !request.ask {
+        return Err(ResolveError::AskSave {
+            why: "it keeps the answers of --ask, which this run does not have: add --ask".into(),
+        });
+    }
     let grants = match (ctx.state_dir, &request.workspace) {
+        // The profile's own domains are already in the request.
+        _ if profile_file.is_some() => profile_file.clone(),
         (Some(state), Some(ws)) if request.ask => {
             // A named sandbox's layer stands for its project.
             let project = sandbox
@@ -436,6 +476,7 @@ fn resolve_inner(
             audit_log,
             otlp_endpoint,
             grants,
+            grants_into_profile: profile_file.is_some(),
         },
         kept: None,
         notices,

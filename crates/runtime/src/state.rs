@@ -51,6 +51,10 @@ pub struct SinkConfig {
     /// written ([`crate::grants`]).
     #[serde(default)]
     pub grants: Option<PathBuf>,
+    /// `grants` is the profile file in use (`--ask-save profile`), whose
+    /// `egress.domains` each answer is added to.
+    #[serde(default)]
+    pub grants_into_profile: bool,
 }
 
 /// `sandbox.json`: everything `warden create` was given, resolved once.

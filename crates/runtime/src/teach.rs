@@ -98,6 +98,12 @@ impl Needed {
         list.push((e, dns));
     }
 
+    /// The entries learning mode allowed (`--egress-learn`), in the order
+    /// first met.
+    pub fn learned(&self) -> Vec<String> {
+        self.learned.iter().map(|(e, _)| e.clone()).collect()
+    }
+
     /// The lines for the person at exit: for the names denied, then for
     /// those approved, the profile lines and the flags that allow them.
     pub fn notices(&self) -> Vec<String> {
@@ -139,6 +145,92 @@ pub fn profile_lines(entries: &[String]) -> String {
         .map(|e| serde_json::Value::from(e.as_str()).to_string())
         .collect();
     format!("egress:\n  domains: [{}]", quoted.join(", "))
+}
+
+/// Why the learned profile fragment could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum LearnFileError {
+    #[error("cannot read {path}")]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a profile that holds only learned names ({why}); give a new file")]
+    NotLearned {
+        path: std::path::PathBuf,
+        why: String,
+    },
+    #[error("cannot write {path}")]
+    Write {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The names a learned-profile file at `path` holds; none when it does not
+/// exist. A file warden did not write (its first line says so) is
+/// refused, so that learning never rewrites a profile a person wrote.
+pub fn read_learned(path: &std::path::Path) -> Result<Vec<String>, LearnFileError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(LearnFileError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let not = |why: String| LearnFileError::NotLearned {
+        path: path.to_path_buf(),
+        why,
+    };
+    if !text.starts_with(LEARNED_MARK) {
+        return Err(not("warden did not write it".into()));
+    }
+    let p = warden_policy::profile::parse_profile(&text)
+        .map_err(|e| not(format!("{}: {}", e.pos, e.message)))?;
+    Ok(p.egress
+        .map(|e| e.domains.into_iter().map(|d| d.value).collect())
+        .unwrap_or_default())
+}
+
+/// The first line of a learned-profile file.
+const LEARNED_MARK: &str = "# Written by warden run --egress-learn";
+
+/// Write `entries` (with what the file held) to the learned-profile file
+/// at `path`, whole; returns every entry it now holds.
+pub fn write_learned(
+    path: &std::path::Path,
+    entries: &[String],
+) -> Result<Vec<String>, LearnFileError> {
+    let mut all = read_learned(path)?;
+    for e in entries {
+        if !all.contains(e) {
+            all.push(e.clone());
+        }
+    }
+    let text = format!(
+        "{LEARNED_MARK}: the names its runs needed.\n# Review them, then take them with `extends: [{}]` or --profile.\ndescription: {}\n{}\n",
+        path.display(),
+        serde_json::Value::from("names learned by warden run --egress-learn"),
+        profile_lines(&all)
+    );
+    let write = |source| LearnFileError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".warden-tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, text).map_err(write)?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(write(e));
+    }
+    Ok(all)
 }
 
 /// The same entries as flags of `warden run`.

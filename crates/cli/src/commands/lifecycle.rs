@@ -102,6 +102,12 @@ pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
             "a named sandbox always sees its workspace through its own layer: leave out --overlay"
         );
     }
+    if run.egress_learn_file.is_some() {
+        anyhow::bail!(
+            "--egress-learn-file is for `warden run`: a named sandbox records what learning mode allowed in its audit log (`warden logs {}`)",
+            args.name
+        );
+    }
     let workspace = run.workspace.take().map(super::absolute).transpose()?;
     let profile_name = run.profile.clone();
     let req = lifecycle::CreateRequest {

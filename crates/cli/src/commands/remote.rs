@@ -31,7 +31,7 @@ pub fn client(host: &str) -> anyhow::Result<Client> {
 
 /// Options of `run`/`create` that cannot travel to a daemon.
 fn refuse_local_only(args: &RunArgs) -> anyhow::Result<()> {
-    let refused: [(bool, &str, &str); 8] = [
+    let refused: [(bool, &str, &str); 10] = [
         (!args.secret.is_empty() || !args.secret_in_body.is_empty() || !args.secret_rule.is_empty(),
          "--secret", "secrets are read by the daemon, not from this shell: name them in a profile of the daemon's host"),
         (!args.upstream_ca.is_empty(), "--upstream-ca", "name the authority in a profile of the daemon's host"),
@@ -39,6 +39,8 @@ fn refuse_local_only(args: &RunArgs) -> anyhow::Result<()> {
         (args.json_events.is_some(), "--json-events", "follow the events with `warden --host ... logs -f --json`"),
         (otlp(args), "--otlp-endpoint", "set it in the daemon's configuration"),
         (args.ask == Some(true), "--ask", "questions go to the daemon's approvals, not to this terminal"),
+        (args.ask_save.is_some(), "--ask-save", "questions go to the daemon's approvals, whose \"always\" keeps the name on the sandbox's list"),
+        (args.egress_learn_file.is_some(), "--egress-learn-file", "the daemon's sandboxes record what they were allowed in their audit log; read it with `warden --host ... logs`"),
         (args.tty, "--tty", "a terminal through the daemon is its PTY WebSocket (the Python client's sb.pty); run without -t"),
         (args.through_exec, "--through-exec", "a run through the daemon is already a create and an exec"),
     ];

@@ -112,11 +112,22 @@ pub struct RunArgs {
     /// once, for this run, or deny); without a terminal they are denied
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub ask: Option<bool>,
+    /// Where --ask keeps the names answered "always": `project` (a grants
+    /// file for this workspace in warden's state, read by its later runs)
+    /// or `profile` (added to the profile file in use, its layout and
+    /// comments kept)
+    #[arg(long, value_name = "WHERE", value_parser = ["project", "profile"])]
+    pub ask_save: Option<String>,
     /// Learning mode: allow every name no rule allows (never the host's
     /// own services), mark each such decision, and print at exit the
     /// profile lines the run needed; refused with --secret and --ask
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub egress_learn: Option<bool>,
+    /// With --egress-learn: also write the profile lines the run needed
+    /// to FILE (added to what it holds from earlier learning runs), a
+    /// profile another can take with `extends:` or run with --profile
+    #[arg(long, value_name = "FILE")]
+    pub egress_learn_file: Option<PathBuf>,
     /// Print one line per egress decision (allowed or denied) on stderr
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub net_log: Option<bool>,
@@ -213,6 +224,7 @@ to the audit log or --json-events).",
 /// What the command line asks for, as the runtime's resolution takes it
 /// (paths made absolute against the working directory).
 pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
+    let ask_save = args.ask_save.clone();
     let tty = match (args.tty, args.no_tty) {
         (true, _) => Some(true),
         (_, true) => Some(false),
@@ -279,6 +291,10 @@ pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
         no_audit_log: args.no_audit_log,
         otlp_endpoint,
         stdin_is_terminal: std::io::stdin().is_terminal(),
+        ask_save: match ask_save.as_deref() {
+            Some("profile") => warden_runtime::resolve::AskSave::Profile,
+            _ => warden_runtime::resolve::AskSave::Project,
+        },
     })
 }
 
@@ -346,6 +362,7 @@ pub fn open_sinks(
     if let Some(path) = &c.grants {
         sinks.push(Box::new(warden_runtime::grants::GrantsSink::new(
             path.clone(),
+            c.grants_into_profile,
         )));
     }
     Ok(sinks)
@@ -353,6 +370,17 @@ pub fn open_sinks(
 
 /// `warden run`: a command in a fresh sandbox, supervised by this process.
 pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
+    let learn_file = args.egress_learn_file.clone().map(absolute).transpose()?;
+    if learn_file.is_some() && (args.through_exec || args.detach) {
+        anyhow::bail!(
+            "--egress-learn-file is for a run warden waits for: leave out {}",
+            if args.detach {
+                "--detach"
+            } else {
+                "--through-exec"
+            }
+        );
+    }
     if args.through_exec {
         return super::lifecycle::run_through_exec(args, defaults);
     }
@@ -361,6 +389,17 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     }
     let id = sandbox_id();
     let mut resolved = resolve(args, defaults, None, &id)?;
+    if let Some(file) = &learn_file {
+        let learning = matches!(
+            &resolved.spec.network,
+            warden_policy::NetworkSpec::Egress(e) if e.learn
+        );
+        if !learning {
+            anyhow::bail!("--egress-learn-file needs learning mode: add --egress-learn");
+        }
+        // Said before anything starts: a file warden may not write.
+        warden_runtime::teach::read_learned(file)?;
+    }
     let kept = resolved.kept.take();
     for notice in &resolved.notices {
         eprintln!("warden: {notice}");
@@ -374,24 +413,37 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         None => None,
     };
     let sinks = open_sinks(&resolved.sinks)?;
+    let into_profile = resolved.sinks.grants_into_profile;
+    let load_grants = |f: &std::path::Path| {
+        if into_profile {
+            warden_runtime::grants::load_profile(f)
+        } else {
+            warden_runtime::grants::load(f)
+        }
+    };
     let granted_before = resolved
         .sinks
         .grants
         .as_deref()
-        .map(warden_runtime::grants::load)
+        .map(load_grants)
         .transpose()?
         .unwrap_or_default();
     let finished = warden_runtime::run_once(&resolved.spec, &id, sinks);
     if let Some(file) = &resolved.sinks.grants {
         // What "always" answers wrote, as the lines now in the file.
-        let now = warden_runtime::grants::load(file).unwrap_or_default();
+        let now = load_grants(file).unwrap_or_default();
         let new: Vec<String> = now
             .into_iter()
             .filter(|e| !granted_before.contains(e))
             .collect();
         if !new.is_empty() {
+            let whose = if into_profile {
+                "added to the profile"
+            } else {
+                "saved for this project's later runs in"
+            };
             eprintln!(
-                "warden: saved for this project's later runs in {} (answered always):\n{}",
+                "warden: {whose} {} (answered always):\n{}",
                 file.display(),
                 warden_runtime::teach::profile_lines(&new)
             );
@@ -417,6 +469,16 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     let finished = finished.context("the sandbox could not be run")?;
     for notice in &finished.notices {
         eprintln!("warden: {notice}");
+    }
+    if let Some(file) = &learn_file {
+        let all = warden_runtime::teach::write_learned(file, &finished.learned)?;
+        eprintln!(
+            "warden: learned names written to {} ({} new, {} in all); take them with `extends: [{}]` in a profile or --profile {0}",
+            file.display(),
+            finished.learned.len(),
+            all.len(),
+            file.display(),
+        );
     }
     if let Some(msg) = &finished.outcome.message {
         eprintln!("warden: {msg}");

@@ -124,6 +124,29 @@ pub struct Proxy {
     /// The accept loop and the resolver.
     tasks: Vec<tokio::task::JoinHandle<()>>,
     shared: Arc<Shared>,
+    /// Connections being served now.
+    open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// How long [`Proxy::stop`] lets open connections end on their own (the
+/// sandbox is gone, so their sandbox side is closed) and record what they
+/// moved, before it cuts the rest.
+const STOP_GRACE: Duration = Duration::from_millis(300);
+
+/// Counts a connection as open for as long as it lives, cut or not.
+struct OpenGuard(Arc<std::sync::atomic::AtomicUsize>);
+
+impl OpenGuard {
+    fn new(open: &Arc<std::sync::atomic::AtomicUsize>) -> OpenGuard {
+        open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        OpenGuard(open.clone())
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 struct Shared {
@@ -340,6 +363,8 @@ impl Proxy {
             )
         };
         let s = shared.clone();
+        let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = open.clone();
         let accept_task = runtime.spawn(async move {
             loop {
                 let conn = match listener.accept().await {
@@ -391,7 +416,9 @@ impl Proxy {
                     }
                 };
                 let mut stopped = stopped.clone();
+                let guard = OpenGuard::new(&counted);
                 tokio::spawn(async move {
+                    let _guard = guard;
                     // Cut when the proxy stops, like every open connection.
                     tokio::select! {
                         _ = handle_connection(conn, &s) => {}
@@ -407,6 +434,7 @@ impl Proxy {
             stop,
             tasks: vec![accept_task, dns_task],
             shared,
+            open,
         })
     }
 
@@ -416,8 +444,20 @@ impl Proxy {
     }
 
     /// Stop serving: no new connection or question is taken, and open
-    /// connections are cut.
+    /// connections are cut, after up to [`STOP_GRACE`] for them to end on
+    /// their own: a connection the sandbox closed just before it ended
+    /// still records its close and its bytes. Blocking; call it outside
+    /// the proxy's runtime.
     pub fn stop(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        let deadline = std::time::Instant::now() + STOP_GRACE;
+        while self.open.load(std::sync::atomic::Ordering::SeqCst) > 0
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let _ = self.stop.send(true);
         for t in &self.tasks {
             t.abort();
