@@ -203,6 +203,26 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/approvals", Scope::Approvals, false),
     r("POST", "/v1/approvals/{id}", Scope::Approvals, false),
     r("GET", "/v1/sandboxes/{id}/files/watch", Scope::Files, true),
+    // A desktop sandbox's screen (watched) and input (driven): part of its
+    // data API, so that the agent given its token can use its desktop.
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop",
+        Scope::DesktopView,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/screenshot",
+        Scope::DesktopView,
+        true,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/desktop/{action}",
+        Scope::DesktopControl,
+        true,
+    ),
     r("GET", "/v1/pools", Scope::SandboxesRead, false),
     r("GET", "/v1/tokens", Scope::Admin, false),
     r("POST", "/v1/tokens", Scope::Admin, false),

@@ -55,6 +55,7 @@ pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
 pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
     ("base", include_str!("../profiles/base.yaml")),
     ("debugger", include_str!("../profiles/debugger.yaml")),
+    ("desktop", include_str!("../profiles/desktop.yaml")),
     ("devops", include_str!("../profiles/devops.yaml")),
     ("feature-dev", include_str!("../profiles/feature-dev.yaml")),
     ("researcher", include_str!("../profiles/researcher.yaml")),
@@ -360,6 +361,7 @@ impl Layer {
             hostname: self.text(Field::Hostname),
             isolation: self.text(Field::Isolation),
             allow_degraded: self.flag(Field::AllowDegraded).unwrap_or(false),
+            desktop: self.flag(Field::Desktop).unwrap_or(false),
             allow_domains: self.texts(Field::AllowDomain),
             allow_http: self.flag(Field::AllowHttp).unwrap_or(false),
             add_hosts: self.pairs(Field::AddHost),
@@ -411,6 +413,7 @@ impl Layer {
         for (key, val) in [
             (Field::Hostname, Val::Text("warden".into())),
             (Field::AllowDegraded, Val::Bool(false)),
+            (Field::Desktop, Val::Bool(false)),
             (Field::AllowHttp, Val::Bool(false)),
             (Field::Ask, Val::Bool(false)),
             (Field::EgressLearn, Val::Bool(false)),
@@ -1104,6 +1107,7 @@ impl Loader<'_> {
         for (key, v) in [
             (Field::Tty, &f.tty),
             (Field::AllowDegraded, &f.allow_degraded),
+            (Field::Desktop, &f.desktop),
         ] {
             if let Some(v) = v {
                 l.one(key, Val::Bool(v.value), at(v.pos));

@@ -47,6 +47,8 @@ pub enum Problem {
     BadHostname(String),
     #[error("{0:?} is not an isolation: use `process` (the default) or `vm`")]
     BadIsolation(String),
+    #[error("a desktop runs only with `process` isolation for now: the microVM's guest has no X server or browser; leave --isolation vm out")]
+    DesktopInVm,
     #[error("{0:?} is not a valid variable name: use letters, digits and '_', not starting with a digit")]
     BadEnvName(String),
     #[error("{0:?} must have the form NAME=VALUE")]

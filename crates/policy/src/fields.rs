@@ -157,6 +157,12 @@ fields! {
         ty: "bool",
         doc: "When a layer of isolation cannot be applied, run with what the host still allows and print what is lost, instead of refusing",
     },
+    Desktop {
+        flag: -, short: -, value: -,
+        key: "desktop", json: "/desktop",
+        ty: "bool",
+        doc: "Give the sandbox a desktop: a virtual screen (display :99), a window manager and panel, Chromium with its DevTools on the sandbox's own 127.0.0.1:9222 and a VNC server on its own 127.0.0.1:5900, all inside the jail (the `desktop` profile sets it)",
+    },
     JsonEvents {
         flag: "--json-events", short: -, value: "FILE",
         key: "json_events", json: "/json_events",

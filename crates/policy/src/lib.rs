@@ -13,6 +13,7 @@
 
 pub mod addresses;
 pub mod compose;
+pub mod desktop;
 mod domains;
 pub mod edit;
 mod env;
@@ -25,6 +26,7 @@ mod secrets;
 mod units;
 pub mod validate;
 
+pub use desktop::DesktopSpec;
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
 pub use error::{Problem, ResolveError, SpecError};
@@ -83,6 +85,10 @@ pub struct SandboxSpec {
     /// What isolates the sandbox.
     #[serde(default)]
     pub isolation: Isolation,
+    /// A desktop (screen, window manager, browser, VNC server) that the
+    /// sandbox's supervisor keeps running inside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desktop: Option<DesktopSpec>,
 }
 
 /// What isolates a sandbox: the backend that runs it.
@@ -326,6 +332,8 @@ pub struct Request {
     /// `process` (the default) or `vm`.
     pub isolation: Option<String>,
     pub allow_degraded: bool,
+    /// `desktop: true`: the sandbox gets a desktop.
+    pub desktop: bool,
     /// `--allow-domain` entries; none means no network at all.
     pub allow_domains: Vec<String>,
     pub allow_http: bool,
@@ -666,6 +674,22 @@ impl Request {
             }
         }
 
+        let desktop = if self.desktop {
+            if isolation == Isolation::Vm {
+                return Err(Field::Desktop.invalid(Problem::DesktopInVm));
+            }
+            let d = DesktopSpec::default();
+            // Every process sees the screen, as it would at a person's
+            // desktop; the profile's own values win.
+            for (k, v) in d.env() {
+                if !env.iter().any(|(n, _)| n == k) {
+                    env.push((k.to_string(), v));
+                }
+            }
+            Some(d)
+        } else {
+            None
+        };
         if self.file_size == Some(0) {
             return Err(Field::FileSize.invalid(Problem::ZeroFileSize));
         }
@@ -709,6 +733,7 @@ impl Request {
             isolation,
             join_network: None,
             join_trust: None,
+            desktop,
         })
     }
 }

@@ -98,6 +98,7 @@ pub struct ProfileFile {
     pub isolation: Option<At<String>>,
     pub tty: Option<At<bool>>,
     pub allow_degraded: Option<At<bool>>,
+    pub desktop: Option<At<bool>>,
     pub json_events: Option<At<String>>,
     pub audit_log: Option<At<String>>,
     pub no_audit_log: Option<At<bool>>,

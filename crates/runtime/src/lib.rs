@@ -13,6 +13,7 @@ pub mod allowlist;
 pub mod approvals;
 pub mod backend;
 pub mod client;
+pub mod desktop;
 pub mod events;
 pub mod grants;
 pub mod lifecycle;

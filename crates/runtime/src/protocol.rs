@@ -227,6 +227,22 @@ pub struct Status {
     /// The held first process ([`Request::Hold`]), when there is one.
     #[serde(default)]
     pub main: Option<MainState>,
+    /// A desktop sandbox's programs, as its supervisor keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desktop: Option<Vec<DesktopService>>,
+}
+
+/// One program of a desktop sandbox (the X server, the browser, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesktopService {
+    pub name: String,
+    /// `starting`, `running`, `restarting` or `failed` (given up).
+    pub state: String,
+    /// Its PID inside the sandbox while it runs.
+    pub pid: Option<i32>,
+    pub restarts: u32,
+    /// How it last ended, with the last of what it printed.
+    pub last_exit: Option<String>,
 }
 
 /// Where a sandbox's held first process is.

@@ -128,6 +128,8 @@ pub enum ResolveError {
     Store(#[from] warden_workspace::StoreError),
     #[error(transparent)]
     State(#[from] state::StateError),
+    #[error(transparent)]
+    Desktop(#[from] crate::desktop::DesktopError),
 }
 
 impl ResolveError {
@@ -139,6 +141,7 @@ impl ResolveError {
             ResolveError::Spec(e) => e.field(),
             ResolveError::OverlayWithoutWorkspace => Some(Field::Workspace),
             ResolveError::NoOtlp => Some(Field::OtlpEndpoint),
+            ResolveError::Desktop(_) => Some(Field::Desktop),
             _ => None,
         }
     }
@@ -416,6 +419,9 @@ fn resolve_inner(
             None => return Err(e.into()),
         },
     };
+    // A desktop's programs are looked for now, so that a host without
+    // them is told what to install before anything is made.
+    crate::desktop::check_programs(&spec)?;
     if matches!(&spec.network, warden_policy::NetworkSpec::Egress(e) if e.learn) {
         notices.push(
             "egress learning mode: every name no rule allows is allowed and recorded (rule \"--egress-learn\"), the host's own services excepted; the profile lines this run needs are printed at its end".to_string(),

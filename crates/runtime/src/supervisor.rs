@@ -90,6 +90,8 @@ struct Shared {
     main: Mutex<Main>,
     /// Its status once it ended: the supervisor's own exit status.
     main_status: Arc<Mutex<Option<i32>>>,
+    /// A desktop sandbox's programs, as their keepers report them.
+    desktop: Mutex<Option<crate::desktop::services::Board>>,
 }
 
 /// The held first process.
@@ -214,6 +216,7 @@ fn supervise(
         warden_policy::NetworkSpec::LoopbackOnly => Vec::new(),
     };
     let record_path = dir.join(state::SUPERVISOR);
+    let desktop = spec.desktop;
     let service_bus = bus.clone();
     let listener = Mutex::new(Some(listener));
     let ready_out = ready.clone();
@@ -253,6 +256,7 @@ fn supervise(
             approvals: approvals.clone(),
             main: Mutex::new(Main::None),
             main_status: main_status.clone(),
+            desktop: Mutex::new(None),
         });
         let s = shared.clone();
         let _ = std::thread::Builder::new()
@@ -278,6 +282,15 @@ fn supervise(
         let _ = std::thread::Builder::new()
             .name("warden-ttl".into())
             .spawn(move || watch_ttl(&s));
+        // A desktop's programs start with the sandbox, each kept running
+        // by a thread of its own.
+        if let Some(d) = &desktop {
+            let board =
+                crate::desktop::services::keep(d, Arc::new(DesktopLauncher(shared.clone())));
+            if let Ok(mut b) = shared.desktop.lock() {
+                *b = Some(board);
+            }
+        }
         // Ready once the record is written and the control server runs:
         // a `stop` right after `start` finds it.
         ready_out.tell(&format!("ready {}\n", init.as_raw()));
@@ -1136,6 +1149,64 @@ fn status(shared: &Shared) -> Status {
             }),
             Main::Exited(status) => Some(MainState::Exited { status: *status }),
         }),
+        desktop: shared
+            .desktop
+            .lock()
+            .ok()
+            .and_then(|d| d.as_ref().and_then(|b| b.lock().ok().map(|b| b.clone()))),
+    }
+}
+
+/// Starts a desktop's programs as execs of the sandbox.
+struct DesktopLauncher(Arc<Shared>);
+
+impl crate::desktop::services::Launcher for DesktopLauncher {
+    fn launch(
+        &self,
+        argv: Vec<String>,
+        stdio: [OwnedFd; 3],
+    ) -> Result<(i32, crate::desktop::services::Ending), String> {
+        let req = ExecRequest {
+            argv,
+            env: Vec::new(),
+            cwd: None,
+            tty: false,
+            winsize: None,
+        };
+        let (id, rx) = launch(&self.0, req, stdio.into(), None)?;
+        let ended = |n: &FromInit| match n {
+            FromInit::Exited { code, .. } => Some(*code),
+            FromInit::Signaled { signal, .. } => Some(128 + signal),
+            _ => None,
+        };
+        match rx.recv() {
+            Ok((FromInit::Spawned { pid, .. }, _)) => Ok((
+                pid,
+                Box::new(move || loop {
+                    match rx.recv() {
+                        Ok((n, _)) => {
+                            if let Some(status) = ended(&n) {
+                                return status;
+                            }
+                        }
+                        Err(_) => return 128 + libc::SIGKILL,
+                    }
+                }),
+            )),
+            Ok((FromInit::Failed { errno, .. }, _)) => Err(format!(
+                "exec {id} cannot start: {}",
+                nix::errno::Errno::from_raw(errno).desc()
+            )),
+            Ok((n, _)) => Err(format!(
+                "exec {id} ended before it ran (status {})",
+                ended(&n).unwrap_or(-1)
+            )),
+            Err(_) => Err("the sandbox is gone".into()),
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.0.stopping.load(Ordering::SeqCst) || self.0.init_gone.load(Ordering::SeqCst)
     }
 }
 

@@ -50,6 +50,7 @@ from ._models import (
 )
 from ._files import AsyncFiles, AsyncFileWatch, FileEntry, FileEvent, Files, FileWatch
 from ._pty import AsyncPty, AsyncPtyHandle, Pty, PtyHandle
+from ._desktop import AsyncDesktop, Desktop, DesktopInfo
 from ._sync import CommandHandle, Commands, Sandbox
 
 __version__ = "0.1.0"
@@ -74,6 +75,9 @@ __all__ = [
     "FileEntry",
     "AsyncFiles",
     "AsyncFileWatch",
+    "Desktop",
+    "AsyncDesktop",
+    "DesktopInfo",
     "Pty",
     "PtyHandle",
     "AsyncPty",

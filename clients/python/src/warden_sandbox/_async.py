@@ -31,6 +31,7 @@ from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxI
 from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
 from ._files import AsyncFiles
 from ._pty import AsyncPty
+from ._desktop import AsyncDesktop
 
 AsyncOutputCallback = Callable[[str], Union[Any, Awaitable[Any]]]
 
@@ -133,6 +134,7 @@ class AsyncSandbox:
         self.egress = AsyncEgress(self)
         self.pty = AsyncPty(self)
         self.files = AsyncFiles(self)
+        self.desktop = AsyncDesktop(self)
 
     def __repr__(self) -> str:
         return f"AsyncSandbox(id={self.id!r}, host={self._http.ep.where!r})"

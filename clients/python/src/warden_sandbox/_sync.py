@@ -18,6 +18,7 @@ from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxI
 from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
 from ._files import Files
 from ._pty import Pty
+from ._desktop import Desktop
 
 OutputCallback = Callable[[str], Any]
 
@@ -122,6 +123,8 @@ class Sandbox:
         self.pty = Pty(self)
         #: The workspace's files: ``sb.files.watch(path, on_event=...)``.
         self.files = Files(self)
+        #: A desktop sandbox's screen and input: ``sb.desktop.screenshot()``.
+        self.desktop = Desktop(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, host={self._http.ep.where!r})"

@@ -22,6 +22,7 @@
 mod ask;
 mod commands;
 mod describe;
+mod desktop;
 mod files;
 pub mod http;
 mod inner;

@@ -162,6 +162,8 @@ impl Session {
             tool::<PathArgs>("list_files", "List a directory of the sandbox's workspace (default: /workspace itself): each entry's kind, size and name.".into()),
             tool::<PathArgs>("get_changes", "What the sandbox changed in its workspace, as a review: each changed path, what kind of change, flags (changes to files the host runs, such as git hooks or build scripts, are flagged and left for a person) and a unified diff for text. What this shows is what commit_changes may apply.".into()),
             tool::<CommitArgs>("commit_changes", "Apply the changes get_changes showed to the host's real workspace. The sandbox is stopped for the commit (its processes end) and started again. Refused, with nothing applied, when something changed since get_changes (call it again), when a change is flagged (a person reviews those: the sandbox is then kept after this session), or when the host's file changed meanwhile.".into()),
+            tool::<super::desktop::ScreenshotArgs>("desktop_screenshot", "The screen of a desktop sandbox (one made with the `desktop` profile) as an image: what its browser and windows show now.".into()),
+            tool::<super::desktop::DesktopArgs>("desktop_action", "Drive a desktop sandbox's mouse, keyboard and browser: action move_mouse {x,y}; left_click, right_click, double_click {x?,y?} (at the pointer when left out); scroll {direction, amount?}; write {text} (types it); press {keys} (e.g. \"ctrl+l\", \"Return\"); open {url} (a new browser tab). Points are pixels of the screenshot. Take a screenshot after to see what changed.".into()),
             tool::<DestroyArgs>("destroy_sandbox", "Stop and remove a sandbox of this session, with its uncommitted changes.".into()),
         ]
     }
@@ -216,6 +218,26 @@ impl Session {
             },
             "destroy_sandbox" => match parse::<DestroyArgs>(name, args) {
                 Ok(a) => self.destroy(a, &ctx).await,
+                Err(e) => Err(e),
+            },
+            "desktop_screenshot" => {
+                let shot = match parse::<super::desktop::ScreenshotArgs>(name, args) {
+                    Ok(a) => self.desktop_screenshot(a, &ctx).await,
+                    Err(e) => Err(e),
+                };
+                match shot {
+                    Ok(png) => {
+                        use base64::Engine;
+                        return CallToolResult::success(vec![ContentBlock::image(
+                            base64::engine::general_purpose::STANDARD.encode(png),
+                            "image/png",
+                        )]);
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            "desktop_action" => match parse::<super::desktop::DesktopArgs>(name, args) {
+                Ok(a) => self.desktop_action(a, &ctx).await,
                 Err(e) => Err(e),
             },
             other => Err(Refused::new(

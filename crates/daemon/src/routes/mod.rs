@@ -4,6 +4,7 @@
 //! as a problem object).
 
 mod changes;
+pub(crate) mod desktop;
 mod egress;
 mod events;
 pub(crate) mod exec;
@@ -115,6 +116,9 @@ where
         files::mkdir,
         files::rename,
         watch::watch,
+        desktop::info,
+        desktop::screenshot,
+        desktop::act,
         pools::list,
         tokens::list,
         tokens::create,
@@ -126,6 +130,8 @@ where
         crate::api::PtyServerMessage,
         crate::api::PtyStart,
         watch::FileChange,
+        desktop::DesktopInfo,
+        desktop::ActionDone,
         watch::Kind
     )),
     modifiers(&Security)
@@ -188,6 +194,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/files/mkdir", post(files::mkdir))
         .route("/v1/sandboxes/{id}/files/move", post(files::rename))
         .route("/v1/sandboxes/{id}/files/watch", get(watch::watch))
+        .route("/v1/sandboxes/{id}/desktop", get(desktop::info))
+        .route(
+            "/v1/sandboxes/{id}/desktop/screenshot",
+            get(desktop::screenshot),
+        )
+        .route("/v1/sandboxes/{id}/desktop/{action}", post(desktop::act))
         .route("/v1/pools", get(pools::list))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))

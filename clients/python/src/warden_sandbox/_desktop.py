@@ -1,0 +1,173 @@
+"""A desktop sandbox's screen, mouse, keyboard and browser
+(``sb.desktop``), shaped like the desktop SDKs: ``screenshot()`` gives PNG
+bytes, ``left_click(x, y)``, ``write(text)``, ``press(keys)``,
+``open(url)`` drive it. The sandbox must have been made with the
+``desktop`` profile. Looking needs the ``desktop:view`` scope, touching
+``desktop:control``; a point off the screen, an unknown action or keys
+that are not key names are an :class:`InvalidRequestError` and nothing is
+done."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+
+import httpx
+
+from . import _core
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._async import AsyncSandbox
+    from ._sync import Sandbox
+
+Keys = Union[str, List[str]]
+
+#: A screenshot, an action: the program runs in the sandbox.
+_TIMEOUT = httpx.Timeout(60.0)
+
+
+@dataclass
+class DesktopInfo:
+    """Where a desktop sandbox's screen is, for tools and people."""
+
+    display: str
+    width: int
+    height: int
+    #: The VNC stream (a WebSocket path of the daemon).
+    vnc: str
+    #: The browser's DevTools endpoint (a WebSocket path of the daemon).
+    cdp: str
+    #: The dashboard's page for people to watch and take over.
+    stream_url: str
+    running: bool
+    #: Its programs (X server, window manager, browser, ...) and their state.
+    services: List[Dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "DesktopInfo":
+        return cls(
+            display=str(d["display"]),
+            width=int(d["width"]),
+            height=int(d["height"]),
+            vnc=str(d["vnc"]),
+            cdp=str(d["cdp"]),
+            stream_url=str(d["stream_url"]),
+            running=bool(d.get("running", False)),
+            services=list(d.get("services") or []),
+        )
+
+
+def _point(x: Optional[int], y: Optional[int]) -> Dict[str, Any]:
+    if (x is None) != (y is None):
+        raise ValueError("give both x and y, or neither (to click where the pointer is)")
+    return {} if x is None else {"x": int(x), "y": int(y)}  # type: ignore[arg-type]
+
+
+def _scroll(dx: int, dy: int, direction: Optional[str], amount: Optional[int]) -> Dict[str, Any]:
+    if direction is not None:
+        body: Dict[str, Any] = {"direction": direction}
+        if amount is not None:
+            body["amount"] = int(amount)
+        return body
+    return {"dx": int(dx), "dy": int(dy)}
+
+
+class Desktop:
+    """A desktop sandbox's screen and input (``sb.desktop``)."""
+
+    def __init__(self, sandbox: "Sandbox") -> None:
+        self._sb = sandbox
+
+    def _path(self, *rest: str) -> str:
+        return _core.sandbox_path(self._sb.id, "desktop", *rest)
+
+    def _act(self, action: str, body: Dict[str, Any]) -> None:
+        self._sb._http.request("POST", self._path(action), json=body, timeout=_TIMEOUT)
+
+    def info(self) -> DesktopInfo:
+        """The screen's size and where its stream and debugger are."""
+        return DesktopInfo.from_json(self._sb._http.json("GET", self._path()))
+
+    def screenshot(self) -> bytes:
+        """The screen now, as PNG bytes."""
+        return self._sb._http.request("GET", self._path("screenshot"), timeout=_TIMEOUT).content
+
+    def move_mouse(self, x: int, y: int) -> None:
+        self._act("move_mouse", _point(x, y))
+
+    def left_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        """Click at (x, y), or where the pointer is."""
+        self._act("left_click", _point(x, y))
+
+    def right_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        self._act("right_click", _point(x, y))
+
+    def double_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        self._act("double_click", _point(x, y))
+
+    def scroll(
+        self, dx: int = 0, dy: int = 0, *, direction: Optional[str] = None, amount: Optional[int] = None
+    ) -> None:
+        """Scroll by steps (``dy`` > 0 down, ``dx`` > 0 right), or
+        ``direction="down", amount=3``."""
+        self._act("scroll", _scroll(dx, dy, direction, amount))
+
+    def write(self, text: str) -> None:
+        """Type ``text`` where the keyboard's focus is."""
+        self._act("write", {"text": text})
+
+    def press(self, keys: Keys) -> None:
+        """Press keys as xdotool names them: ``"Return"``, ``"ctrl+l"``,
+        or a list of them in turn."""
+        self._act("press", {"keys": keys})
+
+    def open(self, url: str) -> None:
+        """Open an http(s) URL in the browser (a new tab). What it may load
+        is the sandbox's egress allowlist's to say."""
+        self._act("open", {"url": url})
+
+
+class AsyncDesktop:
+    """As :class:`Desktop`, with coroutines (``sb.desktop``)."""
+
+    def __init__(self, sandbox: "AsyncSandbox") -> None:
+        self._sb = sandbox
+
+    def _path(self, *rest: str) -> str:
+        return _core.sandbox_path(self._sb.id, "desktop", *rest)
+
+    async def _act(self, action: str, body: Dict[str, Any]) -> None:
+        await self._sb._http.request("POST", self._path(action), json=body, timeout=_TIMEOUT)
+
+    async def info(self) -> DesktopInfo:
+        return DesktopInfo.from_json(await self._sb._http.json("GET", self._path()))
+
+    async def screenshot(self) -> bytes:
+        r = await self._sb._http.request("GET", self._path("screenshot"), timeout=_TIMEOUT)
+        return r.content
+
+    async def move_mouse(self, x: int, y: int) -> None:
+        await self._act("move_mouse", _point(x, y))
+
+    async def left_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        await self._act("left_click", _point(x, y))
+
+    async def right_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        await self._act("right_click", _point(x, y))
+
+    async def double_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        await self._act("double_click", _point(x, y))
+
+    async def scroll(
+        self, dx: int = 0, dy: int = 0, *, direction: Optional[str] = None, amount: Optional[int] = None
+    ) -> None:
+        await self._act("scroll", _scroll(dx, dy, direction, amount))
+
+    async def write(self, text: str) -> None:
+        await self._act("write", {"text": text})
+
+    async def press(self, keys: Keys) -> None:
+        await self._act("press", {"keys": keys})
+
+    async def open(self, url: str) -> None:
+        await self._act("open", {"url": url})
