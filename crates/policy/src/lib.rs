@@ -1206,6 +1206,7 @@ mod tests {
             isolation: Isolation::Vm,
             join_network: None,
             join_trust: None,
+            desktop: Some(DesktopSpec::default()),
         }
     }
 

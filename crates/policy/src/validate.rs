@@ -666,6 +666,7 @@ hostname: agent
 isolation: vm
 tty: true
 allow_degraded: true
+desktop: true
 json_events: /tmp/e.jsonl
 audit_log: /tmp/a.jsonl
 no_audit_log: true

@@ -19,7 +19,7 @@ use warden_policy::DesktopSpec;
 use crate::client::{ClientError, Connection};
 use crate::protocol::ExecRequest;
 
-use super::services::BROWSER_DIR;
+use super::services::{BROWSER_DIR, CHROMIUM_FLAGS};
 
 /// The actions, by the names the API takes.
 pub const ACTIONS: &[&str] = &[
@@ -364,15 +364,20 @@ impl Action {
                 v.extend(keys.iter().cloned());
                 v
             }
-            // A second `chromium` with the same profile hands the URL to
-            // the running browser (a new tab) and exits.
-            Action::Open { url } => vec![
-                s("/bin/sh"),
-                s("-c"),
-                format!("exec chromium --user-data-dir=\"{BROWSER_DIR}\" -- \"$1\""),
-                s("sh"),
-                url.clone(),
-            ],
+            // A second `chromium` with the same profile and flags hands
+            // the URL to the running browser (a new tab) and exits; it
+            // checks its flags before it looks for the running one.
+            Action::Open { url } => {
+                let mut v = vec![
+                    s("/bin/sh"),
+                    s("-c"),
+                    format!("exec chromium --user-data-dir=\"{BROWSER_DIR}\" \"$@\""),
+                    s("sh"),
+                ];
+                v.extend(CHROMIUM_FLAGS.iter().map(|(f, _)| s(f)));
+                v.extend([s("--"), url.clone()]);
+                v
+            }
         }
     }
 }
@@ -517,8 +522,11 @@ mod tests {
         let open = Action::parse("open", json!({"url": "http://x.test/"}), &d())
             .unwrap()
             .argv();
-        assert!(open[2].contains("-- \"$1\""), "{open:?}");
-        assert_eq!(open.last().unwrap(), "http://x.test/");
+        assert_eq!(
+            &open[open.len() - 2..],
+            ["--", "http://x.test/"],
+            "{open:?}"
+        );
         for bad in ["-x", "ctrl+", "a;b", "", "Return --clearmodifiers"] {
             assert!(
                 Action::parse("press", json!({"keys": bad}), &d()).is_err(),
