@@ -684,6 +684,34 @@ fn explicit_limits_without_cgroups_are_refused_unless_degraded_is_allowed() {
         "{}",
         stderr(&allowed)
     );
+    // A named sandbox says so when it starts, not only in its supervisor's
+    // log.
+    let state = TempDir::new("degraded-start");
+    std::os::unix::fs::chown(state.path(), Some(who.uid), Some(who.gid)).unwrap();
+    let named = |args: &[&str]| {
+        who.command(who.bin.to_str().unwrap())
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("WARDEN_STATE_DIR", state.path())
+            .output()
+            .unwrap()
+    };
+    let started = named(&[
+        "create",
+        "degraded",
+        "--start",
+        "--allow-degraded",
+        "--memory",
+        "64M",
+    ]);
+    let _ = named(&["rm", "-f", "degraded"]);
+    assert_eq!(code(&started), 0, "{}", stderr(&started));
+    assert!(
+        stderr(&started).contains("DEGRADED resources"),
+        "a start does not say what the sandbox runs without: {}",
+        stderr(&started)
+    );
 }
 
 /// Run `warden ARGS`, as an unprivileged user, inside a user namespace whose

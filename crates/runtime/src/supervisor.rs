@@ -118,7 +118,8 @@ struct Slot {
 
 /// Run the supervisor of the named sandbox in this process; returns the
 /// process's exit status. Tells whoever started it how the start went on
-/// `ready` ("ready PID" or "error: why"), then lets it go.
+/// `ready` ("ready PID", after a "degraded: LAYER: what" line for each
+/// layer it runs without, or "error: why"), then lets it go.
 ///
 /// Must be called single-threaded (the sandbox is cloned from here).
 pub fn run_main(state_root: &Path, name: &str, sink_extra: Vec<Sink>, ready: OwnedFd) -> i32 {
@@ -280,7 +281,16 @@ fn supervise(
             .spawn(move || watch_ttl(&s));
         // Ready once the record is written and the control server runs:
         // a `stop` right after `start` finds it.
-        ready_out.tell(&format!("ready {}\n", init.as_raw()));
+        // What the sandbox runs without is said to the starter too, each
+        // on a line before `ready`: a detached supervisor's stderr is its
+        // log, which nobody reads at start.
+        let mut told: String = service_bus
+            .degraded()
+            .iter()
+            .map(|d| format!("degraded: {}\n", d.replace('\n', " ")))
+            .collect();
+        told.push_str(&format!("ready {}\n", init.as_raw()));
+        ready_out.tell(&told);
     });
     let mut sink = BusSink(bus.clone());
     let id = format!("{name}-{start}");
