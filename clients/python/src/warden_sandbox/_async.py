@@ -226,9 +226,10 @@ class AsyncSandbox:
         paths: List[str] | None = None,
         accept_flagged: bool = False,
         force: bool = False,
+        include_ignored: bool = False,
     ) -> CommitResult:
         """As :meth:`Sandbox.commit`."""
-        body = _core.commit_body(paths, accept_flagged, force)
+        body = _core.commit_body(paths, accept_flagged, force, include_ignored)
         return CommitResult.from_json(
             await self._http.json("POST", _core.sandbox_path(self.id, "commit"), json=body)
         )

@@ -239,14 +239,16 @@ class Sandbox:
         paths: List[str] | None = None,
         accept_flagged: bool = False,
         force: bool = False,
+        include_ignored: bool = False,
     ) -> CommitResult:
         """Apply the changes :meth:`changes` showed (only ``paths`` when
         given) to the real workspace; the sandbox must be stopped. Flagged
         changes need ``accept_flagged``, else a :class:`ConflictError`
         with code ``flagged`` lists them (``details``) and nothing is
         written; paths changed on the host too are refused (``conflicts``)
-        unless ``force``."""
-        body = _core.commit_body(paths, accept_flagged, force)
+        unless ``force``. Changes the workspace's ``.gitignore`` ignores
+        (``Change.ignored``) are left out unless ``include_ignored``."""
+        body = _core.commit_body(paths, accept_flagged, force, include_ignored)
         return CommitResult.from_json(
             self._http.json("POST", _core.sandbox_path(self.id, "commit"), json=body)
         )
