@@ -956,6 +956,7 @@ fn connect(
             0 => (0, Some(fd)),
             e => (e, None),
         },
+        (0, Some(fd)) => (0, Some(fd)),
         (0, None) => (libc::EIO, None),
         (e, _) => (e, None),
     };
