@@ -73,19 +73,20 @@ fn recorder_sandbox(d: &Daemon, name: &str) {
     let body = format!(r#"{{"name":"{name}"}}"#);
     let (s, b) = call(d, "POST", "/v1/sandboxes", Some(&body), None);
     assert_eq!(s, 201, "{b}");
-    let script = "import socket, threading\n\
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-s.bind(('127.0.0.1', 5900)); s.listen()\n\
-def serve(c):\n\
-    c.sendall(b'RFB 003.008\\n')\n\
-    while True:\n\
-        b = c.recv(65536)\n\
-        if not b: break\n\
-        with open('/tmp/rfb.log', 'a') as f: f.write(b.hex() + '\\n')\n\
-while True:\n\
-    c, _ = s.accept()\n\
-    open('/tmp/rfb.log', 'a').write('connection\\n')\n\
-    threading.Thread(target=serve, args=(c,)).start()\n";
+    let script = r#"import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 5900)); s.listen()
+def serve(c):
+    c.sendall(b'RFB 003.008\n')
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        with open('/tmp/rfb.log', 'a') as f: f.write(b.hex() + '\n')
+while True:
+    c, _ = s.accept()
+    with open('/tmp/rfb.log', 'a') as f: f.write('connection\n')
+    threading.Thread(target=serve, args=(c,)).start()
+"#;
     common::desktop::background(d, name, &["python3", "-c", script]);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while common::desktop::status(d, name)["screen"] != true {
@@ -258,6 +259,14 @@ fn a_token_without_the_scope_is_refused_before_any_byte_reaches_the_sandbox() {
         &["sandboxes:read", "sandboxes:write", "exec", "files", "desktop:control"],
     );
     let viewer = token(&d, "viewer", &["desktop:view"]);
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"elsewhere","start":false}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
     let other_box = ok(&warden(
         &d.state,
         &["token", "create", "agent", "--scope", "desktop:view", "--scope", "desktop:control", "--sandbox", "elsewhere"],
