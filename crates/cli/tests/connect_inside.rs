@@ -183,7 +183,11 @@ fn an_address_off_the_sandboxs_loopback_is_refused_before_anything_is_opened() {
         .unwrap()
         .connect(&far)
         .unwrap_err();
-    assert!(err.to_string().contains("not on the sandbox's own loopback"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("not on the sandbox's own loopback"),
+        "{err}"
+    );
     // ...and so does the supervisor, asked directly without the client's
     // check.
     use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};

@@ -90,7 +90,10 @@ while True:
     common::desktop::background(d, name, &["python3", "-c", script]);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while common::desktop::status(d, name)["screen"] != true {
-        assert!(std::time::Instant::now() < deadline, "the recorder did not start");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recorder did not start"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // The probe's own connection is not one of the test's.
@@ -117,7 +120,9 @@ fn hex(b: &[u8]) -> String {
 }
 
 async fn send(ws: &mut Ws, bytes: &[u8]) {
-    ws.send(Message::Binary(bytes.to_vec().into())).await.unwrap();
+    ws.send(Message::Binary(bytes.to_vec().into()))
+        .await
+        .unwrap();
 }
 
 /// Read binary frames until `n` bytes came (or the session closed).
@@ -256,7 +261,13 @@ fn a_token_without_the_scope_is_refused_before_any_byte_reaches_the_sandbox() {
     let others = token(
         &d,
         "others",
-        &["sandboxes:read", "sandboxes:write", "exec", "files", "desktop:control"],
+        &[
+            "sandboxes:read",
+            "sandboxes:write",
+            "exec",
+            "files",
+            "desktop:control",
+        ],
     );
     let viewer = token(&d, "viewer", &["desktop:view"]);
     let (s, b) = call(
@@ -269,7 +280,17 @@ fn a_token_without_the_scope_is_refused_before_any_byte_reaches_the_sandbox() {
     assert_eq!(s, 201, "{b}");
     let other_box = ok(&warden(
         &d.state,
-        &["token", "create", "agent", "--scope", "desktop:view", "--scope", "desktop:control", "--sandbox", "elsewhere"],
+        &[
+            "token",
+            "create",
+            "agent",
+            "--scope",
+            "desktop:view",
+            "--scope",
+            "desktop:control",
+            "--sandbox",
+            "elsewhere",
+        ],
     ))
     .trim()
     .lines()
@@ -327,7 +348,13 @@ fn a_sandbox_that_is_not_a_desktop_says_so() {
     let Some((_state, d)) = setup("desk-none") else {
         return;
     };
-    let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"plain"}"#), None);
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"plain"}"#),
+        None,
+    );
     assert_eq!(s, 201, "{b}");
     let st = common::desktop::status(&d, "plain");
     assert_eq!(st["screen"], false, "{st}");
@@ -335,11 +362,19 @@ fn a_sandbox_that_is_not_a_desktop_says_so() {
     assert_eq!(st["control"], true, "the owner may drive: {st}");
     runtime().block_on(async {
         assert_eq!(
-            connect(&d, "/v1/sandboxes/plain/desktop/vnc", None).await.err(),
+            connect(&d, "/v1/sandboxes/plain/desktop/vnc", None)
+                .await
+                .err(),
             Some(409)
         );
     });
-    let (s, b) = call(&d, "GET", "/v1/sandboxes/plain/desktop/cdp/json/version", None, None);
+    let (s, b) = call(
+        &d,
+        "GET",
+        "/v1/sandboxes/plain/desktop/cdp/json/version",
+        None,
+        None,
+    );
     assert_eq!(s, 409, "{b}");
     assert!(b.contains("not a desktop"), "{b}");
 }
@@ -363,7 +398,8 @@ async fn rfb_handshake(ws: &mut Ws) -> (u16, u16, usize, Vec<u8>) {
     let w = u16::from_be_bytes([buf[s], buf[s + 1]]);
     let h = u16::from_be_bytes([buf[s + 2], buf[s + 3]]);
     let bpp = buf[s + 4] as usize / 8;
-    let name_len = u32::from_be_bytes([buf[s + 20], buf[s + 21], buf[s + 22], buf[s + 23]]) as usize;
+    let name_len =
+        u32::from_be_bytes([buf[s + 20], buf[s + 21], buf[s + 22], buf[s + 23]]) as usize;
     assert!(read_bytes(ws, &mut buf, s + 24 + name_len).await);
     (w, h, bpp, buf[s + 24 + name_len..].to_vec())
 }
@@ -467,7 +503,11 @@ fn a_watchers_pointer_and_keys_do_not_move_the_desktop_and_a_controllers_do() {
     common::desktop::background(
         &d,
         "inp",
-        &["sh", "-c", "DISPLAY=:99 xev -root -event keyboard > /tmp/keys.log"],
+        &[
+            "sh",
+            "-c",
+            "DISPLAY=:99 xev -root -event keyboard > /tmp/keys.log",
+        ],
     );
     std::thread::sleep(Duration::from_millis(500));
     common::desktop::sh(&d, "inp", "DISPLAY=:99 xdotool mousemove 512 384");
@@ -500,9 +540,16 @@ fn a_watchers_pointer_and_keys_do_not_move_the_desktop_and_a_controllers_do() {
     assert!(!keys.contains("KeyPress"), "a watcher typed: {keys}");
     drive(driver);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(pointer_at(&d, "inp"), "x:100 y:50", "the controller's pointer did not arrive");
+    assert_eq!(
+        pointer_at(&d, "inp"),
+        "x:100 y:50",
+        "the controller's pointer did not arrive"
+    );
     let keys = common::desktop::sh(&d, "inp", "cat /tmp/keys.log");
-    assert!(keys.contains("KeyPress"), "the controller's key did not arrive: {keys}");
+    assert!(
+        keys.contains("KeyPress"),
+        "the controller's key did not arrive: {keys}"
+    );
 }
 
 #[test]
@@ -515,7 +562,13 @@ fn devtools_through_the_daemon_point_back_at_the_daemon_and_answer() {
     };
     common::desktop::start(&d, "cdp", serde_json::json!({}), true);
     let driver = token(&d, "driver", &["desktop:control"]);
-    let (s, b) = call(&d, "GET", "/v1/sandboxes/cdp/desktop/cdp/json/version/", None, Some(&driver));
+    let (s, b) = call(
+        &d,
+        "GET",
+        "/v1/sandboxes/cdp/desktop/cdp/json/version/",
+        None,
+        Some(&driver),
+    );
     assert_eq!(s, 200, "{b}");
     let v = json(&b);
     let url = v["webSocketDebuggerUrl"].as_str().unwrap().to_string();
@@ -524,15 +577,30 @@ fn devtools_through_the_daemon_point_back_at_the_daemon_and_answer() {
         "{url}"
     );
     assert!(!b.contains("9222"), "the sandbox's own address leaked: {b}");
-    let (s, b) = call(&d, "GET", "/v1/sandboxes/cdp/desktop/cdp/json/list", None, Some(&driver));
+    let (s, b) = call(
+        &d,
+        "GET",
+        "/v1/sandboxes/cdp/desktop/cdp/json/list",
+        None,
+        Some(&driver),
+    );
     assert_eq!(s, 200, "{b}");
-    assert!(json(&b).as_array().unwrap().iter().any(|t| t["type"] == "page"), "{b}");
+    assert!(
+        json(&b)
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["type"] == "page"),
+        "{b}"
+    );
     let path = url.strip_prefix("ws://warden").unwrap().to_string();
     runtime().block_on(async {
         let mut ws = connect(&d, &path, Some(&driver)).await.unwrap();
-        ws.send(Message::Text(r#"{"id":1,"method":"Browser.getVersion"}"#.into()))
-            .await
-            .unwrap();
+        ws.send(Message::Text(
+            r#"{"id":1,"method":"Browser.getVersion"}"#.into(),
+        ))
+        .await
+        .unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             match tokio::time::timeout_at(deadline, ws.next()).await {
@@ -540,7 +608,10 @@ fn devtools_through_the_daemon_point_back_at_the_daemon_and_answer() {
                     let m = json(&t);
                     if m["id"] == 1 {
                         assert!(
-                            m["result"]["product"].as_str().unwrap_or("").contains("Chrome"),
+                            m["result"]["product"]
+                                .as_str()
+                                .unwrap_or("")
+                                .contains("Chrome"),
                             "{m}"
                         );
                         break;

@@ -52,7 +52,9 @@ pub enum TargetError {
     NotLoopback(SocketAddr),
     #[error("port 0 names no service: give the port the service listens on inside the sandbox")]
     PortZero,
-    #[error("the Unix socket path {0:?} is not absolute: give the path as the sandbox sees it, from /")]
+    #[error(
+        "the Unix socket path {0:?} is not absolute: give the path as the sandbox sees it, from /"
+    )]
     Relative(String),
     #[error("the Unix socket path is longer than {MAX_UNIX_PATH} bytes or contains a NUL byte")]
     BadPath,
@@ -148,7 +150,12 @@ mod tests {
             addr: "127.3.4.5:80".parse().unwrap(),
         };
         assert!(other.check().is_ok(), "127.0.0.0/8 is loopback");
-        for refused in ["10.255.255.1:80", "0.0.0.0:80", "192.168.1.1:5900", "[::]:80"] {
+        for refused in [
+            "10.255.255.1:80",
+            "0.0.0.0:80",
+            "192.168.1.1:5900",
+            "[::]:80",
+        ] {
             let t = Target::Tcp {
                 addr: refused.parse().unwrap(),
             };

@@ -73,10 +73,7 @@ pub enum ToInit {
     /// A socket connected (TCP: being connected) to a service inside the
     /// sandbox (see [`crate::connect`]); answered with `file_done` and the
     /// socket.
-    Connect {
-        id: u64,
-        to: crate::connect::Target,
-    },
+    Connect { id: u64, to: crate::connect::Target },
 }
 
 /// What the init tells the supervisor.

@@ -219,9 +219,9 @@ impl Connection {
                 field,
             }),
             Ok(_) => Err(ClientError::Unexpected),
-            Err(ProtocolError::Closed) => Err(ClientError::Unsupported(
-                "connections into the sandbox",
-            )),
+            Err(ProtocolError::Closed) => {
+                Err(ClientError::Unsupported("connections into the sandbox"))
+            }
             Err(e) => Err(e.into()),
         }
     }

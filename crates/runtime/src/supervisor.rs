@@ -979,8 +979,10 @@ fn completed(fd: &OwnedFd) -> i32 {
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
             Ok(_) => {
-                return match nix::sys::socket::getsockopt(fd, nix::sys::socket::sockopt::SocketError)
-                {
+                return match nix::sys::socket::getsockopt(
+                    fd,
+                    nix::sys::socket::sockopt::SocketError,
+                ) {
                     Ok(e) => e,
                     Err(e) => e as i32,
                 }

@@ -89,7 +89,16 @@ pub fn start(d: &Daemon, name: &str, spec: serde_json::Value, browser: bool) {
     background(
         d,
         name,
-        &["Xvfb", ":99", "-screen", "0", "1024x768x24", "-nolisten", "tcp", "-retro"],
+        &[
+            "Xvfb",
+            ":99",
+            "-screen",
+            "0",
+            "1024x768x24",
+            "-nolisten",
+            "tcp",
+            "-retro",
+        ],
     );
     wait(d, name, "the X server", |_| {
         sh(d, name, "xdpyinfo -display :99 >/dev/null 2>&1 && echo up").contains("up")
@@ -98,8 +107,17 @@ pub fn start(d: &Daemon, name: &str, spec: serde_json::Value, browser: bool) {
         d,
         name,
         &[
-            "x11vnc", "-display", ":99", "-localhost", "-rfbport", "5900", "-forever", "-shared",
-            "-nopw", "-quiet", "-noxdamage",
+            "x11vnc",
+            "-display",
+            ":99",
+            "-localhost",
+            "-rfbport",
+            "5900",
+            "-forever",
+            "-shared",
+            "-nopw",
+            "-quiet",
+            "-noxdamage",
         ],
     );
     if browser {
@@ -133,7 +151,10 @@ fn wait(d: &Daemon, name: &str, what: &str, f: impl Fn(&serde_json::Value) -> bo
         if f(&status(d, name)) {
             return;
         }
-        assert!(Instant::now() < deadline, "{what} did not come up in {name}");
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not come up in {name}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -239,7 +239,12 @@ pub async fn devtools(
         .into_response())
 }
 
-async fn relay(mut socket: WebSocket, mut upstream: Upstream, app: Arc<App>, credential: Credential) {
+async fn relay(
+    mut socket: WebSocket,
+    mut upstream: Upstream,
+    app: Arc<App>,
+    credential: Credential,
+) {
     let revoked = app.clone().revoked(credential);
     tokio::pin!(revoked);
     loop {
@@ -313,7 +318,12 @@ mod tests {
     fn only_devtools_endpoints_are_proxied() {
         assert!(check_target("browser", "1b2c-3d4e").is_ok());
         assert!(check_target("page", "ABCDEF0123").is_ok());
-        for (k, t) in [("json", "x"), ("page", "../x"), ("page", ""), ("page", "a%2fb")] {
+        for (k, t) in [
+            ("json", "x"),
+            ("page", "../x"),
+            ("page", ""),
+            ("page", "a%2fb"),
+        ] {
             assert!(check_target(k, t).is_err(), "{k}/{t}");
         }
     }

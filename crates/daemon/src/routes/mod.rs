@@ -209,7 +209,10 @@ pub fn router(app: Arc<App>) -> Router {
             "/v1/sandboxes/{id}/desktop/cdp/json/version/",
             get(cdp::json_version_slash),
         )
-        .route("/v1/sandboxes/{id}/desktop/cdp/json/list", get(cdp::json_list))
+        .route(
+            "/v1/sandboxes/{id}/desktop/cdp/json/list",
+            get(cdp::json_list),
+        )
         .route(
             "/v1/sandboxes/{id}/desktop/cdp/devtools/{kind}/{target}",
             get(cdp::devtools),

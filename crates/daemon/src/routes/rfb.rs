@@ -28,10 +28,19 @@ const MAX_CUT_TEXT: u32 = 16 << 20;
 /// (the client would then be cut off for sending it), or acts on the
 /// desktop itself.
 const STRIPPED_ENCODINGS: &[(i32, &str)] = &[
-    (-258, "QEMU extended key events: keys by scancode (message 255)"),
+    (
+        -258,
+        "QEMU extended key events: keys by scancode (message 255)",
+    ),
     (-259, "QEMU audio (message 255)"),
-    (-308, "extended desktop size: SetDesktopSize resizes the screen (message 251)"),
-    (-309, "xvp: shut down, reboot or reset the machine (message 250)"),
+    (
+        -308,
+        "extended desktop size: SetDesktopSize resizes the screen (message 251)",
+    ),
+    (
+        -309,
+        "xvp: shut down, reboot or reset the machine (message 250)",
+    ),
     (-312, "fence (message 248)"),
     (-313, "continuous updates (message 150)"),
     (
@@ -414,13 +423,22 @@ mod tests {
             m.extend_from_slice(rest);
             refused(&m, false)
         };
-        assert!(after(&[150, 1, 0, 0, 0, 0, 1, 0, 1, 0]), "continuous updates");
+        assert!(
+            after(&[150, 1, 0, 0, 0, 0, 1, 0, 1, 0]),
+            "continuous updates"
+        );
         assert!(after(&[248, 0, 0, 0, 0, 0, 0, 0, 0]), "fence");
         assert!(after(&[251, 0, 4, 0, 3, 0, 1, 0]), "SetDesktopSize");
-        assert!(after(&[255, 0, 0, 1, 0, 0, 0, 0x61, 0, 0, 0, 30]), "QEMU key");
+        assert!(
+            after(&[255, 0, 0, 1, 0, 0, 0, 0x61, 0, 0, 0, 30]),
+            "QEMU key"
+        );
         assert!(after(&[7]), "an unknown message");
         assert!(after(&[2, 0, 0xff, 0xff]), "65535 encodings");
-        assert!(after(&[6, 0, 0, 0, 0xff, 0xff, 0xff, 0xf0]), "extended clipboard");
+        assert!(
+            after(&[6, 0, 0, 0, 0xff, 0xff, 0xff, 0xf0]),
+            "extended clipboard"
+        );
         // And once refused, nothing more passes.
         let mut f = ClientFilter::new(false);
         let mut out = Vec::new();
