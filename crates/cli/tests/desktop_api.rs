@@ -76,16 +76,21 @@ fn recorder_sandbox(d: &Daemon, name: &str) {
     let script = r#"import socket, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('127.0.0.1', 5900)); s.listen()
-def serve(c):
+lock = threading.Lock()
+def log(line):
+    with lock, open('/tmp/rfb.log', 'a') as f: f.write(line + '\n')
+def serve(c, n):
     c.sendall(b'RFB 003.008\n')
     while True:
         b = c.recv(65536)
         if not b: break
-        with open('/tmp/rfb.log', 'a') as f: f.write(b.hex() + '\n')
+        log(f'{n} {b.hex()}')
+n = 0
 while True:
     c, _ = s.accept()
-    with open('/tmp/rfb.log', 'a') as f: f.write('connection\n')
-    threading.Thread(target=serve, args=(c,)).start()
+    n += 1
+    log(f'{n} connection')
+    threading.Thread(target=serve, args=(c, n)).start()
 "#;
     common::desktop::background(d, name, &["python3", "-c", script]);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -101,18 +106,25 @@ while True:
     common::desktop::sh(d, name, "rm -f /tmp/rfb.log");
 }
 
-/// What reached the recorder, as one hex string per connection.
+/// What reached the recorder, as one hex string per connection, in the
+/// order they were accepted (the probe's, made before the log was
+/// cleared, left out).
 fn recorded(d: &Daemon, name: &str) -> Vec<String> {
     let log = common::desktop::sh(d, name, "cat /tmp/rfb.log 2>/dev/null");
-    let mut out: Vec<String> = Vec::new();
+    let mut out: std::collections::BTreeMap<u64, String> = Default::default();
     for line in log.lines() {
-        if line == "connection" {
-            out.push(String::new());
-        } else if let Some(last) = out.last_mut() {
-            last.push_str(line);
+        let Some((n, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let n: u64 = n.parse().unwrap();
+        let entry = out.entry(n);
+        if rest == "connection" {
+            entry.or_default();
+        } else {
+            entry.or_default().push_str(rest);
         }
     }
-    out
+    out.into_values().collect()
 }
 
 fn hex(b: &[u8]) -> String {
