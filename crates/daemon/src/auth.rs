@@ -203,6 +203,46 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/approvals", Scope::Approvals, false),
     r("POST", "/v1/approvals/{id}", Scope::Approvals, false),
     r("GET", "/v1/sandboxes/{id}/files/watch", Scope::Files, true),
+    // A desktop sandbox's screen and browser, through the daemon only
+    // (nothing of them listens on the host). Watching needs desktop:view;
+    // the VNC session passes input only for desktop:control, which the
+    // browser's DevTools need whole.
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/status",
+        Scope::DesktopView,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/vnc",
+        Scope::DesktopView,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/cdp/json/version",
+        Scope::DesktopControl,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/cdp/json/version/",
+        Scope::DesktopControl,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/cdp/json/list",
+        Scope::DesktopControl,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/cdp/devtools/{kind}/{target}",
+        Scope::DesktopControl,
+        true,
+    ),
     r("GET", "/v1/pools", Scope::SandboxesRead, false),
     r("GET", "/v1/tokens", Scope::Admin, false),
     r("POST", "/v1/tokens", Scope::Admin, false),

@@ -683,7 +683,8 @@ fn serve(
                         errno: nix::errno::Errno::ENOTTY as i32,
                     },
                 ),
-                ToInit::File { id, .. } => notify(
+                // Nothing of a guest is reached from the host yet.
+                ToInit::File { id, .. } | ToInit::Connect { id, .. } => notify(
                     channel,
                     &FromInit::FileDone {
                         id,

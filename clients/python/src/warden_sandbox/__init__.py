@@ -48,6 +48,7 @@ from ._models import (
     OutputChunk,
     SandboxInfo,
 )
+from ._desktop import AsyncDesktop, Desktop
 from ._files import AsyncFiles, AsyncFileWatch, FileEntry, FileEvent, Files, FileWatch
 from ._pty import AsyncPty, AsyncPtyHandle, Pty, PtyHandle
 from ._sync import CommandHandle, Commands, Sandbox
@@ -74,6 +75,8 @@ __all__ = [
     "FileEntry",
     "AsyncFiles",
     "AsyncFileWatch",
+    "Desktop",
+    "AsyncDesktop",
     "Pty",
     "PtyHandle",
     "AsyncPty",

@@ -29,6 +29,7 @@ from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
 from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
+from ._desktop import AsyncDesktop
 from ._files import AsyncFiles
 from ._pty import AsyncPty
 
@@ -133,6 +134,7 @@ class AsyncSandbox:
         self.egress = AsyncEgress(self)
         self.pty = AsyncPty(self)
         self.files = AsyncFiles(self)
+        self.desktop = AsyncDesktop(self)
 
     def __repr__(self) -> str:
         return f"AsyncSandbox(id={self.id!r}, host={self._http.ep.where!r})"

@@ -16,6 +16,7 @@ from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
 from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
+from ._desktop import Desktop
 from ._files import Files
 from ._pty import Pty
 
@@ -122,6 +123,8 @@ class Sandbox:
         self.pty = Pty(self)
         #: The workspace's files: ``sb.files.watch(path, on_event=...)``.
         self.files = Files(self)
+        #: A desktop sandbox's screen and browser: ``sb.desktop.cdp_url()``.
+        self.desktop = Desktop(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, host={self._http.ep.where!r})"
