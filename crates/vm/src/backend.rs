@@ -55,6 +55,10 @@ pub enum VmError {
     SpawnChannel(#[source] nix::errno::Errno),
     #[error("cannot confine the VMM in a cgroup ({0}): run as root or in a delegated cgroup v2 subtree, or pass --allow-degraded")]
     Cgroup(String),
+    #[error(transparent)]
+    Network(#[from] warden_jail::vmnet::VmNetError),
+    #[error("cannot serve the VM's network: {0}")]
+    Serve(String),
     #[error("the VM ended before the command did; its console said: {0}")]
     GuestDied(String),
 }
@@ -100,6 +104,16 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     }
     if !spec.publish.is_empty() {
         return Err(VmError::Unsupported("--publish"));
+    }
+    if spec.join_network.is_some() {
+        return Err(VmError::Unsupported("joining another sandbox's network"));
+    }
+    if let NetworkSpec::Egress(e) = &spec.network {
+        // The placeholders and the proxy's authority would have to reach
+        // the guest's environment and trust store.
+        if !e.secrets.is_empty() {
+            return Err(VmError::Unsupported("--secret"));
+        }
     }
     let vmm = crate::machine::find_vmm().ok_or(MachineError::NoVmm)?;
     let kernel = crate::kernel::find()?;
@@ -171,6 +185,8 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
             .join("run")
             .join(format!("{safe_id}-{}-{n}", std::process::id())),
         cgroup: None,
+        net: None,
+        netns: None,
     };
     let choice = crate::accel::choose(&config, &cache, &kernel.release);
     config.accel = choice.accel;
@@ -295,19 +311,30 @@ pub fn run(
             "the VM backend has no terminal yet: the command's stdin, stdout and stderr are relayed as pipes",
         );
     }
-    if let NetworkSpec::Egress(_) = spec.network {
-        degraded(
-            events,
-            "network",
-            "the VM backend gives its guest no network interface yet: every connection fails (allowed names too)",
-        );
-    }
+    // With egress, the guest's one network device is a TAP in a network
+    // namespace of the sandbox's own, whose every connection and query
+    // meets the egress proxy (made now, while this process is still
+    // single-threaded: the namespace is wired by a short-lived child).
+    let net = match spec.network {
+        NetworkSpec::Egress(_) => Some(warden_jail::vmnet::open()?),
+        NetworkSpec::LoopbackOnly => None,
+    };
     let boot = match prepared.config.accel {
         Accel::Kvm => BOOT_KVM,
         Accel::Tcg => BOOT_TCG,
     };
     let mut config = prepared.config;
     config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
+    let egress = net.map(|n| {
+        config.net = Some(Arc::new(n.tap));
+        // Root may put QEMU itself in the namespace: then it has no socket
+        // on the host's networks either (see `vmnet::run_inside`).
+        if warden_jail::host::is_root() {
+            config.netns = Some(Arc::new(n.namespace));
+        }
+        config.params.push(("net".into(), "1".into()));
+        (n.tcp, n.dns)
+    });
     let cgroup = config.cgroup.clone();
     events.emit(&Event::now(
         id,
@@ -320,7 +347,22 @@ pub fn run(
                 .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
         },
     ));
+    if let Some(egress) = egress {
+        attach
+            .network(warden_jail::Network {
+                egress: Some(egress),
+                terminator: None,
+                asker: None,
+                published: Vec::new(),
+                sockets: None,
+            })
+            .map_err(VmError::Serve)?;
+    }
     let mut machine = Machine::boot(&config, boot)?;
+    // The VMM holds the TAP now; ours goes, so that the device ends with
+    // the VMM.
+    config.net = None;
+    config.netns = None;
     events.emit(&Event::now(
         id,
         EventKind::Started {

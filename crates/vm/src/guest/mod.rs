@@ -41,6 +41,10 @@ pub enum GuestError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the host gave the guest a network device, but none appeared")]
+    NoNetworkDevice,
+    #[error(transparent)]
+    Network(#[from] warden_jail::netns::NetnsError),
     #[error(transparent)]
     Privileges(#[from] warden_jail::privileges::PrivilegeError),
     #[error(transparent)]
