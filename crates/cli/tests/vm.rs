@@ -196,6 +196,10 @@ fn a_vm_sandbox_refuses_what_it_cannot_enforce_yet_before_booting() {
     for (args, word) in [
         (vec!["--publish", "18080:80"], "--publish"),
         (vec!["--ro", "/opt"], "binds"),
+        (
+            vec!["--secret", "WARDEN_VM_TEST_TOKEN@example.com"],
+            "--secret",
+        ),
         (vec!["--isolation", "vmm"], "not an isolation"),
     ] {
         let mut all = vec!["run", "--no-tty", "-w", ws.str()];
