@@ -718,3 +718,95 @@ fn nobody_in_the_guest_can_use_dev_null() {
     assert!(out.starts_with("65534\n"), "{out}\n{}", stderr(&o));
     assert!(out.contains("NULL-OK"), "{out}\n{}", stderr(&o));
 }
+
+/// The guest kernel's modules the guest init loads (`warden_vm::image`'s
+/// list), for a copy of the kernel an unprivileged user can read.
+const GUEST_MODULES: &[&str] = &[
+    "drivers/virtio/virtio_ring.ko",
+    "drivers/virtio/virtio.ko",
+    "drivers/virtio/virtio_mmio.ko",
+    "drivers/char/virtio_console.ko",
+    "net/9p/9pnet.ko",
+    "net/9p/9pnet_virtio.ko",
+    "fs/netfs/netfs.ko",
+    "fs/fscache/fscache.ko",
+    "fs/9p/9p.ko",
+    "net/core/failover.ko",
+    "drivers/net/net_failover.ko",
+    "drivers/net/virtio_net.ko",
+];
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_rootless_vm_guest_reaches_an_allowed_name_and_no_host_listener() {
+    let Some(release) = guest_release() else {
+        return;
+    };
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    // The user's own VM directory, with a copy of the guest kernel and the
+    // modules it needs (root's is not theirs to read), and the guest init
+    // beside the user's copy of warden.
+    let dir = TempDir::new("vm-rootless");
+    let vm = dir.path().join("vm");
+    let kernel = vm.join("kernel");
+    let modules = kernel.join("lib/modules").join(&release);
+    std::fs::create_dir_all(kernel.join("boot")).unwrap();
+    let image = kernel.join(format!("boot/vmlinuz-{release}"));
+    let from = vm_dir().join("kernel");
+    std::fs::copy(from.join(format!("boot/vmlinuz-{release}")), &image).unwrap();
+    for m in GUEST_MODULES {
+        let src = from
+            .join("lib/modules")
+            .join(&release)
+            .join("kernel")
+            .join(m);
+        if src.exists() {
+            let dst = modules.join("kernel").join(m);
+            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+    let init = who.bin.parent().unwrap().join("warden-guest-init");
+    std::fs::copy(env!("CARGO_BIN_EXE_warden-guest-init"), &init).unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let _ = Command::new("chown")
+        .args(["-R", &format!("{}:{}", who.uid, who.gid)])
+        .arg(dir.path())
+        .status();
+    let allowed = Upstream::start(b"hello rootless vm");
+    let host = Upstream::start(b"host service");
+    let script = format!(
+        "{PY_HELLO}print('allowed', send((lookup('allowed.test'), {ap}), hello('allowed.test')))\n\
+print('host', send(('127.0.0.1', {hp}), b'ping'))\n\
+print('gateway', send(('10.0.2.2', {hp}), b'ping'))\n",
+        ap = allowed.port,
+        hp = host.port
+    );
+    let o = who
+        .command(who.bin.to_str().unwrap())
+        .args(["run", "--isolation", "vm", "--no-tty", "--allow-domain"])
+        .arg(format!("allowed.test:{}", allowed.port))
+        .args(["--add-host", "allowed.test=127.0.0.1", "-w"])
+        .arg(&ws)
+        .args(["--", "python3", "-c", &script])
+        .env("WARDEN_VM_DIR", &vm)
+        .env("WARDEN_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("allowed b'hello rootless vm'"),
+        "{out}\n{}",
+        stderr(&o)
+    );
+    assert_eq!(allowed.connections().len(), 1);
+    assert!(
+        host.connections().is_empty(),
+        "a connection reached the host: {out}"
+    );
+}
