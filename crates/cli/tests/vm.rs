@@ -810,3 +810,50 @@ print('gateway', send(('10.0.2.2', {hp}), b'ping'))\n",
         "a connection reached the host: {out}"
     );
 }
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn exec_with_a_terminal_into_a_vm_sandbox_runs_at_a_real_pseudo_terminal() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-tty");
+    ok(&vm_warden(
+        state.path(),
+        &["create", "--isolation", "vm", "ttybox"],
+        None,
+    ));
+    ok(&vm_warden(state.path(), &["start", "ttybox"], None));
+    let _stop = Stopper(state.path(), "ttybox");
+    // `warden exec -t` at a real pseudo-terminal the test holds the master
+    // side of: the process must see a terminal of its own (tty, its size),
+    // what is typed must reach it, and its exit status come back.
+    let driver = r#"import os, pty, sys, time, select
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], 'exec', '-t', 'ttybox', '--', 'sh', '-c', 'tty; stty size; echo ready; read x; echo got-$x; exit 7'])
+out = b''; sent = False; end = time.time() + 120
+while time.time() < end:
+    r, _, _ = select.select([fd], [], [], 0.5)
+    if r:
+        try: d = os.read(fd, 4096)
+        except OSError: break
+        if not d: break
+        out += d
+    if not sent and b'ready' in out:
+        os.write(fd, b'hello\n'); sent = True
+_, st = os.waitpid(pid, 0)
+print(repr(out)); print('status', os.waitstatus_to_exitcode(st))
+"#;
+    let o = Command::new("python3")
+        .args(["-c", driver, warden_bin().to_str().unwrap()])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env("WARDEN_VM_DIR", vm_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(out.contains("/dev/pts/"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("got-hello"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("status 7"), "{out}\n{}", stderr(&o));
+}

@@ -595,6 +595,8 @@ fn one_command(
                 argv: spec.command.clone(),
                 env: spec.env.clone(),
                 cwd: workdir(spec),
+                tty: false,
+                winsize: None,
             },
         ),
     );
@@ -636,12 +638,36 @@ struct Exec {
     stdout: File,
     stderr: File,
     stop: Arc<AtomicBool>,
+    /// With a terminal: its master side, for the caller with `spawned`.
+    master: Option<OwnedFd>,
 }
 
 fn notify(channel: &OwnedFd, notice: &FromInit) {
+    notify_with(channel, notice, None);
+}
+
+fn notify_with(channel: &OwnedFd, notice: &FromInit, fd: Option<&OwnedFd>) {
     if let Ok(bytes) = serde_json::to_vec(notice) {
-        let _ = warden_jail::fdpass::send(channel.as_fd(), &bytes, &[]);
+        let fds: Vec<i32> = fd.iter().map(|f| f.as_raw_fd()).collect();
+        let _ = warden_jail::fdpass::send(channel.as_fd(), &bytes, &fds);
     }
+}
+
+type Streams = (OwnedFd, OwnedFd, OwnedFd, Option<OwnedFd>);
+
+/// An exec's terminal: a pseudo-terminal on the host whose master side
+/// goes to the caller (as the process backend's does) and whose slave
+/// side, in raw mode, is relayed to and from a terminal of the guest's
+/// own, where the process runs (the guest's line discipline is the one
+/// that echoes and edits).
+fn host_terminal(winsize: Option<(u16, u16)>) -> Result<Streams, i32> {
+    use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+    let (master, slave) = warden_jail::spawn::open_terminal(winsize)?;
+    let mut t = tcgetattr(&slave).map_err(|e| e as i32)?;
+    cfmakeraw(&mut t);
+    tcsetattr(&slave, SetArg::TCSANOW, &t).map_err(|e| e as i32)?;
+    let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| e.raw_os_error().unwrap_or(5));
+    Ok((dup(&slave)?, dup(&slave)?, slave, Some(master)))
 }
 
 /// A long-lived sandbox: the jail's spawn protocol on `channel`, relayed.
@@ -665,21 +691,27 @@ fn serve(
                     env,
                     cwd,
                     tty,
-                    ..
+                    winsize,
+                    terminal,
                 } => {
-                    let mut fds = fds.into_iter();
-                    let (Some(stdin), Some(stdout), Some(stderr), false) =
-                        (fds.next(), fds.next(), fds.next(), tty)
-                    else {
-                        // No terminal in a VM sandbox yet.
-                        notify(
-                            channel,
-                            &FromInit::Failed {
-                                id,
-                                errno: nix::errno::Errno::ENOTTY as i32,
-                            },
-                        );
-                        continue;
+                    let streams = match (tty, terminal) {
+                        (false, _) => {
+                            let mut fds = fds.into_iter();
+                            match (fds.next(), fds.next(), fds.next()) {
+                                (Some(i), Some(o), Some(e)) => Ok((i, o, e, None)),
+                                _ => Err(nix::errno::Errno::EBADF as i32),
+                            }
+                        }
+                        (true, None) => host_terminal(winsize),
+                        // No terminal is opened ahead in a VM sandbox.
+                        (true, Some(_)) => Err(nix::errno::Errno::ENOTTY as i32),
+                    };
+                    let (stdin, stdout, stderr, master) = match streams {
+                        Ok(s) => s,
+                        Err(errno) => {
+                            notify(channel, &FromInit::Failed { id, errno });
+                            continue;
+                        }
                     };
                     let mut full = spec.env.clone();
                     for (k, v) in env {
@@ -697,6 +729,8 @@ fn serve(
                                 argv,
                                 env: full,
                                 cwd: cwd.unwrap_or_else(|| workdir(spec)),
+                                tty,
+                                winsize,
                             },
                         ),
                     );
@@ -711,13 +745,14 @@ fn serve(
                             stdout: File::from(stdout),
                             stderr: File::from(stderr),
                             stop,
+                            master,
                         },
                     );
                 }
                 ToInit::Signal { id, signal } => send(w, Frame::json(Kind::Signal, id, &signal)),
                 ToInit::TermAll => send(w, Frame::new(Kind::TermAll, 0, Vec::new())),
                 ToInit::Shutdown => break Ended2::Exit(Ended::Exited(0)),
-                // No terminal in a VM sandbox yet (see `Spawn` above).
+                // No terminal opened ahead of its process (see `Spawn`).
                 ToInit::OpenTerminal { id, .. } => notify(
                     channel,
                     &FromInit::FileDone {
@@ -735,13 +770,17 @@ fn serve(
             },
             Input::RequestsGone => break Ended2::Exit(Ended::Exited(0)),
             Input::Vm(f) => match f.kind {
-                Kind::Spawned => notify(
-                    channel,
-                    &FromInit::Spawned {
-                        id: f.id,
-                        pid: f.parse::<i32>().unwrap_or(0),
-                    },
-                ),
+                Kind::Spawned => {
+                    let master = execs.get_mut(&f.id).and_then(|e| e.master.take());
+                    notify_with(
+                        channel,
+                        &FromInit::Spawned {
+                            id: f.id,
+                            pid: f.parse::<i32>().unwrap_or(0),
+                        },
+                        master.as_ref(),
+                    )
+                }
                 Kind::Failed => {
                     if let Some(e) = execs.remove(&f.id) {
                         e.stop.store(true, Ordering::SeqCst);
