@@ -34,6 +34,7 @@ pub mod seccomp;
 pub mod secrets;
 pub mod spawn;
 mod sys;
+pub mod vmnet;
 
 pub use error::chain_str;
 pub use nix::unistd::Pid;

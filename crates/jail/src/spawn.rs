@@ -482,7 +482,7 @@ impl Launch {
 
 /// A terminal in the sandbox's own devpts: (master, slave), the slave at
 /// `winsize` (rows, columns) when given.
-pub(crate) fn open_terminal(winsize: Option<(u16, u16)>) -> Result<(OwnedFd, OwnedFd), i32> {
+pub fn open_terminal(winsize: Option<(u16, u16)>) -> Result<(OwnedFd, OwnedFd), i32> {
     use nix::fcntl::OFlag;
     let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
         .map_err(|e| e as i32)?;
