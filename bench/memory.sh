@@ -4,7 +4,8 @@
 # size (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup: what the
 # process alone holds, freed when it ends), proportional (Pss) and resident
 # (Rss) size, and its threads. Measured without egress and with
-# (--allow-domain), a few seconds after start.
+# (--allow-domain), a few seconds after start. Rss includes the pages of
+# warden's binary the process touched, which every supervisor shares.
 #
 #   bench/memory.sh
 set -euo pipefail
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-build_warden
+[ -n "${WARDEN:-}" ] || build_warden   # WARDEN=PATH measures that binary instead
 export WARDEN_STATE_DIR="${WARDEN_STATE_DIR:-$(mktemp -d)}"
 NAMES=()
 cleanup() {
@@ -30,17 +31,21 @@ report() {
         "$(kib "$pid" Rss)" "$(awk '/^Threads:/ {print $2}' "/proc/$pid/status")"
 }
 
-printf '%-30s %8s %8s %8s %7s\n' "process (idle)" "USS KiB" "PSS KiB" "RSS KiB" threads
-for variant in plain egress; do
+# Two sandboxes without egress and one with, up together, as on a host that
+# runs several: the binary's text is then shared between their supervisors
+# and counts in their Pss, not their unique set.
+for variant in plain plain2 egress; do
     name="membench-$variant-$$"
     NAMES+=("$name")
     args=()
     [ "$variant" = egress ] && args=(--allow-domain example.com)
     "$WARDEN" create "$name" --start "${args[@]}" >/dev/null
-    sleep 3
-    sup=$(pgrep -f -x "$WARDEN __supervise $name" | head -1)
+done
+sleep 3
+printf '%-30s %8s %8s %8s %7s\n' "process (idle)" "USS KiB" "PSS KiB" "RSS KiB" threads
+for variant in plain egress; do
+    sup=$(pgrep -f -x "$WARDEN __supervise membench-$variant-$$" | head -1)
     init=$(pgrep -P "$sup" | head -1)
     report "supervisor ($variant)" "$sup"
     report "init ($variant)" "$init"
-    "$WARDEN" stop "$name" >/dev/null 2>&1 || true
 done
