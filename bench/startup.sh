@@ -3,12 +3,19 @@
 # equivalent isolation, and against plain `true`, side by side.
 #
 #   bench/startup.sh [RUNS]        (default 300 runs each)
+#   bench/startup.sh --phases [TRACED_RUNS] [UNTRACED_RUNS]
+#                                  (the phase table: bench/phases.sh)
 #
-# Prints the median and mean of each, and the ratio warden/bwrap at the
-# median. Needs hyperfine and bubblewrap (installed from the distribution's
+# Prints the median and mean of each, and the ratios warden/bwrap at the
+# median: without egress, without the audit log, and with egress
+# (--allow-domain, which starts the proxy and wires the sandbox's network). Needs hyperfine and bubblewrap (installed from the distribution's
 # packages when missing and running as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --phases ]; then
+    shift
+    exec bench/phases.sh "$@"
+fi
 RUNS="${1:-300}"
 
 # shellcheck source=bench/lib.sh
@@ -27,15 +34,18 @@ hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$OUT/r.json" \
     -n true "true" \
     -n bwrap "${BWRAP[*]}" \
     -n warden "$WARDEN run --no-tty -- true" \
-    -n warden-no-audit "$WARDEN run --no-tty --no-audit-log -- true" >/dev/null
+    -n warden-no-audit "$WARDEN run --no-tty --no-audit-log -- true" \
+    -n warden-egress "$WARDEN run --no-tty --allow-domain example.com -- true" >/dev/null
 
 python3 - "$OUT/r.json" <<'PY'
 import json, sys
 r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
 print(f"{'command':<16} {'median':>10} {'mean':>10} {'stddev':>10}")
-for name in ("true", "bwrap", "warden", "warden-no-audit"):
+for name in ("true", "bwrap", "warden", "warden-no-audit", "warden-egress"):
     x = r[name]
     print(f"{name:<16} {x['median']*1000:>8.2f}ms {x['mean']*1000:>8.2f}ms {x['stddev']*1000:>8.2f}ms")
-print(f"warden/bwrap at the median: {r['warden']['median']/r['bwrap']['median']:.2f}"
-      f" (without the audit log: {r['warden-no-audit']['median']/r['bwrap']['median']:.2f})")
+b = r['bwrap']['median']
+print(f"warden/bwrap at the median: {r['warden']['median']/b:.2f}"
+      f" (without the audit log: {r['warden-no-audit']['median']/b:.2f};"
+      f" with egress: {r['warden-egress']['median']/b:.2f})")
 PY

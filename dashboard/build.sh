@@ -3,7 +3,9 @@
 # committed and embedded in the warden binary (so that a cargo build needs
 # neither node nor the network). The packages are exactly those of
 # package-lock.json (npm ci); esbuild bundles and minifies the page's
-# plain JavaScript and xterm.js into one script and one stylesheet.
+# plain JavaScript, xterm.js and noVNC into one script (an ES module:
+# noVNC awaits at its top level, which a classic script cannot) and one
+# stylesheet.
 # `build.sh --check` rebuilds into a temporary directory and fails when the
 # committed bundle differs from what the lockfile produces.
 set -euo pipefail
@@ -20,7 +22,7 @@ if [ "$check" = 1 ]; then
     trap 'rm -rf "$dest"' EXIT
 fi
 mkdir -p "$dest"
-./node_modules/.bin/esbuild src/app.js --bundle --minify --format=iife --target=es2020 \
+./node_modules/.bin/esbuild src/app.js --bundle --minify --format=esm --target=es2022 \
     --legal-comments=none --charset=utf8 --log-level=warning --outfile="$dest/app.js"
 cp src/index.html src/icon.svg "$dest/"
 if [ "$check" = 1 ]; then

@@ -1,5 +1,6 @@
 // The dashboard: a login, then pages chosen by the address's fragment
-// (#/ the sandboxes, #/s/NAME one sandbox, #/approvals the questions).
+// (#/ the sandboxes, #/s/NAME one sandbox, #/s/NAME/desktop or
+// #/sandboxes/NAME/desktop its screen, #/approvals the questions).
 // Everything it shows comes from the daemon's API; it holds no sandbox
 // logic of its own.
 
@@ -21,7 +22,8 @@ function render() {
   const m = main();
   m.replaceChildren();
   const path = location.hash.replace(/^#/, '') || '/';
-  const one = path.match(/^\/s\/([^/]+)(?:\/(\w+))?$/);
+  // #/sandboxes/NAME/desktop names the same page as #/s/NAME/desktop.
+  const one = path.match(/^\/s\/([^/]+)(?:\/(\w+))?$/) || path.match(/^\/sandboxes\/([^/]+)\/(desktop)$/);
   if (one) leave = sandboxPage(m, decodeURIComponent(one[1]), one[2] || 'events');
   else if (path === '/approvals') leave = approvalsPage(m);
   else leave = sandboxesPage(m);

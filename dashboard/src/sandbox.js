@@ -1,5 +1,6 @@
 // One sandbox: its state and numbers, and tabs for its events, resource
-// graphs, a terminal, the review of its changes, and its files.
+// graphs, a terminal, the review of its changes, its files, and its
+// desktop's screen.
 
 import { api, enc } from './api.js';
 import { h, bytes, age, toast } from './dom.js';
@@ -8,6 +9,7 @@ import { resourcesView } from './resources.js';
 import { terminalView } from './terminal.js';
 import { changesView } from './changes.js';
 import { filesView } from './files.js';
+import { desktopView } from './desktop.js';
 
 const TABS = [
   ['events', 'Events'],
@@ -15,6 +17,7 @@ const TABS = [
   ['terminal', 'Terminal'],
   ['changes', 'Changes'],
   ['files', 'Files'],
+  ['desktop', 'Desktop'],
 ];
 
 export function sandboxPage(root, id, tab) {
@@ -52,6 +55,7 @@ export function sandboxPage(root, id, tab) {
     if (key === 'terminal') stop.push(terminalView(p, id));
     if (key === 'changes') stop.push(changesView(p, id));
     if (key === 'files') stop.push(filesView(p, id));
+    if (key === 'desktop') stop.push(desktopView(p, id));
   }
   function select(key) {
     for (const [k] of TABS) {

@@ -3,8 +3,8 @@
 // the debug binary (WARDEN_BIN): log in, see a sandbox appear, watch a
 // denied connection show up live, type a command in the terminal and see
 // its output, approve an ask-mode question and see the connection reach a
-// real listener, commit one file of a diff and discard the other, log
-// out. Screenshots of a failure are kept under the target directory
+// real listener, commit one file of a diff and discard the other, see
+// a desktop sandbox's screen through noVNC, log out. Screenshots of a failure are kept under the target directory
 // (printed). With `--screenshot FILE` the sandbox page's screenshot is
 // also written there (the README's docs/dashboard.png).
 //
@@ -127,6 +127,22 @@ except OSError as e:
 `;
 const connect = (sb, name, background) =>
   call('POST', `/v1/sandboxes/${sb}/exec`, { argv: ['python3', '-c', CONNECT, name, String(port)], background });
+
+// A desktop in a sandbox: the one place that says how one is made (an X
+// server, x11vnc on the sandbox's own 127.0.0.1:5900; with the desktop
+// profile, a create with that profile). Null when the host lacks them.
+const DESKTOP_BINS = ['Xvfb', 'x11vnc'];
+function desktopMissing() {
+  return DESKTOP_BINS.find((b) => !['/usr/bin', '/bin', '/usr/local/bin'].some((d) => existsSync(join(d, b))));
+}
+async function startDesktop(name) {
+  await owner('POST', '/v1/sandboxes', { name, spec: { resources: { memory: '1G' } } });
+  // -retro: a stippled root window, so the screen is not one colour.
+  await owner('POST', `/v1/sandboxes/${name}/exec`, { argv: ['Xvfb', ':99', '-screen', '0', '1024x768x24', '-nolisten', 'tcp', '-retro'], background: true });
+  await waitFor('the X server', async () => (await owner('POST', `/v1/sandboxes/${name}/exec`, { argv: ['sh', '-c', 'xdpyinfo -display :99 >/dev/null 2>&1 && echo up'] })).stdout.includes('up'), 30000);
+  await owner('POST', `/v1/sandboxes/${name}/exec`, { argv: ['x11vnc', '-display', ':99', '-localhost', '-rfbport', '5900', '-forever', '-shared', '-nopw', '-quiet'], background: true });
+  await waitFor('the VNC server', async () => (await owner('GET', `/v1/sandboxes/${name}/desktop/status`)).screen, 30000);
+}
 
 const browser = await chromium.launch({ executablePath: browserPath, args: ['--no-sandbox'] });
 const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
@@ -341,6 +357,37 @@ try {
     }
   });
 
+  await scenario('a sandbox that is not a desktop says so', async () => {
+    await page.goto(`${base}/#/sandboxes/asker/desktop`);
+    await page.locator('#desktop-status', { hasText: 'not a desktop' }).waitFor();
+  });
+
+  await scenario("the desktop viewer shows the desktop's pixels", async () => {
+    const missing = desktopMissing();
+    if (missing) {
+      console.log(`  skipped: the host lacks ${missing} for a test desktop`);
+      return;
+    }
+    await startDesktop('desk');
+    await page.goto(`${base}/#/sandboxes/desk/desktop`);
+    await page.locator('#desktop-screen[data-connected=true] canvas').waitFor({ timeout: 20000 });
+    await page.locator('#desktop-status', { hasText: 'view only' }).waitFor();
+    // An admin's token may take over.
+    await page.locator('#desktop-control', { hasText: 'Take control' }).waitFor();
+    const colours = async () =>
+      page.locator('#desktop-screen canvas').first().evaluate((c) => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        const seen = new Set();
+        for (let i = 0; i < d.length && seen.size < 16; i += 4 * 97) seen.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+        return seen.size;
+      });
+    await waitFor('non-blank pixels on the screen', async () => (await colours()) > 1, 20000);
+    await page.screenshot({ path: join(artifacts, 'desktop.png') });
+    await page.click('#desktop-control');
+    await page.locator('#desktop-status', { hasText: 'you control' }).waitFor({ timeout: 20000 });
+    await waitFor('pixels after taking over', async () => (await colours()) > 1, 20000);
+  });
+
   await scenario('no Content-Security-Policy violation and no script error', async () => {
     if (problems.length) throw new Error(`the page reported: ${problems.join(' | ')}`);
   });
@@ -355,7 +402,7 @@ try {
   // Reported above.
 } finally {
   await browser.close().catch(() => {});
-  for (const sb of ['demo', 'asker']) {
+  for (const sb of ['demo', 'asker', 'desk']) {
     try {
       warden('stop', '--time', '1s', sb);
     } catch {

@@ -64,3 +64,22 @@ async def test_the_async_twin_reviews_and_commits(daemon: Daemon, tmp_path: Path
         r = await sb.commit()
         assert r.applied == ["z.txt"]
         assert (ws / "z.txt").read_text() == "z\n"
+
+
+def test_ignored_changes_are_marked_and_committed_only_when_asked(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".gitignore").write_text("*.log\n")
+    with Sandbox.create(host=daemon.unix_host, workspace=ws) as sb:
+        sb.commands.run("cd /workspace && echo kept > kept.txt && echo noise > build.log").check()
+        sb.stop()
+        by_path = {c.path: c for c in sb.changes()}
+        assert by_path["build.log"].ignored and not by_path["kept.txt"].ignored
+        r = sb.commit()
+        assert r.applied == ["kept.txt"]
+        assert not (ws / "build.log").exists()
+        r = sb.commit(include_ignored=True)
+        assert r.applied == ["build.log"]
+        assert (ws / "build.log").read_text() == "noise\n"

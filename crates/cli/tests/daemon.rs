@@ -287,7 +287,9 @@ fn every_route_refuses_a_token_that_lacks_its_scope() {
             .path
             .replace("{id}", "mine")
             .replace("{exec}", "ex-0")
-            .replace("{token}", "x");
+            .replace("{token}", "x")
+            .replace("{kind}", "page")
+            .replace("{target}", "x");
         let body = (route.method != "GET" && route.method != "DELETE").then_some("{}");
         let (s, b) = call_on(&d, true, route.method, &path, body, Some(&t));
         assert_eq!(

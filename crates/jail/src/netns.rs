@@ -37,6 +37,15 @@ pub enum NetnsError {
     Nftables(#[source] rustables::error::QueryError),
     #[error("cannot build the redirect rule")]
     Build(#[source] rustables::error::BuilderError),
+    #[error("cannot give the interface {name} the address {addr}")]
+    Interface {
+        name: String,
+        addr: Ipv4Addr,
+        #[source]
+        source: Errno,
+    },
+    #[error("cannot route everything through the gateway {0}")]
+    Gateway(Ipv4Addr, #[source] Errno),
     #[error("cannot open the proxy's socket {addr} in the sandbox's network namespace")]
     Listen {
         addr: SocketAddrV4,
@@ -118,6 +127,55 @@ fn set_loopback_up() -> Result<(), Errno> {
         Errno::result(libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req))?;
     }
     Ok(())
+}
+
+/// `ip addr add ADDR/NETMASK dev NAME; ip link set NAME up`, through the
+/// SIOCSIFADDR, SIOCSIFNETMASK and SIOCSIFFLAGS ioctls.
+pub fn configure_interface(
+    name: &str,
+    addr: Ipv4Addr,
+    netmask: Ipv4Addr,
+) -> Result<(), NetnsError> {
+    let set = || -> Result<(), Errno> {
+        let (sock, mut req) = interface_request(name.as_bytes())?;
+        req.ifr_ifru.ifru_addr = sockaddr(addr);
+        // SAFETY: SIOCSIFADDR reads one `ifreq` that lives across the call.
+        Errno::result(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFADDR, &req) })?;
+        req.ifr_ifru.ifru_netmask = sockaddr(netmask);
+        // SAFETY: SIOCSIFNETMASK reads one `ifreq` that lives across the call.
+        Errno::result(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFNETMASK, &req) })?;
+        // SAFETY: SIOCGIFFLAGS and SIOCSIFFLAGS read and write one `ifreq`
+        // that lives across both calls; the socket is open.
+        unsafe {
+            Errno::result(libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req))?;
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            Errno::result(libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req))?;
+        }
+        Ok(())
+    };
+    set().map_err(|source| NetnsError::Interface {
+        name: name.to_string(),
+        addr,
+        source,
+    })
+}
+
+/// `ip route add default via GATEWAY`, through the SIOCADDRT ioctl (the
+/// gateway must be on a configured interface's network).
+pub fn add_default_route(gateway: Ipv4Addr) -> Result<(), NetnsError> {
+    let add = || -> Result<(), Errno> {
+        let (sock, _) = interface_request(b"lo")?;
+        // SAFETY: `rtentry` is plain old data; zeroed is a valid value.
+        let mut rt: libc::rtentry = unsafe { std::mem::zeroed() };
+        rt.rt_dst = sockaddr(Ipv4Addr::UNSPECIFIED);
+        rt.rt_genmask = sockaddr(Ipv4Addr::UNSPECIFIED);
+        rt.rt_gateway = sockaddr(gateway);
+        rt.rt_flags = libc::RTF_UP | libc::RTF_GATEWAY;
+        // SAFETY: SIOCADDRT reads one `rtentry` that lives across the call;
+        // its device pointer is null (the kernel finds the interface).
+        Errno::result(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCADDRT, &rt) }).map(drop)
+    };
+    add().map_err(|source| NetnsError::Gateway(gateway, source))
 }
 
 /// `ip addr add 10.255.255.1/32 dev lo label lo:1`, then `ip route add

@@ -109,3 +109,23 @@ impl Drop for RawMode {
         let _ = termios::tcsetattr(std::io::stdin().as_fd(), SetArg::TCSANOW, &self.saved);
     }
 }
+
+/// Have `cmd`'s program lead a new session whose controlling terminal is
+/// its standard input (the slave side of a pseudo-terminal, given as its
+/// stdin, stdout and stderr): job control and `tty` work as at a console.
+/// The program must not be put in a process group of its own as well
+/// (`setsid` makes it one, and refuses a process group leader).
+pub fn controlling_terminal(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // it calls only setsid(2) and ioctl(2), both async-signal-safe, on
+    // descriptor 0, which the child has.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+}

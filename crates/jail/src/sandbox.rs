@@ -657,6 +657,18 @@ fn run_mode(
         pids: Some(res.pids.value),
         cpus: res.cpus,
     };
+    // The cgroup exists before the init does: the init is born in its v2
+    // directory and moves itself into the v1 ones first thing (see
+    // `cgroup::join`), so that no pid is written into `cgroup.procs`, whose
+    // global lock can cost an RCU grace period on every start.
+    let cgroup = confine(spec, id, &limits, events)?;
+    let joining = match &cgroup {
+        Some(cg) => cg.joining().map_err(|source| JailError::CgroupRequired {
+            what: "the sandbox's limits".into(),
+            source,
+        })?,
+        None => cgroup::Joining::default(),
+    };
     // Fallback limits for hosts without usable cgroups; the init applies
     // them only when the final message says that no cgroup confines it.
     let user_limits = quotas::UserLimits::for_sandbox();
@@ -868,6 +880,9 @@ fn run_mode(
             );
         }
     }
+    if let Some(dir) = &joining.v2 {
+        close_in_child.push(dir.as_raw_fd());
+    }
     let plan = ChildPlan {
         weakened,
         root: RootPlan {
@@ -907,6 +922,7 @@ fn run_mode(
         path_var,
         pty_slave: terminal.as_ref().and_then(|t| t.slave.try_clone().ok()),
         close_in_child,
+        cgroup_tasks: joining.v1_tasks,
         service: service_child,
         tty_channel: tty_child,
     };
@@ -966,7 +982,21 @@ fn run_mode(
     // SAFETY: warden's supervisor is single-threaded up to this point (no
     // runtime or helper thread has been started), which is the contract of
     // `clone_process`.
-    let cloned = unsafe { sys::clone_process(flags) };
+    // Born in the v2 directory where the kernel can do it (clone3, Linux
+    // 5.7); otherwise cloned the old way and moved in below.
+    let (cloned, born_in_cgroup) = match &joining.v2 {
+        // SAFETY: as above.
+        Some(dir) => match unsafe { sys::clone_into_cgroup(flags, dir.as_fd()) } {
+            Err(e) => {
+                tracing::debug!(error = %e, "clone3 into the cgroup refused; cloning the old way");
+                // SAFETY: as above.
+                (unsafe { sys::clone_process(flags) }, false)
+            }
+            done => (done, true),
+        },
+        // SAFETY: as above.
+        None => (unsafe { sys::clone_process(flags) }, false),
+    };
     if let (Some(owner), false) = (owner, matches!(cloned, Ok(Forked::Child))) {
         if let Err(e) = owner.leave() {
             if let Ok(Forked::Parent(pid)) = cloned {
@@ -1007,9 +1037,10 @@ fn run_mode(
     };
     drop(go_rd);
     drop(rep_wr);
+    drop(joining.v2);
     let mut guard = ChildGuard {
         pid: child,
-        cgroup: None,
+        cgroup,
         reaped: false,
     };
 
@@ -1030,14 +1061,15 @@ fn run_mode(
     // sides work at once, and the child cannot go past its root before the
     // final message below.
     nix::unistd::write(&go_wr, b"g").map_err(sys_err("start the sandbox"))?;
-    let flags = match confine(spec, id, &limits, events)? {
+    let flags = match &guard.cgroup {
         Some(cg) => {
-            cg.add_process(child.as_raw())
-                .map_err(|source| JailError::CgroupRequired {
-                    what: "the sandbox's limits".into(),
-                    source,
-                })?;
-            guard.cgroup = Some(cg);
+            if !born_in_cgroup {
+                cg.add_process_v2(child.as_raw())
+                    .map_err(|source| JailError::CgroupRequired {
+                        what: "the sandbox's limits".into(),
+                        source,
+                    })?;
+            }
             init::FINAL_IN_CGROUP
         }
         None => init::FINAL_RLIMIT_FALLBACK,

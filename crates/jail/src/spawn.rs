@@ -70,6 +70,10 @@ pub enum ToInit {
     /// A file operation in the sandbox's workspace, done by the init (see
     /// [`crate::files`]); answered with `file_done`.
     File { id: u64, file: crate::files::FileOp },
+    /// A socket connected (TCP: being connected) to a service inside the
+    /// sandbox (see [`crate::connect`]); answered with `file_done` and the
+    /// socket.
+    Connect { id: u64, to: crate::connect::Target },
 }
 
 /// What the init tells the supervisor.
@@ -297,6 +301,11 @@ impl Server<'_> {
                 let notice = FromInit::FileDone { id, errno };
                 self.notify(&notice, fd.as_ref());
             }
+            ToInit::Connect { id, to } => {
+                drop(fds);
+                let (errno, fd) = crate::connect::serve(&to, self.degraded);
+                self.notify(&FromInit::FileDone { id, errno }, fd.as_ref());
+            }
         }
         true
     }
@@ -473,7 +482,7 @@ impl Launch {
 
 /// A terminal in the sandbox's own devpts: (master, slave), the slave at
 /// `winsize` (rows, columns) when given.
-pub(crate) fn open_terminal(winsize: Option<(u16, u16)>) -> Result<(OwnedFd, OwnedFd), i32> {
+pub fn open_terminal(winsize: Option<(u16, u16)>) -> Result<(OwnedFd, OwnedFd), i32> {
     use nix::fcntl::OFlag;
     let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
         .map_err(|e| e as i32)?;

@@ -45,6 +45,29 @@ pub enum ClientError {
     },
     #[error("this sandbox's supervisor predates {0} (it closed the connection on the request); restart the sandbox to use it")]
     Unsupported(&'static str),
+    #[error("cannot connect to {target} inside the sandbox: {}", connect_hint(*.source))]
+    Connect {
+        target: warden_jail::connect::Target,
+        #[source]
+        source: Errno,
+    },
+}
+
+/// What a failed connection inside the sandbox means, in words.
+fn connect_hint(errno: Errno) -> &'static str {
+    match errno {
+        Errno::ECONNREFUSED => "connection refused (nothing listens there in the sandbox)",
+        Errno::ENOENT => "no such socket in the sandbox",
+        Errno::ETIMEDOUT | Errno::EAGAIN => {
+            "the service did not accept the connection in time (its queue is full)"
+        }
+        Errno::EOPNOTSUPP => {
+            "this sandbox has no network namespace of its own (degraded mode) or is a microVM, so nothing inside it is reached from outside"
+        }
+        Errno::EINVAL => "not a place inside the sandbox that can be connected to",
+        Errno::EACCES | Errno::EPERM => "permission denied inside the sandbox",
+        _ => "the sandbox's init could not connect",
+    }
 }
 
 /// One conversation with a supervisor.
@@ -155,6 +178,50 @@ impl Connection {
             Ok((Reply::Error { message }, _)) => Err(ClientError::Refused(message)),
             Ok(_) => Err(ClientError::Unexpected),
             Err(ProtocolError::Closed) => Err(ClientError::FilesUnsupported),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A stream connected to `target` inside the sandbox (a TCP port of its
+    /// own loopback, or a Unix socket of its file tree), opened by the
+    /// sandbox's init in the sandbox's namespaces: nothing listens on the
+    /// host for it. Anything but the sandbox's loopback is refused before
+    /// the supervisor is asked. The socket is non-blocking.
+    pub fn connect(self, target: &warden_jail::connect::Target) -> Result<OwnedFd, ClientError> {
+        if let Err(e) = target.check() {
+            return Err(ClientError::Rejected {
+                code: Refusal::Invalid,
+                message: e.to_string(),
+                field: None,
+            });
+        }
+        let req = Request::Connect(target.clone());
+        protocol::send(self.sock.as_fd(), &req, &[])?;
+        match protocol::receive::<Reply>(&self.sock) {
+            Ok((Reply::Connect { errno: 0 }, fds)) => {
+                fds.into_iter().next().ok_or(ClientError::Unexpected)
+            }
+            Ok((Reply::Connect { errno }, _)) => Err(ClientError::Connect {
+                target: target.clone(),
+                source: Errno::from_raw(errno),
+            }),
+            Ok((Reply::Error { message }, _)) => Err(ClientError::Refused(message)),
+            Ok((
+                Reply::Refused {
+                    code,
+                    message,
+                    field,
+                },
+                _,
+            )) => Err(ClientError::Rejected {
+                code,
+                message,
+                field,
+            }),
+            Ok(_) => Err(ClientError::Unexpected),
+            Err(ProtocolError::Closed) => {
+                Err(ClientError::Unsupported("connections into the sandbox"))
+            }
             Err(e) => Err(e.into()),
         }
     }

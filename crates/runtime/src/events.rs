@@ -48,6 +48,8 @@ pub struct Bus {
     egress_bytes: AtomicU64,
     /// Why a sink lost a record (filled when the bus closes).
     lost: Mutex<Vec<String>>,
+    /// Each layer the sandbox runs without, as its `degraded` event says.
+    degraded: Mutex<Vec<String>>,
 }
 
 /// What the writer thread is handed.
@@ -88,6 +90,7 @@ impl Bus {
             needed: Mutex::new(crate::teach::Needed::default()),
             egress_bytes: AtomicU64::new(0),
             lost: Mutex::new(Vec::new()),
+            degraded: Mutex::new(Vec::new()),
         })
     }
 
@@ -189,6 +192,11 @@ impl Bus {
     }
 
     fn send(&self, e: Event) {
+        if let EventKind::Degraded { layer, lost } = &e.kind {
+            if let Ok(mut d) = self.degraded.lock() {
+                d.push(format!("{layer}: {lost}"));
+            }
+        }
         let tx = self.queue.lock().ok().and_then(|q| q.clone());
         match tx {
             // Full: the sender waits for the writer rather than lose the
@@ -297,6 +305,12 @@ impl Bus {
     /// The egress proxy's observer: each decision becomes an event now.
     pub fn observer(self: &Arc<Bus>) -> Arc<dyn Observer> {
         Arc::new(Decisions(self.clone()))
+    }
+
+    /// The layers the sandbox runs without so far (`LAYER: what is
+    /// lost`), as its `degraded` events said.
+    pub fn degraded(&self) -> Vec<String> {
+        self.degraded.lock().map(|d| d.clone()).unwrap_or_default()
     }
 
     /// The allowlist entries learning mode allowed so far.

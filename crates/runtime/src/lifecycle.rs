@@ -211,8 +211,10 @@ pub fn control(sb: &Sandbox) -> PathBuf {
 }
 
 /// Start the sandbox's supervisor (`exe __supervise NAME`, detached, its
-/// own session); returns once the sandbox runs, or says why it cannot.
-pub fn start(state_root: &Path, sb: &Sandbox, exe: &Path) -> Result<(), LifecycleError> {
+/// own session); returns once the sandbox runs, with each layer it runs
+/// without (`LAYER: what is lost`, as its `degraded` events say), or says
+/// why it cannot.
+pub fn start(state_root: &Path, sb: &Sandbox, exe: &Path) -> Result<Vec<String>, LifecycleError> {
     let log_path = sb.dir().join("supervisor.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -240,14 +242,22 @@ pub fn start(state_root: &Path, sb: &Sandbox, exe: &Path) -> Result<(), Lifecycl
     }
     // The supervisor closed its side: it runs the sandbox, or it has
     // failed and exits (reaped here, or by whoever adopts it).
-    let line = said.lines().next().unwrap_or("");
+    let degraded: Vec<String> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("degraded: "))
+        .map(str::to_string)
+        .collect();
+    let line = said
+        .lines()
+        .find(|l| !l.starts_with("degraded: "))
+        .unwrap_or("");
     if line.starts_with("ready") {
         // It lives on detached; its exit is reaped by a thread so that a
         // long-lived caller (the daemon) keeps no zombie.
         std::thread::spawn(move || {
             let _ = child.wait();
         });
-        return Ok(());
+        return Ok(degraded);
     }
     let _ = child.wait();
     match line.strip_prefix("error: ") {

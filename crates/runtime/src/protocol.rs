@@ -82,6 +82,13 @@ pub enum Request {
     /// Start the held process; answered `spawned` (with the terminal's
     /// master side when it has one) or `failed`.
     Release,
+    /// A stream connected to a service inside the sandbox, on its own
+    /// loopback or at a Unix socket path of its file tree (see
+    /// `warden_jail::connect`): the sandbox's init opens the socket in the
+    /// sandbox's namespaces, and it comes back with [`Reply::Connect`], so
+    /// nothing listens on the host. Any address but the sandbox's loopback
+    /// is refused ([`Reply::Refused`], `invalid`).
+    Connect(warden_jail::connect::Target),
 }
 
 /// An answer to an ask-mode question.
@@ -182,6 +189,11 @@ pub enum Reply {
     /// A file operation's result: `errno` 0 when done; an opened file or
     /// directory comes with it as a descriptor.
     File {
+        errno: i32,
+    },
+    /// A connection's result: `errno` 0 when connected, with the socket as
+    /// a descriptor (ECONNREFUSED: nothing listens there).
+    Connect {
         errno: i32,
     },
     Ok,

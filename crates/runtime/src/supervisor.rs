@@ -10,7 +10,9 @@ use crate::approvals::Approvals;
 use crate::events::{Bus, BusSink, Sink};
 use crate::net::Wiring;
 use crate::procs::{descendants, processes};
-use crate::protocol::{self, ExecRequest, MainState, Process, Reply, Request, Status, VERSION};
+use crate::protocol::{
+    self, ExecRequest, MainState, Process, Refusal, Reply, Request, Status, VERSION,
+};
 use crate::state::{self, Stored, SupervisorRecord};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -120,7 +122,8 @@ struct Slot {
 
 /// Run the supervisor of the named sandbox in this process; returns the
 /// process's exit status. Tells whoever started it how the start went on
-/// `ready` ("ready PID" or "error: why"), then lets it go.
+/// `ready` ("ready PID", after a "degraded: LAYER: what" line for each
+/// layer it runs without, or "error: why"), then lets it go.
 ///
 /// Must be called single-threaded (the sandbox is cloned from here).
 pub fn run_main(state_root: &Path, name: &str, sink_extra: Vec<Sink>, ready: OwnedFd) -> i32 {
@@ -293,7 +296,16 @@ fn supervise(
         }
         // Ready once the record is written and the control server runs:
         // a `stop` right after `start` finds it.
-        ready_out.tell(&format!("ready {}\n", init.as_raw()));
+        // What the sandbox runs without is said to the starter too, each
+        // on a line before `ready`: a detached supervisor's stderr is its
+        // log, which nobody reads at start.
+        let mut told: String = service_bus
+            .degraded()
+            .iter()
+            .map(|d| format!("degraded: {}\n", d.replace('\n', " ")))
+            .collect();
+        told.push_str(&format!("ready {}\n", init.as_raw()));
+        ready_out.tell(&told);
     });
     let mut sink = BusSink(bus.clone());
     let id = format!("{name}-{start}");
@@ -452,6 +464,7 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
         Request::Hold(r) => hold(shared, conn, r, fds),
         Request::Release => release(shared, conn),
         Request::File(op) => file_op(shared, conn, op),
+        Request::Connect(target) => connect(shared, conn, target),
         Request::Signal { exec, signal } => {
             match spawn::send(
                 shared.channel.as_fd(),
@@ -904,6 +917,100 @@ fn file_op(
         Err(_) => {
             forget();
             error("the sandbox's init did not answer the file operation".into())
+        }
+    }
+}
+
+/// How long a connection to a service inside the sandbox may take: on the
+/// sandbox's own loopback it is answered at once, unless the listener's
+/// queue is full.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Have the init open a socket inside the sandbox connected to `target`
+/// (see `warden_jail::connect`), complete a TCP connection here (the init
+/// never waits), and hand the caller the connected socket.
+fn connect(
+    shared: &Arc<Shared>,
+    conn: &OwnedFd,
+    target: warden_jail::connect::Target,
+) -> Result<(), protocol::ProtocolError> {
+    let error = |message: String| protocol::send(conn.as_fd(), &Reply::Error { message }, &[]);
+    if let Err(e) = target.check() {
+        return protocol::send(
+            conn.as_fd(),
+            &Reply::Refused {
+                code: Refusal::Invalid,
+                message: e.to_string(),
+                field: None,
+            },
+            &[],
+        );
+    }
+    if shared.stopping.load(Ordering::Relaxed) || shared.init_gone.load(Ordering::SeqCst) {
+        return error("the sandbox is stopping".into());
+    }
+    let id = shared.next_file.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = sync_channel(1);
+    if let Ok(mut files) = shared.files.lock() {
+        files.insert(id, tx);
+    }
+    let tcp = matches!(target, warden_jail::connect::Target::Tcp { .. });
+    if let Err(e) = spawn::send(
+        shared.channel.as_fd(),
+        &ToInit::Connect { id, to: target },
+        &[],
+    ) {
+        if let Ok(mut files) = shared.files.lock() {
+            files.remove(&id);
+        }
+        return error(warden_jail::chain_str(&e));
+    }
+    let (errno, fd) = match rx.recv_timeout(FILE_OP_TIMEOUT) {
+        Ok(answer) => answer,
+        Err(_) => {
+            if let Ok(mut files) = shared.files.lock() {
+                files.remove(&id);
+            }
+            return error("the sandbox's init did not answer the connection request".into());
+        }
+    };
+    let (errno, fd) = match (errno, fd) {
+        (0, Some(fd)) if tcp => match completed(&fd) {
+            0 => (0, Some(fd)),
+            e => (e, None),
+        },
+        (0, Some(fd)) => (0, Some(fd)),
+        (0, None) => (libc::EIO, None),
+        (e, _) => (e, None),
+    };
+    let fds: Vec<RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
+    protocol::send(conn.as_fd(), &Reply::Connect { errno }, &fds)
+}
+
+/// Wait for a TCP connection the init started: 0 once connected, else the
+/// errno it failed with (ETIMEDOUT after [`CONNECT_TIMEOUT`]).
+fn completed(fd: &OwnedFd) -> i32 {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return libc::ETIMEDOUT;
+        }
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {
+                return match nix::sys::socket::getsockopt(
+                    fd,
+                    nix::sys::socket::sockopt::SocketError,
+                ) {
+                    Ok(e) => e,
+                    Err(e) => e as i32,
+                }
+            }
+            Err(e) => return e as i32,
         }
     }
 }

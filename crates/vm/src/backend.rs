@@ -55,6 +55,10 @@ pub enum VmError {
     SpawnChannel(#[source] nix::errno::Errno),
     #[error("cannot confine the VMM in a cgroup ({0}): run as root or in a delegated cgroup v2 subtree, or pass --allow-degraded")]
     Cgroup(String),
+    #[error(transparent)]
+    Network(#[from] warden_jail::vmnet::VmNetError),
+    #[error("cannot serve the VM's network: {0}")]
+    Serve(String),
     #[error("the VM ended before the command did; its console said: {0}")]
     GuestDied(String),
 }
@@ -100,6 +104,16 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     }
     if !spec.publish.is_empty() {
         return Err(VmError::Unsupported("--publish"));
+    }
+    if spec.join_network.is_some() {
+        return Err(VmError::Unsupported("joining another sandbox's network"));
+    }
+    if let NetworkSpec::Egress(e) = &spec.network {
+        // The placeholders and the proxy's authority would have to reach
+        // the guest's environment and trust store.
+        if !e.secrets.is_empty() {
+            return Err(VmError::Unsupported("--secret"));
+        }
     }
     let vmm = crate::machine::find_vmm().ok_or(MachineError::NoVmm)?;
     let kernel = crate::kernel::find()?;
@@ -171,6 +185,8 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
             .join("run")
             .join(format!("{safe_id}-{}-{n}", std::process::id())),
         cgroup: None,
+        net: None,
+        netns: None,
     };
     let choice = crate::accel::choose(&config, &cache, &kernel.release);
     config.accel = choice.accel;
@@ -295,19 +311,30 @@ pub fn run(
             "the VM backend has no terminal yet: the command's stdin, stdout and stderr are relayed as pipes",
         );
     }
-    if let NetworkSpec::Egress(_) = spec.network {
-        degraded(
-            events,
-            "network",
-            "the VM backend gives its guest no network interface yet: every connection fails (allowed names too)",
-        );
-    }
+    // With egress, the guest's one network device is a TAP in a network
+    // namespace of the sandbox's own, whose every connection and query
+    // meets the egress proxy (made now, while this process is still
+    // single-threaded: the namespace is wired by a short-lived child).
+    let net = match spec.network {
+        NetworkSpec::Egress(_) => Some(warden_jail::vmnet::open()?),
+        NetworkSpec::LoopbackOnly => None,
+    };
     let boot = match prepared.config.accel {
         Accel::Kvm => BOOT_KVM,
         Accel::Tcg => BOOT_TCG,
     };
     let mut config = prepared.config;
     config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
+    let egress = net.map(|n| {
+        config.net = Some(Arc::new(n.tap));
+        // Root may put QEMU itself in the namespace: then it has no socket
+        // on the host's networks either (see `vmnet::run_inside`).
+        if warden_jail::host::is_root() {
+            config.netns = Some(Arc::new(n.namespace));
+        }
+        config.params.push(("net".into(), "1".into()));
+        (n.tcp, n.dns)
+    });
     let cgroup = config.cgroup.clone();
     events.emit(&Event::now(
         id,
@@ -320,7 +347,22 @@ pub fn run(
                 .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
         },
     ));
+    if let Some(egress) = egress {
+        attach
+            .network(warden_jail::Network {
+                egress: Some(egress),
+                terminator: None,
+                asker: None,
+                published: Vec::new(),
+                sockets: None,
+            })
+            .map_err(VmError::Serve)?;
+    }
     let mut machine = Machine::boot(&config, boot)?;
+    // The VMM holds the TAP now; ours goes, so that the device ends with
+    // the VMM.
+    config.net = None;
+    config.netns = None;
     events.emit(&Event::now(
         id,
         EventKind::Started {
@@ -553,6 +595,8 @@ fn one_command(
                 argv: spec.command.clone(),
                 env: spec.env.clone(),
                 cwd: workdir(spec),
+                tty: false,
+                winsize: None,
             },
         ),
     );
@@ -594,12 +638,36 @@ struct Exec {
     stdout: File,
     stderr: File,
     stop: Arc<AtomicBool>,
+    /// With a terminal: its master side, for the caller with `spawned`.
+    master: Option<OwnedFd>,
 }
 
 fn notify(channel: &OwnedFd, notice: &FromInit) {
+    notify_with(channel, notice, None);
+}
+
+fn notify_with(channel: &OwnedFd, notice: &FromInit, fd: Option<&OwnedFd>) {
     if let Ok(bytes) = serde_json::to_vec(notice) {
-        let _ = warden_jail::fdpass::send(channel.as_fd(), &bytes, &[]);
+        let fds: Vec<i32> = fd.iter().map(|f| f.as_raw_fd()).collect();
+        let _ = warden_jail::fdpass::send(channel.as_fd(), &bytes, &fds);
     }
+}
+
+type Streams = (OwnedFd, OwnedFd, OwnedFd, Option<OwnedFd>);
+
+/// An exec's terminal: a pseudo-terminal on the host whose master side
+/// goes to the caller (as the process backend's does) and whose slave
+/// side, in raw mode, is relayed to and from a terminal of the guest's
+/// own, where the process runs (the guest's line discipline is the one
+/// that echoes and edits).
+fn host_terminal(winsize: Option<(u16, u16)>) -> Result<Streams, i32> {
+    use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+    let (master, slave) = warden_jail::spawn::open_terminal(winsize)?;
+    let mut t = tcgetattr(&slave).map_err(|e| e as i32)?;
+    cfmakeraw(&mut t);
+    tcsetattr(&slave, SetArg::TCSANOW, &t).map_err(|e| e as i32)?;
+    let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| e.raw_os_error().unwrap_or(5));
+    Ok((dup(&slave)?, dup(&slave)?, slave, Some(master)))
 }
 
 /// A long-lived sandbox: the jail's spawn protocol on `channel`, relayed.
@@ -623,21 +691,27 @@ fn serve(
                     env,
                     cwd,
                     tty,
-                    ..
+                    winsize,
+                    terminal,
                 } => {
-                    let mut fds = fds.into_iter();
-                    let (Some(stdin), Some(stdout), Some(stderr), false) =
-                        (fds.next(), fds.next(), fds.next(), tty)
-                    else {
-                        // No terminal in a VM sandbox yet.
-                        notify(
-                            channel,
-                            &FromInit::Failed {
-                                id,
-                                errno: nix::errno::Errno::ENOTTY as i32,
-                            },
-                        );
-                        continue;
+                    let streams = match (tty, terminal) {
+                        (false, _) => {
+                            let mut fds = fds.into_iter();
+                            match (fds.next(), fds.next(), fds.next()) {
+                                (Some(i), Some(o), Some(e)) => Ok((i, o, e, None)),
+                                _ => Err(nix::errno::Errno::EBADF as i32),
+                            }
+                        }
+                        (true, None) => host_terminal(winsize),
+                        // No terminal is opened ahead in a VM sandbox.
+                        (true, Some(_)) => Err(nix::errno::Errno::ENOTTY as i32),
+                    };
+                    let (stdin, stdout, stderr, master) = match streams {
+                        Ok(s) => s,
+                        Err(errno) => {
+                            notify(channel, &FromInit::Failed { id, errno });
+                            continue;
+                        }
                     };
                     let mut full = spec.env.clone();
                     for (k, v) in env {
@@ -655,6 +729,8 @@ fn serve(
                                 argv,
                                 env: full,
                                 cwd: cwd.unwrap_or_else(|| workdir(spec)),
+                                tty,
+                                winsize,
                             },
                         ),
                     );
@@ -669,13 +745,14 @@ fn serve(
                             stdout: File::from(stdout),
                             stderr: File::from(stderr),
                             stop,
+                            master,
                         },
                     );
                 }
                 ToInit::Signal { id, signal } => send(w, Frame::json(Kind::Signal, id, &signal)),
                 ToInit::TermAll => send(w, Frame::new(Kind::TermAll, 0, Vec::new())),
                 ToInit::Shutdown => break Ended2::Exit(Ended::Exited(0)),
-                // No terminal in a VM sandbox yet (see `Spawn` above).
+                // No terminal opened ahead of its process (see `Spawn`).
                 ToInit::OpenTerminal { id, .. } => notify(
                     channel,
                     &FromInit::FileDone {
@@ -683,7 +760,8 @@ fn serve(
                         errno: nix::errno::Errno::ENOTTY as i32,
                     },
                 ),
-                ToInit::File { id, .. } => notify(
+                // Nothing of a guest is reached from the host yet.
+                ToInit::File { id, .. } | ToInit::Connect { id, .. } => notify(
                     channel,
                     &FromInit::FileDone {
                         id,
@@ -693,13 +771,17 @@ fn serve(
             },
             Input::RequestsGone => break Ended2::Exit(Ended::Exited(0)),
             Input::Vm(f) => match f.kind {
-                Kind::Spawned => notify(
-                    channel,
-                    &FromInit::Spawned {
-                        id: f.id,
-                        pid: f.parse::<i32>().unwrap_or(0),
-                    },
-                ),
+                Kind::Spawned => {
+                    let master = execs.get_mut(&f.id).and_then(|e| e.master.take());
+                    notify_with(
+                        channel,
+                        &FromInit::Spawned {
+                            id: f.id,
+                            pid: f.parse::<i32>().unwrap_or(0),
+                        },
+                        master.as_ref(),
+                    )
+                }
                 Kind::Failed => {
                     if let Some(e) = execs.remove(&f.id) {
                         e.stop.store(true, Ordering::SeqCst);

@@ -8,7 +8,10 @@
 //! ([`image`]) holding warden's guest init ([`guest`]), which mounts the
 //! host's `/usr` read-only and the workspace read-write over 9p, restricts
 //! itself like the process backend's init and serves spawn requests over a
-//! virtio-serial port ([`wire`]). [`backend::run`] has the process
+//! virtio-serial port ([`wire`]). With egress, the guest's one network
+//! device is a TAP in a network namespace of the sandbox's own
+//! (`warden_jail::vmnet`), whose every connection and query meets the
+//! process backend's egress proxy. [`backend::run`] has the process
 //! backend's contract (`warden_jail::run`), so the runtime's supervisor,
 //! control socket, events and API serve VM sandboxes unchanged.
 

@@ -97,6 +97,11 @@ pub struct Config {
     pub run_dir: PathBuf,
     /// The cgroup the VMM is moved into as soon as it runs.
     pub cgroup: Option<std::sync::Arc<warden_jail::cgroup::Cgroup>>,
+    /// The TAP device of the sandbox's network namespace, the guest's
+    /// only network (see `warden_jail::vmnet`); none: no network device.
+    pub net: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// The network namespace the VMM runs in (warden's own when none).
+    pub netns: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 /// A running VM whose init serves.
@@ -136,7 +141,7 @@ fn host_tsc_khz() -> u64 {
 }
 
 impl Config {
-    fn argv(&self, socket: &Path, console: &Path) -> Vec<String> {
+    fn argv(&self, socket: &Path, console: &Path, tap: Option<i32>) -> Vec<String> {
         let mut cmdline =
             String::from("console=ttyS0 quiet loglevel=1 panic=-1 reboot=t rdinit=/init");
         if self.accel == Accel::Tcg {
@@ -201,6 +206,16 @@ impl Config {
             "-device".into(),
             "virtio-9p-device,fsdev=usr,mount_tag=usr".into(),
         ]);
+        if let Some(fd) = tap {
+            // The guest's one network device: frames go to the TAP in the
+            // sandbox's network namespace, never to a network of QEMU's.
+            a.extend([
+                "-netdev".into(),
+                format!("tap,id=net0,fd={fd}"),
+                "-device".into(),
+                "virtio-net-device,netdev=net0,mac=52:54:00:12:34:56".into(),
+            ]);
+        }
         if let Some(ws) = &self.workspace {
             a.extend([
                 "-fsdev".into(),
@@ -241,8 +256,16 @@ impl Machine {
             path: vmm_log.clone(),
             source,
         })?;
-        let child = Command::new(&cfg.vmm)
-            .args(cfg.argv(&socket, &console))
+        let mut command = Command::new(&cfg.vmm);
+        if let Some(ns) = cfg.netns.as_deref() {
+            warden_jail::vmnet::run_inside(&mut command, ns);
+        }
+        let tap = cfg
+            .net
+            .as_deref()
+            .map(|fd| warden_jail::vmnet::inherit(&mut command, fd));
+        let child = command
+            .args(cfg.argv(&socket, &console, tap))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)

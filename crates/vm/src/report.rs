@@ -83,6 +83,8 @@ pub fn report(probe: bool) -> VmReport {
                         .join("run")
                         .join(format!("doctor-{}", std::process::id())),
                     cgroup: None,
+                    net: None,
+                    netns: None,
                 };
                 let choice = crate::accel::choose(&base, &cache, &k.release);
                 kvm_boots = Some(choice.accel == Accel::Kvm);

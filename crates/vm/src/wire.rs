@@ -84,6 +84,13 @@ pub struct Spawn {
     /// The complete environment of the process.
     pub env: Vec<(String, String)>,
     pub cwd: String,
+    /// A terminal of the guest's own as the process's controlling
+    /// terminal and 0, 1, 2 (its output comes as `stdout` frames).
+    #[serde(default)]
+    pub tty: bool,
+    /// The terminal's size, rows and columns.
+    #[serde(default)]
+    pub winsize: Option<(u16, u16)>,
 }
 
 /// What the guest's init says once it serves.

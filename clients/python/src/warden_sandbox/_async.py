@@ -29,9 +29,9 @@ from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
 from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
+from ._desktop import AsyncDesktop
 from ._files import AsyncFiles
 from ._pty import AsyncPty
-from ._desktop import AsyncDesktop
 
 AsyncOutputCallback = Callable[[str], Union[Any, Awaitable[Any]]]
 
@@ -228,9 +228,10 @@ class AsyncSandbox:
         paths: List[str] | None = None,
         accept_flagged: bool = False,
         force: bool = False,
+        include_ignored: bool = False,
     ) -> CommitResult:
         """As :meth:`Sandbox.commit`."""
-        body = _core.commit_body(paths, accept_flagged, force)
+        body = _core.commit_body(paths, accept_flagged, force, include_ignored)
         return CommitResult.from_json(
             await self._http.json("POST", _core.sandbox_path(self.id, "commit"), json=body)
         )

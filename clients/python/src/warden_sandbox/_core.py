@@ -481,8 +481,14 @@ def changes_params(path: str | None, content: bool) -> dict[str, str]:
     return params
 
 
-def commit_body(paths: "list[str] | None", accept_flagged: bool, force: bool) -> dict[str, Any]:
-    body: dict[str, Any] = {"accept_flagged": accept_flagged, "force": force}
+def commit_body(
+    paths: "list[str] | None", accept_flagged: bool, force: bool, include_ignored: bool = False
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "accept_flagged": accept_flagged,
+        "force": force,
+        "include_ignored": include_ignored,
+    }
     if paths is not None:
         if isinstance(paths, str):
             raise TypeError("paths is a list of paths, e.g. [\"src/main.py\"]")

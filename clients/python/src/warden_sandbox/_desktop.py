@@ -1,4 +1,6 @@
-"""A desktop sandbox's screen, mouse, keyboard and browser
+"""A desktop sandbox's screen, mouse, keyboard and browser, and how a
+browser-automation client reaches its Chromium (``cdp_url()``, proxied by
+the daemon with the caller's token; ``vnc_url()`` for the screen's stream)
 (``sb.desktop``), shaped like the desktop SDKs: ``screenshot()`` gives PNG
 bytes, ``left_click(x, y)``, ``write(text)``, ``press(keys)``,
 ``open(url)`` drive it. The sandbox must have been made with the
@@ -11,16 +13,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from . import _core
+from ._core import Endpoint
+from ._errors import WardenError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._async import AsyncSandbox
     from ._sync import Sandbox
 
 Keys = Union[str, List[str]]
+
+
+def _base(ep: Endpoint, sandbox_id: str) -> str:
+    return f"/v1/sandboxes/{quote(sandbox_id, safe='')}/desktop"
+
+
+def _cdp_url(ep: Endpoint, sandbox_id: str) -> str:
+    if ep.socket:
+        raise WardenError(
+            "a browser-automation client connects over TCP: reach the daemon at "
+            "http://HOST:PORT (`warden serve --listen`) with a token that has desktop:control"
+        )
+    return ep.base_url.rstrip("/") + _base(ep, sandbox_id) + "/cdp"
+
+
+def _vnc_url(ep: Endpoint, sandbox_id: str, view_only: bool) -> str:
+    base = urlsplit(ep.base_url)
+    scheme = "wss" if base.scheme == "https" else "ws"
+    query = "?view_only=true" if view_only else ""
+    return f"{scheme}://{base.netloc}{_base(ep, sandbox_id)}/vnc{query}"
+
+
+def _headers(ep: Endpoint) -> Dict[str, str]:
+    return {"authorization": f"Bearer {ep.token}"} if ep.token else {}
 
 #: A screenshot, an action: the program runs in the sandbox.
 _TIMEOUT = httpx.Timeout(60.0)
@@ -126,6 +155,28 @@ class Desktop:
         is the sandbox's egress allowlist's to say."""
         self._act("open", {"url": url})
 
+    def status(self) -> Dict[str, Any]:
+        """What the sandbox serves (``screen``, ``devtools``) and whether
+        this token may drive it (``control``)."""
+        return dict(self._sb._http.json("GET", _base(self._sb._http.ep, self._sb.id) + "/status"))
+
+    def cdp_url(self) -> str:
+        """The DevTools endpoint for ``connect_over_cdp`` (an ``http://``
+        URL of the daemon; its ``/json/version`` answers a
+        ``webSocketDebuggerUrl`` on the daemon too). Needs the daemon over
+        TCP and a token with ``desktop:control``."""
+        return _cdp_url(self._sb._http.ep, self._sb.id)
+
+    def cdp_headers(self) -> Dict[str, str]:
+        """The headers to send with every DevTools request (the token)."""
+        return _headers(self._sb._http.ep)
+
+    def vnc_url(self, view_only: bool = False) -> str:
+        """The screen's WebSocket (RFB in binary frames, for noVNC and
+        the like); send :meth:`cdp_headers` with it. Without
+        ``desktop:control`` the daemon passes no input, whatever is asked."""
+        return _vnc_url(self._sb._http.ep, self._sb.id, view_only)
+
 
 class AsyncDesktop:
     """As :class:`Desktop`, with coroutines (``sb.desktop``)."""
@@ -171,3 +222,15 @@ class AsyncDesktop:
 
     async def open(self, url: str) -> None:
         await self._act("open", {"url": url})
+
+    async def status(self) -> Dict[str, Any]:
+        return dict(await self._sb._http.json("GET", _base(self._sb._http.ep, self._sb.id) + "/status"))
+
+    def cdp_url(self) -> str:
+        return _cdp_url(self._sb._http.ep, self._sb.id)
+
+    def cdp_headers(self) -> Dict[str, str]:
+        return _headers(self._sb._http.ep)
+
+    def vnc_url(self, view_only: bool = False) -> str:
+        return _vnc_url(self._sb._http.ep, self._sb.id, view_only)

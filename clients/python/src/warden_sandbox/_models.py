@@ -215,6 +215,9 @@ class Change:
     kind: str
     flags: list[ChangeFlag]
     from_: str | None = None
+    #: The workspace's ``.gitignore`` (or ``.git/info/exclude``) ignores
+    #: it: a commit leaves it out unless asked (``include_ignored``).
+    ignored: bool = False
     #: The whole change as the daemon gave it (entries, digest, content).
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -229,6 +232,7 @@ class Change:
             kind=str(d["kind"]),
             flags=[ChangeFlag(str(f["rule"]), str(f["reason"])) for f in d.get("flags") or []],
             from_=d.get("from"),
+            ignored=bool(d.get("ignored", False)),
             raw=dict(d),
         )
 

@@ -16,9 +16,9 @@ from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
 from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
+from ._desktop import Desktop
 from ._files import Files
 from ._pty import Pty
-from ._desktop import Desktop
 
 OutputCallback = Callable[[str], Any]
 
@@ -123,7 +123,8 @@ class Sandbox:
         self.pty = Pty(self)
         #: The workspace's files: ``sb.files.watch(path, on_event=...)``.
         self.files = Files(self)
-        #: A desktop sandbox's screen and input: ``sb.desktop.screenshot()``.
+        #: A desktop sandbox's screen, input and browser:
+        #: ``sb.desktop.screenshot()``, ``sb.desktop.cdp_url()``.
         self.desktop = Desktop(self)
 
     def __repr__(self) -> str:
@@ -242,14 +243,16 @@ class Sandbox:
         paths: List[str] | None = None,
         accept_flagged: bool = False,
         force: bool = False,
+        include_ignored: bool = False,
     ) -> CommitResult:
         """Apply the changes :meth:`changes` showed (only ``paths`` when
         given) to the real workspace; the sandbox must be stopped. Flagged
         changes need ``accept_flagged``, else a :class:`ConflictError`
         with code ``flagged`` lists them (``details``) and nothing is
         written; paths changed on the host too are refused (``conflicts``)
-        unless ``force``."""
-        body = _core.commit_body(paths, accept_flagged, force)
+        unless ``force``. Changes the workspace's ``.gitignore`` ignores
+        (``Change.ignored``) are left out unless ``include_ignored``."""
+        body = _core.commit_body(paths, accept_flagged, force, include_ignored)
         return CommitResult.from_json(
             self._http.json("POST", _core.sandbox_path(self.id, "commit"), json=body)
         )

@@ -144,7 +144,13 @@ fn start_supervisor(sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
 
 fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find warden's own executable")?;
-    Ok(lifecycle::start(state, sb, &exe)?)
+    // A detached supervisor's stderr is its log: what the sandbox runs
+    // without is said here, by whoever started it.
+    for d in lifecycle::start(state, sb, &exe)? {
+        let (layer, lost) = d.split_once(": ").unwrap_or((d.as_str(), ""));
+        eprintln!("{}", super::run::degraded_line(layer, lost));
+    }
+    Ok(())
 }
 
 /// Whether the sandbox runs now; a dead supervisor's leftovers are

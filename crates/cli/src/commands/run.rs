@@ -332,14 +332,17 @@ pub struct DegradedNotices;
 impl warden_audit::EventSink for DegradedNotices {
     fn emit(&mut self, event: &warden_audit::Event) {
         if let warden_audit::EventKind::Degraded { layer, lost } = &event.kind {
-            if layer == "resources" {
-                eprintln!(
-                    "warden: DEGRADED resources: no usable cgroup, limits are per process (rlimits); `warden doctor` says why and how to get one"
-                );
-            } else {
-                eprintln!("warden: DEGRADED {layer}: {lost}");
-            }
+            eprintln!("{}", degraded_line(layer, lost));
         }
+    }
+}
+
+/// The line that says a layer is missing, for a run and for a start.
+pub fn degraded_line(layer: &str, lost: &str) -> String {
+    if layer == "resources" {
+        "warden: DEGRADED resources: no usable cgroup, limits are per process (rlimits); `warden doctor` says why and how to get one".to_string()
+    } else {
+        format!("warden: DEGRADED {layer}: {lost}")
     }
 }
 

@@ -3,6 +3,8 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod daemon;
+pub mod desktop;
+pub mod sockets;
 pub mod upstream;
 
 use std::io::Read;

@@ -3,16 +3,20 @@
 //! errors (a body too large is 413, bad JSON 400, a wrong field 422, each
 //! as a problem object).
 
+mod cdp;
 mod changes;
 pub(crate) mod desktop;
 mod egress;
 mod events;
 pub(crate) mod exec;
 pub(crate) mod files;
+mod inside;
 mod pools;
 pub(crate) mod pty;
+mod rfb;
 pub(crate) mod sandboxes;
 mod tokens;
+mod vnc;
 pub(crate) mod watch;
 
 pub use tokens::{info as token_info, parse_scopes};
@@ -123,12 +127,19 @@ where
         tokens::list,
         tokens::create,
         tokens::revoke,
+        vnc::status,
+        vnc::vnc,
+        cdp::json_version,
+        cdp::json_version_slash,
+        cdp::json_list,
+        cdp::devtools,
     ),
     components(schemas(
         crate::error::Problem,
         crate::api::PtyClientMessage,
         crate::api::PtyServerMessage,
         crate::api::PtyStart,
+        crate::api::DesktopStatus,
         watch::FileChange,
         desktop::DesktopInfo,
         desktop::ActionDone,
@@ -200,6 +211,24 @@ pub fn router(app: Arc<App>) -> Router {
             get(desktop::screenshot),
         )
         .route("/v1/sandboxes/{id}/desktop/{action}", post(desktop::act))
+        .route("/v1/sandboxes/{id}/desktop/status", get(vnc::status))
+        .route("/v1/sandboxes/{id}/desktop/vnc", get(vnc::vnc))
+        .route(
+            "/v1/sandboxes/{id}/desktop/cdp/json/version",
+            get(cdp::json_version),
+        )
+        .route(
+            "/v1/sandboxes/{id}/desktop/cdp/json/version/",
+            get(cdp::json_version_slash),
+        )
+        .route(
+            "/v1/sandboxes/{id}/desktop/cdp/json/list",
+            get(cdp::json_list),
+        )
+        .route(
+            "/v1/sandboxes/{id}/desktop/cdp/devtools/{kind}/{target}",
+            get(cdp::devtools),
+        )
         .route("/v1/pools", get(pools::list))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))

@@ -30,6 +30,7 @@
 //! together and removes them.
 
 mod discover;
+mod join;
 mod kill;
 mod plan;
 mod v1;
@@ -46,6 +47,8 @@ use nix::errno::Errno;
 
 use discover::Hierarchies;
 use plan::{Backend, Plan, RealHost};
+
+pub use join::{join_self, Joining};
 
 /// Name of the shared parent of all sandbox cgroups at a hierarchy's root.
 const PARENT: &str = "warden";

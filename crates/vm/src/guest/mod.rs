@@ -2,7 +2,9 @@
 //! initramfs, no systemd). It loads the modules of the guest's devices,
 //! builds the guest's file tree (the host's `/usr` read-only and the
 //! workspace read-write over 9p, fresh tmpfs `/tmp` and home, a minimal
-//! `/dev` that does not show the channel's device), opens its channel to the
+//! `/dev` that does not show the channel's device, `lo` up and, when the host
+//! gave it a network device, that device's address, its one route and the
+//! resolver), opens its channel to the
 //! host (the `warden.0` virtio-serial port), takes the workspace owner's
 //! IDs, applies rlimits, Landlock (read beneath `/`, write beneath the
 //! workspace, `/tmp` and home), drops every capability with `no_new_privs`
@@ -41,6 +43,10 @@ pub enum GuestError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the host gave the guest a network device, but none appeared")]
+    NoNetworkDevice,
+    #[error(transparent)]
+    Network(#[from] warden_jail::netns::NetnsError),
     #[error(transparent)]
     Privileges(#[from] warden_jail::privileges::PrivilegeError),
     #[error(transparent)]

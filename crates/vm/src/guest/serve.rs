@@ -97,17 +97,37 @@ fn spawn(
     let Some((prog, args)) = req.argv.split_first() else {
         return Err(nix::errno::Errno::EINVAL as i32);
     };
-    let mut child = Command::new(prog)
+    let io_err = |e: std::io::Error| e.raw_os_error().unwrap_or(nix::errno::Errno::EIO as i32);
+    let mut command = Command::new(prog);
+    command
         .args(args)
         .env_clear()
         .envs(req.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&req.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| e.raw_os_error().unwrap_or(nix::errno::Errno::EIO as i32))?;
+        .current_dir(&req.cwd);
+    // With a terminal: the slave side of one of the guest's own is the
+    // process's 0, 1, 2 and controlling terminal; its master side is read
+    // as the process's stdout and written with its stdin.
+    let master = if req.tty {
+        let (master, slave) = warden_jail::spawn::open_terminal(req.winsize)?;
+        let dup = |fd: &std::os::fd::OwnedFd| fd.try_clone().map(Stdio::from).map_err(io_err);
+        command
+            .stdin(dup(&slave)?)
+            .stdout(dup(&slave)?)
+            .stderr(Stdio::from(slave));
+        warden_jail::pty::controlling_terminal(&mut command);
+        Some(File::from(master))
+    } else {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        None
+    };
+    let mut child = command.spawn().map_err(io_err)?;
+    // Our copies of the slave side go with `command`: the master then
+    // reads the end of the output once the process's side is closed.
+    drop(command);
     let pid = child.id() as i32;
     let (tx_end, rx_end) = channel();
     if let Ok(mut s) = reaped.lock() {
@@ -120,16 +140,33 @@ fn spawn(
             }
         }
     }
-    let out = child.stdout.take().map(|o| {
-        let w = w.clone();
-        std::thread::spawn(move || pump_out(o, Kind::Stdout, id, w))
-    });
+    let (terminal_in, terminal_out) = match master {
+        Some(m) => (Some(m.try_clone().map_err(io_err)?), Some(m)),
+        None => (None, None),
+    };
+    let out = match terminal_out {
+        Some(m) => {
+            let w = w.clone();
+            Some(std::thread::spawn(move || pump_out(m, Kind::Stdout, id, w)))
+        }
+        None => child.stdout.take().map(|o| {
+            let w = w.clone();
+            std::thread::spawn(move || pump_out(o, Kind::Stdout, id, w))
+        }),
+    };
     let err = child.stderr.take().map(|o| {
         let w = w.clone();
         std::thread::spawn(move || pump_out(o, Kind::Stderr, id, w))
     });
     let (tx_in, rx_in) = channel::<Option<Vec<u8>>>();
-    if let Some(mut stdin) = child.stdin.take() {
+    let stdin: Option<Box<dyn Write + Send>> = match terminal_in {
+        Some(m) => Some(Box::new(m)),
+        None => child
+            .stdin
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Write + Send>),
+    };
+    if let Some(mut stdin) = stdin {
         std::thread::spawn(move || {
             while let Ok(Some(data)) = rx_in.recv() {
                 if stdin.write_all(&data).is_err() {

@@ -19,6 +19,8 @@ struct Params {
     tmp: Option<u64>,
     hostname: Option<String>,
     workspace: bool,
+    /// A network device leads to the sandbox's egress proxy.
+    net: bool,
     /// Layers a debug build's test switched off (see `warden_jail::Weakened`).
     weaken: Vec<String>,
 }
@@ -37,6 +39,7 @@ fn params() -> Params {
             "tmp" => p.tmp = v.parse().ok(),
             "hostname" => p.hostname = Some(v.to_string()),
             "workspace" => p.workspace = v == "1",
+            "net" => p.net = v == "1",
             "weaken" if cfg!(debug_assertions) => {
                 p.weaken = v.split(',').map(str::to_string).collect()
             }
@@ -174,6 +177,43 @@ fn minimal_dev() -> Result<(), GuestError> {
     Ok(())
 }
 
+/// The guest's loopback, and with a network device its address, its one
+/// route (through the TAP's end in the sandbox's network namespace, where
+/// the egress proxy takes every connection) and its resolver (the proxy's
+/// DNS responder there).
+fn network(p: &Params) -> Result<(), GuestError> {
+    use warden_jail::vmnet::{GATEWAY, GUEST_ADDR, NETMASK};
+    warden_jail::netns::bring_loopback_up()?;
+    if !p.net {
+        return Ok(());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let name = loop {
+        let found = std::fs::read_dir("/sys/class/net")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .find(|n| n != "lo");
+        if let Some(n) = found {
+            break n;
+        }
+        if Instant::now() > deadline {
+            return Err(GuestError::NoNetworkDevice);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    warden_jail::netns::configure_interface(&name, GUEST_ADDR, NETMASK)?;
+    warden_jail::netns::add_default_route(GATEWAY)?;
+    std::fs::write("/etc/resolv.conf", format!("nameserver {GATEWAY}\n")).map_err(|e| {
+        GuestError::Fs {
+            what: "write",
+            path: "/etc/resolv.conf".into(),
+            source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
+        }
+    })
+}
+
 /// Build everything; the channel (when it was opened) comes back with an
 /// error so that the host hears why.
 pub(super) fn prepare() -> Result<(File, Ready), (Option<File>, GuestError)> {
@@ -238,6 +278,7 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
         nosuid,
         &format!("mode=1777,size={tmp}"),
     )?;
+    network(p)?;
     minimal_dev()?;
     umount2("/sys", MntFlags::MNT_DETACH).map_err(fs_err("unmount", "/sys"))?;
     let _ = std::fs::remove_dir("/modules");

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# What an idle long-lived sandbox costs in memory: its supervisor (which
+# holds the egress proxy, when it has one) and its init, each as unique set
+# size (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup: what the
+# process alone holds, freed when it ends), proportional (Pss) and resident
+# (Rss) size, and its threads. Measured without egress and with
+# (--allow-domain), a few seconds after start. Rss includes the pages of
+# warden's binary the process touched, which every supervisor shares.
+#
+#   bench/memory.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+[ -n "${WARDEN:-}" ] || build_warden   # WARDEN=PATH measures that binary instead
+export WARDEN_STATE_DIR="${WARDEN_STATE_DIR:-$(mktemp -d)}"
+NAMES=()
+cleanup() {
+    for n in "${NAMES[@]}"; do "$WARDEN" rm -f "$n" >/dev/null 2>&1 || true; done
+}
+trap cleanup EXIT
+
+# kib PID FIELD: a field of the process's smaps_rollup, in KiB.
+kib() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/smaps_rollup"; }
+
+report() {
+    local label="$1" pid="$2" uss
+    uss=$(( $(kib "$pid" Private_Clean) + $(kib "$pid" Private_Dirty) ))
+    printf '%-30s %8d %8d %8d %7d\n' "$label" "$uss" "$(kib "$pid" Pss)" \
+        "$(kib "$pid" Rss)" "$(awk '/^Threads:/ {print $2}' "/proc/$pid/status")"
+}
+
+# Two sandboxes without egress and one with, up together, as on a host that
+# runs several: the binary's text is then shared between their supervisors
+# and counts in their Pss, not their unique set.
+for variant in plain plain2 egress; do
+    name="membench-$variant-$$"
+    NAMES+=("$name")
+    args=()
+    [ "$variant" = egress ] && args=(--allow-domain example.com)
+    "$WARDEN" create "$name" --start "${args[@]}" >/dev/null
+done
+sleep 3
+printf '%-30s %8s %8s %8s %7s\n' "process (idle)" "USS KiB" "PSS KiB" "RSS KiB" threads
+for variant in plain egress; do
+    sup=$(pgrep -f -x "$WARDEN __supervise membench-$variant-$$" | head -1)
+    init=$(pgrep -P "$sup" | head -1)
+    report "supervisor ($variant)" "$sup"
+    report "init ($variant)" "$init"
+done
