@@ -235,11 +235,23 @@ fields! {
         ty: "bool",
         doc: "Learning mode: allow every name no rule allows (never the host's own services), mark each decision it allowed, and print at exit the profile lines the run needed; refused with secrets",
     },
+    EgressLearnFile {
+        flag: "--egress-learn-file", short: -, value: "FILE",
+        key: -, json: -,
+        ty: "path",
+        doc: "With --egress-learn: also write the profile lines the run needed to FILE, a profile later learning runs add to and another takes with extends",
+    },
     Ask {
         flag: "--ask", short: -, value: "BOOL",
         key: "egress.ask", json: "/egress/ask",
         ty: "bool",
         doc: "Ask on the terminal about names no rule allows (allow once, for the run, or deny); without a terminal they are denied",
+    },
+    AskSave {
+        flag: "--ask-save", short: -, value: "WHERE",
+        key: -, json: -,
+        ty: "project or profile",
+        doc: "Where --ask keeps the names answered always: the project's grants file in warden's state, or the profile file in use",
     },
     UpstreamCa {
         flag: "--upstream-ca", short: -, value: "FILE",
