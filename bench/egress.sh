@@ -1,25 +1,40 @@
 #!/usr/bin/env bash
-# Egress proxy cost, side by side on loopback: a 1 GB download through
-# warden's proxy, through Squid (configured as an equivalent CONNECT
-# allowlist proxy) and straight to the server; and CONNECT+close
-# connections per second through each (sequential and concurrent).
+# Egress proxy cost, side by side in one run on loopback, with TLS end to
+# end between a server and a client on this machine: a download's
+# throughput, and new connections per second (connect, TLS handshake,
+# close), straight to the server ("direct"), through warden's proxy from
+# inside a sandbox ("warden": transparent, decided on the ClientHello's SNI,
+# as a program in a sandbox connects; "warden CONNECT": an explicit tunnel
+# to its HTTPS_PROXY) and through Squid configured as the equivalent
+# CONNECT allowlist proxy. Each figure is the median of ROUNDS rounds, the
+# ways interleaved within each round so that the machine's load is shared
+# alike.
 #
-#   bench/egress.sh [MEGABYTES] [CONNECTIONS]     (default 1000 MB, 2000)
+#   bench/egress.sh [MEGABYTES] [CONNECTIONS] [ROUNDS] [CONCURRENCY]
+#                   (default 500 MB, 1000 connections, 5 rounds, 8 at once)
 #
-# Both proxies are used the same way: an explicit CONNECT tunnel to an
-# allowed name. Needs squid and python3 (installed from the distribution's
+# WARDEN=/path/to/warden measures that binary instead of building one;
+# WARDEN_BASE=/path/to/another/warden adds a column for that binary (a
+# release before a change, measured in the same rounds).
+#
+# Needs squid, python3 and openssl (installed from the distribution's
 # packages when missing and running as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MB="${1:-1000}"
-CONNS="${2:-2000}"
+MB="${1:-500}"
+CONNS="${2:-1000}"
+ROUNDS="${3:-5}"
+CONC="${4:-8}"
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 need squid squid
 need python3 python3
+need openssl openssl
 
-build_warden
+if [ -z "${WARDEN:-}" ]; then build_warden; fi
+# The same interpreter outside as inside a sandbox (which sees /usr).
+PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 
 WORK="$(mktemp -d)"
 chmod 755 "$WORK"
@@ -28,7 +43,11 @@ trap cleanup EXIT
 
 SRV_PORT=18765; SQUID_PORT=18766
 cp bench/egress_client.py bench/egress_server.py "$WORK/"
-python3 "$WORK/egress_server.py" "$SRV_PORT" $((MB * 1000000)) &
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=bench.test -addext subjectAltName=DNS:bench.test \
+    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+chmod 644 "$WORK/key.pem"
+"$PY" "$WORK/egress_server.py" "$SRV_PORT" "$WORK/cert.pem" "$WORK/key.pem" &
 
 echo "127.0.0.1 bench.test" > "$WORK/hosts"
 cat > "$WORK/squid.conf" <<CONF
@@ -49,27 +68,57 @@ CONF
 squid -f "$WORK/squid.conf" -N >"$WORK/squid.out" 2>&1 &
 sleep 2
 
+CLIENT="$WORK/egress_client.py"
+CA="$WORK/cert.pem"
+BYTES=$((MB * 1000000))
+# in_warden BINARY WAY ARGS...: the client inside a sandbox allowed to
+# reach bench.test on the server's port (and nothing else).
 in_warden() {
-    "$WARDEN" run --no-tty --allow-domain "bench.test:$SRV_PORT" --add-host bench.test=127.0.0.1 \
-        --ro "$WORK" -- sh -c 'mode=$1; shift; p=${HTTPS_PROXY##*/};
-            exec python3 '"$WORK"'/egress_client.py "$mode" "${p%:*}" "${p#*:}" bench.test '"$SRV_PORT"' "$@"' sh "$@"
+    local bin="$1" way="$2"; shift 2
+    "$bin" run --no-tty --allow-domain "bench.test:$SRV_PORT" --add-host bench.test=127.0.0.1 \
+        --ro "$WORK" -- sh -c 'way=$1; shift; p=${HTTPS_PROXY##*/};
+            if [ "$way" = tunnel ]; then exec python3 '"$CLIENT"' tunnel "${p%:*}" "${p#*:}" "$@";
+            else exec python3 '"$CLIENT"' transparent "$@"; fi' sh "$way" "$SRV_PORT" "$CA" "$@"
 }
+# measure WHAT ARGS...: one figure for each way, appended to $WORK/WAY.WHAT
+measure() {
+    local what="$1"; shift
+    "$PY" "$CLIENT" direct 127.0.0.1 "$SRV_PORT" "$CA" "$@" >>"$WORK/direct.$what"
+    "$PY" "$CLIENT" tunnel 127.0.0.1 "$SQUID_PORT" "$SRV_PORT" "$CA" "$@" >>"$WORK/squid.$what"
+    in_warden "$WARDEN" transparent "$@" >>"$WORK/warden.$what"
+    in_warden "$WARDEN" tunnel "$@" >>"$WORK/warden-connect.$what"
+    if [ -n "${WARDEN_BASE:-}" ]; then
+        in_warden "$WARDEN_BASE" transparent "$@" >>"$WORK/base.$what"
+    fi
+}
+for r in $(seq "$ROUNDS"); do
+    echo "bench: round $r of $ROUNDS" >&2
+    measure mbs bytes "$BYTES"
+    measure seq conns "$CONNS" 1
+    measure conc conns "$CONNS" "$CONC"
+done
 
-direct=$(python3 "$WORK/egress_client.py" direct 127.0.0.1 "$SRV_PORT")
-squid_mb=$(python3 "$WORK/egress_client.py" tunnel 127.0.0.1 "$SQUID_PORT" bench.test "$SRV_PORT")
-warden_mb=$(in_warden tunnel)
-squid_seq=$(python3 "$WORK/egress_client.py" cps 127.0.0.1 "$SQUID_PORT" bench.test "$SRV_PORT" "$CONNS" 1)
-warden_seq=$(in_warden cps "$CONNS" 1 | tail -1)
-squid_conc=$(python3 "$WORK/egress_client.py" cps 127.0.0.1 "$SQUID_PORT" bench.test "$SRV_PORT" 2000 200)
-warden_conc=$(in_warden cps 2000 200 | tail -1)
-
-python3 - "$direct" "$squid_mb" "$warden_mb" "$squid_seq" "$warden_seq" "$squid_conc" "$warden_conc" <<'PY'
-import sys
-d, sm, wm, ss, ws, sc, wc = map(float, sys.argv[1:])
-print(f"{'':24} {'direct':>10} {'squid':>10} {'warden':>10}")
-print(f"{'throughput (MB/s)':24} {d:>10.0f} {sm:>10.0f} {wm:>10.0f}")
-print(f"{'connections/s, 1 at once':24} {'':>10} {ss:>10.0f} {ws:>10.0f}")
-print(f"{'connections/s, 200 at once':24} {'':>10} {sc:>10.0f} {wc:>10.0f}")
-print(f"warden/direct throughput: {wm/d:.2f}   warden/squid throughput: {wm/sm:.2f}")
-print(f"warden/squid connections/s: {ws/ss:.2f} sequential, {wc/sc:.2f} concurrent")
+python3 - "$WORK" "$MB" "$CONC" "${WARDEN_BASE:+base}" <<'PY'
+import statistics, sys
+work, mb, conc, base = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+ways = ["direct", "squid", "warden", "warden-connect"] + (["base"] if base else [])
+names = {"warden-connect": "w. CONNECT", "base": "WARDEN_BASE"}
+rows = [("mbs", f"TLS MB/s ({mb} MB)"), ("seq", "TLS conns/s, 1 at once"), ("conc", f"TLS conns/s, {conc} at once")]
+med = {}
+for w in ways:
+    for k, _ in rows:
+        vals = [float(x) for x in open(f"{work}/{w}.{k}").read().split()]
+        med[w, k] = (statistics.median(vals), min(vals), max(vals))
+print(f"{'median of rounds':28}" + "".join(f"{names.get(w, w):>13}" for w in ways))
+for k, label in rows:
+    print(f"{label:28}" + "".join(f"{med[w, k][0]:>13.0f}" for w in ways))
+print()
+print(f"{'ratio to direct':28}" + "".join(f"{names.get(w, w):>13}" for w in ways[1:]))
+for k, label in rows:
+    d = med["direct", k][0]
+    print(f"{label:28}" + "".join(f"{med[w, k][0] / d:>13.2f}" for w in ways[1:]))
+print()
+print("spread (min-max):")
+for k, label in rows:
+    print(f"  {label:26}" + "  ".join(f"{names.get(w, w)} {med[w, k][1]:.0f}-{med[w, k][2]:.0f}" for w in ways))
 PY

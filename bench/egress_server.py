@@ -1,19 +1,26 @@
-"""Server side of bench/egress.sh: on each connection, wait for a line, then
-send SIZE bytes and close (connections that send nothing are just closed)."""
-import socket, sys, threading
-port, size = int(sys.argv[1]), int(sys.argv[2])
+"""Server side of bench/egress.sh: a TLS server on loopback. On each
+connection: the handshake, then a line `GO N` is answered with N bytes and
+a close; a connection that says nothing after the handshake (the
+connection-rate test) is just closed."""
+import socket, ssl, sys, threading
+port, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+ctx.num_tickets = 0  # a ticket per connection would be bytes the rate test does not need
 chunk = b"x" * (1 << 20)
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", port)); l.listen(512)
+l.bind(("127.0.0.1", port)); l.listen(1024)
 def serve(c):
     try:
-        if c.recv(16):
-            left = size
+        t = ctx.wrap_socket(c, server_side=True)
+        line = t.recv(64)
+        if line.startswith(b"GO "):
+            left = int(line.split()[1])
             while left > 0:
-                n = c.send(chunk[:min(left, len(chunk))]); left -= n
-    except OSError:
-        pass
-    c.close()
+                left -= t.send(chunk[:min(left, len(chunk))])
+        t.close()
+    except (OSError, ValueError):
+        c.close()
 while True:
     c, _ = l.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()
