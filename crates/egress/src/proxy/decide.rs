@@ -93,13 +93,17 @@ pub(super) async fn verdict(
     // when it says nothing for a moment, it is that name's. TLS and HTTP
     // are decided on the name they carry, as everywhere.
     // With --ask, a name on no list may be put to a person as well.
-    let by_address: Option<(String, Option<String>)> = original.and_then(|a| {
-        let name = shared.addresses.lock().ok()?.name_of(*a.ip())?.to_string();
-        match shared.matcher().allows(&name, a.port()) {
-            Some(m) => m.rule.port.map(|_| (name, Some(m.rule.source.clone()))),
-            None => shared.ask.then_some((name, None)),
-        }
-    });
+    // (The name looked up once, above.)
+    let by_address: Option<(String, Option<String>)> =
+        addressed
+            .as_ref()
+            .and_then(|name| match shared.matcher().allows(name, port) {
+                Some(m) => m
+                    .rule
+                    .port
+                    .map(|_| (name.clone(), Some(m.rule.source.clone()))),
+                None => shared.ask.then(|| (name.clone(), None)),
+            });
     let wait = if by_address.is_some() {
         SERVER_FIRST_WAIT
     } else {

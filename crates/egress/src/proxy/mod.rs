@@ -16,6 +16,7 @@
 mod classify;
 mod decide;
 mod live;
+mod pass;
 mod relay;
 
 pub use crate::decision::{Decision, Observer, Protocol, SecretAction};
@@ -41,8 +42,9 @@ const MAX_CONNECTIONS: usize = 4096;
 /// (stall, never read, never send). Half pays for connections
 /// ([`CONNECTION_COST`] each, from accept to close: the first bytes read
 /// and small relay buffers), half for the large relay buffers of busy
-/// connections ([`relay::FAST_BUFFERS`] each, lent while one relays; when
-/// none is free a connection relays through its small ones). A connection
+/// connections ([`pass::START_BUFFERS`] each, lent while one relays, and up to
+/// 1 MiB per direction of a bulk transfer; when none is free a
+/// connection relays through its small ones). A connection
 /// the budget cannot pay for is refused at once and recorded as denied
 /// ("the proxy's memory budget ... is spent"). Kernel socket buffers are
 /// the kernel's, not counted here.

@@ -10,26 +10,16 @@
 //! whether a connection may go (`decide` does).
 
 use super::decide::{admit, Refusal, Verdict};
-use super::{live, Arrival, Shared};
+use super::{live, pass, Arrival, Shared};
 use crate::decision::{Decision, Protocol};
 use crate::http::parse_request_head;
 use crate::tls::{self, ClientHello};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-/// Buffer per direction of a spliced connection: large enough that a bulk
-/// transfer moves in few system calls.
-const COPY_BUFFER: usize = 64 * 1024;
-/// Both directions' large buffers, in KiB of the proxy's memory budget
-/// (lent while a connection relays).
-pub(super) const FAST_BUFFERS: u32 = (2 * COPY_BUFFER / 1024) as u32;
-/// Buffer per direction when the budget has no large one to lend: paid
-/// for by the connection's own cost.
-const SMALL_BUFFER: usize = 4 * 1024;
 /// How long connecting upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -232,11 +222,10 @@ pub(super) async fn settle(
                         shared
                             .used
                             .fetch_add(first_len, std::sync::atomic::Ordering::Relaxed);
-                        let cut;
-                        (out, inn, cut) =
-                            splice(&mut conn, &mut upstream, shared, &mut registration).await;
-                        out += first_len;
-                        if cut {
+                        let passed =
+                            pass::pass(&mut conn, &mut upstream, shared, &mut registration).await;
+                        (out, inn) = (passed.out + first_len, passed.inn);
+                        if passed.cut {
                             decision.detail = format!("{}; {}", decision.detail, cut_why(&name));
                         }
                     }
@@ -319,115 +308,6 @@ fn with_connection_close(buf: &[u8]) -> Option<Vec<u8>> {
 /// Why a connection was cut short.
 fn cut_why(name: &str) -> String {
     format!("cut: {name} was removed from the allowlist")
-}
-
-/// Copy both ways until both sides have ended, until neither has sent
-/// anything for the idle timeout, or until the connection's name is
-/// removed from the allowlist (then the last value is `true`). Returns the
-/// bytes out (sandbox to upstream) and in; every chunk also counts towards
-/// the egress quota as it passes.
-async fn splice(
-    conn: &mut TcpStream,
-    upstream: &mut TcpStream,
-    shared: &Shared,
-    registration: &mut live::Registration,
-) -> (u64, u64, bool) {
-    let idle = shared.idle;
-    let start = tokio::time::Instant::now();
-    // Milliseconds since `start` of the last byte either way.
-    let last = std::sync::atomic::AtomicU64::new(0);
-    let (mut cr, mut cw) = conn.split();
-    let (mut ur, mut uw) = upstream.split();
-    // Large buffers when the budget has them to lend, small ones (already
-    // paid for by the connection) when not.
-    let lease = shared
-        .buffer_memory
-        .clone()
-        .try_acquire_many_owned(FAST_BUFFERS)
-        .ok();
-    let size = if lease.is_some() {
-        COPY_BUFFER
-    } else {
-        SMALL_BUFFER
-    };
-    let (moved_out, moved_in) = (AtomicU64::new(0), AtomicU64::new(0));
-    let out = pump(
-        &mut cr,
-        &mut uw,
-        &last,
-        start,
-        idle,
-        &shared.used,
-        size,
-        &moved_out,
-    );
-    let inn = pump(
-        &mut ur,
-        &mut cw,
-        &last,
-        start,
-        idle,
-        &shared.used,
-        size,
-        &moved_in,
-    );
-    let cut = tokio::select! {
-        _ = async { tokio::join!(out, inn) } => false,
-        _ = registration.cut() => true,
-    };
-    drop(lease);
-    (
-        moved_out.load(std::sync::atomic::Ordering::Relaxed),
-        moved_in.load(std::sync::atomic::Ordering::Relaxed),
-        cut,
-    )
-}
-
-/// Copy one way, adding what passes to `moved` (read even when the copy
-/// is cut off half way).
-#[allow(clippy::too_many_arguments)]
-async fn pump<R, W>(
-    from: &mut R,
-    to: &mut W,
-    last: &AtomicU64,
-    start: tokio::time::Instant,
-    idle: Duration,
-    used: &AtomicU64,
-    size: usize,
-    moved: &AtomicU64,
-) where
-    R: tokio::io::AsyncRead + Unpin,
-    W: tokio::io::AsyncWrite + Unpin,
-{
-    use std::sync::atomic::Ordering::Relaxed;
-    let mut buf = vec![0u8; size];
-    loop {
-        let n = match tokio::time::timeout(idle, from.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => break,
-            Ok(Ok(n)) => n,
-            Err(_) => {
-                // Quiet this way: go on while the other way is busy.
-                let idle_ms = start.elapsed().as_millis() as u64 - last.load(Relaxed);
-                if idle_ms >= idle.as_millis() as u64 {
-                    break;
-                }
-                continue;
-            }
-        };
-        // A peer that never takes what is sent (it never reads) ends the
-        // connection after the idle timeout, like silence does: the bytes
-        // held for it are not held for ever.
-        if !matches!(
-            tokio::time::timeout(idle, to.write_all(&buf[..n])).await,
-            Ok(Ok(()))
-        ) {
-            break;
-        }
-        moved.fetch_add(n as u64, Relaxed);
-        used.fetch_add(n as u64, Relaxed);
-        last.store(start.elapsed().as_millis() as u64, Relaxed);
-    }
-    let _ = to.shutdown().await;
 }
 
 /// Resolve `name` on the host side and connect. Addresses from `--add-host`
