@@ -18,7 +18,7 @@
 //! becomes a reset of the other side, so that a client can tell a cut
 //! transfer from a complete one.
 //!
-//! Measured and not kept (see the README's performance section):
+//! Measured or weighed and not kept (see the README's performance section):
 //! `splice(2)` through a pipe per direction and a sockmap that lets the
 //! kernel join the two sockets. This is the only copy that may take a
 //! zero-copy path (the secret terminator rewrites bytes), and on loopback
