@@ -1348,7 +1348,7 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
     let file = config.path().join("daemon.yaml");
     std::fs::write(
         &file,
-        "pools:\n  - {profile: burst, size: 1, max: 3, window_seconds: 20}\n",
+        "pools:\n  - {profile: burst, size: 1, max: 3, window_seconds: 30}\n",
     )
     .unwrap();
     let d = Daemon::start_with(
@@ -1386,14 +1386,6 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
         taken.push(json(&b)["id"].as_str().unwrap().to_string());
     }
     assert_eq!(pool()["demand"], 3, "{}", pool());
-    wait_until(
-        "the pool grew to the demand",
-        Duration::from_secs(60),
-        || {
-            let p = pool();
-            p["target"] == 3 && p["ready"] == 3
-        },
-    );
     let waiting = || -> usize {
         std::fs::read_dir(state.path().join("warden/sandboxes"))
             .unwrap()
@@ -1401,19 +1393,23 @@ fn an_autoscaled_pool_grows_with_demand_and_shrinks_when_demand_is_gone() {
             .filter(|e| !taken.contains(&e.file_name().to_string_lossy().into_owned()))
             .count()
     };
-    // On disk as well (a sandbox the refill is still making or a
-    // discarded one still being removed is there for a moment).
+    // Grown, and on disk as well (a sandbox the refill is still making or
+    // a discarded one still being removed is there for a moment), judged
+    // at one moment: once the window passes it shrinks again.
     wait_until(
-        "three sandboxes wait on disk",
-        Duration::from_secs(20),
-        || waiting() == 3,
+        "the pool grew to the demand, on disk as well",
+        Duration::from_secs(60),
+        || {
+            let p = pool();
+            p["target"] == 3 && p["ready"] == 3 && waiting() == 3
+        },
     );
 
     // The window passes with no create: back to its size, the rest gone
     // from the disk as well.
     wait_until(
         "the pool shrank to its size",
-        Duration::from_secs(60),
+        Duration::from_secs(90),
         || {
             let p = pool();
             p["target"] == 1 && p["ready"] == 1 && waiting() == 1

@@ -534,3 +534,87 @@ fn the_events_stream_announces_a_question_as_it_is_asked() {
     );
     assert_eq!(s, 204);
 }
+
+/// An `allow_always` answer given over the API is kept for the sandbox's
+/// project, in warden's state (never the workspace): a later sandbox over
+/// the same workspace reaches the name without a question.
+#[test]
+fn an_allow_always_answer_over_the_api_is_kept_for_the_project_and_its_next_sandbox_is_not_asked() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return;
+    }
+    let state = TempDir::new("api-always");
+    let ws = TempDir::new("api-always-ws");
+    let d = Daemon::start_with(
+        state.path(),
+        false,
+        &[],
+        &[("WARDEN_TEST_ASK_LOOPBACK", Path::new("1"))],
+    );
+    let up = Holder::start();
+    let create = |name: &str| {
+        let (s, b) = call(
+            &d,
+            "POST",
+            "/v1/sandboxes",
+            Some(&format!(
+                r#"{{"name":"{name}","workspace":"{}","spec":{{"egress":{{"ask":true,"hosts":{{"asked.test":"127.0.0.1"}}}}}}}}"#,
+                ws.str()
+            )),
+            None,
+        );
+        assert_eq!(s, 201, "{b}");
+    };
+    create("first");
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/first/exec",
+        Some(&connect_body("asked.test", up.port, 1, true)),
+        None,
+    );
+    assert_eq!(s, 202, "{b}");
+    let mut question = None;
+    wait_until("the question", Duration::from_secs(10), || {
+        let (_, b) = call(&d, "GET", "/v1/approvals", None, None);
+        question = json(&b)["approvals"][0]["id"].as_str().map(str::to_string);
+        question.is_some()
+    });
+    let (s, b) = call(
+        &d,
+        "POST",
+        &format!("/v1/approvals/{}", question.unwrap()),
+        Some(r#"{"decision":"allow_always"}"#),
+        None,
+    );
+    assert_eq!(s, 204, "{b}");
+    wait_until("the arrival", Duration::from_secs(5), || up.arrivals() == 1);
+    let grants: Vec<_> = std::fs::read_dir(state.path().join("warden/grants"))
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert_eq!(grants.len(), 1, "no grants file for the project");
+    let text = std::fs::read_to_string(&grants[0]).unwrap();
+    assert!(text.contains(&format!("asked.test:{}", up.port)), "{text}");
+    assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
+    let (s, b) = call(&d, "DELETE", "/v1/sandboxes/first?force=true", None, None);
+    assert_eq!(s, 204, "{b}");
+    // The project's next sandbox: no question, the connection goes.
+    create("second");
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/second/exec",
+        Some(&connect_body("asked.test", up.port, 1, false)),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    assert!(json(&b)["stdout"].as_str().unwrap().contains("open"), "{b}");
+    wait_until("the unasked arrival", Duration::from_secs(5), || {
+        up.arrivals() == 2
+    });
+    let (_, b) = call(&d, "GET", "/v1/approvals", None, None);
+    assert!(json(&b)["approvals"].as_array().unwrap().is_empty(), "{b}");
+}

@@ -236,7 +236,11 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
             continue;
         };
         if !lifecycle::liveness(&sb).running() {
-            discard(app, &id);
+            // Not running: one the refill is making at this moment (it
+            // enters the pool before it starts), or a dead one, which the
+            // refill replaces. Never removed from here: removing one
+            // being started left it running outside the pool, handed to
+            // nobody.
             continue;
         }
         let Some(delta) = fits(app, &sb, claim.input) else {
@@ -393,7 +397,9 @@ fn discard(app: &App, id: &str) {
     if let Ok(db) = app.db() {
         let _ = db.take_pooled(id);
     }
-    let _ = lifecycle::remove(&app.store, id, true);
+    if let Err(e) = lifecycle::remove(&app.store, id, true) {
+        tracing::warn!("cannot remove the pooled sandbox {id}: {}", chain(&e));
+    }
 }
 
 /// Make one sandbox for the pool of `profile`. Blocking.

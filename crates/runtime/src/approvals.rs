@@ -244,7 +244,10 @@ impl Asker for Approvals {
                 drop(desk);
                 return match answer {
                     Some(AskDecision::AllowOnce) => Answer::Once,
-                    Some(AskDecision::AllowAlways) => Answer::ForRun,
+                    // Kept where the sandbox keeps "always" answers (its
+                    // project's grants, or its profile): the proxy marks
+                    // the decision so, and the grants sink writes it.
+                    Some(AskDecision::AllowAlways) => Answer::Always,
                     Some(AskDecision::Deny) => Answer::Deny,
                     None => {
                         self.bus.emit(EventKind::AskAnswered {

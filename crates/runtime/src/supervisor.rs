@@ -180,6 +180,14 @@ fn supervise(
             .map_err(|e| SuperviseError::Sinks(warden_jail::chain_str(&e)))?;
         sinks.push(Box::new(s));
     }
+    // "Always" answers to its questions are kept for the sandbox's
+    // project (or written into its profile), as a run's are.
+    if let Some(path) = &stored.sinks.grants {
+        sinks.push(Box::new(crate::grants::GrantsSink::new(
+            path.clone(),
+            stored.sinks.grants_into_profile,
+        )));
+    }
     let socket_path = dir.join(state::CONTROL);
     let listener = listen(&socket_path)?;
     lock.set_state(warden_workspace::SandboxState::Running)?;
