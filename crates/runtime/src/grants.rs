@@ -109,9 +109,7 @@ pub fn add(path: &Path, entry: &str) -> Result<bool, GrantsError> {
             .create(dir)
             .map_err(write)?;
     }
-    let tmp = path.with_extension("yaml.tmp");
-    std::fs::write(&tmp, render(&entries)).map_err(write)?;
-    std::fs::rename(&tmp, path).map_err(write)?;
+    crate::state::replace_file(path, render(&entries).as_bytes(), None).map_err(write)?;
     Ok(true)
 }
 
@@ -154,15 +152,7 @@ pub fn add_to_profile(path: &Path, entry: &str) -> Result<bool, GrantsError> {
         source,
     };
     let mode = std::fs::metadata(path).map_err(write)?.permissions();
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".warden-tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, edited).map_err(write)?;
-    let renamed = std::fs::set_permissions(&tmp, mode).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = renamed {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(write(e));
-    }
+    crate::state::replace_file(path, edited.as_bytes(), Some(mode)).map_err(write)?;
     Ok(true)
 }
 

@@ -99,6 +99,30 @@ pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, StateEr
 
 /// Write `value` to `path` atomically (a temporary file, then a rename),
 /// owner-only.
+/// Replace the file at `path` whole with `bytes`: written to a sibling
+/// first and renamed over it, so that a reader sees the old file or the
+/// new one, never half of one; the sibling is removed if that fails.
+/// `mode`: the new file's permissions (the old file's, to keep them).
+pub fn replace_file(
+    path: &Path,
+    bytes: &[u8],
+    mode: Option<std::fs::Permissions>,
+) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".warden-tmp");
+    let tmp = PathBuf::from(tmp);
+    let written = std::fs::write(&tmp, bytes)
+        .and_then(|()| match mode {
+            Some(m) => std::fs::set_permissions(&tmp, m),
+            None => Ok(()),
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StateError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;

@@ -222,14 +222,7 @@ pub fn write_learned(
         path: path.to_path_buf(),
         source,
     };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".warden-tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, text).map_err(write)?;
-    if let Err(e) = std::fs::rename(&tmp, path) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(write(e));
-    }
+    crate::state::replace_file(path, text.as_bytes(), None).map_err(write)?;
     Ok(all)
 }
 
