@@ -196,33 +196,15 @@ impl Connection {
             });
         }
         let req = Request::Connect(target.clone());
-        protocol::send(self.sock.as_fd(), &req, &[])?;
-        match protocol::receive::<Reply>(&self.sock) {
-            Ok((Reply::Connect { errno: 0 }, fds)) => {
+        match self.ask_new_fds(&req, "connections into the sandbox")? {
+            (Reply::Connect { errno: 0 }, fds) => {
                 fds.into_iter().next().ok_or(ClientError::Unexpected)
             }
-            Ok((Reply::Connect { errno }, _)) => Err(ClientError::Connect {
+            (Reply::Connect { errno }, _) => Err(ClientError::Connect {
                 target: target.clone(),
                 source: Errno::from_raw(errno),
             }),
-            Ok((Reply::Error { message }, _)) => Err(ClientError::Refused(message)),
-            Ok((
-                Reply::Refused {
-                    code,
-                    message,
-                    field,
-                },
-                _,
-            )) => Err(ClientError::Rejected {
-                code,
-                message,
-                field,
-            }),
-            Ok(_) => Err(ClientError::Unexpected),
-            Err(ProtocolError::Closed) => {
-                Err(ClientError::Unsupported("connections into the sandbox"))
-            }
-            Err(e) => Err(e.into()),
+            _ => Err(ClientError::Unexpected),
         }
     }
 
@@ -236,6 +218,15 @@ impl Connection {
     /// One request that newer supervisors answer and older ones close the
     /// connection on.
     fn ask_new(&self, req: &Request, what: &'static str) -> Result<Reply, ClientError> {
+        self.ask_new_fds(req, what).map(|(r, _)| r)
+    }
+
+    /// As [`Connection::ask_new`], with the descriptors the answer carries.
+    fn ask_new_fds(
+        &self,
+        req: &Request,
+        what: &'static str,
+    ) -> Result<(Reply, Vec<OwnedFd>), ClientError> {
         protocol::send(self.sock.as_fd(), req, &[])?;
         match protocol::receive::<Reply>(&self.sock) {
             Ok((Reply::Error { message }, _)) => Err(ClientError::Refused(message)),
@@ -251,7 +242,7 @@ impl Connection {
                 message,
                 field,
             }),
-            Ok((r, _)) => Ok(r),
+            Ok(answer) => Ok(answer),
             Err(ProtocolError::Closed) => Err(ClientError::Unsupported(what)),
             Err(e) => Err(e.into()),
         }
