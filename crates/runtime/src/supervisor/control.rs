@@ -1,0 +1,302 @@
+//! The control socket: who may connect, and each request served.
+
+use super::execs::{caller_gone, exec, hold, release};
+use super::inside::{connect, file_op};
+use super::{stop, Main, Shared, SuperviseError, CALLER_CHECK, MAX_CONNECTIONS};
+use crate::procs::{descendants, processes};
+use crate::protocol::{self, MainState, Process, Reply, Request, Status, VERSION};
+use crate::state;
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
+use std::time::Duration;
+use warden_audit::{EventKind, StopReason};
+use warden_jail::spawn::{self, ToInit};
+
+/// The control socket: owner-only, in the sandbox's own directory.
+pub(super) fn listen(path: &Path) -> Result<OwnedFd, SuperviseError> {
+    use nix::sys::socket::{
+        bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+    };
+    let err = |source| SuperviseError::Listen {
+        path: path.to_path_buf(),
+        source,
+    };
+    let _ = std::fs::remove_file(path);
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(err)?;
+    let addr = UnixAddr::new(path).map_err(err)?;
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let bound = bind(fd.as_raw_fd(), &addr);
+    nix::sys::stat::umask(old);
+    bound.map_err(err)?;
+    listen(&fd, Backlog::new(64).unwrap_or(Backlog::MAXCONN)).map_err(err)?;
+    Ok(fd)
+}
+
+pub(super) fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
+    let me = nix::unistd::getuid();
+    loop {
+        let conn = match warden_jail::fdpass::accept(listener.as_fd()) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        // Only the sandbox's owner (or root) may drive it; the socket's
+        // mode says the same, this holds even if the mode is changed.
+        let peer = nix::sys::socket::getsockopt(&conn, nix::sys::socket::sockopt::PeerCredentials);
+        let allowed = peer.is_ok_and(|c| c.uid() == me.as_raw() || c.uid() == 0);
+        if !allowed {
+            continue;
+        }
+        // ...and never from inside a sandbox: rootless, a sandbox's
+        // processes are the owner's UID too, and any bind that shows the
+        // state directory (`--ro ~`) shows this socket. The owner drives
+        // it from this supervisor's own user namespace; a sandbox is in
+        // one of its own (root's sandboxes are 65534, refused above).
+        if peer.is_ok_and(|c| c.uid() != 0 && !in_my_user_namespace(c.pid())) {
+            let _ = protocol::send(
+                conn.as_fd(),
+                &Reply::Error {
+                    message: "the control socket serves its owner from the host, not from inside a sandbox or another user namespace".into(),
+                },
+                &[],
+            );
+            continue;
+        }
+        if shared.connections.load(Ordering::Relaxed) >= MAX_CONNECTIONS as u64 {
+            let _ = protocol::send(
+                conn.as_fd(),
+                &Reply::Error {
+                    message: format!(
+                        "the supervisor serves {MAX_CONNECTIONS} connections at most; try again"
+                    ),
+                },
+                &[],
+            );
+            continue;
+        }
+        shared.connections.fetch_add(1, Ordering::Relaxed);
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("warden-conn".into())
+            .spawn(move || {
+                let _ = serve(&s, &conn);
+                s.connections.fetch_sub(1, Ordering::Relaxed);
+            });
+        if spawned.is_err() {
+            shared.connections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether process `pid` (a peer, as this process's PID namespace sees it;
+/// 0 when it cannot) is in this process's user namespace.
+fn in_my_user_namespace(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |path: String| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    pid > 0
+        && ns(format!("/proc/{pid}/ns/user"))
+            .is_some_and(|theirs| Some(theirs) == ns("/proc/self/ns/user".into()))
+}
+
+fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolError> {
+    // A caller has a few seconds to say hello; a silent connection does
+    // not keep its slot.
+    let _ = nix::sys::socket::setsockopt(
+        conn,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(5, 0),
+    );
+    let (hello, _) = protocol::receive::<Request>(conn)?;
+    let _ = nix::sys::socket::setsockopt(
+        conn,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(0, 0),
+    );
+    match hello {
+        Request::Hello { version } if version == VERSION => protocol::send(
+            conn.as_fd(),
+            &Reply::Hello {
+                version: VERSION,
+                sandbox: shared.bus.sandbox().to_string(),
+                pid: std::process::id(),
+            },
+            &[],
+        )?,
+        Request::Hello { version } => {
+            return protocol::send(
+                conn.as_fd(),
+                &Reply::Error {
+                    message: format!("this sandbox's supervisor speaks control protocol {VERSION}, the caller {version}: use the same warden for both"),
+                },
+                &[],
+            )
+        }
+        _ => return Ok(()),
+    }
+    let (req, fds) = protocol::receive::<Request>(conn)?;
+    let reply = |r: &Reply| protocol::send(conn.as_fd(), r, &[]);
+    match req {
+        Request::Hello { .. } => reply(&Reply::Error {
+            message: "hello twice".into(),
+        }),
+        Request::Exec(r) => exec(shared, conn, r, fds),
+        Request::Hold(r) => hold(shared, conn, r, fds),
+        Request::Release => release(shared, conn),
+        Request::File(op) => file_op(shared, conn, op),
+        Request::Connect(target) => connect(shared, conn, target),
+        Request::Signal { exec, signal } => {
+            match spawn::send(
+                shared.channel.as_fd(),
+                &ToInit::Signal { id: exec, signal },
+                &[],
+            ) {
+                Ok(()) => reply(&Reply::Ok),
+                Err(e) => reply(&Reply::Error {
+                    message: warden_jail::chain_str(&e),
+                }),
+            }
+        }
+        Request::Stop { grace_ms } => {
+            reply(&Reply::Ok)?;
+            stop(
+                shared,
+                StopReason::Requested,
+                Duration::from_millis(grace_ms),
+            );
+            Ok(())
+        }
+        Request::Status => reply(&Reply::Status(status(shared))),
+        Request::SetEgress { allow, remove, by } => {
+            reply(&shared.allowlist.reply(&allow, &remove, &by))
+        }
+        Request::Approvals => reply(&crate::approvals::pending_reply(
+            shared.approvals.as_deref(),
+        )),
+        Request::Answer {
+            question,
+            decision,
+            by,
+        } => reply(&crate::approvals::answer_reply(
+            shared.approvals.as_deref(),
+            &question,
+            decision,
+            &by,
+        )),
+        Request::SetTtl { ttl_ms } => {
+            let deadline = ttl_ms.map(|t| state::now_ms().saturating_add(t));
+            match shared.ttl_deadline_ms.lock() {
+                Ok(mut d) => {
+                    *d = deadline;
+                    shared.ttl_changed.notify_all();
+                    shared.bus.emit(EventKind::TtlChanged {
+                        deadline_ms: deadline,
+                    });
+                    reply(&Reply::Ok)
+                }
+                Err(_) => reply(&Reply::Error {
+                    message: "the supervisor's TTL is unusable".into(),
+                }),
+            }
+        }
+        Request::Ps => {
+            let execs: HashMap<i32, u64> = shared
+                .execs
+                .lock()
+                .map(|e| e.iter().filter_map(|(id, s)| Some((s.pid?, *id))).collect())
+                .unwrap_or_default();
+            let processes = processes(shared.init.as_raw())
+                .into_iter()
+                .map(|(host_pid, pid, command)| Process {
+                    pid,
+                    host_pid,
+                    exec: execs.get(&pid).copied(),
+                    command,
+                })
+                .collect();
+            reply(&Reply::Ps { processes })
+        }
+        Request::Follow => {
+            let rx = shared.bus.subscribe();
+            loop {
+                match rx.recv_timeout(CALLER_CHECK) {
+                    Ok(e) => reply(&Reply::Event(e))?,
+                    // A follower that left, in a quiet sandbox, would
+                    // hold its slot until the next event.
+                    Err(RecvTimeoutError::Timeout) if caller_gone(conn) => return Ok(()),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                }
+            }
+        }
+    }
+}
+
+fn status(shared: &Shared) -> Status {
+    let memory_bytes = shared.cgroups.iter().find_map(|cg| {
+        ["memory.current", "memory.usage_in_bytes"]
+            .iter()
+            .find_map(|f| {
+                std::fs::read_to_string(cg.join(f))
+                    .ok()?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+    });
+    // cgroup v2's cpu.stat, or v1's cpuacct (nanoseconds).
+    let cpu_usec = shared.cgroups.iter().find_map(|cg| {
+        let v2 = std::fs::read_to_string(cg.join("cpu.stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.lines()
+                    .find_map(|l| l.strip_prefix("usage_usec "))
+                    .and_then(|v| v.trim().parse().ok())
+            });
+        v2.or_else(|| {
+            std::fs::read_to_string(cg.join("cpuacct.usage"))
+                .ok()?
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .map(|ns| ns / 1000)
+        })
+    });
+    Status {
+        sandbox: shared.bus.sandbox().to_string(),
+        cpu_usec,
+        init_pid: shared.init.as_raw(),
+        started_ms: shared.started_ms,
+        ttl_deadline_ms: shared.ttl_deadline_ms.lock().map(|d| *d).unwrap_or(None),
+        processes: descendants(shared.init.as_raw()).len(),
+        execs: shared.execs.lock().map(|e| e.len()).unwrap_or(0),
+        memory_bytes,
+        egress_bytes: shared.bus.egress_bytes(),
+        main: shared.main.lock().ok().and_then(|m| match &*m {
+            Main::None => None,
+            Main::Held(..) => Some(MainState::Held),
+            Main::Running { exec, pid } => Some(MainState::Running {
+                exec: *exec,
+                pid: *pid,
+            }),
+            Main::Exited(status) => Some(MainState::Exited { status: *status }),
+        }),
+        desktop: shared
+            .desktop
+            .lock()
+            .ok()
+            .and_then(|d| d.as_ref().and_then(|b| b.lock().ok().map(|b| b.clone()))),
+    }
+}

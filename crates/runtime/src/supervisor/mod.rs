@@ -1,0 +1,411 @@
+//! The supervisor of a long-lived sandbox: its own process (started by
+//! `warden start`, detached from whoever started it), which holds the
+//! sandbox's init, cgroup, egress proxy, secrets and audit writer, and
+//! serves the control socket. It ends when the sandbox ends; if it is
+//! killed, the sandbox's init dies with it (parent-death signal) and the
+//! next look at the sandbox cleans what is left ([`crate::state`]).
+
+mod control;
+mod execs;
+mod inside;
+
+use crate::allowlist::Allowlist;
+use crate::approvals::Approvals;
+use crate::events::{Bus, BusSink, Sink};
+use crate::net::Wiring;
+use crate::procs::descendants;
+use crate::protocol::ExecRequest;
+use crate::state::{self, Stored, SupervisorRecord};
+use control::{accept, listen};
+use execs::{read_notices, DesktopLauncher};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use warden_audit::{EventKind, StopReason};
+use warden_jail::spawn::{self, FromInit, ToInit};
+use warden_jail::{Pid, Program};
+
+/// Connections served at once; more are refused.
+const MAX_CONNECTIONS: usize = 256;
+/// How often an exec's connection is looked at for a caller that left
+/// (`exec -d`, or killed): its slot goes back then.
+const CALLER_CHECK: Duration = Duration::from_millis(500);
+/// Grace of a stop the TTL asks for.
+const TTL_GRACE: Duration = Duration::from_secs(10);
+
+/// Why a supervisor could not start its sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error(transparent)]
+    Store(#[from] warden_workspace::StoreError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    #[error("cannot open the sandbox's event sinks: {0}")]
+    Sinks(String),
+    #[error("the sandbox's record is incomplete: {0}")]
+    LostRecords(String),
+    #[error("cannot listen on the control socket {path}")]
+    Listen {
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error(transparent)]
+    Jail(#[from] warden_jail::JailError),
+}
+
+/// Where the init's answer to one file operation goes: its errno and the
+/// descriptor it opened.
+type FileWaiter = SyncSender<(i32, Option<OwnedFd>)>;
+
+/// Everything the sandbox's threads share.
+struct Shared {
+    bus: Arc<Bus>,
+    channel: OwnedFd,
+    init: Pid,
+    started_ms: u64,
+    /// When the TTL stops the sandbox (ms since the epoch); changed by
+    /// [`Request::SetTtl`], watched by the TTL thread.
+    ttl_deadline_ms: Mutex<Option<u64>>,
+    ttl_changed: std::sync::Condvar,
+    next_exec: AtomicU64,
+    execs: Mutex<HashMap<u64, Slot>>,
+    next_file: AtomicU64,
+    /// File operations sent to the init, waiting for its answer.
+    files: Mutex<HashMap<u64, FileWaiter>>,
+    stopping: AtomicBool,
+    /// The hard lifetime (`--timeout`) ended the sandbox.
+    timed_out: AtomicBool,
+    /// The init closed its channel: it has exited.
+    init_gone: AtomicBool,
+    /// `warden run -d`: the end of the first exec ends the sandbox.
+    one_shot: bool,
+    /// The variables that hold secrets' placeholders.
+    secret_names: Vec<String>,
+    cgroups: Vec<PathBuf>,
+    connections: AtomicU64,
+    /// The running proxy's allowlist, changed live.
+    allowlist: Arc<Allowlist>,
+    /// With `--ask`: the questions waiting for an answer.
+    approvals: Option<Arc<Approvals>>,
+    /// The held first process ([`Request::Hold`]).
+    main: Mutex<Main>,
+    /// Its status once it ended: the supervisor's own exit status.
+    main_status: Arc<Mutex<Option<i32>>>,
+    /// A desktop sandbox's programs, as their keepers report them.
+    desktop: Mutex<Option<crate::desktop::services::Board>>,
+}
+
+/// The held first process.
+enum Main {
+    None,
+    /// With a terminal: the id of the one the init opened ahead.
+    Held(ExecRequest, Vec<OwnedFd>, Option<u64>),
+    Running {
+        exec: u64,
+        pid: i32,
+    },
+    Exited(i32),
+}
+
+/// An exec's notices, as the init sends them.
+type Notices = std::sync::mpsc::Receiver<(FromInit, Option<OwnedFd>)>;
+
+struct Slot {
+    argv: Vec<String>,
+    /// Its PID inside the sandbox, once it runs.
+    pid: Option<i32>,
+    tty: bool,
+    started: Instant,
+    waiter: Option<SyncSender<(FromInit, Option<OwnedFd>)>>,
+}
+
+/// Run the supervisor of the named sandbox in this process; returns the
+/// process's exit status. Tells whoever started it how the start went on
+/// `ready` ("ready PID", after a "degraded: LAYER: what" line for each
+/// layer it runs without, or "error: why"), then lets it go.
+///
+/// Must be called single-threaded (the sandbox is cloned from here).
+pub fn run_main(state_root: &Path, name: &str, sink_extra: Vec<Sink>, ready: OwnedFd) -> i32 {
+    // Out of the caller's session: its terminal closing hangs nothing up.
+    let _ = nix::unistd::setsid();
+    let ready = Ready(Arc::new(Mutex::new(Some(ready))));
+    let main_status = Arc::new(Mutex::new(None));
+    match supervise(state_root, name, sink_extra, &ready, main_status.clone()) {
+        // A held first process's status is the supervisor's: containerd's
+        // shim reaps this process for the container's exit.
+        Ok(()) => main_status.lock().ok().and_then(|s| *s).unwrap_or(0),
+        Err(e) => {
+            ready.tell(&format!("error: {}\n", warden_jail::chain_str(&e)));
+            125
+        }
+    }
+}
+
+/// The starter's pipe: told once ("ready PID" or "error: why"), then
+/// closed, which lets the starter go.
+#[derive(Clone)]
+struct Ready(Arc<Mutex<Option<OwnedFd>>>);
+
+impl Ready {
+    fn tell(&self, line: &str) {
+        if let Some(fd) = self.0.lock().ok().and_then(|mut r| r.take()) {
+            let _ = nix::unistd::write(&fd, line.as_bytes());
+        }
+    }
+}
+
+fn supervise(
+    state_root: &Path,
+    name: &str,
+    mut sinks: Vec<Sink>,
+    ready: &Ready,
+    main_status: Arc<Mutex<Option<i32>>>,
+) -> Result<(), SuperviseError> {
+    let store = warden_workspace::Store::open(state_root)?;
+    let sb = store.get(name)?;
+    let lock = sb.lock()?;
+    let dir = sb.dir().to_path_buf();
+    if let Ok(rec) = state::read_json::<SupervisorRecord>(&dir.join(state::SUPERVISOR)) {
+        state::clean_dead(&dir, &rec);
+    }
+    let stored: Stored = state::read_json(&dir.join(state::STORED))?;
+    if let Some(path) = &stored.sinks.audit_log {
+        let log = warden_audit::chain::ChainedLog::open(path)
+            .map_err(|e| SuperviseError::Sinks(warden_jail::chain_str(&e)))?;
+        sinks.push(Box::new(log));
+    }
+    if let Some(path) = &stored.sinks.json_events {
+        let s = warden_audit::JsonLinesSink::open(path)
+            .map_err(|e| SuperviseError::Sinks(warden_jail::chain_str(&e)))?;
+        sinks.push(Box::new(s));
+    }
+    // "Always" answers to its questions are kept for the sandbox's
+    // project (or written into its profile), as a run's are.
+    if let Some(path) = &stored.sinks.grants {
+        sinks.push(Box::new(crate::grants::GrantsSink::new(
+            path.clone(),
+            stored.sinks.grants_into_profile,
+        )));
+    }
+    let socket_path = dir.join(state::CONTROL);
+    let listener = listen(&socket_path)?;
+    lock.set_state(warden_workspace::SandboxState::Running)?;
+
+    // The spec's --timeout is the sandbox's hard lifetime: kept here (not
+    // given to the jail), so that the execs it cuts short are told 124.
+    let mut spec = stored.spec.clone();
+    // What was changed live in earlier starts (`warden egress`, the API,
+    // "always" answers) holds in this one too.
+    crate::allowlist::apply_saved(&dir, &mut spec);
+    let hard_limit = spec.resources.timeout.take();
+    let bus = Bus::new(name, sinks);
+    let mut wiring = Wiring::new(&spec, bus.clone());
+    // This start's own id (the cgroup's name, the prefix of its questions'
+    // ids): sandboxes of one name in two state directories, or one started
+    // again before its old cgroup was removed, never meet.
+    let start = start_suffix();
+    let allowlist = Arc::new(Allowlist::new(
+        wiring.egress_control(),
+        dir.clone(),
+        bus.clone(),
+    ));
+    // Ask mode without a terminal: questions wait for an answer over the
+    // control socket.
+    let approvals = match &spec.network {
+        warden_policy::NetworkSpec::Egress(e) if e.ask => {
+            let a = Arc::new(Approvals::new(bus.clone(), &start, allowlist.clone()));
+            wiring.set_asker(a.clone());
+            Some(a)
+        }
+        _ => None,
+    };
+    let ttl = stored.ttl_ms.map(Duration::from_millis);
+    let one_shot = stored.one_shot;
+    let secret_names: Vec<String> = match &spec.network {
+        warden_policy::NetworkSpec::Egress(e) => e.secrets.iter().map(|x| x.name.clone()).collect(),
+        warden_policy::NetworkSpec::LoopbackOnly => Vec::new(),
+    };
+    let record_path = dir.join(state::SUPERVISOR);
+    let desktop = spec.desktop;
+    let service_bus = bus.clone();
+    let listener = Mutex::new(Some(listener));
+    let ready_out = ready.clone();
+    wiring.on_service(move |channel, init| {
+        // From here on threads may run: the sandbox is cloned.
+        service_bus.start_writer();
+        let started_ms = state::now_ms();
+        let cgroups = state::sandbox_cgroups(init.as_raw());
+        let _ = state::write_json(
+            &record_path,
+            &SupervisorRecord {
+                pid: std::process::id(),
+                start_ticks: state::start_ticks(std::process::id()).unwrap_or(0),
+                started_ms,
+                cgroups: cgroups.clone(),
+            },
+        );
+        let shared = Arc::new(Shared {
+            bus: service_bus.clone(),
+            channel,
+            init,
+            started_ms,
+            ttl_deadline_ms: Mutex::new(ttl.map(|t| started_ms + t.as_millis() as u64)),
+            ttl_changed: std::sync::Condvar::new(),
+            next_exec: AtomicU64::new(1),
+            execs: Mutex::new(HashMap::new()),
+            next_file: AtomicU64::new(1),
+            files: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
+            timed_out: AtomicBool::new(false),
+            init_gone: AtomicBool::new(false),
+            one_shot,
+            secret_names: secret_names.clone(),
+            cgroups,
+            connections: AtomicU64::new(0),
+            allowlist: allowlist.clone(),
+            approvals: approvals.clone(),
+            main: Mutex::new(Main::None),
+            main_status: main_status.clone(),
+            desktop: Mutex::new(None),
+        });
+        let s = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("warden-init".into())
+            .spawn(move || read_notices(&s));
+        if let Some(l) = listener.lock().ok().and_then(|mut l| l.take()) {
+            let s = shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("warden-control".into())
+                .spawn(move || accept(&s, l));
+        }
+        if let Some(limit) = hard_limit {
+            let s = shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("warden-timeout".into())
+                .spawn(move || {
+                    std::thread::sleep(limit);
+                    s.timed_out.store(true, Ordering::SeqCst);
+                    stop(&s, StopReason::Timeout, Duration::ZERO);
+                });
+        }
+        let s = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("warden-ttl".into())
+            .spawn(move || watch_ttl(&s));
+        // A desktop's programs start with the sandbox, each kept running
+        // by a thread of its own.
+        if let Some(d) = &desktop {
+            let board =
+                crate::desktop::services::keep(d, Arc::new(DesktopLauncher(shared.clone())));
+            if let Ok(mut b) = shared.desktop.lock() {
+                *b = Some(board);
+            }
+        }
+        // Ready once the record is written and the control server runs:
+        // a `stop` right after `start` finds it.
+        // What the sandbox runs without is said to the starter too, each
+        // on a line before `ready`: a detached supervisor's stderr is its
+        // log, which nobody reads at start.
+        let mut told: String = service_bus
+            .degraded()
+            .iter()
+            .map(|d| format!("degraded: {}\n", d.replace('\n', " ")))
+            .collect();
+        told.push_str(&format!("ready {}\n", init.as_raw()));
+        ready_out.tell(&told);
+    });
+    let mut sink = BusSink(bus.clone());
+    let id = format!("{name}-{start}");
+    let backend = crate::backend::Backend::of(&spec);
+    let result = backend.run(&spec, &id, Program::Service, &mut sink, &mut wiring);
+    drop(wiring);
+    bus.close();
+    let _ = std::fs::remove_file(&socket_path);
+    let _ = std::fs::remove_file(dir.join(state::SUPERVISOR));
+    let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
+    result?;
+    let lost = bus.lost_records();
+    if !lost.is_empty() {
+        return Err(SuperviseError::LostRecords(lost.join("; ")));
+    }
+    Ok(())
+}
+
+/// SIGTERM to every process, then, after `grace` (or as soon as none is
+/// left), the end of the sandbox.
+fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
+    if shared.stopping.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    shared.bus.emit(EventKind::Stopping { reason });
+    // A first process still held never runs: the sandbox's end is its
+    // end, as if it had been killed (the status containerd's shim reports
+    // for a container killed before it started); its stdio is let go.
+    if let Ok(mut main) = shared.main.lock() {
+        if matches!(*main, Main::Held(..)) {
+            *main = Main::Exited(128 + libc::SIGKILL);
+            if let Ok(mut s) = shared.main_status.lock() {
+                *s = Some(128 + libc::SIGKILL);
+            }
+        }
+    }
+    let _ = spawn::send(shared.channel.as_fd(), &ToInit::TermAll, &[]);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && !descendants(shared.init.as_raw()).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = spawn::send(shared.channel.as_fd(), &ToInit::Shutdown, &[]);
+    // An init that does not go (it always does) is killed, and with it
+    // the whole sandbox; one that went has closed the channel (its PID may
+    // be another process's by now: never signalled then).
+    std::thread::sleep(Duration::from_secs(2));
+    if !shared.init_gone.load(Ordering::SeqCst) {
+        let _ = nix::sys::signal::kill(shared.init, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// Stop the sandbox when its TTL deadline passes; the deadline may be
+/// moved (or removed) while this waits.
+fn watch_ttl(shared: &Arc<Shared>) {
+    let Ok(mut deadline) = shared.ttl_deadline_ms.lock() else {
+        return;
+    };
+    loop {
+        if shared.stopping.load(Ordering::SeqCst) || shared.init_gone.load(Ordering::SeqCst) {
+            return;
+        }
+        let wait = match *deadline {
+            Some(d) => {
+                let now = state::now_ms();
+                if now >= d {
+                    drop(deadline);
+                    stop(shared, StopReason::Ttl, TTL_GRACE);
+                    return;
+                }
+                Duration::from_millis(d - now)
+            }
+            // Looked at now and then: a sandbox that stops ends this thread.
+            None => Duration::from_secs(5),
+        };
+        deadline = match shared.ttl_changed.wait_timeout(deadline, wait) {
+            Ok((d, _)) => d,
+            Err(_) => return,
+        };
+    }
+}
+/// Six hexadecimal digits that tell one start of a sandbox from another.
+fn start_suffix() -> String {
+    let mut b = [0u8; 3];
+    let read = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b));
+    if read.is_err() {
+        let n = std::process::id() ^ (state::now_ms() as u32);
+        b.copy_from_slice(&n.to_le_bytes()[..3]);
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
