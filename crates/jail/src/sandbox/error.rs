@@ -1,0 +1,122 @@
+//! Why a sandbox could not be run.
+
+use crate::{cgroup, pty, quotas};
+use nix::errno::Errno;
+use std::path::PathBuf;
+
+/// Why a sandbox could not be run. Every message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum JailError {
+    #[error(transparent)]
+    Quota(#[from] quotas::QuotaError),
+    #[error("{what} {path} does not exist; create it or pass another path")]
+    MissingPath {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} {path} is a file, not a directory: pass the directory that holds the project")]
+    NotADirectory { what: &'static str, path: PathBuf },
+    #[error("{what} {path} contains '..'; pass the directory itself")]
+    DotDot { what: &'static str, path: PathBuf },
+    #[error("{what} {path} goes through a symbolic link (to {target}): a link left by earlier code in the sandbox could redirect the mount, so warden does not follow links here; pass the real path")]
+    ThroughSymlink {
+        what: &'static str,
+        path: PathBuf,
+        target: PathBuf,
+    },
+    #[error("--rootfs {0} has no /usr or /bin: pass a prepared root tree, e.g. the output of debootstrap")]
+    BadRootfs(PathBuf),
+    #[error("cannot create the sandbox's namespaces ({errno:?}): {why}. Without them {lost}; pass --allow-degraded to run that way anyway")]
+    UserNamespaces {
+        why: String,
+        lost: &'static str,
+        errno: Errno,
+    },
+    #[error("cannot enforce {what}: cgroups are not usable here; run as root, on a host with a delegated cgroup v2 subtree (e.g. under `systemd-run --user --scope -p Delegate=yes`), or pass --allow-degraded to fall back to per-process rlimits")]
+    CgroupRequired {
+        what: String,
+        #[source]
+        source: cgroup::CgroupError,
+    },
+    #[error("cannot prepare {path} for the sandbox's unprivileged host ID")]
+    Idmap {
+        path: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("the file system of {path} does not support idmapped mounts, which root mode needs to keep it writable by the sandbox's unprivileged ID; run warden as a regular user instead of root")]
+    IdmapUnsupported {
+        path: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("cannot write the ID map {path}")]
+    IdMap {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot set up the sandbox: {0}")]
+    Setup(String),
+    #[error("the sandbox's init ended without reporting the command's status ({0})")]
+    InitDied(String),
+    #[error("cannot {what}")]
+    Sys {
+        what: &'static str,
+        #[source]
+        source: Errno,
+    },
+    #[error(transparent)]
+    Pty(#[from] pty::PtyError),
+    #[error("warden runs as UID 0 of a user namespace that maps it to the host's root, so the sandbox would be the host's root; run warden as a regular user, or as root outside any user namespace")]
+    OuterRoot,
+    #[error("without namespaces the sandbox runs with the workspace owner's host IDs, and {0} belongs to root: the sandbox would be root on the host; give the workspace to a regular user (chown) or run warden as that user")]
+    DegradedRootWorkspace(PathBuf),
+    #[error(
+        "the overlay's upper directory {upper} and work directory {work} must be side by side"
+    )]
+    OverlayLayout { upper: PathBuf, work: PathBuf },
+    #[error("--overlay needs a mount namespace, which this host does not give (degraded mode); run without --overlay, or fix the host (see `warden doctor`)")]
+    OverlayDegraded,
+    #[error("cannot serve the sandbox's network: {0}")]
+    Attach(String),
+    #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in --publish HOSTPORT:PORT)")]
+    Publish {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--rootfs needs the sandbox's own mount namespace, which this host does not allow; leave --rootfs out to run degraded")]
+    RootfsNeedsNamespaces,
+    #[error("a long-lived sandbox (create, start, run -d) needs its own namespaces, which this host does not allow; use `warden run --allow-degraded` for one command at a time")]
+    ServiceNeedsNamespaces,
+    #[error("cannot create the sandbox's private directory {path}")]
+    PrivateTmp {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "warden has no seccomp filter for the {0} architecture (it supports x86_64 and aarch64)"
+    )]
+    UnsupportedArch(&'static str),
+    #[error("a string in the command or environment contains a NUL byte: {0:?}")]
+    Nul(String),
+    #[error(transparent)]
+    Secrets(#[from] crate::secrets::SecretsError),
+    #[error("--secret needs the sandbox's own network namespace (the proxy substitutes the values), which this host does not allow")]
+    SecretsNeedNamespaces,
+    #[error("cannot join the network namespace {path}: {why}")]
+    JoinNetwork {
+        path: PathBuf,
+        why: String,
+        #[source]
+        source: Errno,
+    },
+}
+
+pub(super) fn sys_err(what: &'static str) -> impl FnOnce(Errno) -> JailError {
+    move |source| JailError::Sys { what, source }
+}

@@ -1,0 +1,297 @@
+//! What of the host the sandbox gets: the paths it binds (resolved on the
+//! host, through no link), the IDs it runs as, its overlay.
+
+use super::host_paths::{open_network_namespace, resolve_host_path};
+use super::{JailError, NOBODY};
+use crate::mounts::{BindPlan, OverlayPlan, RootfsPlan};
+use crate::sys;
+use nix::errno::Errno;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use warden_policy::{Home, NetworkSpec, OverlayDirs, SandboxSpec, HOME_MOUNT, WORKSPACE_MOUNT};
+
+/// The host's side of the sandbox, resolved before the clone.
+pub(super) struct HostPlan {
+    /// A network namespace to join, the supervisor's own, and its path.
+    pub join_network: Option<(OwnedFd, OwnedFd, PathBuf)>,
+    pub rootfs: Option<RootfsPlan>,
+    /// The workspace as the person named it (lexically normalised).
+    pub workspace: Option<PathBuf>,
+    /// The sandbox's IDs inside, and the host IDs they map to.
+    pub uid: u32,
+    pub gid: u32,
+    pub host_uid: u32,
+    pub host_gid: u32,
+    pub binds: Vec<BindPlan>,
+    /// What the sandbox may write (Landlock), inside paths.
+    pub writable: Vec<PathBuf>,
+    /// The home is a tmpfs of its own.
+    pub home_tmpfs: bool,
+}
+
+pub(super) fn host_plan(
+    spec: &SandboxSpec,
+    degraded_mode: bool,
+    root_mode: bool,
+) -> Result<HostPlan, JailError> {
+    let fs = &spec.filesystem;
+    // A namespace to join is opened now (and checked to be another
+    // network namespace than the supervisor's own, never the host's).
+    let join_network = match &spec.join_network {
+        Some(p) => {
+            if matches!(spec.network, NetworkSpec::Egress(_)) || !spec.publish.is_empty() {
+                return Err(JailError::JoinNetwork {
+                    path: p.clone(),
+                    why: "a sandbox that joins another's network namespace goes out through that one's proxy: it cannot have an egress policy or published ports of its own".into(),
+                    source: Errno::EINVAL,
+                });
+            }
+            Some(open_network_namespace(p, degraded_mode, root_mode)?)
+        }
+        None => None,
+    };
+
+    // Host-side paths are resolved here, on the host, without following
+    // symbolic links; what gets mounted is the descriptor resolved now.
+    let rootfs = match &fs.rootfs {
+        Some(r) => {
+            let (r, fd) = resolve_host_path("--rootfs", r)?;
+            if !r.join("usr").is_dir() && !r.join("bin").exists() {
+                return Err(JailError::BadRootfs(r));
+            }
+            let tree = if root_mode {
+                Some(
+                    sys::open_tree_clone_fd(fd.as_fd()).map_err(|source| JailError::Idmap {
+                        path: r.clone(),
+                        source,
+                    })?,
+                )
+            } else {
+                None
+            };
+            Some(RootfsPlan { path: r, tree })
+        }
+        None => None,
+    };
+    let (workspace, workspace_fd) = match fs.workspace.as_deref() {
+        Some(w) => {
+            let (path, fd) = resolve_host_path("--workspace", w)?;
+            let st = nix::sys::stat::fstat(&fd).map_err(|e| JailError::MissingPath {
+                what: "--workspace",
+                path: path.clone(),
+                source: e.into(),
+            })?;
+            if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+                return Err(JailError::NotADirectory {
+                    what: "--workspace",
+                    path,
+                });
+            }
+            (Some(path), Some((fd, st.st_uid, st.st_gid)))
+        }
+        None => (None, None),
+    };
+
+    let owner = workspace_fd.as_ref().map(|(_, u, g)| (*u, *g));
+    let (uid, gid, host_uid, host_gid) =
+        sandbox_ids(root_mode, degraded_mode, workspace.as_deref(), owner)?;
+
+    let mut binds = Vec::new();
+    let mut writable = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
+    let mut add_bind = |src: PathBuf,
+                        source: OwnedFd,
+                        dst: PathBuf,
+                        writable_bind: bool|
+     -> Result<(), JailError> {
+        // As root, binds are cloned here, where the host's permissions
+        // allow the lookup (the sandbox's ID is nobody on the host), and
+        // writable ones are then idmapped so that the sandbox can write them
+        // while files keep their owners on disk.
+        let tree = if root_mode && !degraded_mode {
+            Some(
+                sys::open_tree_clone_fd(source.as_fd()).map_err(|source| JailError::Idmap {
+                    path: src.clone(),
+                    source,
+                })?,
+            )
+        } else {
+            None
+        };
+        if writable_bind {
+            writable.push(dst.clone());
+        }
+        binds.push(BindPlan {
+            src,
+            source,
+            dst,
+            writable: writable_bind,
+            tree,
+            // Read-only binds too, so that a bound repository is owned
+            // inside by the user who owns it (git refuses a repository of
+            // another owner), but only for an ordinary user inside: mapped
+            // to the sandbox's root, every root-only file of the bind
+            // would become its own to read.
+            idmap: root_mode && !degraded_mode && (writable_bind || uid != 0),
+            overlay: None,
+        });
+        Ok(())
+    };
+    if let (Some(w), Some((fd, _, _))) = (&workspace, workspace_fd) {
+        add_bind(w.clone(), fd, PathBuf::from(WORKSPACE_MOUNT), true)?;
+    }
+    for b in &fs.binds {
+        let what = if b.writable { "--rw" } else { "--ro" };
+        let (src, fd) = resolve_host_path(what, &b.path)?;
+        add_bind(src, fd, b.path.components().collect(), b.writable)?;
+    }
+    // The sandbox's own home and the profile's caches: directories of
+    // warden's state, bound writable after every other bind (the caches
+    // below the home). As root they are idmapped like the workspace, so
+    // they are given to the IDs the sandbox has inside.
+    let home_tmpfs = fs.home == Home::Tmpfs && !degraded_mode;
+    if !degraded_mode {
+        let kept_home = match &fs.home {
+            Home::Dir(d) => Some((d.as_path(), Path::new(HOME_MOUNT))),
+            _ => None,
+        };
+        let caches = fs
+            .caches
+            .iter()
+            .map(|c| (c.host.as_path(), c.inside.as_path()));
+        for (dir, inside) in kept_home.into_iter().chain(caches) {
+            let (src, fd) = resolve_host_path("the sandbox's home or cache", dir)?;
+            if root_mode {
+                nix::unistd::fchownat(
+                    &fd,
+                    "",
+                    Some(nix::unistd::Uid::from_raw(uid)),
+                    Some(nix::unistd::Gid::from_raw(gid)),
+                    nix::fcntl::AtFlags::AT_EMPTY_PATH,
+                )
+                .map_err(|source| JailError::Sys {
+                    what: "give the sandbox's home or cache to its user",
+                    source,
+                })?;
+            }
+            add_bind(src, fd, inside.to_path_buf(), true)?;
+        }
+    }
+    if home_tmpfs {
+        writable.push(PathBuf::from(HOME_MOUNT));
+    }
+    if let Some(dirs) = &fs.overlay {
+        if degraded_mode {
+            // No mount namespace: no overlay. Refused rather than writing
+            // the real workspace, which --overlay promised not to do.
+            return Err(JailError::OverlayDegraded);
+        }
+        let overlay = overlay_plan(dirs, root_mode, host_uid, host_gid)?;
+        if let Some(b) = binds
+            .iter_mut()
+            .find(|b| b.dst == Path::new(WORKSPACE_MOUNT))
+        {
+            b.overlay = Some(overlay);
+        }
+    }
+
+    Ok(HostPlan {
+        join_network,
+        rootfs,
+        workspace,
+        uid,
+        gid,
+        host_uid,
+        host_gid,
+        binds,
+        writable,
+        home_tmpfs,
+    })
+}
+
+/// The sandbox's own IDs. Rootless: the caller's own. As root: the owner
+/// of the workspace (so its files look like the sandbox's own), mapped to
+/// nobody on the host.
+/// `owner` is the workspace's owner, when there is a workspace. Returns the
+/// IDs inside (uid, gid) and the host IDs they map to.
+fn sandbox_ids(
+    root_mode: bool,
+    degraded_mode: bool,
+    workspace: Option<&Path>,
+    owner: Option<(u32, u32)>,
+) -> Result<(u32, u32, u32, u32), JailError> {
+    if root_mode && degraded_mode {
+        // No user namespace to map through: the IDs are the host's. The
+        // workspace owner's, so that it stays writable; nobody without one.
+        // Never root: that would be root on the host.
+        let (u, g) = owner.unwrap_or((NOBODY, NOBODY));
+        if u == 0 || g == 0 {
+            return Err(JailError::DegradedRootWorkspace(
+                workspace.map(Path::to_path_buf).unwrap_or_default(),
+            ));
+        }
+        Ok((u, g, u, g))
+    } else if root_mode {
+        let (u, g) = owner.unwrap_or((0, 0));
+        Ok((u, g, NOBODY, NOBODY))
+    } else {
+        let (u, g) = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        Ok((u, g, u, g))
+    }
+}
+
+/// The overlay over the workspace: its upper and work directories, resolved
+/// on the host; as root, given to the sandbox's host user and cloned to be
+/// idmapped.
+fn overlay_plan(
+    dirs: &OverlayDirs,
+    root_mode: bool,
+    host_uid: u32,
+    host_gid: u32,
+) -> Result<OverlayPlan, JailError> {
+    let (upper, upper_fd) = resolve_host_path("the overlay's upper directory", &dirs.upper)?;
+    let (work, work_fd) = resolve_host_path("the overlay's work directory", &dirs.work)?;
+    let parent = upper.parent().map(Path::to_path_buf).unwrap_or_default();
+    if work.parent() != Some(parent.as_path()) {
+        return Err(JailError::OverlayLayout { upper, work });
+    }
+    let tree = if root_mode {
+        // The overlay is mounted by the sandbox's user (nobody on the
+        // host): its directories must be that user's, and their parent
+        // traversable (not listable) by it.
+        for fd in [&upper_fd, &work_fd] {
+            nix::unistd::fchownat(
+                fd,
+                "",
+                Some(nix::unistd::Uid::from_raw(host_uid)),
+                Some(nix::unistd::Gid::from_raw(host_gid)),
+                nix::fcntl::AtFlags::AT_EMPTY_PATH,
+            )
+            .map_err(|source| JailError::Sys {
+                what: "give the overlay's directories to the sandbox's user",
+                source,
+            })?;
+        }
+        let (_, parent_fd) = resolve_host_path("the overlay's state directory", &parent)?;
+        std::fs::set_permissions(
+            format!("/proc/self/fd/{}", parent_fd.as_raw_fd()),
+            std::os::unix::fs::PermissionsExt::from_mode(0o711),
+        )
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+        .map_err(|source| JailError::Sys {
+            what: "let the sandbox's user reach the overlay's directories",
+            source,
+        })?;
+        Some(
+            sys::open_tree_clone_fd(parent_fd.as_fd()).map_err(|source| JailError::Idmap {
+                path: parent.clone(),
+                source,
+            })?,
+        )
+    } else {
+        None
+    };
+    Ok(OverlayPlan { upper, work, tree })
+}
