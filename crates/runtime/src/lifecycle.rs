@@ -343,9 +343,18 @@ pub fn remove(store: &Store, name: &str, force: bool) -> Result<(), LifecycleErr
             Err(LifecycleError::Client(ClientError::NotRunning { .. })) => {}
             // It was ending on its own (a one-shot sandbox whose command
             // could not start): what it said no longer matters once it is
-            // gone.
-            Err(_) if !liveness(&sb).running() => {}
-            r => r?,
+            // gone. Its control socket goes a moment before its record
+            // does, so a refused connection is given that moment.
+            Err(e) => {
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                while liveness(&sb).running() {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(e);
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            Ok(()) => {}
         }
     }
     let own = own_workspace(store, name);
