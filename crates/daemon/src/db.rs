@@ -1,11 +1,15 @@
 //! The daemon's records, in one SQLite database (WAL) in the state
 //! directory: the sandboxes it created (with their labels), the commands
-//! it started in them and how they ended, and its tokens (hashed). The
+//! it started in them and how they ended, its tokens (hashed), and the
+//! envd access tokens of the sandboxes the E2B door made (kept whole: a
+//! signed file URL is checked against them; each stands for one token's
+//! power over one sandbox, and goes with the sandbox). The
 //! sandboxes themselves live in the runtime's store and their supervisors;
 //! these records are what the daemon adds, and they survive its restarts.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Why the database could not be used.
@@ -17,12 +21,24 @@ pub enum DbError {
         #[source]
         source: rusqlite::Error,
     },
+    #[error("cannot make the daemon's database {path} owner-only")]
+    Protect {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("the daemon's database failed to {what}")]
     Query {
         what: &'static str,
         #[source]
         source: rusqlite::Error,
     },
+}
+
+fn wal_file(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 fn q(what: &'static str) -> impl FnOnce(rusqlite::Error) -> DbError {
@@ -66,6 +82,13 @@ CREATE TABLE IF NOT EXISTS tokens (
     revoked INTEGER NOT NULL DEFAULT 0,
     max_sandboxes INTEGER,
     max_memory INTEGER
+);
+CREATE TABLE IF NOT EXISTS e2b_keys (
+    sandbox TEXT NOT NULL,
+    token TEXT NOT NULL,
+    key TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    PRIMARY KEY (sandbox, token)
 );
 ";
 
@@ -115,6 +138,15 @@ pub struct TokenRow {
     pub max_memory: Option<u64>,
 }
 
+/// An envd access token: what `token` may do to `sandbox`, through the
+/// E2B door, by `key` (sent as `X-Access-Token`, or signing a file URL).
+#[derive(Debug, Clone, PartialEq)]
+pub struct E2bKey {
+    pub sandbox: String,
+    pub token: String,
+    pub key: String,
+}
+
 pub struct Db {
     conn: Connection,
 }
@@ -126,6 +158,22 @@ impl Db {
             source,
         };
         let conn = Connection::open(path).map_err(open)?;
+        // Owner-only: it keeps the envd access tokens whole. SQLite gives
+        // its journal files the database file's permissions.
+        for file in [
+            path.to_path_buf(),
+            wal_file(path, "-wal"),
+            wal_file(path, "-shm"),
+        ] {
+            if file.exists() {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).map_err(
+                    |source| DbError::Protect {
+                        path: file.clone(),
+                        source,
+                    },
+                )?;
+            }
+        }
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(open)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
@@ -180,8 +228,9 @@ impl Db {
         Ok(rows)
     }
 
-    /// Forget a removed sandbox and its commands.
+    /// Forget a removed sandbox, its commands and its envd access tokens.
     pub fn remove_sandbox(&self, id: &str) -> Result<(), DbError> {
+        self.remove_e2b_keys(id)?;
         self.conn
             .execute("DELETE FROM execs WHERE sandbox = ?1", params![id])
             .map_err(q("remove a sandbox's commands"))?;
@@ -351,6 +400,62 @@ impl Db {
         Ok(rows)
     }
 
+    /// The envd access token of `token` for sandbox `sandbox`, if it was
+    /// given one.
+    pub fn e2b_key(&self, sandbox: &str, token: &str) -> Result<Option<String>, DbError> {
+        self.conn
+            .query_row(
+                "SELECT key FROM e2b_keys WHERE sandbox = ?1 AND token = ?2",
+                params![sandbox, token],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(q("read an envd access token"))
+    }
+
+    /// Keep `key` as the envd access token of `token` for `sandbox`, unless
+    /// it has one already; the one it has after.
+    pub fn insert_e2b_key(&self, sandbox: &str, token: &str, key: &str) -> Result<String, DbError> {
+        self.conn
+            .execute(
+                "INSERT OR IGNORE INTO e2b_keys (sandbox, token, key, created_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![sandbox, token, key, warden_runtime::state::now_ms() as i64],
+            )
+            .map_err(q("record an envd access token"))?;
+        Ok(self
+            .e2b_key(sandbox, token)?
+            .unwrap_or_else(|| key.to_string()))
+    }
+
+    /// The envd access tokens, as (sandbox, token id, key): of `sandbox`
+    /// only, or of every sandbox.
+    pub fn e2b_keys(&self, sandbox: Option<&str>) -> Result<Vec<E2bKey>, DbError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT sandbox, token, key FROM e2b_keys WHERE ?1 IS NULL OR sandbox = ?1")
+            .map_err(q("list envd access tokens"))?;
+        let rows = st
+            .query_map(params![sandbox], |r| {
+                Ok(E2bKey {
+                    sandbox: r.get(0)?,
+                    token: r.get(1)?,
+                    key: r.get(2)?,
+                })
+            })
+            .map_err(q("list envd access tokens"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(q("list envd access tokens"))?;
+        Ok(rows)
+    }
+
+    /// Forget the envd access tokens of `sandbox`.
+    pub fn remove_e2b_keys(&self, sandbox: &str) -> Result<(), DbError> {
+        self.conn
+            .execute("DELETE FROM e2b_keys WHERE sandbox = ?1", params![sandbox])
+            .map_err(q("remove a sandbox's envd access tokens"))?;
+        Ok(())
+    }
+
     /// Revoke a token by its id or name; whether one was.
     pub fn revoke_token(&self, id_or_name: &str) -> Result<bool, DbError> {
         let n = self
@@ -448,5 +553,28 @@ mod tests {
         assert!(db.unfinished_execs().unwrap().is_empty());
         db.remove_sandbox("sb-1").unwrap();
         assert!(db.exec("ex-1").unwrap().is_none());
+    }
+
+    #[test]
+    fn an_envd_access_token_is_kept_once_owner_only_and_goes_with_its_sandbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.db");
+        std::fs::write(&path, b"").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let db = Db::open(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the database keeps keys whole: owner-only");
+        assert_eq!(db.insert_e2b_key("sb-a", "tok", "k1").unwrap(), "k1");
+        // A second create or connect of the same token keeps the first.
+        assert_eq!(db.insert_e2b_key("sb-a", "tok", "k2").unwrap(), "k1");
+        db.insert_e2b_key("sb-a", "other", "k3").unwrap();
+        db.insert_e2b_key("sb-b", "tok", "k4").unwrap();
+        assert_eq!(db.e2b_keys(Some("sb-a")).unwrap().len(), 2);
+        assert_eq!(db.e2b_keys(None).unwrap().len(), 3);
+        db.remove_sandbox("sb-a").unwrap();
+        assert!(db.e2b_key("sb-a", "tok").unwrap().is_none());
+        assert_eq!(db.e2b_keys(None).unwrap()[0].key, "k4");
+        db.remove_e2b_keys("sb-b").unwrap();
+        assert!(db.e2b_keys(None).unwrap().is_empty());
     }
 }

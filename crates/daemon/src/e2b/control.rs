@@ -196,8 +196,37 @@ struct Created {
     domain: Option<String>,
 }
 
-/// The token the caller came with: answered back as the sandbox's envd
-/// access token, which the SDK sends on every sandbox call.
+/// The sandbox's envd access token for this caller, which the SDK sends
+/// on every sandbox call and signs file URLs with. A sandbox the E2B door
+/// made has one of its own for each token that creates or connects to it
+/// (kept by the daemon, standing for that token's power over that sandbox
+/// only: [`super::signing`]); another sandbox answers the caller's own
+/// token back, which works the same except for signed URLs.
+fn access_token(e: &E2b, caller: &Caller, info: &SandboxInfo, headers: &HeaderMap) -> String {
+    if let (Caller::Token(t), true) = (caller, info.labels.contains_key("e2b.template")) {
+        let minted = e
+            .app
+            .db()
+            .ok()
+            .and_then(|db| match db.e2b_key(&info.id, &t.id) {
+                Ok(Some(k)) => Some(k),
+                Ok(None) => {
+                    let key = super::signing::new_key();
+                    (!key.is_empty())
+                        .then(|| db.insert_e2b_key(&info.id, &t.id, &key).ok())
+                        .flatten()
+                }
+                Err(_) => None,
+            });
+        if let Some(k) = minted {
+            return k;
+        }
+        tracing::warn!(sandbox = %info.id, "e2b: no envd access token could be kept; answering the caller's token");
+    }
+    api_key(headers)
+}
+
+/// The token the caller came with.
 fn api_key(headers: &HeaderMap) -> String {
     headers
         .get("x-api-key")
@@ -250,9 +279,10 @@ pub async fn create(
         Ok(r) => r,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
-    match sandboxes::create(State(e.app.clone()), Extension(caller), Body(req)).await {
+    match sandboxes::create(State(e.app.clone()), Extension(caller.clone()), Body(req)).await {
         Ok((_, Json(info))) => {
-            (StatusCode::CREATED, Json(created(&info, api_key(&headers)))).into_response()
+            let key = access_token(&e, &caller, &info, &headers);
+            (StatusCode::CREATED, Json(created(&info, key))).into_response()
         }
         Err(err) => from_api(err),
     }
@@ -357,7 +387,10 @@ pub async fn get_one(
         return denied(why);
     }
     match running(&e, &id).await {
-        Ok(info) => Json(detail(&e, &info, Some(api_key(&headers)))).into_response(),
+        Ok(info) => {
+            let key = access_token(&e, &caller, &info, &headers);
+            Json(detail(&e, &info, Some(key))).into_response()
+        }
         Err(r) => r,
     }
 }
@@ -498,9 +531,13 @@ pub async fn kill(
     }
 }
 
-/// Forget a killed sandbox's processes and watchers (a watcher's native
+/// Forget a killed sandbox's envd access tokens (a kept one's too: its
+/// signed URLs end with the kill), processes and watchers (a watcher's native
 /// watch, and its place among the daemon's watches, go with it).
 fn forget(e: &E2b, id: &str) {
+    if let Ok(db) = e.app.db() {
+        let _ = db.remove_e2b_keys(id);
+    }
     if let Ok(mut p) = e.procs.lock() {
         p.remove(id);
     }
@@ -606,7 +643,8 @@ pub async fn connect(
             return r;
         }
     }
-    Json(created(&info, api_key(&headers))).into_response()
+    let key = access_token(&e, &caller, &info, &headers);
+    Json(created(&info, key)).into_response()
 }
 
 #[cfg(test)]

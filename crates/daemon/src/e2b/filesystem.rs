@@ -18,7 +18,7 @@ use std::time::Duration;
 use warden_jail::files::FileOp;
 
 use super::connect::{self, Code, RpcError};
-use super::{paths, permit, E2b};
+use super::{paths, permit, E2b, Target};
 use crate::api::{FileEntry, MoveRequest};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -495,6 +495,8 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The `/files` query (its `username`, `signature` and
+/// `signature_expiration` were checked before: [`super::envd_auth`]).
 #[derive(Debug, Deserialize)]
 pub struct FilesQuery {
     #[serde(default)]
@@ -517,8 +519,8 @@ fn files_error(e: ApiError) -> Response {
         .into_response()
 }
 
-fn files_permit(e: &E2b, caller: &Caller, sb: &str) -> Result<(), connect::Refused> {
-    permit(&e.app, caller, "GET", "/v1/sandboxes/{id}/files", Some(sb)).map_err(|why| {
+fn files_permit(e: &E2b, caller: &Caller, method: &str, sb: &str) -> Result<(), connect::Refused> {
+    permit(&e.app, caller, method, "/v1/sandboxes/{id}/files", Some(sb)).map_err(|why| {
         Box::new(files_error(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
@@ -527,23 +529,22 @@ fn files_permit(e: &E2b, caller: &Caller, sb: &str) -> Result<(), connect::Refus
     })
 }
 
-/// `GET /files?path=`: the file's bytes (the native read).
+/// `GET /files?path=`: the file's bytes (the native read). A signed URL
+/// reads the file it was signed for.
 pub async fn download(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
+    Extension(target): Extension<Target>,
     q: Result<Query<FilesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let Some(sb) = super::sandbox_header(&headers) else {
-        return files_error(ApiError::bad_request("no E2b-Sandbox-Id header"));
-    };
-    if let Err(r) = files_permit(&e, &caller, &sb) {
+    let sb = target.sandbox;
+    if let Err(r) = files_permit(&e, &caller, "GET", &sb) {
         return *r;
     }
     let Ok(Query(q)) = q else {
         return files_error(ApiError::bad_request("the query does not fit: ?path=FILE"));
     };
-    let path = q.path.map(|p| paths::to_warden(&p));
+    let path = target.signed_path.or(q.path).map(|p| paths::to_warden(&p));
     match files::read(State(e.app.clone()), Path(sb), query(path)).await {
         Ok(r) => r,
         Err(err) => files_error(err),
@@ -590,23 +591,27 @@ async fn write_one(
 }
 
 /// `POST /files`: one file as `application/octet-stream` (`?path=`), or
-/// any number as `multipart/form-data`, each part's file name its path.
+/// any number as `multipart/form-data`, each part's file name its path
+/// unless `?path=` names one (as envd takes it). A signed URL writes the
+/// file it was signed for, whatever the parts are named.
 pub async fn upload(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
+    Extension(target): Extension<Target>,
     headers: HeaderMap,
     q: Result<Query<FilesQuery>, axum::extract::rejection::QueryRejection>,
     req: Request,
 ) -> Response {
-    let Some(sb) = super::sandbox_header(&headers) else {
-        return files_error(ApiError::bad_request("no E2b-Sandbox-Id header"));
-    };
-    if let Err(r) = files_permit(&e, &caller, &sb) {
+    let sb = target.sandbox;
+    if let Err(r) = files_permit(&e, &caller, "PUT", &sb) {
         return *r;
     }
-    let Ok(Query(q)) = q else {
+    let Ok(Query(mut q)) = q else {
         return files_error(ApiError::bad_request("the query does not fit: ?path=FILE"));
     };
+    if target.signed_path.is_some() {
+        q.path = target.signed_path;
+    }
     if headers.get(header::CONTENT_ENCODING).is_some() {
         return files_error(ApiError::bad_request(
             "compressed uploads (gzip=True) are not taken: upload without gzip",
@@ -629,10 +634,10 @@ pub async fn upload(
                 Ok(None) => break,
                 Err(err) => return files_error(ApiError::bad_request(err.body_text())),
             };
-            let Some(path) = field
-                .file_name()
-                .map(str::to_string)
-                .or_else(|| q.path.clone())
+            let Some(path) = q
+                .path
+                .clone()
+                .or_else(|| field.file_name().map(str::to_string))
             else {
                 return files_error(ApiError::bad_request(
                     "a part names no file: give each part a file name (its path)",

@@ -9,9 +9,12 @@
 //! The SDK is pointed here with `E2B_API_URL` and `E2B_SANDBOX_URL` (both
 //! this listener; sandbox calls name their sandbox in the
 //! `E2b-Sandbox-Id` header), and `E2B_API_KEY` holding a warden token.
-//! The control API takes the token in `X-API-Key`; each sandbox answers
-//! its token back as the envd access token, which the SDK then sends in
-//! `X-Access-Token` and which is checked on every sandbox call. Each call
+//! The control API takes the token in `X-API-Key`; a sandbox the E2B
+//! door made answers each token that creates or connects to it with an
+//! envd access token of its own ([`signing`]), which the SDK then sends in
+//! `X-Access-Token` (checked on every sandbox call) and signs file URLs
+//! with (a `/files` request with no token is checked by its signature).
+//! Each call
 //! is allowed by the same scope table as the native route it maps to
 //! ([`crate::auth::ROUTES`]), so a token may do through E2B exactly what
 //! it may do natively.
@@ -21,6 +24,7 @@ mod control;
 mod filesystem;
 mod paths;
 mod process;
+mod signing;
 mod terminal;
 
 use axum::extract::{Request, State};
@@ -31,6 +35,7 @@ use axum::routing::{delete, get, post, put};
 use axum::Router;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use subtle::ConstantTimeEq;
 
 use crate::app::App;
 use crate::auth::{self, Caller};
@@ -221,54 +226,256 @@ async fn control_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -
     }
 }
 
-/// The sandbox API's callers: `X-Access-Token` (the token the control API
-/// answered as the sandbox's envd access token).
+/// The sandbox a sandbox-API call is for, and, for a signed file URL,
+/// the one file it was signed for (the `/files` handlers take that path
+/// and no other).
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub sandbox: String,
+    pub signed_path: Option<String>,
+}
+
+/// The caller an `X-Access-Token` names for `sandbox`: a sandbox's envd
+/// access token (that token's power over that sandbox only), or a warden
+/// token.
+fn check_access(
+    app: &App,
+    sandbox: &str,
+    value: Option<&str>,
+) -> Result<Caller, (StatusCode, String)> {
+    let Some(key) = value
+        .map(str::trim)
+        .filter(|v| v.starts_with(signing::KEY_PREFIX))
+    else {
+        return check_token(app, value);
+    };
+    let db = app.db().map_err(|e| (e.status, e.problem.message))?;
+    let keys = db
+        .e2b_keys(Some(sandbox))
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, chain(&e)))?;
+    let mut found = None;
+    for k in &keys {
+        let same: bool = k.key.as_bytes().ct_eq(key.as_bytes()).into();
+        if same {
+            found = Some(k);
+        }
+    }
+    let Some(k) = found else {
+        return Err((
+            StatusCode::UNAUTHORIZED,
+            format!("the access token is not one of sandbox {sandbox}'s (each sandbox answers its own on create and connect; a killed sandbox's are gone)"),
+        ));
+    };
+    key_caller(&db, k)
+}
+
+/// The caller an envd access token stands for: its token, as long as that
+/// is not revoked, good for its sandbox's data API only.
+fn key_caller(db: &crate::db::Db, k: &crate::db::E2bKey) -> Result<Caller, (StatusCode, String)> {
+    match db.token(&k.token) {
+        Ok(Some(mut t)) if !t.revoked => {
+            if t.sandbox.as_deref().is_some_and(|only| only != k.sandbox) {
+                return Err((
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "token {} is for sandbox {} only",
+                        t.id,
+                        t.sandbox.unwrap_or_default()
+                    ),
+                ));
+            }
+            t.sandbox = Some(k.sandbox.clone());
+            Ok(Caller::Token(t))
+        }
+        Ok(Some(t)) => Err((
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "the token {} this access token stands for was revoked",
+                t.id
+            ),
+        )),
+        Ok(None) => Err((
+            StatusCode::UNAUTHORIZED,
+            "the token this access token stands for no longer exists".into(),
+        )),
+        Err(e) => Err((StatusCode::INTERNAL_SERVER_ERROR, chain(&e))),
+    }
+}
+
+/// A signed file URL's query.
+#[derive(Debug, Default, serde::Deserialize)]
+struct SignedQuery {
+    path: Option<String>,
+    username: Option<String>,
+    signature: Option<String>,
+    signature_expiration: Option<String>,
+}
+
+/// The caller and file a signed `/files` request (no token) stands for:
+/// the signature checked against the envd access tokens (of the sandbox
+/// `E2b-Sandbox-Id` names, or of every sandbox when none is named, as in
+/// a URL the SDK made for `E2B_SANDBOX_URL`).
+fn signed_caller(app: &App, req: &Request) -> Result<(Caller, Target), (StatusCode, String)> {
+    let unauthorized = |m: String| (StatusCode::UNAUTHORIZED, m);
+    let op = match *req.method() {
+        axum::http::Method::GET => signing::Operation::Read,
+        axum::http::Method::POST => signing::Operation::Write,
+        _ => return Err((StatusCode::METHOD_NOT_ALLOWED, "GET or POST /files".into())),
+    };
+    let q = axum::extract::Query::<SignedQuery>::try_from_uri(req.uri())
+        .map(|q| q.0)
+        .map_err(|e| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("the query does not fit: {}", e.body_text()),
+            )
+        })?;
+    let Some(sig) = q.signature.as_deref() else {
+        return Err(unauthorized(
+            "no access token and no signature: send X-Access-Token, or use a URL from the SDK's download_url/upload_url".into(),
+        ));
+    };
+    let path = q.path.clone().unwrap_or_default();
+    let signed = signing::Signed {
+        path: &path,
+        op,
+        user: q.username.as_deref().unwrap_or(""),
+        signature: sig,
+        expiration: q.signature_expiration.as_deref(),
+    };
+    let db = app.db().map_err(|e| (e.status, e.problem.message))?;
+    let only = sandbox_header(req.headers());
+    let keys = db
+        .e2b_keys(only.as_deref())
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, chain(&e)))?;
+    let texts: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(i64::MAX);
+    let i = signing::verify(&signed, &texts, now).map_err(|e| unauthorized(e.to_string()))?;
+    let Some(k) = keys.get(i) else {
+        return Err(unauthorized(signing::SignError::NoMatch.to_string()));
+    };
+    let caller = key_caller(&db, k)?;
+    Ok((
+        caller,
+        Target {
+            sandbox: k.sandbox.clone(),
+            signed_path: Some(path),
+        },
+    ))
+}
+
+/// The user a sandbox-API call asks for: `username` in a `/files` query,
+/// `Authorization: Basic base64(USER:)` on the RPCs. A sandbox has one
+/// identity, which E2B code may call "user" or "root"; another name is
+/// refused, as envd refuses a user its image lacks.
+fn check_user(req: &Request) -> Result<(), String> {
+    use base64::Engine;
+    let mut asked = Vec::new();
+    if let Ok(axum::extract::Query(q)) =
+        axum::extract::Query::<SignedQuery>::try_from_uri(req.uri())
+    {
+        asked.extend(q.username);
+    }
+    if let Some(v) = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        let basic = v
+            .strip_prefix("Basic ")
+            .and_then(|b| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(b.trim())
+                    .ok()
+            })
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or_else(|| "the Authorization header is not `Basic base64(USER:)`".to_string())?;
+        asked.push(basic.split(':').next().unwrap_or("").to_string());
+    }
+    match asked.iter().find(|u| !KNOWN_USERS.contains(&u.as_str())) {
+        Some(u) => Err(format!(
+            "user {u:?}: a warden sandbox has one identity, which E2B code names \"user\" or \"root\" (see the README's E2B section)"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The users E2B's images have (and the empty name, envd's default).
+const KNOWN_USERS: &[&str] = &["", "user", "root"];
+
+/// The sandbox API's callers: `X-Access-Token` (the envd access token the
+/// control API answered, or a warden token), or a signed `/files` URL.
 async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> Response {
     let token = req
         .headers()
         .get("x-access-token")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    if sandbox_header(req.headers()).is_none() {
-        return connect::RpcError::new(
-            connect::Code::InvalidArgument,
-            "no E2b-Sandbox-Id header: point the SDK at warden with E2B_SANDBOX_URL, which sends it",
-        )
-        .into_response();
-    }
-    match check_token(&e.app, token.as_deref()) {
-        Ok(caller) => {
-            // A sandbox that is gone or stopped is answered as E2B's proxy
-            // answers for one: the SDK then raises SandboxNotRunningException.
-            let id = sandbox_header(req.headers()).unwrap_or_default();
-            let app = e.app.clone();
-            let sid = id.clone();
-            let running = tokio::task::spawn_blocking(move || {
-                app.sandbox(&sid)
-                    .map(|sb| warden_runtime::lifecycle::liveness(&sb).running())
-                    .unwrap_or(false)
-            })
-            .await
-            .unwrap_or(false);
-            if !running && req.uri().path() != "/health" {
-                let message =
-                    format!("sandbox {id} was not found: it was killed, or its timeout ended");
-                return if req.uri().path() == "/files" {
-                    control::error(StatusCode::BAD_GATEWAY, message)
-                } else {
-                    connect::RpcError::new(connect::Code::Unavailable, message).into_response()
-                };
-            }
-            req.extensions_mut().insert(caller);
-            next.run(req).await
+    let files = req.uri().path() == "/files";
+    let refuse = |status: StatusCode, message: String| {
+        if files {
+            return control::error(status, message);
         }
-        Err((status, message)) => {
-            let code = if status == StatusCode::UNAUTHORIZED {
-                connect::Code::Unauthenticated
-            } else {
-                connect::Code::Internal
-            };
-            connect::RpcError::new(code, message).into_response()
-        }
+        let code = match status {
+            StatusCode::UNAUTHORIZED => connect::Code::Unauthenticated,
+            StatusCode::FORBIDDEN => connect::Code::PermissionDenied,
+            StatusCode::BAD_REQUEST => connect::Code::InvalidArgument,
+            _ => connect::Code::Internal,
+        };
+        connect::RpcError::new(code, message).into_response()
+    };
+    let checked = if token.is_none() && files {
+        signed_caller(&e.app, &req)
+    } else {
+        let Some(id) = sandbox_header(req.headers()) else {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "no E2b-Sandbox-Id header: point the SDK at warden with E2B_SANDBOX_URL, which sends it".into(),
+            );
+        };
+        check_access(&e.app, &id, token.as_deref()).map(|c| {
+            (
+                c,
+                Target {
+                    sandbox: id,
+                    signed_path: None,
+                },
+            )
+        })
+    };
+    let (caller, target) = match checked {
+        Ok(c) => c,
+        Err((status, message)) => return refuse(status, message),
+    };
+    if let Err(message) = check_user(&req) {
+        return refuse(StatusCode::BAD_REQUEST, message);
     }
+    // A sandbox that is gone or stopped is answered as E2B's proxy answers
+    // for one: the SDK then raises SandboxNotRunningException.
+    let app = e.app.clone();
+    let sid = target.sandbox.clone();
+    let running = tokio::task::spawn_blocking(move || {
+        app.sandbox(&sid)
+            .map(|sb| warden_runtime::lifecycle::liveness(&sb).running())
+            .unwrap_or(false)
+    })
+    .await
+    .unwrap_or(false);
+    if !running && req.uri().path() != "/health" {
+        let message = format!(
+            "sandbox {} was not found: it was killed, or its timeout ended",
+            target.sandbox
+        );
+        return if files {
+            control::error(StatusCode::BAD_GATEWAY, message)
+        } else {
+            connect::RpcError::new(connect::Code::Unavailable, message).into_response()
+        };
+    }
+    req.extensions_mut().insert(caller);
+    req.extensions_mut().insert(target);
+    next.run(req).await
 }
