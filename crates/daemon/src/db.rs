@@ -35,6 +35,17 @@ pub enum DbError {
     },
 }
 
+/// How long an ended envd access token is recognised (as its hash).
+pub const E2B_TOMBSTONE_MS: i64 = 7 * 24 * 3600 * 1000;
+
+fn key_hash(key: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 fn wal_file(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_os_string();
     name.push(suffix);
@@ -88,6 +99,7 @@ CREATE TABLE IF NOT EXISTS e2b_keys (
     token TEXT NOT NULL,
     key TEXT NOT NULL,
     created_ms INTEGER NOT NULL,
+    gone INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (sandbox, token)
 );
 ";
@@ -405,7 +417,7 @@ impl Db {
     pub fn e2b_key(&self, sandbox: &str, token: &str) -> Result<Option<String>, DbError> {
         self.conn
             .query_row(
-                "SELECT key FROM e2b_keys WHERE sandbox = ?1 AND token = ?2",
+                "SELECT key FROM e2b_keys WHERE sandbox = ?1 AND token = ?2 AND gone = 0",
                 params![sandbox, token],
                 |r| r.get(0),
             )
@@ -418,7 +430,7 @@ impl Db {
     pub fn insert_e2b_key(&self, sandbox: &str, token: &str, key: &str) -> Result<String, DbError> {
         self.conn
             .execute(
-                "INSERT OR IGNORE INTO e2b_keys (sandbox, token, key, created_ms) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO e2b_keys (sandbox, token, key, created_ms) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (sandbox, token) DO UPDATE SET key = excluded.key, created_ms = excluded.created_ms, gone = 0 WHERE e2b_keys.gone = 1",
                 params![sandbox, token, key, warden_runtime::state::now_ms() as i64],
             )
             .map_err(q("record an envd access token"))?;
@@ -432,7 +444,7 @@ impl Db {
     pub fn e2b_keys(&self, sandbox: Option<&str>) -> Result<Vec<E2bKey>, DbError> {
         let mut st = self
             .conn
-            .prepare("SELECT sandbox, token, key FROM e2b_keys WHERE ?1 IS NULL OR sandbox = ?1")
+            .prepare("SELECT sandbox, token, key FROM e2b_keys WHERE gone = 0 AND (?1 IS NULL OR sandbox = ?1)")
             .map_err(q("list envd access tokens"))?;
         let rows = st
             .query_map(params![sandbox], |r| {
@@ -448,12 +460,42 @@ impl Db {
         Ok(rows)
     }
 
-    /// Forget the envd access tokens of `sandbox`.
+    /// End the envd access tokens of `sandbox`: each is kept only as its
+    /// hash, for a while, so that a client still holding one is told the
+    /// sandbox is gone (as E2B tells it) rather than that its token is
+    /// wrong. Tombstones older than [`E2B_TOMBSTONE_MS`] are dropped.
     pub fn remove_e2b_keys(&self, sandbox: &str) -> Result<(), DbError> {
+        let now = warden_runtime::state::now_ms() as i64;
+        for k in self.e2b_keys(Some(sandbox))? {
+            self.conn
+                .execute(
+                    "UPDATE e2b_keys SET key = ?3, gone = 1, created_ms = ?4 WHERE sandbox = ?1 AND token = ?2",
+                    params![k.sandbox, k.token, key_hash(&k.key), now],
+                )
+                .map_err(q("end a sandbox's envd access tokens"))?;
+        }
         self.conn
-            .execute("DELETE FROM e2b_keys WHERE sandbox = ?1", params![sandbox])
-            .map_err(q("remove a sandbox's envd access tokens"))?;
+            .execute(
+                "DELETE FROM e2b_keys WHERE gone = 1 AND created_ms < ?1",
+                params![now - E2B_TOMBSTONE_MS],
+            )
+            .map_err(q("drop old envd access tokens"))?;
         Ok(())
+    }
+
+    /// Whether `key` was an envd access token of `sandbox` that ended.
+    pub fn was_e2b_key(&self, sandbox: &str, key: &str) -> Result<bool, DbError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT key FROM e2b_keys WHERE gone = 1 AND sandbox = ?1")
+            .map_err(q("read ended envd access tokens"))?;
+        let hashes = st
+            .query_map(params![sandbox], |r| r.get::<_, String>(0))
+            .map_err(q("read ended envd access tokens"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(q("read ended envd access tokens"))?;
+        let given = key_hash(key);
+        Ok(hashes.iter().any(|h| h == &given))
     }
 
     /// Revoke a token by its id or name; whether one was.
@@ -574,7 +616,12 @@ mod tests {
         db.remove_sandbox("sb-a").unwrap();
         assert!(db.e2b_key("sb-a", "tok").unwrap().is_none());
         assert_eq!(db.e2b_keys(None).unwrap()[0].key, "k4");
+        // An ended one is recognised, by its hash only, and checks nothing.
+        assert!(db.was_e2b_key("sb-a", "k1").unwrap());
+        assert!(!db.was_e2b_key("sb-a", "k4").unwrap());
+        assert!(!db.was_e2b_key("sb-b", "k1").unwrap());
         db.remove_e2b_keys("sb-b").unwrap();
         assert!(db.e2b_keys(None).unwrap().is_empty());
+        assert!(db.was_e2b_key("sb-b", "k4").unwrap());
     }
 }

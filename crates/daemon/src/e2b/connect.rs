@@ -302,6 +302,36 @@ impl Codec {
             .map_err(|e| bad(format!("the request message does not fit: {e}")))
     }
 
+    /// One message of a client stream, without its envelope (`flags`
+    /// its envelope's).
+    pub fn message<T: DeserializeOwned>(&self, flags: u8, msg: &[u8]) -> Result<T, RpcError> {
+        if flags & COMPRESSED != 0 {
+            return Err(RpcError::new(
+                Code::InvalidArgument,
+                "compressed messages are not taken (send them uncompressed)",
+            ));
+        }
+        self.decode(msg).map_err(|e| {
+            RpcError::new(
+                Code::InvalidArgument,
+                format!("the request message does not fit: {e}"),
+            )
+        })
+    }
+
+    /// A client stream's answer: its one message and the end of the
+    /// stream, or the end of the stream with the error.
+    pub fn stream_answer<T: Serialize>(&self, result: Result<T, RpcError>) -> Response {
+        let frames = match result.and_then(|m| self.encode(&m)) {
+            Ok(bytes) => vec![envelope(0, &bytes), end(None)],
+            Err(e) => vec![end(Some(&e))],
+        };
+        streaming(
+            self.content_type(true),
+            futures_util::stream::iter(frames.into_iter().map(Ok::<_, std::io::Error>)),
+        )
+    }
+
     /// A stream that fails at once: 200 with only the end-of-stream
     /// message (a streaming call's errors travel in the stream).
     pub fn stream_error(&self, e: RpcError) -> Response {

@@ -25,6 +25,7 @@ mod filesystem;
 mod paths;
 mod process;
 mod signing;
+mod stream_input;
 mod terminal;
 
 use axum::extract::{Request, State};
@@ -261,6 +262,14 @@ fn check_access(
         }
     }
     let Some(k) = found else {
+        // A killed sandbox's token: told as E2B tells it (the SDK's
+        // is_running() is then False), the sandbox is gone.
+        if db.was_e2b_key(sandbox, key).unwrap_or(false) {
+            return Err((
+                StatusCode::BAD_GATEWAY,
+                format!("sandbox {sandbox} was not found: it was killed, or its timeout ended"),
+            ));
+        }
         return Err((
             StatusCode::UNAUTHORIZED,
             format!("the access token is not one of sandbox {sandbox}'s (each sandbox answers its own on create and connect; a killed sandbox's are gone)"),
@@ -415,14 +424,17 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let files = req.uri().path() == "/files";
+    // `/files` and `/health` are plain HTTP, answered in E2B's JSON.
+    let plain = files || req.uri().path() == "/health";
     let refuse = |status: StatusCode, message: String| {
-        if files {
+        if plain {
             return control::error(status, message);
         }
         let code = match status {
             StatusCode::UNAUTHORIZED => connect::Code::Unauthenticated,
             StatusCode::FORBIDDEN => connect::Code::PermissionDenied,
             StatusCode::BAD_REQUEST => connect::Code::InvalidArgument,
+            StatusCode::BAD_GATEWAY => connect::Code::Unavailable,
             _ => connect::Code::Internal,
         };
         connect::RpcError::new(code, message).into_response()

@@ -83,31 +83,31 @@ struct StartRequest {
 
 /// `process.ProcessSelector`: a PID (a number, or its decimal text as
 /// proto3 JSON allows) or a tag.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-struct Selector {
+pub(super) struct Selector {
     pid: Option<serde_json::Value>,
     tag: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct Selected {
-    process: Selector,
+pub(super) struct Selected {
+    pub(super) process: Selector,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct Input {
+pub(super) struct Input {
     stdin: Option<String>,
     pty: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct SendInputRequest {
-    process: Selector,
-    input: Input,
+pub(super) struct SendInputRequest {
+    pub(super) process: Selector,
+    pub(super) input: Input,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -183,7 +183,7 @@ fn unb64(s: &str) -> Result<Vec<u8>, RpcError> {
 }
 
 /// The process `sel` names in sandbox `sb`.
-fn find(e: &E2b, sb: &str, sel: &Selector) -> Result<Arc<Proc>, RpcError> {
+pub(super) fn find(e: &E2b, sb: &str, sel: &Selector) -> Result<Arc<Proc>, RpcError> {
     let pid = match &sel.pid {
         Some(serde_json::Value::Number(n)) => n.as_u64(),
         Some(serde_json::Value::String(s)) => s.parse().ok(),
@@ -221,9 +221,10 @@ pub async fn rpc(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
     Path(method): Path<String>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    req: axum::extract::Request,
 ) -> Response {
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
     let Some(sb) = super::sandbox_header(&headers) else {
         return RpcError::new(Code::InvalidArgument, "no E2b-Sandbox-Id header")
             .into_response_unary();
@@ -235,7 +236,7 @@ pub async fn rpc(
         "/v1/sandboxes/{id}/exec",
         Some(&sb),
     );
-    let streaming = matches!(method.as_str(), "Start" | "Connect");
+    let streaming = matches!(method.as_str(), "Start" | "Connect" | "StreamInput");
     let codec = match connect::Codec::of(&headers, "process.Process", &method, streaming) {
         Ok(c) => c,
         Err(r) => return *r,
@@ -248,6 +249,24 @@ pub async fn rpc(
             err.into_response_unary()
         };
     }
+    if method == "StreamInput" {
+        return super::stream_input::serve(&e, &sb, &codec, body).await;
+    }
+    // Every other call is one message, read whole (up to the API's limit).
+    let body = match axum::body::to_bytes(body, e.app.limits.body_bytes).await {
+        Ok(b) => b,
+        Err(err) => {
+            let err = RpcError::new(
+                Code::InvalidArgument,
+                format!("the request could not be read whole: {err}"),
+            );
+            return if streaming {
+                codec.stream_error(err)
+            } else {
+                err.into_response_unary()
+            };
+        }
+    };
     match method.as_str() {
         "Start" => match codec.stream_request::<StartRequest>(&body) {
             Ok(req) => start(e, sb, req, keepalive_of(&headers), codec).await,
@@ -279,7 +298,7 @@ pub async fn rpc(
         },
         other => RpcError::new(
             Code::Unimplemented,
-            format!("process.Process/{other} is not served by warden (StreamInput: send input with SendInput)"),
+            format!("process.Process/{other} is not served by warden"),
         )
         .into_response_unary(),
     }
@@ -560,7 +579,7 @@ fn list(e: &E2b, sb: &str) -> Result<serde_json::Value, RpcError> {
     Ok(serde_json::json!({ "processes": list }))
 }
 
-async fn send_input(
+pub(super) async fn send_input(
     e: &E2b,
     sb: &str,
     req: SendInputRequest,
