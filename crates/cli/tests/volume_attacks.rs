@@ -508,3 +508,194 @@ fn a_connection_closed_as_the_sandbox_ends_keeps_its_bytes_in_the_audit_log() {
         assert_eq!(closed["bytes_in"], 18, "{closed}");
     }
 }
+
+/// The CPU seconds the process `pid` (all its threads) has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name's closing parenthesis: utime and
+    // stime are the 12th and 13th of them.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum();
+    // Clock ticks: USER_HZ, 100 on Linux.
+    ticks / 100.0
+}
+
+/// What one download run measured: bytes the sandbox received, the
+/// supervisor's CPU seconds, the slowest DNS answer and the slowest new
+/// connection (seconds) while the downloads ran.
+struct Downloads {
+    bytes: u64,
+    cpu: f64,
+    worst_dns: f64,
+    worst_connect: f64,
+    probes: u32,
+}
+
+/// Run a sandbox whose `CONNECTIONS` terminated connections to a secret's
+/// host download `fill` text for `SECONDS`, while it keeps asking DNS for
+/// another allowed name and connecting to it.
+fn download_through_the_scrubber(fill: u8) -> Downloads {
+    use common::upstream::{RawUpstream, TestCa};
+    const HOST: &str = "api.secret.test";
+    const CONNECTIONS: usize = 6;
+    const SECONDS: u32 = 8;
+    let ca = TestCa::new();
+    // 64 MiB per answer, more than a connection can take in the time.
+    let up = RawUpstream::start(&ca, &[HOST], move |_| {
+        let mut out = vec![b"HTTP/1.1 200 OK\r\nContent-Length: 67108864\r\n\r\n".to_vec()];
+        out.extend(std::iter::repeat_n(vec![fill; 256 * 1024], 256));
+        out
+    });
+    let (other_port, _) = echo_server(b"pong");
+    let script = format!(
+        r#"import socket, ssl, threading, time, os
+ctx = ssl.create_default_context()
+tok = os.environ["TOKEN"]
+got = []
+lock = threading.Lock()
+stop = time.time() + {SECONDS}
+def download():
+    n = 0
+    try:
+        s = ctx.wrap_socket(socket.create_connection(("{HOST}", {port}), timeout=60), server_hostname="{HOST}")
+        s.sendall(("GET /data HTTP/1.1\r\nHost: {HOST}:{port}\r\nAuthorization: Bearer " + tok + "\r\n\r\n").encode())
+        while time.time() < stop:
+            b = s.recv(262144)
+            if not b:
+                break
+            n += len(b)
+        s.close()
+    except Exception as e:
+        print("download failed", repr(e), flush=True)
+    with lock:
+        got.append(n)
+threads = [threading.Thread(target=download) for _ in range({CONNECTIONS})]
+for t in threads:
+    t.start()
+time.sleep(1)
+worst_dns = worst_conn = 0.0
+probes = 0
+while time.time() < stop - 0.5:
+    t0 = time.time()
+    ip = socket.getaddrinfo("other.test", {other_port}, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+    worst_dns = max(worst_dns, time.time() - t0)
+    t0 = time.time()
+    c = socket.create_connection((ip, {other_port}), timeout=60)
+    c.sendall(b"ping")
+    c.recv(16)
+    c.close()
+    worst_conn = max(worst_conn, time.time() - t0)
+    probes += 1
+    time.sleep(0.2)
+for t in threads:
+    t.join()
+print("result", sum(got), worst_dns, worst_conn, probes, flush=True)
+"#,
+        port = up.port,
+    );
+    let mut child = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--no-audit-log", "--secret"])
+        .arg(format!("TOKEN@{HOST}:{}", up.port))
+        .args(["--add-host", &format!("{HOST}=127.0.0.1")])
+        .args(["--allow-domain", &format!("other.test:{other_port}")])
+        .args(["--add-host", "other.test=127.0.0.1"])
+        .args(["--upstream-ca", &ca.pem_path()])
+        .args(["--", "python3", "-c", &script])
+        .env("TOKEN", "ghp_scrubvolumeTOKEN0123456789abcdef")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // The supervisor's CPU until just before it exits (the run's own
+    // start-up included, the same for both texts).
+    let mut cpu = 0.0;
+    let until = Instant::now() + Duration::from_secs(u64::from(SECONDS) * 10 + 60);
+    while Instant::now() < until {
+        let now = cpu_seconds(pid);
+        if now > 0.0 {
+            cpu = now;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("result "))
+        .unwrap_or_else(|| panic!("no result: {text} {}", stderr(&out)));
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    Downloads {
+        bytes: f[0] as u64,
+        cpu,
+        worst_dns: f[1],
+        worst_connect: f[2],
+        probes: f[3] as u32,
+    }
+}
+
+/// Scrubbing is work the proxy does for every byte a terminated
+/// connection receives, so a sandbox could try to spend the proxy's
+/// threads on it: download, over several connections to a secret's host,
+/// text made of a letter that a base64 or spelled form of a value could
+/// start with. The proxy must keep answering the same sandbox's DNS
+/// queries and new connections promptly meanwhile, and spend about as
+/// much CPU per MB of such text as of text that no form starts with.
+#[test]
+fn downloading_scrubbed_text_cannot_starve_the_proxy_or_cost_more_than_plain_text() {
+    if !egress_available() {
+        return;
+    }
+    let plain = download_through_the_scrubber(b'!');
+    let letters = download_through_the_scrubber(b'x');
+    let per_mb = |d: &Downloads| d.cpu / (d.bytes as f64 / 1e6).max(0.001);
+    eprintln!(
+        "'!': {} MB, {:.2} CPU s ({:.4} s/MB), DNS {:.3} s, connect {:.3} s, {} probes; 'x': {} MB, {:.2} CPU s ({:.4} s/MB), DNS {:.3} s, connect {:.3} s, {} probes",
+        plain.bytes / 1_000_000,
+        plain.cpu,
+        per_mb(&plain),
+        plain.worst_dns,
+        plain.worst_connect,
+        plain.probes,
+        letters.bytes / 1_000_000,
+        letters.cpu,
+        per_mb(&letters),
+        letters.worst_dns,
+        letters.worst_connect,
+        letters.probes,
+    );
+    for (what, d) in [("'!'", &plain), ("'x'", &letters)] {
+        assert!(d.probes > 0, "{what}: no DNS query or connection was made");
+        assert!(
+            d.bytes > 8_000_000,
+            "{what}: only {} bytes came through",
+            d.bytes
+        );
+        // A new connection waits up to 300 ms for its first bytes to be
+        // told apart (`SERVER_FIRST_WAIT`) even on an idle proxy.
+        assert!(
+            d.worst_dns < 0.3 && d.worst_connect < 1.0,
+            "{what}: while terminated connections downloaded, DNS took up to {:.2} s and a new connection up to {:.2} s",
+            d.worst_dns,
+            d.worst_connect
+        );
+    }
+    assert!(
+        per_mb(&letters) < 2.0 * per_mb(&plain),
+        "text of one base64 letter costs the supervisor {:.4} CPU s per MB, text of '!' {:.4}",
+        per_mb(&letters),
+        per_mb(&plain)
+    );
+}

@@ -168,7 +168,7 @@ pub(super) async fn settle(
                         let recorder = shared.clone();
                         let why_cut = cut_why(&name);
                         let served = tokio::select! {
-                            s = crate::secrets::serve(
+                            s = crate::secrets::serve_apart(
                                 t,
                                 conn,
                                 std::mem::take(&mut buf),

@@ -12,8 +12,9 @@
 //!
 //! The files: `authority` makes the per-run CA, mints and caches leaves and
 //! holds the TLS configurations; `rewrite` knows the patterns and applies
-//! them to streams (`spelled` and `b64` find a value in its spellings and
-//! in base64); `coding` undoes response bodies' codings; `target` reads a
+//! them to streams (`scan` finds, in one pass, the few places where a
+//! pattern may occur; `spelled` and `b64` find a value there in its
+//! spellings and in base64); `coding` undoes response bodies' codings; `target` reads a
 //! request's authority and path as the upstream will; `session` serves
 //! one terminated connection. This file
 //! is what the proxy and the jail call: [`Secret`], [`placeholder`] and the
@@ -23,6 +24,7 @@ mod authority;
 mod b64;
 mod coding;
 mod rewrite;
+mod scan;
 mod session;
 mod spelled;
 mod target;
@@ -37,7 +39,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use warden_policy::{DomainRule, SecretRule};
 
-pub(crate) use session::serve;
+pub(crate) use session::serve_apart;
 pub use session::{BUFFER_LIMIT, H2_STREAMS};
 
 /// What every placeholder starts with: unmistakable for real data.
@@ -157,6 +159,42 @@ pub struct Terminator {
     /// What turns real values in responses back into placeholders: the
     /// same for every connection, so made once.
     scrub: Arc<Patterns>,
+    /// The threads terminated connections are served on (made at the
+    /// first one), apart from the proxy's own.
+    workers: std::sync::OnceLock<Workers>,
+}
+
+/// Threads of their own for terminated connections: two TLS sessions,
+/// HTTP on both sides and scrubbing are work a sandbox can ask for at
+/// will, and on the proxy's threads it would keep DNS answers and new
+/// connections of the same sandbox waiting.
+struct Workers(Option<tokio::runtime::Runtime>);
+
+/// How many threads serve terminated connections.
+const WORKER_THREADS: usize = 2;
+
+impl Workers {
+    fn start() -> Workers {
+        Workers(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(WORKER_THREADS)
+                .thread_name("warden-secrets")
+                .enable_io()
+                .enable_time()
+                .build()
+                .ok(),
+        )
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        // Dropped wherever the last connection let go of the terminator,
+        // possibly on a runtime's thread, where waiting is not allowed.
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for Terminator {
@@ -185,6 +223,7 @@ impl Terminator {
             server: Arc::new(server),
             client: Arc::new(client),
             scrub,
+            workers: std::sync::OnceLock::new(),
         })
     }
 
@@ -211,6 +250,17 @@ impl Terminator {
             "denied by --secret-rule: {method} {path} on {name} matches none of its rules ({})",
             list.join("; ")
         ))
+    }
+
+    /// The runtime terminated connections are served on; `None` when its
+    /// threads could not be started (they are then served where they
+    /// were accepted: slower for the rest of the proxy, never weaker).
+    fn workers(&self) -> Option<tokio::runtime::Handle> {
+        self.workers
+            .get_or_init(Workers::start)
+            .0
+            .as_ref()
+            .map(|rt| rt.handle().clone())
     }
 
     /// The authority's certificate (public), for the sandbox to trust.

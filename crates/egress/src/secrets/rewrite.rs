@@ -10,11 +10,14 @@
 //! pattern could still need, alone or as a streaming body. It never sends
 //! or records anything: what a match means is the session's to say.
 
+use super::scan::{Cores, Scan};
 use super::{b64, spelled};
 use super::{zero, BoxError, OutBody, Secret};
 use base64::Engine;
 use bytes::Bytes;
 use hyper::body::{Body, Frame};
+use std::collections::VecDeque;
+use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -182,6 +185,15 @@ impl Pattern {
         }
     }
 
+    /// The literal bytes every occurrence holds (in some reading of the
+    /// text, letters in either case), for the [`scan`](super::scan).
+    fn core(&self) -> &[u8] {
+        match &self.kind {
+            Kind::Exact | Kind::Spelled => &self.from,
+            Kind::Base64(f) => &f.middle,
+        }
+    }
+
     /// The byte an occurrence has second, when only one can be.
     fn second(&self) -> Option<u8> {
         match &self.kind {
@@ -288,20 +300,21 @@ fn value_forms(v: &[u8], action: Action, secret: usize) -> Vec<Pattern> {
     out
 }
 
-/// Patterns in priority order, with what lets the [`Rewriter`] skip
-/// most of them at most bytes: made once per set, shared by every stream
-/// it applies to.
+/// Patterns in priority order, with what lets the [`Rewriter`] look at
+/// only the few places where one may occur: made once per set, shared by
+/// every stream it applies to.
 pub(super) struct Patterns {
     list: Vec<Pattern>,
+    /// The automaton that finds where an occurrence may end; `None` when
+    /// there is nothing to look for (or, should it not build, the
+    /// rewriter looks everywhere).
+    cores: Option<Cores>,
     /// For each byte, the patterns an occurrence may start with it, in
     /// priority order (by their place in `list`).
     by_first: Vec<Vec<usize>>,
     /// For each pattern, the one byte its occurrence has second, if only
     /// one can be.
     second: Vec<Option<u8>>,
-    /// Each pair of bytes an occurrence may start with, as bits (first
-    /// byte * 256 + second): the scan passes over every other place.
-    pairs: Vec<u64>,
     /// The most bytes an occurrence of any can take.
     longest: usize,
 }
@@ -317,38 +330,13 @@ impl Patterns {
                 by_first[b as usize].push(i);
             }
         }
-        let second: Vec<Option<u8>> = list.iter().map(Pattern::second).collect();
-        let mut pairs = vec![0u64; 65536 / 64];
-        for (b0, firsts) in by_first.iter().enumerate() {
-            for &i in firsts {
-                let seconds = match second[i] {
-                    Some(b1) => b1..=b1,
-                    None => 0..=255,
-                };
-                for b1 in seconds {
-                    let bit = b0 * 256 + usize::from(b1);
-                    pairs[bit / 64] |= 1 << (bit % 64);
-                }
-            }
-        }
+        let cores: Vec<&[u8]> = list.iter().map(Pattern::core).collect();
         Patterns {
-            second,
-            pairs,
+            cores: Cores::new(&cores),
+            second: list.iter().map(Pattern::second).collect(),
             longest: list.iter().map(Pattern::longest).max().unwrap_or(0),
             by_first,
             list,
-        }
-    }
-
-    /// Whether an occurrence may start at `text[i]`.
-    fn may_start(&self, text: &[u8], i: usize) -> bool {
-        let b0 = usize::from(text[i]);
-        match text.get(i + 1) {
-            Some(&b1) => {
-                let bit = b0 * 256 + usize::from(b1);
-                self.pairs[bit / 64] & (1 << (bit % 64)) != 0
-            }
-            None => !self.by_first[b0].is_empty(),
         }
     }
 
@@ -385,10 +373,24 @@ pub(super) struct Blocked {
 
 /// Applies patterns to a stream of bytes: replaces, or stops at a blocked
 /// pattern. Holds back as many bytes as the longest pattern could still
-/// need.
+/// need (and the scan's look-ahead).
+///
+/// Every byte is read once by the [`Scan`]; patterns are tried, in
+/// priority order, only at the places it marks (the `longest` bytes
+/// before each place where an occurrence may end), and everything else is
+/// copied as it is. The output is the same as trying every pattern at
+/// every byte (the leftmost occurrence first, the first pattern in
+/// priority order there, its longest occurrence), which the tests check.
 pub(super) struct Rewriter {
     patterns: Arc<Patterns>,
+    /// Bytes read and not yet written out; the first stands at position
+    /// `base` of the stream.
     pending: Vec<u8>,
+    base: usize,
+    scan: Option<Scan>,
+    /// Positions of the stream where an occurrence may start, in order,
+    /// not overlapping.
+    hot: VecDeque<Range<usize>>,
     /// Secrets whose pattern was replaced at least once.
     replaced: Vec<usize>,
 }
@@ -396,8 +398,11 @@ pub(super) struct Rewriter {
 impl Rewriter {
     pub(super) fn new(patterns: Arc<Patterns>) -> Rewriter {
         Rewriter {
+            scan: patterns.cores.as_ref().map(Scan::new),
             patterns,
             pending: Vec::new(),
+            base: 0,
+            hot: VecDeque::new(),
             replaced: Vec::new(),
         }
     }
@@ -422,28 +427,69 @@ impl Rewriter {
         self.run(true)
     }
 
+    /// Read the pending bytes with the scan, marking where occurrences may
+    /// start.
+    fn mark(&mut self, last: bool) {
+        let longest = self.patterns.longest;
+        let (hot, pending, base) = (&mut self.hot, &self.pending, self.base);
+        match (&mut self.scan, &self.patterns.cores) {
+            (Some(scan), Some(cores)) => {
+                // An occurrence ending at `end` starts at `end - longest`
+                // or later, so at `unit + 1 - longest` or later: a bound
+                // that never decreases from one call to the next.
+                scan.feed(cores, pending, base, last, &mut |unit, end| {
+                    let from = (unit + 1).saturating_sub(longest);
+                    match hot.back_mut() {
+                        Some(r) if r.end >= from => r.end = r.end.max(end),
+                        _ => hot.push_back(from..end),
+                    }
+                });
+            }
+            // No automaton: every place is looked at.
+            _ if !self.patterns.list.is_empty() => {
+                let end = base + pending.len();
+                match hot.back_mut() {
+                    Some(r) if r.end >= base => r.end = end,
+                    _ => hot.push_back(base..end),
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn run(&mut self, last: bool) -> Result<Vec<u8>, Blocked> {
+        self.mark(last);
         let buf = std::mem::take(&mut self.pending);
         let mut out = Vec::with_capacity(buf.len());
         let patterns = self.patterns.clone();
-        let longest = patterns.longest;
         // Where the next occurrence may start at most: the bytes after
-        // are held back unless this is the end.
+        // are held back unless this is the end (an occurrence starting
+        // before the limit ends before what the scan has read).
+        let read = match &self.scan {
+            Some(scan) => scan.at().saturating_sub(self.base).min(buf.len()),
+            None => buf.len(),
+        };
         let limit = if last {
             buf.len()
         } else {
-            (buf.len() + 1).saturating_sub(longest)
+            (read + 1).saturating_sub(patterns.longest)
         };
         let mut i = 0;
         while i < limit {
-            // A run of bytes that open nothing is copied at once.
-            let run = (i..limit)
-                .position(|j| patterns.may_start(&buf, j))
-                .unwrap_or(limit - i);
-            out.extend_from_slice(&buf[i..i + run]);
-            i += run;
-            if i >= limit {
-                break;
+            let at = self.base + i;
+            while self.hot.front().is_some_and(|r| r.end <= at) {
+                self.hot.pop_front();
+            }
+            // Bytes before the next marked place are copied at once.
+            let cold_until = match self.hot.front() {
+                Some(r) if r.start <= at => i,
+                Some(r) => (r.start - self.base).min(limit),
+                None => limit,
+            };
+            if cold_until > i {
+                out.extend_from_slice(&buf[i..cold_until]);
+                i = cold_until;
+                continue;
             }
             let rest = &buf[i..];
             match patterns.first_at(rest) {
@@ -469,6 +515,7 @@ impl Rewriter {
             }
         }
         self.pending = buf[i..].to_vec();
+        self.base += i;
         Ok(out)
     }
 }
@@ -512,17 +559,48 @@ type OnReplace = Box<dyn FnOnce(&[usize]) + Send + Sync>;
 /// Told what stopped a body.
 type OnBlock = Box<dyn FnOnce(Blocked) + Send + Sync>;
 
+/// The most bytes a body rewrites for one unit of tokio's task budget: a
+/// task that scrubs a long body gives its thread back to the runtime after
+/// at most 128 such slices, so others on the same runtime get their turn.
+const SLICE: usize = 16 << 10;
+
 /// A body passed through a [`Rewriter`]; a blocked pattern ends it with an
 /// error (the request or response is cut off), reported through `on_block`.
 pub(super) struct RewriteBody {
-    pub(super) inner: OutBody,
-    pub(super) rw: Rewriter,
-    pub(super) done: bool,
-    pub(super) trailers: Option<Frame<Bytes>>,
+    inner: OutBody,
+    rw: Rewriter,
+    /// Data read from `inner` and not yet rewritten.
+    rest: Bytes,
+    done: bool,
+    trailers: Option<Frame<Bytes>>,
     /// Trailers are dropped (a request's: they are not looked into).
-    pub(super) drop_trailers: bool,
-    pub(super) on_replace: Option<OnReplace>,
-    pub(super) on_block: Option<OnBlock>,
+    drop_trailers: bool,
+    on_replace: Option<OnReplace>,
+    on_block: Option<OnBlock>,
+}
+
+impl RewriteBody {
+    /// `inner` rewritten by `patterns`; `on_replace` is told once which
+    /// secrets were replaced, `on_block` what stopped the body; trailers
+    /// are dropped when `drop_trailers`, else rewritten as headers are.
+    pub(super) fn new(
+        inner: OutBody,
+        patterns: Arc<Patterns>,
+        drop_trailers: bool,
+        on_replace: Option<OnReplace>,
+        on_block: Option<OnBlock>,
+    ) -> RewriteBody {
+        RewriteBody {
+            inner,
+            rw: Rewriter::new(patterns),
+            rest: Bytes::new(),
+            done: false,
+            trailers: None,
+            drop_trailers,
+            on_replace,
+            on_block,
+        }
+    }
 }
 
 impl Body for RewriteBody {
@@ -538,36 +616,52 @@ impl Body for RewriteBody {
             if this.done {
                 return Poll::Ready(this.trailers.take().map(Ok));
             }
-            let step = match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => this.rw.push(&data),
-                    Err(other) => {
+            // Each slice costs a unit of the task's budget; without one
+            // left, the task yields (and is woken to go on).
+            let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+            let step = if !this.rest.is_empty() {
+                // (`inner` is read only once `rest` is empty, so the body
+                // cannot have ended while data is left here.)
+                let piece = this.rest.split_to(this.rest.len().min(SLICE));
+                this.rw.push(&piece)
+            } else {
+                match Pin::new(&mut this.inner).poll_frame(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                    Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                        Ok(data) => {
+                            this.rest = data;
+                            continue;
+                        }
+                        Err(other) => {
+                            this.done = true;
+                            // Trailers pass through the same patterns as the
+                            // body (an echoing server may put the value there);
+                            // a value that would be blocked is left out.
+                            this.trailers = if this.drop_trailers {
+                                None
+                            } else {
+                                other.into_trailers().ok().map(|t| {
+                                    let (map, replaced) =
+                                        rewrite_headers(&this.rw.patterns, &t, &[]);
+                                    this.rw.replaced.extend(replaced);
+                                    Frame::trailers(map)
+                                })
+                            };
+                            this.rw.finish()
+                        }
+                    },
+                    Poll::Ready(None) => {
                         this.done = true;
-                        // Trailers pass through the same patterns as the
-                        // body (an echoing server may put the value there);
-                        // a value that would be blocked is left out.
-                        this.trailers = if this.drop_trailers {
-                            None
-                        } else {
-                            other.into_trailers().ok().map(|t| {
-                                let (map, replaced) = rewrite_headers(&this.rw.patterns, &t, &[]);
-                                this.rw.replaced.extend(replaced);
-                                Frame::trailers(map)
-                            })
-                        };
                         this.rw.finish()
                     }
-                },
-                Poll::Ready(None) => {
-                    this.done = true;
-                    this.rw.finish()
                 }
             };
+            coop.made_progress();
             match step {
                 Err(b) => {
                     this.done = true;
+                    this.rest = Bytes::new();
                     this.trailers = None;
                     if let Some(f) = this.on_block.take() {
                         f(b);
@@ -651,7 +745,14 @@ mod tests {
             .cycle()
             .take(8 << 20)
             .collect();
-        for (what, text) in [("base64 text", &b64), ("prose", &prose)] {
+        let xs = vec![b'x'; 8 << 20];
+        let random: Vec<u8> = (0..8 << 20).map(|_| next() as u8).collect();
+        for (what, text) in [
+            ("base64 text", &b64),
+            ("prose", &prose),
+            ("'x' text", &xs),
+            ("random bytes", &random),
+        ] {
             let mut r = Rewriter::new(patterns.clone());
             let start = std::time::Instant::now();
             let mut n = 0;
@@ -662,6 +763,175 @@ mod tests {
             let secs = start.elapsed().as_secs_f64();
             assert_eq!(n, text.len());
             println!("scrub {what}: {:.0} MB/s", text.len() as f64 / secs / 1e6);
+        }
+    }
+
+    /// What the rewriter must produce: every pattern tried at every byte,
+    /// the leftmost occurrence first, the first pattern in priority order
+    /// there (the scrubber before it had a prefilter).
+    fn everywhere(p: &Patterns, text: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < text.len() {
+            match p.first_at(&text[i..]) {
+                None => {
+                    out.push(text[i]);
+                    i += 1;
+                }
+                Some((pat, len)) => match &pat.action {
+                    Action::Block(_) => return None,
+                    Action::Replace(to) => {
+                        out.extend(pat.replacement(&text[i..i + len], to));
+                        i += len;
+                    }
+                },
+            }
+        }
+        Some(out)
+    }
+
+    /// `text` through a rewriter in the pieces `cuts` make.
+    fn in_pieces(p: &Arc<Patterns>, text: &[u8], cuts: &[usize]) -> Option<Vec<u8>> {
+        let mut r = Rewriter::new(p.clone());
+        let mut out = Vec::new();
+        let mut from = 0;
+        for &c in cuts.iter().chain(std::iter::once(&text.len())) {
+            out.extend(r.push(&text[from..c]).ok()?);
+            from = c;
+        }
+        out.extend(r.finish().ok()?);
+        Some(out)
+    }
+
+    fn test_secrets(value: &str) -> Vec<Secret> {
+        vec![Secret::new(
+            "S".into(),
+            "warden-secret-00112233445566778899aabbccddeeff".into(),
+            value.as_bytes().to_vec(),
+            Vec::new(),
+            false,
+        )]
+    }
+
+    /// The spellings of `value` the scrubber knows, each in some text.
+    fn spelled_texts(value: &[u8]) -> Vec<Vec<u8>> {
+        use base64::engine::general_purpose::{
+            STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD,
+        };
+        let mut texts: Vec<Vec<u8>> = Vec::new();
+        let wrap = |inner: &[u8]| [&b"{\"token\": \""[..], inner, b"\", \"more\": 1}"].concat();
+        texts.push(wrap(value));
+        texts.push(wrap(&value.to_ascii_uppercase()));
+        let percent = |upper: bool, all: bool| -> Vec<u8> {
+            value
+                .iter()
+                .flat_map(|&b| {
+                    if !all && b.is_ascii_alphanumeric() {
+                        vec![b]
+                    } else if upper {
+                        format!("%{b:02X}").into_bytes()
+                    } else {
+                        format!("%{b:02x}").into_bytes()
+                    }
+                })
+                .collect()
+        };
+        for (upper, all) in [(true, false), (false, false), (true, true), (false, true)] {
+            texts.push(wrap(&percent(upper, all)));
+        }
+        let json: Vec<u8> = value
+            .iter()
+            .flat_map(|&b| format!("\\u{b:04x}").into_bytes())
+            .collect();
+        texts.push(wrap(&json));
+        let html: Vec<u8> = value
+            .iter()
+            .flat_map(|&b| {
+                if b.is_ascii_alphanumeric() {
+                    vec![b]
+                } else {
+                    format!("&#{b};").into_bytes()
+                }
+            })
+            .collect();
+        texts.push(wrap(&html));
+        let hex: String = value.iter().map(|b| format!("{b:02X}")).collect();
+        texts.push(wrap(hex.as_bytes()));
+        for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
+            for prefix in ["", "u:", "us:"] {
+                let data = [prefix.as_bytes(), value, b"!tail"].concat();
+                texts.push(wrap(engine.encode(&data).as_bytes()));
+            }
+        }
+        texts
+    }
+
+    #[test]
+    fn a_value_split_at_every_offset_is_found_in_every_spelling() {
+        let value = "sk/Live+tok:x=Q-0123_abc";
+        let secrets = test_secrets(value);
+        let p = scrub_set(&secrets);
+        for text in spelled_texts(value.as_bytes()) {
+            let whole = everywhere(&p, &text).unwrap();
+            assert_ne!(whole, text, "{}", String::from_utf8_lossy(&text));
+            assert_eq!(in_pieces(&p, &text, &[]).unwrap(), whole);
+            for cut in 0..=text.len() {
+                assert_eq!(
+                    in_pieces(&p, &text, &[cut]).unwrap(),
+                    whole,
+                    "{} cut at {cut}",
+                    String::from_utf8_lossy(&text)
+                );
+            }
+            let every: Vec<usize> = (1..text.len()).collect();
+            assert_eq!(in_pieces(&p, &text, &every).unwrap(), whole);
+        }
+    }
+
+    #[test]
+    fn the_scan_finds_what_trying_every_byte_finds() {
+        // Texts made of pieces of the value, its escapes, base64 letters
+        // and noise, cut anywhere: the rewriter must agree with trying
+        // every pattern at every byte, and find the planted spellings.
+        let value = b"Ab%+/c:&x;Z9_q";
+        let secrets = test_secrets(std::str::from_utf8(value).unwrap());
+        let p = scrub_set(&secrets);
+        let mut seed = 0x2545f4914f6cdd1du64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let spelled = spelled_texts(value);
+        for round in 0..400 {
+            let mut text = Vec::new();
+            while text.len() < 300 {
+                match next(6) {
+                    0 => text.extend_from_slice(&spelled[next(spelled.len())]),
+                    1 => {
+                        let from = next(value.len());
+                        text.extend_from_slice(&value[from..]);
+                    }
+                    2 => text
+                        .extend_from_slice(format!("%{:02X}", value[next(value.len())]).as_bytes()),
+                    3 => text.extend_from_slice(b"&#x25;\\u0026+%25&amp;"),
+                    4 => text.extend((0..next(20)).map(|_| b"xAb+/=%&;#"[next(10)])),
+                    _ => text.extend((0..next(40)).map(|_| next(256) as u8)),
+                }
+            }
+            let want = everywhere(&p, &text);
+            let cuts: Vec<usize> = {
+                let mut c: Vec<usize> = (0..next(6)).map(|_| next(text.len())).collect();
+                c.sort_unstable();
+                c
+            };
+            assert_eq!(
+                in_pieces(&p, &text, &cuts),
+                want,
+                "round {round}: {}",
+                String::from_utf8_lossy(&text)
+            );
         }
     }
 

@@ -240,6 +240,50 @@ pub const BUFFER_LIMIT: usize = 64 * 1024;
 /// Streams at once on an HTTP/2 connection from the sandbox.
 pub const H2_STREAMS: u32 = 8;
 
+/// [`serve`] on the terminator's own threads, apart from the proxy's (so
+/// that what a terminated connection costs never keeps the sandbox's DNS
+/// answers or its other connections waiting): both sockets move to that
+/// runtime, and the connection is served there until it ends, or until
+/// this future is dropped (the proxy cut it), which stops it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn serve_apart(
+    term: Arc<Terminator>,
+    client: TcpStream,
+    first: Vec<u8>,
+    upstream: TcpStream,
+    name: String,
+    port: u16,
+    record: Recorder,
+    idle: std::time::Duration,
+) -> Result<(u64, u64), String> {
+    let Some(workers) = term.workers() else {
+        return serve(term, client, first, upstream, name, port, record, idle).await;
+    };
+    let moved = |e: std::io::Error| {
+        format!("cannot move the connection to the secret proxy's threads: {e}")
+    };
+    let client = client.into_std().map_err(moved)?;
+    let upstream = upstream.into_std().map_err(moved)?;
+    let mut task = Stopped(workers.spawn(async move {
+        let client = TcpStream::from_std(client).map_err(moved)?;
+        let upstream = TcpStream::from_std(upstream).map_err(moved)?;
+        serve(term, client, first, upstream, name, port, record, idle).await
+    }));
+    match (&mut task.0).await {
+        Ok(served) => served,
+        Err(e) => Err(format!("the terminated connection's task ended: {e}")),
+    }
+}
+
+/// A task that is stopped when the future waiting for it is dropped.
+struct Stopped<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for Stopped<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Serve one connection from the sandbox whose TLS is terminated here:
 /// `client` (with the bytes already read to decide) towards `upstream`, a
 /// TCP connection to `name:port` already made. Returns the bytes read from
@@ -455,18 +499,16 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
         }
     } else {
         let watch = s.clone();
-        RewriteBody {
-            inner: body.map_err(|e| Box::new(e) as BoxError).boxed(),
-            rw: Rewriter::new(s.body.clone()),
-            done: false,
-            trailers: None,
-            drop_trailers: true,
-            on_replace: None,
-            on_block: Some(Box::new(move |b| {
+        RewriteBody::new(
+            body.map_err(|e| Box::new(e) as BoxError).boxed(),
+            s.body.clone(),
+            true,
+            None,
+            Some(Box::new(move |b| {
                 let why = watch.blocked_why(b);
                 (watch.record)(watch.decision(b.secret, SecretAction::Blocked, why));
             })),
-        }
+        )
         .boxed()
     };
     substituted.sort_unstable();
@@ -612,13 +654,11 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
         inner = DecodeBody::new(inner, &codings).boxed();
     }
     let watch = s.clone();
-    let body = RewriteBody {
+    let body = RewriteBody::new(
         inner,
-        rw: Rewriter::new(s.scrub.clone()),
-        done: false,
-        trailers: None,
-        drop_trailers: false,
-        on_replace: Some(Box::new(move |secrets: &[usize]| {
+        s.scrub.clone(),
+        false,
+        Some(Box::new(move |secrets: &[usize]| {
             for i in secrets {
                 (watch.record)(watch.decision(
                     *i,
@@ -627,8 +667,8 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
                 ));
             }
         })),
-        on_block: None,
-    }
+        None,
+    )
     .boxed();
     Response::from_parts(parts, body)
 }

@@ -72,6 +72,48 @@ fn hex(digits: &[u8]) -> Option<u32> {
     u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
 }
 
+/// The byte an escape at the start of `text` stands for, and the escape's
+/// length: `%2F` (either case), `\u002f`, `\x2f`, `\/` (and `\"`, `\\`,
+/// `\'`), `&#47;`, `&#x2F;`, `&sol;`, or `+` for a space. `None` when
+/// `text` starts with no escape (a byte that stands for itself).
+pub(super) fn escape_at(text: &[u8]) -> Option<(u8, usize)> {
+    let byte = |code: Option<u32>| code.and_then(|c| u8::try_from(c).ok());
+    match *text.first()? {
+        b'%' => byte(text.get(1..3).and_then(hex)).map(|b| (b, 3)),
+        b'+' => Some((b' ', 1)),
+        b'\\' => match text.get(1) {
+            Some(b'u' | b'U') => byte(text.get(2..6).and_then(hex)).map(|b| (b, 6)),
+            Some(b'x' | b'X') => byte(text.get(2..4).and_then(hex)).map(|b| (b, 4)),
+            Some(&c) if b"/\"\\'".contains(&c) => Some((c, 2)),
+            _ => None,
+        },
+        b'&' => {
+            let end = text.iter().take(LONGEST + 4).position(|&c| c == b';')?;
+            if end >= LONGEST {
+                return None;
+            }
+            let code = match &text[1..end] {
+                [b'#', b'x' | b'X', digits @ ..] if digits.len() <= 6 => hex(digits),
+                [b'#', digits @ ..]
+                    if !digits.is_empty()
+                        && digits.len() <= 7
+                        && digits.iter().all(u8::is_ascii_digit) =>
+                {
+                    std::str::from_utf8(digits)
+                        .ok()
+                        .and_then(|d| d.parse().ok())
+                }
+                name => NAMED
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, c)| *c as u32),
+            };
+            byte(code).map(|b| (b, end + 1))
+        }
+        _ => None,
+    }
+}
+
 /// The lengths of the spellings of `b` at the start of `text`: at most
 /// two (the byte itself, and one escape).
 fn spellings(b: u8, text: &[u8]) -> SmallVec<[usize; 2]> {
@@ -82,41 +124,8 @@ fn spellings(b: u8, text: &[u8]) -> SmallVec<[usize; 2]> {
     if first.eq_ignore_ascii_case(&b) {
         out.push(1);
     }
-    match first {
-        b'%' if text.get(1..3).and_then(hex) == Some(b as u32) => out.push(3),
-        b'+' if b == b' ' => out.push(1),
-        b'\\' => match text.get(1) {
-            Some(b'u' | b'U') if text.get(2..6).and_then(hex) == Some(b as u32) => out.push(6),
-            Some(b'x' | b'X') if text.get(2..4).and_then(hex) == Some(b as u32) => out.push(4),
-            Some(&c) if c == b && b"/\"\\'".contains(&b) => out.push(2),
-            _ => {}
-        },
-        b'&' => {
-            let end = text.iter().take(LONGEST + 4).position(|&c| c == b';');
-            if let Some(end) = end {
-                let inner = &text[1..end];
-                let code = match inner {
-                    [b'#', b'x' | b'X', digits @ ..] if digits.len() <= 6 => hex(digits),
-                    [b'#', digits @ ..]
-                        if !digits.is_empty()
-                            && digits.len() <= 7
-                            && digits.iter().all(u8::is_ascii_digit) =>
-                    {
-                        std::str::from_utf8(digits)
-                            .ok()
-                            .and_then(|d| d.parse().ok())
-                    }
-                    name => NAMED
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                        .map(|(_, c)| *c as u32),
-                };
-                if code == Some(b as u32) && end < LONGEST {
-                    out.push(end + 1);
-                }
-            }
-        }
-        _ => {}
+    if let Some((_, n)) = escape_at(text).filter(|&(d, _)| d == b) {
+        out.push(n);
     }
     out
 }

@@ -1,0 +1,241 @@
+//! Where an occurrence of a pattern may end, found in one pass over the
+//! text whatever its bytes: a single Aho-Corasick automaton over every
+//! pattern's literal core (an exact pattern's bytes, a spelled pattern's
+//! bytes, a base64 form's middle), letters in either case, run over every
+//! *reading* of the text at once. A byte stands for itself, and an escape
+//! (`%2F`, `\u002f`, `\x2f`, `\/`, `&#47;`, `&sol;`, `+` for a space; the
+//! ones [`spelled`] knows) also for the byte it spells, so the text is a
+//! graph of readings; the automaton's states at each position are those
+//! of every path through it, each kept once.
+//!
+//! This is the scrubber's prefilter, never its judge: it reports a
+//! superset of the places where an occurrence ends (the automaton ignores
+//! case everywhere, escapes are read wherever they stand), and the
+//! [`super::rewrite::Rewriter`] decides, with each pattern's exact rules,
+//! only in the few bytes before such a place. It costs one automaton step
+//! per byte (two at an escape), the same for text of one repeated letter,
+//! random base64 or prose, so no text a server sends can make scrubbing
+//! slower than that.
+
+use super::spelled::{self, escape_at};
+use aho_corasick::automaton::{Automaton, StateID};
+use aho_corasick::dfa::DFA;
+use aho_corasick::{Anchored, MatchKind, StartKind};
+use smallvec::SmallVec;
+
+/// How far ahead of a position its escape may need to be read (an `&`
+/// looks for its `;` in the next `LONGEST + 4` bytes).
+pub(super) const LOOKAHEAD: usize = spelled::LONGEST + 4;
+
+/// Positions whose states are kept at once: an escape reaches at most
+/// `LONGEST` positions ahead.
+const RING: usize = 16;
+const _: () = assert!(spelled::LONGEST < RING);
+
+/// The automaton over the cores of one set of patterns.
+pub(super) struct Cores {
+    dfa: DFA,
+    start: StateID,
+}
+
+impl std::fmt::Debug for Cores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cores").finish_non_exhaustive()
+    }
+}
+
+impl Cores {
+    /// The automaton over `cores`; `None` when there is nothing to look
+    /// for, or the automaton cannot be built (the caller then looks
+    /// everywhere: slower, never weaker).
+    pub(super) fn new(cores: &[&[u8]]) -> Option<Cores> {
+        if cores.iter().all(|c| c.is_empty()) {
+            return None;
+        }
+        let dfa = DFA::builder()
+            .match_kind(MatchKind::Standard)
+            .start_kind(StartKind::Unanchored)
+            .ascii_case_insensitive(true)
+            .build(cores.iter().filter(|c| !c.is_empty()))
+            .ok()?;
+        let start = dfa.start_state(Anchored::No).ok()?;
+        Some(Cores { dfa, start })
+    }
+
+    fn step(&self, state: StateID, byte: u8) -> StateID {
+        self.dfa.next_state(Anchored::No, state, byte)
+    }
+
+    fn is_match(&self, state: StateID) -> bool {
+        self.dfa.is_match(state)
+    }
+}
+
+/// Bytes that may open an escape: where a second reading starts.
+fn opens_escape(b: u8) -> bool {
+    matches!(b, b'%' | b'\\' | b'&' | b'+')
+}
+
+type States = SmallVec<[StateID; 4]>;
+
+/// The scan of one stream: the automaton's states at the next positions.
+pub(super) struct Scan {
+    /// The states at position `p` are in `ring[p % RING]`, for `p` from
+    /// `at` to `at + LONGEST`.
+    ring: [States; RING],
+    /// The next position to read from.
+    at: usize,
+    /// Positions after `at` that some escape reaches (their sets are not
+    /// empty): while there are none the scan runs one path.
+    ahead: usize,
+}
+
+impl Scan {
+    pub(super) fn new(cores: &Cores) -> Scan {
+        let mut ring: [States; RING] = Default::default();
+        ring[0].push(cores.start);
+        Scan {
+            ring,
+            at: 0,
+            ahead: 0,
+        }
+    }
+
+    /// The next position the scan will read.
+    pub(super) fn at(&self) -> usize {
+        self.at
+    }
+
+    fn put(&mut self, position: usize, state: StateID) {
+        let set = &mut self.ring[position % RING];
+        if set.is_empty() && position > self.at + 1 {
+            self.ahead += 1;
+        }
+        if !set.contains(&state) {
+            set.push(state);
+        }
+    }
+
+    /// Read `text` (whose first byte stands at position `base`) from the
+    /// scan's position on, as far as every escape can be read (to its end
+    /// when `last`), calling `hit(unit, end)` where a core ends: `end` is
+    /// the position just past it, `unit` where its last byte's reading
+    /// starts (never smaller than at the call before).
+    pub(super) fn feed(
+        &mut self,
+        cores: &Cores,
+        text: &[u8],
+        base: usize,
+        last: bool,
+        hit: &mut dyn FnMut(usize, usize),
+    ) {
+        // A byte that opens an escape is read once the whole escape can
+        // be: up to `LOOKAHEAD` bytes after it, or the end.
+        let ready = |r: usize| {
+            r < text.len() && (last || r + LOOKAHEAD <= text.len() || !opens_escape(text[r]))
+        };
+        while self.at >= base && ready(self.at - base) {
+            let r = self.at - base;
+            // One path and no escape ahead: step through the bytes that
+            // open none, with nothing else to keep.
+            if self.ahead == 0 && self.ring[self.at % RING].len() == 1 {
+                let mut state = self.ring[self.at % RING][0];
+                let mut r = r;
+                while r < text.len() && !opens_escape(text[r]) {
+                    state = cores.step(state, text[r]);
+                    if cores.is_match(state) {
+                        hit(base + r, base + r + 1);
+                    }
+                    r += 1;
+                }
+                self.ring[self.at % RING].clear();
+                self.at = base + r;
+                self.ring[self.at % RING].clear();
+                self.ring[self.at % RING].push(state);
+                if !ready(r) {
+                    break;
+                }
+            }
+            let r = self.at - base;
+            let states = std::mem::take(&mut self.ring[self.at % RING]);
+            let byte = text[r];
+            let escape = if opens_escape(byte) {
+                escape_at(&text[r..])
+            } else {
+                None
+            };
+            // What the next position holds was reached ahead of it (by an
+            // escape) or is about to be (by this byte).
+            if !self.ring[(self.at + 1) % RING].is_empty() {
+                self.ahead -= 1;
+            }
+            for &s in &states {
+                let next = cores.step(s, byte);
+                if cores.is_match(next) {
+                    hit(base + r, base + r + 1);
+                }
+                self.put(self.at + 1, next);
+                if let Some((decoded, len)) = escape {
+                    let next = cores.step(s, decoded);
+                    if cores.is_match(next) {
+                        hit(base + r, base + r + len);
+                    }
+                    self.put(self.at + len, next);
+                }
+            }
+            self.at += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ends(cores: &[&[u8]], text: &[u8], pieces: usize) -> Vec<usize> {
+        let c = Cores::new(cores).unwrap();
+        let mut scan = Scan::new(&c);
+        let mut out = Vec::new();
+        // Fed as a stream keeps it: the text so far, every time.
+        let step = text.len().div_ceil(pieces.max(1)).max(1);
+        let mut upto = 0;
+        while upto < text.len() {
+            upto = (upto + step).min(text.len());
+            scan.feed(&c, &text[..upto], 0, false, &mut |_, e| out.push(e));
+        }
+        scan.feed(&c, text, 0, true, &mut |_, e| out.push(e));
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn a_core_is_found_in_every_reading_of_the_text() {
+        let core: &[u8] = b"sk/live";
+        for (text, end) in [
+            (&b"..sk/live.."[..], 9),
+            (b"..SK/LiVe..", 9),
+            (b"..sk%2Flive..", 11),
+            (b"..%73%6b%2f%6c%69%76%65..", 23),
+            (b"..sk\\/live..", 10),
+            (b"..sk\\u002Flive..", 14),
+            (b"..sk&sol;live..", 13),
+            (b"..sk&#x2F;live..", 14),
+            (b"..sk&#47;live..", 13),
+        ] {
+            for pieces in [1, 3, text.len()] {
+                assert_eq!(
+                    ends(&[core], text, pieces),
+                    [end],
+                    "{} in {pieces}",
+                    String::from_utf8_lossy(text)
+                );
+            }
+        }
+        // A `%` of the value itself, and the escape of one.
+        assert_eq!(ends(&[b"a%25b"], b"xa%25bx", 1), [6]);
+        assert_eq!(ends(&[b"a%25b"], b"xa%2525bx", 1), [8]);
+        assert_eq!(ends(&[b"a b"], b"a+b", 1), [3]);
+        assert!(ends(&[core], b"sk/liv e sk%2live", 1).is_empty());
+    }
+}
