@@ -33,7 +33,7 @@ use crate::decision::Decision;
 use crate::matcher::Matcher;
 use authority::Authority;
 use bytes::Bytes;
-use rewrite::{find, scrub_patterns, Patterns};
+use rewrite::{find, outgoing, scrub_patterns, Patterns, Place};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -159,10 +159,17 @@ pub struct Terminator {
     /// What turns real values in responses back into placeholders: the
     /// same for every connection, so made once.
     scrub: Arc<Patterns>,
+    /// The patterns for requests, by which secrets cover the host and
+    /// where in the request: made at the first connection that needs
+    /// them (their automaton is worth building once, not per connection).
+    requests: std::sync::Mutex<std::collections::HashMap<RequestKey, Arc<Patterns>>>,
     /// The threads terminated connections are served on (made at the
     /// first one), apart from the proxy's own.
     workers: std::sync::OnceLock<Workers>,
 }
+
+/// Which secrets cover a host, and where in a request.
+type RequestKey = (Vec<bool>, Place);
 
 /// Threads of their own for terminated connections: two TLS sessions,
 /// HTTP on both sides and scrubbing are work a sandbox can ask for at
@@ -223,6 +230,7 @@ impl Terminator {
             server: Arc::new(server),
             client: Arc::new(client),
             scrub,
+            requests: std::sync::Mutex::new(std::collections::HashMap::new()),
             workers: std::sync::OnceLock::new(),
         })
     }
@@ -250,6 +258,17 @@ impl Terminator {
             "denied by --secret-rule: {method} {path} on {name} matches none of its rules ({})",
             list.join("; ")
         ))
+    }
+
+    /// The patterns for requests to `name:port`, at `place`: the same
+    /// for every host the same secrets cover.
+    fn request_patterns(&self, name: &str, port: u16, place: Place) -> Arc<Patterns> {
+        let covered: Vec<bool> = self.secrets.iter().map(|s| s.covers(name, port)).collect();
+        let make = || Arc::new(Patterns::new(outgoing(&self.secrets, name, port, place)));
+        let Ok(mut made) = self.requests.lock() else {
+            return make();
+        };
+        made.entry((covered, place)).or_insert_with(make).clone()
     }
 
     /// The runtime terminated connections are served on; `None` when its

@@ -94,7 +94,7 @@ pub(super) fn scrub_patterns(secrets: &[Secret]) -> Vec<Pattern> {
 }
 
 /// Where in a request bytes stand: how a substituted value is written.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Place {
     Header,
     /// The request target: the value is percent-encoded.

@@ -25,7 +25,7 @@ use smallvec::SmallVec;
 
 /// How far ahead of a position its escape may need to be read (an `&`
 /// looks for its `;` in the next `LONGEST + 4` bytes).
-pub(super) const LOOKAHEAD: usize = spelled::LONGEST + 4;
+const LOOKAHEAD: usize = spelled::LONGEST + 4;
 
 /// Positions whose states are kept at once: an escape reaches at most
 /// `LONGEST` positions ahead.

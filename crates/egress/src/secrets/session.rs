@@ -12,8 +12,7 @@
 
 use super::coding::{self, DecodeBody};
 use super::rewrite::{
-    outgoing, rewrite_headers, Action, Blocked, Kind, Patterns, Place, RewriteBody, Rewriter,
-    Violation,
+    rewrite_headers, Action, Blocked, Kind, Patterns, Place, RewriteBody, Rewriter, Violation,
 };
 use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
 use super::{zero, BoxError, OutBody, Recorder, Terminator};
@@ -312,24 +311,9 @@ pub(crate) async fn serve(
     let upstream = connect_tls(&term, upstream, &name).await;
     let session = Arc::new(Session {
         sni,
-        head: Arc::new(Patterns::new(outgoing(
-            &term.secrets,
-            &name,
-            port,
-            Place::Header,
-        ))),
-        target: Arc::new(Patterns::new(outgoing(
-            &term.secrets,
-            &name,
-            port,
-            Place::Target,
-        ))),
-        body: Arc::new(Patterns::new(outgoing(
-            &term.secrets,
-            &name,
-            port,
-            Place::Body,
-        ))),
+        head: term.request_patterns(&name, port, Place::Header),
+        target: term.request_patterns(&name, port, Place::Target),
+        body: term.request_patterns(&name, port, Place::Body),
         scrub: term.scrub.clone(),
         body_substitution: term
             .secrets
