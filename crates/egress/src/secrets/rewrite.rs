@@ -472,7 +472,7 @@ impl Rewriter {
         let limit = if last {
             buf.len()
         } else {
-            (read + 1).saturating_sub(patterns.longest)
+            (read + 1).saturating_sub(patterns.longest).min(buf.len())
         };
         let mut i = 0;
         while i < limit {
@@ -933,6 +933,17 @@ mod tests {
                 String::from_utf8_lossy(&text)
             );
         }
+    }
+
+    #[test]
+    fn without_patterns_a_stream_passes_unchanged() {
+        let p = Arc::new(Patterns::new(Vec::new()));
+        assert_eq!(
+            in_pieces(&p, b"any bytes at all", &[3, 9]).unwrap(),
+            b"any bytes at all"
+        );
+        let empty = scrub_set(&test_secrets(""));
+        assert_eq!(in_pieces(&empty, b"abc", &[1]).unwrap(), b"abc");
     }
 
     #[test]
