@@ -115,6 +115,7 @@ fn catalogue() -> Vec<Attack> {
         attacks::persistence::attacks(),
         attacks::secrets::attacks(),
         attacks::secret_proxy::attacks(),
+        attacks::secret_routes::attacks(),
         attacks::cross::attacks(),
     ]
     .concat()

@@ -36,7 +36,7 @@ pub(crate) struct Probe {
 }
 
 /// Every category's probes.
-fn tables() -> [&'static [Probe]; 9] {
+fn tables() -> [&'static [Probe]; 10] {
     [
         attacks::fs::PROBES,
         attacks::process::PROBES,
@@ -46,6 +46,7 @@ fn tables() -> [&'static [Probe]; 9] {
         attacks::persistence::PROBES,
         attacks::secrets::PROBES,
         attacks::secret_proxy::PROBES,
+        attacks::secret_routes::PROBES,
         attacks::cross::PROBES,
     ]
 }

@@ -11,4 +11,5 @@ pub(crate) mod persistence;
 pub(crate) mod process;
 pub(crate) mod resources;
 pub(crate) mod secret_proxy;
+pub(crate) mod secret_routes;
 pub(crate) mod secrets;

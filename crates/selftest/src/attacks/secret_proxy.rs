@@ -35,6 +35,21 @@ const ECHOES: &[(&str, &str)] = &[
     ("trailer", "in a trailer after a chunked body"),
     ("gzip", "in a gzip-compressed body"),
     ("base64", "base64-encoded (as `user:value`) in the body"),
+    (
+        "spellings",
+        "percent-encoded, JSON-escaped, HTML-escaped, in hexadecimal and in URL-safe base64, in a gzip body",
+    ),
+];
+
+/// The spellings the `spellings` echo writes, each as `NAME=...;` in the
+/// body, and how each reads once scrubbed (`true`: as URL-safe base64 of
+/// the placeholder; else as the placeholder itself).
+const SPELLINGS: &[(&str, bool)] = &[
+    ("percent", false),
+    ("json", false),
+    ("html", false),
+    ("hex", false),
+    ("b64url", true),
 ];
 
 pub(crate) fn attacks() -> Vec<Attack> {
@@ -69,6 +84,12 @@ pub(crate) fn attacks() -> Vec<Attack> {
             "make the upstream echo the real credential base64-encoded",
             |lab| echo(lab, "base64"),
         ),
+        (
+            "secret.echo-spellings",
+            Category::Secrets,
+            "make the upstream echo the real credential percent-encoded, escaped, in hex and base64, gzipped",
+            |lab| echo(lab, "spellings"),
+        ),
     ]
 }
 
@@ -79,18 +100,35 @@ pub(crate) const PROBES: &[Probe] = &[Probe {
 }];
 
 /// A TLS upstream on loopback that echoes the bearer credential it gets.
-struct Upstream {
-    port: u16,
-    ca: std::path::PathBuf,
-    /// The credentials requests carried, as received.
-    received: Arc<Mutex<Vec<String>>>,
+pub(crate) struct Upstream {
+    pub(crate) port: u16,
+    pub(crate) ca: std::path::PathBuf,
+    /// What requests carried, as received.
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+/// One request as the upstream read it.
+#[derive(Clone)]
+pub(crate) struct Received {
+    /// The bearer credential (`Authorization: Bearer ...`).
+    pub(crate) credential: String,
+    pub(crate) path: String,
+    /// The whole head, as sent.
+    pub(crate) head: String,
 }
 
 impl Upstream {
+    /// An upstream for [`NAME`].
     fn start(lab: &Lab) -> Result<Upstream, String> {
+        Upstream::for_names(lab, &[NAME], "secret-proxy")
+    }
+
+    /// An upstream whose certificate names `names`, under a fresh
+    /// authority planted as `DIR/ca.pem` in the lab.
+    pub(crate) fn for_names(lab: &Lab, names: &[&str], dir: &str) -> Result<Upstream, String> {
         let (config, ca_pem) =
-            tls_config().map_err(|e| format!("cannot make a certificate: {e}"))?;
-        let ca = lab.plant("secret-proxy/ca.pem", &ca_pem);
+            tls_config(names).map_err(|e| format!("cannot make a certificate: {e}"))?;
+        let ca = lab.plant(&format!("{dir}/ca.pem"), &ca_pem);
         let listener = TcpListener::bind(("127.0.0.1", free_port()))
             .or_else(|_| TcpListener::bind("127.0.0.1:0"))
             .map_err(|e| format!("cannot listen on loopback: {e}"))?;
@@ -110,14 +148,16 @@ impl Upstream {
         Ok(Upstream { port, ca, received })
     }
 
-    fn received(&self) -> Vec<String> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.received.lock().map(|r| r.clone()).unwrap_or_default()
     }
 }
 
-/// A server configuration for [`NAME`] under a fresh authority, and that
+/// A server configuration for `names` under a fresh authority, and that
 /// authority's certificate (PEM).
-fn tls_config() -> Result<(rustls::ServerConfig, String), Box<dyn std::error::Error>> {
+fn tls_config(
+    names: &[&str],
+) -> Result<(rustls::ServerConfig, String), Box<dyn std::error::Error>> {
     let ca_key = rcgen::KeyPair::generate()?;
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -126,8 +166,8 @@ fn tls_config() -> Result<(rustls::ServerConfig, String), Box<dyn std::error::Er
         .push(rcgen::DnType::CommonName, "warden selftest upstream");
     let ca = params.self_signed(&ca_key)?;
     let key = rcgen::KeyPair::generate()?;
-    let leaf =
-        rcgen::CertificateParams::new(vec![NAME.to_string()])?.signed_by(&key, &ca, &ca_key)?;
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let leaf = rcgen::CertificateParams::new(names)?.signed_by(&key, &ca, &ca_key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -141,7 +181,7 @@ fn tls_config() -> Result<(rustls::ServerConfig, String), Box<dyn std::error::Er
 
 /// One connection: read a request, record its credential, echo it the
 /// way its path asks.
-fn serve(config: Arc<rustls::ServerConfig>, tcp: std::net::TcpStream, seen: &Mutex<Vec<String>>) {
+fn serve(config: Arc<rustls::ServerConfig>, tcp: std::net::TcpStream, seen: &Mutex<Vec<Received>>) {
     let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
     let Ok(conn) = rustls::ServerConnection::new(config) else {
         return;
@@ -172,7 +212,11 @@ fn serve(config: Arc<rustls::ServerConfig>, tcp: std::net::TcpStream, seen: &Mut
         })
         .unwrap_or_default();
     if let Ok(mut s) = seen.lock() {
-        s.push(credential.clone());
+        s.push(Received {
+            credential: credential.clone(),
+            path: format!("/{mode}"),
+            head: head.clone(),
+        });
     }
     let response = echo_response(&mode, &credential);
     let _ = tls.write_all(&response);
@@ -213,6 +257,24 @@ fn echo_response(mode: &str, credential: &str) -> Vec<u8> {
             let b = base64::engine::general_purpose::STANDARD.encode(format!("user:{credential}"));
             plain("Content-Type: text/plain\r\n", b.as_bytes())
         }
+        "spellings" => {
+            let v = credential.as_bytes();
+            let mut text = String::new();
+            for (name, _) in SPELLINGS {
+                let spelled: String = match *name {
+                    "percent" => v.iter().map(|b| format!("%{b:02X}")).collect(),
+                    "json" => v.iter().map(|b| format!("\\u{b:04x}")).collect(),
+                    "html" => v.iter().map(|b| format!("&#{b};")).collect(),
+                    "hex" => v.iter().map(|b| format!("{b:02x}")).collect(),
+                    _ => base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v),
+                };
+                text.push_str(&format!("{name}={spelled};\n"));
+            }
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let _ = z.write_all(text.as_bytes());
+            let body = z.finish().unwrap_or_default();
+            plain("Content-Encoding: gzip\r\nContent-Type: text/plain\r\n", &body)
+        }
         _ => plain("", b"unknown echo"),
     }
 }
@@ -245,7 +307,7 @@ fn echo(lab: &Lab, mode: &str) -> Verdict {
         Ok(child) => Lab::finish(child, start),
         Err(e) => return Verdict::Skipped(format!("cannot start warden: {e}")),
     };
-    let received = up.received();
+    let received: Vec<String> = up.received().into_iter().map(|r| r.credential).collect();
     if received.iter().any(|r| *r != value) {
         return Verdict::Escaped(
             "the upstream received something other than the real value (the placeholder left the sandbox)"
@@ -302,22 +364,16 @@ fn judge(mode: &str, placeholder: &str, response: &[u8]) -> Finding {
     if parsed.status == 502 {
         return contained(format!("the echo {what} was withheld (502)"));
     }
+    if mode == "spellings" {
+        return judge_spellings(placeholder, &body_text(&parsed));
+    }
     let echoed = match mode {
         "reason" => Some(parsed.reason.clone()),
         "header" | "trailer" => parsed.header(ECHO_HEADER),
-        "gzip" => {
-            let mut text = String::new();
-            let body = if parsed.header("content-encoding").as_deref() == Some("gzip") {
-                let _ =
-                    flate2::read::GzDecoder::new(parsed.body.as_slice()).read_to_string(&mut text);
-                text
-            } else {
-                String::from_utf8_lossy(&parsed.body).into_owned()
-            };
-            body.strip_prefix("echo=")
-                .and_then(|b| b.strip_suffix(';'))
-                .map(str::to_string)
-        }
+        "gzip" => body_text(&parsed)
+            .strip_prefix("echo=")
+            .and_then(|b| b.strip_suffix(';'))
+            .map(str::to_string),
         "base64" => {
             use base64::Engine;
             base64::engine::general_purpose::STANDARD
@@ -341,11 +397,91 @@ fn judge(mode: &str, placeholder: &str, response: &[u8]) -> Finding {
     }
 }
 
+/// The body as text, gunzipped when it still says it is gzip.
+fn body_text(parsed: &Response) -> String {
+    if parsed.header("content-encoding").as_deref() == Some("gzip") {
+        let mut text = String::new();
+        let _ = flate2::read::GzDecoder::new(parsed.body.as_slice()).read_to_string(&mut text);
+        text
+    } else {
+        String::from_utf8_lossy(&parsed.body).into_owned()
+    }
+}
+
+/// Each spelling's slot in `body` must hold the placeholder (as URL-safe
+/// base64 where the echo was base64), or be gone.
+fn judge_spellings(placeholder: &str, body: &str) -> Finding {
+    use base64::Engine;
+    let mut kept = Vec::new();
+    for (name, base64) in SPELLINGS {
+        let slot = body.lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix('=')?
+                .strip_suffix(';')
+                .map(str::to_string)
+        });
+        let Some(slot) = slot else {
+            kept.push(format!("{name}: left out"));
+            continue;
+        };
+        let read = if *base64 {
+            // Either alphabet: where the scrubbed characters do not tell
+            // which one the text uses, the standard one is written.
+            let standard: String = slot
+                .trim_end_matches('=')
+                .chars()
+                .map(|c| match c {
+                    '-' => '+',
+                    '_' => '/',
+                    c => c,
+                })
+                .collect();
+            base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(standard)
+                .ok()
+                .map(|d| String::from_utf8_lossy(&d).trim_end().to_string())
+                .unwrap_or_default()
+        } else {
+            slot.clone()
+        };
+        if read != placeholder {
+            // Never print it: it may be the credential.
+            return escaped(format!(
+                "the echo {name} came back as {} bytes that are not the placeholder",
+                slot.len()
+            ));
+        }
+        kept.push(format!("{name}: placeholder"));
+    }
+    contained(format!(
+        "every spelling of the echo was scrubbed ({})",
+        kept.join(", ")
+    ))
+}
+
 /// One HTTPS request through the sandbox's trust bundle (as the sandbox's
 /// own clients make it): the whole answer.
 fn fetch(name: &str, port: &str, mode: &str, placeholder: &str) -> Result<Vec<u8>, String> {
+    let request = format!(
+        "GET /{mode} HTTP/1.1\r\nHost: {name}:{port}\r\nAuthorization: Bearer {placeholder}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+    );
+    https(name, port, &request, None)
+}
+
+/// Send `request` over TLS to `name:port` (server name `name`), trusting
+/// the sandbox's bundle and, when given, the authority in `extra_ca`; the
+/// whole answer.
+pub(crate) fn https(
+    name: &str,
+    port: &str,
+    request: &str,
+    extra_ca: Option<&str>,
+) -> Result<Vec<u8>, String> {
     let bundle = std::env::var("SSL_CERT_FILE").map_err(|_| "no SSL_CERT_FILE".to_string())?;
-    let pem = std::fs::read(&bundle).map_err(|e| format!("cannot read {bundle}: {e}"))?;
+    let mut pem = std::fs::read(&bundle).map_err(|e| format!("cannot read {bundle}: {e}"))?;
+    if let Some(extra) = extra_ca {
+        pem.extend(std::fs::read(extra).map_err(|e| format!("cannot read {extra}: {e}"))?);
+    }
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_pemfile::certs(&mut pem.as_slice()).flatten() {
         let _ = roots.add(cert);
@@ -363,9 +499,6 @@ fn fetch(name: &str, port: &str, mode: &str, placeholder: &str) -> Result<Vec<u8
     let tcp = std::net::TcpStream::connect(format!("{name}:{port}")).map_err(|e| e.to_string())?;
     let _ = tcp.set_read_timeout(Some(Duration::from_secs(20)));
     let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let request = format!(
-        "GET /{mode} HTTP/1.1\r\nHost: {name}:{port}\r\nAuthorization: Bearer {placeholder}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
-    );
     tls.write_all(request.as_bytes())
         .map_err(|e| e.to_string())?;
     let mut out = Vec::new();
@@ -378,8 +511,8 @@ fn fetch(name: &str, port: &str, mode: &str, placeholder: &str) -> Result<Vec<u8
 }
 
 /// An HTTP/1.1 response, as far as the probe reads one.
-struct Response {
-    status: u16,
+pub(crate) struct Response {
+    pub(crate) status: u16,
     reason: String,
     /// Headers and trailers, names in lower case.
     headers: Vec<(String, String)>,
@@ -394,7 +527,7 @@ impl Response {
             .map(|(_, v)| v.clone())
     }
 
-    fn parse(raw: &[u8]) -> Option<Response> {
+    pub(crate) fn parse(raw: &[u8]) -> Option<Response> {
         let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
         let head = String::from_utf8_lossy(&raw[..end]).into_owned();
         let mut lines = head.split("\r\n");
