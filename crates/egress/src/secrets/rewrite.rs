@@ -710,7 +710,7 @@ mod tests {
     }
 
     /// Not a timed test: how fast responses are scrubbed, printed (run
-    /// with `--ignored --nocapture`; `bench/scrub.sh` runs it).
+    /// with `--ignored --nocapture`; `docs/performance.md` has figures).
     #[test]
     #[ignore]
     fn scrub_throughput() {
