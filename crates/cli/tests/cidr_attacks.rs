@@ -249,3 +249,82 @@ fn a_range_that_holds_the_host_in_any_form_is_refused_before_anything_runs() {
         );
     }
 }
+
+/// What the README says a pin to loopback opens, checked against listeners
+/// on the host's loopback: a pin (`NAME=IP`, or `NAME:IP` as docker
+/// writes it) to any `127.x` address reaches the host's service on the
+/// port the name's rule names, a wildcard rule over the name counts, and
+/// no other port of the host is reached; a pin alone is refused.
+#[test]
+fn a_pin_to_loopback_reaches_the_host_only_on_the_ports_the_names_rules_allow() {
+    if !egress_available() {
+        return;
+    }
+    let (open, open_seen) = listener_everywhere();
+    let (other, other_seen) = listener_everywhere();
+    let script = format!(
+        "{CONNECT}\nfor target in sys.argv[1:]:\n    name, port = target.rsplit(':', 1)\n    print(target, attempt(name, int(port)), flush=True)\n"
+    );
+    let sandbox = |pin: &str, rule: &str, targets: &[String]| {
+        let out = Command::new(warden_bin())
+            .args(["run", "--no-tty", "--no-audit-log"])
+            .args(["--add-host", pin, "--allow-domain", rule])
+            .args(["--", "python3", "-c", &script])
+            .args(targets)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (stdout(&out), stderr(&out))
+    };
+    for (pin, rule, name) in [
+        ("db=127.0.0.1".to_string(), format!("db:{open}"), "db"),
+        ("db:127.0.0.5".to_string(), format!("db:{open}"), "db"),
+        (
+            "db.corp.test=127.0.0.1".to_string(),
+            format!(".corp.test:{open}"),
+            "db.corp.test",
+        ),
+    ] {
+        let before = (
+            open_seen.load(Ordering::SeqCst),
+            other_seen.load(Ordering::SeqCst),
+        );
+        let targets = [format!("{name}:{open}"), format!("{name}:{other}")];
+        let (out, err) = sandbox(&pin, &rule, &targets);
+        assert!(
+            out.contains(&format!("{name}:{open} connected")),
+            "{pin} with {rule}: {out} {err}"
+        );
+        assert!(
+            !out.contains(&format!("{name}:{other} connected")),
+            "{pin} with {rule} reached another port: {out}"
+        );
+        assert_eq!(
+            open_seen.load(Ordering::SeqCst),
+            before.0 + 1,
+            "{pin} with {rule}: the allowed port's listener"
+        );
+        assert_eq!(
+            other_seen.load(Ordering::SeqCst),
+            before.1,
+            "{pin} with {rule}: the other port's listener was reached"
+        );
+    }
+    let alone = Command::new(warden_bin())
+        .args([
+            "run",
+            "--no-tty",
+            "--add-host",
+            "db=127.0.0.1",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&alone), 125, "{}", stderr(&alone));
+    assert!(
+        stderr(&alone).contains("--add-host needs"),
+        "{}",
+        stderr(&alone)
+    );
+}
