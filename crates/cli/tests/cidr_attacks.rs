@@ -263,13 +263,13 @@ fn a_pin_to_loopback_reaches_the_host_only_on_the_ports_the_names_rules_allow() 
     let (open, open_seen) = listener_everywhere();
     let (other, other_seen) = listener_everywhere();
     let script = format!(
-        "{CONNECT}\nfor target in sys.argv[1:]:\n    name, port = target.rsplit(':', 1)\n    print(target, attempt(name, int(port)), flush=True)\n"
+        "{CONNECT}\nfor target in sys.argv[2:]:\n    name, port = target.rsplit(':', 1)\n    print(target, attempt(name, int(port)), flush=True)\n"
     );
     let sandbox = |pin: &str, rule: &str, targets: &[String]| {
         let out = Command::new(warden_bin())
             .args(["run", "--no-tty", "--no-audit-log"])
             .args(["--add-host", pin, "--allow-domain", rule])
-            .args(["--", "python3", "-c", &script])
+            .args(["--", "python3", "-c", &script, "0"])
             .args(targets)
             .stdin(Stdio::null())
             .output()
