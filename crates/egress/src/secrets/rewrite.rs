@@ -714,12 +714,21 @@ mod tests {
     #[test]
     #[ignore]
     fn scrub_throughput() {
-        let secrets: Vec<Secret> = (0..2)
-            .map(|i| {
+        // Two API keys, and a token that starts with the letter the
+        // 'x' text is made of (as Slack's do).
+        let values = [
+            "sk-live-0aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI",
+            "sk-live-1aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI",
+            "xoxb-1234567890-0987654321-aBcDeFgHiJkLmNoP",
+        ];
+        let secrets: Vec<Secret> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
                 Secret::new(
                     format!("S{i}"),
                     format!("warden-secret-{i:032x}"),
-                    format!("sk-live-{i}aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI").into_bytes(),
+                    v.as_bytes().to_vec(),
                     Vec::new(),
                     false,
                 )
