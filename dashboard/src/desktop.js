@@ -17,19 +17,28 @@ export function desktopView(root, id) {
   let control = false;
   let alive = true;
 
+  // GET .../desktop says whether this is a desktop, whether its screen
+  // answers yet (its programs start with the sandbox) and whether this
+  // token may take over.
   async function start() {
     let s;
     try {
-      s = await api('GET', `/v1/sandboxes/${enc(id)}/desktop/status`);
+      s = await api('GET', `/v1/sandboxes/${enc(id)}/desktop`);
     } catch (err) {
-      status.textContent = err.message;
+      if (!alive) return;
+      screen.hidden = true;
+      status.textContent = err.code === 'not_a_desktop'
+        ? 'This sandbox is not a desktop: nothing serves a screen inside it. A sandbox made with the desktop profile has one.'
+        : err.message;
+      status.classList.add('error');
       return;
     }
     if (!alive) return;
     if (!s.screen) {
-      screen.hidden = true;
-      status.textContent = 'This sandbox is not a desktop: nothing serves a screen inside it. A sandbox made with the desktop profile has one.';
-      status.classList.add('error');
+      status.textContent = s.running
+        ? 'The desktop is starting…'
+        : 'The sandbox is stopped: start it to see its desktop.';
+      setTimeout(() => alive && start(), s.running ? 1000 : 3000);
       return;
     }
     takeOver.hidden = !s.control;

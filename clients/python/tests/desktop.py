@@ -1,57 +1,84 @@
-"""A desktop in a sandbox for the tests: the one place that says how one
-is made. Today an ordinary sandbox created through the daemon in which the
-test starts Chromium with its DevTools on the sandbox's own 127.0.0.1:9222
-(and, for the screen, Xvfb and x11vnc on 127.0.0.1:5900); with the
-``desktop`` profile this becomes a create with that profile."""
+"""Desktop sandboxes for the tests: the one place that says how a test
+gets one. It is what a person gets: a sandbox made through the client with
+the shipped ``desktop`` profile (its supervisor starts the X server, window
+manager, panel, VNC server and Chromium), waited for with
+``sb.desktop.wait_until_up()`` (``GET .../desktop`` until its screen and
+its browser answer). Nothing here starts a program of the desktop itself."""
 
 from __future__ import annotations
 
+import http.server
 import shutil
+import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-CHROMIUM = ["chromium", "chromium-browser"]
+from warden_sandbox import Sandbox
+
+#: The desktop's programs, as the runtime checks for them.
+PROGRAMS = ["Xvfb", "dbus-daemon", "xfwm4", "xfce4-panel", "x11vnc", "chromium", "xdotool", "maim", "certutil"]
+
+#: How long a desktop may take to come up (about 3 s on an idle machine).
+UP_WITHIN = 120.0
 
 
-def missing(browser: bool = True, screen: bool = False) -> Optional[str]:
-    """The package the host lacks for a test desktop, if any."""
-    if browser and not any(shutil.which(c) for c in CHROMIUM):
-        return "chromium"
-    if screen:
-        for b, pkg in [("Xvfb", "xvfb"), ("x11vnc", "x11vnc")]:
-            if not shutil.which(b):
-                return pkg
+def missing() -> Optional[str]:
+    """Why a desktop cannot run on this host, if it cannot."""
+    lacking = [p for p in PROGRAMS if shutil.which(p) is None]
+    if lacking:
+        return f"the host lacks the desktop's programs {lacking} (.ci/run installs them)"
     return None
 
 
-def start(owner: Any, name: str, spec: Dict[str, Any], browser: bool = True, screen: bool = False) -> None:
-    """Create sandbox ``name`` (``owner``: an httpx client on the daemon's
-    owner socket) with ``spec``, and start its desktop's services."""
-    full = {"resources": {"memory": "2G", "pids": 512}, "filesystem": {"tmp_size": "512M"}}
-    full.update(spec)
-    r = owner.post("/v1/sandboxes", json={"name": name, "spec": full})
-    assert r.status_code == 201, r.text
+def start(host: str, spec: Dict[str, Any]) -> Sandbox:
+    """A sandbox from the ``desktop`` profile with ``spec`` merged over it,
+    made through the daemon at ``host`` as the owner, its desktop up."""
+    sb = Sandbox.create(profile="desktop", spec=spec, host=host)
+    began = time.monotonic()
+    try:
+        sb.desktop.wait_until_up(timeout=UP_WITHIN)
+    except BaseException:
+        sb.kill()
+        sb.close()
+        raise
+    print(f"the desktop of {sb.id} was up in {time.monotonic() - began:.1f}s")
+    return sb
 
-    def background(argv: list) -> None:
-        r = owner.post(f"/v1/sandboxes/{name}/exec", json={"argv": argv, "background": True})
-        assert r.status_code < 300, r.text
 
-    if screen:
-        background(["Xvfb", ":99", "-screen", "0", "1024x768x24", "-nolisten", "tcp", "-retro"])
-        background(["sh", "-c", "sleep 1; x11vnc -display :99 -localhost -rfbport 5900 -forever -shared -nopw -quiet"])
-    if browser:
-        chromium = next(c for c in CHROMIUM if shutil.which(c))
-        # Chromium's own sandbox needs namespaces that warden's seccomp
-        # filter refuses: warden is the sandbox here.
-        background([
-            chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--no-first-run", "--user-data-dir=/tmp/chromium",
-            "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=9222", "about:blank",
-        ])
-    deadline = time.monotonic() + 60
-    while True:
-        st = owner.get(f"/v1/sandboxes/{name}/desktop/status").json()
-        if (not browser or st.get("devtools")) and (not screen or st.get("screen")):
-            return
-        assert time.monotonic() < deadline, f"the desktop of {name} did not come up: {st}"
-        time.sleep(0.2)
+class Recorder:
+    """An HTTP server on the host's loopback that serves ``body`` and
+    writes down the path of every request that reaches it."""
+
+    def __init__(self, body: bytes) -> None:
+        self.arrivals: List[str] = []
+        arrivals, page = self.arrivals, body
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                arrivals.append(self.path)
+                self.send_response(200)
+                self.send_header("content-type", "text/html")
+                self.send_header("content-length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port: int = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def recorders(*bodies: bytes) -> Iterator[Tuple[Recorder, ...]]:
+    """Recorders for a fixture, shut down after it."""
+    rs = tuple(Recorder(b) for b in bodies)
+    try:
+        yield rs
+    finally:
+        for r in rs:
+            r.close()

@@ -7,14 +7,12 @@ skipped, with the reason, on a host without the desktop's programs."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import struct
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Iterator, List
+from typing import Iterator
 
 import pytest
 
+import desktop
 from warden_sandbox import (
     AsyncSandbox,
     ConflictError,
@@ -23,11 +21,7 @@ from warden_sandbox import (
     Sandbox,
 )
 
-PROGRAMS = ["Xvfb", "dbus-daemon", "xfwm4", "xfce4-panel", "x11vnc", "chromium", "xdotool", "maim", "certutil"]
-MISSING = [p for p in PROGRAMS if shutil.which(p) is None]
-pytestmark = pytest.mark.skipif(
-    bool(MISSING), reason=f"the host lacks the desktop's programs {MISSING} (.ci/run installs them)"
-)
+pytestmark = pytest.mark.skipif(bool(desktop.missing()), reason=desktop.missing() or "")
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -37,41 +31,22 @@ def png_size(data: bytes) -> tuple[int, int]:
     return w, h
 
 
-class _Page(BaseHTTPRequestHandler):
-    arrivals: List[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802
-        _Page.arrivals.append(self.path)
-        body = b"<html><body style='background:rgb(0,200,0)'>hello</body></html>"
-        self.send_response(200)
-        self.send_header("content-type", "text/html")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *a: object) -> None:
-        pass
+@pytest.fixture(scope="module")
+def page() -> Iterator[desktop.Recorder]:
+    for (r,) in desktop.recorders(b"<html><body style='background:rgb(0,200,0)'>hello</body></html>"):
+        yield r
 
 
 @pytest.fixture(scope="module")
-def page() -> Iterator[int]:
-    server = HTTPServer(("127.0.0.1", 0), _Page)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield server.server_address[1]
-    server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def desk(daemon, page: int) -> Iterator[Sandbox]:  # type: ignore[no-untyped-def]
+def desk(daemon, page: desktop.Recorder) -> Iterator[Sandbox]:  # type: ignore[no-untyped-def]
     spec = {
         "egress": {
-            "domains": [f"page.test:{page}"],
+            "domains": [f"page.test:{page.port}"],
             "allow_http": True,
             "hosts": {"page.test": "127.0.0.1"},
         }
     }
-    sb = Sandbox.create(profile="desktop", spec=spec, host=daemon.unix_host)
+    sb = desktop.start(daemon.unix_host, spec)
     try:
         yield sb
     finally:
@@ -79,27 +54,11 @@ def desk(daemon, page: int) -> Iterator[Sandbox]:  # type: ignore[no-untyped-def
         sb.close()
 
 
-def wait_for_screen(sb: Sandbox, timeout: float = 60.0) -> bytes:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            shot = sb.desktop.screenshot()
-            if len(shot) > 10_000:
-                return shot
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            raise AssertionError("the desktop did not come up")
-        time.sleep(0.5)
-
-
 def test_the_screen_comes_back_as_a_png_of_the_desktops_size(desk: Sandbox) -> None:
-    shot = wait_for_screen(desk)
+    shot = desk.desktop.screenshot()
     info = desk.desktop.info()
     assert png_size(shot) == (info.width, info.height) == (1280, 800)
+    assert info.running and info.screen and info.devtools and info.control, info
     assert info.display == ":99"
     assert info.vnc == f"/v1/sandboxes/{desk.id}/desktop/vnc"
     assert info.cdp == f"/v1/sandboxes/{desk.id}/desktop/cdp"
@@ -107,8 +66,7 @@ def test_the_screen_comes_back_as_a_png_of_the_desktops_size(desk: Sandbox) -> N
     assert any(s["name"] == "browser" for s in info.services)
 
 
-def test_mouse_keyboard_and_browser_are_driven(desk: Sandbox, page: int, wait_until) -> None:  # type: ignore[no-untyped-def]
-    wait_for_screen(desk)
+def test_mouse_keyboard_and_browser_are_driven(desk: Sandbox, page: desktop.Recorder, wait_until) -> None:  # type: ignore[no-untyped-def]
     desk.desktop.move_mouse(100, 200)
     desk.desktop.left_click(640, 400)
     desk.desktop.left_click()
@@ -119,10 +77,10 @@ def test_mouse_keyboard_and_browser_are_driven(desk: Sandbox, page: int, wait_un
     desk.desktop.scroll(direction="up", amount=2)
     desk.desktop.write("hello from the client")
     desk.desktop.press(["ctrl+a", "BackSpace"])
-    before = len(_Page.arrivals)
-    desk.desktop.open(f"http://page.test:{page}/from-python")
-    assert wait_until(lambda: len(_Page.arrivals) > before, timeout=30), "the page was never requested"
-    assert "/from-python" in _Page.arrivals
+    before = len(page.arrivals)
+    desk.desktop.open(f"http://page.test:{page.port}/from-python")
+    assert wait_until(lambda: len(page.arrivals) > before, timeout=30), "the page was never requested"
+    assert "/from-python" in page.arrivals
 
 
 def test_bad_input_is_refused_and_nothing_is_done(desk: Sandbox) -> None:
@@ -143,9 +101,21 @@ def test_a_view_only_token_sees_but_may_not_touch(daemon, desk: Sandbox) -> None
     sb = Sandbox.connect(desk.id, host=daemon.tcp_host, token=viewer)
     try:
         assert png_size(sb.desktop.screenshot()) == (1280, 800)
+        assert sb.desktop.info().control is False
         with pytest.raises(PermissionDeniedError) as e:
             sb.desktop.left_click(10, 10)
         assert "desktop:control" in str(e.value)
+    finally:
+        sb.close()
+
+
+def test_a_control_token_sees_and_touches(daemon, desk: Sandbox) -> None:  # type: ignore[no-untyped-def]
+    # desktop:control alone: it grants desktop:view.
+    sb = Sandbox.connect(desk.id, host=daemon.tcp_host, token=daemon.token("desktop:control"))
+    try:
+        assert png_size(sb.desktop.screenshot()) == (1280, 800)
+        assert sb.desktop.info().control is True
+        sb.desktop.move_mouse(10, 10)
     finally:
         sb.close()
 

@@ -537,19 +537,3 @@ pub struct PoolStatus {
     /// How many are started and waiting now.
     pub ready: usize,
 }
-
-/// `GET .../desktop/status`: what of a desktop a sandbox serves, and what
-/// the caller may do with it.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
-pub struct DesktopStatus {
-    /// A VNC server listens on the sandbox's own 127.0.0.1:5900 (the
-    /// screen, `GET .../desktop/vnc`).
-    pub screen: bool,
-    /// Chromium's DevTools listen on the sandbox's own 127.0.0.1:9222
-    /// (`GET .../desktop/cdp/json/version`).
-    pub devtools: bool,
-    /// The caller may drive the desktop (`desktop:control`); otherwise the
-    /// screen is view-only: the daemon drops its keys, pointer and
-    /// clipboard.
-    pub control: bool,
-}

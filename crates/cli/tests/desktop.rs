@@ -17,31 +17,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The programs a desktop needs (as the runtime's check names them).
-const PROGRAMS: &[&str] = &[
-    "Xvfb",
-    "dbus-daemon",
-    "xfwm4",
-    "xfce4-panel",
-    "x11vnc",
-    "chromium",
-    "xdotool",
-    "maim",
-    "certutil",
-];
-
-fn missing_programs() -> Vec<&'static str> {
-    PROGRAMS
-        .iter()
-        .filter(|p| {
-            !["/usr/bin", "/bin", "/usr/local/bin"]
-                .iter()
-                .any(|d| Path::new(d).join(p).exists())
-        })
-        .copied()
-        .collect()
-}
-
 /// Green at first; magenta once "magic" is typed into the page's input,
 /// which covers the whole page (a click anywhere focuses it).
 const PAGE: &str = r#"<!doctype html><html><head><title>warden desktop test</title></head>
@@ -307,11 +282,8 @@ fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
     if !curl_available() {
         return skip("curl is not installed");
     }
-    let missing = missing_programs();
-    if !missing.is_empty() {
-        return skip(&format!(
-            "the host lacks the desktop's programs {missing:?} (.ci/run installs them)"
-        ));
+    if let Some(why) = common::desktop::unavailable() {
+        return skip(&why);
     }
     if !egress_available() {
         return;
@@ -341,6 +313,15 @@ fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
     assert_eq!(info["vnc"], "/v1/sandboxes/desk/desktop/vnc");
     assert_eq!(info["cdp"], "/v1/sandboxes/desk/desktop/cdp");
     assert_eq!(info["stream_url"], "/#/sandboxes/desk/desktop");
+    assert_eq!(info["running"], true, "{b}");
+    assert_eq!(info["control"], true, "the owner may drive: {b}");
+    // Its programs start with the sandbox: up once the screen and the
+    // browser answer.
+    let info = common::desktop::wait_up(&d, "desk");
+    assert_eq!(
+        (&info["screen"], &info["devtools"]),
+        (&true.into(), &true.into())
+    );
 
     // The desktop comes up: a real picture of it, not a blank screen.
     let shot = until_screen(&d, "desk", "the desktop", Duration::from_secs(60), |s| {
@@ -493,6 +474,7 @@ fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
         Some(&viewer),
     );
     assert_eq!(s, 200, "{b}");
+    assert_eq!(json(&b)["control"], false, "{b}");
     let out = std::process::Command::new("curl")
         .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
         .arg(format!("authorization: Bearer {viewer}"))
@@ -513,7 +495,28 @@ fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
     );
     assert_eq!(s, 403, "{b}");
     assert!(b.contains("desktop:control"), "{b}");
+    // A token with desktop:control alone sees the screen too, and acts.
     let controller = token(state.path(), "controller", &["desktop:control"]);
+    let (s, b) = call_on(
+        &d,
+        true,
+        "GET",
+        "/v1/sandboxes/desk/desktop",
+        None,
+        Some(&controller),
+    );
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(json(&b)["control"], true, "{b}");
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
+        .arg(format!("authorization: Bearer {controller}"))
+        .arg(format!(
+            "http://{}/v1/sandboxes/desk/desktop/screenshot",
+            d.tcp.as_ref().unwrap()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
     let (s, b) = call_on(
         &d,
         true,
@@ -550,35 +553,129 @@ fn a_sandbox_without_a_desktop_refuses_desktop_calls() {
         assert_eq!(s, 409, "{path}: {b}");
         assert_eq!(json(&b)["code"], "not_a_desktop", "{b}");
     }
+    // The state is `GET .../desktop` alone; a GET of an action's path
+    // runs nothing and says what the path takes.
+    let (s, b) = call(&d, "GET", "/v1/sandboxes/plain/desktop/status", None, None);
+    assert_eq!(s, 405, "{b}");
+    assert!(
+        json(&b)["message"].as_str().unwrap().contains("takes POST"),
+        "{b}"
+    );
+}
+
+/// Programs named as executables in `dir` (a root tree's `usr/bin`).
+fn plant(dir: &Path, programs: &[&str]) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    for p in programs {
+        let f = dir.join(p);
+        std::fs::write(&f, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
 }
 
 #[test]
-fn a_host_without_the_programs_is_told_what_to_install() {
-    // An empty root tree has none of the desktop's programs.
+fn a_host_without_the_programs_is_told_the_apt_line_that_installs_them() {
+    // Root trees in place of the host's system directories: one with
+    // none of the desktop's programs, one that lacks only the browser and
+    // the VNC server.
     let state = TempDir::new("desktop-missing");
-    let root = state.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    let profile = state.path().join("p.yaml");
-    std::fs::write(&profile, "desktop: true\n").unwrap();
+    let empty = state.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
     let o = warden(
         state.path(),
         &[
             "create",
             "-P",
-            profile.to_str().unwrap(),
+            "desktop",
             "--rootfs",
-            root.to_str().unwrap(),
+            empty.to_str().unwrap(),
             "nodesk",
         ],
     );
     assert_ne!(code(&o), 0);
     let e = stderr(&o);
     assert!(
-        e.contains("Xvfb (package xvfb)") && e.contains("apt-get install"),
+        e.contains("`sudo apt-get install -y --no-install-recommends xvfb dbus xfwm4 xfce4-panel x11vnc chromium xdotool maim libnss3-tools`"),
         "{e}"
     );
+    assert!(e.contains("Xvfb (package xvfb)"), "{e}");
     assert!(
         !sandbox_dir(state.path(), "nodesk").exists(),
         "a refused create left the sandbox behind"
     );
+    let partial = state.path().join("partial");
+    plant(
+        &partial.join("usr/bin"),
+        &[
+            "Xvfb",
+            "dbus-daemon",
+            "xfwm4",
+            "xfce4-panel",
+            "xdotool",
+            "maim",
+            "certutil",
+        ],
+    );
+    let o = warden(
+        state.path(),
+        &[
+            "create",
+            "-P",
+            "desktop",
+            "--rootfs",
+            partial.to_str().unwrap(),
+            "halfdesk",
+        ],
+    );
+    assert_ne!(code(&o), 0);
+    let e = stderr(&o);
+    assert!(
+        e.contains("lacks: x11vnc (package x11vnc), chromium (package chromium);")
+            && e.contains("`sudo apt-get install -y --no-install-recommends x11vnc chromium`"),
+        "{e}"
+    );
+    assert!(!sandbox_dir(state.path(), "halfdesk").exists());
+    // Through the daemon: the same words, on the field, nothing made.
+    if !curl_available() {
+        return skip("curl is not installed (the API half)");
+    }
+    let d = Daemon::start(state.path(), false);
+    let body = serde_json::json!({
+        "name": "apidesk",
+        "profile": "desktop",
+        "spec": { "filesystem": { "rootfs": partial } },
+    })
+    .to_string();
+    let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(&body), None);
+    assert_eq!(s, 422, "{b}");
+    let p = json(&b);
+    assert_eq!(p["field"], "/spec/desktop", "{b}");
+    assert!(
+        p["message"]
+            .as_str()
+            .unwrap()
+            .contains("`sudo apt-get install -y --no-install-recommends x11vnc chromium`"),
+        "{b}"
+    );
+    assert!(!sandbox_dir(state.path(), "apidesk").exists());
+}
+
+#[test]
+fn a_desktop_in_a_vm_is_refused_saying_why_and_what_to_do() {
+    let state = TempDir::new("desktop-vm");
+    let o = warden(
+        state.path(),
+        &["create", "-P", "desktop", "--isolation", "vm", "vmdesk"],
+    );
+    assert_ne!(code(&o), 0);
+    let e = stderr(&o);
+    for said in [
+        "a desktop runs only with `--isolation process`",
+        "no X server, browser or VNC server",
+        "leave `--isolation vm` out for a desktop",
+    ] {
+        assert!(e.contains(said), "{said:?} not in: {e}");
+    }
+    assert!(!sandbox_dir(state.path(), "vmdesk").exists());
 }

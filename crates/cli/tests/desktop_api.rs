@@ -4,12 +4,15 @@
 //! both reached through connections the sandbox's init opens, so nothing
 //! listens on the host. Some tests put a recorder on the sandbox's
 //! 127.0.0.1:5900 in place of a VNC server, which writes down every byte
-//! that reaches it; the others run a real X server, x11vnc and Chromium in
-//! the sandbox (skipped, saying so, when the host lacks them).
+//! that reaches it; one makes a sandbox from the shipped `desktop` profile
+//! (its X server, window manager, x11vnc and Chromium started by its
+//! supervisor, as a person gets them) and watches, drives and debugs it
+//! through the daemon (skipped, saying so, when the host lacks them).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 use common::daemon::{call, curl_available, json, Daemon};
+use common::desktop::on_host;
 use common::sockets::{listening_of, tcp_port_listens};
 use common::*;
 use futures_util::{SinkExt, StreamExt};
@@ -93,15 +96,14 @@ while True:
     threading.Thread(target=serve, args=(c, n)).start()
 "#;
     common::desktop::background(d, name, &["python3", "-c", script]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while common::desktop::status(d, name)["screen"] != true {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the recorder did not start"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // The probe's own connection is not one of the test's.
+    // Listening once it has a connection to log (its own probe's, made
+    // inside the sandbox), which is then cleared.
+    let up = common::desktop::sh(
+        d,
+        name,
+        "for i in $(seq 200); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 5900), 1).close()' 2>/dev/null && grep -q connection /tmp/rfb.log 2>/dev/null && echo up && exit; sleep 0.1; done",
+    );
+    assert!(up.contains("up"), "the recorder did not start");
     std::thread::sleep(Duration::from_millis(200));
     common::desktop::sh(d, name, "rm -f /tmp/rfb.log");
 }
@@ -270,16 +272,12 @@ fn a_token_without_the_scope_is_refused_before_any_byte_reaches_the_sandbox() {
         return;
     };
     recorder_sandbox(&d, "sc");
+    // Every scope but the desktop's two (desktop:control grants
+    // desktop:view).
     let others = token(
         &d,
         "others",
-        &[
-            "sandboxes:read",
-            "sandboxes:write",
-            "exec",
-            "files",
-            "desktop:control",
-        ],
+        &["sandboxes:read", "sandboxes:write", "exec", "files"],
     );
     let viewer = token(&d, "viewer", &["desktop:view"]);
     let (s, b) = call(
@@ -368,10 +366,9 @@ fn a_sandbox_that_is_not_a_desktop_says_so() {
         None,
     );
     assert_eq!(s, 201, "{b}");
-    let st = common::desktop::status(&d, "plain");
-    assert_eq!(st["screen"], false, "{st}");
-    assert_eq!(st["devtools"], false, "{st}");
-    assert_eq!(st["control"], true, "the owner may drive: {st}");
+    let (s, b) = call(&d, "GET", "/v1/sandboxes/plain/desktop", None, None);
+    assert_eq!(s, 409, "{b}");
+    assert_eq!(json(&b)["code"], "not_a_desktop", "{b}");
     runtime().block_on(async {
         assert_eq!(
             connect(&d, "/v1/sandboxes/plain/desktop/vnc", None)
@@ -456,37 +453,70 @@ fn distinct_pixels(pixels: &[u8], bpp: usize) -> usize {
     seen.len()
 }
 
+/// The shipped desktop, watched, driven and debugged through the daemon
+/// only: one desktop sandbox for every check of this file that needs a
+/// real one (it is the expensive part), each check a function that says
+/// what it proves.
 #[test]
-fn the_screen_comes_through_the_daemon_with_real_pixels_and_nothing_listens_on_the_host() {
-    if let Some(pkg) = common::desktop::missing_packages(false) {
-        return skip(&format!("the host lacks {pkg} for a test desktop"));
+fn a_desktop_from_the_shipped_profile_is_watched_driven_and_debugged_only_through_the_daemon() {
+    if let Some(why) = common::desktop::unavailable() {
+        return skip(&why);
     }
-    let Some((state, d)) = setup("desk-screen") else {
+    if !on_host("xev") {
+        return skip("the host lacks xev (x11-utils), which records the keys the desktop gets");
+    }
+    let Some((state, d)) = setup("desk-real") else {
         return;
     };
+    let began = std::time::Instant::now();
     let before_host = (tcp_port_listens(5900), tcp_port_listens(9222));
-    common::desktop::start(&d, "scr", serde_json::json!({}), false);
-    let supervisor = supervisor_pid(state.path(), "scr");
+    let info = common::desktop::start(&d, "real", serde_json::json!({}));
+    let viewer = token(&d, "viewer", &["desktop:view"]);
+    // desktop:control alone: it grants desktop:view.
+    let driver = token(&d, "driver", &["desktop:control"]);
+    assert_eq!(info["control"], true, "the owner may drive: {info}");
+    for (t, control) in [(&viewer, false), (&driver, true)] {
+        let (s, b) = call(&d, "GET", "/v1/sandboxes/real/desktop", None, Some(t));
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(json(&b)["control"], control, "{b}");
+    }
+    the_screen_comes_through_with_real_pixels_and_nothing_listens_on_the_host(
+        &d,
+        state.path(),
+        &viewer,
+        before_host,
+    );
+    a_watchers_pointer_and_keys_do_not_move_the_desktop_and_a_controllers_do(&d, &viewer, &driver);
+    devtools_through_the_daemon_point_back_at_the_daemon_and_answer(&d, &driver);
+    eprintln!("the desktop checks took {:?}", began.elapsed());
+}
+
+fn the_screen_comes_through_with_real_pixels_and_nothing_listens_on_the_host(
+    d: &Daemon,
+    state: &std::path::Path,
+    viewer: &str,
+    before_host: (bool, bool),
+) {
+    let supervisor = supervisor_pid(state, "real");
     let ours = [d.pid(), supervisor];
     let before = listening_of(&ours);
-    let viewer = token(&d, "viewer", &["desktop:view"]);
     runtime().block_on(async {
-        let mut ws = connect(&d, "/v1/sandboxes/scr/desktop/vnc", Some(&viewer))
+        let mut ws = connect(d, "/v1/sandboxes/real/desktop/vnc", Some(viewer))
             .await
             .unwrap();
         let (w, h, bpp, rest) = rfb_handshake(&mut ws).await;
-        assert_eq!((w, h), (1024, 768));
+        assert_eq!((w, h), (1280, 800), "the profile's screen");
         let pixels = full_frame(&mut ws, w, h, bpp, rest).await;
         assert_eq!(pixels.len(), w as usize * h as usize * bpp);
         assert!(
-            distinct_pixels(&pixels, bpp) > 1,
+            distinct_pixels(&pixels, bpp) > 16,
             "the screen came through blank"
         );
         // While the session is open: nothing of it listens on the host.
         assert_eq!(
             (tcp_port_listens(5900), tcp_port_listens(9222)),
             before_host,
-            "the sandbox's VNC port listens on the host"
+            "the sandbox's VNC or DevTools port listens on the host"
         );
         assert_eq!(listening_of(&ours), before, "a new listener on the host");
     });
@@ -494,48 +524,48 @@ fn the_screen_comes_through_the_daemon_with_real_pixels_and_nothing_listens_on_t
 
 /// Where X says the pointer is, inside the sandbox.
 fn pointer_at(d: &Daemon, name: &str) -> String {
-    common::desktop::sh(d, name, "DISPLAY=:99 xdotool getmouselocation")
+    common::desktop::sh(d, name, "xdotool getmouselocation")
         .split_whitespace()
         .take(2)
         .collect::<Vec<_>>()
         .join(" ")
 }
 
-#[test]
-fn a_watchers_pointer_and_keys_do_not_move_the_desktop_and_a_controllers_do() {
-    if let Some(pkg) = common::desktop::missing_packages(false) {
-        return skip(&format!("the host lacks {pkg} for a test desktop"));
-    }
-    let Some((_state, d)) = setup("desk-input") else {
-        return;
-    };
-    common::desktop::start(&d, "inp", serde_json::json!({}), false);
-    // An X client in the sandbox that writes down every key the root
-    // window gets.
+fn a_watchers_pointer_and_keys_do_not_move_the_desktop_and_a_controllers_do(
+    d: &Daemon,
+    viewer: &str,
+    driver: &str,
+) {
+    // An X client in the sandbox with a window of its own at the top
+    // left, given the keyboard's focus, that writes down every key it
+    // gets (the desktop's own windows would otherwise take them).
     common::desktop::background(
-        &d,
-        "inp",
+        d,
+        "real",
         &[
             "sh",
             "-c",
-            "DISPLAY=:99 xev -root -event keyboard > /tmp/keys.log",
+            "exec xev -event keyboard -geometry 400x300+0+0 -name warden-keys > /tmp/keys.log",
         ],
     );
-    std::thread::sleep(Duration::from_millis(500));
-    common::desktop::sh(&d, "inp", "DISPLAY=:99 xdotool mousemove 512 384");
-    let start = pointer_at(&d, "inp");
-    assert_eq!(start, "x:512 y:384");
-    let viewer = token(&d, "viewer", &["desktop:view"]);
-    let driver = token(&d, "driver", &["desktop:view", "desktop:control"]);
-    let drive = |t: String| {
+    let focused = common::desktop::sh(
+        d,
+        "real",
+        "timeout 20 xdotool search --sync --name warden-keys windowfocus --sync && echo focused",
+    );
+    assert!(focused.contains("focused"), "the key recorder has no focus");
+    common::desktop::sh(d, "real", "xdotool mousemove 640 400");
+    let start = pointer_at(d, "real");
+    assert_eq!(start, "x:640 y:400");
+    let drive = |t: &str| {
         runtime().block_on(async {
-            let mut ws = connect(&d, "/v1/sandboxes/inp/desktop/vnc", Some(&t))
+            let mut ws = connect(d, "/v1/sandboxes/real/desktop/vnc", Some(t))
                 .await
                 .unwrap();
             let (w, h, bpp, rest) = rfb_handshake(&mut ws).await;
+            // The pointer moved (no button: a click would move the focus),
+            // and a key typed.
             let mut input = pointer(0, 100, 50);
-            input.extend(pointer(1, 100, 50));
-            input.extend(pointer(0, 100, 50));
             input.extend(key(1, 0x61));
             input.extend(key(0, 0x61));
             send(&mut ws, &input).await;
@@ -547,54 +577,45 @@ fn a_watchers_pointer_and_keys_do_not_move_the_desktop_and_a_controllers_do() {
     };
     drive(viewer);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(pointer_at(&d, "inp"), start, "a watcher moved the pointer");
-    let keys = common::desktop::sh(&d, "inp", "cat /tmp/keys.log");
+    assert_eq!(pointer_at(d, "real"), start, "a watcher moved the pointer");
+    let keys = common::desktop::sh(d, "real", "cat /tmp/keys.log");
     assert!(!keys.contains("KeyPress"), "a watcher typed: {keys}");
     drive(driver);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        pointer_at(&d, "inp"),
+        pointer_at(d, "real"),
         "x:100 y:50",
         "the controller's pointer did not arrive"
     );
-    let keys = common::desktop::sh(&d, "inp", "cat /tmp/keys.log");
+    let keys = common::desktop::sh(d, "real", "cat /tmp/keys.log");
     assert!(
-        keys.contains("KeyPress"),
+        keys.contains("KeyPress") && keys.contains("(keysym 0x61, a)"),
         "the controller's key did not arrive: {keys}"
     );
 }
 
-#[test]
-fn devtools_through_the_daemon_point_back_at_the_daemon_and_answer() {
-    if let Some(pkg) = common::desktop::missing_packages(true) {
-        return skip(&format!("the host lacks {pkg} for a test desktop"));
-    }
-    let Some((_state, d)) = setup("desk-cdp") else {
-        return;
-    };
-    common::desktop::start(&d, "cdp", serde_json::json!({}), true);
-    let driver = token(&d, "driver", &["desktop:control"]);
+fn devtools_through_the_daemon_point_back_at_the_daemon_and_answer(d: &Daemon, driver: &str) {
     let (s, b) = call(
-        &d,
+        d,
         "GET",
-        "/v1/sandboxes/cdp/desktop/cdp/json/version/",
+        "/v1/sandboxes/real/desktop/cdp/json/version/",
         None,
-        Some(&driver),
+        Some(driver),
     );
     assert_eq!(s, 200, "{b}");
     let v = json(&b);
     let url = v["webSocketDebuggerUrl"].as_str().unwrap().to_string();
     assert!(
-        url.starts_with("ws://warden/v1/sandboxes/cdp/desktop/cdp/devtools/browser/"),
+        url.starts_with("ws://warden/v1/sandboxes/real/desktop/cdp/devtools/browser/"),
         "{url}"
     );
     assert!(!b.contains("9222"), "the sandbox's own address leaked: {b}");
     let (s, b) = call(
-        &d,
+        d,
         "GET",
-        "/v1/sandboxes/cdp/desktop/cdp/json/list",
+        "/v1/sandboxes/real/desktop/cdp/json/list",
         None,
-        Some(&driver),
+        Some(driver),
     );
     assert_eq!(s, 200, "{b}");
     assert!(
@@ -607,7 +628,7 @@ fn devtools_through_the_daemon_point_back_at_the_daemon_and_answer() {
     );
     let path = url.strip_prefix("ws://warden").unwrap().to_string();
     runtime().block_on(async {
-        let mut ws = connect(&d, &path, Some(&driver)).await.unwrap();
+        let mut ws = connect(d, &path, Some(driver)).await.unwrap();
         ws.send(Message::Text(
             r#"{"id":1,"method":"Browser.getVersion"}"#.into(),
         ))
@@ -634,7 +655,7 @@ fn devtools_through_the_daemon_point_back_at_the_daemon_and_answer() {
             }
         }
         // A made-up target is an HTTP error, before any upgrade.
-        let bad = "/v1/sandboxes/cdp/desktop/cdp/devtools/page/0000";
-        assert_eq!(connect(&d, bad, Some(&driver)).await.err(), Some(502));
+        let bad = "/v1/sandboxes/real/desktop/cdp/devtools/page/0000";
+        assert_eq!(connect(d, bad, Some(driver)).await.err(), Some(502));
     });
 }

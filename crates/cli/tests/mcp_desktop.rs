@@ -88,16 +88,8 @@ async fn http_client(addr: &str, token: Option<&str>) -> Result<Client, String> 
 
 #[test]
 fn the_desktop_tools_show_the_screen_as_an_image_and_keep_to_their_scopes() {
-    let missing: Vec<&str> = [
-        "Xvfb", "xfwm4", "x11vnc", "chromium", "xdotool", "maim", "certutil",
-    ]
-    .into_iter()
-    .filter(|p| !Path::new("/usr/bin").join(p).exists())
-    .collect();
-    if !missing.is_empty() {
-        return skip(&format!(
-            "the host lacks the desktop's programs {missing:?} (.ci/run installs them)"
-        ));
+    if let Some(why) = common::desktop::unavailable() {
+        return skip(&why);
     }
     let state = TempDir::new("mcp-desktop");
     let d = Daemon::start(state.path(), true);
@@ -107,6 +99,7 @@ fn the_desktop_tools_show_the_screen_as_an_image_and_keep_to_their_scopes() {
         "viewer",
         &["mcp", "sandboxes:read", "sandboxes:write", "desktop:view"],
     );
+    // desktop:control alone: it grants desktop:view (the screenshot).
     let driver = token(
         state.path(),
         "driver",
@@ -114,7 +107,6 @@ fn the_desktop_tools_show_the_screen_as_an_image_and_keep_to_their_scopes() {
             "mcp",
             "sandboxes:read",
             "sandboxes:write",
-            "desktop:view",
             "desktop:control",
         ],
     );

@@ -40,7 +40,8 @@ pub enum Scope {
     #[serde(rename = "desktop:view")]
     DesktopView,
     /// Drive a desktop sandbox: mouse, keyboard, the interactive stream
-    /// and the browser's DevTools endpoint.
+    /// and the browser's DevTools endpoint; it grants `desktop:view` too
+    /// ([`IMPLIED`]).
     #[serde(rename = "desktop:control")]
     DesktopControl,
     /// Everything, tokens included.
@@ -78,7 +79,25 @@ impl Scope {
     pub fn parse(s: &str) -> Option<Scope> {
         Scope::ALL.into_iter().find(|x| x.as_str() == s)
     }
+
+    /// Whether a token that holds `self` may do what `needed` allows:
+    /// the scope itself, `admin`, or a scope that [`IMPLIED`] says grants
+    /// it.
+    pub fn grants(self, needed: Scope) -> bool {
+        self == needed
+            || self == Scope::Admin
+            || IMPLIED
+                .iter()
+                .any(|(held, implied, _)| *held == self && *implied == needed)
+    }
 }
+
+/// Scopes that grant another, and why.
+pub const IMPLIED: &[(Scope, Scope, &str)] = &[(
+    Scope::DesktopControl,
+    Scope::DesktopView,
+    "a token that drives a desktop sees it: every action is aimed at what the screen shows",
+)];
 
 /// One route of the API and what it needs.
 #[derive(Debug, Clone, Copy)]
@@ -208,7 +227,7 @@ pub const ROUTES: &[Route] = &[
     // the agent given its token can use its desktop. Watching (the state,
     // screenshots, the view-only stream) needs desktop:view; input (the
     // actions, the VNC session's input) and the browser's DevTools, which
-    // are control whole, need desktop:control.
+    // are control whole, need desktop:control, which grants desktop:view.
     r(
         "GET",
         "/v1/sandboxes/{id}/desktop",
@@ -225,12 +244,6 @@ pub const ROUTES: &[Route] = &[
         "POST",
         "/v1/sandboxes/{id}/desktop/{action}",
         Scope::DesktopControl,
-        true,
-    ),
-    r(
-        "GET",
-        "/v1/sandboxes/{id}/desktop/status",
-        Scope::DesktopView,
         true,
     ),
     r(
@@ -299,6 +312,19 @@ impl Caller {
         }
     }
 
+    /// Whether this caller holds `scope`, itself or through a scope that
+    /// grants it (the owner holds every scope).
+    pub fn holds(&self, scope: Scope) -> bool {
+        match self {
+            Caller::Owner => true,
+            Caller::Token(t) => t
+                .scopes
+                .iter()
+                .filter_map(|s| Scope::parse(s))
+                .any(|held| held.grants(scope)),
+        }
+    }
+
     /// Whether this caller may call `route` for sandbox `sandbox`;
     /// otherwise why not.
     pub fn may(&self, route: &Route, sandbox: Option<&str>) -> Result<(), String> {
@@ -320,8 +346,7 @@ impl Caller {
                 return Err(format!("token {} is for sandbox {only} only", token.id));
             }
         }
-        let has = |s: Scope| token.scopes.iter().any(|x| x == s.as_str());
-        if has(Scope::Admin) || has(needed) {
+        if self.holds(needed) {
             Ok(())
         } else {
             Err(format!(
@@ -465,6 +490,31 @@ mod tests {
         assert!(caller.may(exec, Some("sb-a")).is_ok());
         assert!(caller.may(exec, Some("sb-b")).is_err());
         assert!(caller.may(delete, Some("sb-a")).is_err());
+    }
+
+    #[test]
+    fn desktop_control_grants_desktop_view_and_not_the_other_way() {
+        let route = |method: &str, path: &str| {
+            ROUTES
+                .iter()
+                .find(|r| r.method == method && r.path == path)
+                .unwrap()
+        };
+        let look = route("GET", "/v1/sandboxes/{id}/desktop/screenshot");
+        let touch = route("POST", "/v1/sandboxes/{id}/desktop/{action}");
+        let (control, _) = new_token("c", &[Scope::DesktopControl], None);
+        let (view, _) = new_token("v", &[Scope::DesktopView], None);
+        let (control, view) = (Caller::Token(control), Caller::Token(view));
+        assert!(control.may(look, Some("a")).is_ok());
+        assert!(control.may(touch, Some("a")).is_ok());
+        assert!(view.may(look, Some("a")).is_ok());
+        assert!(view.may(touch, Some("a")).is_err());
+        // Nothing else is granted by desktop:control.
+        for s in Scope::ALL {
+            if ![Scope::DesktopControl, Scope::DesktopView].contains(&s) {
+                assert!(!Scope::DesktopControl.grants(s), "{}", s.as_str());
+            }
+        }
     }
 
     #[test]

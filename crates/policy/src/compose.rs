@@ -746,10 +746,12 @@ pub enum ComposeError {
         name: String,
         suggestion: Option<String>,
     },
-    #[error("no preset named {name:?}{}; see `warden preset list`", hint(.suggestion))]
+    #[error("no preset named {name:?}{}", preset_hint(.name, .suggestion, *.profile))]
     UnknownPreset {
         name: String,
         suggestion: Option<String>,
+        /// A profile has that name (`desktop`): what was meant.
+        profile: bool,
     },
     #[error("cannot read {path}")]
     Read {
@@ -770,6 +772,18 @@ impl ComposeError {
             ComposeError::UnknownPreset { .. } => Some(Field::Presets),
             ComposeError::Invalid(_) => None,
         }
+    }
+}
+
+/// Presets are lists of names only; a profile asked for as a preset is
+/// pointed at the flag that takes it.
+fn preset_hint(name: &str, suggestion: &Option<String>, profile: bool) -> String {
+    if profile {
+        format!(
+            ": presets are lists of names a sandbox may reach, and {name:?} is a profile: use `-P {name}` (`--profile {name}`; `\"profile\": \"{name}\"` in the API)"
+        )
+    } else {
+        format!("{}; see `warden preset list`", hint(suggestion))
     }
 }
 
@@ -909,6 +923,7 @@ impl Catalog {
             .ok_or_else(|| ComposeError::UnknownPreset {
                 name: name.to_string(),
                 suggestion: self.nearest(&self.preset_names(), name),
+                profile: self.profile_names().iter().any(|(n, _)| n == name),
             })
     }
 

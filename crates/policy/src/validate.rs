@@ -564,6 +564,15 @@ mod tests {
     }
 
     #[test]
+    fn a_profile_asked_for_as_a_preset_is_pointed_at_the_profile_flag() {
+        let dir = Dir::new(&[("p.yaml", "egress:\n  presets: [desktop]\n")]);
+        assert_eq!(
+            messages(&dir, "p.yaml"),
+            ["DIR/p.yaml:2:13: error: no preset named \"desktop\": presets are lists of names a sandbox may reach, and \"desktop\" is a profile: use `-P desktop` (`--profile desktop`; `\"profile\": \"desktop\"` in the API)"]
+        );
+    }
+
+    #[test]
     fn an_unknown_preset_is_named_with_a_suggestion() {
         let dir = Dir::new(&[("p.yaml", "egress:\n  presets: [github, pipy]\n")]);
         assert_eq!(

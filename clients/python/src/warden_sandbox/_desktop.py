@@ -11,6 +11,8 @@ done."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 from urllib.parse import quote, urlsplit
@@ -57,7 +59,8 @@ _TIMEOUT = httpx.Timeout(60.0)
 
 @dataclass
 class DesktopInfo:
-    """Where a desktop sandbox's screen is, for tools and people."""
+    """A desktop sandbox's screen: where tools and people reach it, whether
+    it is up, and what this token may do with it."""
 
     display: str
     width: int
@@ -71,6 +74,18 @@ class DesktopInfo:
     running: bool
     #: Its programs (X server, window manager, browser, ...) and their state.
     services: List[Dict[str, Any]] = field(default_factory=list)
+    #: Its VNC server answers: the screen can be watched now.
+    screen: bool = False
+    #: Its browser's DevTools answer (``cdp_url()``).
+    devtools: bool = False
+    #: This token may drive it (``desktop:control``); otherwise it only
+    #: watches.
+    control: bool = False
+
+    @property
+    def up(self) -> bool:
+        """The screen and the browser both answer."""
+        return self.screen and self.devtools
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "DesktopInfo":
@@ -83,7 +98,21 @@ class DesktopInfo:
             stream_url=str(d["stream_url"]),
             running=bool(d.get("running", False)),
             services=list(d.get("services") or []),
+            screen=bool(d.get("screen", False)),
+            devtools=bool(d.get("devtools", False)),
+            control=bool(d.get("control", False)),
         )
+
+
+def _not_up(sandbox_id: str, timeout: float, info: "DesktopInfo") -> str:
+    programs = ", ".join(
+        f"{s.get('name')}: {s.get('state')}" + (f" ({s['last_exit']})" if s.get("last_exit") else "")
+        for s in info.services
+    )
+    return (
+        f"the desktop of sandbox {sandbox_id} was not up within {timeout:g}s "
+        f"(screen {info.screen}, devtools {info.devtools}; {programs or 'no programs reported'})"
+    )
 
 
 def _point(x: Optional[int], y: Optional[int]) -> Dict[str, Any]:
@@ -114,8 +143,22 @@ class Desktop:
         self._sb._http.request("POST", self._path(action), json=body, timeout=_TIMEOUT)
 
     def info(self) -> DesktopInfo:
-        """The screen's size and where its stream and debugger are."""
+        """The screen's size, where its stream and debugger are, whether
+        they answer yet, and whether this token may drive them."""
         return DesktopInfo.from_json(self._sb._http.json("GET", self._path()))
+
+    def wait_until_up(self, timeout: float = 90.0) -> DesktopInfo:
+        """Wait until the screen and the browser answer (a desktop's
+        programs start with its sandbox); a :class:`WardenError` after
+        ``timeout`` seconds, with the programs' last state."""
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.info()
+            if info.up:
+                return info
+            if time.monotonic() > deadline:
+                raise WardenError(_not_up(self._sb.id, timeout, info))
+            time.sleep(0.25)
 
     def screenshot(self) -> bytes:
         """The screen now, as PNG bytes."""
@@ -155,11 +198,6 @@ class Desktop:
         is the sandbox's egress allowlist's to say."""
         self._act("open", {"url": url})
 
-    def status(self) -> Dict[str, Any]:
-        """What the sandbox serves (``screen``, ``devtools``) and whether
-        this token may drive it (``control``)."""
-        return dict(self._sb._http.json("GET", _base(self._sb._http.ep, self._sb.id) + "/status"))
-
     def cdp_url(self) -> str:
         """The DevTools endpoint for ``connect_over_cdp`` (an ``http://``
         URL of the daemon; its ``/json/version`` answers a
@@ -193,6 +231,16 @@ class AsyncDesktop:
     async def info(self) -> DesktopInfo:
         return DesktopInfo.from_json(await self._sb._http.json("GET", self._path()))
 
+    async def wait_until_up(self, timeout: float = 90.0) -> DesktopInfo:
+        deadline = time.monotonic() + timeout
+        while True:
+            info = await self.info()
+            if info.up:
+                return info
+            if time.monotonic() > deadline:
+                raise WardenError(_not_up(self._sb.id, timeout, info))
+            await asyncio.sleep(0.25)
+
     async def screenshot(self) -> bytes:
         r = await self._sb._http.request("GET", self._path("screenshot"), timeout=_TIMEOUT)
         return r.content
@@ -222,9 +270,6 @@ class AsyncDesktop:
 
     async def open(self, url: str) -> None:
         await self._act("open", {"url": url})
-
-    async def status(self) -> Dict[str, Any]:
-        return dict(await self._sb._http.json("GET", _base(self._sb._http.ep, self._sb.id) + "/status"))
 
     def cdp_url(self) -> str:
         return _cdp_url(self._sb._http.ep, self._sb.id)

@@ -1,14 +1,15 @@
-//! A desktop sandbox's screen and input, for agents: a screenshot (PNG),
-//! mouse, keyboard and the browser, shaped like the desktop SDKs. Each
-//! call is checked here (a sandbox without a desktop, an unknown action, a
-//! point off the screen are refused before anything runs) and done inside
-//! the sandbox by the runtime ([`warden_runtime::desktop::actions`]).
+//! A desktop sandbox's screen and input, for agents: what it is and
+//! whether it is up (`GET .../desktop`), a screenshot (PNG), mouse,
+//! keyboard and the browser, shaped like the desktop SDKs. Each call is
+//! checked here (a sandbox without a desktop, an unknown action, a point
+//! off the screen are refused before anything runs) and done inside the
+//! sandbox by the runtime ([`warden_runtime::desktop::actions`]).
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Serialize;
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -16,11 +17,15 @@ use warden_runtime::client::{ClientError, Connection};
 use warden_runtime::desktop::actions::{self, Action, ActionError};
 use warden_runtime::protocol::DesktopService;
 
+use super::inside;
 use super::sandboxes::blocking;
 use crate::app::App;
+use crate::auth::Caller;
 use crate::error::{chain, ApiError, Problem};
 
-/// A desktop sandbox's screen and where people and tools reach it.
+/// A desktop sandbox's screen, where people and tools reach it, whether
+/// it is up, and what the caller may do with it: the one answer a viewer,
+/// a client or a test waits on.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DesktopInfo {
     /// The X display inside the sandbox (`:99`).
@@ -40,6 +45,16 @@ pub struct DesktopInfo {
     /// the sandbox's supervisor keeps them; empty while it is stopped.
     #[schema(value_type = Vec<Object>)]
     pub services: Vec<DesktopService>,
+    /// The VNC server answers on the sandbox's own loopback: the screen
+    /// can be watched now (`vnc`).
+    pub screen: bool,
+    /// The browser's DevTools answer on the sandbox's own loopback
+    /// (`cdp`).
+    pub devtools: bool,
+    /// The caller may drive the desktop (`desktop:control`); otherwise it
+    /// only watches: its actions are refused and the daemon drops the
+    /// keys, pointer and clipboard of its VNC session.
+    pub control: bool,
 }
 
 /// An action's answer.
@@ -96,24 +111,40 @@ fn failed(id: &str, e: ActionError) -> ApiError {
 pub async fn info(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
+    caller: Option<Extension<Caller>>,
 ) -> Result<Json<DesktopInfo>, ApiError> {
-    blocking(move || {
-        let (sb, d) = desktop_of(&app, &id)?;
+    let (a, i) = (app.clone(), id.clone());
+    let (d, status) = blocking(move || {
+        let (sb, d) = desktop_of(&a, &i)?;
         let status = Connection::open(&warden_runtime::lifecycle::control(&sb))
             .and_then(|c| c.status())
             .ok();
-        Ok(Json(DesktopInfo {
-            display: d.display_name(),
-            width: d.width,
-            height: d.height,
-            vnc: format!("/v1/sandboxes/{id}/desktop/vnc"),
-            cdp: format!("/v1/sandboxes/{id}/desktop/cdp"),
-            stream_url: format!("/#/sandboxes/{id}/desktop"),
-            running: status.is_some(),
-            services: status.and_then(|s| s.desktop).unwrap_or_default(),
-        }))
+        Ok((d, status))
     })
-    .await
+    .await?;
+    let running = status.is_some();
+    // Up means answering: a program that runs may not listen yet.
+    let (screen, devtools) = if running {
+        (
+            inside::listens(&app, &id, d.vnc_port).await?,
+            inside::listens(&app, &id, d.cdp_port).await?,
+        )
+    } else {
+        (false, false)
+    };
+    Ok(Json(DesktopInfo {
+        display: d.display_name(),
+        width: d.width,
+        height: d.height,
+        vnc: format!("/v1/sandboxes/{id}/desktop/vnc"),
+        cdp: format!("/v1/sandboxes/{id}/desktop/cdp"),
+        stream_url: format!("/#/sandboxes/{id}/desktop"),
+        running,
+        services: status.and_then(|s| s.desktop).unwrap_or_default(),
+        screen,
+        devtools,
+        control: inside::may_control(caller.as_ref().map(|c| &c.0)),
+    }))
 }
 
 #[utoipa::path(get, path = "/v1/sandboxes/{id}/desktop/screenshot", params(("id" = String, Path)),

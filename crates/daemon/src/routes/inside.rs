@@ -17,9 +17,9 @@ use crate::auth::{Caller, Scope};
 use crate::error::{chain, ApiError};
 
 /// Where a desktop sandbox's VNC server listens, inside it.
-pub const VNC_PORT: u16 = 5900;
+pub const VNC_PORT: u16 = warden_policy::desktop::VNC_PORT;
 /// Where its Chromium's DevTools listen, inside it.
-pub const DEVTOOLS_PORT: u16 = 9222;
+pub const DEVTOOLS_PORT: u16 = warden_policy::desktop::CDP_PORT;
 
 /// A connection to `port` on sandbox `id`'s own loopback, or why the
 /// supervisor could not make one; the outer error is about the sandbox
@@ -85,12 +85,5 @@ pub async fn connect(
 
 /// Whether `caller` may drive a desktop, not only watch it.
 pub fn may_control(caller: Option<&Caller>) -> bool {
-    match caller {
-        Some(Caller::Owner) => true,
-        Some(Caller::Token(t)) => t
-            .scopes
-            .iter()
-            .any(|s| s == Scope::DesktopControl.as_str() || s == Scope::Admin.as_str()),
-        None => false,
-    }
+    caller.is_some_and(|c| c.holds(Scope::DesktopControl))
 }

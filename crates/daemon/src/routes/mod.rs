@@ -127,7 +127,6 @@ where
         tokens::list,
         tokens::create,
         tokens::revoke,
-        vnc::status,
         vnc::vnc,
         cdp::json_version,
         cdp::json_version_slash,
@@ -139,7 +138,6 @@ where
         crate::api::PtyClientMessage,
         crate::api::PtyServerMessage,
         crate::api::PtyStart,
-        crate::api::DesktopStatus,
         watch::FileChange,
         desktop::DesktopInfo,
         desktop::ActionDone,
@@ -211,7 +209,6 @@ pub fn router(app: Arc<App>) -> Router {
             get(desktop::screenshot),
         )
         .route("/v1/sandboxes/{id}/desktop/{action}", post(desktop::act))
-        .route("/v1/sandboxes/{id}/desktop/status", get(vnc::status))
         .route("/v1/sandboxes/{id}/desktop/vnc", get(vnc::vnc))
         .route(
             "/v1/sandboxes/{id}/desktop/cdp/json/version",
@@ -293,6 +290,36 @@ async fn authorize(
         .as_ref()
         .and_then(|m| auth::route(req.method(), m.as_str()))
     else {
+        // A path the table knows under other methods only: nothing runs,
+        // and the caller learns what the path takes.
+        let methods: Vec<&str> = matched
+            .as_ref()
+            .map(|m| {
+                auth::ROUTES
+                    .iter()
+                    .filter(|r| r.path == m.as_str())
+                    .map(|r| r.method)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !methods.is_empty() {
+            let allow = methods.join(", ");
+            let mut r = ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!(
+                    "{} {} is not a route: {} takes {allow}",
+                    req.method(),
+                    req.uri().path(),
+                    matched.as_ref().map(|m| m.as_str()).unwrap_or_default()
+                ),
+            )
+            .into_response();
+            if let Ok(v) = axum::http::HeaderValue::from_str(&allow) {
+                r.headers_mut().insert(axum::http::header::ALLOW, v);
+            }
+            return r;
+        }
         // A route missing from the table is refused to everyone.
         return ApiError::new(
             StatusCode::FORBIDDEN,

@@ -12,15 +12,14 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Extension;
 use serde::Deserialize;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::inside::{self, DEVTOOLS_PORT, VNC_PORT};
+use super::inside::{self, VNC_PORT};
 use super::rfb::ClientFilter;
-use crate::api::DesktopStatus;
 use crate::app::{App, Credential};
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
@@ -38,23 +37,6 @@ pub struct VncQuery {
     /// until a person takes over).
     #[serde(default)]
     pub view_only: bool,
-}
-
-#[utoipa::path(get, path = "/v1/sandboxes/{id}/desktop/status", params(("id" = String, Path)),
-    responses((status = 200, body = DesktopStatus), (status = 404, body = Problem), (status = 409, body = Problem)),
-    security(("token" = [])))]
-pub async fn status(
-    State(app): State<Arc<App>>,
-    Path(id): Path<String>,
-    caller: Option<Extension<Caller>>,
-) -> Result<Json<DesktopStatus>, ApiError> {
-    let screen = inside::listens(&app, &id, VNC_PORT).await?;
-    let devtools = inside::listens(&app, &id, DEVTOOLS_PORT).await?;
-    Ok(Json(DesktopStatus {
-        screen,
-        devtools,
-        control: inside::may_control(caller.as_ref().map(|c| &c.0)),
-    }))
 }
 
 #[utoipa::path(get, path = "/v1/sandboxes/{id}/desktop/vnc", params(("id" = String, Path), VncQuery),

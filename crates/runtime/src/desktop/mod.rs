@@ -41,14 +41,23 @@ pub fn packages() -> Vec<&'static str> {
     PROGRAMS.iter().map(|(_, p, _)| *p).collect()
 }
 
-/// Why a desktop cannot run, or an action on it failed.
+/// The one line that installs `packages` on Debian and Ubuntu.
+pub fn apt_line(packages: &[&str]) -> String {
+    format!(
+        "sudo apt-get install -y --no-install-recommends {}",
+        packages.join(" ")
+    )
+}
+
+/// Why a desktop cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum DesktopError {
-    #[error("a desktop needs programs this host lacks: {}; install them with `sudo apt-get install -y --no-install-recommends {}`", missing_list(.missing), .packages.join(" "))]
+    #[error("a desktop needs programs this host lacks: {}; install them with `{}` (the README's \"Agent desktops\" has the whole list)", missing_list(.missing), .install)]
     Missing {
         /// (program, package) pairs.
         missing: Vec<(String, String)>,
-        packages: Vec<String>,
+        /// The apt line that installs the packages of exactly those.
+        install: String,
     },
 }
 
@@ -93,8 +102,34 @@ pub fn check_programs(spec: &SandboxSpec) -> Result<(), DesktopError> {
     if missing.is_empty() {
         return Ok(());
     }
-    Err(DesktopError::Missing {
-        missing,
-        packages: packages().iter().map(|p| p.to_string()).collect(),
-    })
+    let mut needed: Vec<&str> = Vec::new();
+    for (_, pkg) in &missing {
+        if !needed.contains(&pkg.as_str()) {
+            needed.push(pkg);
+        }
+    }
+    let install = apt_line(&needed);
+    Err(DesktopError::Missing { missing, install })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readme_and_ci_install_every_package_of_a_desktop() {
+        let line = apt_line(&packages());
+        for file in ["../../README.md", "../../.ci/run"] {
+            let text = std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file),
+            )
+            .unwrap();
+            let text = text.replace("-qq ", "");
+            assert!(
+                text.lines()
+                    .any(|l| l.contains(line.trim_start_matches("sudo "))),
+                "{file} does not install a desktop's packages with `{line}`"
+            );
+        }
+    }
 }
