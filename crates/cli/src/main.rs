@@ -230,6 +230,10 @@ enum Command {
 #[derive(Parser)]
 #[command(name = "warden")]
 struct RunCli {
+    /// Drive the sandboxes of a daemon (`warden serve`) instead of this
+    /// machine's: `unix` (your own daemon's socket), unix:/path/to/socket,
+    /// or http://HOST:PORT with a token in WARDEN_TOKEN. For run, create,
+    /// exec, ls, logs, stop, rm, egress, diff and commit
     #[arg(long, global = true, env = "WARDEN_HOST", value_name = "URL")]
     host: Option<String>,
     #[command(subcommand)]
