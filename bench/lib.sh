@@ -15,7 +15,9 @@ need() {
 # build_warden: the release binary as warden ships it, statically linked
 # (glibc and libseccomp), so it needs nothing at run time but the kernel and
 # starts without the dynamic loader; --target keeps the flag off build
-# scripts and proc macros. Sets WARDEN to its path.
+# scripts and proc macros. crates/cli/build.rs packs the static binaries'
+# relative relocations (RELR; docs/performance.md). Sets WARDEN to its
+# path.
 build_warden() {
     local host
     host="$(rustc -vV | sed -n 's/^host: //p')"

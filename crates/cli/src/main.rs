@@ -223,6 +223,29 @@ enum Command {
     },
 }
 
+/// The command line of `warden run` alone: the global `--host` and the
+/// `run` subcommand exactly as [`Cli`] defines them (a test compares the
+/// two), without the other subcommands, whose options clap would otherwise
+/// build, check and free on every run.
+#[derive(Parser)]
+#[command(name = "warden")]
+struct RunCli {
+    /// Drive the sandboxes of a daemon (`warden serve`) instead of this
+    /// machine's: `unix` (your own daemon's socket), unix:/path/to/socket,
+    /// or http://HOST:PORT with a token in WARDEN_TOKEN. For run, create,
+    /// exec, ls, logs, stop, rm, egress, diff and commit
+    #[arg(long, global = true, env = "WARDEN_HOST", value_name = "URL")]
+    host: Option<String>,
+    #[command(subcommand)]
+    command: RunOnly,
+}
+
+#[derive(Subcommand)]
+enum RunOnly {
+    /// Run a command in a new sandbox and wait until the whole sandbox is gone
+    Run(Box<RunArgs>),
+}
+
 /// `warden serve`, `warden token` and `warden mcp` are `warden-daemon`'s, installed
 /// beside this binary: executed in this process's place.
 fn daemon(verb: &str, args: Vec<std::ffi::OsString>) -> anyhow::Result<u8> {
@@ -248,6 +271,23 @@ fn main() -> ExitCode {
     let asks_help = args
         .iter()
         .any(|a| a == "--help" || a == "-h" || a == "help");
+    // `warden run` without help asked: parsed by a command line that has
+    // only `run` (and the global `--host`), the same definitions as the
+    // full one's, which costs a fraction of building every subcommand.
+    // Anything it refuses goes through the full command line below, which
+    // gives the same answer it always did (error, exit status and all).
+    if !asks_help && args.get(1).is_some_and(|a| a == "run") {
+        if let Ok(cli) = RunCli::command()
+            .try_get_matches_from(args.iter())
+            .and_then(|m| RunCli::from_arg_matches(&m))
+        {
+            let RunOnly::Run(run) = cli.command;
+            return dispatch(Cli {
+                host: cli.host,
+                command: Command::Run(run),
+            });
+        }
+    }
     let mut command = Cli::command();
     if asks_help {
         let d = defaults();
@@ -273,6 +313,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    dispatch(cli)
+}
+
+/// Runs a parsed command line.
+fn dispatch(cli: Cli) -> ExitCode {
+    let defaults = || Defaults::for_host(commands::host_facts());
     if let Some(host) = cli.host.as_deref() {
         return finish(remote(host, cli.command));
     }
@@ -384,5 +430,35 @@ fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
         _ => anyhow::bail!(
             "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop, rm, egress, diff and commit do; run it on the daemon's host without --host"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast command line of `run` must be the full one's `run`, option
+    /// for option (names, values, defaults, conflicts, help texts), and
+    /// carry the same global `--host`: otherwise a `warden run` would parse
+    /// differently depending on which of the two took it.
+    #[test]
+    fn run_alone_defines_run_exactly_as_the_full_command_line() {
+        let mut full = Cli::command();
+        full.build();
+        let mut alone = RunCli::command();
+        alone.build();
+        let (Some(full_run), Some(alone_run)) =
+            (full.find_subcommand("run"), alone.find_subcommand("run"))
+        else {
+            panic!("both command lines have a run subcommand");
+        };
+        assert_eq!(format!("{full_run:?}"), format!("{alone_run:?}"));
+        let host = |c: &clap::Command| {
+            c.get_arguments()
+                .find(|a| a.get_id() == "host")
+                .map(|a| format!("{a:?}"))
+        };
+        assert!(host(&full).is_some());
+        assert_eq!(host(&full), host(&alone));
     }
 }
