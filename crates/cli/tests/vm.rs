@@ -1220,3 +1220,46 @@ exit 0"#
         "the guest has no trust files"
     );
 }
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn run_with_a_terminal_in_a_vm_gives_the_command_a_terminal_of_the_callers_size() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-run-tty");
+    // `warden run -t` at a real pseudo-terminal of 33 rows and 101
+    // columns that the test holds the master side of: the command must
+    // see a terminal of that size, get what is typed, and its status must
+    // come back.
+    let driver = r#"import os, pty, sys, time, select, fcntl, termios, struct
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], 'run', '--isolation', 'vm', '-t', '--', 'sh', '-c', 'tty; stty size; echo ready; read x; echo got-$x; exit 7'])
+fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 33, 101, 0, 0))
+out = b''; sent = False; end = time.time() + 300
+while time.time() < end:
+    r, _, _ = select.select([fd], [], [], 0.5)
+    if r:
+        try: d = os.read(fd, 4096)
+        except OSError: break
+        if not d: break
+        out += d
+    if not sent and b'ready' in out:
+        os.write(fd, b'hello\n'); sent = True
+_, st = os.waitpid(pid, 0)
+print(repr(out)); print('status', os.waitstatus_to_exitcode(st))
+"#;
+    let o = Command::new("python3")
+        .args(["-c", driver, warden_bin().to_str().unwrap()])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env("WARDEN_VM_DIR", vm_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(out.contains("/dev/pts/"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("33 101"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("got-hello"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("status 7"), "{out}\n{}", stderr(&o));
+}

@@ -364,15 +364,6 @@ pub fn run(
     if let Some(w) = &prepared.warning {
         degraded(events, "vm acceleration", w);
     }
-    if program == Program::Command && spec.terminal == Terminal::Pty {
-        // Said, not refused: `warden run` at a terminal asks for one by
-        // default, and the command still runs, with its streams relayed.
-        degraded(
-            events,
-            "terminal",
-            "the VM backend has no terminal yet: the command's stdin, stdout and stderr are relayed as pipes",
-        );
-    }
     // With egress, the guest's one network device is a TAP in a network
     // namespace of the sandbox's own, whose every connection and query
     // meets the egress proxy (made now, while this process is still
@@ -660,6 +651,19 @@ fn one_command(
     deadline: Option<Instant>,
 ) -> Ended2 {
     const ID: u64 = 1;
+    // With a terminal (`run -t`, or `run` at one): the command runs at a
+    // terminal of the guest's own, of the caller's size; the caller's is
+    // raw meanwhile (the guest's line discipline echoes and edits), and
+    // put back as it was at the end.
+    let tty = spec.terminal == Terminal::Pty;
+    let winsize = tty
+        .then(|| warden_jail::pty::window_size(std::io::stdin().as_fd()))
+        .flatten();
+    let _raw = if tty {
+        warden_jail::pty::RawMode::enable().ok().flatten()
+    } else {
+        None
+    };
     send(
         w,
         Frame::json(
@@ -669,8 +673,8 @@ fn one_command(
                 argv: spec.command.clone(),
                 env: spec.env.clone(),
                 cwd: workdir(spec),
-                tty: false,
-                winsize: None,
+                tty,
+                winsize,
             },
         ),
     );
