@@ -624,3 +624,20 @@ fn an_execs_end_is_in_the_log_before_the_exec_returns() {
         );
     }
 }
+
+#[test]
+fn a_create_refused_for_a_taken_name_leaves_that_sandboxs_own_workspace_alone() {
+    let state = TempDir::new("lc-taken");
+    ok(&warden(state.path(), &["create", "taken"]));
+    // The first sandbox's own workspace (made without -w) holds its files.
+    let own = state.path().join("warden/workspaces/taken");
+    assert!(own.is_dir(), "no own workspace at {}", own.display());
+    std::fs::write(own.join("kept.txt"), "kept\n").unwrap();
+    let o = warden(state.path(), &["create", "taken"]);
+    assert_ne!(code(&o), 0, "a second create of the same name succeeded");
+    assert_eq!(
+        std::fs::read_to_string(own.join("kept.txt")).unwrap(),
+        "kept\n",
+        "the refused create removed the other sandbox's workspace"
+    );
+}

@@ -196,10 +196,8 @@ fn a_vm_sandbox_refuses_what_it_cannot_enforce_yet_before_booting() {
     for (args, word) in [
         (vec!["--publish", "18080:80"], "--publish"),
         (vec!["--ro", "/opt"], "binds"),
-        (
-            vec!["--secret", "WARDEN_VM_TEST_TOKEN@example.com"],
-            "--secret",
-        ),
+        // The shipped desktop profile: no X server or browser in a guest.
+        (vec!["-P", "desktop"], "a desktop runs only with"),
         (vec!["--isolation", "vmm"], "not an isolation"),
     ] {
         let mut all = vec!["run", "--no-tty", "-w", ws.str()];
@@ -570,11 +568,45 @@ fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
     // The VMM serves the sandbox's layer (its command line names it):
     // after the stop, no VMM is left.
     let layer = state.path().join("warden/sandboxes/box/upper");
-    assert!(!pids_with_marker(layer.to_str().unwrap()).is_empty());
+    let vmm = pids_with_marker(layer.to_str().unwrap());
+    assert!(!vmm.is_empty());
+    check_vmm_confined(vmm[0]);
     ok(&vm_warden(state.path(), &["stop", "box"], None));
     wait_until("the VMM to end", Duration::from_secs(10), || {
         pids_with_marker(layer.to_str().unwrap()).is_empty()
     });
+}
+
+/// What the VMM runs under, read from its `/proc/PID/status`: QEMU's own
+/// seccomp filter, `no_new_privs`, and (started by root) only the
+/// capabilities its 9p server needs, in every set.
+fn check_vmm_confined(pid: i32) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string()
+    };
+    eprintln!(
+        "the VMM: CapEff {} CapBnd {} NoNewPrivs {} Seccomp {}",
+        field("CapEff"),
+        field("CapBnd"),
+        field("NoNewPrivs"),
+        field("Seccomp")
+    );
+    assert_eq!(field("Seccomp"), "2", "QEMU runs without its filter");
+    assert_eq!(field("NoNewPrivs"), "1");
+    if is_root() {
+        // CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID.
+        for set in ["CapEff", "CapPrm", "CapBnd"] {
+            let v = u64::from_str_radix(&field(set), 16).unwrap();
+            assert_eq!(v & !0x1b, 0, "{set} {:x}: the VMM keeps root's powers", v);
+        }
+        assert_eq!(u64::from_str_radix(&field("CapAmb"), 16).unwrap(), 0);
+    }
 }
 
 #[test]
@@ -854,6 +886,380 @@ print(repr(out)); print('status', os.waitstatus_to_exitcode(st))
         .unwrap();
     let out = stdout(&o);
     assert!(out.contains("/dev/pts/"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("got-hello"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("status 7"), "{out}\n{}", stderr(&o));
+}
+
+/// The shipped profiles a VM sandbox runs (`desktop` is refused, see
+/// above).
+const VM_PROFILES: &[&str] = &[
+    "base",
+    "debugger",
+    "devops",
+    "feature-dev",
+    "researcher",
+    "security",
+];
+
+/// Inside the guest: the profile's environment, the system's trust roots,
+/// and its allowlist (an allowed name resolves, an unlisted one does not).
+const PROFILE_PROBE: &str = r#"echo "editor=$EDITOR"
+test -s /etc/ssl/certs/ca-certificates.crt && echo trust-roots
+python3 -c "
+import socket
+def look(n):
+    try: return socket.gethostbyname(n)
+    except OSError: return 'nx'
+print('allowed', look('api.anthropic.com')); print('unlisted', look('unlisted.example.test'))"
+exit 7"#;
+
+fn check_profile_probe(name: &str, out: &str) {
+    let editor = if name == "feature-dev" { "vi" } else { "" };
+    assert!(out.contains(&format!("editor={editor}\n")), "{name}: {out}");
+    assert!(out.contains("trust-roots"), "{name}: no trust roots: {out}");
+    assert!(out.contains("unlisted nx"), "{name}: {out}");
+    assert!(!out.contains("allowed nx"), "{name}: {out}");
+}
+
+#[test]
+fn every_shipped_profile_but_the_desktop_goes_as_far_as_the_vmm() {
+    // No boot: a VMM that exits at once. A profile the VM backend refused
+    // would stop before it (exit 125, "not supported with --isolation vm").
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-profiles-accepted");
+    let ws = TempDir::new("vm-profiles-accepted-ws");
+    for name in VM_PROFILES {
+        let o = vm_warden_env(
+            state.path(),
+            &[
+                "run",
+                "--isolation",
+                "vm",
+                "--no-tty",
+                "-P",
+                name,
+                "-w",
+                ws.str(),
+                "--",
+                "true",
+            ],
+            None,
+            &[("WARDEN_VMM", "/bin/false"), ("WARDEN_VM_ACCEL", "tcg")],
+        );
+        assert!(
+            stderr(&o).contains("the VMM exited before its guest was ready"),
+            "{name}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn every_shipped_profile_runs_in_a_vm_through_run() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-profiles");
+    let ws = TempDir::new("vm-profiles-ws");
+    // Each boot costs half a minute on a loaded 2-core host: the run door
+    // boots the plain base profile and the one that logs every decision;
+    // `feature-dev` boots through create/exec and the daemon below, and
+    // every profile's acceptance is checked without a boot.
+    for name in ["base", "security"] {
+        let started = Instant::now();
+        // The base profile's allowed name answers from the host's loopback
+        // (nothing leaves the machine).
+        let o = vm_warden(
+            state.path(),
+            &[
+                "run",
+                "--isolation",
+                "vm",
+                "--no-tty",
+                "-P",
+                name,
+                "--add-host",
+                "api.anthropic.com=127.0.0.1",
+                "-w",
+                ws.str(),
+                "--",
+                "sh",
+                "-c",
+                PROFILE_PROBE,
+            ],
+            None,
+        );
+        eprintln!("profile {name}: {:?}", started.elapsed());
+        let out = stdout(&o);
+        assert_eq!(code(&o), 7, "{name}: {out}\n{}", stderr(&o));
+        check_profile_probe(name, &out);
+    }
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_sandbox_made_from_a_profile_over_a_project_works_on_a_reviewable_copy() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-project");
+    let project = TempDir::new("vm-project-ws");
+    std::fs::write(project.path().join("README"), "original\n").unwrap();
+    let o = vm_warden(
+        state.path(),
+        &[
+            "create",
+            "--isolation",
+            "vm",
+            "-P",
+            "feature-dev",
+            "--add-host",
+            "api.anthropic.com=127.0.0.1",
+            "-w",
+            project.str(),
+            "proj",
+        ],
+        None,
+    );
+    ok(&o);
+    ok(&vm_warden(state.path(), &["start", "proj"], None));
+    let _stop = Stopper(state.path(), "proj");
+    let o = vm_warden(
+        state.path(),
+        &["exec", "proj", "--", "sh", "-c", PROFILE_PROBE],
+        None,
+    );
+    assert_eq!(code(&o), 7, "{}\n{}", stdout(&o), stderr(&o));
+    check_profile_probe("feature-dev", &stdout(&o));
+    let got = ok(&vm_warden(
+        state.path(),
+        &[
+            "exec",
+            "proj",
+            "--",
+            "sh",
+            "-c",
+            "cat /workspace/README; echo changed > /workspace/README; echo new > /workspace/new.txt",
+        ],
+        None,
+    ));
+    assert_eq!(got, "original\n");
+    // The project itself is untouched until the changes are committed.
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("README")).unwrap(),
+        "original\n"
+    );
+    assert!(!project.path().join("new.txt").exists());
+    let diff = stdout(&vm_warden(state.path(), &["diff", "proj"], None));
+    assert!(
+        diff.contains("new.txt") && diff.contains("README"),
+        "{diff}"
+    );
+    ok(&vm_warden(state.path(), &["stop", "proj"], None));
+    ok(&vm_warden(state.path(), &["commit", "proj"], None));
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("README")).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("new.txt")).unwrap(),
+        "new\n"
+    );
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn the_daemon_serves_a_vm_sandbox_made_from_a_shipped_profile() {
+    use common::daemon::{call, json, Daemon};
+    let Some(_) = guest_release() else {
+        return;
+    };
+    if !common::daemon::curl_available() {
+        skip("curl is not installed");
+        return;
+    }
+    let state = TempDir::new("vm-daemon-profile");
+    let vm = vm_dir();
+    let d = Daemon::start_with(state.path(), false, &[], &[("WARDEN_VM_DIR", &vm)]);
+    let (status, body) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(
+            r#"{"name":"fd","spec":{"extends":["feature-dev"],"isolation":"vm",
+                "egress":{"hosts":{"api.anthropic.com":"127.0.0.1"}}}}"#,
+        ),
+        None,
+    );
+    assert_eq!(status, 201, "{body}");
+    let probe = serde_json::json!({ "shell": PROFILE_PROBE }).to_string();
+    let (status, body) = call(&d, "POST", "/v1/sandboxes/fd/exec", Some(&probe), None);
+    assert_eq!(status, 200, "{body}");
+    let v = json(&body);
+    assert_eq!(v["exit_status"], 7, "{body}");
+    check_profile_probe("feature-dev", v["stdout"].as_str().unwrap());
+    let (status, body) = call(&d, "DELETE", "/v1/sandboxes/fd", None, None);
+    assert!(status < 300, "{status} {body}");
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_secret_reaches_only_its_host_and_never_the_guest() {
+    use common::upstream::{RawUpstream, TestCa};
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let ca = TestCa::new();
+    // Answers with the Authorization it received: the secret proxy must
+    // scrub the real value out of the answer before the guest sees it.
+    let up = RawUpstream::start(&ca, &["api.secret.test", "other.secret.test"], |r| {
+        let body = format!("auth={}\n", r.header("authorization").unwrap_or(""));
+        vec![format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()]
+    });
+    let value = format!("ghp_{}", unique("vmtok").replace('-', "x"));
+    let port = up.port;
+    let state = TempDir::new("vm-secret");
+    let ws = TempDir::new("vm-secret-ws");
+    let ev = state.path().join("ev.jsonl");
+    // Through the variables' bundle, through the system's own bundle (for
+    // programs that read no variable), and to another host.
+    let script = format!(
+        r#"case "$TOKEN" in warden-secret-*) echo placeholder-ok;; esac
+curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" https://api.secret.test:{port}/by-variable; echo
+env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" https://api.secret.test:{port}/by-system; echo
+curl -sS -k --noproxy '*' -H "Authorization: Bearer $TOKEN" https://other.secret.test:{port}/other; echo "other-exit=$?"
+env > /workspace/env.txt; cat /run/warden/* /etc/ssl/certs/ca-certificates.crt > /workspace/trust.txt
+touch /run/warden/planted 2>/dev/null && echo TRUST-WRITABLE
+exit 0"#
+    );
+    let o = vm_warden_env(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "--secret",
+            &format!("TOKEN@api.secret.test:{port}"),
+            "--allow-domain",
+            &format!("other.secret.test:{port}"),
+            "--add-host",
+            "api.secret.test=127.0.0.1",
+            "--add-host",
+            "other.secret.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+            "--json-events",
+            ev.to_str().unwrap(),
+            "-w",
+            ws.str(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        None,
+        &[("TOKEN", &value)],
+    );
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
+    assert!(out.contains("placeholder-ok"), "{out}");
+    let seen = up.requests();
+    for target in ["/by-variable", "/by-system"] {
+        let r = seen
+            .iter()
+            .find(|r| r.target == target)
+            .unwrap_or_else(|| panic!("{target} never arrived: {out}\n{}", stderr(&o)));
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {value}").as_str()),
+            "{target}"
+        );
+    }
+    // The other host gets the placeholder, never the value.
+    let other = seen
+        .iter()
+        .find(|r| r.target == "/other")
+        .unwrap_or_else(|| panic!("/other never arrived: {out}"));
+    let got = other.header("authorization").unwrap_or("");
+    assert!(!got.contains(&value), "the real value reached another host");
+    assert!(got.starts_with("Bearer warden-secret-"), "{got}");
+    // The answers held the real value; the guest got them scrubbed.
+    assert_eq!(
+        out.matches("auth=Bearer warden-secret-").count(),
+        3,
+        "{out}"
+    );
+    assert!(!out.contains("TRUST-WRITABLE"), "{out}");
+    for (what, text) in [
+        ("stdout", out.clone()),
+        ("stderr", stderr(&o)),
+        (
+            "the guest's environment",
+            std::fs::read_to_string(ws.path().join("env.txt")).unwrap(),
+        ),
+        (
+            "the guest's trust files",
+            std::fs::read_to_string(ws.path().join("trust.txt")).unwrap(),
+        ),
+        ("the events", std::fs::read_to_string(&ev).unwrap()),
+    ] {
+        assert!(!text.contains(&value), "the real value is in {what}");
+    }
+    assert!(
+        std::fs::read_to_string(ws.path().join("trust.txt"))
+            .unwrap()
+            .contains("BEGIN CERTIFICATE"),
+        "the guest has no trust files"
+    );
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn run_with_a_terminal_in_a_vm_gives_the_command_a_terminal_of_the_callers_size() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-run-tty");
+    // `warden run -t` at a real pseudo-terminal of 33 rows and 101
+    // columns that the test holds the master side of: the command must
+    // see a terminal of that size, get what is typed, and its status must
+    // come back.
+    let driver = r#"import os, pty, sys, time, select, fcntl, termios, struct
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], 'run', '--isolation', 'vm', '-t', '--', 'sh', '-c', 'tty; stty size; echo ready; read x; echo got-$x; exit 7'])
+fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 33, 101, 0, 0))
+out = b''; sent = False; end = time.time() + 300
+while time.time() < end:
+    r, _, _ = select.select([fd], [], [], 0.5)
+    if r:
+        try: d = os.read(fd, 4096)
+        except OSError: break
+        if not d: break
+        out += d
+    if not sent and b'ready' in out:
+        os.write(fd, b'hello\n'); sent = True
+_, st = os.waitpid(pid, 0)
+print(repr(out)); print('status', os.waitstatus_to_exitcode(st))
+"#;
+    let o = Command::new("python3")
+        .args(["-c", driver, warden_bin().to_str().unwrap()])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env("WARDEN_VM_DIR", vm_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(out.contains("/dev/pts/"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("33 101"), "{out}\n{}", stderr(&o));
     assert!(out.contains("got-hello"), "{out}\n{}", stderr(&o));
     assert!(out.contains("status 7"), "{out}\n{}", stderr(&o));
 }

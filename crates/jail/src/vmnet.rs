@@ -325,3 +325,61 @@ pub fn run_inside(cmd: &mut std::process::Command, namespace: &OwnedFd) {
         })
     };
 }
+
+/// The capabilities a VMM started by root keeps: those its 9p server needs
+/// to serve the workspace's files as their owners have them (create, then
+/// hand to the guest's user; write files of another owner). Everything
+/// else (mounts, modules, ptrace, raw network, `open_by_handle_at`, ID
+/// changes) is out of its bounding set, so its exec grants none of it.
+pub const VMM_CAPABILITIES: &[u32] = &[
+    0, // CAP_CHOWN
+    1, // CAP_DAC_OVERRIDE
+    3, // CAP_FOWNER
+    4, // CAP_FSETID
+];
+
+/// Start `cmd`'s program (the VMM) with only [`VMM_CAPABILITIES`] in its
+/// bounding set and `no_new_privs` set: as root, it runs without root's
+/// other powers. Registered after [`run_inside`], whose `setns` needs
+/// `CAP_SYS_ADMIN` first.
+pub fn limit_vmm(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(63);
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // it calls only prctl(2) with integer arguments, which is
+    // async-signal-safe; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            for cap in 0..=last {
+                if VMM_CAPABILITIES.contains(&cap) {
+                    continue;
+                }
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 {
+                    let e = std::io::Error::last_os_error();
+                    // Numbers past what the kernel knows.
+                    if e.raw_os_error() == Some(libc::EINVAL) {
+                        break;
+                    }
+                    return Err(e);
+                }
+            }
+            if libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+}

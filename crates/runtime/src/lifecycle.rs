@@ -84,6 +84,55 @@ pub fn layout_for_host() -> (Layout, Option<String>) {
     }
 }
 
+/// Said when a VM sandbox gets a copy of its project rather than a layer.
+const VM_COPY_NOTICE: &str = "a VM sandbox works on a copy of the workspace (reflinked where the file system allows): `warden diff` compares whole trees, `warden commit` applies the changes";
+
+fn is_empty_dir(p: &Path) -> bool {
+    std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none())
+}
+
+/// Make the sandbox `name` with `layout` and store its resolved spec;
+/// true when that spec runs in a VM. Nothing stays of a refused one; the
+/// error says whether the sandbox had been made (a name already taken is
+/// not, and its workspace is another sandbox's).
+fn make(
+    store: &Store,
+    name: &str,
+    req: &CreateRequest,
+    workspace: &Path,
+    layout: Layout,
+    ctx: &Context<'_>,
+) -> Result<(Sandbox, bool), (LifecycleError, bool)> {
+    let mut opts = warden_workspace::CreateOptions::new(workspace.to_path_buf());
+    opts.profile = req.profile_name.clone();
+    opts.layout = layout;
+    let sb = store.create(name, &opts).map_err(|e| (e.into(), false))?;
+    let made = (|| -> Result<bool, LifecycleError> {
+        let resolved = resolve::resolve(req.input.clone(), ctx, Some(&sb))?;
+        if resolved.sinks.json_events.as_deref() == Some(Path::new("-")) {
+            return Err(LifecycleError::EventsToStdout {
+                name: name.to_string(),
+            });
+        }
+        let vm = resolved.spec.isolation == warden_policy::Isolation::Vm;
+        let stored = Stored {
+            spec: resolved.spec,
+            sinks: resolved.sinks,
+            ttl_ms: req.ttl.map(|t| t.as_millis() as u64),
+            one_shot: req.one_shot,
+        };
+        state::write_json(&sb.dir().join(state::STORED), &stored)?;
+        Ok(vm)
+    })();
+    match made {
+        Ok(vm) => Ok((sb, vm)),
+        Err(e) => {
+            let _ = store.remove(name);
+            Err((e, true))
+        }
+    }
+}
+
 /// What a named sandbox is made from.
 #[derive(Debug, Clone, Default)]
 pub struct CreateRequest {
@@ -127,41 +176,28 @@ pub fn create(
         }
     };
     let (layout, notice) = layout_for_host();
-    let mut opts = warden_workspace::CreateOptions::new(workspace);
-    opts.profile = req.profile_name.clone();
-    opts.layout = layout;
-    let sb = match store.create(name, &opts) {
-        Ok(sb) => sb,
-        Err(e) => {
+    let (sb, notice) = match make(store, name, &req, &workspace, layout, ctx) {
+        // A VM's guest cannot lay an overlay over a project shared from
+        // the host: a VM sandbox works on a copy of it (reflinked where
+        // the file system allows), reviewable like a layer.
+        Ok((_, true)) if layout == Layout::Overlay && !is_empty_dir(&workspace) => {
+            let _ = store.remove(name);
+            let (sb, _) =
+                make(store, name, &req, &workspace, Layout::Copy, ctx).map_err(|(e, _)| e)?;
+            (sb, Some(VM_COPY_NOTICE.to_string()))
+        }
+        Ok((sb, _)) => (sb, notice),
+        Err((e, made)) => {
             if req.workspace.is_none() {
-                let _ = std::fs::remove_dir(&own);
+                if made {
+                    let _ = std::fs::remove_dir_all(&own);
+                } else {
+                    let _ = std::fs::remove_dir(&own);
+                }
             }
-            return Err(e.into());
+            return Err(e);
         }
     };
-    let made = (|| -> Result<(), LifecycleError> {
-        let resolved = resolve::resolve(req.input, ctx, Some(&sb))?;
-        if resolved.sinks.json_events.as_deref() == Some(Path::new("-")) {
-            return Err(LifecycleError::EventsToStdout {
-                name: name.to_string(),
-            });
-        }
-        let stored = Stored {
-            spec: resolved.spec,
-            sinks: resolved.sinks,
-            ttl_ms: req.ttl.map(|t| t.as_millis() as u64),
-            one_shot: req.one_shot,
-        };
-        state::write_json(&sb.dir().join(state::STORED), &stored)?;
-        Ok(())
-    })();
-    if let Err(e) = made {
-        let _ = store.remove(name);
-        if req.workspace.is_none() {
-            let _ = std::fs::remove_dir_all(&own);
-        }
-        return Err(e);
-    }
     let _ = record(
         &sb,
         "create",

@@ -59,6 +59,14 @@ pub enum VmError {
     Network(#[from] warden_jail::vmnet::VmNetError),
     #[error("cannot serve the VM's network: {0}")]
     Serve(String),
+    #[error(transparent)]
+    Secrets(#[from] warden_jail::secrets::SecretsError),
+    #[error("cannot write the guest's trust file {path}")]
+    Trust {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("the VM ended before the command did; its console said: {0}")]
     GuestDied(String),
 }
@@ -107,13 +115,6 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     }
     if spec.join_network.is_some() {
         return Err(VmError::Unsupported("joining another sandbox's network"));
-    }
-    if let NetworkSpec::Egress(e) = &spec.network {
-        // The placeholders and the proxy's authority would have to reach
-        // the guest's environment and trust store.
-        if !e.secrets.is_empty() {
-            return Err(VmError::Unsupported("--secret"));
-        }
     }
     let vmm = crate::machine::find_vmm().ok_or(MachineError::NoVmm)?;
     let kernel = crate::kernel::find()?;
@@ -181,6 +182,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         cpus,
         workspace,
         params,
+        trust: None,
         run_dir: dir
             .join("run")
             .join(format!("{safe_id}-{}-{n}", std::process::id())),
@@ -214,6 +216,49 @@ fn sweep_runs(run: &std::path::Path) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+}
+
+/// Write the trust files (the bundle with the sandbox's authority, the
+/// authority alone) into `dir`, the guest's `/run/warden`.
+fn write_trust(
+    dir: &std::path::Path,
+    files: warden_jail::secrets::TrustFiles,
+) -> Result<PathBuf, VmError> {
+    use std::os::unix::fs::{DirBuilderExt, FileExt};
+    let err = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| VmError::Trust { path, source }
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(err(dir))?;
+    let names = [
+        (files.bundle, warden_policy::CA_BUNDLE_PATH),
+        (files.ca, warden_policy::CA_CERT_PATH),
+    ];
+    for (fd, inside) in names {
+        let name = std::path::Path::new(inside)
+            .file_name()
+            .unwrap_or_default()
+            .to_os_string();
+        let path = dir.join(name);
+        let f = File::from(fd);
+        let mut data = Vec::new();
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let n = f
+                .read_at(&mut chunk, data.len() as u64)
+                .map_err(err(&path))?;
+            if n == 0 {
+                break;
+            }
+            data.extend_from_slice(&chunk[..n]);
+        }
+        std::fs::write(&path, &data).map_err(err(&path))?;
+    }
+    Ok(dir.to_path_buf())
 }
 
 fn is_empty_dir(p: &std::path::Path) -> bool {
@@ -288,6 +333,23 @@ pub fn run(
     attach: &mut dyn Attach,
 ) -> Result<Outcome, VmError> {
     let start = Instant::now();
+    // Secrets: the guest's environment holds placeholders; the values are
+    // read on the host and reach only the secret proxy, which runs here,
+    // outside the VM (as the process backend does, before anything else).
+    let secret_plan = match &spec.network {
+        NetworkSpec::Egress(e) if !e.secrets.is_empty() => {
+            Some(warden_jail::secrets::SecretPlan::prepare(&e.secrets)?)
+        }
+        _ => None,
+    };
+    let mut own = spec.clone();
+    if let Some(plan) = &secret_plan {
+        for (name, placeholder) in plan.placeholders() {
+            own.env.retain(|(k, _)| k != name);
+            own.env.push((name.to_string(), placeholder.to_string()));
+        }
+    }
+    let spec = &own;
     let prepared = prepare(spec, id)?;
     let degraded = |events: &mut dyn EventSink, layer: &str, lost: &str| {
         eprintln!("warden: DEGRADED {layer}: {lost}");
@@ -301,15 +363,6 @@ pub fn run(
     };
     if let Some(w) = &prepared.warning {
         degraded(events, "vm acceleration", w);
-    }
-    if program == Program::Command && spec.terminal == Terminal::Pty {
-        // Said, not refused: `warden run` at a terminal asks for one by
-        // default, and the command still runs, with its streams relayed.
-        degraded(
-            events,
-            "terminal",
-            "the VM backend has no terminal yet: the command's stdin, stdout and stderr are relayed as pipes",
-        );
     }
     // With egress, the guest's one network device is a TAP in a network
     // namespace of the sandbox's own, whose every connection and query
@@ -335,6 +388,18 @@ pub fn run(
         config.params.push(("net".into(), "1".into()));
         (n.tcp, n.dns)
     });
+    // The secret proxy's authority, trusted in the guest through files the
+    // host shares read-only at `/run/warden` (and over the system bundle).
+    let terminator = match (secret_plan, &spec.network) {
+        (Some(plan), NetworkSpec::Egress(e)) => {
+            let files = plan.trust_files()?;
+            let terminator = plan.into_terminator(&e.upstream_ca, &e.secret_rules)?;
+            config.trust = Some(write_trust(&config.run_dir.join("trust"), files)?);
+            config.params.push(("trust".into(), "1".into()));
+            Some(terminator)
+        }
+        _ => None,
+    };
     let cgroup = config.cgroup.clone();
     events.emit(&Event::now(
         id,
@@ -351,7 +416,7 @@ pub fn run(
         attach
             .network(warden_jail::Network {
                 egress: Some(egress),
-                terminator: None,
+                terminator,
                 asker: None,
                 published: Vec::new(),
                 sockets: None,
@@ -586,6 +651,19 @@ fn one_command(
     deadline: Option<Instant>,
 ) -> Ended2 {
     const ID: u64 = 1;
+    // With a terminal (`run -t`, or `run` at one): the command runs at a
+    // terminal of the guest's own, of the caller's size; the caller's is
+    // raw meanwhile (the guest's line discipline echoes and edits), and
+    // put back as it was at the end.
+    let tty = spec.terminal == Terminal::Pty;
+    let winsize = tty
+        .then(|| warden_jail::pty::window_size(std::io::stdin().as_fd()))
+        .flatten();
+    let _raw = if tty {
+        warden_jail::pty::RawMode::enable().ok().flatten()
+    } else {
+        None
+    };
     send(
         w,
         Frame::json(
@@ -595,8 +673,8 @@ fn one_command(
                 argv: spec.command.clone(),
                 env: spec.env.clone(),
                 cwd: workdir(spec),
-                tty: false,
-                winsize: None,
+                tty,
+                winsize,
             },
         ),
     );

@@ -4,8 +4,8 @@
 //! shared libraries it was linked against, the kernel modules the guest
 //! needs for its devices (virtio-mmio, the serial port, 9p, virtio-net), and a few
 //! files of the host's `/etc` that programs need to start (the user
-//! database, the dynamic linker's cache, `alternatives` links), never its
-//! secrets (no `shadow`, no keys).
+//! database, the dynamic linker's cache, `alternatives` links, the system's
+//! trust roots), never its secrets (no `shadow`, no keys).
 //!
 //! The host's `/usr` and the workspace are not in it: the guest mounts
 //! them over 9p (see `docs/architecture.md`).
@@ -46,6 +46,10 @@ const ETC_FILES: &[&str] = &[
     "os-release",
     "debian_version",
     "mime.types",
+    // The system's trust roots (public certificates): TLS clients in the
+    // guest verify servers as the host's do.
+    "ssl/certs/ca-certificates.crt",
+    "ssl/openssl.cnf",
 ];
 
 /// Directories of the host's `/etc` whose symbolic links are copied

@@ -91,6 +91,9 @@ pub struct Config {
     pub cpus: u32,
     /// Shared read-write as the guest's `/workspace`.
     pub workspace: Option<PathBuf>,
+    /// A directory shared read-only (the host refuses writes) as the
+    /// guest's `/run/warden`: the secret proxy's trust files.
+    pub trust: Option<PathBuf>,
     /// `warden.KEY=VALUE` words for the guest init.
     pub params: Vec<(String, String)>,
     /// A private directory for the channel's socket and the console log.
@@ -216,6 +219,17 @@ impl Config {
                 "virtio-net-device,netdev=net0,mac=52:54:00:12:34:56".into(),
             ]);
         }
+        if let Some(dir) = &self.trust {
+            a.extend([
+                "-fsdev".into(),
+                format!(
+                    "local,id=trust,path={},security_model=none,readonly=on",
+                    dir.display()
+                ),
+                "-device".into(),
+                "virtio-9p-device,fsdev=trust,mount_tag=trust".into(),
+            ]);
+        }
         if let Some(ws) = &self.workspace {
             a.extend([
                 "-fsdev".into(),
@@ -257,8 +271,14 @@ impl Machine {
             source,
         })?;
         let mut command = Command::new(&cfg.vmm);
+        // Nothing of warden's environment (which may hold a secret's
+        // source variable or the caller's tokens) reaches the VMM.
+        command.env_clear();
         if let Some(ns) = cfg.netns.as_deref() {
             warden_jail::vmnet::run_inside(&mut command, ns);
+        }
+        if warden_jail::host::is_root() {
+            warden_jail::vmnet::limit_vmm(&mut command);
         }
         let tap = cfg
             .net

@@ -78,6 +78,7 @@ pub fn report(probe: bool) -> VmReport {
                     memory_mib: 256,
                     cpus: 1,
                     workspace: None,
+                    trust: None,
                     params: Vec::new(),
                     run_dir: dir
                         .join("run")

@@ -21,6 +21,8 @@ struct Params {
     workspace: bool,
     /// A network device leads to the sandbox's egress proxy.
     net: bool,
+    /// The host shares the secret proxy's trust files (`--secret`).
+    trust: bool,
     /// Layers a debug build's test switched off (see `warden_jail::Weakened`).
     weaken: Vec<String>,
 }
@@ -40,6 +42,7 @@ fn params() -> Params {
             "hostname" => p.hostname = Some(v.to_string()),
             "workspace" => p.workspace = v == "1",
             "net" => p.net = v == "1",
+            "trust" => p.trust = v == "1",
             "weaken" if cfg!(debug_assertions) => {
                 p.weaken = v.split(',').map(str::to_string).collect()
             }
@@ -214,6 +217,38 @@ fn network(p: &Params) -> Result<(), GuestError> {
     })
 }
 
+/// The secret proxy's trust files at `/run/warden` (the host shares them
+/// read-only), and its bundle over the system's, for programs that read
+/// no variable.
+fn trust(nine: &str) -> Result<(), GuestError> {
+    let dir = Path::new(warden_policy::CA_BUNDLE_PATH)
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "/run/warden".into());
+    mount_fs(
+        "trust",
+        &dir,
+        "9p",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+        &format!("{nine},cache=none"),
+    )?;
+    let system = warden_jail::secrets::HOST_BUNDLE;
+    if let Some(parent) = Path::new(system).parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    if !Path::new(system).exists() {
+        let _ = std::fs::write(system, b"");
+    }
+    mount(
+        Some(warden_policy::CA_BUNDLE_PATH),
+        system,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(fs_err("bind the trust bundle over", system))
+}
+
 /// Build everything; the channel (when it was opened) comes back with an
 /// error so that the host hears why.
 pub(super) fn prepare() -> Result<(File, Ready), (Option<File>, GuestError)> {
@@ -278,6 +313,9 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
         nosuid,
         &format!("mode=1777,size={tmp}"),
     )?;
+    if p.trust {
+        trust(nine)?;
+    }
     network(p)?;
     minimal_dev()?;
     umount2("/sys", MntFlags::MNT_DETACH).map_err(fs_err("unmount", "/sys"))?;
