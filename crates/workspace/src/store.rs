@@ -261,7 +261,16 @@ pub struct ListEntry {
     pub changes_bytes: u64,
     /// Seconds since creation.
     pub age_secs: u64,
+    /// The last run ended without writing its layer back (its supervisor
+    /// was killed while the layer was in memory): its changes are lost.
+    #[serde(default)]
+    pub changes_lost: bool,
 }
+
+/// The mark a run with a size-limited layer (`--disk`) leaves beside
+/// `upper/` while the layer is in memory only (the jail's
+/// `layer::UNSAVED_MARK`, the same name).
+pub const UNSAVED_MARK: &str = "layer-unsaved";
 
 /// Warden's state directory.
 #[derive(Debug, Clone)]
@@ -410,6 +419,7 @@ impl Store {
                 workspace: sb.meta.workspace.clone(),
                 profile: sb.meta.profile.clone(),
                 state: sb.meta.state,
+                changes_lost: holder.is_none() && sb.changes_lost(),
                 in_use: holder.is_some(),
                 in_use_by: holder.flatten(),
                 changes_bytes: fsutil::tree_size(&sb.upper()),
@@ -460,6 +470,12 @@ impl Sandbox {
         &self.dir
     }
     /// The overlay upper directory (the sandbox's changes).
+    /// Whether the last run left its layer unsaved (see [`UNSAVED_MARK`]);
+    /// meaningful while no run holds the sandbox.
+    pub fn changes_lost(&self) -> bool {
+        self.dir.join(UNSAVED_MARK).exists()
+    }
+
     pub fn upper(&self) -> PathBuf {
         self.dir.join("upper")
     }
