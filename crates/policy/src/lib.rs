@@ -1182,6 +1182,7 @@ mod tests {
                 overlay: Some(OverlayDirs {
                     upper: "/var/lib/warden/s/upper".into(),
                     work: "/var/lib/warden/s/work".into(),
+                    disk: Some(GIB),
                 }),
                 hidden: vec!["/var/lib/warden".into()],
                 runs_on_host: Vec::new(),
@@ -1610,4 +1611,20 @@ mod tests {
         let spec = req(&["true"]).resolve(&defaults(), &[]).unwrap();
         assert!(!spec.env.iter().any(|(k, _)| k == "SSL_CERT_FILE"));
     }
+
+    #[test]
+    fn disk_defaults_to_half_the_memory_within_the_state_free_space() {
+        assert_eq!(disk_limit(None, 4 * GIB, None).ok(), Some(2 * GIB));
+        assert_eq!(disk_limit(None, 4 * GIB, Some(GIB)).ok(), Some(GIB / 2));
+        assert_eq!(disk_limit(None, 64 * MIB, None).ok(), Some(64 * MIB));
+        assert_eq!(disk_limit(Some(MIB), 4 * GIB, Some(GIB)).ok(), Some(MIB));
+    }
+
+    #[test]
+    fn disk_of_zero_above_memory_or_above_the_free_space_is_refused() {
+        for (asked, free) in [(0, None), (5 * GIB, None), (2 * GIB, Some(GIB))] {
+            assert!(disk_limit(Some(asked), 4 * GIB, free).is_err(), "{asked}");
+        }
+    }
+
 }
