@@ -19,7 +19,10 @@ use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Marks a sandbox's state while its layer exists only in memory; removed
-/// once the layer is written back. Found while no run holds the sandbox,
+/// once the layer is written back. It holds the supervisor's PID and the
+/// number of its descriptor of the layer's tmpfs, so that `warden diff`
+/// reads the running layer at `/proc/PID/fd/N/upper`. Found while no run
+/// holds the sandbox,
 /// it says that the last run ended without saving (its supervisor was
 /// killed) and its changes are lost.
 pub const UNSAVED_MARK: &str = "layer-unsaved";
@@ -146,10 +149,12 @@ fn finish(dst: &Path, meta: &fs::Metadata, symlink: bool) -> Result<(), LayerErr
     let (uid, gid) = (meta.uid(), meta.gid());
     // The owner: kept where the copier may set it (root, or the init with
     // its namespace's capabilities); an unprivileged copier owns the copy,
-    // which is the same user.
+    // which is the same user; an owner the sandbox's namespace does not
+    // map (a layer restored from a snapshot as root) cannot be given
+    // there (EINVAL), and the copy stays the sandbox's own.
     match std::os::unix::fs::lchown(dst, Some(uid), Some(gid)) {
         Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL)) => {}
         Err(e) => return Err(at(dst)(e)),
     }
     if !symlink {

@@ -1626,5 +1626,4 @@ mod tests {
             assert!(disk_limit(Some(asked), 4 * GIB, free).is_err(), "{asked}");
         }
     }
-
 }

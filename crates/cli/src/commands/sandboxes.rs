@@ -242,7 +242,7 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
     let sb = store.get(&args.name)?;
     if still_running(&sb) {
         eprintln!(
-            "warden: sandbox {name} is still running: its changes are held in memory until it stops (--disk), so this diff shows them as they were when it started; `warden stop {name}`, then diff again before you commit",
+            "warden: sandbox {name} is still running: its changes may go on after this diff; `warden stop {name}`, then diff again before you commit",
             name = args.name
         );
     } else if sb.changes_lost() {

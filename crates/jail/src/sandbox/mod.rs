@@ -658,7 +658,12 @@ fn run_mode(
     // `warden ls` and `warden diff` should this supervisor be killed.
     let layer = match (&layer_parent, &saved_layer) {
         (Some(p), Some(saved)) => sys::recv_fds(p, 1).unwrap_or_default().pop().map(|fd| {
-            let _ = std::fs::write(unsaved_mark(saved), b"");
+            // The supervisor's PID and the descriptor: where review
+            // commands find the running layer (`/proc/PID/fd/N/upper`).
+            let _ = std::fs::write(
+                unsaved_mark(saved),
+                format!("{} {}\n", std::process::id(), fd.as_raw_fd()),
+            );
             (fd, saved.clone())
         }),
         _ => None,
