@@ -62,6 +62,9 @@ pub struct ChildPlan {
     /// With a terminal and a mount namespace: the init opens the terminal
     /// in the sandbox's own devpts and sends its master side over this.
     pub tty_channel: Option<OwnedFd>,
+    /// With `--disk`: the sandbox's end of the pair over which the init
+    /// hands the supervisor its size-limited layer once the root is built.
+    pub layer_channel: Option<OwnedFd>,
     /// Descriptors of the supervisor's side, closed first thing.
     pub close_in_child: Vec<RawFd>,
     /// The `tasks` files of the sandbox's cgroup v1 directories, which the
@@ -161,6 +164,12 @@ fn child_setup_and_run(
                 .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
         }
         mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
+        // The layer is the supervisor's to save; the init keeps no handle
+        // on it.
+        if let (Some(channel), Some(layer)) = (plan.layer_channel.take(), plan.root.layer.take()) {
+            crate::sys::send_fds(&channel, &[layer.as_raw_fd()])
+                .map_err(|e| format!("cannot hand the workspace's layer to the supervisor: {e}"))?;
+        }
         // The command's terminal is one of the sandbox's own devpts (its
         // name is a path the command can see); the supervisor relays its
         // master side.

@@ -22,6 +22,7 @@ pub mod files;
 pub mod host;
 mod init;
 pub mod landlock;
+pub mod layer;
 pub mod mounts;
 pub mod netns;
 pub mod privileges;

@@ -69,6 +69,14 @@ pub enum MountError {
         #[source]
         source: Errno,
     },
+    #[error("this kernel's tmpfs cannot hold overlay marks (user.* extended attributes on tmpfs need Linux 6.6), so --disk cannot be enforced")]
+    LayerXattrs(#[source] Errno),
+    #[error("cannot restore the sandbox's saved changes into its layer of {} (--disk): if they are larger, raise --disk", warden_policy::format_size(*size))]
+    LayerRestore {
+        size: u64,
+        #[source]
+        source: crate::layer::LayerError,
+    },
     #[error("cannot create mount point {path}")]
     MountPoint {
         path: PathBuf,
@@ -127,6 +135,9 @@ pub struct OverlayPlan {
     pub upper: PathBuf,
     pub work: PathBuf,
     pub tree: Option<OwnedFd>,
+    /// `--disk`: the layer is a tmpfs of this many bytes while the sandbox
+    /// runs (see [`crate::layer`]).
+    pub disk: Option<u64>,
 }
 
 /// A prepared root tree: its host path and, in root mode, a detached clone
@@ -157,6 +168,9 @@ pub struct RootPlan {
     /// A fresh tmpfs is the sandbox's home, at [`warden_policy::HOME_MOUNT`]
     /// (a kept home is one of `binds`).
     pub home_tmpfs: bool,
+    /// Set by `build_root`: the size-limited tmpfs holding the overlay's
+    /// running upper layer (`upper/` in it), for the supervisor to save.
+    pub layer: Option<OwnedFd>,
 }
 
 const BASE: &str = "/tmp";
@@ -427,7 +441,7 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
     for b in &mut plan.binds {
         let dst = under(NEWROOT, &b.dst);
         if let Some(ov) = b.overlay.take() {
-            mount_overlay(b, &ov, &dst)?;
+            plan.layer = mount_overlay(b, &ov, &dst)?;
             continue;
         }
         match b.tree.take() {
@@ -501,7 +515,11 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
 /// outside the new root), `ov` the upper and work directories. `userxattr`:
 /// the mount is made inside a user namespace, where the kernel keeps the
 /// overlay's marks in `user.overlay.*`.
-fn mount_overlay(b: &mut BindPlan, ov: &OverlayPlan, dst: &Path) -> Result<(), MountError> {
+fn mount_overlay(
+    b: &mut BindPlan,
+    ov: &OverlayPlan,
+    dst: &Path,
+) -> Result<Option<OwnedFd>, MountError> {
     mkdir_p(dst)?;
     let lower_mount = Path::new("/lower");
     let (lower, _keep) = match b.tree.take() {
@@ -534,6 +552,17 @@ fn mount_overlay(b: &mut BindPlan, ov: &OverlayPlan, dst: &Path) -> Result<(), M
             (name(&ov.upper), name(&ov.work))
         }
         None => (under(OLDROOT, &ov.upper), under(OLDROOT, &ov.work)),
+    };
+    let limited = match ov.disk {
+        Some(size) => Some(limited_layer(&upper, size)?),
+        None => None,
+    };
+    let (upper, work) = match &limited {
+        Some(_) => (
+            Path::new(LAYER_MOUNT).join("upper"),
+            Path::new(LAYER_MOUNT).join("work"),
+        ),
+        None => (upper, work),
     };
     for p in [&lower, &upper, &work] {
         let text = p.to_string_lossy();
@@ -568,7 +597,57 @@ fn mount_overlay(b: &mut BindPlan, ov: &OverlayPlan, dst: &Path) -> Result<(), M
     if ov.tree.is_some() {
         let _ = umount2(state_mount, MntFlags::MNT_DETACH);
     }
-    Ok(())
+    if limited.is_some() {
+        let _ = umount2(LAYER_MOUNT, MntFlags::MNT_DETACH);
+    }
+    Ok(limited)
+}
+
+/// Where the size-limited layer is mounted while the overlay is made.
+const LAYER_MOUNT: &str = "/overlay-layer";
+
+/// A tmpfs of `size` bytes at [`LAYER_MOUNT`] holding a copy of the saved
+/// layer `saved` (as `upper/`) and an empty `work/`; returns a descriptor
+/// of its root, which keeps it alive once detached.
+fn limited_layer(saved: &Path, size: u64) -> Result<OwnedFd, MountError> {
+    let root = Path::new(LAYER_MOUNT);
+    mkdir_p(root)?;
+    do_mount(
+        Some("tmpfs"),
+        root,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(&format!("size={size},mode=0700")),
+        "the workspace's size-limited layer",
+    )?;
+    // overlayfs keeps its marks in user.* attributes, which a tmpfs takes
+    // since Linux 6.6; without them the overlay would fail later with EIO.
+    if let Err(e) = rustix::fs::setxattr(
+        root,
+        "user.warden.probe",
+        b"y",
+        rustix::fs::XattrFlags::empty(),
+    ) {
+        return Err(MountError::LayerXattrs(Errno::from_raw(e.raw_os_error())));
+    }
+    let _ = rustix::fs::removexattr(root, "user.warden.probe");
+    crate::layer::copy_layer(saved, &root.join("upper"), false)
+        .map_err(|source| MountError::LayerRestore { size, source })?;
+    let work = root.join("work");
+    std::fs::create_dir(&work).map_err(|source| MountError::Create {
+        path: work.clone(),
+        source,
+    })?;
+    nix::fcntl::open(
+        root,
+        nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|source| MountError::Mount {
+        what: "the workspace's size-limited layer".into(),
+        target: root.to_path_buf(),
+        source,
+    })
 }
 
 /// Stage the secret proxy's trust files and mount them read-only at

@@ -349,6 +349,8 @@ impl Layer {
             timeout: self.duration(Field::Timeout),
             open_files: self.count(Field::OpenFiles),
             file_size: self.bytes(Field::FileSize),
+            disk: self.bytes(Field::Disk),
+            disk_free: None,
             env: EnvRequest {
                 set: self.pairs(Field::Env),
                 pass: self.texts(Field::PassEnv),
@@ -599,6 +601,7 @@ pub struct Overrides {
     pub tmp_size: Option<u64>,
     pub open_files: Option<u64>,
     pub file_size: Option<u64>,
+    pub disk: Option<u64>,
     /// `NAME=VALUE` entries.
     pub env: Vec<String>,
     pub pass_env: Vec<String>,
@@ -640,7 +643,7 @@ impl Overrides {
         if !self.command.is_empty() {
             l.one(Field::Command, Val::Argv(self.command.clone()), o());
         }
-        let ones: [(Field, Option<Val>); 21] = [
+        let ones: [(Field, Option<Val>); 22] = [
             (Field::Hostname, self.hostname.clone().map(Val::Text)),
             (Field::Isolation, self.isolation.clone().map(Val::Text)),
             (Field::Tty, self.tty.map(Val::Bool)),
@@ -670,6 +673,7 @@ impl Overrides {
             (Field::Timeout, self.timeout.map(dur)),
             (Field::OpenFiles, self.open_files.map(Val::Count)),
             (Field::FileSize, self.file_size.map(size)),
+            (Field::Disk, self.disk.map(size)),
             (Field::EgressQuota, self.egress_quota.map(size)),
         ];
         for (key, val) in ones {
@@ -1292,6 +1296,7 @@ impl Loader<'_> {
             for (key, v) in [
                 (Field::Memory, &r.memory),
                 (Field::FileSize, &r.file_size),
+                (Field::Disk, &r.disk),
                 (Field::EgressQuota, &r.egress_quota),
             ] {
                 if let Some(s) = v {

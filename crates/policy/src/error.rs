@@ -37,6 +37,12 @@ pub enum Problem {
     ZeroTimeout,
     #[error("0 would make every write fail (the largest file would be empty): give a size such as 1G, or leave it out for the default")]
     ZeroFileSize,
+    #[error("0 would make every write to the workspace fail: give a size such as 2G, or leave it out for the default (half the memory limit)")]
+    ZeroDisk,
+    #[error("{} is more than the memory limit ({}): the layer is held in memory while the sandbox runs and counts against --memory; lower --disk or raise --memory", crate::units::format_size(*disk), crate::units::format_size(*memory))]
+    DiskOverMemory { disk: u64, memory: u64 },
+    #[error("{} is more than the host can give: the file system of warden's state has {} free; lower --disk or free space there", crate::units::format_size(*disk), crate::units::format_size(*free))]
+    DiskOverFree { disk: u64, free: u64 },
     #[error("must be longer than zero: 0 would close every connection at once; give a duration such as 30s, or leave it out for the default (10m)")]
     ZeroIdleTimeout,
     #[error("{0} must be between 16 and 1048576")]

@@ -355,6 +355,12 @@ fields! {
         ty: "size",
         doc: "Largest file a process may write, e.g. 16G",
     },
+    Disk {
+        flag: "--disk", short: -, value: "SIZE",
+        key: "resources.disk", json: "/resources/disk",
+        ty: "size",
+        doc: "Size limit of a reviewable workspace's changes (the overlay's upper layer, held in memory while the sandbox runs): a write past it fails with ENOSPC, e.g. 2G",
+    },
     EgressQuota {
         flag: "--egress-quota", short: -, value: "SIZE",
         key: "resources.egress_quota", json: "/resources/egress_quota",

@@ -141,6 +141,11 @@ pub struct FilesystemSpec {
 pub struct OverlayDirs {
     pub upper: PathBuf,
     pub work: PathBuf,
+    /// The size limit of the layer (`--disk`), in bytes: while the sandbox
+    /// runs, the layer is a tmpfs of this size (see `docs/architecture.md`,
+    /// "Disk limit"); `None` (an older caller) means unlimited, on disk.
+    #[serde(default)]
+    pub disk: Option<u64>,
 }
 
 /// One extra bind mount.
@@ -326,6 +331,12 @@ pub struct Request {
     pub timeout: Option<Duration>,
     pub open_files: Option<u64>,
     pub file_size: Option<u64>,
+    /// `--disk`: the size limit of the overlay's upper layer.
+    pub disk: Option<u64>,
+    /// Free space of the file system holding warden's state (where the
+    /// layer is kept when the sandbox stops), filled by the front door that
+    /// knows the state directory; it bounds `disk` and its default.
+    pub disk_free: Option<u64>,
     pub env: EnvRequest,
     pub terminal: Terminal,
     pub hostname: Option<String>,
@@ -693,6 +704,13 @@ impl Request {
         if self.file_size == Some(0) {
             return Err(Field::FileSize.invalid(Problem::ZeroFileSize));
         }
+        let overlay = match (self.overlay, self.overlay_dirs) {
+            (true, Some(dirs)) => Some(OverlayDirs {
+                disk: Some(disk_limit(self.disk, memory.value, self.disk_free)?),
+                ..dirs
+            }),
+            _ => None,
+        };
         for g in &self.runs_on_host {
             check_glob(g)?;
         }
@@ -706,11 +724,7 @@ impl Request {
                 workspace: self.workspace,
                 binds,
                 tmp_size,
-                overlay: if self.overlay {
-                    self.overlay_dirs
-                } else {
-                    None
-                },
+                overlay,
                 hidden: self.hidden,
                 runs_on_host: self.runs_on_host,
                 home: home_spec,
@@ -735,6 +749,37 @@ impl Request {
             join_trust: None,
             desktop,
         })
+    }
+}
+
+/// The smallest default `--disk`.
+const MIN_DEFAULT_DISK: u64 = 64 * MIB;
+
+/// The size limit of an overlay's upper layer: `asked`, or by default half
+/// of the memory limit (the layer is a tmpfs while the sandbox runs, and its
+/// pages are charged to the sandbox's memory cgroup), bounded by half of
+/// the state file system's free space `free` (where the layer is written
+/// when the sandbox stops). An explicit size larger than the memory limit
+/// or than `free` is refused: the sandbox could not get it.
+fn disk_limit(asked: Option<u64>, memory: u64, free: Option<u64>) -> Result<u64, ResolveError> {
+    match asked {
+        Some(0) => Err(Field::Disk.invalid(Problem::ZeroDisk)),
+        Some(d) if d > memory => {
+            Err(Field::Disk.invalid(Problem::DiskOverMemory { disk: d, memory }))
+        }
+        Some(d) => match free {
+            Some(f) if d > f => {
+                Err(Field::Disk.invalid(Problem::DiskOverFree { disk: d, free: f }))
+            }
+            _ => Ok(d),
+        },
+        None => {
+            let d = (memory / 2).max(MIN_DEFAULT_DISK.min(memory));
+            Ok(match free {
+                Some(f) => d.min(f / 2).max(MIB.min(f)),
+                None => d,
+            })
+        }
     }
 }
 
@@ -1137,6 +1182,7 @@ mod tests {
                 overlay: Some(OverlayDirs {
                     upper: "/var/lib/warden/s/upper".into(),
                     work: "/var/lib/warden/s/work".into(),
+                    disk: Some(GIB),
                 }),
                 hidden: vec!["/var/lib/warden".into()],
                 runs_on_host: Vec::new(),
@@ -1564,5 +1610,20 @@ mod tests {
         );
         let spec = req(&["true"]).resolve(&defaults(), &[]).unwrap();
         assert!(!spec.env.iter().any(|(k, _)| k == "SSL_CERT_FILE"));
+    }
+
+    #[test]
+    fn disk_defaults_to_half_the_memory_within_the_state_free_space() {
+        assert_eq!(disk_limit(None, 4 * GIB, None).ok(), Some(2 * GIB));
+        assert_eq!(disk_limit(None, 4 * GIB, Some(GIB)).ok(), Some(GIB / 2));
+        assert_eq!(disk_limit(None, 64 * MIB, None).ok(), Some(64 * MIB));
+        assert_eq!(disk_limit(Some(MIB), 4 * GIB, Some(GIB)).ok(), Some(MIB));
+    }
+
+    #[test]
+    fn disk_of_zero_above_memory_or_above_the_free_space_is_refused() {
+        for (asked, free) in [(0, None), (5 * GIB, None), (2 * GIB, Some(GIB))] {
+            assert!(disk_limit(Some(asked), 4 * GIB, free).is_err(), "{asked}");
+        }
     }
 }

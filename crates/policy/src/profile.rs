@@ -196,6 +196,7 @@ pub struct ResourcesFile {
     pub timeout: Option<At<DurationValue>>,
     pub open_files: Option<At<Count>>,
     pub file_size: Option<At<SizeValue>>,
+    pub disk: Option<At<SizeValue>>,
     pub egress_quota: Option<At<SizeValue>>,
 }
 

@@ -709,6 +709,7 @@ resources:
   timeout: 2h
   open_files: 1024
   file_size: 1G
+  disk: 2G
   egress_quota: 5G
 env:
   pass: [TERM]

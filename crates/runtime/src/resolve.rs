@@ -347,7 +347,9 @@ fn resolve_inner(
                 request.overlay_dirs = Some(warden_policy::OverlayDirs {
                     upper: sb.upper(),
                     work: sb.work(),
+                    disk: None,
                 });
+                request.disk_free = free_space(sb.dir());
             }
             // No overlayfs here: the sandbox works on its copy.
             warden_workspace::Layout::Copy => {
@@ -487,4 +489,10 @@ fn resolve_inner(
         kept: None,
         notices,
     })
+}
+
+/// Free space (for an unprivileged user) of the file system holding `dir`.
+fn free_space(dir: &std::path::Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
 }

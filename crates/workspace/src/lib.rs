@@ -54,7 +54,7 @@ impl Sandbox {
             .iter()
             .map(|p| normalize_filter(&self.meta().workspace, p))
             .collect::<Result<_, _>>()?;
-        changes(self.meta(), &self.upper(), &opts)
+        changes(self.meta(), &self.layer(), &opts)
     }
 }
 

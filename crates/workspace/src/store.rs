@@ -261,7 +261,16 @@ pub struct ListEntry {
     pub changes_bytes: u64,
     /// Seconds since creation.
     pub age_secs: u64,
+    /// The last run ended without writing its layer back (its supervisor
+    /// was killed while the layer was in memory): its changes are lost.
+    #[serde(default)]
+    pub changes_lost: bool,
 }
+
+/// The mark a run with a size-limited layer (`--disk`) leaves beside
+/// `upper/` while the layer is in memory only (the jail's
+/// `layer::UNSAVED_MARK`, the same name).
+pub const UNSAVED_MARK: &str = "layer-unsaved";
 
 /// Warden's state directory.
 #[derive(Debug, Clone)]
@@ -410,9 +419,10 @@ impl Store {
                 workspace: sb.meta.workspace.clone(),
                 profile: sb.meta.profile.clone(),
                 state: sb.meta.state,
+                changes_lost: holder.is_none() && sb.changes_lost(),
+                changes_bytes: fsutil::tree_size(&sb.layer()),
                 in_use: holder.is_some(),
                 in_use_by: holder.flatten(),
-                changes_bytes: fsutil::tree_size(&sb.upper()),
                 age_secs: u64::try_from(now.sec - sb.meta.created.sec).unwrap_or(0),
             });
         }
@@ -460,6 +470,36 @@ impl Sandbox {
         &self.dir
     }
     /// The overlay upper directory (the sandbox's changes).
+    /// Whether the last run left its layer unsaved (see [`UNSAVED_MARK`]):
+    /// the mark is there and no supervisor holds a running layer.
+    pub fn changes_lost(&self) -> bool {
+        self.dir.join(UNSAVED_MARK).exists() && self.live_upper().is_none()
+    }
+
+    /// The running layer of a sandbox whose layer is held in memory
+    /// (`--disk`): `/proc/PID/fd/N/upper` of its supervisor, as the mark
+    /// says, when that descriptor is still a detached tmpfs holding a layer.
+    pub fn live_upper(&self) -> Option<PathBuf> {
+        let text = fs::read_to_string(self.dir.join(UNSAVED_MARK)).ok()?;
+        let mut it = text.split_whitespace();
+        let pid: u32 = it.next()?.parse().ok()?;
+        let fd: u32 = it.next()?.parse().ok()?;
+        let link = PathBuf::from(format!("/proc/{pid}/fd/{fd}"));
+        // A detached mount's root reads as "/"; a recycled PID's descriptor
+        // would have to be one too, and hold both directories below.
+        if fs::read_link(&link).ok()? != Path::new("/") {
+            return None;
+        }
+        let upper = link.join("upper");
+        (upper.is_dir() && link.join("work").is_dir()).then_some(upper)
+    }
+
+    /// The layer to review: the running one where the sandbox's layer is in
+    /// memory, else the saved `upper/`.
+    pub fn layer(&self) -> PathBuf {
+        self.live_upper().unwrap_or_else(|| self.upper())
+    }
+
     pub fn upper(&self) -> PathBuf {
         self.dir.join("upper")
     }

@@ -56,6 +56,9 @@ pub struct RunArgs {
     /// Largest file a process may write [default: 16G]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub file_size: Option<u64>,
+    /// Size limit of a reviewable workspace's changes, held in memory while the sandbox runs; a write past it fails with ENOSPC [default: half the memory limit]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub disk: Option<u64>,
     /// Set a variable in the sandbox (repeatable)
     #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
     pub env: Vec<String>,
@@ -246,6 +249,7 @@ pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
         tmp_size: args.tmp_size,
         open_files: args.open_files,
         file_size: args.file_size,
+        disk: args.disk,
         env: args.env,
         pass_env: args.pass_env,
         tty,

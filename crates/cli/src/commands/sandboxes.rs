@@ -164,6 +164,9 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
             age(e.age_secs),
             e.workspace.display()
         );
+        if e.changes_lost {
+            eprintln!("warden: {}", lost_notice(&e.name));
+        }
     }
     Ok(0)
 }
@@ -230,6 +233,11 @@ fn describe(c: &warden_workspace::Change) -> String {
     format!("{:<12} {path}{modes}{target}", kind_label(c.kind))
 }
 
+/// Said when a sandbox's last run was killed with its layer in memory.
+fn lost_notice(name: &str) -> String {
+    format!("sandbox {name}: its last run ended without saving its changes (its supervisor was killed while they were held in memory, see --disk): what that run changed is lost; what is shown is the layer as it was when that run started")
+}
+
 pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
     let sb = store.get(&args.name)?;
     if still_running(&sb) {
@@ -237,6 +245,8 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
             "warden: sandbox {name} is still running: its changes may go on after this diff; `warden stop {name}`, then diff again before you commit",
             name = args.name
         );
+    } else if sb.changes_lost() {
+        eprintln!("warden: {}", lost_notice(&args.name));
     }
     let opts = DiffOptions {
         paths: args.paths,

@@ -9,6 +9,14 @@ use std::path::PathBuf;
 pub enum JailError {
     #[error(transparent)]
     Quota(#[from] quotas::QuotaError),
+    #[error(
+        "the sandbox's changes were not saved ({saved}); the layer it wrote while running is lost"
+    )]
+    LayerSave {
+        saved: PathBuf,
+        #[source]
+        source: crate::layer::LayerError,
+    },
     #[error("{what} {path} does not exist; create it or pass another path")]
     MissingPath {
         what: &'static str,

@@ -395,6 +395,26 @@ fn run_mode(
     if let Some(p) = &tty_parent {
         close_in_child.push(p.as_raw_fd());
     }
+    // --disk: the init builds the overlay on a size-limited tmpfs and hands
+    // it back over this pair, for the supervisor to save when it stops.
+    let saved_layer = match (&fs.overlay, degraded_mode) {
+        (Some(dirs), false) if dirs.disk.is_some() => Some(dirs.upper.clone()),
+        _ => None,
+    };
+    let (layer_parent, layer_child) = match &saved_layer {
+        Some(_) => {
+            let (p, c) = nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(sys_err("create the layer's socket pair"))?;
+            close_in_child.push(p.as_raw_fd());
+            (Some(p), Some(c))
+        }
+        None => (None, None),
+    };
     if let Some(t) = &terminal {
         close_in_child.push(t.master.as_raw_fd());
     }
@@ -433,6 +453,7 @@ fn run_mode(
             },
             hidden: fs.hidden.clone(),
             home_tmpfs,
+            layer: None,
         },
         egress_channel: egress_child,
         egress: egress.is_some(),
@@ -458,6 +479,7 @@ fn run_mode(
         cgroup_tasks: joining.v1_tasks,
         service: service_child,
         tty_channel: tty_child,
+        layer_channel: layer_child,
     };
     let mut master = terminal.map(|t| t.master);
 
@@ -631,6 +653,22 @@ fn run_mode(
         }
     }
     drop(tty_parent);
+    // The running layer: from now on the sandbox's changes are in memory
+    // only, until `save_layer` below writes them back; the mark says so to
+    // `warden ls` and `warden diff` should this supervisor be killed.
+    let layer = match (&layer_parent, &saved_layer) {
+        (Some(p), Some(saved)) => sys::recv_fds(p, 1).unwrap_or_default().pop().map(|fd| {
+            // The supervisor's PID and the descriptor: where review
+            // commands find the running layer (`/proc/PID/fd/N/upper`).
+            let _ = std::fs::write(
+                unsaved_mark(saved),
+                format!("{} {}\n", std::process::id(), fd.as_raw_fd()),
+            );
+            (fd, saved.clone())
+        }),
+        _ => None,
+    };
+    drop(layer_parent);
     // The caller serves the sockets the init opened in the sandbox's
     // network namespace; a child that failed before sending them has said
     // why on the report pipe.
@@ -711,7 +749,9 @@ fn run_mode(
         degraded: degraded_mode,
         desk,
     };
-    sv.run(&sfd, deadline, &guard)?;
+    let supervised = sv.run(&sfd, deadline, &guard);
+    let saved = layer.map(|(fd, saved)| save_layer(&fd, &saved));
+    supervised?;
     drop(raw);
     guard.reaped = true;
     drop(private_tmp);
@@ -732,6 +772,9 @@ fn run_mode(
         }
     }
 
+    if let Some(Err(e)) = saved {
+        return Err(e);
+    }
     let reports = parse_reports(&sv.reports);
     if let Some(e) = send_error {
         if !reports.iter().any(|r| matches!(r, Report::SetupFailed(_))) {
@@ -750,6 +793,23 @@ fn run_mode(
         },
     ));
     Ok(outcome)
+}
+
+/// The mark beside the saved layer `upper` (see [`crate::layer::UNSAVED_MARK`]).
+fn unsaved_mark(upper: &std::path::Path) -> PathBuf {
+    upper.with_file_name(crate::layer::UNSAVED_MARK)
+}
+
+/// Write the running layer (the tmpfs `fd`, its `upper/`) back over the
+/// saved layer `saved`, then drop the mark that said it was unsaved.
+fn save_layer(fd: &OwnedFd, saved: &std::path::Path) -> Result<(), JailError> {
+    let live = PathBuf::from(format!("/proc/self/fd/{}/upper", fd.as_raw_fd()));
+    crate::layer::save(&live, saved).map_err(|source| JailError::LayerSave {
+        saved: saved.to_path_buf(),
+        source,
+    })?;
+    let _ = std::fs::remove_file(unsaved_mark(saved));
+    Ok(())
 }
 
 /// Fresh sockets of the sandbox's network namespace, asked of its init over

@@ -293,5 +293,10 @@ fn overlay_plan(
     } else {
         None
     };
-    Ok(OverlayPlan { upper, work, tree })
+    Ok(OverlayPlan {
+        upper,
+        work,
+        tree,
+        disk: dirs.disk,
+    })
 }
