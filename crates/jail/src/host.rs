@@ -113,6 +113,13 @@ fn uid_map() -> &'static str {
     MAP.get_or_init(|| std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default())
 }
 
+/// The running kernel's release (`uname -r`), or "unknown".
+pub fn kernel_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// Probe the host. Reads files and makes harmless queries only.
 pub fn probe() -> Report {
     let uname = nix::sys::utsname::uname().ok();

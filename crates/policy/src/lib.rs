@@ -146,6 +146,11 @@ pub struct OverlayDirs {
     /// "Disk limit"); `None` (an older caller) means unlimited, on disk.
     #[serde(default)]
     pub disk: Option<u64>,
+    /// `disk` was asked for (`--disk`, `resources.disk`), not a default:
+    /// a host that cannot enforce it refuses the run rather than running
+    /// without the limit.
+    #[serde(default)]
+    pub disk_asked: bool,
 }
 
 /// One extra bind mount.
@@ -707,6 +712,7 @@ impl Request {
         let overlay = match (self.overlay, self.overlay_dirs) {
             (true, Some(dirs)) => Some(OverlayDirs {
                 disk: Some(disk_limit(self.disk, memory.value, self.disk_free)?),
+                disk_asked: self.disk.is_some(),
                 ..dirs
             }),
             _ => None,
@@ -1183,6 +1189,7 @@ mod tests {
                     upper: "/var/lib/warden/s/upper".into(),
                     work: "/var/lib/warden/s/work".into(),
                     disk: Some(GIB),
+                    disk_asked: false,
                 }),
                 hidden: vec!["/var/lib/warden".into()],
                 runs_on_host: Vec::new(),

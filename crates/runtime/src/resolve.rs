@@ -348,6 +348,7 @@ fn resolve_inner(
                     upper: sb.upper(),
                     work: sb.work(),
                     disk: None,
+                    disk_asked: false,
                 });
                 request.disk_free = free_space(sb.dir());
             }

@@ -88,6 +88,8 @@ pub enum JailError {
     OverlayLayout { upper: PathBuf, work: PathBuf },
     #[error("--overlay needs a mount namespace, which this host does not give (degraded mode); run without --overlay, or fix the host (see `warden doctor`)")]
     OverlayDegraded,
+    #[error("--disk needs Linux 6.6 or later (overlayfs keeps its marks in user.* attributes, which tmpfs takes from 6.6); this kernel is {release}: leave --disk out to keep the layer on disk without a size limit, or run on a newer kernel")]
+    DiskNeedsKernel { release: String },
     #[error("cannot serve the sandbox's network: {0}")]
     Attach(String),
     #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in --publish HOSTPORT:PORT)")]

@@ -169,6 +169,27 @@ fn run_mode(
         return Err(JailError::ServiceNeedsNamespaces);
     }
 
+    // The overlay's size limit, where this kernel can hold the layer in a
+    // size-limited tmpfs.
+    let disk = match &fs.overlay {
+        Some(dirs) if !degraded_mode => {
+            let release = host::kernel_release();
+            match plan::disk_on_this_kernel(dirs.disk, dirs.disk_asked, &release)? {
+                Some(d) => Some(d),
+                None if dirs.disk.is_some() => {
+                    degraded(
+                        events,
+                        id,
+                        "disk",
+                        &format!("this kernel ({release}) cannot keep the overlay's layer in a size-limited tmpfs (overlayfs's marks on tmpfs need Linux 6.6): the layer is on disk without a size limit; --disk refuses rather than run so"),
+                    );
+                    None
+                }
+                None => None,
+            }
+        }
+        _ => None,
+    };
     let HostPlan {
         join_network,
         rootfs,
@@ -180,7 +201,7 @@ fn run_mode(
         binds,
         mut writable,
         home_tmpfs,
-    } = plan::host_plan(spec, degraded_mode, root_mode)?;
+    } = plan::host_plan(spec, disk, degraded_mode, root_mode)?;
 
     // Resources: a cgroup where the host allows one; otherwise rlimits, and
     // only with consent when the person asked for a limit explicitly.
@@ -398,7 +419,7 @@ fn run_mode(
     // --disk: the init builds the overlay on a size-limited tmpfs and hands
     // it back over this pair, for the supervisor to save when it stops.
     let saved_layer = match (&fs.overlay, degraded_mode) {
-        (Some(dirs), false) if dirs.disk.is_some() => Some(dirs.upper.clone()),
+        (Some(dirs), false) if disk.is_some() => Some(dirs.upper.clone()),
         _ => None,
     };
     let (layer_parent, layer_child) = match &saved_layer {

@@ -31,6 +31,7 @@ pub(super) struct HostPlan {
 
 pub(super) fn host_plan(
     spec: &SandboxSpec,
+    disk: Option<u64>,
     degraded_mode: bool,
     root_mode: bool,
 ) -> Result<HostPlan, JailError> {
@@ -185,7 +186,7 @@ pub(super) fn host_plan(
             // the real workspace, which --overlay promised not to do.
             return Err(JailError::OverlayDegraded);
         }
-        let overlay = overlay_plan(dirs, root_mode, host_uid, host_gid)?;
+        let overlay = overlay_plan(dirs, disk, root_mode, host_uid, host_gid)?;
         if let Some(b) = binds
             .iter_mut()
             .find(|b| b.dst == Path::new(WORKSPACE_MOUNT))
@@ -247,6 +248,7 @@ fn sandbox_ids(
 /// idmapped.
 fn overlay_plan(
     dirs: &OverlayDirs,
+    disk: Option<u64>,
     root_mode: bool,
     host_uid: u32,
     host_gid: u32,
@@ -297,6 +299,56 @@ fn overlay_plan(
         upper,
         work,
         tree,
-        disk: dirs.disk,
+        disk,
     })
+}
+
+/// The overlay's size limit on a kernel of `release`: overlayfs keeps its
+/// marks in `user.*` attributes, which tmpfs takes from Linux 6.6. On an
+/// older kernel a limit that was asked for is refused; a default one is
+/// dropped (`None`: the layer stays on disk, said as degraded by the
+/// caller).
+pub(super) fn disk_on_this_kernel(
+    disk: Option<u64>,
+    asked: bool,
+    release: &str,
+) -> Result<Option<u64>, JailError> {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    match disk {
+        Some(_) if version < (6, 6) && asked => Err(JailError::DiskNeedsKernel {
+            release: release.to_string(),
+        }),
+        Some(_) if version < (6, 6) => Ok(None),
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::disk_on_this_kernel;
+
+    #[test]
+    fn a_disk_limit_needs_linux_6_6_and_an_asked_one_is_refused_before() {
+        assert_eq!(
+            disk_on_this_kernel(Some(9), true, "6.18.0-1-amd64").ok(),
+            Some(Some(9))
+        );
+        assert_eq!(
+            disk_on_this_kernel(Some(9), true, "6.6.0").ok(),
+            Some(Some(9))
+        );
+        assert_eq!(
+            disk_on_this_kernel(Some(9), false, "6.1.0-27-amd64").ok(),
+            Some(None)
+        );
+        assert_eq!(
+            disk_on_this_kernel(Some(9), false, "5.15.0-91-generic").ok(),
+            Some(None)
+        );
+        assert!(disk_on_this_kernel(Some(9), true, "6.1.0").is_err());
+        assert_eq!(disk_on_this_kernel(None, false, "5.4.0").ok(), Some(None));
+    }
 }
