@@ -701,3 +701,100 @@ fn downloading_scrubbed_text_cannot_starve_the_proxy_or_cost_more_than_plain_tex
         per_mb(&plain)
     );
 }
+
+/// A small coded answer can stand for gigabytes: a few KiB of gzip inside
+/// gzip that decodes to 1 GiB. The secret proxy decodes a response to scrub
+/// it; a sandbox that asks for such an answer and reads only its first
+/// bytes must not make the supervisor decode (and hold) the rest.
+#[test]
+fn a_decompression_bomb_cannot_grow_the_supervisor_beyond_its_budget() {
+    use common::upstream::{RawUpstream, TestCa};
+    if !egress_available() {
+        return;
+    }
+    const HOST: &str = "api.secret.test";
+    let gzip = |data: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    };
+    // 1024 gzip members of 1 MiB of zeros (about 1 MiB coded), gzipped again.
+    let inner = gzip(&vec![0u8; 1 << 20]).repeat(1024);
+    let bomb = gzip(&inner);
+    assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
+    let ca = TestCa::new();
+    let up = RawUpstream::start(&ca, &[HOST], move |_| {
+        vec![
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Encoding: gzip, gzip\r\nContent-Length: {}\r\n\r\n",
+                bomb.len()
+            )
+            .into_bytes(),
+            bomb.clone(),
+        ]
+    });
+    let port = up.port;
+    let script = format!(
+        r#"import os, socket, ssl, time
+ctx = ssl.create_default_context()
+s = ctx.wrap_socket(socket.create_connection(("{HOST}", {port}), timeout=20), server_hostname="{HOST}")
+s.sendall(b"GET /bomb HTTP/1.1\r\nHost: {HOST}:{port}\r\nAuthorization: Bearer " + os.environ["TOKEN"].encode() + b"\r\n\r\n")
+got = b""
+while len(got) < 65536:
+    d = s.recv(65536)
+    if not d:
+        break
+    got += d
+print("read", len(got), flush=True)
+time.sleep(6)
+print("done", flush=True)
+"#,
+    );
+    let mut child = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--secret"])
+        .arg(format!("TOKEN@{HOST}:{port}"))
+        .args(["--add-host", &format!("{HOST}=127.0.0.1")])
+        .args(["--upstream-ca", &ca.pem_path()])
+        .args(["--no-audit-log", "--", "python3", "-c", &script])
+        .env("TOKEN", "ghp_decompressionbombTOKEN0123456789")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut baseline = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while baseline == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        baseline = status_kib(pid, "VmRSS:");
+    }
+    let mut peak = 0;
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        peak = peak.max(status_kib(pid, "VmHWM:"));
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let grown_mib = peak.saturating_sub(baseline) / 1024;
+    eprintln!("baseline {baseline} kB, peak {peak} kB, grown {grown_mib} MiB; {stdout}");
+    let read: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("read "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        read >= 65536,
+        "the sandbox did not get the answer's first bytes: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        grown_mib < 96,
+        "the supervisor grew by {grown_mib} MiB decoding a bomb the sandbox barely read"
+    );
+}
