@@ -465,26 +465,7 @@ fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
 
     // A view-only token sees the screen and may not touch it.
     let viewer = token(state.path(), "viewer", &["desktop:view"]);
-    let (s, b) = call_on(
-        &d,
-        true,
-        "GET",
-        "/v1/sandboxes/desk/desktop",
-        None,
-        Some(&viewer),
-    );
-    assert_eq!(s, 200, "{b}");
-    assert_eq!(json(&b)["control"], false, "{b}");
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
-        .arg(format!("authorization: Bearer {viewer}"))
-        .arg(format!(
-            "http://{}/v1/sandboxes/desk/desktop/screenshot",
-            d.tcp.as_ref().unwrap()
-        ))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    sees_the_screen(&d, &viewer, false);
     let (s, b) = call_on(
         &d,
         true,
@@ -497,26 +478,7 @@ fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
     assert!(b.contains("desktop:control"), "{b}");
     // A token with desktop:control alone sees the screen too, and acts.
     let controller = token(state.path(), "controller", &["desktop:control"]);
-    let (s, b) = call_on(
-        &d,
-        true,
-        "GET",
-        "/v1/sandboxes/desk/desktop",
-        None,
-        Some(&controller),
-    );
-    assert_eq!(s, 200, "{b}");
-    assert_eq!(json(&b)["control"], true, "{b}");
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
-        .arg(format!("authorization: Bearer {controller}"))
-        .arg(format!(
-            "http://{}/v1/sandboxes/desk/desktop/screenshot",
-            d.tcp.as_ref().unwrap()
-        ))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    sees_the_screen(&d, &controller, true);
     let (s, b) = call_on(
         &d,
         true,
@@ -678,4 +640,29 @@ fn a_desktop_in_a_vm_is_refused_saying_why_and_what_to_do() {
         assert!(e.contains(said), "{said:?} not in: {e}");
     }
     assert!(!sandbox_dir(state.path(), "vmdesk").exists());
+}
+
+/// `token` reads the desktop's state (saying whether it may `control` it)
+/// and takes a screenshot.
+fn sees_the_screen(d: &Daemon, token: &str, control: bool) {
+    let (s, b) = call_on(
+        d,
+        true,
+        "GET",
+        "/v1/sandboxes/desk/desktop",
+        None,
+        Some(token),
+    );
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(json(&b)["control"], control, "{b}");
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
+        .arg(format!("authorization: Bearer {token}"))
+        .arg(format!(
+            "http://{}/v1/sandboxes/desk/desktop/screenshot",
+            d.tcp.as_ref().unwrap()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
 }

@@ -540,16 +540,7 @@ pub fn run(
         },
         Ended2::Gone => return Err(VmError::GuestDied(console)),
     };
-    events.emit(&Event::now(
-        id,
-        EventKind::Exited {
-            status: outcome.status,
-            reason: outcome.reason,
-            signal: outcome.signal,
-            duration_ms: start.elapsed().as_millis() as u64,
-            peaks,
-        },
-    ));
+    outcome.record(events, id, start, peaks);
     Ok(outcome)
 }
 

@@ -803,16 +803,7 @@ fn run_mode(
         }
     }
     let outcome = outcome_from(&reports, sv.timed_out, oom_kills, spec, sv.wait_status)?;
-    events.emit(&Event::now(
-        id,
-        EventKind::Exited {
-            status: outcome.status,
-            reason: outcome.reason,
-            signal: outcome.signal,
-            duration_ms: start.elapsed().as_millis() as u64,
-            peaks,
-        },
-    ));
+    outcome.record(events, id, start, peaks);
     Ok(outcome)
 }
 

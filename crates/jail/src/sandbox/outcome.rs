@@ -18,6 +18,29 @@ pub struct Outcome {
     pub message: Option<String>,
 }
 
+impl Outcome {
+    /// The sandbox's `exited` event, whichever backend ran it: its status,
+    /// how long since `start`, and its resource peaks.
+    pub fn record(
+        &self,
+        events: &mut dyn warden_audit::EventSink,
+        id: &str,
+        start: std::time::Instant,
+        peaks: warden_audit::ResourcePeaks,
+    ) {
+        events.emit(&warden_audit::Event::now(
+            id,
+            warden_audit::EventKind::Exited {
+                status: self.status,
+                reason: self.reason,
+                signal: self.signal,
+                duration_ms: start.elapsed().as_millis() as u64,
+                peaks,
+            },
+        ));
+    }
+}
+
 pub(super) fn outcome_from(
     reports: &[Report],
     timed_out: bool,
