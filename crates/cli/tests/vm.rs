@@ -570,7 +570,11 @@ fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
     let layer = state.path().join("warden/sandboxes/box/upper");
     let vmm = pids_with_marker(layer.to_str().unwrap());
     assert!(!vmm.is_empty());
-    check_vmm_confined(vmm[0]);
+    let owner = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&layer).unwrap().uid()
+    };
+    check_vmm_confined(vmm[0], Some(owner));
     ok(&vm_warden(state.path(), &["stop", "box"], None));
     wait_until("the VMM to end", Duration::from_secs(10), || {
         pids_with_marker(layer.to_str().unwrap()).is_empty()
@@ -578,9 +582,10 @@ fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
 }
 
 /// What the VMM runs under, read from its `/proc/PID/status`: QEMU's own
-/// seccomp filter, `no_new_privs`, and (started by root) only the
-/// capabilities its 9p server needs, in every set.
-fn check_vmm_confined(pid: i32) {
+/// seccomp filter and warden's under it, `no_new_privs`, no capability in
+/// any set (started by root too), and, started by root, the workspace
+/// owner's IDs (`owner`) rather than root's.
+fn check_vmm_confined(pid: i32, owner: Option<u32>) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let field = |name: &str| {
         status
@@ -591,21 +596,30 @@ fn check_vmm_confined(pid: i32) {
             .to_string()
     };
     eprintln!(
-        "the VMM: CapEff {} CapBnd {} NoNewPrivs {} Seccomp {}",
+        "the VMM: Uid {} CapEff {} CapBnd {} NoNewPrivs {} Seccomp {} Seccomp_filters {}",
+        field("Uid"),
         field("CapEff"),
         field("CapBnd"),
         field("NoNewPrivs"),
-        field("Seccomp")
+        field("Seccomp"),
+        field("Seccomp_filters")
     );
     assert_eq!(field("Seccomp"), "2", "QEMU runs without its filter");
+    assert!(
+        field("Seccomp_filters").parse::<u32>().unwrap_or(0) >= 2,
+        "QEMU runs without warden's filter under its own"
+    );
     assert_eq!(field("NoNewPrivs"), "1");
-    if is_root() {
-        // CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID.
-        for set in ["CapEff", "CapPrm", "CapBnd"] {
-            let v = u64::from_str_radix(&field(set), 16).unwrap();
-            assert_eq!(v & !0x1b, 0, "{set} {:x}: the VMM keeps root's powers", v);
-        }
-        assert_eq!(u64::from_str_radix(&field("CapAmb"), 16).unwrap(), 0);
+    for set in ["CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"] {
+        let v = u64::from_str_radix(&field(set), 16).unwrap();
+        assert_eq!(v, 0, "{set} {v:x}: the VMM keeps capabilities");
+    }
+    if let (true, Some(owner)) = (is_root(), owner) {
+        let uids: Vec<String> = field("Uid").split_whitespace().map(String::from).collect();
+        assert!(
+            uids.iter().all(|u| u == &owner.to_string()),
+            "the VMM runs as {uids:?}, not as the workspace's owner {owner}"
+        );
     }
 }
 

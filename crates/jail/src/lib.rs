@@ -35,6 +35,7 @@ pub mod seccomp;
 pub mod secrets;
 pub mod spawn;
 mod sys;
+pub mod vmm;
 pub mod vmnet;
 
 pub use error::chain_str;

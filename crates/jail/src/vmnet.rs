@@ -53,6 +53,12 @@ pub enum VmNetError {
         "the process wiring the VM's network namespace ended without handing over its sockets"
     )]
     Silent,
+    #[error("cannot write {path} (the VM network's user namespace)")]
+    Map {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot open the VM's network namespace")]
     Namespace(#[source] Errno),
     #[error("cannot open /dev/net/tun for the VM's network device: the host needs the tun module")]
@@ -80,7 +86,8 @@ pub struct VmNetwork {
     pub tap: OwnedFd,
     pub tcp: OwnedFd,
     pub dns: OwnedFd,
-    /// The namespace itself, for the VMM to run in (see [`run_inside`]).
+    /// The namespace itself, for the VMM to run in (see
+    /// [`crate::vmm::VmmJail`]).
     pub namespace: OwnedFd,
 }
 
@@ -110,7 +117,12 @@ pub fn open() -> Result<VmNetwork, VmNetError> {
             let code = match wire() {
                 Ok(fds) => {
                     let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
-                    i32::from(crate::fdpass::send(theirs.as_fd(), b"ok", &raw).is_err())
+                    let sent = crate::fdpass::send(theirs.as_fd(), b"ok", &raw);
+                    // Stay (so that the parent can write this user
+                    // namespace's maps) until the parent is done with us.
+                    let mut byte = [0u8; 1];
+                    let _ = nix::unistd::read(&theirs, &mut byte);
+                    i32::from(sent.is_err())
                 }
                 Err(e) => {
                     let msg = crate::chain_str(&e);
@@ -131,8 +143,17 @@ pub fn open() -> Result<VmNetwork, VmNetError> {
             );
             let mut buf = vec![0u8; 4096];
             let got = crate::fdpass::recv(ours.as_fd(), &mut buf);
+            // Rootless, the namespace belongs to a user namespace of its
+            // own, which the VMM enters too: warden's user and group map to
+            // themselves there, so that the VMM's 9p server creates the
+            // workspace's files as their owner (unmapped, it could not).
+            let mapped = match &got {
+                Ok((_, fds)) if fds.len() == 4 && !crate::host::is_root() => map_self(pid),
+                _ => Ok(()),
+            };
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             let _ = nix::sys::wait::waitpid(pid, None);
+            mapped?;
             match got {
                 Ok((_, fds)) if fds.len() == 4 => {
                     let mut fds = fds.into_iter();
@@ -154,6 +175,24 @@ pub fn open() -> Result<VmNetwork, VmNetError> {
         }
         Err(e) => Err(VmNetError::Clone(e)),
     }
+}
+
+/// Map warden's own user and group to themselves in the user namespace of
+/// `pid` (which warden made).
+fn map_self(pid: nix::unistd::Pid) -> Result<(), VmNetError> {
+    let (uid, gid) = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    );
+    for (file, line) in [
+        ("setgroups", "deny".to_string()),
+        ("uid_map", format!("{uid} {uid} 1\n")),
+        ("gid_map", format!("{gid} {gid} 1\n")),
+    ] {
+        let path = format!("/proc/{pid}/{file}");
+        std::fs::write(&path, line).map_err(|source| VmNetError::Map { path, source })?;
+    }
+    Ok(())
 }
 
 /// In the new namespace: loopback up, the TAP with the gateway's address,
@@ -304,82 +343,4 @@ pub fn inherit(cmd: &mut std::process::Command, fd: &OwnedFd) -> RawFd {
         })
     };
     raw
-}
-
-/// Start `cmd`'s program inside the network namespace `namespace` (the
-/// VM's: the VMM then has no socket on any network of the host's). Only
-/// root may enter it: a rootless namespace belongs to a user namespace of
-/// its own, where the VMM's files would be owned by nobody.
-pub fn run_inside(cmd: &mut std::process::Command, namespace: &OwnedFd) {
-    use std::os::unix::process::CommandExt;
-    let raw = namespace.as_raw_fd();
-    // SAFETY: the closure runs in the child between fork and exec, where
-    // it calls only setns(2), which is async-signal-safe, on a descriptor
-    // number the child has (a copy of the parent's table).
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(raw, libc::CLONE_NEWNET) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    };
-}
-
-/// The capabilities a VMM started by root keeps: those its 9p server needs
-/// to serve the workspace's files as their owners have them (create, then
-/// hand to the guest's user; write files of another owner). Everything
-/// else (mounts, modules, ptrace, raw network, `open_by_handle_at`, ID
-/// changes) is out of its bounding set, so its exec grants none of it.
-pub const VMM_CAPABILITIES: &[u32] = &[
-    0, // CAP_CHOWN
-    1, // CAP_DAC_OVERRIDE
-    3, // CAP_FOWNER
-    4, // CAP_FSETID
-];
-
-/// Start `cmd`'s program (the VMM) with only [`VMM_CAPABILITIES`] in its
-/// bounding set and `no_new_privs` set: as root, it runs without root's
-/// other powers. Registered after [`run_inside`], whose `setns` needs
-/// `CAP_SYS_ADMIN` first.
-pub fn limit_vmm(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .unwrap_or(63);
-    // SAFETY: the closure runs in the child between fork and exec, where
-    // it calls only prctl(2) with integer arguments, which is
-    // async-signal-safe; it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            for cap in 0..=last {
-                if VMM_CAPABILITIES.contains(&cap) {
-                    continue;
-                }
-                if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 {
-                    let e = std::io::Error::last_os_error();
-                    // Numbers past what the kernel knows.
-                    if e.raw_os_error() == Some(libc::EINVAL) {
-                        break;
-                    }
-                    return Err(e);
-                }
-            }
-            if libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) < 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    };
 }

@@ -1,11 +1,17 @@
 //! One virtual machine: the VMM found on the host (QEMU's `microvm`
 //! machine), started with the guest kernel, the initramfs, the channel's
-//! virtio-serial port on a Unix socket this process listens on, and the 9p
-//! shares; ready once the guest's init says so.
+//! virtio-serial port on one end of a socket pair, and the 9p shares;
+//! ready once the guest's init says so.
+//!
+//! The VMM runs in a jail of its own (`warden_jail::vmm`): everything it
+//! uses is handed to it as a descriptor (named to it as `/proc/self/fd/N`),
+//! so it needs no path of warden's and no right on one; Landlock lets it
+//! open only those files, its own binary and libraries and `/usr` (which it
+//! serves read-only), and write only beneath the workspace.
 
 use crate::wire::{Frame, Kind, Ready, WireError, PORT_NAME};
 use std::os::unix::fs::DirBuilderExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,7 +47,23 @@ pub enum MachineError {
     GuestFailed(String),
     #[error("cannot talk to the guest")]
     Channel(#[from] WireError),
-    #[error("cannot accept the VMM's connection on {path}")]
+    #[error("cannot prepare the VMM's jail")]
+    Jail(#[from] warden_jail::vmm::VmmJailError),
+    #[error("cannot open {path} for the VMM")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot give the VMM's files to its user ({path})")]
+    Chown {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the VMM's channel")]
+    Pair(#[source] nix::errno::Errno),
+    #[error("cannot use the VMM's channel ({path})")]
     Accept {
         path: PathBuf,
         #[source]
@@ -143,8 +165,20 @@ fn host_tsc_khz() -> u64 {
         .unwrap_or(2_000_000)
 }
 
+/// What the VMM is handed as descriptors: each names `/proc/self/fd/N`.
+struct Handed {
+    channel: i32,
+    console: String,
+    kernel: String,
+    initramfs: String,
+    tap: Option<i32>,
+    trust: Option<String>,
+    workspace: Option<String>,
+}
+
 impl Config {
-    fn argv(&self, socket: &Path, console: &Path, tap: Option<i32>) -> Vec<String> {
+    fn argv(&self, h: &Handed) -> Vec<String> {
+        let tap = h.tap;
         let mut cmdline =
             String::from("console=ttyS0 quiet loglevel=1 panic=-1 reboot=t rdinit=/init");
         if self.accel == Accel::Tcg {
@@ -191,17 +225,17 @@ impl Config {
             "-smp".into(),
             self.cpus.to_string(),
             "-kernel".into(),
-            self.kernel.display().to_string(),
+            h.kernel.clone(),
             "-initrd".into(),
-            self.initramfs.display().to_string(),
+            h.initramfs.clone(),
             "-append".into(),
             cmdline,
             "-serial".into(),
-            format!("file:{}", console.display()),
+            format!("file:{}", h.console),
             "-device".into(),
             "virtio-serial-device".into(),
             "-chardev".into(),
-            format!("socket,id=chan,path={}", socket.display()),
+            format!("socket,id=chan,fd={}", h.channel),
             "-device".into(),
             format!("virtserialport,chardev=chan,name={PORT_NAME}"),
             "-fsdev".into(),
@@ -219,21 +253,29 @@ impl Config {
                 "virtio-net-device,netdev=net0,mac=52:54:00:12:34:56".into(),
             ]);
         }
-        if let Some(dir) = &self.trust {
+        if let Some(dir) = &h.trust {
             a.extend([
                 "-fsdev".into(),
-                format!(
-                    "local,id=trust,path={},security_model=none,readonly=on",
-                    dir.display()
-                ),
+                format!("local,id=trust,path={dir},security_model=none,readonly=on"),
                 "-device".into(),
                 "virtio-9p-device,fsdev=trust,mount_tag=trust".into(),
             ]);
         }
         if let Some(ws) = &self.workspace {
+            // The VMM is handed the workspace as a descriptor; its name
+            // (QEMU's guest name) says which one it serves, for `ps`.
+            a.extend([
+                "-name".into(),
+                format!(
+                    "guest=warden:{}",
+                    ws.display().to_string().replace(',', ",,")
+                ),
+            ]);
+        }
+        if let Some(ws) = &h.workspace {
             a.extend([
                 "-fsdev".into(),
-                format!("local,id=ws,path={},security_model=none", ws.display()),
+                format!("local,id=ws,path={ws},security_model=none"),
                 "-device".into(),
                 "virtio-9p-device,fsdev=ws,mount_tag=workspace".into(),
             ]);
@@ -254,14 +296,8 @@ impl Machine {
                 path: cfg.run_dir.clone(),
                 source,
             })?;
-        let socket = cfg.run_dir.join("chan.sock");
         let console = cfg.run_dir.join("console.log");
         let vmm_log = cfg.run_dir.join("vmm.log");
-        let _ = std::fs::remove_file(&socket);
-        let listener = UnixListener::bind(&socket).map_err(|source| MachineError::Accept {
-            path: socket.clone(),
-            source,
-        })?;
         let log = std::fs::File::create(&vmm_log).map_err(|source| MachineError::RunDir {
             path: vmm_log.clone(),
             source,
@@ -270,22 +306,43 @@ impl Machine {
             path: vmm_log.clone(),
             source,
         })?;
+        let (ours, theirs) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::Stream,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(MachineError::Pair)?;
+        let stream = UnixStream::from(ours);
+        let ids = vmm_ids(cfg.workspace.as_deref());
+        let files = HandedFiles::open(cfg, &console, ids)?;
         let mut command = Command::new(&cfg.vmm);
         // Nothing of warden's environment (which may hold a secret's
         // source variable or the caller's tokens) reaches the VMM.
         command.env_clear();
-        if let Some(ns) = cfg.netns.as_deref() {
-            warden_jail::vmnet::run_inside(&mut command, ns);
-        }
-        if warden_jail::host::is_root() {
-            warden_jail::vmnet::limit_vmm(&mut command);
-        }
-        let tap = cfg
-            .net
-            .as_deref()
-            .map(|fd| warden_jail::vmnet::inherit(&mut command, fd));
+        let fd = |c: &mut Command, f: &std::os::fd::OwnedFd| {
+            format!("/proc/self/fd/{}", warden_jail::vmnet::inherit(c, f))
+        };
+        let handed = Handed {
+            channel: warden_jail::vmnet::inherit(&mut command, &theirs),
+            console: fd(&mut command, &files.console),
+            kernel: fd(&mut command, &files.kernel),
+            initramfs: fd(&mut command, &files.initramfs),
+            tap: cfg
+                .net
+                .as_deref()
+                .map(|fd| warden_jail::vmnet::inherit(&mut command, fd)),
+            trust: files.trust.as_ref().map(|t| fd(&mut command, t)),
+            workspace: files.workspace.as_ref().map(|w| fd(&mut command, w)),
+        };
+        let jail = warden_jail::vmm::VmmJail::prepare(
+            &vmm_access(cfg, &console),
+            cfg.netns.as_deref(),
+            Some(ids),
+        )?;
+        jail.apply(&mut command);
         let child = command
-            .args(cfg.argv(&socket, &console, tap))
+            .args(cfg.argv(&handed))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
@@ -294,40 +351,21 @@ impl Machine {
                 path: cfg.vmm.clone(),
                 source,
             })?;
+        drop((theirs, files, jail));
         let pid = child.id() as i32;
         let mut m = Pending {
             child: Some(child),
             run_dir: cfg.run_dir.clone(),
         };
-        // Before the guest boots (QEMU waits for its channel's connection
-        // first); a VMM that cannot be confined is killed by `m`.
+        // A VMM that cannot be confined is killed by `m`.
         if let Some(cg) = &cfg.cgroup {
             cg.add_process(pid)
                 .map_err(|e| MachineError::Cgroup(warden_jail::chain_str(&e)))?;
         }
         let accept_err = |source| MachineError::Accept {
-            path: socket.clone(),
+            path: cfg.run_dir.clone(),
             source,
         };
-        listener.set_nonblocking(true).map_err(accept_err)?;
-        let stream = loop {
-            match listener.accept() {
-                Ok((s, _)) => break s,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(accept_err(e)),
-            }
-            m.check_alive(&vmm_log)?;
-            if start.elapsed() > timeout {
-                return Err(MachineError::BootTimeout {
-                    secs: timeout.as_secs(),
-                    accel: cfg.accel.as_str(),
-                    console: tail(&vmm_log),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        drop(listener);
-        let _ = std::fs::remove_file(&socket);
         let mut reader = stream.try_clone().map_err(accept_err)?;
         let ready = loop {
             let left = timeout.saturating_sub(start.elapsed());
@@ -350,7 +388,7 @@ impl Machine {
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => {
-                    m.check_alive(&console)?;
+                    m.check_alive(&vmm_log)?;
                     return Err(MachineError::GuestFailed(tail(&console)));
                 }
                 Err(WireError::Io(e))
@@ -359,7 +397,7 @@ impl Machine {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
                 {
-                    m.check_alive(&console)?;
+                    m.check_alive(&vmm_log)?;
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -408,6 +446,129 @@ impl Drop for Machine {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.run_dir);
+    }
+}
+
+/// The IDs the VMM runs as when warden is root: the workspace owner's, so
+/// that its 9p server creates and writes the workspace's files as their
+/// owner would (and nothing of anyone else's it could not); nobody's
+/// without a workspace. Rootless, the VMM stays warden's own user.
+fn vmm_ids(workspace: Option<&Path>) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    workspace
+        .and_then(|w| std::fs::metadata(w).ok())
+        .map(|m| (m.uid(), m.gid()))
+        .unwrap_or((warden_jail::NOBODY, warden_jail::NOBODY))
+}
+
+/// What the VMM may open (see `warden_jail::vmm`): its binary, the
+/// system's libraries and firmware and `/usr` (which it serves read-only
+/// anyway), the CPU and NUMA topology in `/sys`, the kernel, the
+/// initramfs, the trust files, `/dev/kvm` under KVM; and write its console
+/// log and beneath the workspace only.
+fn vmm_access(cfg: &Config, console: &Path) -> warden_jail::vmm::VmmAccess {
+    let mut readable: Vec<PathBuf> = [
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/etc/ld.so.cache",
+        "/sys/devices/system/cpu",
+        "/sys/devices/system/node",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .filter(|p| p.exists())
+    .collect();
+    readable.push(cfg.vmm.clone());
+    readable.push(cfg.kernel.clone());
+    readable.push(cfg.initramfs.clone());
+    readable.extend(cfg.trust.clone());
+    warden_jail::vmm::VmmAccess {
+        readable,
+        writable: cfg
+            .workspace
+            .iter()
+            .cloned()
+            .chain([console.to_path_buf()])
+            .collect(),
+        devices: if cfg.accel == Accel::Kvm {
+            vec![PathBuf::from("/dev/kvm")]
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// The files the VMM is handed, opened here (it may have no right on the
+/// way to them).
+struct HandedFiles {
+    console: std::os::fd::OwnedFd,
+    kernel: std::os::fd::OwnedFd,
+    initramfs: std::os::fd::OwnedFd,
+    trust: Option<std::os::fd::OwnedFd>,
+    workspace: Option<std::os::fd::OwnedFd>,
+}
+
+impl HandedFiles {
+    fn open(cfg: &Config, console: &Path, ids: (u32, u32)) -> Result<HandedFiles, MachineError> {
+        let open = |path: &Path, dir: bool| -> Result<std::os::fd::OwnedFd, MachineError> {
+            let mut o = std::fs::OpenOptions::new();
+            o.read(true);
+            if dir {
+                use std::os::unix::fs::OpenOptionsExt;
+                o.custom_flags(nix::libc::O_DIRECTORY);
+            }
+            o.open(path)
+                .map(std::os::fd::OwnedFd::from)
+                .map_err(|source| MachineError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        };
+        let console_file =
+            std::fs::File::create(console).map_err(|source| MachineError::RunDir {
+                path: console.to_path_buf(),
+                source,
+            })?;
+        let root = warden_jail::host::is_root();
+        let give = |path: &Path| -> Result<(), MachineError> {
+            if !root {
+                return Ok(());
+            }
+            std::os::unix::fs::chown(path, Some(ids.0), Some(ids.1)).map_err(|source| {
+                MachineError::Chown {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })
+        };
+        // The VMM reopens what it writes or serves through
+        // `/proc/self/fd/N`, which checks the file's own permissions: the
+        // console log and the trust files become its user's.
+        give(console)?;
+        if let Some(t) = &cfg.trust {
+            give(t)?;
+            for e in std::fs::read_dir(t)
+                .map_err(|source| MachineError::Open {
+                    path: t.clone(),
+                    source,
+                })?
+                .flatten()
+            {
+                give(&e.path())?;
+            }
+        }
+        Ok(HandedFiles {
+            console: console_file.into(),
+            kernel: open(&cfg.kernel, false)?,
+            initramfs: open(&cfg.initramfs, false)?,
+            trust: cfg.trust.as_deref().map(|t| open(t, true)).transpose()?,
+            workspace: cfg
+                .workspace
+                .as_deref()
+                .map(|w| open(w, true))
+                .transpose()?,
+        })
     }
 }
 
