@@ -15,7 +15,8 @@
 //!    sets emptied, root's exec-time powers switched off for good
 //!    (`SECBIT_NOROOT`, locked), then the given user and group (the
 //!    workspace owner's: the 9p server then serves the workspace as its
-//!    owner has it) with no supplementary groups;
+//!    owner has it), with no supplementary group but the one that may
+//!    open `/dev/kvm` under KVM;
 //! 3. `no_new_privs`;
 //! 4. Landlock: read (and execute) beneath the VMM's own files and what it
 //!    serves read-only, write only beneath what it serves read-write, the
@@ -94,6 +95,7 @@ enum Net {
 pub struct VmmJail {
     net: Net,
     ids: Option<(u32, u32)>,
+    groups: Vec<libc::gid_t>,
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
     last_cap: u32,
@@ -109,6 +111,17 @@ impl VmmJail {
         netns: Option<&OwnedFd>,
         ids: Option<(u32, u32)>,
     ) -> Result<VmmJail, VmmJailError> {
+        // The devices it opens by name (`/dev/kvm`) may be its group's
+        // only: that group, and no other, is kept as a supplementary one.
+        let mut groups: Vec<libc::gid_t> = ids.map(|(_, g)| g).into_iter().collect();
+        for d in &access.devices {
+            use std::os::unix::fs::MetadataExt;
+            if let Ok(m) = std::fs::metadata(d) {
+                if m.mode() & 0o060 == 0o060 && !groups.contains(&m.gid()) && m.gid() != 0 {
+                    groups.push(m.gid());
+                }
+            }
+        }
         let root = crate::host::is_root();
         let net = match netns {
             Some(ns) => Net::Enter {
@@ -137,6 +150,7 @@ impl VmmJail {
         Ok(VmmJail {
             net,
             ids: if root { ids } else { None },
+            groups,
             ruleset: ruleset(access)?,
             filter: filter()?,
             last_cap,
@@ -157,6 +171,7 @@ impl VmmJail {
         };
         let fresh_root = matches!(self.net, Net::Fresh { maps: None });
         let ids = self.ids;
+        let groups = self.groups.clone();
         let ruleset = self.ruleset.as_raw_fd();
         let filter = self.filter.clone();
         let last_cap = self.last_cap;
@@ -197,8 +212,7 @@ impl VmmJail {
                 }
                 drop_capabilities(last_cap)?;
                 if let Some((uid, gid)) = ids {
-                    let groups = [gid as libc::gid_t];
-                    check(libc::setgroups(1, groups.as_ptr()).into())?;
+                    check(libc::setgroups(groups.len(), groups.as_ptr()).into())?;
                     check(libc::setresgid(gid, gid, gid).into())?;
                     check(libc::setresuid(uid, uid, uid).into())?;
                 }
