@@ -59,7 +59,7 @@ pub enum VmmJailError {
         #[source]
         source: landlock::RulesetError,
     },
-    #[error("this kernel has no Landlock: the VMM cannot be confined to the files it serves")]
+    #[error("this kernel has no Landlock, so the VMM cannot be confined to the files it serves: use Linux 5.13 or later with Landlock enabled (`lsm=` on the kernel command line), or the process backend")]
     NoLandlock,
     #[error("cannot build the VMM's seccomp filter: {0}")]
     Seccomp(String),
