@@ -291,13 +291,16 @@ fn fill_a_cache(who: Option<&Unprivileged>, tag: &str) {
         "{tag}: no ENOSPC inside the cache\nstdout: {o}\nstderr: {e}"
     );
     host_carries_on(state.path());
+    // What the sandbox made unreadable is merged all the same (an
+    // unprivileged supervisor reads its disposable copy).
     let first = ok(&run(&format!(
-        "rm -f {cache}/big; echo hello > {cache}/first"
+        "rm -f {cache}/big; echo hello > {cache}/first && mkdir {cache}/locked \
+         && echo s > {cache}/locked/f && chmod 000 {cache}/locked/f {cache}/locked"
     )));
     assert!(first.contains("step-status=0"), "{tag}: {first}");
-    let second = ok(&run(&format!("cat {cache}/first")));
+    let second = ok(&run(&format!("cat {cache}/first; ls -ld {cache}/locked")));
     assert!(
-        second.contains("hello"),
+        second.contains("hello") && second.contains("d---------"),
         "{tag}: the cache was not shared: {second}"
     );
     for i in 0..4 {

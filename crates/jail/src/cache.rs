@@ -72,6 +72,19 @@ pub fn usage(dir: &Path) -> u64 {
     total
 }
 
+/// Make `path` of the upper layer (disposable once the sandbox is gone)
+/// readable by its owner where the sandbox took that away (a mode-000
+/// file or directory), so that an unprivileged supervisor can merge it;
+/// the copy gets the original mode.
+fn readable(path: &Path, bits: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::symlink_metadata(path)?.mode();
+    if mode & bits != bits {
+        fs::set_permissions(path, fs::Permissions::from_mode((mode | bits) & 0o7777))?;
+    }
+    Ok(())
+}
+
 /// The bytes a file of the upper layer would take in the shared cache: its
 /// apparent size (a sparse file is counted whole: the copy may fill it),
 /// or its blocks if more.
@@ -162,6 +175,7 @@ impl Merge<'_> {
                 self.clear(dst).map_err(self.err(src))?;
             }
         }
+        readable(src, 0o700).map_err(self.err(src))?;
         let mut names: Vec<_> = fs::read_dir(src)
             .map_err(self.err(src))?
             .map(|e| e.map(|e| e.file_name()))
@@ -177,8 +191,13 @@ impl Merge<'_> {
                 // A whiteout: the sandbox removed this entry.
                 self.remove(dst, name).map_err(self.err(&path))?;
             } else if ft.is_dir() {
-                let sub = self.make_dir(dst, name, &meta).map_err(self.err(&path))?;
+                let sub = self.make_dir(dst, name).map_err(self.err(&path))?;
                 self.dir(&path, sub.as_fd())?;
+                // Its mode once its content is in (a 0500 directory could
+                // not be filled).
+                rustix::fs::fchmod(&sub, Mode::from_raw_mode(meta.mode() & 0o777))
+                    .map_err(io::Error::from)
+                    .map_err(self.err(&path))?;
             } else if ft.is_file() {
                 self.file(&path, &meta, dst, name)
                     .map_err(self.err(&path))?;
@@ -198,26 +217,25 @@ impl Merge<'_> {
 
     /// The directory `name` of `dst`, made if missing (an entry of another
     /// kind there is replaced), opened without following a link.
-    fn make_dir(
-        &mut self,
-        dst: BorrowedFd<'_>,
-        name: &Path,
-        meta: &fs::Metadata,
-    ) -> io::Result<OwnedFd> {
+    fn make_dir(&mut self, dst: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
         match rustix::fs::statat(dst, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {}
             Ok(_) => {
                 self.remove(dst, name)?;
-                self.mkdir(dst, name, meta)?;
+                self.mkdir(dst, name)?;
             }
-            Err(rustix::io::Errno::NOENT) => self.mkdir(dst, name, meta)?,
+            Err(rustix::io::Errno::NOENT) => self.mkdir(dst, name)?,
             Err(e) => return Err(e.into()),
         }
+        // Filled as its owner, whatever its mode (set again once full). It
+        // was a directory just now, and nothing but a merge, which holds
+        // the lock, writes the shared cache.
+        rustix::fs::chmodat(dst, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
         open_dir(dst, name)
     }
 
-    fn mkdir(&mut self, dst: BorrowedFd<'_>, name: &Path, meta: &fs::Metadata) -> io::Result<()> {
-        rustix::fs::mkdirat(dst, name, Mode::from_raw_mode(meta.mode() & 0o777))?;
+    fn mkdir(&mut self, dst: BorrowedFd<'_>, name: &Path) -> io::Result<()> {
+        rustix::fs::mkdirat(dst, name, Mode::from_raw_mode(0o700))?;
         self.own(dst, name, AtFlags::SYMLINK_NOFOLLOW);
         Ok(())
     }
@@ -252,6 +270,7 @@ impl Merge<'_> {
             Mode::from_raw_mode(0o600),
         )?;
         let copied = (|| {
+            readable(src, 0o600)?;
             let mut from = File::open(src)?;
             let mut to = File::from(out);
             io::copy(&mut from, &mut to)?;
@@ -310,6 +329,7 @@ impl Merge<'_> {
         };
         let freed = u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512);
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            rustix::fs::chmodat(dst, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
             let sub = open_dir(dst, name)?;
             self.clear(sub.as_fd())?;
             rustix::fs::unlinkat(dst, name, AtFlags::REMOVEDIR)?;
