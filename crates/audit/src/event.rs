@@ -309,6 +309,8 @@ pub enum WorkspaceAction {
     Snapshot,
     /// A snapshot was put back.
     Restore,
+    /// A snapshot was removed.
+    SnapshotDelete,
 }
 
 impl WorkspaceAction {
@@ -321,6 +323,7 @@ impl WorkspaceAction {
             WorkspaceAction::Discard => "discard",
             WorkspaceAction::Snapshot => "snapshot",
             WorkspaceAction::Restore => "restore",
+            WorkspaceAction::SnapshotDelete => "snapshot-delete",
         }
     }
 
@@ -333,6 +336,7 @@ impl WorkspaceAction {
             WorkspaceAction::Discard,
             WorkspaceAction::Snapshot,
             WorkspaceAction::Restore,
+            WorkspaceAction::SnapshotDelete,
         ]
         .into_iter()
         .find(|a| a.as_str() == word)
@@ -722,6 +726,7 @@ pub(crate) mod tests {
             WorkspaceAction::Discard,
             WorkspaceAction::Snapshot,
             WorkspaceAction::Restore,
+            WorkspaceAction::SnapshotDelete,
         ] {
             assert_eq!(WorkspaceAction::parse(a.as_str()), Some(a));
             assert_eq!(

@@ -14,6 +14,7 @@ mod ask;
 /// terminal and a supervisor answering over its control socket keep the
 /// same bounds.
 pub use ask::{ASK_TIMEOUT, MAX_WAITING as ASK_MAX_WAITING};
+pub mod cache;
 pub mod cgroup;
 pub mod connect;
 mod error;
@@ -21,6 +22,7 @@ pub mod fdpass;
 pub mod files;
 pub mod host;
 mod init;
+pub mod kept;
 pub mod landlock;
 pub mod layer;
 pub mod mounts;

@@ -122,6 +122,9 @@ pub struct BindPlan {
     /// Seen through an overlay: `src` (or `tree`) is the read-only lower
     /// layer, and writes go to these directories of warden's state store.
     pub overlay: Option<OverlayPlan>,
+    /// Kept in the sandbox's size-limited tmpfs instead of bound as it is
+    /// (see [`crate::kept`]).
+    pub kept: Option<crate::kept::KeptBind>,
 }
 
 /// The writable half of a workspace overlay: two directories side by side
@@ -135,8 +138,9 @@ pub struct OverlayPlan {
     pub upper: PathBuf,
     pub work: PathBuf,
     pub tree: Option<OwnedFd>,
-    /// `--disk`: the layer is a tmpfs of this many bytes while the sandbox
-    /// runs (see [`crate::layer`]).
+    /// `--disk`: the layer is restored into the sandbox's tmpfs of this
+    /// many bytes and lives there while the sandbox runs (see
+    /// [`crate::kept`]).
     pub disk: Option<u64>,
 }
 
@@ -168,8 +172,12 @@ pub struct RootPlan {
     /// A fresh tmpfs is the sandbox's home, at [`warden_policy::HOME_MOUNT`]
     /// (a kept home is one of `binds`).
     pub home_tmpfs: bool,
-    /// Set by `build_root`: the size-limited tmpfs holding the overlay's
-    /// running upper layer (`upper/` in it), for the supervisor to save.
+    /// `--disk`: the tmpfs that holds what warden keeps for the sandbox
+    /// while it runs (see [`crate::kept`]).
+    pub kept: Option<crate::kept::KeptPlan>,
+    /// Set by `build_root`: that tmpfs (the overlay's running upper layer
+    /// as `upper/`, the home as `home/`, the caches' writes), for the
+    /// supervisor to save.
     pub layer: Option<OwnedFd>,
 }
 
@@ -438,11 +446,26 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
             "the sandbox's home",
         )?;
     }
+    if let Some(kept) = plan.kept {
+        plan.layer = Some(crate::kept::mount_tmpfs(kept)?);
+    }
+    let kept_size = plan.kept.map(|k| k.size).unwrap_or(0);
     for b in &mut plan.binds {
         let dst = under(NEWROOT, &b.dst);
         if let Some(ov) = b.overlay.take() {
-            plan.layer = mount_overlay(b, &ov, &dst)?;
+            mount_overlay(b, &ov, &dst)?;
             continue;
+        }
+        match b.kept {
+            Some(crate::kept::KeptBind::Home) => {
+                mount_kept_home(b, &dst, kept_size)?;
+                continue;
+            }
+            Some(crate::kept::KeptBind::Cache(n)) => {
+                mount_cache(b, n, &dst)?;
+                continue;
+            }
+            None => {}
         }
         match b.tree.take() {
             Some(tree) => {
@@ -470,6 +493,11 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
         }
     }
 
+    if plan.layer.is_some() {
+        // Everything in the tmpfs is mounted where it belongs; the mounts
+        // hold their own references.
+        let _ = umount2(crate::kept::KEPT_MOUNT, MntFlags::MNT_DETACH);
+    }
     cover_hidden(&plan.binds, &plan.hidden)?;
 
     if let Some(content) = &plan.resolv_conf {
@@ -512,32 +540,11 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
 
 /// Mount the overlay of bind `b` at `dst`: its source is the lower layer
 /// (in root mode the idmapped clone, attached for the time of the mount
-/// outside the new root), `ov` the upper and work directories. `userxattr`:
-/// the mount is made inside a user namespace, where the kernel keeps the
-/// overlay's marks in `user.overlay.*`.
-fn mount_overlay(
-    b: &mut BindPlan,
-    ov: &OverlayPlan,
-    dst: &Path,
-) -> Result<Option<OwnedFd>, MountError> {
-    mkdir_p(dst)?;
-    let lower_mount = Path::new("/lower");
-    let (lower, _keep) = match b.tree.take() {
-        Some(tree) => {
-            mkdir_p(lower_mount)?;
-            sys::move_mount_to(tree.as_fd(), &cpath(lower_mount)?).map_err(|source| {
-                MountError::AttachIdmapped {
-                    target: b.dst.clone(),
-                    source,
-                }
-            })?;
-            (lower_mount.to_path_buf(), None)
-        }
-        None => {
-            let fd = resolve_again(&b.src)?;
-            (fd_path(&fd), Some(fd))
-        }
-    };
+/// outside the new root), `ov` the upper and work directories; with
+/// `--disk` the saved upper layer is restored into the sandbox's tmpfs and
+/// the overlay's layer is that copy.
+fn mount_overlay(b: &mut BindPlan, ov: &OverlayPlan, dst: &Path) -> Result<(), MountError> {
+    let (lower, _keep) = attach_lower(b)?;
     let state_mount = Path::new("/overlay-state");
     let (upper, work) = match &ov.tree {
         Some(tree) => {
@@ -553,22 +560,76 @@ fn mount_overlay(
         }
         None => (under(OLDROOT, &ov.upper), under(OLDROOT, &ov.work)),
     };
-    let limited = match ov.disk {
-        Some(size) => Some(limited_layer(&upper, size)?),
-        None => None,
-    };
-    let (upper, work) = match &limited {
-        Some(_) => (
-            Path::new(LAYER_MOUNT).join("upper"),
-            Path::new(LAYER_MOUNT).join("work"),
-        ),
+    let (upper, work) = match ov.disk {
+        Some(size) => {
+            let upper = crate::kept::restore(&upper, "upper", size)?;
+            let work = Path::new(crate::kept::KEPT_MOUNT).join("work");
+            std::fs::create_dir(&work).map_err(|source| MountError::Create {
+                path: work.clone(),
+                source,
+            })?;
+            (upper, work)
+        }
         None => (upper, work),
     };
-    for p in [&lower, &upper, &work] {
+    mkdir_p(dst)?;
+    overlay_at(&lower, &upper, &work, dst, "the workspace overlay")?;
+    // The overlay holds its own references to its layers.
+    detach_lower(&lower);
+    if ov.tree.is_some() {
+        let _ = umount2(state_mount, MntFlags::MNT_DETACH);
+    }
+    Ok(())
+}
+
+/// Where a lower layer cloned by the supervisor is attached while an
+/// overlay is made.
+const LOWER_MOUNT: &str = "/lower";
+
+/// The lower layer of an overlay over bind `b`: its clone (root mode)
+/// attached at [`LOWER_MOUNT`], or its source resolved again here (the
+/// descriptor is returned, to be kept until the overlay is mounted).
+fn attach_lower(b: &mut BindPlan) -> Result<(PathBuf, Option<OwnedFd>), MountError> {
+    match b.tree.take() {
+        Some(tree) => {
+            let at = Path::new(LOWER_MOUNT);
+            mkdir_p(at)?;
+            sys::move_mount_to(tree.as_fd(), &cpath(at)?).map_err(|source| {
+                MountError::AttachIdmapped {
+                    target: b.dst.clone(),
+                    source,
+                }
+            })?;
+            Ok((at.to_path_buf(), None))
+        }
+        None => {
+            let fd = resolve_again(&b.src)?;
+            Ok((fd_path(&fd), Some(fd)))
+        }
+    }
+}
+
+fn detach_lower(lower: &Path) {
+    if lower == Path::new(LOWER_MOUNT) {
+        let _ = umount2(LOWER_MOUNT, MntFlags::MNT_DETACH);
+    }
+}
+
+/// Mount an overlay of `lower`, `upper` and `work` at `dst`. `userxattr`:
+/// the mount is made inside a user namespace, where the kernel keeps the
+/// overlay's marks in `user.overlay.*`.
+fn overlay_at(
+    lower: &Path,
+    upper: &Path,
+    work: &Path,
+    dst: &Path,
+    what: &str,
+) -> Result<(), MountError> {
+    for p in [lower, upper, work] {
         let text = p.to_string_lossy();
         if text.contains([',', ':', '\\']) {
             return Err(MountError::MountPoint {
-                path: p.clone(),
+                path: p.to_path_buf(),
                 source: std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     "an overlay layer's path may not contain ',', ':' or '\\'",
@@ -588,66 +649,45 @@ fn mount_overlay(
         Some("overlay"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(&data),
-        "the workspace overlay",
-    )?;
-    // The overlay holds its own references to its layers.
-    if lower == lower_mount {
-        let _ = umount2(lower_mount, MntFlags::MNT_DETACH);
-    }
-    if ov.tree.is_some() {
-        let _ = umount2(state_mount, MntFlags::MNT_DETACH);
-    }
-    if limited.is_some() {
-        let _ = umount2(LAYER_MOUNT, MntFlags::MNT_DETACH);
-    }
-    Ok(limited)
+        what,
+    )
 }
 
-/// Where the size-limited layer is mounted while the overlay is made.
-const LAYER_MOUNT: &str = "/overlay-layer";
-
-/// A tmpfs of `size` bytes at [`LAYER_MOUNT`] holding a copy of the saved
-/// layer `saved` (as `upper/`) and an empty `work/`; returns a descriptor
-/// of its root, which keeps it alive once detached.
-fn limited_layer(saved: &Path, size: u64) -> Result<OwnedFd, MountError> {
-    let root = Path::new(LAYER_MOUNT);
-    mkdir_p(root)?;
-    do_mount(
-        Some("tmpfs"),
-        root,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some(&format!("size={size},mode=0700")),
-        "the workspace's size-limited layer",
-    )?;
-    // overlayfs keeps its marks in user.* attributes, which a tmpfs takes
-    // since Linux 6.6; without them the overlay would fail later with EIO.
-    if let Err(e) = rustix::fs::setxattr(
-        root,
-        "user.warden.probe",
-        b"y",
-        rustix::fs::XattrFlags::empty(),
-    ) {
-        return Err(MountError::LayerXattrs(Errno::from_raw(e.raw_os_error())));
+/// A named sandbox's kept home, with `--disk`: its saved copy (bind `b`'s
+/// source: in root mode a clone attached for the time of the copy) is
+/// restored into the sandbox's tmpfs, whose `home/` is bound at `dst`.
+fn mount_kept_home(b: &mut BindPlan, dst: &Path, size: u64) -> Result<(), MountError> {
+    let (saved, attached) = match b.tree.take() {
+        Some(tree) => {
+            let at = Path::new(LOWER_MOUNT);
+            mkdir_p(at)?;
+            sys::move_mount_to(tree.as_fd(), &cpath(at)?).map_err(|source| {
+                MountError::AttachIdmapped {
+                    target: b.dst.clone(),
+                    source,
+                }
+            })?;
+            (at.to_path_buf(), true)
+        }
+        None => (under(OLDROOT, &b.src), false),
+    };
+    let restored = crate::kept::restore(&saved, "home", size);
+    if attached {
+        detach_lower(&saved);
     }
-    let _ = rustix::fs::removexattr(root, "user.warden.probe");
-    crate::layer::copy_layer(saved, &root.join("upper"), false)
-        .map_err(|source| MountError::LayerRestore { size, source })?;
-    let work = root.join("work");
-    std::fs::create_dir(&work).map_err(|source| MountError::Create {
-        path: work.clone(),
-        source,
-    })?;
-    nix::fcntl::open(
-        root,
-        nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .map_err(|source| MountError::Mount {
-        what: "the workspace's size-limited layer".into(),
-        target: root.to_path_buf(),
-        source,
-    })
+    bind(&restored?, dst, true)
+}
+
+/// The `n`th package cache, with `--disk`: an overlay whose lower layer is
+/// the profile's shared cache (bind `b`'s source) and whose upper layer is
+/// in the sandbox's tmpfs, merged into the shared cache when it stops.
+fn mount_cache(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError> {
+    let (lower, _keep) = attach_lower(b)?;
+    let (upper, work) = crate::kept::cache_dirs(n)?;
+    mkdir_p(dst)?;
+    let made = overlay_at(&lower, &upper, &work, dst, "a package cache");
+    detach_lower(&lower);
+    made
 }
 
 /// Stage the secret proxy's trust files and mount them read-only at

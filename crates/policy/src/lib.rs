@@ -133,6 +133,24 @@ pub struct FilesystemSpec {
     /// sandboxes of a profile (`filesystem.caches`).
     #[serde(default)]
     pub caches: Vec<CacheMount>,
+    /// `--disk`: set where warden keeps something on the host's disk for
+    /// the sandbox (an overlay's layer, a named sandbox's home, the writes
+    /// to its caches): all of it lives in one tmpfs of this size while the
+    /// sandbox runs (see `docs/architecture.md`, "Disk limit"). `None`: a
+    /// run that keeps nothing, or an older caller.
+    #[serde(default)]
+    pub disk: Option<DiskLimit>,
+}
+
+/// The size limit of what warden keeps for a sandbox (`--disk`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskLimit {
+    /// In bytes.
+    pub bytes: u64,
+    /// Asked for (`--disk`, `resources.disk`), not a default: a host that
+    /// cannot enforce it refuses the run rather than running without it.
+    pub asked: bool,
 }
 
 /// The directories of a workspace overlay, kept by warden's state store.
@@ -141,16 +159,6 @@ pub struct FilesystemSpec {
 pub struct OverlayDirs {
     pub upper: PathBuf,
     pub work: PathBuf,
-    /// The size limit of the layer (`--disk`), in bytes: while the sandbox
-    /// runs, the layer is a tmpfs of this size (see `docs/architecture.md`,
-    /// "Disk limit"); `None` (an older caller) means unlimited, on disk.
-    #[serde(default)]
-    pub disk: Option<u64>,
-    /// `disk` was asked for (`--disk`, `resources.disk`), not a default:
-    /// a host that cannot enforce it refuses the run rather than running
-    /// without the limit.
-    #[serde(default)]
-    pub disk_asked: bool,
 }
 
 /// One extra bind mount.
@@ -336,7 +344,8 @@ pub struct Request {
     pub timeout: Option<Duration>,
     pub open_files: Option<u64>,
     pub file_size: Option<u64>,
-    /// `--disk`: the size limit of the overlay's upper layer.
+    /// `--disk`: the size limit of what warden keeps for the sandbox (an
+    /// overlay's layer, a named sandbox's home, its caches' writes).
     pub disk: Option<u64>,
     /// Free space of the file system holding warden's state (where the
     /// layer is kept when the sandbox stops), filled by the front door that
@@ -710,12 +719,18 @@ impl Request {
             return Err(Field::FileSize.invalid(Problem::ZeroFileSize));
         }
         let overlay = match (self.overlay, self.overlay_dirs) {
-            (true, Some(dirs)) => Some(OverlayDirs {
-                disk: Some(disk_limit(self.disk, memory.value, self.disk_free)?),
-                disk_asked: self.disk.is_some(),
-                ..dirs
-            }),
+            (true, Some(dirs)) => Some(dirs),
             _ => None,
+        };
+        // Only where something is kept: a run without an overlay, a kept
+        // home or caches has nothing of it on disk.
+        let keeps = overlay.is_some() || matches!(home_spec, Home::Dir(_)) || !caches.is_empty();
+        let disk = match keeps {
+            true => Some(DiskLimit {
+                bytes: disk_limit(self.disk, memory.value, self.disk_free)?,
+                asked: self.disk.is_some(),
+            }),
+            false => None,
         };
         for g in &self.runs_on_host {
             check_glob(g)?;
@@ -735,6 +750,7 @@ impl Request {
                 runs_on_host: self.runs_on_host,
                 home: home_spec,
                 caches,
+                disk,
             },
             resources: ResourceSpec {
                 memory,
@@ -1188,13 +1204,15 @@ mod tests {
                 overlay: Some(OverlayDirs {
                     upper: "/var/lib/warden/s/upper".into(),
                     work: "/var/lib/warden/s/work".into(),
-                    disk: Some(GIB),
-                    disk_asked: false,
                 }),
                 hidden: vec!["/var/lib/warden".into()],
                 runs_on_host: Vec::new(),
                 home: Home::None,
                 caches: Vec::new(),
+                disk: Some(DiskLimit {
+                    bytes: GIB,
+                    asked: false,
+                }),
             },
             resources: ResourceSpec {
                 memory: Limit {

@@ -347,8 +347,6 @@ fn resolve_inner(
                 request.overlay_dirs = Some(warden_policy::OverlayDirs {
                     upper: sb.upper(),
                     work: sb.work(),
-                    disk: None,
-                    disk_asked: false,
                 });
                 request.disk_free = free_space(sb.dir());
             }
@@ -372,6 +370,11 @@ fn resolve_inner(
                 .join("caches")
                 .join(cache_label(composed.name.as_deref())),
         );
+    }
+    // What is kept (a home, caches' writes) is bounded by the free space
+    // of the state's file system too.
+    if request.disk_free.is_none() && (request.home_dir.is_some() || request.cache_dir.is_some()) {
+        request.disk_free = ctx.state_dir.and_then(free_space);
     }
     // Names answered "always" for this project before are allowed, and
     // new ones are written to the same file.

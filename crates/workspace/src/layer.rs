@@ -21,6 +21,8 @@ pub enum LayerError {
     SnapshotExists(String),
     #[error("no snapshot labelled {0}; `warden snapshot NAME --list` shows them")]
     NoSnapshot(String),
+    #[error("sandbox {name} keeps {MAX_SNAPSHOTS} snapshots already, the most a sandbox may keep (each costs up to its --disk of the host's disk): remove one with `warden snapshot {name} --delete LABEL` (`warden snapshot {name} --list` shows them)")]
+    TooManySnapshots { name: String },
     #[error("cannot {op} {}", crate::printable_path(.path))]
     Io {
         op: &'static str,
@@ -43,6 +45,11 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Lay
         source,
     }
 }
+
+/// The most snapshots a sandbox keeps: each is a copy of a layer of at
+/// most `--disk` bytes, so what snapshots take of the host's disk is at
+/// most this many times `--disk`.
+pub const MAX_SNAPSHOTS: usize = 16;
 
 /// One snapshot of a sandbox's upper layer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -175,6 +182,18 @@ impl Locked<'_> {
         };
         validate_name("snapshot label", &label)?;
         let dir = self.sandbox.snapshots().join(&label);
+        // Every entry counts, a half-made one too: what is on disk is
+        // what is bounded.
+        let held = match fs::read_dir(self.sandbox.snapshots()) {
+            Ok(rd) => rd.count(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(io_err("list", &self.sandbox.snapshots())(e)),
+        };
+        if held >= MAX_SNAPSHOTS && !dir.exists() {
+            return Err(LayerError::TooManySnapshots {
+                name: self.sandbox.name().to_string(),
+            });
+        }
         match fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {

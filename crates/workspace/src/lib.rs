@@ -36,7 +36,7 @@ pub use diff::{
 };
 pub use flags::Flag;
 pub use git::host_hooks_paths;
-pub use layer::{LayerError, SnapshotInfo};
+pub use layer::{LayerError, SnapshotInfo, MAX_SNAPSHOTS};
 pub use overlay::{MountOptions, OverlayError};
 pub use store::{
     default_state_dir, validate_name, CreateOptions, FsTime, Layout, ListEntry, Locked, Meta,

@@ -61,8 +61,11 @@ pub struct SnapshotArgs {
     /// The snapshot's label [default: from the time]
     pub label: Option<String>,
     /// List the sandbox's snapshots instead
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["label", "delete"])]
     pub list: bool,
+    /// Remove snapshot LABEL instead (a sandbox keeps at most 16)
+    #[arg(long, value_name = "LABEL", conflicts_with = "label")]
+    pub delete: Option<String>,
 }
 
 /// The store under warden's state directory.
@@ -586,6 +589,13 @@ pub fn snapshot(store: &Store, args: SnapshotArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let lock = sb.lock()?;
+    if let Some(label) = &args.delete {
+        lock.delete_snapshot(label)?;
+        let recorded = record(&sb, "snapshot-delete", Vec::new(), label.clone());
+        println!("removed snapshot {label} of sandbox {}", args.name);
+        recorded?;
+        return Ok(0);
+    }
     let info = lock.snapshot(args.label.as_deref())?;
     let recorded = record(&sb, "snapshot", Vec::new(), info.label.clone());
     println!(

@@ -10,12 +10,12 @@ pub enum JailError {
     #[error(transparent)]
     Quota(#[from] quotas::QuotaError),
     #[error(
-        "the sandbox's changes were not saved ({saved}); the layer it wrote while running is lost"
+        "the sandbox's changes were not all saved ({saved}); what it wrote while running that was not saved is lost"
     )]
     LayerSave {
         saved: PathBuf,
         #[source]
-        source: crate::layer::LayerError,
+        source: crate::kept::KeptError,
     },
     #[error("{what} {path} does not exist; create it or pass another path")]
     MissingPath {

@@ -169,26 +169,39 @@ fn run_mode(
         return Err(JailError::ServiceNeedsNamespaces);
     }
 
-    // The overlay's size limit, where this kernel can hold the layer in a
-    // size-limited tmpfs.
-    let disk = match &fs.overlay {
-        Some(dirs) if !degraded_mode => {
+    // `--disk`, where this kernel can enforce it: everything warden keeps
+    // for the sandbox lives in a tmpfs of that size while it runs; the
+    // overlays made on it (the workspace's, the caches') need Linux 6.6.
+    let disk = match (&fs.disk, degraded_mode) {
+        (Some(limit), false) if fs.overlay.is_some() || !fs.caches.is_empty() => {
             let release = host::kernel_release();
-            match plan::disk_on_this_kernel(dirs.disk, dirs.disk_asked, &release)? {
-                Some(d) => Some(d),
-                None if dirs.disk.is_some() => {
+            match plan::disk_on_this_kernel(Some(limit.bytes), limit.asked, &release)? {
+                Some(d) => plan::Disk {
+                    size: Some(d),
+                    overlays: true,
+                },
+                None => {
                     degraded(
                         events,
                         id,
                         "disk",
-                        &format!("this kernel ({release}) cannot keep the overlay's layer in a size-limited tmpfs (overlayfs's marks on tmpfs need Linux 6.6): the layer is on disk without a size limit; --disk refuses rather than run so"),
+                        &format!("this kernel ({release}) cannot keep the overlay's layer or a cache's writes in a size-limited tmpfs (overlayfs's marks on tmpfs need Linux 6.6): they are on disk without a size limit; --disk refuses rather than run so"),
                     );
-                    None
+                    plan::Disk {
+                        size: Some(limit.bytes),
+                        overlays: false,
+                    }
                 }
-                None => None,
             }
         }
-        _ => None,
+        (Some(limit), false) => plan::Disk {
+            size: Some(limit.bytes),
+            overlays: false,
+        },
+        _ => plan::Disk {
+            size: None,
+            overlays: false,
+        },
     };
     let HostPlan {
         join_network,
@@ -201,7 +214,12 @@ fn run_mode(
         binds,
         mut writable,
         home_tmpfs,
+        kept,
     } = plan::host_plan(spec, disk, degraded_mode, root_mode)?;
+    let (kept_plan, kept_save) = match kept {
+        Some((p, s)) => (Some(p), Some(s)),
+        None => (None, None),
+    };
 
     // Resources: a cgroup where the host allows one; otherwise rlimits, and
     // only with consent when the person asked for a limit explicitly.
@@ -416,13 +434,10 @@ fn run_mode(
     if let Some(p) = &tty_parent {
         close_in_child.push(p.as_raw_fd());
     }
-    // --disk: the init builds the overlay on a size-limited tmpfs and hands
-    // it back over this pair, for the supervisor to save when it stops.
-    let saved_layer = match (&fs.overlay, degraded_mode) {
-        (Some(dirs), false) if disk.is_some() => Some(dirs.upper.clone()),
-        _ => None,
-    };
-    let (layer_parent, layer_child) = match &saved_layer {
+    // --disk: the init builds the kept state on a size-limited tmpfs and
+    // hands it back over this pair, for the supervisor to save when it
+    // stops.
+    let (layer_parent, layer_child) = match &kept_save {
         Some(_) => {
             let (p, c) = nix::sys::socket::socketpair(
                 nix::sys::socket::AddressFamily::Unix,
@@ -474,6 +489,7 @@ fn run_mode(
             },
             hidden: fs.hidden.clone(),
             home_tmpfs,
+            kept: kept_plan,
             layer: None,
         },
         egress_channel: egress_child,
@@ -677,15 +693,15 @@ fn run_mode(
     // The running layer: from now on the sandbox's changes are in memory
     // only, until `save_layer` below writes them back; the mark says so to
     // `warden ls` and `warden diff` should this supervisor be killed.
-    let layer = match (&layer_parent, &saved_layer) {
-        (Some(p), Some(saved)) => sys::recv_fds(p, 1).unwrap_or_default().pop().map(|fd| {
+    let layer = match (&layer_parent, kept_save) {
+        (Some(p), Some(save)) => sys::recv_fds(p, 1).unwrap_or_default().pop().map(|fd| {
             // The supervisor's PID and the descriptor: where review
             // commands find the running layer (`/proc/PID/fd/N/upper`).
-            let _ = std::fs::write(
-                unsaved_mark(saved),
-                format!("{} {}\n", std::process::id(), fd.as_raw_fd()),
-            );
-            (fd, saved.clone())
+            if let Some(mark) = save.mark() {
+                let _ =
+                    std::fs::write(mark, format!("{} {}\n", std::process::id(), fd.as_raw_fd()));
+            }
+            (fd, save)
         }),
         _ => None,
     };
@@ -771,7 +787,12 @@ fn run_mode(
         desk,
     };
     let supervised = sv.run(&sfd, deadline, &guard);
-    let saved = layer.map(|(fd, saved)| save_layer(&fd, &saved));
+    let saved = layer.map(|(fd, save)| {
+        crate::kept::save(&fd, &save).map_err(|source| JailError::LayerSave {
+            saved: save.place(),
+            source,
+        })
+    });
     supervised?;
     drop(raw);
     guard.reaped = true;
@@ -805,23 +826,6 @@ fn run_mode(
     let outcome = outcome_from(&reports, sv.timed_out, oom_kills, spec, sv.wait_status)?;
     outcome.record(events, id, start, peaks);
     Ok(outcome)
-}
-
-/// The mark beside the saved layer `upper` (see [`crate::layer::UNSAVED_MARK`]).
-fn unsaved_mark(upper: &std::path::Path) -> PathBuf {
-    upper.with_file_name(crate::layer::UNSAVED_MARK)
-}
-
-/// Write the running layer (the tmpfs `fd`, its `upper/`) back over the
-/// saved layer `saved`, then drop the mark that said it was unsaved.
-fn save_layer(fd: &OwnedFd, saved: &std::path::Path) -> Result<(), JailError> {
-    let live = PathBuf::from(format!("/proc/self/fd/{}/upper", fd.as_raw_fd()));
-    crate::layer::save(&live, saved).map_err(|source| JailError::LayerSave {
-        saved: saved.to_path_buf(),
-        source,
-    })?;
-    let _ = std::fs::remove_file(unsaved_mark(saved));
-    Ok(())
 }
 
 /// Fresh sockets of the sandbox's network namespace, asked of its init over

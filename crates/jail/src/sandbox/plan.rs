@@ -3,6 +3,7 @@
 
 use super::host_paths::{open_network_namespace, resolve_host_path};
 use super::{JailError, NOBODY};
+use crate::kept::{KeptBind, KeptPlan, KeptSave};
 use crate::mounts::{BindPlan, OverlayPlan, RootfsPlan};
 use crate::sys;
 use nix::errno::Errno;
@@ -27,11 +28,22 @@ pub(super) struct HostPlan {
     pub writable: Vec<PathBuf>,
     /// The home is a tmpfs of its own.
     pub home_tmpfs: bool,
+    /// `--disk`: the tmpfs that holds the sandbox's kept state while it
+    /// runs, and what the supervisor writes back from it.
+    pub kept: Option<(KeptPlan, KeptSave)>,
+}
+
+/// `--disk` as this host can enforce it: the size, and whether overlays
+/// (the workspace's, the caches') may be made on the tmpfs.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Disk {
+    pub size: Option<u64>,
+    pub overlays: bool,
 }
 
 pub(super) fn host_plan(
     spec: &SandboxSpec,
-    disk: Option<u64>,
+    disk: Disk,
     degraded_mode: bool,
     root_mode: bool,
 ) -> Result<HostPlan, JailError> {
@@ -99,11 +111,11 @@ pub(super) fn host_plan(
 
     let mut binds = Vec::new();
     let mut writable = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
-    let mut add_bind = |src: PathBuf,
-                        source: OwnedFd,
-                        dst: PathBuf,
-                        writable_bind: bool|
-     -> Result<(), JailError> {
+    let make_bind = |src: PathBuf,
+                     source: OwnedFd,
+                     dst: PathBuf,
+                     writable_bind: bool|
+     -> Result<BindPlan, JailError> {
         // As root, binds are cloned here, where the host's permissions
         // allow the lookup (the sandbox's ID is nobody on the host), and
         // writable ones are then idmapped so that the sandbox can write them
@@ -118,10 +130,7 @@ pub(super) fn host_plan(
         } else {
             None
         };
-        if writable_bind {
-            writable.push(dst.clone());
-        }
-        binds.push(BindPlan {
+        Ok(BindPlan {
             src,
             source,
             dst,
@@ -134,31 +143,61 @@ pub(super) fn host_plan(
             // would become its own to read.
             idmap: root_mode && !degraded_mode && (writable_bind || uid != 0),
             overlay: None,
-        });
-        Ok(())
+            kept: None,
+        })
+    };
+    let mut add_bind = |b: BindPlan| {
+        if b.writable {
+            writable.push(b.dst.clone());
+        }
+        binds.push(b);
     };
     if let (Some(w), Some((fd, _, _))) = (&workspace, workspace_fd) {
-        add_bind(w.clone(), fd, PathBuf::from(WORKSPACE_MOUNT), true)?;
+        add_bind(make_bind(
+            w.clone(),
+            fd,
+            PathBuf::from(WORKSPACE_MOUNT),
+            true,
+        )?);
     }
     for b in &fs.binds {
         let what = if b.writable { "--rw" } else { "--ro" };
         let (src, fd) = resolve_host_path(what, &b.path)?;
-        add_bind(src, fd, b.path.components().collect(), b.writable)?;
+        add_bind(make_bind(
+            src,
+            fd,
+            b.path.components().collect(),
+            b.writable,
+        )?);
     }
     // The sandbox's own home and the profile's caches: directories of
     // warden's state, bound writable after every other bind (the caches
     // below the home). As root they are idmapped like the workspace, so
-    // they are given to the IDs the sandbox has inside.
+    // they are given to the IDs the sandbox has inside. With `--disk` the
+    // home is restored into the sandbox's tmpfs instead, and the caches
+    // are overlays whose writes land there (see `crate::kept`).
     let home_tmpfs = fs.home == Home::Tmpfs && !degraded_mode;
+    let mut save = KeptSave {
+        upper: None,
+        home: None,
+        caches: Vec::new(),
+        profile: None,
+        limit: disk.size.unwrap_or(0),
+    };
     if !degraded_mode {
-        let kept_home = match &fs.home {
-            Home::Dir(d) => Some((d.as_path(), Path::new(HOME_MOUNT))),
+        if let (Home::Dir(d), Some(_)) = (&fs.home, disk.size) {
+            add_bind(kept_home(d, root_mode, host_uid, host_gid)?);
+            save.home = Some(d.clone());
+        }
+        let kept_home = match (&fs.home, disk.size) {
+            (Home::Dir(d), None) => Some((d.as_path(), Path::new(HOME_MOUNT))),
             _ => None,
         };
         let caches = fs
             .caches
             .iter()
             .map(|c| (c.host.as_path(), c.inside.as_path()));
+        let kept_caches = disk.size.is_some() && disk.overlays;
         for (dir, inside) in kept_home.into_iter().chain(caches) {
             let (src, fd) = resolve_host_path("the sandbox's home or cache", dir)?;
             if root_mode {
@@ -174,7 +213,14 @@ pub(super) fn host_plan(
                     source,
                 })?;
             }
-            add_bind(src, fd, inside.to_path_buf(), true)?;
+            let mut b = make_bind(src, fd, inside.to_path_buf(), true)?;
+            if kept_caches && inside != Path::new(HOME_MOUNT) {
+                b.kept = Some(KeptBind::Cache(save.caches.len()));
+                save.caches.push(dir.to_path_buf());
+                // The profile's directory: `PROFILE/NAME/LEAF`.
+                save.profile = dir.parent().and_then(Path::parent).map(Path::to_path_buf);
+            }
+            add_bind(b);
         }
     }
     if home_tmpfs {
@@ -186,7 +232,11 @@ pub(super) fn host_plan(
             // the real workspace, which --overlay promised not to do.
             return Err(JailError::OverlayDegraded);
         }
-        let overlay = overlay_plan(dirs, disk, root_mode, host_uid, host_gid)?;
+        let limited = disk.size.filter(|_| disk.overlays);
+        let overlay = overlay_plan(dirs, limited, root_mode, host_uid, host_gid)?;
+        if limited.is_some() {
+            save.upper = Some(dirs.upper.clone());
+        }
         if let Some(b) = binds
             .iter_mut()
             .find(|b| b.dst == Path::new(WORKSPACE_MOUNT))
@@ -206,7 +256,78 @@ pub(super) fn host_plan(
         binds,
         writable,
         home_tmpfs,
+        kept: match disk.size {
+            Some(size)
+                if save.upper.is_some() || save.home.is_some() || !save.caches.is_empty() =>
+            {
+                Some((
+                    KeptPlan {
+                        size,
+                        overlays: disk.overlays,
+                    },
+                    save,
+                ))
+            }
+            _ => None,
+        },
     })
+}
+
+/// A named sandbox's saved home, restored into its tmpfs by the init. As
+/// root it is reached through a clone made here and is the sandbox's host
+/// user's (nobody), as the saved layer is: that user copies it in, and the
+/// supervisor writes it back with the owners it had in the tmpfs. A home
+/// kept before `--disk` held it (owned by the sandbox's IDs through an
+/// idmapped bind) is given to that user once.
+fn kept_home(
+    dir: &Path,
+    root_mode: bool,
+    host_uid: u32,
+    host_gid: u32,
+) -> Result<BindPlan, JailError> {
+    let (src, source) = resolve_host_path("the sandbox's home", dir)?;
+    let tree = if root_mode {
+        let st = nix::sys::stat::fstat(&source).map_err(|source| JailError::Sys {
+            what: "read the owner of the sandbox's saved home",
+            source,
+        })?;
+        if (st.st_uid, st.st_gid) != (host_uid, host_gid) {
+            give_tree(&src, host_uid, host_gid).map_err(|e| JailError::Sys {
+                what: "give the sandbox's saved home to its user",
+                source: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            })?;
+        }
+        Some(
+            sys::open_tree_clone_fd(source.as_fd()).map_err(|source| JailError::Idmap {
+                path: src.clone(),
+                source,
+            })?,
+        )
+    } else {
+        None
+    };
+    Ok(BindPlan {
+        src,
+        source,
+        dst: PathBuf::from(HOME_MOUNT),
+        writable: true,
+        tree,
+        idmap: false,
+        overlay: None,
+        kept: Some(KeptBind::Home),
+    })
+}
+
+/// Give the tree at `path` (never following a link; the sandbox that
+/// wrote it is not running) to `uid`:`gid`.
+fn give_tree(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    if std::fs::symlink_metadata(path)?.is_dir() {
+        for e in std::fs::read_dir(path)? {
+            give_tree(&e?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
 }
 
 /// The sandbox's own IDs. Rootless: the caller's own. As root: the owner
