@@ -60,6 +60,7 @@ pub(super) fn start(
         cwd: config.cwd.clone(),
         tty: true,
         winsize: Some((rows, cols)),
+        keep_output: None,
     };
     let mut running = match conn.exec(req, &[]) {
         Ok(r) => r,
