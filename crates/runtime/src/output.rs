@@ -27,6 +27,28 @@ pub fn budget_of(disk: Option<u64>) -> u64 {
     disk.map_or(DEFAULT_BUDGET, |d| (d / 4).max(MIN_BUDGET))
 }
 
+/// The output budget of the sandbox whose state directory is `dir`, from
+/// its stored record.
+pub fn budget_of_sandbox(dir: &Path) -> u64 {
+    let stored: Option<crate::state::Stored> =
+        crate::state::read_json(&dir.join(crate::state::STORED)).ok();
+    budget_of(stored.and_then(|s| s.spec.filesystem.overlay.and_then(|o| o.disk)))
+}
+
+/// The bytes the files of `execs` (a sandbox's [`EXECS_DIR`]) hold.
+pub fn kept_bytes(execs: &Path) -> u64 {
+    std::fs::read_dir(execs)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// The bytes of one read from a relayed pipe.
 const READ: usize = 64 * 1024;
 /// How often a relay that is dropping output rewrites its count.
@@ -43,16 +65,7 @@ impl OutputBudget {
     /// The budget of outputs kept in `dir`, less what is there already
     /// (kept by earlier starts of the sandbox).
     pub(crate) fn new(dir: PathBuf, total: u64) -> OutputBudget {
-        let used: u64 = std::fs::read_dir(&dir)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter_map(|e| e.metadata().ok())
-                    .filter(|m| m.is_file())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0);
+        let used = kept_bytes(&dir);
         OutputBudget {
             dir,
             total,
