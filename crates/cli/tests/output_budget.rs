@@ -140,3 +140,69 @@ fn kept_len(root: &Path) -> u64 {
     }
     total
 }
+
+/// `warden run -d`: the command's output goes to its sandbox's
+/// `output.log`, within the same budget.
+#[test]
+fn a_detached_runs_output_log_stays_within_the_budget() {
+    let state = TempDir::new("out-budget-run");
+    let work = TempDir::new("out-budget-run-ws");
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "-d",
+            "--disk",
+            "64M",
+            "-w",
+            work.path().to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "head -c 200M /dev/zero; echo end",
+        ],
+    );
+    ok(&out);
+    let name = stdout(&out).trim().to_string();
+    let log = {
+        let mut found = None;
+        let mut stack = vec![state.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.file_name().is_some_and(|n| n == "output.log") {
+                    found = Some(p);
+                }
+            }
+        }
+        found.unwrap_or_else(|| panic!("no output.log for {name}"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut cut = serde_json::Value::Null;
+    while std::time::Instant::now() < deadline {
+        let note = log.parent().unwrap().join("execs/run.cut");
+        if let Ok(text) = std::fs::read_to_string(&note) {
+            cut = json(&text);
+            if cut["stdout_dropped"].as_u64().unwrap_or(0) + std::fs::metadata(&log).unwrap().len()
+                >= 200 * MIB + 4
+            {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let kept = std::fs::metadata(&log).unwrap().len();
+    let _ = warden(state.path(), &["rm", "-f", &name]);
+    assert!(
+        kept <= 16 * MIB,
+        "a detached run kept {} MiB of output, its budget is 16 MiB",
+        kept / MIB
+    );
+    assert_eq!(
+        kept + cut["stdout_dropped"].as_u64().unwrap_or(0),
+        200 * MIB + 4,
+        "{cut}"
+    );
+}

@@ -103,6 +103,8 @@ impl OutputBudget {
                 "{id:?} cannot name a command's kept output (letters, digits, '-' and '_', at most 64)"
             ));
         }
+        // The note goes beside the daemon's outputs, whoever keeps these.
+        let _ = std::fs::create_dir_all(&self.dir);
         let note = Arc::new(Note {
             path: self.dir.join(format!("{id}.cut")),
             total: self.total,

@@ -533,7 +533,8 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
             cwd: None,
             tty: false,
             winsize: None,
-            keep_output: None,
+            // Within the sandbox's output budget, as the daemon's commands'.
+            keep_output: Some("run".into()),
         };
         match Connection::open(&control(&sb))?.exec(req, &[null.as_fd(), out.as_fd(), out.as_fd()])
         {
