@@ -113,6 +113,21 @@ impl OutputBudget {
         });
         let mut ends = Vec::with_capacity(2);
         let drain = Drain::default();
+        // One file for both (`run -d`'s output.log): one pipe and one relay,
+        // so that what the two streams write stays in the order written
+        // (counted as standard output's).
+        let same = match (
+            nix::sys::stat::fstat(&files[0]),
+            nix::sys::stat::fstat(&files[1]),
+        ) {
+            (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+            _ => false,
+        };
+        let files: Vec<OwnedFd> = if same {
+            files.into_iter().take(1).collect()
+        } else {
+            files.into()
+        };
         for (stream, file) in files.into_iter().enumerate() {
             let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
                 .map_err(|e| format!("cannot make a pipe for a command's output: {e}"))?;
@@ -126,6 +141,14 @@ impl OutputBudget {
                 })
                 .map_err(|e| format!("cannot start a relay for a command's output: {e}"))?;
             ends.push(w);
+        }
+        if same {
+            if let Some(w) = ends.first() {
+                let again = w
+                    .try_clone()
+                    .map_err(|e| format!("cannot share a command's output pipe: {e}"))?;
+                ends.push(again);
+            }
         }
         match <[OwnedFd; 2]>::try_from(ends) {
             Ok(ends) => Ok((ends, drain)),
@@ -321,6 +344,36 @@ mod tests {
             relay_refuses("../x", &budget),
             "an id naming another path was taken"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn two_streams_into_one_file_keep_the_order_they_were_written_in() {
+        let dir = std::env::temp_dir().join(format!("warden-output-one-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let budget = Arc::new(OutputBudget::new(dir.clone(), 1 << 20));
+        let log = std::fs::OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(dir.join("output.log"))
+            .unwrap();
+        let again = log.try_clone().unwrap();
+        let ([out, err], drain) = budget.relay("run", [log.into(), again.into()]).unwrap();
+        let (mut out, mut err) = (std::fs::File::from(out), std::fs::File::from(err));
+        let mut expected = Vec::new();
+        for i in 0..200 {
+            let line = format!("{i}\n");
+            if i % 2 == 0 {
+                out.write_all(line.as_bytes()).unwrap();
+            } else {
+                err.write_all(line.as_bytes()).unwrap();
+            }
+            expected.extend_from_slice(line.as_bytes());
+        }
+        drop((out, err));
+        drain.wait(Duration::from_secs(10));
+        assert_eq!(std::fs::read(dir.join("output.log")).unwrap(), expected);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
