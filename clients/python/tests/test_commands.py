@@ -151,3 +151,17 @@ def test_a_stream_cut_mid_command_is_taken_up_without_loss_or_repetition(daemon:
 def test_an_unknown_command_is_not_found(sb: Sandbox) -> None:
     with pytest.raises(NotFoundError):
         sb.commands.connect("ex-0000000000000000")
+
+
+def test_output_past_the_sandbox_budget_is_dropped_and_counted(daemon: Daemon) -> None:
+    # A 64 MiB disk limit: a 16 MiB output budget for all its commands.
+    with Sandbox.create(host=daemon.unix_host, spec={"resources": {"disk": "64M"}}) as s:
+        r = s.commands.run("head -c 40M /dev/zero; echo end", timeout=300)
+        assert r.exit_code == 0
+        assert r.output_cut and r.stdout_dropped > 0
+        assert len(r.stdout_bytes) + r.stdout_dropped == 40 * 1024 * 1024 + 4
+        info = next(c for c in s.commands.list() if c.id == r.id)
+        assert (info.output_cut, info.stdout_dropped) == (True, r.stdout_dropped)
+        # The budget is the sandbox's: a later command's output is past it.
+        later = s.commands.run("echo later")
+        assert (later.stdout, later.stdout_dropped, later.output_cut) == ("", 6, True)

@@ -152,6 +152,14 @@ pub struct ExecInfo {
     /// bytes went over the WebSocket, so it has no output to replay.
     #[serde(default)]
     pub tty: bool,
+    /// Bytes of standard output (and error) the command wrote past its
+    /// sandbox's output budget (a quarter of its disk limit, kept on the
+    /// host for all its commands together): dropped, not kept; 0 when
+    /// nothing was.
+    #[serde(default)]
+    pub stdout_dropped: u64,
+    #[serde(default)]
+    pub stderr_dropped: u64,
 }
 
 /// The answer to an exec that was not streamed.
@@ -169,6 +177,14 @@ pub struct ExecResult {
     pub stdout_base64: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr_base64: Option<String>,
+    /// Bytes of standard output (and error) the command wrote past its
+    /// sandbox's output budget (a quarter of its disk limit, kept on the
+    /// host for all its commands together): dropped, not kept; 0 when
+    /// nothing was.
+    #[serde(default)]
+    pub stdout_dropped: u64,
+    #[serde(default)]
+    pub stderr_dropped: u64,
 }
 
 /// One line of an exec's stream.
@@ -199,6 +215,12 @@ pub enum ExecEvent {
         exit_status: i32,
         signal: Option<i32>,
         timed_out: bool,
+        /// What was dropped past the sandbox's output budget (see
+        /// `ExecInfo`).
+        #[serde(default)]
+        stdout_dropped: u64,
+        #[serde(default)]
+        stderr_dropped: u64,
     },
     /// Nothing new; the connection is alive.
     Keepalive,

@@ -1,8 +1,11 @@
 //! Commands the daemon starts in sandboxes. A command's output goes to
-//! files in its sandbox's state directory (not through the daemon), so it
-//! keeps running, and its output is kept, when the daemon is killed; the
-//! daemon streams from those files, and learns of the end from the
-//! supervisor (or, after a restart, from the sandbox's event log).
+//! files in its sandbox's state directory (not through the daemon: through
+//! pipes to relays in the sandbox's supervisor, which keep the files within
+//! the sandbox's output budget and note what they dropped, see
+//! [`warden_runtime::output`]), so it keeps running, and its output is
+//! kept, when the daemon is killed; the daemon streams from those files,
+//! and learns of the end from the supervisor (or, after a restart, from
+//! the sandbox's event log).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -46,7 +49,7 @@ pub struct ExecHandle {
 
 /// The directory of a sandbox's command outputs.
 pub fn dir_of(sb: &Sandbox) -> PathBuf {
-    sb.dir().join("execs")
+    sb.dir().join(warden_runtime::output::EXECS_DIR)
 }
 
 fn output_paths(sb: &Sandbox, id: &str) -> (PathBuf, PathBuf) {
@@ -148,6 +151,7 @@ pub fn start(
         cwd: req.cwd.clone(),
         tty: false,
         winsize: None,
+        keep_output: Some(id.to_string()),
     };
     let running = match conn.exec(preq, &[stdin_r.as_fd(), out.as_fd(), err.as_fd()]) {
         Ok(r) => r,
@@ -291,6 +295,14 @@ impl ExecHandle {
         match self.finished_ms.load(std::sync::atomic::Ordering::SeqCst) {
             0 => self.row.finished_ms,
             t => Some(t),
+        }
+    }
+
+    /// What its output relays dropped past the sandbox's output budget.
+    pub fn cut(&self) -> warden_runtime::output::OutputCut {
+        match self.stdout.parent() {
+            Some(dir) => warden_runtime::output::OutputCut::read(dir, &self.row.id),
+            None => Default::default(),
         }
     }
 

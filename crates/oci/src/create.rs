@@ -144,6 +144,7 @@ pub fn create(
             cwd: t.process.cwd.clone(),
             tty: t.process.terminal,
             winsize: None,
+            keep_output: None,
         };
         match console_socket {
             // The terminal is opened in the sandbox's devpts now, and its

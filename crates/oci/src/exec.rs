@@ -84,6 +84,7 @@ pub fn request(a: &crate::args::ExecArgs) -> Result<ExecRequest, OciError> {
             cwd: p.cwd,
             tty: p.terminal || a.tty,
             winsize: None,
+            keep_output: None,
         });
     }
     let mut p = oci::Process {
@@ -104,6 +105,7 @@ pub fn request(a: &crate::args::ExecArgs) -> Result<ExecRequest, OciError> {
         cwd: p.cwd,
         tty: p.terminal,
         winsize: None,
+        keep_output: None,
     })
 }
 

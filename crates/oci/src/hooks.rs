@@ -166,6 +166,7 @@ pub fn run_in_container(
                     cwd: None,
                     tty: false,
                     winsize: None,
+                    keep_output: None,
                 },
                 &[in_r.as_fd(), out_w.as_fd(), out_w.as_fd()],
             )

@@ -19,6 +19,7 @@ pub mod grants;
 pub mod lifecycle;
 pub mod net;
 pub mod once;
+pub mod output;
 pub mod procs;
 pub mod protocol;
 pub mod resolve;

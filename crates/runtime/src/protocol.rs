@@ -153,6 +153,12 @@ pub struct ExecRequest {
     /// With `tty`: the terminal's first size, rows and columns.
     #[serde(default)]
     pub winsize: Option<(u16, u16)>,
+    /// Its stdout and stderr are files its caller keeps (the daemon's,
+    /// named by this id in the sandbox's [`crate::output::EXECS_DIR`]):
+    /// the supervisor relays them, keeping them within the sandbox's
+    /// output budget and noting what it dropped (`ID.cut`).
+    #[serde(default)]
+    pub keep_output: Option<String>,
 }
 
 /// What the supervisor answers.
@@ -348,6 +354,7 @@ mod tests {
             cwd: None,
             tty: false,
             winsize: None,
+            keep_output: None,
         });
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"op\":\"exec\""), "{text}");

@@ -366,6 +366,8 @@ class ExecStream:
             stderr_bytes=bytes(self.stderr),
             signal=end.get("signal"),
             timed_out=bool(end.get("timed_out", False)),
+            stdout_dropped=int(end.get("stdout_dropped") or 0),
+            stderr_dropped=int(end.get("stderr_dropped") or 0),
         )
 
     def output_params(self) -> dict[str, int]:

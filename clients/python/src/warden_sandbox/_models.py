@@ -75,10 +75,20 @@ class CommandInfo:
     #: A terminal session (``sb.pty.create``): recorded, with no output to
     #: replay.
     tty: bool = False
+    #: Bytes of standard output (and error) the command wrote past the
+    #: sandbox's output budget: dropped, not kept (see :attr:`output_cut`).
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
 
     @property
     def running(self) -> bool:
         return self.exit_code is None
+
+    @property
+    def output_cut(self) -> bool:
+        """Whether some of its output was dropped, past the sandbox's
+        output budget (a quarter of its ``disk``)."""
+        return self.stdout_dropped > 0 or self.stderr_dropped > 0
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CommandInfo:
@@ -92,6 +102,8 @@ class CommandInfo:
             signal=_opt_int(d.get("signal")),
             finished_ms=_opt_int(d.get("finished_ms")),
             tty=bool(d.get("tty", False)),
+            stdout_dropped=int(d.get("stdout_dropped") or 0),
+            stderr_dropped=int(d.get("stderr_dropped") or 0),
         )
 
 
@@ -115,10 +127,20 @@ class CommandResult:
     signal: int | None = None
     #: Whether its ``timeout`` ended it (``exit_code`` is then 124).
     timed_out: bool = False
+    #: Bytes of standard output (and error) it wrote past the sandbox's
+    #: output budget: dropped, so ``stdout`` ends before what it wrote.
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
+
+    @property
+    def output_cut(self) -> bool:
+        """Whether some of its output was dropped, past the sandbox's
+        output budget (a quarter of its ``disk``)."""
+        return self.stdout_dropped > 0 or self.stderr_dropped > 0
 
     def check(self) -> CommandResult:
         """This result, or :class:`CommandExitError` when it failed."""
@@ -147,6 +169,8 @@ class CommandResult:
             stderr_bytes=err,
             signal=_opt_int(d.get("signal")),
             timed_out=bool(d.get("timed_out", False)),
+            stdout_dropped=int(d.get("stdout_dropped") or 0),
+            stderr_dropped=int(d.get("stderr_dropped") or 0),
         )
 
 

@@ -228,6 +228,7 @@ pub fn exec(args: ExecArgs) -> anyhow::Result<u8> {
         winsize: tty
             .then(|| warden_jail::pty::window_size(std::io::stdin().as_fd()))
             .flatten(),
+        keep_output: None,
     };
     let (status, message) = exec_in(&sb, req, args.detach, args.timeout)?;
     if let Some(m) = message {
@@ -368,6 +369,7 @@ pub fn run_through_exec(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
         winsize: tty
             .then(|| warden_jail::pty::window_size(std::io::stdin().as_fd()))
             .flatten(),
+        keep_output: None,
     };
     let result = exec_in(&sb, req, false, None);
     if let Ok(conn) = Connection::open(&control(&sb)) {
@@ -531,6 +533,8 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
             cwd: None,
             tty: false,
             winsize: None,
+            // Within the sandbox's output budget, as the daemon's commands'.
+            keep_output: Some("run".into()),
         };
         match Connection::open(&control(&sb))?.exec(req, &[null.as_fd(), out.as_fd(), out.as_fd()])
         {

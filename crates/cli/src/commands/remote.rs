@@ -245,10 +245,17 @@ fn exec_in(
         ExecEvent::Exited {
             exit_status,
             timed_out,
+            stdout_dropped,
+            stderr_dropped,
             ..
         } => {
             if timed_out {
                 eprintln!("warden: the command was killed at its timeout");
+            }
+            if stdout_dropped + stderr_dropped > 0 {
+                eprintln!(
+                    "warden: {stdout_dropped} bytes of standard output and {stderr_dropped} of standard error were dropped past the sandbox's output budget (a quarter of its --disk)"
+                );
             }
             Ok(u8::try_from(exit_status).unwrap_or(255))
         }

@@ -28,7 +28,8 @@ pub struct Terminal {
 }
 
 /// A process on a terminal, as the native terminal route starts one; its
-/// output is appended to a file beside the native commands' outputs.
+/// output is appended to a file beside the native commands' outputs, while
+/// the sandbox's output budget lasts (then dropped).
 /// Blocking.
 pub(super) fn start(
     e: &E2b,
@@ -60,6 +61,7 @@ pub(super) fn start(
         cwd: config.cwd.clone(),
         tty: true,
         winsize: Some((rows, cols)),
+        keep_output: None,
     };
     let mut running = match conn.exec(req, &[]) {
         Ok(r) => r,
@@ -161,10 +163,24 @@ pub(super) fn start(
     std::thread::spawn(move || {
         crate::routes::pty::read_terminal(m, out_tx, gone_rx, Arc::new(AtomicBool::new(false)))
     });
+    // Kept within the sandbox's output budget, as its commands' outputs
+    // are (looked at again every MiB): past it, read on and dropped.
+    let budget = warden_runtime::output::budget_of_sandbox(sandbox.dir());
+    let kept = move || warden_runtime::output::kept_bytes(&dir) >= budget;
     std::thread::spawn(move || {
+        let mut full = kept();
+        let mut since = 0;
         while let Some(chunk) = out_rx.blocking_recv() {
+            if full {
+                continue;
+            }
             if out.write_all(&chunk).is_err() {
                 break;
+            }
+            since += chunk.len();
+            if since >= 1 << 20 {
+                since = 0;
+                full = kept();
             }
         }
         let ended = status.lock().ok().and_then(|g| *g);

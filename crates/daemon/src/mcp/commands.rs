@@ -180,6 +180,7 @@ impl Session {
                         exit_status,
                         signal,
                         timed_out,
+                        ..
                     } => ended = Some((exit_status, signal, timed_out)),
                     _ => {}
                 }

@@ -29,6 +29,7 @@ const CHUNK: usize = 64 * 1024;
 
 fn info_of(h: &ExecHandle) -> ExecInfo {
     let ended = h.ended_now();
+    let cut = h.cut();
     ExecInfo {
         id: h.row.id.clone(),
         sandbox: h.row.sandbox.clone(),
@@ -39,6 +40,8 @@ fn info_of(h: &ExecHandle) -> ExecInfo {
         signal: ended.and_then(|e| e.signal),
         finished_ms: h.finished_ms(),
         tty: h.row.tty,
+        stdout_dropped: cut.stdout_dropped,
+        stderr_dropped: cut.stderr_dropped,
     }
 }
 
@@ -54,6 +57,8 @@ fn info_of_row(r: &crate::db::ExecRow) -> ExecInfo {
         signal: r.exit_signal,
         finished_ms: r.finished_ms,
         tty: r.tty,
+        stdout_dropped: 0,
+        stderr_dropped: 0,
     }
 }
 
@@ -137,7 +142,7 @@ pub async fn exec(
     };
     let limit = app.limits.output_bytes;
     let exec_id = h.row.id.clone();
-    let (stdout, stderr) = blocking(move || {
+    let (stdout, stderr, cut) = blocking(move || {
         let read = |p: &std::path::Path| -> Vec<u8> {
             use std::io::Read;
             let mut v = Vec::new();
@@ -146,7 +151,7 @@ pub async fn exec(
             }
             v
         };
-        Ok((read(&h.stdout), read(&h.stderr)))
+        Ok((read(&h.stdout), read(&h.stderr), h.cut()))
     })
     .await?;
     let (out_text, out_b64) = lossy(&stdout);
@@ -160,6 +165,8 @@ pub async fn exec(
         stderr: err_text,
         stdout_base64: out_b64,
         stderr_base64: err_b64,
+        stdout_dropped: cut.stdout_dropped,
+        stderr_dropped: cut.stderr_dropped,
     })
     .into_response())
 }
@@ -226,11 +233,17 @@ fn stream_response(
                 continue;
             }
             if let Some(end) = ended {
+                let hh = h.clone();
+                let cut = tokio::task::spawn_blocking(move || hh.cut())
+                    .await
+                    .unwrap_or_default();
                 let _ = tx
                     .send(Ok(frame(&ExecEvent::Exited {
                         exit_status: end.status,
                         signal: end.signal,
                         timed_out: end.timed_out,
+                        stdout_dropped: cut.stdout_dropped,
+                        stderr_dropped: cut.stderr_dropped,
                     })))
                     .await;
                 return;

@@ -222,6 +222,7 @@ fn spawn(app: &App, target: &Target, start: PtyStart) -> Result<Spawned, ApiErro
         cwd: start.cwd,
         tty: true,
         winsize: Some((rows, cols)),
+        keep_output: None,
     };
     let mut running = match conn.exec(req, &[]) {
         Ok(r) => r,

@@ -44,7 +44,9 @@ const MAX_CONNECTIONS: usize = 4096;
 /// and small relay buffers), half for the large relay buffers of busy
 /// connections ([`pass::START_BUFFERS`] each, lent while one relays, and up to
 /// 1 MiB per direction of a bulk transfer; when none is free a
-/// connection relays through its small ones). A connection
+/// connection relays through its small ones; the same half pays for
+/// decoding the compressed bodies of responses from a secret's hosts,
+/// see [`crate::secrets::DECODE_POOL_KIB`]). A connection
 /// the budget cannot pay for is refused at once and recorded as denied
 /// ("the proxy's memory budget ... is spent"). Kernel socket buffers are
 /// the kernel's, not counted here.
@@ -320,6 +322,9 @@ impl Proxy {
                 .map(|b| b.build())
                 .map_err(|e| format!("the host's resolver configuration cannot be read ({e})"))
         };
+        let buffer_memory = Arc::new(tokio::sync::Semaphore::new(
+            (MEMORY_BUDGET_KIB / 2) as usize,
+        ));
         let shared = Arc::new(Shared {
             resolver,
             matcher: RwLock::new(Arc::new(Matcher::new(spec.domains.clone()))),
@@ -346,10 +351,13 @@ impl Proxy {
             connection_memory: Arc::new(tokio::sync::Semaphore::new(
                 (MEMORY_BUDGET_KIB / 2) as usize,
             )),
-            buffer_memory: Arc::new(tokio::sync::Semaphore::new(
-                (MEMORY_BUDGET_KIB / 2) as usize,
-            )),
-            terminator: terminator.map(Arc::new),
+            buffer_memory: buffer_memory.clone(),
+            // Decoding a response's body to scrub it borrows from the
+            // same half as large relay buffers.
+            terminator: terminator.map(|mut t| {
+                t.decode_memory = buffer_memory;
+                Arc::new(t)
+            }),
         });
         let std_listener = std::net::TcpListener::from(tcp);
         let std_udp = std::net::UdpSocket::from(dns);

@@ -4,6 +4,13 @@
 //! it reaches the sandbox in the identity coding and scrubbed; any other
 //! coding is named, and the session withholds the response. It never
 //! passes coded bytes on.
+//!
+//! What decoding holds is paid from the proxy's memory budget
+//! ([`DECODE_POOL_KIB`]): each stage when it starts, a brotli stage for
+//! the window its stream declares (up to 16 MiB) and its tables. A body
+//! whose codings could need more than the pool holds is withheld (502);
+//! one whose stage cannot be paid yet waits (reads nothing more from the
+//! upstream) until other bodies give memory back.
 
 use super::{BoxError, OutBody};
 use bytes::Bytes;
@@ -13,6 +20,7 @@ use std::io::Read;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// More codings than this on one body are refused (nobody stacks them so
 /// deep but someone hiding something).
@@ -63,6 +71,71 @@ pub(super) fn to_undo(headers: &http::HeaderMap) -> Result<Vec<Coding>, String> 
         return Err(applied.join(", "));
     }
     Ok(out)
+}
+
+/// What decoding all the bodies of a sandbox's terminated connections may
+/// hold at once, in KiB: the half of the proxy's memory budget that large
+/// relay buffers are lent from (they are lent, and given back, from the
+/// same semaphore).
+pub const DECODE_POOL_KIB: u32 = crate::proxy::MEMORY_BUDGET_KIB / 2;
+
+/// What any stage holds besides its coding's own state, in KiB: the
+/// coded bytes waiting for it and a step decoded, [`STEP`] each, and
+/// gzip's or deflate's 32 KiB window with its tables.
+const STAGE_KIB: u32 = 192;
+
+/// What a brotli stage holds besides its window, in KiB: its Huffman
+/// tables (literals, commands and distances, up to 256 trees each of
+/// 1,080 four-byte codes) and its context maps.
+const BROTLI_TABLES_KIB: u32 = 3 * 256 * 1080 * 4 / 1024 + 64;
+
+/// The largest window of the `br` coding (RFC 7932: 16 MiB less 16).
+const BROTLI_MAX_WINDOW_BITS: u32 = 24;
+
+/// The most a stage of `coding` can hold, in KiB.
+fn most_kib(coding: Coding) -> u32 {
+    match coding {
+        Coding::Brotli => STAGE_KIB + BROTLI_TABLES_KIB + (1 << (BROTLI_MAX_WINDOW_BITS - 10)),
+        Coding::Gzip | Coding::Deflate => STAGE_KIB,
+    }
+}
+
+/// Why a body is withheld before any of it is decoded: its codings could
+/// need more memory than the whole pool (two brotli stages do).
+pub(super) fn too_costly(codings: &[Coding]) -> Option<String> {
+    let most: u32 = codings.iter().map(|c| most_kib(*c)).sum();
+    (most > DECODE_POOL_KIB).then(|| {
+        format!(
+            "its codings could need {} MiB to decode, more than the {} MiB the proxy's memory budget keeps for decoding",
+            most.div_ceil(1024),
+            DECODE_POOL_KIB / 1024
+        )
+    })
+}
+
+/// The window a brotli stream declares, from its first byte (RFC 7932,
+/// section 9.1: WBITS, 1 to 7 bits). Large-window brotli (not the `br`
+/// coding, but what the decoder would otherwise accept, with windows up
+/// to 1 GiB) is refused.
+fn brotli_window_kib(first: u8) -> std::io::Result<u32> {
+    let bits = if first & 1 == 0 {
+        16
+    } else if (first >> 1) & 7 != 0 {
+        17 + u32::from((first >> 1) & 7)
+    } else {
+        match (first >> 4) & 7 {
+            0 => 17,
+            1 => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "a large-window brotli stream, which is not the br coding (RFC 7932)",
+                ))
+            }
+            n => 8 + u32::from(n),
+        }
+    };
+    // A window of 2^bits, at least a KiB.
+    Ok(1u32 << bits.saturating_sub(10))
 }
 
 /// The most a decoded body yields at once, and the most any stage of its
@@ -127,15 +200,61 @@ struct Stage {
     /// Made once the first bytes tell which it is (`deflate` is zlib or raw).
     decoder: Option<Box<dyn Read + Send + Sync>>,
     done: bool,
+    /// What this stage holds, paid from the pool while its decoder lives.
+    paid: Option<OwnedSemaphorePermit>,
+    /// KiB it waits for before it can start (see [`Pulled::NeedMemory`]).
+    wants: Option<u32>,
+    pool: Arc<Semaphore>,
 }
 
 impl Stage {
-    fn new(coding: Coding) -> Stage {
+    fn new(coding: Coding, pool: Arc<Semaphore>) -> Stage {
         Stage {
             input: Queue::default(),
             coding,
             decoder: None,
             done: false,
+            paid: None,
+            wants: None,
+            pool,
+        }
+    }
+
+    /// What this stage will hold, in KiB, once its first bytes are here
+    /// (`None` until then).
+    fn cost_kib(&self) -> std::io::Result<Option<u32>> {
+        match self.coding {
+            Coding::Gzip | Coding::Deflate => Ok(Some(STAGE_KIB)),
+            Coding::Brotli => match self.input.head() {
+                None => Ok(None),
+                Some(head) => match head.first() {
+                    // An empty body: the decoder says what is wrong.
+                    None => Ok(Some(STAGE_KIB)),
+                    Some(b) => Ok(Some(STAGE_KIB + BROTLI_TABLES_KIB + brotli_window_kib(*b)?)),
+                },
+            },
+        }
+    }
+
+    /// Pay for this stage before its decoder is made: `WouldBlock` with
+    /// [`Stage::wants`] set when the pool cannot pay now, or when its first
+    /// bytes have not come.
+    fn pay(&mut self) -> std::io::Result<()> {
+        if self.paid.is_some() {
+            return Ok(());
+        }
+        let Some(kib) = self.cost_kib()? else {
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        };
+        match self.pool.clone().try_acquire_many_owned(kib) {
+            Ok(p) => {
+                self.paid = Some(p);
+                Ok(())
+            }
+            Err(_) => {
+                self.wants = Some(kib);
+                Err(std::io::ErrorKind::WouldBlock.into())
+            }
         }
     }
 
@@ -146,6 +265,7 @@ impl Stage {
             return Ok(0);
         }
         if self.decoder.is_none() {
+            self.pay()?;
             let src = std::io::BufReader::with_capacity(8 * 1024, self.input.clone());
             self.decoder = Some(match self.coding {
                 Coding::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(src)),
@@ -182,7 +302,10 @@ impl Stage {
         };
         let n = d.read(buf)?;
         if n == 0 {
+            // What it held is given back at once.
             self.done = true;
+            self.decoder = None;
+            self.paid = None;
         }
         Ok(n)
     }
@@ -193,6 +316,8 @@ enum Pulled {
     Data(Vec<u8>),
     /// The first stage wants more of the body.
     NeedInput,
+    /// Stage `k` waits for this many KiB of the pool to start.
+    NeedMemory(usize, u32),
     End,
 }
 
@@ -230,6 +355,9 @@ impl Pipeline {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
+            if let Some(kib) = self.stages[k].wants.take() {
+                return Ok(Pulled::NeedMemory(k, kib));
+            }
             if k == 0 {
                 return Ok(Pulled::NeedInput);
             }
@@ -238,6 +366,7 @@ impl Pipeline {
                 Pulled::Data(d) => self.stages[k].input.push(&d),
                 Pulled::End => self.stages[k].input.end(),
                 Pulled::NeedInput => return Ok(Pulled::NeedInput),
+                wait @ Pulled::NeedMemory(..) => return Ok(wait),
             }
         }
     }
@@ -260,18 +389,35 @@ pub(super) struct DecodeBody {
     ended: bool,
     trailers: Option<Frame<Bytes>>,
     done: bool,
+    /// A stage waiting for the pool to pay for it.
+    waiting: Option<(usize, Waiting)>,
 }
 
+type Waiting = Pin<
+    Box<
+        dyn std::future::Future<Output = Result<OwnedSemaphorePermit, tokio::sync::AcquireError>>
+            + Send
+            + Sync,
+    >,
+>;
+
 impl DecodeBody {
-    pub(super) fn new(inner: OutBody, codings: &[Coding]) -> DecodeBody {
+    /// `codings` decoded with memory paid from `pool` (check them with
+    /// [`too_costly`] first: a body that could need more than the pool
+    /// holds would wait for ever).
+    pub(super) fn new(inner: OutBody, codings: &[Coding], pool: Arc<Semaphore>) -> DecodeBody {
         DecodeBody {
             inner,
             pipeline: Pipeline {
-                stages: codings.iter().map(|c| Stage::new(*c)).collect(),
+                stages: codings
+                    .iter()
+                    .map(|c| Stage::new(*c, pool.clone()))
+                    .collect(),
             },
             ended: false,
             trailers: None,
             done: false,
+            waiting: None,
         }
     }
 }
@@ -288,6 +434,22 @@ impl Body for DecodeBody {
         loop {
             if this.done {
                 return Poll::Ready(this.trailers.take().map(Ok));
+            }
+            if let Some((k, wait)) = this.waiting.as_mut() {
+                match wait.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(paid)) => {
+                        this.pipeline.stages[*k].paid = Some(paid);
+                        this.waiting = None;
+                    }
+                    Poll::Ready(Err(_)) => {
+                        this.done = true;
+                        this.trailers = None;
+                        return Poll::Ready(Some(Err(
+                            "warden: the proxy's memory budget is closed".into(),
+                        )));
+                    }
+                }
             }
             match this.pipeline.next() {
                 Ok(Pulled::Data(out)) => {
@@ -306,6 +468,11 @@ impl Body for DecodeBody {
                     )));
                 }
                 Ok(Pulled::NeedInput) => {}
+                Ok(Pulled::NeedMemory(k, kib)) => {
+                    let pool = this.pipeline.stages[k].pool.clone();
+                    this.waiting = Some((k, Box::pin(pool.acquire_many_owned(kib))));
+                    continue;
+                }
                 Err(e) => {
                     this.done = true;
                     this.trailers = None;
@@ -338,6 +505,94 @@ impl Body for DecodeBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pool() -> Arc<Semaphore> {
+        Arc::new(Semaphore::new(DECODE_POOL_KIB as usize))
+    }
+
+    fn brotli(data: &[u8], window_bits: u32, large: bool) -> Vec<u8> {
+        use std::io::Write;
+        let params = brotli::enc::BrotliEncoderParams {
+            quality: 1,
+            lgwin: window_bits as i32,
+            large_window: large,
+            ..Default::default()
+        };
+        let mut o = Vec::new();
+        {
+            let mut e = brotli::CompressorWriter::with_params(&mut o, 4096, &params);
+            e.write_all(data).unwrap();
+        }
+        o
+    }
+
+    #[test]
+    fn codings_that_could_need_more_than_the_pool_are_withheld_before_decoding() {
+        use Coding::*;
+        assert!(too_costly(&[Brotli, Brotli]).is_some());
+        assert!(too_costly(&[Brotli, Brotli, Brotli, Brotli]).is_some());
+        assert!(too_costly(&[Gzip, Brotli, Deflate, Gzip]).is_none());
+        assert!(too_costly(&[Gzip, Gzip, Gzip, Gzip]).is_none());
+    }
+
+    #[test]
+    fn a_brotli_stage_pays_for_the_window_its_stream_declares_and_gives_it_back() {
+        let data = vec![b'a'; 100_000];
+        for bits in [16, 17, 18, 22, 24] {
+            let coded = brotli(&data, bits, false);
+            // The encoder may widen a small window (quality 1 does).
+            let window = brotli_window_kib(coded[0]).unwrap();
+            assert!(
+                (1 << (bits - 10)..=16 * 1024).contains(&window),
+                "{bits}: {window}"
+            );
+            if bits >= 18 {
+                assert_eq!(window, 1 << (bits - 10));
+            }
+            let pool = pool();
+            let mut p = Pipeline {
+                stages: vec![Stage::new(Coding::Brotli, pool.clone())],
+            };
+            p.feed(&coded);
+            p.end_input();
+            let Pulled::Data(_) = p.next().unwrap() else {
+                panic!("nothing decoded")
+            };
+            let held = DECODE_POOL_KIB as usize - pool.available_permits();
+            assert_eq!(held, (STAGE_KIB + BROTLI_TABLES_KIB + window) as usize);
+            while let Pulled::Data(_) = p.next().unwrap() {}
+            assert_eq!(pool.available_permits(), DECODE_POOL_KIB as usize);
+        }
+    }
+
+    #[test]
+    fn a_stage_the_pool_cannot_pay_for_waits_and_decodes_nothing() {
+        let coded = brotli(&vec![b'a'; 100_000], 24, false);
+        let pool = Arc::new(Semaphore::new(8 * 1024));
+        let mut p = Pipeline {
+            stages: vec![Stage::new(Coding::Brotli, pool.clone())],
+        };
+        p.feed(&coded);
+        p.end_input();
+        match p.next().unwrap() {
+            Pulled::NeedMemory(0, kib) => assert!(kib > 16 * 1024),
+            _ => panic!("a stage the pool cannot pay for decoded"),
+        }
+        assert!(p.stages[0].decoder.is_none());
+        assert_eq!(pool.available_permits(), 8 * 1024);
+    }
+
+    #[test]
+    fn a_large_window_brotli_stream_is_refused() {
+        let coded = brotli(&vec![b'a'; 100_000], 30, true);
+        let mut p = Pipeline {
+            stages: vec![Stage::new(Coding::Brotli, pool())],
+        };
+        p.feed(&coded);
+        p.end_input();
+        let e = p.next().err().expect("a large-window stream decoded");
+        assert!(e.to_string().contains("large-window"), "{e}");
+    }
 
     #[test]
     fn codings_are_undone_last_first_and_unknown_ones_named() {
@@ -389,7 +644,7 @@ mod tests {
     /// Feed `coded` in pieces of `piece` bytes, taking what each gives.
     fn decode_in_pieces(coded: &[u8], undo: &[Coding], piece: usize) -> Vec<u8> {
         let mut p = Pipeline {
-            stages: undo.iter().map(|c| Stage::new(*c)).collect(),
+            stages: undo.iter().map(|c| Stage::new(*c, pool())).collect(),
         };
         let mut out = Vec::new();
         let mut drain = |p: &mut Pipeline| loop {
@@ -400,6 +655,7 @@ mod tests {
                 }
                 Pulled::NeedInput => return false,
                 Pulled::End => return true,
+                Pulled::NeedMemory(..) => panic!("the pool cannot pay for one body"),
             }
         };
         // A coding that knows its own end may end before the last bytes of
@@ -452,7 +708,10 @@ mod tests {
         let bomb = code(&inner, &[(Coding::Gzip, false)]);
         assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
         let mut p = Pipeline {
-            stages: vec![Stage::new(Coding::Gzip), Stage::new(Coding::Gzip)],
+            stages: vec![
+                Stage::new(Coding::Gzip, pool()),
+                Stage::new(Coding::Gzip, pool()),
+            ],
         };
         p.feed(&bomb);
         p.end_input();

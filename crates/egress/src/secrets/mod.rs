@@ -39,6 +39,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use warden_policy::{DomainRule, SecretRule};
 
+pub use coding::DECODE_POOL_KIB;
 pub(crate) use session::serve_apart;
 pub use session::{BUFFER_LIMIT, H2_STREAMS};
 
@@ -166,6 +167,10 @@ pub struct Terminator {
     /// The threads terminated connections are served on (made at the
     /// first one), apart from the proxy's own.
     workers: std::sync::OnceLock<Workers>,
+    /// What decoding response bodies may hold, in KiB (see
+    /// [`coding::DECODE_POOL_KIB`]): the proxy lends its large-buffer
+    /// half of the sandbox's memory budget; alone, a pool of that size.
+    pub(crate) decode_memory: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// Which secrets cover a host, and where in a request.
@@ -232,6 +237,9 @@ impl Terminator {
             scrub,
             requests: std::sync::Mutex::new(std::collections::HashMap::new()),
             workers: std::sync::OnceLock::new(),
+            decode_memory: std::sync::Arc::new(tokio::sync::Semaphore::new(
+                coding::DECODE_POOL_KIB as usize,
+            )),
         })
     }
 

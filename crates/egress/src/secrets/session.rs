@@ -597,6 +597,19 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
             );
         }
     };
+    if let Some(why) = coding::too_costly(&codings).filter(|_| !head) {
+        for i in 0..s.term.secrets.len() {
+            (s.record)(s.decision(
+                i,
+                SecretAction::Blocked,
+                format!("a response from a secret's host was withheld: {why}"),
+            ));
+        }
+        return text(
+            StatusCode::BAD_GATEWAY,
+            format!("warden: the server's response was withheld: {why}\n"),
+        );
+    }
     let (mut parts, body) = response.into_parts();
     let mut scrubbed: Vec<usize> = Vec::new();
     if let Some(reason) = parts.extensions.remove::<hyper::ext::ReasonPhrase>() {
@@ -635,7 +648,7 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
     parts.headers = headers;
     let mut inner: OutBody = body.map_err(|e| Box::new(e) as BoxError).boxed();
     if !codings.is_empty() && !head {
-        inner = DecodeBody::new(inner, &codings).boxed();
+        inner = DecodeBody::new(inner, &codings, s.term.decode_memory.clone()).boxed();
     }
     let watch = s.clone();
     let body = RewriteBody::new(

@@ -421,6 +421,7 @@ pub fn run(
         cwd: None,
         tty: false,
         winsize: None,
+        keep_output: None,
     };
     let running =
         Connection::open(control)?.exec(req, &[null.as_fd(), out_w.as_fd(), err_w.as_fd()])?;

@@ -3,6 +3,7 @@
 
 use super::inside::open_terminal;
 use super::{stop, Main, Notices, Shared, Slot, CALLER_CHECK};
+use crate::output::Drain;
 use crate::protocol::{self, ExecRequest, Reply};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
@@ -12,6 +13,11 @@ use std::time::{Duration, Instant};
 use warden_audit::{EventKind, StopReason};
 use warden_jail::spawn::{self, FromInit, ToInit};
 
+/// How long the end of an exec whose output is kept waits for its relays
+/// to take the last of it (longer only when something it started keeps
+/// its output open).
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
+
 pub(super) fn exec(
     shared: &Arc<Shared>,
     conn: &OwnedFd,
@@ -19,7 +25,7 @@ pub(super) fn exec(
     fds: Vec<OwnedFd>,
 ) -> Result<(), protocol::ProtocolError> {
     let reply = |m: &Reply| protocol::send(conn.as_fd(), m, &[]);
-    let (id, rx) = match launch(shared, r, fds, None) {
+    let (id, rx, drain) = match launch(shared, r, fds, None) {
         Ok(started) => started,
         Err(message) => return reply(&Reply::Error { message }),
     };
@@ -36,6 +42,11 @@ pub(super) fn exec(
             Some(a) => a,
             None => continue,
         };
+        // Its end is told once what it wrote is in its files (its caller
+        // reads them next).
+        if let (true, Some(drain)) = (done, &drain) {
+            drain.wait(DRAIN_WAIT);
+        }
         // A terminal's master side goes to the caller with `spawned`.
         let fds: Vec<RawFd> = master.iter().map(|m| m.as_raw_fd()).collect();
         if protocol::send(conn.as_fd(), &m, &fds).is_err() || done {
@@ -149,7 +160,7 @@ pub(super) fn release(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protoc
             );
         }
     };
-    let (id, rx) = match launch(shared, r, fds, terminal) {
+    let (id, rx, _) = match launch(shared, r, fds, terminal) {
         Ok(started) => started,
         Err(message) => {
             *main = Main::Exited(126);
@@ -252,15 +263,23 @@ fn check_exec(shared: &Shared, r: &ExecRequest, fds: usize) -> Result<(), String
     Ok(())
 }
 
-/// Start a process in the sandbox; returns its exec number and where the
-/// init's notices about it arrive.
+/// Start a process in the sandbox; returns its exec number, where the
+/// init's notices about it arrive, and (when its output is kept) what
+/// tells when its output relays have taken all it wrote.
 fn launch(
     shared: &Arc<Shared>,
     r: ExecRequest,
     fds: Vec<OwnedFd>,
     terminal: Option<u64>,
-) -> Result<(u64, Notices), String> {
+) -> Result<(u64, Notices, Option<Drain>), String> {
     check_exec(shared, &r, fds.len())?;
+    let (fds, drain) = match (&r.keep_output, r.tty) {
+        (Some(kept), false) => {
+            let (fds, drain) = relay_output(shared, kept, fds)?;
+            (fds, Some(drain))
+        }
+        _ => (fds, None),
+    };
     let id = shared.next_exec.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = sync_channel(4);
     if let Ok(mut execs) = shared.execs.lock() {
@@ -298,7 +317,23 @@ fn launch(
         }
         return Err(warden_jail::chain_str(&e));
     }
-    Ok((id, rx))
+    Ok((id, rx, drain))
+}
+
+/// An exec's stdin as it came, and its stdout and stderr (files its caller
+/// keeps) replaced by pipes to relays that keep them within the sandbox's
+/// output budget.
+fn relay_output(
+    shared: &Shared,
+    kept: &str,
+    fds: Vec<OwnedFd>,
+) -> Result<(Vec<OwnedFd>, Drain), String> {
+    let mut fds = fds.into_iter();
+    let (Some(stdin), Some(out), Some(err)) = (fds.next(), fds.next(), fds.next()) else {
+        return Err("an exec whose output is kept needs 3 descriptors".into());
+    };
+    let ([out, err], drain) = shared.output.relay(kept, [out, err])?;
+    Ok((vec![stdin, out, err], drain))
 }
 
 /// Whether the caller has closed its end of `conn` (it sends nothing after
@@ -445,8 +480,9 @@ impl crate::desktop::services::Launcher for DesktopLauncher {
             cwd: None,
             tty: false,
             winsize: None,
+            keep_output: None,
         };
-        let (id, rx) = launch(&self.0, req, stdio.into(), None)?;
+        let (id, rx, _) = launch(&self.0, req, stdio.into(), None)?;
         let ended = |n: &FromInit| match n {
             FromInit::Exited { code, .. } => Some(*code),
             FromInit::Signaled { signal, .. } => Some(128 + signal),

@@ -98,6 +98,8 @@ struct Shared {
     main_status: Arc<Mutex<Option<i32>>>,
     /// A desktop sandbox's programs, as their keepers report them.
     desktop: Mutex<Option<crate::desktop::services::Board>>,
+    /// What kept command outputs may still take on the host's disk.
+    output: Arc<crate::output::OutputBudget>,
 }
 
 /// The held first process.
@@ -203,6 +205,12 @@ fn supervise(
     // "always" answers) holds in this one too.
     crate::allowlist::apply_saved(&dir, &mut spec);
     let hard_limit = spec.resources.timeout.take();
+    // Kept command outputs count against the sandbox's own budget, less
+    // what earlier starts kept.
+    let output = Arc::new(crate::output::OutputBudget::new(
+        dir.join(crate::output::EXECS_DIR),
+        crate::output::budget_of(spec.filesystem.overlay.as_ref().and_then(|o| o.disk)),
+    ));
     let bus = Bus::new(name, sinks);
     let mut wiring = Wiring::new(&spec, bus.clone());
     // This start's own id (the cgroup's name, the prefix of its questions'
@@ -272,6 +280,7 @@ fn supervise(
             main: Mutex::new(Main::None),
             main_status: main_status.clone(),
             desktop: Mutex::new(None),
+            output: output.clone(),
         });
         let s = shared.clone();
         let _ = std::thread::Builder::new()

@@ -1,0 +1,384 @@
+//! The output of commands whose caller keeps it in files of the sandbox's
+//! state (the daemon's execs): the process writes into pipes, and a relay
+//! here (the supervisor outlives the daemon) appends what comes to the
+//! files while the sandbox's output budget lasts, then reads on and drops
+//! the rest, counting it. A command is never held up by the budget, and
+//! the host's disk never gets more than the budget from it.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The directory of a sandbox's kept command outputs, in its state
+/// directory (the daemon writes its records there, the relay the bytes).
+pub const EXECS_DIR: &str = "execs";
+
+/// The output budget when the sandbox has no `--disk` (an older record).
+const DEFAULT_BUDGET: u64 = 256 << 20;
+/// The smallest output budget, whatever `--disk` is.
+const MIN_BUDGET: u64 = 16 << 20;
+
+/// What the kept outputs of a sandbox's commands may take on the host's
+/// disk, together: a quarter of its `--disk`, at least 16 MiB.
+pub fn budget_of(disk: Option<u64>) -> u64 {
+    disk.map_or(DEFAULT_BUDGET, |d| (d / 4).max(MIN_BUDGET))
+}
+
+/// The output budget of the sandbox whose state directory is `dir`, from
+/// its stored record.
+pub fn budget_of_sandbox(dir: &Path) -> u64 {
+    let stored: Option<crate::state::Stored> =
+        crate::state::read_json(&dir.join(crate::state::STORED)).ok();
+    budget_of(stored.and_then(|s| s.spec.filesystem.overlay.and_then(|o| o.disk)))
+}
+
+/// The bytes the files of `execs` (a sandbox's [`EXECS_DIR`]) hold.
+pub fn kept_bytes(execs: &Path) -> u64 {
+    std::fs::read_dir(execs)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The bytes of one read from a relayed pipe.
+const READ: usize = 64 * 1024;
+/// How often a relay that is dropping output rewrites its count.
+const NOTE_EVERY: Duration = Duration::from_millis(500);
+
+/// The sandbox's output budget, shared by all its relays.
+pub(crate) struct OutputBudget {
+    dir: PathBuf,
+    total: u64,
+    left: AtomicU64,
+}
+
+impl OutputBudget {
+    /// The budget of outputs kept in `dir`, less what is there already
+    /// (kept by earlier starts of the sandbox).
+    pub(crate) fn new(dir: PathBuf, total: u64) -> OutputBudget {
+        let used = kept_bytes(&dir);
+        OutputBudget {
+            dir,
+            total,
+            left: AtomicU64::new(total.saturating_sub(used)),
+        }
+    }
+
+    /// Take up to `n` bytes of the budget; returns how many it gave.
+    fn take(&self, n: u64) -> u64 {
+        let mut given = 0;
+        let _ = self
+            .left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                given = left.min(n);
+                Some(left - given)
+            });
+        given
+    }
+
+    /// Relay the output of exec `id` into `files` (its stdout and stderr):
+    /// returns the pipes' write ends, for the process, and what tells when
+    /// the relays have taken all of it.
+    pub(crate) fn relay(
+        self: &Arc<Self>,
+        id: &str,
+        files: [OwnedFd; 2],
+    ) -> Result<([OwnedFd; 2], Drain), String> {
+        if id.is_empty()
+            || id.len() > 64
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!(
+                "{id:?} cannot name a command's kept output (letters, digits, '-' and '_', at most 64)"
+            ));
+        }
+        // The note goes beside the daemon's outputs, whoever keeps these.
+        let _ = std::fs::create_dir_all(&self.dir);
+        let note = Arc::new(Note {
+            path: self.dir.join(format!("{id}.cut")),
+            total: self.total,
+            dropped: [AtomicU64::new(0), AtomicU64::new(0)],
+            written: std::sync::Mutex::new(None),
+        });
+        let mut ends = Vec::with_capacity(2);
+        let drain = Drain::default();
+        // One file for both (`run -d`'s output.log): one pipe and one relay,
+        // so that what the two streams write stays in the order written
+        // (counted as standard output's).
+        let same = match (
+            nix::sys::stat::fstat(&files[0]),
+            nix::sys::stat::fstat(&files[1]),
+        ) {
+            (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+            _ => false,
+        };
+        let files: Vec<OwnedFd> = if same {
+            files.into_iter().take(1).collect()
+        } else {
+            files.into()
+        };
+        for (stream, file) in files.into_iter().enumerate() {
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| format!("cannot make a pipe for a command's output: {e}"))?;
+            let (budget, note, running) = (self.clone(), note.clone(), drain.started());
+            std::thread::Builder::new()
+                .name("warden-output".into())
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    pump(&budget, &note, stream, r, file);
+                    drop(running);
+                })
+                .map_err(|e| format!("cannot start a relay for a command's output: {e}"))?;
+            ends.push(w);
+        }
+        if same {
+            if let Some(w) = ends.first() {
+                let again = w
+                    .try_clone()
+                    .map_err(|e| format!("cannot share a command's output pipe: {e}"))?;
+                ends.push(again);
+            }
+        }
+        match <[OwnedFd; 2]>::try_from(ends) {
+            Ok(ends) => Ok((ends, drain)),
+            Err(_) => Err("the output relays did not start".into()),
+        }
+    }
+}
+
+/// The relays of one command still running: its end is told once they
+/// have taken all it wrote (or a moment after, when something it left
+/// behind keeps its output open).
+#[derive(Clone, Default)]
+pub(crate) struct Drain(Arc<(std::sync::Mutex<usize>, std::sync::Condvar)>);
+
+/// One relay running; dropped when it ends.
+pub(crate) struct Running(Drain);
+
+impl Drain {
+    fn started(&self) -> Running {
+        if let Ok(mut n) = self.0 .0.lock() {
+            *n += 1;
+        }
+        Running(self.clone())
+    }
+
+    /// Wait until every relay has ended, at most `limit`.
+    pub(crate) fn wait(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let Ok(mut n) = self.0 .0.lock() else {
+            return;
+        };
+        while *n > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            n = match self.0 .1.wait_timeout(n, left) {
+                Ok((n, _)) => n,
+                Err(_) => return,
+            };
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(mut n) = self.0 .0 .0.lock() {
+            *n = n.saturating_sub(1);
+        }
+        self.0 .0 .1.notify_all();
+    }
+}
+
+/// What the relays of one command dropped, per stream, written beside its
+/// outputs as `ID.cut` while it drops and at the end of each stream.
+struct Note {
+    path: PathBuf,
+    total: u64,
+    dropped: [AtomicU64; 2],
+    written: std::sync::Mutex<Option<Instant>>,
+}
+
+/// What `ID.cut` holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OutputCut {
+    /// Bytes of standard output dropped, past the budget.
+    pub stdout_dropped: u64,
+    pub stderr_dropped: u64,
+    /// The sandbox's output budget, in bytes.
+    pub budget: u64,
+}
+
+impl OutputCut {
+    /// What the relays of the command whose outputs are `dir/ID.*` have
+    /// dropped so far (nothing when no note is there).
+    pub fn read(dir: &Path, id: &str) -> OutputCut {
+        std::fs::read(dir.join(format!("{id}.cut")))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Note {
+    /// Rewrite the note (whole, by a rename), at most every
+    /// [`NOTE_EVERY`] unless `now`.
+    fn write(&self, now: bool) {
+        let Ok(mut last) = self.written.lock() else {
+            return;
+        };
+        if !now && last.is_some_and(|l| l.elapsed() < NOTE_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let cut = OutputCut {
+            stdout_dropped: self.dropped[0].load(Ordering::SeqCst),
+            stderr_dropped: self.dropped[1].load(Ordering::SeqCst),
+            budget: self.total,
+        };
+        let Ok(text) = serde_json::to_vec(&cut) else {
+            return;
+        };
+        let tmp = self.path.with_extension("cut.tmp");
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, &self.path);
+        }
+    }
+}
+
+/// Copy what comes on `pipe` into `file` while the budget lasts; drop and
+/// count the rest; end when every writer of the pipe has closed it.
+fn pump(budget: &OutputBudget, note: &Note, stream: usize, pipe: OwnedFd, file: OwnedFd) {
+    let mut pipe = std::fs::File::from(pipe);
+    let mut file = std::fs::File::from(file);
+    let mut buf = vec![0u8; READ];
+    let mut writable = true;
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let kept = if writable {
+            budget.take(n as u64) as usize
+        } else {
+            0
+        };
+        if kept > 0 && file.write_all(&buf[..kept]).is_err() {
+            // The file cannot take more (its disk is full): what was not
+            // written is dropped too, and counted.
+            writable = false;
+            budget.left.fetch_add(kept as u64, Ordering::SeqCst);
+            note.dropped[stream].fetch_add(kept as u64, Ordering::SeqCst);
+        }
+        if kept < n {
+            note.dropped[stream].fetch_add((n - kept) as u64, Ordering::SeqCst);
+            note.write(false);
+        }
+    }
+    if note.dropped[stream].load(Ordering::SeqCst) > 0 {
+        note.write(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_a_quarter_of_the_disk_and_never_tiny() {
+        assert_eq!(budget_of(Some(4 << 30)), 1 << 30);
+        assert_eq!(budget_of(Some(1 << 20)), MIN_BUDGET);
+        assert_eq!(budget_of(None), DEFAULT_BUDGET);
+    }
+
+    #[test]
+    fn output_past_the_budget_is_dropped_counted_and_never_blocks_the_writer() {
+        let dir = std::env::temp_dir().join(format!("warden-output-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("old.stdout"), vec![b'x'; 1000]).unwrap();
+        let budget = Arc::new(OutputBudget::new(dir.clone(), 5000));
+        let open = |name: &str| -> OwnedFd {
+            std::fs::OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .open(dir.join(name))
+                .unwrap()
+                .into()
+        };
+        let ([out, err], drain) = budget
+            .relay("ex-1", [open("ex-1.stdout"), open("ex-1.stderr")])
+            .unwrap();
+        let (mut out, mut err) = (std::fs::File::from(out), std::fs::File::from(err));
+        // Far more than a pipe holds: a relay that stopped reading would
+        // hold this writer up for ever.
+        out.write_all(&vec![b'o'; 1 << 20]).unwrap();
+        err.write_all(&vec![b'e'; 3000]).unwrap();
+        drop((out, err));
+        drain.wait(Duration::from_secs(10));
+        let cut = OutputCut::read(&dir, "ex-1");
+        let kept = std::fs::metadata(dir.join("ex-1.stdout")).unwrap().len()
+            + std::fs::metadata(dir.join("ex-1.stderr")).unwrap().len();
+        assert_eq!(kept, 4000, "{cut:?}");
+        assert_eq!(
+            cut.stdout_dropped + cut.stderr_dropped,
+            (1 << 20) + 3000 - 4000,
+            "{cut:?}"
+        );
+        assert_eq!(cut.budget, 5000);
+        assert!(
+            relay_refuses("../x", &budget),
+            "an id naming another path was taken"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn two_streams_into_one_file_keep_the_order_they_were_written_in() {
+        let dir = std::env::temp_dir().join(format!("warden-output-one-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let budget = Arc::new(OutputBudget::new(dir.clone(), 1 << 20));
+        let log = std::fs::OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(dir.join("output.log"))
+            .unwrap();
+        let again = log.try_clone().unwrap();
+        let ([out, err], drain) = budget.relay("run", [log.into(), again.into()]).unwrap();
+        let (mut out, mut err) = (std::fs::File::from(out), std::fs::File::from(err));
+        let mut expected = Vec::new();
+        for i in 0..200 {
+            let line = format!("{i}\n");
+            if i % 2 == 0 {
+                out.write_all(line.as_bytes()).unwrap();
+            } else {
+                err.write_all(line.as_bytes()).unwrap();
+            }
+            expected.extend_from_slice(line.as_bytes());
+        }
+        drop((out, err));
+        drain.wait(Duration::from_secs(10));
+        assert_eq!(std::fs::read(dir.join("output.log")).unwrap(), expected);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn relay_refuses(id: &str, budget: &Arc<OutputBudget>) -> bool {
+        let null = || -> OwnedFd { std::fs::File::open("/dev/null").unwrap().into() };
+        budget.relay(id, [null(), null()]).is_err()
+    }
+}
