@@ -46,8 +46,8 @@ const MIB: u64 = 1 << 20;
 /// is 64 MiB: its output budget is 16 MiB, so the host keeps at most that,
 /// and the rest is dropped, counted in the exec's JSON (whole, streamed
 /// and listed), while the commands run to their end. A later command's
-/// output is dropped too (the budget is the sandbox's, not each
-/// command's), and counted.
+/// output is kept: the ended command's is given up for it (the budget is
+/// the sandbox's, not each command's), and counted as that command's.
 #[test]
 fn output_past_the_budget_is_dropped_counted_and_never_fills_the_hosts_disk() {
     if !curl_available() {
@@ -97,7 +97,8 @@ fn output_past_the_budget_is_dropped_counted_and_never_fills_the_hosts_disk() {
     let (s, b) = json_call(&d, "GET", &format!("/v1/sandboxes/loud/execs/{id}"), "");
     assert_eq!(s, 200, "{b}");
     assert_eq!(json(&b)["stdout_dropped"].as_u64(), Some(out_dropped));
-    // A later command: its output is over the sandbox's budget too.
+    // A later command: its output is kept, the ended command's kept
+    // output given up for it and counted as that command's.
     let (s, b) = json_call(
         &d,
         "POST",
@@ -110,7 +111,22 @@ fn output_past_the_budget_is_dropped_counted_and_never_fills_the_hosts_disk() {
         .map(json)
         .find(|e| e["type"] == "exited")
         .unwrap_or_else(|| panic!("no end in the stream: {b}"));
-    assert_eq!(exited["stdout_dropped"], 6, "{exited}");
+    assert_eq!(exited["stdout_dropped"], 0, "{exited}");
+    let text: String = b
+        .lines()
+        .map(json)
+        .filter(|l| l["type"] == "stdout")
+        .filter_map(|l| l["data"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(text, "later\n", "the later command's output: {b}");
+    let (s, b) = json_call(&d, "GET", &format!("/v1/sandboxes/loud/execs/{id}"), "");
+    assert_eq!(s, 200, "{b}");
+    let first = json(&b);
+    assert_eq!(
+        first["stdout_dropped"].as_u64().unwrap() + first["stderr_dropped"].as_u64().unwrap(),
+        600 * MIB + 4,
+        "the first command's given-up output is not counted as its own: {b:.300}"
+    );
     assert!(kept_bytes(state.path()) <= 16 * MIB + 64 * 1024);
 }
 

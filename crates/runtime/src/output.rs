@@ -1,15 +1,20 @@
 //! The output of commands whose caller keeps it in files of the sandbox's
 //! state (the daemon's execs): the process writes into pipes, and a relay
 //! here (the supervisor outlives the daemon) appends what comes to the
-//! files while the sandbox's output budget lasts, then reads on and drops
-//! the rest, counting it. A command is never held up by the budget, and
-//! the host's disk never gets more than the budget from it.
+//! files while the sandbox's output budget lasts. When it runs out, the
+//! kept outputs of commands that have ended are given up first, oldest
+//! first (their bytes counted as dropped in their own notes), so that a
+//! long-lived sandbox keeps its latest commands' output; only when nothing
+//! ended is left to give up does a relay read on and drop, counting it. A
+//! command is never held up by the budget, and the host's disk never gets
+//! more than the budget from it.
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The directory of a sandbox's kept command outputs, in its state
@@ -32,7 +37,7 @@ pub fn budget_of(disk: Option<u64>) -> u64 {
 pub fn budget_of_sandbox(dir: &Path) -> u64 {
     let stored: Option<crate::state::Stored> =
         crate::state::read_json(&dir.join(crate::state::STORED)).ok();
-    budget_of(stored.and_then(|s| s.spec.filesystem.overlay.and_then(|o| o.disk)))
+    budget_of(stored.and_then(|s| s.spec.filesystem.disk.map(|d| d.bytes)))
 }
 
 /// The bytes the files of `execs` (a sandbox's [`EXECS_DIR`]) hold.
@@ -59,6 +64,37 @@ pub(crate) struct OutputBudget {
     dir: PathBuf,
     total: u64,
     left: AtomicU64,
+    /// Commands whose outputs are kept and which have ended, oldest
+    /// first: what is given up when the budget runs out. Those kept by
+    /// earlier starts of the sandbox (by their files' times), then those
+    /// whose relays end in this one. Nothing else in the directory (a
+    /// terminal's output the daemon writes itself) is ever given up.
+    ended: Mutex<VecDeque<String>>,
+}
+
+/// The streams' file suffixes of a command's kept output.
+const STREAMS: [&str; 2] = ["stdout", "stderr"];
+
+/// The commands whose outputs are in `dir`, oldest first.
+fn kept_commands(dir: &Path) -> VecDeque<String> {
+    let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((id, stream)) = name.rsplit_once('.') else {
+            continue;
+        };
+        if !STREAMS.contains(&stream) || found.iter().any(|(_, f)| f == id) {
+            continue;
+        }
+        let when = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH);
+        found.push((when, id.to_string()));
+    }
+    found.sort();
+    found.into_iter().map(|(_, id)| id).collect()
 }
 
 impl OutputBudget {
@@ -66,15 +102,65 @@ impl OutputBudget {
     /// (kept by earlier starts of the sandbox).
     pub(crate) fn new(dir: PathBuf, total: u64) -> OutputBudget {
         let used = kept_bytes(&dir);
+        let ended = Mutex::new(kept_commands(&dir));
         OutputBudget {
             dir,
             total,
             left: AtomicU64::new(total.saturating_sub(used)),
+            ended,
         }
     }
 
-    /// Take up to `n` bytes of the budget; returns how many it gave.
+    /// Take up to `n` bytes of the budget, giving up ended commands'
+    /// outputs when it is short; returns how many it gave.
     fn take(&self, n: u64) -> u64 {
+        let given = self.take_left(n);
+        if given == n {
+            return given;
+        }
+        self.give_up_ended(n - given);
+        given + self.take_left(n - given)
+    }
+
+    /// Empty the kept outputs of ended commands, oldest first, until
+    /// `need` bytes are back in the budget or none is left; each one's
+    /// bytes are counted as dropped in its note.
+    fn give_up_ended(&self, need: u64) {
+        let Ok(mut ended) = self.ended.lock() else {
+            return;
+        };
+        let mut freed = 0;
+        while freed < need {
+            let Some(id) = ended.pop_front() else { break };
+            let mut cut = OutputCut::read(&self.dir, &id);
+            let mut emptied = 0;
+            for (stream, suffix) in STREAMS.iter().enumerate() {
+                let path = self.dir.join(format!("{id}.{suffix}"));
+                let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
+                    continue;
+                };
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                if len == 0 || file.set_len(0).is_err() {
+                    continue;
+                }
+                emptied += len;
+                if stream == 0 {
+                    cut.stdout_dropped += len;
+                } else {
+                    cut.stderr_dropped += len;
+                }
+            }
+            if emptied > 0 {
+                cut.budget = self.total;
+                write_cut(&self.dir.join(format!("{id}.cut")), &cut);
+                self.left.fetch_add(emptied, Ordering::SeqCst);
+                freed += emptied;
+            }
+        }
+    }
+
+    /// Take up to `n` bytes of what is left; returns how many it gave.
+    fn take_left(&self, n: u64) -> u64 {
         let mut given = 0;
         let _ = self
             .left
@@ -113,6 +199,12 @@ impl OutputBudget {
         });
         let mut ends = Vec::with_capacity(2);
         let drain = Drain::default();
+        // Dropped with the last of the command's relays: its outputs may
+        // then be given up for newer ones.
+        let ended = Arc::new(Ended {
+            budget: self.clone(),
+            id: id.to_string(),
+        });
         // One file for both (`run -d`'s output.log): one pipe and one relay,
         // so that what the two streams write stays in the order written
         // (counted as standard output's).
@@ -132,11 +224,13 @@ impl OutputBudget {
             let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
                 .map_err(|e| format!("cannot make a pipe for a command's output: {e}"))?;
             let (budget, note, running) = (self.clone(), note.clone(), drain.started());
+            let ended = ended.clone();
             std::thread::Builder::new()
                 .name("warden-output".into())
                 .stack_size(128 * 1024)
                 .spawn(move || {
                     pump(&budget, &note, stream, r, file);
+                    drop(ended);
                     drop(running);
                 })
                 .map_err(|e| format!("cannot start a relay for a command's output: {e}"))?;
@@ -202,6 +296,32 @@ impl Drop for Running {
     }
 }
 
+/// A command whose relays still run; when the last one ends, the command
+/// joins the budget's ended ones.
+struct Ended {
+    budget: Arc<OutputBudget>,
+    id: String,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        if let Ok(mut ended) = self.budget.ended.lock() {
+            ended.push_back(std::mem::take(&mut self.id));
+        }
+    }
+}
+
+/// Write a command's note whole (by a rename).
+fn write_cut(path: &Path, cut: &OutputCut) {
+    let Ok(text) = serde_json::to_vec(cut) else {
+        return;
+    };
+    let tmp = path.with_extension("cut.tmp");
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
 /// What the relays of one command dropped, per stream, written beside its
 /// outputs as `ID.cut` while it drops and at the end of each stream.
 struct Note {
@@ -248,13 +368,7 @@ impl Note {
             stderr_dropped: self.dropped[1].load(Ordering::SeqCst),
             budget: self.total,
         };
-        let Ok(text) = serde_json::to_vec(&cut) else {
-            return;
-        };
-        let tmp = self.path.with_extension("cut.tmp");
-        if std::fs::write(&tmp, text).is_ok() {
-            let _ = std::fs::rename(&tmp, &self.path);
-        }
+        write_cut(&self.path, &cut);
     }
 }
 
@@ -333,17 +447,57 @@ mod tests {
         let cut = OutputCut::read(&dir, "ex-1");
         let kept = std::fs::metadata(dir.join("ex-1.stdout")).unwrap().len()
             + std::fs::metadata(dir.join("ex-1.stderr")).unwrap().len();
-        assert_eq!(kept, 4000, "{cut:?}");
+        // The earlier start's output was given up for it, and says so.
+        assert_eq!(kept, 5000, "{cut:?}");
         assert_eq!(
             cut.stdout_dropped + cut.stderr_dropped,
-            (1 << 20) + 3000 - 4000,
+            (1 << 20) + 3000 - 5000,
             "{cut:?}"
         );
         assert_eq!(cut.budget, 5000);
+        assert_eq!(std::fs::metadata(dir.join("old.stdout")).unwrap().len(), 0);
+        assert_eq!(OutputCut::read(&dir, "old").stdout_dropped, 1000);
         assert!(
             relay_refuses("../x", &budget),
             "an id naming another path was taken"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_new_command_gets_the_output_of_the_oldest_ended_one_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("warden-output-old-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let budget = Arc::new(OutputBudget::new(dir.clone(), 4000));
+        let run = |id: &str, bytes: usize| {
+            let open = |name: String| -> OwnedFd {
+                std::fs::OpenOptions::new()
+                    .create_new(true)
+                    .append(true)
+                    .open(dir.join(name))
+                    .unwrap()
+                    .into()
+            };
+            let ([out, err], drain) = budget
+                .relay(id, [open(format!("{id}.stdout")), open(format!("{id}.stderr"))])
+                .unwrap();
+            std::fs::File::from(out)
+                .write_all(&vec![b'o'; bytes])
+                .unwrap();
+            drop(err);
+            drain.wait(Duration::from_secs(10));
+        };
+        run("ex-1", 3000);
+        // A terminal's output the daemon writes itself, while it runs.
+        std::fs::write(dir.join("term.stdout"), vec![b't'; 500]).unwrap();
+        run("ex-2", 3000);
+        let len = |name: &str| std::fs::metadata(dir.join(name)).unwrap().len();
+        assert_eq!(len("ex-2.stdout"), 3000);
+        assert_eq!(len("ex-1.stdout"), 0);
+        assert_eq!(OutputCut::read(&dir, "ex-1").stdout_dropped, 3000);
+        assert_eq!(OutputCut::read(&dir, "ex-2"), OutputCut::default());
+        assert_eq!(len("term.stdout"), 500, "a running terminal's output was given up");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -209,7 +209,7 @@ fn supervise(
     // what earlier starts kept.
     let output = Arc::new(crate::output::OutputBudget::new(
         dir.join(crate::output::EXECS_DIR),
-        crate::output::budget_of(spec.filesystem.overlay.as_ref().and_then(|o| o.disk)),
+        crate::output::budget_of(spec.filesystem.disk.map(|d| d.bytes)),
     ));
     let bus = Bus::new(name, sinks);
     let mut wiring = Wiring::new(&spec, bus.clone());
