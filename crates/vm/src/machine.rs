@@ -118,6 +118,11 @@ pub struct Config {
     pub trust: Option<PathBuf>,
     /// `warden.KEY=VALUE` words for the guest init.
     pub params: Vec<(String, String)>,
+    /// The `--ro`/`--rw` binds, each exported under its own tag.
+    pub shares: Vec<crate::shares::Share>,
+    /// A `--rootfs` tree, exported read-only as the guest's system
+    /// directories instead of the host's `/usr`.
+    pub rootfs: Option<PathBuf>,
     /// A private directory for the channel's socket and the console log.
     pub run_dir: PathBuf,
     /// The cgroup the VMM is moved into as soon as it runs.
@@ -174,6 +179,9 @@ struct Handed {
     tap: Option<i32>,
     trust: Option<String>,
     workspace: Option<String>,
+    /// Each bind's tag, writability and descriptor path.
+    shares: Vec<(String, bool, String)>,
+    rootfs: Option<String>,
 }
 
 impl Config {
@@ -238,11 +246,28 @@ impl Config {
             format!("socket,id=chan,fd={}", h.channel),
             "-device".into(),
             format!("virtserialport,chardev=chan,name={PORT_NAME}"),
-            "-fsdev".into(),
-            "local,id=usr,path=/usr,security_model=none,readonly=on".into(),
-            "-device".into(),
-            "virtio-9p-device,fsdev=usr,mount_tag=usr".into(),
         ]);
+        // The guest's system directories: a --rootfs tree, else the host's
+        // /usr (never both), read-only at the host.
+        let (system, tag) = match &h.rootfs {
+            Some(r) => (r.clone(), "root"),
+            None => ("/usr".to_string(), "usr"),
+        };
+        a.extend([
+            "-fsdev".into(),
+            format!("local,id={tag},path={system},security_model=none,readonly=on"),
+            "-device".into(),
+            format!("virtio-9p-device,fsdev={tag},mount_tag={tag}"),
+        ]);
+        for (tag, writable, path) in &h.shares {
+            let ro = if *writable { "" } else { ",readonly=on" };
+            a.extend([
+                "-fsdev".into(),
+                format!("local,id={tag},path={path},security_model=none{ro}"),
+                "-device".into(),
+                format!("virtio-9p-device,fsdev={tag},mount_tag={tag}"),
+            ]);
+        }
         if let Some(fd) = tap {
             // The guest's one network device: frames go to the TAP in the
             // sandbox's network namespace, never to a network of QEMU's.
@@ -334,6 +359,13 @@ impl Machine {
                 .map(|fd| warden_jail::vmnet::inherit(&mut command, fd)),
             trust: files.trust.as_ref().map(|t| fd(&mut command, t)),
             workspace: files.workspace.as_ref().map(|w| fd(&mut command, w)),
+            shares: cfg
+                .shares
+                .iter()
+                .zip(&files.shares)
+                .map(|(s, f)| (s.tag.clone(), s.writable, fd(&mut command, f)))
+                .collect(),
+            rootfs: files.rootfs.as_ref().map(|r| fd(&mut command, r)),
         };
         let jail = warden_jail::vmm::VmmJail::prepare(
             &vmm_access(cfg, &console),
@@ -483,12 +515,25 @@ fn vmm_access(cfg: &Config, console: &Path) -> warden_jail::vmm::VmmAccess {
     readable.push(cfg.kernel.clone());
     readable.push(cfg.initramfs.clone());
     readable.extend(cfg.trust.clone());
+    readable.extend(cfg.rootfs.clone());
+    readable.extend(
+        cfg.shares
+            .iter()
+            .filter(|s| !s.writable)
+            .map(|s| s.path.clone()),
+    );
     warden_jail::vmm::VmmAccess {
         readable,
         writable: cfg
             .workspace
             .iter()
             .cloned()
+            .chain(
+                cfg.shares
+                    .iter()
+                    .filter(|s| s.writable)
+                    .map(|s| s.path.clone()),
+            )
             .chain([console.to_path_buf()])
             .collect(),
         devices: if cfg.accel == Accel::Kvm {
@@ -507,6 +552,8 @@ struct HandedFiles {
     initramfs: std::os::fd::OwnedFd,
     trust: Option<std::os::fd::OwnedFd>,
     workspace: Option<std::os::fd::OwnedFd>,
+    shares: Vec<std::os::fd::OwnedFd>,
+    rootfs: Option<std::os::fd::OwnedFd>,
 }
 
 impl HandedFiles {
@@ -568,6 +615,12 @@ impl HandedFiles {
                 .as_deref()
                 .map(|w| open(w, true))
                 .transpose()?,
+            shares: cfg
+                .shares
+                .iter()
+                .map(|s| open(&s.path, true))
+                .collect::<Result<_, _>>()?,
+            rootfs: cfg.rootfs.as_deref().map(|r| open(r, true)).transpose()?,
         })
     }
 }
