@@ -655,3 +655,77 @@ impl Drop for Pending {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn config() -> Config {
+        Config {
+            vmm: PathBuf::from("/usr/bin/qemu-system-x86_64"),
+            kernel: PathBuf::from("/k"),
+            initramfs: PathBuf::from("/i"),
+            accel: Accel::Tcg,
+            memory_mib: 256,
+            cpus: 1,
+            workspace: None,
+            trust: None,
+            params: Vec::new(),
+            shares: Vec::new(),
+            rootfs: None,
+            run_dir: PathBuf::from("/run-dir"),
+            cgroup: None,
+            net: None,
+            netns: None,
+        }
+    }
+
+    fn handed(shares: Vec<(String, bool, String)>, rootfs: Option<String>) -> Handed {
+        Handed {
+            channel: 3,
+            console: "/proc/self/fd/4".into(),
+            kernel: "/proc/self/fd/5".into(),
+            initramfs: "/proc/self/fd/6".into(),
+            tap: None,
+            trust: None,
+            workspace: None,
+            shares,
+            rootfs,
+        }
+    }
+
+    fn fsdevs(c: &Config, h: &Handed) -> Vec<String> {
+        let a = c.argv(h);
+        a.windows(2)
+            .filter(|w| w[0] == "-fsdev")
+            .map(|w| w[1].clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_read_only_bind_is_exported_read_only_and_a_writable_one_is_not() {
+        let h = handed(
+            vec![
+                ("b0".into(), false, "/proc/self/fd/7".into()),
+                ("b1".into(), true, "/proc/self/fd/8".into()),
+            ],
+            None,
+        );
+        let f = fsdevs(&config(), &h);
+        assert!(
+            f.contains(&"local,id=b0,path=/proc/self/fd/7,security_model=none,readonly=on".into())
+        );
+        assert!(f.contains(&"local,id=b1,path=/proc/self/fd/8,security_model=none".into()));
+    }
+
+    #[test]
+    fn a_rootfs_is_exported_read_only_instead_of_the_hosts_usr() {
+        let h = handed(Vec::new(), Some("/proc/self/fd/9".into()));
+        let f = fsdevs(&config(), &h);
+        assert!(f.contains(
+            &"local,id=root,path=/proc/self/fd/9,security_model=none,readonly=on".into()
+        ));
+        assert!(!f.iter().any(|d| d.contains("path=/usr")), "{f:?}");
+    }
+}

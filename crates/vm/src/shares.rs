@@ -68,7 +68,7 @@ pub fn hex(path: &Path) -> String {
 
 /// The path [`hex`] encoded; `None` for anything else.
 pub fn unhex(s: &str) -> Option<PathBuf> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..s.len())
@@ -118,10 +118,13 @@ pub fn check_dir(what: &'static str, path: &Path) -> Result<PathBuf, ShareError>
     Ok(resolved)
 }
 
+/// `warden.KEY=VALUE` words for the guest init.
+pub type Params = Vec<(String, String)>;
+
 /// The binds of `fs` as shares (tags `b0`, `b1`, ...) and the guest's
 /// parameters: where each goes, and which of warden's hidden directories
 /// (its state) the guest covers wherever a share shows them.
-pub fn binds(fs: &FilesystemSpec) -> Result<(Vec<Share>, Vec<(String, String)>), ShareError> {
+pub fn binds(fs: &FilesystemSpec) -> Result<(Vec<Share>, Params), ShareError> {
     let mut shares = Vec::new();
     let mut params = Vec::new();
     for (i, b) in fs.binds.iter().enumerate() {
@@ -216,6 +219,7 @@ mod tests {
             runs_on_host: vec![],
             home: Default::default(),
             caches: vec![],
+            disk: None,
         };
         let real = std::fs::canonicalize(&real).unwrap();
         assert!(binds(&spec(real.clone())).is_ok());
@@ -249,6 +253,7 @@ mod tests {
             runs_on_host: vec![],
             home: Default::default(),
             caches: vec![],
+            disk: None,
         };
         let (_, params) = binds(&fs).unwrap();
         let hides: Vec<PathBuf> = params
