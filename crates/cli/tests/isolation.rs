@@ -1083,25 +1083,9 @@ fn ctrl_c_on_the_terminal_interrupts_the_sandboxed_command() {
 
 #[test]
 fn a_prepared_rootfs_replaces_the_hosts_directories() {
-    let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
-        .iter()
-        .map(std::path::Path::new)
-        .find(|p| p.exists())
-    else {
-        skip("busybox (static) is not installed; .ci/run installs busybox-static");
+    let Some(root) = busybox_rootfs() else {
         return;
     };
-    let root = TempDir::new("rootfs");
-    for d in ["usr/bin", "etc", "proc", "dev", "tmp"] {
-        std::fs::create_dir_all(root.path().join(d)).unwrap();
-    }
-    std::fs::copy(busybox, root.path().join("usr/bin/busybox")).unwrap();
-    std::os::unix::fs::symlink("usr/bin", root.path().join("bin")).unwrap();
-    std::fs::write(
-        root.path().join("etc/os-release"),
-        "NAME=warden-test-rootfs\n",
-    )
-    .unwrap();
     let out = Command::new(warden_bin())
         .args(["run", "--no-tty", "--rootfs", root.str(), "--env", "PATH=/bin", "--"])
         .args(["/bin/busybox", "sh", "-c", "/bin/busybox cat /etc/os-release; /bin/busybox ls /; /bin/busybox touch /x 2>&1; /bin/busybox ls /usr/lib 2>&1; true"])

@@ -10,113 +10,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+use common::vm::*;
 use common::*;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Where the guest kernel and the VM cache are: `WARDEN_VM_DIR` when the
-/// test runs with one, else root's default (where `.ci/run` unpacks the
-/// kernel).
-fn vm_dir() -> PathBuf {
-    std::env::var_os("WARDEN_VM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/lib/warden/vm"))
-}
-
-fn vm_warden(state: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
-    vm_warden_env(state, args, stdin, &[])
-}
-
-fn vm_warden_env(
-    state: &Path,
-    args: &[&str],
-    stdin: Option<&[u8]>,
-    env: &[(&str, &str)],
-) -> Output {
-    let mut c = Command::new(warden_bin());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.args(args)
-        .env("WARDEN_STATE_DIR", state.join("warden"))
-        .env("WARDEN_VM_DIR", vm_dir())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-    let mut child = c.spawn().unwrap();
-    if let Some(data) = stdin {
-        let mut i = child.stdin.take().unwrap();
-        i.write_all(data).unwrap();
-    }
-    child.wait_with_output().unwrap()
-}
-
-/// The guest kernel's release, when a VM sandbox can start here; `None`
-/// (with the reason printed) when not. The first call also lets warden
-/// probe KVM once (bounded), as `warden doctor` does.
-fn guest_release() -> Option<String> {
-    static READY: OnceLock<Result<String, String>> = OnceLock::new();
-    let r = READY.get_or_init(|| {
-        let state = TempDir::new("vm-kernel");
-        let o = vm_warden(state.path(), &["vm", "kernel", "--json"], None);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-            .map_err(|e| format!("`warden vm kernel --json` said nothing readable: {e}"))?;
-        if v["vmm"].is_null() {
-            return Err("no QEMU on this host (apt-get install qemu-system-x86)".into());
-        }
-        if let Some(e) = v["kernel"]["Err"].as_str() {
-            return Err(format!("no guest kernel: {e}"));
-        }
-        if v["guest_init_present"] != true {
-            return Err("warden-guest-init is not built beside warden".into());
-        }
-        let _ = vm_warden(state.path(), &["doctor"], None);
-        v["kernel"]["Ok"]["release"]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| "`warden vm kernel --json` names no release".to_string())
-    });
-    match r {
-        Ok(rel) => Some(rel.clone()),
-        Err(why) => {
-            skip(why);
-            None
-        }
-    }
-}
-
-fn host_release() -> String {
-    nix_uname()
-}
-
-fn nix_uname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-/// A file planted where the guest must not see it, removed on drop.
-struct Planted(PathBuf);
-
-impl Drop for Planted {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn plant(dir: &str, secret: &str) -> Option<Planted> {
-    let p = Path::new(dir).join(unique("warden-vm-planted"));
-    std::fs::write(&p, secret).ok()?;
-    Some(Planted(p))
-}
 
 #[test]
 fn a_vm_sandbox_runs_its_own_kernel_sees_no_host_secret_and_writes_the_workspace() {
@@ -194,8 +94,6 @@ fn a_vm_sandbox_refuses_what_it_cannot_enforce_yet_before_booting() {
     let state = TempDir::new("vm-refuse");
     let ws = TempDir::new("vm-refuse-ws");
     for (args, word) in [
-        (vec!["--publish", "18080:80"], "--publish"),
-        (vec!["--ro", "/opt"], "binds"),
         // The shipped desktop profile: no X server or browser in a guest.
         (vec!["-P", "desktop"], "a desktop runs only with"),
         (vec!["--isolation", "vmm"], "not an isolation"),

@@ -53,6 +53,17 @@ impl Publisher {
         listeners: Vec<(std::net::TcpListener, u16)>,
         source: SocketSource,
     ) -> Result<Publisher, PublishError> {
+        Publisher::start_to(listeners, source, Ipv4Addr::LOCALHOST)
+    }
+
+    /// [`Publisher::start`], connecting to `inside:PORT` instead of the
+    /// sandbox's loopback (a VM guest's address in the VM's network
+    /// namespace).
+    pub fn start_to(
+        listeners: Vec<(std::net::TcpListener, u16)>,
+        source: SocketSource,
+        inside: Ipv4Addr,
+    ) -> Result<Publisher, PublishError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("warden-publish")
@@ -86,7 +97,7 @@ impl Publisher {
                     };
                     let source = source.clone();
                     tokio::spawn(async move {
-                        if let Ok(inner) = connect_inside(&source, sandbox_port).await {
+                        if let Ok(inner) = connect_inside(&source, inside, sandbox_port).await {
                             let (mut a, mut b) = (conn, inner);
                             let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
                         }
@@ -104,9 +115,13 @@ impl Publisher {
     }
 }
 
-/// A connection to the sandbox's `127.0.0.1:port`, made from a socket of
-/// its namespace.
-async fn connect_inside(source: &SocketSource, port: u16) -> io::Result<tokio::net::TcpStream> {
+/// A connection to the sandbox's `inside:port`, made from a socket of its
+/// namespace.
+async fn connect_inside(
+    source: &SocketSource,
+    inside: Ipv4Addr,
+    port: u16,
+) -> io::Result<tokio::net::TcpStream> {
     let source = source.clone();
     let fd = tokio::task::spawn_blocking(move || source())
         .await
@@ -126,7 +141,7 @@ async fn connect_inside(source: &SocketSource, port: u16) -> io::Result<tokio::n
     let std_stream = std::net::TcpStream::from(fd);
     std_stream.set_nonblocking(true)?;
     let socket = TcpSocket::from_std_stream(std_stream);
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let addr = SocketAddr::from((inside, port));
     tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(addr))
         .await
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?

@@ -89,13 +89,59 @@ pub struct VmNetwork {
     /// The namespace itself, for the VMM to run in (see
     /// [`crate::vmm::VmmJail`]).
     pub namespace: OwnedFd,
+    /// With published ports: the channel to the process that hands out
+    /// fresh TCP sockets of the namespace (see [`socket_source`]); it ends
+    /// when this closes, or with warden.
+    pub sockets: Option<OwnedFd>,
+}
+/// Fresh TCP sockets of the VM's network namespace, one per connection to
+/// a published port, from the process [`open`] left serving `channel`.
+pub fn socket_source(channel: OwnedFd) -> warden_egress::publish::SocketSource {
+    crate::sandbox::socket_source(channel)
+}
+
+/// In the namespace's process: answer each request on `channel` with a
+/// fresh TCP socket, until warden closes it.
+fn serve_sockets(channel: &OwnedFd) {
+    loop {
+        let mut byte = [0u8; 1];
+        match nix::sys::socket::recv(
+            channel.as_raw_fd(),
+            &mut byte,
+            nix::sys::socket::MsgFlags::empty(),
+        ) {
+            Ok(0) => return,
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return,
+        }
+        let socket = nix::sys::socket::socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        );
+        let sent = match &socket {
+            Ok(s) => crate::sys::send_fds(channel, &[s.as_raw_fd()]),
+            Err(_) => nix::sys::socket::send(
+                channel.as_raw_fd(),
+                b"e",
+                nix::sys::socket::MsgFlags::empty(),
+            )
+            .map(drop),
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
 }
 
 /// Make the VM's network namespace and its devices, rules and sockets, in
 /// a short-lived child (in a user namespace of its own when warden is not
 /// root). Like [`crate::run`], call it while the process is
-/// single-threaded: the child is a copy of the calling thread only.
-pub fn open() -> Result<VmNetwork, VmNetError> {
+/// single-threaded: the child is a copy of the calling thread only. With
+/// `sockets` (published ports) the child stays, serving fresh sockets of
+/// the namespace over [`VmNetwork::sockets`].
+pub fn open(sockets: bool) -> Result<VmNetwork, VmNetError> {
     let (ours, theirs) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -118,6 +164,19 @@ pub fn open() -> Result<VmNetwork, VmNetError> {
                 Ok(fds) => {
                     let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
                     let sent = crate::fdpass::send(theirs.as_fd(), b"ok", &raw);
+                    if sent.is_ok() && sockets {
+                        // Serving published ports (the parent writes this
+                        // user namespace's maps meanwhile): it holds
+                        // nothing of warden's but its channel (not the
+                        // listeners, not the TAP), and is gone with warden.
+                        drop(fds);
+                        crate::sys::close_fds_except(&[theirs.as_raw_fd()]);
+                        let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+                        serve_sockets(&theirs);
+                        // SAFETY: `_exit` ends this child at once, running
+                        // no exit handlers of the parent's copy.
+                        unsafe { libc::_exit(0) }
+                    }
                     // Stay (so that the parent can write this user
                     // namespace's maps) until the parent is done with us.
                     let mut byte = [0u8; 1];
@@ -151,9 +210,16 @@ pub fn open() -> Result<VmNetwork, VmNetError> {
                 Ok((_, fds)) if fds.len() == 4 && !crate::host::is_root() => map_self(pid),
                 _ => Ok(()),
             };
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = nix::sys::wait::waitpid(pid, None);
+            let serving = sockets && matches!(&got, Ok((_, fds)) if fds.len() == 4);
+            if serving && mapped.is_ok() {
+                // It serves until `ours` closes; then it is reaped here.
+                std::thread::spawn(move || nix::sys::wait::waitpid(pid, None));
+            } else {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(pid, None);
+            }
             mapped?;
+            let mut ours = Some(ours);
             match got {
                 Ok((_, fds)) if fds.len() == 4 => {
                     let mut fds = fds.into_iter();
@@ -163,6 +229,7 @@ pub fn open() -> Result<VmNetwork, VmNetError> {
                             tcp,
                             dns,
                             namespace,
+                            sockets: ours.take().filter(|_| serving),
                         }),
                         _ => Err(VmNetError::Silent),
                     }
@@ -250,6 +317,7 @@ fn create_tap() -> Result<OwnedFd, VmNetError> {
 /// table inet warden_vm_filter {
 ///     chain input { type filter hook input priority 0; policy drop;
 ///         iifname "lo" accept
+///         ct state established accept
 ///         ip daddr GATEWAY tcp dport PROXY_PORT accept
 ///         ip daddr GATEWAY udp dport 53 accept }
 ///     chain forward { type filter hook forward priority 0; policy drop; } }
@@ -304,6 +372,15 @@ fn install_rules() -> Result<(), VmNetError> {
     Rule::new(&input)
         .map_err(VmNetError::Build)?
         .iiface("lo")
+        .map_err(VmNetError::Build)?
+        .accept()
+        .add_to_batch(&mut batch);
+    // Answers on connections the namespace opened itself (to a published
+    // port of the guest); a connection the guest starts is judged by the
+    // rules below when it starts.
+    Rule::new(&input)
+        .map_err(VmNetError::Build)?
+        .established()
         .map_err(VmNetError::Build)?
         .accept()
         .add_to_batch(&mut batch);

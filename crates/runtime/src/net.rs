@@ -105,12 +105,13 @@ impl warden_jail::Attach for Wiring {
             self.runtime = Some(runtime);
         }
         if let (false, Some(source)) = (network.published.is_empty(), network.sockets) {
-            let publisher = Publisher::start(network.published, source).map_err(|e| {
-                format!(
-                    "cannot serve the published ports: {}",
-                    warden_jail::chain_str(&e)
-                )
-            })?;
+            let publisher = Publisher::start_to(network.published, source, network.publish_to)
+                .map_err(|e| {
+                    format!(
+                        "cannot serve the published ports: {}",
+                        warden_jail::chain_str(&e)
+                    )
+                })?;
             self.publisher = Some(publisher);
         }
         Ok(())

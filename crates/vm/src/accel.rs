@@ -86,6 +86,11 @@ pub fn probe(base: &Config) -> bool {
     let mut cfg = base.clone();
     cfg.accel = Accel::Kvm;
     cfg.workspace = None;
+    // The probe boots the system directories alone.
+    cfg.shares.clear();
+    cfg.rootfs = None;
+    cfg.params
+        .retain(|(k, _)| !matches!(k.as_str(), "bind" | "hide" | "rootfs"));
     cfg.memory_mib = 256;
     cfg.cpus = 1;
     cfg.run_dir = base.run_dir.with_extension("probe");

@@ -40,6 +40,10 @@ pub enum VmError {
     #[error(transparent)]
     Image(#[from] crate::image::ImageError),
     #[error(transparent)]
+    Share(#[from] crate::shares::ShareError),
+    #[error("--rootfs {0} has neither usr/ nor bin/: give the root of a prepared tree")]
+    BadRootfs(PathBuf),
+    #[error(transparent)]
     Machine(#[from] MachineError),
     #[error(
         "warden has no state directory for its VM files: set WARDEN_STATE_DIR or WARDEN_VM_DIR"
@@ -57,6 +61,12 @@ pub enum VmError {
     Cgroup(String),
     #[error(transparent)]
     Network(#[from] warden_jail::vmnet::VmNetError),
+    #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in --publish HOSTPORT:PORT)")]
+    Publish {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot serve the VM's network: {0}")]
     Serve(String),
     #[error(transparent)]
@@ -91,9 +101,6 @@ pub struct Prepared {
 /// on KVM, for `spec`.
 pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     let fs = &spec.filesystem;
-    if fs.rootfs.is_some() {
-        return Err(VmError::Unsupported("--rootfs"));
-    }
     // The guest sees one shared directory as its workspace. An overlay
     // over an empty workspace (a named sandbox's own) is exactly its upper
     // layer, which is shared then; over a project's files it would need an
@@ -107,12 +114,17 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
             ))
         }
     };
-    if !fs.binds.is_empty() {
-        return Err(VmError::Unsupported("--ro/--rw binds"));
-    }
-    if !spec.publish.is_empty() {
-        return Err(VmError::Unsupported("--publish"));
-    }
+    let rootfs = match &fs.rootfs {
+        Some(r) => {
+            let r = crate::shares::check_dir("--rootfs", r)?;
+            if !r.join("usr").is_dir() && !r.join("bin").exists() {
+                return Err(VmError::BadRootfs(r));
+            }
+            Some(r)
+        }
+        None => None,
+    };
+    let (shares, share_params) = crate::shares::binds(fs)?;
     if spec.join_network.is_some() {
         return Err(VmError::Unsupported("joining another sandbox's network"));
     }
@@ -182,6 +194,8 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         cpus,
         workspace,
         params,
+        shares: Vec::new(),
+        rootfs: None,
         trust: None,
         run_dir: dir
             .join("run")
@@ -192,6 +206,14 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     };
     let choice = crate::accel::choose(&config, &cache, &kernel.release);
     config.accel = choice.accel;
+    // After the probe, which boots the system directories alone.
+    config.params.extend(share_params);
+    if rootfs.is_some() {
+        config.params.push(("rootfs".into(), "1".into()));
+    }
+    crate::shares::check_length(&config.params)?;
+    config.shares = shares;
+    config.rootfs = rootfs;
     Ok(Prepared {
         config,
         warning: choice.warning,
@@ -364,13 +386,29 @@ pub fn run(
     if let Some(w) = &prepared.warning {
         degraded(events, "vm acceleration", w);
     }
-    // With egress, the guest's one network device is a TAP in a network
-    // namespace of the sandbox's own, whose every connection and query
-    // meets the egress proxy (made now, while this process is still
-    // single-threaded: the namespace is wired by a short-lived child).
-    let net = match spec.network {
-        NetworkSpec::Egress(_) => Some(warden_jail::vmnet::open()?),
-        NetworkSpec::LoopbackOnly => None,
+    // --publish: the host's listeners are bound now, so that a port in use
+    // is an error before the guest boots.
+    let mut published = Vec::new();
+    for m in &spec.publish {
+        let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, m.host_port))
+            .map_err(|source| VmError::Publish {
+                port: m.host_port,
+                source,
+            })?;
+        published.push((listener, m.sandbox_port));
+    }
+    // With egress or published ports, the guest's one network device is a
+    // TAP in a network namespace of the sandbox's own, whose every
+    // connection and query meets the egress proxy (made now, while this
+    // process is still single-threaded: the namespace is wired by a
+    // short-lived child, which stays to hand out sockets of the namespace
+    // for published ports). Without egress the proxy's sockets are closed
+    // at once: every connection the guest starts is refused there.
+    let with_egress = matches!(spec.network, NetworkSpec::Egress(_));
+    let net = if with_egress || !published.is_empty() {
+        Some(warden_jail::vmnet::open(!published.is_empty())?)
+    } else {
+        None
     };
     let boot = match prepared.config.accel {
         Accel::Kvm => BOOT_KVM,
@@ -378,7 +416,8 @@ pub fn run(
     };
     let mut config = prepared.config;
     config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
-    let egress = net.map(|n| {
+    let mut sockets = None;
+    let egress = net.and_then(|n| {
         config.net = Some(Arc::new(n.tap));
         // Root may put QEMU itself in the namespace: then it has no socket
         // on the host's networks either (see `vmnet::run_inside`).
@@ -386,7 +425,8 @@ pub fn run(
             config.netns = Some(Arc::new(n.namespace));
         }
         config.params.push(("net".into(), "1".into()));
-        (n.tcp, n.dns)
+        sockets = n.sockets.map(warden_jail::vmnet::socket_source);
+        with_egress.then_some((n.tcp, n.dns))
     });
     // The secret proxy's authority, trusted in the guest through files the
     // host shares read-only at `/run/warden` (and over the system bundle).
@@ -412,14 +452,15 @@ pub fn run(
                 .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
         },
     ));
-    if let Some(egress) = egress {
+    if egress.is_some() || !published.is_empty() {
         attach
             .network(warden_jail::Network {
-                egress: Some(egress),
+                egress,
                 terminator,
                 asker: None,
-                published: Vec::new(),
-                sockets: None,
+                published,
+                sockets,
+                publish_to: warden_jail::vmnet::GUEST_ADDR,
             })
             .map_err(VmError::Serve)?;
     }

@@ -342,5 +342,48 @@ pub fn initramfs(kernel: &crate::GuestKernel, cache: &Path) -> Result<PathBuf, I
         })?;
         std::fs::rename(&tmp, &path).map_err(err)?;
     }
+    // In use now: the sweep of other processes keeps it.
+    let _ = std::fs::File::options()
+        .append(true)
+        .open(&path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    sweep(cache, &path, UNUSED);
     Ok(path)
+}
+
+/// How long an initramfs no sandbox has started with stays in the cache.
+/// Each boot marks its own as used (its modification time); the VMM reads
+/// it once, when it starts.
+pub const UNUSED: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Remove the initramfs images of the cache that no sandbox started with
+/// for `unused` (other builds of the guest init leave theirs), and the
+/// half-written ones of processes that died, keeping `current`: without
+/// it the cache grows by one image (tens of MB) per build for ever.
+pub fn sweep(cache: &Path, current: &Path, unused: std::time::Duration) {
+    let now = std::time::SystemTime::now();
+    for e in std::fs::read_dir(cache).into_iter().flatten().flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().to_string();
+        if path == current {
+            continue;
+        }
+        let stale = if let Some(rest) = name.strip_prefix(".initramfs-") {
+            // `.initramfs-HASH.PID`: its writer is gone.
+            rest.rsplit_once('.')
+                .and_then(|(_, pid)| pid.parse::<u32>().ok())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        } else if name.starts_with("initramfs-") && name.ends_with(".cpio") {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .is_some_and(|age| age > unused)
+        } else {
+            false
+        };
+        if stale {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }

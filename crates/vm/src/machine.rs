@@ -118,6 +118,11 @@ pub struct Config {
     pub trust: Option<PathBuf>,
     /// `warden.KEY=VALUE` words for the guest init.
     pub params: Vec<(String, String)>,
+    /// The `--ro`/`--rw` binds, each exported under its own tag.
+    pub shares: Vec<crate::shares::Share>,
+    /// A `--rootfs` tree, exported read-only as the guest's system
+    /// directories instead of the host's `/usr`.
+    pub rootfs: Option<PathBuf>,
     /// A private directory for the channel's socket and the console log.
     pub run_dir: PathBuf,
     /// The cgroup the VMM is moved into as soon as it runs.
@@ -174,6 +179,9 @@ struct Handed {
     tap: Option<i32>,
     trust: Option<String>,
     workspace: Option<String>,
+    /// Each bind's tag, writability and descriptor path.
+    shares: Vec<(String, bool, String)>,
+    rootfs: Option<String>,
 }
 
 impl Config {
@@ -238,11 +246,28 @@ impl Config {
             format!("socket,id=chan,fd={}", h.channel),
             "-device".into(),
             format!("virtserialport,chardev=chan,name={PORT_NAME}"),
-            "-fsdev".into(),
-            "local,id=usr,path=/usr,security_model=none,readonly=on".into(),
-            "-device".into(),
-            "virtio-9p-device,fsdev=usr,mount_tag=usr".into(),
         ]);
+        // The guest's system directories: a --rootfs tree, else the host's
+        // /usr (never both), read-only at the host.
+        let (system, tag) = match &h.rootfs {
+            Some(r) => (r.clone(), "root"),
+            None => ("/usr".to_string(), "usr"),
+        };
+        a.extend([
+            "-fsdev".into(),
+            format!("local,id={tag},path={system},security_model=none,readonly=on"),
+            "-device".into(),
+            format!("virtio-9p-device,fsdev={tag},mount_tag={tag}"),
+        ]);
+        for (tag, writable, path) in &h.shares {
+            let ro = if *writable { "" } else { ",readonly=on" };
+            a.extend([
+                "-fsdev".into(),
+                format!("local,id={tag},path={path},security_model=none{ro}"),
+                "-device".into(),
+                format!("virtio-9p-device,fsdev={tag},mount_tag={tag}"),
+            ]);
+        }
         if let Some(fd) = tap {
             // The guest's one network device: frames go to the TAP in the
             // sandbox's network namespace, never to a network of QEMU's.
@@ -334,6 +359,13 @@ impl Machine {
                 .map(|fd| warden_jail::vmnet::inherit(&mut command, fd)),
             trust: files.trust.as_ref().map(|t| fd(&mut command, t)),
             workspace: files.workspace.as_ref().map(|w| fd(&mut command, w)),
+            shares: cfg
+                .shares
+                .iter()
+                .zip(&files.shares)
+                .map(|(s, f)| (s.tag.clone(), s.writable, fd(&mut command, f)))
+                .collect(),
+            rootfs: files.rootfs.as_ref().map(|r| fd(&mut command, r)),
         };
         let jail = warden_jail::vmm::VmmJail::prepare(
             &vmm_access(cfg, &console),
@@ -483,12 +515,25 @@ fn vmm_access(cfg: &Config, console: &Path) -> warden_jail::vmm::VmmAccess {
     readable.push(cfg.kernel.clone());
     readable.push(cfg.initramfs.clone());
     readable.extend(cfg.trust.clone());
+    readable.extend(cfg.rootfs.clone());
+    readable.extend(
+        cfg.shares
+            .iter()
+            .filter(|s| !s.writable)
+            .map(|s| s.path.clone()),
+    );
     warden_jail::vmm::VmmAccess {
         readable,
         writable: cfg
             .workspace
             .iter()
             .cloned()
+            .chain(
+                cfg.shares
+                    .iter()
+                    .filter(|s| s.writable)
+                    .map(|s| s.path.clone()),
+            )
             .chain([console.to_path_buf()])
             .collect(),
         devices: if cfg.accel == Accel::Kvm {
@@ -507,6 +552,8 @@ struct HandedFiles {
     initramfs: std::os::fd::OwnedFd,
     trust: Option<std::os::fd::OwnedFd>,
     workspace: Option<std::os::fd::OwnedFd>,
+    shares: Vec<std::os::fd::OwnedFd>,
+    rootfs: Option<std::os::fd::OwnedFd>,
 }
 
 impl HandedFiles {
@@ -568,6 +615,12 @@ impl HandedFiles {
                 .as_deref()
                 .map(|w| open(w, true))
                 .transpose()?,
+            shares: cfg
+                .shares
+                .iter()
+                .map(|s| open(&s.path, true))
+                .collect::<Result<_, _>>()?,
+            rootfs: cfg.rootfs.as_deref().map(|r| open(r, true)).transpose()?,
         })
     }
 }
@@ -600,5 +653,79 @@ impl Drop for Pending {
             let _ = c.wait();
             let _ = std::fs::remove_dir_all(&self.run_dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn config() -> Config {
+        Config {
+            vmm: PathBuf::from("/usr/bin/qemu-system-x86_64"),
+            kernel: PathBuf::from("/k"),
+            initramfs: PathBuf::from("/i"),
+            accel: Accel::Tcg,
+            memory_mib: 256,
+            cpus: 1,
+            workspace: None,
+            trust: None,
+            params: Vec::new(),
+            shares: Vec::new(),
+            rootfs: None,
+            run_dir: PathBuf::from("/run-dir"),
+            cgroup: None,
+            net: None,
+            netns: None,
+        }
+    }
+
+    fn handed(shares: Vec<(String, bool, String)>, rootfs: Option<String>) -> Handed {
+        Handed {
+            channel: 3,
+            console: "/proc/self/fd/4".into(),
+            kernel: "/proc/self/fd/5".into(),
+            initramfs: "/proc/self/fd/6".into(),
+            tap: None,
+            trust: None,
+            workspace: None,
+            shares,
+            rootfs,
+        }
+    }
+
+    fn fsdevs(c: &Config, h: &Handed) -> Vec<String> {
+        let a = c.argv(h);
+        a.windows(2)
+            .filter(|w| w[0] == "-fsdev")
+            .map(|w| w[1].clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_read_only_bind_is_exported_read_only_and_a_writable_one_is_not() {
+        let h = handed(
+            vec![
+                ("b0".into(), false, "/proc/self/fd/7".into()),
+                ("b1".into(), true, "/proc/self/fd/8".into()),
+            ],
+            None,
+        );
+        let f = fsdevs(&config(), &h);
+        assert!(
+            f.contains(&"local,id=b0,path=/proc/self/fd/7,security_model=none,readonly=on".into())
+        );
+        assert!(f.contains(&"local,id=b1,path=/proc/self/fd/8,security_model=none".into()));
+    }
+
+    #[test]
+    fn a_rootfs_is_exported_read_only_instead_of_the_hosts_usr() {
+        let h = handed(Vec::new(), Some("/proc/self/fd/9".into()));
+        let f = fsdevs(&config(), &h);
+        assert!(f.contains(
+            &"local,id=root,path=/proc/self/fd/9,security_model=none,readonly=on".into()
+        ));
+        assert!(!f.iter().any(|d| d.contains("path=/usr")), "{f:?}");
     }
 }

@@ -80,6 +80,8 @@ pub fn report(probe: bool) -> VmReport {
                     workspace: None,
                     trust: None,
                     params: Vec::new(),
+                    shares: Vec::new(),
+                    rootfs: None,
                     run_dir: dir
                         .join("run")
                         .join(format!("doctor-{}", std::process::id())),

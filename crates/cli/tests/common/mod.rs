@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod desktop;
 pub mod sockets;
 pub mod upstream;
+pub mod vm;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -394,4 +395,31 @@ pub fn supervisor_pid(state: &Path, name: &str) -> i32 {
 pub fn alive(pid: i32) -> bool {
     // SAFETY: kill with signal 0 only checks for the process.
     unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// A small prepared root tree for `--rootfs`: a static busybox as
+/// `/usr/bin/busybox` (with `/bin -> usr/bin`), an `/etc/os-release` that
+/// names it, and the directories a sandbox mounts over. `None` (with the
+/// reason printed) when the host has no static busybox.
+pub fn busybox_rootfs() -> Option<TempDir> {
+    let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+    else {
+        skip("busybox (static) is not installed; .ci/run installs busybox-static");
+        return None;
+    };
+    let root = TempDir::new("rootfs");
+    for d in ["usr/bin", "etc", "proc", "dev", "tmp"] {
+        std::fs::create_dir_all(root.path().join(d)).unwrap();
+    }
+    std::fs::copy(busybox, root.path().join("usr/bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("usr/bin", root.path().join("bin")).unwrap();
+    std::fs::write(
+        root.path().join("etc/os-release"),
+        "NAME=warden-test-rootfs\n",
+    )
+    .unwrap();
+    Some(root)
 }

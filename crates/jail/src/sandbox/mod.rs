@@ -96,6 +96,9 @@ pub struct Network {
     pub published: Vec<(std::net::TcpListener, u16)>,
     /// Fresh TCP sockets of the sandbox's namespace, for published ports.
     pub sockets: Option<warden_egress::publish::SocketSource>,
+    /// Where in that namespace published ports lead: its loopback for a
+    /// process sandbox, the guest's address for a VM.
+    pub publish_to: std::net::Ipv4Addr,
 }
 
 /// How the sandbox runs.
@@ -716,6 +719,7 @@ fn run_mode(
         asker: None,
         published: Vec::new(),
         sockets: None,
+        publish_to: std::net::Ipv4Addr::LOCALHOST,
     };
     if let (Some(spec), Some(channel)) = (&egress, &egress_parent) {
         let mut fds = sys::recv_fds(channel, 2).unwrap_or_default().into_iter();
@@ -829,8 +833,9 @@ fn run_mode(
 }
 
 /// Fresh sockets of the sandbox's network namespace, asked of its init over
-/// `channel`, for published ports.
-fn socket_source(channel: OwnedFd) -> warden_egress::publish::SocketSource {
+/// `channel` (or of the process serving a VM's namespace), for published
+/// ports.
+pub(crate) fn socket_source(channel: OwnedFd) -> warden_egress::publish::SocketSource {
     // The init answers at once; a stuck or gone init must not hold a
     // connection for ever.
     let _ = nix::sys::socket::setsockopt(

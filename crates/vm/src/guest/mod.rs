@@ -15,6 +15,7 @@
 
 mod serve;
 mod setup;
+mod shares;
 
 use crate::wire::{Frame, Kind};
 use std::io::Write;

@@ -1,5 +1,6 @@
 //! The guest's file tree, its channel and its restrictions, in that order.
 
+use super::shares::{parse_bind, GuestBind};
 use super::GuestError;
 use crate::wire::{Ready, PORT_NAME};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -25,6 +26,12 @@ struct Params {
     trust: bool,
     /// Layers a debug build's test switched off (see `warden_jail::Weakened`).
     weaken: Vec<String>,
+    /// The host shares a `--rootfs` tree as the system directories.
+    rootfs: bool,
+    /// `--ro`/`--rw` binds.
+    binds: Vec<GuestBind>,
+    /// warden's own directories that a share shows, to be covered.
+    hide: Vec<PathBuf>,
 }
 
 fn params() -> Params {
@@ -43,6 +50,9 @@ fn params() -> Params {
             "workspace" => p.workspace = v == "1",
             "net" => p.net = v == "1",
             "trust" => p.trust = v == "1",
+            "rootfs" => p.rootfs = v == "1",
+            "bind" => p.binds.extend(parse_bind(v)),
+            "hide" => p.hide.extend(crate::shares::unhex(v)),
             "weaken" if cfg!(debug_assertions) => {
                 p.weaken = v.split(',').map(str::to_string).collect()
             }
@@ -52,7 +62,7 @@ fn params() -> Params {
     p
 }
 
-fn fs_err<'a>(
+pub(super) fn fs_err<'a>(
     what: &'static str,
     path: &'a str,
 ) -> impl FnOnce(nix::errno::Errno) -> GuestError + 'a {
@@ -63,7 +73,7 @@ fn fs_err<'a>(
     }
 }
 
-fn mount_fs(
+pub(super) fn mount_fs(
     src: &str,
     target: &str,
     fstype: &str,
@@ -208,13 +218,31 @@ fn network(p: &Params) -> Result<(), GuestError> {
     };
     warden_jail::netns::configure_interface(&name, GUEST_ADDR, NETMASK)?;
     warden_jail::netns::add_default_route(GATEWAY)?;
-    std::fs::write("/etc/resolv.conf", format!("nameserver {GATEWAY}\n")).map_err(|e| {
-        GuestError::Fs {
+    let content = format!("nameserver {GATEWAY}\n");
+    let write = |path: &str| {
+        std::fs::write(path, &content).map_err(|e| GuestError::Fs {
             what: "write",
-            path: "/etc/resolv.conf".into(),
+            path: path.into(),
             source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
-        }
-    })
+        })
+    };
+    if !p.rootfs {
+        return write("/etc/resolv.conf");
+    }
+    // A --rootfs tree's /etc is read-only: the resolver's file is staged
+    // in /run and bound over the tree's, when it has one.
+    write("/run/resolv.conf")?;
+    if Path::new("/etc/resolv.conf").is_file() {
+        mount(
+            Some("/run/resolv.conf"),
+            "/etc/resolv.conf",
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(fs_err("bind the resolver over", "/etc/resolv.conf"))?;
+    }
+    Ok(())
 }
 
 /// The secret proxy's trust files at `/run/warden` (the host shares them
@@ -238,6 +266,11 @@ fn trust(nine: &str) -> Result<(), GuestError> {
     }
     if !Path::new(system).exists() {
         let _ = std::fs::write(system, b"");
+    }
+    if !Path::new(system).exists() {
+        // A --rootfs tree without the system bundle (its /etc is
+        // read-only): programs find the bundle through the variables.
+        return Ok(());
     }
     mount(
         Some(warden_policy::CA_BUNDLE_PATH),
@@ -289,13 +322,17 @@ pub(super) fn prepare() -> Result<(File, Ready), (Option<File>, GuestError)> {
 fn finish(p: &Params) -> Result<Ready, GuestError> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let nine = "trans=virtio,version=9p2000.L,msize=262144";
-    mount_fs(
-        "usr",
-        "/usr",
-        "9p",
-        nosuid | MsFlags::MS_RDONLY,
-        &format!("{nine},cache=loose"),
-    )?;
+    if p.rootfs {
+        super::shares::adopt_rootfs(nine)?;
+    } else {
+        mount_fs(
+            "usr",
+            "/usr",
+            "9p",
+            nosuid | MsFlags::MS_RDONLY,
+            &format!("{nine},cache=loose"),
+        )?;
+    }
     if p.workspace {
         mount_fs(
             "workspace",
@@ -313,6 +350,8 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
         nosuid,
         &format!("mode=1777,size={tmp}"),
     )?;
+    let bind_writable = super::shares::mount_binds(&p.binds, nine)?;
+    super::shares::hide(&p.hide)?;
     if p.trust {
         trust(nine)?;
     }
@@ -356,6 +395,7 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
     let writable: Vec<PathBuf> = ["/workspace", "/tmp", "/dev/shm", home]
         .iter()
         .map(PathBuf::from)
+        .chain(bind_writable)
         .filter(|p| p.exists())
         .collect();
     let weak = |layer: &str| p.weaken.iter().any(|w| w == layer);

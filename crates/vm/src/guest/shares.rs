@@ -1,0 +1,215 @@
+//! The guest's side of [`crate::shares`]: a `--rootfs` tree as the
+//! guest's system directories, each `--ro`/`--rw` bind at its own path,
+//! and an empty stand-in over each of warden's hidden directories that a
+//! share shows.
+
+use super::setup::{fs_err, mount_fs};
+use super::GuestError;
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use std::path::{Path, PathBuf};
+
+/// One bind the host shares: its 9p tag, where it goes, whether it may be
+/// written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct GuestBind {
+    pub tag: String,
+    pub path: PathBuf,
+    pub writable: bool,
+}
+
+/// `TAG:ro|rw:HEXPATH`, as the host writes it.
+pub(super) fn parse_bind(v: &str) -> Option<GuestBind> {
+    let mut parts = v.splitn(3, ':');
+    let tag = parts.next()?.to_string();
+    let writable = match parts.next()? {
+        "rw" => true,
+        "ro" => false,
+        _ => return None,
+    };
+    let path = crate::shares::unhex(parts.next()?)?;
+    let ok_tag = !tag.is_empty() && tag.chars().all(|c| c.is_ascii_alphanumeric());
+    ok_tag.then_some(GuestBind {
+        tag,
+        path,
+        writable,
+    })
+}
+
+/// Where the rootfs share is mounted while its entries are adopted.
+const STAGING: &str = "/.rootfs";
+
+/// Entries of the initramfs that the guest keeps whatever the tree holds:
+/// its kernel file systems and its own fresh directories.
+const GUEST_OWN: &[&str] = &[
+    "proc",
+    "sys",
+    "dev",
+    "tmp",
+    "root",
+    "run",
+    "workspace",
+    "modules",
+    "init",
+];
+
+/// The merged-/usr links the initramfs has for the host's own libraries.
+const HOST_LINKS: &[&str] = &["bin", "sbin", "lib", "lib64", "lib32", "libx32"];
+
+fn io_err<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> GuestError + 'a {
+    move |e| GuestError::Fs {
+        what,
+        path: path.display().to_string(),
+        source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO)),
+    }
+}
+
+/// Bind `src` over `dst` read-only (a bind does not take the flags of
+/// its first mount: they are set by a remount).
+fn bind_read_only(src: &Path, dst: &Path) -> Result<(), GuestError> {
+    let d = dst.display().to_string();
+    mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .map_err(fs_err("bind", &d))?;
+    mount(
+        None::<&str>,
+        dst,
+        None::<&str>,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(fs_err("make read-only", &d))
+}
+
+/// The `--rootfs` tree (the host's `root` share, read-only) as the
+/// guest's system directories: each of its top-level entries replaces the
+/// initramfs's (a directory or file bound read-only, a link copied), and
+/// the initramfs's links to the host's libraries go. The guest's own
+/// `/proc`, `/dev`, `/tmp`, home, `/run` and workspace stay its own.
+pub(super) fn adopt_rootfs(nine: &str) -> Result<(), GuestError> {
+    mount_fs(
+        "root",
+        STAGING,
+        "9p",
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_RDONLY,
+        &format!("{nine},cache=loose"),
+    )?;
+    let staging = Path::new(STAGING);
+    for name in HOST_LINKS {
+        let p = Path::new("/").join(name);
+        if p.symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+        {
+            std::fs::remove_file(&p).map_err(io_err("remove", &p))?;
+        }
+    }
+    let entries = std::fs::read_dir(staging).map_err(io_err("read", staging))?;
+    for e in entries {
+        let e = e.map_err(io_err("read", staging))?;
+        let name = e.file_name();
+        if GUEST_OWN
+            .iter()
+            .any(|o| name.as_encoded_bytes() == o.as_bytes())
+        {
+            continue;
+        }
+        let src = e.path();
+        let dst = Path::new("/").join(&name);
+        let meta = e.metadata().map_err(io_err("read", &src))?;
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&src).map_err(io_err("read", &src))?;
+            if dst.symlink_metadata().is_ok() {
+                let _ = std::fs::remove_file(&dst);
+            }
+            std::os::unix::fs::symlink(&target, &dst).map_err(io_err("create", &dst))?;
+            continue;
+        }
+        if meta.is_dir() {
+            std::fs::create_dir_all(&dst).map_err(io_err("create", &dst))?;
+        } else if dst.symlink_metadata().is_err() {
+            std::fs::write(&dst, b"").map_err(io_err("create", &dst))?;
+        }
+        bind_read_only(&src, &dst)?;
+    }
+    // The tree's own /etc replaced the host's few files; without one, an
+    // empty /etc: nothing of the host's remains.
+    if !staging.join("etc").exists() {
+        mount_fs(
+            "tmpfs",
+            "/etc",
+            "tmpfs",
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            "mode=755,size=64k",
+        )?;
+    }
+    umount2(STAGING, MntFlags::MNT_DETACH).map_err(fs_err("unmount", STAGING))?;
+    let _ = std::fs::remove_dir(STAGING);
+    Ok(())
+}
+
+/// Mount each bind at its own path (parents before what they hold),
+/// read-only ones read-only; returns the writable ones (for Landlock).
+pub(super) fn mount_binds(binds: &[GuestBind], nine: &str) -> Result<Vec<PathBuf>, GuestError> {
+    let mut sorted: Vec<&GuestBind> = binds.iter().collect();
+    sorted.sort_by_key(|b| b.path.components().count());
+    let mut writable = Vec::new();
+    for b in sorted {
+        let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        if b.writable {
+            writable.push(b.path.clone());
+        } else {
+            flags |= MsFlags::MS_RDONLY;
+        }
+        let path = b.path.display().to_string();
+        std::fs::create_dir_all(&b.path).map_err(io_err("create", &b.path))?;
+        mount_fs(&b.tag, &path, "9p", flags, &format!("{nine},cache=none"))?;
+    }
+    Ok(writable)
+}
+
+/// Cover each of `hidden` that exists with an empty, read-only,
+/// unreadable tmpfs.
+pub(super) fn hide(hidden: &[PathBuf]) -> Result<(), GuestError> {
+    for h in hidden {
+        if h.is_dir() {
+            let p = h.display().to_string();
+            mount(
+                Some("tmpfs"),
+                h,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                Some("mode=000,size=4k"),
+            )
+            .map_err(fs_err("cover", &p))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_bind_parameter_is_read_back_exactly_or_not_at_all() {
+        let p = Path::new("/srv/data x");
+        let v = format!("b3:ro:{}", crate::shares::hex(p));
+        assert_eq!(
+            parse_bind(&v),
+            Some(GuestBind {
+                tag: "b3".into(),
+                path: p.to_path_buf(),
+                writable: false
+            })
+        );
+        for bad in ["b3:rx:2f", "b3:rw:zz", ":rw:2f", "b/3:rw:2f", "b3:rw"] {
+            assert_eq!(parse_bind(bad), None, "{bad}");
+        }
+    }
+}
