@@ -65,9 +65,10 @@ impl Wiring {
 
 impl warden_jail::Attach for Wiring {
     fn network(&mut self, network: Network) -> Result<(), String> {
-        // Decisions come from the proxy's threads from now on: the bus
-        // queues them for a writer of its own.
-        self.bus.start_writer();
+        // Decisions come from the proxy's thread: the bus queues them for
+        // a writer of its own, started at the first decision
+        // (`Bus::observer`), so a sandbox that never uses the network never
+        // starts it.
         if let (Some((tcp, dns)), Some(spec)) = (network.egress, &self.egress) {
             let proxy = Proxy::start(
                 spec,
