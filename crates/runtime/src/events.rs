@@ -543,6 +543,39 @@ mod tests {
     }
 
     #[test]
+    fn the_proxys_first_decision_starts_the_writer_so_no_sink_holds_the_proxy() {
+        let got = Arc::new(AtomicU64::new(0));
+        let bus = Bus::new("t", vec![Box::new(Slow(got.clone()))]);
+        // No writer yet (a sandbox whose network was never used has none).
+        let observer = bus.observer();
+        let decision = Decision {
+            protocol: decision::Protocol::Tls,
+            name: Some("example.com".into()),
+            port: 443,
+            original_destination: None,
+            allowed: true,
+            rule: Some("example.com".into()),
+            detail: "to 192.0.2.1:443".into(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        };
+        let started = std::time::Instant::now();
+        observer.decision(Some(0), &decision);
+        observer.closed(0, &decision);
+        // Queued for the writer, not written on the caller's thread (the
+        // slow sink takes 100 ms a record).
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "the decision was written on the proxy's thread ({:?})",
+            started.elapsed()
+        );
+        bus.written();
+        assert_eq!(got.load(Ordering::SeqCst), 2);
+        bus.close();
+    }
+
+    #[test]
     fn emitted_written_before_the_writer_runs_is_written_at_once() {
         let got = Arc::new(AtomicU64::new(0));
         let bus = Bus::new("t", vec![Box::new(Slow(got.clone()))]);
