@@ -316,8 +316,16 @@ impl Drop for ChainedLog {
     }
 }
 
+/// Lower-case hex, without a formatting call per byte (it runs for every
+/// record the proxy's connections write).
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// The last non-empty line of a file (read from its end).

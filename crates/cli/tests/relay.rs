@@ -264,3 +264,53 @@ print('received', h.hexdigest(), total)\n"
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[test]
+fn a_sandboxs_very_first_connection_without_a_question_before_it_is_served() {
+    if !egress_available() {
+        return;
+    }
+    // The proxy's runtime starts on the sandbox's first connection or DNS
+    // question: here the first is a connection (to an address, no name
+    // resolved first), decided on its Host and passed upstream, where it is
+    // seen arriving and answered.
+    let (port, seen) = server(|mut conn| {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nfirst served")
+            .unwrap();
+        String::from_utf8_lossy(&got).into_owned()
+    });
+    let script = format!(
+        "import socket\n\
+s = socket.create_connection(('192.0.2.7', {port}), timeout=30)\n\
+s.sendall(b'GET /first HTTP/1.1\\r\\nHost: up.test:{port}\\r\\n\\r\\n')\n\
+got = b''\n\
+while True:\n    b = s.recv(4096)\n    if not b: break\n    got += b\n\
+print(got.decode())\n"
+    );
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--allow-http", "--allow-domain"])
+        .arg(format!("up.test:{port}"))
+        .args(["--add-host", "up.test=127.0.0.1", "--", "python3", "-c"])
+        .arg(script)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let request = seen
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the sandbox's first connection never reached upstream");
+    assert!(request.starts_with("GET /first HTTP/1.1\r\n"), "{request}");
+    assert!(
+        stdout(&out).contains("first served"),
+        "{} {}",
+        stdout(&out),
+        stderr(&out)
+    );
+}

@@ -38,6 +38,8 @@ pub struct Bus {
     /// Set once the writer thread runs: events are queued for it.
     queue: Mutex<Option<SyncSender<Queued>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The writer thread has been started (its queue may since be closed).
+    writing: std::sync::atomic::AtomicBool,
     /// Repeated decisions counted for the current window.
     window: Mutex<Window>,
     followers: Mutex<Vec<Follower>>,
@@ -84,6 +86,7 @@ impl Bus {
             sinks: Mutex::new(sinks),
             queue: Mutex::new(None),
             writer: Mutex::new(None),
+            writing: std::sync::atomic::AtomicBool::new(false),
             window: Mutex::new(Window::default()),
             followers: Mutex::new(Vec::new()),
             denied: Mutex::new(Denied::default()),
@@ -101,6 +104,9 @@ impl Bus {
     /// Start the writer thread: from now on events are queued and written
     /// there. Call only where threads may exist (after the sandbox's clone).
     pub fn start_writer(self: &Arc<Bus>) {
+        if self.writing.load(Ordering::Acquire) {
+            return;
+        }
         let Ok(mut queue) = self.queue.lock() else {
             return;
         };
@@ -114,6 +120,7 @@ impl Bus {
             .spawn(move || bus.write_from(rx));
         if let Ok(h) = handle {
             *queue = Some(tx);
+            self.writing.store(true, Ordering::Release);
             if let Ok(mut w) = self.writer.lock() {
                 *w = Some(h);
             }
@@ -411,6 +418,9 @@ struct Decisions(Arc<Bus>);
 
 impl Observer for Decisions {
     fn decision(&self, conn: Option<u64>, d: &Decision) {
+        // The proxy's thread must not wait on a sink: from the first
+        // decision on, the bus writes from a thread of its own.
+        self.0.start_writer();
         let kind = match d.protocol {
             decision::Protocol::Secret(action) => {
                 if action == decision::SecretAction::Blocked {
@@ -467,6 +477,7 @@ impl Observer for Decisions {
     }
 
     fn closed(&self, conn: u64, d: &Decision) {
+        self.0.start_writer();
         self.0
             .egress_bytes
             .fetch_add(d.bytes_out + d.bytes_in, Ordering::Relaxed);
@@ -527,6 +538,39 @@ mod tests {
         assert_eq!(got.load(Ordering::SeqCst), 0);
         // Written: it and everything before it are there.
         bus.emit_written(exited());
+        assert_eq!(got.load(Ordering::SeqCst), 2);
+        bus.close();
+    }
+
+    #[test]
+    fn the_proxys_first_decision_starts_the_writer_so_no_sink_holds_the_proxy() {
+        let got = Arc::new(AtomicU64::new(0));
+        let bus = Bus::new("t", vec![Box::new(Slow(got.clone()))]);
+        // No writer yet (a sandbox whose network was never used has none).
+        let observer = bus.observer();
+        let decision = Decision {
+            protocol: decision::Protocol::Tls,
+            name: Some("example.com".into()),
+            port: 443,
+            original_destination: None,
+            allowed: true,
+            rule: Some("example.com".into()),
+            detail: "to 192.0.2.1:443".into(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        };
+        let started = std::time::Instant::now();
+        observer.decision(Some(0), &decision);
+        observer.closed(0, &decision);
+        // Queued for the writer, not written on the caller's thread (the
+        // slow sink takes 100 ms a record).
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "the decision was written on the proxy's thread ({:?})",
+            started.elapsed()
+        );
+        bus.written();
         assert_eq!(got.load(Ordering::SeqCst), 2);
         bus.close();
     }

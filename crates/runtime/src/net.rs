@@ -1,7 +1,8 @@
 //! What the runtime plugs into a process sandbox as it starts: the egress
-//! proxy (on a tokio runtime made here, after the sandbox's clone, so that
-//! the clone happens single-threaded), published ports, and for a
-//! long-lived sandbox the spawn channel of its init.
+//! proxy (its thread started here, after the sandbox's clone, so that the
+//! clone happens single-threaded; its runtime only at the sandbox's first
+//! connection or DNS question), published ports, and for a long-lived
+//! sandbox the spawn channel of its init.
 
 use crate::events::Bus;
 use std::os::fd::OwnedFd;
@@ -15,7 +16,6 @@ use warden_policy::{NetworkSpec, SandboxSpec};
 pub struct Wiring {
     egress: Option<warden_policy::EgressSpec>,
     bus: Arc<Bus>,
-    runtime: Option<tokio::runtime::Runtime>,
     proxy: Option<Proxy>,
     publisher: Option<Publisher>,
     /// Set by the jail for a long-lived sandbox.
@@ -36,7 +36,6 @@ impl Wiring {
                 NetworkSpec::LoopbackOnly => None,
             },
             bus,
-            runtime: None,
             proxy: None,
             publisher: None,
             service: None,
@@ -66,19 +65,12 @@ impl Wiring {
 
 impl warden_jail::Attach for Wiring {
     fn network(&mut self, network: Network) -> Result<(), String> {
-        // Decisions come from the proxy's threads from now on: the bus
-        // queues them for a writer of its own.
-        self.bus.start_writer();
+        // Decisions come from the proxy's thread: the bus queues them for
+        // a writer of its own, started at the first decision
+        // (`Bus::observer`), so a sandbox that never uses the network never
+        // starts it.
         if let (Some((tcp, dns)), Some(spec)) = (network.egress, &self.egress) {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("warden-egress")
-                .enable_io()
-                .enable_time()
-                .build()
-                .map_err(|e| format!("cannot start the egress proxy's runtime: {e}"))?;
             let proxy = Proxy::start(
-                runtime.handle(),
                 spec,
                 tcp,
                 dns,
@@ -102,7 +94,6 @@ impl warden_jail::Attach for Wiring {
                 *c = Some(proxy.control());
             }
             self.proxy = Some(proxy);
-            self.runtime = Some(runtime);
         }
         if let (false, Some(source)) = (network.published.is_empty(), network.sockets) {
             let publisher = Publisher::start_to(network.published, source, network.publish_to)
@@ -133,9 +124,6 @@ impl warden_jail::Attach for Wiring {
         }
         if let Some(p) = self.proxy.take() {
             p.stop();
-        }
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(std::time::Duration::from_millis(100));
         }
     }
 }

@@ -253,12 +253,7 @@ mod tests {
 
     /// A proxy serving sockets nobody connects to: its registry and
     /// allowlist are what these tests drive.
-    fn proxy(domains: &[&str]) -> (tokio::runtime::Runtime, Proxy) {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+    fn proxy(domains: &[&str]) -> Proxy {
         let tcp = OwnedFd::from(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
         let dns = OwnedFd::from(std::net::UdpSocket::bind("127.0.0.1:0").unwrap());
         let spec = warden_policy::EgressSpec {
@@ -281,8 +276,7 @@ mod tests {
             asker: None,
             terminator: None,
         };
-        let p = Proxy::start(rt.handle(), &spec, tcp, dns, hooks).unwrap();
-        (rt, p)
+        Proxy::start(&spec, tcp, dns, hooks).unwrap()
     }
 
     fn arrival(shared: &Shared) -> Arrival {
@@ -300,7 +294,7 @@ mod tests {
 
     #[test]
     fn a_removal_cuts_the_connections_its_entry_allowed_and_no_other() {
-        let (_rt, p) = proxy(&[".example.com", "keep.example.org"]);
+        let p = proxy(&[".example.com", "keep.example.org"]);
         let s = &p.shared;
         let at = arrival(s);
         let api = register(s, &at, "api.example.com", 443, ".example.com").unwrap();
@@ -321,7 +315,7 @@ mod tests {
 
     #[test]
     fn a_name_another_entry_still_allows_keeps_its_connection() {
-        let (_rt, p) = proxy(&[".example.com", "api.example.com"]);
+        let p = proxy(&[".example.com", "api.example.com"]);
         let s = &p.shared;
         let api = register(s, &arrival(s), "api.example.com", 443, "api.example.com").unwrap();
         let www = register(s, &arrival(s), "www.example.com", 443, ".example.com").unwrap();
@@ -333,7 +327,7 @@ mod tests {
 
     #[test]
     fn a_connection_allowed_before_a_removal_and_registered_after_it_is_refused() {
-        let (_rt, p) = proxy(&["gone.example.com", "stays.example.com"]);
+        let p = proxy(&["gone.example.com", "stays.example.com"]);
         let s = &p.shared;
         let before = arrival(s);
         p.control()
@@ -347,7 +341,7 @@ mod tests {
 
     #[test]
     fn a_removal_of_an_entry_not_listed_changes_nothing() {
-        let (_rt, p) = proxy(&["a.example.com"]);
+        let p = proxy(&["a.example.com"]);
         let s = &p.shared;
         let a = register(s, &arrival(s), "a.example.com", 443, "a.example.com").unwrap();
         let err = p
@@ -372,7 +366,7 @@ mod tests {
 
     #[test]
     fn an_entry_added_again_is_no_change_and_a_port_entry_is_its_own() {
-        let (_rt, p) = proxy(&["a.example.com"]);
+        let p = proxy(&["a.example.com"]);
         let change = p
             .control()
             .change(&[rule("A.example.com."), rule("a.example.com:22")], &[])

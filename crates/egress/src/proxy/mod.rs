@@ -11,27 +11,29 @@
 //! connects upstream and splices or hands the connection to the secret
 //! terminator, and reports its end. This file is the proxy's face: the
 //! [`Proxy`] and its [`Hooks`], the [`Asker`] trait, the state the three
-//! share, and the resolver's socket.
+//! share, and the resolver's socket; `serve` owns the proxy's thread and
+//! runtime, started at the first client.
 
 mod classify;
 mod decide;
 mod live;
 mod pass;
 mod relay;
+mod serve;
 
 pub use crate::decision::{Decision, Observer, Protocol, SecretAction};
 use crate::dns::{self, NameAddresses};
 use crate::matcher::Matcher;
 use crate::secrets::Terminator;
-use crate::socket::original_destination;
 pub use live::{ChangeError, EgressChange, EgressControl};
 pub use relay::is_public;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddrV4};
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Mutex, RwLock};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpStream, UdpSocket};
 use warden_policy::{EgressSpec, HOST_ALIAS};
 
 /// Connections open at once, per sandbox.
@@ -119,14 +121,19 @@ pub enum ProxyError {
     Runtime(#[source] std::io::Error),
     #[error("cannot serve the sandbox's sockets")]
     Socket(#[source] std::io::Error),
+    #[error("cannot start the egress proxy's thread")]
+    Thread(#[source] std::io::Error),
 }
 
 /// A running proxy; [`Proxy::stop`] ends it.
 pub struct Proxy {
-    /// Set once to cut every open connection.
-    stop: tokio::sync::watch::Sender<bool>,
-    /// The accept loop and the resolver.
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Moved on once to stop taking clients, then once to cut every open
+    /// connection (`serve::HALTED`, `serve::STOPPED`).
+    state: tokio::sync::watch::Sender<u8>,
+    /// Dropped to end the thread's wait for its first client.
+    wake: Option<UnixStream>,
+    /// The proxy's thread (and, once a client came, its runtime).
+    thread: Option<std::thread::JoinHandle<()>>,
     shared: Arc<Shared>,
     /// Connections being served now.
     open: Arc<std::sync::atomic::AtomicUsize>,
@@ -168,8 +175,9 @@ struct Shared {
     /// way to the host's own services.
     host_ports: Vec<u16>,
     /// The host's resolver (its resolv.conf and hosts file), in Rust: the
-    /// proxy needs no C library's name service to find upstreams.
-    resolver: Result<hickory_resolver::TokioResolver, String>,
+    /// proxy needs no C library's name service to find upstreams. Read at
+    /// the first name that needs it (never with only `--add-host` names).
+    resolver: OnceLock<Result<hickory_resolver::TokioResolver, String>>,
     /// Ask a person about unlisted names (`--ask`), through `asker`.
     ask: bool,
     asker: Option<Arc<dyn Asker>>,
@@ -205,6 +213,15 @@ struct Shared {
 }
 
 impl Shared {
+    /// The host's resolver, made at its first use (on the proxy's runtime).
+    fn resolver(&self) -> &Result<hickory_resolver::TokioResolver, String> {
+        self.resolver.get_or_init(|| {
+            hickory_resolver::TokioResolver::builder_tokio()
+                .map(|b| b.build())
+                .map_err(|e| format!("the host's resolver configuration cannot be read ({e})"))
+        })
+    }
+
     /// The allowlist as it is now.
     fn matcher(&self) -> Arc<Matcher> {
         match self.matcher.read() {
@@ -274,10 +291,10 @@ pub struct Hooks {
 
 impl Proxy {
     /// Serve `tcp` (the listening socket every TCP connection of the
-    /// sandbox is redirected to) and `dns` (the resolver's UDP socket) on
-    /// the tokio runtime `runtime`, until [`Proxy::stop`].
+    /// sandbox is redirected to) and `dns` (the resolver's UDP socket)
+    /// until [`Proxy::stop`], on a thread of the proxy's own that starts
+    /// its runtime at the first connection or question (see `serve`).
     pub fn start(
-        runtime: &tokio::runtime::Handle,
         spec: &EgressSpec,
         tcp: OwnedFd,
         dns: OwnedFd,
@@ -294,18 +311,7 @@ impl Proxy {
         } else {
             asker
         };
-        // Two descriptors per proxied connection: raise the supervisor's
-        // soft limit to its hard one (the sandbox keeps its own limit).
-        if let Ok((_, hard)) =
-            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        {
-            let _ = nix::sys::resource::setrlimit(
-                nix::sys::resource::Resource::RLIMIT_NOFILE,
-                hard,
-                hard,
-            );
-        }
-        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let (state, watched) = tokio::sync::watch::channel(serve::RUNNING);
         // Tests only (debug builds): names answered as if the host's
         // resolver had returned these addresses, so that what the proxy does
         // with a resolved address can be shown with real connections.
@@ -316,17 +322,11 @@ impl Proxy {
         } else {
             HashMap::new()
         };
-        let resolver = {
-            let _guard = runtime.enter();
-            hickory_resolver::TokioResolver::builder_tokio()
-                .map(|b| b.build())
-                .map_err(|e| format!("the host's resolver configuration cannot be read ({e})"))
-        };
         let buffer_memory = Arc::new(tokio::sync::Semaphore::new(
             (MEMORY_BUDGET_KIB / 2) as usize,
         ));
         let shared = Arc::new(Shared {
-            resolver,
+            resolver: OnceLock::new(),
             matcher: RwLock::new(Arc::new(Matcher::new(spec.domains.clone()))),
             live: Mutex::new(live::Live::default()),
             allow_http: spec.allow_http,
@@ -359,90 +359,22 @@ impl Proxy {
                 Arc::new(t)
             }),
         });
-        let std_listener = std::net::TcpListener::from(tcp);
-        let std_udp = std::net::UdpSocket::from(dns);
-        std_listener
-            .set_nonblocking(true)
-            .map_err(ProxyError::Socket)?;
-        std_udp.set_nonblocking(true).map_err(ProxyError::Socket)?;
-        let (listener, udp) = {
-            let _guard = runtime.enter();
-            (
-                TcpListener::from_std(std_listener).map_err(ProxyError::Socket)?,
-                UdpSocket::from_std(std_udp).map_err(ProxyError::Socket)?,
-            )
-        };
-        let s = shared.clone();
+        let (wake, woken) = UnixStream::pair().map_err(ProxyError::Socket)?;
         let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = open.clone();
-        let accept_task = runtime.spawn(async move {
-            loop {
-                let conn = match listener.accept().await {
-                    Ok((conn, _)) => conn,
-                    Err(_) => {
-                        // Out of descriptors (or another passing failure):
-                        // back off instead of spinning.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let s = s.clone();
-                let permits = s.slots.clone().try_acquire_owned().map_err(|_| {
-                    format!("more than {MAX_CONNECTIONS} connections at once")
-                });
-                let memory = permits.and_then(|p| {
-                    s.connection_memory
-                        .clone()
-                        .try_acquire_many_owned(CONNECTION_COST)
-                        .map(|m| (p, m))
-                        .map_err(|_| {
-                            format!(
-                                "the proxy's memory budget ({} MiB) is spent: {} connections are open",
-                                MEMORY_BUDGET_KIB / 1024,
-                                MAX_CONNECTIONS - s.slots.available_permits()
-                            )
-                        })
-                });
-                let permit = match memory {
-                    Ok(p) => p,
-                    Err(why) => {
-                    // Over a limit: refused at once, and recorded.
-                    s.record(&Decision {
-                        protocol: Protocol::Tcp,
-                        name: None,
-                        port: original_destination(&conn).map(|a| a.port()).unwrap_or(0),
-                        original_destination: original_destination(&conn)
-                            .ok()
-                            .map(|a| a.to_string()),
-                        allowed: false,
-                        rule: None,
-                        detail: why,
-                        bytes_out: 0,
-                        bytes_in: 0,
-                        duration_ms: 0,
-                    });
-                    drop(conn);
-                    continue;
-                    }
-                };
-                let mut stopped = stopped.clone();
-                let guard = OpenGuard::new(&counted);
-                tokio::spawn(async move {
-                    let _guard = guard;
-                    // Cut when the proxy stops, like every open connection.
-                    tokio::select! {
-                        _ = handle_connection(conn, &s) => {}
-                        _ = stopped.wait_for(|v| *v) => {}
-                    }
-                    drop(permit);
-                });
-            }
-        });
-        let s = shared.clone();
-        let dns_task = runtime.spawn(async move { serve_dns(udp, &s).await });
+        let thread = serve::spawn(
+            serve::Sockets {
+                tcp,
+                dns,
+                wake: woken,
+            },
+            shared.clone(),
+            watched,
+            open.clone(),
+        )?;
         Ok(Proxy {
-            stop,
-            tasks: vec![accept_task, dns_task],
+            state,
+            wake: Some(wake),
+            thread: Some(thread),
             shared,
             open,
         })
@@ -458,29 +390,38 @@ impl Proxy {
     /// their own: a connection the sandbox closed just before it ended
     /// still records its close and its bytes. Blocking; call it outside
     /// the proxy's runtime.
-    pub fn stop(self) {
-        for t in &self.tasks {
-            t.abort();
-        }
+    pub fn stop(mut self) {
+        self.halt();
         let deadline = std::time::Instant::now() + STOP_GRACE;
         while self.open.load(std::sync::atomic::Ordering::SeqCst) > 0
             && std::time::Instant::now() < deadline
         {
             std::thread::sleep(Duration::from_millis(2));
         }
-        let _ = self.stop.send(true);
-        for t in &self.tasks {
-            t.abort();
+        self.end();
+    }
+
+    /// Take no new connection or question (and end the wait for a first
+    /// one).
+    fn halt(&mut self) {
+        self.state.send_replace(serve::HALTED);
+        self.wake.take();
+    }
+
+    /// Cut what is open and wait for the proxy's thread to end (its
+    /// runtime gives tasks at most 100 ms).
+    fn end(&mut self) {
+        self.halt();
+        self.state.send_replace(serve::STOPPED);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        let _ = self.stop.send(true);
-        for t in &self.tasks {
-            t.abort();
-        }
+        self.end();
     }
 }
 
@@ -538,7 +479,7 @@ struct Arrival {
 /// One connection from the sandbox, from its first bytes to its report.
 async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
     let start = Instant::now();
-    let original = original_destination(&conn).ok();
+    let original = crate::socket::original_destination(&conn).ok();
     let port = original.map(|a| a.port()).unwrap_or(0);
     let at = Arrival {
         start,

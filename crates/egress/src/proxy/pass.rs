@@ -107,8 +107,8 @@ pub(super) async fn pass(
     shared: &Shared,
     registration: &mut live::Registration,
 ) -> Passed {
-    // Passed on at once: the proxy adds no Nagle delay of its own.
-    let _ = conn.set_nodelay(true);
+    // Passed on at once: the proxy adds no Nagle delay of its own (the
+    // sandbox's side has it off from the listening socket, `serve`).
     let _ = upstream.set_nodelay(true);
     let start = Instant::now();
     let last = AtomicU64::new(0);

@@ -331,7 +331,7 @@ async fn connect_upstream(
                 Some(ips) => ips.clone(),
                 None => {
                     let resolver = shared
-                        .resolver
+                        .resolver()
                         .as_ref()
                         .map_err(|e| format!("cannot resolve {name}: {e}"))?;
                     resolver
