@@ -32,6 +32,7 @@ pub mod probes;
 pub mod pty;
 pub mod quotas;
 mod report;
+pub mod resident;
 mod sandbox;
 pub mod seccomp;
 pub mod secrets;

@@ -88,6 +88,7 @@ pub(super) fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
             continue;
         }
         shared.connections.fetch_add(1, Ordering::Relaxed);
+        shared.activity.fetch_add(1, Ordering::SeqCst);
         let s = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("warden-conn".into())

@@ -351,6 +351,7 @@ pub(super) fn caller_gone(conn: &OwnedFd) -> bool {
 /// caller waiting for it.
 pub(super) fn read_notices(shared: &Arc<Shared>) {
     while let Ok(Some((notice, master))) = spawn::receive(shared.channel.as_fd()) {
+        shared.activity.fetch_add(1, Ordering::SeqCst);
         if let FromInit::FileDone { id, errno } = notice {
             let waiter = shared.files.lock().ok().and_then(|mut f| f.remove(&id));
             if let Some(w) = waiter {

@@ -7,6 +7,7 @@
 
 mod control;
 mod execs;
+mod idle;
 mod inside;
 
 use crate::allowlist::Allowlist;
@@ -88,6 +89,9 @@ struct Shared {
     secret_names: Vec<String>,
     cgroups: Vec<PathBuf>,
     connections: AtomicU64,
+    /// Requests accepted and notices received so far: the supervisor is
+    /// idle while this stays the same ([`idle::Idle`]).
+    activity: AtomicU64,
     /// The running proxy's allowlist, changed live.
     allowlist: Arc<Allowlist>,
     /// With `--ask`: the questions waiting for an answer.
@@ -275,6 +279,7 @@ fn supervise(
             secret_names: secret_names.clone(),
             cgroups,
             connections: AtomicU64::new(0),
+            activity: AtomicU64::new(0),
             allowlist: allowlist.clone(),
             approvals: approvals.clone(),
             main: Mutex::new(Main::None),
@@ -379,11 +384,13 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
 }
 
 /// Stop the sandbox when its TTL deadline passes; the deadline may be
-/// moved (or removed) while this waits.
+/// moved (or removed) while this waits. Also gives back the code's pages
+/// once the supervisor idles ([`idle::Idle`]).
 fn watch_ttl(shared: &Arc<Shared>) {
     let Ok(mut deadline) = shared.ttl_deadline_ms.lock() else {
         return;
     };
+    let mut idle = idle::Idle::default();
     loop {
         if shared.stopping.load(Ordering::SeqCst) || shared.init_gone.load(Ordering::SeqCst) {
             return;
@@ -401,10 +408,15 @@ fn watch_ttl(shared: &Arc<Shared>) {
             // Looked at now and then: a sandbox that stops ends this thread.
             None => Duration::from_secs(5),
         };
-        deadline = match shared.ttl_changed.wait_timeout(deadline, wait) {
+        // ...and at least every IDLE_AFTER, for the idle supervisor's code.
+        deadline = match shared
+            .ttl_changed
+            .wait_timeout(deadline, wait.min(idle::IDLE_AFTER))
+        {
             Ok((d, _)) => d,
             Err(_) => return,
         };
+        idle.look(shared);
     }
 }
 /// Six hexadecimal digits that tell one start of a sandbox from another.
