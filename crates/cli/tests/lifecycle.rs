@@ -641,3 +641,54 @@ fn a_create_refused_for_a_taken_name_leaves_that_sandboxs_own_workspace_alone() 
         "the refused create removed the other sandbox's workspace"
     );
 }
+
+/// A field of `/proc/PID/status`, in KiB.
+fn status_kib(pid: i32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// An idle supervisor's resident set holds little of warden's binary: the
+/// pages of code it ran while starting and serving are given back once it
+/// idles, and the next exec is served as before (its code comes back from
+/// the page cache).
+#[test]
+fn an_idle_supervisor_gives_back_its_code_and_still_serves_the_next_exec() {
+    let state = TempDir::new("lc-idle");
+    ok(&warden(state.path(), &["create", "idle", "--start"]));
+    let _stop = Stopper(state.path(), "idle");
+    let out = ok(&warden(
+        state.path(),
+        &["exec", "idle", "--", "echo", "first"],
+    ));
+    assert!(out.contains("first"), "{out}");
+    let sup = supervisor_pid(state.path(), "idle");
+    let busy = status_kib(sup, "RssFile:");
+    let anon = status_kib(sup, "RssAnon:");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut idle = busy;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+        idle = status_kib(sup, "RssFile:");
+        if idle * 2 < busy {
+            break;
+        }
+    }
+    println!("supervisor RssFile {busy} KiB after an exec, {idle} KiB idle; RssAnon {anon} KiB");
+    assert!(
+        idle * 2 < busy,
+        "the idle supervisor kept its code resident: RssFile {busy} KiB after an exec, {idle} KiB 15 s later"
+    );
+    let out = ok(&warden(
+        state.path(),
+        &["exec", "idle", "--", "sh", "-c", "echo second; exit 0"],
+    ));
+    assert!(out.contains("second"), "{out}");
+    let o = warden(state.path(), &["exec", "idle", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(code(&o), 7, "{}", stderr(&o));
+}
