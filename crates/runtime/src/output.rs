@@ -9,10 +9,10 @@
 //! command is never held up by the budget, and the host's disk never gets
 //! more than the budget from it.
 
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -480,7 +480,10 @@ mod tests {
                     .into()
             };
             let ([out, err], drain) = budget
-                .relay(id, [open(format!("{id}.stdout")), open(format!("{id}.stderr"))])
+                .relay(
+                    id,
+                    [open(format!("{id}.stdout")), open(format!("{id}.stderr"))],
+                )
                 .unwrap();
             std::fs::File::from(out)
                 .write_all(&vec![b'o'; bytes])
@@ -497,7 +500,11 @@ mod tests {
         assert_eq!(len("ex-1.stdout"), 0);
         assert_eq!(OutputCut::read(&dir, "ex-1").stdout_dropped, 3000);
         assert_eq!(OutputCut::read(&dir, "ex-2"), OutputCut::default());
-        assert_eq!(len("term.stdout"), 500, "a running terminal's output was given up");
+        assert_eq!(
+            len("term.stdout"),
+            500,
+            "a running terminal's output was given up"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
