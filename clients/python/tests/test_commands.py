@@ -162,6 +162,9 @@ def test_output_past_the_sandbox_budget_is_dropped_and_counted(daemon: Daemon) -
         assert len(r.stdout_bytes) + r.stdout_dropped == 40 * 1024 * 1024 + 4
         info = next(c for c in s.commands.list() if c.id == r.id)
         assert (info.output_cut, info.stdout_dropped) == (True, r.stdout_dropped)
-        # The budget is the sandbox's: a later command's output is past it.
+        # The budget is the sandbox's: a later command's output is kept, the
+        # ended command's given up for it and counted as that command's.
         later = s.commands.run("echo later")
-        assert (later.stdout, later.stdout_dropped, later.output_cut) == ("", 6, True)
+        assert (later.stdout, later.stdout_dropped, later.output_cut) == ("later\n", 0, False)
+        first = next(c for c in s.commands.list() if c.id == r.id)
+        assert first.output_cut and first.stdout_dropped == 40 * 1024 * 1024 + 4

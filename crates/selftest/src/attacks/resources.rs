@@ -72,6 +72,12 @@ pub(crate) fn attacks() -> Vec<Attack> {
             },
         ),
         (
+            "res.fill-layer",
+            Category::Resources,
+            "fill a reviewable workspace's layer (under --disk 8M), which warden keeps on the host",
+            fill_layer,
+        ),
+        (
             "res.user-quota",
             Category::Resources,
             "take every inotify instance, which the kernel also charges to the namespace's owner on the host",
@@ -98,6 +104,76 @@ pub(crate) fn attacks() -> Vec<Attack> {
             },
         ),
     ]
+}
+
+/// The sandbox writes 64 MiB into an overlay workspace whose layer warden
+/// keeps on the host within `--disk 8M`: the write must stop inside, and
+/// what warden keeps of the layer afterwards must stay within the limit.
+fn fill_layer(lab: &crate::Lab) -> Verdict {
+    let (ws, state) = (lab.dir.join("layer-ws"), lab.dir.join("layer-state"));
+    for dir in [&ws, &state] {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return Verdict::Skipped(format!("cannot make {}: {e}", dir.display()));
+        }
+    }
+    let flags: Vec<String> = [
+        "--overlay",
+        "-w",
+        &ws.to_string_lossy(),
+        "--disk",
+        "8M",
+        "--timeout",
+        "30s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut command = lab.command(
+        &flags,
+        "fill-disk",
+        &["/workspace/fill".to_string(), "64".to_string()],
+    );
+    command.env("WARDEN_STATE_DIR", &state);
+    let start = std::time::Instant::now();
+    let r = match command.spawn() {
+        Ok(child) => crate::lab::Lab::finish(child, start),
+        Err(e) => return Verdict::Skipped(format!("cannot start warden: {e}")),
+    };
+    if r.finding.is_none() && r.stderr.contains("--disk") {
+        return Verdict::Skipped(format!(
+            "this host cannot hold a --disk limit: {}",
+            r.stderr.lines().last().unwrap_or("")
+        ));
+    }
+    let kept = disk_used(&state);
+    if kept > 16 << 20 {
+        return Verdict::Escaped(format!(
+            "warden kept {} MiB of the sandbox's layer on the host under --disk 8M",
+            kept >> 20
+        ));
+    }
+    match from_run(&r) {
+        Verdict::Contained(d) => {
+            Verdict::Contained(format!("{d}; warden kept {} KiB of its layer", kept >> 10))
+        }
+        other => other,
+    }
+}
+
+/// The disk space the files beneath `dir` take (their blocks).
+fn disk_used(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => disk_used(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// The sandbox takes inotify instances until the kernel refuses, says so
