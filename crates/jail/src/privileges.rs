@@ -177,26 +177,36 @@ pub fn finish_drop(keep_dumpable: bool) -> Result<(), PrivilegeError> {
     clear_capsets()
 }
 
+/// capget(2)/capset(2)'s header, by the kernel's structure.
+#[repr(C)]
+pub(crate) struct CapHeader {
+    pub(crate) version: u32,
+    pub(crate) pid: libc::c_int,
+}
+
+/// One word of capget(2)/capset(2)'s sets (version 3 takes two).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct CapData {
+    pub(crate) effective: u32,
+    pub(crate) permitted: u32,
+    pub(crate) inheritable: u32,
+}
+
+impl CapHeader {
+    /// `_LINUX_CAPABILITY_VERSION_3`, for the calling thread.
+    pub(crate) fn v3() -> CapHeader {
+        CapHeader {
+            version: 0x2008_0522,
+            pid: 0,
+        }
+    }
+}
+
 /// capset(2) with every set empty.
 fn clear_capsets() -> Result<(), PrivilegeError> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let mut header = Header {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [Data {
+    let mut header = CapHeader::v3();
+    let data = [CapData {
         effective: 0,
         permitted: 0,
         inheritable: 0,
@@ -204,6 +214,12 @@ fn clear_capsets() -> Result<(), PrivilegeError> {
     // SAFETY: `header` and `data` are properly laid out for capset(2) with
     // version 3 (two data elements), live across the call and are only read
     // (the header may be written back with the preferred version).
-    let rc = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        )
+    };
     Errno::result(rc).map(drop).map_err(PrivilegeError::Capset)
 }

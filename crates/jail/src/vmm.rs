@@ -298,24 +298,8 @@ fn drop_capabilities(last_cap: u32) -> std::io::Result<()> {
             return err();
         }
         // capget/capset by their kernel structures (version 3: two words).
-        #[repr(C)]
-        struct Header {
-            version: u32,
-            pid: libc::c_int,
-        }
-        #[repr(C)]
-        #[derive(Clone, Copy)]
-        struct Data {
-            effective: u32,
-            permitted: u32,
-            inheritable: u32,
-        }
-        const VERSION_3: u32 = 0x2008_0522;
-        let mut header = Header {
-            version: VERSION_3,
-            pid: 0,
-        };
-        let mut data = [Data {
+        let mut header = crate::privileges::CapHeader::v3();
+        let mut data = [crate::privileges::CapData {
             effective: 0,
             permitted: 0,
             inheritable: 0,
