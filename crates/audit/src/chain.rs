@@ -308,10 +308,7 @@ impl EventSink for ChainedLog {
 impl Drop for ChainedLog {
     fn drop(&mut self) {
         if let Err(e) = self.close() {
-            eprintln!(
-                "warden: cannot finish the audit log {}: {e}",
-                self.path.display()
-            );
+            tracing::error!("cannot finish the audit log {}: {e}", self.path.display());
         }
     }
 }

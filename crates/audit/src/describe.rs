@@ -16,6 +16,14 @@ impl Event {
     }
 }
 
+impl EventKind {
+    /// What happened, as [`Event::describe`] says it after the time and
+    /// the sandbox.
+    pub fn describe(&self) -> String {
+        describe_kind(self)
+    }
+}
+
 /// When an aggregation window began.
 fn kind_window(since_ms: u64) -> String {
     humantime::format_rfc3339_millis(
@@ -79,18 +87,21 @@ fn describe_kind(kind: &EventKind) -> String {
             } else {
                 format!(":{port}")
             };
+            // Without a name, the address asked for (which holds its port).
+            let destination = match (name, original_destination) {
+                (Some(name), _) => format!("{name}{port}"),
+                (None, Some(asked)) => asked.clone(),
+                (None, None) => format!("-{port}"),
+            };
             let rule = rule
                 .as_deref()
                 .filter(|_| *allowed)
                 .map(|r| format!(" (rule {r})"))
                 .unwrap_or_default();
             format!(
-                "{} {} {}{port}{rule} {detail}{}{}",
+                "{} {} {destination}{rule} {detail}{}{}",
                 if *allowed { "allow" } else { "DENY" },
                 protocol.as_str(),
-                name.as_deref()
-                    .or(original_destination.as_deref())
-                    .unwrap_or("-"),
                 bytes(*bytes_out, *bytes_in),
                 conn.map(|c| format!(" [conn {c}]")).unwrap_or_default(),
             )
@@ -303,6 +314,27 @@ mod tests {
         assert_eq!(
             line,
             "2023-11-14T22:13:20.123Z sb DENY tls evil.example:443 not in the allowlist"
+        );
+    }
+
+    #[test]
+    fn a_connection_without_a_name_reads_as_the_address_it_asked_for_once() {
+        let line = at(EventKind::Connection {
+            protocol: Protocol::Tcp,
+            conn: None,
+            name: None,
+            port: 80,
+            original_destination: Some("93.184.216.34:80".into()),
+            allowed: false,
+            rule: None,
+            detail: "raw TCP is not allowed".into(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        });
+        assert!(
+            line.ends_with("DENY tcp 93.184.216.34:80 raw TCP is not allowed"),
+            "{line}"
         );
     }
 

@@ -80,7 +80,7 @@ impl OtlpSink {
         if let Err(e) = sent {
             if !self.failed {
                 self.failed = true;
-                eprintln!("warden: cannot send events to {}: {e}", self.url);
+                tracing::warn!("cannot send events to {}: {e}", self.url);
             }
         }
     }

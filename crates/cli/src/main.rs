@@ -21,6 +21,7 @@ macro_rules! eprint {
 }
 
 mod commands;
+mod logging;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::audit::AuditCommand;
@@ -264,6 +265,7 @@ fn daemon(verb: &str, args: Vec<std::ffi::OsString>) -> anyhow::Result<u8> {
 }
 
 fn main() -> ExitCode {
+    logging::init();
     // The host's defaults are read only by the commands that use them (and
     // by `run --help`, which shows them): `exec` and the rest start faster.
     let defaults = || Defaults::for_host(commands::host_facts());

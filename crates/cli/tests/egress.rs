@@ -281,6 +281,43 @@ print('sent')\n"
 }
 
 #[test]
+fn net_log_says_each_decision_once_as_it_is_made() {
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port.to_string();
+    let out = sandbox_python(
+        &[
+            "--allow-domain",
+            &format!("allowed.test:{port}"),
+            "--add-host",
+            "allowed.test=127.0.0.1",
+            "--net-log",
+        ],
+        &format!(
+            "ip = socket.gethostbyname('allowed.test')\n\
+print('allowed', send((ip, {port}), hello('allowed.test')))\n\
+print('denied', send((ip, {port}), hello('denied.test')))\n\
+print('raw', send(('203.0.113.9', {port}), b'plain bytes'))\n"
+        ),
+    );
+    let err = stderr(&out);
+    assert!(
+        stdout(&out).contains("allowed b'hello from upstream'"),
+        "{err}"
+    );
+    for line in [
+        "warden: egress allow dns allowed.test (rule allowed.test",
+        &format!("warden: egress allow tls allowed.test:{port} (rule allowed.test:{port})"),
+        &format!("warden: egress DENY tls denied.test:{port} "),
+        &format!("warden: egress DENY tcp 203.0.113.9:{port} "),
+    ] {
+        assert_eq!(err.matches(line).count(), 1, "{line}\n{err}");
+    }
+}
+
+#[test]
 fn names_that_resolve_to_the_hosts_own_addresses_are_refused() {
     if !egress_available() {
         return;

@@ -332,7 +332,6 @@ fn confine(
                 "the VMM runs in no cgroup of its own ({}): only the guest's RAM bounds it",
                 warden_jail::chain_str(&e)
             );
-            eprintln!("warden: DEGRADED cgroups: {lost}");
             events.emit(&Event::now(
                 id,
                 EventKind::Degraded {
@@ -374,7 +373,6 @@ pub fn run(
     let spec = &own;
     let prepared = prepare(spec, id)?;
     let degraded = |events: &mut dyn EventSink, layer: &str, lost: &str| {
-        eprintln!("warden: DEGRADED {layer}: {lost}");
         events.emit(&Event::now(
             id,
             EventKind::Degraded {

@@ -4,6 +4,9 @@
 //! (`warden serve ...` executes `warden-daemon serve ...`). The daemon
 //! crate does the work; this file parses, wires and prints.
 
+#[path = "../logging.rs"]
+mod logging;
+
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -36,6 +39,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    logging::init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(a) => serve(a),

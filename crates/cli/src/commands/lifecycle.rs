@@ -467,16 +467,22 @@ pub fn supervise(name: &str) -> anyhow::Result<u8> {
         .open("/dev/null")
         .context("cannot open /dev/null")?;
     nix::unistd::dup2_stdout(&null).context("cannot detach stdout")?;
-    // The OpenTelemetry sink is the front door's (a cargo feature); the
-    // supervisor opens the audit log and the event file itself.
-    #[allow(unused_mut)]
+    // The OpenTelemetry sink (a cargo feature) and `--net-log`'s lines
+    // (into the supervisor's log) are the front door's; the supervisor
+    // opens the audit log and the event file itself.
     let mut extra: Vec<warden_runtime::events::Sink> = Vec::new();
+    let stored = warden_workspace::Store::open(&state)
+        .ok()
+        .and_then(|s| s.get(name).ok())
+        .and_then(|sb| state::read_json::<Stored>(&sb.dir().join(state::STORED)).ok());
+    if stored
+        .as_ref()
+        .is_some_and(|s| super::run::net_log(&s.spec))
+    {
+        extra.push(Box::new(super::run::NetLogNotices));
+    }
     #[cfg(feature = "otlp")]
     {
-        let stored = warden_workspace::Store::open(&state)
-            .ok()
-            .and_then(|s| s.get(name).ok())
-            .and_then(|sb| state::read_json::<Stored>(&sb.dir().join(state::STORED)).ok());
         if let Some(url) = stored.and_then(|s| s.sinks.otlp_endpoint) {
             match warden_audit::otlp::OtlpSink::new(&url) {
                 Ok(s) => extra.push(Box::new(s)),

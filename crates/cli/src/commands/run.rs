@@ -341,6 +341,26 @@ impl warden_audit::EventSink for DegradedNotices {
     }
 }
 
+/// `--net-log`: each egress decision on stderr as it is made, one line,
+/// with whatever the sandbox sent (names) made printable.
+pub struct NetLogNotices;
+
+impl warden_audit::EventSink for NetLogNotices {
+    fn emit(&mut self, event: &warden_audit::Event) {
+        if let warden_audit::EventKind::Connection { .. } = &event.kind {
+            eprintln!(
+                "warden: egress {}",
+                warden_workspace::printable(&event.kind.describe())
+            );
+        }
+    }
+}
+
+/// Whether a spec asks for `--net-log`'s lines.
+pub fn net_log(spec: &warden_policy::SandboxSpec) -> bool {
+    matches!(&spec.network, warden_policy::NetworkSpec::Egress(e) if e.log)
+}
+
 /// The line that says a layer is missing, for a run and for a start.
 pub fn degraded_line(layer: &str, lost: &str) -> String {
     if layer == "resources" {
@@ -354,8 +374,12 @@ pub fn degraded_line(layer: &str, lost: &str) -> String {
 /// before anything starts).
 pub fn open_sinks(
     c: &warden_runtime::state::SinkConfig,
+    net_log: bool,
 ) -> anyhow::Result<Vec<warden_runtime::events::Sink>> {
     let mut sinks: Vec<warden_runtime::events::Sink> = vec![Box::new(DegradedNotices)];
+    if net_log {
+        sinks.push(Box::new(NetLogNotices));
+    }
     #[cfg(feature = "otlp")]
     if let Some(url) = &c.otlp_endpoint {
         sinks.push(Box::new(warden_audit::otlp::OtlpSink::new(url)?));
@@ -419,7 +443,7 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         }
         None => None,
     };
-    let sinks = open_sinks(&resolved.sinks)?;
+    let sinks = open_sinks(&resolved.sinks, net_log(&resolved.spec))?;
     let into_profile = resolved.sinks.grants_into_profile;
     let load_grants = |f: &std::path::Path| {
         if into_profile {

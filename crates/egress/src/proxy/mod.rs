@@ -194,7 +194,6 @@ struct Shared {
     observer: Arc<dyn Observer>,
     /// Numbers allowed connections, for their `closed` report.
     next_conn: std::sync::atomic::AtomicU64,
-    print: bool,
     /// See `WARDEN_TEST_RESOLVE` in [`Proxy::start`].
     test_resolved: HashMap<String, Vec<IpAddr>>,
     quota: Option<u64>,
@@ -238,30 +237,9 @@ impl Shared {
         name == HOST_ALIAS && self.host_ports.contains(&port)
     }
 
-    fn print(&self, d: &Decision) {
-        if self.print {
-            eprintln!(
-                "warden: egress {} {} {}{} {}",
-                if d.allowed { "allow" } else { "DENY" },
-                d.protocol.as_str(),
-                d.name.as_deref().unwrap_or("-"),
-                if d.protocol == Protocol::Dns {
-                    String::new()
-                } else {
-                    format!(":{}", d.port)
-                },
-                match (&d.rule, d.allowed) {
-                    (Some(r), true) => format!("(rule {r}) {}", d.detail),
-                    _ => d.detail.clone(),
-                }
-            );
-        }
-    }
-
     /// Report a decision as it is made; an allowed connection gets a
     /// number, for [`Shared::close`].
     fn record(&self, d: &Decision) -> Option<u64> {
-        self.print(d);
         let conn = d.allowed.then(|| {
             self.next_conn
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -342,7 +320,6 @@ impl Proxy {
             addresses: Mutex::new(NameAddresses::default()),
             observer,
             next_conn: std::sync::atomic::AtomicU64::new(0),
-            print: spec.log,
             test_resolved,
             quota: spec.quota,
             idle: spec.idle_timeout,

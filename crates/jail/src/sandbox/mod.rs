@@ -463,7 +463,6 @@ fn run_mode(
         (weakened.landlock, "landlock"),
     ] {
         if off {
-            eprintln!("warden: TEST BUILD: the {layer} layer is OFF (WARDEN_TEST_WEAKEN)");
             degraded(
                 events,
                 id,
@@ -814,7 +813,7 @@ fn run_mode(
     };
     if let Some(cg) = guard.cgroup.take() {
         if let Err(e) = cg.remove() {
-            eprintln!("warden: {}", chain_str(&e));
+            tracing::warn!("{}", chain_str(&e));
         }
     }
 
