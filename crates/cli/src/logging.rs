@@ -1,29 +1,64 @@
 //! Where the libraries' own warnings go (they print nothing themselves):
-//! stderr, one line each (`warden: warning: ...`), at the level
-//! `WARDEN_LOG` names: `off`, `error`, `warn` (the default), `info`,
+//! stderr, one line each (`warden: warning: ...`, made printable), at the
+//! level `WARDEN_LOG` names: `off`, `error`, `warn` (the default), `info`,
 //! `debug` or `trace`. A detached supervisor's stderr is its
 //! `supervisor.log`.
+//!
+//! The subscriber is this one small type rather than `tracing-subscriber`'s
+//! registry, whose set-up alone (a pool of 4,096 span slots) cost the
+//! one-shot `warden run` more than the rest of its argument handling:
+//! warden's libraries record events, not spans.
 
-use tracing::Level;
-use tracing_subscriber::filter::LevelFilter;
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
-use tracing_subscriber::registry::LookupSpan;
+use std::fmt::Write as _;
+use tracing::field::{Field, Visit};
+use tracing::level_filters::LevelFilter;
+use tracing::span;
+use tracing::{Event, Level, Metadata};
 
-/// `warden: LEVEL: message field=value`.
-struct Line;
+/// Writes each event at or above its level on stderr.
+struct Stderr {
+    max: LevelFilter,
+}
 
-impl<S, N> FormatEvent<S, N> for Line
-where
-    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-{
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, N>,
-        mut w: Writer<'_>,
-        event: &tracing::Event<'_>,
-    ) -> std::fmt::Result {
+/// An event's fields as `message key=value ...`.
+struct Line(String);
+
+impl Visit for Line {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "message" => self.0.push_str(value),
+            name => {
+                let _ = write!(self.0, " {name}={value}");
+            }
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        let _ = match field.name() {
+            "message" => write!(self.0, "{value:?}"),
+            name => write!(self.0, " {name}={value:?}"),
+        };
+    }
+}
+
+impl tracing::Subscriber for Stderr {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        *metadata.level() <= self.max
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(self.max)
+    }
+
+    fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+        span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+
+    fn event(&self, event: &Event<'_>) {
         let level = match *event.metadata().level() {
             Level::ERROR => "error",
             Level::WARN => "warning",
@@ -31,14 +66,18 @@ where
             Level::DEBUG => "debug",
             Level::TRACE => "trace",
         };
-        write!(w, "warden: {level}: ")?;
-        ctx.field_format().format_fields(w.by_ref(), event)?;
-        writeln!(w)
+        let mut line = Line(String::new());
+        event.record(&mut line);
+        eprintln!("warden: {level}: {}", warden_workspace::printable(&line.0));
     }
+
+    fn enter(&self, _: &span::Id) {}
+
+    fn exit(&self, _: &span::Id) {}
 }
 
-/// The level `WARDEN_LOG` asks for; what it cannot read is said once and
-/// the default kept.
+/// The level `WARDEN_LOG` asks for; what it cannot read is said and the
+/// default kept.
 fn level() -> LevelFilter {
     let Some(asked) = std::env::var_os("WARDEN_LOG") else {
         return LevelFilter::WARN;
@@ -53,7 +92,7 @@ fn level() -> LevelFilter {
         _ => {
             eprintln!(
                 "warden: WARDEN_LOG={} is not a level (off, error, warn, info, debug, trace): warnings are shown",
-                asked.to_string_lossy()
+                warden_workspace::printable(&asked.to_string_lossy())
             );
             LevelFilter::WARN
         }
@@ -63,10 +102,5 @@ fn level() -> LevelFilter {
 /// Installs the subscriber for this process (once; a second call does
 /// nothing).
 pub fn init() {
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(level())
-        .with_writer(std::io::stderr)
-        .event_format(Line)
-        .finish();
-    let _ = tracing::subscriber::set_global_default(subscriber);
+    let _ = tracing::subscriber::set_global_default(Stderr { max: level() });
 }

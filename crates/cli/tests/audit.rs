@@ -254,6 +254,45 @@ fn events_reach_an_opentelemetry_collector() {
 }
 
 #[test]
+fn a_collector_that_does_not_answer_is_said_once_and_the_run_goes_on() {
+    // A port nothing listens on (bound, then closed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = warden(&[
+        "run",
+        "--no-tty",
+        "--no-audit-log",
+        "--otlp-endpoint",
+        &format!("http://127.0.0.1:{port}"),
+        "--",
+        "true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out)
+            .matches("warden: warning: cannot send events to")
+            .count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    // Asked to be quiet, it is.
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--no-audit-log", "--otlp-endpoint"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .args(["--", "true"])
+        .env("WARDEN_LOG", "off")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!stderr(&out).contains("cannot send"), "{}", stderr(&out));
+}
+
+#[test]
 fn prune_removes_only_old_logs_of_the_state_directory() {
     let state = TempDir::new("audit-prune");
     let run = |args: &[&str]| {
