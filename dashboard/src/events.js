@@ -59,6 +59,8 @@ function describe(e) {
       return { group: 'workspace', label: e.action, tone: e.action === 'commit-refused' ? 'deny' : 'info', text: `${e.paths.join(', ') || e.name}${e.detail ? `: ${e.detail}` : ''}` };
     case 'events_dropped':
       return { group: 'violations', label: 'dropped', tone: 'warn', text: `${e.count} events lost` };
+    case 'cache_left_out':
+      return { group: 'workspace', label: 'cache full', tone: 'warn', text: `${e.files} ${e.files === 1 ? 'file' : 'files'} not kept in the profile's caches (bound ${Math.floor(e.limit_bytes / 1048576)} MiB)` };
     default:
       return { group: 'other', label: e.event, tone: 'info', text: '' };
   }

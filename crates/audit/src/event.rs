@@ -177,6 +177,10 @@ pub enum EventKind {
     },
     /// A sink fell behind and this many events were lost before this one.
     EventsDropped { count: u64 },
+    /// At stop, files the sandbox wrote into its profile's package caches
+    /// that were not kept: the caches had reached their bound (the
+    /// sandbox's `--disk`, `limit_bytes`).
+    CacheLeftOut { files: u64, limit_bytes: u64 },
     /// Decisions of one protocol, name and verdict repeated within one
     /// aggregation window, counted instead of written one by one: the
     /// first of the window has a `connection` line of its own, the
@@ -235,6 +239,7 @@ impl EventKind {
             EventKind::AskAnswered { .. } => "ask_answered",
             EventKind::ApiDenied { .. } => "api_denied",
             EventKind::EventsDropped { .. } => "events_dropped",
+            EventKind::CacheLeftOut { .. } => "cache_left_out",
             EventKind::ConnectionsAggregated { .. } => "connections_aggregated",
             EventKind::SecretsAggregated { .. } => "secrets_aggregated",
             EventKind::Exited { .. } => "exited",
@@ -505,6 +510,10 @@ pub(crate) mod tests {
                 reason: StopReason::SupervisorLost,
             },
             EventKind::EventsDropped { count: 12 },
+            EventKind::CacheLeftOut {
+                files: 3,
+                limit_bytes: 64 << 20,
+            },
             EventKind::TtlChanged {
                 deadline_ms: Some(1_700_000_000_000),
             },
@@ -577,7 +586,7 @@ pub(crate) mod tests {
         let events = one_of_each();
         let names: std::collections::BTreeSet<&str> =
             events.iter().map(|e| e.kind.name()).collect();
-        assert_eq!(names.len(), 20, "one event of each kind: {names:?}");
+        assert_eq!(names.len(), 21, "one event of each kind: {names:?}");
         for e in events {
             let json = serde_json::to_string(&e).unwrap();
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();

@@ -303,9 +303,20 @@ fn fill_a_cache(who: Option<&Unprivileged>, tag: &str) {
         second.contains("hello") && second.contains("d---------"),
         "{tag}: the cache was not shared: {second}"
     );
+    // Past the bound, what is not kept is said: on stderr and in the
+    // events of the run that wrote it.
+    let mut said = 0;
     for i in 0..4 {
-        let _ = run(&format!("head -c 3M /dev/urandom > {cache}/part{i}"));
+        let out = run(&format!("head -c 3M /dev/urandom > {cache}/part{i}"));
+        if stderr(&out).contains("CACHE FULL: 1 file written to the profile's caches was not kept")
+        {
+            said += 1;
+        }
     }
+    assert!(
+        said >= 1,
+        "{tag}: no run said that its cache writes were left out"
+    );
     let kept = allocated(&state.path().join("warden/caches"));
     assert!(
         kept <= LIMIT_BYTES + SLACK,

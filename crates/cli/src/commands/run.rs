@@ -330,13 +330,19 @@ pub fn resolve(
 /// Says each layer the host could not give, as it happens, on stderr: in
 /// full, except the lack of cgroups, which a rootless user meets on every
 /// run of such a host and which gets one short line (`warden doctor` has
-/// the details and the fix).
+/// the details and the fix); and cache writes that were not kept.
 pub struct DegradedNotices;
 
 impl warden_audit::EventSink for DegradedNotices {
     fn emit(&mut self, event: &warden_audit::Event) {
-        if let warden_audit::EventKind::Degraded { layer, lost } = &event.kind {
-            eprintln!("{}", degraded_line(layer, lost));
+        match &event.kind {
+            warden_audit::EventKind::Degraded { layer, lost } => {
+                eprintln!("{}", degraded_line(layer, lost))
+            }
+            warden_audit::EventKind::CacheLeftOut { .. } => {
+                eprintln!("warden: {}", event.kind.describe())
+            }
+            _ => {}
         }
     }
 }

@@ -791,10 +791,12 @@ fn run_mode(
     };
     let supervised = sv.run(&sfd, deadline, &guard);
     let saved = layer.map(|(fd, save)| {
-        crate::kept::save(&fd, &save).map_err(|source| JailError::LayerSave {
-            saved: save.place(),
-            source,
-        })
+        crate::kept::save(&fd, &save)
+            .map(|merged| (merged, save.limit))
+            .map_err(|source| JailError::LayerSave {
+                saved: save.place(),
+                source,
+            })
     });
     supervised?;
     drop(raw);
@@ -817,8 +819,16 @@ fn run_mode(
         }
     }
 
-    if let Some(Err(e)) = saved {
-        return Err(e);
+    match saved {
+        Some(Err(e)) => return Err(e),
+        Some(Ok((merged, limit_bytes))) if merged.left_out > 0 => events.emit(&Event::now(
+            id,
+            EventKind::CacheLeftOut {
+                files: merged.left_out,
+                limit_bytes,
+            },
+        )),
+        _ => {}
     }
     let reports = parse_reports(&sv.reports);
     if let Some(e) = send_error {
