@@ -22,6 +22,7 @@ macro_rules! eprint {
 
 mod commands;
 mod logging;
+mod progress;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::audit::AuditCommand;
@@ -266,6 +267,7 @@ fn daemon(verb: &str, args: Vec<std::ffi::OsString>) -> anyhow::Result<u8> {
 
 fn main() -> ExitCode {
     logging::init();
+    progress::install();
     // The host's defaults are read only by the commands that use them (and
     // by `run --help`, which shows them): `exec` and the rest start faster.
     let defaults = || Defaults::for_host(commands::host_facts());

@@ -44,6 +44,10 @@ pub enum VmError {
     #[error("--rootfs {0} has neither usr/ nor bin/: give the root of a prepared tree")]
     BadRootfs(PathBuf),
     #[error(transparent)]
+    RootImage(#[from] crate::rootimage::RootImageError),
+    #[error("WARDEN_VM_ROOT=image, but this host has no tool to build the guest's root image whose format the guest kernel mounts: install e2fsprogs (mkfs.ext4) or erofs-utils (mkfs.erofs), or unset WARDEN_VM_ROOT to serve the tree over 9p")]
+    NoImageTool,
+    #[error(transparent)]
     Machine(#[from] MachineError),
     #[error(
         "warden has no state directory for its VM files: set WARDEN_STATE_DIR or WARDEN_VM_DIR"
@@ -95,6 +99,9 @@ static RUNS: AtomicU64 = AtomicU64::new(0);
 pub struct Prepared {
     pub config: Config,
     pub warning: Option<String>,
+    /// Layers weaker than they could be (`degraded` events): the layer and
+    /// what is lost.
+    pub degraded: Vec<(&'static str, String)>,
 }
 
 /// Find the VMM and kernel, build (or find cached) the initramfs and decide
@@ -133,7 +140,13 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     let dir = crate::kernel::vm_dir().ok_or(VmError::NoStateDir)?;
     let cache = dir.join("cache");
     sweep_runs(&dir.join("run"));
-    let initramfs = crate::image::initramfs(&kernel, &cache)?;
+    let mut degraded = Vec::new();
+    let root_image = match &rootfs {
+        Some(tree) => root_image(tree, &kernel, &cache, &mut degraded)?,
+        None => None,
+    };
+    let initramfs =
+        crate::image::initramfs(&kernel, &cache, root_image.as_ref().map(|(_, f)| *f))?;
     let mut params = vec![
         ("nofile".to_string(), spec.resources.open_files.to_string()),
         ("tmp".to_string(), fs.tmp_size.to_string()),
@@ -196,6 +209,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         params,
         shares: Vec::new(),
         rootfs: None,
+        root_image: None,
         trust: None,
         run_dir: dir
             .join("run")
@@ -211,13 +225,50 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     if rootfs.is_some() {
         config.params.push(("rootfs".into(), "1".into()));
     }
+    if let Some((_, format)) = &root_image {
+        config.params.push(("root".into(), format.as_str().into()));
+    }
     crate::shares::check_length(&config.params)?;
     config.shares = shares;
-    config.rootfs = rootfs;
+    match root_image {
+        Some((image, _)) => config.root_image = Some(image),
+        None => config.rootfs = rootfs,
+    }
     Ok(Prepared {
         config,
         warning: choice.warning,
+        degraded,
     })
+}
+
+/// The read-only image of a `--rootfs` tree for the guest (cached, else
+/// built now), unless `WARDEN_VM_ROOT=share` asks for the 9p share or the
+/// host has no tool whose format the guest kernel mounts (said as a
+/// `degraded` layer: the VMM's 9p server then serves the guest's root).
+fn root_image(
+    tree: &std::path::Path,
+    kernel: &crate::GuestKernel,
+    cache: &std::path::Path,
+    degraded: &mut Vec<(&'static str, String)>,
+) -> Result<Option<(PathBuf, crate::rootimage::Format)>, VmError> {
+    use crate::rootimage::{self, RootMode};
+    let forced = rootimage::forced_mode()?;
+    if forced == Some(RootMode::Share) {
+        return Ok(None);
+    }
+    let Some(tool) = rootimage::find_tool(Some(&kernel.modules)) else {
+        if forced == Some(RootMode::Image) {
+            return Err(VmError::NoImageTool);
+        }
+        degraded.push((
+            "vm root image",
+            "no mkfs.erofs or mkfs.ext4 on this host whose format the guest kernel mounts: the --rootfs tree is served to the guest over the VMM's 9p server instead of a read-only block device (install e2fsprogs or erofs-utils)".into(),
+        ));
+        return Ok(None);
+    };
+    let manifest = rootimage::manifest(tree, tool.format)?;
+    let (image, _built) = rootimage::image(&manifest, &tool, cache)?;
+    Ok(Some((image, tool.format)))
 }
 
 /// Remove the run directories (console logs) of VMs whose host side died
@@ -383,6 +434,9 @@ pub fn run(
     };
     if let Some(w) = &prepared.warning {
         degraded(events, "vm acceleration", w);
+    }
+    for (layer, lost) in &prepared.degraded {
+        degraded(events, layer, lost);
     }
     // --publish: the host's listeners are bound now, so that a port in use
     // is an error before the guest boots.

@@ -268,8 +268,15 @@ pub fn guest_init_path() -> PathBuf {
 }
 
 /// Build the initramfs for `kernel` (in memory), and return the path of
-/// its cached copy (`<cache>/initramfs-SHA256.cpio`, written once).
-pub fn initramfs(kernel: &crate::GuestKernel, cache: &Path) -> Result<PathBuf, ImageError> {
+/// its cached copy (`<cache>/initramfs-SHA256.cpio`, written once). With
+/// `root`, it also holds the modules the guest needs to mount a root
+/// image of that format from its block device (see [`crate::rootimage`]);
+/// a guest without one does not carry them.
+pub fn initramfs(
+    kernel: &crate::GuestKernel,
+    cache: &Path,
+    root: Option<crate::rootimage::Format>,
+) -> Result<PathBuf, ImageError> {
     let init = guest_init_path();
     let init_bytes = std::fs::read(&init).map_err(|_| ImageError::NoInit(init.clone()))?;
     let mut a = Archive::default();
@@ -301,7 +308,8 @@ pub fn initramfs(kernel: &crate::GuestKernel, cache: &Path) -> Result<PathBuf, I
     for lib in linked_libraries() {
         a.host_file(&lib)?;
     }
-    for (i, m) in MODULES.iter().enumerate() {
+    let block = root.into_iter().flat_map(|f| f.modules());
+    for (i, m) in MODULES.iter().copied().chain(block).enumerate() {
         let path = kernel.modules.join(m);
         if let Ok(data) = std::fs::read(&path) {
             a.file(&format!("modules/{i:02}.ko"), data, 0o644);
@@ -356,10 +364,11 @@ pub fn initramfs(kernel: &crate::GuestKernel, cache: &Path) -> Result<PathBuf, I
 /// it once, when it starts.
 pub const UNUSED: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Remove the initramfs images of the cache that no sandbox started with
-/// for `unused` (other builds of the guest init leave theirs), and the
-/// half-written ones of processes that died, keeping `current`: without
-/// it the cache grows by one image (tens of MB) per build for ever.
+/// Remove the initramfs and root images of the cache that no sandbox
+/// started with for `unused` (other builds of the guest init leave
+/// theirs, each changed `--rootfs` tree its own), and the half-written
+/// ones of processes that died, keeping `current`: without it the cache
+/// grows by one image (tens of MB) per build for ever.
 pub fn sweep(cache: &Path, current: &Path, unused: std::time::Duration) {
     let now = std::time::SystemTime::now();
     for e in std::fs::read_dir(cache).into_iter().flatten().flatten() {
@@ -373,7 +382,12 @@ pub fn sweep(cache: &Path, current: &Path, unused: std::time::Duration) {
             rest.rsplit_once('.')
                 .and_then(|(_, pid)| pid.parse::<u32>().ok())
                 .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-        } else if name.starts_with("initramfs-") && name.ends_with(".cpio") {
+        } else if let Some(pid) = crate::rootimage::half_image_writer(&name) {
+            // `.rootfs-KEY.FORMAT.PID.N`: a root image its builder left.
+            !Path::new(&format!("/proc/{pid}")).exists()
+        } else if (name.starts_with("initramfs-") && name.ends_with(".cpio"))
+            || crate::rootimage::is_image_name(&name)
+        {
             e.metadata()
                 .and_then(|m| m.modified())
                 .ok()

@@ -22,6 +22,7 @@ pub mod image;
 pub mod kernel;
 pub mod machine;
 pub mod report;
+pub mod rootimage;
 pub mod shares;
 pub mod wire;
 

@@ -123,6 +123,9 @@ pub struct Config {
     /// A `--rootfs` tree, exported read-only as the guest's system
     /// directories instead of the host's `/usr`.
     pub rootfs: Option<PathBuf>,
+    /// A `--rootfs` tree's read-only image (`crate::rootimage`), attached
+    /// as a read-only virtio-blk drive instead of the `root` share.
+    pub root_image: Option<PathBuf>,
     /// A private directory for the channel's socket and the console log.
     pub run_dir: PathBuf,
     /// The cgroup the VMM is moved into as soon as it runs.
@@ -190,6 +193,7 @@ struct Handed {
     /// Each bind's tag, writability and descriptor path.
     shares: Vec<(String, bool, String)>,
     rootfs: Option<String>,
+    root_image: Option<String>,
 }
 
 impl Config {
@@ -257,16 +261,27 @@ impl Config {
         ]);
         // The guest's system directories: a --rootfs tree, else the host's
         // /usr (never both), read-only at the host.
+        // A --rootfs tree's image is a read-only drive instead (the VMM
+        // refuses every write to it, whatever the guest asks).
         let (system, tag) = match &h.rootfs {
             Some(r) => (r.clone(), "root"),
             None => ("/usr".to_string(), "usr"),
         };
-        a.extend([
-            "-fsdev".into(),
-            format!("local,id={tag},path={system},security_model=none,readonly=on"),
-            "-device".into(),
-            format!("virtio-9p-device,fsdev={tag},mount_tag={tag}"),
-        ]);
+        if let Some(img) = &h.root_image {
+            a.extend([
+                "-drive".into(),
+                format!("file={img},if=none,id=root,format=raw,read-only=on"),
+                "-device".into(),
+                "virtio-blk-device,drive=root".into(),
+            ]);
+        } else {
+            a.extend([
+                "-fsdev".into(),
+                format!("local,id={tag},path={system},security_model=none,readonly=on"),
+                "-device".into(),
+                format!("virtio-9p-device,fsdev={tag},mount_tag={tag}"),
+            ]);
+        }
         for (tag, writable, path) in &h.shares {
             let ro = if *writable { "" } else { ",readonly=on" };
             a.extend([
@@ -374,6 +389,7 @@ impl Machine {
                 .map(|(s, f)| (s.tag.clone(), s.writable, fd(&mut command, f)))
                 .collect(),
             rootfs: files.rootfs.as_ref().map(|r| fd(&mut command, r)),
+            root_image: files.root_image.as_ref().map(|r| fd(&mut command, r)),
         };
         let jail = warden_jail::vmm::VmmJail::prepare(
             &vmm_access(cfg, &console),
@@ -524,6 +540,7 @@ fn vmm_access(cfg: &Config, console: &Path) -> warden_jail::vmm::VmmAccess {
     readable.push(cfg.initramfs.clone());
     readable.extend(cfg.trust.clone());
     readable.extend(cfg.rootfs.clone());
+    readable.extend(cfg.root_image.clone());
     readable.extend(
         cfg.shares
             .iter()
@@ -562,6 +579,7 @@ struct HandedFiles {
     workspace: Option<std::os::fd::OwnedFd>,
     shares: Vec<std::os::fd::OwnedFd>,
     rootfs: Option<std::os::fd::OwnedFd>,
+    root_image: Option<std::os::fd::OwnedFd>,
 }
 
 impl HandedFiles {
@@ -628,7 +646,17 @@ impl HandedFiles {
                 .iter()
                 .map(|s| open(&s.path, true))
                 .collect::<Result<_, _>>()?,
-            rootfs: cfg.rootfs.as_deref().map(|r| open(r, true)).transpose()?,
+            rootfs: cfg
+                .rootfs
+                .as_deref()
+                .filter(|_| cfg.root_image.is_none())
+                .map(|r| open(r, true))
+                .transpose()?,
+            root_image: cfg
+                .root_image
+                .as_deref()
+                .map(|r| open(r, false))
+                .transpose()?,
         })
     }
 }
@@ -703,6 +731,7 @@ mod tests {
             params: Vec::new(),
             shares: Vec::new(),
             rootfs: None,
+            root_image: None,
             run_dir: PathBuf::from("/run-dir"),
             cgroup: None,
             net: None,
@@ -721,6 +750,7 @@ mod tests {
             workspace: None,
             shares,
             rootfs,
+            root_image: None,
         }
     }
 
@@ -756,5 +786,23 @@ mod tests {
             &"local,id=root,path=/proc/self/fd/9,security_model=none,readonly=on".into()
         ));
         assert!(!f.iter().any(|d| d.contains("path=/usr")), "{f:?}");
+    }
+
+    #[test]
+    fn a_root_image_is_a_read_only_drive_and_no_root_share_is_exported() {
+        let mut h = handed(Vec::new(), None);
+        h.root_image = Some("/proc/self/fd/10".into());
+        let a = config().argv(&h);
+        let drives: Vec<&String> = a
+            .windows(2)
+            .filter(|w| w[0] == "-drive")
+            .map(|w| &w[1])
+            .collect();
+        assert_eq!(
+            drives,
+            ["file=/proc/self/fd/10,if=none,id=root,format=raw,read-only=on"]
+        );
+        assert!(a.contains(&"virtio-blk-device,drive=root".to_string()));
+        assert!(fsdevs(&config(), &h).is_empty(), "{a:?}");
     }
 }

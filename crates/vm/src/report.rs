@@ -22,6 +22,9 @@ pub struct VmReport {
     pub kvm_boots: Option<bool>,
     /// What a VM sandbox runs under: "kvm" or "tcg".
     pub accel: Option<&'static str>,
+    /// The tool that makes a `--rootfs` tree a read-only image for the
+    /// guest (`None`: the tree is served over 9p).
+    pub root_image: Option<crate::rootimage::Tool>,
 }
 
 /// A guest kernel, in words.
@@ -69,7 +72,7 @@ pub fn report(probe: bool) -> VmReport {
             _ => None,
         };
         if probe && kvm_device && kvm_boots.is_none() {
-            if let Ok(initramfs) = crate::image::initramfs(k, &cache) {
+            if let Ok(initramfs) = crate::image::initramfs(k, &cache, None) {
                 let base = Config {
                     vmm: vmm.clone(),
                     kernel: k.image.clone(),
@@ -82,6 +85,7 @@ pub fn report(probe: bool) -> VmReport {
                     params: Vec::new(),
                     shares: Vec::new(),
                     rootfs: None,
+                    root_image: None,
                     run_dir: dir
                         .join("run")
                         .join(format!("doctor-{}", std::process::id())),
@@ -98,7 +102,9 @@ pub fn report(probe: bool) -> VmReport {
             _ => "tcg",
         });
     }
+    let root_image = crate::rootimage::find_tool(kernel.as_ref().ok().map(|k| k.modules.as_path()));
     VmReport {
+        root_image,
         vmm,
         kernel: kernel
             .as_ref()

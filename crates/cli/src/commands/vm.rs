@@ -76,5 +76,14 @@ pub fn describe(r: &VmReport) -> String {
         (true, None) => "/dev/kvm is present; not probed yet (the first VM sandbox, or `warden doctor`, probes it)".to_string(),
     };
     row(&mut s, "vm accel", r.kvm_boots == Some(true), accel);
+    let root = match &r.root_image {
+        Some(t) => format!(
+            "a --rootfs tree becomes a read-only {} image ({}), cached by a manifest of the tree",
+            t.format.as_str(),
+            t.path.display()
+        ),
+        None => "no mkfs.erofs or mkfs.ext4 whose format the guest kernel mounts: a --rootfs tree is served over 9p (degraded; install e2fsprogs or erofs-utils)".into(),
+    };
+    row(&mut s, "vm root image", r.root_image.is_some(), root);
     s
 }

@@ -28,6 +28,9 @@ struct Params {
     weaken: Vec<String>,
     /// The host shares a `--rootfs` tree as the system directories.
     rootfs: bool,
+    /// The tree comes as a read-only image of this file system on the
+    /// guest's block device (`ext4` or `erofs`), not as the `root` share.
+    root_image: Option<String>,
     /// `--ro`/`--rw` binds.
     binds: Vec<GuestBind>,
     /// warden's own directories that a share shows, to be covered.
@@ -51,6 +54,7 @@ fn params() -> Params {
             "net" => p.net = v == "1",
             "trust" => p.trust = v == "1",
             "rootfs" => p.rootfs = v == "1",
+            "root" if v == "ext4" || v == "erofs" => p.root_image = Some(v.to_string()),
             "bind" => p.binds.extend(parse_bind(v)),
             "hide" => p.hide.extend(crate::shares::unhex(v)),
             "weaken" if cfg!(debug_assertions) => {
@@ -323,7 +327,7 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let nine = "trans=virtio,version=9p2000.L,msize=262144";
     if p.rootfs {
-        super::shares::adopt_rootfs(nine)?;
+        super::shares::adopt_rootfs(nine, p.root_image.as_deref())?;
     } else {
         mount_fs(
             "usr",

@@ -86,19 +86,43 @@ fn bind_read_only(src: &Path, dst: &Path) -> Result<(), GuestError> {
     .map_err(fs_err("make read-only", &d))
 }
 
-/// The `--rootfs` tree (the host's `root` share, read-only) as the
-/// guest's system directories: each of its top-level entries replaces the
-/// initramfs's (a directory or file bound read-only, a link copied), and
-/// the initramfs's links to the host's libraries go. The guest's own
-/// `/proc`, `/dev`, `/tmp`, home, `/run` and workspace stay its own.
-pub(super) fn adopt_rootfs(nine: &str) -> Result<(), GuestError> {
-    mount_fs(
-        "root",
-        STAGING,
-        "9p",
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_RDONLY,
-        &format!("{nine},cache=loose"),
-    )?;
+/// The guest's block device that holds a root image (the one drive the
+/// host attaches).
+const ROOT_DEVICE: &str = "/dev/vda";
+
+/// Wait (at most 10 s) for the block device's node, which the kernel
+/// makes once its driver has probed the drive.
+fn wait_for_device(path: &str) -> Result<(), GuestError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !Path::new(path).exists() {
+        if std::time::Instant::now() > deadline {
+            return Err(GuestError::Fs {
+                what: "find",
+                path: path.into(),
+                source: nix::errno::Errno::ENODEV,
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// The `--rootfs` tree as the guest's system directories: the host's
+/// read-only image of it on the block device (`image`: its file system),
+/// else its `root` share, mounted read-only, `nosuid,nodev`. Each of its
+/// top-level entries replaces the initramfs's (a directory or file bound
+/// read-only, `nosuid,nodev`, a link copied), and the initramfs's links to
+/// the host's libraries go. The guest's own `/proc`, `/dev`, `/tmp`, home,
+/// `/run` and workspace stay its own.
+pub(super) fn adopt_rootfs(nine: &str, image: Option<&str>) -> Result<(), GuestError> {
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_RDONLY;
+    match image {
+        Some(fstype) => {
+            wait_for_device(ROOT_DEVICE)?;
+            mount_fs(ROOT_DEVICE, STAGING, fstype, flags, "")?;
+        }
+        None => mount_fs("root", STAGING, "9p", flags, &format!("{nine},cache=loose"))?,
+    }
     let staging = Path::new(STAGING);
     for name in HOST_LINKS {
         let p = Path::new("/").join(name);
@@ -119,6 +143,13 @@ pub(super) fn adopt_rootfs(nine: &str) -> Result<(), GuestError> {
             continue;
         }
         let src = e.path();
+        // ext4's own empty `lost+found`, which the tree did not have.
+        if image == Some("ext4")
+            && name.as_encoded_bytes() == b"lost+found"
+            && std::fs::read_dir(&src).is_ok_and(|mut d| d.next().is_none())
+        {
+            continue;
+        }
         let dst = Path::new("/").join(&name);
         let meta = e.metadata().map_err(io_err("read", &src))?;
         if meta.file_type().is_symlink() {
