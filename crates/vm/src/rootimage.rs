@@ -46,7 +46,7 @@ pub enum RootImageError {
         #[source]
         source: std::io::Error,
     },
-    #[error("--rootfs {tree}: {path} cannot be read by warden's user, so it cannot go into the guest's root image: make it readable (chmod o+r, or extract the tree as this user), remove it, or pass WARDEN_VM_ROOT=share to serve the tree over 9p instead")]
+    #[error("--rootfs {tree}: {path} cannot be read by the tree's owner (as whom, without any capability, the guest's root image is built), so it cannot go into the image: make it readable to the tree's owner (chmod), remove it, or pass WARDEN_VM_ROOT=share to serve the tree over 9p instead")]
     Unreadable { tree: PathBuf, path: PathBuf },
     #[error("cannot write the guest's root image {path}")]
     Write {
@@ -240,14 +240,27 @@ fn readable(m: &std::fs::Metadata, uid: u32, groups: &[u32]) -> bool {
     bits & need == need
 }
 
-/// Walk `tree` (never following a link) into its manifest, refusing an
-/// entry the tool could not read.
-pub fn manifest(tree: &Path, format: Format) -> Result<Manifest, RootImageError> {
-    let uid = nix::unistd::geteuid().as_raw();
+/// Who the tool runs as: warden's own user rootless; as root, the owner
+/// of the tree's top directory (a tree a user extracted is built with that
+/// user's rights, never more; a tree root extracted, as root), in either
+/// case without any capability.
+fn builder(tree: &Path) -> (u32, Vec<u32>) {
+    if warden_jail::host::is_root() {
+        if let Ok(m) = std::fs::metadata(tree) {
+            return (m.uid(), vec![m.gid()]);
+        }
+    }
     let mut groups: Vec<u32> = nix::unistd::getgroups()
         .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
         .unwrap_or_default();
     groups.push(nix::unistd::getegid().as_raw());
+    (nix::unistd::geteuid().as_raw(), groups)
+}
+
+/// Walk `tree` (never following a link) into its manifest, refusing an
+/// entry the tool could not read.
+pub fn manifest(tree: &Path, format: Format) -> Result<Manifest, RootImageError> {
+    let (uid, groups) = builder(tree);
     let mut h = Sha256::new();
     h.update(format.as_str().as_bytes());
     let (mut entries, mut bytes, mut blocks) = (0u64, 0u64, 0u64);
@@ -399,7 +412,14 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
     if tool.format == Format::Ext4 {
         file.set_len(ext4_size(m)).map_err(write_err)?;
     }
-    drop(file);
+    let (uid, groups) = builder(&m.tree);
+    let gid = groups.first().copied().unwrap_or(uid);
+    let root = warden_jail::host::is_root();
+    if root {
+        // The tool reopens it through `/proc/self/fd/N`, which checks the
+        // file's own permissions.
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid)).map_err(write_err)?;
+    }
     tell(Progress::Started {
         tree: m.tree.clone(),
         entries: m.entries,
@@ -418,7 +438,8 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
         writable: vec![tmp.to_path_buf()],
         devices: Vec::new(),
     };
-    let jail = warden_jail::vmm::VmmJail::prepare(&access, None, None).map_err(|source| {
+    let ids = root.then_some((uid, gid));
+    let jail = warden_jail::vmm::VmmJail::prepare(&access, None, ids).map_err(|source| {
         RootImageError::Jail {
             tool: tool.path.clone(),
             source,
@@ -426,6 +447,14 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
     })?;
     let mut cmd = std::process::Command::new(&tool.path);
     cmd.env_clear().env("LC_ALL", "C");
+    // Handed as a descriptor: the cache's directories may be closed to the
+    // tool's user.
+    let file = std::os::fd::OwnedFd::from(file);
+    let handed = PathBuf::from(format!(
+        "/proc/self/fd/{}",
+        warden_jail::vmnet::inherit(&mut cmd, &file)
+    ));
+    let tmp_arg = handed.as_path();
     match tool.format {
         Format::Ext4 => {
             let inodes = (m.entries + 64).to_string();
@@ -434,10 +463,10 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
                 "^has_journal,^resize_inode", "-d",
             ])
             .arg(&m.tree)
-            .arg(tmp);
+            .arg(tmp_arg);
         }
         Format::Erofs => {
-            cmd.arg(tmp).arg(&m.tree);
+            cmd.arg(tmp_arg).arg(&m.tree);
         }
     }
     jail.apply(&mut cmd);
@@ -452,7 +481,7 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
             status: "not started".into(),
             output: source.to_string(),
         })?;
-    drop(jail);
+    drop((jail, file));
     let out = wait_telling(child, tmp, m.blocks * 4096).map_err(write_err)?;
     if !out.status.success() {
         let mut output = String::from_utf8_lossy(&out.stderr).trim().to_string();
