@@ -335,3 +335,49 @@ fn without_an_image_tool_the_tree_is_shared_and_the_run_says_it_is_degraded() {
     assert!(!building(&stderr(&o)), "{}", stderr(&o));
     assert!(!stderr(&o).contains("DEGRADED vm root image"));
 }
+
+#[test]
+fn an_image_tool_that_reads_outside_the_tree_copies_nothing_of_the_hosts() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let Some(root) = busybox_rootfs() else {
+        return;
+    };
+    // A tool tricked into following a link out of the tree (a file of
+    // the tree swapped for a link while it runs): it reads a host file
+    // and writes what it got into the image. Its jail reads beneath the
+    // tree and the system's libraries only.
+    let secret = unique("rootimage-tool-secret");
+    let host = TempDir::new("rootimage-tool-host");
+    let planted = host.path().join("secret");
+    std::fs::write(&planted, &secret).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let tools = TempDir::new("rootimage-tools");
+    let tool = tools.path().join("mkfs.ext4");
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\nfor a; do img=$a; done\necho TOOL-RAN >> \"$img\"\ncat {} >> \"$img\" 2>/dev/null\nexit 0\n",
+            planted.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(tools.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let state = TempDir::new("rootimage-tool");
+    let o = prepare_only(
+        state.path(),
+        root.path(),
+        &[("WARDEN_VM_TOOLS", tools.str())],
+    );
+    let err = stderr(&o);
+    let image = built_image(&err).unwrap_or_else(|| panic!("no image was built: {err}"));
+    let bytes = std::fs::read(&image).unwrap();
+    let _ = std::fs::remove_file(&image);
+    assert!(contains(&bytes, b"TOOL-RAN"), "the tool did not run: {err}");
+    assert!(
+        !contains(&bytes, secret.as_bytes()),
+        "the image tool read a host file outside the tree into the image"
+    );
+}

@@ -145,7 +145,9 @@ fn a_vm_guest_runs_from_a_prepared_rootfs_and_sees_nothing_of_the_hosts_usr() {
     };
     let state = TempDir::new("vm-rootfs");
     let ws = TempDir::new("vm-rootfs-ws");
-    let o = vm_warden(
+    // The 9p share of the tree, as a host without an image tool serves it
+    // (vm_rootimage.rs boots the image).
+    let o = vm_warden_env(
         state.path(),
         &[
             "run",
@@ -168,6 +170,7 @@ fn a_vm_guest_runs_from_a_prepared_rootfs_and_sees_nothing_of_the_hosts_usr() {
              /bin/busybox echo from-rootfs > /workspace/out; true",
         ],
         None,
+        &[("WARDEN_VM_ROOT", "share")],
     );
     let out = stdout(&o);
     assert_eq!(code(&o), 0, "stdout: {out}\nstderr: {}", stderr(&o));
