@@ -87,11 +87,7 @@ fn a_rootfs_guest_boots_from_a_read_only_image_built_once_per_tree() {
     std::fs::create_dir_all(&private).unwrap();
     std::fs::write(private.join("mine"), "owner-readable").unwrap();
     std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::set_permissions(
-        private.join("mine"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .unwrap();
+    std::fs::set_permissions(private.join("mine"), std::fs::Permissions::from_mode(0o600)).unwrap();
     let ws = TempDir::new("vm-rootimage-ws");
     if is_root() {
         // The whole tree is the user's, as a rootless extraction leaves it.
@@ -154,7 +150,10 @@ fn a_rootfs_guest_boots_from_a_read_only_image_built_once_per_tree() {
     assert!(!out.contains("lost+found"), "{out}");
     assert!(out.contains("NAME=warden-test-rootfs"), "{out}");
     assert!(out.contains("Read-only file system"), "{out}");
-    assert!(out.contains("touch: /x:"), "a write to / did not fail: {out}");
+    assert!(
+        out.contains("touch: /x:"),
+        "a write to / did not fail: {out}"
+    );
     assert!(
         out.contains("No such file"),
         "the host's /usr/lib shows: {out}"
@@ -248,8 +247,8 @@ fn a_half_written_root_image_of_a_dead_builder_is_never_used_and_is_swept() {
     };
     let state = TempDir::new("rootimage-half");
     let o = prepare_only(state.path(), root.path(), &[]);
-    let image = built_image(&stderr(&o))
-        .unwrap_or_else(|| panic!("no image was built: {}", stderr(&o)));
+    let image =
+        built_image(&stderr(&o)).unwrap_or_else(|| panic!("no image was built: {}", stderr(&o)));
     // A builder killed half-way left its temporary file, and no image.
     let name = image.file_name().unwrap().to_str().unwrap().to_string();
     let half = image.with_file_name(format!(".{name}.999999999.0"));
@@ -329,7 +328,11 @@ fn without_an_image_tool_the_tree_is_shared_and_the_run_says_it_is_degraded() {
         &[none[0], ("WARDEN_VM_ROOT", "image")],
     );
     assert_eq!(code(&o), 125, "{}", stderr(&o));
-    assert!(stderr(&o).contains("WARDEN_VM_ROOT=image"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("WARDEN_VM_ROOT=image"),
+        "{}",
+        stderr(&o)
+    );
     // Asked for the share: no image, and nothing said degraded.
     let o = prepare_only(state.path(), root.path(), &[("WARDEN_VM_ROOT", "share")]);
     assert!(!building(&stderr(&o)), "{}", stderr(&o));

@@ -145,8 +145,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         Some(tree) => root_image(tree, &kernel, &cache, &mut degraded)?,
         None => None,
     };
-    let initramfs =
-        crate::image::initramfs(&kernel, &cache, root_image.as_ref().map(|(_, f)| *f))?;
+    let initramfs = crate::image::initramfs(&kernel, &cache, root_image.as_ref().map(|(_, f)| *f))?;
     let mut params = vec![
         ("nofile".to_string(), spec.resources.open_files.to_string()),
         ("tmp".to_string(), fs.tmp_size.to_string()),

@@ -2,7 +2,8 @@
 //! warden itself and cached by its content hash in the VM directory. It
 //! holds the guest init (`warden-guest-init`, started as `/init`) with the
 //! shared libraries it was linked against, the kernel modules the guest
-//! needs for its devices (virtio-mmio, the serial port, 9p, virtio-net), and a few
+//! needs for its devices (virtio-mmio, the serial port, 9p, virtio-net;
+//! for a `--rootfs` image, the block device and its file system), and a few
 //! files of the host's `/etc` that programs need to start (the user
 //! database, the dynamic linker's cache, `alternatives` links, the system's
 //! trust roots), never its secrets (no `shadow`, no keys).

@@ -8,7 +8,8 @@
 //! ([`image`]) holding warden's guest init ([`guest`]), which mounts the
 //! host's `/usr` read-only and the workspace read-write over 9p, restricts
 //! itself like the process backend's init and serves spawn requests over a
-//! virtio-serial port ([`wire`]). With egress, the guest's one network
+//! virtio-serial port ([`wire`]). A `--rootfs` tree becomes a read-only
+//! disk image the guest mounts as its root ([`rootimage`]). With egress, the guest's one network
 //! device is a TAP in a network namespace of the sandbox's own
 //! (`warden_jail::vmnet`), whose every connection and query meets the
 //! process backend's egress proxy. [`backend::run`] has the process

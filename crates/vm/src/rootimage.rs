@@ -426,11 +426,17 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
         bytes: m.bytes,
         format: tool.format,
     });
-    let mut readable: Vec<PathBuf> = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/mke2fs.conf"]
-        .iter()
-        .map(PathBuf::from)
-        .filter(|p| p.exists())
-        .collect();
+    let mut readable: Vec<PathBuf> = [
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/etc/ld.so.cache",
+        "/etc/mke2fs.conf",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .filter(|p| p.exists())
+    .collect();
     readable.push(tool.path.clone());
     readable.push(m.tree.clone());
     let access = warden_jail::vmm::VmmAccess {
@@ -459,8 +465,19 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
         Format::Ext4 => {
             let inodes = (m.entries + 64).to_string();
             cmd.args([
-                "-q", "-F", "-b", "4096", "-m", "0", "-N", &inodes, "-L", "warden-root", "-O",
-                "^has_journal,^resize_inode", "-d",
+                "-q",
+                "-F",
+                "-b",
+                "4096",
+                "-m",
+                "0",
+                "-N",
+                &inodes,
+                "-L",
+                "warden-root",
+                "-O",
+                "^has_journal,^resize_inode",
+                "-d",
             ])
             .arg(&m.tree)
             .arg(tmp_arg);
