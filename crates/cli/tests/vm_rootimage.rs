@@ -384,3 +384,57 @@ fn an_image_tool_that_reads_outside_the_tree_copies_nothing_of_the_hosts() {
         "the image tool read a host file outside the tree into the image"
     );
 }
+
+#[test]
+fn builders_of_the_same_tree_at_once_leave_one_whole_image() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    if !tool_present() {
+        return;
+    }
+    let Some(root) = busybox_rootfs() else {
+        return;
+    };
+    let tree = root.path().to_path_buf();
+    let runs: Vec<_> = (0..3)
+        .map(|i| {
+            let tree = tree.clone();
+            std::thread::spawn(move || {
+                let state = TempDir::new(&format!("rootimage-race-{i}"));
+                let o = prepare_only(state.path(), &tree, &[]);
+                stderr(&o)
+            })
+        })
+        .collect();
+    let errs: Vec<String> = runs.into_iter().map(|r| r.join().unwrap()).collect();
+    let images: Vec<PathBuf> = errs.iter().filter_map(|e| built_image(e)).collect();
+    assert!(!images.is_empty(), "no run built the image: {errs:?}");
+    let image = &images[0];
+    assert!(images.iter().all(|i| i == image), "{images:?}");
+    let name = image.file_name().unwrap().to_str().unwrap().to_string();
+    let halves: Vec<_> = std::fs::read_dir(image.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!(".{name}")))
+        .collect();
+    // The image is whole: the tool's own check reads it back.
+    let fsck = ["/usr/sbin/e2fsck", "/sbin/e2fsck"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file());
+    let checked = match (fsck, image.extension().and_then(|e| e.to_str())) {
+        (Some(fsck), Some("ext4")) => Some(
+            std::process::Command::new(fsck)
+                .args(["-n", "-f"])
+                .arg(image)
+                .output()
+                .unwrap(),
+        ),
+        _ => None,
+    };
+    let _ = std::fs::remove_file(image);
+    assert!(halves.is_empty(), "half images stayed: {halves:?}");
+    if let Some(c) = checked {
+        assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stdout));
+    }
+}
