@@ -416,7 +416,11 @@ fn builders_of_the_same_tree_at_once_leave_one_whole_image() {
     let halves: Vec<_> = std::fs::read_dir(image.parent().unwrap())
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!(".{name}")))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!(".{name}"))
+        })
         .collect();
     // The image is whole: the tool's own check reads it back.
     let fsck = ["/usr/sbin/e2fsck", "/sbin/e2fsck"]

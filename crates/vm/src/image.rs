@@ -401,4 +401,77 @@ pub fn sweep(cache: &Path, current: &Path, unused: std::time::Duration) {
             let _ = std::fs::remove_file(&path);
         }
     }
+    bound_root_images(cache, max_root_images(), now);
+}
+
+/// How much disk the cached root images may take together:
+/// `WARDEN_VM_CACHE_MAX` bytes, else 4 GiB.
+fn max_root_images() -> u64 {
+    std::env::var("WARDEN_VM_CACHE_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4 << 30)
+}
+
+/// Keep the root images' disk use (their allocated blocks: ext4 images
+/// are sparse) under `max`, removing the least recently used first; an
+/// image used in the last minute (a boot starting now) stays whatever
+/// its size.
+pub fn bound_root_images(cache: &Path, max: u64, now: std::time::SystemTime) {
+    use std::os::unix::fs::MetadataExt;
+    let mut images: Vec<(std::time::SystemTime, u64, PathBuf)> = std::fs::read_dir(cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| crate::rootimage::is_image_name(&e.file_name().to_string_lossy()))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            Some((m.modified().ok()?, m.blocks() * 512, e.path()))
+        })
+        .collect();
+    let mut total: u64 = images.iter().map(|(_, size, _)| size).sum();
+    images.sort();
+    for (used, size, path) in images {
+        if total <= max {
+            break;
+        }
+        let recent = now
+            .duration_since(used)
+            .map_or(true, |age| age < std::time::Duration::from_secs(60));
+        if !recent && std::fs::remove_file(&path).is_ok() {
+            total -= size;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn root_images_past_the_bound_go_least_recently_used_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = std::time::SystemTime::now();
+        let make = |name: &str, age: u64| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, vec![1u8; 64 << 10]).unwrap();
+            std::fs::File::options()
+                .append(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(now - std::time::Duration::from_secs(age))
+                .unwrap();
+            p
+        };
+        let oldest = make("rootfs-a.ext4", 600);
+        let older = make("rootfs-b.erofs", 300);
+        let fresh = make("rootfs-c.ext4", 1);
+        let other = make("initramfs-d.cpio", 900);
+        bound_root_images(dir.path(), 100 << 10, now);
+        assert!(!oldest.exists());
+        assert!(!older.exists());
+        assert!(fresh.exists(), "an image in use now was removed");
+        assert!(other.exists(), "not a root image");
+    }
 }
