@@ -508,6 +508,13 @@ fn check_vmm_confined(pid: i32, owner: Option<u32>) {
         "QEMU runs without warden's filter under its own"
     );
     assert_eq!(field("NoNewPrivs"), "1");
+    // Its own PID and mount namespaces: it sees no other process and no
+    // path of the host's but what it serves.
+    for ns in ["pid", "mnt"] {
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
+        let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        assert_ne!(theirs, ours, "the VMM shares the host's {ns} namespace");
+    }
     for set in ["CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"] {
         let v = u64::from_str_radix(&field(set), 16).unwrap();
         assert_eq!(v, 0, "{set} {v:x}: the VMM keeps capabilities");

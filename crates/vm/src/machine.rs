@@ -386,15 +386,37 @@ impl Machine {
                 .shares
                 .iter()
                 .zip(&files.shares)
-                .map(|(s, f)| (s.tag.clone(), s.writable, fd(&mut command, f)))
+                .map(|(s, f)| {
+                    let path = match f {
+                        Some(f) => fd(&mut command, f),
+                        // A single file: the directory of the VMM's own
+                        // root that holds it alone.
+                        None => file_share_dir(&cfg.run_dir, s)
+                            .display()
+                            .to_string()
+                            .replace(',', ",,"),
+                    };
+                    (s.tag.clone(), s.writable, path)
+                })
                 .collect(),
             rootfs: files.rootfs.as_ref().map(|r| fd(&mut command, r)),
             root_image: files.root_image.as_ref().map(|r| fd(&mut command, r)),
         };
+        let root = cfg.run_dir.join("root");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&root)
+            .map_err(|source| MachineError::RunDir {
+                path: root.clone(),
+                source,
+            })?;
+        // Joined before the VMM runs: a VMM that cannot be confined is not
+        // started.
         let jail = warden_jail::vmm::VmmJail::prepare(
-            &vmm_access(cfg, &console),
+            &vmm_access(cfg, &console, &root),
             cfg.netns.as_deref(),
             Some(ids),
+            cfg.cgroup.as_deref(),
         )?;
         jail.apply(&mut command);
         let child = command
@@ -408,16 +430,10 @@ impl Machine {
                 source,
             })?;
         drop((theirs, files, jail));
-        let pid = child.id() as i32;
         let mut m = Pending {
             child: Some(child),
             run_dir: cfg.run_dir.clone(),
         };
-        // A VMM that cannot be confined is killed by `m`.
-        if let Some(cg) = &cfg.cgroup {
-            cg.add_process(pid)
-                .map_err(|e| MachineError::Cgroup(warden_jail::chain_str(&e)))?;
-        }
         let accept_err = |source| MachineError::Accept {
             path: cfg.run_dir.clone(),
             source,
@@ -517,16 +533,22 @@ fn vmm_ids(workspace: Option<&Path>) -> (u32, u32) {
         .unwrap_or((warden_jail::NOBODY, warden_jail::NOBODY))
 }
 
-/// What the VMM may open (see `warden_jail::vmm`): its binary, the
-/// system's libraries and firmware and `/usr` (which it serves read-only
-/// anyway), the CPU and NUMA topology in `/sys`, the kernel, the
-/// initramfs, the trust files, `/dev/kvm` under KVM; and write its console
-/// log and beneath the workspace only.
-fn vmm_access(cfg: &Config, console: &Path) -> warden_jail::vmm::VmmAccess {
+/// What the VMM may open (see `warden_jail::vmm`), and all its root holds:
+/// its binary, the system's libraries and firmware and `/usr` (which it
+/// serves read-only anyway; on a merged system `/bin`, `/lib` and `/lib64`
+/// are links into it), the dynamic linker's cache (the one file of `/etc`),
+/// the CPU and NUMA topology in `/sys`, the kernel, the initramfs, the
+/// trust files, `/dev/kvm` under KVM; and write its console log and
+/// beneath the workspace only. Its root is built in `root`.
+fn vmm_access(cfg: &Config, console: &Path, root: &Path) -> warden_jail::vmm::VmmAccess {
     let mut readable: Vec<PathBuf> = [
         "/usr",
+        "/bin",
+        "/sbin",
         "/lib",
+        "/lib32",
         "/lib64",
+        "/libx32",
         "/etc/ld.so.cache",
         "/sys/devices/system/cpu",
         "/sys/devices/system/node",
@@ -544,9 +566,21 @@ fn vmm_access(cfg: &Config, console: &Path) -> warden_jail::vmm::VmmAccess {
     readable.extend(
         cfg.shares
             .iter()
-            .filter(|s| !s.writable)
+            .filter(|s| !s.writable && !s.file)
             .map(|s| s.path.clone()),
     );
+    // A single file is placed alone in a directory of its own (see
+    // `HandedFiles::open`), and nothing else of the host's around it.
+    let mut placed = Vec::new();
+    for s in cfg.shares.iter().filter(|s| s.file) {
+        let dir = file_share_dir(&cfg.run_dir, s);
+        placed.push(warden_jail::vmm::Placed {
+            host: s.path.clone(),
+            inside: dir.join(s.path.file_name().unwrap_or_default()),
+            writable: s.writable,
+        });
+        readable.push(dir);
+    }
     warden_jail::vmm::VmmAccess {
         readable,
         writable: cfg
@@ -556,7 +590,7 @@ fn vmm_access(cfg: &Config, console: &Path) -> warden_jail::vmm::VmmAccess {
             .chain(
                 cfg.shares
                     .iter()
-                    .filter(|s| s.writable)
+                    .filter(|s| s.writable && !s.file)
                     .map(|s| s.path.clone()),
             )
             .chain([console.to_path_buf()])
@@ -566,7 +600,15 @@ fn vmm_access(cfg: &Config, console: &Path) -> warden_jail::vmm::VmmAccess {
         } else {
             Vec::new()
         },
+        placed,
+        root: root.to_path_buf(),
     }
+}
+
+/// The directory of the VMM's root that holds the single file `share`
+/// alone.
+fn file_share_dir(run_dir: &Path, share: &crate::shares::Share) -> PathBuf {
+    run_dir.join("files").join(&share.tag)
 }
 
 /// The files the VMM is handed, opened here (it may have no right on the
@@ -577,7 +619,9 @@ struct HandedFiles {
     initramfs: std::os::fd::OwnedFd,
     trust: Option<std::os::fd::OwnedFd>,
     workspace: Option<std::os::fd::OwnedFd>,
-    shares: Vec<std::os::fd::OwnedFd>,
+    /// Each bind's directory; none for a single file (served by path from
+    /// the VMM's own root).
+    shares: Vec<Option<std::os::fd::OwnedFd>>,
     rootfs: Option<std::os::fd::OwnedFd>,
     root_image: Option<std::os::fd::OwnedFd>,
 }
@@ -619,6 +663,22 @@ impl HandedFiles {
         // `/proc/self/fd/N`, which checks the file's own permissions: the
         // console log and the trust files become its user's.
         give(console)?;
+        // Each single file's directory, with an empty placeholder the file
+        // is bound over in the VMM's mount namespace (never on the host).
+        for s in cfg.shares.iter().filter(|s| s.file) {
+            let dir = file_share_dir(&cfg.run_dir, s);
+            let placeholder = dir.join(s.path.file_name().unwrap_or_default());
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .and_then(|_| std::fs::File::create(&placeholder).map(drop));
+            made.map_err(|source| MachineError::RunDir {
+                path: placeholder.clone(),
+                source,
+            })?;
+            give(&dir)?;
+        }
         if let Some(t) = &cfg.trust {
             give(t)?;
             for e in std::fs::read_dir(t)
@@ -644,7 +704,7 @@ impl HandedFiles {
             shares: cfg
                 .shares
                 .iter()
-                .map(|s| open(&s.path, true))
+                .map(|s| (!s.file).then(|| open(&s.path, true)).transpose())
                 .collect::<Result<_, _>>()?,
             rootfs: cfg
                 .rootfs

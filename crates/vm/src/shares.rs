@@ -1,9 +1,14 @@
 //! The host directories a VM sandbox shares with its guest beside its
 //! system directories: each `--ro`/`--rw` bind and a `--rootfs` tree,
-//! checked on the host (absolute, no `..`, no symbolic link on the way, a
-//! directory) and exported by the VMM over 9p, read-only ones with the
-//! VMM's `readonly=on` (the host refuses every write, whatever the guest
-//! kernel asks) and mounted read-only by the guest init as well.
+//! checked on the host (absolute, no `..`, no symbolic link on the way)
+//! and exported by the VMM over 9p, read-only ones with the VMM's
+//! `readonly=on` (the host refuses every write, whatever the guest kernel
+//! asks) and mounted read-only by the guest init as well.
+//!
+//! A bind of a single file is exported as a directory of the VMM's own
+//! root holding that file alone (a bind mount in the VMM's mount namespace
+//! over an empty placeholder), so the guest sees the file and no sibling
+//! of it; the guest init binds the file at its path.
 //!
 //! The guest learns where each share goes from its kernel command line
 //! (`warden.bind=TAG:ro|rw:HEXPATH`, `warden.hide=HEXPATH`): paths are
@@ -48,13 +53,16 @@ pub enum ShareError {
     TooLong { len: usize },
 }
 
-/// One host directory exported to the guest.
+/// One host directory (or single file) exported to the guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Share {
     /// The 9p mount tag (short: the VMM limits its length).
     pub tag: String,
     pub path: PathBuf,
     pub writable: bool,
+    /// `path` is a regular file, exported alone in a directory of the
+    /// VMM's own.
+    pub file: bool,
 }
 
 /// `path`'s bytes in hex (the guest decodes it with [`unhex`]).
@@ -83,6 +91,38 @@ pub fn unhex(s: &str) -> Option<PathBuf> {
 /// without a symbolic link on the way (the guest would see another tree
 /// than the one named), and a directory (9p exports directories only).
 pub fn check_dir(what: &'static str, path: &Path) -> Result<PathBuf, ShareError> {
+    let resolved = check_path(what, path)?;
+    if !resolved.is_dir() {
+        return Err(ShareError::Refused {
+            what,
+            path: path.to_path_buf(),
+            why: "is not a directory",
+        });
+    }
+    Ok(resolved)
+}
+
+/// `path` as a bind the VMM may share: absolute, without `..`, without a
+/// symbolic link on the way, and a directory or a regular file (no
+/// device, socket or pipe). Returns it and whether it is a file.
+pub fn check_bind(what: &'static str, path: &Path) -> Result<(PathBuf, bool), ShareError> {
+    let resolved = check_path(what, path)?;
+    if resolved.is_dir() {
+        return Ok((resolved, false));
+    }
+    if resolved.is_file() {
+        return Ok((resolved, true));
+    }
+    Err(ShareError::Refused {
+        what,
+        path: path.to_path_buf(),
+        why: "is neither a directory nor a regular file: a VM sandbox shares only those (or use --isolation process)",
+    })
+}
+
+/// `path` resolved, refused when relative, with `..`, not UTF-8, missing
+/// or through a symbolic link.
+fn check_path(what: &'static str, path: &Path) -> Result<PathBuf, ShareError> {
     let refused = |why| ShareError::Refused {
         what,
         path: path.to_path_buf(),
@@ -110,11 +150,6 @@ pub fn check_dir(what: &'static str, path: &Path) -> Result<PathBuf, ShareError>
             target: resolved,
         });
     }
-    if !resolved.is_dir() {
-        return Err(refused(
-            "is not a directory: a VM sandbox shares directories only (bind the directory that holds it, or use --isolation process)",
-        ));
-    }
     Ok(resolved)
 }
 
@@ -129,7 +164,7 @@ pub fn binds(fs: &FilesystemSpec) -> Result<(Vec<Share>, Params), ShareError> {
     let mut params = Vec::new();
     for (i, b) in fs.binds.iter().enumerate() {
         let what = if b.writable { "--rw" } else { "--ro" };
-        let path = check_dir(what, &b.path)?;
+        let (path, file) = check_bind(what, &b.path)?;
         if let Some(own) = GUEST_OWN
             .iter()
             .find(|o| path == Path::new(o) || (**o != "/" && path.starts_with(o)))
@@ -145,18 +180,25 @@ pub fn binds(fs: &FilesystemSpec) -> Result<(Vec<Share>, Params), ShareError> {
             });
         }
         let tag = format!("b{i}");
-        let mode = if b.writable { "rw" } else { "ro" };
+        let mode = match (b.writable, file) {
+            (true, false) => "rw",
+            (false, false) => "ro",
+            (true, true) => "rwf",
+            (false, true) => "rof",
+        };
         params.push(("bind".into(), format!("{tag}:{mode}:{}", hex(&path))));
         shares.push(Share {
             tag,
             path,
             writable: b.writable,
+            file,
         });
     }
     // The workspace is shared too: what it holds of the hidden directories
     // is covered at /workspace.
     let mut shown: Vec<(PathBuf, PathBuf)> = shares
         .iter()
+        .filter(|s| !s.file)
         .map(|s| (s.path.clone(), s.path.clone()))
         .collect();
     if let Some(ws) = &fs.workspace {
@@ -200,7 +242,7 @@ mod tests {
     }
 
     #[test]
-    fn a_bind_through_a_link_or_of_a_file_or_over_the_guests_own_is_refused() {
+    fn a_bind_through_a_link_or_of_a_device_or_over_the_guests_own_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let real = dir.path().join("real");
         std::fs::create_dir(&real).unwrap();
@@ -223,9 +265,11 @@ mod tests {
         };
         let real = std::fs::canonicalize(&real).unwrap();
         assert!(binds(&spec(real.clone())).is_ok());
+        let (shares, params) = binds(&spec(real.parent().unwrap().join("file"))).unwrap();
+        assert!(shares[0].file && params[0].1.starts_with("b0:rof:"));
         for bad in [
             real.parent().unwrap().join("link"),
-            real.parent().unwrap().join("file"),
+            PathBuf::from("/dev/null"),
             real.join("../real"),
             PathBuf::from("/proc/self"),
             PathBuf::from("/"),

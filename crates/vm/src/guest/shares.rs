@@ -15,23 +15,29 @@ pub(super) struct GuestBind {
     pub tag: String,
     pub path: PathBuf,
     pub writable: bool,
+    /// A single file: the share holds it alone, under its own name.
+    pub file: bool,
 }
 
-/// `TAG:ro|rw:HEXPATH`, as the host writes it.
+/// `TAG:ro|rw|rof|rwf:HEXPATH`, as the host writes it.
 pub(super) fn parse_bind(v: &str) -> Option<GuestBind> {
     let mut parts = v.splitn(3, ':');
     let tag = parts.next()?.to_string();
-    let writable = match parts.next()? {
-        "rw" => true,
-        "ro" => false,
+    let (writable, file) = match parts.next()? {
+        "rw" => (true, false),
+        "ro" => (false, false),
+        "rwf" => (true, true),
+        "rof" => (false, true),
         _ => return None,
     };
     let path = crate::shares::unhex(parts.next()?)?;
     let ok_tag = !tag.is_empty() && tag.chars().all(|c| c.is_ascii_alphanumeric());
-    ok_tag.then_some(GuestBind {
+    let named = !file || path.file_name().is_some();
+    (ok_tag && named).then_some(GuestBind {
         tag,
         path,
         writable,
+        file,
     })
 }
 
@@ -183,6 +189,9 @@ pub(super) fn adopt_rootfs(nine: &str, image: Option<&str>) -> Result<(), GuestE
     Ok(())
 }
 
+/// Where a single-file share is mounted while its file is bound.
+const FILE_STAGING: &str = "/.file";
+
 /// Mount each bind at its own path (parents before what they hold),
 /// read-only ones read-only; returns the writable ones (for Landlock).
 pub(super) fn mount_binds(binds: &[GuestBind], nine: &str) -> Result<Vec<PathBuf>, GuestError> {
@@ -197,10 +206,53 @@ pub(super) fn mount_binds(binds: &[GuestBind], nine: &str) -> Result<Vec<PathBuf
             flags |= MsFlags::MS_RDONLY;
         }
         let path = b.path.display().to_string();
+        if b.file {
+            mount_file(b, flags, nine)?;
+            continue;
+        }
         std::fs::create_dir_all(&b.path).map_err(io_err("create", &b.path))?;
         mount_fs(&b.tag, &path, "9p", flags, &format!("{nine},cache=none"))?;
     }
     Ok(writable)
+}
+
+/// A single-file share: its directory (the file alone) mounted aside, the
+/// file bound at its path (created empty first when the guest has none
+/// there), then the directory detached: the bind alone stays.
+fn mount_file(b: &GuestBind, flags: MsFlags, nine: &str) -> Result<(), GuestError> {
+    let staging = Path::new(FILE_STAGING);
+    std::fs::create_dir_all(staging).map_err(io_err("create", staging))?;
+    mount_fs(
+        &b.tag,
+        FILE_STAGING,
+        "9p",
+        flags,
+        &format!("{nine},cache=none"),
+    )?;
+    let name = b.path.file_name().unwrap_or_default();
+    let src = staging.join(name);
+    if let Some(parent) = b.path.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err("create", parent))?;
+    }
+    if b.path.symlink_metadata().is_err() {
+        std::fs::write(&b.path, b"").map_err(io_err("create", &b.path))?;
+    }
+    if b.writable {
+        let d = b.path.display().to_string();
+        mount(
+            Some(&src),
+            &b.path,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(fs_err("bind", &d))?;
+    } else {
+        bind_read_only(&src, &b.path)?;
+    }
+    umount2(FILE_STAGING, MntFlags::MNT_DETACH).map_err(fs_err("unmount", FILE_STAGING))?;
+    std::fs::remove_dir(staging).map_err(io_err("remove", staging))?;
+    Ok(())
 }
 
 /// Cover each of `hidden` that exists with an empty, read-only,
@@ -236,9 +288,12 @@ mod tests {
             Some(GuestBind {
                 tag: "b3".into(),
                 path: p.to_path_buf(),
-                writable: false
+                writable: false,
+                file: false,
             })
         );
+        let f = format!("b1:rwf:{}", crate::shares::hex(Path::new("/etc/x.conf")));
+        assert!(parse_bind(&f).is_some_and(|b| b.file && b.writable));
         for bad in ["b3:rx:2f", "b3:rw:zz", ":rw:2f", "b/3:rw:2f", "b3:rw"] {
             assert_eq!(parse_bind(bad), None, "{bad}");
         }

@@ -1,42 +1,50 @@
 //! The VMM's own jail: what a VM sandbox's QEMU runs under, so that code
 //! that escapes into it (through its 9p server or its virtio devices)
-//! reaches no more of the host than the sandbox itself could.
+//! reaches no more of the host than the sandbox itself could. Nothing in it
+//! is QEMU's own: any host helper of a sandbox (a file server, say) is
+//! jailed the same way, given its own [`VmmAccess`].
 //!
-//! Everything is prepared in the parent (the Landlock ruleset, the seccomp
-//! program, the ID maps) and applied between fork and exec with plain
-//! system calls only (the parent may have threads: nothing there may
-//! allocate), in this order:
+//! Everything is prepared in the parent (the root's plan, the Landlock
+//! ruleset, the seccomp program, the ID maps, the cgroup's files) and
+//! applied between fork and exec with plain system calls only (the parent
+//! may have threads: nothing there may allocate), in this order:
 //!
-//! 1. a network namespace: the sandbox's own (entered through the user
+//! 1. the cgroup: the forked process joins each v1 hierarchy (`0` into its
+//!    `tasks`), and the helper is born in the v2 directory
+//!    (`CLONE_INTO_CGROUP`), so no instruction of the helper's runs
+//!    outside the sandbox's cgroup;
+//! 2. a network namespace: the sandbox's own (entered through the user
 //!    namespace that owns it when warden is not root), or an empty one of
 //!    the VMM's own (with a user namespace mapping only warden's user and
 //!    group to themselves when warden is not root);
-//! 2. as root, no root: the bounding, inheritable and ambient capability
+//! 3. a PID namespace and a mount namespace of its own: the forked process
+//!    stays outside as its keeper (see [`VmmJail::apply`]) and the helper
+//!    is PID 1 there, seeing no other process; its root is a tmpfs holding
+//!    only the paths of its [`VmmAccess`], each a bind mount of the host's
+//!    (read-only unless written), and a `/proc` of its own: the host's
+//!    other paths do not exist for it (see [`RootPlan`]);
+//! 4. as root, no root: the bounding, inheritable and ambient capability
 //!    sets emptied, root's exec-time powers switched off for good
 //!    (`SECBIT_NOROOT`, locked), then the given user and group (the
 //!    workspace owner's: the 9p server then serves the workspace as its
 //!    owner has it), with no supplementary group but the one that may
 //!    open `/dev/kvm` under KVM;
-//! 3. `no_new_privs`;
-//! 4. Landlock: read (and execute) beneath the VMM's own files and what it
+//! 5. `no_new_privs`;
+//! 6. Landlock: read (and execute) beneath the VMM's own files and what it
 //!    serves read-only, write only beneath what it serves read-write, the
 //!    few devices it uses, no TCP at all, and (where the kernel can) no
 //!    signal to and no abstract Unix socket of anything outside;
-//! 5. a seccomp filter of warden's own under QEMU's: no `socket(2)` of any
+//! 7. a seccomp filter of warden's own under QEMU's: no `socket(2)` of any
 //!    family and no `io_uring` (which could open one), so the VMM has only
 //!    the descriptors it was handed: the channel, the TAP, its files.
 
-use landlock::{
-    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
-};
-use libseccomp::{ScmpAction, ScmpFilterContext, ScmpSyscall};
-use std::io::{Read, Seek};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// The newest Landlock ABI whose rights are used.
-const ABI_TARGET: ABI = ABI::V6;
+mod root;
+mod rules;
+
+pub use root::{Kind, RootPlan, RootPlanError};
 
 /// `NS_GET_USERNS`: the user namespace that owns a namespace, as a new
 /// descriptor (`_IO(0xb7, 0x1)`).
@@ -65,7 +73,20 @@ pub enum VmmJailError {
     Seccomp(String),
     #[error("cannot find the user namespace that owns the VM's network namespace")]
     Owner(#[source] nix::errno::Errno),
+    #[error("cannot plan the VMM's own root")]
+    Root(#[from] RootPlanError),
+    #[error("cannot open the VMM's cgroup to start it there")]
+    Cgroup(#[source] crate::cgroup::CgroupError),
+    #[error("cannot open {path} to start the VMM in its cgroup")]
+    CgroupProcs {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
 }
+
+/// The devices every helper gets: nothing but sinks and sources of bytes.
+pub(crate) const DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/urandom"];
 
 /// What the VMM may touch.
 #[derive(Debug, Clone, Default)]
@@ -78,6 +99,21 @@ pub struct VmmAccess {
     pub writable: Vec<PathBuf>,
     /// Devices it opens read-write (`/dev/kvm` under KVM).
     pub devices: Vec<PathBuf>,
+    /// Host files (or directories) placed at another path of its root: a
+    /// share made of chosen files only.
+    pub placed: Vec<Placed>,
+    /// An empty directory of warden's own, holding none of the paths
+    /// above, where its root is built (a mount point in its own mount
+    /// namespace only: nothing of the root ever shows there on the host).
+    pub root: PathBuf,
+}
+
+/// A host file placed at another path of the helper's root.
+#[derive(Debug, Clone)]
+pub struct Placed {
+    pub host: PathBuf,
+    pub inside: PathBuf,
+    pub writable: bool,
 }
 
 /// Where the VMM's network namespace comes from.
@@ -94,6 +130,10 @@ enum Net {
 /// [`VmmJail::apply`] and keep it alive until the VMM has been spawned.
 pub struct VmmJail {
     net: Net,
+    root: std::sync::Arc<RootPlan>,
+    /// Each v1 hierarchy's `tasks`, the v2 directory and its
+    /// `cgroup.procs`: the helper is in its cgroup before it runs.
+    cgroup: Option<(crate::cgroup::Joining, Option<OwnedFd>)>,
     ids: Option<(u32, u32)>,
     groups: Vec<libc::gid_t>,
     ruleset: OwnedFd,
@@ -110,6 +150,7 @@ impl VmmJail {
         access: &VmmAccess,
         netns: Option<&OwnedFd>,
         ids: Option<(u32, u32)>,
+        cgroup: Option<&crate::cgroup::Cgroup>,
     ) -> Result<VmmJail, VmmJailError> {
         // The devices it opens by name (`/dev/kvm`) may be its group's
         // only: that group, and no other, is kept as a supplementary one.
@@ -147,18 +188,68 @@ impl VmmJail {
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
             .unwrap_or(63);
+        let cgroup = cgroup
+            .map(|cg| -> Result<_, VmmJailError> {
+                let joining = cg.joining().map_err(VmmJailError::Cgroup)?;
+                let procs = joining
+                    .v2
+                    .as_ref()
+                    .map(|dir| {
+                        nix::fcntl::openat(
+                            dir,
+                            c"cgroup.procs",
+                            nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_CLOEXEC,
+                            nix::sys::stat::Mode::empty(),
+                        )
+                        .map_err(|source| VmmJailError::CgroupProcs {
+                            path: PathBuf::from("cgroup.procs"),
+                            source,
+                        })
+                    })
+                    .transpose()?;
+                Ok((joining, procs))
+            })
+            .transpose()?;
+        let mut paths: Vec<(PathBuf, Kind)> = Vec::new();
+        paths.extend(access.readable.iter().map(|p| (p.clone(), Kind::Read)));
+        paths.extend(access.writable.iter().map(|p| (p.clone(), Kind::Write)));
+        paths.extend(
+            access
+                .devices
+                .iter()
+                .cloned()
+                .chain(DEVICES.iter().map(PathBuf::from))
+                .map(|p| (p, Kind::Device)),
+        );
+        let placed: Vec<(PathBuf, PathBuf, Kind)> = access
+            .placed
+            .iter()
+            .map(|p| {
+                let kind = if p.writable { Kind::Write } else { Kind::Read };
+                (p.host.clone(), p.inside.clone(), kind)
+            })
+            .collect();
         Ok(VmmJail {
+            root: std::sync::Arc::new(RootPlan::new(&access.root, &paths, &placed)?),
+            cgroup,
             net,
             ids: if root { ids } else { None },
             groups,
-            ruleset: ruleset(access)?,
-            filter: filter()?,
+            ruleset: rules::ruleset(access)?,
+            filter: rules::filter()?,
             last_cap,
         })
     }
 
-    /// Have `cmd`'s program (the VMM) start inside the jail. Registered
-    /// after any `pre_exec` that needs the parent's powers.
+    /// Have `cmd`'s program (the helper) start inside the jail. Registered
+    /// after any `pre_exec` that needs the parent's powers; the jail must
+    /// stay alive until the helper has been spawned.
+    ///
+    /// The process `cmd` spawns stays outside as the helper's keeper: it
+    /// joins the cgroup, enters the network namespace, then forks the
+    /// helper as PID 1 of a new PID namespace with a mount namespace of its
+    /// own, keeps no descriptor, and ends with the helper's status (killed
+    /// by a signal N: 128+N). Killing it kills the helper.
     pub fn apply(&self, cmd: &mut std::process::Command) {
         use std::os::unix::process::CommandExt;
         let (enter_user, enter_net) = match &self.net {
@@ -170,6 +261,22 @@ impl VmmJail {
             _ => None,
         };
         let fresh_root = matches!(self.net, Net::Fresh { maps: None });
+        let (v1_tasks, v2): (Vec<RawFd>, Option<(RawFd, RawFd)>) = match &self.cgroup {
+            Some((joining, procs)) => (
+                joining
+                    .v1_tasks
+                    .iter()
+                    .map(|(f, _)| f.as_raw_fd())
+                    .collect(),
+                joining
+                    .v2
+                    .as_ref()
+                    .zip(procs.as_ref())
+                    .map(|(d, p)| (d.as_raw_fd(), p.as_raw_fd())),
+            ),
+            None => (Vec::new(), None),
+        };
+        let root = self.root.clone();
         let ids = self.ids;
         let groups = self.groups.clone();
         let ruleset = self.ruleset.as_raw_fd();
@@ -178,12 +285,14 @@ impl VmmJail {
         // A debug build's test may switch Landlock off, to see what the
         // other layers hold alone.
         let landlock = !crate::Weakened::from_env().landlock;
-        // SAFETY: the closure runs in the child between fork and exec. It
-        // calls only async-signal-safe system calls (setns, unshare, open,
-        // write, close, prctl, capset, setgroups, setres[ug]id,
-        // landlock_restrict_self, seccomp) on descriptors the child has
-        // (copies of the parent's table) and on memory the closure owns,
-        // prepared before the fork; it allocates nothing.
+        // SAFETY: the closure runs in the child between fork and exec, a
+        // single thread. It calls only async-signal-safe system calls
+        // (write, setns, unshare, open, clone, waitpid, mount, pivot_root,
+        // prctl, capset, setgroups, setres[ug]id, landlock_restrict_self,
+        // seccomp) on descriptors the child has (copies of the parent's
+        // table, kept open by the jail until the spawn returns) and on
+        // memory the closure owns, prepared before the fork; it allocates
+        // nothing.
         unsafe {
             cmd.pre_exec(move || {
                 let check = |rc: libc::c_long| -> std::io::Result<()> {
@@ -193,6 +302,11 @@ impl VmmJail {
                         Ok(())
                     }
                 };
+                // Into the cgroup's v1 hierarchies first, while the powers
+                // that opened their files are still ours.
+                for fd in &v1_tasks {
+                    write_fd(*fd, b"0")?;
+                }
                 if let Some(user) = enter_user {
                     check(libc::setns(user, libc::CLONE_NEWUSER).into())?;
                 }
@@ -213,6 +327,29 @@ impl VmmJail {
                         write_file(file, line)?;
                     }
                 }
+                // The helper is born in its own PID and mount namespaces,
+                // and in the cgroup's v2 directory (or this keeper moves
+                // there first where the kernel cannot clone into it).
+                let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+                let forked = match v2 {
+                    Some((dir, procs)) => {
+                        let dir = std::os::fd::BorrowedFd::borrow_raw(dir);
+                        match crate::sys::clone_into_cgroup(flags, dir) {
+                            Ok(f) => f,
+                            Err(_) => {
+                                write_fd(procs, b"0")?;
+                                crate::sys::clone_process(flags).map_err(errno)?
+                            }
+                        }
+                    }
+                    None => crate::sys::clone_process(flags).map_err(errno)?,
+                };
+                if let crate::sys::Forked::Parent(pid) = forked {
+                    keep(pid.as_raw());
+                }
+                // The helper ends with its keeper, whoever kills it.
+                check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into())?;
+                root.enter()?;
                 drop_capabilities(last_cap)?;
                 if let Some((uid, gid)) = ids {
                     check(libc::setgroups(groups.len(), groups.as_ptr()).into())?;
@@ -242,6 +379,50 @@ impl VmmJail {
             })
         };
     }
+}
+
+fn errno(e: nix::errno::Errno) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e as i32)
+}
+
+/// The keeper's life once the helper is forked: hold no descriptor (the
+/// helper's channel ends with the helper), wait for it, end with its
+/// status. Never returns.
+fn keep(pid: libc::pid_t) -> ! {
+    // SAFETY: close_range, waitpid and _exit are async-signal-safe; the
+    // status is a local of this frame.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        );
+        let mut status: libc::c_int = 0;
+        loop {
+            let rc = libc::waitpid(pid, &mut status, 0);
+            if rc == pid {
+                break;
+            }
+            if rc < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        libc::_exit(128 + libc::WTERMSIG(status));
+    }
+}
+
+/// Write all of `bytes` to `fd`, in the child between fork and exec.
+fn write_fd(fd: RawFd, bytes: &[u8]) -> std::io::Result<()> {
+    // SAFETY: write is async-signal-safe; `bytes` outlives the call.
+    let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+    if n != bytes.len() as isize {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Write `line` to the NUL-terminated path `file`, in the child between
@@ -344,97 +525,4 @@ fn owner_of(ns: &OwnedFd) -> Result<OwnedFd, VmmJailError> {
     // SAFETY: `fd` was just returned by the kernel and is owned by no one
     // else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// The VMM's Landlock ruleset, created (not yet enforced). Refused when the
-/// kernel has no Landlock at all: a VMM the kernel cannot confine to its
-/// files is not started. Newer rights (TCP, scopes) are used where the
-/// kernel has them; without them the network namespace and the seccomp
-/// filter still hold.
-fn ruleset(access: &VmmAccess) -> Result<OwnedFd, VmmJailError> {
-    if crate::sys::landlock_abi().unwrap_or(0) < 1 {
-        return Err(VmmJailError::NoLandlock);
-    }
-    let read = AccessFs::from_read(ABI_TARGET);
-    let all = AccessFs::from_all(ABI_TARGET);
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(all)
-        .map_err(VmmJailError::Ruleset)?
-        .handle_access(AccessNet::from_all(ABI_TARGET))
-        .map_err(VmmJailError::Ruleset)?
-        .scope(Scope::from_all(ABI_TARGET))
-        .map_err(VmmJailError::Ruleset)?
-        .create()
-        .map_err(VmmJailError::Ruleset)?;
-    let mut add = |path: &Path, dir_access, file_access| -> Result<(), VmmJailError> {
-        let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
-        let fd = PathFd::new(path).map_err(|source| VmmJailError::Path {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let access = if is_dir { dir_access } else { file_access };
-        ruleset
-            .as_mut()
-            .add_rule(PathBeneath::new(fd, access))
-            .map(drop)
-            .map_err(|source| VmmJailError::Rule {
-                path: path.to_path_buf(),
-                source,
-            })
-    };
-    let read_file = AccessFs::ReadFile | AccessFs::Execute;
-    let rw_file = AccessFs::from_file(ABI_TARGET);
-    for p in &access.readable {
-        add(p, read, read_file)?;
-    }
-    for p in &access.writable {
-        add(p, all, rw_file)?;
-    }
-    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
-    for p in access
-        .devices
-        .iter()
-        .map(PathBuf::as_path)
-        .chain(["/dev/null", "/dev/zero", "/dev/urandom"].map(Path::new))
-    {
-        if p.exists() {
-            add(p, device, device)?;
-        }
-    }
-    Option::<OwnedFd>::from(ruleset).ok_or(VmmJailError::NoLandlock)
-}
-
-/// The seccomp program stacked under QEMU's own: `socket(2)` fails with
-/// `EPERM` whatever the family, `io_uring_setup(2)` with `ENOSYS`.
-fn filter() -> Result<Vec<libc::sock_filter>, VmmJailError> {
-    let e = |e: libseccomp::error::SeccompError| VmmJailError::Seccomp(e.to_string());
-    let mut f = ScmpFilterContext::new(ScmpAction::Allow).map_err(e)?;
-    for (name, errno) in [("socket", libc::EPERM), ("io_uring_setup", libc::ENOSYS)] {
-        let call = ScmpSyscall::from_name(name).map_err(e)?;
-        f.add_rule(ScmpAction::Errno(errno), call).map_err(e)?;
-    }
-    let file =
-        nix::sys::memfd::memfd_create(c"warden-vmm-filter", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-            .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
-    let mut file = std::fs::File::from(file);
-    f.export_bpf(&file).map_err(e)?;
-    let mut program = Vec::new();
-    file.rewind()
-        .and_then(|_| file.read_to_end(&mut program))
-        .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
-    if program.is_empty() || !program.len().is_multiple_of(8) {
-        return Err(VmmJailError::Seccomp(
-            "libseccomp exported an empty or torn program".into(),
-        ));
-    }
-    Ok(program
-        .chunks_exact(8)
-        .map(|c| libc::sock_filter {
-            code: u16::from_ne_bytes([c[0], c[1]]),
-            jt: c[2],
-            jf: c[3],
-            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
-        })
-        .collect())
 }

@@ -1,0 +1,116 @@
+//! The Landlock ruleset and the seccomp program the helper is confined by
+//! on top of its namespaces.
+
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+};
+use libseccomp::{ScmpAction, ScmpFilterContext, ScmpSyscall};
+use std::io::{Read, Seek};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use super::{VmmAccess, VmmJailError};
+
+/// The newest Landlock ABI whose rights are used.
+const ABI_TARGET: ABI = ABI::V6;
+
+/// The VMM's Landlock ruleset, created (not yet enforced). Refused when the
+/// kernel has no Landlock at all: a VMM the kernel cannot confine to its
+/// files is not started. Newer rights (TCP, scopes) are used where the
+/// kernel has them; without them the network namespace and the seccomp
+/// filter still hold.
+pub(super) fn ruleset(access: &VmmAccess) -> Result<OwnedFd, VmmJailError> {
+    if crate::sys::landlock_abi().unwrap_or(0) < 1 {
+        return Err(VmmJailError::NoLandlock);
+    }
+    let read = AccessFs::from_read(ABI_TARGET);
+    let all = AccessFs::from_all(ABI_TARGET);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)
+        .map_err(VmmJailError::Ruleset)?
+        .handle_access(AccessNet::from_all(ABI_TARGET))
+        .map_err(VmmJailError::Ruleset)?
+        .scope(Scope::from_all(ABI_TARGET))
+        .map_err(VmmJailError::Ruleset)?
+        .create()
+        .map_err(VmmJailError::Ruleset)?;
+    let mut add = |path: &Path, dir_access, file_access| -> Result<(), VmmJailError> {
+        let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+        let fd = PathFd::new(path).map_err(|source| VmmJailError::Path {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let access = if is_dir { dir_access } else { file_access };
+        ruleset
+            .as_mut()
+            .add_rule(PathBeneath::new(fd, access))
+            .map(drop)
+            .map_err(|source| VmmJailError::Rule {
+                path: path.to_path_buf(),
+                source,
+            })
+    };
+    let read_file = AccessFs::ReadFile | AccessFs::Execute;
+    let rw_file = AccessFs::from_file(ABI_TARGET);
+    for p in &access.readable {
+        add(p, read, read_file)?;
+    }
+    for p in &access.writable {
+        add(p, all, rw_file)?;
+    }
+    for p in &access.placed {
+        if p.writable {
+            add(&p.host, all, rw_file)?;
+        } else {
+            add(&p.host, read, read_file)?;
+        }
+    }
+    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
+    for p in access
+        .devices
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(super::DEVICES.map(Path::new))
+    {
+        if p.exists() {
+            add(p, device, device)?;
+        }
+    }
+    Option::<OwnedFd>::from(ruleset).ok_or(VmmJailError::NoLandlock)
+}
+
+/// The seccomp program stacked under QEMU's own: `socket(2)` fails with
+/// `EPERM` whatever the family, `io_uring_setup(2)` with `ENOSYS`.
+pub(super) fn filter() -> Result<Vec<libc::sock_filter>, VmmJailError> {
+    let e = |e: libseccomp::error::SeccompError| VmmJailError::Seccomp(e.to_string());
+    let mut f = ScmpFilterContext::new(ScmpAction::Allow).map_err(e)?;
+    for (name, errno) in [("socket", libc::EPERM), ("io_uring_setup", libc::ENOSYS)] {
+        let call = ScmpSyscall::from_name(name).map_err(e)?;
+        f.add_rule(ScmpAction::Errno(errno), call).map_err(e)?;
+    }
+    let file =
+        nix::sys::memfd::memfd_create(c"warden-vmm-filter", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+            .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
+    let mut file = std::fs::File::from(file);
+    f.export_bpf(&file).map_err(e)?;
+    let mut program = Vec::new();
+    file.rewind()
+        .and_then(|_| file.read_to_end(&mut program))
+        .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
+    if program.is_empty() || !program.len().is_multiple_of(8) {
+        return Err(VmmJailError::Seccomp(
+            "libseccomp exported an empty or torn program".into(),
+        ));
+    }
+    Ok(program
+        .chunks_exact(8)
+        .map(|c| libc::sock_filter {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect())
+}
