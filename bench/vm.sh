@@ -69,16 +69,19 @@ hyperfine -N --warmup 2 --runs "$EXECS" --export-json "$OUT/exec.json" \
     -n process "$WARDEN exec bench-proc -- true" \
     -n vm "$WARDEN exec bench-vm -- true" >/dev/null
 
-# Memory of an idle sandbox on the host: the VMM's resident set (the
-# guest's RAM it touched, QEMU itself) and the supervisor's; for the
-# process backend the supervisor's and the sandbox's init.
-rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+# Memory of an idle sandbox on the host: the VMM's (the guest's RAM it
+# touched, QEMU itself), its keeper's (the fork that waits for it outside
+# its PID namespace) and the supervisor's; for the process backend the
+# supervisor's and the sandbox's init's. Proportional set sizes (PSS), so
+# that the pages the keeper shares with the supervisor it was forked from
+# are counted once.
+pss() { awk '/^Pss:/ { print $2 }' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0; }
+tree() { echo "$1"; for c in $(pgrep -P "$1"); do tree "$c"; done; }
+tree_kib() { for p in $(tree "$1"); do pss "$p"; done | awk '{ s += $1 } END { print s + 0 }'; }
 sup() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' \
     "$WARDEN_STATE_DIR/sandboxes/$1/supervisor.json"; }
-vm_sup="$(sup bench-vm)"
-proc_sup="$(sup bench-proc)"
-vm_kib=$(( $(rss "$vm_sup") + $(for p in $(pgrep -P "$vm_sup"); do rss "$p"; done | awk '{ s += $1 } END { print s + 0 }') ))
-proc_kib=$(( $(rss "$proc_sup") + $(for p in $(pgrep -P "$proc_sup"); do rss "$p"; done | awk '{ s += $1 } END { print s + 0 }') ))
+vm_kib=$(tree_kib "$(sup bench-vm)")
+proc_kib=$(tree_kib "$(sup bench-proc)")
 
 python3 - "$OUT/boot.json" "$OUT/exec.json" "$vm_kib" "$proc_kib" <<'PY'
 import json, sys
@@ -96,7 +99,7 @@ for name in ("process", "vm"):
     print(f"  {name:<8} {ms(ex[name]):>10.1f} ms")
 print(f"  vm/process: {ms(ex['vm']) / ms(ex['process']):.1f}x")
 vm_kib, proc_kib = int(sys.argv[3]), int(sys.argv[4])
-print("host memory of an idle sandbox (resident, supervisor and its children):")
+print("host memory of an idle sandbox (PSS of the supervisor and all below it):")
 print(f"  process  {proc_kib / 1024:>10.1f} MiB")
 print(f"  vm       {vm_kib / 1024:>10.1f} MiB")
 PY

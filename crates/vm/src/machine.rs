@@ -128,7 +128,7 @@ pub struct Config {
     pub root_image: Option<PathBuf>,
     /// A private directory for the channel's socket and the console log.
     pub run_dir: PathBuf,
-    /// The cgroup the VMM is moved into as soon as it runs.
+    /// The cgroup the VMM starts in (see `warden_jail::vmm`).
     pub cgroup: Option<std::sync::Arc<warden_jail::cgroup::Cgroup>>,
     /// The TAP device of the sandbox's network namespace, the guest's
     /// only network (see `warden_jail::vmnet`); none: no network device.
