@@ -460,7 +460,10 @@ impl Machine {
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => {
-                    m.check_alive(&vmm_log)?;
+                    // The channel closed: the VMM ended, or the guest did.
+                    // Its keeper ends right after the VMM: give it a moment
+                    // to say which.
+                    m.wait_exit(&vmm_log, Duration::from_secs(1))?;
                     return Err(MachineError::GuestFailed(tail(&console)));
                 }
                 Err(WireError::Io(e))
@@ -484,7 +487,8 @@ impl Machine {
         })
     }
 
-    /// The VMM's PID on the host.
+    /// The PID on the host of the VMM's keeper (the process outside the
+    /// VMM's PID namespace that waits for it; killing it kills the VMM).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -737,6 +741,16 @@ impl Pending {
                     log: tail(log),
                 });
             }
+        }
+        Ok(())
+    }
+
+    /// [`Pending::check_alive`], for up to `within` while the VMM runs.
+    fn wait_exit(&mut self, log: &Path, within: Duration) -> Result<(), MachineError> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            self.check_alive(log)?;
+            std::thread::sleep(Duration::from_millis(10));
         }
         Ok(())
     }

@@ -202,7 +202,9 @@ impl VmmJail {
                             nix::sys::stat::Mode::empty(),
                         )
                         .map_err(|source| VmmJailError::CgroupProcs {
-                            path: PathBuf::from("cgroup.procs"),
+                            path: std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+                                .unwrap_or_default()
+                                .join("cgroup.procs"),
                             source,
                         })
                     })
