@@ -439,13 +439,22 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
     .collect();
     readable.push(tool.path.clone());
     readable.push(m.tree.clone());
+    // The tool's own root is built in an empty directory beside the image
+    // (a mount point in its own mount namespace only), removed after it.
+    let jail_root = JailRoot::make(tmp.with_file_name(format!(
+        "{}.root",
+        tmp.file_name().unwrap_or_default().to_string_lossy()
+    )))
+    .map_err(write_err)?;
     let access = warden_jail::vmm::VmmAccess {
         readable,
         writable: vec![tmp.to_path_buf()],
         devices: Vec::new(),
+        placed: Vec::new(),
+        root: jail_root.0.clone(),
     };
     let ids = root.then_some((uid, gid));
-    let jail = warden_jail::vmm::VmmJail::prepare(&access, None, ids).map_err(|source| {
+    let jail = warden_jail::vmm::VmmJail::prepare(&access, None, ids, None).map_err(|source| {
         RootImageError::Jail {
             tool: tool.path.clone(),
             source,
@@ -500,6 +509,7 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
         })?;
     drop((jail, file));
     let out = wait_telling(child, tmp, m.blocks * 4096).map_err(write_err)?;
+    drop(jail_root);
     if !out.status.success() {
         let mut output = String::from_utf8_lossy(&out.stderr).trim().to_string();
         if output.is_empty() {
@@ -521,6 +531,29 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
         took: start.elapsed(),
     });
     Ok(())
+}
+
+/// An empty directory of warden's own for a jailed tool's root, removed
+/// on drop.
+struct JailRoot(PathBuf);
+
+impl JailRoot {
+    fn make(path: PathBuf) -> std::io::Result<JailRoot> {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => {}
+            // Left by a builder that died: empty, as the jail needs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        Ok(JailRoot(path))
+    }
+}
+
+impl Drop for JailRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 /// Wait for the tool, telling the observer (about twice a second) how
