@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
-use common::sockets::{listening_of, tcp_port_listens};
+use common::sockets::{listening_of, raw_connect, tcp_port_listens};
 use common::*;
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -168,7 +168,7 @@ fn a_port_nobody_listens_on_is_connection_refused() {
 
 #[test]
 fn an_address_off_the_sandboxs_loopback_is_refused_before_anything_is_opened() {
-    use warden_runtime::protocol::{self, Reply, Request, VERSION};
+    use warden_runtime::protocol::Reply;
     let state = TempDir::new("connect-far");
     ok(&warden(state.path(), &["create", "cf", "--start"]));
     let _stop = Stopper(state.path(), "cf");
@@ -190,30 +190,12 @@ fn an_address_off_the_sandboxs_loopback_is_refused_before_anything_is_opened() {
     );
     // ...and so does the supervisor, asked directly without the client's
     // check.
-    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
-    use std::os::fd::{AsFd, AsRawFd};
     for addr in [
         std::net::SocketAddr::from(([10, 255, 255, 1], port)),
         std::net::SocketAddr::from(([192, 0, 2, 1], port)),
         "[::]:80".parse().unwrap(),
     ] {
-        let sock = socket(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        connect(
-            sock.as_raw_fd(),
-            &UnixAddr::new(&control(state.path(), "cf")).unwrap(),
-        )
-        .unwrap();
-        protocol::send(sock.as_fd(), &Request::Hello { version: VERSION }, &[]).unwrap();
-        let _hello: (Reply, _) = protocol::receive(&sock).unwrap();
-        let req = Request::Connect(Target::Tcp { addr });
-        protocol::send(sock.as_fd(), &req, &[]).unwrap();
-        let (reply, fds): (Reply, _) = protocol::receive(&sock).unwrap();
+        let (reply, fds) = raw_connect(&control(state.path(), "cf"), Target::Tcp { addr });
         assert!(fds.is_empty(), "a descriptor came back for {addr}");
         match reply {
             Reply::Refused { message, .. } => {

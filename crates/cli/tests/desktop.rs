@@ -624,22 +624,18 @@ fn a_host_without_the_programs_is_told_the_apt_line_that_installs_them() {
 }
 
 #[test]
-fn a_desktop_in_a_vm_is_refused_saying_why_and_what_to_do() {
+fn a_desktop_in_a_vm_is_accepted_without_booting_it() {
+    // Booting one is the VM's full set (tests/vm_desktop.rs): here only
+    // that the profile and the isolation go together.
+    if let Some(why) = common::desktop::unavailable() {
+        return skip(&why);
+    }
     let state = TempDir::new("desktop-vm");
-    let o = warden(
+    ok(&warden(
         state.path(),
         &["create", "-P", "desktop", "--isolation", "vm", "vmdesk"],
-    );
-    assert_ne!(code(&o), 0);
-    let e = stderr(&o);
-    for said in [
-        "a desktop runs only with `--isolation process`",
-        "no X server, browser or VNC server",
-        "leave `--isolation vm` out for a desktop",
-    ] {
-        assert!(e.contains(said), "{said:?} not in: {e}");
-    }
-    assert!(!sandbox_dir(state.path(), "vmdesk").exists());
+    ));
+    assert!(sandbox_dir(state.path(), "vmdesk").exists());
 }
 
 /// `token` reads the desktop's state (saying whether it may `control` it)

@@ -53,8 +53,6 @@ pub enum Problem {
     BadHostname(String),
     #[error("{0:?} is not an isolation: use `process` (the default) or `vm`")]
     BadIsolation(String),
-    #[error("a desktop runs only with `--isolation process` for now: the microVM's guest has no X server, browser or VNC server, and the daemon cannot yet open a connection inside a guest to reach a screen or DevTools; leave `--isolation vm` out for a desktop (it then runs in the process jail, on the host's kernel behind seccomp), or keep the VM without `desktop: true`")]
-    DesktopInVm,
     #[error("{0:?} is not a valid variable name: use letters, digits and '_', not starting with a digit")]
     BadEnvName(String),
     #[error("{0:?} must have the form NAME=VALUE")]

@@ -700,9 +700,6 @@ impl Request {
         }
 
         let desktop = if self.desktop {
-            if isolation == Isolation::Vm {
-                return Err(Field::Desktop.invalid(Problem::DesktopInVm));
-            }
             let d = DesktopSpec::default();
             // Every process sees the screen, as it would at a person's
             // desktop; the profile's own values win.

@@ -6,7 +6,7 @@
 //! caller's descriptors and the VM's channel.
 
 use crate::machine::{Accel, Config, Machine, MachineError};
-use crate::wire::{Ended, Frame, Kind, Spawn, CHUNK};
+use crate::wire::{Ended, Frame, Kind, Spawn, CHUNK, CONNECTION};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::HashMap;
 use std::fs::File;
@@ -27,6 +27,11 @@ use warden_policy::{NetworkSpec, SandboxSpec, Terminal, WORKSPACE_MOUNT};
 /// machine; a busy one is much slower).
 const BOOT_TCG: Duration = Duration::from_secs(90);
 const BOOT_KVM: Duration = Duration::from_secs(20);
+
+/// A desktop guest's RAM when no memory limit is given: its X server,
+/// window manager, panel, VNC server and Chromium (whose renderers alone
+/// take a few hundred MiB) do not fit the default 512 MiB.
+pub const DESKTOP_MEMORY_MIB: u64 = 2048;
 
 /// Why a VM sandbox could not run.
 #[derive(Debug, thiserror::Error)]
@@ -172,19 +177,10 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     if spec.resources.pids.explicit {
         params.push(("nproc".into(), spec.resources.pids.value.to_string()));
     }
-    let memory_mib = if spec.resources.memory.explicit {
-        (spec.resources.memory.value >> 20).max(128)
-    } else {
-        512
-    };
     let host_cpus = std::thread::available_parallelism()
         .map(|n| n.get() as u32)
         .unwrap_or(1);
-    let cpus = spec
-        .resources
-        .cpus
-        .map(|c| (c.ceil() as u32).clamp(1, host_cpus))
-        .unwrap_or(1);
+    let (memory_mib, cpus) = guest_size(spec, host_cpus);
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
     let safe_id: String = id
         .chars()
@@ -268,6 +264,26 @@ fn root_image(
     let manifest = rootimage::manifest(tree, tool.format)?;
     let (image, _built) = rootimage::image(&manifest, &tool, cache)?;
     Ok(Some((image, tool.format)))
+}
+
+/// The guest's RAM (MiB) and vCPUs: the spec's explicit memory (at least
+/// 128 MiB), else 512 MiB, or [`DESKTOP_MEMORY_MIB`] for a desktop; its
+/// CPUs rounded up (at most the host's), else one, or two for a desktop.
+fn guest_size(spec: &SandboxSpec, host_cpus: u32) -> (u64, u32) {
+    let desktop = spec.desktop.is_some();
+    let memory_mib = if spec.resources.memory.explicit {
+        (spec.resources.memory.value >> 20).max(128)
+    } else if desktop {
+        DESKTOP_MEMORY_MIB
+    } else {
+        512
+    };
+    let cpus = spec
+        .resources
+        .cpus
+        .map(|c| (c.ceil() as u32).clamp(1, host_cpus))
+        .unwrap_or(if desktop { host_cpus.clamp(1, 2) } else { 1 });
+    (memory_mib, cpus)
 }
 
 /// Remove the run directories (console logs) of VMs whose host side died
@@ -673,9 +689,9 @@ fn read_requests(channel: &OwnedFd, tx: Sender<Input>) {
     let _ = tx.send(Input::RequestsGone);
 }
 
-type Writer = Arc<Mutex<UnixStream>>;
+pub(crate) type Writer = Arc<Mutex<UnixStream>>;
 
-fn send(w: &Writer, f: Frame) {
+pub(crate) fn send(w: &Writer, f: Frame) {
     if let Ok(mut s) = w.lock() {
         let _ = f.write_to(&mut *s);
     }
@@ -683,7 +699,7 @@ fn send(w: &Writer, f: Frame) {
 
 /// Relay `from` (a caller's stdin) into the VM as `id`'s stdin until its
 /// end, or until `stop`.
-fn pump_stdin(from: OwnedFd, id: u64, w: Writer, stop: Arc<AtomicBool>) {
+pub(crate) fn pump_stdin(from: OwnedFd, id: u64, w: Writer, stop: Arc<AtomicBool>) {
     let mut file = File::from(from);
     let mut buf = vec![0u8; CHUNK];
     loop {
@@ -807,7 +823,7 @@ fn notify(channel: &OwnedFd, notice: &FromInit) {
     notify_with(channel, notice, None);
 }
 
-fn notify_with(channel: &OwnedFd, notice: &FromInit, fd: Option<&OwnedFd>) {
+pub(crate) fn notify_with(channel: &OwnedFd, notice: &FromInit, fd: Option<&OwnedFd>) {
     if let Ok(bytes) = serde_json::to_vec(notice) {
         let fds: Vec<i32> = fd.iter().map(|f| f.as_raw_fd()).collect();
         let _ = warden_jail::fdpass::send(channel.as_fd(), &bytes, &fds);
@@ -840,6 +856,7 @@ fn serve(
     deadline: Option<Instant>,
 ) -> Ended2 {
     let mut execs: HashMap<u64, Exec> = HashMap::new();
+    let mut connections = crate::inside::Connections::default();
     let result = loop {
         let Some(input) = next(rx, deadline) else {
             break Ended2::Timeout;
@@ -921,8 +938,15 @@ fn serve(
                         errno: nix::errno::Errno::ENOTTY as i32,
                     },
                 ),
-                // Nothing of a guest is reached from the host yet.
-                ToInit::File { id, .. } | ToInit::Connect { id, .. } => notify(
+                // A connection to a service on the guest's loopback,
+                // relayed through the channel (see `inside`).
+                ToInit::Connect { id, to } => {
+                    if let Err(errno) = connections.ask(id, &to, w) {
+                        notify(channel, &FromInit::FileDone { id, errno });
+                    }
+                }
+                // The guest's files are not reached from the host yet.
+                ToInit::File { id, .. } => notify(
                     channel,
                     &FromInit::FileDone {
                         id,
@@ -931,6 +955,7 @@ fn serve(
                 ),
             },
             Input::RequestsGone => break Ended2::Exit(Ended::Exited(0)),
+            Input::Vm(f) if f.id & CONNECTION != 0 => connections.frame(f, channel, w),
             Input::Vm(f) => match f.kind {
                 Kind::Spawned => {
                     let master = execs.get_mut(&f.id).and_then(|e| e.master.take());
@@ -984,10 +1009,54 @@ fn serve(
     for e in execs.values() {
         e.stop.store(true, Ordering::SeqCst);
     }
+    connections.end();
     result
 }
 
 /// Where the VM's files live (for `warden vm kernel` and `doctor`).
 pub fn cache_dir() -> Option<PathBuf> {
     crate::kernel::vm_dir().map(|d| d.join("cache"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm_spec(desktop: bool, memory: Option<u64>, cpus: Option<f64>) -> SandboxSpec {
+        warden_policy::Request {
+            command: vec!["true".into()],
+            isolation: Some("vm".into()),
+            desktop,
+            memory,
+            cpus,
+            ..Default::default()
+        }
+        .resolve(
+            &warden_policy::Defaults::for_host(warden_policy::HostFacts {
+                total_memory: 8 << 30,
+                cpus: 8,
+                pid_max: 1 << 22,
+            }),
+            &[],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_desktop_guest_gets_room_for_its_programs_unless_a_size_is_given() {
+        assert_eq!(guest_size(&vm_spec(false, None, None), 8), (512, 1));
+        assert_eq!(
+            guest_size(&vm_spec(true, None, None), 8),
+            (DESKTOP_MEMORY_MIB, 2)
+        );
+        assert_eq!(
+            guest_size(&vm_spec(true, None, None), 1),
+            (DESKTOP_MEMORY_MIB, 1)
+        );
+        // An explicit size is the person's choice, for a desktop too.
+        assert_eq!(
+            guest_size(&vm_spec(true, Some(1 << 30), Some(3.0)), 8),
+            (1024, 3)
+        );
+    }
 }

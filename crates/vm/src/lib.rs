@@ -20,6 +20,7 @@ pub mod accel;
 pub mod backend;
 pub mod guest;
 pub mod image;
+mod inside;
 pub mod kernel;
 pub mod machine;
 pub mod report;

@@ -9,6 +9,13 @@
 //! backend's spawn protocol no descriptor can cross a VM's boundary, so the
 //! host relays each process's streams through here.
 //!
+//! A connection into the guest (the daemon reaching a desktop's screen or
+//! its browser's DevTools) is a stream of its own: `connect` names the
+//! target on the guest's loopback, `connected` or `failed` answers, then
+//! its bytes travel as `stdin` (towards the guest's service) and `stdout`
+//! frames (back), its ends as `stdin_eof` and `ended`. Its id has
+//! [`CONNECTION`] set, so that it never names a process.
+//!
 //! Both sides read the other's frames as untrusted input: a payload larger
 //! than [`MAX_PAYLOAD`] or an unknown kind ends the channel.
 
@@ -19,6 +26,8 @@ use std::io::{Read, Write};
 pub const MAX_PAYLOAD: usize = 256 * 1024;
 /// Largest chunk of a stream in one frame.
 pub const CHUNK: usize = 32 * 1024;
+/// The bit of a frame's id that makes it a connection's, not a process's.
+pub const CONNECTION: u64 = 1 << 63;
 /// The name of the virtio-serial port the guest's init serves on.
 pub const PORT_NAME: &str = "warden.0";
 
@@ -38,6 +47,9 @@ pub enum Kind {
     TermAll = 5,
     /// Host to guest: power off.
     Shutdown = 6,
+    /// Host to guest: connect to a service on the guest's own loopback
+    /// (a `warden_jail::connect::Target`, as JSON).
+    Connect = 7,
     /// Guest to host: the init serves ([`Ready`] as JSON).
     Ready = 10,
     /// Guest to host: the process runs (its PID in the guest, as JSON).
@@ -53,6 +65,8 @@ pub enum Kind {
     Ended = 15,
     /// Guest to host: the init cannot go on (a message, as JSON).
     Fatal = 16,
+    /// Guest to host: the connection asked for is made.
+    Connected = 17,
 }
 
 impl Kind {
@@ -65,6 +79,7 @@ impl Kind {
             4 => Signal,
             5 => TermAll,
             6 => Shutdown,
+            7 => Connect,
             10 => Ready,
             11 => Spawned,
             12 => Failed,
@@ -72,6 +87,7 @@ impl Kind {
             14 => Stderr,
             15 => Ended,
             16 => Fatal,
+            17 => Connected,
             _ => return None,
         })
     }

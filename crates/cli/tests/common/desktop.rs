@@ -67,6 +67,12 @@ pub fn info(d: &Daemon, name: &str) -> serde_json::Value {
 /// Wait until the desktop of `name` is up: its screen and its browser
 /// answer. Its state then (or a panic that shows its programs).
 pub fn wait_up(d: &Daemon, name: &str) -> serde_json::Value {
+    wait_up_within(d, name, UP_WITHIN)
+}
+
+/// [`wait_up`], bounded by `within` (a desktop in an emulated VM is much
+/// slower to come up).
+pub fn wait_up_within(d: &Daemon, name: &str, within: Duration) -> serde_json::Value {
     let began = Instant::now();
     loop {
         let i = info(d, name);
@@ -75,8 +81,8 @@ pub fn wait_up(d: &Daemon, name: &str) -> serde_json::Value {
             return i;
         }
         assert!(
-            began.elapsed() < UP_WITHIN,
-            "the desktop of {name} did not come up within {UP_WITHIN:?}: {i}"
+            began.elapsed() < within,
+            "the desktop of {name} did not come up within {within:?}: {i}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -92,3 +92,28 @@ pub fn tcp_port_listens(port: u16) -> bool {
         .iter()
         .any(|l| l.port == port && l.proto.starts_with("tcp"))
 }
+
+/// `Request::Connect(target)` sent to the supervisor listening on
+/// `control` as a raw request, without the client library's own check of
+/// the target: the supervisor's reply and the descriptors that came with
+/// it.
+pub fn raw_connect(
+    control: &std::path::Path,
+    target: warden_jail::connect::Target,
+) -> (warden_runtime::protocol::Reply, Vec<std::os::fd::OwnedFd>) {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::{AsFd, AsRawFd};
+    use warden_runtime::protocol::{self, Reply, Request, VERSION};
+    let sock = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    connect(sock.as_raw_fd(), &UnixAddr::new(control).unwrap()).unwrap();
+    protocol::send(sock.as_fd(), &Request::Hello { version: VERSION }, &[]).unwrap();
+    let _hello: (Reply, _) = protocol::receive(&sock).unwrap();
+    protocol::send(sock.as_fd(), &Request::Connect(target), &[]).unwrap();
+    protocol::receive(&sock).unwrap()
+}

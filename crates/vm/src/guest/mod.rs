@@ -13,6 +13,7 @@
 //! ([`crate::wire`]) until the host says shut down or goes away, and ends,
 //! which ends the guest (`panic=-1` with QEMU's `-no-reboot`).
 
+mod connect;
 mod serve;
 mod setup;
 mod shares;

@@ -2,7 +2,7 @@
 //! streams relayed as frames, every child reaped (PID 1 adopts orphans),
 //! each requested process's end reported after the last byte of its output.
 
-use crate::wire::{Ended, Frame, Kind, Spawn, CHUNK};
+use crate::wire::{Ended, Frame, Kind, Spawn, CHUNK, CONNECTION};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
@@ -204,6 +204,7 @@ pub(super) fn serve(mut port: File, w: File) {
         std::thread::spawn(move || reaper(r));
     }
     let running: Running2 = Arc::new(Mutex::new(HashMap::new()));
+    let conns: super::connect::Conns = Arc::default();
     loop {
         let frame = match Frame::read_from(&mut port) {
             Ok(Some(f)) => f,
@@ -216,6 +217,11 @@ pub(super) fn serve(mut port: File, w: File) {
             }
         };
         match frame.kind {
+            // A process's id never has the connections' bit.
+            Kind::Spawn if frame.id & CONNECTION != 0 => send(
+                &w,
+                Frame::json(Kind::Failed, frame.id, &(nix::errno::Errno::EINVAL as i32)),
+            ),
             Kind::Spawn => {
                 let notice = match frame.parse::<Spawn>() {
                     Ok(req) => match spawn(frame.id, req, &w, &reaped, &running) {
@@ -227,6 +233,28 @@ pub(super) fn serve(mut port: File, w: File) {
                     }
                 };
                 send(&w, notice);
+            }
+            Kind::Connect if frame.id & CONNECTION != 0 => match frame.parse() {
+                Ok(target) => {
+                    let w = w.clone();
+                    let send = move |f| send(&w, f);
+                    super::connect::open(frame.id, target, send, conns.clone());
+                }
+                Err(_) => send(
+                    &w,
+                    Frame::json(Kind::Failed, frame.id, &(nix::errno::Errno::EINVAL as i32)),
+                ),
+            },
+            // A connection's bytes, and its end, towards the service.
+            Kind::Stdin if frame.id & CONNECTION != 0 => {
+                if let Some(tx) = super::connect::lock(&conns).get(&frame.id) {
+                    let _ = tx.send(Some(frame.payload));
+                }
+            }
+            Kind::StdinEof if frame.id & CONNECTION != 0 => {
+                if let Some(tx) = super::connect::lock(&conns).remove(&frame.id) {
+                    let _ = tx.send(None);
+                }
             }
             Kind::Stdin => {
                 if let Some(tx) = lock(&running).get(&frame.id).and_then(|r| r.stdin.as_ref()) {
