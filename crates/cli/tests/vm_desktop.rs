@@ -115,16 +115,16 @@ fn a_desktop_vm_sandbox_is_watched_and_shot_through_the_daemon() {
 }
 
 /// A server in a guest, on 127.0.0.1:`port`: appends a line to
-/// `/workspace/arrivals` for each connection, greets naming the peer,
+/// `/tmp/arrivals` for each connection, greets naming the peer,
 /// then echoes everything back until the caller's end.
 fn guest_server(port: u16) -> String {
     format!(
         r#"import socket, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('127.0.0.1', {port})); s.listen()
-open('/workspace/ready', 'w').close()
+open('/tmp/ready', 'w').close()
 def serve(c, peer):
-    open('/workspace/arrivals', 'a').write(str(peer) + '\n')
+    with open('/tmp/arrivals', 'a') as f: f.write(str(peer) + '\n')
     c.sendall(('hello from the guest, you are ' + str(peer) + '\n').encode())
     while True:
         b = c.recv(65536)
@@ -138,19 +138,11 @@ while True:
     )
 }
 
-/// A VM sandbox `name` over `ws` running [`guest_server`] on `port`.
-fn vm_with_server(state: &Path, ws: &TempDir, name: &str, port: u16) -> Stopper {
+/// A VM sandbox `name` running [`guest_server`] on `port`.
+fn vm_with_server(state: &Path, name: &str, port: u16) -> Stopper {
     ok(&vm_warden(
         state,
-        &[
-            "create",
-            "--isolation",
-            "vm",
-            "-w",
-            ws.str(),
-            "--start",
-            name,
-        ],
+        &["create", "--isolation", "vm", "--start", name],
         None,
     ));
     let stop = Stopper(state.to_path_buf(), name.to_string());
@@ -168,14 +160,35 @@ fn vm_with_server(state: &Path, ws: &TempDir, name: &str, port: u16) -> Stopper 
         None,
     ));
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !ws.path().join("ready").exists() {
+    while code(&vm_warden(
+        state,
+        &["exec", name, "--", "test", "-e", "/tmp/ready"],
+        None,
+    )) != 0
+    {
         assert!(
             Instant::now() < deadline,
             "the guest's server never started"
         );
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(500));
     }
     stop
+}
+
+/// What the guest's server of sandbox `name` wrote down of its arrivals.
+fn arrivals(state: &Path, name: &str) -> String {
+    stdout(&vm_warden(
+        state,
+        &[
+            "exec",
+            name,
+            "--",
+            "sh",
+            "-c",
+            "cat /tmp/arrivals 2>/dev/null; true",
+        ],
+        None,
+    ))
 }
 
 /// A listener on the host that records whether any connection arrived.
@@ -212,7 +225,6 @@ fn connect_inside_a_vm_reaches_the_guests_own_ports_and_nothing_else() {
         return;
     };
     let state = TempDir::new("vm-connect");
-    let (ws_a, ws_b) = (TempDir::new("vm-connect-a"), TempDir::new("vm-connect-b"));
     // Ports free on the host, each used once: the guest's own, the other
     // guest's, and a host listener on its loopback.
     let host = Recorder::on("127.0.0.1:0");
@@ -223,8 +235,8 @@ fn connect_inside_a_vm_reaches_the_guests_own_ports_and_nothing_else() {
         .collect();
     let (port_a, port_b) = (free[0], free[1]);
     // Neither VM has egress: no network device at all in the guests.
-    let _a = vm_with_server(state.path(), &ws_a, "va", port_a);
-    let _b = vm_with_server(state.path(), &ws_b, "vb", port_b);
+    let _a = vm_with_server(state.path(), "va", port_a);
+    let _b = vm_with_server(state.path(), "vb", port_b);
     let ctl = control(state.path(), "va");
 
     // The guest's own listener: reached, from the guest's own loopback,
@@ -279,8 +291,9 @@ fn connect_inside_a_vm_reaches_the_guests_own_ports_and_nothing_else() {
         .connect(&Target::loopback(port_b))
         .unwrap_err();
     assert!(refused(&err), "{err:?}");
-    assert!(
-        !ws_b.path().join("arrivals").exists(),
+    assert_eq!(
+        arrivals(state.path(), "vb"),
+        "",
         "the other guest's server was reached"
     );
 
@@ -321,6 +334,6 @@ fn connect_inside_a_vm_reaches_the_guests_own_ports_and_nothing_else() {
     let _ = std::fs::remove_file(&path);
 
     // Only this test's one connection reached the guest's server.
-    let arrivals = std::fs::read_to_string(ws_a.path().join("arrivals")).unwrap();
-    assert_eq!(arrivals.lines().count(), 1, "{arrivals}");
+    let seen = arrivals(state.path(), "va");
+    assert_eq!(seen.lines().count(), 1, "{seen}");
 }
