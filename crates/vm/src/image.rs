@@ -57,6 +57,13 @@ const ETC_FILES: &[&str] = &[
 /// (Debian's `alternatives`: `/usr/bin/awk -> /etc/alternatives/awk`).
 const ETC_LINK_DIRS: &[&str] = &["alternatives"];
 
+/// Directories of the host's `/etc` copied whole (their files and links,
+/// and those of their subdirectories): the packaged, non-secret
+/// configuration a desktop's programs read (the `chromium` launcher sources
+/// `/etc/chromium.d/*` and fails without it; fontconfig reads
+/// `/etc/fonts`).
+const ETC_DIRS: &[&str] = &["chromium.d", "chromium", "fonts"];
+
 /// Why the initramfs could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -210,6 +217,31 @@ fn normalize(p: &Path) -> PathBuf {
 /// lists them: the guest init is built by the same toolchain against a
 /// subset of them (the C library, the math library, libgcc's unwinder and
 /// the dynamic linker).
+/// Copy `/etc/REL`'s files and links into the archive, and `depth - 1`
+/// levels of its subdirectories; whatever cannot be read is left out.
+fn copy_etc_dir(a: &mut Archive, rel: &str, depth: u32) {
+    if depth == 0 {
+        return;
+    }
+    let dir = Path::new("/etc").join(rel);
+    for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let inside = format!("{rel}/{name}");
+        let Ok(kind) = e.file_type() else { continue };
+        if kind.is_symlink() {
+            if let Ok(target) = std::fs::read_link(e.path()) {
+                a.link(&format!("etc/{inside}"), &target.to_string_lossy());
+            }
+        } else if kind.is_dir() {
+            copy_etc_dir(a, &inside, depth - 1);
+        } else if kind.is_file() {
+            if let Ok(data) = std::fs::read(e.path()) {
+                a.file(&format!("etc/{inside}"), data, 0o644);
+            }
+        }
+    }
+}
+
 fn linked_libraries() -> Vec<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let mut libs: Vec<PathBuf> = maps
@@ -330,6 +362,9 @@ pub fn initramfs(
                 a.link(&format!("etc/{d}/{name}"), &target.to_string_lossy());
             }
         }
+    }
+    for d in ETC_DIRS {
+        copy_etc_dir(&mut a, d, 2);
     }
     let bytes = a.write().map_err(|source| ImageError::Write {
         path: cache.to_path_buf(),

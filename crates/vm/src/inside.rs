@@ -85,11 +85,9 @@ impl Connections {
                 );
                 done(channel, request, 0, Some(&OwnedFd::from(theirs)));
             }
-            Kind::Failed => {
-                if self.pending.remove(&f.id).is_some() {
-                    let errno = f.parse::<i32>().unwrap_or(nix::errno::Errno::EIO as i32);
-                    done(channel, request, errno, None);
-                }
+            Kind::Failed if self.pending.remove(&f.id).is_some() => {
+                let errno = f.parse::<i32>().unwrap_or(nix::errno::Errno::EIO as i32);
+                done(channel, request, errno, None);
             }
             Kind::Stdout => {
                 let stalled = match self.open.get_mut(&f.id) {
