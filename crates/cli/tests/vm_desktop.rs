@@ -94,16 +94,31 @@ fn a_desktop_vm_sandbox_is_watched_and_shot_through_the_daemon() {
         let (w, h, _, _) = rfb_handshake(&mut ws).await;
         assert_eq!((w, h), (1280, 800), "the profile's screen");
     });
-    // DevTools through the daemon answer from the guest's browser.
-    let (s, b) = call(
-        &d,
-        "GET",
-        "/v1/sandboxes/vmdesk/desktop/cdp/json/version/",
-        None,
-        None,
-    );
-    assert_eq!(s, 200, "{b}");
-    assert!(json(&b)["Browser"].as_str().unwrap_or("").contains("Chrom"));
+    // DevTools through the daemon answer from the guest's browser (which,
+    // emulated, may still be starting its DevTools server, or restarting).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (s, b) = call(
+            &d,
+            "GET",
+            "/v1/sandboxes/vmdesk/desktop/cdp/json/version/",
+            None,
+            None,
+        );
+        if s == 200 {
+            assert!(
+                json(&b)["Browser"].as_str().unwrap_or("").contains("Chrom"),
+                "{b}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "DevTools never answered: {s} {b}; the desktop: {}",
+            common::desktop::info(&d, "vmdesk")
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
     // Nothing of it listens on the host.
     assert_eq!(
         (tcp_port_listens(5900), tcp_port_listens(9222)),

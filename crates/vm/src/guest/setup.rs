@@ -338,12 +338,15 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
         )?;
     }
     if p.workspace {
+        // `mmap`: uncached like `none`, but shared mappings work (a named
+        // sandbox's home is its workspace, where a desktop's browser and
+        // its settings store map files shared; `none` refuses that).
         mount_fs(
             "workspace",
             "/workspace",
             "9p",
             nosuid,
-            &format!("{nine},cache=none"),
+            &format!("{nine},cache=mmap"),
         )?;
     }
     let tmp = p.tmp.unwrap_or(256 << 20);
