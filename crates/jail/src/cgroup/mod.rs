@@ -443,7 +443,7 @@ impl Cgroup {
         let mut required = Vec::new();
         for (c, _) in wanted.iter().filter(|(_, w)| *w) {
             let backend = plan
-                .backend(&h, *c)
+                .backend(h, *c)
                 .map_err(|reason| CgroupError::Unavailable {
                     controller: c.name(),
                     reason,
