@@ -139,7 +139,7 @@ fn parse_proc_cgroup(text: &str) -> Vec<Membership> {
 }
 
 /// A v1 hierarchy the host mounts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct V1Hierarchy {
     pub(super) point: PathBuf,
     /// The controllers of ours it carries (several when co-mounted, as
@@ -150,7 +150,7 @@ pub(super) struct V1Hierarchy {
 }
 
 /// The v2 hierarchy the host mounts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct V2Hierarchy {
     pub(super) point: PathBuf,
     /// This process's cgroup directory, when visible through the mount.
@@ -158,7 +158,7 @@ pub(super) struct V2Hierarchy {
 }
 
 /// The cgroup hierarchies of this host, as this process sees them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Hierarchies {
     pub(super) v1: Vec<V1Hierarchy>,
     pub(super) v2: Option<V2Hierarchy>,

@@ -32,6 +32,7 @@
 mod discover;
 mod join;
 mod kill;
+mod memo;
 mod plan;
 mod v1;
 mod v2;
@@ -83,14 +84,17 @@ const USER_PARENT_PREFIX: &str = "warden-user-";
 /// user who could write another's could move its processes or lift its
 /// limits.
 fn v1_parent(point: &Path) -> PathBuf {
-    let uid = nix::unistd::geteuid();
-    if !uid.is_root() {
-        let mine = point.join(format!("{USER_PARENT_PREFIX}{uid}"));
-        if mine.is_dir() {
-            return mine;
-        }
+    match v1_user_parent(point) {
+        Some(mine) if mine.is_dir() => mine,
+        _ => point.join(PARENT),
     }
-    point.join(PARENT)
+}
+
+/// The cgroup an administrator may have delegated to this (rootless) user
+/// in the v1 hierarchy mounted at `point`; `None` for root.
+fn v1_user_parent(point: &Path) -> Option<PathBuf> {
+    let uid = nix::unistd::geteuid();
+    (!uid.is_root()).then(|| point.join(format!("{USER_PARENT_PREFIX}{uid}")))
 }
 
 /// Errors of the cgroup layer. Each says what was attempted, on which path,
@@ -253,7 +257,7 @@ pub struct Limits {
 }
 
 /// How the host mounts cgroups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// Only the unified hierarchy (cgroup2).
@@ -300,7 +304,9 @@ pub struct Stats {
 }
 
 /// Controllers this module uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 enum Controller {
     Memory,
     Pids,
@@ -404,8 +410,30 @@ impl Cgroup {
             None => None,
         };
 
-        let h = Hierarchies::discover()?;
-        let plan = Plan::new(&h, &RealHost);
+        let name = format!("warden-{id}");
+        let memo_dir = memo::default_dir();
+        let (h, plan, source) = memo::plan(memo_dir.as_deref(), false)?;
+        match Self::create_planned(&h, &plan, &name, limits, quota) {
+            // A remembered plan that no longer fits the host (a controller
+            // moved, a delegation withdrawn or granted) costs a retry with
+            // the host as it is now, never a wrong answer.
+            Err(e) if source == memo::Source::Remembered => {
+                tracing::debug!(error = %e, "the remembered cgroup plan failed; discovering again");
+                let (h, plan, _) = memo::plan(memo_dir.as_deref(), true)?;
+                Self::create_planned(&h, &plan, &name, limits, quota)
+            }
+            done => done,
+        }
+    }
+
+    /// [`Cgroup::create`] on a plan for this host.
+    fn create_planned(
+        h: &Hierarchies,
+        plan: &Plan,
+        name: &str,
+        limits: &Limits,
+        quota: Option<u64>,
+    ) -> Result<Cgroup, CgroupError> {
         let wanted = [
             (Controller::Memory, limits.memory.is_some()),
             (Controller::Pids, limits.pids.is_some()),
@@ -415,7 +443,7 @@ impl Cgroup {
         let mut required = Vec::new();
         for (c, _) in wanted.iter().filter(|(_, w)| *w) {
             let backend = plan
-                .backend(&h, *c)
+                .backend(h, *c)
                 .map_err(|reason| CgroupError::Unavailable {
                     controller: c.name(),
                     reason,
@@ -423,7 +451,6 @@ impl Cgroup {
             required.push((*c, backend));
         }
 
-        let name = format!("warden-{id}");
         // Dropping `cg` on an error path removes what was created so far.
         let mut cg = Cgroup { dirs: Vec::new() };
         for &i in &plan.v1_usable {
@@ -439,20 +466,20 @@ impl Cgroup {
             if !useful {
                 continue;
             }
-            match with_parent_retry(|| v1::create(v1, &name)) {
+            match with_parent_retry(|| v1::create(v1, name)) {
                 Ok(dir) => cg.dirs.push(dir),
                 Err(e) if needed => return Err(e),
                 Err(e) => tracing::debug!(error = %e, "optional cgroup v1 hierarchy left out"),
             }
         }
         if let Some(v2) = &plan.v2 {
-            let enable = plan.v2_controllers(&h);
+            let enable = plan.v2_controllers(h);
             let needed: Vec<Controller> = required
                 .iter()
                 .filter(|(_, b)| *b == Backend::V2)
                 .map(|(c, _)| *c)
                 .collect();
-            match with_parent_retry(|| v2::create(&v2.place, &name, &enable, &needed)) {
+            match with_parent_retry(|| v2::create(&v2.place, name, &enable, &needed)) {
                 Ok(dir) => cg.dirs.push(dir),
                 Err(e) if !needed.is_empty() => return Err(e),
                 Err(e) => tracing::debug!(error = %e, "optional cgroup v2 directory left out"),

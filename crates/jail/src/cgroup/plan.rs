@@ -11,7 +11,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use nix::unistd::AccessFlags;
+use rustix::fs::{Access, AtFlags, CWD};
 
 use super::discover::{Hierarchies, V2Hierarchy};
 use super::{Controller, Layout, Support, HINT_PERMISSION, HINT_V1, PARENT, SUPERVISOR_PREFIX};
@@ -29,7 +29,9 @@ pub(super) struct RealHost;
 
 impl HostView for RealHost {
     fn writable(&self, path: &Path) -> bool {
-        nix::unistd::eaccess(path, AccessFlags::W_OK).is_ok()
+        // faccessat2 with AT_EACCESS: one system call, where glibc's
+        // eaccess first asks for the four IDs.
+        rustix::fs::accessat(CWD, path, Access::WRITE_OK, AtFlags::EACCESS).is_ok()
     }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
@@ -48,7 +50,7 @@ pub(super) enum Backend {
 }
 
 /// Where the sandbox's v2 cgroup goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) enum V2Place {
     /// We may write the hierarchy's root (root, or a cgroup namespace we own):
     /// `<root>/warden/warden-<id>`.
@@ -67,14 +69,14 @@ impl V2Place {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct V2Plan {
     pub(super) place: V2Place,
     /// Controllers of ours listed in the base's `cgroup.controllers`.
     available: Vec<Controller>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Plan {
     layout: Layout,
     /// Indexes of the v1 hierarchies (of ours) whose `warden` parent we may write.
@@ -94,7 +96,12 @@ impl Plan {
             if v1.controllers.is_empty() {
                 continue;
             }
-            let parent = super::v1_parent(&v1.point);
+            // What `v1_parent` will choose, asked through the view.
+            let mine = super::v1_user_parent(&v1.point);
+            let parent = match mine {
+                Some(mine) if host.exists(&mine) => mine,
+                _ => v1.point.join(PARENT),
+            };
             let ok = if host.exists(&parent) {
                 host.writable(&parent)
             } else {

@@ -6,6 +6,7 @@ mod error;
 mod host_paths;
 mod outcome;
 mod plan;
+mod release;
 mod setup;
 mod supervision;
 
@@ -632,6 +633,9 @@ fn run_mode(
     drop(go_rd);
     drop(rep_wr);
     drop(joining.v2);
+    // The init's exit then does not unmount the sandbox's tree (see
+    // `release`): it is reaped, and its cgroup emptied, without that wait.
+    let mounts = release::Held::hold(child);
     let mut guard = ChildGuard {
         pid: child,
         cgroup,
@@ -801,6 +805,10 @@ fn run_mode(
     supervised?;
     drop(raw);
     guard.reaped = true;
+    // Every process of the sandbox is reaped: its mounts are nobody's.
+    if let Some(m) = mounts {
+        m.let_go();
+    }
     drop(private_tmp);
 
     attach.stopping();
