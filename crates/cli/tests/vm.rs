@@ -682,6 +682,8 @@ const GUEST_MODULES: &[&str] = &[
     "fs/netfs/netfs.ko",
     "fs/fscache/fscache.ko",
     "fs/9p/9p.ko",
+    "fs/fuse/fuse.ko",
+    "fs/fuse/virtiofs.ko",
     "net/core/failover.ko",
     "drivers/net/net_failover.ko",
     "drivers/net/virtio_net.ko",

@@ -182,6 +182,9 @@ fn an_escaped_vmm_started_by_root_reads_writes_and_reaches_nothing_of_the_host()
         .arg(&ws)
         .args(["--", "true"])
         .env("WARDEN_VMM", &vmm)
+        // The VMM as the workspace's 9p server (over virtio-fs it has no
+        // right on the workspace at all: see vm_fs.rs).
+        .env("WARDEN_VM_FS", "9p")
         .env("WARDEN_VM_ACCEL", "tcg")
         .env("WARDEN_VM_DIR", vm_dir())
         .env("WARDEN_STATE_DIR", dir.path().join("state"))
@@ -237,6 +240,9 @@ fn an_escaped_rootless_vmm_reads_writes_and_reaches_nothing_of_its_user() {
         .arg(&ws)
         .args(["--", "true"])
         .env("WARDEN_VMM", &vmm)
+        // The VMM as the workspace's 9p server (over virtio-fs it has no
+        // right on the workspace at all: see vm_fs.rs).
+        .env("WARDEN_VM_FS", "9p")
         .env("WARDEN_VM_ACCEL", "tcg")
         .env("WARDEN_VM_DIR", dir.path().join("vm"))
         .env("WARDEN_STATE_DIR", dir.path().join("state"))

@@ -4,7 +4,8 @@
 //! some ways more:
 //!
 //! 1. as root, no root: the capability sets emptied (as the VMM's), then
-//!    the workspace owner's user and group, with no supplementary group;
+//!    the workspace owner's user and group, with no supplementary group
+//!    (rootless, it is warden's own user, which has no capability);
 //! 2. a user namespace of its own that maps that one user and that one
 //!    group to themselves (nothing else of the host's IDs exists there),
 //!    and an empty network namespace of its own;
@@ -109,8 +110,11 @@ impl FsdJail {
                         Ok(())
                     }
                 };
-                crate::vmm::drop_capabilities(last_cap)?;
                 if let Some((uid, gid)) = switch {
+                    // Root's: rootless, there is no capability to drop
+                    // (nor the right to change securebits) before the
+                    // namespace.
+                    crate::vmm::drop_capabilities(last_cap)?;
                     // No supplementary group at all: virtiofsd drops
                     // them itself, which the namespace (setgroups
                     // denied) would refuse.
