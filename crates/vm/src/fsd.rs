@@ -271,6 +271,51 @@ pub fn serve(
     })
 }
 
+/// virtiofsd ends by itself once the VMM has (its socket closes): wait up
+/// to `grace` for that, then kill it.
+pub(crate) fn end(fsd: &mut Option<Child>, grace: Duration) {
+    if let Some(mut c) = fsd.take() {
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// A virtiofsd not yet handed on: killed if booting stops first.
+pub(crate) struct KillOnDrop(pub Option<Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        end(&mut self.0, Duration::ZERO);
+    }
+}
+
+/// The workspace's virtiofsd, started; when it cannot start and was not
+/// `forced`, none, and the line that says why the workspace goes over 9p.
+pub(crate) fn start(
+    fsd: &Virtiofsd,
+    forced: bool,
+    ws: &Path,
+    run_dir: &Path,
+    ids: (u32, u32),
+    cgroup: Option<&warden_jail::cgroup::Cgroup>,
+) -> Result<(Option<Served>, Option<String>), FsError> {
+    match serve(fsd, ws, run_dir, ids, cgroup) {
+        Ok(s) => Ok((Some(s), None)),
+        Err(e) if forced => Err(e),
+        Err(e) => Ok((
+            None,
+            Some(format!(
+                "{}: the workspace is shared over 9p, served by the VMM itself",
+                warden_jail::chain_str(&e)
+            )),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

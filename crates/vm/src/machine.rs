@@ -400,7 +400,13 @@ impl Machine {
         .map_err(MachineError::Pair)?;
         let stream = UnixStream::from(ours);
         let ids = vmm_ids(cfg.workspace.as_deref());
-        let (served, fs_note) = start_fsd(cfg, ids)?;
+        let (served, fs_note) = match (&cfg.workspace, &cfg.workspace_fs) {
+            (Some(ws), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) => {
+                crate::fsd::start(fsd, *forced, ws, &cfg.run_dir, ids, cfg.cgroup.as_deref())
+                    .map_err(MachineError::Fsd)?
+            }
+            _ => (None, None),
+        };
         let files = HandedFiles::open(cfg, &console, ids, served.is_some())?;
         let mut command = Command::new(&cfg.vmm);
         // Nothing of warden's environment (which may hold a secret's
@@ -455,7 +461,7 @@ impl Machine {
             Some(s) => (Some(s.child), Some(s.vmm_end)),
             None => (None, None),
         };
-        let mut fsd = KillOnDrop(fsd);
+        let mut fsd = crate::fsd::KillOnDrop(fsd);
         // Joined before the VMM runs: a VMM that cannot be confined is not
         // started.
         let jail = warden_jail::vmm::VmmJail::prepare(
@@ -560,7 +566,7 @@ impl Machine {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        end_fsd(&mut self.fsd, grace);
+        crate::fsd::end(&mut self.fsd, grace);
     }
 
     /// The last lines of the guest's console.
@@ -573,55 +579,8 @@ impl Drop for Machine {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        end_fsd(&mut self.fsd, Duration::ZERO);
+        crate::fsd::end(&mut self.fsd, Duration::ZERO);
         let _ = std::fs::remove_dir_all(&self.run_dir);
-    }
-}
-
-/// virtiofsd ends by itself once the VMM has (its socket closes): wait up
-/// to `grace` for that, then kill it.
-fn end_fsd(fsd: &mut Option<Child>, grace: Duration) {
-    if let Some(mut c) = fsd.take() {
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-}
-
-/// A virtiofsd not yet handed on: killed if booting stops first.
-struct KillOnDrop(Option<Child>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        end_fsd(&mut self.0, Duration::ZERO);
-    }
-}
-
-/// The workspace's virtiofsd, started when virtio-fs serves it; when it
-/// cannot start and was not forced, none, and the line that says why the
-/// workspace goes over 9p.
-fn start_fsd(
-    cfg: &Config,
-    ids: (u32, u32),
-) -> Result<(Option<crate::fsd::Served>, Option<String>), MachineError> {
-    let (Some(ws), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) =
-        (&cfg.workspace, &cfg.workspace_fs)
-    else {
-        return Ok((None, None));
-    };
-    match crate::fsd::serve(fsd, ws, &cfg.run_dir, ids, cfg.cgroup.as_deref()) {
-        Ok(s) => Ok((Some(s), None)),
-        Err(e) if *forced => Err(MachineError::Fsd(e)),
-        Err(e) => Ok((
-            None,
-            Some(format!(
-                "{}: the workspace is shared over 9p, served by the VMM itself",
-                warden_jail::chain_str(&e)
-            )),
-        )),
     }
 }
 
@@ -879,7 +838,7 @@ impl Drop for Pending {
             let _ = c.wait();
             let _ = std::fs::remove_dir_all(&self.run_dir);
         }
-        end_fsd(&mut self.fsd, Duration::ZERO);
+        crate::fsd::end(&mut self.fsd, Duration::ZERO);
     }
 }
 
@@ -969,6 +928,28 @@ mod tests {
             f.contains(&"local,id=b0,path=/proc/self/fd/7,security_model=none,readonly=on".into())
         );
         assert!(f.contains(&"local,id=b1,path=/proc/self/fd/8,security_model=none".into()));
+    }
+
+    #[test]
+    fn a_workspace_over_virtiofs_is_no_9p_share_and_the_guests_memory_is_shared() {
+        let mut c = config();
+        c.workspace = Some(PathBuf::from("/ws"));
+        let mut h = handed(Vec::new(), None);
+        h.workspace = Some("/proc/self/fd/10".into());
+        h.virtiofs = Some(11);
+        let a = c.argv(&h);
+        assert!(!fsdevs(&c, &h).iter().any(|d| d.contains("id=ws")), "{a:?}");
+        assert!(a.contains(&"socket,id=fsws,fd=11".to_string()), "{a:?}");
+        assert!(a.contains(&"vhost-user-fs-device,chardev=fsws,tag=workspace".to_string()));
+        assert!(a.contains(&"memory-backend-memfd,id=mem,size=256M,share=on".to_string()));
+        assert!(a
+            .iter()
+            .any(|x| x.starts_with("microvm,") && x.ends_with(",memory-backend=mem")));
+        assert!(a.contains(&"virtio-mmio.force-legacy=false".to_string()));
+        assert!(a.iter().any(|x| x.contains(" warden.wsfs=virtiofs")));
+        h.virtiofs = None;
+        assert!(fsdevs(&c, &h).iter().any(|d| d.contains("id=ws")));
+        assert!(!c.argv(&h).iter().any(|x| x.contains("memory-backend")));
     }
 
     #[test]
