@@ -78,8 +78,9 @@ FILES='cd /workspace && rm -rf b && mkdir b && i=0 && while [ $i -lt 2000 ]; do 
 bench_fs() {
     local runs=() fs
     for fs in 9p virtiofs; do
-        if [ "$fs" = virtiofs ] && ! ls /usr/libexec/virtiofsd /usr/lib/virtiofsd \
-            /usr/lib/qemu/virtiofsd >/dev/null 2>&1 && [ -z "${WARDEN_VIRTIOFSD:-}" ]; then
+        if [ "$fs" = virtiofs ] && [ -z "${WARDEN_VIRTIOFSD:-}" ] &&
+            ! [ -x /usr/libexec/virtiofsd ] && ! [ -x /usr/lib/virtiofsd ] &&
+            ! [ -x /usr/lib/qemu/virtiofsd ]; then
             echo "note: no virtiofsd installed; virtio-fs skipped" >&2
             continue
         fi
