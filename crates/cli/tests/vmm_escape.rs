@@ -388,6 +388,8 @@ fn run_root_vm(dir: &Path, ws: &Path, vmm: &Path, extra: &[&str]) -> (i32, Strin
         .args(extra)
         .args(["--", "true"])
         .env("WARDEN_VMM", vmm)
+        // It reports in the workspace, which only its 9p server has.
+        .env("WARDEN_VM_FS", "9p")
         .env("WARDEN_VM_ACCEL", "tcg")
         .env("WARDEN_VM_DIR", vm_dir())
         .env("WARDEN_STATE_DIR", dir.join("state"))
@@ -515,6 +517,8 @@ fn an_escaped_rootless_vmm_sees_no_host_process_or_path_but_its_own() {
         .arg(&ws)
         .args(["--", "true"])
         .env("WARDEN_VMM", &vmm)
+        // It reports in the workspace, which only its 9p server has.
+        .env("WARDEN_VM_FS", "9p")
         .env("WARDEN_VM_ACCEL", "tcg")
         .env("WARDEN_VM_DIR", dir.path().join("vm"))
         .env("WARDEN_STATE_DIR", dir.path().join("state"))
