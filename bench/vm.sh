@@ -5,6 +5,13 @@
 # NAME -- true`), and the memory an idle sandbox holds on the host.
 #
 #   bench/vm.sh [RUNS]        (default: 5 boots, 30 execs)
+#   bench/vm.sh fs [RUNS]     the workspace part only (default: 5 runs)
+#
+# The workspace part: a workspace-heavy command (write 2000 small files,
+# then read them all back) in a running VM sandbox whose workspace is
+# shared over 9p (served by QEMU) and over virtio-fs (served by a
+# virtiofsd), side by side; virtio-fs is skipped with a note where no
+# virtiofsd is installed.
 #
 # WARDEN=path uses that binary instead of building the release one (e.g.
 # target/debug/warden: slower, but no release build). Needs hyperfine,
@@ -18,6 +25,11 @@
 # (`warden doctor` must say "KVM boots the guest kernel").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FS_ONLY=""
+if [ "${1:-}" = fs ]; then
+    FS_ONLY=1
+    shift
+fi
 BOOTS="${1:-5}"
 EXECS=$((BOOTS * 6))
 
@@ -52,9 +64,46 @@ cleanup() {
     "$WARDEN" stop bench-proc >/dev/null 2>&1 || true
     "$WARDEN" rm bench-vm >/dev/null 2>&1 || true
     "$WARDEN" rm bench-proc >/dev/null 2>&1 || true
+    for fs in 9p virtiofs; do
+        "$WARDEN" stop "bench-fs-$fs" >/dev/null 2>&1 || true
+        "$WARDEN" rm "bench-fs-$fs" >/dev/null 2>&1 || true
+    done
     rm -rf "$OUT"
 }
 trap cleanup EXIT
+
+# The workspace over 9p and over virtio-fs: the same command in a running
+# sandbox of each (booted once, so that only the file traffic counts).
+FILES='cd /workspace && rm -rf b && mkdir b && i=0 && while [ $i -lt 2000 ]; do echo $i > b/$i; i=$((i + 1)); done && cat b/* | wc -l'
+bench_fs() {
+    local runs=() fs
+    for fs in 9p virtiofs; do
+        if [ "$fs" = virtiofs ] && [ -z "${WARDEN_VIRTIOFSD:-}" ] &&
+            ! [ -x /usr/libexec/virtiofsd ] && ! [ -x /usr/lib/virtiofsd ] &&
+            ! [ -x /usr/lib/qemu/virtiofsd ]; then
+            echo "note: no virtiofsd installed; virtio-fs skipped" >&2
+            continue
+        fi
+        WARDEN_VM_FS=$fs "$WARDEN" create --isolation vm "bench-fs-$fs" >/dev/null
+        WARDEN_VM_FS=$fs "$WARDEN" start "bench-fs-$fs" >/dev/null
+        runs+=(-n "$fs" "$WARDEN exec bench-fs-$fs -- sh -c '$FILES'")
+    done
+    hyperfine -N --warmup 1 --runs "$BOOTS" --export-json "$OUT/fs.json" "${runs[@]}" >/dev/null
+    python3 - "$OUT/fs.json" <<'PY'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+print("workspace-heavy command (2000 small files written, then read), median:")
+for name in ("9p", "virtiofs"):
+    if name in r:
+        print(f"  {name:<8} {r[name]['median'] * 1000:>10.1f} ms")
+if len(r) == 2:
+    print(f"  virtiofs/9p: {r['virtiofs']['median'] / r['9p']['median']:.2f}x")
+PY
+}
+if [ -n "$FS_ONLY" ]; then
+    bench_fs
+    exit 0
+fi
 
 boot=(-n process "$WARDEN run --no-tty --no-audit-log -- true"
       -n vm "$WARDEN run --no-tty --no-audit-log --isolation vm -- true")
@@ -103,3 +152,4 @@ print("host memory of an idle sandbox (PSS of the supervisor and all below it):"
 print(f"  process  {proc_kib / 1024:>10.1f} MiB")
 print(f"  vm       {vm_kib / 1024:>10.1f} MiB")
 PY
+bench_fs

@@ -470,17 +470,80 @@ fn exec_into_a_created_vm_sandbox_runs_two_commands_at_once() {
     // The VMM serves the sandbox's layer (its command line names it):
     // after the stop, no VMM is left.
     let layer = state.path().join("warden/sandboxes/box/upper");
-    let vmm = pids_with_marker(layer.to_str().unwrap());
+    let (fsd, vmm): (Vec<i32>, Vec<i32>) = pids_with_marker(layer.to_str().unwrap())
+        .into_iter()
+        .partition(|p| is_virtiofsd(*p));
     assert!(!vmm.is_empty());
     let owner = {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(&layer).unwrap().uid()
     };
     check_vmm_confined(vmm[0], Some(owner));
+    if let Some(fsd) = fsd.first() {
+        check_fsd_confined(*fsd, owner);
+    }
     ok(&vm_warden(state.path(), &["stop", "box"], None));
     wait_until("the VMM to end", Duration::from_secs(10), || {
         pids_with_marker(layer.to_str().unwrap()).is_empty()
     });
+}
+
+/// Whether `pid` is a virtiofsd (which names the workspace it serves too).
+fn is_virtiofsd(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).contains("virtiofsd"))
+        .unwrap_or(false)
+}
+
+/// What the workspace's virtiofsd runs under: a user namespace that is
+/// not the host's, the workspace owner's IDs, `no_new_privs`, its seccomp
+/// filter and warden's, and a bounding set holding only the capabilities
+/// it serves files with (which act inside its namespace only).
+fn check_fsd_confined(pid: i32, owner: u32) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> String {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    eprintln!(
+        "virtiofsd: Uid {} CapEff {} CapBnd {} NoNewPrivs {} Seccomp_filters {}",
+        field("Uid"),
+        field("CapEff"),
+        field("CapBnd"),
+        field("NoNewPrivs"),
+        field("Seccomp_filters")
+    );
+    let userns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/user")).unwrap();
+    assert_ne!(
+        userns(&pid.to_string()),
+        userns("self"),
+        "virtiofsd runs in the host's user namespace"
+    );
+    assert_eq!(field("NoNewPrivs"), "1");
+    assert_eq!(field("Seccomp"), "2");
+    assert!(field("Seccomp_filters").parse::<u32>().unwrap() >= 2);
+    let bnd = u64::from_str_radix(&field("CapBnd"), 16).unwrap();
+    let kept: u64 = [0u32, 1, 3, 4, 6, 7, 8, 18, 27, 31]
+        .iter()
+        .fold(0, |m, c| m | (1 << c));
+    assert_eq!(
+        bnd & !kept,
+        0,
+        "virtiofsd's bounding set {bnd:x} holds more"
+    );
+    if is_root() {
+        assert!(
+            field("Uid")
+                .split_whitespace()
+                .all(|u| u == owner.to_string()),
+            "virtiofsd runs as {}, not as the workspace's owner {owner}",
+            field("Uid")
+        );
+    }
 }
 
 /// What the VMM runs under, read from its `/proc/PID/status`: QEMU's own
@@ -686,6 +749,8 @@ const GUEST_MODULES: &[&str] = &[
     "fs/netfs/netfs.ko",
     "fs/fscache/fscache.ko",
     "fs/9p/9p.ko",
+    "fs/fuse/fuse.ko",
+    "fs/fuse/virtiofs.ko",
     "net/core/failover.ko",
     "drivers/net/net_failover.ko",
     "drivers/net/virtio_net.ko",

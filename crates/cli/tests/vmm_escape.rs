@@ -182,6 +182,9 @@ fn an_escaped_vmm_started_by_root_reads_writes_and_reaches_nothing_of_the_host()
         .arg(&ws)
         .args(["--", "true"])
         .env("WARDEN_VMM", &vmm)
+        // The VMM as the workspace's 9p server (over virtio-fs it has no
+        // right on the workspace at all: see vm_fs.rs).
+        .env("WARDEN_VM_FS", "9p")
         .env("WARDEN_VM_ACCEL", "tcg")
         .env("WARDEN_VM_DIR", vm_dir())
         .env("WARDEN_STATE_DIR", dir.path().join("state"))
@@ -237,6 +240,9 @@ fn an_escaped_rootless_vmm_reads_writes_and_reaches_nothing_of_its_user() {
         .arg(&ws)
         .args(["--", "true"])
         .env("WARDEN_VMM", &vmm)
+        // The VMM as the workspace's 9p server (over virtio-fs it has no
+        // right on the workspace at all: see vm_fs.rs).
+        .env("WARDEN_VM_FS", "9p")
         .env("WARDEN_VM_ACCEL", "tcg")
         .env("WARDEN_VM_DIR", dir.path().join("vm"))
         .env("WARDEN_STATE_DIR", dir.path().join("state"))
@@ -382,6 +388,8 @@ fn run_root_vm(dir: &Path, ws: &Path, vmm: &Path, extra: &[&str]) -> (i32, Strin
         .args(extra)
         .args(["--", "true"])
         .env("WARDEN_VMM", vmm)
+        // It reports in the workspace, which only its 9p server has.
+        .env("WARDEN_VM_FS", "9p")
         .env("WARDEN_VM_ACCEL", "tcg")
         .env("WARDEN_VM_DIR", vm_dir())
         .env("WARDEN_STATE_DIR", dir.join("state"))
@@ -509,6 +517,8 @@ fn an_escaped_rootless_vmm_sees_no_host_process_or_path_but_its_own() {
         .arg(&ws)
         .args(["--", "true"])
         .env("WARDEN_VMM", &vmm)
+        // It reports in the workspace, which only its 9p server has.
+        .env("WARDEN_VM_FS", "9p")
         .env("WARDEN_VM_ACCEL", "tcg")
         .env("WARDEN_VM_DIR", dir.path().join("vm"))
         .env("WARDEN_STATE_DIR", dir.path().join("state"))

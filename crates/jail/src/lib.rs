@@ -20,6 +20,7 @@ pub mod connect;
 mod error;
 pub mod fdpass;
 pub mod files;
+pub mod fsd;
 pub mod host;
 mod init;
 pub mod kept;

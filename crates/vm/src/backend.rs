@@ -46,6 +46,8 @@ pub enum VmError {
     Image(#[from] crate::image::ImageError),
     #[error(transparent)]
     Share(#[from] crate::shares::ShareError),
+    #[error(transparent)]
+    Fs(#[from] crate::fsd::FsError),
     #[error("--rootfs {0} has neither usr/ nor bin/: give the root of a prepared tree")]
     BadRootfs(PathBuf),
     #[error(transparent)]
@@ -107,6 +109,8 @@ pub struct Prepared {
     /// Layers weaker than they could be (`degraded` events): the layer and
     /// what is lost.
     pub degraded: Vec<(&'static str, String)>,
+    /// Why the workspace goes over 9p although virtio-fs was wanted.
+    pub fs_note: Option<String>,
 }
 
 /// Find the VMM and kernel, build (or find cached) the initramfs and decide
@@ -212,9 +216,14 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         cgroup: None,
         net: None,
         netns: None,
+        workspace_fs: Default::default(),
     };
     let choice = crate::accel::choose(&config, &cache, &kernel.release);
     config.accel = choice.accel;
+    // After the probe, which shares no workspace.
+    let (workspace_fs, fs_note) = crate::fsd::choose()?;
+    let fs_note = fs_note.filter(|_| config.workspace.is_some());
+    config.workspace_fs = workspace_fs;
     // After the probe, which boots the system directories alone.
     config.params.extend(share_params);
     if rootfs.is_some() {
@@ -233,6 +242,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         config,
         warning: choice.warning,
         degraded,
+        fs_note,
     })
 }
 
@@ -481,6 +491,7 @@ pub fn run(
         Accel::Kvm => BOOT_KVM,
         Accel::Tcg => BOOT_TCG,
     };
+    let prepared_fs_note = prepared.fs_note;
     let mut config = prepared.config;
     config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
     let mut sockets = None;
@@ -532,6 +543,9 @@ pub fn run(
             .map_err(VmError::Serve)?;
     }
     let mut machine = Machine::boot(&config, boot)?;
+    if let Some(note) = prepared_fs_note.or_else(|| machine.fs_note.take()) {
+        degraded(events, "vm workspace over virtio-fs", &note);
+    }
     // The VMM holds the TAP now; ours goes, so that the device ends with
     // the VMM.
     config.net = None;

@@ -2,8 +2,9 @@
 //! warden itself and cached by its content hash in the VM directory. It
 //! holds the guest init (`warden-guest-init`, started as `/init`) with the
 //! shared libraries it was linked against, the kernel modules the guest
-//! needs for its devices (virtio-mmio, the serial port, 9p, virtio-net;
-//! for a `--rootfs` image, the block device and its file system), and a few
+//! needs for its devices (virtio-mmio, the serial port, 9p, virtio-fs,
+//! virtio-net; for a `--rootfs` image, the block device and its file
+//! system), and a few
 //! files of the host's `/etc` that programs need to start (the user
 //! database, the dynamic linker's cache, `alternatives` links, the system's
 //! trust roots), never its secrets (no `shadow`, no keys).
@@ -27,6 +28,8 @@ pub const MODULES: &[&str] = &[
     "kernel/fs/netfs/netfs.ko",
     "kernel/fs/fscache/fscache.ko",
     "kernel/fs/9p/9p.ko",
+    "kernel/fs/fuse/fuse.ko",
+    "kernel/fs/fuse/virtiofs.ko",
     "kernel/net/core/failover.ko",
     "kernel/drivers/net/net_failover.ko",
     "kernel/drivers/net/virtio_net.ko",

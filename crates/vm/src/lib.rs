@@ -18,6 +18,7 @@
 
 pub mod accel;
 pub mod backend;
+pub mod fsd;
 pub mod guest;
 pub mod image;
 mod inside;

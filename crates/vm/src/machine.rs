@@ -61,6 +61,8 @@ pub enum MachineError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot serve the workspace over virtio-fs")]
+    Fsd(#[source] crate::fsd::FsError),
     #[error("cannot create the VMM's channel")]
     Pair(#[source] nix::errno::Errno),
     #[error("cannot use the VMM's channel ({path})")]
@@ -135,17 +137,23 @@ pub struct Config {
     pub net: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// The network namespace the VMM runs in (warden's own when none).
     pub netns: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// How the workspace reaches the guest (see `crate::fsd`).
+    pub workspace_fs: crate::fsd::WorkspaceFs,
 }
 
 /// A running VM whose init serves.
 pub struct Machine {
     child: Child,
+    /// The virtiofsd serving the workspace, when virtio-fs does.
+    fsd: Option<Child>,
     pub stream: UnixStream,
     pub ready: Ready,
     pub run_dir: PathBuf,
+    /// Why the workspace went over 9p although virtio-fs was wanted.
+    pub fs_note: Option<String>,
 }
 
-fn tail(path: &Path) -> String {
+pub(crate) fn tail(path: &Path) -> String {
     let s = std::fs::read_to_string(path).unwrap_or_default();
     // The one early failure whose cause the last lines (a kernel panic's
     // registers) do not show.
@@ -194,6 +202,9 @@ struct Handed {
     shares: Vec<(String, bool, String)>,
     rootfs: Option<String>,
     root_image: Option<String>,
+    /// The VMM's end of virtiofsd's socket, when virtio-fs serves the
+    /// workspace.
+    virtiofs: Option<i32>,
 }
 
 impl Config {
@@ -214,6 +225,9 @@ impl Config {
         }
         for (k, v) in &self.params {
             cmdline.push_str(&format!(" warden.{k}={v}"));
+        }
+        if h.virtiofs.is_some() {
+            cmdline.push_str(" warden.wsfs=virtiofs");
         }
         let (accel, cpu) = match self.accel {
             Accel::Kvm => ("kvm", "host"),
@@ -320,7 +334,30 @@ impl Config {
                 ),
             ]);
         }
-        if let Some(ws) = &h.workspace {
+        if let Some(fd) = h.virtiofs {
+            // virtio-fs: virtiofsd maps the guest's memory, so it is a
+            // shared memfd rather than QEMU's private anonymous memory.
+            let m = a
+                .iter()
+                .position(|x| x.starts_with("microvm,"))
+                .unwrap_or(1);
+            a[m].push_str(",memory-backend=mem");
+            a.extend([
+                // vhost-user serves virtio 1.0 devices only; microvm's
+                // virtio-mmio transport is the legacy one by default.
+                "-global".into(),
+                "virtio-mmio.force-legacy=false".into(),
+                "-object".into(),
+                format!(
+                    "memory-backend-memfd,id=mem,size={}M,share=on",
+                    self.memory_mib
+                ),
+                "-chardev".into(),
+                format!("socket,id=fsws,fd={fd}"),
+                "-device".into(),
+                "vhost-user-fs-device,chardev=fsws,tag=workspace".into(),
+            ]);
+        } else if let Some(ws) = &h.workspace {
             a.extend([
                 "-fsdev".into(),
                 format!("local,id=ws,path={ws},security_model=none"),
@@ -363,7 +400,14 @@ impl Machine {
         .map_err(MachineError::Pair)?;
         let stream = UnixStream::from(ours);
         let ids = vmm_ids(cfg.workspace.as_deref());
-        let files = HandedFiles::open(cfg, &console, ids)?;
+        let (served, fs_note) = match (&cfg.workspace, &cfg.workspace_fs) {
+            (Some(ws), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) => {
+                crate::fsd::start(fsd, *forced, ws, &cfg.run_dir, ids, cfg.cgroup.as_deref())
+                    .map_err(MachineError::Fsd)?
+            }
+            _ => (None, None),
+        };
+        let files = HandedFiles::open(cfg, &console, ids, served.is_some())?;
         let mut command = Command::new(&cfg.vmm);
         // Nothing of warden's environment (which may hold a secret's
         // source variable or the caller's tokens) reaches the VMM.
@@ -401,6 +445,9 @@ impl Machine {
                 .collect(),
             rootfs: files.rootfs.as_ref().map(|r| fd(&mut command, r)),
             root_image: files.root_image.as_ref().map(|r| fd(&mut command, r)),
+            virtiofs: served
+                .as_ref()
+                .map(|s| warden_jail::vmnet::inherit(&mut command, &s.vmm_end)),
         };
         let root = cfg.run_dir.join("root");
         std::fs::DirBuilder::new()
@@ -410,10 +457,15 @@ impl Machine {
                 path: root.clone(),
                 source,
             })?;
+        let (fsd, fsd_end) = match served {
+            Some(s) => (Some(s.child), Some(s.vmm_end)),
+            None => (None, None),
+        };
+        let mut fsd = crate::fsd::KillOnDrop(fsd);
         // Joined before the VMM runs: a VMM that cannot be confined is not
         // started.
         let jail = warden_jail::vmm::VmmJail::prepare(
-            &vmm_access(cfg, &console, &root),
+            &vmm_access(cfg, &console, &root, fsd.0.is_some()),
             cfg.netns.as_deref(),
             Some(ids),
             cfg.cgroup.as_deref(),
@@ -429,9 +481,12 @@ impl Machine {
                 path: cfg.vmm.clone(),
                 source,
             })?;
-        drop((theirs, files, jail));
+        // The VMM holds virtiofsd's other end now: when the VMM ends,
+        // virtiofsd sees its socket close and ends too.
+        drop((theirs, files, jail, fsd_end));
         let mut m = Pending {
             child: Some(child),
+            fsd: fsd.0.take(),
             run_dir: cfg.run_dir.clone(),
         };
         let accept_err = |source| MachineError::Accept {
@@ -481,9 +536,11 @@ impl Machine {
         let child = m.child.take().ok_or(MachineError::NoVmm)?;
         Ok(Machine {
             child,
+            fsd: m.fsd.take(),
             stream,
             ready,
             run_dir: cfg.run_dir.clone(),
+            fs_note,
         })
     }
 
@@ -509,6 +566,7 @@ impl Machine {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        crate::fsd::end(&mut self.fsd, grace);
     }
 
     /// The last lines of the guest's console.
@@ -521,6 +579,7 @@ impl Drop for Machine {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        crate::fsd::end(&mut self.fsd, Duration::ZERO);
         let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 }
@@ -543,8 +602,14 @@ fn vmm_ids(workspace: Option<&Path>) -> (u32, u32) {
 /// are links into it), the dynamic linker's cache (the one file of `/etc`),
 /// the CPU and NUMA topology in `/sys`, the kernel, the initramfs, the
 /// trust files, `/dev/kvm` under KVM; and write its console log and
-/// beneath the workspace only. Its root is built in `root`.
-fn vmm_access(cfg: &Config, console: &Path, root: &Path) -> warden_jail::vmm::VmmAccess {
+/// beneath the workspace only (over virtio-fs, not even that). Its root is
+/// built in `root`.
+fn vmm_access(
+    cfg: &Config,
+    console: &Path,
+    root: &Path,
+    virtiofs: bool,
+) -> warden_jail::vmm::VmmAccess {
     let mut readable: Vec<PathBuf> = [
         "/usr",
         "/bin",
@@ -587,9 +652,12 @@ fn vmm_access(cfg: &Config, console: &Path, root: &Path) -> warden_jail::vmm::Vm
     }
     warden_jail::vmm::VmmAccess {
         readable,
+        // Over virtio-fs, virtiofsd serves the workspace: the VMM gets no
+        // right on it at all.
         writable: cfg
             .workspace
             .iter()
+            .filter(|_| !virtiofs)
             .cloned()
             .chain(
                 cfg.shares
@@ -631,7 +699,12 @@ struct HandedFiles {
 }
 
 impl HandedFiles {
-    fn open(cfg: &Config, console: &Path, ids: (u32, u32)) -> Result<HandedFiles, MachineError> {
+    fn open(
+        cfg: &Config,
+        console: &Path,
+        ids: (u32, u32),
+        virtiofs: bool,
+    ) -> Result<HandedFiles, MachineError> {
         let open = |path: &Path, dir: bool| -> Result<std::os::fd::OwnedFd, MachineError> {
             let mut o = std::fs::OpenOptions::new();
             o.read(true);
@@ -703,6 +776,7 @@ impl HandedFiles {
             workspace: cfg
                 .workspace
                 .as_deref()
+                .filter(|_| !virtiofs)
                 .map(|w| open(w, true))
                 .transpose()?,
             shares: cfg
@@ -729,6 +803,7 @@ impl HandedFiles {
 /// fails.
 struct Pending {
     child: Option<Child>,
+    fsd: Option<Child>,
     run_dir: PathBuf,
 }
 
@@ -763,6 +838,7 @@ impl Drop for Pending {
             let _ = c.wait();
             let _ = std::fs::remove_dir_all(&self.run_dir);
         }
+        crate::fsd::end(&mut self.fsd, Duration::ZERO);
     }
 }
 
@@ -810,6 +886,7 @@ mod tests {
             cgroup: None,
             net: None,
             netns: None,
+            workspace_fs: Default::default(),
         }
     }
 
@@ -825,6 +902,7 @@ mod tests {
             shares,
             rootfs,
             root_image: None,
+            virtiofs: None,
         }
     }
 
@@ -850,6 +928,28 @@ mod tests {
             f.contains(&"local,id=b0,path=/proc/self/fd/7,security_model=none,readonly=on".into())
         );
         assert!(f.contains(&"local,id=b1,path=/proc/self/fd/8,security_model=none".into()));
+    }
+
+    #[test]
+    fn a_workspace_over_virtiofs_is_no_9p_share_and_the_guests_memory_is_shared() {
+        let mut c = config();
+        c.workspace = Some(PathBuf::from("/ws"));
+        let mut h = handed(Vec::new(), None);
+        h.workspace = Some("/proc/self/fd/10".into());
+        h.virtiofs = Some(11);
+        let a = c.argv(&h);
+        assert!(!fsdevs(&c, &h).iter().any(|d| d.contains("id=ws")), "{a:?}");
+        assert!(a.contains(&"socket,id=fsws,fd=11".to_string()), "{a:?}");
+        assert!(a.contains(&"vhost-user-fs-device,chardev=fsws,tag=workspace".to_string()));
+        assert!(a.contains(&"memory-backend-memfd,id=mem,size=256M,share=on".to_string()));
+        assert!(a
+            .iter()
+            .any(|x| x.starts_with("microvm,") && x.ends_with(",memory-backend=mem")));
+        assert!(a.contains(&"virtio-mmio.force-legacy=false".to_string()));
+        assert!(a.iter().any(|x| x.contains(" warden.wsfs=virtiofs")));
+        h.virtiofs = None;
+        assert!(fsdevs(&c, &h).iter().any(|d| d.contains("id=ws")));
+        assert!(!c.argv(&h).iter().any(|x| x.contains("memory-backend")));
     }
 
     #[test]

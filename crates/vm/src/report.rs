@@ -92,6 +92,7 @@ pub fn report(probe: bool) -> VmReport {
                     cgroup: None,
                     net: None,
                     netns: None,
+                    workspace_fs: Default::default(),
                 };
                 let choice = crate::accel::choose(&base, &cache, &k.release);
                 kvm_boots = Some(choice.accel == Accel::Kvm);

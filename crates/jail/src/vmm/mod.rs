@@ -44,6 +44,9 @@ use std::path::PathBuf;
 mod root;
 mod rules;
 
+// Reused by virtiofsd's jail (`crate::fsd`).
+pub(crate) use rules::{filter, ruleset};
+
 pub use root::{Kind, RootPlan, RootPlanError};
 
 /// `NS_GET_USERNS`: the user namespace that owns a namespace, as a new
@@ -429,7 +432,7 @@ fn write_fd(fd: RawFd, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Write `line` to the NUL-terminated path `file`, in the child between
 /// fork and exec.
-fn write_file(file: &[u8], line: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_file(file: &[u8], line: &[u8]) -> std::io::Result<()> {
     // SAFETY: `file` is NUL-terminated; open, write and close are
     // async-signal-safe and `line` outlives the write.
     unsafe {
@@ -451,7 +454,7 @@ fn write_file(file: &[u8], line: &[u8]) -> std::io::Result<()> {
 /// implicit powers off for good (locked), the bounding set (so no file
 /// grants any), the inheritable and ambient sets. The effective set stays
 /// as it is until the ID change or the exec drops it.
-fn drop_capabilities(last_cap: u32) -> std::io::Result<()> {
+pub(crate) fn drop_capabilities(last_cap: u32) -> std::io::Result<()> {
     const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
     const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
     const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;

@@ -20,7 +20,7 @@ const ABI_TARGET: ABI = ABI::V6;
 /// files is not started. Newer rights (TCP, scopes) are used where the
 /// kernel has them; without them the network namespace and the seccomp
 /// filter still hold.
-pub(super) fn ruleset(access: &VmmAccess) -> Result<OwnedFd, VmmJailError> {
+pub(crate) fn ruleset(access: &VmmAccess) -> Result<OwnedFd, VmmJailError> {
     if crate::sys::landlock_abi().unwrap_or(0) < 1 {
         return Err(VmmJailError::NoLandlock);
     }
@@ -83,7 +83,7 @@ pub(super) fn ruleset(access: &VmmAccess) -> Result<OwnedFd, VmmJailError> {
 
 /// The seccomp program stacked under QEMU's own: `socket(2)` fails with
 /// `EPERM` whatever the family, `io_uring_setup(2)` with `ENOSYS`.
-pub(super) fn filter() -> Result<Vec<libc::sock_filter>, VmmJailError> {
+pub(crate) fn filter() -> Result<Vec<libc::sock_filter>, VmmJailError> {
     let e = |e: libseccomp::error::SeccompError| VmmJailError::Seccomp(e.to_string());
     let mut f = ScmpFilterContext::new(ScmpAction::Allow).map_err(e)?;
     for (name, errno) in [("socket", libc::EPERM), ("io_uring_setup", libc::ENOSYS)] {

@@ -20,6 +20,8 @@ struct Params {
     tmp: Option<u64>,
     hostname: Option<String>,
     workspace: bool,
+    /// The workspace comes over virtio-fs (else 9p).
+    virtiofs: bool,
     /// A network device leads to the sandbox's egress proxy.
     net: bool,
     /// The host shares the secret proxy's trust files (`--secret`).
@@ -51,6 +53,7 @@ fn params() -> Params {
             "tmp" => p.tmp = v.parse().ok(),
             "hostname" => p.hostname = Some(v.to_string()),
             "workspace" => p.workspace = v == "1",
+            "wsfs" => p.virtiofs = v == "virtiofs",
             "net" => p.net = v == "1",
             "trust" => p.trust = v == "1",
             "rootfs" => p.rootfs = v == "1",
@@ -337,7 +340,9 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
             &format!("{nine},cache=loose"),
         )?;
     }
-    if p.workspace {
+    if p.workspace && p.virtiofs {
+        mount_fs("workspace", "/workspace", "virtiofs", nosuid, "")?;
+    } else if p.workspace {
         // `mmap`: uncached like `none`, but shared mappings work (a named
         // sandbox's home is its workspace, where a desktop's browser and
         // its settings store map files shared; `none` refuses that).
@@ -370,8 +375,8 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
     if let Some(h) = &p.hostname {
         let _ = nix::unistd::sethostname(h);
     }
-    // The workspace owner's IDs, as the process backend gives them (9p
-    // shows the host's owner); nobody without a workspace.
+    // The workspace owner's IDs, as the process backend gives them (9p and
+    // virtio-fs show the host's owner); nobody without a workspace.
     let (uid, gid) = match std::fs::metadata("/workspace") {
         Ok(m) if p.workspace => (m.uid(), m.gid()),
         _ => (65534, 65534),

@@ -1,0 +1,231 @@
+//! The jail of a VM sandbox's `virtiofsd`: the host process that serves
+//! the workspace to the guest over virtio-fs. It answers requests the guest
+//! makes, so it is confined at least as the VMM is (`crate::vmm`), and in
+//! some ways more:
+//!
+//! 1. as root, no root: the capability sets emptied (as the VMM's), then
+//!    the workspace owner's user and group, with no supplementary group
+//!    (rootless, it is warden's own user, which has no capability);
+//! 2. a user namespace of its own that maps that one user and that one
+//!    group to themselves (nothing else of the host's IDs exists there),
+//!    and an empty network namespace of its own;
+//! 3. inside, only the capabilities virtiofsd keeps for serving files
+//!    (`CHOWN`, `DAC_OVERRIDE`, `FOWNER`, `FSETID`, `SETUID`, `SETGID`,
+//!    `MKNOD`, `SETFCAP`, plus `SETPCAP` to drop the rest itself and
+//!    `SYS_CHROOT` for its `chroot` sandbox), passed through exec as
+//!    ambient ones: each holds only over the namespace's objects, i.e.
+//!    files owned by the workspace owner; the bounding set is cut to
+//!    those;
+//! 4. `no_new_privs`;
+//! 5. Landlock: write only beneath the share it serves, read only its own
+//!    binary and libraries, no TCP, and (where the kernel can) no signal
+//!    to and no abstract Unix socket of anything outside;
+//! 6. the VMM's seccomp filter (no `socket(2)`, no `io_uring`): it has
+//!    only the listening socket it was handed.
+//!
+//! virtiofsd then adds its own sandbox (`-o sandbox=chroot`, `--sandbox
+//! chroot`: every path it resolves starts at the share) and its own
+//! seccomp allow-list, and drops every capability but those of step 3.
+
+use crate::vmm::{VmmAccess, VmmJailError};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// The capabilities virtiofsd keeps inside its namespace (see the module's
+/// documentation), by number.
+const KEPT: &[u32] = &[
+    0,  // CAP_CHOWN
+    1,  // CAP_DAC_OVERRIDE
+    3,  // CAP_FOWNER
+    4,  // CAP_FSETID
+    6,  // CAP_SETGID
+    7,  // CAP_SETUID
+    8,  // CAP_SETPCAP
+    18, // CAP_SYS_CHROOT
+    27, // CAP_MKNOD
+    31, // CAP_SETFCAP
+];
+
+/// virtiofsd's jail, prepared: apply it to its `Command` with
+/// [`FsdJail::apply`] and keep it alive until virtiofsd has been spawned.
+pub struct FsdJail {
+    /// As root: the IDs to take before entering the namespace.
+    switch: Option<(u32, u32)>,
+    /// `setgroups`, `uid_map`, `gid_map` of its user namespace.
+    maps: [Vec<u8>; 3],
+    ruleset: OwnedFd,
+    filter: Vec<libc::sock_filter>,
+    last_cap: u32,
+}
+
+impl FsdJail {
+    /// Prepare the jail. `access`: what it may read and write (its share
+    /// writable, or readable only); `ids`: as root, the user and group it
+    /// runs as (rootless, it stays warden's own user).
+    pub fn prepare(access: &VmmAccess, ids: (u32, u32)) -> Result<FsdJail, VmmJailError> {
+        let root = crate::host::is_root();
+        let (uid, gid) = if root {
+            ids
+        } else {
+            (
+                nix::unistd::geteuid().as_raw(),
+                nix::unistd::getegid().as_raw(),
+            )
+        };
+        let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .unwrap_or(63);
+        Ok(FsdJail {
+            switch: root.then_some((uid, gid)),
+            maps: [
+                b"deny".to_vec(),
+                format!("{uid} {uid} 1\n").into_bytes(),
+                format!("{gid} {gid} 1\n").into_bytes(),
+            ],
+            ruleset: crate::vmm::ruleset(access)?,
+            filter: crate::vmm::filter()?,
+            last_cap,
+        })
+    }
+
+    /// Have `cmd`'s program (virtiofsd) start inside the jail.
+    pub fn apply(&self, cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        let switch = self.switch;
+        let maps = self.maps.clone();
+        let ruleset = self.ruleset.as_raw_fd();
+        let filter = self.filter.clone();
+        let last_cap = self.last_cap;
+        // SAFETY: the closure runs in the child between fork and exec. It
+        // calls only async-signal-safe system calls (prctl, capget, capset,
+        // setgroups, setres[ug]id, unshare, open, write, close,
+        // landlock_restrict_self, seccomp) on memory the closure owns,
+        // prepared before the fork; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                let check = |rc: libc::c_long| -> std::io::Result<()> {
+                    if rc < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(())
+                    }
+                };
+                if let Some((uid, gid)) = switch {
+                    // Root's: rootless, there is no capability to drop
+                    // (nor the right to change securebits) before the
+                    // namespace.
+                    crate::vmm::drop_capabilities(last_cap)?;
+                    // No supplementary group at all: virtiofsd drops
+                    // them itself, which the namespace (setgroups
+                    // denied) would refuse.
+                    check(libc::setgroups(0, std::ptr::null()).into())?;
+                    check(libc::setresgid(gid, gid, gid).into())?;
+                    check(libc::setresuid(uid, uid, uid).into())?;
+                    // A change of IDs made the process undumpable, and
+                    // its /proc files root's: it could not write its own
+                    // maps below.
+                    check(libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0).into())?;
+                }
+                check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).into())?;
+                let files: [&[u8]; 3] = [
+                    b"/proc/self/setgroups\0",
+                    b"/proc/self/uid_map\0",
+                    b"/proc/self/gid_map\0",
+                ];
+                for (file, line) in files.iter().zip(maps.iter()) {
+                    crate::vmm::write_file(file, line)?;
+                }
+                keep_only(last_cap)?;
+                check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
+                check(libc::syscall(
+                    libc::SYS_landlock_restrict_self,
+                    ruleset,
+                    0 as libc::c_uint,
+                ))?;
+                let prog = libc::sock_fprog {
+                    len: filter.len() as libc::c_ushort,
+                    filter: filter.as_ptr() as *mut libc::sock_filter,
+                };
+                const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
+                check(libc::syscall(
+                    libc::SYS_seccomp,
+                    SECCOMP_SET_MODE_FILTER,
+                    0 as libc::c_uint,
+                    &prog as *const libc::sock_fprog,
+                ))?;
+                Ok(())
+            })
+        };
+    }
+}
+
+/// Inside the new user namespace (where the process holds every
+/// capability over the namespace's objects): keep [`KEPT`] through exec
+/// as ambient capabilities, cut the bounding set to them, and lock root's
+/// exec-time powers off (the one mapped user may be root).
+fn keep_only(last_cap: u32) -> std::io::Result<()> {
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    let err = || Err(std::io::Error::last_os_error());
+    let mask: u64 = KEPT.iter().fold(0u64, |m, c| m | (1u64 << c));
+    // SAFETY: prctl, capget and capset with integer arguments and a header
+    // and data array on this stack frame; async-signal-safe, no
+    // allocation.
+    unsafe {
+        let mut header = crate::privileges::CapHeader::v3();
+        let mut data = [crate::privileges::CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(
+            libc::SYS_capget,
+            std::ptr::addr_of_mut!(header),
+            data.as_mut_ptr(),
+        ) < 0
+        {
+            return err();
+        }
+        data[0].inheritable = mask as u32;
+        data[1].inheritable = (mask >> 32) as u32;
+        if libc::syscall(
+            libc::SYS_capset,
+            std::ptr::addr_of_mut!(header),
+            data.as_ptr(),
+        ) < 0
+        {
+            return err();
+        }
+        for cap in KEPT {
+            if libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                *cap as libc::c_ulong,
+                0,
+                0,
+            ) < 0
+            {
+                return err();
+            }
+        }
+        for cap in (0..=last_cap).filter(|c| !KEPT.contains(c)) {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+                return err();
+            }
+        }
+        if libc::prctl(
+            libc::PR_SET_SECUREBITS,
+            SECBIT_NOROOT | SECBIT_NOROOT_LOCKED,
+            0,
+            0,
+            0,
+        ) < 0
+        {
+            return err();
+        }
+    }
+    Ok(())
+}
