@@ -426,8 +426,12 @@ fn build(m: &Manifest, tool: &Tool, tmp: &Path) -> Result<(), RootImageError> {
         bytes: m.bytes,
         format: tool.format,
     });
+    // `/bin` and `/sbin` too: a tool may be a script whose interpreter
+    // is named there (on merged-/usr hosts they are links into `/usr`).
     let mut readable: Vec<PathBuf> = [
         "/usr",
+        "/bin",
+        "/sbin",
         "/lib",
         "/lib64",
         "/etc/ld.so.cache",
