@@ -136,24 +136,7 @@ impl FsdJail {
                     crate::vmm::write_file(file, line)?;
                 }
                 keep_only(last_cap)?;
-                check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
-                check(libc::syscall(
-                    libc::SYS_landlock_restrict_self,
-                    ruleset,
-                    0 as libc::c_uint,
-                ))?;
-                let prog = libc::sock_fprog {
-                    len: filter.len() as libc::c_ushort,
-                    filter: filter.as_ptr() as *mut libc::sock_filter,
-                };
-                const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
-                check(libc::syscall(
-                    libc::SYS_seccomp,
-                    SECCOMP_SET_MODE_FILTER,
-                    0 as libc::c_uint,
-                    &prog as *const libc::sock_fprog,
-                ))?;
-                Ok(())
+                crate::vmm::lock_down(Some(ruleset), &filter)
             })
         };
     }

@@ -361,29 +361,51 @@ impl VmmJail {
                     check(libc::setresgid(gid, gid, gid).into())?;
                     check(libc::setresuid(uid, uid, uid).into())?;
                 }
-                check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
-                if landlock {
-                    check(libc::syscall(
-                        libc::SYS_landlock_restrict_self,
-                        ruleset,
-                        0 as libc::c_uint,
-                    ))?;
-                }
-                let prog = libc::sock_fprog {
-                    len: filter.len() as libc::c_ushort,
-                    filter: filter.as_ptr() as *mut libc::sock_filter,
-                };
-                const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
-                check(libc::syscall(
-                    libc::SYS_seccomp,
-                    SECCOMP_SET_MODE_FILTER,
-                    0 as libc::c_uint,
-                    &prog as *const libc::sock_fprog,
-                ))?;
-                Ok(())
+                lock_down(landlock.then_some(ruleset), &filter)
             })
         };
     }
+}
+
+/// The last step of a host helper's jail, between fork and exec (the VMM,
+/// the image builder, virtiofsd): no_new_privs, the Landlock ruleset
+/// `ruleset` (none: switched off for a test), then the seccomp `filter`.
+/// Async-signal-safe: system calls on what the caller prepared before the
+/// fork, nothing allocated.
+pub(crate) fn lock_down(
+    ruleset: Option<std::os::fd::RawFd>,
+    filter: &[libc::sock_filter],
+) -> std::io::Result<()> {
+    let check = |rc: libc::c_long| -> std::io::Result<()> {
+        if rc < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: prctl with integer arguments only.
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into())?;
+    if let Some(ruleset) = ruleset {
+        // SAFETY: a ruleset descriptor the caller keeps open, no pointers.
+        check(unsafe {
+            libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0 as libc::c_uint)
+        })?;
+    }
+    let prog = libc::sock_fprog {
+        len: filter.len() as libc::c_ushort,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
+    // SAFETY: `prog` points at `filter`, which outlives the call; the
+    // kernel copies the program and never writes through the pointer.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            0 as libc::c_uint,
+            &prog as *const libc::sock_fprog,
+        )
+    })
 }
 
 fn errno(e: nix::errno::Errno) -> std::io::Error {
