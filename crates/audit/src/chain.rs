@@ -337,6 +337,67 @@ impl Drop for ChainedLog {
     }
 }
 
+/// The audit log, opened by its first record instead of up front: a run
+/// opens it while the sandbox's root is being built (its first record,
+/// `created`, is written then), off the path to the command's start. A log
+/// that cannot be opened is this sink's [`EventSink::failure`], which the
+/// supervisor checks before it lets the command start, so nothing runs
+/// unrecorded; records after such a failure go nowhere.
+pub struct DeferredLog {
+    path: PathBuf,
+    state: Deferred,
+}
+
+enum Deferred {
+    Waiting,
+    Open(Box<ChainedLog>),
+    Failed(String),
+}
+
+impl DeferredLog {
+    /// The log at `path`, opened when the first record comes.
+    pub fn new(path: &Path) -> DeferredLog {
+        DeferredLog {
+            path: path.to_path_buf(),
+            state: Deferred::Waiting,
+        }
+    }
+}
+
+impl EventSink for DeferredLog {
+    fn emit(&mut self, event: &Event) {
+        if let Deferred::Waiting = self.state {
+            self.state = match ChainedLog::open(&self.path) {
+                Ok(log) => Deferred::Open(Box::new(log)),
+                Err(e) => Deferred::Failed(error_chain(&e)),
+            };
+        }
+        if let Deferred::Open(log) = &mut self.state {
+            log.emit(event);
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        match &self.state {
+            Deferred::Waiting => None,
+            Deferred::Open(log) => log.failure(),
+            Deferred::Failed(why) => Some(why.clone()),
+        }
+    }
+}
+
+/// An error and its causes, on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
 /// Lower-case hex, without a formatting call per byte (it runs for every
 /// record the proxy's connections write).
 fn hex(bytes: &[u8]) -> String {
@@ -1218,5 +1279,32 @@ mod tests {
             checks > 10 && writes > 10,
             "{checks} checks, {writes} writes"
         );
+    }
+    #[test]
+    fn a_deferred_log_opens_with_its_first_record_and_says_when_it_cannot() {
+        let d = Dir::new("deferred");
+        let p = d.0.join("a.jsonl");
+        let mut log = DeferredLog::new(&p);
+        assert!(!p.exists());
+        assert_eq!(log.failure(), None);
+        log.emit(&started(1));
+        log.emit(&started(2));
+        drop(log);
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Intact {
+                records: 2,
+                head: true
+            }
+        );
+        let bad = d.0.join("missing").join("a.jsonl");
+        let mut log = DeferredLog::new(&bad);
+        log.emit(&started(1));
+        let why = log.failure().unwrap();
+        assert!(
+            why.starts_with(&format!("cannot open audit log {}: ", bad.display())),
+            "{why}"
+        );
+        assert!(why.contains("No such file"), "{why}");
     }
 }

@@ -467,7 +467,9 @@ fn an_event_that_cannot_be_written_fails_the_run_and_says_what_was_lost() {
         err.contains("cannot write the created event to /dev/full"),
         "{err}"
     );
-    assert!(err.contains("record is incomplete"), "{err}");
+    // The first record is written before the command may start: it never
+    // ran unrecorded.
+    assert!(err.contains("nothing was started"), "{err}");
 }
 
 /// `audit show` finds a log the ways a person names one (the newest run,
@@ -506,4 +508,54 @@ fn audit_show_finds_logs_by_last_run_id_and_sandbox_and_numbers_records_as_verif
     assert_eq!(code(&out), 125);
     assert!(stderr(&out).contains("audit list"), "{}", stderr(&out));
     ok(&w(&["rm", "named"]));
+}
+
+/// The audit log opens while the sandbox's root is built; a log that cannot
+/// be opened then (a missing directory, another warden writing it) must
+/// still stop the run before its command runs.
+#[test]
+fn a_run_whose_audit_log_cannot_be_opened_runs_nothing() {
+    let dir = TempDir::new("audit-unopenable");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let ran = |log: &Path| {
+        let out = Command::new(warden_bin())
+            .args(["run", "--no-tty", "--audit-log"])
+            .arg(log)
+            .arg("-w")
+            .arg(&ws)
+            .args(["--", "sh", "-c", "echo ran > ran"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.code(), stderr(&out), ws.join("ran").exists())
+    };
+    let missing = dir.path().join("no-such-dir").join("run.jsonl");
+    let (code, err, did) = ran(&missing);
+    assert_eq!(code, Some(125), "{err}");
+    assert!(err.contains("nothing was started"), "{err}");
+    assert!(
+        err.contains(&format!("cannot open audit log {}", missing.display())),
+        "{err}"
+    );
+    assert!(!did, "the command ran without its record");
+
+    // Another writer holds the log (as a run in progress does).
+    let log = dir.path().join("held.jsonl");
+    let held = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap();
+    held.lock().unwrap();
+    let (code, err, did) = ran(&log);
+    assert_eq!(code, Some(125), "{err}");
+    assert!(err.contains("being written by another warden"), "{err}");
+    assert!(!did, "the command ran without its record");
+    drop(held);
+    let (code, err, did) = ran(&log);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(did);
+    let verify = warden(&["audit", "verify", log.to_str().unwrap()]);
+    assert!(verify.status.success(), "{}", stdout(&verify));
 }

@@ -412,6 +412,15 @@ impl EventSink for BusSink {
         e.sandbox.clone_from(&self.0.sandbox);
         self.0.send(e);
     }
+
+    /// A sink that could not write a record so far (the jail asks before
+    /// the command starts; what a writer thread has queued is written
+    /// first).
+    fn failure(&self) -> Option<String> {
+        self.0.written();
+        let sinks = self.0.sinks.lock().ok()?;
+        sinks.iter().find_map(|s| s.failure())
+    }
 }
 
 struct Decisions(Arc<Bus>);

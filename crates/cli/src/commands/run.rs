@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use clap::Args;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use warden_audit::chain::ChainedLog;
+use warden_audit::chain::DeferredLog;
 use warden_audit::JsonLinesSink;
 use warden_policy::compose::Overrides;
 use warden_policy::{parse_duration, parse_size, Defaults, ENV_ALLOWLIST};
@@ -394,7 +394,9 @@ pub fn open_sinks(
         sinks.push(Box::new(JsonLinesSink::open(path)?));
     }
     if let Some(path) = &c.audit_log {
-        sinks.push(Box::new(ChainedLog::open(path)?));
+        // Opened with the first record, while the sandbox's root is built;
+        // the jail refuses to start the command if it cannot be.
+        sinks.push(Box::new(DeferredLog::new(path)));
     }
     if let Some(path) = &c.grants {
         sinks.push(Box::new(warden_runtime::grants::GrantsSink::new(

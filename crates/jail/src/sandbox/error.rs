@@ -92,6 +92,8 @@ pub enum JailError {
     DiskNeedsKernel { release: String },
     #[error("cannot serve the sandbox's network: {0}")]
     Attach(String),
+    #[error("nothing was started: the run cannot be recorded ({0})")]
+    Unrecorded(String),
     #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in --publish HOSTPORT:PORT)")]
     Publish {
         port: u16,

@@ -746,6 +746,12 @@ fn run_mode(
     if network.egress.is_some() || !network.published.is_empty() {
         attach.network(network).map_err(JailError::Attach)?;
     }
+    // A record the sinks could not take (the audit log, which opens with
+    // the first record, `created`, above, while the child builds its root):
+    // the command never starts unrecorded.
+    if let Some(why) = events.failure() {
+        return Err(JailError::Unrecorded(why));
+    }
     // A child that failed to build its root has already said why on the
     // report pipe; its message is the better one, so a failed send is kept
     // for the case that there is none.
