@@ -70,6 +70,10 @@ pub struct ChildPlan {
     /// The `tasks` files of the sandbox's cgroup v1 directories, which the
     /// init writes itself into before anything else (see `cgroup::join`).
     pub cgroup_tasks: Vec<(OwnedFd, PathBuf)>,
+    /// Where the v1 directories' `tasks` files come once the supervisor has
+    /// made them (while this process builds the root): joined before the
+    /// final message; end of file means there are none.
+    pub cgroup_channel: Option<OwnedFd>,
     /// A long-lived sandbox: no command of its own; the init serves spawn
     /// requests on this channel (see [`crate::spawn`]) until it closes.
     pub service: Option<OwnedFd>,
@@ -187,6 +191,18 @@ fn child_setup_and_run(
     // they just did in root mode): arm it again. Should the supervisor have
     // died in between, the final message below ends early and we stop.
     arm_parent_death_signal();
+
+    // Into the cgroup's v1 directories, made while the root was built:
+    // before the final message, so before anything but warden's own code
+    // runs; failing that, nothing starts.
+    if let Some(channel) = plan.cgroup_channel.take() {
+        let tasks: Vec<(OwnedFd, PathBuf)> = crate::sys::recv_fds(&channel, 16)
+            .map_err(|e| format!("cannot receive the sandbox's cgroup from the supervisor: {e}"))?
+            .into_iter()
+            .map(|fd| (fd, PathBuf::from("tasks of the sandbox's cgroup (v1)")))
+            .collect();
+        crate::cgroup::join_self(&tasks).map_err(|e| chain(&e))?;
+    }
 
     // The final message: the supervisor has confined us (or decided not to)
     // and compiled the filter. End of file before the trailer: abort.

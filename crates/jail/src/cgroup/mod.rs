@@ -40,6 +40,8 @@ mod v2;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{self, Write as _};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -396,6 +398,17 @@ impl Cgroup {
     /// for counters or killing (cpuacct, freezer, the v2 mount of a hybrid
     /// host) are used when possible, and their failure is not fatal.
     pub fn create(id: &str, limits: &Limits) -> Result<Cgroup, CgroupError> {
+        Self::begin(id, limits)?.finish().map_err(|u| u.error)
+    }
+
+    /// The first half of [`Cgroup::create`]: the plan, the check that every
+    /// limit asked for has somewhere to go, and the v2 directory a new
+    /// process can be born in (`clone3` with `CLONE_INTO_CGROUP`). The rest
+    /// (the v1 directories and every limit) is [`Pending::finish`], which a
+    /// supervisor runs while the sandbox's init builds its root: the init
+    /// runs only warden's own code until the supervisor's final message,
+    /// and joins the v1 directories before that message.
+    pub fn begin(id: &str, limits: &Limits) -> Result<Pending, CgroupError> {
         let valid_id = !id.is_empty()
             && id != "."
             && id != ".."
@@ -413,96 +426,20 @@ impl Cgroup {
         let name = format!("warden-{id}");
         let memo_dir = memo::default_dir();
         let (h, plan, source) = memo::plan(memo_dir.as_deref(), false)?;
-        match Self::create_planned(&h, &plan, &name, limits, quota) {
+        match Pending::begin_planned(h, plan, &name, limits, quota) {
             // A remembered plan that no longer fits the host (a controller
             // moved, a delegation withdrawn or granted) costs a retry with
             // the host as it is now, never a wrong answer.
             Err(e) if source == memo::Source::Remembered => {
                 tracing::debug!(error = %e, "the remembered cgroup plan failed; discovering again");
                 let (h, plan, _) = memo::plan(memo_dir.as_deref(), true)?;
-                Self::create_planned(&h, &plan, &name, limits, quota)
+                Pending::begin_planned(h, plan, &name, limits, quota)
             }
-            done => done,
+            done => done.map(|mut p| {
+                p.remembered = source == memo::Source::Remembered;
+                p
+            }),
         }
-    }
-
-    /// [`Cgroup::create`] on a plan for this host.
-    fn create_planned(
-        h: &Hierarchies,
-        plan: &Plan,
-        name: &str,
-        limits: &Limits,
-        quota: Option<u64>,
-    ) -> Result<Cgroup, CgroupError> {
-        let wanted = [
-            (Controller::Memory, limits.memory.is_some()),
-            (Controller::Pids, limits.pids.is_some()),
-            (Controller::Cpu, quota.is_some()),
-        ];
-        // Fail before creating anything when a limit has nowhere to go.
-        let mut required = Vec::new();
-        for (c, _) in wanted.iter().filter(|(_, w)| *w) {
-            let backend = plan
-                .backend(h, *c)
-                .map_err(|reason| CgroupError::Unavailable {
-                    controller: c.name(),
-                    reason,
-                })?;
-            required.push((*c, backend));
-        }
-
-        // Dropping `cg` on an error path removes what was created so far.
-        let mut cg = Cgroup { dirs: Vec::new() };
-        for &i in &plan.v1_usable {
-            let v1 = &h.v1[i];
-            let needed = required.iter().any(|(_, b)| *b == Backend::V1(i));
-            // Every hierarchy joined costs a migration at start and an
-            // rmdir at the end. CPU time comes from the init's rusage, and
-            // killing from the v2 directory's cgroup.kill (or the PID
-            // namespace), so cpuacct and freezer are joined only when there
-            // is no v2 directory to kill through.
-            let useful =
-                needed || (plan.v2.is_none() && v1.controllers.contains(&Controller::Freezer));
-            if !useful {
-                continue;
-            }
-            match with_parent_retry(|| v1::create(v1, name)) {
-                Ok(dir) => cg.dirs.push(dir),
-                Err(e) if needed => return Err(e),
-                Err(e) => tracing::debug!(error = %e, "optional cgroup v1 hierarchy left out"),
-            }
-        }
-        if let Some(v2) = &plan.v2 {
-            let enable = plan.v2_controllers(h);
-            let needed: Vec<Controller> = required
-                .iter()
-                .filter(|(_, b)| *b == Backend::V2)
-                .map(|(c, _)| *c)
-                .collect();
-            match with_parent_retry(|| v2::create(&v2.place, name, &enable, &needed)) {
-                Ok(dir) => cg.dirs.push(dir),
-                Err(e) if !needed.is_empty() => return Err(e),
-                Err(e) => tracing::debug!(error = %e, "optional cgroup v2 directory left out"),
-            }
-        }
-
-        if let Some(bytes) = limits.memory {
-            cg.set_memory(bytes)?;
-        }
-        if let Some(n) = limits.pids {
-            let dir = cg.require(Controller::Pids)?;
-            write_file(&dir.path.join("pids.max"), &n.to_string(), Op::Write)?;
-        }
-        if let Some(quota) = quota {
-            let dir = cg.require(Controller::Cpu)?;
-            if dir.v2 {
-                v2::set_cpu_quota(&dir.path, quota)?;
-            } else {
-                v1::set_cpu_quota(&dir.path, quota)?;
-            }
-        }
-        tracing::debug!(paths = ?cg.paths(), "sandbox cgroup created");
-        Ok(cg)
     }
 
     fn set_memory(&self, bytes: u64) -> Result<(), CgroupError> {
@@ -647,6 +584,204 @@ impl Cgroup {
     /// shared `warden` parents are not listed: other sandboxes use them too.
     pub fn paths(&self) -> Vec<PathBuf> {
         self.dirs.iter().map(|d| d.path.clone()).collect()
+    }
+}
+
+/// Why [`Pending::finish`] failed, and what exists of the cgroup (the v2
+/// directory, if any), removed when dropped.
+#[derive(Debug)]
+pub struct Unfinished {
+    pub error: CgroupError,
+    pub made: Cgroup,
+}
+
+/// A sandbox's cgroup between [`Cgroup::begin`] and [`Pending::finish`]:
+/// its v2 directory (if the plan has one) exists, nothing else does.
+/// Dropping it removes what was made.
+#[derive(Debug)]
+pub struct Pending {
+    cg: Cgroup,
+    h: Hierarchies,
+    plan: Plan,
+    name: String,
+    limits: Limits,
+    quota: Option<u64>,
+    required: Vec<(Controller, Backend)>,
+    /// The plan came from the memo (a failure in `finish` is retried on a
+    /// fresh discovery).
+    remembered: bool,
+}
+
+impl Pending {
+    fn begin_planned(
+        h: Hierarchies,
+        plan: Plan,
+        name: &str,
+        limits: &Limits,
+        quota: Option<u64>,
+    ) -> Result<Pending, CgroupError> {
+        let wanted = [
+            (Controller::Memory, limits.memory.is_some()),
+            (Controller::Pids, limits.pids.is_some()),
+            (Controller::Cpu, quota.is_some()),
+        ];
+        // Fail before creating anything when a limit has nowhere to go.
+        let mut required = Vec::new();
+        for (c, _) in wanted.iter().filter(|(_, w)| *w) {
+            let backend = plan
+                .backend(&h, *c)
+                .map_err(|reason| CgroupError::Unavailable {
+                    controller: c.name(),
+                    reason,
+                })?;
+            required.push((*c, backend));
+        }
+        // Dropping `cg` on an error path removes what was created so far.
+        let mut cg = Cgroup { dirs: Vec::new() };
+        if let Some(v2) = &plan.v2 {
+            let enable = plan.v2_controllers(&h);
+            let needed: Vec<Controller> = required
+                .iter()
+                .filter(|(_, b)| *b == Backend::V2)
+                .map(|(c, _)| *c)
+                .collect();
+            match with_parent_retry(|| v2::create(&v2.place, name, &enable, &needed)) {
+                Ok(dir) => cg.dirs.push(dir),
+                Err(e) if !needed.is_empty() => return Err(e),
+                Err(e) => tracing::debug!(error = %e, "optional cgroup v2 directory left out"),
+            }
+        }
+        Ok(Pending {
+            cg,
+            h,
+            plan,
+            name: name.to_owned(),
+            limits: *limits,
+            quota,
+            required,
+            remembered: false,
+        })
+    }
+
+    /// The v2 directory, open for `clone3(CLONE_INTO_CGROUP)`, if there is
+    /// one.
+    pub fn v2_dir(&self) -> Result<Option<OwnedFd>, CgroupError> {
+        match self.cg.v2_dir() {
+            Some(dir) => fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY)
+                .open(&dir.path)
+                .map(|f| Some(f.into()))
+                .map_err(|source| CgroupError::AddProcess {
+                    pid: 0,
+                    path: dir.path.clone(),
+                    hint: hint(Op::AddProcess, &source),
+                    source,
+                }),
+            None => Ok(None),
+        }
+    }
+
+    /// The v1 directories this plan joins (none: nothing to hand over).
+    pub fn has_v1(&self) -> bool {
+        self.plan.v1_usable.iter().any(|&i| self.v1_useful(i))
+    }
+
+    fn v1_useful(&self, i: usize) -> bool {
+        let needed = self.required.iter().any(|(_, b)| *b == Backend::V1(i));
+        // Every hierarchy joined costs a migration at start and an rmdir
+        // at the end. CPU time comes from the init's rusage, and killing
+        // from the v2 directory's cgroup.kill (or the PID namespace), so
+        // cpuacct and freezer are joined only when there is no v2
+        // directory to kill through.
+        needed
+            || (self.plan.v2.is_none() && self.h.v1[i].controllers.contains(&Controller::Freezer))
+    }
+
+    /// The second half of [`Cgroup::create`]: the v1 directories and every
+    /// limit. A failure on a remembered plan is tried once more on the host
+    /// as discovered now (the v2 directory stays as it is). On failure, what
+    /// [`Cgroup::begin`] made is handed back with the error: a process may
+    /// already live in its v2 directory, which can be removed only once that
+    /// process is gone.
+    pub fn finish(mut self) -> Result<Cgroup, Unfinished> {
+        let done = match self.finish_planned() {
+            Err(e) if self.remembered => {
+                tracing::debug!(error = %e, "the remembered cgroup plan failed; discovering again");
+                match memo::plan(memo::default_dir().as_deref(), true) {
+                    Ok((h, plan, _)) if plan.v2.is_some() == self.plan.v2.is_some() => {
+                        self.remove_v1();
+                        self.h = h;
+                        self.plan = plan;
+                        self.remembered = false;
+                        self.finish_planned()
+                    }
+                    Ok(_) => Err(e),
+                    Err(again) => Err(again),
+                }
+            }
+            done => done,
+        };
+        match done {
+            Ok(()) => Ok(self.cg),
+            Err(error) => {
+                // Only what `begin` made is kept for the caller to remove.
+                self.remove_v1();
+                Err(Unfinished {
+                    error,
+                    made: self.cg,
+                })
+            }
+        }
+    }
+
+    /// Remove the v1 directories made so far (a `Cgroup` of them, dropped).
+    fn remove_v1(&mut self) {
+        let (v2, v1): (Vec<Dir>, Vec<Dir>) = std::mem::take(&mut self.cg.dirs)
+            .into_iter()
+            .partition(|d| d.v2);
+        self.cg.dirs = v2;
+        drop(Cgroup { dirs: v1 });
+    }
+
+    fn finish_planned(&mut self) -> Result<(), CgroupError> {
+        let usable = self.plan.v1_usable.clone();
+        for i in usable {
+            if !self.v1_useful(i) {
+                continue;
+            }
+            let needed = self.required.iter().any(|(_, b)| *b == Backend::V1(i));
+            let v1 = &self.h.v1[i];
+            let name = &self.name;
+            match with_parent_retry(|| v1::create(v1, name)) {
+                // In the plan's order, before the v2 directory (as
+                // `Cgroup::paths` lists them).
+                Ok(dir) => {
+                    let at = self.cg.dirs.iter().filter(|d| !d.v2).count();
+                    self.cg.dirs.insert(at, dir);
+                }
+                Err(e) if needed => return Err(e),
+                Err(e) => tracing::debug!(error = %e, "optional cgroup v1 hierarchy left out"),
+            }
+        }
+        let cg = &self.cg;
+        if let Some(bytes) = self.limits.memory {
+            cg.set_memory(bytes)?;
+        }
+        if let Some(n) = self.limits.pids {
+            let dir = cg.require(Controller::Pids)?;
+            write_file(&dir.path.join("pids.max"), &n.to_string(), Op::Write)?;
+        }
+        if let Some(quota) = self.quota {
+            let dir = cg.require(Controller::Cpu)?;
+            if dir.v2 {
+                v2::set_cpu_quota(&dir.path, quota)?;
+            } else {
+                v1::set_cpu_quota(&dir.path, quota)?;
+            }
+        }
+        tracing::debug!(paths = ?cg.paths(), "sandbox cgroup created");
+        Ok(())
     }
 }
 

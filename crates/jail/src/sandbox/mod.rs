@@ -38,7 +38,9 @@ use error::sys_err;
 use host_paths::{joined_trust, setns_net};
 use outcome::outcome_from;
 use plan::HostPlan;
-use setup::{confine, degraded_read_paths, prepare_child, send_final, PrivateTmp};
+use setup::{
+    confine_begin, confine_finish, degraded_read_paths, prepare_child, send_final, PrivateTmp,
+};
 use supervision::{ChildGuard, MaskGuard, Supervision};
 
 /// The host ID that the sandbox's user maps to when warden runs as root.
@@ -233,17 +235,47 @@ fn run_mode(
         pids: Some(res.pids.value),
         cpus: res.cpus,
     };
-    // The cgroup exists before the init does: the init is born in its v2
-    // directory and moves itself into the v1 ones first thing (see
-    // `cgroup::join`), so that no pid is written into `cgroup.procs`, whose
-    // global lock can cost an RCU grace period on every start.
-    let cgroup = confine(spec, id, &limits, events)?;
-    let joining = match &cgroup {
-        Some(cg) => cg.joining().map_err(|source| JailError::CgroupRequired {
-            what: "the sandbox's limits".into(),
-            source,
-        })?,
+    // No pid is ever written into `cgroup.procs`, whose global lock can
+    // cost an RCU grace period on every start (see `cgroup::join`): the
+    // init is born in the v2 directory, which exists before it does, and
+    // moves itself into the v1 ones. With namespaces, those and every limit
+    // are made while the init builds its root (below, after the go-ahead),
+    // off the path to the clone; the init joins them before the final
+    // message and runs nothing but warden's own code until then. A plain
+    // fork (degraded mode) gets the whole cgroup now and joins first thing.
+    let pending = confine_begin(spec, id, &limits, events)?;
+    let (mut pending, cgroup, unfinished) = match pending {
+        Some(p) if degraded_mode => {
+            let (cg, made) = confine_finish(spec, id, p, events)?;
+            (None, cg, made)
+        }
+        p => (p, None, None),
+    };
+    let cgroup_err = |source| JailError::CgroupRequired {
+        what: "the sandbox's limits".into(),
+        source,
+    };
+    let mut joining = match &cgroup {
+        Some(cg) => cg.joining().map_err(cgroup_err)?,
         None => cgroup::Joining::default(),
+    };
+    if let Some(p) = &pending {
+        joining.v2 = p.v2_dir().map_err(cgroup_err)?;
+    }
+    // The v1 directories' `tasks` files reach the init over this pair once
+    // they exist; its end of file says there is nothing (more) to join.
+    let (mut cgroup_parent, cgroup_child) = match &pending {
+        Some(_) => {
+            let (p, c) = nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(sys_err("create the cgroup's socket pair"))?;
+            (Some(p), Some(c))
+        }
+        None => (None, None),
     };
     // Fallback limits for hosts without usable cgroups; the init applies
     // them only when the final message says that no cgroup confines it.
@@ -475,6 +507,9 @@ fn run_mode(
     if let Some(dir) = &joining.v2 {
         close_in_child.push(dir.as_raw_fd());
     }
+    if let Some(p) = &cgroup_parent {
+        close_in_child.push(p.as_raw_fd());
+    }
     let plan = ChildPlan {
         weakened,
         root: RootPlan {
@@ -517,6 +552,7 @@ fn run_mode(
         pty_slave: terminal.as_ref().and_then(|t| t.slave.try_clone().ok()),
         close_in_child,
         cgroup_tasks: joining.v1_tasks,
+        cgroup_channel: cgroup_child,
         service: service_child,
         tty_channel: tty_child,
         layer_channel: layer_child,
@@ -640,6 +676,7 @@ fn run_mode(
         pid: child,
         cgroup,
         reaped: false,
+        unfinished,
     };
 
     let ready = if degraded_mode {
@@ -659,6 +696,24 @@ fn run_mode(
     // sides work at once, and the child cannot go past its root before the
     // final message below.
     nix::unistd::write(&go_wr, b"g").map_err(sys_err("start the sandbox"))?;
+    // The rest of the cgroup, while the child builds its root; the init
+    // joins its v1 directories before it takes the final message.
+    if let Some(p) = pending.take() {
+        let (cg, made) = confine_finish(spec, id, p, events)?;
+        guard.cgroup = cg;
+        guard.unfinished = made;
+    }
+    if let Some(channel) = cgroup_parent.take() {
+        if let Some(cg) = &guard.cgroup {
+            let tasks = cg.joining().map_err(cgroup_err)?.v1_tasks;
+            let fds: Vec<_> = tasks.iter().map(|(f, _)| f.as_raw_fd()).collect();
+            if !fds.is_empty() {
+                sys::send_fds(&channel, &fds).map_err(sys_err(
+                    "hand the cgroup's directories to the sandbox's init",
+                ))?;
+            }
+        }
+    }
     let flags = match &guard.cgroup {
         Some(cg) => {
             if !born_in_cgroup {

@@ -4,7 +4,7 @@
 use super::outcome::bytes;
 use super::supervision::write_all;
 use super::{degraded, sys_err, JailError};
-use crate::cgroup::{Cgroup, Limits};
+use crate::cgroup::{Cgroup, CgroupError, Limits, Pending, Unfinished};
 use crate::error::chain_str;
 use crate::host;
 use crate::init::{self, ChildPlan};
@@ -16,50 +16,82 @@ use std::path::{Path, PathBuf};
 use warden_audit::EventSink;
 use warden_policy::SandboxSpec;
 
-/// Create the sandbox's cgroup, or decide to run without one: refused when
-/// a limit was asked for explicitly (unless degraded runs are allowed),
-/// otherwise said loudly.
-pub(super) fn confine(
+/// Begin the sandbox's cgroup (see [`Cgroup::begin`]), or decide to run
+/// without one: refused when a limit was asked for explicitly (unless
+/// degraded runs are allowed), otherwise said loudly.
+pub(super) fn confine_begin(
     spec: &SandboxSpec,
     id: &str,
     limits: &Limits,
     events: &mut dyn EventSink,
-) -> Result<Option<Cgroup>, JailError> {
-    let res = &spec.resources;
-    match Cgroup::create(id, limits) {
-        Ok(cg) => Ok(Some(cg)),
+) -> Result<Option<Pending>, JailError> {
+    match Cgroup::begin(id, limits) {
+        Ok(p) => Ok(Some(p)),
         Err(source) => {
-            let mut explicit = Vec::new();
-            if res.memory.explicit {
-                explicit.push("--memory");
-            }
-            if res.pids.explicit {
-                explicit.push("--pids");
-            }
-            if res.cpus.is_some() {
-                explicit.push("--cpus");
-            }
-            if !explicit.is_empty() && !spec.allow_degraded {
-                return Err(JailError::CgroupRequired {
-                    what: explicit.join(", "),
-                    source,
-                });
-            }
-            let lost = format!(
-                "cgroups are not usable ({}): processes are limited by RLIMIT_NPROC={} (counted per user, host-wide), memory by RLIMIT_DATA={} per process, not for the sandbox as a whole{}",
-                chain_str(&source),
-                res.pids.value,
-                bytes(res.memory.value),
-                if res.cpus.is_some() {
-                    ", CPU is not limited"
-                } else {
-                    ""
-                },
-            );
-            degraded(events, id, "resources", &lost);
+            without_cgroup(spec, id, source, events)?;
             Ok(None)
         }
     }
+}
+
+/// Finish the sandbox's cgroup (see [`Pending::finish`]), or decide to run
+/// without one as [`confine_begin`] does. What exists of it when that is
+/// the decision (its v2 directory, which the init may live in) is in the
+/// second value, for the caller to remove once the init is gone.
+pub(super) fn confine_finish(
+    spec: &SandboxSpec,
+    id: &str,
+    pending: Pending,
+    events: &mut dyn EventSink,
+) -> Result<(Option<Cgroup>, Option<Cgroup>), JailError> {
+    match pending.finish() {
+        Ok(cg) => Ok((Some(cg), None)),
+        Err(Unfinished { error, made }) => {
+            without_cgroup(spec, id, error, events)?;
+            Ok((None, Some(made)))
+        }
+    }
+}
+
+/// No cgroup: an error when a limit was asked for explicitly (and degraded
+/// runs are not allowed), otherwise the `degraded` event that says what
+/// limits the sandbox instead.
+fn without_cgroup(
+    spec: &SandboxSpec,
+    id: &str,
+    source: CgroupError,
+    events: &mut dyn EventSink,
+) -> Result<(), JailError> {
+    let res = &spec.resources;
+    let mut explicit = Vec::new();
+    if res.memory.explicit {
+        explicit.push("--memory");
+    }
+    if res.pids.explicit {
+        explicit.push("--pids");
+    }
+    if res.cpus.is_some() {
+        explicit.push("--cpus");
+    }
+    if !explicit.is_empty() && !spec.allow_degraded {
+        return Err(JailError::CgroupRequired {
+            what: explicit.join(", "),
+            source,
+        });
+    }
+    let lost = format!(
+        "cgroups are not usable ({}): processes are limited by RLIMIT_NPROC={} (counted per user, host-wide), memory by RLIMIT_DATA={} per process, not for the sandbox as a whole{}",
+        chain_str(&source),
+        res.pids.value,
+        bytes(res.memory.value),
+        if res.cpus.is_some() {
+            ", CPU is not limited"
+        } else {
+            ""
+        },
+    );
+    degraded(events, id, "resources", &lost);
+    Ok(())
 }
 
 /// The final message to the child: flags, and a trailer that proves the

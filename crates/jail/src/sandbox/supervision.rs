@@ -27,6 +27,10 @@ pub(super) struct ChildGuard {
     pub(super) pid: Pid,
     pub(super) cgroup: Option<Cgroup>,
     pub(super) reaped: bool,
+    /// What exists of a cgroup the sandbox runs without (a v2 directory
+    /// the init was born in, whose limits could not be set): removed once
+    /// the init is gone, when the guard is dropped.
+    pub(super) unfinished: Option<Cgroup>,
 }
 
 impl Drop for ChildGuard {
