@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Phase table of a sandbox's start: `warden run -- true` against bubblewrap.
 
-Used by bench/phases.sh, which says how to call it. Three kinds of figure,
+Used by bench/phases.sh, which says how to call it. Four kinds of figure,
 each labelled with where it comes from:
 
+- landmarks (ms from the spawn, median over untraced runs): warden's own
+  phase events (`WARDEN_LOG=trace`, target `warden::phase`: the monotonic
+  clock at each landmark, in the supervisor and in the sandbox's init),
+  against the spawn and the exit seen by this script on the same clock.
+  No tracer stops the process: these are the phases' real lengths, within
+  the cost of writing one line to stderr per landmark (a few µs);
 - phases (µs, median over the traced runs): `strace -f -ttt -T` of each run,
   cut at landmark system calls (the first call matching each landmark, in
   order; a phase is the time from the previous landmark to this one). strace
@@ -39,15 +45,15 @@ WARDEN = [
     ("exec (execve of the binary, mapping)", "S", r"end:execve\("),
     ("static-pie self-relocation, libc start", "S", r"mprotect\(.*PROT_READ\)"),
     ("Rust runtime start", "S", r"poll\(\[\{fd=0"),
-    ("arguments, host facts, spec", "S", r"mkdir\(\"[^\"]*/audit\"|openat\(AT_FDCWD, \"/proc/self/mountinfo"),
-    ("audit log create (file + head)", "S", r"end:rename\(|openat\(AT_FDCWD, \"/proc/self/mountinfo"),
-    ("cgroup create (discovery, mkdir, limits)", "S", r"openat\(AT_FDCWD, \"/proc/sys/user/max_inotify_instances"),
+    ("arguments, host facts, spec", "S", r"statx\(AT_FDCWD, \"/proc/self/ns/mnt\""),
+    ("cgroup begun (plan, the v2 directory)", "S", r"openat\(AT_FDCWD, \"/proc/sys/user/max_inotify_instances"),
     ("per-user limits: host values read", "S", r"pipe2\("),
     ("pipes, signal mask, owner switch", "S", r"^clone3?\((child_stack=NULL, flags=CLONE_NEW|\{flags=)"),
     ("clone: 6 namespaces", "S", r"end:^clone3?\("),
     ("ID maps written", "S", r"write\(\d+, \"g\", 1\)"),
-    ("init: joins v1 cgroups, per-user limits, hostname, lo up", "I", r"mount\(NULL, \"/\""),
+    ("init: per-user limits, hostname, lo up", "I", r"mount\(NULL, \"/\""),
     ("init: root build (mounts, pivot_root)", "I", r"end:umount2\(\"\.\""),
+    ("init: joins the v1 cgroups (made meanwhile)", "I", r"end:write\(\d+, \"0\", 1\)"),
     ("wait for the supervisor's final message", "I", r"read\(\d+, \"\\1WARDEN"),
     ("fd clean-up, rlimits", "I", r"landlock_create_ruleset\(NULL"),
     ("Landlock", "I", r"end:landlock_restrict_self"),
@@ -166,6 +172,26 @@ def untraced(cmds, runs):
     return {n: (statistics.median(wall[n]), statistics.median(faults[n])) for n in cmds}
 
 
+def landmarks(cmd, runs):
+    """Untraced runs with warden's phase events: {landmark: median ms from
+    the spawn}, in the order of their medians, and the exit as seen here."""
+    env = dict(os.environ, WARDEN_LOG="trace")
+    seen = {}
+    mark = re.compile(r"phase=(\S+) monotonic_ns=(\d+)")
+    for i in range(runs + 5):
+        start = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        out = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env=env, check=False).stderr
+        end = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        if i < 5:  # warm-up
+            continue
+        for m in mark.finditer(out.decode(errors="replace")):
+            seen.setdefault(m[1], []).append((int(m[2]) - start) / 1e6)
+        seen.setdefault("exit (seen by the caller)", []).append((end - start) / 1e6)
+    med = {k: statistics.median(v) for k, v in seen.items()}
+    return sorted(med.items(), key=lambda kv: kv[1])
+
+
 def instructions(cmd):
     """Instructions the started process executed (cachegrind's Ir), or None."""
     try:
@@ -185,6 +211,15 @@ def instructions(cmd):
 def main():
     spec = json.loads(sys.argv[1])
     runs = spec["traced_runs"]
+    marks = landmarks(spec["warden"], spec["untraced_runs"])
+    print(f"Landmarks, untraced, ms after the spawn (median of {spec['untraced_runs']} runs; "
+          f"init-* are the sandbox's init, the rest the supervisor):\n")
+    print("| landmark | ms | since the previous |\n|---|---|---|")
+    prev = 0.0
+    for name, ms in marks:
+        print(f"| {name} | {ms:.2f} | {ms - prev:.2f} |")
+        prev = ms
+    print()
     w, wc, wt = traced(spec["warden"], WARDEN, runs)
     b, bc, bt = traced(spec["bwrap"], BWRAP, runs)
     print(f"Phases, µs, median of {runs} traced runs each (strace -f -ttt -T; "

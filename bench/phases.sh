@@ -4,7 +4,9 @@
 #
 #   bench/phases.sh [TRACED_RUNS] [UNTRACED_RUNS]   (default 15 and 200)
 #
-# Prints the phase table (µs, medians of traced runs, from strace -f -ttt
+# Prints warden's own landmarks, untraced (ms after the spawn: the phase
+# events WARDEN_LOG=trace prints, on the monotonic clock), the phase table
+# (µs, medians of traced runs, from strace -f -ttt
 # -T, with each phase's system calls), then the untraced wall time and page
 # faults of warden, warden with egress (--allow-domain) and bwrap,
 # interleaved. bench/phases.py says how each figure is made.

@@ -267,6 +267,7 @@ fn daemon(verb: &str, args: Vec<std::ffi::OsString>) -> anyhow::Result<u8> {
 
 fn main() -> ExitCode {
     logging::init();
+    warden_jail::phase("main");
     progress::install();
     // The host's defaults are read only by the commands that use them (and
     // by `run --help`, which shows them): `exec` and the rest start faster.
@@ -327,7 +328,12 @@ fn dispatch(cli: Cli) -> ExitCode {
         return finish(remote(host, cli.command));
     }
     let result = match cli.command {
-        Command::Run(args) => commands::run::run(*args, &defaults()),
+        Command::Run(args) => {
+            warden_jail::phase("parsed");
+            let done = commands::run::run(*args, &defaults());
+            warden_jail::phase("done");
+            done
+        }
         Command::Doctor { json } => commands::doctor::doctor(json, &defaults()),
         Command::Audit(cmd) => commands::audit::audit(cmd),
         Command::Exec(a) => commands::lifecycle::exec(a),

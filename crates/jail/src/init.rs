@@ -123,6 +123,7 @@ fn child_setup_and_run(
     original_mask: SigSet,
 ) -> Result<i32, String> {
     arm_parent_death_signal();
+    crate::phase("init-start");
     for fd in plan.close_in_child.drain(..) {
         // SAFETY: these descriptors are the supervisor's copies, unused here.
         unsafe { libc::close(fd) };
@@ -138,6 +139,7 @@ fn child_setup_and_run(
         Ok(1) => {}
         _ => return Err("the supervisor stopped before the sandbox was ready".into()),
     }
+    crate::phase("init-go");
     if plan.degraded {
         // No user namespace: the capabilities are the host's. Lock them
         // down while we still may, then take the sandbox's host IDs.
@@ -167,7 +169,9 @@ fn child_setup_and_run(
             crate::sys::send_fds(channel, &[tcp.as_raw_fd(), dns.as_raw_fd()])
                 .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
         }
+        crate::phase("init-root");
         mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
+        crate::phase("init-root-built");
         // The layer is the supervisor's to save; the init keeps no handle
         // on it.
         if let (Some(channel), Some(layer)) = (plan.layer_channel.take(), plan.root.layer.take()) {
@@ -207,6 +211,7 @@ fn child_setup_and_run(
     // The final message: the supervisor has confined us (or decided not to)
     // and compiled the filter. End of file before the trailer: abort.
     let flags = read_final(&go)?;
+    crate::phase("init-final");
     drop(go);
     // The root is built: the descriptors that described it go first (owned
     // ones are closed by their owners, never behind their backs).
@@ -249,6 +254,7 @@ fn child_setup_and_run(
         crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
             .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
     }
+    crate::phase("init-locked");
     if plan.degraded {
         // Landlock does not govern metadata or named sockets; without a
         // mount namespace, the host's files and sockets are in reach.

@@ -52,6 +52,24 @@ pub use sandbox::{run, Attach, JailError, Network, Outcome, Program, NOBODY};
 /// what libseccomp builds from the table.
 pub const SECCOMP_PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp.bpf"));
 
+/// A landmark of a sandbox's start and end (`bench/phases.sh` times the
+/// phases between them): a trace-level event of target `warden::phase`
+/// with the monotonic clock in nanoseconds, printed only under
+/// `WARDEN_LOG=trace`. Otherwise it costs a disabled event's check: the
+/// clock is read only when the event is recorded.
+pub fn phase(name: &'static str) {
+    tracing::trace!(
+        target: "warden::phase",
+        phase = name,
+        monotonic_ns = monotonic_ns()
+    );
+}
+
+fn monotonic_ns() -> u128 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u128::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u128::try_from(t.tv_nsec).unwrap_or(0)
+}
+
 /// Layers a *test* may switch off, to prove that `warden selftest` notices:
 /// read from `WARDEN_TEST_WEAKEN` (a comma list: `seccomp`, `landlock`) in
 /// debug builds only. A release build has no way to weaken a sandbox.

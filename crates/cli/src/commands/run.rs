@@ -467,6 +467,7 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         .map(load_grants)
         .transpose()?
         .unwrap_or_default();
+    warden_jail::phase("resolved");
     let finished = warden_runtime::run_once(&resolved.spec, &id, sinks);
     if let Some(file) = &resolved.sinks.grants {
         // What "always" answers wrote, as the lines now in the file.

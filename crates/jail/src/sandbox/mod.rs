@@ -243,6 +243,7 @@ fn run_mode(
     // off the path to the clone; the init joins them before the final
     // message and runs nothing but warden's own code until then. A plain
     // fork (degraded mode) gets the whole cgroup now and joins first thing.
+    crate::phase("cgroup-begin");
     let pending = confine_begin(spec, id, &limits, events)?;
     let (mut pending, cgroup, unfinished) = match pending {
         Some(p) if degraded_mode => {
@@ -279,6 +280,7 @@ fn run_mode(
     };
     // Fallback limits for hosts without usable cgroups; the init applies
     // them only when the final message says that no cgroup confines it.
+    crate::phase("cgroup-begun");
     let user_limits = quotas::UserLimits::for_sandbox();
     let rlimits = Rlimits {
         open_files: res.open_files,
@@ -615,6 +617,7 @@ fn run_mode(
     // `clone_process`.
     // Born in the v2 directory where the kernel can do it (clone3, Linux
     // 5.7); otherwise cloned the old way and moved in below.
+    crate::phase("clone");
     let (cloned, born_in_cgroup) = match &joining.v2 {
         // SAFETY: as above.
         Some(dir) => match unsafe { sys::clone_into_cgroup(flags, dir.as_fd()) } {
@@ -695,6 +698,7 @@ fn run_mode(
     // The child builds its root while the supervisor confines it: both
     // sides work at once, and the child cannot go past its root before the
     // final message below.
+    crate::phase("go");
     nix::unistd::write(&go_wr, b"g").map_err(sys_err("start the sandbox"))?;
     // The rest of the cgroup, while the child builds its root; the init
     // joins its v1 directories before it takes the final message.
@@ -714,6 +718,7 @@ fn run_mode(
             }
         }
     }
+    crate::phase("cgroup-finished");
     let flags = match &guard.cgroup {
         Some(cg) => {
             if !born_in_cgroup {
@@ -810,6 +815,7 @@ fn run_mode(
     // A child that failed to build its root has already said why on the
     // report pipe; its message is the better one, so a failed send is kept
     // for the case that there is none.
+    crate::phase("final");
     let send_error = send_final(&go_wr, flags).err();
     drop(go_wr);
     if send_error.is_some() {
@@ -864,6 +870,7 @@ fn run_mode(
             })
     });
     supervised?;
+    crate::phase("reaped");
     drop(raw);
     guard.reaped = true;
     // Every process of the sandbox is reaped: its mounts are nobody's.
@@ -888,6 +895,7 @@ fn run_mode(
         }
     }
 
+    crate::phase("cgroup-removed");
     match saved {
         Some(Err(e)) => return Err(e),
         Some(Ok((merged, limit_bytes))) if merged.left_out > 0 => events.emit(&Event::now(
