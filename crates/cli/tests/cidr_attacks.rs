@@ -328,3 +328,108 @@ fn a_pin_to_loopback_reaches_the_host_only_on_the_ports_the_names_rules_allow() 
         stderr(&alone)
     );
 }
+
+/// The proxy keeps the host's addresses between connections; an address
+/// added to an interface after it started (and after it had read them for
+/// an earlier connection) counts as the host's own all the same. The test
+/// makes a network namespace of its own (`unshare --net`), so that it can
+/// add an address to its loopback: a listener there on every address
+/// records whether anything arrived through the new address.
+#[test]
+fn an_address_the_host_gains_after_the_proxy_started_is_never_an_upstream() {
+    if !egress_available() {
+        return;
+    }
+    let ns = Command::new("unshare")
+        .args(["--net", "--", "true"])
+        .output();
+    if !ns.is_ok_and(|o| o.status.success()) {
+        skip("cannot make a network namespace (needs root and unshare from util-linux)");
+        return;
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        skip("ip (iproute2) is missing: the test adds an address with it");
+        return;
+    }
+    let dir = TempDir::new("late-address");
+    let d = dir.0.display().to_string();
+    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // 192.0.2.0/24 would be refused as non-public anyway: an address that
+    // is public, and only inside this namespace the host's own.
+    let late = "93.184.216.34";
+    let port = 18999;
+    let sandbox = format!(
+        r#"
+import os, socket, time
+def attempt(name, port):
+    try:
+        s = socket.create_connection((name, port), timeout=5)
+        s.settimeout(3); s.sendall(b"ping")
+        return "connected" if s.recv(10) == b"pong" else "error: no answer"
+    except OSError as e:
+        return "error %s" % e
+print("first", attempt("late.test", {port}), flush=True)
+open("{d}/first-done", "w").close()
+for _ in range(1500):
+    if os.path.exists("{d}/added"):
+        break
+    time.sleep(0.02)
+print("second", attempt("late.test", {port}), flush=True)
+print("control", attempt("pinned.test", {port}), flush=True)
+"#
+    );
+    std::fs::write(dir.0.join("sandbox.py"), sandbox).unwrap();
+    let listener = format!(
+        r#"
+import socket
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", {port})); l.listen(16)
+open("{d}/listening", "w").close()
+while True:
+    c, _ = l.accept()
+    with open("{d}/arrived", "a") as f: f.write("x\n")
+    c.sendall(b"pong"); c.close()
+"#
+    );
+    std::fs::write(dir.0.join("listener.py"), listener).unwrap();
+    let script = format!(
+        r#"set -e
+ip link set lo up
+python3 {d}/listener.py >/dev/null 2>&1 </dev/null &
+l=$!
+trap 'kill $l' EXIT
+n=0; while [ ! -f {d}/listening ] && [ $n -lt 500 ]; do sleep 0.02; n=$((n+1)); done
+WARDEN_TEST_RESOLVE=late.test={late} "$0" run --no-tty --net-log --rw {d} \
+    --allow-domain late.test:{port} --allow-domain pinned.test:{port} --add-host pinned.test={late} \
+    -- python3 {d}/sandbox.py >{d}/out 2>{d}/err &
+w=$!
+n=0; while [ ! -f {d}/first-done ] && [ $n -lt 1500 ]; do sleep 0.02; n=$((n+1)); done
+ip addr add {late}/32 dev lo
+touch {d}/added
+wait $w || true
+"#
+    );
+    let out = Command::new("unshare")
+        .args(["--net", "--", "sh", "-c", &script])
+        .arg(warden_bin())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let read = |f: &str| std::fs::read_to_string(dir.0.join(f)).unwrap_or_default();
+    let (got, err) = (read("out"), read("err"));
+    let all = format!("{}\n{got}\n{err}", stderr(&out));
+    // Before the address was added, it was not the host's: the proxy
+    // tried it (and found no route to it in this namespace).
+    assert!(got.contains("first error"), "{all}");
+    assert!(err.contains("cannot connect to 93.184.216.34"), "{all}");
+    // After: refused as the host's own, and nothing arrived through it.
+    assert!(got.contains("second error"), "{all}");
+    assert!(
+        err.contains("resolves only to non-public or the host's own addresses"),
+        "{all}"
+    );
+    // The control: the same address pinned with --add-host (used as given)
+    // reaches the listener, so an arrival would have been seen.
+    assert!(got.contains("control connected"), "{all}");
+    assert_eq!(read("arrived").lines().count(), 1, "{all}");
+}

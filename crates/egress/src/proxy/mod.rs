@@ -17,6 +17,7 @@
 mod classify;
 mod decide;
 mod live;
+mod own;
 mod pass;
 mod relay;
 mod serve;
@@ -190,6 +191,8 @@ struct Shared {
     /// Names (and ports) a person allowed for the rest of the run.
     granted: Mutex<HashSet<(String, u16)>>,
     addresses: Mutex<NameAddresses>,
+    /// The host's own addresses, never an upstream (see `own`).
+    own: Mutex<own::OwnAddresses>,
     /// Hears each decision as it is made.
     observer: Arc<dyn Observer>,
     /// Numbers allowed connections, for their `closed` report.
@@ -219,6 +222,16 @@ impl Shared {
                 .map(|b| b.build())
                 .map_err(|e| format!("the host's resolver configuration cannot be read ({e})"))
         })
+    }
+
+    /// The host's own addresses as they are now (an address that
+    /// appeared after the proxy started included), or why they cannot be
+    /// told: then nothing that needs them may be connected to.
+    fn own_addresses(&self) -> Result<Arc<[IpAddr]>, own::OwnError> {
+        self.own
+            .lock()
+            .map_err(|_| own::OwnError::Poisoned)?
+            .current()
     }
 
     /// The allowlist as it is now.
@@ -318,6 +331,7 @@ impl Proxy {
             test_ask_loopback: cfg!(debug_assertions)
                 && std::env::var_os("WARDEN_TEST_ASK_LOOPBACK").is_some(),
             addresses: Mutex::new(NameAddresses::default()),
+            own: Mutex::new(own::OwnAddresses::default()),
             observer,
             next_conn: std::sync::atomic::AtomicU64::new(0),
             test_resolved,
@@ -485,23 +499,4 @@ fn parse_test_resolved(v: &str) -> HashMap<String, Vec<IpAddr>> {
         }
     }
     out
-}
-
-/// The host's own addresses, read when they are needed (an interface that
-/// came up after the proxy started counts too): never an upstream, whatever
-/// a name resolves to.
-pub(crate) fn own_addresses() -> Vec<IpAddr> {
-    nix::ifaddrs::getifaddrs()
-        .map(|addrs| {
-            addrs
-                .filter_map(|a| {
-                    let addr = a.address?;
-                    if let Some(v4) = addr.as_sockaddr_in() {
-                        return Some(IpAddr::V4(v4.ip()));
-                    }
-                    addr.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }

@@ -346,7 +346,11 @@ async fn connect_upstream(
                 .iter()
                 .map(|ip| SocketAddr::new(*ip, port))
                 .collect();
-            let own = super::own_addresses();
+            // Fails closed: without the host's own addresses no resolved
+            // address can be told apart from them.
+            let own = shared.own_addresses().map_err(|e| {
+                format!("{e}: refusing to connect to {name}, whose addresses cannot be told apart from the host's own")
+            })?;
             let public: Vec<SocketAddr> = all
                 .iter()
                 .copied()
