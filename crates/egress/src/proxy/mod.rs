@@ -52,7 +52,9 @@ const MAX_CONNECTIONS: usize = 4096;
 /// see [`crate::secrets::DECODE_POOL_KIB`]). A connection
 /// the budget cannot pay for is refused at once and recorded as denied
 /// ("the proxy's memory budget ... is spent"). Kernel socket buffers are
-/// the kernel's, not counted here.
+/// the kernel's, not counted here; nor are the at most
+/// [`pass::SPARE_BUFFERS`] starting buffers (512 KiB) kept for reuse
+/// between connections.
 pub const MEMORY_BUDGET_KIB: u32 = 64 * 1024;
 /// What one open connection costs the budget, in KiB: its first bytes
 /// (up to 16 KiB and a read's 4 KiB), two 4 KiB relay buffers, and the
@@ -209,6 +211,8 @@ struct Shared {
     pub(crate) connection_memory: Arc<tokio::sync::Semaphore>,
     /// The other half, in KiB: large relay buffers, lent.
     pub(crate) buffer_memory: Arc<tokio::sync::Semaphore>,
+    /// Relay buffers of ended connections, kept for the next ones.
+    spare: pass::Spare,
     /// With secrets: TLS to their hosts is terminated and requests are
     /// rewritten; every other connection is spliced as it is.
     terminator: Option<Arc<Terminator>>,
@@ -343,6 +347,7 @@ impl Proxy {
                 (MEMORY_BUDGET_KIB / 2) as usize,
             )),
             buffer_memory: buffer_memory.clone(),
+            spare: pass::Spare::default(),
             // Decoding a response's body to scrub it borrows from the
             // same half as large relay buffers.
             terminator: terminator.map(|mut t| {

@@ -18,6 +18,13 @@
 //! becomes a reset of the other side, so that a client can tell a cut
 //! transfer from a complete one.
 //!
+//! The starting buffers of connections that ended are kept for the next
+//! ones (at most [`SPARE_BUFFERS`] of them): a new connection's two
+//! buffers were otherwise taken from the allocator and given back to the
+//! kernel at its end (an `madvise` per connection, and page faults on the
+//! next one's first bytes). A kept buffer is cleared before it is lent
+//! again, and only what a read put in it is ever written out.
+//!
 //! Measured or weighed and not kept (see the README's performance section):
 //! `splice(2)` through a pipe per direction and a sockmap that lets the
 //! kernel join the two sockets. This is the only copy that may take a
@@ -46,6 +53,41 @@ const BULK_EXTRA: u32 = ((BULK_BUFFER - START_BUFFER) / 1024) as u32;
 /// Buffer per direction when the budget has no large one to lend: paid
 /// for by the connection's own cost.
 const SMALL_BUFFER: usize = 4 * 1024;
+/// Starting buffers kept for reuse once their connection has ended, per
+/// proxy: enough for four connections at once, 512 KiB at most (outside
+/// the memory budget, which pays for buffers in use).
+pub(super) const SPARE_BUFFERS: usize = 8;
+
+/// Starting buffers of ended connections, kept for the next ones.
+#[derive(Default)]
+pub(super) struct Spare(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl Spare {
+    /// An empty buffer of `size` bytes' capacity: a kept one when there is
+    /// one of that size.
+    fn take(&self, size: usize) -> Vec<u8> {
+        if size == START_BUFFER {
+            if let Some(buf) = self.0.lock().ok().and_then(|mut v| v.pop()) {
+                return buf;
+            }
+        }
+        Vec::with_capacity(size)
+    }
+
+    /// Keep `buf` for a later connection, when it is a starting buffer and
+    /// there is room.
+    fn give_back(&self, mut buf: Vec<u8>) {
+        if buf.capacity() != START_BUFFER {
+            return;
+        }
+        buf.clear();
+        if let Ok(mut v) = self.0.lock() {
+            if v.len() < SPARE_BUFFERS {
+                v.push(buf);
+            }
+        }
+    }
+}
 
 /// What passed, once the connection has ended.
 pub(super) struct Passed {
@@ -95,6 +137,7 @@ struct Way<'a> {
     start: Instant,
     budget: &'a Arc<Semaphore>,
     size: usize,
+    spare: &'a Spare,
 }
 
 /// Move bytes both ways until both directions have ended, until one side
@@ -139,6 +182,7 @@ pub(super) async fn pass(
             start,
             budget: &shared.buffer_memory,
             size,
+            spare: &shared.spare,
         };
         let out = pump(
             &mut cr,
@@ -221,7 +265,19 @@ where
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
-    let mut buf: Vec<u8> = Vec::with_capacity(way.size);
+    let mut buf: Vec<u8> = way.spare.take(way.size);
+    let end = copy(from, to, &way, &mut buf).await;
+    way.spare.give_back(buf);
+    end
+}
+
+/// [`pump`]'s loop, through `buf` (replaced by a bulk buffer when it
+/// grows; the starting one is then kept for another connection).
+async fn copy<R, W>(from: &mut R, to: &mut W, way: &Way<'_>, buf: &mut Vec<u8>) -> End
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
     // The loan that grew this direction to a bulk buffer, held while it
     // is in use.
     let mut bulk = None;
@@ -229,7 +285,7 @@ where
         buf.clear();
         // Into the buffer's capacity, which is never zeroed or grown
         // (`read_buf` reads at most what is spare).
-        let n = match from.read_buf(&mut buf).await {
+        let n = match from.read_buf(buf).await {
             Ok(0) => {
                 return match to.shutdown().await {
                     Ok(()) => End::Closed,
@@ -241,7 +297,7 @@ where
         };
         way.writing
             .store(way.start.elapsed().as_millis() as u64 + 1, Relaxed);
-        if to.write_all(&buf).await.is_err() {
+        if to.write_all(buf).await.is_err() {
             return End::Failed(way.to);
         }
         let now = way.start.elapsed().as_millis() as u64;
@@ -254,7 +310,8 @@ where
             // the budget can lend them.
             if let Ok(loan) = way.budget.clone().try_acquire_many_owned(BULK_EXTRA) {
                 bulk = Some(loan);
-                buf = Vec::with_capacity(BULK_BUFFER);
+                way.spare
+                    .give_back(std::mem::replace(buf, Vec::with_capacity(BULK_BUFFER)));
             }
         }
     }

@@ -368,6 +368,83 @@ mod tests {
         p.stop();
     }
 
+    /// One plain-HTTP exchange through the proxy: `body` after the head,
+    /// then a half-close; the upstream answers `reply` once it has read
+    /// everything. Returns what the upstream received after the head and
+    /// what the client received.
+    fn exchange(
+        tcp_at: SocketAddr,
+        upstream: &TcpListener,
+        port: u16,
+        body: &[u8],
+        reply: &[u8],
+    ) -> (Vec<u8>, Vec<u8>) {
+        let mut client = TcpStream::connect(tcp_at).unwrap();
+        let head = format!("POST / HTTP/1.1\r\nHost: up.test:{port}\r\n\r\n");
+        let sent = body.to_vec();
+        let writer = {
+            let mut c = client.try_clone().unwrap();
+            std::thread::spawn(move || {
+                c.write_all(head.as_bytes()).unwrap();
+                c.write_all(&sent).unwrap();
+                c.shutdown(std::net::Shutdown::Write).unwrap();
+            })
+        };
+        let mut server = accept_within(upstream);
+        server
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        server.write_all(reply).unwrap();
+        drop(server);
+        writer.join().unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).unwrap();
+        let at = got
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("no request head reached the upstream")
+            + 4;
+        (got[at..].to_vec(), answer)
+    }
+
+    #[test]
+    fn relay_buffers_kept_from_an_earlier_connection_carry_none_of_its_bytes() {
+        let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        let (p, tcp_at, _) = proxy(port);
+        // A bulk exchange fills both directions' starting buffers (and
+        // grows them), which are then kept for the next connections.
+        let big_out = vec![b'A'; 3 << 20];
+        let big_in = vec![b'B'; 3 << 20];
+        let (got, answer) = exchange(tcp_at, &upstream, port, &big_out, &big_in);
+        assert!(got == big_out, "the bulk upload arrived changed");
+        assert!(answer == big_in, "the bulk download arrived changed");
+        // Short exchanges on kept buffers: exactly their own bytes, in
+        // order, each way, with no byte of the earlier connection.
+        for i in 0..12 {
+            let body = format!("short request {i}").into_bytes();
+            let reply = format!("short answer {i}").into_bytes();
+            let (got, answer) = exchange(tcp_at, &upstream, port, &body, &reply);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&body)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&answer),
+                String::from_utf8_lossy(&reply)
+            );
+        }
+        // An empty exchange: both closes passed on, nothing else.
+        let (got, answer) = exchange(tcp_at, &upstream, port, b"", b"");
+        assert!(got.is_empty() && answer.is_empty(), "{got:?} {answer:?}");
+        p.stop();
+    }
+
     #[test]
     fn a_proxy_stopped_before_its_first_client_ends_at_once_and_takes_no_connection() {
         let (p, tcp_at, _) = proxy(8080);
