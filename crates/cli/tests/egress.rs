@@ -578,6 +578,65 @@ print('sent', answered)\n",
 }
 
 #[test]
+fn a_flood_of_allowed_queries_is_counted_not_written_one_line_each() {
+    if !egress_available() {
+        return;
+    }
+    let dir = TempDir::new("allowed-flood");
+    let ev = dir.path().join("ev.jsonl");
+    // 3,000 answers for an allowed name (what a program that resolves the
+    // name before every connection asks), straight to the resolver.
+    let out = sandbox_python(
+        &["--allow-domain", "allowed.test", "--timeout", "60s", "--json-events", ev.to_str().unwrap()],
+        "import struct\n\
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(2)\n\
+labels = b''.join(bytes([len(p)]) + p for p in b'allowed.test'.split(b'.'))\n\
+answered = 0\n\
+for i in range(3000):\n    u.sendto(struct.pack('>HHHHHH', i & 0xffff, 0x0100, 1, 0, 0, 0) + labels + b'\\x00' + struct.pack('>HH', 1, 1), ('127.0.0.1', 53))\n    try:\n        u.recvfrom(512); answered += 1\n    except OSError: pass\n\
+print('sent', answered)\n",
+    );
+    assert!(
+        stdout(&out).contains("sent 3000"),
+        "{} {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // Like any decision that opens no connection: the first of a window
+    // written, the repeats counted; none of them is an allowed
+    // connection's numbered opening (which no close would ever follow).
+    let evs = events(&ev);
+    let dns = |e: &&serde_json::Value| e["protocol"] == "dns" && e["allowed"] == true;
+    let recorded = evs
+        .iter()
+        .filter(|e| e["event"] == "connection")
+        .filter(dns)
+        .count() as u64;
+    let counted: u64 = evs
+        .iter()
+        .filter(|e| e["event"] == "connections_aggregated")
+        .filter(dns)
+        .map(|e| e["count"].as_u64().unwrap())
+        .sum();
+    assert!(recorded > 0);
+    assert!(
+        recorded < 100,
+        "{recorded} lines for 3,000 answers to one name"
+    );
+    assert_eq!(
+        recorded + counted,
+        3000,
+        "{recorded} recorded, {counted} counted"
+    );
+    assert!(
+        evs.iter()
+            .filter(|e| e["event"] == "connection")
+            .filter(dns)
+            .all(|e| e["conn"].is_null()),
+        "a DNS answer numbered as a connection"
+    );
+}
+
+#[test]
 fn a_connection_still_open_when_the_run_ends_is_in_the_log() {
     if !egress_available() {
         return;

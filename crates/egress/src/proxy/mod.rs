@@ -255,9 +255,14 @@ impl Shared {
     }
 
     /// Report a decision as it is made; an allowed connection gets a
-    /// number, for [`Shared::close`].
+    /// number, for [`Shared::close`]. A DNS answer opens no connection and
+    /// gets none: like a denial, it may repeat (a program that resolves a
+    /// name before every connection), and the observer may count repeats
+    /// instead of keeping each (it did not when they were numbered: two
+    /// log lines and writer wake-ups per connection of such a program).
     fn record(&self, d: &Decision) -> Option<u64> {
-        let conn = d.allowed.then(|| {
+        let opens = d.allowed && d.protocol != Protocol::Dns;
+        let conn = opens.then(|| {
             self.next_conn
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         });
