@@ -74,9 +74,8 @@ report() {
         NF >= 5 { n = $4; name = $NF; calls[name] = n; sum += n }
         END {
             printf "%s: %.1f system calls per %s\n", label, sum / per, unit
-            PROCINFO["sorted_in"] = "@val_num_desc"
-            for (c in calls) printf "    %-18s %8.2f\n", c, calls[c] / per
-        }' "$WORK/$label.strace"
+            for (c in calls) if (calls[c] / per >= 0.01) printf "    %-18s %8.2f\n", c, calls[c] / per
+        }' "$WORK/$label.strace" | { read -r head; echo "$head"; sort -k2,2nr; }
 }
 
 for pair in "warden:$WARDEN" ${WARDEN_BASE:+"base:$WARDEN_BASE"}; do
