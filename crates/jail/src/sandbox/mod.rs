@@ -265,19 +265,8 @@ fn run_mode(
     }
     // The v1 directories' `tasks` files reach the init over this pair once
     // they exist; its end of file says there is nothing (more) to join.
-    let (mut cgroup_parent, cgroup_child) = match &pending {
-        Some(_) => {
-            let (p, c) = nix::sys::socket::socketpair(
-                nix::sys::socket::AddressFamily::Unix,
-                nix::sys::socket::SockType::SeqPacket,
-                None,
-                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-            )
-            .map_err(sys_err("create the cgroup's socket pair"))?;
-            (Some(p), Some(c))
-        }
-        None => (None, None),
-    };
+    let (mut cgroup_parent, cgroup_child) =
+        pair_if(pending.is_some(), "create the cgroup's socket pair")?;
     // Fallback limits for hosts without usable cgroups; the init applies
     // them only when the final message says that no cgroup confines it.
     crate::phase("cgroup-begun");
@@ -302,18 +291,10 @@ fn run_mode(
     } else {
         None
     };
-    let (tty_parent, tty_child) = if wants_tty && !degraded_mode {
-        let (p, c) = nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::SeqPacket,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(sys_err("create the terminal's socket pair"))?;
-        (Some(p), Some(c))
-    } else {
-        (None, None)
-    };
+    let (tty_parent, tty_child) = pair_if(
+        wants_tty && !degraded_mode,
+        "create the terminal's socket pair",
+    )?;
 
     // Without a mount namespace the sandbox lives in the host's tree: its
     // scratch space is a private directory, its paths are host paths, and
@@ -429,32 +410,16 @@ fn run_mode(
             }
         }
     }
-    let egress_pair = match egress.is_some() || !published.is_empty() {
-        true => Some(
-            nix::sys::socket::socketpair(
-                nix::sys::socket::AddressFamily::Unix,
-                nix::sys::socket::SockType::SeqPacket,
-                None,
-                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-            )
-            .map_err(sys_err("create the egress socket pair"))?,
-        ),
-        false => None,
+    let egress_pair = match pair_if(
+        egress.is_some() || !published.is_empty(),
+        "create the egress socket pair",
+    )? {
+        (Some(p), Some(c)) => Some((p, c)),
+        _ => None,
     };
     // A long-lived sandbox: the channel its init takes spawn requests on.
-    let (service_parent, service_child) = match program {
-        Program::Service => {
-            let (p, c) = nix::sys::socket::socketpair(
-                nix::sys::socket::AddressFamily::Unix,
-                nix::sys::socket::SockType::SeqPacket,
-                None,
-                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-            )
-            .map_err(sys_err("create the spawn channel"))?;
-            (Some(p), Some(c))
-        }
-        Program::Command => (None, None),
-    };
+    let (service_parent, service_child) =
+        pair_if(program == Program::Service, "create the spawn channel")?;
     let mut close_in_child = vec![go_wr.as_raw_fd(), rep_rd.as_raw_fd()];
     if let Some(p) = &service_parent {
         close_in_child.push(p.as_raw_fd());
@@ -475,20 +440,11 @@ fn run_mode(
     // --disk: the init builds the kept state on a size-limited tmpfs and
     // hands it back over this pair, for the supervisor to save when it
     // stops.
-    let (layer_parent, layer_child) = match &kept_save {
-        Some(_) => {
-            let (p, c) = nix::sys::socket::socketpair(
-                nix::sys::socket::AddressFamily::Unix,
-                nix::sys::socket::SockType::SeqPacket,
-                None,
-                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-            )
-            .map_err(sys_err("create the layer's socket pair"))?;
-            close_in_child.push(p.as_raw_fd());
-            (Some(p), Some(c))
-        }
-        None => (None, None),
-    };
+    let (layer_parent, layer_child) =
+        pair_if(kept_save.is_some(), "create the layer's socket pair")?;
+    if let Some(p) = &layer_parent {
+        close_in_child.push(p.as_raw_fd());
+    }
     if let Some(t) = &terminal {
         close_in_child.push(t.master.as_raw_fd());
     }
@@ -943,4 +899,24 @@ pub(crate) fn socket_source(channel: OwnedFd) -> warden_egress::publish::SocketS
             .pop()
             .ok_or_else(|| std::io::Error::other("the sandbox's init sent no socket"))
     })
+}
+
+/// A connected pair of sequenced-packet Unix sockets (close-on-exec) when
+/// `wanted`: the supervisor's end and the init's, for descriptors handed
+/// between them.
+fn pair_if(
+    wanted: bool,
+    what: &'static str,
+) -> Result<(Option<OwnedFd>, Option<OwnedFd>), JailError> {
+    if !wanted {
+        return Ok((None, None));
+    }
+    let (p, c) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(sys_err(what))?;
+    Ok((Some(p), Some(c)))
 }
