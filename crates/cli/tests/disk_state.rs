@@ -392,3 +392,60 @@ fn snapshots_past_the_bound_are_refused_with_what_to_remove() {
     let list = ok(&w.run(&["snapshot", "sn", "--list"]));
     assert!(list.contains("again") && !list.contains("s0 "), "{list}");
 }
+
+/// A named sandbox's kept home is copied back into memory (a tmpfs) when
+/// it starts; that copy counts against the sandbox's memory limit like
+/// everything the sandbox holds. Were it charged elsewhere (on a v1 memory
+/// hierarchy, pages stay charged where their writer was when it wrote
+/// them), a sandbox could save its limit's worth of files in one run and
+/// use its whole limit on top of them in the next.
+#[test]
+fn a_restored_home_counts_against_the_sandboxs_memory_limit() {
+    let (state, ws) = fresh(None, "restore-charge");
+    let w = Runner {
+        who: None,
+        state: &state,
+        env: Vec::new(),
+    };
+    ok(&w.run(&[
+        "create",
+        "rc",
+        "-w",
+        ws.str(),
+        "--disk",
+        "200M",
+        "--memory",
+        "256M",
+    ]));
+    // 160 MiB kept in the home (under the limit while written).
+    ok(&w.run(&[
+        "exec",
+        "rc",
+        "--",
+        "sh",
+        "-c",
+        "cd && head -c 160M /dev/zero > big && sync",
+    ]));
+    ok(&w.run(&["stop", "rc"]));
+    ok(&w.run(&["start", "rc"]));
+    // 160 MiB restored + 150 MiB allocated and touched > 256 MiB.
+    let hog = w.run(&[
+        "exec",
+        "rc",
+        "--",
+        "python3",
+        "-c",
+        "b = bytearray(150 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('kept all of it')",
+    ]);
+    let out = String::from_utf8_lossy(&hog.stdout);
+    assert!(
+        !out.contains("kept all of it"),
+        "the restored home was not charged to the sandbox: {} {}",
+        out,
+        stderr(&hog)
+    );
+    // The home itself is still there, whole.
+    let size = ok(&w.run(&["exec", "rc", "--", "sh", "-c", "stat -c %s ~/big"]));
+    assert_eq!(size.trim(), (160u64 << 20).to_string());
+    ok(&w.run(&["stop", "rc"]));
+}

@@ -119,6 +119,44 @@ fn an_unknown_isolation_is_refused_before_anything_boots() {
     );
 }
 
+/// The audit log opens with the run's first record; a VM run whose log
+/// cannot be opened must stop before the guest boots, as a process run
+/// stops before its command starts.
+#[test]
+fn a_vm_run_whose_audit_log_cannot_be_opened_boots_nothing() {
+    if guest_release().is_none() {
+        return;
+    }
+    let state = TempDir::new("vm-unrecorded");
+    let ws = TempDir::new("vm-unrecorded-ws");
+    let log = ws.path().join("no-such-dir").join("run.jsonl");
+    let all = vec![
+        "run",
+        "--no-tty",
+        "-w",
+        ws.str(),
+        "--isolation",
+        "vm",
+        "--audit-log",
+        log.to_str().unwrap(),
+        "--",
+        "true",
+    ];
+    let started = Instant::now();
+    let o = vm_warden(state.path(), &all, None);
+    assert_eq!(code(&o), 125, "{}", stderr(&o));
+    assert!(stderr(&o).contains("nothing was started"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot open audit log"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the guest booted first"
+    );
+}
+
 #[test]
 #[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
 fn a_vm_sandbox_past_its_timeout_is_killed_with_its_vmm() {

@@ -16,7 +16,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -169,6 +169,32 @@ fn child_setup_and_run(
             crate::sys::send_fds(channel, &[tcp.as_raw_fd(), dns.as_raw_fd()])
                 .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
         }
+        // Into the cgroup's v1 directories, which the supervisor makes
+        // while this process sets up its IDs and network: before the root
+        // is built, since building it copies a named sandbox's saved state
+        // into memory (tmpfs pages, charged where this process is when it
+        // writes them and, on v1, left there by a later move); failing
+        // that, nothing starts.
+        if let Some(channel) = plan.cgroup_channel.take() {
+            let mut count = [0u8; 1];
+            let (_, fds) = crate::fdpass::recv(channel.as_fd(), &mut count).map_err(|e| {
+                format!("cannot receive the sandbox's cgroup from the supervisor: {e}")
+            })?;
+            // The supervisor says how many it sent: a short hand-over (a
+            // truncated message) must not pass for the whole cgroup.
+            if fds.len() != usize::from(count[0]) {
+                return Err(format!(
+                    "received {} of the {} cgroup directories the supervisor sent",
+                    fds.len(),
+                    count[0]
+                ));
+            }
+            let tasks: Vec<(OwnedFd, PathBuf)> = fds
+                .into_iter()
+                .map(|fd| (fd, PathBuf::from("tasks of the sandbox's cgroup (v1)")))
+                .collect();
+            crate::cgroup::join_self(&tasks).map_err(|e| chain(&e))?;
+        }
         crate::phase("init-root");
         mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
         crate::phase("init-root-built");
@@ -195,18 +221,6 @@ fn child_setup_and_run(
     // they just did in root mode): arm it again. Should the supervisor have
     // died in between, the final message below ends early and we stop.
     arm_parent_death_signal();
-
-    // Into the cgroup's v1 directories, made while the root was built:
-    // before the final message, so before anything but warden's own code
-    // runs; failing that, nothing starts.
-    if let Some(channel) = plan.cgroup_channel.take() {
-        let tasks: Vec<(OwnedFd, PathBuf)> = crate::sys::recv_fds(&channel, 16)
-            .map_err(|e| format!("cannot receive the sandbox's cgroup from the supervisor: {e}"))?
-            .into_iter()
-            .map(|fd| (fd, PathBuf::from("tasks of the sandbox's cgroup (v1)")))
-            .collect();
-        crate::cgroup::join_self(&tasks).map_err(|e| chain(&e))?;
-    }
 
     // The final message: the supervisor has confined us (or decided not to)
     // and compiled the filter. End of file before the trailer: abort.

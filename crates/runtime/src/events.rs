@@ -418,8 +418,11 @@ impl EventSink for BusSink {
     /// first).
     fn failure(&self) -> Option<String> {
         self.0.written();
-        let sinks = self.0.sinks.lock().ok()?;
-        sinks.iter().find_map(|s| s.failure())
+        match self.0.sinks.lock() {
+            Ok(sinks) => sinks.iter().find_map(|s| s.failure()),
+            // A sink panicked while writing: its records cannot be vouched for.
+            Err(_) => Some("the event sinks are unusable (one failed while writing)".into()),
+        }
     }
 }
 

@@ -80,6 +80,8 @@ pub enum VmError {
     },
     #[error("cannot serve the VM's network: {0}")]
     Serve(String),
+    #[error("nothing was started: the run cannot be recorded ({0})")]
+    Unrecorded(String),
     #[error(transparent)]
     Secrets(#[from] warden_jail::secrets::SecretsError),
     #[error("cannot write the guest's trust file {path}")]
@@ -541,6 +543,11 @@ pub fn run(
                 publish_to: warden_jail::vmnet::GUEST_ADDR,
             })
             .map_err(VmError::Serve)?;
+    }
+    // A record the sinks could not take (the audit log opens with the
+    // first one, `created`, above): the guest never boots unrecorded.
+    if let Some(why) = events.failure() {
+        return Err(VmError::Unrecorded(why));
     }
     let mut machine = Machine::boot(&config, boot)?;
     if let Some(note) = prepared_fs_note.or_else(|| machine.fs_note.take()) {

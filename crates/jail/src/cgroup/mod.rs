@@ -405,9 +405,11 @@ impl Cgroup {
     /// limit asked for has somewhere to go, and the v2 directory a new
     /// process can be born in (`clone3` with `CLONE_INTO_CGROUP`). The rest
     /// (the v1 directories and every limit) is [`Pending::finish`], which a
-    /// supervisor runs while the sandbox's init builds its root: the init
-    /// runs only warden's own code until the supervisor's final message,
-    /// and joins the v1 directories before that message.
+    /// supervisor runs while the sandbox's init sets up its IDs and
+    /// network: the init joins the v1 directories before it builds its
+    /// root (which copies a named sandbox's saved state into memory that
+    /// must be charged to the sandbox), and runs only warden's own code
+    /// until the supervisor's final message.
     pub fn begin(id: &str, limits: &Limits) -> Result<Pending, CgroupError> {
         let valid_id = !id.is_empty()
             && id != "."
@@ -710,11 +712,20 @@ impl Pending {
                 tracing::debug!(error = %e, "the remembered cgroup plan failed; discovering again");
                 match memo::plan(memo::default_dir().as_deref(), true) {
                     Ok((h, plan, _)) if plan.v2.is_some() == self.plan.v2.is_some() => {
-                        self.remove_v1();
-                        self.h = h;
-                        self.plan = plan;
-                        self.remembered = false;
-                        self.finish_planned()
+                        // Where each limit goes, on the plan as it is now;
+                        // the v2 directory made by `begin` must still be
+                        // where the v2-backed ones go.
+                        match self.required_on(&h, &plan) {
+                            Some(required) => {
+                                self.remove_v1();
+                                self.h = h;
+                                self.plan = plan;
+                                self.required = required;
+                                self.remembered = false;
+                                self.finish_planned()
+                            }
+                            None => Err(e),
+                        }
                     }
                     Ok(_) => Err(e),
                     Err(again) => Err(again),
@@ -733,6 +744,23 @@ impl Pending {
                 })
             }
         }
+    }
+
+    /// The controllers this cgroup's limits need, placed on `plan`, when
+    /// the ones placed on v2 are the same as on the plan `begin` used
+    /// (its v2 directory, already made, serves them).
+    fn required_on(&self, h: &Hierarchies, plan: &Plan) -> Option<Vec<(Controller, Backend)>> {
+        let mut required = Vec::new();
+        for (c, _) in &self.required {
+            required.push((*c, plan.backend(h, *c).ok()?));
+        }
+        let on_v2 = |r: &[(Controller, Backend)]| -> Vec<Controller> {
+            r.iter()
+                .filter(|(_, b)| *b == Backend::V2)
+                .map(|(c, _)| *c)
+                .collect()
+        };
+        (on_v2(&required) == on_v2(&self.required)).then_some(required)
     }
 
     /// Remove the v1 directories made so far (a `Cgroup` of them, dropped).

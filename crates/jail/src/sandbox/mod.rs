@@ -239,10 +239,11 @@ fn run_mode(
     // cost an RCU grace period on every start (see `cgroup::join`): the
     // init is born in the v2 directory, which exists before it does, and
     // moves itself into the v1 ones. With namespaces, those and every limit
-    // are made while the init builds its root (below, after the go-ahead),
-    // off the path to the clone; the init joins them before the final
-    // message and runs nothing but warden's own code until then. A plain
-    // fork (degraded mode) gets the whole cgroup now and joins first thing.
+    // are made while the init sets up its IDs and network (below, after the
+    // go-ahead), off the path to the clone; the init joins them before it
+    // builds its root, and runs nothing but warden's own code until the
+    // final message. A plain fork (degraded mode) gets the whole cgroup now
+    // and joins first thing.
     crate::phase("cgroup-begin");
     let pending = confine_begin(spec, id, &limits, events)?;
     let (mut pending, cgroup, unfinished) = match pending {
@@ -656,8 +657,8 @@ fn run_mode(
     // final message below.
     crate::phase("go");
     nix::unistd::write(&go_wr, b"g").map_err(sys_err("start the sandbox"))?;
-    // The rest of the cgroup, while the child builds its root; the init
-    // joins its v1 directories before it takes the final message.
+    // The rest of the cgroup, while the child sets up its IDs and network;
+    // it joins the v1 directories before it builds its root.
     if let Some(p) = pending.take() {
         let (cg, made) = confine_finish(spec, id, p, events)?;
         guard.cgroup = cg;
@@ -668,7 +669,16 @@ fn run_mode(
             let tasks = cg.joining().map_err(cgroup_err)?.v1_tasks;
             let fds: Vec<_> = tasks.iter().map(|(f, _)| f.as_raw_fd()).collect();
             if !fds.is_empty() {
-                sys::send_fds(&channel, &fds).map_err(sys_err(
+                // Their number goes with them, for the init to check (none
+                // sent: the init reads end of file, and joins nothing).
+                let count = u8::try_from(fds.len())
+                    .ok()
+                    .filter(|n| usize::from(*n) <= crate::fdpass::MAX_FDS)
+                    .ok_or(JailError::Sys {
+                        what: "hand the cgroup's directories to the sandbox's init (too many)",
+                        source: Errno::E2BIG,
+                    })?;
+                crate::fdpass::send(channel.as_fd(), &[count], &fds).map_err(sys_err(
                     "hand the cgroup's directories to the sandbox's init",
                 ))?;
             }
