@@ -42,12 +42,7 @@ cleanup() { kill $(jobs -p) 2>/dev/null || true; [ -f "$WORK/squid.pid" ] && kil
 trap cleanup EXIT
 
 SRV_PORT=18765; SQUID_PORT=18766
-cp bench/egress_client.py bench/egress_server.py "$WORK/"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-    -subj /CN=bench.test -addext subjectAltName=DNS:bench.test \
-    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
-chmod 644 "$WORK/key.pem"
-"$PY" "$WORK/egress_server.py" "$SRV_PORT" "$WORK/cert.pem" "$WORK/key.pem" &
+egress_server "$SRV_PORT"
 
 echo "127.0.0.1 bench.test" > "$WORK/hosts"
 cat > "$WORK/squid.conf" <<CONF

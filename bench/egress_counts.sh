@@ -32,12 +32,7 @@ chmod 755 "$WORK"
 cleanup() { kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 SRV_PORT=18775
-cp bench/egress_client.py bench/egress_server.py "$WORK/"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-    -subj /CN=bench.test -addext subjectAltName=DNS:bench.test \
-    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
-chmod 644 "$WORK/key.pem"
-"$PY" "$WORK/egress_server.py" "$SRV_PORT" "$WORK/cert.pem" "$WORK/key.pem" &
+egress_server "$SRV_PORT"
 sleep 1
 
 # count BINARY LABEL ARGS...: the client inside a sandbox, after a pause

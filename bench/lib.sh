@@ -40,3 +40,16 @@ bwrap_args() {
     done
     BWRAP+=(--proc /proc --dev /dev --tmpfs /tmp)
 }
+
+# egress_server PORT: the TLS server of the egress benchmarks in $WORK (a
+# fresh certificate for bench.test, the client and server scripts copied
+# there), started in the background with $PY on 127.0.0.1:PORT. The caller
+# made $WORK (mode 755: a sandbox reads it) and kills its jobs at exit.
+egress_server() {
+    cp bench/egress_client.py bench/egress_server.py "$WORK/"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+        -subj /CN=bench.test -addext subjectAltName=DNS:bench.test \
+        -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+    chmod 644 "$WORK/key.pem"
+    "$PY" "$WORK/egress_server.py" "$1" "$WORK/cert.pem" "$WORK/key.pem" &
+}
