@@ -85,7 +85,13 @@ impl From<ResolveError> for ApiError {
         let in_spec = |f: warden_policy::Field| f.json_path().map(|p| format!("/spec{p}"));
         let (message, field) = match &e {
             ResolveError::Compose(ComposeError::Invalid(diags)) => {
-                let field = diags.iter().find_map(|d| d.field.and_then(in_spec));
+                // A refusal of the trust rule is what the caller must see
+                // first, wherever it stands among the findings.
+                let field = diags
+                    .iter()
+                    .filter(|d| d.refusal.is_some())
+                    .chain(diags)
+                    .find_map(|d| d.field.and_then(in_spec));
                 let lines: Vec<String> = diags
                     .iter()
                     .map(|d| match d.field.and_then(in_spec) {
@@ -107,10 +113,19 @@ impl From<ResolveError> for ApiError {
             Some(p) if !message.starts_with(p.as_str()) => format!("{p}: {message}"),
             _ => message,
         };
+        // The trust rule's refusals are the caller's rights, not the
+        // spec's shape: 403 with the rule's own code.
+        let (status, code) = match &e {
+            ResolveError::Compose(c) => match c.refusal() {
+                Some(r) => (StatusCode::FORBIDDEN, r.code()),
+                None => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_spec"),
+            },
+            _ => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_spec"),
+        };
         ApiError {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
+            status,
             problem: Problem {
-                code: "invalid_spec".into(),
+                code: code.into(),
                 message,
                 field,
                 details: None,

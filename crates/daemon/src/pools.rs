@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use warden_policy::Trust;
 use warden_runtime::lifecycle::{self, CreateRequest};
 use warden_runtime::resolve::{Context, Input, ProfileSource};
 use warden_workspace::Sandbox;
@@ -243,7 +244,12 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
             // nobody.
             continue;
         }
-        let Some(delta) = fits(app, &sb, claim.input) else {
+        let Some(delta) = fits(
+            app,
+            &sb,
+            claim.input,
+            crate::routes::sandboxes::trust_of(claim.caller),
+        ) else {
             // Another create may fit it; a profile edited since (beyond its
             // names) makes every one stale, and the refill replaces them.
             continue;
@@ -293,7 +299,7 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
 /// the entries to add and to remove. `None` when `input`, resolved as if it
 /// were made as `sb`, differs from the spec `sb` runs in anything but its
 /// allowed names (limits, mounts, secrets, network mode, pinned hosts, ...).
-fn fits(app: &App, sb: &Sandbox, input: &Input) -> Option<Delta> {
+fn fits(app: &App, sb: &Sandbox, input: &Input, trust: Trust) -> Option<Delta> {
     let stored = warden_runtime::state::read_json::<warden_runtime::state::Stored>(
         &sb.dir().join(warden_runtime::state::STORED),
     )
@@ -304,6 +310,7 @@ fn fits(app: &App, sb: &Sandbox, input: &Input) -> Option<Delta> {
         state_dir: Some(&app.state_dir),
         otlp: false,
         id: sb.name(),
+        trust,
     };
     let r = warden_runtime::resolve::resolve(input.clone(), &ctx, Some(sb)).ok()?;
     if r.sinks.audit_log != stored.sinks.audit_log {
@@ -396,6 +403,9 @@ fn hand_out(app: &Arc<App>, sb: &Sandbox, claim: &Claim<'_>) -> Result<SandboxIn
 fn discard(app: &App, id: &str) {
     if let Ok(db) = app.db() {
         let _ = db.take_pooled(id);
+        // Nothing should hold a credential for a pooled sandbox; whatever
+        // does ends with it.
+        let _ = db.remove_sandbox(id);
     }
     if let Err(e) = lifecycle::remove(&app.store, id, true) {
         tracing::warn!("cannot remove the pooled sandbox {id}: {}", chain(&e));
@@ -411,6 +421,9 @@ fn make_one(app: &App, profile: &str) -> Result<String, String> {
         state_dir: Some(&app.state_dir),
         otlp: false,
         id: &id,
+        // A pool's profile is named over the API: a plain name of the
+        // catalogue, whoever asked for the pool.
+        trust: Trust::Caller,
     };
     let input = Input {
         profile: Some(ProfileSource::Named(profile.to_string())),
@@ -468,7 +481,7 @@ pub async fn refill(app: Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>)
                     match app.store.get(id) {
                         Ok(sb)
                             if lifecycle::liveness(&sb).running()
-                                && fits(&app, &sb, &fresh).is_some() =>
+                                && fits(&app, &sb, &fresh, Trust::Caller).is_some() =>
                         {
                             alive_ids.push(id.clone())
                         }

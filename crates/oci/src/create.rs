@@ -84,6 +84,12 @@ pub fn create(
         state_dir: Some(root),
         otlp: false,
         id: &name,
+        // The profile is named by the pod's author (an annotation): a plain
+        // name of the node's catalogue only. The rest of the configuration
+        // (root, mounts, limits) is what the node's container manager
+        // handed over, and the annotations were held to the same rule
+        // when they were translated.
+        trust: warden_policy::Trust::Caller,
     };
 
     let input = Input {

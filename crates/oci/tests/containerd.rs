@@ -69,9 +69,13 @@ impl Containerd {
         // containers: a directory and a WARDEN_SECRET_ variable of the
         // runtime's environment (containerd's, which its shims inherit).
         std::fs::create_dir(p.join("secrets")).unwrap();
+        // The node's catalogue of profiles (the runtime's configuration
+        // directory): the only profiles a pod's annotation may name.
+        std::fs::create_dir_all(p.join("config/warden/profiles")).unwrap();
         let child = Command::new("containerd")
             .arg("--config")
             .arg(p.join("config.toml"))
+            .env("XDG_CONFIG_HOME", p.join("config"))
             .env("WARDEN_OCI_SECRETS_DIR", p.join("secrets"))
             .env("WARDEN_SECRET_KEY", NODE_KEY)
             .stdout(Stdio::null())
@@ -89,6 +93,16 @@ impl Containerd {
             std::thread::sleep(Duration::from_millis(100));
         }
         Some(c)
+    }
+
+    /// Put a profile in the node's catalogue, for `warden.dev/profile=NAME`.
+    fn node_profile(&self, name: &str, yaml: &str) {
+        let path = self
+            .dir
+            .path()
+            .join("config/warden/profiles")
+            .join(format!("{name}.yaml"));
+        std::fs::write(path, yaml).unwrap();
     }
 
     fn log(&self) -> String {
@@ -309,9 +323,15 @@ fn host_loopback_is_out_of_reach_unless_the_annotation_allows_the_name() {
     let attack = format!(
         "for h in 127.0.0.1 allowed.test denied.test; do printf 'GET /$h HTTP/1.0\\r\\nHost: '$h':{port}\\r\\n\\r\\n' | nc -w 3 203.0.113.9 {port}; echo; done; echo direct | nc -w 3 127.0.0.1 {port}; exit 0"
     );
-    // Both names resolve to the host's loopback; the annotation allows
-    // another name: neither they nor the raw address reach the listener.
-    let pin = "warden.dev/hosts=allowed.test=127.0.0.1,denied.test=127.0.0.1";
+    // Both names resolve to the host's loopback (pinned by the node's
+    // owner, in a profile of the node's catalogue: a pod's author may not
+    // pin names to the node's addresses); the annotation allows another
+    // name: neither they nor the raw address reach the listener.
+    c.node_profile(
+        "pinned",
+        "egress:\n  hosts: {allowed.test: 127.0.0.1, denied.test: 127.0.0.1}\n",
+    );
+    let pin = "warden.dev/profile=pinned";
     let o = c.run(
         "closed",
         &[
@@ -500,13 +520,15 @@ fn a_secret_annotation_sends_the_real_value_upstream_while_the_container_holds_a
     // other secret comes from the runtime's WARDEN_SECRET_KEY.
     let token = "ghp_realtoken_4b9e2f8a1c";
     std::fs::write(c.dir.path().join("secrets/token"), format!("{token}\n")).unwrap();
-    // The upstream's authority is trusted through a profile.
-    let profile = c.dir.path().join("upstream.yaml");
-    std::fs::write(
-        &profile,
-        format!("egress:\n  upstream_ca: [{}]\n", ca.display()),
-    )
-    .unwrap();
+    // The upstream's authority is trusted, and its name pinned to the
+    // node's loopback, through a profile of the node's catalogue.
+    c.node_profile(
+        "upstream",
+        &format!(
+            "egress:\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
+            ca.display()
+        ),
+    );
     let url = format!("https://api.secret.test:{port}");
     let script = format!(
         r#"echo "token=$TOKEN key=$KEY"
@@ -525,9 +547,7 @@ echo ---
             "--annotation",
             &format!("warden.dev/secret.KEY=env:WARDEN_SECRET_KEY@api.secret.test:{port}"),
             "--annotation",
-            "warden.dev/hosts=api.secret.test=127.0.0.1",
-            "--annotation",
-            &format!("warden.dev/profile={}", profile.display()),
+            "warden.dev/profile=upstream",
         ],
         &["sh", "-c", &script],
     );
@@ -628,12 +648,16 @@ fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
         return;
     };
     let (port, seen) = listener();
+    c.node_profile(
+        "pinned",
+        "egress:\n  hosts: {allowed.test: 127.0.0.1, denied.test: 127.0.0.1}\n",
+    );
     let ns = format!("network:{}", pod.path());
     let policy = [
         "--annotation".to_string(),
         format!("warden.dev/egress=allowed.test:{port}"),
         "--annotation".to_string(),
-        "warden.dev/hosts=allowed.test=127.0.0.1,denied.test=127.0.0.1".to_string(),
+        "warden.dev/profile=pinned".to_string(),
         "--annotation".to_string(),
         "warden.dev/allow-http=true".to_string(),
         "--with-ns".to_string(),
@@ -778,20 +802,19 @@ fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
     let (port, ca, seen) = tls_echo(c.dir.path(), "api.secret.test");
     let token = "ghp_podtoken_77d1e0b3";
     std::fs::write(c.dir.path().join("secrets/pod-token"), token).unwrap();
-    let profile = c.dir.path().join("upstream.yaml");
-    std::fs::write(
-        &profile,
-        format!("egress:\n  upstream_ca: [{}]\n", ca.display()),
-    )
-    .unwrap();
+    c.node_profile(
+        "upstream",
+        &format!(
+            "egress:\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
+            ca.display()
+        ),
+    );
     // The pod's annotations, which every container of it gets.
     let policy = [
         "--annotation".to_string(),
         format!("warden.dev/secret.TOKEN=file:pod-token@api.secret.test:{port}"),
         "--annotation".to_string(),
-        "warden.dev/hosts=api.secret.test=127.0.0.1".to_string(),
-        "--annotation".to_string(),
-        format!("warden.dev/profile={}", profile.display()),
+        "warden.dev/profile=upstream".to_string(),
         "--with-ns".to_string(),
         format!("network:{}", pod.path()),
         "--mount".to_string(),

@@ -231,6 +231,77 @@ fn bad_bundles_are_refused_by_their_field_and_leave_nothing() {
 }
 
 #[test]
+fn a_pods_author_cannot_have_a_file_of_its_own_read_as_the_nodes_profile() {
+    if !can_run() {
+        return;
+    }
+    let lab = Lab::new();
+    // A profile the pod's author controls: in its image (the bundle's
+    // rootfs), beside config.json, or anywhere on the node. Read as the
+    // node's configuration, its secret's program would run on the node.
+    let marker = lab.path("ran-on-the-node");
+    let evil = format!(
+        "secrets:\n  X:\n    from_command: [/bin/sh, -c, 'touch {}; echo v']\n    hosts: [evil.test]\n",
+        marker.display()
+    );
+    let b = lab.bundle("b", config(&["true"]));
+    std::fs::write(b.join("evil.yaml"), &evil).unwrap();
+    std::fs::write(lab.path("rootfs/evil.yaml"), &evil).unwrap();
+    let abs = b.join("evil.yaml").display().to_string();
+    for (i, value) in [
+        "evil.yaml",
+        "./evil.yaml",
+        "rootfs/evil.yaml",
+        "rootfs/evil",
+        abs.as_str(),
+        "../b/evil.yaml",
+        "evil.yml",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut c = config(&["true"]);
+        c["annotations"] = serde_json::json!({"warden.dev/profile": value});
+        std::fs::write(
+            b.join("config.json"),
+            serde_json::to_vec_pretty(&c).unwrap(),
+        )
+        .unwrap();
+        let id = format!("evil{i}");
+        // From the bundle's directory, as containerd's shim runs it.
+        let o = lab.oci_in(Some(&b), &["create", "--bundle", b.to_str().unwrap(), &id]);
+        assert!(!o.status.success(), "{value} was accepted");
+        let err = text(&o.stderr);
+        assert!(err.contains("warden.dev/profile"), "{value}: {err}");
+        assert!(err.contains("only the owner names files"), "{value}: {err}");
+        assert!(
+            !marker.exists(),
+            "{value}: the profile's program ran on the node"
+        );
+        assert!(lab.left().is_empty(), "{value} left {:?}", lab.left());
+    }
+    // Nor may the pod's author pin a name to the node's own addresses.
+    let mut c = config(&["true"]);
+    c["annotations"] = serde_json::json!({"warden.dev/hosts": "api.test=127.0.0.1"});
+    std::fs::write(
+        b.join("config.json"),
+        serde_json::to_vec_pretty(&c).unwrap(),
+    )
+    .unwrap();
+    let o = lab.oci_in(
+        Some(&b),
+        &["create", "--bundle", b.to_str().unwrap(), "pin"],
+    );
+    assert!(!o.status.success(), "a pin was accepted");
+    assert!(
+        text(&o.stderr).contains("warden.dev/hosts"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(lab.left().is_empty(), "{:?}", lab.left());
+}
+
+#[test]
 fn features_name_the_annotations_warden_reads() {
     let o = std::process::Command::new(bin())
         .arg("features")

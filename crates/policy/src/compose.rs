@@ -20,6 +20,7 @@ use crate::profile::{
     parse_preset, parse_profile, parse_profile_all, suggest, Pos, PresetFile, ProfileFile,
     WorkspaceMode,
 };
+use crate::trust::{self, Refusal, Trust};
 use crate::{Defaults, EnvRequest, Request, Terminal, DEFAULT_EGRESS_IDLE_TIMEOUT};
 
 /// Presets shipped with warden.
@@ -739,6 +740,11 @@ pub struct SourceText {
     /// The directory relative paths resolve against (none for built-ins).
     pub dir: Option<PathBuf>,
     pub text: String,
+    /// Who wrote it: a file of the owner's catalogue (or one the owner
+    /// named) is the owner's; a document a caller sent is the caller's,
+    /// and the trust rule ([`crate::trust`]) holds it to what a caller may
+    /// set and name.
+    pub trust: Trust,
 }
 
 /// Why a profile could not be composed. Problems inside files are
@@ -757,6 +763,14 @@ pub enum ComposeError {
         /// A profile has that name (`desktop`): what was meant.
         profile: bool,
     },
+    /// A name that is not a plain name of the catalogue, from someone who
+    /// may name nothing else.
+    #[error("{kind} {name:?}: {refusal}")]
+    NotAName {
+        kind: &'static str,
+        name: String,
+        refusal: Refusal,
+    },
     #[error("cannot read {path}")]
     Read {
         path: PathBuf,
@@ -774,7 +788,19 @@ impl ComposeError {
         match self {
             ComposeError::UnknownProfile { .. } | ComposeError::Read { .. } => Some(Field::Profile),
             ComposeError::UnknownPreset { .. } => Some(Field::Presets),
+            ComposeError::NotAName { kind, .. } if *kind == "preset" => Some(Field::Presets),
+            ComposeError::NotAName { .. } => Some(Field::Profile),
             ComposeError::Invalid(_) => None,
+        }
+    }
+
+    /// The trust rule's refusal behind the error, when it is one: the
+    /// first, for a file with several findings.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            ComposeError::NotAName { refusal, .. } => Some(*refusal),
+            ComposeError::Invalid(diags) => diags.iter().find_map(|d| d.refusal),
+            _ => None,
         }
     }
 }
@@ -814,6 +840,8 @@ pub struct Diagnostic {
     pub file: String,
     pub pos: Pos,
     pub message: String,
+    /// The trust rule's refusal, when that is what the finding is.
+    pub refusal: Option<Refusal>,
 }
 
 impl fmt::Display for Diagnostic {
@@ -826,13 +854,18 @@ impl fmt::Display for Diagnostic {
     }
 }
 
-/// Does `s` name a file rather than a profile?
+/// Does `s` name a file rather than a profile (for the owner, who may)?
 fn is_path(s: &str) -> bool {
-    s.contains('/') || s.ends_with(".yaml") || s.ends_with(".yml")
+    trust::names_a_file(s)
 }
 
 impl Catalog {
     fn user_file(&self, kind: &str, name: &str) -> Option<PathBuf> {
+        // A name is joined to a directory: one that is not a plain name
+        // (`../x`, `a/b`) would climb out of it.
+        if !trust::is_catalog_name(name) {
+            return None;
+        }
         let p = self
             .config_dir
             .as_ref()?
@@ -892,10 +925,19 @@ impl Catalog {
 
     fn find(
         &self,
-        kind: &str,
+        kind: &'static str,
         builtin: &[(&str, &str)],
         name: &str,
     ) -> Result<Option<SourceText>, ComposeError> {
+        // The catalogue holds plain names only, for everyone: a name is
+        // never a way out of the catalogue's directories.
+        if !trust::is_catalog_name(name) {
+            return Err(ComposeError::NotAName {
+                kind: kind.trim_end_matches('s'),
+                name: name.to_string(),
+                refusal: Refusal::NotAName,
+            });
+        }
         if let Some(path) = self.user_file(kind, name) {
             return read_file(&path).map(Some);
         }
@@ -906,18 +948,34 @@ impl Catalog {
                 label: format!("builtin:{n}"),
                 dir: None,
                 text: text.to_string(),
+                trust: Trust::Owner,
             }))
     }
 
-    /// A profile by name (user directory first, then built-in) or by path.
+    /// A profile by name (user directory first, then built-in) or, for
+    /// the owner, by path.
     pub fn profile(&self, name_or_path: &str) -> Result<SourceText, ComposeError> {
-        if is_path(name_or_path) {
-            return read_file(Path::new(name_or_path));
+        self.profile_for(name_or_path, Trust::Owner)
+    }
+
+    /// A profile as `trust` may name it: the owner by name or path, anyone
+    /// else by a plain name of the catalogue only (what is found there is
+    /// the owner's file, and is trusted as such).
+    pub fn profile_for(&self, name: &str, trust: Trust) -> Result<SourceText, ComposeError> {
+        if let Err(refusal) = trust::may_name_profile(name, trust) {
+            return Err(ComposeError::NotAName {
+                kind: "profile",
+                name: name.to_string(),
+                refusal,
+            });
         }
-        self.find("profiles", BUILTIN_PROFILES, name_or_path)?
+        if is_path(name) {
+            return read_file(Path::new(name));
+        }
+        self.find("profiles", BUILTIN_PROFILES, name)?
             .ok_or_else(|| ComposeError::UnknownProfile {
-                name: name_or_path.to_string(),
-                suggestion: self.nearest(&self.profile_names(), name_or_path),
+                name: name.to_string(),
+                suggestion: self.nearest(&self.profile_names(), name),
             })
     }
 
@@ -981,6 +1039,9 @@ fn read_file(path: &Path) -> Result<SourceText, ComposeError> {
         label: path.display().to_string(),
         dir,
         text,
+        // Only the owner's own lookups read a file: a catalogue entry, or
+        // a path the owner gave.
+        trust: Trust::Owner,
     })
 }
 
@@ -1053,7 +1114,40 @@ impl Loader<'_> {
             file: file.to_string(),
             pos,
             message,
+            refusal: None,
         });
+    }
+
+    fn refuse(&mut self, field: Field, file: &str, pos: Pos, refusal: Refusal) {
+        self.out.diagnostics.push(Diagnostic {
+            severity: Severity::Error,
+            field: Some(field),
+            file: file.to_string(),
+            pos,
+            message: refusal.to_string(),
+            refusal: Some(refusal),
+        });
+    }
+
+    /// The trust rule's second half on one source's values: a source that
+    /// is not the owner's sets nothing that reaches the host, however it
+    /// spells it.
+    fn hold_to_trust(&mut self, layer: &Layer, label: &str, trust: Trust) {
+        for (field, slot) in &layer.slots {
+            let Err(refusal) = trust::may_set(*field, trust) else {
+                continue;
+            };
+            let first = match slot {
+                Slot::One(s) => Some(s),
+                Slot::List(items) => items.first(),
+                Slot::Map(items) => items.first().map(|(_, s)| s),
+            };
+            let pos = first
+                .and_then(|s| s.origin.place())
+                .map(|(_, p)| p)
+                .unwrap_or_default();
+            self.refuse(*field, label, pos, refusal);
+        }
     }
 
     fn load(&mut self, src: SourceText) {
@@ -1066,6 +1160,12 @@ impl Loader<'_> {
         }
         self.stack.push(label.clone());
         for parent in &file.extends {
+            // A caller's document names the owner's profiles by name only;
+            // what it names is then the owner's file, at every depth.
+            if let Err(refusal) = trust::may_name_profile(&parent.value, src.trust) {
+                self.refuse(Field::Extends, &label, parent.pos, refusal);
+                continue;
+            }
             let found = if is_path(&parent.value) {
                 match self.catalog.expand(&parent.value, src.dir.as_deref()) {
                     Ok(p) => read_file(&p).map_err(|e| e.to_string()),
@@ -1093,6 +1193,7 @@ impl Loader<'_> {
         }
         self.stack.pop();
         let layer = self.layer(&file, &label, src.dir.as_deref());
+        self.hold_to_trust(&layer, &label, src.trust);
         self.out.sources.push((label, layer));
     }
 
@@ -1341,6 +1442,10 @@ impl Loader<'_> {
     fn preset(&mut self, l: &mut Layer, name: &str, label: &str, pos: Pos) {
         let src = match self.catalog.preset(name) {
             Ok(s) => s,
+            Err(ComposeError::NotAName { refusal, .. }) => {
+                self.refuse(Field::Presets, label, pos, refusal);
+                return;
+            }
             Err(e) => {
                 self.error(Some(Field::Presets), label, pos, e.to_string());
                 return;
@@ -1385,6 +1490,7 @@ pub fn load_preset(
             file: src.label.clone(),
             pos: e.pos,
             message: e.message,
+            refusal: None,
         }])
     })?;
     Ok((src, file))

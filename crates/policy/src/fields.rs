@@ -36,8 +36,43 @@ pub struct FieldInfo {
     /// What kind of value it takes, in a word or three ("size", "list of
     /// domains").
     pub ty: &'static str,
+    /// How far its effect reaches: only into the sandbox, into the host,
+    /// or to the owner's catalogue of profiles and presets. The trust rule
+    /// ([`crate::trust`]) reads it: a caller who is not the owner sets only
+    /// fields that stay inside the sandbox, and names only catalogue entries.
+    pub reach: Reach,
     /// One line: what it does.
     pub doc: &'static str,
+}
+
+/// How far a field's effect reaches, which decides who may set it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// Stays inside the sandbox (its limits, its allowlist of names, its
+    /// variables): any door may set it.
+    Sandbox,
+    /// Reaches the host: a host path bound, read or written, a host program
+    /// or variable, a host port, local networks, where records go, less
+    /// isolation. Only the owner sets it, on the command line or in a file
+    /// of the owner's own catalogue.
+    Host,
+    /// Names an entry of the owner's catalogue (a profile, a preset). The
+    /// owner may also name a file by path; anyone else only a plain name.
+    Catalog,
+}
+
+/// The `reach:` cell of a row.
+macro_rules! reach {
+    (sandbox) => {
+        Reach::Sandbox
+    };
+    (host) => {
+        Reach::Host
+    };
+    (catalog) => {
+        Reach::Catalog
+    };
 }
 
 /// `-` for "none", a literal for `Some(literal)`.
@@ -58,6 +93,7 @@ macro_rules! fields {
             flag: $flag:tt, short: $short:tt, value: $value:tt,
             key: $key:tt, json: $json:tt,
             ty: $ty:literal,
+            reach: $reach:ident,
             doc: $doc:literal $(,)?
         }
     ),* $(,)?) => {
@@ -83,6 +119,7 @@ macro_rules! fields {
                     profile_key: opt!($key),
                     json_path: opt!($json),
                     ty: $ty,
+                    reach: reach!($reach),
                     doc: $doc,
                 },
             )*
@@ -95,306 +132,357 @@ fields! {
         flag: -, short: -, value: -,
         key: "name", json: "/name",
         ty: "text",
+        reach: sandbox,
         doc: "The profile's name (default: the file name without `.yaml`)",
     },
     Description {
         flag: -, short: -, value: -,
         key: "description", json: "/description",
         ty: "text",
+        reach: sandbox,
         doc: "What the profile is for, shown by `warden profile list`",
     },
     Extends {
         flag: -, short: -, value: -,
         key: "extends", json: "/extends",
         ty: "list of profiles",
+        reach: catalog,
         doc: "Profiles (names, or paths relative to this file) merged before this one, in order",
     },
     Profile {
         flag: "--profile", short: 'P', value: "NAME|PATH",
         key: -, json: -,
         ty: "profile",
+        reach: catalog,
         doc: "Start from a profile: a name (see `warden profile list`) or a YAML file; flags override it, lists add to it",
     },
     Command {
         flag: -, short: -, value: "CMD",
         key: "command", json: "/command",
         ty: "command and arguments",
+        reach: sandbox,
         doc: "The command and its arguments (on the command line after `--`; a profile's is used when none is given)",
     },
     Hostname {
         flag: "--hostname", short: -, value: "NAME",
         key: "hostname", json: "/hostname",
         ty: "hostname",
+        reach: sandbox,
         doc: "The sandbox's hostname (default `warden`)",
     },
     Isolation {
         flag: "--isolation", short: -, value: "process|vm",
         key: "isolation", json: "/isolation",
         ty: "process or vm",
+        reach: sandbox,
         doc: "What isolates the sandbox: `process` (namespaces, Landlock, seccomp; the default) or `vm` (a microVM with its own kernel, see `warden vm kernel`)",
     },
     Tty {
         flag: "--tty", short: 't', value: -,
         key: "tty", json: "/tty",
         ty: "bool",
+        reach: sandbox,
         doc: "Allocate a pseudo-terminal (the default when stdin is a terminal)",
     },
     NoTty {
         flag: "--no-tty", short: 'T', value: -,
         key: -, json: -,
         ty: "switch",
+        reach: sandbox,
         doc: "Never allocate a pseudo-terminal",
     },
     Detach {
         flag: "--detach", short: 'd', value: -,
         key: -, json: -,
         ty: "switch",
+        reach: sandbox,
         doc: "Start the command in a sandbox of its own and return at once; the sandbox stops when the command ends",
     },
     AllowDegraded {
         flag: "--allow-degraded", short: -, value: "BOOL",
         key: "allow_degraded", json: "/allow_degraded",
         ty: "bool",
+        reach: host,
         doc: "When a layer of isolation cannot be applied, run with what the host still allows and print what is lost, instead of refusing",
     },
     Desktop {
         flag: -, short: -, value: -,
         key: "desktop", json: "/desktop",
         ty: "bool",
+        reach: sandbox,
         doc: "Give the sandbox a desktop: a virtual screen (display :99), a window manager and panel, Chromium with its DevTools on the sandbox's own 127.0.0.1:9222 and a VNC server on its own 127.0.0.1:5900, all inside the jail (the `desktop` profile sets it)",
     },
     JsonEvents {
         flag: "--json-events", short: -, value: "FILE",
         key: "json_events", json: "/json_events",
         ty: "path",
+        reach: host,
         doc: "A file to append one JSON line per event to (created, started, exited, ...)",
     },
     AuditLog {
         flag: "--audit-log", short: -, value: "FILE",
         key: "audit_log", json: "/audit_log",
         ty: "path",
+        reach: host,
         doc: "Where the run's hash-chained audit log goes (default: a new file in warden's state directory)",
     },
     NoAuditLog {
         flag: "--no-audit-log", short: -, value: -,
         key: "no_audit_log", json: "/no_audit_log",
         ty: "bool",
+        reach: host,
         doc: "Keep no audit log of the run",
     },
     OtlpEndpoint {
         flag: "--otlp-endpoint", short: -, value: "URL",
         key: "otlp_endpoint", json: "/otlp_endpoint",
         ty: "URL",
+        reach: host,
         doc: "Also send every event to this OpenTelemetry collector (OTLP/HTTP, JSON), an http:// URL such as http://127.0.0.1:4318",
     },
     Presets {
         flag: "--preset", short: -, value: "NAME",
         key: "egress.presets", json: "/egress/presets",
         ty: "list of presets",
+        reach: catalog,
         doc: "Named groups of domains, shipped with warden or in the user's preset directory",
     },
     AllowDomain {
         flag: "--allow-domain", short: -, value: "NAME[:PORT]",
         key: "egress.domains", json: "/egress/domains",
         ty: "list of domains",
+        reach: sandbox,
         doc: "Names the sandbox may connect to: example.com, .example.com (with subdomains), example.com:22 (that port; default 443 and 80)",
     },
     AllowHttp {
         flag: "--allow-http", short: -, value: "BOOL",
         key: "egress.allow_http", json: "/egress/allow_http",
         ty: "bool",
+        reach: sandbox,
         doc: "Allow plain HTTP, not only TLS, to allowed names",
     },
     AddHost {
         flag: "--add-host", short: -, value: "NAME=IP",
         key: "egress.hosts", json: "/egress/hosts",
         ty: "map of names to addresses",
+        reach: host,
         doc: "Give names fixed addresses, e.g. registry.internal at 10.1.2.3; such an address is allowed even when not public",
     },
     AllowCidr {
         flag: "--allow-cidr", short: -, value: "CIDR",
         key: "egress.allow_cidrs", json: "/egress/allow_cidrs",
         ty: "list of address ranges",
+        reach: host,
         doc: "Let allowed names resolve into these non-public address ranges, e.g. 10.20.0.0/16",
     },
     AllowHostPort {
         flag: "--allow-host-port", short: -, value: "PORT",
         key: "egress.host_ports", json: "/egress/host_ports",
         ty: "list of ports",
+        reach: host,
         doc: "Let the sandbox reach the services on the host's 127.0.0.1:PORT as host.warden.internal:PORT, and nothing else of the host",
     },
     Publish {
         flag: "--publish", short: 'p', value: "HOSTPORT:PORT",
         key: "egress.publish", json: "/egress/publish",
         ty: "list of port mappings",
+        reach: host,
         doc: "Make the sandbox's servers on its 127.0.0.1:PORT reachable at the host's 127.0.0.1:HOSTPORT",
     },
     EgressLearn {
         flag: "--egress-learn", short: -, value: "BOOL",
         key: "egress.learn", json: "/egress/learn",
         ty: "bool",
+        reach: host,
         doc: "Learning mode: allow every name no rule allows (never the host's own services), mark each decision it allowed, and print at exit the profile lines the run needed; refused with secrets",
     },
     EgressLearnFile {
         flag: "--egress-learn-file", short: -, value: "FILE",
         key: -, json: -,
         ty: "path",
+        reach: host,
         doc: "With --egress-learn: also write the profile lines the run needed to FILE, a profile later learning runs add to and another takes with extends",
     },
     Ask {
         flag: "--ask", short: -, value: "BOOL",
         key: "egress.ask", json: "/egress/ask",
         ty: "bool",
+        reach: sandbox,
         doc: "Ask on the terminal about names no rule allows (allow once, for the run, or deny); without a terminal they are denied",
     },
     AskSave {
         flag: "--ask-save", short: -, value: "WHERE",
         key: -, json: -,
         ty: "project or profile",
+        reach: host,
         doc: "Where --ask keeps the names answered always: the project's grants file in warden's state, or the profile file in use",
     },
     UpstreamCa {
         flag: "--upstream-ca", short: -, value: "FILE",
         key: "egress.upstream_ca", json: "/egress/upstream_ca",
         ty: "list of paths",
+        reach: host,
         doc: "Trust the authorities in these PEM files, besides the system's, for the servers of secrets' hosts",
     },
     NetLog {
         flag: "--net-log", short: -, value: "BOOL",
         key: "egress.log", json: "/egress/log",
         ty: "bool",
+        reach: sandbox,
         doc: "Print one line per egress decision (allowed or denied) on stderr",
     },
     EgressIdleTimeout {
         flag: "--egress-idle-timeout", short: -, value: "DURATION",
         key: "egress.idle_timeout", json: "/egress/idle_timeout",
         ty: "duration",
+        reach: sandbox,
         doc: "Close a proxied connection after this long without a byte either way (default 10m)",
     },
     Workspace {
         flag: "--workspace", short: 'w', value: "DIR",
         key: "filesystem.workspace", json: "/filesystem/workspace",
         ty: "path",
+        reach: host,
         doc: "The directory mounted read-write at /workspace, where the command starts",
     },
     Overlay {
         flag: "--overlay", short: -, value: -,
         key: "filesystem.mode", json: "/filesystem/mode",
         ty: "workspace mode",
+        reach: sandbox,
         doc: "See the workspace through a copy-on-write layer (mode `overlay`; the default is `direct`): its changes are kept for `warden diff` and `warden commit`",
     },
     Rootfs {
         flag: "--rootfs", short: -, value: "DIR",
         key: "filesystem.rootfs", json: "/filesystem/rootfs",
         ty: "path",
+        reach: host,
         doc: "A prepared root tree (e.g. debootstrap output) used instead of the host's system directories",
     },
     Ro {
         flag: "--ro", short: -, value: "PATH",
         key: "filesystem.read_only", json: "/filesystem/read_only",
         ty: "list of paths",
+        reach: host,
         doc: "Paths bound read-only at the same path inside",
     },
     Rw {
         flag: "--rw", short: -, value: "PATH",
         key: "filesystem.read_write", json: "/filesystem/read_write",
         ty: "list of paths",
+        reach: host,
         doc: "Paths bound read-write at the same path inside",
     },
     RunsOnHost {
         flag: -, short: -, value: -,
         key: "filesystem.runs_on_host", json: "/filesystem/runs_on_host",
         ty: "list of path globs",
+        reach: sandbox,
         doc: "Paths of the workspace (globs: `*` within a name, `**` across) that tools on the host run, e.g. Makefile: `warden diff` and `warden commit` flag a change to one as running on the host",
     },
     Caches {
         flag: "--cache", short: -, value: "NAME",
         key: "filesystem.caches", json: "/filesystem/caches",
         ty: "list of caches",
+        reach: host,
         doc: "Package caches (pip, npm, cargo, go) shared by the sandboxes of a profile, kept in warden's state directory (never the host's own), so that a second install is fast",
     },
     TmpSize {
         flag: "--tmp-size", short: -, value: "SIZE",
         key: "filesystem.tmp_size", json: "/filesystem/tmp_size",
         ty: "size",
+        reach: sandbox,
         doc: "Size of the sandbox's /tmp and /dev/shm, e.g. 512M",
     },
     Memory {
         flag: "--memory", short: -, value: "SIZE",
         key: "resources.memory", json: "/resources/memory",
         ty: "size",
+        reach: sandbox,
         doc: "Memory limit for the whole sandbox, e.g. 512M, 4G",
     },
     Cpus {
         flag: "--cpus", short: -, value: "CORES",
         key: "resources.cpus", json: "/resources/cpus",
         ty: "cores",
+        reach: sandbox,
         doc: "CPU quota in cores, e.g. 0.5 or 2",
     },
     Pids {
         flag: "--pids", short: -, value: "N",
         key: "resources.pids", json: "/resources/pids",
         ty: "count",
+        reach: sandbox,
         doc: "Maximum number of processes and threads of the whole sandbox",
     },
     Timeout {
         flag: "--timeout", short: -, value: "DURATION",
         key: "resources.timeout", json: "/resources/timeout",
         ty: "duration",
+        reach: sandbox,
         doc: "Kill the whole sandbox after this long, e.g. 30s, 10m, 2h",
     },
     OpenFiles {
         flag: "--open-files", short: -, value: "N",
         key: "resources.open_files", json: "/resources/open_files",
         ty: "count",
+        reach: sandbox,
         doc: "Open files per process",
     },
     FileSize {
         flag: "--file-size", short: -, value: "SIZE",
         key: "resources.file_size", json: "/resources/file_size",
         ty: "size",
+        reach: sandbox,
         doc: "Largest file a process may write, e.g. 16G",
     },
     Disk {
         flag: "--disk", short: -, value: "SIZE",
         key: "resources.disk", json: "/resources/disk",
         ty: "size",
+        reach: sandbox,
         doc: "Size limit of a reviewable workspace's changes (the overlay's upper layer, held in memory while the sandbox runs): a write past it fails with ENOSPC, e.g. 2G",
     },
     EgressQuota {
         flag: "--egress-quota", short: -, value: "SIZE",
         key: "resources.egress_quota", json: "/resources/egress_quota",
         ty: "size",
+        reach: sandbox,
         doc: "Refuse new connections once this much has gone through the proxy (both ways), e.g. 5G",
     },
     PassEnv {
         flag: "--pass-env", short: -, value: "NAME",
         key: "env.pass", json: "/env/pass",
         ty: "list of variable names",
+        reach: host,
         doc: "Variables copied from the host's environment, when set",
     },
     Env {
         flag: "--env", short: 'e', value: "NAME=VALUE",
         key: "env.set", json: "/env/set",
         ty: "map of variables",
+        reach: sandbox,
         doc: "Variables set in the sandbox, NAME to VALUE",
     },
     Secret {
         flag: "--secret", short: -, value: "NAME[=SOURCE]@HOST[,HOST...]",
         key: "secrets", json: "/secrets",
         ty: "map of secrets",
+        reach: host,
         doc: "Give the sandbox a placeholder instead of a secret; the proxy puts the real value only in requests to the secret's hosts",
     },
     SecretInBody {
         flag: "--secret-in-body", short: -, value: "NAME",
         key: "secrets.*.in_body", json: "/secrets/*/in_body",
         ty: "bool",
+        reach: host,
         doc: "Substitute the secret in request bodies too, not only in headers and URLs",
     },
     SecretRule {
         flag: "--secret-rule", short: -, value: "RULE",
         key: "secrets.*.allow", json: "/secrets/*/allow",
         ty: "list of request rules",
+        reach: host,
         doc: "Only matching requests may go to a secret's hosts: [METHOD ]HOST[/PATH], * matching anything, e.g. GET api.github.com/repos/acme/*",
     },
 }
@@ -454,6 +542,11 @@ impl Field {
     /// One line: what the field does.
     pub const fn doc(self) -> &'static str {
         self.info().doc
+    }
+
+    /// How far the field's effect reaches (who may set it).
+    pub const fn reach(self) -> Reach {
+        self.info().reach
     }
 
     /// The field of a flag of `warden run`: `--memory`, or a short form

@@ -23,6 +23,7 @@ mod home;
 pub mod oci;
 pub mod profile;
 mod secrets;
+pub mod trust;
 mod units;
 pub mod validate;
 
@@ -30,9 +31,10 @@ pub use desktop::DesktopSpec;
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
 pub use error::{Problem, ResolveError, SpecError};
-pub use fields::{Field, FieldInfo, FIELDS};
+pub use fields::{Field, FieldInfo, Reach, FIELDS};
 pub use home::{CacheMount, Home, CACHES, HOME_MOUNT};
 pub use secrets::{SecretRule, SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
+pub use trust::{Refusal, Trust};
 pub use units::{format_size, parse_duration, parse_size, ParseError};
 
 use serde::{Deserialize, Serialize};

@@ -10,6 +10,8 @@
 //! and said in [`Translated::notices`].
 
 use crate::compose::Overrides;
+use crate::trust::{self, Trust};
+use crate::Field;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -33,7 +35,7 @@ pub const SECRET_VARIABLE_PREFIX: &str = "WARDEN_SECRET_";
 pub const ANNOTATIONS: &[(&str, &str)] = &[
     (
         ANNOTATION_PROFILE,
-        "the profile the container runs under (a name or an absolute path)",
+        "the profile the container runs under: the plain name of a profile of the node's catalogue (never a path: a pod's author names only what the node's owner offers)",
     ),
     (
         ANNOTATION_EGRESS,
@@ -41,7 +43,7 @@ pub const ANNOTATIONS: &[(&str, &str)] = &[
     ),
     (
         ANNOTATION_HOSTS,
-        "NAME=IP pins for names the container may reach, comma-separated",
+        "refused: a pin reaches the node's own addresses, so only the node's owner sets it, in a profile of the node's catalogue (`egress.hosts`) named with warden.dev/profile",
     ),
     (
         ANNOTATION_ALLOW_HTTP,
@@ -487,12 +489,32 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
             continue;
         };
         let field = format!("annotations[\"{key}\"]");
+        // The pod's author writes annotations: they are held to the trust
+        // rule as every caller who is not the owner is (names of the
+        // node's catalogue only, nothing that reaches the node).
+        if let Some(f) = annotation_field(key) {
+            if let Err(refusal) = trust::may_set(f, Trust::Caller) {
+                return Err(invalid(
+                    &field,
+                    value,
+                    &format!("{refusal}: set it in a profile of the node's catalogue and name that profile with {ANNOTATION_PROFILE}"),
+                ));
+            }
+        }
         match key.as_str() {
             ANNOTATION_PROFILE => {
-                if value.trim().is_empty() {
+                let name = value.trim();
+                if name.is_empty() {
                     return Err(invalid(&field, value, "name a profile"));
                 }
-                profile = Some(value.trim().to_string());
+                if let Err(refusal) = trust::may_name_profile(name, Trust::Caller) {
+                    return Err(invalid(
+                        &field,
+                        value,
+                        &format!("{refusal} (`warden profile list` on the node)"),
+                    ));
+                }
+                profile = Some(name.to_string());
             }
             ANNOTATION_EGRESS => o.allow_domain.extend(list(value)),
             ANNOTATION_ALLOW_HTTP => match value.trim() {
@@ -500,14 +522,6 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
                 "false" => o.allow_http = Some(false),
                 _ => return Err(invalid(&field, value, "must be true or false")),
             },
-            ANNOTATION_HOSTS => {
-                for pin in list(value) {
-                    if !pin.contains('=') {
-                        return Err(invalid(&field, value, "each entry is NAME=IP"));
-                    }
-                    o.add_host.push(pin);
-                }
-            }
             k if k.starts_with(ANNOTATION_SECRET) => {
                 secrets.push(annotated_secret(
                     &k[ANNOTATION_SECRET.len()..],
@@ -698,6 +712,20 @@ fn list(value: &str) -> Vec<String> {
         .collect()
 }
 
+/// The field an annotation sets, for the trust rule. Secrets are the one
+/// grant of the node's owner to pods: only sources the operator set aside
+/// for containers (the secrets directory, `WARDEN_SECRET_` variables) can
+/// be named, checked where they are parsed.
+fn annotation_field(key: &str) -> Option<Field> {
+    match key {
+        ANNOTATION_PROFILE => Some(Field::Profile),
+        ANNOTATION_EGRESS => Some(Field::AllowDomain),
+        ANNOTATION_HOSTS => Some(Field::AddHost),
+        ANNOTATION_ALLOW_HTTP => Some(Field::AllowHttp),
+        _ => None,
+    }
+}
+
 fn invalid(field: &str, value: &str, why: &str) -> OciError {
     OciError::Invalid {
         field: field.to_string(),
@@ -770,14 +798,41 @@ mod tests {
     #[test]
     fn annotations_pick_the_allowlist_and_unknown_ones_are_refused() {
         let c = config(serde_json::json!({"annotations": {
-            "warden.dev/egress": "a.test, b.test", "warden.dev/hosts": "a.test=127.0.0.1",
+            "warden.dev/egress": "a.test, b.test", "warden.dev/profile": "feature-dev",
             "io.kubernetes.cri.container-type": "container"}}));
         let t = translate(&c, Path::new("/b")).unwrap();
         assert_eq!(t.overrides.allow_domain, ["a.test", "b.test"]);
-        assert_eq!(t.overrides.add_host, ["a.test=127.0.0.1"]);
+        assert_eq!(t.profile.as_deref(), Some("feature-dev"));
         let c = config(serde_json::json!({"annotations": {"warden.dev/egres": "a.test"}}));
         let e = translate(&c, Path::new("/b")).unwrap_err();
         assert_eq!(e.field(), Some("annotations[\"warden.dev/egres\"]"));
+    }
+
+    #[test]
+    fn a_pods_author_names_no_file_and_pins_no_name_to_the_nodes_addresses() {
+        for (key, value) in [
+            ("warden.dev/profile", "/etc/warden/evil.yaml"),
+            ("warden.dev/profile", "evil.yaml"),
+            ("warden.dev/profile", "rootfs/evil"),
+            ("warden.dev/profile", "../profiles/x"),
+            ("warden.dev/profile", ".."),
+            ("warden.dev/profile", "~/x"),
+            ("warden.dev/hosts", "api.test=127.0.0.1"),
+            ("warden.dev/hosts", "api.test=10.0.0.1"),
+        ] {
+            let c = config(serde_json::json!({"annotations": {key: value}}));
+            let e = translate(&c, Path::new("/b")).unwrap_err();
+            assert_eq!(
+                e.field(),
+                Some(format!("annotations[\"{key}\"]").as_str()),
+                "{key}={value}"
+            );
+            let msg = e.to_string();
+            assert!(
+                msg.contains("only the owner") || msg.contains("owner sets it"),
+                "{key}={value}: {msg}"
+            );
+        }
     }
 
     #[test]

@@ -33,6 +33,7 @@ fn diag(
         file,
         pos,
         message,
+        refusal: None,
     }
 }
 

@@ -8,7 +8,7 @@
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use warden_policy::compose::{compose_source, Catalog, ComposeError, Overrides, SourceText};
-use warden_policy::{Defaults, Field, HostFacts, SandboxSpec, SecretSpec};
+use warden_policy::{Defaults, Field, HostFacts, SandboxSpec, SecretSpec, Trust};
 use warden_workspace::{Sandbox, Store};
 
 use crate::state::{self, SinkConfig};
@@ -16,10 +16,12 @@ use crate::state::{self, SinkConfig};
 /// Where the profile comes from.
 #[derive(Debug, Clone)]
 pub enum ProfileSource {
-    /// A name (user directory, then built-in) or a path to a YAML file.
+    /// A name (user directory, then built-in) or, for the owner, a path
+    /// to a YAML file.
     Named(String),
-    /// A profile document given whole (an API request's `spec`); `label`
-    /// names it in messages.
+    /// A profile document given whole (an API request's `spec`, a
+    /// container's annotations); `label` names it in messages. It has the
+    /// trust of whoever the door serves ([`Context::trust`]).
     Inline { label: String, text: String },
 }
 
@@ -69,6 +71,11 @@ pub struct Context<'a> {
     /// A fresh identifier for a plain run (its audit log's and overlay's
     /// names).
     pub id: &'a str,
+    /// Whom the door serves: the owner, or a caller held to the trust rule
+    /// (names of the catalogue only, nothing that reaches the host) for
+    /// everything it sent: the profile it names and the document it gives.
+    /// No default: each door says it.
+    pub trust: Trust,
 }
 
 /// A spec resolved, with where its events go.
@@ -261,11 +268,12 @@ fn resolve_inner(
     }
     let source = match &input.profile {
         None => None,
-        Some(ProfileSource::Named(name)) => Some(ctx.catalog.profile(name)?),
+        Some(ProfileSource::Named(name)) => Some(ctx.catalog.profile_for(name, ctx.trust)?),
         Some(ProfileSource::Inline { label, text }) => Some(SourceText {
             label: label.clone(),
             dir: None,
             text: text.clone(),
+            trust: ctx.trust,
         }),
     };
     // The profile file "always" answers go into: one of the person's own.
@@ -440,6 +448,7 @@ fn resolve_inner(
         .map(|sb| sb.upper());
     if let Some(state) = ctx.state_dir {
         state::check_state_kept_out(&spec, state, own_layer.as_deref())?;
+        state::check_socket_kept_out(&spec, state)?;
     }
     // The home and caches live in warden's state: made now, owner-only
     // (the jail binds what exists, and refuses what does not).

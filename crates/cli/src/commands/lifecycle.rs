@@ -87,6 +87,8 @@ fn with_context<T>(
         state_dir: Some(&state),
         otlp: cfg!(feature = "otlp"),
         id,
+        // The command line is the owner's own.
+        trust: warden_policy::Trust::Owner,
     };
     Ok(f(&ctx))
 }

@@ -319,6 +319,8 @@ pub fn resolve(
         state_dir: state.as_deref(),
         otlp: cfg!(feature = "otlp"),
         id,
+        // The command line is the owner's own.
+        trust: warden_policy::Trust::Owner,
     };
     if input.overrides.overlay == Some(true) && sandbox.is_none() {
         // The layer is made in the store: say now if there is none.

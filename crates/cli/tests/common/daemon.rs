@@ -15,6 +15,8 @@ pub struct Daemon {
     pub state: PathBuf,
     pub socket: PathBuf,
     pub tcp: Option<String>,
+    /// The E2B-compatible listener's address, when `--e2b` was given.
+    pub e2b: Option<String>,
 }
 
 impl Daemon {
@@ -25,7 +27,21 @@ impl Daemon {
     /// Started with `args` after `serve`, and `env` added to its
     /// environment (and its supervisors').
     pub fn start_with(state: &Path, tcp: bool, args: &[&str], env: &[(&str, &Path)]) -> Daemon {
+        Daemon::start_in(None, state, tcp, args, env)
+    }
+
+    /// [`Daemon::start_with`], its working directory `cwd`.
+    pub fn start_in(
+        cwd: Option<&Path>,
+        state: &Path,
+        tcp: bool,
+        args: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Daemon {
         let mut cmd = Command::new(warden_bin());
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -41,16 +57,21 @@ impl Daemon {
         let mut child = cmd.spawn().unwrap();
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut tcp_addr = None;
+        let mut e2b = None;
+        let mut serving = false;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let mut line = String::new();
             if err.read_line(&mut line).unwrap() == 0 || Instant::now() > deadline {
                 panic!("the daemon did not start");
             }
-            if let Some(rest) = line.split("http://").nth(1) {
+            if let Some(rest) = line.split("E2B-compatible API on http://").nth(1) {
+                e2b = Some(rest.split_whitespace().next().unwrap().to_string());
+            } else if let Some(rest) = line.split("http://").nth(1) {
                 tcp_addr = Some(rest.split_whitespace().next().unwrap().to_string());
             }
-            if line.contains("serving on") {
+            serving |= line.contains("serving on");
+            if serving && (e2b.is_some() || !args.contains(&"--e2b")) {
                 break;
             }
         }
@@ -66,6 +87,7 @@ impl Daemon {
             state: state.to_path_buf(),
             socket: state.join("warden/daemon.sock"),
             tcp: tcp_addr,
+            e2b,
         }
     }
 

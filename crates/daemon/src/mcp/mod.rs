@@ -386,6 +386,13 @@ impl Session {
                     state_dir: Some(&app.state_dir),
                     otlp: false,
                     id: "mcp-preview",
+                    // As the session's sandboxes will be made: over HTTP
+                    // for a token holder, over stdio for the owner.
+                    trust: if s.door == "http" {
+                        warden_policy::Trust::Caller
+                    } else {
+                        warden_policy::Trust::Owner
+                    },
                 };
                 match warden_runtime::resolve::resolve(input, &ctx, None) {
                     Ok(r) => describe::allows(

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use warden_policy::Trust;
 use warden_runtime::lifecycle::{self, CreateRequest};
 use warden_runtime::resolve::{Context, Input, ProfileSource};
 
@@ -42,71 +43,35 @@ pub async fn health(State(app): State<Arc<App>>) -> Result<Json<Health>, ApiErro
 /// choosing), and ask-mode questions are answered through the API.
 const REFUSED_SPEC_KEYS: &[&str] = &["audit_log", "no_audit_log", "json_events", "otlp_endpoint"];
 
-/// Keys only the owner may set (on the owner-only socket, without a
-/// token): each reaches into the host beyond the sandbox's own workspace
-/// (host paths bound or read, the host's services, variables and secret
-/// sources, its local networks), or lowers isolation. A token holder gets
-/// sandboxes of the owner's profiles, not the owner's powers.
-const OWNER_ONLY_KEYS: &[&str] = &[
-    "filesystem.workspace",
-    "filesystem.rootfs",
-    "filesystem.read_only",
-    "filesystem.read_write",
-    // Shared with every sandbox of the profile: what one writes, the
-    // next installs from.
-    "filesystem.caches",
-    "egress.upstream_ca",
-    "egress.host_ports",
-    "egress.publish",
-    "egress.hosts",
-    "egress.allow_cidrs",
-    // Allows every name: the profile's allowlist would mean nothing.
-    "egress.learn",
-    "env.pass",
-    "secrets",
-    "allow_degraded",
-];
-
-fn has_key(map: &serde_json::Map<String, serde_json::Value>, dotted: &str) -> bool {
-    match dotted.split_once('.') {
-        None => map.contains_key(dotted),
-        Some((head, rest)) => map
-            .get(head)
-            .and_then(|v| v.as_object())
-            .is_some_and(|m| has_key(m, rest)),
+/// The trust a caller's request is resolved with: the owner's socket is
+/// the owner; a token holder is held to the trust rule (`warden_policy::trust`:
+/// catalogue names only, nothing that reaches the host), wherever in the
+/// request a value arrives.
+pub(crate) fn trust_of(caller: &Caller) -> Trust {
+    match caller {
+        Caller::Owner => Trust::Owner,
+        Caller::Token(_) => Trust::Caller,
     }
 }
 
 fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
     let mut input = Input::default();
+    // The profile's name is checked here only to point at `/profile`
+    // rather than at the `extends` it becomes below; the resolver applies
+    // the same rule again to everything the request names.
+    if let Some(p) = &body.profile {
+        if let Err(refusal) = warden_policy::trust::may_name_profile(p, trust_of(caller)) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                refusal.code(),
+                format!("profile {p:?}: {refusal} (`warden profile list` on the daemon's host)"),
+            )
+            .with_field(Some("/profile")));
+        }
+    }
     let spec = match &body.spec {
         None => None,
         Some(serde_json::Value::Object(map)) => {
-            if !matches!(caller, Caller::Owner) {
-                for key in OWNER_ONLY_KEYS {
-                    if has_key(map, key) {
-                        return Err(ApiError::new(
-                            StatusCode::FORBIDDEN,
-                            "forbidden",
-                            format!("`{key}` reaches into the daemon's host: only its owner may set it (on the owner-only socket); use a profile the owner wrote"),
-                        )
-                        .with_field(Some(&format!("/spec/{}", key.replace('.', "/")))));
-                    }
-                }
-            }
-            if let Some(serde_json::Value::Array(ext)) = map.get("extends") {
-                if ext.iter().any(|e| {
-                    e.as_str()
-                        .is_none_or(|s| s.contains('/') || s.starts_with('~'))
-                }) {
-                    return Err(ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "invalid_spec",
-                        "`extends` names profiles by name (see `warden profile list`), not by path",
-                    )
-                    .with_field(Some("/spec/extends")));
-                }
-            }
             for key in REFUSED_SPEC_KEYS {
                 if map.contains_key(*key) {
                     return Err(ApiError::new(
@@ -142,17 +107,7 @@ fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
             label: "request spec".into(),
             text: serde_json::to_string_pretty(&doc).unwrap_or_default(),
         }),
-        (None, Some(p)) => {
-            if p.contains('/') {
-                return Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_spec",
-                    "`profile` is a profile's name (see `warden profile list` on the daemon's host), not a path",
-                )
-                .with_field(Some("/profile")));
-            }
-            Some(ProfileSource::Named(p.clone()))
-        }
+        (None, Some(p)) => Some(ProfileSource::Named(p.clone())),
         (None, None) => None,
     };
     Ok(input)
@@ -238,6 +193,7 @@ pub async fn create(
             state_dir: Some(&app.state_dir),
             otlp: false,
             id: &id,
+            trust: trust_of(&caller),
         };
         let req = CreateRequest {
             workspace,

@@ -81,12 +81,22 @@ impl Lab {
     /// `create` is given is the container's stdio, held open (as the
     /// shim's fifos are) until the container ends.
     pub fn oci(&self, args: &[&str]) -> Output {
+        self.oci_in(None, args)
+    }
+
+    /// [`Lab::oci`] from the directory `cwd` (containerd runs the runtime
+    /// from the bundle's directory).
+    pub fn oci_in(&self, cwd: Option<&std::path::Path>, args: &[&str]) -> Output {
         let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (out, err) = (
             self.path(&format!(".out{n}")),
             self.path(&format!(".err{n}")),
         );
-        let status = Command::new(bin())
+        let mut cmd = Command::new(bin());
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
+        let status = cmd
             .arg("--root")
             .arg(self.root())
             .args(args)

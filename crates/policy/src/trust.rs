@@ -1,0 +1,318 @@
+//! Who may ask for what: the trust rule every door goes through, once.
+//!
+//! A profile is the owner's configuration: it may name host programs for
+//! secrets, host paths to bind, host ports, local networks, where records
+//! go. So the rule has two halves, and both are decided here, on the values
+//! of a composition with the trust of each source attached, never by a
+//! door's own list of keys:
+//!
+//! 1. **Only the owner names files.** Anyone else names a profile or a
+//!    preset only by a plain name of the owner's catalogue (the owner's
+//!    profile and preset directories, then the built-in ones), at any depth
+//!    of `extends` and `presets`: never a path, never a name the loader
+//!    would read as a path (`x.yaml`), never a name that climbs (`..`).
+//! 2. **Fields that reach the host come only from the owner**: the command
+//!    line, the owner-only socket, or a file of the owner's catalogue. Which
+//!    fields reach the host is a column of the field table
+//!    ([`Reach`](crate::fields::Reach)), so a new option states it once.
+//!
+//! This module decides; it reads no file and prints nothing.
+
+use crate::fields::{Field, Reach};
+
+/// The trust of whoever gave a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Trust {
+    /// The person who runs warden, and what they wrote: the command line,
+    /// the daemon's owner-only socket, the files of their catalogue, the
+    /// configuration the node's container manager hands `warden-oci`.
+    Owner,
+    /// Anyone else a door serves: a token holder of the daemon, an E2B
+    /// client, the model behind MCP, a pod's author (its annotations).
+    Caller,
+}
+
+/// Why a caller's value was refused: a stable reason code that each door
+/// words in its own terms (an API's 403 with a JSON pointer, an OCI
+/// annotation, a profile's line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// A field whose effect reaches the host, from someone other than the
+    /// owner.
+    #[error("it reaches the host (host paths, programs, ports, networks or records), so only the owner sets it, in a profile of their own catalogue")]
+    OwnerOnly,
+    /// A path, or a name the loader would read as a path, where only a
+    /// name of the owner's catalogue is taken.
+    #[error("only the owner names files: name a profile or preset of the owner's catalogue, by its plain name")]
+    NotAName,
+}
+
+impl Refusal {
+    /// The stable code of the refusal.
+    pub const fn code(self) -> &'static str {
+        match self {
+            Refusal::OwnerOnly => "owner_only",
+            Refusal::NotAName => "not_a_name",
+        }
+    }
+}
+
+/// Is `s` a plain catalogue name: letters, digits, `_`, `-` and `.` (not
+/// first), never a path, never ending as a YAML file's name (which the
+/// owner's loader reads as a path)?
+pub fn is_catalog_name(s: &str) -> bool {
+    let first_ok = s
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
+    first_ok
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        && !s.contains("..")
+        && !names_a_file(s)
+}
+
+/// Does the loader read `s` as a path rather than a catalogue name? (For
+/// the owner only: anyone else is refused such a name.)
+pub fn names_a_file(s: &str) -> bool {
+    s.contains('/') || s.ends_with(".yaml") || s.ends_with(".yml")
+}
+
+/// May a source of `trust` set `field`?
+pub fn may_set(field: Field, trust: Trust) -> Result<(), Refusal> {
+    match (trust, field.reach()) {
+        (Trust::Owner, _) | (Trust::Caller, Reach::Sandbox | Reach::Catalog) => Ok(()),
+        (Trust::Caller, Reach::Host) => Err(Refusal::OwnerOnly),
+    }
+}
+
+/// May a source of `trust` name `name` as a profile (in `extends`, as the
+/// profile of a request, a template, an annotation)?
+pub fn may_name_profile(name: &str, trust: Trust) -> Result<(), Refusal> {
+    match trust {
+        Trust::Owner => Ok(()),
+        Trust::Caller if is_catalog_name(name) => Ok(()),
+        Trust::Caller => Err(Refusal::NotAName),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::FIELDS;
+
+    #[test]
+    fn a_caller_may_name_only_plain_catalogue_names() {
+        for ok in ["base", "feature-dev", "my_profile", "v1.2", "desktop"] {
+            assert_eq!(may_name_profile(ok, Trust::Caller), Ok(()), "{ok}");
+        }
+        for bad in [
+            "/etc/passwd",
+            "./x",
+            "../x",
+            "..",
+            ".",
+            ".hidden",
+            "x.yaml",
+            "x.yml",
+            "a/b",
+            "a..b",
+            "~/x",
+            "~root",
+            "",
+            "x\0y",
+            "x y",
+            "x\\..\\y",
+            "-P",
+        ] {
+            assert_eq!(
+                may_name_profile(bad, Trust::Caller),
+                Err(Refusal::NotAName),
+                "{bad:?}"
+            );
+            assert_eq!(may_name_profile(bad, Trust::Owner), Ok(()), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_field_that_reaches_the_host_is_refused_to_a_caller_and_only_those() {
+        let host: Vec<Field> = FIELDS
+            .iter()
+            .filter(|i| i.reach == Reach::Host)
+            .map(|i| i.field)
+            .collect();
+        // What the review found reachable, each of which must stay in the
+        // host's column.
+        for f in [
+            Field::Secret,
+            Field::Ro,
+            Field::Rw,
+            Field::Rootfs,
+            Field::Workspace,
+            Field::AllowHostPort,
+            Field::AllowCidr,
+            Field::AddHost,
+            Field::AuditLog,
+            Field::JsonEvents,
+            Field::PassEnv,
+            Field::UpstreamCa,
+            Field::Caches,
+            Field::AllowDegraded,
+            Field::Publish,
+            Field::EgressLearn,
+            Field::OtlpEndpoint,
+        ] {
+            assert!(host.contains(&f), "{f:?} must reach the host");
+        }
+        for i in FIELDS {
+            let refused = may_set(i.field, Trust::Caller).is_err();
+            assert_eq!(refused, i.reach == Reach::Host, "{:?}", i.field);
+            assert_eq!(may_set(i.field, Trust::Owner), Ok(()));
+        }
+    }
+
+    /// A catalogue of the owner's in a fresh directory, and a file outside
+    /// it that a caller would like read as configuration.
+    struct Planted {
+        dir: std::path::PathBuf,
+    }
+
+    impl Drop for Planted {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn planted(tag: &str) -> (Planted, crate::compose::Catalog) {
+        let dir = std::env::temp_dir().join(format!("warden-trust-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let profiles = dir.join("config/profiles");
+        let presets = dir.join("config/presets");
+        std::fs::create_dir_all(&profiles).unwrap();
+        std::fs::create_dir_all(&presets).unwrap();
+        // The owner's profile may pin names and hold secrets: the owner
+        // wrote it.
+        std::fs::write(
+            profiles.join("owners.yaml"),
+            "egress:\n  domains: [api.test]\n  hosts: {api.test: 127.0.0.1}\n",
+        )
+        .unwrap();
+        std::fs::write(presets.join("mine.yaml"), "domains: [mine.test]\n").unwrap();
+        // What a caller plants: a profile whose secret runs a program on
+        // the host, and a "preset" beside the catalogue.
+        let evil = "secrets:\n  X:\n    from_command: [touch, /tmp/pwned]\n    hosts: [evil.test]\negress:\n  domains: [evil.test]\n";
+        std::fs::write(dir.join("evil.yaml"), evil).unwrap();
+        std::fs::write(dir.join("config/evil.yaml"), evil).unwrap();
+        let catalog = crate::compose::Catalog {
+            home: Some(dir.clone()),
+            config_dir: Some(dir.join("config")),
+        };
+        (Planted { dir }, catalog)
+    }
+
+    fn compose_as(
+        catalog: &crate::compose::Catalog,
+        doc: &str,
+        trust: Trust,
+    ) -> Result<crate::compose::Composed, crate::compose::ComposeError> {
+        let src = crate::compose::SourceText {
+            label: "request".into(),
+            dir: None,
+            text: doc.into(),
+            trust,
+        };
+        crate::compose::compose_source(catalog, Some(src), &Default::default())?.into_valid()
+    }
+
+    #[test]
+    fn a_callers_document_names_no_file_at_any_spelling_and_nothing_is_read() {
+        let (p, catalog) = planted("names");
+        let abs = p.dir.join("evil.yaml").display().to_string();
+        for (doc, field) in [
+            (format!("extends: [{abs:?}]"), Field::Extends),
+            ("extends: [evil.yaml]".to_string(), Field::Extends),
+            ("extends: [../evil]".to_string(), Field::Extends),
+            ("extends: [owners, \"../evil\"]".to_string(), Field::Extends),
+            ("extends: [\"~/evil.yaml\"]".to_string(), Field::Extends),
+            ("egress:\n  presets: [../evil]".to_string(), Field::Presets),
+            (
+                "egress:\n  presets: [\"../../evil\"]".to_string(),
+                Field::Presets,
+            ),
+            (format!("egress:\n  presets: [{abs:?}]"), Field::Presets),
+        ] {
+            let e = compose_as(&catalog, &doc, Trust::Caller).unwrap_err();
+            let crate::compose::ComposeError::Invalid(diags) = &e else {
+                panic!("{doc}: {e}");
+            };
+            assert!(
+                diags.iter().any(|d| d.field == Some(field)),
+                "{doc}: {diags:?}"
+            );
+            assert!(!e.to_string().contains("evil.test"), "{doc}: {e}");
+        }
+        // Presets are names for the owner too: none climbs out of its
+        // directory.
+        let e = compose_as(&catalog, "egress:\n  presets: [../evil]", Trust::Owner).unwrap_err();
+        assert!(e.to_string().contains("plain name"), "{e}");
+        // The owner names files.
+        let ok = compose_as(&catalog, &format!("extends: [{abs:?}]"), Trust::Owner).unwrap();
+        assert!(!ok.merged.map(Field::Secret).is_empty());
+    }
+
+    #[test]
+    fn a_callers_document_sets_nothing_that_reaches_the_host_and_the_owners_profile_still_may() {
+        let (_p, catalog) = planted("reach");
+        for (doc, field) in [
+            (
+                "secrets:\n  X:\n    from_command: [id]\n    hosts: [a.test]",
+                Field::Secret,
+            ),
+            (
+                "secrets:\n  X:\n    from_env: HOME\n    hosts: [a.test]",
+                Field::Secret,
+            ),
+            ("egress:\n  hosts: {a.test: 127.0.0.1}", Field::AddHost),
+            ("egress:\n  allow_cidrs: [10.0.0.0/8]", Field::AllowCidr),
+            ("egress:\n  host_ports: [22]", Field::AllowHostPort),
+            ("egress:\n  publish: [\"8080:80\"]", Field::Publish),
+            ("egress:\n  learn: true", Field::EgressLearn),
+            (
+                "egress:\n  upstream_ca: [/etc/ssl/x.pem]",
+                Field::UpstreamCa,
+            ),
+            ("filesystem:\n  read_only: [/root]", Field::Ro),
+            ("filesystem:\n  read_write: [/etc]", Field::Rw),
+            ("filesystem:\n  rootfs: /", Field::Rootfs),
+            ("filesystem:\n  workspace: /root", Field::Workspace),
+            ("filesystem:\n  caches: [pip]", Field::Caches),
+            ("env:\n  pass: [AWS_SECRET_ACCESS_KEY]", Field::PassEnv),
+            ("audit_log: /etc/cron.d/x", Field::AuditLog),
+            ("json_events: /root/.bashrc", Field::JsonEvents),
+            ("no_audit_log: true", Field::NoAuditLog),
+            ("allow_degraded: true", Field::AllowDegraded),
+        ] {
+            let e = compose_as(&catalog, doc, Trust::Caller).unwrap_err();
+            assert_eq!(e.refusal(), Some(Refusal::OwnerOnly), "{doc}: {e}");
+            let crate::compose::ComposeError::Invalid(diags) = &e else {
+                panic!("{doc}");
+            };
+            assert!(
+                diags
+                    .iter()
+                    .any(|d| d.field == Some(field) && d.refusal == Some(Refusal::OwnerOnly)),
+                "{doc}: {diags:?}"
+            );
+        }
+        // A caller names the owner's profile, whose pins are the owner's.
+        let ok = compose_as(
+            &catalog,
+            "extends: [owners]\negress:\n  presets: [mine]\n  domains: [b.test]\nresources:\n  memory: 1G",
+            Trust::Caller,
+        )
+        .unwrap();
+        assert!(!ok.merged.map(Field::AddHost).is_empty());
+        assert_eq!(ok.merged.list(Field::AllowDomain).len(), 3);
+    }
+}
