@@ -51,6 +51,17 @@ pub struct Credential {
     pub token: Option<String>,
     /// The browser session's cookie value.
     pub session: Option<String>,
+    /// The E2B door's envd access token: its sandbox and the key, which
+    /// ends with its sandbox even while its warden token stands.
+    pub envd: Option<(String, String)>,
+}
+
+impl Credential {
+    /// Whether anything here can be revoked or end (the owner's calls
+    /// carry nothing).
+    pub fn revocable(&self) -> bool {
+        self.token.is_some() || self.session.is_some() || self.envd.is_some()
+    }
 }
 
 pub struct App {
@@ -133,6 +144,16 @@ impl App {
                 return false;
             }
         }
+        if let Some((sandbox, key)) = &credential.envd {
+            let kept = self
+                .db()
+                .ok()
+                .and_then(|db| db.e2b_keys(Some(sandbox)).ok())
+                .is_some_and(|keys| keys.iter().any(|k| &k.key == key));
+            if !kept {
+                return false;
+            }
+        }
         match &credential.token {
             None => true,
             Some(id) => matches!(
@@ -142,10 +163,13 @@ impl App {
         }
     }
 
-    /// Resolves once `credential` no longer stands (asked every second):
-    /// a long-lived answer (an event stream, a file watch) ends with it.
+    /// Resolves once `credential` no longer stands (asked every second,
+    /// first a second from now: it was checked as the request came in):
+    /// every long-lived answer ends with it ([`crate::revocation`]).
     pub async fn revoked(self: Arc<Self>, credential: Credential) {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        let every = std::time::Duration::from_secs(1);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             let (a, c) = (self.clone(), credential.clone());

@@ -16,8 +16,10 @@ pub mod db;
 pub mod e2b;
 pub mod error;
 pub mod execs;
+pub mod listen;
 pub mod mcp;
 pub mod pools;
+pub mod revocation;
 pub mod routes;
 pub mod session;
 pub mod tally;
@@ -53,6 +55,8 @@ pub enum ServeError {
     },
     #[error("the daemon's server failed")]
     Serve(#[source] std::io::Error),
+    #[error(transparent)]
+    Limits(#[from] listen::ListenError),
     #[error("cannot reconcile the records with the sandboxes: {0}")]
     Reconcile(String),
 }
@@ -104,6 +108,8 @@ pub struct Bound {
     unix: tokio::net::UnixListener,
     tcp: Option<tokio::net::TcpListener>,
     e2b: Option<tokio::net::TcpListener>,
+    /// How many connections each TCP listener, and each peer, may hold.
+    bounds: listen::Bounds,
     pub listening: Listening,
 }
 
@@ -114,6 +120,10 @@ pub async fn bind(
     catalog: warden_policy::compose::Catalog,
     defaults: warden_policy::Defaults,
 ) -> Result<Bound, ServeError> {
+    // Idle connections must not be what runs the daemon out of
+    // descriptors: the limit is the host's, and the listeners' bounds
+    // fit within it.
+    let open_files = listen::raise_open_files()?;
     let store = warden_workspace::Store::open(&cfg.state_dir)?;
     let db = open_db(&cfg.state_dir)?;
     let app = App::new(
@@ -151,6 +161,19 @@ pub async fn bind(
         source,
     })?;
     let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+    // A socket outside the state directory is not hidden with it: its
+    // path is written there, and no sandbox is then shown it.
+    let recorded = cfg.state_dir.join(warden_runtime::state::DAEMON_SOCKET);
+    if socket == cfg.state_dir.join(SOCKET_FILE) {
+        let _ = std::fs::remove_file(&recorded);
+    } else {
+        let absolute = std::path::absolute(&socket).unwrap_or_else(|_| socket.clone());
+        let text = absolute.as_os_str().as_encoded_bytes();
+        std::fs::write(&recorded, [text, b"\n"].concat()).map_err(|source| ServeError::Listen {
+            what: format!("{} (its record {})", socket.display(), recorded.display()),
+            source,
+        })?;
+    }
     let tcp = match cfg.listen {
         None => None,
         Some(addr) => Some(
@@ -180,6 +203,7 @@ pub async fn bind(
         unix,
         tcp,
         e2b,
+        bounds: listen::Bounds::for_open_files(open_files),
         listening: Listening {
             socket,
             tcp: tcp_addr,
@@ -202,48 +226,17 @@ impl Bound {
         let unix_router = router
             .clone()
             .layer(axum::Extension(routes::Transport::Unix));
-        let mut rx1 = stop_rx.clone();
-        let unix = tokio::spawn(async move {
-            axum::serve(self.unix, unix_router)
-                .with_graceful_shutdown(async move {
-                    let _ = rx1.wait_for(|s| *s).await;
-                })
-                .await
-        });
+        // Each listener is served by its own loop and bounds: a crowd on
+        // TCP takes no place, and no descriptor, from the owner's socket.
+        let bounds = self.bounds;
+        let unix = tokio::spawn(listen::serve_unix(self.unix, unix_router, stop_rx.clone()));
         let tcp = self.tcp.map(|l| {
-            use axum::serve::ListenerExt;
-            // As for the E2B listener below: streamed output (NDJSON, SSE,
-            // WebSocket frames) must not wait for delayed ACKs.
-            let l = l.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
             let r = router.layer(axum::Extension(routes::Transport::Tcp));
-            let mut rx2 = stop_rx.clone();
-            tokio::spawn(async move {
-                axum::serve(l, r)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx2.wait_for(|s| *s).await;
-                    })
-                    .await
-            })
+            tokio::spawn(listen::serve_tcp(l, r, bounds, stop_rx.clone()))
         });
         let e2b = self.e2b.map(|l| {
-            use axum::serve::ListenerExt;
-            // Streamed answers are written a message at a time: without
-            // TCP_NODELAY each small write after the first waits for the
-            // client's delayed ACK (40 ms on Linux).
-            let l = l.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
             let r = e2b::router(self.app.clone());
-            let mut rx3 = stop_rx.clone();
-            tokio::spawn(async move {
-                axum::serve(l, r)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx3.wait_for(|s| *s).await;
-                    })
-                    .await
-            })
+            tokio::spawn(listen::serve_tcp(l, r, bounds, stop_rx.clone()))
         });
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -264,6 +257,11 @@ impl Bound {
             }
         }
         let _ = std::fs::remove_file(&self.listening.socket);
+        let _ = std::fs::remove_file(
+            self.app
+                .state_dir
+                .join(warden_runtime::state::DAEMON_SOCKET),
+        );
         result
     }
 }

@@ -20,6 +20,7 @@ pub mod lifecycle;
 pub mod net;
 pub mod once;
 pub mod output;
+pub mod peer;
 pub mod procs;
 pub mod protocol;
 pub mod resolve;

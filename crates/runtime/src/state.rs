@@ -30,6 +30,12 @@ pub enum StateError {
         how: &'static str,
         state: PathBuf,
     },
+    #[error("{what} {path} shows the warden daemon's socket {socket}: a sandbox that reaches it could act as its owner; bind a narrower directory, or serve on a socket outside it (warden serve --socket)")]
+    ShowsSocket {
+        what: &'static str,
+        path: PathBuf,
+        socket: PathBuf,
+    },
     #[error("cannot write {path}")]
     Write {
         path: PathBuf,
@@ -310,6 +316,58 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// Where a daemon serving on a socket outside the state directory
+/// (`warden serve --socket PATH`) writes that path, so that no sandbox of
+/// this state directory is shown it ([`check_socket_kept_out`]).
+pub const DAEMON_SOCKET: &str = "daemon-socket";
+
+/// Refuse a spec whose binds or workspace (read-only or not) would show
+/// the socket of the daemon serving state directory `state` from outside
+/// it: the socket refuses peers in a sandbox's user namespace, and no
+/// sandbox is shown it either. A path recorded by a daemon that died
+/// counts while its socket file is left.
+pub fn check_socket_kept_out(spec: &SandboxSpec, state: &Path) -> Result<(), StateError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(text) = std::fs::read_to_string(state.join(DAEMON_SOCKET)) else {
+        return Ok(());
+    };
+    let socket = PathBuf::from(text.trim_end_matches('\n'));
+    if !std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
+        return Ok(());
+    }
+    let lexical = |p: &Path| -> PathBuf { p.components().collect() };
+    let sockets = [
+        lexical(&socket),
+        std::fs::canonicalize(&socket).unwrap_or_else(|_| lexical(&socket)),
+    ];
+    let fs = &spec.filesystem;
+    let mut shown: Vec<(&'static str, &Path)> = fs
+        .binds
+        .iter()
+        .map(|b| (if b.writable { "--rw" } else { "--ro" }, b.path.as_path()))
+        .collect();
+    if let Some(w) = &fs.workspace {
+        shown.push(("--workspace", w.as_path()));
+    }
+    for (what, path) in shown {
+        let candidates = [
+            lexical(path),
+            std::fs::canonicalize(path).unwrap_or_else(|_| lexical(path)),
+        ];
+        if candidates
+            .iter()
+            .any(|p| sockets.iter().any(|s| s.starts_with(p)))
+        {
+            return Err(StateError::ShowsSocket {
+                what,
+                path: path.to_path_buf(),
+                socket,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Refuse a spec that would let its sandbox write into warden's state

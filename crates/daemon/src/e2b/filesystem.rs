@@ -20,6 +20,7 @@ use warden_jail::files::FileOp;
 use super::connect::{self, Code, RpcError};
 use super::{paths, permit, E2b, Target};
 use crate::api::{FileEntry, MoveRequest};
+use crate::app::Credential;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::routes::files::{self, FileQuery};
@@ -146,6 +147,7 @@ async fn stat(e: &E2b, sb: &str, rel: &str) -> Result<FileEntry, RpcError> {
 pub async fn rpc(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
+    Extension(credential): Extension<Credential>,
     Path(method): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
@@ -170,7 +172,7 @@ pub async fn rpc(
             return codec.stream_error(RpcError::new(Code::PermissionDenied, why));
         }
         return match codec.stream_request::<WatchRequest>(&body) {
-            Ok(req) => watch_stream(e, sb, req, codec).await,
+            Ok(req) => watch_stream(e, sb, req, credential, codec).await,
             Err(r) => *r,
         };
     }
@@ -200,7 +202,7 @@ pub async fn rpc(
             Err(resp) => return *resp,
         },
         "CreateWatcher" => match codec.request::<WatchRequest>(&body) {
-            Ok(r) => create_watcher(e, &sb, r).await,
+            Ok(r) => create_watcher(e, &sb, r, credential).await,
             Err(resp) => return *resp,
         },
         "GetWatcherEvents" => match codec.request::<WatchRequest>(&body) {
@@ -330,15 +332,22 @@ async fn native_watch(
     sb: &str,
     rel: &str,
     recursive: bool,
+    credential: Credential,
     each: impl FnMut(FileChange) -> bool + Send + 'static,
 ) -> Result<tokio::task::JoinHandle<()>, RpcError> {
     let q = Ok(Query(WatchQuery {
         path: Some(rel.to_string()),
         recursive: Some(recursive),
     }));
-    // The E2B door checks its token on each call; this watch is not cut
-    // at the token's revocation (the native route's is).
-    let sse = watch::watch(State(e.app.clone()), Path(sb.to_string()), None, q).await?;
+    // The watch carries the credential it was opened with and ends with
+    // it (the native watch's own rule), a polling watcher's too.
+    let sse = watch::watch(
+        State(e.app.clone()),
+        Path(sb.to_string()),
+        Some(Extension(credential)),
+        q,
+    )
+    .await?;
     let mut stream = sse.into_response().into_body().into_data_stream();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
     let mut each = each;
@@ -373,13 +382,18 @@ async fn native_watch(
     Ok(task)
 }
 
-async fn create_watcher(e: &E2b, sb: &str, r: WatchRequest) -> Result<serde_json::Value, RpcError> {
+async fn create_watcher(
+    e: &E2b,
+    sb: &str,
+    r: WatchRequest,
+    credential: Credential,
+) -> Result<serde_json::Value, RpcError> {
     let root = rel(&r.path)?;
     let id = format!("w-{}", crate::auth::random_id(8));
     let sink: Arc<Mutex<Vec<serde_json::Value>>> = Arc::new(Mutex::new(Vec::new()));
     let s = sink.clone();
     let r2 = root.clone();
-    let task = native_watch(e, sb, &root, r.recursive, move |c| {
+    let task = native_watch(e, sb, &root, r.recursive, credential, move |c| {
         if let Ok(mut v) = s.lock() {
             if v.len() < MAX_EVENTS {
                 v.extend(fs_events(&r2, &c));
@@ -433,14 +447,20 @@ fn remove_watcher(e: &E2b, sb: &str, r: WatchRequest) -> Result<serde_json::Valu
 }
 
 /// `WatchDir`: the changes as a stream.
-async fn watch_stream(e: Arc<E2b>, sb: String, r: WatchRequest, codec: connect::Codec) -> Response {
+async fn watch_stream(
+    e: Arc<E2b>,
+    sb: String,
+    r: WatchRequest,
+    credential: Credential,
+    codec: connect::Codec,
+) -> Response {
     let root = match rel(&r.path) {
         Ok(p) => p,
         Err(err) => return codec.stream_error(err),
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<serde_json::Value>(256);
     let r2 = root.clone();
-    let task = match native_watch(&e, &sb, &root, r.recursive, move |c| {
+    let task = match native_watch(&e, &sb, &root, r.recursive, credential, move |c| {
         fs_events(&r2, &c)
             .into_iter()
             .all(|ev| tx.try_send(ev).is_ok() || !tx.is_closed())

@@ -487,7 +487,32 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
             connect::RpcError::new(connect::Code::Unavailable, message).into_response()
         };
     }
+    // Every answer, a process stream or a directory watch above all,
+    // ends with the envd access token or warden token that opened it.
+    let credential = crate::app::Credential {
+        token: caller.token_id().map(str::to_string),
+        session: None,
+        envd: token
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| t.starts_with(signing::KEY_PREFIX))
+            .map(|k| (target.sandbox.clone(), k.to_string())),
+    };
+    req.extensions_mut().insert(credential.clone());
     req.extensions_mut().insert(caller);
     req.extensions_mut().insert(target);
-    next.run(req).await
+    let response = next.run(req).await;
+    let streamed = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/connect+"));
+    // A Connect stream says why it ended, as envd would.
+    let last = streamed.then(|| {
+        connect::end(Some(&connect::RpcError::new(
+            connect::Code::Unauthenticated,
+            "the access token or API key this stream was opened with was revoked, or its sandbox was killed",
+        )))
+    });
+    crate::revocation::bound(&e.app, credential, response, last)
 }

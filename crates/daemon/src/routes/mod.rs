@@ -369,12 +369,16 @@ async fn authorize(
         app.record_denial(&caller, route, &why);
         return ApiError::new(StatusCode::FORBIDDEN, "forbidden", why).into_response();
     }
-    req.extensions_mut().insert(crate::app::Credential {
+    let credential = crate::app::Credential {
         token: caller.token_id().map(str::to_string),
         session,
-    });
+        envd: None,
+    };
+    req.extensions_mut().insert(credential.clone());
     req.extensions_mut().insert(caller);
-    next.run(req).await
+    // Whatever the answer, it ends with what let it in.
+    let response = next.run(req).await;
+    crate::revocation::bound(&app, credential, response, None)
 }
 
 /// The caller a browser request's session cookie stands for, under the

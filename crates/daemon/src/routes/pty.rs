@@ -46,8 +46,6 @@ const DRAIN: usize = 1 << 20;
 const POLL_MS: u16 = 100;
 /// Largest window the terminal takes, either way.
 const MAX_SIDE: u16 = 4096;
-/// How often a terminal asks whether its token and session still stand.
-const GRANT_CHECK: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -445,20 +443,18 @@ async fn relay(
     // Input waiting for room: the socket is not read meanwhile, so a
     // process that reads nothing slows its client down, not the daemon.
     let mut pending: Option<bytes::Bytes> = None;
-    let mut check = tokio::time::interval(GRANT_CHECK);
+    // The one check every long-lived answer makes ([`crate::revocation`]).
+    let revoked = app.clone().revoked(credential.clone());
+    tokio::pin!(revoked);
     loop {
         tokio::select! {
-            _ = check.tick() => {
-                let (a, c) = (app.clone(), credential.clone());
-                let stands = blocking(move || Ok(a.still_granted(&c))).await.unwrap_or(false);
-                if !stands {
-                    let m = PtyServerMessage::Error {
-                        code: "unauthorized".into(),
-                        message: "the token this terminal was opened with was revoked, or its session ended: the terminal and its process end".into(),
-                    };
-                    send_json(socket, &m).await;
-                    return false;
-                }
+            () = &mut revoked => {
+                let m = PtyServerMessage::Error {
+                    code: "unauthorized".into(),
+                    message: "the token this terminal was opened with was revoked, or its session ended: the terminal and its process end".into(),
+                };
+                send_json(socket, &m).await;
+                return false;
             },
             out = out_rx.recv() => match out {
                 Some(bytes) => {

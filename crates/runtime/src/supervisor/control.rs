@@ -43,7 +43,6 @@ pub(super) fn listen(path: &Path) -> Result<OwnedFd, SuperviseError> {
 }
 
 pub(super) fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
-    let me = nix::unistd::getuid();
     loop {
         let conn = match warden_jail::fdpass::accept(listener.as_fd()) {
             Ok(fd) => fd,
@@ -54,26 +53,23 @@ pub(super) fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
             }
         };
         // Only the sandbox's owner (or root) may drive it; the socket's
-        // mode says the same, this holds even if the mode is changed.
-        let peer = nix::sys::socket::getsockopt(&conn, nix::sys::socket::sockopt::PeerCredentials);
-        let allowed = peer.is_ok_and(|c| c.uid() == me.as_raw() || c.uid() == 0);
-        if !allowed {
-            continue;
-        }
-        // ...and never from inside a sandbox: rootless, a sandbox's
-        // processes are the owner's UID too, and any bind that shows the
-        // state directory (`--ro ~`) shows this socket. The owner drives
-        // it from this supervisor's own user namespace; a sandbox is in
-        // one of its own (root's sandboxes are 65534, refused above).
-        if peer.is_ok_and(|c| c.uid() != 0 && !in_my_user_namespace(c.pid())) {
-            let _ = protocol::send(
-                conn.as_fd(),
-                &Reply::Error {
-                    message: "the control socket serves its owner from the host, not from inside a sandbox or another user namespace".into(),
-                },
-                &[],
-            );
-            continue;
+        // mode says the same, this holds even if the mode is changed. And
+        // never from inside a sandbox: rootless, a sandbox's processes are
+        // the owner's UID too, and any bind that shows the state directory
+        // (`--ro ~`) shows this socket.
+        match crate::peer::check(&conn) {
+            Ok(()) => {}
+            Err(e @ crate::peer::PeerError::OtherNamespace(_)) => {
+                let _ = protocol::send(
+                    conn.as_fd(),
+                    &Reply::Error {
+                        message: e.to_string(),
+                    },
+                    &[],
+                );
+                continue;
+            }
+            Err(_) => continue,
         }
         if shared.connections.load(Ordering::Relaxed) >= MAX_CONNECTIONS as u64 {
             let _ = protocol::send(
@@ -100,16 +96,6 @@ pub(super) fn accept(shared: &Arc<Shared>, listener: OwnedFd) {
             shared.connections.fetch_sub(1, Ordering::Relaxed);
         }
     }
-}
-
-/// Whether process `pid` (a peer, as this process's PID namespace sees it;
-/// 0 when it cannot) is in this process's user namespace.
-fn in_my_user_namespace(pid: i32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let ns = |path: String| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-    pid > 0
-        && ns(format!("/proc/{pid}/ns/user"))
-            .is_some_and(|theirs| Some(theirs) == ns("/proc/self/ns/user".into()))
 }
 
 fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolError> {

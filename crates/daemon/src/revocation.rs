@@ -1,0 +1,85 @@
+//! Every long-lived answer ends with the credential that opened it.
+//!
+//! A stream (exec output, events, a file watch, an MCP stream, the E2B
+//! door's process streams and directory watch) is let in once, by the
+//! middleware that checks its token, browser session or envd access
+//! token; what it delivers afterwards would otherwise outlive a
+//! revocation for as long as the client keeps reading. [`bound`] wraps
+//! each answer's body so that it ends within a second of its credential
+//! no longer standing ([`App::revoked`] asks every second), whatever
+//! handler made it; WebSockets, which leave the body behind, select on
+//! the same [`App::revoked`] themselves. Short answers pay nothing: the
+//! first question is asked a second after the answer began.
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::app::{App, Credential};
+
+/// `response` with its body ended once `credential` no longer stands,
+/// after `last` (a door's own way of saying why, such as a Connect
+/// end-of-stream with its error). The owner's calls (no credential to
+/// revoke) are returned as they are.
+pub fn bound(
+    app: &Arc<App>,
+    credential: Credential,
+    response: Response,
+    last: Option<Bytes>,
+) -> Response {
+    if !credential.revocable() {
+        return response;
+    }
+    let revoked = Box::pin(app.clone().revoked(credential));
+    response.map(|inner| {
+        Body::new(Bounded {
+            inner,
+            revoked,
+            last,
+            ended: false,
+        })
+    })
+}
+
+/// A body that ends when its credential's revocation is seen.
+struct Bounded {
+    inner: Body,
+    revoked: Pin<Box<dyn Future<Output = ()> + Send>>,
+    last: Option<Bytes>,
+    ended: bool,
+}
+
+impl HttpBody for Bounded {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        // Asked first: a stream that always has something to say must
+        // still end.
+        if this.revoked.as_mut().poll(cx).is_ready() {
+            this.ended = true;
+            return Poll::Ready(this.last.take().map(|b| Ok(Frame::data(b))));
+        }
+        Pin::new(&mut this.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
