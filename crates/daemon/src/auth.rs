@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::db::{Db, DbError, TokenRow};
+use warden_workspace::{Sandbox, Store, StoreError};
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -373,6 +374,8 @@ pub enum AuthError {
     Invalid,
     #[error("the token {0} was revoked")]
     Revoked(String),
+    #[error("the token {token} was made for a sandbox named {sandbox} that was removed; a sandbox's tokens end with it (make one for the sandbox that has the name now)")]
+    Outlived { token: String, sandbox: String },
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -400,8 +403,45 @@ pub fn random_id(n: usize) -> String {
         .collect()
 }
 
-/// A new token: its record (kept) and its text (shown once).
-pub fn new_token(name: &str, scopes: &[Scope], sandbox: Option<&str>) -> (TokenRow, String) {
+/// Whether a credential recorded with identity `uid` at `made_ms` was
+/// made for `sb`, and not for an earlier sandbox of its name: the
+/// identities must be the same. A credential made before warden recorded
+/// identities has none; it was made for `sb` if it is not older than `sb`
+/// (a name holds one sandbox at a time, so a credential made while `sb`
+/// existed was made for `sb`).
+pub fn made_for(sb: &Sandbox, uid: Option<&str>, made_ms: u64) -> bool {
+    match uid {
+        Some(uid) => uid.as_bytes().ct_eq(sb.uid().as_bytes()).into(),
+        None => made_ms >= sb.created_ms(),
+    }
+}
+
+/// A token that matched, if it still stands: not revoked, and a
+/// per-sandbox token's sandbox still there and still the one it was made
+/// for (not a later sandbox that took the name).
+pub fn standing(store: &Store, row: TokenRow) -> Result<TokenRow, AuthError> {
+    if row.revoked {
+        return Err(AuthError::Revoked(row.id));
+    }
+    let Some(name) = &row.sandbox else {
+        return Ok(row);
+    };
+    let outlived = || AuthError::Outlived {
+        token: row.id.clone(),
+        sandbox: name.clone(),
+    };
+    match store.get(name) {
+        Ok(sb) if made_for(&sb, row.sandbox_uid.as_deref(), row.created_ms) => Ok(row),
+        Ok(_) | Err(StoreError::NotFound(_)) => Err(outlived()),
+        // Anything else (a damaged record): the identity cannot be told,
+        // so the token is not taken.
+        Err(_) => Err(outlived()),
+    }
+}
+
+/// A new token: its record (kept) and its text (shown once). A
+/// per-sandbox token is bound to `sandbox`'s identity.
+pub fn new_token(name: &str, scopes: &[Scope], sandbox: Option<&Sandbox>) -> (TokenRow, String) {
     use base64::Engine;
     let id = random_id(6);
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>());
@@ -410,17 +450,20 @@ pub fn new_token(name: &str, scopes: &[Scope], sandbox: Option<&str>) -> (TokenR
         name: name.to_string(),
         hash: hash(&secret),
         scopes: scopes.iter().map(|s| s.as_str().to_string()).collect(),
-        sandbox: sandbox.map(str::to_string),
+        sandbox: sandbox.map(|sb| sb.name().to_string()),
         created_ms: warden_runtime::state::now_ms(),
         revoked: false,
         max_sandboxes: None,
         max_memory: None,
+        sandbox_uid: sandbox.map(Sandbox::uid),
     };
     (row, format!("wdn_{id}_{secret}"))
 }
 
-/// The token an `Authorization` header value names, checked.
-pub fn check(db: &Db, header: Option<&str>) -> Result<TokenRow, AuthError> {
+/// The token an `Authorization` header value names, checked: whole, not
+/// revoked, and (a per-sandbox token) for the sandbox that has its
+/// sandbox's name in `store` now.
+pub fn check(db: &Db, store: &Store, header: Option<&str>) -> Result<TokenRow, AuthError> {
     let value = header.ok_or(AuthError::Missing)?;
     let token = value
         .strip_prefix("Bearer ")
@@ -437,8 +480,7 @@ pub fn check(db: &Db, header: Option<&str>) -> Result<TokenRow, AuthError> {
         .unwrap_or_else(|| "0".repeat(64));
     let same: bool = given.as_bytes().ct_eq(stored.as_bytes()).into();
     match row {
-        Some(r) if same && r.revoked => Err(AuthError::Revoked(r.id)),
-        Some(r) if same => Ok(r),
+        Some(r) if same => standing(store, r),
         _ => Err(AuthError::Invalid),
     }
 }
@@ -447,37 +489,86 @@ pub fn check(db: &Db, header: Option<&str>) -> Result<TokenRow, AuthError> {
 mod tests {
     use super::*;
 
-    fn db() -> (tempfile::TempDir, Db) {
+    fn db() -> (tempfile::TempDir, Db, Store) {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(&dir.path().join("d.db")).unwrap();
-        (dir, db)
+        let store = Store::open(dir.path().join("state")).unwrap();
+        (dir, db, store)
+    }
+
+    fn sandbox(dir: &tempfile::TempDir, store: &Store, name: &str) -> Sandbox {
+        let ws = dir.path().join(format!("ws-{name}"));
+        std::fs::create_dir_all(&ws).unwrap();
+        store
+            .create(name, &warden_workspace::CreateOptions::new(ws))
+            .unwrap()
     }
 
     #[test]
     fn a_token_is_accepted_only_whole_and_until_revoked() {
-        let (_d, db) = db();
+        let (_d, db, store) = db();
+        let check = |h: Option<&str>| check(&db, &store, h);
         let (row, text) = new_token("ci", &[Scope::Exec], None);
         db.insert_token(&row).unwrap();
-        let ok = check(&db, Some(&format!("Bearer {text}"))).unwrap();
+        let ok = check(Some(&format!("Bearer {text}"))).unwrap();
         assert_eq!(ok.id, row.id);
         assert!(!ok.hash.contains(&text[4..]), "kept hashed");
         let wrong = format!("Bearer {}x", text);
-        assert!(matches!(check(&db, Some(&wrong)), Err(AuthError::Invalid)));
-        assert!(matches!(check(&db, None), Err(AuthError::Missing)));
+        assert!(matches!(check(Some(&wrong)), Err(AuthError::Invalid)));
+        assert!(matches!(check(None), Err(AuthError::Missing)));
         assert!(matches!(
-            check(&db, Some("Basic abc")),
+            check(Some("Basic abc")),
             Err(AuthError::Malformed)
         ));
         assert!(db.revoke_token(&row.id).unwrap());
         assert!(matches!(
-            check(&db, Some(&format!("Bearer {text}"))),
+            check(Some(&format!("Bearer {text}"))),
             Err(AuthError::Revoked(_))
         ));
     }
 
     #[test]
+    fn a_per_sandbox_token_ends_with_its_sandbox_and_never_serves_a_namesake() {
+        let (d, db, store) = db();
+        let first = sandbox(&d, &store, "sb-a");
+        let (row, text) = new_token("agent", &[Scope::Exec], Some(&first));
+        db.insert_token(&row).unwrap();
+        let bearer = format!("Bearer {text}");
+        assert!(check(&db, &store, Some(&bearer)).is_ok());
+        // Removed (behind the daemon's back, so nothing revoked it).
+        store.remove("sb-a").unwrap();
+        assert!(matches!(
+            check(&db, &store, Some(&bearer)),
+            Err(AuthError::Outlived { .. })
+        ));
+        let second = sandbox(&d, &store, "sb-a");
+        assert_ne!(first.uid(), second.uid());
+        assert!(matches!(
+            check(&db, &store, Some(&bearer)),
+            Err(AuthError::Outlived { .. })
+        ));
+        // A token the new sandbox was given works.
+        let (row, text) = new_token("agent2", &[Scope::Exec], Some(&second));
+        db.insert_token(&row).unwrap();
+        assert!(check(&db, &store, Some(&format!("Bearer {text}"))).is_ok());
+    }
+
+    #[test]
+    fn a_token_recorded_without_an_identity_is_held_to_when_it_was_made() {
+        let (d, _db, store) = db();
+        let sb = sandbox(&d, &store, "sb-a");
+        let made = sb.created_ms();
+        assert!(made_for(&sb, None, made + 5));
+        assert!(!made_for(&sb, None, made.saturating_sub(1)));
+        assert!(made_for(&sb, Some(&sb.uid()), 0));
+        assert!(!made_for(&sb, Some("another"), u64::MAX));
+    }
+
+    #[test]
     fn a_per_sandbox_token_reaches_only_its_own_sandboxs_data_api() {
-        let (row, _) = new_token("agent", &[Scope::Exec, Scope::SandboxesWrite], Some("sb-a"));
+        let (d, _db, store) = db();
+        let sb = sandbox(&d, &store, "sb-a");
+        let (row, _) = new_token("agent", &[Scope::Exec, Scope::SandboxesWrite], Some(&sb));
         let caller = Caller::Token(row);
         let exec = ROUTES
             .iter()

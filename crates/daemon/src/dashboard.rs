@@ -106,7 +106,7 @@ async fn login(
     session::check_origin(&headers, true)
         .map_err(|e| refused(&app, &auth::Caller::Owner, "POST", "/login", e))?;
     let header = format!("Bearer {}", body.token.trim());
-    let checked = auth::check(&*app.db()?, Some(&header));
+    let checked = auth::check(&*app.db()?, &app.store, Some(&header));
     let row = match checked {
         Ok(row) => row,
         Err(auth::AuthError::Db(e)) => return Err(ApiError::internal(chain(&e))),
@@ -188,8 +188,16 @@ fn session_caller(app: &App, s: &session::Session) -> auth::Caller {
 /// (which the browser sends to every port of the host) never learns it.
 async fn whoami(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
     let (_, s) = current(&app, &axum::http::Method::GET, "/session", &headers)?;
-    let row = match app.db()?.token(&s.token_id) {
-        Ok(Some(row)) if !row.revoked => row,
+    let found = app.db()?.token(&s.token_id);
+    let row = match found.map(|r| r.map(|row| auth::standing(&app.store, row))) {
+        Ok(Some(Ok(row))) => row,
+        Ok(Some(Err(e @ auth::AuthError::Outlived { .. }))) => {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                format!("{e}: log in again"),
+            ))
+        }
         Ok(_) => {
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,

@@ -92,7 +92,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     created_ms INTEGER NOT NULL,
     revoked INTEGER NOT NULL DEFAULT 0,
     max_sandboxes INTEGER,
-    max_memory INTEGER
+    max_memory INTEGER,
+    sandbox_uid TEXT
 );
 CREATE TABLE IF NOT EXISTS e2b_keys (
     sandbox TEXT NOT NULL,
@@ -100,9 +101,32 @@ CREATE TABLE IF NOT EXISTS e2b_keys (
     key TEXT NOT NULL,
     created_ms INTEGER NOT NULL,
     gone INTEGER NOT NULL DEFAULT 0,
+    uid TEXT,
     PRIMARY KEY (sandbox, token)
 );
 ";
+
+/// Columns added to a table after its first release: a database made
+/// before them gets them when it is opened (`CREATE TABLE IF NOT EXISTS`
+/// leaves an existing table as it was).
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("tokens", "sandbox_uid", "TEXT"),
+    ("e2b_keys", "uid", "TEXT"),
+];
+
+/// Add the columns of [`ADDED_COLUMNS`] that `conn`'s tables lack.
+fn add_missing_columns(conn: &Connection) -> rusqlite::Result<()> {
+    for (table, column, decl) in ADDED_COLUMNS {
+        let mut st = conn.prepare(&format!("PRAGMA table_info({table})"))?;
+        let names = st
+            .query_map([], |r| r.get::<_, String>(1))?
+            .collect::<Result<Vec<_>, _>>()?;
+        if !names.iter().any(|n| n == column) {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
+        }
+    }
+    Ok(())
+}
 
 /// A sandbox the daemon created.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,6 +172,11 @@ pub struct TokenRow {
     /// together (bytes).
     pub max_sandboxes: Option<u64>,
     pub max_memory: Option<u64>,
+    /// The identity ([`warden_workspace::Sandbox::uid`]) of the sandbox a
+    /// per-sandbox token was made for: it is good for that sandbox only,
+    /// not for a later one given the same name. `None` in tokens made
+    /// before warden recorded it (see [`crate::auth::made_for`]).
+    pub sandbox_uid: Option<String>,
 }
 
 /// An envd access token: what `token` may do to `sandbox`, through the
@@ -157,6 +186,10 @@ pub struct E2bKey {
     pub sandbox: String,
     pub token: String,
     pub key: String,
+    /// The identity of the sandbox it was made for (`None`: made before
+    /// warden recorded it).
+    pub uid: Option<String>,
+    pub created_ms: u64,
 }
 
 pub struct Db {
@@ -193,6 +226,7 @@ impl Db {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(open)?;
         conn.execute_batch(SCHEMA).map_err(open)?;
+        add_missing_columns(&conn).map_err(open)?;
         Ok(Db { conn })
     }
 
@@ -240,9 +274,17 @@ impl Db {
         Ok(rows)
     }
 
-    /// Forget a removed sandbox, its commands and its envd access tokens.
+    /// Forget a removed sandbox, its commands and its envd access tokens,
+    /// and revoke the tokens made for it alone: a credential ends with its
+    /// sandbox.
     pub fn remove_sandbox(&self, id: &str) -> Result<(), DbError> {
         self.remove_e2b_keys(id)?;
+        self.conn
+            .execute(
+                "UPDATE tokens SET revoked = 1 WHERE sandbox = ?1 AND revoked = 0",
+                params![id],
+            )
+            .map_err(q("revoke a removed sandbox's tokens"))?;
         self.conn
             .execute("DELETE FROM execs WHERE sandbox = ?1", params![id])
             .map_err(q("remove a sandbox's commands"))?;
@@ -372,7 +414,7 @@ impl Db {
     pub fn insert_token(&self, row: &TokenRow) -> Result<(), DbError> {
         self.conn
             .execute(
-                "INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)",
+                "INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9)",
                 params![
                     row.id,
                     row.name,
@@ -381,7 +423,8 @@ impl Db {
                     row.sandbox,
                     row.created_ms as i64,
                     row.max_sandboxes.map(|v| v as i64),
-                    row.max_memory.map(|v| v as i64)
+                    row.max_memory.map(|v| v as i64),
+                    row.sandbox_uid
                 ],
             )
             .map_err(q("record a token"))?;
@@ -391,7 +434,7 @@ impl Db {
     pub fn token(&self, id: &str) -> Result<Option<TokenRow>, DbError> {
         self.conn
             .query_row(
-                "SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory FROM tokens WHERE id = ?1",
+                "SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid FROM tokens WHERE id = ?1",
                 params![id],
                 token_row,
             )
@@ -402,7 +445,7 @@ impl Db {
     pub fn tokens(&self) -> Result<Vec<TokenRow>, DbError> {
         let mut st = self
             .conn
-            .prepare("SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory FROM tokens ORDER BY created_ms")
+            .prepare("SELECT id, name, hash, scopes, sandbox, created_ms, revoked, max_sandboxes, max_memory, sandbox_uid FROM tokens ORDER BY created_ms")
             .map_err(q("list tokens"))?;
         let rows = st
             .query_map([], token_row)
@@ -413,29 +456,39 @@ impl Db {
     }
 
     /// The envd access token of `token` for sandbox `sandbox`, if it was
-    /// given one.
-    pub fn e2b_key(&self, sandbox: &str, token: &str) -> Result<Option<String>, DbError> {
+    /// given one (for the sandbox of that name it was made for: compare
+    /// its `uid` with the sandbox's before handing it out again).
+    pub fn e2b_key(&self, sandbox: &str, token: &str) -> Result<Option<E2bKey>, DbError> {
         self.conn
             .query_row(
-                "SELECT key FROM e2b_keys WHERE sandbox = ?1 AND token = ?2 AND gone = 0",
+                "SELECT sandbox, token, key, uid, created_ms FROM e2b_keys WHERE sandbox = ?1 AND token = ?2 AND gone = 0",
                 params![sandbox, token],
-                |r| r.get(0),
+                e2b_key_row,
             )
             .optional()
             .map_err(q("read an envd access token"))
     }
 
-    /// Keep `key` as the envd access token of `token` for `sandbox`, unless
-    /// it has one already; the one it has after.
-    pub fn insert_e2b_key(&self, sandbox: &str, token: &str, key: &str) -> Result<String, DbError> {
+    /// Keep `key` as the envd access token of `token` for the sandbox
+    /// `sandbox` whose identity is `uid`, unless it has one already; the
+    /// one it has after. A key kept for an ended sandbox, or for another
+    /// sandbox that had the name before, is replaced.
+    pub fn insert_e2b_key(
+        &self,
+        sandbox: &str,
+        uid: &str,
+        token: &str,
+        key: &str,
+    ) -> Result<String, DbError> {
         self.conn
             .execute(
-                "INSERT INTO e2b_keys (sandbox, token, key, created_ms) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (sandbox, token) DO UPDATE SET key = excluded.key, created_ms = excluded.created_ms, gone = 0 WHERE e2b_keys.gone = 1",
-                params![sandbox, token, key, warden_runtime::state::now_ms() as i64],
+                "INSERT INTO e2b_keys (sandbox, token, key, created_ms, uid) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (sandbox, token) DO UPDATE SET key = excluded.key, created_ms = excluded.created_ms, gone = 0, uid = excluded.uid WHERE e2b_keys.gone = 1 OR e2b_keys.uid IS NOT excluded.uid",
+                params![sandbox, token, key, warden_runtime::state::now_ms() as i64, uid],
             )
             .map_err(q("record an envd access token"))?;
         Ok(self
             .e2b_key(sandbox, token)?
+            .map(|k| k.key)
             .unwrap_or_else(|| key.to_string()))
     }
 
@@ -444,16 +497,10 @@ impl Db {
     pub fn e2b_keys(&self, sandbox: Option<&str>) -> Result<Vec<E2bKey>, DbError> {
         let mut st = self
             .conn
-            .prepare("SELECT sandbox, token, key FROM e2b_keys WHERE gone = 0 AND (?1 IS NULL OR sandbox = ?1)")
+            .prepare("SELECT sandbox, token, key, uid, created_ms FROM e2b_keys WHERE gone = 0 AND (?1 IS NULL OR sandbox = ?1)")
             .map_err(q("list envd access tokens"))?;
         let rows = st
-            .query_map(params![sandbox], |r| {
-                Ok(E2bKey {
-                    sandbox: r.get(0)?,
-                    token: r.get(1)?,
-                    key: r.get(2)?,
-                })
-            })
+            .query_map(params![sandbox], e2b_key_row)
             .map_err(q("list envd access tokens"))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(q("list envd access tokens"))?;
@@ -538,6 +585,16 @@ fn exec_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecRow> {
     })
 }
 
+fn e2b_key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<E2bKey> {
+    Ok(E2bKey {
+        sandbox: r.get(0)?,
+        token: r.get(1)?,
+        key: r.get(2)?,
+        uid: r.get(3)?,
+        created_ms: r.get::<_, i64>(4)? as u64,
+    })
+}
+
 fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
     let scopes: String = r.get(3)?;
     Ok(TokenRow {
@@ -550,6 +607,7 @@ fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
         revoked: r.get::<_, i64>(6)? != 0,
         max_sandboxes: r.get::<_, Option<i64>>(7)?.map(|v| v as u64),
         max_memory: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
+        sandbox_uid: r.get(9)?,
     })
 }
 
@@ -597,6 +655,77 @@ mod tests {
         assert!(db.exec("ex-1").unwrap().is_none());
     }
 
+    fn token(id: &str, sandbox: Option<&str>) -> TokenRow {
+        TokenRow {
+            id: id.into(),
+            name: id.into(),
+            hash: "0".repeat(64),
+            scopes: vec!["exec".into()],
+            sandbox: sandbox.map(str::to_string),
+            created_ms: 1,
+            revoked: false,
+            max_sandboxes: None,
+            max_memory: None,
+            sandbox_uid: sandbox.map(|_| "u1".to_string()),
+        }
+    }
+
+    #[test]
+    fn a_database_made_before_sandbox_identities_gains_them_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.db");
+        {
+            // The tables as they were before identities were recorded.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE tokens (id TEXT PRIMARY KEY, name TEXT NOT NULL, hash TEXT NOT NULL, scopes TEXT NOT NULL, sandbox TEXT, created_ms INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0, max_sandboxes INTEGER, max_memory INTEGER);
+                 CREATE TABLE e2b_keys (sandbox TEXT NOT NULL, token TEXT NOT NULL, key TEXT NOT NULL, created_ms INTEGER NOT NULL, gone INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (sandbox, token));
+                 INSERT INTO tokens (id, name, hash, scopes, sandbox, created_ms) VALUES ('old', 'old', 'h', 'exec', 'sb-a', 7);
+                 INSERT INTO e2b_keys (sandbox, token, key, created_ms) VALUES ('sb-a', 'old', 'k0', 7);",
+            )
+            .unwrap();
+        }
+        let db = Db::open(&path).unwrap();
+        let old = db.token("old").unwrap().unwrap();
+        assert_eq!(old.sandbox_uid, None);
+        let key = db.e2b_key("sb-a", "old").unwrap().unwrap();
+        assert_eq!((key.uid, key.created_ms), (None, 7));
+        db.insert_token(&token("new", Some("sb-a"))).unwrap();
+        assert_eq!(
+            db.token("new").unwrap().unwrap().sandbox_uid.as_deref(),
+            Some("u1")
+        );
+        // Opening it again adds nothing twice.
+        drop(db);
+        Db::open(&path).unwrap();
+    }
+
+    #[test]
+    fn removing_a_sandbox_revokes_the_tokens_made_for_it_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("daemon.db")).unwrap();
+        db.insert_token(&token("mine", Some("sb-a"))).unwrap();
+        db.insert_token(&token("other", Some("sb-b"))).unwrap();
+        db.insert_token(&token("general", None)).unwrap();
+        db.remove_sandbox("sb-a").unwrap();
+        assert!(db.token("mine").unwrap().unwrap().revoked);
+        assert!(!db.token("other").unwrap().unwrap().revoked);
+        assert!(!db.token("general").unwrap().unwrap().revoked);
+    }
+
+    #[test]
+    fn a_key_kept_for_an_earlier_sandbox_of_the_name_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("daemon.db")).unwrap();
+        assert_eq!(db.insert_e2b_key("sb-a", "u1", "tok", "k1").unwrap(), "k1");
+        // The sandbox was removed where the daemon did not see it, and
+        // another took its name.
+        assert_eq!(db.insert_e2b_key("sb-a", "u2", "tok", "k2").unwrap(), "k2");
+        let kept = db.e2b_keys(Some("sb-a")).unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].uid.as_deref(), Some("u2"));
+    }
+
     #[test]
     fn an_envd_access_token_is_kept_once_owner_only_and_goes_with_its_sandbox() {
         let dir = tempfile::tempdir().unwrap();
@@ -606,11 +735,11 @@ mod tests {
         let db = Db::open(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "the database keeps keys whole: owner-only");
-        assert_eq!(db.insert_e2b_key("sb-a", "tok", "k1").unwrap(), "k1");
+        assert_eq!(db.insert_e2b_key("sb-a", "u1", "tok", "k1").unwrap(), "k1");
         // A second create or connect of the same token keeps the first.
-        assert_eq!(db.insert_e2b_key("sb-a", "tok", "k2").unwrap(), "k1");
-        db.insert_e2b_key("sb-a", "other", "k3").unwrap();
-        db.insert_e2b_key("sb-b", "tok", "k4").unwrap();
+        assert_eq!(db.insert_e2b_key("sb-a", "u1", "tok", "k2").unwrap(), "k1");
+        db.insert_e2b_key("sb-a", "u1", "other", "k3").unwrap();
+        db.insert_e2b_key("sb-b", "u2", "tok", "k4").unwrap();
         assert_eq!(db.e2b_keys(Some("sb-a")).unwrap().len(), 2);
         assert_eq!(db.e2b_keys(None).unwrap().len(), 3);
         db.remove_sandbox("sb-a").unwrap();
@@ -623,5 +752,7 @@ mod tests {
         db.remove_e2b_keys("sb-b").unwrap();
         assert!(db.e2b_keys(None).unwrap().is_empty());
         assert!(db.was_e2b_key("sb-b", "k4").unwrap());
+        // A later sandbox of the same name gets a key of its own.
+        assert_eq!(db.insert_e2b_key("sb-a", "u3", "tok", "k5").unwrap(), "k5");
     }
 }

@@ -222,6 +222,12 @@ pub struct Meta {
     /// `filesystem.runs_on_host`): every diff flags a change to one.
     #[serde(default)]
     pub runs_on_host: Vec<String>,
+    /// A random id given at creation and never given again: what a
+    /// credential made for this sandbox is bound to, since its name is
+    /// free for another sandbox once it is removed. Empty in sandboxes
+    /// made before warden kept one (see [`Sandbox::uid`]).
+    #[serde(default)]
+    pub uid: String,
 }
 
 /// What to create.
@@ -363,6 +369,7 @@ impl Store {
                 layout: opts.layout,
                 own_writes: Vec::new(),
                 runs_on_host: opts.runs_on_host.clone(),
+                uid: new_uid(),
             };
             write_json(&dir.join("meta.json"), &meta)?;
             Ok(Sandbox {
@@ -451,6 +458,19 @@ impl Store {
     }
 }
 
+/// A new sandbox identity: 128 random bits, hex.
+fn new_uid() -> String {
+    let mut bytes = [0u8; 16];
+    // The kernel's generator fails only on kernels older than 3.17, which
+    // warden does not run on; the creation time keeps the id apart from
+    // every earlier one even then.
+    if getrandom::fill(&mut bytes).is_err() {
+        let now = FsTime::now();
+        return format!("t{}.{:09}", now.sec, now.nsec);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// One named sandbox.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
@@ -465,6 +485,23 @@ impl Sandbox {
     }
     pub fn meta(&self) -> &Meta {
         &self.meta
+    }
+    /// This sandbox's identity, which no other sandbox (of this name or
+    /// another) ever has: [`Meta::uid`], or for a sandbox made before
+    /// warden kept one, its creation time to the nanosecond (a name holds
+    /// one sandbox at a time, so two sandboxes of one name were made at
+    /// different times).
+    pub fn uid(&self) -> String {
+        if self.meta.uid.is_empty() {
+            format!("t{}.{:09}", self.meta.created.sec, self.meta.created.nsec)
+        } else {
+            self.meta.uid.clone()
+        }
+    }
+    /// When it was made, in milliseconds since the epoch.
+    pub fn created_ms(&self) -> u64 {
+        let c = self.meta.created;
+        (c.sec.max(0) as u64) * 1000 + (c.nsec.max(0) as u64) / 1_000_000
     }
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -338,10 +338,13 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
         } => {
             let scopes: Vec<Scope> =
                 warden_daemon::routes::parse_scopes(&scopes).map_err(|m| anyhow::anyhow!(m))?;
-            if let Some(sb) = &sandbox {
-                warden_workspace::Store::open(&state)?.get(sb)?;
-            }
-            let (mut row, text) = auth::new_token(&name, &scopes, sandbox.as_deref());
+            // A per-sandbox token is bound to the sandbox that has the
+            // name now.
+            let sandbox = match &sandbox {
+                Some(sb) => Some(warden_workspace::Store::open(&state)?.get(sb)?),
+                None => None,
+            };
+            let (mut row, text) = auth::new_token(&name, &scopes, sandbox.as_ref());
             row.max_sandboxes = max_sandboxes;
             row.max_memory = max_memory;
             db.insert_token(&row)?;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::{permit, E2b, ENVD_VERSION};
 use crate::api::{CreateSandbox, SandboxInfo, SetTimeout};
-use crate::auth::Caller;
+use crate::auth::{self, Caller};
 use crate::error::ApiError;
 use crate::routes::sandboxes;
 use crate::routes::Body;
@@ -204,20 +204,23 @@ struct Created {
 /// token back, which works the same except for signed URLs.
 fn access_token(e: &E2b, caller: &Caller, info: &SandboxInfo, headers: &HeaderMap) -> String {
     if let (Caller::Token(t), true) = (caller, info.labels.contains_key("e2b.template")) {
-        let minted = e
-            .app
-            .db()
-            .ok()
-            .and_then(|db| match db.e2b_key(&info.id, &t.id) {
-                Ok(Some(k)) => Some(k),
-                Ok(None) => {
-                    let key = super::signing::new_key();
-                    (!key.is_empty())
-                        .then(|| db.insert_e2b_key(&info.id, &t.id, &key).ok())
-                        .flatten()
-                }
-                Err(_) => None,
-            });
+        // Bound to this sandbox's identity: a key kept for an earlier
+        // sandbox of the name is never handed out again.
+        let sb = e.app.store.get(&info.id).ok();
+        let minted =
+            sb.zip(e.app.db().ok())
+                .and_then(|(sb, db)| match db.e2b_key(&info.id, &t.id) {
+                    Ok(Some(k)) if auth::made_for(&sb, k.uid.as_deref(), k.created_ms) => {
+                        Some(k.key)
+                    }
+                    Ok(_) => {
+                        let key = super::signing::new_key();
+                        (!key.is_empty())
+                            .then(|| db.insert_e2b_key(&info.id, &sb.uid(), &t.id, &key).ok())
+                            .flatten()
+                    }
+                    Err(_) => None,
+                });
         if let Some(k) = minted {
             return k;
         }

@@ -174,7 +174,7 @@ fn check_token(app: &App, value: Option<&str>) -> Result<Caller, (StatusCode, St
         ));
     };
     let db = app.db().map_err(|e| (e.status, e.problem.message))?;
-    match auth::check(&db, Some(&format!("Bearer {}", value.trim()))) {
+    match auth::check(&db, &app.store, Some(&format!("Bearer {}", value.trim()))) {
         Ok(t) => Ok(Caller::Token(t)),
         Err(auth::AuthError::Db(e)) => Err((StatusCode::INTERNAL_SERVER_ERROR, chain(&e))),
         Err(auth::AuthError::Malformed) => Err((
@@ -275,14 +275,39 @@ fn check_access(
             format!("the access token is not one of sandbox {sandbox}'s (each sandbox answers its own on create and connect; a killed sandbox's are gone)"),
         ));
     };
-    key_caller(&db, k)
+    key_caller(app, &db, k)
 }
 
 /// The caller an envd access token stands for: its token, as long as that
-/// is not revoked, good for its sandbox's data API only.
-fn key_caller(db: &crate::db::Db, k: &crate::db::E2bKey) -> Result<Caller, (StatusCode, String)> {
-    match db.token(&k.token) {
-        Ok(Some(mut t)) if !t.revoked => {
+/// stands, good for its sandbox's data API only, and only while the
+/// sandbox it was made for has its name (not a later sandbox that took
+/// the name after it was removed).
+fn key_caller(
+    app: &App,
+    db: &crate::db::Db,
+    k: &crate::db::E2bKey,
+) -> Result<Caller, (StatusCode, String)> {
+    let current = app
+        .store
+        .get(&k.sandbox)
+        .is_ok_and(|sb| auth::made_for(&sb, k.uid.as_deref(), k.created_ms));
+    if !current {
+        return Err((
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "the access token was made for a sandbox named {} that was removed; a sandbox's access tokens end with it",
+                k.sandbox
+            ),
+        ));
+    }
+    match db
+        .token(&k.token)
+        .map(|r| r.map(|t| auth::standing(&app.store, t)))
+    {
+        Ok(Some(Err(e @ auth::AuthError::Outlived { .. }))) => {
+            Err((StatusCode::UNAUTHORIZED, e.to_string()))
+        }
+        Ok(Some(Ok(mut t))) => {
             if t.sandbox.as_deref().is_some_and(|only| only != k.sandbox) {
                 return Err((
                     StatusCode::FORBIDDEN,
@@ -296,11 +321,11 @@ fn key_caller(db: &crate::db::Db, k: &crate::db::E2bKey) -> Result<Caller, (Stat
             t.sandbox = Some(k.sandbox.clone());
             Ok(Caller::Token(t))
         }
-        Ok(Some(t)) => Err((
+        Ok(Some(Err(_))) => Err((
             StatusCode::UNAUTHORIZED,
             format!(
                 "the token {} this access token stands for was revoked",
-                t.id
+                k.token
             ),
         )),
         Ok(None) => Err((
@@ -366,7 +391,7 @@ fn signed_caller(app: &App, req: &Request) -> Result<(Caller, Target), (StatusCo
     let Some(k) = keys.get(i) else {
         return Err(unauthorized(signing::SignError::NoMatch.to_string()));
     };
-    let caller = key_caller(&db, k)?;
+    let caller = key_caller(app, &db, k)?;
     Ok((
         caller,
         Target {

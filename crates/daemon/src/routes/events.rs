@@ -34,6 +34,7 @@ pub async fn events(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
     credential: Option<axum::Extension<crate::app::Credential>>,
+    caller: Option<axum::Extension<crate::auth::Caller>>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
@@ -47,6 +48,16 @@ pub async fn events(
     let follow = q.follow.unwrap_or(true);
     let a = app.clone();
     let sb = blocking(move || a.sandbox(&id)).await?;
+    // A token holder is shown no host path (see [`super::redact`]).
+    let holder = matches!(caller.map(|c| c.0), Some(crate::auth::Caller::Token(_)));
+    let state_dir = app.state_dir.clone();
+    let shown = move |line: &str| -> String {
+        if holder {
+            super::redact::event_line(line, &state_dir)
+        } else {
+            line.to_string()
+        }
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(64);
     std::thread::spawn(move || {
         // Subscribe first, so that nothing falls between the log and the
@@ -65,7 +76,7 @@ pub async fn events(
                 };
                 last_ts = e.ts_ms;
                 if n >= from {
-                    let ev = SseEvent::default().id(n.to_string()).data(line);
+                    let ev = SseEvent::default().id(n.to_string()).data(shown(line));
                     if tx.blocking_send(Ok(ev)).is_err() {
                         return;
                     }
@@ -83,7 +94,7 @@ pub async fn events(
                 };
                 let keep = n < from
                     || tx
-                        .blocking_send(Ok(SseEvent::default().id(n.to_string()).data(line)))
+                        .blocking_send(Ok(SseEvent::default().id(n.to_string()).data(shown(&line))))
                         .is_ok();
                 n += 1;
                 keep

@@ -13,6 +13,7 @@ pub(crate) mod files;
 mod inside;
 mod pools;
 pub(crate) mod pty;
+pub(crate) mod redact;
 mod rfb;
 pub(crate) mod sandboxes;
 mod tokens;
@@ -230,6 +231,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
         .route_service("/mcp", crate::mcp::http::service(app.clone()))
+        // Inside the scope check, which tells it who calls.
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            redact::layer,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(app.clone(), authorize))
         .merge(crate::dashboard::router())
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
@@ -348,7 +354,7 @@ async fn authorize(
         },
         _ => {
             let checked = match app.db() {
-                Ok(db) => auth::check(&db, header.as_deref()),
+                Ok(db) => auth::check(&db, &app.store, header.as_deref()),
                 Err(e) => return e.into_response(),
             };
             match checked {
@@ -404,8 +410,9 @@ fn browser(
         .db()?
         .token(&s.token_id)
         .map_err(|e| ApiError::internal(crate::error::chain(&e)))?;
-    let caller = match row {
-        Some(row) if !row.revoked => Caller::Token(row),
+    let caller = match row.map(|row| auth::standing(&app.store, row)) {
+        Some(Ok(row)) => Caller::Token(row),
+        Some(Err(e @ auth::AuthError::Outlived { .. })) => return Err(unauthorized(e.to_string())),
         _ => {
             return Err(unauthorized(format!(
                 "the token {} this session logged in with was revoked: log in again",

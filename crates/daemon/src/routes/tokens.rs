@@ -64,11 +64,15 @@ pub async fn create(
     }
     let scopes = parse_scopes(&req.scopes)
         .map_err(|m| ApiError::bad_request(m).with_field(Some("/scopes")))?;
-    if let Some(sb) = &req.sandbox {
-        app.sandbox(sb)
-            .map_err(|e| e.with_field(Some("/sandbox")))?;
-    }
-    let (row, text) = auth::new_token(&req.name, &scopes, req.sandbox.as_deref());
+    // A per-sandbox token is bound to the sandbox that has the name now.
+    let sandbox = match &req.sandbox {
+        Some(sb) => Some(
+            app.sandbox(sb)
+                .map_err(|e| e.with_field(Some("/sandbox")))?,
+        ),
+        None => None,
+    };
+    let (row, text) = auth::new_token(&req.name, &scopes, sandbox.as_ref());
     app.db()?
         .insert_token(&row)
         .map_err(|e| ApiError::internal(chain(&e)))?;

@@ -1,0 +1,166 @@
+//! What a token holder is shown of warden's host: nothing. Host paths
+//! (the state directory, a sandbox's workspace on the host, its cgroup,
+//! the profile file the owner named) are the owner's; a token, given to an
+//! agent or a person who holds no account on the host, sees its sandboxes
+//! and their data, never where warden keeps them. The owner (the
+//! owner-only socket) is shown everything.
+//!
+//! One layer in front of every route does it for the answers that
+//! describe sandboxes ([`SandboxInfo`](crate::api::SandboxInfo), alone or
+//! listed) and for refusals, whatever handler wrote them; the event stream,
+//! which is long-lived, asks [`event_line`] for each event. Command output
+//! and file contents are the sandbox's own data and are never rewritten.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::app::App;
+use crate::auth::Caller;
+
+/// The routes whose answer is a sandbox's description, or a list of them.
+const DESCRIBING: &[&str] = &[
+    "/v1/sandboxes",
+    "/v1/sandboxes/{id}",
+    "/v1/sandboxes/{id}/start",
+    "/v1/sandboxes/{id}/stop",
+    "/v1/sandboxes/{id}/timeout",
+];
+
+/// What stands in for warden's state directory in text shown to a token
+/// holder (an error's message, a degraded layer's reason).
+const STATE_DIR: &str = "(warden's state directory)";
+
+/// Largest answer rewritten; a larger one is refused rather than shown
+/// whole (a list of this size is far beyond any daemon's sandboxes).
+const LIMIT: usize = 64 << 20;
+
+/// The layer: a token holder's answers, with host paths taken out.
+pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let holder = matches!(req.extensions().get::<Caller>(), Some(Caller::Token(_)));
+    if !holder {
+        return next.run(req).await;
+    }
+    let describing = req
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|m| DESCRIBING.contains(&m.as_str()));
+    let response = next.run(req).await;
+    let json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("json"));
+    let refusal = response.status().is_client_error() || response.status().is_server_error();
+    if !json || !(describing || refusal) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, LIMIT).await else {
+        return crate::error::ApiError::internal("the answer was too large to show")
+            .into_response();
+    };
+    let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
+        parts.headers.remove(CONTENT_LENGTH);
+        return Response::from_parts(parts, bytes.into());
+    };
+    if describing && !refusal {
+        match value.get_mut("sandboxes").and_then(Value::as_array_mut) {
+            Some(list) => list.iter_mut().for_each(sandbox_info),
+            None => sandbox_info(&mut value),
+        }
+    }
+    scrub(&mut value, &app.state_dir);
+    let text = serde_json::to_vec(&value).unwrap_or_default();
+    parts.headers.remove(CONTENT_LENGTH);
+    Response::from_parts(parts, text.into())
+}
+
+/// A sandbox's description as a token holder sees it: no workspace path
+/// on the host, and no profile named by its file.
+fn sandbox_info(info: &mut Value) {
+    let Some(map) = info.as_object_mut() else {
+        return;
+    };
+    if let Some(w) = map.get_mut("workspace") {
+        *w = Value::String(String::new());
+    }
+    if map
+        .get("profile")
+        .and_then(Value::as_str)
+        .is_some_and(|p| p.contains('/'))
+    {
+        map.insert("profile".into(), Value::Null);
+    }
+}
+
+/// Every string in `value` with warden's state directory named instead of
+/// shown.
+fn scrub(value: &mut Value, state_dir: &Path) {
+    let dir = state_dir.to_string_lossy();
+    if dir.is_empty() || dir == "/" {
+        return;
+    }
+    match value {
+        Value::String(s) if s.contains(dir.as_ref()) => *s = s.replace(dir.as_ref(), STATE_DIR),
+        Value::Array(a) => a.iter_mut().for_each(|v| scrub(v, state_dir)),
+        Value::Object(m) => m.values_mut().for_each(|v| scrub(v, state_dir)),
+        _ => {}
+    }
+}
+
+/// One event of a sandbox's log (a JSON line) as a token holder sees it:
+/// its creation without the workspace's host path and its cgroup, and no
+/// string naming the state directory. A line that is not JSON is shown
+/// as it is (the stream sends only lines it could read as events).
+pub fn event_line(line: &str, state_dir: &Path) -> String {
+    let Ok(mut value) = serde_json::from_str::<Value>(line) else {
+        return line.to_string();
+    };
+    if let Some(map) = value.as_object_mut() {
+        if map.get("event").and_then(Value::as_str) == Some("created") {
+            map.remove("workspace");
+            map.remove("cgroup");
+        }
+    }
+    scrub(&mut value, state_dir);
+    serde_json::to_string(&value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_holder_sees_no_workspace_path_and_no_profile_file() {
+        let mut list = serde_json::json!({"sandboxes": [
+            {"id": "a", "workspace": "/var/lib/warden/workspaces/a", "profile": "/home/o/p.yaml"},
+            {"id": "b", "workspace": "/srv/projects/b", "profile": "python"}
+        ]});
+        for info in list["sandboxes"].as_array_mut().unwrap() {
+            sandbox_info(info);
+        }
+        assert_eq!(list["sandboxes"][0]["workspace"], "");
+        assert_eq!(list["sandboxes"][0]["profile"], Value::Null);
+        assert_eq!(list["sandboxes"][1]["workspace"], "");
+        assert_eq!(list["sandboxes"][1]["profile"], "python");
+    }
+
+    #[test]
+    fn an_event_shown_to_a_token_holder_names_no_host_path() {
+        let state = Path::new("/var/lib/warden");
+        let created = r#"{"ts_ms":1,"sandbox":"a","event":"created","command":["sh"],"workspace":"/var/lib/warden/workspaces/a","rootless":false,"cgroup":"/sys/fs/cgroup/warden/a"}"#;
+        let shown = event_line(created, state);
+        assert!(!shown.contains("/var/lib/warden"), "{shown}");
+        assert!(!shown.contains("cgroup"), "{shown}");
+        assert!(shown.contains("\"command\":[\"sh\"]"), "{shown}");
+        let degraded = r#"{"ts_ms":2,"event":"degraded","layer":"x","lost":"cannot open /var/lib/warden/sandboxes/a/y"}"#;
+        let shown = event_line(degraded, state);
+        assert!(!shown.contains("/var/lib/warden"), "{shown}");
+        assert!(shown.contains("sandboxes/a/y"), "{shown}");
+    }
+}
