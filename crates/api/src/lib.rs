@@ -45,6 +45,8 @@ pub struct SandboxInfo {
     pub state: String,
     pub profile: Option<String>,
     pub labels: BTreeMap<String, String>,
+    /// Its workspace directory on the daemon's host, shown to the owner
+    /// only: empty for a token holder, who is shown no host path.
     pub workspace: String,
     pub created_ms: u64,
     pub age_seconds: u64,

@@ -21,7 +21,8 @@ class SandboxInfo:
     state: str
     profile: str | None
     labels: dict[str, str]
-    #: Its workspace directory on the daemon's host.
+    #: Its workspace directory on the daemon's host, shown to the daemon's
+    #: owner only: empty for a token holder (host paths are the owner's).
     workspace: str
     created_ms: int
     age_seconds: int
