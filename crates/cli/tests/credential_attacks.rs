@@ -333,3 +333,87 @@ fn a_token_holder_is_shown_no_host_path_of_the_state_directory() {
         }
     }
 }
+
+/// One exchange over TCP with extra headers: status, the `set-cookie`
+/// header if any, and the body.
+fn with_headers(
+    d: &Daemon,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (u16, Option<String>, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-i", "--max-time", "60", "-X", method]);
+    for (k, v) in headers {
+        cmd.args(["-H", &format!("{k}: {v}")]);
+    }
+    if let Some(b) = body {
+        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    let out = cmd
+        .arg(format!("http://{}{path}", d.tcp.as_ref().unwrap()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let cookie = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, v)| v.split(';').next().unwrap_or("").trim().to_string());
+    (status, cookie, body.to_string())
+}
+
+#[test]
+fn a_browser_session_of_a_sandboxs_token_ends_with_the_sandbox() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("cred-session");
+    let d = Daemon::start(state.path(), true);
+    create(&d, "w");
+    let token = sandbox_token(&d, "agent", "w");
+    let origin = format!("http://{}", d.tcp.as_ref().unwrap());
+    let login = serde_json::json!({ "token": token }).to_string();
+    let (s, cookie, b) = with_headers(&d, "POST", "/login", &[("origin", &origin)], Some(&login));
+    assert_eq!(s, 200, "{b}");
+    let cookie = cookie.expect("a session cookie");
+    let csrf = json(&b)["csrf"].as_str().unwrap().to_string();
+    let browse = |path: &str| {
+        with_headers(
+            &d,
+            "GET",
+            path,
+            &[
+                ("cookie", &cookie),
+                ("x-warden-csrf", &csrf),
+                ("origin", &origin),
+            ],
+            None,
+        )
+    };
+    let (s, _, b) = browse("/v1/sandboxes/w");
+    assert_eq!(s, 200, "{b}");
+    // Removed and made again behind the daemon's back: nothing revoked the
+    // token, and the session must still end.
+    ok(&warden(state.path(), &["stop", "--time", "1s", "w"]));
+    ok(&warden(state.path(), &["rm", "w"]));
+    create(&d, "w");
+    for path in [
+        "/v1/sandboxes/w",
+        "/v1/sandboxes/w/files/list?path=.",
+        "/session",
+    ] {
+        let (s, _, b) = browse(path);
+        refused(s, &b, path);
+    }
+    let (s, _, b) = with_headers(&d, "POST", "/login", &[("origin", &origin)], Some(&login));
+    refused(s, &b, "a new login with the removed sandbox's token");
+}
