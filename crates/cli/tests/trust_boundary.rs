@@ -396,6 +396,170 @@ fn an_e2b_template_is_a_plain_name_of_the_owners_catalogue_and_never_a_file() {
     }
 }
 
+#[test]
+fn a_token_holder_gets_no_workspace_that_holds_the_owners_catalogue() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("trust-catalogue");
+    // The owner lets token holders name workspaces anywhere in a home
+    // whose configuration directory holds warden's catalogue: a sandbox
+    // over it could write a profile, commit it, and name it.
+    let home = host.dir.path().join("home");
+    std::fs::create_dir_all(home.join(".config/warden/profiles")).unwrap();
+    std::fs::create_dir_all(home.join("proj")).unwrap();
+    let p = host.dir.path();
+    let d = Daemon::start_in(
+        Some(&p.join("cwd")),
+        p,
+        true,
+        &["--workspace-root", home.to_str().unwrap()],
+        &[("XDG_CONFIG_HOME", &home.join(".config")), ("HOME", &home)],
+    );
+    let t = token(p, "writer", &["sandboxes:write"]);
+    for ws in [
+        home.clone(),
+        home.join(".config"),
+        home.join(".config/warden"),
+        home.join(".config/warden/profiles"),
+    ] {
+        let body = format!(r#"{{"workspace":"{}","start":false}}"#, ws.display());
+        let (s, b) = tcp(
+            &d,
+            "POST",
+            "/v1/sandboxes",
+            &t,
+            &[
+                "-H",
+                "content-type: application/json",
+                "--data-binary",
+                &body,
+            ],
+        );
+        assert_eq!(s, 403, "{}: {b}", ws.display());
+        assert_eq!(json(&b)["field"], "/workspace", "{b}");
+        assert!(
+            sandboxes(&d).is_empty(),
+            "{}: a sandbox was made",
+            ws.display()
+        );
+    }
+    let body = format!(
+        r#"{{"name":"proj","workspace":"{}","start":false}}"#,
+        home.join("proj").display()
+    );
+    let (s, b) = tcp(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        &t,
+        &[
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            &body,
+        ],
+    );
+    assert_eq!(s, 201, "{b}");
+}
+
+#[test]
+fn a_callers_document_does_not_choose_whose_caches_it_shares() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("trust-caches");
+    let p = host.dir.path();
+    std::fs::write(
+        p.join("config/warden/profiles/py.yaml"),
+        "filesystem:\n  caches: [pip]\n",
+    )
+    .unwrap();
+    let d = host.daemon(&[], true);
+    let t = token(p, "writer", &["sandboxes:write"]);
+    let (s, b) = tcp(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        &t,
+        &[
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            r#"{"name":"c","start":false,"spec":{"extends":["py"],"name":"ownerproj"}}"#,
+        ],
+    );
+    assert_eq!(s, 201, "{b}");
+    let stored = find_file(&p.join("warden/sandboxes/c"), "sandbox.json").expect("a stored spec");
+    let text = std::fs::read_to_string(stored).unwrap();
+    assert!(text.contains("/caches/py"), "{text}");
+    assert!(!text.contains("ownerproj"), "{text}");
+}
+
+#[test]
+fn the_model_behind_mcp_names_no_file_even_on_the_owners_socket() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("trust-mcp");
+    let d = host.daemon(&[], false);
+    let mcp = |session: Option<&str>, body: &str| -> (String, String) {
+        let headers = host.dir.path().join("mcp-headers");
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "60", "-D"])
+            .arg(&headers)
+            .arg("--unix-socket")
+            .arg(&d.socket)
+            .args(["-H", "content-type: application/json"])
+            .args(["-H", "accept: application/json, text/event-stream"]);
+        if let Some(s) = session {
+            cmd.args(["-H", &format!("mcp-session-id: {s}")]);
+        }
+        let out = cmd
+            .args(["--data-binary", body, "http://warden/mcp"])
+            .output()
+            .unwrap();
+        let h = std::fs::read_to_string(&headers).unwrap_or_default();
+        (h, String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (h, b) = mcp(
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"attack","version":"1"}}}"#,
+    );
+    let session = h
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no MCP session: {h}\n{b}"));
+    mcp(
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    for profile in [
+        host.evil(),
+        "evil.yaml".to_string(),
+        "../cwd/evil".to_string(),
+    ] {
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"create_sandbox","arguments":{{"profile":"{profile}"}}}}}}"#
+        );
+        let (_, b) = mcp(Some(&session), &call);
+        assert!(
+            b.contains("isError") && b.contains("true"),
+            "{profile}: {b}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            !host.marker.exists(),
+            "{profile}: the profile's program ran on the host"
+        );
+        assert!(sandboxes(&d).is_empty(), "{profile}: a sandbox was made");
+    }
+}
+
 /// The first file named `name` beneath `dir`.
 fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
     for e in std::fs::read_dir(dir).ok()?.flatten() {

@@ -123,12 +123,30 @@ impl App {
     }
 
     /// Whether a token holder may name `path` as a workspace: it
-    /// resolves (links followed) under one of the roots.
+    /// resolves (links followed) under one of the roots, and holds none of
+    /// the owner's configuration.
     pub fn workspace_allowed(&self, path: &std::path::Path) -> bool {
         let Ok(real) = std::fs::canonicalize(path) else {
             return false;
         };
-        self.workspace_roots.iter().any(|r| real.starts_with(r))
+        self.workspace_roots.iter().any(|r| real.starts_with(r)) && !self.holds_configuration(&real)
+    }
+
+    /// Whether the directory `real` (canonical) holds, or lies inside, the
+    /// owner's catalogue of profiles and presets or warden's state. A
+    /// sandbox's changes to its workspace can be committed by a token
+    /// holder: a workspace over the catalogue would let it write a profile
+    /// and then name it by its plain name, as if the owner had (with
+    /// `--workspace-root ~`, a workspace of `~` or `~/.config`).
+    pub fn holds_configuration(&self, real: &std::path::Path) -> bool {
+        [
+            self.catalog.config_dir.as_deref(),
+            Some(self.state_dir.as_path()),
+        ]
+        .into_iter()
+        .flatten()
+        .map(real_path)
+        .any(|c| c.starts_with(real) || real.starts_with(&c))
     }
 
     /// Whether what a request was let in with still stands: its token not
@@ -374,4 +392,24 @@ impl App {
             }
         });
     }
+}
+
+/// `path` with links resolved as far as it exists, the rest appended as
+/// written: the catalogue's directory may not exist yet, and a workspace
+/// that would hold it once made must still be refused.
+fn real_path(path: &std::path::Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
+    real.extend(rest.iter().rev());
+    real
 }

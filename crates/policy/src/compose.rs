@@ -1530,7 +1530,15 @@ pub fn compose_source(
                 .to_string()
         });
         if let Ok(f) = parse_profile(&src.text) {
-            loader.out.name = f.name.map(|n| n.value).or(dir_name);
+            loader.out.name = match src.trust {
+                Trust::Owner => f.name.map(|n| n.value).or(dir_name),
+                // The name labels what a profile's sandboxes share (its
+                // caches): a caller's document takes the name of the
+                // owner's profile it builds on, never one it chooses
+                // (which could be any other profile's, one the owner
+                // names only by path included).
+                Trust::Caller => f.extends.first().map(|e| e.value.clone()),
+            };
             loader.out.description = f.description.map(|d| d.value);
         }
         loader.load(src);

@@ -149,9 +149,11 @@ fn create_request(app: &crate::app::App, body: &NewSandbox) -> Result<CreateSand
     let profile = match body.template_id.as_str() {
         "" => None,
         DEFAULT_TEMPLATE if app.catalog.profile(DEFAULT_TEMPLATE).is_err() => None,
-        t if t.contains('/') || t.contains(':') => {
+        // An E2B client names a profile as every caller who is not the
+        // owner does: a plain name of the owner's catalogue, never a path.
+        t if !warden_policy::trust::is_catalog_name(t) => {
             return Err(format!(
-                "template {t:?}: a template is a warden profile's name (see `warden profile list`)"
+                "template {t:?}: a template is the plain name of a warden profile of the daemon owner's catalogue (see `warden profile list` on the daemon's host), never a path"
             ))
         }
         t => Some(t.to_string()),

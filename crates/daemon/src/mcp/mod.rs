@@ -252,8 +252,13 @@ impl Session {
         let profile = match profile {
             None => s.default_profile.clone(),
             Some(p) => {
+                // Over HTTP the model names any profile of the owner's
+                // catalogue, by its plain name only, whichever listener
+                // carried the session (the owner's socket included: the
+                // model is not the owner).
                 let allowed = if s.profiles.is_empty() {
-                    s.door == "http" || s.default_profile.as_deref() == Some(p.as_str())
+                    (s.door == "http" && warden_policy::trust::is_catalog_name(&p))
+                        || s.default_profile.as_deref() == Some(p.as_str())
                 } else {
                     s.profiles.contains(&p)
                 };
@@ -323,6 +328,12 @@ impl Session {
                 format!("workspace {w:?} cannot be used: {e}"),
             )
         })?;
+        if self.api().app().holds_configuration(&real) {
+            return Err(Refused::new(
+                "forbidden",
+                format!("workspace {w:?} holds warden's own configuration (profiles, presets or state): name a project's directory"),
+            ));
+        }
         if roots.iter().any(|r| real.starts_with(r)) {
             return Ok(real);
         }
