@@ -256,6 +256,73 @@ fn an_event_stream_and_a_file_watch_end_within_a_second_of_their_tokens_revocati
     ends_with_its_credential(&b, false, || {}, "GET .../files/watch");
 }
 
+/// The value of header `name` in an answer's head.
+fn header_of(text: &str, name: &str) -> Option<String> {
+    text.split("\r\n\r\n").next()?.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_string())
+    })
+}
+
+#[test]
+fn an_mcp_stream_ends_within_a_second_of_its_tokens_revocation() {
+    let Some((_state, d)) = native("rv-mcp") else {
+        return;
+    };
+    let body = r#"{"name":"mcp-client","scopes":["mcp","exec","files","sandboxes:read"]}"#;
+    let (st, b) = call(&d, "POST", "/v1/tokens", Some(body), None);
+    assert_eq!(st, 201, "{b}");
+    let t = json(&b)["token"].as_str().unwrap().to_string();
+    let bearer = format!("Bearer {t}");
+    let addr = d.tcp.clone().unwrap();
+    let post = |body: &str, session: Option<&str>| -> Streamed {
+        let mut h = vec![
+            ("authorization", bearer.as_str()),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        if let Some(s) = session {
+            h.push(("mcp-session-id", s));
+        }
+        Streamed::open(&addr, request("POST", "/mcp", &h, body.as_bytes()))
+    };
+    let init = post(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+        None,
+    );
+    init.wait_for("serverInfo", "initialize");
+    let session = header_of(&init.text(), "mcp-session-id").expect("a session id");
+    let note = post(
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        Some(&session),
+    );
+    note.wait_for("HTTP/1.1 2", "notifications/initialized");
+    // The session's standing stream of the server's own messages.
+    let s = Streamed::open(
+        &addr,
+        request(
+            "GET",
+            "/mcp",
+            &[
+                ("authorization", &bearer),
+                ("accept", "text/event-stream"),
+                ("mcp-session-id", &session),
+            ],
+            b"",
+        ),
+    );
+    s.wait_for("HTTP/1.1 200", "GET /mcp");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        s.ended().is_none(),
+        "GET /mcp ended by itself: {}",
+        s.text()
+    );
+    ends_with_its_credential(&s, false, || revoke(&d, "mcp-client"), "GET /mcp");
+}
+
 // --- The E2B door -------------------------------------------------------
 
 fn free_port() -> u16 {
