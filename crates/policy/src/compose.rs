@@ -152,6 +152,11 @@ impl Val {
 pub struct Sourced {
     pub val: Val,
     pub origin: Origin,
+    /// The trust of the source that gave it. What it may set is held to
+    /// the trust rule when it is read ([`Loader::hold_to_trust`]); some
+    /// values keep it further: an allowlist entry of a caller's reaches
+    /// public addresses only (see [`DomainRule::caller`](crate::DomainRule)).
+    pub trust: Trust,
 }
 
 /// What one source sets for one field.
@@ -171,7 +176,14 @@ pub struct Layer {
 
 impl Layer {
     fn one(&mut self, key: Field, val: Val, origin: Origin) {
-        self.slots.insert(key, Slot::One(Sourced { val, origin }));
+        self.slots.insert(
+            key,
+            Slot::One(Sourced {
+                val,
+                origin,
+                trust: Trust::Owner,
+            }),
+        );
     }
 
     fn push(&mut self, key: Field, val: Val, origin: Origin) {
@@ -180,7 +192,11 @@ impl Layer {
             .entry(key)
             .or_insert_with(|| Slot::List(Vec::new()));
         if let Slot::List(items) = slot {
-            items.push(Sourced { val, origin });
+            items.push(Sourced {
+                val,
+                origin,
+                trust: Trust::Owner,
+            });
         }
     }
 
@@ -190,7 +206,11 @@ impl Layer {
             .entry(key)
             .or_insert_with(|| Slot::Map(Vec::new()));
         if let Slot::Map(items) = slot {
-            let s = Sourced { val, origin };
+            let s = Sourced {
+                val,
+                origin,
+                trust: Trust::Owner,
+            };
             match items.iter_mut().find(|(k, _)| *k == name) {
                 Some(entry) => entry.1 = s,
                 None => items.push((name, s)),
@@ -198,14 +218,35 @@ impl Layer {
         }
     }
 
+    /// Every value of this layer given by a source of `trust` (a layer is
+    /// read whole from one source), save the names of a preset: a preset
+    /// is a file of the owner's catalogue, its names the owner's words
+    /// whoever named it.
+    fn given_by(&mut self, trust: Trust) {
+        for slot in self.slots.values_mut() {
+            match slot {
+                Slot::One(s) => s.trust = trust,
+                Slot::List(items) => items
+                    .iter_mut()
+                    .filter(|s| !matches!(s.origin, Origin::Preset { .. }))
+                    .for_each(|s| s.trust = trust),
+                Slot::Map(items) => items.iter_mut().for_each(|(_, s)| s.trust = trust),
+            }
+        }
+    }
+
     /// Lay `later` over this layer, by the merging rules of this module.
+    /// A list's value given by a caller and again by the owner is the
+    /// owner's, whichever came first.
     pub fn merge(&mut self, later: &Layer) {
         for (key, slot) in &later.slots {
             match (self.slots.get_mut(key), slot) {
                 (Some(Slot::List(mine)), Slot::List(theirs)) => {
                     for item in theirs {
-                        if !mine.iter().any(|m| m.val == item.val) {
-                            mine.push(item.clone());
+                        match mine.iter_mut().find(|m| m.val == item.val) {
+                            Some(m) if item.trust == Trust::Owner => m.trust = Trust::Owner,
+                            Some(_) => {}
+                            None => mine.push(item.clone()),
                         }
                     }
                 }
@@ -220,8 +261,10 @@ impl Layer {
                 (_, Slot::List(theirs)) => {
                     let mut items: Vec<Sourced> = Vec::new();
                     for item in theirs {
-                        if !items.iter().any(|m| m.val == item.val) {
-                            items.push(item.clone());
+                        match items.iter_mut().find(|m| m.val == item.val) {
+                            Some(m) if item.trust == Trust::Owner => m.trust = Trust::Owner,
+                            Some(_) => {}
+                            None => items.push(item.clone()),
                         }
                     }
                     self.slots.insert(*key, Slot::List(items));
@@ -294,8 +337,13 @@ impl Layer {
         }
     }
     fn texts(&self, key: Field) -> Vec<String> {
+        self.texts_of(key, |_| true)
+    }
+    /// The texts of a list field given by sources `of` takes.
+    fn texts_of(&self, key: Field, of: impl Fn(Trust) -> bool) -> Vec<String> {
         self.list(key)
             .iter()
+            .filter(|s| of(s.trust))
             .filter_map(|s| match &s.val {
                 Val::Text(t) | Val::Named { text: t, .. } => Some(t.clone()),
                 _ => None,
@@ -365,7 +413,8 @@ impl Layer {
             isolation: self.text(Field::Isolation),
             allow_degraded: self.flag(Field::AllowDegraded).unwrap_or(false),
             desktop: self.flag(Field::Desktop).unwrap_or(false),
-            allow_domains: self.texts(Field::AllowDomain),
+            allow_domains: self.texts_of(Field::AllowDomain, |t| t == Trust::Owner),
+            caller_domains: self.texts_of(Field::AllowDomain, |t| t == Trust::Caller),
             allow_http: self.flag(Field::AllowHttp).unwrap_or(false),
             add_hosts: self.pairs(Field::AddHost),
             net_log: self.flag(Field::NetLog).unwrap_or(false),
@@ -611,6 +660,11 @@ pub struct Overrides {
     /// `process` or `vm`.
     pub isolation: Option<String>,
     pub allow_domain: Vec<String>,
+    /// Names someone other than the owner asked for (an OCI pod's
+    /// `warden.dev/egress` annotation): allowed like `allow_domain`, but
+    /// they reach public addresses only (see
+    /// [`DomainRule::caller`](crate::DomainRule)).
+    pub caller_domains: Vec<String>,
     /// `--preset NAME`: the preset's domains, as a profile's `presets`.
     pub presets: Vec<String>,
     pub allow_http: Option<bool>,
@@ -685,6 +739,12 @@ impl Overrides {
         for d in &self.allow_domain {
             l.push(Field::AllowDomain, Val::Text(d.clone()), o());
         }
+        let mut callers = Layer::default();
+        for d in &self.caller_domains {
+            callers.push(Field::AllowDomain, Val::Text(d.clone()), o());
+        }
+        callers.given_by(Trust::Caller);
+        l.merge(&callers);
         for c in &self.allow_cidr {
             l.push(Field::AllowCidr, Val::Text(c.clone()), o());
         }
@@ -1192,8 +1252,9 @@ impl Loader<'_> {
             }
         }
         self.stack.pop();
-        let layer = self.layer(&file, &label, src.dir.as_deref());
+        let mut layer = self.layer(&file, &label, src.dir.as_deref());
         self.hold_to_trust(&layer, &label, src.trust);
+        layer.given_by(src.trust);
         self.out.sources.push((label, layer));
     }
 
@@ -1470,6 +1531,17 @@ impl Loader<'_> {
     }
 }
 
+/// A caller is told what is wrong with its own document, never what the
+/// owner's files hold or where they are: a finding in one of them (which
+/// quotes the value it could not read) is said without its place or text.
+fn conceal_owners_files(diagnostics: &mut [Diagnostic], own_label: &str) {
+    for d in diagnostics.iter_mut().filter(|d| d.file != own_label) {
+        d.file = "a profile of the owner's".into();
+        d.pos = Pos::default();
+        d.message = "it does not compose; its owner sees why with `warden profile validate`".into();
+    }
+}
+
 fn size_val(s: &crate::profile::SizeValue) -> Val {
     Val::Size {
         bytes: s.bytes,
@@ -1541,7 +1613,11 @@ pub fn compose_source(
             };
             loader.out.description = f.description.map(|d| d.value);
         }
+        let (own_label, trust) = (src.label.clone(), src.trust);
         loader.load(src);
+        if trust == Trust::Caller {
+            conceal_owners_files(&mut loader.out.diagnostics, &own_label);
+        }
     }
     let mut cli = overrides.layer();
     // `--preset NAME`: an unknown name is refused as the flag's own

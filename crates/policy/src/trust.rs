@@ -315,4 +315,23 @@ mod tests {
         assert!(!ok.merged.map(Field::AddHost).is_empty());
         assert_eq!(ok.merged.list(Field::AllowDomain).len(), 3);
     }
+
+    #[test]
+    fn a_caller_is_not_shown_what_a_broken_profile_of_the_owners_holds_or_where_it_is() {
+        let (p, catalog) = planted("conceal");
+        std::fs::write(
+            p.dir.join("config/profiles/broken.yaml"),
+            "resources:\n  memory: hunter2-is-the-password\n",
+        )
+        .unwrap();
+        let e = compose_as(&catalog, "extends: [broken]", Trust::Caller).unwrap_err();
+        let text = e.to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains(&p.dir.display().to_string()), "{text}");
+        assert!(text.contains("warden profile validate"), "{text}");
+        // The owner sees it all.
+        let e = compose_as(&catalog, "extends: [broken]", Trust::Owner).unwrap_err();
+        assert!(e.to_string().contains("broken.yaml"), "{e}");
+        assert!(e.to_string().contains("hunter2"), "{e}");
+    }
 }
