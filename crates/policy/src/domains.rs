@@ -20,6 +20,14 @@ pub struct DomainRule {
     pub port: Option<u16>,
     /// The entry as written, for messages and decision logs.
     pub source: String,
+    /// Given by someone other than the owner (a token holder, an E2B
+    /// client, a pod's annotation, an answer over the API): the name is
+    /// allowed, but reaches public addresses only. The owner's pinned
+    /// addresses (`egress.hosts`) and local ranges (`egress.allow_cidrs`)
+    /// serve only destinations an owner's rule allows. A rule stored
+    /// without it (every spec made before it existed) is the owner's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub caller: bool,
 }
 
 /// Why an allowlist entry was refused. The message names the entry, not
@@ -99,7 +107,14 @@ impl DomainRule {
             subdomains,
             port,
             source: trimmed.to_string(),
+            caller: false,
         })
+    }
+
+    /// Do both rules allow the same destinations (however each was
+    /// written, whoever gave it)?
+    pub fn same_destinations(&self, other: &DomainRule) -> bool {
+        self.name == other.name && self.subdomains == other.subdomains && self.port == other.port
     }
 
     /// Does this rule allow `port`?

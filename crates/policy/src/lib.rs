@@ -363,6 +363,12 @@ pub struct Request {
     pub desktop: bool,
     /// `--allow-domain` entries; none means no network at all.
     pub allow_domains: Vec<String>,
+    /// Entries of `egress.domains` someone other than the owner gave (a
+    /// token holder's request, an E2B client's `allowOut`, a pod's
+    /// annotation): allowed like `allow_domains`, but they reach public
+    /// addresses only ([`DomainRule::caller`]). One the owner gave as well
+    /// is the owner's.
+    pub caller_domains: Vec<String>,
     pub allow_http: bool,
     /// `--add-host NAME=IP` (or `NAME:IP`) entries.
     pub add_hosts: Vec<String>,
@@ -600,6 +606,7 @@ impl Request {
             return Err(Field::EgressLearn.invalid(Problem::LearnWithAsk));
         }
         let network = if self.allow_domains.is_empty()
+            && self.caller_domains.is_empty()
             && self.allow_host_ports.is_empty()
             && !self.ask
             && !self.egress_learn
@@ -619,6 +626,12 @@ impl Request {
             NetworkSpec::LoopbackOnly
         } else {
             let mut domains = parse_domains(&self.allow_domains).map_err(|(_, e)| e)?;
+            for mut rule in parse_domains(&self.caller_domains).map_err(|(_, e)| e)? {
+                if !domains.iter().any(|d| d.same_destinations(&rule)) {
+                    rule.caller = true;
+                    domains.push(rule);
+                }
+            }
             // A secret's hosts are allowed destinations: the value
             // is useless if its own hosts cannot be reached.
             for s in &secrets {
@@ -645,6 +658,7 @@ impl Request {
                         subdomains: false,
                         port: Some(port),
                         source: format!("--allow-host-port {port}"),
+                        caller: false,
                     });
                 }
             }

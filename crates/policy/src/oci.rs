@@ -516,7 +516,7 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
                 }
                 profile = Some(name.to_string());
             }
-            ANNOTATION_EGRESS => o.allow_domain.extend(list(value)),
+            ANNOTATION_EGRESS => o.caller_domains.extend(list(value)),
             ANNOTATION_ALLOW_HTTP => match value.trim() {
                 "true" => o.allow_http = Some(true),
                 "false" => o.allow_http = Some(false),
@@ -801,7 +801,7 @@ mod tests {
             "warden.dev/egress": "a.test, b.test", "warden.dev/profile": "feature-dev",
             "io.kubernetes.cri.container-type": "container"}}));
         let t = translate(&c, Path::new("/b")).unwrap();
-        assert_eq!(t.overrides.allow_domain, ["a.test", "b.test"]);
+        assert_eq!(t.overrides.caller_domains, ["a.test", "b.test"]);
         assert_eq!(t.profile.as_deref(), Some("feature-dev"));
         let c = config(serde_json::json!({"annotations": {"warden.dev/egres": "a.test"}}));
         let e = translate(&c, Path::new("/b")).unwrap_err();

@@ -334,4 +334,96 @@ mod tests {
         assert!(e.to_string().contains("broken.yaml"), "{e}");
         assert!(e.to_string().contains("hunter2"), "{e}");
     }
+
+    /// The rules of a resolved spec, as `(entry, given by a caller)`.
+    fn rules(composed: &crate::compose::Composed) -> Vec<(String, bool)> {
+        let mut request = composed.merged.request(false);
+        request.command = vec!["true".into()];
+        let spec = request
+            .resolve(
+                &crate::Defaults::for_host(crate::HostFacts {
+                    total_memory: 8 << 30,
+                    cpus: 2,
+                    pid_max: 1 << 22,
+                }),
+                &[],
+            )
+            .unwrap();
+        let crate::NetworkSpec::Egress(e) = spec.network else {
+            panic!("no egress");
+        };
+        e.domains
+            .into_iter()
+            .map(|d| (d.source, d.caller))
+            .collect()
+    }
+
+    #[test]
+    fn a_callers_names_stay_the_callers_through_composition_and_the_owners_stay_the_owners() {
+        let (_p, catalog) = planted("kept");
+        // The owner's profile pins api.test; a caller builds on it, names
+        // the pinned name on another port, another name, a preset of the
+        // owner's catalogue, and the owner's own entry again.
+        let c = compose_as(
+            &catalog,
+            "extends: [owners]\negress:\n  domains: [\"api.test:22\", wild.test, api.test]\n  presets: [mine]",
+            Trust::Caller,
+        )
+        .unwrap();
+        let got = rules(&c);
+        for (entry, caller) in [
+            ("api.test", false),
+            ("api.test:22", true),
+            ("wild.test", true),
+            ("mine.test", false),
+        ] {
+            assert!(
+                got.contains(&(entry.to_string(), caller)),
+                "{entry} given by a caller: {caller}; got {got:?}"
+            );
+        }
+        assert_eq!(got.len(), 4, "{got:?}");
+        // The owner's own document gives the owner's rules.
+        let c = compose_as(
+            &catalog,
+            "extends: [owners]\negress:\n  domains: [\"api.test:22\"]",
+            Trust::Owner,
+        )
+        .unwrap();
+        assert!(
+            rules(&c).iter().all(|(_, caller)| !caller),
+            "{:?}",
+            rules(&c)
+        );
+        // A pod's annotation (beside the node's own configuration) is a
+        // caller's; the same entry from the node's owner is the owner's.
+        let o = crate::compose::Overrides {
+            allow_domain: vec!["node.test".into()],
+            caller_domains: vec!["pod.test:22".into(), "node.test".into()],
+            ..Default::default()
+        };
+        let src = catalog.profile("owners").unwrap();
+        let c = crate::compose::compose_source(&catalog, Some(src), &o)
+            .unwrap()
+            .into_valid()
+            .unwrap();
+        let got = rules(&c);
+        assert!(got.contains(&("pod.test:22".into(), true)), "{got:?}");
+        assert!(got.contains(&("node.test".into(), false)), "{got:?}");
+        assert!(got.contains(&("api.test".into(), false)), "{got:?}");
+    }
+
+    #[test]
+    fn a_stored_rule_without_its_trust_reads_as_the_owners_and_a_callers_keeps_it() {
+        let old: crate::DomainRule = serde_json::from_str(
+            r#"{"name":"a.test","subdomains":false,"port":null,"source":"a.test"}"#,
+        )
+        .unwrap();
+        assert!(!old.caller);
+        let mut r = crate::DomainRule::parse("b.test:22").unwrap();
+        r.caller = true;
+        let back: crate::DomainRule =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert!(back.caller);
+    }
 }

@@ -256,6 +256,8 @@ pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
         hostname: args.hostname,
         isolation: args.isolation,
         allow_domain: args.allow_domain,
+        // The command line is the owner's.
+        caller_domains: Vec::new(),
         presets: args.preset,
         allow_http: args.allow_http,
         add_host: args.add_host,
