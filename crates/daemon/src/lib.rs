@@ -55,8 +55,6 @@ pub enum ServeError {
     },
     #[error("the daemon's server failed")]
     Serve(#[source] std::io::Error),
-    #[error(transparent)]
-    Limits(#[from] listen::ListenError),
     #[error("cannot reconcile the records with the sandboxes: {0}")]
     Reconcile(String),
 }
@@ -123,7 +121,7 @@ pub async fn bind(
     // Idle connections must not be what runs the daemon out of
     // descriptors: the limit is the host's, and the listeners' bounds
     // fit within it.
-    let open_files = listen::raise_open_files()?;
+    let open_files = listen::raise_open_files();
     let store = warden_workspace::Store::open(&cfg.state_dir)?;
     let db = open_db(&cfg.state_dir)?;
     let app = App::new(

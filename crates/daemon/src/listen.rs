@@ -29,23 +29,19 @@ const MAX_PER_LISTENER: usize = 4096;
 /// How long serving waits at shutdown for answers in flight.
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// Why the descriptor limit could not be raised.
-#[derive(Debug, thiserror::Error)]
-pub enum ListenError {
-    #[error("cannot read or raise the limit of open files (RLIMIT_NOFILE)")]
-    OpenFiles(#[source] nix::Error),
-}
-
 /// Raise the soft limit of open files to the hard one, and say what it
 /// now is: idle connections must not be what runs the daemon out of
-/// descriptors.
-pub fn raise_open_files() -> Result<u64, ListenError> {
+/// descriptors. Where the limit cannot be read or raised (a confined
+/// service), the bounds follow the limit as it is.
+pub fn raise_open_files() -> u64 {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(ListenError::OpenFiles)?;
-    if soft < hard {
-        setrlimit(Resource::RLIMIT_NOFILE, hard, hard).map_err(ListenError::OpenFiles)?;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
     }
-    Ok(hard.max(soft))
+    soft
 }
 
 /// How many connections a listener, and one peer of it, may hold.
@@ -164,11 +160,7 @@ pub async fn serve_unix(
                 }
             },
         };
-        if let Err(why) = warden_runtime::peer::check(&stream) {
-            tracing::warn!("refused a connection on the daemon's socket: {why}");
-            tokio::spawn(refuse(stream, why.to_string()));
-            continue;
-        }
+        // A refused peer holds a place too, until it is told why.
         let Ok(permit) = places.clone().try_acquire_owned() else {
             continue;
         };
@@ -176,6 +168,11 @@ pub async fn serve_unix(
             _permit: permit,
             peer: None,
         };
+        if let Err(why) = warden_runtime::peer::check(&stream) {
+            tracing::warn!("refused a connection on the daemon's socket: {why}");
+            tokio::spawn(refuse(stream, why.to_string(), held));
+            continue;
+        }
         tokio::spawn(connection(stream, router.clone(), held, stop.clone()));
     }
     drain(&places, MAX_PER_LISTENER).await;
@@ -228,7 +225,8 @@ where
 }
 
 /// Answer a refused peer of the owner's socket with 403 and why.
-async fn refuse(stream: tokio::net::UnixStream, why: String) {
+async fn refuse(stream: tokio::net::UnixStream, why: String, held: Held) {
+    let _held = held;
     let service = hyper::service::service_fn(move |_req| {
         let refused = crate::error::ApiError::new(
             axum::http::StatusCode::FORBIDDEN,
