@@ -69,7 +69,7 @@ impl Host {
 /// the program runs on the host when the sandbox starts.
 fn evil_profile(marker: &Path) -> String {
     format!(
-        "secrets:\n  X:\n    from_command: [/bin/sh, -c, 'touch {}; echo value']\n    hosts: [evil.test]\negress:\n  domains: [evil.test]\n",
+        "secrets:\n  X:\n    from_command: [/usr/bin/touch, {}]\n    hosts: [evil.test]\negress:\n  domains: [evil.test]\n",
         marker.display()
     )
 }
@@ -249,6 +249,152 @@ fn a_token_holder_names_no_file_as_a_profile_in_any_spelling_and_nothing_is_read
         None,
     );
     assert_eq!(s, 201, "{b}");
+}
+
+#[test]
+fn a_token_holders_names_never_use_the_owners_pins_or_ranges() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return;
+    }
+    /// A server on 127.0.0.1 that counts the connections reaching it.
+    fn listener() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in l.incoming().flatten() {
+                s.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(conn);
+            }
+        });
+        (port, seen)
+    }
+    let arrived = |a: &std::sync::Arc<std::sync::atomic::AtomicUsize>| {
+        a.load(std::sync::atomic::Ordering::SeqCst)
+    };
+    let (owners_port, owners) = listener();
+    let (other_port, other) = listener();
+    let (live_port, live) = listener();
+    let host = Host::new("trust-pins");
+    // The owner pins a name to a local address, for one port.
+    std::fs::write(
+        host.dir
+            .path()
+            .join("config/warden/profiles/internal.yaml"),
+        format!(
+            "egress:\n  domains: [\"pinned.test:{owners_port}\"]\n  hosts: {{pinned.test: 127.0.0.1}}\n"
+        ),
+    )
+    .unwrap();
+    let d = host.daemon(&[], true);
+    let t = token(host.dir.path(), "writer", &["sandboxes:write", "exec"]);
+    // The token holder names the owner's profile and adds the pinned name
+    // on a port of its own: accepted (names are a caller's to give) ...
+    let (s, b) = tcp(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        &t,
+        &[
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            &format!(
+                r#"{{"name":"pins","spec":{{"extends":["internal"],"egress":{{"domains":["pinned.test:{other_port}"]}}}}}}"#
+            ),
+        ],
+    );
+    assert_eq!(s, 201, "{b}");
+    // Raw bytes that are neither TLS nor HTTP: an explicit `name:port`
+    // entry lets them through on its name.
+    let connect = |port: u16| {
+        let body = serde_json::json!({"argv": ["python3", "-c",
+            "import socket,sys\ntry:\n s=socket.create_connection((sys.argv[1],int(sys.argv[2])),timeout=10); s.sendall(b'hello\\n'); s.settimeout(2)\n print('open', s.recv(10), flush=True)\nexcept OSError as e:\n print('failed', e, flush=True)",
+            "pinned.test", port.to_string()]})
+        .to_string();
+        let (s, b) = tcp(
+            &d,
+            "POST",
+            "/v1/sandboxes/pins/exec",
+            &t,
+            &[
+                "-H",
+                "content-type: application/json",
+                "--data-binary",
+                &body,
+            ],
+        );
+        assert_eq!(s, 200, "{b}");
+        b
+    };
+    // ... but the owner's pin does not serve it: it never reaches the
+    // pinned address.
+    let b = connect(other_port);
+    assert_eq!(
+        arrived(&other),
+        0,
+        "a caller's port reached the owner's pin: {b}"
+    );
+    // The owner's own entry does.
+    let b = connect(owners_port);
+    assert_eq!(
+        arrived(&owners),
+        1,
+        "the owner's entry must reach its pin: {b}"
+    );
+    // Added live by the token holder: still a caller's.
+    let (s, b) = tcp(
+        &d,
+        "PATCH",
+        "/v1/sandboxes/pins/egress",
+        &t,
+        &[
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            &format!(r#"{{"allow":["pinned.test:{live_port}"]}}"#),
+        ],
+    );
+    assert_eq!(s, 200, "{b}");
+    let b = connect(live_port);
+    assert_eq!(
+        arrived(&live),
+        0,
+        "a token's live entry reached the owner's pin: {b}"
+    );
+    // The reason is in the sandbox's record.
+    let (_, events) = call(
+        &d,
+        "GET",
+        "/v1/sandboxes/pins/events?follow=false",
+        None,
+        None,
+    );
+    assert!(
+        events.contains("only by a caller's entry"),
+        "no reason recorded: {events}"
+    );
+    // The same entry given by the owner (their own socket) is the owner's.
+    let (s, b) = call(
+        &d,
+        "PATCH",
+        "/v1/sandboxes/pins/egress",
+        Some(&format!(r#"{{"allow":["pinned.test:{live_port}"]}}"#)),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    let b = connect(live_port);
+    assert_eq!(
+        arrived(&live),
+        1,
+        "the owner's live entry must reach its pin: {b}"
+    );
+    assert_eq!(arrived(&other), 0);
 }
 
 #[test]

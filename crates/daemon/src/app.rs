@@ -174,10 +174,12 @@ impl App {
         }
         match &credential.token {
             None => true,
-            Some(id) => matches!(
-                self.db().map(|db| db.token(id)),
-                Ok(Ok(Some(row))) if !row.revoked
-            ),
+            // Not revoked, and a per-sandbox token's sandbox still the one
+            // it was made for: what is open ends with the sandbox too.
+            Some(id) => match self.db().map(|db| db.token(id)) {
+                Ok(Ok(Some(row))) => crate::auth::standing(&self.store, row).is_ok(),
+                _ => false,
+            },
         }
     }
 

@@ -241,7 +241,7 @@ fn a_pods_author_cannot_have_a_file_of_its_own_read_as_the_nodes_profile() {
     // node's configuration, its secret's program would run on the node.
     let marker = lab.path("ran-on-the-node");
     let evil = format!(
-        "secrets:\n  X:\n    from_command: [/bin/sh, -c, 'touch {}; echo v']\n    hosts: [evil.test]\n",
+        "secrets:\n  X:\n    from_command: [/usr/bin/touch, {}]\n    hosts: [evil.test]\n",
         marker.display()
     );
     let b = lab.bundle("b", config(&["true"]));
