@@ -142,6 +142,37 @@ pub(crate) fn attacks() -> Vec<Attack> {
                 from_run(&r)
             },
         ),
+        (
+            "fs.owner-socket-shown",
+            Category::Filesystem,
+            "act as the owner through an owner-only socket a bind shows (the daemon's, a supervisor's)",
+            |lab| {
+                // A bind that shows an owner-only socket is refused for
+                // warden's own; here one shows it on purpose, and what is
+                // judged is the socket's own check of who connects, as
+                // warden's owner-only sockets make it: rootless, a
+                // sandbox's processes have the owner's UID.
+                let dir = lab.dir.join("shown");
+                let _ = std::fs::create_dir_all(&dir);
+                let path = dir.join("owner.sock");
+                let listener = match std::os::unix::net::UnixListener::bind(&path) {
+                    Ok(l) => l,
+                    Err(e) => return Verdict::Skipped(format!("cannot create a unix socket: {e}")),
+                };
+                let _ = listener.set_nonblocking(true);
+                let shown = dir.to_string_lossy().into_owned();
+                let r = lab.sandbox(&["--ro", &shown], "unix-socket", &[&path.to_string_lossy()]);
+                match listener.accept() {
+                    Ok((conn, _)) => match warden_runtime::peer::check(&conn) {
+                        Ok(()) => Verdict::Escaped(
+                            "the socket took a sandbox's process for its owner".into(),
+                        ),
+                        Err(e) => Verdict::Contained(format!("the socket refused the peer: {e}")),
+                    },
+                    Err(_) => from_run(&r),
+                }
+            },
+        ),
     ]
 }
 
