@@ -209,7 +209,8 @@ fn the_api_allows_a_name_live_and_its_removal_cuts_the_open_connection() {
         );
         assert_eq!(s, 403, "{b}");
     }
-    // Allowed: the same command now reaches the listener.
+    // Allowed for a token holder: on the list, but a token's entry
+    // reaches public addresses only, never the owner's pin.
     let writer = token(state.path(), "writer", &["sandboxes:write"], None);
     let (s, b) = call_on(
         &d,
@@ -221,6 +222,23 @@ fn the_api_allows_a_name_live_and_its_removal_cuts_the_open_connection() {
     );
     assert_eq!(s, 200, "{b}");
     assert_eq!(json(&b)["allow"], serde_json::json!(["other.test", entry]));
+    let (s, b) = run(1, false);
+    assert_eq!(s, 200, "{b}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        up.arrivals(),
+        0,
+        "a token's entry used the owner's pin: {b}"
+    );
+    // The owner's own entry: the same command now reaches the listener.
+    let (s, b) = call(
+        &d,
+        "PATCH",
+        "/v1/sandboxes/net/egress",
+        Some(&format!(r#"{{"allow":["{entry}"]}}"#)),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
     let (s, b) = run(1, false);
     assert_eq!(s, 200, "{b}");
     assert!(json(&b)["stdout"].as_str().unwrap().contains("open"), "{b}");
@@ -376,7 +394,18 @@ fn questions_of_ask_mode_are_answered_over_the_api() {
             Some(t),
         )
     };
-    // allow_once: that connection goes through, and only that one.
+    // The owner's answer, on their own socket.
+    let owners_answer = |id: &str, decision: &str| {
+        call(
+            &d,
+            "POST",
+            &format!("/v1/approvals/{id}"),
+            Some(&format!(r#"{{"decision":"{decision}"}}"#)),
+            None,
+        )
+    };
+    // A token holder's allow_once: that connection is let go, but reaches
+    // public addresses only, never the owner's pin.
     let e1 = start("asked.test", up.port);
     let q1 = question("asked.test");
     assert_eq!(q1["port"], up.port);
@@ -387,9 +416,16 @@ fn questions_of_ask_mode_are_answered_over_the_api() {
     assert_eq!(s, 403, "{b}");
     let (s, b) = answer(&id1, "allow_once", &approver);
     assert_eq!(s, 204, "{b}");
-    wait_until("the arrival", Duration::from_secs(5), || up.arrivals() == 1);
     let (s, b) = answer(&id1, "deny", &approver);
     assert_eq!(s, 409, "answered twice: {b}");
+    assert!(wait_exec(&d, "ask", &e1, Duration::from_secs(5)).is_some());
+    assert_eq!(up.arrivals(), 0, "a token's answer used the owner's pin");
+    // The owner's allow_once: that connection goes through, and only that one.
+    let e1 = start("asked.test", up.port);
+    let q1 = question("asked.test");
+    let (s, b) = owners_answer(q1["id"].as_str().unwrap(), "allow_once");
+    assert_eq!(s, 204, "{b}");
+    wait_until("the arrival", Duration::from_secs(5), || up.arrivals() == 1);
     assert!(wait_exec(&d, "ask", &e1, Duration::from_secs(5)).is_some());
     // The next connection asks again; denied, nothing arrives.
     let e2 = start("asked.test", up.port);
@@ -402,7 +438,7 @@ fn questions_of_ask_mode_are_answered_over_the_api() {
     // allow_always: this one and later ones, unasked.
     let e3 = start("asked.test", up.port);
     let q3 = question("asked.test");
-    let (s, b) = answer(q3["id"].as_str().unwrap(), "allow_always", &approver);
+    let (s, b) = owners_answer(q3["id"].as_str().unwrap(), "allow_always");
     assert_eq!(s, 204, "{b}");
     wait_until("the arrival", Duration::from_secs(5), || up.arrivals() == 2);
     assert!(wait_exec(&d, "ask", &e3, Duration::from_secs(5)).is_some());

@@ -274,8 +274,23 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
                     .map(|t| format!(" by token {t}"))
                     .unwrap_or_default()
             );
-            let changed = warden_runtime::client::Connection::open(&lifecycle::control(&sb))
-                .and_then(|c| c.set_egress(delta.allow.clone(), delta.remove.clone(), &by));
+            let control = lifecycle::control(&sb);
+            let open = || warden_runtime::client::Connection::open(&control);
+            let changed = open()
+                .and_then(|c| {
+                    c.set_egress(delta.allow.clone(), delta.remove.clone(), &by, Trust::Owner)
+                })
+                .and_then(|_| match delta.allow_by_caller.is_empty() {
+                    true => Ok(Vec::new()),
+                    false => open().and_then(|c| {
+                        c.set_egress(
+                            delta.allow_by_caller.clone(),
+                            Vec::new(),
+                            &by,
+                            Trust::Caller,
+                        )
+                    }),
+                });
             if changed.is_err() {
                 discard(app, &id);
                 continue;
@@ -323,16 +338,22 @@ fn fits(app: &App, sb: &Sandbox, input: &Input, trust: Trust) -> Option<Delta> {
     if want != have {
         return None;
     }
-    Some(Delta {
-        allow: wanted
+    // An entry's trust is part of it: the owner's entry and a caller's
+    // of the same name are not the same entry.
+    let added = |caller: bool| {
+        wanted
             .iter()
-            .filter(|d| !had.contains(d))
-            .cloned()
-            .collect(),
+            .filter(|d| !had.contains(d) && d.1 == caller)
+            .map(|d| d.0.clone())
+            .collect()
+    };
+    Some(Delta {
+        allow: added(false),
+        allow_by_caller: added(true),
         remove: had
             .iter()
             .filter(|d| !wanted.contains(d))
-            .cloned()
+            .map(|d| d.0.clone())
             .collect(),
     })
 }
@@ -340,18 +361,23 @@ fn fits(app: &App, sb: &Sandbox, input: &Input, trust: Trust) -> Option<Delta> {
 /// Entries to add to and remove from a pooled sandbox's allowlist.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Delta {
+    /// The owner's entries (of the profile the claim names).
     allow: Vec<String>,
+    /// The claim's own entries, when a caller made it: they reach public
+    /// addresses only.
+    allow_by_caller: Vec<String>,
     remove: Vec<String>,
 }
 
 impl Delta {
     fn is_empty(&self) -> bool {
-        self.allow.is_empty() && self.remove.is_empty()
+        self.allow.is_empty() && self.allow_by_caller.is_empty() && self.remove.is_empty()
     }
 }
 
-/// The allowed names of a spec (as written: `source`), taken out of it.
-fn take_domains(spec: &mut serde_json::Value) -> Vec<String> {
+/// The allowed names of a spec (as written: `source`, and whether a
+/// caller gave it), taken out of it.
+fn take_domains(spec: &mut serde_json::Value) -> Vec<(String, bool)> {
     let Some(domains) = spec
         .pointer_mut("/network/Egress/domains")
         .map(serde_json::Value::take)
@@ -362,7 +388,11 @@ fn take_domains(spec: &mut serde_json::Value) -> Vec<String> {
         .as_array()
         .map(|a| {
             a.iter()
-                .filter_map(|d| d.get("source").and_then(|s| s.as_str()).map(str::to_string))
+                .filter_map(|d| {
+                    let source = d.get("source").and_then(|s| s.as_str())?;
+                    let caller = d.get("caller").and_then(|c| c.as_bool()).unwrap_or(false);
+                    Some((source.to_string(), caller))
+                })
                 .collect()
         })
         .unwrap_or_default()

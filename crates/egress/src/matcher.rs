@@ -55,6 +55,15 @@ impl Matcher {
         self.lookup(name, |r| r.allows_port(port))
     }
 
+    /// Whether a rule of the owner's (not a caller's, see
+    /// [`DomainRule::caller`]) allows `name` on `port`: only then do the
+    /// owner's pinned addresses and local ranges serve the connection.
+    /// Asked only when the rule that matched is a caller's.
+    pub fn owner_allows(&self, name: &str, port: u16) -> bool {
+        self.lookup(name, |r| !r.caller && r.allows_port(port))
+            .is_some()
+    }
+
     /// Whether any rule, for any name, allows `port`: when none does, no
     /// connection on that port can be allowed, whatever name it carries.
     pub fn any_allows_port(&self, port: u16) -> bool {

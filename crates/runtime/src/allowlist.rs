@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use warden_audit::EventKind;
 use warden_egress::proxy::{ChangeError, EgressControl};
+use warden_policy::trust::Trust;
 use warden_policy::{DomainRule, NetworkSpec, SandboxSpec};
 
 /// The file in a sandbox's state directory that keeps live changes.
@@ -26,6 +27,11 @@ pub const EGRESS_CHANGES: &str = "egress.json";
 pub struct Changes {
     /// Entries added, as written.
     pub added: Vec<String>,
+    /// Of `added`, those a caller gave (a token holder, an answer over the
+    /// API): they reach public addresses only (see
+    /// [`DomainRule::caller`]). Files written before it existed have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_by_caller: Vec<String>,
     /// Entries of the spec removed, as written.
     pub removed: Vec<String>,
 }
@@ -81,9 +87,12 @@ pub fn apply_saved(dir: &Path, spec: &mut SandboxSpec) {
     }
     for a in &saved.added {
         if let Ok(mut rules) = warden_policy::parse_domains(std::slice::from_ref(a)) {
-            if let Some(rule) = rules.pop() {
-                if !egress.domains.iter().any(|d| same(d, &rule)) {
-                    egress.domains.push(rule);
+            if let Some(mut rule) = rules.pop() {
+                rule.caller = saved.added_by_caller.contains(a);
+                match egress.domains.iter_mut().find(|d| same(d, &rule)) {
+                    Some(d) if d.caller && !rule.caller => d.caller = false,
+                    Some(_) => {}
+                    None => egress.domains.push(rule),
                 }
             }
         }
@@ -126,14 +135,19 @@ impl Allowlist {
 
     /// Take `remove` off the list and put `allow` on it; returns the list
     /// as it is now. Bad entries, or a removal of an entry not on the
-    /// list, change nothing.
+    /// list, change nothing. What a caller (`trust`) adds reaches public
+    /// addresses only; the owner's entry stays the owner's.
     pub fn change(
         &self,
         allow: &[String],
         remove: &[String],
         by: &str,
+        trust: Trust,
     ) -> Result<Vec<String>, Refused> {
-        let add = parse("allow", allow)?;
+        let mut add = parse("allow", allow)?;
+        for r in &mut add {
+            r.caller = trust == Trust::Caller;
+        }
         let gone = parse("remove", remove)?;
         let control = self.control()?;
         if add.is_empty() && gone.is_empty() {
@@ -148,7 +162,7 @@ impl Allowlist {
             },
             ChangeError::Unusable => Refused::conflict(e.to_string()),
         })?;
-        self.save(&change.added, &change.removed);
+        self.save(&change.added, &change.removed, trust);
         if !change.added.is_empty() || !change.removed.is_empty() {
             self.bus.emit(EventKind::EgressChanged {
                 added: change.added.clone(),
@@ -161,8 +175,8 @@ impl Allowlist {
     }
 
     /// [`Allowlist::change`] as the control protocol answers it.
-    pub fn reply(&self, allow: &[String], remove: &[String], by: &str) -> Reply {
-        match self.change(allow, remove, by) {
+    pub fn reply(&self, allow: &[String], remove: &[String], by: &str, trust: Trust) -> Reply {
+        match self.change(allow, remove, by, trust) {
             Ok(rules) => Reply::Egress { rules },
             Err(r) => Reply::Refused {
                 code: r.code,
@@ -175,7 +189,7 @@ impl Allowlist {
     /// Keep what changed for later starts: a removal takes the entry out
     /// of what was added and puts it among what was removed, an addition
     /// the other way round (so an entry is never in both).
-    fn save(&self, added: &[String], removed: &[String]) {
+    fn save(&self, added: &[String], removed: &[String], trust: Trust) {
         let path = self.dir.join(EGRESS_CHANGES);
         let mut saved: Changes = state::read_json(&path).unwrap_or_default();
         fn take(list: &mut Vec<String>, rule: &DomainRule) {
@@ -183,12 +197,17 @@ impl Allowlist {
         }
         for r in removed.iter().filter_map(|e| DomainRule::parse(e).ok()) {
             take(&mut saved.added, &r);
+            take(&mut saved.added_by_caller, &r);
             take(&mut saved.removed, &r);
             saved.removed.push(r.source);
         }
         for a in added.iter().filter_map(|e| DomainRule::parse(e).ok()) {
             take(&mut saved.removed, &a);
             take(&mut saved.added, &a);
+            take(&mut saved.added_by_caller, &a);
+            if trust == Trust::Caller {
+                saved.added_by_caller.push(a.source.clone());
+            }
             saved.added.push(a.source);
         }
         let _ = state::write_json(&path, &saved);

@@ -22,6 +22,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use warden_audit::EventKind;
 use warden_egress::proxy::{Answer, Asker, Question};
+use warden_policy::trust::Trust;
 
 /// Questions waiting at once; more are denied at once (as at the terminal).
 pub const MAX_WAITING: usize = warden_jail::ASK_MAX_WAITING;
@@ -31,7 +32,8 @@ const REMEMBERED: usize = 1024;
 
 struct Waiting {
     question: PendingQuestion,
-    answer: Option<AskDecision>,
+    /// The answer, and the trust of whoever gave it.
+    answer: Option<(AskDecision, Trust)>,
 }
 
 #[derive(Default)]
@@ -107,8 +109,15 @@ impl Approvals {
         out
     }
 
-    /// Answer question `id`, once.
-    pub fn answer(&self, id: &str, decision: AskDecision, by: &str) -> Result<(), Refused> {
+    /// Answer question `id`, once. A caller's allow reaches public
+    /// addresses only (and its "always" goes on the list as a caller's).
+    pub fn answer(
+        &self,
+        id: &str,
+        decision: AskDecision,
+        by: &str,
+        trust: Trust,
+    ) -> Result<(), Refused> {
         let question = {
             let mut desk = self.desk.lock().map_err(|_| Refused {
                 code: Refusal::Conflict,
@@ -117,7 +126,7 @@ impl Approvals {
             let answered_already = desk.answered.iter().any(|a| a == id);
             match desk.waiting.get_mut(id) {
                 Some(w) if w.answer.is_none() => {
-                    w.answer = Some(decision);
+                    w.answer = Some((decision, trust));
                     w.question.clone()
                 }
                 Some(_) => return Err(answered(id)),
@@ -151,6 +160,7 @@ impl Approvals {
                 &[entry],
                 &[],
                 &format!("{by} (answering {id} allow_always)"),
+                trust,
             );
         }
         self.changed.notify_all();
@@ -172,6 +182,7 @@ pub fn answer_reply(
     question: &str,
     decision: AskDecision,
     by: &str,
+    trust: Trust,
 ) -> Reply {
     let Some(a) = approvals else {
         return Reply::Refused {
@@ -180,7 +191,7 @@ pub fn answer_reply(
             field: None,
         };
     };
-    match a.answer(question, decision, by) {
+    match a.answer(question, decision, by, trust) {
         Ok(()) => Reply::Ok,
         Err(r) => Reply::Refused {
             code: r.code,
@@ -199,11 +210,16 @@ fn answered(id: &str) -> Refused {
 
 impl Asker for Approvals {
     fn ask(&self, q: &Question) -> Answer {
+        self.ask_trusted(q).0
+    }
+
+    fn ask_trusted(&self, q: &Question) -> (Answer, Trust) {
+        let deny = (Answer::Deny, Trust::Caller);
         let Ok(mut desk) = self.desk.lock() else {
-            return Answer::Deny;
+            return deny;
         };
         if desk.waiting.len() >= MAX_WAITING {
-            return Answer::Deny;
+            return deny;
         }
         let id = format!(
             "{}-{}",
@@ -243,12 +259,14 @@ impl Asker for Approvals {
                 desk.remember(id.clone());
                 drop(desk);
                 return match answer {
-                    Some(AskDecision::AllowOnce) => Answer::Once,
+                    Some((AskDecision::AllowOnce, trust)) => (Answer::Once, trust),
                     // Kept where the sandbox keeps "always" answers (its
                     // project's grants, or its profile): the proxy marks
-                    // the decision so, and the grants sink writes it.
-                    Some(AskDecision::AllowAlways) => Answer::Always,
-                    Some(AskDecision::Deny) => Answer::Deny,
+                    // the decision so, and the grants sink writes it (the
+                    // owner's only: a caller's is kept on the sandbox's
+                    // list alone, as a caller's entry).
+                    Some((AskDecision::AllowAlways, trust)) => (Answer::Always, trust),
+                    Some((AskDecision::Deny, trust)) => (Answer::Deny, trust),
                     None => {
                         self.bus.emit(EventKind::AskAnswered {
                             question: id,
@@ -257,13 +275,13 @@ impl Asker for Approvals {
                             decision: "timeout".into(),
                             by: "nobody: its time ran out".into(),
                         });
-                        Answer::Deny
+                        deny
                     }
                 };
             }
             desk = match self.changed.wait_timeout(desk, deadline - now) {
                 Ok((d, _)) => d,
-                Err(_) => return Answer::Deny,
+                Err(_) => return deny,
             };
         }
     }

@@ -12,6 +12,7 @@ use nix::errno::Errno;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use warden_audit::Event;
+use warden_policy::trust::Trust;
 
 /// Why the supervisor could not be asked.
 #[derive(Debug, thiserror::Error)]
@@ -250,17 +251,21 @@ impl Connection {
 
     /// Change the running sandbox's allowlist (`remove` off, then `allow`
     /// on; both empty: only read it); returns the list as it is now.
-    /// `by` says who asked, for the audit log.
+    /// `by` says who asked, for the audit log; `trust`, whether what is
+    /// added is the owner's (or a caller's, which reaches public addresses
+    /// only).
     pub fn set_egress(
         self,
         allow: Vec<String>,
         remove: Vec<String>,
         by: &str,
+        trust: Trust,
     ) -> Result<Vec<String>, ClientError> {
         let req = Request::SetEgress {
             allow,
             remove,
             by: by.to_string(),
+            caller: trust == Trust::Caller,
         };
         match self.ask_new(&req, "live egress changes")? {
             Reply::Egress { rules } => Ok(rules),
@@ -276,17 +281,20 @@ impl Connection {
         }
     }
 
-    /// Answer an ask-mode question, once.
+    /// Answer an ask-mode question, once; `trust` as for
+    /// [`Connection::set_egress`].
     pub fn answer(
         self,
         question: &str,
         decision: AskDecision,
         by: &str,
+        trust: Trust,
     ) -> Result<(), ClientError> {
         let req = Request::Answer {
             question: question.to_string(),
             decision,
             by: by.to_string(),
+            caller: trust == Trust::Caller,
         };
         match self.ask_new(&req, "approvals over the control socket")? {
             Reply::Ok => Ok(()),

@@ -63,6 +63,11 @@ pub enum Request {
         allow: Vec<String>,
         remove: Vec<String>,
         by: String,
+        /// Asked by someone other than the owner (a token holder of the
+        /// daemon): what it adds reaches public addresses only. Absent:
+        /// the owner (the CLI, the daemon's owner-only socket).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        caller: bool,
     },
     /// The questions of ask mode waiting for an answer: [`Reply::Approvals`].
     Approvals,
@@ -72,6 +77,10 @@ pub enum Request {
         question: String,
         decision: AskDecision,
         by: String,
+        /// Answered by someone other than the owner: a name it allows
+        /// reaches public addresses only, as `SetEgress`'s `caller`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        caller: bool,
     },
     /// Keep a process to start later with [`Request::Release`]: an OCI
     /// container's first process, whose stdio `create` is given and which

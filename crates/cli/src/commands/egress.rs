@@ -16,8 +16,13 @@ pub fn egress(name: &str, allow: Vec<String>, deny: Vec<String>, json: bool) -> 
         bail!("sandbox {name} is not running: its allowlist is read and changed while it runs; start it with `warden start {name}`");
     }
     let by = format!("warden egress (uid {})", nix::unistd::getuid());
-    let rules = match Connection::open(&control(&sb))?.set_egress(allow.clone(), deny.clone(), &by)
-    {
+    // The command line is the owner's.
+    let rules = match Connection::open(&control(&sb))?.set_egress(
+        allow.clone(),
+        deny.clone(),
+        &by,
+        warden_policy::Trust::Owner,
+    ) {
         Ok(r) => r,
         Err(ClientError::Rejected {
             message,
@@ -71,7 +76,7 @@ pub fn approvals(
         };
         let sb = store.get(name)?;
         let by = format!("warden approvals (uid {})", nix::unistd::getuid());
-        Connection::open(&control(&sb))?.answer(&id, decision, &by)?;
+        Connection::open(&control(&sb))?.answer(&id, decision, &by, warden_policy::Trust::Owner)?;
         return Ok(0);
     }
     let names: Vec<String> = match sandbox {

@@ -65,10 +65,12 @@ pub async fn patch(
     Body(body): Body<EgressPatch>,
 ) -> Result<Json<EgressList>, ApiError> {
     let by = who(&caller);
+    // A token holder's entries reach public addresses only.
+    let trust = super::sandboxes::trust_of(&caller);
     let allow = blocking(move || {
         let sb = app.sandbox(&id)?;
         let conn = Connection::open(&lifecycle::control(&sb)).map_err(|e| refused(&id, e))?;
-        conn.set_egress(body.allow, body.remove, &by)
+        conn.set_egress(body.allow, body.remove, &by, trust)
             .map_err(|e| refused(&id, e))
     })
     .await?;
@@ -145,6 +147,8 @@ pub async fn answer(
     Body(body): Body<Answer>,
 ) -> Result<StatusCode, ApiError> {
     let by = who(&caller);
+    // A token holder's allow reaches public addresses only.
+    let trust = super::sandboxes::trust_of(&caller);
     let decision = match body.decision {
         Decision::AllowOnce => AskDecision::AllowOnce,
         Decision::AllowAlways => AskDecision::AllowAlways,
@@ -157,7 +161,7 @@ pub async fn answer(
         let (sandbox, _) = id.rsplit_once('.').ok_or_else(no_such)?;
         let sb = app.sandbox(sandbox).map_err(|_| no_such())?;
         let conn = Connection::open(&lifecycle::control(&sb)).map_err(|_| no_such())?;
-        conn.answer(&id, decision, &by)
+        conn.answer(&id, decision, &by, trust)
             .map_err(|e| refused(sandbox, e))
     })
     .await?;

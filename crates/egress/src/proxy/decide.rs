@@ -16,10 +16,12 @@ use super::classify::{
 use super::{Answer, Arrival, Question, Shared};
 use crate::decision::{Decision, Protocol, SecretAction};
 use crate::http::HttpError;
+use crate::matcher::{Match, Matcher};
 use crate::tls::{ClientHello, MAX_CLIENT_HELLO};
 use std::net::SocketAddrV4;
 use std::sync::Arc;
 use tokio::net::TcpStream;
+use warden_policy::trust::Trust;
 use warden_policy::HOST_ALIAS;
 
 /// What the first bytes of a connection decided.
@@ -33,6 +35,11 @@ pub(super) enum Verdict {
         /// An explicit-proxy CONNECT: answer 200 and tunnel, without
         /// passing the request head on.
         tunnel: bool,
+        /// The owner allowed this name on this port (a rule of theirs, or
+        /// their answer): the owner's pinned addresses and local ranges
+        /// serve it. Otherwise (only a caller's rule or answer allows it)
+        /// it reaches public addresses only.
+        owner: bool,
     },
     Deny {
         name: Option<String>,
@@ -94,16 +101,17 @@ pub(super) async fn verdict(
     // are decided on the name they carry, as everywhere.
     // With --ask, a name on no list may be put to a person as well.
     // (The name looked up once, above.)
-    let by_address: Option<(String, Option<String>)> =
-        addressed
-            .as_ref()
-            .and_then(|name| match shared.matcher().allows(name, port) {
-                Some(m) => m
-                    .rule
-                    .port
-                    .map(|_| (name.clone(), Some(m.rule.source.clone()))),
+    let by_address: Option<(String, Option<(String, bool)>)> =
+        addressed.as_ref().and_then(|name| {
+            let matcher = shared.matcher();
+            match matcher.allows(name, port) {
+                Some(m) => m.rule.port.map(|_| {
+                    let owner = owners(&matcher, &m, name, port);
+                    (name.clone(), Some((m.rule.source.clone(), owner)))
+                }),
                 None => shared.ask.then(|| (name.clone(), None)),
-            });
+            }
+        });
     let wait = if by_address.is_some() {
         SERVER_FIRST_WAIT
     } else {
@@ -112,13 +120,14 @@ pub(super) async fn verdict(
     let first = read_first_bytes(conn, buf, wait, port).await;
     let other = speaks_other(&first, buf, port);
     let (protocol, verdict) = match (first, by_address) {
-        (_, Some((name, Some(rule)))) if other => (
+        (_, Some((name, Some((rule, owner))))) if other => (
             Protocol::Tcp,
             Verdict::Allow {
                 name,
                 rule,
                 port,
                 tunnel: false,
+                owner,
             },
         ),
         (_, Some((name, None))) if other => (
@@ -149,11 +158,12 @@ pub(super) async fn verdict(
             http,
             ask_port: Some(to_port),
         } if shared.ask => match ask(shared, protocol, &name, to_port).await {
-            Ok(rule) => Verdict::Allow {
+            Ok((rule, owner)) => Verdict::Allow {
                 name,
                 rule,
                 port: to_port,
                 tunnel: protocol == Protocol::Connect,
+                owner,
             },
             Err(asked) => Verdict::Deny {
                 name: Some(name),
@@ -173,6 +183,7 @@ pub(super) async fn verdict(
                 rule,
                 port: to_port,
                 tunnel: true,
+                owner,
             },
             Some(t),
         ) => {
@@ -192,6 +203,7 @@ pub(super) async fn verdict(
                     rule,
                     port: to_port,
                     tunnel: true,
+                    owner,
                 },
             }
         }
@@ -207,7 +219,8 @@ pub(super) async fn verdict(
             rule,
             port: to_port,
             tunnel: true,
-        } => tunnel(conn, buf, name, rule, to_port, shared).await,
+            owner,
+        } => tunnel(conn, buf, (name, rule, owner), to_port, shared).await,
         other => (protocol, other),
     }
 }
@@ -216,8 +229,7 @@ pub(super) async fn verdict(
 async fn tunnel(
     conn: &mut TcpStream,
     buf: &mut Vec<u8>,
-    name: String,
-    rule: String,
+    (name, rule, owner): (String, String, bool),
     to_port: u16,
     shared: &Arc<Shared>,
 ) -> (Protocol, Verdict) {
@@ -251,6 +263,7 @@ async fn tunnel(
                 rule,
                 port: to_port,
                 tunnel: true,
+                owner,
             },
         )
     } else {
@@ -268,6 +281,7 @@ async fn tunnel(
                     rule,
                     port: to_port,
                     tunnel: true,
+                    owner,
                 },
             ),
             Ok((
@@ -294,6 +308,7 @@ async fn tunnel(
                     rule,
                     port: to_port,
                     tunnel: true,
+                    owner,
                 },
             ),
             Ok((_, Verdict::Deny { why, .. } | Verdict::Refuse { why, .. })) => {
@@ -373,20 +388,35 @@ fn record_stray(
 }
 
 /// Put a name on no list to the person (`--ask`): `Ok` with the rule to
-/// record when allowed, `Err` with what happened otherwise.
-async fn ask(shared: &Shared, protocol: Protocol, name: &str, port: u16) -> Result<String, String> {
+/// record when allowed, and whether the owner allowed it (an answer of a
+/// caller's reaches public addresses only); `Err` with what happened
+/// otherwise.
+async fn ask(
+    shared: &Shared,
+    protocol: Protocol,
+    name: &str,
+    port: u16,
+) -> Result<(String, bool), String> {
     if name == HOST_ALIAS || name.ends_with(".warden.internal") {
         return Err(format!(
             "{HOST_ALIAS} is the host itself: only --allow-host-port opens its ports, never a question"
         ));
     }
     let key = (name.to_string(), port);
-    if shared.granted.lock().is_ok_and(|g| g.contains(&key)) {
-        return Ok(if shared.learn {
-            super::LEARNED.into()
-        } else {
-            "--ask (allowed for this run)".into()
-        });
+    if let Some(owner) = shared
+        .granted
+        .lock()
+        .ok()
+        .and_then(|g| g.get(&key).copied())
+    {
+        return Ok((
+            if shared.learn {
+                super::LEARNED.into()
+            } else {
+                "--ask (allowed for this run)".into()
+            },
+            owner,
+        ));
     }
     if shared.asker.is_none() {
         return Err("--ask has no terminal to ask on".into());
@@ -412,31 +442,45 @@ async fn ask(shared: &Shared, protocol: Protocol, name: &str, port: u16) -> Resu
         name: name.to_string(),
         port,
     };
-    let answer = tokio::task::spawn_blocking(move || asker.ask(&question))
+    let (answer, trust) = tokio::task::spawn_blocking(move || asker.ask_trusted(&question))
         .await
-        .unwrap_or(Answer::Deny);
+        .unwrap_or((Answer::Deny, Trust::Caller));
+    let owner = trust == Trust::Owner;
+    let grant = || {
+        if let Ok(mut g) = shared.granted.lock() {
+            g.insert(key.clone(), owner);
+        }
+    };
     match answer {
-        Answer::Once => Ok(super::live::ASK_ONCE.into()),
+        Answer::Once => Ok((super::live::ASK_ONCE.into(), owner)),
         Answer::ForRun => {
-            if let Ok(mut g) = shared.granted.lock() {
-                g.insert(key);
-            }
-            Ok("--ask (allowed for this run)".into())
+            grant();
+            Ok(("--ask (allowed for this run)".into(), owner))
         }
         Answer::Deny => Err("denied when asked (--ask)".into()),
         Answer::Always => {
-            if let Ok(mut g) = shared.granted.lock() {
-                g.insert(key);
-            }
-            Ok(super::ASK_ALWAYS.into())
+            grant();
+            // A caller's "always" is kept on the sandbox's list as a
+            // caller's entry, never written among the owner's grants.
+            let rule = if owner {
+                super::ASK_ALWAYS
+            } else {
+                super::ASK_ALWAYS_BY_CALLER
+            };
+            Ok((rule.into(), owner))
         }
         Answer::Learn => {
-            if let Ok(mut g) = shared.granted.lock() {
-                g.insert(key);
-            }
-            Ok(super::LEARNED.into())
+            grant();
+            Ok((super::LEARNED.into(), owner))
         }
     }
+}
+
+/// Did the owner allow `name:port`: the rule that matched is the owner's,
+/// or (it being a caller's) another rule of the owner's allows it too?
+/// The second look is taken only for a caller's rule.
+pub(super) fn owners(matcher: &Matcher, m: &Match<'_>, name: &str, port: u16) -> bool {
+    !m.rule.caller || matcher.owner_allows(name, port)
 }
 
 fn decide(first: First, port: u16, shared: &Shared) -> (Protocol, Verdict) {
@@ -444,11 +488,13 @@ fn decide(first: First, port: u16, shared: &Shared) -> (Protocol, Verdict) {
         First::Tls(h) => h,
         First::Http(head) => return decide_http(head, shared),
     };
+    let matcher = shared.matcher();
     match hello {
-        ClientHello::Sni(name) => match shared.matcher().allows(&name, port) {
+        ClientHello::Sni(name) => match matcher.allows(&name, port) {
             Some(m) => (
                 Protocol::Tls,
                 Verdict::Allow {
+                    owner: owners(&matcher, &m, &name, port),
                     name,
                     rule: m.rule.source.clone(),
                     port,
@@ -523,10 +569,12 @@ fn decide_http(
                     },
                 );
             }
-            match shared.matcher().allows(&name, to_port) {
+            let matcher = shared.matcher();
+            match matcher.allows(&name, to_port) {
                 Some(m) => (
                     protocol,
                     Verdict::Allow {
+                        owner: owners(&matcher, &m, &name, to_port),
                         name,
                         rule: m.rule.source.clone(),
                         port: to_port,

@@ -78,7 +78,7 @@ fn still_allowed(shared: &Shared, matcher: &Matcher, name: &str, port: u16) -> b
         || shared
             .granted
             .lock()
-            .is_ok_and(|g| g.contains(&(name.to_string(), port)))
+            .is_ok_and(|g| g.contains_key(&(name.to_string(), port)))
 }
 
 /// An allowed connection in the registry; leaves it when dropped.
@@ -196,9 +196,18 @@ impl EgressControl {
         }
         let mut added = Vec::new();
         for r in add {
-            if !rules.iter().any(|x| same(x, r)) {
-                rules.push(r.clone());
-                added.push(r.source.clone());
+            match rules.iter_mut().find(|x| same(x, r)) {
+                // A caller's entry the owner gives again becomes the
+                // owner's (the other way round, it stays the owner's).
+                Some(x) if x.caller && !r.caller => {
+                    *x = r.clone();
+                    added.push(r.source.clone());
+                }
+                Some(_) => {}
+                None => {
+                    rules.push(r.clone());
+                    added.push(r.source.clone());
+                }
             }
         }
         let matcher = Arc::new(Matcher::new(rules.clone()));
@@ -211,7 +220,7 @@ impl EgressControl {
             live.epoch += 1;
             let gone = Matcher::new(remove.to_vec());
             if let Ok(mut g) = shared.granted.lock() {
-                g.retain(|(name, port)| gone.allows(name, *port).is_none());
+                g.retain(|(name, port), _| gone.allows(name, *port).is_none());
             }
             let cut: Vec<u64> = live
                 .conns

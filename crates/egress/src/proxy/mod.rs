@@ -28,13 +28,14 @@ use crate::matcher::Matcher;
 use crate::secrets::Terminator;
 pub use live::{ChangeError, EgressChange, EgressControl};
 pub use relay::is_public;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddrV4};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpStream, UdpSocket};
+use warden_policy::trust::Trust;
 use warden_policy::{EgressSpec, HOST_ALIAS};
 
 /// Connections open at once, per sandbox.
@@ -98,6 +99,11 @@ pub enum Answer {
 /// The rule recorded for the connection a person answered "always".
 pub const ASK_ALWAYS: &str = "--ask (allowed always)";
 
+/// The rule recorded for the connection a caller (a token holder over the
+/// API) answered "always": kept on the sandbox's list as a caller's entry,
+/// never among the owner's grants.
+pub const ASK_ALWAYS_BY_CALLER: &str = "--ask (allowed always by a caller)";
+
 /// The rule recorded for a connection learning mode allowed.
 pub const LEARNED: &str = "--egress-learn (no rule allows it)";
 
@@ -115,6 +121,15 @@ impl Asker for Learner {
 /// return in bounded time (the connection waits for it).
 pub trait Asker: Send + Sync {
     fn ask(&self, question: &Question) -> Answer;
+
+    /// [`Asker::ask`], and the trust of whoever answered. A name the owner
+    /// allowed (at their terminal, over their own socket) is served by
+    /// the owner's pinned addresses and local ranges; one a caller allowed
+    /// (a token holder over the API) reaches public addresses only. A
+    /// terminal's answers are the owner's.
+    fn ask_trusted(&self, question: &Question) -> (Answer, Trust) {
+        (self.ask(question), Trust::Owner)
+    }
 }
 
 /// Why the proxy could not start.
@@ -190,8 +205,9 @@ struct Shared {
     /// to the host's loopback may be asked about, since a test's servers
     /// can only be there.
     test_ask_loopback: bool,
-    /// Names (and ports) a person allowed for the rest of the run.
-    granted: Mutex<HashSet<(String, u16)>>,
+    /// Names (and ports) a person allowed for the rest of the run, each
+    /// with whether the owner allowed it (see [`Asker::ask_trusted`]).
+    granted: Mutex<HashMap<(String, u16), bool>>,
     addresses: Mutex<NameAddresses>,
     /// The host's own addresses, never an upstream (see `own`).
     own: Mutex<own::OwnAddresses>,
@@ -336,7 +352,7 @@ impl Proxy {
             ask: spec.ask || spec.learn,
             asker,
             learn: spec.learn,
-            granted: Mutex::new(HashSet::new()),
+            granted: Mutex::new(HashMap::new()),
             test_ask_loopback: cfg!(debug_assertions)
                 && std::env::var_os("WARDEN_TEST_ASK_LOOPBACK").is_some(),
             addresses: Mutex::new(NameAddresses::default()),

@@ -83,6 +83,7 @@ pub(super) async fn settle(
             rule,
             port: upstream_port,
             tunnel,
+            owner,
         } => {
             decision.name = Some(name.clone());
             decision.port = upstream_port;
@@ -114,14 +115,21 @@ pub(super) async fn settle(
                     shared.record(&decision);
                     return;
                 }
-                Err(Refusal::Quota(why)) => Err(why),
+                Err(Refusal::Quota(why)) => Err(Unreached::Failed(why)),
                 Ok(()) => tokio::select! {
-                    u = connect_upstream(&name, upstream_port, shared) => u,
-                    _ = registration.cut() => Err(cut_why(&name)),
+                    u = connect_upstream(&name, upstream_port, owner, shared) => u,
+                    _ = registration.cut() => Err(Unreached::Failed(cut_why(&name))),
                 },
             };
             match upstream {
-                Err(why) => {
+                // Refused by where the name leads: a plain request is
+                // told why, as a denial is.
+                Err(Unreached::Refused(why)) if protocol == Protocol::Http => {
+                    decision.detail = why.clone();
+                    let _ = conn.write_all(&forbidden(&format!("denied: {why}"))).await;
+                    let _ = conn.shutdown().await;
+                }
+                Err(Unreached::Refused(why) | Unreached::Failed(why)) => {
                     decision.detail = why;
                     if tunnel {
                         let _ = conn
@@ -310,58 +318,76 @@ fn cut_why(name: &str) -> String {
     format!("cut: {name} was removed from the allowlist")
 }
 
-/// Resolve `name` on the host side and connect. Addresses from `--add-host`
-/// are used as given; resolved ones must be public (no DNS rebinding onto
-/// the host's own or private services).
+/// Why an allowed connection was not connected upstream.
+enum Unreached {
+    /// Where the name leads is not for this connection (addresses that are
+    /// not public, the owner's reach for a caller's name): a refusal.
+    Refused(String),
+    /// It could not be resolved or connected, or was cut or over quota.
+    Failed(String),
+}
+
+/// Resolve `name` on the host side and connect. For a destination the
+/// owner allowed (`owner`), the owner's pinned addresses are used as given
+/// and resolved ones may be in the owner's local ranges; for one only a
+/// caller allowed, the name is resolved as any other and only public
+/// addresses are used: the owner's reach into local networks is theirs
+/// alone. Never the host's own addresses (no DNS rebinding onto the host's
+/// own or private services).
 async fn connect_upstream(
     name: &str,
     port: u16,
+    owner: bool,
     shared: &Shared,
-) -> Result<(TcpStream, SocketAddr), String> {
-    let candidates: Vec<SocketAddr> = match shared.hosts.get(name) {
-        Some(ip) => vec![SocketAddr::new(*ip, port)],
+) -> Result<(TcpStream, SocketAddr), Unreached> {
+    let pinned = shared.hosts.get(name);
+    let candidates: Vec<SocketAddr> = match pinned {
+        Some(ip) if owner => vec![SocketAddr::new(*ip, port)],
         // A host service opened with --allow-host-port (the matcher allowed
         // only those ports for this name): the host's own loopback.
         None if shared.is_host_service(name, port) => vec![
             SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), port),
             SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), port),
         ],
-        None => {
+        // A name nobody pinned, or one a caller's entry alone allows.
+        _ => {
             let resolved: Vec<IpAddr> = match shared.test_resolved.get(name) {
                 Some(ips) => ips.clone(),
                 None => {
+                    let unresolved = |e: String| match pinned {
+                        Some(_) => Unreached::Refused(callers_name(
+                            name,
+                            port,
+                            &format!(
+                                "it is pinned by the owner, and cannot be resolved otherwise: {e}"
+                            ),
+                        )),
+                        None => Unreached::Failed(format!("cannot resolve {name}: {e}")),
+                    };
                     let resolver = shared
                         .resolver()
                         .as_ref()
-                        .map_err(|e| format!("cannot resolve {name}: {e}"))?;
+                        .map_err(|e| unresolved(e.clone()))?;
                     resolver
                         .lookup_ip(name)
                         .await
-                        .map_err(|e| format!("cannot resolve {name}: {e}"))?
+                        .map_err(|e| unresolved(e.to_string()))?
                         .iter()
                         .collect()
                 }
             };
-            let all: Vec<SocketAddr> = resolved
-                .iter()
-                .map(|ip| SocketAddr::new(*ip, port))
-                .collect();
             // Fails closed: without the host's own addresses no resolved
             // address can be told apart from them.
             let own = shared.own_addresses().map_err(|e| {
-                format!("{e}: refusing to connect to {name}, whose addresses cannot be told apart from the host's own")
+                Unreached::Failed(format!("{e}: refusing to connect to {name}, whose addresses cannot be told apart from the host's own"))
             })?;
-            let public: Vec<SocketAddr> = all
-                .iter()
-                .copied()
-                .filter(|a| usable_upstream(a.ip(), &shared.cidrs, &own))
-                .collect();
-            if public.is_empty() {
-                return Err(format!(
-                    "{name} resolves only to non-public or the host's own addresses ({all:?}); use --add-host or --allow-cidr to allow one"
-                ));
-            }
-            public
+            let reach = Reach {
+                owner,
+                pinned: pinned.is_some(),
+                cidrs: &shared.cidrs,
+                own: &own,
+            };
+            reach.usable(name, port, &resolved)?
         }
     };
     let mut last = String::from("no address");
@@ -372,7 +398,66 @@ async fn connect_upstream(
             Err(_) => last = format!("connecting to {addr} timed out"),
         }
     }
-    Err(last)
+    Err(Unreached::Failed(last))
+}
+
+/// What a connection's resolved addresses are judged by.
+struct Reach<'a> {
+    /// The owner allowed the destination (see `Verdict::Allow`).
+    owner: bool,
+    /// The owner pinned the name to an address (used as given, only for
+    /// the owner's destinations).
+    pinned: bool,
+    /// The owner's local ranges.
+    cidrs: &'a [ipnet::IpNet],
+    /// The host's own addresses.
+    own: &'a [IpAddr],
+}
+
+impl Reach<'_> {
+    /// The addresses of `name` that may be connected to on `port`: public
+    /// ones, and for a destination the owner allowed those in the owner's
+    /// ranges; none is the refusal, saying why.
+    fn usable(
+        &self,
+        name: &str,
+        port: u16,
+        resolved: &[IpAddr],
+    ) -> Result<Vec<SocketAddr>, Unreached> {
+        let cidrs: &[ipnet::IpNet] = if self.owner { self.cidrs } else { &[] };
+        let all: Vec<SocketAddr> = resolved
+            .iter()
+            .map(|ip| SocketAddr::new(*ip, port))
+            .collect();
+        let usable: Vec<SocketAddr> = all
+            .iter()
+            .copied()
+            .filter(|a| usable_upstream(a.ip(), cidrs, self.own))
+            .collect();
+        if !usable.is_empty() {
+            return Ok(usable);
+        }
+        // The owner's reach would have served it: the caller is told so.
+        let owners_would = self.pinned
+            || all
+                .iter()
+                .any(|a| usable_upstream(a.ip(), self.cidrs, self.own));
+        Err(Unreached::Refused(if !self.owner && owners_would {
+            callers_name(name, port, &format!("it resolves to {all:?}"))
+        } else {
+            format!(
+                "{name} resolves only to non-public or the host's own addresses ({all:?}); the owner's pinned addresses or local ranges would allow one"
+            )
+        }))
+    }
+}
+
+/// Why a name only a caller's entry allows was not connected to, where
+/// the owner's reach would have served it.
+fn callers_name(name: &str, port: u16, what: &str) -> String {
+    format!(
+        "{name} was allowed on port {port} only by a caller's entry, which reaches public addresses only ({what}); the owner's pinned addresses and local ranges serve only names and ports the owner allowed"
+    )
 }
 
 /// Whether a resolved address may be connected to: public, or in a range
@@ -541,6 +626,86 @@ mod tests {
             );
         }
         assert!(!usable_upstream("10.20.3.4".parse().unwrap(), &[], &[]));
+    }
+
+    #[test]
+    fn a_name_only_a_callers_entry_allows_reaches_public_addresses_only() {
+        use crate::matcher::Matcher;
+        let rule = |e: &str, caller: bool| {
+            let mut r = warden_policy::DomainRule::parse(e).unwrap();
+            r.caller = caller;
+            r
+        };
+        // The owner's profile: a registry in its local range, a pinned
+        // name on one port; a caller adds names and ports of its own.
+        let m = Matcher::new(vec![
+            rule("registry.internal", false),
+            rule(".corp.internal", false),
+            rule("pinned.test:8080", false),
+            rule("registry.internal:22", true),
+            rule("10-1-2-3.nip.io:22", true),
+            rule("pinned.test:9090", true),
+            rule("db.corp.internal", true),
+            rule("db.corp.internal:5432", true),
+        ]);
+        let owner = |name: &str, port: u16| {
+            let hit = m.allows(name, port).expect("allowed");
+            super::super::decide::owners(&m, &hit, name, port)
+        };
+        assert!(owner("registry.internal", 443));
+        assert!(owner("pinned.test", 8080));
+        assert!(
+            !owner("registry.internal", 22),
+            "the owner's name on a caller's port"
+        );
+        assert!(
+            !owner("10-1-2-3.nip.io", 22),
+            "a caller's wildcard-DNS name"
+        );
+        assert!(
+            !owner("pinned.test", 9090),
+            "a pinned name on a caller's port"
+        );
+        assert!(!owner("db.corp.internal", 5432));
+        // A caller's entry more specific than the owner's does not take
+        // the owner's destination away.
+        assert!(owner("db.corp.internal", 443));
+
+        let cidrs: Vec<ipnet::IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let own: Vec<IpAddr> = Vec::new();
+        let local: IpAddr = "10.1.2.3".parse().unwrap();
+        let public: IpAddr = "93.184.216.34".parse().unwrap();
+        let reach = |owner: bool, pinned: bool| Reach {
+            owner,
+            pinned,
+            cidrs: &cidrs,
+            own: &own,
+        };
+        let ips = |r: Result<Vec<SocketAddr>, Unreached>| match r {
+            Ok(v) => Ok(v.into_iter().map(|a| a.ip()).collect::<Vec<_>>()),
+            Err(Unreached::Refused(why) | Unreached::Failed(why)) => Err(why),
+        };
+        // The owner's destination: the owner's range serves it.
+        assert_eq!(
+            ips(reach(true, false).usable("registry.internal", 443, &[local])),
+            Ok(vec![local])
+        );
+        // A caller's: public addresses only, the range ignored.
+        assert_eq!(
+            ips(reach(false, false).usable("10-1-2-3.nip.io", 22, &[local, public])),
+            Ok(vec![public])
+        );
+        let why = ips(reach(false, false).usable("10-1-2-3.nip.io", 22, &[local])).unwrap_err();
+        assert!(why.contains("only by a caller's entry"), "{why}");
+        assert!(why.contains("public addresses only"), "{why}");
+        assert!(
+            !why.contains("--"),
+            "no flag is named below the doors: {why}"
+        );
+        let why =
+            ips(reach(false, true).usable("pinned.test", 9090, &["127.0.0.1".parse().unwrap()]))
+                .unwrap_err();
+        assert!(why.contains("only by a caller's entry"), "{why}");
     }
 
     #[test]

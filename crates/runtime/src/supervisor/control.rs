@@ -166,9 +166,16 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             Ok(())
         }
         Request::Status => reply(&Reply::Status(status(shared))),
-        Request::SetEgress { allow, remove, by } => {
-            reply(&shared.allowlist.reply(&allow, &remove, &by))
-        }
+        Request::SetEgress {
+            allow,
+            remove,
+            by,
+            caller,
+        } => reply(
+            &shared
+                .allowlist
+                .reply(&allow, &remove, &by, trust_of(caller)),
+        ),
         Request::Approvals => reply(&crate::approvals::pending_reply(
             shared.approvals.as_deref(),
         )),
@@ -176,11 +183,13 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             question,
             decision,
             by,
+            caller,
         } => reply(&crate::approvals::answer_reply(
             shared.approvals.as_deref(),
             &question,
             decision,
             &by,
+            trust_of(caller),
         )),
         Request::SetTtl { ttl_ms } => {
             let deadline = ttl_ms.map(|t| state::now_ms().saturating_add(t));
@@ -285,5 +294,14 @@ fn status(shared: &Shared) -> Status {
             .lock()
             .ok()
             .and_then(|d| d.as_ref().and_then(|b| b.lock().ok().map(|b| b.clone()))),
+    }
+}
+
+/// The trust of whoever sent a request: the owner, unless the request says
+/// it comes from a caller (the daemon, for a token holder).
+fn trust_of(caller: bool) -> warden_policy::trust::Trust {
+    match caller {
+        true => warden_policy::trust::Trust::Caller,
+        false => warden_policy::trust::Trust::Owner,
     }
 }
