@@ -2,6 +2,12 @@
 //! the handlers take and give them, and the OpenAPI document is generated
 //! from them.
 
+#![forbid(unsafe_code)]
+// Below the doors nothing prints: a library reports through its return
+// values and observers, and each front door chooses what the person sees
+// (tests may say why they skipped).
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;

@@ -6,6 +6,12 @@
 //! Events are facts, never commands: nothing reads them back to make a
 //! decision (the audit commands read them back only to show them).
 
+#![forbid(unsafe_code)]
+// Below the doors nothing prints: a library reports through its return
+// values and observers, and each front door chooses what the person sees
+// (tests may say why they skipped).
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 pub mod chain;
 mod describe;
 mod event;

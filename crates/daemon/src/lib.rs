@@ -8,6 +8,12 @@
 //! ([`auth`]), and records in SQLite ([`db`]). Nothing here prints; the
 //! CLI does.
 
+#![forbid(unsafe_code)]
+// Below the doors nothing prints: a library reports through its return
+// values and observers, and each front door chooses what the person sees
+// (tests may say why they skipped).
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 pub use warden_api as api;
 pub mod app;
 pub mod auth;

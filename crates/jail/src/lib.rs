@@ -9,6 +9,11 @@
 //! All `unsafe` of the project lives here or in the egress crate; every block
 //! states the invariant that makes it sound.
 
+// Below the doors nothing prints: a library reports through its return
+// values and observers, and each front door chooses what the person sees
+// (tests may say why they skipped).
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 mod ask;
 /// How long a question of `--ask` waits, and how many wait at once: the
 /// terminal and a supervisor answering over its control socket keep the

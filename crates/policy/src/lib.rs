@@ -11,6 +11,12 @@
 //! JSON path, kind of value, doc. An error about a value ([`ResolveError`])
 //! carries its [`Field`], so each door names it its own way.
 
+#![forbid(unsafe_code)]
+// Below the doors nothing prints: a library reports through its return
+// values and observers, and each front door chooses what the person sees
+// (tests may say why they skipped).
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 pub mod addresses;
 pub mod compose;
 pub mod desktop;

@@ -8,6 +8,12 @@
 //! with its control socket ([`protocol`], [`client`]). Front doors (the CLI,
 //! later the daemon and the OCI verbs) parse and wire; nothing here prints.
 
+#![forbid(unsafe_code)]
+// Below the doors nothing prints: a library reports through its return
+// values and observers, and each front door chooses what the person sees
+// (tests may say why they skipped).
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 mod aggregate;
 pub mod allowlist;
 pub mod approvals;
