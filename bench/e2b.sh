@@ -2,7 +2,8 @@
 # The E2B SDK against `warden serve --e2b`, next to warden's native API on
 # the same daemon and the same transport (HTTP over TCP on loopback, a
 # token on every call): create-to-first-`commands.run`, and a
-# `commands.run("true")` round trip, p50 and p99. Both run the command
+# `commands.run("true")` round trip, p50 and p99; the native API bare and
+# through warden's own Python client (clients/python). All run the command
 # the SDK runs (`/bin/bash -l -c CMD`), so the difference is the door.
 #
 #   bench/e2b.sh [RUNS]            (default 200 round trips, 30 creates)
@@ -19,10 +20,11 @@ WARDEN="$(realpath "$WARDEN")"
 OUT="$(mktemp -d)"
 export WARDEN_STATE_DIR="$OUT/state"
 mkdir -p "$WARDEN_STATE_DIR"
-# The pinned SDK, in a virtual environment kept under the target directory.
+# The pinned SDK and warden's Python client, in a virtual environment kept
+# under the target directory.
 VENV="${CARGO_TARGET_DIR:-$PWD/target}/e2b-venv"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/pip" install -q -r clients/e2b-compat/requirements.txt
+"$VENV/bin/pip" install -q -r clients/e2b-compat/requirements.txt -e clients/python
 
 "$WARDEN" serve --listen 127.0.0.1:0 --e2b 127.0.0.1:0 2>"$OUT/serve.log" &
 DAEMON=$!

@@ -1,5 +1,7 @@
 """The E2B SDK and warden's native API, side by side on one daemon:
-create-to-first-command and a command's round trip, p50 and p99.
+create-to-first-command and a command's round trip, p50 and p99; the
+native API both bare (one kept-alive httpx client) and through warden's
+own Python client (clients/python, `warden_sandbox`), as programs call it.
 
     python bench/e2b_client.py SOCKET E2B_URL NATIVE_URL [RUNS]
 """
@@ -25,6 +27,7 @@ token = json.loads(owner.getresponse().read())["token"]
 
 os.environ.update(E2B_API_URL=e2b_url, E2B_SANDBOX_URL=e2b_url, E2B_API_KEY=token)
 from e2b import Sandbox  # noqa: E402  (reads the environment above)
+import warden_sandbox  # noqa: E402
 
 
 def pct(xs, p):
@@ -42,9 +45,17 @@ def native_exec(sid):
     assert r.json()["exit_status"] == 0
 
 
+def client_create():
+    return warden_sandbox.Sandbox.create(timeout=300, host=native_url, token=token)
+
+
+def client_exec(sb):
+    assert sb.commands.run(ARGV).exit_code == 0
+
+
 rows = {}
 # Create to first command.
-sdk, nat = [], []
+sdk, nat, cli = [], [], []
 for _ in range(creates):
     t = time.perf_counter()
     s = Sandbox.create(timeout=300)
@@ -58,17 +69,24 @@ for _ in range(creates):
     native_exec(sid)
     nat.append(time.perf_counter() - t)
     native.delete(f"/v1/sandboxes/{sid}", params={"force": "true"})
-rows["create to first command"] = (sdk, nat)
+    t = time.perf_counter()
+    w = client_create()
+    client_exec(w)
+    cli.append(time.perf_counter() - t)
+    w.kill()
+rows["create to first command"] = (sdk, nat, cli)
 
 # Round trip in a running sandbox.
 s = Sandbox.create(timeout=600)
 r = native.post("/v1/sandboxes", json={"ttl_seconds": 600})
 r.raise_for_status()
 sid = r.json()["id"]
+w = client_create()
 for _ in range(5):
     s.commands.run("true")
     native_exec(sid)
-sdk, nat = [], []
+    client_exec(w)
+sdk, nat, cli = [], [], []
 for _ in range(runs):
     t = time.perf_counter()
     s.commands.run("true")
@@ -76,10 +94,14 @@ for _ in range(runs):
     t = time.perf_counter()
     native_exec(sid)
     nat.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    client_exec(w)
+    cli.append(time.perf_counter() - t)
 s.kill()
 native.delete(f"/v1/sandboxes/{sid}", params={"force": "true"})
-rows['commands.run("true") round trip'] = (sdk, nat)
+w.kill()
+rows['commands.run("true") round trip'] = (sdk, nat, cli)
 
-print(f"{'':<34} {'E2B SDK p50':>12} {'p99':>8} {'native p50':>12} {'p99':>8}")
-for name, (a, b) in rows.items():
-    print(f"{name:<34} {pct(a, .5):>10.1f}ms {pct(a, .99):>6.1f}ms {pct(b, .5):>10.1f}ms {pct(b, .99):>6.1f}ms")
+print(f"{'':<34} {'E2B SDK p50':>12} {'p99':>8} {'native p50':>12} {'p99':>8} {'Python client p50':>18} {'p99':>8}")
+for name, cols in rows.items():
+    print(f"{name:<34}" + "".join(f" {pct(x, .5):>{w}.1f}ms {pct(x, .99):>6.1f}ms" for x, w in zip(cols, (10, 10, 16))))

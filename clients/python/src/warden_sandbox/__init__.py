@@ -13,6 +13,10 @@ The daemon is found through ``host`` or ``$WARDEN_HOST``
 (``unix:///path/to/daemon.sock`` or ``http://127.0.0.1:PORT``), else its
 socket in warden's state directory; a token (needed over TCP) through
 ``token`` or ``$WARDEN_TOKEN``.
+
+Every sandbox of a process talks to its daemon over one connection pool
+(one per event loop for the asyncio client), closed at exit, or by
+:func:`close` (:func:`aclose` for the running loop's).
 """
 
 from ._async import (
@@ -24,6 +28,7 @@ from ._async import (
     AsyncSandbox,
 )
 from ._core import default_socket, default_state_dir
+from ._pool import aclose, close
 from ._errors import (
     AuthenticationError,
     BadRequestError,
@@ -102,4 +107,6 @@ __all__ = [
     "CommandExitError",
     "default_socket",
     "default_state_dir",
+    "close",
+    "aclose",
 ]

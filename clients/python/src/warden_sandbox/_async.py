@@ -24,7 +24,7 @@ from typing import (
 
 import httpx
 
-from . import _core
+from . import _core, _pool
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
@@ -45,10 +45,15 @@ async def _call(cb: AsyncOutputCallback | None, text: str) -> None:
 
 
 class _AsyncHttp:
+    """As ``_sync._Http``, over the running event loop's pool."""
+
     def __init__(self, ep: Endpoint) -> None:
         self.ep = ep
-        transport = httpx.AsyncHTTPTransport(uds=ep.socket) if ep.socket else httpx.AsyncHTTPTransport()
-        self.client = httpx.AsyncClient(transport=transport, **_core.client_options(ep))
+        self.headers = ep.headers()
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return _pool.async_client(self.ep)
 
     async def request(
         self,
@@ -65,6 +70,7 @@ class _AsyncHttp:
                 path,
                 params=params,
                 json=json,
+                headers=self.headers,
                 timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
             )
         except httpx.TransportError as e:
@@ -92,7 +98,7 @@ class _AsyncHttp:
                 path,
                 params=params,
                 json=json,
-                headers=headers,
+                headers={**self.headers, **(headers or {})},
                 timeout=timeout or _core.stream_timeout(),
             )
             r = await cm.__aenter__()
@@ -110,7 +116,7 @@ class _AsyncHttp:
             await cm.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        """Nothing to release: the pool is the loop's (``_pool.aclose``)."""
 
 
 class AsyncSandbox:
@@ -164,11 +170,7 @@ class AsyncSandbox:
             start=start,
         )
         http = _AsyncHttp(_core.resolve_endpoint(host, token))
-        try:
-            d = await http.json("POST", "/v1/sandboxes", json=body)
-        except BaseException:
-            await http.aclose()
-            raise
+        d = await http.json("POST", "/v1/sandboxes", json=body)
         return cls(str(d["id"]), _http=http)
 
     @classmethod
@@ -185,11 +187,7 @@ class AsyncSandbox:
         token: str | None = None,
     ) -> List[SandboxInfo]:
         params, rest = _core.list_params(state, label)
-        http = _AsyncHttp(_core.resolve_endpoint(host, token))
-        try:
-            d = await http.json("GET", "/v1/sandboxes", params=params)
-        finally:
-            await http.aclose()
+        d = await _AsyncHttp(_core.resolve_endpoint(host, token)).json("GET", "/v1/sandboxes", params=params)
         infos = [SandboxInfo.from_json(s) for s in d.get("sandboxes", [])]
         return _core.matching(infos, rest)
 
@@ -270,6 +268,8 @@ class AsyncSandbox:
                     params = _core.events_params(int(parser.last_id) + 1, follow)
 
     async def close(self) -> None:
+        """As :meth:`Sandbox.close`: the loop's pool stays, for the other
+        sandboxes; :func:`warden_sandbox.aclose` closes it."""
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncSandbox:
@@ -583,6 +583,8 @@ class AsyncClient:
         self.approvals = AsyncApprovals(self._http)
 
     async def close(self) -> None:
+        """As :meth:`Sandbox.close`: the loop's pool stays, for the other
+        sandboxes; :func:`warden_sandbox.aclose` closes it."""
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:

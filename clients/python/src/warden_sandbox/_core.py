@@ -134,17 +134,6 @@ def resolve_endpoint(host: str | None = None, token: str | None = None) -> Endpo
     return Endpoint(host.rstrip("/"), None, token, host)
 
 
-def client_options(ep: Endpoint) -> dict[str, Any]:
-    """The keyword arguments of ``httpx.Client``/``AsyncClient`` for
-    ``ep``, but its transport."""
-    return {
-        "base_url": ep.base_url,
-        "headers": ep.headers(),
-        "timeout": httpx.Timeout(DEFAULT_TIMEOUT),
-        "trust_env": False,
-    }
-
-
 def connection_error(ep: Endpoint, e: Exception) -> WardenConnectionError:
     hint = (
         " (is `warden serve` running? set WARDEN_HOST to reach another daemon)"

@@ -177,7 +177,7 @@ class Files:
     def _call(self, method: str, *parts: str, **kw: Any) -> httpx.Response:
         http = self._sb._http
         try:
-            r = http.client.request(method, _core.sandbox_path(self._sb.id, *parts), **kw)
+            r = http.client.request(method, _core.sandbox_path(self._sb.id, *parts), headers=http.headers, **kw)
         except httpx.TransportError as e:
             raise _core.connection_error(http.ep, e) from e
         return _checked(http, r)
@@ -233,7 +233,7 @@ class Files:
             "GET",
             _core.sandbox_path(self._sb.id, "files", "watch"),
             params=_params(path, recursive),
-            headers={"accept": "text/event-stream"},
+            headers={**http.headers, "accept": "text/event-stream"},
             timeout=httpx.Timeout(_core.DEFAULT_TIMEOUT, read=None),
         )
         try:
@@ -322,7 +322,7 @@ class AsyncFiles:
     async def _call(self, method: str, *parts: str, **kw: Any) -> httpx.Response:
         http = self._sb._http
         try:
-            r = await http.client.request(method, _core.sandbox_path(self._sb.id, *parts), **kw)
+            r = await http.client.request(method, _core.sandbox_path(self._sb.id, *parts), headers=http.headers, **kw)
         except httpx.TransportError as e:
             raise _core.connection_error(http.ep, e) from e
         return _checked(http, r)
@@ -369,7 +369,7 @@ class AsyncFiles:
             "GET",
             _core.sandbox_path(self._sb.id, "files", "watch"),
             params=_params(path, recursive),
-            headers={"accept": "text/event-stream"},
+            headers={**http.headers, "accept": "text/event-stream"},
             timeout=httpx.Timeout(_core.DEFAULT_TIMEOUT, read=None),
         )
         try:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, List, Literal, Mapping, overload
 
 import httpx
 
-from . import _core
+from . import _core, _pool
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
@@ -24,12 +24,17 @@ OutputCallback = Callable[[str], Any]
 
 
 class _Http:
-    """One client of one daemon: requests with the API's errors."""
+    """One caller of one daemon: its requests, with its token, over the
+    process's pool for that daemon (``_pool``), and the API's errors."""
 
     def __init__(self, ep: Endpoint) -> None:
         self.ep = ep
-        transport = httpx.HTTPTransport(uds=ep.socket) if ep.socket else httpx.HTTPTransport()
-        self.client = httpx.Client(transport=transport, **_core.client_options(ep))
+        #: What each request carries: the pool is every caller's.
+        self.headers = ep.headers()
+
+    @property
+    def client(self) -> httpx.Client:
+        return _pool.sync_client(self.ep)
 
     def request(
         self,
@@ -46,6 +51,7 @@ class _Http:
                 path,
                 params=params,
                 json=json,
+                headers=self.headers,
                 timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
             )
         except httpx.TransportError as e:
@@ -75,7 +81,7 @@ class _Http:
                 path,
                 params=params,
                 json=json,
-                headers=headers,
+                headers={**self.headers, **(headers or {})},
                 timeout=timeout or _core.stream_timeout(),
             )
             r = cm.__enter__()
@@ -93,7 +99,7 @@ class _Http:
             cm.__exit__(None, None, None)
 
     def close(self) -> None:
-        self.client.close()
+        """Nothing to release: the pool is the process's (``_pool.close``)."""
 
 
 class Sandbox:
@@ -166,11 +172,7 @@ class Sandbox:
             start=start,
         )
         http = _Http(_core.resolve_endpoint(host, token))
-        try:
-            d = http.json("POST", "/v1/sandboxes", json=body)
-        except BaseException:
-            http.close()
-            raise
+        d = http.json("POST", "/v1/sandboxes", json=body)
         return cls(str(d["id"]), _http=http)
 
     @classmethod
@@ -190,11 +192,7 @@ class Sandbox:
         """The daemon's sandboxes: ``state`` ``running`` or ``stopped``;
         ``label`` ``"KEY=VALUE"`` or a mapping that all must match."""
         params, rest = _core.list_params(state, label)
-        http = _Http(_core.resolve_endpoint(host, token))
-        try:
-            d = http.json("GET", "/v1/sandboxes", params=params)
-        finally:
-            http.close()
+        d = _Http(_core.resolve_endpoint(host, token)).json("GET", "/v1/sandboxes", params=params)
         infos = [SandboxInfo.from_json(s) for s in d.get("sandboxes", [])]
         return _core.matching(infos, rest)
 
@@ -295,7 +293,10 @@ class Sandbox:
     # ---- the client itself ----
 
     def close(self) -> None:
-        """Close the connection to the daemon (the sandbox stays)."""
+        """Kept for code written against earlier versions: a sandbox holds
+        no connection of its own. Its requests go over the process's pool
+        for its daemon, shared by every sandbox there and closed at exit
+        or by :func:`warden_sandbox.close`; the sandbox itself stays."""
         self._http.close()
 
     def __enter__(self) -> Sandbox:
