@@ -334,6 +334,50 @@ fn a_token_holder_is_shown_no_host_path_of_the_state_directory() {
     }
 }
 
+#[test]
+fn a_token_holder_is_shown_no_host_path_of_a_project_in_any_event() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("cred-project");
+    let project = state.path().join("secret-project");
+    std::fs::create_dir_all(&project).unwrap();
+    let d = Daemon::start(state.path(), true);
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(&format!(
+            r#"{{"name":"p","workspace":"{}"}}"#,
+            project.display()
+        )),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let agent = sandbox_token(&d, "agent", "p");
+    let (s, b) = call_on(
+        &d,
+        true,
+        "GET",
+        "/v1/sandboxes/p/events?follow=false",
+        None,
+        Some(&agent),
+    );
+    assert_eq!(s, 200, "{b}");
+    assert!(b.contains("created"), "{b}");
+    assert!(
+        !b.contains("secret-project"),
+        "the events show the project's path: {b}"
+    );
+    assert!(
+        !b.contains("/sys/fs/cgroup"),
+        "the events show the cgroup: {b}"
+    );
+    // The owner's own view keeps it.
+    let (_, b) = call(&d, "GET", "/v1/sandboxes/p/events?follow=false", None, None);
+    assert!(b.contains("secret-project"), "{b}");
+}
+
 /// One exchange over TCP with extra headers: status, the `set-cookie`
 /// header if any, and the body.
 fn with_headers(

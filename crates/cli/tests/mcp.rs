@@ -602,7 +602,25 @@ fn the_daemons_mcp_endpoint_serves_a_token_with_its_scopes_only() {
             )
             .await,
         );
-        assert!(e.contains("lets no workspace be named"), "{e}");
+        assert!(
+            e.contains("not under a directory the daemon lets token holders use"),
+            "{e}"
+        );
+        // The refusal is the same whether the path exists or not: the
+        // model learns nothing of the host's files from it.
+        let e2 = refused(
+            &call(
+                &c,
+                "create_sandbox",
+                serde_json::json!({"workspace": "/root/no-such-dir"}),
+            )
+            .await,
+        );
+        assert_eq!(
+            e.replace("\"/etc\"", "P"),
+            e2.replace("\"/root/no-such-dir\"", "P"),
+            "{e}\n{e2}"
+        );
         let made = sandboxes_on_disk(state.path());
         assert_eq!(made.len(), 1, "{made:?}");
         let gone = good(

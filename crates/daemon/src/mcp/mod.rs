@@ -320,21 +320,39 @@ impl Session {
     /// A workspace `create_sandbox` named: it must resolve under one of
     /// the roots the person gave.
     fn workspace_allowed(&self, w: &str) -> Result<PathBuf, Refused> {
-        let roots = &self.settings().workspace_roots;
+        let s = self.settings();
+        let roots = &s.workspace_roots;
         let p = PathBuf::from(w);
+        // Over HTTP the model holds a token: every refusal is one answer,
+        // which tells nothing of the host (whether a path exists, what
+        // the owner's roots or configuration directories are), as the
+        // native API's.
+        if s.door == "http" {
+            return std::fs::canonicalize(&p)
+                .ok()
+                .filter(|real| roots.iter().any(|r| real.starts_with(r)))
+                .filter(|real| !self.api().app().holds_configuration(real))
+                .ok_or_else(|| {
+                    Refused::new(
+                        "forbidden",
+                        format!("workspace {w:?} is not under a directory the daemon lets token holders use (`warden serve --workspace-root DIR`)"),
+                    )
+                });
+        }
         let real = std::fs::canonicalize(&p).map_err(|e| {
             Refused::new(
                 "bad_request",
                 format!("workspace {w:?} cannot be used: {e}"),
             )
         })?;
-        if self.api().app().holds_configuration(&real) {
+        let under_root = roots.iter().any(|r| real.starts_with(r));
+        if under_root && self.api().app().holds_configuration(&real) {
             return Err(Refused::new(
                 "forbidden",
                 format!("workspace {w:?} holds warden's own configuration (profiles, presets or state): name a project's directory"),
             ));
         }
-        if roots.iter().any(|r| real.starts_with(r)) {
+        if under_root {
             return Ok(real);
         }
         Err(Refused::new(

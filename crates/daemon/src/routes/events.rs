@@ -50,10 +50,12 @@ pub async fn events(
     let sb = blocking(move || a.sandbox(&id)).await?;
     // A token holder is shown no host path (see [`super::redact`]).
     let holder = matches!(caller.map(|c| c.0), Some(crate::auth::Caller::Token(_)));
-    let state_dir = app.state_dir.clone();
+    let hidden = super::redact::Hidden::new()
+        .path(&app.state_dir, "(warden's state directory)")
+        .path(&sb.meta().workspace, "(the workspace on the host)");
     let shown = move |line: &str| -> String {
         if holder {
-            super::redact::event_line(line, &state_dir)
+            super::redact::event_line(line, &hidden)
         } else {
             line.to_string()
         }

@@ -101,25 +101,71 @@ fn sandbox_info(info: &mut Value) {
 /// Every string in `value` with warden's state directory named instead of
 /// shown.
 fn scrub(value: &mut Value, state_dir: &Path) {
-    let dir = state_dir.to_string_lossy();
-    if dir.is_empty() || dir == "/" {
-        return;
+    scrub_all(value, &Hidden::new().path(state_dir, STATE_DIR));
+}
+
+/// Host paths a token holder is told of by name only, longest first (a
+/// workspace inside the state directory is said as the workspace).
+#[derive(Debug, Default)]
+pub struct Hidden(Vec<(String, &'static str)>);
+
+impl Hidden {
+    pub fn new() -> Hidden {
+        Hidden::default()
     }
+
+    /// Hide `path` behind `name` (the root and an empty path hide nothing).
+    pub fn path(mut self, path: &Path, name: &'static str) -> Hidden {
+        let p = path.to_string_lossy().trim_end_matches('/').to_string();
+        if !p.is_empty() {
+            self.0.push((p, name));
+            self.0.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        }
+        self
+    }
+
+    fn text(&self, s: &str) -> String {
+        let mut out = s.to_string();
+        for (path, name) in &self.0 {
+            if out.contains(path.as_str()) {
+                out = out.replace(path.as_str(), name);
+            }
+        }
+        // The host's cgroup tree, wherever a message names it.
+        while let Some(at) = out.find("/sys/fs/cgroup") {
+            let end = out[at..]
+                .find(|c: char| c.is_whitespace() || c == '"' || c == ')' || c == ',')
+                .map_or(out.len(), |n| at + n);
+            out.replace_range(at..end, "(the sandbox's cgroup)");
+        }
+        out
+    }
+}
+
+fn scrub_all(value: &mut Value, hidden: &Hidden) {
     match value {
-        Value::String(s) if s.contains(dir.as_ref()) => *s = s.replace(dir.as_ref(), STATE_DIR),
-        Value::Array(a) => a.iter_mut().for_each(|v| scrub(v, state_dir)),
-        Value::Object(m) => m.values_mut().for_each(|v| scrub(v, state_dir)),
+        Value::String(s) => {
+            let shown = hidden.text(s);
+            if shown != *s {
+                *s = shown;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| scrub_all(v, hidden)),
+        Value::Object(m) => m.values_mut().for_each(|v| scrub_all(v, hidden)),
         _ => {}
     }
 }
 
 /// One event of a sandbox's log (a JSON line) as a token holder sees it:
 /// its creation without the workspace's host path and its cgroup, and no
-/// string naming the state directory. A line that is not JSON is shown
-/// as it is (the stream sends only lines it could read as events).
-pub fn event_line(line: &str, state_dir: &Path) -> String {
+/// string naming a hidden host path (the state directory, the workspace
+/// on the host) or the host's cgroup tree, in any
+/// event (a workspace event's detail, a degraded layer's reason). A line
+/// that is not JSON is not shown (the stream sends only lines it could
+/// read as events).
+pub fn event_line(line: &str, hidden: &Hidden) -> String {
     let Ok(mut value) = serde_json::from_str::<Value>(line) else {
-        return line.to_string();
+        return String::new();
     };
     if let Some(map) = value.as_object_mut() {
         if map.get("event").and_then(Value::as_str) == Some("created") {
@@ -127,7 +173,7 @@ pub fn event_line(line: &str, state_dir: &Path) -> String {
             map.remove("cgroup");
         }
     }
-    scrub(&mut value, state_dir);
+    scrub_all(&mut value, hidden);
     serde_json::to_string(&value).unwrap_or_default()
 }
 
@@ -152,15 +198,24 @@ mod tests {
 
     #[test]
     fn an_event_shown_to_a_token_holder_names_no_host_path() {
-        let state = Path::new("/var/lib/warden");
+        let hidden = Hidden::new()
+            .path(Path::new("/var/lib/warden"), STATE_DIR)
+            .path(Path::new("/home/o/secret-project"), "(the workspace)")
+            .path(Path::new("/home/o/"), "(the daemon's home)");
         let created = r#"{"ts_ms":1,"sandbox":"a","event":"created","command":["sh"],"workspace":"/var/lib/warden/workspaces/a","rootless":false,"cgroup":"/sys/fs/cgroup/warden/a"}"#;
-        let shown = event_line(created, state);
+        let shown = event_line(created, &hidden);
         assert!(!shown.contains("/var/lib/warden"), "{shown}");
         assert!(!shown.contains("cgroup"), "{shown}");
         assert!(shown.contains("\"command\":[\"sh\"]"), "{shown}");
-        let degraded = r#"{"ts_ms":2,"event":"degraded","layer":"x","lost":"cannot open /var/lib/warden/sandboxes/a/y"}"#;
-        let shown = event_line(degraded, state);
+        let degraded = r#"{"ts_ms":2,"event":"degraded","layer":"x","lost":"cannot open /var/lib/warden/sandboxes/a/y nor /sys/fs/cgroup/memory/warden/a, so"}"#;
+        let shown = event_line(degraded, &hidden);
         assert!(!shown.contains("/var/lib/warden"), "{shown}");
+        assert!(!shown.contains("/sys/fs/cgroup"), "{shown}");
         assert!(shown.contains("sandboxes/a/y"), "{shown}");
+        assert!(shown.contains("(the sandbox's cgroup), so"), "{shown}");
+        let workspace = r#"{"ts_ms":3,"event":"workspace","action":"create","detail":"workspace /home/o/secret-project"}"#;
+        let shown = event_line(workspace, &hidden);
+        assert!(!shown.contains("/home/o"), "{shown}");
+        assert!(shown.contains("workspace (the workspace)"), "{shown}");
     }
 }
