@@ -651,3 +651,318 @@ fn a_bind_that_would_show_the_daemons_socket_is_refused() {
     }
     drop(d);
 }
+
+// --- What follows a request head ------------------------------------------
+
+/// The deadlines the daemon is started with below (`--request-timeout`,
+/// `--write-timeout`): small, so that the tests are quick.
+const DEADLINE: Duration = Duration::from_secs(2);
+/// What the daemon may take beyond a deadline to close the connection.
+const MARGIN: Duration = Duration::from_secs(3);
+
+/// A daemon (socket, TCP and the E2B door) with small deadlines.
+fn with_deadlines(tag: &str) -> (TempDir, Daemon, String) {
+    let state = TempDir::new(tag);
+    let e2b = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &[
+            "--e2b",
+            &e2b,
+            "--request-timeout",
+            "2s",
+            "--write-timeout",
+            "2s",
+        ],
+        &[],
+    );
+    (state, d, e2b)
+}
+
+/// How long `c` stays open (reading and dropping what comes), up to
+/// `limit`.
+fn open_for(c: &mut TcpStream, limit: Duration) -> Duration {
+    let began = Instant::now();
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    while began.elapsed() < limit {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    began.elapsed()
+}
+
+#[test]
+fn a_request_with_no_token_whose_body_trickles_is_cut_at_its_deadline() {
+    let (_state, d, _e2b) = with_deadlines("slow-body");
+    let tcp = d.tcp.clone().unwrap();
+    let limit = DEADLINE + MARGIN;
+    std::thread::scope(|s| {
+        // A whole head announcing 100 bytes, and one of them.
+        s.spawn(|| {
+            let mut c = TcpStream::connect(&tcp).unwrap();
+            c.write_all(
+                b"POST /login HTTP/1.1\r\nhost: warden\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
+            )
+            .unwrap();
+            let took = open_for(&mut c, limit + Duration::from_secs(5));
+            assert!(
+                took <= limit,
+                "POST /login with 1 of 100 bytes: still open after {took:?}"
+            );
+        });
+        // A chunked body, one byte every 300 ms.
+        s.spawn(|| {
+            let mut c = TcpStream::connect(&tcp).unwrap();
+            c.write_all(
+                b"POST /login HTTP/1.1\r\nhost: warden\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+            )
+            .unwrap();
+            let mut w = c.try_clone().unwrap();
+            let trickle = std::thread::spawn(move || {
+                for _ in 0..50 {
+                    if w.write_all(b"1\r\n \r\n").is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            });
+            let took = open_for(&mut c, limit + Duration::from_secs(5));
+            assert!(
+                took <= limit,
+                "POST /login with a trickling chunked body: still open after {took:?}"
+            );
+            let _ = c.shutdown(std::net::Shutdown::Both);
+            trickle.join().unwrap();
+        });
+    });
+}
+
+/// Whether the daemon closed `c` within `limit`, asked without reading
+/// (reading would take the answers the daemon waits to write).
+fn closed_within(c: &TcpStream, limit: Duration) -> Option<Duration> {
+    use std::os::fd::AsRawFd;
+    let began = Instant::now();
+    while began.elapsed() < limit {
+        let mut fds = [libc::pollfd {
+            fd: c.as_raw_fd(),
+            events: libc::POLLRDHUP,
+            revents: 0,
+        }];
+        // SAFETY: poll(2) on one descriptor this function borrows, with a
+        // one-element array that outlives the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 100) };
+        if n > 0 && fds[0].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+            return Some(began.elapsed());
+        }
+    }
+    None
+}
+
+#[test]
+fn a_client_that_pipelines_requests_without_reading_the_answers_is_closed() {
+    let (_state, d, e2b) = with_deadlines("pipeline");
+    let tcp = d.tcp.clone().unwrap();
+    let flood = |addr: &str, one: &[u8], what: &str| {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_write_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let batch = one.repeat(1000);
+        // At most 100,000 requests; the writes block once the daemon,
+        // its answers untaken, stops reading.
+        for _ in 0..100 {
+            if c.write_all(&batch).is_err() {
+                break;
+            }
+        }
+        let limit = DEADLINE + MARGIN + Duration::from_secs(3);
+        assert!(
+            closed_within(&c, limit).is_some(),
+            "{what}: still open {limit:?} after the requests stopped"
+        );
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            flood(
+                &tcp,
+                b"GET /v1/health HTTP/1.1\r\nhost: warden\r\n\r\n",
+                "GET /v1/health on the API",
+            )
+        });
+        s.spawn(|| {
+            flood(
+                &e2b,
+                b"GET /no/such/route HTTP/1.1\r\nhost: warden\r\n\r\n",
+                "an unknown route on the E2B door",
+            )
+        });
+    });
+}
+
+/// A TCP connection to `to` from the loopback address `from`.
+fn connect_from(from: [u8; 4], to: &str) -> TcpStream {
+    use nix::sys::socket::{bind, connect, socket, AddressFamily, SockFlag, SockType, SockaddrIn};
+    use std::os::fd::AsRawFd;
+    let to: std::net::SocketAddrV4 = to.parse().unwrap();
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::new(from[0], from[1], from[2], from[3], 0),
+    )
+    .unwrap();
+    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+    TcpStream::from(fd)
+}
+
+#[test]
+fn the_owners_client_gets_in_while_other_loopback_addresses_fill_the_listener() {
+    if !std::path::Path::new("/usr/bin/prlimit").exists() {
+        return skip("prlimit is not installed");
+    }
+    let state = TempDir::new("full");
+    // 1024 descriptors: 256 connections a listener, 128 a peer address.
+    let d = Daemon::start_under(
+        &["/usr/bin/prlimit", "--nofile=1024:1024", "--"],
+        state.path(),
+        true,
+        &[],
+    );
+    let t = token(&d, "owner-client");
+    let tcp = d.tcp.clone().unwrap();
+    // Two other loopback addresses, each at its bound, together at the
+    // listener's: connections without a head, each held 10 s.
+    let mut crowd = Vec::new();
+    for from in [[127, 0, 0, 2], [127, 0, 0, 3]] {
+        for _ in 0..128 {
+            crowd.push(connect_from(from, &tcp));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut c = TcpStream::connect(&tcp).unwrap();
+    c.write_all(&request(
+        "GET",
+        "/v1/sandboxes",
+        &[("authorization", &format!("Bearer {t}"))],
+        b"",
+    ))
+    .unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answer = Vec::new();
+    let _ = c.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "the owner's client was not answered while {} connections without a token were held: {answer:?}",
+        crowd.len()
+    );
+    drop(crowd);
+}
+
+// --- What a credential let in, on the way in ---------------------------------
+
+/// A per-sandbox token for `sb` with `scopes`, made by the owner.
+fn sandbox_token(d: &Daemon, name: &str, scopes: &str) -> String {
+    let body = format!(r#"{{"name":"{name}","scopes":[{scopes}],"sandbox":"sb"}}"#);
+    let (s, b) = call(d, "POST", "/v1/tokens", Some(&body), None);
+    assert_eq!(s, 201, "{b}");
+    json(&b)["token"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_upload_writes_nothing_into_the_sandbox_after_its_tokens_revocation() {
+    let Some((_state, d)) = native("rv-upload") else {
+        return;
+    };
+    let t = sandbox_token(&d, "uploader", r#""files""#);
+    let mut c = TcpStream::connect(d.tcp.as_ref().unwrap()).unwrap();
+    c.write_all(
+        format!(
+            "PUT /v1/sandboxes/sb/files?path=up.txt HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {t}\r\ntransfer-encoding: chunked\r\n\r\n7\r\nbefore\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    revoke(&d, "uploader");
+    std::thread::sleep(GRACE);
+    // The rest of the upload, and its end: none of it may land.
+    let _ = c.write_all(b"6\r\nafter\n\r\n0\r\n\r\n");
+    let _ = open_for(&mut c, Duration::from_secs(5));
+    let (s, b) = call(&d, "GET", "/v1/sandboxes/sb/files?path=up.txt", None, None);
+    assert!(
+        !b.contains("after"),
+        "bytes sent after the revocation were written into the sandbox ({s}): {b:?}"
+    );
+}
+
+/// One masked WebSocket text frame (the mask all zeros).
+fn ws_text(payload: &str) -> Vec<u8> {
+    let p = payload.as_bytes();
+    let mut f = vec![0x81u8];
+    if p.len() < 126 {
+        f.push(0x80 | p.len() as u8);
+    } else {
+        f.push(0x80 | 126);
+        f.extend_from_slice(&(p.len() as u16).to_be_bytes());
+    }
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f.extend_from_slice(p);
+    f
+}
+
+#[test]
+fn a_terminal_opened_before_its_tokens_revocation_starts_nothing_after_it() {
+    let Some((_state, d)) = native("rv-pty") else {
+        return;
+    };
+    let t = sandbox_token(&d, "terminal", r#""exec""#);
+    let mut c = TcpStream::connect(d.tcp.as_ref().unwrap()).unwrap();
+    c.write_all(
+        format!(
+            "GET /v1/sandboxes/sb/pty HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {t}\r\nconnection: upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && c.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 101"), "no upgrade: {head}");
+    revoke(&d, "terminal");
+    std::thread::sleep(GRACE);
+    let _ = c.write_all(&ws_text(
+        r#"{"type":"start","shell":"echo started > /workspace/pty-mark"}"#,
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    let (s, b) = call(
+        &d,
+        "GET",
+        "/v1/sandboxes/sb/files?path=pty-mark",
+        None,
+        None,
+    );
+    assert_eq!(
+        s, 404,
+        "a start message sent after the revocation ran its command: {b:?}"
+    );
+}

@@ -19,6 +19,7 @@ pub mod app;
 pub mod auth;
 pub mod dashboard;
 pub mod db;
+pub mod deadline;
 pub mod e2b;
 pub mod error;
 pub mod execs;
@@ -81,6 +82,9 @@ pub struct Config {
     pub pools: Vec<pools::PoolSpec>,
     /// Also serve the E2B-compatible API here (see [`e2b`]).
     pub e2b: Option<SocketAddr>,
+    /// How long a TCP client may keep the daemon waiting after a request
+    /// head (see [`deadline`]).
+    pub timeouts: deadline::Timeouts,
 }
 
 impl Config {
@@ -114,6 +118,7 @@ pub struct Bound {
     e2b: Option<tokio::net::TcpListener>,
     /// How many connections each TCP listener, and each peer, may hold.
     bounds: listen::Bounds,
+    timeouts: deadline::Timeouts,
     pub listening: Listening,
 }
 
@@ -208,6 +213,7 @@ pub async fn bind(
         tcp,
         e2b,
         bounds: listen::Bounds::for_open_files(open_files),
+        timeouts: cfg.timeouts,
         listening: Listening {
             socket,
             tcp: tcp_addr,
@@ -232,15 +238,15 @@ impl Bound {
             .layer(axum::Extension(routes::Transport::Unix));
         // Each listener is served by its own loop and bounds: a crowd on
         // TCP takes no place, and no descriptor, from the owner's socket.
-        let bounds = self.bounds;
+        let (bounds, timeouts) = (self.bounds, self.timeouts);
         let unix = tokio::spawn(listen::serve_unix(self.unix, unix_router, stop_rx.clone()));
         let tcp = self.tcp.map(|l| {
             let r = router.layer(axum::Extension(routes::Transport::Tcp));
-            tokio::spawn(listen::serve_tcp(l, r, bounds, stop_rx.clone()))
+            tokio::spawn(listen::serve_tcp(l, r, bounds, timeouts, stop_rx.clone()))
         });
         let e2b = self.e2b.map(|l| {
             let r = e2b::router(self.app.clone());
-            tokio::spawn(listen::serve_tcp(l, r, bounds, stop_rx.clone()))
+            tokio::spawn(listen::serve_tcp(l, r, bounds, timeouts, stop_rx.clone()))
         });
         shutdown.await;
         let _ = stop_tx.send(true);

@@ -1,24 +1,34 @@
 //! How each listener is served, so that no caller without a token can
 //! starve the daemon. Each TCP listener (the API's, the E2B door's) holds
 //! at most a bounded number of connections, and each peer address a
-//! bounded share of them; a connection past either bound is closed as it
-//! is accepted. A connection has [`HEAD_TIMEOUT`] to send each request
-//! head, the first and every one after an answer (an idle keep-alive),
-//! or it is closed. The owner's Unix socket is served by a loop of its
-//! own, with bounds of its own, and only to a peer that is its owner on
-//! the host ([`warden_runtime::peer`]): whatever the TCP side suffers,
-//! the owner's socket answers. The descriptor limit is raised to what the
-//! host allows before any of this ([`raise_open_files`]).
+//! bounded share of them. Past either bound, a new connection takes the
+//! place of the oldest one under it whose latest request no credential
+//! let in (one still waiting for its first head included); where every
+//! connection under the bound was let in, the new one is closed as it is
+//! accepted. So a crowd of connections without a token, from however many
+//! loopback addresses, never keeps out the owner's client, whose
+//! connection holds its place once its first request shows a good token.
+//! A connection has [`HEAD_TIMEOUT`] to send each request head, the first
+//! and every one after an answer (an idle keep-alive), or it is closed;
+//! what follows a head is bounded by [`crate::deadline`]. The owner's Unix
+//! socket is served by a loop of its own, with bounds of its own, and only
+//! to a peer that is its owner on the host ([`warden_runtime::peer`]):
+//! whatever the TCP side suffers, the owner's socket answers. The
+//! descriptor limit is raised to what the host allows before any of this
+//! ([`raise_open_files`]).
 
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
+
+use crate::deadline::{Guarded, Proof, StallGuard, Timeouts};
 
 /// How long a connection may take to send a request head, and how long
 /// it may stay idle between two requests.
@@ -66,40 +76,137 @@ impl Bounds {
     }
 }
 
-/// How many connections each peer address holds on one listener.
-type PeerCounts = Arc<Mutex<HashMap<IpAddr, usize>>>;
+/// The connections one TCP listener holds, oldest first.
+struct Places {
+    bounds: Bounds,
+    book: Mutex<Book>,
+}
 
-/// What one served connection holds: a place on its listener, and one
-/// in its peer's count.
+#[derive(Default)]
+struct Book {
+    next: u64,
+    open: BTreeMap<u64, Place>,
+    per_peer: HashMap<IpAddr, usize>,
+}
+
+struct Place {
+    peer: IpAddr,
+    proof: Proof,
+    evict: Arc<Notify>,
+}
+
+impl Book {
+    /// The oldest connection (of `peer`, if given) whose latest request
+    /// no credential let in.
+    fn oldest_unproven(&self, peer: Option<IpAddr>) -> Option<u64> {
+        self.open
+            .iter()
+            .find(|(_, p)| peer.is_none_or(|ip| p.peer == ip) && !p.proof.stands())
+            .map(|(id, _)| *id)
+    }
+
+    /// Take connection `id` off the book, and tell it to close.
+    fn remove(&mut self, id: u64) -> Option<Place> {
+        let place = self.open.remove(&id)?;
+        if let Some(n) = self.per_peer.get_mut(&place.peer) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_peer.remove(&place.peer);
+            }
+        }
+        Some(place)
+    }
+
+    fn evict(&mut self, id: u64) {
+        if let Some(place) = self.remove(id) {
+            // Stored if the connection is not yet waiting for it.
+            place.evict.notify_one();
+        }
+    }
+}
+
+impl Places {
+    /// A place for a connection from `peer`, making room past a bound;
+    /// `None`: every connection under the bound was let in by a
+    /// credential, and this one is closed.
+    fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Held> {
+        let mut book = self.book.lock().ok()?;
+        if book.per_peer.get(&peer).copied().unwrap_or(0) >= self.bounds.per_peer {
+            let oldest = book.oldest_unproven(Some(peer))?;
+            book.evict(oldest);
+        }
+        if book.open.len() >= self.bounds.per_listener {
+            let oldest = book.oldest_unproven(None)?;
+            book.evict(oldest);
+        }
+        let id = book.next;
+        book.next += 1;
+        let proof = Proof::default();
+        let evict = Arc::new(Notify::new());
+        book.open.insert(
+            id,
+            Place {
+                peer,
+                proof: proof.clone(),
+                evict: evict.clone(),
+            },
+        );
+        *book.per_peer.entry(peer).or_insert(0) += 1;
+        Some(Held {
+            _permit: None,
+            place: Some((self.clone(), id)),
+            proof,
+            evict: Some(evict),
+        })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.book.lock().map(|b| b.open.is_empty()).unwrap_or(true)
+    }
+}
+
+/// What one served connection holds: a place on its listener, and how it
+/// is told to give the place up.
 struct Held {
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    peer: Option<(PeerCounts, IpAddr)>,
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    place: Option<(Arc<Places>, u64)>,
+    proof: Proof,
+    evict: Option<Arc<Notify>>,
+}
+
+impl Held {
+    /// Resolves when a newer connection took this one's place.
+    async fn evicted(&self) {
+        match &self.evict {
+            Some(n) => n.notified().await,
+            None => std::future::pending().await,
+        }
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Some((counts, ip)) = &self.peer {
-            if let Ok(mut c) = counts.lock() {
-                if let Some(n) = c.get_mut(ip) {
-                    *n -= 1;
-                    if *n == 0 {
-                        c.remove(ip);
-                    }
-                }
+        if let Some((places, id)) = &self.place {
+            if let Ok(mut book) = places.book.lock() {
+                book.remove(*id);
             }
         }
     }
 }
 
-/// Serve `router` on a TCP listener within `bounds` until `stop` says so.
+/// Serve `router` on a TCP listener within `bounds` and `timeouts` until
+/// `stop` says so.
 pub async fn serve_tcp(
     listener: tokio::net::TcpListener,
     router: Router,
     bounds: Bounds,
+    timeouts: Timeouts,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let places = Arc::new(Semaphore::new(bounds.per_listener));
-    let counts: PeerCounts = Arc::default();
+    let places = Arc::new(Places {
+        bounds,
+        book: Mutex::default(),
+    });
     let mut stopping = stop.clone();
     loop {
         let (stream, addr) = tokio::select! {
@@ -112,31 +219,30 @@ pub async fn serve_tcp(
                 }
             },
         };
-        // Past a bound, the connection is closed as it came: no head is
-        // waited for, no descriptor kept.
-        let Ok(permit) = places.clone().try_acquire_owned() else {
+        // Past a bound with no room to make, the connection is closed as
+        // it came: no head is waited for, no descriptor kept.
+        let Some(held) = places.admit(addr.ip()) else {
             continue;
-        };
-        let ip = addr.ip();
-        {
-            let Ok(mut c) = counts.lock() else { continue };
-            let n = c.entry(ip).or_insert(0);
-            if *n >= bounds.per_peer {
-                continue;
-            }
-            *n += 1;
-        }
-        let held = Held {
-            _permit: permit,
-            peer: Some((counts.clone(), ip)),
         };
         // Streamed answers (NDJSON, SSE, WebSocket frames) are written a
         // message at a time: without TCP_NODELAY each small write after
         // the first waits for the client's delayed ACK (40 ms on Linux).
         let _ = stream.set_nodelay(true);
-        tokio::spawn(connection(stream, router.clone(), held, stop.clone()));
+        let service = Guarded {
+            router: router.clone(),
+            proof: held.proof.clone(),
+            unproven: timeouts.unproven,
+        };
+        let io = StallGuard::new(stream, timeouts.write_stall);
+        tokio::spawn(connection(io, service, held, stop.clone()));
     }
-    drain(&places, bounds.per_listener).await;
+    // Wait (a while) for the connections in flight to finish.
+    let _ = tokio::time::timeout(DRAIN, async {
+        while !places.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     Ok(())
 }
 
@@ -165,8 +271,10 @@ pub async fn serve_unix(
             continue;
         };
         let held = Held {
-            _permit: permit,
-            peer: None,
+            _permit: Some(permit),
+            place: None,
+            proof: Proof::default(),
+            evict: None,
         };
         if let Err(why) = warden_runtime::peer::check(&stream) {
             tracing::warn!("refused a connection on the daemon's socket: {why}");
@@ -206,22 +314,34 @@ fn builder() -> http1::Builder {
 }
 
 /// One connection, HTTP/1.1 with upgrades (WebSockets), ended gracefully
-/// when the daemon stops.
-async fn connection<I>(io: I, router: Router, held: Held, mut stop: watch::Receiver<bool>)
+/// when the daemon stops, and at once when a newer connection took its
+/// place.
+async fn connection<I, S>(io: I, service: S, held: Held, mut stop: watch::Receiver<bool>)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tower::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
 {
-    let _held = held;
-    let service = TowerToHyperService::new(router);
+    let service = TowerToHyperService::new(service);
     let conn = builder()
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
+        () = held.evicted() => return,
         () = stopped(&mut stop) => conn.as_mut().graceful_shutdown(),
     }
-    let _ = conn.await;
+    tokio::select! {
+        _ = conn => {}
+        () = held.evicted() => {}
+    }
 }
 
 /// Answer a refused peer of the owner's socket with 403 and why.
@@ -246,6 +366,44 @@ async fn refuse(stream: tokio::net::UnixStream, why: String, held: Held) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_listener_lets_go_of_its_oldest_connection_no_credential_let_in() {
+        let places = Arc::new(Places {
+            bounds: Bounds {
+                per_listener: 3,
+                per_peer: 2,
+            },
+            book: Mutex::default(),
+        });
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
+            "127.0.0.2".parse().unwrap(),
+            "127.0.0.3".parse().unwrap(),
+            "127.0.0.1".parse().unwrap(),
+        );
+        let first = places.admit(a).unwrap();
+        let second = places.admit(a).unwrap();
+        let third = places.admit(b).unwrap();
+        first.proof.mark(true);
+        // A peer at its bound makes room among its own: the oldest
+        // unproven one goes, the proven one stays.
+        let _fourth = places.admit(a).unwrap();
+        assert!(is_evicted(&second) && !is_evicted(&first));
+        // A full listener: the oldest unproven of all goes.
+        let owner = places.admit(c).unwrap();
+        assert!(is_evicted(&third));
+        owner.proof.mark(true);
+        // Only proven connections under the peer's bound: refused.
+        _fourth.proof.mark(true);
+        assert!(places.admit(a).is_none());
+    }
+
+    fn is_evicted(h: &Held) -> bool {
+        let Some((places, id)) = &h.place else {
+            return false;
+        };
+        !places.book.lock().unwrap().open.contains_key(id)
+    }
 
     #[test]
     fn the_bounds_leave_most_descriptors_to_everything_else() {

@@ -10,8 +10,15 @@
 //! handler made it; WebSockets, which leave the body behind, select on
 //! the same [`App::revoked`] themselves. Short answers pay nothing: the
 //! first question is asked a second after the answer began.
+//!
+//! What a credential let in is also bound on the way in: [`bound_request`]
+//! wraps the request's body so that it breaks off, with an error, once the
+//! credential no longer stands, so an upload or an input stream (the files
+//! API's `PUT`, the E2B door's `/files` and `StreamInput`) writes nothing
+//! into the sandbox after its revocation, whichever handler reads it.
 
 use axum::body::Body;
+use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
@@ -40,17 +47,44 @@ pub fn bound(
         Body::new(Bounded {
             inner,
             revoked,
-            last,
+            end: End::Last(last),
             ended: false,
         })
     })
+}
+
+/// `req` with its body broken off once `credential` no longer stands: a
+/// handler still reading it then reads an error, never the client's next
+/// bytes. The owner's calls are returned as they are.
+pub fn bound_request(app: &Arc<App>, credential: &Credential, req: Request) -> Request {
+    if !credential.revocable() {
+        return req;
+    }
+    let revoked = Box::pin(app.clone().revoked(credential.clone()));
+    req.map(|inner| {
+        Body::new(Bounded {
+            inner,
+            revoked,
+            end: End::Broken,
+            ended: false,
+        })
+    })
+}
+
+/// How a bounded body ends at its credential's revocation.
+enum End {
+    /// As if it were whole, after these last bytes: an answer.
+    Last(Option<Bytes>),
+    /// With an error: a request, whose reader must not take a cut-off
+    /// upload for a whole one.
+    Broken,
 }
 
 /// A body that ends when its credential's revocation is seen.
 struct Bounded {
     inner: Body,
     revoked: Pin<Box<dyn Future<Output = ()> + Send>>,
-    last: Option<Bytes>,
+    end: End,
     ended: bool,
 }
 
@@ -70,7 +104,13 @@ impl HttpBody for Bounded {
         // still end.
         if this.revoked.as_mut().poll(cx).is_ready() {
             this.ended = true;
-            return Poll::Ready(this.last.take().map(|b| Ok(Frame::data(b))));
+            return Poll::Ready(match &mut this.end {
+                End::Last(last) => last.take().map(|b| Ok(Frame::data(b))),
+                End::Broken => Some(Err(axum::Error::new(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "the credential this request was sent with was revoked or ended",
+                )))),
+            });
         }
         Pin::new(&mut this.inner).poll_frame(cx)
     }

@@ -121,6 +121,15 @@ struct ServeArgs {
     /// E2B_API_KEY is a warden token
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:49999")]
     e2b: Option<std::net::SocketAddr>,
+    /// On TCP, how long a request that no token lets in (health, the
+    /// dashboard's login, an unknown route) may take from its head to the
+    /// end of its answer [default: 10s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    request_timeout: Option<std::time::Duration>,
+    /// On TCP, how long an answer may wait on a client that takes none of
+    /// it before the connection is closed [default: 30s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    write_timeout: Option<std::time::Duration>,
 }
 
 /// `--pool PROFILE=N` (a fixed size) or `--pool PROFILE=N..M` (autoscaled
@@ -211,6 +220,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         exe: warden_exe()?,
         pools,
         e2b: args.e2b.or(file.e2b),
+        timeouts: {
+            let d = warden_daemon::deadline::Timeouts::default();
+            warden_daemon::deadline::Timeouts {
+                unproven: args.request_timeout.unwrap_or(d.unproven),
+                write_stall: args.write_timeout.unwrap_or(d.write_stall),
+            }
+        },
         workspace_roots: roots
             .iter()
             .map(|r| {

@@ -38,7 +38,32 @@ impl Daemon {
         args: &[&str],
         env: &[(&str, &Path)],
     ) -> Daemon {
-        let mut cmd = Command::new(warden_bin());
+        Daemon::launch(&[], cwd, state, tcp, args, env)
+    }
+
+    /// [`Daemon::start_with`], run by `launcher` (a program and its
+    /// arguments, such as `prlimit --nofile=256`, given the daemon's
+    /// command line after them).
+    pub fn start_under(launcher: &[&str], state: &Path, tcp: bool, args: &[&str]) -> Daemon {
+        Daemon::launch(launcher, None, state, tcp, args, &[])
+    }
+
+    fn launch(
+        launcher: &[&str],
+        cwd: Option<&Path>,
+        state: &Path,
+        tcp: bool,
+        args: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Daemon {
+        let mut cmd = match launcher.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(warden_bin());
+                c
+            }
+            None => Command::new(warden_bin()),
+        };
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }

@@ -221,6 +221,7 @@ async fn control_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -
     match check_token(&e.app, key.as_deref()) {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
+            crate::deadline::proven(&req);
             next.run(req).await
         }
         Err((status, message)) => control::error(status, message),
@@ -526,6 +527,9 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
     req.extensions_mut().insert(credential.clone());
     req.extensions_mut().insert(caller);
     req.extensions_mut().insert(target);
+    crate::deadline::proven(&req);
+    // An upload or a process's input stops with the credential too.
+    let req = crate::revocation::bound_request(&e.app, &credential, req);
     let response = next.run(req).await;
     let streamed = response
         .headers()

@@ -382,7 +382,13 @@ async fn authorize(
     };
     req.extensions_mut().insert(credential.clone());
     req.extensions_mut().insert(caller);
-    // Whatever the answer, it ends with what let it in.
+    if credential.revocable() {
+        // Let in by a credential: bound by it, not by the deadline of
+        // requests with none.
+        crate::deadline::proven(&req);
+    }
+    // Whatever is read and answered, it ends with what let it in.
+    let req = crate::revocation::bound_request(&app, &credential, req);
     let response = next.run(req).await;
     crate::revocation::bound(&app, credential, response, None)
 }

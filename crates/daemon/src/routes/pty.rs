@@ -157,6 +157,15 @@ async fn fail(mut socket: WebSocket, e: ApiError) {
     closing(socket).await;
 }
 
+/// What a session is told when its credential no longer stands.
+fn gone() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "the token this terminal was opened with was revoked, or its session ended: nothing was started",
+    )
+}
+
 /// The client's `start` message.
 async fn first_start(socket: &mut WebSocket) -> Result<PtyStart, ApiError> {
     let wrong = || {
@@ -305,16 +314,35 @@ async fn session(
     target: Target,
     start: Option<PtyStart>,
 ) {
+    // One check from the upgrade on: the wait for the start message, the
+    // spawn and the relay all end with the credential.
+    let revoked = app.clone().revoked(credential.clone());
+    tokio::pin!(revoked);
     let start = match start {
         Some(s) => s,
-        None => match first_start(&mut socket).await {
-            Ok(s) => s,
-            Err(e) => return fail(socket, e).await,
-        },
+        None => {
+            let first = tokio::select! {
+                first = first_start(&mut socket) => first,
+                () = &mut revoked => Err(gone()),
+            };
+            match first {
+                Ok(s) => s,
+                Err(e) => return fail(socket, e).await,
+            }
+        }
     };
     let target = Arc::new(target);
-    let (t, a) = (target.clone(), app.clone());
-    let spawned = match blocking(move || spawn(&a, &t, start)).await {
+    let (t, a, c) = (target.clone(), app.clone(), credential.clone());
+    // Asked once more right before the process starts: a revocation
+    // within the last second before the start message starts nothing.
+    let spawned = match blocking(move || {
+        if !a.still_granted(&c) {
+            return Err(gone());
+        }
+        spawn(&a, &t, start)
+    })
+    .await
+    {
         Ok(s) => s,
         Err(e) => return fail(socket, e).await,
     };
@@ -369,7 +397,7 @@ async fn session(
         out_rx,
         in_tx,
     };
-    let ended = relay(&mut socket, io, &app, &credential).await;
+    let ended = relay(&mut socket, io, revoked).await;
     stop.store(true, Ordering::Relaxed);
     drop(master);
     if !ended {
@@ -430,8 +458,7 @@ struct Relay<'a> {
 async fn relay(
     socket: &mut WebSocket,
     io: Relay<'_>,
-    app: &Arc<App>,
-    credential: &Credential,
+    mut revoked: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
 ) -> bool {
     let Relay {
         master,
@@ -444,11 +471,9 @@ async fn relay(
     // process that reads nothing slows its client down, not the daemon.
     let mut pending: Option<bytes::Bytes> = None;
     // The one check every long-lived answer makes ([`crate::revocation`]).
-    let revoked = app.clone().revoked(credential.clone());
-    tokio::pin!(revoked);
     loop {
         tokio::select! {
-            () = &mut revoked => {
+            () = revoked.as_mut() => {
                 let m = PtyServerMessage::Error {
                     code: "unauthorized".into(),
                     message: "the token this terminal was opened with was revoked, or its session ended: the terminal and its process end".into(),
