@@ -81,6 +81,7 @@ fn describe_kind(kind: &EventKind) -> String {
             bytes_out,
             bytes_in,
             duration_ms: _,
+            reason: _,
         } => {
             let port = if *protocol == crate::Protocol::Dns {
                 String::new()
@@ -316,6 +317,7 @@ mod tests {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
+            reason: None,
         });
         assert_eq!(
             line,
@@ -337,6 +339,7 @@ mod tests {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
+            reason: None,
         });
         assert!(
             line.ends_with("DENY tcp 93.184.216.34:80 raw TCP is not allowed"),
@@ -358,6 +361,7 @@ mod tests {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
+            reason: None,
         });
         assert!(line.ends_with("allow dns pypi.org (rule pypi.org) resolved [conn 7]"));
         let closed = at(EventKind::ConnectionClosed {

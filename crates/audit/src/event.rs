@@ -99,6 +99,11 @@ pub enum EventKind {
         bytes_out: u64,
         bytes_in: u64,
         duration_ms: u64,
+        /// Why it was refused, as a code and its data, where a rule would
+        /// lift the refusal (`detail` says it in words). Boxed: rare, and
+        /// every event is as large as its largest kind.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Box<Reason>>,
     },
     /// A connection that an earlier `connection` event allowed has ended
     /// (pairs by `conn`).
@@ -245,6 +250,32 @@ impl EventKind {
             EventKind::Exited { .. } => "exited",
         }
     }
+}
+
+/// Why a connection was refused: a stable code and its data, for each
+/// door to word in its own terms (a flag, a profile key, an API field).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    /// `not_public` (the name resolved only to non-public addresses in no
+    /// allowed range), `host_itself` (only to the host's own addresses),
+    /// `callers_reach` (only a caller's entry allows it, which reaches
+    /// public addresses only).
+    pub code: String,
+    /// The addresses the name resolved to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
+    /// The owner's option whose entry would allow it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<WouldAllow>,
+}
+
+/// An entry that would allow a refused connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WouldAllow {
+    /// The option, by its profile key (`egress.allow_cidrs`).
+    pub field: String,
+    /// The entry (`10.1.2.3/32`).
+    pub value: String,
 }
 
 /// What a connection decision was about.
@@ -481,6 +512,7 @@ pub(crate) mod tests {
                 bytes_out: 0,
                 bytes_in: 0,
                 duration_ms: 0,
+                reason: None,
             },
             EventKind::ConnectionClosed {
                 conn: 3,
@@ -658,6 +690,44 @@ pub(crate) mod tests {
         r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"connections_not_recorded","allowed":3,"denied":2}"#,
         r#"{"ts_ms":1700000000000,"sandbox":"sb","event":"exited","status":137,"reason":"out_of_memory","signal":9,"duration_ms":5000,"peaks":{"max_rss_bytes":1048576,"cpu_user_ms":10,"cpu_system_ms":null,"oom_kills":1}}"#,
     ];
+
+    #[test]
+    fn a_refusals_reason_is_written_as_code_and_data_and_reads_back() {
+        let e = Event {
+            ts_ms: 1,
+            sandbox: "sb".into(),
+            kind: EventKind::Connection {
+                protocol: Protocol::Connect,
+                conn: None,
+                name: Some("registry.internal".into()),
+                port: 443,
+                original_destination: None,
+                allowed: false,
+                rule: Some("registry.internal".into()),
+                detail: "registry.internal resolves only to non-public addresses".into(),
+                bytes_out: 0,
+                bytes_in: 0,
+                duration_ms: 0,
+                reason: Some(Box::new(Reason {
+                    code: "not_public".into(),
+                    addresses: vec!["10.1.2.3".into()],
+                    allow: Some(WouldAllow {
+                        field: "egress.allow_cidrs".into(),
+                        value: "10.1.2.3/32".into(),
+                    }),
+                })),
+            },
+        };
+        let line = serde_json::to_string(&e).unwrap();
+        assert!(
+            line.contains(r#""reason":{"code":"not_public","addresses":["10.1.2.3"],"allow":{"field":"egress.allow_cidrs","value":"10.1.2.3/32"}}"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), e);
+        let bare = r#"{"ts_ms":1,"sandbox":"sb","event":"connection","protocol":"tls","name":"a.test","port":443,"original_destination":null,"allowed":false,"rule":null,"detail":"x","bytes_out":0,"bytes_in":0,"duration_ms":0,"reason":{"code":"callers_reach"}}"#;
+        let e: Event = serde_json::from_str(bare).unwrap();
+        assert_eq!(serde_json::to_string(&e).unwrap(), bare);
+    }
 
     #[test]
     fn lines_written_before_events_were_typed_still_read_and_write_back_the_same() {

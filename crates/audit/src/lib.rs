@@ -20,8 +20,8 @@ pub mod otlp;
 mod paths;
 
 pub use event::{
-    Event, EventKind, ExitReason, Protocol, ResourcePeaks, SecretAction, StopReason,
-    WorkspaceAction,
+    Event, EventKind, ExitReason, Protocol, Reason, ResourcePeaks, SecretAction, StopReason,
+    WouldAllow, WorkspaceAction,
 };
 
 use std::fs::{File, OpenOptions};

@@ -425,7 +425,7 @@ wait $w || true
     // After: refused as the host's own, and nothing arrived through it.
     assert!(got.contains("second error"), "{all}");
     assert!(
-        err.contains("resolves only to non-public or the host's own addresses"),
+        err.contains("resolves only to the host's own addresses"),
         "{all}"
     );
     // The control: the same address pinned with --add-host (used as given)

@@ -332,7 +332,11 @@ fn names_that_resolve_to_the_hosts_own_addresses_are_refused() {
     );
     assert!(!stdout(&out).contains("host service"), "{}", stdout(&out));
     // Refused for the right reason: the name was allowed, its address not.
-    assert!(stderr(&out).contains("non-public"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("resolves only to the host's own addresses (127.0.0.1"),
+        "{}",
+        stderr(&out)
+    );
     assert!(up.connections().is_empty());
 }
 
@@ -697,11 +701,21 @@ print('plain-http', tunnel(b'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n'
     );
     assert!(s.contains("tls-other b''"), "{s}");
     assert!(s.contains("plain-http b''"), "{s}");
+    // The upstream is connected before a CONNECT is answered (so that a
+    // refusal by address is the CONNECT's answer): each tunnel reached
+    // the server, but only the allowed one carried a byte to it.
+    std::thread::sleep(Duration::from_millis(600));
+    let carried: Vec<Vec<u8>> = up
+        .connections()
+        .into_iter()
+        .filter(|c| !c.is_empty())
+        .collect();
     assert_eq!(
-        up.connections().len(),
+        carried.len(),
         1,
-        "only the allowed tunnel reached the server"
+        "only the allowed tunnel's bytes reached the server"
     );
+    assert_eq!(carried[0][0], 22, "{carried:?}");
 }
 
 /// A port of the host's loopback that nothing listens on right now.
@@ -1295,5 +1309,107 @@ print('took', time.time() - t)\n",
         ),
         "{}",
         stderr(&out)
+    );
+}
+
+#[test]
+fn a_connect_to_a_name_that_leads_to_a_non_public_address_is_refused_before_its_tunnel_opens() {
+    if !egress_available() {
+        return;
+    }
+    // Before, the CONNECT was answered 200, then the refusal came as a
+    // 502 inside the tunnel: clients read it as TLS and reported "wrong
+    // version number", and retried. Now the refusal is the CONNECT's
+    // answer: a 403 that names the address and the entry that allows it,
+    // before the client sends a byte of TLS.
+    let up = Upstream::start(b"reached");
+    let port = up.port;
+    let dir = TempDir::new("egress-nonpublic");
+    let events = dir.path().join("events.jsonl");
+    let script = format!(
+        "import os, urllib.request\n\
+host, pport = os.environ['HTTPS_PROXY'].rsplit('/', 1)[1].split(':')\n\
+def connect(name):\n    s = socket.create_connection((host, int(pport)), timeout=20); s.settimeout(20)\n    s.sendall(f'CONNECT {{name}}:{port} HTTP/1.1\\r\\nHost: {{name}}:{port}\\r\\n\\r\\n'.encode())\n    head = b''\n    while b'\\r\\n\\r\\n' not in head:\n        c = s.recv(4096)\n        if not c: break\n        head += c\n    if b' 200 ' not in head.split(b'\\r\\n')[0]:\n        while True:\n            c = s.recv(4096)\n            if not c: break\n            head += c\n        return head.decode()\n    s.sendall(hello(name)); return (head + s.recv(200)).decode()\n\
+for name in ['private.test', 'local.test', 'pinned.test']:\n    print('===', name); print(connect(name))\n\
+try:\n    urllib.request.urlopen('https://private.test:{port}/', timeout=20); print('urllib reached')\n\
+except Exception as e:\n    print('urllib error:', e)\n"
+    );
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--json-events", events.to_str().unwrap()])
+        .args(["--allow-domain", &format!("private.test:{port}")])
+        .args(["--allow-domain", &format!("local.test:{port}")])
+        .args(["--allow-domain", &format!("pinned.test:{port}")])
+        .args(["--add-host", "pinned.test=127.0.0.1"])
+        .args(["--", "python3", "-c", &format!("{PY_HELLO}{script}")])
+        // As the host's resolver would answer: a private address in no
+        // allowed range, and the host's loopback (where the listener is).
+        .env(
+            "WARDEN_TEST_RESOLVE",
+            "private.test=10.255.0.7,local.test=127.0.0.1",
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = stdout(&out);
+    let all = format!("{s}\n{}", stderr(&out));
+    let answer = |name: &str| {
+        s.split(&format!("=== {name}\n"))
+            .nth(1)
+            .and_then(|r| r.split("===").next())
+            .unwrap_or_else(|| panic!("no answer for {name}: {all}"))
+            .to_string()
+    };
+    // A private address: refused with the one-address range that allows it.
+    let private = answer("private.test");
+    assert!(private.starts_with("HTTP/1.1 403"), "{all}");
+    assert!(
+        private.contains("X-Warden-Denied: denied: private.test resolves only to non-public addresses (10.255.0.7)"),
+        "{all}"
+    );
+    assert!(private.contains("--allow-cidr 10.255.0.7/32"), "{all}");
+    assert!(private.contains("egress.allow_cidrs"), "{all}");
+    // The host's own loopback: no range opens it; --allow-host-port does.
+    let local = answer("local.test");
+    assert!(local.starts_with("HTTP/1.1 403"), "{all}");
+    assert!(
+        local.contains("X-Warden-Denied: denied: local.test resolves only to the host's own addresses (127.0.0.1)"),
+        "{all}"
+    );
+    assert!(
+        local.contains(&format!("--allow-host-port {port}")),
+        "{all}"
+    );
+    // What pip's stack shows: the reason, not a TLS error.
+    assert!(
+        s.contains("urllib error: <urlopen error Tunnel connection failed: 403")
+            && s.contains("--allow-cidr 10.255.0.7/32"),
+        "{all}"
+    );
+    assert!(!s.contains("WRONG_VERSION_NUMBER"), "{all}");
+    // The control: the owner's pin to the same listener opens a tunnel
+    // and reaches it, so an arrival of the refused ones would be seen.
+    let pinned = answer("pinned.test");
+    assert!(
+        pinned.starts_with("HTTP/1.1 200 Connection established\r\n\r\nreached"),
+        "{all}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(up.connections().len(), 1, "{all}");
+    // The event carries the reason as a code and its data, for every door.
+    let text = std::fs::read_to_string(&events).unwrap();
+    let denial = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["event"] == "connection" && e["name"] == "private.test")
+        .unwrap_or_else(|| panic!("no decision recorded: {text}"));
+    assert_eq!(denial["allowed"], false, "{denial}");
+    assert_eq!(
+        denial["reason"],
+        serde_json::json!({
+            "code": "not_public",
+            "addresses": ["10.255.0.7"],
+            "allow": {"field": "egress.allow_cidrs", "value": "10.255.0.7/32"}
+        }),
+        "{denial}"
     );
 }

@@ -2,6 +2,8 @@
 //! each decision the moment it is made. Shared by the proxy, the resolver
 //! and the secret terminator; it holds no logic of its own.
 
+use warden_policy::Field;
+
 /// What a decision was about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Protocol {
@@ -67,6 +69,47 @@ pub struct Decision {
     pub bytes_out: u64,
     pub bytes_in: u64,
     pub duration_ms: u64,
+    /// Why it was refused, as data a door can word in its own terms
+    /// (the flag, the profile key, the API field); `detail` says the same
+    /// in words. Set only where the refusal has a rule that would lift it.
+    pub reason: Option<Reason>,
+}
+
+/// Why an allowed name was not connected, as a stable code and its data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason {
+    pub code: ReasonCode,
+    /// The addresses the name resolved to (or was pinned to).
+    pub addresses: Vec<std::net::IpAddr>,
+    /// The owner's option whose entry would allow it, and that entry
+    /// (e.g. [`Field::AllowCidr`] and `10.1.2.3/32`).
+    pub allow: Option<(Field, String)>,
+}
+
+/// The stable codes of [`Reason`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReasonCode {
+    /// The name resolved only to addresses that are not public and in no
+    /// range the owner allowed.
+    NotPublic,
+    /// The name resolved only to the host's own addresses (or its
+    /// loopback), which no range opens.
+    HostItself,
+    /// Only a caller's entry allows the name, and such an entry reaches
+    /// public addresses only.
+    CallersReach,
+}
+
+impl ReasonCode {
+    /// The code as events carry it: `not_public`, `host_itself`,
+    /// `callers_reach`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonCode::NotPublic => "not_public",
+            ReasonCode::HostItself => "host_itself",
+            ReasonCode::CallersReach => "callers_reach",
+        }
+    }
 }
 
 /// Hears every decision as it is made. Called on the proxy's own threads:

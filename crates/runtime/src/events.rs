@@ -401,6 +401,22 @@ impl Bus {
     }
 }
 
+/// A refusal's reason as events carry it: its code, the addresses, and
+/// the entry that would allow it under its field's profile key (each door
+/// words the field its own way).
+fn reason(r: &decision::Reason) -> warden_audit::Reason {
+    warden_audit::Reason {
+        code: r.code.as_str().to_string(),
+        addresses: r.addresses.iter().map(ToString::to_string).collect(),
+        allow: r.allow.as_ref().and_then(|(field, value)| {
+            Some(warden_audit::WouldAllow {
+                field: field.profile_key()?.to_string(),
+                value: value.clone(),
+            })
+        }),
+    }
+}
+
 /// The bus as the jail's event sink (lifecycle events).
 pub struct BusSink(pub Arc<Bus>);
 
@@ -476,6 +492,7 @@ impl Observer for Decisions {
                     bytes_in: d.bytes_in,
                     duration_ms: d.duration_ms,
                     conn,
+                    reason: d.reason.as_ref().map(|r| Box::new(reason(r))),
                 }
             }
         };
@@ -571,6 +588,7 @@ mod tests {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
+            reason: None,
         };
         let started = std::time::Instant::now();
         observer.decision(Some(0), &decision);

@@ -258,6 +258,7 @@ mod tests {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
+            reason: None,
         }
     }
 

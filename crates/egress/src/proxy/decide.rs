@@ -7,7 +7,8 @@
 //! `--ask` and what a person answered for the run, a secret's placeholder
 //! on its way to a host that is not its own, and the egress quota. It never
 //! connects upstream and never answers the client, save the CONNECT's
-//! `200` that `classify` sends before the tunnel is judged.
+//! `200` that `classify` sends when `relay`, its upstream connected, asks
+//! for the tunnel to be judged.
 
 use super::classify::{
     read_first_bytes, request_head_len, speaks_other, through_tunnel, First, FIRST_BYTES_TIMEOUT,
@@ -57,9 +58,10 @@ pub(super) enum Verdict {
 
 /// Read a new connection's first bytes and decide it: on the name its
 /// address stands for, or on the name its bytes carry; with `--ask`, by a
-/// person; a CONNECT by what then comes through its tunnel. Returns the
-/// protocol it was read as and the verdict; `buf` keeps what was read (for
-/// a CONNECT, what came through the tunnel).
+/// person. An allowed CONNECT's tunnel is not opened here: `relay` answers
+/// it once the upstream is connected, and [`tunnel`] judges what comes
+/// through. Returns the protocol it was read as and the verdict; `buf`
+/// keeps what was read.
 pub(super) async fn verdict(
     conn: &mut TcpStream,
     buf: &mut Vec<u8>,
@@ -209,24 +211,18 @@ pub(super) async fn verdict(
         }
         (v, _) => v,
     };
-    // A CONNECT is answered at once; what the client then sends through the
-    // tunnel must pass the same rules as a transparent connection to the
-    // same name and port (TLS for that name, HTTP only with --allow-http,
-    // anything else only for an explicit name:port entry).
-    match verdict {
-        Verdict::Allow {
-            name,
-            rule,
-            port: to_port,
-            tunnel: true,
-            owner,
-        } => tunnel(conn, buf, (name, rule, owner), to_port, shared).await,
-        other => (protocol, other),
-    }
+    // An allowed CONNECT is answered by `relay` once its upstream is
+    // connected; what the client then sends through the tunnel is judged
+    // by [`tunnel`].
+    (protocol, verdict)
 }
 
-/// What comes through a CONNECT's tunnel to `name:to_port`, decided.
-async fn tunnel(
+/// Answer an allowed CONNECT to `name:to_port` (its upstream connected)
+/// and decide what comes through its tunnel: it must pass the same rules
+/// as a transparent connection to the same name and port (TLS for that
+/// name, HTTP only with --allow-http, anything else only for an explicit
+/// name:port entry).
+pub(super) async fn tunnel(
     conn: &mut TcpStream,
     buf: &mut Vec<u8>,
     (name, rule, owner): (String, String, bool),
@@ -383,6 +379,7 @@ fn record_stray(
         bytes_out: 0,
         bytes_in: 0,
         duration_ms: 0,
+        reason: None,
     });
     why
 }

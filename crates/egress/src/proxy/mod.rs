@@ -22,7 +22,7 @@ mod pass;
 mod relay;
 mod serve;
 
-pub use crate::decision::{Decision, Observer, Protocol, SecretAction};
+pub use crate::decision::{Decision, Observer, Protocol, Reason, ReasonCode, SecretAction};
 use crate::dns::{self, NameAddresses};
 use crate::matcher::Matcher;
 use crate::secrets::Terminator;
@@ -475,6 +475,7 @@ async fn serve_dns(udp: UdpSocket, shared: &Arc<Shared>) {
                     bytes_out: 0,
                     bytes_in: 0,
                     duration_ms: 0,
+                    reason: None,
                 });
             }
         }

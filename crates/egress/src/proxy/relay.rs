@@ -1,7 +1,8 @@
 //! Relaying: what becomes of a decided connection.
 //!
 //! This module owns the end of every connection: a denial answered (403 for
-//! HTTP) and closed; an allowed one connected upstream (resolved on the
+//! HTTP) and closed; an allowed one connected upstream (a CONNECT answered
+//! only then, so that a refusal by address is its 403; resolved on the
 //! host; resolved addresses must be public or in `--allow-cidr`, never the
 //! host's own; the host's loopback only for `--allow-host-port`), then
 //! spliced both ways under the idle timeout with every byte counted towards
@@ -9,9 +10,9 @@
 //! decision when it is made, its bytes when it ends. It never decides
 //! whether a connection may go (`decide` does).
 
-use super::decide::{admit, Refusal, Verdict};
+use super::decide::{self, admit, Refusal, Verdict};
 use super::{live, pass, Arrival, Shared};
-use crate::decision::{Decision, Protocol};
+use crate::decision::{Decision, Protocol, Reason, ReasonCode};
 use crate::http::parse_request_head;
 use crate::tls::{self, ClientHello};
 use std::net::{IpAddr, SocketAddr};
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use warden_policy::{Field, HOST_ALIAS};
 
 /// How long connecting upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,6 +47,7 @@ pub(super) async fn settle(
         bytes_out: 0,
         bytes_in: 0,
         duration_ms: 0,
+        reason: None,
     };
     match verdict {
         Verdict::Deny {
@@ -90,7 +93,7 @@ pub(super) async fn settle(
             // In the registry of open connections from here on: a removal
             // of its name from the allowlist cuts it, whatever it is doing.
             let registered = live::register(shared, at, &name, upstream_port, &rule);
-            decision.rule = Some(rule);
+            decision.rule = Some(rule.clone());
             let mut registration = match registered {
                 Ok(r) => r,
                 Err(why) => {
@@ -101,13 +104,14 @@ pub(super) async fn settle(
                     return;
                 }
             };
+            // A CONNECT is not answered yet: its tunnel opens only once the
+            // upstream is connected (as squid does), so that a refusal is a
+            // status the client can show, not a broken handshake.
             let upstream = match admit(shared, &buf, protocol, at, &name, upstream_port) {
                 Err(Refusal::Stray(why)) => {
                     decision.allowed = false;
                     decision.detail = why.clone();
-                    // Inside an open CONNECT tunnel an HTTP answer would be
-                    // taken for the other protocol's bytes: the tunnel is cut.
-                    if protocol == Protocol::Http {
+                    if protocol == Protocol::Http || tunnel {
                         let _ = conn.write_all(&forbidden(&why)).await;
                     }
                     let _ = conn.shutdown().await;
@@ -121,21 +125,48 @@ pub(super) async fn settle(
                     _ = registration.cut() => Err(Unreached::Failed(cut_why(&name))),
                 },
             };
+            // The tunnel's first bytes, judged once the upstream is there.
+            // Boxed: the proxy's thread has a small stack, and a future
+            // this size would be built on it.
+            let upstream = match upstream {
+                Ok(up) if tunnel => Box::pin(open_tunnel(
+                    &mut conn,
+                    &mut buf,
+                    at,
+                    (&name, rule, owner),
+                    upstream_port,
+                    shared,
+                    &mut registration,
+                ))
+                .await
+                .map(|()| up),
+                other => other,
+            };
             match upstream {
-                // Refused by where the name leads: a plain request is
-                // told why, as a denial is.
-                Err(Unreached::Refused(why)) if protocol == Protocol::Http => {
+                // Refused by where the name leads: a plain request or a
+                // CONNECT (not answered yet) is told why, as a denial is.
+                Err(Unreached::Refused(why, reason)) if protocol == Protocol::Http || tunnel => {
                     decision.detail = why.clone();
+                    decision.reason = reason;
                     let _ = conn.write_all(&forbidden(&format!("denied: {why}"))).await;
                     let _ = conn.shutdown().await;
                 }
-                Err(Unreached::Refused(why) | Unreached::Failed(why)) => {
+                Err(Unreached::Refused(why, reason)) => {
                     decision.detail = why;
+                    decision.reason = reason;
+                    let _ = conn.shutdown().await;
+                }
+                Err(Unreached::Failed(why)) => {
                     if tunnel {
-                        let _ = conn
-                            .write_all(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n")
-                            .await;
+                        let _ = conn.write_all(&bad_gateway(&why)).await;
                     }
+                    decision.detail = why;
+                    let _ = conn.shutdown().await;
+                }
+                // Inside an open tunnel an HTTP answer would be taken for
+                // the other protocol's bytes: the tunnel is cut.
+                Err(Unreached::Cut(why)) => {
+                    decision.detail = why;
                     let _ = conn.shutdown().await;
                 }
                 Ok((upstream, addr)) => {
@@ -251,6 +282,32 @@ pub(super) async fn settle(
     shared.record(&decision);
 }
 
+/// Answer an allowed CONNECT whose upstream is connected, and judge what
+/// comes through its tunnel (`decide::tunnel`), then the last checks on
+/// those bytes (a stray placeholder, the quota). A refusal here can only
+/// cut the tunnel.
+async fn open_tunnel(
+    conn: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    at: &Arrival,
+    (name, rule, owner): (&str, String, bool),
+    port: u16,
+    shared: &Arc<Shared>,
+    registration: &mut live::Registration,
+) -> Result<(), Unreached> {
+    let judged = tokio::select! {
+        j = decide::tunnel(conn, buf, (name.to_string(), rule, owner), port, shared) => j.1,
+        _ = registration.cut() => return Err(Unreached::Cut(cut_why(name))),
+    };
+    match judged {
+        Verdict::Allow { .. } => match admit(shared, buf, Protocol::Connect, at, name, port) {
+            Ok(()) => Ok(()),
+            Err(Refusal::Stray(why) | Refusal::Quota(why)) => Err(Unreached::Cut(why)),
+        },
+        Verdict::Deny { why, .. } | Verdict::Refuse { why, .. } => Err(Unreached::Cut(why)),
+    }
+}
+
 /// The request in `buf` as the origin server gets it: an absolute URI (a
 /// request to the explicit proxy) becomes a path, with a `Host` header when
 /// the request had none; headers meant for the proxy are dropped; and the
@@ -318,13 +375,17 @@ fn cut_why(name: &str) -> String {
     format!("cut: {name} was removed from the allowlist")
 }
 
-/// Why an allowed connection was not connected upstream.
+/// Why an allowed connection was not connected upstream, or not relayed.
 enum Unreached {
     /// Where the name leads is not for this connection (addresses that are
-    /// not public, the owner's reach for a caller's name): a refusal.
-    Refused(String),
+    /// not public, the owner's reach for a caller's name): a refusal, in
+    /// words and as data.
+    Refused(String, Option<Reason>),
     /// It could not be resolved or connected, or was cut or over quota.
     Failed(String),
+    /// What came through an open CONNECT tunnel was refused, or the
+    /// tunnel was cut: nothing more can be said to the client.
+    Cut(String),
 }
 
 /// Resolve `name` on the host side and connect. For a destination the
@@ -354,26 +415,46 @@ async fn connect_upstream(
             let resolved: Vec<IpAddr> = match shared.test_resolved.get(name) {
                 Some(ips) => ips.clone(),
                 None => {
-                    let unresolved = |e: String| match pinned {
-                        Some(_) => Unreached::Refused(callers_name(
-                            name,
-                            port,
-                            &format!(
-                                "it is pinned by the owner, and cannot be resolved otherwise: {e}"
+                    let unresolved = |e: String| {
+                        match pinned {
+                        // The owner's pinned address is not shown to
+                        // the caller.
+                        Some(_) => Unreached::Refused(
+                            callers_name(
+                                name,
+                                port,
+                                &format!(
+                                    "it is pinned by the owner, and cannot be resolved otherwise: {e}"
+                                ),
                             ),
-                        )),
+                            Some(Reason {
+                                code: ReasonCode::CallersReach,
+                                addresses: Vec::new(),
+                                allow: None,
+                            }),
+                        ),
                         None => Unreached::Failed(format!("cannot resolve {name}: {e}")),
+                    }
                     };
                     let resolver = shared
                         .resolver()
                         .as_ref()
-                        .map_err(|e| unresolved(e.clone()))?;
-                    resolver
-                        .lookup_ip(name)
-                        .await
-                        .map_err(|e| unresolved(e.to_string()))?
-                        .iter()
-                        .collect()
+                        .map_err(|e| unresolved(e.clone()))?
+                        .clone();
+                    // On a task of its own: the resolver's futures are
+                    // deep, and the proxy's thread has a small stack that
+                    // the connection's own future already uses.
+                    let owned = name.to_string();
+                    tokio::spawn(async move {
+                        resolver
+                            .lookup_ip(owned)
+                            .await
+                            .map(|l| l.iter().collect::<Vec<IpAddr>>())
+                            .map_err(|e| e.to_string())
+                    })
+                    .await
+                    .map_err(|e| unresolved(e.to_string()))?
+                    .map_err(unresolved)?
                 }
             };
             // Fails closed: without the host's own addresses no resolved
@@ -437,18 +518,84 @@ impl Reach<'_> {
         if !usable.is_empty() {
             return Ok(usable);
         }
+        let ips: Vec<IpAddr> = all.iter().map(|a| a.ip()).collect();
+        let list = ips
+            .iter()
+            .map(IpAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
         // The owner's reach would have served it: the caller is told so.
         let owners_would = self.pinned
             || all
                 .iter()
                 .any(|a| usable_upstream(a.ip(), self.cidrs, self.own));
-        Err(Unreached::Refused(if !self.owner && owners_would {
-            callers_name(name, port, &format!("it resolves to {all:?}"))
-        } else {
-            format!(
-                "{name} resolves only to non-public or the host's own addresses ({all:?}); the owner's pinned addresses or local ranges would allow one"
-            )
-        }))
+        if !self.owner && owners_would {
+            return Err(Unreached::Refused(
+                callers_name(name, port, &format!("it resolves to {list}")),
+                Some(Reason {
+                    code: ReasonCode::CallersReach,
+                    addresses: ips,
+                    allow: None,
+                }),
+            ));
+        }
+        // The first address a range could open (none is the host's own),
+        // as the one-address range that would allow it.
+        let everything: [ipnet::IpNet; 2] = [
+            ipnet::IpNet::V4(ipnet::Ipv4Net::default()),
+            ipnet::IpNet::V6(ipnet::Ipv6Net::default()),
+        ];
+        let openable = ips
+            .iter()
+            .find(|ip| usable_upstream(**ip, &everything, self.own));
+        let reason = match openable {
+            Some(ip) => Reason {
+                code: ReasonCode::NotPublic,
+                allow: Some((Field::AllowCidr, ipnet::IpNet::from(*ip).to_string())),
+                addresses: ips,
+            },
+            None => Reason {
+                code: ReasonCode::HostItself,
+                allow: Some((Field::AllowHostPort, port.to_string())),
+                addresses: ips,
+            },
+        };
+        Err(Unreached::Refused(
+            refused_why(name, &list, &reason),
+            Some(reason),
+        ))
+    }
+}
+
+/// A refusal by where a name leads, in words: the addresses, and the
+/// entry that would allow it in each door's terms (from the field table).
+fn refused_why(name: &str, list: &str, reason: &Reason) -> String {
+    let rule = |field: Field, value: &str| {
+        let mut how = Vec::new();
+        if let Some(flag) = field.flag() {
+            how.push(format!("{flag} {value}"));
+        }
+        if let Some(key) = field.profile_key() {
+            how.push(format!("{key} in a profile"));
+        }
+        if let Some(json) = field.json_path() {
+            how.push(format!("{json} in the API"));
+        }
+        match how.split_first() {
+            Some((first, rest)) if !rest.is_empty() => format!("{first} ({})", rest.join(", ")),
+            _ => how.join(", "),
+        }
+    };
+    match (reason.code, &reason.allow) {
+        (ReasonCode::NotPublic, Some((field, value))) => format!(
+            "{name} resolves only to non-public addresses ({list}), in no allowed range; allow it with {}",
+            rule(*field, value)
+        ),
+        (ReasonCode::HostItself, Some((field, value))) => format!(
+            "{name} resolves only to the host's own addresses ({list}), which no range opens; the host's services are reached as {HOST_ALIAS}:{value}, allowed with {}",
+            rule(*field, value)
+        ),
+        _ => format!("{name} resolves only to addresses this connection may not use ({list})"),
     }
 }
 
@@ -560,6 +707,19 @@ fn forbidden(why: &str) -> Vec<u8> {
     let body = format!("warden: {why}\n");
     format!(
         "HTTP/1.1 403 Forbidden by warden: {header}\r\nContent-Type: text/plain\r\nX-Warden-Denied: {header}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A 502 for a CONNECT whose upstream could not be reached (resolved,
+/// connected, or over the quota), saying why in the body: sent before the
+/// tunnel opens, so the client shows a status rather than a broken
+/// handshake.
+fn bad_gateway(why: &str) -> Vec<u8> {
+    let body = format!("warden: {why}\n");
+    format!(
+        "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
@@ -683,7 +843,9 @@ mod tests {
         };
         let ips = |r: Result<Vec<SocketAddr>, Unreached>| match r {
             Ok(v) => Ok(v.into_iter().map(|a| a.ip()).collect::<Vec<_>>()),
-            Err(Unreached::Refused(why) | Unreached::Failed(why)) => Err(why),
+            Err(Unreached::Refused(why, _) | Unreached::Failed(why) | Unreached::Cut(why)) => {
+                Err(why)
+            }
         };
         // The owner's destination: the owner's range serves it.
         assert_eq!(
@@ -706,6 +868,39 @@ mod tests {
             ips(reach(false, true).usable("pinned.test", 9090, &["127.0.0.1".parse().unwrap()]))
                 .unwrap_err();
         assert!(why.contains("only by a caller's entry"), "{why}");
+    }
+
+    #[test]
+    fn a_refusal_by_address_names_the_address_and_the_entry_that_allows_it() {
+        let own: Vec<IpAddr> = vec!["10.9.9.9".parse().unwrap()];
+        let reach = Reach {
+            owner: true,
+            pinned: false,
+            cidrs: &[],
+            own: &own,
+        };
+        let refused = |ips: &[&str]| {
+            let ips: Vec<IpAddr> = ips.iter().map(|i| i.parse().unwrap()).collect();
+            match reach.usable("db.test", 5432, &ips) {
+                Err(Unreached::Refused(why, Some(reason))) => (why, reason),
+                _ => panic!("not refused with a reason: {ips:?}"),
+            }
+        };
+        // The first address a range could open, as a one-address range.
+        let (why, reason) = refused(&["127.0.0.1", "10.1.2.3", "fd00::1"]);
+        assert_eq!(reason.code, ReasonCode::NotPublic);
+        assert_eq!(reason.allow, Some((Field::AllowCidr, "10.1.2.3/32".into())));
+        assert_eq!(reason.addresses.len(), 3);
+        assert!(why.contains("(127.0.0.1, 10.1.2.3, fd00::1)"), "{why}");
+        assert!(why.contains("--allow-cidr 10.1.2.3/32"), "{why}");
+        assert!(why.contains("egress.allow_cidrs"), "{why}");
+        let (_, reason) = refused(&["fd00::1"]);
+        assert_eq!(reason.allow, Some((Field::AllowCidr, "fd00::1/128".into())));
+        // Only the host itself: no range opens it, a host port does.
+        let (why, reason) = refused(&["127.0.0.1", "10.9.9.9"]);
+        assert_eq!(reason.code, ReasonCode::HostItself);
+        assert_eq!(reason.allow, Some((Field::AllowHostPort, "5432".into())));
+        assert!(why.contains("--allow-host-port 5432"), "{why}");
     }
 
     #[test]

@@ -84,6 +84,7 @@ pub(super) fn spawn(
                     bytes_out: 0,
                     bytes_in: 0,
                     duration_ms: 0,
+                    reason: None,
                 });
             }
         })
@@ -219,6 +220,7 @@ async fn accept_loop(
                     bytes_out: 0,
                     bytes_in: 0,
                     duration_ms: 0,
+                    reason: None,
                 });
                 drop(conn);
                 continue;

@@ -159,6 +159,7 @@ impl Session {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
+            reason: None,
         }
     }
 
@@ -194,6 +195,7 @@ impl Session {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
+            reason: None,
         });
         text(status, format!("warden: {why}\n"))
     }
