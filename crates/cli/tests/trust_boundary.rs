@@ -92,6 +92,22 @@ fn sandboxes(d: &Daemon) -> Vec<String> {
         .collect()
 }
 
+/// A JSON body sent over TCP with a token.
+fn json_tcp(d: &Daemon, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    tcp(
+        d,
+        method,
+        path,
+        token,
+        &[
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            body,
+        ],
+    )
+}
+
 /// One HTTP exchange over TCP with a token and extra curl arguments.
 fn tcp(d: &Daemon, method: &str, path: &str, token: &str, extra: &[&str]) -> (u16, String) {
     let out = Command::new("curl")
@@ -128,18 +144,7 @@ fn a_token_holder_names_no_file_as_a_profile_in_any_spelling_and_nothing_is_read
     );
     // A file the token holder writes into its own sandbox, which sits in
     // that sandbox's saved layer on the host once it is stopped.
-    let (s, b) = tcp(
-        &d,
-        "POST",
-        "/v1/sandboxes",
-        &t,
-        &[
-            "-H",
-            "content-type: application/json",
-            "--data-binary",
-            r#"{"name":"mine"}"#,
-        ],
-    );
+    let (s, b) = json_tcp(&d, "POST", "/v1/sandboxes", &t, r#"{"name":"mine"}"#);
     assert_eq!(s, 201, "{b}");
     let upload = host.dir.path().join("upload.yaml");
     std::fs::write(&upload, evil_profile(&host.marker)).unwrap();
@@ -192,18 +197,7 @@ fn a_token_holder_names_no_file_as_a_profile_in_any_spelling_and_nothing_is_read
         r#"{"profile":"owners","spec":{"egress":{"presets":["../../climb"]}}}"#.to_string(),
     ];
     for body in &attempts {
-        let (s, b) = tcp(
-            &d,
-            "POST",
-            "/v1/sandboxes",
-            &t,
-            &[
-                "-H",
-                "content-type: application/json",
-                "--data-binary",
-                body,
-            ],
-        );
+        let (s, b) = json_tcp(&d, "POST", "/v1/sandboxes", &t, body);
         assert_eq!(s, 403, "{body}: {s} {b}");
         let p = json(&b);
         assert_eq!(p["code"], "not_a_name", "{body}: {b}");
@@ -225,17 +219,12 @@ fn a_token_holder_names_no_file_as_a_profile_in_any_spelling_and_nothing_is_read
     }
     // What the owner's catalogue offers, the token holder gets, pins
     // included.
-    let (s, b) = tcp(
+    let (s, b) = json_tcp(
         &d,
         "POST",
         "/v1/sandboxes",
         &t,
-        &[
-            "-H",
-            "content-type: application/json",
-            "--data-binary",
-            r#"{"name":"ok","profile":"owners","start":false}"#,
-        ],
+        r#"{"name":"ok","profile":"owners","start":false}"#,
     );
     assert_eq!(s, 201, "{b}");
     // The owner, on its own socket, names files as on the command line.
@@ -317,18 +306,7 @@ fn a_token_holders_names_never_use_the_owners_pins_or_ranges() {
             "import socket,sys\ntry:\n s=socket.create_connection((sys.argv[1],int(sys.argv[2])),timeout=10); s.sendall(b'hello\\n'); s.settimeout(2)\n print('open', s.recv(10), flush=True)\nexcept OSError as e:\n print('failed', e, flush=True)",
             "pinned.test", port.to_string()]})
         .to_string();
-        let (s, b) = tcp(
-            &d,
-            "POST",
-            "/v1/sandboxes/pins/exec",
-            &t,
-            &[
-                "-H",
-                "content-type: application/json",
-                "--data-binary",
-                &body,
-            ],
-        );
+        let (s, b) = json_tcp(&d, "POST", "/v1/sandboxes/pins/exec", &t, &body);
         assert_eq!(s, 200, "{b}");
         b
     };
@@ -460,18 +438,7 @@ fn a_token_holder_sets_nothing_that_reaches_the_host_however_it_spells_it() {
         ),
     ];
     for (body, field) in &attempts {
-        let (s, b) = tcp(
-            &d,
-            "POST",
-            "/v1/sandboxes",
-            &t,
-            &[
-                "-H",
-                "content-type: application/json",
-                "--data-binary",
-                body,
-            ],
-        );
+        let (s, b) = json_tcp(&d, "POST", "/v1/sandboxes", &t, body);
         assert_eq!(s, 403, "{body}: {s} {b}");
         let p = json(&b);
         assert_eq!(p["code"], "owner_only", "{body}: {b}");
@@ -570,18 +537,7 @@ fn a_token_holder_gets_no_workspace_that_holds_the_owners_catalogue() {
         home.join(".config/warden/profiles"),
     ] {
         let body = format!(r#"{{"workspace":"{}","start":false}}"#, ws.display());
-        let (s, b) = tcp(
-            &d,
-            "POST",
-            "/v1/sandboxes",
-            &t,
-            &[
-                "-H",
-                "content-type: application/json",
-                "--data-binary",
-                &body,
-            ],
-        );
+        let (s, b) = json_tcp(&d, "POST", "/v1/sandboxes", &t, &body);
         assert_eq!(s, 403, "{}: {b}", ws.display());
         assert_eq!(json(&b)["field"], "/workspace", "{b}");
         assert!(
@@ -594,18 +550,7 @@ fn a_token_holder_gets_no_workspace_that_holds_the_owners_catalogue() {
         r#"{{"name":"proj","workspace":"{}","start":false}}"#,
         home.join("proj").display()
     );
-    let (s, b) = tcp(
-        &d,
-        "POST",
-        "/v1/sandboxes",
-        &t,
-        &[
-            "-H",
-            "content-type: application/json",
-            "--data-binary",
-            &body,
-        ],
-    );
+    let (s, b) = json_tcp(&d, "POST", "/v1/sandboxes", &t, &body);
     assert_eq!(s, 201, "{b}");
 }
 

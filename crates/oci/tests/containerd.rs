@@ -313,7 +313,7 @@ fn listener() -> (u16, Arc<Mutex<Vec<String>>>) {
 }
 
 #[test]
-fn host_loopback_is_out_of_reach_unless_the_annotation_allows_the_name() {
+fn host_loopback_is_out_of_reach_unless_the_nodes_profile_allows_the_name() {
     let Some(c) = with_image() else { return };
     let (port, seen) = listener();
     // HTTP to an address of the container's choosing (every TCP connection
@@ -352,15 +352,42 @@ fn host_loopback_is_out_of_reach_unless_the_annotation_allows_the_name() {
         seen.lock().unwrap()
     );
 
-    // The annotation allows one name: that name reaches the listener, the
-    // other name and the raw address still do not.
+    // The pod's author allows the pinned name itself: a name a caller
+    // gives never uses the node owner's pin (it would reach the node's
+    // loopback on any port the author picks).
     let o = c.run(
-        "open",
+        "callers",
         &[
             "--annotation",
             &format!("warden.dev/egress=allowed.test:{port}"),
             "--annotation",
             pin,
+            "--annotation",
+            "warden.dev/allow-http=true",
+        ],
+        &["sh", "-c", &attack],
+    );
+    assert!(o.status.success(), "{} {}", text(&o.stderr), c.log());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "a pod author's name used the node's pin: {:?}",
+        seen.lock().unwrap()
+    );
+
+    // The node's profile allows one name on that port: that name reaches
+    // the listener, the other name and the raw address still do not.
+    c.node_profile(
+        "pinned-open",
+        &format!(
+            "egress:\n  domains: [\"allowed.test:{port}\"]\n  hosts: {{allowed.test: 127.0.0.1, denied.test: 127.0.0.1}}\n"
+        ),
+    );
+    let o = c.run(
+        "open",
+        &[
+            "--annotation",
+            "warden.dev/profile=pinned-open",
             "--annotation",
             "warden.dev/allow-http=true",
         ],
@@ -648,16 +675,18 @@ fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
         return;
     };
     let (port, seen) = listener();
+    // The node's owner allows the name and pins it (a pod author's own
+    // names never use the node's pins).
     c.node_profile(
-        "pinned",
-        "egress:\n  hosts: {allowed.test: 127.0.0.1, denied.test: 127.0.0.1}\n",
+        "pinned-open",
+        &format!(
+            "egress:\n  domains: [\"allowed.test:{port}\"]\n  hosts: {{allowed.test: 127.0.0.1, denied.test: 127.0.0.1}}\n"
+        ),
     );
     let ns = format!("network:{}", pod.path());
     let policy = [
         "--annotation".to_string(),
-        format!("warden.dev/egress=allowed.test:{port}"),
-        "--annotation".to_string(),
-        "warden.dev/profile=pinned".to_string(),
+        "warden.dev/profile=pinned-open".to_string(),
         "--annotation".to_string(),
         "warden.dev/allow-http=true".to_string(),
         "--with-ns".to_string(),
