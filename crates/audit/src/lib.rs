@@ -21,7 +21,7 @@ mod paths;
 
 pub use event::{
     Event, EventKind, ExitReason, Protocol, Reason, ResourcePeaks, SecretAction, StopReason,
-    WouldAllow, WorkspaceAction,
+    WorkspaceAction, WouldAllow,
 };
 
 use std::fs::{File, OpenOptions};
