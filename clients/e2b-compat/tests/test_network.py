@@ -1,7 +1,7 @@
-"""A sandbox created through the SDK with a network allowlist reaches only
-the allowed name: two real listeners on the host's loopback, one per name
-(pinned there by the owner's profile, the template), record every
-connection that arrives."""
+"""A sandbox created through the SDK reaches only the allowed name: two
+real listeners on the host's loopback, one per name (pinned there by the
+owner's profile, the template), record every connection that arrives. A
+name the client allows itself (allow_out) never uses the owner's pins."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import threading
 from typing import List
 
 from e2b import Sandbox
+
+from conftest import Daemon
 
 # Resolve NAME, connect to PORT with a TLS ClientHello for it (the proxy
 # decides by the name), wait a second for an answer.
@@ -54,13 +56,26 @@ class Listener:
             self.held.append(conn)
 
 
-def test_an_allowlisted_name_is_reached_and_no_other_is() -> None:
+def test_the_templates_name_is_reached_and_a_name_the_client_adds_never_uses_its_pin(
+    daemon: Daemon,
+) -> None:
     allowed, denied = Listener(), Listener()
+    # The owner's template allows one name on one port and pins both names
+    # to the host's loopback.
+    name = f"e2bnet-{allowed.port}"
+    (daemon.state.parent / "config" / "warden" / "profiles" / f"{name}.yaml").write_text(
+        "egress:\n"
+        f"  domains: [\"allowed.test:{allowed.port}\"]\n"
+        "  hosts: {allowed.test: 127.0.0.1, denied.test: 127.0.0.1}\n"
+    )
+    # The client adds the other pinned name itself: a name an E2B client
+    # gives reaches public addresses only, never the owner's pins (it could
+    # otherwise reach any port of a pinned host).
     sbx = Sandbox.create(
-        template="e2bnet",
+        template=name,
         timeout=120,
         network={
-            "allow_out": [f"allowed.test:{allowed.port}"],
+            "allow_out": [f"denied.test:{denied.port}"],
             "deny_out": ["0.0.0.0/0"],
         },
     )
