@@ -149,6 +149,8 @@ impl Containerd {
 }
 
 const IMAGE: &str = "localhost/warden-test/busybox:1";
+/// The file the image's planted profile's program would make on the node.
+const NODE_MARK: &str = "ran-on-the-node";
 /// The value of the node's `WARDEN_SECRET_KEY`.
 const NODE_KEY: &str = "node-key-6f1d0c7a9e";
 
@@ -173,6 +175,17 @@ fn build_image(dir: &Path) -> PathBuf {
     std::os::unix::fs::symlink("usr/lib", tree.join("lib")).unwrap();
     std::os::unix::fs::symlink("usr/lib64", tree.join("lib64")).unwrap();
     std::fs::copy(BUSYBOX, tree.join("bin/busybox")).unwrap();
+    // What a pod's author would like the node to read as its own
+    // configuration: a profile in the image, whose secret's program would
+    // run on the node (and leave its mark in the test's directory).
+    std::fs::write(
+        tree.join("etc/warden-profile.yaml"),
+        format!(
+            "secrets:\n  X:\n    from_command: [/usr/bin/touch, {}]\n    hosts: [evil.test]\n",
+            dir.join(NODE_MARK).display()
+        ),
+    )
+    .unwrap();
     for tool in ["sh", "echo", "cat", "sleep", "nc", "hostname", "wget"] {
         std::os::unix::fs::symlink("busybox", tree.join("bin").join(tool)).unwrap();
     }
@@ -403,6 +416,31 @@ fn host_loopback_is_out_of_reach_unless_the_nodes_profile_allows_the_name() {
         "{}",
         text(&o.stdout)
     );
+}
+
+#[test]
+fn a_profile_in_the_pods_own_image_is_never_read_as_the_nodes() {
+    let Some(c) = with_image() else { return };
+    // containerd runs the runtime from the bundle's directory, whose
+    // `rootfs` is the image's tree.
+    for profile in [
+        "rootfs/etc/warden-profile.yaml",
+        "./rootfs/etc/warden-profile.yaml",
+        "../rootfs/etc/warden-profile.yaml",
+        "warden-profile.yaml",
+    ] {
+        let o = c.run(
+            "planted",
+            &["--annotation", &format!("warden.dev/profile={profile}")],
+            &["true"],
+        );
+        assert!(!o.status.success(), "{profile} was accepted");
+        assert!(
+            !c.dir.path().join(NODE_MARK).exists(),
+            "{profile}: the image's profile ran a program on the node"
+        );
+        let _ = c.ctr(&["containers", "rm", "planted"]);
+    }
 }
 
 #[test]
