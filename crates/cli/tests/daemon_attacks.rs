@@ -750,6 +750,33 @@ fn a_request_with_no_token_whose_body_trickles_is_cut_at_its_deadline() {
 
 /// Whether the daemon closed `c` within `limit`, asked without reading
 /// (reading would take the answers the daemon waits to write).
+#[test]
+fn a_request_head_larger_than_any_callers_is_refused_at_once_not_buffered() {
+    // 200 KB of header lines that never end: hyper's default buffer (about
+    // 400 KiB) would hold them all for the head's whole timeout, for every
+    // such connection.
+    let (_state, d, _e2b) = with_deadlines("big-head");
+    let tcp = d.tcp.clone().unwrap();
+    let mut c = TcpStream::connect(&tcp).unwrap();
+    let mut w = c.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(b"GET /v1/health HTTP/1.1\r\nhost: warden\r\n");
+        let line = format!("x-pad: {}\r\n", "a".repeat(8000));
+        for _ in 0..25 {
+            if w.write_all(line.as_bytes()).is_err() {
+                break;
+            }
+        }
+    });
+    let took = open_for(&mut c, Duration::from_secs(30));
+    assert!(
+        took < DEADLINE,
+        "a 200 KB head was held for {took:?}, not refused as it passed the buffer's size"
+    );
+    let _ = c.shutdown(std::net::Shutdown::Both);
+    let _ = writer.join();
+}
+
 fn closed_within(c: &TcpStream, limit: Duration) -> Option<Duration> {
     use std::os::fd::AsRawFd;
     let began = Instant::now();

@@ -309,9 +309,17 @@ fn builder() -> http1::Builder {
     let mut b = http1::Builder::new();
     b.timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
+        // A request head of any caller of the API (a token, a cookie, a
+        // few headers) fits many times over; hyper's default (~400 KiB)
+        // would let a process with no token hold that much per connection
+        // for the head's whole timeout, gigabytes at the listeners' caps.
+        .max_buf_size(HEAD_BUFFER)
         .keep_alive(true);
     b
 }
+
+/// The most a connection's read buffer holds (a request head must fit).
+const HEAD_BUFFER: usize = 64 << 10;
 
 /// One connection, HTTP/1.1 with upgrades (WebSockets), ended gracefully
 /// when the daemon stops, and at once when a newer connection took its

@@ -420,12 +420,9 @@ async fn connect_upstream(
                         // The owner's pinned address is not shown to
                         // the caller.
                         Some(_) => Unreached::Refused(
-                            callers_name(
-                                name,
-                                port,
-                                &format!(
-                                    "it is pinned by the owner, and cannot be resolved otherwise: {e}"
-                                ),
+                            format!(
+                                "{} (it is pinned by the owner, and cannot be resolved otherwise: {e})",
+                                callers_name(name, port)
                             ),
                             Some(Reason {
                                 code: ReasonCode::CallersReach,
@@ -531,7 +528,9 @@ impl Reach<'_> {
                 .any(|a| usable_upstream(a.ip(), self.cidrs, self.own));
         if !self.owner && owners_would {
             return Err(Unreached::Refused(
-                callers_name(name, port, &format!("it resolves to {list}")),
+                // Without the addresses: the sandbox is not told where the
+                // owner's pins and ranges lead (the event keeps them).
+                callers_name(name, port),
                 Some(Reason {
                     code: ReasonCode::CallersReach,
                     addresses: ips,
@@ -591,8 +590,10 @@ fn refused_why(name: &str, list: &str, reason: &Reason) -> String {
             "{name} resolves only to non-public addresses ({list}), in no allowed range; allow it with {}",
             rule(*field, value)
         ),
+        // Without the addresses: which addresses are the host's own is not
+        // the sandbox's to learn (the event keeps them for the owner).
         (ReasonCode::HostItself, Some((field, value))) => format!(
-            "{name} resolves only to the host's own addresses ({list}), which no range opens; the host's services are reached as {HOST_ALIAS}:{value}, allowed with {}",
+            "{name} resolves only to the host's own addresses, which no range opens; the host's services are reached as {HOST_ALIAS}:{value}, allowed with {}",
             rule(*field, value)
         ),
         _ => format!("{name} resolves only to addresses this connection may not use ({list})"),
@@ -601,9 +602,9 @@ fn refused_why(name: &str, list: &str, reason: &Reason) -> String {
 
 /// Why a name only a caller's entry allows was not connected to, where
 /// the owner's reach would have served it.
-fn callers_name(name: &str, port: u16, what: &str) -> String {
+fn callers_name(name: &str, port: u16) -> String {
     format!(
-        "{name} was allowed on port {port} only by a caller's entry, which reaches public addresses only ({what}); the owner's pinned addresses and local ranges serve only names and ports the owner allowed"
+        "{name} was allowed on port {port} only by a caller's entry, which reaches public addresses only; the owner's pinned addresses and local ranges serve only names and ports the owner allowed"
     )
 }
 
