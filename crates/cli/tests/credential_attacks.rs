@@ -11,6 +11,7 @@ mod common;
 use common::daemon::*;
 use common::*;
 use std::process::Command;
+use std::time::Duration;
 
 /// A refusal of the credential itself (not a missing sandbox, not a
 /// success).
@@ -290,6 +291,92 @@ fn an_envd_access_token_and_a_signed_url_end_with_their_sandbox() {
     let (s, b) = e2b(&addr, "GET", &signed_read(file, &key), &[], None);
     refused(s, &b, "a URL signed for a removed sandbox");
     assert!(!b.contains("second sandbox's note"), "{b}");
+}
+
+#[test]
+fn a_download_through_a_signed_url_ends_when_its_sandbox_is_killed() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("cred-signed-stream");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
+    let token = ok(&warden(
+        state.path(),
+        &[
+            "token",
+            "create",
+            "e2b",
+            "--scope",
+            "sandboxes:read",
+            "--scope",
+            "sandboxes:write",
+            "--scope",
+            "exec",
+            "--scope",
+            "files",
+        ],
+    ))
+    .trim()
+    .to_string();
+    let (s, b) = e2b(
+        &addr,
+        "POST",
+        "/sandboxes",
+        &[("x-api-key", &token)],
+        Some(r#"{"templateID":"base","timeout":300}"#),
+    );
+    assert!(s == 200 || s == 201, "{s} {b}");
+    let made = json(&b);
+    let id = made["sandboxID"].as_str().unwrap().to_string();
+    let key = made["envdAccessToken"].as_str().unwrap().to_string();
+    // 64 MiB, read at 1 MiB/s: about a minute if nothing ends it.
+    let (s, b) = call(
+        &d,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        Some(r#"{"argv":["sh","-c","head -c 67108864 /dev/zero > /workspace/big.bin"]}"#),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    let url = format!("http://{addr}{}", signed_read("/home/user/big.bin", &key));
+    let began = std::time::Instant::now();
+    let reader = std::thread::spawn(move || {
+        Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "90",
+                "--limit-rate",
+                "1M",
+                "-o",
+                "/dev/null",
+            ])
+            .args(["-w", "%{size_download}", &url])
+            .output()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let (s, b) = e2b(
+        &addr,
+        "DELETE",
+        &format!("/sandboxes/{id}"),
+        &[("x-api-key", &token)],
+        None,
+    );
+    assert!(s == 200 || s == 204, "{s} {b}");
+    let killed = began.elapsed();
+    let out = reader.join().unwrap();
+    let took = began.elapsed() - killed;
+    let got: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    assert!(
+        took < Duration::from_secs(10),
+        "the download went on {took:?} after its sandbox was killed ({got} bytes)"
+    );
+    assert!(got < 64 << 20, "the whole file came: {got} bytes");
 }
 
 #[test]

@@ -235,6 +235,9 @@ async fn control_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -
 pub(crate) struct Target {
     pub sandbox: String,
     pub signed_path: Option<String>,
+    /// The envd access token a signed URL's signature matched: what the
+    /// URL's answer ends with, as a header's token would.
+    pub signed_by: Option<String>,
 }
 
 /// The caller an `X-Access-Token` names for `sandbox`: a sandbox's envd
@@ -398,6 +401,7 @@ fn signed_caller(app: &App, req: &Request) -> Result<(Caller, Target), (StatusCo
         Target {
             sandbox: k.sandbox.clone(),
             signed_path: Some(path),
+            signed_by: Some(k.key.clone()),
         },
     ))
 }
@@ -480,6 +484,7 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
                 Target {
                     sandbox: id,
                     signed_path: None,
+                    signed_by: None,
                 },
             )
         })
@@ -522,7 +527,9 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
             .as_deref()
             .map(str::trim)
             .filter(|t| t.starts_with(signing::KEY_PREFIX))
-            .map(|k| (target.sandbox.clone(), k.to_string())),
+            .map(str::to_string)
+            .or_else(|| target.signed_by.clone())
+            .map(|k| (target.sandbox.clone(), k)),
     };
     req.extensions_mut().insert(credential.clone());
     req.extensions_mut().insert(caller);
