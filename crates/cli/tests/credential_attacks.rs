@@ -339,23 +339,36 @@ fn a_download_through_a_signed_url_ends_when_its_sandbox_is_killed() {
         None,
     );
     assert_eq!(s, 200, "{b}");
-    let url = format!("http://{addr}{}", signed_read("/home/user/big.bin", &key));
+    let path = signed_read("/home/user/big.bin", &key);
+    // A reader at 1 MB/s with a small receive buffer, so that what the
+    // kernels hold in flight when the sandbox is killed is a few seconds'
+    // worth, not the ten that loopback's autotuned buffers would.
+    const READER: &str = r#"import socket, sys, time
+host, port = sys.argv[1].rsplit(':', 1)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+s.connect((host, int(port)))
+s.sendall(('GET %s HTTP/1.1\r\nHost: e2b\r\nConnection: close\r\n\r\n' % sys.argv[2]).encode())
+got = 0
+s.settimeout(90)
+while True:
+    b = s.recv(16384)
+    if not b:
+        break
+    got += len(b)
+    time.sleep(len(b) / 1e6)
+print(got)
+"#;
     let began = std::time::Instant::now();
-    let reader = std::thread::spawn(move || {
-        Command::new("curl")
-            .args([
-                "-sS",
-                "--max-time",
-                "90",
-                "--limit-rate",
-                "1M",
-                "-o",
-                "/dev/null",
-            ])
-            .args(["-w", "%{size_download}", &url])
-            .output()
-            .unwrap()
-    });
+    let reader = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            Command::new("python3")
+                .args(["-c", READER, &addr, &path])
+                .output()
+                .unwrap()
+        })
+    };
     std::thread::sleep(Duration::from_millis(1500));
     let (s, b) = e2b(
         &addr,
@@ -372,6 +385,11 @@ fn a_download_through_a_signed_url_ends_when_its_sandbox_is_killed() {
         .trim()
         .parse()
         .unwrap_or(0);
+    assert!(
+        got > 0,
+        "the reader got nothing: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         took < Duration::from_secs(10),
         "the download went on {took:?} after its sandbox was killed ({got} bytes)"
