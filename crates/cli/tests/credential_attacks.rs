@@ -217,44 +217,76 @@ fn signed_read(path: &str, key: &str) -> String {
     )
 }
 
+/// A daemon with its E2B door, a token for it, and a sandbox the door
+/// made with the envd access token it answered.
+struct E2bSandbox {
+    state: TempDir,
+    addr: String,
+    d: Daemon,
+    token: String,
+    id: String,
+    key: String,
+}
+
+impl E2bSandbox {
+    fn new(tag: &str) -> E2bSandbox {
+        let state = TempDir::new(tag);
+        let addr = format!("127.0.0.1:{}", free_port());
+        let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
+        let token = ok(&warden(
+            state.path(),
+            &[
+                "token",
+                "create",
+                "e2b",
+                "--scope",
+                "sandboxes:read",
+                "--scope",
+                "sandboxes:write",
+                "--scope",
+                "exec",
+                "--scope",
+                "files",
+            ],
+        ))
+        .trim()
+        .to_string();
+        let (s, b) = e2b(
+            &addr,
+            "POST",
+            "/sandboxes",
+            &[("x-api-key", &token)],
+            Some(r#"{"templateID":"base","timeout":300}"#),
+        );
+        assert!(s == 200 || s == 201, "{s} {b}");
+        let made = json(&b);
+        let id = made["sandboxID"].as_str().unwrap().to_string();
+        let key = made["envdAccessToken"].as_str().unwrap().to_string();
+        E2bSandbox {
+            state,
+            addr,
+            d,
+            token,
+            id,
+            key,
+        }
+    }
+}
+
 #[test]
 fn an_envd_access_token_and_a_signed_url_end_with_their_sandbox() {
     if !curl_available() {
         return skip("curl is not installed");
     }
-    let state = TempDir::new("cred-e2b");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
-    let token = ok(&warden(
-        state.path(),
-        &[
-            "token",
-            "create",
-            "e2b",
-            "--scope",
-            "sandboxes:read",
-            "--scope",
-            "sandboxes:write",
-            "--scope",
-            "exec",
-            "--scope",
-            "files",
-        ],
-    ))
-    .trim()
-    .to_string();
-    let (s, b) = e2b(
-        &addr,
-        "POST",
-        "/sandboxes",
-        &[("x-api-key", &token)],
-        Some(r#"{"templateID":"base","timeout":300}"#),
-    );
-    assert!(s == 200 || s == 201, "{s} {b}");
-    let made = json(&b);
-    let id = made["sandboxID"].as_str().unwrap().to_string();
-    let key = made["envdAccessToken"].as_str().unwrap().to_string();
-    assert!(key.starts_with("wde_"), "{b}");
+    let E2bSandbox {
+        state,
+        addr,
+        d,
+        token: _,
+        id,
+        key,
+    } = E2bSandbox::new("cred-e2b");
+    assert!(key.starts_with("wde_"), "{key}");
     let file = "/home/user/note.txt";
     let write = |text: &str| {
         let (s, b) = curl(
@@ -298,38 +330,14 @@ fn a_download_through_a_signed_url_ends_when_its_sandbox_is_killed() {
     if !curl_available() {
         return skip("curl is not installed");
     }
-    let state = TempDir::new("cred-signed-stream");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
-    let token = ok(&warden(
-        state.path(),
-        &[
-            "token",
-            "create",
-            "e2b",
-            "--scope",
-            "sandboxes:read",
-            "--scope",
-            "sandboxes:write",
-            "--scope",
-            "exec",
-            "--scope",
-            "files",
-        ],
-    ))
-    .trim()
-    .to_string();
-    let (s, b) = e2b(
-        &addr,
-        "POST",
-        "/sandboxes",
-        &[("x-api-key", &token)],
-        Some(r#"{"templateID":"base","timeout":300}"#),
-    );
-    assert!(s == 200 || s == 201, "{s} {b}");
-    let made = json(&b);
-    let id = made["sandboxID"].as_str().unwrap().to_string();
-    let key = made["envdAccessToken"].as_str().unwrap().to_string();
+    let E2bSandbox {
+        state: _state,
+        addr,
+        d,
+        token,
+        id,
+        key,
+    } = E2bSandbox::new("cred-signed-stream");
     // 64 MiB, read at 1 MiB/s: about a minute if nothing ends it.
     let (s, b) = call(
         &d,
