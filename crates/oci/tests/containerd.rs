@@ -585,12 +585,14 @@ fn a_secret_annotation_sends_the_real_value_upstream_while_the_container_holds_a
     // other secret comes from the runtime's WARDEN_SECRET_KEY.
     let token = "ghp_realtoken_4b9e2f8a1c";
     std::fs::write(c.dir.path().join("secrets/token"), format!("{token}\n")).unwrap();
-    // The upstream's authority is trusted, and its name pinned to the
-    // node's loopback, through a profile of the node's catalogue.
+    // The upstream's authority is trusted, and its name allowed and pinned
+    // to the node's loopback, through a profile of the node's catalogue (a
+    // secret's hosts a pod names are the pod's own entries, which never
+    // use the node's pins).
     c.node_profile(
         "upstream",
         &format!(
-            "egress:\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
+            "egress:\n  domains: [\"api.secret.test:{port}\"]\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
             ca.display()
         ),
     );
@@ -872,7 +874,7 @@ fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
     c.node_profile(
         "upstream",
         &format!(
-            "egress:\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
+            "egress:\n  domains: [\"api.secret.test:{port}\"]\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
             ca.display()
         ),
     );

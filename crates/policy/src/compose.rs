@@ -415,6 +415,8 @@ impl Layer {
             desktop: self.flag(Field::Desktop).unwrap_or(false),
             allow_domains: self.texts_of(Field::AllowDomain, |t| t == Trust::Owner),
             caller_domains: self.texts_of(Field::AllowDomain, |t| t == Trust::Caller),
+            // Only a door knows whose a secret is (see `runtime::resolve`).
+            caller_secrets: Vec::new(),
             allow_http: self.flag(Field::AllowHttp).unwrap_or(false),
             add_hosts: self.pairs(Field::AddHost),
             net_log: self.flag(Field::NetLog).unwrap_or(false),

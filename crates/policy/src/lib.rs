@@ -375,6 +375,11 @@ pub struct Request {
     /// addresses only ([`DomainRule::caller`]). One the owner gave as well
     /// is the owner's.
     pub caller_domains: Vec<String>,
+    /// Names of secrets a caller asked for (a pod's secret annotation,
+    /// within the node's grant): their hosts are allowed as a caller's
+    /// entries, reaching public addresses only, never the owner's pins
+    /// or ranges.
+    pub caller_secrets: Vec<String>,
     pub allow_http: bool,
     /// `--add-host NAME=IP` (or `NAME:IP`) entries.
     pub add_hosts: Vec<String>,
@@ -648,6 +653,7 @@ impl Request {
                     if !covered {
                         let mut rule = h.clone();
                         rule.source = format!("--secret {}@{}", s.name, h.source);
+                        rule.caller = self.caller_secrets.contains(&s.name);
                         domains.push(rule);
                     }
                 }
@@ -1628,6 +1634,34 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_callers_secret_opens_its_hosts_as_a_callers_entries_and_the_owners_stay_the_owners() {
+        let mut r = req(&["true"]);
+        r.allow_domains = vec!["api.example.com".into()];
+        r.secrets = vec![
+            "POD@internal.example:22".into(),
+            "OWN@uploads.example.com".into(),
+            "BOTH@api.example.com".into(),
+        ];
+        r.caller_secrets = vec!["POD".into(), "BOTH".into()];
+        let spec = r.resolve(&defaults(), &[]).unwrap();
+        let NetworkSpec::Egress(e) = &spec.network else {
+            panic!("no egress");
+        };
+        let caller = |name: &str| {
+            e.domains
+                .iter()
+                .find(|d| d.name == name)
+                .map(|d| d.caller)
+                .unwrap_or_else(|| panic!("{name} is not allowed"))
+        };
+        // A pod's secret host never uses the node owner's pins or ranges.
+        assert!(caller("internal.example"));
+        assert!(!caller("uploads.example.com"));
+        // The owner allowed it already: the owner's.
+        assert!(!caller("api.example.com"));
     }
 
     #[test]

@@ -313,6 +313,11 @@ fn resolve_inner(
     let given: Vec<String> = input.secrets.iter().map(|s| name_of(s)).collect();
     request.secrets.retain(|s| !given.contains(&name_of(s)));
     request.secrets.extend(input.secrets.iter().cloned());
+    // Secrets a caller's door gave (a pod's annotations, within the node's
+    // grant): the hosts it chose reach public addresses only.
+    if ctx.trust == Trust::Caller {
+        request.caller_secrets.extend(given.iter().cloned());
+    }
     request.secret_in_body.extend(input.secret_in_body);
     request.secret_rules.extend(input.secret_rules);
     request.upstream_ca.extend(input.upstream_ca);
