@@ -165,15 +165,6 @@ fn a_token_for_a_sandbox_removed_behind_the_daemon_is_refused_by_its_namesake() 
     }
 }
 
-/// A free TCP port on the loopback.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// One exchange with the E2B door: status and body.
 fn e2b(
     addr: &str,

@@ -325,14 +325,6 @@ fn an_mcp_stream_ends_within_a_second_of_its_tokens_revocation() {
 
 // --- The E2B door -------------------------------------------------------
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// One Connect envelope (flags 0) around `json`.
 fn envelope(json: &str) -> Vec<u8> {
     let mut v = vec![0u8];

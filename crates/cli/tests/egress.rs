@@ -718,15 +718,6 @@ print('plain-http', tunnel(b'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n'
     assert_eq!(carried[0][0], 22, "{carried:?}");
 }
 
-/// A port of the host's loopback that nothing listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn a_host_port_is_reachable_by_its_name_and_no_other_host_port_is() {
     if !egress_available() {

@@ -11,7 +11,7 @@ mod common;
 use common::vm::*;
 use common::*;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -264,15 +264,6 @@ fn a_vm_guest_runs_from_a_prepared_rootfs_and_sees_nothing_of_the_hosts_usr() {
         std::fs::read_to_string(ws.path().join("out")).unwrap(),
         "from-rootfs\n"
     );
-}
-
-/// A port of the host's loopback that nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn read_all(addr: SocketAddr) -> std::io::Result<String> {

@@ -424,3 +424,12 @@ pub fn busybox_rootfs() -> Option<TempDir> {
     .unwrap();
     Some(root)
 }
+
+/// A TCP port of the loopback that nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
