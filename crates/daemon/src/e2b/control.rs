@@ -56,7 +56,7 @@ fn denied(why: String) -> Response {
 pub async fn unknown() -> Response {
     error(
         StatusCode::NOT_FOUND,
-        "no such route in warden's E2B-compatible API (see the README's E2B section for what it answers)",
+        "no such route in warden's E2B-compatible API (docs/e2b.md lists what it answers)",
     )
 }
 

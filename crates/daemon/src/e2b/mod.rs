@@ -436,7 +436,7 @@ fn check_user(req: &Request) -> Result<(), String> {
     }
     match asked.iter().find(|u| !KNOWN_USERS.contains(&u.as_str())) {
         Some(u) => Err(format!(
-            "user {u:?}: a warden sandbox has one identity, which E2B code names \"user\" or \"root\" (see the README's E2B section)"
+            "user {u:?}: a warden sandbox has one identity, which E2B code names \"user\" or \"root\" (see docs/e2b.md)"
         )),
         None => Ok(()),
     }

@@ -73,7 +73,7 @@ const HINT_PERMISSION: &str = "run as root or on a host with a delegated cgroup 
 /// user, once.
 const HINT_V1: &str = "run as root, or have an administrator delegate a cgroup of each v1 \
      hierarchy to this user once (as root, for each of memory, pids and cpu: mkdir \
-     <hierarchy>/warden-user-UID and chown it to the user; see the README), or use a host \
+     <hierarchy>/warden-user-UID and chown it to the user; see docs/install.md), or use a host \
      with cgroup v2 and a delegated subtree (systemd-run --user --scope -p Delegate=yes)";
 /// The cgroup an administrator delegates to one rootless user in a v1
 /// hierarchy: `<hierarchy>/warden-user-<uid>`, owned by that user.

@@ -52,7 +52,7 @@ pub fn apt_line(packages: &[&str]) -> String {
 /// Why a desktop cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum DesktopError {
-    #[error("a desktop needs programs this host lacks: {}; install them with `{}` (the README's \"Agent desktops\" has the whole list)", missing_list(.missing), .install)]
+    #[error("a desktop needs programs this host lacks: {}; install them with `{}` (docs/desktops.md has the whole list)", missing_list(.missing), .install)]
     Missing {
         /// (program, package) pairs.
         missing: Vec<(String, String)>,
@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn the_readme_and_ci_install_every_package_of_a_desktop() {
         let line = apt_line(&packages());
-        for file in ["../../README.md", "../../.ci/run"] {
+        for file in ["../../README.md", "../../docs/desktops.md", "../../.ci/run"] {
             let text = std::fs::read_to_string(
                 std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file),
             )
