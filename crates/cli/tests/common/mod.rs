@@ -425,6 +425,51 @@ pub fn busybox_rootfs() -> Option<TempDir> {
     Some(root)
 }
 
+/// Whether the calling test is to do its work here. A test that must be
+/// alone in its process (one that makes the process a child subreaper and
+/// reaps any child it finds) calls this first: in the test binary, where
+/// every test runs as a thread of one process, it runs that test again in a
+/// test process of its own, fails if that one did not pass, and returns
+/// `false`; in the process it started, it returns `true`.
+/// `module` is the test's `module_path!()`, `test` its function's name.
+pub fn alone_in_a_process(module: &str, test: &str) -> bool {
+    const ALONE: &str = "WARDEN_TEST_ALONE";
+    // libtest names a test by its path without the crate's name.
+    let path = match module.split_once("::") {
+        Some((_, rest)) => format!("{rest}::{test}"),
+        None => test.to_string(),
+    };
+    if std::env::var(ALONE).as_deref() == Ok(path.as_str()) {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            path.as_str(),
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(ALONE, &path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // Indented, so that its `test result:` line is not read as this
+    // binary's own.
+    for line in stdout(&out).lines().chain(stderr(&out).lines()) {
+        println!("    | {line}");
+    }
+    assert!(
+        out.status.success(),
+        "{path} failed in a process of its own"
+    );
+    assert!(
+        stdout(&out).contains("1 passed"),
+        "{path} did not run in a process of its own"
+    );
+    false
+}
+
 /// A TCP port of the loopback that nothing listens on now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

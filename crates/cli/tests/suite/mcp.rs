@@ -1,0 +1,839 @@
+//! MCP with a real MCP client (the official SDK's, `rmcp`): `warden mcp`
+//! spawned as a child over stdio, and `warden serve`'s `/mcp` over
+//! streamable HTTP with a token. Real sandboxes, real files planted on
+//! the host that must stay unread, real network decisions.
+
+use crate::common::daemon::Daemon;
+use crate::common::*;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ReadResourceRequestParams};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::ServiceExt;
+use std::path::Path;
+use std::time::Duration;
+
+type Client = RunningService<RoleClient, ()>;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `warden mcp ARGS` as the client's child, its state in `state`/warden.
+async fn stdio_client(state: &Path, args: &[&str], env: &[(&str, &Path)]) -> Client {
+    let cmd = tokio::process::Command::new(warden_bin());
+    let env: Vec<(String, std::path::PathBuf)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_path_buf()))
+        .collect();
+    let state = state.join("warden");
+    let cmd = cmd.configure(|c| {
+        c.arg("mcp").args(args).env("WARDEN_STATE_DIR", &state);
+        for (k, v) in &env {
+            c.env(k, v);
+        }
+    });
+    let transport = TokioChildProcess::new(cmd).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), ().serve(transport))
+        .await
+        .expect("the MCP server answered initialize in time")
+        .unwrap()
+}
+
+async fn call<H: rmcp::ClientHandler>(
+    c: &RunningService<RoleClient, H>,
+    name: &str,
+    args: serde_json::Value,
+) -> CallToolResult {
+    let serde_json::Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        c.call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(args)),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{name} answered in time"))
+    .unwrap_or_else(|e| panic!("{name} was answered as a tool result, not {e}"))
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A tool result that must have succeeded; its text.
+fn good(r: &CallToolResult) -> String {
+    assert_ne!(r.is_error, Some(true), "a tool error: {}", text(r));
+    text(r)
+}
+
+/// A tool result that must be a tool error; its text.
+fn refused(r: &CallToolResult) -> String {
+    assert_eq!(r.is_error, Some(true), "not a tool error: {}", text(r));
+    text(r)
+}
+
+fn sandboxes_on_disk(state: &Path) -> Vec<String> {
+    std::fs::read_dir(state.join("warden/sandboxes"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_mcp_client_uses_warden_as_its_computer_over_stdio() {
+    let state = TempDir::new("mcp-stdio");
+    let ws = TempDir::new("mcp-ws");
+    std::fs::write(ws.path().join("a.txt"), "hello from the host\n").unwrap();
+    // A file outside the workspace, and a link to it planted in the
+    // workspace: the files tools must never read it.
+    let secret = state.path().join("secret.txt");
+    std::fs::write(&secret, "MARKER-host-secret-7f3a\n").unwrap();
+    std::os::unix::fs::symlink(&secret, ws.path().join("hostlink")).unwrap();
+    runtime().block_on(async {
+        let c = stdio_client(state.path(), &["--workspace", ws.str()], &[]).await;
+
+        let tools = c.list_all_tools().await.unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        for n in [
+            "create_sandbox",
+            "run_command",
+            "start_command",
+            "poll_command",
+            "read_file",
+            "write_file",
+            "list_files",
+            "get_changes",
+            "commit_changes",
+            "destroy_sandbox",
+        ] {
+            assert!(names.contains(&n), "{n} is listed: {names:?}");
+        }
+        let run = tools.iter().find(|t| t.name == "run_command").unwrap();
+        let d = run.description.as_deref().unwrap_or("");
+        assert!(
+            d.contains("network: none"),
+            "the description says what is allowed: {d}"
+        );
+
+        // A command, in a sandbox made on first use, over the workspace.
+        let out = good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"shell": "cat a.txt; echo $((6*7))"}),
+            )
+            .await,
+        );
+        assert!(out.contains("exit status 0"), "{out}");
+        assert!(
+            out.contains("hello from the host") && out.contains("42"),
+            "{out}"
+        );
+        let made = sandboxes_on_disk(state.path());
+        assert_eq!(made.len(), 1, "one sandbox: {made:?}");
+
+        // Long output is cut, with a note saying how much.
+        let out = good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"argv": ["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x"]}),
+            )
+            .await,
+        );
+        assert!(
+            out.contains("bytes cut of 200000"),
+            "{}",
+            &out[..out.len().min(400)]
+        );
+        assert!(out.len() < 100_000);
+
+        // Write, then read, a file: the host's workspace is untouched.
+        good(
+            &call(
+                &c,
+                "write_file",
+                serde_json::json!({"path": "new.txt", "content": "written by the model\n"}),
+            )
+            .await,
+        );
+        assert!(
+            !ws.path().join("new.txt").exists(),
+            "nothing reaches the host before a commit"
+        );
+        let back = good(
+            &call(
+                &c,
+                "read_file",
+                serde_json::json!({"path": "/workspace/new.txt"}),
+            )
+            .await,
+        );
+        assert_eq!(back, "written by the model\n");
+        let listed = good(&call(&c, "list_files", serde_json::json!({})).await);
+        assert!(
+            listed.contains("new.txt") && listed.contains("a.txt"),
+            "{listed}"
+        );
+
+        // A long command: started, then polled to its end.
+        let started = good(
+            &call(
+                &c,
+                "start_command",
+                serde_json::json!({"shell": "echo first; sleep 1; echo second"}),
+            )
+            .await,
+        );
+        let id = started.split_whitespace().nth(1).unwrap().to_string();
+        let mut seen = String::new();
+        for _ in 0..10 {
+            let p = good(
+                &call(
+                    &c,
+                    "poll_command",
+                    serde_json::json!({"command": id, "wait_seconds": 5}),
+                )
+                .await,
+            );
+            seen.push_str(&p);
+            if p.starts_with("ended") {
+                break;
+            }
+        }
+        assert!(
+            seen.contains("first")
+                && seen.contains("second")
+                && seen.contains("ended: exit status 0"),
+            "{seen}"
+        );
+
+        // The changes, then the commit: now the host has the files.
+        good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"shell": "echo changed >> a.txt"}),
+            )
+            .await,
+        );
+        let changes = good(&call(&c, "get_changes", serde_json::json!({})).await);
+        assert!(
+            changes.contains("new.txt") && changes.contains("+changed"),
+            "{changes}"
+        );
+        assert!(!std::fs::read_to_string(ws.path().join("a.txt"))
+            .unwrap()
+            .contains("changed"));
+        let committed = good(&call(&c, "commit_changes", serde_json::json!({})).await);
+        assert!(committed.contains("committed"), "{committed}");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("new.txt")).unwrap(),
+            "written by the model\n"
+        );
+        let again = good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"argv": ["cat", "new.txt"]}),
+            )
+            .await,
+        );
+        assert!(
+            again.contains("written by the model"),
+            "the sandbox runs again: {again}"
+        );
+
+        // The event log is a resource.
+        let resources = c.list_all_resources().await.unwrap();
+        let uri = resources[0].uri.clone();
+        assert!(uri.ends_with("/events"), "{uri}");
+        let log = c
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap();
+        let log = format!("{:?}", log.contents);
+        assert!(log.contains("exec_started"), "{log}");
+
+        // Bad arguments are tool errors that say what is wrong.
+        let e = refused(&call(&c, "run_command", serde_json::json!({"argv": "ls -l"})).await);
+        assert!(e.contains("do not fit") && e.contains("argv"), "{e}");
+        let e = refused(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"shell": "true", "timeout_seconds": -1}),
+            )
+            .await,
+        );
+        assert!(e.contains("timeout_seconds"), "{e}");
+        let e = refused(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"argv": ["true"], "shell": "true"}),
+            )
+            .await,
+        );
+        assert!(e.contains("not both"), "{e}");
+        let e = refused(&call(&c, "no_such_tool", serde_json::json!({})).await);
+        assert!(e.contains("no tool"), "{e}");
+        let e = refused(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"sandbox": "someone-elses", "shell": "true"}),
+            )
+            .await,
+        );
+        assert!(e.contains("only the sandboxes it made"), "{e}");
+
+        // Path escapes: `..`, an absolute path elsewhere, links (one
+        // planted by the host, one made inside), for reading and writing.
+        for (tool, args, why) in [
+            (
+                "read_file",
+                serde_json::json!({"path": "../secret.txt"}),
+                "leaves",
+            ),
+            (
+                "read_file",
+                serde_json::json!({"path": secret.to_str().unwrap()}),
+                "outside",
+            ),
+            (
+                "read_file",
+                serde_json::json!({"path": "/etc/passwd"}),
+                "outside",
+            ),
+            (
+                "read_file",
+                serde_json::json!({"path": "hostlink"}),
+                "symbolic link",
+            ),
+            (
+                "write_file",
+                serde_json::json!({"path": "hostlink", "content": "x"}),
+                "symbolic link",
+            ),
+            (
+                "write_file",
+                serde_json::json!({"path": "../escape.txt", "content": "x"}),
+                "leaves",
+            ),
+            ("list_files", serde_json::json!({"path": "/etc"}), "outside"),
+        ] {
+            let e = refused(&call(&c, tool, args.clone()).await);
+            assert!(e.contains(why), "{tool} {args}: {e}");
+            assert!(
+                !e.contains("MARKER"),
+                "{tool} {args} read the host's file: {e}"
+            );
+        }
+        good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"shell": "ln -s /etc/passwd inner"}),
+            )
+            .await,
+        );
+        let e = refused(&call(&c, "read_file", serde_json::json!({"path": "inner"})).await);
+        assert!(e.contains("symbolic link") && !e.contains("root:"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(&secret).unwrap(),
+            "MARKER-host-secret-7f3a\n"
+        );
+        assert!(!state.path().join("escape.txt").exists());
+
+        // The client goes: its sandbox (committed, not kept) goes too.
+        c.cancel().await.unwrap();
+        wait_until(
+            "the session's sandbox is removed",
+            Duration::from_secs(30),
+            || sandboxes_on_disk(state.path()).is_empty(),
+        );
+    });
+}
+
+#[test]
+fn a_profile_the_server_does_not_offer_and_a_workspace_outside_its_root_are_refused() {
+    let state = TempDir::new("mcp-offer");
+    let ws = TempDir::new("mcp-offer-ws");
+    let elsewhere = TempDir::new("mcp-offer-else");
+    runtime().block_on(async {
+        let c = stdio_client(state.path(), &["--workspace", ws.str()], &[]).await;
+        let e = refused(
+            &call(
+                &c,
+                "create_sandbox",
+                serde_json::json!({"profile": "devops"}),
+            )
+            .await,
+        );
+        assert!(e.contains("not one this server offers"), "{e}");
+        let e = refused(
+            &call(
+                &c,
+                "create_sandbox",
+                serde_json::json!({"workspace": elsewhere.str()}),
+            )
+            .await,
+        );
+        assert!(
+            e.contains("not under a directory this server offers"),
+            "{e}"
+        );
+        let e = refused(&call(&c, "create_sandbox", serde_json::json!({"workspace": "/"})).await);
+        assert!(e.contains("not under"), "{e}");
+        assert!(
+            sandboxes_on_disk(state.path()).is_empty(),
+            "a refused create leaves nothing"
+        );
+        // A kept sandbox stays after the session.
+        let made = good(&call(&c, "create_sandbox", serde_json::json!({"keep": true})).await);
+        assert!(made.contains("network: none"), "{made}");
+        // A session has at most eight sandboxes at once.
+        for _ in 0..7 {
+            good(&call(&c, "create_sandbox", serde_json::json!({})).await);
+        }
+        let e = refused(&call(&c, "create_sandbox", serde_json::json!({})).await);
+        assert!(e.contains("the most it may have"), "{e}");
+        assert_eq!(sandboxes_on_disk(state.path()).len(), 8);
+        c.cancel().await.unwrap();
+        wait_until("the others are removed", Duration::from_secs(60), || {
+            sandboxes_on_disk(state.path()).len() == 1
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let left = sandboxes_on_disk(state.path());
+        assert_eq!(left.len(), 1, "the kept sandbox stays: {left:?}");
+        ok(&warden(state.path(), &["rm", "-f", &left[0]]));
+    });
+}
+
+#[test]
+fn a_denied_network_action_is_a_tool_error_that_says_what_was_denied() {
+    if !egress_available() {
+        return;
+    }
+    let state = TempDir::new("mcp-net");
+    let ws = TempDir::new("mcp-net-ws");
+    let config = TempDir::new("mcp-net-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("narrow.yaml"),
+        "egress:\n  domains: [allowed.test]\n",
+    )
+    .unwrap();
+    runtime().block_on(async {
+        let c = stdio_client(
+            state.path(),
+            &["--profile", "narrow", "--workspace", ws.str()],
+            &[("XDG_CONFIG_HOME", config.path())],
+        )
+        .await;
+        let tools = c.list_all_tools().await.unwrap();
+        let run = tools.iter().find(|t| t.name == "run_command").unwrap();
+        let d = run.description.as_deref().unwrap_or("");
+        assert!(
+            d.contains("allowed.test"),
+            "the description names the allowed names: {d}"
+        );
+        let r = call(
+            &c,
+            "run_command",
+            serde_json::json!({"shell": "getent hosts denied.example"}),
+        )
+        .await;
+        let e = refused(&r);
+        assert!(
+            e.contains("denied.example"),
+            "the denial names what was denied: {e}"
+        );
+        assert!(e.contains("do not retry"), "{e}");
+        c.cancel().await.unwrap();
+    });
+}
+
+/// `warden token create NAME --scope S...` on the daemon's state; the token.
+fn token(state: &Path, name: &str, scopes: &[&str]) -> String {
+    let mut args = vec!["token", "create", name];
+    for s in scopes {
+        args.push("--scope");
+        args.push(s);
+    }
+    ok(&warden(state, &args)).trim().to_string()
+}
+
+async fn http_client(addr: &str, token: Option<&str>) -> Result<Client, String> {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::transport::StreamableHttpClientTransport;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"));
+    if let Some(t) = token {
+        config = config.auth_header(t);
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    tokio::time::timeout(Duration::from_secs(30), ().serve(transport))
+        .await
+        .map_err(|_| "timed out".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// The status line of a bare `initialize` POSTed to `/mcp`.
+fn raw_initialize(addr: &str, token: &str, origin: Option<&str>) -> String {
+    use std::io::{Read, Write};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let origin = origin
+        .map(|o| format!("Origin: {o}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{origin}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn the_daemons_mcp_endpoint_serves_a_token_with_its_scopes_only() {
+    let state = TempDir::new("mcp-http");
+    let d = Daemon::start(state.path(), true);
+    let addr = d.tcp.clone().unwrap();
+    let full = token(
+        state.path(),
+        "agent",
+        &["mcp", "sandboxes:read", "sandboxes:write", "exec", "files"],
+    );
+    let no_mcp = token(
+        state.path(),
+        "rest-only",
+        &["sandboxes:read", "sandboxes:write", "exec", "files"],
+    );
+    let no_exec = token(
+        state.path(),
+        "no-exec",
+        &["mcp", "sandboxes:read", "sandboxes:write", "files"],
+    );
+    runtime().block_on(async {
+        // No token, or a token without the mcp scope: not let in.
+        assert!(
+            http_client(&addr, None).await.is_err(),
+            "no token, no session"
+        );
+        assert!(
+            http_client(&addr, Some(&no_mcp)).await.is_err(),
+            "the mcp scope is needed"
+        );
+
+        // A browser page is no MCP client of the daemon: a request that
+        // says it comes from one is refused, token or not.
+        let status = raw_initialize(&addr, &full, Some("http://evil.test"));
+        assert!(status.contains(" 403 "), "{status}");
+        let status = raw_initialize(&addr, &full, None);
+        assert!(status.contains(" 200 "), "{status}");
+
+        let c = http_client(&addr, Some(&full)).await.unwrap();
+        let names: Vec<String> = c
+            .list_all_tools()
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert!(names.contains(&"run_command".to_string()), "{names:?}");
+        let out = good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"shell": "echo over-http; hostname"}),
+            )
+            .await,
+        );
+        assert!(out.contains("over-http"), "{out}");
+        good(
+            &call(
+                &c,
+                "write_file",
+                serde_json::json!({"path": "n.txt", "content": "via http"}),
+            )
+            .await,
+        );
+        let back = good(&call(&c, "read_file", serde_json::json!({"path": "n.txt"})).await);
+        assert_eq!(back, "via http");
+        let changes = good(&call(&c, "get_changes", serde_json::json!({})).await);
+        assert!(changes.contains("n.txt"), "{changes}");
+        let e = refused(
+            &call(
+                &c,
+                "read_file",
+                serde_json::json!({"path": "../../etc/shadow"}),
+            )
+            .await,
+        );
+        assert!(e.contains("leaves"), "{e}");
+        let e = refused(
+            &call(
+                &c,
+                "create_sandbox",
+                serde_json::json!({"workspace": "/etc"}),
+            )
+            .await,
+        );
+        assert!(
+            e.contains("not under a directory the daemon lets token holders use"),
+            "{e}"
+        );
+        // The refusal is the same whether the path exists or not: the
+        // model learns nothing of the host's files from it.
+        let e2 = refused(
+            &call(
+                &c,
+                "create_sandbox",
+                serde_json::json!({"workspace": "/root/no-such-dir"}),
+            )
+            .await,
+        );
+        assert_eq!(
+            e.replace("\"/etc\"", "P"),
+            e2.replace("\"/root/no-such-dir\"", "P"),
+            "{e}\n{e2}"
+        );
+        let made = sandboxes_on_disk(state.path());
+        assert_eq!(made.len(), 1, "{made:?}");
+        let gone = good(
+            &call(
+                &c,
+                "destroy_sandbox",
+                serde_json::json!({"sandbox": made[0]}),
+            )
+            .await,
+        );
+        assert!(gone.contains("removed"), "{gone}");
+        assert!(sandboxes_on_disk(state.path()).is_empty());
+
+        // A token with mcp but without exec: the tool is refused by the
+        // scope of the API route it calls.
+        let c2 = http_client(&addr, Some(&no_exec)).await.unwrap();
+        let e = refused(&call(&c2, "run_command", serde_json::json!({"shell": "true"})).await);
+        assert!(e.contains("lacks the scope exec"), "{e}");
+        c2.cancel().await.unwrap();
+        c.cancel().await.unwrap();
+        // The sandbox the second session made (to run in) goes with it.
+        wait_until(
+            "the session's sandbox is removed",
+            Duration::from_secs(30),
+            || sandboxes_on_disk(state.path()).is_empty(),
+        );
+    });
+    drop(d);
+}
+
+/// A server on 127.0.0.1 that counts the connections reaching it and
+/// holds each open, saying nothing.
+struct Holder {
+    port: u16,
+    seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Holder {
+    fn start() -> Holder {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                s.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(conn);
+            }
+        });
+        Holder { port, seen }
+    }
+
+    fn arrivals(&self) -> usize {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Python in the sandbox: resolve NAME, connect to PORT with a TLS
+/// ClientHello for it (the proxy reads the name there), and say whether
+/// the connection was let through (`open`, then what the server said) or
+/// cut (`closed`).
+const PY_CONNECT: &str = r#"import socket, ssl, sys
+name, port = sys.argv[1], int(sys.argv[2])
+ip = socket.gethostbyname(name)
+ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+t = ctx.wrap_bio(i, o, server_hostname=name)
+try: t.do_handshake()
+except ssl.SSLWantReadError: pass
+s = socket.create_connection((ip, port), timeout=60); s.sendall(o.read())
+s.settimeout(2)
+try:
+    data = s.recv(100)
+    print('closed' if not data else 'data', flush=True)
+except socket.timeout:
+    print('held open', flush=True)
+except OSError as e:
+    print('closed', e, flush=True)
+"#;
+
+/// An MCP client that takes elicitation requests: it records each
+/// question and answers `allow` (for this connection only).
+#[derive(Clone, Default)]
+struct Person {
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Person {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let caps: rmcp::model::ClientCapabilities =
+            serde_json::from_value(serde_json::json!({"elicitation": {"form": {}}})).unwrap();
+        rmcp::model::ClientConfig::new(caps, rmcp::model::Implementation::new("person", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+            self.asked.lock().unwrap().push(message.clone());
+        }
+        let mut answer = rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept);
+        answer.content = Some(serde_json::json!({"allow": true, "always": false}));
+        Ok(answer)
+    }
+}
+
+#[test]
+fn ask_mode_questions_go_to_the_person_through_elicitation_or_are_denied() {
+    if !egress_available() {
+        return;
+    }
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        return skip("python3 is not installed");
+    }
+    let state = TempDir::new("mcp-ask");
+    let ws = TempDir::new("mcp-ask-ws");
+    let config = TempDir::new("mcp-ask-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("asking.yaml"),
+        "egress:\n  ask: true\n  hosts:\n    asked.test: 127.0.0.1\n",
+    )
+    .unwrap();
+    let up = Holder::start();
+    let port = up.port.to_string();
+    let env: [(&str, &Path); 3] = [
+        ("XDG_CONFIG_HOME", config.path()),
+        ("WARDEN_TEST_ASK_LOOPBACK", Path::new("1")),
+        ("WARDEN_TEST_ASK_TIMEOUT_MS", Path::new("20000")),
+    ];
+    let args = ["--profile", "asking", "--workspace", ws.str()];
+    runtime().block_on(async {
+        // A client that asks its person: the connection goes through.
+        let person = Person::default();
+        let mut cmd = tokio::process::Command::new(warden_bin());
+        cmd.arg("mcp")
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let c = person
+            .clone()
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap();
+        let connect =
+            serde_json::json!({"argv": ["python3", "-c", PY_CONNECT, "asked.test", port]});
+        let out = call(&c, "run_command", connect.clone()).await;
+        let out = good(&out);
+        wait_until(
+            "the allowed connection's arrival",
+            Duration::from_secs(10),
+            || up.arrivals() == 1,
+        );
+        assert!(
+            out.contains("the person answered allow_once"),
+            "the model is told: {out}"
+        );
+        let asked = person.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(asked[0].contains("asked.test"), "{asked:?}");
+        c.cancel().await.unwrap();
+
+        // A client without elicitation: the question is denied at once,
+        // nothing arrives, and the model is told why.
+        let plain = stdio_client(state.path(), &args, &env).await;
+        let r = call(&plain, "run_command", connect).await;
+        let t = text(&r);
+        assert!(
+            t.contains("no elicitation") && t.contains("asked.test"),
+            "{t}"
+        );
+        // Denied at once, not held until the question times out.
+        assert!(t.contains("closed") && !t.contains("held open"), "{t}");
+        assert_eq!(up.arrivals(), 1, "a denied connection reached the server");
+        plain.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn a_stdio_server_killed_with_sigterm_removes_its_sandboxes_first() {
+    let state = TempDir::new("mcp-term");
+    let ws = TempDir::new("mcp-term-ws");
+    runtime().block_on(async {
+        let mut cmd = tokio::process::Command::new(warden_bin());
+        cmd.arg("mcp")
+            .args(["--workspace", ws.str()])
+            .env("WARDEN_STATE_DIR", state.path().join("warden"));
+        let child = TokioChildProcess::new(cmd).unwrap();
+        let pid = child.id().unwrap() as i32;
+        let c = ().serve(child).await.unwrap();
+        good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"shell": "sleep 300 &"}),
+            )
+            .await,
+        );
+        assert_eq!(sandboxes_on_disk(state.path()).len(), 1);
+        // SAFETY: kill(2) with the PID of the server this test started.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        wait_until(
+            "the session's sandbox is removed",
+            Duration::from_secs(30),
+            || sandboxes_on_disk(state.path()).is_empty(),
+        );
+        drop(c);
+    });
+}

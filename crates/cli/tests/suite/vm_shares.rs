@@ -1,0 +1,406 @@
+//! What a VM sandbox shares with the host beside its system directories,
+//! through the real command and a real guest: `--ro`/`--rw` binds,
+//! `--rootfs`, `--publish`, and the VM cache that must not grow for ever.
+//!
+//! Booting tests are `#[ignore]`d (minutes under emulation) and run with
+//! `-- --ignored`, as in `vm.rs`; each skips, saying why, when no VM can
+//! boot here.
+
+use crate::common::vm::*;
+use crate::common::*;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_guest_writes_its_rw_bind_never_its_ro_bind_and_reads_nothing_beside_them() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-binds");
+    let ws = TempDir::new("vm-binds-ws");
+    let ro = TempDir::new("vm-bind-ro");
+    let rw = TempDir::new("vm-bind-rw");
+    let beside = TempDir::new("vm-bind-beside");
+    std::fs::write(ro.path().join("in"), "ro-content").unwrap();
+    let secret = unique("vm-bind-secret");
+    std::fs::write(beside.path().join("secret"), &secret).unwrap();
+    let planted = plant("/tmp", &secret).unwrap();
+    let script = format!(
+        "cat {ro}/in; echo; \
+         echo changed > {ro}/in 2>&1 || echo RO-WRITE-REFUSED; \
+         touch {ro}/new 2>/dev/null && echo RO-CREATED; \
+         echo w > {rw}/new && echo RW-WROTE; \
+         cat {beside}/secret {planted} 2>/dev/null; \
+         grep ' {ro} ' /proc/mounts",
+        ro = ro.str(),
+        rw = rw.str(),
+        beside = beside.str(),
+        planted = planted.0.display(),
+    );
+    let o = vm_warden(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "-w",
+            ws.str(),
+            "--ro",
+            ro.str(),
+            "--rw",
+            rw.str(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        None,
+    );
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "stdout: {out}\nstderr: {}", stderr(&o));
+    assert!(
+        out.contains("ro-content"),
+        "the --ro bind is not there: {out}"
+    );
+    assert!(out.contains("RO-WRITE-REFUSED"), "{out}");
+    assert!(!out.contains("RO-CREATED"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(ro.path().join("in")).unwrap(),
+        "ro-content"
+    );
+    assert!(!ro.path().join("new").exists());
+    // Mounted read-only in the guest (the VMM refuses writes besides).
+    let line = out.lines().find(|l| l.contains(ro.str())).unwrap_or("");
+    assert!(
+        line.split_whitespace()
+            .nth(3)
+            .is_some_and(|o| o.split(',').any(|f| f == "ro")),
+        "the --ro bind is not mounted read-only: {out}"
+    );
+    assert!(out.contains("RW-WROTE"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(rw.path().join("new")).unwrap(),
+        "w\n"
+    );
+    assert!(
+        !out.contains(&secret),
+        "a host file outside the binds was read: {out}"
+    );
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_guest_sees_a_single_file_bind_and_none_of_its_siblings() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-file-binds");
+    let ws = TempDir::new("vm-file-binds-ws");
+    let dir = TempDir::new("vm-file-binds-dir");
+    let rw = dir.path().join("rw.conf");
+    let ro = dir.path().join("ro.conf");
+    let sibling = dir.path().join("sibling");
+    std::fs::write(&rw, "rw-before\n").unwrap();
+    std::fs::write(&ro, "ro-content\n").unwrap();
+    let secret = unique("vm-file-sibling");
+    std::fs::write(&sibling, &secret).unwrap();
+    let script = format!(
+        "cat {ro}; echo from-guest >> {rw} && echo RW-WROTE; \
+         echo changed > {ro} 2>/dev/null || echo RO-WRITE-REFUSED; \
+         cat {sibling} 2>/dev/null; ls -a {dir} 2>&1; ls -a / | grep -x .file; true",
+        ro = ro.display(),
+        rw = rw.display(),
+        sibling = sibling.display(),
+        dir = dir.str(),
+    );
+    let o = vm_warden(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "-w",
+            ws.str(),
+            "--ro",
+            ro.to_str().unwrap(),
+            "--rw",
+            rw.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        None,
+    );
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "stdout: {out}\nstderr: {}", stderr(&o));
+    assert!(
+        out.contains("ro-content"),
+        "the --ro file is not there: {out}"
+    );
+    assert!(out.contains("RW-WROTE"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&rw).unwrap(),
+        "rw-before\nfrom-guest\n",
+        "the guest's write to the --rw file did not land on the host: {out}"
+    );
+    assert!(out.contains("RO-WRITE-REFUSED"), "{out}");
+    assert_eq!(std::fs::read_to_string(&ro).unwrap(), "ro-content\n");
+    assert!(
+        !out.contains(&secret) && !out.lines().any(|l| l.trim() == "sibling"),
+        "a sibling of a bound file is visible in the guest: {out}"
+    );
+    assert!(
+        !out.lines().any(|l| l.trim() == ".file"),
+        "the staging mount stayed: {out}"
+    );
+}
+
+#[test]
+fn a_vm_sandbox_refuses_a_bind_it_cannot_share_as_named_before_booting() {
+    let state = TempDir::new("vm-bind-refuse");
+    let dir = TempDir::new("vm-bind-refuse-dir");
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+    let link = dir.path().join("link");
+    for (flag, path, word) in [
+        (
+            "--ro",
+            Path::new("/dev/null"),
+            "neither a directory nor a regular file",
+        ),
+        ("--rw", link.as_path(), "symbolic link"),
+        ("--ro", Path::new("/proc/sys"), "/proc"),
+    ] {
+        let started = Instant::now();
+        let o = vm_warden(
+            state.path(),
+            &[
+                "run",
+                "--isolation",
+                "vm",
+                "--no-tty",
+                flag,
+                path.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+            None,
+        );
+        assert_eq!(code(&o), 125, "{flag} {path:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(word), "{flag} {path:?}: {}", stderr(&o));
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "it booted first"
+        );
+    }
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_guest_runs_from_a_prepared_rootfs_and_sees_nothing_of_the_hosts_usr() {
+    let Some(release) = guest_release() else {
+        return;
+    };
+    let Some(root) = busybox_rootfs() else {
+        return;
+    };
+    let state = TempDir::new("vm-rootfs");
+    let ws = TempDir::new("vm-rootfs-ws");
+    // The 9p share of the tree, as a host without an image tool serves it
+    // (vm_rootimage.rs boots the image).
+    let o = vm_warden_env(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "--rootfs",
+            root.str(),
+            "-w",
+            ws.str(),
+            "--env",
+            "PATH=/bin",
+            "--",
+            "/bin/busybox",
+            "sh",
+            "-c",
+            "/bin/busybox cat /etc/os-release; /bin/busybox cat /proc/version; \
+             /bin/busybox touch /usr/x 2>&1; /bin/busybox ls /usr/lib 2>&1; \
+             /bin/busybox echo tmp > /tmp/t && /bin/busybox echo TMP-WRITABLE; \
+             /bin/busybox echo from-rootfs > /workspace/out; true",
+        ],
+        None,
+        &[("WARDEN_VM_ROOT", "share")],
+    );
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "stdout: {out}\nstderr: {}", stderr(&o));
+    assert!(out.contains("NAME=warden-test-rootfs"), "{out}");
+    assert!(
+        out.contains(&format!("Linux version {release}")),
+        "not the guest's kernel: {out}"
+    );
+    assert!(
+        out.contains("Read-only file system"),
+        "the prepared root is writable: {out}"
+    );
+    assert!(
+        out.contains("No such file"),
+        "the host's /usr/lib is visible: {out}"
+    );
+    assert!(out.contains("TMP-WRITABLE"), "{out}");
+    assert!(!root.path().join("usr/x").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out")).unwrap(),
+        "from-rootfs\n"
+    );
+}
+
+fn read_all(addr: SocketAddr) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let _ = s.write_all(b"hello\n");
+    let mut got = String::new();
+    s.read_to_string(&mut got)?;
+    Ok(got)
+}
+
+const PY_SERVERS: &str = r#"
+import os, socket, threading, time
+def serve(port, reply):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(('0.0.0.0', port))
+    s.listen()
+    while True:
+        c, _ = s.accept()
+        c.sendall(reply)
+        c.close()
+for port, reply in ((8081, b'published-answer'), (8082, b'unpublished-answer')):
+    threading.Thread(target=serve, args=(port, reply), daemon=True).start()
+time.sleep(0.5)
+open('/workspace/ready', 'w').write('1')
+while not os.path.exists('/workspace/stop'):
+    time.sleep(0.2)
+"#;
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_published_port_reaches_the_guests_server_and_nothing_else_of_the_guest() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-publish");
+    let ws = TempDir::new("vm-publish-ws");
+    let host_port = free_port();
+    let mut child = Command::new(warden_bin())
+        .args([
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "-w",
+            ws.str(),
+            "--publish",
+            &format!("{host_port}:8081"),
+            "--",
+            "python3",
+            "-c",
+            PY_SERVERS,
+        ])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .env("WARDEN_VM_DIR", vm_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ws.path().join("ready").exists() {
+        if started.elapsed() > Duration::from_secs(300) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "the guest's servers never started: {} {}",
+                stdout(&o),
+                stderr(&o)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let published = read_all(SocketAddr::from(([127, 0, 0, 1], host_port)));
+    // The guest's address is in the VM's own network namespace: no route
+    // from the host; and no other host port leads anywhere.
+    let guest_direct = read_all("10.0.2.15:8082".parse().unwrap());
+    let guest_other = read_all(SocketAddr::from(([127, 0, 0, 1], 8082)));
+    std::fs::write(ws.path().join("stop"), "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(code(&o), 0, "{} {}", stdout(&o), stderr(&o));
+    assert_eq!(
+        published.as_deref().ok(),
+        Some("published-answer"),
+        "the published port: {published:?}; {}",
+        stderr(&o)
+    );
+    for (what, got) in [
+        ("10.0.2.15:8082", guest_direct),
+        ("127.0.0.1:8082", guest_other),
+    ] {
+        assert!(
+            got.as_deref().map_or(true, |s| !s.contains("answer")),
+            "the guest's unpublished server answered at {what}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn the_vm_cache_drops_images_no_sandbox_started_with_for_an_hour() {
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let cache = vm_dir().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let old = cache.join(format!("initramfs-{}.cpio", unique("old")));
+    let recent = cache.join(format!("initramfs-{}.cpio", unique("recent")));
+    let orphan = cache.join(format!(".initramfs-{}.999999999", unique("orphan")));
+    for p in [&old, &recent, &orphan] {
+        std::fs::write(p, "an image").unwrap();
+    }
+    let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
+    std::fs::File::options()
+        .append(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(two_hours_ago)
+        .unwrap();
+    let state = TempDir::new("vm-cache");
+    // A VMM that exits at once: everything before the boot happens, and
+    // no VM runs.
+    let o = vm_warden_env(
+        state.path(),
+        &["run", "--isolation", "vm", "--no-tty", "--", "true"],
+        None,
+        &[("WARDEN_VMM", "/bin/false"), ("WARDEN_VM_ACCEL", "tcg")],
+    );
+    assert_ne!(code(&o), 0, "{}", stderr(&o));
+    let exists = |p: &Path| p.exists();
+    let (old_kept, recent_kept, orphan_kept) = (exists(&old), exists(&recent), exists(&orphan));
+    let _ = std::fs::remove_file(&recent);
+    let _ = std::fs::remove_file(&old);
+    let _ = std::fs::remove_file(&orphan);
+    assert!(
+        !old_kept,
+        "an image unused for two hours stayed: {}",
+        stderr(&o)
+    );
+    assert!(!orphan_kept, "a dead writer's half image stayed");
+    assert!(recent_kept, "an image in use was removed");
+}
