@@ -240,6 +240,45 @@ pub fn json_call(d: &Daemon, method: &str, path: &str, body: &str) -> (u16, Stri
     (s, String::from_utf8_lossy(&b).into_owned())
 }
 
+/// A token made by the owner through the API (`POST /v1/tokens`), for
+/// `sandbox` only when it names one: the token.
+pub fn api_token(d: &Daemon, name: &str, scopes: &[&str], sandbox: Option<&str>) -> String {
+    let mut body = serde_json::json!({ "name": name, "scopes": scopes });
+    if let Some(sb) = sandbox {
+        body["sandbox"] = sb.into();
+    }
+    let (s, b) = call(d, "POST", "/v1/tokens", Some(&body.to_string()), None);
+    assert_eq!(s, 201, "{b}");
+    json(&b)["token"].as_str().unwrap().to_string()
+}
+
+/// `warden token create NAME --scope S...` on the state of [`warden`] (a
+/// daemon's `state`): the token (the last line it prints).
+pub fn token(state: &Path, name: &str, scopes: &[&str]) -> String {
+    create_token(state, name, scopes, None)
+}
+
+/// [`token`], for one sandbox only (`--sandbox SANDBOX`).
+pub fn token_for(state: &Path, name: &str, scopes: &[&str], sandbox: &str) -> String {
+    create_token(state, name, scopes, Some(sandbox))
+}
+
+fn create_token(state: &Path, name: &str, scopes: &[&str], sandbox: Option<&str>) -> String {
+    let mut args = vec!["token", "create", name];
+    for s in scopes {
+        args.extend(["--scope", s]);
+    }
+    if let Some(sb) = sandbox {
+        args.extend(["--sandbox", sb]);
+    }
+    ok(&warden(state, &args))
+        .trim()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// `p` percent-encoded for a query string (`/` kept).
 pub fn q(p: &str) -> String {
     let mut out = String::new();

@@ -470,6 +470,17 @@ pub fn alone_in_a_process(module: &str, test: &str) -> bool {
     false
 }
 
+/// A field of `/proc/PID/status` counted in kB (`VmRSS`, `VmHWM`,
+/// `RssFile`, ...); `None` once the process or the field is gone.
+pub fn status_kib(pid: impl std::fmt::Display, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
 /// A TCP port of the loopback that nothing listens on now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

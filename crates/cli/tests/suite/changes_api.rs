@@ -7,28 +7,20 @@
 //! made since they were shown, refused; one file's change discarded and
 //! the others kept.
 
-use crate::common::daemon::Daemon;
+use crate::common::daemon::{self, Daemon};
 use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+/// [`daemon::call`] on the owner's socket, the body as JSON (null when it
+/// is none).
 fn call(d: &Daemon, method: &str, path: &str, body: Option<&str>) -> (u16, serde_json::Value) {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-X", method, "-w", "\n%{http_code}"])
-        .arg("--unix-socket")
-        .arg(&d.socket);
-    if let Some(b) = body {
-        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
-    }
-    let out = cmd
-        .arg(format!("http://warden{path}"))
-        .output()
-        .expect("curl is installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    let v = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
-    (status.trim().parse().unwrap_or(0), v)
+    let (s, b) = daemon::call(d, method, path, body, None);
+    (
+        s,
+        serde_json::from_str(&b).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 fn sh(d: &Daemon, id: &str, script: &str) {

@@ -34,12 +34,7 @@ fn create(d: &Daemon, name: &str) {
 
 /// A per-sandbox token made by the owner through the API.
 fn sandbox_token(d: &Daemon, name: &str, sandbox: &str) -> String {
-    let body = format!(
-        r#"{{"name":"{name}","scopes":["exec","files","sandboxes:read"],"sandbox":"{sandbox}"}}"#
-    );
-    let (s, b) = call(d, "POST", "/v1/tokens", Some(&body), None);
-    assert_eq!(s, 201, "{b}");
-    json(&b)["token"].as_str().unwrap().to_string()
+    api_token(d, name, &["exec", "files", "sandboxes:read"], Some(sandbox))
 }
 
 /// Each data route of sandbox `sb`, called over TCP with `token`.

@@ -130,12 +130,12 @@ fn ends_with_its_credential(s: &Streamed, flowing: bool, revoke: impl FnOnce(), 
 
 /// A token with the data scopes, made by the owner through the socket.
 fn token(d: &Daemon, name: &str) -> String {
-    let body = format!(
-        r#"{{"name":"{name}","scopes":["exec","files","sandboxes:read","sandboxes:write"]}}"#
-    );
-    let (s, b) = call(d, "POST", "/v1/tokens", Some(&body), None);
-    assert_eq!(s, 201, "{b}");
-    json(&b)["token"].as_str().unwrap().to_string()
+    api_token(
+        d,
+        name,
+        &["exec", "files", "sandboxes:read", "sandboxes:write"],
+        None,
+    )
 }
 
 fn revoke(d: &Daemon, name: &str) {
@@ -903,11 +903,8 @@ fn the_owners_client_gets_in_while_other_loopback_addresses_fill_the_listener() 
 // --- What a credential let in, on the way in ---------------------------------
 
 /// A per-sandbox token for `sb` with `scopes`, made by the owner.
-fn sandbox_token(d: &Daemon, name: &str, scopes: &str) -> String {
-    let body = format!(r#"{{"name":"{name}","scopes":[{scopes}],"sandbox":"sb"}}"#);
-    let (s, b) = call(d, "POST", "/v1/tokens", Some(&body), None);
-    assert_eq!(s, 201, "{b}");
-    json(&b)["token"].as_str().unwrap().to_string()
+fn sandbox_token(d: &Daemon, name: &str, scopes: &[&str]) -> String {
+    api_token(d, name, scopes, Some("sb"))
 }
 
 #[test]
@@ -915,7 +912,7 @@ fn an_upload_writes_nothing_into_the_sandbox_after_its_tokens_revocation() {
     let Some((_state, d)) = native("rv-upload") else {
         return;
     };
-    let t = sandbox_token(&d, "uploader", r#""files""#);
+    let t = sandbox_token(&d, "uploader", &["files"]);
     let mut c = TcpStream::connect(d.tcp.as_ref().unwrap()).unwrap();
     c.write_all(
         format!(
@@ -957,7 +954,7 @@ fn a_terminal_opened_before_its_tokens_revocation_starts_nothing_after_it() {
     let Some((_state, d)) = native("rv-pty") else {
         return;
     };
-    let t = sandbox_token(&d, "terminal", r#""exec""#);
+    let t = sandbox_token(&d, "terminal", &["exec"]);
     let mut c = TcpStream::connect(d.tcp.as_ref().unwrap()).unwrap();
     c.write_all(
         format!(

@@ -76,19 +76,6 @@ fn connect_body(name: &str, port: u16, hold: u32, background: bool) -> String {
     .to_string()
 }
 
-fn token(state: &std::path::Path, name: &str, scopes: &[&str], sandbox: Option<&str>) -> String {
-    let mut args = vec!["token", "create", name];
-    for s in scopes {
-        args.push("--scope");
-        args.push(s);
-    }
-    if let Some(sb) = sandbox {
-        args.push("--sandbox");
-        args.push(sb);
-    }
-    ok(&warden(state, &args)).trim().to_string()
-}
-
 /// Wait for an exec started in the background to end; its exit status.
 fn wait_exec(d: &Daemon, sandbox: &str, id: &str, within: Duration) -> Option<i64> {
     let deadline = Instant::now() + within;
@@ -187,14 +174,9 @@ fn the_api_allows_a_name_live_and_its_removal_cuts_the_open_connection() {
     // change its network; one without sandboxes:write neither.
     ok(&warden(state.path(), &["create", "elsewhere"]));
     for t in [
-        token(
-            state.path(),
-            "theirs",
-            &["sandboxes:write"],
-            Some("elsewhere"),
-        ),
-        token(state.path(), "its-own", &["sandboxes:write"], Some("net")),
-        token(state.path(), "reader", &["sandboxes:read", "exec"], None),
+        token_for(state.path(), "theirs", &["sandboxes:write"], "elsewhere"),
+        token_for(state.path(), "its-own", &["sandboxes:write"], "net"),
+        token(state.path(), "reader", &["sandboxes:read", "exec"]),
     ] {
         let body = format!(r#"{{"allow":["{entry}"]}}"#);
         let (s, b) = call_on(
@@ -209,7 +191,7 @@ fn the_api_allows_a_name_live_and_its_removal_cuts_the_open_connection() {
     }
     // Allowed for a token holder: on the list, but a token's entry
     // reaches public addresses only, never the owner's pin.
-    let writer = token(state.path(), "writer", &["sandboxes:write"], None);
+    let writer = token(state.path(), "writer", &["sandboxes:write"]);
     let (s, b) = call_on(
         &d,
         true,
@@ -353,12 +335,11 @@ fn questions_of_ask_mode_are_answered_over_the_api() {
         assert_eq!(s, 202, "{b}");
         json(&b)["id"].as_str().unwrap().to_string()
     };
-    let approver = token(state.path(), "approver", &["approvals"], None);
+    let approver = token(state.path(), "approver", &["approvals"]);
     let no_approvals = token(
         state.path(),
         "no-approvals",
         &["sandboxes:read", "sandboxes:write", "exec", "files"],
-        None,
     );
     // The question, listed for whoever may answer it.
     let question = |expect_name: &str| -> serde_json::Value {

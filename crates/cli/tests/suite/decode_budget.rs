@@ -9,14 +9,6 @@ use crate::common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// Bits written least significant first, as brotli reads them.
 #[derive(Default)]
 struct Bits {
@@ -197,12 +189,12 @@ print("done", flush=True)
     let deadline = Instant::now() + Duration::from_secs(5);
     while baseline == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
-        baseline = status_kib(pid, "VmRSS:");
+        baseline = status_kib(pid, "VmRSS").unwrap_or(0);
     }
     let mut peak = 0;
     let until = Instant::now() + Duration::from_secs(240);
     while Instant::now() < until {
-        peak = peak.max(status_kib(pid, "VmHWM:"));
+        peak = peak.max(status_kib(pid, "VmHWM").unwrap_or(0));
         if let Ok(Some(_)) = child.try_wait() {
             break;
         }

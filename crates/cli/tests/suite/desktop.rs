@@ -268,14 +268,6 @@ fn socket_inodes(pid: i32) -> HashSet<String> {
     out
 }
 
-fn token(state: &Path, name: &str, scopes: &[&str]) -> String {
-    let mut args = vec!["token", "create", name];
-    for s in scopes {
-        args.extend(["--scope", s]);
-    }
-    ok(&warden(state, &args)).trim().to_string()
-}
-
 #[test]
 fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
     if !curl_available() {

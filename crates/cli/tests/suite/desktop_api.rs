@@ -10,7 +10,7 @@
 //! through the daemon (skipped, saying so, when the host lacks them).
 
 use crate::common;
-use crate::common::daemon::{call, curl_available, json, Daemon};
+use crate::common::daemon::{call, curl_available, json, token, Daemon};
 use crate::common::desktop::on_host;
 use crate::common::rfb::*;
 use crate::common::sockets::{listening_of, tcp_port_listens};
@@ -18,20 +18,6 @@ use crate::common::*;
 use futures_util::{SinkExt, StreamExt};
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
-
-fn token(d: &Daemon, name: &str, scopes: &[&str]) -> String {
-    let mut args = vec!["token", "create", name];
-    for s in scopes {
-        args.push("--scope");
-        args.push(s);
-    }
-    ok(&warden(&d.state, &args))
-        .trim()
-        .lines()
-        .last()
-        .unwrap()
-        .to_string()
-}
 
 fn setup(tag: &str) -> Option<(TempDir, Daemon)> {
     if !curl_available() {
@@ -146,8 +132,8 @@ fn a_watchers_keys_pointer_and_clipboard_never_reach_the_vnc_server() {
         return;
     };
     recorder_sandbox(&d, "rec");
-    let viewer = token(&d, "viewer", &["desktop:view"]);
-    let driver = token(&d, "driver", &["desktop:view", "desktop:control"]);
+    let viewer = token(&d.state, "viewer", &["desktop:view"]);
+    let driver = token(&d.state, "driver", &["desktop:view", "desktop:control"]);
     let mut input = key(1, 0x61);
     input.extend(pointer(1, 100, 50));
     input.extend([6, 0, 0, 0, 0, 0, 0, 3]);
@@ -189,7 +175,7 @@ fn a_stream_the_daemon_cannot_parse_closes_the_session_before_it_reaches_the_ser
         return;
     };
     recorder_sandbox(&d, "mal");
-    let viewer = token(&d, "viewer", &["desktop:view"]);
+    let viewer = token(&d.state, "viewer", &["desktop:view"]);
     runtime().block_on(async {
         let mut ws = connect(&d, "/v1/sandboxes/mal/desktop/vnc", Some(&viewer))
             .await
@@ -229,11 +215,11 @@ fn a_token_without_the_scope_is_refused_before_any_byte_reaches_the_sandbox() {
     // Every scope but the desktop's two (desktop:control grants
     // desktop:view).
     let others = token(
-        &d,
+        &d.state,
         "others",
         &["sandboxes:read", "sandboxes:write", "exec", "files"],
     );
-    let viewer = token(&d, "viewer", &["desktop:view"]);
+    let viewer = token(&d.state, "viewer", &["desktop:view"]);
     let (s, b) = call(
         &d,
         "POST",
@@ -293,7 +279,7 @@ fn revoking_the_token_closes_its_open_screen() {
         return;
     };
     recorder_sandbox(&d, "rv");
-    let viewer = token(&d, "viewer", &["desktop:view"]);
+    let viewer = token(&d.state, "viewer", &["desktop:view"]);
     runtime().block_on(async {
         let mut ws = connect(&d, "/v1/sandboxes/rv/desktop/vnc", Some(&viewer))
             .await
@@ -400,9 +386,9 @@ fn a_desktop_from_the_shipped_profile_is_watched_driven_and_debugged_only_throug
     let began = std::time::Instant::now();
     let before_host = (tcp_port_listens(5900), tcp_port_listens(9222));
     let info = common::desktop::start(&d, "real", serde_json::json!({}));
-    let viewer = token(&d, "viewer", &["desktop:view"]);
+    let viewer = token(&d.state, "viewer", &["desktop:view"]);
     // desktop:control alone: it grants desktop:view.
-    let driver = token(&d, "driver", &["desktop:control"]);
+    let driver = token(&d.state, "driver", &["desktop:control"]);
     assert_eq!(info["control"], true, "the owner may drive: {info}");
     for (t, control) in [(&viewer, false), (&driver, true)] {
         let (s, b) = call(&d, "GET", "/v1/sandboxes/real/desktop", None, Some(t));

@@ -614,15 +614,6 @@ fn departed_followers_do_not_lock_the_owner_out() {
     );
 }
 
-/// A line of /proc/PID/status in kB, e.g. "VmHWM".
-fn status_kb(pid: i32, key: &str) -> u64 {
-    status_field(pid, key)
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn command_lines_set_inside_are_not_copied_whole_into_the_supervisor() {
     // A process's command line is the sandbox's to fill (megabytes, in its
@@ -649,10 +640,10 @@ fn command_lines_set_inside_are_not_copied_whole_into_the_supervisor() {
         pids_with_marker(&marker).len() == 24
     });
     let sup = supervisor_pid(state.path(), "fa");
-    let before = status_kb(sup, "VmHWM");
+    let before = status_kib(sup, "VmHWM").unwrap();
     let ps = warden(state.path(), &["ps", "fa"]);
     ok(&warden(state.path(), &["ls"]));
-    let grown = status_kb(sup, "VmHWM").saturating_sub(before);
+    let grown = status_kib(sup, "VmHWM").unwrap().saturating_sub(before);
     assert!(
         grown < 16 * 1024,
         "the supervisor grew by {grown} kB for 24 command lines of 1.9 MB"

@@ -640,17 +640,6 @@ fn a_create_refused_for_a_taken_name_leaves_that_sandboxs_own_workspace_alone() 
     );
 }
 
-/// A field of `/proc/PID/status`, in KiB.
-fn status_kib(pid: i32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
 /// An idle supervisor's resident set holds little of warden's binary: the
 /// pages of code it ran while starting and serving are given back once it
 /// idles, and the next exec is served as before (its code comes back from
@@ -666,13 +655,13 @@ fn an_idle_supervisor_gives_back_its_code_and_still_serves_the_next_exec() {
     ));
     assert!(out.contains("first"), "{out}");
     let sup = supervisor_pid(state.path(), "idle");
-    let busy = status_kib(sup, "RssFile:");
-    let anon = status_kib(sup, "RssAnon:");
+    let busy = status_kib(sup, "RssFile").unwrap();
+    let anon = status_kib(sup, "RssAnon").unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut idle = busy;
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(250));
-        idle = status_kib(sup, "RssFile:");
+        idle = status_kib(sup, "RssFile").unwrap();
         if idle * 2 < busy {
             break;
         }

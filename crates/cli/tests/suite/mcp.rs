@@ -2,15 +2,22 @@
 //! spawned as a child over stdio, and `warden serve`'s `/mcp` over
 //! streamable HTTP with a token. Real sandboxes, real files planted on
 //! the host that must stay unread, real network decisions.
+//!
+//! A desktop sandbox's tools through the daemon's `/mcp`: the screenshot
+//! comes back as an image content (a real PNG), an action is done, bad
+//! input is a tool error with its reason, and each tool is checked against
+//! its route's scope (a token with `desktop:view` only sees the screen and
+//! may not touch it).
 
-use crate::common::daemon::Daemon;
+use crate::common;
+use crate::common::daemon::{token, Daemon};
 use crate::common::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ReadResourceRequestParams};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::ServiceExt;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 type Client = RunningService<RoleClient, ()>;
 
@@ -467,16 +474,6 @@ fn a_denied_network_action_is_a_tool_error_that_says_what_was_denied() {
     });
 }
 
-/// `warden token create NAME --scope S...` on the daemon's state; the token.
-fn token(state: &Path, name: &str, scopes: &[&str]) -> String {
-    let mut args = vec!["token", "create", name];
-    for s in scopes {
-        args.push("--scope");
-        args.push(s);
-    }
-    ok(&warden(state, &args)).trim().to_string()
-}
-
 async fn http_client(addr: &str, token: Option<&str>) -> Result<Client, String> {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     use rmcp::transport::StreamableHttpClientTransport;
@@ -835,5 +832,109 @@ fn a_stdio_server_killed_with_sigterm_removes_its_sandboxes_first() {
             || sandboxes_on_disk(state.path()).is_empty(),
         );
         drop(c);
+    });
+}
+
+// --- A desktop sandbox's tools --------------------------------------------------
+
+#[test]
+fn the_desktop_tools_show_the_screen_as_an_image_and_keep_to_their_scopes() {
+    if let Some(why) = common::desktop::unavailable() {
+        return skip(&why);
+    }
+    let state = TempDir::new("mcp-desktop");
+    let d = Daemon::start(state.path(), true);
+    let addr = d.tcp.clone().unwrap();
+    let viewer = token(
+        state.path(),
+        "viewer",
+        &["mcp", "sandboxes:read", "sandboxes:write", "desktop:view"],
+    );
+    // desktop:control alone: it grants desktop:view (the screenshot).
+    let driver = token(
+        state.path(),
+        "driver",
+        &[
+            "mcp",
+            "sandboxes:read",
+            "sandboxes:write",
+            "desktop:control",
+        ],
+    );
+    runtime().block_on(async {
+        let c = http_client(&addr, Some(&driver)).await.unwrap();
+        let names: Vec<String> = c
+            .list_all_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert!(
+            names.contains(&"desktop_screenshot".to_string()),
+            "{names:?}"
+        );
+        assert!(names.contains(&"desktop_action".to_string()), "{names:?}");
+        good(
+            &call(
+                &c,
+                "create_sandbox",
+                serde_json::json!({"profile": "desktop"}),
+            )
+            .await,
+        );
+        // The screen, as an image the model sees.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let png = loop {
+            let r = call(&c, "desktop_screenshot", serde_json::json!({})).await;
+            if r.is_error != Some(true) {
+                let image = r.content[0].as_image().expect("an image content");
+                assert_eq!(image.mime_type, "image/png");
+                use base64::Engine;
+                break base64::engine::general_purpose::STANDARD
+                    .decode(&image.data)
+                    .unwrap();
+            }
+            assert!(Instant::now() < deadline, "no screenshot: {}", text(&r));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+        assert_eq!(&png[16..24], &[0, 0, 5, 0, 0, 0, 3, 32], "1280x800");
+        // Done, and bad input refused with its reason.
+        good(
+            &call(
+                &c,
+                "desktop_action",
+                serde_json::json!({"action": "move_mouse", "x": 5, "y": 5}),
+            )
+            .await,
+        );
+        let e = refused(
+            &call(
+                &c,
+                "desktop_action",
+                serde_json::json!({"action": "left_click", "x": 9999, "y": 5}),
+            )
+            .await,
+        );
+        assert!(e.contains("off the screen"), "{e}");
+        // A token without desktop:control is refused the action by the
+        // scope table before anything looks at the sandbox; with
+        // desktop:view it gets as far as the sandbox (which has no desktop).
+        let c2 = http_client(&addr, Some(&viewer)).await.unwrap();
+        good(&call(&c2, "create_sandbox", serde_json::json!({})).await);
+        let e = refused(
+            &call(
+                &c2,
+                "desktop_action",
+                serde_json::json!({"action": "move_mouse", "x": 5, "y": 5}),
+            )
+            .await,
+        );
+        assert!(e.contains("desktop:control"), "{e}");
+        let e = refused(&call(&c2, "desktop_screenshot", serde_json::json!({})).await);
+        assert!(e.contains("no desktop"), "{e}");
+        c2.cancel().await.unwrap();
+        c.cancel().await.unwrap();
     });
 }

@@ -4,7 +4,8 @@
 //! last; a token without `exec`, or for another sandbox, refused before
 //! the upgrade; a process whose client goes away does not stay behind.
 
-use crate::common::daemon::{curl_available, Daemon};
+use crate::common::daemon::{self, curl_available, Daemon};
+use crate::common::rfb::{connect, runtime, Ws};
 use crate::common::*;
 use futures_util::{SinkExt, StreamExt};
 use std::process::Command;
@@ -12,39 +13,7 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 fn call(d: &Daemon, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-X", method, "-w", "\n%{http_code}"])
-        .arg("--unix-socket")
-        .arg(&d.socket);
-    if let Some(b) = body {
-        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
-    }
-    let out = cmd
-        .arg(format!("http://warden{path}"))
-        .output()
-        .expect("curl is installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (status.trim().parse().unwrap_or(0), body.to_string())
-}
-
-type Ws = tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>;
-
-/// A WebSocket to `path` on the daemon's socket, or the HTTP status it
-/// was refused with.
-async fn connect(d: &Daemon, path: &str, token: Option<&str>) -> Result<Ws, u16> {
-    use tungstenite::client::IntoClientRequest;
-    let stream = tokio::net::UnixStream::connect(&d.socket).await.unwrap();
-    let mut req = format!("ws://warden{path}").into_client_request().unwrap();
-    if let Some(t) = token {
-        req.headers_mut()
-            .insert("authorization", format!("Bearer {t}").parse().unwrap());
-    }
-    match tokio_tungstenite::client_async(req, stream).await {
-        Ok((ws, _)) => Ok(ws),
-        Err(tungstenite::Error::Http(r)) => Err(r.status().as_u16()),
-        Err(e) => panic!("the WebSocket failed: {e}"),
-    }
+    daemon::call(d, method, path, body, None)
 }
 
 /// What a session said, as it came.
@@ -82,13 +51,6 @@ async fn type_in(ws: &mut Ws, keys: &str) {
     ws.send(Message::Binary(keys.as_bytes().to_vec().into()))
         .await
         .unwrap();
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 fn setup(tag: &str) -> Option<(TempDir, Daemon)> {

@@ -70,14 +70,6 @@ fn evil_profile(marker: &Path) -> String {
     )
 }
 
-fn token(state: &Path, name: &str, scopes: &[&str]) -> String {
-    let mut args = vec!["token", "create", name];
-    for s in scopes {
-        args.extend(["--scope", s]);
-    }
-    ok(&warden(state, &args)).trim().to_string()
-}
-
 fn sandboxes(d: &Daemon) -> Vec<String> {
     let (_, b) = call(d, "GET", "/v1/sandboxes", None, None);
     json(&b)["sandboxes"]

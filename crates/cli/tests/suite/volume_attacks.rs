@@ -209,14 +209,6 @@ fn pushing_server() -> u16 {
     port
 }
 
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn stalled_connections_cannot_grow_the_supervisor_beyond_its_budget() {
     if !egress_available() {
@@ -273,7 +265,7 @@ print('done', flush=True)
     let deadline = Instant::now() + Duration::from_secs(5);
     while baseline == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
-        baseline = status_kib(pid, "VmRSS:");
+        baseline = status_kib(pid, "VmRSS").unwrap_or(0);
     }
     let mut out = String::new();
     let mut stdout_pipe = child.stdout.take().unwrap();
@@ -286,7 +278,7 @@ print('done', flush=True)
     let mut peak = 0;
     let until = Instant::now() + Duration::from_secs(60);
     while Instant::now() < until {
-        peak = peak.max(status_kib(pid, "VmHWM:"));
+        peak = peak.max(status_kib(pid, "VmHWM").unwrap_or(0));
         if let Ok(Some(_)) = child.try_wait() {
             break;
         }
@@ -383,7 +375,7 @@ print("done", flush=True)
     let deadline = Instant::now() + Duration::from_secs(5);
     while baseline == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
-        baseline = status_kib(pid, "VmRSS:");
+        baseline = status_kib(pid, "VmRSS").unwrap_or(0);
     }
     let mut stdout_pipe = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -394,7 +386,7 @@ print("done", flush=True)
     let mut peak = 0;
     let until = Instant::now() + Duration::from_secs(90);
     while Instant::now() < until {
-        peak = peak.max(status_kib(pid, "VmHWM:"));
+        peak = peak.max(status_kib(pid, "VmHWM").unwrap_or(0));
         if let Ok(Some(_)) = child.try_wait() {
             break;
         }
@@ -765,12 +757,12 @@ print("done", flush=True)
     let deadline = Instant::now() + Duration::from_secs(5);
     while baseline == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
-        baseline = status_kib(pid, "VmRSS:");
+        baseline = status_kib(pid, "VmRSS").unwrap_or(0);
     }
     let mut peak = 0;
     let until = Instant::now() + Duration::from_secs(60);
     while Instant::now() < until {
-        peak = peak.max(status_kib(pid, "VmHWM:"));
+        peak = peak.max(status_kib(pid, "VmHWM").unwrap_or(0));
         if let Ok(Some(_)) = child.try_wait() {
             break;
         }
