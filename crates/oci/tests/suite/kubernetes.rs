@@ -11,8 +11,6 @@
 //! with `pip install kubernetes-validate`, which brings jsonschema and
 //! PyYAML) named by `WARDEN_K8S_PYTHON`, or `target/k8s-venv/bin/python`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

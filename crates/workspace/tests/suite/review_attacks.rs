@@ -2,11 +2,8 @@
 //! each one shaped so that what the change looks like differs from what the
 //! host will do with it once committed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::{skip, TempDir};
+use crate::common;
+use crate::common::{skip, TempDir};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -5,11 +5,7 @@
 //! containers with `--runtime io.containerd.runc.v2 --runc-binary
 //! warden-oci`, which sets the runc shim's `BinaryName` option.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

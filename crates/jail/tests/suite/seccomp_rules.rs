@@ -9,8 +9,6 @@
 //! before doing anything (EINVAL, EFAULT, EBADF, ESRCH...), even for root, or so that what
 //! happens stays inside the throwaway child.
 
-#![allow(clippy::panic)]
-
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::panic::AssertUnwindSafe;

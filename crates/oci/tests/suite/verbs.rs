@@ -1,11 +1,7 @@
 //! The OCI verbs against bundles the tests make, as containerd's shim
 //! calls them: real sandboxes, real processes, real exit statuses.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::process::Stdio;
 
 #[test]

@@ -2,7 +2,6 @@
 //! restricted by `warden_jail::landlock::restrict` can read only beneath
 //! its readable paths and write only beneath its writable ones, even where
 //! ordinary file permissions would let it.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,6 @@
 //! namespace, a TCP connection to any outside address arrives at the proxy's
 //! socket with its original destination (as the proxy reads it), and nothing
 //! else gets anywhere.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpListener, TcpStream, UdpSocket};

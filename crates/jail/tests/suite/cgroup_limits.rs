@@ -5,8 +5,6 @@
 //! Run as root (or with a delegated cgroup v2 subtree); where the host lacks
 //! what a test needs, the test prints "skipped: <reason>" and returns.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};

@@ -1,11 +1,8 @@
 //! The sandbox's changes made through a real overlay mount, read back,
 //! committed, discarded and snapshotted.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::{bad_name, build_lower, session, skip, tree, Mount, TempDir, CHANGES};
+use crate::common;
+use crate::common::{bad_name, build_lower, session, skip, tree, Mount, TempDir, CHANGES};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};

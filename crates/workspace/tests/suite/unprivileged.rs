@@ -2,11 +2,7 @@
 //! warden, and where the overlay needs `userxattr` and where the kernel's
 //! mode-000 `work/work` directory cannot be removed by privilege.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::{build_lower, is_root, session, skip, tree, Mount, TempDir, CHANGES};
+use crate::common::{build_lower, is_root, session, skip, tree, Mount, TempDir, CHANGES};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -191,6 +187,12 @@ fn as_user(helper: &str, run: fn(&Path)) {
         skip("cannot read the IDs of `warden-test`");
         return;
     };
+    // libtest names a test by its path without the crate's name.
+    let module = module_path!();
+    let helper_path = match module.split_once("::") {
+        Some((_, rest)) => format!("{rest}::{helper}"),
+        None => helper.to_string(),
+    };
     let dir = TempDir::new("unpriv");
     std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).expect("chown");
     let bin = dir.join("tests-bin");
@@ -205,7 +207,7 @@ fn as_user(helper: &str, run: fn(&Path)) {
             "--",
         ])
         .arg(&bin)
-        .args(["--ignored", "--exact", helper, "--nocapture"])
+        .args(["--ignored", "--exact", &helper_path, "--nocapture"])
         .env("WARDEN_TEST_TMP", dir.path())
         .current_dir("/")
         .output()

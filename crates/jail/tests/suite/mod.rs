@@ -1,0 +1,6 @@
+//! One module per layer of the jail's tests.
+
+mod cgroup_limits;
+mod landlock_rules;
+mod netns;
+mod seccomp_rules;

@@ -1,0 +1,7 @@
+//! The OCI runtime's tests, one binary: each area is a module of `suite/`
+//! (what it proves is said at its top), the set-up they share is in
+//! `common/`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+mod suite;

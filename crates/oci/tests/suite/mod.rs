@@ -1,0 +1,5 @@
+//! One module per area of the OCI runtime's tests.
+
+mod containerd;
+mod kubernetes;
+mod verbs;
