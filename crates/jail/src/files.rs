@@ -23,54 +23,13 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::UnlinkatFlags;
-use serde::{Deserialize, Serialize};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-/// Entries a recursive removal deletes per request; past this it answers
-/// EAGAIN and the caller asks again, so the init is never busy for long.
-pub const REMOVE_BUDGET: usize = 2000;
+/// The operations and the path rule are the protocol's: served here.
+pub use warden_protocol::files::{components, FileOp, REMOVE_BUDGET};
+
 /// Deepest directory a recursive removal descends into.
 const MAX_DEPTH: usize = 256;
-
-/// One file operation; paths are relative to the workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FileOp {
-    /// Open a regular file to read; its descriptor comes back.
-    Read { path: String },
-    /// Create a new file (it must not exist) with `mode` to write; its
-    /// descriptor comes back.
-    Create { path: String, mode: u32 },
-    /// Open a directory to list; its descriptor comes back.
-    List { path: String },
-    /// Make a directory (with its missing parents when `parents`).
-    Mkdir { path: String, parents: bool },
-    /// Rename `from` to `to` (replacing a file there).
-    Rename { from: String, to: String },
-    /// Remove a file or an empty directory; with `recursive`, a tree (up to
-    /// [`REMOVE_BUDGET`] entries per request: EAGAIN says ask again).
-    Remove { path: String, recursive: bool },
-}
-
-/// The names of a path relative to the workspace: EXDEV for `..` or an
-/// absolute path, EINVAL for a NUL byte.
-pub fn components(path: &str) -> Result<Vec<&str>, Errno> {
-    if path.contains('\0') {
-        return Err(Errno::EINVAL);
-    }
-    if path.starts_with('/') {
-        return Err(Errno::EXDEV);
-    }
-    let mut out = Vec::new();
-    for c in path.split('/') {
-        match c {
-            "" | "." => continue,
-            ".." => return Err(Errno::EXDEV),
-            c => out.push(c),
-        }
-    }
-    Ok(out)
-}
 
 /// Do `op` beneath `root` (an `O_PATH` descriptor of the workspace):
 /// errno 0 and, for the opening operations, the descriptor.
@@ -337,14 +296,6 @@ fn remove_tree(parent: BorrowedFd<'_>, name: &str) -> Result<(), Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dot_dot_and_absolute_paths_are_refused_before_anything_is_opened() {
-        assert_eq!(components("../etc/passwd"), Err(Errno::EXDEV));
-        assert_eq!(components("a/../../b"), Err(Errno::EXDEV));
-        assert_eq!(components("/etc/passwd"), Err(Errno::EXDEV));
-        assert_eq!(components("a//./b/"), Ok(vec!["a", "b"]));
-    }
 
     #[test]
     fn a_link_on_the_way_or_at_the_end_is_refused() {

@@ -130,7 +130,7 @@ pub fn create(
         // init built the root and serves is known from its answer to a
         // request that only it can answer (listing the workspace).
         let alive = Connection::open(&lifecycle::control(&sb))
-            .and_then(|c| c.file(warden_jail::files::FileOp::List { path: ".".into() }));
+            .and_then(|c| c.file(warden_protocol::files::FileOp::List { path: ".".into() }));
         if let Err(e) = alive {
             let log = std::fs::read_to_string(sb.dir().join("supervisor.log")).unwrap_or_default();
             return Err(OciError::Unsupported(format!(

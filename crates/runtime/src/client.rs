@@ -48,7 +48,7 @@ pub enum ClientError {
     Unsupported(&'static str),
     #[error("cannot connect to {target} inside the sandbox: {}", connect_hint(*.source))]
     Connect {
-        target: warden_jail::connect::Target,
+        target: warden_protocol::connect::Target,
         #[source]
         source: Errno,
     },
@@ -169,7 +169,7 @@ impl Connection {
     /// write.
     pub fn file(
         self,
-        op: warden_jail::files::FileOp,
+        op: warden_protocol::files::FileOp,
     ) -> Result<(Errno, Option<OwnedFd>), ClientError> {
         protocol::send(self.sock.as_fd(), &Request::File(op), &[])?;
         match protocol::receive::<Reply>(&self.sock) {
@@ -188,7 +188,10 @@ impl Connection {
     /// sandbox's init in the sandbox's namespaces: nothing listens on the
     /// host for it. Anything but the sandbox's loopback is refused before
     /// the supervisor is asked. The socket is non-blocking.
-    pub fn connect(self, target: &warden_jail::connect::Target) -> Result<OwnedFd, ClientError> {
+    pub fn connect(
+        self,
+        target: &warden_protocol::connect::Target,
+    ) -> Result<OwnedFd, ClientError> {
         if let Err(e) = target.check() {
             return Err(ClientError::Rejected {
                 code: Refusal::Invalid,
@@ -816,6 +819,14 @@ fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) {
     }
 }
 
+/// Give the terminal of a process started with `tty` (its master side, as
+/// `spawned` handed it over) a new size, rows and columns: the process
+/// inside gets SIGWINCH. For callers that relay a terminal themselves (the
+/// daemon's terminal sessions and the E2B door).
+pub fn resize_terminal(master: BorrowedFd<'_>, rows: u16, cols: u16) {
+    warden_jail::pty::set_window_size(master, rows, cols);
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -854,7 +865,7 @@ mod tests {
             let _ = warden_jail::fdpass::recv(conn.as_fd(), &mut buf);
         });
         let conn = Connection::open(&path).unwrap();
-        let op = warden_jail::files::FileOp::Read { path: "a".into() };
+        let op = warden_protocol::files::FileOp::Read { path: "a".into() };
         assert!(matches!(conn.file(op), Err(ClientError::FilesUnsupported)));
         old.join().unwrap();
         let _ = std::fs::remove_dir_all(&dir);

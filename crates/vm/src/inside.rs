@@ -22,8 +22,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use warden_jail::connect::Target;
-use warden_jail::spawn::FromInit;
+use warden_protocol::connect::Target;
+use warden_protocol::spawn::FromInit;
 
 /// How long a connection's bytes may wait for the caller to take them
 /// before the connection is closed: a caller that stops reading must not

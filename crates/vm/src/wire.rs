@@ -48,7 +48,7 @@ pub enum Kind {
     /// Host to guest: power off.
     Shutdown = 6,
     /// Host to guest: connect to a service on the guest's own loopback
-    /// (a `warden_jail::connect::Target`, as JSON).
+    /// (a `warden_protocol::connect::Target`, as JSON).
     Connect = 7,
     /// Guest to host: the init serves ([`Ready`] as JSON).
     Ready = 10,

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use warden_jail::files::FileOp;
+use warden_protocol::files::FileOp;
 
 use super::connect::{self, Code, RpcError};
 use super::{paths, permit, E2b, Target};

@@ -672,7 +672,7 @@ fn update(e: &E2b, sb: &str, req: UpdateRequest) -> Result<serde_json::Value, Rp
         ));
     };
     if let Some(size) = req.pty.and_then(|p| p.size) {
-        warden_jail::pty::set_window_size(
+        warden_runtime::client::resize_terminal(
             t.master.as_fd(),
             size.rows.clamp(1, 4096),
             size.cols.clamp(1, 4096),

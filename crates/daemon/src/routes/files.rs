@@ -19,7 +19,7 @@ use serde::Deserialize;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use warden_jail::files::FileOp;
+use warden_protocol::files::FileOp;
 use warden_runtime::client::{ClientError, Connection};
 use warden_runtime::lifecycle;
 
@@ -30,7 +30,7 @@ use crate::app::App;
 use crate::error::{chain, ApiError, Problem};
 
 /// Rounds of a recursive removal (each up to
-/// `warden_jail::files::REMOVE_BUDGET` entries) before it gives up.
+/// `warden_protocol::files::REMOVE_BUDGET` entries) before it gives up.
 const MAX_REMOVE_ROUNDS: usize = 5000;
 /// Bytes read from a file per chunk of the answer.
 const CHUNK: usize = 256 * 1024;
@@ -65,7 +65,7 @@ pub(crate) fn relative(path: Option<&str>) -> Result<String, ApiError> {
         }
         _ => path,
     };
-    let names = warden_jail::files::components(rest).map_err(|_| {
+    let names = warden_protocol::files::components(rest).map_err(|_| {
         ApiError::bad_request(format!(
             "{path:?} leaves the sandbox's workspace (`..` is not taken, nor a NUL byte)"
         ))

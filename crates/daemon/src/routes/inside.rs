@@ -7,7 +7,7 @@
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use warden_jail::connect::Target;
+use warden_protocol::connect::Target;
 use warden_runtime::client::{ClientError, Connection};
 use warden_runtime::lifecycle;
 

@@ -531,7 +531,7 @@ async fn control_message(
     match m {
         PtyClientMessage::Resize { rows, cols } => {
             let (rows, cols) = check_size(Some(rows), Some(cols))?;
-            warden_jail::pty::set_window_size(master.as_fd(), rows, cols);
+            warden_runtime::client::resize_terminal(master.as_fd(), rows, cols);
             Ok(())
         }
         PtyClientMessage::Signal { signal: s } => {

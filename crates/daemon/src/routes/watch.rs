@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use warden_jail::files::FileOp;
+use warden_protocol::files::FileOp;
 
 use super::files::{opened, relative, run};
 use super::sandboxes::blocking;

@@ -14,7 +14,8 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::Duration;
 use warden_audit::{EventKind, StopReason};
-use warden_jail::spawn::{self, ToInit};
+use warden_jail::spawn;
+use warden_protocol::spawn::ToInit;
 
 /// The control socket: owner-only, in the sandbox's own directory.
 pub(super) fn listen(path: &Path) -> Result<OwnedFd, SuperviseError> {

@@ -11,7 +11,8 @@ use std::sync::mpsc::{sync_channel, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warden_audit::{EventKind, StopReason};
-use warden_jail::spawn::{self, FromInit, ToInit};
+use warden_jail::spawn;
+use warden_protocol::spawn::{FromInit, ToInit};
 
 /// How long the end of an exec whose output is kept waits for its relays
 /// to take the last of it (longer only when something it started keeps

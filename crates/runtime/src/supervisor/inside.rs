@@ -10,7 +10,8 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Duration;
-use warden_jail::spawn::{self, ToInit};
+use warden_jail::spawn;
+use warden_protocol::spawn::ToInit;
 
 /// How long the init may take over one request of this kind.
 const FILE_OP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -76,7 +77,7 @@ pub(super) fn open_terminal(
 pub(super) fn file_op(
     shared: &Arc<Shared>,
     conn: &OwnedFd,
-    op: warden_jail::files::FileOp,
+    op: warden_protocol::files::FileOp,
 ) -> Result<(), protocol::ProtocolError> {
     match ask_init(shared, "file operation", |id| ToInit::File { id, file: op }) {
         Ok((errno, fd)) => {
@@ -93,7 +94,7 @@ pub(super) fn file_op(
 pub(super) fn connect(
     shared: &Arc<Shared>,
     conn: &OwnedFd,
-    target: warden_jail::connect::Target,
+    target: warden_protocol::connect::Target,
 ) -> Result<(), protocol::ProtocolError> {
     if let Err(e) = target.check() {
         return protocol::send(
@@ -106,7 +107,7 @@ pub(super) fn connect(
             &[],
         );
     }
-    let tcp = matches!(target, warden_jail::connect::Target::Tcp { .. });
+    let tcp = matches!(target, warden_protocol::connect::Target::Tcp { .. });
     let answer = ask_init(shared, "connection request", |id| ToInit::Connect {
         id,
         to: target,

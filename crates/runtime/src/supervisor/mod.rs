@@ -27,8 +27,9 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warden_audit::{EventKind, StopReason};
-use warden_jail::spawn::{self, FromInit, ToInit};
+use warden_jail::spawn;
 use warden_jail::{Pid, Program};
+use warden_protocol::spawn::{FromInit, ToInit};
 
 /// Connections served at once; more are refused.
 const MAX_CONNECTIONS: usize = 256;

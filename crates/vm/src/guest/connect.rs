@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use warden_jail::connect::Target;
+use warden_protocol::connect::Target;
 
 /// How long a connection to the guest's own loopback may take (the host's
 /// supervisor waits 10 s for the answer).
