@@ -31,7 +31,9 @@ use crate::vmm::{VmmAccess, VmmJailError};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 /// The capabilities virtiofsd keeps inside its namespace (see the module's
-/// documentation), by number.
+/// documentation), by number: kept through exec as ambient ones, the
+/// bounding set cut to them, root's exec-time powers locked off (the one
+/// mapped user may be root).
 const KEPT: &[u32] = &[
     0,  // CAP_CHOWN
     1,  // CAP_DAC_OVERRIDE
@@ -54,7 +56,6 @@ pub struct FsdJail {
     maps: [Vec<u8>; 3],
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
-    last_cap: u32,
 }
 
 impl FsdJail {
@@ -71,10 +72,6 @@ impl FsdJail {
                 nix::unistd::getegid().as_raw(),
             )
         };
-        let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-            .unwrap_or(63);
         Ok(FsdJail {
             switch: root.then_some((uid, gid)),
             maps: [
@@ -84,7 +81,6 @@ impl FsdJail {
             ],
             ruleset: crate::vmm::ruleset(access)?,
             filter: crate::vmm::filter()?,
-            last_cap,
         })
     }
 
@@ -95,7 +91,6 @@ impl FsdJail {
         let maps = self.maps.clone();
         let ruleset = self.ruleset.as_raw_fd();
         let filter = self.filter.clone();
-        let last_cap = self.last_cap;
         // SAFETY: the closure runs in the child between fork and exec. It
         // calls only async-signal-safe system calls (prctl, capget, capset,
         // setgroups, setres[ug]id, unshare, open, write, close,
@@ -114,7 +109,7 @@ impl FsdJail {
                     // Root's: rootless, there is no capability to drop
                     // (nor the right to change securebits) before the
                     // namespace.
-                    crate::vmm::drop_capabilities(last_cap)?;
+                    crate::caps::keep_capabilities(&[])?;
                     // No supplementary group at all: virtiofsd drops
                     // them itself, which the namespace (setgroups
                     // denied) would refuse.
@@ -135,80 +130,9 @@ impl FsdJail {
                 for (file, line) in files.iter().zip(maps.iter()) {
                     crate::vmm::write_file(file, line)?;
                 }
-                keep_only(last_cap)?;
+                crate::caps::keep_capabilities(KEPT)?;
                 crate::vmm::lock_down(Some(ruleset), &filter)
             })
         };
     }
-}
-
-/// Inside the new user namespace (where the process holds every
-/// capability over the namespace's objects): keep [`KEPT`] through exec
-/// as ambient capabilities, cut the bounding set to them, and lock root's
-/// exec-time powers off (the one mapped user may be root).
-fn keep_only(last_cap: u32) -> std::io::Result<()> {
-    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
-    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
-    let err = || Err(std::io::Error::last_os_error());
-    let mask: u64 = KEPT.iter().fold(0u64, |m, c| m | (1u64 << c));
-    // SAFETY: prctl, capget and capset with integer arguments and a header
-    // and data array on this stack frame; async-signal-safe, no
-    // allocation.
-    unsafe {
-        let mut header = crate::privileges::CapHeader::v3();
-        let mut data = [crate::privileges::CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(
-            libc::SYS_capget,
-            std::ptr::addr_of_mut!(header),
-            data.as_mut_ptr(),
-        ) < 0
-        {
-            return err();
-        }
-        data[0].inheritable = mask as u32;
-        data[1].inheritable = (mask >> 32) as u32;
-        if libc::syscall(
-            libc::SYS_capset,
-            std::ptr::addr_of_mut!(header),
-            data.as_ptr(),
-        ) < 0
-        {
-            return err();
-        }
-        for cap in KEPT {
-            if libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
-                *cap as libc::c_ulong,
-                0,
-                0,
-            ) < 0
-            {
-                return err();
-            }
-        }
-        for cap in (0..=last_cap).filter(|c| !KEPT.contains(c)) {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 {
-                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-                    break;
-                }
-                return err();
-            }
-        }
-        if libc::prctl(
-            libc::PR_SET_SECUREBITS,
-            SECBIT_NOROOT | SECBIT_NOROOT_LOCKED,
-            0,
-            0,
-            0,
-        ) < 0
-        {
-            return err();
-        }
-    }
-    Ok(())
 }

@@ -20,6 +20,7 @@ mod ask;
 /// same bounds.
 pub use ask::{ASK_TIMEOUT, MAX_WAITING as ASK_MAX_WAITING};
 pub mod cache;
+mod caps;
 pub mod cgroup;
 pub mod connect;
 mod error;

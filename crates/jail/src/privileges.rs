@@ -6,6 +6,8 @@ use nix::errno::Errno;
 use nix::sys::resource::{setrlimit, Resource};
 use nix::unistd::{Gid, Uid};
 
+use crate::caps::{CapData, CapHeader};
+
 /// Why a privilege could not be dropped or a limit not applied.
 #[derive(Debug, thiserror::Error)]
 pub enum PrivilegeError {
@@ -175,32 +177,6 @@ pub fn finish_drop(keep_dumpable: bool) -> Result<(), PrivilegeError> {
         prctl("make the init non-dumpable", libc::PR_SET_DUMPABLE, 0)?;
     }
     clear_capsets()
-}
-
-/// capget(2)/capset(2)'s header, by the kernel's structure.
-#[repr(C)]
-pub(crate) struct CapHeader {
-    pub(crate) version: u32,
-    pub(crate) pid: libc::c_int,
-}
-
-/// One word of capget(2)/capset(2)'s sets (version 3 takes two).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct CapData {
-    pub(crate) effective: u32,
-    pub(crate) permitted: u32,
-    pub(crate) inheritable: u32,
-}
-
-impl CapHeader {
-    /// `_LINUX_CAPABILITY_VERSION_3`, for the calling thread.
-    pub(crate) fn v3() -> CapHeader {
-        CapHeader {
-            version: 0x2008_0522,
-            pid: 0,
-        }
-    }
 }
 
 /// capset(2) with every set empty.

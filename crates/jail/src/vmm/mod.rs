@@ -141,7 +141,6 @@ pub struct VmmJail {
     groups: Vec<libc::gid_t>,
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
-    last_cap: u32,
 }
 
 impl VmmJail {
@@ -187,10 +186,6 @@ impl VmmJail {
                 }
             }
         };
-        let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-            .unwrap_or(63);
         let cgroup = cgroup
             .map(|cg| -> Result<_, VmmJailError> {
                 let joining = cg.joining().map_err(VmmJailError::Cgroup)?;
@@ -242,7 +237,6 @@ impl VmmJail {
             groups,
             ruleset: rules::ruleset(access)?,
             filter: rules::filter()?,
-            last_cap,
         })
     }
 
@@ -286,7 +280,6 @@ impl VmmJail {
         let groups = self.groups.clone();
         let ruleset = self.ruleset.as_raw_fd();
         let filter = self.filter.clone();
-        let last_cap = self.last_cap;
         // A debug build's test may switch Landlock off, to see what the
         // other layers hold alone.
         let landlock = !crate::Weakened::from_env().landlock;
@@ -355,7 +348,7 @@ impl VmmJail {
                 // The helper ends with its keeper, whoever kills it.
                 check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into())?;
                 root.enter()?;
-                drop_capabilities(last_cap)?;
+                crate::caps::keep_capabilities(&[])?;
                 if let Some((uid, gid)) = ids {
                     check(libc::setgroups(groups.len(), groups.as_ptr()).into())?;
                     check(libc::setresgid(gid, gid, gid).into())?;
@@ -467,74 +460,6 @@ pub(crate) fn write_file(file: &[u8], line: &[u8]) -> std::io::Result<()> {
         libc::close(fd);
         if n != line.len() as isize {
             return Err(e);
-        }
-    }
-    Ok(())
-}
-
-/// Empty every capability set the VMM could get back at its exec: root's
-/// implicit powers off for good (locked), the bounding set (so no file
-/// grants any), the inheritable and ambient sets. The effective set stays
-/// as it is until the ID change or the exec drops it.
-pub(crate) fn drop_capabilities(last_cap: u32) -> std::io::Result<()> {
-    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
-    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
-    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
-    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
-    let err = || Err(std::io::Error::last_os_error());
-    // SAFETY: prctl and capset with integer arguments and a header and data
-    // array on this stack frame; async-signal-safe, no allocation.
-    unsafe {
-        let bits = SECBIT_NOROOT
-            | SECBIT_NOROOT_LOCKED
-            | SECBIT_NO_CAP_AMBIENT_RAISE
-            | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-        if libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) < 0 {
-            return err();
-        }
-        for cap in 0..=last_cap {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 {
-                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-                    break;
-                }
-                return err();
-            }
-        }
-        if libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) < 0
-        {
-            return err();
-        }
-        // capget/capset by their kernel structures (version 3: two words).
-        let mut header = crate::privileges::CapHeader::v3();
-        let mut data = [crate::privileges::CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(
-            libc::SYS_capget,
-            std::ptr::addr_of_mut!(header),
-            data.as_mut_ptr(),
-        ) < 0
-        {
-            return err();
-        }
-        for d in data.iter_mut() {
-            d.inheritable = 0;
-        }
-        if libc::syscall(
-            libc::SYS_capset,
-            std::ptr::addr_of_mut!(header),
-            data.as_ptr(),
-        ) < 0
-        {
-            return err();
         }
     }
     Ok(())
