@@ -257,15 +257,15 @@ impl Container {
     }
 }
 
-/// Write `pid` to `path` the way runc does: whole, by rename.
+/// Write `pid` to `path` the way runc does: whole (containerd's shim reads
+/// it as soon as the verb returns), readable by all as runc's is.
 pub fn write_pid_file(path: &Path, pid: u32) -> Result<(), OciError> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let err = |source| OciError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::write(&tmp, pid.to_string()).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    warden_protocol::replace_file(path, pid.to_string().as_bytes(), 0o644).map_err(|source| {
+        OciError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 /// A signal by name (`KILL`, `SIGKILL`) or number.

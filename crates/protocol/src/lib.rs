@@ -1,8 +1,9 @@
 //! The vocabulary shared across warden's process boundaries: what a caller
 //! asks a sandbox's supervisor over its control socket ([`control`]), what
 //! a supervisor asks the sandbox's init over the spawn channel ([`spawn`]),
-//! the file operations the init does in the workspace ([`files`]), and the
-//! services inside a sandbox a caller may be connected to ([`connect`]).
+//! the file operations the init does in the workspace ([`files`]), the
+//! services inside a sandbox a caller may be connected to ([`connect`]),
+//! and how a state file is replaced whole ([`replace`]).
 //!
 //! Front doors (the daemon, the OCI verbs) depend on this crate for the
 //! words, and on `warden-runtime` for the deeds, never on `warden-jail`.
@@ -21,4 +22,7 @@
 pub mod connect;
 pub mod control;
 pub mod files;
+pub mod replace;
 pub mod spawn;
+
+pub use replace::replace_file;

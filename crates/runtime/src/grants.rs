@@ -109,7 +109,12 @@ pub fn add(path: &Path, entry: &str) -> Result<bool, GrantsError> {
             .create(dir)
             .map_err(write)?;
     }
-    crate::state::replace_file(path, render(&entries).as_bytes(), None).map_err(write)?;
+    // Its own mode when it is there; new, owner-only, as its directory.
+    let mode = std::fs::metadata(path).map_or(0o600, |m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode() & 0o7777
+    });
+    warden_protocol::replace_file(path, render(&entries).as_bytes(), mode).map_err(write)?;
     Ok(true)
 }
 
@@ -151,8 +156,11 @@ pub fn add_to_profile(path: &Path, entry: &str) -> Result<bool, GrantsError> {
         path: path.to_path_buf(),
         source,
     };
-    let mode = std::fs::metadata(path).map_err(write)?.permissions();
-    crate::state::replace_file(path, edited.as_bytes(), Some(mode)).map_err(write)?;
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).map_err(write)?.permissions().mode() & 0o7777
+    };
+    warden_protocol::replace_file(path, edited.as_bytes(), mode).map_err(write)?;
     Ok(true)
 }
 

@@ -311,15 +311,14 @@ impl Drop for Ended {
     }
 }
 
-/// Write a command's note whole (by a rename).
+/// Write a command's note whole (best effort: a note not written leaves
+/// the previous one, never half of one). Owner-only, as the outputs it
+/// describes.
 fn write_cut(path: &Path, cut: &OutputCut) {
     let Ok(text) = serde_json::to_vec(cut) else {
         return;
     };
-    let tmp = path.with_extension("cut.tmp");
-    if std::fs::write(&tmp, text).is_ok() {
-        let _ = std::fs::rename(&tmp, path);
-    }
+    let _ = warden_protocol::replace_file(path, &text, 0o600);
 }
 
 /// What the relays of one command dropped, per stream, written beside its

@@ -103,50 +103,16 @@ pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, StateEr
     })
 }
 
-/// Write `value` to `path` atomically (a temporary file, then a rename),
-/// owner-only.
-/// Replace the file at `path` whole with `bytes`: written to a sibling
-/// first and renamed over it, so that a reader sees the old file or the
-/// new one, never half of one; the sibling is removed if that fails.
-/// `mode`: the new file's permissions (the old file's, to keep them).
-pub fn replace_file(
-    path: &Path,
-    bytes: &[u8],
-    mode: Option<std::fs::Permissions>,
-) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".warden-tmp");
-    let tmp = PathBuf::from(tmp);
-    let written = std::fs::write(&tmp, bytes)
-        .and_then(|()| match mode {
-            Some(m) => std::fs::set_permissions(&tmp, m),
-            None => Ok(()),
-        })
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
+/// Write `value` to `path`, owner-only, whole (see
+/// [`warden_protocol::replace_file`]): a reader (another warden command, the
+/// daemon, a supervisor's next start) never sees half a record.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StateError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let err = |source| StateError::Write {
         path: path.to_path_buf(),
         source,
     };
-    let tmp = path.with_extension("tmp");
     let bytes = serde_json::to_vec_pretty(value).map_err(|e| err(e.into()))?;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(&bytes).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    warden_protocol::replace_file(path, &bytes, 0o600).map_err(err)
 }
 
 /// The start time of process `pid` in clock ticks since boot, if it exists.

@@ -222,7 +222,13 @@ pub fn write_learned(
         path: path.to_path_buf(),
         source,
     };
-    crate::state::replace_file(path, text.as_bytes(), None).map_err(write)?;
+    // A profile like one written by hand (readable, the owner's to edit),
+    // or the file's own mode when it is there already.
+    let mode = std::fs::metadata(path).map_or(0o644, |m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode() & 0o7777
+    });
+    warden_protocol::replace_file(path, text.as_bytes(), mode).map_err(write)?;
     Ok(all)
 }
 

@@ -382,12 +382,10 @@ pub fn initramfs(
             source,
         };
         std::fs::create_dir_all(cache).map_err(err)?;
-        let tmp = cache.join(format!(".initramfs-{hex}.{}", std::process::id()));
-        std::fs::write(&tmp, &bytes).map_err(|source| ImageError::Write {
-            path: tmp.clone(),
-            source,
-        })?;
-        std::fs::rename(&tmp, &path).map_err(err)?;
+        // Whole or not at all: a torn image under its hash's name would
+        // boot (and fail) every later sandbox. Readable by all: a VMM
+        // jailed as the workspace's owner reads it.
+        warden_protocol::replace_file(&path, &bytes, 0o644).map_err(err)?;
     }
     // In use now: the sweep of other processes keeps it.
     let _ = std::fs::File::options()
@@ -416,8 +414,12 @@ pub fn sweep(cache: &Path, current: &Path, unused: std::time::Duration) {
         if path == current {
             continue;
         }
-        let stale = if let Some(rest) = name.strip_prefix(".initramfs-") {
-            // `.initramfs-HASH.PID`: its writer is gone.
+        let stale = if let Some(pid) = warden_protocol::replace::writer_of(&name) {
+            // An image being written whole: its writer is gone.
+            !Path::new(&format!("/proc/{pid}")).exists()
+        } else if let Some(rest) = name.strip_prefix(".initramfs-") {
+            // `.initramfs-HASH.PID`, as earlier versions wrote: its writer
+            // is gone.
             rest.rsplit_once('.')
                 .and_then(|(_, pid)| pid.parse::<u32>().ok())
                 .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
@@ -511,5 +513,25 @@ mod tests {
         assert!(!older.exists());
         assert!(fresh.exists(), "an image in use now was removed");
         assert!(other.exists(), "not a root image");
+    }
+
+    #[test]
+    fn a_half_written_image_of_a_dead_writer_is_swept_and_a_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let current = dir.path().join("initramfs-c.cpio");
+        std::fs::write(&current, "in use").unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        let left = dir.path().join(format!(".initramfs-a.cpio.{dead}.0.tmp"));
+        let writing = dir
+            .path()
+            .join(format!(".initramfs-b.cpio.{}.0.tmp", std::process::id()));
+        std::fs::write(&left, "half").unwrap();
+        std::fs::write(&writing, "half").unwrap();
+        sweep(dir.path(), &current, UNUSED);
+        assert!(!left.exists(), "a dead writer's file was kept");
+        assert!(writing.exists(), "a live writer's file was removed");
+        assert!(current.exists());
     }
 }

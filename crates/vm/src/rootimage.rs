@@ -371,8 +371,10 @@ pub fn image(m: &Manifest, tool: &Tool, cache: &Path) -> Result<(PathBuf, bool),
         image_name(m, tool.format),
         std::process::id()
     ));
+    // Synced before its name is given: after a crash, a torn image under
+    // the name of a good one would be booted as it.
     let result = build(m, tool, &tmp).and_then(|()| {
-        std::fs::rename(&tmp, &path).map_err(|source| RootImageError::Write {
+        warden_protocol::replace::persist(&tmp, &path).map_err(|source| RootImageError::Write {
             path: path.clone(),
             source,
         })

@@ -28,10 +28,8 @@
 //! anything itself: the plan's decisions are `plan`'s.
 
 use std::cell::RefCell;
-use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read as _, Write as _};
-use std::os::unix::ffi::OsStringExt;
+use std::fs::{self, OpenOptions};
+use std::io::Read as _;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -213,7 +211,7 @@ fn load(dir: &Path) -> Option<Remembered> {
 }
 
 /// Keep `remembered` in `dir` (best effort: a plan not kept is discovered
-/// again next time). Written whole under a temporary name, then renamed.
+/// again next time), whole and owner-only: `load` trusts nothing else.
 fn store(dir: &Path, remembered: &Remembered) {
     let made = fs::DirBuilder::new().mode(0o700).create(dir);
     if made.is_err() && !trusted_dir(dir) {
@@ -222,20 +220,7 @@ fn store(dir: &Path, remembered: &Remembered) {
     let Ok(text) = serde_json::to_vec(remembered) else {
         return;
     };
-    let mut tmp = OsString::from(FILE).into_vec();
-    tmp.extend_from_slice(format!(".{}.tmp", std::process::id()).as_bytes());
-    let tmp = dir.join(OsString::from_vec(tmp));
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .and_then(|mut f: File| f.write_all(&text));
-    let kept = written.and_then(|()| fs::rename(&tmp, dir.join(FILE)));
-    if kept.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
+    let _ = warden_protocol::replace_file(&dir.join(FILE), &text, 0o600);
 }
 
 /// Where the plan came from.
