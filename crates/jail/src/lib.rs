@@ -14,11 +14,6 @@
 // (tests may say why they skipped).
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
-mod ask;
-/// How long a question of `--ask` waits, and how many wait at once: the
-/// terminal and a supervisor answering over its control socket keep the
-/// same bounds.
-pub use ask::{ASK_TIMEOUT, MAX_WAITING as ASK_MAX_WAITING};
 pub mod cache;
 mod caps;
 pub mod cgroup;
@@ -50,7 +45,9 @@ pub mod vmnet;
 
 pub use error::chain_str;
 pub use nix::unistd::Pid;
-pub use sandbox::{run, Attach, JailError, Network, Outcome, Program, NOBODY};
+pub use sandbox::{
+    run, Attach, Desk, JailError, Network, Outcome, Program, SingleThreaded, SocketSource, NOBODY,
+};
 
 /// The seccomp filter of [`seccomp::RULES`] for the target architecture,
 /// compiled by the build script (empty where warden has no filter). The init

@@ -3,7 +3,7 @@
 //! user namespace), before it drops its privileges. This module owns the
 //! namespace's loopback, address, route and redirect rule, and opens the
 //! sockets the egress proxy will serve; it never decides a connection (the
-//! proxy, `warden_egress`, does that on the host, on the sockets it is
+//! proxy, which the runtime runs, does that on the host, on the sockets it is
 //! handed).
 //!
 //! Every address outside 127.0.0.0/8 is routed through `lo`, so `connect()`

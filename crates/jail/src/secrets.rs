@@ -9,6 +9,12 @@
 //! from its start, is moved before the clone into memory marked
 //! wipe-on-fork (the clone gets zeros there) and erased where the
 //! environment held it. The authority is made after the clone as well.
+//!
+//! What substitutes the values (the egress proxy's secret terminator) is
+//! the caller's, behind a [`Keeper`]: it gives the placeholders, takes the
+//! values once they are read, and answers with the authority the sandbox
+//! is to trust. The jail keeps the values from the sandbox; it never sees
+//! a connection.
 
 use nix::errno::Errno;
 use std::ffi::{CStr, CString};
@@ -16,8 +22,8 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use warden_egress::secrets::{placeholder, zero, Secret, SecretError, Terminator};
-use warden_policy::{SecretRule, SecretSource, SecretSpec};
+use warden_policy::{SecretSource, SecretSpec};
+use zeroize::Zeroize;
 
 /// The host's trust roots, when it has them where Debian-like systems do.
 pub const HOST_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -54,7 +60,47 @@ pub enum SecretsError {
     #[error("cannot create the sandbox's trust files")]
     TrustFile(#[source] std::io::Error),
     #[error(transparent)]
-    Proxy(#[from] SecretError),
+    Keeper(KeeperError),
+}
+
+/// Why the caller's [`Keeper`] failed: its own error, said as it is.
+pub type KeeperError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The custody of a sandbox's secrets once their values are read: the
+/// caller's (the runtime's egress proxy substitutes them towards their
+/// hosts).
+pub trait Keeper {
+    /// Before the clone: a fresh placeholder, which the sandbox holds in
+    /// place of a value.
+    fn placeholder(&mut self) -> Result<String, KeeperError>;
+    /// After the clone, before the init builds its root: the values, read
+    /// now. Returns the certificate (PEM) of the authority the sandbox is
+    /// to trust.
+    fn keep(&mut self, secrets: Vec<SecretValue>) -> Result<String, KeeperError>;
+}
+
+/// One secret's value, read on the host, with its placeholder and its spec
+/// (the hosts it is for). The value is zeroed when dropped: a keeper takes
+/// it with `std::mem::take`.
+pub struct SecretValue {
+    pub spec: SecretSpec,
+    pub placeholder: String,
+    pub value: Vec<u8>,
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretValue")
+            .field("name", &self.spec.name)
+            .field("placeholder", &self.placeholder)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for SecretValue {
+    fn drop(&mut self) {
+        self.value.zeroize();
+    }
 }
 
 /// Memory the clone receives as zeros (`MADV_WIPEONFORK`); zeroed and
@@ -104,7 +150,7 @@ impl WipeOnFork {
 
 impl Drop for WipeOnFork {
     fn drop(&mut self) {
-        zero(self.bytes_mut());
+        self.bytes_mut().zeroize();
         // SAFETY: the mapping made in `new`, unmapped once.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.cap) };
     }
@@ -134,7 +180,7 @@ fn take_variable(variable: &str) -> Result<Option<WipeOnFork>, SecretsError> {
     // through volatile writes so the copy the clone inherits is erased.
     unsafe {
         std::ptr::copy_nonoverlapping(value.cast::<u8>(), region.ptr.as_ptr(), len);
-        zero(std::slice::from_raw_parts_mut(value.cast::<u8>(), len));
+        std::slice::from_raw_parts_mut(value.cast::<u8>(), len).zeroize();
     }
     Ok(Some(region))
 }
@@ -193,10 +239,13 @@ pub struct TrustFiles {
 }
 
 impl SecretPlan {
-    /// Before the clone: a placeholder per secret, values from the host's
-    /// environment moved where the clone does not get them, and empty
-    /// trust files.
-    pub fn prepare(secrets: &[SecretSpec]) -> Result<SecretPlan, SecretsError> {
+    /// Before the clone: a placeholder per secret (from `keeper`), values
+    /// from the host's environment moved where the clone does not get
+    /// them, and empty trust files.
+    pub fn prepare<K: Keeper + ?Sized>(
+        secrets: &[SecretSpec],
+        keeper: &mut K,
+    ) -> Result<SecretPlan, SecretsError> {
         let mut entries: Vec<Entry> = Vec::new();
         for spec in secrets {
             let taken = match &spec.source {
@@ -222,7 +271,7 @@ impl SecretPlan {
             };
             entries.push(Entry {
                 spec: spec.clone(),
-                placeholder: placeholder()?,
+                placeholder: keeper.placeholder().map_err(SecretsError::Keeper)?,
                 taken,
             });
         }
@@ -252,13 +301,10 @@ impl SecretPlan {
         })
     }
 
-    /// After the clone: read every value, make the authority, and fill the
-    /// trust files (before the init builds the root).
-    pub fn into_terminator(
-        self,
-        upstream_ca: &[PathBuf],
-        rules: &[SecretRule],
-    ) -> Result<Terminator, SecretsError> {
+    /// After the clone: read every value, hand them to `keeper`, and fill
+    /// the trust files with the authority it answers with (before the init
+    /// builds the root).
+    pub fn hand_over<K: Keeper + ?Sized>(self, keeper: &mut K) -> Result<(), SecretsError> {
         let mut secrets = Vec::new();
         for mut e in self.entries {
             let name = e.spec.name.clone();
@@ -282,16 +328,14 @@ impl SecretPlan {
             if value.is_empty() {
                 return Err(SecretsError::Empty { name });
             }
-            secrets.push(Secret::new(
-                name,
-                e.placeholder.clone(),
+            secrets.push(SecretValue {
+                spec: e.spec.clone(),
+                placeholder: e.placeholder.clone(),
                 value,
-                e.spec.hosts.clone(),
-                e.spec.in_bodies,
-            ));
+            });
         }
-        let terminator = Terminator::new(secrets, upstream_ca)?.with_rules(rules.to_vec());
-        let ca = terminator.ca_pem().as_bytes();
+        let ca = keeper.keep(secrets).map_err(SecretsError::Keeper)?;
+        let ca = ca.as_bytes();
         let mut bundle = std::fs::read(Path::new(HOST_BUNDLE)).unwrap_or_default();
         if !bundle.is_empty() && !bundle.ends_with(b"\n") {
             bundle.push(b'\n');
@@ -301,7 +345,7 @@ impl SecretPlan {
         f.write_all(&bundle).map_err(SecretsError::TrustFile)?;
         let mut f = std::fs::File::from(self.ca);
         f.write_all(ca).map_err(SecretsError::TrustFile)?;
-        Ok(terminator)
+        Ok(())
     }
 }
 
@@ -332,7 +376,7 @@ fn run_command(name: &str, argv: &[String]) -> Result<Vec<u8>, SecretsError> {
         })?;
     if !out.status.success() {
         let mut stdout = out.stdout;
-        zero(&mut stdout);
+        stdout.zeroize();
         return Err(SecretsError::CommandFailed {
             name: name.to_string(),
             program,

@@ -3,7 +3,7 @@
 //! virtio-net, handed to the VMM as a descriptor), the rules that send
 //! every TCP connection and DNS query arriving on it to the egress proxy's
 //! sockets, and those sockets. It never decides a connection: the proxy
-//! (`warden_egress`) does, on the sockets it is handed, exactly as for a
+//! (the runtime's) does, on the sockets it is handed, exactly as for a
 //! process sandbox.
 //!
 //! The namespace has no route anywhere but the TAP's own network: it does
@@ -13,7 +13,7 @@
 //! proxy, which reads the address asked for with `SO_ORIGINAL_DST`.
 
 use crate::netns::{self, NetnsError, PROXY_PORT};
-use crate::sys::{self, Forked};
+use crate::sys::Forked;
 use nix::errno::Errno;
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use rustables::expr::{Immediate, Nat, NatType, Register};
@@ -47,6 +47,8 @@ pub enum VmNetError {
     Channel(#[source] Errno),
     #[error("cannot create the VM's network namespace")]
     Clone(#[source] Errno),
+    #[error("cannot make the VM's network from this process")]
+    Threads(#[source] Box<crate::JailError>),
     #[error("cannot wire the VM's network namespace: {0}")]
     Wire(String),
     #[error(
@@ -96,7 +98,7 @@ pub struct VmNetwork {
 }
 /// Fresh TCP sockets of the VM's network namespace, one per connection to
 /// a published port, from the process [`open`] left serving `channel`.
-pub fn socket_source(channel: OwnedFd) -> warden_egress::publish::SocketSource {
+pub fn socket_source(channel: OwnedFd) -> crate::SocketSource {
     crate::sandbox::socket_source(channel)
 }
 
@@ -137,8 +139,9 @@ fn serve_sockets(channel: &OwnedFd) {
 
 /// Make the VM's network namespace and its devices, rules and sockets, in
 /// a short-lived child (in a user namespace of its own when warden is not
-/// root). Like [`crate::run`], call it while the process is
-/// single-threaded: the child is a copy of the calling thread only. With
+/// root). Like [`crate::run`], it refuses unless the process is
+/// single-threaded ([`crate::SingleThreaded`]): the child is a copy of the
+/// calling thread only. With
 /// `sockets` (published ports) the child stays, serving fresh sockets of
 /// the namespace over [`VmNetwork::sockets`].
 pub fn open(sockets: bool) -> Result<VmNetwork, VmNetError> {
@@ -154,10 +157,8 @@ pub fn open(sockets: bool) -> Result<VmNetwork, VmNetError> {
     } else {
         libc::CLONE_NEWUSER | libc::CLONE_NEWNET
     };
-    // SAFETY: the callers (the VM backend, at the point where the process
-    // backend clones its sandbox) are single-threaded, the contract of
-    // `clone_process`.
-    match unsafe { sys::clone_process(flags) } {
+    let proof = crate::SingleThreaded::check().map_err(|e| VmNetError::Threads(Box::new(e)))?;
+    match proof.clone_process(flags) {
         Ok(Forked::Child) => {
             drop(ours);
             let code = match wire() {

@@ -25,7 +25,7 @@ use warden_egress::proxy::{Answer, Asker, Question};
 use warden_policy::trust::Trust;
 
 /// Questions waiting at once; more are denied at once (as at the terminal).
-pub const MAX_WAITING: usize = warden_jail::ASK_MAX_WAITING;
+pub const MAX_WAITING: usize = crate::ask::MAX_WAITING;
 /// Ids of answered questions remembered, to tell "answered already" from
 /// "no such question".
 const REMEMBERED: usize = 1024;
@@ -78,7 +78,7 @@ fn ask_timeout() -> Duration {
         .flatten()
         .and_then(|v| v.parse::<u64>().ok());
     test.map(Duration::from_millis)
-        .unwrap_or(warden_jail::ASK_TIMEOUT)
+        .unwrap_or(crate::ask::ASK_TIMEOUT)
 }
 
 impl Approvals {

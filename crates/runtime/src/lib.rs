@@ -17,6 +17,7 @@
 mod aggregate;
 pub mod allowlist;
 pub mod approvals;
+mod ask;
 pub mod backend;
 pub mod client;
 pub mod desktop;

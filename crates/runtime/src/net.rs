@@ -1,15 +1,19 @@
-//! What the runtime plugs into a process sandbox as it starts: the egress
-//! proxy (its thread started here, after the sandbox's clone, so that the
-//! clone happens single-threaded; its runtime only at the sandbox's first
-//! connection or DNS question), published ports, and for a long-lived
-//! sandbox the spawn channel of its init.
+//! What the runtime plugs into a sandbox as it starts: the secret
+//! terminator (made from the values the jail reads after the clone), the
+//! egress proxy (its thread started here, after the sandbox's clone, so
+//! that the clone happens single-threaded; its runtime only at the
+//! sandbox's first connection or DNS question), the terminal's ask desk,
+//! published ports, and for a long-lived sandbox the spawn channel of its
+//! init.
 
 use crate::events::Bus;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use warden_egress::proxy::{Asker, EgressControl, Hooks, Proxy};
 use warden_egress::publish::Publisher;
-use warden_jail::{Network, Pid};
+use warden_egress::secrets::{Secret, Terminator};
+use warden_jail::secrets::{Keeper, KeeperError, SecretValue};
+use warden_jail::{Desk, Network, Pid};
 use warden_policy::{NetworkSpec, SandboxSpec};
 
 /// The sandbox's network services and, once it runs, its spawn channel.
@@ -18,6 +22,9 @@ pub struct Wiring {
     bus: Arc<Bus>,
     proxy: Option<Proxy>,
     publisher: Option<Publisher>,
+    /// With secrets: what substitutes them towards their hosts, made once
+    /// the jail has read their values; the proxy takes it.
+    terminator: Option<Terminator>,
     /// Set by the jail for a long-lived sandbox.
     pub service: Option<(OwnedFd, Pid)>,
     /// Called with the spawn channel the moment the sandbox runs.
@@ -38,6 +45,7 @@ impl Wiring {
             bus,
             proxy: None,
             publisher: None,
+            terminator: None,
             service: None,
             on_service: None,
             asker: None,
@@ -63,25 +71,66 @@ impl Wiring {
     }
 }
 
+impl Keeper for Wiring {
+    fn placeholder(&mut self) -> Result<String, KeeperError> {
+        Ok(warden_egress::secrets::placeholder()?)
+    }
+
+    fn keep(&mut self, values: Vec<SecretValue>) -> Result<String, KeeperError> {
+        let Some(spec) = &self.egress else {
+            return Err("secrets need egress (the proxy substitutes them)".into());
+        };
+        let secrets = values
+            .into_iter()
+            .map(|mut v| {
+                let value = std::mem::take(&mut v.value);
+                Secret::new(
+                    v.spec.name.clone(),
+                    std::mem::take(&mut v.placeholder),
+                    value,
+                    v.spec.hosts.clone(),
+                    v.spec.in_bodies,
+                )
+            })
+            .collect();
+        let terminator =
+            Terminator::new(secrets, &spec.upstream_ca)?.with_rules(spec.secret_rules.clone());
+        let ca = terminator.ca_pem().to_string();
+        self.terminator = Some(terminator);
+        Ok(ca)
+    }
+}
+
 impl warden_jail::Attach for Wiring {
-    fn network(&mut self, network: Network) -> Result<(), String> {
+    fn network(&mut self, network: Network) -> Result<Option<Box<dyn Desk>>, String> {
+        let mut desk: Option<Box<dyn Desk>> = None;
         // Decisions come from the proxy's thread: the bus queues them for
         // a writer of its own, started at the first decision
         // (`Bus::observer`), so a sandbox that never uses the network never
         // starts it.
         if let (Some((tcp, dns)), Some(spec)) = (network.egress, &self.egress) {
+            // --ask needs a person at a terminal the jail relays; without
+            // one, whoever the caller set answers (a detached supervisor's
+            // clients), or names on no list are denied (and the log says
+            // why).
+            let asker: Option<Arc<dyn Asker>> = if spec.ask && network.terminal {
+                let (asker, d) =
+                    crate::ask::pair().map_err(|e| format!("cannot create the --ask pipe: {e}"))?;
+                desk = Some(Box::new(d));
+                Some(Arc::new(asker))
+            } else if spec.ask {
+                self.asker.clone()
+            } else {
+                None
+            };
             let proxy = Proxy::start(
                 spec,
                 tcp,
                 dns,
                 Hooks {
                     observer: self.bus.observer(),
-                    asker: match network.asker {
-                        Some(a) => Some(a),
-                        None if spec.ask => self.asker.clone(),
-                        None => None,
-                    },
-                    terminator: network.terminator,
+                    asker,
+                    terminator: self.terminator.take(),
                 },
             )
             .map_err(|e| {
@@ -105,7 +154,7 @@ impl warden_jail::Attach for Wiring {
                 })?;
             self.publisher = Some(publisher);
         }
-        Ok(())
+        Ok(desk)
     }
 
     fn service(&mut self, channel: OwnedFd, init: Pid) {

@@ -436,9 +436,9 @@ pub fn run(
     // read on the host and reach only the secret proxy, which runs here,
     // outside the VM (as the process backend does, before anything else).
     let secret_plan = match &spec.network {
-        NetworkSpec::Egress(e) if !e.secrets.is_empty() => {
-            Some(warden_jail::secrets::SecretPlan::prepare(&e.secrets)?)
-        }
+        NetworkSpec::Egress(e) if !e.secrets.is_empty() => Some(
+            warden_jail::secrets::SecretPlan::prepare(&e.secrets, attach)?,
+        ),
         _ => None,
     };
     let mut own = spec.clone();
@@ -508,18 +508,16 @@ pub fn run(
         sockets = n.sockets.map(warden_jail::vmnet::socket_source);
         with_egress.then_some((n.tcp, n.dns))
     });
-    // The secret proxy's authority, trusted in the guest through files the
-    // host shares read-only at `/run/warden` (and over the system bundle).
-    let terminator = match (secret_plan, &spec.network) {
-        (Some(plan), NetworkSpec::Egress(e)) => {
-            let files = plan.trust_files()?;
-            let terminator = plan.into_terminator(&e.upstream_ca, &e.secret_rules)?;
-            config.trust = Some(write_trust(&config.run_dir.join("trust"), files)?);
-            config.params.push(("trust".into(), "1".into()));
-            Some(terminator)
-        }
-        _ => None,
-    };
+    // The values to the caller's keeping (its secret proxy runs here,
+    // outside the VM); that proxy's authority is trusted in the guest
+    // through files the host shares read-only at `/run/warden` (and over
+    // the system bundle).
+    if let (Some(plan), NetworkSpec::Egress(_)) = (secret_plan, &spec.network) {
+        let files = plan.trust_files()?;
+        plan.hand_over(attach)?;
+        config.trust = Some(write_trust(&config.run_dir.join("trust"), files)?);
+        config.params.push(("trust".into(), "1".into()));
+    }
     let cgroup = config.cgroup.clone();
     events.emit(&Event::now(
         id,
@@ -536,8 +534,9 @@ pub fn run(
         attach
             .network(warden_jail::Network {
                 egress,
-                terminator,
-                asker: None,
+                // The guest's console is not a terminal this process
+                // relays to a person: `--ask` has no desk here.
+                terminal: false,
                 published,
                 sockets,
                 publish_to: warden_jail::vmnet::GUEST_ADDR,

@@ -120,6 +120,10 @@ pub enum JailError {
     Secrets(#[from] crate::secrets::SecretsError),
     #[error("--secret needs the sandbox's own network namespace (the proxy substitutes the values), which this host does not allow")]
     SecretsNeedNamespaces,
+    #[error("warden has {0} threads where it clones the sandbox, whose init would inherit the locks the others hold; the clone is made only from a single-threaded process (the caller starts its threads after it)")]
+    Threaded(usize),
+    #[error("cannot count warden's threads (/proc/self/stat), which must be one at the clone")]
+    Threads(#[source] std::io::Error),
     #[error("cannot join the network namespace {path}: {why}")]
     JoinNetwork {
         path: PathBuf,

@@ -63,7 +63,7 @@ pub(super) struct Supervision {
     /// No PID namespace: orphans are this supervisor's to kill.
     pub(super) degraded: bool,
     /// `--ask`: the proxy's questions, answered from the terminal.
-    pub(super) desk: Option<crate::ask::Desk>,
+    pub(super) desk: Option<Box<dyn super::Desk>>,
 }
 
 const MAX_REPORT_BYTES: usize = 64 * 1024;

@@ -1,6 +1,8 @@
 //! `--ask` on the terminal: the proxy's questions about names on no list
 //! are put to the person at the terminal of `warden run`, which the
-//! supervisor shares with the sandbox's pseudo-terminal.
+//! supervisor shares with the sandbox's pseudo-terminal. The jail's
+//! supervision loop drives the [`Desk`] (as a [`warden_jail::Desk`]); what
+//! it asks and how an answer is read is the runtime's.
 //!
 //! The proxy asks from a thread of its own ([`TerminalAsker`], the proxy's
 //! `Asker`); the question waits in a queue, and a byte on a pipe wakes the
@@ -155,20 +157,20 @@ impl Asker for TerminalAsker {
     }
 }
 
-impl Desk {
+impl warden_jail::Desk for Desk {
     /// Readable when questions have arrived.
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    fn fd(&self) -> BorrowedFd<'_> {
         self.wake.as_fd()
     }
 
     /// A question is on screen: typed keys are its answer, and the
     /// sandbox's output waits.
-    pub fn is_asking(&self) -> bool {
+    fn is_asking(&self) -> bool {
         self.current.is_some()
     }
 
     /// Take the questions that arrived; returns what to print.
-    pub fn on_wake(&mut self) -> Option<String> {
+    fn on_wake(&mut self) -> Option<String> {
         let mut drain = [0u8; 64];
         while matches!(nix::unistd::read(&self.wake, &mut drain), Ok(n) if n > 0) {}
         while let Ok(p) = self.incoming.try_recv() {
@@ -183,7 +185,7 @@ impl Desk {
 
     /// Time passes: a question on screen past its deadline is denied.
     /// Returns what to print.
-    pub fn tick(&mut self) -> Option<String> {
+    fn tick(&mut self) -> Option<String> {
         let now = Instant::now();
         let expired = self.current.as_ref().is_some_and(|c| now >= c.deadline);
         if !expired {
@@ -201,7 +203,7 @@ impl Desk {
     /// nobody is left to answer, so the question on screen, those waiting
     /// and every later one are denied at once, never left to time out.
     /// Returns what to print.
-    pub fn input_ended(&mut self) -> Option<String> {
+    fn input_ended(&mut self) -> Option<String> {
         self.closed = true;
         let asked = self.current.is_some();
         self.answer(Answer::Deny);
@@ -214,7 +216,7 @@ impl Desk {
     }
 
     /// Keys typed while a question is on screen. Returns what to print.
-    pub fn on_input(&mut self, keys: &[u8]) -> Option<String> {
+    fn on_input(&mut self, keys: &[u8]) -> Option<String> {
         self.current.as_ref()?;
         let mut out = String::new();
         for &k in keys {
@@ -343,7 +345,9 @@ impl Desk {
         }
         (!out.is_empty()).then_some(out)
     }
+}
 
+impl Desk {
     /// Answer the question on screen, and the same question waiting behind
     /// it (a client opening several connections at once).
     fn answer(&mut self, answer: Answer) {
@@ -396,6 +400,7 @@ impl Desk {
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use warden_jail::Desk as _;
 
     fn question(name: &str) -> Question {
         Question {
