@@ -87,14 +87,22 @@ impl From<ResolveError> for ApiError {
             ResolveError::Compose(ComposeError::Invalid(diags)) => {
                 // A refusal of the trust rule is what the caller must see
                 // first, wherever it stands among the findings.
+                // A finding in the request's own document is at its JSON
+                // pointer; one about a field elsewhere, at the field's.
+                let at = |d: &warden_policy::compose::Diagnostic| {
+                    d.pointer
+                        .as_ref()
+                        .map(|p| format!("/spec{p}"))
+                        .or_else(|| d.field.and_then(in_spec))
+                };
                 let field = diags
                     .iter()
                     .filter(|d| d.refusal.is_some())
                     .chain(diags)
-                    .find_map(|d| d.field.and_then(in_spec));
+                    .find_map(at);
                 let lines: Vec<String> = diags
                     .iter()
-                    .map(|d| match d.field.and_then(in_spec) {
+                    .map(|d| match at(d) {
                         Some(p) => format!("{p}: {}", d.message),
                         None => d.message.clone(),
                     })
@@ -104,9 +112,18 @@ impl From<ResolveError> for ApiError {
             ResolveError::Spec(spec) => {
                 (spec.problem().to_string(), spec.field().and_then(in_spec))
             }
-            ResolveError::InProfile { error, field, .. } => {
-                (error.problem().to_string(), in_spec(*field))
-            }
+            ResolveError::InProfile {
+                error,
+                field,
+                pointer,
+                ..
+            } => (
+                error.problem().to_string(),
+                pointer
+                    .as_ref()
+                    .map(|p| format!("/spec{p}"))
+                    .or_else(|| in_spec(*field)),
+            ),
             _ => (chain(&e), e.field().and_then(in_spec)),
         };
         let message = match &field {

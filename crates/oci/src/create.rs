@@ -6,7 +6,9 @@
 use crate::container::{self, OciError, Record};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use warden_policy::compose::{Origin, Val};
 use warden_policy::oci;
+use warden_policy::Field;
 use warden_runtime::client::Connection;
 use warden_runtime::lifecycle::{self, CreateRequest};
 use warden_runtime::protocol::ExecRequest;
@@ -52,12 +54,16 @@ pub fn create(
     }
     // The bundle is the caller's (containerd's): its links are followed
     // once, here; the sandbox's root is then the real directory.
-    let given = t.overrides.rootfs.clone().unwrap_or_default();
+    let given = t.flags.request(false).rootfs.unwrap_or_default();
     let rootfs = std::fs::canonicalize(&given).map_err(|source| OciError::Read {
         path: given.clone(),
         source,
     })?;
-    t.overrides.rootfs = Some(rootfs.clone());
+    t.flags.add_one(
+        Field::Rootfs,
+        Val::Path(rootfs.clone()),
+        Origin::CommandLine,
+    );
     let mut notices = t.notices.clone();
     notices.extend(mount_points(&rootfs)?);
     let store = container::store(root)?;
@@ -92,10 +98,20 @@ pub fn create(
         trust: warden_policy::Trust::Caller,
     };
 
+    let mut flags = t.flags.clone();
+    for entry in &secrets {
+        // The pod author's: the hosts it chose reach public addresses
+        // only, never the node owner's pins or ranges.
+        let at = Origin::Annotation {
+            key: "warden.dev/secret.*".into(),
+        };
+        flags
+            .add_text(Field::Secret, entry, at, warden_policy::Trust::Caller)
+            .map_err(|e| OciError::Unsupported(format!("a secret annotation: {e}")))?;
+    }
     let input = Input {
         profile: t.profile.clone().map(ProfileSource::Named),
-        overrides: t.overrides.clone(),
-        secrets,
+        flags,
         ..Input::default()
     };
     let req = CreateRequest {

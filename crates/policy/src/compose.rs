@@ -16,10 +16,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::fields::Field;
-use crate::profile::{
-    parse_preset, parse_profile, parse_profile_all, suggest, Pos, PresetFile, ProfileFile,
-    WorkspaceMode,
-};
+use crate::profile::{parse_preset, parse_profile_tree, suggest, Pos, PresetFile, WorkspaceMode};
+use crate::read::{self, Node, Place, Placed, Reading};
 use crate::trust::{self, Refusal, Trust};
 use crate::{Defaults, EnvRequest, Request, Terminal, DEFAULT_EGRESS_IDLE_TIMEOUT};
 
@@ -74,7 +72,12 @@ pub enum Origin {
         file: String,
         pos: Pos,
     },
-    /// A flag of `warden run`.
+    /// At a JSON pointer of a request's body (an API request's `spec`).
+    Body { label: String, pointer: String },
+    /// A container annotation (`warden.dev/egress`), a pod author's.
+    Annotation { key: String },
+    /// A flag of `warden run` (or what an OCI runtime's caller gave in a
+    /// bundle's `config.json`).
     CommandLine,
     /// warden's default.
     Default,
@@ -85,6 +88,16 @@ impl Origin {
     pub fn place(&self) -> Option<(&str, Pos)> {
         match self {
             Origin::File { file, pos } | Origin::Preset { file, pos, .. } => Some((file, *pos)),
+            Origin::Body { label, .. } => Some((label, Pos::default())),
+            _ => None,
+        }
+    }
+
+    /// The JSON pointer a message about this value should name, for a
+    /// value of a request's body.
+    pub fn pointer(&self) -> Option<&str> {
+        match self {
+            Origin::Body { pointer, .. } => Some(pointer),
             _ => None,
         }
     }
@@ -95,6 +108,8 @@ impl fmt::Display for Origin {
         match self {
             Origin::File { file, pos } => write!(f, "{file}:{pos}"),
             Origin::Preset { preset, file, pos } => write!(f, "preset {preset} ({file}:{pos})"),
+            Origin::Body { label, pointer } => write!(f, "{label} at {pointer}"),
+            Origin::Annotation { key } => write!(f, "annotation {key}"),
             Origin::CommandLine => f.write_str("command line"),
             Origin::Default => f.write_str("default"),
         }
@@ -216,6 +231,64 @@ impl Layer {
                 None => items.push((name, s)),
             }
         }
+    }
+
+    /// Read one value of `field` from its text, as a flag or an
+    /// annotation gives it, by the field's kind and shape: an entry of a
+    /// map is `NAME=VALUE` (a secret `NAME[=SOURCE]@HOSTS`, a secret's
+    /// `in_body` its name). `trust` is whose the value is.
+    pub fn add_text(
+        &mut self,
+        field: Field,
+        text: &str,
+        origin: Origin,
+        trust: Trust,
+    ) -> Result<(), crate::fields::ValueError> {
+        use crate::fields::Shape;
+        let mut one = Layer::default();
+        match (field.shape(), field) {
+            (Shape::Map, Field::Secret) => {
+                let name = text.split(['=', '@']).next().unwrap_or_default().trim();
+                // `NAME@HOSTS`: the value of the host's variable NAME.
+                let value = match text[name.len()..].strip_prefix('=') {
+                    Some(rest) => rest.to_string(),
+                    None => format!("env:{name}{}", &text[name.len()..]),
+                };
+                one.put(field, name.to_string(), Val::Text(value), origin);
+            }
+            (Shape::Map, Field::SecretInBody) => {
+                one.put(field, text.to_string(), Val::Bool(true), origin)
+            }
+            (Shape::Map, _) => match text.split_once('=') {
+                Some((k, v)) => {
+                    let v = field.kind().parse(v)?;
+                    one.put(field, k.to_string(), v, origin)
+                }
+                // Kept whole, for the resolver to refuse with its usual
+                // message (or to read, as `NAME:IP` for a host).
+                None => one.put(field, text.to_string(), Val::Bool(false), origin),
+            },
+            (Shape::List, _) => one.push(field, field.kind().parse(text)?, origin),
+            (Shape::One, _) => one.one(field, field.kind().parse(text)?, origin),
+        }
+        one.given_by(trust);
+        self.merge(&one);
+        Ok(())
+    }
+
+    /// Set a field's one value (a later call replaces it).
+    pub fn add_one(&mut self, key: Field, val: Val, origin: Origin) {
+        self.one(key, val, origin);
+    }
+
+    /// Add an item to a list field.
+    pub fn add_item(&mut self, key: Field, val: Val, origin: Origin) {
+        self.push(key, val, origin);
+    }
+
+    /// Set the entry `name` of a map field.
+    pub fn add_entry(&mut self, key: Field, name: String, val: Val, origin: Origin) {
+        self.put(key, name, val, origin);
     }
 
     /// Every value of this layer given by a source of `trust` (a layer is
@@ -415,8 +488,15 @@ impl Layer {
             desktop: self.flag(Field::Desktop).unwrap_or(false),
             allow_domains: self.texts_of(Field::AllowDomain, |t| t == Trust::Owner),
             caller_domains: self.texts_of(Field::AllowDomain, |t| t == Trust::Caller),
-            // Only a door knows whose a secret is (see `runtime::resolve`).
-            caller_secrets: Vec::new(),
+            // A secret a caller's door gave (a pod's annotation, within
+            // the node's grant): the hosts it chose reach public
+            // addresses only.
+            caller_secrets: self
+                .map(Field::Secret)
+                .iter()
+                .filter(|(_, s)| s.trust == Trust::Caller)
+                .map(|(name, _)| name.clone())
+                .collect(),
             allow_http: self.flag(Field::AllowHttp).unwrap_or(false),
             add_hosts: self.pairs(Field::AddHost),
             net_log: self.flag(Field::NetLog).unwrap_or(false),
@@ -451,7 +531,14 @@ impl Layer {
             upstream_ca: self.paths(Field::UpstreamCa),
             json_events: self.path(Field::JsonEvents),
             audit_log: self.path(Field::AuditLog),
-            no_audit_log: self.flag(Field::NoAuditLog).unwrap_or(false),
+            // No log when asked on the command line, or when nothing
+            // names one (a profile's `audit_log` wins over its own or an
+            // earlier profile's `no_audit_log`).
+            no_audit_log: self.flag(Field::NoAuditLog).unwrap_or(false)
+                && (self.get(Field::AuditLog).is_none()
+                    || self
+                        .get(Field::NoAuditLog)
+                        .is_some_and(|s| s.origin == Origin::CommandLine)),
             otlp_endpoint: self.text(Field::OtlpEndpoint),
         }
     }
@@ -634,154 +721,6 @@ fn secret_document(name: &str, val: &Val) -> serde_json::Value {
     serde_json::json!({ key: source, "hosts": hosts })
 }
 
-/// What the command line of `warden run` says, each field unset when its
-/// flag was not given. Lists add to a profile's, other values replace them.
-#[derive(Debug, Clone, Default)]
-pub struct Overrides {
-    pub command: Vec<String>,
-    pub workspace: Option<PathBuf>,
-    pub overlay: Option<bool>,
-    pub ro: Vec<PathBuf>,
-    pub rw: Vec<PathBuf>,
-    /// `--cache NAME` entries.
-    pub caches: Vec<String>,
-    pub rootfs: Option<PathBuf>,
-    pub memory: Option<u64>,
-    pub pids: Option<u64>,
-    pub cpus: Option<f64>,
-    pub timeout: Option<Duration>,
-    pub tmp_size: Option<u64>,
-    pub open_files: Option<u64>,
-    pub file_size: Option<u64>,
-    pub disk: Option<u64>,
-    /// `NAME=VALUE` entries.
-    pub env: Vec<String>,
-    pub pass_env: Vec<String>,
-    pub tty: Option<bool>,
-    pub hostname: Option<String>,
-    /// `process` or `vm`.
-    pub isolation: Option<String>,
-    pub allow_domain: Vec<String>,
-    /// Names someone other than the owner asked for (an OCI pod's
-    /// `warden.dev/egress` annotation): allowed like `allow_domain`, but
-    /// they reach public addresses only (see
-    /// [`DomainRule::caller`](crate::DomainRule)).
-    pub caller_domains: Vec<String>,
-    /// `--preset NAME`: the preset's domains, as a profile's `presets`.
-    pub presets: Vec<String>,
-    pub allow_http: Option<bool>,
-    /// `NAME=IP` entries.
-    pub add_host: Vec<String>,
-    pub allow_cidr: Vec<String>,
-    pub allow_host_ports: Vec<u16>,
-    pub publish: Vec<String>,
-    pub ask: Option<bool>,
-    pub egress_learn: Option<bool>,
-    pub net_log: Option<bool>,
-    pub egress_quota: Option<u64>,
-    pub egress_idle_timeout: Option<Duration>,
-    pub json_events: Option<PathBuf>,
-    pub allow_degraded: Option<bool>,
-}
-
-impl Overrides {
-    /// The command line as a source of values.
-    pub fn layer(&self) -> Layer {
-        let mut l = Layer::default();
-        let o = || Origin::CommandLine;
-        let size = |bytes: u64| Val::Size {
-            bytes,
-            text: crate::units::format_size(bytes),
-        };
-        let dur = |duration: Duration| Val::Duration {
-            duration,
-            text: humantime::format_duration(duration).to_string(),
-        };
-        if !self.command.is_empty() {
-            l.one(Field::Command, Val::Argv(self.command.clone()), o());
-        }
-        let ones: [(Field, Option<Val>); 22] = [
-            (Field::Hostname, self.hostname.clone().map(Val::Text)),
-            (Field::Isolation, self.isolation.clone().map(Val::Text)),
-            (Field::Tty, self.tty.map(Val::Bool)),
-            (Field::AllowDegraded, self.allow_degraded.map(Val::Bool)),
-            (Field::JsonEvents, self.json_events.clone().map(Val::Path)),
-            (Field::AllowHttp, self.allow_http.map(Val::Bool)),
-            (Field::Ask, self.ask.map(Val::Bool)),
-            (Field::EgressLearn, self.egress_learn.map(Val::Bool)),
-            (Field::NetLog, self.net_log.map(Val::Bool)),
-            (Field::EgressIdleTimeout, self.egress_idle_timeout.map(dur)),
-            (Field::Workspace, self.workspace.clone().map(Val::Path)),
-            (
-                Field::Overlay,
-                self.overlay.map(|o| {
-                    Val::Mode(if o {
-                        WorkspaceMode::Overlay
-                    } else {
-                        WorkspaceMode::Direct
-                    })
-                }),
-            ),
-            (Field::Rootfs, self.rootfs.clone().map(Val::Path)),
-            (Field::TmpSize, self.tmp_size.map(size)),
-            (Field::Memory, self.memory.map(size)),
-            (Field::Cpus, self.cpus.map(Val::Cores)),
-            (Field::Pids, self.pids.map(Val::Count)),
-            (Field::Timeout, self.timeout.map(dur)),
-            (Field::OpenFiles, self.open_files.map(Val::Count)),
-            (Field::FileSize, self.file_size.map(size)),
-            (Field::Disk, self.disk.map(size)),
-            (Field::EgressQuota, self.egress_quota.map(size)),
-        ];
-        for (key, val) in ones {
-            if let Some(val) = val {
-                l.one(key, val, o());
-            }
-        }
-        for d in &self.allow_domain {
-            l.push(Field::AllowDomain, Val::Text(d.clone()), o());
-        }
-        let mut callers = Layer::default();
-        for d in &self.caller_domains {
-            callers.push(Field::AllowDomain, Val::Text(d.clone()), o());
-        }
-        callers.given_by(Trust::Caller);
-        l.merge(&callers);
-        for c in &self.allow_cidr {
-            l.push(Field::AllowCidr, Val::Text(c.clone()), o());
-        }
-        for p in &self.allow_host_ports {
-            l.push(Field::AllowHostPort, Val::Port(*p), o());
-        }
-        for p in &self.publish {
-            l.push(Field::Publish, Val::Text(p.clone()), o());
-        }
-        for p in &self.ro {
-            l.push(Field::Ro, Val::Path(p.clone()), o());
-        }
-        for p in &self.rw {
-            l.push(Field::Rw, Val::Path(p.clone()), o());
-        }
-        for c in &self.caches {
-            l.push(Field::Caches, Val::Text(c.clone()), o());
-        }
-        for n in &self.pass_env {
-            l.push(Field::PassEnv, Val::Text(n.clone()), o());
-        }
-        // A malformed entry keeps its whole text as the name, so that the
-        // resolver refuses it with its usual message.
-        for (key, entries) in [(Field::Env, &self.env), (Field::AddHost, &self.add_host)] {
-            for e in entries {
-                match e.split_once('=') {
-                    Some((k, v)) => l.put(key, k.to_string(), Val::Text(v.to_string()), o()),
-                    None => l.put(key, e.clone(), Val::Bool(false), o()),
-                }
-            }
-        }
-        l
-    }
-}
-
 /// Where to find profiles and presets beyond the built-in ones. The caller
 /// reads the environment; this crate does not.
 #[derive(Debug, Clone, Default)]
@@ -802,6 +741,9 @@ pub struct SourceText {
     /// The directory relative paths resolve against (none for built-ins).
     pub dir: Option<PathBuf>,
     pub text: String,
+    /// A document given as JSON (an API request's `spec`): read instead of
+    /// `text`, each value placed at its JSON pointer.
+    pub body: Option<serde_json::Value>,
     /// Who wrote it: a file of the owner's catalogue (or one the owner
     /// named) is the owner's; a document a caller sent is the caller's,
     /// and the trust rule ([`crate::trust`]) holds it to what a caller may
@@ -901,6 +843,9 @@ pub struct Diagnostic {
     pub field: Option<Field>,
     pub file: String,
     pub pos: Pos,
+    /// For a request's body: the JSON pointer of the finding (its `pos`
+    /// is then the start).
+    pub pointer: Option<String>,
     pub message: String,
     /// The trust rule's refusal, when that is what the finding is.
     pub refusal: Option<Refusal>,
@@ -912,7 +857,10 @@ impl fmt::Display for Diagnostic {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        write!(f, "{}:{}: {sev}: {}", self.file, self.pos, self.message)
+        match &self.pointer {
+            Some(p) => write!(f, "{} {p}: {sev}: {}", self.file, self.message),
+            None => write!(f, "{}:{}: {sev}: {}", self.file, self.pos, self.message),
+        }
     }
 }
 
@@ -1010,6 +958,7 @@ impl Catalog {
                 label: format!("builtin:{n}"),
                 dir: None,
                 text: text.to_string(),
+                body: None,
                 trust: Trust::Owner,
             }))
     }
@@ -1101,6 +1050,7 @@ fn read_file(path: &Path) -> Result<SourceText, ComposeError> {
         label: path.display().to_string(),
         dir,
         text,
+        body: None,
         // Only the owner's own lookups read a file: a catalogue entry, or
         // a path the owner gave.
         trust: Trust::Owner,
@@ -1168,24 +1118,35 @@ struct Loader<'a> {
     stack: Vec<String>,
 }
 
+/// What the loader keeps of the outermost document: its name, its
+/// description and the first profile it extends.
+#[derive(Default)]
+struct Head {
+    name: Option<String>,
+    description: Option<String>,
+    first_extends: Option<String>,
+}
+
 impl Loader<'_> {
-    fn error(&mut self, field: Option<Field>, file: &str, pos: Pos, message: String) {
+    fn finding(&mut self, field: Option<Field>, file: &str, place: &Place, message: String) {
         self.out.diagnostics.push(Diagnostic {
             severity: Severity::Error,
             field,
             file: file.to_string(),
-            pos,
+            pos: place.pos(),
+            pointer: place.pointer().map(str::to_string),
             message,
             refusal: None,
         });
     }
 
-    fn refuse(&mut self, field: Field, file: &str, pos: Pos, refusal: Refusal) {
+    fn refuse(&mut self, field: Field, file: &str, place: &Place, refusal: Refusal) {
         self.out.diagnostics.push(Diagnostic {
             severity: Severity::Error,
             field: Some(field),
             file: file.to_string(),
-            pos,
+            pos: place.pos(),
+            pointer: place.pointer().map(str::to_string),
             message: refusal.to_string(),
             refusal: Some(refusal),
         });
@@ -1204,28 +1165,69 @@ impl Loader<'_> {
                 Slot::List(items) => items.first(),
                 Slot::Map(items) => items.first().map(|(_, s)| s),
             };
-            let pos = first
-                .and_then(|s| s.origin.place())
-                .map(|(_, p)| p)
-                .unwrap_or_default();
-            self.refuse(*field, label, pos, refusal);
+            let place = match first.map(|s| &s.origin) {
+                // The field is refused, whatever its value: at its key
+                // (a pointer cut to the depth of the field's path).
+                Some(Origin::Body { pointer, .. }) => {
+                    let depth = field.json_path().map_or(0, |p| p.matches('/').count());
+                    let cut: Vec<&str> = pointer.split('/').take(depth + 1).collect();
+                    Place::Pointer(cut.join("/"))
+                }
+                Some(o) => Place::Line(o.place().map(|(_, p)| p).unwrap_or_default()),
+                None => Place::Line(Pos::default()),
+            };
+            self.refuse(*field, label, &place, refusal);
         }
     }
 
-    fn load(&mut self, src: SourceText) {
-        let label = src.label.clone();
-        // Every finding of the file's shape, then the rest of it checked
-        // too: one run says everything that is wrong.
-        let (file, errors) = parse_profile_all(&src.text);
+    /// The document's tree: a request's body as given, a file's text
+    /// parsed with every finding of its shape said (each entry the parser
+    /// stops at is said and left out, and the rest read again).
+    fn tree(&mut self, src: &SourceText) -> Placed<Node> {
+        if let Some(body) = &src.body {
+            return read::from_json(body);
+        }
+        let (tree, errors) = parse_profile_tree(&src.text);
         for e in errors {
-            self.error(None, &label, e.pos, e.message);
+            self.finding(None, &src.label, &Place::Line(e.pos), e.message);
+        }
+        tree
+    }
+
+    fn load(&mut self, src: SourceText) -> Head {
+        let label = src.label.clone();
+        let tree = self.tree(&src);
+        let dir = src.dir.clone();
+        let catalog = self.catalog;
+        let origin = |place: &Place| match place {
+            Place::Line(pos) => Origin::File {
+                file: label.clone(),
+                pos: *pos,
+            },
+            Place::Pointer(pointer) => Origin::Body {
+                label: label.clone(),
+                pointer: pointer.clone(),
+            },
+        };
+        // Paths: expanded now, so that every later source and the
+        // resolver see absolute paths.
+        let path = |raw: &str| catalog.expand(raw, dir.as_deref());
+        let doc = read::read(
+            &tree,
+            &Reading {
+                origin: &origin,
+                path: &path,
+            },
+        );
+        for f in &doc.findings {
+            self.finding(f.field, &label, &f.place, f.message.clone());
         }
         self.stack.push(label.clone());
-        for parent in &file.extends {
+        for parent in &doc.extends {
             // A caller's document names the owner's profiles by name only;
             // what it names is then the owner's file, at every depth.
             if let Err(refusal) = trust::may_name_profile(&parent.value, src.trust) {
-                self.refuse(Field::Extends, &label, parent.pos, refusal);
+                self.refuse(Field::Extends, &label, &parent.place, refusal);
                 continue;
             }
             let found = if is_path(&parent.value) {
@@ -1245,272 +1247,49 @@ impl Loader<'_> {
                             self.stack[i..].iter().map(String::as_str).collect();
                         cycle.push(&parent_src.label);
                         let msg = format!("`extends` makes a cycle: {}", cycle.join(" -> "));
-                        self.error(Some(Field::Extends), &label, parent.pos, msg);
+                        self.finding(Some(Field::Extends), &label, &parent.place, msg);
                     } else {
                         self.load(parent_src);
                     }
                 }
-                Err(e) => self.error(Some(Field::Extends), &label, parent.pos, e),
+                Err(e) => self.finding(Some(Field::Extends), &label, &parent.place, e),
             }
         }
         self.stack.pop();
-        let mut layer = self.layer(&file, &label, src.dir.as_deref());
+        // The presets' names come first, the document's own after them.
+        let mut layer = Layer::default();
+        for preset in &doc.presets {
+            self.preset(&mut layer, &preset.value, &label, &preset.place);
+        }
+        // Not merged: a name written twice in one file is said (by the
+        // checks of `validate`) as the file has it.
+        for (field, slot) in doc.layer.slots {
+            match (layer.slots.get_mut(&field), slot) {
+                (Some(Slot::List(mine)), Slot::List(theirs)) => mine.extend(theirs),
+                (_, slot) => {
+                    layer.slots.insert(field, slot);
+                }
+            }
+        }
         self.hold_to_trust(&layer, &label, src.trust);
         layer.given_by(src.trust);
         self.out.sources.push((label, layer));
+        Head {
+            name: doc.name.map(|n| n.value),
+            description: doc.description.map(|d| d.value),
+            first_extends: doc.extends.first().map(|e| e.value.clone()),
+        }
     }
 
-    fn layer(&mut self, f: &ProfileFile, label: &str, dir: Option<&Path>) -> Layer {
-        let mut l = Layer::default();
-        let at = |pos: Pos| Origin::File {
-            file: label.to_string(),
-            pos,
-        };
-        // Paths: expanded now, so that every later source and the
-        // resolver see absolute paths.
-        let path = |this: &mut Self, field: Field, raw: &crate::profile::At<String>| match this
-            .catalog
-            .expand(&raw.value, dir)
-        {
-            Ok(p) => Some(Val::Path(p)),
-            Err(e) => {
-                this.error(Some(field), label, raw.pos, e);
-                None
-            }
-        };
-        if let Some(c) = &f.command {
-            l.one(Field::Command, Val::Argv(c.value.clone()), at(c.pos));
-        }
-        if let Some(h) = &f.hostname {
-            l.one(Field::Hostname, Val::Text(h.value.clone()), at(h.pos));
-        }
-        if let Some(i) = &f.isolation {
-            l.one(Field::Isolation, Val::Text(i.value.clone()), at(i.pos));
-        }
-        for (key, v) in [
-            (Field::Tty, &f.tty),
-            (Field::AllowDegraded, &f.allow_degraded),
-            (Field::Desktop, &f.desktop),
-        ] {
-            if let Some(v) = v {
-                l.one(key, Val::Bool(v.value), at(v.pos));
-            }
-        }
-        if let Some(p) = &f.json_events {
-            if let Some(v) = path(self, Field::JsonEvents, p) {
-                l.one(Field::JsonEvents, v, at(p.pos));
-            }
-        }
-        if let Some(p) = &f.audit_log {
-            if let Some(v) = path(self, Field::AuditLog, p) {
-                l.one(Field::AuditLog, v, at(p.pos));
-            }
-        }
-        if let Some(v) = &f.no_audit_log {
-            l.one(Field::NoAuditLog, Val::Bool(v.value), at(v.pos));
-        }
-        if let Some(u) = &f.otlp_endpoint {
-            l.one(Field::OtlpEndpoint, Val::Text(u.value.clone()), at(u.pos));
-        }
-        if let Some(e) = &f.egress {
-            for preset in &e.presets {
-                self.preset(&mut l, &preset.value, label, preset.pos);
-            }
-            for d in &e.domains {
-                l.push(Field::AllowDomain, Val::Text(d.value.clone()), at(d.pos));
-            }
-            for (key, v) in [
-                (Field::AllowHttp, &e.allow_http),
-                (Field::Ask, &e.ask),
-                (Field::EgressLearn, &e.learn),
-                (Field::NetLog, &e.log),
-            ] {
-                if let Some(v) = v {
-                    l.one(key, Val::Bool(v.value), at(v.pos));
-                }
-            }
-            for (name, ip) in &e.hosts {
-                l.put(
-                    Field::AddHost,
-                    name.value.clone(),
-                    Val::Text(ip.value.clone()),
-                    at(name.pos),
-                );
-            }
-            for c in &e.allow_cidrs {
-                l.push(Field::AllowCidr, Val::Text(c.value.clone()), at(c.pos));
-            }
-            for p in &e.host_ports {
-                l.push(Field::AllowHostPort, Val::Port(p.value), at(p.pos));
-            }
-            for p in &e.publish {
-                l.push(Field::Publish, Val::Text(p.value.clone()), at(p.pos));
-            }
-            for raw in &e.upstream_ca {
-                if let Some(v) = path(self, Field::UpstreamCa, raw) {
-                    l.push(Field::UpstreamCa, v, at(raw.pos));
-                }
-            }
-            if let Some(t) = &e.idle_timeout {
-                l.one(
-                    Field::EgressIdleTimeout,
-                    Val::Duration {
-                        duration: t.value.duration,
-                        text: t.value.text.clone(),
-                    },
-                    at(t.pos),
-                );
-            }
-        }
-        for (name, sec) in &f.secrets {
-            // One source each: a second one is said at its own line.
-            let places = [
-                sec.from_env.as_ref().map(|v| ("from_env", v.pos)),
-                sec.from_file.as_ref().map(|v| ("from_file", v.pos)),
-                sec.from_command.as_ref().map(|v| ("from_command", v.pos)),
-            ];
-            let places: Vec<(&str, Pos)> = places.into_iter().flatten().collect();
-            if let [(first, first_at), (second, second_at), ..] = places.as_slice() {
-                let msg = format!(
-                    "secret `{}` has a second source: `{second}` here and `{first}` at line {}; give exactly one of from_env, from_file, from_command",
-                    name.value, first_at.line
-                );
-                self.error(Some(Field::Secret), label, *second_at, msg);
-                continue;
-            }
-            // A file is found like every other path of a profile (`~`, or
-            // relative to the profile's directory).
-            let file = match &sec.from_file {
-                Some(raw) => match path(self, Field::Secret, raw) {
-                    Some(Val::Path(p)) => Some(p),
-                    _ => continue,
-                },
-                None => None,
-            };
-            let sources = [
-                sec.from_env.as_ref().map(|v| format!("env:{}", v.value)),
-                file.map(|p| format!("file:{}", p.display())),
-                sec.from_command
-                    .as_ref()
-                    .map(|v| format!("cmd:{}", v.value.join(" "))),
-            ];
-            let given: Vec<String> = sources.into_iter().flatten().collect();
-            // Exactly one source; anything else is kept in a form the
-            // resolver refuses with its own message.
-            let source = match given.as_slice() {
-                [one] => one.clone(),
-                [] => "env:".to_string(),
-                _ => format!("{}+{}", given[0], given[1]),
-            };
-            let hosts: Vec<&str> = sec.hosts.iter().map(|h| h.value.as_str()).collect();
-            l.put(
-                Field::Secret,
-                name.value.clone(),
-                Val::Text(format!("{source}@{}", hosts.join(","))),
-                at(name.pos),
-            );
-            if let Some(b) = &sec.in_body {
-                l.put(
-                    Field::SecretInBody,
-                    name.value.clone(),
-                    Val::Bool(b.value),
-                    at(b.pos),
-                );
-            }
-            for r in &sec.allow {
-                let rule = Val::Named {
-                    name: name.value.clone(),
-                    text: r.value.clone(),
-                };
-                l.push(Field::SecretRule, rule, at(r.pos));
-            }
-        }
-        if let Some(fs) = &f.filesystem {
-            for (key, v) in [
-                (Field::Workspace, &fs.workspace),
-                (Field::Rootfs, &fs.rootfs),
-            ] {
-                if let Some(raw) = v {
-                    if let Some(v) = path(self, key, raw) {
-                        l.one(key, v, at(raw.pos));
-                    }
-                }
-            }
-            if let Some(m) = &fs.mode {
-                l.one(Field::Overlay, Val::Mode(m.value), at(m.pos));
-            }
-            for (key, list) in [(Field::Ro, &fs.read_only), (Field::Rw, &fs.read_write)] {
-                for raw in list {
-                    if let Some(v) = path(self, key, raw) {
-                        l.push(key, v, at(raw.pos));
-                    }
-                }
-            }
-            for g in &fs.runs_on_host {
-                l.push(Field::RunsOnHost, Val::Text(g.value.clone()), at(g.pos));
-            }
-            for c in &fs.caches {
-                l.push(Field::Caches, Val::Text(c.value.clone()), at(c.pos));
-            }
-            if let Some(s) = &fs.tmp_size {
-                l.one(Field::TmpSize, size_val(&s.value), at(s.pos));
-            }
-        }
-        if let Some(r) = &f.resources {
-            for (key, v) in [
-                (Field::Memory, &r.memory),
-                (Field::FileSize, &r.file_size),
-                (Field::Disk, &r.disk),
-                (Field::EgressQuota, &r.egress_quota),
-            ] {
-                if let Some(s) = v {
-                    l.one(key, size_val(&s.value), at(s.pos));
-                }
-            }
-            for (key, v) in [(Field::Pids, &r.pids), (Field::OpenFiles, &r.open_files)] {
-                if let Some(n) = v {
-                    l.one(key, Val::Count(n.value.0), at(n.pos));
-                }
-            }
-            if let Some(c) = &r.cpus {
-                l.one(Field::Cpus, Val::Cores(c.value.0), at(c.pos));
-            }
-            if let Some(t) = &r.timeout {
-                l.one(
-                    Field::Timeout,
-                    Val::Duration {
-                        duration: t.value.duration,
-                        text: t.value.text.clone(),
-                    },
-                    at(t.pos),
-                );
-            }
-        }
-        if let Some(env) = &f.env {
-            for p in &env.pass {
-                l.push(Field::PassEnv, Val::Text(p.value.clone()), at(p.pos));
-            }
-            for (k, v) in &env.set {
-                l.put(
-                    Field::Env,
-                    k.value.clone(),
-                    Val::Text(v.value.clone()),
-                    at(k.pos),
-                );
-            }
-        }
-        l
-    }
-
-    fn preset(&mut self, l: &mut Layer, name: &str, label: &str, pos: Pos) {
+    fn preset(&mut self, l: &mut Layer, name: &str, label: &str, place: &Place) {
         let src = match self.catalog.preset(name) {
             Ok(s) => s,
             Err(ComposeError::NotAName { refusal, .. }) => {
-                self.refuse(Field::Presets, label, pos, refusal);
+                self.refuse(Field::Presets, label, place, refusal);
                 return;
             }
             Err(e) => {
-                self.error(Some(Field::Presets), label, pos, e.to_string());
+                self.finding(Some(Field::Presets), label, place, e.to_string());
                 return;
             }
         };
@@ -1523,12 +1302,12 @@ impl Loader<'_> {
                         Origin::Preset {
                             preset: name.to_string(),
                             file: label.to_string(),
-                            pos,
+                            pos: place.pos(),
                         },
                     );
                 }
             }
-            Err(e) => self.error(None, &src.label, e.pos, e.message),
+            Err(e) => self.finding(None, &src.label, &Place::Line(e.pos), e.message),
         }
     }
 }
@@ -1540,14 +1319,8 @@ fn conceal_owners_files(diagnostics: &mut [Diagnostic], own_label: &str) {
     for d in diagnostics.iter_mut().filter(|d| d.file != own_label) {
         d.file = "a profile of the owner's".into();
         d.pos = Pos::default();
+        d.pointer = None;
         d.message = "it does not compose; its owner sees why with `warden profile validate`".into();
-    }
-}
-
-fn size_val(s: &crate::profile::SizeValue) -> Val {
-    Val::Size {
-        bytes: s.bytes,
-        text: s.text.clone(),
     }
 }
 
@@ -1563,6 +1336,7 @@ pub fn load_preset(
             field: None,
             file: src.label.clone(),
             pos: e.pos,
+            pointer: None,
             message: e.message,
             refusal: None,
         }])
@@ -1577,10 +1351,10 @@ pub fn load_preset(
 pub fn compose(
     catalog: &Catalog,
     profile: Option<&str>,
-    overrides: &Overrides,
+    flags: &Layer,
 ) -> Result<Composed, ComposeError> {
     let source = profile.map(|name| catalog.profile(name)).transpose()?;
-    compose_source(catalog, source, overrides)
+    compose_source(catalog, source, flags)
 }
 
 /// [`compose`] with the profile's text already in hand: read from the
@@ -1589,7 +1363,7 @@ pub fn compose(
 pub fn compose_source(
     catalog: &Catalog,
     profile: Option<SourceText>,
-    overrides: &Overrides,
+    flags: &Layer,
 ) -> Result<Composed, ComposeError> {
     let mut loader = Loader {
         catalog,
@@ -1603,31 +1377,30 @@ pub fn compose_source(
                 .trim_start_matches("builtin:")
                 .to_string()
         });
-        if let Ok(f) = parse_profile(&src.text) {
-            loader.out.name = match src.trust {
-                Trust::Owner => f.name.map(|n| n.value).or(dir_name),
-                // The name labels what a profile's sandboxes share (its
-                // caches): a caller's document takes the name of the
-                // owner's profile it builds on, never one it chooses
-                // (which could be any other profile's, one the owner
-                // names only by path included).
-                Trust::Caller => f.extends.first().map(|e| e.value.clone()),
-            };
-            loader.out.description = f.description.map(|d| d.value);
-        }
         let (own_label, trust) = (src.label.clone(), src.trust);
-        loader.load(src);
+        let head = loader.load(src);
+        loader.out.name = match trust {
+            Trust::Owner => head.name.or(dir_name),
+            // The name labels what a profile's sandboxes share (its
+            // caches): a caller's document takes the name of the owner's
+            // profile it builds on, never one it chooses (which could be
+            // any other profile's, one the owner names only by path
+            // included).
+            Trust::Caller => head.first_extends,
+        };
+        loader.out.description = head.description;
         if trust == Trust::Caller {
             conceal_owners_files(&mut loader.out.diagnostics, &own_label);
         }
     }
-    let mut cli = overrides.layer();
+    let mut cli = flags.clone();
     // `--preset NAME`: an unknown name is refused as the flag's own
     // error; the domains come in as a profile's presets do.
-    for name in &overrides.presets {
-        catalog.preset(name)?;
-        loader.preset(&mut cli, name, "--preset", Pos::default());
+    for name in cli.texts(Field::Presets) {
+        catalog.preset(&name)?;
+        loader.preset(&mut cli, &name, "--preset", &Place::Line(Pos::default()));
     }
+    cli.slots.remove(&Field::Presets);
     if !cli.slots.is_empty() {
         loader.out.sources.push(("command line".into(), cli));
     }

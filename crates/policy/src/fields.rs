@@ -41,8 +41,138 @@ pub struct FieldInfo {
     /// ([`crate::trust`]) reads it: a caller who is not the owner sets only
     /// fields that stay inside the sandbox, and names only catalogue entries.
     pub reach: Reach,
+    /// One value, a list of values, or a map of names to values.
+    pub shape: Shape,
+    /// What each value is, which decides how every door reads it
+    /// ([`Kind::parse`] for text, [`crate::read`] for a document).
+    pub kind: Kind,
     /// One line: what it does.
     pub doc: &'static str,
+}
+
+/// How many values a field holds, which decides how sources merge:
+/// one value is replaced by a later source, a list is united, a map is
+/// merged by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shape {
+    One,
+    List,
+    /// Names to values (`env.set`); a key with a `*` is a map by the name
+    /// at the `*` (`secrets.*.in_body`).
+    Map,
+}
+
+/// What a value is. Every door reads a value of a kind the same way: the
+/// text of a flag or an annotation through [`Kind::parse`], a node of a
+/// profile file or an API body through [`crate::read`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Text,
+    Bool,
+    /// A byte size: `512M`, `4G`, or a whole number of bytes.
+    Size,
+    /// `30s`, `2h`, `1h30m`, or a whole number of seconds.
+    Duration,
+    /// A whole number, zero or more.
+    Count,
+    /// A positive number of CPU cores.
+    Cores,
+    /// A TCP port, 1 to 65535.
+    Port,
+    /// A host path (a door makes it absolute: against the working
+    /// directory on the command line, the profile's directory in a file).
+    Path,
+    /// A command and its arguments.
+    Argv,
+    /// `direct` or `overlay`.
+    Mode,
+    /// A secret's source and hosts.
+    Secret,
+    /// A flag without a value, only on the command line.
+    Switch,
+}
+
+/// Why a text is not a value of its kind. Each door says where the text
+/// was (a flag, an annotation); the message says what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ValueError {
+    /// The kind the text was read as.
+    pub kind: Kind,
+    pub message: String,
+}
+
+impl Kind {
+    /// What a value of this kind looks like, for "expected ..." messages.
+    pub const fn expecting(self) -> &'static str {
+        match self {
+            Kind::Text => "text",
+            Kind::Bool => "true or false",
+            Kind::Size => "a size such as 512M or 4G",
+            Kind::Duration => "a duration such as 30s, 10m or 2h",
+            Kind::Count => "a whole number",
+            Kind::Cores => "a number of cores such as 0.5 or 2",
+            Kind::Port => "a port number from 1 to 65535",
+            Kind::Path => "a path",
+            Kind::Argv => "a command and its arguments, as a list",
+            Kind::Mode => "`direct` or `overlay`",
+            Kind::Secret => "a secret's source and hosts",
+            Kind::Switch => "nothing",
+        }
+    }
+
+    /// Read one value of this kind from its text (a flag's, an
+    /// annotation's, a scalar of a document).
+    pub fn parse(self, text: &str) -> Result<crate::compose::Val, ValueError> {
+        use crate::compose::Val;
+        let bad = |message: String| ValueError {
+            kind: self,
+            message,
+        };
+        Ok(match self {
+            Kind::Text | Kind::Secret => Val::Text(text.to_string()),
+            Kind::Path => Val::Path(text.into()),
+            Kind::Argv => Val::Argv(vec![text.to_string()]),
+            Kind::Bool | Kind::Switch => match text {
+                "true" => Val::Bool(true),
+                "false" => Val::Bool(false),
+                _ => return Err(bad(format!("{text:?}: expected true or false"))),
+            },
+            Kind::Size => Val::Size {
+                bytes: crate::units::parse_size(text).map_err(|e| bad(e.to_string()))?,
+                text: text.to_string(),
+            },
+            Kind::Duration => Val::Duration {
+                duration: crate::units::parse_duration(text).map_err(|e| bad(e.to_string()))?,
+                text: text.to_string(),
+            },
+            Kind::Count => match text.parse::<u64>() {
+                Ok(n) => Val::Count(n),
+                Err(_) => return Err(bad(format!("{text:?} is not a whole number"))),
+            },
+            Kind::Cores => match text.parse::<f64>() {
+                Ok(c) if c.is_finite() && c > 0.0 => Val::Cores(c),
+                _ => {
+                    return Err(bad(format!(
+                    "{text:?} is not a number of cores; write a positive number such as 0.5 or 2"
+                )))
+                }
+            },
+            Kind::Port => match text.parse::<u16>() {
+                Ok(p) if p > 0 => Val::Port(p),
+                _ => {
+                    return Err(bad(format!(
+                        "{text:?} is not a port number from 1 to 65535"
+                    )))
+                }
+            },
+            Kind::Mode => match text {
+                "direct" => Val::Mode(crate::profile::WorkspaceMode::Direct),
+                "overlay" => Val::Mode(crate::profile::WorkspaceMode::Overlay),
+                _ => return Err(bad(format!("{text:?}: expected `direct` or `overlay`"))),
+            },
+        })
+    }
 }
 
 /// How far a field's effect reaches, which decides who may set it.
@@ -75,6 +205,59 @@ macro_rules! reach {
     };
 }
 
+/// The `shape:` cell of a row.
+macro_rules! shape {
+    (one) => {
+        Shape::One
+    };
+    (list) => {
+        Shape::List
+    };
+    (map) => {
+        Shape::Map
+    };
+}
+
+/// The `kind:` cell of a row.
+macro_rules! kind {
+    (text) => {
+        Kind::Text
+    };
+    (bool) => {
+        Kind::Bool
+    };
+    (size) => {
+        Kind::Size
+    };
+    (duration) => {
+        Kind::Duration
+    };
+    (count) => {
+        Kind::Count
+    };
+    (cores) => {
+        Kind::Cores
+    };
+    (port) => {
+        Kind::Port
+    };
+    (path) => {
+        Kind::Path
+    };
+    (argv) => {
+        Kind::Argv
+    };
+    (mode) => {
+        Kind::Mode
+    };
+    (secret) => {
+        Kind::Secret
+    };
+    (switch) => {
+        Kind::Switch
+    };
+}
+
 /// `-` for "none", a literal for `Some(literal)`.
 macro_rules! opt {
     (-) => {
@@ -93,6 +276,7 @@ macro_rules! fields {
             flag: $flag:tt, short: $short:tt, value: $value:tt,
             key: $key:tt, json: $json:tt,
             ty: $ty:literal,
+            shape: $shape:ident, kind: $kind:ident,
             reach: $reach:ident,
             doc: $doc:literal $(,)?
         }
@@ -120,6 +304,8 @@ macro_rules! fields {
                     json_path: opt!($json),
                     ty: $ty,
                     reach: reach!($reach),
+                    shape: shape!($shape),
+                    kind: kind!($kind),
                     doc: $doc,
                 },
             )*
@@ -132,6 +318,7 @@ fields! {
         flag: -, short: -, value: -,
         key: "name", json: "/name",
         ty: "text",
+        shape: one, kind: text,
         reach: sandbox,
         doc: "The profile's name (default: the file name without `.yaml`)",
     },
@@ -139,6 +326,7 @@ fields! {
         flag: -, short: -, value: -,
         key: "description", json: "/description",
         ty: "text",
+        shape: one, kind: text,
         reach: sandbox,
         doc: "What the profile is for, shown by `warden profile list`",
     },
@@ -146,6 +334,7 @@ fields! {
         flag: -, short: -, value: -,
         key: "extends", json: "/extends",
         ty: "list of profiles",
+        shape: list, kind: text,
         reach: catalog,
         doc: "Profiles (names, or paths relative to this file) merged before this one, in order",
     },
@@ -153,6 +342,7 @@ fields! {
         flag: "--profile", short: 'P', value: "NAME|PATH",
         key: -, json: -,
         ty: "profile",
+        shape: one, kind: text,
         reach: catalog,
         doc: "Start from a profile: a name (see `warden profile list`) or a YAML file; flags override it, lists add to it",
     },
@@ -160,6 +350,7 @@ fields! {
         flag: -, short: -, value: "CMD",
         key: "command", json: "/command",
         ty: "command and arguments",
+        shape: one, kind: argv,
         reach: sandbox,
         doc: "The command and its arguments (on the command line after `--`; a profile's is used when none is given)",
     },
@@ -167,6 +358,7 @@ fields! {
         flag: "--hostname", short: -, value: "NAME",
         key: "hostname", json: "/hostname",
         ty: "hostname",
+        shape: one, kind: text,
         reach: sandbox,
         doc: "The sandbox's hostname (default `warden`)",
     },
@@ -174,6 +366,7 @@ fields! {
         flag: "--isolation", short: -, value: "process|vm",
         key: "isolation", json: "/isolation",
         ty: "process or vm",
+        shape: one, kind: text,
         reach: sandbox,
         doc: "What isolates the sandbox: `process` (namespaces, Landlock, seccomp; the default) or `vm` (a microVM with its own kernel, see `warden vm kernel`)",
     },
@@ -181,6 +374,7 @@ fields! {
         flag: "--tty", short: 't', value: -,
         key: "tty", json: "/tty",
         ty: "bool",
+        shape: one, kind: bool,
         reach: sandbox,
         doc: "Allocate a pseudo-terminal (the default when stdin is a terminal)",
     },
@@ -188,6 +382,7 @@ fields! {
         flag: "--no-tty", short: 'T', value: -,
         key: -, json: -,
         ty: "switch",
+        shape: one, kind: switch,
         reach: sandbox,
         doc: "Never allocate a pseudo-terminal",
     },
@@ -195,6 +390,7 @@ fields! {
         flag: "--detach", short: 'd', value: -,
         key: -, json: -,
         ty: "switch",
+        shape: one, kind: switch,
         reach: sandbox,
         doc: "Start the command in a sandbox of its own and return at once; the sandbox stops when the command ends",
     },
@@ -202,6 +398,7 @@ fields! {
         flag: "--allow-degraded", short: -, value: "BOOL",
         key: "allow_degraded", json: "/allow_degraded",
         ty: "bool",
+        shape: one, kind: bool,
         reach: host,
         doc: "When a layer of isolation cannot be applied, run with what the host still allows and print what is lost, instead of refusing",
     },
@@ -209,6 +406,7 @@ fields! {
         flag: -, short: -, value: -,
         key: "desktop", json: "/desktop",
         ty: "bool",
+        shape: one, kind: bool,
         reach: sandbox,
         doc: "Give the sandbox a desktop: a virtual screen (display :99), a window manager and panel, Chromium with its DevTools on the sandbox's own 127.0.0.1:9222 and a VNC server on its own 127.0.0.1:5900, all inside the jail (the `desktop` profile sets it)",
     },
@@ -216,6 +414,7 @@ fields! {
         flag: "--json-events", short: -, value: "FILE",
         key: "json_events", json: "/json_events",
         ty: "path",
+        shape: one, kind: path,
         reach: host,
         doc: "A file to append one JSON line per event to (created, started, exited, ...)",
     },
@@ -223,6 +422,7 @@ fields! {
         flag: "--audit-log", short: -, value: "FILE",
         key: "audit_log", json: "/audit_log",
         ty: "path",
+        shape: one, kind: path,
         reach: host,
         doc: "Where the run's hash-chained audit log goes (default: a new file in warden's state directory)",
     },
@@ -230,6 +430,7 @@ fields! {
         flag: "--no-audit-log", short: -, value: -,
         key: "no_audit_log", json: "/no_audit_log",
         ty: "bool",
+        shape: one, kind: bool,
         reach: host,
         doc: "Keep no audit log of the run",
     },
@@ -237,6 +438,7 @@ fields! {
         flag: "--otlp-endpoint", short: -, value: "URL",
         key: "otlp_endpoint", json: "/otlp_endpoint",
         ty: "URL",
+        shape: one, kind: text,
         reach: host,
         doc: "Also send every event to this OpenTelemetry collector (OTLP/HTTP, JSON), an http:// URL such as http://127.0.0.1:4318",
     },
@@ -244,6 +446,7 @@ fields! {
         flag: "--preset", short: -, value: "NAME",
         key: "egress.presets", json: "/egress/presets",
         ty: "list of presets",
+        shape: list, kind: text,
         reach: catalog,
         doc: "Named groups of domains, shipped with warden or in the user's preset directory",
     },
@@ -251,6 +454,7 @@ fields! {
         flag: "--allow-domain", short: -, value: "NAME[:PORT]",
         key: "egress.domains", json: "/egress/domains",
         ty: "list of domains",
+        shape: list, kind: text,
         reach: sandbox,
         doc: "Names the sandbox may connect to: example.com, .example.com (with subdomains), example.com:22 (that port; default 443 and 80)",
     },
@@ -258,6 +462,7 @@ fields! {
         flag: "--allow-http", short: -, value: "BOOL",
         key: "egress.allow_http", json: "/egress/allow_http",
         ty: "bool",
+        shape: one, kind: bool,
         reach: sandbox,
         doc: "Allow plain HTTP, not only TLS, to allowed names",
     },
@@ -265,6 +470,7 @@ fields! {
         flag: "--add-host", short: -, value: "NAME=IP",
         key: "egress.hosts", json: "/egress/hosts",
         ty: "map of names to addresses",
+        shape: map, kind: text,
         reach: host,
         doc: "Give names fixed addresses, e.g. registry.internal at 10.1.2.3; such an address is allowed even when not public",
     },
@@ -272,6 +478,7 @@ fields! {
         flag: "--allow-cidr", short: -, value: "CIDR",
         key: "egress.allow_cidrs", json: "/egress/allow_cidrs",
         ty: "list of address ranges",
+        shape: list, kind: text,
         reach: host,
         doc: "Let allowed names resolve into these non-public address ranges, e.g. 10.20.0.0/16",
     },
@@ -279,6 +486,7 @@ fields! {
         flag: "--allow-host-port", short: -, value: "PORT",
         key: "egress.host_ports", json: "/egress/host_ports",
         ty: "list of ports",
+        shape: list, kind: port,
         reach: host,
         doc: "Let the sandbox reach the services on the host's 127.0.0.1:PORT as host.warden.internal:PORT, and nothing else of the host",
     },
@@ -286,6 +494,7 @@ fields! {
         flag: "--publish", short: 'p', value: "HOSTPORT:PORT",
         key: "egress.publish", json: "/egress/publish",
         ty: "list of port mappings",
+        shape: list, kind: text,
         reach: host,
         doc: "Make the sandbox's servers on its 127.0.0.1:PORT reachable at the host's 127.0.0.1:HOSTPORT",
     },
@@ -293,6 +502,7 @@ fields! {
         flag: "--egress-learn", short: -, value: "BOOL",
         key: "egress.learn", json: "/egress/learn",
         ty: "bool",
+        shape: one, kind: bool,
         reach: host,
         doc: "Learning mode: allow every name no rule allows (never the host's own services), mark each decision it allowed, and print at exit the profile lines the run needed; refused with secrets",
     },
@@ -300,6 +510,7 @@ fields! {
         flag: "--egress-learn-file", short: -, value: "FILE",
         key: -, json: -,
         ty: "path",
+        shape: one, kind: path,
         reach: host,
         doc: "With --egress-learn: also write the profile lines the run needed to FILE, a profile later learning runs add to and another takes with extends",
     },
@@ -307,6 +518,7 @@ fields! {
         flag: "--ask", short: -, value: "BOOL",
         key: "egress.ask", json: "/egress/ask",
         ty: "bool",
+        shape: one, kind: bool,
         reach: sandbox,
         doc: "Ask on the terminal about names no rule allows (allow once, for the run, or deny); without a terminal they are denied",
     },
@@ -314,6 +526,7 @@ fields! {
         flag: "--ask-save", short: -, value: "WHERE",
         key: -, json: -,
         ty: "project or profile",
+        shape: one, kind: text,
         reach: host,
         doc: "Where --ask keeps the names answered always: the project's grants file in warden's state, or the profile file in use",
     },
@@ -321,6 +534,7 @@ fields! {
         flag: "--upstream-ca", short: -, value: "FILE",
         key: "egress.upstream_ca", json: "/egress/upstream_ca",
         ty: "list of paths",
+        shape: list, kind: path,
         reach: host,
         doc: "Trust the authorities in these PEM files, besides the system's, for the servers of secrets' hosts",
     },
@@ -328,6 +542,7 @@ fields! {
         flag: "--net-log", short: -, value: "BOOL",
         key: "egress.log", json: "/egress/log",
         ty: "bool",
+        shape: one, kind: bool,
         reach: sandbox,
         doc: "Print one line per egress decision (allowed or denied) on stderr",
     },
@@ -335,6 +550,7 @@ fields! {
         flag: "--egress-idle-timeout", short: -, value: "DURATION",
         key: "egress.idle_timeout", json: "/egress/idle_timeout",
         ty: "duration",
+        shape: one, kind: duration,
         reach: sandbox,
         doc: "Close a proxied connection after this long without a byte either way (default 10m)",
     },
@@ -342,6 +558,7 @@ fields! {
         flag: "--workspace", short: 'w', value: "DIR",
         key: "filesystem.workspace", json: "/filesystem/workspace",
         ty: "path",
+        shape: one, kind: path,
         reach: host,
         doc: "The directory mounted read-write at /workspace, where the command starts",
     },
@@ -349,6 +566,7 @@ fields! {
         flag: "--overlay", short: -, value: -,
         key: "filesystem.mode", json: "/filesystem/mode",
         ty: "workspace mode",
+        shape: one, kind: mode,
         reach: sandbox,
         doc: "See the workspace through a copy-on-write layer (mode `overlay`; the default is `direct`): its changes are kept for `warden diff` and `warden commit`",
     },
@@ -356,6 +574,7 @@ fields! {
         flag: "--rootfs", short: -, value: "DIR",
         key: "filesystem.rootfs", json: "/filesystem/rootfs",
         ty: "path",
+        shape: one, kind: path,
         reach: host,
         doc: "A prepared root tree (e.g. debootstrap output) used instead of the host's system directories",
     },
@@ -363,6 +582,7 @@ fields! {
         flag: "--ro", short: -, value: "PATH",
         key: "filesystem.read_only", json: "/filesystem/read_only",
         ty: "list of paths",
+        shape: list, kind: path,
         reach: host,
         doc: "Paths bound read-only at the same path inside",
     },
@@ -370,6 +590,7 @@ fields! {
         flag: "--rw", short: -, value: "PATH",
         key: "filesystem.read_write", json: "/filesystem/read_write",
         ty: "list of paths",
+        shape: list, kind: path,
         reach: host,
         doc: "Paths bound read-write at the same path inside",
     },
@@ -377,6 +598,7 @@ fields! {
         flag: -, short: -, value: -,
         key: "filesystem.runs_on_host", json: "/filesystem/runs_on_host",
         ty: "list of path globs",
+        shape: list, kind: text,
         reach: sandbox,
         doc: "Paths of the workspace (globs: `*` within a name, `**` across) that tools on the host run, e.g. Makefile: `warden diff` and `warden commit` flag a change to one as running on the host",
     },
@@ -384,6 +606,7 @@ fields! {
         flag: "--cache", short: -, value: "NAME",
         key: "filesystem.caches", json: "/filesystem/caches",
         ty: "list of caches",
+        shape: list, kind: text,
         reach: host,
         doc: "Package caches (pip, npm, cargo, go) shared by the sandboxes of a profile, kept in warden's state directory (never the host's own), so that a second install is fast",
     },
@@ -391,6 +614,7 @@ fields! {
         flag: "--tmp-size", short: -, value: "SIZE",
         key: "filesystem.tmp_size", json: "/filesystem/tmp_size",
         ty: "size",
+        shape: one, kind: size,
         reach: sandbox,
         doc: "Size of the sandbox's /tmp and /dev/shm, e.g. 512M",
     },
@@ -398,6 +622,7 @@ fields! {
         flag: "--memory", short: -, value: "SIZE",
         key: "resources.memory", json: "/resources/memory",
         ty: "size",
+        shape: one, kind: size,
         reach: sandbox,
         doc: "Memory limit for the whole sandbox, e.g. 512M, 4G",
     },
@@ -405,6 +630,7 @@ fields! {
         flag: "--cpus", short: -, value: "CORES",
         key: "resources.cpus", json: "/resources/cpus",
         ty: "cores",
+        shape: one, kind: cores,
         reach: sandbox,
         doc: "CPU quota in cores, e.g. 0.5 or 2",
     },
@@ -412,6 +638,7 @@ fields! {
         flag: "--pids", short: -, value: "N",
         key: "resources.pids", json: "/resources/pids",
         ty: "count",
+        shape: one, kind: count,
         reach: sandbox,
         doc: "Maximum number of processes and threads of the whole sandbox",
     },
@@ -419,6 +646,7 @@ fields! {
         flag: "--timeout", short: -, value: "DURATION",
         key: "resources.timeout", json: "/resources/timeout",
         ty: "duration",
+        shape: one, kind: duration,
         reach: sandbox,
         doc: "Kill the whole sandbox after this long, e.g. 30s, 10m, 2h",
     },
@@ -426,6 +654,7 @@ fields! {
         flag: "--open-files", short: -, value: "N",
         key: "resources.open_files", json: "/resources/open_files",
         ty: "count",
+        shape: one, kind: count,
         reach: sandbox,
         doc: "Open files per process",
     },
@@ -433,6 +662,7 @@ fields! {
         flag: "--file-size", short: -, value: "SIZE",
         key: "resources.file_size", json: "/resources/file_size",
         ty: "size",
+        shape: one, kind: size,
         reach: sandbox,
         doc: "Largest file a process may write, e.g. 16G",
     },
@@ -440,6 +670,7 @@ fields! {
         flag: "--disk", short: -, value: "SIZE",
         key: "resources.disk", json: "/resources/disk",
         ty: "size",
+        shape: one, kind: size,
         reach: sandbox,
         doc: "Size limit of a reviewable workspace's changes (the overlay's upper layer, held in memory while the sandbox runs): a write past it fails with ENOSPC, e.g. 2G",
     },
@@ -447,6 +678,7 @@ fields! {
         flag: "--egress-quota", short: -, value: "SIZE",
         key: "resources.egress_quota", json: "/resources/egress_quota",
         ty: "size",
+        shape: one, kind: size,
         reach: sandbox,
         doc: "Refuse new connections once this much has gone through the proxy (both ways), e.g. 5G",
     },
@@ -454,6 +686,7 @@ fields! {
         flag: "--pass-env", short: -, value: "NAME",
         key: "env.pass", json: "/env/pass",
         ty: "list of variable names",
+        shape: list, kind: text,
         reach: host,
         doc: "Variables copied from the host's environment, when set",
     },
@@ -461,6 +694,7 @@ fields! {
         flag: "--env", short: 'e', value: "NAME=VALUE",
         key: "env.set", json: "/env/set",
         ty: "map of variables",
+        shape: map, kind: text,
         reach: sandbox,
         doc: "Variables set in the sandbox, NAME to VALUE",
     },
@@ -468,6 +702,7 @@ fields! {
         flag: "--secret", short: -, value: "NAME[=SOURCE]@HOST[,HOST...]",
         key: "secrets", json: "/secrets",
         ty: "map of secrets",
+        shape: map, kind: secret,
         reach: host,
         doc: "Give the sandbox a placeholder instead of a secret; the proxy puts the real value only in requests to the secret's hosts",
     },
@@ -475,6 +710,7 @@ fields! {
         flag: "--secret-in-body", short: -, value: "NAME",
         key: "secrets.*.in_body", json: "/secrets/*/in_body",
         ty: "bool",
+        shape: map, kind: bool,
         reach: host,
         doc: "Substitute the secret in request bodies too, not only in headers and URLs",
     },
@@ -482,6 +718,7 @@ fields! {
         flag: "--secret-rule", short: -, value: "RULE",
         key: "secrets.*.allow", json: "/secrets/*/allow",
         ty: "list of request rules",
+        shape: list, kind: text,
         reach: host,
         doc: "Only matching requests may go to a secret's hosts: [METHOD ]HOST[/PATH], * matching anything, e.g. GET api.github.com/repos/acme/*",
     },
@@ -547,6 +784,16 @@ impl Field {
     /// How far the field's effect reaches (who may set it).
     pub const fn reach(self) -> Reach {
         self.info().reach
+    }
+
+    /// One value, a list or a map.
+    pub const fn shape(self) -> Shape {
+        self.info().shape
+    }
+
+    /// What each of its values is.
+    pub const fn kind(self) -> Kind {
+        self.info().kind
     }
 
     /// The field of a flag of `warden run`: `--memory`, or a short form

@@ -9,7 +9,7 @@
 //! systems containerd asks for, namespaces it always creates) is accepted
 //! and said in [`Translated::notices`].
 
-use crate::compose::Overrides;
+use crate::compose::{Layer, Origin, Val};
 use crate::trust::{self, Trust};
 use crate::Field;
 use serde::Deserialize;
@@ -292,8 +292,9 @@ pub struct ProcessRequest {
 #[derive(Debug, Clone)]
 pub struct Translated {
     /// Values for the resolution every door shares (rootfs, binds,
-    /// limits, hostname, egress).
-    pub overrides: Overrides,
+    /// limits, hostname, egress), by field; an annotation's values are
+    /// the pod author's.
+    pub flags: Layer,
     /// `warden.dev/profile`.
     pub profile: Option<String>,
     pub process: ProcessRequest,
@@ -436,13 +437,14 @@ pub fn parse_process(text: &str) -> Result<Process, OciError> {
 /// Translate a parsed `config.json` of the bundle at `bundle` (absolute).
 pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError> {
     let mut notices = Vec::new();
-    let mut o = Overrides::default();
+    let mut o = Layer::default();
+    let given = || Origin::CommandLine;
     let process = config.process.as_ref().ok_or(OciError::Missing {
         field: "process".into(),
         what: "the container's first process (args, env, cwd)",
     })?;
     let process = process_request(process, "process")?;
-    o.command = process.args.clone();
+    o.add_one(Field::Command, Val::Argv(process.args.clone()), given());
 
     let root = config.root.as_ref().ok_or(OciError::Missing {
         field: "root.path".into(),
@@ -458,14 +460,14 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
     if rootfs.components().any(|c| c == Component::ParentDir) {
         return Err(invalid("root.path", &root.path, "must not contain `..`"));
     }
-    o.rootfs = Some(rootfs);
+    o.add_one(Field::Rootfs, Val::Path(rootfs), given());
     if !root.readonly {
         notices.push("root.readonly is false, but warden mounts a container's root read-only: it writes to /tmp, /dev/shm and /workspace".into());
     }
 
     if let Some(h) = &config.hostname {
         if !h.is_empty() {
-            o.hostname = Some(h.clone());
+            o.add_one(Field::Hostname, Val::Text(h.clone()), given());
         }
     }
     mounts(&config.mounts, &mut o, &mut notices)?;
@@ -516,12 +518,18 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
                 }
                 profile = Some(name.to_string());
             }
-            ANNOTATION_EGRESS => o.caller_domains.extend(list(value)),
-            ANNOTATION_ALLOW_HTTP => match value.trim() {
-                "true" => o.allow_http = Some(true),
-                "false" => o.allow_http = Some(false),
-                _ => return Err(invalid(&field, value, "must be true or false")),
-            },
+            ANNOTATION_EGRESS => {
+                for d in list(value) {
+                    let at = Origin::Annotation { key: key.clone() };
+                    o.add_text(Field::AllowDomain, &d, at, Trust::Caller)
+                        .map_err(|e| invalid(&field, value, &e.message))?;
+                }
+            }
+            ANNOTATION_ALLOW_HTTP => {
+                let at = Origin::Annotation { key: key.clone() };
+                o.add_text(Field::AllowHttp, value.trim(), at, Trust::Caller)
+                    .map_err(|_| invalid(&field, value, "must be true or false"))?;
+            }
             k if k.starts_with(ANNOTATION_SECRET) => {
                 secrets.push(annotated_secret(
                     &k[ANNOTATION_SECRET.len()..],
@@ -543,7 +551,7 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
         }
     }
     Ok(Translated {
-        overrides: o,
+        flags: o,
         profile,
         process,
         network_namespace,
@@ -591,7 +599,7 @@ pub fn process_request(p: &Process, at: &str) -> Result<ProcessRequest, OciError
     })
 }
 
-fn mounts(ms: &[Mount], o: &mut Overrides, notices: &mut Vec<String>) -> Result<(), OciError> {
+fn mounts(ms: &[Mount], o: &mut Layer, notices: &mut Vec<String>) -> Result<(), OciError> {
     let mut provided = Vec::new();
     for (i, m) in ms.iter().enumerate() {
         let field = format!("mounts[{i}]");
@@ -632,9 +640,9 @@ fn mounts(ms: &[Mount], o: &mut Overrides, notices: &mut Vec<String>) -> Result<
         }
         let path = PathBuf::from(source);
         if m.options.iter().any(|x| x == "rw") && !m.options.iter().any(|x| x == "ro") {
-            o.rw.push(path);
+            o.add_item(Field::Rw, Val::Path(path), Origin::CommandLine);
         } else {
-            o.ro.push(path);
+            o.add_item(Field::Ro, Val::Path(path), Origin::CommandLine);
         }
     }
     if !provided.is_empty() {
@@ -675,15 +683,21 @@ fn namespaces(ns: &[Namespace]) -> Result<Option<String>, OciError> {
     Ok(network)
 }
 
-fn resources(r: &Resources, o: &mut Overrides) -> Result<(), OciError> {
+fn resources(r: &Resources, o: &mut Layer) -> Result<(), OciError> {
     if let Some(limit) = r.memory.as_ref().and_then(|m| m.limit) {
         if limit > 0 {
-            o.memory = Some(limit as u64);
+            let bytes = limit as u64;
+            let text = crate::units::format_size(bytes);
+            o.add_one(
+                Field::Memory,
+                Val::Size { bytes, text },
+                Origin::CommandLine,
+            );
         }
     }
     if let Some(limit) = r.pids.as_ref().and_then(|p| p.limit) {
         if limit > 0 {
-            o.pids = Some(limit as u64);
+            o.add_one(Field::Pids, Val::Count(limit as u64), Origin::CommandLine);
         }
     }
     if let Some(cpu) = &r.cpu {
@@ -696,7 +710,8 @@ fn resources(r: &Resources, o: &mut Overrides) -> Result<(), OciError> {
                         "must be more than zero",
                     ));
                 }
-                o.cpus = Some(quota as f64 / period as f64);
+                let cores = quota as f64 / period as f64;
+                o.add_one(Field::Cpus, Val::Cores(cores), Origin::CommandLine);
             }
         }
     }
@@ -760,8 +775,9 @@ mod tests {
             Path::new("/b"),
         )
         .unwrap();
-        assert_eq!(t.overrides.rootfs.as_deref(), Some(Path::new("/b/rootfs")));
-        assert_eq!(t.overrides.hostname.as_deref(), Some("box"));
+        let r = t.flags.request(false);
+        assert_eq!(r.rootfs.as_deref(), Some(Path::new("/b/rootfs")));
+        assert_eq!(r.hostname.as_deref(), Some("box"));
         assert_eq!(t.process.args, ["sh", "-c", "echo hi"]);
         assert_eq!(t.process.env, [("PATH".to_string(), "/bin".to_string())]);
     }
@@ -772,9 +788,10 @@ mod tests {
             "memory": {"limit": 268435456}, "pids": {"limit": 64},
             "cpu": {"quota": 50000, "period": 100000}}}}));
         let t = translate(&c, Path::new("/b")).unwrap();
-        assert_eq!(t.overrides.memory, Some(256 << 20));
-        assert_eq!(t.overrides.pids, Some(64));
-        assert_eq!(t.overrides.cpus, Some(0.5));
+        let r = t.flags.request(false);
+        assert_eq!(r.memory, Some(256 << 20));
+        assert_eq!(r.pids, Some(64));
+        assert_eq!(r.cpus, Some(0.5));
     }
 
     #[test]
@@ -801,7 +818,7 @@ mod tests {
             "warden.dev/egress": "a.test, b.test", "warden.dev/profile": "feature-dev",
             "io.kubernetes.cri.container-type": "container"}}));
         let t = translate(&c, Path::new("/b")).unwrap();
-        assert_eq!(t.overrides.caller_domains, ["a.test", "b.test"]);
+        assert_eq!(t.flags.request(false).caller_domains, ["a.test", "b.test"]);
         assert_eq!(t.profile.as_deref(), Some("feature-dev"));
         let c = config(serde_json::json!({"annotations": {"warden.dev/egres": "a.test"}}));
         let e = translate(&c, Path::new("/b")).unwrap_err();
@@ -885,7 +902,11 @@ mod tests {
         let c = config(serde_json::json!({"mounts": [
             {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]}]}));
         assert_eq!(
-            translate(&c, Path::new("/b")).unwrap().overrides.ro,
+            translate(&c, Path::new("/b"))
+                .unwrap()
+                .flags
+                .request(false)
+                .ro,
             [PathBuf::from("/usr")]
         );
     }

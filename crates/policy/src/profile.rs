@@ -425,34 +425,12 @@ impl JsonSchema for Cores {
     }
 }
 
-/// The JSON Schema of profile files, as committed in `schema/profile.schema.json`:
-/// the shape of [`ProfileFile`], each field described by its row of [`FIELDS`].
+/// The JSON Schema of profile files, made from the field table (see
+/// [`crate::schema`]).
 pub fn profile_schema() -> String {
-    // Kept a `Schema` (not turned into a plain JSON value): its
-    // serialization puts `$schema`, `title` and `description` first.
-    let mut schema = schemars::schema_for!(ProfileFile);
-    for info in FIELDS {
-        let Some(key) = info.profile_key else {
-            continue;
-        };
-        let description = match info.flag {
-            Some(flag) => format!("{}. Flag: `{flag}`.", info.doc),
-            None => format!("{}.", info.doc),
-        };
-        let Some(pointer) = schema_pointer(schema.as_value(), key) else {
-            continue;
-        };
-        if let Some(serde_json::Value::Object(node)) = schema.pointer_mut(&pointer) {
-            node.insert("description".into(), description.into());
-        }
-    }
-    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
-    text.push('\n');
-    text
+    crate::schema::profile_schema()
 }
 
-/// The pointer of the object schema `ptr` stands for: `$ref`s followed,
-/// and of an `anyOf` (an optional section) the alternative that is one.
 fn deref_schema(schema: &serde_json::Value, mut ptr: String) -> String {
     // Bounded: a schema of refs that point at each other is not followed forever.
     for _ in 0..16 {
@@ -465,8 +443,11 @@ fn deref_schema(schema: &serde_json::Value, mut ptr: String) -> String {
             .get("anyOf")
             .and_then(|a| a.as_array())
             .and_then(|alts| {
-                alts.iter()
-                    .position(|a| a.get("$ref").is_some() || a.get("properties").is_some())
+                alts.iter().position(|a| {
+                    a.get("$ref").is_some()
+                        || a.get("properties").is_some()
+                        || a.get("additionalProperties").is_some_and(|v| v.is_object())
+                })
             })
         {
             ptr = format!("{ptr}/anyOf/{i}");
@@ -475,21 +456,6 @@ fn deref_schema(schema: &serde_json::Value, mut ptr: String) -> String {
         }
     }
     ptr
-}
-
-/// The pointer, within the profile schema, of the property a profile key
-/// (`resources.memory`, `secrets.*.in_body`) names.
-fn schema_pointer(schema: &serde_json::Value, key: &str) -> Option<String> {
-    let mut ptr = String::new();
-    for segment in key.split('.') {
-        let object = deref_schema(schema, ptr);
-        ptr = match segment {
-            "*" => format!("{object}/additionalProperties"),
-            name => format!("{object}/properties/{name}"),
-        };
-        schema.pointer(&ptr)?;
-    }
-    Some(ptr)
 }
 
 /// Every key a profile can hold, by the schema: the properties of each
@@ -566,6 +532,32 @@ pub fn parse_profile_all(text: &str) -> (ProfileFile, Vec<ParseError>) {
     (ProfileFile::default(), errors)
 }
 
+/// Parse a profile file's text into its tree, with every problem of its
+/// YAML said at once, as [`parse_profile_all`] does.
+pub fn parse_profile_tree(text: &str) -> (crate::read::Placed<crate::read::Node>, Vec<ParseError>) {
+    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+    let mut errors: Vec<ParseError> = Vec::new();
+    for _ in 0..MAX_FINDINGS {
+        match crate::read::parse_yaml(&lines.join("\n")) {
+            Ok(tree) => return (tree, errors),
+            Err(e) => {
+                let again = errors.contains(&e);
+                if !again {
+                    errors.push(e.clone());
+                }
+                if again || !blank_entry(&mut lines, usize::try_from(e.pos.line).unwrap_or(0)) {
+                    break;
+                }
+            }
+        }
+    }
+    let empty = crate::read::Placed {
+        value: crate::read::Node::Null,
+        place: crate::read::Place::Line(Pos { line: 1, column: 1 }),
+    };
+    (empty, errors)
+}
+
 /// Parse-level findings of one file said at most.
 pub const MAX_FINDINGS: usize = 64;
 
@@ -621,22 +613,25 @@ fn parse<T: for<'de> Deserialize<'de> + Default>(text: &str) -> Result<T, ParseE
     }
     serde_saphyr::from_str::<Option<T>>(text)
         .map(Option::unwrap_or_default)
-        .map_err(|e| {
-            use serde_saphyr::MessageFormatter;
-            let pos = e
-                .location()
-                .map(|l| Pos {
-                    line: l.line(),
-                    column: l.column(),
-                })
-                .unwrap_or(Pos { line: 1, column: 1 });
-            let raw = serde_saphyr::DefaultMessageFormatter.format_message(&e);
-            let raw: String = raw.chars().filter(|c| !c.is_control()).collect();
-            ParseError {
-                pos,
-                message: explain_serde_message(&raw),
-            }
+        .map_err(|e| yaml_error(&e))
+}
+
+/// A YAML parser's error as a finding at its place.
+pub(crate) fn yaml_error(e: &serde_saphyr::Error) -> ParseError {
+    use serde_saphyr::MessageFormatter;
+    let pos = e
+        .location()
+        .map(|l| Pos {
+            line: l.line(),
+            column: l.column(),
         })
+        .unwrap_or(Pos { line: 1, column: 1 });
+    let raw = serde_saphyr::DefaultMessageFormatter.format_message(e);
+    let raw: String = raw.chars().filter(|c| !c.is_control()).collect();
+    ParseError {
+        pos,
+        message: explain_serde_message(&raw),
+    }
 }
 
 /// serde names an unknown key and the expected ones; turn that into a
@@ -714,7 +709,7 @@ fn explain_serde_message(raw: &str) -> String {
 /// The full key of a field whose key ends in `name`, or whose flag `name`
 /// spells (`allow_domain`, `tmp-size`): a key written in the wrong section,
 /// or a flag written as a key.
-fn elsewhere(name: &str) -> Option<&'static str> {
+pub(crate) fn elsewhere(name: &str) -> Option<&'static str> {
     let as_flag = format!("--{}", name.replace('_', "-"));
     FIELDS.iter().find_map(|i| {
         let key = i.profile_key?;

@@ -220,6 +220,7 @@ mod tests {
             label: "request".into(),
             dir: None,
             text: doc.into(),
+            body: None,
             trust,
         };
         crate::compose::compose_source(catalog, Some(src), &Default::default())?.into_valid()
@@ -397,11 +398,22 @@ mod tests {
         );
         // A pod's annotation (beside the node's own configuration) is a
         // caller's; the same entry from the node's owner is the owner's.
-        let o = crate::compose::Overrides {
-            allow_domain: vec!["node.test".into()],
-            caller_domains: vec!["pod.test:22".into(), "node.test".into()],
-            ..Default::default()
-        };
+        use crate::compose::{Layer, Origin};
+        let mut o = Layer::default();
+        o.add_text(
+            Field::AllowDomain,
+            "node.test",
+            Origin::CommandLine,
+            Trust::Owner,
+        )
+        .unwrap();
+        for d in ["pod.test:22", "node.test"] {
+            let at = Origin::Annotation {
+                key: "warden.dev/egress".into(),
+            };
+            o.add_text(Field::AllowDomain, d, at, Trust::Caller)
+                .unwrap();
+        }
         let src = catalog.profile("owners").unwrap();
         let c = crate::compose::compose_source(&catalog, Some(src), &o)
             .unwrap()

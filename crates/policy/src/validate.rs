@@ -32,6 +32,7 @@ fn diag(
         field,
         file,
         pos,
+        pointer: origin.pointer().map(str::to_string),
         message,
         refusal: None,
     }
@@ -284,11 +285,29 @@ pub fn check<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compose::{compose, Catalog, Overrides, BUILTIN_PRESETS, BUILTIN_PROFILES};
+    use crate::compose::{compose, Catalog, Layer, BUILTIN_PRESETS, BUILTIN_PROFILES};
     use crate::profile::parse_preset;
     use crate::{HostFacts, Request, SandboxSpec};
     use std::path::PathBuf;
-    use std::time::Duration;
+
+    /// The command line of `warden run` as a layer: the command, and
+    /// each flag's text.
+    fn cli(command: Option<&[&str]>, flags: &[(Field, &str)]) -> Layer {
+        let mut l = Layer::default();
+        if let Some(argv) = command {
+            let argv = argv.iter().map(|a| a.to_string()).collect();
+            l.add_one(
+                Field::Command,
+                crate::compose::Val::Argv(argv),
+                Origin::CommandLine,
+            );
+        }
+        for (field, text) in flags {
+            l.add_text(*field, text, Origin::CommandLine, crate::Trust::Owner)
+                .unwrap();
+        }
+        l
+    }
 
     fn defaults() -> Defaults {
         Defaults::for_host(HostFacts {
@@ -335,7 +354,7 @@ mod tests {
     /// Every message of validating `file` in `dir`, with the directory
     /// written as `DIR`.
     fn messages(dir: &Dir, file: &str) -> Vec<String> {
-        let mut c = compose(&catalog(), Some(&dir.path(file)), &Overrides::default()).unwrap();
+        let mut c = compose(&catalog(), Some(&dir.path(file)), &Layer::default()).unwrap();
         validate(&mut c, &defaults());
         c.diagnostics
             .iter()
@@ -363,7 +382,7 @@ mod tests {
     #[test]
     fn every_shipped_profile_validates_without_findings() {
         for (name, _) in BUILTIN_PROFILES {
-            let mut c = compose(&catalog(), Some(name), &Overrides::default()).unwrap();
+            let mut c = compose(&catalog(), Some(name), &Layer::default()).unwrap();
             validate(&mut c, &defaults());
             assert!(c.diagnostics.is_empty(), "{name}: {:?}", c.diagnostics);
             assert!(c.description.is_some(), "{name} has no description");
@@ -372,7 +391,7 @@ mod tests {
 
     #[test]
     fn the_github_preset_has_the_forge_hosts() {
-        let c = compose(&catalog(), Some("feature-dev"), &Overrides::default()).unwrap();
+        let c = compose(&catalog(), Some("feature-dev"), &Layer::default()).unwrap();
         let domains = c.merged.request(false).allow_domains;
         for host in [
             "github.com",
@@ -403,36 +422,38 @@ mod tests {
              resources: { memory: 4G, cpus: 2, pids: 512, timeout: 2h, open_files: 1024, file_size: 1G, egress_quota: 5G }\n\
              env: { pass: [TERM], set: { EDITOR: vi } }\n",
         )]);
-        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
         assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
         let from_profile = c.merged.request(true);
 
-        let flags = Overrides {
-            command: vec!["bash".into(), "-l".into()],
-            hostname: Some("agent".into()),
-            tty: Some(false),
-            allow_degraded: Some(true),
-            allow_domain: vec![".example.dev".into(), "git.example.com:22".into()],
-            allow_http: Some(true),
-            add_host: vec!["registry.internal=10.1.2.3".into()],
-            net_log: Some(true),
-            egress_idle_timeout: Some(Duration::from_secs(300)),
-            workspace: Some("/home/alice/src/project".into()),
-            rootfs: Some("/srv/root".into()),
-            ro: vec!["/home/alice/.gitconfig".into()],
-            rw: vec!["/var/cache/x".into()],
-            tmp_size: Some(512 << 20),
-            memory: Some(4 << 30),
-            cpus: Some(2.0),
-            pids: Some(512),
-            timeout: Some(Duration::from_secs(7200)),
-            open_files: Some(1024),
-            file_size: Some(1 << 30),
-            egress_quota: Some(5 << 30),
-            pass_env: vec!["TERM".into()],
-            env: vec!["EDITOR=vi".into()],
-            ..Default::default()
-        };
+        let flags = cli(
+            Some(&["bash", "-l"]),
+            &[
+                (Field::Hostname, "agent"),
+                (Field::Tty, "false"),
+                (Field::AllowDegraded, "true"),
+                (Field::AllowDomain, ".example.dev"),
+                (Field::AllowDomain, "git.example.com:22"),
+                (Field::AllowHttp, "true"),
+                (Field::AddHost, "registry.internal=10.1.2.3"),
+                (Field::NetLog, "true"),
+                (Field::EgressIdleTimeout, "5m"),
+                (Field::Workspace, "/home/alice/src/project"),
+                (Field::Rootfs, "/srv/root"),
+                (Field::Ro, "/home/alice/.gitconfig"),
+                (Field::Rw, "/var/cache/x"),
+                (Field::TmpSize, "512M"),
+                (Field::Memory, "4G"),
+                (Field::Cpus, "2"),
+                (Field::Pids, "512"),
+                (Field::Timeout, "2h"),
+                (Field::OpenFiles, "1024"),
+                (Field::FileSize, "1G"),
+                (Field::EgressQuota, "5G"),
+                (Field::PassEnv, "TERM"),
+                (Field::Env, "EDITOR=vi"),
+            ],
+        );
         let c = compose(&catalog(), None, &flags).unwrap();
         let from_flags = c.merged.request(true);
         assert_eq!(spec(from_profile), spec(from_flags));
@@ -444,12 +465,14 @@ mod tests {
             "p.yaml",
             "command: [bash]\negress:\n  domains: [a.example.com]\nresources: { memory: 1G, pids: 100 }\n",
         )]);
-        let flags = Overrides {
-            command: vec!["true".into()],
-            memory: Some(2 << 30),
-            allow_domain: vec!["b.example.com".into(), "a.example.com".into()],
-            ..Default::default()
-        };
+        let flags = cli(
+            Some(&["true"]),
+            &[
+                (Field::Memory, "2G"),
+                (Field::AllowDomain, "b.example.com"),
+                (Field::AllowDomain, "a.example.com"),
+            ],
+        );
         let c = compose(&catalog(), Some(&dir.path("p.yaml")), &flags).unwrap();
         let r = c.merged.request(false);
         assert_eq!(r.command, ["true"]);
@@ -474,12 +497,7 @@ mod tests {
                 "extends: [parent.yaml]\nhostname: child\negress:\n  domains: [b.example.com, c.example.com]\nenv:\n  set: { B: '3' }\n",
             ),
         ]);
-        let c = compose(
-            &catalog(),
-            Some(&dir.path("child.yaml")),
-            &Overrides::default(),
-        )
-        .unwrap();
+        let c = compose(&catalog(), Some(&dir.path("child.yaml")), &Layer::default()).unwrap();
         let r = c.merged.request(false);
         assert_eq!(r.hostname.as_deref(), Some("child"));
         assert_eq!(
@@ -493,22 +511,19 @@ mod tests {
 
     #[test]
     fn malformed_command_line_pairs_are_refused_not_dropped() {
-        let flags = Overrides {
-            command: vec!["true".into()],
-            allow_domain: vec!["a.example.com".into()],
-            add_host: vec!["nohost".into()],
-            ..Default::default()
-        };
+        let flags = cli(
+            Some(&["true"]),
+            &[
+                (Field::AllowDomain, "a.example.com"),
+                (Field::AddHost, "nohost"),
+            ],
+        );
         let c = compose(&catalog(), None, &flags).unwrap();
         assert_eq!(
             c.merged.request(false).resolve(&defaults(), &[]),
             Err(Field::AddHost.invalid(Problem::BadAddHost("nohost".into())))
         );
-        let flags = Overrides {
-            command: vec!["true".into()],
-            env: vec!["NOEQUALS".into()],
-            ..Default::default()
-        };
+        let flags = cli(Some(&["true"]), &[(Field::Env, "NOEQUALS")]);
         let c = compose(&catalog(), None, &flags).unwrap();
         assert_eq!(
             c.merged.request(false).resolve(&defaults(), &[]),
@@ -522,18 +537,17 @@ mod tests {
             "p.yaml",
             "egress:\n  allow_cidrs: [10.1.0.0/16]\n  host_ports: [5432]\n  publish: [\"8080:80\"]\n  ask: true\nfilesystem:\n  mode: overlay\njson_events: events.jsonl\n",
         )]);
-        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
         let r = c.merged.request(false);
         assert_eq!(r.allow_cidr, ["10.1.0.0/16"]);
         assert_eq!(r.allow_host_ports, [5432]);
         assert_eq!(r.publish, ["8080:80"]);
         assert!(r.ask && r.overlay);
         assert_eq!(r.json_events, Some(dir.0.join("events.jsonl")));
-        let flags = Overrides {
-            ask: Some(false),
-            allow_host_ports: vec![6379],
-            ..Default::default()
-        };
+        let flags = cli(
+            None,
+            &[(Field::Ask, "false"), (Field::AllowHostPort, "6379")],
+        );
         let c = compose(&catalog(), Some(&dir.path("p.yaml")), &flags).unwrap();
         let r = c.merged.request(false);
         assert!(!r.ask);
@@ -546,7 +560,7 @@ mod tests {
             "p.yaml",
             "filesystem:\n  workspace: proj\n  read_only: [~/.gitconfig]\n",
         )]);
-        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
         let r = c.merged.request(false);
         assert_eq!(r.workspace, Some(dir.0.join("proj")));
         assert_eq!(r.ro, [PathBuf::from("/home/alice/.gitconfig")]);
@@ -723,7 +737,7 @@ secrets:
     allow: ["GET api.github.com/*"]
 "#;
         let dir = Dir::new(&[("p.yaml", text)]);
-        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
         assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
         assert_eq!(
             (c.name.as_deref(), c.description.as_deref()),
@@ -792,7 +806,7 @@ secrets:
             "egress:\n  domains: [a.example.com]\n  allow_cidrs:\n    - 10.0.0.0/8\n    - 10.1.2.3/40\nresources:\n  memory: 1K\n",
         )]);
         // In a profile: the entry's own line and column, and its key.
-        let mut c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let mut c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
         let mut request = c.merged.request(false);
         request.command = vec!["true".into()];
         let e = request.resolve(&defaults(), &[]).unwrap_err();
@@ -824,12 +838,14 @@ secrets:
         );
 
         // On the command line: the flag.
-        let flags = Overrides {
-            command: vec!["true".into()],
-            allow_domain: vec!["a.example.com".into()],
-            allow_cidr: vec!["10.0.0.0/8".into(), "10.1.2.3/40".into()],
-            ..Default::default()
-        };
+        let flags = cli(
+            Some(&["true"]),
+            &[
+                (Field::AllowDomain, "a.example.com"),
+                (Field::AllowCidr, "10.0.0.0/8"),
+                (Field::AllowCidr, "10.1.2.3/40"),
+            ],
+        );
         let c = compose(&catalog(), None, &flags).unwrap();
         let e = c
             .merged
@@ -843,11 +859,7 @@ secrets:
         );
         assert_eq!(e.to_string(), e.describe_for_cli());
         assert_eq!(locate(&c.merged, &e), Origin::CommandLine);
-        let flags = Overrides {
-            command: vec!["true".into()],
-            memory: Some(1024),
-            ..Default::default()
-        };
+        let flags = cli(Some(&["true"]), &[(Field::Memory, "1024")]);
         let c = compose(&catalog(), None, &flags).unwrap();
         let e = c
             .merged
@@ -866,7 +878,7 @@ secrets:
             "p.yaml",
             "secrets:\n  A:\n    from_file: ~/.config/a\n    hosts: [a.test]\n  B:\n    from_file: b.token\n    hosts: [b.test]\n",
         )]);
-        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
         assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
         let r = c.merged.request(false);
         assert_eq!(
@@ -887,7 +899,7 @@ secrets:
             "p.yaml",
             "secrets:\n  GH:\n    from_env: GH\n    hosts: [api.github.com]\n    in_body: true\n    allow: [\"GET api.github.com/*\", \"POST api.github.com/x\"]\n  NPM:\n    from_command: [pass, npm]\n    hosts: [registry.npmjs.org]\n    allow: [\"GET registry.npmjs.org/*\"]\n",
         )]);
-        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Overrides::default()).unwrap();
+        let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
         let doc = c.merged.document();
         assert_eq!(
             doc["secrets"],
@@ -908,12 +920,7 @@ secrets:
         // What `show` prints is a profile that reads back the same.
         let text = serde_json::to_string(&doc).unwrap();
         let again = Dir::new(&[("q.yaml", text.as_str())]);
-        let c2 = compose(
-            &catalog(),
-            Some(&again.path("q.yaml")),
-            &Overrides::default(),
-        )
-        .unwrap();
+        let c2 = compose(&catalog(), Some(&again.path("q.yaml")), &Layer::default()).unwrap();
         assert!(c2.diagnostics.is_empty(), "{:?}", c2.diagnostics);
         assert_eq!(c2.merged.document(), doc);
         let keys: Vec<String> = c.merged.entries().into_iter().map(|(k, _, _)| k).collect();
@@ -936,16 +943,12 @@ secrets:
     #[test]
     fn show_prints_a_profile_that_reads_back_as_the_same_profile() {
         for (name, _) in BUILTIN_PROFILES {
-            let c = compose(&catalog(), Some(name), &Overrides::default()).unwrap();
+            let c = compose(&catalog(), Some(name), &Layer::default()).unwrap();
             let shown = c.show(&defaults());
             let text = serde_json::to_string(&shown).unwrap();
             let dir = Dir::new(&[("shown.yaml", text.as_str())]);
-            let again = compose(
-                &catalog(),
-                Some(&dir.path("shown.yaml")),
-                &Overrides::default(),
-            )
-            .unwrap();
+            let again =
+                compose(&catalog(), Some(&dir.path("shown.yaml")), &Layer::default()).unwrap();
             assert!(
                 again.diagnostics.is_empty(),
                 "{name}: {:?}",
@@ -1000,7 +1003,7 @@ secrets:
 
     #[test]
     fn check_names_the_rule_that_allows_a_destination() {
-        let c = compose(&catalog(), Some("feature-dev"), &Overrides::default()).unwrap();
+        let c = compose(&catalog(), Some("feature-dev"), &Layer::default()).unwrap();
         let (rule, origin) = check(&c.merged, "api.github.com").unwrap().unwrap();
         assert_eq!(rule.source, "api.github.com");
         assert!(
@@ -1016,7 +1019,7 @@ secrets:
 
     #[test]
     fn show_fills_defaults_and_keeps_origins() {
-        let c = compose(&catalog(), Some("researcher"), &Overrides::default()).unwrap();
+        let c = compose(&catalog(), Some("researcher"), &Layer::default()).unwrap();
         let full = c.merged.with_defaults(&defaults());
         let doc = full.document();
         assert_eq!(doc["resources"]["timeout"], "2h");
@@ -1048,7 +1051,7 @@ secrets:
             home: None,
             config_dir: Some(dir.0.clone()),
         };
-        let c = compose(&cat, Some("security"), &Overrides::default()).unwrap();
+        let c = compose(&cat, Some("security"), &Layer::default()).unwrap();
         let r = c.merged.request(false);
         assert!(r.allow_domains.contains(&"git.example.com".to_string()));
         assert!(!r.allow_domains.contains(&"api.github.com".to_string()));

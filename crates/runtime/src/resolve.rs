@@ -7,7 +7,9 @@
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use warden_policy::compose::{compose_source, Catalog, ComposeError, Overrides, SourceText};
+use warden_policy::compose::{
+    compose_source, Catalog, ComposeError, Layer, Origin, SourceText, Val,
+};
 use warden_policy::{Defaults, Field, HostFacts, SandboxSpec, SecretSpec, Trust};
 use warden_workspace::{Sandbox, Store};
 
@@ -19,28 +21,25 @@ pub enum ProfileSource {
     /// A name (user directory, then built-in) or, for the owner, a path
     /// to a YAML file.
     Named(String),
-    /// A profile document given whole (an API request's `spec`, a
-    /// container's annotations); `label` names it in messages. It has the
-    /// trust of whoever the door serves ([`Context::trust`]).
-    Inline { label: String, text: String },
+    /// A profile document given whole as JSON (an API request's `spec`);
+    /// `label` names it in messages, and each of its values is placed at
+    /// its JSON pointer. It has the trust of whoever the door serves
+    /// ([`Context::trust`]).
+    Inline {
+        label: String,
+        body: serde_json::Value,
+    },
 }
 
 /// What a front door was asked for.
 #[derive(Debug, Clone, Default)]
 pub struct Input {
     pub profile: Option<ProfileSource>,
-    /// Values given directly (flags), over the profile's.
-    pub overrides: Overrides,
-    /// `--secret` entries: each replaces the profile's secret of its name.
-    pub secrets: Vec<String>,
-    pub secret_in_body: Vec<String>,
-    pub secret_rules: Vec<String>,
-    /// Absolute paths.
-    pub upstream_ca: Vec<PathBuf>,
-    /// Absolute path of the audit log, over the profile's.
-    pub audit_log: Option<PathBuf>,
-    pub no_audit_log: bool,
-    pub otlp_endpoint: Option<String>,
+    /// Values given directly (the command line's flags, the options a
+    /// door reads by the field table), over the profile's: lists add to
+    /// it, a map's entry (a secret) replaces the profile's of its name,
+    /// any other value replaces it. Each value keeps whose it is.
+    pub flags: Layer,
     /// Whether the caller's standard input is a terminal (a profile's
     /// unset `tty` follows it).
     pub stdin_is_terminal: bool,
@@ -99,6 +98,8 @@ pub enum ResolveError {
     #[error("{place}: {message}")]
     InProfile {
         place: String,
+        /// For a document given as JSON: the JSON pointer of the value.
+        pointer: Option<String>,
         message: String,
         field: Field,
         /// The error itself (its message is already in `message`, worded
@@ -260,19 +261,34 @@ fn resolve_inner(
 ) -> Result<Resolved, ResolveError> {
     let mut notices = Vec::new();
     if let Some(sb) = sandbox {
-        input.overrides.workspace = Some(sb.meta().workspace.clone());
-        input.overrides.overlay = Some(true);
-        if input.audit_log.is_none() && !input.no_audit_log {
-            input.audit_log = Some(sb.dir().join("audit.jsonl"));
+        let flags = &mut input.flags;
+        let at = || Origin::CommandLine;
+        flags.add_one(
+            Field::Workspace,
+            Val::Path(sb.meta().workspace.clone()),
+            at(),
+        );
+        flags.add_one(
+            Field::Overlay,
+            Val::Mode(warden_policy::profile::WorkspaceMode::Overlay),
+            at(),
+        );
+        if flags.get(Field::AuditLog).is_none() && flags.get(Field::NoAuditLog).is_none() {
+            flags.add_one(
+                Field::AuditLog,
+                Val::Path(sb.dir().join("audit.jsonl")),
+                at(),
+            );
         }
     }
     let source = match &input.profile {
         None => None,
         Some(ProfileSource::Named(name)) => Some(ctx.catalog.profile_for(name, ctx.trust)?),
-        Some(ProfileSource::Inline { label, text }) => Some(SourceText {
+        Some(ProfileSource::Inline { label, body }) => Some(SourceText {
             label: label.clone(),
             dir: None,
-            text: text.clone(),
+            text: String::new(),
+            body: Some(body.clone()),
             trust: ctx.trust,
         }),
     };
@@ -294,40 +310,17 @@ fn resolve_inner(
             })
         }
     };
-    let composed = compose_source(ctx.catalog, source, &input.overrides)?.into_valid()?;
+    let composed = compose_source(ctx.catalog, source, &input.flags)?.into_valid()?;
     let mut request = composed.merged.request(input.stdin_is_terminal);
     // A named sandbox needs no command to be created: `exec` without one
     // runs a shell.
     if request.command.is_empty() && sandbox.is_some() {
         request.command = vec!["sh".to_string()];
     }
-    // A given secret replaces the profile's secret of the same name; the
-    // other secret options add to the profile's.
-    let name_of = |s: &str| {
-        s.split(['=', '@'])
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_string()
-    };
-    let given: Vec<String> = input.secrets.iter().map(|s| name_of(s)).collect();
-    request.secrets.retain(|s| !given.contains(&name_of(s)));
-    request.secrets.extend(input.secrets.iter().cloned());
-    // Secrets a caller's door gave (a pod's annotations, within the node's
-    // grant): the hosts it chose reach public addresses only.
-    if ctx.trust == Trust::Caller {
-        request.caller_secrets.extend(given.iter().cloned());
-    }
-    request.secret_in_body.extend(input.secret_in_body);
-    request.secret_rules.extend(input.secret_rules);
-    request.upstream_ca.extend(input.upstream_ca);
-    // Where the run is recorded: what was given, else the profile.
-    let audit_log = input.audit_log.clone().or(request.audit_log.clone());
-    let no_audit_log = input.no_audit_log || (request.no_audit_log && audit_log.is_none());
-    let otlp_endpoint = input
-        .otlp_endpoint
-        .clone()
-        .or_else(|| request.otlp_endpoint.clone());
+    // Where the run is recorded: the flags', else the profile's.
+    let audit_log = request.audit_log.clone();
+    let no_audit_log = request.no_audit_log;
+    let otlp_endpoint = request.otlp_endpoint.clone();
     if otlp_endpoint.is_some() && !ctx.otlp {
         return Err(ResolveError::NoOtlp);
     }
@@ -426,16 +419,28 @@ fn resolve_inner(
     let host_env = warden_jail::secrets::host_environment(&hidden);
     let spec = match request.resolve(ctx.defaults, &host_env) {
         Ok(spec) => spec,
-        Err(e) => match warden_policy::validate::locate(&composed.merged, &e).place() {
-            Some((file, pos)) => {
+        Err(e) => match warden_policy::validate::locate(&composed.merged, &e) {
+            origin @ warden_policy::compose::Origin::Body { .. } => {
                 return Err(ResolveError::InProfile {
-                    place: format!("{file}:{pos}"),
+                    place: origin.to_string(),
+                    pointer: origin.pointer().map(str::to_string),
                     message: e.describe_for_profile(),
                     field: e.field().unwrap_or(Field::Profile),
                     error: e,
                 })
             }
-            None => return Err(e.into()),
+            origin => match origin.place() {
+                Some((file, pos)) => {
+                    return Err(ResolveError::InProfile {
+                        place: format!("{file}:{pos}"),
+                        pointer: None,
+                        message: e.describe_for_profile(),
+                        field: e.field().unwrap_or(Field::Profile),
+                        error: e,
+                    })
+                }
+                None => return Err(e.into()),
+            },
         },
     };
     // A desktop's programs are looked for now, so that a host without

@@ -99,7 +99,7 @@ pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     let store = sandboxes::store(state_dir()?)?;
     warden_workspace::validate_name("sandbox name", &args.name)?;
     let mut run = args.run;
-    if run.overlay {
+    if run.overlay() {
         anyhow::bail!(
             "a named sandbox always sees its workspace through its own layer: leave out --overlay"
         );
@@ -110,7 +110,7 @@ pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
             args.name
         );
     }
-    let workspace = run.workspace.take().map(super::absolute).transpose()?;
+    let workspace = run.take_workspace().map(super::absolute).transpose()?;
     let profile_name = run.profile.clone();
     let req = lifecycle::CreateRequest {
         workspace,
@@ -341,7 +341,7 @@ pub fn run_through_exec(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
     let _gone = Gone(state.clone());
     let store = warden_workspace::Store::open(&state)?;
     let mut args = args;
-    let workspace = match args.workspace.take() {
+    let workspace = match args.take_workspace() {
         Some(w) => std::path::absolute(w)?,
         None => {
             let dir = state.join("workspace");
@@ -507,8 +507,8 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
     use std::os::unix::fs::OpenOptionsExt;
     let store = sandboxes::store(state_dir()?)?;
     let name = format!("run-{}", super::sandbox_id());
-    let workspace = args.workspace.take().map(super::absolute).transpose()?;
-    args.overlay = false;
+    let workspace = args.take_workspace().map(super::absolute).transpose()?;
+    args.given.clear(warden_policy::Field::Overlay);
     args.detach = false;
     let req = lifecycle::CreateRequest {
         workspace,

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod doctor;
 pub mod egress;
+pub mod flags;
 pub mod lifecycle;
 pub mod profile;
 pub mod remote;

@@ -2,7 +2,7 @@
 
 use super::catalog;
 use clap::Subcommand;
-use warden_policy::compose::{compose, Composed, Overrides, Severity};
+use warden_policy::compose::{compose, Composed, Layer, Severity};
 use warden_policy::Defaults;
 
 #[derive(Subcommand)]
@@ -87,13 +87,13 @@ pub fn profile_to(
 ) -> anyhow::Result<u8> {
     let catalog = catalog();
     let load = |name: &str| -> anyhow::Result<Composed> {
-        Ok(compose(&catalog, Some(name), &Overrides::default())?.into_valid()?)
+        Ok(compose(&catalog, Some(name), &Layer::default())?.into_valid()?)
     };
     match cmd {
         ProfileCommand::Validate { files } => {
             let mut ok = true;
             for file in &files {
-                match compose(&catalog, Some(file), &Overrides::default()) {
+                match compose(&catalog, Some(file), &Layer::default()) {
                     Ok(mut c) => {
                         warden_policy::validate::validate(&mut c, defaults);
                         for d in &c.diagnostics {
@@ -153,7 +153,7 @@ pub fn profile_to(
         }
         ProfileCommand::List => {
             for (name, label) in catalog.profile_names() {
-                let description = compose(&catalog, Some(&name), &Overrides::default())
+                let description = compose(&catalog, Some(&name), &Layer::default())
                     .ok()
                     .and_then(|c| c.description)
                     .unwrap_or_default();

@@ -14,6 +14,7 @@ use warden_client::Client;
 
 use super::lifecycle::{CreateArgs, ExecArgs};
 use super::run::RunArgs;
+use warden_policy::Field;
 
 /// The client of the daemon at `host`: `unix` for this user's own daemon
 /// socket, `unix:/path`, a socket path, or `http://HOST:PORT`; the token
@@ -31,14 +32,15 @@ pub fn client(host: &str) -> anyhow::Result<Client> {
 
 /// Options of `run`/`create` that cannot travel to a daemon.
 fn refuse_local_only(args: &RunArgs) -> anyhow::Result<()> {
+    let g = |f: Field| args.given.given(f);
     let refused: [(bool, &str, &str); 10] = [
-        (!args.secret.is_empty() || !args.secret_in_body.is_empty() || !args.secret_rule.is_empty(),
+        (g(Field::Secret) || g(Field::SecretInBody) || g(Field::SecretRule),
          "--secret", "secrets are read by the daemon, not from this shell: name them in a profile of the daemon's host"),
-        (!args.upstream_ca.is_empty(), "--upstream-ca", "name the authority in a profile of the daemon's host"),
-        (args.audit_log.is_some() || args.no_audit_log, "--audit-log", "the daemon keeps each sandbox's audit log; read it with `warden --host ... logs`"),
-        (args.json_events.is_some(), "--json-events", "follow the events with `warden --host ... logs -f --json`"),
-        (otlp(args), "--otlp-endpoint", "set it in the daemon's configuration"),
-        (args.ask == Some(true), "--ask", "questions go to the daemon's approvals, not to this terminal"),
+        (g(Field::UpstreamCa), "--upstream-ca", "name the authority in a profile of the daemon's host"),
+        (g(Field::AuditLog) || g(Field::NoAuditLog), "--audit-log", "the daemon keeps each sandbox's audit log; read it with `warden --host ... logs`"),
+        (g(Field::JsonEvents), "--json-events", "follow the events with `warden --host ... logs -f --json`"),
+        (g(Field::OtlpEndpoint), "--otlp-endpoint", "set it in the daemon's configuration"),
+        (args.given.value(Field::Ask) == Some("true"), "--ask", "questions go to the daemon's approvals, not to this terminal"),
         (args.ask_save.is_some(), "--ask-save", "questions go to the daemon's approvals, whose \"always\" keeps the name on the sandbox's list"),
         (args.egress_learn_file.is_some(), "--egress-learn-file", "the daemon's sandboxes record what they were allowed in their audit log; read it with `warden --host ... logs`"),
         (args.tty, "--tty", "a terminal through the daemon is its PTY WebSocket (the Python client's sb.pty); run without -t"),
@@ -57,16 +59,6 @@ fn refuse_local_only(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[cfg(feature = "otlp")]
-fn otlp(args: &RunArgs) -> bool {
-    args.otlp_endpoint.is_some()
-}
-
-#[cfg(not(feature = "otlp"))]
-fn otlp(_: &RunArgs) -> bool {
-    false
-}
-
 /// The sandbox's part of `run`/`create`'s options as an API request: the
 /// flags become an inline profile (`spec`), the command is left for the
 /// exec.
@@ -77,10 +69,22 @@ fn create_request(
     refuse_local_only(&args)?;
     let profile = args.profile.clone();
     let input = super::run::input(args)?;
-    let mut overrides = input.overrides;
-    let command = std::mem::take(&mut overrides.command);
-    let workspace = overrides.workspace.take();
-    let doc = overrides.layer().document();
+    let mut flags = input.flags;
+    let command = match flags.slots.remove(&Field::Command) {
+        Some(warden_policy::compose::Slot::One(s)) => match s.val {
+            warden_policy::compose::Val::Argv(a) => a,
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    let workspace = match flags.slots.remove(&Field::Workspace) {
+        Some(warden_policy::compose::Slot::One(s)) => match s.val {
+            warden_policy::compose::Val::Path(p) => Some(p),
+            _ => None,
+        },
+        _ => None,
+    };
+    let doc = flags.document();
     let spec = match &doc {
         serde_json::Value::Object(m) if m.is_empty() => None,
         _ => Some(doc),

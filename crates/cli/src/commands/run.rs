@@ -1,204 +1,83 @@
 //! `warden run`, and the resolution of run's options into a spec that
 //! `warden create` shares.
 
+pub use super::flags::Given;
 use super::{absolute, catalog, sandbox_id, state_dir};
 use anyhow::Context as _;
-use clap::Args;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use warden_audit::chain::DeferredLog;
 use warden_audit::JsonLinesSink;
-use warden_policy::compose::Overrides;
-use warden_policy::{parse_duration, parse_size, Defaults, ENV_ALLOWLIST};
+use warden_policy::compose::Origin;
+use warden_policy::{Defaults, Field, Trust, ENV_ALLOWLIST};
 use warden_runtime::resolve::{Context, ProfileSource, Resolved};
 
-#[derive(Args)]
+/// `warden run`'s (and `warden create`'s) options: the sandbox's values
+/// by the field table (see [`super::flags`]), and what the command itself
+/// reads.
+#[derive(Debug, Clone, Default)]
 pub struct RunArgs {
-    /// Start from a profile: a name (see `warden profile list`) or a YAML
-    /// file. Flags given here override it; lists add to it
-    #[arg(long, short = 'P', value_name = "NAME|PATH")]
+    pub given: Given,
     pub profile: Option<String>,
-    /// Mount DIR read-write at /workspace and start there
-    #[arg(long, short = 'w', value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    /// Bind PATH read-only at the same path inside (repeatable)
-    #[arg(long, value_name = "PATH")]
-    pub ro: Vec<PathBuf>,
-    /// Bind PATH read-write at the same path inside (repeatable)
-    #[arg(long, value_name = "PATH")]
-    pub rw: Vec<PathBuf>,
-    /// Share a package cache (pip, npm, cargo, go) with the other sandboxes
-    /// of the profile: a directory of warden's state, never the host's own
-    /// (repeatable)
-    #[arg(long = "cache", value_name = "NAME")]
-    pub cache: Vec<String>,
-    /// Use a prepared root tree (e.g. debootstrap output) instead of the host's /usr, /etc, ...
-    #[arg(long, value_name = "DIR")]
-    pub rootfs: Option<PathBuf>,
-    /// Memory limit for the whole sandbox, e.g. 512M, 4G [default: half the host's memory, at most 8G]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub memory: Option<u64>,
-    /// Maximum number of processes and threads [default: 1024]
-    #[arg(long, value_name = "N")]
-    pub pids: Option<u64>,
-    /// CPU quota in cores, e.g. 0.5 or 2 [default: unlimited]
-    #[arg(long, value_name = "CORES")]
-    pub cpus: Option<f64>,
-    /// Kill the whole sandbox after this long, e.g. 30s, 10m, 2h (exit status 124)
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub timeout: Option<std::time::Duration>,
-    /// Size of the sandbox's /tmp and /dev/shm [default: a quarter of the memory limit, at most 1G]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub tmp_size: Option<u64>,
-    /// Open files per process [default: 4096]
-    #[arg(long, value_name = "N")]
-    pub open_files: Option<u64>,
-    /// Largest file a process may write [default: 16G]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub file_size: Option<u64>,
-    /// Size limit of a reviewable workspace's changes, held in memory while the sandbox runs; a write past it fails with ENOSPC [default: half the memory limit]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub disk: Option<u64>,
-    /// Set a variable in the sandbox (repeatable)
-    #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
-    pub env: Vec<String>,
-    /// Pass a variable from the host's environment (repeatable)
-    #[arg(long = "pass-env", value_name = "NAME")]
-    pub pass_env: Vec<String>,
-    /// Allocate a pseudo-terminal (the default when stdin is a terminal)
-    #[arg(long, short = 't', conflicts_with = "no_tty")]
     pub tty: bool,
-    /// Never allocate a pseudo-terminal
-    #[arg(long = "no-tty", short = 'T')]
     pub no_tty: bool,
-    /// The sandbox's hostname
-    #[arg(long, value_name = "NAME")]
-    pub hostname: Option<String>,
-    /// What isolates the sandbox: `process` (namespaces, Landlock,
-    /// seccomp; the default) or `vm` (a microVM with its own kernel, see
-    /// `warden vm kernel`)
-    #[arg(long, value_name = "process|vm")]
-    pub isolation: Option<String>,
-    /// Allow connections to a name: example.com, .example.com (with
-    /// subdomains), example.com:22 (that port; default 443 and 80). Repeatable.
-    /// Without any, the sandbox has no network beyond its own loopback
-    #[arg(long = "allow-domain", value_name = "NAME[:PORT]")]
-    pub allow_domain: Vec<String>,
-    /// Allow the names of a preset (see `warden preset list`), as a
-    /// profile's `egress.presets` does. Repeatable
-    #[arg(long = "preset", value_name = "NAME")]
-    pub preset: Vec<String>,
-    /// Allow plain HTTP (not only TLS) to allowed names
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub allow_http: Option<bool>,
-    /// Give a name a fixed address, e.g. registry.internal=10.1.2.3 or
-    /// registry.internal:10.1.2.3 (the address is then allowed even when it
-    /// is not public). Repeatable
-    #[arg(long = "add-host", value_name = "NAME=IP")]
-    pub add_host: Vec<String>,
-    /// Let allowed names resolve into this non-public range, e.g.
-    /// 10.20.0.0/16 (by default only public addresses are connected to; the
-    /// host's own addresses never are). Repeatable
-    #[arg(long = "allow-cidr", value_name = "CIDR")]
-    pub allow_cidr: Vec<String>,
-    /// Let the sandbox reach the service on the host's 127.0.0.1:PORT as
-    /// host.warden.internal:PORT (any protocol, through the proxy and its
-    /// log), and nothing else on the host. Repeatable
-    #[arg(long = "allow-host-port", value_name = "PORT")]
-    pub allow_host_port: Vec<u16>,
-    /// Make the sandbox's server on its 127.0.0.1:PORT reachable at the
-    /// host's 127.0.0.1:HOSTPORT (like docker run -p); the sandbox's own
-    /// connections stay filtered. Repeatable
-    #[arg(long, short = 'p', value_name = "HOSTPORT:PORT")]
-    pub publish: Vec<String>,
-    /// Ask on the terminal about connections to names no rule allows (allow
-    /// once, for this run, or deny); without a terminal they are denied
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub ask: Option<bool>,
-    /// Where --ask keeps the names answered "always": `project` (a grants
-    /// file for this workspace in warden's state, read by its later runs)
-    /// or `profile` (added to the profile file in use, its layout and
-    /// comments kept)
-    #[arg(long, value_name = "WHERE", value_parser = ["project", "profile"])]
-    pub ask_save: Option<String>,
-    /// Learning mode: allow every name no rule allows (never the host's
-    /// own services), mark each such decision, and print at exit the
-    /// profile lines the run needed; refused with --secret and --ask
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub egress_learn: Option<bool>,
-    /// With --egress-learn: also write the profile lines the run needed
-    /// to FILE (added to what it holds from earlier learning runs), a
-    /// profile another can take with `extends:` or run with --profile
-    #[arg(long, value_name = "FILE")]
-    pub egress_learn_file: Option<PathBuf>,
-    /// Print one line per egress decision (allowed or denied) on stderr
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub net_log: Option<bool>,
-    /// Refuse new connections once this much has gone through the proxy
-    /// (both ways), e.g. 500M, 5G
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub egress_quota: Option<u64>,
-    /// Close a proxied connection after this long without a byte either way
-    /// [default: 10m]
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub egress_idle_timeout: Option<std::time::Duration>,
-    /// Give the sandbox a placeholder in variable NAME instead of a secret;
-    /// the proxy puts the real value in requests to HOSTS only (HTTPS to
-    /// them is terminated with a per-sandbox authority) and takes it out of
-    /// responses. The value comes from the host variable NAME, or
-    /// NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS, NAME=cmd:PROGRAM
-    /// ARGS@HOSTS (run without a shell). HOSTS are allowed destinations.
-    /// Repeatable
-    #[arg(long, value_name = "NAME[=SOURCE]@HOST[,HOST...]")]
-    pub secret: Vec<String>,
-    /// Substitute this secret in request bodies too, not only in headers
-    /// and URLs (bodies are then read whole, up to 16M). Repeatable
-    #[arg(long = "secret-in-body", value_name = "NAME")]
-    pub secret_in_body: Vec<String>,
-    /// Allow only matching requests to a secret's host once it has rules:
-    /// "[METHOD ]HOST[/PATH]", * matching anything, e.g.
-    /// "GET api.github.com/repos/acme/*". Others get 403. Repeatable
-    #[arg(long = "secret-rule", value_name = "RULE")]
-    pub secret_rule: Vec<String>,
-    /// Trust the authorities in this PEM file, besides the system's, for
-    /// the servers of secrets' hosts. Repeatable
-    #[arg(long = "upstream-ca", value_name = "FILE")]
-    pub upstream_ca: Vec<PathBuf>,
-    /// Append one JSON line per event (created, started, exited, ...) to
-    /// FILE; `-` is standard output
-    #[arg(long, value_name = "FILE")]
-    pub json_events: Option<PathBuf>,
-    /// Write the run's hash-chained audit log to FILE [default: a new file
-    /// in warden's state directory, see `warden audit list`]
-    #[arg(long, value_name = "FILE", conflicts_with = "no_audit_log")]
-    pub audit_log: Option<PathBuf>,
-    /// Keep no audit log of this run
-    #[arg(long)]
-    pub no_audit_log: bool,
-    /// Also send every event to this OpenTelemetry collector (OTLP/HTTP,
-    /// JSON), e.g. http://127.0.0.1:4318
-    #[cfg(feature = "otlp")]
-    #[arg(long, value_name = "URL")]
-    pub otlp_endpoint: Option<String>,
-    /// See the workspace through a copy-on-write layer: the real directory
-    /// is not written; the changes are kept in a sandbox for `warden diff`
-    /// and `warden commit`
-    #[arg(long)]
-    pub overlay: bool,
-    /// When a layer of isolation cannot be applied, run with what the host
-    /// still allows and print what is lost, instead of refusing
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub allow_degraded: Option<bool>,
-    /// Start the command in a sandbox of its own and return at once; the
-    /// sandbox stops when the command ends (see `warden ls`, `logs`, `rm`)
-    #[arg(long, short = 'd', conflicts_with_all = ["tty", "ask"])]
     pub detach: bool,
-    /// (tests) run through a long-lived sandbox's supervisor and exec
-    #[arg(long, hide = true)]
+    pub ask_save: Option<String>,
+    pub egress_learn_file: Option<PathBuf>,
+    /// (tests) run through a long-lived sandbox's supervisor and exec.
     pub through_exec: bool,
-    /// The command to run, after `--` (a profile's `command` when none)
-    #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+impl RunArgs {
+    /// `--workspace`, taken out of the sandbox's values (a named sandbox
+    /// keeps it apart).
+    pub fn take_workspace(&mut self) -> Option<PathBuf> {
+        self.given.take(Field::Workspace).map(PathBuf::from)
+    }
+
+    /// Whether `--overlay` was given.
+    pub fn overlay(&self) -> bool {
+        self.given.given(Field::Overlay)
+    }
+}
+
+impl clap::FromArgMatches for RunArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let given = Given::from_matches(m);
+        let flag = |id: &str| m.try_get_one::<bool>(id).ok().flatten() == Some(&true);
+        let text = |f: Field| given.value(f).map(str::to_string);
+        Ok(RunArgs {
+            profile: text(Field::Profile),
+            tty: flag("tty"),
+            no_tty: flag("no-tty"),
+            detach: flag("detach"),
+            ask_save: text(Field::AskSave),
+            egress_learn_file: text(Field::EgressLearnFile).map(PathBuf::from),
+            through_exec: flag("through-exec"),
+            command: m
+                .try_get_many::<String>("command")
+                .ok()
+                .flatten()
+                .map(|v| v.cloned().collect())
+                .unwrap_or_default(),
+            given,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for RunArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        super::flags::augment(cmd)
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        super::flags::augment(cmd)
+    }
 }
 
 /// The text after `warden run --help`, with the defaults of this host.
@@ -227,77 +106,24 @@ to the audit log or --json-events).",
 /// What the command line asks for, as the runtime's resolution takes it
 /// (paths made absolute against the working directory).
 pub fn input(args: RunArgs) -> anyhow::Result<warden_runtime::resolve::Input> {
-    let ask_save = args.ask_save.clone();
-    let tty = match (args.tty, args.no_tty) {
-        (true, _) => Some(true),
-        (_, true) => Some(false),
-        _ => None,
-    };
-    let paths = |v: Vec<PathBuf>| v.into_iter().map(absolute).collect::<Result<Vec<_>, _>>();
-    let overrides = Overrides {
-        command: args.command,
-        workspace: args.workspace.map(absolute).transpose()?,
-        overlay: args.overlay.then_some(true),
-        ro: paths(args.ro)?,
-        rw: paths(args.rw)?,
-        caches: args.cache,
-        rootfs: args.rootfs.map(absolute).transpose()?,
-        memory: args.memory,
-        pids: args.pids,
-        cpus: args.cpus,
-        timeout: args.timeout,
-        tmp_size: args.tmp_size,
-        open_files: args.open_files,
-        file_size: args.file_size,
-        disk: args.disk,
-        env: args.env,
-        pass_env: args.pass_env,
-        tty,
-        hostname: args.hostname,
-        isolation: args.isolation,
-        allow_domain: args.allow_domain,
-        // The command line is the owner's.
-        caller_domains: Vec::new(),
-        presets: args.preset,
-        allow_http: args.allow_http,
-        add_host: args.add_host,
-        allow_cidr: args.allow_cidr,
-        allow_host_ports: args.allow_host_port,
-        publish: args.publish,
-        ask: args.ask,
-        egress_learn: args.egress_learn,
-        net_log: args.net_log,
-        egress_quota: args.egress_quota,
-        egress_idle_timeout: args.egress_idle_timeout,
-        // `-`: warden's standard output.
-        json_events: args
-            .json_events
-            .map(|p| {
-                if p.as_os_str() == "-" {
-                    Ok(p)
-                } else {
-                    absolute(p)
-                }
-            })
-            .transpose()?,
-        allow_degraded: args.allow_degraded,
-    };
-    #[cfg(feature = "otlp")]
-    let otlp_endpoint = args.otlp_endpoint.clone();
-    #[cfg(not(feature = "otlp"))]
-    let otlp_endpoint: Option<String> = None;
+    let mut flags = args.given.layer()?;
+    if !args.command.is_empty() {
+        flags.add_one(
+            Field::Command,
+            warden_policy::compose::Val::Argv(args.command.clone()),
+            warden_policy::compose::Origin::CommandLine,
+        );
+    }
+    match (args.tty, args.no_tty) {
+        (true, _) => flags.add_text(Field::Tty, "true", Origin::CommandLine, Trust::Owner)?,
+        (_, true) => flags.add_text(Field::Tty, "false", Origin::CommandLine, Trust::Owner)?,
+        _ => {}
+    }
     Ok(warden_runtime::resolve::Input {
         profile: args.profile.map(ProfileSource::Named),
-        overrides,
-        secrets: args.secret,
-        secret_in_body: args.secret_in_body,
-        secret_rules: args.secret_rule,
-        upstream_ca: paths(args.upstream_ca)?,
-        audit_log: args.audit_log.map(absolute).transpose()?,
-        no_audit_log: args.no_audit_log,
-        otlp_endpoint,
+        flags,
         stdin_is_terminal: std::io::stdin().is_terminal(),
-        ask_save: match ask_save.as_deref() {
+        ask_save: match args.ask_save.as_deref() {
             Some("profile") => warden_runtime::resolve::AskSave::Profile,
             _ => warden_runtime::resolve::AskSave::Project,
         },
@@ -324,7 +150,7 @@ pub fn resolve(
         // The command line is the owner's own.
         trust: warden_policy::Trust::Owner,
     };
-    if input.overrides.overlay == Some(true) && sandbox.is_none() {
+    if input.flags.get(Field::Overlay).is_some() && sandbox.is_none() {
         // The layer is made in the store: say now if there is none.
         state_dir()?;
     }
@@ -352,7 +178,8 @@ impl warden_audit::EventSink for DegradedNotices {
 }
 
 /// `--net-log`: each egress decision on stderr as it is made, one line,
-/// with whatever the sandbox sent (names) made printable.
+/// with whatever the sandbox sent (names) made printable, and for a
+/// denial the flag that would allow it.
 pub struct NetLogNotices;
 
 impl warden_audit::EventSink for NetLogNotices {
@@ -360,7 +187,7 @@ impl warden_audit::EventSink for NetLogNotices {
         if let warden_audit::EventKind::Connection { .. } = &event.kind {
             eprintln!(
                 "warden: egress {}",
-                warden_workspace::printable(&event.kind.describe())
+                warden_workspace::printable(&super::audit::describe_kind(&event.kind))
             );
         }
     }
@@ -511,8 +338,8 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         }
     }
     let finished = finished.context("the sandbox could not be run")?;
-    for notice in &finished.notices {
-        eprintln!("warden: {notice}");
+    for n in &finished.notices {
+        eprintln!("warden: {}", super::audit::notice(n));
     }
     if let Some(file) = &learn_file {
         let all = warden_runtime::teach::write_learned(file, &finished.learned)?;

@@ -25,6 +25,7 @@ mod input_checks;
 mod isolation;
 mod lifecycle;
 mod mcp;
+mod one_spec;
 mod output_budget;
 mod profiles;
 mod pty_api;

@@ -308,8 +308,9 @@ secrets:\n  TOKEN:\n    from_env: MY_TOKEN\n    from_file: /tmp/x\n    hosts: [a
     for (place, words) in [
         ("3:3", "`memory` is given twice in this section; keep one"),
         ("4:9", "\"lots\" is not a whole number"),
+        // At the value that is wrong.
         (
-            "5:3",
+            "5:9",
             "expected a number of cores such as 0.5 or 2, not a list",
         ),
         ("7:23", "\"bad domain\""),

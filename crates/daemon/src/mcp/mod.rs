@@ -403,9 +403,14 @@ impl Session {
                         .clone()
                         .map(warden_runtime::resolve::ProfileSource::Named),
                     // Only what it allows is read: any command will do.
-                    overrides: warden_policy::compose::Overrides {
-                        command: vec!["sh".into()],
-                        ..Default::default()
+                    flags: {
+                        let mut flags = warden_policy::compose::Layer::default();
+                        flags.add_one(
+                            warden_policy::Field::Command,
+                            warden_policy::compose::Val::Argv(vec!["sh".into()]),
+                            warden_policy::compose::Origin::CommandLine,
+                        );
+                        flags
                     },
                     ..Default::default()
                 };

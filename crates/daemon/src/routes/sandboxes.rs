@@ -105,7 +105,7 @@ fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
     input.profile = match (spec, &body.profile) {
         (Some(doc), _) => Some(ProfileSource::Inline {
             label: "request spec".into(),
-            text: serde_json::to_string_pretty(&doc).unwrap_or_default(),
+            body: doc,
         }),
         (None, Some(p)) => Some(ProfileSource::Named(p.clone())),
         (None, None) => None,
@@ -157,10 +157,6 @@ pub async fn create(
         }
     }
     let input = input_of(&body, &caller)?;
-    let spec_text = match &input.profile {
-        Some(ProfileSource::Inline { text, .. }) => Some(text.clone()),
-        _ => None,
-    };
     let start = body.start.unwrap_or(true);
     let ttl = body.ttl_seconds.map(Duration::from_secs);
     let labels = body.labels.clone();
@@ -204,7 +200,7 @@ pub async fn create(
         };
         let (sb, _notice) = match lifecycle::create(&app.store, &id, req, &ctx) {
             Ok(r) => r,
-            Err(e) => return Err(located(e, spec_text.as_deref())),
+            Err(e) => return Err(e.into()),
         };
         // A token's quota is checked and its new sandbox recorded in one
         // step: two creates at once cannot both pass.
@@ -237,61 +233,6 @@ pub async fn create(
     })
     .await?;
     Ok((StatusCode::CREATED, Json(info)))
-}
-
-/// A create's error, with the field a problem in the inline spec is at
-/// when only its line in the spec's text is known (values the profile
-/// reader cannot read at all, e.g. a size of "lots").
-fn located(e: lifecycle::LifecycleError, spec: Option<&str>) -> ApiError {
-    use warden_policy::compose::ComposeError;
-    use warden_runtime::resolve::ResolveError;
-    let at = match (&e, spec) {
-        (lifecycle::LifecycleError::Resolve(r), Some(text)) => match r.as_ref() {
-            ResolveError::Compose(ComposeError::Invalid(diags)) => diags
-                .iter()
-                .find(|d| d.field.is_none())
-                .and_then(|d| pointer_at_line(text, d.pos.line as usize)),
-            _ => None,
-        },
-        _ => None,
-    };
-    let mut err = ApiError::from(e);
-    if err.problem.field.is_none() {
-        if let Some(p) = at {
-            err.problem.message = format!("{p}: {}", err.problem.message);
-            err.problem.field = Some(p);
-        }
-    }
-    err
-}
-
-/// The JSON pointer of the key on line `line` (1-based) of pretty-printed
-/// JSON (`serde_json::to_string_pretty`: one key per line, two spaces per
-/// level), under `/spec`.
-fn pointer_at_line(text: &str, line: usize) -> Option<String> {
-    let mut stack: Vec<String> = Vec::new();
-    for (i, l) in text.lines().enumerate() {
-        let indent = l.len() - l.trim_start().len();
-        let depth = indent / 2;
-        let t = l.trim_start();
-        let key = t
-            .strip_prefix('"')
-            .and_then(|r| r.split_once("\":"))
-            .map(|(k, _)| k.replace('~', "~0").replace('/', "~1"));
-        if let Some(k) = key {
-            stack.truncate(depth.saturating_sub(1));
-            stack.push(k);
-        }
-        if i + 1 == line {
-            return key_path(&stack, depth);
-        }
-    }
-    None
-}
-
-fn key_path(stack: &[String], depth: usize) -> Option<String> {
-    let keys = &stack[..depth.min(stack.len())];
-    (!keys.is_empty()).then(|| format!("/spec/{}", keys.join("/")))
 }
 
 /// The memory limit a sandbox was created with.
@@ -543,25 +484,4 @@ pub async fn remove(
     })
     .await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_line_of_the_inline_spec_is_named_by_its_json_pointer() {
-        let doc = serde_json::json!({"egress": {"domains": ["a"]}, "resources": {"cpus": 1, "memory": "lots"}});
-        let text = serde_json::to_string_pretty(&doc).unwrap();
-        let line = text.lines().position(|l| l.contains("lots")).unwrap() + 1;
-        assert_eq!(
-            pointer_at_line(&text, line).as_deref(),
-            Some("/spec/resources/memory")
-        );
-        let line = text.lines().position(|l| l.contains("\"a\"")).unwrap() + 1;
-        assert_eq!(
-            pointer_at_line(&text, line).as_deref(),
-            Some("/spec/egress/domains")
-        );
-    }
 }

@@ -1,0 +1,172 @@
+//! One spec, every door: the same options given as flags, as a profile
+//! file and as an API body become the same stored spec, and the same bad
+//! value is refused by each door in its own words (a flag, a file's line
+//! and column, a JSON pointer), never in another door's.
+
+use crate::common::daemon::{call, curl_available, json, Daemon};
+use crate::common::*;
+
+/// The parts of a stored spec the options below set.
+fn stored(state: &Path, name: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(sandbox_dir(state, name).join("sandbox.json")).unwrap();
+    let stored = json(&text);
+    let spec = &stored["spec"];
+    serde_json::json!({
+        "resources": spec["resources"],
+        "hostname": spec["hostname"],
+        "env": spec["env"],
+        "network": spec["network"],
+        "command": spec["command"],
+    })
+}
+
+use std::path::Path;
+
+const PROFILE: &str = "hostname: same\n\
+resources:\n  memory: 300M\n  pids: 77\n  timeout: 90s\n\
+egress:\n  domains: [a.example.test, \"b.example.test:22\"]\n  allow_http: true\n\
+env:\n  set: { ANSWER: \"42\" }\n\
+command: [sh, -c, \"true\"]\n";
+
+#[test]
+fn flags_a_profile_and_an_api_body_saying_the_same_store_the_same_spec() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("one-spec");
+    let flags = [
+        "create",
+        "by-flags",
+        "--no-tty",
+        "--hostname",
+        "same",
+        "--memory",
+        "300M",
+        "--pids",
+        "77",
+        "--timeout",
+        "90s",
+        "--allow-domain",
+        "a.example.test",
+        "--allow-domain",
+        "b.example.test:22",
+        "--allow-http",
+        "-e",
+        "ANSWER=42",
+        "--",
+        "sh",
+        "-c",
+        "true",
+    ];
+    ok(&warden(state.path(), &flags));
+    let file = state.path().join("p.yaml");
+    std::fs::write(&file, PROFILE).unwrap();
+    ok(&warden(
+        state.path(),
+        &[
+            "create",
+            "by-file",
+            "--no-tty",
+            "--profile",
+            file.to_str().unwrap(),
+        ],
+    ));
+    let d = Daemon::start(state.path(), false);
+    let body = serde_json::json!({
+        "name": "by-api",
+        "start": false,
+        "spec": {
+            "hostname": "same",
+            "tty": false,
+            "resources": {"memory": "300M", "pids": 77, "timeout": "90s"},
+            "egress": {"domains": ["a.example.test", "b.example.test:22"], "allow_http": true},
+            "env": {"set": {"ANSWER": "42"}},
+            "command": ["sh", "-c", "true"]
+        }
+    });
+    let (status, text) = call(&d, "POST", "/v1/sandboxes", Some(&body.to_string()), None);
+    assert_eq!(status, 201, "{text}");
+    let by_flags = stored(state.path(), "by-flags");
+    assert_eq!(
+        by_flags["resources"]["memory"]["value"],
+        300 << 20,
+        "{by_flags}"
+    );
+    assert_eq!(by_flags, stored(state.path(), "by-file"));
+    assert_eq!(by_flags, stored(state.path(), "by-api"));
+}
+
+#[test]
+fn a_bad_value_is_refused_by_each_door_in_its_own_words() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("one-spec-bad");
+    // The command line names the flag.
+    let out = warden(state.path(), &["run", "--memory", "lots", "--", "true"]);
+    assert_ne!(code(&out), 0);
+    assert!(stderr(&out).contains("--memory"), "{}", stderr(&out));
+    // A profile names the key at its line and column, never the flag.
+    let file = state.path().join("bad.yaml");
+    std::fs::write(&file, "hostname: x\nresources:\n  memory: lots\n").unwrap();
+    let out = warden(
+        state.path(),
+        &["run", "--profile", file.to_str().unwrap(), "--", "true"],
+    );
+    let err = stderr(&out);
+    assert_ne!(code(&out), 0);
+    assert!(err.contains("bad.yaml:3:11"), "{err}");
+    assert!(!err.contains("--memory"), "{err}");
+    // `profile validate` says the same of the same file.
+    let out = warden(
+        state.path(),
+        &["profile", "validate", file.to_str().unwrap()],
+    );
+    assert_ne!(code(&out), 0);
+    assert!(
+        stdout(&out).contains("bad.yaml:3:11") || stderr(&out).contains("bad.yaml:3:11"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // The API names the JSON pointer, never a flag or a line of a text
+    // it never wrote.
+    let d = Daemon::start(state.path(), false);
+    for (spec, pointer) in [
+        (
+            serde_json::json!({"resources": {"memory": "lots"}}),
+            "/spec/resources/memory",
+        ),
+        (
+            serde_json::json!({"resources": {"pids": -3}}),
+            "/spec/resources/pids",
+        ),
+        (
+            serde_json::json!({"egress": {"domains": "a.test"}}),
+            "/spec/egress/domains",
+        ),
+        (
+            serde_json::json!({"secrets": {"T": {"from_env": "A", "hosts": "x"}}}),
+            "/spec/secrets/T/hosts",
+        ),
+        (
+            serde_json::json!({"resources": {"memroy": "1G"}}),
+            "/spec/resources/memroy",
+        ),
+    ] {
+        let body = serde_json::json!({"start": false, "spec": spec});
+        let (status, text) = call(&d, "POST", "/v1/sandboxes", Some(&body.to_string()), None);
+        assert!(status == 422 || status == 403, "{status} {text}");
+        let problem = json(&text);
+        assert_eq!(problem["field"], pointer, "{text}");
+        let message = problem["message"].as_str().unwrap_or_default();
+        assert!(
+            !message.contains("--"),
+            "a flag in an API message: {message}"
+        );
+        assert!(
+            !message.contains("line "),
+            "a line in an API message: {message}"
+        );
+    }
+}
