@@ -412,7 +412,10 @@ fn finish(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("warden: {e:#}");
+            // Options are named below the command line by their profile
+            // keys: here, by their flags.
+            let text = warden_policy::word(&format!("{e:#}"), warden_policy::Door::Cli);
+            eprintln!("warden: {text}");
             ExitCode::from(EXIT_WARDEN)
         }
     }

@@ -844,6 +844,69 @@ impl Field {
     }
 }
 
+/// How a door names options in a message. Below the doors a message names
+/// another option by its profile key in backticks (`` `resources.disk` ``),
+/// the one spelling every door can read; each door words it for its own
+/// user with [`word`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// The command line: `--disk`.
+    Cli,
+    /// A profile file: `resources.disk` (as written below the doors).
+    Profile,
+    /// The API's body: `/resources/disk`.
+    Api,
+}
+
+/// `text` with every `` `KEY` `` that is a field's profile key worded for
+/// `door`: the flag on the command line (the key stays when the field has
+/// no flag), the key in a profile, the JSON pointer in the API.
+pub fn word(text: &str, door: Door) -> String {
+    if door == Door::Profile {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('`') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('`') else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let inner = &after[..end];
+        // `KEY` alone, or `KEY VALUE` (`resources.disk 2G`).
+        let (key, tail) = match inner.split_once(' ') {
+            Some((k, t)) => (k, Some(t)),
+            None => (inner, None),
+        };
+        let worded = Field::from_profile_key(key).and_then(|f| match door {
+            Door::Cli => f.flag().map(str::to_string),
+            Door::Api => f.json_path().map(str::to_string),
+            Door::Profile => None,
+        });
+        match worded {
+            Some(w) => {
+                out.push('`');
+                out.push_str(&w);
+                if let Some(t) = tail {
+                    out.push(' ');
+                    out.push_str(t);
+                }
+                out.push('`');
+            }
+            None => {
+                out.push('`');
+                out.push_str(inner);
+                out.push('`');
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Is `key` an instance of the table's `pattern` (`*` matches one segment)?
 fn key_matches(pattern: &str, key: &str) -> bool {
     let (mut p, mut k) = (pattern.split('.'), key.split('.'));
@@ -1013,6 +1076,25 @@ mod tests {
                 "docs/profiles.md has no row for `{key}`"
             );
         }
+    }
+
+    #[test]
+    fn a_key_in_a_message_is_worded_for_each_door() {
+        let text = "lower `resources.disk` or raise `resources.memory 4G`; see `warden doctor`";
+        assert_eq!(
+            word(text, Door::Cli),
+            "lower `--disk` or raise `--memory 4G`; see `warden doctor`"
+        );
+        assert_eq!(
+            word(text, Door::Api),
+            "lower `/resources/disk` or raise `/resources/memory 4G`; see `warden doctor`"
+        );
+        assert_eq!(word(text, Door::Profile), text);
+        assert_eq!(word("a ` alone", Door::Cli), "a ` alone");
+        assert_eq!(
+            word("`filesystem.runs_on_host`", Door::Cli),
+            "`filesystem.runs_on_host`"
+        );
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub use desktop::DesktopSpec;
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
 pub use error::{Problem, ResolveError, SpecError};
-pub use fields::{Field, FieldInfo, Kind, Reach, Shape, FIELDS};
+pub use fields::{word, Door, Field, FieldInfo, Kind, Reach, Shape, FIELDS};
 pub use home::{CacheMount, Home, CACHES, HOME_MOUNT};
 pub use secrets::{SecretRule, SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
 pub use trust::{Refusal, Trust};
