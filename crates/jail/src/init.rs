@@ -467,7 +467,12 @@ impl ExecPlan {
                     0,
                 );
             }
-            libc::chdir(self.cwd.as_ptr());
+            if libc::chdir(self.cwd.as_ptr()) != 0 {
+                // A constant line: nothing may be allocated here.
+                let line: &[u8] = b"setup the command's working directory (`filesystem.workdir`) is not a directory inside the sandbox\n";
+                libc::write(self.report, line.as_ptr().cast(), line.len());
+                libc::_exit(125);
+            }
             // The command starts with default dispositions and the mask
             // warden had.
             for s in FORWARDED.iter().chain(&[Signal::SIGCHLD, Signal::SIGPIPE]) {

@@ -483,6 +483,7 @@ impl Layer {
                 Terminal::Inherit
             },
             hostname: self.text(Field::Hostname),
+            workdir: self.text(Field::Workdir),
             isolation: self.text(Field::Isolation),
             allow_degraded: self.flag(Field::AllowDegraded).unwrap_or(false),
             desktop: self.flag(Field::Desktop).unwrap_or(false),

@@ -570,6 +570,14 @@ fields! {
         reach: sandbox,
         doc: "See the workspace through a copy-on-write layer (mode `overlay`; the default is `direct`): its changes are kept for `warden diff` and `warden commit`",
     },
+    Workdir {
+        flag: "--workdir", short: -, value: "DIR",
+        key: "filesystem.workdir", json: "/filesystem/workdir",
+        ty: "path inside the sandbox",
+        shape: one, kind: text,
+        reach: sandbox,
+        doc: "Where the command (and every exec) starts inside the sandbox, an absolute path such as /workspace/backend (default /workspace with a workspace, else /)",
+    },
     Rootfs {
         flag: "--rootfs", short: -, value: "DIR",
         key: "filesystem.rootfs", json: "/filesystem/rootfs",

@@ -143,6 +143,10 @@ pub struct FilesystemSpec {
     /// sandboxes of a profile (`filesystem.caches`).
     #[serde(default)]
     pub caches: Vec<CacheMount>,
+    /// Where the command and every exec start inside the sandbox
+    /// (`filesystem.workdir`); `None`: the workspace, else `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<PathBuf>,
     /// `--disk`: set where warden keeps something on the host's disk for
     /// the sandbox (an overlay's layer, a named sandbox's home, the writes
     /// to its caches): all of it lives in one tmpfs of this size while the
@@ -364,6 +368,8 @@ pub struct Request {
     pub env: EnvRequest,
     pub terminal: Terminal,
     pub hostname: Option<String>,
+    /// `filesystem.workdir`: where commands start inside.
+    pub workdir: Option<String>,
     /// `process` (the default) or `vm`.
     pub isolation: Option<String>,
     pub allow_degraded: bool,
@@ -542,6 +548,19 @@ impl Request {
             return Err(Field::TmpSize.invalid(Problem::TmpTooSmall(tmp_size)));
         }
         let hostname = self.hostname.unwrap_or_else(|| "warden".to_string());
+        // A path inside the sandbox, written whole: absolute, no `..`.
+        let workdir = match self.workdir.as_deref().map(Path::new) {
+            Some(w) if !w.is_absolute() => {
+                return Err(Field::Workdir.invalid(Problem::RelativePath(w.to_path_buf())))
+            }
+            Some(w) if w.components().any(|c| c == std::path::Component::ParentDir) => {
+                return Err(Field::Workdir.invalid(Problem::ForbiddenPath {
+                    path: w.to_path_buf(),
+                    why: "write it without `..`",
+                }))
+            }
+            w => w.map(Path::to_path_buf),
+        };
         if !valid_hostname(&hostname) {
             return Err(Field::Hostname.invalid(Problem::BadHostname(hostname)));
         }
@@ -777,6 +796,7 @@ impl Request {
                 runs_on_host: self.runs_on_host,
                 home: home_spec,
                 caches,
+                workdir,
                 disk,
             },
             resources: ResourceSpec {
@@ -1236,6 +1256,7 @@ mod tests {
                 runs_on_host: Vec::new(),
                 home: Home::None,
                 caches: Vec::new(),
+                workdir: None,
                 disk: Some(DiskLimit {
                     bytes: GIB,
                     asked: false,

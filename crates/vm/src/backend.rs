@@ -755,7 +755,9 @@ fn next(rx: &Receiver<Input>, deadline: Option<Instant>) -> Option<Input> {
 }
 
 fn workdir(spec: &SandboxSpec) -> String {
-    if spec.filesystem.workspace.is_some() {
+    if let Some(w) = &spec.filesystem.workdir {
+        w.to_string_lossy().into_owned()
+    } else if spec.filesystem.workspace.is_some() {
         WORKSPACE_MOUNT.to_string()
     } else {
         "/".to_string()

@@ -261,6 +261,7 @@ mod tests {
             runs_on_host: vec![],
             home: Default::default(),
             caches: vec![],
+            workdir: None,
             disk: None,
         };
         let real = std::fs::canonicalize(&real).unwrap();
@@ -297,6 +298,7 @@ mod tests {
             runs_on_host: vec![],
             home: Default::default(),
             caches: vec![],
+            workdir: None,
             disk: None,
         };
         let (_, params) = binds(&fs).unwrap();

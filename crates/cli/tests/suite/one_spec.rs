@@ -170,3 +170,62 @@ fn a_bad_value_is_refused_by_each_door_in_its_own_words() {
         );
     }
 }
+
+/// `filesystem.workdir` was added as one row of the table, one line of
+/// the layer's reading, one of resolution and its enforcement: every door
+/// has it at once.
+#[test]
+fn an_option_added_to_the_table_reaches_every_door() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("one-spec-new");
+    // The command line, and its wording of a bad value.
+    let out = warden(
+        state.path(),
+        &["run", "--no-tty", "--workdir", "/usr/lib", "--", "pwd"],
+    );
+    assert_eq!(ok(&out).trim(), "/usr/lib");
+    let out = warden(state.path(), &["run", "--workdir", "usr", "--", "pwd"]);
+    assert_ne!(code(&out), 0);
+    assert!(stderr(&out).contains("--workdir usr"), "{}", stderr(&out));
+    // A directory that is not there inside stops the start, said so.
+    let out = warden(state.path(), &["run", "--workdir", "/nowhere", "--", "pwd"]);
+    assert_eq!(code(&out), 125, "{}", stderr(&out));
+    assert!(stderr(&out).contains("`--workdir`"), "{}", stderr(&out));
+    // A profile.
+    let file = state.path().join("w.yaml");
+    std::fs::write(&file, "filesystem:\n  workdir: /usr/share\n").unwrap();
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-tty",
+            "--profile",
+            file.to_str().unwrap(),
+            "--",
+            "pwd",
+        ],
+    );
+    assert_eq!(ok(&out).trim(), "/usr/share");
+    // The API: a sandbox's execs start there too; a bad value is at its
+    // pointer.
+    let d = Daemon::start(state.path(), false);
+    let body = serde_json::json!({"name": "w", "spec": {"filesystem": {"workdir": "/etc"}}});
+    let (status, text) = call(&d, "POST", "/v1/sandboxes", Some(&body.to_string()), None);
+    assert_eq!(status, 201, "{text}");
+    let exec = serde_json::json!({"argv": ["pwd"]});
+    let (status, text) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/w/exec",
+        Some(&exec.to_string()),
+        None,
+    );
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("/etc"), "{text}");
+    let body = serde_json::json!({"start": false, "spec": {"filesystem": {"workdir": "etc"}}});
+    let (status, text) = call(&d, "POST", "/v1/sandboxes", Some(&body.to_string()), None);
+    assert_eq!(status, 422, "{text}");
+    assert_eq!(json(&text)["field"], "/spec/filesystem/workdir", "{text}");
+}

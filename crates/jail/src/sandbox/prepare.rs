@@ -534,6 +534,8 @@ fn environment(
         (None, Some(_)) => PathBuf::from(WORKSPACE_MOUNT),
         (None, None) => PathBuf::from("/"),
     };
+    // `filesystem.workdir`: where the command and every exec start.
+    let cwd = spec.filesystem.workdir.clone().unwrap_or(cwd);
     let env = env_pairs
         .iter()
         .map(|(k, v)| cstring(&format!("{k}={v}")))
