@@ -710,6 +710,7 @@ egress:
   idle_timeout: 5m
 filesystem:
   workspace: /srv/ws
+  workdir: /srv/ws/sub
   mode: overlay
   rootfs: /srv/root
   read_only: [/etc/r]
