@@ -756,6 +756,52 @@ mod tests {
     }
 
     #[test]
+    fn a_log_with_decisions_of_both_shapes_verifies() {
+        // A connection recorded before decisions carried their code, then
+        // one that carries it: each record's hash is over its own bytes.
+        let d = Dir::new("reasons");
+        let p = d.0.join("a.jsonl");
+        let connection = |reason: Option<crate::Reason>| {
+            Event::now(
+                "sb",
+                EventKind::Connection {
+                    protocol: crate::Protocol::Http,
+                    conn: None,
+                    name: Some("example.test".into()),
+                    port: 80,
+                    original_destination: None,
+                    allowed: false,
+                    rule: None,
+                    detail: "plain HTTP is denied (only TLS goes to allowed names)".into(),
+                    bytes_out: 0,
+                    bytes_in: 0,
+                    duration_ms: 0,
+                    reason: reason.map(Box::new),
+                },
+            )
+        };
+        let mut log = ChainedLog::open(&p).unwrap();
+        log.emit(&connection(None));
+        log.emit(&connection(Some(crate::Reason {
+            code: "plain_http".into(),
+            field: Some("egress.allow_http".into()),
+            addresses: Vec::new(),
+            allow: None,
+        })));
+        log.close().unwrap();
+        assert_eq!(
+            verify(&p).unwrap(),
+            Verdict::Intact {
+                records: 2,
+                head: true
+            }
+        );
+        assert!(
+            lines(&p)[1].contains(r#""reason":{"code":"plain_http","field":"egress.allow_http"}"#)
+        );
+    }
+
+    #[test]
     fn each_record_is_on_the_file_when_it_is_emitted() {
         let d = Dir::new("live");
         let p = d.0.join("a.jsonl");

@@ -99,8 +99,8 @@ pub enum EventKind {
         bytes_out: u64,
         bytes_in: u64,
         duration_ms: u64,
-        /// Why it was refused, as a code and its data, where a rule would
-        /// lift the refusal (`detail` says it in words). Boxed: rare, and
+        /// Why, as a code and its data: the option that would change the
+        /// outcome, and its entry (`detail` says it in words). Boxed:
         /// every event is as large as its largest kind.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<Box<Reason>>,
@@ -252,21 +252,37 @@ impl EventKind {
     }
 }
 
-/// Why a connection was refused: a stable code and its data, for each
-/// door to word in its own terms (a flag, a profile key, an API field).
+/// Why a connection was decided as it was: a stable code and its data,
+/// for each door to word in its own terms (a flag, a profile key, an API
+/// field). The event's `detail` says the same in plain words.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reason {
-    /// `not_public` (the name resolved only to non-public addresses in no
-    /// allowed range), `host_itself` (only to the host's own addresses),
-    /// `callers_reach` (only a caller's entry allows it, which reaches
-    /// public addresses only).
+    /// The egress proxy's code: `not_allowed` (no entry for the name on
+    /// the port), `plain_http`, `denied_when_asked`, `not_public` (the
+    /// name resolved only to non-public addresses in no allowed range),
+    /// `host_itself`, `callers_reach`, `quota_used_up`, `asked_once`,
+    /// `learned`, ... (`warden_egress::decision::Reason` lists them).
     pub code: String,
+    /// The option that would change the outcome, by its profile key
+    /// (`egress.domains`); absent where no option would. Logs written
+    /// before it was recorded carry it only in `allow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
     /// The addresses the name resolved to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
-    /// The owner's option whose entry would allow it.
+    /// The entry of `field` that would allow it, where one would.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<WouldAllow>,
+}
+
+impl Reason {
+    /// The option that would change the outcome, by its profile key.
+    pub fn field(&self) -> Option<&str> {
+        self.field
+            .as_deref()
+            .or(self.allow.as_ref().map(|a| a.field.as_str()))
+    }
 }
 
 /// An entry that would allow a refused connection.
@@ -710,6 +726,7 @@ pub(crate) mod tests {
                 duration_ms: 0,
                 reason: Some(Box::new(Reason {
                     code: "not_public".into(),
+                    field: None,
                     addresses: vec!["10.1.2.3".into()],
                     allow: Some(WouldAllow {
                         field: "egress.allow_cidrs".into(),
@@ -727,6 +744,53 @@ pub(crate) mod tests {
         let bare = r#"{"ts_ms":1,"sandbox":"sb","event":"connection","protocol":"tls","name":"a.test","port":443,"original_destination":null,"allowed":false,"rule":null,"detail":"x","bytes_out":0,"bytes_in":0,"duration_ms":0,"reason":{"code":"callers_reach"}}"#;
         let e: Event = serde_json::from_str(bare).unwrap();
         assert_eq!(serde_json::to_string(&e).unwrap(), bare);
+    }
+
+    #[test]
+    fn a_decisions_code_and_field_travel_beside_its_words_and_read_back() {
+        let e = Event {
+            ts_ms: 1,
+            sandbox: "sb".into(),
+            kind: EventKind::Connection {
+                protocol: Protocol::Tls,
+                conn: None,
+                name: Some("example.test".into()),
+                port: 22,
+                original_destination: None,
+                allowed: false,
+                rule: None,
+                detail: "no allowlist entry for this name on port 22".into(),
+                bytes_out: 0,
+                bytes_in: 0,
+                duration_ms: 0,
+                reason: Some(Box::new(Reason {
+                    code: "not_allowed".into(),
+                    field: Some("egress.domains".into()),
+                    addresses: Vec::new(),
+                    allow: Some(WouldAllow {
+                        field: "egress.domains".into(),
+                        value: "example.test:22".into(),
+                    }),
+                })),
+            },
+        };
+        let line = serde_json::to_string(&e).unwrap();
+        // The existing keys stay as they were; the code and field are new.
+        assert!(
+            line.contains(r#""detail":"no allowlist entry for this name on port 22""#),
+            "{line}"
+        );
+        assert!(
+            line.contains(r#""reason":{"code":"not_allowed","field":"egress.domains","allow":{"field":"egress.domains","value":"example.test:22"}}"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), e);
+        // A reason written before the field was: the field is its entry's.
+        let old: Reason = serde_json::from_str(
+            r#"{"code":"not_public","allow":{"field":"egress.allow_cidrs","value":"10.1.2.3/32"}}"#,
+        )
+        .unwrap();
+        assert_eq!(old.field(), Some("egress.allow_cidrs"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! the host side. The pool address also tells the proxy which name a plain
 //! TCP connection (no TLS, no HTTP) was made to.
 
+use crate::decision::{domain_entry, Cause, Reason};
 use crate::matcher::Matcher;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::A;
@@ -59,17 +60,19 @@ pub struct DnsDecision {
     pub record_type: String,
     pub allowed: bool,
     pub rule: Option<String>,
+    /// Why, as a code and what would change it.
+    pub cause: Cause,
 }
 
 /// Answer one query. `None`: the datagram is not a DNS query and gets no
-/// answer at all. With `ask` (`--ask` or `--egress-learn`: the rule to
-/// record), every name gets its pool address:
+/// answer at all. With `ask` (ask or learning mode: the rule to record and
+/// its reason), every name gets its pool address:
 /// the person is asked when a connection is made, where its port and
 /// protocol are known; the query still goes nowhere.
 pub fn answer(
     query: &[u8],
     matcher: &Matcher,
-    ask: Option<&str>,
+    ask: Option<(&str, Reason)>,
     addresses: &mut NameAddresses,
 ) -> Option<(Vec<u8>, Option<DnsDecision>)> {
     let request = Message::from_vec(query).ok()?;
@@ -102,14 +105,19 @@ pub fn answer(
     } else {
         matcher
             .allows_name(&name)
-            .map(|m| m.rule.source.clone())
-            .or_else(|| ask.map(str::to_string))
+            .map(|m| (m.rule.source.clone(), Reason::Allowed))
+            .or_else(|| ask.map(|(rule, reason)| (rule.to_string(), reason)))
     };
     let mut decision = DnsDecision {
         name: name.clone(),
         record_type: qtype.to_string(),
         allowed: allowed.is_some(),
-        rule: allowed.clone(),
+        rule: allowed.as_ref().map(|(rule, _)| rule.clone()),
+        cause: match &allowed {
+            Some((_, reason)) => Cause::new(*reason),
+            // Any entry for the name answers its queries.
+            None => Cause::with_entry(Reason::NotAllowed, domain_entry(&name, 443)),
+        },
     };
     match (allowed, qtype) {
         (None, _) => {
@@ -136,6 +144,7 @@ pub fn answer(
             decision.allowed = false;
             decision.rule = None;
             decision.record_type = format!("{qtype} (refused: not a type a sandbox needs)");
+            decision.cause = Cause::new(Reason::RecordType);
         }
     }
     response.to_vec().ok().map(|v| (v, Some(decision)))
@@ -144,6 +153,7 @@ pub fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::ASK_ON_CONNECTION;
     use hickory_proto::op::Query;
     use hickory_proto::rr::Name;
     use std::str::FromStr;
@@ -198,7 +208,7 @@ mod tests {
         let (bytes, decision) = answer(
             &query("unlisted.test.", RecordType::A),
             &matcher(),
-            Some("--ask (asked on connection)"),
+            Some((ASK_ON_CONNECTION, Reason::AskOnConnection)),
             &mut addrs,
         )
         .unwrap();
@@ -209,14 +219,13 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(addrs.name_of(a), Some("unlisted.test"));
-        assert_eq!(
-            decision.unwrap().rule.as_deref(),
-            Some("--ask (asked on connection)")
-        );
+        let decision = decision.unwrap();
+        assert_eq!(decision.rule.as_deref(), Some(ASK_ON_CONNECTION));
+        assert_eq!(decision.cause.reason, Reason::AskOnConnection);
         let (bytes, _) = answer(
             &query("unlisted.test.", RecordType::TXT),
             &matcher(),
-            Some("--ask (asked on connection)"),
+            Some((ASK_ON_CONNECTION, Reason::AskOnConnection)),
             &mut addrs,
         )
         .unwrap();

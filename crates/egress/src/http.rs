@@ -45,6 +45,20 @@ pub enum HttpError {
     BadHost(String),
 }
 
+impl HttpError {
+    /// Its stable code.
+    pub fn reason(&self) -> crate::decision::Reason {
+        use crate::decision::Reason;
+        match self {
+            HttpError::Malformed(_) => Reason::NotTlsOrHttp,
+            HttpError::TooLong
+            | HttpError::NoHost
+            | HttpError::SeveralHosts
+            | HttpError::BadHost(_) => Reason::BadRequest,
+        }
+    }
+}
+
 /// Parse the bytes received so far. `Ok(None)`: the head is not complete
 /// yet; read on (up to [`MAX_HEAD`]). `default_port` is 80 for transparent
 /// interception, the port the client connected to for explicit proxying.

@@ -40,6 +40,13 @@ pub enum PublishError {
     },
 }
 
+impl PublishError {
+    /// Its stable code.
+    pub fn reason(&self) -> crate::decision::Reason {
+        crate::decision::Reason::StartFailed
+    }
+}
+
 /// Serves published ports until stopped.
 pub struct Publisher {
     runtime: tokio::runtime::Runtime,

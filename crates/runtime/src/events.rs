@@ -72,8 +72,9 @@ struct Follower {
 
 #[derive(Default)]
 struct Denied {
-    /// "PROTOCOL NAME:PORT" denied, and the reason of its first denial.
-    names: Vec<(String, String)>,
+    /// "PROTOCOL NAME:PORT" denied, the reason of its first denial in
+    /// words, and its cause.
+    names: Vec<(String, String, Option<decision::Cause>)>,
     more: usize,
     /// "secret NAME: why" for each blocked secret, bounded like `names`.
     secrets: Vec<String>,
@@ -326,48 +327,61 @@ impl Bus {
     }
 
     /// What a front door tells the person at the end of a run: each
-    /// blocked secret, then the destinations denied ("egress denied: ...").
-    pub fn notices(&self) -> Vec<String> {
-        let mut out = self
+    /// blocked secret, then the destinations denied, then what the run
+    /// would have needed.
+    pub fn notices(&self) -> Vec<Notice> {
+        let mut out: Vec<Notice> = self
             .denied
             .lock()
-            .map(|d| d.secrets.clone())
+            .map(|d| d.secrets.iter().cloned().map(Notice::Said).collect())
             .unwrap_or_default();
-        out.extend(self.denied_summary());
+        out.extend(self.denied_summary().into_iter().map(Notice::Denied));
         if let Ok(n) = self.needed.lock() {
-            out.extend(n.notices());
+            out.extend(n.notices().into_iter().map(Notice::Said));
         }
         out
     }
 
-    /// One line per reason, naming what was denied for it: the hint is
+    /// One group per reason, naming what was denied for it: the hint is
     /// the proxy's own reason (no rule and the entry that would allow it,
     /// a person's answer, the quota, a secret's rule, a non-public address
-    /// and the flag that allows one), never a guess.
-    fn denied_summary(&self) -> Vec<String> {
+    /// and the range that would allow one), never a guess.
+    fn denied_summary(&self) -> Vec<Denials> {
         let Ok(d) = self.denied.lock() else {
             return Vec::new();
         };
-        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
-        for (what, why) in &d.names {
-            match reasons.iter_mut().find(|(w, _)| w == why) {
-                Some((_, names)) => names.push(what),
-                None => reasons.push((why, vec![what])),
+        let mut groups: Vec<Denials> = Vec::new();
+        for (what, why, cause) in &d.names {
+            let field = cause.as_ref().and_then(|c| c.field);
+            let group = match groups
+                .iter_mut()
+                .find(|g| g.why == *why && g.field == field)
+            {
+                Some(g) => g,
+                None => {
+                    groups.push(Denials {
+                        what: Vec::new(),
+                        why: why.clone(),
+                        reason: cause.as_ref().map(|c| c.reason),
+                        field,
+                        entries: Vec::new(),
+                        more: 0,
+                    });
+                    let at = groups.len() - 1;
+                    &mut groups[at]
+                }
+            };
+            group.what.push(what.clone());
+            if let Some(entry) = cause.as_ref().and_then(|c| c.entry.clone()) {
+                if !group.entries.contains(&entry) {
+                    group.entries.push(entry);
+                }
             }
         }
-        let last = reasons.len();
-        reasons
-            .into_iter()
-            .enumerate()
-            .map(|(i, (why, names))| {
-                let more = if i + 1 == last && d.more > 0 {
-                    format!(" (and {} more)", d.more)
-                } else {
-                    String::new()
-                };
-                format!("egress denied: {}: {why}{more}", names.join(", "))
-            })
-            .collect()
+        if let Some(last) = groups.last_mut() {
+            last.more = d.more;
+        }
+        groups
     }
 
     fn note_denied(&self, d: &Decision) {
@@ -381,19 +395,22 @@ impl Bus {
             }
         );
         if let Ok(mut denied) = self.denied.lock() {
-            if denied.names.iter().any(|(w, _)| *w == what) {
+            if denied.names.iter().any(|(w, _, _)| *w == what) {
                 return;
             }
             if denied.names.len() < SUMMARY_NAMES {
                 // A DNS decision's detail is its record type: the reason a
                 // name is not answered is that no rule names it.
-                let why = if d.protocol == decision::Protocol::Dns && !d.detail.contains("refused")
-                {
-                    "no --allow-domain entry for this name (its query got NXDOMAIN)".to_string()
+                let unlisted = d
+                    .reason
+                    .as_ref()
+                    .is_some_and(|c| c.reason == decision::Reason::NotAllowed);
+                let why = if d.protocol == decision::Protocol::Dns && unlisted {
+                    "no allowlist entry for this name (its query got NXDOMAIN)".to_string()
                 } else {
                     d.detail.clone()
                 };
-                denied.names.push((what, why));
+                denied.names.push((what, why, d.reason.clone()));
             } else {
                 denied.more += 1;
             }
@@ -401,20 +418,46 @@ impl Bus {
     }
 }
 
-/// A refusal's reason as events carry it: its code, the addresses, and
-/// the entry that would allow it under its field's profile key (each door
-/// words the field its own way).
-fn reason(r: &decision::Reason) -> warden_audit::Reason {
+/// A decision's cause as events carry it: its code, the option that
+/// would change it by its profile key, the addresses, and the entry that
+/// would allow it (each door words the field its own way).
+fn reason(c: &decision::Cause) -> warden_audit::Reason {
+    let field = c.field.and_then(|f| f.profile_key());
     warden_audit::Reason {
-        code: r.code.as_str().to_string(),
-        addresses: r.addresses.iter().map(ToString::to_string).collect(),
-        allow: r.allow.as_ref().and_then(|(field, value)| {
-            Some(warden_audit::WouldAllow {
-                field: field.profile_key()?.to_string(),
+        code: c.reason.code().to_string(),
+        field: field.map(str::to_string),
+        addresses: c.addresses.iter().map(ToString::to_string).collect(),
+        allow: field
+            .zip(c.entry.as_ref())
+            .map(|(field, value)| warden_audit::WouldAllow {
+                field: field.to_string(),
                 value: value.clone(),
-            })
-        }),
+            }),
     }
+}
+
+/// A line for the person at the end of a run, for a front door to word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// Said as it is (a blocked secret, what the run would have needed).
+    Said(String),
+    /// Destinations denied for one reason.
+    Denied(Denials),
+}
+
+/// Destinations denied for one reason: what (`tcp example.test:22`), why
+/// in plain words, and the option whose entries would allow them, for the
+/// door to spell (a flag, a profile key, a JSON path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denials {
+    pub what: Vec<String>,
+    pub why: String,
+    pub reason: Option<decision::Reason>,
+    pub field: Option<warden_policy::Field>,
+    /// The entries of `field` that would allow them, in the order met.
+    pub entries: Vec<String>,
+    /// Destinations past the summary's bound, counted only.
+    pub more: usize,
 }
 
 /// The bus as the jail's event sink (lifecycle events).
@@ -603,6 +646,91 @@ mod tests {
         bus.written();
         assert_eq!(got.load(Ordering::SeqCst), 2);
         bus.close();
+    }
+
+    /// Keeps every event it is given.
+    struct Keep(Arc<Mutex<Vec<Event>>>);
+
+    impl EventSink for Keep {
+        fn emit(&mut self, e: &Event) {
+            self.0.lock().unwrap().push(e.clone());
+        }
+    }
+
+    #[test]
+    fn a_denials_code_and_field_reach_its_event_and_the_summary_groups_by_reason() {
+        use warden_egress::decision::{Cause, Reason};
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let bus = Bus::new("t", vec![Box::new(Keep(got.clone()))]);
+        let observer = bus.observer();
+        let denied = |protocol, name: &str, port, detail: &str, cause| Decision {
+            protocol,
+            name: Some(name.into()),
+            port,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail: detail.into(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+            reason: Some(cause),
+        };
+        let port22 = "no allowlist entry allows port 22 for any name";
+        for name in ["a.test", "b.test"] {
+            observer.decision(
+                None,
+                &denied(
+                    decision::Protocol::Tcp,
+                    name,
+                    22,
+                    port22,
+                    Cause::with_entry(Reason::PortNotAllowed, format!("{name}:22")),
+                ),
+            );
+        }
+        observer.decision(
+            None,
+            &denied(
+                decision::Protocol::Dns,
+                "c.test",
+                53,
+                "A",
+                Cause::with_entry(Reason::NotAllowed, "c.test"),
+            ),
+        );
+        bus.close();
+        let events = got.lock().unwrap().clone();
+        let EventKind::Connection {
+            reason: Some(reason),
+            detail,
+            ..
+        } = &events[0].kind
+        else {
+            panic!("{events:?}");
+        };
+        assert_eq!(detail, port22);
+        assert_eq!(reason.code, "port_not_allowed");
+        assert_eq!(reason.field.as_deref(), Some("egress.domains"));
+        assert_eq!(reason.allow.as_ref().unwrap().value, "a.test:22");
+        let notices = bus.notices();
+        let groups: Vec<&Denials> = notices
+            .iter()
+            .filter_map(|n| match n {
+                Notice::Denied(d) => Some(d),
+                Notice::Said(_) => None,
+            })
+            .collect();
+        assert_eq!(groups.len(), 2, "{groups:?}");
+        assert_eq!(groups[0].what, vec!["tcp a.test:22", "tcp b.test:22"]);
+        assert_eq!(groups[0].why, port22);
+        assert_eq!(groups[0].field, Some(warden_policy::Field::AllowDomain));
+        assert_eq!(groups[0].entries, vec!["a.test:22", "b.test:22"]);
+        assert_eq!(
+            groups[1].why,
+            "no allowlist entry for this name (its query got NXDOMAIN)"
+        );
+        assert_eq!(groups[1].entries, vec!["c.test"]);
     }
 
     #[test]

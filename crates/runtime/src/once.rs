@@ -1,7 +1,7 @@
 //! `warden run`: one command in a fresh sandbox, supervised by the calling
 //! process itself (no supervisor process of its own on the one-shot path).
 
-use crate::events::{Bus, BusSink, Sink};
+use crate::events::{Bus, BusSink, Notice, Sink};
 use crate::net::Wiring;
 use warden_jail::{JailError, Outcome, Program};
 use warden_policy::SandboxSpec;
@@ -10,8 +10,9 @@ use warden_policy::SandboxSpec;
 #[derive(Debug)]
 pub struct Finished {
     pub outcome: Outcome,
-    /// Lines for the person: blocked secrets, "egress denied: ...".
-    pub notices: Vec<String>,
+    /// Lines for the person: blocked secrets, the destinations denied,
+    /// what the run would have needed; the door words them.
+    pub notices: Vec<Notice>,
     /// Records a sink could not write (the audit log, `--json-events`):
     /// when not empty, the run has failed.
     pub lost_records: Vec<String>,

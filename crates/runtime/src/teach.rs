@@ -9,7 +9,7 @@
 //! non-public address or a name pinned to the host have their own remedy,
 //! which the denial's reason names (see the bus's `egress denied` lines).
 
-use warden_egress::decision::{Decision, Protocol};
+use warden_egress::decision::{Decision, Protocol, Reason};
 use warden_policy::DEFAULT_PORTS;
 
 /// Entries kept at most per list; the rest are counted.
@@ -38,15 +38,17 @@ fn entry(name: &str, port: Option<u16>) -> String {
 }
 
 /// Whether an allowlist entry would have allowed what `d` denied: the
-/// proxy's reasons for "no rule" and for a person's no.
+/// proxy says so in its cause (no rule, a person's no, nobody to ask, a
+/// name pinned to the host), never in words to match.
 fn cured_by_an_entry(d: &Decision) -> bool {
-    let why = d.detail.as_str();
-    match d.protocol {
-        // A DNS denial's detail is the record type unless it was refused
-        // for another reason.
-        Protocol::Dns => !why.contains("refused"),
-        _ => why.starts_with("no --allow-domain entry") || why.starts_with("denied when asked"),
-    }
+    d.reason
+        .as_ref()
+        .is_some_and(|c| c.field == Some(warden_policy::Field::AllowDomain))
+}
+
+/// The reason of `d`, when it has one.
+fn reason_of(d: &Decision) -> Option<Reason> {
+    d.reason.as_ref().map(|c| c.reason)
 }
 
 impl Needed {
@@ -56,14 +58,16 @@ impl Needed {
             return;
         };
         let dns = d.protocol == Protocol::Dns;
-        let asked = d
-            .rule
-            .as_deref()
-            .is_some_and(|r| r.starts_with("--ask (allowed"));
-        let learned = d
-            .rule
-            .as_deref()
-            .is_some_and(|r| r == warden_egress::proxy::LEARNED);
+        let asked = matches!(
+            reason_of(d),
+            Some(
+                Reason::AskedOnce
+                    | Reason::AskedForRun
+                    | Reason::AskedAlways
+                    | Reason::AskedAlwaysByCaller
+            )
+        );
+        let learned = reason_of(d) == Some(Reason::Learned);
         let list = if d.allowed && learned {
             &mut self.learned
         } else if d.allowed && asked {
@@ -251,7 +255,7 @@ mod tests {
         port: u16,
         allowed: bool,
         rule: Option<&str>,
-        detail: &str,
+        reason: Reason,
     ) -> Decision {
         Decision {
             protocol,
@@ -260,26 +264,48 @@ mod tests {
             original_destination: None,
             allowed,
             rule: rule.map(str::to_string),
-            detail: detail.into(),
+            detail: reason.doc().into(),
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
-            reason: None,
+            reason: Some(warden_egress::decision::Cause::new(reason)),
         }
     }
 
     #[test]
     fn denials_an_entry_cures_become_entries_and_other_denials_do_not() {
         let mut n = Needed::default();
-        n.note(&d(Protocol::Dns, "pypi.org", 53, false, None, "A"));
-        n.note(&d(Protocol::Dns, "git.example.com", 53, false, None, "A"));
+        n.note(&d(
+            Protocol::Dns,
+            "pypi.org",
+            53,
+            false,
+            None,
+            Reason::NotAllowed,
+        ));
+        n.note(&d(
+            Protocol::Dns,
+            "git.example.com",
+            53,
+            false,
+            None,
+            Reason::NotAllowed,
+        ));
+        n.note(&d(
+            Protocol::Dns,
+            "tunnel.example.com",
+            53,
+            false,
+            None,
+            Reason::RecordType,
+        ));
         n.note(&d(
             Protocol::Tls,
             "pypi.org",
             443,
             false,
             None,
-            "no --allow-domain entry for this name on port 443",
+            Reason::NotAllowed,
         ));
         n.note(&d(
             Protocol::Tls,
@@ -287,7 +313,7 @@ mod tests {
             8443,
             false,
             None,
-            "no --allow-domain entry for this name on port 8443",
+            Reason::NotAllowed,
         ));
         n.note(&d(
             Protocol::Tls,
@@ -295,15 +321,15 @@ mod tests {
             443,
             false,
             None,
-            "the egress quota (1M) is used up",
+            Reason::QuotaUsedUp,
         ));
         n.note(&d(
             Protocol::Tls,
             "asked.example.com",
             443,
             true,
-            Some("--ask (allowed for this run)"),
-            "connected",
+            Some(warden_egress::proxy::ASK_FOR_RUN),
+            Reason::AskedForRun,
         ));
         let lines = n.notices();
         assert_eq!(lines.len(), 2, "{lines:?}");
@@ -318,6 +344,7 @@ mod tests {
             lines[0]
         );
         assert!(!lines[0].contains("big.example.com"));
+        assert!(!lines[0].contains("tunnel.example.com"));
         assert!(lines[1].contains("asked.example.com"), "{}", lines[1]);
     }
 
@@ -330,7 +357,7 @@ mod tests {
             53,
             true,
             Some(warden_egress::proxy::LEARNED),
-            "A",
+            Reason::Learned,
         ));
         n.note(&d(
             Protocol::Tls,
@@ -338,7 +365,7 @@ mod tests {
             443,
             true,
             Some(warden_egress::proxy::LEARNED),
-            "connected",
+            Reason::Learned,
         ));
         n.note(&d(
             Protocol::Tls,
@@ -346,7 +373,7 @@ mod tests {
             9443,
             true,
             Some(warden_egress::proxy::LEARNED),
-            "connected",
+            Reason::Learned,
         ));
         let lines = n.notices();
         assert_eq!(lines.len(), 1, "{lines:?}");

@@ -1,4 +1,6 @@
-//! `warden audit`: verify, show, list and prune audit logs.
+//! `warden audit`: verify, show, list and prune audit logs; and how this
+//! door words an event's reason (the flag that would change a decision),
+//! for the lines of `audit show`, `--net-log` and the end of a run.
 
 use super::{audit_dir, sandboxes};
 use anyhow::Context;
@@ -6,7 +8,7 @@ use clap::Subcommand;
 use std::path::PathBuf;
 use warden_audit::chain::{Record, Verdict};
 use warden_audit::{Event, EventKind};
-use warden_policy::parse_duration;
+use warden_policy::{parse_duration, Field};
 
 #[derive(Subcommand)]
 pub enum AuditCommand {
@@ -124,7 +126,7 @@ pub fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
                     println!(
                         "#{:<5} {}",
                         record.seq,
-                        sandboxes::printable(&event.describe())
+                        sandboxes::printable(&describe(event))
                     );
                 }
             }
@@ -286,4 +288,88 @@ fn log_of(target: Option<&str>, last: bool) -> anyhow::Result<PathBuf> {
     anyhow::bail!(
         "{t:?} is no audit log file, run id or sandbox name: `warden audit list` lists the runs, `warden ls` the sandboxes"
     )
+}
+
+/// What would change a decision, in this door's words: the option's flag
+/// with the entries that would allow it. Below the doors the proxy says
+/// what happened and names the option only as a field; here it becomes a
+/// flag (the daemon says a JSON path, a profile says a key).
+pub fn remedy(field: Field, entries: &[String]) -> Option<String> {
+    let flag = field.flag()?;
+    let them = if entries.len() > 1 { "them" } else { "it" };
+    Some(match (entries, field.ty()) {
+        ([], "bool") => format!("`{flag}` would allow {them}"),
+        ([], "size") => format!("a larger `{flag}` would allow {them}"),
+        ([], _) => format!("see `{flag}`"),
+        (entries, _) => {
+            let spelled: Vec<String> = entries
+                .iter()
+                .map(|e| {
+                    if e.contains(' ') {
+                        format!("{flag} '{e}'")
+                    } else {
+                        format!("{flag} {e}")
+                    }
+                })
+                .collect();
+            format!("`{}` would allow {them}", spelled.join(" "))
+        }
+    })
+}
+
+/// The remedy of a recorded decision: a denial whose reason names an
+/// option that would change it.
+fn event_remedy(kind: &warden_audit::EventKind) -> Option<String> {
+    let warden_audit::EventKind::Connection {
+        allowed: false,
+        reason: Some(reason),
+        ..
+    } = kind
+    else {
+        return None;
+    };
+    let field = Field::from_profile_key(reason.field()?)?;
+    let entries: Vec<String> = reason.allow.iter().map(|a| a.value.clone()).collect();
+    remedy(field, &entries)
+}
+
+/// An event's line as the CLI shows it: its description, and for a denial
+/// the flag that would allow it.
+pub fn describe_kind(kind: &warden_audit::EventKind) -> String {
+    match event_remedy(kind) {
+        Some(r) => format!("{} ({r})", kind.describe()),
+        None => kind.describe(),
+    }
+}
+
+/// [`describe_kind`] after the event's time and sandbox.
+pub fn describe(event: &warden_audit::Event) -> String {
+    match event_remedy(&event.kind) {
+        Some(r) => format!("{} ({r})", event.describe()),
+        None => event.describe(),
+    }
+}
+
+/// An end-of-run notice in this door's words.
+pub fn notice(n: &warden_runtime::events::Notice) -> String {
+    use warden_runtime::events::Notice;
+    match n {
+        Notice::Said(line) => line.clone(),
+        Notice::Denied(d) => {
+            let more = match d.more {
+                0 => String::new(),
+                n => format!(" (and {n} more)"),
+            };
+            let remedy = d
+                .field
+                .and_then(|f| remedy(f, &d.entries))
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            format!(
+                "egress denied: {}: {}{remedy}{more}",
+                d.what.join(", "),
+                d.why
+            )
+        }
+    }
 }

@@ -219,11 +219,12 @@ fn learning_mode_allows_marks_and_prints_a_fragment_a_profile_accepts() {
         .filter(|e| e["event"] == "connection" && e["protocol"] == "tls")
         .collect();
     assert_eq!(learned.len(), 2, "{learned:?}");
+    // Marked by its reason's code, and in words that name no flag.
     assert!(
-        learned
-            .iter()
-            .all(|e| e["allowed"] == true
-                && e["rule"].as_str().unwrap().starts_with("--egress-learn"))
+        learned.iter().all(|e| e["allowed"] == true
+            && e["reason"]["code"] == "learned"
+            && e["rule"] == "learning mode: no rule allows it"),
+        "{learned:?}"
     );
     // Every decision the allowlist did not make is marked, DNS included.
     let unmarked: Vec<_> = events(&ev)
@@ -231,7 +232,7 @@ fn learning_mode_allows_marks_and_prints_a_fragment_a_profile_accepts() {
         .filter(|e| e["event"] == "connection" && e["allowed"] == true)
         .filter(|e| {
             let rule = e["rule"].as_str().unwrap_or("");
-            !rule.starts_with("--egress-learn") && !rule.contains("via.test")
+            e["reason"]["code"] != "learned" && !rule.contains("via.test")
         })
         .collect();
     assert!(unmarked.is_empty(), "{unmarked:?}");

@@ -478,6 +478,20 @@ fn questions_of_ask_mode_are_answered_over_the_api() {
     ] {
         assert!(b.contains(needle), "{needle} not in {b}");
     }
+    // A denial carries its code and field beside its words, and the API
+    // says what would allow it by the body's JSON path, never a flag.
+    assert!(
+        b.contains(r#""code":"denied_when_asked","field":"egress.domains""#),
+        "{b}"
+    );
+    assert!(
+        b.contains(&format!(
+            r#""remedy":"adding \"asked.test:{}\" to /egress/domains would allow it""#,
+            up.port
+        )),
+        "{b}"
+    );
+    assert!(!b.contains("--allow-domain"), "{b}");
 }
 
 #[test]

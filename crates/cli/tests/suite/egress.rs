@@ -978,9 +978,21 @@ print('host', send('host.warden.internal', b'fourth'))
     assert!(s.contains("first b'asked and answered'"), "{s}");
     assert!(s.contains("second b'asked and answered'"), "{s}");
     assert!(s.contains("third b''"), "{s}");
-    assert!(s.contains("denied when asked (--ask)"), "{s}");
+    // A person's no, in words, and the flag that would allow it without
+    // a question (the proxy names no flag: this door does).
+    assert!(s.contains("denied when asked"), "{s}");
+    assert!(
+        s.contains(&format!(
+            "(`--allow-domain other.test:{port}` would allow it)"
+        )),
+        "{s}"
+    );
     // The host's own services are never put to a question.
-    assert!(s.contains("only --allow-host-port opens its ports"), "{s}");
+    assert!(s.contains("host.warden.internal is the host itself"), "{s}");
+    assert!(
+        s.contains(&format!("(`--allow-host-port {port}` would allow it)")),
+        "{s}"
+    );
     assert_eq!(
         up.connections(),
         vec![b"first".to_vec(), b"second".to_vec()]
@@ -1118,7 +1130,15 @@ fn ask_mode_without_a_terminal_denies() {
     let s = stdout(&out);
     assert!(s.contains("asked b''"), "{s} {}", stderr(&out));
     assert!(
-        stderr(&out).contains("--ask has no terminal to ask on"),
+        stderr(&out).contains("ask mode has no terminal to ask on"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!(
+            "(`--allow-domain asked.test:{}` would allow it)",
+            up.port
+        )),
         "{}",
         stderr(&out)
     );
@@ -1144,9 +1164,13 @@ print(data.decode())\n",
     let s = stdout(&out);
     assert!(s.starts_with("HTTP/1.1 403"), "{s} {}", stderr(&out));
     assert!(
-        s.contains("X-Warden-Denied: denied: no --allow-domain entry"),
+        s.contains("X-Warden-Denied: denied: no allowlist entry for this name on port 443"),
         "{s}"
     );
+    // The code the event carries, the same for every refusal.
+    assert!(s.contains("X-Warden-Reason: not_allowed\r\n"), "{s}");
+    // The sandbox cannot pass flags: none is named to it.
+    assert!(!s.contains("--allow-domain"), "{s}");
     assert!(s.contains("warden: denied:"), "{s}");
 }
 
@@ -1223,7 +1247,7 @@ except Exception as e:\n    print('client error:', e)\n",
     assert!(s.contains("client error:"), "{s} {}", stderr(&out));
     assert!(s.contains("Tunnel connection failed: 403"), "{s}");
     assert!(
-        s.contains("no --allow-domain entry"),
+        s.contains("no allowlist entry"),
         "the client's error does not say why: {s}"
     );
     // curl says only the status without -v; with it, the header shows.
@@ -1237,9 +1261,10 @@ except Exception as e:\n    print('client error:', e)\n",
         return;
     }
     assert!(
-        s.contains("X-Warden-Denied: denied: no --allow-domain entry"),
+        s.contains("X-Warden-Denied: denied: no allowlist entry"),
         "{s}"
     );
+    assert!(s.contains("X-Warden-Reason: not_allowed"), "{s}");
 }
 
 #[test]
@@ -1284,17 +1309,26 @@ print('took', time.time() - t)\n",
         .find(|e| e["event"] == "connection" && e["allowed"] == false && e["port"] == 22)
         .unwrap_or_else(|| panic!("no denial recorded: {text}"));
     assert_eq!(denial["name"], "example.test", "{denial}");
-    assert!(
-        denial["detail"]
-            .as_str()
-            .unwrap()
-            .contains("--allow-domain example.test:22"),
+    // Words without a flag, and the reason as data: its code, the option
+    // (by profile key) and the entry that would allow it.
+    assert_eq!(
+        denial["detail"], "no allowlist entry allows port 22 for any name",
         "{denial}"
     );
-    // The hint at exit is that reason, next to the name.
+    assert_eq!(
+        denial["reason"],
+        serde_json::json!({
+            "code": "port_not_allowed",
+            "field": "egress.domains",
+            "allow": {"field": "egress.domains", "value": "example.test:22"}
+        }),
+        "{denial}"
+    );
+    // The hint at exit is that reason, next to the name, and the CLI's
+    // flag for it.
     assert!(
         stderr(&out).contains(
-            "egress denied: tcp example.test:22: no --allow-domain entry allows port 22 for any name (`--allow-domain example.test:22` would allow this one)"
+            "egress denied: tcp example.test:22: no allowlist entry allows port 22 for any name (`--allow-domain example.test:22` would allow it)"
         ),
         "{}",
         stderr(&out)
@@ -1355,8 +1389,9 @@ except Exception as e:\n    print('urllib error:', e)\n"
         private.contains("X-Warden-Denied: denied: private.test resolves only to non-public addresses (10.255.0.7)"),
         "{all}"
     );
-    assert!(private.contains("--allow-cidr 10.255.0.7/32"), "{all}");
-    assert!(private.contains("egress.allow_cidrs"), "{all}");
+    assert!(private.contains("X-Warden-Reason: not_public"), "{all}");
+    // The sandbox is told what happened, not a flag it cannot pass.
+    assert!(!private.contains("--allow-cidr"), "{all}");
     // The host's own loopback: no range opens it; --allow-host-port does.
     let local = answer("local.test");
     assert!(local.starts_with("HTTP/1.1 403"), "{all}");
@@ -1368,15 +1403,26 @@ except Exception as e:\n    print('urllib error:', e)\n"
     );
     // Which addresses are the host's own is not told to the sandbox.
     assert!(!local.contains("127.0.0.1"), "{all}");
+    assert!(local.contains("X-Warden-Reason: host_itself"), "{all}");
     assert!(
-        local.contains(&format!("--allow-host-port {port}")),
+        local.contains(&format!("host.warden.internal:{port}")),
         "{all}"
     );
     // What pip's stack shows: the reason, not a TLS error.
     assert!(
         s.contains("urllib error: <urlopen error Tunnel connection failed: 403")
-            && s.contains("--allow-cidr 10.255.0.7/32"),
+            && s.contains("resolves only to non-public addresses"),
         "{all}"
+    );
+    // The owner, at the end of the run, is told the flags that allow them.
+    let err = stderr(&out);
+    assert!(
+        err.contains("(`--allow-cidr 10.255.0.7/32` would allow it)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("(`--allow-host-port {port}` would allow it)")),
+        "{err}"
     );
     assert!(!s.contains("WRONG_VERSION_NUMBER"), "{all}");
     // The control: the owner's pin to the same listener opens a tunnel
@@ -1400,6 +1446,7 @@ except Exception as e:\n    print('urllib error:', e)\n"
         denial["reason"],
         serde_json::json!({
             "code": "not_public",
+            "field": "egress.allow_cidrs",
             "addresses": ["10.255.0.7"],
             "allow": {"field": "egress.allow_cidrs", "value": "10.255.0.7/32"}
         }),

@@ -726,7 +726,8 @@ curl -sS --noproxy '*' -o /dev/null -w 'post %{{http_code}}\n' -d x=1 "{url}/rep
     let s = stdout(&out);
     assert!(s.contains("acme 200"), "{s}\n{}", stderr(&out));
     assert!(s.contains("other 403"), "{s}");
-    assert!(s.contains("denied by --secret-rule"), "{s}");
+    assert!(s.contains("denied by the secret's request rules"), "{s}");
+    assert!(!s.contains("--secret-rule"), "{s}");
     assert!(s.contains("post 403"), "{s}");
     let seen = up.requests();
     assert_eq!(seen.len(), 1, "{seen:?}");
@@ -737,6 +738,20 @@ curl -sS --noproxy '*' -o /dev/null -w 'post %{{http_code}}\n' -d x=1 "{url}/rep
         .collect();
     assert_eq!(denied.len(), 2, "{denied:?}");
     assert!(denied.iter().all(|e| e["allowed"] == false));
+    assert!(
+        denied
+            .iter()
+            .all(|e| e["reason"]["code"] == "secret_rule"
+                && e["reason"]["field"] == "secrets.*.allow"),
+        "{denied:?}"
+    );
+    // The CLI says the flag and the rule that would allow the request.
+    assert!(
+        stderr(&out)
+            .contains("(`--secret-rule 'GET api.secret.test/repos/other/widget'` would allow it)"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -345,7 +345,7 @@ impl Session {
             if e.ts_ms + 50 < since_ms || !e.is_denial() {
                 continue;
             }
-            let line = e.describe();
+            let line = crate::routes::events::describe(&e);
             if !out.contains(&line) {
                 out.push(line);
             }

@@ -1,7 +1,9 @@
 //! A sandbox's events as server-sent events: its log from an offset (each
 //! event's SSE `id` is its line in the log, so a client resumes with
 //! `?from=` or `Last-Event-ID`), then, while it runs, each new one as it
-//! happens.
+//! happens. A denial whose reason names an option that would change it
+//! gets a `remedy` in this door's words (the option's JSON path in the
+//! API's body), beside the keys the log recorded.
 
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
@@ -10,6 +12,7 @@ use serde::Deserialize;
 use std::convert::Infallible;
 use std::sync::Arc;
 use tokio_stream::wrappers::ReceiverStream;
+use warden_policy::Field;
 use warden_runtime::client::Connection;
 use warden_runtime::lifecycle;
 
@@ -54,11 +57,12 @@ pub async fn events(
         .path(&app.state_dir, "(warden's state directory)")
         .path(&sb.meta().workspace, "(the workspace on the host)");
     let shown = move |line: &str| -> String {
-        if holder {
+        let line = if holder {
             super::redact::event_line(line, &hidden)
         } else {
             line.to_string()
-        }
+        };
+        with_remedy(&line)
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(64);
     std::thread::spawn(move || {
@@ -110,4 +114,89 @@ pub async fn events(
         Box::pin(app.revoked(credential)),
     );
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// What would change a decision, in the API's words: the option's JSON
+/// path in a sandbox's body and the entries that would allow it (the CLI
+/// says a flag; below the doors the option is only a field).
+pub fn remedy(field: Field, entries: &[String]) -> Option<String> {
+    let path = field.json_path()?;
+    let them = if entries.len() > 1 { "them" } else { "it" };
+    Some(match (entries, field.ty()) {
+        ([], "bool") => format!("setting {path} to true would allow {them}"),
+        ([], "size") => format!("a larger {path} would allow {them}"),
+        ([], _) => format!("see {path}"),
+        (entries, _) => {
+            let quoted: Vec<String> = entries.iter().map(|e| format!("{e:?}")).collect();
+            format!("adding {} to {path} would allow {them}", quoted.join(", "))
+        }
+    })
+}
+
+/// The remedy of a recorded decision: a denial whose reason names an
+/// option that would change it.
+pub fn event_remedy(kind: &warden_audit::EventKind) -> Option<String> {
+    let warden_audit::EventKind::Connection {
+        allowed: false,
+        reason: Some(reason),
+        ..
+    } = kind
+    else {
+        return None;
+    };
+    let field = Field::from_profile_key(reason.field()?)?;
+    let entries: Vec<String> = reason.allow.iter().map(|a| a.value.clone()).collect();
+    remedy(field, &entries)
+}
+
+/// An event as one line for the API's readers (MCP's denial lists), with
+/// its remedy in the API's words.
+pub fn describe(event: &warden_audit::Event) -> String {
+    match event_remedy(&event.kind) {
+        Some(r) => format!("{} ({r})", event.describe()),
+        None => event.describe(),
+    }
+}
+
+/// A log line with its `remedy` key added, when it has one: appended
+/// before the closing brace, so the recorded keys keep their order and
+/// bytes.
+fn with_remedy(line: &str) -> String {
+    let remedy = serde_json::from_str::<warden_audit::Event>(line)
+        .ok()
+        .and_then(|e| event_remedy(&e.kind));
+    match (remedy, line.trim_end().strip_suffix('}')) {
+        (Some(r), Some(head)) => match serde_json::to_string(&r) {
+            Ok(r) => format!("{head},\"remedy\":{r}}}"),
+            Err(_) => line.to_string(),
+        },
+        _ => line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denial_is_told_its_remedy_as_a_json_path_and_keeps_its_keys() {
+        let line = r#"{"ts_ms":1,"sandbox":"sb","event":"connection","protocol":"tcp","name":"a.test","port":22,"original_destination":null,"allowed":false,"rule":null,"detail":"no allowlist entry allows port 22 for any name","bytes_out":0,"bytes_in":0,"duration_ms":0,"reason":{"code":"port_not_allowed","field":"egress.domains","allow":{"field":"egress.domains","value":"a.test:22"}}}"#;
+        let out = with_remedy(line);
+        assert!(out.starts_with(&line[..line.len() - 1]), "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["remedy"],
+            "adding \"a.test:22\" to /egress/domains would allow it"
+        );
+        assert_eq!(v["reason"]["code"], "port_not_allowed");
+        assert!(!out.contains("--"), "{out}");
+        // Plain HTTP: a switch.
+        assert_eq!(
+            remedy(Field::AllowHttp, &[]).as_deref(),
+            Some("setting /egress/allow_http to true would allow it")
+        );
+        // An allowed connection, or a denial no option changes: as recorded.
+        let allowed = line.replace(r#""allowed":false"#, r#""allowed":true"#);
+        assert_eq!(with_remedy(&allowed), allowed);
+    }
 }

@@ -7,7 +7,7 @@ mod cdp;
 mod changes;
 pub(crate) mod desktop;
 mod egress;
-mod events;
+pub(crate) mod events;
 pub(crate) mod exec;
 pub(crate) mod files;
 mod inside;

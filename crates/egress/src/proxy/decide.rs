@@ -2,10 +2,13 @@
 //!
 //! This module owns the rules a connection is judged by: the allowlist
 //! (`name:port` entries reached by address, TLS on its server name, HTTP on
-//! its `Host`, `--allow-http`), host services (`--allow-host-port`), a
-//! CONNECT's tunnel judged like a transparent connection to the same name,
-//! `--ask` and what a person answered for the run, a secret's placeholder
-//! on its way to a host that is not its own, and the egress quota. It never
+//! its `Host`, plain HTTP when allowed), host services, a CONNECT's tunnel
+//! judged like a transparent connection to the same name, ask mode and
+//! what a person answered for the run, a secret's placeholder on its way
+//! to a host that is not its own, and the egress quota. Each verdict
+//! carries its [`Cause`]: a reason code and the option that would change
+//! it, which each door words in its own terms; the words here name no
+//! option's spelling. It never
 //! connects upstream and never answers the client, save the CONNECT's
 //! `200` that `classify` sends when `relay`, its upstream connected, asks
 //! for the tunnel to be judged.
@@ -15,7 +18,7 @@ use super::classify::{
     SERVER_FIRST_WAIT,
 };
 use super::{Answer, Arrival, Question, Shared};
-use crate::decision::{Decision, Protocol, SecretAction};
+use crate::decision::{domain_entry, Cause, Decision, Protocol, Reason, SecretAction};
 use crate::http::HttpError;
 use crate::matcher::{Match, Matcher};
 use crate::tls::{ClientHello, MAX_CLIENT_HELLO};
@@ -41,23 +44,53 @@ pub(super) enum Verdict {
         /// serve it. Otherwise (only a caller's rule or answer allows it)
         /// it reaches public addresses only.
         owner: bool,
+        /// What allowed it: an entry, or an answer.
+        reason: Reason,
     },
     Deny {
         name: Option<String>,
         why: String,
+        cause: Cause,
         http: bool,
-        /// The name is on no list: with `--ask`, a person may still allow
+        /// The name is on no list: in ask mode, a person may still allow
         /// it on this port.
         ask_port: Option<u16>,
     },
     /// Refused before a byte is read: a connection to a name's address on
     /// a port no rule allows for any name. Reset, so the client fails at
     /// once instead of waiting to be judged on bytes that cannot matter.
-    Refuse { name: String, why: String },
+    Refuse {
+        name: String,
+        why: String,
+        cause: Cause,
+    },
+}
+
+/// The denial of `name` on `port` for want of an entry, in ask mode
+/// still a question.
+fn not_allowed(name: String, port: u16, http: bool) -> Verdict {
+    Verdict::Deny {
+        why: format!("no allowlist entry for this name on port {port}"),
+        cause: Cause::with_entry(Reason::NotAllowed, domain_entry(&name, port)),
+        name: Some(name),
+        http,
+        ask_port: Some(port),
+    }
+}
+
+/// A denial on what the connection said, which no entry would change.
+fn denied(name: Option<String>, reason: Reason, why: String, http: bool) -> Verdict {
+    Verdict::Deny {
+        name,
+        why,
+        cause: Cause::new(reason),
+        http,
+        ask_port: None,
+    }
 }
 
 /// Read a new connection's first bytes and decide it: on the name its
-/// address stands for, or on the name its bytes carry; with `--ask`, by a
+/// address stands for, or on the name its bytes carry; in ask mode, by a
 /// person. An allowed CONNECT's tunnel is not opened here: `relay` answers
 /// it once the upstream is connected, and [`tunnel`] judges what comes
 /// through. Returns the protocol it was read as and the verdict; `buf`
@@ -89,9 +122,8 @@ pub(super) async fn verdict(
                 Protocol::Tcp,
                 Verdict::Refuse {
                     name: name.clone(),
-                    why: format!(
-                        "no --allow-domain entry allows port {port} for any name (`--allow-domain {name}:{port}` would allow this one)"
-                    ),
+                    why: format!("no allowlist entry allows port {port} for any name"),
+                    cause: Cause::with_entry(Reason::PortNotAllowed, domain_entry(name, port)),
                 },
             );
         }
@@ -101,7 +133,7 @@ pub(super) async fn verdict(
     // only after the server): when its first bytes are not TLS or HTTP, or
     // when it says nothing for a moment, it is that name's. TLS and HTTP
     // are decided on the name they carry, as everywhere.
-    // With --ask, a name on no list may be put to a person as well.
+    // In ask mode, a name on no list may be put to a person as well.
     // (The name looked up once, above.)
     let by_address: Option<(String, Option<(String, bool)>)> =
         addressed.as_ref().and_then(|name| {
@@ -130,46 +162,39 @@ pub(super) async fn verdict(
                 port,
                 tunnel: false,
                 owner,
+                reason: Reason::Allowed,
             },
         ),
-        (_, Some((name, None))) if other => (
-            Protocol::Tcp,
-            Verdict::Deny {
-                name: Some(name),
-                why: format!("no --allow-domain entry for this name on port {port}"),
-                http: false,
-                ask_port: Some(port),
-            },
-        ),
+        (_, Some((name, None))) if other => (Protocol::Tcp, not_allowed(name, port, false)),
         (Ok(first), _) => decide(first, port, shared),
         (Err(why), _) => (
             Protocol::Tcp,
-            Verdict::Deny {
-                name: addressed.clone(),
-                why,
-                http: false,
-                ask_port: None,
-            },
+            denied(addressed.clone(), Reason::SaidNothing, why, false),
         ),
     };
-    // A name on no list, with --ask: a person decides.
+    // A name on no list, in ask mode: a person decides.
     let verdict = match verdict {
         Verdict::Deny {
             name: Some(name),
             why,
             http,
             ask_port: Some(to_port),
+            cause: _,
         } if shared.ask => match ask(shared, protocol, &name, to_port).await {
-            Ok((rule, owner)) => Verdict::Allow {
+            Ok((rule, owner, reason)) => Verdict::Allow {
                 name,
                 rule,
                 port: to_port,
                 tunnel: protocol == Protocol::Connect,
                 owner,
+                reason,
             },
-            Err(asked) => Verdict::Deny {
+            // The answer (or why none could be had) is the reason: what
+            // would change it is the entry for the name and port.
+            Err((cause, asked)) => Verdict::Deny {
                 name: Some(name),
                 why: format!("{why}; {asked}"),
+                cause,
                 http,
                 ask_port: Some(to_port),
             },
@@ -186,6 +211,7 @@ pub(super) async fn verdict(
                 port: to_port,
                 tunnel: true,
                 owner,
+                reason,
             },
             Some(t),
         ) => {
@@ -193,12 +219,7 @@ pub(super) async fn verdict(
             match t.stray_placeholder(&buf[..head_len.min(buf.len())], &name, to_port) {
                 Some(secret) => {
                     let why = record_stray(shared, secret, &name, to_port, original);
-                    Verdict::Deny {
-                        name: Some(name),
-                        why,
-                        http: true,
-                        ask_port: None,
-                    }
+                    denied(Some(name), Reason::StrayPlaceholder, why, true)
                 }
                 None => Verdict::Allow {
                     name,
@@ -206,6 +227,7 @@ pub(super) async fn verdict(
                     port: to_port,
                     tunnel: true,
                     owner,
+                    reason,
                 },
             }
         }
@@ -220,12 +242,12 @@ pub(super) async fn verdict(
 /// Answer an allowed CONNECT to `name:to_port` (its upstream connected)
 /// and decide what comes through its tunnel: it must pass the same rules
 /// as a transparent connection to the same name and port (TLS for that
-/// name, HTTP only with --allow-http, anything else only for an explicit
-/// name:port entry).
+/// name, plain HTTP only where allowed, anything else only for an
+/// explicit name:port entry).
 pub(super) async fn tunnel(
     conn: &mut TcpStream,
     buf: &mut Vec<u8>,
-    (name, rule, owner): (String, String, bool),
+    (name, rule, owner, reason): (String, String, bool, Reason),
     to_port: u16,
     shared: &Arc<Shared>,
 ) -> (Protocol, Verdict) {
@@ -240,18 +262,19 @@ pub(super) async fn tunnel(
     };
     let inner = through_tunnel(conn, buf, to_port, wait).await;
     let other = speaks_other(&inner, buf, to_port);
-    let deny = |why: String| {
+    let deny = |why: String, cause: Cause| {
         (
             Protocol::Connect,
             Verdict::Deny {
                 name: Some(name.clone()),
                 why,
+                cause,
                 http: false,
                 ask_port: Some(to_port),
             },
         )
     };
-    if explicit && other {
+    let allow = |rule: String| {
         (
             Protocol::Connect,
             Verdict::Allow {
@@ -260,34 +283,33 @@ pub(super) async fn tunnel(
                 port: to_port,
                 tunnel: true,
                 owner,
+                reason,
             },
         )
+    };
+    if explicit && other {
+        allow(rule)
     } else {
         match inner.map(|first| decide(first, to_port, shared)) {
-            Err(why) => deny(format!("inside the CONNECT tunnel: {why}")),
-            Ok((
-                _,
-                Verdict::Allow {
-                    name: inner_name, ..
-                },
-            )) if inner_name == name => (
-                Protocol::Connect,
-                Verdict::Allow {
-                    name: name.clone(),
-                    rule,
-                    port: to_port,
-                    tunnel: true,
-                    owner,
-                },
+            Err(why) => deny(
+                format!("inside the CONNECT tunnel: {why}"),
+                Cause::new(Reason::SaidNothing),
             ),
             Ok((
                 _,
                 Verdict::Allow {
                     name: inner_name, ..
                 },
-            )) => deny(format!(
-                "the tunnel to {name} carries a connection for {inner_name}"
-            )),
+            )) if inner_name == name => allow(rule),
+            Ok((
+                _,
+                Verdict::Allow {
+                    name: inner_name, ..
+                },
+            )) => deny(
+                format!("the tunnel to {name} carries a connection for {inner_name}"),
+                Cause::new(Reason::TunnelMismatch),
+            ),
             // The tunnel's own name, allowed when asked about the
             // CONNECT: the same name and port need no second answer.
             Ok((
@@ -297,18 +319,9 @@ pub(super) async fn tunnel(
                     ask_port: Some(_),
                     ..
                 },
-            )) if shared.ask && inner_name == name => (
-                Protocol::Connect,
-                Verdict::Allow {
-                    name: name.clone(),
-                    rule,
-                    port: to_port,
-                    tunnel: true,
-                    owner,
-                },
-            ),
-            Ok((_, Verdict::Deny { why, .. } | Verdict::Refuse { why, .. })) => {
-                deny(format!("inside the CONNECT tunnel: {why}"))
+            )) if shared.ask && inner_name == name => allow(rule),
+            Ok((_, Verdict::Deny { why, cause, .. } | Verdict::Refuse { why, cause, .. })) => {
+                deny(format!("inside the CONNECT tunnel: {why}"), cause)
             }
         }
     }
@@ -322,6 +335,16 @@ pub(super) enum Refusal {
     Stray(String),
     /// The egress quota is used up: why.
     Quota(String),
+}
+
+impl Refusal {
+    /// Its words and its cause.
+    pub(super) fn why(self) -> (String, Cause) {
+        match self {
+            Refusal::Stray(why) => (why, Cause::new(Reason::StrayPlaceholder)),
+            Refusal::Quota(why) => (why, Cause::new(Reason::QuotaUsedUp)),
+        }
+    }
 }
 
 /// The last checks on a connection allowed to `name:upstream_port`: a
@@ -379,24 +402,28 @@ fn record_stray(
         bytes_out: 0,
         bytes_in: 0,
         duration_ms: 0,
-        reason: None,
+        reason: Some(Cause::new(Reason::StrayPlaceholder)),
     });
     why
 }
 
-/// Put a name on no list to the person (`--ask`): `Ok` with the rule to
-/// record when allowed, and whether the owner allowed it (an answer of a
-/// caller's reaches public addresses only); `Err` with what happened
-/// otherwise.
+/// Put a name on no list to the person (ask mode): `Ok` with the rule to
+/// record when allowed, whether the owner allowed it (an answer of a
+/// caller's reaches public addresses only) and the answer's reason; `Err`
+/// with the cause and what happened otherwise.
 async fn ask(
     shared: &Shared,
     protocol: Protocol,
     name: &str,
     port: u16,
-) -> Result<(String, bool), String> {
+) -> Result<(String, bool, Reason), (Cause, String)> {
+    let entry = || domain_entry(name, port);
     if name == HOST_ALIAS || name.ends_with(".warden.internal") {
-        return Err(format!(
-            "{HOST_ALIAS} is the host itself: only --allow-host-port opens its ports, never a question"
+        return Err((
+            Cause::with_entry(Reason::HostNotAsked, port.to_string()),
+            format!(
+                "{HOST_ALIAS} is the host itself: only the host ports the owner opened reach it, never a question"
+            ),
         ));
     }
     let key = (name.to_string(), port);
@@ -406,33 +433,39 @@ async fn ask(
         .ok()
         .and_then(|g| g.get(&key).copied())
     {
-        return Ok((
-            if shared.learn {
-                super::LEARNED.into()
-            } else {
-                "--ask (allowed for this run)".into()
-            },
-            owner,
-        ));
+        return Ok(if shared.learn {
+            (super::LEARNED.into(), owner, Reason::Learned)
+        } else {
+            (super::ASK_FOR_RUN.into(), owner, Reason::AskedForRun)
+        });
     }
+    let nobody = || {
+        (
+            Cause::with_entry(Reason::NoOneToAsk, entry()),
+            "ask mode has no terminal to ask on".to_string(),
+        )
+    };
     if shared.asker.is_none() {
-        return Err("--ask has no terminal to ask on".into());
+        return Err(nobody());
     }
-    // A name pinned by --add-host to the host itself (its loopback or one
-    // of its addresses) would be a question about the host's own ports.
+    // A name the owner pinned to the host itself (its loopback or one of
+    // its addresses) would be a question about the host's own ports.
     if let Some(ip) = shared.hosts.get(name).filter(|_| !shared.test_ask_loopback) {
         // Addresses that cannot be read are taken to include this one.
         if ip.is_loopback()
             || ip.to_canonical().is_loopback()
             || shared.own_addresses().map_or(true, |own| own.contains(ip))
         {
-            return Err(format!(
-                "{name} is pinned to the host itself ({ip}) by --add-host: allow its ports with --allow-domain {name}:PORT, never through a question"
+            return Err((
+                Cause::with_entry(Reason::PinnedToHost, format!("{name}:{port}")),
+                format!(
+                    "{name} is pinned to the host itself ({ip}): only an allowlist entry with its port allows it, never a question"
+                ),
             ));
         }
     }
     let Some(asker) = shared.asker.clone() else {
-        return Err("--ask has no terminal to ask on".into());
+        return Err(nobody());
     };
     let question = Question {
         protocol: protocol.as_str(),
@@ -449,26 +482,32 @@ async fn ask(
         }
     };
     match answer {
-        Answer::Once => Ok((super::live::ASK_ONCE.into(), owner)),
+        Answer::Once => Ok((super::live::ASK_ONCE.into(), owner, Reason::AskedOnce)),
         Answer::ForRun => {
             grant();
-            Ok(("--ask (allowed for this run)".into(), owner))
+            Ok((super::ASK_FOR_RUN.into(), owner, Reason::AskedForRun))
         }
-        Answer::Deny => Err("denied when asked (--ask)".into()),
+        Answer::Deny => Err((
+            Cause::with_entry(Reason::DeniedWhenAsked, entry()),
+            "denied when asked".into(),
+        )),
         Answer::Always => {
             grant();
             // A caller's "always" is kept on the sandbox's list as a
             // caller's entry, never written among the owner's grants.
-            let rule = if owner {
-                super::ASK_ALWAYS
+            Ok(if owner {
+                (super::ASK_ALWAYS.into(), owner, Reason::AskedAlways)
             } else {
-                super::ASK_ALWAYS_BY_CALLER
-            };
-            Ok((rule.into(), owner))
+                (
+                    super::ASK_ALWAYS_BY_CALLER.into(),
+                    owner,
+                    Reason::AskedAlwaysByCaller,
+                )
+            })
         }
         Answer::Learn => {
             grant();
-            Ok((super::LEARNED.into(), owner))
+            Ok((super::LEARNED.into(), owner, Reason::Learned))
         }
     }
 }
@@ -496,44 +535,32 @@ fn decide(first: First, port: u16, shared: &Shared) -> (Protocol, Verdict) {
                     rule: m.rule.source.clone(),
                     port,
                     tunnel: false,
+                    reason: Reason::Allowed,
                 },
             ),
-            None => (
-                Protocol::Tls,
-                Verdict::Deny {
-                    name: Some(name),
-                    why: format!("no --allow-domain entry for this name on port {port}"),
-                    http: false,
-                    ask_port: Some(port),
-                },
-            ),
+            None => (Protocol::Tls, not_allowed(name, port, false)),
         },
         ClientHello::NoName => (
             Protocol::Tls,
-            Verdict::Deny {
-                name: None,
-                why: "a TLS connection without a server name (or to a raw IP)".into(),
-                http: false,
-                ask_port: None,
-            },
+            denied(
+                None,
+                Reason::NoServerName,
+                "a TLS connection without a server name (or to a raw IP)".into(),
+                false,
+            ),
         ),
         ClientHello::EncryptedClientHello => (
             Protocol::Tls,
-            Verdict::Deny {
-                name: None,
-                why: "Encrypted Client Hello hides the name; it is refused".into(),
-                http: false,
-                ask_port: None,
-            },
+            denied(
+                None,
+                Reason::EncryptedClientHello,
+                "Encrypted Client Hello hides the name; it is refused".into(),
+                false,
+            ),
         ),
         ClientHello::Malformed(why) => (
             Protocol::Tls,
-            Verdict::Deny {
-                name: None,
-                why: why.into(),
-                http: false,
-                ask_port: None,
-            },
+            denied(None, Reason::MalformedTls, why.into(), false),
         ),
         ClientHello::Incomplete | ClientHello::NotTls => decide_http(Ok(None), shared),
     }
@@ -553,17 +580,17 @@ fn decide_http(
             } else {
                 Protocol::Http
             };
-            // A host service opened with --allow-host-port speaks what it
-            // speaks: plain HTTP to it needs no --allow-http.
+            // A host service the owner opened speaks what it speaks: plain
+            // HTTP to it needs no permission of its own.
             if !head.connect && !shared.allow_http && !shared.is_host_service(&name, to_port) {
                 return (
                     Protocol::Http,
-                    Verdict::Deny {
-                        name: Some(name),
-                        why: "plain HTTP is denied (pass --allow-http to permit it)".into(),
-                        http: true,
-                        ask_port: None,
-                    },
+                    denied(
+                        Some(name),
+                        Reason::PlainHttp,
+                        "plain HTTP is denied (only TLS goes to allowed names)".into(),
+                        true,
+                    ),
                 );
             }
             let matcher = shared.matcher();
@@ -576,45 +603,33 @@ fn decide_http(
                         rule: m.rule.source.clone(),
                         port: to_port,
                         tunnel: head.connect,
+                        reason: Reason::Allowed,
                     },
                 ),
-                None => (
-                    protocol,
-                    Verdict::Deny {
-                        name: Some(name),
-                        why: format!("no --allow-domain entry for this name on port {to_port}"),
-                        http: true,
-                        ask_port: Some(to_port),
-                    },
-                ),
+                None => (protocol, not_allowed(name, to_port, true)),
             }
         }
         Ok(None) => (
             Protocol::Tcp,
-            Verdict::Deny {
-                name: None,
-                why: "not TLS or HTTP: raw TCP is not allowed".into(),
-                http: false,
-                ask_port: None,
-            },
+            denied(
+                None,
+                Reason::NotTlsOrHttp,
+                "not TLS or HTTP: raw TCP is not allowed".into(),
+                false,
+            ),
         ),
         Err(e @ HttpError::Malformed(_)) => (
             Protocol::Tcp,
-            Verdict::Deny {
-                name: None,
-                why: format!("not TLS or HTTP: raw TCP is not allowed ({e})"),
-                http: false,
-                ask_port: None,
-            },
+            denied(
+                None,
+                e.reason(),
+                format!("not TLS or HTTP: raw TCP is not allowed ({e})"),
+                false,
+            ),
         ),
         Err(e) => (
             Protocol::Http,
-            Verdict::Deny {
-                name: None,
-                why: e.to_string(),
-                http: true,
-                ask_port: None,
-            },
+            denied(None, e.reason(), e.to_string(), true),
         ),
     }
 }

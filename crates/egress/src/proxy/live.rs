@@ -16,6 +16,7 @@
 //! (the policy crate does, for every door alike).
 
 use super::{Arrival, Shared};
+use crate::decision::Reason;
 use crate::matcher::Matcher;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use warden_policy::DomainRule;
 
 /// The rule a connection allowed once by a person is recorded with: no
 /// entry stands behind it, so a narrowing never cuts it.
-pub(super) const ASK_ONCE: &str = "--ask (allowed once)";
+pub(super) const ASK_ONCE: &str = "asked: allowed once";
 
 /// Why the allowlist was not changed (nothing was).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,6 +34,16 @@ pub enum ChangeError {
     NotListed { index: usize, entry: String },
     #[error("the proxy's allowlist is unusable (a thread panicked while changing it)")]
     Unusable,
+}
+
+impl ChangeError {
+    /// Its stable code.
+    pub fn reason(&self) -> crate::decision::Reason {
+        match self {
+            ChangeError::NotListed { .. } => crate::decision::Reason::NotListed,
+            ChangeError::Unusable => crate::decision::Reason::ProxyUnusable,
+        }
+    }
 }
 
 /// What a change did.
@@ -114,15 +125,18 @@ pub(super) fn register(
     name: &str,
     port: u16,
     rule: &str,
-) -> Result<Registration, String> {
+) -> Result<Registration, (Reason, String)> {
     let once = rule == ASK_ONCE;
-    let mut live = shared
-        .live
-        .lock()
-        .map_err(|_| "the proxy's registry of open connections is unusable".to_string())?;
+    let mut live = shared.live.lock().map_err(|_| {
+        (
+            Reason::ProxyUnusable,
+            "the proxy's registry of open connections is unusable".to_string(),
+        )
+    })?;
     if live.epoch != at.epoch && !once && !still_allowed(shared, &shared.matcher(), name, port) {
-        return Err(format!(
-            "{name} was removed from the allowlist while the connection was being decided"
+        return Err((
+            Reason::Removed,
+            format!("{name} was removed from the allowlist while the connection was being decided"),
         ));
     }
     let (tx, rx) = watch::channel(false);

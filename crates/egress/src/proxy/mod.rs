@@ -22,7 +22,7 @@ mod pass;
 mod relay;
 mod serve;
 
-pub use crate::decision::{Decision, Observer, Protocol, Reason, ReasonCode, SecretAction};
+pub use crate::decision::{Cause, Decision, Observer, Protocol, Reason, SecretAction};
 use crate::dns::{self, NameAddresses};
 use crate::matcher::Matcher;
 use crate::secrets::Terminator;
@@ -96,16 +96,26 @@ pub enum Answer {
     Always,
 }
 
-/// The rule recorded for the connection a person answered "always".
-pub const ASK_ALWAYS: &str = "--ask (allowed always)";
+/// The rule recorded for the connection a person answered "always"
+/// (reason [`Reason::AskedAlways`]). Rules recorded for answers are plain
+/// words: each door names the option in its own terms.
+pub const ASK_ALWAYS: &str = "asked: allowed always";
 
 /// The rule recorded for the connection a caller (a token holder over the
 /// API) answered "always": kept on the sandbox's list as a caller's entry,
 /// never among the owner's grants.
-pub const ASK_ALWAYS_BY_CALLER: &str = "--ask (allowed always by a caller)";
+pub const ASK_ALWAYS_BY_CALLER: &str = "asked: allowed always by a caller";
+
+/// The rule recorded for a connection allowed "for this run" (when asked,
+/// or by that answer since).
+pub const ASK_FOR_RUN: &str = "asked: allowed for this run";
 
 /// The rule recorded for a connection learning mode allowed.
-pub const LEARNED: &str = "--egress-learn (no rule allows it)";
+pub const LEARNED: &str = "learning mode: no rule allows it";
+
+/// The rule recorded for a name the resolver answered in ask mode: the
+/// connection to it is asked about.
+pub const ASK_ON_CONNECTION: &str = "ask mode: asked on connection";
 
 /// Learning mode's answer to every question: allow, and say so.
 struct Learner;
@@ -141,6 +151,13 @@ pub enum ProxyError {
     Socket(#[source] std::io::Error),
     #[error("cannot start the egress proxy's thread")]
     Thread(#[source] std::io::Error),
+}
+
+impl ProxyError {
+    /// Its stable code.
+    pub fn reason(&self) -> Reason {
+        Reason::StartFailed
+    }
 }
 
 /// A running proxy; [`Proxy::stop`] ends it.
@@ -447,8 +464,8 @@ async fn serve_dns(udp: UdpSocket, shared: &Arc<Shared>) {
     // In ask mode every name is answered, and the connection decides; the
     // rule says which mode answered it.
     let ask_rule = match (shared.ask, shared.learn) {
-        (_, true) => Some(LEARNED),
-        (true, false) => Some("--ask (asked on connection)"),
+        (_, true) => Some((LEARNED, Reason::Learned)),
+        (true, false) => Some((ASK_ON_CONNECTION, Reason::AskOnConnection)),
         (false, false) => None,
     };
     loop {
@@ -475,7 +492,7 @@ async fn serve_dns(udp: UdpSocket, shared: &Arc<Shared>) {
                     bytes_out: 0,
                     bytes_in: 0,
                     duration_ms: 0,
-                    reason: None,
+                    reason: Some(d.cause),
                 });
             }
         }

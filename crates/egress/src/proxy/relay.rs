@@ -3,8 +3,9 @@
 //! This module owns the end of every connection: a denial answered (403 for
 //! HTTP) and closed; an allowed one connected upstream (a CONNECT answered
 //! only then, so that a refusal by address is its 403; resolved on the
-//! host; resolved addresses must be public or in `--allow-cidr`, never the
-//! host's own; the host's loopback only for `--allow-host-port`), then
+//! host; resolved addresses must be public or in the owner's ranges, never
+//! the host's own; the host's loopback only for the host ports the owner
+//! opened), then
 //! spliced both ways under the idle timeout with every byte counted towards
 //! the quota, or handed to the secret terminator; and its report: the
 //! decision when it is made, its bytes when it ends. It never decides
@@ -12,7 +13,7 @@
 
 use super::decide::{self, admit, Refusal, Verdict};
 use super::{live, pass, Arrival, Shared};
-use crate::decision::{Decision, Protocol, Reason, ReasonCode};
+use crate::decision::{Cause, Decision, Protocol, Reason};
 use crate::http::parse_request_head;
 use crate::tls::{self, ClientHello};
 use std::net::{IpAddr, SocketAddr};
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use warden_policy::{Field, HOST_ALIAS};
+use warden_policy::HOST_ALIAS;
 
 /// How long connecting upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,6 +54,7 @@ pub(super) async fn settle(
         Verdict::Deny {
             name,
             why,
+            cause,
             http,
             ask_port,
         } => {
@@ -69,13 +71,17 @@ pub(super) async fn settle(
             decision.name = name;
             decision.detail = why.clone();
             if http {
-                let _ = conn.write_all(&forbidden(&format!("denied: {why}"))).await;
+                let _ = conn
+                    .write_all(&forbidden(cause.reason, &format!("denied: {why}")))
+                    .await;
             }
+            decision.reason = Some(cause);
             let _ = conn.shutdown().await;
         }
-        Verdict::Refuse { name, why } => {
+        Verdict::Refuse { name, why, cause } => {
             decision.name = Some(name);
             decision.detail = why;
+            decision.reason = Some(cause);
             // A reset, not an orderly close: the client's next read or
             // write fails at once with "connection reset".
             let _ = conn.set_zero_linger();
@@ -87,17 +93,20 @@ pub(super) async fn settle(
             port: upstream_port,
             tunnel,
             owner,
+            reason,
         } => {
             decision.name = Some(name.clone());
             decision.port = upstream_port;
+            decision.reason = Some(Cause::new(reason));
             // In the registry of open connections from here on: a removal
             // of its name from the allowlist cuts it, whatever it is doing.
             let registered = live::register(shared, at, &name, upstream_port, &rule);
             decision.rule = Some(rule.clone());
             let mut registration = match registered {
                 Ok(r) => r,
-                Err(why) => {
+                Err((reason, why)) => {
                     decision.detail = why;
+                    decision.reason = Some(Cause::new(reason));
                     let _ = conn.shutdown().await;
                     decision.duration_ms = start.elapsed().as_millis() as u64;
                     shared.record(&decision);
@@ -112,17 +121,23 @@ pub(super) async fn settle(
                     decision.allowed = false;
                     decision.detail = why.clone();
                     if protocol == Protocol::Http || tunnel {
-                        let _ = conn.write_all(&forbidden(&why)).await;
+                        let _ = conn
+                            .write_all(&forbidden(Reason::StrayPlaceholder, &why))
+                            .await;
                     }
+                    decision.reason = Some(Cause::new(Reason::StrayPlaceholder));
                     let _ = conn.shutdown().await;
                     decision.duration_ms = start.elapsed().as_millis() as u64;
                     shared.record(&decision);
                     return;
                 }
-                Err(Refusal::Quota(why)) => Err(Unreached::Failed(why)),
+                Err(quota @ Refusal::Quota(_)) => {
+                    let (why, cause) = quota.why();
+                    Err(Unreached::Failed(why, cause))
+                }
                 Ok(()) => tokio::select! {
                     u = connect_upstream(&name, upstream_port, owner, shared) => u,
-                    _ = registration.cut() => Err(Unreached::Failed(cut_why(&name))),
+                    _ = registration.cut() => Err(Unreached::Failed(cut_why(&name), Cause::new(Reason::Removed))),
                 },
             };
             // The tunnel's first bytes, judged once the upstream is there.
@@ -133,7 +148,7 @@ pub(super) async fn settle(
                     &mut conn,
                     &mut buf,
                     at,
-                    (&name, rule, owner),
+                    (&name, rule, owner, reason),
                     upstream_port,
                     shared,
                     &mut registration,
@@ -145,28 +160,32 @@ pub(super) async fn settle(
             match upstream {
                 // Refused by where the name leads: a plain request or a
                 // CONNECT (not answered yet) is told why, as a denial is.
-                Err(Unreached::Refused(why, reason)) if protocol == Protocol::Http || tunnel => {
+                Err(Unreached::Refused(why, cause)) if protocol == Protocol::Http || tunnel => {
                     decision.detail = why.clone();
-                    decision.reason = reason;
-                    let _ = conn.write_all(&forbidden(&format!("denied: {why}"))).await;
+                    let _ = conn
+                        .write_all(&forbidden(cause.reason, &format!("denied: {why}")))
+                        .await;
+                    decision.reason = Some(cause);
                     let _ = conn.shutdown().await;
                 }
-                Err(Unreached::Refused(why, reason)) => {
+                Err(Unreached::Refused(why, cause)) => {
                     decision.detail = why;
-                    decision.reason = reason;
+                    decision.reason = Some(cause);
                     let _ = conn.shutdown().await;
                 }
-                Err(Unreached::Failed(why)) => {
+                Err(Unreached::Failed(why, cause)) => {
                     if tunnel {
-                        let _ = conn.write_all(&bad_gateway(&why)).await;
+                        let _ = conn.write_all(&bad_gateway(cause.reason, &why)).await;
                     }
                     decision.detail = why;
+                    decision.reason = Some(cause);
                     let _ = conn.shutdown().await;
                 }
                 // Inside an open tunnel an HTTP answer would be taken for
                 // the other protocol's bytes: the tunnel is cut.
-                Err(Unreached::Cut(why)) => {
+                Err(Unreached::Cut(why, cause)) => {
                     decision.detail = why;
+                    decision.reason = Some(cause);
                     let _ = conn.shutdown().await;
                 }
                 Ok((upstream, addr)) => {
@@ -188,6 +207,7 @@ pub(super) async fn settle(
                             Ok(permit) => Some((t, permit)),
                             Err(_) => {
                                 decision.allowed = false;
+                                decision.reason = Some(Cause::new(Reason::MemoryBudget));
                                 decision.detail = format!(
                                     "the proxy's memory budget ({} MiB) is spent: no room to terminate TLS for {name}'s secrets",
                                     super::MEMORY_BUDGET_KIB / 1024
@@ -290,21 +310,26 @@ async fn open_tunnel(
     conn: &mut TcpStream,
     buf: &mut Vec<u8>,
     at: &Arrival,
-    (name, rule, owner): (&str, String, bool),
+    (name, rule, owner, reason): (&str, String, bool, Reason),
     port: u16,
     shared: &Arc<Shared>,
     registration: &mut live::Registration,
 ) -> Result<(), Unreached> {
     let judged = tokio::select! {
-        j = decide::tunnel(conn, buf, (name.to_string(), rule, owner), port, shared) => j.1,
-        _ = registration.cut() => return Err(Unreached::Cut(cut_why(name))),
+        j = decide::tunnel(conn, buf, (name.to_string(), rule, owner, reason), port, shared) => j.1,
+        _ = registration.cut() => return Err(Unreached::Cut(cut_why(name), Cause::new(Reason::Removed))),
     };
     match judged {
         Verdict::Allow { .. } => match admit(shared, buf, Protocol::Connect, at, name, port) {
             Ok(()) => Ok(()),
-            Err(Refusal::Stray(why) | Refusal::Quota(why)) => Err(Unreached::Cut(why)),
+            Err(refusal) => {
+                let (why, cause) = refusal.why();
+                Err(Unreached::Cut(why, cause))
+            }
         },
-        Verdict::Deny { why, .. } | Verdict::Refuse { why, .. } => Err(Unreached::Cut(why)),
+        Verdict::Deny { why, cause, .. } | Verdict::Refuse { why, cause, .. } => {
+            Err(Unreached::Cut(why, cause))
+        }
     }
 }
 
@@ -375,17 +400,17 @@ fn cut_why(name: &str) -> String {
     format!("cut: {name} was removed from the allowlist")
 }
 
-/// Why an allowed connection was not connected upstream, or not relayed.
+/// Why an allowed connection was not connected upstream, or not relayed:
+/// in words and as data.
 enum Unreached {
     /// Where the name leads is not for this connection (addresses that are
-    /// not public, the owner's reach for a caller's name): a refusal, in
-    /// words and as data.
-    Refused(String, Option<Reason>),
+    /// not public, the owner's reach for a caller's name): a refusal.
+    Refused(String, Cause),
     /// It could not be resolved or connected, or was cut or over quota.
-    Failed(String),
+    Failed(String, Cause),
     /// What came through an open CONNECT tunnel was refused, or the
     /// tunnel was cut: nothing more can be said to the client.
-    Cut(String),
+    Cut(String, Cause),
 }
 
 /// Resolve `name` on the host side and connect. For a destination the
@@ -404,8 +429,8 @@ async fn connect_upstream(
     let pinned = shared.hosts.get(name);
     let candidates: Vec<SocketAddr> = match pinned {
         Some(ip) if owner => vec![SocketAddr::new(*ip, port)],
-        // A host service opened with --allow-host-port (the matcher allowed
-        // only those ports for this name): the host's own loopback.
+        // A host service the owner opened (the matcher allowed only those
+        // ports for this name): the host's own loopback.
         None if shared.is_host_service(name, port) => vec![
             SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), port),
             SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), port),
@@ -424,13 +449,12 @@ async fn connect_upstream(
                                 "{} (it is pinned by the owner, and cannot be resolved otherwise: {e})",
                                 callers_name(name, port)
                             ),
-                            Some(Reason {
-                                code: ReasonCode::CallersReach,
-                                addresses: Vec::new(),
-                                allow: None,
-                            }),
+                            Cause::new(Reason::CallersReach),
                         ),
-                        None => Unreached::Failed(format!("cannot resolve {name}: {e}")),
+                        None => Unreached::Failed(
+                            format!("cannot resolve {name}: {e}"),
+                            Cause::new(Reason::Unresolved),
+                        ),
                     }
                     };
                     let resolver = shared
@@ -457,7 +481,10 @@ async fn connect_upstream(
             // Fails closed: without the host's own addresses no resolved
             // address can be told apart from them.
             let own = shared.own_addresses().map_err(|e| {
-                Unreached::Failed(format!("{e}: refusing to connect to {name}, whose addresses cannot be told apart from the host's own"))
+                Unreached::Failed(
+                    format!("{e}: refusing to connect to {name}, whose addresses cannot be told apart from the host's own"),
+                    Cause::new(Reason::OwnAddressesUnknown),
+                )
             })?;
             let reach = Reach {
                 owner,
@@ -476,7 +503,7 @@ async fn connect_upstream(
             Err(_) => last = format!("connecting to {addr} timed out"),
         }
     }
-    Err(Unreached::Failed(last))
+    Err(Unreached::Failed(last, Cause::new(Reason::Unreachable)))
 }
 
 /// What a connection's resolved addresses are judged by.
@@ -531,11 +558,10 @@ impl Reach<'_> {
                 // Without the addresses: the sandbox is not told where the
                 // owner's pins and ranges lead (the event keeps them).
                 callers_name(name, port),
-                Some(Reason {
-                    code: ReasonCode::CallersReach,
+                Cause {
                     addresses: ips,
-                    allow: None,
-                }),
+                    ..Cause::new(Reason::CallersReach)
+                },
             ));
         }
         // The first address a range could open (none is the host's own),
@@ -546,55 +572,37 @@ impl Reach<'_> {
         ];
         let openable = ips
             .iter()
-            .find(|ip| usable_upstream(**ip, &everything, self.own));
-        let reason = match openable {
-            Some(ip) => Reason {
-                code: ReasonCode::NotPublic,
-                allow: Some((Field::AllowCidr, ipnet::IpNet::from(*ip).to_string())),
+            .find(|ip| usable_upstream(**ip, &everything, self.own))
+            .copied();
+        let cause = match openable {
+            Some(ip) => Cause {
                 addresses: ips,
+                ..Cause::with_entry(Reason::NotPublic, ipnet::IpNet::from(ip).to_string())
             },
-            None => Reason {
-                code: ReasonCode::HostItself,
-                allow: Some((Field::AllowHostPort, port.to_string())),
+            None => Cause {
                 addresses: ips,
+                ..Cause::with_entry(Reason::HostItself, port.to_string())
             },
         };
         Err(Unreached::Refused(
-            refused_why(name, &list, &reason),
-            Some(reason),
+            refused_why(name, port, &list, &cause),
+            cause,
         ))
     }
 }
 
-/// A refusal by where a name leads, in words: the addresses, and the
-/// entry that would allow it in each door's terms (from the field table).
-fn refused_why(name: &str, list: &str, reason: &Reason) -> String {
-    let rule = |field: Field, value: &str| {
-        let mut how = Vec::new();
-        if let Some(flag) = field.flag() {
-            how.push(format!("{flag} {value}"));
-        }
-        if let Some(key) = field.profile_key() {
-            how.push(format!("{key} in a profile"));
-        }
-        if let Some(json) = field.json_path() {
-            how.push(format!("{json} in the API"));
-        }
-        match how.split_first() {
-            Some((first, rest)) if !rest.is_empty() => format!("{first} ({})", rest.join(", ")),
-            _ => how.join(", "),
-        }
-    };
-    match (reason.code, &reason.allow) {
-        (ReasonCode::NotPublic, Some((field, value))) => format!(
-            "{name} resolves only to non-public addresses ({list}), in no allowed range; allow it with {}",
-            rule(*field, value)
+/// A refusal by where a name leads, in plain words: the addresses (never
+/// the host's own to the sandbox), and what kind of entry would allow it;
+/// each door names the option itself, from the cause's field.
+fn refused_why(name: &str, port: u16, list: &str, cause: &Cause) -> String {
+    match cause.reason {
+        Reason::NotPublic => format!(
+            "{name} resolves only to non-public addresses ({list}), in no range the owner allowed"
         ),
         // Without the addresses: which addresses are the host's own is not
         // the sandbox's to learn (the event keeps them for the owner).
-        (ReasonCode::HostItself, Some((field, value))) => format!(
-            "{name} resolves only to the host's own addresses, which no range opens; the host's services are reached as {HOST_ALIAS}:{value}, allowed with {}",
-            rule(*field, value)
+        Reason::HostItself => format!(
+            "{name} resolves only to the host's own addresses, which no range opens; the host's services are reached as {HOST_ALIAS}:{port} once the owner opens that port"
         ),
         _ => format!("{name} resolves only to addresses this connection may not use ({list})"),
     }
@@ -608,9 +616,10 @@ fn callers_name(name: &str, port: u16) -> String {
     )
 }
 
-/// Whether a resolved address may be connected to: public, or in a range
-/// of `--allow-cidr`; never one of the host's own addresses or its loopback
-/// (host services are reached through `--allow-host-port` alone).
+/// Whether a resolved address may be connected to: public, or in one of
+/// the owner's ranges; never one of the host's own addresses or its
+/// loopback (host services are reached through the host ports the owner
+/// opened alone).
 fn usable_upstream(ip: IpAddr, cidrs: &[ipnet::IpNet], own: &[IpAddr]) -> bool {
     // The host in any spelling: unspecified, loopback, 0.0.0.0/8, and the
     // IPv6 forms that carry one of those or one of the host's own addresses.
@@ -692,9 +701,11 @@ pub fn is_public(ip: IpAddr) -> bool {
 /// `X-Warden-Denied` header and in the body: what a client shows of a
 /// refused CONNECT is often only its status line (Python's urllib and so
 /// pip: "Tunnel connection failed: 403 Forbidden by warden: ..."), or a
-/// header. The reason is warden's own text; control characters of a name
-/// the sandbox chose are let into neither line.
-fn forbidden(why: &str) -> Vec<u8> {
+/// header; and the reason's stable code in `X-Warden-Reason`, the same
+/// code the decision's event carries. The reason is warden's own text;
+/// control characters of a name the sandbox chose are let into neither
+/// line.
+fn forbidden(reason: Reason, why: &str) -> Vec<u8> {
     let header: String = why
         .chars()
         .map(|c| {
@@ -707,7 +718,8 @@ fn forbidden(why: &str) -> Vec<u8> {
         .collect();
     let body = format!("warden: {why}\n");
     format!(
-        "HTTP/1.1 403 Forbidden by warden: {header}\r\nContent-Type: text/plain\r\nX-Warden-Denied: {header}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 403 Forbidden by warden: {header}\r\nContent-Type: text/plain\r\nX-Warden-Denied: {header}\r\nX-Warden-Reason: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        reason.code(),
         body.len()
     )
     .into_bytes()
@@ -716,11 +728,12 @@ fn forbidden(why: &str) -> Vec<u8> {
 /// A 502 for a CONNECT whose upstream could not be reached (resolved,
 /// connected, or over the quota), saying why in the body: sent before the
 /// tunnel opens, so the client shows a status rather than a broken
-/// handshake.
-fn bad_gateway(why: &str) -> Vec<u8> {
+/// handshake; its code in `X-Warden-Reason`, as a refusal's.
+fn bad_gateway(reason: Reason, why: &str) -> Vec<u8> {
     let body = format!("warden: {why}\n");
     format!(
-        "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nX-Warden-Reason: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        reason.code(),
         body.len()
     )
     .into_bytes()
@@ -729,6 +742,7 @@ fn bad_gateway(why: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warden_policy::Field;
 
     #[test]
     fn plain_http_requests_are_sent_with_connection_close() {
@@ -844,9 +858,9 @@ mod tests {
         };
         let ips = |r: Result<Vec<SocketAddr>, Unreached>| match r {
             Ok(v) => Ok(v.into_iter().map(|a| a.ip()).collect::<Vec<_>>()),
-            Err(Unreached::Refused(why, _) | Unreached::Failed(why) | Unreached::Cut(why)) => {
-                Err(why)
-            }
+            Err(
+                Unreached::Refused(why, _) | Unreached::Failed(why, _) | Unreached::Cut(why, _),
+            ) => Err(why),
         };
         // The owner's destination: the owner's range serves it.
         assert_eq!(
@@ -883,25 +897,48 @@ mod tests {
         let refused = |ips: &[&str]| {
             let ips: Vec<IpAddr> = ips.iter().map(|i| i.parse().unwrap()).collect();
             match reach.usable("db.test", 5432, &ips) {
-                Err(Unreached::Refused(why, Some(reason))) => (why, reason),
-                _ => panic!("not refused with a reason: {ips:?}"),
+                Err(Unreached::Refused(why, cause)) => (why, cause),
+                _ => panic!("not refused: {ips:?}"),
             }
         };
         // The first address a range could open, as a one-address range.
-        let (why, reason) = refused(&["127.0.0.1", "10.1.2.3", "fd00::1"]);
-        assert_eq!(reason.code, ReasonCode::NotPublic);
-        assert_eq!(reason.allow, Some((Field::AllowCidr, "10.1.2.3/32".into())));
-        assert_eq!(reason.addresses.len(), 3);
+        let (why, cause) = refused(&["127.0.0.1", "10.1.2.3", "fd00::1"]);
+        assert_eq!(cause.reason, Reason::NotPublic);
+        assert_eq!(cause.field, Some(Field::AllowCidr));
+        assert_eq!(cause.entry.as_deref(), Some("10.1.2.3/32"));
+        assert_eq!(cause.addresses.len(), 3);
         assert!(why.contains("(127.0.0.1, 10.1.2.3, fd00::1)"), "{why}");
-        assert!(why.contains("--allow-cidr 10.1.2.3/32"), "{why}");
-        assert!(why.contains("egress.allow_cidrs"), "{why}");
-        let (_, reason) = refused(&["fd00::1"]);
-        assert_eq!(reason.allow, Some((Field::AllowCidr, "fd00::1/128".into())));
+        assert!(
+            !why.contains("--"),
+            "no flag is named below the doors: {why}"
+        );
+        let (_, cause) = refused(&["fd00::1"]);
+        assert_eq!(cause.entry.as_deref(), Some("fd00::1/128"));
         // Only the host itself: no range opens it, a host port does.
-        let (why, reason) = refused(&["127.0.0.1", "10.9.9.9"]);
-        assert_eq!(reason.code, ReasonCode::HostItself);
-        assert_eq!(reason.allow, Some((Field::AllowHostPort, "5432".into())));
-        assert!(why.contains("--allow-host-port 5432"), "{why}");
+        let (why, cause) = refused(&["127.0.0.1", "10.9.9.9"]);
+        assert_eq!(cause.reason, Reason::HostItself);
+        assert_eq!(cause.field, Some(Field::AllowHostPort));
+        assert_eq!(cause.entry.as_deref(), Some("5432"));
+        assert!(why.contains("host.warden.internal:5432"), "{why}");
+        assert!(!why.contains("10.9.9.9"), "the host's own addresses: {why}");
+    }
+
+    #[test]
+    fn a_refusal_carries_its_code_in_a_header_of_its_own() {
+        let text = String::from_utf8(forbidden(Reason::PlainHttp, "denied: plain HTTP")).unwrap();
+        assert!(
+            text.contains("\r\nX-Warden-Reason: plain_http\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\r\nX-Warden-Denied: denied: plain HTTP\r\n"),
+            "{text}"
+        );
+        let text = String::from_utf8(bad_gateway(Reason::Unresolved, "cannot resolve")).unwrap();
+        assert!(
+            text.contains("\r\nX-Warden-Reason: unresolved\r\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod session;
 mod spelled;
 mod target;
 
-use crate::decision::Decision;
+use crate::decision::{Decision, Reason};
 use crate::matcher::Matcher;
 use authority::Authority;
 use bytes::Bytes;
@@ -58,24 +58,40 @@ pub enum SecretError {
     Random(#[source] std::io::Error),
     #[error("cannot make the sandbox's certificate authority")]
     Authority(#[source] rcgen::Error),
-    #[error("cannot read --upstream-ca {path}")]
+    #[error("cannot read the upstream authority file {path}")]
     UpstreamCa {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("--upstream-ca {0} holds no PEM certificate; give a file with -----BEGIN CERTIFICATE----- blocks")]
+    #[error("the upstream authority file {0} holds no PEM certificate; give a file with -----BEGIN CERTIFICATE----- blocks")]
     NoCertificate(PathBuf),
-    #[error("--upstream-ca {path}: a certificate cannot be trusted")]
+    #[error("the upstream authority file {path}: a certificate cannot be trusted")]
     BadCertificate {
         path: PathBuf,
         #[source]
         source: rustls::Error,
     },
-    #[error("no authority to verify upstream servers with: the system has no root certificates and no --upstream-ca was given")]
+    #[error("no authority to verify upstream servers with: the system has no root certificates and no upstream authority file was given")]
     NoRoots,
     #[error("cannot configure TLS for the secret proxy")]
     Tls(#[source] rustls::Error),
+}
+
+impl SecretError {
+    /// Its stable code; [`Reason::field`] names the option that would
+    /// change it, for each door to word (the upstream authorities).
+    pub fn reason(&self) -> Reason {
+        match self {
+            SecretError::UpstreamCa { .. } => Reason::UpstreamCaUnreadable,
+            SecretError::NoCertificate(_) => Reason::UpstreamCaEmpty,
+            SecretError::BadCertificate { .. } => Reason::UpstreamCaUntrusted,
+            SecretError::NoRoots => Reason::NoRoots,
+            SecretError::Random(_) | SecretError::Authority(_) | SecretError::Tls(_) => {
+                Reason::SecretSetup
+            }
+        }
+    }
 }
 
 /// A fresh placeholder: `warden-secret-` and 32 hexadecimal digits from
@@ -263,7 +279,7 @@ impl Terminator {
         }
         let list: Vec<&str> = rules.iter().map(|r| r.source.as_str()).collect();
         Some(format!(
-            "denied by --secret-rule: {method} {path} on {name} matches none of its rules ({})",
+            "denied by the secret's request rules: {method} {path} on {name} matches none of them ({})",
             list.join("; ")
         ))
     }

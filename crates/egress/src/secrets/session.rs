@@ -16,7 +16,7 @@ use super::rewrite::{
 };
 use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
 use super::{zero, BoxError, OutBody, Recorder, Terminator};
-use crate::decision::{Decision, Protocol, SecretAction};
+use crate::decision::{Cause, Decision, Protocol, Reason, SecretAction};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -148,6 +148,23 @@ struct Session {
 
 impl Session {
     fn decision(&self, secret: usize, action: SecretAction, detail: String) -> Decision {
+        self.decision_for(secret, action, detail, None)
+    }
+
+    /// A secret decision; a blocked one's reason is `reason`, or a
+    /// withheld response's.
+    fn decision_for(
+        &self,
+        secret: usize,
+        action: SecretAction,
+        detail: String,
+        reason: Option<Reason>,
+    ) -> Decision {
+        let reason = match action {
+            SecretAction::Substituted => Reason::Substituted,
+            SecretAction::Scrubbed => Reason::Scrubbed,
+            SecretAction::Blocked => reason.unwrap_or(Reason::ResponseWithheld),
+        };
         Decision {
             protocol: Protocol::Secret(action),
             name: Some(self.name.clone()),
@@ -159,8 +176,22 @@ impl Session {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
-            reason: None,
+            reason: Some(Cause::new(reason)),
         }
+    }
+
+    /// A blocked secret's decision and its words.
+    fn blocked(&self, b: Blocked) -> Decision {
+        let reason = match b.violation {
+            Violation::Placeholder => Reason::StrayPlaceholder,
+            Violation::Value => Reason::SecretValue,
+        };
+        self.decision_for(
+            b.secret,
+            SecretAction::Blocked,
+            self.blocked_why(b),
+            Some(reason),
+        )
     }
 
     fn blocked_why(&self, b: Blocked) -> String {
@@ -183,7 +214,7 @@ impl Session {
 
     /// Refuse a request before anything of it goes upstream, recorded as a
     /// denied decision of protocol `request`.
-    fn refuse(&self, status: StatusCode, why: String) -> Response<OutBody> {
+    fn refuse(&self, status: StatusCode, cause: Cause, why: String) -> Response<OutBody> {
         (self.record)(Decision {
             protocol: Protocol::Request,
             name: Some(self.name.clone()),
@@ -195,14 +226,15 @@ impl Session {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
-            reason: None,
+            reason: Some(cause),
         });
         text(status, format!("warden: {why}\n"))
     }
 
     fn block(&self, b: Blocked) -> Response<OutBody> {
-        let why = self.blocked_why(b);
-        (self.record)(self.decision(b.secret, SecretAction::Blocked, why.clone()));
+        let decision = self.blocked(b);
+        let why = decision.detail.clone();
+        (self.record)(decision);
         text(StatusCode::FORBIDDEN, format!("warden: {why}\n"))
     }
 }
@@ -404,14 +436,24 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
                 }
                 _ => StatusCode::BAD_REQUEST,
             };
-            return s.refuse(status, format!("refused: {e}"));
+            return s.refuse(
+                status,
+                Cause::new(Reason::MisdirectedRequest),
+                format!("refused: {e}"),
+            );
         }
     };
     if let Some(why) = s
         .term
         .rule_denies(&s.name, s.port, parts.method.as_str(), &path)
     {
-        return s.refuse(StatusCode::FORBIDDEN, why);
+        // The rule that would allow this very request.
+        let entry = format!("{} {}{path}", parts.method, s.name);
+        return s.refuse(
+            StatusCode::FORBIDDEN,
+            Cause::with_entry(Reason::SecretRule, entry),
+            why,
+        );
     }
 
     // The target: the normalised path and the query, substituted
@@ -491,8 +533,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
             true,
             None,
             Some(Box::new(move |b| {
-                let why = watch.blocked_why(b);
-                (watch.record)(watch.decision(b.secret, SecretAction::Blocked, why));
+                (watch.record)(watch.blocked(b));
             })),
         )
         .boxed()
