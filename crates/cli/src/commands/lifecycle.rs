@@ -423,7 +423,7 @@ pub fn logs(name: &str, follow: bool, json: bool) -> anyhow::Result<u8> {
                 println!("{line}");
             }
         } else {
-            println!("{}", sandboxes::printable(&e.describe()));
+            println!("{}", sandboxes::printable(&super::audit::describe(e)));
         }
     };
     // Subscribe first, so that nothing falls between the log and the feed.

@@ -329,7 +329,7 @@ pub fn logs(host: &str, name: &str, follow: bool, json: bool) -> anyhow::Result<
             v.to_string()
         } else {
             match serde_json::from_value::<warden_audit::Event>(v.clone()) {
-                Ok(e) => super::sandboxes::printable(&e.describe()),
+                Ok(e) => super::sandboxes::printable(&super::audit::describe(&e)),
                 Err(_) => v.to_string(),
             }
         };
