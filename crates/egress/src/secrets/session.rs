@@ -226,20 +226,27 @@ impl Session {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
-            reason: Some(cause),
+            reason: Some(cause.clone()),
         });
-        text(status, format!("warden: {why}\n"))
+        text(status, cause.reason, format!("warden: {why}\n"))
     }
 
     fn block(&self, b: Blocked) -> Response<OutBody> {
         let decision = self.blocked(b);
         let why = decision.detail.clone();
+        let reason = decision
+            .reason
+            .as_ref()
+            .map_or(Reason::StrayPlaceholder, |c| c.reason);
         (self.record)(decision);
-        text(StatusCode::FORBIDDEN, format!("warden: {why}\n"))
+        text(StatusCode::FORBIDDEN, reason, format!("warden: {why}\n"))
     }
 }
 
-fn text(status: StatusCode, body: String) -> Response<OutBody> {
+/// warden's own answer to a request on a terminated connection: its
+/// status, its reason's code in `X-Warden-Reason` (as the proxy's own
+/// refusals carry it), and why in words.
+fn text(status: StatusCode, reason: Reason, body: String) -> Response<OutBody> {
     let mut r = Response::new(
         Full::new(Bytes::from(body))
             .map_err(|never| match never {})
@@ -249,6 +256,10 @@ fn text(status: StatusCode, body: String) -> Response<OutBody> {
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain"),
+    );
+    r.headers_mut().insert(
+        "x-warden-reason",
+        http::HeaderValue::from_static(reason.code()),
     );
     r
 }
@@ -420,7 +431,13 @@ async fn connect_tls(term: &Terminator, upstream: TcpStream, name: &str) -> Resu
 async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
     let upstream = match &s.upstream {
         Ok(u) => u,
-        Err(why) => return text(StatusCode::BAD_GATEWAY, format!("warden: {why}\n")),
+        Err(why) => {
+            return text(
+                StatusCode::BAD_GATEWAY,
+                Reason::UpstreamFailed,
+                format!("warden: {why}\n"),
+            )
+        }
     };
     let (mut parts, body) = req.into_parts();
     // The authority and the path are read once, as the upstream will read
@@ -473,6 +490,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
     let Ok(target) = String::from_utf8(target) else {
         return text(
             StatusCode::BAD_REQUEST,
+            Reason::BadRequest,
             "warden: bad request target\n".into(),
         );
     };
@@ -493,6 +511,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
         let Ok(value) = http::HeaderValue::from_bytes(&value) else {
             return text(
                 StatusCode::BAD_GATEWAY,
+                Reason::BadRequest,
                 format!("warden: a secret's value cannot stand in the {key} header\n"),
             );
         };
@@ -508,6 +527,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
             Err(_) => {
                 return text(
                     StatusCode::PAYLOAD_TOO_LARGE,
+                    Reason::BadRequest,
                     format!("warden: a request body with a secret substituted in it may be at most {MAX_SUBSTITUTED_BODY} bytes\n"),
                 )
             }
@@ -557,6 +577,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
     let Ok(uri) = uri.parse::<http::Uri>() else {
         return text(
             StatusCode::BAD_REQUEST,
+            Reason::BadRequest,
             "warden: bad request target\n".into(),
         );
     };
@@ -589,6 +610,7 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
         Err(e) => {
             return text(
                 StatusCode::BAD_GATEWAY,
+                Reason::UpstreamFailed,
                 format!("warden: the request to {} failed: {e}\n", s.name),
             )
         }
@@ -636,6 +658,7 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
             }
             return text(
                 StatusCode::BAD_GATEWAY,
+                Reason::ResponseWithheld,
                 format!("warden: the server sent its response in the {unknown} coding, which warden cannot read to check it for secrets, so it is withheld\n"),
             );
         }
@@ -650,6 +673,7 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
         }
         return text(
             StatusCode::BAD_GATEWAY,
+            Reason::ResponseWithheld,
             format!("warden: the server's response was withheld: {why}\n"),
         );
     }
@@ -852,7 +876,20 @@ mod tests {
         // The server saw the value and echoed it; the sandbox sees the
         // placeholder again.
         assert_eq!(body, format!("Bearer {ph}").as_bytes());
+        // A request for another host on the same connection: refused, with
+        // the code its decision carries.
+        sender.ready().await.unwrap();
+        let req = Request::builder()
+            .uri("/")
+            .header("host", "other.test")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::MISDIRECTED_REQUEST);
+        assert_eq!(resp.headers()["x-warden-reason"], "misdirected_request");
         let decisions = decisions.lock().unwrap().clone();
+        assert!(decisions.iter().any(|d| !d.allowed
+            && d.reason.as_ref().map(|c| c.reason) == Some(Reason::MisdirectedRequest)));
         assert!(decisions
             .iter()
             .any(|d| d.allowed && d.detail.starts_with("substituted")));
