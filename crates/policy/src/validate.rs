@@ -1,13 +1,14 @@
 //! Checks on a composed profile beyond its shape: names that do not parse,
-//! domains that another entry already covers, paths that do not exist,
-//! values the resolver would refuse, each reported at the file, line and
-//! column where it was written; and `warden profile check`, which says
-//! whether a profile allows a destination and by which rule.
+//! domains that another entry already covers, paths a run could not
+//! mount, each reported at the file, line and column where it was written
+//! (what the resolver refuses is the resolver's to say, through the same
+//! resolution `run` uses); and `warden profile check`, which says whether
+//! a profile allows a destination and by which rule.
 
 use crate::compose::{Composed, Diagnostic, Layer, Origin, Severity, Slot, Sourced, Val};
 use crate::fields::Field;
 use crate::profile::Pos;
-use crate::{Defaults, DomainRule, Problem, ResolveError};
+use crate::{DomainRule, Problem, ResolveError};
 
 /// Why `warden profile check` could not judge a destination.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -38,9 +39,12 @@ fn diag(
     }
 }
 
-/// Add to `composed.diagnostics` every problem of its merged values.
-/// `defaults` are this host's; paths are checked for existence.
-pub fn validate(composed: &mut Composed, defaults: &Defaults) {
+/// Add to `composed.diagnostics` the problems only a profile has, each at
+/// its own place: every domain entry that does not parse (a run stops at
+/// the first), entries another one covers, paths written in the file that
+/// a run could not mount. What a run decides is not checked here: the
+/// front door resolves the profile as run does, after these.
+pub fn validate(composed: &mut Composed) {
     let fallback = composed
         .sources
         .last()
@@ -124,7 +128,9 @@ pub fn validate(composed: &mut Composed, defaults: &Defaults) {
         ));
     }
 
-    // Paths written in files must exist.
+    // Paths written in files are the host paths a run mounts: they must
+    // be there, reached as the jail reaches them (it checks them only when
+    // the sandbox is built, so a profile would pass here and fail there).
     for field in [Field::Workspace, Field::Rootfs, Field::Ro, Field::Rw] {
         let items: Vec<&Sourced> = match merged.slots.get(&field) {
             Some(Slot::One(s)) => vec![s],
@@ -133,38 +139,23 @@ pub fn validate(composed: &mut Composed, defaults: &Defaults) {
         };
         for s in items {
             if let (Val::Path(p), Some(_)) = (&s.val, s.origin.place()) {
-                if std::fs::symlink_metadata(p).is_err() {
+                if let Some(why) = unmountable(p) {
                     out.push(diag(
                         Severity::Error,
                         Some(field),
                         &s.origin,
                         &fallback,
-                        format!("{}: {} does not exist", field.profile_name(), p.display()),
+                        format!("{}: {} {why}", field.profile_name(), p.display()),
                     ));
                 }
             }
         }
     }
 
-    // Everything else the resolver checks, at the place of the value it
-    // refused. A profile without a command is checked with a stand-in one.
-    let mut request = merged.request(false);
-    if request.command.is_empty() {
-        request.command = vec!["true".into()];
-    }
-    if let Err(e) = request.resolve(defaults, &[]) {
-        let already = matches!(e.problem(), Problem::Domain(_)) || is_path_error(&e, &out);
-        if !already {
-            let origin = locate(merged, &e);
-            out.push(diag(
-                Severity::Error,
-                e.field(),
-                &origin,
-                &fallback,
-                e.describe_for_profile(),
-            ));
-        }
-    }
+    // Everything else is what a run decides: `warden profile validate`
+    // resolves the profile through run's own resolution after these
+    // checks (a second copy of the resolver's checks here once accepted
+    // what run refused, and refused what it accepts).
     composed.diagnostics.extend(out);
     // Read like the file: by place within each file (files in the order
     // they were first named), whichever check found what.
@@ -183,8 +174,30 @@ pub fn validate(composed: &mut Composed, defaults: &Defaults) {
     });
 }
 
-fn is_path_error(e: &ResolveError, found: &[Diagnostic]) -> bool {
-    matches!(e.problem(), Problem::RelativePath(_)) && !found.is_empty()
+/// Why the jail would refuse to mount host path `p` (a relative path of a
+/// profile is already joined to the profile's directory): it is not
+/// there, or it is reached through `..` or a symbolic link, which the jail
+/// never follows (a link left by earlier sandbox code could redirect the
+/// mount).
+fn unmountable(p: &std::path::Path) -> Option<String> {
+    use std::path::Component;
+    if p.components().any(|c| c == Component::ParentDir) {
+        return Some(
+            "goes through '..' (after the profile's own directory, for a relative path), which warden does not follow to what it mounts; write the directory itself, and name the profile by a path without '..'"
+                .into(),
+        );
+    }
+    if std::fs::symlink_metadata(p).is_err() {
+        return Some("does not exist".into());
+    }
+    let lexical: std::path::PathBuf = p.components().collect();
+    match std::fs::canonicalize(&lexical) {
+        Ok(real) if real != lexical => Some(format!(
+            "goes through a symbolic link (to {}), which warden does not follow to what it mounts; write the real path",
+            real.display()
+        )),
+        _ => None,
+    }
 }
 
 fn same_preset(a: &Origin, b: &Origin) -> bool {
@@ -287,7 +300,7 @@ mod tests {
     use super::*;
     use crate::compose::{compose, Catalog, Layer, BUILTIN_PRESETS, BUILTIN_PROFILES};
     use crate::profile::parse_preset;
-    use crate::{HostFacts, Request, SandboxSpec};
+    use crate::{Defaults, HostFacts, Request, SandboxSpec};
     use std::path::PathBuf;
 
     /// The command line of `warden run` as a layer: the command, and
@@ -353,12 +366,28 @@ mod tests {
 
     /// Every message of validating `file` in `dir`, with the directory
     /// written as `DIR`.
+    /// Then, when it has no error, the resolver's refusal placed as the
+    /// front doors place it (`file:line:col: error: ...`).
     fn messages(dir: &Dir, file: &str) -> Vec<String> {
         let mut c = compose(&catalog(), Some(&dir.path(file)), &Layer::default()).unwrap();
-        validate(&mut c, &defaults());
-        c.diagnostics
+        validate(&mut c);
+        let mut found: Vec<String> = c.diagnostics.iter().map(|d| d.to_string()).collect();
+        if !c.has_errors() {
+            let mut request = c.merged.request(false);
+            if request.command.is_empty() {
+                request.command = vec!["true".into()];
+            }
+            if let Err(e) = request.resolve(&defaults(), &[]) {
+                let (f, pos) = locate(&c.merged, &e)
+                    .place()
+                    .map(|(f, p)| (f.to_string(), p))
+                    .unwrap();
+                found.push(format!("{f}:{pos}: error: {}", e.describe_for_profile()));
+            }
+        }
+        found
             .iter()
-            .map(|d| d.to_string().replace(&dir.0.display().to_string(), "DIR"))
+            .map(|m| m.replace(&dir.0.display().to_string(), "DIR"))
             .collect()
     }
 
@@ -383,7 +412,7 @@ mod tests {
     fn every_shipped_profile_validates_without_findings() {
         for (name, _) in BUILTIN_PROFILES {
             let mut c = compose(&catalog(), Some(name), &Layer::default()).unwrap();
-            validate(&mut c, &defaults());
+            validate(&mut c);
             assert!(c.diagnostics.is_empty(), "{name}: {:?}", c.diagnostics);
             assert!(c.description.is_some(), "{name} has no description");
         }
@@ -824,9 +853,9 @@ secrets:
             e.describe_for_profile(),
             "resources.memory: 1024 bytes is too small: a sandbox needs at least 16M"
         );
-        validate(&mut c, &defaults());
-        assert_eq!(c.diagnostics.len(), 1, "{:?}", c.diagnostics);
-        assert_eq!(c.diagnostics[0].field, Some(Field::Memory));
+        // What the resolver refuses is the resolver's to say.
+        validate(&mut c);
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
 
         let dir = Dir::new(&[(
             "p.yaml",
@@ -980,7 +1009,7 @@ secrets:
         assert_eq!(m.len(), 1, "{m:?}");
         assert!(
             m[0].starts_with(
-                "DIR/p.yaml:7:9: error: secrets.*.allow: \"GET example.com/*\": example.com is not a host of any --secret"
+                "DIR/p.yaml:7:9: error: secrets.*.allow: \"GET example.com/*\": example.com is not among the hosts of `secrets`"
             ),
             "{m:?}"
         );

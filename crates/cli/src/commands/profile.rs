@@ -2,8 +2,10 @@
 
 use super::catalog;
 use clap::Subcommand;
-use warden_policy::compose::{compose, Composed, Layer, Severity};
+use std::path::PathBuf;
+use warden_policy::compose::{compose, Catalog, Composed, Layer, Severity};
 use warden_policy::Defaults;
+use warden_runtime::resolve::{Context, Input, ProfileSource, ResolveError};
 
 #[derive(Subcommand)]
 pub enum ProfileCommand {
@@ -93,30 +95,12 @@ pub fn profile_to(
         ProfileCommand::Validate { files } => {
             let mut ok = true;
             for file in &files {
-                match compose(&catalog, Some(file), &Layer::default()) {
-                    Ok(mut c) => {
-                        warden_policy::validate::validate(&mut c, defaults);
-                        for d in &c.diagnostics {
-                            eprintln!("{d}");
-                        }
-                        if c.has_errors() {
-                            ok = false;
-                        } else {
-                            let warnings = c
-                                .diagnostics
-                                .iter()
-                                .filter(|d| d.severity == Severity::Warning)
-                                .count();
-                            match warnings {
-                                0 => outln!(out, "{file}: valid"),
-                                n => outln!(out, "{file}: valid, {n} warning(s)"),
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("{file}: error: {:#}", anyhow::Error::from(e));
-                        ok = false;
-                    }
+                match validate_one(&catalog, file, defaults) {
+                    Ok(warnings) => match warnings {
+                        0 => outln!(out, "{file}: valid"),
+                        n => outln!(out, "{file}: valid, {n} warning(s)"),
+                    },
+                    Err(()) => ok = false,
                 }
             }
             Ok(if ok { 0 } else { EXIT_NO })
@@ -182,6 +166,113 @@ pub fn profile_to(
             outp!(out, "{}", warden_policy::profile::profile_schema());
             Ok(0)
         }
+    }
+}
+
+/// Check one profile as `warden run --profile NAME` takes it, saying each
+/// finding on stderr: first what only a profile has (names that do not
+/// parse, entries another one covers, paths that do not exist, each at its
+/// place), then everything `run` decides, by run's own resolution. The
+/// number of warnings when it is valid.
+fn validate_one(catalog: &Catalog, name: &str, defaults: &Defaults) -> Result<usize, ()> {
+    let mut c = match compose(catalog, Some(name), &Layer::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{name}: error: {:#}", anyhow::Error::from(e));
+            return Err(());
+        }
+    };
+    warden_policy::validate::validate(&mut c);
+    for d in &c.diagnostics {
+        eprintln!("{d}");
+    }
+    if c.has_errors() {
+        return Err(());
+    }
+    if let Err(e) = resolve_as_run(name, &c, defaults) {
+        eprintln!("{e}");
+        return Err(());
+    }
+    Ok(c.diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Warning)
+        .count())
+}
+
+/// Resolve profile `name` through the resolution `warden run --profile
+/// NAME -- CMD` goes through (`warden_runtime::resolve`, the same checks
+/// and refusals, not a copy of them), leaving nothing behind: what that
+/// resolution makes on disk (the layer of an overlay, the directories of
+/// the caches and the home, the audit log's directory) it makes in a
+/// scratch state directory of its own, removed after; the checks that keep
+/// warden's own state out of a sandbox's reach are then made against the
+/// real one. An error is worded as run words it, at the file, line and
+/// column of the value when it comes from the profile.
+fn resolve_as_run(name: &str, c: &Composed, defaults: &Defaults) -> Result<(), String> {
+    let mut flags = Layer::default();
+    // A profile need not name the command: run is then given one.
+    if c.merged.request(false).command.is_empty() {
+        flags.add_one(
+            warden_policy::Field::Command,
+            warden_policy::compose::Val::Argv(vec!["true".into()]),
+            warden_policy::compose::Origin::CommandLine,
+        );
+    }
+    let input = Input {
+        profile: Some(ProfileSource::Named(name.to_string())),
+        flags,
+        ..Input::default()
+    };
+    let real = super::state_dir().ok();
+    let scratch = match &real {
+        Some(_) => Some(Scratch::new().map_err(|e| format!("{name}: error: {e}"))?),
+        None => None,
+    };
+    let catalog = catalog();
+    let ctx = Context {
+        catalog: &catalog,
+        defaults,
+        state_dir: scratch.as_ref().map(|s| s.0.as_path()),
+        otlp: cfg!(feature = "otlp"),
+        id: "validate",
+        // `profile validate` is the owner's, as `run --profile` is.
+        trust: warden_policy::Trust::Owner,
+    };
+    let worded = |e: ResolveError| match e {
+        // Already at its place in the file.
+        ResolveError::InProfile { place, message, .. } => format!("{place}: error: {message}"),
+        e => format!("{name}: error: {:#}", anyhow::Error::from(e)),
+    };
+    let resolved = warden_runtime::resolve::resolve(input, &ctx, None).map_err(worded)?;
+    if let Some(state) = &real {
+        warden_runtime::state::check_state_kept_out(&resolved.spec, state, None)
+            .and_then(|()| warden_runtime::state::check_socket_kept_out(&resolved.spec, state))
+            .map_err(|e| format!("{name}: error: {:#}", anyhow::Error::from(e)))?;
+    }
+    Ok(())
+}
+
+/// A state directory for one resolution that must leave nothing behind
+/// (owner-only, removed when dropped).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> std::io::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(format!(
+            "warden-validate-{}-{}",
+            std::process::id(),
+            super::sandbox_id()
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // Whatever modes a layer made for an overlay left.
+        let _ = warden_workspace::fsutil::remove_tree(&self.0);
     }
 }
 

@@ -27,6 +27,7 @@ mod lifecycle;
 mod mcp;
 mod one_spec;
 mod output_budget;
+mod parity;
 mod profiles;
 mod pty_api;
 mod quota_attacks;
