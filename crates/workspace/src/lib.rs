@@ -26,6 +26,7 @@ mod git;
 mod ignored;
 mod judge;
 pub mod layer;
+mod listing;
 pub mod overlay;
 mod real;
 pub mod review;
@@ -43,6 +44,7 @@ pub use diff::{
 pub use flags::Flag;
 pub use git::host_hooks_paths;
 pub use layer::{LayerError, SnapshotInfo, MAX_SNAPSHOTS};
+pub use listing::{left_out_line, Listing};
 pub use overlay::{MountOptions, OverlayError};
 pub use store::{
     default_state_dir, validate_name, CreateOptions, FsTime, Layout, ListEntry, Locked, Meta,

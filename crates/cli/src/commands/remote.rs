@@ -398,10 +398,10 @@ pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
                 .to_string()
         })
         .collect();
-    let shown: Vec<&serde_json::Value> = answer
-        .changes
+    let listing = warden_workspace::Listing::of_json(answer.changes, a.ignored);
+    let shown: Vec<&serde_json::Value> = listing
+        .shown
         .iter()
-        .filter(|c| a.ignored || c["ignored"] != serde_json::Value::Bool(true))
         .filter(|c| {
             wanted.is_empty()
                 || c["path"].as_str().is_some_and(|p| {
@@ -426,11 +426,8 @@ pub fn diff(host: &str, a: super::sandboxes::DiffArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    if answer.ignored > 0 && !a.ignored {
-        eprintln!(
-            "{} change(s) ignored by the workspace's .gitignore or .git/info/exclude not shown (--ignored shows them)",
-            answer.ignored
-        );
+    if let Some(line) = listing.left_out_line("shown", "--ignored shows them") {
+        eprintln!("{line}");
     }
     if shown.is_empty() {
         eprintln!("no changes in sandbox {}", a.name);
@@ -472,11 +469,12 @@ pub fn commit(host: &str, a: super::sandboxes::CommitArgs) -> anyhow::Result<u8>
     for p in &done.applied {
         println!("applied {}", super::sandboxes::printable(p));
     }
-    if !done.ignored.is_empty() {
-        eprintln!(
-            "warden: {} change(s) ignored by the workspace's .gitignore or .git/info/exclude not committed, left in the sandbox (--ignored commits them)",
-            done.ignored.len()
-        );
+    if let Some(line) = warden_workspace::left_out_line(
+        done.ignored.len(),
+        "committed, left in the sandbox",
+        "--ignored commits them",
+    ) {
+        eprintln!("warden: {line}");
     }
     for p in &done.forced {
         eprintln!(

@@ -260,11 +260,9 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
         runs_on_host: runs_on_host(&sb),
         host_hooks_paths: host_git_hooks(),
     };
-    let (changes, ignored): (Vec<_>, Vec<_>) = sb
-        .diff(&opts)?
-        .into_iter()
-        .partition(|c| args.ignored || !c.ignored);
-    let summary = ignored_summary(ignored.len(), "shown", "--ignored shows them");
+    let listing = warden_workspace::Listing::new(sb.diff(&opts)?, args.ignored);
+    let summary = listing.left_out_line("shown", "--ignored shows them");
+    let changes = listing.shown;
     // What was shown in full is what `commit` may apply; a --stat shows no
     // content and reviews nothing.
     if !args.stat {
@@ -339,16 +337,6 @@ pub fn diff(store: &Store, args: DiffArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// One line for the changes left out because the workspace's own ignore
-/// files ignore them: `None` when there are none.
-fn ignored_summary(n: usize, what: &str, hint: &str) -> Option<String> {
-    (n > 0).then(|| {
-        format!(
-            "{n} change(s) ignored by the workspace's .gitignore or .git/info/exclude not {what} ({hint})"
-        )
-    })
-}
-
 /// Ask one question on the terminal; the first letter of the answer.
 /// Ask on stderr, read one line of stdin; its first letter, lower case.
 /// The end of input (a pipe that closed, `</dev/null`, a terminal gone)
@@ -396,7 +384,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         .count();
     if offered == 0 {
         println!("no changes to commit in sandbox {}", args.name);
-        if let Some(line) = ignored_summary(
+        if let Some(line) = warden_workspace::left_out_line(
             preview.len(),
             "committed",
             "`warden commit --ignored` commits them",
@@ -505,7 +493,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         sb.meta().workspace.display(),
         report.skipped.len()
     );
-    if let Some(line) = ignored_summary(
+    if let Some(line) = warden_workspace::left_out_line(
         report.ignored.len(),
         "committed, left in the sandbox",
         "`warden commit --ignored` commits them",

@@ -8,6 +8,7 @@
 use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 /// `warden ARGS` with its state in `state`/warden and its temporary files
 /// in `tmp` (so that what it leaves there can be seen).
@@ -232,4 +233,111 @@ fn a_relative_workspace_means_the_same_to_validate_and_to_run() {
         }
     }
     assert_eq!(entries(&tmp), Vec::<String>::new());
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+type Client = rmcp::service::RunningService<rmcp::service::RoleClient, ()>;
+
+/// `warden mcp ARGS` as a real MCP client's child, its state in
+/// `state`/warden.
+async fn mcp_client(state: &Path, args: &[&str]) -> Client {
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    use rmcp::ServiceExt;
+    let state = state.join("warden");
+    let cmd = tokio::process::Command::new(warden_bin()).configure(|c| {
+        c.arg("mcp").args(args).env("WARDEN_STATE_DIR", &state);
+    });
+    let transport = TokioChildProcess::new(cmd).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), ().serve(transport))
+        .await
+        .expect("the MCP server answered initialize in time")
+        .unwrap()
+}
+
+/// A tool's text, which must not be a tool error.
+async fn tool(c: &Client, name: &str, args: serde_json::Value) -> String {
+    let serde_json::Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    let r = tokio::time::timeout(
+        Duration::from_secs(120),
+        c.call_tool(rmcp::model::CallToolRequestParams::new(name.to_string()).with_arguments(args)),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{name} answered in time"))
+    .unwrap();
+    let text = r
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(r.is_error, Some(true), "{name}: {text}");
+    text
+}
+
+/// The paths of the changes an MCP `get_changes` text lists (each on a
+/// line of its own after its kind).
+fn mcp_paths(text: &str) -> Vec<String> {
+    const KINDS: [&str; 6] = [
+        "added",
+        "modified",
+        "deleted",
+        "mode",
+        "type_changed",
+        "renamed",
+    ];
+    let mut paths: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(kind, _)| KINDS.contains(kind))
+        .map(|(_, path)| path.to_string())
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn mcp_and_diff_list_the_same_changes_and_both_leave_out_what_gitignore_ignores() {
+    let state = TempDir::new("parity-mcp");
+    let ws = TempDir::new("parity-mcp-ws");
+    std::fs::write(ws.path().join(".gitignore"), "*.log\nbuild/\n").unwrap();
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    runtime().block_on(async {
+        let c = mcp_client(state.path(), &["--workspace", ws.str()]).await;
+        tool(
+            &c,
+            "run_command",
+            serde_json::json!({"shell": "echo two >> a.txt; echo new > b.txt; echo noise > run.log; mkdir build; echo o > build/out.o"}),
+        )
+        .await;
+        let listed = tool(&c, "get_changes", serde_json::json!({})).await;
+        let names = entries(&state.path().join("warden/sandboxes"));
+        assert_eq!(names.len(), 1, "{names:?}");
+        let diff = warden(state.path(), &["diff", "--json", &names[0]]);
+        let shown: Vec<serde_json::Value> = serde_json::from_str(&ok(&diff)).unwrap();
+        let mut diff_paths: Vec<String> = shown
+            .iter()
+            .map(|c| c["path"].as_str().unwrap().to_string())
+            .collect();
+        diff_paths.sort();
+        assert_eq!(diff_paths, ["a.txt", "b.txt"], "{}", stderr(&diff));
+        assert_eq!(
+            mcp_paths(&listed),
+            diff_paths,
+            "MCP and warden diff list different changes:\n{listed}"
+        );
+        // Both say what they left out, in the same words.
+        let left_out = "change(s) ignored by the workspace's .gitignore or .git/info/exclude not shown";
+        assert!(stderr(&diff).contains(left_out), "{}", stderr(&diff));
+        assert!(listed.contains(left_out), "{listed}");
+        c.cancel().await.unwrap();
+    });
 }

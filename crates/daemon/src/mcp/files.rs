@@ -132,17 +132,31 @@ impl Session {
             uri.push_str(&format!("&path={}", enc(p)));
         }
         let answer: ChangesAnswer = self.api().json(&who, Method::GET, &uri, Send::None).await?;
-        if answer.changes.is_empty() {
-            return Ok("no changes".into());
+        // What `warden diff` lists, and what commit_changes applies (it
+        // never asks for ignored changes): the workspace's own ignore
+        // files' changes are left out and counted.
+        let listing = warden_workspace::Listing::of_json(answer.changes, false);
+        let left_out = listing.left_out_line(
+            "shown",
+            "commit_changes leaves them too; a person commits them with `warden commit --ignored`",
+        );
+        if listing.shown.is_empty() {
+            return Ok(match left_out {
+                Some(line) => format!("no changes; {line}"),
+                None => "no changes".into(),
+            });
         }
-        let mut text = format!("{} change(s)", answer.changes.len());
+        let mut text = format!("{} change(s)", listing.shown.len());
         if answer.flagged > 0 {
             text.push_str(&format!(
                 ", {} flagged (a person reviews those; commit_changes leaves them)",
                 answer.flagged
             ));
         }
-        for c in &answer.changes {
+        if let Some(line) = &left_out {
+            text.push_str(&format!("; {line}"));
+        }
+        for c in &listing.shown {
             text.push_str(&format!(
                 "\n\n{} {}",
                 c.get("kind").and_then(|k| k.as_str()).unwrap_or("changed"),
