@@ -120,14 +120,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print a sandbox's events (its audit log); -f follows them live
+    /// Print a sandbox's events (its audit log), or with --exec a detached
+    /// command's output; -f follows them live
     Logs {
         name: String,
         #[arg(long, short = 'f')]
         follow: bool,
         /// One JSON object per event
-        #[arg(long)]
+        #[arg(long, conflicts_with = "exec")]
         json: bool,
+        /// The output of this command instead (the ID `exec -d` printed,
+        /// `run` for `run -d`'s, or one the daemon's API started): its
+        /// standard output on stdout, its standard error on stderr
+        #[arg(long, value_name = "ID")]
+        exec: Option<String>,
     },
     /// (internal) the supervisor of a named sandbox, started by `start`
     #[command(name = "__supervise", hide = true)]
@@ -353,7 +359,15 @@ fn dispatch(cli: Cli) -> ExitCode {
             sandbox,
             json,
         } => commands::egress::approvals(sandbox.as_deref(), id.zip(decision), json),
-        Command::Logs { name, follow, json } => commands::lifecycle::logs(&name, follow, json),
+        Command::Logs {
+            name,
+            follow,
+            exec: Some(id),
+            ..
+        } => commands::lifecycle::exec_output(&name, &id, follow),
+        Command::Logs {
+            name, follow, json, ..
+        } => commands::lifecycle::logs(&name, follow, json),
         Command::Supervise { name } => commands::lifecycle::supervise(&name),
         Command::Ls { json } => state_dir()
             .and_then(sandboxes::store)
@@ -429,7 +443,15 @@ fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
         Command::Create(a) => remote::create(host, a),
         Command::Exec(a) => remote::exec(host, a),
         Command::Ls { json } => remote::ls(host, json),
-        Command::Logs { name, follow, json } => remote::logs(host, &name, follow, json),
+        Command::Logs {
+            name,
+            follow,
+            exec: Some(id),
+            ..
+        } => remote::exec_output(host, &name, &id, follow),
+        Command::Logs {
+            name, follow, json, ..
+        } => remote::logs(host, &name, follow, json),
         Command::Stop { names, time } => remote::stop(host, &names, time),
         Command::Rm { names, force } => remote::rm(host, &names, force),
         Command::Diff(a) => remote::diff(host, a),

@@ -384,6 +384,36 @@ impl Client {
         })
     }
 
+    /// `GET /v1/sandboxes/{id}/execs/{exec}/output`: a command's kept
+    /// output from its start, each event to `on_event` as it comes, until
+    /// the command's end, which is returned.
+    pub fn exec_output(
+        &self,
+        id: &str,
+        exec: &str,
+        mut on_event: impl FnMut(&ExecEvent),
+    ) -> Result<ExecEvent, ClientError> {
+        let path = format!(
+            "/v1/sandboxes/{}/execs/{}/output",
+            segment(id),
+            segment(exec)
+        );
+        let mut exit = None;
+        self.lines(Method::GET, &path, None, |line| {
+            let event: ExecEvent = decode(&path, line)?;
+            on_event(&event);
+            if matches!(event, ExecEvent::Exited { .. }) {
+                exit = Some(event);
+                return Ok(false);
+            }
+            Ok(true)
+        })?;
+        exit.ok_or_else(|| ClientError::Decode {
+            path,
+            detail: "the stream ended before the command's exit".into(),
+        })
+    }
+
     /// `POST /v1/sandboxes/{id}/exec` with `background`: the command's
     /// record as soon as it runs.
     pub fn exec_background(

@@ -52,12 +52,11 @@ pub fn dir_of(sb: &Sandbox) -> PathBuf {
     sb.dir().join(warden_runtime::output::EXECS_DIR)
 }
 
+/// Where command `id`'s output is kept: where every door's detached
+/// commands keep theirs (`warden logs --exec` reads them there too).
 fn output_paths(sb: &Sandbox, id: &str) -> (PathBuf, PathBuf) {
-    let d = dir_of(sb);
-    (
-        d.join(format!("{id}.stdout")),
-        d.join(format!("{id}.stderr")),
-    )
+    let [out, err] = warden_runtime::output::kept_paths(sb.dir(), id);
+    (out, err)
 }
 
 fn create_output(path: &Path) -> Result<File, ApiError> {

@@ -40,6 +40,80 @@ pub fn budget_of_sandbox(dir: &Path) -> u64 {
     budget_of(stored.and_then(|s| s.spec.filesystem.disk.map(|d| d.bytes)))
 }
 
+/// Whether `id` may name a command's kept output: letters, digits, `-`
+/// and `_`, at most 64 (a name, never a path).
+pub fn names_kept_output(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The files of command `id`'s kept output in the sandbox whose state
+/// directory is `sandbox_dir`: its standard output's and its standard
+/// error's. Every detached command keeps its output here, whoever started
+/// it (the daemon's API, `warden exec -d`, `warden run -d`), relayed by the
+/// sandbox's supervisor within the sandbox's output budget, so that one
+/// reader serves them all.
+pub fn kept_paths(sandbox_dir: &Path, id: &str) -> [PathBuf; 2] {
+    let dir = sandbox_dir.join(EXECS_DIR);
+    STREAMS.map(|suffix| dir.join(format!("{id}.{suffix}")))
+}
+
+/// Create the files of command `id`'s kept output (new, owner-only,
+/// appended to): what its caller hands the supervisor as the command's
+/// standard output and error, with `keep_output: Some(id)`. With
+/// `one_file`, both streams go into the standard output's file, in the
+/// order they were written (the relay reads them from one pipe), and the
+/// standard error's stays empty.
+pub fn create_kept(
+    sandbox_dir: &Path,
+    id: &str,
+    one_file: bool,
+) -> std::io::Result<[std::fs::File; 2]> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(sandbox_dir.join(EXECS_DIR))?;
+    let [out, err] = kept_paths(sandbox_dir, id);
+    let create = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .mode(0o600)
+            .open(p)
+    };
+    let stdout = create(&out)?;
+    let stderr = match one_file {
+        true => {
+            create(&err)?;
+            stdout.try_clone()?
+        }
+        false => create(&err)?,
+    };
+    Ok([stdout, stderr])
+}
+
+/// A fresh name for a command whose output is kept: `ex-` and 16 hex
+/// digits, the form the daemon's commands have.
+pub fn new_exec_id() -> String {
+    let mut bytes = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_err()
+    {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        bytes = (now ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("ex-{hex}")
+}
+
 /// The bytes the files of `execs` (a sandbox's [`EXECS_DIR`]) hold.
 pub fn kept_bytes(execs: &Path) -> u64 {
     std::fs::read_dir(execs)
@@ -179,12 +253,7 @@ impl OutputBudget {
         id: &str,
         files: [OwnedFd; 2],
     ) -> Result<([OwnedFd; 2], Drain), String> {
-        if id.is_empty()
-            || id.len() > 64
-            || !id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
+        if !names_kept_output(id) {
             return Err(format!(
                 "{id:?} cannot name a command's kept output (letters, digits, '-' and '_', at most 64)"
             ));

@@ -230,7 +230,10 @@ pub fn exec(args: ExecArgs) -> anyhow::Result<u8> {
         winsize: tty
             .then(|| warden_jail::pty::window_size(std::io::stdin().as_fd()))
             .flatten(),
-        keep_output: None,
+        // A detached command's output is kept as the daemon's commands'
+        // and `run -d`'s are: by the supervisor's relay, within the
+        // sandbox's output budget, read with `warden logs --exec`.
+        keep_output: args.detach.then(warden_runtime::output::new_exec_id),
     };
     let (status, message) = exec_in(&sb, req, args.detach, args.timeout)?;
     if let Some(m) = message {
@@ -249,6 +252,7 @@ fn exec_in(
     timeout: Option<Duration>,
 ) -> anyhow::Result<(u8, Option<String>)> {
     let tty = req.tty;
+    let kept = req.keep_output.clone();
     if !tty && !detach {
         client::hold_forwarded_signals()?;
     }
@@ -268,12 +272,19 @@ fn exec_in(
     let started = if tty {
         conn.exec(req, &[])
     } else if detach {
-        let null = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/null")
-            .context("cannot open /dev/null")?;
-        conn.exec(req, &[null.as_fd(), null.as_fd(), null.as_fd()])
+        let null = std::fs::File::open("/dev/null").context("cannot open /dev/null")?;
+        let Some(id) = req.keep_output.clone() else {
+            anyhow::bail!("a detached command's output has no name to be kept under");
+        };
+        let [out, err] = warden_runtime::output::create_kept(sb.dir(), &id, false)
+            .with_context(|| format!("cannot keep the output of {id} in {}", sb.dir().display()))?;
+        let started = conn.exec(req, &[null.as_fd(), out.as_fd(), err.as_fd()]);
+        if started.is_err() {
+            for p in warden_runtime::output::kept_paths(sb.dir(), &id) {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        started
     } else {
         // The caller's pipes and files as they are; a terminal through a
         // pipe relayed until the exec ends (see CallerStdio).
@@ -290,8 +301,15 @@ fn exec_in(
         Err(e) => return Err(e.into()),
     };
     if detach {
-        println!("{}", running.pid);
-        return Ok((0, None));
+        let id = kept.unwrap_or_default();
+        println!("{id}");
+        return Ok((
+            0,
+            Some(format!(
+                "running detached in sandbox {0} as {id}: `warden logs {0} --exec {id}` shows its output (-f follows it)",
+                sb.name()
+            )),
+        ));
     }
     let exec_id = running.exec;
     let timed_out = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -500,11 +518,11 @@ pub fn supervise(name: &str) -> anyhow::Result<u8> {
 }
 
 /// `warden run -d`: the run in a named sandbox of its own (`run-ID`),
-/// started, its command started detached with its output in the
-/// sandbox's `output.log`; the sandbox stops when the command ends and
-/// stays listed (its events, output and workspace changes) until `rm`.
+/// started, its command started detached with its output kept under the
+/// name `run` (both streams in one file, in the order written); the
+/// sandbox stops when the command ends and stays listed (its events,
+/// output and workspace changes) until `rm`.
 pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
-    use std::os::unix::fs::OpenOptionsExt;
     let store = sandboxes::store(state_dir()?)?;
     let name = format!("run-{}", super::sandbox_id());
     let workspace = args.take_workspace().map(super::absolute).transpose()?;
@@ -527,13 +545,9 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
         let stored: Stored = state::read_json(&sb.dir().join(state::STORED))?;
         let argv = stored.spec.command.clone();
         start_supervisor(&sb)?;
-        let output = sb.dir().join("output.log");
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&output)
-            .with_context(|| format!("cannot create {}", output.display()))?;
+        // Both streams in one file, in the order written.
+        let [out, _] = warden_runtime::output::create_kept(sb.dir(), RUN_EXEC, true)
+            .with_context(|| format!("cannot keep the output in {}", sb.dir().display()))?;
         let null = std::fs::File::open("/dev/null").context("cannot open /dev/null")?;
         let req = warden_runtime::protocol::ExecRequest {
             argv,
@@ -542,7 +556,7 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
             tty: false,
             winsize: None,
             // Within the sandbox's output budget, as the daemon's commands'.
-            keep_output: Some("run".into()),
+            keep_output: Some(RUN_EXEC.into()),
         };
         match Connection::open(&control(&sb))?.exec(req, &[null.as_fd(), out.as_fd(), out.as_fd()])
         {
@@ -557,8 +571,79 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
     }
     println!("{name}");
     eprintln!(
-        "warden: running detached in sandbox {name}: its output goes to {}; `warden logs -f {name}`, `warden stop {name}`, `warden rm {name}`",
-        sb.dir().join("output.log").display()
+        "warden: running detached in sandbox {name}: `warden logs {name} --exec {RUN_EXEC}` shows its output (-f follows it), `warden logs -f {name}` its events; `warden stop {name}`, `warden rm {name}`"
     );
     Ok(0)
+}
+
+/// The name `run -d`'s command keeps its output under.
+const RUN_EXEC: &str = "run";
+
+/// `warden logs NAME --exec ID`: what a detached command wrote, kept in
+/// the sandbox's state by the supervisor's relay (see
+/// `warden_runtime::output`): its standard output on ours, its standard
+/// error on ours; with `follow`, what comes next too, until the sandbox
+/// stops. Then what was dropped past the output budget, if anything was.
+pub fn exec_output(name: &str, id: &str, follow: bool) -> anyhow::Result<u8> {
+    use std::io::{Read, Seek, Write};
+    let (_, sb) = open(name)?;
+    let paths = warden_runtime::output::kept_paths(sb.dir(), id);
+    if !warden_runtime::output::names_kept_output(id) || !paths.iter().any(|p| p.exists()) {
+        anyhow::bail!(
+            "sandbox {name} keeps no output of a command {id:?}: name one that `exec -d` printed (or `run` for `run -d`'s)"
+        );
+    }
+    let mut offsets = [0u64; 2];
+    let copy = |offsets: &mut [u64; 2]| -> anyhow::Result<bool> {
+        let mut got = false;
+        for (i, path) in paths.iter().enumerate() {
+            let Ok(mut f) = std::fs::File::open(path) else {
+                continue;
+            };
+            // A file emptied for newer output (past the budget) starts over.
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            if len < offsets[i] {
+                offsets[i] = len;
+            }
+            f.seek(std::io::SeekFrom::Start(offsets[i]))?;
+            let mut buf = Vec::new();
+            f.read_to_end(&mut buf)?;
+            if buf.is_empty() {
+                continue;
+            }
+            offsets[i] += buf.len() as u64;
+            got = true;
+            if i == 0 {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&buf)?;
+                out.flush()?;
+            } else {
+                std::io::stderr().lock().write_all(&buf)?;
+            }
+        }
+        Ok(got)
+    };
+    copy(&mut offsets)?;
+    while follow && running(&sb) {
+        if !copy(&mut offsets)? {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    copy(&mut offsets)?;
+    let cut = warden_runtime::output::OutputCut::read(
+        &sb.dir().join(warden_runtime::output::EXECS_DIR),
+        id,
+    );
+    if let Some(line) = dropped_line(cut.stdout_dropped, cut.stderr_dropped) {
+        eprintln!("warden: {line}");
+    }
+    Ok(0)
+}
+
+/// The line that says how much of a command's output was dropped past the
+/// sandbox's output budget (`None` when nothing was).
+pub fn dropped_line(stdout: u64, stderr: u64) -> Option<String> {
+    (stdout + stderr > 0).then(|| format!(
+        "{stdout} bytes of standard output and {stderr} of standard error were dropped past the sandbox's output budget (a quarter of its --disk)"
+    ))
 }

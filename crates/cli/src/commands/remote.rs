@@ -256,10 +256,8 @@ fn exec_in(
             if timed_out {
                 eprintln!("warden: the command was killed at its timeout");
             }
-            if stdout_dropped + stderr_dropped > 0 {
-                eprintln!(
-                    "warden: {stdout_dropped} bytes of standard output and {stderr_dropped} of standard error were dropped past the sandbox's output budget (a quarter of its --disk)"
-                );
+            if let Some(line) = super::lifecycle::dropped_line(stdout_dropped, stderr_dropped) {
+                eprintln!("warden: {line}");
             }
             Ok(u8::try_from(exit_status).unwrap_or(255))
         }
@@ -335,6 +333,38 @@ pub fn logs(host: &str, name: &str, follow: bool, json: bool) -> anyhow::Result<
         };
         writeln!(out, "{line}").and_then(|_| out.flush()).is_ok()
     })?;
+    Ok(0)
+}
+
+/// `warden --host H logs NAME --exec ID`: a command's kept output through
+/// the daemon's output route, from its start: the daemon streams it until
+/// the command ends, with or without -f.
+pub fn exec_output(host: &str, name: &str, exec: &str, _follow: bool) -> anyhow::Result<u8> {
+    let c = client(host)?;
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    let exit = c.exec_output(name, exec, |event| {
+        let _ = match event {
+            ExecEvent::Stdout {
+                data, data_base64, ..
+            } => out
+                .write_all(&warden_client::output_bytes(data, data_base64))
+                .and_then(|_| out.flush()),
+            ExecEvent::Stderr {
+                data, data_base64, ..
+            } => err.write_all(&warden_client::output_bytes(data, data_base64)),
+            _ => Ok(()),
+        };
+    })?;
+    if let ExecEvent::Exited {
+        stdout_dropped,
+        stderr_dropped,
+        ..
+    } = exit
+    {
+        if let Some(line) = super::lifecycle::dropped_line(stdout_dropped, stderr_dropped) {
+            eprintln!("warden: {line}");
+        }
+    }
     Ok(0)
 }
 

@@ -509,7 +509,8 @@ fn run_detached_returns_at_once_keeps_the_output_and_stops_when_the_command_ends
     wait_until("the detached run to end", Duration::from_secs(15), || {
         !dir.join("supervisor.json").exists()
     });
-    let output = std::fs::read_to_string(dir.join("output.log")).unwrap();
+    // Both streams, in the order written, where `warden logs --exec` reads.
+    let output = ok(&warden(state.path(), &["logs", &name, "--exec", "run"]));
     assert_eq!(output, "hello detached\nto-stderr\n");
     let logs = ok(&warden(state.path(), &["logs", "--json", &name]));
     assert!(logs.contains("\"event\":\"exec_exited\""), "{logs}");

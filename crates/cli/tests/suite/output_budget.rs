@@ -155,8 +155,8 @@ fn kept_len(root: &Path) -> u64 {
     total
 }
 
-/// `warden run -d`: the command's output goes to its sandbox's
-/// `output.log`, within the same budget.
+/// `warden run -d`: the command's output is kept as every detached
+/// command's is, within the same budget.
 #[test]
 fn a_detached_runs_output_log_stays_within_the_budget() {
     let state = TempDir::new("out-budget-run");
@@ -178,25 +178,12 @@ fn a_detached_runs_output_log_stays_within_the_budget() {
     );
     ok(&out);
     let name = stdout(&out).trim().to_string();
-    let log = {
-        let mut found = None;
-        let mut stack = vec![state.path().to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.file_name().is_some_and(|n| n == "output.log") {
-                    found = Some(p);
-                }
-            }
-        }
-        found.unwrap_or_else(|| panic!("no output.log for {name}"))
-    };
+    // Kept under `run` where every detached command's output is.
+    let log = sandbox_dir(state.path(), &name).join("execs/run.stdout");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let mut cut = serde_json::Value::Null;
     while std::time::Instant::now() < deadline {
-        let note = log.parent().unwrap().join("execs/run.cut");
+        let note = log.with_file_name("run.cut");
         if let Ok(text) = std::fs::read_to_string(&note) {
             cut = json(&text);
             if cut["stdout_dropped"].as_u64().unwrap_or(0) + std::fs::metadata(&log).unwrap().len()

@@ -5,6 +5,7 @@
 //! output is kept and read the same way whether `exec -d`, `run -d` or
 //! the daemon's API started it.
 
+use crate::common::daemon::Daemon;
 use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -340,4 +341,122 @@ fn mcp_and_diff_list_the_same_changes_and_both_leave_out_what_gitignore_ignores(
         assert!(listed.contains(left_out), "{listed}");
         c.cancel().await.unwrap();
     });
+}
+
+struct Stopper<'a>(&'a Path, &'a str);
+
+impl Drop for Stopper<'_> {
+    fn drop(&mut self) {
+        let _ = warden(self.0, &["stop", "--time", "1s", self.1]);
+    }
+}
+
+/// `warden logs NAME --exec ID` once the command has written `want` on
+/// its standard output: (stdout, stderr).
+fn kept_output(state: &Path, name: &str, id: &str, want: &str) -> (String, String) {
+    let mut last = None;
+    wait_until("the command's output", Duration::from_secs(20), || {
+        let o = warden(state, &["logs", name, "--exec", id]);
+        let done = o.status.success() && stdout(&o).contains(want);
+        last = Some(o);
+        done
+    });
+    let o = last.unwrap();
+    (stdout(&o), stderr(&o))
+}
+
+#[test]
+fn a_detached_commands_output_is_kept_and_read_the_same_way_from_every_door() {
+    let state = TempDir::new("parity-detached");
+    ok(&warden(state.path(), &["create", "box", "--start"]));
+    let _stop = Stopper(state.path(), "box");
+
+    // `exec -d`: the name its output is kept under.
+    let started = warden(
+        state.path(),
+        &[
+            "exec",
+            "-d",
+            "box",
+            "--",
+            "sh",
+            "-c",
+            "echo out-of-exec; echo err-of-exec >&2",
+        ],
+    );
+    let id = ok(&started).trim().to_string();
+    assert!(id.starts_with("ex-"), "{id}");
+    assert!(
+        stderr(&started).contains(&format!("warden logs box --exec {id}")),
+        "{}",
+        stderr(&started)
+    );
+    let (out, err) = kept_output(state.path(), "box", &id, "out-of-exec");
+    assert_eq!(out, "out-of-exec\n");
+    assert!(err.contains("err-of-exec"), "{err}");
+
+    // `run -d`: kept under `run`, both streams in the order written; -f
+    // ends when its sandbox does.
+    let name = ok(&warden(
+        state.path(),
+        &[
+            "run",
+            "-d",
+            "--",
+            "sh",
+            "-c",
+            "echo out-of-run; echo err-of-run >&2",
+        ],
+    ))
+    .trim()
+    .to_string();
+    let dir = sandbox_dir(state.path(), &name);
+    wait_until("the detached run to end", Duration::from_secs(15), || {
+        !dir.join("supervisor.json").exists()
+    });
+    let followed = warden(state.path(), &["logs", "-f", &name, "--exec", "run"]);
+    assert_eq!(ok(&followed), "out-of-run\nerr-of-run\n");
+
+    // The daemon's API, on the same state: a command it starts is read
+    // through its output route and by `warden logs` alike.
+    let daemon = Daemon::start(state.path(), false);
+    let sock = format!("unix:{}", daemon.socket.display());
+    let id = ok(&warden(
+        state.path(),
+        &[
+            "--host",
+            &sock,
+            "exec",
+            "-d",
+            "box",
+            "--",
+            "sh",
+            "-c",
+            "echo out-of-api; echo err-of-api >&2",
+        ],
+    ))
+    .trim()
+    .to_string();
+    assert!(id.starts_with("ex-"), "{id}");
+    let through_api = warden(
+        state.path(),
+        &["--host", &sock, "logs", "box", "--exec", &id],
+    );
+    assert_eq!(ok(&through_api), "out-of-api\n");
+    assert!(
+        stderr(&through_api).contains("err-of-api"),
+        "{}",
+        stderr(&through_api)
+    );
+    let (out, err) = kept_output(state.path(), "box", &id, "out-of-api");
+    assert_eq!(out, "out-of-api\n");
+    assert!(err.contains("err-of-api"), "{err}");
+    // A name nothing was kept under is refused, not an empty answer.
+    let none = warden(state.path(), &["logs", "box", "--exec", "ex-0000"]);
+    assert_ne!(code(&none), 0);
+    assert!(
+        stderr(&none).contains("keeps no output"),
+        "{}",
+        stderr(&none)
+    );
 }
