@@ -8,7 +8,7 @@
 //! must give the same domains plus the new one. An edit that would mean
 //! anything else is refused, and the file is left as it was.
 
-use crate::profile::{parse_profile, ProfileFile};
+use crate::read::profile_domains;
 
 /// Why a domain could not be added to a profile's text.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -26,36 +26,28 @@ pub enum EditError {
 /// `text` with `entry` added to `egress.domains`; `Ok(None)` when the list
 /// has it already.
 pub fn add_domain(text: &str, entry: &str) -> Result<Option<String>, EditError> {
-    let before = parse_profile(text).map_err(|e| EditError::Invalid(format!("{e:?}")))?;
-    let old = domains(&before);
+    let before = profile_domains(text).map_err(|e| EditError::Invalid(e.to_string()))?;
+    let old: Vec<String> = before.iter().map(|d| d.value.clone()).collect();
     if old.iter().any(|d| d == entry) {
         return Ok(None);
     }
     let quoted = serde_json::Value::from(entry).to_string();
-    let edited = match before
-        .egress
-        .as_ref()
-        .and_then(|e| e.domains.last())
-        .map(|d| d.pos)
-    {
+    let edited = match before.last().map(|d| d.pos) {
         Some(pos) => after_last(text, pos.line, pos.column, &quoted)?,
         None => into_egress(text, &quoted)?,
     };
     // Judged by what it means, not by how it looks.
-    let after = parse_profile(&edited).map_err(|_| EditError::Unsafe)?;
+    let after = profile_domains(&edited).map_err(|_| EditError::Unsafe)?;
     let mut expected = old;
     expected.push(entry.to_string());
-    if domains(&after) != expected {
+    if after
+        .iter()
+        .map(|d| d.value.as_str())
+        .ne(expected.iter().map(String::as_str))
+    {
         return Err(EditError::Unsafe);
     }
     Ok(Some(edited))
-}
-
-fn domains(p: &ProfileFile) -> Vec<String> {
-    p.egress
-        .as_ref()
-        .map(|e| e.domains.iter().map(|d| d.value.clone()).collect())
-        .unwrap_or_default()
 }
 
 /// Lines of `text`, each with its line ending.
@@ -300,9 +292,12 @@ mod tests {
             match add_domain(text, "new.example.com") {
                 Ok(Some(t)) => {
                     // Whatever it wrote must mean exactly one more entry.
-                    let p = parse_profile(&t).unwrap();
-                    let d = domains(&p);
-                    assert_eq!(d.last().map(String::as_str), Some("new.example.com"), "{t}");
+                    let d = profile_domains(&t).unwrap();
+                    assert_eq!(
+                        d.last().map(|d| d.value.as_str()),
+                        Some("new.example.com"),
+                        "{t}"
+                    );
                 }
                 Ok(None) => panic!("{text}: nothing added"),
                 Err(_) => {}

@@ -169,7 +169,15 @@ impl Kind {
             Kind::Mode => match text {
                 "direct" => Val::Mode(crate::profile::WorkspaceMode::Direct),
                 "overlay" => Val::Mode(crate::profile::WorkspaceMode::Overlay),
-                _ => return Err(bad(format!("{text:?}: expected `direct` or `overlay`"))),
+                _ => {
+                    let known = ["direct", "overlay"];
+                    let hint = crate::profile::suggest(text, known)
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default();
+                    return Err(bad(format!(
+                        "unknown value `{text}`{hint} (known: direct, overlay)"
+                    )));
+                }
             },
         })
     }

@@ -1,20 +1,14 @@
-//! The profile file as a person writes it: the YAML schema, read with the
-//! line and column of every value so that each later message can point at
-//! it. Types here give the JSON Schema (`schema/profile.schema.json`) its
-//! shape; the description of each field comes from the field table
-//! ([`crate::fields`]), and a test holds the two to the same keys. Nothing
-//! here merges or resolves.
+//! The profile file's text as a person writes it: YAML parsed with the
+//! line and column of every value (its values are then read by the field
+//! table, in [`crate::read`]), every problem of its YAML said at its place
+//! in warden's words, and presets (a name's group of domains). Nothing here
+//! declares an option, merges or resolves.
 
-use schemars::{JsonSchema, Schema, SchemaGenerator};
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::Deserializer;
 use serde::Deserialize;
-use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
 
 use crate::fields::FIELDS;
-use crate::units::{parse_duration, parse_size};
 
 /// A position in a file, 1-based.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -49,18 +43,6 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for At<T> {
     }
 }
 
-impl<T: JsonSchema> JsonSchema for At<T> {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        T::schema_name()
-    }
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        generator.subschema_for::<T>()
-    }
-}
-
 /// Map keys compared by their text alone, so that a map's keys stay unique
 /// while each keeps its position.
 impl<T: PartialEq> PartialEq for At<T> {
@@ -80,104 +62,8 @@ impl<T: Ord> Ord for At<T> {
     }
 }
 
-/// One profile file. Every section and field is optional; unknown keys are
-/// refused. Each field's meaning is in [`FIELDS`], under its key.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(
-    title = "warden profile",
-    description = "One sandbox configuration for one agent. Every field is optional; flags of `warden run` override it."
-)]
-pub struct ProfileFile {
-    pub name: Option<At<String>>,
-    pub description: Option<At<String>>,
-    #[serde(default)]
-    pub extends: Vec<At<String>>,
-    pub command: Option<At<Vec<String>>>,
-    pub hostname: Option<At<String>>,
-    pub isolation: Option<At<String>>,
-    pub tty: Option<At<bool>>,
-    pub allow_degraded: Option<At<bool>>,
-    pub desktop: Option<At<bool>>,
-    pub json_events: Option<At<String>>,
-    pub audit_log: Option<At<String>>,
-    pub no_audit_log: Option<At<bool>>,
-    pub otlp_endpoint: Option<At<String>>,
-    pub egress: Option<EgressFile>,
-    #[serde(default)]
-    pub secrets: BTreeMap<At<String>, SecretFile>,
-    pub filesystem: Option<FilesystemFile>,
-    pub resources: Option<ResourcesFile>,
-    pub env: Option<EnvFile>,
-}
-
-/// The sandbox's network. Without any domain it has no network at all.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EgressFile {
-    #[serde(default)]
-    pub presets: Vec<At<String>>,
-    #[serde(default)]
-    pub domains: Vec<At<String>>,
-    pub allow_http: Option<At<bool>>,
-    #[serde(default)]
-    pub hosts: BTreeMap<At<String>, At<String>>,
-    #[serde(default)]
-    pub allow_cidrs: Vec<At<String>>,
-    #[serde(default)]
-    pub host_ports: Vec<At<u16>>,
-    #[serde(default)]
-    pub publish: Vec<At<String>>,
-    #[serde(default)]
-    pub upstream_ca: Vec<At<String>>,
-    pub ask: Option<At<bool>>,
-    pub learn: Option<At<bool>>,
-    pub log: Option<At<bool>>,
-    pub idle_timeout: Option<At<DurationValue>>,
-}
-
-/// One secret: where its value comes from (exactly one of `from_env`,
-/// `from_file`, `from_command`), and the hosts it may go to.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SecretFile {
-    /// A variable of warden's own environment.
-    pub from_env: Option<At<String>>,
-    /// A file on the host (one trailing newline is dropped).
-    pub from_file: Option<At<String>>,
-    /// A program and its arguments, run on the host without a shell, e.g.
-    /// `[pass, show, github]` (one trailing newline is dropped).
-    pub from_command: Option<At<Vec<String>>>,
-    /// The hosts the value may be sent to, written as in `egress.domains`.
-    #[serde(default)]
-    pub hosts: Vec<At<String>>,
-    pub in_body: Option<At<bool>>,
-    #[serde(default)]
-    pub allow: Vec<At<String>>,
-}
-
-/// The sandbox's file tree.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FilesystemFile {
-    pub workspace: Option<At<String>>,
-    pub mode: Option<At<WorkspaceMode>>,
-    pub rootfs: Option<At<String>>,
-    #[serde(default)]
-    pub read_only: Vec<At<String>>,
-    #[serde(default)]
-    pub read_write: Vec<At<String>>,
-    /// Globs of workspace paths that tools on the host run (a Makefile where the person runs make): a change to one is flagged.
-    #[serde(default)]
-    pub runs_on_host: Vec<At<String>>,
-    /// Package caches shared by the sandboxes of this profile: pip, npm, cargo, go.
-    #[serde(default)]
-    pub caches: Vec<At<String>>,
-    pub tmp_size: Option<At<SizeValue>>,
-}
-
 /// How the workspace is mounted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkspaceMode {
     /// The directory itself, read-write.
@@ -186,32 +72,8 @@ pub enum WorkspaceMode {
     Overlay,
 }
 
-/// Limits on what the sandbox may consume.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResourcesFile {
-    pub memory: Option<At<SizeValue>>,
-    pub cpus: Option<At<Cores>>,
-    pub pids: Option<At<Count>>,
-    pub timeout: Option<At<DurationValue>>,
-    pub open_files: Option<At<Count>>,
-    pub file_size: Option<At<SizeValue>>,
-    pub disk: Option<At<SizeValue>>,
-    pub egress_quota: Option<At<SizeValue>>,
-}
-
-/// The command's environment, on top of the scrubbed default.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EnvFile {
-    #[serde(default)]
-    pub pass: Vec<At<String>>,
-    #[serde(default)]
-    pub set: BTreeMap<At<String>, At<String>>,
-}
-
 /// A preset: a named group of domains.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PresetFile {
     /// What the group is for.
@@ -219,210 +81,6 @@ pub struct PresetFile {
     /// The group's names, written as in `egress.domains`.
     #[serde(default)]
     pub domains: Vec<At<String>>,
-}
-
-/// A byte size: `512M`, `4G`, or a whole number of bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SizeValue {
-    pub bytes: u64,
-    pub text: String,
-}
-
-/// A duration: `30s`, `2h`, `1h30m`, or a whole number of seconds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DurationValue {
-    pub duration: Duration,
-    pub text: String,
-}
-
-/// A whole number, zero or more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Count(pub u64);
-
-/// A positive number of CPU cores.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Cores(pub f64);
-
-fn negative<E: de::Error>(v: i64) -> E {
-    E::custom(format!("{v} is negative; write a number of zero or more"))
-}
-
-impl<'de> Deserialize<'de> for SizeValue {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = SizeValue;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a size such as 512M or 4G")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SizeValue, E> {
-                Ok(SizeValue {
-                    bytes: v,
-                    text: v.to_string(),
-                })
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SizeValue, E> {
-                match u64::try_from(v) {
-                    Ok(v) => self.visit_u64(v),
-                    Err(_) => Err(negative(v)),
-                }
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<SizeValue, E> {
-                self.visit_str(&v.to_string())
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<SizeValue, E> {
-                parse_size(v)
-                    .map(|bytes| SizeValue {
-                        bytes,
-                        text: v.to_string(),
-                    })
-                    .map_err(E::custom)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl<'de> Deserialize<'de> for DurationValue {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = DurationValue;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a duration such as 30s, 10m or 2h")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<DurationValue, E> {
-                Ok(DurationValue {
-                    duration: Duration::from_secs(v),
-                    text: format!("{v}s"),
-                })
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<DurationValue, E> {
-                match u64::try_from(v) {
-                    Ok(v) => self.visit_u64(v),
-                    Err(_) => Err(negative(v)),
-                }
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<DurationValue, E> {
-                self.visit_str(&v.to_string())
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<DurationValue, E> {
-                parse_duration(v)
-                    .map(|duration| DurationValue {
-                        duration,
-                        text: v.to_string(),
-                    })
-                    .map_err(E::custom)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Count;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a whole number")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Count, E> {
-                Ok(Count(v))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Count, E> {
-                u64::try_from(v).map(Count).map_err(|_| negative(v))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Count, E> {
-                Err(E::custom(format!("{v} is not a whole number")))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Count, E> {
-                Err(E::custom(format!("{v:?} is not a whole number")))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl<'de> Deserialize<'de> for Cores {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Cores;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a number of cores such as 0.5 or 2")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Cores, E> {
-                self.visit_f64(v as f64)
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Cores, E> {
-                self.visit_f64(v as f64)
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Cores, E> {
-                if v.is_finite() && v > 0.0 {
-                    Ok(Cores(v))
-                } else {
-                    Err(E::custom(format!(
-                        "{v} cores: write a positive number such as 0.5 or 2"
-                    )))
-                }
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Cores, E> {
-                Err(E::custom(format!(
-                    "{v:?} is not a number of cores; write e.g. 0.5 or 2"
-                )))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl JsonSchema for SizeValue {
-    fn schema_name() -> Cow<'static, str> {
-        "Size".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({
-            "description": "A byte size: a whole number with an optional unit K, M, G or T (powers of 1024), e.g. 512M, 4G.",
-            "anyOf": [
-                { "type": "string", "pattern": "^[0-9]+([KkMmGgTt]([Ii]?[Bb])?|[Bb])?$" },
-                { "type": "integer", "minimum": 0 }
-            ]
-        })
-    }
-}
-
-impl JsonSchema for DurationValue {
-    fn schema_name() -> Cow<'static, str> {
-        "Duration".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({
-            "description": "A duration such as 30s, 10m, 2h or 1h30m; a bare number is seconds.",
-            "anyOf": [
-                { "type": "string", "pattern": "^[0-9]" },
-                { "type": "integer", "minimum": 0 }
-            ]
-        })
-    }
-}
-
-impl JsonSchema for Count {
-    fn schema_name() -> Cow<'static, str> {
-        "Count".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({ "type": "integer", "minimum": 0 })
-    }
-}
-
-impl JsonSchema for Cores {
-    fn schema_name() -> Cow<'static, str> {
-        "Cores".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({ "type": "number", "exclusiveMinimum": 0 })
-    }
 }
 
 /// The JSON Schema of profile files, made from the field table (see
@@ -500,40 +158,11 @@ pub struct ParseError {
     pub message: String,
 }
 
-/// Read a profile file's text.
-pub fn parse_profile(text: &str) -> Result<ProfileFile, ParseError> {
-    parse(text)
-}
-
-/// Read a profile file's text and find every problem of its shape at
-/// once: each finding, at its own line and column, and the profile as read
-/// without the entries that had them (so that later checks find what else
-/// is wrong). The parser stops at its first error; each entry it stops at
-/// is blanked out (its lines, and the lines nested below it, become empty,
-/// so every other position stays where it was written) and the text is
-/// read again, up to [`MAX_FINDINGS`] times.
-pub fn parse_profile_all(text: &str) -> (ProfileFile, Vec<ParseError>) {
-    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
-    let mut errors: Vec<ParseError> = Vec::new();
-    for _ in 0..MAX_FINDINGS {
-        match parse::<ProfileFile>(&lines.join("\n")) {
-            Ok(file) => return (file, errors),
-            Err(e) => {
-                let again = errors.contains(&e);
-                if !again {
-                    errors.push(e.clone());
-                }
-                if again || !blank_entry(&mut lines, usize::try_from(e.pos.line).unwrap_or(0)) {
-                    break;
-                }
-            }
-        }
-    }
-    (ProfileFile::default(), errors)
-}
-
-/// Parse a profile file's text into its tree, with every problem of its
-/// YAML said at once, as [`parse_profile_all`] does.
+/// Parse a profile file's text into its tree with every problem of its
+/// YAML said at once: the parser stops at its first error; each entry it
+/// stops at is said, blanked out (its lines, and the lines nested below
+/// it, become empty, so every other position stays where it was written)
+/// and the text read again, up to [`MAX_FINDINGS`] times.
 pub fn parse_profile_tree(text: &str) -> (crate::read::Placed<crate::read::Node>, Vec<ParseError>) {
     let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
     let mut errors: Vec<ParseError> = Vec::new();
@@ -738,19 +367,29 @@ pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 mod tests {
     use super::*;
 
+    /// Every finding of a profile's text, `line:column: message`.
+    fn findings(text: &str) -> Vec<String> {
+        crate::read::read_profile_text(text)
+            .1
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
     fn err(text: &str) -> String {
-        parse_profile(text).unwrap_err().to_string()
+        findings(text).into_iter().next().unwrap_or_default()
     }
 
     #[test]
     fn every_shape_error_is_found_at_its_place_and_the_rest_of_the_file_is_kept() {
         let text = "name: x\nresources:\n  memory: 4G\n  memory: 8G\n  pids:\n    lots\n\
 egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
-        let (file, errors) = parse_profile_all(text);
-        let found: Vec<(u64, String)> = errors
+        let (read, errors) = crate::read::read_profile_text(text);
+        let mut found: Vec<(u64, String)> = errors
             .iter()
             .map(|e| (e.pos.line, e.message.clone()))
             .collect();
+        found.sort();
         assert_eq!(found.len(), 4, "{found:?}");
         assert!(
             found[0].0 == 4 && found[0].1.contains("given twice"),
@@ -769,25 +408,25 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
             "{found:?}"
         );
         // What had no error is read, at its own line.
-        let domains = file.egress.unwrap().domains;
+        let domains = crate::read::profile_domains("egress:\n  domains: [a.com]\n").unwrap();
         assert_eq!(domains[0].value, "a.com");
-        assert_eq!(domains[0].pos.line, 8);
-        assert_eq!(file.name.unwrap().value, "x");
+        assert_eq!(read.name.map(|n| n.value).as_deref(), Some("x"));
+        assert_eq!(read.layer.request(false).allow_domains, ["a.com"]);
     }
 
     #[test]
     fn a_file_that_cannot_be_mended_stops_with_what_was_found() {
-        let (_, errors) = parse_profile_all("egress: [a\n");
+        let (_, errors) = parse_profile_tree("egress: [a\n");
         assert!(!errors.is_empty() && errors.len() <= MAX_FINDINGS);
     }
 
     #[test]
     fn values_keep_their_line_and_column() {
-        let p = parse_profile("name: x\negress:\n  domains: [a.com, .b.org]\n").unwrap();
-        let e = p.egress.unwrap();
-        assert_eq!(e.domains[1].value, ".b.org");
+        let d =
+            crate::read::profile_domains("name: x\negress:\n  domains: [a.com, .b.org]\n").unwrap();
+        assert_eq!(d[1].value, ".b.org");
         assert_eq!(
-            e.domains[1].pos,
+            d[1].pos,
             Pos {
                 line: 3,
                 column: 20
@@ -799,7 +438,7 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
     fn unknown_key_is_rejected_with_a_suggestion() {
         assert_eq!(
             err("name: x\negress:\n  domain: [a.com]\n"),
-            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, upstream_ca, ask, learn, log, idle_timeout)"
+            "3:3: unknown key `domain`; did you mean `domains`? (known: presets, domains, allow_http, hosts, allow_cidrs, host_ports, publish, learn, ask, upstream_ca, log, idle_timeout)"
         );
         assert!(err("resourses: {}\n")
             .starts_with("1:1: unknown key `resourses`; did you mean `resources`?"));
@@ -844,7 +483,11 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
 
     #[test]
     fn broken_yaml_names_its_place() {
-        assert!(err("name: [x\n").starts_with("1:7:"));
+        assert!(
+            err("name: [x\n").starts_with("1:7:"),
+            "{}",
+            err("name: [x\n")
+        );
         assert_eq!(
             err("name: a\nname: b\n"),
             "2:1: `name` is given twice in this section; keep one"
@@ -853,10 +496,9 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
 
     #[test]
     fn an_empty_file_is_an_empty_profile() {
-        assert!(parse_profile("").unwrap().name.is_none());
-        assert!(parse_profile("# only a comment\n")
-            .unwrap()
-            .egress
-            .is_none());
+        for text in ["", "# only a comment\n"] {
+            let (read, errors) = crate::read::read_profile_text(text);
+            assert!(errors.is_empty() && read.name.is_none() && read.layer.slots.is_empty());
+        }
     }
 }

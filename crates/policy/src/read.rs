@@ -243,6 +243,51 @@ pub fn parse_yaml(text: &str) -> Result<Placed<Node>, crate::profile::ParseError
     }
 }
 
+/// Read a profile file's text by the table: its values and every problem
+/// of it (parse-level ones included), each at its line and column. Paths
+/// are kept as written.
+pub fn read_profile_text(text: &str) -> (Read, Vec<crate::profile::ParseError>) {
+    let (tree, mut errors) = crate::profile::parse_profile_tree(text);
+    let origin = |p: &Place| Origin::File {
+        file: String::new(),
+        pos: p.pos(),
+    };
+    let path = |raw: &str| Ok(PathBuf::from(raw));
+    let read = read(
+        &tree,
+        &Reading {
+            origin: &origin,
+            path: &path,
+        },
+    );
+    errors.extend(read.findings.iter().map(|f| crate::profile::ParseError {
+        pos: f.place.pos(),
+        message: f.message.clone(),
+    }));
+    (read, errors)
+}
+
+/// The `egress.domains` of a profile file's text, each at its place; the
+/// first problem when the text is not a profile warden reads.
+pub fn profile_domains(text: &str) -> Result<Vec<At<String>>, crate::profile::ParseError> {
+    let (read, errors) = read_profile_text(text);
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    Ok(read
+        .layer
+        .list(Field::AllowDomain)
+        .iter()
+        .filter_map(|s| match (&s.val, &s.origin) {
+            (Val::Text(t), Origin::File { pos, .. }) => Some(At {
+                value: t.clone(),
+                pos: *pos,
+            }),
+            _ => None,
+        })
+        .collect())
+}
+
 /// One problem found while reading a document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {

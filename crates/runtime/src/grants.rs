@@ -124,13 +124,11 @@ pub fn load_profile(path: &Path) -> Result<Vec<String>, GrantsError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let p = warden_policy::profile::parse_profile(&text).map_err(|e| GrantsError::Parse {
+    let domains = warden_policy::read::profile_domains(&text).map_err(|e| GrantsError::Parse {
         path: path.to_path_buf(),
         why: format!("{}: {}", e.pos, e.message),
     })?;
-    Ok(p.egress
-        .map(|e| e.domains.into_iter().map(|d| d.value).collect())
-        .unwrap_or_default())
+    Ok(domains.into_iter().map(|d| d.value).collect())
 }
 
 /// Add `entry` to `egress.domains` of the profile file at `path`, in its

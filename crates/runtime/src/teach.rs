@@ -194,11 +194,9 @@ pub fn read_learned(path: &std::path::Path) -> Result<Vec<String>, LearnFileErro
     if !text.starts_with(LEARNED_MARK) {
         return Err(not("warden did not write it".into()));
     }
-    let p = warden_policy::profile::parse_profile(&text)
+    let domains = warden_policy::read::profile_domains(&text)
         .map_err(|e| not(format!("{}: {}", e.pos, e.message)))?;
-    Ok(p.egress
-        .map(|e| e.domains.into_iter().map(|d| d.value).collect())
-        .unwrap_or_default())
+    Ok(domains.into_iter().map(|d| d.value).collect())
 }
 
 /// The first line of a learned-profile file.
