@@ -434,18 +434,9 @@ pub struct Request {
 impl Request {
     /// Resolve this request into a spec: apply defaults, check every value,
     /// and build the command's environment from `host_env`.
-    pub fn resolve(
-        self,
-        defaults: &Defaults,
-        host_env: &[(String, String)],
-    ) -> Result<SandboxSpec, ResolveError> {
-        let first = self
-            .command
-            .first()
-            .ok_or(Field::Command.invalid(Problem::NoCommand))?;
-        if first.is_empty() {
-            return Err(Field::Command.invalid(Problem::EmptyCommand));
-        }
+    /// The file system's section: the root, the workspace and the binds,
+    /// each checked.
+    fn binds(&self) -> Result<Vec<Bind>, ResolveError> {
         let forbidden = |field: Field, path: &Path, why| {
             field.invalid(Problem::ForbiddenPath {
                 path: path.to_path_buf(),
@@ -458,7 +449,7 @@ impl Request {
                 return Err(forbidden(
                     Field::Rootfs,
                     root,
-                    "the host's own root would expose every host file; leave --rootfs out to use the host's system directories read-only",
+                    "the host's own root would expose every host file; leave `filesystem.rootfs` out to use the host's system directories read-only",
                 ));
             }
         }
@@ -501,7 +492,7 @@ impl Request {
                     return Err(forbidden(
                         field,
                         p,
-                        "the sandbox's own home is /home/sandbox, which warden mounts itself; bind another path (such as one below /home/NAME), or share package caches with --cache",
+                        "the sandbox's own home is /home/sandbox, which warden mounts itself; bind another path (such as one below /home/NAME), or share package caches with `filesystem.caches`",
                     ));
                 }
                 binds.push(Bind {
@@ -510,7 +501,16 @@ impl Request {
                 });
             }
         }
+        Ok(binds)
+    }
 
+    /// The limits' section: memory, processes, CPU, time, open files and
+    /// `/tmp`, each checked against the host.
+    #[allow(clippy::type_complexity)]
+    fn limits(
+        &self,
+        defaults: &Defaults,
+    ) -> Result<(Limit<u64>, Limit<u64>, u64, u64), ResolveError> {
         let memory = limit(self.memory, defaults.memory);
         if memory.value < 16 * MIB {
             return Err(Field::Memory.invalid(Problem::MemoryTooSmall(memory.value)));
@@ -547,57 +547,17 @@ impl Request {
         if tmp_size < MIB {
             return Err(Field::TmpSize.invalid(Problem::TmpTooSmall(tmp_size)));
         }
-        let hostname = self.hostname.unwrap_or_else(|| "warden".to_string());
-        // A path inside the sandbox, written whole: absolute, no `..`.
-        let workdir = match self.workdir.as_deref().map(Path::new) {
-            Some(w) if !w.is_absolute() => {
-                return Err(Field::Workdir.invalid(Problem::RelativePath(w.to_path_buf())))
-            }
-            Some(w) if w.components().any(|c| c == std::path::Component::ParentDir) => {
-                return Err(Field::Workdir.invalid(Problem::ForbiddenPath {
-                    path: w.to_path_buf(),
-                    why: "write it without `..`",
-                }))
-            }
-            w => w.map(Path::to_path_buf),
-        };
-        if !valid_hostname(&hostname) {
-            return Err(Field::Hostname.invalid(Problem::BadHostname(hostname)));
-        }
-        let isolation = match self.isolation.as_deref() {
-            None | Some("process") => Isolation::Process,
-            Some("vm") => Isolation::Vm,
-            Some(other) => {
-                return Err(Field::Isolation.invalid(Problem::BadIsolation(other.to_string())))
-            }
-        };
-        // A prepared root tree, or a VM's guest, brings its own home.
-        let (home_spec, caches) = home::resolve(
-            &self.caches,
-            self.rootfs.is_some() || isolation == Isolation::Vm,
-            self.home_dir.as_deref(),
-            self.cache_dir.as_deref(),
-        )?;
-        let home = match (&home_spec, self.workspace.is_some()) {
-            (Home::Tmpfs | Home::Dir(_), _) => HOME_MOUNT,
-            // A prepared root tree: its own home is unknown here.
-            (Home::None, true) => WORKSPACE_MOUNT,
-            (Home::None, false) => "/tmp",
-        };
-        let secrets = secrets::parse_secrets(&self.secrets, &self.secret_in_body, &self.env)?;
-        let secret_rules = secrets::parse_rules(&self.secret_rules, &secrets)?;
-        for p in &self.upstream_ca {
-            check_absolute(Field::UpstreamCa, p)?;
-        }
-        let env = resolve_env(&self.env, host_env, home)?;
-        let publish = parse_publish(&self.publish)?;
-        if self.overlay && self.workspace.is_none() {
-            return Err(Field::Overlay.invalid(Problem::OverlayWithoutWorkspace));
-        }
-        if self.overlay && self.overlay_dirs.is_none() {
-            // Never a silent fall back to writing the real workspace.
-            return Err(Field::Overlay.invalid(Problem::OverlayWithoutState));
-        }
+        Ok((memory, pids, open_files, tmp_size))
+    }
+
+    /// The network's section: loopback only, or egress through the proxy
+    /// with its rules (each entry's own mistake said before how the entries
+    /// fit together).
+    fn network(
+        &self,
+        secrets: &[SecretSpec],
+        secret_rules: Vec<SecretRule>,
+    ) -> Result<NetworkSpec, ResolveError> {
         // Each entry's own mistake is said before any question of how
         // the entries fit together (an invalid range, then "needs an
         // --allow-domain").
@@ -666,14 +626,14 @@ impl Request {
             }
             // A secret's hosts are allowed destinations: the value
             // is useless if its own hosts cannot be reached.
-            for s in &secrets {
+            for s in secrets {
                 for h in &s.hosts {
                     let covered = domains.iter().any(|d| {
                         d.name == h.name && d.subdomains == h.subdomains && d.port == h.port
                     });
                     if !covered {
                         let mut rule = h.clone();
-                        rule.source = format!("--secret {}@{}", s.name, h.source);
+                        rule.source = format!("`secrets {}@{}`", s.name, h.source);
                         rule.caller = self.caller_secrets.contains(&s.name);
                         domains.push(rule);
                     }
@@ -690,7 +650,7 @@ impl Request {
                         name: HOST_ALIAS.to_string(),
                         subdomains: false,
                         port: Some(port),
-                        source: format!("--allow-host-port {port}"),
+                        source: format!("`egress.host_ports {port}`"),
                         caller: false,
                     });
                 }
@@ -707,12 +667,23 @@ impl Request {
                 idle_timeout: self
                     .egress_idle_timeout
                     .unwrap_or(DEFAULT_EGRESS_IDLE_TIMEOUT),
-                secrets: secrets.clone(),
+                secrets: secrets.to_vec(),
                 secret_rules,
                 upstream_ca: self.upstream_ca.clone(),
                 learn: self.egress_learn,
             })
         };
+        Ok(network)
+    }
+
+    /// The environment's last additions, from the other sections: the
+    /// proxy's variables, the secrets' authority, a desktop's screen.
+    fn finish_env(
+        &self,
+        env: Vec<(String, String)>,
+        network: &NetworkSpec,
+        secrets: &[SecretSpec],
+    ) -> (Vec<(String, String)>, Option<DesktopSpec>) {
         let mut env = env;
         if matches!(network, NetworkSpec::Egress(_)) {
             // For tools that prefer an explicit proxy; every other program
@@ -761,6 +732,80 @@ impl Request {
         } else {
             None
         };
+        (env, desktop)
+    }
+
+    pub fn resolve(
+        self,
+        defaults: &Defaults,
+        host_env: &[(String, String)],
+    ) -> Result<SandboxSpec, ResolveError> {
+        let first = self
+            .command
+            .first()
+            .ok_or(Field::Command.invalid(Problem::NoCommand))?;
+        if first.is_empty() {
+            return Err(Field::Command.invalid(Problem::EmptyCommand));
+        }
+        let binds = self.binds()?;
+
+        let (memory, pids, open_files, tmp_size) = self.limits(defaults)?;
+        let hostname = self
+            .hostname
+            .clone()
+            .unwrap_or_else(|| "warden".to_string());
+        // A path inside the sandbox, written whole: absolute, no `..`.
+        let workdir = match self.workdir.as_deref().map(Path::new) {
+            Some(w) if !w.is_absolute() => {
+                return Err(Field::Workdir.invalid(Problem::RelativePath(w.to_path_buf())))
+            }
+            Some(w) if w.components().any(|c| c == std::path::Component::ParentDir) => {
+                return Err(Field::Workdir.invalid(Problem::ForbiddenPath {
+                    path: w.to_path_buf(),
+                    why: "write it without `..`",
+                }))
+            }
+            w => w.map(Path::to_path_buf),
+        };
+        if !valid_hostname(&hostname) {
+            return Err(Field::Hostname.invalid(Problem::BadHostname(hostname)));
+        }
+        let isolation = match self.isolation.as_deref() {
+            None | Some("process") => Isolation::Process,
+            Some("vm") => Isolation::Vm,
+            Some(other) => {
+                return Err(Field::Isolation.invalid(Problem::BadIsolation(other.to_string())))
+            }
+        };
+        // A prepared root tree, or a VM's guest, brings its own home.
+        let (home_spec, caches) = home::resolve(
+            &self.caches,
+            self.rootfs.is_some() || isolation == Isolation::Vm,
+            self.home_dir.as_deref(),
+            self.cache_dir.as_deref(),
+        )?;
+        let home = match (&home_spec, self.workspace.is_some()) {
+            (Home::Tmpfs | Home::Dir(_), _) => HOME_MOUNT,
+            // A prepared root tree: its own home is unknown here.
+            (Home::None, true) => WORKSPACE_MOUNT,
+            (Home::None, false) => "/tmp",
+        };
+        let secrets = secrets::parse_secrets(&self.secrets, &self.secret_in_body, &self.env)?;
+        let secret_rules = secrets::parse_rules(&self.secret_rules, &secrets)?;
+        for p in &self.upstream_ca {
+            check_absolute(Field::UpstreamCa, p)?;
+        }
+        let env = resolve_env(&self.env, host_env, home)?;
+        let publish = parse_publish(&self.publish)?;
+        if self.overlay && self.workspace.is_none() {
+            return Err(Field::Overlay.invalid(Problem::OverlayWithoutWorkspace));
+        }
+        if self.overlay && self.overlay_dirs.is_none() {
+            // Never a silent fall back to writing the real workspace.
+            return Err(Field::Overlay.invalid(Problem::OverlayWithoutState));
+        }
+        let network = self.network(&secrets, secret_rules)?;
+        let (env, desktop) = self.finish_env(env, &network, &secrets);
         if self.file_size == Some(0) {
             return Err(Field::FileSize.invalid(Problem::ZeroFileSize));
         }
