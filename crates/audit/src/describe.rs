@@ -232,6 +232,7 @@ fn describe_kind(kind: &EventKind) -> String {
             count,
             since_ms,
             detail,
+            reason: _,
         } => format!(
             "{} {} {} {count} more times since {} (counted, not written one by one){}",
             if *allowed { "allow" } else { "DENY" },

@@ -201,6 +201,10 @@ pub enum EventKind {
         since_ms: u64,
         /// The last decision's reason.
         detail: String,
+        /// The last decision's reason as a code and its data, as a
+        /// `connection` event carries it (absent in older logs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Box<Reason>>,
     },
     /// Secret actions of one secret, host and action repeated within one
     /// window, counted like `connections_aggregated`.
@@ -598,6 +602,7 @@ pub(crate) mod tests {
                 count: 9000,
                 since_ms: 1_699_999_999_000,
                 detail: "A".into(),
+                reason: None,
             },
             EventKind::SecretsAggregated {
                 name: "GITHUB_TOKEN".into(),

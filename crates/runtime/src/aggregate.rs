@@ -46,6 +46,8 @@ enum Key {
 struct Tally {
     repeats: u64,
     detail: String,
+    /// The last repeat's reason, as its event carried it.
+    reason: Option<Box<warden_audit::Reason>>,
 }
 
 /// One aggregation window.
@@ -80,6 +82,10 @@ impl Window {
     /// Count `kind`: `Some(kind)` when it is the first of its key in this
     /// window (write it now), `None` when it was counted.
     pub fn admit(&mut self, kind: EventKind) -> Option<EventKind> {
+        let reason = match &kind {
+            EventKind::Connection { reason, .. } => reason.clone(),
+            _ => None,
+        };
         let (key, detail) = match &kind {
             EventKind::Connection {
                 protocol,
@@ -123,6 +129,7 @@ impl Window {
         if let Some(t) = self.tallies.get_mut(&key) {
             t.repeats += 1;
             t.detail = detail;
+            t.reason = reason;
             return None;
         }
         if self.named < WINDOW_NAMES {
@@ -150,6 +157,7 @@ impl Window {
         let t = self.tallies.entry(key).or_default();
         t.repeats += 1;
         t.detail = detail;
+        t.reason = reason;
         None
     }
 
@@ -179,6 +187,7 @@ impl Window {
                     count: t.repeats,
                     since_ms: old.since_ms,
                     detail: t.detail,
+                    reason: t.reason,
                 },
                 Key::Secret {
                     name, host, action, ..
@@ -214,7 +223,12 @@ mod tests {
             bytes_out: 0,
             bytes_in: 0,
             duration_ms: 0,
-            reason: None,
+            reason: Some(Box::new(warden_audit::Reason {
+                code: "not_allowed".into(),
+                field: Some("egress.domains".into()),
+                addresses: Vec::new(),
+                allow: None,
+            })),
         }
     }
 
@@ -230,6 +244,11 @@ mod tests {
         assert!(matches!(
             out.as_slice(),
             [EventKind::ConnectionsAggregated { count: 9, allowed: false, name: Some(n), .. }] if n == "a.test"
+        ));
+        // The repeats keep their reason's code, as the first one's event.
+        assert!(matches!(
+            out.as_slice(),
+            [EventKind::ConnectionsAggregated { reason: Some(r), .. }] if r.code == "not_allowed"
         ));
         assert!(w.close().is_empty());
     }
