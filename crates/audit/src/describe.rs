@@ -263,7 +263,7 @@ fn describe_kind(kind: &EventKind) -> String {
             format!("LOST {count} events before this one (a sink fell behind)")
         }
         EventKind::CacheLeftOut { files, limit_bytes } => format!(
-            "CACHE FULL: {files} {} written to the profile's caches {} not kept (the caches' bound is the sandbox's --disk, {} MiB)",
+            "CACHE FULL: {files} {} written to the profile's caches {} not kept (the caches' bound is the sandbox's `resources.disk`, {} MiB)",
             if *files == 1 { "file" } else { "files" },
             if *files == 1 { "was" } else { "were" },
             limit_bytes >> 20

@@ -13,7 +13,7 @@ const BATCH: usize = 64;
 /// Why the exporter cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpError {
-    #[error("--otlp-endpoint {0:?} must be an http:// URL of an OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (TLS to a collector is not built in: run a local collector or a sidecar)")]
+    #[error("`otlp_endpoint` {0:?} must be an http:// URL of an OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (TLS to a collector is not built in: run a local collector or a sidecar)")]
     BadEndpoint(String),
 }
 

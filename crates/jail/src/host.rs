@@ -179,7 +179,7 @@ pub fn probe() -> Report {
         ),
         lost: (!cg_ok).then(|| {
             format!(
-                "explicit --memory/--pids/--cpus are refused unless --allow-degraded; default limits fall back to per-process RLIMIT_DATA and per-user RLIMIT_NPROC{}",
+                "explicit `resources.memory`/`resources.pids`/`resources.cpus` are refused unless `allow_degraded`; default limits fall back to per-process RLIMIT_DATA and per-user RLIMIT_NPROC{}",
                 cgroups
                     .why_not
                     .as_ref()

@@ -118,7 +118,10 @@ pub(crate) fn mount_tmpfs(plan: KeptPlan) -> Result<OwnedFd, MountError> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(format!("size={},mode=0700", plan.size).as_str()),
     )
-    .map_err(mount_err("the sandbox's size-limited state (--disk)", root))?;
+    .map_err(mount_err(
+        "the sandbox's size-limited state (`resources.disk`)",
+        root,
+    ))?;
     if plan.overlays {
         // overlayfs keeps its marks in user.* attributes, which a tmpfs
         // takes since Linux 6.6; without them an overlay would fail later
@@ -138,7 +141,10 @@ pub(crate) fn mount_tmpfs(plan: KeptPlan) -> Result<OwnedFd, MountError> {
         nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )
-    .map_err(mount_err("the sandbox's size-limited state (--disk)", root))
+    .map_err(mount_err(
+        "the sandbox's size-limited state (`resources.disk`)",
+        root,
+    ))
 }
 
 /// Copy the saved tree `saved` into `name` of the tmpfs.

@@ -69,9 +69,9 @@ pub enum MountError {
         #[source]
         source: Errno,
     },
-    #[error("this kernel's tmpfs cannot hold overlay marks (user.* extended attributes on tmpfs need Linux 6.6), so --disk cannot be enforced")]
+    #[error("this kernel's tmpfs cannot hold overlay marks (user.* extended attributes on tmpfs need Linux 6.6), so `resources.disk` cannot be enforced")]
     LayerXattrs(#[source] Errno),
-    #[error("cannot restore the sandbox's saved changes into its layer of {} (--disk): if they are larger, raise --disk", warden_policy::format_size(*size))]
+    #[error("cannot restore the sandbox's saved changes into its layer of {} (`resources.disk`): if they are larger, raise `resources.disk`", warden_policy::format_size(*size))]
     LayerRestore {
         size: u64,
         #[source]
@@ -732,7 +732,7 @@ fn provide_trust(trust: crate::secrets::TrustFiles, prepared_root: bool) -> Resu
             return Err(MountError::MountPoint {
                 path: PathBuf::from("/run"),
                 source: std::io::Error::other(
-                    "the prepared root tree has no /run directory, where --secret puts its trust files",
+                    "the prepared root tree has no /run directory, where warden puts the trust files of `secrets`",
                 ),
             });
         }

@@ -31,29 +31,29 @@ pub const HOST_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// Why a secret could not be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {
-    #[error("--secret {name}: the host's environment has no variable {variable}; set it, or read the value with {name}=file:PATH@HOSTS")]
+    #[error("`secrets {name}`: the host's environment has no variable {variable}; set it, or read the value with {name}=file:PATH@HOSTS")]
     MissingVariable { name: String, variable: String },
-    #[error("--secret {name}: cannot read {path}")]
+    #[error("`secrets {name}`: cannot read {path}")]
     File {
         name: String,
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("--secret {name}: cannot run {program}")]
+    #[error("`secrets {name}`: cannot run {program}")]
     Command {
         name: String,
         program: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("--secret {name}: {program} failed ({status}); the secret is not set")]
+    #[error("`secrets {name}`: {program} failed ({status}); the secret is not set")]
     CommandFailed {
         name: String,
         program: String,
         status: std::process::ExitStatus,
     },
-    #[error("--secret {name}: the value is empty")]
+    #[error("`secrets {name}`: the value is empty")]
     Empty { name: String },
     #[error("cannot set aside memory that the sandbox's init does not inherit (MADV_WIPEONFORK needs Linux 4.14)")]
     WipeOnFork(#[source] Errno),

@@ -248,11 +248,15 @@ impl Layer {
         let mut one = Layer::default();
         match (field.shape(), field) {
             (Shape::Map, Field::Secret) => {
-                let name = text.split(['=', '@']).next().unwrap_or_default().trim();
+                let raw = text.split(['=', '@']).next().unwrap_or_default();
+                let name = raw.trim();
+                // What follows the name as written (a name with spaces
+                // around it is kept whole, for the resolver to refuse).
+                let rest = &text[raw.len()..];
                 // `NAME@HOSTS`: the value of the host's variable NAME.
-                let value = match text[name.len()..].strip_prefix('=') {
+                let value = match rest.strip_prefix('=') {
                     Some(rest) => rest.to_string(),
-                    None => format!("env:{name}{}", &text[name.len()..]),
+                    None => format!("env:{name}{rest}"),
                 };
                 one.put(field, name.to_string(), Val::Text(value), origin);
             }
@@ -1395,11 +1399,27 @@ pub fn compose_source(
         }
     }
     let mut cli = flags.clone();
-    // `--preset NAME`: an unknown name is refused as the flag's own
-    // error; the domains come in as a profile's presets do.
-    for name in cli.texts(Field::Presets) {
+    // A preset named directly (`--preset NAME`, an API body's
+    // `egress.presets`): an unknown name is refused as the field's own
+    // error; the domains come in as a profile's presets do, labelled by
+    // where the name was given.
+    let named: Vec<(String, String)> = cli
+        .list(Field::Presets)
+        .iter()
+        .filter_map(|s| {
+            let (Val::Text(t) | Val::Named { text: t, .. }) = &s.val else {
+                return None;
+            };
+            let label = match &s.origin {
+                Origin::Body { label, .. } => label.clone(),
+                origin => origin.to_string(),
+            };
+            Some((t.clone(), label))
+        })
+        .collect();
+    for (name, label) in named {
         catalog.preset(&name)?;
-        loader.preset(&mut cli, &name, "--preset", &Place::Line(Pos::default()));
+        loader.preset(&mut cli, &name, &label, &Place::Line(Pos::default()));
     }
     cli.slots.remove(&Field::Presets);
     if !cli.slots.is_empty() {

@@ -94,7 +94,7 @@ impl DomainRule {
             || name.bytes().all(|b| b.is_ascii_digit() || b == b'.')
         {
             return Err(invalid(
-                "it is an IP address; decisions are made on names (use --add-host NAME=IP to give a name an address)",
+                "it is an IP address; decisions are made on names (use `egress.hosts NAME=IP` to give a name an address)",
             ));
         }
         if !name.contains('.') && subdomains {

@@ -6,13 +6,14 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::fields::Field;
+use crate::fields::{word, Door, Field};
 use crate::DomainError;
 
 /// What is wrong with a value. The text follows the name of the field it
 /// concerns (`--memory 1024 bytes is too small...`, `resources.memory: 1024
-/// bytes is too small...`), so it never names that field itself; it may name
-/// other options by their flag.
+/// bytes is too small...`), so it never names that field itself; it names
+/// other options by their profile key in backticks (`` `resources.disk` ``),
+/// which each door words its own way ([`crate::word`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Problem {
     #[error("no command given: put CMD after `--`, e.g. `warden run -- bash`, or use a --profile that has a `command`")]
@@ -39,9 +40,9 @@ pub enum Problem {
     ZeroFileSize,
     #[error("0 would make every write to the workspace fail: give a size such as 2G, or leave it out for the default (half the memory limit)")]
     ZeroDisk,
-    #[error("{} is more than the memory limit ({}): the layer is held in memory while the sandbox runs and counts against --memory; lower --disk or raise --memory", crate::units::format_size(*disk), crate::units::format_size(*memory))]
+    #[error("{} is more than the memory limit ({}): the layer is held in memory while the sandbox runs and counts against `resources.memory`; lower `resources.disk` or raise `resources.memory`", crate::units::format_size(*disk), crate::units::format_size(*memory))]
     DiskOverMemory { disk: u64, memory: u64 },
-    #[error("{} is more than the host can give: the file system of warden's state has {} free; lower --disk or free space there", crate::units::format_size(*disk), crate::units::format_size(*free))]
+    #[error("{} is more than the host can give: the file system of warden's state has {} free; lower `resources.disk` or free space there", crate::units::format_size(*disk), crate::units::format_size(*free))]
     DiskOverFree { disk: u64, free: u64 },
     #[error("must be longer than zero: 0 would close every connection at once; give a duration such as 30s, or leave it out for the default (10m)")]
     ZeroIdleTimeout,
@@ -63,13 +64,13 @@ pub enum Problem {
     BadAddHost(String),
     #[error("{0:?} must be an address range such as 10.1.0.0/16 or fd00::/8")]
     BadCidr(String),
-    #[error("{cidr:?} covers {range} ({what}), which no --allow-cidr may open: name the private ranges you need (such as 10.0.0.0/8 or fd00::/8), and reach a service of the host with --allow-host-port PORT")]
+    #[error("{cidr:?} covers {range} ({what}), which `egress.allow_cidrs` may never open: name the private ranges you need (such as 10.0.0.0/8 or fd00::/8), and reach a service of the host with `egress.host_ports PORT`")]
     CidrCoversHost {
         cidr: String,
         range: String,
         what: &'static str,
     },
-    #[error("{0:?} pins the name to an unspecified address (0.0.0.0/8, ::, or an IPv6 form of one), which lands on the host itself: give the address of the service, or use --allow-host-port PORT for a service of the host")]
+    #[error("{0:?} pins the name to an unspecified address (0.0.0.0/8, ::, or an IPv6 form of one), which lands on the host itself: give the address of the service, or use `egress.host_ports PORT` for a service of the host")]
     AddHostUnspecified(String),
     #[error("0 is not a port: give a number from 1 to 65535")]
     BadHostPort,
@@ -78,10 +79,10 @@ pub enum Problem {
     #[error("gives host port {0} twice")]
     DuplicatePublish(u16),
     #[error(
-        "{0:?} names the host itself; open one of its ports with --allow-host-port PORT instead"
+        "{0:?} names the host itself; open one of its ports with `egress.host_ports PORT` instead"
     )]
     HostAliasAsDomain(String),
-    #[error("needs a --workspace to lay the overlay over")]
+    #[error("needs a `filesystem.workspace` to lay the overlay over")]
     OverlayWithoutWorkspace,
     #[error("was asked for but no overlay directories were prepared (a front door must create them in warden's state directory)")]
     OverlayWithoutState,
@@ -89,13 +90,17 @@ pub enum Problem {
     UnknownCache { name: String, known: String },
     #[error("needs warden's state directory to keep the caches in (set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME)")]
     CachesWithoutState,
-    #[error("cannot be used with --rootfs or --isolation vm: a prepared root tree or a VM's guest brings its own home, where warden mounts nothing")]
+    #[error("cannot be used with `filesystem.rootfs` or `isolation vm`: a prepared root tree or a VM's guest brings its own home, where warden mounts nothing")]
     CachesWithRootfs,
-    #[error("cannot be used with --secret: learning allows every name, so a secret's placeholder could go anywhere; learn the names first, then run with the secret and the profile lines learned")]
+    #[error("cannot be used with `secrets`: learning allows every name, so a secret's placeholder could go anywhere; learn the names first, then run with the secret and the profile lines learned")]
     LearnWithSecrets,
-    #[error("cannot be used with --ask: learning mode allows what --ask would ask about")]
+    #[error(
+        "cannot be used with `egress.ask`: learning mode allows what `egress.ask` would ask about"
+    )]
     LearnWithAsk,
-    #[error("needs at least one --allow-domain, --allow-host-port, --secret or --ask")]
+    #[error(
+        "needs at least one of `egress.domains`, `egress.host_ports`, `secrets` or `egress.ask`"
+    )]
     EgressWithoutDomains,
     #[error("{entry:?}: {why}; write NAME@HOST[,HOST...], NAME=env:VARIABLE@HOSTS, NAME=file:PATH@HOSTS or NAME=cmd:PROGRAM ARGS@HOSTS")]
     BadSecret { entry: String, why: String },
@@ -105,11 +110,11 @@ pub enum Problem {
     BadSecretRule { entry: String, why: String },
     #[error("{0} is given twice; give each secret once, with all its hosts: NAME@HOST1,HOST2")]
     DuplicateSecret(String),
-    #[error("{0}: there is no --secret {0}")]
+    #[error("{0}: there is no `secrets {0}`")]
     UnknownSecretInBody(String),
-    #[error("{0} would copy a secret's real value into the sandbox; leave it out (the sandbox gets a placeholder from --secret)")]
+    #[error("{0} would copy a secret's real value into the sandbox; leave it out (the sandbox gets a placeholder from `secrets`)")]
     SecretPassed(String),
-    #[error("{0}=... and --secret {0} both set {0}; leave out the --env")]
+    #[error("{0}=... and `secrets {0}` both set {0}; leave out the `env.set` entry")]
     SecretSet(String),
     #[error("{entry:?}: {why}; write a glob relative to the workspace, e.g. Makefile or **/*.mk")]
     BadGlob { entry: String, why: String },
@@ -174,12 +179,14 @@ impl ResolveError {
         &self.problem
     }
 
-    /// The error as the command line says it, naming the flag:
+    /// The error as the command line says it, naming the flag (and the
+    /// other options the problem names by theirs):
     /// `--memory 1024 bytes is too small: ...`.
     pub fn describe_for_cli(&self) -> String {
+        let problem = word(&self.problem.to_string(), Door::Cli);
         match self.field.flag() {
-            Some(flag) => format!("{flag} {}", self.problem),
-            None => self.problem.to_string(),
+            Some(flag) => format!("{flag} {problem}"),
+            None => problem,
         }
     }
 
@@ -193,7 +200,7 @@ impl ResolveError {
     /// request body: `/resources/memory: 1024 bytes is too small: ...`.
     pub fn describe_for_api(&self) -> String {
         match self.field.json_path() {
-            Some(path) => format!("{path}: {}", self.problem),
+            Some(path) => format!("{path}: {}", word(&self.problem.to_string(), Door::Api)),
             None => self.describe_for_cli(),
         }
     }
@@ -239,5 +246,22 @@ mod tests {
         );
         let e = Field::Command.invalid(Problem::NoCommand);
         assert!(e.describe_for_cli().starts_with("no command given"));
+    }
+
+    #[test]
+    fn another_option_a_problem_names_is_worded_by_each_door() {
+        let e = Field::Overlay.invalid(Problem::OverlayWithoutWorkspace);
+        assert_eq!(
+            e.describe_for_cli(),
+            "--overlay needs a `--workspace` to lay the overlay over"
+        );
+        assert_eq!(
+            e.describe_for_profile(),
+            "filesystem.mode: needs a `filesystem.workspace` to lay the overlay over"
+        );
+        assert_eq!(
+            e.describe_for_api(),
+            "/filesystem/mode: needs a `/filesystem/workspace` to lay the overlay over"
+        );
     }
 }

@@ -26,6 +26,8 @@ mod env;
 mod error;
 pub mod fields;
 mod home;
+#[cfg(test)]
+mod lint;
 pub mod oci;
 pub mod profile;
 pub mod read;

@@ -214,7 +214,7 @@ pub(crate) fn parse_rules(
             return Err(Field::SecretRule.invalid(Problem::BadSecretRule {
                 entry: e.clone(),
                 why: format!(
-                    "{} is not a host of any --secret (requests are seen only on secrets' hosts)",
+                    "{} is not among the hosts of `secrets` (requests are seen only on secrets' hosts)",
                     r.host.name
                 ),
             }));

@@ -129,7 +129,7 @@ impl Allowlist {
             .ok()
             .and_then(|c| c.clone())
             .ok_or_else(|| {
-                Refused::conflict("this sandbox has no egress proxy (it was made without --allow-domain, --allow-host-port, --ask or --secret: its network is loopback only); make it again with one to change its allowlist")
+                Refused::conflict("this sandbox has no egress proxy (it was made without `egress.domains`, `egress.host_ports`, `egress.ask` or `secrets`: its network is loopback only); make it again with one to change its allowlist")
             })
     }
 

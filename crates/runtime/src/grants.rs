@@ -85,7 +85,9 @@ fn render(entries: &[String]) -> String {
         .collect();
     format!(
         "description: {}\ndomains: [{}]\n",
-        serde_json::Value::from("names answered \"always\" under --ask for this project"),
+        serde_json::Value::from(
+            "names answered \"always\" when asked (`egress.ask`) for this project"
+        ),
         quoted.join(", ")
     )
 }

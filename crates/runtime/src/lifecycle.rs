@@ -41,7 +41,7 @@ pub enum LifecycleError {
     Refused(String),
     #[error("the sandbox's supervisor stopped before the sandbox ran; see {log}")]
     SupervisorDied { log: PathBuf },
-    #[error("--json-events - (standard output) is for one run at a terminal; a named sandbox's events are read with `warden logs -f {name}`, or give a FILE")]
+    #[error("`json_events -` (standard output) is for one run at a terminal; a named sandbox's events are read with `warden logs -f {name}`, or give a FILE")]
     EventsToStdout { name: String },
     #[error("sandbox {name} is running: stop it first (`warden stop {name}`), or remove it with force (`warden rm --force {name}`)")]
     Running { name: String },

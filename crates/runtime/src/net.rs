@@ -114,8 +114,8 @@ impl warden_jail::Attach for Wiring {
             // clients), or names on no list are denied (and the log says
             // why).
             let asker: Option<Arc<dyn Asker>> = if spec.ask && network.terminal {
-                let (asker, d) =
-                    crate::ask::pair().map_err(|e| format!("cannot create the --ask pipe: {e}"))?;
+                let (asker, d) = crate::ask::pair()
+                    .map_err(|e| format!("cannot create the pipe of `egress.ask`: {e}"))?;
                 desk = Some(Box::new(d));
                 Some(Arc::new(asker))
             } else if spec.ask {

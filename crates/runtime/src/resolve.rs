@@ -108,14 +108,16 @@ pub enum ResolveError {
     },
     #[error(transparent)]
     Spec(#[from] warden_policy::ResolveError),
-    #[error("--overlay needs a --workspace to lay the overlay over")]
+    #[error(
+        "an overlay workspace (`filesystem.mode`) needs a `filesystem.workspace` to lay the overlay over"
+    )]
     OverlayWithoutWorkspace,
     #[error("this warden was built without the otlp feature: a profile's otlp_endpoint cannot be honoured")]
     NoOtlp,
-    #[error("warden has no state directory: set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME to an absolute path (or pass --audit-log FILE or --no-audit-log)")]
+    #[error("warden has no state directory: set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME to an absolute path (or give `audit_log FILE` or `no_audit_log`)")]
     NoStateDir,
     #[error(
-        "cannot create the audit log directory {path} (pass --audit-log FILE or --no-audit-log)"
+        "cannot create the audit log directory {path} (give `audit_log FILE` or `no_audit_log`)"
     )]
     AuditDir {
         path: PathBuf,
@@ -386,7 +388,7 @@ fn resolve_inner(
     // new ones are written to the same file.
     if profile_file.is_some() && !request.ask {
         return Err(ResolveError::AskSave {
-            why: "it keeps the answers of --ask, which this run does not have: add --ask".into(),
+            why: "it keeps the answers of `egress.ask`, which this run does not have: add `egress.ask`".into(),
         });
     }
     let grants = match (ctx.state_dir, &request.workspace) {
@@ -448,7 +450,7 @@ fn resolve_inner(
     crate::desktop::check_programs(&spec)?;
     if matches!(&spec.network, warden_policy::NetworkSpec::Egress(e) if e.learn) {
         notices.push(
-            "egress learning mode: every name no rule allows is allowed and recorded (rule \"--egress-learn\"), the host's own services excepted; the profile lines this run needs are printed at its end".to_string(),
+            "egress learning mode: every name no rule allows is allowed and recorded, the host's own services excepted; the profile lines this run needs are printed at its end".to_string(),
         );
     }
     // Nothing the sandbox may write holds warden's own state.

@@ -312,10 +312,10 @@ pub fn check_socket_kept_out(spec: &SandboxSpec, state: &Path) -> Result<(), Sta
     let mut shown: Vec<(&'static str, &Path)> = fs
         .binds
         .iter()
-        .map(|b| (if b.writable { "--rw" } else { "--ro" }, b.path.as_path()))
+        .map(|b| (bind_key(b.writable), b.path.as_path()))
         .collect();
     if let Some(w) = &fs.workspace {
-        shown.push(("--workspace", w.as_path()));
+        shown.push(("`filesystem.workspace`", w.as_path()));
     }
     for (what, path) in shown {
         let candidates = [
@@ -355,11 +355,11 @@ pub fn check_state_kept_out(
         .binds
         .iter()
         .filter(|b| b.writable)
-        .map(|b| ("--rw", b.path.as_path()))
+        .map(|b| (bind_key(true), b.path.as_path()))
         .collect();
     if let (Some(w), None) = (&fs.workspace, &fs.overlay) {
         if own_layer.map(lexical) != Some(lexical(w)) {
-            writable.push(("--workspace", w.as_path()));
+            writable.push(("`filesystem.workspace`", w.as_path()));
         }
     }
     if writable.is_empty() {
@@ -415,6 +415,15 @@ pub fn check_state_kept_out(
 }
 
 /// Whether `a` and `b` are the same file (both exist).
+/// How a message names a bind: by the key of its list (each door words it).
+fn bind_key(writable: bool) -> &'static str {
+    if writable {
+        "`filesystem.read_write`"
+    } else {
+        "`filesystem.read_only`"
+    }
+}
+
 fn same_file(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     match (std::fs::metadata(a), std::fs::metadata(b)) {

@@ -217,7 +217,7 @@ pub fn write_learned(
     let text = format!(
         "{LEARNED_MARK}: the names its runs needed.\n# Review them, then take them with `extends: [{}]` or --profile.\ndescription: {}\n{}\n",
         path.display(),
-        serde_json::Value::from("names learned by warden run --egress-learn"),
+        serde_json::Value::from("names learned by warden's egress learning mode"),
         profile_lines(&all)
     );
     let write = |source| LearnFileError::Write {
@@ -238,7 +238,7 @@ pub fn write_learned(
 pub fn flags(entries: &[String]) -> String {
     entries
         .iter()
-        .map(|e| format!("--allow-domain {e}"))
+        .map(|e| format!("`egress.domains {e}`"))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -337,7 +337,7 @@ mod tests {
             lines[0]
         );
         assert!(
-            lines[0].ends_with("--allow-domain pypi.org --allow-domain git.example.com:8443"),
+            lines[0].ends_with("`egress.domains pypi.org` `egress.domains git.example.com:8443`"),
             "{}",
             lines[0]
         );

@@ -37,7 +37,7 @@ pub const DESKTOP_MEMORY_MIB: u64 = 2048;
 #[derive(Debug, thiserror::Error)]
 pub enum VmError {
     #[error(
-        "{0} is not supported with --isolation vm yet; leave it out or use --isolation process"
+        "{0} is not supported with `isolation vm` yet; leave it out or use `isolation process`"
     )]
     Unsupported(&'static str),
     #[error(transparent)]
@@ -48,7 +48,7 @@ pub enum VmError {
     Share(#[from] crate::shares::ShareError),
     #[error(transparent)]
     Fs(#[from] crate::fsd::FsError),
-    #[error("--rootfs {0} has neither usr/ nor bin/: give the root of a prepared tree")]
+    #[error("`filesystem.rootfs` {0} has neither usr/ nor bin/: give the root of a prepared tree")]
     BadRootfs(PathBuf),
     #[error(transparent)]
     RootImage(#[from] crate::rootimage::RootImageError),
@@ -68,11 +68,11 @@ pub enum VmError {
     },
     #[error("cannot create the spawn channel")]
     SpawnChannel(#[source] nix::errno::Errno),
-    #[error("cannot confine the VMM in a cgroup ({0}): run as root or in a delegated cgroup v2 subtree, or pass --allow-degraded")]
+    #[error("cannot confine the VMM in a cgroup ({0}): run as root or in a delegated cgroup v2 subtree, or give `allow_degraded`")]
     Cgroup(String),
     #[error(transparent)]
     Network(#[from] warden_jail::vmnet::VmNetError),
-    #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in --publish HOSTPORT:PORT)")]
+    #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in `egress.publish HOSTPORT:PORT`)")]
     Publish {
         port: u16,
         #[source]
@@ -134,7 +134,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     };
     let rootfs = match &fs.rootfs {
         Some(r) => {
-            let r = crate::shares::check_dir("--rootfs", r)?;
+            let r = crate::shares::check_dir("`filesystem.rootfs`", r)?;
             if !r.join("usr").is_dir() && !r.join("bin").exists() {
                 return Err(VmError::BadRootfs(r));
             }
@@ -269,7 +269,7 @@ fn root_image(
         }
         degraded.push((
             "vm root image",
-            "no mkfs.erofs or mkfs.ext4 on this host whose format the guest kernel mounts: the --rootfs tree is served to the guest over the VMM's 9p server instead of a read-only block device (install e2fsprogs or erofs-utils)".into(),
+            "no mkfs.erofs or mkfs.ext4 on this host whose format the guest kernel mounts: the `filesystem.rootfs` tree is served to the guest over the VMM's 9p server instead of a read-only block device (install e2fsprogs or erofs-utils)".into(),
         ));
         return Ok(None);
     };
@@ -662,7 +662,7 @@ pub fn run(
             reason: ExitReason::Timeout,
             signal: None,
             message: Some(format!(
-                "the sandbox reached its --timeout of {} s and was killed",
+                "the sandbox reached its `resources.timeout` of {} s and was killed",
                 spec.resources.timeout.unwrap_or_default().as_secs_f64()
             )),
         },

@@ -159,7 +159,7 @@ pub(crate) fn tail(path: &Path) -> String {
     // registers) do not show.
     if let Some(line) = s.lines().find(|l| l.contains("Initramfs unpacking failed")) {
         return format!(
-            "{}: the guest's memory is too small to unpack its init image; give it more with --memory (a debug build's guest init is far larger than a release build's)",
+            "{}: the guest's memory is too small to unpack its init image; give it more with `resources.memory` (a debug build's guest init is far larger than a release build's)",
             line.trim()
         );
     }
@@ -862,7 +862,7 @@ mod tests {
             said.starts_with("[    1.98] Initramfs unpacking failed"),
             "{said}"
         );
-        assert!(said.contains("--memory"), "{said}");
+        assert!(said.contains("`resources.memory`"), "{said}");
         std::fs::write(&log, "one\n\ntwo\n").unwrap();
         assert_eq!(tail(&log), "one | two");
         let _ = std::fs::remove_dir_all(&dir);

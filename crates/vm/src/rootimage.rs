@@ -39,14 +39,14 @@ use std::time::{Duration, Instant};
 /// Why a root image could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum RootImageError {
-    #[error("--rootfs {tree}: cannot read {path} to build the guest's root image")]
+    #[error("`filesystem.rootfs` {tree}: cannot read {path} to build the guest's root image")]
     Walk {
         tree: PathBuf,
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("--rootfs {tree}: {path} cannot be read by the tree's owner (as whom, without any capability, the guest's root image is built), so it cannot go into the image: make it readable to the tree's owner (chmod), remove it, or pass WARDEN_VM_ROOT=share to serve the tree over 9p instead")]
+    #[error("`filesystem.rootfs` {tree}: {path} cannot be read by the tree's owner (as whom, without any capability, the guest's root image is built), so it cannot go into the image: make it readable to the tree's owner (chmod), remove it, or pass WARDEN_VM_ROOT=share to serve the tree over 9p instead")]
     Unreadable { tree: PathBuf, path: PathBuf },
     #[error("cannot write the guest's root image {path}")]
     Write {

@@ -49,7 +49,7 @@ pub enum ShareError {
         path: PathBuf,
         target: PathBuf,
     },
-    #[error("the VM's kernel command line would hold {len} bytes of warden's parameters (at most {MAX_PARAMS}): bind fewer or shorter paths (their common parent), or use --isolation process")]
+    #[error("the VM's kernel command line would hold {len} bytes of warden's parameters (at most {MAX_PARAMS}): bind fewer or shorter paths (their common parent), or use `isolation process`")]
     TooLong { len: usize },
 }
 
@@ -116,7 +116,7 @@ pub fn check_bind(what: &'static str, path: &Path) -> Result<(PathBuf, bool), Sh
     Err(ShareError::Refused {
         what,
         path: path.to_path_buf(),
-        why: "is neither a directory nor a regular file: a VM sandbox shares only those (or use --isolation process)",
+        why: "is neither a directory nor a regular file: a VM sandbox shares only those (or use `isolation process`)",
     })
 }
 
@@ -163,7 +163,11 @@ pub fn binds(fs: &FilesystemSpec) -> Result<(Vec<Share>, Params), ShareError> {
     let mut shares = Vec::new();
     let mut params = Vec::new();
     for (i, b) in fs.binds.iter().enumerate() {
-        let what = if b.writable { "--rw" } else { "--ro" };
+        let what = if b.writable {
+            "`filesystem.read_write`"
+        } else {
+            "`filesystem.read_only`"
+        };
         let (path, file) = check_bind(what, &b.path)?;
         if let Some(own) = GUEST_OWN
             .iter()
@@ -173,7 +177,7 @@ pub fn binds(fs: &FilesystemSpec) -> Result<(Vec<Share>, Params), ShareError> {
                 what,
                 path: path.clone(),
                 why: if *own == "/" {
-                    "would cover the guest's whole root: use --rootfs for a root of your own"
+                    "would cover the guest's whole root: use `filesystem.rootfs` for a root of your own"
                 } else {
                     "would cover a directory the guest needs for itself (/proc, /sys, /dev, /run/warden)"
                 },

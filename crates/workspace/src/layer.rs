@@ -21,7 +21,7 @@ pub enum LayerError {
     SnapshotExists(String),
     #[error("no snapshot labelled {0}; `warden snapshot NAME --list` shows them")]
     NoSnapshot(String),
-    #[error("sandbox {name} keeps {MAX_SNAPSHOTS} snapshots already, the most a sandbox may keep (each costs up to its --disk of the host's disk): remove one with `warden snapshot {name} --delete LABEL` (`warden snapshot {name} --list` shows them)")]
+    #[error("sandbox {name} keeps {MAX_SNAPSHOTS} snapshots already, the most a sandbox may keep (each costs up to its `resources.disk` of the host's disk): remove one with `warden snapshot {name} --delete LABEL` (`warden snapshot {name} --list` shows them)")]
     TooManySnapshots { name: String },
     #[error("cannot {op} {}", crate::printable_path(.path))]
     Io {

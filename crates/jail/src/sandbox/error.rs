@@ -34,15 +34,15 @@ pub enum JailError {
         path: PathBuf,
         target: PathBuf,
     },
-    #[error("--rootfs {0} has no /usr or /bin: pass a prepared root tree, e.g. the output of debootstrap")]
+    #[error("`filesystem.rootfs` {0} has no /usr or /bin: pass a prepared root tree, e.g. the output of debootstrap")]
     BadRootfs(PathBuf),
-    #[error("cannot create the sandbox's namespaces ({errno:?}): {why}. Without them {lost}; pass --allow-degraded to run that way anyway")]
+    #[error("cannot create the sandbox's namespaces ({errno:?}): {why}. Without them {lost}; give `allow_degraded` to run that way anyway")]
     UserNamespaces {
         why: String,
         lost: &'static str,
         errno: Errno,
     },
-    #[error("cannot enforce {what}: cgroups are not usable here; run as root, on a host with a delegated cgroup v2 subtree (e.g. under `systemd-run --user --scope -p Delegate=yes`), or pass --allow-degraded to fall back to per-process rlimits")]
+    #[error("cannot enforce {what}: cgroups are not usable here; run as root, on a host with a delegated cgroup v2 subtree (e.g. under `systemd-run --user --scope -p Delegate=yes`), or give `allow_degraded` to fall back to per-process rlimits")]
     CgroupRequired {
         what: String,
         #[source]
@@ -86,23 +86,23 @@ pub enum JailError {
         "the overlay's upper directory {upper} and work directory {work} must be side by side"
     )]
     OverlayLayout { upper: PathBuf, work: PathBuf },
-    #[error("--overlay needs a mount namespace, which this host does not give (degraded mode); run without --overlay, or fix the host (see `warden doctor`)")]
+    #[error("an overlay workspace (`filesystem.mode`) needs a mount namespace, which this host does not give (degraded mode); run without it, or fix the host (see `warden doctor`)")]
     OverlayDegraded,
-    #[error("--disk needs Linux 6.6 or later (overlayfs keeps its marks in user.* attributes, which tmpfs takes from 6.6); this kernel is {release}: leave --disk out to keep the layer on disk without a size limit, or run on a newer kernel")]
+    #[error("`resources.disk` needs Linux 6.6 or later (overlayfs keeps its marks in user.* attributes, which tmpfs takes from 6.6); this kernel is {release}: leave `resources.disk` out to keep the layer on disk without a size limit, or run on a newer kernel")]
     DiskNeedsKernel { release: String },
     #[error("cannot serve the sandbox's network: {0}")]
     Attach(String),
     #[error("nothing was started: the run cannot be recorded ({0})")]
     Unrecorded(String),
-    #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in --publish HOSTPORT:PORT)")]
+    #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in `egress.publish HOSTPORT:PORT`)")]
     Publish {
         port: u16,
         #[source]
         source: std::io::Error,
     },
-    #[error("--rootfs needs the sandbox's own mount namespace, which this host does not allow; leave --rootfs out to run degraded")]
+    #[error("`filesystem.rootfs` needs the sandbox's own mount namespace, which this host does not allow; leave `filesystem.rootfs` out to run degraded")]
     RootfsNeedsNamespaces,
-    #[error("a long-lived sandbox (create, start, run -d) needs its own namespaces, which this host does not allow; use `warden run --allow-degraded` for one command at a time")]
+    #[error("a long-lived sandbox (create, start, run -d) needs its own namespaces, which this host does not allow; only a run of one command may go without them (with `allow_degraded`)")]
     ServiceNeedsNamespaces,
     #[error("cannot create the sandbox's private directory {path}")]
     PrivateTmp {
@@ -118,7 +118,7 @@ pub enum JailError {
     Nul(String),
     #[error(transparent)]
     Secrets(#[from] crate::secrets::SecretsError),
-    #[error("--secret needs the sandbox's own network namespace (the proxy substitutes the values), which this host does not allow")]
+    #[error("a secret (`secrets`) needs the sandbox's own network namespace (the proxy substitutes the values), which this host does not allow")]
     SecretsNeedNamespaces,
     #[error("warden has {0} threads where it clones the sandbox, whose init would inherit the locks the others hold; the clone is made only from a single-threaded process (the caller starts its threads after it)")]
     Threaded(usize),

@@ -55,7 +55,7 @@ pub(super) fn outcome_from(
             reason: ExitReason::Timeout,
             signal: None,
             message: Some(format!(
-                "the sandbox reached its --timeout of {} and was killed",
+                "the sandbox reached its `resources.timeout` of {} and was killed",
                 humanize(t)
             )),
         });

@@ -68,7 +68,7 @@ pub(super) fn host_plan(
     // symbolic links; what gets mounted is the descriptor resolved now.
     let rootfs = match &fs.rootfs {
         Some(r) => {
-            let (r, fd) = resolve_host_path("--rootfs", r)?;
+            let (r, fd) = resolve_host_path("`filesystem.rootfs`", r)?;
             if !r.join("usr").is_dir() && !r.join("bin").exists() {
                 return Err(JailError::BadRootfs(r));
             }
@@ -88,15 +88,15 @@ pub(super) fn host_plan(
     };
     let (workspace, workspace_fd) = match fs.workspace.as_deref() {
         Some(w) => {
-            let (path, fd) = resolve_host_path("--workspace", w)?;
+            let (path, fd) = resolve_host_path("`filesystem.workspace`", w)?;
             let st = nix::sys::stat::fstat(&fd).map_err(|e| JailError::MissingPath {
-                what: "--workspace",
+                what: "`filesystem.workspace`",
                 path: path.clone(),
                 source: e.into(),
             })?;
             if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
                 return Err(JailError::NotADirectory {
-                    what: "--workspace",
+                    what: "`filesystem.workspace`",
                     path,
                 });
             }
@@ -161,7 +161,11 @@ pub(super) fn host_plan(
         )?);
     }
     for b in &fs.binds {
-        let what = if b.writable { "--rw" } else { "--ro" };
+        let what = if b.writable {
+            "`filesystem.read_write`"
+        } else {
+            "`filesystem.read_only`"
+        };
         let (src, fd) = resolve_host_path(what, &b.path)?;
         add_bind(make_bind(
             src,

@@ -360,7 +360,7 @@ fn disk(
                         events,
                         id,
                         "disk",
-                        &format!("this kernel ({release}) cannot keep the overlay's layer or a cache's writes in a size-limited tmpfs (overlayfs's marks on tmpfs need Linux 6.6): they are on disk without a size limit; --disk refuses rather than run so"),
+                        &format!("this kernel ({release}) cannot keep the overlay's layer or a cache's writes in a size-limited tmpfs (overlayfs's marks on tmpfs need Linux 6.6): they are on disk without a size limit; `resources.disk` refuses rather than run so"),
                     );
                     plan::Disk {
                         size: Some(limit.bytes),
@@ -574,7 +574,7 @@ fn network(
                 events,
                 id,
                 "network",
-                "without a network namespace --allow-domain cannot be enforced: the sandbox has the host's network",
+                "without a network namespace `egress.domains` cannot be enforced: the sandbox has the host's network",
             );
             None
         }
@@ -591,7 +591,7 @@ fn network(
             events,
             id,
             "publish",
-            "without a network namespace --publish does nothing: servers in the sandbox listen on the host's network",
+            "without a network namespace `egress.publish` does nothing: servers in the sandbox listen on the host's network",
         );
         return Ok((egress, published));
     }

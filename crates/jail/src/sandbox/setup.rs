@@ -65,13 +65,13 @@ fn without_cgroup(
     let res = &spec.resources;
     let mut explicit = Vec::new();
     if res.memory.explicit {
-        explicit.push("--memory");
+        explicit.push("`resources.memory`");
     }
     if res.pids.explicit {
-        explicit.push("--pids");
+        explicit.push("`resources.pids`");
     }
     if res.cpus.is_some() {
-        explicit.push("--cpus");
+        explicit.push("`resources.cpus`");
     }
     if !explicit.is_empty() && !spec.allow_degraded {
         return Err(JailError::CgroupRequired {
