@@ -791,6 +791,20 @@ pub enum ComposeError {
 }
 
 impl ComposeError {
+    /// What a caller is told of an owner's profile that does not compose
+    /// or resolve: that it does not, never its text or where it is.
+    pub fn owners_profile() -> ComposeError {
+        ComposeError::Invalid(vec![Diagnostic {
+            severity: Severity::Error,
+            field: None,
+            file: OWNERS_PROFILE.into(),
+            pos: Pos::default(),
+            pointer: None,
+            message: OWNERS_PROFILE_FAILS.into(),
+            refusal: None,
+        }])
+    }
+
     /// The field the error is about, when it is about one: a profile that
     /// cannot be found or read was named by `--profile`.
     pub fn field(&self) -> Option<Field> {
@@ -1257,6 +1271,14 @@ impl Loader<'_> {
                         self.load(parent_src);
                     }
                 }
+                // A caller is not told where the owner's file is, nor why
+                // it cannot be read.
+                Err(_) if src.trust == Trust::Caller => self.finding(
+                    Some(Field::Extends),
+                    &label,
+                    &parent.place,
+                    format!("{OWNERS_PROFILE}: {OWNERS_PROFILE_FAILS}"),
+                ),
                 Err(e) => self.finding(Some(Field::Extends), &label, &parent.place, e),
             }
         }
@@ -1322,12 +1344,17 @@ impl Loader<'_> {
 /// quotes the value it could not read) is said without its place or text.
 fn conceal_owners_files(diagnostics: &mut [Diagnostic], own_label: &str) {
     for d in diagnostics.iter_mut().filter(|d| d.file != own_label) {
-        d.file = "a profile of the owner's".into();
+        d.file = OWNERS_PROFILE.into();
         d.pos = Pos::default();
         d.pointer = None;
-        d.message = "it does not compose; its owner sees why with `warden profile validate`".into();
+        d.message = OWNERS_PROFILE_FAILS.into();
     }
 }
+
+/// How a caller is told of one of the owner's profiles.
+const OWNERS_PROFILE: &str = "a profile of the owner's";
+const OWNERS_PROFILE_FAILS: &str =
+    "it does not compose; its owner sees why with `warden profile validate`";
 
 /// Read a preset file and report what is wrong with it.
 pub fn load_preset(

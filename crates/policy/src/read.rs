@@ -318,9 +318,64 @@ pub struct Reading<'a> {
     pub path: &'a dyn Fn(&str) -> Result<PathBuf, String>,
 }
 
+/// Most entries of one list or map a document may hold.
+pub const MAX_ENTRIES: usize = 1024;
+
+/// Most parts (values, lists, maps) a whole document may hold.
+pub const MAX_PARTS: usize = 16 * 1024;
+
+/// Most profiles a document may extend, and presets it may name.
+pub const MAX_NAMED: usize = 32;
+
+/// The first place where a document is larger than any profile needs:
+/// a list or map of more than [`MAX_ENTRIES`], or more than [`MAX_PARTS`]
+/// in all. Checked before anything is read, so that what a caller sends
+/// costs at most this much to read.
+fn too_large(root: &Placed<Node>) -> Option<Finding> {
+    let mut parts = 0usize;
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        parts += 1;
+        let entries = match &node.value {
+            Node::List(items) => {
+                stack.extend(items.iter());
+                items.len()
+            }
+            Node::Map(entries) => {
+                stack.extend(entries.iter().map(|(_, v)| v));
+                entries.len()
+            }
+            _ => 0,
+        };
+        if entries > MAX_ENTRIES {
+            return Some(Finding {
+                field: None,
+                place: node.place.clone(),
+                message: format!(
+                    "{entries} entries here; a profile holds at most {MAX_ENTRIES} in one list or section"
+                ),
+            });
+        }
+        if parts > MAX_PARTS {
+            return Some(Finding {
+                field: None,
+                place: root.place.clone(),
+                message: format!(
+                    "the document has more than {MAX_PARTS} values; a profile holds fewer"
+                ),
+            });
+        }
+    }
+    None
+}
+
 /// Read a document's values by the table.
 pub fn read(root: &Placed<Node>, how: &Reading) -> Read {
     let mut out = Read::default();
+    if let Some(f) = too_large(root) {
+        out.findings.push(f);
+        return out;
+    }
     match &root.value {
         Node::Null => {}
         Node::Map(entries) => section(entries, "", how, &mut out),
@@ -606,6 +661,16 @@ fn value(field: Field, node: &Placed<Node>, how: &Reading, out: &mut Read) {
                     (_, val) => out.layer.add_one(field, val, (how.origin)(&node.place)),
                 }
             }
+        }
+        (Shape::List, Node::List(items))
+            if matches!(field, Field::Extends | Field::Presets) && items.len() > MAX_NAMED =>
+        {
+            bad(
+                field,
+                &node.place,
+                format!("{} names here; give at most {MAX_NAMED}", items.len()),
+                out,
+            );
         }
         (Shape::List, Node::List(items)) => {
             for item in items {

@@ -255,6 +255,141 @@ pub fn resolve(
     }
 }
 
+/// The profile a door names. A caller's name is a plain name of the
+/// owner's catalogue, and what it names is then read as the caller's own
+/// document `{"extends": [NAME]}`: the owner's file composes as the
+/// owner's, and what is wrong in it is concealed from the caller.
+fn named(name: &str, ctx: &Context<'_>) -> Result<SourceText, ResolveError> {
+    match (ctx.trust, ctx.catalog.profile_for(name, ctx.trust)) {
+        (Trust::Owner, found) => Ok(found?),
+        (Trust::Caller, Ok(_)) => Ok(SourceText {
+            label: "request".into(),
+            dir: None,
+            text: String::new(),
+            body: Some(serde_json::json!({ "extends": [name] })),
+            trust: Trust::Caller,
+        }),
+        // Where the owner's file is and why it cannot be read are the
+        // owner's to see.
+        (Trust::Caller, Err(ComposeError::Read { .. })) => {
+            Err(ResolveError::Compose(ComposeError::owners_profile()))
+        }
+        (Trust::Caller, Err(e)) => Err(e.into()),
+    }
+}
+
+/// A named sandbox's own values over the flags: its workspace, seen
+/// through its layer, and its audit log unless one was given.
+fn as_named_sandbox(flags: &mut Layer, sb: &Sandbox) {
+    let at = || Origin::CommandLine;
+    flags.add_one(
+        Field::Workspace,
+        Val::Path(sb.meta().workspace.clone()),
+        at(),
+    );
+    flags.add_one(
+        Field::Overlay,
+        Val::Mode(warden_policy::profile::WorkspaceMode::Overlay),
+        at(),
+    );
+    if flags.get(Field::AuditLog).is_none() && flags.get(Field::NoAuditLog).is_none() {
+        flags.add_one(
+            Field::AuditLog,
+            Val::Path(sb.dir().join("audit.jsonl")),
+            at(),
+        );
+    }
+}
+
+/// The profile file "always" answers go into, for `--ask-save profile`:
+/// one of the person's own files.
+fn ask_save_file(
+    source: Option<&SourceText>,
+    ask_save: AskSave,
+) -> Result<Option<PathBuf>, ResolveError> {
+    match (source, ask_save) {
+    (_, AskSave::Project) => Ok(None),
+    (Some(src), AskSave::Profile) if src.dir.is_some() => Ok(Some(PathBuf::from(&src.label))),
+    (Some(src), AskSave::Profile) => {
+        Err(ResolveError::AskSave {
+            why: format!(
+                "{} is not a file warden can write; save a copy with `warden profile show NAME > FILE` and run with --profile FILE",
+                src.label
+            ),
+        })
+    }
+    (None, AskSave::Profile) => {
+        Err(ResolveError::AskSave {
+            why: "this run has no profile; pass --profile FILE, or leave --ask-save out to keep answers for the project".into(),
+        })
+    }}
+}
+
+/// The request resolved into a spec; a value the resolver refuses is said
+/// where the profile or the request's body gave it.
+fn spec_of(
+    request: warden_policy::Request,
+    merged: &Layer,
+    defaults: &Defaults,
+) -> Result<SandboxSpec, ResolveError> {
+    // Variables that hold secrets are never copied, not even here: the
+    // supervisor moves them out of reach of the sandbox's init itself.
+    let hidden: Vec<String> = request
+        .secrets
+        .iter()
+        .filter_map(|s| SecretSpec::parse(s).ok())
+        .filter_map(|s| s.source_variable().map(str::to_string))
+        .collect();
+    let host_env = warden_jail::secrets::host_environment(&hidden);
+    match request.resolve(defaults, &host_env) {
+        Ok(spec) => Ok(spec),
+        Err(e) => match warden_policy::validate::locate(merged, &e) {
+            origin @ warden_policy::compose::Origin::Body { .. } => Err(ResolveError::InProfile {
+                place: origin.to_string(),
+                pointer: origin.pointer().map(str::to_string),
+                message: e.describe_for_profile(),
+                field: e.field().unwrap_or(Field::Profile),
+                error: e,
+            }),
+            origin => match origin.place() {
+                Some((file, pos)) => Err(ResolveError::InProfile {
+                    place: format!("{file}:{pos}"),
+                    pointer: None,
+                    message: e.describe_for_profile(),
+                    field: e.field().unwrap_or(Field::Profile),
+                    error: e,
+                }),
+                None => Err(e.into()),
+            },
+        },
+    }
+}
+
+/// The home and caches live in warden's state: made now, owner-only (the
+/// jail binds what exists, and refuses what does not).
+fn make_own_dirs(spec: &SandboxSpec) -> Result<(), ResolveError> {
+    let mut own_dirs: Vec<&Path> = spec
+        .filesystem
+        .caches
+        .iter()
+        .map(|c| c.host.as_path())
+        .collect();
+    if let warden_policy::Home::Dir(d) = &spec.filesystem.home {
+        own_dirs.push(d);
+    }
+    for dir in own_dirs {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| ResolveError::OwnDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+    }
+    Ok(())
+}
+
 fn resolve_inner(
     mut input: Input,
     ctx: &Context<'_>,
@@ -263,29 +398,11 @@ fn resolve_inner(
 ) -> Result<Resolved, ResolveError> {
     let mut notices = Vec::new();
     if let Some(sb) = sandbox {
-        let flags = &mut input.flags;
-        let at = || Origin::CommandLine;
-        flags.add_one(
-            Field::Workspace,
-            Val::Path(sb.meta().workspace.clone()),
-            at(),
-        );
-        flags.add_one(
-            Field::Overlay,
-            Val::Mode(warden_policy::profile::WorkspaceMode::Overlay),
-            at(),
-        );
-        if flags.get(Field::AuditLog).is_none() && flags.get(Field::NoAuditLog).is_none() {
-            flags.add_one(
-                Field::AuditLog,
-                Val::Path(sb.dir().join("audit.jsonl")),
-                at(),
-            );
-        }
+        as_named_sandbox(&mut input.flags, sb);
     }
     let source = match &input.profile {
         None => None,
-        Some(ProfileSource::Named(name)) => Some(ctx.catalog.profile_for(name, ctx.trust)?),
+        Some(ProfileSource::Named(name)) => Some(named(name, ctx)?),
         Some(ProfileSource::Inline { label, body }) => Some(SourceText {
             label: label.clone(),
             dir: None,
@@ -295,23 +412,7 @@ fn resolve_inner(
         }),
     };
     // The profile file "always" answers go into: one of the person's own.
-    let profile_file = match (&source, input.ask_save) {
-        (_, AskSave::Project) => None,
-        (Some(src), AskSave::Profile) if src.dir.is_some() => Some(PathBuf::from(&src.label)),
-        (Some(src), AskSave::Profile) => {
-            return Err(ResolveError::AskSave {
-                why: format!(
-                    "{} is not a file warden can write; save a copy with `warden profile show NAME > FILE` and run with --profile FILE",
-                    src.label
-                ),
-            })
-        }
-        (None, AskSave::Profile) => {
-            return Err(ResolveError::AskSave {
-                why: "this run has no profile; pass --profile FILE, or leave --ask-save out to keep answers for the project".into(),
-            })
-        }
-    };
+    let profile_file = ask_save_file(source.as_ref(), input.ask_save)?;
     let composed = compose_source(ctx.catalog, source, &input.flags)?.into_valid()?;
     let mut request = composed.merged.request(input.stdin_is_terminal);
     // A named sandbox needs no command to be created: `exec` without one
@@ -410,41 +511,16 @@ fn resolve_inner(
         request.hidden.push(state.to_path_buf());
     }
     let json_events = request.json_events.clone();
-    // Variables that hold secrets are never copied, not even here: the
-    // supervisor moves them out of reach of the sandbox's init itself.
-    let hidden: Vec<String> = request
-        .secrets
-        .iter()
-        .filter_map(|s| SecretSpec::parse(s).ok())
-        .filter_map(|s| s.source_variable().map(str::to_string))
-        .collect();
-    let host_env = warden_jail::secrets::host_environment(&hidden);
-    let spec = match request.resolve(ctx.defaults, &host_env) {
-        Ok(spec) => spec,
-        Err(e) => match warden_policy::validate::locate(&composed.merged, &e) {
-            origin @ warden_policy::compose::Origin::Body { .. } => {
-                return Err(ResolveError::InProfile {
-                    place: origin.to_string(),
-                    pointer: origin.pointer().map(str::to_string),
-                    message: e.describe_for_profile(),
-                    field: e.field().unwrap_or(Field::Profile),
-                    error: e,
-                })
-            }
-            origin => match origin.place() {
-                Some((file, pos)) => {
-                    return Err(ResolveError::InProfile {
-                        place: format!("{file}:{pos}"),
-                        pointer: None,
-                        message: e.describe_for_profile(),
-                        field: e.field().unwrap_or(Field::Profile),
-                        error: e,
-                    })
-                }
-                None => return Err(e.into()),
-            },
-        },
-    };
+    let spec = spec_of(request, &composed.merged, ctx.defaults).map_err(|e| match e {
+        // A value of the owner's files a caller's request cannot resolve:
+        // the caller learns that, never the value or the file.
+        ResolveError::InProfile { pointer: None, .. } | ResolveError::Spec(_)
+            if ctx.trust == Trust::Caller =>
+        {
+            ResolveError::Compose(ComposeError::owners_profile())
+        }
+        e => e,
+    })?;
     // A desktop's programs are looked for now, so that a host without
     // them is told what to install before anything is made.
     crate::desktop::check_programs(&spec)?;
@@ -462,27 +538,7 @@ fn resolve_inner(
         state::check_state_kept_out(&spec, state, own_layer.as_deref())?;
         state::check_socket_kept_out(&spec, state)?;
     }
-    // The home and caches live in warden's state: made now, owner-only
-    // (the jail binds what exists, and refuses what does not).
-    let mut own_dirs: Vec<&Path> = spec
-        .filesystem
-        .caches
-        .iter()
-        .map(|c| c.host.as_path())
-        .collect();
-    if let warden_policy::Home::Dir(d) = &spec.filesystem.home {
-        own_dirs.push(d);
-    }
-    for dir in own_dirs {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|source| ResolveError::OwnDir {
-                path: dir.to_path_buf(),
-                source,
-            })?;
-    }
+    make_own_dirs(&spec)?;
     let audit_log = if no_audit_log {
         None
     } else {

@@ -654,3 +654,127 @@ fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
     }
     None
 }
+
+/// What the owner's files hold is the owner's: a caller who names a broken
+/// profile, extends one whose values do not resolve, or starts one whose
+/// secret's file is missing learns that it failed, never the text, the
+/// command line, the credential in it, or where the file is.
+#[test]
+fn a_caller_is_never_shown_what_the_owners_files_hold_or_where_they_are() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("trust-conceal");
+    let p = host.dir.path();
+    let profiles = p.join("config/warden/profiles");
+    std::fs::write(
+        profiles.join("broken.yaml"),
+        "resources: {memory: hunter2-is-the-password}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        profiles.join("badsecret.yaml"),
+        "secrets:\n  GH:\n    from_command: [sh, -c, \"echo ghp_OWNERSECRET123\"]\n    hosts: [\"api.github.com:99999\"]\n",
+    )
+    .unwrap();
+    let hidden = p.join("owner-private/gh-token");
+    std::fs::write(
+        profiles.join("filesecret.yaml"),
+        format!(
+            "secrets:\n  GH:\n    from_file: {}\n    hosts: [api.github.com]\n",
+            hidden.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(profiles.join("binary.yaml"), b"\xff\xfe\x00 not text\n").unwrap();
+    let d = host.daemon(&[], true);
+    let t = token(p, "writer", &["sandboxes:write"]);
+    for body in [
+        r#"{"profile":"broken","start":false}"#,
+        r#"{"start":false,"spec":{"extends":["broken"]}}"#,
+        r#"{"start":false,"spec":{"extends":["badsecret"]}}"#,
+        r#"{"profile":"badsecret","start":false}"#,
+        r#"{"profile":"filesecret"}"#,
+        r#"{"profile":"binary","start":false}"#,
+        r#"{"start":false,"spec":{"extends":["binary"]}}"#,
+    ] {
+        let (s, b) = json_tcp(&d, "POST", "/v1/sandboxes", &t, body);
+        assert!((400..500).contains(&s), "{body}: {s} {b}");
+        for secret in [
+            "hunter2",
+            "ghp_OWNERSECRET123",
+            "owner-private",
+            "binary.yaml",
+            "config/warden",
+        ] {
+            assert!(
+                !b.contains(secret),
+                "{body}: the caller was shown {secret}: {b}"
+            );
+        }
+    }
+    assert!(sandboxes(&d).is_empty(), "a sandbox was left behind");
+}
+
+/// A caller's document is read at a bounded cost: a list or section larger
+/// than any profile needs is refused before anything is composed, at once,
+/// and `extends` given as anything but a list is refused, not ignored.
+#[test]
+fn a_caller_cannot_make_the_daemon_read_a_document_for_long() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("trust-cost");
+    let d = host.daemon(&[], true);
+    let t = token(host.dir.path(), "writer", &["sandboxes:write"]);
+    let set: serde_json::Map<String, serde_json::Value> = (0..20_000)
+        .map(|i| (format!("V{i}"), serde_json::Value::from("x")))
+        .collect();
+    let domains: Vec<String> = (0..20_000).map(|i| format!("d{i}.example.test")).collect();
+    let extends: Vec<&str> = vec!["owners"; 5_000];
+    for (spec, pointer) in [
+        (serde_json::json!({"env": {"set": set}}), "/spec/env/set"),
+        (
+            serde_json::json!({"egress": {"domains": domains}}),
+            "/spec/egress/domains",
+        ),
+        (serde_json::json!({"extends": extends}), "/spec/extends"),
+    ] {
+        let body = serde_json::json!({"start": false, "spec": spec}).to_string();
+        // Larger than one argument may be: sent from a file.
+        let file = host.dir.path().join("body.json");
+        std::fs::write(&file, &body).unwrap();
+        let from = format!("@{}", file.display());
+        let started = std::time::Instant::now();
+        let (s, b) = tcp(
+            &d,
+            "POST",
+            "/v1/sandboxes",
+            &t,
+            &[
+                "-H",
+                "content-type: application/json",
+                "--data-binary",
+                &from,
+            ],
+        );
+        assert_eq!(s, 422, "{pointer}: {s} {b}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{pointer}: {:?}",
+            started.elapsed()
+        );
+        assert!(b.len() < 4096, "{pointer}: an answer of {} bytes", b.len());
+        assert_eq!(json(&b)["field"], pointer, "{b}");
+    }
+    let (s, b) = json_tcp(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        &t,
+        r#"{"profile":"owners","start":false,"spec":{"extends":"../x"}}"#,
+    );
+    assert_eq!(s, 422, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/extends", "{b}");
+    assert!(sandboxes(&d).is_empty(), "a sandbox was made");
+}

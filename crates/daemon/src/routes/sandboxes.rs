@@ -86,8 +86,17 @@ fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
             if let Some(p) = &body.profile {
                 // The named profile first, the inline document over it.
                 let mut extends = vec![serde_json::Value::String(p.clone())];
-                if let Some(serde_json::Value::Array(more)) = map.remove("extends") {
-                    extends.extend(more);
+                match map.remove("extends") {
+                    Some(serde_json::Value::Array(more)) => extends.extend(more),
+                    None | Some(serde_json::Value::Null) => {}
+                    Some(_) => {
+                        return Err(ApiError::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "invalid_spec",
+                            "`extends` is a list of profile names",
+                        )
+                        .with_field(Some("/spec/extends")))
+                    }
                 }
                 map.insert("extends".into(), serde_json::Value::Array(extends));
             }
@@ -226,13 +235,31 @@ pub async fn create(
             if let Err(e) = lifecycle::start(&app.state_dir, &sb, &app.exe) {
                 let _ = lifecycle::remove(&app.store, &id, true);
                 let _ = app.db().map(|db| db.remove_sandbox(&id));
-                return Err(e.into());
+                return Err(start_error(&caller, &id, e));
             }
         }
         Ok(app.info(&sb, Some(&row)))
     })
     .await?;
     Ok((StatusCode::CREATED, Json(info)))
+}
+
+/// A start's error as the caller may see it: the owner sees why; anyone
+/// else only that it failed and what to ask, since what failed may be in
+/// the owner's configuration (a secret's file, a program, a path).
+fn start_error(caller: &Caller, id: &str, e: lifecycle::LifecycleError) -> ApiError {
+    match caller {
+        Caller::Owner => e.into(),
+        Caller::Token(_) => {
+            tracing::warn!(sandbox = id, error = %chain(&e), "a token holder's sandbox could not be started");
+            let mut err = ApiError::from(e);
+            err.problem.message = format!(
+                "sandbox {id} could not be started; the daemon's owner sees why in its log"
+            );
+            err.problem.details = None;
+            err
+        }
+    }
 }
 
 /// The memory limit a sandbox was created with.
@@ -387,6 +414,7 @@ pub async fn get_one(
     security(("token" = [])))]
 pub async fn start(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<SandboxInfo>, ApiError> {
     let info = blocking(move || {
@@ -396,7 +424,8 @@ pub async fn start(
                 "sandbox {id} is already running"
             )));
         }
-        lifecycle::start(&app.state_dir, &sb, &app.exe)?;
+        lifecycle::start(&app.state_dir, &sb, &app.exe)
+            .map_err(|e| start_error(&caller, &id, e))?;
         let row = app.db()?.sandbox(&id).ok().flatten();
         Ok(app.info(&sb, row.as_ref()))
     })
