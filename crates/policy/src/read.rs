@@ -499,18 +499,24 @@ fn scalar(
     let n = &node.value;
     let val = match (kind, n) {
         (Kind::Bool | Kind::Switch, Node::Bool(b)) => Val::Bool(*b),
-        (Kind::Count, Node::Int(v)) => match u64::try_from(*v) {
-            Ok(v) => Val::Count(v),
-            Err(_) => {
-                bad(
-                    field,
-                    &node.place,
-                    format!("{v} is negative; write a number of zero or more"),
-                    out,
-                );
+        (Kind::Count | Kind::Size | Kind::Duration, Node::Int(v)) => {
+            let Ok(n) = u64::try_from(*v) else {
+                let message = format!("{v} is negative; write a number of zero or more");
+                bad(field, &node.place, message, out);
                 return None;
+            };
+            match kind {
+                Kind::Count => Val::Count(n),
+                Kind::Size => Val::Size {
+                    bytes: n,
+                    text: n.to_string(),
+                },
+                _ => Val::Duration {
+                    duration: std::time::Duration::from_secs(n),
+                    text: format!("{n}s"),
+                },
             }
-        },
+        }
         (Kind::Count, Node::Float(v)) => {
             bad(
                 field,
@@ -520,36 +526,6 @@ fn scalar(
             );
             return None;
         }
-        (Kind::Size, Node::Int(v)) => match u64::try_from(*v) {
-            Ok(b) => Val::Size {
-                bytes: b,
-                text: b.to_string(),
-            },
-            Err(_) => {
-                bad(
-                    field,
-                    &node.place,
-                    format!("{v} is negative; write a number of zero or more"),
-                    out,
-                );
-                return None;
-            }
-        },
-        (Kind::Duration, Node::Int(v)) => match u64::try_from(*v) {
-            Ok(s) => Val::Duration {
-                duration: std::time::Duration::from_secs(s),
-                text: format!("{s}s"),
-            },
-            Err(_) => {
-                bad(
-                    field,
-                    &node.place,
-                    format!("{v} is negative; write a number of zero or more"),
-                    out,
-                );
-                return None;
-            }
-        },
         (Kind::Cores, Node::Int(_) | Node::Float(_)) => {
             let c = match n {
                 Node::Int(v) => *v as f64,
