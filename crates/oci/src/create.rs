@@ -36,24 +36,92 @@ pub fn create(
         path: bundle.to_path_buf(),
         source,
     })?;
+    let mut t = translate(&bundle, console_socket)?;
+    let rootfs = root_of(&mut t)?;
+    let mut notices = t.notices.clone();
+    notices.extend(mount_points(&rootfs)?);
+    let store = container::store(root)?;
+    let name = container::sandbox_name(id);
+    if store.get(&name).is_ok() {
+        return Err(OciError::Exists(id.to_string()));
+    }
+    let join = crate::pod::find(root, id, &t)?;
+    if let Some(ns) = &t.network_namespace {
+        notices.push(match &join {
+            Some(j) => format!("linux.namespaces network path {ns}: joins container {}'s network namespace (they share localhost; this one goes out only through that one's proxy, under the same annotations)", j.with),
+            None => format!("linux.namespaces network path {ns}: warden gives the container a network namespace of its own, whose only way out is warden's egress proxy; the given namespace is not joined (a later container naming it joins this one's)"),
+        });
+    }
+    let (sb, notice) = make_sandbox(root, &store, &name, &t)?;
+    notices.extend(notice);
+    // From here on a failure removes what was made: nothing of a refused
+    // create stays under --root.
+    let record = Record {
+        id: id.to_string(),
+        bundle,
+        rootfs,
+        created: humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string(),
+        annotations: t.annotations.clone(),
+        netns: t.network_namespace.clone().map(PathBuf::from),
+        hooks: t.hooks.clone(),
+    };
+    let held = Held {
+        root,
+        sb: &sb,
+        t: &t,
+        record: &record,
+        exe,
+        console_socket,
+    };
+    let started = held.start(join.as_ref()).and_then(|pid| {
+        if let Some(p) = pid_file {
+            container::write_pid_file(p, pid)?;
+        }
+        Ok(pid)
+    });
+    match started {
+        Ok(pid) => Ok(Created { pid, notices }),
+        Err(e) => {
+            // A sandbox that failed may still be stopping: removed once
+            // its supervisor is gone.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+            while lifecycle::remove(&store, &name, true).is_err()
+                && store.get(&name).is_ok()
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The bundle's `config.json`, read and translated; a terminal is refused
+/// without a console socket to send it to.
+fn translate(bundle: &Path, console_socket: Option<&Path>) -> Result<oci::Translated, OciError> {
     let config_path = bundle.join("config.json");
     let text = std::fs::read_to_string(&config_path).map_err(|source| OciError::Read {
         path: config_path.clone(),
         source,
     })?;
     let config_err = |source| OciError::Config {
-        bundle: bundle.clone(),
+        bundle: bundle.to_path_buf(),
         source,
     };
     let config = oci::parse(&text).map_err(config_err)?;
-    let mut t = oci::translate(&config, &bundle).map_err(config_err)?;
+    let t = oci::translate(&config, bundle).map_err(config_err)?;
     if t.process.terminal && console_socket.is_none() {
         return Err(OciError::Unsupported(
             "config.json: process.terminal = true needs --console-socket (where the terminal's master side is sent)".into(),
         ));
     }
-    // The bundle is the caller's (containerd's): its links are followed
-    // once, here; the sandbox's root is then the real directory.
+    Ok(t)
+}
+
+/// The container's root as the sandbox gets it. The bundle is the
+/// caller's (containerd's): its links are followed once, here; the
+/// sandbox's root is then the real directory.
+fn root_of(t: &mut oci::Translated) -> Result<PathBuf, OciError> {
     let given = t.flags.request(false).rootfs.unwrap_or_default();
     let rootfs = std::fs::canonicalize(&given).map_err(|source| OciError::Read {
         path: given.clone(),
@@ -64,24 +132,20 @@ pub fn create(
         Val::Path(rootfs.clone()),
         Origin::CommandLine,
     );
-    let mut notices = t.notices.clone();
-    notices.extend(mount_points(&rootfs)?);
-    let store = container::store(root)?;
-    let name = container::sandbox_name(id);
-    if store.get(&name).is_ok() {
-        return Err(OciError::Exists(id.to_string()));
-    }
-    let join = crate::pod::find(root, id, &t)?;
-    // Resolved as any container's (a joiner's policy is the first one's,
-    // checked above); a joiner's egress, and its secrets with it, are then
-    // replaced by the first one's namespace and placeholders.
+    Ok(rootfs)
+}
+
+/// The named sandbox, resolved as any container's (a joiner's policy is
+/// the first one's, checked by [`crate::pod::find`]); a joiner's egress,
+/// and its secrets with it, are then replaced by the first one's namespace
+/// and placeholders ([`join_network`]).
+fn make_sandbox(
+    root: &Path,
+    store: &warden_workspace::Store,
+    name: &str,
+    t: &oci::Translated,
+) -> Result<(warden_workspace::Sandbox, Option<String>), OciError> {
     let secrets = crate::secrets::entries(&t.secrets, &crate::secrets::dir())?;
-    if let Some(ns) = &t.network_namespace {
-        notices.push(match &join {
-            Some(j) => format!("linux.namespaces network path {ns}: joins container {}'s network namespace (they share localhost; this one goes out only through that one's proxy, under the same annotations)", j.with),
-            None => format!("linux.namespaces network path {ns}: warden gives the container a network namespace of its own, whose only way out is warden's egress proxy; the given namespace is not joined (a later container naming it joins this one's)"),
-        });
-    }
     let catalog = resolve::catalog(|k| std::env::var_os(k));
     let defaults = warden_policy::Defaults::for_host(resolve::host_facts());
     let ctx = Context {
@@ -89,7 +153,7 @@ pub fn create(
         defaults: &defaults,
         state_dir: Some(root),
         otlp: false,
-        id: &name,
+        id: name,
         // The profile is named by the pod's author (an annotation): a plain
         // name of the node's catalogue only. The rest of the configuration
         // (root, mounts, limits) is what the node's container manager
@@ -119,36 +183,48 @@ pub fn create(
         input,
         ..CreateRequest::default()
     };
-    let (sb, notice) = lifecycle::create(&store, &name, req, &ctx)?;
-    notices.extend(notice);
-    // From here on a failure removes what was made: nothing of a refused
-    // create stays under --root.
-    let started = (|| -> Result<u32, OciError> {
-        if let Some(j) = &join {
-            join_network(&sb, j)?;
+    Ok(lifecycle::create(store, name, req, &ctx)?)
+}
+
+/// A made sandbox on its way to holding the container's first process.
+struct Held<'a> {
+    root: &'a Path,
+    sb: &'a warden_workspace::Sandbox,
+    t: &'a oci::Translated,
+    record: &'a Record,
+    exe: &'a Path,
+    console_socket: Option<&'a Path>,
+}
+
+impl Held<'_> {
+    /// Join `join`'s network, record the container, start its supervisor,
+    /// hold its first process and run the create-time hooks; the
+    /// supervisor's PID.
+    fn start(&self, join: Option<&crate::pod::Join>) -> Result<u32, OciError> {
+        if let Some(j) = join {
+            join_network(self.sb, j)?;
         }
-        let record = Record {
-            id: id.to_string(),
-            bundle: bundle.clone(),
-            rootfs,
-            created: humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string(),
-            annotations: t.annotations.clone(),
-            netns: t.network_namespace.clone().map(PathBuf::from),
-            hooks: t.hooks.clone(),
-        };
-        let path = sb.dir().join(container::RECORD);
-        warden_runtime::state::write_json(&path, &record).map_err(|_| OciError::Write {
+        let path = self.sb.dir().join(container::RECORD);
+        warden_runtime::state::write_json(&path, self.record).map_err(|_| OciError::Write {
             path: path.clone(),
             source: std::io::Error::other("cannot write the container's record"),
         })?;
-        lifecycle::start(root, &sb, exe)?;
-        // The supervisor says ready once the sandbox is cloned; whether the
-        // init built the root and serves is known from its answer to a
-        // request that only it can answer (listing the workspace).
-        let alive = Connection::open(&lifecycle::control(&sb))
+        lifecycle::start(self.root, self.sb, self.exe)?;
+        self.check_alive()?;
+        let pid = self.hold_first()?;
+        self.create_hooks(pid)?;
+        Ok(pid)
+    }
+
+    /// The supervisor says ready once the sandbox is cloned; whether the
+    /// init built the root and serves is known from its answer to a
+    /// request that only it can answer (listing the workspace).
+    fn check_alive(&self) -> Result<(), OciError> {
+        let alive = Connection::open(&lifecycle::control(self.sb))
             .and_then(|c| c.file(warden_protocol::files::FileOp::List { path: ".".into() }));
         if let Err(e) = alive {
-            let log = std::fs::read_to_string(sb.dir().join("supervisor.log")).unwrap_or_default();
+            let log =
+                std::fs::read_to_string(self.sb.dir().join("supervisor.log")).unwrap_or_default();
             return Err(OciError::Unsupported(format!(
                 "the sandbox did not come up ({e}){}",
                 if log.trim().is_empty() {
@@ -158,7 +234,14 @@ pub fn create(
                 }
             )));
         }
-        let conn = Connection::open(&lifecycle::control(&sb))?;
+        Ok(())
+    }
+
+    /// Hand the container's first process to the supervisor, which holds
+    /// it until `start`; the supervisor's PID.
+    fn hold_first(&self) -> Result<u32, OciError> {
+        let t = self.t;
+        let conn = Connection::open(&lifecycle::control(self.sb))?;
         let pid = conn.supervisor_pid;
         let req = ExecRequest {
             argv: t.process.args.clone(),
@@ -168,7 +251,7 @@ pub fn create(
             winsize: None,
             keep_output: None,
         };
-        match console_socket {
+        match self.console_socket {
             // The terminal is opened in the sandbox's devpts now, and its
             // master side handed to the console socket before `create`
             // returns, as the shim waits for it.
@@ -183,39 +266,25 @@ pub fn create(
                 conn.hold(req, &[stdin.as_fd(), stdout.as_fd(), stderr.as_fd()])?;
             }
         }
-        // The sandbox exists, its root is built and its first process is
-        // held: the create-time hooks, whose failure fails `create` (and
-        // removes everything, below). Hooks on the host get the PID of
-        // the sandbox's init, whose namespaces are the container's.
+        Ok(pid)
+    }
+
+    /// The sandbox exists, its root is built and its first process is
+    /// held: the create-time hooks, whose failure fails `create` (and
+    /// removes everything). Hooks on the host get the PID of the
+    /// sandbox's init, whose namespaces are the container's.
+    fn create_hooks(&self, pid: u32) -> Result<(), OciError> {
+        let hooks = &self.t.hooks;
         let init = crate::pod::init_pid(pid).unwrap_or(pid);
-        let state = crate::hooks::state(&record, "creating", init);
-        crate::hooks::run_on_host("prestart", &t.hooks.prestart, &state)?;
-        crate::hooks::run_on_host("createRuntime", &t.hooks.create_runtime, &state)?;
+        let state = crate::hooks::state(self.record, "creating", init);
+        crate::hooks::run_on_host("prestart", &hooks.prestart, &state)?;
+        crate::hooks::run_on_host("createRuntime", &hooks.create_runtime, &state)?;
         crate::hooks::run_in_container(
             "createContainer",
-            &t.hooks.create_container,
-            &lifecycle::control(&sb),
-            &crate::hooks::state(&record, "creating", 1),
-        )?;
-        if let Some(p) = pid_file {
-            container::write_pid_file(p, pid)?;
-        }
-        Ok(pid)
-    })();
-    match started {
-        Ok(pid) => Ok(Created { pid, notices }),
-        Err(e) => {
-            // A sandbox that failed may still be stopping: removed once
-            // its supervisor is gone.
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-            while lifecycle::remove(&store, &name, true).is_err()
-                && store.get(&name).is_ok()
-                && std::time::Instant::now() < deadline
-            {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            Err(e)
-        }
+            &hooks.create_container,
+            &lifecycle::control(self.sb),
+            &crate::hooks::state(self.record, "creating", 1),
+        )
     }
 }
 

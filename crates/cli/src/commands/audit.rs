@@ -54,175 +54,227 @@ pub enum AuditCommand {
 
 pub fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
     match cmd {
-        AuditCommand::Verify { files } => {
-            let mut all_ok = true;
-            for f in files {
-                match warden_audit::chain::verify(&f)? {
-                    Verdict::Intact { records, head } => println!(
-                        "{}: intact, {records} records{}",
-                        f.display(),
-                        if head {
-                            ", ending where its head file says"
-                        } else {
-                            " (no head file: a cut end could not be told)"
-                        }
-                    ),
-                    Verdict::Unfinished { last_seq, .. } => println!(
-                        "{}: intact, unfinished ({})",
-                        f.display(),
-                        match last_seq {
-                            Some(n) => format!("writer stopped at record #{n}"),
-                            None => "writer stopped before its first record".into(),
-                        }
-                    ),
-                    Verdict::Broken { line, why } => {
-                        all_ok = false;
-                        println!(
-                            "{}:{line}: TAMPERED at record #{}: {why}",
-                            f.display(),
-                            line.saturating_sub(1)
-                        );
-                    }
-                }
-            }
-            Ok(if all_ok { 0 } else { 1 })
-        }
+        AuditCommand::Verify { files } => verify(&files),
         AuditCommand::Show {
             target,
             last,
             denied,
             since,
             json,
-        } => {
-            let since_ms = since.map(|w| parse_since(&w)).transpose()?;
-            let file = log_of(target.as_deref(), last)?;
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read audit log {}", file.display()))?;
-            for (i, line) in text.lines().enumerate() {
-                let record = match Record::parse(line) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        // A record this warden cannot read (damaged, or of a
-                        // newer kind) is named and passed over; the rest of
-                        // the log is still worth reading.
-                        eprintln!(
-                            "warden: {}:{}: not a record this warden reads ({e}); skipped",
-                            file.display(),
-                            i + 1
-                        );
-                        continue;
-                    }
-                };
-                let event = &record.event;
-                if denied && !event.is_denial() {
-                    continue;
-                }
-                if since_ms.is_some_and(|s| event.ts_ms < s) {
-                    continue;
-                }
-                if json {
-                    println!("{line}");
+        } => show(target.as_deref(), last, denied, since.as_deref(), json),
+        AuditCommand::Prune { older_than } => prune(older_than),
+        AuditCommand::List => list(),
+    }
+}
+
+/// `audit verify`: one line per log; 1 when any was tampered with.
+fn verify(files: &[PathBuf]) -> anyhow::Result<u8> {
+    let mut all_ok = true;
+    for f in files {
+        match warden_audit::chain::verify(f)? {
+            Verdict::Intact { records, head } => println!(
+                "{}: intact, {records} records{}",
+                f.display(),
+                if head {
+                    ", ending where its head file says"
                 } else {
-                    println!(
-                        "#{:<5} {}",
-                        record.seq,
-                        sandboxes::printable(&describe(event))
-                    );
+                    " (no head file: a cut end could not be told)"
                 }
-            }
-            Ok(0)
-        }
-        AuditCommand::Prune { older_than } => {
-            let dir = audit_dir()?;
-            let cutoff = std::time::SystemTime::now()
-                .checked_sub(older_than)
-                .unwrap_or(std::time::UNIX_EPOCH);
-            let mut removed = 0usize;
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(rd) => rd.filter_map(|e| e.ok()).collect::<Vec<_>>(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
-            };
-            for e in entries {
-                let p = e.path();
-                if p.extension().is_none_or(|x| x != "jsonl") {
-                    continue;
+            ),
+            Verdict::Unfinished { last_seq, .. } => println!(
+                "{}: intact, unfinished ({})",
+                f.display(),
+                match last_seq {
+                    Some(n) => format!("writer stopped at record #{n}"),
+                    None => "writer stopped before its first record".into(),
                 }
-                let old = e
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|t| t < cutoff);
-                if old {
-                    std::fs::remove_file(&p)
-                        .with_context(|| format!("cannot remove {}", p.display()))?;
-                    let _ = std::fs::remove_file(warden_audit::chain::head_path(&p));
-                    removed += 1;
-                }
+            ),
+            Verdict::Broken { line, why } => {
+                all_ok = false;
+                println!(
+                    "{}:{line}: TAMPERED at record #{}: {why}",
+                    f.display(),
+                    line.saturating_sub(1)
+                );
             }
-            println!(
-                "removed {removed} audit log(s) older than {}",
-                humantime::format_duration(older_than)
-            );
-            Ok(0)
-        }
-        AuditCommand::List => {
-            let dir = audit_dir()?;
-            let mut names: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-                Ok(rd) => rd
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-                    .collect(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
-            };
-            names.sort();
-            for p in names {
-                let text = std::fs::read_to_string(&p).unwrap_or_default();
-                let events: Vec<Event> = text
-                    .lines()
-                    .filter_map(|l| Record::parse(l).ok())
-                    .map(|r| r.event)
-                    .collect();
-                let command = events
-                    .iter()
-                    .find_map(|e| match &e.kind {
-                        EventKind::Created { command, .. } => Some(command.join(" ")),
-                        _ => None,
-                    })
-                    .unwrap_or_default();
-                let status = events
-                    .iter()
-                    .rev()
-                    .find_map(|e| match &e.kind {
-                        EventKind::Exited { status, .. } => Some(format!("exit {status}")),
-                        _ => None,
-                    })
-                    .unwrap_or_else(|| "no exit recorded".into());
-                // Denials counted past the old decision log's bound count
-                // for what they number.
-                let denied: u64 = events
-                    .iter()
-                    .map(|e| match e.kind {
-                        EventKind::ConnectionsNotRecorded { denied, .. } => denied,
-                        EventKind::ConnectionsAggregated {
-                            allowed: false,
-                            count,
-                            ..
-                        } => count,
-                        EventKind::SecretsAggregated {
-                            action: warden_audit::SecretAction::Blocked,
-                            count,
-                            ..
-                        } => count,
-                        _ => u64::from(e.is_denial()),
-                    })
-                    .sum();
-                let command = sandboxes::printable(&command);
-                println!("{}  {status}, {denied} denied  {command}", p.display());
-            }
-            Ok(0)
         }
     }
+    Ok(if all_ok { 0 } else { 1 })
+}
+
+/// `audit show`: a log's records, each with its number, filtered by
+/// `--denied` and `--since`, as lines or as stored.
+fn show(
+    target: Option<&str>,
+    last: bool,
+    denied: bool,
+    since: Option<&str>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let since_ms = since.map(parse_since).transpose()?;
+    let file = log_of(target, last)?;
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read audit log {}", file.display()))?;
+    for (i, line) in text.lines().enumerate() {
+        let record = match Record::parse(line) {
+            Ok(r) => r,
+            Err(e) => {
+                // A record this warden cannot read (damaged, or of a
+                // newer kind) is named and passed over; the rest of
+                // the log is still worth reading.
+                eprintln!(
+                    "warden: {}:{}: not a record this warden reads ({e}); skipped",
+                    file.display(),
+                    i + 1
+                );
+                continue;
+            }
+        };
+        let event = &record.event;
+        if denied && !event.is_denial() {
+            continue;
+        }
+        if since_ms.is_some_and(|s| event.ts_ms < s) {
+            continue;
+        }
+        if json {
+            println!("{line}");
+        } else {
+            println!(
+                "#{:<5} {}",
+                record.seq,
+                sandboxes::printable(&describe(event))
+            );
+        }
+    }
+    Ok(0)
+}
+
+/// `audit prune`: remove the state directory's logs (and their head
+/// files) last written before `older_than` ago.
+fn prune(older_than: std::time::Duration) -> anyhow::Result<u8> {
+    let dir = audit_dir()?;
+    let cutoff = std::time::SystemTime::now()
+        .checked_sub(older_than)
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let mut removed = 0usize;
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok()).collect::<Vec<_>>(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    for e in entries {
+        let p = e.path();
+        if p.extension().is_none_or(|x| x != "jsonl") {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t < cutoff);
+        if old {
+            std::fs::remove_file(&p).with_context(|| format!("cannot remove {}", p.display()))?;
+            let _ = std::fs::remove_file(warden_audit::chain::head_path(&p));
+            removed += 1;
+        }
+    }
+    println!(
+        "removed {removed} audit log(s) older than {}",
+        humantime::format_duration(older_than)
+    );
+    Ok(0)
+}
+
+/// `audit list`: each run's log with its command, its exit and how many
+/// decisions it refused.
+fn list() -> anyhow::Result<u8> {
+    for p in run_logs()? {
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let events: Vec<Event> = text
+            .lines()
+            .filter_map(|l| Record::parse(l).ok())
+            .map(|r| r.event)
+            .collect();
+        let summary = Summary::of(&events);
+        let command = sandboxes::printable(&summary.command);
+        println!(
+            "{}  {}, {} denied  {command}",
+            p.display(),
+            summary.status,
+            summary.denied
+        );
+    }
+    Ok(0)
+}
+
+/// A run's line in `audit list`, read from its log's events.
+struct Summary {
+    /// The command the run was created with.
+    command: String,
+    /// How it ended, or that no end was recorded.
+    status: String,
+    /// How many decisions it refused.
+    denied: u64,
+}
+
+impl Summary {
+    fn of(events: &[Event]) -> Self {
+        let command = events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::Created { command, .. } => Some(command.join(" ")),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let status = events
+            .iter()
+            .rev()
+            .find_map(|e| match &e.kind {
+                EventKind::Exited { status, .. } => Some(format!("exit {status}")),
+                _ => None,
+            })
+            .unwrap_or_else(|| "no exit recorded".into());
+        // Denials counted past the old decision log's bound count
+        // for what they number.
+        let denied: u64 = events
+            .iter()
+            .map(|e| match e.kind {
+                EventKind::ConnectionsNotRecorded { denied, .. } => denied,
+                EventKind::ConnectionsAggregated {
+                    allowed: false,
+                    count,
+                    ..
+                } => count,
+                EventKind::SecretsAggregated {
+                    action: warden_audit::SecretAction::Blocked,
+                    count,
+                    ..
+                } => count,
+                _ => u64::from(e.is_denial()),
+            })
+            .sum();
+        Summary {
+            command,
+            status,
+            denied,
+        }
+    }
+}
+
+/// The runs' logs in the state directory, oldest first (their names
+/// begin with the time).
+fn run_logs() -> anyhow::Result<Vec<PathBuf>> {
+    let dir = audit_dir()?;
+    let mut logs: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    logs.sort();
+    Ok(logs)
 }
 
 /// `--since`: a duration before now, or a point in time.
@@ -247,21 +299,8 @@ pub fn parse_since(w: &str) -> anyhow::Result<u64> {
 /// The log `audit show` reads: a path, a run's id (its log in the state
 /// directory is `TIME-ID.jsonl`), a named sandbox's log, or the newest run.
 fn log_of(target: Option<&str>, last: bool) -> anyhow::Result<PathBuf> {
-    let runs = || -> anyhow::Result<Vec<PathBuf>> {
-        let dir = audit_dir()?;
-        let mut logs: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-                .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
-        };
-        logs.sort();
-        Ok(logs)
-    };
     if last {
-        return runs()?.pop().context(
+        return run_logs()?.pop().context(
             "no run has an audit log in warden's state directory yet (`warden audit list` lists them)",
         );
     }
@@ -272,7 +311,7 @@ fn log_of(target: Option<&str>, last: bool) -> anyhow::Result<PathBuf> {
     if path.is_file() || t.contains('/') {
         return Ok(path);
     }
-    if let Some(p) = runs()?.into_iter().find(|p| {
+    if let Some(p) = run_logs()?.into_iter().find(|p| {
         p.file_stem()
             .and_then(|s| s.to_str())
             .is_some_and(|s| s == t || s.ends_with(&format!("-{t}")))

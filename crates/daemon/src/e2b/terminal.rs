@@ -7,11 +7,11 @@
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
-use warden_runtime::client::{ClientError, Connection};
+use warden_runtime::client::{ClientError, Connection, Running};
 use warden_runtime::{lifecycle, protocol};
 
 use super::connect::{Code, RpcError};
@@ -38,13 +38,73 @@ pub(super) fn start(
     tag: Option<String>,
     pty: Pty,
 ) -> Result<Arc<Proc>, RpcError> {
-    let size = pty.size.unwrap_or(Size { cols: 80, rows: 24 });
-    let (rows, cols) = (size.rows.clamp(1, 4096), size.cols.clamp(1, 4096));
     let argv = argv_of(&config);
     execs::check_command(&argv, &config.envs)?;
     let sandbox = e.app.sandbox(sb)?;
     let control = lifecycle::control(&sandbox);
-    let conn = Connection::open(&control).map_err(|err| match err {
+    let mut spawned = spawn(&control, &config, argv, &pty)?;
+    let Some(master) = spawned.running.take_master() else {
+        let _ = conn_signal(&control, spawned.running.exec);
+        return Err(RpcError::new(
+            Code::Internal,
+            "the supervisor sent no terminal",
+        ));
+    };
+    let _ = nix::fcntl::fcntl(
+        &master,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    );
+    let output = Output::create(&sandbox)?;
+    let (exec, pid) = (spawned.running.exec, spawned.running.pid);
+    let row = record(e, sb, &control, &spawned)?;
+    let master = Arc::new(master);
+    let (ended_tx, ended_rx) = watch::channel(None);
+    let (gone_tx, gone_rx) = watch::channel(false);
+    let status: Arc<Mutex<Option<Ended>>> = Arc::new(Mutex::new(None));
+    watch_end(e, spawned.running, row, status.clone(), gone_tx);
+    let out_path = output.path.clone();
+    keep_output(&sandbox, output, master.clone(), gone_rx, status, ended_tx);
+    let (in_tx, in_rx) = mpsc::channel::<bytes::Bytes>(64);
+    let m = master.clone();
+    std::thread::spawn(move || {
+        crate::routes::pty::write_terminal(m, in_rx, Arc::new(AtomicBool::new(false)))
+    });
+    let proc = Arc::new(Proc {
+        pid: pid.max(0) as u32,
+        tag,
+        config,
+        outputs: vec![(out_path, Stream::Pty)],
+        ended: ended_rx,
+        kind: Kind::Terminal(Terminal {
+            control,
+            exec,
+            master,
+            input: in_tx,
+        }),
+    });
+    remember(e, sb, proc.clone())?;
+    Ok(proc)
+}
+
+/// A command the supervisor started on a terminal, before its terminal is
+/// taken.
+struct Spawned {
+    running: Running,
+    supervisor_pid: u32,
+    argv: Vec<String>,
+}
+
+/// Ask the sandbox's supervisor (at `control`) to start the command on a
+/// terminal of the asked size (80x24 if none; each side within 1..=4096).
+fn spawn(
+    control: &Path,
+    config: &ProcessConfig,
+    argv: Vec<String>,
+    pty: &Pty,
+) -> Result<Spawned, RpcError> {
+    let size = pty.size.unwrap_or(Size { cols: 80, rows: 24 });
+    let (rows, cols) = (size.rows.clamp(1, 4096), size.cols.clamp(1, 4096));
+    let conn = Connection::open(control).map_err(|err| match err {
         ClientError::NotRunning { .. } => {
             RpcError::new(Code::FailedPrecondition, crate::error::chain(&err))
         }
@@ -63,52 +123,68 @@ pub(super) fn start(
         winsize: Some((rows, cols)),
         keep_output: None,
     };
-    let mut running = match conn.exec(req, &[]) {
+    let running = match conn.exec(req, &[]) {
         Ok(r) => r,
         Err(ClientError::ExecFailed { message, .. }) => {
             return Err(RpcError::new(Code::InvalidArgument, message))
         }
         Err(err) => return Err(RpcError::new(Code::Internal, crate::error::chain(&err))),
     };
-    let Some(master) = running.take_master() else {
-        let _ = conn_signal(&control, running.exec);
-        return Err(RpcError::new(
-            Code::Internal,
-            "the supervisor sent no terminal",
-        ));
-    };
-    let _ = nix::fcntl::fcntl(
-        &master,
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-    );
-    let dir = execs::dir_of(&sandbox);
-    std::fs::create_dir_all(&dir).map_err(|err| {
-        RpcError::new(
-            Code::Internal,
-            format!("cannot create {}: {err}", dir.display()),
-        )
-    })?;
-    let out_path = dir.join(format!("pty-{}.out", crate::auth::random_id(8)));
-    let mut out = std::fs::OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .mode(0o600)
-        .open(&out_path)
-        .map_err(|err| {
+    Ok(Spawned {
+        running,
+        supervisor_pid,
+        argv,
+    })
+}
+
+/// The file a terminal's output is appended to, beside the native
+/// commands' outputs in the sandbox's directory.
+struct Output {
+    dir: PathBuf,
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl Output {
+    fn create(sandbox: &warden_workspace::Sandbox) -> Result<Self, RpcError> {
+        let dir = execs::dir_of(sandbox);
+        std::fs::create_dir_all(&dir).map_err(|err| {
             RpcError::new(
                 Code::Internal,
-                format!("cannot create {}: {err}", out_path.display()),
+                format!("cannot create {}: {err}", dir.display()),
             )
         })?;
-    let (exec, pid) = (running.exec, running.pid);
-    // In the sandbox's command records, as a terminal session (as the
-    // native terminal route records one).
+        let path = dir.join(format!("pty-{}.out", crate::auth::random_id(8)));
+        let file = std::fs::OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|err| {
+                RpcError::new(
+                    Code::Internal,
+                    format!("cannot create {}: {err}", path.display()),
+                )
+            })?;
+        Ok(Output { dir, path, file })
+    }
+}
+
+/// In the sandbox's command records, as a terminal session (as the native
+/// terminal route records one); a command that cannot be recorded is
+/// killed.
+fn record(
+    e: &E2b,
+    sb: &str,
+    control: &Path,
+    spawned: &Spawned,
+) -> Result<crate::db::ExecRow, RpcError> {
     let row = crate::db::ExecRow {
         id: format!("ex-{}", crate::auth::random_id(8)),
         sandbox: sb.to_string(),
-        runtime_exec: exec,
-        supervisor_pid,
-        argv,
+        runtime_exec: spawned.running.exec,
+        supervisor_pid: spawned.supervisor_pid,
+        argv: spawned.argv.clone(),
         started_ms: warden_runtime::state::now_ms(),
         tty: true,
         exit_status: None,
@@ -119,15 +195,22 @@ pub(super) fn start(
         db.insert_exec(&row)
             .map_err(|err| crate::error::ApiError::internal(crate::error::chain(&err)))
     }) {
-        let _ = conn_signal(&control, exec);
+        let _ = conn_signal(control, spawned.running.exec);
         return Err(err.into());
     }
-    let master = Arc::new(master);
-    let (ended_tx, ended_rx) = watch::channel(None);
-    let (gone_tx, gone_rx) = watch::channel(false);
-    let status: Arc<Mutex<Option<Ended>>> = Arc::new(Mutex::new(None));
-    // The end, from the supervisor.
-    let st = status.clone();
+    Ok(row)
+}
+
+/// The end, from the supervisor: recorded in the command's row and in
+/// `status`, then told on `gone` (a command whose end cannot be read is
+/// taken as killed).
+fn watch_end(
+    e: &E2b,
+    running: Running,
+    row: crate::db::ExecRow,
+    status: Arc<Mutex<Option<Ended>>>,
+    gone: watch::Sender<bool>,
+) {
     let app = e.app.clone();
     std::thread::spawn(move || {
         let kill = nix::sys::signal::Signal::SIGKILL as i32;
@@ -151,21 +234,31 @@ pub(super) fn start(
                 warden_runtime::state::now_ms(),
             );
         }
-        if let Ok(mut g) = st.lock() {
+        if let Ok(mut g) = status.lock() {
             *g = Some(ended);
         }
-        let _ = gone_tx.send(true);
+        let _ = gone.send(true);
     });
-    // The terminal's output, to its file; the end is told once the last
-    // of it is there.
+}
+
+/// The terminal's output, to its file; the end is told on `ended` once the
+/// last of it is there.
+fn keep_output(
+    sandbox: &warden_workspace::Sandbox,
+    output: Output,
+    master: Arc<OwnedFd>,
+    gone: watch::Receiver<bool>,
+    status: Arc<Mutex<Option<Ended>>>,
+    ended: watch::Sender<Option<Ended>>,
+) {
     let (out_tx, mut out_rx) = mpsc::channel::<bytes::Bytes>(8);
-    let m = master.clone();
     std::thread::spawn(move || {
-        crate::routes::pty::read_terminal(m, out_tx, gone_rx, Arc::new(AtomicBool::new(false)))
+        crate::routes::pty::read_terminal(master, out_tx, gone, Arc::new(AtomicBool::new(false)))
     });
     // Kept within the sandbox's output budget, as its commands' outputs
     // are (looked at again every MiB): past it, read on and dropped.
     let budget = warden_runtime::output::budget_of_sandbox(sandbox.dir());
+    let Output { dir, mut file, .. } = output;
     let kept = move || warden_runtime::output::kept_bytes(&dir) >= budget;
     std::thread::spawn(move || {
         let mut full = kept();
@@ -174,7 +267,7 @@ pub(super) fn start(
             if full {
                 continue;
             }
-            if out.write_all(&chunk).is_err() {
+            if file.write_all(&chunk).is_err() {
                 break;
             }
             since += chunk.len();
@@ -183,37 +276,17 @@ pub(super) fn start(
                 full = kept();
             }
         }
-        let ended = status.lock().ok().and_then(|g| *g);
+        let end = status.lock().ok().and_then(|g| *g);
         let kill = nix::sys::signal::Signal::SIGKILL as i32;
-        let _ = ended_tx.send(Some(ended.unwrap_or(Ended {
+        let _ = ended.send(Some(end.unwrap_or(Ended {
             status: 128 + kill,
             signal: Some(kill),
             timed_out: false,
         })));
     });
-    let (in_tx, in_rx) = mpsc::channel::<bytes::Bytes>(64);
-    let m = master.clone();
-    std::thread::spawn(move || {
-        crate::routes::pty::write_terminal(m, in_rx, Arc::new(AtomicBool::new(false)))
-    });
-    let proc = Arc::new(Proc {
-        pid: pid.max(0) as u32,
-        tag,
-        config,
-        outputs: vec![(out_path, Stream::Pty)],
-        ended: ended_rx,
-        kind: Kind::Terminal(Terminal {
-            control,
-            exec,
-            master,
-            input: in_tx,
-        }),
-    });
-    remember(e, sb, proc.clone())?;
-    Ok(proc)
 }
 
 /// Kill a terminal's process that could not be recorded.
-fn conn_signal(control: &std::path::Path, exec: u64) -> Result<(), ClientError> {
+fn conn_signal(control: &Path, exec: u64) -> Result<(), ClientError> {
     Connection::open(control)?.signal(exec, nix::sys::signal::Signal::SIGKILL as i32)
 }

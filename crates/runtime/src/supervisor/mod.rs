@@ -181,24 +181,7 @@ fn supervise(
         state::clean_dead(&dir, &rec);
     }
     let stored: Stored = state::read_json(&dir.join(state::STORED))?;
-    if let Some(path) = &stored.sinks.audit_log {
-        let log = warden_audit::chain::ChainedLog::open(path)
-            .map_err(|e| SuperviseError::Sinks(warden_jail::chain_str(&e)))?;
-        sinks.push(Box::new(log));
-    }
-    if let Some(path) = &stored.sinks.json_events {
-        let s = warden_audit::JsonLinesSink::open(path)
-            .map_err(|e| SuperviseError::Sinks(warden_jail::chain_str(&e)))?;
-        sinks.push(Box::new(s));
-    }
-    // "Always" answers to its questions are kept for the sandbox's
-    // project (or written into its profile), as a run's are.
-    if let Some(path) = &stored.sinks.grants {
-        sinks.push(Box::new(crate::grants::GrantsSink::new(
-            path.clone(),
-            stored.sinks.grants_into_profile,
-        )));
-    }
+    open_sinks(&stored, &mut sinks)?;
     let socket_path = dir.join(state::CONTROL);
     let listener = listen(&socket_path)?;
     lock.set_state(warden_workspace::SandboxState::Running)?;
@@ -237,103 +220,26 @@ fn supervise(
         }
         _ => None,
     };
-    let ttl = stored.ttl_ms.map(Duration::from_millis);
-    let one_shot = stored.one_shot;
     let secret_names: Vec<String> = match &spec.network {
         warden_policy::NetworkSpec::Egress(e) => e.secrets.iter().map(|x| x.name.clone()).collect(),
         warden_policy::NetworkSpec::LoopbackOnly => Vec::new(),
     };
-    let record_path = dir.join(state::SUPERVISOR);
-    let desktop = spec.desktop;
-    let service_bus = bus.clone();
-    let listener = Mutex::new(Some(listener));
-    let ready_out = ready.clone();
-    wiring.on_service(move |channel, init| {
-        // From here on threads may run: the sandbox is cloned.
-        service_bus.start_writer();
-        let started_ms = state::now_ms();
-        let cgroups = state::sandbox_cgroups(init.as_raw());
-        let _ = state::write_json(
-            &record_path,
-            &SupervisorRecord {
-                pid: std::process::id(),
-                start_ticks: state::start_ticks(std::process::id()).unwrap_or(0),
-                started_ms,
-                cgroups: cgroups.clone(),
-            },
-        );
-        let shared = Arc::new(Shared {
-            bus: service_bus.clone(),
-            channel,
-            init,
-            started_ms,
-            ttl_deadline_ms: Mutex::new(ttl.map(|t| started_ms + t.as_millis() as u64)),
-            ttl_changed: std::sync::Condvar::new(),
-            next_exec: AtomicU64::new(1),
-            execs: Mutex::new(HashMap::new()),
-            next_file: AtomicU64::new(1),
-            files: Mutex::new(HashMap::new()),
-            stopping: AtomicBool::new(false),
-            timed_out: AtomicBool::new(false),
-            init_gone: AtomicBool::new(false),
-            one_shot,
-            secret_names: secret_names.clone(),
-            cgroups,
-            connections: AtomicU64::new(0),
-            activity: AtomicU64::new(0),
-            allowlist: allowlist.clone(),
-            approvals: approvals.clone(),
-            main: Mutex::new(Main::None),
-            main_status: main_status.clone(),
-            desktop: Mutex::new(None),
-            output: output.clone(),
-        });
-        let s = shared.clone();
-        let _ = std::thread::Builder::new()
-            .name("warden-init".into())
-            .spawn(move || read_notices(&s));
-        if let Some(l) = listener.lock().ok().and_then(|mut l| l.take()) {
-            let s = shared.clone();
-            let _ = std::thread::Builder::new()
-                .name("warden-control".into())
-                .spawn(move || accept(&s, l));
-        }
-        if let Some(limit) = hard_limit {
-            let s = shared.clone();
-            let _ = std::thread::Builder::new()
-                .name("warden-timeout".into())
-                .spawn(move || {
-                    std::thread::sleep(limit);
-                    s.timed_out.store(true, Ordering::SeqCst);
-                    stop(&s, StopReason::Timeout, Duration::ZERO);
-                });
-        }
-        let s = shared.clone();
-        let _ = std::thread::Builder::new()
-            .name("warden-ttl".into())
-            .spawn(move || watch_ttl(&s));
-        // A desktop's programs start with the sandbox, each kept running
-        // by a thread of its own.
-        if let Some(d) = &desktop {
-            let board =
-                crate::desktop::services::keep(d, Arc::new(DesktopLauncher(shared.clone())));
-            if let Ok(mut b) = shared.desktop.lock() {
-                *b = Some(board);
-            }
-        }
-        // Ready once the record is written and the control server runs:
-        // a `stop` right after `start` finds it.
-        // What the sandbox runs without is said to the starter too, each
-        // on a line before `ready`: a detached supervisor's stderr is its
-        // log, which nobody reads at start.
-        let mut told: String = service_bus
-            .degraded()
-            .iter()
-            .map(|d| format!("degraded: {}\n", d.replace('\n', " ")))
-            .collect();
-        told.push_str(&format!("ready {}\n", init.as_raw()));
-        ready_out.tell(&told);
-    });
+    let mut service = Service {
+        bus: bus.clone(),
+        record_path: dir.join(state::SUPERVISOR),
+        ttl: stored.ttl_ms.map(Duration::from_millis),
+        one_shot: stored.one_shot,
+        secret_names,
+        allowlist,
+        approvals,
+        main_status,
+        output,
+        hard_limit,
+        desktop: spec.desktop,
+        listener: Some(listener),
+        ready: ready.clone(),
+    };
+    wiring.on_service(move |channel, init| service.begin(channel, init));
     let mut sink = BusSink(bus.clone());
     let id = format!("{name}-{start}");
     let backend = crate::backend::Backend::of(&spec);
@@ -349,6 +255,158 @@ fn supervise(
         return Err(SuperviseError::LostRecords(lost.join("; ")));
     }
     Ok(())
+}
+
+/// The stored spec's own sinks, after the caller's: its audit log, its
+/// JSON events, and where its "always" answers are kept.
+fn open_sinks(stored: &Stored, sinks: &mut Vec<Sink>) -> Result<(), SuperviseError> {
+    if let Some(path) = &stored.sinks.audit_log {
+        let log = warden_audit::chain::ChainedLog::open(path)
+            .map_err(|e| SuperviseError::Sinks(warden_jail::chain_str(&e)))?;
+        sinks.push(Box::new(log));
+    }
+    if let Some(path) = &stored.sinks.json_events {
+        let s = warden_audit::JsonLinesSink::open(path)
+            .map_err(|e| SuperviseError::Sinks(warden_jail::chain_str(&e)))?;
+        sinks.push(Box::new(s));
+    }
+    // "Always" answers to its questions are kept for the sandbox's
+    // project (or written into its profile), as a run's are.
+    if let Some(path) = &stored.sinks.grants {
+        sinks.push(Box::new(crate::grants::GrantsSink::new(
+            path.clone(),
+            stored.sinks.grants_into_profile,
+        )));
+    }
+    Ok(())
+}
+
+/// What the supervisor's service needs once the sandbox is cloned: the
+/// wiring hands it the spawn channel and the init then
+/// ([`Service::begin`]).
+struct Service {
+    bus: Arc<Bus>,
+    /// Where this supervisor's record is written.
+    record_path: PathBuf,
+    ttl: Option<Duration>,
+    one_shot: bool,
+    secret_names: Vec<String>,
+    allowlist: Arc<Allowlist>,
+    approvals: Option<Arc<Approvals>>,
+    main_status: Arc<Mutex<Option<i32>>>,
+    output: Arc<crate::output::OutputBudget>,
+    /// The spec's hard lifetime, kept out of the jail's spec.
+    hard_limit: Option<Duration>,
+    desktop: Option<warden_policy::DesktopSpec>,
+    /// The control socket, served from the first call on.
+    listener: Option<OwnedFd>,
+    ready: Ready,
+}
+
+impl Service {
+    fn begin(&mut self, channel: OwnedFd, init: Pid) {
+        // From here on threads may run: the sandbox is cloned.
+        self.bus.start_writer();
+        let shared = self.share(channel, init);
+        self.spawn_threads(&shared);
+        // A desktop's programs start with the sandbox, each kept running
+        // by a thread of its own.
+        if let Some(d) = &self.desktop {
+            let board =
+                crate::desktop::services::keep(d, Arc::new(DesktopLauncher(shared.clone())));
+            if let Ok(mut b) = shared.desktop.lock() {
+                *b = Some(board);
+            }
+        }
+        self.tell_ready(init);
+    }
+
+    /// The supervisor's record (which a later look at the sandbox cleans
+    /// by), and what the sandbox's threads share.
+    fn share(&self, channel: OwnedFd, init: Pid) -> Arc<Shared> {
+        let started_ms = state::now_ms();
+        let cgroups = state::sandbox_cgroups(init.as_raw());
+        let _ = state::write_json(
+            &self.record_path,
+            &SupervisorRecord {
+                pid: std::process::id(),
+                start_ticks: state::start_ticks(std::process::id()).unwrap_or(0),
+                started_ms,
+                cgroups: cgroups.clone(),
+            },
+        );
+        Arc::new(Shared {
+            bus: self.bus.clone(),
+            channel,
+            init,
+            started_ms,
+            ttl_deadline_ms: Mutex::new(self.ttl.map(|t| started_ms + t.as_millis() as u64)),
+            ttl_changed: std::sync::Condvar::new(),
+            next_exec: AtomicU64::new(1),
+            execs: Mutex::new(HashMap::new()),
+            next_file: AtomicU64::new(1),
+            files: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
+            timed_out: AtomicBool::new(false),
+            init_gone: AtomicBool::new(false),
+            one_shot: self.one_shot,
+            secret_names: self.secret_names.clone(),
+            cgroups,
+            connections: AtomicU64::new(0),
+            activity: AtomicU64::new(0),
+            allowlist: self.allowlist.clone(),
+            approvals: self.approvals.clone(),
+            main: Mutex::new(Main::None),
+            main_status: self.main_status.clone(),
+            desktop: Mutex::new(None),
+            output: self.output.clone(),
+        })
+    }
+
+    /// The supervisor's threads: the init's notices, the control server,
+    /// the hard lifetime and the TTL.
+    fn spawn_threads(&mut self, shared: &Arc<Shared>) {
+        let s = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("warden-init".into())
+            .spawn(move || read_notices(&s));
+        if let Some(l) = self.listener.take() {
+            let s = shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("warden-control".into())
+                .spawn(move || accept(&s, l));
+        }
+        if let Some(limit) = self.hard_limit {
+            let s = shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("warden-timeout".into())
+                .spawn(move || {
+                    std::thread::sleep(limit);
+                    s.timed_out.store(true, Ordering::SeqCst);
+                    stop(&s, StopReason::Timeout, Duration::ZERO);
+                });
+        }
+        let s = shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("warden-ttl".into())
+            .spawn(move || watch_ttl(&s));
+    }
+
+    /// Ready once the record is written and the control server runs: a
+    /// `stop` right after `start` finds it. What the sandbox runs without
+    /// is said to the starter too, each on a line before `ready`: a
+    /// detached supervisor's stderr is its log, which nobody reads at
+    /// start.
+    fn tell_ready(&self, init: Pid) {
+        let mut told: String = self
+            .bus
+            .degraded()
+            .iter()
+            .map(|d| format!("degraded: {}\n", d.replace('\n', " ")))
+            .collect();
+        told.push_str(&format!("ready {}\n", init.as_raw()));
+        self.ready.tell(&told);
+    }
 }
 
 /// SIGTERM to every process, then, after `grace` (or as soon as none is

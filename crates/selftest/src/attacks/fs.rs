@@ -109,71 +109,80 @@ pub(crate) fn attacks() -> Vec<Attack> {
             "fs.outside-workspace",
             Category::Filesystem,
             "write next to the workspace, outside it",
-            |lab| {
-                let ws = lab.dir.join("workspace");
-                let _ = std::fs::create_dir_all(&ws);
-                let beside = lab.dir.join("beside-workspace");
-                let r = lab.sandbox(
-                    &["-w", &ws.to_string_lossy()],
-                    "write-file",
-                    &[&beside.to_string_lossy()],
-                );
-                if beside.exists() {
-                    return Verdict::Escaped(format!("{} was created", beside.display()));
-                }
-                from_run(&r)
-            },
+            outside_workspace,
         ),
         (
             "fs.host-unix-socket",
             Category::Filesystem,
             "connect to a host service's named socket (docker.sock style)",
-            |lab| {
-                let path = lab.dir.join("service.sock");
-                let listener = match std::os::unix::net::UnixListener::bind(&path) {
-                    Ok(l) => l,
-                    Err(e) => return Verdict::Skipped(format!("cannot create a unix socket: {e}")),
-                };
-                let _ = listener.set_nonblocking(true);
-                let r = lab.sandbox(&[], "unix-socket", &[&path.to_string_lossy()]);
-                if listener.accept().is_ok() {
-                    return Verdict::Escaped("the host's socket took a connection".into());
-                }
-                from_run(&r)
-            },
+            host_unix_socket,
         ),
         (
             "fs.owner-socket-shown",
             Category::Filesystem,
             "act as the owner through an owner-only socket a bind shows (the daemon's, a supervisor's)",
-            |lab| {
-                // A bind that shows an owner-only socket is refused for
-                // warden's own; here one shows it on purpose, and what is
-                // judged is the socket's own check of who connects, as
-                // warden's owner-only sockets make it: rootless, a
-                // sandbox's processes have the owner's UID.
-                let dir = lab.dir.join("shown");
-                let _ = std::fs::create_dir_all(&dir);
-                let path = dir.join("owner.sock");
-                let listener = match std::os::unix::net::UnixListener::bind(&path) {
-                    Ok(l) => l,
-                    Err(e) => return Verdict::Skipped(format!("cannot create a unix socket: {e}")),
-                };
-                let _ = listener.set_nonblocking(true);
-                let shown = dir.to_string_lossy().into_owned();
-                let r = lab.sandbox(&["--ro", &shown], "unix-socket", &[&path.to_string_lossy()]);
-                match listener.accept() {
-                    Ok((conn, _)) => match warden_runtime::peer::check(&conn) {
-                        Ok(()) => Verdict::Escaped(
-                            "the socket took a sandbox's process for its owner".into(),
-                        ),
-                        Err(e) => Verdict::Contained(format!("the socket refused the peer: {e}")),
-                    },
-                    Err(_) => from_run(&r),
-                }
-            },
+            owner_socket_shown,
         ),
     ]
+}
+
+/// Write beside a workspace the sandbox was given: only the workspace
+/// itself is bound, so its parent must stay out of reach.
+fn outside_workspace(lab: &Lab) -> Verdict {
+    let ws = lab.dir.join("workspace");
+    let _ = std::fs::create_dir_all(&ws);
+    let beside = lab.dir.join("beside-workspace");
+    let r = lab.sandbox(
+        &["-w", &ws.to_string_lossy()],
+        "write-file",
+        &[&beside.to_string_lossy()],
+    );
+    if beside.exists() {
+        return Verdict::Escaped(format!("{} was created", beside.display()));
+    }
+    from_run(&r)
+}
+
+/// Connect to a named socket a host service listens on, which no bind
+/// shows: the sandbox's tree must not reach it.
+fn host_unix_socket(lab: &Lab) -> Verdict {
+    let path = lab.dir.join("service.sock");
+    let listener = match std::os::unix::net::UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(e) => return Verdict::Skipped(format!("cannot create a unix socket: {e}")),
+    };
+    let _ = listener.set_nonblocking(true);
+    let r = lab.sandbox(&[], "unix-socket", &[&path.to_string_lossy()]);
+    if listener.accept().is_ok() {
+        return Verdict::Escaped("the host's socket took a connection".into());
+    }
+    from_run(&r)
+}
+
+/// Connect to an owner-only socket that a bind shows on purpose.
+fn owner_socket_shown(lab: &Lab) -> Verdict {
+    // A bind that shows an owner-only socket is refused for
+    // warden's own; here one shows it on purpose, and what is
+    // judged is the socket's own check of who connects, as
+    // warden's owner-only sockets make it: rootless, a
+    // sandbox's processes have the owner's UID.
+    let dir = lab.dir.join("shown");
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("owner.sock");
+    let listener = match std::os::unix::net::UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(e) => return Verdict::Skipped(format!("cannot create a unix socket: {e}")),
+    };
+    let _ = listener.set_nonblocking(true);
+    let shown = dir.to_string_lossy().into_owned();
+    let r = lab.sandbox(&["--ro", &shown], "unix-socket", &[&path.to_string_lossy()]);
+    match listener.accept() {
+        Ok((conn, _)) => match warden_runtime::peer::check(&conn) {
+            Ok(()) => Verdict::Escaped("the socket took a sandbox's process for its owner".into()),
+            Err(e) => Verdict::Contained(format!("the socket refused the peer: {e}")),
+        },
+        Err(_) => from_run(&r),
+    }
 }
 
 pub(crate) const PROBES: &[Probe] = &[

@@ -2,7 +2,7 @@
 //! own listeners (loopback, its address, a metadata address), around the
 //! proxy, under an allowed name's TLS hello, through DNS and ICMP.
 use crate::lab::{
-    at_host, free_port, from_run, need_host_ip, with_hits, Attack, Listener, Proto, Verdict,
+    at_host, free_port, from_run, need_host_ip, with_hits, Attack, Lab, Listener, Proto, Verdict,
     EGRESS, LISTENER_REPLY,
 };
 use crate::probes::{arg, contained, errno_name, escaped, port, Finding, Probe};
@@ -18,22 +18,7 @@ pub(crate) fn attacks() -> Vec<Attack> {
             "net.host-loopback",
             Category::Network,
             "connect to a service on the host's 127.0.0.1",
-            |lab| {
-                let Ok(l) = Listener::start(
-                    "127.0.0.1:0"
-                        .parse()
-                        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0))),
-                    LISTENER_REPLY,
-                ) else {
-                    return Verdict::Skipped("cannot listen on the host's loopback".into());
-                };
-                let r = lab.sandbox(
-                    EGRESS,
-                    "tcp-connect",
-                    &["127.0.0.1", &l.addr.port().to_string()],
-                );
-                with_hits(&r, l.hits(), "the host's loopback listener")
-            },
+            host_loopback,
         ),
         (
             "net.direct-ip",
@@ -51,37 +36,7 @@ pub(crate) fn attacks() -> Vec<Attack> {
             "net.domain-fronting",
             Category::Network,
             "send an allowed name's TLS hello to an attacker's address",
-            |lab| {
-                let ip = match need_host_ip(lab) {
-                    Ok(ip) => ip,
-                    Err(v) => return v,
-                };
-                let port = free_port();
-                let (Ok(_legit), Ok(attacker)) = (
-                    Listener::start(SocketAddr::from(([127, 0, 0, 1], port)), b"legit\n"),
-                    Listener::start(SocketAddr::from((ip, port)), LISTENER_REPLY),
-                ) else {
-                    return Verdict::Skipped(
-                        "cannot listen on the same port on two addresses".into(),
-                    );
-                };
-                let allow = format!("allowed.selftest.invalid:{port}");
-                let r = lab.sandbox(
-                    &[
-                        "--allow-domain",
-                        &allow,
-                        "--add-host",
-                        "allowed.selftest.invalid=127.0.0.1",
-                    ],
-                    "tls-fronting",
-                    &[
-                        &ip.to_string(),
-                        &port.to_string(),
-                        "allowed.selftest.invalid",
-                    ],
-                );
-                with_hits(&r, attacker.hits(), "the attacker's listener")
-            },
+            domain_fronting,
         ),
         (
             "net.proxy-bypass",
@@ -147,18 +102,7 @@ pub(crate) fn attacks() -> Vec<Attack> {
             "net.ipv6-loopback",
             Category::Network,
             "connect to a service on the host's ::1",
-            |lab| {
-                let Ok(l) = Listener::start(
-                    "[::1]:0"
-                        .parse()
-                        .unwrap_or(SocketAddr::from(([0u16; 8], 0))),
-                    LISTENER_REPLY,
-                ) else {
-                    return Verdict::Skipped("this host has no IPv6 loopback".into());
-                };
-                let r = lab.sandbox(EGRESS, "tcp-connect", &["::1", &l.addr.port().to_string()]);
-                with_hits(&r, l.hits(), "the host's IPv6 listener")
-            },
+            ipv6_loopback,
         ),
         ("net.icmp", Category::Network, "ping the host", |lab| {
             let ip = match need_host_ip(lab) {
@@ -174,6 +118,71 @@ pub(crate) fn attacks() -> Vec<Attack> {
             |lab| from_run(&lab.sandbox(EGRESS, "tcp-connect", &["169.254.169.254", "80"])),
         ),
     ]
+}
+
+/// Connect to a listener on the host's 127.0.0.1, which the sandbox's
+/// own loopback must not be.
+fn host_loopback(lab: &Lab) -> Verdict {
+    let Ok(l) = Listener::start(
+        "127.0.0.1:0"
+            .parse()
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0))),
+        LISTENER_REPLY,
+    ) else {
+        return Verdict::Skipped("cannot listen on the host's loopback".into());
+    };
+    let r = lab.sandbox(
+        EGRESS,
+        "tcp-connect",
+        &["127.0.0.1", &l.addr.port().to_string()],
+    );
+    with_hits(&r, l.hits(), "the host's loopback listener")
+}
+
+/// Send an allowed name's TLS hello to the attacker's address on the same
+/// port: the proxy must connect by the name, never by the address asked for.
+fn domain_fronting(lab: &Lab) -> Verdict {
+    let ip = match need_host_ip(lab) {
+        Ok(ip) => ip,
+        Err(v) => return v,
+    };
+    let port = free_port();
+    let (Ok(_legit), Ok(attacker)) = (
+        Listener::start(SocketAddr::from(([127, 0, 0, 1], port)), b"legit\n"),
+        Listener::start(SocketAddr::from((ip, port)), LISTENER_REPLY),
+    ) else {
+        return Verdict::Skipped("cannot listen on the same port on two addresses".into());
+    };
+    let allow = format!("allowed.selftest.invalid:{port}");
+    let r = lab.sandbox(
+        &[
+            "--allow-domain",
+            &allow,
+            "--add-host",
+            "allowed.selftest.invalid=127.0.0.1",
+        ],
+        "tls-fronting",
+        &[
+            &ip.to_string(),
+            &port.to_string(),
+            "allowed.selftest.invalid",
+        ],
+    );
+    with_hits(&r, attacker.hits(), "the attacker's listener")
+}
+
+/// Connect to a listener on the host's ::1.
+fn ipv6_loopback(lab: &Lab) -> Verdict {
+    let Ok(l) = Listener::start(
+        "[::1]:0"
+            .parse()
+            .unwrap_or(SocketAddr::from(([0u16; 8], 0))),
+        LISTENER_REPLY,
+    ) else {
+        return Verdict::Skipped("this host has no IPv6 loopback".into());
+    };
+    let r = lab.sandbox(EGRESS, "tcp-connect", &["::1", &l.addr.port().to_string()]);
+    with_hits(&r, l.hits(), "the host's IPv6 listener")
 }
 
 pub(crate) const PROBES: &[Probe] = &[
