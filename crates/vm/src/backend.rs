@@ -432,50 +432,16 @@ pub fn run(
     attach: &mut dyn Attach,
 ) -> Result<Outcome, VmError> {
     let start = Instant::now();
-    // Secrets: the guest's environment holds placeholders; the values are
-    // read on the host and reach only the secret proxy, which runs here,
-    // outside the VM (as the process backend does, before anything else).
-    let secret_plan = match &spec.network {
-        NetworkSpec::Egress(e) if !e.secrets.is_empty() => Some(
-            warden_jail::secrets::SecretPlan::prepare(&e.secrets, attach)?,
-        ),
-        _ => None,
-    };
-    let mut own = spec.clone();
-    if let Some(plan) = &secret_plan {
-        for (name, placeholder) in plan.placeholders() {
-            own.env.retain(|(k, _)| k != name);
-            own.env.push((name.to_string(), placeholder.to_string()));
-        }
-    }
+    let (secret_plan, own) = with_placeholders(spec, attach)?;
     let spec = &own;
     let prepared = prepare(spec, id)?;
-    let degraded = |events: &mut dyn EventSink, layer: &str, lost: &str| {
-        events.emit(&Event::now(
-            id,
-            EventKind::Degraded {
-                layer: layer.to_string(),
-                lost: lost.to_string(),
-            },
-        ));
-    };
     if let Some(w) = &prepared.warning {
-        degraded(events, "vm acceleration", w);
+        degraded(events, id, "vm acceleration", w);
     }
     for (layer, lost) in &prepared.degraded {
-        degraded(events, layer, lost);
+        degraded(events, id, layer, lost);
     }
-    // --publish: the host's listeners are bound now, so that a port in use
-    // is an error before the guest boots.
-    let mut published = Vec::new();
-    for m in &spec.publish {
-        let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, m.host_port))
-            .map_err(|source| VmError::Publish {
-                port: m.host_port,
-                source,
-            })?;
-        published.push((listener, m.sandbox_port));
-    }
+    let published = publish(spec)?;
     // With egress or published ports, the guest's one network device is a
     // TAP in a network namespace of the sandbox's own, whose every
     // connection and query meets the egress proxy (made now, while this
@@ -496,27 +462,12 @@ pub fn run(
     let prepared_fs_note = prepared.fs_note;
     let mut config = prepared.config;
     config.cgroup = confine(spec, id, &config, events)?.map(Arc::new);
-    let mut sockets = None;
-    let egress = net.and_then(|n| {
-        config.net = Some(Arc::new(n.tap));
-        // Root may put QEMU itself in the namespace: then it has no socket
-        // on the host's networks either (see `vmnet::run_inside`).
-        if warden_jail::host::is_root() {
-            config.netns = Some(Arc::new(n.namespace));
-        }
-        config.params.push(("net".into(), "1".into()));
-        sockets = n.sockets.map(warden_jail::vmnet::socket_source);
-        with_egress.then_some((n.tcp, n.dns))
-    });
-    // The values to the caller's keeping (its secret proxy runs here,
-    // outside the VM); that proxy's authority is trusted in the guest
-    // through files the host shares read-only at `/run/warden` (and over
-    // the system bundle).
+    let (egress, sockets) = match net {
+        Some(n) => plug_network(n, with_egress, &mut config),
+        None => (None, None),
+    };
     if let (Some(plan), NetworkSpec::Egress(_)) = (secret_plan, &spec.network) {
-        let files = plan.trust_files()?;
-        plan.hand_over(attach)?;
-        config.trust = Some(write_trust(&config.run_dir.join("trust"), files)?);
-        config.params.push(("trust".into(), "1".into()));
+        hand_over_secrets(plan, attach, &mut config)?;
     }
     let cgroup = config.cgroup.clone();
     events.emit(&Event::now(
@@ -550,7 +501,7 @@ pub fn run(
     }
     let mut machine = Machine::boot(&config, boot)?;
     if let Some(note) = prepared_fs_note.or_else(|| machine.fs_note.take()) {
-        degraded(events, "vm workspace over virtio-fs", &note);
+        degraded(events, id, "vm workspace over virtio-fs", &note);
     }
     // The VMM holds the TAP now; ours goes, so that the device ends with
     // the VMM.
@@ -562,6 +513,118 @@ pub fn run(
             pid: machine.pid() as i32,
         },
     ));
+    let ended = relay(spec, program, &machine, attach)?;
+    let console = machine.console();
+    machine.stop(Duration::from_secs(2));
+    drop(machine);
+    attach.stopping();
+    drop(config);
+    let peaks = release(cgroup);
+    let outcome = outcome_of(ended, spec, console)?;
+    outcome.record(events, id, start, peaks);
+    Ok(outcome)
+}
+
+/// Secrets: the guest's environment holds placeholders; the values are
+/// read on the host and reach only the secret proxy, which runs here,
+/// outside the VM (as the process backend does, before anything else).
+/// The plan, and the spec with the placeholders in its environment.
+fn with_placeholders(
+    spec: &SandboxSpec,
+    attach: &mut dyn Attach,
+) -> Result<(Option<warden_jail::secrets::SecretPlan>, SandboxSpec), VmError> {
+    let secret_plan = match &spec.network {
+        NetworkSpec::Egress(e) if !e.secrets.is_empty() => Some(
+            warden_jail::secrets::SecretPlan::prepare(&e.secrets, attach)?,
+        ),
+        _ => None,
+    };
+    let mut own = spec.clone();
+    if let Some(plan) = &secret_plan {
+        for (name, placeholder) in plan.placeholders() {
+            own.env.retain(|(k, _)| k != name);
+            own.env.push((name.to_string(), placeholder.to_string()));
+        }
+    }
+    Ok((secret_plan, own))
+}
+
+/// A `degraded` event: `layer` runs weaker than it could, losing `lost`.
+fn degraded(events: &mut dyn EventSink, id: &str, layer: &str, lost: &str) {
+    events.emit(&Event::now(
+        id,
+        EventKind::Degraded {
+            layer: layer.to_string(),
+            lost: lost.to_string(),
+        },
+    ));
+}
+
+/// Published ports: the host's listeners are bound now, so that a port in
+/// use is an error before the guest boots.
+fn publish(spec: &SandboxSpec) -> Result<Vec<(std::net::TcpListener, u16)>, VmError> {
+    let mut published = Vec::new();
+    for m in &spec.publish {
+        let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, m.host_port))
+            .map_err(|source| VmError::Publish {
+                port: m.host_port,
+                source,
+            })?;
+        published.push((listener, m.sandbox_port));
+    }
+    Ok(published)
+}
+
+/// The proxy's sockets (with egress) and the namespace's socket source
+/// (with published ports).
+type Plugged = (
+    Option<(OwnedFd, OwnedFd)>,
+    Option<warden_jail::SocketSource>,
+);
+
+/// Give the network namespace's TAP (and, as root, the namespace itself)
+/// to the VMM; what stays on the host side is returned.
+fn plug_network(
+    n: warden_jail::vmnet::VmNetwork,
+    with_egress: bool,
+    config: &mut Config,
+) -> Plugged {
+    config.net = Some(Arc::new(n.tap));
+    // Root may put QEMU itself in the namespace: then it has no socket
+    // on the host's networks either (see `vmnet::run_inside`).
+    if warden_jail::host::is_root() {
+        config.netns = Some(Arc::new(n.namespace));
+    }
+    config.params.push(("net".into(), "1".into()));
+    let sockets = n.sockets.map(warden_jail::vmnet::socket_source);
+    (with_egress.then_some((n.tcp, n.dns)), sockets)
+}
+
+/// The values to the caller's keeping (its secret proxy runs here,
+/// outside the VM); that proxy's authority is trusted in the guest
+/// through files the host shares read-only at `/run/warden` (and over
+/// the system bundle).
+fn hand_over_secrets(
+    plan: warden_jail::secrets::SecretPlan,
+    attach: &mut dyn Attach,
+    config: &mut Config,
+) -> Result<(), VmError> {
+    let files = plan.trust_files()?;
+    plan.hand_over(attach)?;
+    config.trust = Some(write_trust(&config.run_dir.join("trust"), files)?);
+    config.params.push(("trust".into(), "1".into()));
+    Ok(())
+}
+
+/// Relay between the guest's init and the caller until the program ends
+/// (one command, or a service's spawn channel handed to
+/// [`Attach::service`]), then tell the guest to shut down.
+fn relay(
+    spec: &SandboxSpec,
+    program: Program,
+    machine: &Machine,
+    attach: &mut dyn Attach,
+) -> Result<Ended2, VmError> {
     // As with the process backend, the timeout counts from the moment the
     // sandbox can run anything (here, once the guest's init serves).
     let deadline = spec.resources.timeout.map(|t| Instant::now() + t);
@@ -609,11 +672,12 @@ pub fn run(
     if let Ok(mut w) = writer.lock() {
         let _ = Frame::new(Kind::Shutdown, 0, Vec::new()).write_to(&mut *w);
     }
-    let console = machine.console();
-    machine.stop(Duration::from_secs(2));
-    drop(machine);
-    attach.stopping();
-    drop(config);
+    Ok(ended)
+}
+
+/// The VMM's cgroup, once the VMM is gone: what it used at most, and the
+/// cgroup removed.
+fn release(cgroup: Option<Arc<warden_jail::cgroup::Cgroup>>) -> ResourcePeaks {
     let stats = cgroup.as_ref().map(|c| c.stats());
     let peaks = ResourcePeaks {
         max_rss_bytes: stats.as_ref().and_then(|s| s.memory_peak),
@@ -624,7 +688,14 @@ pub fn run(
     if let Some(cg) = cgroup.and_then(|c| Arc::try_unwrap(c).ok()) {
         let _ = cg.remove();
     }
-    let outcome = match ended {
+    peaks
+}
+
+/// The sandbox's outcome from how the relay ended, with the process
+/// backend's statuses; a VM gone without a word is an error carrying what
+/// its `console` said.
+fn outcome_of(ended: Ended2, spec: &SandboxSpec, console: String) -> Result<Outcome, VmError> {
+    Ok(match ended {
         Ended2::Exit(Ended::Exited(code)) => Outcome {
             status: code,
             reason: ExitReason::Exited,
@@ -667,9 +738,7 @@ pub fn run(
             )),
         },
         Ended2::Gone => return Err(VmError::GuestDied(console)),
-    };
-    outcome.record(events, id, start, peaks);
-    Ok(outcome)
+    })
 }
 
 /// How the relay ended.
@@ -877,162 +946,212 @@ fn serve(
     channel: &OwnedFd,
     deadline: Option<Instant>,
 ) -> Ended2 {
-    let mut execs: HashMap<u64, Exec> = HashMap::new();
-    let mut connections = crate::inside::Connections::default();
+    let mut relay = Served {
+        spec,
+        w,
+        channel,
+        execs: HashMap::new(),
+        connections: crate::inside::Connections::default(),
+    };
     let result = loop {
         let Some(input) = next(rx, deadline) else {
             break Ended2::Timeout;
         };
         match input {
-            Input::Request(req, fds) => match req {
-                ToInit::Spawn {
-                    id,
-                    argv,
-                    env,
-                    cwd,
-                    tty,
-                    winsize,
-                    terminal,
-                } => {
-                    let streams = match (tty, terminal) {
-                        (false, _) => {
-                            let mut fds = fds.into_iter();
-                            match (fds.next(), fds.next(), fds.next()) {
-                                (Some(i), Some(o), Some(e)) => Ok((i, o, e, None)),
-                                _ => Err(nix::errno::Errno::EBADF as i32),
-                            }
-                        }
-                        (true, None) => host_terminal(winsize),
-                        // No terminal is opened ahead in a VM sandbox.
-                        (true, Some(_)) => Err(nix::errno::Errno::ENOTTY as i32),
-                    };
-                    let (stdin, stdout, stderr, master) = match streams {
-                        Ok(s) => s,
-                        Err(errno) => {
-                            notify(channel, &FromInit::Failed { id, errno });
-                            continue;
-                        }
-                    };
-                    let mut full = spec.env.clone();
-                    for (k, v) in env {
-                        match full.iter_mut().find(|(n, _)| *n == k) {
-                            Some(slot) => slot.1 = v,
-                            None => full.push((k, v)),
-                        }
-                    }
-                    send(
-                        w,
-                        Frame::json(
-                            Kind::Spawn,
-                            id,
-                            &Spawn {
-                                argv,
-                                env: full,
-                                cwd: cwd.unwrap_or_else(|| workdir(spec)),
-                                tty,
-                                winsize,
-                            },
-                        ),
-                    );
-                    let stop = Arc::new(AtomicBool::new(false));
-                    {
-                        let (w, stop) = (w.clone(), stop.clone());
-                        std::thread::spawn(move || pump_stdin(stdin, id, w, stop));
-                    }
-                    execs.insert(
-                        id,
-                        Exec {
-                            stdout: File::from(stdout),
-                            stderr: File::from(stderr),
-                            stop,
-                            master,
-                        },
-                    );
+            Input::Request(req, fds) => {
+                if let Some(end) = relay.request(req, fds) {
+                    break end;
                 }
-                ToInit::Signal { id, signal } => send(w, Frame::json(Kind::Signal, id, &signal)),
-                ToInit::TermAll => send(w, Frame::new(Kind::TermAll, 0, Vec::new())),
-                ToInit::Shutdown => break Ended2::Exit(Ended::Exited(0)),
-                // No terminal opened ahead of its process (see `Spawn`).
-                ToInit::OpenTerminal { id, .. } => notify(
-                    channel,
-                    &FromInit::FileDone {
-                        id,
-                        errno: nix::errno::Errno::ENOTTY as i32,
-                    },
-                ),
-                // A connection to a service on the guest's loopback,
-                // relayed through the channel (see `inside`).
-                ToInit::Connect { id, to } => {
-                    if let Err(errno) = connections.ask(id, &to, w) {
-                        notify(channel, &FromInit::FileDone { id, errno });
-                    }
-                }
-                // The guest's files are not reached from the host yet.
-                ToInit::File { id, .. } => notify(
-                    channel,
-                    &FromInit::FileDone {
-                        id,
-                        errno: nix::errno::Errno::EOPNOTSUPP as i32,
-                    },
-                ),
-            },
+            }
             Input::RequestsGone => break Ended2::Exit(Ended::Exited(0)),
-            Input::Vm(f) if f.id & CONNECTION != 0 => connections.frame(f, channel, w),
-            Input::Vm(f) => match f.kind {
-                Kind::Spawned => {
-                    let master = execs.get_mut(&f.id).and_then(|e| e.master.take());
-                    notify_with(
-                        channel,
-                        &FromInit::Spawned {
-                            id: f.id,
-                            pid: f.parse::<i32>().unwrap_or(0),
-                        },
-                        master.as_ref(),
-                    )
-                }
-                Kind::Failed => {
-                    if let Some(e) = execs.remove(&f.id) {
-                        e.stop.store(true, Ordering::SeqCst);
-                    }
-                    notify(
-                        channel,
-                        &FromInit::Failed {
-                            id: f.id,
-                            errno: f.parse::<i32>().unwrap_or(0),
-                        },
-                    )
-                }
-                Kind::Stdout | Kind::Stderr => {
-                    if let Some(e) = execs.get_mut(&f.id) {
-                        let out = if f.kind == Kind::Stdout {
-                            &mut e.stdout
-                        } else {
-                            &mut e.stderr
-                        };
-                        let _ = out.write_all(&f.payload);
-                    }
-                }
-                Kind::Ended => {
-                    if let Some(e) = execs.remove(&f.id) {
-                        e.stop.store(true, Ordering::SeqCst);
-                    }
-                    let notice = match f.parse::<Ended>() {
-                        Ok(Ended::Exited(code)) => FromInit::Exited { id: f.id, code },
-                        Ok(Ended::Signaled(signal)) => FromInit::Signaled { id: f.id, signal },
-                        Err(_) => continue,
-                    };
-                    notify(channel, &notice);
-                }
-                _ => {}
-            },
+            Input::Vm(f) if f.id & CONNECTION != 0 => relay.connections.frame(f, channel, w),
+            Input::Vm(f) => relay.guest_frame(f),
             Input::VmGone => break Ended2::Gone,
         }
     };
-    for e in execs.values() {
+    for e in relay.execs.values() {
         e.stop.store(true, Ordering::SeqCst);
     }
-    connections.end();
+    relay.connections.end();
     result
+}
+
+/// What [`serve`] relays between: the caller's spawn channel and the VM,
+/// with the processes it started there and the connections it carries.
+struct Served<'a> {
+    spec: &'a SandboxSpec,
+    w: &'a Writer,
+    channel: &'a OwnedFd,
+    execs: HashMap<u64, Exec>,
+    connections: crate::inside::Connections,
+}
+
+impl Served<'_> {
+    /// A request of the caller's, passed to the guest's init or answered
+    /// here; how the relay ends, if it asks for the end.
+    fn request(&mut self, req: ToInit, fds: Vec<OwnedFd>) -> Option<Ended2> {
+        let (w, channel) = (self.w, self.channel);
+        match req {
+            ToInit::Spawn {
+                id,
+                argv,
+                env,
+                cwd,
+                tty,
+                winsize,
+                terminal,
+            } => match streams(tty, terminal, winsize, fds) {
+                Ok(streams) => {
+                    let spawn = Spawn {
+                        argv,
+                        env: with_env(&self.spec.env, env),
+                        cwd: cwd.unwrap_or_else(|| workdir(self.spec)),
+                        tty,
+                        winsize,
+                    };
+                    self.start(id, &spawn, streams);
+                }
+                Err(errno) => notify(channel, &FromInit::Failed { id, errno }),
+            },
+            ToInit::Signal { id, signal } => send(w, Frame::json(Kind::Signal, id, &signal)),
+            ToInit::TermAll => send(w, Frame::new(Kind::TermAll, 0, Vec::new())),
+            ToInit::Shutdown => return Some(Ended2::Exit(Ended::Exited(0))),
+            // No terminal opened ahead of its process (see `Spawn`).
+            ToInit::OpenTerminal { id, .. } => notify(
+                channel,
+                &FromInit::FileDone {
+                    id,
+                    errno: nix::errno::Errno::ENOTTY as i32,
+                },
+            ),
+            // A connection to a service on the guest's loopback,
+            // relayed through the channel (see `inside`).
+            ToInit::Connect { id, to } => {
+                if let Err(errno) = self.connections.ask(id, &to, w) {
+                    notify(channel, &FromInit::FileDone { id, errno });
+                }
+            }
+            // The guest's files are not reached from the host yet.
+            ToInit::File { id, .. } => notify(
+                channel,
+                &FromInit::FileDone {
+                    id,
+                    errno: nix::errno::Errno::EOPNOTSUPP as i32,
+                },
+            ),
+        }
+        None
+    }
+
+    /// Ask the guest's init to start `spawn` as exec `id`, its input
+    /// pumped from the caller's stdin and its output written to the
+    /// caller's descriptors.
+    fn start(&mut self, id: u64, spawn: &Spawn, streams: Streams) {
+        let (stdin, stdout, stderr, master) = streams;
+        send(self.w, Frame::json(Kind::Spawn, id, spawn));
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let (w, stop) = (self.w.clone(), stop.clone());
+            std::thread::spawn(move || pump_stdin(stdin, id, w, stop));
+        }
+        self.execs.insert(
+            id,
+            Exec {
+                stdout: File::from(stdout),
+                stderr: File::from(stderr),
+                stop,
+                master,
+            },
+        );
+    }
+
+    /// A frame of the guest's init about one of its processes, told to
+    /// the caller (its output written to the caller's descriptors).
+    fn guest_frame(&mut self, f: Frame) {
+        let channel = self.channel;
+        match f.kind {
+            Kind::Spawned => {
+                let master = self.execs.get_mut(&f.id).and_then(|e| e.master.take());
+                notify_with(
+                    channel,
+                    &FromInit::Spawned {
+                        id: f.id,
+                        pid: f.parse::<i32>().unwrap_or(0),
+                    },
+                    master.as_ref(),
+                )
+            }
+            Kind::Failed => {
+                if let Some(e) = self.execs.remove(&f.id) {
+                    e.stop.store(true, Ordering::SeqCst);
+                }
+                notify(
+                    channel,
+                    &FromInit::Failed {
+                        id: f.id,
+                        errno: f.parse::<i32>().unwrap_or(0),
+                    },
+                )
+            }
+            Kind::Stdout | Kind::Stderr => {
+                if let Some(e) = self.execs.get_mut(&f.id) {
+                    let out = if f.kind == Kind::Stdout {
+                        &mut e.stdout
+                    } else {
+                        &mut e.stderr
+                    };
+                    let _ = out.write_all(&f.payload);
+                }
+            }
+            Kind::Ended => {
+                if let Some(e) = self.execs.remove(&f.id) {
+                    e.stop.store(true, Ordering::SeqCst);
+                }
+                let notice = match f.parse::<Ended>() {
+                    Ok(Ended::Exited(code)) => FromInit::Exited { id: f.id, code },
+                    Ok(Ended::Signaled(signal)) => FromInit::Signaled { id: f.id, signal },
+                    Err(_) => return,
+                };
+                notify(channel, &notice);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A spawned process's streams: the caller's three descriptors, or a
+/// terminal opened here on the host; an errno for the caller otherwise.
+fn streams(
+    tty: bool,
+    terminal: Option<u64>,
+    winsize: Option<(u16, u16)>,
+    fds: Vec<OwnedFd>,
+) -> Result<Streams, i32> {
+    match (tty, terminal) {
+        (false, _) => {
+            let mut fds = fds.into_iter();
+            match (fds.next(), fds.next(), fds.next()) {
+                (Some(i), Some(o), Some(e)) => Ok((i, o, e, None)),
+                _ => Err(nix::errno::Errno::EBADF as i32),
+            }
+        }
+        (true, None) => host_terminal(winsize),
+        // No terminal is opened ahead in a VM sandbox.
+        (true, Some(_)) => Err(nix::errno::Errno::ENOTTY as i32),
+    }
+}
+
+/// The sandbox's environment with a request's variables added (or
+/// replacing those of the same name).
+fn with_env(base: &[(String, String)], env: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut full = base.to_vec();
+    for (k, v) in env {
+        match full.iter_mut().find(|(n, _)| *n == k) {
+            Some(slot) => slot.1 = v,
+            None => full.push((k, v)),
+        }
+    }
+    full
 }
 
 /// Where the VM's files live (for `warden vm kernel` and `doctor`).

@@ -207,6 +207,55 @@ struct Handed {
     virtiofs: Option<i32>,
 }
 
+impl Handed {
+    /// Let `command` inherit the VMM's descriptors: the guest's channel
+    /// (`theirs`), the opened `files`, the config's TAP and virtiofsd's
+    /// socket (`served`).
+    fn inherit(
+        command: &mut Command,
+        cfg: &Config,
+        theirs: &std::os::fd::OwnedFd,
+        files: &HandedFiles,
+        served: Option<&crate::fsd::Served>,
+    ) -> Handed {
+        let fd = |c: &mut Command, f: &std::os::fd::OwnedFd| {
+            format!("/proc/self/fd/{}", warden_jail::vmnet::inherit(c, f))
+        };
+        Handed {
+            channel: warden_jail::vmnet::inherit(command, theirs),
+            console: fd(command, &files.console),
+            kernel: fd(command, &files.kernel),
+            initramfs: fd(command, &files.initramfs),
+            tap: cfg
+                .net
+                .as_deref()
+                .map(|fd| warden_jail::vmnet::inherit(command, fd)),
+            trust: files.trust.as_ref().map(|t| fd(command, t)),
+            workspace: files.workspace.as_ref().map(|w| fd(command, w)),
+            shares: cfg
+                .shares
+                .iter()
+                .zip(&files.shares)
+                .map(|(s, f)| {
+                    let path = match f {
+                        Some(f) => fd(command, f),
+                        // A single file: the directory of the VMM's own
+                        // root that holds it alone.
+                        None => file_share_dir(&cfg.run_dir, s)
+                            .display()
+                            .to_string()
+                            .replace(',', ",,"),
+                    };
+                    (s.tag.clone(), s.writable, path)
+                })
+                .collect(),
+            rootfs: files.rootfs.as_ref().map(|r| fd(command, r)),
+            root_image: files.root_image.as_ref().map(|r| fd(command, r)),
+            virtiofs: served.map(|s| warden_jail::vmnet::inherit(command, &s.vmm_end)),
+        }
+    }
+}
+
 impl Config {
     fn argv(&self, h: &Handed) -> Vec<String> {
         let tap = h.tap;
@@ -373,24 +422,7 @@ impl Machine {
     /// Start the VM and wait (at most `timeout`) until its init serves.
     pub fn boot(cfg: &Config, timeout: Duration) -> Result<Machine, MachineError> {
         let start = Instant::now();
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&cfg.run_dir)
-            .map_err(|source| MachineError::RunDir {
-                path: cfg.run_dir.clone(),
-                source,
-            })?;
-        let console = cfg.run_dir.join("console.log");
-        let vmm_log = cfg.run_dir.join("vmm.log");
-        let log = std::fs::File::create(&vmm_log).map_err(|source| MachineError::RunDir {
-            path: vmm_log.clone(),
-            source,
-        })?;
-        let log2 = log.try_clone().map_err(|source| MachineError::RunDir {
-            path: vmm_log.clone(),
-            source,
-        })?;
+        let logs = Logs::create(&cfg.run_dir)?;
         let (ours, theirs) = nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
             nix::sys::socket::SockType::Stream,
@@ -407,48 +439,12 @@ impl Machine {
             }
             _ => (None, None),
         };
-        let files = HandedFiles::open(cfg, &console, ids, served.is_some())?;
+        let files = HandedFiles::open(cfg, &logs.console, ids, served.is_some())?;
         let mut command = Command::new(&cfg.vmm);
         // Nothing of warden's environment (which may hold a secret's
         // source variable or the caller's tokens) reaches the VMM.
         command.env_clear();
-        let fd = |c: &mut Command, f: &std::os::fd::OwnedFd| {
-            format!("/proc/self/fd/{}", warden_jail::vmnet::inherit(c, f))
-        };
-        let handed = Handed {
-            channel: warden_jail::vmnet::inherit(&mut command, &theirs),
-            console: fd(&mut command, &files.console),
-            kernel: fd(&mut command, &files.kernel),
-            initramfs: fd(&mut command, &files.initramfs),
-            tap: cfg
-                .net
-                .as_deref()
-                .map(|fd| warden_jail::vmnet::inherit(&mut command, fd)),
-            trust: files.trust.as_ref().map(|t| fd(&mut command, t)),
-            workspace: files.workspace.as_ref().map(|w| fd(&mut command, w)),
-            shares: cfg
-                .shares
-                .iter()
-                .zip(&files.shares)
-                .map(|(s, f)| {
-                    let path = match f {
-                        Some(f) => fd(&mut command, f),
-                        // A single file: the directory of the VMM's own
-                        // root that holds it alone.
-                        None => file_share_dir(&cfg.run_dir, s)
-                            .display()
-                            .to_string()
-                            .replace(',', ",,"),
-                    };
-                    (s.tag.clone(), s.writable, path)
-                })
-                .collect(),
-            rootfs: files.rootfs.as_ref().map(|r| fd(&mut command, r)),
-            root_image: files.root_image.as_ref().map(|r| fd(&mut command, r)),
-            virtiofs: served
-                .as_ref()
-                .map(|s| warden_jail::vmnet::inherit(&mut command, &s.vmm_end)),
-        };
+        let handed = Handed::inherit(&mut command, cfg, &theirs, &files, served.as_ref());
         let root = cfg.run_dir.join("root");
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -465,17 +461,18 @@ impl Machine {
         // Joined before the VMM runs: a VMM that cannot be confined is not
         // started.
         let jail = warden_jail::vmm::VmmJail::prepare(
-            &vmm_access(cfg, &console, &root, fsd.0.is_some()),
+            &vmm_access(cfg, &logs.console, &root, fsd.0.is_some()),
             cfg.netns.as_deref(),
             Some(ids),
             cfg.cgroup.as_deref(),
         )?;
         jail.apply(&mut command);
+        let (out, err) = (logs.out, logs.err);
         let child = command
             .args(cfg.argv(&handed))
             .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
+            .stdout(out)
+            .stderr(err)
             .spawn()
             .map_err(|source| MachineError::Spawn {
                 path: cfg.vmm.clone(),
@@ -489,50 +486,14 @@ impl Machine {
             fsd: fsd.0.take(),
             run_dir: cfg.run_dir.clone(),
         };
-        let accept_err = |source| MachineError::Accept {
-            path: cfg.run_dir.clone(),
-            source,
+        let booting = Booting {
+            cfg,
+            console: &logs.console,
+            vmm_log: &logs.vmm,
+            start,
+            timeout,
         };
-        let mut reader = stream.try_clone().map_err(accept_err)?;
-        let ready = loop {
-            let left = timeout.saturating_sub(start.elapsed());
-            if left.is_zero() {
-                return Err(MachineError::BootTimeout {
-                    secs: timeout.as_secs(),
-                    accel: cfg.accel.as_str(),
-                    console: tail(&console),
-                });
-            }
-            reader
-                .set_read_timeout(Some(left.min(Duration::from_millis(200))))
-                .map_err(accept_err)?;
-            match Frame::read_from(&mut reader) {
-                Ok(Some(f)) if f.kind == Kind::Ready => break f.parse::<Ready>()?,
-                Ok(Some(f)) if f.kind == Kind::Fatal => {
-                    return Err(MachineError::GuestFailed(
-                        f.parse::<String>().unwrap_or_default(),
-                    ))
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    // The channel closed: the VMM ended, or the guest did.
-                    // Its keeper ends right after the VMM: give it a moment
-                    // to say which.
-                    m.wait_exit(&vmm_log, Duration::from_secs(1))?;
-                    return Err(MachineError::GuestFailed(tail(&console)));
-                }
-                Err(WireError::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    m.check_alive(&vmm_log)?;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        reader.set_read_timeout(None).map_err(accept_err)?;
+        let ready = m.wait_ready(&booting, &stream)?;
         let child = m.child.take().ok_or(MachineError::NoVmm)?;
         Ok(Machine {
             child,
@@ -799,6 +760,54 @@ impl HandedFiles {
     }
 }
 
+/// The VM's run directory with its logs: the guest's console (written by
+/// the VMM) and the VMM's own output (`out` and `err`, one file).
+struct Logs {
+    console: PathBuf,
+    vmm: PathBuf,
+    out: std::fs::File,
+    err: std::fs::File,
+}
+
+impl Logs {
+    fn create(run_dir: &Path) -> Result<Logs, MachineError> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(run_dir)
+            .map_err(|source| MachineError::RunDir {
+                path: run_dir.to_path_buf(),
+                source,
+            })?;
+        let console = run_dir.join("console.log");
+        let vmm = run_dir.join("vmm.log");
+        let out = std::fs::File::create(&vmm).map_err(|source| MachineError::RunDir {
+            path: vmm.clone(),
+            source,
+        })?;
+        let err = out.try_clone().map_err(|source| MachineError::RunDir {
+            path: vmm.clone(),
+            source,
+        })?;
+        Ok(Logs {
+            console,
+            vmm,
+            out,
+            err,
+        })
+    }
+}
+
+/// What waiting for a booting VM looks at: its logs, for the error, and
+/// its time, counted from `start`.
+struct Booting<'a> {
+    cfg: &'a Config,
+    console: &'a Path,
+    vmm_log: &'a Path,
+    start: Instant,
+    timeout: Duration,
+}
+
 /// A VMM not yet ready: killed, and its directory removed, if booting
 /// fails.
 struct Pending {
@@ -818,6 +827,56 @@ impl Pending {
             }
         }
         Ok(())
+    }
+
+    /// Wait on `stream` until the guest's init says it serves (its
+    /// `ready`), the guest or the VMM fails, or the boot's time is up.
+    fn wait_ready(&mut self, b: &Booting, stream: &UnixStream) -> Result<Ready, MachineError> {
+        let accept_err = |source| MachineError::Accept {
+            path: b.cfg.run_dir.clone(),
+            source,
+        };
+        let mut reader = stream.try_clone().map_err(accept_err)?;
+        let ready = loop {
+            let left = b.timeout.saturating_sub(b.start.elapsed());
+            if left.is_zero() {
+                return Err(MachineError::BootTimeout {
+                    secs: b.timeout.as_secs(),
+                    accel: b.cfg.accel.as_str(),
+                    console: tail(b.console),
+                });
+            }
+            reader
+                .set_read_timeout(Some(left.min(Duration::from_millis(200))))
+                .map_err(accept_err)?;
+            match Frame::read_from(&mut reader) {
+                Ok(Some(f)) if f.kind == Kind::Ready => break f.parse::<Ready>()?,
+                Ok(Some(f)) if f.kind == Kind::Fatal => {
+                    return Err(MachineError::GuestFailed(
+                        f.parse::<String>().unwrap_or_default(),
+                    ))
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    // The channel closed: the VMM ended, or the guest did.
+                    // Its keeper ends right after the VMM: give it a moment
+                    // to say which.
+                    self.wait_exit(b.vmm_log, Duration::from_secs(1))?;
+                    return Err(MachineError::GuestFailed(tail(b.console)));
+                }
+                Err(WireError::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    self.check_alive(b.vmm_log)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        reader.set_read_timeout(None).map_err(accept_err)?;
+        Ok(ready)
     }
 
     /// [`Pending::check_alive`], for up to `within` while the VMM runs.

@@ -48,117 +48,35 @@ pub(super) fn host_plan(
     root_mode: bool,
 ) -> Result<HostPlan, JailError> {
     let fs = &spec.filesystem;
-    // A namespace to join is opened now (and checked to be another
-    // network namespace than the supervisor's own, never the host's).
-    let join_network = match &spec.join_network {
-        Some(p) => {
-            if matches!(spec.network, NetworkSpec::Egress(_)) || !spec.publish.is_empty() {
-                return Err(JailError::JoinNetwork {
-                    path: p.clone(),
-                    why: "a sandbox that joins another's network namespace goes out through that one's proxy: it cannot have an egress policy or published ports of its own".into(),
-                    source: Errno::EINVAL,
-                });
-            }
-            Some(open_network_namespace(p, degraded_mode, root_mode)?)
-        }
-        None => None,
-    };
-
+    let join_network = join_network(spec, degraded_mode, root_mode)?;
     // Host-side paths are resolved here, on the host, without following
     // symbolic links; what gets mounted is the descriptor resolved now.
     let rootfs = match &fs.rootfs {
-        Some(r) => {
-            let (r, fd) = resolve_host_path("`filesystem.rootfs`", r)?;
-            if !r.join("usr").is_dir() && !r.join("bin").exists() {
-                return Err(JailError::BadRootfs(r));
-            }
-            let tree = if root_mode {
-                Some(
-                    sys::open_tree_clone_fd(fd.as_fd()).map_err(|source| JailError::Idmap {
-                        path: r.clone(),
-                        source,
-                    })?,
-                )
-            } else {
-                None
-            };
-            Some(RootfsPlan { path: r, tree })
-        }
+        Some(r) => Some(rootfs_plan(r, root_mode)?),
         None => None,
     };
     let (workspace, workspace_fd) = match fs.workspace.as_deref() {
         Some(w) => {
-            let (path, fd) = resolve_host_path("`filesystem.workspace`", w)?;
-            let st = nix::sys::stat::fstat(&fd).map_err(|e| JailError::MissingPath {
-                what: "`filesystem.workspace`",
-                path: path.clone(),
-                source: e.into(),
-            })?;
-            if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-                return Err(JailError::NotADirectory {
-                    what: "`filesystem.workspace`",
-                    path,
-                });
-            }
-            (Some(path), Some((fd, st.st_uid, st.st_gid)))
+            let (path, fd, owner) = open_workspace(w)?;
+            (Some(path), Some((fd, owner)))
         }
         None => (None, None),
     };
 
-    let owner = workspace_fd.as_ref().map(|(_, u, g)| (*u, *g));
+    let owner = workspace_fd.as_ref().map(|(_, o)| *o);
     let (uid, gid, host_uid, host_gid) =
         sandbox_ids(root_mode, degraded_mode, workspace.as_deref(), owner)?;
 
-    let mut binds = Vec::new();
-    let mut writable = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
-    let make_bind = |src: PathBuf,
-                     source: OwnedFd,
-                     dst: PathBuf,
-                     writable_bind: bool|
-     -> Result<BindPlan, JailError> {
-        // As root, binds are cloned here, where the host's permissions
-        // allow the lookup (the sandbox's ID is nobody on the host), and
-        // writable ones are then idmapped so that the sandbox can write them
-        // while files keep their owners on disk.
-        let tree = if root_mode && !degraded_mode {
-            Some(
-                sys::open_tree_clone_fd(source.as_fd()).map_err(|source| JailError::Idmap {
-                    path: src.clone(),
-                    source,
-                })?,
-            )
-        } else {
-            None
-        };
-        Ok(BindPlan {
-            src,
-            source,
-            dst,
-            writable: writable_bind,
-            tree,
-            // Read-only binds too, so that a bound repository is owned
-            // inside by the user who owns it (git refuses a repository of
-            // another owner), but only for an ordinary user inside: mapped
-            // to the sandbox's root, every root-only file of the bind
-            // would become its own to read.
-            idmap: root_mode && !degraded_mode && (writable_bind || uid != 0),
-            overlay: None,
-            kept: None,
-        })
+    let mut binds = Binds {
+        binds: Vec::new(),
+        writable: vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")],
+        root_mode,
+        degraded_mode,
+        uid,
     };
-    let mut add_bind = |b: BindPlan| {
-        if b.writable {
-            writable.push(b.dst.clone());
-        }
-        binds.push(b);
-    };
-    if let (Some(w), Some((fd, _, _))) = (&workspace, workspace_fd) {
-        add_bind(make_bind(
-            w.clone(),
-            fd,
-            PathBuf::from(WORKSPACE_MOUNT),
-            true,
-        )?);
+    if let (Some(w), Some((fd, _))) = (&workspace, workspace_fd) {
+        let b = binds.make(w.clone(), fd, PathBuf::from(WORKSPACE_MOUNT), true)?;
+        binds.add(b);
     }
     for b in &fs.binds {
         let what = if b.writable {
@@ -167,19 +85,9 @@ pub(super) fn host_plan(
             "`filesystem.read_only`"
         };
         let (src, fd) = resolve_host_path(what, &b.path)?;
-        add_bind(make_bind(
-            src,
-            fd,
-            b.path.components().collect(),
-            b.writable,
-        )?);
+        let b = binds.make(src, fd, b.path.components().collect(), b.writable)?;
+        binds.add(b);
     }
-    // The sandbox's own home and the profile's caches: directories of
-    // warden's state, bound writable after every other bind (the caches
-    // below the home). As root they are idmapped like the workspace, so
-    // they are given to the IDs the sandbox has inside. With `--disk` the
-    // home is restored into the sandbox's tmpfs instead, and the caches
-    // are overlays whose writes land there (see `crate::kept`).
     let home_tmpfs = fs.home == Home::Tmpfs && !degraded_mode;
     let mut save = KeptSave {
         upper: None,
@@ -189,44 +97,13 @@ pub(super) fn host_plan(
         limit: disk.size.unwrap_or(0),
     };
     if !degraded_mode {
-        if let (Home::Dir(d), Some(_)) = (&fs.home, disk.size) {
-            add_bind(kept_home(d, root_mode, host_uid, host_gid)?);
-            save.home = Some(d.clone());
-        }
-        let kept_home = match (&fs.home, disk.size) {
-            (Home::Dir(d), None) => Some((d.as_path(), Path::new(HOME_MOUNT))),
-            _ => None,
-        };
-        let caches = fs
-            .caches
-            .iter()
-            .map(|c| (c.host.as_path(), c.inside.as_path()));
-        let kept_caches = disk.size.is_some() && disk.overlays;
-        for (dir, inside) in kept_home.into_iter().chain(caches) {
-            let (src, fd) = resolve_host_path("the sandbox's home or cache", dir)?;
-            if root_mode {
-                nix::unistd::fchownat(
-                    &fd,
-                    "",
-                    Some(nix::unistd::Uid::from_raw(uid)),
-                    Some(nix::unistd::Gid::from_raw(gid)),
-                    nix::fcntl::AtFlags::AT_EMPTY_PATH,
-                )
-                .map_err(|source| JailError::Sys {
-                    what: "give the sandbox's home or cache to its user",
-                    source,
-                })?;
-            }
-            let mut b = make_bind(src, fd, inside.to_path_buf(), true)?;
-            if kept_caches && inside != Path::new(HOME_MOUNT) {
-                b.kept = Some(KeptBind::Cache(save.caches.len()));
-                save.caches.push(dir.to_path_buf());
-                // The profile's directory: `PROFILE/NAME/LEAF`.
-                save.profile = dir.parent().and_then(Path::parent).map(Path::to_path_buf);
-            }
-            add_bind(b);
-        }
+        binds.add_state_dirs(fs, disk, (gid, host_uid, host_gid), &mut save)?;
     }
+    let Binds {
+        mut binds,
+        mut writable,
+        ..
+    } = binds;
     if home_tmpfs {
         writable.push(PathBuf::from(HOME_MOUNT));
     }
@@ -275,6 +152,180 @@ pub(super) fn host_plan(
             _ => None,
         },
     })
+}
+
+/// A namespace to join is opened now (and checked to be another network
+/// namespace than the supervisor's own, never the host's).
+fn join_network(
+    spec: &SandboxSpec,
+    degraded_mode: bool,
+    root_mode: bool,
+) -> Result<Option<(OwnedFd, OwnedFd, PathBuf)>, JailError> {
+    Ok(match &spec.join_network {
+        Some(p) => {
+            if matches!(spec.network, NetworkSpec::Egress(_)) || !spec.publish.is_empty() {
+                return Err(JailError::JoinNetwork {
+                    path: p.clone(),
+                    why: "a sandbox that joins another's network namespace goes out through that one's proxy: it cannot have an egress policy or published ports of its own".into(),
+                    source: Errno::EINVAL,
+                });
+            }
+            Some(open_network_namespace(p, degraded_mode, root_mode)?)
+        }
+        None => None,
+    })
+}
+
+/// The prepared root tree `r`, resolved through no link; as root, a clone
+/// of it made here.
+fn rootfs_plan(r: &Path, root_mode: bool) -> Result<RootfsPlan, JailError> {
+    let (r, fd) = resolve_host_path("`filesystem.rootfs`", r)?;
+    if !r.join("usr").is_dir() && !r.join("bin").exists() {
+        return Err(JailError::BadRootfs(r));
+    }
+    let tree = if root_mode {
+        Some(
+            sys::open_tree_clone_fd(fd.as_fd()).map_err(|source| JailError::Idmap {
+                path: r.clone(),
+                source,
+            })?,
+        )
+    } else {
+        None
+    };
+    Ok(RootfsPlan { path: r, tree })
+}
+
+/// The workspace `w`, resolved through no link and checked to be a
+/// directory: its path, its descriptor and its owner.
+fn open_workspace(w: &Path) -> Result<(PathBuf, OwnedFd, (u32, u32)), JailError> {
+    let (path, fd) = resolve_host_path("`filesystem.workspace`", w)?;
+    let st = nix::sys::stat::fstat(&fd).map_err(|e| JailError::MissingPath {
+        what: "`filesystem.workspace`",
+        path: path.clone(),
+        source: e.into(),
+    })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(JailError::NotADirectory {
+            what: "`filesystem.workspace`",
+            path,
+        });
+    }
+    Ok((path, fd, (st.st_uid, st.st_gid)))
+}
+
+/// The binds being planned, and the inside paths the sandbox may write.
+struct Binds {
+    binds: Vec<BindPlan>,
+    writable: Vec<PathBuf>,
+    root_mode: bool,
+    degraded_mode: bool,
+    /// The sandbox's user ID inside.
+    uid: u32,
+}
+
+impl Binds {
+    fn make(
+        &self,
+        src: PathBuf,
+        source: OwnedFd,
+        dst: PathBuf,
+        writable_bind: bool,
+    ) -> Result<BindPlan, JailError> {
+        let (root_mode, degraded_mode, uid) = (self.root_mode, self.degraded_mode, self.uid);
+        // As root, binds are cloned here, where the host's permissions
+        // allow the lookup (the sandbox's ID is nobody on the host), and
+        // writable ones are then idmapped so that the sandbox can write them
+        // while files keep their owners on disk.
+        let tree = if root_mode && !degraded_mode {
+            Some(
+                sys::open_tree_clone_fd(source.as_fd()).map_err(|source| JailError::Idmap {
+                    path: src.clone(),
+                    source,
+                })?,
+            )
+        } else {
+            None
+        };
+        Ok(BindPlan {
+            src,
+            source,
+            dst,
+            writable: writable_bind,
+            tree,
+            // Read-only binds too, so that a bound repository is owned
+            // inside by the user who owns it (git refuses a repository of
+            // another owner), but only for an ordinary user inside: mapped
+            // to the sandbox's root, every root-only file of the bind
+            // would become its own to read.
+            idmap: root_mode && !degraded_mode && (writable_bind || uid != 0),
+            overlay: None,
+            kept: None,
+        })
+    }
+
+    fn add(&mut self, b: BindPlan) {
+        if b.writable {
+            self.writable.push(b.dst.clone());
+        }
+        self.binds.push(b);
+    }
+
+    /// The sandbox's own home and the profile's caches: directories of
+    /// warden's state, bound writable after every other bind (the caches
+    /// below the home). As root they are idmapped like the workspace, so
+    /// they are given to the IDs the sandbox has inside. With `--disk` the
+    /// home is restored into the sandbox's tmpfs instead, and the caches
+    /// are overlays whose writes land there (see `crate::kept`); what is
+    /// to be saved from there goes in `save`. `ids`: the sandbox's group
+    /// inside, and its user and group on the host.
+    fn add_state_dirs(
+        &mut self,
+        fs: &warden_policy::FilesystemSpec,
+        disk: Disk,
+        (gid, host_uid, host_gid): (u32, u32, u32),
+        save: &mut KeptSave,
+    ) -> Result<(), JailError> {
+        let (root_mode, uid) = (self.root_mode, self.uid);
+        if let (Home::Dir(d), Some(_)) = (&fs.home, disk.size) {
+            self.add(kept_home(d, root_mode, host_uid, host_gid)?);
+            save.home = Some(d.clone());
+        }
+        let kept_home = match (&fs.home, disk.size) {
+            (Home::Dir(d), None) => Some((d.as_path(), Path::new(HOME_MOUNT))),
+            _ => None,
+        };
+        let caches = fs
+            .caches
+            .iter()
+            .map(|c| (c.host.as_path(), c.inside.as_path()));
+        let kept_caches = disk.size.is_some() && disk.overlays;
+        for (dir, inside) in kept_home.into_iter().chain(caches) {
+            let (src, fd) = resolve_host_path("the sandbox's home or cache", dir)?;
+            if root_mode {
+                nix::unistd::fchownat(
+                    &fd,
+                    "",
+                    Some(nix::unistd::Uid::from_raw(uid)),
+                    Some(nix::unistd::Gid::from_raw(gid)),
+                    nix::fcntl::AtFlags::AT_EMPTY_PATH,
+                )
+                .map_err(|source| JailError::Sys {
+                    what: "give the sandbox's home or cache to its user",
+                    source,
+                })?;
+            }
+            let mut b = self.make(src, fd, inside.to_path_buf(), true)?;
+            if kept_caches && inside != Path::new(HOME_MOUNT) {
+                b.kept = Some(KeptBind::Cache(save.caches.len()));
+                save.caches.push(dir.to_path_buf());
+                // The profile's directory: `PROFILE/NAME/LEAF`.
+                save.profile = dir.parent().and_then(Path::parent).map(Path::to_path_buf);
+            }
+            self.add(b);
+        }
+        Ok(())
+    }
 }
 
 /// A named sandbox's saved home, restored into its tmpfs by the init. As
