@@ -77,6 +77,12 @@ pub enum MountError {
         #[source]
         source: crate::layer::LayerError,
     },
+    #[error("cannot mount {what}")]
+    OverlayData {
+        what: String,
+        #[source]
+        source: warden_workspace::OverlayError,
+    },
     #[error("cannot create mount point {path}")]
     MountPoint {
         path: PathBuf,
@@ -615,9 +621,11 @@ fn detach_lower(lower: &Path) {
     }
 }
 
-/// Mount an overlay of `lower`, `upper` and `work` at `dst`. `userxattr`:
-/// the mount is made inside a user namespace, where the kernel keeps the
-/// overlay's marks in `user.overlay.*`.
+/// Mount an overlay of `lower`, `upper` and `work` at `dst`, always inside
+/// the sandbox's user namespace, where the kernel keeps the overlay's marks
+/// in `user.overlay.*`. The mount data is the workspace crate's
+/// ([`warden_workspace::MountOptions`]), which owns the layer's format: the
+/// marks this mount leaves are the ones its diff and commit read.
 fn overlay_at(
     lower: &Path,
     upper: &Path,
@@ -625,32 +633,29 @@ fn overlay_at(
     dst: &Path,
     what: &str,
 ) -> Result<(), MountError> {
-    for p in [lower, upper, work] {
-        let text = p.to_string_lossy();
-        if text.contains([',', ':', '\\']) {
-            return Err(MountError::MountPoint {
-                path: p.to_path_buf(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "an overlay layer's path may not contain ',', ':' or '\\'",
-                ),
-            });
-        }
+    let data = warden_workspace::MountOptions {
+        lowerdir: lower.to_path_buf(),
+        upperdir: upper.to_path_buf(),
+        workdir: work.to_path_buf(),
+        userxattr: true,
     }
-    let data = format!(
-        "lowerdir={},upperdir={},workdir={},userxattr",
-        lower.display(),
-        upper.display(),
-        work.display()
-    );
-    do_mount(
+    .data()
+    .map_err(|source| MountError::OverlayData {
+        what: what.to_string(),
+        source,
+    })?;
+    mount(
         Some("overlay"),
         dst,
         Some("overlay"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some(&data),
-        what,
+        Some(data.as_os_str()),
     )
+    .map_err(|source| MountError::Mount {
+        what: what.to_string(),
+        target: dst.to_path_buf(),
+        source,
+    })
 }
 
 /// A named sandbox's kept home, with `--disk`: its saved copy (bind `b`'s
