@@ -73,59 +73,7 @@ fn a_sandbox_is_made_used_and_removed_through_the_api() {
         None,
     );
     assert_eq!(json(&b)["stdout"], "fed in");
-    // In the background, with stdin kept open, then signalled.
-    let (s, b) = call(
-        &d,
-        "POST",
-        "/v1/sandboxes/life/exec",
-        Some(r#"{"shell":"read x; echo got $x; sleep 60","background":true,"stdin_open":true}"#),
-        None,
-    );
-    assert_eq!(s, 202, "{b}");
-    let ex = json(&b)["id"].as_str().unwrap().to_string();
-    let (s, b) = call(
-        &d,
-        "POST",
-        &format!("/v1/sandboxes/life/execs/{ex}/stdin"),
-        Some(r#"{"data":"hello\n"}"#),
-        None,
-    );
-    assert_eq!(s, 204, "{b}");
-    wait_until("the command to answer", Duration::from_secs(10), || {
-        std::fs::read_to_string(
-            sandbox_dir(state.path(), "life")
-                .join("execs")
-                .join(format!("{ex}.stdout")),
-        )
-        .unwrap_or_default()
-        .contains("got hello")
-    });
-    let (s, b) = call(
-        &d,
-        "POST",
-        &format!("/v1/sandboxes/life/execs/{ex}/signal"),
-        Some(r#"{"signal":"TERM"}"#),
-        None,
-    );
-    assert_eq!(s, 204, "{b}");
-    // Its output read again from an offset, to its end.
-    let (s, b) = call(
-        &d,
-        "GET",
-        &format!("/v1/sandboxes/life/execs/{ex}/output?stdout_offset=4"),
-        None,
-        None,
-    );
-    assert_eq!(s, 200, "{b}");
-    let lines: Vec<serde_json::Value> = b.lines().map(json).collect();
-    assert_eq!(lines[0]["data"], "hello\n", "{b}");
-    assert_eq!(lines[0]["offset"], 4);
-    let end = lines.last().unwrap();
-    assert_eq!(
-        (end["type"].as_str(), end["exit_status"].as_i64()),
-        (Some("exited"), Some(143)),
-        "{b}"
-    );
+    a_background_command_is_fed_signalled_and_read_again(&d, state.path());
     // Listed with its label; the events replay from an offset.
     let (_, b) = call(&d, "GET", "/v1/sandboxes?label=team=a", None, None);
     assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 1);
@@ -172,6 +120,63 @@ fn a_sandbox_is_made_used_and_removed_through_the_api() {
     }
     let (s, _) = call(&d, "GET", "/v1/sandboxes/life", None, None);
     assert_eq!(s, 404);
+}
+
+/// In the background, with stdin kept open, then signalled: the command
+/// is fed, and its output read again from an offset, to its end.
+fn a_background_command_is_fed_signalled_and_read_again(d: &Daemon, state: &std::path::Path) {
+    let (s, b) = call(
+        d,
+        "POST",
+        "/v1/sandboxes/life/exec",
+        Some(r#"{"shell":"read x; echo got $x; sleep 60","background":true,"stdin_open":true}"#),
+        None,
+    );
+    assert_eq!(s, 202, "{b}");
+    let ex = json(&b)["id"].as_str().unwrap().to_string();
+    let (s, b) = call(
+        d,
+        "POST",
+        &format!("/v1/sandboxes/life/execs/{ex}/stdin"),
+        Some(r#"{"data":"hello\n"}"#),
+        None,
+    );
+    assert_eq!(s, 204, "{b}");
+    wait_until("the command to answer", Duration::from_secs(10), || {
+        std::fs::read_to_string(
+            sandbox_dir(state, "life")
+                .join("execs")
+                .join(format!("{ex}.stdout")),
+        )
+        .unwrap_or_default()
+        .contains("got hello")
+    });
+    let (s, b) = call(
+        d,
+        "POST",
+        &format!("/v1/sandboxes/life/execs/{ex}/signal"),
+        Some(r#"{"signal":"TERM"}"#),
+        None,
+    );
+    assert_eq!(s, 204, "{b}");
+    // Its output read again from an offset, to its end.
+    let (s, b) = call(
+        d,
+        "GET",
+        &format!("/v1/sandboxes/life/execs/{ex}/output?stdout_offset=4"),
+        None,
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    let lines: Vec<serde_json::Value> = b.lines().map(json).collect();
+    assert_eq!(lines[0]["data"], "hello\n", "{b}");
+    assert_eq!(lines[0]["offset"], 4);
+    let end = lines.last().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["exit_status"].as_i64()),
+        (Some("exited"), Some(143)),
+        "{b}"
+    );
 }
 
 #[test]
@@ -357,6 +362,97 @@ fn every_route_refuses_a_token_that_lacks_its_scope() {
     assert_eq!(mode, 0o600);
 }
 
+/// Bad requests, each with the status and code it gets: method, path,
+/// body, status, code.
+const BAD_INPUT: &[(&str, &str, Option<&str>, u16, &str)] = &[
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some("{not json"),
+        400,
+        "bad_request",
+    ),
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"nmae":"x"}"#),
+        422,
+        "invalid_body",
+    ),
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"../x"}"#),
+        400,
+        "bad_request",
+    ),
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"workspace":"relative/dir"}"#),
+        400,
+        "bad_request",
+    ),
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"workspace":"/nonexistent/dir"}"#),
+        400,
+        "bad_request",
+    ),
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"spec":{"resources":{"memory":"lots"}}}"#),
+        422,
+        "invalid_spec",
+    ),
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"spec":{"audit_log":"/tmp/elsewhere"}}"#),
+        422,
+        "invalid_spec",
+    ),
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"spec":[1]}"#),
+        422,
+        "invalid_spec",
+    ),
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"profile":"no-such-profile"}"#),
+        422,
+        "invalid_spec",
+    ),
+    (
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"profile":"/etc/passwd"}"#),
+        422,
+        "invalid_spec",
+    ),
+    ("GET", "/v1/sandboxes/nope", None, 404, "not_found"),
+    (
+        "POST",
+        "/v1/sandboxes/nope/exec",
+        Some(r#"{"argv":["true"]}"#),
+        404,
+        "not_found",
+    ),
+    (
+        "GET",
+        "/v1/sandboxes?state=sideways",
+        None,
+        400,
+        "bad_request",
+    ),
+    ("GET", "/v1/nowhere", None, 404, "not_found"),
+];
+
 #[test]
 fn bad_input_gets_its_status_and_changes_nothing() {
     if !curl_available() {
@@ -364,95 +460,7 @@ fn bad_input_gets_its_status_and_changes_nothing() {
     }
     let state = TempDir::new("api-bad");
     let d = Daemon::start(state.path(), false);
-    let cases: &[(&str, &str, Option<&str>, u16, &str)] = &[
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some("{not json"),
-            400,
-            "bad_request",
-        ),
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some(r#"{"nmae":"x"}"#),
-            422,
-            "invalid_body",
-        ),
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some(r#"{"name":"../x"}"#),
-            400,
-            "bad_request",
-        ),
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some(r#"{"workspace":"relative/dir"}"#),
-            400,
-            "bad_request",
-        ),
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some(r#"{"workspace":"/nonexistent/dir"}"#),
-            400,
-            "bad_request",
-        ),
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some(r#"{"spec":{"resources":{"memory":"lots"}}}"#),
-            422,
-            "invalid_spec",
-        ),
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some(r#"{"spec":{"audit_log":"/tmp/elsewhere"}}"#),
-            422,
-            "invalid_spec",
-        ),
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some(r#"{"spec":[1]}"#),
-            422,
-            "invalid_spec",
-        ),
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some(r#"{"profile":"no-such-profile"}"#),
-            422,
-            "invalid_spec",
-        ),
-        (
-            "POST",
-            "/v1/sandboxes",
-            Some(r#"{"profile":"/etc/passwd"}"#),
-            422,
-            "invalid_spec",
-        ),
-        ("GET", "/v1/sandboxes/nope", None, 404, "not_found"),
-        (
-            "POST",
-            "/v1/sandboxes/nope/exec",
-            Some(r#"{"argv":["true"]}"#),
-            404,
-            "not_found",
-        ),
-        (
-            "GET",
-            "/v1/sandboxes?state=sideways",
-            None,
-            400,
-            "bad_request",
-        ),
-        ("GET", "/v1/nowhere", None, 404, "not_found"),
-    ];
-    for (method, path, body, status, code) in cases {
+    for (method, path, body, status, code) in BAD_INPUT {
         let (s, b) = call(&d, method, path, *body, None);
         assert_eq!(s, *status, "{method} {path} {body:?}: {b}");
         let p = json(&b);
@@ -486,6 +494,15 @@ fn bad_input_gets_its_status_and_changes_nothing() {
     // Nothing was made by any of it.
     let (_, b) = call(&d, "GET", "/v1/sandboxes", None, None);
     assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0, "{b}");
+}
+
+#[test]
+fn changes_a_sandbox_is_not_in_the_state_for_and_execs_that_cannot_run_are_refused() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-bad-state");
+    let d = Daemon::start(state.path(), false);
     // Illegal state changes on a stopped sandbox.
     let (s, _) = call(
         &d,
@@ -1036,6 +1053,10 @@ fn the_cli_drives_a_daemon_through_host() {
 /// edited, a create never gets the old profile's names. Judged by a real
 /// listener that records which names reached it.
 #[test]
+// One pool's life in order: each claim is judged by what the earlier claims took and
+// by the refills between them, so its steps cannot be tests of their own without
+// filling a pool (two running sandboxes) for each.
+#[allow(clippy::too_many_lines)] // one pool's claims in order, each after the last
 fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
     if !curl_available() || !egress_available() {
         return;

@@ -108,6 +108,10 @@ fn output(d: &Daemon, sandbox: &str, id: &str) -> String {
 }
 
 #[test]
+// One sandbox's allowlist changed step by step: the listener's arrival count and the
+// list each step expects follow from the steps before it (refused, allowed by a token,
+// by the owner, a held connection cut on removal, the CLI as a client).
+#[allow(clippy::too_many_lines)] // one allowlist's changes in order, each after the last
 fn the_api_allows_a_name_live_and_its_removal_cuts_the_open_connection() {
     if !curl_available() {
         return skip("curl is not installed");
@@ -295,6 +299,10 @@ fn the_api_allows_a_name_live_and_its_removal_cuts_the_open_connection() {
 }
 
 #[test]
+// One ask-mode sandbox's questions in order: each answer (a token's, the owner's
+// allow_once, deny, allow_always, none) is judged by the listener's arrival count the
+// answers before it left, and the record at the end holds them all.
+#[allow(clippy::too_many_lines)] // one sandbox's questions in order, each after the last
 fn questions_of_ask_mode_are_answered_over_the_api() {
     if !curl_available() {
         return skip("curl is not installed");

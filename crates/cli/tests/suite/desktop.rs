@@ -269,6 +269,10 @@ fn socket_inodes(pid: i32) -> HashSet<String> {
 }
 
 #[test]
+// One desktop sandbox (an X server, a window manager, a VNC server and Chromium,
+// whose start is most of the test's time) seen and driven step by step; tests of
+// their own would each start a desktop.
+#[allow(clippy::too_many_lines)] // one desktop's start, views and actions in order
 fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
     if !curl_available() {
         return skip("curl is not installed");

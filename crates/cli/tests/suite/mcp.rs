@@ -97,41 +97,53 @@ fn sandboxes_on_disk(state: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[test]
-fn an_mcp_client_uses_warden_as_its_computer_over_stdio() {
-    let state = TempDir::new("mcp-stdio");
-    let ws = TempDir::new("mcp-ws");
+/// A state directory and a workspace (with `a.txt`) for a stdio session,
+/// and a file outside the workspace with a link to it planted in the
+/// workspace: the files tools must never read it.
+fn planted(name: &str) -> (TempDir, TempDir, std::path::PathBuf) {
+    let state = TempDir::new(name);
+    let ws = TempDir::new(&format!("{name}-ws"));
     std::fs::write(ws.path().join("a.txt"), "hello from the host\n").unwrap();
-    // A file outside the workspace, and a link to it planted in the
-    // workspace: the files tools must never read it.
     let secret = state.path().join("secret.txt");
     std::fs::write(&secret, "MARKER-host-secret-7f3a\n").unwrap();
     std::os::unix::fs::symlink(&secret, ws.path().join("hostlink")).unwrap();
+    (state, ws, secret)
+}
+
+/// Every tool is listed, and `run_command`'s description says what the
+/// session's sandboxes are allowed.
+async fn lists_its_tools_and_says_what_is_allowed(c: &Client) {
+    let tools = c.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for n in [
+        "create_sandbox",
+        "run_command",
+        "start_command",
+        "poll_command",
+        "read_file",
+        "write_file",
+        "list_files",
+        "get_changes",
+        "commit_changes",
+        "destroy_sandbox",
+    ] {
+        assert!(names.contains(&n), "{n} is listed: {names:?}");
+    }
+    let run = tools.iter().find(|t| t.name == "run_command").unwrap();
+    let d = run.description.as_deref().unwrap_or("");
+    assert!(
+        d.contains("network: none"),
+        "the description says what is allowed: {d}"
+    );
+}
+
+#[test]
+fn an_mcp_client_uses_warden_as_its_computer_over_stdio() {
+    let (state, ws, _secret) = planted("mcp-stdio");
     runtime().block_on(async {
         let c = stdio_client(state.path(), &["--workspace", ws.str()], &[]).await;
 
-        let tools = c.list_all_tools().await.unwrap();
-        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        for n in [
-            "create_sandbox",
-            "run_command",
-            "start_command",
-            "poll_command",
-            "read_file",
-            "write_file",
-            "list_files",
-            "get_changes",
-            "commit_changes",
-            "destroy_sandbox",
-        ] {
-            assert!(names.contains(&n), "{n} is listed: {names:?}");
-        }
-        let run = tools.iter().find(|t| t.name == "run_command").unwrap();
-        let d = run.description.as_deref().unwrap_or("");
-        assert!(
-            d.contains("network: none"),
-            "the description says what is allowed: {d}"
-        );
+        lists_its_tools_and_says_what_is_allowed(&c).await;
 
         // A command, in a sandbox made on first use, over the workspace.
         let out = good(
@@ -273,6 +285,21 @@ fn an_mcp_client_uses_warden_as_its_computer_over_stdio() {
         let log = format!("{:?}", log.contents);
         assert!(log.contains("exec_started"), "{log}");
 
+        // The client goes: its sandbox (committed, not kept) goes too.
+        c.cancel().await.unwrap();
+        wait_until(
+            "the session's sandbox is removed",
+            Duration::from_secs(30),
+            || sandboxes_on_disk(state.path()).is_empty(),
+        );
+    });
+}
+
+#[test]
+fn bad_arguments_and_path_escapes_are_tool_errors_that_read_nothing_of_the_host() {
+    let (state, ws, secret) = planted("mcp-refused");
+    runtime().block_on(async {
+        let c = stdio_client(state.path(), &["--workspace", ws.str()], &[]).await;
         // Bad arguments are tool errors that say what is wrong.
         let e = refused(&call(&c, "run_command", serde_json::json!({"argv": "ls -l"})).await);
         assert!(e.contains("do not fit") && e.contains("argv"), "{e}");
@@ -364,7 +391,7 @@ fn an_mcp_client_uses_warden_as_its_computer_over_stdio() {
         );
         assert!(!state.path().join("escape.txt").exists());
 
-        // The client goes: its sandbox (committed, not kept) goes too.
+        // The client goes: its sandbox goes too.
         c.cancel().await.unwrap();
         wait_until(
             "the session's sandbox is removed",
