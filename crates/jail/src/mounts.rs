@@ -308,6 +308,28 @@ fn bind(src: &Path, dst: &Path, writable: bool) -> Result<(), MountError> {
 /// Assemble the sandbox's root and pivot into it. On return the process's
 /// root is the sandbox's and the host's tree is no longer reachable.
 pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
+    enter_scratch()?;
+    match &mut plan.rootfs {
+        Some(rootfs) => mount_rootfs(rootfs)?,
+        None => mount_host_system()?,
+    }
+    mount_fresh(plan)?;
+    mount_binds(plan)?;
+    cover_hidden(&plan.binds, &plan.hidden)?;
+
+    if let Some(content) = &plan.resolv_conf {
+        provide_resolv_conf(content)?;
+    }
+    if let Some(trust) = plan.trust.take() {
+        provide_trust(trust, plan.rootfs.is_some())?;
+    }
+    leave_host()
+}
+
+/// Make this mount namespace private, and pivot into a scratch tmpfs that
+/// holds the new root (at [`NEWROOT`]) being assembled and the host's root
+/// (at [`OLDROOT`]).
+fn enter_scratch() -> Result<(), MountError> {
     // Nothing done here may propagate back to the host's mount namespace.
     do_mount(
         None,
@@ -341,80 +363,89 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
     std::env::set_current_dir("/").map_err(|source| MountError::MountPoint {
         path: "/".into(),
         source,
-    })?;
+    })
+}
 
+/// A prepared root tree as the new root (in root mode the supervisor's
+/// detached clone, else the path resolved again here), with the mount
+/// points the sandbox needs.
+fn mount_rootfs(rootfs: &mut RootfsPlan) -> Result<(), MountError> {
     let newroot = Path::new(NEWROOT);
-    match &mut plan.rootfs {
-        Some(rootfs) => {
-            match rootfs.tree.take() {
-                Some(tree) => {
-                    sys::move_mount_to(tree.as_fd(), &cpath(newroot)?).map_err(|source| {
-                        MountError::AttachIdmapped {
-                            target: rootfs.path.clone(),
-                            source,
-                        }
-                    })?
-                }
-                None => {
-                    let fd = resolve_again(&rootfs.path)?;
-                    do_mount(
-                        Some(&fd_path(&fd).to_string_lossy()),
-                        newroot,
-                        None,
-                        MsFlags::MS_BIND | MsFlags::MS_REC,
-                        None,
-                        "the prepared root tree",
-                    )?;
-                }
-            }
-            for d in ["proc", "dev", "tmp"] {
-                let p = newroot.join(d);
-                if !p.is_dir() {
-                    mkdir_p(&p)?;
-                }
-            }
-        }
-        None => {
-            do_mount(
-                Some("tmpfs"),
-                newroot,
-                Some("tmpfs"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                Some("size=1m,mode=0755"),
-                "the root tmpfs",
-            )?;
-            for dir in SYSTEM_DIRS {
-                let host = under(OLDROOT, Path::new(dir));
-                let inside = under(NEWROOT, Path::new(dir));
-                match std::fs::symlink_metadata(&host) {
-                    Ok(m) if m.file_type().is_symlink() => {
-                        // Merged-/usr hosts: /bin -> usr/bin and so on.
-                        let target =
-                            std::fs::read_link(&host).map_err(|source| MountError::Create {
-                                path: host.clone(),
-                                source,
-                            })?;
-                        symlink(&target, &inside).map_err(|source| MountError::Create {
-                            path: inside.clone(),
-                            source,
-                        })?;
-                    }
-                    Ok(m) if m.is_dir() => bind(&host, &inside, false)?,
-                    _ => {}
-                }
-            }
-            hide_etc_secrets()?;
-            for d in ["proc", "dev", "tmp", "var"] {
-                mkdir_p(&newroot.join(d))?;
-            }
-            let var_tmp = newroot.join("var/tmp");
-            symlink("/tmp", &var_tmp).map_err(|source| MountError::Create {
-                path: var_tmp,
+    match rootfs.tree.take() {
+        Some(tree) => sys::move_mount_to(tree.as_fd(), &cpath(newroot)?).map_err(|source| {
+            MountError::AttachIdmapped {
+                target: rootfs.path.clone(),
                 source,
-            })?;
+            }
+        })?,
+        None => {
+            let fd = resolve_again(&rootfs.path)?;
+            do_mount(
+                Some(&fd_path(&fd).to_string_lossy()),
+                newroot,
+                None,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None,
+                "the prepared root tree",
+            )?;
         }
     }
+    for d in ["proc", "dev", "tmp"] {
+        let p = newroot.join(d);
+        if !p.is_dir() {
+            mkdir_p(&p)?;
+        }
+    }
+    Ok(())
+}
 
+/// A root built from the host: a small tmpfs with the host's
+/// [`SYSTEM_DIRS`] bound read-only (their links kept as links), its
+/// `/etc` secrets hidden.
+fn mount_host_system() -> Result<(), MountError> {
+    let newroot = Path::new(NEWROOT);
+    do_mount(
+        Some("tmpfs"),
+        newroot,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("size=1m,mode=0755"),
+        "the root tmpfs",
+    )?;
+    for dir in SYSTEM_DIRS {
+        let host = under(OLDROOT, Path::new(dir));
+        let inside = under(NEWROOT, Path::new(dir));
+        match std::fs::symlink_metadata(&host) {
+            Ok(m) if m.file_type().is_symlink() => {
+                // Merged-/usr hosts: /bin -> usr/bin and so on.
+                let target = std::fs::read_link(&host).map_err(|source| MountError::Create {
+                    path: host.clone(),
+                    source,
+                })?;
+                symlink(&target, &inside).map_err(|source| MountError::Create {
+                    path: inside.clone(),
+                    source,
+                })?;
+            }
+            Ok(m) if m.is_dir() => bind(&host, &inside, false)?,
+            _ => {}
+        }
+    }
+    hide_etc_secrets()?;
+    for d in ["proc", "dev", "tmp", "var"] {
+        mkdir_p(&newroot.join(d))?;
+    }
+    let var_tmp = newroot.join("var/tmp");
+    symlink("/tmp", &var_tmp).map_err(|source| MountError::Create {
+        path: var_tmp,
+        source,
+    })
+}
+
+/// The sandbox's own file systems: a fresh /proc, /dev, /tmp and, if
+/// asked, a tmpfs home.
+fn mount_fresh(plan: &RootPlan) -> Result<(), MountError> {
+    let newroot = Path::new(NEWROOT);
     // A fresh /proc for the sandbox's own PID namespace. It must be mounted
     // while the host's /proc is still visible (the kernel refuses a new proc
     // mount in a user namespace otherwise).
@@ -452,6 +483,13 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
             "the sandbox's home",
         )?;
     }
+    Ok(())
+}
+
+/// The plan's binds, each where it belongs: through an overlay, from the
+/// kept tmpfs of a sandbox with a disk limit (mounted first and detached
+/// once all are in place), or bound as it is.
+fn mount_binds(plan: &mut RootPlan) -> Result<(), MountError> {
     if let Some(kept) = plan.kept {
         plan.layer = Some(crate::kept::mount_tmpfs(kept)?);
     }
@@ -473,30 +511,7 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
             }
             None => {}
         }
-        match b.tree.take() {
-            Some(tree) => {
-                // A bind of a single file gets a file to be mounted on.
-                let is_dir = nix::sys::stat::fstat(&tree)
-                    .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-                    .unwrap_or(true);
-                mount_point(&dst, is_dir)?;
-                sys::move_mount_to(tree.as_fd(), &cpath(&dst)?).map_err(|source| {
-                    MountError::AttachIdmapped {
-                        target: b.dst.clone(),
-                        source,
-                    }
-                })?;
-                let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
-                if !b.writable {
-                    attrs |= sys::MOUNT_ATTR_RDONLY;
-                }
-                set_attr(&dst, attrs, true)?;
-            }
-            None => {
-                let fd = resolve_again(&b.src)?;
-                bind(&fd_path(&fd), &dst, b.writable)?;
-            }
-        }
+        mount_plain(b, &dst)?;
     }
 
     if plan.layer.is_some() {
@@ -504,15 +519,42 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
         // hold their own references.
         let _ = umount2(crate::kept::KEPT_MOUNT, MntFlags::MNT_DETACH);
     }
-    cover_hidden(&plan.binds, &plan.hidden)?;
+    Ok(())
+}
 
-    if let Some(content) = &plan.resolv_conf {
-        provide_resolv_conf(content)?;
+/// Bind `b` at `dst` as it is: in root mode the supervisor's detached
+/// (idmapped) clone, attached; else its path resolved again here.
+fn mount_plain(b: &mut BindPlan, dst: &Path) -> Result<(), MountError> {
+    match b.tree.take() {
+        Some(tree) => {
+            // A bind of a single file gets a file to be mounted on.
+            let is_dir = nix::sys::stat::fstat(&tree)
+                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                .unwrap_or(true);
+            mount_point(dst, is_dir)?;
+            sys::move_mount_to(tree.as_fd(), &cpath(dst)?).map_err(|source| {
+                MountError::AttachIdmapped {
+                    target: b.dst.clone(),
+                    source,
+                }
+            })?;
+            let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+            if !b.writable {
+                attrs |= sys::MOUNT_ATTR_RDONLY;
+            }
+            set_attr(dst, attrs, true)
+        }
+        None => {
+            let fd = resolve_again(&b.src)?;
+            bind(&fd_path(&fd), dst, b.writable)
+        }
     }
-    if let Some(trust) = plan.trust.take() {
-        provide_trust(trust, plan.rootfs.is_some())?;
-    }
+}
 
+/// Make the new root read-only, detach the host's root and pivot into the
+/// new one.
+fn leave_host() -> Result<(), MountError> {
+    let newroot = Path::new(NEWROOT);
     // The root directory itself is read-only: the sandbox writes only to
     // its workspace, /tmp, /dev/shm and declared read-write paths.
     set_attr(
