@@ -32,6 +32,7 @@ fn kind_window(since_ms: u64) -> String {
     .to_string()
 }
 
+#[allow(clippy::too_many_lines)] // one match arm per event kind, each the sentence it reads as
 fn describe_kind(kind: &EventKind) -> String {
     match kind {
         EventKind::Created {

@@ -28,6 +28,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Answer a denied connection, or connect an allowed one and splice it or
 /// hand it to the terminator; report it.
+#[allow(clippy::too_many_lines)] // one connection's end: deny, or connect, splice or terminate, report
 pub(super) async fn settle(
     mut conn: TcpStream,
     mut buf: Vec<u8>,

@@ -428,6 +428,7 @@ async fn connect_tls(term: &Terminator, upstream: TcpStream, name: &str) -> Resu
     }
 }
 
+#[allow(clippy::too_many_lines)] // one request's stages in order: authority, rules, target, headers, body, forward
 async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
     let upstream = match &s.upstream {
         Ok(u) => u,
