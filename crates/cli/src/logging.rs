@@ -68,7 +68,12 @@ impl tracing::Subscriber for Stderr {
         };
         let mut line = Line(String::new());
         event.record(&mut line);
-        eprintln!("warden: {level}: {}", warden_workspace::printable(&line.0));
+        // Libraries name options by their profile keys; here, by flags.
+        let text = warden_policy::word(
+            &warden_workspace::printable(&line.0),
+            warden_policy::Door::Cli,
+        );
+        eprintln!("warden: {level}: {text}");
     }
 
     fn enter(&self, _: &span::Id) {}

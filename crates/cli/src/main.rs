@@ -427,12 +427,38 @@ fn finish(result: anyhow::Result<u8>) -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // Options are named below the command line by their profile
-            // keys: here, by their flags.
-            let text = warden_policy::word(&format!("{e:#}"), warden_policy::Door::Cli);
+            // keys: here, by their flags; findings in a profile file keep
+            // the keys that file is written in.
+            let door = if about_a_profile(&e) {
+                warden_policy::Door::Profile
+            } else {
+                warden_policy::Door::Cli
+            };
+            let text = warden_policy::word(&format!("{e:#}"), door);
             eprintln!("warden: {text}");
             ExitCode::from(EXIT_WARDEN)
         }
     }
+}
+
+/// Whether `e` is about values written in a profile file (its findings,
+/// at their `file:line:column`), which name options by the file's keys.
+fn about_a_profile(e: &anyhow::Error) -> bool {
+    use warden_policy::compose::ComposeError;
+    use warden_runtime::lifecycle::LifecycleError;
+    use warden_runtime::resolve::ResolveError;
+    e.chain().any(|c| {
+        let r =
+            c.downcast_ref::<ResolveError>()
+                .or_else(|| match c.downcast_ref::<LifecycleError>() {
+                    Some(LifecycleError::Resolve(r)) => Some(&**r),
+                    _ => None,
+                });
+        matches!(
+            r,
+            Some(ResolveError::InProfile { .. } | ResolveError::Compose(ComposeError::Invalid(_)))
+        )
+    })
 }
 
 /// A command given `--host`: through the daemon there, or refused.

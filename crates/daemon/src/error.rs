@@ -22,7 +22,7 @@ impl ApiError {
             status,
             problem: Problem {
                 code: code.to_string(),
-                message: message.into(),
+                message: worded(&message.into()),
                 field: None,
                 details: None,
             },
@@ -62,7 +62,15 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// An error's message with its causes, once each.
+/// Library text as the API says it: the options it names by their
+/// profile keys (`` `resources.disk` ``) become JSON pointers of a
+/// request's spec (`` `/resources/disk` ``). Every problem's message, and
+/// every error text the E2B door and MCP pass on, is worded here.
+pub fn worded(text: &str) -> String {
+    warden_policy::word(text, warden_policy::Door::Api)
+}
+
+/// An error's message with its causes, once each, as the API words it.
 pub fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
@@ -74,7 +82,7 @@ pub fn chain(e: &dyn std::error::Error) -> String {
         }
         source = s.source();
     }
-    out
+    worded(&out)
 }
 
 impl From<ResolveError> for ApiError {
@@ -130,6 +138,7 @@ impl From<ResolveError> for ApiError {
             Some(p) if !message.starts_with(p.as_str()) => format!("{p}: {message}"),
             _ => message,
         };
+        let message = worded(&message);
         // The trust rule's refusals are the caller's rights, not the
         // spec's shape: 403 with the rule's own code.
         let (status, code) = match &e {
@@ -171,5 +180,27 @@ impl From<LifecycleError> for ApiError {
             }
             _ => ApiError::internal(chain(&e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_policy::{Field, Problem};
+
+    #[test]
+    fn a_problem_names_other_options_by_their_json_pointers() {
+        let e = ApiError::conflict("made without `egress.domains` or `egress.ask`");
+        assert_eq!(
+            e.problem.message,
+            "made without `/egress/domains` or `/egress/ask`"
+        );
+        let e: ApiError =
+            ResolveError::Spec(Field::Overlay.invalid(Problem::OverlayWithoutWorkspace)).into();
+        assert_eq!(e.problem.field.as_deref(), Some("/spec/filesystem/mode"));
+        assert_eq!(
+            e.problem.message,
+            "/spec/filesystem/mode: needs a `/filesystem/workspace` to lay the overlay over"
+        );
     }
 }

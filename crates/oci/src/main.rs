@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     match dispatch(&cli, &log) {
         Ok(c) => ExitCode::from(c),
         Err(e) => {
-            let msg = format!("{e:#}");
+            let msg = worded(&format!("{e:#}"));
             log.write("error", &msg);
             eprintln!("warden-oci: {msg}");
             ExitCode::from(1)
@@ -44,10 +44,19 @@ fn code(r: anyhow::Result<u8>) -> ExitCode {
     match r {
         Ok(c) => ExitCode::from(c),
         Err(e) => {
-            eprintln!("warden-oci: {e:#}");
+            eprintln!("warden-oci: {}", worded(&format!("{e:#}")));
             ExitCode::from(125)
         }
     }
+}
+
+/// Library text as this door says it. Whoever reads warden-oci's messages
+/// (containerd's log, the person running the node) set the sandbox's
+/// options in the node's profile and the pod's annotations, never with
+/// `warden run`'s flags: options are named by their profile keys
+/// (`` `resources.disk` ``), as the libraries write them.
+fn worded(text: &str) -> String {
+    warden_policy::word(text, warden_policy::Door::Profile)
 }
 
 /// `--log` / `--log-format`: where messages for the shim go.
@@ -61,6 +70,7 @@ impl Log {
         let Some(path) = &self.path else {
             return;
         };
+        let msg = worded(msg);
         let time = humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string();
         let line = if self.json {
             serde_json::json!({"level": level, "msg": msg, "time": time}).to_string()
@@ -138,7 +148,7 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
         Verb::Delete { id, force } => {
             for w in verbs::delete(&root, id, *force)? {
                 log.write("warning", &w);
-                eprintln!("warden-oci: warning: {w}");
+                eprintln!("warden-oci: warning: {}", worded(&w));
             }
             Ok(0)
         }

@@ -234,11 +234,17 @@ pub fn write_learned(
     Ok(all)
 }
 
-/// The same entries as flags of `warden run`.
+/// The same entries as flags of `warden run`, ready to paste on its
+/// command line: the end-of-run summary is only ever `warden run`'s (see
+/// [`crate::run_once`]), so it says the command line's words, taken from
+/// the table; backticks around each (as another door's message would
+/// have) would run as a command when pasted into a shell.
 pub fn flags(entries: &[String]) -> String {
+    // A field's `Display` is its flag (its key, had it none).
+    let flag = warden_policy::Field::AllowDomain;
     entries
         .iter()
-        .map(|e| format!("`egress.domains {e}`"))
+        .map(|e| format!("{flag} {e}"))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -337,7 +343,7 @@ mod tests {
             lines[0]
         );
         assert!(
-            lines[0].ends_with("`egress.domains pypi.org` `egress.domains git.example.com:8443`"),
+            lines[0].ends_with("--allow-domain pypi.org --allow-domain git.example.com:8443"),
             "{}",
             lines[0]
         );

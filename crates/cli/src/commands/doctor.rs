@@ -29,7 +29,7 @@ pub fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
                 c.detail
             );
             if let Some(lost) = &c.lost {
-                println!("{:<16} degraded: {lost}", "");
+                println!("{:<16} degraded: {}", "", super::worded(lost));
             }
         }
         println!(

@@ -18,6 +18,12 @@ use std::path::PathBuf;
 use warden_policy::compose::Catalog;
 use warden_policy::HostFacts;
 
+/// Library text as the command line says it: the options it names by
+/// their profile keys (`` `resources.disk` ``) become flags (`--disk`).
+pub fn worded(text: &str) -> String {
+    warden_policy::word(text, warden_policy::Door::Cli)
+}
+
 pub fn host_facts() -> HostFacts {
     warden_runtime::resolve::host_facts()
 }

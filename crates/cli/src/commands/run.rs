@@ -33,7 +33,7 @@ impl RunArgs {
     /// `--workspace`, taken out of the sandbox's values (a named sandbox
     /// keeps it apart).
     pub fn take_workspace(&mut self) -> Option<PathBuf> {
-        self.given.take(Field::Workspace).map(PathBuf::from)
+        self.given.take_path(Field::Workspace)
     }
 
     /// Whether `--overlay` was given.
@@ -53,7 +53,7 @@ impl clap::FromArgMatches for RunArgs {
             no_tty: flag("no-tty"),
             detach: flag("detach"),
             ask_save: text(Field::AskSave),
-            egress_learn_file: text(Field::EgressLearnFile).map(PathBuf::from),
+            egress_learn_file: given.path(Field::EgressLearnFile).cloned(),
             through_exec: flag("through-exec"),
             command: m
                 .try_get_many::<String>("command")
@@ -170,7 +170,7 @@ impl warden_audit::EventSink for DegradedNotices {
                 eprintln!("{}", degraded_line(layer, lost))
             }
             warden_audit::EventKind::CacheLeftOut { .. } => {
-                eprintln!("warden: {}", event.kind.describe())
+                eprintln!("warden: {}", super::worded(&event.kind.describe()))
             }
             _ => {}
         }
@@ -203,7 +203,7 @@ pub fn degraded_line(layer: &str, lost: &str) -> String {
     if layer == "resources" {
         "warden: DEGRADED resources: no usable cgroup, limits are per process (rlimits); `warden doctor` says why and how to get one".to_string()
     } else {
-        format!("warden: DEGRADED {layer}: {lost}")
+        format!("warden: DEGRADED {layer}: {}", super::worded(lost))
     }
 }
 
@@ -272,7 +272,7 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     }
     let kept = resolved.kept.take();
     for notice in &resolved.notices {
-        eprintln!("warden: {notice}");
+        eprintln!("warden: {}", super::worded(notice));
     }
     let lock = match &kept {
         Some((_, sb)) => {
@@ -339,7 +339,7 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     }
     let finished = finished.context("the sandbox could not be run")?;
     for n in &finished.notices {
-        eprintln!("warden: {}", super::audit::notice(n));
+        eprintln!("warden: {}", super::worded(&super::audit::notice(n)));
     }
     if let Some(file) = &learn_file {
         let all = warden_runtime::teach::write_learned(file, &finished.learned)?;
@@ -352,7 +352,7 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         );
     }
     if let Some(msg) = &finished.outcome.message {
-        eprintln!("warden: {msg}");
+        eprintln!("warden: {}", super::worded(msg));
     }
     if !finished.lost_records.is_empty() {
         // The run's record has a gap: the run has failed, whatever its

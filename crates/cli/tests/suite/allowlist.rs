@@ -486,7 +486,7 @@ fn saving_answers_into_a_profile_warden_cannot_write_is_refused_before_anything_
         (vec!["--ask", "--ask-save", "profile"], "has no profile"),
         (
             vec!["--ask-save", "profile", "-P", own.to_str().unwrap()],
-            "add --ask",
+            "add `--ask`",
         ),
     ] {
         let out = run(&args, "print('ran')", &[]);

@@ -24,6 +24,25 @@ fn refused(flags: &[&str], message: &str) {
     assert!(!marker.exists(), "{flags:?}: the command ran");
 }
 
+/// A refusal that names another option says it as this person gives it:
+/// the flag on the command line, the key in a finding about a profile
+/// file (the libraries name it by its key; each door words it).
+#[test]
+fn another_option_a_refusal_names_is_a_flag_on_the_command_line_and_a_key_in_a_profile() {
+    refused(
+        &["--egress-learn", "--ask"],
+        "--egress-learn cannot be used with `--ask`: learning mode allows what `--ask` would ask about",
+    );
+    let dir = TempDir::new("input-check-profile");
+    let profile = dir.path().join("learn.yaml");
+    std::fs::write(&profile, "egress:\n  learn: true\n  ask: true\n").unwrap();
+    let path = profile.to_string_lossy().to_string();
+    refused(
+        &["-P", &path],
+        "egress.learn: cannot be used with `egress.ask`: learning mode allows what `egress.ask` would ask about",
+    );
+}
+
 #[test]
 fn an_idle_timeout_of_zero_is_refused() {
     refused(
