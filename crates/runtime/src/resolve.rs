@@ -104,7 +104,7 @@ pub enum ResolveError {
         field: Field,
         /// The error itself (its message is already in `message`, worded
         /// for the profile: not a source, so it is not said twice).
-        error: warden_policy::ResolveError,
+        error: Box<warden_policy::ResolveError>,
     },
     #[error(transparent)]
     Spec(#[from] warden_policy::ResolveError),
@@ -349,7 +349,7 @@ fn spec_of(
                 pointer: origin.pointer().map(str::to_string),
                 message: e.describe_for_profile(),
                 field: e.field().unwrap_or(Field::Profile),
-                error: e,
+                error: Box::new(e),
             }),
             origin => match origin.place() {
                 Some((file, pos)) => Err(ResolveError::InProfile {
@@ -357,7 +357,7 @@ fn spec_of(
                     pointer: None,
                     message: e.describe_for_profile(),
                     field: e.field().unwrap_or(Field::Profile),
-                    error: e,
+                    error: Box::new(e),
                 }),
                 None => Err(e.into()),
             },

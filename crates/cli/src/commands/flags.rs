@@ -46,13 +46,23 @@ fn arg(field: Field) -> Option<Arg> {
             .require_equals(true)
             .default_missing_value("true")
             .value_parser(["true", "false"]),
+        // A host path is the host's bytes, not necessarily UTF-8.
+        (Kind::Path, v) => {
+            let a = a
+                .value_name(v.unwrap_or("PATH"))
+                .value_parser(clap::value_parser!(PathBuf));
+            match field.shape() {
+                Shape::One => a.action(ArgAction::Set),
+                Shape::List | Shape::Map => a.action(ArgAction::Append),
+            }
+        }
         (_, v) => {
             let a = a
                 .value_name(v.unwrap_or("VALUE"))
                 .value_parser(move |s: &str| match kind {
                     // Read in full when the layer is made (a map's entry,
                     // a secret's form): here only its kind's value.
-                    Kind::Text | Kind::Secret | Kind::Path => Ok(s.to_string()),
+                    Kind::Text | Kind::Secret => Ok(s.to_string()),
                     _ if field.shape() == Shape::Map => Ok(s.to_string()),
                     _ => kind.parse(s).map(|_| s.to_string()).map_err(|e| e.message),
                 });
@@ -106,6 +116,8 @@ pub fn augment(cmd: Command) -> Command {
 #[derive(Debug, Clone, Default)]
 pub struct Given {
     values: Vec<(Field, Vec<String>)>,
+    /// Host paths, as given (not necessarily UTF-8).
+    paths: Vec<(Field, Vec<PathBuf>)>,
     switches: Vec<Field>,
 }
 
@@ -117,6 +129,12 @@ impl Given {
             let Some(long) = info.field.long() else {
                 continue;
             };
+            if let Ok(found) = m.try_get_many::<PathBuf>(long) {
+                if let Some(paths) = found {
+                    g.paths.push((info.field, paths.cloned().collect()));
+                }
+                continue;
+            }
             match m.try_get_many::<String>(long) {
                 Ok(Some(vals)) => g
                     .values
@@ -133,6 +151,20 @@ impl Given {
         g
     }
 
+    /// A one-value path field, when given.
+    pub fn path(&self, field: Field) -> Option<&PathBuf> {
+        self.paths
+            .iter()
+            .find(|(f, _)| *f == field)
+            .and_then(|(_, v)| v.last())
+    }
+
+    /// Take a one-value path field out (the command reads it itself).
+    pub fn take_path(&mut self, field: Field) -> Option<PathBuf> {
+        let i = self.paths.iter().position(|(f, _)| *f == field)?;
+        self.paths.remove(i).1.pop()
+    }
+
     /// The text of a one-value field, when given.
     pub fn value(&self, field: Field) -> Option<&str> {
         self.values
@@ -142,21 +174,18 @@ impl Given {
             .map(String::as_str)
     }
 
-    /// Take a one-value field's text out (the command reads it itself).
-    pub fn take(&mut self, field: Field) -> Option<String> {
-        let i = self.values.iter().position(|(f, _)| *f == field)?;
-        self.values.remove(i).1.pop()
-    }
-
     /// Forget a switch or a field's values.
     pub fn clear(&mut self, field: Field) {
         self.switches.retain(|f| *f != field);
         self.values.retain(|(f, _)| *f != field);
+        self.paths.retain(|(f, _)| *f != field);
     }
 
     /// Whether a field was given at all (a value or a switch).
     pub fn given(&self, field: Field) -> bool {
-        self.switches.contains(&field) || self.values.iter().any(|(f, _)| *f == field)
+        self.switches.contains(&field)
+            || self.values.iter().any(|(f, _)| *f == field)
+            || self.paths.iter().any(|(f, _)| *f == field)
     }
 
     /// The sandbox's values the command line gave, by the table (paths
@@ -178,16 +207,24 @@ impl Given {
                 continue;
             }
             for v in values {
-                let text = match field.kind() {
-                    // `-` for `--json-events`: warden's standard output.
-                    Kind::Path if !(*field == Field::JsonEvents && v == "-") => {
-                        super::absolute(PathBuf::from(v))?
-                            .to_string_lossy()
-                            .into_owned()
-                    }
-                    _ => v.clone(),
+                add(&mut l, *field, v)?;
+            }
+        }
+        for (field, paths) in &self.paths {
+            if OWN.contains(field) {
+                continue;
+            }
+            for p in paths {
+                // `-` for `--json-events`: warden's standard output.
+                let p = match (*field, p.as_os_str() == "-") {
+                    (Field::JsonEvents, true) => p.clone(),
+                    _ => super::absolute(p.clone())?,
                 };
-                add(&mut l, *field, &text)?;
+                let val = warden_policy::compose::Val::Path(p);
+                match field.shape() {
+                    Shape::One => l.add_one(*field, val, Origin::CommandLine),
+                    _ => l.add_item(*field, val, Origin::CommandLine),
+                }
             }
         }
         Ok(l)
