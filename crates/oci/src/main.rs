@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     match dispatch(&cli, &log) {
         Ok(c) => ExitCode::from(c),
         Err(e) => {
-            let msg = worded(&format!("{e:#}"));
+            let msg = message(&e);
             log.write("error", &msg);
             eprintln!("warden-oci: {msg}");
             ExitCode::from(1)
@@ -44,7 +44,7 @@ fn code(r: anyhow::Result<u8>) -> ExitCode {
     match r {
         Ok(c) => ExitCode::from(c),
         Err(e) => {
-            eprintln!("warden-oci: {}", worded(&format!("{e:#}")));
+            eprintln!("warden-oci: {}", message(&e));
             ExitCode::from(125)
         }
     }
@@ -57,6 +57,34 @@ fn code(r: anyhow::Result<u8>) -> ExitCode {
 /// (`` `resources.disk` ``), as the libraries write them.
 fn worded(text: &str) -> String {
     warden_policy::word(text, warden_policy::Door::Profile)
+}
+
+/// An error with its causes, as this door says it: a value's error names
+/// its field by the key (`resources.memory: 1024 bytes is too small`),
+/// where the resolver's `Display` is the command line's (`--memory ...`).
+fn message(e: &anyhow::Error) -> String {
+    use warden_oci::OciError;
+    use warden_runtime::lifecycle::LifecycleError;
+    use warden_runtime::resolve::ResolveError;
+    let text = format!("{e:#}");
+    let value = e.chain().find_map(|c| {
+        let resolve = match c.downcast_ref::<OciError>() {
+            Some(OciError::Lifecycle(LifecycleError::Resolve(r))) => Some(&**r),
+            _ => match c.downcast_ref::<LifecycleError>() {
+                Some(LifecycleError::Resolve(r)) => Some(&**r),
+                _ => c.downcast_ref::<ResolveError>(),
+            },
+        };
+        match resolve {
+            Some(ResolveError::Spec(s)) => Some(s),
+            _ => None,
+        }
+    });
+    let text = match value {
+        Some(s) => text.replace(&s.describe_for_cli(), &s.describe_for_profile()),
+        None => text,
+    };
+    worded(&text)
 }
 
 /// `--log` / `--log-format`: where messages for the shim go.
