@@ -278,6 +278,24 @@ fn named(name: &str, ctx: &Context<'_>) -> Result<SourceText, ResolveError> {
     }
 }
 
+/// Whether any value of `field` (any field, for none) came from a file
+/// of the owner's catalogue.
+fn owners_files_set(merged: &Layer, field: Option<Field>) -> bool {
+    let from_file = |o: &Origin| matches!(o, Origin::File { .. } | Origin::Preset { .. });
+    merged.slots.iter().any(|(f, slot)| {
+        field.is_none_or(|want| *f == want)
+            && match slot {
+                warden_policy::compose::Slot::One(s) => from_file(&s.origin),
+                warden_policy::compose::Slot::List(items) => {
+                    items.iter().any(|s| from_file(&s.origin))
+                }
+                warden_policy::compose::Slot::Map(items) => {
+                    items.iter().any(|(_, s)| from_file(&s.origin))
+                }
+            }
+    })
+}
+
 /// A named sandbox's own values over the flags: its workspace, seen
 /// through its layer, and its audit log unless one was given.
 fn as_named_sandbox(flags: &mut Layer, sb: &Sandbox) {
@@ -514,8 +532,14 @@ fn resolve_inner(
     let spec = spec_of(request, &composed.merged, ctx.defaults).map_err(|e| match e {
         // A value of the owner's files a caller's request cannot resolve:
         // the caller learns that, never the value or the file.
-        ResolveError::InProfile { pointer: None, .. } | ResolveError::Spec(_)
-            if ctx.trust == Trust::Caller =>
+        ResolveError::InProfile { pointer: None, .. } if ctx.trust == Trust::Caller => {
+            ResolveError::Compose(ComposeError::owners_profile())
+        }
+        // Not placed, but about a field the owner's files set: the same.
+        // (A value the door itself gave, such as an OCI bundle's own
+        // limits, is the caller's to be told about.)
+        ResolveError::Spec(e)
+            if ctx.trust == Trust::Caller && owners_files_set(&composed.merged, e.field()) =>
         {
             ResolveError::Compose(ComposeError::owners_profile())
         }

@@ -40,7 +40,7 @@ fn arg(field: Field) -> Option<Arg> {
         // A switch: present or not.
         (Kind::Switch | Kind::Bool | Kind::Mode, None) => a.action(ArgAction::SetTrue),
         // `--flag`, `--flag=true`, `--flag=false`.
-        (Kind::Bool, Some(v)) => a
+        (Kind::Bool, Some(v)) if field.shape() == Shape::One => a
             .value_name(v)
             .num_args(0..=1)
             .require_equals(true)

@@ -198,6 +198,14 @@ fn bad_bundles_are_refused_by_their_field_and_leave_nothing() {
     let mut c = config(&["sh"]);
     c["mounts"] = serde_json::json!([{"destination": "/data", "type": "bind", "source": "/srv", "options": ["rbind"]}]);
     cases.push(("moved-bind", c, "mounts[0].destination"));
+    // The bundle's own values are the caller's to be told about, never
+    // passed off as a broken profile of the node's.
+    let mut c = config(&["sh"]);
+    c["hostname"] = "not a hostname".into();
+    cases.push(("bad-hostname", c, "hostname"));
+    let mut c = config(&["sh"]);
+    c["linux"]["resources"] = serde_json::json!({"memory": {"limit": 1024}});
+    cases.push(("tiny-memory", c, "memory"));
     for (name, c, needle) in cases {
         let b = lab.bundle(name, c);
         let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), name]);
