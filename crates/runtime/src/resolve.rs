@@ -278,6 +278,26 @@ fn named(name: &str, ctx: &Context<'_>) -> Result<SourceText, ResolveError> {
     }
 }
 
+/// A resolution error as whom the door serves may see it: a caller is
+/// told that a profile of the owner's does not resolve, never the value
+/// or the file.
+fn as_the_caller_sees(e: ResolveError, trust: Trust, merged: &Layer) -> ResolveError {
+    match e {
+        // A value of the owner's files a caller's request cannot resolve:
+        // the caller learns that, never the value or the file.
+        ResolveError::InProfile { pointer: None, .. } if trust == Trust::Caller => {
+            ResolveError::Compose(ComposeError::owners_profile())
+        }
+        // Not placed, but about a field the owner's files set: the same.
+        // (A value the door itself gave, such as an OCI bundle's own
+        // limits, is the caller's to be told about.)
+        ResolveError::Spec(e) if trust == Trust::Caller && owners_files_set(merged, e.field()) => {
+            ResolveError::Compose(ComposeError::owners_profile())
+        }
+        e => e,
+    }
+}
+
 /// Whether any value of `field` (any field, for none) came from a file
 /// of the owner's catalogue.
 fn owners_files_set(merged: &Layer, field: Option<Field>) -> bool {
@@ -529,22 +549,8 @@ fn resolve_inner(
         request.hidden.push(state.to_path_buf());
     }
     let json_events = request.json_events.clone();
-    let spec = spec_of(request, &composed.merged, ctx.defaults).map_err(|e| match e {
-        // A value of the owner's files a caller's request cannot resolve:
-        // the caller learns that, never the value or the file.
-        ResolveError::InProfile { pointer: None, .. } if ctx.trust == Trust::Caller => {
-            ResolveError::Compose(ComposeError::owners_profile())
-        }
-        // Not placed, but about a field the owner's files set: the same.
-        // (A value the door itself gave, such as an OCI bundle's own
-        // limits, is the caller's to be told about.)
-        ResolveError::Spec(e)
-            if ctx.trust == Trust::Caller && owners_files_set(&composed.merged, e.field()) =>
-        {
-            ResolveError::Compose(ComposeError::owners_profile())
-        }
-        e => e,
-    })?;
+    let spec = spec_of(request, &composed.merged, ctx.defaults)
+        .map_err(|e| as_the_caller_sees(e, ctx.trust, &composed.merged))?;
     // A desktop's programs are looked for now, so that a host without
     // them is told what to install before anything is made.
     crate::desktop::check_programs(&spec)?;
