@@ -298,55 +298,31 @@ const SOCKET_NETLINK_NOT_ROUTE: When = When::All(&[
         values: &[abi::NETLINK_ROUTE],
     },
 ]);
-/// `socket(AF_INET, SOCK_RAW | flags, _)`. Families are compared on the low 32 bits (the
-/// kernel reads an `int`), types with their `SOCK_NONBLOCK`/`SOCK_CLOEXEC` bits masked off.
-const SOCKET_INET_RAW: When = When::All(&[
-    Cond::Low32Eq {
-        arg: 0,
-        value: libc::AF_INET as u32,
-    },
-    Cond::MaskedEq {
-        arg: 1,
-        mask: abi::SOCK_TYPE_MASK,
-        value: libc::SOCK_RAW as u64,
-    },
-]);
+/// `socket(family, type | flags, _)`. Families are compared on the low 32 bits (the kernel
+/// reads an `int`), types with their `SOCK_NONBLOCK`/`SOCK_CLOEXEC` bits masked off.
+macro_rules! socket_of_type {
+    ($family:expr, $type:expr) => {
+        When::All(&[
+            Cond::Low32Eq {
+                arg: 0,
+                value: $family as u32,
+            },
+            Cond::MaskedEq {
+                arg: 1,
+                mask: abi::SOCK_TYPE_MASK,
+                value: $type as u64,
+            },
+        ])
+    };
+}
+/// `socket(AF_INET, SOCK_RAW | flags, _)`.
+const SOCKET_INET_RAW: When = socket_of_type!(libc::AF_INET, libc::SOCK_RAW);
 /// `socket(AF_INET, SOCK_PACKET | flags, _)`.
-const SOCKET_INET_PACKET: When = When::All(&[
-    Cond::Low32Eq {
-        arg: 0,
-        value: libc::AF_INET as u32,
-    },
-    Cond::MaskedEq {
-        arg: 1,
-        mask: abi::SOCK_TYPE_MASK,
-        value: abi::SOCK_PACKET,
-    },
-]);
+const SOCKET_INET_PACKET: When = socket_of_type!(libc::AF_INET, abi::SOCK_PACKET);
 /// `socket(AF_INET6, SOCK_RAW | flags, _)`.
-const SOCKET_INET6_RAW: When = When::All(&[
-    Cond::Low32Eq {
-        arg: 0,
-        value: libc::AF_INET6 as u32,
-    },
-    Cond::MaskedEq {
-        arg: 1,
-        mask: abi::SOCK_TYPE_MASK,
-        value: libc::SOCK_RAW as u64,
-    },
-]);
+const SOCKET_INET6_RAW: When = socket_of_type!(libc::AF_INET6, libc::SOCK_RAW);
 /// `socket(AF_INET6, SOCK_PACKET | flags, _)`.
-const SOCKET_INET6_PACKET: When = When::All(&[
-    Cond::Low32Eq {
-        arg: 0,
-        value: libc::AF_INET6 as u32,
-    },
-    Cond::MaskedEq {
-        arg: 1,
-        mask: abi::SOCK_TYPE_MASK,
-        value: abi::SOCK_PACKET,
-    },
-]);
+const SOCKET_INET6_PACKET: When = socket_of_type!(libc::AF_INET6, abi::SOCK_PACKET);
 /// `socketpair(family, ..)` with a family other than `AF_UNIX`.
 const SOCKETPAIR_NOT_UNIX: When = When::All(&[Cond::NotIn {
     arg: 0,
@@ -355,18 +331,15 @@ const SOCKETPAIR_NOT_UNIX: When = When::All(&[Cond::NotIn {
 /// Mode bits that hand the file's owner or group to whoever runs it.
 const SETID_BITS: u64 = (libc::S_ISUID | libc::S_ISGID) as u64;
 /// A mode argument (at index 1, 2 or 3) with the setuid or setgid bit.
-const SETID_MODE_ARG1: When = When::AnyBitSet {
-    arg: 1,
-    mask: SETID_BITS,
-};
-const SETID_MODE_ARG2: When = When::AnyBitSet {
-    arg: 2,
-    mask: SETID_BITS,
-};
-const SETID_MODE_ARG3: When = When::AnyBitSet {
-    arg: 3,
-    mask: SETID_BITS,
-};
+const fn setid_mode(arg: u32) -> When {
+    When::AnyBitSet {
+        arg,
+        mask: SETID_BITS,
+    }
+}
+const SETID_MODE_ARG1: When = setid_mode(1);
+const SETID_MODE_ARG2: When = setid_mode(2);
+const SETID_MODE_ARG3: When = setid_mode(3);
 /// `socket(AF_UNIX, ..)`.
 const SOCKET_UNIX: When = When::All(&[Cond::Low32Eq {
     arg: 0,
@@ -377,21 +350,22 @@ const UTIMENSAT_PATH: When = When::All(&[Cond::NotIn {
     arg: 1,
     values: &[0],
 }]);
+/// `ioctl(fd, request, ..)`: the request is compared on the low 32 bits (the kernel reads an
+/// `unsigned int`).
+macro_rules! ioctl_request {
+    ($request:expr) => {
+        When::All(&[Cond::Low32Eq {
+            arg: 1,
+            value: $request as u32,
+        }])
+    };
+}
 /// `ioctl(fd, TIOCSTI, ..)`.
-const IOCTL_TIOCSTI: When = When::All(&[Cond::Low32Eq {
-    arg: 1,
-    value: libc::TIOCSTI as u32,
-}]);
+const IOCTL_TIOCSTI: When = ioctl_request!(libc::TIOCSTI);
 /// `ioctl(fd, TIOCLINUX, ..)`.
-const IOCTL_TIOCLINUX: When = When::All(&[Cond::Low32Eq {
-    arg: 1,
-    value: libc::TIOCLINUX as u32,
-}]);
+const IOCTL_TIOCLINUX: When = ioctl_request!(libc::TIOCLINUX);
 /// `ioctl(fd, TIOCSETD, ..)`.
-const IOCTL_TIOCSETD: When = When::All(&[Cond::Low32Eq {
-    arg: 1,
-    value: libc::TIOCSETD as u32,
-}]);
+const IOCTL_TIOCSETD: When = ioctl_request!(libc::TIOCSETD);
 /// `personality(p)` with `p` other than the plain Linux personalities and the query.
 const PERSONALITY_OTHER: When = When::All(&[Cond::NotIn {
     arg: 0,
@@ -577,23 +551,8 @@ pub const DEGRADED_RULES: &[Rule] = &[
 /// Build the degraded-mode filter ([`DEGRADED_RULES`]) for the running architecture. It is
 /// loaded on top of the main filter.
 pub fn build_degraded_filter() -> Result<ScmpFilterContext, SeccompError> {
-    let arch = Arch::native().ok_or(SeccompError::UnsupportedArch {
-        arch: std::env::consts::ARCH,
-    })?;
-    let mut filter = ScmpFilterContext::new(ScmpAction::Allow)
-        .map_err(|source| SeccompError::CreateContext { source })?;
-    filter
-        .set_act_badarch(ScmpAction::KillProcess)
-        .map_err(|source| SeccompError::SetAttribute {
-            attribute: "SCMP_FLTATR_ACT_BADARCH",
-            source,
-        })?;
-    filter
-        .set_ctl_nnp(true)
-        .map_err(|source| SeccompError::SetAttribute {
-            attribute: "SCMP_FLTATR_CTL_NNP",
-            source,
-        })?;
+    let arch = native_arch()?;
+    let mut filter = new_context()?;
     for rule in DEGRADED_RULES {
         add_rule(&mut filter, arch, rule)?;
     }
@@ -643,69 +602,62 @@ const MAX_ERRNO: i32 = 4095;
 /// `nr == -1`) and are proved by the integration tests, where an x32 and an i386 `getpid` kill
 /// the process with SIGSYS under the filter and return without it.
 pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
-    let arch = Arch::native().ok_or(SeccompError::UnsupportedArch {
-        arch: std::env::consts::ARCH,
-    })?;
-    build_filter_for(arch)
+    build_filter_for(native_arch()?)
 }
 
 /// Builds the filter for `arch`, which need not be the architecture this code runs on: the
 /// build script compiles the target's filter ahead of time with it.
 pub fn build_filter_for(arch: Arch) -> Result<ScmpFilterContext, SeccompError> {
-    let mut filter = ScmpFilterContext::new(ScmpAction::Allow)
-        .map_err(|source| SeccompError::CreateContext { source })?;
+    let mut filter = new_context()?;
     if ScmpArch::native() != arch.scmp() {
         // A context starts with the native architecture only; swap it for the target's, so that
         // every other ABI still meets the bad-architecture action.
-        filter
-            .add_arch(arch.scmp())
-            .map_err(|source| SeccompError::SetAttribute {
-                attribute: "the target architecture",
-                source,
-            })?;
-        filter
-            .remove_arch(ScmpArch::native())
-            .map_err(|source| SeccompError::SetAttribute {
-                attribute: "the build host's architecture",
-                source,
-            })?;
+        attribute("the target architecture", filter.add_arch(arch.scmp()))?;
+        attribute(
+            "the build host's architecture",
+            filter.remove_arch(ScmpArch::native()),
+        )?;
     }
     // A binary tree of syscall numbers instead of a linear chain: every syscall the sandbox
     // makes runs this filter, and most of them are allowed ones that would otherwise be
     // compared against every rule.
-    filter
-        .set_ctl_optimize(2)
-        .map_err(|source| SeccompError::SetAttribute {
-            attribute: "SCMP_FLTATR_CTL_OPTIMIZE",
-            source,
-        })?;
-    filter
-        .set_act_badarch(ScmpAction::KillProcess)
-        .map_err(|source| SeccompError::SetAttribute {
-            attribute: "SCMP_FLTATR_ACT_BADARCH",
-            source,
-        })?;
-    // The jail has set no_new_privs already; libseccomp setting it again is harmless and keeps
-    // `install` safe for a caller that forgot (without it, the kernel refuses the filter to
-    // unprivileged callers, and a privileged one would leave set-uid binaries usable).
-    filter
-        .set_ctl_nnp(true)
-        .map_err(|source| SeccompError::SetAttribute {
-            attribute: "SCMP_FLTATR_CTL_NNP",
-            source,
-        })?;
+    attribute("SCMP_FLTATR_CTL_OPTIMIZE", filter.set_ctl_optimize(2))?;
     // Apply the filter to every thread of the process, not only the caller, should the
     // sandbox's init ever have more than one.
-    filter
-        .set_ctl_tsync(true)
-        .map_err(|source| SeccompError::SetAttribute {
-            attribute: "SCMP_FLTATR_CTL_TSYNC",
-            source,
-        })?;
+    attribute("SCMP_FLTATR_CTL_TSYNC", filter.set_ctl_tsync(true))?;
     for rule in RULES {
         add_rule(&mut filter, arch, rule)?;
     }
     Ok(filter)
+}
+
+/// The architecture this code runs on, if warden has a filter for it.
+fn native_arch() -> Result<Arch, SeccompError> {
+    Arch::native().ok_or(SeccompError::UnsupportedArch {
+        arch: std::env::consts::ARCH,
+    })
+}
+
+/// A context every filter starts from: it allows by default, and kills a call made through any
+/// ABI the filter does not contain (see [`build_filter`]).
+fn new_context() -> Result<ScmpFilterContext, SeccompError> {
+    let mut filter = ScmpFilterContext::new(ScmpAction::Allow)
+        .map_err(|source| SeccompError::CreateContext { source })?;
+    attribute(
+        "SCMP_FLTATR_ACT_BADARCH",
+        filter.set_act_badarch(ScmpAction::KillProcess),
+    )?;
+    // The jail has set no_new_privs already; libseccomp setting it again is harmless and keeps
+    // `install` safe for a caller that forgot (without it, the kernel refuses the filter to
+    // unprivileged callers, and a privileged one would leave set-uid binaries usable).
+    attribute("SCMP_FLTATR_CTL_NNP", filter.set_ctl_nnp(true))?;
+    Ok(filter)
+}
+
+/// Names the attribute a libseccomp setter failed to set.
+fn attribute<T>(attribute: &'static str, set: Result<T, ScmpError>) -> Result<(), SeccompError> {
+    set.map(|_| ())
+        .map_err(|source| SeccompError::SetAttribute { attribute, source })
 }
 
 /// Builds the filter and loads it into the calling process.
