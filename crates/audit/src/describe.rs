@@ -32,8 +32,37 @@ fn kind_window(since_ms: u64) -> String {
     .to_string()
 }
 
-#[allow(clippy::too_many_lines)] // one match arm per event kind, each the sentence it reads as
+/// What happened, by the group of kinds it belongs to. Every kind is named here, so that a new
+/// one cannot go without its sentence.
 fn describe_kind(kind: &EventKind) -> String {
+    match kind {
+        EventKind::Created { .. }
+        | EventKind::Degraded { .. }
+        | EventKind::Started { .. }
+        | EventKind::ExecStarted { .. }
+        | EventKind::ExecExited { .. }
+        | EventKind::Workspace { .. }
+        | EventKind::ApiDenied { .. }
+        | EventKind::TtlChanged { .. }
+        | EventKind::Paused { .. }
+        | EventKind::Resumed { .. }
+        | EventKind::Stopping { .. }
+        | EventKind::EventsDropped { .. }
+        | EventKind::CacheLeftOut { .. }
+        | EventKind::Exited { .. } => describe_life(kind),
+        EventKind::Connection { .. }
+        | EventKind::ConnectionClosed { .. }
+        | EventKind::ConnectionsNotRecorded { .. }
+        | EventKind::EgressChanged { .. }
+        | EventKind::Ask { .. }
+        | EventKind::AskAnswered { .. }
+        | EventKind::ConnectionsAggregated { .. } => describe_traffic(kind),
+        EventKind::Secret { .. } | EventKind::SecretsAggregated { .. } => describe_secret(kind),
+    }
+}
+
+/// A sandbox's and its commands' life, its workspace and the calls made about it.
+fn describe_life(kind: &EventKind) -> String {
     match kind {
         EventKind::Created {
             command,
@@ -70,6 +99,90 @@ fn describe_kind(kind: &EventKind) -> String {
             "exec {exec} exited with status {status}{} after {duration_ms} ms",
             signal.map(|s| format!(" (signal {s})")).unwrap_or_default()
         ),
+        EventKind::Workspace {
+            action,
+            name,
+            paths,
+            detail,
+        } => format!(
+            "workspace {} {name}{}{}",
+            action.as_str(),
+            if paths.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} paths)", paths.len())
+            },
+            detail
+                .lines()
+                .next()
+                .filter(|d| !d.is_empty())
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        ),
+        EventKind::ApiDenied {
+            method,
+            route,
+            token,
+            reason,
+        } => format!(
+            "API call denied: {method} {route} by {}: {reason}",
+            token
+                .as_deref()
+                .map(|t| format!("token {t}"))
+                .unwrap_or_else(|| "an unknown caller".into())
+        ),
+        EventKind::TtlChanged { deadline_ms: None } => "time to live removed".to_string(),
+        EventKind::Paused { by, freezer } => {
+            format!("paused by {by}: its processes are frozen in place ({freezer})")
+        }
+        EventKind::Resumed { by, paused_ms } => {
+            format!("resumed by {by} after {paused_ms} ms paused")
+        }
+        EventKind::TtlChanged {
+            deadline_ms: Some(d),
+        } => format!(
+            "time to live changed: stops at {}",
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(*d)
+            )
+        ),
+        EventKind::Stopping { reason } => format!(
+            "stopping: {}",
+            match reason {
+                StopReason::Requested => "requested",
+                StopReason::Ttl => "its time to live ran out",
+                StopReason::Timeout => "the timeout was reached",
+                StopReason::SupervisorLost => "its supervisor was lost",
+            }
+        ),
+        EventKind::EventsDropped { count } => {
+            format!("LOST {count} events before this one (a sink fell behind)")
+        }
+        EventKind::CacheLeftOut { files, limit_bytes } => format!(
+            "CACHE FULL: {files} {} written to the profile's caches {} not kept (the caches' bound is the sandbox's `resources.disk`, {} MiB)",
+            if *files == 1 { "file" } else { "files" },
+            if *files == 1 { "was" } else { "were" },
+            limit_bytes >> 20
+        ),
+        EventKind::Exited {
+            status,
+            reason,
+            signal,
+            duration_ms,
+            peaks: _,
+        } => format!(
+            "exited with status {status} ({}{}) after {duration_ms} ms",
+            reason.as_str(),
+            signal.map(|s| format!(", signal {s}")).unwrap_or_default()
+        ),
+        // Routed here by `describe_kind` only for the kinds above.
+        other => other.name().to_string(),
+    }
+}
+
+/// Connections, the allowlist and the questions asked about it.
+fn describe_traffic(kind: &EventKind) -> String {
+    match kind {
         EventKind::Connection {
             protocol,
             conn,
@@ -120,57 +233,8 @@ fn describe_kind(kind: &EventKind) -> String {
             name.as_deref().unwrap_or("-"),
             bytes(*bytes_out, *bytes_in),
         ),
-        EventKind::Workspace {
-            action,
-            name,
-            paths,
-            detail,
-        } => format!(
-            "workspace {} {name}{}{}",
-            action.as_str(),
-            if paths.is_empty() {
-                String::new()
-            } else {
-                format!(" ({} paths)", paths.len())
-            },
-            detail
-                .lines()
-                .next()
-                .filter(|d| !d.is_empty())
-                .map(|d| format!(": {d}"))
-                .unwrap_or_default()
-        ),
-        EventKind::Secret {
-            name,
-            host,
-            action,
-            detail,
-        } => format!(
-            "secret {name} {} ({host}){}",
-            match action {
-                SecretAction::Blocked => "BLOCKED",
-                other => other.as_str(),
-            },
-            if detail.is_empty() {
-                String::new()
-            } else {
-                format!(": {detail}")
-            }
-        ),
         EventKind::ConnectionsNotRecorded { allowed, denied } => format!(
             "{allowed} allowed and {denied} denied connections past the log's bound (counted only)"
-        ),
-        EventKind::ApiDenied {
-            method,
-            route,
-            token,
-            reason,
-        } => format!(
-            "API call denied: {method} {route} by {}: {reason}",
-            token
-                .as_deref()
-                .map(|t| format!("token {t}"))
-                .unwrap_or_else(|| "an unknown caller".into())
         ),
         EventKind::EgressChanged {
             added,
@@ -208,24 +272,6 @@ fn describe_kind(kind: &EventKind) -> String {
             decision,
             by,
         } => format!("ask {question} about {name}:{port} answered {decision} by {by}"),
-        EventKind::TtlChanged { deadline_ms: None } => "time to live removed".to_string(),
-        EventKind::TtlChanged {
-            deadline_ms: Some(d),
-        } => format!(
-            "time to live changed: stops at {}",
-            humantime::format_rfc3339_seconds(
-                std::time::UNIX_EPOCH + std::time::Duration::from_millis(*d)
-            )
-        ),
-        EventKind::Stopping { reason } => format!(
-            "stopping: {}",
-            match reason {
-                StopReason::Requested => "requested",
-                StopReason::Ttl => "its time to live ran out",
-                StopReason::Timeout => "the timeout was reached",
-                StopReason::SupervisorLost => "its supervisor was lost",
-            }
-        ),
         EventKind::ConnectionsAggregated {
             protocol,
             name,
@@ -240,11 +286,25 @@ fn describe_kind(kind: &EventKind) -> String {
             protocol.as_str(),
             name.as_deref().unwrap_or("(other names)"),
             kind_window(*since_ms),
-            if detail.is_empty() {
-                String::new()
-            } else {
-                format!(": {detail}")
-            }
+            after_colon(detail)
+        ),
+        // Routed here by `describe_kind` only for the kinds above.
+        other => other.name().to_string(),
+    }
+}
+
+/// A secret's substitutions and refusals.
+fn describe_secret(kind: &EventKind) -> String {
+    match kind {
+        EventKind::Secret {
+            name,
+            host,
+            action,
+            detail,
+        } => format!(
+            "secret {name} {} ({host}){}",
+            secret_word(*action),
+            after_colon(detail)
         ),
         EventKind::SecretsAggregated {
             name,
@@ -254,32 +314,28 @@ fn describe_kind(kind: &EventKind) -> String {
             since_ms,
         } => format!(
             "secret {name} {} for {host} {count} more times since {} (counted)",
-            match action {
-                SecretAction::Blocked => "BLOCKED",
-                other => other.as_str(),
-            },
+            secret_word(*action),
             kind_window(*since_ms)
         ),
-        EventKind::EventsDropped { count } => {
-            format!("LOST {count} events before this one (a sink fell behind)")
-        }
-        EventKind::CacheLeftOut { files, limit_bytes } => format!(
-            "CACHE FULL: {files} {} written to the profile's caches {} not kept (the caches' bound is the sandbox's `resources.disk`, {} MiB)",
-            if *files == 1 { "file" } else { "files" },
-            if *files == 1 { "was" } else { "were" },
-            limit_bytes >> 20
-        ),
-        EventKind::Exited {
-            status,
-            reason,
-            signal,
-            duration_ms,
-            peaks: _,
-        } => format!(
-            "exited with status {status} ({}{}) after {duration_ms} ms",
-            reason.as_str(),
-            signal.map(|s| format!(", signal {s}")).unwrap_or_default()
-        ),
+        // Routed here by `describe_kind` only for the kinds above.
+        other => other.name().to_string(),
+    }
+}
+
+/// What was done with a secret; a refusal in capitals.
+fn secret_word(action: SecretAction) -> &'static str {
+    match action {
+        SecretAction::Blocked => "BLOCKED",
+        other => other.as_str(),
+    }
+}
+
+/// `: detail`, or nothing when there is no detail.
+fn after_colon(detail: &str) -> String {
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(": {detail}")
     }
 }
 
