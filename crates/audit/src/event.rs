@@ -151,6 +151,11 @@ pub enum EventKind {
     },
     /// Its TTL was changed: it stops at `deadline_ms` (none: not by TTL).
     TtlChanged { deadline_ms: Option<u64> },
+    /// Its processes were frozen in place (memory kept); `by` says who
+    /// asked, `freezer` which of the kernel's freezers holds them.
+    Paused { by: String, freezer: String },
+    /// Its processes go on where they were, after `paused_ms` frozen.
+    Resumed { by: String, paused_ms: u64 },
     /// Its allowlist was changed while it runs: the entries added and
     /// removed (as written), who asked, and how many open connections the
     /// removal cut.
@@ -243,6 +248,8 @@ impl EventKind {
             EventKind::ConnectionsNotRecorded { .. } => "connections_not_recorded",
             EventKind::Stopping { .. } => "stopping",
             EventKind::TtlChanged { .. } => "ttl_changed",
+            EventKind::Paused { .. } => "paused",
+            EventKind::Resumed { .. } => "resumed",
             EventKind::EgressChanged { .. } => "egress_changed",
             EventKind::Ask { .. } => "ask",
             EventKind::AskAnswered { .. } => "ask_answered",
@@ -568,6 +575,14 @@ pub(crate) mod tests {
             },
             EventKind::TtlChanged {
                 deadline_ms: Some(1_700_000_000_000),
+            },
+            EventKind::Paused {
+                by: "token abc".into(),
+                freezer: "v1 freezer".into(),
+            },
+            EventKind::Resumed {
+                by: "the owner".into(),
+                paused_ms: 1500,
             },
             EventKind::EgressChanged {
                 added: vec![".example.com".into()],
