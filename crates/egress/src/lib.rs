@@ -18,6 +18,7 @@ pub mod http;
 pub mod matcher;
 pub mod proxy;
 pub mod publish;
+pub mod requests;
 pub mod secrets;
 pub mod socket;
 pub mod tls;

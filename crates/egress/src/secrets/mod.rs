@@ -42,6 +42,8 @@ use warden_policy::{DomainRule, SecretRule};
 pub use coding::DECODE_POOL_KIB;
 pub(crate) use session::serve_apart;
 pub use session::{BUFFER_LIMIT, H2_STREAMS};
+#[cfg(test)]
+pub(crate) use target::normalise_path;
 
 /// What every placeholder starts with: unmistakable for real data.
 pub const PLACEHOLDER_PREFIX: &str = "warden-secret-";

@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 /// Why a request's authority or path is refused.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum TargetError {
+pub(crate) enum TargetError {
     #[error("{0} Host headers on one request: which one a server reads is its own choice")]
     TwoHosts(usize),
     #[error("the authority {0:?} is not a host name with an optional port")]
@@ -115,7 +115,7 @@ fn unreserved(b: u8) -> bool {
 /// encoded `/` or `\`, which some servers decode into a separator after
 /// the rule was matched. Without rules such an escape is kept as it is
 /// (APIs such as GitLab's name projects `group%2Fproject`).
-pub(super) fn normalise_path(path: &str, ruled: bool) -> Result<String, TargetError> {
+pub(crate) fn normalise_path(path: &str, ruled: bool) -> Result<String, TargetError> {
     if path == "*" {
         return Ok(path.to_string());
     }

@@ -1,0 +1,296 @@
+//! Egress decided per request: rules over the method, path, query and
+//! JSON-RPC methods of the requests to a name, each allowing, denying or
+//! asking. The proxy terminates TLS for every name that has request rules
+//! (as for a secret's hosts) and puts each request (each HTTP/1.1 request
+//! of a kept-alive connection, each HTTP/2 stream, a WebSocket's upgrade)
+//! to [`RequestRules::decide`]; names without rules are spliced as ever.
+//!
+//! The decision: a deny rule that matches wins, then an ask rule, then an
+//! allow rule; once a name has request rules, a request that matches none
+//! is refused. Order never matters, so rules from a profile, a preset and
+//! flags compose as one list. A request is read every way a server may
+//! read it (see `path`), and a rule must match under every reading to
+//! allow and under any to deny or ask: ambiguity never widens what is
+//! allowed. This module decides only; the terminator enforces and records.
+
+mod path;
+mod rpc;
+mod rule;
+
+pub use path::Ambiguous;
+pub use rpc::{labels as rpc_labels, MAX_RPC_BODY};
+pub use rule::{QueryCondition, RequestAction, RequestRule, RuleError};
+
+/// What a request's body said of JSON-RPC, as far as the rules need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rpc {
+    /// No body (or no rule of the name asks about one).
+    NoBody,
+    /// A body that is not JSON-RPC, or larger than [`MAX_RPC_BODY`].
+    Unreadable,
+    /// The label of each message (see [`rpc_labels`]).
+    Labels(Vec<String>),
+}
+
+/// One request as the rules see it: on the connection's own name and
+/// port, its method, its normalised path (what the upstream gets) and
+/// its query as sent.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub name: &'a str,
+    pub port: u16,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub rpc: &'a Rpc,
+}
+
+/// How a request was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// An allow rule matches (and no deny or ask rule does).
+    Allow,
+    /// A deny rule matches.
+    Deny,
+    /// An ask rule matches (and no deny rule does).
+    Ask,
+    /// The name has request rules and none matches.
+    NoRule,
+    /// The path cannot be read one way only (see [`Ambiguous`]).
+    Ambiguous,
+}
+
+/// A request's verdict: the outcome, the rule that decided (as written)
+/// and why, in words that name no option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    pub rule: Option<String>,
+    pub why: String,
+}
+
+/// The request rules of one sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct RequestRules {
+    rules: Vec<RequestRule>,
+}
+
+/// Matched to allow (as written, under every reading) or to deny and ask
+/// (without case, under any reading).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Allow,
+    Refuse,
+}
+
+impl RequestRules {
+    pub fn new(rules: Vec<RequestRule>) -> RequestRules {
+        RequestRules { rules }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Whether `name:port` has request rules: its TLS is terminated and
+    /// each request decided.
+    pub fn covers(&self, name: &str, port: u16) -> bool {
+        self.rules.iter().any(|r| r.is_for(name, port))
+    }
+
+    /// Whether deciding a `method` request to `path` on `name:port` needs
+    /// its body's JSON-RPC methods: some rule for the name that names
+    /// JSON-RPC methods could match it on everything else.
+    pub fn needs_body(&self, name: &str, port: u16, method: &str, path: &str) -> bool {
+        let Ok(readings) = path::readings(path) else {
+            return false;
+        };
+        self.rules.iter().any(|r| {
+            !r.rpc.is_empty()
+                && r.is_for(name, port)
+                && method_matches(r, method, Mode::Refuse)
+                && paths_match(r, &readings, Mode::Refuse)
+        })
+    }
+
+    /// Decide `req`: see the module's comment.
+    pub fn decide(&self, req: &Request<'_>) -> Verdict {
+        let target = redacted(req.path, req.query);
+        let readings = match path::readings(req.path) {
+            Ok(r) => r,
+            Err(e) => {
+                return Verdict {
+                    outcome: Outcome::Ambiguous,
+                    rule: None,
+                    why: format!("refused: {e}"),
+                }
+            }
+        };
+        let queries = path::query_readings(req.query.unwrap_or(""));
+        let ruled: Vec<&RequestRule> = self
+            .rules
+            .iter()
+            .filter(|r| r.is_for(req.name, req.port))
+            .collect();
+        // Each JSON-RPC message is decided on its own; the request is
+        // what its most refused message is.
+        let units: Vec<Option<&str>> = match req.rpc {
+            Rpc::Labels(l) => l.iter().map(|l| Some(l.as_str())).collect(),
+            _ => vec![None],
+        };
+        let mut worst: Option<(Outcome, Option<&RequestRule>, Option<&str>)> = None;
+        for unit in units {
+            let hit = |action: RequestAction, mode: Mode| {
+                ruled.iter().copied().find(|r| {
+                    r.action == action
+                        && method_matches(r, req.method, mode)
+                        && paths_match(r, &readings, mode)
+                        && query_matches(r, &queries, mode)
+                        && rpc_matches(r, req.rpc, unit, mode)
+                })
+            };
+            let (outcome, rule) = if let Some(r) = hit(RequestAction::Deny, Mode::Refuse) {
+                (Outcome::Deny, Some(r))
+            } else if let Some(r) = hit(RequestAction::Ask, Mode::Refuse) {
+                (Outcome::Ask, Some(r))
+            } else if let Some(r) = hit(RequestAction::Allow, Mode::Allow) {
+                (Outcome::Allow, Some(r))
+            } else {
+                (Outcome::NoRule, None)
+            };
+            if worst
+                .as_ref()
+                .is_none_or(|(w, _, _)| rank(&outcome) > rank(w))
+            {
+                worst = Some((outcome, rule, unit));
+            }
+        }
+        let (outcome, rule, unit) = worst.unwrap_or((Outcome::NoRule, None, None));
+        let call = unit.map(|u| format!(" (JSON-RPC {u})")).unwrap_or_default();
+        let what = format!("{} {}{target}{call}", req.method, req.name);
+        let why = match (&outcome, rule) {
+            (Outcome::Deny, Some(r)) => {
+                format!("denied by the request rule {:?}: {what}", r.source)
+            }
+            (Outcome::Ask, Some(r)) => format!("the request rule {:?} asks about {what}", r.source),
+            (Outcome::Allow, Some(r)) => {
+                format!("allowed by the request rule {:?}: {what}", r.source)
+            }
+            _ => format!("no request rule for {} allows {what}", req.name),
+        };
+        Verdict {
+            outcome,
+            rule: rule.map(|r| r.source.clone()),
+            why,
+        }
+    }
+}
+
+/// How refused an outcome is: a request is decided by its most refused
+/// message.
+fn rank(o: &Outcome) -> u8 {
+    match o {
+        Outcome::Allow => 0,
+        Outcome::Ask => 1,
+        Outcome::NoRule => 2,
+        Outcome::Deny | Outcome::Ambiguous => 3,
+    }
+}
+
+fn method_matches(r: &RequestRule, method: &str, mode: Mode) -> bool {
+    r.methods.is_empty()
+        || r.methods.iter().any(|m| match mode {
+            Mode::Allow => m == method,
+            Mode::Refuse => m.eq_ignore_ascii_case(method),
+        })
+}
+
+/// Under every reading (to allow) or any (to refuse), some path glob of
+/// the rule matches.
+fn paths_match(r: &RequestRule, readings: &[Vec<String>], mode: Mode) -> bool {
+    let one = |segments: &Vec<String>| {
+        r.paths
+            .iter()
+            .any(|p| path::matches(p, segments, mode == Mode::Refuse))
+    };
+    match mode {
+        Mode::Allow => readings.iter().all(one),
+        Mode::Refuse => readings.iter().any(one),
+    }
+}
+
+type Pairs = Vec<(String, Option<String>)>;
+
+/// Every condition holds, under every reading of the query (to allow: and
+/// every value given for a key matches) or under any (to refuse: some
+/// value given for the key matches).
+fn query_matches(r: &RequestRule, readings: &[Pairs], mode: Mode) -> bool {
+    if r.query.is_empty() {
+        return true;
+    }
+    let fold = mode == Mode::Refuse;
+    let holds = |pairs: &Pairs, c: &QueryCondition| {
+        let same_key = |k: &String| {
+            if fold {
+                k.eq_ignore_ascii_case(&c.key)
+            } else {
+                *k == c.key
+            }
+        };
+        let values: Vec<&str> = pairs
+            .iter()
+            .filter(|(k, _)| same_key(k))
+            .map(|(_, v)| v.as_deref().unwrap_or(""))
+            .collect();
+        let Some(want) = &c.value else {
+            return !values.is_empty();
+        };
+        let fits = |v: &&str| path::glob(want.as_bytes(), v.as_bytes(), fold);
+        match mode {
+            Mode::Allow => !values.is_empty() && values.iter().all(fits),
+            Mode::Refuse => values.iter().any(fits),
+        }
+    };
+    let one = |pairs: &Pairs| r.query.iter().all(|c| holds(pairs, c));
+    match mode {
+        Mode::Allow => readings.iter().all(one),
+        Mode::Refuse => readings.iter().any(one),
+    }
+}
+
+/// A rule without JSON-RPC methods matches whatever the body; one with
+/// them never matches a request without a body, matches an unreadable one
+/// only to refuse, and a message by its label.
+fn rpc_matches(r: &RequestRule, rpc: &Rpc, unit: Option<&str>, mode: Mode) -> bool {
+    if r.rpc.is_empty() {
+        return true;
+    }
+    match (rpc, unit) {
+        (Rpc::NoBody, _) => false,
+        (Rpc::Labels(_), Some(label)) => r
+            .rpc
+            .iter()
+            .any(|p| path::glob(p.as_bytes(), label.as_bytes(), mode == Mode::Refuse)),
+        _ => mode == Mode::Refuse,
+    }
+}
+
+/// `path?query` with each query value replaced by `…`: what events and
+/// messages show of a request (values may be tokens; keys say what was
+/// asked).
+pub fn redacted(path: &str, query: Option<&str>) -> String {
+    let Some(q) = query else {
+        return path.to_string();
+    };
+    let keys: Vec<String> = q
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((k, _)) => format!("{k}=…"),
+            None => p.to_string(),
+        })
+        .collect();
+    format!("{path}?{}", keys.join("&"))
+}
+
+#[cfg(test)]
+mod tests;

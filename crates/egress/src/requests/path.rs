@@ -1,0 +1,296 @@
+//! A request's path and query as the rules read them, and the globs they
+//! are matched with.
+//!
+//! The path a rule sees is the one the upstream gets: the terminator
+//! normalises it (`secrets::target::normalise_path`: unreserved escapes
+//! decoded, other escapes in upper case, dot segments resolved, empty
+//! segments from duplicate slashes dropped) and forwards exactly that.
+//! What a server may still read two ways is read both ways here, and a
+//! rule must hold under every reading to allow, and under any to deny or
+//! ask: an encoded slash or backslash (`%2F`, `%5C`) is kept as it is on
+//! the way out, and read as part of its segment and as a separator; a
+//! segment's `;parameters` (which Java servers drop) are read kept and
+//! dropped. A path whose readings would put a dot segment where the
+//! normalised path has none (`a%2F..%2Fb`) is refused: resolving it is
+//! the server's choice. Letters are compared as written to allow and
+//! without case to deny (servers that ignore case exist, such as forges'
+//! owner names).
+
+/// Why a path cannot be decided on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the path {0:?} holds a dot segment behind an encoded slash, which servers resolve differently"
+)]
+pub struct Ambiguous(pub String);
+
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~".contains(&b)
+}
+
+/// A rule's path glob normalised as request paths are: unreserved escapes
+/// decoded, other escapes in upper case, empty segments dropped; refused
+/// when it is not absolute or holds a dot segment, a backslash, a control
+/// character or a bad escape (it could never match a normalised path).
+pub(crate) fn pattern(p: &str) -> Result<String, String> {
+    if !p.starts_with('/') {
+        return Err("a path starts with /".into());
+    }
+    let bytes = p.as_bytes();
+    let mut out = String::with_capacity(p.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            let v = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("a % that starts no escape")?;
+            if unreserved(v) {
+                out.push(v as char);
+            } else {
+                out.push_str(&format!("%{v:02X}"));
+            }
+            i += 3;
+            continue;
+        }
+        if b == b'\\' || b.is_ascii_control() || b == b'#' || b == b'?' {
+            return Err("a backslash, a control character, # or ? in the path".into());
+        }
+        out.push(b as char);
+        i += 1;
+    }
+    let segments: Vec<&str> = out.split('/').skip(1).collect();
+    if segments.iter().any(|s| *s == "." || *s == "..") {
+        return Err("a dot segment: paths are matched after . and .. are resolved".into());
+    }
+    let trailing = out.len() > 1 && out.ends_with('/');
+    let kept: Vec<&str> = segments.into_iter().filter(|s| !s.is_empty()).collect();
+    let mut p = format!("/{}", kept.join("/"));
+    if trailing && !kept.is_empty() {
+        p.push('/');
+    }
+    Ok(p)
+}
+
+/// The segments of a normalised path under each way a server may read
+/// it (see the module's comment): the first reading is the path as it
+/// stands.
+pub(crate) fn readings(path: &str) -> Result<Vec<Vec<String>>, Ambiguous> {
+    let plain: Vec<String> = path.split('/').skip(1).map(str::to_string).collect();
+    let mut out = vec![plain.clone()];
+    let upper = path.to_ascii_uppercase();
+    if upper.contains("%2F") || upper.contains("%5C") {
+        let split: Vec<String> = plain.iter().flat_map(|s| split_encoded(s)).collect();
+        if split.iter().any(|s| s == "." || s == "..") {
+            return Err(Ambiguous(path.to_string()));
+        }
+        out.push(split);
+    }
+    let with_params: Vec<Vec<String>> = out
+        .iter()
+        .filter(|r| r.iter().any(|s| s.contains(';')))
+        .map(|r| {
+            r.iter()
+                .map(|s| s.split(';').next().unwrap_or_default().to_string())
+                .collect()
+        })
+        .collect();
+    out.extend(with_params);
+    Ok(out)
+}
+
+/// `s` cut at each `%2F` and `%5C` (upper case: the path is normalised).
+fn split_encoded(s: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut rest = s;
+    while let Some(at) = rest.find("%2F").into_iter().chain(rest.find("%5C")).min() {
+        if let Some(last) = parts.last_mut() {
+            last.push_str(&rest[..at]);
+        }
+        parts.push(String::new());
+        rest = &rest[at + 3..];
+    }
+    if let Some(last) = parts.last_mut() {
+        last.push_str(rest);
+    }
+    parts
+}
+
+/// Whether the glob `pattern` (normalised) matches the segments of a
+/// path: `**` as a whole segment matches any number of segments (none
+/// included), `*` any run of bytes within one segment. `fold`: compare
+/// letters without case.
+pub(crate) fn matches(pattern: &str, segments: &[String], fold: bool) -> bool {
+    let pat: Vec<&str> = pattern.split('/').skip(1).collect();
+    wildcard(
+        &pat,
+        segments,
+        |p| *p == "**",
+        |p, s| glob(p.as_bytes(), s.as_bytes(), fold),
+    )
+}
+
+/// `*` matches any run of bytes (a `/` included: for values and JSON-RPC
+/// methods, which have no segments); everything else itself.
+pub(crate) fn glob(pattern: &[u8], text: &[u8], fold: bool) -> bool {
+    wildcard(
+        pattern,
+        text,
+        |p| *p == b'*',
+        |p, t| {
+            if fold {
+                p.eq_ignore_ascii_case(t)
+            } else {
+                p == t
+            }
+        },
+    )
+}
+
+/// Wildcard matching in linear space and at most `|pattern| * |text|`
+/// steps (backtracking only to the last star), whatever the pattern: a
+/// rule's author cannot make one request cost more than that.
+fn wildcard<P, T>(
+    pattern: &[P],
+    text: &[T],
+    star: impl Fn(&P) -> bool,
+    one: impl Fn(&P, &T) -> bool,
+) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut back: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && star(&pattern[p]) {
+            back = Some((p, t));
+            p += 1;
+        } else if p < pattern.len() && one(&pattern[p], &text[t]) {
+            p += 1;
+            t += 1;
+        } else if let Some((bp, bt)) = back {
+            p = bp + 1;
+            t = bt + 1;
+            back = Some((bp, bt + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(star)
+}
+
+/// The query's `(key, value)` pairs under each way a server may read them:
+/// split at `&`, or at `&` and `;`; escapes decoded, and `+` kept or read
+/// as a space. A key without `=` has no value.
+pub(crate) fn query_readings(query: &str) -> Vec<Vec<(String, Option<String>)>> {
+    let mut out = Vec::with_capacity(4);
+    for seps in [&['&'][..], &['&', ';'][..]] {
+        for plus in [false, true] {
+            out.push(
+                query
+                    .split(seps)
+                    .filter(|p| !p.is_empty())
+                    .map(|p| match p.split_once('=') {
+                        Some((k, v)) => (decode(k, plus), Some(decode(v, plus))),
+                        None => (decode(p, plus), None),
+                    })
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// Percent-escapes decoded (a bad one kept as written), `+` as a space
+/// when `plus`; bytes that are not UTF-8 replaced.
+fn decode(s: &str, plus: bool) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (b'+', _) if plus => {
+                out.push(b' ');
+                i += 1;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segs(p: &str) -> Vec<String> {
+        p.split('/').skip(1).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_star_stays_within_a_segment_and_two_stars_cross_them() {
+        let m = |pat: &str, path: &str| matches(&pattern(pat).unwrap(), &segs(path), false);
+        assert!(m("/repos/*/issues", "/repos/acme/issues"));
+        assert!(!m("/repos/*/issues", "/repos/acme/w/issues"));
+        assert!(m("/repos/**", "/repos/acme/w/issues"));
+        assert!(m("/repos/**", "/repos"));
+        assert!(m("/repos/**", "/repos/"));
+        assert!(!m("/repos/**", "/repository"));
+        assert!(m("/**/info/refs", "/acme/w.git/info/refs"));
+        assert!(m("/**/git-upload-pack", "/git-upload-pack"));
+        assert!(m("/*.git/**", "/w.git/info/refs"));
+        assert!(m("/v1/*-x", "/v1/a-b-x"));
+        assert!(!m("/v1/*-x", "/v1/a-b-y"));
+        assert!(m("/**", "/"));
+        assert!(!m("/a/b", "/a/B"));
+        assert!(matches("/a/b", &segs("/A/b"), true));
+        // Many stars cost a bounded amount, never an exponential one.
+        let many = format!("/{}x", "**/".repeat(30));
+        let long = format!("/{}", vec!["a"; 200].join("/"));
+        assert!(!matches(&many, &segs(&long), false));
+    }
+
+    #[test]
+    fn patterns_are_normalised_as_paths_are_and_dot_segments_refused() {
+        assert_eq!(pattern("/repos/%61cme//w/").unwrap(), "/repos/acme/w/");
+        assert_eq!(pattern("/a%2fb").unwrap(), "/a%2Fb");
+        for bad in ["x", "/a/../b", "/a/./b", "/a\\b", "/a%zz", "/a?b", "/a#b"] {
+            assert!(pattern(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_encoded_slash_is_read_both_ways_and_never_hides_a_dot_segment() {
+        let r = readings("/projects/group%2Fproject/issues").unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0], segs("/projects/group%2Fproject/issues"));
+        assert_eq!(r[1], segs("/projects/group/project/issues"));
+        assert!(readings("/repos/acme%2F..%2Fother/x").is_err());
+        assert!(readings("/repos/acme%5C..%5Cother/x").is_err());
+        let r = readings("/r.git/git-receive-pack;x=1").unwrap();
+        assert_eq!(r[1], segs("/r.git/git-receive-pack"));
+        assert_eq!(readings("/a/b").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_query_is_read_every_way_a_server_may_split_and_decode_it() {
+        let r = query_readings("service=git%2Dreceive%2dpack&x");
+        assert!(r
+            .iter()
+            .all(|pairs| pairs.contains(&("service".into(), Some("git-receive-pack".into())))));
+        let r = query_readings("a=1;service=git-receive-pack");
+        assert!(r[0].contains(&("a".into(), Some("1;service=git-receive-pack".into()))));
+        assert!(r[2].contains(&("service".into(), Some("git-receive-pack".into()))));
+        let r = query_readings("q=a+b");
+        assert!(r[1].contains(&("q".into(), Some("a b".into()))));
+    }
+}

@@ -1,0 +1,258 @@
+//! One request rule as people write it, read and checked: the methods, the
+//! host, the path glob, the query's conditions and the JSON-RPC methods,
+//! with what to do with a request that matches (allow, deny, ask). Parsing
+//! only; `path` and `rpc` say how a request is read, `mod.rs` decides.
+
+use serde::{Deserialize, Serialize};
+use warden_policy::DomainRule;
+
+/// What a matching rule does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestAction {
+    Allow,
+    Deny,
+    Ask,
+}
+
+impl RequestAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestAction::Allow => "allow",
+            RequestAction::Deny => "deny",
+            RequestAction::Ask => "ask",
+        }
+    }
+}
+
+/// One condition on the query: the key is present (`key`), or present
+/// with a value the glob matches (`key=value`, `*` any run of bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryCondition {
+    pub key: String,
+    pub value: Option<String>,
+}
+
+/// A rule over the requests to one host (or a host and its subdomains):
+/// every condition it states must hold for a request to match it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestRule {
+    pub action: RequestAction,
+    /// Upper case; empty is any method.
+    pub methods: Vec<String>,
+    /// The host, as an allowlist entry writes it.
+    pub domain: DomainRule,
+    /// Path globs, normalised as request paths are (see `path`): `*`
+    /// within one segment, `**` any number of whole segments. A request
+    /// matches when one of them matches.
+    pub paths: Vec<String>,
+    /// Conditions on the query, all of which must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub query: Vec<QueryCondition>,
+    /// JSON-RPC methods (`tools/list`, `tools/call:NAME` for one tool,
+    /// `*` any run of bytes): when given, the rule matches a request whose
+    /// body's JSON-RPC messages it names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpc: Vec<String>,
+    /// The rule as written, for messages and events.
+    pub source: String,
+}
+
+/// Why a request rule was refused. The message names the entry, never the
+/// option it was given to: each door says that.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{entry:?}: {why}; write METHODS NAME/PATH, e.g. 'GET,HEAD api.github.com/repos/**'")]
+pub struct RuleError {
+    pub entry: String,
+    pub why: String,
+}
+
+/// HTTP methods are tokens (RFC 9110): a rule naming anything else could
+/// never match and is a mistake.
+fn is_method(m: &str) -> bool {
+    !m.is_empty()
+        && m.bytes()
+            .all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_')
+}
+
+impl RequestRule {
+    /// Parse `METHODS NAME[/PATH][?QUERY] [rpc:M1,M2]` (METHODS a comma
+    /// list or `*`; no path is `/**`), e.g. `GET,HEAD
+    /// api.github.com/repos/**` or `POST mcp.test/mcp rpc:tools/list`.
+    pub fn parse(action: RequestAction, entry: &str) -> Result<RequestRule, RuleError> {
+        let bad = |why: String| RuleError {
+            entry: entry.to_string(),
+            why,
+        };
+        let mut words = entry.split_whitespace();
+        let (Some(methods), Some(target)) = (words.next(), words.next()) else {
+            return Err(bad("a rule is the methods, then the host and path".into()));
+        };
+        let rpc = match words.next() {
+            None => Vec::new(),
+            Some(w) => match w.strip_prefix("rpc:") {
+                Some(list) => list.split(',').map(str::to_string).collect(),
+                None => return Err(bad(format!("{w:?} is neither a path nor rpc:METHODS"))),
+            },
+        };
+        if let Some(extra) = words.next() {
+            return Err(bad(format!("{extra:?} is one word too many")));
+        }
+        let methods = if methods == "*" {
+            Vec::new()
+        } else {
+            methods.split(',').map(str::to_string).collect()
+        };
+        let (host, rest) = match target.find(['/', '?']) {
+            Some(at) => (&target[..at], &target[at..]),
+            None => (target, ""),
+        };
+        let (path, query) = match rest.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (rest, None),
+        };
+        let domain = DomainRule::parse(host).map_err(|e| bad(format!("the host: {e}")))?;
+        let path = if path.is_empty() { "/**" } else { path };
+        let query = match query {
+            Some(q) => q
+                .split('&')
+                .map(|c| match c.split_once('=') {
+                    Some((k, v)) => QueryCondition {
+                        key: k.to_string(),
+                        value: Some(v.to_string()),
+                    },
+                    None => QueryCondition {
+                        key: c.to_string(),
+                        value: None,
+                    },
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        RequestRule {
+            action,
+            methods,
+            domain,
+            paths: vec![path.to_string()],
+            query,
+            rpc,
+            source: entry.trim().to_string(),
+        }
+        .checked()
+    }
+
+    /// The rule with its methods in upper case and its paths normalised,
+    /// or why it cannot stand (a profile's or an API body's rule is built
+    /// from its parts and checked here too).
+    pub fn checked(mut self) -> Result<RequestRule, RuleError> {
+        let bad = |why: String| RuleError {
+            entry: self.source.clone(),
+            why,
+        };
+        for m in &mut self.methods {
+            *m = m.to_ascii_uppercase();
+            if m == "*" || !is_method(m) {
+                return Err(bad(format!(
+                    "{m:?} is not an HTTP method (write * alone for any method)"
+                )));
+            }
+        }
+        if self.paths.is_empty() {
+            self.paths.push("/**".into());
+        }
+        for p in &mut self.paths {
+            *p = super::path::pattern(p).map_err(|why| bad(format!("the path {p:?}: {why}")))?;
+        }
+        for c in &self.query {
+            if c.key.is_empty() || c.key.contains(['#', '&']) {
+                return Err(bad(format!("the query condition {:?} names no key", c.key)));
+            }
+        }
+        if self.rpc.iter().any(|m| m.is_empty()) {
+            return Err(bad("an empty JSON-RPC method".into()));
+        }
+        Ok(self)
+    }
+
+    /// Whether the rule is for `name` on `port`.
+    pub fn is_for(&self, name: &str, port: u16) -> bool {
+        let d = &self.domain;
+        let name = name.strip_suffix('.').unwrap_or(name);
+        let name_matches = name.eq_ignore_ascii_case(&d.name)
+            || (d.subdomains
+                && name.len() > d.name.len()
+                && name[name.len() - d.name.len()..].eq_ignore_ascii_case(&d.name)
+                && name.as_bytes()[name.len() - d.name.len() - 1] == b'.');
+        name_matches && d.allows_port(port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cli_form_reads_methods_host_path_query_and_rpc() {
+        let r =
+            RequestRule::parse(RequestAction::Allow, "GET,head api.github.com/repos/**").unwrap();
+        assert_eq!(r.methods, ["GET", "HEAD"]);
+        assert_eq!(r.domain.name, "api.github.com");
+        assert_eq!(r.paths, ["/repos/**"]);
+        let r = RequestRule::parse(
+            RequestAction::Deny,
+            "* .github.com/**/info/refs?service=git-receive-pack",
+        )
+        .unwrap();
+        assert!(r.methods.is_empty());
+        assert!(r.domain.subdomains);
+        assert_eq!(
+            r.query,
+            [QueryCondition {
+                key: "service".into(),
+                value: Some("git-receive-pack".into())
+            }]
+        );
+        let r = RequestRule::parse(
+            RequestAction::Allow,
+            "POST mcp.test:8443/mcp rpc:tools/list,tools/call:search",
+        )
+        .unwrap();
+        assert_eq!(r.rpc, ["tools/list", "tools/call:search"]);
+        assert_eq!(r.domain.port, Some(8443));
+        let r = RequestRule::parse(RequestAction::Allow, "* registry.npmjs.org").unwrap();
+        assert_eq!(r.paths, ["/**"]);
+        assert!(r.is_for("registry.npmjs.org", 443));
+        assert!(r.is_for("Registry.NPMJS.org.", 443));
+        assert!(!r.is_for("registry.npmjs.org", 8443));
+        assert!(!r.is_for("xregistry.npmjs.org", 443));
+    }
+
+    #[test]
+    fn a_rule_that_could_not_mean_what_it_says_is_refused() {
+        for bad in [
+            "",
+            "GET",
+            "GET http://a.test/x",
+            "G+T a.test/x",
+            "GET,* a.test/x",
+            "GET a.test/x extra",
+            "GET a.test/x rpc:",
+            "GET a.test/../x",
+            "GET a.test/a%2",
+            "GET a.test/x?=v",
+            "GET /x",
+        ] {
+            assert!(
+                RequestRule::parse(RequestAction::Allow, bad).is_err(),
+                "{bad:?}"
+            );
+        }
+        let e = RequestRule::parse(RequestAction::Allow, "G+T a.test/x").unwrap_err();
+        assert!(
+            !e.to_string().contains("--"),
+            "no flag below the doors: {e}"
+        );
+    }
+}

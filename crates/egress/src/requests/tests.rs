@@ -1,0 +1,272 @@
+use super::*;
+use crate::secrets::normalise_path;
+
+fn rules(list: &[(RequestAction, &str)]) -> RequestRules {
+    RequestRules::new(
+        list.iter()
+            .map(|(a, e)| RequestRule::parse(*a, e).unwrap())
+            .collect(),
+    )
+}
+
+/// Decide `method target` (a raw request target, path and query) on
+/// `name:443`, reading the path as the terminator does before it decides
+/// and forwards; `None` when the terminator refuses the path itself.
+fn decide(r: &RequestRules, name: &str, method: &str, target: &str) -> Option<Outcome> {
+    let (raw, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target, None),
+    };
+    let path = normalise_path(raw, false).ok()?;
+    Some(
+        r.decide(&Request {
+            name,
+            port: 443,
+            method,
+            path: &path,
+            query,
+            rpc: &Rpc::NoBody,
+        })
+        .outcome,
+    )
+}
+
+use RequestAction::{Allow, Ask, Deny};
+
+#[test]
+fn once_a_name_has_rules_a_request_that_matches_none_is_refused() {
+    let r = rules(&[(Allow, "GET,HEAD api.forge.test/repos/**")]);
+    let d = |m, t| decide(&r, "api.forge.test", m, t);
+    assert_eq!(d("GET", "/repos/acme/w"), Some(Outcome::Allow));
+    assert_eq!(d("HEAD", "/repos"), Some(Outcome::Allow));
+    assert_eq!(d("POST", "/repos/acme/w"), Some(Outcome::NoRule));
+    assert_eq!(d("GET", "/user"), Some(Outcome::NoRule));
+    assert_eq!(
+        d("get", "/repos/acme/w"),
+        Some(Outcome::NoRule),
+        "methods are case-sensitive"
+    );
+    assert!(r.covers("api.forge.test", 443));
+    assert!(!r.covers("other.test", 443));
+    assert!(!r.covers("api.forge.test", 8443));
+}
+
+#[test]
+fn deny_wins_over_ask_and_ask_over_allow_whatever_their_order() {
+    let r = rules(&[
+        (Allow, "* forge.test/**"),
+        (Ask, "POST forge.test/**"),
+        (Deny, "* forge.test/**/git-receive-pack"),
+    ]);
+    let d = |m, t| decide(&r, "forge.test", m, t);
+    assert_eq!(d("GET", "/a/b"), Some(Outcome::Allow));
+    assert_eq!(d("POST", "/a/b"), Some(Outcome::Ask));
+    assert_eq!(d("POST", "/a/b.git/git-receive-pack"), Some(Outcome::Deny));
+    let v = r.decide(&Request {
+        name: "forge.test",
+        port: 443,
+        method: "POST",
+        path: "/a/b.git/git-receive-pack",
+        query: None,
+        rpc: &Rpc::NoBody,
+    });
+    assert_eq!(v.rule.as_deref(), Some("* forge.test/**/git-receive-pack"));
+    assert!(v.why.contains("denied by the request rule"), "{}", v.why);
+}
+
+/// A push is a request to git-receive-pack: the POST, and the ref
+/// advertisement that precedes it, however its query or path is spelled.
+#[test]
+fn a_push_is_refused_however_its_request_is_spelled() {
+    let r = rules(&[
+        (Allow, "GET forge.test/**/info/refs?service=git-upload-pack"),
+        (Allow, "POST forge.test/**/git-upload-pack"),
+        (Allow, "GET forge.test/**"),
+        (Deny, "* forge.test/**/git-receive-pack"),
+        (Deny, "* forge.test/**/info/refs?service=git-receive-pack"),
+    ]);
+    let d = |m, t| decide(&r, "forge.test", m, t);
+    assert_eq!(
+        d("GET", "/acme/w.git/info/refs?service=git-upload-pack"),
+        Some(Outcome::Allow)
+    );
+    assert_eq!(
+        d("POST", "/acme/w.git/git-upload-pack"),
+        Some(Outcome::Allow)
+    );
+    for (m, t) in [
+        ("GET", "/acme/w.git/info/refs?service=git-receive-pack"),
+        ("GET", "/acme/w.git/info/refs?service=git%2Dreceive%2dpack"),
+        ("GET", "/acme/w.git/info/refs?service=GIT-RECEIVE-PACK"),
+        (
+            "GET",
+            "/acme/w.git/info/refs?service=git-upload-pack&service=git-receive-pack",
+        ),
+        ("GET", "/acme/w.git/info/refs?x=1;service=git-receive-pack"),
+        ("GET", "/acme/w.git/info/refs?serv%69ce=git-receive-pack"),
+        ("POST", "/acme/w.git/git-receive-pack"),
+        ("post", "/acme/w.git/git-receive-pack"),
+        ("POST", "/acme/w.git/GIT-RECEIVE-PACK"),
+        ("POST", "/acme/w.git/git-receive-pack;jsessionid=1"),
+        ("POST", "/acme/w.git/git-%72eceive-pack"),
+        ("POST", "/acme/w.git/x/../git-receive-pack"),
+        ("POST", "/acme//w.git/./git-receive-pack"),
+        ("POST", "/acme/w.git/git-upload-pack/../git-receive-pack"),
+        ("POST", "/acme/w.git%2Fgit-receive-pack"),
+    ] {
+        assert_ne!(d(m, t), Some(Outcome::Allow), "{m} {t}");
+    }
+}
+
+#[test]
+fn an_encoded_slash_allows_only_when_both_readings_do_and_never_hides_dots() {
+    let r = rules(&[
+        (Allow, "GET lab.test/api/v4/projects/*"),
+        (Allow, "GET lab.test/api/v4/groups/**"),
+        (Allow, "GET lab.test/repos/acme/**"),
+    ]);
+    let d = |t| decide(&r, "lab.test", "GET", t);
+    // One segment as written, two as a decoding server reads it.
+    assert_eq!(d("/api/v4/projects/group%2Fproject"), Some(Outcome::NoRule));
+    assert_eq!(d("/api/v4/groups/group%2Fsub"), Some(Outcome::Allow));
+    assert_eq!(d("/api/v4/projects/p"), Some(Outcome::Allow));
+    // A dot segment behind encoded slashes: ambiguous, refused.
+    assert_eq!(d("/repos/acme%2F..%2Fother/x"), Some(Outcome::Ambiguous));
+    assert_eq!(
+        d("/repos/acme%2F%2E%2E%2Fother/x"),
+        Some(Outcome::Ambiguous)
+    );
+    // Dot segments in plain or encoded spelling are resolved first.
+    assert_eq!(d("/repos/acme/../other/x"), Some(Outcome::NoRule));
+    assert_eq!(d("/repos/acme/%2e%2e/other/x"), Some(Outcome::NoRule));
+    assert_eq!(d("/repos/other/../acme/x"), Some(Outcome::Allow));
+    // What the terminator refuses outright never reaches the rules.
+    assert_eq!(d("/repos/acme/..;/other"), None);
+    assert_eq!(d("/repos/acme\\..\\other"), None);
+}
+
+#[test]
+fn letters_are_compared_as_written_to_allow_and_without_case_to_deny() {
+    let r = rules(&[
+        (Allow, "GET forge.test/**"),
+        (Deny, "* forge.test/acme/secret/**"),
+    ]);
+    let d = |t| decide(&r, "forge.test", "GET", t);
+    assert_eq!(d("/acme/public"), Some(Outcome::Allow));
+    assert_eq!(d("/acme/secret/x"), Some(Outcome::Deny));
+    assert_eq!(d("/ACME/Secret/x"), Some(Outcome::Deny));
+    let r = rules(&[(Allow, "GET forge.test/acme/**")]);
+    assert_eq!(
+        decide(&r, "forge.test", "GET", "/ACME/x"),
+        Some(Outcome::NoRule)
+    );
+}
+
+#[test]
+fn a_query_condition_allows_only_when_every_value_of_its_key_fits() {
+    let r = rules(&[(Allow, "GET search.test/find?q&page=*")]);
+    let d = |t| decide(&r, "search.test", "GET", t);
+    assert_eq!(d("/find?q=a&page=2"), Some(Outcome::Allow));
+    assert_eq!(d("/find?q=a"), Some(Outcome::NoRule), "page is required");
+    let r = rules(&[(Allow, "GET search.test/find?scope=public")]);
+    let d = |t| decide(&r, "search.test", "GET", t);
+    assert_eq!(d("/find?scope=public"), Some(Outcome::Allow));
+    assert_eq!(d("/find?scope=public&scope=private"), Some(Outcome::NoRule));
+    assert_eq!(d("/find?scope=public;scope=private"), Some(Outcome::NoRule));
+}
+
+#[test]
+fn json_rpc_methods_are_decided_message_by_message() {
+    let r = rules(&[
+        (
+            Allow,
+            "POST mcp.test/mcp rpc:initialize,notifications/*,tools/list,tools/call:search",
+        ),
+        (Allow, "GET,DELETE mcp.test/mcp"),
+        (Deny, "POST mcp.test/mcp rpc:tools/call:delete_*"),
+    ]);
+    let body = |b: &str| match rpc_labels(b.as_bytes()) {
+        Some(l) => Rpc::Labels(l),
+        None => Rpc::Unreadable,
+    };
+    let d = |method: &str, rpc: Rpc| {
+        r.decide(&Request {
+            name: "mcp.test",
+            port: 443,
+            method,
+            path: "/mcp",
+            query: None,
+            rpc: &rpc,
+        })
+        .outcome
+    };
+    assert!(r.needs_body("mcp.test", 443, "POST", "/mcp"));
+    assert!(!r.needs_body("mcp.test", 443, "GET", "/mcp"));
+    assert_eq!(
+        d(
+            "POST",
+            body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        ),
+        Outcome::Allow
+    );
+    assert_eq!(
+        d(
+            "POST",
+            body(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search"}}"#)
+        ),
+        Outcome::Allow
+    );
+    assert_eq!(
+        d(
+            "POST",
+            body(
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file"}}"#
+            )
+        ),
+        Outcome::NoRule
+    );
+    assert_eq!(
+        d(
+            "POST",
+            body(
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_repo"}}"#
+            )
+        ),
+        Outcome::Deny
+    );
+    // A batch is as refused as its most refused message.
+    assert_eq!(
+        d(
+            "POST",
+            body(
+                r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file"}}]"#
+            )
+        ),
+        Outcome::NoRule
+    );
+    // A body that cannot be read is denied by a rule that would deny,
+    // and allowed by none.
+    assert_eq!(d("POST", Rpc::Unreadable), Outcome::Deny);
+    assert_eq!(
+        d("POST", body(r#"{"method":"tools/list","method":"x"}"#)),
+        Outcome::Deny
+    );
+    assert_eq!(d("GET", Rpc::NoBody), Outcome::Allow);
+    assert_eq!(d("POST", Rpc::NoBody), Outcome::NoRule);
+}
+
+#[test]
+fn what_is_shown_of_a_request_never_holds_a_query_value() {
+    assert_eq!(redacted("/a", Some("token=s3cret&x")), "/a?token=…&x");
+    let r = rules(&[(Allow, "GET a.test/b")]);
+    let v = r.decide(&Request {
+        name: "a.test",
+        port: 443,
+        method: "GET",
+        path: "/c",
+        query: Some("key=s3cret"),
+        rpc: &Rpc::NoBody,
+    });
+    assert!(!v.why.contains("s3cret"), "{}", v.why);
+    assert!(v.why.contains("/c?key=…"), "{}", v.why);
+}
