@@ -428,137 +428,41 @@ async fn connect_tls(term: &Terminator, upstream: TcpStream, name: &str) -> Resu
     }
 }
 
-#[allow(clippy::too_many_lines)] // one request's stages in order: authority, rules, target, headers, body, forward
+/// warden's answer in place of the upstream's, when a stage of a request
+/// refuses it.
+type Answer = Box<Response<OutBody>>;
+
+/// warden's own answer ([`text`]) as a stage's refusal.
+fn answer(status: StatusCode, reason: Reason, body: String) -> Answer {
+    Box::new(text(status, reason, body))
+}
+
+/// One request from the sandbox: checked, its placeholders substituted,
+/// forwarded, and its response scrubbed on the way back. A stage that
+/// refuses answers in the upstream's place.
 async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
-    let upstream = match &s.upstream {
-        Ok(u) => u,
-        Err(why) => {
-            return text(
-                StatusCode::BAD_GATEWAY,
-                Reason::UpstreamFailed,
-                format!("warden: {why}\n"),
-            )
-        }
-    };
-    let (mut parts, body) = req.into_parts();
-    // The authority and the path are read once, as the upstream will read
-    // them; the rules see that, and that is what is forwarded.
-    let checked = check_authority(&parts, s.sni.as_deref(), &s.name, s.port)
-        .and_then(|()| normalise_path(parts.uri.path(), s.term.has_rules(&s.name, s.port)));
-    let path = match checked {
-        Ok(p) => p,
-        Err(e) => {
-            let status = match e {
-                TargetError::OtherHost { .. } | TargetError::OtherServerName { .. } => {
-                    StatusCode::MISDIRECTED_REQUEST
-                }
-                _ => StatusCode::BAD_REQUEST,
-            };
-            return s.refuse(
-                status,
-                Cause::new(Reason::MisdirectedRequest),
-                format!("refused: {e}"),
-            );
-        }
-    };
-    if let Some(why) = s
-        .term
-        .rule_denies(&s.name, s.port, parts.method.as_str(), &path)
-    {
-        // The rule that would allow this very request.
-        let entry = format!("{} {}{path}", parts.method, s.name);
-        return s.refuse(
-            StatusCode::FORBIDDEN,
-            Cause::with_entry(Reason::SecretRule, entry),
-            why,
-        );
+    match exchange(req, s).await {
+        Ok(response) => response,
+        Err(answer) => *answer,
     }
+}
 
-    // The target: the normalised path and the query, substituted
-    // percent-encoded.
-    let target = match parts.uri.query() {
-        Some(q) => format!("{path}?{q}"),
-        None => path,
-    };
-    let mut substituted: Vec<usize> = Vec::new();
-    let target = match Rewriter::all(s.target.clone(), target.as_bytes()) {
-        Ok((t, r)) => {
-            substituted.extend(r);
-            t
-        }
-        Err(b) => return s.block(b),
-    };
-    let Ok(target) = String::from_utf8(target) else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            Reason::BadRequest,
-            "warden: bad request target\n".into(),
-        );
-    };
-    let authority = forwarded_authority(&s.name, s.port);
-
-    // Headers: substituted, Basic credentials decoded first.
-    let mut headers = http::HeaderMap::new();
-    for (k, v) in parts.headers.iter() {
-        let key = k.as_str();
-        if HOP_BY_HOP.contains(&key) || key == "host" || key == "accept-encoding" {
-            continue;
-        }
-        let (value, r) = match rewrite_header(s, k, v.as_bytes()) {
-            Ok(x) => x,
-            Err(b) => return s.block(b),
-        };
-        substituted.extend(r);
-        let Ok(value) = http::HeaderValue::from_bytes(&value) else {
-            return text(
-                StatusCode::BAD_GATEWAY,
-                Reason::BadRequest,
-                format!("warden: a secret's value cannot stand in the {key} header\n"),
-            );
-        };
-        headers.append(k.clone(), value);
-    }
-
-    // The body: read whole when a secret is substituted in it, else
-    // streamed and watched.
-    let body: OutBody = if s.body_substitution && !body.is_end_stream() {
-        let limited = http_body_util::Limited::new(body, MAX_SUBSTITUTED_BODY);
-        let bytes = match limited.collect().await {
-            Ok(c) => c.to_bytes(),
-            Err(_) => {
-                return text(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    Reason::BadRequest,
-                    format!("warden: a request body with a secret substituted in it may be at most {MAX_SUBSTITUTED_BODY} bytes\n"),
-                )
-            }
-        };
-        match Rewriter::all(s.body.clone(), &bytes) {
-            Ok((b, r)) => {
-                substituted.extend(r);
-                headers.remove(http::header::CONTENT_LENGTH);
-                if let Ok(v) = http::HeaderValue::from_str(&b.len().to_string()) {
-                    headers.insert(http::header::CONTENT_LENGTH, v);
-                }
-                Full::new(Bytes::from(b))
-                    .map_err(|never| match never {})
-                    .boxed()
-            }
-            Err(b) => return s.block(b),
-        }
-    } else {
-        let watch = s.clone();
-        RewriteBody::new(
-            body.map_err(|e| Box::new(e) as BoxError).boxed(),
-            s.body.clone(),
-            true,
-            None,
-            Some(Box::new(move |b| {
-                (watch.record)(watch.blocked(b));
-            })),
+/// The stages of one request in order: authority, rules, target, headers,
+/// body, forward.
+async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<OutBody>, Answer> {
+    let upstream = s.upstream.as_ref().map_err(|why| {
+        answer(
+            StatusCode::BAD_GATEWAY,
+            Reason::UpstreamFailed,
+            format!("warden: {why}\n"),
         )
-        .boxed()
-    };
+    })?;
+    let (parts, body) = req.into_parts();
+    let path = checked_path(s, &parts)?;
+    let mut substituted: Vec<usize> = Vec::new();
+    let target = substituted_target(s, &parts, path, &mut substituted)?;
+    let mut headers = substituted_headers(s, &parts, &mut substituted)?;
+    let body = substituted_body(s, body, &mut headers, &mut substituted).await?;
     substituted.sort_unstable();
     substituted.dedup();
     for i in &substituted {
@@ -568,20 +472,178 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
             format!("substituted in {} {}", parts.method, parts.uri.path()),
         ));
     }
+    let request = Outgoing {
+        parts,
+        headers,
+        target,
+        body,
+    };
+    forward(s, upstream, request).await
+}
 
+/// The path the upstream will read. The authority and the path are read
+/// once, as the upstream will read them; the rules see that, and that is
+/// what is forwarded.
+fn checked_path(s: &Session, parts: &http::request::Parts) -> Result<String, Answer> {
+    let checked = check_authority(parts, s.sni.as_deref(), &s.name, s.port)
+        .and_then(|()| normalise_path(parts.uri.path(), s.term.has_rules(&s.name, s.port)));
+    let path = checked.map_err(|e| {
+        let status = match e {
+            TargetError::OtherHost { .. } | TargetError::OtherServerName { .. } => {
+                StatusCode::MISDIRECTED_REQUEST
+            }
+            _ => StatusCode::BAD_REQUEST,
+        };
+        Box::new(s.refuse(
+            status,
+            Cause::new(Reason::MisdirectedRequest),
+            format!("refused: {e}"),
+        ))
+    })?;
+    if let Some(why) = s
+        .term
+        .rule_denies(&s.name, s.port, parts.method.as_str(), &path)
+    {
+        // The rule that would allow this very request.
+        let entry = format!("{} {}{path}", parts.method, s.name);
+        return Err(Box::new(s.refuse(
+            StatusCode::FORBIDDEN,
+            Cause::with_entry(Reason::SecretRule, entry),
+            why,
+        )));
+    }
+    Ok(path)
+}
+
+/// The target: the normalised path and the query, substituted
+/// percent-encoded.
+fn substituted_target(
+    s: &Session,
+    parts: &http::request::Parts,
+    path: String,
+    substituted: &mut Vec<usize>,
+) -> Result<String, Answer> {
+    let target = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    let (target, r) =
+        Rewriter::all(s.target.clone(), target.as_bytes()).map_err(|b| Box::new(s.block(b)))?;
+    substituted.extend(r);
+    String::from_utf8(target).map_err(|_| bad_target())
+}
+
+/// warden's answer to a target that is not one once substituted.
+fn bad_target() -> Answer {
+    answer(
+        StatusCode::BAD_REQUEST,
+        Reason::BadRequest,
+        "warden: bad request target\n".into(),
+    )
+}
+
+/// Headers: substituted, Basic credentials decoded first; hop-by-hop ones,
+/// the host (set again for the upstream) and the accepted encodings (warden
+/// must read the response) left out.
+fn substituted_headers(
+    s: &Session,
+    parts: &http::request::Parts,
+    substituted: &mut Vec<usize>,
+) -> Result<http::HeaderMap, Answer> {
+    let mut headers = http::HeaderMap::new();
+    for (k, v) in parts.headers.iter() {
+        let key = k.as_str();
+        if HOP_BY_HOP.contains(&key) || key == "host" || key == "accept-encoding" {
+            continue;
+        }
+        let (value, r) = rewrite_header(s, k, v.as_bytes()).map_err(|b| Box::new(s.block(b)))?;
+        substituted.extend(r);
+        let value = http::HeaderValue::from_bytes(&value).map_err(|_| {
+            answer(
+                StatusCode::BAD_GATEWAY,
+                Reason::BadRequest,
+                format!("warden: a secret's value cannot stand in the {key} header\n"),
+            )
+        })?;
+        headers.append(k.clone(), value);
+    }
+    Ok(headers)
+}
+
+/// The body: read whole when a secret is substituted in it (its length set
+/// again), else streamed and watched.
+async fn substituted_body(
+    s: &Arc<Session>,
+    body: Incoming,
+    headers: &mut http::HeaderMap,
+    substituted: &mut Vec<usize>,
+) -> Result<OutBody, Answer> {
+    if !s.body_substitution || body.is_end_stream() {
+        let watch = s.clone();
+        return Ok(RewriteBody::new(
+            body.map_err(|e| Box::new(e) as BoxError).boxed(),
+            s.body.clone(),
+            true,
+            None,
+            Some(Box::new(move |b| {
+                (watch.record)(watch.blocked(b));
+            })),
+        )
+        .boxed());
+    }
+    let limited = http_body_util::Limited::new(body, MAX_SUBSTITUTED_BODY);
+    let bytes = match limited.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => {
+            return Err(answer(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Reason::BadRequest,
+                format!("warden: a request body with a secret substituted in it may be at most {MAX_SUBSTITUTED_BODY} bytes\n"),
+            ))
+        }
+    };
+    let (b, r) = Rewriter::all(s.body.clone(), &bytes).map_err(|b| Box::new(s.block(b)))?;
+    substituted.extend(r);
+    headers.remove(http::header::CONTENT_LENGTH);
+    if let Ok(v) = http::HeaderValue::from_str(&b.len().to_string()) {
+        headers.insert(http::header::CONTENT_LENGTH, v);
+    }
+    Ok(Full::new(Bytes::from(b))
+        .map_err(|never| match never {})
+        .boxed())
+}
+
+/// A request as it goes upstream: the sandbox's method and extensions, the
+/// substituted target, headers and body.
+struct Outgoing {
+    parts: http::request::Parts,
+    headers: http::HeaderMap,
+    target: String,
+    body: OutBody,
+}
+
+/// Sends the request on the upstream connection, in its version (an
+/// absolute URI for HTTP/2, a `Host` header for HTTP/1.1), and scrubs the
+/// response.
+async fn forward(
+    s: &Arc<Session>,
+    upstream: &Sender,
+    request: Outgoing,
+) -> Result<Response<OutBody>, Answer> {
+    let Outgoing {
+        mut parts,
+        mut headers,
+        target,
+        body,
+    } = request;
+    let authority = forwarded_authority(&s.name, s.port);
     let h2 = matches!(upstream, Sender::H2(_));
     let uri = if h2 {
         format!("https://{authority}{target}")
     } else {
-        target.clone()
+        target
     };
-    let Ok(uri) = uri.parse::<http::Uri>() else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            Reason::BadRequest,
-            "warden: bad request target\n".into(),
-        );
-    };
+    let uri = uri.parse::<http::Uri>().map_err(|_| bad_target())?;
     if !h2 {
         if let Ok(v) = http::HeaderValue::from_str(&authority) {
             headers.insert(http::header::HOST, v);
@@ -606,17 +668,14 @@ async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
             }
         }
     };
-    let response = match response {
-        Ok(r) => r,
-        Err(e) => {
-            return text(
-                StatusCode::BAD_GATEWAY,
-                Reason::UpstreamFailed,
-                format!("warden: the request to {} failed: {e}\n", s.name),
-            )
-        }
-    };
-    scrub_response(s, response, method_is_head)
+    let response = response.map_err(|e| {
+        answer(
+            StatusCode::BAD_GATEWAY,
+            Reason::UpstreamFailed,
+            format!("warden: the request to {} failed: {e}\n", s.name),
+        )
+    })?;
+    Ok(scrub_response(s, response, method_is_head))
 }
 
 fn rewrite_header(
@@ -644,37 +703,33 @@ fn rewrite_header(
     Rewriter::all(s.head.clone(), value)
 }
 
+/// A response warden cannot check for the secrets' values does not reach
+/// the sandbox: recorded as blocked for every secret of the connection,
+/// and answered with `said`.
+fn withhold(s: &Session, detail: &str, said: String) -> Response<OutBody> {
+    for i in 0..s.term.secrets.len() {
+        (s.record)(s.decision(i, SecretAction::Blocked, detail.to_string()));
+    }
+    text(StatusCode::BAD_GATEWAY, Reason::ResponseWithheld, said)
+}
+
 fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) -> Response<OutBody> {
     // Every part of the response is output: the reason phrase, every
     // header's name and value, the body under its codings, the trailers.
     let codings = match coding::to_undo(response.headers()) {
         Ok(c) => c,
         Err(unknown) => {
-            for i in 0..s.term.secrets.len() {
-                (s.record)(s.decision(
-                    i,
-                    SecretAction::Blocked,
-                    format!("a response in the {unknown} coding from a secret's host was withheld (warden cannot read it to check it for the value)"),
-                ));
-            }
-            return text(
-                StatusCode::BAD_GATEWAY,
-                Reason::ResponseWithheld,
+            return withhold(
+                s,
+                &format!("a response in the {unknown} coding from a secret's host was withheld (warden cannot read it to check it for the value)"),
                 format!("warden: the server sent its response in the {unknown} coding, which warden cannot read to check it for secrets, so it is withheld\n"),
-            );
+            )
         }
     };
     if let Some(why) = coding::too_costly(&codings).filter(|_| !head) {
-        for i in 0..s.term.secrets.len() {
-            (s.record)(s.decision(
-                i,
-                SecretAction::Blocked,
-                format!("a response from a secret's host was withheld: {why}"),
-            ));
-        }
-        return text(
-            StatusCode::BAD_GATEWAY,
-            Reason::ResponseWithheld,
+        return withhold(
+            s,
+            &format!("a response from a secret's host was withheld: {why}"),
             format!("warden: the server's response was withheld: {why}\n"),
         );
     }
