@@ -43,17 +43,17 @@ pub enum OciError {
         #[source]
         source: std::io::Error,
     },
-    #[error("bundle {bundle}: {source}")]
+    // The translation's error is said in the message, not as a source
+    // too: a chain printed whole would say it twice.
+    #[error("bundle {bundle}: {error}")]
     Config {
         bundle: PathBuf,
-        #[source]
-        source: warden_policy::oci::OciError,
+        error: warden_policy::oci::OciError,
     },
-    #[error("process file {path}: {source}")]
+    #[error("process file {path}: {error}")]
     ProcessFile {
         path: PathBuf,
-        #[source]
-        source: warden_policy::oci::OciError,
+        error: warden_policy::oci::OciError,
     },
     #[error("{0:?} is not a signal: give a name (TERM, SIGKILL) or a number")]
     BadSignal(String),

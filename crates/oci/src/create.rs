@@ -52,7 +52,8 @@ pub fn create(
             None => format!("linux.namespaces network path {ns}: warden gives the container a network namespace of its own, whose only way out is warden's egress proxy; the given namespace is not joined (a later container naming it joins this one's)"),
         });
     }
-    let (sb, notice) = make_sandbox(root, &store, &name, &t)?;
+    let (sb, notice) =
+        make_sandbox(root, &store, &name, &t).map_err(|e| by_annotation(e, &t, &bundle))?;
     notices.extend(notice);
     // From here on a failure removes what was made: nothing of a refused
     // create stays under --root.
@@ -104,9 +105,9 @@ fn translate(bundle: &Path, console_socket: Option<&Path>) -> Result<oci::Transl
         path: config_path.clone(),
         source,
     })?;
-    let config_err = |source| OciError::Config {
+    let config_err = |error| OciError::Config {
         bundle: bundle.to_path_buf(),
-        source,
+        error,
     };
     let config = oci::parse(&text).map_err(config_err)?;
     let t = oci::translate(&config, bundle).map_err(config_err)?;
@@ -184,6 +185,36 @@ fn make_sandbox(
         ..CreateRequest::default()
     };
     Ok(lifecycle::create(store, name, req, &ctx)?)
+}
+
+/// A value the resolver refused, said by the annotation that gave it
+/// (`annotations["warden.dev/timeout"]`), as the translation says its
+/// own refusals: a pod's author wrote the annotation, not the node's
+/// profile. Other errors are kept as they are.
+fn by_annotation(e: OciError, t: &oci::Translated, bundle: &Path) -> OciError {
+    use warden_runtime::lifecycle::LifecycleError;
+    use warden_runtime::resolve::ResolveError;
+    let OciError::Lifecycle(LifecycleError::Resolve(r)) = &e else {
+        return e;
+    };
+    let ResolveError::Spec(s) = &**r else {
+        return e;
+    };
+    let given = s
+        .field()
+        .and_then(Field::annotation)
+        .and_then(|key| t.annotations.get_key_value(key));
+    match given {
+        Some((key, value)) => OciError::Config {
+            bundle: bundle.to_path_buf(),
+            error: oci::OciError::Invalid {
+                field: format!("annotations[\"{key}\"]"),
+                value: value.clone(),
+                why: warden_policy::word(&s.problem().to_string(), warden_policy::Door::Profile),
+            },
+        },
+        None => e,
+    }
 }
 
 /// A made sandbox on its way to holding the container's first process.

@@ -72,9 +72,9 @@ pub fn request(a: &crate::args::ExecArgs) -> Result<ExecRequest, OciError> {
             path: path.clone(),
             source,
         })?;
-        let perr = |source| OciError::ProcessFile {
+        let perr = |error| OciError::ProcessFile {
             path: path.clone(),
-            source,
+            error,
         };
         let p = oci::parse_process(&text).map_err(perr)?;
         let p = oci::process_request(&p, "process").map_err(perr)?;
@@ -95,9 +95,9 @@ pub fn request(a: &crate::args::ExecArgs) -> Result<ExecRequest, OciError> {
         user: None,
     };
     p.args.retain(|x| !x.is_empty());
-    let p = oci::process_request(&p, "exec").map_err(|source| OciError::ProcessFile {
+    let p = oci::process_request(&p, "exec").map_err(|error| OciError::ProcessFile {
         path: PathBuf::from("(command line)"),
-        source,
+        error,
     })?;
     Ok(ExecRequest {
         argv: p.args,

@@ -9,7 +9,7 @@
 use crate::container::{self, OciError, Status};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use warden_policy::oci::{Translated, ANNOTATION_SECRET};
+use warden_policy::oci::{Translated, ANNOTATION_PREFIX, ANNOTATION_SECRET};
 
 /// The container whose network namespace a new one joins.
 pub struct Join {
@@ -111,7 +111,7 @@ pub fn find(root: &Path, id: &str, t: &Translated) -> Result<Option<Join>, OciEr
         }
         let policy = |a: &std::collections::BTreeMap<String, String>| {
             a.iter()
-                .filter(|(k, _)| k.starts_with("warden.dev/"))
+                .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect::<Vec<_>>()
         };

@@ -185,14 +185,9 @@ pub fn ps(root: &Path, id: &str, json: bool) -> Result<String, OciError> {
 /// What this runtime supports (the runtime specification's features
 /// document).
 pub fn features() -> serde_json::Value {
-    let annotations: serde_json::Map<String, serde_json::Value> = warden_policy::oci::ANNOTATIONS
-        .iter()
-        .map(|(k, doc)| {
-            (
-                (*k).to_string(),
-                serde_json::Value::String((*doc).to_string()),
-            )
-        })
+    let annotations: serde_json::Map<String, serde_json::Value> = warden_policy::oci::annotations()
+        .into_iter()
+        .map(|(k, doc)| (k.to_string(), serde_json::Value::String(doc)))
         .collect();
     serde_json::json!({
         "ociVersionMin": "1.0.0",

@@ -1,6 +1,7 @@
 //! Every option of a sandbox, declared once: its flag of `warden run`, its
-//! key in a profile file, its JSON pointer in the API's request body, the
-//! kind of value it takes, and one line saying what it does.
+//! key in a profile file, its JSON pointer in the API's request body, its
+//! container annotation for `warden-oci`, the kind of value it takes, and
+//! one line saying what it does.
 //!
 //! Everything else that names an option is derived from this table or
 //! checked against it by a test: the profile schema's descriptions and the
@@ -33,6 +34,11 @@ pub struct FieldInfo {
     /// The JSON pointer in the API's request body (`/resources/memory`),
     /// mirroring the profile key.
     pub json_path: Option<&'static str>,
+    /// The container annotation a pod's author sets it with in
+    /// `warden-oci` (`warden.dev/egress`); `None` where a pod's author
+    /// may not set it: every field that reaches the node, and those a
+    /// bundle's `config.json` already says (limits, mounts, hostname).
+    pub annotation: Option<&'static str>,
     /// What kind of value it takes, in a word or three ("size", "list of
     /// domains").
     pub ty: &'static str,
@@ -283,6 +289,7 @@ macro_rules! fields {
         $name:ident {
             flag: $flag:tt, short: $short:tt, value: $value:tt,
             key: $key:tt, json: $json:tt,
+            annotation: $annotation:tt,
             ty: $ty:literal,
             shape: $shape:ident, kind: $kind:ident,
             reach: $reach:ident,
@@ -310,6 +317,7 @@ macro_rules! fields {
                     value_name: opt!($value),
                     profile_key: opt!($key),
                     json_path: opt!($json),
+                    annotation: opt!($annotation),
                     ty: $ty,
                     reach: reach!($reach),
                     shape: shape!($shape),
@@ -325,6 +333,7 @@ fields! {
     ProfileName {
         flag: -, short: -, value: -,
         key: "name", json: "/name",
+        annotation: -,
         ty: "text",
         shape: one, kind: text,
         reach: sandbox,
@@ -333,6 +342,7 @@ fields! {
     Description {
         flag: -, short: -, value: -,
         key: "description", json: "/description",
+        annotation: -,
         ty: "text",
         shape: one, kind: text,
         reach: sandbox,
@@ -341,6 +351,7 @@ fields! {
     Extends {
         flag: -, short: -, value: -,
         key: "extends", json: "/extends",
+        annotation: -,
         ty: "list of profiles",
         shape: list, kind: text,
         reach: catalog,
@@ -349,6 +360,7 @@ fields! {
     Profile {
         flag: "--profile", short: 'P', value: "NAME|PATH",
         key: -, json: -,
+        annotation: "warden.dev/profile",
         ty: "profile",
         shape: one, kind: text,
         reach: catalog,
@@ -357,6 +369,7 @@ fields! {
     Command {
         flag: -, short: -, value: "CMD",
         key: "command", json: "/command",
+        annotation: -,
         ty: "command and arguments",
         shape: one, kind: argv,
         reach: sandbox,
@@ -365,6 +378,7 @@ fields! {
     Hostname {
         flag: "--hostname", short: -, value: "NAME",
         key: "hostname", json: "/hostname",
+        annotation: -,
         ty: "hostname",
         shape: one, kind: text,
         reach: sandbox,
@@ -373,6 +387,7 @@ fields! {
     Isolation {
         flag: "--isolation", short: -, value: "process|vm",
         key: "isolation", json: "/isolation",
+        annotation: -,
         ty: "process or vm",
         shape: one, kind: text,
         reach: sandbox,
@@ -381,6 +396,7 @@ fields! {
     Tty {
         flag: "--tty", short: 't', value: -,
         key: "tty", json: "/tty",
+        annotation: -,
         ty: "bool",
         shape: one, kind: bool,
         reach: sandbox,
@@ -389,6 +405,7 @@ fields! {
     NoTty {
         flag: "--no-tty", short: 'T', value: -,
         key: -, json: -,
+        annotation: -,
         ty: "switch",
         shape: one, kind: switch,
         reach: sandbox,
@@ -397,6 +414,7 @@ fields! {
     Detach {
         flag: "--detach", short: 'd', value: -,
         key: -, json: -,
+        annotation: -,
         ty: "switch",
         shape: one, kind: switch,
         reach: sandbox,
@@ -405,6 +423,7 @@ fields! {
     AllowDegraded {
         flag: "--allow-degraded", short: -, value: "BOOL",
         key: "allow_degraded", json: "/allow_degraded",
+        annotation: -,
         ty: "bool",
         shape: one, kind: bool,
         reach: host,
@@ -413,6 +432,7 @@ fields! {
     Desktop {
         flag: -, short: -, value: -,
         key: "desktop", json: "/desktop",
+        annotation: -,
         ty: "bool",
         shape: one, kind: bool,
         reach: sandbox,
@@ -421,6 +441,7 @@ fields! {
     JsonEvents {
         flag: "--json-events", short: -, value: "FILE",
         key: "json_events", json: "/json_events",
+        annotation: -,
         ty: "path",
         shape: one, kind: path,
         reach: host,
@@ -429,6 +450,7 @@ fields! {
     AuditLog {
         flag: "--audit-log", short: -, value: "FILE",
         key: "audit_log", json: "/audit_log",
+        annotation: -,
         ty: "path",
         shape: one, kind: path,
         reach: host,
@@ -437,6 +459,7 @@ fields! {
     NoAuditLog {
         flag: "--no-audit-log", short: -, value: -,
         key: "no_audit_log", json: "/no_audit_log",
+        annotation: -,
         ty: "bool",
         shape: one, kind: bool,
         reach: host,
@@ -445,6 +468,7 @@ fields! {
     OtlpEndpoint {
         flag: "--otlp-endpoint", short: -, value: "URL",
         key: "otlp_endpoint", json: "/otlp_endpoint",
+        annotation: -,
         ty: "URL",
         shape: one, kind: text,
         reach: host,
@@ -453,6 +477,7 @@ fields! {
     Presets {
         flag: "--preset", short: -, value: "NAME",
         key: "egress.presets", json: "/egress/presets",
+        annotation: -,
         ty: "list of presets",
         shape: list, kind: text,
         reach: catalog,
@@ -461,6 +486,7 @@ fields! {
     AllowDomain {
         flag: "--allow-domain", short: -, value: "NAME[:PORT]",
         key: "egress.domains", json: "/egress/domains",
+        annotation: "warden.dev/egress",
         ty: "list of domains",
         shape: list, kind: text,
         reach: sandbox,
@@ -469,6 +495,7 @@ fields! {
     AllowHttp {
         flag: "--allow-http", short: -, value: "BOOL",
         key: "egress.allow_http", json: "/egress/allow_http",
+        annotation: "warden.dev/allow-http",
         ty: "bool",
         shape: one, kind: bool,
         reach: sandbox,
@@ -477,6 +504,7 @@ fields! {
     AddHost {
         flag: "--add-host", short: -, value: "NAME=IP",
         key: "egress.hosts", json: "/egress/hosts",
+        annotation: -,
         ty: "map of names to addresses",
         shape: map, kind: text,
         reach: host,
@@ -485,6 +513,7 @@ fields! {
     AllowCidr {
         flag: "--allow-cidr", short: -, value: "CIDR",
         key: "egress.allow_cidrs", json: "/egress/allow_cidrs",
+        annotation: -,
         ty: "list of address ranges",
         shape: list, kind: text,
         reach: host,
@@ -493,6 +522,7 @@ fields! {
     AllowHostPort {
         flag: "--allow-host-port", short: -, value: "PORT",
         key: "egress.host_ports", json: "/egress/host_ports",
+        annotation: -,
         ty: "list of ports",
         shape: list, kind: port,
         reach: host,
@@ -501,6 +531,7 @@ fields! {
     Publish {
         flag: "--publish", short: 'p', value: "HOSTPORT:PORT",
         key: "egress.publish", json: "/egress/publish",
+        annotation: -,
         ty: "list of port mappings",
         shape: list, kind: text,
         reach: host,
@@ -509,6 +540,7 @@ fields! {
     EgressLearn {
         flag: "--egress-learn", short: -, value: "BOOL",
         key: "egress.learn", json: "/egress/learn",
+        annotation: -,
         ty: "bool",
         shape: one, kind: bool,
         reach: host,
@@ -517,6 +549,7 @@ fields! {
     EgressLearnFile {
         flag: "--egress-learn-file", short: -, value: "FILE",
         key: -, json: -,
+        annotation: -,
         ty: "path",
         shape: one, kind: path,
         reach: host,
@@ -525,6 +558,7 @@ fields! {
     Ask {
         flag: "--ask", short: -, value: "BOOL",
         key: "egress.ask", json: "/egress/ask",
+        annotation: -,
         ty: "bool",
         shape: one, kind: bool,
         reach: sandbox,
@@ -533,6 +567,7 @@ fields! {
     AskSave {
         flag: "--ask-save", short: -, value: "WHERE",
         key: -, json: -,
+        annotation: -,
         ty: "project or profile",
         shape: one, kind: text,
         reach: host,
@@ -541,6 +576,7 @@ fields! {
     UpstreamCa {
         flag: "--upstream-ca", short: -, value: "FILE",
         key: "egress.upstream_ca", json: "/egress/upstream_ca",
+        annotation: -,
         ty: "list of paths",
         shape: list, kind: path,
         reach: host,
@@ -549,6 +585,7 @@ fields! {
     NetLog {
         flag: "--net-log", short: -, value: "BOOL",
         key: "egress.log", json: "/egress/log",
+        annotation: -,
         ty: "bool",
         shape: one, kind: bool,
         reach: sandbox,
@@ -557,6 +594,7 @@ fields! {
     EgressIdleTimeout {
         flag: "--egress-idle-timeout", short: -, value: "DURATION",
         key: "egress.idle_timeout", json: "/egress/idle_timeout",
+        annotation: "warden.dev/egress-idle-timeout",
         ty: "duration",
         shape: one, kind: duration,
         reach: sandbox,
@@ -565,6 +603,7 @@ fields! {
     Workspace {
         flag: "--workspace", short: 'w', value: "DIR",
         key: "filesystem.workspace", json: "/filesystem/workspace",
+        annotation: -,
         ty: "path",
         shape: one, kind: path,
         reach: host,
@@ -573,6 +612,7 @@ fields! {
     Overlay {
         flag: "--overlay", short: -, value: -,
         key: "filesystem.mode", json: "/filesystem/mode",
+        annotation: -,
         ty: "workspace mode",
         shape: one, kind: mode,
         reach: sandbox,
@@ -581,6 +621,7 @@ fields! {
     Workdir {
         flag: "--workdir", short: -, value: "DIR",
         key: "filesystem.workdir", json: "/filesystem/workdir",
+        annotation: -,
         ty: "path inside the sandbox",
         shape: one, kind: text,
         reach: sandbox,
@@ -589,6 +630,7 @@ fields! {
     Rootfs {
         flag: "--rootfs", short: -, value: "DIR",
         key: "filesystem.rootfs", json: "/filesystem/rootfs",
+        annotation: -,
         ty: "path",
         shape: one, kind: path,
         reach: host,
@@ -597,6 +639,7 @@ fields! {
     Ro {
         flag: "--ro", short: -, value: "PATH",
         key: "filesystem.read_only", json: "/filesystem/read_only",
+        annotation: -,
         ty: "list of paths",
         shape: list, kind: path,
         reach: host,
@@ -605,6 +648,7 @@ fields! {
     Rw {
         flag: "--rw", short: -, value: "PATH",
         key: "filesystem.read_write", json: "/filesystem/read_write",
+        annotation: -,
         ty: "list of paths",
         shape: list, kind: path,
         reach: host,
@@ -613,6 +657,7 @@ fields! {
     RunsOnHost {
         flag: -, short: -, value: -,
         key: "filesystem.runs_on_host", json: "/filesystem/runs_on_host",
+        annotation: -,
         ty: "list of path globs",
         shape: list, kind: text,
         reach: sandbox,
@@ -621,6 +666,7 @@ fields! {
     Caches {
         flag: "--cache", short: -, value: "NAME",
         key: "filesystem.caches", json: "/filesystem/caches",
+        annotation: -,
         ty: "list of caches",
         shape: list, kind: text,
         reach: host,
@@ -629,6 +675,7 @@ fields! {
     TmpSize {
         flag: "--tmp-size", short: -, value: "SIZE",
         key: "filesystem.tmp_size", json: "/filesystem/tmp_size",
+        annotation: "warden.dev/tmp-size",
         ty: "size",
         shape: one, kind: size,
         reach: sandbox,
@@ -637,6 +684,7 @@ fields! {
     Memory {
         flag: "--memory", short: -, value: "SIZE",
         key: "resources.memory", json: "/resources/memory",
+        annotation: -,
         ty: "size",
         shape: one, kind: size,
         reach: sandbox,
@@ -645,6 +693,7 @@ fields! {
     Cpus {
         flag: "--cpus", short: -, value: "CORES",
         key: "resources.cpus", json: "/resources/cpus",
+        annotation: -,
         ty: "cores",
         shape: one, kind: cores,
         reach: sandbox,
@@ -653,6 +702,7 @@ fields! {
     Pids {
         flag: "--pids", short: -, value: "N",
         key: "resources.pids", json: "/resources/pids",
+        annotation: -,
         ty: "count",
         shape: one, kind: count,
         reach: sandbox,
@@ -661,6 +711,7 @@ fields! {
     Timeout {
         flag: "--timeout", short: -, value: "DURATION",
         key: "resources.timeout", json: "/resources/timeout",
+        annotation: "warden.dev/timeout",
         ty: "duration",
         shape: one, kind: duration,
         reach: sandbox,
@@ -669,6 +720,7 @@ fields! {
     OpenFiles {
         flag: "--open-files", short: -, value: "N",
         key: "resources.open_files", json: "/resources/open_files",
+        annotation: -,
         ty: "count",
         shape: one, kind: count,
         reach: sandbox,
@@ -677,6 +729,7 @@ fields! {
     FileSize {
         flag: "--file-size", short: -, value: "SIZE",
         key: "resources.file_size", json: "/resources/file_size",
+        annotation: -,
         ty: "size",
         shape: one, kind: size,
         reach: sandbox,
@@ -685,6 +738,7 @@ fields! {
     Disk {
         flag: "--disk", short: -, value: "SIZE",
         key: "resources.disk", json: "/resources/disk",
+        annotation: -,
         ty: "size",
         shape: one, kind: size,
         reach: sandbox,
@@ -693,6 +747,7 @@ fields! {
     EgressQuota {
         flag: "--egress-quota", short: -, value: "SIZE",
         key: "resources.egress_quota", json: "/resources/egress_quota",
+        annotation: "warden.dev/egress-quota",
         ty: "size",
         shape: one, kind: size,
         reach: sandbox,
@@ -701,6 +756,7 @@ fields! {
     PassEnv {
         flag: "--pass-env", short: -, value: "NAME",
         key: "env.pass", json: "/env/pass",
+        annotation: -,
         ty: "list of variable names",
         shape: list, kind: text,
         reach: host,
@@ -709,6 +765,7 @@ fields! {
     Env {
         flag: "--env", short: 'e', value: "NAME=VALUE",
         key: "env.set", json: "/env/set",
+        annotation: -,
         ty: "map of variables",
         shape: map, kind: text,
         reach: sandbox,
@@ -717,6 +774,7 @@ fields! {
     Secret {
         flag: "--secret", short: -, value: "NAME[=SOURCE]@HOST[,HOST...]",
         key: "secrets", json: "/secrets",
+        annotation: -,
         ty: "map of secrets",
         shape: map, kind: secret,
         reach: host,
@@ -725,6 +783,7 @@ fields! {
     SecretInBody {
         flag: "--secret-in-body", short: -, value: "NAME",
         key: "secrets.*.in_body", json: "/secrets/*/in_body",
+        annotation: -,
         ty: "bool",
         shape: map, kind: bool,
         reach: host,
@@ -733,6 +792,7 @@ fields! {
     SecretRule {
         flag: "--secret-rule", short: -, value: "RULE",
         key: "secrets.*.allow", json: "/secrets/*/allow",
+        annotation: -,
         ty: "list of request rules",
         shape: list, kind: text,
         reach: host,
@@ -785,6 +845,12 @@ impl Field {
     /// The JSON pointer in the API's request body, e.g. `/resources/memory`.
     pub const fn json_path(self) -> Option<&'static str> {
         self.info().json_path
+    }
+
+    /// The container annotation a pod's author sets it with, e.g.
+    /// `warden.dev/egress`.
+    pub const fn annotation(self) -> Option<&'static str> {
+        self.info().annotation
     }
 
     /// The kind of value, e.g. "size".
@@ -847,6 +913,14 @@ impl Field {
                     .and_then(|p| p.strip_prefix('/'))
                     .is_some_and(|p| key_matches(&p.replace('/', "."), &key))
             })
+            .map(|i| i.field)
+    }
+
+    /// The field a container annotation sets (`warden.dev/egress`).
+    pub fn from_annotation(key: &str) -> Option<Field> {
+        FIELDS
+            .iter()
+            .find(|i| i.annotation == Some(key))
             .map(|i| i.field)
     }
 
@@ -999,6 +1073,40 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A pod's author is a caller: an annotation sets only what stays in
+    /// the sandbox (or names an entry of the node's catalogue), and each
+    /// is a name Kubernetes takes (`warden.dev/` and at most 63 characters
+    /// of letters, digits, `-`, `_` and `.`, alphanumeric at both ends).
+    #[test]
+    fn annotations_are_unique_kubernetes_names_of_fields_a_caller_may_set() {
+        let mut seen = HashSet::new();
+        let mut count = 0;
+        for i in FIELDS {
+            let Some(a) = i.annotation else { continue };
+            count += 1;
+            assert!(seen.insert(a), "annotation {a} twice");
+            assert_ne!(i.reach, Reach::Host, "{a} would let a pod reach the node");
+            let name = a.strip_prefix("warden.dev/").unwrap_or_default();
+            assert!(
+                !name.is_empty()
+                    && name.len() <= 63
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                    && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && name.ends_with(|c: char| c.is_ascii_alphanumeric()),
+                "{a} is not a Kubernetes annotation of warden's"
+            );
+            assert!(
+                !name.starts_with("secret."),
+                "{a} is in the secrets' annotations"
+            );
+            assert_eq!(Field::from_annotation(a), Some(i.field));
+        }
+        assert!(count >= 3, "{count}");
+        assert_eq!(Field::from_annotation("warden.dev/hosts"), None);
     }
 
     #[test]

@@ -10,20 +10,24 @@
 //! and said in [`Translated::notices`].
 
 use crate::compose::{Layer, Origin, Val};
+use crate::fields::{Reach, Shape};
 use crate::trust::{self, Trust};
 use crate::Field;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-/// Annotation naming the profile the container runs under.
-pub const ANNOTATION_PROFILE: &str = "warden.dev/profile";
-/// Annotation: names the container may reach, comma-separated.
-pub const ANNOTATION_EGRESS: &str = "warden.dev/egress";
-/// Annotation: `NAME=IP` pins, comma-separated (`--add-host`).
-pub const ANNOTATION_HOSTS: &str = "warden.dev/hosts";
-/// Annotation: `true` lets plain HTTP through to allowed names (`--allow-http`).
-pub const ANNOTATION_ALLOW_HTTP: &str = "warden.dev/allow-http";
+/// The prefix of warden's annotations: containerd hands a runtime the
+/// pod's and the container's `warden.dev/*` annotations
+/// (`deploy/kubernetes/containerd-config.toml`), and any other
+/// `warden.dev/` annotation than those below is refused.
+pub const ANNOTATION_PREFIX: &str = "warden.dev/";
+/// Annotation naming the profile the container runs under: the field
+/// table's annotation of [`Field::Profile`].
+pub const ANNOTATION_PROFILE: &str = match Field::Profile.annotation() {
+    Some(a) => a,
+    None => panic!("the field table gives the profile no annotation"),
+};
 /// Annotation prefix: `warden.dev/secret.NAME` holds secret NAME
 /// (`[file:PATH@|env:VARIABLE@]HOST[,HOST...]`).
 pub const ANNOTATION_SECRET: &str = "warden.dev/secret.";
@@ -31,29 +35,40 @@ pub const ANNOTATION_SECRET: &str = "warden.dev/secret.";
 /// annotation: a pod's author chooses what is read, so only variables the
 /// node's operator set aside for it can be.
 pub const SECRET_VARIABLE_PREFIX: &str = "WARDEN_SECRET_";
-/// Every `warden.dev/` annotation warden reads; any other is refused.
-pub const ANNOTATIONS: &[(&str, &str)] = &[
-    (
-        ANNOTATION_PROFILE,
-        "the profile the container runs under: the plain name of a profile of the node's catalogue (never a path: a pod's author names only what the node's owner offers)",
-    ),
-    (
-        ANNOTATION_EGRESS,
-        "names the container may reach, comma-separated (e.g. `api.example.com,*.pypi.org`)",
-    ),
-    (
-        ANNOTATION_HOSTS,
-        "refused: a pin reaches the node's own addresses, so only the node's owner sets it, in a profile of the node's catalogue (`egress.hosts`) named with warden.dev/profile",
-    ),
-    (
-        ANNOTATION_ALLOW_HTTP,
-        "true: plain HTTP (not only TLS) to the allowed names",
-    ),
-    (
-        "warden.dev/secret.NAME",
-        "secret NAME: [file:PATH@|env:WARDEN_SECRET_X@]HOST[,HOST...]; the container's NAME holds a placeholder the egress proxy swaps for the value (read on the node, from a file in the secrets directory or a WARDEN_SECRET_ variable) only towards the hosts",
-    ),
-];
+/// What a secret annotation holds, said once for the docs and `features`.
+const SECRET_DOC: &str = "secret NAME: [file:PATH@|env:WARDEN_SECRET_X@]HOST[,HOST...]; the container's NAME holds a placeholder the egress proxy swaps for the value (read on the node, from a file in the secrets directory or a WARDEN_SECRET_ variable) only towards the hosts";
+
+/// Every annotation warden reads, with what it does: one per row of the
+/// field table that has an annotation (a pod's author sets only fields
+/// that stay inside the sandbox, and names only entries of the node's
+/// catalogue), then the secrets' (`warden.dev/secret.NAME`), the one
+/// grant of the node's owner to pods. `warden-oci features` and
+/// `docs/oci.md` list exactly these.
+pub fn annotations() -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = crate::fields::FIELDS
+        .iter()
+        .filter_map(|i| {
+            let key = i.annotation?;
+            let as_flag = i
+                .flag
+                .map(|f| format!(" (as {f} takes it)"))
+                .unwrap_or_default();
+            let from_a_pod = match i.reach {
+                Reach::Catalog => {
+                    "; from a pod, the plain name of an entry of the node's catalogue, never a path"
+                }
+                Reach::Sandbox | Reach::Host => "",
+            };
+            let list = match i.shape {
+                Shape::List => ", comma-separated",
+                Shape::One | Shape::Map => "",
+            };
+            Some((key, format!("{}{as_flag}{list}{from_a_pod}", i.doc)))
+        })
+        .collect();
+    out.push(("warden.dev/secret.NAME", SECRET_DOC.to_string()));
+    out
+}
 
 /// Why a `config.json` cannot be run. Each names the field by its JSON path.
 #[derive(Debug, thiserror::Error)]
@@ -487,67 +502,19 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
     let mut profile = None;
     let mut secrets = Vec::new();
     for (key, value) in &config.annotations {
-        let Some(_) = key.strip_prefix("warden.dev/") else {
+        if !key.starts_with(ANNOTATION_PREFIX) {
             continue;
-        };
-        let field = format!("annotations[\"{key}\"]");
-        // The pod's author writes annotations: they are held to the trust
-        // rule as every caller who is not the owner is (names of the
-        // node's catalogue only, nothing that reaches the node).
-        if let Some(f) = annotation_field(key) {
-            if let Err(refusal) = trust::may_set(f, Trust::Caller) {
-                return Err(invalid(
-                    &field,
-                    value,
-                    &format!("{refusal}: set it in a profile of the node's catalogue and name that profile with {ANNOTATION_PROFILE}"),
-                ));
-            }
         }
-        match key.as_str() {
-            ANNOTATION_PROFILE => {
-                let name = value.trim();
-                if name.is_empty() {
-                    return Err(invalid(&field, value, "name a profile"));
-                }
-                if let Err(refusal) = trust::may_name_profile(name, Trust::Caller) {
-                    return Err(invalid(
-                        &field,
-                        value,
-                        &format!("{refusal} (`warden profile list` on the node)"),
-                    ));
-                }
-                profile = Some(name.to_string());
-            }
-            ANNOTATION_EGRESS => {
-                for d in list(value) {
-                    let at = Origin::Annotation { key: key.clone() };
-                    o.add_text(Field::AllowDomain, &d, at, Trust::Caller)
-                        .map_err(|e| invalid(&field, value, &e.message))?;
-                }
-            }
-            ANNOTATION_ALLOW_HTTP => {
-                let at = Origin::Annotation { key: key.clone() };
-                o.add_text(Field::AllowHttp, value.trim(), at, Trust::Caller)
-                    .map_err(|_| invalid(&field, value, "must be true or false"))?;
-            }
-            k if k.starts_with(ANNOTATION_SECRET) => {
-                secrets.push(annotated_secret(
-                    &k[ANNOTATION_SECRET.len()..],
-                    value,
-                    &field,
-                )?);
-            }
-            _ => {
-                let known: Vec<&str> = ANNOTATIONS.iter().map(|(k, _)| *k).collect();
-                return Err(invalid(
-                    &field,
-                    value,
-                    &format!(
-                        "not an annotation warden knows; it reads {}",
-                        known.join(", ")
-                    ),
-                ));
-            }
+        let at = format!("annotations[\"{key}\"]");
+        if let Some(name) = key.strip_prefix(ANNOTATION_SECRET) {
+            secrets.push(annotated_secret(name, value, &at)?);
+            continue;
+        }
+        let Some(field) = Field::from_annotation(key) else {
+            return Err(unknown_annotation(key, value, &at));
+        };
+        if let Some(name) = annotation(field, key, value, &at, &mut o)? {
+            profile = Some(name);
         }
     }
     Ok(Translated {
@@ -727,18 +694,92 @@ fn list(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// The field an annotation sets, for the trust rule. Secrets are the one
-/// grant of the node's owner to pods: only sources the operator set aside
-/// for containers (the secrets directory, `WARDEN_SECRET_` variables) can
-/// be named, checked where they are parsed.
-fn annotation_field(key: &str) -> Option<Field> {
-    match key {
-        ANNOTATION_PROFILE => Some(Field::Profile),
-        ANNOTATION_EGRESS => Some(Field::AllowDomain),
-        ANNOTATION_HOSTS => Some(Field::AddHost),
-        ANNOTATION_ALLOW_HTTP => Some(Field::AllowHttp),
-        _ => None,
+/// Read annotation `key` of `field` into `o`, by the field's kind and
+/// shape, as the pod author's ([`Trust::Caller`]); the profile it names,
+/// for [`Field::Profile`]. The pod's author is held to the trust rule as
+/// every caller who is not the owner is (names of the node's catalogue
+/// only, nothing that reaches the node): the table gives annotations only
+/// to such fields, and the rule is asked again here so that a row written
+/// wrongly fails closed.
+fn annotation(
+    field: Field,
+    key: &str,
+    value: &str,
+    at: &str,
+    o: &mut Layer,
+) -> Result<Option<String>, OciError> {
+    if let Err(refusal) = trust::may_set(field, Trust::Caller) {
+        return Err(invalid(
+            at,
+            value,
+            &format!("{refusal}: set it in a profile of the node's catalogue and name that profile with {ANNOTATION_PROFILE}"),
+        ));
     }
+    let items = match field.shape() {
+        Shape::List | Shape::Map => list(value),
+        Shape::One => vec![value.trim().to_string()],
+    };
+    if items.is_empty() || items.iter().any(String::is_empty) {
+        return Err(invalid(
+            at,
+            value,
+            &format!("give {}", field.kind().expecting()),
+        ));
+    }
+    if field.reach() == Reach::Catalog {
+        for name in &items {
+            if let Err(refusal) = trust::may_name_profile(name, Trust::Caller) {
+                return Err(invalid(
+                    at,
+                    value,
+                    &format!("{refusal} (`warden profile list` on the node)"),
+                ));
+            }
+        }
+        if field == Field::Profile {
+            return Ok(items.into_iter().next());
+        }
+    }
+    for item in &items {
+        let origin = Origin::Annotation {
+            key: key.to_string(),
+        };
+        o.add_text(field, item, origin, Trust::Caller)
+            .map_err(|e| invalid(at, value, &e.message))?;
+    }
+    Ok(None)
+}
+
+/// Why a `warden.dev/` annotation the table does not have is refused:
+/// when it looks like a field a pod's author may not set (by its profile
+/// key, its flag, or the last word of its key: `warden.dev/hosts`), the
+/// trust rule's reason; else what warden reads.
+fn unknown_annotation(key: &str, value: &str, at: &str) -> OciError {
+    let name = key.strip_prefix(ANNOTATION_PREFIX).unwrap_or(key);
+    let meant = crate::fields::FIELDS.iter().find(|i| {
+        i.profile_key
+            .is_some_and(|k| k == name || k.rsplit_once('.').is_some_and(|(_, last)| last == name))
+            || i.field.long() == Some(name)
+    });
+    if let Some(i) = meant {
+        if let Err(refusal) = trust::may_set(i.field, Trust::Caller) {
+            let key = i.field.profile_name();
+            return invalid(
+                at,
+                value,
+                &format!("`{key}` {refusal}: set it in a profile of the node's catalogue and name that profile with {ANNOTATION_PROFILE}"),
+            );
+        }
+    }
+    let known: Vec<&str> = annotations().iter().map(|(k, _)| *k).collect();
+    invalid(
+        at,
+        value,
+        &format!(
+            "not an annotation warden knows; it reads {}",
+            known.join(", ")
+        ),
+    )
 }
 
 fn invalid(field: &str, value: &str, why: &str) -> OciError {
@@ -768,6 +809,11 @@ mod tests {
         serde_json::from_value(base).unwrap()
     }
 
+    /// The one value `t` gives `field`.
+    fn one(t: &Translated, field: Field) -> Option<Val> {
+        t.flags.get(field).map(|s| s.val.clone())
+    }
+
     #[test]
     fn a_plain_bundle_becomes_rootfs_command_and_process() {
         let t = translate(
@@ -775,9 +821,8 @@ mod tests {
             Path::new("/b"),
         )
         .unwrap();
-        let r = t.flags.request(false);
-        assert_eq!(r.rootfs.as_deref(), Some(Path::new("/b/rootfs")));
-        assert_eq!(r.hostname.as_deref(), Some("box"));
+        assert_eq!(one(&t, Field::Rootfs), Some(Val::Path("/b/rootfs".into())));
+        assert_eq!(one(&t, Field::Hostname), Some(Val::Text("box".into())));
         assert_eq!(t.process.args, ["sh", "-c", "echo hi"]);
         assert_eq!(t.process.env, [("PATH".to_string(), "/bin".to_string())]);
     }
@@ -788,10 +833,11 @@ mod tests {
             "memory": {"limit": 268435456}, "pids": {"limit": 64},
             "cpu": {"quota": 50000, "period": 100000}}}}));
         let t = translate(&c, Path::new("/b")).unwrap();
-        let r = t.flags.request(false);
-        assert_eq!(r.memory, Some(256 << 20));
-        assert_eq!(r.pids, Some(64));
-        assert_eq!(r.cpus, Some(0.5));
+        assert!(
+            matches!(one(&t, Field::Memory), Some(Val::Size { bytes, .. }) if bytes == 256 << 20)
+        );
+        assert_eq!(one(&t, Field::Pids), Some(Val::Count(64)));
+        assert_eq!(one(&t, Field::Cpus), Some(Val::Cores(0.5)));
     }
 
     #[test]
@@ -818,7 +864,21 @@ mod tests {
             "warden.dev/egress": "a.test, b.test", "warden.dev/profile": "feature-dev",
             "io.kubernetes.cri.container-type": "container"}}));
         let t = translate(&c, Path::new("/b")).unwrap();
-        assert_eq!(t.flags.request(false).caller_domains, ["a.test", "b.test"]);
+        let domains: Vec<_> = t.flags.list(Field::AllowDomain).to_vec();
+        assert_eq!(
+            domains.iter().map(|s| s.val.clone()).collect::<Vec<_>>(),
+            [Val::Text("a.test".into()), Val::Text("b.test".into())]
+        );
+        // The pod author's, said to be its by its annotation.
+        for d in &domains {
+            assert_eq!(d.trust, Trust::Caller);
+            assert_eq!(
+                d.origin,
+                Origin::Annotation {
+                    key: "warden.dev/egress".into()
+                }
+            );
+        }
         assert_eq!(t.profile.as_deref(), Some("feature-dev"));
         let c = config(serde_json::json!({"annotations": {"warden.dev/egres": "a.test"}}));
         let e = translate(&c, Path::new("/b")).unwrap_err();
@@ -850,6 +910,162 @@ mod tests {
                 "{key}={value}: {msg}"
             );
         }
+    }
+
+    /// A value of `kind` for the table walk below.
+    fn sample(kind: crate::fields::Kind) -> &'static str {
+        use crate::fields::Kind;
+        match kind {
+            Kind::Bool | Kind::Switch => "true",
+            Kind::Size => "64M",
+            Kind::Duration => "30s",
+            Kind::Count | Kind::Port => "5",
+            Kind::Cores => "0.5",
+            Kind::Mode => "overlay",
+            Kind::Text | Kind::Path | Kind::Argv | Kind::Secret => "a.test",
+        }
+    }
+
+    #[test]
+    fn every_annotation_of_the_table_is_read_into_the_layer_as_the_pod_authors() {
+        for i in crate::fields::FIELDS {
+            let Some(key) = i.annotation else { continue };
+            let value = sample(i.kind);
+            let c = config(serde_json::json!({"annotations": {key: value}}));
+            let t = translate(&c, Path::new("/b")).unwrap_or_else(|e| panic!("{key}: {e}"));
+            if i.field == Field::Profile {
+                assert_eq!(t.profile.as_deref(), Some(value));
+                continue;
+            }
+            let given: Vec<&crate::compose::Sourced> = match i.shape {
+                Shape::One => t.flags.get(i.field).into_iter().collect(),
+                Shape::List => t.flags.list(i.field).iter().collect(),
+                Shape::Map => t.flags.map(i.field).iter().map(|(_, s)| s).collect(),
+            };
+            assert_eq!(given.len(), 1, "{key}");
+            assert_eq!(given[0].trust, Trust::Caller, "{key}");
+            assert_eq!(
+                given[0].origin,
+                Origin::Annotation { key: key.into() },
+                "{key}"
+            );
+            assert_eq!(
+                Some(given[0].val.clone()),
+                i.kind.parse(value).ok(),
+                "{key}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_value_of_an_annotation_names_the_annotation_with_its_kinds_reason() {
+        for (key, value, says) in [
+            ("warden.dev/timeout", "soon", "duration"),
+            ("warden.dev/tmp-size", "huge", "size"),
+            ("warden.dev/allow-http", "yes", "true or false"),
+            ("warden.dev/egress", " , ", "give"),
+        ] {
+            let c = config(serde_json::json!({"annotations": {key: value}}));
+            let e = translate(&c, Path::new("/b")).unwrap_err();
+            assert_eq!(
+                e.field(),
+                Some(format!("annotations[\"{key}\"]").as_str()),
+                "{key}"
+            );
+            assert!(e.to_string().contains(says), "{key}: {e}");
+            assert!(!e.to_string().contains("--"), "a flag in {e}");
+        }
+    }
+
+    #[test]
+    fn an_annotation_for_a_field_that_reaches_the_node_is_refused_by_the_trust_rule() {
+        for key in [
+            "warden.dev/egress.hosts",
+            "warden.dev/add-host",
+            "warden.dev/workspace",
+            "warden.dev/filesystem.read_write",
+            "warden.dev/allow-host-port",
+            "warden.dev/pass-env",
+            "warden.dev/audit_log",
+            "warden.dev/secrets",
+        ] {
+            let c = config(serde_json::json!({"annotations": {key: "x"}}));
+            let e = translate(&c, Path::new("/b")).unwrap_err();
+            assert_eq!(
+                e.field(),
+                Some(format!("annotations[\"{key}\"]").as_str()),
+                "{key}"
+            );
+            assert!(e.to_string().contains("only the owner"), "{key}: {e}");
+        }
+        // A field that stays in the sandbox but has no annotation: not
+        // read, and said so with what is.
+        let c = config(serde_json::json!({"annotations": {"warden.dev/memory": "1G"}}));
+        let e = translate(&c, Path::new("/b")).unwrap_err().to_string();
+        assert!(e.contains("not an annotation warden knows"), "{e}");
+        assert!(e.contains("warden.dev/egress"), "{e}");
+    }
+
+    /// The backticked `warden.dev/...` keys that start the rows of a
+    /// Markdown table in `text`.
+    fn listed(text: &str) -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once('`'))
+            .map(|(k, _)| k.to_string())
+            .filter(|k| k.starts_with(ANNOTATION_PREFIX))
+            .collect()
+    }
+
+    #[test]
+    fn the_oci_guide_lists_exactly_the_annotations_of_the_table() {
+        let guide = include_str!("../../../docs/oci.md");
+        let table: std::collections::BTreeSet<String> =
+            annotations().iter().map(|(k, _)| k.to_string()).collect();
+        assert_eq!(listed(guide), table, "docs/oci.md and the field table");
+        // Each row names the option as the command line and a profile do.
+        for i in crate::fields::FIELDS {
+            let Some(key) = i.annotation else { continue };
+            let row = guide
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{key}`")))
+                .unwrap_or_default();
+            if let Some(flag) = i.flag {
+                assert!(row.contains(&format!("`{flag}`")), "{key}: {row}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_kubernetes_examples_use_only_annotations_warden_reads() {
+        let mut used = 0;
+        for text in [
+            include_str!("../../../deploy/kubernetes/pod.yaml"),
+            include_str!("../../../deploy/kubernetes/sandbox-template.yaml"),
+        ] {
+            let mut indent = None;
+            for line in text.lines() {
+                let depth = line.len() - line.trim_start().len();
+                if line.trim_start().starts_with("annotations:") {
+                    indent = Some(depth);
+                    continue;
+                }
+                match indent {
+                    Some(d) if depth > d && !line.trim().is_empty() => {
+                        let key = line.trim().split(':').next().unwrap_or_default();
+                        if key.starts_with(ANNOTATION_PREFIX) {
+                            used += 1;
+                            let read = Field::from_annotation(key).is_some()
+                                || key.starts_with(ANNOTATION_SECRET);
+                            assert!(read, "{key} is not an annotation of the table");
+                        }
+                    }
+                    Some(_) if !line.trim().is_empty() => indent = None,
+                    _ => {}
+                }
+            }
+        }
+        assert!(used >= 4, "{used}");
     }
 
     #[test]
@@ -901,14 +1117,14 @@ mod tests {
         assert_eq!(e.field(), Some("mounts[2].destination"));
         let c = config(serde_json::json!({"mounts": [
             {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]}]}));
-        assert_eq!(
-            translate(&c, Path::new("/b"))
-                .unwrap()
-                .flags
-                .request(false)
-                .ro,
-            [PathBuf::from("/usr")]
-        );
+        let t = translate(&c, Path::new("/b")).unwrap();
+        let ro: Vec<Val> = t
+            .flags
+            .list(Field::Ro)
+            .iter()
+            .map(|s| s.val.clone())
+            .collect();
+        assert_eq!(ro, [Val::Path(PathBuf::from("/usr"))]);
     }
 
     #[test]
