@@ -17,7 +17,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{hint, keyed, write_file, Cgroup, CgroupError, Controller, Dir, Op, POLL};
+use super::{hint, write_file, Cgroup, CgroupError, Controller, Freezer, Op, POLL};
 
 /// How long killed processes may take to leave the cgroup.
 const KILL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -99,8 +99,8 @@ impl Cgroup {
                 }
             }
             // Frozen tasks act on SIGKILL only once thawed.
-            if let Some(dir) = frozen {
-                self.thaw(dir);
+            if let Some(freezer) = frozen {
+                self.thaw(&freezer);
             }
             let pids = listed?;
             signalled?;
@@ -136,41 +136,16 @@ impl Cgroup {
     }
 
     /// Freeze the group (v1 freezer, else v2 cgroup.freeze) and wait briefly
-    /// for it to settle; returns the directory to thaw, if one was frozen.
-    fn freeze(&self) -> Option<&Dir> {
-        let dir = self.dir(Controller::Freezer)?;
-        let (file, on) = if dir.v2 {
-            ("cgroup.freeze", "1")
-        } else {
-            ("freezer.state", "FROZEN")
-        };
-        let path = dir.path.join(file);
-        if !path.exists() || write_file(&path, on, Op::Write).is_err() {
-            return None;
-        }
-        let deadline = Instant::now() + FREEZE_TIMEOUT;
-        while Instant::now() < deadline {
-            let settled = if dir.v2 {
-                fs::read_to_string(dir.path.join("cgroup.events"))
-                    .is_ok_and(|t| keyed(&t, "frozen") == Some(1))
-            } else {
-                fs::read_to_string(&path).is_ok_and(|t| t.trim() == "FROZEN")
-            };
-            if settled {
-                break;
-            }
-            sleep(POLL);
-        }
-        Some(dir)
+    /// for it to settle; returns the freezer to thaw, if one was frozen.
+    fn freeze(&self) -> Option<Freezer> {
+        let freezer = self.freezer()?;
+        freezer.start_freeze().ok()?;
+        freezer.wait_frozen(FREEZE_TIMEOUT);
+        Some(freezer)
     }
 
-    fn thaw(&self, dir: &Dir) {
-        let (file, off) = if dir.v2 {
-            ("cgroup.freeze", "0")
-        } else {
-            ("freezer.state", "THAWED")
-        };
-        if let Err(e) = write_file(&dir.path.join(file), off, Op::Write) {
+    fn thaw(&self, freezer: &Freezer) {
+        if let Err(e) = freezer.thaw() {
             tracing::warn!(error = %e, "cannot thaw the sandbox's cgroup");
         }
     }

@@ -25,11 +25,13 @@
 //! sits; `plan` decides, without side effects, which hierarchy gives each
 //! controller to this user; `v1` and `v2` create a sandbox's directory in
 //! one kind of hierarchy and know its controllers' files; `kill` empties the
-//! group. This file is the façade the rest of the jail calls: the types and
+//! group; `freeze` stops a group in place and lets it go on (a paused
+//! sandbox). This file is the façade the rest of the jail calls: the types and
 //! errors, [`probe`], and [`Cgroup`], which ties the sandbox's directories
 //! together and removes them.
 
 mod discover;
+mod freeze;
 mod join;
 mod kill;
 mod memo;
@@ -51,6 +53,7 @@ use nix::errno::Errno;
 use discover::Hierarchies;
 use plan::{Backend, Plan, RealHost};
 
+pub use freeze::{Freezer, SETTLE_TIMEOUT as FREEZE_SETTLE};
 pub use join::{join_self, Joining};
 
 /// Name of the shared parent of all sandbox cgroups at a hierarchy's root.
@@ -166,6 +169,8 @@ pub enum CgroupError {
         pids: Vec<i32>,
         waited: Duration,
     },
+    #[error("the processes of cgroup {path} did not all freeze within {waited:?} (one in uninterruptible sleep, waiting on a disk or the network, cannot be frozen); the group was thawed again: try again")]
+    FreezeTimeout { path: PathBuf, waited: Duration },
     #[error("cannot remove cgroup {path}: {hint}")]
     Remove {
         path: PathBuf,
@@ -477,6 +482,13 @@ impl Cgroup {
             .first()
             .map(|d| d.path.clone())
             .unwrap_or_default()
+    }
+
+    /// The group's freezer, found as [`Freezer::find`] does among its
+    /// directories.
+    pub fn freezer(&self) -> Option<Freezer> {
+        let dir = self.dir(Controller::Freezer)?;
+        Freezer::at(&dir.path, dir.v2)
     }
 
     fn v2_dir(&self) -> Option<&Dir> {
