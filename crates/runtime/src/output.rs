@@ -61,6 +61,70 @@ pub fn kept_paths(sandbox_dir: &Path, id: &str) -> [PathBuf; 2] {
     STREAMS.map(|suffix| dir.join(format!("{id}.{suffix}")))
 }
 
+/// What is known of a command whose output is kept, written beside its
+/// output (`ID.exec`) by the relay when it starts and again when the
+/// relays have taken all it wrote: which of the supervisor's execs it is,
+/// so that a reader who did not start it (the daemon's API reading what
+/// `warden exec -d` or `run -d` started) learns its end, and its status,
+/// from the sandbox's event log as it does for its own.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeptExec {
+    /// The supervisor's number for it (numbers start again with each
+    /// start of the sandbox, hence the supervisor's PID and the time).
+    pub exec: u64,
+    pub supervisor_pid: u32,
+    /// When it started, in milliseconds since the epoch.
+    pub started_ms: u64,
+    pub argv: Vec<String>,
+    /// When its output relays ended: everything it wrote is in its files.
+    #[serde(default)]
+    pub drained_ms: Option<u64>,
+}
+
+impl KeptExec {
+    /// The record of command `id` in the sandbox whose state directory is
+    /// `sandbox_dir` (`None` for a name that is not a kept output's, or a
+    /// command whose record is not there).
+    pub fn read(sandbox_dir: &Path, id: &str) -> Option<KeptExec> {
+        if !names_kept_output(id) {
+            return None;
+        }
+        let path = sandbox_dir.join(EXECS_DIR).join(format!("{id}.exec"));
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    }
+
+    /// How it ended, once the sandbox's event log at `log` says so: its
+    /// status and signal from its `exec_exited`. The log is read from its
+    /// end back to the command's start (an earlier start's exec of the
+    /// same number is older).
+    pub fn exit_in(&self, log: &Path) -> Option<(i32, Option<i32>)> {
+        let text = std::fs::read_to_string(log).ok()?;
+        text.lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<warden_audit::Event>(l).ok())
+            // A second of slack: the start is stamped by the relay, the
+            // events by the bus.
+            .take_while(|e| e.ts_ms + 1000 >= self.started_ms)
+            .find_map(|e| match e.kind {
+                warden_audit::EventKind::ExecExited {
+                    exec,
+                    status,
+                    signal,
+                    ..
+                } if exec == self.exec => Some((status, signal)),
+                _ => None,
+            })
+    }
+
+    /// Write it whole, owner-only (best effort: a record not written
+    /// leaves the reader with what it had, never half of one).
+    fn write(&self, dir: &Path, id: &str) {
+        if let Ok(text) = serde_json::to_vec(self) {
+            let _ = warden_protocol::replace_file(&dir.join(format!("{id}.exec")), &text, 0o600);
+        }
+    }
+}
+
 /// Create the files of command `id`'s kept output (new, owner-only,
 /// appended to): what its caller hands the supervisor as the command's
 /// standard output and error, with `keep_output: Some(id)`. With
@@ -245,12 +309,16 @@ impl OutputBudget {
         given
     }
 
-    /// Relay the output of exec `id` into `files` (its stdout and stderr):
+    /// Relay the output of the command kept as `id` (the supervisor's
+    /// exec `exec`, running `argv`) into `files` (its stdout and stderr):
     /// returns the pipes' write ends, for the process, and what tells when
-    /// the relays have taken all of it.
+    /// the relays have taken all of it. Its [`KeptExec`] record is written
+    /// now, and again when the relays end.
     pub(crate) fn relay(
         self: &Arc<Self>,
         id: &str,
+        exec: u64,
+        argv: &[String],
         files: [OwnedFd; 2],
     ) -> Result<([OwnedFd; 2], Drain), String> {
         if !names_kept_output(id) {
@@ -270,9 +338,18 @@ impl OutputBudget {
         let drain = Drain::default();
         // Dropped with the last of the command's relays: its outputs may
         // then be given up for newer ones.
+        let record = KeptExec {
+            exec,
+            supervisor_pid: std::process::id(),
+            started_ms: crate::state::now_ms(),
+            argv: argv.to_vec(),
+            drained_ms: None,
+        };
+        record.write(&self.dir, id);
         let ended = Arc::new(Ended {
             budget: self.clone(),
             id: id.to_string(),
+            record,
         });
         // One file for both (`run -d`'s output.log): one pipe and one relay,
         // so that what the two streams write stays in the order written
@@ -370,10 +447,13 @@ impl Drop for Running {
 struct Ended {
     budget: Arc<OutputBudget>,
     id: String,
+    record: KeptExec,
 }
 
 impl Drop for Ended {
     fn drop(&mut self) {
+        self.record.drained_ms = Some(crate::state::now_ms());
+        self.record.write(&self.budget.dir, &self.id);
         if let Ok(mut ended) = self.budget.ended.lock() {
             ended.push_back(std::mem::take(&mut self.id));
         }
@@ -503,7 +583,7 @@ mod tests {
                 .into()
         };
         let ([out, err], drain) = budget
-            .relay("ex-1", [open("ex-1.stdout"), open("ex-1.stderr")])
+            .relay("ex-1", 1, &[], [open("ex-1.stdout"), open("ex-1.stderr")])
             .unwrap();
         let (mut out, mut err) = (std::fs::File::from(out), std::fs::File::from(err));
         // Far more than a pipe holds: a relay that stopped reading would
@@ -550,6 +630,8 @@ mod tests {
             let ([out, err], drain) = budget
                 .relay(
                     id,
+                    2,
+                    &[],
                     [open(format!("{id}.stdout")), open(format!("{id}.stderr"))],
                 )
                 .unwrap();
@@ -588,7 +670,9 @@ mod tests {
             .open(dir.join("output.log"))
             .unwrap();
         let again = log.try_clone().unwrap();
-        let ([out, err], drain) = budget.relay("run", [log.into(), again.into()]).unwrap();
+        let ([out, err], drain) = budget
+            .relay("run", 1, &[], [log.into(), again.into()])
+            .unwrap();
         let (mut out, mut err) = (std::fs::File::from(out), std::fs::File::from(err));
         let mut expected = Vec::new();
         for i in 0..200 {
@@ -606,8 +690,59 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[test]
+    fn a_kept_commands_record_names_its_exec_and_says_when_its_output_is_all_there() {
+        let dir = std::env::temp_dir().join(format!("warden-output-rec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join(EXECS_DIR)).unwrap();
+        let budget = Arc::new(OutputBudget::new(dir.join(EXECS_DIR), 1 << 20));
+        let [out, err] = create_kept(&dir, "ex-7", false).unwrap();
+        let argv = vec!["echo".to_string(), "hi".to_string()];
+        let ([w_out, w_err], drain) = budget
+            .relay("ex-7", 7, &argv, [out.into(), err.into()])
+            .unwrap();
+        let running = KeptExec::read(&dir, "ex-7").unwrap();
+        assert_eq!((running.exec, running.argv.clone()), (7, argv));
+        assert_eq!(running.supervisor_pid, std::process::id());
+        assert_eq!(running.drained_ms, None);
+        std::fs::File::from(w_out).write_all(b"hi\n").unwrap();
+        drop(w_err);
+        drain.wait(Duration::from_secs(10));
+        let done = KeptExec::read(&dir, "ex-7").unwrap();
+        assert!(done.drained_ms.is_some(), "{done:?}");
+        assert_eq!(
+            std::fs::read(dir.join("execs/ex-7.stdout")).unwrap(),
+            b"hi\n"
+        );
+
+        // Its end is the latest `exec_exited` of its number, never an
+        // earlier start's.
+        let log = dir.join("audit.jsonl");
+        let exited = |ts_ms: u64, status: i32| {
+            let e = warden_audit::Event {
+                ts_ms,
+                sandbox: "box".into(),
+                kind: warden_audit::EventKind::ExecExited {
+                    exec: 7,
+                    status,
+                    signal: None,
+                    duration_ms: 1,
+                },
+            };
+            serde_json::to_string(&e).unwrap() + "\n"
+        };
+        std::fs::write(&log, exited(done.started_ms - 60_000, 3)).unwrap();
+        assert_eq!(done.exit_in(&log), None);
+        let both = exited(done.started_ms - 60_000, 3) + &exited(done.started_ms + 5, 0);
+        std::fs::write(&log, both).unwrap();
+        assert_eq!(done.exit_in(&log), Some((0, None)));
+        // A name that is not a kept output's reads nothing.
+        assert_eq!(KeptExec::read(&dir, "../ex-7"), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn relay_refuses(id: &str, budget: &Arc<OutputBudget>) -> bool {
         let null = || -> OwnedFd { std::fs::File::open("/dev/null").unwrap().into() };
-        budget.relay(id, [null(), null()]).is_err()
+        budget.relay(id, 1, &[], [null(), null()]).is_err()
     }
 }

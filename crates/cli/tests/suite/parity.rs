@@ -5,7 +5,7 @@
 //! output is kept and read the same way whether `exec -d`, `run -d` or
 //! the daemon's API started it.
 
-use crate::common::daemon::Daemon;
+use crate::common::daemon::{call, curl_available, Daemon};
 use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -385,6 +385,7 @@ fn a_detached_commands_output_is_kept_and_read_the_same_way_from_every_door() {
         ],
     );
     let id = ok(&started).trim().to_string();
+    let cli_exec = id.clone();
     assert!(id.starts_with("ex-"), "{id}");
     assert!(
         stderr(&started).contains(&format!("warden logs box --exec {id}")),
@@ -416,6 +417,7 @@ fn a_detached_commands_output_is_kept_and_read_the_same_way_from_every_door() {
     });
     let followed = warden(state.path(), &["logs", "-f", &name, "--exec", "run"]);
     assert_eq!(ok(&followed), "out-of-run\nerr-of-run\n");
+    let run_name = name;
 
     // The daemon's API, on the same state: a command it starts is read
     // through its output route and by `warden logs` alike.
@@ -451,6 +453,64 @@ fn a_detached_commands_output_is_kept_and_read_the_same_way_from_every_door() {
     let (out, err) = kept_output(state.path(), "box", &id, "out-of-api");
     assert_eq!(out, "out-of-api\n");
     assert!(err.contains("err-of-api"), "{err}");
+
+    // What the command line started is read through the API's output
+    // route too, over real HTTP, to its end and status: `exec -d`'s, and
+    // `run -d`'s (whose sandbox has stopped).
+    let through_api = warden(
+        state.path(),
+        &["--host", &sock, "logs", "box", "--exec", &cli_exec],
+    );
+    assert_eq!(ok(&through_api), "out-of-exec\n");
+    assert!(
+        stderr(&through_api).contains("err-of-exec"),
+        "{}",
+        stderr(&through_api)
+    );
+    let through_api = warden(
+        state.path(),
+        &["--host", &sock, "logs", &run_name, "--exec", "run"],
+    );
+    assert_eq!(ok(&through_api), "out-of-run\nerr-of-run\n");
+    if curl_available() {
+        let (status, text) = call(
+            &daemon,
+            "GET",
+            &format!("/v1/sandboxes/box/execs/{cli_exec}/output"),
+            None,
+            None,
+        );
+        assert_eq!(status, 200, "{text}");
+        let events: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let last = events.last().cloned().unwrap_or_default();
+        assert_eq!(last["type"], "exited", "{text}");
+        assert_eq!(last["exit_status"], 0, "{text}");
+        // Resumed from an offset, as a client that lost its connection
+        // does.
+        let (status, text) = call(
+            &daemon,
+            "GET",
+            &format!("/v1/sandboxes/box/execs/{cli_exec}/output?stdout_offset=4"),
+            None,
+            None,
+        );
+        assert_eq!(status, 200, "{text}");
+        assert!(text.contains("\"data\":\"of-exec\\n\""), "{text}");
+        // A name that climbs out of the sandbox's outputs is not a
+        // command, and no other sandbox's command is this one's.
+        for path in [
+            "/v1/sandboxes/box/execs/..%2Fsandbox.json/output".to_string(),
+            format!("/v1/sandboxes/{run_name}/execs/{cli_exec}/output"),
+            "/v1/sandboxes/box/execs/ex-0000/output".to_string(),
+        ] {
+            let (status, text) = call(&daemon, "GET", &path, None, None);
+            assert_eq!(status, 404, "{path}: {text}");
+        }
+    }
+
     // A name nothing was kept under is refused, not an empty answer.
     let none = warden(state.path(), &["logs", "box", "--exec", "ex-0000"]);
     assert_ne!(code(&none), 0);

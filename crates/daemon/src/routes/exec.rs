@@ -352,12 +352,113 @@ pub async fn output(
     query: Result<Query<OutputQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let h = app.exec(&p.id, &p.exec)?;
+    let h = match app.exec(&p.id, &p.exec) {
+        Ok(h) => h,
+        Err(not_ours) => kept_elsewhere(&app, &p, not_ours).await?,
+    };
     let from = Offsets {
         stdout: q.stdout_offset.unwrap_or(0),
         stderr: q.stderr_offset.unwrap_or(0),
     };
     Ok(stream_response(h, from, None, wants_sse(&headers)))
+}
+
+/// How often the end of a command this daemon did not start is looked
+/// for in its sandbox's event log.
+const KEPT_POLL: Duration = Duration::from_millis(250);
+/// How long after its exit a command's output relays may take the last of
+/// it (as long as the supervisor waits for them before telling its own
+/// caller).
+const KEPT_DRAIN: Duration = Duration::from_secs(2);
+
+/// A command this daemon did not start whose output its sandbox keeps
+/// (`warden exec -d`'s, `run -d`'s under `run`, or one of the daemon's own
+/// whose handle is gone): a handle on its files, read as the daemon's own
+/// are. Every detached command keeps its output the same way, so every
+/// door reads it; `not_ours` answers when its sandbox keeps no such
+/// command.
+async fn kept_elsewhere(
+    app: &Arc<App>,
+    p: &ExecPath,
+    not_ours: ApiError,
+) -> Result<Arc<ExecHandle>, ApiError> {
+    use warden_runtime::output::KeptExec;
+    let (a, sandbox, exec) = (app.clone(), p.id.clone(), p.exec.clone());
+    let found = blocking(move || {
+        let sb = a.sandbox(&sandbox)?;
+        Ok(KeptExec::read(sb.dir(), &exec).map(|k| (sb, k)))
+    })
+    .await?;
+    let Some((sb, kept)) = found else {
+        return Err(not_ours);
+    };
+    let row = crate::db::ExecRow {
+        id: p.exec.clone(),
+        sandbox: p.id.clone(),
+        runtime_exec: kept.exec,
+        supervisor_pid: kept.supervisor_pid,
+        argv: kept.argv,
+        started_ms: kept.started_ms,
+        tty: false,
+        exit_status: None,
+        exit_signal: None,
+        finished_ms: None,
+    };
+    let h = ExecHandle::adopt(&sb, row);
+    watch_kept(sb.dir().to_path_buf(), Arc::downgrade(&h));
+    Ok(h)
+}
+
+/// Learn the end of a command [`kept_elsewhere`] found, for as long as
+/// someone reads it (the watcher holds the handle weakly: a reader that
+/// left takes it away). It ended when the event log says it exited and
+/// its relays have taken all it wrote (or a moment after), or when the
+/// supervisor that ran it is gone.
+fn watch_kept(sandbox_dir: std::path::PathBuf, h: std::sync::Weak<ExecHandle>) {
+    use warden_runtime::output::KeptExec;
+    let log = sandbox_dir.join("audit.jsonl");
+    let killed = || {
+        let kill = nix::sys::signal::Signal::SIGKILL as i32;
+        execs::Ended {
+            status: 128 + kill,
+            signal: Some(kill),
+            timed_out: false,
+        }
+    };
+    std::thread::spawn(move || {
+        let mut exited_at: Option<std::time::Instant> = None;
+        loop {
+            let Some(h) = h.upgrade() else { return };
+            let Some(kept) = KeptExec::read(&sandbox_dir, &h.row.id) else {
+                // Its sandbox was removed, and its output with it.
+                h.finish(killed());
+                return;
+            };
+            // Looked at before the log: a supervisor gone by then has
+            // written every event it will.
+            let alive = warden_runtime::state::live_ticks(kept.supervisor_pid).is_some();
+            match kept.exit_in(&log) {
+                Some((status, signal)) => {
+                    let since = *exited_at.get_or_insert_with(std::time::Instant::now);
+                    if kept.drained_ms.is_some() || !alive || since.elapsed() >= KEPT_DRAIN {
+                        h.finish(execs::Ended {
+                            status,
+                            signal,
+                            timed_out: false,
+                        });
+                        return;
+                    }
+                }
+                None if !alive => {
+                    h.finish(killed());
+                    return;
+                }
+                None => {}
+            }
+            drop(h);
+            std::thread::sleep(KEPT_POLL);
+        }
+    });
 }
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/execs/{exec}/stdin",

@@ -274,14 +274,15 @@ fn launch(
     terminal: Option<u64>,
 ) -> Result<(u64, Notices, Option<Drain>), String> {
     check_exec(shared, &r, fds.len())?;
+    // Numbered first: a kept output's record names its exec.
+    let id = shared.next_exec.fetch_add(1, Ordering::Relaxed);
     let (fds, drain) = match (&r.keep_output, r.tty) {
         (Some(kept), false) => {
-            let (fds, drain) = relay_output(shared, kept, fds)?;
+            let (fds, drain) = relay_output(shared, kept, id, &r.argv, fds)?;
             (fds, Some(drain))
         }
         _ => (fds, None),
     };
-    let id = shared.next_exec.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = sync_channel(4);
     if let Ok(mut execs) = shared.execs.lock() {
         execs.insert(
@@ -327,13 +328,15 @@ fn launch(
 fn relay_output(
     shared: &Shared,
     kept: &str,
+    exec: u64,
+    argv: &[String],
     fds: Vec<OwnedFd>,
 ) -> Result<(Vec<OwnedFd>, Drain), String> {
     let mut fds = fds.into_iter();
     let (Some(stdin), Some(out), Some(err)) = (fds.next(), fds.next(), fds.next()) else {
         return Err("an exec whose output is kept needs 3 descriptors".into());
     };
-    let ([out, err], drain) = shared.output.relay(kept, [out, err])?;
+    let ([out, err], drain) = shared.output.relay(kept, exec, argv, [out, err])?;
     Ok((vec![stdin, out, err], drain))
 }
 
