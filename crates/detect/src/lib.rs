@@ -47,6 +47,8 @@ pub struct Finding {
     pub offset: u64,
     /// Its length in bytes.
     pub len: u64,
+    /// The line it starts on, from 1.
+    pub line: u64,
     /// The first 16 hex digits of the SHA-256 of the value: the same value
     /// found twice has the same hash, and the hash does not give the value
     /// back (for values of a credential's entropy).
@@ -88,10 +90,20 @@ static PLACEHOLDER: LazyLock<Option<Regex>> =
 /// Every credential-shaped value in `bytes`, in order of position.
 /// Overlapping matches keep the earlier rule's (the more specific).
 pub fn scan(bytes: &[u8]) -> Vec<Finding> {
+    // Spans come in order of position: lines are counted once, onwards.
+    let (mut at, mut line) = (0, 1);
     spans(bytes)
         .into_iter()
-        .map(|s| finding(bytes, &s))
+        .map(|s| {
+            line += newlines(&bytes[at..s.start]);
+            at = s.start;
+            finding(bytes, &s, line)
+        })
         .collect()
+}
+
+fn newlines(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 /// A value's span and its rule.
@@ -101,11 +113,12 @@ struct Span {
     end: usize,
 }
 
-fn finding(bytes: &[u8], s: &Span) -> Finding {
+fn finding(bytes: &[u8], s: &Span, line: u64) -> Finding {
     Finding {
         rule: RULES[s.rule].id.to_string(),
         offset: s.start as u64,
         len: (s.end - s.start) as u64,
+        line,
         hash: hash(&bytes[s.start..s.end]),
     }
 }
@@ -298,6 +311,8 @@ pub struct Scanner {
     /// they start in the stream.
     tail: Vec<u8>,
     tail_at: u64,
+    /// Lines before the tail.
+    tail_lines: u64,
     found: Vec<Finding>,
 }
 
@@ -314,6 +329,7 @@ impl Scanner {
         window.extend_from_slice(piece);
         let cut = window.len().saturating_sub(OVERLAP);
         self.record(&window, cut);
+        self.tail_lines += newlines(&window[..cut]);
         self.tail = window.split_off(cut);
         self.tail_at += cut as u64;
     }
@@ -333,6 +349,7 @@ impl Scanner {
                 continue;
             }
             f.offset += self.tail_at;
+            f.line += self.tail_lines;
             // The rest of a value recorded from the piece before.
             let inside = self
                 .found
@@ -343,14 +360,6 @@ impl Scanner {
             }
         }
     }
-}
-
-/// The line (from 1) of byte `offset` in `bytes`.
-pub fn line_of(bytes: &[u8], offset: u64) -> usize {
-    let end = usize::try_from(offset)
-        .unwrap_or(usize::MAX)
-        .min(bytes.len());
-    1 + bytes[..end].iter().filter(|&&b| b == b'\n').count()
 }
 
 #[cfg(test)]

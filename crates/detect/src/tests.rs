@@ -237,7 +237,7 @@ fn a_finding_holds_a_hash_and_a_place_never_the_value() {
     let f = &scan(text.as_bytes())[0];
     assert_eq!(f.offset, 8);
     assert_eq!(f.len, 20);
-    assert_eq!(line_of(text.as_bytes(), f.offset), 2);
+    assert_eq!(f.line, 2);
     assert_eq!(f.hash, hash(key.as_bytes()));
     let json = serde_json::to_string(f).unwrap_or_default();
     assert!(!json.contains(&key), "{json}");
@@ -296,7 +296,7 @@ fn command_lines_lose_secret_options_whatever_their_value() {
 #[test]
 fn a_stream_read_in_pieces_finds_a_value_across_their_edge_once() {
     let key = j(&["AKIA", "IOSFODNN7EXAMPLE"]);
-    let mut text = vec![b'.'; OVERLAP * 3];
+    let mut text = b".\n".repeat(OVERLAP * 3 / 2);
     text.extend_from_slice(format!(" {key} ").as_bytes());
     text.extend(vec![b'.'; 100]);
     let whole = scan(&text);

@@ -17,6 +17,10 @@ pub struct Flag {
     pub rule: &'static str,
     /// Why it matters, for a person.
     pub reason: String,
+    /// For a `credential` flag: each credential-shaped string the change
+    /// added, by rule, place and hash (never the value).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<warden_detect::Finding>,
 }
 
 /// What kind of file system entry.

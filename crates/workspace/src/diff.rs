@@ -223,6 +223,16 @@ fn finish(
     for c in &mut changes {
         c.flags = rules.check(c);
         let p = upper.join(&c.path);
+        let open = |side, rel: &Path| {
+            let root = match side {
+                crate::credentials::Side::Real => lower,
+                crate::credentials::Side::Layer => upper,
+            };
+            std::fs::File::open(root.join(rel))
+        };
+        if let Some(f) = crate::credentials::flag(c, open).map_err(read_err(&p))? {
+            c.flags.push(f);
+        }
         c.digest = crate::review::digest(upper, c).map_err(read_err(&p))?;
     }
     let runs_on_host: Vec<glob::Pattern> = opts

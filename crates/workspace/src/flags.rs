@@ -2,7 +2,9 @@
 //! sandbox is gone (git hooks and config, CI definitions, editor tasks),
 //! new executables, symbolic links that leave the workspace, and files the
 //! profile did not expect the agent to touch. Flags inform the review; they
-//! never block a commit by themselves.
+//! never block a commit by themselves. (A change that added a
+//! credential-shaped string is flagged by `credentials`, which reads the
+//! content.)
 
 pub use crate::change::Flag;
 use crate::change::{Change, ChangeKind, EntryKind};
@@ -76,6 +78,7 @@ impl Rules {
         let flag = |rule, reason: &str| Flag {
             rule,
             reason: reason.to_string(),
+            findings: Vec::new(),
         };
         if c.kind == ChangeKind::Deleted && c.old.as_ref().is_some_and(|o| o.kind == EntryKind::Dir)
         {

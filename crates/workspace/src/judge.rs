@@ -46,7 +46,11 @@ pub(crate) struct Trees<'a> {
 }
 
 fn flag(rule: &'static str, reason: String) -> Flag {
-    Flag { rule, reason }
+    Flag {
+        rule,
+        reason,
+        findings: Vec::new(),
+    }
 }
 
 /// Add the tree-dependent flags to `changes`.

@@ -18,6 +18,7 @@
 
 mod change;
 pub mod commit;
+mod credentials;
 pub mod copy;
 pub mod diff;
 pub mod flags;
