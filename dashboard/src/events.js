@@ -1,6 +1,6 @@
 // A sandbox's live events (server-sent events from the daemon, replayed
 // from the start of its log), each shown as one line with its kind's
-// colour, and a filter.
+// colour (a denial with what would have allowed it), and a filter.
 
 import { withCsrf } from './api.js';
 import { h, bytes, clock } from './dom.js';
@@ -21,7 +21,7 @@ function describe(e) {
       const rule = e.rule ? ` by ${e.rule}` : '';
       return e.allowed
         ? { group: 'network', label: 'allow', tone: 'allow', text: `${e.protocol} ${where}${rule}${e.bytes_out || e.bytes_in ? ` (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` : ''}` }
-        : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, propose: e.name ? { name: e.name, port: e.protocol === 'dns' ? null : e.port } : null };
+        : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, remedy: e.remedy, propose: e.name ? { name: e.name, port: e.protocol === 'dns' ? null : e.port } : null };
     }
     case 'connection_closed':
       return { group: 'network', label: 'closed', tone: 'info', text: `${e.name || '?'}:${e.port} after ${e.duration_ms} ms (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` };
@@ -101,6 +101,9 @@ export function eventsView(root, id) {
       h('time', { datetime: new Date(e.ts_ms).toISOString() }, clock(e.ts_ms)),
       h('span', { class: `tag ${d.tone}` }, d.label),
       h('span', { class: 'text' }, d.text || JSON.stringify(e)),
+      // What would have allowed it, in the API's words (the option's JSON
+      // path and the entry), as the daemon tells every reader of events.
+      d.remedy ? h('span', { class: 'remedy' }, d.remedy) : null,
       d.propose ? h('button', { type: 'button', class: 'small', onclick: () => proposeRule(proposal, id, d.propose) }, 'Propose a rule') : null);
     li.hidden = !visible(li);
     const atBottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 8;

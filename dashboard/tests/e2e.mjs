@@ -1,7 +1,7 @@
 // The dashboard end to end, in headless Chromium (the distribution's,
 // driven by playwright-core), against a real `warden serve` started from
 // the debug binary (WARDEN_BIN): log in, see a sandbox appear, watch a
-// denied connection show up live, type a command in the terminal and see
+// denied connection show up live with what would allow it, type a command in the terminal and see
 // its output, approve an ask-mode question and see the connection reach a
 // real listener, commit one file of a diff and discard the other, see
 // a desktop sandbox (the shipped `desktop` profile) on screen through noVNC, log out. Screenshots of a failure are kept under the target directory
@@ -240,6 +240,12 @@ try {
     if (!r.stdout.includes('nxdomain')) throw new Error(`the sandbox reached blocked.test: ${r.stdout}`);
     await page.locator('.ev.deny', { hasText: 'blocked.test' }).first().waitFor();
     await page.locator('#denied-count', { hasText: '1' }).waitFor();
+    // The denial says what would have allowed it, in the API's words
+    // (the daemon's `remedy`), never a flag of the command line.
+    const remedy = page.locator('.ev.deny', { hasText: 'blocked.test' }).first().locator('.remedy');
+    await remedy.waitFor();
+    const said = await remedy.innerText();
+    if (!said.includes('/egress/domains') || !said.includes('blocked.test') || said.includes('--')) throw new Error(`the remedy reads: ${said}`);
     const allowed = await connect('demo', 'allowed.test', false);
     if (!allowed.stdout.includes('open')) throw new Error(`allowed.test was not reached: ${JSON.stringify(allowed)}`);
     await page.locator('.ev.allow', { hasText: 'allowed.test' }).first().waitFor();
