@@ -123,7 +123,7 @@ fn translate(bundle: &Path, console_socket: Option<&Path>) -> Result<oci::Transl
 /// caller's (containerd's): its links are followed once, here; the
 /// sandbox's root is then the real directory.
 fn root_of(t: &mut oci::Translated) -> Result<PathBuf, OciError> {
-    let given = t.flags.request(false).rootfs.unwrap_or_default();
+    let given = t.flags.path(Field::Rootfs).unwrap_or_default();
     let rootfs = std::fs::canonicalize(&given).map_err(|source| OciError::Read {
         path: given.clone(),
         source,

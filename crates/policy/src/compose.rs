@@ -1,4 +1,4 @@
-//! From profile files, presets and command-line flags to one [`Request`]:
+//! From profile files, presets and command-line flags to one [`Layer`]:
 //! finding profiles and presets (built in, or in the user's directory),
 //! following `extends`, expanding presets, and merging every source with the
 //! origin of each value kept for `warden profile show --explain`.
@@ -19,7 +19,7 @@ use crate::fields::Field;
 use crate::profile::{parse_preset, parse_profile_tree, suggest, Pos, PresetFile, WorkspaceMode};
 use crate::read::{self, Node, Place, Placed, Reading};
 use crate::trust::{self, Refusal, Trust};
-use crate::{Defaults, EnvRequest, Request, Terminal, DEFAULT_EGRESS_IDLE_TIMEOUT};
+use crate::{Defaults, Terminal, DEFAULT_EGRESS_IDLE_TIMEOUT};
 
 /// Presets shipped with warden.
 pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
@@ -377,47 +377,74 @@ impl Layer {
         }
     }
 
-    fn text(&self, key: Field) -> Option<String> {
+    /// The value of a field as its kind reads it: `None` when no source
+    /// set it. Resolution reads every option through these, by field.
+    pub fn text(&self, key: Field) -> Option<String> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Text(t)) => Some(t.clone()),
             _ => None,
         }
     }
-    fn flag(&self, key: Field) -> Option<bool> {
+    pub fn flag(&self, key: Field) -> Option<bool> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Bool(b)) => Some(*b),
             _ => None,
         }
     }
-    fn bytes(&self, key: Field) -> Option<u64> {
+    /// A switch: set, and true.
+    pub fn on(&self, key: Field) -> bool {
+        self.flag(key).unwrap_or(false)
+    }
+    pub fn bytes(&self, key: Field) -> Option<u64> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Size { bytes, .. }) => Some(*bytes),
             _ => None,
         }
     }
-    fn duration(&self, key: Field) -> Option<Duration> {
+    pub fn duration(&self, key: Field) -> Option<Duration> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Duration { duration, .. }) => Some(*duration),
             _ => None,
         }
     }
-    fn count(&self, key: Field) -> Option<u64> {
+    pub fn count(&self, key: Field) -> Option<u64> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Count(n)) => Some(*n),
             _ => None,
         }
     }
-    fn path(&self, key: Field) -> Option<PathBuf> {
+    pub fn cores(&self, key: Field) -> Option<f64> {
+        match self.get(key).map(|s| &s.val) {
+            Some(Val::Cores(c)) => Some(*c),
+            _ => None,
+        }
+    }
+    pub fn path(&self, key: Field) -> Option<PathBuf> {
         match self.get(key).map(|s| &s.val) {
             Some(Val::Path(p)) => Some(p.clone()),
             _ => None,
         }
     }
-    fn texts(&self, key: Field) -> Vec<String> {
+    /// An argument vector (the command); empty when none is set.
+    pub fn argv(&self, key: Field) -> Vec<String> {
+        match self.get(key).map(|s| &s.val) {
+            Some(Val::Argv(a)) => a.clone(),
+            _ => Vec::new(),
+        }
+    }
+    /// `filesystem.mode: overlay` (`--overlay`) was asked for.
+    pub fn overlay(&self) -> bool {
+        matches!(
+            self.get(Field::Overlay).map(|s| &s.val),
+            Some(Val::Mode(WorkspaceMode::Overlay))
+        )
+    }
+    /// The texts of a list field.
+    pub fn texts(&self, key: Field) -> Vec<String> {
         self.texts_of(key, |_| true)
     }
     /// The texts of a list field given by sources `of` takes.
-    fn texts_of(&self, key: Field, of: impl Fn(Trust) -> bool) -> Vec<String> {
+    pub fn texts_of(&self, key: Field, of: impl Fn(Trust) -> bool) -> Vec<String> {
         self.list(key)
             .iter()
             .filter(|s| of(s.trust))
@@ -427,7 +454,7 @@ impl Layer {
             })
             .collect()
     }
-    fn paths(&self, key: Field) -> Vec<PathBuf> {
+    pub fn paths(&self, key: Field) -> Vec<PathBuf> {
         self.list(key)
             .iter()
             .filter_map(|s| match &s.val {
@@ -436,7 +463,18 @@ impl Layer {
             })
             .collect()
     }
-    fn pairs(&self, key: Field) -> Vec<String> {
+    pub fn ports(&self, key: Field) -> Vec<u16> {
+        self.list(key)
+            .iter()
+            .filter_map(|s| match s.val {
+                Val::Port(p) => Some(p),
+                _ => None,
+            })
+            .collect()
+    }
+    /// A map field's entries as `KEY=VALUE` (a secret's as `--secret`
+    /// writes it).
+    pub fn pairs(&self, key: Field) -> Vec<String> {
         self.map(key)
             .iter()
             .map(|(k, s)| match &s.val {
@@ -447,105 +485,34 @@ impl Layer {
             })
             .collect()
     }
+    /// The names of a map field's entries whose value is `true` (the
+    /// secrets whose placeholder may go in a body).
+    pub fn names_set(&self, key: Field) -> Vec<String> {
+        self.map(key)
+            .iter()
+            .filter(|(_, s)| s.val == Val::Bool(true))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
 
-    /// The request these values make. `stdin_is_terminal` decides the
-    /// terminal when neither the profile nor the command line does.
-    pub fn request(&self, stdin_is_terminal: bool) -> Request {
-        let tty = self.flag(Field::Tty).unwrap_or(stdin_is_terminal);
-        Request {
-            command: match self.get(Field::Command).map(|s| &s.val) {
-                Some(Val::Argv(a)) => a.clone(),
-                _ => Vec::new(),
-            },
-            rootfs: self.path(Field::Rootfs),
-            workspace: self.path(Field::Workspace),
-            ro: self.paths(Field::Ro),
-            rw: self.paths(Field::Rw),
-            tmp_size: self.bytes(Field::TmpSize),
-            runs_on_host: self.texts(Field::RunsOnHost),
-            caches: self.texts(Field::Caches),
-            cache_dir: None,
-            home_dir: None,
-            memory: self.bytes(Field::Memory),
-            pids: self.count(Field::Pids),
-            cpus: match self.get(Field::Cpus).map(|s| &s.val) {
-                Some(Val::Cores(c)) => Some(*c),
-                _ => None,
-            },
-            timeout: self.duration(Field::Timeout),
-            open_files: self.count(Field::OpenFiles),
-            file_size: self.bytes(Field::FileSize),
-            disk: self.bytes(Field::Disk),
-            disk_free: None,
-            env: EnvRequest {
-                set: self.pairs(Field::Env),
-                pass: self.texts(Field::PassEnv),
-            },
-            terminal: if tty {
-                Terminal::Pty
-            } else {
-                Terminal::Inherit
-            },
-            hostname: self.text(Field::Hostname),
-            workdir: self.text(Field::Workdir),
-            isolation: self.text(Field::Isolation),
-            allow_degraded: self.flag(Field::AllowDegraded).unwrap_or(false),
-            desktop: self.flag(Field::Desktop).unwrap_or(false),
-            allow_domains: self.texts_of(Field::AllowDomain, |t| t == Trust::Owner),
-            caller_domains: self.texts_of(Field::AllowDomain, |t| t == Trust::Caller),
-            // A secret a caller's door gave (a pod's annotation, within
-            // the node's grant): the hosts it chose reach public
-            // addresses only.
-            caller_secrets: self
-                .map(Field::Secret)
-                .iter()
-                .filter(|(_, s)| s.trust == Trust::Caller)
-                .map(|(name, _)| name.clone())
-                .collect(),
-            allow_http: self.flag(Field::AllowHttp).unwrap_or(false),
-            add_hosts: self.pairs(Field::AddHost),
-            net_log: self.flag(Field::NetLog).unwrap_or(false),
-            egress_quota: self.bytes(Field::EgressQuota),
-            egress_idle_timeout: self.duration(Field::EgressIdleTimeout),
-            allow_cidr: self.texts(Field::AllowCidr),
-            allow_host_ports: self
-                .list(Field::AllowHostPort)
-                .iter()
-                .filter_map(|s| match s.val {
-                    Val::Port(p) => Some(p),
-                    _ => None,
-                })
-                .collect(),
-            publish: self.texts(Field::Publish),
-            ask: self.flag(Field::Ask).unwrap_or(false),
-            egress_learn: self.flag(Field::EgressLearn).unwrap_or(false),
-            overlay: matches!(
-                self.get(Field::Overlay).map(|s| &s.val),
-                Some(Val::Mode(WorkspaceMode::Overlay))
-            ),
-            overlay_dirs: None,
-            hidden: Vec::new(),
-            secrets: self.pairs(Field::Secret),
-            secret_in_body: self
-                .map(Field::SecretInBody)
-                .iter()
-                .filter(|(_, s)| s.val == Val::Bool(true))
-                .map(|(name, _)| name.clone())
-                .collect(),
-            secret_rules: self.texts(Field::SecretRule),
-            upstream_ca: self.paths(Field::UpstreamCa),
-            json_events: self.path(Field::JsonEvents),
-            audit_log: self.path(Field::AuditLog),
-            // No log when asked on the command line, or when nothing
-            // names one (a profile's `audit_log` wins over its own or an
-            // earlier profile's `no_audit_log`).
-            no_audit_log: self.flag(Field::NoAuditLog).unwrap_or(false)
-                && (self.get(Field::AuditLog).is_none()
-                    || self
-                        .get(Field::NoAuditLog)
-                        .is_some_and(|s| s.origin == Origin::CommandLine)),
-            otlp_endpoint: self.text(Field::OtlpEndpoint),
+    /// Whether the command gets a terminal: `tty` when a source set it,
+    /// else whether the caller's standard input is one.
+    pub fn terminal(&self, stdin_is_terminal: bool) -> Terminal {
+        match self.flag(Field::Tty).unwrap_or(stdin_is_terminal) {
+            true => Terminal::Pty,
+            false => Terminal::Inherit,
         }
+    }
+
+    /// No audit log: asked on the command line, or asked and nothing
+    /// names one (a profile's `audit_log` wins over its own or an earlier
+    /// profile's `no_audit_log`).
+    pub fn no_audit_log(&self) -> bool {
+        self.on(Field::NoAuditLog)
+            && (self.get(Field::AuditLog).is_none()
+                || self
+                    .get(Field::NoAuditLog)
+                    .is_some_and(|s| s.origin == Origin::CommandLine))
     }
 
     /// Fill what no source set with warden's defaults (sized from the host),
@@ -1064,7 +1031,14 @@ fn read_file(path: &Path) -> Result<SourceText, ComposeError> {
                 d
             }
         })
-        .and_then(|d| std::path::absolute(d).ok());
+        // The real directory: a relative path of the profile then names
+        // what the jail mounts (it follows no link), and `validate` and
+        // `run` see the same path whichever way the profile was named.
+        .and_then(|d| {
+            std::fs::canonicalize(d)
+                .or_else(|_| std::path::absolute(d))
+                .ok()
+        });
     Ok(SourceText {
         label: path.display().to_string(),
         dir,

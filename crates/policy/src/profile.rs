@@ -411,7 +411,7 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
         let domains = crate::read::profile_domains("egress:\n  domains: [a.com]\n").unwrap();
         assert_eq!(domains[0].value, "a.com");
         assert_eq!(read.name.map(|n| n.value).as_deref(), Some("x"));
-        assert_eq!(read.layer.request(false).allow_domains, ["a.com"]);
+        assert_eq!(read.layer.texts(crate::Field::AllowDomain), ["a.com"]);
     }
 
     #[test]

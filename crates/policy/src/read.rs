@@ -918,13 +918,38 @@ filesystem:\n  mode: overlay\n",
         );
         assert!(body.findings.is_empty(), "{:?}", body.findings);
         assert!(file.findings.is_empty(), "{:?}", file.findings);
-        let (b, f) = (body.layer.request(false), file.layer.request(false));
-        assert_eq!(format!("{b:?}"), format!("{f:?}"));
-        assert_eq!(b.memory, Some(512 << 20));
-        assert_eq!(b.env.set, ["A=1", "B=2"]);
-        assert_eq!(b.secrets, ["T=env:X@a.test"]);
-        assert_eq!(b.secret_in_body, ["T"]);
-        assert!(b.overlay);
+        // The same spec, wherever each value was written.
+        let placement = crate::Placement {
+            default_command: vec!["true".into()],
+            workspace: Some(crate::KeptWorkspace::Overlay(crate::OverlayDirs {
+                upper: "/state/upper".into(),
+                work: "/state/work".into(),
+            })),
+            ..crate::Placement::default()
+        };
+        let defaults = crate::Defaults::for_host(crate::HostFacts {
+            total_memory: 8 << 30,
+            cpus: 2,
+            pid_max: 1 << 22,
+        });
+        let host_env = [("X".to_string(), "token".to_string())];
+        let spec = |l: &crate::compose::Layer| {
+            let mut l = l.clone();
+            l.add_one(
+                Field::Workspace,
+                crate::compose::Val::Path("/src/p".into()),
+                crate::compose::Origin::CommandLine,
+            );
+            l.resolve(&placement, &defaults, &host_env)
+        };
+        assert_eq!(spec(&body.layer), spec(&file.layer));
+        assert!(spec(&body.layer).is_ok(), "{:?}", spec(&body.layer));
+        let b = &body.layer;
+        assert_eq!(b.bytes(Field::Memory), Some(512 << 20));
+        assert_eq!(b.pairs(Field::Env), ["A=1", "B=2"]);
+        assert_eq!(b.pairs(Field::Secret), ["T=env:X@a.test"]);
+        assert_eq!(b.names_set(Field::SecretInBody), ["T"]);
+        assert!(b.overlay());
     }
 
     #[test]

@@ -338,10 +338,14 @@ mod tests {
 
     /// The rules of a resolved spec, as `(entry, given by a caller)`.
     fn rules(composed: &crate::compose::Composed) -> Vec<(String, bool)> {
-        let mut request = composed.merged.request(false);
-        request.command = vec!["true".into()];
-        let spec = request
+        let placement = crate::Placement {
+            default_command: vec!["true".into()],
+            ..crate::Placement::default()
+        };
+        let spec = composed
+            .merged
             .resolve(
+                &placement,
                 &crate::Defaults::for_host(crate::HostFacts {
                     total_memory: 8 << 30,
                     cpus: 2,

@@ -300,7 +300,7 @@ mod tests {
     use super::*;
     use crate::compose::{compose, Catalog, Layer, BUILTIN_PRESETS, BUILTIN_PROFILES};
     use crate::profile::parse_preset;
-    use crate::{Defaults, HostFacts, Request, SandboxSpec};
+    use crate::{Defaults, HostFacts, Placement, SandboxSpec};
     use std::path::PathBuf;
 
     /// The command line of `warden run` as a layer: the command, and
@@ -373,11 +373,7 @@ mod tests {
         validate(&mut c);
         let mut found: Vec<String> = c.diagnostics.iter().map(|d| d.to_string()).collect();
         if !c.has_errors() {
-            let mut request = c.merged.request(false);
-            if request.command.is_empty() {
-                request.command = vec!["true".into()];
-            }
-            if let Err(e) = request.resolve(&defaults(), &[]) {
+            if let Err(e) = resolved(&c.merged) {
                 let (f, pos) = locate(&c.merged, &e)
                     .place()
                     .map(|(f, p)| (f.to_string(), p))
@@ -391,8 +387,23 @@ mod tests {
             .collect()
     }
 
-    fn spec(r: Request) -> SandboxSpec {
-        r.resolve(&defaults(), &[("TERM".into(), "xterm".into())])
+    /// A composed layer resolved as a run resolves it, given `true` when
+    /// it names no command.
+    fn resolved(l: &Layer) -> Result<SandboxSpec, ResolveError> {
+        let placement = Placement {
+            default_command: vec!["true".into()],
+            ..Placement::default()
+        };
+        l.resolve(&placement, &defaults(), &[])
+    }
+
+    /// The spec of a run from a terminal.
+    fn spec(l: &Layer) -> SandboxSpec {
+        let placement = Placement {
+            stdin_is_terminal: true,
+            ..Placement::default()
+        };
+        l.resolve(&placement, &defaults(), &[("TERM".into(), "xterm".into())])
             .unwrap()
     }
 
@@ -421,7 +432,7 @@ mod tests {
     #[test]
     fn the_github_preset_has_the_forge_hosts() {
         let c = compose(&catalog(), Some("feature-dev"), &Layer::default()).unwrap();
-        let domains = c.merged.request(false).allow_domains;
+        let domains = c.merged.texts(Field::AllowDomain);
         for host in [
             "github.com",
             "api.github.com",
@@ -453,7 +464,7 @@ mod tests {
         )]);
         let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
         assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
-        let from_profile = c.merged.request(true);
+        let from_profile = c.merged.clone();
 
         let flags = cli(
             Some(&["bash", "-l"]),
@@ -484,8 +495,7 @@ mod tests {
             ],
         );
         let c = compose(&catalog(), None, &flags).unwrap();
-        let from_flags = c.merged.request(true);
-        assert_eq!(spec(from_profile), spec(from_flags));
+        assert_eq!(spec(&from_profile), spec(&c.merged));
     }
 
     #[test]
@@ -503,11 +513,14 @@ mod tests {
             ],
         );
         let c = compose(&catalog(), Some(&dir.path("p.yaml")), &flags).unwrap();
-        let r = c.merged.request(false);
-        assert_eq!(r.command, ["true"]);
-        assert_eq!(r.memory, Some(2 << 30));
-        assert_eq!(r.pids, Some(100));
-        assert_eq!(r.allow_domains, ["a.example.com", "b.example.com"]);
+        let r = &c.merged;
+        assert_eq!(r.argv(Field::Command), ["true"]);
+        assert_eq!(r.bytes(Field::Memory), Some(2 << 30));
+        assert_eq!(r.count(Field::Pids), Some(100));
+        assert_eq!(
+            r.texts(Field::AllowDomain),
+            ["a.example.com", "b.example.com"]
+        );
         assert_eq!(
             c.merged.get(Field::Memory).unwrap().origin,
             Origin::CommandLine
@@ -527,13 +540,13 @@ mod tests {
             ),
         ]);
         let c = compose(&catalog(), Some(&dir.path("child.yaml")), &Layer::default()).unwrap();
-        let r = c.merged.request(false);
-        assert_eq!(r.hostname.as_deref(), Some("child"));
+        let r = &c.merged;
+        assert_eq!(r.text(Field::Hostname).as_deref(), Some("child"));
         assert_eq!(
-            r.allow_domains,
+            r.texts(Field::AllowDomain),
             ["a.example.com", "b.example.com", "c.example.com"]
         );
-        assert_eq!(r.env.set, ["A=1", "B=3"]);
+        assert_eq!(r.pairs(Field::Env), ["A=1", "B=3"]);
         let origin = c.merged.list(Field::AllowDomain)[0].origin.to_string();
         assert!(origin.ends_with("parent.yaml:3:13"), "{origin}");
     }
@@ -549,38 +562,38 @@ mod tests {
         );
         let c = compose(&catalog(), None, &flags).unwrap();
         assert_eq!(
-            c.merged.request(false).resolve(&defaults(), &[]),
+            resolved(&c.merged),
             Err(Field::AddHost.invalid(Problem::BadAddHost("nohost".into())))
         );
         let flags = cli(Some(&["true"]), &[(Field::Env, "NOEQUALS")]);
         let c = compose(&catalog(), None, &flags).unwrap();
         assert_eq!(
-            c.merged.request(false).resolve(&defaults(), &[]),
+            resolved(&c.merged),
             Err(Field::Env.invalid(Problem::BadEnvAssignment("NOEQUALS".into())))
         );
     }
 
     #[test]
-    fn reserved_egress_and_workspace_fields_are_carried_into_the_request() {
+    fn reserved_egress_and_workspace_fields_are_carried_into_the_layer() {
         let dir = Dir::new(&[(
             "p.yaml",
             "egress:\n  allow_cidrs: [10.1.0.0/16]\n  host_ports: [5432]\n  publish: [\"8080:80\"]\n  ask: true\nfilesystem:\n  mode: overlay\njson_events: events.jsonl\n",
         )]);
         let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
-        let r = c.merged.request(false);
-        assert_eq!(r.allow_cidr, ["10.1.0.0/16"]);
-        assert_eq!(r.allow_host_ports, [5432]);
-        assert_eq!(r.publish, ["8080:80"]);
-        assert!(r.ask && r.overlay);
-        assert_eq!(r.json_events, Some(dir.0.join("events.jsonl")));
+        let r = &c.merged;
+        assert_eq!(r.texts(Field::AllowCidr), ["10.1.0.0/16"]);
+        assert_eq!(r.ports(Field::AllowHostPort), [5432]);
+        assert_eq!(r.texts(Field::Publish), ["8080:80"]);
+        assert!(r.on(Field::Ask) && r.overlay());
+        assert_eq!(r.path(Field::JsonEvents), Some(dir.0.join("events.jsonl")));
         let flags = cli(
             None,
             &[(Field::Ask, "false"), (Field::AllowHostPort, "6379")],
         );
         let c = compose(&catalog(), Some(&dir.path("p.yaml")), &flags).unwrap();
-        let r = c.merged.request(false);
-        assert!(!r.ask);
-        assert_eq!(r.allow_host_ports, [5432, 6379]);
+        let r = &c.merged;
+        assert!(!r.on(Field::Ask));
+        assert_eq!(r.ports(Field::AllowHostPort), [5432, 6379]);
     }
 
     #[test]
@@ -590,9 +603,12 @@ mod tests {
             "filesystem:\n  workspace: proj\n  read_only: [~/.gitconfig]\n",
         )]);
         let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
-        let r = c.merged.request(false);
-        assert_eq!(r.workspace, Some(dir.0.join("proj")));
-        assert_eq!(r.ro, [PathBuf::from("/home/alice/.gitconfig")]);
+        let r = &c.merged;
+        assert_eq!(r.path(Field::Workspace), Some(dir.0.join("proj")));
+        assert_eq!(
+            r.paths(Field::Ro),
+            [PathBuf::from("/home/alice/.gitconfig")]
+        );
     }
 
     #[test]
@@ -837,9 +853,7 @@ secrets:
         )]);
         // In a profile: the entry's own line and column, and its key.
         let mut c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
-        let mut request = c.merged.request(false);
-        request.command = vec!["true".into()];
-        let e = request.resolve(&defaults(), &[]).unwrap_err();
+        let e = resolved(&c.merged).unwrap_err();
         assert_eq!(e.field(), Some(Field::Memory));
         let (file, pos) = locate(&c.merged, &e)
             .place()
@@ -877,11 +891,7 @@ secrets:
             ],
         );
         let c = compose(&catalog(), None, &flags).unwrap();
-        let e = c
-            .merged
-            .request(false)
-            .resolve(&defaults(), &[])
-            .unwrap_err();
+        let e = resolved(&c.merged).unwrap_err();
         assert_eq!(e.field(), Some(Field::AllowCidr));
         assert_eq!(
             e.describe_for_cli(),
@@ -891,11 +901,7 @@ secrets:
         assert_eq!(locate(&c.merged, &e), Origin::CommandLine);
         let flags = cli(Some(&["true"]), &[(Field::Memory, "1024")]);
         let c = compose(&catalog(), None, &flags).unwrap();
-        let e = c
-            .merged
-            .request(false)
-            .resolve(&defaults(), &[])
-            .unwrap_err();
+        let e = resolved(&c.merged).unwrap_err();
         assert_eq!(
             e.describe_for_cli(),
             "--memory 1024 bytes is too small: a sandbox needs at least 16M"
@@ -910,9 +916,9 @@ secrets:
         )]);
         let c = compose(&catalog(), Some(&dir.path("p.yaml")), &Layer::default()).unwrap();
         assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
-        let r = c.merged.request(false);
+        let r = &c.merged;
         assert_eq!(
-            r.secrets,
+            r.pairs(Field::Secret),
             [
                 "A=file:/home/alice/.config/a@a.test".to_string(),
                 format!("B=file:{}@b.test", dir.0.join("b.token").display())
@@ -965,9 +971,9 @@ secrets:
                 "secrets.NPM.allow[0]",
             ]
         );
-        let r = c.merged.request(false);
-        assert_eq!(r.secret_in_body, ["GH"]);
-        assert_eq!(r.secret_rules.len(), 3);
+        let r = &c.merged;
+        assert_eq!(r.names_set(Field::SecretInBody), ["GH"]);
+        assert_eq!(r.texts(Field::SecretRule).len(), 3);
     }
 
     #[test]
@@ -1082,9 +1088,13 @@ secrets:
             config_dir: Some(dir.0.clone()),
         };
         let c = compose(&cat, Some("security"), &Layer::default()).unwrap();
-        let r = c.merged.request(false);
-        assert!(r.allow_domains.contains(&"git.example.com".to_string()));
-        assert!(!r.allow_domains.contains(&"api.github.com".to_string()));
+        let r = &c.merged;
+        assert!(r
+            .texts(Field::AllowDomain)
+            .contains(&"git.example.com".to_string()));
+        assert!(!r
+            .texts(Field::AllowDomain)
+            .contains(&"api.github.com".to_string()));
         assert!(cat
             .preset_names()
             .iter()

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use warden_policy::compose::{
     compose_source, Catalog, ComposeError, Layer, Origin, SourceText, Val,
 };
-use warden_policy::{Defaults, Field, HostFacts, SandboxSpec, SecretSpec, Trust};
+use warden_policy::{
+    Defaults, Field, HostFacts, KeptWorkspace, Placement, SandboxSpec, SecretSpec, Trust,
+};
 use warden_workspace::{Sandbox, Store};
 
 use crate::state::{self, SinkConfig};
@@ -239,7 +241,7 @@ pub fn resolve(
     sandbox: Option<&Sandbox>,
 ) -> Result<Resolved, ResolveError> {
     let mut kept = None;
-    match resolve_inner(input, ctx, sandbox, &mut kept) {
+    match resolve_inner(input, ctx, sandbox, &mut kept, Effects::Make) {
         Ok(mut r) => {
             r.kept = kept;
             Ok(r)
@@ -253,6 +255,16 @@ pub fn resolve(
             Err(e)
         }
     }
+}
+
+/// Resolve `input` as a plain run would, with every check and refusal of
+/// [`resolve`], leaving nothing on disk: no sandbox for an overlay, no
+/// home, caches or audit directories (`warden profile validate`). The
+/// checks that keep warden's state out of reach are made against
+/// `ctx.state_dir` itself.
+pub fn resolve_dry(input: Input, ctx: &Context<'_>) -> Result<Resolved, ResolveError> {
+    let mut kept = None;
+    resolve_inner(input, ctx, None, &mut kept, Effects::Dry)
 }
 
 /// The profile a door names. A caller's name is a plain name of the
@@ -363,23 +375,24 @@ fn ask_save_file(
     }}
 }
 
-/// The request resolved into a spec; a value the resolver refuses is said
-/// where the profile or the request's body gave it.
+/// The merged values resolved into a spec with warden's own facts; a
+/// value the resolver refuses is said where the profile or the request's
+/// body gave it.
 fn spec_of(
-    request: warden_policy::Request,
     merged: &Layer,
+    placement: &Placement,
     defaults: &Defaults,
 ) -> Result<SandboxSpec, ResolveError> {
     // Variables that hold secrets are never copied, not even here: the
     // supervisor moves them out of reach of the sandbox's init itself.
-    let hidden: Vec<String> = request
-        .secrets
+    let hidden: Vec<String> = merged
+        .pairs(Field::Secret)
         .iter()
         .filter_map(|s| SecretSpec::parse(s).ok())
         .filter_map(|s| s.source_variable().map(str::to_string))
         .collect();
     let host_env = warden_jail::secrets::host_environment(&hidden);
-    match request.resolve(defaults, &host_env) {
+    match merged.resolve(placement, defaults, &host_env) {
         Ok(spec) => Ok(spec),
         Err(e) => match warden_policy::validate::locate(merged, &e) {
             origin @ warden_policy::compose::Origin::Body { .. } => Err(ResolveError::InProfile {
@@ -428,11 +441,23 @@ fn make_own_dirs(spec: &SandboxSpec) -> Result<(), ResolveError> {
     Ok(())
 }
 
+/// Whether a resolution leaves anything on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effects {
+    /// Made what the spec needs: an overlay's sandbox, the home and caches
+    /// directories, the audit log's directory.
+    Make,
+    /// Only resolved (`warden profile validate`): nothing is made, and
+    /// what would be is named where it would be.
+    Dry,
+}
+
 fn resolve_inner(
     mut input: Input,
     ctx: &Context<'_>,
     sandbox: Option<&Sandbox>,
     kept: &mut Option<(Store, Sandbox)>,
+    effects: Effects,
 ) -> Result<Resolved, ResolveError> {
     let mut notices = Vec::new();
     if let Some(sb) = sandbox {
@@ -452,67 +477,41 @@ fn resolve_inner(
     // The profile file "always" answers go into: one of the person's own.
     let profile_file = ask_save_file(source.as_ref(), input.ask_save)?;
     let composed = compose_source(ctx.catalog, source, &input.flags)?.into_valid()?;
-    let mut request = composed.merged.request(input.stdin_is_terminal);
-    // A named sandbox needs no command to be created: `exec` without one
-    // runs a shell.
-    if request.command.is_empty() && sandbox.is_some() {
-        request.command = vec!["sh".to_string()];
-    }
+    let merged = &composed.merged;
     // Where the run is recorded: the flags', else the profile's.
-    let audit_log = request.audit_log.clone();
-    let no_audit_log = request.no_audit_log;
-    let otlp_endpoint = request.otlp_endpoint.clone();
+    let otlp_endpoint = merged.text(Field::OtlpEndpoint);
     if otlp_endpoint.is_some() && !ctx.otlp {
         return Err(ResolveError::NoOtlp);
     }
-    // A plain run with an overlay (asked for, or by the profile) writes
-    // into a sandbox of the state store named after the run, kept for
-    // review.
-    if sandbox.is_none() && request.overlay {
-        let state = ctx.state_dir.ok_or(ResolveError::NoStateDir)?;
-        let store = Store::open(state)?;
-        let ws = request
-            .workspace
-            .clone()
-            .ok_or(ResolveError::OverlayWithoutWorkspace)?;
-        let mut opts = warden_workspace::CreateOptions::new(ws);
-        opts.profile = match &input.profile {
-            Some(ProfileSource::Named(n)) => Some(n.clone()),
-            _ => None,
-        };
-        let (layout, notice) = crate::lifecycle::layout_for_host();
-        opts.layout = layout;
-        opts.runs_on_host = request.runs_on_host.clone();
-        notices.extend(notice);
-        let sb = store.create(&format!("run-{}", ctx.id), &opts)?;
-        *kept = Some((store, sb));
-    }
-    if let Some(sb) = sandbox.or(kept.as_ref().map(|(_, sb)| sb)) {
-        match sb.meta().layout {
-            warden_workspace::Layout::Overlay => {
-                request.overlay = true;
-                request.overlay_dirs = Some(warden_policy::OverlayDirs {
-                    upper: sb.upper(),
-                    work: sb.work(),
-                });
-                request.disk_free = free_space(sb.dir());
-            }
-            // No overlayfs here: the sandbox works on its copy.
-            warden_workspace::Layout::Copy => {
-                request.overlay = false;
-                request.workspace = Some(sb.upper());
-            }
-        }
+    let mut placement = Placement {
+        stdin_is_terminal: input.stdin_is_terminal,
+        // A named sandbox needs no command to be created: `exec` without
+        // one runs a shell.
+        default_command: match sandbox {
+            Some(_) => vec!["sh".to_string()],
+            None => Vec::new(),
+        },
+        ..Placement::default()
+    };
+    placement.workspace =
+        kept_workspace(merged, &input, ctx, sandbox, kept, effects, &mut notices)?;
+    if let Some(KeptWorkspace::Overlay(_)) = &placement.workspace {
+        // The layer is written to the sandbox's directory when it stops
+        // (dry: to the state directory it would be made in).
+        let dir = sandbox
+            .or(kept.as_ref().map(|(_, sb)| sb))
+            .map(|sb| sb.dir());
+        placement.disk_free = dir.or(ctx.state_dir).and_then(free_space);
     }
     // A named sandbox keeps its home with its state, so that it persists
     // from one exec to the next; a run gets a fresh one.
     if let Some(sb) = sandbox {
-        request.home_dir = Some(sb.dir().join("home"));
+        placement.home_dir = Some(sb.dir().join("home"));
     }
     // Caches are shared by the sandboxes of a profile: one directory of
     // warden's state per profile name.
-    if let (Some(state), false) = (ctx.state_dir, request.caches.is_empty()) {
-        request.cache_dir = Some(
+    if let (Some(state), false) = (ctx.state_dir, merged.list(Field::Caches).is_empty()) {
+        placement.cache_dir = Some(
             state
                 .join("caches")
                 .join(cache_label(composed.name.as_deref())),
@@ -520,37 +519,43 @@ fn resolve_inner(
     }
     // What is kept (a home, caches' writes) is bounded by the free space
     // of the state's file system too.
-    if request.disk_free.is_none() && (request.home_dir.is_some() || request.cache_dir.is_some()) {
-        request.disk_free = ctx.state_dir.and_then(free_space);
+    if placement.disk_free.is_none()
+        && (placement.home_dir.is_some() || placement.cache_dir.is_some())
+    {
+        placement.disk_free = ctx.state_dir.and_then(free_space);
     }
+    let ask = merged.on(Field::Ask);
     // Names answered "always" for this project before are allowed, and
     // new ones are written to the same file.
-    if profile_file.is_some() && !request.ask {
+    if profile_file.is_some() && !ask {
         return Err(ResolveError::AskSave {
             why: "it keeps the answers of `egress.ask`, which this run does not have: add `egress.ask`".into(),
         });
     }
-    let grants = match (ctx.state_dir, &request.workspace) {
-        // The profile's own domains are already in the request.
+    let workspace = match &placement.workspace {
+        Some(KeptWorkspace::Copy(dir)) => Some(dir.clone()),
+        _ => merged.path(Field::Workspace),
+    };
+    let grants = match (ctx.state_dir, &workspace) {
+        // The profile's own domains are already in the layer.
         _ if profile_file.is_some() => profile_file.clone(),
-        (Some(state), Some(ws)) if request.ask => {
+        (Some(state), Some(ws)) if ask => {
             // A named sandbox's layer stands for its project.
             let project = sandbox
                 .map(|sb| sb.meta().workspace.clone())
                 .unwrap_or_else(|| ws.clone());
             let file = crate::grants::file_for(state, &project);
-            request.allow_domains.extend(crate::grants::load(&file)?);
+            placement.granted_domains = crate::grants::load(&file)?;
             Some(file)
         }
         _ => None,
     };
     // No bind shows warden's own state (stored specs, logs, sockets).
-    if let Some(state) = ctx.state_dir {
-        request.hidden.push(state.to_path_buf());
-    }
-    let json_events = request.json_events.clone();
-    let spec = spec_of(request, &composed.merged, ctx.defaults)
-        .map_err(|e| as_the_caller_sees(e, ctx.trust, &composed.merged))?;
+    placement
+        .hidden
+        .extend(ctx.state_dir.map(Path::to_path_buf));
+    let spec = spec_of(merged, &placement, ctx.defaults)
+        .map_err(|e| as_the_caller_sees(e, ctx.trust, merged))?;
     // A desktop's programs are looked for now, so that a host without
     // them is told what to install before anything is made.
     crate::desktop::check_programs(&spec)?;
@@ -559,39 +564,28 @@ fn resolve_inner(
             "egress learning mode: every name no rule allows is allowed and recorded, the host's own services excepted; the profile lines this run needs are printed at its end".to_string(),
         );
     }
-    // Nothing the sandbox may write holds warden's own state.
-    let own_layer = sandbox
-        .or(kept.as_ref().map(|(_, sb)| sb))
-        .filter(|sb| sb.meta().layout == warden_workspace::Layout::Copy)
-        .map(|sb| sb.upper());
+    // Nothing the sandbox may write holds warden's own state (a copy
+    // the store keeps is the sandbox's own).
+    let own_layer = match &placement.workspace {
+        Some(KeptWorkspace::Copy(dir)) => Some(dir.clone()),
+        _ => None,
+    };
     if let Some(state) = ctx.state_dir {
         state::check_state_kept_out(&spec, state, own_layer.as_deref())?;
         state::check_socket_kept_out(&spec, state)?;
     }
-    make_own_dirs(&spec)?;
-    let audit_log = if no_audit_log {
-        None
-    } else {
-        Some(match audit_log {
-            Some(p) => p,
-            None => {
-                let dir = ctx.state_dir.ok_or(ResolveError::NoStateDir)?.join("audit");
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(&dir)
-                    .map_err(|source| ResolveError::AuditDir {
-                        path: dir.clone(),
-                        source,
-                    })?;
-                dir.join(format!("{}-{}.jsonl", stamp(), ctx.id))
-            }
-        })
+    if effects == Effects::Make {
+        make_own_dirs(&spec)?;
+    }
+    let audit_log = match (merged.no_audit_log(), merged.path(Field::AuditLog)) {
+        (true, _) => None,
+        (false, Some(p)) => Some(p),
+        (false, None) => Some(audit_file(ctx, effects)?),
     };
     Ok(Resolved {
         spec,
         sinks: SinkConfig {
-            json_events,
+            json_events: merged.path(Field::JsonEvents),
             audit_log,
             otlp_endpoint,
             grants,
@@ -600,6 +594,79 @@ fn resolve_inner(
         kept: None,
         notices,
     })
+}
+
+/// Where the store keeps the workspace of a named sandbox, or of a plain
+/// run with an overlay (asked for, or by the profile), which writes into
+/// a sandbox of the state store named after the run, kept for review.
+/// Dry, the run's sandbox is not made: its directories are named where
+/// the store would make them.
+fn kept_workspace(
+    merged: &Layer,
+    input: &Input,
+    ctx: &Context<'_>,
+    sandbox: Option<&Sandbox>,
+    kept: &mut Option<(Store, Sandbox)>,
+    effects: Effects,
+    notices: &mut Vec<String>,
+) -> Result<Option<KeptWorkspace>, ResolveError> {
+    if let Some(sb) = sandbox {
+        return Ok(Some(kept_as(sb.meta().layout, sb.upper(), sb.work())));
+    }
+    if !merged.overlay() {
+        return Ok(None);
+    }
+    let state = ctx.state_dir.ok_or(ResolveError::NoStateDir)?;
+    let ws = merged
+        .path(Field::Workspace)
+        .ok_or(ResolveError::OverlayWithoutWorkspace)?;
+    let (layout, notice) = crate::lifecycle::layout_for_host();
+    notices.extend(notice);
+    let name = format!("run-{}", ctx.id);
+    if effects == Effects::Dry {
+        let dir = state.join("sandboxes").join(name);
+        return Ok(Some(kept_as(layout, dir.join("upper"), dir.join("work"))));
+    }
+    let store = Store::open(state)?;
+    let mut opts = warden_workspace::CreateOptions::new(ws);
+    opts.profile = match &input.profile {
+        Some(ProfileSource::Named(n)) => Some(n.clone()),
+        _ => None,
+    };
+    opts.layout = layout;
+    opts.runs_on_host = merged.texts(Field::RunsOnHost);
+    let sb = store.create(&name, &opts)?;
+    let found = kept_as(sb.meta().layout, sb.upper(), sb.work());
+    *kept = Some((store, sb));
+    Ok(Some(found))
+}
+
+/// A sandbox's workspace as its layout keeps it: a layer over the
+/// project, or (no overlayfs here) a copy it works on.
+fn kept_as(layout: warden_workspace::Layout, upper: PathBuf, work: PathBuf) -> KeptWorkspace {
+    match layout {
+        warden_workspace::Layout::Overlay => {
+            KeptWorkspace::Overlay(warden_policy::OverlayDirs { upper, work })
+        }
+        warden_workspace::Layout::Copy => KeptWorkspace::Copy(upper),
+    }
+}
+
+/// The audit log of a run that names none: a new file in the state's
+/// `audit` directory (made now; named only, dry).
+fn audit_file(ctx: &Context<'_>, effects: Effects) -> Result<PathBuf, ResolveError> {
+    let dir = ctx.state_dir.ok_or(ResolveError::NoStateDir)?.join("audit");
+    if effects == Effects::Make {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| ResolveError::AuditDir {
+                path: dir.clone(),
+                source,
+            })?;
+    }
+    Ok(dir.join(format!("{}-{}.jsonl", stamp(), ctx.id)))
 }
 
 /// Free space (for an unprivileged user) of the file system holding `dir`.

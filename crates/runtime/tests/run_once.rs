@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use warden_audit::{Event, EventKind, EventSink};
-use warden_policy::{Defaults, HostFacts, Request};
+use warden_policy::compose::{Layer, Origin, Val};
+use warden_policy::{Defaults, Field, HostFacts, Placement};
 
 /// Keeps what it is sent, where the test can read it after the run.
 struct Collect(Arc<Mutex<Vec<Event>>>);
@@ -33,21 +34,25 @@ fn main() {
         cpus: 2,
         pid_max: 1 << 22,
     });
-    let request = Request {
-        command: vec![
+    // The values a door would give, as one layer.
+    let mut layer = Layer::default();
+    let command = vec![
             "sh".into(),
             "-c".into(),
             format!(
                 "echo made-inside > /workspace/out; cat {} > /workspace/leak 2>/dev/null; echo $? > /workspace/rc; exit 3",
                 planted.display()
             ),
-        ],
-        workspace: Some(dir.clone()),
-        ..Request::default()
-    };
+    ];
+    layer.add_one(Field::Command, Val::Argv(command), Origin::CommandLine);
+    layer.add_one(
+        Field::Workspace,
+        Val::Path(dir.clone()),
+        Origin::CommandLine,
+    );
     let path = std::env::var("PATH").unwrap_or_default();
-    let spec = request
-        .resolve(&defaults, &[("PATH".into(), path)])
+    let spec = layer
+        .resolve(&Placement::default(), &defaults, &[("PATH".into(), path)])
         .unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let finished =

@@ -1164,23 +1164,31 @@ mod tests {
     use super::*;
 
     fn vm_spec(desktop: bool, memory: Option<u64>, cpus: Option<f64>) -> SandboxSpec {
-        warden_policy::Request {
-            command: vec!["true".into()],
-            isolation: Some("vm".into()),
-            desktop,
-            memory,
-            cpus,
-            ..Default::default()
+        use warden_policy::compose::{Layer, Origin, Val};
+        use warden_policy::Field;
+        let mut layer = Layer::default();
+        let mut set = |field, val| layer.add_one(field, val, Origin::CommandLine);
+        set(Field::Command, Val::Argv(vec!["true".into()]));
+        set(Field::Isolation, Val::Text("vm".into()));
+        set(Field::Desktop, Val::Bool(desktop));
+        if let Some(bytes) = memory {
+            let text = bytes.to_string();
+            set(Field::Memory, Val::Size { bytes, text });
         }
-        .resolve(
-            &warden_policy::Defaults::for_host(warden_policy::HostFacts {
-                total_memory: 8 << 30,
-                cpus: 8,
-                pid_max: 1 << 22,
-            }),
-            &[],
-        )
-        .unwrap()
+        if let Some(c) = cpus {
+            set(Field::Cpus, Val::Cores(c));
+        }
+        layer
+            .resolve(
+                &warden_policy::Placement::default(),
+                &warden_policy::Defaults::for_host(warden_policy::HostFacts {
+                    total_memory: 8 << 30,
+                    cpus: 8,
+                    pid_max: 1 << 22,
+                }),
+                &[],
+            )
+            .unwrap()
     }
 
     #[test]

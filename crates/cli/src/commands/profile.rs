@@ -2,7 +2,6 @@
 
 use super::catalog;
 use clap::Subcommand;
-use std::path::PathBuf;
 use warden_policy::compose::{compose, Catalog, Composed, Layer, Severity};
 use warden_policy::Defaults;
 use warden_runtime::resolve::{Context, Input, ProfileSource, ResolveError};
@@ -201,17 +200,16 @@ fn validate_one(catalog: &Catalog, name: &str, defaults: &Defaults) -> Result<us
 
 /// Resolve profile `name` through the resolution `warden run --profile
 /// NAME -- CMD` goes through (`warden_runtime::resolve`, the same checks
-/// and refusals, not a copy of them), leaving nothing behind: what that
-/// resolution makes on disk (the layer of an overlay, the directories of
-/// the caches and the home, the audit log's directory) it makes in a
-/// scratch state directory of its own, removed after; the checks that keep
-/// warden's own state out of a sandbox's reach are then made against the
-/// real one. An error is worded as run words it, at the file, line and
-/// column of the value when it comes from the profile.
+/// and refusals, not a copy of them), dry: nothing is made on disk (no
+/// layer for an overlay, no directories for the caches, the home or the
+/// audit log), and the checks that keep warden's own state out of a
+/// sandbox's reach are made against the real state directory. An error is
+/// worded as run words it, at the file, line and column of the value when
+/// it comes from the profile.
 fn resolve_as_run(name: &str, c: &Composed, defaults: &Defaults) -> Result<(), String> {
     let mut flags = Layer::default();
     // A profile need not name the command: run is then given one.
-    if c.merged.request(false).command.is_empty() {
+    if c.merged.argv(warden_policy::Field::Command).is_empty() {
         flags.add_one(
             warden_policy::Field::Command,
             warden_policy::compose::Val::Argv(vec!["true".into()]),
@@ -223,16 +221,12 @@ fn resolve_as_run(name: &str, c: &Composed, defaults: &Defaults) -> Result<(), S
         flags,
         ..Input::default()
     };
-    let real = super::state_dir().ok();
-    let scratch = match &real {
-        Some(_) => Some(Scratch::new().map_err(|e| format!("{name}: error: {e}"))?),
-        None => None,
-    };
+    let state = super::state_dir().ok();
     let catalog = catalog();
     let ctx = Context {
         catalog: &catalog,
         defaults,
-        state_dir: scratch.as_ref().map(|s| s.0.as_path()),
+        state_dir: state.as_deref(),
         otlp: cfg!(feature = "otlp"),
         id: "validate",
         // `profile validate` is the owner's, as `run --profile` is.
@@ -243,37 +237,8 @@ fn resolve_as_run(name: &str, c: &Composed, defaults: &Defaults) -> Result<(), S
         ResolveError::InProfile { place, message, .. } => format!("{place}: error: {message}"),
         e => format!("{name}: error: {:#}", anyhow::Error::from(e)),
     };
-    let resolved = warden_runtime::resolve::resolve(input, &ctx, None).map_err(worded)?;
-    if let Some(state) = &real {
-        warden_runtime::state::check_state_kept_out(&resolved.spec, state, None)
-            .and_then(|()| warden_runtime::state::check_socket_kept_out(&resolved.spec, state))
-            .map_err(|e| format!("{name}: error: {:#}", anyhow::Error::from(e)))?;
-    }
+    warden_runtime::resolve::resolve_dry(input, &ctx).map_err(worded)?;
     Ok(())
-}
-
-/// A state directory for one resolution that must leave nothing behind
-/// (owner-only, removed when dropped).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> std::io::Result<Scratch> {
-        use std::os::unix::fs::DirBuilderExt;
-        let dir = std::env::temp_dir().join(format!(
-            "warden-validate-{}-{}",
-            std::process::id(),
-            super::sandbox_id()
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(Scratch(dir))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        // Whatever modes a layer made for an overlay left.
-        let _ = warden_workspace::fsutil::remove_tree(&self.0);
-    }
 }
 
 pub fn preset_list(show: Option<&str>) -> anyhow::Result<u8> {

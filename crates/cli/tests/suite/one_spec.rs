@@ -229,3 +229,73 @@ fn an_option_added_to_the_table_reaches_every_door() {
     assert_eq!(status, 422, "{text}");
     assert_eq!(json(&text)["field"], "/spec/filesystem/workdir", "{text}");
 }
+
+/// `profile validate` resolves as run does, dry: a profile with an
+/// overlay workspace, caches and no audit log of its own makes nothing in
+/// warden's state (no sandbox for the layer, no caches, no audit
+/// directory), and nothing in the temporary directory either.
+#[test]
+fn profile_validate_leaves_nothing_in_the_state_directory() {
+    let dir = TempDir::new("one-spec-dry");
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(
+        &file,
+        "filesystem:\n  workspace: proj\n  mode: overlay\n  caches: [pip]\n",
+    )
+    .unwrap();
+    let state = dir.path().join("warden");
+    let out = std::process::Command::new(warden_bin())
+        .args(["profile", "validate", file.to_str().unwrap()])
+        .env("WARDEN_STATE_DIR", &state)
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    ok(&out);
+    let made: Vec<_> = std::fs::read_dir(&state)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(made.is_empty(), "validate made {made:?} in the state");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "validate left {left:?} in TMPDIR");
+}
+
+/// A profile named through a link to its directory: its relative paths
+/// are the real directory's, so `profile validate` accepts it and `run`
+/// mounts the same workspace (the jail follows no link).
+#[test]
+fn a_profiles_relative_paths_are_its_real_directorys_when_it_is_named_through_a_link() {
+    let dir = TempDir::new("one-spec-link");
+    let real = dir.path().join("real");
+    std::fs::create_dir_all(real.join("proj")).unwrap();
+    std::fs::write(real.join("proj/marker"), "here\n").unwrap();
+    std::fs::write(real.join("p.yaml"), "filesystem:\n  workspace: proj\n").unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let file = link.join("p.yaml");
+    let out = warden(
+        dir.path(),
+        &["profile", "validate", file.to_str().unwrap()],
+    );
+    ok(&out);
+    let out = warden(
+        dir.path(),
+        &[
+            "run",
+            "--no-audit-log",
+            "--profile",
+            file.to_str().unwrap(),
+            "--",
+            "cat",
+            "/workspace/marker",
+        ],
+    );
+    if code(&out) != 0 && stderr(&out).contains("namespace") {
+        return skip(&format!("no sandbox on this host: {}", stderr(&out)));
+    }
+    assert_eq!(ok(&out), "here\n");
+}

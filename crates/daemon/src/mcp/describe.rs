@@ -79,11 +79,13 @@ mod tests {
             cpus: 2,
             pid_max: 4_194_304,
         });
-        let req = warden_policy::Request {
-            command: vec!["true".into()],
+        let placement = warden_policy::Placement {
+            default_command: vec!["true".into()],
             ..Default::default()
         };
-        let spec = req.resolve(&defaults, &[]).unwrap();
+        let spec = warden_policy::compose::Layer::default()
+            .resolve(&placement, &defaults, &[])
+            .unwrap();
         let text = allows(&spec, None);
         assert!(text.contains("network: none"), "{text}");
         assert!(text.contains("memory"), "{text}");

@@ -1,0 +1,227 @@
+//! Resolution: the merged [`Layer`] of every door's values, read through
+//! the field table, becomes a [`SandboxSpec`], one function per section
+//! of the spec (the file system in [`files`], the limits in [`limits`],
+//! the network in [`network`], the environment's last additions in
+//! [`env`]). Every value is checked here; an error carries its [`Field`]
+//! and a reason, and each door words it.
+//!
+//! What warden itself supplies (where a sandbox's layer, home and caches
+//! are kept, the free space there, the directories no bind may show, a
+//! named sandbox's shell) is no option any door sets: it comes in a
+//! [`Placement`], never as a value of the layer.
+
+mod env;
+mod files;
+mod limits;
+mod network;
+#[cfg(test)]
+mod tests;
+
+pub use network::parse_domains;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::compose::Layer;
+use crate::env::{resolve_env, EnvRequest};
+use crate::error::{Problem, ResolveError};
+use crate::fields::Field;
+use crate::home::{self, Home, HOME_MOUNT};
+use crate::secrets;
+use crate::{
+    Defaults, DiskLimit, FilesystemSpec, Isolation, OverlayDirs, ResourceSpec, SandboxSpec,
+    WORKSPACE_MOUNT,
+};
+
+/// The facts of warden's own state a resolution needs, gathered by the
+/// runtime (this crate does no I/O). None of them is an option: no door
+/// sets them, and no trust rule applies to them.
+#[derive(Debug, Clone, Default)]
+pub struct Placement {
+    /// Whether the caller's standard input is a terminal: the terminal
+    /// when no source sets `tty`.
+    pub stdin_is_terminal: bool,
+    /// The command when no source names one (a named sandbox is created
+    /// without one: `exec` then runs a shell).
+    pub default_command: Vec<String>,
+    /// Where warden's state store keeps the sandbox's workspace, when it
+    /// does.
+    pub workspace: Option<KeptWorkspace>,
+    /// A named sandbox's kept home; a run without one gets a tmpfs.
+    pub home_dir: Option<PathBuf>,
+    /// The profile's directory of caches in warden's state.
+    pub cache_dir: Option<PathBuf>,
+    /// Free space of the file system that keeps what warden keeps for the
+    /// sandbox: it bounds `resources.disk` and its default.
+    pub disk_free: Option<u64>,
+    /// Host directories no bind may show (warden's own state).
+    pub hidden: Vec<PathBuf>,
+    /// Names the owner answered "always" for this project before (`--ask`),
+    /// allowed as the owner's own entries after the layer's.
+    pub granted_domains: Vec<String>,
+}
+
+/// How the state store keeps a sandbox's workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeptWorkspace {
+    /// Seen through an overlay whose layer is kept in these directories.
+    Overlay(OverlayDirs),
+    /// A host without overlayfs: the sandbox works on a copy, in this
+    /// directory, which is then its workspace.
+    Copy(PathBuf),
+}
+
+impl Layer {
+    /// Resolve these values into a spec: apply defaults, check every
+    /// value, and build the command's environment from `host_env`.
+    pub fn resolve(
+        &self,
+        placement: &Placement,
+        defaults: &Defaults,
+        host_env: &[(String, String)],
+    ) -> Result<SandboxSpec, ResolveError> {
+        let mut command = self.argv(Field::Command);
+        if command.is_empty() {
+            command = placement.default_command.clone();
+        }
+        let first = command
+            .first()
+            .ok_or(Field::Command.invalid(Problem::NoCommand))?;
+        if first.is_empty() {
+            return Err(Field::Command.invalid(Problem::EmptyCommand));
+        }
+        // The workspace a copy of the store stands for: the copy itself,
+        // never overlaid.
+        let (workspace, overlay) = match &placement.workspace {
+            Some(KeptWorkspace::Copy(dir)) => (Some(dir.clone()), false),
+            Some(KeptWorkspace::Overlay(_)) => (self.path(Field::Workspace), true),
+            None => (self.path(Field::Workspace), self.overlay()),
+        };
+        let rootfs = self.path(Field::Rootfs);
+        let binds = files::binds(self, rootfs.as_deref(), workspace.as_deref())?;
+        let limits = limits::limits(self, defaults)?;
+        let hostname = self
+            .text(Field::Hostname)
+            .unwrap_or_else(|| "warden".to_string());
+        let workdir = files::workdir(self.text(Field::Workdir).as_deref())?;
+        if !valid_hostname(&hostname) {
+            return Err(Field::Hostname.invalid(Problem::BadHostname(hostname)));
+        }
+        let isolation = match self.text(Field::Isolation).as_deref() {
+            None | Some("process") => Isolation::Process,
+            Some("vm") => Isolation::Vm,
+            Some(other) => {
+                return Err(Field::Isolation.invalid(Problem::BadIsolation(other.to_string())))
+            }
+        };
+        // A prepared root tree, or a VM's guest, brings its own home.
+        let (home_spec, caches) = home::resolve(
+            &self.texts(Field::Caches),
+            rootfs.is_some() || isolation == Isolation::Vm,
+            placement.home_dir.as_deref(),
+            placement.cache_dir.as_deref(),
+        )?;
+        let home = match (&home_spec, workspace.is_some()) {
+            (Home::Tmpfs | Home::Dir(_), _) => HOME_MOUNT,
+            // A prepared root tree: its own home is unknown here.
+            (Home::None, true) => WORKSPACE_MOUNT,
+            (Home::None, false) => "/tmp",
+        };
+        let env_request = EnvRequest {
+            set: self.pairs(Field::Env),
+            pass: self.texts(Field::PassEnv),
+        };
+        let secrets = secrets::parse_secrets(
+            &self.pairs(Field::Secret),
+            &self.names_set(Field::SecretInBody),
+            &env_request,
+        )?;
+        let secret_rules = secrets::parse_rules(&self.texts(Field::SecretRule), &secrets)?;
+        let upstream_ca = self.paths(Field::UpstreamCa);
+        for p in &upstream_ca {
+            files::check_absolute(Field::UpstreamCa, p)?;
+        }
+        let env = resolve_env(&env_request, host_env, home)?;
+        let publish = network::parse_publish(&self.texts(Field::Publish))?;
+        let overlay_dirs = match &placement.workspace {
+            Some(KeptWorkspace::Overlay(dirs)) => Some(dirs.clone()),
+            _ => None,
+        };
+        if overlay && workspace.is_none() {
+            return Err(Field::Overlay.invalid(Problem::OverlayWithoutWorkspace));
+        }
+        if overlay && overlay_dirs.is_none() {
+            // Never a silent fall back to writing the real workspace.
+            return Err(Field::Overlay.invalid(Problem::OverlayWithoutState));
+        }
+        let network = network::network(self, placement, &secrets, secret_rules, upstream_ca)?;
+        let (env, desktop) = env::finish_env(self, env, &network, &secrets);
+        let file_size = self.bytes(Field::FileSize);
+        if file_size == Some(0) {
+            return Err(Field::FileSize.invalid(Problem::ZeroFileSize));
+        }
+        let overlay = overlay_dirs.filter(|_| overlay);
+        // Only where something is kept: a run without an overlay, a kept
+        // home or caches has nothing of it on disk.
+        let keeps = overlay.is_some() || matches!(home_spec, Home::Dir(_)) || !caches.is_empty();
+        let disk = match keeps {
+            true => Some(DiskLimit {
+                bytes: limits::disk_limit(
+                    self.bytes(Field::Disk),
+                    limits.memory.value,
+                    placement.disk_free,
+                )?,
+                asked: self.bytes(Field::Disk).is_some(),
+            }),
+            false => None,
+        };
+        let runs_on_host = self.texts(Field::RunsOnHost);
+        for g in &runs_on_host {
+            files::check_glob(g)?;
+        }
+        if self.duration(Field::EgressIdleTimeout) == Some(Duration::ZERO) {
+            return Err(Field::EgressIdleTimeout.invalid(Problem::ZeroIdleTimeout));
+        }
+        Ok(SandboxSpec {
+            command,
+            filesystem: FilesystemSpec {
+                rootfs,
+                workspace,
+                binds,
+                tmp_size: limits.tmp_size,
+                overlay,
+                hidden: placement.hidden.clone(),
+                runs_on_host,
+                home: home_spec,
+                caches,
+                workdir,
+                disk,
+            },
+            resources: ResourceSpec {
+                memory: limits.memory,
+                pids: limits.pids,
+                cpus: self.cores(Field::Cpus),
+                timeout: self.duration(Field::Timeout),
+                open_files: limits.open_files,
+                file_size: Some(file_size.unwrap_or(defaults.file_size)),
+            },
+            env,
+            terminal: self.terminal(placement.stdin_is_terminal),
+            hostname,
+            network,
+            publish,
+            allow_degraded: self.on(Field::AllowDegraded),
+            isolation,
+            join_network: None,
+            join_trust: None,
+            desktop,
+        })
+    }
+}
+
+fn valid_hostname(h: &str) -> bool {
+    !h.is_empty()
+        && h.len() <= 63
+        && !h.starts_with('-')
+        && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
