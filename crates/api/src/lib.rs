@@ -47,7 +47,7 @@ pub struct CreateSandbox {
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
 pub struct SandboxInfo {
     pub id: String,
-    /// `running` or `stopped`.
+    /// `running`, `paused` (its processes frozen in place) or `stopped`.
     pub state: String,
     pub profile: Option<String>,
     pub labels: BTreeMap<String, String>,

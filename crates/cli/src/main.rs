@@ -81,6 +81,31 @@ enum Command {
         #[arg(long, short = 't', value_name = "DURATION", default_value = "10s", value_parser = warden_policy::parse_duration)]
         time: std::time::Duration,
     },
+    /// Freeze a running sandbox's processes in place: their memory is
+    /// kept (not across a host reboot), they use no CPU, and its TTL and
+    /// timeout stand still until `resume`
+    Pause {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Let a paused sandbox's processes go on where they were
+    Resume {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Make COUNT new sandboxes from a sandbox's current files (workspace
+    /// layer and home) and options, each its own (name, hostname, layer);
+    /// started when it runs. Processes are not carried
+    Fork {
+        name: String,
+        #[arg(long, short = 'n', default_value_t = 1)]
+        count: usize,
+    },
+    /// Save a sandbox's files and options as a named snapshot, list and
+    /// delete them; `create NAME --from-snapshot SNAP` makes a sandbox
+    /// from one
+    #[command(subcommand)]
+    Snapshots(commands::lifecycle::copies::SnapshotsCommand),
     /// Run a command in a running named sandbox (started first if needed);
     /// several may run at once
     Exec(commands::lifecycle::ExecArgs),
@@ -346,6 +371,10 @@ fn dispatch(cli: Cli) -> ExitCode {
         Command::Create(a) => commands::lifecycle::create(a, &defaults()),
         Command::Start { names } => commands::lifecycle::start(&names),
         Command::Stop { names, time } => commands::lifecycle::stop(&names, time),
+        Command::Pause { names } => commands::lifecycle::pause::pause(&names),
+        Command::Resume { names } => commands::lifecycle::pause::resume(&names),
+        Command::Fork { name, count } => commands::lifecycle::copies::fork(&name, count),
+        Command::Snapshots(cmd) => commands::lifecycle::copies::snapshots(cmd),
         Command::Ps { name, json } => commands::lifecycle::ps(&name, json),
         Command::Egress {
             name,

@@ -270,7 +270,9 @@ impl App {
         };
         SandboxInfo {
             id: sb.name().to_string(),
-            state: if status.is_some() || live.running() {
+            state: if status.as_ref().is_some_and(|s| s.paused_ms.is_some()) {
+                "paused".into()
+            } else if status.is_some() || live.running() {
                 "running".into()
             } else {
                 "stopped".into()

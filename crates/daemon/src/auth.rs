@@ -20,7 +20,8 @@ pub enum Scope {
     /// List and look at sandboxes, their events and changes.
     #[serde(rename = "sandboxes:read")]
     SandboxesRead,
-    /// Create, stop, remove sandboxes; change their TTL; commit changes.
+    /// Create, stop, pause, resume, remove sandboxes; change their TTL;
+    /// commit changes.
     #[serde(rename = "sandboxes:write")]
     SandboxesWrite,
     /// Run commands in sandboxes.
@@ -156,6 +157,43 @@ pub const ROUTES: &[Route] = &[
     r(
         "POST",
         "/v1/sandboxes/{id}/timeout",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/pause",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/resume",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/snapshots",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r(
+        "POST",
+        "/v1/sandboxes/{id}/fork",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r("GET", "/v1/snapshots", Scope::SandboxesRead, false),
+    r(
+        "DELETE",
+        "/v1/snapshots/{name}",
+        Scope::SandboxesWrite,
+        false,
+    ),
+    r(
+        "POST",
+        "/v1/snapshots/{name}/sandboxes",
         Scope::SandboxesWrite,
         false,
     ),

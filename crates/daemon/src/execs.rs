@@ -167,6 +167,11 @@ pub fn start(
                     .with_field(Some("/argv")),
             );
         }
+        Err(e @ ClientError::Rejected { .. }) => {
+            let _ = std::fs::remove_file(&out_path);
+            let _ = std::fs::remove_file(&err_path);
+            return Err(crate::routes::pause::refusal(sb.name(), e));
+        }
         Err(e) => return Err(ApiError::internal(chain(&e))),
     };
     drop(stdin_r);

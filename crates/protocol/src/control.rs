@@ -98,6 +98,22 @@ pub enum Request {
     /// nothing listens on the host. Any address but the sandbox's loopback
     /// is refused ([`Reply::Refused`], `invalid`).
     Connect(crate::connect::Target),
+    /// Freeze every process of the sandbox in place (its memory kept):
+    /// answered [`Reply::Ok`], or [`Reply::Refused`] (`conflict` when it is
+    /// paused already or ending, `unsupported` when its backend cannot).
+    /// While paused, requests that need the sandbox's processes (exec,
+    /// file, connect, signal, hold, release) are refused `paused`, and its
+    /// TTL and hard lifetime do not run. `by` says who asked, for the
+    /// audit log.
+    Pause {
+        by: String,
+    },
+    /// Let a paused sandbox's processes go on where they were: answered
+    /// [`Reply::Ok`], or [`Reply::Refused`] (`conflict` when it is not
+    /// paused).
+    Resume {
+        by: String,
+    },
 }
 
 /// An answer to an ask-mode question.
@@ -148,6 +164,10 @@ pub enum Refusal {
     /// The request does not fit the sandbox's state (a question answered
     /// already, a sandbox without egress).
     Conflict,
+    /// The sandbox is paused: resume it first.
+    Paused,
+    /// The sandbox's backend (or this host) cannot do it.
+    Unsupported,
 }
 
 /// One process to start.
@@ -257,6 +277,9 @@ pub struct Status {
     /// A desktop sandbox's programs, as its supervisor keeps them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desktop: Option<Vec<DesktopService>>,
+    /// Since when the sandbox is paused (ms since the epoch), when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_ms: Option<u64>,
 }
 
 /// One program of a desktop sandbox (the X server, the browser, ...).
@@ -363,6 +386,18 @@ mod tests {
             r#"{"state":"running","exec":3,"pid":7}"#
         );
         assert_eq!(json(&AskDecision::AllowAlways), r#""allow_always""#);
+        assert_eq!(
+            json(&Request::Pause { by: "cli".into() }),
+            r#"{"op":"pause","by":"cli"}"#
+        );
+        assert_eq!(
+            json(&Reply::Refused {
+                code: Refusal::Paused,
+                message: "paused".into(),
+                field: None
+            }),
+            r#"{"op":"refused","code":"paused","message":"paused","field":null}"#
+        );
     }
 
     fn json<T: Serialize>(value: &T) -> String {

@@ -7,7 +7,9 @@
 //! [`warden_jail::spawn`]'s protocol handed to [`Attach::service`], and the
 //! outcome when every process of the sandbox is gone.
 
+use std::path::PathBuf;
 use warden_audit::EventSink;
+use warden_jail::cgroup::{Freezer, FREEZE_SETTLE};
 use warden_jail::{Attach, JailError, Outcome, Program};
 use warden_policy::{Isolation, SandboxSpec};
 
@@ -46,5 +48,74 @@ impl Backend {
             Backend::Vm => warden_vm::run(spec, id, program, events, attach)
                 .map_err(|e| JailError::Setup(warden_jail::chain_str(&e))),
         }
+    }
+}
+
+/// Why a backend could not pause, resume or snapshot a sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The backend cannot do it (yet); nothing was changed.
+    #[error("{what} is not supported by the {backend} backend yet")]
+    Unsupported {
+        what: &'static str,
+        backend: &'static str,
+    },
+    /// The sandbox has no cgroup with a freezer.
+    #[error("the sandbox runs without a cgroup that has a freezer (rootless without a delegated cgroup: see `warden doctor`), so it cannot be frozen in place")]
+    NoFreezer,
+    #[error(transparent)]
+    Cgroup(#[from] warden_jail::cgroup::CgroupError),
+}
+
+impl Backend {
+    /// The backend's name, as a person reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Process => "process",
+            Backend::Vm => "microVM",
+        }
+    }
+
+    /// Freeze every process of the sandbox in place, its memory kept
+    /// (the process backend: the cgroup freezer over `cgroups`, the
+    /// sandbox's directories as its supervisor found them); returns which
+    /// freezer holds it. Nothing outlives a host reboot: a frozen
+    /// process's memory is the host's RAM.
+    pub fn pause(self, cgroups: &[PathBuf]) -> Result<&'static str, BackendError> {
+        match self {
+            Backend::Process => {
+                let freezer = Freezer::find(cgroups).ok_or(BackendError::NoFreezer)?;
+                freezer.freeze(FREEZE_SETTLE)?;
+                Ok(freezer.kind())
+            }
+            // A VM is paused by its VMM (and to disk); the seam is here.
+            Backend::Vm => Err(BackendError::Unsupported {
+                what: "pausing a sandbox",
+                backend: self.name(),
+            }),
+        }
+    }
+
+    /// Let a paused sandbox's processes go on where they were.
+    pub fn resume(self, cgroups: &[PathBuf]) -> Result<(), BackendError> {
+        match self {
+            Backend::Process => {
+                let freezer = Freezer::find(cgroups).ok_or(BackendError::NoFreezer)?;
+                Ok(freezer.thaw()?)
+            }
+            Backend::Vm => Err(BackendError::Unsupported {
+                what: "resuming a sandbox",
+                backend: self.name(),
+            }),
+        }
+    }
+
+    /// Whether the backend carries a sandbox's running processes into a
+    /// snapshot or a fork. The process backend keeps files only (CRIU,
+    /// the way to save processes, does not work on every kernel, this
+    /// one's included): a snapshot or fork of it starts with the files
+    /// and no process.
+    pub fn snapshots_processes(self) -> bool {
+        false
     }
 }

@@ -117,6 +117,15 @@ impl Connection {
     fn next(&self) -> Result<Reply, ClientError> {
         match protocol::receive::<Reply>(&self.sock)?.0 {
             Reply::Error { message } => Err(ClientError::Refused(message)),
+            Reply::Refused {
+                code,
+                message,
+                field,
+            } => Err(ClientError::Rejected {
+                code,
+                message,
+                field,
+            }),
             r => Ok(r),
         }
     }
@@ -346,7 +355,35 @@ impl Connection {
                 })
             }
             Reply::Error { message } => Err(ClientError::Refused(message)),
+            Reply::Refused {
+                code,
+                message,
+                field,
+            } => Err(ClientError::Rejected {
+                code,
+                message,
+                field,
+            }),
             Reply::Failed { status, message } => Err(ClientError::ExecFailed { status, message }),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Freeze the sandbox's processes in place; `by` says who asked, for
+    /// the audit log.
+    pub fn pause(self, by: &str) -> Result<(), ClientError> {
+        let req = Request::Pause { by: by.to_string() };
+        match self.ask_new(&req, "pause and resume")? {
+            Reply::Ok => Ok(()),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Let a paused sandbox's processes go on.
+    pub fn resume(self, by: &str) -> Result<(), ClientError> {
+        let req = Request::Resume { by: by.to_string() };
+        match self.ask_new(&req, "pause and resume")? {
+            Reply::Ok => Ok(()),
             _ => Err(ClientError::Unexpected),
         }
     }
@@ -391,6 +428,7 @@ impl Connection {
                 Ok((exec, pid, master))
             }
             Reply::Error { message } => Err(ClientError::Refused(message)),
+            Reply::Refused { message, .. } => Err(ClientError::Refused(message)),
             Reply::Failed { status, message } => Err(ClientError::ExecFailed { status, message }),
             _ => Err(ClientError::Unexpected),
         }

@@ -1,7 +1,12 @@
 //! A named sandbox's life as the front doors drive it: create (the spec
 //! resolved once and kept), start (a detached supervisor), whether it
 //! runs, stop, remove. The CLI, the daemon and the OCI verbs all call
-//! these; none of them holds this logic itself.
+//! these; none of them holds this logic itself. Snapshots, the sandboxes
+//! made from them and forks are [`copies`]'.
+
+mod copies;
+
+pub use copies::{create_from_snapshot, delete_snapshot, fork, snapshot, snapshots, Owner};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -24,6 +29,8 @@ pub enum LifecycleError {
     State(#[from] state::StateError),
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error(transparent)]
+    Saved(#[from] warden_workspace::saved::SavedError),
     #[error("cannot create {path}")]
     Create {
         path: PathBuf,
@@ -348,6 +355,28 @@ impl Liveness {
             _ => None,
         }
     }
+}
+
+/// Since when a running sandbox is paused (ms since the epoch), as its
+/// supervisor recorded it; `None` when it runs or is stopped.
+pub fn paused_since(sb: &Sandbox) -> Option<u64> {
+    let rec = state::read_json::<SupervisorRecord>(&sb.dir().join(state::SUPERVISOR)).ok()?;
+    if !state::alive(&rec) {
+        return None;
+    }
+    rec.paused_ms
+}
+
+/// Pause a running sandbox: its processes frozen in place, their memory
+/// kept (not across a host reboot), its TTL and timeout stopped; `by`
+/// says who asked, for the audit log.
+pub fn pause(sb: &Sandbox, by: &str) -> Result<(), LifecycleError> {
+    Ok(Connection::open(&control(sb))?.pause(by)?)
+}
+
+/// Let a paused sandbox's processes go on where they were.
+pub fn resume(sb: &Sandbox, by: &str) -> Result<(), LifecycleError> {
+    Ok(Connection::open(&control(sb))?.resume(by)?)
 }
 
 /// Stop a running sandbox: SIGTERM to its processes, SIGKILL after

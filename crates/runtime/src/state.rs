@@ -86,6 +86,10 @@ pub struct SupervisorRecord {
     pub started_ms: u64,
     /// The sandbox's cgroup directories, to remove if the supervisor dies.
     pub cgroups: Vec<PathBuf>,
+    /// Since when the sandbox is paused (ms since the epoch), while it is:
+    /// what `warden ls` and the API show without asking the supervisor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_ms: Option<u64>,
 }
 
 pub const STORED: &str = "sandbox.json";
@@ -226,6 +230,14 @@ pub fn clean_dead(dir: &Path, rec: &SupervisorRecord) -> Vec<String> {
             });
         if !ours {
             continue;
+        }
+        // A paused sandbox's group is thawed first: a task frozen by the
+        // v1 freezer acts on SIGKILL only once thawed (and the init's
+        // parent-death signal waits for it too).
+        if let Some(f) = warden_jail::cgroup::Freezer::find(std::slice::from_ref(cg)) {
+            if f.asked() {
+                let _ = f.thaw();
+            }
         }
         // Any process still inside is killed first (none should be).
         for file in ["cgroup.procs", "tasks"] {

@@ -31,6 +31,7 @@ mod listing;
 pub mod overlay;
 mod real;
 pub mod review;
+pub mod saved;
 pub mod store;
 mod view;
 mod wire;

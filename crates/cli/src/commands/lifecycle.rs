@@ -1,6 +1,10 @@
 //! Long-lived named sandboxes: `create`, `start`, `stop`, `exec`, `ps`,
-//! `logs`, and the hidden `__supervise` that `start` runs detached. The
-//! runtime does the work; this file parses, wires and prints.
+//! `logs`, and the hidden `__supervise` that `start` runs detached;
+//! `pause` and `resume` in [`pause`]. The runtime does the work; this
+//! file parses, wires and prints.
+
+pub mod copies;
+pub mod pause;
 
 use super::run::{resolve, RunArgs};
 use super::{sandboxes, state_dir};
@@ -26,6 +30,10 @@ pub struct CreateArgs {
     /// Start it at once (as `warden start` would)
     #[arg(long)]
     pub start: bool,
+    /// Make it from snapshot SNAP (`warden snapshots ls`): its files, home
+    /// and options as they were saved; no other option is taken then
+    #[arg(long, value_name = "SNAP")]
+    pub from_snapshot: Option<String>,
     #[command(flatten)]
     pub run: Box<RunArgs>,
 }
@@ -98,6 +106,9 @@ fn with_context<T>(
 pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     let store = sandboxes::store(state_dir()?)?;
     warden_workspace::validate_name("sandbox name", &args.name)?;
+    if let Some(snap) = &args.from_snapshot {
+        return copies::create_from(&store, &args.name, snap, args.ttl, args.start);
+    }
     let mut run = args.run;
     if run.overlay() {
         anyhow::bail!(
@@ -298,7 +309,7 @@ fn exec_in(
         Err(ClientError::ExecFailed { status, message }) => {
             return Ok((status.clamp(0, 255) as u8, Some(message)));
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(pause::exec_refused(sb.name(), e)),
     };
     if detach {
         let id = kept.unwrap_or_default();

@@ -114,7 +114,22 @@ pub fn age(secs: u64) -> String {
 pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
     let list = store.list()?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        // A paused sandbox says so (its supervisor's record holds it).
+        let mut out = serde_json::to_value(&list)?;
+        if let Some(rows) = out.as_array_mut() {
+            for row in rows.iter_mut() {
+                let name = row["name"].as_str().unwrap_or_default().to_string();
+                let paused = store
+                    .get(&name)
+                    .ok()
+                    .and_then(|sb| warden_runtime::lifecycle::paused_since(&sb));
+                if let Some(since) = paused {
+                    row["state"] = "paused".into();
+                    row["paused_ms"] = since.into();
+                }
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(0);
     }
     println!(
@@ -135,7 +150,9 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
                 .ok()
             })
             .flatten();
-        let state = if live {
+        let state = if status.as_ref().is_some_and(|s| s.paused_ms.is_some()) {
+            "paused".to_string()
+        } else if live {
             "running".to_string()
         } else if had_supervisor {
             "dead".to_string()

@@ -7,8 +7,10 @@
 //! the profile's `egress.domains`. An E2B sandbox lives until it is killed
 //! or its timeout ends; a warden sandbox whose TTL ended is stopped and
 //! kept (its workspace can still be reviewed natively), so through this
-//! door only running sandboxes exist. Pause, resume, snapshots, forks,
-//! metrics and logs are answered 501 with what to do instead.
+//! door only running and paused sandboxes exist. Pause is the native
+//! pause (processes frozen in place, memory kept); `connect` and the older
+//! `resume` resume a paused sandbox. Snapshots, forks, metrics and logs
+//! are answered 501 with what to do instead.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -63,7 +65,7 @@ pub async fn unknown() -> Response {
 pub async fn not_supported() -> Response {
     error(
         StatusCode::NOT_IMPLEMENTED,
-        "not supported by warden's E2B-compatible API: sandboxes are not paused, resumed, snapshotted or forked here, and metrics and logs are read natively (GET /v1/sandboxes/{id} and /v1/sandboxes/{id}/events on the daemon's API)",
+        "not supported by warden's E2B-compatible API: sandboxes are not snapshotted or forked here, and metrics and logs are read natively (GET /v1/sandboxes/{id} and /v1/sandboxes/{id}/events on the daemon's API)",
     )
 }
 
@@ -138,7 +140,7 @@ fn domains_of(net: &Network) -> Result<Vec<String>, String> {
 /// The native create request for an E2B one.
 fn create_request(app: &crate::app::App, body: &NewSandbox) -> Result<CreateSandbox, String> {
     if body.auto_pause == Some(true) {
-        return Err("autoPause is not supported: warden does not pause sandboxes; leave it out (the sandbox stops when its timeout ends)".into());
+        return Err("autoPause is not supported: warden does not pause a sandbox when its timeout ends (it stops it); leave it out and pause it yourself".into());
     }
     if body.volume_mounts.as_ref().is_some_and(|v| !v.is_null()) {
         return Err("volumeMounts are not supported: give the sandbox a workspace through a warden profile (the template)".into());
@@ -312,7 +314,7 @@ struct Detail {
     memory_mb: u64,
     #[serde(rename = "diskSizeMB")]
     disk_size_mb: u64,
-    state: &'static str,
+    state: String,
     metadata: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     envd_access_token: Option<String>,
@@ -363,17 +365,17 @@ fn detail(e: &E2b, info: &SandboxInfo, key: Option<String>) -> Detail {
         cpu_count: cpus,
         memory_mb: memory >> 20,
         disk_size_mb: 0,
-        state: "running",
+        state: info.state.clone(),
         metadata,
         envd_access_token: key,
     }
 }
 
-/// The running sandbox `id` as the native API shows it; 404 when there is
-/// none (a stopped one counts as gone).
+/// The running or paused sandbox `id` as the native API shows it; 404
+/// when there is none (a stopped one counts as gone).
 async fn running(e: &E2b, id: &str) -> Result<SandboxInfo, Response> {
     match sandboxes::get_one(State(e.app.clone()), Path(id.to_string())).await {
-        Ok(Json(info)) if info.state == "running" => Ok(info),
+        Ok(Json(info)) if info.state == "running" || info.state == "paused" => Ok(info),
         Ok(_) => Err(error(
             StatusCode::NOT_FOUND,
             format!("sandbox {id} is not running (its timeout ended, or it was stopped); it is kept stopped for review: `warden diff {id}`"),
@@ -426,12 +428,12 @@ pub async fn list(
     let Ok(Query(q)) = query else {
         return error(StatusCode::BAD_REQUEST, "the query does not fit");
     };
-    // Only running sandboxes exist here: a list of paused ones is empty.
-    if let Some(states) = &q.state {
-        if !states.split(',').any(|s| s.trim() == "running") {
-            return Json(Vec::<Detail>::new()).into_response();
-        }
-    }
+    // Only running and paused sandboxes exist here (both when no state
+    // is asked for).
+    let states: Vec<String> = match &q.state {
+        Some(s) => s.split(',').map(|s| s.trim().to_string()).collect(),
+        None => vec!["running".into(), "paused".into()],
+    };
     let wanted: Vec<(String, String)> = q
         .metadata
         .as_deref()
@@ -443,7 +445,7 @@ pub async fn list(
         })
         .unwrap_or_default();
     let native = sandboxes::ListQuery {
-        state: Some("running".into()),
+        state: None,
         label: None,
     };
     let list = match sandboxes::list(State(e.app.clone()), Ok(Query(native))).await {
@@ -452,6 +454,7 @@ pub async fn list(
     };
     let mut out: Vec<Detail> = list
         .iter()
+        .filter(|s| states.contains(&s.state))
         .filter(|s| wanted.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
         .filter(|s| q.template.as_ref().is_none_or(|t| &template_of(s) == t))
         .map(|s| detail(&e, s, None))
@@ -630,10 +633,18 @@ pub async fn connect(
             }
         }
     };
-    let info = match running(&e, &id).await {
+    let mut info = match running(&e, &id).await {
         Ok(i) => i,
         Err(r) => return r,
     };
+    // Connecting to a paused sandbox resumes it (E2B answers 201 then).
+    let resumed = info.state == "paused";
+    if resumed {
+        info = match resume_for(&e, &caller, &id).await {
+            Ok(i) => i,
+            Err(r) => return r,
+        };
+    }
     if let Some(t) = body.timeout {
         if let Err(why) = permit(
             &e.app,
@@ -649,7 +660,145 @@ pub async fn connect(
         }
     }
     let key = access_token(&e, &caller, &info, &headers);
-    Json(created(&info, key)).into_response()
+    let status = if resumed {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(created(&info, key))).into_response()
+}
+
+/// `POST /sandboxes/{id}/pause` (`memory` and `requireHealthyGuest`, both
+/// optional).
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseBody {
+    #[serde(default)]
+    memory: Option<bool>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    require_healthy_guest: Option<bool>,
+}
+
+/// Read an optional JSON body of E2B's; an error is the message of a 400.
+fn optional_body<T: for<'de> Deserialize<'de> + Default>(body: &[u8]) -> Result<T, String> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|err| format!("the request body does not fit: {err}"))
+}
+
+/// The native pause: 204; 409 when it is paused already (the SDK's
+/// `pause()` answers `False` then); 404 when it does not run.
+pub async fn pause(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(why) = permit(
+        &e.app,
+        &caller,
+        "POST",
+        "/v1/sandboxes/{id}/pause",
+        Some(&id),
+    ) {
+        return denied(why);
+    }
+    let body: PauseBody = match optional_body(&body) {
+        Ok(b) => b,
+        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+    };
+    if body.memory == Some(false) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "a filesystem-only pause (`memory: false`) is not offered: warden pauses a sandbox with its memory (its processes frozen in place); kill it with `warden.keep` in its metadata to keep only its files",
+        );
+    }
+    let info = match running(&e, &id).await {
+        Ok(i) => i,
+        Err(r) => return r,
+    };
+    if info.state == "paused" {
+        return error(
+            StatusCode::CONFLICT,
+            format!("sandbox {id} is paused already"),
+        );
+    }
+    match crate::routes::pause::pause(State(e.app.clone()), Extension(caller), Path(id)).await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => from_api(err),
+    }
+}
+
+/// Resume a paused sandbox for `caller` (the native route's scope).
+async fn resume_for(e: &E2b, caller: &Caller, id: &str) -> Result<SandboxInfo, Response> {
+    if let Err(why) = permit(
+        &e.app,
+        caller,
+        "POST",
+        "/v1/sandboxes/{id}/resume",
+        Some(id),
+    ) {
+        return Err(denied(why));
+    }
+    crate::routes::pause::resume(
+        State(e.app.clone()),
+        Extension(caller.clone()),
+        Path(id.to_string()),
+    )
+    .await
+    .map(|Json(i)| i)
+    .map_err(from_api)
+}
+
+/// `POST /sandboxes/{id}/resume` (`timeout`, `autoPause`), E2B's older
+/// way to resume: 201 with the sandbox; 409 when it is not paused.
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeBody {
+    #[serde(default)]
+    timeout: Option<u64>,
+    #[serde(default)]
+    auto_pause: Option<bool>,
+}
+
+pub async fn resume(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let body: ResumeBody = match optional_body(&body) {
+        Ok(b) => b,
+        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+    };
+    if body.auto_pause == Some(true) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "autoPause is not supported: a sandbox stops when its timeout ends; pause it yourself",
+        );
+    }
+    let info = match running(&e, &id).await {
+        Ok(i) if i.state == "paused" => i,
+        Ok(_) => return error(StatusCode::CONFLICT, format!("sandbox {id} is not paused")),
+        Err(r) => return r,
+    };
+    let mut info = match resume_for(&e, &caller, &info.id).await {
+        Ok(i) => i,
+        Err(r) => return r,
+    };
+    if let Some(t) = body.timeout {
+        if let Err(r) = set_ttl(&e, &id, t).await {
+            return r;
+        }
+        if let Ok(Json(i)) = sandboxes::get_one(State(e.app.clone()), Path(id.clone())).await {
+            info = i;
+        }
+    }
+    let key = access_token(&e, &caller, &info, &headers);
+    (StatusCode::CREATED, Json(created(&info, key))).into_response()
 }
 
 #[cfg(test)]

@@ -46,7 +46,9 @@ fn refused(id: &str, e: ClientError) -> ApiError {
             })
             .with_field(field.as_deref()),
             Refusal::NotFound => ApiError::not_found(message),
-            Refusal::Conflict => ApiError::conflict(message),
+            Refusal::Conflict | Refusal::Paused | Refusal::Unsupported => {
+                ApiError::conflict(message)
+            }
         },
         ClientError::Unsupported(_) => ApiError::conflict(chain(&e)),
         e => ApiError::internal(chain(&e)),

@@ -120,6 +120,7 @@ fn ask(app: &App, id: &str, op: FileOp) -> Result<(Errno, Option<OwnedFd>), ApiE
         .map_err(|_| ApiError::conflict(format!("sandbox {id} is not running: start it first")))?;
     conn.file(op).map_err(|e| match e {
         ClientError::FilesUnsupported | ClientError::Refused(_) => ApiError::conflict(chain(&e)),
+        e @ ClientError::Rejected { .. } => super::pause::refusal(id, e),
         e => ApiError::internal(chain(&e)),
     })
 }

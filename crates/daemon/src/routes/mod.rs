@@ -5,12 +5,14 @@
 
 mod cdp;
 mod changes;
+mod copies;
 pub(crate) mod desktop;
 mod egress;
 pub(crate) mod events;
 pub(crate) mod exec;
 pub(crate) mod files;
 mod inside;
+pub(crate) mod pause;
 mod pools;
 pub(crate) mod pty;
 pub(crate) mod redact;
@@ -100,6 +102,13 @@ where
         sandboxes::start,
         sandboxes::stop,
         sandboxes::set_timeout,
+        pause::pause,
+        pause::resume,
+        copies::create,
+        copies::list,
+        copies::delete,
+        copies::sandbox_from,
+        copies::fork,
         exec::exec,
         exec::list,
         exec::get_one,
@@ -182,6 +191,13 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/start", post(sandboxes::start))
         .route("/v1/sandboxes/{id}/stop", post(sandboxes::stop))
         .route("/v1/sandboxes/{id}/timeout", post(sandboxes::set_timeout))
+        .route("/v1/sandboxes/{id}/pause", post(pause::pause))
+        .route("/v1/sandboxes/{id}/resume", post(pause::resume))
+        .route("/v1/sandboxes/{id}/snapshots", post(copies::create))
+        .route("/v1/sandboxes/{id}/fork", post(copies::fork))
+        .route("/v1/snapshots", get(copies::list))
+        .route("/v1/snapshots/{name}", delete(copies::delete))
+        .route("/v1/snapshots/{name}/sandboxes", post(copies::sandbox_from))
         .route("/v1/sandboxes/{id}/exec", post(exec::exec))
         .route("/v1/sandboxes/{id}/execs", get(exec::list))
         .route("/v1/sandboxes/{id}/execs/{exec}", get(exec::get_one))

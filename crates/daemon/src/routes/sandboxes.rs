@@ -1,4 +1,5 @@
-//! Sandboxes: create, list, look at, start, stop, change the TTL, remove.
+//! Sandboxes: create, list, look at, start, stop, change the TTL, remove
+//! (pause and resume are [`super::pause`]'s).
 //! Each handler turns the request into the runtime's terms and back; the
 //! runtime's lifecycle does the work (off the async threads: it blocks).
 
@@ -318,7 +319,7 @@ pub(crate) fn within_quota(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
-    /// `running` or `stopped`.
+    /// `running`, `paused` or `stopped`.
     pub state: Option<String>,
     /// `KEY=VALUE`: only sandboxes with this label.
     pub label: Option<String>,
@@ -333,9 +334,9 @@ pub async fn list(
 ) -> Result<Json<SandboxList>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     if let Some(s) = &q.state {
-        if s != "running" && s != "stopped" {
+        if !["running", "paused", "stopped"].contains(&s.as_str()) {
             return Err(ApiError::bad_request(format!(
-                "state {s:?}: use `running` or `stopped`"
+                "state {s:?}: use `running`, `paused` or `stopped`"
             )));
         }
     }

@@ -2,7 +2,7 @@
 
 use super::execs::{caller_gone, exec, hold, release};
 use super::inside::{connect, file_op};
-use super::{stop, Main, Shared, SuperviseError, CALLER_CHECK, MAX_CONNECTIONS};
+use super::{pause, stop, Main, Shared, SuperviseError, CALLER_CHECK, MAX_CONNECTIONS};
 use crate::procs::{descendants, processes};
 use crate::protocol::{self, MainState, Process, Reply, Request, Status, VERSION};
 use crate::state;
@@ -136,6 +136,9 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
     }
     let (req, fds) = protocol::receive::<Request>(conn)?;
     let reply = |r: &Reply| protocol::send(conn.as_fd(), r, &[]);
+    if pause::needs_processes(&req) && pause::paused_since(shared).is_some() {
+        return reply(&pause::refused_paused(shared));
+    }
     match req {
         Request::Hello { .. } => reply(&Reply::Error {
             message: "hello twice".into(),
@@ -167,6 +170,8 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             Ok(())
         }
         Request::Status => reply(&Reply::Status(status(shared))),
+        Request::Pause { by } => reply(&pause::pause(shared, &by)),
+        Request::Resume { by } => reply(&pause::resume(shared, &by)),
         Request::SetEgress {
             allow,
             remove,
@@ -194,10 +199,10 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
         )),
         Request::SetTtl { ttl_ms } => {
             let deadline = ttl_ms.map(|t| state::now_ms().saturating_add(t));
-            match shared.ttl_deadline_ms.lock() {
-                Ok(mut d) => {
-                    *d = deadline;
-                    shared.ttl_changed.notify_all();
+            match shared.clocks.lock() {
+                Ok(mut c) => {
+                    c.ttl_ms = deadline;
+                    shared.clocks_changed.notify_all();
                     shared.bus.emit(EventKind::TtlChanged {
                         deadline_ms: deadline,
                     });
@@ -276,7 +281,8 @@ fn status(shared: &Shared) -> Status {
         cpu_usec,
         init_pid: shared.init.as_raw(),
         started_ms: shared.started_ms,
-        ttl_deadline_ms: shared.ttl_deadline_ms.lock().map(|d| *d).unwrap_or(None),
+        ttl_deadline_ms: shared.clocks.lock().map(|c| c.ttl_ms).unwrap_or(None),
+        paused_ms: pause::paused_since(shared),
         processes: descendants(shared.init.as_raw()).len(),
         execs: shared.execs.lock().map(|e| e.len()).unwrap_or(0),
         memory_bytes,

@@ -9,6 +9,7 @@ mod control;
 mod execs;
 mod idle;
 mod inside;
+mod pause;
 
 use crate::allowlist::Allowlist;
 use crate::approvals::Approvals;
@@ -70,10 +71,15 @@ struct Shared {
     channel: OwnedFd,
     init: Pid,
     started_ms: u64,
-    /// When the TTL stops the sandbox (ms since the epoch); changed by
-    /// [`Request::SetTtl`], watched by the TTL thread.
-    ttl_deadline_ms: Mutex<Option<u64>>,
-    ttl_changed: std::sync::Condvar,
+    /// When the TTL and the hard lifetime end the sandbox, and since when
+    /// it is paused; watched by the clocks' thread ([`pause::watch_clocks`]).
+    clocks: Mutex<pause::Clocks>,
+    clocks_changed: std::sync::Condvar,
+    /// What isolates the sandbox: what pauses and resumes it.
+    backend: crate::backend::Backend,
+    /// The supervisor's record as written at start, and where.
+    record: SupervisorRecord,
+    record_path: PathBuf,
     next_exec: AtomicU64,
     execs: Mutex<HashMap<u64, Slot>>,
     next_file: AtomicU64,
@@ -235,6 +241,7 @@ fn supervise(
         main_status,
         output,
         hard_limit,
+        backend: crate::backend::Backend::of(&spec),
         desktop: spec.desktop,
         listener: Some(listener),
         ready: ready.clone(),
@@ -297,6 +304,7 @@ struct Service {
     output: Arc<crate::output::OutputBudget>,
     /// The spec's hard lifetime, kept out of the jail's spec.
     hard_limit: Option<Duration>,
+    backend: crate::backend::Backend,
     desktop: Option<warden_policy::DesktopSpec>,
     /// The control socket, served from the first call on.
     listener: Option<OwnedFd>,
@@ -326,22 +334,30 @@ impl Service {
     fn share(&self, channel: OwnedFd, init: Pid) -> Arc<Shared> {
         let started_ms = state::now_ms();
         let cgroups = state::sandbox_cgroups(init.as_raw());
-        let _ = state::write_json(
-            &self.record_path,
-            &SupervisorRecord {
-                pid: std::process::id(),
-                start_ticks: state::start_ticks(std::process::id()).unwrap_or(0),
-                started_ms,
-                cgroups: cgroups.clone(),
-            },
-        );
+        let record = SupervisorRecord {
+            pid: std::process::id(),
+            start_ticks: state::start_ticks(std::process::id()).unwrap_or(0),
+            started_ms,
+            cgroups: cgroups.clone(),
+            paused_ms: None,
+        };
+        let _ = state::write_json(&self.record_path, &record);
+        let after =
+            |d: Option<Duration>| d.map(|t| started_ms.saturating_add(t.as_millis() as u64));
         Arc::new(Shared {
             bus: self.bus.clone(),
             channel,
             init,
             started_ms,
-            ttl_deadline_ms: Mutex::new(self.ttl.map(|t| started_ms + t.as_millis() as u64)),
-            ttl_changed: std::sync::Condvar::new(),
+            clocks: Mutex::new(pause::Clocks {
+                ttl_ms: after(self.ttl),
+                hard_ms: after(self.hard_limit),
+                paused_ms: None,
+            }),
+            clocks_changed: std::sync::Condvar::new(),
+            backend: self.backend,
+            record,
+            record_path: self.record_path.clone(),
             next_exec: AtomicU64::new(1),
             execs: Mutex::new(HashMap::new()),
             next_file: AtomicU64::new(1),
@@ -376,20 +392,12 @@ impl Service {
                 .name("warden-control".into())
                 .spawn(move || accept(&s, l));
         }
-        if let Some(limit) = self.hard_limit {
-            let s = shared.clone();
-            let _ = std::thread::Builder::new()
-                .name("warden-timeout".into())
-                .spawn(move || {
-                    std::thread::sleep(limit);
-                    s.timed_out.store(true, Ordering::SeqCst);
-                    stop(&s, StopReason::Timeout, Duration::ZERO);
-                });
-        }
+        // The TTL and the hard lifetime, which stand still while the
+        // sandbox is paused.
         let s = shared.clone();
         let _ = std::thread::Builder::new()
-            .name("warden-ttl".into())
-            .spawn(move || watch_ttl(&s));
+            .name("warden-clocks".into())
+            .spawn(move || pause::watch_clocks(&s));
     }
 
     /// Ready once the record is written and the control server runs: a
@@ -416,6 +424,7 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
         return;
     }
     shared.bus.emit(EventKind::Stopping { reason });
+    pause::thaw_for_stop(shared);
     // A first process still held never runs: the sandbox's end is its
     // end, as if it had been killed (the status containerd's shim reports
     // for a container killed before it started); its stdio is let go.
@@ -442,42 +451,6 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
     }
 }
 
-/// Stop the sandbox when its TTL deadline passes; the deadline may be
-/// moved (or removed) while this waits. Also gives back the code's pages
-/// once the supervisor idles ([`idle::Idle`]).
-fn watch_ttl(shared: &Arc<Shared>) {
-    let Ok(mut deadline) = shared.ttl_deadline_ms.lock() else {
-        return;
-    };
-    let mut idle = idle::Idle::default();
-    loop {
-        if shared.stopping.load(Ordering::SeqCst) || shared.init_gone.load(Ordering::SeqCst) {
-            return;
-        }
-        let wait = match *deadline {
-            Some(d) => {
-                let now = state::now_ms();
-                if now >= d {
-                    drop(deadline);
-                    stop(shared, StopReason::Ttl, TTL_GRACE);
-                    return;
-                }
-                Duration::from_millis(d - now)
-            }
-            // Looked at now and then: a sandbox that stops ends this thread.
-            None => Duration::from_secs(5),
-        };
-        // ...and at least every IDLE_AFTER, for the idle supervisor's code.
-        deadline = match shared
-            .ttl_changed
-            .wait_timeout(deadline, wait.min(idle::IDLE_AFTER))
-        {
-            Ok((d, _)) => d,
-            Err(_) => return,
-        };
-        idle.look(shared);
-    }
-}
 /// Six hexadecimal digits that tell one start of a sandbox from another.
 fn start_suffix() -> String {
     let mut b = [0u8; 3];

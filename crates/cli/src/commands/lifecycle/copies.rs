@@ -1,0 +1,146 @@
+//! `warden snapshots` (save a sandbox's state, list, delete), `warden
+//! create NAME --from-snapshot SNAP` and `warden fork NAME --count N`: new
+//! sandboxes from a sandbox's files (its workspace layer and home) and its
+//! options. The process backend carries files, not processes: a new
+//! sandbox runs nothing until asked.
+
+use super::{open, running, start_supervisor};
+use clap::Subcommand;
+use std::time::Duration;
+use warden_runtime::lifecycle::{self, Owner};
+use warden_runtime::state::{self, Stored};
+
+#[derive(Subcommand)]
+pub enum SnapshotsCommand {
+    /// Save sandbox SANDBOX's files (its workspace layer and home) and
+    /// options as snapshot SNAP; a running sandbox is paused for the copy
+    Create { sandbox: String, snap: String },
+    /// List the snapshots
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete snapshots
+    Rm {
+        #[arg(required = true)]
+        snaps: Vec<String>,
+    },
+}
+
+pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
+    let store = super::sandboxes::store(super::state_dir()?)?;
+    match cmd {
+        SnapshotsCommand::Create { sandbox, snap } => {
+            let (_, sb) = open(&sandbox)?;
+            let info = lifecycle::snapshot(&store, &sb, &snap, Owner::Machine)?;
+            println!("{}", info.name);
+            eprintln!(
+                "warden: snapshot {} of sandbox {sandbox} ({} bytes): `warden create NAME --from-snapshot {0}` makes a sandbox from it",
+                info.name, info.bytes
+            );
+        }
+        SnapshotsCommand::Ls { json } => {
+            let list = lifecycle::snapshots(&store, Owner::Machine)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+                return Ok(0);
+            }
+            println!(
+                "{:<24} {:<20} {:>10} {:<14}  WORKSPACE",
+                "NAME", "FROM", "BYTES", "OWNER"
+            );
+            for s in list {
+                println!(
+                    "{:<24} {:<20} {:>10} {:<14}  {}",
+                    s.name,
+                    s.source,
+                    s.bytes,
+                    s.owner,
+                    s.workspace.display()
+                );
+            }
+        }
+        SnapshotsCommand::Rm { snaps } => {
+            for s in snaps {
+                lifecycle::delete_snapshot(&store, &s, Owner::Machine)?;
+                println!("{s}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// Options of `create` that a snapshot's own options replace.
+fn other_options() -> Vec<String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(at) = args.iter().position(|a| a == "create") else {
+        return Vec::new();
+    };
+    let mut skip_value = false;
+    let mut out = Vec::new();
+    for a in &args[at + 1..] {
+        if skip_value {
+            skip_value = false;
+            continue;
+        }
+        match a.as_str() {
+            "--from-snapshot" | "--ttl" => skip_value = true,
+            "--start" => {}
+            s if s.starts_with("--from-snapshot=") || s.starts_with("--ttl=") => {}
+            s if s.starts_with('-') => out.push(s.to_string()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `warden create NAME --from-snapshot SNAP [--ttl D] [--start]`.
+pub fn create_from(
+    store: &warden_workspace::Store,
+    name: &str,
+    snap: &str,
+    ttl: Option<Duration>,
+    start: bool,
+) -> anyhow::Result<u8> {
+    let others = other_options();
+    if !others.is_empty() {
+        anyhow::bail!(
+            "a sandbox made --from-snapshot runs under the options its snapshot was saved with; leave out {}",
+            others.join(", ")
+        );
+    }
+    let sb = lifecycle::create_from_snapshot(store, name, snap, Owner::Machine)?;
+    if let Some(t) = ttl {
+        let path = sb.dir().join(state::STORED);
+        let mut stored: Stored = state::read_json(&path)?;
+        stored.ttl_ms = Some(t.as_millis() as u64);
+        state::write_json(&path, &stored)?;
+    }
+    if start {
+        start_supervisor(&sb)?;
+        println!("{name}");
+    } else {
+        println!(
+            "created sandbox {name} from snapshot {snap}: `warden start {name}`, then `warden exec {name} -- CMD`"
+        );
+    }
+    Ok(0)
+}
+
+/// `warden fork NAME --count N`: N new sandboxes from NAME's current
+/// files, started when NAME runs; their names, one a line.
+pub fn fork(name: &str, count: usize) -> anyhow::Result<u8> {
+    if count == 0 || count > 64 {
+        anyhow::bail!("--count {count}: fork into 1 to 64 sandboxes at once");
+    }
+    let (store, sb) = open(name)?;
+    let live = running(&sb);
+    let made = lifecycle::fork(&store, &sb, count)?;
+    for m in &made {
+        if live {
+            start_supervisor(m)?;
+        }
+        println!("{}", m.name());
+    }
+    Ok(0)
+}

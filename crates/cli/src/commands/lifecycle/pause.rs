@@ -1,0 +1,63 @@
+//! `warden pause` and `warden resume`: a running sandbox's processes
+//! frozen in place (their memory kept, no CPU used, its TTL and timeout
+//! standing still) and let go on where they were.
+
+use super::{open, running};
+use warden_runtime::client::ClientError;
+use warden_runtime::lifecycle::{self, LifecycleError};
+use warden_runtime::protocol::Refusal;
+
+/// Who asks, as the audit log records it.
+const BY: &str = "the owner (cli)";
+
+pub fn pause(names: &[String]) -> anyhow::Result<u8> {
+    for name in names {
+        let (_, sb) = open(name)?;
+        if !running(&sb) {
+            anyhow::bail!("sandbox {name} is not running: only a running sandbox can be paused (`warden start {name}` starts it)");
+        }
+        lifecycle::pause(&sb, BY).map_err(|e| worded(name, e))?;
+        println!("{name}");
+    }
+    Ok(0)
+}
+
+pub fn resume(names: &[String]) -> anyhow::Result<u8> {
+    for name in names {
+        let (_, sb) = open(name)?;
+        if !running(&sb) {
+            anyhow::bail!("sandbox {name} is not running, so it is not paused (`warden start {name}` starts it)");
+        }
+        lifecycle::resume(&sb, BY).map_err(|e| worded(name, e))?;
+        println!("{name}");
+    }
+    Ok(0)
+}
+
+/// A refusal as the command line says it.
+fn worded(name: &str, e: LifecycleError) -> anyhow::Error {
+    match e {
+        LifecycleError::Client(ClientError::Rejected {
+            code: Refusal::Conflict,
+            message,
+            ..
+        }) => anyhow::anyhow!("{message} (`warden ls` shows its state)"),
+        LifecycleError::Client(ClientError::Unsupported(_)) => anyhow::anyhow!(
+            "sandbox {name}'s supervisor predates pause and resume: stop and start it (`warden stop {name}; warden start {name}`) to pause it"
+        ),
+        e => e.into(),
+    }
+}
+
+/// An exec refused because the sandbox is paused, as the command line
+/// says it.
+pub fn exec_refused(name: &str, e: ClientError) -> anyhow::Error {
+    match e {
+        ClientError::Rejected {
+            code: Refusal::Paused,
+            message,
+            ..
+        } => anyhow::anyhow!("{message} (`warden resume {name}`)"),
+        e => e.into(),
+    }
+}

@@ -1,0 +1,290 @@
+//! Snapshots of a sandbox's state and the sandboxes made from them
+//! (`POST /v1/sandboxes/{id}/snapshots`, `GET /v1/snapshots`, `DELETE
+//! /v1/snapshots/{name}`, `POST /v1/snapshots/{name}/sandboxes`), and
+//! forks (`POST /v1/sandboxes/{id}/fork`). A snapshot belongs to whoever
+//! made it: a token sees, uses and deletes only its own (another's is not
+//! found), the owner every one. New sandboxes count against the caller's
+//! quota as creates do, and are recorded as the caller's. The runtime does
+//! the work ([`warden_runtime::lifecycle`]); files are carried, not
+//! processes.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use warden_runtime::lifecycle::{self, LifecycleError, Owner};
+use warden_workspace::saved::{SavedError, SavedInfo};
+
+use super::sandboxes::{blocking, within_quota};
+use super::Body;
+use crate::api::SandboxInfo;
+use crate::app::App;
+use crate::auth::Caller;
+use crate::db::SandboxRow;
+use crate::error::{chain, ApiError, Problem};
+
+/// The most sandboxes one fork makes.
+const MAX_FORK: usize = 16;
+
+/// A snapshot as the API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Snapshot {
+    pub name: String,
+    /// The sandbox it was taken from.
+    pub source: String,
+    pub created_ms: u64,
+    /// Bytes of files it holds.
+    pub bytes: u64,
+    /// Its workspace directory on the daemon's host, shown to the owner
+    /// only (empty for a token holder).
+    pub workspace: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SnapshotList {
+    pub snapshots: Vec<Snapshot>,
+}
+
+/// `POST /v1/sandboxes/{id}/snapshots`.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewSnapshot {
+    /// Its name: lowercase letters, digits, '_', '.', '-'.
+    pub name: String,
+}
+
+/// `POST /v1/snapshots/{name}/sandboxes`.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FromSnapshot {
+    /// The new sandbox's name.
+    pub name: String,
+    /// Start it at once (the default).
+    #[serde(default)]
+    pub start: Option<bool>,
+}
+
+/// `POST /v1/sandboxes/{id}/fork`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fork {
+    /// How many (1 to 16, default 1).
+    #[serde(default)]
+    pub count: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Forked {
+    pub sandboxes: Vec<SandboxInfo>,
+}
+
+fn owner_of(caller: &Caller) -> Owner<'_> {
+    match caller.token_id() {
+        Some(t) => Owner::Token(t),
+        None => Owner::Machine,
+    }
+}
+
+fn shown(info: SavedInfo, caller: &Caller) -> Snapshot {
+    Snapshot {
+        name: info.name,
+        source: info.source,
+        created_ms: info.created_ms,
+        bytes: info.bytes,
+        workspace: match caller {
+            Caller::Owner => info.workspace.display().to_string(),
+            Caller::Token(_) => String::new(),
+        },
+    }
+}
+
+/// A refusal of the snapshot store as a problem.
+fn refused(e: LifecycleError) -> ApiError {
+    match &e {
+        LifecycleError::Saved(s) => match s {
+            SavedError::NotFound(_) => ApiError::not_found(chain(&e)),
+            SavedError::Exists(_) => ApiError::conflict(chain(&e)).with_field(Some("/name")),
+            SavedError::TooMany { .. } | SavedError::TooLarge { .. } => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota", chain(&e))
+            }
+            SavedError::Damaged { .. } => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "damaged", chain(&e))
+            }
+            SavedError::Store(warden_workspace::StoreError::InvalidName { .. }) => {
+                ApiError::bad_request(chain(&e)).with_field(Some("/name"))
+            }
+            _ => ApiError::internal(chain(&e)),
+        },
+        _ => e.into(),
+    }
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/snapshots", params(("id" = String, Path)), request_body = NewSnapshot,
+    responses((status = 201, description = "its workspace layer, home and options saved (a running sandbox is paused for the copy); processes are not carried", body = Snapshot),
+        (status = 400, body = Problem), (status = 404, body = Problem),
+        (status = 409, description = "a snapshot of that name exists", body = Problem),
+        (status = 429, description = "the caller keeps the most snapshots, or bytes of them, it may", body = Problem)),
+    security(("token" = [])))]
+pub async fn create(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Body(body): Body<NewSnapshot>,
+) -> Result<(StatusCode, Json<Snapshot>), ApiError> {
+    let snap = blocking(move || {
+        let sb = app.sandbox(&id)?;
+        let info =
+            lifecycle::snapshot(&app.store, &sb, &body.name, owner_of(&caller)).map_err(refused)?;
+        Ok(shown(info, &caller))
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(snap)))
+}
+
+#[utoipa::path(get, path = "/v1/snapshots",
+    responses((status = 200, description = "the caller's snapshots (the owner's: every one)", body = SnapshotList)),
+    security(("token" = [])))]
+pub async fn list(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<SnapshotList>, ApiError> {
+    let list = blocking(move || {
+        let all = lifecycle::snapshots(&app.store, owner_of(&caller)).map_err(refused)?;
+        Ok(all.into_iter().map(|i| shown(i, &caller)).collect())
+    })
+    .await?;
+    Ok(Json(SnapshotList { snapshots: list }))
+}
+
+#[utoipa::path(delete, path = "/v1/snapshots/{name}", params(("name" = String, Path)),
+    responses((status = 204), (status = 404, description = "no such snapshot of the caller's", body = Problem)),
+    security(("token" = [])))]
+pub async fn delete(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    blocking(move || {
+        lifecycle::delete_snapshot(&app.store, &name, owner_of(&caller)).map_err(refused)?;
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Record `sb` as the caller's new sandbox (within its quota: otherwise
+/// it is removed) and start it when asked; the sandbox as it is then.
+fn adopt(
+    app: &App,
+    caller: &Caller,
+    sb: &warden_workspace::Sandbox,
+    start: bool,
+) -> Result<SandboxInfo, ApiError> {
+    let id = sb.name().to_string();
+    let one_at_a_time = app.quota_lock.lock();
+    if let Caller::Token(t) = caller {
+        if let Err(e) = within_quota(app, t, sb) {
+            let _ = lifecycle::remove(&app.store, &id, true);
+            return Err(e);
+        }
+    }
+    let row = SandboxRow {
+        id: id.clone(),
+        created_ms: warden_runtime::state::now_ms(),
+        labels: Default::default(),
+        profile: sb.meta().profile.clone(),
+        token: caller.token_id().map(str::to_string),
+    };
+    app.db()?
+        .insert_sandbox(&row)
+        .map_err(|e| ApiError::internal(chain(&e)))?;
+    drop(one_at_a_time);
+    if start {
+        if let Err(e) = lifecycle::start(&app.state_dir, sb, &app.exe) {
+            let _ = lifecycle::remove(&app.store, &id, true);
+            let _ = app.db().map(|db| db.remove_sandbox(&id));
+            return Err(match caller {
+                Caller::Owner => e.into(),
+                Caller::Token(_) => ApiError::from(e),
+            });
+        }
+    }
+    Ok(app.info(sb, Some(&row)))
+}
+
+#[utoipa::path(post, path = "/v1/snapshots/{name}/sandboxes", params(("name" = String, Path)), request_body = FromSnapshot,
+    responses((status = 201, description = "a new sandbox with the snapshot's files, home and options (no process of its source runs in it)", body = SandboxInfo),
+        (status = 404, description = "no such snapshot of the caller's", body = Problem),
+        (status = 409, description = "a sandbox of that name exists", body = Problem),
+        (status = 422, description = "the snapshot is damaged: nothing was made", body = Problem),
+        (status = 429, body = Problem)),
+    security(("token" = [])))]
+pub async fn sandbox_from(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(snap): Path<String>,
+    Body(body): Body<FromSnapshot>,
+) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
+    let info = blocking(move || {
+        let sb = lifecycle::create_from_snapshot(&app.store, &body.name, &snap, owner_of(&caller))
+            .map_err(refused)?;
+        adopt(&app, &caller, &sb, body.start.unwrap_or(true))
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(info)))
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/fork", params(("id" = String, Path)), request_body = Fork,
+    responses((status = 201, description = "new sandboxes from its current files, home and options (a running one is paused for the copy and its forks started); processes are not carried", body = Forked),
+        (status = 400, body = Problem), (status = 404, body = Problem), (status = 429, body = Problem)),
+    security(("token" = [])))]
+pub async fn fork(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Forked>), ApiError> {
+    let body: Fork = if body.iter().all(u8::is_ascii_whitespace) {
+        Fork::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("the request body does not fit: {e}")))?
+    };
+    let count = body.count.unwrap_or(1);
+    if count == 0 || count > MAX_FORK {
+        return Err(
+            ApiError::bad_request(format!("count {count}: fork into 1 to {MAX_FORK}"))
+                .with_field(Some("/count")),
+        );
+    }
+    let made = blocking(move || {
+        let sb = app.sandbox(&id)?;
+        let live = lifecycle::liveness(&sb).running();
+        let made = lifecycle::fork(&app.store, &sb, count).map_err(refused)?;
+        let mut out = Vec::new();
+        let mut failed = None;
+        for m in &made {
+            match failed {
+                None => match adopt(&app, &caller, m, live) {
+                    Ok(i) => out.push(i),
+                    Err(e) => failed = Some(e),
+                },
+                // All or nothing: the rest of a fork over quota goes too.
+                Some(_) => {
+                    let _ = lifecycle::remove(&app.store, m.name(), true);
+                }
+            }
+        }
+        if let Some(e) = failed {
+            for i in &out {
+                let _ = lifecycle::remove(&app.store, &i.id, true);
+                let _ = app.db().map(|db| db.remove_sandbox(&i.id));
+            }
+            return Err(e);
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(Forked { sandboxes: made })))
+}

@@ -1,0 +1,117 @@
+//! Pause and resume (`POST /v1/sandboxes/{id}/pause`, `/resume`): a
+//! running sandbox's processes frozen in place and let go on. The
+//! sandbox's supervisor does the work and keeps the state (a paused
+//! sandbox stays paused across a restart of the daemon: its supervisor is
+//! detached); these handlers carry the request there and its refusals
+//! back as problems.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use std::sync::Arc;
+use warden_runtime::client::ClientError;
+use warden_runtime::lifecycle::{self, LifecycleError};
+use warden_runtime::protocol::Refusal;
+
+use super::sandboxes::blocking;
+use crate::api::SandboxInfo;
+use crate::app::App;
+use crate::auth::Caller;
+use crate::error::{chain, ApiError, Problem};
+
+/// Who asked, as the sandbox's audit log says it.
+fn who(caller: &Caller) -> String {
+    match caller.token_id() {
+        Some(t) => format!("token {t} (API)"),
+        None => "the owner (API)".into(),
+    }
+}
+
+/// A supervisor's refusal of a request about a running sandbox, as a
+/// problem: `paused` (409) for one that needs the processes of a paused
+/// sandbox, `conflict` for one that does not fit its state, `unsupported`
+/// (409) for one its backend cannot do.
+pub(crate) fn refusal(id: &str, e: ClientError) -> ApiError {
+    match e {
+        ClientError::NotRunning { .. } => {
+            ApiError::conflict(format!("sandbox {id} is not running"))
+        }
+        ClientError::Rejected { code, message, .. } => match code {
+            Refusal::Paused => ApiError::new(
+                StatusCode::CONFLICT,
+                "paused",
+                format!("{message} (POST /v1/sandboxes/{id}/resume)"),
+            ),
+            Refusal::Unsupported => ApiError::new(StatusCode::CONFLICT, "unsupported", message),
+            Refusal::NotFound => ApiError::not_found(message),
+            Refusal::Invalid => ApiError::bad_request(message),
+            Refusal::Conflict => ApiError::conflict(message),
+        },
+        ClientError::Unsupported(_) => ApiError::conflict(format!(
+            "{}: stop and start sandbox {id} to pause it",
+            chain(&e)
+        )),
+        e => ApiError::internal(chain(&e)),
+    }
+}
+
+fn lifecycle_refusal(id: &str, e: LifecycleError) -> ApiError {
+    match e {
+        LifecycleError::Client(c) => refusal(id, c),
+        e => e.into(),
+    }
+}
+
+/// Pause or resume `id` for `caller`; the sandbox as it is afterwards.
+async fn change(
+    app: Arc<App>,
+    caller: Caller,
+    id: String,
+    pause: bool,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    let by = who(&caller);
+    let info = blocking(move || {
+        let sb = app.sandbox(&id)?;
+        if !lifecycle::liveness(&sb).running() {
+            return Err(ApiError::conflict(format!(
+                "sandbox {id} is not running: start it with POST /v1/sandboxes/{id}/start"
+            )));
+        }
+        let done = if pause {
+            lifecycle::pause(&sb, &by)
+        } else {
+            lifecycle::resume(&sb, &by)
+        };
+        done.map_err(|e| lifecycle_refusal(&id, e))?;
+        let row = app.db()?.sandbox(&id).ok().flatten();
+        Ok(app.info(&sb, row.as_ref()))
+    })
+    .await?;
+    Ok(Json(info))
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/pause", params(("id" = String, Path)),
+    responses((status = 200, description = "paused: its processes are frozen in place, its memory kept (not across a reboot of the host), its TTL stands still; commands and file operations are refused (409 `paused`) until it is resumed", body = SandboxInfo),
+        (status = 404, body = Problem),
+        (status = 409, description = "not running, paused already, or its backend cannot pause (`unsupported`)", body = Problem)),
+    security(("token" = [])))]
+pub async fn pause(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    change(app, caller, id, true).await
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/resume", params(("id" = String, Path)),
+    responses((status = 200, description = "its processes go on where they were; its TTL moved on by the time it was paused", body = SandboxInfo),
+        (status = 404, body = Problem),
+        (status = 409, description = "not running, or not paused", body = Problem)),
+    security(("token" = [])))]
+pub async fn resume(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    change(app, caller, id, false).await
+}

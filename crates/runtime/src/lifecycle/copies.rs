@@ -1,0 +1,363 @@
+//! Snapshots of a sandbox's state and the sandboxes made from them, and
+//! forks: new sandboxes that start from a sandbox's current files.
+//!
+//! What is carried is the state on disk: the workspace layer and the home
+//! ([`warden_workspace::saved`] copies them, reflinked where the file
+//! system allows), with the source's resolved spec. The process backend
+//! carries no process (saving processes needs CRIU, which does not work on
+//! every kernel, this one's included): a sandbox made from a snapshot or a
+//! fork starts with the files and runs nothing until asked. A running
+//! source is paused while its state is copied, so that the copy is of one
+//! moment, and resumed after. Each new sandbox is its own: its name, its
+//! identity (the id its credentials are bound to), its hostname, its
+//! layer, its audit log.
+
+use super::{control, own_workspace, record, LifecycleError};
+use crate::client::{ClientError, Connection};
+use crate::protocol::Refusal;
+use crate::state::{self, Stored};
+use std::path::{Path, PathBuf};
+use warden_workspace::saved::{self, Saved, SavedInfo, StateOf};
+use warden_workspace::{CreateOptions, Layout, Sandbox, Store};
+
+/// Who makes or uses a snapshot: the machine's owner sees every one; a
+/// token holder only its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner<'a> {
+    Machine,
+    Token(&'a str),
+}
+
+impl Owner<'_> {
+    /// As a snapshot records its owner.
+    pub fn label(&self) -> String {
+        match self {
+            Owner::Machine => "owner".to_string(),
+            Owner::Token(id) => format!("token:{id}"),
+        }
+    }
+
+    /// The owner a snapshot must have for this caller to see it; `None`:
+    /// any.
+    fn filter(&self) -> Option<String> {
+        match self {
+            Owner::Machine => None,
+            Owner::Token(_) => Some(self.label()),
+        }
+    }
+}
+
+/// The snapshots `owner` may see.
+pub fn snapshots(store: &Store, owner: Owner<'_>) -> Result<Vec<SavedInfo>, LifecycleError> {
+    let saved = Saved::open(store.root())?;
+    Ok(saved.list(owner.filter().as_deref()))
+}
+
+/// Delete snapshot `name` of `owner`.
+pub fn delete_snapshot(
+    store: &Store,
+    name: &str,
+    owner: Owner<'_>,
+) -> Result<SavedInfo, LifecycleError> {
+    let saved = Saved::open(store.root())?;
+    Ok(saved.delete(name, owner.filter().as_deref())?)
+}
+
+/// Paused for the time of a copy (when it runs, and was not paused
+/// already), resumed when dropped.
+struct Held<'a> {
+    sb: &'a Sandbox,
+    resume: bool,
+}
+
+impl<'a> Held<'a> {
+    fn pause(sb: &'a Sandbox, why: &str) -> Result<Held<'a>, LifecycleError> {
+        if !super::liveness(sb).running() {
+            return Ok(Held { sb, resume: false });
+        }
+        match Connection::open(&control(sb)).and_then(|c| c.pause(why)) {
+            Ok(()) => Ok(Held { sb, resume: true }),
+            // Paused already: copied as it is, and left paused.
+            Err(ClientError::Rejected {
+                code: Refusal::Conflict,
+                ..
+            }) if super::paused_since(sb).is_some() => Ok(Held { sb, resume: false }),
+            // No freezer (rootless without a delegated cgroup), or an older
+            // supervisor: copied while it runs.
+            Err(ClientError::Rejected {
+                code: Refusal::Unsupported,
+                ..
+            })
+            | Err(ClientError::Unsupported(_)) => Ok(Held { sb, resume: false }),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.resume {
+            if let Ok(c) = Connection::open(&control(self.sb)) {
+                let _ = c.resume("the copy of its state is made");
+            }
+        }
+    }
+}
+
+/// Save sandbox `sb`'s state (its layer and home, with its spec) as
+/// snapshot `name`, owned by `owner`; a running sandbox is paused for the
+/// copy.
+pub fn snapshot(
+    store: &Store,
+    sb: &Sandbox,
+    name: &str,
+    owner: Owner<'_>,
+) -> Result<SavedInfo, LifecycleError> {
+    let saved = Saved::open(store.root())?;
+    let info = {
+        let _held = Held::pause(sb, &format!("snapshot {name}"))?;
+        saved.save(
+            name,
+            &owner.label(),
+            sb,
+            &StateOf::of(sb),
+            &sb.dir().join(state::STORED),
+        )?
+    };
+    let _ = record(
+        sb,
+        "snapshot",
+        Vec::new(),
+        format!("its state saved as snapshot {name} ({} bytes)", info.bytes),
+    );
+    Ok(info)
+}
+
+/// What a new sandbox is copied from.
+struct Source<'a> {
+    /// The sandbox it comes from (its name), for the new one's spec and
+    /// audit log.
+    name: &'a str,
+    workspace: &'a Path,
+    own_workspace: bool,
+    layout: Layout,
+    profile: Option<String>,
+    /// The source's resolved spec (`sandbox.json`).
+    spec: &'a Path,
+    state: StateOf,
+    /// What the new sandbox's log says it was made from.
+    detail: String,
+}
+
+/// Make sandbox `name` from snapshot `snap` of `owner` (another owner's is
+/// not found); a damaged snapshot is refused before anything is made.
+pub fn create_from_snapshot(
+    store: &Store,
+    name: &str,
+    snap: &str,
+    owner: Owner<'_>,
+) -> Result<Sandbox, LifecycleError> {
+    warden_workspace::validate_name("sandbox name", name)?;
+    let saved = Saved::open(store.root())?;
+    let info = saved.get(snap, owner.filter().as_deref())?;
+    saved.verify(&info)?;
+    let spec = saved.dir(&info).join("spec.json");
+    make_copy(
+        store,
+        name,
+        Source {
+            name: &info.source,
+            workspace: &info.workspace,
+            own_workspace: info.own_workspace,
+            layout: info.layout,
+            profile: info.profile.clone(),
+            spec: &spec,
+            state: saved::state_of(&saved, &info),
+            detail: format!("made from snapshot {snap} (of sandbox {})", info.source),
+        },
+    )
+}
+
+/// The names `fork` gives: `NAME-fork-K` for the first free K.
+fn fork_names(store: &Store, parent: &str, count: usize) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut k = 1;
+    while names.len() < count && k < 10_000 {
+        let n = format!("{parent}-fork-{k}");
+        if store.get(&n).is_err() && !own_workspace(store, &n).exists() {
+            names.push(n);
+        }
+        k += 1;
+    }
+    names
+}
+
+/// Make `count` new sandboxes from sandbox `sb`'s current files (a
+/// running one paused for the copy, its processes not carried): the
+/// sandboxes made, none started. All or nothing: a failure removes those
+/// made so far.
+pub fn fork(store: &Store, sb: &Sandbox, count: usize) -> Result<Vec<Sandbox>, LifecycleError> {
+    let names = fork_names(store, sb.name(), count);
+    if names.len() < count {
+        return Err(LifecycleError::Refused(format!(
+            "no free names for {count} forks of {}",
+            sb.name()
+        )));
+    }
+    let own = std::fs::canonicalize(own_workspace(store, sb.name()))
+        .is_ok_and(|o| o == sb.meta().workspace);
+    let spec = sb.dir().join(state::STORED);
+    let mut made: Vec<Sandbox> = Vec::new();
+    let done = (|| {
+        let _held = Held::pause(sb, &format!("fork into {count}"))?;
+        for n in &names {
+            let copy = make_copy(
+                store,
+                n,
+                Source {
+                    name: sb.name(),
+                    workspace: &sb.meta().workspace,
+                    own_workspace: own,
+                    layout: sb.meta().layout,
+                    profile: sb.meta().profile.clone(),
+                    spec: &spec,
+                    state: StateOf::of(sb),
+                    detail: format!("a fork of sandbox {}", sb.name()),
+                },
+            )?;
+            made.push(copy);
+        }
+        Ok::<(), LifecycleError>(())
+    })();
+    if let Err(e) = done {
+        for m in &made {
+            let _ = super::remove(store, m.name(), true);
+        }
+        return Err(e);
+    }
+    let _ = record(
+        sb,
+        "snapshot",
+        Vec::new(),
+        format!("forked into {}", names.join(", ")),
+    );
+    Ok(made)
+}
+
+/// Make sandbox `name` as a copy of `src`: its own workspace (an empty
+/// one of its own when the source had one), the source's spec with the
+/// source's own paths turned into the new sandbox's and a hostname of its
+/// own, and the source's state copied in. Nothing stays of a failed one.
+fn make_copy(store: &Store, name: &str, src: Source<'_>) -> Result<Sandbox, LifecycleError> {
+    warden_workspace::validate_name("sandbox name", name)?;
+    let own = own_workspace(store, name);
+    let workspace = if src.own_workspace {
+        std::fs::create_dir_all(&own).map_err(|source| LifecycleError::Create {
+            path: own.clone(),
+            source,
+        })?;
+        own.clone()
+    } else {
+        src.workspace.to_path_buf()
+    };
+    let mut opts = CreateOptions::new(workspace);
+    opts.profile = src.profile.clone();
+    opts.layout = src.layout;
+    let sb = match store.create(name, &opts) {
+        Ok(sb) => sb,
+        Err(e) => {
+            if src.own_workspace {
+                let _ = std::fs::remove_dir(&own);
+            }
+            return Err(e.into());
+        }
+    };
+    let filled = (|| {
+        let mut stored: Stored = state::read_json(src.spec)?;
+        let from_dir = store.root().join("sandboxes").join(src.name);
+        let mut moves: Vec<(PathBuf, PathBuf)> = vec![(from_dir, sb.dir().to_path_buf())];
+        if src.own_workspace {
+            moves.push((own_workspace(store, src.name), own.clone()));
+        }
+        stored = rebased(stored, &moves)?;
+        if stored.spec.hostname == "warden" || stored.spec.hostname == hostname_of(src.name) {
+            stored.spec.hostname = hostname_of(name);
+        }
+        state::write_json(&sb.dir().join(state::STORED), &stored)?;
+        saved::copy_state(&src.state, &sb)?;
+        Ok::<(), LifecycleError>(())
+    })();
+    if let Err(e) = filled {
+        let _ = store.remove(name);
+        if src.own_workspace {
+            let _ = warden_workspace::fsutil::remove_tree(&own);
+        }
+        return Err(e);
+    }
+    let _ = record(&sb, "create", Vec::new(), src.detail);
+    Ok(sb)
+}
+
+/// A sandbox name as a hostname: `_` is not a hostname's character.
+fn hostname_of(name: &str) -> String {
+    let mut h: String = name.replace('_', "-");
+    h.truncate(63);
+    h.trim_end_matches(['-', '.']).to_string()
+}
+
+/// `stored` with every path under one of `moves`' old directories moved
+/// under its new one (the source's layer, home, audit log, own workspace).
+fn rebased(stored: Stored, moves: &[(PathBuf, PathBuf)]) -> Result<Stored, LifecycleError> {
+    let bad = |e: serde_json::Error| {
+        LifecycleError::Refused(format!("the source's spec cannot be copied: {e}"))
+    };
+    let mut v = serde_json::to_value(&stored).map_err(bad)?;
+    rebase_value(&mut v, moves);
+    serde_json::from_value(v).map_err(bad)
+}
+
+fn rebase_value(v: &mut serde_json::Value, moves: &[(PathBuf, PathBuf)]) {
+    match v {
+        serde_json::Value::String(s) => {
+            for (from, to) in moves {
+                if let Ok(rest) = Path::new(s.as_str()).strip_prefix(from) {
+                    *s = to.join(rest).to_string_lossy().into_owned();
+                    break;
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| rebase_value(x, moves)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|x| rebase_value(x, moves)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_under_the_source_move_to_the_copy_and_others_stay() {
+        let mut v = serde_json::json!({
+            "home": "/s/sandboxes/a/home",
+            "upper": ["/s/sandboxes/a/upper", "/s/sandboxes/ab/upper"],
+            "project": "/home/me/project",
+        });
+        rebase_value(
+            &mut v,
+            &[(
+                PathBuf::from("/s/sandboxes/a"),
+                PathBuf::from("/s/sandboxes/b"),
+            )],
+        );
+        assert_eq!(v["home"], "/s/sandboxes/b/home");
+        assert_eq!(v["upper"][0], "/s/sandboxes/b/upper");
+        assert_eq!(v["upper"][1], "/s/sandboxes/ab/upper");
+        assert_eq!(v["project"], "/home/me/project");
+    }
+
+    #[test]
+    fn a_sandbox_name_makes_a_hostname() {
+        assert_eq!(hostname_of("my_box-fork-2"), "my-box-fork-2");
+    }
+}

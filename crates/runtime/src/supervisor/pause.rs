@@ -1,0 +1,211 @@
+//! Pausing: the sandbox's processes frozen in place and let go on, and the
+//! clocks that stand still meanwhile (its TTL and its hard lifetime).
+//!
+//! The backend freezes ([`crate::backend::Backend::pause`]); this module
+//! keeps the state: since when the sandbox is paused (in the supervisor's
+//! record too, so that `warden ls` and the daemon see it without asking,
+//! and a daemon restart changes nothing: the supervisor is detached and
+//! keeps the sandbox frozen), which requests are refused meanwhile, and the
+//! deadlines moved on by the time spent paused. It never thaws a sandbox
+//! on its own, except to stop it.
+
+use super::{idle, stop, Shared, TTL_GRACE};
+use crate::protocol::{Refusal, Reply, Request};
+use crate::state::{self, SupervisorRecord};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use warden_audit::{EventKind, StopReason};
+
+/// The sandbox's clocks, in ms since the epoch.
+#[derive(Debug, Default)]
+pub(super) struct Clocks {
+    /// When the TTL stops the sandbox; changed by [`Request::SetTtl`].
+    pub(super) ttl_ms: Option<u64>,
+    /// When the hard lifetime (`--timeout`) ends it.
+    pub(super) hard_ms: Option<u64>,
+    /// Since when it is paused, while it is: neither deadline runs.
+    pub(super) paused_ms: Option<u64>,
+}
+
+/// Whether `req` needs the sandbox's processes (its init serves it, or it
+/// signals them): refused while the sandbox is paused, since a frozen init
+/// would leave the caller waiting until someone resumes it.
+pub(super) fn needs_processes(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::Exec(_)
+            | Request::Hold(_)
+            | Request::Release
+            | Request::File(_)
+            | Request::Connect(_)
+            | Request::Signal { .. }
+    )
+}
+
+/// The answer to a request that needs the processes of a paused sandbox.
+pub(super) fn refused_paused(shared: &Shared) -> Reply {
+    Reply::Refused {
+        code: Refusal::Paused,
+        message: format!(
+            "sandbox {} is paused (its processes are frozen in place); resume it first",
+            shared.bus.sandbox()
+        ),
+        field: None,
+    }
+}
+
+/// Since when the sandbox is paused, if it is.
+pub(super) fn paused_since(shared: &Shared) -> Option<u64> {
+    shared.clocks.lock().ok().and_then(|c| c.paused_ms)
+}
+
+fn refused(code: Refusal, message: String) -> Reply {
+    Reply::Refused {
+        code,
+        message,
+        field: None,
+    }
+}
+
+/// Freeze the sandbox, once: recorded, audited, its clocks stopped.
+pub(super) fn pause(shared: &Arc<Shared>, by: &str) -> Reply {
+    let Ok(mut clocks) = shared.clocks.lock() else {
+        return Reply::Error {
+            message: "the supervisor's clocks are unusable".into(),
+        };
+    };
+    let name = shared.bus.sandbox();
+    if shared.stopping.load(Ordering::SeqCst) || shared.init_gone.load(Ordering::SeqCst) {
+        return refused(
+            Refusal::Conflict,
+            format!("sandbox {name} is stopping; it cannot be paused"),
+        );
+    }
+    if clocks.paused_ms.is_some() {
+        return refused(
+            Refusal::Conflict,
+            format!("sandbox {name} is paused already"),
+        );
+    }
+    let freezer = match shared.backend.pause(&shared.cgroups) {
+        Ok(kind) => kind,
+        Err(e @ crate::backend::BackendError::Unsupported { .. })
+        | Err(e @ crate::backend::BackendError::NoFreezer) => {
+            return refused(Refusal::Unsupported, e.to_string())
+        }
+        Err(e) => {
+            return Reply::Error {
+                message: warden_jail::chain_str(&e),
+            }
+        }
+    };
+    let now = state::now_ms();
+    clocks.paused_ms = Some(now);
+    shared.clocks_changed.notify_all();
+    drop(clocks);
+    write_record(shared, Some(now));
+    shared.bus.emit(EventKind::Paused {
+        by: by.to_string(),
+        freezer: freezer.to_string(),
+    });
+    Reply::Ok
+}
+
+/// Thaw the sandbox: its deadlines move on by the time it spent paused.
+pub(super) fn resume(shared: &Arc<Shared>, by: &str) -> Reply {
+    let Ok(mut clocks) = shared.clocks.lock() else {
+        return Reply::Error {
+            message: "the supervisor's clocks are unusable".into(),
+        };
+    };
+    let Some(since) = clocks.paused_ms else {
+        return refused(
+            Refusal::Conflict,
+            format!("sandbox {} is not paused", shared.bus.sandbox()),
+        );
+    };
+    if let Err(e) = shared.backend.resume(&shared.cgroups) {
+        return Reply::Error {
+            message: warden_jail::chain_str(&e),
+        };
+    }
+    let paused = state::now_ms().saturating_sub(since);
+    clocks.paused_ms = None;
+    clocks.ttl_ms = clocks.ttl_ms.map(|d| d.saturating_add(paused));
+    clocks.hard_ms = clocks.hard_ms.map(|d| d.saturating_add(paused));
+    let ttl = clocks.ttl_ms;
+    shared.clocks_changed.notify_all();
+    drop(clocks);
+    write_record(shared, None);
+    shared.bus.emit(EventKind::Resumed {
+        by: by.to_string(),
+        paused_ms: paused,
+    });
+    if ttl.is_some() {
+        shared.bus.emit(EventKind::TtlChanged { deadline_ms: ttl });
+    }
+    Reply::Ok
+}
+
+/// Before a stop: a paused sandbox is thawed, so that its init can end
+/// its processes (and a v1-frozen task acts on SIGKILL only once thawed).
+pub(super) fn thaw_for_stop(shared: &Shared) {
+    if let Ok(mut clocks) = shared.clocks.lock() {
+        if clocks.paused_ms.take().is_some() {
+            let _ = shared.backend.resume(&shared.cgroups);
+        }
+    }
+}
+
+/// The supervisor's record with the pause as it is now.
+fn write_record(shared: &Shared, paused_ms: Option<u64>) {
+    let rec = SupervisorRecord {
+        paused_ms,
+        ..shared.record.clone()
+    };
+    let _ = state::write_json(&shared.record_path, &rec);
+}
+
+/// Stop the sandbox when its hard lifetime or its TTL ends; both may be
+/// moved (the TTL by a request, both by a pause) while this waits, and
+/// neither runs while the sandbox is paused. Also gives back the code's
+/// pages once the supervisor idles ([`idle::Idle`]).
+pub(super) fn watch_clocks(shared: &Arc<Shared>) {
+    let Ok(mut clocks) = shared.clocks.lock() else {
+        return;
+    };
+    let mut idle = idle::Idle::default();
+    loop {
+        if shared.stopping.load(Ordering::SeqCst) || shared.init_gone.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = state::now_ms();
+        let mut wait = Duration::from_secs(5);
+        if clocks.paused_ms.is_none() {
+            if clocks.hard_ms.is_some_and(|d| now >= d) {
+                drop(clocks);
+                shared.timed_out.store(true, Ordering::SeqCst);
+                stop(shared, StopReason::Timeout, Duration::ZERO);
+                return;
+            }
+            if clocks.ttl_ms.is_some_and(|d| now >= d) {
+                drop(clocks);
+                stop(shared, StopReason::Ttl, TTL_GRACE);
+                return;
+            }
+            for d in [clocks.hard_ms, clocks.ttl_ms].into_iter().flatten() {
+                wait = wait.min(Duration::from_millis(d - now));
+            }
+        }
+        // ...and at least every IDLE_AFTER, for the idle supervisor's code.
+        clocks = match shared
+            .clocks_changed
+            .wait_timeout(clocks, wait.min(idle::IDLE_AFTER))
+        {
+            Ok((c, _)) => c,
+            Err(_) => return,
+        };
+        idle.look(shared);
+    }
+}
