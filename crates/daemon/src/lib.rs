@@ -26,6 +26,7 @@ pub mod execs;
 pub mod listen;
 pub mod mcp;
 pub mod pools;
+pub mod reach;
 pub mod revocation;
 pub mod routes;
 pub mod session;

@@ -27,6 +27,7 @@ mod lifecycle;
 mod mcp;
 mod one_spec;
 mod output_budget;
+mod ownership;
 mod parity;
 mod pause;
 mod profiles;

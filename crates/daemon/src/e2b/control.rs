@@ -448,7 +448,13 @@ pub async fn list(
         state: None,
         label: None,
     };
-    let list = match sandboxes::list(State(e.app.clone()), Ok(Query(native))).await {
+    let list = match sandboxes::list(
+        State(e.app.clone()),
+        Extension(caller.clone()),
+        Ok(Query(native)),
+    )
+    .await
+    {
         Ok(Json(l)) => l.sandboxes,
         Err(err) => return from_api(err),
     };

@@ -208,7 +208,19 @@ pub(crate) fn permit(
             "e2b: denied: {why}"
         );
         app.record_denial(caller, route, why);
-    })
+    })?;
+    // Which sandboxes: a token reaches only those it made.
+    match sandbox.map(|id| crate::reach::reaches(app, caller, id)) {
+        None | Some(Ok(true)) => Ok(()),
+        Some(Ok(false)) => {
+            app.record_denial(caller, route, "the sandbox is not this caller's");
+            Err(format!(
+                "sandbox {} was not found",
+                sandbox.unwrap_or_default()
+            ))
+        }
+        Some(Err(e)) => Err(e.problem.message),
+    }
 }
 
 /// The control API's callers: `X-API-Key`.

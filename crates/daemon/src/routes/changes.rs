@@ -197,9 +197,26 @@ pub async fn changes(
     security(("token" = [])))]
 pub async fn commit(
     State(app): State<Arc<App>>,
+    axum::Extension(caller): axum::Extension<crate::auth::Caller>,
     Path(id): Path<String>,
     Body(req): Body<CommitRequest>,
 ) -> Result<Json<CommitAnswer>, ApiError> {
+    // Landing what a review flagged (a git hook, an executable) or
+    // overwriting the real workspace's own changes is a person's call:
+    // the owner's or an admin token's, never an agent's token's.
+    for (asked, field) in [(req.accept_flagged, "/accept_flagged"), (req.force, "/force")] {
+        if asked && !crate::reach::may_override_review(&caller) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!(
+                    "`{}` is the owner's decision (or an admin token's): commit the unflagged paths by name, and ask the owner to review the rest",
+                    &field[1..]
+                ),
+            )
+            .with_field(Some(field)));
+        }
+    }
     let mut paths = Vec::new();
     for p in &req.paths {
         match filter(p, "/paths")? {

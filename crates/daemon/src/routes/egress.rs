@@ -91,12 +91,18 @@ pub struct ApprovalsQuery {
     security(("token" = [])))]
 pub async fn list(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<ApprovalsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ApprovalList>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let approvals = blocking(move || {
+        // A token sees the questions of the sandboxes it made.
+        let sees = crate::reach::visible(&app, &caller);
         let names: Vec<String> = match &q.sandbox {
-            Some(id) => vec![app.sandbox(id)?.name().to_string()],
+            Some(id) => {
+                crate::reach::check(&app, &caller, id)?;
+                vec![app.sandbox(id)?.name().to_string()]
+            }
             None => app
                 .store
                 .list()
@@ -106,7 +112,7 @@ pub async fn list(
                 .collect(),
         };
         let mut out = Vec::new();
-        for name in names {
+        for name in names.into_iter().filter(|n| sees(n)) {
             // A pooled sandbox is nobody's until a create takes it.
             let Ok(sb) = app.sandbox(&name) else {
                 continue;
@@ -161,6 +167,8 @@ pub async fn answer(
         let no_such =
             || ApiError::not_found(format!("no question {id} waits (see GET /v1/approvals)"));
         let (sandbox, _) = id.rsplit_once('.').ok_or_else(no_such)?;
+        // Another caller's sandbox has no question for this one.
+        crate::reach::check(&app, &caller, sandbox).map_err(|_| no_such())?;
         let sb = app.sandbox(sandbox).map_err(|_| no_such())?;
         let conn = Connection::open(&lifecycle::control(&sb)).map_err(|_| no_such())?;
         conn.answer(&id, decision, &by, trust)

@@ -391,6 +391,13 @@ async fn authorize(
         app.record_denial(&caller, route, &why);
         return ApiError::new(StatusCode::FORBIDDEN, "forbidden", why).into_response();
     }
+    // Which sandboxes: a token reaches only those it made.
+    if let Some(id) = &sandbox {
+        if let Err(e) = crate::reach::check(&app, &caller, id) {
+            app.record_denial(&caller, route, "the sandbox is not this caller's");
+            return e.into_response();
+        }
+    }
     let credential = crate::app::Credential {
         token: caller.token_id().map(str::to_string),
         session,

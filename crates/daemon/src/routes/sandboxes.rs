@@ -330,6 +330,7 @@ pub struct ListQuery {
     security(("token" = [])))]
 pub async fn list(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<SandboxList>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
@@ -368,7 +369,12 @@ pub async fn list(
             .list()
             .map_err(|e| ApiError::internal(chain(&e)))?;
         let mut out = Vec::new();
+        // A token sees the sandboxes it made (crate::reach).
+        let sees = crate::reach::visible(&app, &caller);
         for e in entries {
+            if !sees(&e.name) {
+                continue;
+            }
             let row = rows.get(&e.name);
             if let Some((k, v)) = &label {
                 if row.and_then(|r| r.labels.get(k)) != Some(v) {

@@ -1,0 +1,73 @@
+//! Which sandboxes a caller reaches. The scope table says what a token may
+//! do; this says to which sandboxes: a token acts on the sandboxes it made
+//! (through the API, the E2B door or MCP), never on another token's and
+//! never on the owner's own, whatever its scopes. The owner (on the Unix
+//! socket) and an `admin` token, which stands for the owner (it makes
+//! tokens), reach every sandbox; a per-sandbox token reaches the one it was
+//! made for (the owner chose to hand it out).
+//!
+//! A sandbox a caller does not reach is answered as one that does not
+//! exist, so that its name, state and owner stay unknown to the caller.
+//! Every door passes here: the native routes by the sandbox in their path
+//! (the authorizing middleware), the E2B door through its `permit`, MCP
+//! through the native routes it calls with its caller's token, and the
+//! listings by [`visible`].
+
+use crate::app::App;
+use crate::auth::{made_for, Caller, Scope};
+use crate::error::{chain, ApiError};
+use warden_workspace::StoreError;
+
+/// Whether `caller` reaches the sandbox named `id`.
+pub fn reaches(app: &App, caller: &Caller, id: &str) -> Result<bool, ApiError> {
+    let token = match caller {
+        Caller::Owner => return Ok(true),
+        Caller::Token(t) => t,
+    };
+    if token.sandbox.as_deref() == Some(id) || caller.holds(Scope::Admin) {
+        return Ok(true);
+    }
+    let made_by = app.db()?.sandbox(id).map_err(|e| ApiError::internal(chain(&e)))?;
+    let Some(row) = made_by else {
+        // Made by the owner (on the host or the owner's socket), or not
+        // there at all: either way, not this token's.
+        return Ok(false);
+    };
+    if row.token.as_deref() != Some(token.id.as_str()) {
+        return Ok(false);
+    }
+    // The record must be of the sandbox that has the name now, not of an
+    // earlier one the token made and that was removed behind the daemon's
+    // back (`warden rm`): a name holds one sandbox at a time.
+    match app.store.get(id) {
+        Ok(sb) => Ok(made_for(&sb, None, row.created_ms)),
+        Err(StoreError::NotFound(_)) => Ok(false),
+        Err(e) => Err(ApiError::internal(chain(&e))),
+    }
+}
+
+/// `Ok` when `caller` reaches sandbox `id`; otherwise the answer a missing
+/// sandbox gets.
+pub fn check(app: &App, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    if reaches(app, caller, id)? {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!(
+            "no sandbox {id:?}: GET /v1/sandboxes lists them"
+        )))
+    }
+}
+
+/// A filter for listings: whether `caller` sees sandbox `id` (an error
+/// reading the records hides the sandbox rather than showing it).
+pub fn visible<'a>(app: &'a App, caller: &'a Caller) -> impl Fn(&str) -> bool + 'a {
+    move |id| reaches(app, caller, id).unwrap_or(false)
+}
+
+/// Whether `caller` may override what a person must decide on a commit
+/// (`accept_flagged`: files a review flagged, such as git hooks; `force`):
+/// the owner and an `admin` token may; any other token's request is
+/// refused, as MCP never sends them.
+pub fn may_override_review(caller: &Caller) -> bool {
+    matches!(caller, Caller::Owner) || caller.holds(Scope::Admin)
+}
