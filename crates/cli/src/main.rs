@@ -247,6 +247,19 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Print the shell completion script of warden for bash, zsh, fish,
+    /// elvish or powershell (e.g. `warden completions bash >
+    /// /etc/bash_completion.d/warden`)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print warden's manual page (roff, for `man -l -`), or with --dir
+    /// write one page per command into DIR
+    Man {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Make, list and revoke the daemon's API tokens. See `warden token
     /// --help`
     #[command(disable_help_flag = true)]
@@ -355,6 +368,12 @@ fn main() -> ExitCode {
 /// Runs a parsed command line.
 fn dispatch(cli: Cli) -> ExitCode {
     let defaults = || Defaults::for_host(commands::host_facts());
+    // Every command but `run` (its own sandbox's supervisor) only prints
+    // or asks a supervisor: a reader that goes away (`| head`) ends it
+    // quietly instead of a panic on the next line.
+    if !matches!(cli.command, Command::Run(_)) {
+        warden_jail::stdio::quit_on_closed_stdout();
+    }
     if let Some(host) = cli.host.as_deref() {
         return finish(remote(host, cli.command));
     }
@@ -439,6 +458,8 @@ fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::Profile(cmd) => commands::profile::profile(cmd, &defaults()),
         Command::Vm(cmd) => commands::vm::vm(cmd),
+        Command::Completions { shell } => commands::manual::completions(shell, Cli::command()),
+        Command::Man { dir } => commands::manual::man(Cli::command(), dir.as_deref()),
         Command::Serve { args } => daemon("serve", args),
         Command::Token { args } => daemon("token", args),
         Command::Mcp { args } => daemon("mcp", args),

@@ -193,9 +193,9 @@ pub fn probe() -> Report {
         name: "kvm",
         ok: true,
         detail: if kvm {
-            "/dev/kvm present (for the future microVM backend)".into()
+            "/dev/kvm present (for the microVM backend, `--isolation vm`)".into()
         } else {
-            "/dev/kvm absent (only the future microVM backend needs it)".into()
+            "/dev/kvm absent (the microVM backend, `--isolation vm`, runs under slow software emulation)".into()
         },
         lost: None,
     });

@@ -39,6 +39,7 @@ mod sandbox;
 pub mod seccomp;
 pub mod secrets;
 pub mod spawn;
+pub mod stdio;
 mod sys;
 pub mod vmm;
 pub mod vmnet;

@@ -43,7 +43,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(a) => serve(a),
-        Command::Token(t) => token(t),
+        Command::Token(t) => {
+            // Listing only prints: `token list | head` ends quietly.
+            warden_jail::stdio::quit_on_closed_stdout();
+            token(t)
+        }
         Command::Mcp(a) => mcp(a),
     };
     match result {
@@ -245,6 +249,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         for n in &bound.listening.notes {
             eprintln!("warden: {n}");
         }
+        // The first line (and the E2B one) is read by scripts and the
+        // clients' tests: keep their shape.
         eprintln!(
             "warden: serving on {}{}",
             bound.listening.socket.display(),
@@ -258,6 +264,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             eprintln!(
                 "warden: E2B-compatible API on http://{a} (E2B_API_URL and E2B_SANDBOX_URL; E2B_API_KEY is a warden token)"
             );
+        }
+        // After the lines above, which scripts read.
+        match bound.listening.tcp {
+            Some(a) => eprintln!(
+                "warden: the dashboard is http://{a}/ (log in with a token: \
+                 `warden token create NAME --scope admin` prints one)"
+            ),
+            None => eprintln!(
+                "warden: only the owner's socket listens (`warden --host unix:{} ls` drives it); \
+                 `--listen 127.0.0.1:7070` adds the API with tokens and the dashboard",
+                bound.listening.socket.display()
+            ),
         }
         let shutdown = async {
             let mut term =

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod egress;
 pub mod flags;
 pub mod lifecycle;
+pub mod manual;
 pub mod profile;
 pub mod remote;
 pub mod run;

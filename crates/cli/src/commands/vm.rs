@@ -73,6 +73,11 @@ pub fn describe(r: &VmReport) -> String {
         (false, _) => "no usable /dev/kvm: software emulation only (slow)".to_string(),
         (true, Some(true)) => "KVM boots the guest kernel".to_string(),
         (true, Some(false)) => "/dev/kvm is present but did not boot the guest kernel (nested or paravirtual KVM?): software emulation only (slow)".to_string(),
+        // Nothing to boot a probe with: say what is missing, not that a
+        // probe is still to come (`warden doctor` has just tried).
+        (true, None) if r.vmm.is_none() || r.kernel.is_err() || !r.guest_init_present => {
+            "/dev/kvm is present; it can be probed once the VMM, guest kernel and guest init above are all found".to_string()
+        }
         (true, None) => "/dev/kvm is present; not probed yet (the first VM sandbox, or `warden doctor`, probes it)".to_string(),
     };
     row(&mut s, "vm accel", r.kvm_boots == Some(true), accel);

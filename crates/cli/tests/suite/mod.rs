@@ -20,6 +20,7 @@ mod egress_live;
 mod exec_attacks;
 mod fields;
 mod files;
+mod frictions;
 mod home;
 mod input_checks;
 mod isolation;

@@ -1,0 +1,118 @@
+//! What a second week of use tripped over in the command line itself:
+//! each test is a friction seen, through the real binary.
+
+use crate::common::*;
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+
+/// `warden audit list | head -1`: the reader goes away after one line and
+/// warden must end as other Unix tools do (by SIGPIPE, silently), not with
+/// a panic and a backtrace on the terminal.
+#[test]
+fn a_listing_whose_reader_goes_away_ends_quietly() {
+    let state = TempDir::new("closed-pipe");
+    let audit = state.path().join("warden/audit");
+    std::fs::create_dir_all(&audit).unwrap();
+    // Far more lines than a pipe's buffer holds, so that warden is still
+    // printing when the reader closes.
+    for i in 0..3000 {
+        std::fs::write(audit.join(format!("20260101-000000-{i:012}.jsonl")), "").unwrap();
+    }
+    let mut child = Command::new(warden_bin())
+        .args(["audit", "list"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    let mut out = child.stdout.take().unwrap();
+    out.read_exact(&mut first).unwrap();
+    drop(out);
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        !err.contains("panicked") && !err.contains("Broken pipe"),
+        "warden complained about its closed output: {err}"
+    );
+    assert!(
+        status.success() || status.signal() == Some(libc::SIGPIPE),
+        "warden ended with {status:?} when its reader went away"
+    );
+}
+
+/// A person who starts `warden serve` is told where it listens, where the
+/// dashboard is and how to get a token to log in with.
+#[test]
+fn serve_says_where_it_listens_where_the_dashboard_is_and_how_to_get_a_token() {
+    use std::io::BufRead;
+    let state = TempDir::new("serve-words");
+    let mut child = Command::new(warden_bin())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !said.contains("dashboard") && std::time::Instant::now() < deadline {
+        if err.read_line(&mut said).unwrap_or(0) == 0 {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let addr = said
+        .split("serving on ")
+        .nth(1)
+        .and_then(|r| r.split("http://").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in: {said}"))
+        .to_string();
+    assert!(
+        said.contains(&format!("the dashboard is http://{addr}/")),
+        "{said}"
+    );
+    assert!(said.contains("warden token create"), "{said}");
+}
+
+/// `warden doctor` speaks of the microVM backend as the thing it is, and
+/// never says a probe is still to come right after it tried one.
+#[test]
+fn doctor_words_the_microvm_backend_as_it_is_now() {
+    let state = TempDir::new("doctor-words");
+    let out = warden(state.path(), &["doctor"]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!text.contains("future"), "{text}");
+    assert!(
+        !text.contains("or `warden doctor`, probes it"),
+        "doctor says it has not probed what it just probed: {text}"
+    );
+}
+
+/// Completions and manual pages come from the command line's own
+/// definitions: a bash script that knows `run`'s table-built flags, and a
+/// manual page per command.
+#[test]
+fn completions_and_manual_pages_are_made_from_the_command_line_itself() {
+    let state = TempDir::new("manual");
+    let bash = ok(&warden(state.path(), &["completions", "bash"]));
+    assert!(bash.contains("--allow-domain") && bash.contains("--memory"), "{bash}");
+    for shell in ["zsh", "fish"] {
+        assert!(ok(&warden(state.path(), &["completions", shell])).contains("allow-domain"));
+    }
+    let page = ok(&warden(state.path(), &["man"]));
+    assert!(page.starts_with(".ie") || page.contains(".TH"), "{page}");
+    let dir = state.path().join("man");
+    ok(&warden(state.path(), &["man", "--dir", dir.to_str().unwrap()]));
+    assert!(dir.join("warden-run.1").is_file());
+    let bad = warden(state.path(), &["completions", "tcsh"]);
+    assert_eq!(code(&bad), 125, "an unknown shell is warden's own error");
+    assert!(stderr(&bad).contains("bash"), "the error lists the shells: {}", stderr(&bad));
+}
