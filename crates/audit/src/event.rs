@@ -55,6 +55,8 @@ impl Event {
 pub enum EventKind {
     /// The sandbox was configured; nothing runs yet.
     Created {
+        /// Redacted (see `redacted.rs`), as every command line recorded.
+        #[serde(with = "crate::redacted::argv")]
         command: Vec<String>,
         /// Not UTF-8: see `paths.rs` for its encoding.
         #[serde(default, with = "crate::paths::optional")]
@@ -63,13 +65,18 @@ pub enum EventKind {
         cgroup: Option<String>,
     },
     /// A layer of isolation could not be applied and the run goes on without it.
-    Degraded { layer: String, lost: String },
+    Degraded {
+        layer: String,
+        #[serde(with = "crate::redacted::text")]
+        lost: String,
+    },
     /// The command was started inside the sandbox; `pid` is the host PID of the
     /// sandbox's init.
     Started { pid: i32 },
     /// A process was started in a running sandbox (`warden exec`, the API).
     ExecStarted {
         exec: u64,
+        #[serde(with = "crate::redacted::argv")]
         argv: Vec<String>,
         pid: i32,
         tty: bool,
@@ -95,6 +102,7 @@ pub enum EventKind {
         original_destination: Option<String>,
         allowed: bool,
         rule: Option<String>,
+        #[serde(with = "crate::redacted::text")]
         detail: String,
         bytes_out: u64,
         bytes_in: u64,
@@ -122,6 +130,7 @@ pub enum EventKind {
         /// Not UTF-8: see `paths.rs` for their encoding.
         #[serde(with = "crate::paths::many")]
         paths: Vec<PathBuf>,
+        #[serde(with = "crate::redacted::text")]
         detail: String,
     },
     /// The secret proxy put a secret's real value in a request
@@ -134,6 +143,7 @@ pub enum EventKind {
         /// The host the request went (or tried to go) to.
         host: String,
         action: SecretAction,
+        #[serde(with = "crate::redacted::text")]
         detail: String,
     },
     /// Past the decision log's bound, decisions were only counted (logs of
@@ -147,6 +157,7 @@ pub enum EventKind {
         method: String,
         route: String,
         token: Option<String>,
+        #[serde(with = "crate::redacted::text")]
         reason: String,
     },
     /// Its TTL was changed: it stops at `deadline_ms` (none: not by TTL).
@@ -205,6 +216,7 @@ pub enum EventKind {
         /// When the window began (ms since the epoch); `ts_ms` is its end.
         since_ms: u64,
         /// The last decision's reason.
+        #[serde(with = "crate::redacted::text")]
         detail: String,
         /// The last decision's reason as a code and its data, as a
         /// `connection` event carries it (absent in older logs).

@@ -18,6 +18,7 @@ mod event;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 mod paths;
+mod redacted;
 
 pub use event::{
     Event, EventKind, ExitReason, Protocol, Reason, ResourcePeaks, SecretAction, StopReason,
