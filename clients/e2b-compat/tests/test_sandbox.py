@@ -1,5 +1,5 @@
 """The control API through the unmodified E2B SDK: create, info, list,
-timeout and expiry, kill, and a wrong key."""
+timeout and expiry, pause and connect (resuming), kill, and a wrong key."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from e2b import (
     Sandbox,
     SandboxNotRunningException,
     SandboxQuery,
+    SandboxState,
 )
 
 from conftest import EXPIRED
@@ -78,13 +79,32 @@ def test_an_unknown_template_is_refused_and_nothing_is_left(label: str) -> None:
     assert Sandbox.list(query=SandboxQuery(metadata={"test": label})).next_items() == []
 
 
-def test_pause_is_answered_not_supported_and_the_sandbox_keeps_running() -> None:
-    sbx = Sandbox.create(timeout=60)
+def test_pause_freezes_the_sandbox_and_connect_resumes_it_where_it_was(label: str) -> None:
+    sbx = Sandbox.create(metadata={"test": label}, timeout=120)
     try:
-        with pytest.raises(Exception) as e:
-            sbx.pause()
-        assert "not supported" in str(e.value)
-        assert sbx.commands.run("echo up").stdout == "up\n"
+        sbx.commands.run(
+            "python3 -c 'import time\ni = 0\nwhile True:\n    i += 1\n    open(\"/workspace/n\", \"w\").write(str(i)); time.sleep(0.05)' ",
+            background=True,
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            r = sbx.commands.run("cat /workspace/n 2>/dev/null || echo 0")
+            if int(r.stdout.strip() or 0) > 3:
+                break
+            time.sleep(0.2)
+        assert sbx.pause() is True
+        # Paused twice: the SDK's answer for "already paused".
+        assert sbx.beta_pause() is False
+        assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.PAUSED
+        paused = Sandbox.list(query=SandboxQuery(metadata={"test": label}, state=[SandboxState.PAUSED])).next_items()
+        assert [s.sandbox_id for s in paused] == [sbx.sandbox_id]
+        time.sleep(1)
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.RUNNING
+        first = int(again.commands.run("cat /workspace/n").stdout)
+        time.sleep(0.5)
+        # The same counter goes on from its value, not from zero.
+        assert int(again.commands.run("cat /workspace/n").stdout) > first
     finally:
         sbx.kill()
 

@@ -186,6 +186,19 @@ impl Connection {
                 Ok((Errno::from_raw(errno), fds.into_iter().next()))
             }
             Ok((Reply::Error { message }, _)) => Err(ClientError::Refused(message)),
+            // A paused sandbox's supervisor refuses with its reason.
+            Ok((
+                Reply::Refused {
+                    code,
+                    message,
+                    field,
+                },
+                _,
+            )) => Err(ClientError::Rejected {
+                code,
+                message,
+                field,
+            }),
             Ok(_) => Err(ClientError::Unexpected),
             Err(ProtocolError::Closed) => Err(ClientError::FilesUnsupported),
             Err(e) => Err(e.into()),

@@ -42,7 +42,7 @@ from ._errors import (
     WardenConnectionError,
     WardenError,
 )
-from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
+from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo, SnapshotInfo
 from ._sync import Approvals, Client, CommandHandle, Commands, Egress, Sandbox
 from ._models import (
     Change,
@@ -88,6 +88,7 @@ __all__ = [
     "AsyncPty",
     "AsyncPtyHandle",
     "SandboxInfo",
+    "SnapshotInfo",
     "CommandInfo",
     "CommandResult",
     "OutputChunk",

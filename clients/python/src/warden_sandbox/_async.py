@@ -28,7 +28,7 @@ from . import _core, _pool
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
-from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
+from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo, SnapshotInfo
 from ._desktop import AsyncDesktop
 from ._files import AsyncFiles
 from ._pty import AsyncPty
@@ -205,6 +205,24 @@ class AsyncSandbox:
         return SandboxInfo.from_json(
             await self._http.json("POST", _core.sandbox_path(self.id, "stop"), json=body)
         )
+
+    async def pause(self) -> SandboxInfo:
+        """As :meth:`warden_sandbox.Sandbox.pause`."""
+        return SandboxInfo.from_json(await self._http.json("POST", _core.sandbox_path(self.id, "pause")))
+
+    async def resume(self) -> SandboxInfo:
+        """As :meth:`warden_sandbox.Sandbox.resume`."""
+        return SandboxInfo.from_json(await self._http.json("POST", _core.sandbox_path(self.id, "resume")))
+
+    async def create_snapshot(self, name: str) -> SnapshotInfo:
+        """As :meth:`warden_sandbox.Sandbox.create_snapshot`."""
+        d = await self._http.json("POST", _core.sandbox_path(self.id, "snapshots"), json={"name": name})
+        return SnapshotInfo.from_json(d)
+
+    async def fork(self, count: int = 1) -> List[AsyncSandbox]:
+        """As :meth:`warden_sandbox.Sandbox.fork`."""
+        d = await self._http.json("POST", _core.sandbox_path(self.id, "fork"), json={"count": count})
+        return [AsyncSandbox(str(s["id"]), _http=self._http) for s in d.get("sandboxes", [])]
 
     async def set_timeout(self, seconds: float | None) -> SandboxInfo:
         ttl = None if seconds is None else _core.ttl_seconds(seconds)

@@ -167,6 +167,18 @@ def sandbox_path(sandbox: str, *rest: str) -> str:
     return f"/v1/sandboxes/{quote(sandbox, safe='')}{tail}"
 
 
+def snapshot_path(snapshot: str, *rest: str) -> str:
+    tail = "".join("/" + quote(p, safe="") for p in rest)
+    return f"/v1/snapshots/{quote(snapshot, safe='')}{tail}"
+
+
+def new_name() -> str:
+    """A new sandbox's name, as the daemon would give one."""
+    import secrets
+
+    return "sb-" + secrets.token_hex(6)
+
+
 # ---- requests ---------------------------------------------------------------
 
 

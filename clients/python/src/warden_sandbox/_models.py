@@ -17,7 +17,7 @@ class SandboxInfo:
     """A sandbox as the daemon shows it."""
 
     id: str
-    #: ``running`` or ``stopped``.
+    #: ``running``, ``paused`` (its processes frozen in place) or ``stopped``.
     state: str
     profile: str | None
     labels: dict[str, str]
@@ -40,6 +40,10 @@ class SandboxInfo:
     def running(self) -> bool:
         return self.state == "running"
 
+    @property
+    def paused(self) -> bool:
+        return self.state == "paused"
+
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SandboxInfo:
         return cls(
@@ -56,6 +60,28 @@ class SandboxInfo:
             processes=int(d.get("processes", 0)),
             execs=int(d.get("execs", 0)),
             changes_bytes=int(d.get("changes_bytes", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot of a sandbox's files (its workspace layer and home) and
+    options, to make sandboxes from. Processes are not in it."""
+
+    name: str
+    #: The sandbox it was taken from.
+    source: str
+    created_ms: int
+    #: Bytes of files it holds.
+    bytes: int
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SnapshotInfo:
+        return cls(
+            name=str(d["name"]),
+            source=str(d.get("source", "")),
+            created_ms=int(d.get("created_ms", 0)),
+            bytes=int(d.get("bytes", 0)),
         )
 
 

@@ -15,7 +15,7 @@ from . import _core, _pool
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
-from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo
+from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo, SnapshotInfo
 from ._desktop import Desktop
 from ._files import Files
 from ._pty import Pty
@@ -214,6 +214,60 @@ class Sandbox:
         :meth:`kill`."""
         body = {} if grace is None else {"grace_seconds": _core.ttl_seconds(grace)}
         return SandboxInfo.from_json(self._http.json("POST", _core.sandbox_path(self.id, "stop"), json=body))
+
+    def pause(self) -> SandboxInfo:
+        """Freeze every process in it where it is: its memory is kept, it
+        uses no CPU and its timeout stands still; commands and file
+        operations are refused (:class:`ConflictError`, code ``paused``)
+        until :meth:`resume`. It stays paused if the daemon restarts, not
+        if the daemon's host reboots."""
+        return SandboxInfo.from_json(self._http.json("POST", _core.sandbox_path(self.id, "pause")))
+
+    def resume(self) -> SandboxInfo:
+        """Let a paused sandbox's processes go on where they were."""
+        return SandboxInfo.from_json(self._http.json("POST", _core.sandbox_path(self.id, "resume")))
+
+    # ---- snapshots and forks ----
+
+    def create_snapshot(self, name: str) -> SnapshotInfo:
+        """Save its files (workspace layer and home) and options as
+        snapshot ``name``, which only this token sees; a running sandbox is
+        paused for the copy. Processes are not saved."""
+        d = self._http.json("POST", _core.sandbox_path(self.id, "snapshots"), json={"name": name})
+        return SnapshotInfo.from_json(d)
+
+    @classmethod
+    def list_snapshots(cls, host: str | None = None, token: str | None = None) -> List[SnapshotInfo]:
+        """This token's snapshots (the daemon's owner: every one)."""
+        d = _Http(_core.resolve_endpoint(host, token)).json("GET", "/v1/snapshots")
+        return [SnapshotInfo.from_json(s) for s in d.get("snapshots", [])]
+
+    @classmethod
+    def delete_snapshot(cls, name: str, host: str | None = None, token: str | None = None) -> None:
+        _Http(_core.resolve_endpoint(host, token)).request("DELETE", _core.snapshot_path(name))
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snapshot: str,
+        name: str | None = None,
+        host: str | None = None,
+        token: str | None = None,
+        *,
+        start: bool = True,
+    ) -> Sandbox:
+        """A new sandbox with snapshot ``snapshot``'s files and options."""
+        http = _Http(_core.resolve_endpoint(host, token))
+        body = {"name": name or _core.new_name(), "start": start}
+        d = http.json("POST", _core.snapshot_path(snapshot, "sandboxes"), json=body)
+        return cls(str(d["id"]), _http=http)
+
+    def fork(self, count: int = 1) -> List[Sandbox]:
+        """``count`` new sandboxes from its current files and options, each
+        its own (name, hostname, layer), started when it runs; a running
+        sandbox is paused for the copy. Processes are not carried."""
+        d = self._http.json("POST", _core.sandbox_path(self.id, "fork"), json={"count": count})
+        return [Sandbox(str(s["id"]), _http=self._http) for s in d.get("sandboxes", [])]
 
     def set_timeout(self, seconds: float | None) -> SandboxInfo:
         """Stop it ``seconds`` from now (``None``: never by itself)."""
