@@ -103,8 +103,17 @@ export function sandboxPage(root, id, tab) {
       );
       if (s.state !== state) {
         state = s.state;
+        // A running sandbox can be paused (its processes frozen in
+        // place, their memory kept) and a paused one resumed or stopped.
+        const live = s.state === 'running' || s.state === 'paused';
         actions.replaceChildren(
           s.state === 'running'
+            ? h('button', { type: 'button', id: 'pause', title: 'Freeze its processes where they are; their memory is kept', onclick: () => act('pause') }, 'Pause')
+            : null,
+          s.state === 'paused'
+            ? h('button', { type: 'button', id: 'resume', title: 'Let its processes go on where they were', onclick: () => act('resume') }, 'Resume')
+            : null,
+          live
             ? h('button', { type: 'button', id: 'stop', onclick: () => act('stop') }, 'Stop')
             : h('button', { type: 'button', id: 'start', onclick: () => act('start') }, 'Start'),
           h('button', { type: 'button', class: 'danger', onclick: () => act('delete') }, 'Delete'),

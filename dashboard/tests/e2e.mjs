@@ -327,6 +327,20 @@ try {
     if (!backend.includes('namespaces')) throw new Error(`no backend: ${backend}`);
   });
 
+  await scenario('pause freezes the sandbox, a command is refused meanwhile, and resume lets it go on', async () => {
+    await page.goto(`${base}/#/s/demo/events`);
+    await page.locator('#pause').click();
+    await page.locator('#sandbox-state', { hasText: 'paused' }).waitFor({ timeout: 20000 });
+    await page.locator('#resume').waitFor();
+    const refused = await call('POST', '/v1/sandboxes/demo/exec', { argv: ['true'] }).then(() => 'ran', (e) => e.message);
+    if (!/: 409 .*"code":"paused"/.test(refused)) throw new Error(`a command into a paused sandbox was not refused as paused: ${refused}`);
+    await page.locator('#resume').click();
+    await page.locator('#sandbox-state', { hasText: 'running' }).waitFor({ timeout: 20000 });
+    await page.locator('#pause').waitFor();
+    const ran = await call('POST', '/v1/sandboxes/demo/exec', { argv: ['echo', 'back'] });
+    if (ran.stdout !== 'back\n') throw new Error(`a command after resume did not run: ${JSON.stringify(ran)}`);
+  });
+
   await scenario('one file of the diff is committed', async () => {
     await page.goto(`${base}/#/s/demo/events`);
     await page.locator('#stop').click();
