@@ -16,11 +16,50 @@ impl Event {
     }
 }
 
+impl Event {
+    /// [`Event::describe`], followed in parentheses by a door's words for
+    /// what would have allowed a refusal ([`EventKind::describe_with`]).
+    pub fn describe_with(&self, word: impl Fn(&str, &[String]) -> Option<String>) -> String {
+        let line = self.describe();
+        match self.kind.remedy(word) {
+            Some(r) => format!("{line} ({r})"),
+            None => line,
+        }
+    }
+}
+
 impl EventKind {
     /// What happened, as [`Event::describe`] says it after the time and
     /// the sandbox.
     pub fn describe(&self) -> String {
         describe_kind(self)
+    }
+
+    /// What happened, followed in parentheses by what would have allowed
+    /// it when it is a refusal whose reason names an option: `word` gets
+    /// the option by its profile key and the entries that would (none
+    /// where the option is a switch or a size) and says it in its door's
+    /// words (a flag, a JSON path), or nothing.
+    pub fn describe_with(&self, word: impl Fn(&str, &[String]) -> Option<String>) -> String {
+        match self.remedy(word) {
+            Some(r) => format!("{} ({r})", self.describe()),
+            None => self.describe(),
+        }
+    }
+
+    /// A door's words ([`EventKind::describe_with`]) for what would have
+    /// allowed a refused connection, if its reason names an option.
+    pub fn remedy(&self, word: impl Fn(&str, &[String]) -> Option<String>) -> Option<String> {
+        let EventKind::Connection {
+            allowed: false,
+            reason: Some(reason),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let entries: Vec<String> = reason.allow.iter().map(|a| a.value.clone()).collect();
+        word(reason.field()?, &entries)
     }
 }
 

@@ -356,37 +356,20 @@ pub fn remedy(field: Field, entries: &[String]) -> Option<String> {
     })
 }
 
-/// The remedy of a recorded decision: a denial whose reason names an
-/// option that would change it.
-fn event_remedy(kind: &warden_audit::EventKind) -> Option<String> {
-    let warden_audit::EventKind::Connection {
-        allowed: false,
-        reason: Some(reason),
-        ..
-    } = kind
-    else {
-        return None;
-    };
-    let field = Field::from_profile_key(reason.field()?)?;
-    let entries: Vec<String> = reason.allow.iter().map(|a| a.value.clone()).collect();
-    remedy(field, &entries)
+/// What would have allowed a refusal, in the CLI's words.
+fn word(key: &str, entries: &[String]) -> Option<String> {
+    remedy(Field::from_profile_key(key)?, entries)
 }
 
 /// An event's line as the CLI shows it: its description, and for a denial
 /// the flag that would allow it.
 pub fn describe_kind(kind: &warden_audit::EventKind) -> String {
-    match event_remedy(kind) {
-        Some(r) => format!("{} ({r})", kind.describe()),
-        None => kind.describe(),
-    }
+    kind.describe_with(word)
 }
 
 /// [`describe_kind`] after the event's time and sandbox.
 pub fn describe(event: &warden_audit::Event) -> String {
-    match event_remedy(&event.kind) {
-        Some(r) => format!("{} ({r})", event.describe()),
-        None => event.describe(),
-    }
+    event.describe_with(word)
 }
 
 /// An end-of-run notice in this door's words.

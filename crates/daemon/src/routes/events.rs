@@ -133,29 +133,15 @@ pub fn remedy(field: Field, entries: &[String]) -> Option<String> {
     })
 }
 
-/// The remedy of a recorded decision: a denial whose reason names an
-/// option that would change it.
-pub fn event_remedy(kind: &warden_audit::EventKind) -> Option<String> {
-    let warden_audit::EventKind::Connection {
-        allowed: false,
-        reason: Some(reason),
-        ..
-    } = kind
-    else {
-        return None;
-    };
-    let field = Field::from_profile_key(reason.field()?)?;
-    let entries: Vec<String> = reason.allow.iter().map(|a| a.value.clone()).collect();
-    remedy(field, &entries)
+/// What would have allowed a refusal, in the API's words.
+fn word(key: &str, entries: &[String]) -> Option<String> {
+    remedy(Field::from_profile_key(key)?, entries)
 }
 
 /// An event as one line for the API's readers (MCP's denial lists), with
 /// its remedy in the API's words.
 pub fn describe(event: &warden_audit::Event) -> String {
-    match event_remedy(&event.kind) {
-        Some(r) => format!("{} ({r})", event.describe()),
-        None => event.describe(),
-    }
+    event.describe_with(word)
 }
 
 /// A log line with its `remedy` key added, when it has one: appended
@@ -164,7 +150,7 @@ pub fn describe(event: &warden_audit::Event) -> String {
 fn with_remedy(line: &str) -> String {
     let remedy = serde_json::from_str::<warden_audit::Event>(line)
         .ok()
-        .and_then(|e| event_remedy(&e.kind));
+        .and_then(|e| e.kind.remedy(word));
     match (remedy, line.trim_end().strip_suffix('}')) {
         (Some(r), Some(head)) => match serde_json::to_string(&r) {
             Ok(r) => format!("{head},\"remedy\":{r}}}"),
