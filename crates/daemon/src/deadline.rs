@@ -118,11 +118,14 @@ where
                     if proof.stands() {
                         return Ok(response);
                     }
+                    // An answer that breaks off at its request's deadline:
+                    // hyper then drops the connection.
                     Ok(response.map(|inner| {
-                        Body::new(Deadlined {
+                        CutOff::body(
                             inner,
-                            expired: Box::pin(expiry(proof, deadline)),
-                        })
+                            Box::pin(expiry(proof, deadline)),
+                            End::Broken(io::ErrorKind::TimedOut, "the request's deadline passed"),
+                        )
                     }))
                 }
                 () = expiry(proof.clone(), deadline) => Ok(too_slow(limit)),
@@ -158,14 +161,42 @@ fn too_slow(limit: Duration) -> Response {
     r
 }
 
-/// An answer that breaks off at its request's deadline: hyper then drops
-/// the connection.
-struct Deadlined {
+/// A body that ends when a moment comes (its request's deadline, its
+/// credential's revocation), however much it still has to say.
+pub(crate) struct CutOff {
     inner: Body,
-    expired: Pin<Box<dyn Future<Output = ()> + Send>>,
+    at: Pin<Box<dyn Future<Output = ()> + Send>>,
+    end: End,
+    ended: bool,
 }
 
-impl HttpBody for Deadlined {
+/// How a cut-off body ends.
+pub(crate) enum End {
+    /// As if it were whole, after these last bytes: an answer.
+    Last(Option<Bytes>),
+    /// With an error of this kind: a request, whose reader must not take a
+    /// cut-off upload for a whole one, or an answer hyper is to drop the
+    /// connection under.
+    Broken(io::ErrorKind, &'static str),
+}
+
+impl CutOff {
+    /// `inner`, ended by `end` once `at` resolves.
+    pub(crate) fn body(
+        inner: Body,
+        at: Pin<Box<dyn Future<Output = ()> + Send>>,
+        end: End,
+    ) -> Body {
+        Body::new(CutOff {
+            inner,
+            at,
+            end,
+            ended: false,
+        })
+    }
+}
+
+impl HttpBody for CutOff {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -174,16 +205,23 @@ impl HttpBody for Deadlined {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.get_mut();
-        if this.expired.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Some(Err(axum::Error::new(io::Error::from(
-                io::ErrorKind::TimedOut,
-            )))));
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        // Asked first: a stream that always has something to say must
+        // still end.
+        if this.at.as_mut().poll(cx).is_ready() {
+            this.ended = true;
+            return Poll::Ready(match &mut this.end {
+                End::Last(last) => last.take().map(|b| Ok(Frame::data(b))),
+                End::Broken(kind, why) => Some(Err(axum::Error::new(io::Error::new(*kind, *why)))),
+            });
         }
         Pin::new(&mut this.inner).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.ended || self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

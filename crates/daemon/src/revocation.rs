@@ -17,17 +17,13 @@
 //! API's `PUT`, the E2B door's `/files` and `StreamInput`) writes nothing
 //! into the sandbox after its revocation, whichever handler reads it.
 
-use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use crate::app::{App, Credential};
+use crate::deadline::{CutOff, End};
 
 /// `response` with its body ended once `credential` no longer stands,
 /// after `last` (a door's own way of saying why, such as a Connect
@@ -43,14 +39,7 @@ pub fn bound(
         return response;
     }
     let revoked = Box::pin(app.clone().revoked(credential));
-    response.map(|inner| {
-        Body::new(Bounded {
-            inner,
-            revoked,
-            end: End::Last(last),
-            ended: false,
-        })
-    })
+    response.map(|inner| CutOff::body(inner, revoked, End::Last(last)))
 }
 
 /// `req` with its body broken off once `credential` no longer stands: a
@@ -62,64 +51,13 @@ pub fn bound_request(app: &Arc<App>, credential: &Credential, req: Request) -> R
     }
     let revoked = Box::pin(app.clone().revoked(credential.clone()));
     req.map(|inner| {
-        Body::new(Bounded {
+        CutOff::body(
             inner,
             revoked,
-            end: End::Broken,
-            ended: false,
-        })
+            End::Broken(
+                std::io::ErrorKind::PermissionDenied,
+                "the credential this request was sent with was revoked or ended",
+            ),
+        )
     })
-}
-
-/// How a bounded body ends at its credential's revocation.
-enum End {
-    /// As if it were whole, after these last bytes: an answer.
-    Last(Option<Bytes>),
-    /// With an error: a request, whose reader must not take a cut-off
-    /// upload for a whole one.
-    Broken,
-}
-
-/// A body that ends when its credential's revocation is seen.
-struct Bounded {
-    inner: Body,
-    revoked: Pin<Box<dyn Future<Output = ()> + Send>>,
-    end: End,
-    ended: bool,
-}
-
-impl HttpBody for Bounded {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = self.get_mut();
-        if this.ended {
-            return Poll::Ready(None);
-        }
-        // Asked first: a stream that always has something to say must
-        // still end.
-        if this.revoked.as_mut().poll(cx).is_ready() {
-            this.ended = true;
-            return Poll::Ready(match &mut this.end {
-                End::Last(last) => last.take().map(|b| Ok(Frame::data(b))),
-                End::Broken => Some(Err(axum::Error::new(std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    "the credential this request was sent with was revoked or ended",
-                )))),
-            });
-        }
-        Pin::new(&mut this.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.ended || self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
 }

@@ -456,35 +456,44 @@ impl Session {
     /// End the session: remove every sandbox it made and did not keep.
     /// Committed changes are on the host already; the rest go with them.
     pub async fn close(&self) {
-        let gone: Vec<String> = {
-            let mut state = self.state();
-            let ids: Vec<String> = state
-                .sandboxes
-                .iter()
-                .filter(|(_, o)| !o.keep)
-                .map(|(id, _)| id.clone())
-                .collect();
-            for o in state.sandboxes.values_mut() {
-                if let Some(w) = o.watcher.take() {
-                    w.abort();
-                }
+        let gone = self.state().release();
+        remove_all(self.api(), gone).await;
+    }
+}
+
+impl State {
+    /// The session lets go of its sandboxes: their watchers stop, and the
+    /// ids of those it made and did not keep are returned, to be removed.
+    fn release(&mut self) -> Vec<String> {
+        let ids: Vec<String> = self
+            .sandboxes
+            .iter()
+            .filter(|(_, o)| !o.keep)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for o in self.sandboxes.values_mut() {
+            if let Some(w) = o.watcher.take() {
+                w.abort();
             }
-            state.sandboxes.clear();
-            ids
-        };
-        for id in gone {
-            // The session made them; its end removes them, as the owner.
-            let _ = self
-                .api()
-                .call(
-                    &Identity::owner(),
-                    Method::DELETE,
-                    &format!("/v1/sandboxes/{}?force=true", inner::enc(&id)),
-                    Send::None,
-                    1 << 16,
-                )
-                .await;
         }
+        self.sandboxes.clear();
+        ids
+    }
+}
+
+/// Removes sandboxes a session made, as the owner: the session made them,
+/// and its end removes them.
+async fn remove_all(api: &Api, ids: Vec<String>) {
+    for id in ids {
+        let _ = api
+            .call(
+                &Identity::owner(),
+                Method::DELETE,
+                &format!("/v1/sandboxes/{}?force=true", inner::enc(&id)),
+                Send::None,
+                1 << 16,
+            )
+            .await;
     }
 }
 
@@ -492,21 +501,11 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // An HTTP session that ends (closed by its client, or idle too
         // long) takes its sandboxes with it. Stdio closes explicitly.
-        let state = self
+        let ids = self
             .state
             .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let ids: Vec<String> = state
-            .sandboxes
-            .iter()
-            .filter(|(_, o)| !o.keep)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for o in state.sandboxes.values_mut() {
-            if let Some(w) = o.watcher.take() {
-                w.abort();
-            }
-        }
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .release();
         if ids.is_empty() {
             return;
         }
@@ -514,19 +513,7 @@ impl Drop for Shared {
             return;
         };
         let api = self.api.clone();
-        handle.spawn(async move {
-            for id in ids {
-                let _ = api
-                    .call(
-                        &Identity::owner(),
-                        Method::DELETE,
-                        &format!("/v1/sandboxes/{}?force=true", inner::enc(&id)),
-                        Send::None,
-                        1 << 16,
-                    )
-                    .await;
-            }
-        });
+        handle.spawn(async move { remove_all(&api, ids).await });
     }
 }
 
