@@ -18,8 +18,8 @@ pub enum Protocol {
     Tcp,
     /// A DNS question to the sandbox's resolver.
     Dns,
-    /// A request on a terminated connection, judged by `--secret-rule` or
-    /// its `Host`.
+    /// A request on a terminated connection, judged by its name's request
+    /// rules, a secret's request rules or its `Host`.
     Request,
     /// What the secret proxy did with a secret.
     Secret(SecretAction),
@@ -211,6 +211,12 @@ reasons! {
     ResponseWithheld => "response_withheld", -, "A response from a secret's host was withheld: it could not be checked for the value.";
     SecretRule => "secret_rule", SecretRule, "No request rule of the secret's host allows the request.";
     MisdirectedRequest => "misdirected_request", -, "A request on a terminated connection names another host, or an ambiguous target.";
+    // A request decided by its name's request rules.
+    RequestAllowed => "request_allowed", -, "A request rule allows the request.";
+    RequestDenied => "request_denied", -, "A request rule denies the request.";
+    NoRequestRule => "no_request_rule", -, "The name has request rules and none of them allows the request.";
+    RequestNotAsked => "request_not_asked", -, "A request rule asks about the request, and no one is asked about single requests.";
+    RequestRulesNeedTls => "request_rules_need_tls", -, "A name with request rules is reached only over TLS, which the proxy terminates to decide each request.";
     UpstreamFailed => "upstream_failed", -, "The connection to a secret's host failed (its TLS included).";
     // Errors of setting up.
     UpstreamCaUnreadable => "upstream_ca_unreadable", UpstreamCa, "An upstream authority file cannot be read.";

@@ -293,8 +293,10 @@ impl Shared {
     /// name before every connection), and the observer may count repeats
     /// instead of keeping each (it did not when they were numbered: two
     /// log lines and writer wake-ups per connection of such a program).
+    /// Nor does a request on a terminated connection: it rides on the
+    /// connection's own number, and repeats as a DNS answer does.
     fn record(&self, d: &Decision) -> Option<u64> {
-        let opens = d.allowed && d.protocol != Protocol::Dns;
+        let opens = d.allowed && !matches!(d.protocol, Protocol::Dns | Protocol::Request);
         let conn = opens.then(|| {
             self.next_conn
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)

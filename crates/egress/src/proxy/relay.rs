@@ -28,21 +28,19 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Answer a denied connection, or connect an allowed one and splice it or
 /// hand it to the terminator; report it.
-#[allow(clippy::too_many_lines)] // one connection's end: deny, or connect, splice or terminate, report
 pub(super) async fn settle(
-    mut conn: TcpStream,
-    mut buf: Vec<u8>,
+    conn: TcpStream,
+    buf: Vec<u8>,
     at: &Arrival,
     protocol: Protocol,
     verdict: Verdict,
     shared: &Arc<Shared>,
 ) {
-    let (start, original, port) = (at.start, at.original, at.port);
     let mut decision = Decision {
         protocol,
         name: None,
-        port,
-        original_destination: original.map(|a| a.to_string()),
+        port: at.port,
+        original_destination: at.original.map(|a| a.to_string()),
         allowed: false,
         rule: None,
         detail: String::new(),
@@ -63,21 +61,17 @@ pub(super) async fn settle(
             // it is not the proxy's own.
             if let Some(p) = ask_port.or_else(|| {
                 matches!(protocol, Protocol::Http | Protocol::Connect)
-                    .then(|| parse_request_head(&buf, port).ok().flatten())
+                    .then(|| parse_request_head(&buf, at.port).ok().flatten())
                     .flatten()
                     .map(|h| h.destination.port)
             }) {
                 decision.port = p;
             }
             decision.name = name;
-            decision.detail = why.clone();
-            if http {
-                let _ = conn
-                    .write_all(&forbidden(cause.reason, &format!("denied: {why}")))
-                    .await;
-            }
+            let answer = http.then(|| forbidden(cause.reason, &format!("denied: {why}")));
+            decision.detail = why;
             decision.reason = Some(cause);
-            let _ = conn.shutdown().await;
+            refused(conn, answer, decision, at, shared).await;
         }
         Verdict::Refuse { name, why, cause } => {
             decision.name = Some(name);
@@ -87,220 +81,304 @@ pub(super) async fn settle(
             // write fails at once with "connection reset".
             let _ = conn.set_zero_linger();
             drop(conn);
+            decision.duration_ms = at.start.elapsed().as_millis() as u64;
+            shared.record(&decision);
         }
         Verdict::Allow {
             name,
             rule,
-            port: upstream_port,
+            port,
             tunnel,
             owner,
             reason,
         } => {
             decision.name = Some(name.clone());
-            decision.port = upstream_port;
+            decision.port = port;
             decision.reason = Some(Cause::new(reason));
-            // In the registry of open connections from here on: a removal
-            // of its name from the allowlist cuts it, whatever it is doing.
-            let registered = live::register(shared, at, &name, upstream_port, &rule);
             decision.rule = Some(rule.clone());
-            let mut registration = match registered {
-                Ok(r) => r,
-                Err((reason, why)) => {
-                    decision.detail = why;
-                    decision.reason = Some(Cause::new(reason));
-                    let _ = conn.shutdown().await;
-                    decision.duration_ms = start.elapsed().as_millis() as u64;
-                    shared.record(&decision);
-                    return;
-                }
+            let allowed = Allowed {
+                name,
+                rule,
+                port,
+                tunnel,
+                owner,
+                reason,
             };
-            // A CONNECT is not answered yet: its tunnel opens only once the
-            // upstream is connected (as squid does), so that a refusal is a
-            // status the client can show, not a broken handshake.
-            let upstream = match admit(shared, &buf, protocol, at, &name, upstream_port) {
-                Err(Refusal::Stray(why)) => {
-                    decision.allowed = false;
-                    decision.detail = why.clone();
-                    if protocol == Protocol::Http || tunnel {
-                        let _ = conn
-                            .write_all(&forbidden(Reason::StrayPlaceholder, &why))
-                            .await;
-                    }
-                    decision.reason = Some(Cause::new(Reason::StrayPlaceholder));
-                    let _ = conn.shutdown().await;
-                    decision.duration_ms = start.elapsed().as_millis() as u64;
-                    shared.record(&decision);
-                    return;
-                }
-                Err(quota @ Refusal::Quota(_)) => {
-                    let (why, cause) = quota.why();
-                    Err(Unreached::Failed(why, cause))
-                }
-                Ok(()) => tokio::select! {
-                    u = connect_upstream(&name, upstream_port, owner, shared) => u,
-                    _ = registration.cut() => Err(Unreached::Failed(cut_why(&name), Cause::new(Reason::Removed))),
-                },
-            };
-            // The tunnel's first bytes, judged once the upstream is there.
-            // Boxed: the proxy's thread has a small stack, and a future
-            // this size would be built on it.
-            let upstream = match upstream {
-                Ok(up) if tunnel => Box::pin(open_tunnel(
-                    &mut conn,
-                    &mut buf,
-                    at,
-                    (&name, rule, owner, reason),
-                    upstream_port,
-                    shared,
-                    &mut registration,
-                ))
-                .await
-                .map(|()| up),
-                other => other,
-            };
-            match upstream {
-                // Refused by where the name leads: a plain request or a
-                // CONNECT (not answered yet) is told why, as a denial is.
-                Err(Unreached::Refused(why, cause)) if protocol == Protocol::Http || tunnel => {
-                    decision.detail = why.clone();
-                    let _ = conn
-                        .write_all(&forbidden(cause.reason, &format!("denied: {why}")))
-                        .await;
-                    decision.reason = Some(cause);
-                    let _ = conn.shutdown().await;
-                }
-                Err(Unreached::Refused(why, cause)) => {
-                    decision.detail = why;
-                    decision.reason = Some(cause);
-                    let _ = conn.shutdown().await;
-                }
-                Err(Unreached::Failed(why, cause)) => {
-                    if tunnel {
-                        let _ = conn.write_all(&bad_gateway(cause.reason, &why)).await;
-                    }
-                    decision.detail = why;
-                    decision.reason = Some(cause);
-                    let _ = conn.shutdown().await;
-                }
-                // Inside an open tunnel an HTTP answer would be taken for
-                // the other protocol's bytes: the tunnel is cut.
-                Err(Unreached::Cut(why, cause)) => {
-                    decision.detail = why;
-                    decision.reason = Some(cause);
-                    let _ = conn.shutdown().await;
-                }
-                Ok((upstream, addr)) => {
-                    decision.allowed = true;
-                    decision.detail = format!("to {addr}");
-                    let terminator = shared.terminator.clone().filter(|t| {
-                        matches!(protocol, Protocol::Tls | Protocol::Connect)
-                            && matches!(tls::peek(&buf), ClientHello::Sni(_))
-                            && t.terminates(&name, upstream_port)
-                    });
-                    // Terminating costs the budget more, for as long as
-                    // the connection is open; refused when it cannot pay.
-                    let terminator = match terminator {
-                        Some(t) => match shared
-                            .connection_memory
-                            .clone()
-                            .try_acquire_many_owned(super::TERMINATED_COST)
-                        {
-                            Ok(permit) => Some((t, permit)),
-                            Err(_) => {
-                                decision.allowed = false;
-                                decision.reason = Some(Cause::new(Reason::MemoryBudget));
-                                decision.detail = format!(
-                                    "the proxy's memory budget ({} MiB) is spent: no room to terminate TLS for {name}'s secrets",
-                                    super::MEMORY_BUDGET_KIB / 1024
-                                );
-                                let _ = conn.shutdown().await;
-                                decision.duration_ms = start.elapsed().as_millis() as u64;
-                                shared.record(&decision);
-                                return;
-                            }
-                        },
-                        None => None,
-                    };
-                    if let Some((t, _terminated_permit)) = terminator {
-                        decision.detail = format!("to {addr}, TLS terminated for its secrets");
-                        decision.duration_ms = start.elapsed().as_millis() as u64;
-                        let number = shared.record(&decision);
-                        let recorder = shared.clone();
-                        let why_cut = cut_why(&name);
-                        let served = tokio::select! {
-                            s = crate::secrets::serve_apart(
-                                t,
-                                conn,
-                                std::mem::take(&mut buf),
-                                upstream,
-                                name,
-                                upstream_port,
-                                Arc::new(move |d| {
-                                    recorder.record(&d);
-                                }),
-                                shared.idle,
-                            ) => s,
-                            _ = registration.cut() => Err(why_cut),
-                        };
-                        let duration_ms = start.elapsed().as_millis() as u64;
-                        let (out, inn) = served.as_ref().map(|c| *c).unwrap_or((0, 0));
-                        shared
-                            .used
-                            .fetch_add(out + inn, std::sync::atomic::Ordering::Relaxed);
-                        decision.bytes_out = out;
-                        decision.bytes_in = inn;
-                        decision.duration_ms = duration_ms;
-                        if let Err(why) = served {
-                            decision.detail = format!("{}; {why}", decision.detail);
-                        }
-                        shared.close(number, &decision);
-                        return;
-                    }
-                    let mut upstream = upstream;
-                    // Recorded now, while the connection is open: a
-                    // connection still open when the run ends is in the log
-                    // all the same. Its bytes are filled in when it ends.
-                    decision.duration_ms = start.elapsed().as_millis() as u64;
-                    let number = shared.record(&decision);
-                    // For a CONNECT, `buf` already holds what came through
-                    // the tunnel, the head having been answered (see
-                    // `classify::through_tunnel`). A
-                    // plain HTTP request is sent with `Connection: close`:
-                    // the decision was made on its Host, and a second
-                    // request on the same connection, under another Host,
-                    // must not ride on it.
-                    let rewritten = (protocol == Protocol::Http)
-                        .then(|| with_connection_close(&buf))
-                        .flatten();
-                    let first = rewritten.as_deref().unwrap_or(buf.as_slice());
-                    let first_len = first.len() as u64;
-                    let (mut out, mut inn) = (0, 0);
-                    if upstream.write_all(first).await.is_ok() {
-                        // What was read first is sent: its memory goes back.
-                        drop(rewritten);
-                        drop(std::mem::take(&mut buf));
-                        shared
-                            .used
-                            .fetch_add(first_len, std::sync::atomic::Ordering::Relaxed);
-                        let passed =
-                            pass::pass(&mut conn, &mut upstream, shared, &mut registration).await;
-                        (out, inn) = (passed.out + first_len, passed.inn);
-                        if passed.cut {
-                            decision.detail = format!("{}; {}", decision.detail, cut_why(&name));
-                        }
-                    }
-                    let duration_ms = start.elapsed().as_millis() as u64;
-                    decision.bytes_out = out;
-                    decision.bytes_in = inn;
-                    decision.duration_ms = duration_ms;
-                    shared.close(number, &decision);
-                    return;
-                }
-            }
+            Box::pin(connect_allowed(conn, buf, at, allowed, decision, shared)).await;
         }
     }
-    decision.duration_ms = start.elapsed().as_millis() as u64;
+}
+
+/// Close a refused connection after `answer` (what the client is told,
+/// when it can be told anything), and record the decision.
+async fn refused(
+    mut conn: TcpStream,
+    answer: Option<Vec<u8>>,
+    mut decision: Decision,
+    at: &Arrival,
+    shared: &Arc<Shared>,
+) {
+    if let Some(a) = answer {
+        let _ = conn.write_all(&a).await;
+    }
+    let _ = conn.shutdown().await;
+    decision.duration_ms = at.start.elapsed().as_millis() as u64;
     shared.record(&decision);
+}
+
+/// An allowed verdict's particulars.
+struct Allowed {
+    name: String,
+    rule: String,
+    port: u16,
+    tunnel: bool,
+    owner: bool,
+    reason: Reason,
+}
+
+/// Register an allowed connection, connect its upstream (a CONNECT's
+/// tunnel opened only then) and relay it; or say why it could not be.
+async fn connect_allowed(
+    mut conn: TcpStream,
+    mut buf: Vec<u8>,
+    at: &Arrival,
+    a: Allowed,
+    mut decision: Decision,
+    shared: &Arc<Shared>,
+) {
+    let protocol = decision.protocol;
+    // In the registry of open connections from here on: a removal of its
+    // name from the allowlist cuts it, whatever it is doing.
+    let mut registration = match live::register(shared, at, &a.name, a.port, &a.rule) {
+        Ok(r) => r,
+        Err((reason, why)) => {
+            decision.detail = why;
+            decision.reason = Some(Cause::new(reason));
+            refused(conn, None, decision, at, shared).await;
+            return;
+        }
+    };
+    // A CONNECT is not answered yet: its tunnel opens only once the
+    // upstream is connected (as squid does), so that a refusal is a status
+    // the client can show, not a broken handshake.
+    let upstream = match admit(shared, &buf, protocol, at, &a.name, a.port) {
+        Err(Refusal::Stray(why)) => {
+            let answer = (protocol == Protocol::Http || a.tunnel)
+                .then(|| forbidden(Reason::StrayPlaceholder, &why));
+            decision.detail = why;
+            decision.reason = Some(Cause::new(Reason::StrayPlaceholder));
+            refused(conn, answer, decision, at, shared).await;
+            return;
+        }
+        Err(quota @ Refusal::Quota(_)) => {
+            let (why, cause) = quota.why();
+            Err(Unreached::Failed(why, cause))
+        }
+        Ok(()) => tokio::select! {
+            u = connect_upstream(&a.name, a.port, a.owner, shared) => u,
+            _ = registration.cut() => Err(Unreached::Failed(cut_why(&a.name), Cause::new(Reason::Removed))),
+        },
+    };
+    // The tunnel's first bytes, judged once the upstream is there. Boxed:
+    // the proxy's thread has a small stack, and a future this size would
+    // be built on it.
+    let upstream = match upstream {
+        Ok(up) if a.tunnel => Box::pin(open_tunnel(
+            &mut conn,
+            &mut buf,
+            at,
+            (&a.name, a.rule.clone(), a.owner, a.reason),
+            a.port,
+            shared,
+            &mut registration,
+        ))
+        .await
+        .map(|()| up),
+        other => other,
+    };
+    let (upstream, addr) = match upstream {
+        Ok(u) => u,
+        Err(unreached) => {
+            let (why, cause, answer) = unreached.answer(protocol == Protocol::Http, a.tunnel);
+            decision.detail = why;
+            decision.reason = Some(cause);
+            refused(conn, answer, decision, at, shared).await;
+            return;
+        }
+    };
+    decision.allowed = true;
+    decision.detail = format!("to {addr}");
+    let ended = Ended {
+        at,
+        registration,
+        shared,
+    };
+    match terminated(shared, &buf, protocol, &a.name, a.port) {
+        Terminate::No => relay_plain(conn, buf, upstream, decision, ended).await,
+        Terminate::Yes(t, _permit) => {
+            relay_terminated(conn, buf, upstream, t, decision, ended).await;
+        }
+        Terminate::Refused(reason, why) => {
+            let answer = (protocol == Protocol::Http || a.tunnel)
+                .then(|| forbidden(reason, &format!("denied: {why}")));
+            decision.allowed = false;
+            decision.detail = why;
+            decision.reason = Some(Cause::new(reason));
+            refused(conn, answer, decision, at, shared).await;
+        }
+    }
+}
+
+/// What an allowed connection's end needs: when it arrived, its
+/// registration (a removal cuts it) and the proxy's state.
+struct Ended<'a> {
+    at: &'a Arrival,
+    registration: live::Registration,
+    shared: &'a Arc<Shared>,
+}
+
+/// Whether an allowed connection is served by the terminator.
+enum Terminate {
+    No,
+    /// Yes, with the budget's permit for as long as it is open.
+    Yes(
+        Arc<crate::secrets::Terminator>,
+        tokio::sync::OwnedSemaphorePermit,
+    ),
+    /// It must be and cannot: a name with request rules reached other than
+    /// over TLS, or no room in the budget.
+    Refused(Reason, String),
+}
+
+/// TLS with a server name to a name that has secrets or request rules is
+/// terminated, and costs the budget more for as long as it is open
+/// (refused when it cannot pay). A name with request rules is reached
+/// through the terminator or not at all: plain HTTP or another protocol
+/// would carry requests no rule saw.
+fn terminated(
+    shared: &Arc<Shared>,
+    buf: &[u8],
+    protocol: Protocol,
+    name: &str,
+    port: u16,
+) -> Terminate {
+    let Some(t) = shared.terminator.clone() else {
+        return Terminate::No;
+    };
+    let tls = matches!(protocol, Protocol::Tls | Protocol::Connect)
+        && matches!(tls::peek(buf), ClientHello::Sni(_));
+    if !tls || !t.terminates(name, port) {
+        if t.rules_requests(name, port) {
+            return Terminate::Refused(
+                Reason::RequestRulesNeedTls,
+                format!("{name} on port {port} has request rules, which are applied to TLS only (the proxy terminates it to read each request)"),
+            );
+        }
+        return Terminate::No;
+    }
+    match shared
+        .connection_memory
+        .clone()
+        .try_acquire_many_owned(super::TERMINATED_COST)
+    {
+        Ok(permit) => Terminate::Yes(t, permit),
+        Err(_) => Terminate::Refused(
+            Reason::MemoryBudget,
+            format!(
+                "the proxy's memory budget ({} MiB) is spent: no room to terminate TLS for {name}",
+                super::MEMORY_BUDGET_KIB / 1024
+            ),
+        ),
+    }
+}
+
+/// Serve an allowed connection through the terminator until it ends (or
+/// its name is removed), and report what it moved.
+async fn relay_terminated(
+    conn: TcpStream,
+    buf: Vec<u8>,
+    upstream: TcpStream,
+    t: Arc<crate::secrets::Terminator>,
+    mut decision: Decision,
+    mut e: Ended<'_>,
+) {
+    let name = decision.name.clone().unwrap_or_default();
+    decision.detail = format!("{}, TLS terminated", decision.detail);
+    decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
+    let number = e.shared.record(&decision);
+    let recorder = e.shared.clone();
+    let why_cut = cut_why(&name);
+    let served = tokio::select! {
+        s = crate::secrets::serve_apart(
+            t,
+            conn,
+            buf,
+            upstream,
+            name,
+            decision.port,
+            Arc::new(move |d| {
+                recorder.record(&d);
+            }),
+            e.shared.idle,
+        ) => s,
+        _ = e.registration.cut() => Err(why_cut),
+    };
+    let (out, inn) = served.as_ref().map(|c| *c).unwrap_or((0, 0));
+    e.shared
+        .used
+        .fetch_add(out + inn, std::sync::atomic::Ordering::Relaxed);
+    decision.bytes_out = out;
+    decision.bytes_in = inn;
+    decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
+    if let Err(why) = served {
+        decision.detail = format!("{}; {why}", decision.detail);
+    }
+    e.shared.close(number, &decision);
+}
+
+/// Splice an allowed connection both ways until it ends (or its name is
+/// removed), and report what it moved.
+async fn relay_plain(
+    mut conn: TcpStream,
+    mut buf: Vec<u8>,
+    mut upstream: TcpStream,
+    mut decision: Decision,
+    mut e: Ended<'_>,
+) {
+    // Recorded now, while the connection is open: a connection still open
+    // when the run ends is in the log all the same. Its bytes are filled in
+    // when it ends.
+    decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
+    let number = e.shared.record(&decision);
+    // For a CONNECT, `buf` already holds what came through the tunnel, the
+    // head having been answered (see `classify::through_tunnel`). A plain
+    // HTTP request is sent with `Connection: close`: the decision was made
+    // on its Host, and a second request on the same connection, under
+    // another Host, must not ride on it.
+    let rewritten = (decision.protocol == Protocol::Http)
+        .then(|| with_connection_close(&buf))
+        .flatten();
+    let first = rewritten.as_deref().unwrap_or(buf.as_slice());
+    let first_len = first.len() as u64;
+    let (mut out, mut inn) = (0, 0);
+    if upstream.write_all(first).await.is_ok() {
+        // What was read first is sent: its memory goes back.
+        drop(rewritten);
+        drop(std::mem::take(&mut buf));
+        e.shared
+            .used
+            .fetch_add(first_len, std::sync::atomic::Ordering::Relaxed);
+        let passed = pass::pass(&mut conn, &mut upstream, e.shared, &mut e.registration).await;
+        (out, inn) = (passed.out + first_len, passed.inn);
+        if passed.cut {
+            let name = decision.name.as_deref().unwrap_or_default();
+            decision.detail = format!("{}; {}", decision.detail, cut_why(name));
+        }
+    }
+    decision.bytes_out = out;
+    decision.bytes_in = inn;
+    decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
+    e.shared.close(number, &decision);
 }
 
 /// Answer an allowed CONNECT whose upstream is connected, and judge what
@@ -412,6 +490,28 @@ enum Unreached {
     /// What came through an open CONNECT tunnel was refused, or the
     /// tunnel was cut: nothing more can be said to the client.
     Cut(String, Cause),
+}
+
+impl Unreached {
+    /// Why, as words and data, and what the client is told: a plain
+    /// request or a CONNECT not answered yet is told why a refusal was
+    /// made (as a denial is), a CONNECT why its upstream failed; inside an
+    /// open tunnel an HTTP answer would be taken for the other protocol's
+    /// bytes, so the tunnel is only cut.
+    fn answer(self, http: bool, tunnel: bool) -> (String, Cause, Option<Vec<u8>>) {
+        match self {
+            Unreached::Refused(why, cause) => {
+                let answer =
+                    (http || tunnel).then(|| forbidden(cause.reason, &format!("denied: {why}")));
+                (why, cause, answer)
+            }
+            Unreached::Failed(why, cause) => {
+                let answer = tunnel.then(|| bad_gateway(cause.reason, &why));
+                (why, cause, answer)
+            }
+            Unreached::Cut(why, cause) => (why, cause, None),
+        }
+    }
 }
 
 /// Resolve `name` on the host side and connect. For a destination the

@@ -5,6 +5,9 @@
 //! stands, sends the request on over a new TLS connection verified against
 //! the system's roots, and scrubs the real value from the responses.
 //!
+//! The same terminator serves the names that have request rules
+//! (`crate::requests`, applied per request by `ruled`), secrets or not.
+//!
 //! A placeholder going anywhere else, and a real value leaving from inside,
 //! are blocked. The authority's key and the real values live in the
 //! supervisor's memory only; nothing here writes them anywhere, and no
@@ -24,6 +27,7 @@ mod authority;
 mod b64;
 mod coding;
 mod rewrite;
+mod ruled;
 mod scan;
 mod session;
 mod spelled;
@@ -31,6 +35,7 @@ mod target;
 
 use crate::decision::{Decision, Reason};
 use crate::matcher::Matcher;
+use crate::requests::{RequestRule, RequestRules};
 use authority::Authority;
 use bytes::Bytes;
 use rewrite::{find, outgoing, scrub_patterns, Patterns, Place};
@@ -172,6 +177,9 @@ pub struct Terminator {
     secrets: Vec<Secret>,
     /// `--secret-rule`: once a host has rules, only matching requests pass.
     rules: Vec<SecretRule>,
+    /// Request rules: TLS to every name they are for is terminated (with
+    /// or without a secret) and each request decided.
+    request_rules: RequestRules,
     ca_pem: String,
     server: Arc<rustls::ServerConfig>,
     client: Arc<rustls::ClientConfig>,
@@ -249,6 +257,7 @@ impl Terminator {
         Ok(Terminator {
             secrets,
             rules: Vec::new(),
+            request_rules: RequestRules::default(),
             ca_pem,
             server: Arc::new(server),
             client: Arc::new(client),
@@ -265,6 +274,18 @@ impl Terminator {
     pub fn with_rules(mut self, rules: Vec<SecretRule>) -> Terminator {
         self.rules = rules;
         self
+    }
+
+    /// Decide each request to the names `rules` are for.
+    pub fn with_requests(mut self, rules: Vec<RequestRule>) -> Terminator {
+        self.request_rules = RequestRules::new(rules);
+        self
+    }
+
+    /// Whether `name:port` has request rules: then it is reached only
+    /// through this terminator.
+    pub fn rules_requests(&self, name: &str, port: u16) -> bool {
+        self.request_rules.covers(name, port)
     }
 
     /// Whether `name:port` has `--secret-rule`s.
@@ -313,9 +334,10 @@ impl Terminator {
         &self.ca_pem
     }
 
-    /// Whether TLS to `name` on `port` is terminated: some secret is for it.
+    /// Whether TLS to `name` on `port` is terminated: some secret or
+    /// request rule is for it.
     pub fn terminates(&self, name: &str, port: u16) -> bool {
-        self.secrets.iter().any(|s| s.covers(name, port))
+        self.secrets.iter().any(|s| s.covers(name, port)) || self.request_rules.covers(name, port)
     }
 
     /// A secret whose placeholder appears in `bytes` (a plain request's

@@ -15,7 +15,7 @@ use super::rewrite::{
     rewrite_headers, Action, Blocked, Kind, Patterns, Place, RewriteBody, Rewriter, Violation,
 };
 use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
-use super::{zero, BoxError, OutBody, Recorder, Terminator};
+use super::{ruled, zero, BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason, SecretAction};
 use base64::Engine;
 use bytes::Bytes;
@@ -459,6 +459,10 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     })?;
     let (parts, body) = req.into_parts();
     let path = checked_path(s, &parts)?;
+    // The name's request rules decide on that path (and, where a rule
+    // names JSON-RPC methods, on the start of the body).
+    let ruled::Let { body, tally } =
+        ruled::judge(&s.term, (&s.name, s.port), &s.record, &parts, &path, body).await?;
     let mut substituted: Vec<usize> = Vec::new();
     let target = substituted_target(s, &parts, path, &mut substituted)?;
     let mut headers = substituted_headers(s, &parts, &mut substituted)?;
@@ -478,7 +482,13 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
         target,
         body,
     };
-    forward(s, upstream, request).await
+    let response = forward(s, upstream, request).await?;
+    // An allowed request is recorded with its bytes once its answer is
+    // relayed.
+    Ok(match tally {
+        Some(t) => t.answered(response),
+        None => response,
+    })
 }
 
 /// The path the upstream will read. The authority and the path are read
@@ -574,14 +584,14 @@ fn substituted_headers(
 /// again), else streamed and watched.
 async fn substituted_body(
     s: &Arc<Session>,
-    body: Incoming,
+    body: OutBody,
     headers: &mut http::HeaderMap,
     substituted: &mut Vec<usize>,
 ) -> Result<OutBody, Answer> {
     if !s.body_substitution || body.is_end_stream() {
         let watch = s.clone();
         return Ok(RewriteBody::new(
-            body.map_err(|e| Box::new(e) as BoxError).boxed(),
+            body,
             s.body.clone(),
             true,
             None,
@@ -591,10 +601,9 @@ async fn substituted_body(
         )
         .boxed());
     }
-    let limited = http_body_util::Limited::new(body, MAX_SUBSTITUTED_BODY);
-    let bytes = match limited.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => {
+    let bytes = match collect_limited(body).await {
+        Ok(b) => b,
+        Err(()) => {
             return Err(answer(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 Reason::BadRequest,
@@ -611,6 +620,23 @@ async fn substituted_body(
     Ok(Full::new(Bytes::from(b))
         .map_err(|never| match never {})
         .boxed())
+}
+
+/// The whole of `body` (its trailers dropped), or `Err` past
+/// [`MAX_SUBSTITUTED_BODY`] bytes or on the client's error. A loop rather
+/// than `http_body_util::Limited`, whose error bound over a boxed body
+/// makes the request's future not `Send` for every lifetime.
+async fn collect_limited(mut body: OutBody) -> Result<Bytes, ()> {
+    let mut out: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(d) = frame.map_err(|_| ())?.into_data() {
+            if out.len() + d.len() > MAX_SUBSTITUTED_BODY {
+                return Err(());
+            }
+            out.extend_from_slice(&d);
+        }
+    }
+    Ok(Bytes::from(out))
 }
 
 /// A request as it goes upstream: the sandbox's method and extensions, the

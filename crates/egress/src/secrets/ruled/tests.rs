@@ -1,0 +1,301 @@
+//! Request rules on a real terminated connection: a recording HTTPS server
+//! upstream, the terminator between, and a client that speaks raw
+//! HTTP/1.1 (so that it can try to smuggle) or HTTP/2 through it.
+
+use super::super::session::serve;
+use super::super::{Recorder, Terminator};
+use crate::decision::{Decision, Reason};
+use crate::requests::{RequestAction, RequestRule};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::{PrivateKeyDer, ServerName};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+type Seen = Arc<Mutex<Vec<String>>>;
+
+/// An HTTPS server for `name` on 127.0.0.1 (HTTP/1.1 and HTTP/2) that
+/// records `METHOD target` of every request it gets and answers `ok`; its
+/// authority's PEM.
+async fn recorder(name: &str) -> (u16, String, Seen) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, s) = (acceptor.clone(), s.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let s = s.clone();
+                    async move {
+                        let target = req.uri().path_and_query().map(|p| p.to_string());
+                        let line = format!("{} {}", req.method(), target.unwrap_or_default());
+                        let _ = req.into_body().collect().await;
+                        s.lock().unwrap().push(line);
+                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
+                            "ok",
+                        ))))
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (port, ca.pem(), seen)
+}
+
+/// A terminator for `rules` (and no secret) in front of the recorder; the
+/// port the sandbox's side connects to, the terminator, what the upstream
+/// saw and what was recorded.
+struct Rig {
+    front: u16,
+    /// The upstream's port, which the connection's authority carries.
+    port: u16,
+    term: Arc<Terminator>,
+    seen: Seen,
+    decisions: Arc<Mutex<Vec<Decision>>>,
+}
+
+async fn rig(rules: &[(RequestAction, &str)]) -> Rig {
+    let (port, pem, seen) = recorder("api.test").await;
+    let dir = std::env::temp_dir().join(format!("warden-ruled-ca-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, pem).unwrap();
+    let rules = rules
+        .iter()
+        .map(|(a, e)| RequestRule::parse(*a, &e.replace("PORT", &port.to_string())).unwrap())
+        .collect();
+    let term = Arc::new(
+        Terminator::new(Vec::new(), std::slice::from_ref(&ca_file))
+            .unwrap()
+            .with_requests(rules),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(term.terminates("api.test", port));
+    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front_port = front.local_addr().unwrap().port();
+    let decisions = Arc::new(Mutex::new(Vec::<Decision>::new()));
+    let (d, t) = (decisions.clone(), term.clone());
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = front.accept().await {
+            let upstream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            let d = d.clone();
+            let record: Recorder = Arc::new(move |dec| d.lock().unwrap().push(dec));
+            tokio::spawn(serve(
+                t.clone(),
+                conn,
+                Vec::new(),
+                upstream,
+                "api.test".into(),
+                port,
+                record,
+                std::time::Duration::from_secs(10),
+            ));
+        }
+    });
+    Rig {
+        front: front_port,
+        port,
+        term,
+        seen,
+        decisions,
+    }
+}
+
+impl Rig {
+    /// A TLS connection to the terminator, trusting its authority, that
+    /// offers `alpn`.
+    async fn connect(&self, alpn: &[&[u8]]) -> tokio_rustls::client::TlsStream<TcpStream> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_pemfile::certs(&mut self.term.ca_pem().as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        client.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        let tcp = TcpStream::connect(("127.0.0.1", self.front)).await.unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(client))
+            .connect(ServerName::try_from("api.test").unwrap(), tcp)
+            .await
+            .unwrap()
+    }
+
+    /// Send `raw` (`HOST` standing for the connection's own authority) on
+    /// a connection of its own and read what comes back until the
+    /// terminator closes it or 2 s pass.
+    async fn raw(&self, raw: &str) -> String {
+        let raw = raw.replace("HOST", &format!("api.test:{}", self.port));
+        let mut tls = self.connect(&[b"http/1.1"]).await;
+        tls.write_all(raw.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), tls.read_to_end(&mut out))
+            .await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// The upstream's port is only known once it runs: rules name it `PORT`.
+const READ_ONLY: &[(RequestAction, &str)] = &[
+    (RequestAction::Allow, "GET api.test:PORT/repos/**"),
+    (RequestAction::Deny, "* api.test:PORT/repos/*/private/**"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_of_a_kept_alive_connection_is_decided_on_its_own() {
+    let rig = rig(READ_ONLY).await;
+    let h = "Host: HOST\r\n";
+    let answer = rig
+        .raw(&format!(
+            "GET /repos/a HTTP/1.1\r\n{h}\r\nDELETE /repos/a HTTP/1.1\r\n{h}\r\nGET /repos/a/private/k HTTP/1.1\r\n{h}\r\nGET /repos/b HTTP/1.1\r\n{h}Connection: close\r\n\r\n"
+        ))
+        .await;
+    assert_eq!(answer.matches("HTTP/1.1 200").count(), 2, "{answer}");
+    assert_eq!(answer.matches("HTTP/1.1 403").count(), 2, "{answer}");
+    assert!(
+        answer.contains("x-warden-reason: no_request_rule"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("x-warden-reason: request_denied"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("x-warden-denied: denied by the request rule"),
+        "{answer}"
+    );
+    assert_eq!(rig.seen(), ["GET /repos/a", "GET /repos/b"]);
+    let d = rig.decisions.lock().unwrap().clone();
+    let allowed: Vec<&Decision> = d.iter().filter(|d| d.allowed).collect();
+    assert_eq!(allowed.len(), 2, "{d:?}");
+    assert!(allowed.iter().all(|d| d.bytes_in == 2), "{allowed:?}");
+    assert_eq!(
+        d.iter()
+            .filter(|d| d.reason.as_ref().map(|c| c.reason) == Some(Reason::NoRequestRule))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_smuggled_behind_another_is_decided_as_what_the_upstream_sees() {
+    let rig = rig(READ_ONLY).await;
+    // Length headers that disagree: the body is read as chunked, the
+    // connection closed after the answer, and what hid behind it never
+    // read.
+    let answer = rig
+        .raw("GET /repos/a HTTP/1.1\r\nHost: HOST\r\nContent-Length: 44\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nDELETE /repos/a HTTP/1.1\r\nHost: HOST\r\n\r\n")
+        .await;
+    assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "{answer}");
+    let answer = rig
+        .raw("GET /repos/a HTTP/1.1\r\nHost: HOST\r\nContent-Length: 0\r\nContent-Length: 44\r\n\r\n")
+        .await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(rig.seen(), ["GET /repos/a"]);
+    rig.seen.lock().unwrap().clear();
+    // A second request hidden in the first's body by its Content-Length
+    // stays the body, and the first is decided (and refused) on its own.
+    let hidden = format!(
+        "DELETE /repos/a/x HTTP/1.1\r\nHost: api.test:{}\r\n\r\n",
+        rig.port
+    );
+    let answer = rig
+        .raw(&format!(
+            "POST /repos/a HTTP/1.1\r\nHost: HOST\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{hidden}",
+            hidden.len()
+        ))
+        .await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    // An absolute-form target naming another host.
+    let answer = rig
+        .raw("GET https://other.test/repos/a HTTP/1.1\r\nHost: HOST\r\nConnection: close\r\n\r\n")
+        .await;
+    assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
+    // Encoded and dot segments: decided on the path the upstream gets.
+    let answer = rig
+        .raw("GET /repos/x/../a/%70rivate/./k HTTP/1.1\r\nHost: HOST\r\nConnection: close\r\n\r\n")
+        .await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    let answer = rig
+        .raw("GET /other/..%2F..%2Frepos/a HTTP/1.1\r\nHost: HOST\r\nConnection: close\r\n\r\n")
+        .await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert_eq!(
+        rig.seen(),
+        Vec::<String>::new(),
+        "nothing reached the upstream"
+    );
+    // What is allowed still goes, as the upstream reads it.
+    let answer = rig
+        .raw("GET /repos/x/../%61 HTTP/1.1\r\nHost: HOST\r\nConnection: close\r\n\r\n")
+        .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(rig.seen(), ["GET /repos/a"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_carries_one_allowed_and_one_refused_stream() {
+    let rig = rig(READ_ONLY).await;
+    let tls = rig.connect(&[b"h2"]).await;
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let get = |path: &str, method: &str| {
+        let mut s = sender.clone();
+        let req = Request::builder()
+            .method(method)
+            .uri(format!("https://api.test:{}{path}", rig.port))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        async move { s.send_request(req).await.unwrap() }
+    };
+    let (a, b) = tokio::join!(get("/repos/a", "GET"), get("/repos/a", "PUT"));
+    assert_eq!(a.status(), 200);
+    assert_eq!(b.status(), 403);
+    assert_eq!(b.headers()["x-warden-reason"], "no_request_rule");
+    assert_eq!(rig.seen(), ["GET /repos/a"]);
+}
