@@ -3,9 +3,12 @@
 //! so); MCP's change list and `warden diff` list the same changes (the
 //! workspace's own `.gitignore` honoured by both); a detached command's
 //! output is kept and read the same way whether `exec -d`, `run -d` or
-//! the daemon's API started it.
+//! the daemon's API started it; the same options given as flags, a token
+//! holder's API body, an E2B create and a pod's annotations are stored as
+//! the same spec (a caller's allowlist entries marked as a caller's), and
+//! a bad value is refused by each for the same reason in its own words.
 
-use crate::common::daemon::{call, curl_available, Daemon};
+use crate::common::daemon::{call, curl_available, json, Daemon};
 use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -519,4 +522,417 @@ fn a_detached_commands_output_is_kept_and_read_the_same_way_from_every_door() {
         "{}",
         stderr(&none)
     );
+}
+
+/// The sections of sandbox `name`'s stored spec (in `root`'s
+/// `sandboxes/`) that the options below set.
+fn stored_spec(root: &Path, name: &str, sections: &[&str]) -> serde_json::Value {
+    let path = root.join("sandboxes").join(name).join("sandbox.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let spec = &stored["spec"];
+    let picked: serde_json::Value = sections
+        .iter()
+        .map(|s| (s.to_string(), spec[*s].clone()))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    // The places warden keeps of its own for the sandbox are named after
+    // it (its home, its layer, its workspace).
+    let text = picked
+        .to_string()
+        .replace(&format!("/{name}/"), "/NAME/")
+        .replace(&format!("/{name}\""), "/NAME\"");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// `spec` without the marks a caller's allowlist entries carry, and the
+/// entries that had one (a caller's entries reach public addresses only:
+/// the one difference a caller's door may make).
+fn without_caller_marks(mut spec: serde_json::Value) -> (serde_json::Value, Vec<String>) {
+    let mut marked = Vec::new();
+    if let Some(domains) = spec["network"]["Egress"]["domains"].as_array_mut() {
+        for d in domains {
+            if d["caller"] == true {
+                marked.push(d["source"].as_str().unwrap_or_default().to_string());
+            }
+            if let Some(o) = d.as_object_mut() {
+                o.remove("caller");
+            }
+        }
+    }
+    (spec, marked)
+}
+
+/// A POST to the E2B door at `addr`: its status and body.
+fn e2b_create(addr: &str, key: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "60",
+            "-X",
+            "POST",
+            "-w",
+            "\n%{http_code}",
+        ])
+        .args(["-H", &format!("x-api-key: {key}")])
+        .args(["-H", "content-type: application/json"])
+        .args(["--data-binary", &body.to_string()])
+        .arg(format!("http://{addr}/sandboxes"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (
+        status.trim().parse().unwrap_or(0),
+        serde_json::from_str(body).unwrap_or_else(|_| body.into()),
+    )
+}
+
+#[test]
+fn the_e2b_door_a_token_and_the_owners_flags_store_the_same_spec_but_for_the_callers_marks() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("parity-e2b");
+    let root = state.path().join("warden");
+    let domains = ["a.example.test", "b.example.test:22"];
+    // The owner's flags, over the profile an E2B template names.
+    ok(&warden(
+        state.path(),
+        &[
+            "create",
+            "by-flags",
+            "--no-tty",
+            "--profile",
+            "base",
+            "-e",
+            "ANSWER=42",
+            "--allow-domain",
+            domains[0],
+            "--allow-domain",
+            domains[1],
+        ],
+    ));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
+    let key = crate::common::daemon::api_token(
+        &d,
+        "caller",
+        &["sandboxes:read", "sandboxes:write", "exec"],
+        None,
+    );
+    // A token holder's API body.
+    let body = serde_json::json!({
+        "name": "by-token", "start": false, "profile": "base",
+        "spec": {"env": {"set": {"ANSWER": "42"}}, "egress": {"domains": domains}}
+    });
+    let (status, text) = crate::common::daemon::call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes",
+        Some(&body.to_string()),
+        Some(&key),
+    );
+    assert_eq!(status, 201, "{text}");
+    // An E2B client's create: envVars, network.allowOut, the template.
+    let (status, made) = e2b_create(
+        &addr,
+        &key,
+        &serde_json::json!({"templateID": "base", "envVars": {"ANSWER": "42"},
+            "network": {"allowOut": domains}, "timeout": 120}),
+    );
+    assert_eq!(status, 201, "{made}");
+    let by_e2b = made["sandboxID"].as_str().unwrap().to_string();
+    let _stop = Stopper(state.path(), &by_e2b);
+
+    let sections = ["env", "network", "command", "resources", "filesystem"];
+    let owners = stored_spec(&root, "by-flags", &sections);
+    let tokens = stored_spec(&root, "by-token", &sections);
+    let e2bs = stored_spec(&root, &by_e2b, &sections);
+    assert!(
+        owners["env"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(["ANSWER", "42"])),
+        "{owners}"
+    );
+    // The two callers' doors store the very same spec.
+    assert_eq!(tokens, e2bs);
+    // And the owner's, but for the marks on exactly the caller's entries
+    // (the profile's own entries are the owner's in every door).
+    let (owners, unmarked) = without_caller_marks(owners);
+    assert_eq!(unmarked, Vec::<String>::new());
+    let (callers, marked) = without_caller_marks(e2bs);
+    assert_eq!(marked, domains);
+    assert_eq!(owners, callers);
+}
+
+/// `warden-oci` beside `warden`, and a static busybox for a container's
+/// root; `None` (said why) when this host or build has neither.
+fn oci_lab() -> Option<std::path::PathBuf> {
+    let oci = warden_bin().with_file_name("warden-oci");
+    if !oci.exists() {
+        skip("no warden-oci beside warden (cargo build -p warden-oci)");
+        return None;
+    }
+    if !Path::new("/bin/busybox").exists() {
+        skip("no /bin/busybox to build a container's root");
+        return None;
+    }
+    Some(oci)
+}
+
+/// A bundle in `dir` whose root is a static busybox and whose config is
+/// `config`.
+fn bundle(dir: &Path, config: &serde_json::Value) -> std::path::PathBuf {
+    let rootfs = dir.join("rootfs");
+    if !rootfs.exists() {
+        std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+        std::fs::create_dir_all(rootfs.join("etc")).unwrap();
+        std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).unwrap();
+        std::os::unix::fs::symlink("busybox", rootfs.join("bin/sh")).unwrap();
+    }
+    let b = dir.join("bundle");
+    let _ = std::fs::remove_dir_all(&b);
+    std::fs::create_dir_all(&b).unwrap();
+    std::os::unix::fs::symlink(&rootfs, b.join("rootfs")).unwrap();
+    std::fs::write(b.join("config.json"), config.to_string()).unwrap();
+    b
+}
+
+/// `warden-oci --root ROOT ARGS`, its stdio files (`create` hands them to
+/// the container, held open until it ends).
+fn oci_run(oci: &Path, root: &Path, args: &[&str]) -> Output {
+    let dir = root.parent().unwrap();
+    let (out, err) = (dir.join("oci.out"), dir.join("oci.err"));
+    let status = Command::new(oci)
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .status()
+        .unwrap();
+    Output {
+        status,
+        stdout: std::fs::read(&out).unwrap(),
+        stderr: std::fs::read(&err).unwrap(),
+    }
+}
+
+/// A bundle's config.json: `sh -c true`, hostname `same`, 300M and 77
+/// processes, and `annotations`.
+fn oci_config(annotations: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "ociVersion": "1.0.2",
+        "process": {"args": ["sh", "-c", "true"], "env": ["PATH=/bin"], "cwd": "/"},
+        "root": {"path": "rootfs"},
+        "hostname": "same",
+        "linux": {
+            "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "mount"}],
+            "resources": {"memory": {"limit": 300 << 20}, "pids": {"limit": 77}}
+        },
+        "annotations": annotations
+    })
+}
+
+#[test]
+fn oci_annotations_and_a_bundle_store_what_the_same_flags_store() {
+    let Some(oci) = oci_lab() else { return };
+    let state = TempDir::new("parity-oci");
+    ok(&warden(
+        state.path(),
+        &[
+            "create",
+            "by-flags",
+            "--no-tty",
+            "--hostname",
+            "same",
+            "--memory",
+            "300M",
+            "--pids",
+            "77",
+            "--timeout",
+            "90s",
+            "--allow-domain",
+            "a.example.test",
+            "--allow-domain",
+            "b.example.test:22",
+            "--allow-http",
+            "--egress-quota",
+            "5G",
+            "--egress-idle-timeout",
+            "2m",
+            "--tmp-size",
+            "128M",
+            "--",
+            "sh",
+            "-c",
+            "true",
+        ],
+    ));
+    let root = state.path().join("oci-root");
+    let b = bundle(
+        state.path(),
+        &oci_config(serde_json::json!({
+            "warden.dev/egress": "a.example.test, b.example.test:22",
+            "warden.dev/allow-http": "true",
+            "warden.dev/timeout": "90s",
+            "warden.dev/egress-quota": "5G",
+            "warden.dev/egress-idle-timeout": "2m",
+            "warden.dev/tmp-size": "128M",
+        })),
+    );
+    let made = oci_run(
+        &oci,
+        &root,
+        &["create", "--bundle", b.to_str().unwrap(), "by-annotations"],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let sections = ["resources", "hostname", "network", "command"];
+    let by_oci = stored_spec(&root, "by-annotations", &sections);
+    let tmp_size = |root: &Path, name: &str| {
+        let text = std::fs::read_to_string(root.join("sandboxes").join(name).join("sandbox.json"))
+            .unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["spec"]["filesystem"]["tmp_size"]
+            .clone()
+    };
+    let oci_tmp = tmp_size(&root, "by-annotations");
+    ok(&oci_run(
+        &oci,
+        &root,
+        &["delete", "--force", "by-annotations"],
+    ));
+    let by_flags = stored_spec(&state.path().join("warden"), "by-flags", &sections);
+    assert_eq!(by_flags["resources"]["pids"]["value"], 77, "{by_flags}");
+    assert_eq!(tmp_size(&state.path().join("warden"), "by-flags"), oci_tmp);
+    let (owners, _) = without_caller_marks(by_flags);
+    let (pods, marked) = without_caller_marks(by_oci);
+    // A pod's author is a caller: its names are marked as a caller's.
+    assert_eq!(marked, ["a.example.test", "b.example.test:22"]);
+    assert_eq!(owners, pods);
+}
+
+/// What every door says of the name below, whatever words it puts around
+/// it: the reason, which names no door's option.
+const BAD_NAME: &str = "bad domain!";
+const BAD_NAME_REASON: &str =
+    "\"bad domain!\": the name has a character other than letters, digits, '-', '_' and '.'";
+
+#[test]
+fn a_bad_name_is_refused_for_the_same_reason_by_every_door_each_in_its_own_words() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("parity-bad");
+    // The spellings of the allowlist each door knows, each of which must
+    // appear only in its own door's message.
+    let spellings = [
+        "--allow-domain",
+        "egress.domains",
+        "/egress/domains",
+        "network.allowOut",
+        "warden.dev/egress",
+    ];
+    let only = |said: &str, own: &str, door: &str| {
+        assert!(said.contains(BAD_NAME_REASON), "{door}: {said}");
+        assert!(said.contains(own), "{door} does not name {own}: {said}");
+        for other in spellings
+            .iter()
+            .filter(|s| !own.contains(**s) && !s.contains(own))
+        {
+            assert!(!said.contains(other), "{door} says {other}: {said}");
+        }
+    };
+    // A flag.
+    let out = warden(
+        state.path(),
+        &[
+            "create",
+            "f",
+            "--allow-domain",
+            "ok.test",
+            "--allow-domain",
+            BAD_NAME,
+        ],
+    );
+    assert_ne!(code(&out), 0);
+    only(&stderr(&out), "--allow-domain", "the command line");
+    // A profile: file, line and column, and the key.
+    let file = state.path().join("p.yaml");
+    std::fs::write(
+        &file,
+        format!("egress:\n  domains: [ok.test, \"{BAD_NAME}\"]\n"),
+    )
+    .unwrap();
+    let out = warden(
+        state.path(),
+        &["create", "p", "--profile", file.to_str().unwrap()],
+    );
+    assert_ne!(code(&out), 0);
+    let said = stderr(&out);
+    assert!(said.contains(&format!("{}:2:", file.display())), "{said}");
+    only(&said, "egress.domains", "a profile");
+    // The API: a JSON pointer into the body sent, and its code.
+    let addr = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start_with(state.path(), true, &["--e2b", &addr], &[]);
+    let body =
+        serde_json::json!({"start": false, "spec": {"egress": {"domains": ["ok.test", BAD_NAME]}}});
+    let (status, text) = call(&d, "POST", "/v1/sandboxes", Some(&body.to_string()), None);
+    assert_eq!(status, 422, "{text}");
+    let problem = json(&text);
+    assert_eq!(problem["code"], "invalid_spec", "{text}");
+    assert_eq!(problem["field"], "/spec/egress/domains/1", "{text}");
+    only(
+        problem["message"].as_str().unwrap(),
+        "/spec/egress/domains/1",
+        "the API",
+    );
+    // The E2B door: the place in E2B's own body.
+    let key = crate::common::daemon::api_token(
+        &d,
+        "caller",
+        &["sandboxes:read", "sandboxes:write"],
+        None,
+    );
+    let (status, answer) = e2b_create(
+        &addr,
+        &key,
+        &serde_json::json!({"templateID": "base", "network": {"allowOut": ["ok.test", BAD_NAME]}}),
+    );
+    assert_eq!(status, 400, "{answer}");
+    only(
+        answer["message"].as_str().unwrap(),
+        "network.allowOut[1]",
+        "the E2B door",
+    );
+    // Nothing was made by any of them.
+    let (_, list) = call(&d, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(json(&list)["sandboxes"], serde_json::json!([]), "{list}");
+    // A pod's annotation, by its key.
+    let Some(oci) = oci_lab() else { return };
+    let root = state.path().join("oci-root");
+    let b = bundle(
+        state.path(),
+        &oci_config(serde_json::json!({"warden.dev/egress": format!("ok.test,{BAD_NAME}")})),
+    );
+    let out = oci_run(
+        &oci,
+        &root,
+        &["create", "--bundle", b.to_str().unwrap(), "bad"],
+    );
+    assert!(!out.status.success());
+    only(
+        &String::from_utf8_lossy(&out.stderr),
+        "annotations[\"warden.dev/egress\"]",
+        "warden-oci",
+    );
+    assert!(!root.join("sandboxes/bad").exists());
 }

@@ -51,6 +51,33 @@ fn from_api(e: ApiError) -> Response {
     error(status, e.problem.message)
 }
 
+/// A refusal of the native create in the words of the E2B body it came
+/// from: the place the native API names (`/spec/egress/domains/1`, a
+/// pointer into a body this client never wrote) becomes the place in
+/// E2B's (`network.allowOut[1]`, `envVars.NAME`); the reason is kept as
+/// it is.
+fn in_e2b_words(mut e: ApiError) -> ApiError {
+    let Some(pointer) = e.problem.field.clone() else {
+        return e;
+    };
+    let place = if let Some(rest) = pointer.strip_prefix("/spec/egress/domains") {
+        match rest.strip_prefix('/') {
+            Some(i) => format!("network.allowOut[{i}]"),
+            None => "network.allowOut".to_string(),
+        }
+    } else if let Some(rest) = pointer.strip_prefix("/spec/env/set") {
+        match rest.strip_prefix('/') {
+            Some(name) => format!("envVars.{name}"),
+            None => "envVars".to_string(),
+        }
+    } else {
+        return e;
+    };
+    e.problem.message = e.problem.message.replace(&pointer, &place);
+    e.problem.field = Some(place);
+    e
+}
+
 fn denied(why: String) -> Response {
     error(StatusCode::FORBIDDEN, why)
 }
@@ -291,7 +318,7 @@ pub async fn create(
             let key = access_token(&e, &caller, &info, &headers);
             (StatusCode::CREATED, Json(created(&info, key))).into_response()
         }
-        Err(err) => from_api(err),
+        Err(err) => from_api(in_e2b_words(err)),
     }
 }
 
