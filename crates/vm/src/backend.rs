@@ -219,6 +219,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         net: None,
         netns: None,
         workspace_fs: Default::default(),
+        start: Default::default(),
     };
     let choice = crate::accel::choose(&config, &cache, &kernel.release);
     config.accel = choice.accel;
@@ -499,7 +500,13 @@ pub fn run(
     if let Some(why) = events.failure() {
         return Err(VmError::Unrecorded(why));
     }
-    let mut machine = Machine::boot(&config, boot)?;
+    let (mut machine, how) = crate::template::start(&config, boot)?;
+    match &how {
+        crate::template::Started::Cold { why: Some(why) } => {
+            tracing::warn!(sandbox = id, "booted cold: {why}")
+        }
+        how => tracing::debug!(sandbox = id, ?how, "VM started"),
+    }
     if let Some(note) = prepared_fs_note.or_else(|| machine.fs_note.take()) {
         degraded(events, id, "vm workspace over virtio-fs", &note);
     }

@@ -65,6 +65,10 @@ pub enum MachineError {
     Fsd(#[source] crate::fsd::FsError),
     #[error("cannot create the VMM's channel")]
     Pair(#[source] nix::errno::Errno),
+    #[error("cannot use the VMM's control channel")]
+    Control(#[source] crate::qmp::QmpError),
+    #[error("the VM could not be restored: {0}")]
+    Restore(String),
     #[error("cannot use the VMM's channel ({path})")]
     Accept {
         path: PathBuf,
@@ -139,6 +143,34 @@ pub struct Config {
     pub netns: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// How the workspace reaches the guest (see `crate::fsd`).
     pub workspace_fs: crate::fsd::WorkspaceFs,
+    /// A cold boot, a template's boot, or a restore from a snapshot.
+    pub start: Start,
+}
+
+/// How a VM comes up.
+#[derive(Debug, Clone, Default)]
+pub enum Start {
+    /// The guest kernel boots and the init builds everything from the
+    /// kernel's command line.
+    #[default]
+    Cold,
+    /// A template's boot: the init parks once its channel is open, before
+    /// anything of a sandbox is attached; `net`: the network device is
+    /// there (its back end a hub port going nowhere), as it will be in the
+    /// sandboxes restored from it.
+    Park { net: bool },
+    /// The guest's memory and devices come from a snapshot read from this
+    /// descriptor (`-incoming fd:N`); the settings a cold boot reads from
+    /// its command line come through the channel ([`crate::wire::Attach`]).
+    Restore(std::sync::Arc<std::os::fd::OwnedFd>),
+}
+
+impl Start {
+    /// Does the guest take its settings from the channel (a template's
+    /// boot, or a copy of one)?
+    pub fn parked(&self) -> bool {
+        !matches!(self, Start::Cold)
+    }
 }
 
 /// A running VM whose init serves.
@@ -147,6 +179,10 @@ pub struct Machine {
     /// The virtiofsd serving the workspace, when virtio-fs does.
     fsd: Option<Child>,
     pub stream: UnixStream,
+    /// The host's end of the VMM's control channel (QMP), not yet opened.
+    pub(crate) control: Option<UnixStream>,
+    /// The control channel, once opened.
+    pub(crate) qmp: Option<crate::qmp::Qmp>,
     pub ready: Ready,
     pub run_dir: PathBuf,
     /// Why the workspace went over 9p although virtio-fs was wanted.
@@ -192,6 +228,10 @@ fn host_tsc_khz() -> u64 {
 /// What the VMM is handed as descriptors: each names `/proc/self/fd/N`.
 struct Handed {
     channel: i32,
+    /// The VMM's end of its control channel (QMP).
+    control: i32,
+    /// The snapshot a restore reads.
+    incoming: Option<i32>,
     console: String,
     kernel: String,
     initramfs: String,
@@ -214,7 +254,7 @@ impl Handed {
     fn inherit(
         command: &mut Command,
         cfg: &Config,
-        theirs: &std::os::fd::OwnedFd,
+        (theirs, control): (&std::os::fd::OwnedFd, &std::os::fd::OwnedFd),
         files: &HandedFiles,
         served: Option<&crate::fsd::Served>,
     ) -> Handed {
@@ -223,6 +263,11 @@ impl Handed {
         };
         Handed {
             channel: warden_jail::vmnet::inherit(command, theirs),
+            control: warden_jail::vmnet::inherit(command, control),
+            incoming: match &cfg.start {
+                Start::Restore(fd) => Some(warden_jail::vmnet::inherit(command, fd)),
+                _ => None,
+            },
             console: fd(command, &files.console),
             kernel: fd(command, &files.kernel),
             initramfs: fd(command, &files.initramfs),
@@ -257,8 +302,8 @@ impl Handed {
 }
 
 impl Config {
-    fn argv(&self, h: &Handed) -> Vec<String> {
-        let tap = h.tap;
+    /// The guest kernel's command line.
+    fn cmdline(&self, h: &Handed) -> String {
         let mut cmdline =
             String::from("console=ttyS0 quiet loglevel=1 panic=-1 reboot=t rdinit=/init");
         if self.accel == Accel::Tcg {
@@ -272,12 +317,24 @@ impl Config {
         } else {
             cmdline.push_str(" edd=off");
         }
-        for (k, v) in &self.params {
-            cmdline.push_str(&format!(" warden.{k}={v}"));
+        if self.start.parked() {
+            // The same command line for a template and every copy of it:
+            // the sandbox's own settings come through the channel.
+            cmdline.push_str(" warden.template=1");
+        } else {
+            for (k, v) in &self.params {
+                cmdline.push_str(&format!(" warden.{k}={v}"));
+            }
+            if h.virtiofs.is_some() {
+                cmdline.push_str(" warden.wsfs=virtiofs");
+            }
         }
-        if h.virtiofs.is_some() {
-            cmdline.push_str(" warden.wsfs=virtiofs");
-        }
+        cmdline
+    }
+
+    fn argv(&self, h: &Handed) -> Vec<String> {
+        let tap = h.tap;
+        let cmdline = self.cmdline(h);
         let (accel, cpu) = match self.accel {
             Accel::Kvm => ("kvm", "host"),
             // A smaller translation cache than QEMU's default (1 GiB, much
@@ -321,7 +378,14 @@ impl Config {
             format!("socket,id=chan,fd={}", h.channel),
             "-device".into(),
             format!("virtserialport,chardev=chan,name={PORT_NAME}"),
+            "-chardev".into(),
+            format!("socket,id=qmp,fd={}", h.control),
+            "-mon".into(),
+            "chardev=qmp,mode=control".into(),
         ]);
+        if let Some(fd) = h.incoming {
+            a.extend(["-incoming".into(), format!("fd:{fd}")]);
+        }
         // The guest's system directories: a --rootfs tree, else the host's
         // /usr (never both), read-only at the host.
         // A --rootfs tree's image is a read-only drive instead (the VMM
@@ -360,6 +424,15 @@ impl Config {
             a.extend([
                 "-netdev".into(),
                 format!("tap,id=net0,fd={fd}"),
+                "-device".into(),
+                "virtio-net-device,netdev=net0,mac=52:54:00:12:34:56".into(),
+            ]);
+        } else if matches!(self.start, Start::Park { net: true }) {
+            // A template's device, whose back end goes nowhere: each copy
+            // gets its own sandbox's TAP behind the same device.
+            a.extend([
+                "-netdev".into(),
+                "hubport,id=net0,hubid=0".into(),
                 "-device".into(),
                 "virtio-net-device,netdev=net0,mac=52:54:00:12:34:56".into(),
             ]);
@@ -418,18 +491,141 @@ impl Config {
     }
 }
 
+/// What follows a restore once the guest runs again.
+pub(crate) enum Then<'a> {
+    /// A template's copy: hand it its settings and wait for its `ready`.
+    Attach(&'a crate::wire::Attach),
+    /// A paused sandbox: its init served before the save and serves on.
+    Serving(Ready),
+}
+
+/// A VMM started and not yet serving: what waiting for it needs.
+pub(crate) struct Launched {
+    pending: Pending,
+    stream: UnixStream,
+    control: UnixStream,
+    console: PathBuf,
+    vmm_log: PathBuf,
+    start: Instant,
+    fs_note: Option<String>,
+    qmp: Option<crate::qmp::Qmp>,
+}
+
+impl Launched {
+    /// Wait (at most `timeout` since the launch) for the guest init's
+    /// `want`: `ready` (it serves), or `parked` (a template's point).
+    pub(crate) fn until(
+        mut self,
+        cfg: &Config,
+        timeout: Duration,
+        want: Kind,
+    ) -> Result<Machine, MachineError> {
+        let stream = self
+            .stream
+            .try_clone()
+            .map_err(|source| MachineError::Accept {
+                path: cfg.run_dir.clone(),
+                source,
+            })?;
+        let booting = Booting {
+            cfg,
+            console: &self.console,
+            vmm_log: &self.vmm_log,
+            start: self.start,
+            timeout,
+        };
+        let ready = self.pending.wait_for(&booting, &stream, want)?;
+        self.into_machine(cfg, ready)
+    }
+
+    /// A restore: wait until the VMM has loaded the whole snapshot (it
+    /// stays paused, as the guest was when saved), then `verified` must
+    /// say the snapshot was intact before the guest runs a single
+    /// instruction of it; then resume it and do `then`. On any failure the VMM is killed: never half-restored.
+    pub(crate) fn restored(
+        mut self,
+        cfg: &Config,
+        timeout: Duration,
+        verified: impl FnOnce() -> Result<(), String>,
+        then: Then<'_>,
+    ) -> Result<Machine, MachineError> {
+        let control = self
+            .control
+            .try_clone()
+            .map_err(|source| MachineError::Accept {
+                path: cfg.run_dir.clone(),
+                source,
+            })?;
+        let mut qmp = crate::qmp::Qmp::open(control, timeout).map_err(MachineError::Control)?;
+        loop {
+            self.pending.check_alive(&self.vmm_log)?;
+            match qmp.status().map_err(MachineError::Control)?.as_str() {
+                "inmigrate" => {}
+                "paused" | "prelaunch" => break,
+                other => return Err(MachineError::Restore(format!("the restored VM is {other}"))),
+            }
+            if self.start.elapsed() > timeout {
+                return Err(MachineError::Restore(
+                    "the snapshot did not load in time".into(),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        verified().map_err(MachineError::Restore)?;
+        qmp.execute("cont", None).map_err(MachineError::Control)?;
+        self.qmp = Some(qmp);
+        match then {
+            Then::Attach(attach) => {
+                let mut w = self
+                    .stream
+                    .try_clone()
+                    .map_err(|source| MachineError::Accept {
+                        path: cfg.run_dir.clone(),
+                        source,
+                    })?;
+                Frame::json(Kind::Attach, 0, attach).write_to(&mut w)?;
+                self.until(cfg, timeout, Kind::Ready)
+            }
+            Then::Serving(ready) => self.into_machine(cfg, ready),
+        }
+    }
+
+    fn into_machine(mut self, cfg: &Config, ready: Ready) -> Result<Machine, MachineError> {
+        let child = self.pending.child.take().ok_or(MachineError::NoVmm)?;
+        Ok(Machine {
+            child,
+            fsd: self.pending.fsd.take(),
+            stream: self.stream,
+            control: Some(self.control),
+            qmp: self.qmp,
+            ready,
+            run_dir: cfg.run_dir.clone(),
+            fs_note: self.fs_note,
+        })
+    }
+}
+
 impl Machine {
     /// Start the VM and wait (at most `timeout`) until its init serves.
     pub fn boot(cfg: &Config, timeout: Duration) -> Result<Machine, MachineError> {
+        Machine::launch(cfg)?.until(cfg, timeout, Kind::Ready)
+    }
+
+    /// Start the VMM (in its jail) with `cfg`; nothing waited for.
+    pub(crate) fn launch(cfg: &Config) -> Result<Launched, MachineError> {
         let start = Instant::now();
         let logs = Logs::create(&cfg.run_dir)?;
-        let (ours, theirs) = nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::Stream,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(MachineError::Pair)?;
+        let pair = || {
+            nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::Stream,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(MachineError::Pair)
+        };
+        let (ours, theirs) = pair()?;
+        let (control, control_theirs) = pair()?;
         let stream = UnixStream::from(ours);
         let ids = vmm_ids(cfg.workspace.as_deref());
         let (served, fs_note) = match (&cfg.workspace, &cfg.workspace_fs) {
@@ -444,7 +640,13 @@ impl Machine {
         // Nothing of warden's environment (which may hold a secret's
         // source variable or the caller's tokens) reaches the VMM.
         command.env_clear();
-        let handed = Handed::inherit(&mut command, cfg, &theirs, &files, served.as_ref());
+        let handed = Handed::inherit(
+            &mut command,
+            cfg,
+            (&theirs, &control_theirs),
+            &files,
+            served.as_ref(),
+        );
         let root = cfg.run_dir.join("root");
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -480,29 +682,52 @@ impl Machine {
             })?;
         // The VMM holds virtiofsd's other end now: when the VMM ends,
         // virtiofsd sees its socket close and ends too.
-        drop((theirs, files, jail, fsd_end));
-        let mut m = Pending {
-            child: Some(child),
-            fsd: fsd.0.take(),
-            run_dir: cfg.run_dir.clone(),
-        };
-        let booting = Booting {
-            cfg,
-            console: &logs.console,
-            vmm_log: &logs.vmm,
-            start,
-            timeout,
-        };
-        let ready = m.wait_ready(&booting, &stream)?;
-        let child = m.child.take().ok_or(MachineError::NoVmm)?;
-        Ok(Machine {
-            child,
-            fsd: m.fsd.take(),
+        drop((theirs, control_theirs, files, jail, fsd_end));
+        Ok(Launched {
+            pending: Pending {
+                child: Some(child),
+                fsd: fsd.0.take(),
+                run_dir: cfg.run_dir.clone(),
+                keep_dir: matches!(cfg.start, Start::Restore(_)),
+            },
             stream,
-            ready,
-            run_dir: cfg.run_dir.clone(),
+            control: UnixStream::from(control),
+            console: logs.console,
+            vmm_log: logs.vmm,
+            start,
             fs_note,
+            qmp: None,
         })
+    }
+
+    /// The VMM's control channel, opened on first use.
+    pub(crate) fn qmp(&mut self) -> Result<&mut crate::qmp::Qmp, MachineError> {
+        if self.qmp.is_none() {
+            let raw = self
+                .control
+                .take()
+                .ok_or(MachineError::Control(crate::qmp::QmpError::Closed))?;
+            self.qmp = Some(
+                crate::qmp::Qmp::open(raw, Duration::from_secs(30))
+                    .map_err(MachineError::Control)?,
+            );
+        }
+        self.qmp
+            .as_mut()
+            .ok_or(MachineError::Control(crate::qmp::QmpError::Closed))
+    }
+
+    /// Wait up to `within` for the VMM to end by itself; was it gone in
+    /// time?
+    pub(crate) fn wait_gone(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if self.exited() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
     }
 
     /// The PID on the host of the VMM's keeper (the process outside the
@@ -814,6 +1039,10 @@ struct Pending {
     child: Option<Child>,
     fsd: Option<Child>,
     run_dir: PathBuf,
+    /// A restore that fails leaves the run directory as the backend made
+    /// it (its trust files, its single files' directories) for the cold
+    /// boot that follows: only what the VMM's start made goes.
+    keep_dir: bool,
 }
 
 impl Pending {
@@ -829,9 +1058,15 @@ impl Pending {
         Ok(())
     }
 
-    /// Wait on `stream` until the guest's init says it serves (its
-    /// `ready`), the guest or the VMM fails, or the boot's time is up.
-    fn wait_ready(&mut self, b: &Booting, stream: &UnixStream) -> Result<Ready, MachineError> {
+    /// Wait on `stream` until the guest's init says `want` (`ready`: it
+    /// serves; `parked`: a template's point), the guest or the VMM fails,
+    /// or the boot's time is up.
+    fn wait_for(
+        &mut self,
+        b: &Booting,
+        stream: &UnixStream,
+        want: Kind,
+    ) -> Result<Ready, MachineError> {
         let accept_err = |source| MachineError::Accept {
             path: b.cfg.run_dir.clone(),
             source,
@@ -850,7 +1085,15 @@ impl Pending {
                 .set_read_timeout(Some(left.min(Duration::from_millis(200))))
                 .map_err(accept_err)?;
             match Frame::read_from(&mut reader) {
-                Ok(Some(f)) if f.kind == Kind::Ready => break f.parse::<Ready>()?,
+                Ok(Some(f)) if f.kind == want && want == Kind::Ready => {
+                    break f.parse::<Ready>()?
+                }
+                Ok(Some(f)) if f.kind == want => {
+                    break Ready {
+                        kernel: String::new(),
+                        layers: Vec::new(),
+                    }
+                }
                 Ok(Some(f)) if f.kind == Kind::Fatal => {
                     return Err(MachineError::GuestFailed(
                         f.parse::<String>().unwrap_or_default(),
@@ -895,7 +1138,11 @@ impl Drop for Pending {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
-            let _ = std::fs::remove_dir_all(&self.run_dir);
+            if self.keep_dir {
+                let _ = std::fs::remove_dir_all(self.run_dir.join("root"));
+            } else {
+                let _ = std::fs::remove_dir_all(&self.run_dir);
+            }
         }
         crate::fsd::end(&mut self.fsd, Duration::ZERO);
     }
@@ -946,6 +1193,7 @@ mod tests {
             net: None,
             netns: None,
             workspace_fs: Default::default(),
+            start: Default::default(),
         }
     }
 

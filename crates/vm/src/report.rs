@@ -93,6 +93,7 @@ pub fn report(probe: bool) -> VmReport {
                     net: None,
                     netns: None,
                     workspace_fs: Default::default(),
+                    start: Default::default(),
                 };
                 let choice = crate::accel::choose(&base, &cache, &k.release);
                 kvm_boots = Some(choice.accel == Accel::Kvm);

@@ -50,6 +50,13 @@ pub enum Kind {
     /// Host to guest: connect to a service on the guest's own loopback
     /// (a `warden_protocol::connect::Target`, as JSON).
     Connect = 7,
+    /// Host to guest, once, to a guest parked at the template's point:
+    /// this sandbox's own settings, seed and clock ([`Attach`] as JSON).
+    Attach = 8,
+    /// Guest to host: the init is parked at the template's point (kernel
+    /// booted, modules loaded, channel open, nothing of a sandbox
+    /// attached) and waits for [`Kind::Attach`].
+    Parked = 9,
     /// Guest to host: the init serves ([`Ready`] as JSON).
     Ready = 10,
     /// Guest to host: the process runs (its PID in the guest, as JSON).
@@ -80,6 +87,8 @@ impl Kind {
             5 => TermAll,
             6 => Shutdown,
             7 => Connect,
+            8 => Attach,
+            9 => Parked,
             10 => Ready,
             11 => Spawned,
             12 => Failed,
@@ -117,6 +126,33 @@ pub struct Ready {
     /// What the init could apply to the processes it starts, in words
     /// ("landlock", "seccomp", ...).
     pub layers: Vec<String>,
+}
+
+/// What a guest restored from a template is told before it builds its
+/// file tree: what a cold boot reads from the kernel's command line, and
+/// what must never be shared between two guests restored from one
+/// snapshot (the random seed) or is stale after a restore (the clock).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attach {
+    /// The `warden.KEY=VALUE` words a cold boot gets on its command line,
+    /// as `KEY=VALUE`.
+    pub params: Vec<String>,
+    /// Fresh random bytes from the host, mixed into the guest kernel's
+    /// pool (credited) before its generator is reseeded.
+    pub seed: Vec<u8>,
+    /// The host's wall clock: seconds and nanoseconds since the epoch.
+    pub clock: (i64, u32),
+}
+
+impl std::fmt::Debug for Attach {
+    // The seed is never written to a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attach")
+            .field("params", &self.params)
+            .field("seed", &format_args!("[{} bytes]", self.seed.len()))
+            .field("clock", &self.clock)
+            .finish()
+    }
 }
 
 /// How a process ended.

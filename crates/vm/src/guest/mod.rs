@@ -14,6 +14,7 @@
 //! which ends the guest (`panic=-1` with QEMU's `-no-reboot`).
 
 mod connect;
+mod entropy;
 mod serve;
 mod setup;
 mod shares;
@@ -45,6 +46,10 @@ pub enum GuestError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot reseed the guest's random generator")]
+    Reseed(#[source] nix::errno::Errno),
+    #[error("cannot set the guest's clock")]
+    Clock(#[source] nix::errno::Errno),
     #[error("the host gave the guest a network device, but none appeared")]
     NoNetworkDevice,
     #[error(transparent)]

@@ -37,13 +37,25 @@ struct Params {
     binds: Vec<GuestBind>,
     /// warden's own directories that a share shows, to be covered.
     hide: Vec<PathBuf>,
+    /// This boot makes a template: park once the channel is open and take
+    /// the settings above from the host's `attach` instead.
+    template: bool,
 }
 
+/// The settings of the kernel's command line.
 fn params() -> Params {
     let line = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    parse_params(
+        line.split_whitespace()
+            .filter_map(|w| w.strip_prefix("warden.")),
+    )
+}
+
+/// Settings from `KEY=VALUE` words; unknown keys are ignored.
+fn parse_params<'a>(words: impl Iterator<Item = &'a str>) -> Params {
     let mut p = Params::default();
-    for word in line.split_whitespace() {
-        let Some((k, v)) = word.strip_prefix("warden.").and_then(|w| w.split_once('=')) else {
+    for word in words {
+        let Some((k, v)) = word.split_once('=') else {
             continue;
         };
         match k {
@@ -60,6 +72,7 @@ fn params() -> Params {
             "root" if v == "ext4" || v == "erofs" => p.root_image = Some(v.to_string()),
             "bind" => p.binds.extend(parse_bind(v)),
             "hide" => p.hide.extend(crate::shares::unhex(v)),
+            "template" => p.template = v == "1",
             "weaken" if cfg!(debug_assertions) => {
                 p.weaken = v.split(',').map(str::to_string).collect()
             }
@@ -322,8 +335,50 @@ pub(super) fn prepare() -> Result<(File, Ready), (Option<File>, GuestError)> {
             )
         })?;
     let fail = |e: GuestError| (port.try_clone().ok(), e);
+    let p = if p.template {
+        park(&port).map_err(fail)?
+    } else {
+        p
+    };
     let ready = finish(&p).map_err(fail)?;
     Ok((port, ready))
+}
+
+/// The template's point: say so, and wait (the host snapshots the guest
+/// here, and each restored copy goes on from here) for the sandbox's own
+/// settings; then make this copy's randomness its own and its clock the
+/// host's before anything reads either.
+fn park(port: &File) -> Result<Params, GuestError> {
+    use crate::wire::{Attach, Frame, Kind};
+    let channel_err = |source: std::io::Error| GuestError::Channel {
+        path: PORT_NAME.into(),
+        source,
+    };
+    let mut w = port.try_clone().map_err(channel_err)?;
+    Frame::new(Kind::Parked, 0, Vec::new())
+        .write_to(&mut w)
+        .map_err(|e| channel_err(std::io::Error::other(e)))?;
+    let mut r = port.try_clone().map_err(channel_err)?;
+    let attach = loop {
+        match Frame::read_from(&mut r) {
+            Ok(Some(f)) if f.kind == Kind::Attach => {
+                break f
+                    .parse::<Attach>()
+                    .map_err(|e| channel_err(std::io::Error::other(e)))?
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(channel_err(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            Err(e) => return Err(channel_err(std::io::Error::other(e))),
+        }
+    };
+    if attach.seed.len() < 32 {
+        return Err(GuestError::Reseed(nix::errno::Errno::EINVAL));
+    }
+    super::entropy::reseed(&attach.seed).map_err(GuestError::Reseed)?;
+    super::entropy::set_clock(attach.clock.0, attach.clock.1).map_err(GuestError::Clock)?;
+    Ok(parse_params(attach.params.iter().map(String::as_str)))
 }
 
 fn finish(p: &Params) -> Result<Ready, GuestError> {

@@ -1,0 +1,107 @@
+//! Pause to disk: a running VM sandbox's memory and devices saved to a
+//! directory of warden's state, so that its RAM is freed (the VMM ends),
+//! and resumed later by a new VMM restoring them, from another process
+//! (a restarted daemon or supervisor) as well.
+//!
+//! What it cannot save: a 9p share the guest has mounted (QEMU keeps the
+//! guest's open files of it, which no snapshot can carry, and refuses to
+//! save: "Migration is disabled when VirtFS export path ... is mounted"),
+//! and virtio-fs at all. The guest's own init drops its privileges before
+//! it serves, so it cannot unmount them for a save; a VM whose system
+//! directories and workspace are 9p shares (every VM but one whose
+//! `--rootfs` is an image and that has no workspace, bind or secret) is
+//! refused with QEMU's reason and goes on running, untouched.
+//! docs/microvm.md says what this costs and what would lift it.
+
+use crate::machine::{Config, Machine, MachineError, Start, Then};
+use crate::snapshot::{self, Record, SnapshotError};
+use crate::wire::Ready;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Why a VM could not be paused to disk or resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum PauseError {
+    #[error("this VM cannot be paused to disk: {0} (it goes on running)")]
+    Refused(String),
+    #[error("the paused VM in {dir} was saved for another shape of VM; resume it with the settings it was paused with")]
+    OtherShape { dir: PathBuf },
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+}
+
+/// What a paused VM's directory holds beside its state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PausedVm {
+    /// What the guest's init said when it first served.
+    pub ready: Ready,
+    /// The snapshot's record (key, size, digest).
+    pub record: Record,
+}
+
+const STATE: &str = "vm.vmstate";
+const ABOUT: &str = "paused.json";
+
+/// Save `machine` (a VM of `cfg`) into `dir` (made owner-only), and end
+/// its VMM. Refused, with the VM running on, when QEMU cannot save it.
+pub fn pause_to_disk(
+    machine: &mut Machine,
+    cfg: &Config,
+    dir: &Path,
+) -> Result<PausedVm, PauseError> {
+    snapshot::private_dir(dir)?;
+    let key = crate::template::key(cfg);
+    let record = match snapshot::save(machine, &dir.join(STATE), &key) {
+        Ok(r) => r,
+        Err(SnapshotError::Refused(why)) => return Err(PauseError::Refused(why)),
+        Err(e) => return Err(e.into()),
+    };
+    let paused = PausedVm {
+        ready: machine.ready.clone(),
+        record,
+    };
+    let about = dir.join(ABOUT);
+    let bytes = serde_json::to_vec(&paused).unwrap_or_default();
+    std::fs::write(&about, bytes).map_err(snapshot::io("write the record of", &about))?;
+    Ok(paused)
+}
+
+/// Is there a VM paused in `dir`?
+pub fn is_paused(dir: &Path) -> bool {
+    dir.join(ABOUT).is_file() && dir.join(STATE).is_file()
+}
+
+/// Resume the VM paused in `dir` in a new VMM started with `cfg` (the
+/// settings it was paused with; its shares, network and run directory may
+/// be new ones). The guest runs again only once its state has loaded
+/// whole and its digest matched; then the paused state is removed.
+pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, PauseError> {
+    let about = dir.join(ABOUT);
+    let bytes = std::fs::read(&about).map_err(snapshot::io("read", &about))?;
+    let paused: PausedVm = serde_json::from_slice(&bytes).map_err(|e| SnapshotError::Damaged {
+        path: about.clone(),
+        why: e.to_string(),
+    })?;
+    let key = crate::template::key(cfg);
+    if paused.record.key != key {
+        return Err(PauseError::OtherShape {
+            dir: dir.to_path_buf(),
+        });
+    }
+    let opened = snapshot::open(&dir.join(STATE), &key)?;
+    let mut cfg = cfg.clone();
+    cfg.start = Start::Restore(opened.fd.clone());
+    let m = Machine::launch(&cfg)?.restored(
+        &cfg,
+        timeout,
+        || opened.verify(),
+        Then::Serving(paused.ready),
+    )?;
+    let _ = std::fs::remove_file(dir.join(STATE));
+    let _ = std::fs::remove_file(snapshot::record_path(&dir.join(STATE)));
+    let _ = std::fs::remove_file(about);
+    Ok(m)
+}

@@ -1,0 +1,2 @@
+mod pause;
+mod template;

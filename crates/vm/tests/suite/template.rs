@@ -1,0 +1,114 @@
+//! VM sandboxes started from a template snapshot: fast, each copy with
+//! randomness of its own, and a damaged template never half-restored.
+
+use crate::common::{config, run, BOOT};
+use std::time::Instant;
+use warden_vm::template::{self, Started};
+use warden_vm::wire::Ended;
+
+#[test]
+#[ignore]
+fn two_guests_restored_from_one_template_never_read_the_same_random_bytes() {
+    let Some(a_cfg) = config("tmpl-a") else {
+        return;
+    };
+    let Some(mut b_cfg) = config("tmpl-b") else {
+        return;
+    };
+    b_cfg.run_dir.set_extension("b");
+    let (a, how_a) = template::start(&a_cfg, BOOT).unwrap();
+    let t = Instant::now();
+    let (b, how_b) = template::start(&b_cfg, BOOT).unwrap();
+    let b_start = t.elapsed();
+    assert!(
+        matches!(how_a, Started::Template | Started::Built),
+        "{how_a:?}"
+    );
+    assert_eq!(how_b, Started::Template);
+    eprintln!("second start, from the template: {b_start:?}");
+    // The attack: a secret made right after the restore (before the
+    // guest's kernel would reseed on its own) is the same in both copies
+    // unless the host's seed made each copy's generator its own.
+    let read = "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'";
+    let (ra, ea) = run(&a, 1, read);
+    let (rb, eb) = run(&b, 1, read);
+    assert_eq!((ea, eb), (Ended::Exited(0), Ended::Exited(0)));
+    assert_eq!(ra.len(), 64, "{ra}");
+    assert_ne!(
+        ra, rb,
+        "two copies of one template read the same random bytes"
+    );
+    // Each copy has its own settings and the host's clock.
+    let (ha, _) = run(&a, 2, "hostname; date +%s");
+    let (hb, _) = run(&b, 2, "hostname");
+    assert!(ha.starts_with("tmpl-a\n"), "{ha}");
+    assert_eq!(hb.trim(), "tmpl-b");
+    let guest_now: i64 = ha.lines().nth(1).unwrap().trim().parse().unwrap();
+    let host_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(
+        (guest_now - host_now).abs() < 30,
+        "guest clock {guest_now}, host {host_now}"
+    );
+}
+
+#[test]
+#[ignore]
+fn a_truncated_template_is_refused_and_the_guest_boots_cold() {
+    let Some(mut cfg) = config("tmpl-cut") else {
+        return;
+    };
+    // A shape of its own (1 MiB more RAM), so that no other test's
+    // template is cut.
+    cfg.memory_mib += 1;
+    let key = template::key(&cfg);
+    let dir = template::dir().unwrap();
+    let state = dir.join(format!("template-{key}.vmstate"));
+    if !state.exists() {
+        let (m, _) = template::start(&cfg, BOOT).unwrap();
+        drop(m);
+    }
+    let len = std::fs::metadata(&state).unwrap().len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&state)
+        .unwrap();
+    f.set_len(len / 2).unwrap();
+    drop(f);
+    let (m, how) = template::start(&cfg, BOOT).unwrap();
+    match &how {
+        Started::Cold { why: Some(why) } => assert!(why.contains("damaged"), "{why}"),
+        other => panic!("a truncated template was used: {other:?}"),
+    }
+    let (out, end) = run(&m, 1, "echo booted");
+    assert_eq!((out.as_str(), end), ("booted\n", Ended::Exited(0)));
+    assert!(!state.exists(), "the damaged template was kept");
+}
+
+#[test]
+#[ignore]
+fn a_template_whose_bytes_changed_is_refused_before_its_guest_runs() {
+    let Some(mut cfg) = config("tmpl-flip") else {
+        return;
+    };
+    cfg.memory_mib += 2;
+    let key = template::key(&cfg);
+    let dir = template::dir().unwrap();
+    let state = dir.join(format!("template-{key}.vmstate"));
+    if !state.exists() {
+        let (m, _) = template::start(&cfg, BOOT).unwrap();
+        drop(m);
+    }
+    // Same size, one byte of the guest's memory changed: only the digest
+    // can tell, and it must before the guest runs.
+    let mut bytes = std::fs::read(&state).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0xff;
+    std::fs::write(&state, &bytes).unwrap();
+    let err = template::restore(&cfg, &state, &key, BOOT)
+        .err()
+        .expect("a changed template was restored");
+    assert!(err.to_string().contains("digest"), "{err}");
+}
