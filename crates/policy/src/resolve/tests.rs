@@ -550,3 +550,29 @@ fn disk_of_zero_above_memory_or_above_the_free_space_is_refused() {
         );
     }
 }
+
+#[test]
+fn a_callers_entry_reaches_public_addresses_only_and_the_owners_earlier_answers_are_the_owners() {
+    let mut r = req(&["true"]);
+    r.caller(Field::AllowDomain, "pod.test");
+    r.text(Field::AllowDomain, "own.test");
+    // A caller naming the owner's entry again does not take it over.
+    r.caller(Field::AllowDomain, "own.test");
+    r.placement.granted_domains = vec!["asked.test".into()];
+    let NetworkSpec::Egress(e) = r.resolve(&defaults(), &[]).unwrap().network else {
+        panic!("no egress");
+    };
+    let whose: Vec<(&str, bool)> = e
+        .domains
+        .iter()
+        .map(|d| (d.name.as_str(), d.caller))
+        .collect();
+    assert_eq!(
+        whose,
+        [
+            ("own.test", false),
+            ("asked.test", false),
+            ("pod.test", true)
+        ]
+    );
+}
