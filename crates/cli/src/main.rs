@@ -529,6 +529,8 @@ fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
             name, follow, json, ..
         } => remote::logs(host, &name, follow, json),
         Command::Stop { names, time } => remote::stop(host, &names, time),
+        Command::Pause { names } => commands::lifecycle::pause::remote(host, &names, true),
+        Command::Resume { names } => commands::lifecycle::pause::remote(host, &names, false),
         Command::Rm { names, force } => remote::rm(host, &names, force),
         Command::Diff(a) => remote::diff(host, a),
         Command::Commit(a) => remote::commit(host, a),
@@ -539,7 +541,7 @@ fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
             json,
         } => remote::egress(host, &name, allow, deny, json),
         _ => anyhow::bail!(
-            "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop, rm, egress, diff and commit do; run it on the daemon's host without --host"
+            "this command does not go through a daemon (--host): run, create, exec, ls, logs, stop, pause, resume, rm, egress, diff and commit do; run it on the daemon's host without --host"
         ),
     }
 }

@@ -327,6 +327,24 @@ impl Client {
         )
     }
 
+    /// `POST /v1/sandboxes/{id}/pause`: its processes frozen in place.
+    pub fn pause(&self, id: &str) -> Result<SandboxInfo, ClientError> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/pause", segment(id)),
+            None,
+        )
+    }
+
+    /// `POST /v1/sandboxes/{id}/resume`: a paused sandbox goes on.
+    pub fn resume(&self, id: &str) -> Result<SandboxInfo, ClientError> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/resume", segment(id)),
+            None,
+        )
+    }
+
     /// `PATCH /v1/sandboxes/{id}/egress`: the running sandbox's allowlist
     /// changed live (`remove` off, then `allow` on); the list as it is now.
     pub fn egress(

@@ -281,6 +281,13 @@ fn a_paused_sandbox_stays_paused_across_a_daemon_restart_and_resumes_through_it(
     assert_eq!(json(&b)["stdout"], "back\n");
     let (st, b) = call(&d, "POST", "/v1/sandboxes/kept/resume", None, None);
     assert_eq!(st, 409, "{b}");
+    // The command line through the daemon (`--host`) says the same.
+    ok(&warden(s, &["--host", "unix", "pause", "kept"]));
+    let (_, b) = call(&d, "GET", "/v1/sandboxes/kept", None, None);
+    assert_eq!(json(&b)["state"], "paused", "{b}");
+    ok(&warden(s, &["--host", "unix", "resume", "kept"]));
+    let (_, b) = call(&d, "GET", "/v1/sandboxes/kept", None, None);
+    assert_eq!(json(&b)["state"], "running", "{b}");
 }
 
 #[test]
@@ -291,17 +298,29 @@ fn pausing_needs_the_lifecycle_scope_and_a_sandboxs_own_token_cannot_pause_it() 
     let state = TempDir::new("pause-tokens");
     let s = state.path();
     let d = Daemon::start(s, true);
-    let (st, b) = call(
+    let writer = api_token(&d, "writer", &["sandboxes:write"], None);
+    let (st, b) = call_on(
         &d,
+        true,
         "POST",
         "/v1/sandboxes",
         Some(r#"{"name":"mine"}"#),
-        None,
+        Some(&writer),
     );
     assert_eq!(st, 201, "{b}");
     let reader = api_token(&d, "reader", &["sandboxes:read", "exec"], None);
     let own = api_token(&d, "own", &["sandboxes:write", "exec"], Some("mine"));
-    let writer = api_token(&d, "writer", &["sandboxes:write"], None);
+    // Another token with the scope does not see a sandbox it did not make.
+    let other = api_token(&d, "other", &["sandboxes:write"], None);
+    let (st, b) = call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes/mine/pause",
+        None,
+        Some(&other),
+    );
+    assert_eq!(st, 404, "{b}");
     for t in [&reader, &own] {
         let (st, b) = call_on(&d, true, "POST", "/v1/sandboxes/mine/pause", None, Some(t));
         assert_eq!(st, 403, "{b}");

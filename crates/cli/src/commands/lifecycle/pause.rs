@@ -61,3 +61,17 @@ pub fn exec_refused(name: &str, e: ClientError) -> anyhow::Error {
         e => e.into(),
     }
 }
+
+/// `warden --host H pause|resume NAME...`: through a daemon's API.
+pub fn remote(host: &str, names: &[String], pause: bool) -> anyhow::Result<u8> {
+    let c = super::super::remote::client(host)?;
+    for name in names {
+        if pause {
+            c.pause(name)?;
+        } else {
+            c.resume(name)?;
+        }
+        println!("{name}");
+    }
+    Ok(0)
+}
