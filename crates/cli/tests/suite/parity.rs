@@ -530,7 +530,14 @@ fn stored_spec(root: &Path, name: &str, sections: &[&str]) -> serde_json::Value 
     let path = root.join("sandboxes").join(name).join("sandbox.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let spec = &stored["spec"];
+    let mut spec = stored["spec"].clone();
+    // A workspace layer's default size is measured from the host's free
+    // space at each create, not given by any door.
+    if spec["filesystem"]["disk"]["asked"] == false {
+        if let Some(fs) = spec["filesystem"].as_object_mut() {
+            fs.remove("disk");
+        }
+    }
     let picked: serde_json::Value = sections
         .iter()
         .map(|s| (s.to_string(), spec[*s].clone()))
