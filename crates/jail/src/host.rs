@@ -193,9 +193,9 @@ pub fn probe() -> Report {
         name: "kvm",
         ok: true,
         detail: if kvm {
-            "/dev/kvm present (for the microVM backend, `--isolation vm`)".into()
+            "/dev/kvm present (for the microVM backend)".into()
         } else {
-            "/dev/kvm absent (the microVM backend, `--isolation vm`, runs under slow software emulation)".into()
+            "/dev/kvm absent (the microVM backend runs under slow software emulation)".into()
         },
         lost: None,
     });
