@@ -13,6 +13,7 @@ mod daemon_egress;
 mod dashboard_auth;
 mod decode_budget;
 mod desktop;
+mod detection;
 mod desktop_api;
 mod disk;
 mod egress;
