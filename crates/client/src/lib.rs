@@ -380,26 +380,13 @@ impl Client {
         &self,
         id: &str,
         req: &ExecRequest,
-        mut on_event: impl FnMut(&ExecEvent),
+        on_event: impl FnMut(&ExecEvent),
     ) -> Result<ExecEvent, ClientError> {
         let mut req = req.clone();
         req.stream = true;
         req.background = false;
         let path = format!("/v1/sandboxes/{}/exec", segment(id));
-        let mut exit = None;
-        self.lines(Method::POST, &path, Some(json_body(&req)?), |line| {
-            let event: ExecEvent = decode(&path, line)?;
-            on_event(&event);
-            if matches!(event, ExecEvent::Exited { .. }) {
-                exit = Some(event);
-                return Ok(false);
-            }
-            Ok(true)
-        })?;
-        exit.ok_or_else(|| ClientError::Decode {
-            path,
-            detail: "the stream ended before the command's exit".into(),
-        })
+        self.until_exit(Method::POST, path, Some(json_body(&req)?), on_event)
     }
 
     /// `GET /v1/sandboxes/{id}/execs/{exec}/output`: a command's kept
@@ -409,15 +396,27 @@ impl Client {
         &self,
         id: &str,
         exec: &str,
-        mut on_event: impl FnMut(&ExecEvent),
+        on_event: impl FnMut(&ExecEvent),
     ) -> Result<ExecEvent, ClientError> {
         let path = format!(
             "/v1/sandboxes/{}/execs/{}/output",
             segment(id),
             segment(exec)
         );
+        self.until_exit(Method::GET, path, None, on_event)
+    }
+
+    /// A command's events, each to `on_event` as it comes, until its exit,
+    /// which is returned; a stream that ends before it is an error.
+    fn until_exit(
+        &self,
+        method: Method,
+        path: String,
+        body: Option<Vec<u8>>,
+        mut on_event: impl FnMut(&ExecEvent),
+    ) -> Result<ExecEvent, ClientError> {
         let mut exit = None;
-        self.lines(Method::GET, &path, None, |line| {
+        self.lines(method, &path, body, |line| {
             let event: ExecEvent = decode(&path, line)?;
             on_event(&event);
             if matches!(event, ExecEvent::Exited { .. }) {
