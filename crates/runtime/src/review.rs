@@ -193,7 +193,10 @@ pub fn commit(
 
 /// Throw away the changes at or below `paths` of a stopped sandbox (never
 /// all of them: `paths` names at least one), as `warden discard PATH...`
-/// does: the real workspace's entries show through again. The changes
+/// does: the real workspace's entries show through again. Each path is
+/// acted on only when it is itself a change (or holds some), never
+/// because another path named is; a path through a symbolic link of the
+/// layer never is ([`warden_workspace::Locked::discard`]). The changes
 /// thrown away, as a review shows them; recorded in the sandbox's audit
 /// log.
 pub fn discard(sb: &Sandbox, paths: Vec<PathBuf>) -> Result<Vec<Change>, ReviewError> {
@@ -209,6 +212,11 @@ pub fn discard(sb: &Sandbox, paths: Vec<PathBuf>) -> Result<Vec<Change>, ReviewE
     })?;
     let pending = sb.diff(&diff_options(sb, paths.clone(), false))?;
     if pending.is_empty() {
+        // Nothing to throw away; but a path through a symbolic link of the
+        // layer is refused in words, not answered "nothing there" (the
+        // layer acts only on paths that are changes, so this changes
+        // nothing).
+        lock.discard(&paths)?;
         return Ok(pending);
     }
     lock.discard(&paths)?;

@@ -32,9 +32,7 @@ use crate::real::{
 use crate::store::{Layout, Locked, OwnWrite, StoreError};
 use rustix::fs::{AtFlags, Mode};
 use std::collections::BTreeSet;
-use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// What the interactive hook decides for one change.
@@ -586,6 +584,14 @@ fn check_path(
 /// hide the committed real files behind the opaque mark. Such a directory
 /// goes as a whole once nothing below it differs from the real one.
 fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
+    // Beneath the layer's and the workspace's descriptors: a link of the
+    // layer is removed, never followed.
+    let (Ok(layer), Ok(real)) = (
+        crate::beneath::Tree::layer(upper),
+        crate::beneath::Tree::real(workspace),
+    ) else {
+        return;
+    };
     let mut paths: Vec<&Path> = applied.iter().flat_map(|c| c.paths()).collect();
     paths.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     paths.dedup();
@@ -595,21 +601,19 @@ fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
         let top_opaque = rel
             .ancestors()
             .filter(|a| !a.as_os_str().is_empty())
-            .filter(|a| overlay::is_opaque(&upper.join(a)))
+            .filter(|a| overlay::is_opaque_at(&layer, a))
             .last();
         if let Some(dir) = top_opaque {
             opaque_dirs.insert(dir.to_path_buf());
             continue;
         }
-        let p = upper.join(rel);
-        match fs::symlink_metadata(&p) {
-            Ok(m) if m.is_dir() => {
-                let _ = fs::remove_dir(&p);
-            }
-            Ok(_) => {
-                let _ = fs::remove_file(&p);
-            }
-            Err(_) => {}
+        if let (Ok(Some(st)), Ok((dir, name))) = (layer.lstat(rel), layer.parent(rel)) {
+            let flags = if crate::beneath::file_type(&st) == rustix::fs::FileType::Directory {
+                rustix::fs::AtFlags::REMOVEDIR
+            } else {
+                rustix::fs::AtFlags::empty()
+            };
+            let _ = rustix::fs::unlinkat(&dir, name, flags);
         }
     }
     // Directories copied up only to hold what was just committed: empty now,
@@ -622,21 +626,21 @@ fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
         .collect();
     parents.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     parents.dedup();
+    let is_dir =
+        |st: &rustix::fs::Stat| crate::beneath::file_type(st) == rustix::fs::FileType::Directory;
     for rel in parents {
-        let up = upper.join(rel);
-        let (Ok(u), Ok(r)) = (
-            fs::symlink_metadata(&up),
-            fs::symlink_metadata(workspace.join(rel)),
-        ) else {
+        let (Ok(Some(u)), Ok(Some(r))) = (layer.lstat(rel), real.lstat(rel)) else {
             continue;
         };
-        if u.is_dir()
-            && r.is_dir()
-            && u.mode() & 0o7777 == r.mode() & 0o7777
-            && !overlay::is_opaque(&up)
+        if is_dir(&u)
+            && is_dir(&r)
+            && u.st_mode & 0o7777 == r.st_mode & 0o7777
+            && !overlay::is_opaque_at(&layer, rel)
         {
             // Fails, as it should, when the directory is not empty.
-            let _ = fs::remove_dir(&up);
+            if let Ok((dir, name)) = layer.parent(rel) {
+                let _ = rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::REMOVEDIR);
+            }
         }
     }
     for dir in opaque_dirs {
@@ -650,7 +654,9 @@ fn clean_upper(upper: &Path, workspace: &Path, applied: &[Change]) {
             host_hooks_paths: Vec::new(),
         };
         if diff::diff_layers(upper, workspace, &opts).is_ok_and(|left| left.is_empty()) {
-            let _ = fsutil::remove_tree(&upper.join(&dir));
+            if let Ok((parent, name)) = layer.parent(&dir) {
+                let _ = fsutil::remove_at(&parent, name, &dir);
+            }
         }
     }
 }

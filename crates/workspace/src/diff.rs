@@ -8,15 +8,15 @@
 //! deletion (a whiteout, or an opaque directory), where the deleted lower
 //! subtree is listed so that each deleted file is reported.
 
+use crate::beneath::{file_type, Tree};
 pub use crate::change::{Change, ChangeKind, Content, Entry, EntryKind};
 use crate::flags;
 use crate::overlay;
+use rustix::fs::{FileType, Stat};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
-use std::fs::{self, Metadata};
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 /// Files larger than this are compared but not diffed line by line.
@@ -37,32 +37,25 @@ pub enum DiffError {
 }
 
 impl Entry {
-    /// The entry at `path`, as `lstat` saw it (`meta`); `mode` when the
-    /// layer was opened for reading (its mode before).
-    fn read(path: &Path, meta: &Metadata, mode: Option<u32>) -> Result<Entry, DiffError> {
-        let ft = meta.file_type();
-        let kind = if ft.is_file() {
-            EntryKind::File
-        } else if ft.is_dir() {
-            EntryKind::Dir
-        } else if ft.is_symlink() {
-            EntryKind::Symlink
-        } else {
-            EntryKind::Other
+    /// The entry at `rel` of `tree`, as `lstat` saw it (`st`); `mode` when
+    /// the layer was opened for reading (its mode before).
+    fn read(tree: &Tree, rel: &Path, st: &Stat, mode: Option<u32>) -> Result<Entry, DiffError> {
+        let kind = match file_type(st) {
+            FileType::RegularFile => EntryKind::File,
+            FileType::Directory => EntryKind::Dir,
+            FileType::Symlink => EntryKind::Symlink,
+            _ => EntryKind::Other,
         };
         let target = if kind == EntryKind::Symlink {
-            Some(fs::read_link(path).map_err(|source| DiffError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?)
+            Some(tree.read_link(rel).map_err(read_err(rel))?)
         } else {
             None
         };
         Ok(Entry {
             kind,
-            mode: mode.unwrap_or(meta.permissions().mode() & 0o7777),
+            mode: mode.unwrap_or(st.st_mode & 0o7777),
             size: if kind == EntryKind::File {
-                meta.len()
+                u64::try_from(st.st_size).unwrap_or(0)
             } else {
                 0
             },
@@ -171,10 +164,12 @@ pub(crate) fn diff_opened(
     plain: bool,
     opened: &crate::fsutil::Opened,
 ) -> Result<Vec<Change>, DiffError> {
+    let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
+    let low = Tree::real(lower).map_err(read_err(Path::new("")))?;
     let walked = crate::fsutil::deep_stack(|| {
         let mut w = Walker {
-            upper,
-            lower,
+            upper: &up,
+            lower: &low,
             opts,
             plain,
             opened,
@@ -186,11 +181,8 @@ pub(crate) fn diff_opened(
     });
     let too_long = |e: DiffError| match e {
         DiffError::Read { path, source } if source.raw_os_error() == Some(36) => {
-            let rel = path
-                .strip_prefix(upper)
-                .or_else(|_| path.strip_prefix(lower))
-                .unwrap_or(&path);
-            let top = rel
+            // Paths in errors are relative to the trees.
+            let top = path
                 .components()
                 .next()
                 .map(|c| crate::printable(&c.as_os_str().to_string_lossy()))
@@ -220,15 +212,17 @@ fn finish(
         }
     }
     let rules = flags::Rules::new(opts.allowed.as_deref());
+    // Contents are read beneath each tree's descriptor, never by a path
+    // the sandbox could send elsewhere (see `crate::beneath`).
+    let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
+    let low = Tree::real(lower).map_err(read_err(Path::new("")))?;
     for c in &mut changes {
         c.flags = rules.check(c);
-        let p = upper.join(&c.path);
-        let open = |side, rel: &Path| {
-            let root = match side {
-                crate::credentials::Side::Real => lower,
-                crate::credentials::Side::Layer => upper,
-            };
-            std::fs::File::open(root.join(rel))
+        // Errors name the change's path in the workspace, never a host path.
+        let p = c.path.clone();
+        let open = |side, rel: &Path| match side {
+            crate::credentials::Side::Real => low.file(rel),
+            crate::credentials::Side::Layer => up.file(rel),
         };
         if let Some(f) = crate::credentials::flag(c, open).map_err(read_err(&p))? {
             c.flags.push(f);
@@ -270,28 +264,23 @@ fn read_err(path: &Path) -> impl FnOnce(io::Error) -> DiffError + '_ {
     }
 }
 
-/// `lstat`, with "absent" (including "a parent is not a directory") as None.
-fn lstat(path: &Path) -> Result<Option<Metadata>, DiffError> {
-    match fs::symlink_metadata(path) {
-        Ok(m) => Ok(Some(m)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(20) => Ok(None),
-        Err(e) => Err(read_err(path)(e)),
-    }
+/// `lstat` beneath `tree`, with "absent" (including "a parent is not a
+/// directory") as None; a link on the way is an error.
+fn lstat(tree: &Tree, rel: &Path) -> Result<Option<Stat>, DiffError> {
+    tree.lstat(rel).map_err(read_err(rel))
 }
 
-fn sorted_names(dir: &Path) -> Result<Vec<OsString>, DiffError> {
-    let mut names = fs::read_dir(dir)
-        .map_err(read_err(dir))?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(read_err(dir))?;
-    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    Ok(names)
+fn sorted_names(tree: &Tree, rel: &Path) -> Result<Vec<OsString>, DiffError> {
+    tree.names(rel).map_err(read_err(rel))
 }
 
+/// The walk of the upper layer against the lower: both trees reached only
+/// beneath their descriptors, never by a joined path (see
+/// [`crate::beneath`]): the sandbox may swap any directory of its layer for
+/// a link while this runs.
 struct Walker<'a> {
-    upper: &'a Path,
-    lower: &'a Path,
+    upper: &'a Tree,
+    lower: &'a Tree,
     opts: &'a DiffOptions,
     /// Two plain trees: no whiteouts, no opaque marks.
     plain: bool,
@@ -316,14 +305,13 @@ impl Walker<'_> {
     /// opaque upper directory, here or above), so lower entries missing from
     /// the upper are deletions.
     fn walk(&mut self, rel: &Path, lower_dir: bool, opaque: bool) -> Result<(), DiffError> {
-        let udir = self.upper.join(rel);
-        let names = sorted_names(&udir)?;
+        let names = sorted_names(self.upper, rel)?;
         // Lower entries hidden by an opaque directory are deletions; they
         // are merged into the upper's names so the output stays sorted.
         let mut hidden = Vec::new();
         if opaque && lower_dir {
             let seen: BTreeSet<&OsString> = names.iter().collect();
-            hidden = sorted_names(&self.lower.join(rel))?
+            hidden = sorted_names(self.lower, rel)?
                 .into_iter()
                 .filter(|n| !seen.contains(n))
                 .collect();
@@ -339,17 +327,23 @@ impl Walker<'_> {
             if !self.wanted(&r) {
                 continue;
             }
-            let lpath = self.lower.join(&r);
             if !in_upper {
-                if let Some(lmeta) = lstat(&lpath)? {
-                    self.deleted(&r, &lpath, &lmeta)?;
+                if let Some(lmeta) = lstat(self.lower, &r)? {
+                    self.deleted(&r, &lmeta)?;
                 }
                 continue;
             }
-            let upath = self.upper.join(&r);
-            let umeta = fs::symlink_metadata(&upath).map_err(read_err(&upath))?;
-            let lmeta = if lower_dir { lstat(&lpath)? } else { None };
-            self.entry(&r, &upath, &umeta, &lpath, lmeta, opaque)?;
+            // Gone since the directory was read: the sandbox is still
+            // writing; what is not there is no change.
+            let Some(umeta) = lstat(self.upper, &r)? else {
+                continue;
+            };
+            let lmeta = if lower_dir {
+                lstat(self.lower, &r)?
+            } else {
+                None
+            };
+            self.entry(&r, &umeta, lmeta, opaque)?;
         }
         Ok(())
     }
@@ -357,21 +351,19 @@ impl Walker<'_> {
     fn entry(
         &mut self,
         r: &Path,
-        upath: &Path,
-        umeta: &Metadata,
-        lpath: &Path,
-        lmeta: Option<Metadata>,
+        umeta: &Stat,
+        lmeta: Option<Stat>,
         opaque: bool,
     ) -> Result<(), DiffError> {
-        if !self.plain && overlay::is_whiteout(upath, umeta) {
+        if !self.plain && overlay::is_whiteout_at(self.upper, r, umeta) {
             // A whiteout over nothing (the lower entry was removed on the
             // host since) is no change.
             if let Some(lmeta) = lmeta {
-                self.deleted(r, lpath, &lmeta)?;
+                self.deleted(r, &lmeta)?;
             }
             return Ok(());
         }
-        let new = Entry::read(upath, umeta, self.opened.mode_of(upath))?;
+        let new = Entry::read(self.upper, r, umeta, self.opened.mode_of(r))?;
         let change = |kind, old: Option<Entry>, new: Entry| Change {
             path: r.to_path_buf(),
             kind,
@@ -387,14 +379,14 @@ impl Walker<'_> {
         let Some(lmeta) = lmeta else {
             let is_dir = new.kind == EntryKind::Dir;
             let mut c = change(ChangeKind::Added, None, new);
-            c.copied_up = !self.plain && overlay::has_origin(upath);
+            c.copied_up = !self.plain && overlay::has_origin_at(self.upper, r);
             self.out.push(c);
             if is_dir {
                 self.walk(r, false, false)?;
             }
             return Ok(());
         };
-        let old = Entry::read(lpath, &lmeta, None)?;
+        let old = Entry::read(self.lower, r, &lmeta, None)?;
         if old.kind != new.kind {
             if old.kind == EntryKind::Dir {
                 self.deleted_children(r)?;
@@ -412,11 +404,13 @@ impl Walker<'_> {
                 if old.mode != new.mode {
                     self.out.push(change(ChangeKind::Mode, Some(old), new));
                 }
-                let opaque = opaque || (!self.plain && overlay::is_opaque(upath));
+                let opaque = opaque || (!self.plain && overlay::is_opaque_at(self.upper, r));
                 self.walk(r, true, opaque)?;
             }
             EntryKind::File => {
-                if old.size != new.size || !same_content(lpath, upath)? {
+                if old.size != new.size
+                    || !same_content((self.lower, r), (self.upper, r), new.size)?
+                {
                     self.out.push(change(ChangeKind::Modified, Some(old), new));
                 } else if old.mode != new.mode {
                     self.out.push(change(ChangeKind::Mode, Some(old), new));
@@ -430,7 +424,7 @@ impl Walker<'_> {
                 }
             }
             EntryKind::Other => {
-                if old.mode != new.mode || lmeta.rdev() != umeta.rdev() {
+                if old.mode != new.mode || lmeta.st_rdev != umeta.st_rdev {
                     self.out.push(change(ChangeKind::Modified, Some(old), new));
                 }
             }
@@ -440,8 +434,8 @@ impl Walker<'_> {
 
     /// Report the lower entry at `r` as deleted, a directory's content
     /// first.
-    fn deleted(&mut self, r: &Path, lpath: &Path, lmeta: &Metadata) -> Result<(), DiffError> {
-        let old = Entry::read(lpath, lmeta, None)?;
+    fn deleted(&mut self, r: &Path, lmeta: &Stat) -> Result<(), DiffError> {
+        let old = Entry::read(self.lower, r, lmeta, None)?;
         if old.kind == EntryKind::Dir {
             self.deleted_children(r)?;
         }
@@ -461,27 +455,29 @@ impl Walker<'_> {
     }
 
     fn deleted_children(&mut self, r: &Path) -> Result<(), DiffError> {
-        let ldir = self.lower.join(r);
-        for name in sorted_names(&ldir)? {
+        for name in sorted_names(self.lower, r)? {
             let child = r.join(name);
-            let lpath = self.lower.join(&child);
-            if let Some(m) = lstat(&lpath)? {
-                self.deleted(&child, &lpath, &m)?;
+            if let Some(m) = lstat(self.lower, &child)? {
+                self.deleted(&child, &m)?;
             }
         }
         Ok(())
     }
 }
 
-/// Whether two regular files hold the same bytes (sizes already equal).
-fn same_content(a: &Path, b: &Path) -> Result<bool, DiffError> {
-    let mut fa = fs::File::open(a).map_err(read_err(a))?;
-    let mut fb = fs::File::open(b).map_err(read_err(b))?;
+/// Whether two regular files, each named by its tree and its path there,
+/// hold the same bytes (their sizes, as the walk recorded them, equal
+/// `size`). Each is read from the descriptor opened beneath its tree, at
+/// most `size` bytes and one more (which tells that it grew).
+fn same_content(a: (&Tree, &Path), b: (&Tree, &Path), size: u64) -> Result<bool, DiffError> {
+    let bound = size.saturating_add(1);
+    let mut fa = a.0.file(a.1).map_err(read_err(a.1))?.take(bound);
+    let mut fb = b.0.file(b.1).map_err(read_err(b.1))?.take(bound);
     let mut ba = vec![0u8; 64 * 1024];
     let mut bb = vec![0u8; 64 * 1024];
     loop {
-        let na = read_full(&mut fa, &mut ba).map_err(read_err(a))?;
-        let nb = read_full(&mut fb, &mut bb).map_err(read_err(b))?;
+        let na = read_full(&mut fa, &mut ba).map_err(read_err(a.1))?;
+        let nb = read_full(&mut fb, &mut bb).map_err(read_err(b.1))?;
         if na != nb || ba[..na] != bb[..nb] {
             return Ok(false);
         }
@@ -491,7 +487,7 @@ fn same_content(a: &Path, b: &Path) -> Result<bool, DiffError> {
     }
 }
 
-fn read_full(f: &mut fs::File, buf: &mut [u8]) -> io::Result<usize> {
+fn read_full(f: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match f.read(&mut buf[n..])? {
@@ -516,6 +512,8 @@ fn pair_renames(lower: &Path, upper: &Path, changes: &mut Vec<Change>) -> Result
     if deleted_by_size.is_empty() {
         return Ok(());
     }
+    let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
+    let low = Tree::real(lower).map_err(read_err(Path::new("")))?;
     let mut consumed = BTreeSet::new();
     for i in 0..changes.len() {
         let (ChangeKind::Added, Some(new)) = (changes[i].kind, &changes[i].new) else {
@@ -527,13 +525,12 @@ fn pair_renames(lower: &Path, upper: &Path, changes: &mut Vec<Change>) -> Result
         let Some(candidates) = deleted_by_size.get(&new.size) else {
             continue;
         };
-        let upath = upper.join(&changes[i].path);
         for &d in candidates {
             if consumed.contains(&d) {
                 continue;
             }
-            let lpath = lower.join(&changes[d].path);
-            if same_content(&lpath, &upath)? {
+            let same = same_content((&low, &changes[d].path), (&up, &changes[i].path), new.size)?;
+            if same {
                 consumed.insert(d);
                 let from = changes[d].path.clone();
                 let old = changes[d].old.clone();
@@ -576,15 +573,24 @@ fn content_of(
         return Ok(Some(Content::Binary { old_size, new_size }));
     }
     let old_path = c.from.as_deref().unwrap_or(&c.path);
-    let read = |root: &Path, rel: &Path, present: bool| -> Result<Vec<u8>, DiffError> {
-        if !present {
+    // Each side read beneath its tree, from the descriptor `fstat` showed
+    // to be a regular file, and no further than the size the walk
+    // recorded: a file that grew since (or a device swapped in) cannot
+    // make the host read without end.
+    let read = |tree: &Tree, rel: &Path, size: Option<u64>| -> Result<Vec<u8>, DiffError> {
+        let Some(size) = size else {
             return Ok(Vec::new());
-        }
-        let p = root.join(rel);
-        fs::read(&p).map_err(read_err(&p))
+        };
+        let mut buf = Vec::new();
+        tree.file(rel)
+            .and_then(|f| f.take(size).read_to_end(&mut buf))
+            .map_err(read_err(rel))?;
+        Ok(buf)
     };
-    let a = read(lower, old_path, old.is_some())?;
-    let b = read(upper, &c.path, new.is_some())?;
+    let low = Tree::real(lower).map_err(read_err(Path::new("")))?;
+    let up = Tree::layer(upper).map_err(read_err(Path::new("")))?;
+    let a = read(&low, old_path, old.as_ref().map(|e| e.size))?;
+    let b = read(&up, &c.path, new.as_ref().map(|e| e.size))?;
     fn text(v: &[u8]) -> Option<&str> {
         if v.contains(&0) {
             None

@@ -2,17 +2,19 @@
 //! removal that copes with what overlayfs leaves behind, and copies that keep
 //! everything overlayfs reads (types, modes, symlink targets, whiteout
 //! devices, extended attributes), with reflinks where the file system has
-//! them.
+//! them. Below a tree's top, nothing is resolved by path: entries are
+//! reached through descriptors ([`crate::beneath`]), because the trees are
+//! ones a sandbox wrote.
 
-use crate::overlay;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use crate::beneath::Tree;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, XattrFlags};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +72,8 @@ pub(crate) fn deep_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 }
 
 /// Remove `path` and everything below it; a missing path is not an error.
+/// `path` itself is one of warden's own (a sandbox's directory, its
+/// layer's top): what lies below is reached only through descriptors.
 ///
 /// Overlayfs leaves `work/work` with mode 000 after a mount, and a sandbox
 /// may leave directories of any mode in its layer; an unprivileged owner can
@@ -94,21 +98,82 @@ pub fn remove_tree(path: &Path) -> Result<(), FsError> {
     if meta.mode() & 0o700 != 0o700 {
         fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(err)?;
     }
-    let open_dir = |at: &dyn AsFd, name: &OsStr| {
-        rustix::fs::openat(
-            at,
-            name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
+    let top = open_dir(&rustix::fs::CWD, path.as_os_str()).map_err(|e| err(e.into()))?;
+    empty_dir(top).map_err(err)?;
+    fs::remove_dir(path).map_err(err)
+}
+
+/// Remove the entry `name` of the directory held by `parent`, and
+/// everything below it, never following a link: a link is removed, not
+/// what it leads to. `shown` names it in an error (relative to its tree).
+pub(crate) fn remove_at(parent: &OwnedFd, name: &OsStr, shown: &Path) -> Result<(), FsError> {
+    let err = |source: io::Error| FsError::Remove {
+        path: shown.to_path_buf(),
+        source,
     };
-    let mut cur = open_dir(&rustix::fs::CWD, path.as_os_str()).map_err(|e| err(e.into()))?;
-    // The names of the directories descended into, from `path` down.
+    let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(err(e.into())),
+    };
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        return match rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(err(e.into())),
+        };
+    }
+    if st.st_mode & 0o700 != 0o700 {
+        chmod_entry(parent, name, 0o700).map_err(err)?;
+    }
+    let top = open_dir(parent, name).map_err(|e| err(e.into()))?;
+    empty_dir(top).map_err(err)?;
+    match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(err(e.into())),
+    }
+}
+
+fn open_dir(at: &impl AsFd, name: &OsStr) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        at,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Set the mode of the entry `name` of `parent` without following it: it
+/// is opened `O_PATH | O_NOFOLLOW`, checked to be a directory or a regular
+/// file, and changed through its descriptor (`fchmodat` follows a link
+/// in the last component, so a name the sandbox swapped for a link after
+/// the `lstat` would change the link's target).
+pub(crate) fn chmod_entry(parent: &impl AsFd, name: &OsStr, mode: u32) -> io::Result<()> {
+    let fd = rustix::fs::openat(
+        parent,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let st = rustix::fs::fstat(&fd)?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory | FileType::RegularFile => {}
+        _ => return Err(crate::beneath::refused()),
+    }
+    // The magic link of an O_PATH descriptor leads to exactly its inode.
+    let at = crate::beneath::at_path(&fd, OsStr::new("."));
+    rustix::fs::chmod(&at, Mode::from_raw_mode(mode))?;
+    Ok(())
+}
+
+/// Empty the directory held by `top`, from descriptor to descriptor.
+fn empty_dir(top: OwnedFd) -> io::Result<()> {
+    let mut cur = top;
+    // The names of the directories descended into, from the top down.
     let mut names: Vec<OsString> = Vec::new();
     loop {
         let mut subdirs = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&cur).map_err(|e| err(e.into()))? {
-            let entry = entry.map_err(|e| err(e.into()))?;
+        for entry in rustix::fs::Dir::read_from(&cur)? {
+            let entry = entry?;
             let name = OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string();
             if name == "." || name == ".." {
                 continue;
@@ -116,8 +181,7 @@ pub fn remove_tree(path: &Path) -> Result<(), FsError> {
             let is_dir = match entry.file_type() {
                 FileType::Directory => true,
                 FileType::Unknown => rustix::fs::statat(&cur, &name, AtFlags::SYMLINK_NOFOLLOW)
-                    .map(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
-                    .map_err(|e| err(e.into()))?,
+                    .map(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)?,
                 _ => false,
             };
             if is_dir {
@@ -125,46 +189,27 @@ pub fn remove_tree(path: &Path) -> Result<(), FsError> {
             } else {
                 match rustix::fs::unlinkat(&cur, &name, AtFlags::empty()) {
                     Ok(()) | Err(Errno::NOENT) => {}
-                    Err(e) => return Err(err(e.into())),
+                    Err(e) => return Err(e.into()),
                 }
             }
         }
         if let Some(name) = subdirs.into_iter().next() {
-            let st = rustix::fs::statat(&cur, &name, AtFlags::SYMLINK_NOFOLLOW)
-                .map_err(|e| err(e.into()))?;
+            let st = rustix::fs::statat(&cur, &name, AtFlags::SYMLINK_NOFOLLOW)?;
             if st.st_mode & 0o700 != 0o700 {
-                rustix::fs::chmodat(&cur, &name, Mode::from_raw_mode(0o700), AtFlags::empty())
-                    .map_err(|e| err(e.into()))?;
+                chmod_entry(&cur, &name, 0o700)?;
             }
-            cur = open_dir(&cur, &name).map_err(|e| err(e.into()))?;
+            cur = open_dir(&cur, &name)?;
             names.push(name);
             continue;
         }
         let Some(name) = names.pop() else { break };
-        cur = open_dir(&cur, OsStr::new("..")).map_err(|e| err(e.into()))?;
+        cur = open_dir(&cur, OsStr::new(".."))?;
         match rustix::fs::unlinkat(&cur, &name, AtFlags::REMOVEDIR) {
             Ok(()) | Err(Errno::NOENT) => {}
-            Err(e) => return Err(err(e.into())),
+            Err(e) => return Err(e.into()),
         }
     }
-    drop(cur);
-    fs::remove_dir(path).map_err(err)
-}
-
-/// Copy the contents of `src` into the new file `dst` (created with `mode`),
-/// sharing blocks through FICLONE where the file system supports it.
-pub(crate) fn copy_file(src: &Path, dst: &Path, mode: u32) -> io::Result<File> {
-    let from = File::open(src)?;
-    let mut to = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode & 0o7777)
-        .custom_flags(libc_o_nofollow())
-        .open(dst)?;
-    fill(&from, &mut to)?;
-    // The umask applied at creation; the mode is what the layer says.
-    to.set_permissions(fs::Permissions::from_mode(mode & 0o7777))?;
-    Ok(to)
+    Ok(())
 }
 
 /// Write the contents of `from` into the empty `to`: a reflink when the file
@@ -245,143 +290,264 @@ fn copy_range(from: &File, to: &File, start: u64, end: u64) -> io::Result<()> {
     Ok(())
 }
 
-fn libc_o_nofollow() -> i32 {
-    rustix::fs::OFlags::NOFOLLOW.bits() as i32
-}
-
-/// Copy the tree at `src` to the new path `dst`, keeping types, modes,
-/// symbolic links, whiteouts and extended attributes (overlay's marks
-/// included).
+/// Copy the tree at `src` (the real workspace) to the new path `dst`,
+/// keeping types, modes, symbolic links, whiteouts and extended
+/// attributes. Every entry is read beneath `src` without following a
+/// link (see [`crate::beneath`]).
 pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), FsError> {
-    deep_stack(|| copy_inner(src, dst, None))
-}
-
-/// [`copy_tree`] of a layer opened with [`Opened::up`]: each entry gets the
-/// mode it had before it was opened.
-pub(crate) fn copy_layer(src: &Path, dst: &Path, opened: &Opened) -> Result<(), FsError> {
-    deep_stack(|| copy_inner(src, dst, Some(opened)))
-}
-
-fn copy_inner(src: &Path, dst: &Path, opened: Option<&Opened>) -> Result<(), FsError> {
-    let copy_err = |source| FsError::Copy {
-        src: src.to_path_buf(),
-        dst: dst.to_path_buf(),
-        source,
-    };
-    let meta = fs::symlink_metadata(src).map_err(|source| FsError::Read {
-        path: src.to_path_buf(),
+    let from = Tree::real(src).map_err(|source| FsError::Read {
+        path: PathBuf::new(),
         source,
     })?;
-    let ft = meta.file_type();
-    let mode = opened
-        .and_then(|o| o.mode_of(src))
-        .unwrap_or(meta.mode() & 0o7777);
-    if ft.is_dir() {
-        fs::DirBuilder::new()
-            .mode(0o700)
-            .create(dst)
-            .map_err(copy_err)?;
-        let entries = fs::read_dir(src).map_err(|source| FsError::Read {
-            path: src.to_path_buf(),
+    copy_new(&from, dst, None)
+}
+
+/// [`copy_tree`] of a tree the sandbox can write (a layer, a kept home, a
+/// snapshot), opened with [`Opened::up`]: each entry gets the mode it had
+/// before it was opened.
+pub(crate) fn copy_layer(src: &Path, dst: &Path, opened: &Opened) -> Result<(), FsError> {
+    let from = Tree::layer(src).map_err(|source| FsError::Read {
+        path: PathBuf::new(),
+        source,
+    })?;
+    copy_new(&from, dst, Some(opened))
+}
+
+/// Make the new directory `dst` (one of warden's own paths) a copy of the
+/// tree `from`.
+fn copy_new(from: &Tree, dst: &Path, opened: Option<&Opened>) -> Result<(), FsError> {
+    let copy_err = |source| FsError::Copy {
+        src: PathBuf::new(),
+        dst: PathBuf::new(),
+        source,
+    };
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dst)
+        .map_err(copy_err)?;
+    let to = Tree::layer(dst).map_err(copy_err)?;
+    deep_stack(|| copy_below(from, Path::new(""), &to, Path::new(""), opened))
+}
+
+/// Copy the entry `src_rel` of `from` to the new entry `dst_rel` of `to`
+/// (both relative to their trees), and what lies below it. Nothing is
+/// resolved by path: each directory is reached from its tree's descriptor
+/// beneath it, and no descriptor is held across the recursion, so a deep
+/// tree costs stack, not descriptors.
+pub(crate) fn copy_below(
+    from: &Tree,
+    src_rel: &Path,
+    to: &Tree,
+    dst_rel: &Path,
+    opened: Option<&Opened>,
+) -> Result<(), FsError> {
+    let copy_err = |source| FsError::Copy {
+        src: src_rel.to_path_buf(),
+        dst: dst_rel.to_path_buf(),
+        source,
+    };
+    let st = from
+        .lstat(src_rel)
+        .and_then(|st| st.ok_or_else(|| io::ErrorKind::NotFound.into()))
+        .map_err(|source| FsError::Read {
+            path: src_rel.to_path_buf(),
             source,
         })?;
-        for entry in entries {
-            let entry = entry.map_err(|source| FsError::Read {
-                path: src.to_path_buf(),
+    let mode = opened
+        .and_then(|o| o.mode_of(src_rel))
+        .unwrap_or(st.st_mode & 0o7777);
+    let top = dst_rel.as_os_str().is_empty();
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => {
+            if !top {
+                let (parent, name) = to.parent(dst_rel).map_err(copy_err)?;
+                rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700))
+                    .map_err(|e| copy_err(e.into()))?;
+            }
+            let names = from.names(src_rel).map_err(|source| FsError::Read {
+                path: src_rel.to_path_buf(),
                 source,
             })?;
-            copy_inner(&entry.path(), &dst.join(entry.file_name()), opened)?;
+            for name in names {
+                copy_below(from, &src_rel.join(&name), to, &dst_rel.join(&name), opened)?;
+            }
+            let (sdir, ddir) = (
+                from.dir(src_rel).map_err(copy_err)?,
+                to.dir(dst_rel).map_err(copy_err)?,
+            );
+            copy_xattrs_fd(&sdir, &ddir).map_err(copy_err)?;
+            // Last, so a read-only directory can still be filled.
+            rustix::fs::fchmod(&ddir, Mode::from_raw_mode(mode)).map_err(|e| copy_err(e.into()))?;
         }
-        copy_xattrs(src, dst).map_err(copy_err)?;
-        // Last, so a read-only directory can still be filled.
-        fs::set_permissions(dst, fs::Permissions::from_mode(mode)).map_err(copy_err)?;
-    } else if ft.is_file() {
-        copy_file(src, dst, mode).map_err(copy_err)?;
-        copy_xattrs(src, dst).map_err(copy_err)?;
-    } else if ft.is_symlink() {
-        let target = fs::read_link(src).map_err(copy_err)?;
-        std::os::unix::fs::symlink(target, dst).map_err(copy_err)?;
-        copy_xattrs(src, dst).map_err(copy_err)?;
-    } else if ft.is_char_device() && meta.rdev() == 0 {
-        make_whiteout(dst).map_err(copy_err)?;
-    } else {
-        let what = if ft.is_fifo() {
-            "a FIFO"
-        } else if ft.is_socket() {
-            "a socket"
-        } else {
-            "a device"
-        };
-        return Err(FsError::Unsupported {
-            src: src.to_path_buf(),
-            what,
-        });
+        FileType::RegularFile => {
+            let src = from.file(src_rel).map_err(copy_err)?;
+            let (parent, name) = to.parent(dst_rel).map_err(copy_err)?;
+            let fd = rustix::fs::openat(
+                &parent,
+                name,
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(mode & 0o7777),
+            )
+            .map_err(|e| copy_err(e.into()))?;
+            let mut dst = File::from(fd);
+            fill(&src, &mut dst).map_err(copy_err)?;
+            // The umask applied at creation; the mode is what the layer says.
+            rustix::fs::fchmod(&dst, Mode::from_raw_mode(mode)).map_err(|e| copy_err(e.into()))?;
+            copy_xattrs_fd(&src, &dst).map_err(copy_err)?;
+        }
+        FileType::Symlink => {
+            let target = from.read_link(src_rel).map_err(copy_err)?;
+            let (parent, name) = to.parent(dst_rel).map_err(copy_err)?;
+            rustix::fs::symlinkat(&target, &parent, name).map_err(|e| copy_err(e.into()))?;
+            copy_xattrs_at(from, src_rel, &parent, name).map_err(copy_err)?;
+        }
+        FileType::CharacterDevice if st.st_rdev == 0 => {
+            let (parent, name) = to.parent(dst_rel).map_err(copy_err)?;
+            rustix::fs::mknodat(&parent, name, FileType::CharacterDevice, Mode::empty(), 0)
+                .map_err(|e| copy_err(e.into()))?;
+            copy_xattrs_at(from, src_rel, &parent, name).map_err(copy_err)?;
+        }
+        other => {
+            let what = match other {
+                FileType::Fifo => "a FIFO",
+                FileType::Socket => "a socket",
+                _ => "a device",
+            };
+            return Err(FsError::Unsupported {
+                src: src_rel.to_path_buf(),
+                what,
+            });
+        }
     }
     Ok(())
 }
 
-use std::os::unix::fs::DirBuilderExt;
-
-/// Create an overlay whiteout (a 0:0 character device) at `path`; the
-/// kernel allows this without privilege.
-pub(crate) fn make_whiteout(path: &Path) -> io::Result<()> {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        FileType::CharacterDevice,
-        Mode::empty(),
-        0,
-    )?;
-    Ok(())
+/// Whether an extended-attribute error means "this file system has none".
+fn no_xattrs(e: &Errno) -> bool {
+    *e == Errno::OPNOTSUPP
 }
 
-/// Copy every extended attribute of `src` onto `dst` (not following links).
-/// An attribute the caller may not set (`trusted.*` without privilege) is an
-/// error, except for symbolic links, where user attributes cannot exist.
-fn copy_xattrs(src: &Path, dst: &Path) -> io::Result<()> {
-    let names = match overlay::xattr_names(src) {
+/// The attribute names in a `listxattr` buffer.
+fn split_names(buf: &[u8]) -> Vec<OsString> {
+    buf.split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| OsStr::from_bytes(s).to_os_string())
+        .collect()
+}
+
+/// Copy every extended attribute (overlay's marks included) of the open
+/// `src` onto the open `dst`.
+fn copy_xattrs_fd(src: &impl AsFd, dst: &impl AsFd) -> io::Result<()> {
+    let size = match rustix::fs::flistxattr_query(src) {
         Ok(n) => n,
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::OPNOTSUPP.raw_os_error()) => {
-            return Ok(())
-        }
-        Err(e) => return Err(e),
+        Err(e) if no_xattrs(&e) => return Ok(()),
+        Err(e) => return Err(e.into()),
     };
-    for name in names {
-        let size = rustix::fs::lgetxattr_query(src, name.as_os_str())?;
+    if size == 0 {
+        return Ok(());
+    }
+    let mut list = vec![0u8; size];
+    let n = rustix::fs::flistxattr(src, &mut list[..])?;
+    for name in split_names(&list[..n.min(list.len())]) {
+        let size = rustix::fs::fgetxattr_query(src, name.as_os_str())?;
         let mut value = vec![0u8; size];
-        let n = rustix::fs::lgetxattr(src, name.as_os_str(), &mut value[..])?;
+        let n = rustix::fs::fgetxattr(src, name.as_os_str(), &mut value[..])?;
         value.truncate(n);
-        rustix::fs::lsetxattr(
-            dst,
-            name.as_os_str(),
-            &value,
-            rustix::fs::XattrFlags::empty(),
-        )?;
+        rustix::fs::fsetxattr(dst, name.as_os_str(), &value, XattrFlags::empty())?;
     }
     Ok(())
 }
 
-/// Bytes held by the tree at `path` (regular files' sizes), and whether it
-/// exists.
+/// Copy the extended attributes of a link or a whiteout (which cannot be
+/// opened) at `src_rel` of `from` onto the entry `name` of `parent`. Both
+/// are reached as `/proc/self/fd/N/NAME` with the `l*` calls: the
+/// directories are the descriptors', the names are not followed.
+fn copy_xattrs_at(from: &Tree, src_rel: &Path, parent: &OwnedFd, name: &OsStr) -> io::Result<()> {
+    let (sdir, sname) = from.parent(src_rel)?;
+    let src = crate::beneath::at_path(&sdir, sname);
+    let dst = crate::beneath::at_path(parent, name);
+    let size = match rustix::fs::llistxattr_query(&src) {
+        Ok(n) => n,
+        Err(e) if no_xattrs(&e) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    if size == 0 {
+        return Ok(());
+    }
+    let mut list = vec![0u8; size];
+    let n = rustix::fs::llistxattr(&src, &mut list[..])?;
+    for attr in split_names(&list[..n.min(list.len())]) {
+        let size = rustix::fs::lgetxattr_query(&src, attr.as_os_str())?;
+        let mut value = vec![0u8; size];
+        let n = rustix::fs::lgetxattr(&src, attr.as_os_str(), &mut value[..])?;
+        value.truncate(n);
+        match rustix::fs::lsetxattr(&dst, attr.as_os_str(), &value, XattrFlags::empty()) {
+            // User attributes cannot exist on a symbolic link.
+            Err(Errno::PERM) if attr.as_bytes().starts_with(b"user.") => {}
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+/// Bytes held by the tree the sandbox can write at `path` (regular files'
+/// sizes). Directories are read through descriptors beneath `path`, so a
+/// link the sandbox planted (or swaps in while this runs) is never entered.
 pub fn tree_size(path: &Path) -> u64 {
-    let Ok(meta) = fs::symlink_metadata(path) else {
+    let Ok(st) = rustix::fs::lstat(path) else {
         return 0;
     };
-    if !meta.is_dir() {
-        return if meta.is_file() { meta.len() } else { 0 };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => return u64::try_from(st.st_size).unwrap_or(0),
+        FileType::Directory => {}
+        _ => return 0,
     }
-    fs::read_dir(path)
-        .map(|rd| rd.flatten().map(|e| tree_size(&e.path())).sum())
-        .unwrap_or(0)
+    let Ok(tree) = Tree::layer(path) else {
+        return 0;
+    };
+    deep_stack(|| size_below(&tree, Path::new("")))
+}
+
+fn size_below(tree: &Tree, rel: &Path) -> u64 {
+    let Ok(dir) = tree.dir(rel) else {
+        return 0;
+    };
+    let Ok(names) = crate::beneath::names_of(&dir) else {
+        return 0;
+    };
+    let mut total = 0u64;
+    let mut subdirs = Vec::new();
+    for name in names {
+        let Ok(st) = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => {
+                total = total.saturating_add(u64::try_from(st.st_size).unwrap_or(0))
+            }
+            FileType::Directory => subdirs.push(name),
+            _ => {}
+        }
+    }
+    // No descriptor is held while the subdirectories are read.
+    drop(dir);
+    for name in subdirs {
+        total = total.saturating_add(size_below(tree, &rel.join(name)));
+    }
+    total
 }
 
 /// Entries of a layer that its owner cannot read or enter (a rootless
 /// sandbox's `chmod 000 dir`), opened for the time of one operation (a
 /// diff, a snapshot, a commit) and given their modes back when this drops.
 /// Root reads everything and changes nothing here. Reviews read the modes
-/// the entries had through [`Opened::mode_of`].
+/// the entries had through [`Opened::mode_of`], by their paths relative to
+/// the layer. Every entry is reached beneath the layer's descriptor and
+/// changed through a descriptor of its own ([`chmod_entry`]), so a link
+/// the sandbox swaps in never sends the change to another file.
 #[derive(Default)]
 pub(crate) struct Opened {
+    tree: Option<Tree>,
     /// In the order they were opened: parents before their children.
     changed: Vec<(PathBuf, u32)>,
     modes: std::collections::HashMap<PathBuf, u32>,
@@ -394,51 +560,66 @@ impl Opened {
         if euid.is_root() {
             return o;
         }
-        deep_stack(|| o.visit(root, euid.as_raw()));
+        let Ok(tree) = Tree::layer(root) else {
+            return o;
+        };
+        deep_stack(|| o.visit(&tree, Path::new(""), euid.as_raw()));
+        o.tree = Some(tree);
         o
     }
 
-    fn visit(&mut self, path: &Path, euid: u32) {
-        let Ok(m) = fs::symlink_metadata(path) else {
+    fn visit(&mut self, tree: &Tree, rel: &Path, euid: u32) {
+        let Ok(Some(st)) = tree.lstat(rel) else {
             return;
         };
-        if m.uid() != euid {
+        if st.st_uid != euid {
             return;
         }
-        let need = if m.is_dir() {
-            0o700
-        } else if m.is_file() {
-            0o400
-        } else {
-            return;
+        let ft = FileType::from_raw_mode(st.st_mode);
+        let need = match ft {
+            FileType::Directory => 0o700,
+            FileType::RegularFile => 0o400,
+            _ => return,
         };
-        let mode = m.mode() & 0o7777;
-        if mode & need != need
-            && fs::set_permissions(path, fs::Permissions::from_mode(mode | need)).is_ok()
-        {
-            self.changed.push((path.to_path_buf(), mode));
-            self.modes.insert(path.to_path_buf(), mode);
+        let mode = st.st_mode & 0o7777;
+        if mode & need != need && set_mode(tree, rel, mode | need).is_ok() {
+            self.changed.push((rel.to_path_buf(), mode));
+            self.modes.insert(rel.to_path_buf(), mode);
         }
-        if m.is_dir() {
-            if let Ok(rd) = fs::read_dir(path) {
-                for e in rd.flatten() {
-                    self.visit(&e.path(), euid);
+        if ft == FileType::Directory {
+            if let Ok(names) = tree.names(rel) {
+                for name in names {
+                    self.visit(tree, &rel.join(name), euid);
                 }
             }
         }
     }
 
-    /// The mode `path` had before it was opened, if it was.
-    pub(crate) fn mode_of(&self, path: &Path) -> Option<u32> {
-        self.modes.get(path).copied()
+    /// The mode the entry at `rel` (relative to the layer) had before it
+    /// was opened, if it was.
+    pub(crate) fn mode_of(&self, rel: &Path) -> Option<u32> {
+        self.modes.get(rel).copied()
     }
+}
+
+/// Set the mode of the entry `rel` of `tree` (the top when `rel` is empty).
+fn set_mode(tree: &Tree, rel: &Path, mode: u32) -> io::Result<()> {
+    if rel.as_os_str().is_empty() {
+        let top = tree.dir(rel)?;
+        return rustix::fs::fchmod(&top, Mode::from_raw_mode(mode)).map_err(Into::into);
+    }
+    let (parent, name) = tree.parent(rel)?;
+    chmod_entry(&parent, name, mode)
 }
 
 impl Drop for Opened {
     fn drop(&mut self) {
+        let Some(tree) = &self.tree else {
+            return;
+        };
         // Children first: a parent closed again would hide them.
-        for (path, mode) in self.changed.iter().rev() {
-            let _ = fs::set_permissions(path, fs::Permissions::from_mode(*mode));
+        for (rel, mode) in self.changed.iter().rev() {
+            let _ = set_mode(tree, rel, *mode);
         }
     }
 }

@@ -88,7 +88,7 @@ impl<'a> Repos<'a> {
         }
         match v.lookup(&dir.join("commondir")).filter(|n| n.is_file()) {
             Some(n) => {
-                let Some(text) = read_limited(&n.physical) else {
+                let Some(text) = n.open().and_then(read_from) else {
                     return true;
                 };
                 let named = PathBuf::from(text.trim_end_matches(['\n', '\r']));
@@ -116,7 +116,7 @@ impl<'a> Repos<'a> {
             return Vec::new();
         };
         let target = if node.is_file() {
-            let Some(text) = read_limited(&node.physical) else {
+            let Some(text) = node.open().and_then(read_from) else {
                 return Vec::new();
             };
             let Some(named) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else {
@@ -189,7 +189,7 @@ impl<'a> Repos<'a> {
             Resolved::Inside(p) => {
                 let node = self.view.lookup(&p)?;
                 node.is_file()
-                    .then(|| read_limited(&node.physical))
+                    .then(|| node.open().and_then(read_from))
                     .flatten()
             }
             Resolved::Outside(p) => read_limited(&p),
@@ -269,8 +269,13 @@ pub fn host_hooks_paths(config: &Path, home: Option<&Path>) -> Vec<String> {
 }
 
 fn read_limited(path: &Path) -> Option<String> {
+    read_from(std::fs::File::open(path).ok()?)
+}
+
+/// A git file of the workspace, opened beneath its tree, read as far as
+/// the limit.
+fn read_from(f: std::fs::File) -> Option<String> {
     use std::io::Read;
-    let f = std::fs::File::open(path).ok()?;
     let mut buf = Vec::new();
     f.take(CONFIG_LIMIT).read_to_end(&mut buf).ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())

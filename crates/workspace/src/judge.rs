@@ -5,6 +5,7 @@
 //! change by its path and entries alone; this module judges it by what the
 //! host will do with it once committed.
 
+use crate::beneath::Tree;
 use crate::change::{Change, EntryKind, Flag};
 use crate::flags;
 use crate::git::Repos;
@@ -55,8 +56,20 @@ fn flag(rule: &'static str, reason: String) -> Flag {
 
 /// Add the tree-dependent flags to `changes`.
 pub(crate) fn judge(t: &Trees<'_>, changes: &mut [Change]) {
-    let after = View::merged(t.upper, t.lower, t.overlay);
-    let before = View::real(t.lower);
+    // Both trees read beneath their descriptors (see `crate::beneath`).
+    // The diff opened them a moment ago; if that fails now, every change
+    // is flagged rather than judged blind.
+    let (Ok(upper), Ok(lower)) = (Tree::layer(t.upper), Tree::real(t.lower)) else {
+        for c in changes.iter_mut() {
+            c.flags.push(flag(
+                "unreadable",
+                "warden could not read the trees again to judge this change".into(),
+            ));
+        }
+        return;
+    };
+    let after = View::merged(&upper, &lower, t.overlay, t.lower);
+    let before = View::real(&lower, t.lower);
     links(&after, &before, changes);
     let mut repos_after = Repos::new(after, t.host_hooks);
     let mut repos_before = Repos::new(before, t.host_hooks);
@@ -265,10 +278,11 @@ fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
     if c.path.file_name()? != "package.json" {
         return None;
     }
-    let read = |p: PathBuf| -> Option<Vec<u8>> {
+    let read = |tree: Result<Tree, std::io::Error>, rel: &Path| -> Option<Vec<u8>> {
         use std::io::Read;
         let mut buf = Vec::new();
-        std::fs::File::open(p)
+        tree.ok()?
+            .file(rel)
             .ok()?
             .take(PACKAGE_LIMIT)
             .read_to_end(&mut buf)
@@ -278,7 +292,7 @@ fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
     let is_file =
         |e: &Option<crate::change::Entry>| e.as_ref().is_some_and(|e| e.kind == EntryKind::File);
     let new = if is_file(&c.new) {
-        match read(t.upper.join(&c.path)) {
+        match read(Tree::layer(t.upper), &c.path) {
             Some(bytes) => Some(bytes),
             None => {
                 return Some(flag(
@@ -292,7 +306,7 @@ fn npm(t: &Trees<'_>, c: &Change) -> Option<Flag> {
         None
     };
     let old = if is_file(&c.old) {
-        read(t.lower.join(c.from.as_deref().unwrap_or(&c.path)))
+        read(Tree::real(t.lower), c.from.as_deref().unwrap_or(&c.path))
     } else {
         None
     };

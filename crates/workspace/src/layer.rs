@@ -3,10 +3,12 @@
 //! never while the overlay is mounted (the kernel does not expect its upper
 //! directory to change underneath a mount).
 
+use crate::beneath::{self, Tree};
 use crate::diff::normalize_filter;
 use crate::fsutil::{self, FsError};
 use crate::overlay;
 use crate::store::{self, validate_name, FsTime, Layout, Locked, Sandbox, StoreError};
+use rustix::fs::FileType;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io;
@@ -23,6 +25,8 @@ pub enum LayerError {
     NoSnapshot(String),
     #[error("sandbox {name} keeps {MAX_SNAPSHOTS} snapshots already, the most a sandbox may keep (each costs up to its `resources.disk` of the host's disk): remove one with `warden snapshot {name} --delete LABEL` (`warden snapshot {name} --list` shows them)")]
     TooManySnapshots { name: String },
+    #[error("cannot discard {}: {} in the sandbox's layer is a symbolic link, and warden never follows a link the sandbox made; discard {} itself", crate::printable_path(.path), crate::printable_path(.link), crate::printable_path(.link))]
+    ThroughLink { path: PathBuf, link: PathBuf },
     #[error("cannot {op} {}", crate::printable_path(.path))]
     Io {
         op: &'static str,
@@ -84,91 +88,104 @@ impl Locked<'_> {
     /// empty: their entries leave the upper layer, whiteouts included, so
     /// deleted files reappear. A path hidden below an opaque directory is
     /// brought back by copying the real entry into the layer.
+    ///
+    /// Each path is judged on its own, and only one at or below which the
+    /// layer holds a change is acted on: a path that merely rides along with
+    /// another is left alone. Nothing is resolved by path: the layer and
+    /// the real workspace are reached beneath their descriptors, entries
+    /// are removed with `unlinkat` from their directory's descriptor, and a
+    /// symbolic link of the layer on a path's way is never followed; a path
+    /// through one is refused ([`LayerError::ThroughLink`]) when no other
+    /// path named is a change.
     pub fn discard(&self, paths: &[PathBuf]) -> Result<(), LayerError> {
-        let sb = self.sandbox;
-        let upper = sb.upper();
         let meta = self.fresh_meta()?;
-        if meta.layout == Layout::Copy {
-            return self.discard_in_copy(paths, &meta.workspace);
-        }
-        if paths.is_empty() {
-            self.replace_upper(None)?;
-            let mut meta = self.fresh_meta()?;
-            meta.baseline = self.new_baseline()?;
-            meta.own_writes.clear();
-            self.write_meta(&meta)?;
-            return Ok(());
-        }
-        let workspace = self.fresh_meta()?.workspace;
+        let overlay = meta.layout == Layout::Overlay;
+        let mut rels = Vec::new();
         for p in paths {
-            let rel = normalize_filter(&workspace, p)?;
+            let rel = normalize_filter(&meta.workspace, p)?;
             if rel.as_os_str().is_empty() {
-                return self.discard(&[]);
+                rels.clear();
+                break;
             }
-            // What hides the real entry above `rel` in the layer?
-            let mut opaque_above = false;
-            for a in rel
-                .ancestors()
-                .skip(1)
-                .filter(|a| !a.as_os_str().is_empty())
-            {
-                let ua = upper.join(a);
-                match fs::symlink_metadata(&ua) {
-                    Ok(m) if overlay::is_whiteout(&ua, &m) => {
-                        return Err(LayerError::HiddenByDeletedDir {
-                            path: rel.clone(),
-                            dir: a.to_path_buf(),
-                        })
-                    }
-                    Ok(m) if m.is_dir() => opaque_above |= overlay::is_opaque(&ua),
-                    _ => {}
-                }
+            rels.push(rel);
+        }
+        if rels.is_empty() {
+            return if overlay {
+                self.discard_all()
+            } else {
+                self.discard_in_copy(&meta.workspace)
+            };
+        }
+        let upper = Tree::layer(&self.sandbox.upper()).map_err(io_err("open", Path::new("")))?;
+        let real = Tree::real(&meta.workspace).map_err(io_err("open", Path::new("")))?;
+        let mut acted = Vec::new();
+        let mut through = None;
+        for rel in rels {
+            let above = above(&upper, &rel, overlay)?;
+            if let Some(link) = above.link {
+                through.get_or_insert(LayerError::ThroughLink { path: rel, link });
+                continue;
             }
-            let up = upper.join(&rel);
-            fsutil::remove_tree(&up)?;
-            let real = workspace.join(&rel);
-            if opaque_above && fs::symlink_metadata(&real).is_ok() {
-                if let Some(parent) = up.parent() {
-                    fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o755)
-                        .create(parent)
-                        .map_err(io_err("create", parent))?;
-                }
-                fsutil::copy_tree(&real, &up)?;
+            if self.pending(&meta, &rel)? {
+                acted.push((rel, above.opaque || !overlay));
+            }
+        }
+        if acted.is_empty() {
+            return through.map_or(Ok(()), Err);
+        }
+        for (rel, restore) in acted {
+            match upper.parent(&rel) {
+                Ok((dir, name)) => fsutil::remove_at(&dir, name, &rel)?,
+                Err(e) if beneath::absent(&e) => {}
+                Err(e) => return Err(io_err("open", &rel)(e)),
+            }
+            // The real entry shows through again by itself, unless an
+            // opaque directory above hides it (or the layer is a copy).
+            if restore && real.lstat(&rel).map_err(io_err("read", &rel))?.is_some() {
+                make_parents(&upper, &rel)?;
+                fsutil::copy_below(&real, &rel, &upper, &rel, None)?;
             }
         }
         Ok(())
     }
 
-    /// Discard in a copy-layout sandbox: the copy's entries at `paths` (or
-    /// the whole copy) become copies of the real ones again.
-    fn discard_in_copy(&self, paths: &[PathBuf], workspace: &Path) -> Result<(), LayerError> {
+    /// Whether the layer holds a change at or below `rel`. A layer too deep
+    /// to review there holds one: discarding it is the way out.
+    fn pending(&self, meta: &store::Meta, rel: &Path) -> Result<bool, LayerError> {
+        let opts = crate::diff::DiffOptions {
+            paths: vec![rel.to_path_buf()],
+            content: false,
+            patches: false,
+            renames: false,
+            ..Default::default()
+        };
+        match crate::changes(meta, &self.sandbox.upper(), &opts) {
+            Ok(found) => Ok(!found.is_empty()),
+            Err(crate::diff::DiffError::TooLong { .. }) => Ok(true),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Discard every change of an overlay sandbox: an empty layer.
+    fn discard_all(&self) -> Result<(), LayerError> {
+        self.replace_upper(None)?;
+        let mut meta = self.fresh_meta()?;
+        meta.baseline = self.new_baseline()?;
+        meta.own_writes.clear();
+        self.write_meta(&meta)?;
+        Ok(())
+    }
+
+    /// Discard every change of a copy-layout sandbox: the copy becomes a
+    /// copy of the real workspace again.
+    fn discard_in_copy(&self, workspace: &Path) -> Result<(), LayerError> {
         // Taken before the copy: a host change made while copying is newer.
         let baseline = self.new_baseline()?;
-        if paths.is_empty() {
-            self.replace_upper(Some(workspace))?;
-        } else {
-            let upper = self.sandbox.upper();
-            for p in paths {
-                let rel = normalize_filter(workspace, p)?;
-                if rel.as_os_str().is_empty() {
-                    return self.discard_in_copy(&[], workspace);
-                }
-                let copy = upper.join(&rel);
-                fsutil::remove_tree(&copy)?;
-                let real = workspace.join(&rel);
-                if fs::symlink_metadata(&real).is_ok() {
-                    fsutil::copy_tree(&real, &copy)?;
-                }
-            }
-        }
-        if paths.is_empty() {
-            let mut meta = self.fresh_meta()?;
-            meta.baseline = baseline;
-            meta.own_writes.clear();
-            self.write_meta(&meta)?;
-        }
+        self.replace_upper(Some(workspace))?;
+        let mut meta = self.fresh_meta()?;
+        meta.baseline = baseline;
+        meta.own_writes.clear();
+        self.write_meta(&meta)?;
         Ok(())
     }
 
@@ -251,6 +268,7 @@ impl Locked<'_> {
         let next = sb.dir().join("upper.next");
         fsutil::remove_tree(&next)?;
         match from {
+            Some(src) if src == self.fresh_meta()?.workspace => fsutil::copy_tree(src, &next)?,
             Some(src) => {
                 let opened = fsutil::Opened::up(src);
                 fsutil::copy_layer(src, &next, &opened)?
@@ -288,4 +306,70 @@ impl Locked<'_> {
             .map_err(io_err("create", &work))?;
         Ok(())
     }
+}
+
+/// What lies above `rel` in the layer.
+struct Above {
+    /// An opaque directory hides the real entries below it.
+    opaque: bool,
+    /// The first symbolic link on the way, if any.
+    link: Option<PathBuf>,
+}
+
+/// Read the layer's entries above `rel`, from the top down, each beneath
+/// the layer's descriptor: a whiteout above (a directory deleted as a
+/// whole) is refused, a link is reported, and nothing below a missing
+/// entry is looked at.
+fn above(upper: &Tree, rel: &Path, overlay_marks: bool) -> Result<Above, LayerError> {
+    let mut out = Above {
+        opaque: false,
+        link: None,
+    };
+    let mut ancestors: Vec<&Path> = rel
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .collect();
+    ancestors.reverse();
+    for a in ancestors {
+        let Some(st) = upper.lstat(a).map_err(io_err("read", a))? else {
+            break;
+        };
+        if overlay_marks && overlay::is_whiteout_at(upper, a, &st) {
+            return Err(LayerError::HiddenByDeletedDir {
+                path: rel.to_path_buf(),
+                dir: a.to_path_buf(),
+            });
+        }
+        match beneath::file_type(&st) {
+            FileType::Symlink => {
+                out.link = Some(a.to_path_buf());
+                break;
+            }
+            FileType::Directory => {
+                out.opaque |= overlay_marks && overlay::is_opaque_at(upper, a);
+            }
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+/// Make the missing directories above `rel` in the layer (mode 0755),
+/// each with `mkdirat` from its parent's descriptor.
+fn make_parents(upper: &Tree, rel: &Path) -> Result<(), LayerError> {
+    let mut ancestors: Vec<&Path> = rel
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .collect();
+    ancestors.reverse();
+    for a in ancestors {
+        let (dir, name) = upper.parent(a).map_err(io_err("create", a))?;
+        match rustix::fs::mkdirat(&dir, name, rustix::fs::Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(io_err("create", a)(e.into())),
+        }
+    }
+    Ok(())
 }

@@ -16,6 +16,7 @@
 // (tests may say why they skipped).
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+mod beneath;
 mod change;
 pub mod commit;
 mod credentials;

@@ -32,9 +32,8 @@
 //!   copy plus a whiteout.
 
 use std::ffi::OsString;
-use std::fs::Metadata;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::ffi::OsStrExt;
+
 use std::path::{Path, PathBuf};
 
 /// The two namespaces overlayfs keeps its marks in.
@@ -102,59 +101,39 @@ impl MountOptions {
     }
 }
 
-/// The value of the overlay mark `name` (e.g. `"opaque"`) on `path`, in
-/// either namespace, without following a symbolic link.
-pub(crate) fn mark(path: &Path, name: &str) -> Option<Vec<u8>> {
-    for prefix in PREFIXES {
-        let attr = format!("{prefix}{name}");
-        let mut buf = [0u8; 256];
-        if let Ok(n) = rustix::fs::lgetxattr(path, attr.as_str(), &mut buf[..]) {
-            return Some(buf[..n.min(buf.len())].to_vec());
-        }
-        // A value longer than the buffer (an origin file handle) still says
-        // the mark is there.
-        if rustix::fs::lgetxattr_query(path, attr.as_str()).is_ok() {
-            return Some(Vec::new());
-        }
-    }
-    None
+/// The value of the overlay mark `name` on the entry `rel` of `tree`, in
+/// either namespace, reached beneath the tree's descriptor.
+pub(crate) fn mark_at(tree: &crate::beneath::Tree, rel: &Path, name: &str) -> Option<Vec<u8>> {
+    PREFIXES
+        .iter()
+        .find_map(|prefix| tree.xattr(rel, &format!("{prefix}{name}")))
 }
 
-/// Whether the upper entry at `path` is a whiteout: a 0:0 character device,
-/// or an empty regular file marked `overlay.whiteout`.
-pub(crate) fn is_whiteout(path: &Path, meta: &Metadata) -> bool {
-    let ft = meta.file_type();
-    if ft.is_char_device() {
-        return meta.rdev() == 0;
+/// Whether the entry `rel` of `tree` (as `lstat` saw it: `st`) is a
+/// whiteout: a 0:0 character device, or an empty regular file marked
+/// `overlay.whiteout`.
+pub(crate) fn is_whiteout_at(
+    tree: &crate::beneath::Tree,
+    rel: &Path,
+    st: &rustix::fs::Stat,
+) -> bool {
+    use rustix::fs::FileType;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::CharacterDevice => st.st_rdev == 0,
+        FileType::RegularFile => st.st_size == 0 && mark_at(tree, rel, "whiteout").is_some(),
+        _ => false,
     }
-    ft.is_file() && meta.len() == 0 && mark(path, "whiteout").is_some()
 }
 
-/// Whether the upper directory at `path` hides everything below it in the
+/// Whether the directory `rel` of `tree` hides everything below it in the
 /// lower layer.
-pub(crate) fn is_opaque(path: &Path) -> bool {
-    mark(path, "opaque").is_some_and(|v| v.as_slice() == b"y")
+pub(crate) fn is_opaque_at(tree: &crate::beneath::Tree, rel: &Path) -> bool {
+    mark_at(tree, rel, "opaque").is_some_and(|v| v.as_slice() == b"y")
 }
 
-/// Whether the upper entry at `path` was copied up from a lower one.
-pub(crate) fn has_origin(path: &Path) -> bool {
-    mark(path, "origin").is_some()
-}
-
-/// The extended attribute names of `path` (not following links).
-pub(crate) fn xattr_names(path: &Path) -> std::io::Result<Vec<OsString>> {
-    let size = rustix::fs::llistxattr_query(path)?;
-    if size == 0 {
-        return Ok(Vec::new());
-    }
-    let mut buf = vec![0u8; size];
-    let n = rustix::fs::llistxattr(path, &mut buf[..])?;
-    buf.truncate(n);
-    Ok(buf
-        .split(|b| *b == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| OsString::from_vec(s.to_vec()))
-        .collect())
+/// Whether the entry `rel` of `tree` was copied up from a lower one.
+pub(crate) fn has_origin_at(tree: &crate::beneath::Tree, rel: &Path) -> bool {
+    mark_at(tree, rel, "origin").is_some()
 }
 
 #[cfg(test)]

@@ -235,7 +235,11 @@ pub(crate) fn write_real(
             }
             let tmp = tmp_name();
             let made = if new.kind == EntryKind::File {
-                write_tmp_file(&parent, &tmp, &upper.join(rel), mode)
+                // The new content, read beneath the layer's descriptor:
+                // a link the sandbox left on the way is refused.
+                crate::beneath::Tree::layer(upper)
+                    .and_then(|layer| layer.file(rel))
+                    .and_then(|from| write_tmp_file(&parent, &tmp, &from, mode))
             } else {
                 let target = new.target.clone().unwrap_or_default();
                 rustix::fs::symlinkat(&target, &parent, &tmp).map_err(io::Error::from)
@@ -266,10 +270,9 @@ pub(crate) fn write_real(
 pub(crate) fn write_tmp_file(
     parent: &OwnedFd,
     tmp: &str,
-    src: &Path,
+    from: &File,
     mode: Mode,
 ) -> io::Result<()> {
-    let from = File::open(src)?;
     let fd = rustix::fs::openat(
         parent,
         tmp,
@@ -277,7 +280,7 @@ pub(crate) fn write_tmp_file(
         Mode::from_raw_mode(0o600),
     )?;
     let mut to = File::from(fd);
-    fsutil::fill(&from, &mut to)?;
+    fsutil::fill(from, &mut to)?;
     rustix::fs::fchmod(to.as_fd(), mode)?;
     to.sync_all()?;
     Ok(())

@@ -7,13 +7,13 @@
 //! new file's content. Holes of a sparse file are hashed as their places,
 //! not as their zeros, so a 1 GiB file of holes costs nothing to hash.
 
+use crate::beneath::Tree;
 use crate::change::{Change, Entry, EntryKind};
 use crate::fsutil;
 use crate::store::{self, Sandbox, StoreError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 /// The file below the sandbox's directory.
 const RECORD: &str = "reviewed.json";
 
-/// The digest of change `c`, whose new content (if any) is at
-/// `upper/c.path`.
+/// The digest of change `c`, whose new content (if any) is at `c.path`
+/// in the layer `upper`.
 pub(crate) fn digest(upper: &Path, c: &Change) -> io::Result<String> {
     let mut h = Sha256::new();
     fn field(h: &mut Sha256, bytes: &[u8]) {
@@ -47,9 +47,14 @@ pub(crate) fn digest(upper: &Path, c: &Change) -> io::Result<String> {
             field(&mut h, t.as_os_str().as_bytes());
         }
     }
-    if c.new.as_ref().is_some_and(|n| n.kind == EntryKind::File) {
-        let f = File::open(upper.join(&c.path))?;
-        let len = f.metadata()?.len();
+    if let Some(new) = c.new.as_ref().filter(|n| n.kind == EntryKind::File) {
+        // Read beneath the layer's descriptor from the descriptor `fstat`
+        // showed to be a regular file, and no further than the size the
+        // walk recorded: a link the sandbox swapped in is refused, and a
+        // file that grew since hashes differently from the one shown,
+        // which a commit then refuses to apply.
+        let f = Tree::layer(upper)?.file(&c.path)?;
+        let len = f.metadata()?.len().min(new.size);
         field(&mut h, &len.to_le_bytes());
         let mut buf = vec![0u8; 1 << 20];
         for (start, end) in fsutil::data_extents(&f, len)? {

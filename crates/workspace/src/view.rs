@@ -3,15 +3,19 @@
 //! below them), read entry by entry without ever letting the kernel follow
 //! a link; and the resolution of paths through that view, following every
 //! symbolic link of the layer and of the real tree the way the kernel would
-//! on the host.
+//! on the host. Both trees are read beneath their descriptors
+//! ([`crate::beneath`]): resolving a link here is warden's own arithmetic
+//! on link texts, never the kernel following a link the sandbox made.
 //!
 //! This module only reads. Judging what a resolution means is `judge`'s
 //! work.
 
+use crate::beneath::{file_type, Tree};
 use crate::overlay;
+use rustix::fs::{FileType, Stat};
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::fs::{self, Metadata};
+use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 /// How many links one resolution follows before it gives up, as the
@@ -22,9 +26,9 @@ const MAX_LINKS: usize = 40;
 #[derive(Clone, Copy)]
 pub(crate) struct View<'a> {
     /// The sandbox's layer, when it is part of the view.
-    upper: Option<&'a Path>,
+    upper: Option<&'a Tree>,
     /// The real workspace, when it is part of the view.
-    lower: Option<&'a Path>,
+    lower: Option<&'a Tree>,
     /// The upper is an overlay layer (whiteouts, opaque marks) rather than
     /// a full copy.
     overlay: bool,
@@ -33,22 +37,31 @@ pub(crate) struct View<'a> {
     pub(crate) workspace: &'a Path,
 }
 
-/// One entry of a view.
-pub(crate) struct Node {
-    /// Where it lives on disk (in the layer or in the real tree).
-    pub(crate) physical: PathBuf,
-    pub(crate) meta: Metadata,
+/// One entry of a view: the tree it lives in (the layer or the real
+/// tree), its path there, and what `lstat` saw.
+pub(crate) struct Node<'a> {
+    tree: &'a Tree,
+    rel: PathBuf,
+    st: Stat,
 }
 
-impl Node {
+impl Node<'_> {
     pub(crate) fn is_dir(&self) -> bool {
-        self.meta.is_dir()
+        file_type(&self.st) == FileType::Directory
     }
     pub(crate) fn is_file(&self) -> bool {
-        self.meta.is_file()
+        file_type(&self.st) == FileType::RegularFile
     }
     pub(crate) fn is_symlink(&self) -> bool {
-        self.meta.file_type().is_symlink()
+        file_type(&self.st) == FileType::Symlink
+    }
+    /// The link's text.
+    pub(crate) fn read_link(&self) -> Option<PathBuf> {
+        self.tree.read_link(&self.rel).ok()
+    }
+    /// The regular file, opened beneath its tree.
+    pub(crate) fn open(&self) -> Option<File> {
+        self.tree.file(&self.rel).ok()
     }
 }
 
@@ -75,32 +88,37 @@ pub(crate) struct Walk {
 impl<'a> View<'a> {
     /// The layer over the real tree (an overlay layer, or a full copy that
     /// replaces the real tree).
-    pub(crate) fn merged(upper: &'a Path, lower: &'a Path, overlay: bool) -> View<'a> {
+    pub(crate) fn merged(
+        upper: &'a Tree,
+        lower: &'a Tree,
+        overlay: bool,
+        workspace: &'a Path,
+    ) -> View<'a> {
         View {
             upper: Some(upper),
             lower: overlay.then_some(lower),
             overlay,
-            workspace: lower,
+            workspace,
         }
     }
 
     /// The real tree alone, as it is before the commit.
-    pub(crate) fn real(lower: &'a Path) -> View<'a> {
+    pub(crate) fn real(lower: &'a Tree, workspace: &'a Path) -> View<'a> {
         View {
             upper: None,
             lower: Some(lower),
             overlay: false,
-            workspace: lower,
+            workspace,
         }
     }
 
     /// The entry at `rel` (no link followed, not even in its directories:
     /// a link on the way means no entry), or `None`.
-    pub(crate) fn lookup(&self, rel: &Path) -> Option<Node> {
+    pub(crate) fn lookup(&self, rel: &Path) -> Option<Node<'a>> {
         let mut in_upper = self.upper.is_some();
         let mut lower_visible = self.lower.is_some();
         let mut prefix = PathBuf::new();
-        let mut found: Option<Node> = None;
+        let mut found: Option<Node<'a>> = None;
         for c in rel.components() {
             let Component::Normal(name) = c else {
                 return None;
@@ -112,34 +130,32 @@ impl<'a> View<'a> {
             }
             prefix.push(name);
             let upper_entry = match (in_upper, self.upper) {
-                (true, Some(u)) => {
-                    let p = u.join(&prefix);
-                    fs::symlink_metadata(&p).ok().map(|m| (p, m))
-                }
+                (true, Some(u)) => u.lstat(&prefix).ok().flatten().map(|st| (u, st)),
                 _ => None,
             };
-            if let Some((p, m)) = upper_entry {
-                if self.overlay && overlay::is_whiteout(&p, &m) {
+            if let Some((u, st)) = upper_entry {
+                if self.overlay && overlay::is_whiteout_at(u, &prefix, &st) {
                     return None;
                 }
-                let is_dir = m.is_dir();
+                let is_dir = file_type(&st) == FileType::Directory;
                 lower_visible =
-                    lower_visible && is_dir && !(self.overlay && overlay::is_opaque(&p));
+                    lower_visible && is_dir && !(self.overlay && overlay::is_opaque_at(u, &prefix));
                 in_upper = is_dir;
                 found = Some(Node {
-                    physical: p,
-                    meta: m,
+                    tree: u,
+                    rel: prefix.clone(),
+                    st,
                 });
                 continue;
             }
             in_upper = false;
             match (lower_visible, self.lower) {
                 (true, Some(l)) => {
-                    let p = l.join(&prefix);
-                    let m = fs::symlink_metadata(&p).ok()?;
+                    let st = l.lstat(&prefix).ok().flatten()?;
                     found = Some(Node {
-                        physical: p,
-                        meta: m,
+                        tree: l,
+                        rel: prefix.clone(),
+                        st,
                     });
                 }
                 _ => return None,
@@ -165,43 +181,44 @@ impl<'a> View<'a> {
 
     fn links_below(&self, rel: &Path, up: bool, low: bool, out: &mut Vec<PathBuf>) {
         let mut names = std::collections::BTreeSet::new();
-        for (on, root) in [(up, self.upper), (low, self.lower)] {
-            if let (true, Some(root)) = (on, root) {
-                if let Ok(rd) = fs::read_dir(root.join(rel)) {
-                    names.extend(rd.flatten().map(|e| e.file_name()));
+        for (on, tree) in [(up, self.upper), (low, self.lower)] {
+            if let (true, Some(tree)) = (on, tree) {
+                if let Ok(found) = tree.names(rel) {
+                    names.extend(found);
                 }
             }
         }
+        let is = |st: &Stat, t: FileType| file_type(st) == t;
         for name in names {
             let r = rel.join(&name);
             let in_upper = match (up, self.upper) {
-                (true, Some(u)) => {
-                    let p = u.join(&r);
-                    fs::symlink_metadata(&p).ok().map(|m| (p, m))
-                }
+                (true, Some(u)) => u.lstat(&r).ok().flatten().map(|st| (u, st)),
                 _ => None,
             };
-            if let Some((p, m)) = in_upper {
-                if self.overlay && overlay::is_whiteout(&p, &m) {
+            if let Some((u, st)) = in_upper {
+                if self.overlay && overlay::is_whiteout_at(u, &r, &st) {
                     continue;
                 }
-                if m.file_type().is_symlink() {
+                if is(&st, FileType::Symlink) {
                     out.push(r);
-                } else if m.is_dir() {
+                } else if is(&st, FileType::Directory) {
                     let below = low
-                        && !(self.overlay && overlay::is_opaque(&p))
+                        && !(self.overlay && overlay::is_opaque_at(u, &r))
                         && self.lower.is_some_and(|l| {
-                            fs::symlink_metadata(l.join(&r)).is_ok_and(|m| m.is_dir())
+                            l.lstat(&r)
+                                .ok()
+                                .flatten()
+                                .is_some_and(|st| is(&st, FileType::Directory))
                         });
                     self.links_below(&r, true, below, out);
                 }
                 continue;
             }
             if let (true, Some(l)) = (low, self.lower) {
-                if let Ok(m) = fs::symlink_metadata(l.join(&r)) {
-                    if m.file_type().is_symlink() {
+                if let Ok(Some(st)) = l.lstat(&r) {
+                    if is(&st, FileType::Symlink) {
                         out.push(r);
-                    } else if m.is_dir() {
+                    } else if is(&st, FileType::Directory) {
                         self.links_below(&r, false, true, out);
                     }
                 }
@@ -212,9 +229,7 @@ impl<'a> View<'a> {
     /// Where the symbolic link at `link` leads.
     pub(crate) fn follow_link(&self, link: &Path) -> Walk {
         let dir = link.parent().unwrap_or(Path::new(""));
-        let target = self
-            .lookup(link)
-            .and_then(|n| fs::read_link(&n.physical).ok());
+        let target = self.lookup(link).and_then(|n| n.read_link());
         match target {
             Some(t) => {
                 let mut w = self.walk(dir, &t, true);
@@ -284,7 +299,7 @@ impl<'a> View<'a> {
                         dirs,
                     };
                 }
-                let Ok(target) = fs::read_link(&node.physical) else {
+                let Some(target) = node.read_link() else {
                     return Walk {
                         end: Resolved::Nowhere,
                         links,

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use warden_runtime::review::{self, ReviewError};
-use warden_workspace::{Change, CommitError, DiffError, StoreError};
+use warden_workspace::{Change, CommitError, DiffError, LayerError, StoreError};
 
 use super::files::relative;
 use super::sandboxes::blocking;
@@ -139,6 +139,12 @@ fn review_error(e: ReviewError, id: &str) -> ApiError {
         | ReviewError::Commit(CommitError::Diff(e @ DiffError::Filter(_))) => {
             ApiError::bad_request(chain(&e)).with_field(Some("/paths"))
         }
+        ReviewError::Discard(
+            e @ (LayerError::ThroughLink { .. } | LayerError::HiddenByDeletedDir { .. }),
+        ) => ApiError::bad_request(chain(&e)).with_field(Some("/paths")),
+        // The layer of a running sandbox changed under the review (a link
+        // swapped in is refused, never followed): ask again.
+        ReviewError::Diff(e @ DiffError::Read { .. }) => ApiError::conflict(chain(&e)),
         ReviewError::Diff(e @ DiffError::TooLong { .. })
         | ReviewError::Commit(CommitError::Diff(e @ DiffError::TooLong { .. })) => {
             ApiError::conflict(chain(&e))
