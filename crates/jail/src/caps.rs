@@ -24,6 +24,15 @@ pub(crate) struct CapData {
     pub(crate) inheritable: u32,
 }
 
+impl CapData {
+    /// A word of empty sets.
+    pub(crate) const EMPTY: CapData = CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    };
+}
+
 impl CapHeader {
     /// `_LINUX_CAPABILITY_VERSION_3`, for the calling thread.
     pub(crate) fn v3() -> CapHeader {
@@ -69,40 +78,10 @@ pub(crate) fn keep_capabilities(kept: &[u32]) -> std::io::Result<()> {
     }
     prctl(libc::PR_SET_SECUREBITS, bits, 0)?;
 
-    // capget/capset by their kernel structures (version 3: two words).
-    let mut header = CapHeader::v3();
-    let mut data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: `header` and `data` live on this frame, laid out as
-    // capget(2) version 3 expects (one header, two data words); the
-    // kernel writes only within them.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            std::ptr::addr_of_mut!(header),
-            data.as_mut_ptr(),
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let mut data = capget()?;
     data[0].inheritable = mask as u32;
     data[1].inheritable = (mask >> 32) as u32;
-    // SAFETY: as above; capset(2) reads `data` and may write the header's
-    // version back, both on this frame.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_capset,
-            std::ptr::addr_of_mut!(header),
-            data.as_ptr(),
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    capset(&data)?;
 
     prctl(
         libc::PR_CAP_AMBIENT,
@@ -123,6 +102,41 @@ pub(crate) fn keep_capabilities(kept: &[u32]) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The calling thread's sets, by capget(2) version 3 (two words).
+/// Async-signal-safe.
+fn capget() -> nix::Result<[CapData; 2]> {
+    let mut header = CapHeader::v3();
+    let mut data = [CapData::EMPTY; 2];
+    // SAFETY: `header` and `data` live on this frame, laid out as
+    // capget(2) version 3 expects (one header, two data words); the
+    // kernel writes only within them.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            std::ptr::addr_of_mut!(header),
+            data.as_mut_ptr(),
+        )
+    };
+    nix::errno::Errno::result(rc).map(|_| data)
+}
+
+/// Sets the calling thread's sets, by capset(2) version 3 (two words).
+/// Async-signal-safe.
+pub(crate) fn capset(data: &[CapData; 2]) -> nix::Result<()> {
+    let mut header = CapHeader::v3();
+    // SAFETY: `header` and `data` are laid out as capset(2) version 3
+    // expects and live across the call; the kernel reads `data` and may
+    // write the header's version back, on this frame.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            std::ptr::addr_of_mut!(header),
+            data.as_ptr(),
+        )
+    };
+    nix::errno::Errno::result(rc).map(drop)
 }
 
 /// prctl(2) with integer arguments, as an `io::Result`.

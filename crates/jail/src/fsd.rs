@@ -98,13 +98,7 @@ impl FsdJail {
         // prepared before the fork; it allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
-                let check = |rc: libc::c_long| -> std::io::Result<()> {
-                    if rc < 0 {
-                        Err(std::io::Error::last_os_error())
-                    } else {
-                        Ok(())
-                    }
-                };
+                let check = crate::sys::check_rc;
                 if let Some((uid, gid)) = switch {
                     // Root's: rootless, there is no capability to drop
                     // (nor the right to change securebits) before the

@@ -10,6 +10,7 @@ use crate::landlock;
 use crate::mounts::{self, RootPlan};
 use crate::privileges::{self, Rlimits};
 use crate::report::{write_report, Report};
+use crate::spawn::{resolve_program, FORWARDED};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -18,7 +19,7 @@ use nix::unistd::Pid;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Everything the child needs, prepared by the supervisor before the clone.
 pub struct ChildPlan {
@@ -88,17 +89,6 @@ pub const FINAL_RLIMIT_FALLBACK: u8 = 2;
 /// Ends the final message; without it the message is incomplete (the
 /// supervisor died while writing it) and the sandbox does not start.
 pub const FINAL_TRAILER: &[u8; 8] = b"WARDEN\0\n";
-
-/// Signals forwarded from the init to the command.
-pub const FORWARDED: &[Signal] = &[
-    Signal::SIGINT,
-    Signal::SIGTERM,
-    Signal::SIGHUP,
-    Signal::SIGQUIT,
-    Signal::SIGUSR1,
-    Signal::SIGUSR2,
-    Signal::SIGWINCH,
-];
 
 /// Runs in the cloned child and never returns.
 pub fn child_main(plan: ChildPlan, go: OwnedFd, report: OwnedFd, original_mask: SigSet) -> ! {
@@ -360,24 +350,6 @@ fn read_final(go: &OwnedFd) -> Result<u8, String> {
     }
 }
 
-/// Find `argv[0]` in the sandbox's own PATH (after the pivot, so what is
-/// found is what the sandbox sees).
-pub(crate) fn resolve_program(argv: &[CString], path_var: &str) -> Option<CString> {
-    let name = argv.first()?;
-    if name.as_bytes().contains(&b'/') {
-        return Some(name.clone());
-    }
-    for dir in path_var.split(':').filter(|d| !d.is_empty()) {
-        let candidate = Path::new(dir).join(std::ffi::OsStr::from_bytes(name.as_bytes()));
-        if let Ok(meta) = std::fs::metadata(&candidate) {
-            if meta.is_file() {
-                return CString::new(candidate.as_os_str().as_bytes()).ok();
-            }
-        }
-    }
-    None
-}
-
 /// Everything the command's process needs between clone and exec, prepared
 /// beforehand: it shares the init's memory until it execs (vfork
 /// semantics), so it must not allocate.
@@ -425,21 +397,10 @@ impl ExecPlan {
     /// Start the command: clone with CLONE_VM | CLONE_VFORK, so that no page
     /// table is copied and the init resumes once the command has exec'd.
     fn spawn(&self) -> Result<Pid, String> {
-        let mut stack = vec![0u8; 64 * 1024];
-        let cb: nix::sched::CloneCb<'_> = Box::new(|| self.exec_in_child());
-        // SAFETY: the child runs `exec_in_child` on its own stack, which
-        // lives until clone returns (CLONE_VFORK suspends the init until the
-        // child has exec'd or exited), and only calls async-signal-safe
-        // functions on memory prepared before the clone: no allocation, no
-        // lock, nothing that the suspended init could hold.
-        let pid = unsafe {
-            nix::sched::clone(
-                cb,
-                &mut stack,
-                nix::sched::CloneFlags::CLONE_VM | nix::sched::CloneFlags::CLONE_VFORK,
-                Some(libc::SIGCHLD),
-            )
-        };
+        // SAFETY: `exec_in_child` only calls async-signal-safe functions on
+        // memory prepared before the clone: no allocation, no lock, nothing
+        // that the suspended init could hold.
+        let pid = unsafe { crate::sys::clone_vfork(Box::new(|| self.exec_in_child())) };
         pid.map_err(|e| format!("cannot start the command: {e}"))
     }
 
@@ -524,22 +485,7 @@ fn serve_socket(channel: &OwnedFd) -> bool {
         Ok(_) | Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINTR) => {}
         Err(_) => return false,
     }
-    let socket = nix::sys::socket::socket(
-        nix::sys::socket::AddressFamily::Inet,
-        nix::sys::socket::SockType::Stream,
-        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        None,
-    );
-    let sent = match &socket {
-        Ok(s) => crate::sys::send_fds(channel, &[s.as_raw_fd()]),
-        Err(_) => nix::sys::socket::send(
-            channel.as_raw_fd(),
-            b"e",
-            nix::sys::socket::MsgFlags::empty(),
-        )
-        .map(drop),
-    };
-    sent.is_ok()
+    crate::sys::hand_out_socket(channel).is_ok()
 }
 
 /// The init's loop: reap every child, forward signals, and report the

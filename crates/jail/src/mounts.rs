@@ -639,22 +639,24 @@ const LOWER_MOUNT: &str = "/lower";
 /// descriptor is returned, to be kept until the overlay is mounted).
 fn attach_lower(b: &mut BindPlan) -> Result<(PathBuf, Option<OwnedFd>), MountError> {
     match b.tree.take() {
-        Some(tree) => {
-            let at = Path::new(LOWER_MOUNT);
-            mkdir_p(at)?;
-            sys::move_mount_to(tree.as_fd(), &cpath(at)?).map_err(|source| {
-                MountError::AttachIdmapped {
-                    target: b.dst.clone(),
-                    source,
-                }
-            })?;
-            Ok((at.to_path_buf(), None))
-        }
+        Some(tree) => Ok((attach_clone(&tree, &b.dst)?, None)),
         None => {
             let fd = resolve_again(&b.src)?;
             Ok((fd_path(&fd), Some(fd)))
         }
     }
+}
+
+/// Attaches a tree the supervisor cloned (for the bind at `dst`) at
+/// [`LOWER_MOUNT`], and says where.
+fn attach_clone(tree: &OwnedFd, dst: &Path) -> Result<PathBuf, MountError> {
+    let at = Path::new(LOWER_MOUNT);
+    mkdir_p(at)?;
+    sys::move_mount_to(tree.as_fd(), &cpath(at)?).map_err(|source| MountError::AttachIdmapped {
+        target: dst.to_path_buf(),
+        source,
+    })?;
+    Ok(at.to_path_buf())
 }
 
 fn detach_lower(lower: &Path) {
@@ -705,17 +707,7 @@ fn overlay_at(
 /// restored into the sandbox's tmpfs, whose `home/` is bound at `dst`.
 fn mount_kept_home(b: &mut BindPlan, dst: &Path, size: u64) -> Result<(), MountError> {
     let (saved, attached) = match b.tree.take() {
-        Some(tree) => {
-            let at = Path::new(LOWER_MOUNT);
-            mkdir_p(at)?;
-            sys::move_mount_to(tree.as_fd(), &cpath(at)?).map_err(|source| {
-                MountError::AttachIdmapped {
-                    target: b.dst.clone(),
-                    source,
-                }
-            })?;
-            (at.to_path_buf(), true)
-        }
+        Some(tree) => (attach_clone(&tree, &b.dst)?, true),
         None => (under(OLDROOT, &b.src), false),
     };
     let restored = crate::kept::restore(&saved, "home", size);

@@ -6,7 +6,7 @@ use nix::errno::Errno;
 use nix::sys::resource::{setrlimit, Resource};
 use nix::unistd::{Gid, Uid};
 
-use crate::caps::{CapData, CapHeader};
+use crate::caps::{self, CapData};
 
 /// Why a privilege could not be dropped or a limit not applied.
 #[derive(Debug, thiserror::Error)]
@@ -181,21 +181,5 @@ pub fn finish_drop(keep_dumpable: bool) -> Result<(), PrivilegeError> {
 
 /// capset(2) with every set empty.
 fn clear_capsets() -> Result<(), PrivilegeError> {
-    let mut header = CapHeader::v3();
-    let data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: `header` and `data` are properly laid out for capset(2) with
-    // version 3 (two data elements), live across the call and are only read
-    // (the header may be written back with the preferred version).
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_capset,
-            &mut header as *mut CapHeader,
-            data.as_ptr(),
-        )
-    };
-    Errno::result(rc).map(drop).map_err(PrivilegeError::Capset)
+    caps::capset(&[CapData::EMPTY; 2]).map_err(PrivilegeError::Capset)
 }

@@ -9,7 +9,6 @@
 //! is parsed as untrusted input (bounded, typed); the init is non-dumpable,
 //! so no process of the sandbox can reach its end of the channel.
 
-use crate::init::FORWARDED;
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -18,6 +17,35 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+/// Signals forwarded from the init to the command.
+pub const FORWARDED: &[Signal] = &[
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGWINCH,
+];
+
+/// Find `argv[0]` in the sandbox's own PATH (after the pivot, so what is
+/// found is what the sandbox sees).
+pub(crate) fn resolve_program(argv: &[CString], path_var: &str) -> Option<CString> {
+    let name = argv.first()?;
+    if name.as_bytes().contains(&b'/') {
+        return Some(name.clone());
+    }
+    for dir in path_var.split(':').filter(|d| !d.is_empty()) {
+        let candidate = Path::new(dir).join(std::ffi::OsStr::from_bytes(name.as_bytes()));
+        if let Ok(meta) = std::fs::metadata(&candidate) {
+            if meta.is_file() {
+                return CString::new(candidate.as_os_str().as_bytes()).ok();
+            }
+        }
+    }
+    None
+}
 
 /// The messages are the protocol's: sent, received and served here.
 pub use warden_protocol::spawn::{FromInit, ToInit, MAX_REQUEST};
@@ -280,7 +308,7 @@ impl Server<'_> {
             .iter()
             .find_map(|kv| kv.to_str().ok()?.strip_prefix("PATH=").map(str::to_string))
             .unwrap_or_default();
-        let program = crate::init::resolve_program(&argv_c, &path_var).ok_or(libc::ENOENT)?;
+        let program = resolve_program(&argv_c, &path_var).ok_or(libc::ENOENT)?;
         let cwd = match cwd {
             Some(c) => cstr(c)?,
             None => CString::new(self.cwd.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?,
@@ -330,20 +358,9 @@ struct Launch {
 
 impl Launch {
     fn spawn(&self) -> Result<Pid, i32> {
-        let mut stack = vec![0u8; 64 * 1024];
-        let cb: nix::sched::CloneCb<'_> = Box::new(|| self.exec_in_child());
-        // SAFETY: the child runs `exec_in_child` on its own stack, which
-        // lives until clone returns (CLONE_VFORK suspends the init until the
-        // child has exec'd or exited), and only calls async-signal-safe
-        // functions on memory prepared before the clone.
-        let pid = unsafe {
-            nix::sched::clone(
-                cb,
-                &mut stack,
-                nix::sched::CloneFlags::CLONE_VM | nix::sched::CloneFlags::CLONE_VFORK,
-                Some(libc::SIGCHLD),
-            )
-        };
+        // SAFETY: `exec_in_child` only calls async-signal-safe functions on
+        // memory prepared before the clone.
+        let pid = unsafe { crate::sys::clone_vfork(Box::new(|| self.exec_in_child())) };
         pid.map_err(|e| e as i32)
     }
 

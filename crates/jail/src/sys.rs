@@ -271,22 +271,33 @@ pub fn landlock_abi() -> Result<i32, Errno> {
 /// Largest classic BPF program the kernel accepts (BPF_MAXINSNS).
 const BPF_MAXINSNS: usize = 4096;
 
+/// A classic BPF program from the kernel's `struct sock_filter` array in
+/// native byte order (as libseccomp exports it); none when it is empty or
+/// torn (not a whole number of 8-byte instructions).
+pub fn sock_filters(program: &[u8]) -> Option<Vec<libc::sock_filter>> {
+    if program.is_empty() || !program.len().is_multiple_of(8) {
+        return None;
+    }
+    Some(
+        program
+            .chunks_exact(8)
+            .map(|c| libc::sock_filter {
+                code: u16::from_ne_bytes([c[0], c[1]]),
+                jt: c[2],
+                jf: c[3],
+                k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+            })
+            .collect(),
+    )
+}
+
 /// Load a seccomp filter given as the kernel's `struct sock_filter` array in
 /// native byte order (as libseccomp exports it). `no_new_privs` must be set.
 pub fn load_seccomp_filter(program: &[u8]) -> nix::Result<()> {
     const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
-    if program.is_empty() || !program.len().is_multiple_of(8) || program.len() / 8 > BPF_MAXINSNS {
-        return Err(Errno::EINVAL);
-    }
-    let filter: Vec<libc::sock_filter> = program
-        .chunks_exact(8)
-        .map(|c| libc::sock_filter {
-            code: u16::from_ne_bytes([c[0], c[1]]),
-            jt: c[2],
-            jf: c[3],
-            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
-        })
-        .collect();
+    let filter = sock_filters(program)
+        .filter(|f| f.len() <= BPF_MAXINSNS)
+        .ok_or(Errno::EINVAL)?;
     let prog = libc::sock_fprog {
         len: filter.len() as libc::c_ushort,
         filter: filter.as_ptr() as *mut libc::sock_filter,
@@ -370,6 +381,62 @@ pub fn close_fds_except(keep: &[libc::c_int]) {
 /// Send descriptors over a Unix socket (SCM_RIGHTS), with one byte of data.
 pub fn send_fds(sock: &OwnedFd, fds: &[libc::c_int]) -> nix::Result<()> {
     crate::fdpass::send(sock.as_fd(), b"f", fds).map(drop)
+}
+
+/// A raw system call's return as an `io::Result`: negative is the error
+/// in `errno`. Async-signal-safe (it reads `errno`, allocates nothing).
+pub(crate) fn check_rc(rc: libc::c_long) -> std::io::Result<()> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Answers one request for a socket on `channel` with a fresh TCP socket of
+/// the caller's network namespace, or, when none can be made, with a
+/// message that holds none (the asker then sees the error, not a hang).
+pub fn hand_out_socket(channel: &OwnedFd) -> nix::Result<()> {
+    let socket = nix::sys::socket::socket(
+        nix::sys::socket::AddressFamily::Inet,
+        nix::sys::socket::SockType::Stream,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        None,
+    );
+    match &socket {
+        Ok(s) => send_fds(channel, &[s.as_raw_fd()]),
+        Err(_) => nix::sys::socket::send(
+            channel.as_raw_fd(),
+            b"e",
+            nix::sys::socket::MsgFlags::empty(),
+        )
+        .map(drop),
+    }
+}
+
+/// Starts `child` in a new process that shares this one's memory
+/// (`CLONE_VM | CLONE_VFORK`): no page table is copied, and the caller
+/// resumes once the child has exec'd or exited. The child's stack lives
+/// here until then.
+///
+/// # Safety
+///
+/// `child` runs in the caller's memory while the caller is suspended: it
+/// may only call async-signal-safe functions on memory prepared before the
+/// call (no allocation, no lock the suspended caller could hold).
+pub unsafe fn clone_vfork(child: nix::sched::CloneCb<'_>) -> nix::Result<nix::unistd::Pid> {
+    let mut stack = vec![0u8; 64 * 1024];
+    // SAFETY: the stack outlives the child's use of it (CLONE_VFORK
+    // suspends this thread until the child has exec'd or exited); what the
+    // child does is the caller's contract above.
+    unsafe {
+        nix::sched::clone(
+            child,
+            &mut stack,
+            nix::sched::CloneFlags::CLONE_VM | nix::sched::CloneFlags::CLONE_VFORK,
+            Some(libc::SIGCHLD),
+        )
+    }
 }
 
 /// Receive up to `n` descriptors sent with [`send_fds`]; empty when the

@@ -116,22 +116,7 @@ fn serve_sockets(channel: &OwnedFd) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(_) => return,
         }
-        let socket = nix::sys::socket::socket(
-            AddressFamily::Inet,
-            SockType::Stream,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        );
-        let sent = match &socket {
-            Ok(s) => crate::sys::send_fds(channel, &[s.as_raw_fd()]),
-            Err(_) => nix::sys::socket::send(
-                channel.as_raw_fd(),
-                b"e",
-                nix::sys::socket::MsgFlags::empty(),
-            )
-            .map(drop),
-        };
-        if sent.is_err() {
+        if crate::sys::hand_out_socket(channel).is_err() {
             return;
         }
     }

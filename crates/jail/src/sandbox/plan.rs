@@ -184,12 +184,7 @@ fn rootfs_plan(r: &Path, root_mode: bool) -> Result<RootfsPlan, JailError> {
         return Err(JailError::BadRootfs(r));
     }
     let tree = if root_mode {
-        Some(
-            sys::open_tree_clone_fd(fd.as_fd()).map_err(|source| JailError::Idmap {
-                path: r.clone(),
-                source,
-            })?,
-        )
+        Some(clone_tree(&fd, &r)?)
     } else {
         None
     };
@@ -238,12 +233,7 @@ impl Binds {
         // writable ones are then idmapped so that the sandbox can write them
         // while files keep their owners on disk.
         let tree = if root_mode && !degraded_mode {
-            Some(
-                sys::open_tree_clone_fd(source.as_fd()).map_err(|source| JailError::Idmap {
-                    path: src.clone(),
-                    source,
-                })?,
-            )
+            Some(clone_tree(&source, &src)?)
         } else {
             None
         };
@@ -352,12 +342,7 @@ fn kept_home(
                 source: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
             })?;
         }
-        Some(
-            sys::open_tree_clone_fd(source.as_fd()).map_err(|source| JailError::Idmap {
-                path: src.clone(),
-                source,
-            })?,
-        )
+        Some(clone_tree(&source, &src)?)
     } else {
         None
     };
@@ -462,12 +447,7 @@ fn overlay_plan(
             what: "let the sandbox's user reach the overlay's directories",
             source,
         })?;
-        Some(
-            sys::open_tree_clone_fd(parent_fd.as_fd()).map_err(|source| JailError::Idmap {
-                path: parent.clone(),
-                source,
-            })?,
-        )
+        Some(clone_tree(&parent_fd, &parent)?)
     } else {
         None
     };
@@ -500,6 +480,15 @@ pub(super) fn disk_on_this_kernel(
         Some(_) if version < (6, 6) => Ok(None),
         other => Ok(other),
     }
+}
+
+/// A detached copy of the mount tree at `fd` (the resolved `path`), to be
+/// idmapped and attached in the sandbox's root.
+fn clone_tree(fd: &OwnedFd, path: &Path) -> Result<OwnedFd, JailError> {
+    sys::open_tree_clone_fd(fd.as_fd()).map_err(|source| JailError::Idmap {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -293,13 +293,7 @@ impl VmmJail {
         // nothing.
         unsafe {
             cmd.pre_exec(move || {
-                let check = |rc: libc::c_long| -> std::io::Result<()> {
-                    if rc < 0 {
-                        Err(std::io::Error::last_os_error())
-                    } else {
-                        Ok(())
-                    }
-                };
+                let check = crate::sys::check_rc;
                 // Into the cgroup's v1 hierarchies first, while the powers
                 // that opened their files are still ours.
                 for fd in &v1_tasks {

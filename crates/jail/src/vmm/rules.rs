@@ -99,18 +99,6 @@ pub(crate) fn filter() -> Result<Vec<libc::sock_filter>, VmmJailError> {
     file.rewind()
         .and_then(|_| file.read_to_end(&mut program))
         .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
-    if program.is_empty() || !program.len().is_multiple_of(8) {
-        return Err(VmmJailError::Seccomp(
-            "libseccomp exported an empty or torn program".into(),
-        ));
-    }
-    Ok(program
-        .chunks_exact(8)
-        .map(|c| libc::sock_filter {
-            code: u16::from_ne_bytes([c[0], c[1]]),
-            jt: c[2],
-            jf: c[3],
-            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
-        })
-        .collect())
+    crate::sys::sock_filters(&program)
+        .ok_or_else(|| VmmJailError::Seccomp("libseccomp exported an empty or torn program".into()))
 }
