@@ -27,7 +27,10 @@ pub fn reaches(app: &App, caller: &Caller, id: &str) -> Result<bool, ApiError> {
     if token.sandbox.as_deref() == Some(id) || caller.holds(Scope::Admin) {
         return Ok(true);
     }
-    let made_by = app.db()?.sandbox(id).map_err(|e| ApiError::internal(chain(&e)))?;
+    let made_by = app
+        .db()?
+        .sandbox(id)
+        .map_err(|e| ApiError::internal(chain(&e)))?;
     let Some(row) = made_by else {
         // Made by the owner (on the host or the owner's socket), or not
         // there at all: either way, not this token's.

@@ -1173,6 +1173,28 @@ impl Loader<'_> {
         }
     }
 
+    /// A caller's values over what the owner's files (read before it: the
+    /// profiles it extends) set for the same field: only tighter
+    /// ([`trust::may_replace`]).
+    fn hold_to_owners_ceiling(&mut self, layer: &Layer, label: &str) {
+        let mut owners = Layer::default();
+        for (_, l) in &self.out.sources {
+            owners.merge(l);
+        }
+        for (field, slot) in &layer.slots {
+            let (Slot::One(theirs), Some(Slot::One(mine))) = (slot, owners.slots.get(field)) else {
+                continue;
+            };
+            if let Err(refusal) = trust::may_replace(*field, &mine.val, &theirs.val) {
+                let place = match &theirs.origin {
+                    Origin::Body { pointer, .. } => Place::Pointer(pointer.clone()),
+                    o => Place::Line(o.place().map(|(_, p)| p).unwrap_or_default()),
+                };
+                self.refuse(*field, label, &place, refusal);
+            }
+        }
+    }
+
     /// The document's tree: a request's body as given, a file's text
     /// parsed with every finding of its shape said (each entry the parser
     /// stops at is said and left out, and the rest read again).
@@ -1273,6 +1295,9 @@ impl Loader<'_> {
             }
         }
         self.hold_to_trust(&layer, &label, src.trust);
+        if src.trust == Trust::Caller {
+            self.hold_to_owners_ceiling(&layer, &label);
+        }
         layer.given_by(src.trust);
         self.out.sources.push((label, layer));
         Head {

@@ -18,6 +18,7 @@
 //!
 //! This module decides; it reads no file and prints nothing.
 
+use crate::compose::Val;
 use crate::fields::{Field, Reach};
 
 /// The trust of whoever gave a value.
@@ -45,6 +46,10 @@ pub enum Refusal {
     /// name of the owner's catalogue is taken.
     #[error("only the owner names files: name a profile or preset of the owner's catalogue, by its plain name")]
     NotAName,
+    /// A value that loosens what the owner's profile set for the same
+    /// field (a higher limit, a weaker isolation, a switch that widens).
+    #[error("the owner's profile sets this, and a caller may only tighten it (a lower limit, a stronger isolation, a widening switch left off), never loosen it")]
+    Loosens,
 }
 
 impl Refusal {
@@ -53,7 +58,125 @@ impl Refusal {
         match self {
             Refusal::OwnerOnly => "owner_only",
             Refusal::NotAName => "not_a_name",
+            Refusal::Loosens => "loosens",
         }
+    }
+}
+
+/// Which way a field's value tightens, for a caller's value set over the
+/// owner's: the owner's profile is a ceiling a token holder, an E2B client
+/// or a pod's author may come under, never go above.
+#[derive(Debug, Clone, Copy)]
+enum Tighter {
+    /// A limit: the smaller value is the tighter one.
+    Lower,
+    /// From weakest to strongest: a caller may not go down the list.
+    Ranked(&'static [&'static str]),
+    /// A switch that widens what the sandbox may do when on.
+    Off,
+}
+
+/// The fields a caller may set that the owner's profile bounds, and why a
+/// caller must not loosen each. A test walks the table both ways.
+const BOUNDED: &[(Field, Tighter, &str)] = &[
+    (
+        Field::Memory,
+        Tighter::Lower,
+        "memory the host gives the sandbox",
+    ),
+    (
+        Field::Pids,
+        Tighter::Lower,
+        "processes the sandbox may have",
+    ),
+    (
+        Field::Cpus,
+        Tighter::Lower,
+        "CPU time the sandbox takes from the host",
+    ),
+    (
+        Field::Timeout,
+        Tighter::Lower,
+        "how long the sandbox may live",
+    ),
+    (
+        Field::OpenFiles,
+        Tighter::Lower,
+        "kernel file objects the sandbox holds",
+    ),
+    (Field::FileSize, Tighter::Lower, "disk one file may take"),
+    (Field::TmpSize, Tighter::Lower, "memory /tmp may take"),
+    (
+        Field::Disk,
+        Tighter::Lower,
+        "disk warden keeps for the sandbox",
+    ),
+    (
+        Field::EgressQuota,
+        Tighter::Lower,
+        "traffic the sandbox may send",
+    ),
+    (
+        Field::EgressIdleTimeout,
+        Tighter::Lower,
+        "how long an idle connection stays open",
+    ),
+    (
+        Field::Isolation,
+        Tighter::Ranked(&["process", "gvisor", "vm"]),
+        "a weaker isolation is a larger kernel surface",
+    ),
+    (
+        Field::Overlay,
+        Tighter::Ranked(&["direct", "overlay"]),
+        "without the layer, writes land on the real workspace unreviewed",
+    ),
+    (
+        Field::AllowHttp,
+        Tighter::Off,
+        "plain HTTP can be read and changed on the way",
+    ),
+    (
+        Field::Ask,
+        Tighter::Off,
+        "asking lets a person allow what the profile does not",
+    ),
+];
+
+/// May a caller's `theirs` stand over the owner's `owners` for `field`?
+/// Fields the table does not bound are any door's to set.
+pub fn may_replace(field: Field, owners: &Val, theirs: &Val) -> Result<(), Refusal> {
+    let Some((_, order, _)) = BOUNDED.iter().find(|(f, _, _)| *f == field) else {
+        return Ok(());
+    };
+    let loosens = match (order, owners, theirs) {
+        (Tighter::Lower, Val::Size { bytes: o, .. }, Val::Size { bytes: t, .. }) => t > o,
+        (Tighter::Lower, Val::Count(o), Val::Count(t)) => t > o,
+        (Tighter::Lower, Val::Cores(o), Val::Cores(t)) => t > o,
+        (Tighter::Lower, Val::Duration { duration: o, .. }, Val::Duration { duration: t, .. }) => {
+            t > o
+        }
+        (Tighter::Ranked(ranks), o, t) => {
+            let rank = |v: &Val| {
+                let text = match v {
+                    Val::Text(s) => s.as_str(),
+                    Val::Mode(crate::profile::WorkspaceMode::Overlay) => "overlay",
+                    Val::Mode(crate::profile::WorkspaceMode::Direct) => "direct",
+                    _ => "",
+                };
+                ranks.iter().position(|r| *r == text)
+            };
+            // A value off the list is the resolver's to refuse; here only
+            // a known step down is.
+            matches!((rank(o), rank(t)), (Some(o), Some(t)) if t < o)
+        }
+        (Tighter::Off, Val::Bool(false), Val::Bool(true)) => true,
+        _ => false,
+    };
+    if loosens {
+        Err(Refusal::Loosens)
+    } else {
+        Ok(())
     }
 }
 
@@ -441,5 +564,53 @@ mod tests {
         let back: crate::DomainRule =
             serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert!(back.caller);
+    }
+
+    /// `a.b: v` as YAML.
+    fn yaml(key: &str, value: &str) -> String {
+        match key.split_once('.') {
+            Some((a, b)) => format!("{a}:\n  {b}: {value}\n"),
+            None => format!("{key}: {value}\n"),
+        }
+    }
+
+    #[test]
+    fn a_caller_may_tighten_what_the_owners_profile_bounds_and_never_loosen_it() {
+        let (p, catalog) = planted("ceiling");
+        // (owner's value, a looser one, a tighter one), by the table's rows.
+        let values = |field: Field| match field {
+            Field::Memory | Field::FileSize | Field::TmpSize | Field::Disk | Field::EgressQuota => {
+                ("1G", "2G", "512M")
+            }
+            Field::Pids | Field::OpenFiles => ("1024", "2048", "512"),
+            Field::Cpus => ("1", "2", "0.5"),
+            Field::Timeout | Field::EgressIdleTimeout => ("10m", "1h", "1m"),
+            Field::Isolation => ("vm", "process", "vm"),
+            Field::Overlay => ("overlay", "direct", "overlay"),
+            Field::AllowHttp | Field::Ask => ("false", "true", "false"),
+            other => panic!("{other:?} is bounded but has no values in this test"),
+        };
+        for (field, _, why) in BOUNDED {
+            let key = field.profile_name();
+            let (owners, looser, tighter) = values(*field);
+            std::fs::write(
+                p.dir.join("config/profiles/ceiling.yaml"),
+                yaml(key, owners),
+            )
+            .unwrap();
+            let doc = |v: &str| format!("extends: [ceiling]\n{}", yaml(key, v));
+            let e = compose_as(&catalog, &doc(looser), Trust::Caller).expect_err(&format!(
+                "{key}: {looser} over the owner's {owners} ({why})"
+            ));
+            assert_eq!(e.refusal(), Some(Refusal::Loosens), "{key}: {e}");
+            compose_as(&catalog, &doc(tighter), Trust::Caller)
+                .unwrap_or_else(|e| panic!("{key}: {tighter} under {owners}: {e}"));
+            // The owner's own command line or file is not bounded by it.
+            compose_as(&catalog, &doc(looser), Trust::Owner)
+                .unwrap_or_else(|e| panic!("{key}: the owner's {looser}: {e}"));
+            // Nor is a caller where the owner set nothing.
+            compose_as(&catalog, &yaml(key, looser), Trust::Caller)
+                .unwrap_or_else(|e| panic!("{key}: {looser} with no owner's value: {e}"));
+        }
     }
 }

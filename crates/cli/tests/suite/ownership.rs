@@ -50,9 +50,17 @@ fn a_token_reaches_only_the_sandboxes_it_made() {
             ("GET", format!("/v1/sandboxes/{victim}"), None),
             ("GET", format!("/v1/sandboxes/{victim}/events"), None),
             ("GET", format!("/v1/sandboxes/{victim}/changes"), None),
-            ("GET", format!("/v1/sandboxes/{victim}/files/list?path=."), None),
+            (
+                "GET",
+                format!("/v1/sandboxes/{victim}/files/list?path=."),
+                None,
+            ),
             ("POST", format!("/v1/sandboxes/{victim}/start"), Some("{}")),
-            ("POST", format!("/v1/sandboxes/{victim}/exec"), Some(r#"{"argv":["true"]}"#)),
+            (
+                "POST",
+                format!("/v1/sandboxes/{victim}/exec"),
+                Some(r#"{"argv":["true"]}"#),
+            ),
             ("POST", format!("/v1/sandboxes/{victim}/commit"), Some("{}")),
             ("DELETE", format!("/v1/sandboxes/{victim}"), None),
         ] {
@@ -146,7 +154,13 @@ fn an_agents_token_cannot_land_flagged_files_or_force_a_commit() {
         (r#"{"accept_flagged":true}"#, "/accept_flagged"),
         (r#"{"force":true}"#, "/force"),
     ] {
-        let (s, r) = call(&d, "POST", "/v1/sandboxes/mine/commit", Some(body), Some(&a));
+        let (s, r) = call(
+            &d,
+            "POST",
+            "/v1/sandboxes/mine/commit",
+            Some(body),
+            Some(&a),
+        );
         assert_eq!(s, 403, "{r}");
         assert_eq!(json(&r)["field"], field, "{r}");
         // The owner's and an admin token's get past that check (and on to
@@ -156,4 +170,44 @@ fn an_agents_token_cannot_land_flagged_files_or_force_a_commit() {
             assert_ne!(s, 403, "{r}");
         }
     }
+}
+
+/// The owner's profile is a ceiling for a token: a token's spec may ask
+/// for less than the profile it names (less memory, the same isolation)
+/// but not for more (more memory, a weaker isolation, plain HTTP the
+/// owner switched off), and nothing is made when it asks.
+#[test]
+fn a_token_may_tighten_the_owners_profile_but_never_loosen_it() {
+    let state = TempDir::new("ceiling");
+    let config = state.path().join("config");
+    std::fs::create_dir_all(config.join("warden/profiles")).unwrap();
+    std::fs::write(
+        config.join("warden/profiles/strict.yaml"),
+        "isolation: vm\nresources:\n  memory: 1G\negress:\n  allow_http: false\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(state.path(), false, &[], &[("XDG_CONFIG_HOME", &config)]);
+    let a = api_token(&d, "a", SCOPES, None);
+    for (spec, pointer) in [
+        (r#"{"isolation":"process"}"#, "/spec/isolation"),
+        (r#"{"resources":{"memory":"4G"}}"#, "/spec/resources/memory"),
+        (
+            r#"{"egress":{"allow_http":true}}"#,
+            "/spec/egress/allow_http",
+        ),
+    ] {
+        let body = format!(r#"{{"name":"x","profile":"strict","start":false,"spec":{spec}}}"#);
+        let (s, r) = call(&d, "POST", "/v1/sandboxes", Some(&body), Some(&a));
+        assert!(s == 403 || s == 422, "{spec}: {s} {r}");
+        assert_eq!(json(&r)["field"], pointer, "{r}");
+        assert!(listed(&d, None).is_empty(), "{spec} made a sandbox");
+    }
+    let body =
+        r#"{"name":"x","profile":"strict","start":false,"spec":{"resources":{"memory":"512M"}}}"#;
+    let (s, r) = call(&d, "POST", "/v1/sandboxes", Some(body), Some(&a));
+    assert_eq!(s, 201, "{r}");
+    // The owner on its own socket is bounded by nothing but the host.
+    let body = r#"{"name":"y","profile":"strict","start":false,"spec":{"isolation":"process"}}"#;
+    let (s, r) = call(&d, "POST", "/v1/sandboxes", Some(body), None);
+    assert_eq!(s, 201, "{r}");
 }
