@@ -1,5 +1,7 @@
 //! Commands in a session's sandboxes: run and wait, start and poll, and
-//! what the sandbox denied meanwhile; output cut to what a model can read.
+//! what the sandbox denied meanwhile; output cut to what a model can read,
+//! and credential-shaped strings in it flagged (by rule and line, never
+//! repeating the value).
 
 use axum::http::Method;
 use rmcp::service::{RequestContext, RoleServer};
@@ -52,6 +54,7 @@ impl Session {
             "\n--- stderr ---\n{}",
             shown(r.stderr.as_bytes(), SHOWN)
         ));
+        text.push_str(&flagged(r.stdout.as_bytes(), r.stderr.as_bytes()));
         let denied = self.denials_since(&who, &sb, since).await;
         if !denied.is_empty() {
             text.push_str(&format!(
@@ -208,11 +211,32 @@ impl Session {
         };
         text.push_str(&format!("\n--- stdout (new) ---\n{}", shown(&out, SHOWN)));
         text.push_str(&format!("\n--- stderr (new) ---\n{}", shown(&err, SHOWN)));
+        text.push_str(&flagged(&out, &err));
         if ended.is_some() {
             self.state().commands.remove(&a.command);
         }
         Ok(text)
     }
+}
+
+/// The section a result ends with when its output holds credential-shaped
+/// strings (`warden-detect`'s rules): which rule, on which line of which
+/// stream; empty when none does. The model is told so that it does not
+/// copy the value into a file, a commit or a message.
+pub(super) fn flagged(out: &[u8], err: &[u8]) -> String {
+    let mut lines = Vec::new();
+    for (stream, bytes) in [("stdout", out), ("stderr", err)] {
+        for f in warden_detect::scan(bytes) {
+            lines.push(format!("{stream} line {}: {}", f.line, f.rule));
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n--- flagged: credential-shaped strings in the output (do not write them into files, commits or messages) ---\n{}",
+        lines.join("\n")
+    )
 }
 
 fn checked_timeout(t: Option<f64>) -> Result<Option<f64>, Refused> {
@@ -355,5 +379,18 @@ impl Session {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn output_holding_a_token_is_flagged_by_rule_and_line_without_the_value() {
+        let token = ["ghp_", "1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R"].concat();
+        let out = format!("cloning\nusing {token}\n");
+        let note = super::flagged(out.as_bytes(), b"");
+        assert!(note.contains("stdout line 2: github-token"), "{note}");
+        assert!(!note.contains(&token), "{note}");
+        assert_eq!(super::flagged(b"all fine\n", b""), "");
     }
 }
