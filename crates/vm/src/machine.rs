@@ -1200,6 +1200,8 @@ mod tests {
     fn handed(shares: Vec<(String, bool, String)>, rootfs: Option<String>) -> Handed {
         Handed {
             channel: 3,
+            control: 12,
+            incoming: None,
             console: "/proc/self/fd/4".into(),
             kernel: "/proc/self/fd/5".into(),
             initramfs: "/proc/self/fd/6".into(),
@@ -1285,5 +1287,34 @@ mod tests {
         );
         assert!(a.contains(&"virtio-blk-device,drive=root".to_string()));
         assert!(fsdevs(&config(), &h).is_empty(), "{a:?}");
+    }
+
+    #[test]
+    fn a_template_and_its_copies_share_one_command_line_that_holds_no_sandbox_setting() {
+        let mut c = config();
+        c.params = vec![("hostname".into(), "secret-name".into())];
+        let cold = c.cmdline(&handed(Vec::new(), None));
+        assert!(cold.contains(" warden.hostname=secret-name"), "{cold}");
+        c.start = Start::Park { net: true };
+        let h = handed(Vec::new(), None);
+        let parked = c.argv(&h);
+        let line = c.cmdline(&h);
+        assert!(line.ends_with(" warden.template=1"), "{line}");
+        assert!(!line.contains("secret-name"), "{line}");
+        // The network device is there, its back end going nowhere.
+        assert!(parked.contains(&"hubport,id=net0,hubid=0".to_string()));
+        assert!(parked.contains(&"socket,id=qmp,fd=12".to_string()));
+        let fd = std::sync::Arc::new(std::os::fd::OwnedFd::from(
+            std::fs::File::open("/dev/null").unwrap(),
+        ));
+        c.start = Start::Restore(fd);
+        let mut h = handed(Vec::new(), None);
+        h.incoming = Some(13);
+        let restored = c.argv(&h);
+        assert_eq!(c.cmdline(&h), line);
+        assert!(restored
+            .windows(2)
+            .any(|w| w[0] == "-incoming" && w[1] == "fd:13"));
+        assert!(!restored.iter().any(|a| a.contains("hubport")));
     }
 }

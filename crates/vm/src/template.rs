@@ -311,3 +311,64 @@ fn sweep(dir: &Path, keep: &str) {
         let _ = std::fs::remove_file(p);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn cfg(dir: &Path) -> Config {
+        for f in ["qemu", "vmlinuz", "initramfs-aa.cpio", "initramfs-bb.cpio"] {
+            std::fs::write(dir.join(f), f).unwrap();
+        }
+        Config {
+            vmm: dir.join("qemu"),
+            kernel: dir.join("vmlinuz"),
+            initramfs: dir.join("initramfs-aa.cpio"),
+            accel: Accel::Tcg,
+            memory_mib: 512,
+            cpus: 1,
+            workspace: None,
+            trust: None,
+            params: vec![("hostname".into(), "a".into())],
+            shares: Vec::new(),
+            rootfs: None,
+            root_image: None,
+            run_dir: dir.join("run"),
+            cgroup: None,
+            net: None,
+            netns: None,
+            workspace_fs: Default::default(),
+            start: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_changed_kernel_init_or_vmm_makes_a_new_template_and_a_sandboxs_settings_do_not() {
+        let dir = std::env::temp_dir().join(format!("warden-tmpl-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let base = cfg(&dir);
+        let k = key(&base);
+        // Settings that come through the channel share the template.
+        let mut other = base.clone();
+        other.params = vec![("hostname".into(), "b".into())];
+        other.run_dir = dir.join("run2");
+        assert_eq!(key(&other), k);
+        // A new guest init is a new initramfs.
+        let mut init = base.clone();
+        init.initramfs = dir.join("initramfs-bb.cpio");
+        assert_ne!(key(&init), k);
+        // A kernel or VMM replaced in place.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(dir.join("vmlinuz"), "a newer kernel").unwrap();
+        let k2 = key(&base);
+        assert_ne!(k2, k);
+        std::fs::write(dir.join("qemu"), "a newer qemu").unwrap();
+        assert_ne!(key(&base), k2);
+        // The guest's shape.
+        let mut bigger = base.clone();
+        bigger.memory_mib = 1024;
+        assert_ne!(key(&bigger), key(&base));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -88,8 +88,7 @@ fn a_vm_with_mounted_shares_is_refused_a_pause_to_disk_and_runs_on() {
     let (mut m, _) = warden_vm::template::start(&cfg, BOOT).unwrap();
     let state = tempfile::tempdir().unwrap();
     let err = pause::pause_to_disk(&mut m, &cfg, &state.path().join("p"))
-        .err()
-        .expect("a VM with its /usr over 9p was paused to disk");
+        .expect_err("a VM with its /usr over 9p was paused to disk");
     assert!(err.to_string().contains("mounted"), "{err}");
     assert!(!m.exited(), "the refused VM ended");
     let (out, end) = run(&m, 1, "echo still here");
