@@ -108,6 +108,8 @@ pub enum Problem {
         "{entry:?}: {why}; write [METHOD ]HOST[/PATH], e.g. \"GET api.github.com/repos/acme/*\""
     )]
     BadSecretRule { entry: String, why: String },
+    #[error("{0}")]
+    BadRequestRule(crate::requests::RuleError),
     #[error("{0} is given twice; give each secret once, with all its hosts: NAME@HOST1,HOST2")]
     DuplicateSecret(String),
     #[error("{0}: there is no `secrets {0}`")]
@@ -144,6 +146,7 @@ impl Problem {
             | Problem::BadSecret { entry: s, .. }
             | Problem::BadSecretRule { entry: s, .. }
             | Problem::BadGlob { entry: s, .. } => s.clone(),
+            Problem::BadRequestRule(e) => e.entry.clone(),
             Problem::Domain(e) => e.entry().to_string(),
             Problem::BadHostPort => "0".to_string(),
             _ => return None,

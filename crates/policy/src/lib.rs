@@ -34,6 +34,7 @@ mod lint;
 pub mod oci;
 pub mod profile;
 pub mod read;
+pub mod requests;
 pub mod resolve;
 mod schema;
 mod secrets;
@@ -287,6 +288,11 @@ pub struct EgressSpec {
     /// allowed and recorded as learned, instead of denied.
     #[serde(default)]
     pub learn: bool,
+    /// Request rules (`egress.allow_requests`, `deny_requests`,
+    /// `ask_requests`): each request to a name they are for is decided on
+    /// its own, over TLS the proxy terminates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<requests::RequestRule>,
 }
 
 /// Default of [`EgressSpec::idle_timeout`].
@@ -434,6 +440,18 @@ mod tests {
                 ],
                 upstream_ca: vec!["/etc/ca.pem".into()],
                 learn: true,
+                requests: vec![
+                    requests::RequestRule::parse(
+                        requests::RequestAction::Deny,
+                        "* github.com/**/git-receive-pack",
+                    )
+                    .unwrap(),
+                    requests::RequestRule::parse(
+                        requests::RequestAction::Allow,
+                        "POST mcp.test/mcp?x=1 rpc:tools/list",
+                    )
+                    .unwrap(),
+                ],
             }),
             publish: vec![
                 PortMapping {

@@ -743,6 +743,9 @@ otlp_endpoint: http://127.0.0.1:4318
 egress:
   presets: [pypi]
   domains: [a.example.com]
+  allow_requests: ["GET a.example.com/x/**"]
+  deny_requests: ["* a.example.com/x/y"]
+  ask_requests: ["POST a.example.com/x/**"]
   allow_http: true
   hosts: { r.internal: 10.1.2.3 }
   allow_cidrs: [10.1.0.0/16]

@@ -93,8 +93,9 @@ impl Keeper for Wiring {
                 )
             })
             .collect();
-        let terminator =
-            Terminator::new(secrets, &spec.upstream_ca)?.with_rules(spec.secret_rules.clone());
+        let terminator = Terminator::new(secrets, &spec.upstream_ca)?
+            .with_rules(spec.secret_rules.clone())
+            .with_requests(spec.requests.clone());
         let ca = terminator.ca_pem().to_string();
         self.terminator = Some(terminator);
         Ok(ca)

@@ -293,6 +293,7 @@ mod tests {
             secret_rules: Vec::new(),
             upstream_ca: Vec::new(),
             learn: false,
+            requests: Vec::new(),
         };
         let hooks = Hooks {
             observer: Arc::new(Deaf),

@@ -15,11 +15,10 @@
 
 mod path;
 mod rpc;
-mod rule;
 
 pub use path::Ambiguous;
 pub use rpc::{labels as rpc_labels, MAX_RPC_BODY};
-pub use rule::{QueryCondition, RequestAction, RequestRule, RuleError};
+pub use warden_policy::requests::{QueryCondition, RequestAction, RequestRule, RuleError};
 
 /// What a request's body said of JSON-RPC, as far as the rules need it.
 #[derive(Debug, Clone, PartialEq, Eq)]

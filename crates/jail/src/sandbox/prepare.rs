@@ -493,7 +493,9 @@ fn environment(
     // Secrets: placeholders in the sandbox's environment; the values are
     // read after the clone, or kept where the clone does not get them.
     let secrets = match &spec.network {
-        NetworkSpec::Egress(e) if !e.secrets.is_empty() => {
+        // Names with request rules are terminated as secrets' hosts are:
+        // the same authority, trusted through the same files.
+        NetworkSpec::Egress(e) if !e.secrets.is_empty() || !e.requests.is_empty() => {
             if degraded_mode {
                 return Err(JailError::SecretsNeedNamespaces);
             }

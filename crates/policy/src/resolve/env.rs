@@ -32,9 +32,13 @@ pub(super) fn finish_env(
             }
         }
     }
-    if !secrets.is_empty() {
+    let terminated = match network {
+        NetworkSpec::Egress(e) => !e.requests.is_empty(),
+        NetworkSpec::LoopbackOnly => false,
+    };
+    if !secrets.is_empty() || terminated {
         // The proxy presents certificates of a per-sandbox authority
-        // for the secrets' hosts: common tools are pointed at a bundle
+        // for the secrets' hosts and the names with request rules: common tools are pointed at a bundle
         // that trusts it (the jail mounts the files; the placeholders
         // themselves are added by the supervisor, which makes them).
         for (k, v) in [

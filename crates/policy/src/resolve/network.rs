@@ -7,6 +7,7 @@ use crate::compose::Layer;
 use crate::domains::{normalize_name, DomainRule};
 use crate::error::{Problem, ResolveError};
 use crate::fields::Field;
+use crate::requests::{RequestAction, RequestRule};
 use crate::secrets::{SecretRule, SecretSpec};
 use crate::trust::Trust;
 use crate::{EgressSpec, NetworkSpec, PortMapping, DEFAULT_EGRESS_IDLE_TIMEOUT, HOST_ALIAS};
@@ -90,6 +91,7 @@ pub(super) fn network(
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let requests = request_rules(layer)?;
     if learn && !secrets.is_empty() {
         // Learning allows what no rule names: a secret's placeholder
         // would go wherever the sandbox sends it.
@@ -112,6 +114,7 @@ pub(super) fn network(
             (Field::AllowCidr, !allow_cidr.is_empty()),
             (Field::EgressQuota, egress_quota.is_some()),
             (Field::UpstreamCa, !upstream_ca.is_empty()),
+            (Field::AllowRequest, !requests.is_empty()),
         ];
         if let Some((field, _)) = given.iter().find(|(_, given)| *given) {
             return Err(field.invalid(Problem::EgressWithoutDomains));
@@ -172,9 +175,29 @@ pub(super) fn network(
             secret_rules,
             upstream_ca,
             learn,
+            requests,
         })
     };
     Ok(network)
+}
+
+/// The request rules, allow, deny and ask, each entry read and checked.
+fn request_rules(layer: &Layer) -> Result<Vec<RequestRule>, ResolveError> {
+    let mut out = Vec::new();
+    for (field, action) in [
+        (Field::AllowRequest, RequestAction::Allow),
+        (Field::DenyRequest, RequestAction::Deny),
+        (Field::AskRequest, RequestAction::Ask),
+    ] {
+        for entry in layer.texts(field) {
+            let rule = RequestRule::parse(action, &entry)
+                .map_err(|e| field.invalid(Problem::BadRequestRule(e)))?;
+            if !out.contains(&rule) {
+                out.push(rule);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `NAME=IP`, or `NAME:IP` as `docker run --add-host` writes it.

@@ -1,10 +1,11 @@
 //! One request rule as people write it, read and checked: the methods, the
 //! host, the path glob, the query's conditions and the JSON-RPC methods,
 //! with what to do with a request that matches (allow, deny, ask). Parsing
-//! only; `path` and `rpc` say how a request is read, `mod.rs` decides.
+//! and validation only; `warden_egress::requests` reads requests and
+//! decides.
 
+use crate::DomainRule;
 use serde::{Deserialize, Serialize};
-use warden_policy::DomainRule;
 
 /// What a matching rule does with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -163,7 +164,7 @@ impl RequestRule {
             self.paths.push("/**".into());
         }
         for p in &mut self.paths {
-            *p = super::path::pattern(p).map_err(|why| bad(format!("the path {p:?}: {why}")))?;
+            *p = pattern(p).map_err(|why| bad(format!("the path {p:?}: {why}")))?;
         }
         for c in &self.query {
             if c.key.is_empty() || c.key.contains(['#', '&']) {
@@ -187,6 +188,56 @@ impl RequestRule {
                 && name.as_bytes()[name.len() - d.name.len() - 1] == b'.');
         name_matches && d.allows_port(port)
     }
+}
+
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~".contains(&b)
+}
+
+/// A rule's path glob normalised as request paths are: unreserved escapes
+/// decoded, other escapes in upper case, empty segments dropped; refused
+/// when it is not absolute or holds a dot segment, a backslash, a control
+/// character or a bad escape (it could never match a normalised path).
+pub fn pattern(p: &str) -> Result<String, String> {
+    if !p.starts_with('/') {
+        return Err("a path starts with /".into());
+    }
+    let bytes = p.as_bytes();
+    let mut out = String::with_capacity(p.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            let v = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("a % that starts no escape")?;
+            if unreserved(v) {
+                out.push(v as char);
+            } else {
+                out.push_str(&format!("%{v:02X}"));
+            }
+            i += 3;
+            continue;
+        }
+        if b == b'\\' || b.is_ascii_control() || b == b'#' || b == b'?' {
+            return Err("a backslash, a control character, # or ? in the path".into());
+        }
+        out.push(b as char);
+        i += 1;
+    }
+    let segments: Vec<&str> = out.split('/').skip(1).collect();
+    if segments.iter().any(|s| *s == "." || *s == "..") {
+        return Err("a dot segment: paths are matched after . and .. are resolved".into());
+    }
+    let trailing = out.len() > 1 && out.ends_with('/');
+    let kept: Vec<&str> = segments.into_iter().filter(|s| !s.is_empty()).collect();
+    let mut p = format!("/{}", kept.join("/"));
+    if trailing && !kept.is_empty() {
+        p.push('/');
+    }
+    Ok(p)
 }
 
 #[cfg(test)]
@@ -254,5 +305,14 @@ mod tests {
             !e.to_string().contains("--"),
             "no flag below the doors: {e}"
         );
+    }
+
+    #[test]
+    fn patterns_are_normalised_as_paths_are_and_dot_segments_refused() {
+        assert_eq!(pattern("/repos/%61cme//w/").unwrap(), "/repos/acme/w/");
+        assert_eq!(pattern("/a%2fb").unwrap(), "/a%2Fb");
+        for bad in ["x", "/a/../b", "/a/./b", "/a\\b", "/a%zz", "/a?b", "/a#b"] {
+            assert!(pattern(bad).is_err(), "{bad}");
+        }
     }
 }
