@@ -6,6 +6,10 @@
 #
 #   bench/vm.sh [RUNS]        (default: 5 boots, 30 execs)
 #   bench/vm.sh fs [RUNS]     the workspace part only (default: 5 runs)
+#   bench/vm.sh start [RUNS]  start to first command from the template
+#                             snapshot against a cold boot, p50 and p99
+#                             (default: 20 runs), then pause to disk and
+#                             resume (the vm crate's test, which prints them)
 #
 # The workspace part: a workspace-heavy command (write 2000 small files,
 # then read them all back) in a running VM sandbox whose workspace is
@@ -26,11 +30,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FS_ONLY=""
+START_ONLY=""
 if [ "${1:-}" = fs ]; then
     FS_ONLY=1
     shift
+elif [ "${1:-}" = start ]; then
+    START_ONLY=1
+    shift
 fi
 BOOTS="${1:-5}"
+if [ -n "$START_ONLY" ]; then BOOTS="${1:-20}"; fi
 EXECS=$((BOOTS * 6))
 
 # shellcheck source=bench/lib.sh
@@ -57,6 +66,11 @@ else
     echo "note: runsc (gVisor) is not available; skipped" >&2
 fi
 
+# The guest kernel (and the templates) stay where warden keeps them
+# (`warden vm kernel`), whatever state directory the runs use.
+if [ -z "${WARDEN_VM_DIR:-}" ] && [ -d /var/lib/warden/vm/kernel ] && [ "$(id -u)" = 0 ]; then
+    export WARDEN_VM_DIR=/var/lib/warden/vm
+fi
 export WARDEN_STATE_DIR="${WARDEN_STATE_DIR:-$(mktemp -d)}"
 OUT="$(mktemp -d)"
 cleanup() {
@@ -102,6 +116,37 @@ PY
 }
 if [ -n "$FS_ONLY" ]; then
     bench_fs
+    exit 0
+fi
+
+# `run --isolation vm -- true` restored from the template snapshot (made by
+# the warm-up run when there is none) against a cold boot of the guest
+# kernel (WARDEN_VM_TEMPLATE=off); percentiles from hyperfine's times.
+bench_start() {
+    local runs="${1:-20}" cold_runs
+    cold_runs=$(( runs < 5 ? runs : 5 ))
+    hyperfine -N --warmup 1 --runs "$runs" --export-json "$OUT/tmpl.json" \
+        -n template "$WARDEN run --no-tty --no-audit-log --isolation vm -- true" >/dev/null
+    WARDEN_VM_TEMPLATE=off hyperfine -N --runs "$cold_runs" --export-json "$OUT/cold.json" \
+        -n cold "$WARDEN run --no-tty --no-audit-log --isolation vm -- true" >/dev/null
+    python3 - "$OUT/tmpl.json" "$OUT/cold.json" <<'PY'
+import json, sys
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] * 1000
+print("start to first command, `run --isolation vm -- true`:")
+for f in sys.argv[1:]:
+    r = json.load(open(f))["results"][0]
+    t = r["times"]
+    print(f"  {r['command']:<9} p50 {pct(t, 50):>8.0f} ms   p99 {pct(t, 99):>8.0f} ms   ({len(t)} runs)")
+PY
+    # Pause to disk and resume: the vm crate's functions (the runtime's
+    # pause verbs do not reach them yet), timed by its test.
+    cargo test -q -p warden-vm --test all -- --ignored --nocapture \
+        pause::a_vm_paused_to_disk 2>&1 | grep -E "paused to disk|skipped" || true
+}
+if [ -n "$START_ONLY" ]; then
+    bench_start "$BOOTS"
     exit 0
 fi
 
