@@ -193,6 +193,27 @@ pub struct ExecResult {
     pub stdout_dropped: u64,
     #[serde(default)]
     pub stderr_dropped: u64,
+    /// Credential-shaped strings in the output (a key, a token, a private
+    /// key block): where, by which rule, never the value. Absent when
+    /// there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flagged: Vec<OutputFinding>,
+}
+
+/// A credential-shaped string in a command's output.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, PartialEq)]
+pub struct OutputFinding {
+    /// `stdout` or `stderr`.
+    pub stream: String,
+    /// The detector's rule (`github-token`, `aws-access-key-id`, ...).
+    pub rule: String,
+    /// Byte offset of the value in the stream, its length, and its line
+    /// (from 1).
+    pub offset: u64,
+    pub len: u64,
+    pub line: u64,
+    /// The first 16 hex digits of the value's SHA-256.
+    pub hash: String,
 }
 
 /// One line of an exec's stream.

@@ -154,6 +154,21 @@ pub async fn exec(
         Ok((read(&h.stdout), read(&h.stderr), h.cut()))
     })
     .await?;
+    let flagged = [("stdout", &stdout), ("stderr", &stderr)]
+        .into_iter()
+        .flat_map(|(stream, bytes)| {
+            warden_detect::scan(bytes)
+                .into_iter()
+                .map(move |f| crate::api::OutputFinding {
+                    stream: stream.to_string(),
+                    rule: f.rule,
+                    offset: f.offset,
+                    len: f.len,
+                    line: f.line,
+                    hash: f.hash,
+                })
+        })
+        .collect();
     let (out_text, out_b64) = lossy(&stdout);
     let (err_text, err_b64) = lossy(&stderr);
     Ok(Json(ExecResult {
@@ -167,6 +182,7 @@ pub async fn exec(
         stderr_base64: err_b64,
         stdout_dropped: cut.stdout_dropped,
         stderr_dropped: cut.stderr_dropped,
+        flagged,
     })
     .into_response())
 }
@@ -538,6 +554,17 @@ pub async fn signal(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_api_document_describes_a_results_flagged_output() {
+        let doc = <crate::routes::ApiDoc as utoipa::OpenApi>::openapi();
+        let text = serde_json::to_string(&doc).unwrap_or_default();
+        assert!(
+            text.contains("\"OutputFinding\""),
+            "no OutputFinding schema"
+        );
+        assert!(text.contains("\"flagged\""));
+    }
+
     use super::*;
 
     #[test]
