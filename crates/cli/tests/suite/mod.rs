@@ -25,6 +25,7 @@ mod frictions;
 mod home;
 mod input_checks;
 mod isolation;
+mod layer_attacks;
 mod lifecycle;
 mod mcp;
 mod one_spec;
