@@ -249,6 +249,9 @@ struct Shared {
     /// With secrets: TLS to their hosts is terminated and requests are
     /// rewritten; every other connection is spliced as it is.
     terminator: Option<Arc<Terminator>>,
+    /// The spec's request rules: a name they are for is reached only
+    /// through the terminator, and refused when there is none.
+    request_rules: crate::requests::RequestRules,
 }
 
 impl Shared {
@@ -390,6 +393,7 @@ impl Proxy {
             spare: pass::Spare::default(),
             // Decoding a response's body to scrub it borrows from the
             // same half as large relay buffers.
+            request_rules: crate::requests::RequestRules::new(spec.requests.clone()),
             terminator: terminator.map(|mut t| {
                 t.decode_memory = buffer_memory;
                 Arc::new(t)

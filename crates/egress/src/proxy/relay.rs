@@ -263,6 +263,14 @@ fn terminated(
     port: u16,
 ) -> Terminate {
     let Some(t) = shared.terminator.clone() else {
+        // Rules with no terminator to apply them (a backend that did not
+        // make one): the name is refused, never passed through unruled.
+        if shared.request_rules.covers(name, port) {
+            return Terminate::Refused(
+                Reason::RequestRulesNeedTls,
+                format!("{name} on port {port} has request rules, and this sandbox has no TLS terminator to apply them"),
+            );
+        }
         return Terminate::No;
     };
     let tls = matches!(protocol, Protocol::Tls | Protocol::Connect)
