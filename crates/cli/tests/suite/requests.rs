@@ -1,0 +1,167 @@
+//! Request rules through the real binary: curl inside a sandbox, over
+//! HTTP/1.1 and HTTP/2, against a local HTTPS server whose certificate
+//! comes from a test authority and that records every request it gets.
+//! Each allowed request reaches it; each refused one never does, and the
+//! client sees why.
+
+use crate::common::upstream::TestCa;
+use crate::common::*;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+/// An HTTPS server on 127.0.0.1 for `name` (HTTP/2 and HTTP/1.1) that
+/// records `VERSION METHOD path?query` of each request and answers `ok`.
+struct Recorder {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Recorder {
+    fn start(ca: &TestCa, name: &str) -> Recorder {
+        let config = ca.server_config(&[name], &[b"h2", b"http/1.1"]);
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        runtime.spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, s) = (acceptor.clone(), s.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let s = s.clone();
+                            async move {
+                                let line = format!(
+                                    "{:?} {} {}",
+                                    req.version(),
+                                    req.method(),
+                                    req.uri()
+                                        .path_and_query()
+                                        .map(|p| p.to_string())
+                                        .unwrap_or_default()
+                                );
+                                let _ = req.into_body().collect().await;
+                                s.lock().unwrap().push(line);
+                                Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                                    Full::new(Bytes::from("ok\n")),
+                                ))
+                            }
+                        },
+                    );
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+                });
+            }
+        });
+        Recorder {
+            port,
+            seen,
+            _runtime: runtime,
+        }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// `warden run` with `args` and the script, the server's name pinned to
+/// the host's loopback and its authority trusted upstream.
+fn run(ca: &TestCa, up: &Recorder, args: &[&str], script: &str) -> std::process::Output {
+    let port = up.port.to_string();
+    let args: Vec<String> = args.iter().map(|a| a.replace("PORT", &port)).collect();
+    Command::new(warden_bin())
+        .args(["run", "--no-tty"])
+        .args([
+            "--allow-domain",
+            &format!("forge.test:{port}"),
+            "--add-host",
+            "forge.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+        ])
+        .args(&args)
+        .args(["--", "sh", "-c", &script.replace("PORT", &port)])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn allowed_requests_reach_the_server_and_refused_ones_never_do_over_http1_and_http2() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    let out = run(
+        &ca,
+        &up,
+        &[
+            "--allow-request",
+            "GET,HEAD forge.test:PORT/repos/**",
+            "--deny-request",
+            "* forge.test:PORT/repos/*/private/**",
+        ],
+        r#"for v in --http1.1 --http2; do
+  curl -sS --noproxy '*' $v "https://forge.test:PORT/repos/acme/w?token=s3cret"
+  curl -sS --noproxy '*' $v -D - -o /dev/null -X DELETE "https://forge.test:PORT/repos/acme/w"
+  curl -sS --noproxy '*' $v -D - -o /dev/null "https://forge.test:PORT/repos/acme/private/key"
+  curl -sS --noproxy '*' $v -D - -o /dev/null "https://forge.test:PORT/repos/x/..%2F..%2Facme/private/key"
+done
+"#,
+    );
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    assert_eq!(s.matches("ok\n").count(), 2, "{s}");
+    assert_eq!(s.matches(" 403").count(), 6, "{s}");
+    assert!(
+        s.to_ascii_lowercase()
+            .contains("x-warden-denied: no request rule for forge.test allows delete")
+            || s.to_ascii_lowercase()
+                .contains("x-warden-denied: no request rule for forge.test allows"),
+        "{s}"
+    );
+    assert!(s.contains("x-warden-reason: request_denied"), "{s}");
+    assert!(s.contains("x-warden-reason: no_request_rule"), "{s}");
+    let seen = up.requests();
+    assert_eq!(seen.len(), 2, "only the allowed requests arrived: {seen:?}");
+    assert!(seen.iter().any(|r| r.starts_with("HTTP/1.1 GET /repos/acme/w")), "{seen:?}");
+    assert!(seen.iter().any(|r| r.starts_with("HTTP/2.0 GET /repos/acme/w")), "{seen:?}");
+}
+
+#[test]
+fn a_name_with_request_rules_is_not_reached_without_them_in_plain_tcp() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    // A raw TCP connection that is not TLS: the name's requests could not
+    // be read, so it is refused before anything reaches the server.
+    let out = run(
+        &ca,
+        &up,
+        &["--allow-request", "GET forge.test:PORT/**"],
+        r#"printf 'DELETE /x HTTP/1.1\r\nHost: forge.test\r\n\r\n' | curl -sS --noproxy '*' -m 5 telnet://forge.test:PORT >/dev/null 2>&1; echo done"#,
+    );
+    assert!(stdout(&out).contains("done"), "{}", stderr(&out));
+    assert!(up.requests().is_empty(), "{:?}", up.requests());
+}
