@@ -79,7 +79,7 @@ def test_playwright_reads_the_dom_of_a_page_over_the_daemons_cdp_proxy(daemon, d
 
 
 def test_devtools_need_desktop_control_and_tcp(daemon, desk) -> None:  # type: ignore[no-untyped-def]
-    viewer = Sandbox.connect(desk.id, host=daemon.tcp_host, token=daemon.token("desktop:view"))
+    viewer = Sandbox.connect(desk.id, host=daemon.tcp_host, token=daemon.token("desktop:view", sandbox=desk.id))
     info = viewer.desktop.info()
     assert info.screen and not info.control, info
     with pytest.raises(PermissionDeniedError):

@@ -96,7 +96,7 @@ def test_bad_input_is_refused_and_nothing_is_done(desk: Sandbox) -> None:
 
 
 def test_a_view_only_token_sees_but_may_not_touch(daemon, desk: Sandbox) -> None:  # type: ignore[no-untyped-def]
-    viewer = daemon.token("desktop:view")
+    viewer = daemon.token("desktop:view", sandbox=desk.id)
     # Not as a context manager: its end would remove the sandbox.
     sb = Sandbox.connect(desk.id, host=daemon.tcp_host, token=viewer)
     try:
@@ -111,7 +111,7 @@ def test_a_view_only_token_sees_but_may_not_touch(daemon, desk: Sandbox) -> None
 
 def test_a_control_token_sees_and_touches(daemon, desk: Sandbox) -> None:  # type: ignore[no-untyped-def]
     # desktop:control alone: it grants desktop:view.
-    sb = Sandbox.connect(desk.id, host=daemon.tcp_host, token=daemon.token("desktop:control"))
+    sb = Sandbox.connect(desk.id, host=daemon.tcp_host, token=daemon.token("desktop:control", sandbox=desk.id))
     try:
         assert png_size(sb.desktop.screenshot()) == (1280, 800)
         assert sb.desktop.info().control is True

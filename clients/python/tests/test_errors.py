@@ -82,6 +82,8 @@ def test_a_token_lacking_the_scope_is_403_and_makes_nothing(daemon: Daemon) -> N
     assert (e.value.status, e.value.code) == (403, "forbidden")
     assert daemon.sandbox_ids() == before
     with Sandbox.create() as sb:
+        # The owner's sandbox: reached by a token the owner made for it.
+        reader = daemon.token("sandboxes:read", sandbox=sb.id)
         far = Sandbox.connect(sb.id, host=daemon.tcp_host, token=reader)
         assert far.info().id == sb.id
         with pytest.raises(PermissionDeniedError):

@@ -1176,7 +1176,14 @@ impl Loader<'_> {
     /// A caller's values over what the owner's files (read before it: the
     /// profiles it extends) set for the same field: only tighter
     /// ([`trust::may_replace`]).
-    fn hold_to_owners_ceiling(&mut self, layer: &Layer, label: &str) {
+    /// `checked` picks the values to hold (a door's layer holds the
+    /// owner's command line beside a caller's annotations).
+    fn hold_to_owners_ceiling(
+        &mut self,
+        layer: &Layer,
+        label: &str,
+        checked: impl Fn(&Sourced) -> bool,
+    ) {
         let mut owners = Layer::default();
         for (_, l) in &self.out.sources {
             owners.merge(l);
@@ -1185,6 +1192,9 @@ impl Loader<'_> {
             let (Slot::One(theirs), Some(Slot::One(mine))) = (slot, owners.slots.get(field)) else {
                 continue;
             };
+            if !checked(theirs) || mine.trust != Trust::Owner {
+                continue;
+            }
             if let Err(refusal) = trust::may_replace(*field, &mine.val, &theirs.val) {
                 let place = match &theirs.origin {
                     Origin::Body { pointer, .. } => Place::Pointer(pointer.clone()),
@@ -1296,7 +1306,7 @@ impl Loader<'_> {
         }
         self.hold_to_trust(&layer, &label, src.trust);
         if src.trust == Trust::Caller {
-            self.hold_to_owners_ceiling(&layer, &label);
+            self.hold_to_owners_ceiling(&layer, &label, |_| true);
         }
         layer.given_by(src.trust);
         self.out.sources.push((label, layer));
@@ -1448,6 +1458,11 @@ pub fn compose_source(
         loader.preset(&mut cli, &name, &label, &Place::Line(Pos::default()));
     }
     cli.slots.remove(&Field::Presets);
+    // A pod's annotations come in beside the node's own values: the
+    // caller's among them are held to the owner's profile as a caller's
+    // document is.
+    let label = "annotations";
+    loader.hold_to_owners_ceiling(&cli, label, |s| s.trust == Trust::Caller);
     if !cli.slots.is_empty() {
         loader.out.sources.push(("command line".into(), cli));
     }

@@ -613,4 +613,30 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{key}: {looser} with no owner's value: {e}"));
         }
     }
+
+    #[test]
+    fn a_pods_annotation_is_held_to_the_nodes_profile_as_a_callers_document_is() {
+        let (p, catalog) = planted("ceiling-pod");
+        std::fs::write(
+            p.dir.join("config/profiles/node.yaml"),
+            "resources:\n  timeout: 1h\n",
+        )
+        .unwrap();
+        let compose = |timeout: &str, trust: Trust| {
+            let mut flags = crate::compose::Layer::default();
+            let origin = crate::compose::Origin::Annotation {
+                key: "warden.dev/timeout".into(),
+            };
+            flags
+                .add_text(Field::Timeout, timeout, origin, trust)
+                .unwrap();
+            let node = catalog.profile("node").unwrap();
+            crate::compose::compose_source(&catalog, Some(node), &flags)?.into_valid()
+        };
+        let e = compose("10h", Trust::Caller).unwrap_err();
+        assert_eq!(e.refusal(), Some(Refusal::Loosens), "{e}");
+        compose("10m", Trust::Caller).unwrap();
+        // The node's own configuration is the owner's.
+        compose("10h", Trust::Owner).unwrap();
+    }
 }

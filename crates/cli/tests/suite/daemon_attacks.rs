@@ -138,6 +138,12 @@ fn token(d: &Daemon, name: &str) -> String {
     )
 }
 
+/// A token the owner made for the owner's sandbox `sandbox` (no other
+/// token but an admin one reaches the owner's sandboxes).
+fn token_of(d: &Daemon, name: &str, sandbox: &str) -> String {
+    api_token(d, name, &["exec", "files", "sandboxes:read"], Some(sandbox))
+}
+
 fn revoke(d: &Daemon, name: &str) {
     let (s, b) = call(d, "DELETE", &format!("/v1/tokens/{name}"), None, None);
     assert!(s == 200 || s == 204, "revoking {name}: {s} {b}");
@@ -164,7 +170,7 @@ fn a_streamed_exec_ends_within_a_second_of_its_tokens_revocation() {
     let Some((_state, d)) = native("rv-exec") else {
         return;
     };
-    let t = token(&d, "streamer");
+    let t = token_of(&d, "streamer", "sb");
     let body = format!(r#"{{"shell":"{TICKER}","stream":true}}"#);
     let s = Streamed::open(
         d.tcp.as_ref().unwrap(),
@@ -192,7 +198,7 @@ fn a_followed_exec_output_ends_within_a_second_of_its_tokens_revocation() {
     let Some((_state, d)) = native("rv-output") else {
         return;
     };
-    let t = token(&d, "follower");
+    let t = token_of(&d, "follower", "sb");
     // Started by the owner; followed with the token.
     let (st, b) = call(
         &d,
@@ -226,7 +232,7 @@ fn an_event_stream_and_a_file_watch_end_within_a_second_of_their_tokens_revocati
     let Some((_state, d)) = native("rv-events") else {
         return;
     };
-    let t = token(&d, "watcher");
+    let t = token_of(&d, "watcher", "sb");
     let bearer = format!("Bearer {t}");
     let addr = d.tcp.clone().unwrap();
     let events = Streamed::open(

@@ -10,7 +10,7 @@
 //! through the daemon (skipped, saying so, when the host lacks them).
 
 use crate::common;
-use crate::common::daemon::{call, curl_available, json, token, Daemon};
+use crate::common::daemon::{call, curl_available, json, token, token_for, Daemon};
 use crate::common::desktop::on_host;
 use crate::common::rfb::*;
 use crate::common::sockets::{listening_of, tcp_port_listens};
@@ -132,8 +132,15 @@ fn a_watchers_keys_pointer_and_clipboard_never_reach_the_vnc_server() {
         return;
     };
     recorder_sandbox(&d, "rec");
-    let viewer = token(&d.state, "viewer", &["desktop:view"]);
-    let driver = token(&d.state, "driver", &["desktop:view", "desktop:control"]);
+    // Tokens the owner made for this sandbox: the owner's sandboxes are
+    // reached by no other token but an admin one.
+    let viewer = token_for(&d.state, "viewer", &["desktop:view"], "rec");
+    let driver = token_for(
+        &d.state,
+        "driver",
+        &["desktop:view", "desktop:control"],
+        "rec",
+    );
     let mut input = key(1, 0x61);
     input.extend(pointer(1, 100, 50));
     input.extend([6, 0, 0, 0, 0, 0, 0, 3]);
@@ -175,7 +182,7 @@ fn a_stream_the_daemon_cannot_parse_closes_the_session_before_it_reaches_the_ser
         return;
     };
     recorder_sandbox(&d, "mal");
-    let viewer = token(&d.state, "viewer", &["desktop:view"]);
+    let viewer = token_for(&d.state, "viewer", &["desktop:view"], "mal");
     runtime().block_on(async {
         let mut ws = connect(&d, "/v1/sandboxes/mal/desktop/vnc", Some(&viewer))
             .await
@@ -219,7 +226,7 @@ fn a_token_without_the_scope_is_refused_before_any_byte_reaches_the_sandbox() {
         "others",
         &["sandboxes:read", "sandboxes:write", "exec", "files"],
     );
-    let viewer = token(&d.state, "viewer", &["desktop:view"]);
+    let viewer = token_for(&d.state, "viewer", &["desktop:view"], "sc");
     let (s, b) = call(
         &d,
         "POST",
@@ -279,7 +286,7 @@ fn revoking_the_token_closes_its_open_screen() {
         return;
     };
     recorder_sandbox(&d, "rv");
-    let viewer = token(&d.state, "viewer", &["desktop:view"]);
+    let viewer = token_for(&d.state, "viewer", &["desktop:view"], "rv");
     runtime().block_on(async {
         let mut ws = connect(&d, "/v1/sandboxes/rv/desktop/vnc", Some(&viewer))
             .await
@@ -386,9 +393,9 @@ fn a_desktop_from_the_shipped_profile_is_watched_driven_and_debugged_only_throug
     let began = std::time::Instant::now();
     let before_host = (tcp_port_listens(5900), tcp_port_listens(9222));
     let info = common::desktop::start(&d, "real", serde_json::json!({}));
-    let viewer = token(&d.state, "viewer", &["desktop:view"]);
+    let viewer = token_for(&d.state, "viewer", &["desktop:view"], "real");
     // desktop:control alone: it grants desktop:view.
-    let driver = token(&d.state, "driver", &["desktop:control"]);
+    let driver = token_for(&d.state, "driver", &["desktop:control"], "real");
     assert_eq!(info["control"], true, "the owner may drive: {info}");
     for (t, control) in [(&viewer, false), (&driver, true)] {
         let (s, b) = call(&d, "GET", "/v1/sandboxes/real/desktop", None, Some(t));
