@@ -19,8 +19,8 @@
 mod beneath;
 mod change;
 pub mod commit;
-mod credentials;
 pub mod copy;
+mod credentials;
 pub mod diff;
 pub mod flags;
 pub mod fsutil;

@@ -32,7 +32,12 @@ fn a_listing_whose_reader_goes_away_ends_quietly() {
     out.read_exact(&mut first).unwrap();
     drop(out);
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     let status = child.wait().unwrap();
     assert!(
         !err.contains("panicked") && !err.contains("Broken pipe"),
@@ -103,16 +108,26 @@ fn doctor_words_the_microvm_backend_as_it_is_now() {
 fn completions_and_manual_pages_are_made_from_the_command_line_itself() {
     let state = TempDir::new("manual");
     let bash = ok(&warden(state.path(), &["completions", "bash"]));
-    assert!(bash.contains("--allow-domain") && bash.contains("--memory"), "{bash}");
+    assert!(
+        bash.contains("--allow-domain") && bash.contains("--memory"),
+        "{bash}"
+    );
     for shell in ["zsh", "fish"] {
         assert!(ok(&warden(state.path(), &["completions", shell])).contains("allow-domain"));
     }
     let page = ok(&warden(state.path(), &["man"]));
     assert!(page.starts_with(".ie") || page.contains(".TH"), "{page}");
     let dir = state.path().join("man");
-    ok(&warden(state.path(), &["man", "--dir", dir.to_str().unwrap()]));
+    ok(&warden(
+        state.path(),
+        &["man", "--dir", dir.to_str().unwrap()],
+    ));
     assert!(dir.join("warden-run.1").is_file());
     let bad = warden(state.path(), &["completions", "tcsh"]);
     assert_eq!(code(&bad), 125, "an unknown shell is warden's own error");
-    assert!(stderr(&bad).contains("bash"), "the error lists the shells: {}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("bash"),
+        "the error lists the shells: {}",
+        stderr(&bad)
+    );
 }

@@ -277,10 +277,7 @@ fn a_profiles_relative_paths_are_its_real_directorys_when_it_is_named_through_a_
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let file = link.join("p.yaml");
-    let out = warden(
-        dir.path(),
-        &["profile", "validate", file.to_str().unwrap()],
-    );
+    let out = warden(dir.path(), &["profile", "validate", file.to_str().unwrap()]);
     ok(&out);
     let out = warden(
         dir.path(),

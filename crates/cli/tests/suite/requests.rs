@@ -56,9 +56,9 @@ impl Recorder {
                                 );
                                 let _ = req.into_body().collect().await;
                                 s.lock().unwrap().push(line);
-                                Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                                    Full::new(Bytes::from("ok\n")),
-                                ))
+                                Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                                    Bytes::from("ok\n"),
+                                )))
                             }
                         },
                     );
@@ -143,8 +143,13 @@ done
     assert!(s.contains("x-warden-reason: no_request_rule"), "{s}");
     let seen = up.requests();
     assert_eq!(seen.len(), 2, "only the allowed requests arrived: {seen:?}");
-    assert!(seen.iter().any(|r| r.starts_with("HTTP/1.1 GET /repos/acme/w")), "{seen:?}");
-    assert!(seen.iter().any(|r| r.starts_with("HTTP/2.0 GET /repos/acme/w")), "{seen:?}");
+    // The sandbox's HTTP/1.1 and HTTP/2 requests alike; the hop to the
+    // server is the proxy's own connection, in the protocol it and the
+    // server agree on.
+    assert!(
+        seen.iter().all(|r| r.contains(" GET /repos/acme/w")),
+        "{seen:?}"
+    );
 }
 
 #[test]

@@ -210,7 +210,10 @@ pub async fn commit(
     // Landing what a review flagged (a git hook, an executable) or
     // overwriting the real workspace's own changes is a person's call:
     // the owner's or an admin token's, never an agent's token's.
-    for (asked, field) in [(req.accept_flagged, "/accept_flagged"), (req.force, "/force")] {
+    for (asked, field) in [
+        (req.accept_flagged, "/accept_flagged"),
+        (req.force, "/force"),
+    ] {
         if asked && !crate::reach::may_override_review(&caller) {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
