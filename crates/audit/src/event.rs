@@ -666,7 +666,7 @@ pub(crate) mod tests {
         let events = one_of_each();
         let names: std::collections::BTreeSet<&str> =
             events.iter().map(|e| e.kind.name()).collect();
-        assert_eq!(names.len(), 21, "one event of each kind: {names:?}");
+        assert_eq!(names.len(), 23, "one event of each kind: {names:?}");
         for e in events {
             let json = serde_json::to_string(&e).unwrap();
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();
