@@ -18,6 +18,12 @@ use warden_detect::{Finding, Scanner, CHUNK};
 /// The flag's rule.
 pub(crate) const RULE: &str = "credential";
 
+/// How much of a file is scanned: its first 8 MiB. A review must not cost
+/// what the sandbox chooses (a sparse file of terabytes reads as zeros for
+/// hours); a credential placed past this point is not looked for, which
+/// docs/detection.md says.
+pub(crate) const SCAN_LIMIT: u64 = 8 << 20;
+
 /// Which tree a file is read from.
 #[derive(Clone, Copy)]
 pub(crate) enum Side {
@@ -47,7 +53,7 @@ pub(crate) fn flag<R: Read>(
     if matches!(c.kind, ChangeKind::Renamed | ChangeKind::Mode) {
         return Ok(None);
     }
-    let new = scan(open(Side::Layer, &c.path)?.take(new_size))?;
+    let new = scan(open(Side::Layer, &c.path)?.take(new_size.min(SCAN_LIMIT)))?;
     if new.is_empty() {
         return Ok(None);
     }
@@ -56,7 +62,7 @@ pub(crate) fn flag<R: Read>(
     let mut before: HashMap<(String, String), usize> = HashMap::new();
     if let Some(old_size) = file(&c.old) {
         let old_path = c.from.as_deref().unwrap_or(&c.path);
-        for f in scan(open(Side::Real, old_path)?.take(old_size))? {
+        for f in scan(open(Side::Real, old_path)?.take(old_size.min(SCAN_LIMIT)))? {
             *before.entry((f.rule, f.hash)).or_default() += 1;
         }
     }
