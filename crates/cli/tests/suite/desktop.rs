@@ -459,7 +459,9 @@ fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
     }
 
     // A view-only token sees the screen and may not touch it.
-    let viewer = token(state.path(), "viewer", &["desktop:view"]);
+    // Tokens the owner made for this sandbox (the owner's sandboxes are
+    // reached by no other token but an admin one).
+    let viewer = token_for(state.path(), "viewer", &["desktop:view"], "desk");
     sees_the_screen(&d, &viewer, false);
     let (s, b) = call_on(
         &d,
@@ -472,7 +474,7 @@ fn a_desktop_sandbox_is_seen_and_driven_through_the_api_and_nothing_else() {
     assert_eq!(s, 403, "{b}");
     assert!(b.contains("desktop:control"), "{b}");
     // A token with desktop:control alone sees the screen too, and acts.
-    let controller = token(state.path(), "controller", &["desktop:control"]);
+    let controller = token_for(state.path(), "controller", &["desktop:control"], "desk");
     sees_the_screen(&d, &controller, true);
     let (s, b) = call_on(
         &d,
