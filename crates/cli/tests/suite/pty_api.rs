@@ -319,7 +319,7 @@ fn revoking_the_token_ends_its_open_terminal() {
     };
     let token = ok(&warden(
         &d.state,
-        &["token", "create", "t", "--scope", "exec"],
+        &["token", "create", "t", "--scope", "exec", "--sandbox", "p"],
     ))
     .trim()
     .lines()
