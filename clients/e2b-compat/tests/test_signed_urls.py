@@ -256,8 +256,10 @@ def test_a_sandbox_the_e2b_door_did_not_make_signs_no_url(daemon: Daemon, api_ke
     # Made natively: connected to through E2B, its access token is the
     # caller's own warden token (kept only hashed), so a URL signed with it
     # cannot be checked, and is refused.
+    # Made natively by the same token (a token reaches only the sandboxes
+    # it made).
     with daemon.owner() as c:
-        r = c.post("/v1/sandboxes", json={"ttl_seconds": 120})
+        r = c.post("/v1/sandboxes", json={"ttl_seconds": 120}, headers={"authorization": f"Bearer {api_key}"})
         assert r.status_code in (200, 201), r.text
         sid = r.json()["id"]
     try:

@@ -212,6 +212,8 @@ pub(crate) fn permit(
     // Which sandboxes: a token reaches only those it made.
     match sandbox.map(|id| crate::reach::reaches(app, caller, id)) {
         None | Some(Ok(true)) => Ok(()),
+        // No such sandbox at all: the handler answers as E2B does (404).
+        Some(Ok(false)) if sandbox.is_some_and(|id| app.store.get(id).is_err()) => Ok(()),
         Some(Ok(false)) => {
             app.record_denial(caller, route, "the sandbox is not this caller's");
             Err(format!(
