@@ -141,13 +141,21 @@ impl Approvals {
                 }
             }
         };
-        self.bus.emit(EventKind::AskAnswered {
+        let answered = EventKind::AskAnswered {
             question: id.to_string(),
             name: question.name.clone(),
             port: question.port,
             decision: decision.as_str().to_string(),
             by: by.to_string(),
-        });
+        };
+        if decision == AskDecision::AllowAlways {
+            // The grant is written by a sink: on disk before the answer
+            // returns, so that the project's next sandbox, made right
+            // after, is not asked again.
+            self.bus.emit_written(answered);
+        } else {
+            self.bus.emit(answered);
+        }
         if decision == AskDecision::AllowAlways {
             // On the list before the connection is let go: the next one
             // to the same name finds it there.
