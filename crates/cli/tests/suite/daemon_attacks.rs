@@ -817,7 +817,11 @@ fn a_client_that_pipelines_requests_without_reading_the_answers_is_closed() {
                 break;
             }
         }
-        let limit = DEADLINE + MARGIN + Duration::from_secs(3);
+        // The daemon first answers what it already read (up to its
+        // buffers) before its write deadline runs: on a loaded machine
+        // that takes seconds, which is why the bound is wide. What is
+        // proved is that the connection ends, not how fast.
+        let limit = DEADLINE + MARGIN + Duration::from_secs(15);
         assert!(
             closed_within(&c, limit).is_some(),
             "{what}: still open {limit:?} after the requests stopped"
