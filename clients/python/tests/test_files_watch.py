@@ -50,6 +50,10 @@ def test_changes_inside_reach_the_callback_as_they_happen(sb: Sandbox) -> None:
         assert moved.from_ == "w/f"
         sb.commands.run("rm /workspace/w/d/g").check()
         _wait(got, lock, "removed", "w/d/g")
+        # A rename out of the watched tree has no second half inside it:
+        # it is a removal, reported once its pair did not come.
+        sb.commands.run("echo c > /workspace/w/h && mv /workspace/w/h /workspace/away").check()
+        _wait(got, lock, "removed", "w/h")
     finally:
         w.close()
 

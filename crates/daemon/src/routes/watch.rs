@@ -184,7 +184,14 @@ struct Watcher {
     root_rel: String,
     recursive: bool,
     dirs: HashMap<WatchDescriptor, String>,
+    /// A rename's first half (cookie, path, kind) read at the end of one
+    /// read of the queue: its second half may come in the next read.
+    moved_from: Option<(u32, String, Kind)>,
 }
+
+/// How long a rename's first half waits for its second before it is
+/// reported as a removal (the file left the watched tree).
+const PAIR_MS: u16 = 50;
 
 fn mask() -> WatchMask {
     WatchMask::CREATE
@@ -215,6 +222,7 @@ impl Watcher {
             root_rel,
             recursive,
             dirs: HashMap::new(),
+            moved_from: None,
         };
         let fd = nix::unistd::dup(&w.root)
             .map_err(|e| ApiError::internal(format!("cannot start watching: {e}")))?;
@@ -343,7 +351,7 @@ impl Watcher {
             }
         }
         let mut out: Vec<FileChange> = Vec::new();
-        let mut moved_from: Option<(u32, String, Kind)> = None;
+        let mut moved_from = self.moved_from.take();
         let flush_from = |m: &mut Option<(u32, String, Kind)>, out: &mut Vec<FileChange>| {
             if let Some((_, path, kind)) = m.take() {
                 out.push(FileChange::Removed { path, kind });
@@ -423,8 +431,17 @@ impl Watcher {
                 }
             }
         }
-        flush_from(&mut moved_from, &mut out);
+        // A first half last in this read waits for the next one.
+        self.moved_from = moved_from;
         Ok(out)
+    }
+
+    /// The rename's first half that found no second half in time: the
+    /// file left the watched tree.
+    fn unpaired(&mut self) -> Option<FileChange> {
+        self.moved_from
+            .take()
+            .map(|(_, path, kind)| FileChange::Removed { path, kind })
     }
 
     /// Send changes until the client goes or the directory does.
@@ -436,8 +453,21 @@ impl Watcher {
                 return;
             }
             let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, PollTimeout::from(POLL_MS)) {
-                Ok(0) | Err(Errno::EINTR) => continue,
+            let wait = if self.moved_from.is_some() {
+                PAIR_MS
+            } else {
+                POLL_MS
+            };
+            match poll(&mut fds, PollTimeout::from(wait)) {
+                Ok(0) => {
+                    if let Some(c) = self.unpaired() {
+                        if !send(&tx, &c) {
+                            return;
+                        }
+                    }
+                    continue;
+                }
+                Err(Errno::EINTR) => continue,
                 Ok(_) => {}
                 Err(_) => return,
             }
