@@ -5,6 +5,7 @@
 //! decides.
 
 use crate::DomainRule;
+use percent_encoding::{percent_decode_str, percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::{Deserialize, Serialize};
 
 /// What a matching rule does with a request.
@@ -190,8 +191,56 @@ impl RequestRule {
     }
 }
 
-fn unreserved(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~".contains(&b)
+/// Bytes an escape keeps standing for: all but RFC 3986's unreserved
+/// characters, whose escapes mean the character itself.
+const KEPT_ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Why a path's escapes cannot be read one way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EscapeError {
+    /// A `%` that starts no escape.
+    Bad,
+    /// An escape of a byte the caller refuses.
+    Refused(u8),
+}
+
+/// `path`'s percent-escapes as the proxy forwards them and the rules read
+/// them: an escape of an unreserved character decoded, every other one
+/// in upper case; the rest of the text as written. An escape of a byte
+/// `refused` names is refused. The proxy's normaliser and a rule's path
+/// both go through here, so a rule is read exactly as the path it is
+/// matched against.
+pub fn normalise_escapes(path: &str, refused: impl Fn(u8) -> bool) -> Result<String, EscapeError> {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        // The run of escapes that starts here, decoded and encoded again
+        // as a whole (so a multi-byte character stays one).
+        let run = rest[at..]
+            .as_bytes()
+            .chunks(3)
+            .take_while(|c| {
+                c.len() == 3 && c[0] == b'%' && c[1..].iter().all(u8::is_ascii_hexdigit)
+            })
+            .count()
+            * 3;
+        if run == 0 {
+            return Err(EscapeError::Bad);
+        }
+        let bytes: Vec<u8> = percent_decode_str(&rest[at..at + run]).collect();
+        if let Some(b) = bytes.iter().copied().find(|b| refused(*b)) {
+            return Err(EscapeError::Refused(b));
+        }
+        out.extend(percent_encode(&bytes, KEPT_ESCAPED));
+        rest = &rest[at + run..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// A rule's path glob normalised as request paths are: unreserved escapes
@@ -202,31 +251,12 @@ pub fn pattern(p: &str) -> Result<String, String> {
     if !p.starts_with('/') {
         return Err("a path starts with /".into());
     }
-    let bytes = p.as_bytes();
-    let mut out = String::with_capacity(p.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == b'%' {
-            let v = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or("a % that starts no escape")?;
-            if unreserved(v) {
-                out.push(v as char);
-            } else {
-                out.push_str(&format!("%{v:02X}"));
-            }
-            i += 3;
-            continue;
-        }
-        if b == b'\\' || b.is_ascii_control() || b == b'#' || b == b'?' {
-            return Err("a backslash, a control character, # or ? in the path".into());
-        }
-        out.push(b as char);
-        i += 1;
+    if p.bytes()
+        .any(|b| b == b'\\' || b.is_ascii_control() || b == b'#' || b == b'?')
+    {
+        return Err("a backslash, a control character, # or ? in the path".into());
     }
+    let out = normalise_escapes(p, |_| false).map_err(|_| "a % that starts no escape")?;
     let segments: Vec<&str> = out.split('/').skip(1).collect();
     if segments.iter().any(|s| *s == "." || *s == "..") {
         return Err("a dot segment: paths are matched after . and .. are resolved".into());
@@ -311,6 +341,8 @@ mod tests {
     fn patterns_are_normalised_as_paths_are_and_dot_segments_refused() {
         assert_eq!(pattern("/repos/%61cme//w/").unwrap(), "/repos/acme/w/");
         assert_eq!(pattern("/a%2fb").unwrap(), "/a%2Fb");
+        assert_eq!(pattern("/%c3%A9t%C3%a9").unwrap(), "/%C3%A9t%C3%A9");
+        assert_eq!(pattern("/a%7e%41:@!").unwrap(), "/a~A:@!");
         for bad in ["x", "/a/../b", "/a/./b", "/a\\b", "/a%zz", "/a?b", "/a#b"] {
             assert!(pattern(bad).is_err(), "{bad}");
         }

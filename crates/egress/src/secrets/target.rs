@@ -8,6 +8,7 @@
 //! `..;`) is refused. It never sends or records anything.
 
 use std::str::FromStr;
+use warden_policy::requests::normalise_escapes;
 
 /// Why a request's authority or path is refused.
 #[derive(Debug, thiserror::Error)]
@@ -103,10 +104,6 @@ pub(super) fn forwarded_authority(name: &str, port: u16) -> String {
     }
 }
 
-fn unreserved(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~".contains(&b)
-}
-
 /// `path` as the upstream will read it: `%XX` of an unreserved character
 /// decoded, other escapes in upper case, empty and `.` segments dropped,
 /// `..` resolved (never above the root). Refused: a backslash, a control
@@ -123,34 +120,14 @@ pub(crate) fn normalise_path(path: &str, ruled: bool) -> Result<String, TargetEr
         return Err(TargetError::NotAPath(path.to_string()));
     }
     let ambiguous = || TargetError::Ambiguous(path.to_string());
-    let bytes = path.as_bytes();
-    let mut decoded = String::with_capacity(path.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == b'%' {
-            let v = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(ambiguous)?;
-            if v < 0x20 || v == 0x7f || (ruled && (v == b'/' || v == b'\\')) {
-                return Err(ambiguous());
-            }
-            if unreserved(v) {
-                decoded.push(v as char);
-            } else {
-                decoded.push_str(&format!("%{v:02X}"));
-            }
-            i += 3;
-            continue;
-        }
-        if b == b'\\' || b < 0x20 || b == 0x7f {
-            return Err(ambiguous());
-        }
-        decoded.push(b as char);
-        i += 1;
+    if path.bytes().any(|b| b == b'\\' || b < 0x20 || b == 0x7f) {
+        return Err(ambiguous());
     }
+    // One normaliser with the rules' own paths (`warden_policy::requests`).
+    let decoded = normalise_escapes(path, |v| {
+        v < 0x20 || v == 0x7f || (ruled && (v == b'/' || v == b'\\'))
+    })
+    .map_err(|_| ambiguous())?;
     let mut out: Vec<&str> = Vec::new();
     let segments: Vec<&str> = decoded.split('/').skip(1).collect();
     let mut trailing = false;
