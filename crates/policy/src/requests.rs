@@ -221,8 +221,7 @@ pub fn normalise_escapes(path: &str, refused: impl Fn(u8) -> bool) -> Result<Str
         out.push_str(&rest[..at]);
         // The run of escapes that starts here, decoded and encoded again
         // as a whole (so a multi-byte character stays one).
-        let run = rest[at..]
-            .as_bytes()
+        let run = rest.as_bytes()[at..]
             .chunks(3)
             .take_while(|c| {
                 c.len() == 3 && c[0] == b'%' && c[1..].iter().all(u8::is_ascii_hexdigit)
