@@ -31,16 +31,29 @@ pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
     ("docker-hub", include_str!("../presets/docker-hub.yaml")),
     ("gemini", include_str!("../presets/gemini.yaml")),
     ("github", include_str!("../presets/github.yaml")),
+    (
+        "github-readonly",
+        include_str!("../presets/github-readonly.yaml"),
+    ),
     ("gitlab", include_str!("../presets/gitlab.yaml")),
     ("go", include_str!("../presets/go.yaml")),
     ("huggingface", include_str!("../presets/huggingface.yaml")),
     ("llm-apis", include_str!("../presets/llm-apis.yaml")),
+    (
+        "llm-apis-no-uploads",
+        include_str!("../presets/llm-apis-no-uploads.yaml"),
+    ),
     ("mistral", include_str!("../presets/mistral.yaml")),
     ("news", include_str!("../presets/news.yaml")),
     ("npm", include_str!("../presets/npm.yaml")),
+    ("npm-readonly", include_str!("../presets/npm-readonly.yaml")),
     ("openai", include_str!("../presets/openai.yaml")),
     ("openrouter", include_str!("../presets/openrouter.yaml")),
     ("pypi", include_str!("../presets/pypi.yaml")),
+    (
+        "pypi-readonly",
+        include_str!("../presets/pypi-readonly.yaml"),
+    ),
     ("sentry", include_str!("../presets/sentry.yaml")),
     (
         "stackoverflow",
@@ -796,11 +809,11 @@ impl ComposeError {
 }
 
 /// Presets are lists of names only; a profile asked for as a preset is
-/// pointed at the flag that takes it.
+/// pointed at the profile (each door has its own way to name one).
 fn preset_hint(name: &str, suggestion: &Option<String>, profile: bool) -> String {
     if profile {
         format!(
-            ": presets are lists of names a sandbox may reach, and {name:?} is a profile: use `-P {name}` (`--profile {name}`; `\"profile\": \"{name}\"` in the API)"
+            ": presets are lists of names a sandbox may reach, and {name:?} is a profile: name it as the profile to start from, not as a preset"
         )
     } else {
         format!("{}; see `warden preset list`", hint(suggestion))
@@ -1331,16 +1344,24 @@ impl Loader<'_> {
         };
         match parse_preset(&src.text) {
             Ok(p) => {
-                for d in p.domains {
-                    l.push(
-                        Field::AllowDomain,
-                        Val::Text(d.value),
-                        Origin::Preset {
-                            preset: name.to_string(),
-                            file: label.to_string(),
-                            pos: place.pos(),
-                        },
-                    );
+                let lists = [
+                    (Field::AllowDomain, p.domains),
+                    (Field::AllowRequest, p.allow_requests),
+                    (Field::DenyRequest, p.deny_requests),
+                    (Field::AskRequest, p.ask_requests),
+                ];
+                for (field, values) in lists {
+                    for v in values {
+                        l.push(
+                            field,
+                            Val::Text(v.value),
+                            Origin::Preset {
+                                preset: name.to_string(),
+                                file: label.to_string(),
+                                pos: place.pos(),
+                            },
+                        );
+                    }
                 }
             }
             Err(e) => self.finding(None, &src.label, &Place::Line(e.pos), e.message),

@@ -16,7 +16,7 @@ use crate::DomainError;
 /// which each door words its own way ([`crate::word`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Problem {
-    #[error("no command given: put CMD after `--`, e.g. `warden run -- bash`, or use a --profile that has a `command`")]
+    #[error("no command given: give the command to run, or a profile that has a `command`")]
     NoCommand,
     #[error("the command name is empty")]
     EmptyCommand,
@@ -120,6 +120,10 @@ pub enum Problem {
     SecretSet(String),
     #[error("{entry:?}: {why}; write a glob relative to the workspace, e.g. Makefile or **/*.mk")]
     BadGlob { entry: String, why: String },
+    #[error("{entry:?}: {why}; name a program by its path inside the sandbox (/usr/bin/git), a directory of programs, a glob (/usr/bin/python3*) or a name looked up on the sandbox's PATH (git)")]
+    BadExecRule { entry: String, why: String },
+    #[error("is enforced by the process backend's Landlock rules, which a VM's guest does not apply; use `isolation process`")]
+    ExecRulesNeedProcess,
 }
 
 impl Problem {
@@ -145,7 +149,8 @@ impl Problem {
             | Problem::SecretSet(s)
             | Problem::BadSecret { entry: s, .. }
             | Problem::BadSecretRule { entry: s, .. }
-            | Problem::BadGlob { entry: s, .. } => s.clone(),
+            | Problem::BadGlob { entry: s, .. }
+            | Problem::BadExecRule { entry: s, .. } => s.clone(),
             Problem::BadRequestRule(e) => e.entry.clone(),
             Problem::Domain(e) => e.entry().to_string(),
             Problem::BadHostPort => "0".to_string(),
@@ -186,6 +191,10 @@ impl ResolveError {
     /// other options the problem names by theirs):
     /// `--memory 1024 bytes is too small: ...`.
     pub fn describe_for_cli(&self) -> String {
+        if self.problem == Problem::NoCommand {
+            // The command line gives the command after its options.
+            return "no command given: put CMD after `--`, e.g. `warden run -- bash`, or use a --profile that has a `command`".to_string();
+        }
         let problem = word(&self.problem.to_string(), Door::Cli);
         match self.field.flag() {
             Some(flag) => format!("{flag} {problem}"),

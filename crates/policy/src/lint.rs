@@ -15,8 +15,20 @@ use std::path::{Path, PathBuf};
 
 use crate::fields::FIELDS;
 
-/// The crates below the doors. egress is checked by its own reason codes.
-const CRATES: &[&str] = &["policy", "runtime", "jail", "vm", "workspace", "audit"];
+/// The crates below the doors, and the vocabulary and client crates the
+/// doors share. egress is checked by its own reason codes.
+const CRATES: &[&str] = &[
+    "policy",
+    "runtime",
+    "jail",
+    "vm",
+    "workspace",
+    "audit",
+    "protocol",
+    "api",
+    "client",
+    "detect",
+];
 
 /// Files whose literals are not messages, and why.
 const SKIPPED: &[(&str, &str)] = &[
@@ -25,15 +37,89 @@ const SKIPPED: &[(&str, &str)] = &[
         "the table itself: it spells each flag (its docs are checked below, from the table)",
     ),
     ("policy/src/lint.rs", "this lint's own examples"),
+    (
+        "runtime/src/desktop/services.rs",
+        "the command lines of the desktop's programs (chromium, dbus, certutil)",
+    ),
+    (
+        "runtime/src/desktop/actions.rs",
+        "the command lines of xdotool, chromium and scrot that carry a desktop action",
+    ),
+    (
+        "runtime/src/desktop/mod.rs",
+        "the apt-get line that installs the desktop's packages",
+    ),
+    (
+        "vm/src/fsd.rs",
+        "virtiofsd's command line (its own options, not warden's)",
+    ),
+    (
+        "detect/src/tests.rs",
+        "the detector's tests: command lines that hold credentials",
+    ),
 ];
 
 /// A literal that spells a flag for a reason other than telling a person
 /// which option to give, and why it may.
 const NOT_OURS: &[(&str, &str, &str)] = &[
     (
-        "vm/src/fsd.rs",
-        "--cache",
-        "virtiofsd's own option (its cache policy), not warden's",
+        "policy/src/error.rs",
+        "put CMD after `--`, e.g. `warden run -- bash`, or use a --profile",
+        "the command line's own wording of `NoCommand`, in `describe_for_cli`",
+    ),
+    (
+        "jail/src/cgroup/mod.rs",
+        "systemd-run --user --scope",
+        "a command for the host's administrator, not an option of warden's",
+    ),
+    (
+        "jail/src/sandbox/error.rs",
+        "systemd-run --user --scope",
+        "a command for the host's administrator, not an option of warden's",
+    ),
+    (
+        "runtime/src/resolve.rs",
+        "--ask-save",
+        "`ask_save` exists only on the command line (no profile key, no JSON path), \
+         and only the command line can give the profile it writes to",
+    ),
+    (
+        "runtime/src/resolve.rs",
+        "--profile FILE",
+        "`ask_save` exists only on the command line (see above)",
+    ),
+    (
+        "runtime/src/state.rs",
+        "warden serve --socket",
+        "the daemon's socket is set only by `warden serve` on its host's command line",
+    ),
+    (
+        "runtime/src/teach.rs",
+        "or --profile.",
+        "the head of a learned-profile file, which only `warden run --egress-learn-file` writes",
+    ),
+    // Still to be worded by each door (the lifecycle of snapshots and
+    // commits reaches the API too): the workspace crate names `warden`
+    // commands with their options. Each entry here is a debt, not a reason.
+    (
+        "workspace/src/commit.rs",
+        "commit again with --force",
+        "debt: a commit's conflicts should carry a reason code the doors word",
+    ),
+    (
+        "workspace/src/commit.rs",
+        "commit with --interactive",
+        "debt: an unreviewed commit should carry a reason code the doors word",
+    ),
+    (
+        "workspace/src/layer.rs",
+        "`warden snapshot NAME --list`",
+        "debt: a missing snapshot should carry a reason code the doors word",
+    ),
+    (
+        "workspace/src/layer.rs",
+        "--delete LABEL` (`warden snapshot {name} --list`",
+        "debt: the snapshot limit should carry a reason code the doors word",
     ),
     (
         "runtime/src/teach.rs",
@@ -255,6 +341,26 @@ fn flags_in(text: &str) -> Vec<&'static str> {
         .collect()
 }
 
+/// Every `--word` of `text` (`--force`, `--user-data-dir=X` as
+/// `--user-data-dir`): a message below the doors names no option of any
+/// command line, warden's or another's, unless [`NOT_OURS`] says why.
+fn dashed_words(text: &str) -> Vec<&str> {
+    let word_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    text.match_indices("--")
+        .filter(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            let after = text[at + 2..].chars().next();
+            !before.is_some_and(word_char) && after.is_some_and(|c| c.is_ascii_lowercase())
+        })
+        .map(|(at, _)| {
+            let len = text[at + 2..]
+                .find(|c: char| !word_char(c))
+                .unwrap_or(text.len() - at - 2);
+            &text[at..at + 2 + len]
+        })
+        .collect()
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -304,6 +410,10 @@ const D: &str = "--rootfs and --ro";
         ["--memory", "--disk"]
     );
     assert_eq!(flags_in("--rootfs"), ["--rootfs"]);
+    assert_eq!(
+        dashed_words("run `warden rm --force x`, --user-data-dir=/d, a--b, -- cmd, --"),
+        ["--force", "--user-data-dir"]
+    );
     assert!(flags_in("--profile dev, --ask-save, --disks, `resources.disk`").is_empty());
     assert_eq!(
         unknown_keys("`resources.disk` or `resources.disks 2G`, `secrets X`, `warden doctor`"),
@@ -347,12 +457,12 @@ fn no_message_below_the_doors_names_a_flag() {
             if lit.in_test {
                 continue;
             }
-            let flags: Vec<&str> = flags_in(&lit.text)
+            let flags: Vec<&str> = dashed_words(&lit.text)
                 .into_iter()
                 .filter(|flag| {
                     !NOT_OURS
                         .iter()
-                        .any(|(f, l, _)| *f == shown && *l == lit.text && l.contains(flag))
+                        .any(|(f, l, _)| *f == shown && lit.text.contains(l) && l.contains(flag))
                 })
                 .collect();
             if !flags.is_empty() {

@@ -628,7 +628,7 @@ mod tests {
         let dir = Dir::new(&[("p.yaml", "egress:\n  presets: [desktop]\n")]);
         assert_eq!(
             messages(&dir, "p.yaml"),
-            ["DIR/p.yaml:2:13: error: no preset named \"desktop\": presets are lists of names a sandbox may reach, and \"desktop\" is a profile: use `-P desktop` (`--profile desktop`; `\"profile\": \"desktop\"` in the API)"]
+            ["DIR/p.yaml:2:13: error: no preset named \"desktop\": presets are lists of names a sandbox may reach, and \"desktop\" is a profile: name it as the profile to start from, not as a preset"]
         );
     }
 
@@ -756,6 +756,8 @@ egress:
   upstream_ca: [/etc/ca.pem]
   log: true
   idle_timeout: 5m
+process:
+  allow_exec: [/usr/bin/git]
 filesystem:
   workspace: /srv/ws
   workdir: /srv/ws/sub

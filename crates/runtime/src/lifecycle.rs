@@ -50,7 +50,8 @@ pub enum LifecycleError {
     SupervisorDied { log: PathBuf },
     #[error("`json_events -` (standard output) is for one run at a terminal; a named sandbox's events are read with `warden logs -f {name}`, or give a FILE")]
     EventsToStdout { name: String },
-    #[error("sandbox {name} is running: stop it first (`warden stop {name}`), or remove it with force (`warden rm --force {name}`)")]
+    // Each door says how to stop it or force the removal in its own words.
+    #[error("sandbox {name} is running: stop it first, or remove it with force")]
     Running { name: String },
     #[error("sandbox {name} did not stop (supervisor PID {pid})")]
     DidNotStop { name: String, pid: u32 },

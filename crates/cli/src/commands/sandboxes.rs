@@ -196,7 +196,12 @@ pub fn rm(store: &Store, names: &[String], force: bool) -> anyhow::Result<u8> {
         let sb = store.get(name)?;
         // Said here: a dead supervisor found on the way is cleaned.
         super::lifecycle::running(&sb);
-        warden_runtime::lifecycle::remove(store, name, force)?;
+        match warden_runtime::lifecycle::remove(store, name, force) {
+            Err(e @ warden_runtime::lifecycle::LifecycleError::Running { .. }) => {
+                anyhow::bail!("{e} (`warden stop {name}`, or `warden rm --force {name}`)")
+            }
+            r => r?,
+        }
         println!("removed sandbox {name}");
     }
     Ok(0)
