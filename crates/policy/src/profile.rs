@@ -72,7 +72,7 @@ pub enum WorkspaceMode {
     Overlay,
 }
 
-/// A preset: a named group of domains.
+/// A preset: a named group of domains, and the request rules for them.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PresetFile {
@@ -81,6 +81,15 @@ pub struct PresetFile {
     /// The group's names, written as in `egress.domains`.
     #[serde(default)]
     pub domains: Vec<At<String>>,
+    /// Request rules, written as in `egress.allow_requests`.
+    #[serde(default)]
+    pub allow_requests: Vec<At<String>>,
+    /// Written as in `egress.deny_requests`.
+    #[serde(default)]
+    pub deny_requests: Vec<At<String>>,
+    /// Written as in `egress.ask_requests`.
+    #[serde(default)]
+    pub ask_requests: Vec<At<String>>,
 }
 
 /// The JSON Schema of profile files, made from the field table (see

@@ -292,4 +292,6 @@ pub fn redacted(path: &str, query: Option<&str>) -> String {
 }
 
 #[cfg(test)]
+mod presets;
+#[cfg(test)]
 mod tests;
