@@ -375,6 +375,15 @@ fields! {
         reach: sandbox,
         doc: "The command and its arguments (on the command line after `--`; a profile's is used when none is given)",
     },
+    AllowExec {
+        flag: "--allow-exec", short: -, value: "PATH",
+        key: "process.allow_exec", json: "/process/allow_exec",
+        annotation: -,
+        ty: "list of programs",
+        shape: list, kind: text,
+        reach: sandbox,
+        doc: "Only these programs may be executed in the sandbox, enforced by the kernel (Landlock): a path inside the sandbox, a directory (its programs), a glob, or a name looked up on the sandbox's PATH. A script runs only when its `#!` interpreter is allowed too; an allowed interpreter runs any code it is given",
+    },
     Hostname {
         flag: "--hostname", short: -, value: "NAME",
         key: "hostname", json: "/hostname",

@@ -100,6 +100,11 @@ pub struct SandboxSpec {
     /// where this sandbox's own would be.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join_trust: Option<PathBuf>,
+    /// The only programs the sandbox may execute (`process.allow_exec`):
+    /// paths inside the sandbox, globs, or names looked up on its `PATH`.
+    /// Empty: any program.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_exec: Vec<String>,
     /// What isolates the sandbox.
     #[serde(default)]
     pub isolation: Isolation,
@@ -464,6 +469,7 @@ mod tests {
                 },
             ],
             allow_degraded: true,
+            allow_exec: vec!["/usr/bin/git".into(), "python3*".into()],
             isolation: Isolation::Vm,
             join_network: None,
             join_trust: None,

@@ -14,6 +14,7 @@ mod env;
 mod files;
 mod limits;
 mod network;
+mod process;
 #[cfg(test)]
 mod tests;
 
@@ -211,6 +212,7 @@ impl Layer {
             network,
             publish,
             allow_degraded: self.on(Field::AllowDegraded),
+            allow_exec: process::allow_exec(self, isolation)?,
             isolation,
             join_network: None,
             join_trust: None,
