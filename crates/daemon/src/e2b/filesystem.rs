@@ -29,6 +29,18 @@ use crate::routes::Body;
 
 /// Most events a polling watcher keeps between two polls.
 const MAX_EVENTS: usize = 10_000;
+/// How long a polling watcher lives without a poll: the SDK's watch handle
+/// polls when its user asks, and one never stopped would otherwise hold
+/// one of the daemon's files watches for as long as its sandbox runs.
+const WATCHER_IDLE: Duration = Duration::from_secs(300);
+/// Most polling watchers one token (or the owner) holds at once: half of
+/// the daemon's files watches, so one caller alone can never take them all
+/// and leave every other caller refused.
+const WATCHERS_PER_CALLER: usize = 16;
+/// The name the native files API writes an upload under before renaming
+/// it over the file asked for ([`crate::routes::files`]): a watch reports
+/// the file the client wrote, never this.
+const UPLOAD_PREFIX: &str = ".warden-upload-";
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -179,7 +191,9 @@ pub async fn rpc(
     if let Err(why) = allowed {
         return RpcError::new(Code::PermissionDenied, why).into_response();
     }
+    let shared = e.clone();
     let e = &*e;
+    let who = caller.token_id().map(str::to_string);
     let result = match method.as_str() {
         "Stat" => match codec.request::<PathRequest>(&body) {
             Ok(r) => rpc_stat(e, &sb, r).await,
@@ -202,15 +216,15 @@ pub async fn rpc(
             Err(resp) => return *resp,
         },
         "CreateWatcher" => match codec.request::<WatchRequest>(&body) {
-            Ok(r) => create_watcher(e, &sb, r, credential).await,
+            Ok(r) => create_watcher(&shared, &sb, r, who, credential).await,
             Err(resp) => return *resp,
         },
         "GetWatcherEvents" => match codec.request::<WatchRequest>(&body) {
-            Ok(r) => watcher_events(e, &sb, r),
+            Ok(r) => watcher_events(e, &sb, who.as_deref(), r),
             Err(resp) => return *resp,
         },
         "RemoveWatcher" => match codec.request::<WatchRequest>(&body) {
-            Ok(r) => remove_watcher(e, &sb, r),
+            Ok(r) => remove_watcher(e, &sb, who.as_deref(), r),
             Err(resp) => return *resp,
         },
         other => Err(RpcError::new(
@@ -285,20 +299,50 @@ async fn remove(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value, 
 /// A polling watch: the native watch's changes, kept until asked for.
 pub struct Watcher {
     sandbox: String,
+    /// The token that made it (`None`: the owner), which alone may poll it
+    /// and whose count is bounded by [`WATCHERS_PER_CALLER`].
+    owner: Option<String>,
     events: Arc<Mutex<Vec<serde_json::Value>>>,
+    /// When it was last polled (or made).
+    polled: Mutex<std::time::Instant>,
     task: tokio::task::JoinHandle<()>,
+    expiry: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Watcher {
     pub fn sandbox(&self) -> &str {
         &self.sandbox
     }
+
+    fn idle(&self) -> Duration {
+        self.polled
+            .lock()
+            .map(|t| t.elapsed())
+            .unwrap_or(Duration::ZERO)
+    }
+
+    fn touch(&self) {
+        if let Ok(mut t) = self.polled.lock() {
+            *t = std::time::Instant::now();
+        }
+    }
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(t) = self.expiry.get_mut().ok().and_then(Option::take) {
+            t.abort();
+        }
     }
+}
+
+/// Whether `name` (a path relative to the workspace) is an upload's
+/// temporary file.
+fn is_upload_temp(path: &str) -> bool {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    base.strip_prefix(UPLOAD_PREFIX)
+        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// E2B's events for one native change, names relative to the watched
@@ -315,6 +359,19 @@ fn fs_events(root: &str, c: &FileChange) -> Vec<serde_json::Value> {
     };
     let ev = |p: &str, t: &str| serde_json::json!({"name": name(p), "type": t});
     match c {
+        // An upload's temporary file is warden's, not the client's: its
+        // life is told as the file it becomes (written, as envd writes a
+        // file in place).
+        FileChange::Created { path, .. }
+        | FileChange::Modified { path }
+        | FileChange::Removed { path, .. }
+            if is_upload_temp(path) =>
+        {
+            Vec::new()
+        }
+        FileChange::Moved { from, path, .. } if is_upload_temp(from) => {
+            vec![ev(path, "EVENT_TYPE_CREATE"), ev(path, "EVENT_TYPE_WRITE")]
+        }
         FileChange::Created { path, .. } => vec![ev(path, "EVENT_TYPE_CREATE")],
         FileChange::Modified { path } => vec![ev(path, "EVENT_TYPE_WRITE")],
         FileChange::Removed { path, .. } => vec![ev(path, "EVENT_TYPE_REMOVE")],
@@ -383,12 +440,23 @@ async fn native_watch(
 }
 
 async fn create_watcher(
-    e: &E2b,
+    e: &Arc<E2b>,
     sb: &str,
     r: WatchRequest,
+    owner: Option<String>,
     credential: Credential,
 ) -> Result<serde_json::Value, RpcError> {
     let root = rel(&r.path)?;
+    let held = lock_watchers(e)?
+        .values()
+        .filter(|w| w.owner == owner)
+        .count();
+    if held >= WATCHERS_PER_CALLER {
+        return Err(RpcError::new(
+            Code::ResourceExhausted,
+            format!("this token holds {WATCHERS_PER_CALLER} directory watchers already: stop one (WatchHandle.stop()) before making another; a watcher not polled for {} minutes ends by itself", WATCHER_IDLE.as_secs() / 60),
+        ));
+    }
     let id = format!("w-{}", crate::auth::random_id(8));
     let sink: Arc<Mutex<Vec<serde_json::Value>>> = Arc::new(Mutex::new(Vec::new()));
     let s = sink.clone();
@@ -404,32 +472,63 @@ async fn create_watcher(
     .await?;
     let w = Arc::new(Watcher {
         sandbox: sb.to_string(),
+        owner,
         events: sink,
+        polled: Mutex::new(std::time::Instant::now()),
         task,
+        expiry: Mutex::new(None),
     });
-    e.watchers
-        .lock()
-        .map_err(|_| RpcError::new(Code::Internal, "the watcher table lock is poisoned"))?
-        .insert(id.clone(), w);
+    // The watcher ends by itself once nobody polls it.
+    let (table, watcher, wid) = (Arc::downgrade(e), Arc::downgrade(&w), id.clone());
+    let expiry = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(WATCHER_IDLE / 10).await;
+            let (Some(e), Some(w)) = (table.upgrade(), watcher.upgrade()) else {
+                return;
+            };
+            if w.idle() >= WATCHER_IDLE {
+                if let Ok(mut t) = e.watchers.lock() {
+                    t.remove(&wid);
+                }
+                return;
+            }
+        }
+    });
+    if let Ok(mut slot) = w.expiry.lock() {
+        *slot = Some(expiry);
+    }
+    lock_watchers(e)?.insert(id.clone(), w);
     Ok(serde_json::json!({ "watcherId": id }))
 }
 
-fn watcher_of(e: &E2b, sb: &str, id: &str) -> Result<Arc<Watcher>, RpcError> {
-    let table = e
-        .watchers
+fn lock_watchers(
+    e: &E2b,
+) -> Result<std::sync::MutexGuard<'_, std::collections::HashMap<String, Arc<Watcher>>>, RpcError> {
+    e.watchers
         .lock()
-        .map_err(|_| RpcError::new(Code::Internal, "the watcher table lock is poisoned"))?;
-    match table.get(id) {
-        Some(w) if w.sandbox == sb => Ok(w.clone()),
+        .map_err(|_| RpcError::new(Code::Internal, "the watcher table lock is poisoned"))
+}
+
+/// The watcher `id` of sandbox `sb`, when `owner` made it: another
+/// caller's is answered as one that does not exist.
+fn watcher_of(e: &E2b, sb: &str, owner: Option<&str>, id: &str) -> Result<Arc<Watcher>, RpcError> {
+    match lock_watchers(e)?.get(id) {
+        Some(w) if w.sandbox == sb && w.owner.as_deref() == owner => Ok(w.clone()),
         _ => Err(RpcError::new(
             Code::NotFound,
-            format!("no watcher {id:?} in sandbox {sb}"),
+            format!("no watcher {id:?} in sandbox {sb} (a watcher not polled for {} minutes ends by itself)", WATCHER_IDLE.as_secs() / 60),
         )),
     }
 }
 
-fn watcher_events(e: &E2b, sb: &str, r: WatchRequest) -> Result<serde_json::Value, RpcError> {
-    let w = watcher_of(e, sb, &r.watcher_id)?;
+fn watcher_events(
+    e: &E2b,
+    sb: &str,
+    owner: Option<&str>,
+    r: WatchRequest,
+) -> Result<serde_json::Value, RpcError> {
+    let w = watcher_of(e, sb, owner, &r.watcher_id)?;
+    w.touch();
     let events: Vec<serde_json::Value> = w
         .events
         .lock()
@@ -438,11 +537,14 @@ fn watcher_events(e: &E2b, sb: &str, r: WatchRequest) -> Result<serde_json::Valu
     Ok(serde_json::json!({ "events": events }))
 }
 
-fn remove_watcher(e: &E2b, sb: &str, r: WatchRequest) -> Result<serde_json::Value, RpcError> {
-    watcher_of(e, sb, &r.watcher_id)?;
-    if let Ok(mut t) = e.watchers.lock() {
-        t.remove(&r.watcher_id);
-    }
+fn remove_watcher(
+    e: &E2b,
+    sb: &str,
+    owner: Option<&str>,
+    r: WatchRequest,
+) -> Result<serde_json::Value, RpcError> {
+    watcher_of(e, sb, owner, &r.watcher_id)?;
+    lock_watchers(e)?.remove(&r.watcher_id);
     Ok(serde_json::json!({}))
 }
 
@@ -719,5 +821,30 @@ mod tests {
         };
         assert_eq!(fs_events("d", &c)[0]["name"], "sub/f");
         assert_eq!(fs_events("", &c)[0]["name"], "d/sub/f");
+    }
+
+    #[test]
+    fn an_upload_is_named_as_the_file_written_never_its_temporary_name() {
+        let temp = "d/.warden-upload-0a1b2c3d4e5f6a7b";
+        let made = FileChange::Created {
+            path: temp.into(),
+            kind: crate::routes::watch::Kind::File,
+        };
+        assert!(fs_events("d", &made).is_empty());
+        let moved = FileChange::Moved {
+            from: temp.into(),
+            path: "d/x.txt".into(),
+            kind: crate::routes::watch::Kind::File,
+        };
+        let names: Vec<_> = fs_events("d", &moved)
+            .iter()
+            .map(|e| e["name"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(names, ["x.txt", "x.txt"]);
+        let own = FileChange::Created {
+            path: "d/.warden-upload-notes.txt".into(),
+            kind: crate::routes::watch::Kind::File,
+        };
+        assert_eq!(fs_events("d", &own).len(), 1);
     }
 }
