@@ -26,11 +26,11 @@ use crate::diff::{self, Change, ChangeKind, DiffError, DiffOptions, Entry, Entry
 use crate::fsutil;
 use crate::overlay;
 use crate::real::{
-    apply_err, ctime_of, kind_of, lstat_at, make_parents, name_of, open_parent, remove_real,
-    write_real, Parent, Real,
+    ctime_of, kind_of, lstat_at, make_parents, name_of, open_parent, remove_real, write_real,
+    Parent, Real,
 };
 use crate::store::{Layout, Locked, OwnWrite, StoreError};
-use rustix::fs::{AtFlags, Mode};
+use rustix::fs::Mode;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -446,8 +446,15 @@ fn apply(
     dir_modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
     for (rel, mode) in dir_modes {
         let parent = open_parent(real, rel)?;
-        rustix::fs::chmodat(&parent, name_of(rel), mode, AtFlags::empty())
-            .map_err(apply_err("set mode", rel))?;
+        // As in `write_real`: never through a link put in its place.
+        crate::fsutil::chmod_entry(&parent, name_of(rel), mode.as_raw_mode()).map_err(
+            |source| CommitError::Apply {
+                op: "set mode",
+                path: rel.to_path_buf(),
+                source,
+                applied: Vec::new(),
+            },
+        )?;
     }
     Ok(())
 }

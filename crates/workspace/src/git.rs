@@ -19,6 +19,18 @@
 //! `refs/` counts too, since that is what a common directory holds (git
 //! obeys its config and hooks for every worktree whose `commondir` names
 //! it, and those files can be anywhere).
+//!
+//! Every file read here is read from the view, beneath the workspace's
+//! trees ([`crate::beneath`]). A path the workspace's git files name
+//! outside the workspace (an absolute `include.path`, a `gitdir:` or
+//! `commondir` that leaves it, a link that does) is never opened: those
+//! files are the sandbox's to write, so their names are the sandbox's
+//! choice, and the host must not open a host file of the sandbox's
+//! choosing (a FIFO that holds the review, a device whose open acts, a
+//! secret whose settings the flags would echo). What such a file would
+//! set is not known here; a hook git could run from it must be an
+//! executable of the work tree, and every new or changed executable is
+//! flagged by its own rule. warden itself never runs git on the host.
 
 use crate::view::{Resolved, View};
 use std::collections::HashMap;
@@ -180,10 +192,12 @@ impl<'a> Repos<'a> {
         }
     }
 
-    /// A file of the view (relative path) or of the host (absolute path).
+    /// A regular file of the view at `path` (relative to the workspace).
+    /// An absolute path, or one that leads out of the workspace, reads as
+    /// nothing: it was named by a file the sandbox can write.
     fn read(&self, path: &Path) -> Option<String> {
         if path.is_absolute() {
-            return read_limited(path);
+            return None;
         }
         match self.view.walk(Path::new(""), path, true).end {
             Resolved::Inside(p) => {
@@ -192,8 +206,7 @@ impl<'a> Repos<'a> {
                     .then(|| node.open().and_then(read_from))
                     .flatten()
             }
-            Resolved::Outside(p) => read_limited(&p),
-            Resolved::Nowhere => None,
+            Resolved::Outside(_) | Resolved::Nowhere => None,
         }
     }
 
@@ -268,8 +281,27 @@ pub fn host_hooks_paths(config: &Path, home: Option<&Path>) -> Vec<String> {
     out
 }
 
+/// A host git config file of the owner's (global or system, or a file it
+/// includes), read only when it is a regular file. It is first found
+/// with `O_PATH` (which opens nothing: a FIFO cannot hold the caller, a
+/// device's open never acts), judged by `fstat` of that descriptor, and
+/// only then opened for reading through it, so the inode read is the one
+/// judged.
 fn read_limited(path: &Path) -> Option<String> {
-    read_from(std::fs::File::open(path).ok()?)
+    use rustix::fs::{FileType, Mode, OFlags};
+    let found = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let st = rustix::fs::fstat(&found).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    let again = crate::beneath::at_path(&found, std::ffi::OsStr::new("."));
+    let fd = rustix::fs::open(
+        &again,
+        OFlags::RDONLY | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    read_from(std::fs::File::from(fd))
 }
 
 /// A git file of the workspace, opened beneath its tree, read as far as

@@ -8,15 +8,30 @@
 //! nothing by it. An ignored change is still a change; front doors leave
 //! it out of a review and of a commit (saying how many), and never one
 //! that is flagged.
+//!
+//! The real workspace is written by sandboxes too (the `direct` mode, an
+//! earlier commit), so its pattern files are read beneath its descriptor
+//! ([`crate::beneath`]): a `.gitignore` or `.git/info/exclude` that is a
+//! link, or sits below one, is not read (git does not follow a linked
+//! `.gitignore` either), and neither is anything but a regular file. A
+//! link can then never make the host read a file of the sandbox's
+//! choosing; a pattern file left unread only shows more changes.
 
+use crate::beneath::Tree;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// Pattern files read at most this far.
+const PATTERNS_LIMIT: u64 = 1 << 20;
 
 /// The matchers of one real workspace, each directory's read once.
 pub(crate) struct Ignores {
     root: PathBuf,
+    /// The real workspace, opened once; `None` when it cannot be.
+    tree: Option<Tree>,
     /// The top level's: `.git/info/exclude`, then its `.gitignore`.
     top: Option<Gitignore>,
     /// A directory's own `.gitignore` (relative path -> matcher), `None`
@@ -26,18 +41,18 @@ pub(crate) struct Ignores {
 
 impl Ignores {
     pub(crate) fn new(root: &Path) -> Ignores {
+        let tree = Tree::real(root).ok();
         let mut b = GitignoreBuilder::new(root);
         let mut any = false;
-        for f in [root.join(".git/info/exclude"), root.join(".gitignore")] {
+        for f in [".git/info/exclude", ".gitignore"] {
             // A missing or unreadable file adds nothing (git's rule); a bad
-            // line is skipped by the builder.
-            if f.is_file() {
-                any |= b.add(&f).is_none();
-            }
+            // line is skipped.
+            any |= add(&mut b, tree.as_ref(), root, Path::new(f));
         }
         let top = if any { b.build().ok() } else { None };
         Ignores {
             root: root.to_path_buf(),
+            tree,
             top,
             dirs: HashMap::new(),
         }
@@ -46,11 +61,13 @@ impl Ignores {
     /// The `.gitignore` of directory `rel` (not the top), read on first use.
     fn of_dir(&mut self, rel: &Path) -> Option<&Gitignore> {
         if !self.dirs.contains_key(rel) {
-            let dir = self.root.join(rel);
-            let file = dir.join(".gitignore");
-            let m = if std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
-                let mut b = GitignoreBuilder::new(&dir);
-                let _ = b.add(&file);
+            let mut b = GitignoreBuilder::new(self.root.join(rel));
+            let m = if add(
+                &mut b,
+                self.tree.as_ref(),
+                &self.root,
+                &rel.join(".gitignore"),
+            ) {
                 b.build().ok()
             } else {
                 None
@@ -115,6 +132,30 @@ impl Ignores {
         }
         matches!(self.verdict(rel, is_dir), Match::Ignore(_))
     }
+}
+
+/// Add the patterns of the regular file `rel` of the real workspace, read
+/// beneath it, to `b`; whether there was such a file.
+fn add(b: &mut GitignoreBuilder, tree: Option<&Tree>, root: &Path, rel: &Path) -> bool {
+    let Some(file) = tree.and_then(|t| t.file(rel).ok()) else {
+        return false;
+    };
+    let mut bytes = Vec::new();
+    if file.take(PATTERNS_LIMIT).read_to_end(&mut bytes).is_err() {
+        return false;
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let from = root.join(rel);
+    for (i, line) in text.lines().enumerate() {
+        // git skips a byte-order mark at the start of the file.
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        let _ = b.add_line(Some(from.clone()), line);
+    }
+    true
 }
 
 #[cfg(test)]

@@ -224,8 +224,15 @@ pub(crate) fn write_real(
             // Its mode is set once its content is in (`apply`).
         }
         EntryKind::File if c.kind == ChangeKind::Mode => {
-            rustix::fs::chmodat(&parent, name, mode, AtFlags::empty())
-                .map_err(apply_err("set mode", rel))?;
+            // Through the entry's own descriptor, never following it: a
+            // link put in its place since the check is refused, and the
+            // change never lands on the file it leads to.
+            fsutil::chmod_entry(&parent, name, new.mode).map_err(|source| CommitError::Apply {
+                op: "set mode",
+                path: rel.to_path_buf(),
+                source,
+                applied: Vec::new(),
+            })?;
         }
         EntryKind::File | EntryKind::Symlink => {
             if matches!(existing.as_ref().map(kind_of), Some(EntryKind::Dir)) {

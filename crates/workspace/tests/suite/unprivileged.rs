@@ -146,6 +146,85 @@ fn helper_unreadable_as_this_user() {
     unreadable(&Path::new(&base).join("unreadable"));
 }
 
+/// A rootless sandbox swaps entries of its layer that warden must open
+/// (mode 000, and a setuid mode with group and world bits) for links to
+/// the owner's own files (`renameat2(RENAME_EXCHANGE)`), again and again,
+/// while reviews open and close the layer: the owner's files keep their
+/// modes.
+fn racing_links(base: &Path) {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use std::fs;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let real = base.join("real");
+    fs::create_dir_all(&real).expect("mkdir real");
+    let owner = base.join("owner");
+    fs::create_dir_all(owner.join("dir")).expect("mkdir owner");
+    fs::write(owner.join("file"), "the owner's\n").expect("write");
+    let chmod =
+        |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).expect("chmod");
+    chmod(&owner.join("dir"), 0o500);
+    chmod(&owner.join("file"), 0o200);
+    let mode = |p: &Path| fs::symlink_metadata(p).expect("lstat").permissions().mode() & 0o7777;
+    let store = Store::open(base.join("state")).expect("open store");
+    let sb = store
+        .create("race", &CreateOptions::new(&real))
+        .expect("create");
+    let up = sb.upper();
+    fs::create_dir(up.join("d")).expect("mkdir");
+    fs::write(up.join("f"), "f\n").expect("write");
+    chmod(&up.join("d"), 0o000);
+    chmod(&up.join("f"), 0o6077);
+    std::os::unix::fs::symlink(owner.join("dir"), up.join("ld")).expect("link");
+    std::os::unix::fs::symlink(owner.join("file"), up.join("lf")).expect("link");
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (up, stop) = (up.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                for (a, b) in [("d", "ld"), ("f", "lf")] {
+                    let _ = renameat_with(CWD, up.join(a), CWD, up.join(b), RenameFlags::EXCHANGE);
+                }
+                n += 1;
+            }
+            n
+        })
+    };
+    for _ in 0..300 {
+        // A review may meet a link where it saw a directory and refuse;
+        // what matters is what it changed.
+        let _ = sb.diff(&DiffOptions::default());
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().expect("swapper");
+    assert!(swaps > 0, "the links were never swapped in");
+    assert_eq!(
+        mode(&owner.join("dir")),
+        0o500,
+        "the owner's directory was opened up"
+    );
+    assert_eq!(
+        mode(&owner.join("file")),
+        0o200,
+        "the owner's file was changed"
+    );
+    chmod(&owner.join("dir"), 0o700);
+    store.remove("race").expect("remove");
+}
+
+#[test]
+#[ignore = "helper: started as another user by the test below"]
+fn helper_racing_links_as_this_user() {
+    let base = std::env::var_os("WARDEN_TEST_TMP").expect("WARDEN_TEST_TMP");
+    racing_links(&Path::new(&base).join("racing"));
+}
+
+#[test]
+fn a_rootless_layer_racing_links_into_a_review_never_changes_the_modes_of_the_owners_files() {
+    as_user("helper_racing_links_as_this_user", racing_links);
+}
+
 #[test]
 fn an_unprivileged_user_can_create_run_diff_commit_snapshot_and_remove() {
     as_user("helper_cycle_as_this_user", cycle);
