@@ -66,10 +66,19 @@ pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
 /// Profiles shipped with warden: the reference agents and what they share.
 pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
     ("base", include_str!("../profiles/base.yaml")),
+    (
+        "code-interpreter-v1",
+        include_str!("../profiles/code-interpreter-v1.yaml"),
+    ),
+    (
+        "code-interpreter-v1-setup",
+        include_str!("../profiles/code-interpreter-v1-setup.yaml"),
+    ),
     ("debugger", include_str!("../profiles/debugger.yaml")),
     ("desktop", include_str!("../profiles/desktop.yaml")),
     ("devops", include_str!("../profiles/devops.yaml")),
     ("feature-dev", include_str!("../profiles/feature-dev.yaml")),
+    ("python", include_str!("../profiles/python.yaml")),
     ("researcher", include_str!("../profiles/researcher.yaml")),
     ("security", include_str!("../profiles/security.yaml")),
 ];

@@ -287,7 +287,7 @@ fn created(info: &SandboxInfo, key: String) -> Created {
         envd_version: ENVD_VERSION,
         envd_access_token: key,
         alias: t,
-        domain: None,
+        domain: Some(super::ports::sandbox_domain()),
     }
 }
 

@@ -22,7 +22,9 @@
 mod connect;
 mod control;
 mod filesystem;
+mod interpreter;
 mod paths;
+mod ports;
 mod process;
 mod signing;
 mod stream_input;
@@ -113,6 +115,11 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(control.layer(axum::extract::DefaultBodyLimit::max(body_limit)))
         .merge(sandbox_api)
         .fallback(control::unknown)
+        // A request for a sandbox's port (not envd's) is relayed there.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            ports::route,
+        ))
         .with_state(state)
 }
 
