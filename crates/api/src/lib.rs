@@ -403,6 +403,14 @@ pub struct Problem {
     /// `/resources/memory`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// Why, for programs, when a value or a document was refused: a
+    /// stable reason code finer than `code` (`memory_too_small`,
+    /// `unknown_key`, `wrong_type`, `owner_only`, ...), the same whichever
+    /// door the value came through; the command line and a profile's
+    /// validation refuse the same value for the same reason. Listed in
+    /// docs/api.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// What the refusal is about, item by item, where there are several
     /// (the flagged changes of a refused commit, its conflicts).
     #[serde(default, skip_serializing_if = "Option::is_none")]

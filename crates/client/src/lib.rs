@@ -223,6 +223,7 @@ impl Client {
             code: "unknown".into(),
             message: String::from_utf8_lossy(&bytes).trim().to_string(),
             field: None,
+            reason: None,
             details: None,
         });
         Err(ClientError::Refused {

@@ -24,6 +24,7 @@ impl ApiError {
                 code: code.to_string(),
                 message: worded(&message.into()),
                 field: None,
+                reason: None,
                 details: None,
             },
         }
@@ -139,6 +140,18 @@ impl From<ResolveError> for ApiError {
             _ => message,
         };
         let message = worded(&message);
+        // The reason below the class, the same code the other doors'
+        // refusals of the same value carry.
+        let reason = match &e {
+            ResolveError::Compose(c) => Some(c.code()),
+            ResolveError::InProfile { error, .. } => Some(error.code()),
+            ResolveError::Spec(spec) => Some(spec.code()),
+            ResolveError::OverlayWithoutWorkspace => {
+                Some(warden_policy::Problem::OverlayWithoutWorkspace.code())
+            }
+            ResolveError::NoOtlp => Some("no_otlp"),
+            _ => None,
+        };
         // The trust rule's refusals are the caller's rights, not the
         // spec's shape: 403 with the rule's own code.
         let (status, code) = match &e {
@@ -154,6 +167,7 @@ impl From<ResolveError> for ApiError {
                 code: code.into(),
                 message,
                 field,
+                reason: reason.map(str::to_string),
                 details: None,
             },
         }

@@ -791,6 +791,7 @@ impl ComposeError {
             pointer: None,
             message: OWNERS_PROFILE_FAILS.into(),
             refusal: None,
+            code: OWNERS_PROFILE_CODE,
         }])
     }
 
@@ -803,6 +804,22 @@ impl ComposeError {
             ComposeError::NotAName { kind, .. } if *kind == "preset" => Some(Field::Presets),
             ComposeError::NotAName { .. } => Some(Field::Profile),
             ComposeError::Invalid(_) => None,
+        }
+    }
+
+    /// The stable reason code of the error: the trust rule's refusal
+    /// first, else the first error's.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ComposeError::UnknownProfile { .. } => "unknown_profile",
+            ComposeError::UnknownPreset { .. } => "unknown_preset",
+            ComposeError::NotAName { refusal, .. } => refusal.code(),
+            ComposeError::Read { .. } => "cannot_read",
+            ComposeError::Invalid(diags) => diags
+                .iter()
+                .find(|d| d.refusal.is_some())
+                .or_else(|| diags.iter().find(|d| d.severity == Severity::Error))
+                .map_or("invalid", |d| d.code),
         }
     }
 
@@ -857,6 +874,10 @@ pub struct Diagnostic {
     pub message: String,
     /// The trust rule's refusal, when that is what the finding is.
     pub refusal: Option<Refusal>,
+    /// The stable reason code of the finding (`unknown_key`,
+    /// `memory_too_small`, `owner_only`, ...), which each door passes on
+    /// as it is while it words the message.
+    pub code: &'static str,
 }
 
 impl fmt::Display for Diagnostic {
@@ -1143,7 +1164,14 @@ struct Head {
 }
 
 impl Loader<'_> {
-    fn finding(&mut self, field: Option<Field>, file: &str, place: &Place, message: String) {
+    fn finding(
+        &mut self,
+        code: &'static str,
+        field: Option<Field>,
+        file: &str,
+        place: &Place,
+        message: String,
+    ) {
         self.out.diagnostics.push(Diagnostic {
             severity: Severity::Error,
             field,
@@ -1152,6 +1180,7 @@ impl Loader<'_> {
             pointer: place.pointer().map(str::to_string),
             message,
             refusal: None,
+            code,
         });
     }
 
@@ -1164,6 +1193,7 @@ impl Loader<'_> {
             pointer: place.pointer().map(str::to_string),
             message: refusal.to_string(),
             refusal: Some(refusal),
+            code: refusal.code(),
         });
     }
 
@@ -1236,7 +1266,7 @@ impl Loader<'_> {
         }
         let (tree, errors) = parse_profile_tree(&src.text);
         for e in errors {
-            self.finding(None, &src.label, &Place::Line(e.pos), e.message);
+            self.finding(BAD_YAML, None, &src.label, &Place::Line(e.pos), e.message);
         }
         tree
     }
@@ -1267,7 +1297,7 @@ impl Loader<'_> {
             },
         );
         for f in &doc.findings {
-            self.finding(f.field, &label, &f.place, f.message.clone());
+            self.finding(f.code, f.field, &label, &f.place, f.message.clone());
         }
         self.stack.push(label.clone());
         for parent in &doc.extends {
@@ -1294,7 +1324,13 @@ impl Loader<'_> {
                             self.stack[i..].iter().map(String::as_str).collect();
                         cycle.push(&parent_src.label);
                         let msg = format!("`extends` makes a cycle: {}", cycle.join(" -> "));
-                        self.finding(Some(Field::Extends), &label, &parent.place, msg);
+                        self.finding(
+                            "extends_cycle",
+                            Some(Field::Extends),
+                            &label,
+                            &parent.place,
+                            msg,
+                        );
                     } else {
                         self.load(parent_src);
                     }
@@ -1302,12 +1338,19 @@ impl Loader<'_> {
                 // A caller is not told where the owner's file is, nor why
                 // it cannot be read.
                 Err(_) if src.trust == Trust::Caller => self.finding(
+                    OWNERS_PROFILE_CODE,
                     Some(Field::Extends),
                     &label,
                     &parent.place,
                     format!("{OWNERS_PROFILE}: {OWNERS_PROFILE_FAILS}"),
                 ),
-                Err(e) => self.finding(Some(Field::Extends), &label, &parent.place, e),
+                Err(e) => self.finding(
+                    "unknown_profile",
+                    Some(Field::Extends),
+                    &label,
+                    &parent.place,
+                    e,
+                ),
             }
         }
         self.stack.pop();
@@ -1347,7 +1390,7 @@ impl Loader<'_> {
                 return;
             }
             Err(e) => {
-                self.finding(Some(Field::Presets), label, place, e.to_string());
+                self.finding(e.code(), Some(Field::Presets), label, place, e.to_string());
                 return;
             }
         };
@@ -1373,7 +1416,7 @@ impl Loader<'_> {
                     }
                 }
             }
-            Err(e) => self.finding(None, &src.label, &Place::Line(e.pos), e.message),
+            Err(e) => self.finding(BAD_YAML, None, &src.label, &Place::Line(e.pos), e.message),
         }
     }
 }
@@ -1392,6 +1435,11 @@ fn conceal_owners_files(diagnostics: &mut [Diagnostic], own_label: &str) {
 
 /// How a caller is told of one of the owner's profiles.
 const OWNERS_PROFILE: &str = "a profile of the owner's";
+/// The reason code of a profile of the owner's that does not compose, as
+/// a caller is told of it.
+const OWNERS_PROFILE_CODE: &str = "owners_profile_invalid";
+/// The reason code of a document that is not YAML (or JSON) at all.
+const BAD_YAML: &str = "not_a_document";
 const OWNERS_PROFILE_FAILS: &str =
     "it does not compose; its owner sees why with `warden profile validate`";
 
@@ -1410,6 +1458,7 @@ pub fn load_preset(
             pointer: None,
             message: e.message,
             refusal: None,
+            code: BAD_YAML,
         }])
     })?;
     Ok((src, file))

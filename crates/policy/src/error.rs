@@ -127,6 +127,63 @@ pub enum Problem {
 }
 
 impl Problem {
+    /// The stable reason code of the problem, for programs: the same
+    /// whichever door the value came through (`memory_too_small`), where
+    /// the message is worded for that door's user. Never change a code;
+    /// a new problem gets a new one.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Problem::NoCommand => "no_command",
+            Problem::EmptyCommand => "empty_command",
+            Problem::RelativePath(_) => "relative_path",
+            Problem::ForbiddenPath { .. } => "forbidden_path",
+            Problem::MemoryTooSmall(_) => "memory_too_small",
+            Problem::PidsTooSmall(_) => "pids_too_small",
+            Problem::BadCpus(_) => "bad_cpus",
+            Problem::CpusAboveHost { .. } => "cpus_above_host",
+            Problem::PidsAboveKernel { .. } => "pids_above_kernel",
+            Problem::ZeroTimeout => "zero_timeout",
+            Problem::ZeroFileSize => "zero_file_size",
+            Problem::ZeroDisk => "zero_disk",
+            Problem::DiskOverMemory { .. } => "disk_over_memory",
+            Problem::DiskOverFree { .. } => "disk_over_free",
+            Problem::ZeroIdleTimeout => "zero_idle_timeout",
+            Problem::BadOpenFiles(_) => "bad_open_files",
+            Problem::TmpTooSmall(_) => "tmp_too_small",
+            Problem::BadHostname(_) => "bad_hostname",
+            Problem::BadIsolation(_) => "bad_isolation",
+            Problem::BadEnvName(_) => "bad_env_name",
+            Problem::BadEnvAssignment(_) => "bad_env_assignment",
+            Problem::Domain(_) => "bad_domain",
+            Problem::BadAddHost(_) => "bad_add_host",
+            Problem::BadCidr(_) => "bad_cidr",
+            Problem::CidrCoversHost { .. } => "cidr_covers_host",
+            Problem::AddHostUnspecified(_) => "add_host_unspecified",
+            Problem::BadHostPort => "bad_host_port",
+            Problem::BadPublish(_) => "bad_publish",
+            Problem::DuplicatePublish(_) => "duplicate_publish",
+            Problem::HostAliasAsDomain(_) => "host_alias_as_domain",
+            Problem::OverlayWithoutWorkspace => "overlay_without_workspace",
+            Problem::OverlayWithoutState => "overlay_without_state",
+            Problem::UnknownCache { .. } => "unknown_cache",
+            Problem::CachesWithoutState => "caches_without_state",
+            Problem::CachesWithRootfs => "caches_with_rootfs",
+            Problem::LearnWithSecrets => "learn_with_secrets",
+            Problem::LearnWithAsk => "learn_with_ask",
+            Problem::EgressWithoutDomains => "egress_without_domains",
+            Problem::BadSecret { .. } => "bad_secret",
+            Problem::BadSecretRule { .. } => "bad_secret_rule",
+            Problem::BadRequestRule(_) => "bad_request_rule",
+            Problem::DuplicateSecret(_) => "duplicate_secret",
+            Problem::UnknownSecretInBody(_) => "unknown_secret_in_body",
+            Problem::SecretPassed(_) => "secret_passed",
+            Problem::SecretSet(_) => "secret_set",
+            Problem::BadGlob { .. } => "bad_glob",
+            Problem::BadExecRule { .. } => "bad_exec_rule",
+            Problem::ExecRulesNeedProcess => "exec_rules_need_process",
+        }
+    }
+
     /// The entry of a list or map field the problem is about, as written
     /// (or the name of a map's entry), so that a door can point at that
     /// entry rather than at the field's first one.
@@ -185,6 +242,11 @@ impl ResolveError {
     /// What is wrong, in words that do not name the field.
     pub fn problem(&self) -> &Problem {
         &self.problem
+    }
+
+    /// The stable reason code of the problem ([`Problem::code`]).
+    pub const fn code(&self) -> &'static str {
+        self.problem.code()
     }
 
     /// The error as the command line says it, naming the flag (and the

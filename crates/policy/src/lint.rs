@@ -54,6 +54,14 @@ const SKIPPED: &[(&str, &str)] = &[
         "virtiofsd's command line (its own options, not warden's)",
     ),
     (
+        "jail/src/gvisor/runsc.rs",
+        "runsc's command line (its own options, not warden's)",
+    ),
+    (
+        "jail/src/gvisor/serve.rs",
+        "runsc's command line (its own options, not warden's)",
+    ),
+    (
         "detect/src/tests.rs",
         "the detector's tests: command lines that hold credentials",
     ),
@@ -66,6 +74,11 @@ const NOT_OURS: &[(&str, &str, &str)] = &[
         "policy/src/error.rs",
         "put CMD after `--`, e.g. `warden run -- bash`, or use a --profile",
         "the command line's own wording of `NoCommand`, in `describe_for_cli`",
+    ),
+    (
+        "jail/src/gvisor/mod.rs",
+        "--bundle=",
+        "runsc's own option, not warden's",
     ),
     (
         "jail/src/cgroup/mod.rs",
@@ -488,5 +501,32 @@ fn no_message_below_the_doors_names_a_flag() {
          `word`:\n{}",
         offences.len(),
         offences.join("\n")
+    );
+}
+
+#[test]
+fn every_reason_code_of_a_problem_is_documented_for_the_api() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Ok(src) = std::fs::read_to_string(root.join("src/error.rs")) else {
+        panic!("cannot read src/error.rs");
+    };
+    let Ok(doc) = std::fs::read_to_string(root.join("../../docs/api.md")) else {
+        panic!("cannot read docs/api.md");
+    };
+    // The arms of `Problem::code`: `Problem::X... => "code",`.
+    let codes: Vec<String> = literals(&src)
+        .into_iter()
+        .filter(|l| !l.in_test)
+        .map(|l| l.text)
+        .filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    assert!(codes.len() > 40, "{} codes found", codes.len());
+    let missing: Vec<&String> = codes
+        .iter()
+        .filter(|c| !doc.contains(&format!("`{c}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "reason codes missing from docs/api.md: {missing:?}"
     );
 }

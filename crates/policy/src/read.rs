@@ -295,6 +295,9 @@ pub struct Finding {
     pub field: Option<Field>,
     pub place: Place,
     pub message: String,
+    /// The stable reason code (`unknown_key`, `wrong_type`, `bad_value`,
+    /// ...), the same for a profile file and a request's body.
+    pub code: &'static str,
 }
 
 /// What a document says: its values by field, and the entries the loader
@@ -349,6 +352,7 @@ fn too_large(root: &Placed<Node>) -> Option<Finding> {
         };
         if entries > MAX_ENTRIES {
             return Some(Finding {
+            code: "too_many_entries",
                 field: None,
                 place: node.place.clone(),
                 message: format!(
@@ -358,6 +362,7 @@ fn too_large(root: &Placed<Node>) -> Option<Finding> {
         }
         if parts > MAX_PARTS {
             return Some(Finding {
+                code: "too_many_values",
                 field: None,
                 place: root.place.clone(),
                 message: format!(
@@ -380,6 +385,7 @@ pub fn read(root: &Placed<Node>, how: &Reading) -> Read {
         Node::Null => {}
         Node::Map(entries) => section(entries, "", how, &mut out),
         other => out.findings.push(Finding {
+            code: "not_a_section",
             field: None,
             place: root.place.clone(),
             message: format!(
@@ -415,6 +421,7 @@ fn unknown_key(key: &Placed<String>, known: &[&str], out: &mut Read) {
         message.push_str(&format!(" (known: {})", known.join(", ")));
     }
     out.findings.push(Finding {
+        code: "unknown_key",
         field: None,
         place: key.place.clone(),
         message,
@@ -430,6 +437,7 @@ fn given_before(entries: &[(Placed<String>, Placed<Node>)], index: usize) -> boo
 
 fn twice(key: &Placed<String>, out: &mut Read) {
     out.findings.push(Finding {
+        code: "given_twice",
         field: None,
         place: key.place.clone(),
         message: format!("`{}` is given twice in this section; keep one", key.value),
@@ -459,6 +467,7 @@ fn section(
                 Node::Map(inner) => section(inner, &format!("{full}."), how, out),
                 Node::Null => {}
                 other => out.findings.push(Finding {
+                    code: "not_a_section",
                     field: None,
                     place: node.place.clone(),
                     message: format!(
@@ -474,6 +483,7 @@ fn section(
 
 fn wrong(field: Field, node: &Placed<Node>, expected: &str, out: &mut Read) {
     out.findings.push(Finding {
+        code: "wrong_type",
         field: Some(field),
         place: node.place.clone(),
         message: format!("expected {expected}, not {}", node.value.found()),
@@ -482,6 +492,7 @@ fn wrong(field: Field, node: &Placed<Node>, expected: &str, out: &mut Read) {
 
 fn bad(field: Field, place: &Place, message: String, out: &mut Read) {
     out.findings.push(Finding {
+        code: "bad_value",
         field: Some(field),
         place: place.clone(),
         message,

@@ -18,6 +18,7 @@ pub enum CheckError {
 }
 
 fn diag(
+    code: &'static str,
     severity: Severity,
     field: Option<Field>,
     origin: &Origin,
@@ -36,6 +37,7 @@ fn diag(
         pointer: origin.pointer().map(str::to_string),
         message,
         refusal: None,
+        code,
     }
 }
 
@@ -65,6 +67,7 @@ pub fn validate(composed: &mut Composed) {
                     Err(e) => {
                         let e = Field::AllowDomain.invalid(Problem::Domain(e));
                         out.push(diag(
+                            e.problem().code(),
                             Severity::Error,
                             Some(Field::AllowDomain),
                             &s.origin,
@@ -120,6 +123,7 @@ pub fn validate(composed: &mut Composed) {
             None => ("are".to_string(), format!(" {by}")),
         };
         out.push(diag(
+            "covered",
             Severity::Warning,
             Some(Field::AllowDomain),
             origin,
@@ -141,6 +145,7 @@ pub fn validate(composed: &mut Composed) {
             if let (Val::Path(p), Some(_)) = (&s.val, s.origin.place()) {
                 if let Some(why) = unmountable(p) {
                     out.push(diag(
+                        "cannot_mount",
                         Severity::Error,
                         Some(field),
                         &s.origin,
