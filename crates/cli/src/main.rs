@@ -312,6 +312,9 @@ fn daemon(verb: &str, args: Vec<std::ffi::OsString>) -> anyhow::Result<u8> {
 fn main() -> ExitCode {
     logging::init();
     warden_jail::phase("main");
+    // The one place this binary reads its test switches (none in a release
+    // build), before any sandbox or supervisor exists.
+    warden_policy::TestHooks::from_vars(|name| std::env::var(name).ok()).install();
     progress::install();
     // The host's defaults are read only by the commands that use them (and
     // by `run --help`, which shows them): `exec` and the rest start faster.

@@ -75,8 +75,9 @@ fn monotonic_ns() -> u128 {
 }
 
 /// Layers a *test* may switch off, to prove that `warden selftest` notices:
-/// read from `WARDEN_TEST_WEAKEN` (a comma list: `seccomp`, `landlock`) in
-/// debug builds only. A release build has no way to weaken a sandbox.
+/// from the binary's [`warden_policy::TestHooks`] (`WARDEN_TEST_WEAKEN`,
+/// read by debug builds only). A release build has no way to weaken a
+/// sandbox.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Weakened {
     pub seccomp: bool,
@@ -84,16 +85,13 @@ pub struct Weakened {
 }
 
 impl Weakened {
-    /// What the environment asks for, in a debug build; nothing otherwise.
-    pub fn from_env() -> Weakened {
-        if !cfg!(debug_assertions) {
-            return Weakened::default();
-        }
-        let v = std::env::var("WARDEN_TEST_WEAKEN").unwrap_or_default();
-        let has = |layer: &str| v.split(',').any(|x| x.trim() == layer);
+    /// What the binary's test hooks switched off; nothing in a release
+    /// build.
+    pub fn current() -> Weakened {
+        let hooks = warden_policy::TestHooks::current();
         Weakened {
-            seccomp: has("seccomp"),
-            landlock: has("landlock"),
+            seccomp: hooks.weaken_seccomp,
+            landlock: hooks.weaken_landlock,
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod edit;
 mod env;
 mod error;
 pub mod fields;
+pub mod hooks;
 mod home;
 #[cfg(test)]
 mod lint;
@@ -47,6 +48,7 @@ pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
 pub use error::{Problem, ResolveError, SpecError};
 pub use fields::{word, Door, Field, FieldInfo, Kind, Reach, Shape, FIELDS};
+pub use hooks::TestHooks;
 pub use home::{CacheMount, Home, CACHES, HOME_MOUNT};
 pub use resolve::{parse_domains, KeptWorkspace, Placement};
 pub use secrets::{SecretRule, SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};

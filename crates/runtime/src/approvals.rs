@@ -70,14 +70,11 @@ pub struct Refused {
     pub message: String,
 }
 
-/// How long a question waits: two minutes, as at the terminal (debug
-/// builds take `WARDEN_TEST_ASK_TIMEOUT_MS`, for tests of the timeout).
+/// How long a question waits: two minutes, as at the terminal (a test of
+/// the timeout sets its own through [`warden_policy::TestHooks`]).
 fn ask_timeout() -> Duration {
-    let test = cfg!(debug_assertions)
-        .then(|| std::env::var("WARDEN_TEST_ASK_TIMEOUT_MS").ok())
-        .flatten()
-        .and_then(|v| v.parse::<u64>().ok());
-    test.map(Duration::from_millis)
+    warden_policy::TestHooks::current()
+        .ask_timeout
         .unwrap_or(crate::ask::ASK_TIMEOUT)
 }
 

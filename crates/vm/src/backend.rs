@@ -168,7 +168,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
     ];
     // A debug build's test switch (`WARDEN_TEST_WEAKEN`), passed on to the
     // guest init, which honours it only in a debug build too.
-    let weak = warden_jail::Weakened::from_env();
+    let weak = warden_jail::Weakened::current();
     let weak: Vec<&str> = [("seccomp", weak.seccomp), ("landlock", weak.landlock)]
         .iter()
         .filter(|(_, on)| *on)

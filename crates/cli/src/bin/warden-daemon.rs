@@ -40,6 +40,9 @@ enum Command {
 
 fn main() -> ExitCode {
     logging::init();
+    // The one place this binary reads its test switches (none in a release
+    // build), before any sandbox exists.
+    warden_policy::TestHooks::from_vars(|name| std::env::var(name).ok()).install();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(a) => serve(a),

@@ -31,7 +31,7 @@ pub fn selftest(
     if through_exec {
         flags.push("--through-exec".to_string());
     }
-    let weakened = warden_jail::Weakened::from_env();
+    let weakened = warden_jail::Weakened::current();
     for (off, layer) in [
         (weakened.seccomp, "seccomp"),
         (weakened.landlock, "landlock"),

@@ -610,7 +610,7 @@ fn network(
 
 /// Layers a test switched off (debug builds only), said as `degraded`.
 fn weakened(id: &str, events: &mut dyn EventSink) -> crate::Weakened {
-    let weakened = crate::Weakened::from_env();
+    let weakened = crate::Weakened::current();
     for (off, layer) in [
         (weakened.seccomp, "seccomp"),
         (weakened.landlock, "landlock"),

@@ -282,7 +282,7 @@ impl VmmJail {
         let filter = self.filter.clone();
         // A debug build's test may switch Landlock off, to see what the
         // other layers hold alone.
-        let landlock = !crate::Weakened::from_env().landlock;
+        let landlock = !crate::Weakened::current().landlock;
         // SAFETY: the closure runs in the child between fork and exec, a
         // single thread. It calls only async-signal-safe system calls
         // (write, setns, unshare, open, clone, waitpid, mount, pivot_root,
