@@ -112,7 +112,13 @@ class Context:
         self.lock = threading.Lock()
         # IPC sockets in the sandbox's own files: no port of the kernel is
         # open even on the sandbox's loopback.
-        self.km = KernelManager(kernel_name="python3", transport="ipc")
+        # The sockets' path is a prefix of the sandbox's own /tmp, never
+        # the working directory (the workspace, or a read-only root).
+        sockets = os.path.join(SITE + "-kernels", self.id)
+        os.makedirs(sockets, mode=0o700, exist_ok=True)
+        self.km = KernelManager(
+            kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel")
+        )
         self.km.start_kernel(cwd=cwd)
         self.kc = self.km.blocking_client()
         self.kc.start_channels()
