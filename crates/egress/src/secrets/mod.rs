@@ -26,6 +26,7 @@
 mod authority;
 mod b64;
 mod coding;
+mod outbound;
 mod rewrite;
 mod ruled;
 mod scan;

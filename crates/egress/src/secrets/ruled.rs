@@ -172,9 +172,15 @@ async fn read_rpc(mut body: OutBody, pool: &Arc<tokio::sync::Semaphore>) -> (Rpc
 }
 
 /// A body whose first frames were read already.
-struct Prefixed {
+pub(super) struct Prefixed {
     read: VecDeque<Frame<Bytes>>,
     rest: Option<OutBody>,
+}
+
+impl Prefixed {
+    pub(super) fn new(read: VecDeque<Frame<Bytes>>, rest: Option<OutBody>) -> Prefixed {
+        Prefixed { read, rest }
+    }
 }
 
 impl Body for Prefixed {

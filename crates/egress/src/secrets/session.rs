@@ -15,7 +15,7 @@ use super::rewrite::{
     rewrite_headers, Action, Blocked, Kind, Patterns, Place, RewriteBody, Rewriter, Violation,
 };
 use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
-use super::{ruled, zero, BoxError, OutBody, Recorder, Terminator};
+use super::{outbound, ruled, zero, BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason, SecretAction};
 use base64::Engine;
 use bytes::Bytes;
@@ -209,6 +209,23 @@ impl Session {
             Violation::Value => format!(
                 "blocked: the real value of secret {name} in a request from inside the sandbox"
             ),
+        }
+    }
+
+    /// A request whose body carried a credential, refused or cut (`how`).
+    fn credential(&self, what: &str, f: &warden_detect::Finding, how: &str) -> Decision {
+        Decision {
+            protocol: Protocol::Request,
+            name: Some(self.name.clone()),
+            port: self.port,
+            original_destination: None,
+            allowed: false,
+            rule: Some(f.rule.clone()),
+            detail: format!("{how}: {} of {what}", outbound::described(f)),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+            reason: Some(Cause::new(Reason::CredentialInBody)),
         }
     }
 
@@ -463,6 +480,8 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     // names JSON-RPC methods, on the start of the body).
     let ruled::Let { body, tally } =
         ruled::judge(&s.term, (&s.name, s.port), &s.record, &parts, &path, body).await?;
+    // The sandbox's own bytes, before any placeholder is substituted.
+    let body = scanned_body(s, &parts, body).await?;
     let mut substituted: Vec<usize> = Vec::new();
     let target = substituted_target(s, &parts, path, &mut substituted)?;
     let mut headers = substituted_headers(s, &parts, &mut substituted)?;
@@ -489,6 +508,36 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
         Some(t) => t.answered(response),
         None => response,
     })
+}
+
+/// The body checked for credentials as it leaves (see `outbound`): a
+/// body read whole that carries one is refused here, a longer one is cut
+/// where the value starts, and either is recorded.
+async fn scanned_body(
+    s: &Arc<Session>,
+    parts: &http::request::Parts,
+    body: OutBody,
+) -> Result<OutBody, Answer> {
+    let what = format!("{} {}{}", parts.method, s.name, parts.uri.path());
+    let cut = {
+        let (s, what) = (s.clone(), what.clone());
+        Box::new(move |f: warden_detect::Finding| {
+            (s.record)(s.credential(&what, &f, "cut"));
+        })
+    };
+    match outbound::checked(body, &s.term.decode_memory, cut).await {
+        Ok(body) => Ok(body),
+        Err(f) => {
+            let decision = s.credential(&what, &f, "refused");
+            let why = decision.detail.clone();
+            (s.record)(decision);
+            Err(answer(
+                StatusCode::FORBIDDEN,
+                Reason::CredentialInBody,
+                format!("warden: {why}\n"),
+            ))
+        }
+    }
 }
 
 /// The path the upstream will read. The authority and the path are read
