@@ -208,6 +208,9 @@ enum Command {
         /// of a fresh `run`
         #[arg(long)]
         through_exec: bool,
+        /// Run the sandboxes with this isolation (`process`, `gvisor`, `vm`)
+        #[arg(long, value_name = "ISOLATION")]
+        isolation: Option<String>,
     },
     /// (internal) one probe of `warden selftest`, run inside a sandbox
     #[command(name = "__probe", hide = true)]
@@ -447,9 +450,15 @@ fn dispatch(cli: Cli) -> ExitCode {
             list,
             allow_degraded,
             through_exec,
-        } => {
-            commands::selftest::selftest(only.as_deref(), json, list, allow_degraded, through_exec)
-        }
+            isolation,
+        } => commands::selftest::selftest(
+            only.as_deref(),
+            json,
+            list,
+            allow_degraded,
+            through_exec,
+            isolation.as_deref(),
+        ),
         Command::Probe { name, args } => {
             let f = warden_selftest::probes::run(&name, &args);
             println!(

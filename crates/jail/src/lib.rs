@@ -22,6 +22,7 @@ mod error;
 pub mod fdpass;
 pub mod files;
 pub mod fsd;
+pub mod gvisor;
 pub mod host;
 mod init;
 pub mod kept;

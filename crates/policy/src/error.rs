@@ -52,7 +52,7 @@ pub enum Problem {
     TmpTooSmall(u64),
     #[error("{0:?} is not a valid hostname: use 1-63 letters, digits and '-'")]
     BadHostname(String),
-    #[error("{0:?} is not an isolation: use `process` (the default) or `vm`")]
+    #[error("{0:?} is not an isolation: use `process` (the default), `gvisor` or `vm`")]
     BadIsolation(String),
     #[error("{0:?} is not a valid variable name: use letters, digits and '_', not starting with a digit")]
     BadEnvName(String),

@@ -394,13 +394,13 @@ fields! {
         doc: "The sandbox's hostname (default `warden`)",
     },
     Isolation {
-        flag: "--isolation", short: -, value: "process|vm",
+        flag: "--isolation", short: -, value: "process|gvisor|vm",
         key: "isolation", json: "/isolation",
         annotation: -,
-        ty: "process or vm",
+        ty: "process, gvisor or vm",
         shape: one, kind: text,
         reach: sandbox,
-        doc: "What isolates the sandbox: `process` (namespaces, Landlock, seccomp; the default) or `vm` (a microVM with its own kernel, see `warden vm kernel`)",
+        doc: "What isolates the sandbox: `process` (namespaces, Landlock, seccomp; the default), `gvisor` (gVisor's kernel in user space, runsc; see docs/gvisor.md) or `vm` (a microVM with its own kernel, see `warden vm kernel`)",
     },
     Tty {
         flag: "--tty", short: 't', value: -,

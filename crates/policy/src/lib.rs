@@ -123,6 +123,9 @@ pub enum Isolation {
     /// Namespaces, Landlock, seccomp, cgroups on the host's kernel.
     #[default]
     Process,
+    /// gVisor's kernel in user space (runsc) between the sandbox and the
+    /// host's kernel.
+    Gvisor,
     /// A microVM with its own kernel, running warden's init.
     Vm,
 }

@@ -19,6 +19,9 @@ pub enum Backend {
     /// Namespaces, Landlock, seccomp and cgroups on the host's kernel
     /// (`warden-jail`).
     Process,
+    /// gVisor's kernel in user space, under runsc
+    /// (`warden_jail::gvisor`).
+    Gvisor,
     /// A microVM with its own kernel running warden's init (`warden-vm`).
     Vm,
 }
@@ -28,6 +31,7 @@ impl Backend {
     pub fn of(spec: &SandboxSpec) -> Backend {
         match spec.isolation {
             Isolation::Process => Backend::Process,
+            Isolation::Gvisor => Backend::Gvisor,
             Isolation::Vm => Backend::Vm,
         }
     }
@@ -45,6 +49,8 @@ impl Backend {
     ) -> Result<Outcome, JailError> {
         match self {
             Backend::Process => warden_jail::run(spec, id, program, events, attach),
+            Backend::Gvisor => warden_jail::gvisor::run(spec, id, program, events, attach)
+                .map_err(|e| JailError::Setup(warden_jail::chain_str(&e))),
             Backend::Vm => warden_vm::run(spec, id, program, events, attach)
                 .map_err(|e| JailError::Setup(warden_jail::chain_str(&e))),
         }
@@ -72,6 +78,7 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Process => "process",
+            Backend::Gvisor => "gVisor",
             Backend::Vm => "microVM",
         }
     }
@@ -88,8 +95,9 @@ impl Backend {
                 freezer.freeze(FREEZE_SETTLE)?;
                 Ok(freezer.kind())
             }
-            // A VM is paused by its VMM (and to disk); the seam is here.
-            Backend::Vm => Err(BackendError::Unsupported {
+            // A VM is paused by its VMM (and to disk), gVisor by runsc;
+            // the seam is here.
+            Backend::Gvisor | Backend::Vm => Err(BackendError::Unsupported {
                 what: "pausing a sandbox",
                 backend: self.name(),
             }),
@@ -103,7 +111,7 @@ impl Backend {
                 let freezer = Freezer::find(cgroups).ok_or(BackendError::NoFreezer)?;
                 Ok(freezer.thaw()?)
             }
-            Backend::Vm => Err(BackendError::Unsupported {
+            Backend::Gvisor | Backend::Vm => Err(BackendError::Unsupported {
                 what: "resuming a sandbox",
                 backend: self.name(),
             }),

@@ -1,5 +1,6 @@
 //! `warden doctor`: what isolation this host offers.
 
+use warden_jail::gvisor::runsc::Usability;
 use warden_policy::{Defaults, ENV_ALLOWLIST};
 
 pub fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
@@ -7,8 +8,11 @@ pub fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
     // The VM backend is optional: its rows say what `--isolation vm`
     // would use (probing KVM once, bounded), never the exit status.
     let vm = warden_vm::report::report(true);
+    // gVisor likewise: a real sandbox started and ended by runsc, bounded.
+    let gvisor = warden_jail::gvisor::runsc::probe();
     if json {
-        let v = serde_json::json!({ "host": report, "defaults": defaults, "vm": vm });
+        let v = serde_json::json!({ "host": report, "defaults": defaults, "vm": vm,
+                                    "gvisor": gvisor_json(&gvisor) });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("{:<16} {} ({})", "kernel", report.kernel, report.arch);
@@ -43,6 +47,7 @@ pub fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
         );
         println!("{:<16} {}", "environment", ENV_ALLOWLIST.join(" "));
         print!("{}", super::vm::describe(&vm));
+        println!("{}", gvisor_row(&gvisor));
         if report.fully_isolated() {
             println!("full isolation is available");
         } else {
@@ -50,4 +55,56 @@ pub fn doctor(json: bool, defaults: &Defaults) -> anyhow::Result<u8> {
         }
     }
     Ok(if report.fully_isolated() { 0 } else { 1 })
+}
+
+/// What `--isolation gvisor` would use, as doctor's row.
+fn gvisor_row(u: &Usability) -> String {
+    let (ok, detail) = match u {
+        Usability::Usable { path, version } => (
+            true,
+            format!(
+                "runsc ran a test sandbox ({}, {}, platform {})",
+                path.display(),
+                if version.is_empty() {
+                    "version unknown"
+                } else {
+                    version
+                },
+                warden_jail::gvisor::runsc::PLATFORM
+            ),
+        ),
+        Usability::Missing => (
+            false,
+            format!(
+                "no runsc: `--isolation gvisor` is refused; {}",
+                warden_jail::gvisor::runsc::INSTALL
+            ),
+        ),
+        Usability::Unusable { path, why } => (
+            false,
+            format!(
+                "{} is installed but cannot run a sandbox here: {why}",
+                path.display()
+            ),
+        ),
+    };
+    format!(
+        "{:<16} {:<7} {}",
+        "gvisor",
+        if ok { "ok" } else { "MISSING" },
+        detail
+    )
+}
+
+fn gvisor_json(u: &Usability) -> serde_json::Value {
+    match u {
+        Usability::Usable { path, version } => serde_json::json!({
+            "usable": true, "runsc": path, "version": version,
+            "platform": warden_jail::gvisor::runsc::PLATFORM }),
+        Usability::Missing => serde_json::json!({
+            "usable": false, "runsc": null,
+            "why": format!("no runsc: {}", warden_jail::gvisor::runsc::INSTALL) }),
+        Usability::Unusable { path, why } => serde_json::json!({
+            "usable": false, "runsc": path, "why": why }),
+    }
 }

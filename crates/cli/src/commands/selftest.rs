@@ -8,6 +8,7 @@ pub fn selftest(
     list: bool,
     allow_degraded: bool,
     through_exec: bool,
+    isolation: Option<&str>,
 ) -> anyhow::Result<u8> {
     if list {
         for (id, category, attack) in warden_selftest::list() {
@@ -30,6 +31,9 @@ pub fn selftest(
     }
     if through_exec {
         flags.push("--through-exec".to_string());
+    }
+    if let Some(i) = isolation {
+        flags.extend(["--isolation".to_string(), i.to_string()]);
     }
     let weakened = warden_jail::Weakened::current();
     for (off, layer) in [

@@ -22,6 +22,7 @@ mod exec_attacks;
 mod fields;
 mod files;
 mod frictions;
+mod gvisor;
 mod home;
 mod input_checks;
 mod isolation;

@@ -110,6 +110,7 @@ impl Layer {
         }
         let isolation = match self.text(Field::Isolation).as_deref() {
             None | Some("process") => Isolation::Process,
+            Some("gvisor") => Isolation::Gvisor,
             Some("vm") => Isolation::Vm,
             Some(other) => {
                 return Err(Field::Isolation.invalid(Problem::BadIsolation(other.to_string())))

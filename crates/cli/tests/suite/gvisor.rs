@@ -1,0 +1,238 @@
+//! `--isolation gvisor` through the real binary: the sandbox's processes
+//! run on gVisor's kernel (runsc), with the process backend's workspace,
+//! egress proxy and lifecycle. Each test starts real sandboxes and checks
+//! what they saw and what real listeners and planted files on the host
+//! saw. Skipped, with the reason, where runsc cannot run a sandbox here
+//! (not installed, or as a user it cannot serve); the refusal without
+//! runsc is proved everywhere.
+
+use crate::common::*;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Whether `--isolation gvisor` runs a sandbox here: skipped with the
+/// reason when it cannot; any other failure fails the test.
+fn gvisor_available() -> bool {
+    let out = run_sh(&["--isolation", "gvisor"], "echo ok");
+    if out.status.success() && stdout(&out).trim() == "ok" {
+        return true;
+    }
+    let err = stderr(&out);
+    for known in ["needs runsc", "needs warden to run as root"] {
+        if err.contains(known) {
+            skip(&format!("gVisor cannot run here: {}", err.trim()));
+            return false;
+        }
+    }
+    panic!("the gVisor probe failed: {} {err}", stdout(&out));
+}
+
+/// A TCP server on 127.0.0.1 that records what each connection sent and
+/// answers with an HTTP response.
+struct Upstream {
+    port: u16,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                conn.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                let mut buf = vec![0u8; 65536];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                s.lock().unwrap().push(buf[..n].to_vec());
+                let _ = conn.write_all(b"HTTP/1.0 200 OK\r\n\r\nhello from upstream\n");
+            }
+        });
+        Upstream { port, seen }
+    }
+
+    fn connections(&self) -> Vec<Vec<u8>> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn without_runsc_gvisor_isolation_is_refused_with_what_to_install_and_nothing_runs() {
+    let dir = TempDir::new("gvisor-missing");
+    let marker = dir.path().join("ran");
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--isolation", "gvisor", "-w", dir.str()])
+        .args(["--", "sh", "-c", "echo ran > /workspace/ran"])
+        .env("WARDEN_RUNSC", dir.path().join("no-runsc-here"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ne!(code(&out), 0, "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("needs runsc"), "{err}");
+    assert!(err.contains("apt install runsc"), "{err}");
+    assert!(!marker.exists(), "the command ran without gVisor");
+}
+
+#[test]
+fn a_gvisor_sandbox_runs_on_gvisors_kernel_not_the_hosts() {
+    if !gvisor_available() {
+        return;
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let out = run_sh(
+        &["--isolation", "gvisor"],
+        "uname -r; dmesg | head -1",
+    );
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "{s} {}", stderr(&out));
+    let mut lines = s.lines();
+    let release = lines.next().unwrap_or_default();
+    assert_ne!(release.trim(), host.trim(), "the host's kernel answered");
+    assert!(
+        lines.next().unwrap_or_default().contains("Starting gVisor"),
+        "{s}"
+    );
+}
+
+#[test]
+fn an_allowed_name_reaches_its_server_from_gvisor_and_a_denied_one_reaches_nothing() {
+    if !gvisor_available() {
+        return;
+    }
+    let up = Upstream::start();
+    let port = up.port;
+    let out = run_sh(
+        &[
+            "--isolation",
+            "gvisor",
+            "--allow-http",
+            "--allow-domain",
+            &format!("allowed.test:{port}"),
+            "--add-host",
+            "allowed.test=127.0.0.1",
+        ],
+        &format!(
+            "curl -sS -m 5 http://allowed.test:{port}/; \
+             curl -sS -m 5 http://denied.test:{port}/ && echo DENIED-REACHED; \
+             curl -sS -m 5 http://127.0.0.1:{port}/ && echo LOOPBACK-REACHED; true"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.contains("hello from upstream"), "{s} {}", stderr(&out));
+    assert!(!s.contains("REACHED"), "{s}");
+    let seen = up.connections();
+    assert_eq!(seen.len(), 1, "the upstream saw {} connections", seen.len());
+    assert!(
+        String::from_utf8_lossy(&seen[0]).contains("Host: allowed.test"),
+        "{:?}",
+        String::from_utf8_lossy(&seen[0])
+    );
+    assert!(
+        stderr(&out).contains("egress denied: http denied.test"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_gvisor_sandbox_reads_the_workspace_and_what_it_writes_is_there_after() {
+    if !gvisor_available() {
+        return;
+    }
+    let ws = TempDir::new("gvisor-ws");
+    std::fs::write(ws.path().join("in.txt"), "from the host\n").unwrap();
+    let out = run_sh(
+        &["--isolation", "gvisor", "-w", ws.str()],
+        "pwd; cat in.txt; echo from the sandbox > out.txt; touch /etc/x 2>/dev/null && echo WROTE-ETC; true",
+    );
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "{s} {}", stderr(&out));
+    assert!(s.starts_with("/workspace\nfrom the host\n"), "{s}");
+    assert!(!s.contains("WROTE-ETC"), "{s}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "from the sandbox\n"
+    );
+}
+
+#[test]
+fn host_files_outside_the_mounts_stay_unread_under_gvisor() {
+    if !gvisor_available() {
+        return;
+    }
+    let planted = TempDir::new("gvisor-planted");
+    let secret = unique("gvisor-secret");
+    let file = planted.path().join("credentials");
+    std::fs::write(&file, &secret).unwrap();
+    let out = run_sh(
+        &["--isolation", "gvisor"],
+        &format!(
+            "cat {} 2>&1; cat /etc/shadow 2>&1; grep -r {secret} /etc /tmp /home 2>/dev/null; true",
+            file.display()
+        ),
+    );
+    let s = stdout(&out);
+    assert_eq!(code(&out), 0, "{s} {}", stderr(&out));
+    assert!(!s.contains(&secret), "a planted host file was read: {s}");
+    assert!(!s.contains("root:"), "the host's /etc/shadow was read: {s}");
+}
+
+#[test]
+fn exec_into_a_running_gvisor_sandbox_runs_under_gvisor_and_sees_its_files() {
+    if !gvisor_available() {
+        return;
+    }
+    let state = TempDir::new("gvisor-exec");
+    let ws = TempDir::new("gvisor-exec-ws");
+    std::fs::write(ws.path().join("in.txt"), "project file\n").unwrap();
+    ok(&warden(
+        state.path(),
+        &["create", "g", "--isolation", "gvisor", "-w", ws.str()],
+    ));
+    ok(&warden(state.path(), &["start", "g"]));
+    let first = warden(
+        state.path(),
+        &["exec", "g", "--", "sh", "-c", "dmesg | head -1; cat in.txt; echo kept > made.txt"],
+    );
+    let s = ok(&first);
+    assert!(s.contains("Starting gVisor"), "{s}");
+    assert!(s.contains("project file"), "{s}");
+    // A second process sees what the first one left.
+    let second = ok(&warden(state.path(), &["exec", "g", "--", "cat", "made.txt"]));
+    assert_eq!(second, "kept\n");
+    let status = warden(state.path(), &["exec", "g", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(code(&status), 7, "{}", stderr(&status));
+    let missing = warden(state.path(), &["exec", "g", "--", "/no/such/program"]);
+    assert_eq!(code(&missing), 127, "{}", stderr(&missing));
+    ok(&warden(state.path(), &["stop", "g"]));
+}
+
+#[test]
+fn the_held_attacks_of_selftest_that_apply_are_contained_under_gvisor() {
+    if !gvisor_available() {
+        return;
+    }
+    let out = Command::new(warden_bin())
+        .args(["selftest", "--json", "--isolation", "gvisor"])
+        .args(["--only", "fs"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&out), stderr(&out)));
+    let escaped: Vec<&serde_json::Value> = report["attacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["result"] == "escaped")
+        .collect();
+    assert!(escaped.is_empty(), "escaped under gVisor: {escaped:#?}");
+    assert!(report["contained"].as_u64().unwrap() > 0, "{report:#}");
+}

@@ -1,0 +1,778 @@
+//! The gVisor backend: a sandbox whose processes run under runsc, gVisor's
+//! kernel in user space, which answers every system call itself (with the
+//! ptrace platform, [`runsc::PLATFORM`]), so the host's kernel sees only
+//! gVisor's own small set of calls.
+//!
+//! [`run`] has the process backend's contract ([`crate::run`]): the same
+//! spec, the same events, exit statuses and, for a long-lived sandbox, a
+//! spawn channel handed to [`Attach::service`], served on the host by
+//! [`serve`] with `runsc exec`. The file tree is the process backend's,
+//! as an OCI bundle ([`bundle`]); the network is a namespace of warden's
+//! own wired to the same egress proxy ([`net`]), in which runsc runs with
+//! the host's network stack; the secrets' values stay on the host with
+//! the proxy; runsc and everything it starts sit in one cgroup of the
+//! spec's limits. What gVisor cannot give here is said in `docs/gvisor.md`.
+
+pub mod bundle;
+pub mod net;
+pub mod runsc;
+mod serve;
+
+use crate::secrets::{SecretPlan, TrustFiles};
+use crate::{Attach, Network, Outcome, Program};
+use runsc::Runsc;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
+use warden_policy::{NetworkSpec, SandboxSpec};
+
+/// How long a long-lived sandbox may take to be running.
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// Why a gVisor sandbox could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum GvisorError {
+    #[error(
+        "`isolation gvisor` needs runsc, which is not on this host: {}",
+        runsc::INSTALL
+    )]
+    Missing,
+    #[error(
+        "{0} is not supported with `isolation gvisor` yet; leave it out or use `isolation process`"
+    )]
+    Unsupported(&'static str),
+    #[error("{0} with `isolation gvisor` needs warden to run as root here: runsc, run by another user, cannot enter the network namespace warden wires to its proxy; run as root, or use `isolation process`")]
+    Rootless(&'static str),
+    #[error("warden has no state directory for its gVisor sandboxes: set WARDEN_STATE_DIR")]
+    NoStateDir,
+    #[error("cannot make {path} for the gVisor sandbox")]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Bundle(#[from] bundle::BundleError),
+    #[error(transparent)]
+    Net(#[from] net::NetError),
+    #[error(transparent)]
+    Secrets(#[from] crate::secrets::SecretsError),
+    #[error("cannot publish port {port} on the host's 127.0.0.1 (is it in use? pick another HOSTPORT in `egress.publish HOSTPORT:PORT`)")]
+    Publish {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot confine runsc in a cgroup ({0}): run as root or in a delegated cgroup v2 subtree, or give `allow_degraded`")]
+    Cgroup(String),
+    #[error("cannot serve the sandbox's network: {0}")]
+    Serve(String),
+    #[error("nothing was started: the run cannot be recorded ({0})")]
+    Unrecorded(String),
+    #[error("cannot start runsc {path}")]
+    Start {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("runsc could not start the sandbox: {0}")]
+    Failed(String),
+    #[error("cannot mount the workspace's overlay for runsc: {0}")]
+    Overlay(String),
+    #[error("cannot create the spawn channel")]
+    Channel(#[source] nix::errno::Errno),
+}
+
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// Run `spec` under gVisor, as [`crate::run`] runs it in a process
+/// sandbox: returns when every process of the sandbox is gone.
+pub fn run(
+    spec: &SandboxSpec,
+    id: &str,
+    program: Program,
+    events: &mut dyn EventSink,
+    attach: &mut dyn Attach,
+) -> Result<Outcome, GvisorError> {
+    let start = Instant::now();
+    let path = runsc::find().ok_or(GvisorError::Missing)?;
+    let root = crate::host::is_root();
+    let workspace = check(spec, root)?;
+    let with_egress = matches!(spec.network, NetworkSpec::Egress(_));
+    if !root && with_egress {
+        return Err(GvisorError::Rootless("egress"));
+    }
+    if !root && !spec.publish.is_empty() {
+        return Err(GvisorError::Rootless("a published port"));
+    }
+    let (secret_plan, own) = with_placeholders(spec, attach)?;
+    let spec = &own;
+    let dir = Dir::make(id)?;
+    let runsc = Arc::new(Runsc {
+        path,
+        root: dir.0.join("runsc"),
+        id: container_id(id),
+        log: dir.0.join("runsc.log"),
+        host_network: root,
+        rootless: !root,
+    });
+    let published = publish(spec)?;
+    // As root, a network namespace of warden's own (loopback only, or
+    // wired to the proxy); rootless, gVisor's own stack with loopback only.
+    let ns = if root {
+        Some(net::make(with_egress)?)
+    } else {
+        None
+    };
+    let cgroup = confine(spec, id, events)?;
+    let mut trust = Vec::new();
+    if let (Some(plan), NetworkSpec::Egress(_)) = (secret_plan, &spec.network) {
+        let files = plan.trust_files()?;
+        plan.hand_over(attach)?;
+        trust = write_trust(&dir.0, files)?;
+    }
+    events.emit(&Event::now(
+        id,
+        EventKind::Created {
+            command: spec.command.clone(),
+            workspace: spec.filesystem.workspace.clone(),
+            rootless: !root,
+            cgroup: cgroup
+                .as_ref()
+                .and_then(|c| c.paths().first().map(|p| p.display().to_string())),
+        },
+    ));
+    let (netns, egress, sockets) = match ns {
+        Some(n) => (
+            Some(n.namespace.clone()),
+            n.egress,
+            Some(net::socket_source(n.namespace)),
+        ),
+        None => (None, None, None),
+    };
+    if egress.is_some() || !published.is_empty() {
+        attach
+            .network(Network {
+                egress,
+                // runsc's first process has the person's terminal itself:
+                // `--ask` has no desk here.
+                terminal: false,
+                published,
+                sockets,
+                publish_to: std::net::Ipv4Addr::LOCALHOST,
+            })
+            .map_err(GvisorError::Serve)?;
+    }
+    if let Some(why) = events.failure() {
+        return Err(GvisorError::Unrecorded(why));
+    }
+    let merged = dir.0.join("workspace");
+    let (shown, overlay) = match &workspace {
+        Workspace::None => (None, None),
+        Workspace::Direct(w) => (Some(w.clone()), None),
+        Workspace::Overlay { lower, dirs } => {
+            mkdir(&merged)?;
+            let data = warden_workspace::MountOptions {
+                lowerdir: lower.clone(),
+                upperdir: dirs.upper.clone(),
+                workdir: dirs.work.clone(),
+                userxattr: true,
+            }
+            .data()
+            .map_err(|e| GvisorError::Overlay(crate::chain_str(&e)))?;
+            (Some(merged.clone()), Some((merged.clone(), data)))
+        }
+    };
+    let owner = match &workspace {
+        Workspace::Overlay { lower, .. } => Some(lower.as_path()),
+        _ => shown.as_deref(),
+    };
+    let (uid, gid) = ids(owner, root);
+    let terminal = spec.terminal == warden_policy::Terminal::Pty
+        && nix::unistd::isatty(std::io::stdin()).unwrap_or(false);
+    let layout = bundle::Layout {
+        spec,
+        workspace: shown.as_deref(),
+        uid,
+        gid,
+        netns: netns
+            .as_ref()
+            .map(|n| PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), n.as_raw_fd()))),
+        trust,
+        args: match program {
+            Program::Command => spec.command.clone(),
+            // gVisor's first process waits; each exec is a `runsc exec`.
+            Program::Service => vec!["sleep".into(), "infinity".into()],
+        },
+        terminal: terminal && program == Program::Command,
+        cover_etc: root,
+    };
+    let process = bundle::write(&dir.0, &layout)?;
+    let mut first = start_runsc(&runsc, &dir.0, program, cgroup.as_ref(), overlay)?;
+    events.emit(&Event::now(
+        id,
+        EventKind::Started {
+            pid: first.id() as i32,
+        },
+    ));
+    let deadline = spec.resources.timeout.map(|t| Instant::now() + t);
+    let ended = match program {
+        Program::Command => wait_first(&mut first, deadline),
+        Program::Service => {
+            // The workspace as runsc's file server sees it: an overlay is
+            // reached through runsc's own mount namespace.
+            let files_root = match (&shown, &workspace) {
+                (Some(m), Workspace::Overlay { .. }) => open_path(
+                    &Path::new(&format!("/proc/{}/root", first.id()))
+                        .join(m.strip_prefix("/").unwrap_or(m)),
+                ),
+                (Some(w), _) => open_path(w),
+                (None, _) => None,
+            }
+            .map(Arc::new);
+            let ctx = Serving {
+                runsc: &runsc,
+                dir: &dir.0,
+                process,
+                files_root,
+                file_ids: root.then_some((uid, gid)),
+                netns,
+            };
+            service(ctx, &mut first, deadline, attach)?
+        }
+    };
+    let _ = runsc.kill_all("KILL");
+    let status = wait_bounded(&mut first, Duration::from_secs(10));
+    let _ = runsc.delete();
+    attach.stopping();
+    let peaks = release(cgroup);
+    let outcome = outcome_of(ended, status, spec, &runsc)?;
+    outcome.record(events, id, start, peaks);
+    Ok(outcome)
+}
+
+/// The workspace as the sandbox sees it.
+enum Workspace {
+    None,
+    /// A directory bound as it is.
+    Direct(PathBuf),
+    /// A reviewable workspace: an overlay of the project (lower) and the
+    /// sandbox's layer, mounted by the runsc it serves, in a mount
+    /// namespace of runsc's own (root only), at the bundle's `workspace`.
+    Overlay {
+        lower: PathBuf,
+        dirs: warden_policy::OverlayDirs,
+    },
+}
+
+/// What the spec asks that this backend cannot give, refused before
+/// anything is made; the workspace as the sandbox will write it.
+fn check(spec: &SandboxSpec, root: bool) -> Result<Workspace, GvisorError> {
+    if spec.join_network.is_some() {
+        return Err(GvisorError::Unsupported(
+            "joining another sandbox's network",
+        ));
+    }
+    if spec.desktop.is_some() {
+        return Err(GvisorError::Unsupported("a desktop"));
+    }
+    if spec.filesystem.disk.is_some_and(|d| d.asked) {
+        return Err(GvisorError::Unsupported("a disk limit (`--disk`)"));
+    }
+    let fs = &spec.filesystem;
+    // As for a VM: an overlay over an empty workspace (a named sandbox's
+    // own) is exactly its upper layer; over a project's files it would
+    // need an overlay runsc's file server does not build.
+    match (&fs.overlay, &fs.workspace) {
+        (None, None) => Ok(Workspace::None),
+        (None, Some(ws)) => Ok(Workspace::Direct(ws.clone())),
+        (Some(o), Some(lower)) if root => Ok(Workspace::Overlay {
+            lower: lower.clone(),
+            dirs: o.clone(),
+        }),
+        (Some(o), Some(lower)) if is_empty_dir(lower) => Ok(Workspace::Direct(o.upper.clone())),
+        (Some(_), _) => Err(GvisorError::Rootless(
+            "a reviewable (overlay) workspace over existing files",
+        )),
+    }
+}
+
+fn mkdir(p: &Path) -> Result<(), GvisorError> {
+    std::fs::create_dir_all(p).map_err(|source| GvisorError::Dir {
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+fn is_empty_dir(p: &Path) -> bool {
+    std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none())
+}
+
+/// The sandbox's IDs inside gVisor: as root, the workspace owner's (what
+/// it makes stays its owner's) and nobody's without a workspace; rootless,
+/// runsc maps the caller to gVisor's root, whose files are the caller's.
+fn ids(workspace: Option<&Path>, root: bool) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    if !root {
+        return (0, 0);
+    }
+    workspace
+        .and_then(|w| std::fs::metadata(w).ok())
+        .map(|m| (m.uid(), m.gid()))
+        .unwrap_or((crate::NOBODY, crate::NOBODY))
+}
+
+fn open_path(p: &Path) -> Option<OwnedFd> {
+    nix::fcntl::open(
+        p,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()
+}
+
+/// runsc's container id: the sandbox's id in the characters runsc takes.
+fn container_id(id: &str) -> String {
+    let safe: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(60)
+        .collect();
+    format!("warden-{safe}")
+}
+
+/// The sandbox's directory of warden's state (bundle, runsc's state, its
+/// log), removed when the run ends.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn make(id: &str) -> Result<Dir, GvisorError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = state_dir().ok_or(GvisorError::NoStateDir)?.join("gvisor");
+        let n = RUNS.fetch_add(1, Ordering::Relaxed);
+        let path = base.join(format!("{}-{}-{n}", container_id(id), std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&path)
+            .map_err(|source| GvisorError::Dir {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Dir(path))
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// warden's state directory (the runtime's rule: `WARDEN_STATE_DIR`, else
+/// `/var/lib/warden` for root, else the XDG state directory).
+fn state_dir() -> Option<PathBuf> {
+    warden_workspace::default_state_dir(
+        crate::host::is_root(),
+        |var| std::env::var_os(var).filter(|v| !v.is_empty()),
+        || {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        },
+    )
+}
+
+/// Secrets: the sandbox's environment holds placeholders; the values are
+/// read on the host and reach only the secret proxy, which runs here.
+fn with_placeholders(
+    spec: &SandboxSpec,
+    attach: &mut dyn Attach,
+) -> Result<(Option<SecretPlan>, SandboxSpec), GvisorError> {
+    let plan = match &spec.network {
+        NetworkSpec::Egress(e) if !e.secrets.is_empty() => {
+            Some(SecretPlan::prepare(&e.secrets, attach)?)
+        }
+        _ => None,
+    };
+    let mut own = spec.clone();
+    if let Some(plan) = &plan {
+        for (name, placeholder) in plan.placeholders() {
+            own.env.retain(|(k, _)| k != name);
+            own.env.push((name.to_string(), placeholder.to_string()));
+        }
+    }
+    Ok((plan, own))
+}
+
+/// The proxy's authority, as files the bundle shows at their paths.
+fn write_trust(dir: &Path, files: TrustFiles) -> Result<Vec<(PathBuf, &'static str)>, GvisorError> {
+    use std::os::unix::fs::FileExt;
+    let mut shown = Vec::new();
+    for (fd, inside, name) in [
+        (files.bundle, warden_policy::CA_BUNDLE_PATH, "ca-bundle.crt"),
+        (files.ca, warden_policy::CA_CERT_PATH, "ca.crt"),
+    ] {
+        let f = std::fs::File::from(fd);
+        let mut data = Vec::new();
+        let mut chunk = vec![0u8; 64 * 1024];
+        let path = dir.join(name);
+        loop {
+            let n =
+                f.read_at(&mut chunk, data.len() as u64)
+                    .map_err(|source| GvisorError::Dir {
+                        path: path.clone(),
+                        source,
+                    })?;
+            if n == 0 {
+                break;
+            }
+            data.extend_from_slice(&chunk[..n]);
+        }
+        bundle::write_file(&path, &data)?;
+        shown.push((path, inside));
+    }
+    Ok(shown)
+}
+
+/// Published ports: the host's listeners, bound now, so that a port in use
+/// is an error before anything starts.
+fn publish(spec: &SandboxSpec) -> Result<Vec<(std::net::TcpListener, u16)>, GvisorError> {
+    spec.publish
+        .iter()
+        .map(|m| {
+            std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, m.host_port))
+                .map(|l| (l, m.sandbox_port))
+                .map_err(|source| GvisorError::Publish {
+                    port: m.host_port,
+                    source,
+                })
+        })
+        .collect()
+}
+
+/// gVisor's own memory beside the sandbox's (its kernel, the file server).
+const RUNSC_OVERHEAD: u64 = 256 << 20;
+
+/// The cgroup runsc and everything it starts run in: the spec's memory
+/// (and gVisor's own), CPUs and a bound on host tasks (gVisor's threads
+/// and, with ptrace, one stub per address space). Where none can be made,
+/// refused when a limit was asked for explicitly (unless degraded runs
+/// are allowed), otherwise said as a `degraded` event.
+fn confine(
+    spec: &SandboxSpec,
+    id: &str,
+    events: &mut dyn EventSink,
+) -> Result<Option<crate::cgroup::Cgroup>, GvisorError> {
+    let r = &spec.resources;
+    let limits = crate::cgroup::Limits {
+        memory: r.memory.explicit.then_some(r.memory.value + RUNSC_OVERHEAD),
+        pids: Some(r.pids.value.saturating_mul(2).saturating_add(256)),
+        cpus: r.cpus,
+    };
+    match crate::cgroup::Cgroup::create(&container_id(id), &limits) {
+        Ok(cg) => Ok(Some(cg)),
+        Err(e) => {
+            let explicit = r.memory.explicit || r.cpus.is_some() || r.pids.explicit;
+            if explicit && !spec.allow_degraded {
+                return Err(GvisorError::Cgroup(crate::chain_str(&e)));
+            }
+            let lost = format!(
+                "runsc runs in no cgroup of its own ({}): no memory, CPU or task limit holds the sandbox",
+                crate::chain_str(&e)
+            );
+            events.emit(&Event::now(
+                id,
+                EventKind::Degraded {
+                    layer: "cgroups".into(),
+                    lost,
+                },
+            ));
+            Ok(None)
+        }
+    }
+}
+
+/// The cgroup once runsc is gone: what it used at most, and the cgroup
+/// removed.
+fn release(cgroup: Option<crate::cgroup::Cgroup>) -> ResourcePeaks {
+    let stats = cgroup.as_ref().map(|c| c.stats());
+    if let Some(cg) = cgroup {
+        let _ = cg.remove();
+    }
+    ResourcePeaks {
+        max_rss_bytes: stats.as_ref().and_then(|s| s.memory_peak),
+        cpu_user_ms: stats.as_ref().and_then(|s| s.cpu_user_ms),
+        cpu_system_ms: stats.as_ref().and_then(|s| s.cpu_system_ms),
+        oom_kills: stats.as_ref().and_then(|s| s.oom_kills),
+    }
+}
+
+/// `runsc run`: the sandbox and its first process, in the cgroup before
+/// runsc runs a line of its own (so that every process it starts is
+/// born there). The command's streams are this process's own.
+fn start_runsc(
+    runsc: &Runsc,
+    bundle: &Path,
+    program: Program,
+    cgroup: Option<&crate::cgroup::Cgroup>,
+    overlay: Option<(PathBuf, std::ffi::OsString)>,
+) -> Result<Child, GvisorError> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let procs: Vec<OwnedFd> = cgroup
+        .map(|c| c.paths())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| {
+            nix::fcntl::open(
+                &p.join("cgroup.procs"),
+                nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .ok()
+        })
+        .collect();
+    let raw: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
+    let overlay = match overlay {
+        Some((target, data)) => {
+            let c = |b: &[u8]| {
+                std::ffi::CString::new(b)
+                    .map_err(|_| GvisorError::Overlay("a path holds a NUL byte".into()))
+            };
+            Some((c(target.as_os_str().as_bytes())?, c(data.as_bytes())?))
+        }
+        None => None,
+    };
+    let mut cmd = runsc.command();
+    cmd.arg("run")
+        .arg(format!("--bundle={}", bundle.display()))
+        .arg(&runsc.id);
+    if program == Program::Service {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+    }
+    // SAFETY: the closure runs in the child between fork and exec and
+    // calls only write(2), unshare(2) and mount(2), which are
+    // async-signal-safe, on descriptors opened and strings made before the
+    // fork and static buffers; "0" moves the writer.
+    unsafe {
+        cmd.pre_exec(move || {
+            for fd in &raw {
+                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some((target, data)) = &overlay {
+                // The overlay lives in runsc's own mount namespace, gone
+                // with it: the host never sees it, and no mount is left
+                // behind should warden be killed.
+                let none = std::ptr::null::<libc::c_char>();
+                if libc::unshare(libc::CLONE_NEWNS) != 0
+                    || libc::mount(
+                        none,
+                        c"/".as_ptr(),
+                        none,
+                        libc::MS_REC | libc::MS_SLAVE,
+                        std::ptr::null(),
+                    ) != 0
+                    || libc::mount(
+                        c"overlay".as_ptr(),
+                        target.as_ptr(),
+                        c"overlay".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV,
+                        data.as_ptr().cast(),
+                    ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|source| GvisorError::Start {
+        path: runsc.path.clone(),
+        source,
+    });
+    drop(procs);
+    child
+}
+
+/// How the sandbox's first process (or its service) ended.
+enum Ended {
+    Exited,
+    Timeout,
+    /// Never running: runsc's reason.
+    NeverRan(String),
+}
+
+fn wait_first(first: &mut Child, deadline: Option<Instant>) -> Ended {
+    loop {
+        match first.try_wait() {
+            Ok(Some(_)) | Err(_) => return Ended::Exited,
+            Ok(None) if deadline.is_some_and(|d| Instant::now() >= d) => return Ended::Timeout,
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Wait up to `limit` for `child`, then kill it; its status.
+fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return Some(s),
+            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+        }
+    }
+}
+
+/// What serving a long-lived sandbox needs.
+struct Serving<'a> {
+    runsc: &'a Arc<Runsc>,
+    dir: &'a Path,
+    process: serde_json::Value,
+    files_root: Option<Arc<OwnedFd>>,
+    file_ids: Option<(u32, u32)>,
+    netns: Option<Arc<OwnedFd>>,
+}
+
+/// A long-lived sandbox: once runsc says it runs, its spawn channel goes
+/// to the caller and is served until the caller ends it.
+fn service(
+    ctx: Serving<'_>,
+    first: &mut Child,
+    deadline: Option<Instant>,
+    attach: &mut dyn Attach,
+) -> Result<Ended, GvisorError> {
+    let begun = Instant::now();
+    loop {
+        if matches!(first.try_wait(), Ok(Some(_)) | Err(_)) {
+            let why = ctx
+                .runsc
+                .last_error()
+                .unwrap_or_else(|| "runsc ended before the sandbox ran".into());
+            return Ok(Ended::NeverRan(why));
+        }
+        if ctx.runsc.status().as_deref() == Some("running") {
+            break;
+        }
+        if begun.elapsed() > START_LIMIT {
+            return Ok(Ended::NeverRan(format!(
+                "the sandbox was not running after {} s",
+                START_LIMIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (ours, theirs) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(GvisorError::Channel)?;
+    let ours = Arc::new(ours);
+    attach.service(theirs, nix::unistd::Pid::from_raw(first.id() as i32));
+    let mut server = serve::Server {
+        runsc: ctx.runsc.clone(),
+        channel: ours.clone(),
+        process: ctx.process,
+        dir: ctx.dir.to_path_buf(),
+        files_root: ctx.files_root,
+        file_ids: ctx.file_ids,
+        netns: ctx.netns,
+        running: Default::default(),
+        terminals: Default::default(),
+        next: AtomicU64::new(0),
+    };
+    let ended = server.serve(first, deadline);
+    // The supervisor's reader sees the end at once.
+    let _ = nix::sys::socket::shutdown(ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+    Ok(match ended {
+        serve::Ended::Timeout => Ended::Timeout,
+        serve::Ended::Gone | serve::Ended::Shutdown => Ended::Exited,
+    })
+}
+
+/// The sandbox's outcome, with the process backend's statuses: runsc
+/// answers the first process's status as its own (128 and a logged
+/// reason when it could not start it).
+fn outcome_of(
+    ended: Ended,
+    status: Option<std::process::ExitStatus>,
+    spec: &SandboxSpec,
+    runsc: &Runsc,
+) -> Result<Outcome, GvisorError> {
+    use std::os::unix::process::ExitStatusExt;
+    if let Ended::NeverRan(why) = ended {
+        return Err(GvisorError::Failed(why));
+    }
+    if let Ended::Timeout = ended {
+        return Ok(Outcome {
+            status: 124,
+            reason: ExitReason::Timeout,
+            signal: None,
+            message: Some(format!(
+                "the sandbox reached its `resources.timeout` of {} s and was killed",
+                spec.resources.timeout.unwrap_or_default().as_secs_f64()
+            )),
+        });
+    }
+    let code = status.and_then(|s| s.code().or(s.signal().map(|g| 128 + g)));
+    if code == Some(128) {
+        if let Some(why) = runsc.last_error() {
+            let cmd = spec.command.first().cloned().unwrap_or_default();
+            let (status, what) = if why.contains("no such file") {
+                (127, "command not found in the sandbox".to_string())
+            } else if why.contains("failed to load") || why.contains("permission denied") {
+                (126, format!("cannot execute ({why})"))
+            } else {
+                return Err(GvisorError::Failed(why));
+            };
+            return Ok(Outcome {
+                status,
+                reason: ExitReason::ExecFailed,
+                signal: None,
+                message: Some(format!("{cmd}: {what}")),
+            });
+        }
+    }
+    Ok(match code {
+        Some(c) if c > 128 && c <= 128 + 64 => Outcome {
+            status: c,
+            reason: ExitReason::Signaled,
+            signal: Some(c - 128),
+            message: None,
+        },
+        Some(c) => Outcome {
+            status: c,
+            reason: ExitReason::Exited,
+            signal: None,
+            message: None,
+        },
+        None => Outcome {
+            status: 255,
+            reason: ExitReason::Exited,
+            signal: None,
+            message: Some("runsc ended without a status".into()),
+        },
+    })
+}
