@@ -21,14 +21,23 @@
 
 mod connect;
 mod control;
+mod copies;
+mod create;
 mod filesystem;
 mod interpreter;
+mod lifecycle;
+mod logs;
+mod metrics;
+mod network;
 mod paths;
+mod permit;
 mod ports;
 mod process;
 mod signing;
 mod stream_input;
 mod terminal;
+
+pub(crate) use permit::permit;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -57,6 +66,12 @@ pub struct E2b {
     pub procs: Mutex<HashMap<String, Vec<Arc<process::Proc>>>>,
     /// Watchers of the polling watch calls, by id.
     pub watchers: Mutex<HashMap<String, Arc<filesystem::Watcher>>>,
+    /// One pause, resume or pause-on-timeout at a time, so that a
+    /// sandbox resumed and given its new timeout is never paused between
+    /// the two for the old one.
+    pub transitions: tokio::sync::Mutex<()>,
+    /// CPU, memory and disk of the sandboxes the door made, over time.
+    pub samples: metrics::Samples,
 }
 
 /// The E2B routes: the control API (`X-API-Key`) and the sandbox API
@@ -67,30 +82,34 @@ pub fn router(app: Arc<App>) -> Router {
         app,
         procs: Mutex::new(HashMap::new()),
         watchers: Mutex::new(HashMap::new()),
+        transitions: tokio::sync::Mutex::new(()),
+        samples: metrics::Samples::default(),
     });
+    lifecycle::sweep_timeouts(state.clone());
+    metrics::sample_sandboxes(state.clone());
     let control = Router::new()
-        .route("/sandboxes", post(control::create).get(control::list))
-        .route("/v2/sandboxes", post(control::create).get(control::list))
+        .route("/sandboxes", post(create::create).get(control::list))
+        .route("/v2/sandboxes", post(create::create).get(control::list))
         .route(
             "/sandboxes/{id}",
             get(control::get_one).delete(control::kill),
         )
         .route("/sandboxes/{id}/timeout", post(control::set_timeout))
-        .route("/sandboxes/{id}/connect", post(control::connect))
-        .route("/v2/sandboxes/{id}/connect", post(control::connect))
-        .route("/sandboxes/{id}/pause", post(control::pause))
-        .route("/sandboxes/{id}/resume", post(control::resume))
-        .route("/sandboxes/{id}/snapshots", post(control::not_supported))
-        .route("/sandboxes/{id}/fork", post(control::not_supported))
-        .route("/sandboxes/{id}/refreshes", post(control::not_supported))
-        .route("/sandboxes/{id}/network", put(control::not_supported))
-        .route("/sandboxes/{id}/metrics", get(control::not_supported))
-        .route("/sandboxes/{id}/logs", get(control::not_supported))
-        .route("/v2/sandboxes/{id}/logs", get(control::not_supported))
+        .route("/sandboxes/{id}/connect", post(lifecycle::connect))
+        .route("/v2/sandboxes/{id}/connect", post(lifecycle::connect))
+        .route("/sandboxes/{id}/pause", post(lifecycle::pause))
+        .route("/sandboxes/{id}/resume", post(lifecycle::resume))
+        .route("/sandboxes/{id}/snapshots", post(copies::create_snapshot))
+        .route("/sandboxes/{id}/fork", post(copies::fork))
+        .route("/sandboxes/{id}/refreshes", post(control::refresh))
+        .route("/sandboxes/{id}/network", put(network::update))
+        .route("/sandboxes/{id}/metrics", get(metrics::get))
+        .route("/sandboxes/{id}/logs", get(logs::v1))
+        .route("/v2/sandboxes/{id}/logs", get(logs::v2))
         .route("/sandboxes/metrics", get(control::not_supported))
-        .route("/snapshots", get(control::not_supported))
+        .route("/snapshots", get(copies::list))
         .route("/templates", get(control::not_supported))
-        .route("/templates/{id}", delete(control::not_supported))
+        .route("/templates/{id}", delete(copies::delete))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             control_auth,
@@ -146,9 +165,14 @@ async fn health(
     }
     let app = e.app.clone();
     let sid = id.clone();
+    // A paused sandbox does not run: the SDK's is_running() is False then,
+    // as E2B's proxy answers for one.
     let running = tokio::task::spawn_blocking(move || {
         app.sandbox(&sid)
-            .map(|sb| warden_runtime::lifecycle::liveness(&sb).running())
+            .map(|sb| {
+                warden_runtime::lifecycle::liveness(&sb).running()
+                    && warden_runtime::lifecycle::paused_since(&sb).is_none()
+            })
             .unwrap_or(false)
     })
     .await
@@ -189,46 +213,6 @@ fn check_token(app: &App, value: Option<&str>) -> Result<Caller, (StatusCode, St
             "the API key is not a warden token (wdn_...): set E2B_API_KEY to one".into(),
         )),
         Err(e) => Err((StatusCode::UNAUTHORIZED, e.to_string())),
-    }
-}
-
-/// Whether `caller` may do what the native route `method path` does, for
-/// `sandbox`: the native scope table decides, and a refusal is recorded
-/// in the daemon's audit log as the native door records it.
-pub(crate) fn permit(
-    app: &App,
-    caller: &Caller,
-    method: &str,
-    path: &str,
-    sandbox: Option<&str>,
-) -> Result<(), String> {
-    let Some(route) = auth::ROUTES
-        .iter()
-        .find(|r| r.method == method && r.path == path)
-    else {
-        return Err(format!("{method} {path} has no entry in the scope table"));
-    };
-    caller.may(route, sandbox).inspect_err(|why| {
-        tracing::warn!(
-            route = route.path,
-            method = route.method,
-            "e2b: denied: {why}"
-        );
-        app.record_denial(caller, route, why);
-    })?;
-    // Which sandboxes: a token reaches only those it made.
-    match sandbox.map(|id| crate::reach::reaches(app, caller, id)) {
-        None | Some(Ok(true)) => Ok(()),
-        // No such sandbox at all: the handler answers as E2B does (404).
-        Some(Ok(false)) if sandbox.is_some_and(|id| app.store.get(id).is_err()) => Ok(()),
-        Some(Ok(false)) => {
-            app.record_denial(caller, route, "the sandbox is not this caller's");
-            Err(format!(
-                "sandbox {} was not found",
-                sandbox.unwrap_or_default()
-            ))
-        }
-        Some(Err(e)) => Err(e.problem.message),
     }
 }
 
@@ -518,22 +502,29 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
         return refuse(StatusCode::BAD_REQUEST, message);
     }
     // A sandbox that is gone or stopped is answered as E2B's proxy answers
-    // for one: the SDK then raises SandboxNotRunningException.
+    // for one: the SDK then raises SandboxNotRunningException. Another
+    // token's sandbox (a warden token in X-Access-Token names any id) is
+    // answered so too, its health probe included: whether it exists, or
+    // runs, is not this caller's to learn.
     let app = e.app.clone();
     let sid = target.sandbox.clone();
-    let running = tokio::task::spawn_blocking(move || {
-        app.sandbox(&sid)
+    let who = caller.clone();
+    let (reached, running) = tokio::task::spawn_blocking(move || {
+        let reached = crate::reach::reaches(&app, &who, &sid).unwrap_or(false);
+        let running = app
+            .sandbox(&sid)
             .map(|sb| warden_runtime::lifecycle::liveness(&sb).running())
-            .unwrap_or(false)
+            .unwrap_or(false);
+        (reached, running)
     })
     .await
-    .unwrap_or(false);
-    if !running && req.uri().path() != "/health" {
+    .unwrap_or((false, false));
+    if !reached || (!running && req.uri().path() != "/health") {
         let message = format!(
             "sandbox {} was not found: it was killed, or its timeout ended",
             target.sandbox
         );
-        return if files {
+        return if plain {
             control::error(StatusCode::BAD_GATEWAY, message)
         } else {
             connect::RpcError::new(connect::Code::Unavailable, message).into_response()

@@ -5,9 +5,9 @@
 
 mod cdp;
 mod changes;
-mod copies;
+pub(crate) mod copies;
 pub(crate) mod desktop;
-mod egress;
+pub(crate) mod egress;
 pub(crate) mod events;
 pub(crate) mod exec;
 pub(crate) mod files;

@@ -1,0 +1,330 @@
+//! E2B's snapshots and forks onto warden's (`docs/snapshots.md`):
+//! `create_snapshot` is the native snapshot (its workspace layer, home and
+//! options; the source keeps running), `list_snapshots` the native list
+//! (a token sees only its own), `delete_snapshot` (E2B deletes a snapshot
+//! as the template it is) the native delete, and a create whose template
+//! names one of the caller's snapshots the native create from it; `fork`
+//! is the native fork. A snapshot's E2B id is its warden name. What warden
+//! carries is files, not processes: a full memory snapshot (`mode="full"`
+//! asked explicitly) is refused with what to ask instead.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use super::control::{self, error, from_api, optional_body};
+use super::lifecycle::{set_labels, PAUSED};
+use super::{permit, E2b};
+use crate::api::SandboxInfo;
+use crate::auth::Caller;
+use crate::routes::copies::{self as native, FromSnapshot, NewSnapshot};
+use crate::routes::Body;
+
+/// The most sandboxes one fork makes (E2B's SDK allows up to 20; warden's
+/// native fork 16).
+const MAX_FORK: usize = 16;
+/// E2B's time to live of a fork when the request names none.
+const FORK_TIMEOUT: u64 = 15;
+
+/// A snapshot as E2B answers it.
+#[derive(Serialize)]
+struct SnapshotInfo {
+    #[serde(rename = "snapshotID")]
+    snapshot_id: String,
+    names: Vec<String>,
+}
+
+fn shown(name: String) -> SnapshotInfo {
+    SnapshotInfo {
+        snapshot_id: name.clone(),
+        names: vec![name],
+    }
+}
+
+/// `POST /sandboxes/{id}/snapshots` (`name`, `memory`, both optional).
+#[derive(Debug, Deserialize, Default)]
+pub struct SnapshotBody {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    memory: Option<bool>,
+}
+
+pub async fn create_snapshot(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(d) = permit(
+        &e.app,
+        &caller,
+        "POST",
+        "/v1/sandboxes/{id}/snapshots",
+        Some(&id),
+    ) {
+        return d.response();
+    }
+    let body: SnapshotBody = match optional_body(&body) {
+        Ok(b) => b,
+        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+    };
+    if body.memory == Some(true) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "a snapshot with memory (mode=\"full\") is not taken here: warden's snapshots keep a sandbox's files, home and options, not its processes; ask for mode=\"filesystem\" (or leave mode out), and pause() the sandbox to keep its processes",
+        );
+    }
+    if let Err(r) = control::running(&e, &id).await {
+        return r;
+    }
+    let name = match body.name {
+        Some(n) => n,
+        None => format!("{id}-{}", crate::auth::random_id(4)),
+    };
+    // A snapshot is named as a template is when a sandbox is made from
+    // it: a name the owner's catalogue gives a profile would be two things.
+    if e.app.catalog.profile(&name).is_ok() || name == super::control::DEFAULT_TEMPLATE {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("snapshot name {name:?} is the name of a template (a profile of the daemon's owner); give the snapshot another name"),
+        );
+    }
+    let made = native::create(
+        State(e.app.clone()),
+        Extension(caller),
+        Path(id),
+        Body(NewSnapshot { name }),
+    )
+    .await;
+    match made {
+        Ok((_, Json(s))) => (StatusCode::CREATED, Json(shown(s.name))).into_response(),
+        Err(err) => from_api(err),
+    }
+}
+
+/// `GET /snapshots` (`sandboxID`, `name`, `limit`, `nextToken`).
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    #[serde(default, rename = "sandboxID")]
+    sandbox_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default, rename = "nextToken")]
+    #[allow(dead_code)]
+    next_token: Option<String>,
+}
+
+/// The caller's snapshots, one page (warden keeps few: no next token).
+pub async fn list(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    if let Err(d) = permit(&e.app, &caller, "GET", "/v1/snapshots", None) {
+        return d.response();
+    }
+    let Ok(Query(q)) = query else {
+        return error(StatusCode::BAD_REQUEST, "the query does not fit");
+    };
+    let all = match native::list(State(e.app.clone()), Extension(caller)).await {
+        Ok(Json(l)) => l.snapshots,
+        Err(err) => return from_api(err),
+    };
+    let mut out: Vec<SnapshotInfo> = all
+        .into_iter()
+        .filter(|s| q.sandbox_id.as_ref().is_none_or(|id| &s.source == id))
+        .filter(|s| q.name.as_ref().is_none_or(|n| tagless(n) == s.name))
+        .map(|s| shown(s.name))
+        .collect();
+    if let Some(n) = q.limit {
+        out.truncate(n);
+    }
+    Json(out).into_response()
+}
+
+/// A snapshot name as E2B may qualify it (`name:tag`): the name.
+fn tagless(id: &str) -> &str {
+    id.split_once(':').map_or(id, |(n, _)| n)
+}
+
+/// `DELETE /templates/{id}`: the caller's snapshot of that name (E2B's
+/// `delete_snapshot`); 404 (the SDK's `False`) when it has none. A
+/// template is a profile of the daemon's owner, never deleted from here.
+pub async fn delete(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(d) = permit(&e.app, &caller, "DELETE", "/v1/snapshots/{name}", None) {
+        return d.response();
+    }
+    let name = tagless(&id).to_string();
+    match native::delete(State(e.app.clone()), Extension(caller), Path(name)).await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) if err.status == StatusCode::BAD_REQUEST => error(
+            StatusCode::NOT_FOUND,
+            format!("no snapshot {id:?} of this caller's (templates are the daemon owner's profiles and are not deleted through E2B)"),
+        ),
+        Err(err) => from_api(err),
+    }
+}
+
+/// Whether `template` names one of `caller`'s snapshots.
+pub async fn is_snapshot(e: &E2b, caller: &Caller, template: &str) -> bool {
+    match native::list(State(e.app.clone()), Extension(caller.clone())).await {
+        Ok(Json(l)) => l.snapshots.iter().any(|s| s.name == tagless(template)),
+        Err(_) => false,
+    }
+}
+
+/// A new sandbox from the caller's snapshot `template`, started, with the
+/// E2B labels and timeout of its create.
+pub async fn create_from(
+    e: &E2b,
+    caller: &Caller,
+    template: &str,
+    labels: std::collections::BTreeMap<String, String>,
+    timeout: u64,
+) -> Result<SandboxInfo, Response> {
+    if let Err(d) = permit(
+        &e.app,
+        caller,
+        "POST",
+        "/v1/snapshots/{name}/sandboxes",
+        None,
+    ) {
+        return Err(d.response());
+    }
+    let body = FromSnapshot {
+        name: format!("sb-{}", crate::auth::random_id(6)),
+        start: Some(true),
+    };
+    let made = native::sandbox_from(
+        State(e.app.clone()),
+        Extension(caller.clone()),
+        Path(tagless(template).to_string()),
+        Body(body),
+    )
+    .await;
+    let info = match made {
+        Ok((_, Json(i))) => i,
+        Err(err) => return Err(from_api(err)),
+    };
+    adopt(e, &info.id, labels, timeout).await
+}
+
+/// Give a sandbox the snapshot or fork made its E2B labels and timeout;
+/// the sandbox as it is then.
+async fn adopt(
+    e: &E2b,
+    id: &str,
+    labels: std::collections::BTreeMap<String, String>,
+    timeout: u64,
+) -> Result<SandboxInfo, Response> {
+    set_labels(&e.app, id, move |l| {
+        l.extend(labels);
+        l.remove(PAUSED);
+    })
+    .await?;
+    control::set_ttl(e, id, timeout).await?;
+    control::running(e, id).await
+}
+
+/// `POST /sandboxes/{id}/fork` (`timeout`, `count`).
+#[derive(Debug, Deserialize, Default)]
+pub struct ForkBody {
+    #[serde(default)]
+    timeout: Option<u64>,
+    #[serde(default)]
+    count: Option<usize>,
+}
+
+/// One fork as E2B answers it: the sandbox, or why it did not start.
+#[derive(Serialize)]
+struct ForkResult {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sandbox: Option<super::create::Created>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<serde_json::Value>,
+}
+
+/// The native fork (all or nothing): 201 with one entry per fork, each
+/// started with the source's metadata and template, its own access token
+/// and the timeout asked (E2B's 15 s when none is).
+pub async fn fork(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(d) = permit(
+        &e.app,
+        &caller,
+        "POST",
+        "/v1/sandboxes/{id}/fork",
+        Some(&id),
+    ) {
+        return d.response();
+    }
+    let body: ForkBody = match optional_body(&body) {
+        Ok(b) => b,
+        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+    };
+    let count = body.count.unwrap_or(1);
+    if count == 0 || count > MAX_FORK {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("count {count}: warden forks a sandbox into 1 to {MAX_FORK} at once; fork again for more"),
+        );
+    }
+    let source = match control::running(&e, &id).await {
+        Ok(i) if super::lifecycle::Seen::of(&i) == super::lifecycle::Seen::Running => i,
+        Ok(_) => {
+            return error(
+                StatusCode::CONFLICT,
+                format!("sandbox {id} is paused: connect to it (resume it) first, then fork it"),
+            )
+        }
+        Err(r) => return r,
+    };
+    let made = native::fork(
+        State(e.app.clone()),
+        Extension(caller.clone()),
+        Path(id),
+        axum::body::Bytes::from(serde_json::json!({ "count": count }).to_string()),
+    )
+    .await;
+    let forks = match made {
+        Ok((_, Json(f))) => f.sandboxes,
+        Err(err) => return from_api(err),
+    };
+    let timeout = body.timeout.unwrap_or(FORK_TIMEOUT);
+    let mut out = Vec::new();
+    for f in forks {
+        let entry = match adopt(&e, &f.id, source.labels.clone(), timeout).await {
+            Ok(info) => {
+                let key = super::create::access_token(&e, &caller, &info, &headers);
+                ForkResult {
+                    sandbox: Some(super::create::created(&info, key)),
+                    error: None,
+                }
+            }
+            Err(r) => ForkResult {
+                sandbox: None,
+                error: Some(serde_json::json!({
+                    "code": r.status().as_u16(),
+                    "message": format!("fork {} did not start", f.id),
+                })),
+            },
+        };
+        out.push(entry);
+    }
+    (StatusCode::CREATED, Json(out)).into_response()
+}

@@ -1,0 +1,344 @@
+//! E2B's create (`POST /sandboxes`, `/v2/sandboxes`) and the sandbox as
+//! create and connect answer it: the native create with the request in
+//! warden's terms (a template is a profile of that name, or one of the
+//! caller's snapshots; `timeout` the TTL; `metadata` the labels;
+//! `envVars` the profile's `env.set`; `network` its `egress.domains`;
+//! `lifecycle` what the timeout does, kept in the door's own `e2b.`
+//! labels), and each caller's envd access token.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::control::{error, from_api, in_e2b_words, DEFAULT_TEMPLATE};
+use super::lifecycle::{self, ALLOW_OUT, GRACE, ON_TIMEOUT};
+use super::{permit, E2b, ENVD_VERSION};
+use crate::api::{CreateSandbox, SandboxInfo};
+use crate::auth::{self, Caller};
+use crate::routes::sandboxes;
+use crate::routes::Body;
+
+/// `POST /sandboxes` and `/v2/sandboxes` (NewSandbox / NewSandboxV2).
+/// `allowInternetAccess` is taken and opens nothing: what a sandbox
+/// reaches is its template's allowlist and `allowOut`, never more.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSandbox {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    #[serde(default)]
+    timeout: Option<u64>,
+    #[serde(default)]
+    metadata: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    env_vars: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    auto_pause: Option<bool>,
+    #[serde(default)]
+    auto_pause_memory: Option<bool>,
+    #[serde(default)]
+    auto_resume: Option<serde_json::Value>,
+    #[serde(default)]
+    network: Option<super::network::Network>,
+    #[serde(default)]
+    volume_mounts: Option<serde_json::Value>,
+    #[serde(default)]
+    mcp: Option<serde_json::Value>,
+}
+
+/// E2B's timeout when a create names none.
+const DEFAULT_TIMEOUT: u64 = 300;
+
+/// The labels of an E2B sandbox: the client's metadata (never a key of
+/// the door's own, `e2b.`, which say what the door does with the
+/// sandbox), its template, what its timeout does and the names it gave.
+fn labels_of(body: &NewSandbox, domains: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let mut labels = body.metadata.clone().unwrap_or_default();
+    if let Some(k) = labels.keys().find(|k| k.starts_with("e2b.")) {
+        return Err(format!(
+            "metadata key {k:?}: keys beginning `e2b.` are warden's own record of the sandbox; choose another key"
+        ));
+    }
+    labels.insert("e2b.template".into(), body.template_id.clone());
+    if body
+        .auto_resume
+        .as_ref()
+        .is_some_and(|v| v.get("enabled") == Some(&serde_json::Value::Bool(true)))
+    {
+        return Err("lifecycle auto_resume is not supported: a paused sandbox is resumed by connect() (Sandbox.connect(sandbox_id)), not by traffic".into());
+    }
+    if body.auto_pause == Some(true) {
+        let mode = if body.auto_pause_memory == Some(false) {
+            "pause-filesystem"
+        } else {
+            "pause"
+        };
+        labels.insert(ON_TIMEOUT.into(), mode.into());
+    }
+    if !domains.is_empty() {
+        labels.insert(ALLOW_OUT.into(), super::network::label_of(domains));
+    }
+    Ok(labels)
+}
+
+/// The TTL that gives a sandbox labelled `labels` the timeout `seconds`:
+/// one that pauses with its memory when its timeout ends holds [`GRACE`]
+/// more, in which the door pauses it.
+pub(super) fn ttl_for(labels: &BTreeMap<String, String>, seconds: u64) -> u64 {
+    if lifecycle::pauses_on_timeout(labels) {
+        seconds.saturating_add(GRACE.as_secs())
+    } else {
+        seconds
+    }
+}
+
+/// When the sandbox's E2B timeout ends (ms since the epoch), while it
+/// runs.
+pub(super) fn end_ms(info: &SandboxInfo) -> Option<u64> {
+    let grace = if lifecycle::pauses_on_timeout(&info.labels) {
+        GRACE.as_millis() as u64
+    } else {
+        0
+    };
+    info.ttl_deadline_ms.map(|d| d.saturating_sub(grace))
+}
+
+/// The native create request for an E2B one.
+fn create_request(app: &crate::app::App, body: &NewSandbox) -> Result<CreateSandbox, String> {
+    if body.volume_mounts.as_ref().is_some_and(|v| !v.is_null()) {
+        return Err("volumeMounts are not supported: give the sandbox a workspace through a warden profile (the template)".into());
+    }
+    if body.mcp.as_ref().is_some_and(|v| !v.is_null()) {
+        return Err("mcp is not supported through the E2B API".into());
+    }
+    let profile = match body.template_id.as_str() {
+        "" => None,
+        DEFAULT_TEMPLATE if app.catalog.profile(DEFAULT_TEMPLATE).is_err() => None,
+        // An E2B client names a profile as every caller who is not the
+        // owner does: a plain name of the owner's catalogue, never a path.
+        t if !warden_policy::trust::is_catalog_name(t) => {
+            return Err(format!(
+                "template {t:?}: a template is the plain name of a warden profile of the daemon owner's catalogue (see `warden profile list` on the daemon's host), never a path"
+            ))
+        }
+        t => Some(t.to_string()),
+    };
+    let mut spec = serde_json::Map::new();
+    if let Some(envs) = body.env_vars.as_ref().filter(|e| !e.is_empty()) {
+        spec.insert("env".into(), serde_json::json!({ "set": envs }));
+    }
+    let mut domains = Vec::new();
+    if let Some(net) = &body.network {
+        domains = super::network::domains_of(net)?;
+    }
+    if !domains.is_empty() {
+        spec.insert("egress".into(), serde_json::json!({ "domains": domains }));
+    }
+    let labels = labels_of(body, &domains)?;
+    let ttl = ttl_for(&labels, body.timeout.unwrap_or(DEFAULT_TIMEOUT));
+    Ok(CreateSandbox {
+        name: None,
+        profile,
+        spec: (!spec.is_empty()).then_some(serde_json::Value::Object(spec)),
+        workspace: None,
+        ttl_seconds: Some(ttl),
+        labels,
+        start: Some(true),
+    })
+}
+
+/// A create whose template is one of the caller's snapshots: the
+/// snapshot's files and options, the create's metadata and timeout. What
+/// the snapshot fixed (its environment, its allowlist) is not changed at
+/// create; the network is changed after, with update_network.
+async fn create_from_snapshot(
+    e: &E2b,
+    caller: &Caller,
+    body: &NewSandbox,
+) -> Result<SandboxInfo, Response> {
+    if body.env_vars.as_ref().is_some_and(|v| !v.is_empty()) || body.network.is_some() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("template {:?} is a snapshot: it carries its sandbox's environment variables and network; create without envs and network, then change the network with update_network", body.template_id),
+        ));
+    }
+    if body.volume_mounts.as_ref().is_some_and(|v| !v.is_null())
+        || body.mcp.as_ref().is_some_and(|v| !v.is_null())
+    {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "volumeMounts and mcp are not supported",
+        ));
+    }
+    let labels = labels_of(body, &[]).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
+    let timeout = body.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    super::copies::create_from(e, caller, &body.template_id, labels, timeout).await
+}
+
+/// A sandbox as E2B's create and connect answer it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Created {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    #[serde(rename = "sandboxID")]
+    sandbox_id: String,
+    #[serde(rename = "clientID")]
+    client_id: &'static str,
+    envd_version: &'static str,
+    envd_access_token: String,
+    alias: String,
+    domain: Option<String>,
+}
+
+/// The sandbox's envd access token for this caller, which the SDK sends
+/// on every sandbox call and signs file URLs with. A sandbox the E2B door
+/// made has one of its own for each token that creates or connects to it
+/// (kept by the daemon, standing for that token's power over that sandbox
+/// only: [`super::signing`]); another sandbox answers the caller's own
+/// token back, which works the same except for signed URLs.
+pub(super) fn access_token(
+    e: &E2b,
+    caller: &Caller,
+    info: &SandboxInfo,
+    headers: &HeaderMap,
+) -> String {
+    if let (Caller::Token(t), true) = (caller, info.labels.contains_key("e2b.template")) {
+        // Bound to this sandbox's identity: a key kept for an earlier
+        // sandbox of the name is never handed out again.
+        let sb = e.app.store.get(&info.id).ok();
+        let minted =
+            sb.zip(e.app.db().ok())
+                .and_then(|(sb, db)| match db.e2b_key(&info.id, &t.id) {
+                    Ok(Some(k)) if auth::made_for(&sb, k.uid.as_deref(), k.created_ms) => {
+                        Some(k.key)
+                    }
+                    Ok(_) => {
+                        let key = super::signing::new_key();
+                        (!key.is_empty())
+                            .then(|| db.insert_e2b_key(&info.id, &sb.uid(), &t.id, &key).ok())
+                            .flatten()
+                    }
+                    Err(_) => None,
+                });
+        if let Some(k) = minted {
+            return k;
+        }
+        tracing::warn!(sandbox = %info.id, "e2b: no envd access token could be kept; answering the caller's token");
+    }
+    api_key(headers)
+}
+
+/// The token the caller came with.
+fn api_key(headers: &HeaderMap) -> String {
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+pub(super) fn template_of(info: &SandboxInfo) -> String {
+    info.labels
+        .get("e2b.template")
+        .cloned()
+        .or_else(|| info.profile.clone())
+        .unwrap_or_else(|| DEFAULT_TEMPLATE.to_string())
+}
+
+pub(super) fn created(info: &SandboxInfo, key: String) -> Created {
+    let t = template_of(info);
+    Created {
+        template_id: t.clone(),
+        sandbox_id: info.id.clone(),
+        client_id: "warden",
+        envd_version: ENVD_VERSION,
+        envd_access_token: key,
+        alias: t,
+        domain: Some(super::ports::sandbox_domain()),
+    }
+}
+
+pub async fn create(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(d) = permit(&e.app, &caller, "POST", "/v1/sandboxes", None) {
+        return d.response();
+    }
+    let body: NewSandbox = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(err) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the request body does not fit: {err}"),
+            )
+        }
+    };
+    // A template is a profile of the owner's; failing that, one of the
+    // caller's snapshots (a snapshot is never named as a profile is).
+    let t = body.template_id.as_str();
+    if e.app.catalog.profile(t).is_err()
+        && warden_policy::trust::is_catalog_name(t)
+        && super::copies::is_snapshot(&e, &caller, t).await
+    {
+        return match create_from_snapshot(&e, &caller, &body).await {
+            Ok(info) => {
+                let key = access_token(&e, &caller, &info, &headers);
+                (StatusCode::CREATED, Json(created(&info, key))).into_response()
+            }
+            Err(r) => r,
+        };
+    }
+    let req = match create_request(&e.app, &body) {
+        Ok(r) => r,
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    match sandboxes::create(State(e.app.clone()), Extension(caller.clone()), Body(req)).await {
+        Ok((_, Json(info))) => {
+            let key = access_token(&e, &caller, &info, &headers);
+            (StatusCode::CREATED, Json(created(&info, key))).into_response()
+        }
+        Err(err) => from_api(in_e2b_words(err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(json: serde_json::Value) -> NewSandbox {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn metadata_may_not_set_the_doors_own_record() {
+        let b = body(
+            serde_json::json!({"templateID": "base", "metadata": {"e2b.paused": "filesystem"}}),
+        );
+        assert!(labels_of(&b, &[]).unwrap_err().contains("e2b."));
+    }
+
+    #[test]
+    fn a_timeout_that_pauses_with_memory_holds_the_grace_and_shows_the_timeout() {
+        let b = body(serde_json::json!({"templateID": "base", "autoPause": true}));
+        let labels = labels_of(&b, &[]).unwrap();
+        assert_eq!(ttl_for(&labels, 60), 60 + GRACE.as_secs());
+        let b = body(
+            serde_json::json!({"templateID": "base", "autoPause": true, "autoPauseMemory": false}),
+        );
+        let labels = labels_of(&b, &[]).unwrap();
+        assert_eq!(ttl_for(&labels, 60), 60);
+        assert_eq!(
+            labels.get(ON_TIMEOUT).map(String::as_str),
+            Some("pause-filesystem")
+        );
+    }
+}
