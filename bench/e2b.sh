@@ -5,8 +5,12 @@
 # `commands.run("true")` round trip, p50 and p99; the native API bare and
 # through warden's own Python client (clients/python). All run the command
 # the SDK runs (`/bin/bash -l -c CMD`), so the difference is the door.
+# Then a sandbox's state through the door (bench/e2b_state.py): pause()
+# and connect() (with memory, and to its files) beside the native pause
+# and resume, and fork(count=4).
 #
-#   bench/e2b.sh [RUNS]            (default 200 round trips, 30 creates)
+#   bench/e2b.sh [RUNS]            (default 200 round trips, 30 creates,
+#                                   RUNS/10 pause rounds, at least 4)
 #   WARDEN=target/debug/warden bench/e2b.sh     (a binary already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,3 +39,5 @@ E2B_URL="$(sed -n 's/.*E2B-compatible API on \(http:\/\/[^ ]*\).*/\1/p' "$OUT/se
 NATIVE_URL="$(sed -n 's/.* and \(http:\/\/[^ ]*\) (tokens required).*/\1/p' "$OUT/serve.log")"
 
 "$VENV/bin/python" bench/e2b_client.py "$WARDEN_STATE_DIR/daemon.sock" "$E2B_URL" "$NATIVE_URL" "$RUNS"
+echo
+"$VENV/bin/python" bench/e2b_state.py "$WARDEN_STATE_DIR/daemon.sock" "$E2B_URL" "$(( RUNS / 10 > 4 ? RUNS / 10 : 4 ))"
