@@ -160,6 +160,24 @@ pub fn probe() -> Report {
             lost: Some("file access is restricted by the mount table alone".into()),
         },
     });
+    // The exec allowlist is Landlock's execute right (in every ABI) and a
+    // seccomp rule that keeps memfds from being executed.
+    checks.push(match landlock_abi {
+        Some(abi) if abi >= 1 => Check {
+            name: "exec allowlist",
+            ok: true,
+            detail: format!("available (Landlock's execute right, ABI {abi})"),
+            lost: None,
+        },
+        _ => Check {
+            name: "exec allowlist",
+            ok: false,
+            detail: "not available: the kernel has no Landlock".into(),
+            lost: Some(
+                "`process.allow_exec` is refused (or, with `allow_degraded`, not enforced)".into(),
+            ),
+        },
+    });
     let seccomp = read_trim("/proc/sys/kernel/seccomp/actions_avail");
     checks.push(Check {
         name: "seccomp",

@@ -51,6 +51,9 @@ pub struct ChildPlan {
     pub landlock_read: Vec<PathBuf>,
     /// Landlock: write beneath these.
     pub writable: Vec<PathBuf>,
+    /// The exec allowlist's entries (`process.allow_exec`), found inside
+    /// once the root is built; empty: any program.
+    pub allow_exec: Vec<String>,
     /// No namespaces: the child runs in the host's tree and process table.
     pub degraded: bool,
     pub cwd: PathBuf,
@@ -130,11 +133,14 @@ fn child_setup_and_run(
         _ => return Err("the supervisor stopped before the sandbox was ready".into()),
     }
     crate::phase("init-go");
+    let exec_allowed;
     if plan.degraded {
         // No user namespace: the capabilities are the host's. Lock them
         // down while we still may, then take the sandbox's host IDs.
         privileges::lock_bounding_set(true).map_err(|e| chain(&e))?;
         privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
+        // The host's tree: nothing to seal, Landlock alone decides.
+        exec_allowed = find_allowed(&plan)?;
         // SAFETY: prctl with integer arguments only. Orphans of the command
         // are adopted by this process (and killed with it) instead of the
         // host's init.
@@ -188,6 +194,11 @@ fn child_setup_and_run(
         crate::phase("init-root");
         mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
         crate::phase("init-root-built");
+        // The allowlist is found in the root it governs, and the places
+        // code could be mapped from are sealed while the mount privilege
+        // lasts.
+        exec_allowed = find_allowed(&plan)?;
+        seal_for(exec_allowed.as_ref(), &plan)?;
         // The layer is the supervisor's to save; the init keeps no handle
         // on it.
         if let (Some(channel), Some(layer)) = (plan.layer_channel.take(), plan.root.layer.take()) {
@@ -246,8 +257,7 @@ fn child_setup_and_run(
     }
     privileges::apply_rlimits(&rlimits).map_err(|e| chain(&e))?;
     if !plan.weakened.landlock {
-        landlock::restrict(&plan.landlock_read, &plan.writable, !plan.degraded)
-            .map_err(|e| chain(&e))?;
+        apply_landlock(&plan, exec_allowed.as_ref())?;
     }
     if plan.degraded {
         privileges::finish_drop(false).map_err(|e| chain(&e))?;
@@ -257,6 +267,9 @@ fn child_setup_and_run(
     if !plan.weakened.seccomp {
         crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
             .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
+    }
+    if exec_allowed.is_some() && !plan.weakened.seccomp {
+        crate::seccomp::install_exec_allowlist().map_err(|e| chain(&e))?;
     }
     crate::phase("init-locked");
     if plan.degraded {
@@ -290,10 +303,67 @@ fn child_setup_and_run(
         return Ok(0);
     }
     let program = resolve_program(&plan.argv, &plan.path_var);
+    if is_loader_only(exec_allowed.as_ref(), program.as_ref()) {
+        write_report(report, &Report::ExecFailed(libc::EACCES));
+        return Ok(126);
+    }
     let exec = ExecPlan::new(&plan, program, report, original_mask)?;
     let child = exec.spawn()?;
     drop(plan.pty_slave.take());
     Ok(supervise_command(child, sfd, report, sockets))
+}
+
+/// Seal the places code could be mapped from, while the mount privilege
+/// lasts (see [`crate::exec_rules::seal`]).
+fn seal_for(allowed: Option<&crate::exec_rules::Allowed>, plan: &ChildPlan) -> Result<(), String> {
+    match allowed {
+        Some(a) => crate::exec_rules::seal(a, &plan.writable).map_err(|e| chain(&e)),
+        None => Ok(()),
+    }
+}
+
+/// Is the command a loader the allowlist grants only as the interpreter of
+/// allowed programs? As the command, it would run any program it is given.
+fn is_loader_only(allowed: Option<&crate::exec_rules::Allowed>, program: Option<&CString>) -> bool {
+    match (allowed, program) {
+        (Some(a), Some(p)) => a.is_loader_only(std::path::Path::new(std::ffi::OsStr::from_bytes(
+            p.to_bytes(),
+        ))),
+        _ => false,
+    }
+}
+
+/// Landlock's rules, with the exec allowlist's when there is one.
+fn apply_landlock(
+    plan: &ChildPlan,
+    exec_allowed: Option<&crate::exec_rules::Allowed>,
+) -> Result<(), String> {
+    let executable: Option<Vec<PathBuf>> = exec_allowed.map(|a| a.files().cloned().collect());
+    let enforced = landlock::restrict_exec(
+        &plan.landlock_read,
+        &plan.writable,
+        !plan.degraded,
+        executable.as_deref(),
+    )
+    .map_err(|e| chain(&e))?;
+    if executable.is_some() && enforced == landlock::Enforcement::None {
+        // The supervisor refuses such a run before the clone; should the
+        // kernel still say no here, nothing starts unconfined.
+        return Err(
+            "the kernel enforces no Landlock rules: the exec allowlist cannot be applied".into(),
+        );
+    }
+    Ok(())
+}
+
+/// The files the exec allowlist names, or `None` without one.
+fn find_allowed(plan: &ChildPlan) -> Result<Option<crate::exec_rules::Allowed>, String> {
+    if plan.allow_exec.is_empty() || plan.weakened.landlock {
+        return Ok(None);
+    }
+    crate::exec_rules::find(&plan.allow_exec, &plan.path_var)
+        .map(Some)
+        .map_err(|e| chain(&e))
 }
 
 /// The workspace as the sandbox sees it, for the file operations of

@@ -4,6 +4,10 @@
 //! the workspace, `/tmp`, `/dev/shm`, declared read-write paths and the
 //! harmless devices. Where the kernel's ABI allows, the sandbox is also
 //! scoped: no signals to, and no abstract UNIX sockets of, anything outside.
+//!
+//! With an exec allowlist (`process.allow_exec`, see [`crate::exec_rules`])
+//! the execute right is taken from every rule and granted back to the
+//! allowed files alone: the whole tree stays readable, and only they run.
 
 use landlock::{
     Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -50,11 +54,29 @@ pub fn restrict(
     writable: &[PathBuf],
     private_terminals: bool,
 ) -> Result<Enforcement, LandlockError> {
-    let read = AccessFs::from_read(ABI_TARGET);
-    let all = AccessFs::from_all(ABI_TARGET);
+    restrict_exec(readable, writable, private_terminals, None)
+}
+
+/// [`restrict`], and with `executable` (an exec allowlist) only those files
+/// may be executed; `None` leaves execution to the read rules.
+pub fn restrict_exec(
+    readable: &[PathBuf],
+    writable: &[PathBuf],
+    private_terminals: bool,
+    executable: Option<&[PathBuf]>,
+) -> Result<Enforcement, LandlockError> {
+    let handled = AccessFs::from_all(ABI_TARGET);
+    let mut read = AccessFs::from_read(ABI_TARGET);
+    let mut all = handled;
+    if executable.is_some() {
+        // Still handled (so refused where no rule grants it), granted by
+        // no directory's rule.
+        read &= !AccessFs::Execute;
+        all &= !AccessFs::Execute;
+    }
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(all)
+        .handle_access(handled)
         .map_err(LandlockError::Ruleset)?
         .scope(Scope::from_all(ABI_TARGET))
         .map_err(LandlockError::Ruleset)?
@@ -79,6 +101,11 @@ pub fn restrict(
     }
     for p in writable {
         add(p, all)?;
+    }
+    // A rule on a file grants the rights of a file only: executing it and
+    // reading it (the kernel reads a program it executes).
+    for p in executable.unwrap_or_default() {
+        add(p, AccessFs::Execute | AccessFs::ReadFile)?;
     }
     // Devices are written through, never created: write and ioctl rights on
     // the few that exist, so that terminals and /dev/null work.

@@ -19,6 +19,7 @@ mod caps;
 pub mod cgroup;
 pub mod connect;
 mod error;
+pub mod exec_rules;
 pub mod fdpass;
 pub mod files;
 pub mod fsd;

@@ -10,7 +10,8 @@
 //! handle, rather than killing the process.
 //!
 //! This module never assembles BPF by hand (libseccomp does, including the architecture checks),
-//! and never varies the filter per sandbox: every sandbox gets the same table.
+//! and never varies the filter per sandbox: every sandbox gets the same table (a degraded sandbox,
+//! and one with an exec allowlist, get a second, fixed table on top).
 
 use libseccomp::error::SeccompError as ScmpError;
 use libseccomp::{
@@ -562,6 +563,50 @@ pub fn build_degraded_filter() -> Result<ScmpFilterContext, SeccompError> {
 /// Build and load the degraded-mode filter into the calling process.
 pub fn install_degraded() -> Result<(), SeccompError> {
     build_degraded_filter()?
+        .load()
+        .map_err(|source| SeccompError::Load { source })
+}
+
+/// `include/uapi/linux/memfd.h`: a memfd that can never be made executable.
+const MFD_NOEXEC_SEAL: u64 = 0x0008;
+
+/// `memfd_create` without `MFD_NOEXEC_SEAL`: a memfd that could be executed.
+const MEMFD_EXECUTABLE: When = When::All(&[Cond::MaskedEq {
+    arg: 1,
+    mask: MFD_NOEXEC_SEAL,
+    value: 0,
+}]);
+
+/// Rules added when the sandbox has an exec allowlist (`process.allow_exec`). Landlock's execute
+/// right governs files beneath the sandbox's root; a memfd lives on no path of it, and the kernel
+/// executes one (`fexecve`, `/proc/self/fd/N`) without asking Landlock. Every memfd must be
+/// sealed against execution instead: what the kernel itself enforces with `vm.memfd_noexec = 2`,
+/// and refused with the same `EACCES`, which programs that make memfds already meet there.
+#[rustfmt::skip]
+pub const EXEC_ALLOWLIST_RULES: &[Rule] = &[
+    Rule {
+        syscall: "memfd_create",
+        when: MEMFD_EXECUTABLE,
+        errno: libc::EACCES,
+        reason: "write a program into memory and execute it, around the exec allowlist",
+        only_on: None,
+    },
+];
+
+/// Build the exec allowlist's filter ([`EXEC_ALLOWLIST_RULES`]) for the running architecture.
+/// It is loaded on top of the main filter.
+pub fn build_exec_allowlist_filter() -> Result<ScmpFilterContext, SeccompError> {
+    let arch = native_arch()?;
+    let mut filter = new_context()?;
+    for rule in EXEC_ALLOWLIST_RULES {
+        add_rule(&mut filter, arch, rule)?;
+    }
+    Ok(filter)
+}
+
+/// Build and load the exec allowlist's filter into the calling process.
+pub fn install_exec_allowlist() -> Result<(), SeccompError> {
+    build_exec_allowlist_filter()?
         .load()
         .map_err(|source| SeccompError::Load { source })
 }

@@ -121,6 +121,7 @@ fn catalogue() -> Vec<Attack> {
         attacks::secret_proxy::attacks(),
         attacks::secret_routes::attacks(),
         attacks::cross::attacks(),
+        attacks::exec::attacks(),
     ]
     .concat()
 }

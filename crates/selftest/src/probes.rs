@@ -36,7 +36,7 @@ pub(crate) struct Probe {
 }
 
 /// Every category's probes.
-fn tables() -> [&'static [Probe]; 10] {
+fn tables() -> [&'static [Probe]; 11] {
     [
         attacks::fs::PROBES,
         attacks::process::PROBES,
@@ -48,6 +48,7 @@ fn tables() -> [&'static [Probe]; 10] {
         attacks::secret_proxy::PROBES,
         attacks::secret_routes::PROBES,
         attacks::cross::PROBES,
+        attacks::exec::PROBES,
     ]
 }
 

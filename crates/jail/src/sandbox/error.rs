@@ -102,6 +102,8 @@ pub enum JailError {
     },
     #[error("`filesystem.rootfs` needs the sandbox's own mount namespace, which this host does not allow; leave `filesystem.rootfs` out to run degraded")]
     RootfsNeedsNamespaces,
+    #[error("the exec allowlist (`process.allow_exec`) is enforced by Landlock, which this kernel does not offer ({0}); run without it, or give `allow_degraded` to run with every program executable")]
+    ExecAllowlistNeedsLandlock(nix::errno::Errno),
     #[error("a long-lived sandbox (create, start, run -d) needs its own namespaces, which this host does not allow; only a run of one command may go without them (with `allow_degraded`)")]
     ServiceNeedsNamespaces,
     #[error("cannot create the sandbox's private directory {path}")]

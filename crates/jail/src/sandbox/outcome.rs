@@ -72,6 +72,11 @@ pub(super) fn outcome_from(
         let cmd = spec.command.first().cloned().unwrap_or_default();
         let (status, what) = if errno == libc::ENOENT {
             (127, "command not found in the sandbox".to_string())
+        } else if errno == libc::EACCES && !spec.allow_exec.is_empty() {
+            (
+                126,
+                "refused by the exec allowlist (`process.allow_exec`): not a program the sandbox may execute".to_string(),
+            )
         } else {
             (
                 126,

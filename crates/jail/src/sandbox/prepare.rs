@@ -176,6 +176,7 @@ pub(super) fn prepare(
         layer: kept_save.is_some(),
     })?;
     let weakened = weakened(id, events);
+    let allow_exec = exec_allowlist(spec, id, events)?;
 
     // The init closes the supervisor's ends of everything they share.
     let close_in_child: Vec<RawFd> = ends
@@ -220,6 +221,7 @@ pub(super) fn prepare(
         },
         landlock_read: env.landlock_read,
         writable: env.writable,
+        allow_exec,
         cwd: env.cwd,
         degraded: degraded_mode,
         argv,
@@ -606,6 +608,34 @@ fn network(
         published.push((listener, m.sandbox_port));
     }
     Ok((egress, published))
+}
+
+/// The exec allowlist's entries for the init. Without Landlock nothing
+/// enforces them: refused, or with `allow_degraded` dropped and said.
+fn exec_allowlist(
+    spec: &SandboxSpec,
+    id: &str,
+    events: &mut dyn EventSink,
+) -> Result<Vec<String>, JailError> {
+    if spec.allow_exec.is_empty() {
+        return Ok(Vec::new());
+    }
+    match crate::sys::landlock_abi() {
+        Ok(abi) if abi >= 1 => Ok(spec.allow_exec.clone()),
+        Ok(_) => Err(JailError::ExecAllowlistNeedsLandlock(
+            nix::errno::Errno::ENOSYS,
+        )),
+        Err(e) if !spec.allow_degraded => Err(JailError::ExecAllowlistNeedsLandlock(e)),
+        Err(_) => {
+            degraded(
+                events,
+                id,
+                "exec allowlist",
+                "the kernel has no Landlock: every program in the sandbox may be executed",
+            );
+            Ok(Vec::new())
+        }
+    }
 }
 
 /// Layers a test switched off (debug builds only), said as `degraded`.

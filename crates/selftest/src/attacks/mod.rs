@@ -4,6 +4,7 @@
 //! inside the sandbox (`PROBES`, dispatched by `crate::probes::run`).
 
 pub(crate) mod cross;
+pub(crate) mod exec;
 pub(crate) mod fs;
 pub(crate) mod kernel;
 pub(crate) mod net;

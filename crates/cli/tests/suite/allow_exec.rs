@@ -1,0 +1,288 @@
+//! The exec allowlist (`--allow-exec`, `process.allow_exec`) through the
+//! real binary, as root and as an unprivileged user: with `git` and
+//! `python3` allowed, those run and nothing else does, whichever way it is
+//! started: by name, through `sh -c`, as a copy, as a script whose
+//! interpreter is not allowed, through the dynamic loader, or from a memfd.
+//! A refusal of the command warden starts is 126 with a message naming the
+//! rule and an `exited` event; a refusal inside is the kernel's EACCES to
+//! the program that asked (see docs/allow-exec.md for what is recorded).
+
+use crate::common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Where warden runs from, and as whom.
+struct Runner {
+    name: &'static str,
+    bin: PathBuf,
+    who: Option<Unprivileged>,
+}
+
+impl Runner {
+    /// Root's (when the tests run as root) and an unprivileged user's.
+    fn all() -> Vec<Runner> {
+        let mut out = Vec::new();
+        if is_root() {
+            out.push(Runner {
+                name: "root",
+                bin: warden_bin(),
+                who: None,
+            });
+        }
+        match Unprivileged::get() {
+            Some(who) => out.push(Runner {
+                name: "rootless",
+                bin: who.bin.clone(),
+                who: Some(who),
+            }),
+            None => skip("no unprivileged user to run warden as: the rootless half is not run"),
+        }
+        out
+    }
+
+    fn command(&self) -> Command {
+        match &self.who {
+            Some(who) => who.command(self.bin.to_str().unwrap_or_default()),
+            None => {
+                let mut c = Command::new(&self.bin);
+                c.stdin(std::process::Stdio::null());
+                c
+            }
+        }
+    }
+
+    fn own(&self, p: &Path) {
+        if let Some(who) = &self.who {
+            who.own(p);
+        }
+    }
+
+    /// `warden run --allow-exec ... ARGS -- CMD...`
+    fn run(&self, allow: &[&str], args: &[&str], cmd: &[&str]) -> Output {
+        let mut c = self.command();
+        c.args(["run", "--no-tty"]);
+        for a in allow {
+            c.args(["--allow-exec", a]);
+        }
+        c.args(args).arg("--").args(cmd);
+        c.output().expect("warden could not be started")
+    }
+}
+
+const GIT_AND_PYTHON: &[&str] = &["git", "python3"];
+
+/// Whether this host has what the tests name: Landlock, git, python3,
+/// curl. Skipped with the reason otherwise.
+fn host_ready() -> bool {
+    for p in ["/usr/bin/python3", "/usr/bin/curl", "/usr/bin/env"] {
+        if !Path::new(p).exists() {
+            skip(&format!("{p} is not on this host"));
+            return false;
+        }
+    }
+    if !["/usr/bin/git", "/usr/local/bin/git"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
+        skip("git is not on this host");
+        return false;
+    }
+    let doctor = Command::new(warden_bin())
+        .args(["doctor", "--json"])
+        .output();
+    let abi = doctor
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .and_then(|v| v["host"]["landlock_abi"].as_i64());
+    if abi.unwrap_or(0) < 1 {
+        skip("this kernel has no Landlock: the exec allowlist is refused here (see its own test)");
+        return false;
+    }
+    true
+}
+
+/// A workspace holding a copy of curl, a shell script and two Python
+/// scripts, readable by the runner.
+fn workspace(r: &Runner) -> TempDir {
+    let dir = TempDir::new("allow-exec-ws");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let put = |name: &str, body: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        r.own(&p);
+    };
+    put("curl-copy", &std::fs::read("/usr/bin/curl").unwrap());
+    put("hello.sh", b"#!/bin/sh\necho shell script ran\n");
+    put(
+        "tool.py",
+        b"#!/usr/bin/env python3\nprint('python script ran')\n",
+    );
+    put(
+        "attacks.py",
+        include_str!("allow_exec_attacks.py").as_bytes(),
+    );
+    r.own(dir.path());
+    dir
+}
+
+fn refused(o: &Output, what: &str, who: &str) {
+    assert_eq!(
+        code(o),
+        126,
+        "{who}: {what} should be refused with 126: {o:?}"
+    );
+    assert!(
+        stderr(o).contains("exec allowlist"),
+        "{who}: the refusal of {what} names the rule: {}",
+        stderr(o)
+    );
+}
+
+#[test]
+fn an_allowlist_of_git_and_python3_runs_them_and_refuses_what_warden_is_asked_to_start() {
+    if !host_ready() {
+        return;
+    }
+    for r in Runner::all() {
+        let ws = workspace(&r);
+        let w = ["--workspace", ws.str()];
+        let git = r.run(GIT_AND_PYTHON, &w, &["git", "--version"]);
+        assert_eq!(code(&git), 0, "{}: git runs: {git:?}", r.name);
+        assert!(stdout(&git).contains("git version"), "{}", r.name);
+        let py = r.run(GIT_AND_PYTHON, &w, &["python3", "-c", "print(6 * 7)"]);
+        assert_eq!(stdout(&py).trim(), "42", "{}: python3 runs: {py:?}", r.name);
+
+        let curl = r.run(GIT_AND_PYTHON, &w, &["curl", "--version"]);
+        refused(&curl, "curl", r.name);
+        assert!(!stdout(&curl).contains("libcurl"), "{}", r.name);
+        let sh = r.run(GIT_AND_PYTHON, &w, &["sh", "-c", "echo shell ran"]);
+        refused(&sh, "sh -c", r.name);
+        assert!(!stdout(&sh).contains("shell ran"), "{}", r.name);
+        let copy = r.run(GIT_AND_PYTHON, &w, &["/workspace/curl-copy", "--version"]);
+        refused(&copy, "a copied binary", r.name);
+        let loader = r.run(
+            GIT_AND_PYTHON,
+            &w,
+            &["/lib64/ld-linux-x86-64.so.2", "/usr/bin/curl", "--version"],
+        );
+        refused(&loader, "the dynamic loader", r.name);
+        assert!(!stdout(&loader).contains("libcurl"), "{}", r.name);
+        // The script is allowed; the interpreter its `#!` names is not.
+        let mut allow = GIT_AND_PYTHON.to_vec();
+        allow.push("/workspace/hello.sh");
+        let script = r.run(&allow, &w, &["/workspace/hello.sh"]);
+        refused(&script, "a script without an allowed interpreter", r.name);
+        assert!(!stdout(&script).contains("script ran"), "{}", r.name);
+    }
+}
+
+#[test]
+fn a_script_runs_when_its_env_and_python3_interpreters_are_both_allowed() {
+    if !host_ready() {
+        return;
+    }
+    for r in Runner::all() {
+        let ws = workspace(&r);
+        let w = ["--workspace", ws.str()];
+        let both = ["git", "python3", "/usr/bin/env", "/workspace/tool.py"];
+        let o = r.run(&both, &w, &["/workspace/tool.py"]);
+        assert_eq!(code(&o), 0, "{}: {o:?}", r.name);
+        assert_eq!(stdout(&o).trim(), "python script ran", "{}", r.name);
+        // Without env, the same script is refused.
+        let o = r.run(
+            &["git", "python3", "/workspace/tool.py"],
+            &w,
+            &["/workspace/tool.py"],
+        );
+        refused(&o, "a script whose `env` is not allowed", r.name);
+    }
+}
+
+#[test]
+fn inside_the_sandbox_an_allowed_python3_cannot_execute_anything_else() {
+    if !host_ready() {
+        return;
+    }
+    for r in Runner::all() {
+        let ws = workspace(&r);
+        let w = ["--workspace", ws.str()];
+        let o = r.run(GIT_AND_PYTHON, &w, &["python3", "/workspace/attacks.py"]);
+        let out = stdout(&o);
+        assert_eq!(code(&o), 0, "{}: the attack script finished: {o:?}", r.name);
+        for line in [
+            "curl: refused 13",
+            "sh -c: refused 13",
+            "copy in /tmp: refused 13",
+            "copy in the workspace: refused 13",
+            "loader with curl: not run",
+            "loader with a copy: not run",
+            "executable memfd: refused 13",
+            "sealed memfd: refused 13",
+            "script with sh: refused 13",
+            "git: ran",
+        ] {
+            assert!(
+                out.lines().any(|l| l == line),
+                "{}: expected {line:?} in:\n{out}\n{}",
+                r.name,
+                stderr(&o)
+            );
+        }
+        assert!(!out.contains("RAN-ANYWAY"), "{}: {out}", r.name);
+    }
+}
+
+#[test]
+fn a_refused_command_is_an_event_with_its_status() {
+    if !host_ready() {
+        return;
+    }
+    let Some(r) = Runner::all().into_iter().next() else {
+        return;
+    };
+    let dir = TempDir::new("allow-exec-events");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let ev = dir.path().join("events.jsonl");
+    let o = r.run(
+        GIT_AND_PYTHON,
+        &["--json-events", ev.to_str().unwrap()],
+        &["curl", "--version"],
+    );
+    refused(&o, "curl", r.name);
+    let exited: Vec<_> = events(&ev)
+        .into_iter()
+        .filter(|e| e["event"] == "exited")
+        .collect();
+    assert_eq!(exited.len(), 1, "{exited:?}");
+    assert_eq!(exited[0]["status"], 126);
+    assert_eq!(exited[0]["reason"], "exec_failed");
+}
+
+#[test]
+fn an_allowlist_entry_that_names_nothing_or_is_malformed_starts_nothing() {
+    let o = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--allow-exec", "bin/git", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 125, "{o:?}");
+    assert!(stderr(&o).contains("--allow-exec"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("relative path"), "{}", stderr(&o));
+    if !host_ready() {
+        return;
+    }
+    let o = Command::new(warden_bin())
+        .args([
+            "run",
+            "--no-tty",
+            "--allow-exec",
+            "no-such-program-here",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_ne!(code(&o), 0, "{o:?}");
+    assert!(stderr(&o).contains("names no program"), "{}", stderr(&o));
+}

@@ -1,0 +1,359 @@
+//! The sandbox's exec allowlist (`process.allow_exec`): which files the
+//! entries name inside the sandbox, which ELF interpreters those programs
+//! need, and the mount layout that keeps the loader from running anything
+//! else. Landlock's execute right (granted in [`crate::landlock`] to the
+//! files found here) is what enforces the list; seccomp closes executable
+//! memfds ([`crate::seccomp::EXEC_ALLOWLIST_RULES`]).
+//!
+//! Runs in the sandbox's init once its root is built, so every path is the
+//! sandbox's own. Never reads the host's tree for the sandbox.
+//!
+//! What the kernel does, and so what this module decides:
+//! - `execve` of a file opens it for execution, and so does the kernel for
+//!   a dynamic program's ELF interpreter (`PT_INTERP`, the loader) and for
+//!   a script's `#!` interpreter: Landlock checks its execute right on all
+//!   three. The loader of each allowed program is therefore granted too
+//!   (without it no dynamic program starts); a `#!` interpreter only when
+//!   an entry names it.
+//! - The loader, granted, can be run directly (`ld.so PROGRAM`): it then
+//!   maps PROGRAM with `mmap(PROT_EXEC)`, which Landlock does not govern.
+//!   What it may map is cut by the mount layout instead: the directories of
+//!   programs and every writable place are mounted `noexec` (the kernel
+//!   refuses executable mappings from them), with each allowed program
+//!   bound back, executable, over itself.
+
+use nix::mount::{mount, MsFlags};
+use nix::sys::statvfs::{statvfs, FsFlags};
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The directories where a system keeps its programs (not its libraries):
+/// mounted `noexec` under an allowlist, so that the loader run directly
+/// cannot map a program from them. Libraries stay mappable where they are.
+pub const PROGRAM_DIRS: &[&str] = &[
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/games",
+    "/usr/local/games",
+    "/usr/libexec",
+    "/bin",
+    "/sbin",
+];
+
+/// Why the allowlist could not be applied. The sandbox does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecRuleError {
+    #[error("the exec allowlist's entry {entry:?} names no program in the sandbox")]
+    NothingNamed { entry: String },
+    #[error("the exec allowlist's entry {entry:?} is not a valid glob")]
+    Glob {
+        entry: String,
+        #[source]
+        source: glob::PatternError,
+    },
+    #[error("cannot make {path} unmappable as code for the exec allowlist")]
+    Seal {
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+}
+
+/// The files the allowlist lets the kernel execute.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allowed {
+    /// The programs the entries name, each by its real path (links
+    /// followed: the kernel checks the file it opens).
+    pub programs: BTreeSet<PathBuf>,
+    /// The ELF interpreters the programs need that no entry names: granted
+    /// as interpreters, and refused as the command warden starts.
+    pub loaders: BTreeSet<PathBuf>,
+}
+
+impl Allowed {
+    /// Every file to grant the execute right.
+    pub fn files(&self) -> impl Iterator<Item = &PathBuf> {
+        self.programs.iter().chain(self.loaders.iter())
+    }
+
+    /// Is `program` (a path inside the sandbox) a loader that only an
+    /// allowed program may use as its interpreter?
+    pub fn is_loader_only(&self, program: &Path) -> bool {
+        std::fs::canonicalize(program)
+            .map(|real| self.loaders.contains(&real) && !self.programs.contains(&real))
+            .unwrap_or(false)
+    }
+}
+
+/// Find what `entries` name inside the sandbox: an absolute path (a file,
+/// or a directory whose executable files are all named), a glob of them,
+/// or a bare name looked up on `path_var` as a shell would. An entry that
+/// names nothing is an error: a typo must not pass unnoticed.
+pub fn find(entries: &[String], path_var: &str) -> Result<Allowed, ExecRuleError> {
+    let mut allowed = Allowed::default();
+    for entry in entries {
+        let before = allowed.programs.len();
+        for path in candidates(entry, path_var)? {
+            add_path(&mut allowed.programs, &path);
+        }
+        if allowed.programs.len() == before && !names_known(entry, path_var, &allowed) {
+            return Err(ExecRuleError::NothingNamed {
+                entry: entry.clone(),
+            });
+        }
+    }
+    let loaders: BTreeSet<PathBuf> = allowed
+        .programs
+        .iter()
+        .filter_map(|p| elf_interpreter(p))
+        .filter_map(|l| std::fs::canonicalize(l).ok())
+        .filter(|l| !allowed.programs.contains(l))
+        .collect();
+    allowed.loaders = loaders;
+    Ok(allowed)
+}
+
+/// An entry naming only programs another entry already named still names
+/// something.
+fn names_known(entry: &str, path_var: &str, allowed: &Allowed) -> bool {
+    candidates(entry, path_var)
+        .map(|c| {
+            c.iter().any(|p| {
+                std::fs::canonicalize(p).is_ok_and(|r| allowed.programs.contains(&r)) || p.is_dir()
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// The paths an entry stands for, before directories are opened.
+fn candidates(entry: &str, path_var: &str) -> Result<Vec<PathBuf>, ExecRuleError> {
+    if !entry.contains('/') {
+        // A bare name: the first executable file on PATH, as a shell finds it.
+        return Ok(path_var
+            .split(':')
+            .filter(|d| d.starts_with('/'))
+            .map(|d| Path::new(d).join(entry))
+            .find(|p| is_executable_file(p))
+            .into_iter()
+            .collect());
+    }
+    if entry.contains(['*', '?', '[']) {
+        let paths = glob::glob(entry).map_err(|source| ExecRuleError::Glob {
+            entry: entry.to_string(),
+            source,
+        })?;
+        return Ok(paths.filter_map(Result::ok).collect());
+    }
+    Ok(vec![PathBuf::from(entry)])
+}
+
+/// Add a file, or a directory's executable files (not its subdirectories').
+fn add_path(out: &mut BTreeSet<PathBuf>, path: &Path) {
+    if path.is_dir() {
+        let Ok(dir) = std::fs::read_dir(path) else {
+            return;
+        };
+        for e in dir.flatten() {
+            let p = e.path();
+            if is_executable_file(&p) {
+                if let Ok(real) = std::fs::canonicalize(&p) {
+                    out.insert(real);
+                }
+            }
+        }
+    } else if is_executable_file(path) {
+        if let Ok(real) = std::fs::canonicalize(path) {
+            out.insert(real);
+        }
+    }
+}
+
+fn is_executable_file(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The ELF interpreter (`PT_INTERP`) a program names, if it is a 64-bit
+/// little-endian ELF that names one. Only the program headers are read: no
+/// ELF library is needed for one entry of one table.
+pub fn elf_interpreter(path: &Path) -> Option<PathBuf> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut head = vec![0u8; 64 * 1024];
+    let n = read_up_to(&mut file, &mut head)?;
+    interpreter_of(&head[..n])
+}
+
+fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> Option<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(n)
+}
+
+/// `PT_INTERP` from the first bytes of an ELF file (its header and program
+/// headers, which linkers place at the start).
+fn interpreter_of(b: &[u8]) -> Option<PathBuf> {
+    const PT_INTERP: u32 = 3;
+    // Offsets come from the file: every sum is checked, never wrapped.
+    let at = |o: usize, n: usize| b.get(o..o.checked_add(n)?);
+    let u16_at = |o: usize| Some(u16::from_le_bytes(at(o, 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(at(o, 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(at(o, 8)?.try_into().ok()?));
+    // "\x7fELF", 64-bit, little-endian.
+    if b.get(0..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let phentsize = usize::from(u16_at(0x36)?);
+    let phnum = usize::from(u16_at(0x38)?);
+    for i in 0..phnum {
+        let ph = phoff.checked_add(i.checked_mul(phentsize)?)?;
+        if u32_at(ph)? != PT_INTERP {
+            continue;
+        }
+        let off = usize::try_from(u64_at(ph.checked_add(8)?)?).ok()?;
+        let size = usize::try_from(u64_at(ph.checked_add(32)?)?).ok()?;
+        let raw = b.get(off..off.checked_add(size)?)?;
+        let name = raw.split(|c| *c == 0).next()?;
+        if name.first() != Some(&b'/') {
+            return None;
+        }
+        return Some(PathBuf::from(std::str::from_utf8(name).ok()?));
+    }
+    None
+}
+
+/// Make the directories of programs and `writable` unmappable as code
+/// (`noexec`), with each allowed program beneath them bound back over
+/// itself, executable. Needs the init's mount namespace and its privilege
+/// there: called before the privileges drop.
+pub fn seal(allowed: &Allowed, writable: &[PathBuf]) -> Result<(), ExecRuleError> {
+    let mut places: Vec<PathBuf> = Vec::new();
+    for d in PROGRAM_DIRS
+        .iter()
+        .map(PathBuf::from)
+        .chain(writable.iter().cloned())
+    {
+        // A link (`/bin` -> `usr/bin`) is sealed where it leads.
+        let Ok(real) = std::fs::canonicalize(&d) else {
+            continue;
+        };
+        if real.is_dir() && !places.contains(&real) {
+            places.push(real);
+        }
+    }
+    for place in &places {
+        // The allowed programs beneath: bound first, so that the recursive
+        // bind below carries them, executable, over the sealed directory.
+        for program in allowed.programs.iter().filter(|p| p.starts_with(place)) {
+            bind_self(program, false)?;
+        }
+        bind_self(place, true)?;
+    }
+    Ok(())
+}
+
+/// Bind `path` over itself and remount it with `noexec` set or not,
+/// keeping the flags the kernel locks (read-only, nosuid, nodev, atime).
+fn bind_self(path: &Path, noexec: bool) -> Result<(), ExecRuleError> {
+    let err = |source| ExecRuleError::Seal {
+        path: path.to_path_buf(),
+        source,
+    };
+    mount(
+        Some(path),
+        path,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(err)?;
+    let current = statvfs(path).map_err(err)?.flags();
+    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND;
+    for (st, ms) in [
+        (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if current.contains(st) {
+            flags |= ms;
+        }
+    }
+    if noexec {
+        flags |= MsFlags::MS_NOEXEC;
+    }
+    mount(None::<&str>, path, None::<&str>, flags, None::<&str>).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loader_of_a_dynamic_program_is_read_from_its_program_headers() {
+        let ls = Path::new("/bin/ls");
+        if !ls.exists() {
+            eprintln!("skipped: no /bin/ls on this host");
+            return;
+        }
+        let loader = elf_interpreter(ls).expect("ls is a dynamic ELF program");
+        assert!(loader.is_absolute());
+        assert!(loader.to_string_lossy().contains("ld"), "{loader:?}");
+    }
+
+    #[test]
+    fn a_file_that_is_no_elf_names_no_loader() {
+        assert_eq!(interpreter_of(b"#!/bin/sh\necho hi\n"), None);
+        assert_eq!(interpreter_of(b"\x7fELF\x02\x01"), None);
+        let mut truncated = b"\x7fELF\x02\x01".to_vec();
+        truncated.resize(0x40, 0xff);
+        assert_eq!(interpreter_of(&truncated), None);
+    }
+
+    #[test]
+    fn a_bare_name_is_found_on_path_and_a_missing_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("tool");
+        std::fs::write(&tool, b"#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path_var = dir.path().display().to_string();
+        let found = find(&["tool".into()], &path_var).unwrap();
+        assert!(found
+            .programs
+            .contains(&std::fs::canonicalize(&tool).unwrap()));
+        assert!(found.loaders.is_empty(), "a script brings no loader");
+        assert!(matches!(
+            find(&["absent-tool".into()], &path_var),
+            Err(ExecRuleError::NothingNamed { .. })
+        ));
+    }
+
+    #[test]
+    fn a_directory_names_its_executable_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, mode) in [("run", 0o755), ("data", 0o644)] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, b"x").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let found = find(&[dir.path().display().to_string()], "").unwrap();
+        let names: Vec<_> = found
+            .programs
+            .iter()
+            .filter_map(|p| p.file_name())
+            .collect();
+        assert_eq!(names, ["run"]);
+    }
+}
