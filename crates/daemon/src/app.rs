@@ -41,6 +41,10 @@ pub struct Settings {
     /// (canonical).
     pub workspace_roots: Vec<PathBuf>,
     pub pools: Vec<crate::pools::PoolSpec>,
+    /// How many long-lived answers tokens may hold open.
+    pub sessions: crate::leases::Bounds,
+    /// What a token may have when its own record sets no bound.
+    pub quotas: crate::quota::Quotas,
 }
 
 /// What a request was let in with (the owner on the Unix socket: nothing
@@ -90,6 +94,10 @@ pub struct App {
     pub sessions: crate::session::Sessions,
     /// What each sandbox's audit log counts (denials, violations).
     pub tallies: crate::tally::Tallies,
+    /// The long-lived answers tokens hold open (see [`crate::leases`]).
+    pub leases: Arc<crate::leases::Leases>,
+    /// The owner's default quotas for tokens (see [`crate::quota`]).
+    pub quotas: crate::quota::Quotas,
 }
 
 impl App {
@@ -119,6 +127,8 @@ impl App {
             tallies: Default::default(),
             pool_wake: tokio::sync::Notify::new(),
             pool_demand: Default::default(),
+            leases: crate::leases::Leases::new(settings.sessions),
+            quotas: settings.quotas,
         })
     }
 

@@ -23,9 +23,11 @@ pub mod deadline;
 pub mod e2b;
 pub mod error;
 pub mod execs;
+pub mod leases;
 pub mod listen;
 pub mod mcp;
 pub mod pools;
+pub mod quota;
 pub mod reach;
 pub mod revocation;
 pub mod routes;
@@ -86,6 +88,11 @@ pub struct Config {
     /// How long a TCP client may keep the daemon waiting after a request
     /// head (see [`deadline`]).
     pub timeouts: deadline::Timeouts,
+    /// How many long-lived answers tokens may hold open (see [`leases`]).
+    pub sessions: leases::Bounds,
+    /// What a token may have when its own record sets no bound (see
+    /// [`quota`]).
+    pub quotas: quota::Quotas,
 }
 
 impl Config {
@@ -114,7 +121,9 @@ pub struct Listening {
 /// Bind the daemon's sockets; `serve` on the result runs it.
 pub struct Bound {
     app: Arc<App>,
-    unix: tokio::net::UnixListener,
+    /// Registered with the owner's own runtime when served (see
+    /// [`owner_runtime`]).
+    unix: std::os::unix::net::UnixListener,
     tcp: Option<tokio::net::TcpListener>,
     e2b: Option<tokio::net::TcpListener>,
     /// How many connections each TCP listener, and each peer, may hold.
@@ -150,6 +159,8 @@ pub async fn bind(
                 .filter_map(|r| std::fs::canonicalize(r).ok())
                 .collect(),
             pools: cfg.pools.clone(),
+            sessions: cfg.sessions,
+            quotas: cfg.quotas,
         },
     );
     let notes = app
@@ -164,12 +175,14 @@ pub async fn bind(
     // Owner-only from its first moment: made under a umask that leaves
     // nothing to others.
     let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-    let unix = tokio::net::UnixListener::bind(&socket);
+    let unix = std::os::unix::net::UnixListener::bind(&socket);
     nix::sys::stat::umask(old);
-    let unix = unix.map_err(|source| ServeError::Listen {
-        what: socket.display().to_string(),
-        source,
-    })?;
+    let unix = unix
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|source| ServeError::Listen {
+            what: socket.display().to_string(),
+            source,
+        })?;
     let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
     // A socket outside the state directory is not hidden with it: its
     // path is written there, and no sandbox is then shown it.
@@ -240,7 +253,7 @@ impl Bound {
         // Each listener is served by its own loop and bounds: a crowd on
         // TCP takes no place, and no descriptor, from the owner's socket.
         let (bounds, timeouts) = (self.bounds, self.timeouts);
-        let unix = tokio::spawn(listen::serve_unix(self.unix, unix_router, stop_rx.clone()));
+        let unix = owner_runtime(self.unix, unix_router, stop_rx.clone())?;
         let tcp = self.tcp.map(|l| {
             let r = router.layer(axum::Extension(routes::Transport::Tcp));
             tokio::spawn(listen::serve_tcp(l, r, bounds, timeouts, stop_rx.clone()))
@@ -277,6 +290,51 @@ impl Bound {
     }
 }
 
+/// Threads of the owner's runtime that run its requests.
+const OWNER_WORKERS: usize = 2;
+/// Threads of the owner's runtime for blocking work (its handlers'
+/// `blocking` calls: the runtime's lifecycle, the database).
+const OWNER_BLOCKING: usize = 64;
+
+/// Serve the owner's socket from a runtime of its own, on threads of its
+/// own: its own workers and its own pool for blocking work, which no
+/// token's request ever runs on (tokens are served on TCP, by the main
+/// runtime). Whatever a token holds open, the owner's list and create
+/// find threads to run on. Resolves with the socket's serving loop's end.
+fn owner_runtime(
+    listener: std::os::unix::net::UnixListener,
+    router: axum::Router,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>, ServeError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(OWNER_WORKERS)
+        .max_blocking_threads(OWNER_BLOCKING)
+        .thread_name("warden-owner")
+        .enable_all()
+        .build()
+        .map_err(|source| ServeError::Listen {
+            what: "the owner's socket (its runtime)".into(),
+            source,
+        })?;
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("warden-owner-socket".into())
+        .spawn(move || {
+            let result = rt.block_on(async move {
+                let listener = tokio::net::UnixListener::from_std(listener)?;
+                listen::serve_unix(listener, router, stop).await
+            });
+            // Work still running (a terminal's last record) gets a moment.
+            rt.shutdown_timeout(std::time::Duration::from_secs(2));
+            let _ = done_tx.send(result);
+        })
+        .map_err(|source| ServeError::Listen {
+            what: "the owner's socket (its thread)".into(),
+            source,
+        })?;
+    Ok(done_rx)
+}
+
 /// `warden serve --config FILE`: what the flags say, in a file (flags given
 /// as well win).
 #[derive(Debug, Clone, Default, serde::Deserialize, PartialEq)]
@@ -298,6 +356,14 @@ pub struct FileConfig {
     /// Also serve the E2B-compatible API here.
     #[serde(default)]
     pub e2b: Option<SocketAddr>,
+    /// How many terminals, streams, watches and desktop views tokens may
+    /// hold open: `{per_token: N, per_daemon: M}`.
+    #[serde(default)]
+    pub sessions: leases::Bounds,
+    /// What a token may have when its own record sets no bound:
+    /// `{sandboxes: N, memory: SIZE, disk: SIZE}`.
+    #[serde(default)]
+    pub quotas: quota::Quotas,
 }
 
 /// Why the daemon's configuration file was refused.
@@ -333,6 +399,12 @@ impl FileConfig {
                 message: e.to_string(),
             })?;
         let cfg = cfg.unwrap_or_default();
+        let bad = |message: String| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        };
+        cfg.sessions.check().map_err(bad)?;
+        cfg.quotas.check().map_err(bad)?;
         let mut seen = std::collections::HashSet::new();
         for p in &cfg.pools {
             let bad = |message: String| ConfigError::Pool {

@@ -216,6 +216,7 @@ pub async fn devtools(
             e.body_text()
         ))
     })?;
+    let lease = app.leases.take(&credential, crate::leases::Kind::Desktop)?;
     let stream = inside::connect(&app, &id, DEVTOOLS_PORT, "browser's DevTools").await?;
     // The browser's side is opened before the client's upgrade, so that a
     // target that is gone is an HTTP error the client can read.
@@ -235,7 +236,10 @@ pub async fn devtools(
     Ok(upgrade
         .max_message_size(MAX_MESSAGE)
         .max_frame_size(MAX_MESSAGE)
-        .on_upgrade(move |socket| relay(socket, upstream, app, credential))
+        .on_upgrade(move |socket| async move {
+            relay(socket, upstream, app, credential).await;
+            drop(lease);
+        })
         .into_response())
 }
 

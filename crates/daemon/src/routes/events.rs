@@ -51,6 +51,11 @@ pub async fn events(
     let follow = q.follow.unwrap_or(true);
     let a = app.clone();
     let sb = blocking(move || a.sandbox(&id)).await?;
+    let credential = credential.map(|c| c.0).unwrap_or_default();
+    // Held as long as the stream is (see [`crate::leases`]).
+    let lease = app
+        .leases
+        .take(&credential, crate::leases::Kind::EventStream)?;
     // A token holder is shown no host path (see [`super::redact`]).
     let holder = matches!(caller.map(|c| c.0), Some(crate::auth::Caller::Token(_)));
     let hidden = super::redact::Hidden::new()
@@ -108,11 +113,14 @@ pub async fn events(
         }
     });
     // The stream ends when its token is revoked or its session ends.
-    let credential = credential.map(|c| c.0).unwrap_or_default();
     let stream = futures_util::StreamExt::take_until(
         ReceiverStream::new(rx),
         Box::pin(app.revoked(credential)),
     );
+    let stream = futures_util::StreamExt::map(stream, move |e| {
+        let _held = &lease;
+        e
+    });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 

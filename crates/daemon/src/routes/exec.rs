@@ -78,6 +78,7 @@ fn wants_sse(headers: &HeaderMap) -> bool {
 pub async fn exec(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
+    credential: Option<axum::Extension<crate::app::Credential>>,
     headers: HeaderMap,
     Body(req): Body<ExecRequest>,
 ) -> Result<Response, ApiError> {
@@ -95,6 +96,12 @@ pub async fn exec(
                 .with_field(Some("/background")),
         );
     }
+    // A stream holds its place from before its command starts: a token
+    // past its bound starts nothing (see [`crate::leases`]).
+    let lease = match req.stream {
+        true => Some(stream_lease(&app, credential)?),
+        false => None,
+    };
     let a = app.clone();
     let handle = blocking(move || {
         let sb = a.sandbox(&id)?;
@@ -118,7 +125,7 @@ pub async fn exec(
     if background {
         return Ok((StatusCode::ACCEPTED, Json(info_of(&h))).into_response());
     }
-    if stream {
+    if let (true, Some(lease)) = (stream, lease) {
         let first = ExecEvent::Started {
             id: h.row.id.clone(),
             pid: h.pid.unwrap_or(0),
@@ -127,7 +134,7 @@ pub async fn exec(
             h,
             Offsets::default(),
             Some(first),
-            wants_sse(&headers),
+            (wants_sse(&headers), lease),
         ));
     }
     // Whole: wait for the end, then read what it wrote.
@@ -205,7 +212,7 @@ fn stream_response(
     h: Arc<ExecHandle>,
     mut from: Offsets,
     first: Option<ExecEvent>,
-    sse: bool,
+    (sse, lease): (bool, crate::leases::Lease),
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(16);
     let frame = move |e: &ExecEvent| -> bytes::Bytes {
@@ -217,6 +224,7 @@ fn stream_response(
         }
     };
     tokio::spawn(async move {
+        let _held = lease;
         if let Some(f) = first {
             if tx.send(Ok(frame(&f))).await.is_err() {
                 return;
@@ -364,10 +372,12 @@ pub struct OutputQuery {
 pub async fn output(
     State(app): State<Arc<App>>,
     Path(p): Path<ExecPath>,
+    credential: Option<axum::Extension<crate::app::Credential>>,
     headers: HeaderMap,
     query: Result<Query<OutputQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let lease = stream_lease(&app, credential)?;
     let h = match app.exec(&p.id, &p.exec) {
         Ok(h) => h,
         Err(not_ours) => kept_elsewhere(&app, &p, not_ours).await?,
@@ -376,7 +386,17 @@ pub async fn output(
         stdout: q.stdout_offset.unwrap_or(0),
         stderr: q.stderr_offset.unwrap_or(0),
     };
-    Ok(stream_response(h, from, None, wants_sse(&headers)))
+    Ok(stream_response(h, from, None, (wants_sse(&headers), lease)))
+}
+
+/// A place for a command's output stream among what its caller holds.
+fn stream_lease(
+    app: &App,
+    credential: Option<axum::Extension<crate::app::Credential>>,
+) -> Result<crate::leases::Lease, ApiError> {
+    let credential = credential.map(|c| c.0).unwrap_or_default();
+    app.leases
+        .take(&credential, crate::leases::Kind::CommandStream)
 }
 
 /// How often the end of a command this daemon did not start is looked

@@ -29,6 +29,7 @@ use super::sandboxes::blocking;
 use crate::api::{PtyClientMessage, PtyServerMessage, PtyStart};
 use crate::app::{App, Credential};
 use crate::error::{chain, ApiError, Problem};
+use crate::leases::Kind;
 
 /// How long a session without a command in its query waits for `start`.
 const START_WAIT: Duration = Duration::from_secs(30);
@@ -125,9 +126,14 @@ pub async fn pty(
             e.body_text()
         ))
     })?;
+    // Said in HTTP too: a token past its bound opens nothing.
+    let lease = app.leases.take(&credential, Kind::Terminal)?;
     Ok(upgrade
         .max_message_size(MAX_MESSAGE)
-        .on_upgrade(move |socket| session(socket, app, credential, target, start))
+        .on_upgrade(move |socket| async move {
+            session(socket, app, credential, target, start).await;
+            drop(lease);
+        })
         .into_response())
 }
 
@@ -137,10 +143,10 @@ async fn send_json(socket: &mut WebSocket, m: &PtyServerMessage) -> bool {
 }
 
 /// Say what went wrong and close.
-async fn fail(mut socket: WebSocket, e: ApiError) {
+async fn fail(mut socket: WebSocket, e: ApiError, shown: Shown<'_>) {
     let m = PtyServerMessage::Error {
         code: e.problem.code,
-        message: e.problem.message,
+        message: shown.text(&e.problem.message),
     };
     let _ = send_json(&mut socket, &m).await;
     let _ = socket
@@ -155,6 +161,23 @@ async fn fail(mut socket: WebSocket, e: ApiError) {
         })))
         .await;
     closing(socket).await;
+}
+
+/// How a session's messages are shown to whoever opened it: a caller
+/// (not the owner) is shown no host path ([`super::redact::for_caller`]).
+#[derive(Clone, Copy)]
+struct Shown<'a> {
+    app: &'a App,
+    caller: bool,
+}
+
+impl Shown<'_> {
+    fn text(&self, message: &str) -> String {
+        match self.caller {
+            true => super::redact::for_caller(self.app, message),
+            false => message.to_string(),
+        }
+    }
 }
 
 /// What a session is told when its credential no longer stands.
@@ -314,6 +337,11 @@ async fn session(
     target: Target,
     start: Option<PtyStart>,
 ) {
+    let app_ref = app.clone();
+    let shown = Shown {
+        app: &app_ref,
+        caller: credential.revocable(),
+    };
     // One check from the upgrade on: the wait for the start message, the
     // spawn and the relay all end with the credential.
     let revoked = app.clone().revoked(credential.clone());
@@ -327,7 +355,7 @@ async fn session(
             };
             match first {
                 Ok(s) => s,
-                Err(e) => return fail(socket, e).await,
+                Err(e) => return fail(socket, e, shown).await,
             }
         }
     };
@@ -344,7 +372,7 @@ async fn session(
     .await
     {
         Ok(s) => s,
-        Err(e) => return fail(socket, e).await,
+        Err(e) => return fail(socket, e, shown).await,
     };
     let Spawned {
         running,
@@ -364,7 +392,12 @@ async fn session(
             Ok(())
         })
         .await;
-        return fail(socket, ApiError::internal("cannot relay the terminal")).await;
+        return fail(
+            socket,
+            ApiError::internal("cannot relay the terminal"),
+            shown,
+        )
+        .await;
     }
     let master = Arc::new(master);
     if !send_json(&mut socket, &PtyServerMessage::Started { pid }).await {
@@ -376,12 +409,15 @@ async fn session(
         .await;
         return;
     }
-    // The end, learnt from the supervisor.
+    // The end, learnt from the supervisor, on a thread of the session's
+    // own: a wait as long as the process never holds a thread of the
+    // runtime's pool, which every other request needs.
     let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
-    let waiter = tokio::task::spawn_blocking(move || {
+    let (status_tx, waiter) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
         let status = running.wait();
         let _ = ended_tx.send(true);
-        status
+        let _ = status_tx.send(status);
     });
     let (out_tx, out_rx) = mpsc::channel::<bytes::Bytes>(8);
     let stop = Arc::new(AtomicBool::new(false));

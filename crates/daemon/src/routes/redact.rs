@@ -35,6 +35,12 @@ const DESCRIBING: &[&str] = &[
 /// holder (an error's message, a degraded layer's reason).
 const STATE_DIR: &str = "(warden's state directory)";
 
+/// Paths that are the host's on every host, and what stands in for them.
+const HOST_ONLY: &[(&str, &str)] = &[
+    ("/sys/fs/cgroup", "(the sandbox's cgroup)"),
+    ("/proc/", "(a path on the daemon's host)"),
+];
+
 /// Largest answer rewritten; a larger one is refused rather than shown
 /// whole (a list of this size is far beyond any daemon's sandboxes).
 const LIMIT: usize = 64 << 20;
@@ -74,7 +80,7 @@ pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
             None => sandbox_info(&mut value),
         }
     }
-    scrub(&mut value, &app.state_dir);
+    scrub_all(&mut value, &hidden_from_callers(&app));
     let text = serde_json::to_vec(&value).unwrap_or_default();
     parts.headers.remove(CONTENT_LENGTH);
     Response::from_parts(parts, text.into())
@@ -98,10 +104,24 @@ fn sandbox_info(info: &mut Value) {
     }
 }
 
-/// Every string in `value` with warden's state directory named instead of
-/// shown.
-fn scrub(value: &mut Value, state_dir: &Path) {
-    scrub_all(value, &Hidden::new().path(state_dir, STATE_DIR));
+/// The host paths of the daemon's own that no caller is shown: its state
+/// directory, the owner's catalogue of profiles, the warden executable
+/// (and, whatever the host, its cgroup tree and its processes'
+/// descriptors: [`HOST_ONLY`]).
+pub fn hidden_from_callers(app: &App) -> Hidden {
+    let mut hidden = Hidden::new().path(&app.state_dir, STATE_DIR);
+    if let Some(dir) = &app.catalog.config_dir {
+        hidden = hidden.path(dir, "(the owner's configuration)");
+    }
+    hidden.path(&app.exe, "(warden's executable)")
+}
+
+/// A problem's text as a caller (not the owner) may see it: the one
+/// function every answer to a token goes through, the layer's JSON
+/// refusals and the messages of long-lived sessions (a terminal's error)
+/// alike.
+pub fn for_caller(app: &App, text: &str) -> String {
+    hidden_from_callers(app).text(text)
 }
 
 /// Host paths a token holder is told of by name only, longest first (a
@@ -131,12 +151,33 @@ impl Hidden {
                 out = out.replace(path.as_str(), name);
             }
         }
-        // The host's cgroup tree, wherever a message names it.
-        while let Some(at) = out.find("/sys/fs/cgroup") {
-            let end = out[at..]
-                .find(|c: char| c.is_whitespace() || c == '"' || c == ')' || c == ',')
-                .map_or(out.len(), |n| at + n);
-            out.replace_range(at..end, "(the sandbox's cgroup)");
+        // Paths that are the host's whatever the daemon's configuration:
+        // its cgroup tree, and the daemon's own processes' descriptors
+        // (`/proc/self/fd/9/upper/...` names a sandbox's layer through a
+        // descriptor of the daemon's, and `/proc/PID/...` the daemon).
+        for (prefix, name) in HOST_ONLY {
+            let mut from = 0;
+            while let Some(found) = out[from..].find(prefix) {
+                let at = from + found;
+                let rest = &out[at + prefix.len()..];
+                let of_a_process = *prefix != "/proc/"
+                    || rest.starts_with(|c: char| c.is_ascii_digit())
+                    || rest.starts_with("self")
+                    || rest.starts_with("thread-self");
+                if !of_a_process {
+                    from = at + prefix.len();
+                    continue;
+                }
+                let mut end = out[at..]
+                    .find(|c: char| c.is_whitespace() || c == '"' || c == ')' || c == ',')
+                    .map_or(out.len(), |n| at + n);
+                // A path said before its error (`PATH: why`).
+                if out[..end].ends_with(':') {
+                    end -= 1;
+                }
+                out.replace_range(at..end, name);
+                from = at + name.len();
+            }
         }
         out
     }
@@ -180,6 +221,22 @@ pub fn event_line(line: &str, hidden: &Hidden) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_through_the_daemons_descriptors_or_processes_is_never_shown() {
+        let hidden = Hidden::new().path(Path::new("/var/lib/warden"), STATE_DIR);
+        let said = hidden.text(
+            "cannot read /proc/self/fd/9/upper/d/root/.bashrc: Permission denied (and /proc/4242/root/etc)",
+        );
+        assert!(!said.contains("/proc/"), "{said}");
+        assert!(!said.contains(".bashrc"), "{said}");
+        assert!(
+            said.ends_with(": Permission denied (and (a path on the daemon's host))"),
+            "{said}"
+        );
+        // A sandbox's own /proc, said without a process, is not the host's.
+        assert_eq!(hidden.text("see /proc/meminfo"), "see /proc/meminfo");
+    }
 
     #[test]
     fn a_token_holder_sees_no_workspace_path_and_no_profile_file() {

@@ -167,6 +167,7 @@ pub async fn create(
         }
     }
     let input = input_of(&body, &caller)?;
+    let owners_profiles = crate::quota::profiles_named(&body);
     let start = body.start.unwrap_or(true);
     let ttl = body.ttl_seconds.map(Duration::from_secs);
     let labels = body.labels.clone();
@@ -210,13 +211,15 @@ pub async fn create(
         };
         let (sb, _notice) = match lifecycle::create(&app.store, &id, req, &ctx) {
             Ok(r) => r,
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(crate::quota::as_caller_sees(&caller, e)),
         };
         // A token's quota is checked and its new sandbox recorded in one
         // step: two creates at once cannot both pass.
         let one_at_a_time = app.quota_lock.lock();
         if let Caller::Token(t) = &caller {
-            if let Err(e) = within_quota(&app, t, &sb) {
+            let held = crate::quota::within_host_defaults(&app, &sb, &owners_profiles)
+                .and_then(|()| within_quota(&app, t, &sb));
+            if let Err(e) = held {
                 let _ = lifecycle::remove(&app.store, &id, true);
                 return Err(e);
             }
@@ -263,58 +266,7 @@ fn start_error(caller: &Caller, id: &str, e: lifecycle::LifecycleError) -> ApiEr
     }
 }
 
-/// The memory limit a sandbox was created with.
-fn memory_of(sb: &warden_workspace::Sandbox) -> u64 {
-    warden_runtime::state::read_json::<warden_runtime::state::Stored>(
-        &sb.dir().join(warden_runtime::state::STORED),
-    )
-    .map(|s| s.spec.resources.memory.value)
-    .unwrap_or(0)
-}
-
-/// Whether the token may have the sandbox `new` (just made) besides the
-/// ones it has: 429 with the numbers when not.
-pub(crate) fn within_quota(
-    app: &App,
-    token: &crate::db::TokenRow,
-    new: &warden_workspace::Sandbox,
-) -> Result<(), ApiError> {
-    if token.max_sandboxes.is_none() && token.max_memory.is_none() {
-        return Ok(());
-    }
-    let mine: Vec<_> = app
-        .db()?
-        .sandboxes_of_token(&token.id)
-        .map_err(|e| ApiError::internal(chain(&e)))?
-        .into_iter()
-        .filter_map(|r| app.store.get(&r.id).ok())
-        .collect();
-    let quota = |m: String| ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota", m);
-    if let Some(max) = token.max_sandboxes {
-        if mine.len() as u64 + 1 > max {
-            return Err(quota(format!(
-                "token {} may have {max} sandbox(es) at once and has {}: remove one first",
-                token.id,
-                mine.len()
-            )));
-        }
-    }
-    if let Some(max) = token.max_memory {
-        let used: u64 = mine.iter().map(memory_of).sum();
-        let asked = memory_of(new);
-        if used.saturating_add(asked) > max {
-            return Err(quota(format!(
-                "token {} may have {} of memory limits in all; its sandboxes have {} and this one asks {}: ask for less (resources.memory) or remove a sandbox",
-                token.id,
-                warden_policy::format_size(max),
-                warden_policy::format_size(used),
-                warden_policy::format_size(asked)
-            ))
-            .with_field(Some("/spec/resources/memory")));
-        }
-    }
-    Ok(())
-}
+pub(crate) use crate::quota::within_quota;
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]

@@ -62,11 +62,15 @@ pub async fn vnc(
         ))
     })?;
     // The screen is there: said in HTTP, before the upgrade.
+    let lease = app.leases.take(&credential, crate::leases::Kind::Desktop)?;
     let server = inside::connect(&app, &id, VNC_PORT, "VNC server").await?;
     Ok(upgrade
         .protocols(["binary"])
         .max_message_size(MAX_MESSAGE)
-        .on_upgrade(move |socket| session(socket, server, app, credential, control))
+        .on_upgrade(move |socket| async move {
+            session(socket, server, app, credential, control).await;
+            drop(lease);
+        })
         .into_response())
 }
 

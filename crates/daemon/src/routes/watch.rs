@@ -509,6 +509,10 @@ pub async fn watch(
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let path = relative(Some(q.path.as_deref().unwrap_or("")))?;
     let recursive = q.recursive.unwrap_or(false);
+    let credential = credential.map(|c| c.0).unwrap_or_default();
+    // Held by the watching thread, as its place among the daemon's
+    // watches is (see [`crate::leases`]).
+    let lease = app.leases.take(&credential, crate::leases::Kind::Watch)?;
     let slot = Slot::wait().await?;
     // The init opens the directory inside the sandbox (a link, `..` or a
     // file refused there), and hands it over.
@@ -517,13 +521,12 @@ pub async fn watch(
     let watcher = blocking(move || Watcher::new(fd, rel, recursive)).await?;
     let (tx, rx) = mpsc::channel::<Result<SseEvent, Infallible>>(256);
     std::thread::spawn(move || {
-        let _slot = slot;
+        let _held = (slot, lease);
         if send(&tx, &FileChange::Ready { path }) {
             watcher.run(tx);
         }
     });
     // The watch ends when its token is revoked or its session ends.
-    let credential = credential.map(|c| c.0).unwrap_or_default();
     let stream = futures_util::StreamExt::take_until(
         ReceiverStream::new(rx),
         Box::pin(app.revoked(credential)),

@@ -1,0 +1,259 @@
+//! What one token may take of the daemon and its host, through the real
+//! `warden serve`: the long-lived answers it holds open (terminals here)
+//! are bounded, with a 429 that names the bound, and while it holds all
+//! it may, the owner's socket still lists and creates at once; a token's
+//! sandbox gets at most the host's default memory and disk, its sandboxes
+//! together stay within the daemon's quotas, and no refusal tells it the
+//! host's free space.
+
+use crate::common::daemon::{self, call_on, curl_available, json, Daemon};
+use crate::common::rfb::runtime;
+use crate::common::*;
+use futures_util::StreamExt;
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::{self, Message};
+
+type TcpWs = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+/// A daemon with TCP, its configuration file holding `config`.
+fn daemon_with(tag: &str, config: &str) -> Option<(TempDir, Daemon)> {
+    if !curl_available() {
+        skip("curl is not installed");
+        return None;
+    }
+    let state = TempDir::new(tag);
+    let file = state.path().join("daemon.yaml");
+    std::fs::write(&file, config).unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--config", file.to_str().unwrap()],
+        &[],
+    );
+    Some((state, d))
+}
+
+/// A terminal over TCP with `token`, or the HTTP status (and body) it was
+/// refused with.
+async fn terminal(d: &Daemon, sandbox: &str, token: &str) -> Result<TcpWs, (u16, String)> {
+    use tungstenite::client::IntoClientRequest;
+    let addr = d.tcp.clone().unwrap();
+    let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let path = format!("/v1/sandboxes/{sandbox}/pty?shell=sleep%201000");
+    let mut req = format!("ws://{addr}{path}").into_client_request().unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    match tokio_tungstenite::client_async(req, stream).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::Error::Http(r)) => {
+            let body = r
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            Err((r.status().as_u16(), body))
+        }
+        Err(e) => panic!("the WebSocket failed: {e}"),
+    }
+}
+
+/// Wait for the session's `started` message.
+async fn started(ws: &mut TcpWs) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .expect("the terminal started within 20 s");
+        match m {
+            Some(Ok(Message::Text(t))) => {
+                let v = json(&t);
+                assert_eq!(v["type"], "started", "{v}");
+                return;
+            }
+            Some(Ok(_)) => {}
+            other => panic!("the terminal ended before it started: {other:?}"),
+        }
+    }
+}
+
+/// One call on the owner's socket, and how long it took.
+fn owner_call(d: &Daemon, method: &str, path: &str, body: Option<&str>) -> (u16, String, Duration) {
+    let t = Instant::now();
+    let (s, b) = call_on(d, false, method, path, body, None);
+    (s, b, t.elapsed())
+}
+
+#[test]
+fn a_token_holding_all_the_terminals_it_may_is_refused_the_next_and_the_owner_still_answers() {
+    let Some((_state, d)) = daemon_with(
+        "starve-pty",
+        "sessions:\n  per_token: 4\n  per_daemon: 64\n",
+    ) else {
+        return;
+    };
+    let token = daemon::api_token(
+        &d,
+        "crowd",
+        &["sandboxes:read", "sandboxes:write", "exec"],
+        None,
+    );
+    let (s, b) = call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"crowd"}"#),
+        Some(&token),
+    );
+    assert_eq!(s, 201, "{b}");
+    runtime().block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            let mut ws = terminal(&d, "crowd", &token)
+                .await
+                .expect("within the bound");
+            started(&mut ws).await;
+            held.push(ws);
+        }
+        // One more: refused in HTTP, before anything starts, naming the
+        // bound.
+        let refused = terminal(&d, "crowd", &token).await;
+        let Err((status, body)) = refused else {
+            panic!("a fifth terminal was opened past a bound of 4");
+        };
+        assert_eq!(status, 429, "{body}");
+        let problem = json(&body);
+        assert_eq!(problem["code"], "too_many_sessions", "{body}");
+        assert_eq!(problem["details"]["bound"], "per_token", "{body}");
+        assert!(
+            problem["message"].as_str().unwrap().contains("4 per token"),
+            "{body}"
+        );
+        // The owner, meanwhile, lists and creates at once.
+        let (s, b, took) = owner_call(&d, "GET", "/v1/sandboxes", None);
+        assert_eq!(s, 200, "{b}");
+        assert!(
+            took < Duration::from_secs(1),
+            "the owner's list took {took:?}"
+        );
+        let (s, b, took) = owner_call(
+            &d,
+            "POST",
+            "/v1/sandboxes",
+            Some(r#"{"name":"owners","start":false}"#),
+        );
+        assert_eq!(s, 201, "{b}");
+        assert!(
+            took < Duration::from_secs(1),
+            "the owner's create took {took:?}"
+        );
+        // A terminal closed gives its place back.
+        let mut first = held.remove(0);
+        let _ = futures_util::SinkExt::close(&mut first).await;
+        drop(first);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut again = loop {
+            match terminal(&d, "crowd", &token).await {
+                Ok(ws) => break ws,
+                Err((429, _)) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                Err((s, b)) => panic!("a place given back was not taken: {s} {b}"),
+            }
+        };
+        started(&mut again).await;
+    });
+}
+
+#[test]
+fn a_tokens_sandbox_gets_at_most_the_hosts_default_memory_and_disk() {
+    let Some((_state, d)) = daemon_with("starve-defaults", "quotas:\n  sandboxes: 8\n") else {
+        return;
+    };
+    let token = daemon::api_token(&d, "big", &["sandboxes:read", "sandboxes:write"], None);
+    let create = |body: &str| call_on(&d, true, "POST", "/v1/sandboxes", Some(body), Some(&token));
+    let (s, b) = create(r#"{"name":"m","start":false,"spec":{"resources":{"memory":"1T"}}}"#);
+    assert_eq!(s, 422, "a terabyte of memory for a token: {b}");
+    let p = json(&b);
+    assert_eq!(p["code"], "above_default", "{b}");
+    assert_eq!(p["field"], "/spec/resources/memory", "{b}");
+    // Disk within the memory asked, above the host's default disk (half
+    // its default memory, which is at most 8G).
+    let (s, b) =
+        create(r#"{"name":"d","start":false,"spec":{"resources":{"memory":"8G","disk":"6G"}}}"#);
+    assert_eq!(s, 422, "{b}");
+    assert_eq!(json(&b)["code"], "above_default", "{b}");
+    // Disk past the host's free space (on most hosts): refused, and
+    // worded for a token.
+    let (s, b) =
+        create(r#"{"name":"dd","start":false,"spec":{"resources":{"memory":"64G","disk":"40G"}}}"#);
+    assert!(s == 422 || s == 507, "{s} {b}");
+    let p = json(&b);
+    assert!(
+        p["field"] == "/spec/resources/disk" || p["field"] == "/spec/resources/memory",
+        "{b}"
+    );
+    // Whatever refused it, the host's free space is not told.
+    assert!(
+        !b.contains(" free"),
+        "the refusal tells the host's free space: {b}"
+    );
+    // The owner is bounded by none of it.
+    let (s, b) = call_on(
+        &d,
+        false,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"own","start":false,"spec":{"resources":{"memory":"1T"}}}"#),
+        None,
+    );
+    assert_eq!(s, 201, "the owner's own sandbox: {b}");
+    // None of the refused ones was left behind.
+    let (s, b) = call_on(&d, false, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(s, 200, "{b}");
+    let ids: Vec<String> = json(&b)["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["own"], "{b}");
+}
+
+#[test]
+fn a_tokens_sandboxes_together_stay_within_the_daemons_quotas() {
+    let Some((_state, d)) = daemon_with(
+        "starve-quotas",
+        "quotas:\n  sandboxes: 2\n  memory: 1G\n  disk: 300M\n",
+    ) else {
+        return;
+    };
+    let token = daemon::api_token(&d, "q", &["sandboxes:read", "sandboxes:write"], None);
+    let create = |body: &str| call_on(&d, true, "POST", "/v1/sandboxes", Some(body), Some(&token));
+    let small = |name: &str, memory: &str, disk: &str| {
+        format!(
+            r#"{{"name":"{name}","start":false,"spec":{{"resources":{{"memory":"{memory}","disk":"{disk}"}}}}}}"#
+        )
+    };
+    let (s, b) = create(&small("a", "512M", "200M"));
+    assert_eq!(s, 201, "{b}");
+    // Memory together: 512M + 768M > 1G.
+    let (s, b) = create(&small("b", "768M", "50M"));
+    assert_eq!(s, 429, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/resources/memory", "{b}");
+    // Disk together: 200M + 200M > 300M.
+    let (s, b) = create(&small("b", "256M", "200M"));
+    assert_eq!(s, 429, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/resources/disk", "{b}");
+    let (s, b) = create(&small("b", "256M", "64M"));
+    assert_eq!(s, 201, "{b}");
+    // Count: a third sandbox past `sandboxes: 2`.
+    let (s, b) = create(&small("c", "64M", "16M"));
+    assert_eq!(s, 429, "{b}");
+    assert_eq!(json(&b)["code"], "quota", "{b}");
+    // A removed sandbox gives its share back.
+    let (s, b) = call_on(&d, true, "DELETE", "/v1/sandboxes/a", None, Some(&token));
+    assert!(s == 200 || s == 204, "{s} {b}");
+    let (s, b) = create(&small("c", "512M", "200M"));
+    assert_eq!(s, 201, "{b}");
+}

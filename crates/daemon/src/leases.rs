@@ -1,0 +1,250 @@
+//! How many long-lived answers a caller holds open at once: terminals,
+//! event and command streams, file watches, desktop views. Each holds a
+//! connection, a task, and often threads of its own for as long as its
+//! client keeps it, so a token that opened them without end would take
+//! the daemon's threads, descriptors and memory from everyone else,
+//! its owner included. Every such answer takes a [`Lease`] before it
+//! starts anything, and gives it back when it ends (its guard dropped).
+//!
+//! Two bounds apply, both the owner's to set in the daemon's
+//! configuration (`sessions: {per_token, per_daemon}`): how many one
+//! token (or one E2B access key) holds, and how many all of them hold
+//! together. Past either the answer is 429 with the bound named. The
+//! owner's own calls (the owner-only socket without a token) are counted
+//! by neither: nothing a token does makes the owner wait for a place.
+
+use axum::http::StatusCode;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::app::Credential;
+use crate::error::ApiError;
+
+/// The bounds, as the daemon's configuration sets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bounds {
+    /// Long-lived answers one token holds at once.
+    #[serde(default = "default_per_token")]
+    pub per_token: usize,
+    /// Long-lived answers all tokens hold together.
+    #[serde(default = "default_per_daemon")]
+    pub per_daemon: usize,
+}
+
+fn default_per_token() -> usize {
+    32
+}
+
+fn default_per_daemon() -> usize {
+    256
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            per_token: default_per_token(),
+            per_daemon: default_per_daemon(),
+        }
+    }
+}
+
+impl Bounds {
+    /// Bounds of zero would refuse every terminal: said when read.
+    pub fn check(&self) -> Result<(), String> {
+        if self.per_token == 0 || self.per_daemon == 0 {
+            return Err("sessions: per_token and per_daemon are at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a lease is for, as a refusal names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Terminal,
+    EventStream,
+    CommandStream,
+    Watch,
+    Desktop,
+}
+
+impl Kind {
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Terminal => "a terminal",
+            Kind::EventStream => "an event stream",
+            Kind::CommandStream => "a command's output stream",
+            Kind::Watch => "a files watch",
+            Kind::Desktop => "a desktop view",
+        }
+    }
+}
+
+/// The long-lived answers held now, by holder.
+#[derive(Debug, Default)]
+pub struct Leases {
+    bounds: Bounds,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    total: usize,
+    by_holder: HashMap<String, usize>,
+}
+
+/// One long-lived answer's place, given back when dropped. The owner's
+/// holds none.
+#[derive(Debug)]
+pub struct Lease {
+    place: Option<(Arc<Leases>, String)>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let Some((leases, holder)) = self.place.take() else {
+            return;
+        };
+        let Ok(mut held) = leases.held.lock() else {
+            return;
+        };
+        held.total = held.total.saturating_sub(1);
+        if let Some(n) = held.by_holder.get_mut(&holder) {
+            *n -= 1;
+            if *n == 0 {
+                held.by_holder.remove(&holder);
+            }
+        }
+    }
+}
+
+impl Leases {
+    pub fn new(bounds: Bounds) -> Arc<Leases> {
+        Arc::new(Leases {
+            bounds,
+            held: Mutex::default(),
+        })
+    }
+
+    /// A place for `kind` opened with `credential`, or 429 naming the
+    /// bound it would pass.
+    pub fn take(self: &Arc<Self>, credential: &Credential, kind: Kind) -> Result<Lease, ApiError> {
+        let Some((holder, shown)) = holder_of(credential) else {
+            return Ok(Lease { place: None });
+        };
+        let mut held = self
+            .held
+            .lock()
+            .map_err(|_| ApiError::internal("the daemon's session count is poisoned"))?;
+        let mine = held.by_holder.get(&holder).copied().unwrap_or(0);
+        let too_many = |bound: &str, limit: usize, message: String| {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions", message)
+                .with_details(serde_json::json!({ "bound": bound, "limit": limit }))
+        };
+        if mine >= self.bounds.per_token {
+            return Err(too_many(
+                "per_token",
+                self.bounds.per_token,
+                format!(
+                    "{shown} holds {mine} long-lived sessions (terminals, streams, watches, desktop views), the most one token may hold at once ({} per token); close one before opening {}",
+                    self.bounds.per_token,
+                    kind.what()
+                ),
+            ));
+        }
+        if held.total >= self.bounds.per_daemon {
+            return Err(too_many(
+                "per_daemon",
+                self.bounds.per_daemon,
+                format!(
+                    "the daemon holds {} long-lived sessions for its tokens, the most it holds at once ({} per daemon); close one before opening {}",
+                    held.total,
+                    self.bounds.per_daemon,
+                    kind.what()
+                ),
+            ));
+        }
+        held.total += 1;
+        *held.by_holder.entry(holder.clone()).or_insert(0) += 1;
+        Ok(Lease {
+            place: Some((self.clone(), holder)),
+        })
+    }
+
+    /// How many leases `credential`'s holder has now.
+    pub fn held_by(&self, credential: &Credential) -> usize {
+        let Some((holder, _)) = holder_of(credential) else {
+            return 0;
+        };
+        self.held
+            .lock()
+            .map(|h| h.by_holder.get(&holder).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+}
+
+/// Whose place a credential takes, and how a refusal names it: a token
+/// (its browser sessions are the token's), or an E2B access key; the
+/// owner's calls carry neither and hold no place.
+fn holder_of(credential: &Credential) -> Option<(String, String)> {
+    if let Some(t) = &credential.token {
+        return Some((format!("token:{t}"), format!("token {t}")));
+    }
+    if let Some((sandbox, key)) = &credential.envd {
+        return Some((
+            format!("envd:{sandbox}:{key}"),
+            format!("the access key of sandbox {sandbox}"),
+        ));
+    }
+    credential
+        .session
+        .as_ref()
+        .map(|s| (format!("session:{s}"), "this browser session".to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(id: &str) -> Credential {
+        Credential {
+            token: Some(id.into()),
+            ..Credential::default()
+        }
+    }
+
+    #[test]
+    fn a_token_past_its_bound_is_refused_and_its_place_comes_back_when_one_ends() {
+        let leases = Leases::new(Bounds {
+            per_token: 2,
+            per_daemon: 3,
+        });
+        let a1 = leases.take(&token("a"), Kind::Terminal).unwrap();
+        let _a2 = leases.take(&token("a"), Kind::Watch).unwrap();
+        let e = leases.take(&token("a"), Kind::Terminal).unwrap_err();
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.problem.code, "too_many_sessions");
+        assert!(
+            e.problem.message.contains("2 per token"),
+            "{}",
+            e.problem.message
+        );
+        // Another token has its own share, until the daemon's bound.
+        let _b1 = leases.take(&token("b"), Kind::EventStream).unwrap();
+        let e = leases.take(&token("b"), Kind::EventStream).unwrap_err();
+        assert!(
+            e.problem.message.contains("3 per daemon"),
+            "{}",
+            e.problem.message
+        );
+        // The owner is counted by neither.
+        for _ in 0..10 {
+            let owner = leases.take(&Credential::default(), Kind::Terminal).unwrap();
+            std::mem::forget(owner);
+        }
+        drop(a1);
+        assert_eq!(leases.held_by(&token("a")), 1);
+        assert!(leases.take(&token("b"), Kind::Terminal).is_ok());
+    }
+}

@@ -1,0 +1,351 @@
+//! What a token may take of the host: how many sandboxes, how much
+//! memory and disk each may be given, and how much all of its sandboxes
+//! together. The owner's own calls are bounded by none of it.
+//!
+//! Three checks, made when a token's sandbox has just been made and
+//! before it is recorded (under [`App::quota_lock`], so that two creates
+//! at once cannot both pass; a refused sandbox is removed):
+//!
+//! 1. **Each sandbox within the host's defaults.** A token's sandbox gets
+//!    at most the memory and disk the host gives a sandbox by default,
+//!    unless a profile of the owner's that the request names sets more
+//!    (the owner's profile is then the ceiling, as the trust rule holds
+//!    it).
+//! 2. **The token's quotas**: sandboxes at once, memory limits together,
+//!    disk budgets together. A token's own record sets them (`warden token
+//!    create --max-sandboxes --max-memory`); where it does not, the
+//!    daemon's configuration does (`quotas:`), and where that does not,
+//!    the defaults here.
+//! 3. **The host's disk, reserved.** What warden may write for a sandbox
+//!    (its disk budget and its commands' kept output) is reserved against
+//!    the free space of the state's file system, summed over every
+//!    sandbox there: a crowd of sandboxes, each within the free space
+//!    alone, cannot together promise more than there is. A sandbox's
+//!    reservation ends when it is removed.
+//!
+//! A refusal names the JSON pointer and a reason code; it never tells a
+//! token the host's free space.
+
+use axum::http::StatusCode;
+use warden_policy::{format_size, Field};
+use warden_workspace::Sandbox;
+
+use crate::app::App;
+use crate::db::TokenRow;
+use crate::error::{chain, ApiError};
+
+/// The owner's default quotas for tokens whose records set none
+/// (`quotas:` in the daemon's configuration).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quotas {
+    /// Sandboxes one token may have at once (16 when not given).
+    #[serde(default)]
+    pub sandboxes: Option<u64>,
+    /// Memory limits of one token's sandboxes together (eight sandboxes
+    /// of the host's default when not given).
+    #[serde(default, deserialize_with = "size")]
+    pub memory: Option<u64>,
+    /// Disk budgets of one token's sandboxes together (eight sandboxes of
+    /// the host's default when not given).
+    #[serde(default, deserialize_with = "size")]
+    pub disk: Option<u64>,
+}
+
+/// Sandboxes a token may have at once when nothing says otherwise.
+const DEFAULT_SANDBOXES: u64 = 16;
+/// How many default sandboxes a token's memory and disk quotas hold
+/// when nothing says otherwise.
+const DEFAULT_SHARE: u64 = 8;
+
+fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let text: Option<String> = serde::Deserialize::deserialize(d)?;
+    text.map(|t| warden_policy::parse_size(&t).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+/// The bounds one token is held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bounds {
+    sandboxes: u64,
+    memory: u64,
+    disk: u64,
+}
+
+impl Quotas {
+    /// Zero for any of them would refuse every token's first sandbox.
+    pub fn check(&self) -> Result<(), String> {
+        if [self.sandboxes, self.memory, self.disk].contains(&Some(0)) {
+            return Err("quotas: sandboxes, memory and disk are above 0 when given".into());
+        }
+        Ok(())
+    }
+
+    fn for_token(&self, app: &App, token: &TokenRow) -> Bounds {
+        let memory = app.defaults.memory;
+        Bounds {
+            sandboxes: token
+                .max_sandboxes
+                .or(self.sandboxes)
+                .unwrap_or(DEFAULT_SANDBOXES),
+            memory: token
+                .max_memory
+                .or(self.memory)
+                .unwrap_or(memory.saturating_mul(DEFAULT_SHARE)),
+            disk: self
+                .disk
+                .unwrap_or(default_disk(memory).saturating_mul(DEFAULT_SHARE)),
+        }
+    }
+}
+
+/// The disk a sandbox gets by default with the host's default memory
+/// (half of it, as resolution gives when none is asked).
+fn default_disk(memory: u64) -> u64 {
+    memory / 2
+}
+
+/// What a sandbox was made with: its memory limit and its disk budget
+/// (none when nothing of it is kept on disk).
+fn sizes_of(sb: &Sandbox) -> (u64, Option<u64>) {
+    let stored: Option<warden_runtime::state::Stored> =
+        warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).ok();
+    match stored {
+        Some(s) => (
+            s.spec.resources.memory.value,
+            s.spec.filesystem.disk.map(|d| d.bytes),
+        ),
+        None => (0, None),
+    }
+}
+
+/// What warden may write on the host for a sandbox: its disk budget and
+/// the kept output of its commands.
+fn host_disk_of(sb: &Sandbox) -> u64 {
+    let (_, disk) = sizes_of(sb);
+    disk.unwrap_or(0)
+        .saturating_add(warden_runtime::output::budget_of_sandbox(sb.dir()))
+}
+
+/// The most `field` a token's sandbox may be given: the host's default,
+/// or more where a profile of the owner's that the request names sets
+/// more (the trust rule already holds a caller's value under it).
+fn ceiling(app: &App, field: Field, host: u64, profiles: &[String]) -> u64 {
+    profiles
+        .iter()
+        .filter_map(|name| {
+            warden_policy::compose::compose(
+                &app.catalog,
+                Some(name),
+                &warden_policy::compose::Layer::default(),
+            )
+            .ok()
+        })
+        .filter_map(|c| c.merged.bytes(field))
+        .fold(host, u64::max)
+}
+
+fn refused(code: &str, pointer: &str, message: String) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).with_field(Some(pointer))
+}
+
+fn over_quota(pointer: Option<&str>, message: String) -> ApiError {
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota", message).with_field(pointer)
+}
+
+/// Whether a token's sandbox `new` (just made, from a request that named
+/// the owner's `profiles`) stays within what the host gives a sandbox by
+/// default.
+pub(crate) fn within_host_defaults(
+    app: &App,
+    new: &Sandbox,
+    profiles: &[String],
+) -> Result<(), ApiError> {
+    let (memory, disk) = sizes_of(new);
+    let host_memory = app.defaults.memory;
+    let most = ceiling(app, Field::Memory, host_memory, profiles);
+    if memory > most {
+        return Err(refused(
+            "above_default",
+            "/spec/resources/memory",
+            format!(
+                "{} is more memory than a token's sandbox is given ({}, the host's default, unless a profile of the owner's sets more): ask for at most that, or leave it out",
+                format_size(memory),
+                format_size(most)
+            ),
+        ));
+    }
+    let most = ceiling(app, Field::Disk, default_disk(host_memory), profiles);
+    if let Some(d) = disk.filter(|d| *d > most) {
+        return Err(refused(
+            "above_default",
+            "/spec/resources/disk",
+            format!(
+                "{} is more disk than a token's sandbox is given ({}, the host's default, unless a profile of the owner's sets more): ask for at most that, or leave it out",
+                format_size(d),
+                format_size(most)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the token may have the sandbox `new` (just made) besides the
+/// ones it has, and the host's disk can hold what warden may write for
+/// it besides what it holds for every other sandbox: 429 when not.
+pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result<(), ApiError> {
+    let bounds = app.quotas.for_token(app, token);
+    let mine: Vec<Sandbox> = app
+        .db()?
+        .sandboxes_of_token(&token.id)
+        .map_err(|e| ApiError::internal(chain(&e)))?
+        .into_iter()
+        .filter(|r| r.id != new.name())
+        .filter_map(|r| app.store.get(&r.id).ok())
+        .collect();
+    if mine.len() as u64 >= bounds.sandboxes {
+        return Err(over_quota(
+            None,
+            format!(
+                "token {} may have {} sandbox(es) at once and has {}: remove one first",
+                token.id,
+                bounds.sandboxes,
+                mine.len()
+            ),
+        ));
+    }
+    let (memory, disk) = sizes_of(new);
+    let used: u64 = mine.iter().map(|s| sizes_of(s).0).sum();
+    if used.saturating_add(memory) > bounds.memory {
+        return Err(over_quota(
+            Some("/spec/resources/memory"),
+            format!(
+                "token {} may have {} of memory limits in all; its sandboxes have {} and this one asks {}: ask for less (resources.memory) or remove a sandbox",
+                token.id,
+                format_size(bounds.memory),
+                format_size(used),
+                format_size(memory)
+            ),
+        ));
+    }
+    let disk = disk.unwrap_or(0);
+    let used: u64 = mine.iter().filter_map(|s| sizes_of(s).1).sum();
+    if used.saturating_add(disk) > bounds.disk {
+        return Err(over_quota(
+            Some("/spec/resources/disk"),
+            format!(
+                "token {} may have {} of disk budgets in all; its sandboxes have {} and this one asks {}: ask for less (resources.disk) or remove a sandbox",
+                token.id,
+                format_size(bounds.disk),
+                format_size(used),
+                format_size(disk)
+            ),
+        ));
+    }
+    if !host_disk_holds(app, new)? {
+        // The host's free space is the owner's to know, not a token's.
+        return Err(ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "no_disk",
+            "the daemon's host has no room left to reserve this sandbox's disk budget: ask for less (resources.disk) or remove a sandbox",
+        )
+        .with_field(Some("/spec/resources/disk")));
+    }
+    Ok(())
+}
+
+/// Whether the state's file system can hold what warden may write for
+/// `new` besides what is reserved for every other sandbox in the store.
+fn host_disk_holds(app: &App, new: &Sandbox) -> Result<bool, ApiError> {
+    let Some(free) = free_space(&app.state_dir) else {
+        return Ok(true);
+    };
+    let others: u64 = app
+        .store
+        .list()
+        .map_err(|e| ApiError::internal(chain(&e)))?
+        .iter()
+        .filter(|e| e.name != new.name())
+        .filter_map(|e| app.store.get(&e.name).ok())
+        .map(|s| host_disk_of(&s))
+        .fold(0, u64::saturating_add);
+    Ok(others.saturating_add(host_disk_of(new)) <= free)
+}
+
+/// The owner's profiles a create names: its `profile` and its spec's
+/// `extends` (plain names of the owner's catalogue: the trust rule
+/// refuses anything else before this is asked).
+pub(crate) fn profiles_named(body: &crate::api::CreateSandbox) -> Vec<String> {
+    let mut names: Vec<String> = body.profile.iter().cloned().collect();
+    let extends = body.spec.as_ref().and_then(|s| s.get("extends"));
+    match extends {
+        Some(serde_json::Value::String(s)) => names.push(s.clone()),
+        Some(serde_json::Value::Array(list)) => names.extend(
+            list.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_string),
+        ),
+        _ => {}
+    }
+    names.retain(|n| warden_policy::trust::is_catalog_name(n));
+    names
+}
+
+/// A create's error as its caller may see it: a token is not told the
+/// free space of the host's disk (the owner is).
+pub(crate) fn as_caller_sees(
+    caller: &crate::auth::Caller,
+    e: warden_runtime::lifecycle::LifecycleError,
+) -> ApiError {
+    use warden_runtime::lifecycle::LifecycleError;
+    use warden_runtime::resolve::ResolveError;
+    let over_free = |e: &warden_policy::ResolveError| {
+        matches!(e.problem(), warden_policy::Problem::DiskOverFree { .. })
+    };
+    let hidden = matches!(caller, crate::auth::Caller::Token(_))
+        && match &e {
+            LifecycleError::Resolve(r) => match r.as_ref() {
+                ResolveError::Spec(s) => over_free(s),
+                ResolveError::InProfile { error, .. } => over_free(error),
+                _ => false,
+            },
+            _ => false,
+        };
+    if !hidden {
+        return e.into();
+    }
+    ApiError::new(
+        StatusCode::INSUFFICIENT_STORAGE,
+        "no_disk",
+        "the daemon's host has no room for this disk budget: ask for less (resources.disk)",
+    )
+    .with_field(Some("/spec/resources/disk"))
+}
+
+/// Free space (for an unprivileged user) of the file system holding `dir`.
+fn free_space(dir: &std::path::Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configured_quotas_read_sizes_and_refuse_zero() {
+        let q: Quotas = serde_saphyr::from_str("sandboxes: 3\nmemory: 2G\ndisk: 512M\n").unwrap();
+        assert_eq!(
+            q,
+            Quotas {
+                sandboxes: Some(3),
+                memory: Some(2 << 30),
+                disk: Some(512 << 20)
+            }
+        );
+        assert!(q.check().is_ok());
+        let zero: Quotas = serde_saphyr::from_str("sandboxes: 0\n").unwrap();
+        assert!(zero.check().is_err());
+        assert!(serde_saphyr::from_str::<Quotas>("memory: lots\n").is_err());
+    }
+}
