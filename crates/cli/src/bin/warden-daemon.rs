@@ -227,6 +227,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         exe: warden_exe()?,
         pools,
         e2b: args.e2b.or(file.e2b),
+        sessions: file.sessions,
+        quotas: file.quotas,
         timeouts: {
             let d = warden_daemon::deadline::Timeouts::default();
             warden_daemon::deadline::Timeouts {
