@@ -38,6 +38,7 @@ mod pause;
 mod profiles;
 mod pty_api;
 mod quota_attacks;
+mod reasons;
 mod relay;
 mod requests;
 mod review2_attacks;

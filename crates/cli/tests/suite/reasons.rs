@@ -1,0 +1,125 @@
+//! The API's refusals carry a stable reason code (`reason`) below their
+//! class (`code`), with the JSON pointer of the value at fault (`field`),
+//! through real HTTP: the code a program matches on is the one the library
+//! gave, the same whichever door the value came through, and the message is
+//! worded for the API (JSON pointers, never a flag). A refused body makes
+//! nothing.
+
+use crate::common::daemon::{api_token, call, call_on, curl_available, json, Daemon};
+use crate::common::*;
+
+/// The sandboxes the daemon knows.
+fn sandboxes(d: &Daemon) -> Vec<serde_json::Value> {
+    let (s, b) = call(d, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(s, 200, "{b}");
+    json(&b)["sandboxes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn each_refusal_of_a_request_body_carries_its_reason_code_and_json_pointer() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("reasons");
+    let d = Daemon::start(state.path(), true);
+    // (body, status, class, reason, JSON pointer)
+    let cases = [
+        (
+            r#"{"start":false,"spec":{"resources":{"memory":"1k"}}}"#,
+            422,
+            "invalid_spec",
+            "memory_too_small",
+            "/spec/resources/memory",
+        ),
+        (
+            r#"{"start":false,"spec":{"resources":{"memory":"lots"}}}"#,
+            422,
+            "invalid_spec",
+            "bad_value",
+            "/spec/resources/memory",
+        ),
+        (
+            r#"{"start":false,"spec":{"resources":{"pids":"many"}}}"#,
+            422,
+            "invalid_spec",
+            "bad_value",
+            "/spec/resources/pids",
+        ),
+        (
+            r#"{"start":false,"spec":{"resources":{"memroy":"1G"}}}"#,
+            422,
+            "invalid_spec",
+            "unknown_key",
+            "/spec/resources/memroy",
+        ),
+        (
+            r#"{"start":false,"spec":{"egress":{"domains":"pypi.org"}}}"#,
+            422,
+            "invalid_spec",
+            "wrong_type",
+            "/spec/egress/domains",
+        ),
+        (
+            r#"{"start":false,"spec":{"egress":{"domains":["ok.test","not a name"]}}}"#,
+            422,
+            "invalid_spec",
+            "bad_domain",
+            "/spec/egress/domains/1",
+        ),
+        (
+            r#"{"start":false,"spec":{"resources":{"pids":1}}}"#,
+            422,
+            "invalid_spec",
+            "pids_too_small",
+            "/spec/resources/pids",
+        ),
+    ];
+    for (body, status, class, reason, pointer) in cases {
+        let (s, text) = call(&d, "POST", "/v1/sandboxes", Some(body), None);
+        assert_eq!(s, status, "{body}: {text}");
+        let p = json(&text);
+        assert_eq!(p["code"], class, "{body}: {text}");
+        assert_eq!(p["reason"], reason, "{body}: {text}");
+        assert_eq!(p["field"], pointer, "{body}: {text}");
+        let message = p["message"].as_str().unwrap_or_default();
+        assert!(!message.contains(" --"), "{body}: names a flag: {message}");
+    }
+    // The trust rule's refusals, for a token holder: the rule's own code,
+    // as class and reason.
+    let t = api_token(&d, "caller", &["sandboxes:read", "sandboxes:write"], None);
+    let refused = [
+        (
+            r#"{"start":false,"spec":{"filesystem":{"read_only":["/root"]}}}"#,
+            "owner_only",
+            "/spec/filesystem/read_only",
+        ),
+        (
+            r#"{"start":false,"profile":"/etc/passwd"}"#,
+            "not_a_name",
+            "/profile",
+        ),
+    ];
+    for (body, code, pointer) in refused {
+        let (s, text) = call_on(&d, true, "POST", "/v1/sandboxes", Some(body), Some(&t));
+        assert_eq!(s, 403, "{body}: {text}");
+        let p = json(&text);
+        assert_eq!(p["code"], code, "{body}: {text}");
+        assert_eq!(p["field"], pointer, "{body}: {text}");
+    }
+    assert!(sandboxes(&d).is_empty(), "a refused body made a sandbox");
+}
+
+#[test]
+fn the_command_line_refuses_the_same_value_in_its_own_words() {
+    let state = TempDir::new("reasons-cli");
+    let out = warden(state.path(), &["create", "m", "--memory", "1k"]);
+    assert_ne!(code(&out), 0);
+    let said = stderr(&out);
+    assert!(said.contains("--memory"), "{said}");
+    assert!(said.contains("is too small"), "{said}");
+    assert!(!said.contains("/resources/memory"), "{said}");
+    assert!(!said.contains("resources.memory"), "{said}");
+}
