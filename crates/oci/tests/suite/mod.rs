@@ -2,4 +2,5 @@
 
 mod containerd;
 mod kubernetes;
+mod secrets;
 mod verbs;
