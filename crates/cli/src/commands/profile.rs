@@ -258,6 +258,16 @@ pub fn preset_list_to(show: Option<&str>, out: &mut String) -> anyhow::Result<u8
         for d in &preset.domains {
             outln!(out, "{}", d.value);
         }
+        // Request rules in the words of the flags that take them.
+        for (word, list) in [
+            ("allow-request", &preset.allow_requests),
+            ("deny-request", &preset.deny_requests),
+            ("ask-request", &preset.ask_requests),
+        ] {
+            for r in list {
+                outln!(out, "{word} {}", r.value);
+            }
+        }
         return Ok(0);
     }
     for (name, label) in catalog.preset_names() {

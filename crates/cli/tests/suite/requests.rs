@@ -170,3 +170,37 @@ fn a_name_with_request_rules_is_not_reached_without_them_in_plain_tcp() {
     assert!(stdout(&out).contains("done"), "{}", stderr(&out));
     assert!(up.requests().is_empty(), "{:?}", up.requests());
 }
+
+#[test]
+fn a_request_body_carrying_a_credential_never_reaches_the_server() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    // An AWS access key id's shape, made here so no scanner flags this file.
+    let key = format!("AKIA{}", "QZTX4X2MWPLK3VNB");
+    let out = run(
+        &ca,
+        &up,
+        &["--allow-request", "POST forge.test:PORT/upload"],
+        &format!(
+            r#"curl -sS --noproxy '*' -D - -o /dev/null --data '{{"note": "{key}"}}' "https://forge.test:PORT/upload?leaked=1"
+curl -sS --noproxy '*' --data '{{"note": "nothing here"}}' "https://forge.test:PORT/upload?clean=1"
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    assert!(s.contains(" 403"), "{s}");
+    assert!(s.contains("x-warden-reason: credential_in_body"), "{s}");
+    assert!(
+        !s.contains(&key),
+        "the refusal never repeats the value: {s}"
+    );
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1, "only the clean body arrived: {seen:?}");
+    assert!(seen[0].contains("clean=1"), "{seen:?}");
+}
+
+mod git;
