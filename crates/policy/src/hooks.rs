@@ -128,7 +128,10 @@ mod tests {
             ("WARDEN_TEST_RESOLVE", "a.test=127.0.0.1"),
             ("WARDEN_WEAKEN", "seccomp"),
         ]));
-        assert!(cfg!(debug_assertions), "unit tests run in a debug build");
+        if !cfg!(debug_assertions) {
+            assert!(!h.any(), "a release build reads no hook");
+            return;
+        }
         assert_eq!(
             h,
             TestHooks {
