@@ -192,6 +192,7 @@ fn describe_life(kind: &EventKind) -> String {
                 StopReason::Ttl => "its time to live ran out",
                 StopReason::Timeout => "the timeout was reached",
                 StopReason::SupervisorLost => "its supervisor was lost",
+                StopReason::StateRemoved => "its state directory was removed",
             }
         ),
         EventKind::EventsDropped { count } => {

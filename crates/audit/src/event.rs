@@ -450,6 +450,9 @@ pub enum StopReason {
     Timeout,
     /// The process supervising the sandbox went away.
     SupervisorLost,
+    /// Its state directory was removed: nothing could reach or stop the
+    /// sandbox any more, so its supervisor ends it.
+    StateRemoved,
 }
 
 impl StopReason {
@@ -460,6 +463,7 @@ impl StopReason {
             StopReason::Ttl => "ttl",
             StopReason::Timeout => "timeout",
             StopReason::SupervisorLost => "supervisor_lost",
+            StopReason::StateRemoved => "state_removed",
         }
     }
 }
@@ -937,6 +941,7 @@ pub(crate) mod tests {
             StopReason::Ttl,
             StopReason::Timeout,
             StopReason::SupervisorLost,
+            StopReason::StateRemoved,
         ] {
             assert_eq!(
                 serde_json::to_value(r).unwrap(),

@@ -173,6 +173,22 @@ impl Bus {
         }
     }
 
+    /// End the current aggregation window now and write its counts: a
+    /// command's end is such a point, so that whoever reads what the
+    /// command was denied finds its repeats too (a quick retry of a
+    /// denied name is counted, and its count would otherwise be written
+    /// only when the window runs out, after the command's answer).
+    pub fn end_window(&self) {
+        let counts = self
+            .window
+            .lock()
+            .map(|mut w| w.close())
+            .unwrap_or_default();
+        for kind in counts {
+            self.emit(kind);
+        }
+    }
+
     /// Record an event now (queued when the writer runs).
     pub fn emit(&self, kind: EventKind) {
         self.send(Event::now(&self.sandbox, kind));
@@ -272,14 +288,7 @@ impl Bus {
     /// every sink (the audit log writes its head).
     pub fn close(&self) {
         // The last window's counts, however short it was.
-        let counts = self
-            .window
-            .lock()
-            .map(|mut w| w.close())
-            .unwrap_or_default();
-        for kind in counts {
-            self.emit(kind);
-        }
+        self.end_window();
         if let Ok(mut q) = self.queue.lock() {
             q.take();
         }

@@ -5,6 +5,7 @@ use crate::common::*;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// `warden audit list | head -1`: the reader goes away after one line and
 /// warden must end as other Unix tools do (by SIGPIPE, silently), not with
@@ -130,4 +131,31 @@ fn completions_and_manual_pages_are_made_from_the_command_line_itself() {
         "the error lists the shells: {}",
         stderr(&bad)
     );
+}
+
+#[test]
+fn a_sandbox_whose_state_directory_is_removed_is_ended_by_its_supervisor() {
+    let state = TempDir::new("state-gone");
+    ok(&warden(state.path(), &["create", "orphan", "--start"]));
+    let pid = supervisor_pid(state.path(), "orphan");
+    let alive = || std::path::Path::new(&format!("/proc/{pid}")).exists();
+    assert!(alive());
+    // What a person cleaning up by hand does: nothing could reach the
+    // sandbox after this, so nothing could stop it either.
+    std::fs::remove_dir_all(sandbox_dir(state.path(), "orphan")).unwrap();
+    wait_until(
+        "the supervisor ends its sandbox and itself",
+        Duration::from_secs(15),
+        || !alive() || zombie(pid),
+    );
+}
+
+/// Whether `pid` has ended and waits only to be reaped.
+fn zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
 }

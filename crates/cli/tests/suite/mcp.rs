@@ -497,6 +497,22 @@ fn a_denied_network_action_is_a_tool_error_that_says_what_was_denied() {
             "the denial names what was denied: {e}"
         );
         assert!(e.contains("do not retry"), "{e}");
+        // The quick retry the report exists to stop: repeats of a denial
+        // are counted rather than written one by one, and each result
+        // still lists its own.
+        for attempt in 0..2 {
+            let r = call(
+                &c,
+                "run_command",
+                serde_json::json!({"shell": "getent hosts denied.example"}),
+            )
+            .await;
+            let e = refused(&r);
+            assert!(
+                e.contains("denied.example"),
+                "retry {attempt}: the denial is listed again: {e}"
+            );
+        }
         c.cancel().await.unwrap();
     });
 }
@@ -513,6 +529,36 @@ async fn http_client(addr: &str, token: Option<&str>) -> Result<Client, String> 
         .await
         .map_err(|_| "timed out".to_string())?
         .map_err(|e| e.to_string())
+}
+
+/// The head of the answer to a bare `initialize` POSTed to `/mcp`
+/// (`what` = "initialize"), or to a `DELETE /mcp` of session `sid`.
+fn raw_head(addr: &str, token: &str, what: &str, sid: Option<&str>) -> String {
+    use std::io::{Read, Write};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let req = if what == "DELETE" {
+        format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nMcp-Session-Id: {}\r\nMCP-Protocol-Version: 2025-06-18\r\nConnection: close\r\n\r\n",
+            sid.unwrap_or("")
+        )
+    } else {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
 }
 
 /// The status line of a bare `initialize` POSTed to `/mcp`.
@@ -575,6 +621,19 @@ fn the_daemons_mcp_endpoint_serves_a_token_with_its_scopes_only() {
         assert!(status.contains(" 403 "), "{status}");
         let status = raw_initialize(&addr, &full, None);
         assert!(status.contains(" 200 "), "{status}");
+        // Ending a session is answered 204 (a 202 is logged as a failure
+        // by the official clients).
+        let head = raw_head(&addr, &full, "initialize", None);
+        let sid = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("mcp-session-id")
+                    .then(|| v.trim().to_string())
+            })
+            .unwrap_or_else(|| panic!("no session id: {head}"));
+        let ended = raw_head(&addr, &full, "DELETE", Some(&sid));
+        assert!(ended.starts_with("HTTP/1.1 204 "), "{ended}");
 
         let c = http_client(&addr, Some(&full)).await.unwrap();
         let names: Vec<String> = c
@@ -860,6 +919,61 @@ fn a_stdio_server_killed_with_sigterm_removes_its_sandboxes_first() {
         );
         drop(c);
     });
+}
+
+#[test]
+fn the_sandboxes_of_a_stdio_server_killed_outright_are_removed_by_the_next_one() {
+    let state = TempDir::new("mcp-lease");
+    let ws = TempDir::new("mcp-lease-ws");
+    let start = || {
+        let mut cmd = tokio::process::Command::new(warden_bin());
+        cmd.arg("mcp")
+            .args(["--workspace", ws.str()])
+            .env("WARDEN_STATE_DIR", state.path().join("warden"));
+        TokioChildProcess::new(cmd).unwrap()
+    };
+    runtime().block_on(async {
+        let child = start();
+        let pid = child.id().unwrap() as i32;
+        let c = ().serve(child).await.unwrap();
+        // A name that does not resolve in a sandbox without network is
+        // explained in the result (nothing was denied: no query left).
+        let r = good(
+            &call(
+                &c,
+                "run_command",
+                serde_json::json!({"argv": ["python3", "-c", "import socket; socket.getaddrinfo('example.com', 80)"]}),
+            )
+            .await,
+        );
+        assert!(r.contains("this sandbox has no network"), "{r}");
+        let kept = call(&c, "create_sandbox", serde_json::json!({"keep": true})).await;
+        good(&kept);
+        assert_eq!(sandboxes_on_disk(state.path()).len(), 2);
+        // SAFETY: kill(2) with the PID of the server this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        drop(c);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            sandboxes_on_disk(state.path()).len(),
+            2,
+            "a server killed outright removes nothing itself"
+        );
+        let c = ().serve(start()).await.unwrap();
+        wait_until(
+            "the orphan is removed and the kept one stays",
+            Duration::from_secs(30),
+            || sandboxes_on_disk(state.path()).len() == 1,
+        );
+        c.cancel().await.unwrap();
+    });
+    // The kept one is the person's to remove.
+    for id in sandboxes_on_disk(state.path()) {
+        let _ = std::process::Command::new(warden_bin())
+            .args(["rm", "--force", &id])
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .output();
+    }
 }
 
 // --- A desktop sandbox's tools --------------------------------------------------

@@ -55,6 +55,13 @@ impl Session {
             shown(r.stderr.as_bytes(), SHOWN)
         ));
         text.push_str(&flagged(r.stdout.as_bytes(), r.stderr.as_bytes()));
+        if r.exit_status != 0 && self.closed_network(&sb) && failed_resolving(&r.stderr) {
+            // Without a network nothing is denied (no query leaves), so no
+            // denial explains the failure: say it here.
+            text.push_str(
+                "\n--- note ---\nthis sandbox has no network: no name resolves and nothing outside it can be reached (do not retry; a person decides what a sandbox may reach)",
+            );
+        }
         let denied = self.denials_since(&who, &sb, since).await;
         if !denied.is_empty() {
             text.push_str(&format!(
@@ -345,7 +352,30 @@ async fn events(api: &Api, who: &Identity, id: &str, from: u64) -> Result<Vec<St
         .collect())
 }
 
+/// Whether a command's standard error says a name did not resolve (the
+/// words of glibc, curl, Python, Node and git).
+fn failed_resolving(stderr: &str) -> bool {
+    const SIGNS: [&str; 7] = [
+        "Temporary failure in name resolution",
+        "Name or service not known",
+        "Could not resolve host",
+        "could not resolve host",
+        "getaddrinfo",
+        "EAI_AGAIN",
+        "No address associated with hostname",
+    ];
+    SIGNS.iter().any(|s| stderr.contains(s))
+}
+
 impl Session {
+    /// Whether sandbox `id` (of this session) has no network at all.
+    fn closed_network(&self, id: &str) -> bool {
+        self.state()
+            .sandboxes
+            .get(id)
+            .is_some_and(|o| o.allows.starts_with("network: none"))
+    }
+
     /// What sandbox `id` denied since `since_ms`, one line each. Only the
     /// events not looked through before are read.
     async fn denials_since(&self, who: &Identity, id: &str, since_ms: u64) -> Vec<String> {

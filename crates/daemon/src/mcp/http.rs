@@ -13,7 +13,28 @@ use crate::app::App;
 /// The service mounted at `/mcp`: one [`Session`] per MCP session, ended
 /// by its client or after five minutes without a request (its sandboxes
 /// are then removed, unless kept).
-pub fn service(app: Arc<App>) -> StreamableHttpService<Session, LocalSessionManager> {
+pub fn service(app: Arc<App>) -> axum::Router {
+    axum::Router::new()
+        .route_service("/mcp", sessions(app))
+        .layer(axum::middleware::from_fn(ended_is_no_content))
+}
+
+/// A session ended with `DELETE /mcp` is answered 204: the SDK's server
+/// answers 202 (accepted, as if the end were still to come), which
+/// clients log as a failure; the session is gone when the answer leaves.
+async fn ended_is_no_content(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = req.method() == axum::http::Method::DELETE;
+    let mut res = next.run(req).await;
+    if delete && res.status() == axum::http::StatusCode::ACCEPTED {
+        *res.status_mut() = axum::http::StatusCode::NO_CONTENT;
+    }
+    res
+}
+
+fn sessions(app: Arc<App>) -> StreamableHttpService<Session, LocalSessionManager> {
     let settings = Arc::new(Settings {
         profiles: Vec::new(),
         default_profile: None,
@@ -28,6 +49,19 @@ pub fn service(app: Arc<App>) -> StreamableHttpService<Session, LocalSessionMana
         // says it comes from one is refused.
         .enforce_origin_validation();
     let api = super::inner::Api::new(app);
+    // Sessions do not outlive the daemon: the sandboxes of a daemon that
+    // was killed outright are removed as this one starts serving. Once per
+    // process: the reaper's own in-process calls build a router, which
+    // mounts this service again.
+    static REAPER: std::sync::Once = std::sync::Once::new();
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        REAPER.call_once(|| {
+            let api = api.clone();
+            rt.spawn(async move {
+                super::lease::reap(&api).await;
+            });
+        });
+    }
     StreamableHttpService::new(
         move || Ok(Session::with_api(api.clone(), settings.clone(), None)),
         Arc::new(LocalSessionManager::default()),

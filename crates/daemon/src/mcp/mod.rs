@@ -26,6 +26,7 @@ mod desktop;
 mod files;
 pub mod http;
 mod inner;
+mod lease;
 mod tools;
 
 use axum::http::Method;
@@ -295,6 +296,11 @@ impl Session {
         }
         if let Some(t) = ttl_seconds {
             body["ttl_seconds"] = t.into();
+        }
+        // One not kept is leased to this process: when it dies without
+        // ending the session, the next server removes the sandbox.
+        if let (false, Some(l)) = (keep, lease::mine()) {
+            body["labels"][lease::LABEL] = l.into();
         }
         let info: crate::api::SandboxInfo = self
             .api()
@@ -631,6 +637,8 @@ impl ServerHandler for Session {
 /// the client goes, then remove the sandboxes it made (those not kept).
 pub async fn serve_stdio(app: Arc<App>, settings: Settings) -> Result<(), McpError> {
     let session = Session::new(app, Arc::new(settings), Some(Identity::owner()));
+    // Sandboxes of servers killed outright before this one.
+    lease::reap(session.api()).await;
     let running = session
         .clone()
         .serve(rmcp::transport::stdio())

@@ -395,6 +395,9 @@ pub(super) fn read_notices(shared: &Arc<Shared>) {
                     FromInit::Signaled { signal, .. } => (128 + signal, Some(*signal)),
                     FromInit::Spawned { .. } | FromInit::FileDone { .. } => (0, None),
                 };
+                // What the command was denied, repeats counted, is in the
+                // log before its end.
+                shared.bus.end_window();
                 shared.bus.emit(EventKind::ExecExited {
                     exec: id,
                     status,

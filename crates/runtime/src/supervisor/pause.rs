@@ -176,8 +176,17 @@ pub(super) fn watch_clocks(shared: &Arc<Shared>) {
         return;
     };
     let mut idle = idle::Idle::default();
+    let home = StateHome::now(shared);
     loop {
         if shared.stopping.load(Ordering::SeqCst) || shared.init_gone.load(Ordering::SeqCst) {
+            return;
+        }
+        if home.is_some_and(|h| h.gone(shared)) {
+            // `rm -rf` of the state directory (or of the whole state
+            // root): no command can reach this sandbox any more, and
+            // nothing would ever stop it.
+            drop(clocks);
+            stop(shared, StopReason::StateRemoved, Duration::ZERO);
             return;
         }
         let now = state::now_ms();
@@ -207,5 +216,38 @@ pub(super) fn watch_clocks(shared: &Arc<Shared>) {
             Err(_) => return,
         };
         idle.look(shared);
+    }
+}
+
+/// The sandbox's state directory as it was when the supervisor started
+/// (device and inode): one removed, or replaced by another of the same
+/// name, is not this sandbox's any more.
+#[derive(Debug, Clone, Copy)]
+struct StateHome {
+    dev: u64,
+    ino: u64,
+}
+
+impl StateHome {
+    fn now(shared: &Shared) -> Option<StateHome> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(shared.record_path.parent()?).ok()?;
+        Some(StateHome {
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+
+    /// Whether the directory is gone. Only an answer of "no such entry"
+    /// counts: any other failure to look (a transient error) stops nothing.
+    fn gone(self, shared: &Shared) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Some(dir) = shared.record_path.parent() else {
+            return false;
+        };
+        match std::fs::metadata(dir) {
+            Ok(m) => (m.dev(), m.ino()) != (self.dev, self.ino),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        }
     }
 }
