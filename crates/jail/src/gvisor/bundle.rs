@@ -105,21 +105,37 @@ pub fn write(dir: &Path, l: &Layout<'_>) -> Result<Value, BundleError> {
         points.push(WORKSPACE_MOUNT.trim_start_matches('/').into());
         mounts.push(bind(ws, WORKSPACE_MOUNT, true));
     }
+    // A file bound over a file: its mount point is an empty file.
+    let mut file_points: Vec<PathBuf> = Vec::new();
     for b in &fs.binds {
         let dst = b.path.display().to_string();
-        points.push(dst.trim_start_matches('/').into());
+        let rel: PathBuf = dst.trim_start_matches('/').into();
+        if b.path.is_file() {
+            file_points.push(rel);
+        } else {
+            points.push(rel);
+        }
         mounts.push(bind(&b.path, &dst, b.writable));
     }
     home(l, &mut points, &mut mounts);
     hide(l, &mut points, &mut mounts);
     for (file, inside) in &l.trust {
-        points.push("run/warden".into());
+        file_points.push(inside.trim_start_matches('/').into());
         mounts.push(bind(file, inside, false));
     }
     // The root is runsc's to read only: mount points are made here, before.
     if fs.rootfs.is_none() {
         for p in &points {
             mkdirs(&root.join(p))?;
+        }
+        for p in &file_points {
+            let at = root.join(p);
+            if let Some(parent) = at.parent() {
+                mkdirs(parent)?;
+            }
+            if std::fs::symlink_metadata(&at).is_err() {
+                write_file(&at, b"")?;
+            }
         }
     }
     let config = config(l, &root_path, mounts);
