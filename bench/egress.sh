@@ -13,6 +13,15 @@
 #   bench/egress.sh [MEGABYTES] [CONNECTIONS] [ROUNDS] [CONCURRENCY]
 #                   (default 500 MB, 1000 connections, 5 rounds, 8 at once)
 #
+# Request rules: HTTPS/1.1 requests per second on one kept-alive
+# connection and one download's throughput, direct, through warden with
+# the name passed through (decided by name, spliced), and through warden
+# with a request rule for the name (TLS terminated, each request decided,
+# its body scanned):
+#
+#   bench/egress.sh requests [MEGABYTES] [REQUESTS] [ROUNDS]
+#                   (default 200 MB, 2000 requests, 5 rounds)
+#
 # WARDEN=/path/to/warden measures that binary instead of building one;
 # WARDEN_BASE=/path/to/another/warden adds a column for that binary (a
 # release before a change, measured in the same rounds).
@@ -21,6 +30,10 @@
 # packages when missing and running as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = requests ]; then
+    shift
+    exec bench/egress_requests.sh "$@"
+fi
 MB="${1:-500}"
 CONNS="${2:-1000}"
 ROUNDS="${3:-5}"
