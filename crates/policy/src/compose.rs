@@ -1241,6 +1241,23 @@ impl Loader<'_> {
             owners.merge(l);
         }
         for (field, slot) in &layer.slots {
+            if let (Slot::List(theirs), Some(Slot::List(mine))) = (slot, owners.slots.get(field)) {
+                let mine: Vec<&Val> = mine
+                    .iter()
+                    .filter(|m| m.trust == Trust::Owner)
+                    .map(|m| &m.val)
+                    .collect();
+                for t in theirs.iter().filter(|t| checked(t)) {
+                    if let Err(refusal) = trust::may_add(*field, &mine, &t.val) {
+                        let place = match &t.origin {
+                            Origin::Body { pointer, .. } => Place::Pointer(pointer.clone()),
+                            o => Place::Line(o.place().map(|(_, p)| p).unwrap_or_default()),
+                        };
+                        self.refuse(*field, label, &place, refusal);
+                    }
+                }
+                continue;
+            }
             let (Slot::One(theirs), Some(Slot::One(mine))) = (slot, owners.slots.get(field)) else {
                 continue;
             };

@@ -143,6 +143,23 @@ const BOUNDED: &[(Field, Tighter, &str)] = &[
     ),
 ];
 
+/// Lists that allow only what they hold: the owner's list is the ceiling,
+/// and a caller may keep to it but not add to it. (A caller's list where
+/// the owner set none narrows what the sandbox may do, and is theirs.)
+const NARROWING: &[(Field, &str)] = &[(Field::AllowExec, "programs the sandbox may execute")];
+
+/// May a caller add `theirs` to a list the owner set as `owners`?
+pub fn may_add(field: Field, owners: &[&Val], theirs: &Val) -> Result<(), Refusal> {
+    if owners.is_empty() || !NARROWING.iter().any(|(f, _)| *f == field) {
+        return Ok(());
+    }
+    if owners.contains(&theirs) {
+        Ok(())
+    } else {
+        Err(Refusal::Loosens)
+    }
+}
+
 /// May a caller's `theirs` stand over the owner's `owners` for `field`?
 /// Fields the table does not bound are any door's to set.
 pub fn may_replace(field: Field, owners: &Val, theirs: &Val) -> Result<(), Refusal> {
@@ -612,6 +629,24 @@ mod tests {
             compose_as(&catalog, &yaml(key, looser), Trust::Caller)
                 .unwrap_or_else(|e| panic!("{key}: {looser} with no owner's value: {e}"));
         }
+    }
+
+    #[test]
+    fn a_caller_may_keep_to_the_owners_exec_allowlist_and_never_add_to_it() {
+        let (p, catalog) = planted("ceiling-exec");
+        std::fs::write(
+            p.dir.join("config/profiles/tools.yaml"),
+            "process:\n  allow_exec: [git, python3]\n",
+        )
+        .unwrap();
+        let doc = |list: &str| format!("extends: [tools]\nprocess:\n  allow_exec: [{list}]\n");
+        let e = compose_as(&catalog, &doc("git, curl"), Trust::Caller).unwrap_err();
+        assert_eq!(e.refusal(), Some(Refusal::Loosens), "{e}");
+        compose_as(&catalog, &doc("git"), Trust::Caller).unwrap();
+        // The owner's own document is not bounded by it.
+        compose_as(&catalog, &doc("curl"), Trust::Owner).unwrap();
+        // A caller's list where the owner set none only narrows.
+        compose_as(&catalog, "process:\n  allow_exec: [curl]\n", Trust::Caller).unwrap();
     }
 
     #[test]
