@@ -201,7 +201,7 @@ pub(crate) fn write_real(
     let rel = c.path.as_path();
     let parent = open_parent(real, rel)?;
     let name = name_of(rel);
-    let mode = Mode::from_raw_mode(new.mode);
+    let mode = Mode::from_raw_mode(landing_mode(new));
     let existing = lstat_at(&parent, rel).map_err(|source| CommitError::Apply {
         op: "stat",
         path: rel.to_path_buf(),
@@ -227,11 +227,13 @@ pub(crate) fn write_real(
             // Through the entry's own descriptor, never following it: a
             // link put in its place since the check is refused, and the
             // change never lands on the file it leads to.
-            fsutil::chmod_entry(&parent, name, new.mode).map_err(|source| CommitError::Apply {
-                op: "set mode",
-                path: rel.to_path_buf(),
-                source,
-                applied: Vec::new(),
+            fsutil::chmod_entry(&parent, name, landing_mode(new)).map_err(|source| {
+                CommitError::Apply {
+                    op: "set mode",
+                    path: rel.to_path_buf(),
+                    source,
+                    applied: Vec::new(),
+                }
             })?;
         }
         EntryKind::File | EntryKind::Symlink => {
@@ -272,6 +274,20 @@ pub(crate) fn write_real(
         EntryKind::Other => {}
     }
     Ok(())
+}
+
+/// The mode a changed entry lands with in the real workspace: a regular
+/// file never carries set-user-ID or set-group-ID bits onto the host. A
+/// sandbox's root may set them on its own files (gVisor's and a VM's
+/// kernels allow it, and a layer keeps them); landed in a workspace on a
+/// file system without `nosuid`, such a file would run as its owner (root,
+/// when warden ran as root) for anyone who runs it.
+fn landing_mode(new: &Entry) -> u32 {
+    if matches!(new.kind, EntryKind::File) {
+        new.mode & !0o6000
+    } else {
+        new.mode
+    }
 }
 
 pub(crate) fn write_tmp_file(

@@ -637,3 +637,35 @@ fn a_commit_that_stops_half_way_records_exactly_what_it_applied() {
         "changed\n"
     );
 }
+
+#[test]
+fn a_set_user_or_group_id_bit_of_the_layer_never_lands_on_the_host() {
+    let mut w = ws();
+    w.real_file("tool", "#!/bin/sh\n");
+    fs::set_permissions(w.real.join("tool"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::create_dir_all(w.real.join("shared")).unwrap();
+    w.restart();
+    // What a sandbox's root leaves where its kernel let it set the bits
+    // (gVisor's, a VM's): a new set-user-ID file, an existing file made
+    // set-group-ID, a set-group-ID directory (which stays: it only passes
+    // its group on).
+    w.layer_file("new-tool", "#!/bin/sh\n");
+    fs::set_permissions(w.up("new-tool"), fs::Permissions::from_mode(0o4755)).unwrap();
+    fs::copy(w.real.join("tool"), w.up("tool")).unwrap();
+    fs::set_permissions(w.up("tool"), fs::Permissions::from_mode(0o6755)).unwrap();
+    fs::create_dir_all(w.up("shared")).unwrap();
+    fs::set_permissions(w.up("shared"), fs::Permissions::from_mode(0o2775)).unwrap();
+    let lock = w.sb.lock().expect("lock");
+    lock.commit(
+        &CommitOptions {
+            force: true,
+            ..CommitOptions::default()
+        },
+        &mut |_| Decision::Apply,
+    )
+    .expect("commit");
+    let mode = |rel: &str| fs::metadata(w.real.join(rel)).unwrap().mode() & 0o7777;
+    assert_eq!(mode("new-tool"), 0o755);
+    assert_eq!(mode("tool"), 0o755);
+    assert_eq!(mode("shared"), 0o2775);
+}
