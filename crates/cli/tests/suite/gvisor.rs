@@ -160,6 +160,31 @@ fn a_gvisor_sandbox_reads_the_workspace_and_what_it_writes_is_there_after() {
 }
 
 #[test]
+fn a_gvisor_sandbox_leaves_no_set_user_id_file_in_the_workspace() {
+    if !gvisor_available() {
+        return;
+    }
+    let ws = TempDir::new("gvisor-setid");
+    // gVisor carries a file's mode to the host through its gofer: without
+    // the rule, the sandbox's root made a set-user-ID file of the host's
+    // root in the person's workspace.
+    let out = run_sh(
+        &["--isolation", "gvisor", "-w", ws.str()],
+        "cp /bin/true t; chmod 4755 t || echo REFUSED-U; chmod 2755 t || echo REFUSED-G; \
+         python3 -c \"import os; os.open('n', os.O_CREAT|os.O_WRONLY, 0o4755)\" 2>/dev/null || echo REFUSED-OPEN",
+    );
+    let s = stdout(&out);
+    for refused in ["REFUSED-U", "REFUSED-G", "REFUSED-OPEN"] {
+        assert!(s.contains(refused), "{refused}: {s} {}", stderr(&out));
+    }
+    use std::os::unix::fs::MetadataExt;
+    for e in std::fs::read_dir(ws.path()).unwrap().flatten() {
+        let mode = e.metadata().unwrap().mode();
+        assert_eq!(mode & 0o6000, 0, "{:?} landed with mode {mode:o}", e.path());
+    }
+}
+
+#[test]
 fn host_files_outside_the_mounts_stay_unread_under_gvisor() {
     if !gvisor_available() {
         return;
@@ -234,7 +259,6 @@ const ANSWERED_BY_GVISOR: &[(&str, &str)] = &[
         "fs.mknod",
         "a node in gVisor's own file system, no host device",
     ),
-    ("fs.setuid-bit", "gVisor's own file modes, no_new_privs set"),
     ("fs.sysfs", "gVisor's own /sys, not the host's"),
 ];
 

@@ -246,8 +246,41 @@ fn config(l: &Layout<'_>, root: &Path, mounts: Vec<Value>) -> Value {
         "root": {"path": root, "readonly": true},
         "hostname": spec.hostname,
         "mounts": mounts,
-        "linux": {"namespaces": namespaces},
+        "linux": {"namespaces": namespaces, "seccomp": seccomp()},
     })
+}
+
+/// What gVisor's kernel refuses the sandbox's processes, as the process
+/// backend's filter does: a file with set-user-ID or set-group-ID bits,
+/// made or changed (gVisor carries the mode to the host's file through its
+/// gofer, so a direct workspace would hold a set-user-ID file of root's for
+/// anyone on the host to run). `openat2` (whose mode is behind a pointer)
+/// is answered as absent, as the process backend answers it.
+fn seccomp() -> Value {
+    const EPERM: u32 = 1;
+    const ENOSYS: u32 = 38;
+    let mut rules = Vec::new();
+    for (name, arg) in [
+        ("chmod", 1),
+        ("fchmod", 1),
+        ("fchmodat", 2),
+        ("creat", 1),
+        ("open", 2),
+        ("openat", 3),
+        ("mknod", 1),
+        ("mknodat", 2),
+    ] {
+        for bit in [libc::S_ISUID, libc::S_ISGID] {
+            rules.push(json!({
+                "names": [name],
+                "action": "SCMP_ACT_ERRNO",
+                "errnoRet": EPERM,
+                "args": [{"index": arg, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}],
+            }));
+        }
+    }
+    rules.push(json!({"names": ["openat2"], "action": "SCMP_ACT_ERRNO", "errnoRet": ENOSYS}));
+    json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"], "syscalls": rules})
 }
 
 /// One process started by `runsc exec` (its `--process` file): the first

@@ -281,7 +281,7 @@ fn check(spec: &SandboxSpec, root: bool) -> Result<Workspace, GvisorError> {
         return Err(GvisorError::Unsupported("a desktop"));
     }
     if spec.filesystem.disk.is_some_and(|d| d.asked) {
-        return Err(GvisorError::Unsupported("a disk limit (`--disk`)"));
+        return Err(GvisorError::Unsupported("a disk limit (`resources.disk`)"));
     }
     let fs = &spec.filesystem;
     // As for a VM: an overlay over an empty workspace (a named sandbox's

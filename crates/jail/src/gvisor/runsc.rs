@@ -157,7 +157,10 @@ impl Runsc {
                 if self.host_network { "host" } else { "none" }
             ))
             .arg("--ignore-cgroups")
-            .arg(format!("--platform={PLATFORM}"));
+            .arg(format!("--platform={PLATFORM}"))
+            // The bundle's seccomp rules, applied by gVisor's kernel to the
+            // sandbox's processes (see `bundle::seccomp`).
+            .arg("--oci-seccomp");
         if self.rootless {
             cmd.arg("--rootless");
         }
