@@ -13,20 +13,22 @@ pub use warden_api::Problem;
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub problem: Problem,
+    /// Boxed: an `ApiError` is the `Err` of most of the daemon's results,
+    /// which stay small.
+    pub problem: Box<Problem>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
-            problem: Problem {
+            problem: Box::new(Problem {
                 code: code.to_string(),
                 message: worded(&message.into()),
                 field: None,
                 reason: None,
                 details: None,
-            },
+            }),
         }
     }
 
@@ -59,7 +61,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.problem)).into_response()
+        (self.status, axum::Json(*self.problem)).into_response()
     }
 }
 
@@ -163,13 +165,13 @@ impl From<ResolveError> for ApiError {
         };
         ApiError {
             status,
-            problem: Problem {
+            problem: Box::new(Problem {
                 code: code.into(),
                 message,
                 field,
                 reason: reason.map(str::to_string),
                 details: None,
-            },
+            }),
         }
     }
 }

@@ -255,7 +255,7 @@ pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result
 }
 
 /// Whether the state's file system can hold what warden may write for
-/// `new` besides what is reserved for every other sandbox in the store.
+/// `new` besides what every other sandbox in the store may still write.
 fn host_disk_holds(app: &App, new: &Sandbox) -> Result<bool, ApiError> {
     let Some(free) = free_space(&app.state_dir) else {
         return Ok(true);
@@ -266,8 +266,10 @@ fn host_disk_holds(app: &App, new: &Sandbox) -> Result<bool, ApiError> {
         .map_err(|e| ApiError::internal(chain(&e)))?
         .iter()
         .filter(|e| e.name != new.name())
-        .filter_map(|e| app.store.get(&e.name).ok())
-        .map(|s| host_disk_of(&s))
+        .filter_map(|e| app.store.get(&e.name).ok().map(|s| (e, s)))
+        // What each may still write: what it wrote is already out of the
+        // free space, and is not counted twice.
+        .map(|(e, s)| host_disk_of(&s).saturating_sub(e.changes_bytes))
         .fold(0, u64::saturating_add);
     Ok(others.saturating_add(host_disk_of(new)) <= free)
 }

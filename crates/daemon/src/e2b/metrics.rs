@@ -148,7 +148,7 @@ pub struct MetricsQuery {
 /// The total bytes of the file system warden keeps sandboxes on.
 fn disk_total(e: &E2b) -> u64 {
     nix::sys::statvfs::statvfs(&e.app.state_dir)
-        .map(|s| (s.blocks() as u64).saturating_mul(s.fragment_size() as u64))
+        .map(|s| s.blocks().saturating_mul(s.fragment_size()))
         .unwrap_or(0)
 }
 
