@@ -89,11 +89,20 @@ impl Allowed {
     }
 }
 
+/// Where a bare name is looked up: the system's program directories, never
+/// the sandbox's own `PATH`. That one is the caller's to set (and the
+/// sandbox can write the places it may name): `git` found first in
+/// `/workspace/bin` would grant whatever the sandbox put there under that
+/// name.
+pub const BARE_NAME_SEARCH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// Find what `entries` name inside the sandbox: an absolute path (a file,
 /// or a directory whose executable files are all named), a glob of them,
-/// or a bare name looked up on `path_var` as a shell would. An entry that
-/// names nothing is an error: a typo must not pass unnoticed.
-pub fn find(entries: &[String], path_var: &str) -> Result<Allowed, ExecRuleError> {
+/// or a bare name looked up on [`BARE_NAME_SEARCH`] (whatever the sandbox's
+/// `PATH`, given as `_sandbox_path`, says). An entry that names nothing is
+/// an error: a typo must not pass unnoticed.
+pub fn find(entries: &[String], _sandbox_path: &str) -> Result<Allowed, ExecRuleError> {
+    let path_var = BARE_NAME_SEARCH;
     let mut allowed = Allowed::default();
     for entry in entries {
         let before = allowed.programs.len();

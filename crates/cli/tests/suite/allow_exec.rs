@@ -179,6 +179,46 @@ fn an_allowlist_of_git_and_python3_runs_them_and_refuses_what_warden_is_asked_to
 }
 
 #[test]
+fn a_bare_name_is_found_among_the_systems_programs_never_on_a_path_the_sandbox_writes() {
+    if !host_ready() {
+        return;
+    }
+    for r in Runner::all() {
+        let ws = workspace(&r);
+        // A shell named `git` where the sandbox writes, first on the PATH a
+        // caller gave: it must not become the allowed `git`.
+        let bin = ws.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(bin.join("git"), std::fs::read("/bin/sh").unwrap()).unwrap();
+        std::fs::set_permissions(bin.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        r.own(&bin);
+        r.own(&bin.join("git"));
+        let args = [
+            "--workspace",
+            ws.str(),
+            "--env",
+            "PATH=/workspace/bin:/usr/bin:/bin",
+        ];
+        let fake = r.run(&["git"], &args, &["git", "-c", "echo SHELL-RAN"]);
+        assert!(!stdout(&fake).contains("SHELL-RAN"), "{}: {fake:?}", r.name);
+        refused(
+            &fake,
+            "a program named like an allowed one on the sandbox's PATH",
+            r.name,
+        );
+        // The allowed `git` is the system's, found as a shell finds it on
+        // the system's own directories.
+        let real = r.run(&["git"], &args[..2], &["git", "--version"]);
+        assert!(
+            stdout(&real).contains("git version"),
+            "{}: {real:?}",
+            r.name
+        );
+    }
+}
+
+#[test]
 fn a_script_runs_when_its_env_and_python3_interpreters_are_both_allowed() {
     if !host_ready() {
         return;

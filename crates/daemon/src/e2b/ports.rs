@@ -188,6 +188,10 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
             control::error(StatusCode::FORBIDDEN, why)
         };
     }
+    // Let in by a credential: the answer is not cut at the deadline of
+    // requests nobody proved (a long cell of the code interpreter, a
+    // service's stream).
+    crate::deadline::proven(&req);
     let credential = Credential {
         token: caller.token_id().map(str::to_string),
         session: None,
@@ -304,11 +308,44 @@ fn relayed(headers: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (k, v) in headers {
         let name = k.as_str();
-        if !NOT_RELAYED.contains(&name) && !named.iter().any(|n| n == name) {
-            out.append(k.clone(), v.clone());
+        if NOT_RELAYED.contains(&name) || named.iter().any(|n| n == name) {
+            continue;
         }
+        if *k == header::AUTHORIZATION && holds_warden_credential(v) {
+            // The caller's warden token or access key is for the door,
+            // never for the service inside (which runs the sandbox's code).
+            continue;
+        }
+        if *k == header::COOKIE {
+            // The dashboard's session is warden's, not the service's.
+            let kept: Vec<&str> = v
+                .to_str()
+                .unwrap_or("")
+                .split(';')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .filter(|c| {
+                    c.split_once('=').map(|(n, _)| n.trim()) != Some(crate::session::COOKIE)
+                })
+                .collect();
+            if let Ok(v) = axum::http::HeaderValue::from_str(&kept.join("; ")) {
+                if !kept.is_empty() {
+                    out.append(k.clone(), v);
+                }
+            }
+            continue;
+        }
+        out.append(k.clone(), v.clone());
     }
     out
+}
+
+/// Whether an `Authorization` value carries a warden token or access key.
+fn holds_warden_credential(v: &axum::http::HeaderValue) -> bool {
+    let text = String::from_utf8_lossy(v.as_bytes());
+    ["wdn_", super::signing::KEY_PREFIX]
+        .iter()
+        .any(|p| text.contains(p))
 }
 
 /// Send `req` over `stream` as HTTP/1.1 and answer what comes back; a
@@ -462,9 +499,15 @@ mod tests {
             ("connection", "keep-alive, x-hop"),
             ("x-hop", "1"),
             ("accept", "*/*"),
+            ("authorization", "Bearer wdn_abc.def"),
+            ("cookie", "warden_session=s3cret; theirs=1"),
         ]);
         let out = relayed(&h);
-        assert_eq!(out.len(), 1);
+        assert_eq!(out.len(), 2, "{out:?}");
         assert!(out.contains_key("accept"));
+        assert_eq!(out["cookie"], "theirs=1");
+        // The service's own credentials pass.
+        let own = relayed(&headers(&[("authorization", "Bearer service-token")]));
+        assert_eq!(own["authorization"], "Bearer service-token");
     }
 }
