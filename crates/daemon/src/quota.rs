@@ -119,12 +119,21 @@ fn sizes_of(sb: &Sandbox) -> (u64, Option<u64>) {
     }
 }
 
-/// What warden may write on the host for a sandbox: its disk budget and
-/// the kept output of its commands.
+/// What is reserved on the host for a sandbox: the disk budget its maker
+/// asked for, and the kept output of its commands that budget allows. A
+/// budget nobody asked for (the default, half the memory limit) is not
+/// reserved: most sandboxes write little, and reserving every default
+/// would refuse the fifth sandbox of an ordinary host; those are bounded
+/// by the token's own disk quota instead.
 fn host_disk_of(sb: &Sandbox) -> u64 {
-    let (_, disk) = sizes_of(sb);
-    disk.unwrap_or(0)
-        .saturating_add(warden_runtime::output::budget_of_sandbox(sb.dir()))
+    let stored: Option<warden_runtime::state::Stored> =
+        warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).ok();
+    match stored.and_then(|s| s.spec.filesystem.disk) {
+        Some(d) if d.asked => d
+            .bytes
+            .saturating_add(warden_runtime::output::budget_of_sandbox(sb.dir())),
+        _ => 0,
+    }
 }
 
 /// The most `field` a token's sandbox may be given: the host's default,
