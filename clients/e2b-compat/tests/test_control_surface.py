@@ -287,7 +287,9 @@ def test_update_network_replaces_the_clients_names_and_never_reaches_a_pinned_ho
 
 
 def test_update_network_of_a_sandbox_without_egress_says_how_to_make_one(label: str) -> None:
-    sbx = Sandbox.create(metadata={"test": label}, timeout=60)
+    # The shipped `python` profile has no network (the default template,
+    # `base`, has an egress proxy and can be changed).
+    sbx = Sandbox.create(template="python", metadata={"test": label}, timeout=60)
     try:
         with pytest.raises(SandboxException, match="allow_out"):
             sbx.update_network({"allow_out": ["api.example.com"]})

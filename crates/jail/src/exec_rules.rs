@@ -332,17 +332,20 @@ mod tests {
     }
 
     #[test]
-    fn a_bare_name_is_found_on_path_and_a_missing_one_is_an_error() {
+    fn a_bare_name_is_found_among_the_system_programs_never_on_the_sandboxs_path() {
         let dir = tempfile::tempdir().unwrap();
         let tool = dir.path().join("tool");
         std::fs::write(&tool, b"#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path_var = dir.path().display().to_string();
-        let found = find(&["tool".into()], &path_var).unwrap();
-        assert!(found
-            .programs
-            .contains(&std::fs::canonicalize(&tool).unwrap()));
-        assert!(found.loaders.is_empty(), "a script brings no loader");
+        // On the sandbox's PATH only: not a system program, so not found.
+        assert!(matches!(
+            find(&["tool".into()], &path_var),
+            Err(ExecRuleError::NothingNamed { .. })
+        ));
+        let found = find(&["sh".into()], &path_var).unwrap();
+        assert!(found.programs.iter().all(|p| !p.starts_with(dir.path())));
+        assert!(!found.programs.is_empty());
         assert!(matches!(
             find(&["absent-tool".into()], &path_var),
             Err(ExecRuleError::NothingNamed { .. })
