@@ -98,6 +98,13 @@ async fn ready(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
         Started::Listening => Ok(()),
         Started::Missing => {
             fetch(app).await?;
+            if let Started::Listening = start(app, id).await? {
+                return Ok(());
+            }
+            // The profile's cache is seen by a sandbox as it was when the
+            // sandbox started: one started before the fetch sees the
+            // packages once it starts again (its files are kept).
+            restart(app, id).await.map_err(start_err)?;
             match start(app, id).await? {
                 Started::Listening => Ok(()),
                 Started::Missing => Err(InterpreterError::Setup(
@@ -228,6 +235,27 @@ async fn fetch(app: &Arc<App>) -> Result<(), InterpreterError> {
     )
     .await;
     outcome
+}
+
+/// Stop sandbox `id` (its files kept) and start it again, as the daemon.
+async fn restart(app: &Arc<App>, id: &str) -> Result<(), String> {
+    let body = axum::body::Bytes::from_static(b"{\"grace_seconds\": 2}");
+    sandboxes::stop(
+        axum::extract::State(app.clone()),
+        axum::extract::Path(id.to_string()),
+        body,
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| e.problem.message)?;
+    sandboxes::start(
+        axum::extract::State(app.clone()),
+        axum::Extension(Caller::Owner),
+        axum::extract::Path(id.to_string()),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| e.problem.message)
 }
 
 async fn fetch_in(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
