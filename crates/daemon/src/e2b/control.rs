@@ -411,6 +411,20 @@ pub(super) fn optional_body<T: for<'de> Deserialize<'de> + Default>(
     serde_json::from_slice(body).map_err(|err| format!("the request body does not fit: {err}"))
 }
 
+/// The body of a `POST` to `route` on sandbox `id`, once the caller is
+/// let in: another caller's sandbox answered as a missing one, a body that
+/// does not fit 400.
+pub(super) fn permitted_body<T: for<'de> Deserialize<'de> + Default>(
+    e: &E2b,
+    caller: &Caller,
+    route: &str,
+    id: &str,
+    body: &[u8],
+) -> Result<T, Box<Response>> {
+    permit(&e.app, caller, "POST", route, Some(id)).map_err(|d| Box::new(d.response()))?;
+    optional_body(body).map_err(|why| Box::new(error(StatusCode::BAD_REQUEST, why)))
+}
+
 /// Give sandbox `id` the E2B timeout `seconds` from now (its TTL, with
 /// [`GRACE`] more when its timeout ends in a pause).
 pub(super) async fn set_ttl(e: &E2b, id: &str, seconds: u64) -> Result<(), Response> {
@@ -473,19 +487,11 @@ pub async fn refresh(
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(d) = permit(
-        &e.app,
-        &caller,
-        "POST",
-        "/v1/sandboxes/{id}/timeout",
-        Some(&id),
-    ) {
-        return d.response();
-    }
-    let body: RefreshBody = match optional_body(&body) {
-        Ok(b) => b,
-        Err(why) => return error(StatusCode::BAD_REQUEST, why),
-    };
+    let body: RefreshBody =
+        match permitted_body(&e, &caller, "/v1/sandboxes/{id}/timeout", &id, &body) {
+            Ok(b) => b,
+            Err(r) => return *r,
+        };
     match set_ttl(&e, &id, body.duration.unwrap_or(60)).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(r) => r,

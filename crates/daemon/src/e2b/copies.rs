@@ -15,7 +15,7 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-use super::control::{self, error, from_api, optional_body};
+use super::control::{self, error, from_api, permitted_body};
 use super::lifecycle::{set_labels, PAUSED};
 use super::{permit, E2b};
 use crate::api::SandboxInfo;
@@ -59,19 +59,11 @@ pub async fn create_snapshot(
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(d) = permit(
-        &e.app,
-        &caller,
-        "POST",
-        "/v1/sandboxes/{id}/snapshots",
-        Some(&id),
-    ) {
-        return d.response();
-    }
-    let body: SnapshotBody = match optional_body(&body) {
-        Ok(b) => b,
-        Err(why) => return error(StatusCode::BAD_REQUEST, why),
-    };
+    let body: SnapshotBody =
+        match permitted_body(&e, &caller, "/v1/sandboxes/{id}/snapshots", &id, &body) {
+            Ok(b) => b,
+            Err(r) => return *r,
+        };
     if body.memory == Some(true) {
         return error(
             StatusCode::BAD_REQUEST,
@@ -264,18 +256,9 @@ pub async fn fork(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(d) = permit(
-        &e.app,
-        &caller,
-        "POST",
-        "/v1/sandboxes/{id}/fork",
-        Some(&id),
-    ) {
-        return d.response();
-    }
-    let body: ForkBody = match optional_body(&body) {
+    let body: ForkBody = match permitted_body(&e, &caller, "/v1/sandboxes/{id}/fork", &id, &body) {
         Ok(b) => b,
-        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+        Err(r) => return *r,
     };
     let count = body.count.unwrap_or(1);
     if count == 0 || count > MAX_FORK {

@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::control::{self, error, from_api, optional_body, running};
+use super::control::{self, error, from_api, optional_body, permitted_body, running};
 use super::{permit, E2b};
 use crate::api::SandboxInfo;
 use crate::app::App;
@@ -138,12 +138,9 @@ pub async fn pause(
     body: axum::body::Bytes,
 ) -> Response {
     let route = "/v1/sandboxes/{id}/pause";
-    if let Err(d) = permit(&e.app, &caller, "POST", route, Some(&id)) {
-        return d.response();
-    }
-    let body: PauseBody = match optional_body(&body) {
+    let body: PauseBody = match permitted_body(&e, &caller, route, &id, &body) {
         Ok(b) => b,
-        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+        Err(r) => return *r,
     };
     let _one = e.transitions.lock().await;
     let info = match running(&e, &id).await {
