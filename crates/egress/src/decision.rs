@@ -217,6 +217,7 @@ reasons! {
     NoRequestRule => "no_request_rule", -, "The name has request rules and none of them allows the request.";
     RequestNotAsked => "request_not_asked", -, "A request rule asks about the request, and no one is asked about single requests.";
     CredentialInBody => "credential_in_body", -, "A request body on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";
+    UpgradeWithSecrets => "upgrade_with_secrets", -, "A WebSocket upgrade to a secret's host: the frames after it could not be checked for the secret.";
     RequestRulesNeedTls => "request_rules_need_tls", -, "A name with request rules is reached only over TLS, which the proxy terminates to decide each request.";
     UpstreamFailed => "upstream_failed", -, "The connection to a secret's host failed (its TLS included).";
     // Errors of setting up.

@@ -204,3 +204,4 @@ curl -sS --noproxy '*' --data '{{"note": "nothing here"}}' "https://forge.test:P
 }
 
 mod git;
+mod websocket;

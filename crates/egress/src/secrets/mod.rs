@@ -33,6 +33,7 @@ mod scan;
 mod session;
 mod spelled;
 mod target;
+mod upgrade;
 
 use crate::decision::{Decision, Reason};
 use crate::matcher::Matcher;

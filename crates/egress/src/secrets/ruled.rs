@@ -292,6 +292,17 @@ impl Tally {
     }
 }
 
+impl Tally {
+    /// Recorded now with what a relay moved after the answer (a
+    /// WebSocket's frames): `out` towards the upstream, `inn` back.
+    pub(super) fn relayed(mut self, out: u64, inn: u64) {
+        if let Some(p) = self.pending.take() {
+            p.out.fetch_add(out, Ordering::Relaxed);
+            p.recorded(inn);
+        }
+    }
+}
+
 impl Drop for Tally {
     fn drop(&mut self) {
         if let Some(p) = self.pending.take() {

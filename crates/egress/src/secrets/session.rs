@@ -15,7 +15,7 @@ use super::rewrite::{
     rewrite_headers, Action, Blocked, Kind, Patterns, Place, RewriteBody, Rewriter, Violation,
 };
 use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
-use super::{outbound, ruled, zero, BoxError, OutBody, Recorder, Terminator};
+use super::{outbound, ruled, upgrade, zero, BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason, SecretAction};
 use base64::Engine;
 use bytes::Bytes;
@@ -130,11 +130,16 @@ enum Sender {
 }
 
 /// One terminated connection: where it goes, and how to reach it.
-struct Session {
-    term: Arc<Terminator>,
-    name: String,
-    port: u16,
+pub(super) struct Session {
+    pub(super) term: Arc<Terminator>,
+    pub(super) name: String,
+    pub(super) port: u16,
     upstream: Result<Sender, String>,
+    /// The address the upstream connection was made to (a WebSocket's
+    /// upgrade gets a connection of its own to the same address).
+    pub(super) peer: Option<std::net::SocketAddr>,
+    /// A WebSocket relayed after its upgrade: the session lasts as long.
+    pub(super) upgraded: std::sync::Mutex<Option<Stopped<()>>>,
     record: Recorder,
     head: Arc<Patterns>,
     target: Arc<Patterns>,
@@ -337,7 +342,7 @@ pub(crate) async fn serve_apart(
 }
 
 /// A task that is stopped when the future waiting for it is dropped.
-struct Stopped<T>(tokio::task::JoinHandle<T>);
+pub(super) struct Stopped<T>(pub(super) tokio::task::JoinHandle<T>);
 
 impl<T> Drop for Stopped<T> {
     fn drop(&mut self) {
@@ -370,9 +375,12 @@ pub(crate) async fn serve(
     })?;
     tls.get_mut().1.set_buffer_limit(Some(BUFFER_LIMIT));
     let sni = tls.get_ref().1.server_name().map(str::to_string);
+    let peer = upstream.peer_addr().ok();
     let upstream = connect_tls(&term, upstream, &name).await;
     let session = Arc::new(Session {
         sni,
+        peer,
+        upgraded: std::sync::Mutex::new(None),
         head: term.request_patterns(&name, port, Place::Header),
         target: term.request_patterns(&name, port, Place::Target),
         body: term.request_patterns(&name, port, Place::Body),
@@ -387,6 +395,7 @@ pub(crate) async fn serve(
         upstream,
         record,
     });
+    let held = session.clone();
     let service = hyper::service::service_fn(move |req| {
         let s = session.clone();
         async move { Ok::<_, std::convert::Infallible>(handle(req, &s).await) }
@@ -400,9 +409,21 @@ pub(crate) async fn serve(
         .initial_connection_window_size(BUFFER_LIMIT as u32)
         .max_send_buf_size(BUFFER_LIMIT / H2_STREAMS as usize)
         .max_header_list_size(BUFFER_LIMIT as u32);
-    let connection = builder.serve_connection(TokioIo::new(tls), service);
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+    // A WebSocket's relay outlives the HTTP connection it was upgraded
+    // from: the session ends with it.
+    let whole = async {
+        connection
+            .await
+            .map_err(|e| format!("the terminated connection ended with an error: {e}"))?;
+        let relay = held.upgraded.lock().ok().and_then(|mut u| u.take());
+        if let Some(mut relay) = relay {
+            let _ = (&mut relay.0).await;
+        }
+        Ok(())
+    };
     let served = tokio::select! {
-        r = connection => r.map_err(|e| format!("the terminated connection ended with an error: {e}")),
+        r = whole => r,
         () = silent_for(last, start, idle) => Err(format!("closed after {} s without a byte either way", idle.as_secs())),
     };
     let counts = (
@@ -476,6 +497,12 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     })?;
     let (parts, body) = req.into_parts();
     let path = checked_path(s, &parts)?;
+    let websocket = upgrade::is_websocket(&parts);
+    if websocket {
+        if let Some((cause, why)) = upgrade::refusal(s) {
+            return Err(Box::new(s.refuse(StatusCode::FORBIDDEN, cause, why)));
+        }
+    }
     // The name's request rules decide on that path (and, where a rule
     // names JSON-RPC methods, on the start of the body).
     let ruled::Let { body, tally } =
@@ -495,6 +522,9 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
             format!("substituted in {} {}", parts.method, parts.uri.path()),
         ));
     }
+    if websocket {
+        return upgraded(s, parts, (headers, target, body), tally).await;
+    }
     let request = Outgoing {
         parts,
         headers,
@@ -508,6 +538,45 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
         Some(t) => t.answered(response),
         None => response,
     })
+}
+
+/// A WebSocket's upgrade, its rules passed and its request substituted:
+/// relayed by `upgrade` on a connection of its own.
+async fn upgraded(
+    s: &Arc<Session>,
+    mut parts: http::request::Parts,
+    (mut headers, target, body): (http::HeaderMap, String, OutBody),
+    tally: Option<ruled::Tally>,
+) -> Result<Response<OutBody>, Answer> {
+    let client = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+    let uri = target.parse::<http::Uri>().map_err(|_| bad_target())?;
+    if let Ok(v) = http::HeaderValue::from_str(&forwarded_authority(&s.name, s.port)) {
+        headers.insert(http::header::HOST, v);
+    }
+    parts.uri = uri;
+    parts.headers = headers;
+    parts.version = http::Version::HTTP_11;
+    let failed = |why: String| {
+        answer(
+            StatusCode::BAD_GATEWAY,
+            Reason::UpstreamFailed,
+            format!("warden: {why}\n"),
+        )
+    };
+    let Some(client) = client else {
+        return Err(failed("the sandbox's side of the upgrade is gone".into()));
+    };
+    let upgrade = upgrade::Upgrade { client, tally };
+    upgrade::relay(s, Request::from_parts(parts, body), upgrade)
+        .await
+        .map_err(failed)
+}
+
+/// An empty body, for warden's own answers that carry none.
+pub(super) fn empty() -> OutBody {
+    Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// The body checked for credentials as it leaves (see `outbound`): a

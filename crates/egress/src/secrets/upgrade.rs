@@ -1,0 +1,169 @@
+//! A WebSocket on a terminated connection: the upgrade request is decided
+//! like any other request (its name's request rules, its headers and
+//! target checked), then sent upstream over a connection of its own, and
+//! once the upstream answers `101 Switching Protocols` the two upgraded
+//! streams are relayed both ways as they are, for as long as the session
+//! lasts (its idle timeout, a removal of its name).
+//!
+//! Only `websocket` is upgraded, and only over HTTP/1.1 (`Upgrade` and
+//! `Connection: upgrade`); any other upgrade is sent on as a plain request,
+//! its hop-by-hop headers dropped (so the upstream never switches). The
+//! frames after the upgrade are not read: an upgrade to a host some
+//! secret covers is refused, since neither its placeholders nor its real
+//! value could be followed through them. It never decides whether the
+//! request may go (the rules did) and never records anything itself (the
+//! request's tally does).
+
+use super::ruled::Tally;
+use super::session::{Session, Stopped, BUFFER_LIMIT};
+use super::{BoxError, OutBody};
+use crate::decision::{Cause, Reason};
+use http_body_util::BodyExt;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// How long connecting and greeting the upstream of an upgrade may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether `parts` asks to become a WebSocket: HTTP/1.1, an `Upgrade`
+/// naming `websocket` and a `Connection` that lists `upgrade`.
+pub(super) fn is_websocket(parts: &http::request::Parts) -> bool {
+    let lists = |name: http::header::HeaderName, token: &str| {
+        parts.headers.get_all(name).iter().any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        })
+    };
+    parts.version == http::Version::HTTP_11
+        && lists(http::header::UPGRADE, "websocket")
+        && lists(http::header::CONNECTION, "upgrade")
+}
+
+/// Why an upgrade cannot be relayed on this session, if it cannot.
+pub(super) fn refusal(s: &Session) -> Option<(Cause, String)> {
+    s.term
+        .secrets
+        .iter()
+        .any(|x| x.covers(&s.name, s.port))
+        .then(|| {
+            (
+                Cause::new(Reason::UpgradeWithSecrets),
+                format!(
+                    "refused: a WebSocket to {}, a secret's host: the frames after the upgrade could not be checked for the secret",
+                    s.name
+                ),
+            )
+        })
+}
+
+/// What an upgrade needs besides the request going upstream.
+pub(super) struct Upgrade {
+    /// Resolves to the sandbox's side once the 101 is sent.
+    pub(super) client: hyper::upgrade::OnUpgrade,
+    /// The request's record, finished with the relay's bytes.
+    pub(super) tally: Option<Tally>,
+}
+
+/// Send `request` (its target and headers already checked and
+/// substituted) upstream on a connection of its own and, when the upstream
+/// switches, answer the sandbox with its 101 and relay the two streams
+/// until either ends; any other answer goes back as the upstream's.
+pub(super) async fn relay(
+    s: &Arc<Session>,
+    mut request: Request<OutBody>,
+    upgrade: Upgrade,
+) -> Result<Response<OutBody>, String> {
+    let Some(peer) = s.peer else {
+        return Err(format!("the upstream address of {} is unknown", s.name));
+    };
+    // The upgrade's own hop-by-hop headers, dropped with the others.
+    let headers = request.headers_mut();
+    headers.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("upgrade"),
+    );
+    headers.insert(
+        http::header::UPGRADE,
+        http::HeaderValue::from_static("websocket"),
+    );
+    let mut response = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        let mut sender = connect(s, peer).await?;
+        sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("the upgrade request to {} failed: {e}", s.name))
+    })
+    .await
+    .map_err(|_| {
+        format!(
+            "the upstream {} did not answer the upgrade within {} s",
+            s.name,
+            CONNECT_TIMEOUT.as_secs()
+        )
+    })??;
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        // Not switched: an ordinary answer, recorded as one.
+        let response = response.map(|b| b.map_err(|e| Box::new(e) as BoxError).boxed());
+        return Ok(match upgrade.tally {
+            Some(t) => t.answered(response),
+            None => response,
+        });
+    }
+    let upstream = hyper::upgrade::on(&mut response);
+    let Upgrade { client, tally } = upgrade;
+    let task = tokio::spawn(async move {
+        let (Ok(client), Ok(upstream)) = tokio::join!(client, upstream) else {
+            if let Some(t) = tally {
+                t.relayed(0, 0);
+            }
+            return;
+        };
+        let mut client = TokioIo::new(client);
+        let mut upstream = TokioIo::new(upstream);
+        let (out, inn) = tokio::io::copy_bidirectional(&mut client, &mut upstream)
+            .await
+            .unwrap_or((0, 0));
+        if let Some(t) = tally {
+            t.relayed(out, inn);
+        }
+    });
+    // The session waits for the relay (within its idle timeout) and stops
+    // it when it ends.
+    if let Ok(mut u) = s.upgraded.lock() {
+        *u = Some(Stopped(task));
+    }
+    let (parts, _) = response.into_parts();
+    Ok(Response::from_parts(parts, super::session::empty()))
+}
+
+/// An HTTP/1.1 client on a new TLS connection to `peer`, the address the
+/// session's own upstream connection was made to (judged when it was):
+/// HTTP/1.1 alone is offered, since a WebSocket is upgraded from it.
+async fn connect(
+    s: &Session,
+    peer: std::net::SocketAddr,
+) -> Result<hyper::client::conn::http1::SendRequest<OutBody>, String> {
+    let server_name = ServerName::try_from(s.name.clone())
+        .map_err(|e| format!("{} is not a TLS server name: {e}", s.name))?;
+    let tcp = TcpStream::connect(peer)
+        .await
+        .map_err(|e| format!("cannot connect to {} ({peer}) for the upgrade: {e}", s.name))?;
+    let mut config = (*s.term.client).clone();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(server_name, tcp)
+        .await
+        .map_err(|e| format!("TLS to the upstream {} failed: {e}", s.name))?;
+    tls.get_mut().1.set_buffer_limit(Some(BUFFER_LIMIT));
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .max_buf_size(BUFFER_LIMIT)
+        .handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| format!("HTTP/1.1 to the upstream {} failed: {e}", s.name))?;
+    tokio::spawn(conn.with_upgrades());
+    Ok(sender)
+}
