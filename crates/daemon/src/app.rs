@@ -45,6 +45,8 @@ pub struct Settings {
     pub sessions: crate::leases::Bounds,
     /// What a token may have when its own record sets no bound.
     pub quotas: crate::quota::Quotas,
+    /// How long stopped sandboxes the daemon made are kept.
+    pub retention: crate::retention::Retention,
 }
 
 /// What a request was let in with (the owner on the Unix socket: nothing
@@ -98,6 +100,8 @@ pub struct App {
     pub leases: Arc<crate::leases::Leases>,
     /// The owner's default quotas for tokens (see [`crate::quota`]).
     pub quotas: crate::quota::Quotas,
+    /// How long stopped sandboxes are kept (see [`crate::retention`]).
+    pub retention: crate::retention::Retention,
 }
 
 impl App {
@@ -129,6 +133,7 @@ impl App {
             pool_demand: Default::default(),
             leases: crate::leases::Leases::new(settings.sessions),
             quotas: settings.quotas,
+            retention: settings.retention,
         })
     }
 

@@ -112,6 +112,7 @@ CREATE TABLE IF NOT EXISTS e2b_keys (
 const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("tokens", "sandbox_uid", "TEXT"),
     ("e2b_keys", "uid", "TEXT"),
+    ("sandboxes", "stopped_ms", "INTEGER"),
 ];
 
 /// Add the columns of [`ADDED_COLUMNS`] that `conn`'s tables lack.
@@ -291,6 +292,32 @@ impl Db {
         self.conn
             .execute("DELETE FROM sandboxes WHERE id = ?1", params![id])
             .map_err(q("remove a sandbox"))?;
+        Ok(())
+    }
+
+    /// Since when the retention sweep has seen sandbox `id` stopped
+    /// (see [`crate::retention`]).
+    pub fn stopped_since(&self, id: &str) -> Result<Option<u64>, DbError> {
+        self.conn
+            .query_row(
+                "SELECT stopped_ms FROM sandboxes WHERE id = ?1",
+                params![id],
+                |r| r.get::<_, Option<i64>>(0),
+            )
+            .optional()
+            .map(|v| v.flatten().map(|ms| ms as u64))
+            .map_err(q("read when a sandbox stopped"))
+    }
+
+    /// Record when sandbox `id` was first seen stopped (`None`: running
+    /// again).
+    pub fn set_stopped(&self, id: &str, ms: Option<u64>) -> Result<(), DbError> {
+        self.conn
+            .execute(
+                "UPDATE sandboxes SET stopped_ms = ?2 WHERE id = ?1",
+                params![id, ms.map(|m| m as i64)],
+            )
+            .map_err(q("record when a sandbox stopped"))?;
         Ok(())
     }
 

@@ -29,6 +29,7 @@ pub mod mcp;
 pub mod pools;
 pub mod quota;
 pub mod reach;
+pub mod retention;
 pub mod revocation;
 pub mod routes;
 pub mod session;
@@ -93,6 +94,9 @@ pub struct Config {
     /// What a token may have when its own record sets no bound (see
     /// [`quota`]).
     pub quotas: quota::Quotas,
+    /// How long stopped sandboxes the daemon made are kept (see
+    /// [`retention`]).
+    pub retention: retention::Retention,
 }
 
 impl Config {
@@ -161,6 +165,7 @@ pub async fn bind(
             pools: cfg.pools.clone(),
             sessions: cfg.sessions,
             quotas: cfg.quotas,
+            retention: cfg.retention,
         },
     );
     let notes = app
@@ -247,6 +252,7 @@ impl Bound {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let refill = (!self.app.pools.is_empty())
             .then(|| tokio::spawn(pools::refill(self.app.clone(), stop_rx.clone())));
+        let sweep = tokio::spawn(retention::sweep(self.app.clone(), stop_rx.clone()));
         let unix_router = router
             .clone()
             .layer(axum::Extension(routes::Transport::Unix));
@@ -271,6 +277,7 @@ impl Bound {
             let app = self.app.clone();
             let _ = tokio::task::spawn_blocking(move || pools::drain(&app)).await;
         }
+        let _ = sweep.await;
         let mut result = Ok(());
         if let Ok(Err(e)) = unix.await {
             result = Err(ServeError::Serve(e));
@@ -364,6 +371,10 @@ pub struct FileConfig {
     /// `{sandboxes: N, memory: SIZE, disk: SIZE}`.
     #[serde(default)]
     pub quotas: quota::Quotas,
+    /// How long stopped sandboxes the daemon made are kept:
+    /// `{stopped: 24h, paused: 30d}` (`never` keeps them).
+    #[serde(default)]
+    pub retention: retention::Retention,
 }
 
 /// Why the daemon's configuration file was refused.

@@ -229,6 +229,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         e2b: args.e2b.or(file.e2b),
         sessions: file.sessions,
         quotas: file.quotas,
+        retention: file.retention,
         timeouts: {
             let d = warden_daemon::deadline::Timeouts::default();
             warden_daemon::deadline::Timeouts {

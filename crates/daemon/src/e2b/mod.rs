@@ -25,7 +25,7 @@ mod copies;
 mod create;
 mod filesystem;
 mod interpreter;
-mod lifecycle;
+pub(crate) mod lifecycle;
 mod logs;
 mod metrics;
 mod network;
