@@ -10,7 +10,7 @@
 //!    at most the memory and disk the host gives a sandbox by default,
 //!    unless a profile of the owner's that the request names sets more
 //!    (the owner's profile is then the ceiling, as the trust rule holds
-//!    it).
+//!    it; the disk of the memory it grants, half of it, comes with it).
 //! 2. **The token's quotas**: sandboxes at once, memory limits together,
 //!    disk budgets together. A token's own record sets them (`warden token
 //!    create --max-sandboxes --max-memory`); where it does not, the
@@ -184,7 +184,11 @@ pub(crate) fn within_host_defaults(
             ),
         ));
     }
-    let most = ceiling(app, Field::Disk, default_disk(host_memory), profiles);
+    // A sandbox's default disk is half its memory: where the owner's
+    // profile grants more memory than the host's default, the disk that
+    // memory brings is granted with it (a caller taking what the owner's
+    // profile gives is not asking for more).
+    let most = ceiling(app, Field::Disk, default_disk(most), profiles);
     if let Some(d) = disk.filter(|d| *d > most) {
         return Err(refused(
             "above_default",

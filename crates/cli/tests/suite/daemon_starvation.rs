@@ -221,6 +221,51 @@ fn a_tokens_sandbox_gets_at_most_the_hosts_default_memory_and_disk() {
 }
 
 #[test]
+fn a_token_taking_what_an_owners_profile_grants_above_the_hosts_default_is_not_refused() {
+    if !curl_available() {
+        skip("curl is not installed");
+        return;
+    }
+    // A profile of the owner's with twice the most memory a host's
+    // default ever is (8G): above the default on any host. The disk a
+    // sandbox gets by default (half its memory) comes with that memory.
+    let state = TempDir::new("starve-profile");
+    let profiles = state.path().join("config/warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(profiles.join("big.yaml"), "resources:\n  memory: 16G\n").unwrap();
+    let file = state.path().join("daemon.yaml");
+    std::fs::write(&file, "quotas:\n  memory: 1T\n  disk: 1T\n").unwrap();
+    let config = state.path().join("config");
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--config", file.to_str().unwrap()],
+        &[("XDG_CONFIG_HOME", config.as_path())],
+    );
+    let token = daemon::api_token(&d, "big", &["sandboxes:read", "sandboxes:write"], None);
+    let create = |body: &str| call_on(&d, true, "POST", "/v1/sandboxes", Some(body), Some(&token));
+    // The profile's own memory, and less than it but above the default.
+    let (s, b) = create(r#"{"name":"own","start":false,"profile":"big"}"#);
+    assert_eq!(s, 201, "the profile's own memory and its default disk: {b}");
+    let (s, b) = create(
+        r#"{"name":"less","start":false,"profile":"big","spec":{"resources":{"memory":"12G"}}}"#,
+    );
+    assert_eq!(s, 201, "below the profile's memory, above the host's: {b}");
+    // Above what the profile grants: still refused (the trust rule says
+    // so first: a caller only tightens the owner's value).
+    let (s, b) = create(
+        r#"{"name":"more","start":false,"profile":"big","spec":{"resources":{"memory":"20G"}}}"#,
+    );
+    assert!(s == 403 || s == 422, "{s} {b}");
+    assert_eq!(json(&b)["field"], "/spec/resources/memory", "{b}");
+    let (s, b) = create(
+        r#"{"name":"disk","start":false,"profile":"big","spec":{"resources":{"disk":"9G"}}}"#,
+    );
+    assert_eq!(s, 422, "more disk than the profile's memory brings: {b}");
+    assert_eq!(json(&b)["field"], "/spec/resources/disk", "{b}");
+}
+
+#[test]
 fn a_tokens_sandboxes_together_stay_within_the_daemons_quotas() {
     let Some((_state, d)) = daemon_with(
         "starve-quotas",
