@@ -1,9 +1,9 @@
 //! Whether an E2B call may go ahead: the native scope table decides what a
 //! token may do ([`crate::auth::ROUTES`]), [`crate::reach`] to which
 //! sandboxes. A sandbox the caller does not reach is answered exactly as
-//! one that does not exist (the same status, the same body), so that the
-//! door tells a token nothing of another token's sandboxes, not even that
-//! one of that id is there.
+//! one that does not exist (the same status, the same body, by the same
+//! work, so in the same time), so that the door tells a token nothing of
+//! another token's sandboxes, not even that one of that id is there.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -89,16 +89,29 @@ pub(crate) fn permit(
     let Some(id) = sandbox else {
         return Ok(());
     };
-    // Not there at all (or pooled): nothing to record, the same answer.
-    if app.sandbox(id).is_err() {
-        return Err(Denied::NoSuchSandbox(id.to_string()));
-    }
+    // Ownership first, from the one record lookup that answers a missing
+    // sandbox and another token's alike (no record of this token's for
+    // that id): both then take the same path, a denial recorded and the
+    // same answer, so that neither the body nor the time it takes tells
+    // one from the other. Only a sandbox the caller reaches is looked up
+    // in the store.
     match crate::reach::reaches(app, caller, id) {
-        Ok(true) => Ok(()),
+        Ok(true) => {}
         Ok(false) => {
-            app.record_denial(caller, route, "the sandbox is not this caller's");
-            Err(Denied::NoSuchSandbox(id.to_string()))
+            app.record_denial(caller, route, NOT_REACHED);
+            return Err(Denied::NoSuchSandbox(id.to_string()));
         }
-        Err(e) => Err(Denied::Records(e.problem.message)),
+        Err(e) => return Err(Denied::Records(e.problem.message)),
+    }
+    match app.sandbox(id) {
+        Ok(_) => Ok(()),
+        // The owner's, an admin's or a per-sandbox token's call for a
+        // sandbox that is gone (or pooled): nothing was refused them.
+        Err(_) => Err(Denied::NoSuchSandbox(id.to_string())),
     }
 }
+
+/// What the audit log says of a call for a sandbox the caller does not
+/// reach: the same words whether it exists or not, since the log's
+/// records of one are written by the same path as the other's.
+const NOT_REACHED: &str = "no sandbox of this id is this caller's";
