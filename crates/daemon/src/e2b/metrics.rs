@@ -145,11 +145,24 @@ pub struct MetricsQuery {
     end: Option<u64>,
 }
 
-/// The total bytes of the file system warden keeps sandboxes on.
-fn disk_total(e: &E2b) -> u64 {
-    nix::sys::statvfs::statvfs(&e.app.state_dir)
-        .map(|s| s.blocks().saturating_mul(s.fragment_size()))
-        .unwrap_or(0)
+/// The most the sandbox may write: its disk budget (`resources.disk`,
+/// given or its default), which bounds its workspace's changes, its home
+/// and its caches' writes. Never the host's disk, whose size is the
+/// owner's to know; a sandbox that keeps nothing on disk (its workspace
+/// bound directly) has no budget, and 0 is said.
+fn disk_total(e: &E2b, id: &str) -> u64 {
+    e.app
+        .store
+        .get(id)
+        .ok()
+        .and_then(|sb| {
+            warden_runtime::state::read_json::<warden_runtime::state::Stored>(
+                &sb.dir().join(warden_runtime::state::STORED),
+            )
+            .ok()
+        })
+        .and_then(|s| s.spec.filesystem.disk)
+        .map_or(0, |d| d.bytes)
 }
 
 /// The CPU share of `s` after `before` (or since `started_ms`), in
@@ -188,7 +201,7 @@ pub async fn get(
     let sid = id.clone();
     let (cpus, mem_total, disk_total) = tokio::task::spawn_blocking(move || {
         let (cpus, mem) = shape(&e2, &sid);
-        (cpus, mem, disk_total(&e2))
+        (cpus, mem, disk_total(&e2, &sid))
     })
     .await
     .unwrap_or((1, 0, 0));
