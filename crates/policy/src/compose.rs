@@ -1306,11 +1306,17 @@ impl Loader<'_> {
         // Paths: expanded now, so that every later source and the
         // resolver see absolute paths.
         let path = |raw: &str| catalog.expand(raw, dir.as_deref());
+        // A body is an API request's; anything else is a profile file.
+        let door = match src.body {
+            Some(_) => crate::fields::Door::Api,
+            None => crate::fields::Door::Profile,
+        };
         let doc = read::read(
             &tree,
             &Reading {
                 origin: &origin,
                 path: &path,
+                door,
             },
         );
         for f in &doc.findings {

@@ -39,6 +39,14 @@ pub struct FieldInfo {
     /// may not set it: every field that reaches the node, and those a
     /// bundle's `config.json` already says (limits, mounts, hostname).
     pub annotation: Option<&'static str>,
+    /// The doors through which it may be set: the command line, a profile
+    /// file, an API request's body. A row says `doors:` only where some
+    /// door must not take it (where a sandbox's events go is decided by
+    /// whoever runs the door, never by a request); every door reads this
+    /// cell through [`Field::settable_by`]. A pod's author sets only what
+    /// has an [`annotation`](FieldInfo::annotation): that column is the
+    /// OCI door's cell.
+    pub doors: Doors,
     /// What kind of value it takes, in a word or three ("size", "list of
     /// domains").
     pub ty: &'static str,
@@ -206,6 +214,61 @@ pub enum Reach {
     Catalog,
 }
 
+/// A set of [`Door`]s: the `doors:` cell of a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Doors(u8);
+
+impl Doors {
+    /// Every door: what a row without a `doors:` cell gets.
+    pub const ALL: Doors = Doors::of(&[Door::Cli, Door::Profile, Door::Api]);
+
+    /// The set of `doors`.
+    pub const fn of(doors: &[Door]) -> Doors {
+        let mut bits = 0u8;
+        let mut i = 0;
+        while i < doors.len() {
+            bits |= doors[i].bit();
+            i += 1;
+        }
+        Doors(bits)
+    }
+
+    /// Does the set hold `door`?
+    pub const fn allows(self, door: Door) -> bool {
+        self.0 & door.bit() != 0
+    }
+
+    /// The doors of the set, in the table's order.
+    pub fn iter(self) -> impl Iterator<Item = Door> {
+        [Door::Cli, Door::Profile, Door::Api]
+            .into_iter()
+            .filter(move |d| self.allows(*d))
+    }
+}
+
+/// The `doors:` cell of a row: every door when the row has none.
+macro_rules! doors {
+    () => {
+        Doors::ALL
+    };
+    ([$($door:ident),* $(,)?]) => {
+        Doors::of(&[$(door!($door)),*])
+    };
+}
+
+/// One door of a `doors:` cell.
+macro_rules! door {
+    (cli) => {
+        Door::Cli
+    };
+    (profile) => {
+        Door::Profile
+    };
+    (api) => {
+        Door::Api
+    };
+}
+
 /// The `reach:` cell of a row.
 macro_rules! reach {
     (sandbox) => {
@@ -290,6 +353,7 @@ macro_rules! fields {
             flag: $flag:tt, short: $short:tt, value: $value:tt,
             key: $key:tt, json: $json:tt,
             annotation: $annotation:tt,
+            $(doors: $doors:tt,)?
             ty: $ty:literal,
             shape: $shape:ident, kind: $kind:ident,
             reach: $reach:ident,
@@ -318,6 +382,7 @@ macro_rules! fields {
                     profile_key: opt!($key),
                     json_path: opt!($json),
                     annotation: opt!($annotation),
+                    doors: doors!($($doors)?),
                     ty: $ty,
                     reach: reach!($reach),
                     shape: shape!($shape),
@@ -451,6 +516,7 @@ fields! {
         flag: "--json-events", short: -, value: "FILE",
         key: "json_events", json: "/json_events",
         annotation: -,
+        doors: [cli, profile],
         ty: "path",
         shape: one, kind: path,
         reach: host,
@@ -460,6 +526,7 @@ fields! {
         flag: "--audit-log", short: -, value: "FILE",
         key: "audit_log", json: "/audit_log",
         annotation: -,
+        doors: [cli, profile],
         ty: "path",
         shape: one, kind: path,
         reach: host,
@@ -469,6 +536,7 @@ fields! {
         flag: "--no-audit-log", short: -, value: -,
         key: "no_audit_log", json: "/no_audit_log",
         annotation: -,
+        doors: [cli, profile],
         ty: "bool",
         shape: one, kind: bool,
         reach: host,
@@ -478,6 +546,7 @@ fields! {
         flag: "--otlp-endpoint", short: -, value: "URL",
         key: "otlp_endpoint", json: "/otlp_endpoint",
         annotation: -,
+        doors: [cli, profile],
         ty: "URL",
         shape: one, kind: text,
         reach: host,
@@ -899,6 +968,22 @@ impl Field {
         self.info().doc
     }
 
+    /// The doors through which it may be set (the `doors:` cell).
+    pub const fn doors(self) -> Doors {
+        self.info().doors
+    }
+
+    /// May `door` set this field: does the row let it, and does the door
+    /// have a spelling for it (a flag, a profile key or JSON pointer)?
+    pub const fn settable_by(self, door: Door) -> bool {
+        let spelled = match door {
+            Door::Cli => self.info().flag.is_some(),
+            Door::Profile => self.info().profile_key.is_some(),
+            Door::Api => self.info().json_path.is_some(),
+        };
+        spelled && self.info().doors.allows(door)
+    }
+
     /// How far the field's effect reaches (who may set it).
     pub const fn reach(self) -> Reach {
         self.info().reach
@@ -982,6 +1067,26 @@ pub enum Door {
     Profile,
     /// The API's body: `/resources/disk`.
     Api,
+}
+
+impl Door {
+    const fn bit(self) -> u8 {
+        match self {
+            Door::Cli => 1,
+            Door::Profile => 2,
+            Door::Api => 4,
+        }
+    }
+
+    /// Where a value is given through this door, for a message saying
+    /// where else to give it.
+    pub const fn where_given(self) -> &'static str {
+        match self {
+            Door::Cli => "on warden's command line",
+            Door::Profile => "in a profile file",
+            Door::Api => "in an API request",
+        }
+    }
 }
 
 /// `text` with every `` `KEY` `` that is a field's profile key worded for
@@ -1143,6 +1248,51 @@ mod tests {
         }
         assert!(count >= 3, "{count}");
         assert_eq!(Field::from_annotation("warden.dev/hosts"), None);
+    }
+
+    /// Where a sandbox's events go is its runner's to decide: the person
+    /// at the command line or in their profile files, never a request to
+    /// the daemon (which keeps each sandbox's audit log itself). Every
+    /// other field is any door's that spells it.
+    #[test]
+    fn the_doors_column_keeps_where_events_go_out_of_api_requests_and_only_that() {
+        let sinks = [
+            Field::AuditLog,
+            Field::NoAuditLog,
+            Field::JsonEvents,
+            Field::OtlpEndpoint,
+        ];
+        for i in FIELDS {
+            let over_api = i.field.settable_by(Door::Api);
+            assert_eq!(
+                over_api,
+                i.json_path.is_some() && !sinks.contains(&i.field),
+                "{:?}",
+                i.field
+            );
+            assert_eq!(
+                i.field.settable_by(Door::Cli),
+                i.flag.is_some(),
+                "{:?}",
+                i.field
+            );
+            assert_eq!(
+                i.field.settable_by(Door::Profile),
+                i.profile_key.is_some(),
+                "{:?}",
+                i.field
+            );
+            // A pod's author is a request's author too.
+            if i.annotation.is_some() {
+                assert!(i.doors.allows(Door::Api), "{:?}", i.field);
+            }
+        }
+        assert_eq!(
+            Doors::of(&[Door::Cli, Door::Profile])
+                .iter()
+                .collect::<Vec<_>>(),
+            [Door::Cli, Door::Profile]
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! Library code never reads these from the environment: a binary reads them
 //! once, at the top of its `main` ([`TestHooks::from_vars`]), installs them
 //! ([`TestHooks::install`]), and the code that honours one asks
-//! [`TestHooks::current`]. A release build has none: `from_vars` gives the
+//! [`TestHooks::current`], or is handed them by its caller where that is
+//! cheap: the egress proxy takes them in its `Hooks`, from the runtime
+//! that starts it, and reads nothing itself. A release build has none: `from_vars` gives the
 //! empty value whatever the environment says, so a release binary cannot be
 //! weakened by anyone who can set its environment.
 

@@ -47,7 +47,7 @@ pub use desktop::DesktopSpec;
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
 pub use env::{resolve_env, EnvRequest, ENV_ALLOWLIST};
 pub use error::{Problem, ResolveError, SpecError};
-pub use fields::{word, Door, Field, FieldInfo, Kind, Reach, Shape, FIELDS};
+pub use fields::{word, Door, Doors, Field, FieldInfo, Kind, Reach, Shape, FIELDS};
 pub use home::{CacheMount, Home, CACHES, HOME_MOUNT};
 pub use hooks::TestHooks;
 pub use resolve::{parse_domains, KeptWorkspace, Placement};

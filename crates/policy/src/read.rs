@@ -16,7 +16,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::compose::{Layer, Origin, Val};
-use crate::fields::{Field, Kind, Shape, FIELDS};
+use crate::fields::{Door, Field, Kind, Shape, FIELDS};
 use crate::profile::{suggest, At, Pos};
 
 /// Where a part of a document was written.
@@ -258,6 +258,7 @@ pub fn read_profile_text(text: &str) -> (Read, Vec<crate::profile::ParseError>) 
         &Reading {
             origin: &origin,
             path: &path,
+            door: Door::Profile,
         },
     );
     errors.extend(read.findings.iter().map(|f| crate::profile::ParseError {
@@ -319,6 +320,10 @@ pub struct Reading<'a> {
     /// A path as written, made absolute (`~`, the document's directory),
     /// or why it cannot be.
     pub path: &'a dyn Fn(&str) -> Result<PathBuf, String>,
+    /// The door the document came through (a profile file, an API
+    /// request's body): a field whose `doors:` cell leaves it out is
+    /// refused at its key.
+    pub door: Door,
 }
 
 /// Most entries of one list or map a document may hold.
@@ -461,6 +466,7 @@ fn section(
             .find(|f| f.profile_key == Some(full.as_str()))
             .map(|f| f.field);
         match field {
+            Some(field) if !field.settable_by(how.door) => not_this_door(field, key, how.door, out),
             Some(Field::Secret) => secrets(node, how, out),
             Some(field) => value(field, node, how, out),
             None if !keys_below(&format!("{full}.")).is_empty() => match &node.value {
@@ -479,6 +485,28 @@ fn section(
             None => unknown_key(key, &keys_below(prefix), out),
         }
     }
+}
+
+/// A field the table keeps out of this door: refused at its key, with the
+/// doors that take it.
+fn not_this_door(field: Field, key: &Placed<String>, door: Door, out: &mut Read) {
+    let elsewhere: Vec<&str> = field
+        .doors()
+        .iter()
+        .filter(|d| field.settable_by(*d))
+        .map(Door::where_given)
+        .collect();
+    out.findings.push(Finding {
+        code: "not_this_door",
+        field: Some(field),
+        place: key.place.clone(),
+        message: format!(
+            "`{}` is not taken {}; it is given {}",
+            field.profile_name(),
+            door.where_given(),
+            elsewhere.join(" or ")
+        ),
+    });
 }
 
 fn wrong(field: Field, node: &Placed<Node>, expected: &str, out: &mut Read) {
@@ -893,6 +921,7 @@ mod tests {
             &Reading {
                 origin: &origin,
                 path: &path,
+                door: Door::Api,
             },
         )
     }
@@ -908,8 +937,45 @@ mod tests {
             &Reading {
                 origin: &origin,
                 path: &path,
+                door: Door::Profile,
             },
         )
+    }
+
+    /// Where events go is not a request's to say, however deep a body
+    /// would spell it; a profile file says it.
+    #[test]
+    fn a_body_sets_no_field_its_door_is_not_in_the_doors_column_of() {
+        for (key, field) in [
+            ("audit_log", Field::AuditLog),
+            ("no_audit_log", Field::NoAuditLog),
+            ("json_events", Field::JsonEvents),
+            ("otlp_endpoint", Field::OtlpEndpoint),
+        ] {
+            let value = match field.kind() {
+                Kind::Bool => serde_json::json!(true),
+                _ => serde_json::json!("http://127.0.0.1:1/x"),
+            };
+            let body = read_json(serde_json::json!({ key: value, "hostname": "h" }));
+            assert!(body.layer.get(field).is_none(), "{key}");
+            let f = body
+                .findings
+                .iter()
+                .find(|f| f.code == "not_this_door")
+                .unwrap_or_else(|| panic!("{key}: {:?}", body.findings));
+            assert_eq!(f.field, Some(field));
+            assert_eq!(f.place, Place::Pointer(format!("/{key}")));
+            assert!(f.message.contains("in a profile file"), "{}", f.message);
+            // The rest of the body is read.
+            assert!(body.layer.get(Field::Hostname).is_some());
+            let text = match field.kind() {
+                Kind::Bool => format!("{key}: true\n"),
+                _ => format!("{key}: /tmp/x\n"),
+            };
+            let file = read_yaml(&text);
+            assert!(file.findings.is_empty(), "{key}: {:?}", file.findings);
+            assert!(file.layer.get(field).is_some(), "{key}");
+        }
     }
 
     #[test]
@@ -1034,6 +1100,7 @@ filesystem:\n  mode: overlay\n",
                 &Reading {
                     origin: &origin,
                     path: &path,
+                    door: Door::Profile,
                 },
             )
             .findings

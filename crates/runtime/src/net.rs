@@ -132,6 +132,7 @@ impl warden_jail::Attach for Wiring {
                     observer: self.bus.observer(),
                     asker,
                     terminator: self.terminator.take(),
+                    test: warden_policy::TestHooks::current().clone(),
                 },
             )
             .map_err(|e| {

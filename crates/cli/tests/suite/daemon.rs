@@ -496,6 +496,56 @@ fn bad_input_gets_its_status_and_changes_nothing() {
     assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0, "{b}");
 }
 
+/// Where a sandbox's events go is the daemon's to decide: the field
+/// table's `doors` column keeps those fields out of every API request,
+/// the owner's included, refused at the value's pointer with the reason
+/// `not_this_door`, and nothing is written where the body pointed.
+#[test]
+fn no_api_request_says_where_a_sandboxs_events_go_and_the_refusal_names_its_pointer_and_reason() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("api-doors");
+    let d = Daemon::start(state.path(), true);
+    let t = ok(&warden(
+        state.path(),
+        &["token", "create", "w", "--scope", "sandboxes:write"],
+    ))
+    .trim()
+    .to_string();
+    let planted = state.path().join("written-by-request");
+    let file = planted.display().to_string();
+    for (key, value) in [
+        ("audit_log", format!("{file:?}")),
+        ("json_events", format!("{file:?}")),
+        ("no_audit_log", "true".to_string()),
+        ("otlp_endpoint", "\"http://127.0.0.1:9/\"".to_string()),
+    ] {
+        let body = format!(r#"{{"spec":{{"hostname":"h","{key}":{value}}}}}"#);
+        for token in [None, Some(t.as_str())] {
+            let (s, b) = call_on(
+                &d,
+                token.is_some(),
+                "POST",
+                "/v1/sandboxes",
+                Some(&body),
+                token,
+            );
+            assert_eq!(s, 422, "{key} {token:?}: {b}");
+            let p = json(&b);
+            assert_eq!(p["code"], "invalid_spec", "{b}");
+            assert_eq!(p["reason"], "not_this_door", "{b}");
+            assert_eq!(p["field"], format!("/spec/{key}"), "{b}");
+            let message = p["message"].as_str().unwrap_or_default();
+            assert!(message.contains(&format!("`/{key}`")), "{b}");
+            assert!(!message.contains("--"), "a flag in the API's words: {b}");
+        }
+    }
+    assert!(!planted.exists(), "a request chose a file the daemon wrote");
+    let (_, b) = call(&d, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0, "{b}");
+}
+
 #[test]
 fn changes_a_sandbox_is_not_in_the_state_for_and_execs_that_cannot_run_are_refused() {
     if !curl_available() {

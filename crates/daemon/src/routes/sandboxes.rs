@@ -39,11 +39,6 @@ pub async fn health(State(app): State<Arc<App>>) -> Result<Json<Health>, ApiErro
     }))
 }
 
-/// Keys of a profile document the API does not take: where events go is
-/// the daemon's to decide (a caller must not make it write files of its
-/// choosing), and ask-mode questions are answered through the API.
-const REFUSED_SPEC_KEYS: &[&str] = &["audit_log", "no_audit_log", "json_events", "otlp_endpoint"];
-
 /// The trust a caller's request is resolved with: the owner's socket is
 /// the owner; a token holder is held to the trust rule (`warden_policy::trust`:
 /// catalogue names only, nothing that reaches the host), wherever in the
@@ -72,17 +67,11 @@ fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
     }
     let spec = match &body.spec {
         None => None,
+        // What a request's document may set is the field table's `doors`
+        // column, read with the rest of it: where events go is the
+        // daemon's to decide (a request must not make it write files of
+        // its choosing), refused at its pointer as `not_this_door`.
         Some(serde_json::Value::Object(map)) => {
-            for key in REFUSED_SPEC_KEYS {
-                if map.contains_key(*key) {
-                    return Err(ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "invalid_spec",
-                        format!("`{key}` is not taken over the API: the daemon keeps each sandbox's audit log itself (read it with GET /v1/sandboxes/{{id}}/events)"),
-                    )
-                    .with_field(Some(&format!("/spec/{key}"))));
-                }
-            }
             let mut map = map.clone();
             if let Some(p) = &body.profile {
                 // The named profile first, the inline document over it.

@@ -299,6 +299,7 @@ mod tests {
             observer: Arc::new(Deaf),
             asker: None,
             terminator: None,
+            test: Default::default(),
         };
         Proxy::start(&spec, tcp, dns, hooks).unwrap()
     }

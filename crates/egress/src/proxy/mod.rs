@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpStream, UdpSocket};
 use warden_policy::trust::Trust;
-use warden_policy::{EgressSpec, HOST_ALIAS};
+use warden_policy::{EgressSpec, TestHooks, HOST_ALIAS};
 
 /// Connections open at once, per sandbox.
 const MAX_CONNECTIONS: usize = 4096;
@@ -218,9 +218,9 @@ struct Shared {
     asker: Option<Arc<dyn Asker>>,
     /// Learning mode: every question is answered [`Answer::Learn`].
     learn: bool,
-    /// Tests only (debug builds, `WARDEN_TEST_ASK_LOOPBACK`): names pinned
-    /// to the host's loopback may be asked about, since a test's servers
-    /// can only be there.
+    /// Tests only (debug builds, [`TestHooks::ask_loopback`]): names
+    /// pinned to the host's loopback may be asked about, since a test's
+    /// servers can only be there.
     test_ask_loopback: bool,
     /// Names (and ports) a person allowed for the rest of the run, each
     /// with whether the owner allowed it (see [`Asker::ask_trusted`]).
@@ -232,7 +232,7 @@ struct Shared {
     observer: Arc<dyn Observer>,
     /// Numbers allowed connections, for their `closed` report.
     next_conn: std::sync::atomic::AtomicU64,
-    /// See `WARDEN_TEST_RESOLVE` in [`Proxy::start`].
+    /// Tests only: see [`TestHooks::resolve`].
     test_resolved: HashMap<String, Vec<IpAddr>>,
     quota: Option<u64>,
     idle: Duration,
@@ -325,6 +325,9 @@ pub struct Hooks {
     pub asker: Option<Arc<dyn Asker>>,
     /// With secrets: substitutes them towards their own hosts.
     pub terminator: Option<Terminator>,
+    /// What a test switched on for this proxy, given by whoever starts it
+    /// (the proxy reads no environment); honoured in debug builds only.
+    pub test: TestHooks,
 }
 
 impl Proxy {
@@ -342,6 +345,7 @@ impl Proxy {
             observer,
             asker,
             terminator,
+            test,
         } = hooks;
         // Learning mode answers every question itself.
         let asker: Option<Arc<dyn Asker>> = if spec.learn {
@@ -353,12 +357,9 @@ impl Proxy {
         // Tests only (debug builds): names answered as if the host's
         // resolver had returned these addresses, so that what the proxy does
         // with a resolved address can be shown with real connections.
-        let test_resolved = if cfg!(debug_assertions) {
-            std::env::var("WARDEN_TEST_RESOLVE")
-                .map(|v| parse_test_resolved(&v))
-                .unwrap_or_default()
-        } else {
-            HashMap::new()
+        let test_resolved = match &test.resolve {
+            Some(v) if cfg!(debug_assertions) => parse_test_resolved(v),
+            _ => HashMap::new(),
         };
         let buffer_memory = Arc::new(tokio::sync::Semaphore::new(
             (MEMORY_BUDGET_KIB / 2) as usize,
@@ -375,8 +376,7 @@ impl Proxy {
             asker,
             learn: spec.learn,
             granted: Mutex::new(HashMap::new()),
-            test_ask_loopback: cfg!(debug_assertions)
-                && std::env::var_os("WARDEN_TEST_ASK_LOOPBACK").is_some(),
+            test_ask_loopback: cfg!(debug_assertions) && test.ask_loopback,
             addresses: Mutex::new(NameAddresses::default()),
             own: Mutex::new(own::OwnAddresses::default()),
             observer,

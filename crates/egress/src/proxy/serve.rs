@@ -255,6 +255,11 @@ mod tests {
     /// A proxy on loopback sockets (what the jail would hand it), allowing
     /// `up.test:PORT` pinned to the host's loopback, with plain HTTP.
     fn proxy(port: u16) -> (Proxy, SocketAddr, SocketAddr) {
+        proxy_with(port, warden_policy::TestHooks::default())
+    }
+
+    /// [`proxy`], with what a test switched on given in its hooks.
+    fn proxy_with(port: u16, test: warden_policy::TestHooks) -> (Proxy, SocketAddr, SocketAddr) {
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
         let dns = UdpSocket::bind("127.0.0.1:0").unwrap();
         let (tcp_at, dns_at) = (tcp.local_addr().unwrap(), dns.local_addr().unwrap());
@@ -278,9 +283,41 @@ mod tests {
             observer: Arc::new(Deaf),
             asker: None,
             terminator: None,
+            test,
         };
         let p = Proxy::start(&spec, OwnedFd::from(tcp), OwnedFd::from(dns), hooks).unwrap();
         (p, tcp_at, dns_at)
+    }
+
+    /// The test switches are the caller's to give: what the process's
+    /// environment says is not read by the proxy, and what the hooks say
+    /// is honoured (debug builds; a release build honours neither).
+    #[test]
+    fn the_proxy_takes_its_test_switches_from_its_hooks_never_from_the_environment() {
+        std::env::set_var("WARDEN_TEST_RESOLVE", "env.test=192.0.2.1");
+        std::env::set_var("WARDEN_TEST_ASK_LOOPBACK", "1");
+        let (p, _, _) = proxy(9);
+        assert!(p.shared.test_resolved.is_empty());
+        assert!(!p.shared.test_ask_loopback);
+        p.stop();
+        let (p, _, _) = proxy_with(
+            9,
+            warden_policy::TestHooks {
+                resolve: Some("hooked.test=192.0.2.2".into()),
+                ask_loopback: true,
+                ..Default::default()
+            },
+        );
+        let hooked: Vec<IpAddr> = vec!["192.0.2.2".parse().unwrap()];
+        if cfg!(debug_assertions) {
+            assert_eq!(p.shared.test_resolved.get("hooked.test"), Some(&hooked));
+            assert!(p.shared.test_ask_loopback);
+        } else {
+            assert!(p.shared.test_resolved.is_empty());
+            assert!(!p.shared.test_ask_loopback);
+        }
+        assert!(!p.shared.test_resolved.contains_key("env.test"));
+        p.stop();
     }
 
     /// The next connection to `l`, within 10 s.
