@@ -14,7 +14,6 @@
 
 use crate::cache::{self, CacheError, Merged};
 use crate::layer::{self, LayerError};
-use crate::mounts::MountError;
 use nix::errno::Errno;
 use nix::mount::MsFlags;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -89,23 +88,51 @@ pub enum KeptError {
     Cache(#[from] CacheError),
 }
 
-fn mount_err(what: &str, target: &Path) -> impl FnOnce(Errno) -> MountError {
+/// Why the tmpfs of what is kept could not be made or filled (the
+/// sandbox's root is then not built: [`crate::mounts::MountError`]
+/// carries it).
+#[derive(Debug, thiserror::Error)]
+pub enum TmpfsError {
+    #[error("cannot mount {what} at {target}")]
+    Mount {
+        what: String,
+        target: PathBuf,
+        #[source]
+        source: Errno,
+    },
+    #[error("cannot create {path} in the sandbox's root")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("this kernel's tmpfs cannot hold overlay marks (user.* extended attributes on tmpfs need Linux 6.6), so `resources.disk` cannot be enforced")]
+    Xattrs(#[source] Errno),
+    #[error("cannot restore the sandbox's saved changes into its layer of {} (`resources.disk`): if they are larger, raise `resources.disk`", warden_policy::format_size(*size))]
+    Restore {
+        size: u64,
+        #[source]
+        source: LayerError,
+    },
+}
+
+fn mount_err(what: &str, target: &Path) -> impl FnOnce(Errno) -> TmpfsError {
     let (what, target) = (what.to_string(), target.to_path_buf());
-    move |source| MountError::Mount {
+    move |source| TmpfsError::Mount {
         what,
         target,
         source,
     }
 }
 
-fn create_err(path: &Path) -> impl FnOnce(std::io::Error) -> MountError {
+fn create_err(path: &Path) -> impl FnOnce(std::io::Error) -> TmpfsError {
     let path = path.to_path_buf();
-    move |source| MountError::Create { path, source }
+    move |source| TmpfsError::Create { path, source }
 }
 
 /// Mount the tmpfs of `plan.size` bytes at [`KEPT_MOUNT`]; returns a
 /// descriptor of its root, which keeps it alive once detached.
-pub(crate) fn mount_tmpfs(plan: KeptPlan) -> Result<OwnedFd, MountError> {
+pub(crate) fn mount_tmpfs(plan: KeptPlan) -> Result<OwnedFd, TmpfsError> {
     let root = Path::new(KEPT_MOUNT);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -132,7 +159,7 @@ pub(crate) fn mount_tmpfs(plan: KeptPlan) -> Result<OwnedFd, MountError> {
             b"y",
             rustix::fs::XattrFlags::empty(),
         ) {
-            return Err(MountError::LayerXattrs(Errno::from_raw(e.raw_os_error())));
+            return Err(TmpfsError::Xattrs(Errno::from_raw(e.raw_os_error())));
         }
         let _ = rustix::fs::removexattr(root, "user.warden.probe");
     }
@@ -148,16 +175,16 @@ pub(crate) fn mount_tmpfs(plan: KeptPlan) -> Result<OwnedFd, MountError> {
 }
 
 /// Copy the saved tree `saved` into `name` of the tmpfs.
-pub(crate) fn restore(saved: &Path, name: &str, size: u64) -> Result<PathBuf, MountError> {
+pub(crate) fn restore(saved: &Path, name: &str, size: u64) -> Result<PathBuf, TmpfsError> {
     let into = Path::new(KEPT_MOUNT).join(name);
     layer::copy_layer(saved, &into, false)
-        .map_err(|source| MountError::LayerRestore { size, source })?;
+        .map_err(|source| TmpfsError::Restore { size, source })?;
     Ok(into)
 }
 
 /// The upper and work directories of the `n`th cache's overlay, made
 /// empty in the tmpfs.
-pub(crate) fn cache_dirs(n: usize) -> Result<(PathBuf, PathBuf), MountError> {
+pub(crate) fn cache_dirs(n: usize) -> Result<(PathBuf, PathBuf), TmpfsError> {
     let base = Path::new(KEPT_MOUNT).join("caches").join(n.to_string());
     let (upper, work) = (base.join("upper"), base.join("work"));
     for d in [&upper, &work] {

@@ -69,14 +69,9 @@ pub enum MountError {
         #[source]
         source: Errno,
     },
-    #[error("this kernel's tmpfs cannot hold overlay marks (user.* extended attributes on tmpfs need Linux 6.6), so `resources.disk` cannot be enforced")]
-    LayerXattrs(#[source] Errno),
-    #[error("cannot restore the sandbox's saved changes into its layer of {} (`resources.disk`): if they are larger, raise `resources.disk`", warden_policy::format_size(*size))]
-    LayerRestore {
-        size: u64,
-        #[source]
-        source: crate::layer::LayerError,
-    },
+    /// The tmpfs of what is kept (`resources.disk`).
+    #[error(transparent)]
+    Kept(#[from] crate::kept::TmpfsError),
     #[error("cannot mount {what}")]
     OverlayData {
         what: String,

@@ -134,67 +134,6 @@ impl Kind {
             Kind::Switch => "nothing",
         }
     }
-
-    /// Read one value of this kind from its text (a flag's, an
-    /// annotation's, a scalar of a document).
-    pub fn parse(self, text: &str) -> Result<crate::compose::Val, ValueError> {
-        use crate::compose::Val;
-        let bad = |message: String| ValueError {
-            kind: self,
-            message,
-        };
-        Ok(match self {
-            Kind::Text | Kind::Secret => Val::Text(text.to_string()),
-            Kind::Path => Val::Path(text.into()),
-            Kind::Argv => Val::Argv(vec![text.to_string()]),
-            Kind::Bool | Kind::Switch => match text {
-                "true" => Val::Bool(true),
-                "false" => Val::Bool(false),
-                _ => return Err(bad(format!("{text:?}: expected true or false"))),
-            },
-            Kind::Size => Val::Size {
-                bytes: crate::units::parse_size(text).map_err(|e| bad(e.to_string()))?,
-                text: text.to_string(),
-            },
-            Kind::Duration => Val::Duration {
-                duration: crate::units::parse_duration(text).map_err(|e| bad(e.to_string()))?,
-                text: text.to_string(),
-            },
-            Kind::Count => match text.parse::<u64>() {
-                Ok(n) => Val::Count(n),
-                Err(_) => return Err(bad(format!("{text:?} is not a whole number"))),
-            },
-            Kind::Cores => match text.parse::<f64>() {
-                Ok(c) if c.is_finite() && c > 0.0 => Val::Cores(c),
-                _ => {
-                    return Err(bad(format!(
-                    "{text:?} is not a number of cores; write a positive number such as 0.5 or 2"
-                )))
-                }
-            },
-            Kind::Port => match text.parse::<u16>() {
-                Ok(p) if p > 0 => Val::Port(p),
-                _ => {
-                    return Err(bad(format!(
-                        "{text:?} is not a port number from 1 to 65535"
-                    )))
-                }
-            },
-            Kind::Mode => match text {
-                "direct" => Val::Mode(crate::profile::WorkspaceMode::Direct),
-                "overlay" => Val::Mode(crate::profile::WorkspaceMode::Overlay),
-                _ => {
-                    let known = ["direct", "overlay"];
-                    let hint = crate::profile::suggest(text, known)
-                        .map(|s| format!("; did you mean `{s}`?"))
-                        .unwrap_or_default();
-                    return Err(bad(format!(
-                        "unknown value `{text}`{hint} (known: direct, overlay)"
-                    )));
-                }
-            },
-        })
-    }
 }
 
 /// How far a field's effect reaches, which decides who may set it.

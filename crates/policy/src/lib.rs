@@ -30,6 +30,7 @@ mod error;
 pub mod fields;
 mod home;
 pub mod hooks;
+pub mod layer;
 #[cfg(test)]
 mod lint;
 pub mod oci;
@@ -50,9 +51,10 @@ pub use error::{Problem, ResolveError, SpecError};
 pub use fields::{word, Door, Doors, Field, FieldInfo, Kind, Reach, Shape, FIELDS};
 pub use home::{CacheMount, Home, CACHES, HOME_MOUNT};
 pub use hooks::TestHooks;
+pub use layer::Trust;
 pub use resolve::{parse_domains, KeptWorkspace, Placement};
 pub use secrets::{SecretRule, SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
-pub use trust::{Refusal, Trust};
+pub use trust::Refusal;
 pub use units::{format_size, parse_duration, parse_size, ParseError};
 
 use serde::{Deserialize, Serialize};

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use crate::fields::FIELDS;
 
+mod circles;
+
 /// The crates below the doors, and the vocabulary and client crates the
 /// doors share. egress is checked by its own reason codes.
 const CRATES: &[&str] = &[
@@ -159,11 +161,30 @@ struct Literal {
 /// whether each sits in a `#[cfg(test)]` item. Char literals and lifetimes
 /// are told apart so a `'"'` opens no string.
 fn literals(src: &str) -> Vec<Literal> {
+    let (code, found) = scan(src);
+    let tests = test_items(&code);
+    found
+        .into_iter()
+        .map(|(at, text, line)| Literal {
+            text,
+            line,
+            in_test: tests.iter().any(|(s, e)| (*s..*e).contains(&at)),
+        })
+        .collect()
+}
+
+/// A literal's text found by [`scan`]: where it stood in the code (with
+/// literals left out), its text and its first line.
+type Found = (usize, String, usize);
+
+/// `src` without its comments and with every literal's text left out,
+/// and the literals, each where it stood in that code.
+fn scan(src: &str) -> (String, Vec<Found>) {
     let chars: Vec<char> = src.chars().collect();
     // The code with every literal's text left out, and where each literal
     // stood in it, so the test items can be found by their braces.
     let mut code = String::new();
-    let mut found: Vec<(usize, String, usize)> = Vec::new();
+    let mut found: Vec<Found> = Vec::new();
     let mut line = 1;
     let mut i = 0;
     let ident = |c: char| c.is_alphanumeric() || c == '_';
@@ -266,15 +287,7 @@ fn literals(src: &str) -> Vec<Literal> {
         code.push(c);
         i += 1;
     }
-    let tests = test_items(&code);
-    found
-        .into_iter()
-        .map(|(at, text, line)| Literal {
-            text,
-            line,
-            in_test: tests.iter().any(|(s, e)| (*s..*e).contains(&at)),
-        })
-        .collect()
+    (code, found)
 }
 
 /// The byte ranges of `code` (literals left out) that `#[cfg(test)]` items

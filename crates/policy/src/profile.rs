@@ -167,79 +167,6 @@ pub struct ParseError {
     pub message: String,
 }
 
-/// Parse a profile file's text into its tree with every problem of its
-/// YAML said at once: the parser stops at its first error; each entry it
-/// stops at is said, blanked out (its lines, and the lines nested below
-/// it, become empty, so every other position stays where it was written)
-/// and the text read again, up to [`MAX_FINDINGS`] times.
-pub fn parse_profile_tree(text: &str) -> (crate::read::Placed<crate::read::Node>, Vec<ParseError>) {
-    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
-    let mut errors: Vec<ParseError> = Vec::new();
-    for _ in 0..MAX_FINDINGS {
-        match crate::read::parse_yaml(&lines.join("\n")) {
-            Ok(tree) => return (tree, errors),
-            Err(e) => {
-                let again = errors.contains(&e);
-                if !again {
-                    errors.push(e.clone());
-                }
-                if again || !blank_entry(&mut lines, usize::try_from(e.pos.line).unwrap_or(0)) {
-                    break;
-                }
-            }
-        }
-    }
-    let empty = crate::read::Placed {
-        value: crate::read::Node::Null,
-        place: crate::read::Place::Line(Pos { line: 1, column: 1 }),
-    };
-    (empty, errors)
-}
-
-/// Parse-level findings of one file said at most.
-pub const MAX_FINDINGS: usize = 64;
-
-/// Blank the entry at `line` (1-based): the key or list item written there
-/// (or, for a value on a line of its own, the key it belongs to) and the
-/// lines nested below it. False when there is nothing to blank.
-fn blank_entry(lines: &mut [String], line: usize) -> bool {
-    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
-    let content = |l: &str| {
-        let t = l.trim();
-        !t.is_empty() && !t.starts_with('#')
-    };
-    let Some(mut start) = line.checked_sub(1).filter(|&i| i < lines.len()) else {
-        return false;
-    };
-    if !content(&lines[start]) {
-        return false;
-    }
-    let entry = |l: &str| {
-        let t = l.trim_start();
-        t.starts_with('-') || t.contains(':')
-    };
-    if !entry(&lines[start]) {
-        // A value on a line of its own: its key is the line above it that
-        // is indented less.
-        let own = indent(&lines[start]);
-        if let Some(k) = (0..start)
-            .rev()
-            .find(|&k| content(&lines[k]) && indent(&lines[k]) < own)
-        {
-            start = k;
-        }
-    }
-    let base = indent(&lines[start]);
-    lines[start].clear();
-    for l in lines.iter_mut().skip(start + 1) {
-        if content(l) && indent(l) <= base {
-            break;
-        }
-        l.clear();
-    }
-    true
-}
-
 /// Read a preset file's text.
 pub fn parse_preset(text: &str) -> Result<PresetFile, ParseError> {
     parse(text)
@@ -425,8 +352,8 @@ egress:\n  domains: [a.com]\n  bogus: 1\n  ask: maybe\n";
 
     #[test]
     fn a_file_that_cannot_be_mended_stops_with_what_was_found() {
-        let (_, errors) = parse_profile_tree("egress: [a\n");
-        assert!(!errors.is_empty() && errors.len() <= MAX_FINDINGS);
+        let (_, errors) = crate::read::parse_profile_tree("egress: [a\n");
+        assert!(!errors.is_empty() && errors.len() <= crate::read::MAX_FINDINGS);
     }
 
     #[test]

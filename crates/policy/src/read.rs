@@ -15,8 +15,8 @@ use serde::Deserialize;
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::compose::{Layer, Origin, Val};
 use crate::fields::{Door, Field, Kind, Shape, FIELDS};
+use crate::layer::{Layer, Origin, Val};
 use crate::profile::{suggest, At, Pos};
 
 /// Where a part of a document was written.
@@ -247,7 +247,7 @@ pub fn parse_yaml(text: &str) -> Result<Placed<Node>, crate::profile::ParseError
 /// of it (parse-level ones included), each at its line and column. Paths
 /// are kept as written.
 pub fn read_profile_text(text: &str) -> (Read, Vec<crate::profile::ParseError>) {
-    let (tree, mut errors) = crate::profile::parse_profile_tree(text);
+    let (tree, mut errors) = parse_profile_tree(text);
     let origin = |p: &Place| Origin::File {
         file: String::new(),
         pos: p.pos(),
@@ -287,6 +287,79 @@ pub fn profile_domains(text: &str) -> Result<Vec<At<String>>, crate::profile::Pa
             _ => None,
         })
         .collect())
+}
+
+/// Parse a profile file's text into its tree with every problem of its
+/// YAML said at once: the parser stops at its first error; each entry it
+/// stops at is said, blanked out (its lines, and the lines nested below
+/// it, become empty, so every other position stays where it was written)
+/// and the text read again, up to [`MAX_FINDINGS`] times.
+pub fn parse_profile_tree(text: &str) -> (Placed<Node>, Vec<crate::profile::ParseError>) {
+    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+    let mut errors: Vec<crate::profile::ParseError> = Vec::new();
+    for _ in 0..MAX_FINDINGS {
+        match parse_yaml(&lines.join("\n")) {
+            Ok(tree) => return (tree, errors),
+            Err(e) => {
+                let again = errors.contains(&e);
+                if !again {
+                    errors.push(e.clone());
+                }
+                if again || !blank_entry(&mut lines, usize::try_from(e.pos.line).unwrap_or(0)) {
+                    break;
+                }
+            }
+        }
+    }
+    let empty = Placed {
+        value: Node::Null,
+        place: Place::Line(Pos { line: 1, column: 1 }),
+    };
+    (empty, errors)
+}
+
+/// Parse-level findings of one file said at most.
+pub const MAX_FINDINGS: usize = 64;
+
+/// Blank the entry at `line` (1-based): the key or list item written there
+/// (or, for a value on a line of its own, the key it belongs to) and the
+/// lines nested below it. False when there is nothing to blank.
+fn blank_entry(lines: &mut [String], line: usize) -> bool {
+    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let content = |l: &str| {
+        let t = l.trim();
+        !t.is_empty() && !t.starts_with('#')
+    };
+    let Some(mut start) = line.checked_sub(1).filter(|&i| i < lines.len()) else {
+        return false;
+    };
+    if !content(&lines[start]) {
+        return false;
+    }
+    let entry = |l: &str| {
+        let t = l.trim_start();
+        t.starts_with('-') || t.contains(':')
+    };
+    if !entry(&lines[start]) {
+        // A value on a line of its own: its key is the line above it that
+        // is indented less.
+        let own = indent(&lines[start]);
+        if let Some(k) = (0..start)
+            .rev()
+            .find(|&k| content(&lines[k]) && indent(&lines[k]) < own)
+        {
+            start = k;
+        }
+    }
+    let base = indent(&lines[start]);
+    lines[start].clear();
+    for l in lines.iter_mut().skip(start + 1) {
+        if content(l) && indent(l) <= base {
+            break;
+        }
+        l.clear();
+    }
+    true
 }
 
 /// One problem found while reading a document.
@@ -1086,8 +1159,7 @@ filesystem:\n  mode: overlay\n",
 
     #[test]
     fn a_key_given_twice_in_a_file_is_said() {
-        let (tree, errors) =
-            crate::profile::parse_profile_tree("resources:\n  memory: 1G\n  memory: 2G\n");
+        let (tree, errors) = parse_profile_tree("resources:\n  memory: 1G\n  memory: 2G\n");
         // The parser itself refuses the second, or the reader says it.
         let said = !errors.is_empty() || {
             let origin = |p: &Place| Origin::File {

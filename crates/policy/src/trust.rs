@@ -18,20 +18,11 @@
 //!
 //! This module decides; it reads no file and prints nothing.
 
-use crate::compose::Val;
 use crate::fields::{Field, Reach};
-
-/// The trust of whoever gave a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Trust {
-    /// The person who runs warden, and what they wrote: the command line,
-    /// the daemon's owner-only socket, the files of their catalogue, the
-    /// configuration the node's container manager hands `warden-oci`.
-    Owner,
-    /// Anyone else a door serves: a token holder of the daemon, an E2B
-    /// client, the model behind MCP, a pod's author (its annotations).
-    Caller,
-}
+use crate::layer::Val;
+// The trust of a value's source is part of the value's provenance, kept
+// with it in the layer; this module holds what each trust may do.
+pub use crate::layer::Trust;
 
 /// Why a caller's value was refused: a stable reason code that each door
 /// words in its own terms (an API's 403 with a JSON pointer, an OCI

@@ -63,35 +63,6 @@ impl From<ResolveError> for LifecycleError {
     }
 }
 
-/// Overlay where this kernel mounts overlayfs inside a user namespace
-/// (5.11 and later, with overlay built in or loaded); otherwise a copy of
-/// the workspace (reflinked where the file system can), with a notice to
-/// say so.
-pub fn layout_for_host() -> (Layout, Option<String>) {
-    // A test shows the copy on a host that has overlayfs.
-    let forced_copy = warden_policy::TestHooks::current().no_overlay;
-    let has_overlay = std::fs::read_to_string("/proc/filesystems")
-        .map(|f| {
-            f.lines()
-                .any(|l| l.split_whitespace().last() == Some("overlay"))
-        })
-        .unwrap_or(false);
-    let release = nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut parts = release
-        .split(['.', '-'])
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if !forced_copy && has_overlay && (major, minor) >= (5, 11) {
-        (Layout::Overlay, None)
-    } else {
-        (Layout::Copy, Some(format!(
-            "overlayfs cannot be mounted in a user namespace on this kernel ({release}): the sandbox works on a copy of the workspace (reflinked where the file system allows), and `warden diff` compares whole trees"
-        )))
-    }
-}
-
 /// Said when a VM sandbox gets a copy of its project rather than a layer.
 const VM_COPY_NOTICE: &str = "a VM sandbox works on a copy of the workspace (reflinked where the file system allows): `warden diff` compares whole trees, `warden commit` applies the changes";
 
@@ -183,7 +154,7 @@ pub fn create(
             own.clone()
         }
     };
-    let (layout, notice) = layout_for_host();
+    let (layout, notice) = resolve::layout_for_host();
     let (sb, notice) = match make(store, name, &req, &workspace, layout, ctx) {
         // A VM's guest cannot lay an overlay over a project shared from
         // the host: a VM sandbox works on a copy of it (reflinked where

@@ -13,7 +13,7 @@ use warden_policy::compose::{
 use warden_policy::{
     Defaults, Field, HostFacts, KeptWorkspace, Placement, SandboxSpec, SecretSpec, Trust,
 };
-use warden_workspace::{Sandbox, Store};
+use warden_workspace::{Layout, Sandbox, Store};
 
 use crate::state::{self, SinkConfig};
 
@@ -416,6 +416,35 @@ fn spec_of(
     }
 }
 
+/// Overlay where this kernel mounts overlayfs inside a user namespace
+/// (5.11 and later, with overlay built in or loaded); otherwise a copy of
+/// the workspace (reflinked where the file system can), with a notice to
+/// say so.
+pub fn layout_for_host() -> (Layout, Option<String>) {
+    // A test shows the copy on a host that has overlayfs.
+    let forced_copy = warden_policy::TestHooks::current().no_overlay;
+    let has_overlay = std::fs::read_to_string("/proc/filesystems")
+        .map(|f| {
+            f.lines()
+                .any(|l| l.split_whitespace().last() == Some("overlay"))
+        })
+        .unwrap_or(false);
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut parts = release
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if !forced_copy && has_overlay && (major, minor) >= (5, 11) {
+        (Layout::Overlay, None)
+    } else {
+        (Layout::Copy, Some(format!(
+            "overlayfs cannot be mounted in a user namespace on this kernel ({release}): the sandbox works on a copy of the workspace (reflinked where the file system allows), and `warden diff` compares whole trees"
+        )))
+    }
+}
+
 /// The home and caches live in warden's state: made now, owner-only (the
 /// jail binds what exists, and refuses what does not).
 fn make_own_dirs(spec: &SandboxSpec) -> Result<(), ResolveError> {
@@ -620,7 +649,7 @@ fn kept_workspace(
     let ws = merged
         .path(Field::Workspace)
         .ok_or(ResolveError::OverlayWithoutWorkspace)?;
-    let (layout, notice) = crate::lifecycle::layout_for_host();
+    let (layout, notice) = layout_for_host();
     notices.extend(notice);
     let name = format!("run-{}", ctx.id);
     if effects == Effects::Dry {

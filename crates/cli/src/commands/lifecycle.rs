@@ -379,7 +379,7 @@ pub fn run_through_exec(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
         }
     };
     let mut opts = warden_workspace::CreateOptions::new(workspace);
-    opts.layout = lifecycle::layout_for_host().0;
+    opts.layout = warden_runtime::resolve::layout_for_host().0;
     let sb = store.create("x", &opts)?;
     let resolved = resolve(args, defaults, Some(&sb), &id)?;
     let tty = resolved.spec.terminal == warden_policy::Terminal::Pty;
