@@ -117,6 +117,32 @@ pub fn receive(channel: BorrowedFd<'_>) -> Result<Option<(FromInit, Option<Owned
     }
 }
 
+/// One read of a server of requests: the init's, or the host-side
+/// stand-in of a gVisor sandbox ([`crate::gvisor`]).
+pub(crate) enum Request {
+    /// The channel closed or failed: the sandbox is to end.
+    Closed,
+    /// Nothing to serve this time (interrupted, or not a request).
+    Nothing,
+    /// A request and the descriptors that came with it.
+    Got(ToInit, Vec<OwnedFd>),
+}
+
+/// Read one request from `channel`.
+pub(crate) fn read_request(channel: BorrowedFd<'_>) -> Request {
+    let mut buf = vec![0u8; MAX_REQUEST + 1];
+    let (n, fds) = match crate::fdpass::recv(channel, &mut buf) {
+        Ok((0, _)) => return Request::Closed,
+        Ok(x) => x,
+        Err(Errno::EINTR) | Err(Errno::EAGAIN) => return Request::Nothing,
+        Err(_) => return Request::Closed,
+    };
+    match serde_json::from_slice::<ToInit>(&buf[..n]) {
+        Ok(req) => Request::Got(req, fds),
+        Err(_) => Request::Nothing,
+    }
+}
+
 /// The init's side: serves requests until the channel closes or a
 /// `Shutdown` comes, reaping every process of the sandbox meanwhile.
 pub(crate) struct Server<'a> {
@@ -139,15 +165,10 @@ pub(crate) struct Server<'a> {
 impl Server<'_> {
     /// Handle one packet; false when the sandbox is to end.
     pub fn on_request(&mut self) -> bool {
-        let mut buf = vec![0u8; MAX_REQUEST + 1];
-        let (n, fds) = match crate::fdpass::recv(self.channel.as_fd(), &mut buf) {
-            Ok((0, _)) => return false,
-            Ok(x) => x,
-            Err(Errno::EINTR) | Err(Errno::EAGAIN) => return true,
-            Err(_) => return false,
-        };
-        let Ok(req) = serde_json::from_slice::<ToInit>(&buf[..n]) else {
-            return true;
+        let (req, fds) = match read_request(self.channel.as_fd()) {
+            Request::Closed => return false,
+            Request::Nothing => return true,
+            Request::Got(req, fds) => (req, fds),
         };
         match req {
             ToInit::Spawn {

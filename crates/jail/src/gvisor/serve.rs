@@ -16,6 +16,7 @@
 //! the sandbox's loopback listens on that namespace's.
 
 use super::runsc::Runsc;
+use crate::spawn::Request;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use serde_json::Value;
@@ -26,7 +27,7 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use warden_protocol::spawn::{FromInit, ToInit, MAX_REQUEST};
+use warden_protocol::spawn::{FromInit, ToInit};
 
 /// How long a started `runsc exec` may take to say its process runs.
 const START_LIMIT: Duration = Duration::from_secs(30);
@@ -85,15 +86,10 @@ impl Server {
     }
 
     fn on_request(&mut self) -> bool {
-        let mut buf = vec![0u8; MAX_REQUEST + 1];
-        let (n, fds) = match crate::fdpass::recv(self.channel.as_fd(), &mut buf) {
-            Ok((0, _)) => return false,
-            Ok(x) => x,
-            Err(Errno::EINTR) | Err(Errno::EAGAIN) => return true,
-            Err(_) => return false,
-        };
-        let Ok(req) = serde_json::from_slice::<ToInit>(&buf[..n]) else {
-            return true;
+        let (req, fds) = match crate::spawn::read_request(self.channel.as_fd()) {
+            Request::Closed => return false,
+            Request::Nothing => return true,
+            Request::Got(req, fds) => (req, fds),
         };
         match req {
             ToInit::Spawn {
