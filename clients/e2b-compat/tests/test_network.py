@@ -74,10 +74,7 @@ def test_the_templates_name_is_reached_and_a_name_the_client_adds_never_uses_its
     sbx = Sandbox.create(
         template=name,
         timeout=120,
-        network={
-            "allow_out": [f"denied.test:{denied.port}"],
-            "deny_out": ["0.0.0.0/0"],
-        },
+        network={"allow_out": [f"denied.test:{denied.port}"]},
     )
     try:
         sbx.files.write("c.py", CONNECT)

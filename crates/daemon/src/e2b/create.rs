@@ -16,15 +16,18 @@ use std::sync::Arc;
 
 use super::control::{error, from_api, in_e2b_words, DEFAULT_TEMPLATE};
 use super::lifecycle::{self, ALLOW_OUT, GRACE, ON_TIMEOUT};
+use super::network::Wanted;
 use super::{permit, E2b, ENVD_VERSION};
 use crate::api::{CreateSandbox, SandboxInfo};
 use crate::auth::{self, Caller};
+use crate::error::ApiError;
 use crate::routes::sandboxes;
 use crate::routes::Body;
 
 /// `POST /sandboxes` and `/v2/sandboxes` (NewSandbox / NewSandboxV2).
-/// `allowInternetAccess` is taken and opens nothing: what a sandbox
-/// reaches is its template's allowlist and `allowOut`, never more.
+/// What a sandbox reaches is its template's allowlist and `allowOut`,
+/// never more; `allowInternetAccess: false` (or `denyOut` of all traffic)
+/// takes the template's away ([`super::network::Wanted`]).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewSandbox {
@@ -44,6 +47,9 @@ pub struct NewSandbox {
     auto_resume: Option<serde_json::Value>,
     #[serde(default)]
     network: Option<super::network::Network>,
+    /// Sent by the SDK in snake case, as E2B's API names it.
+    #[serde(default, alias = "allow_internet_access")]
+    allow_internet_access: Option<bool>,
     #[serde(default)]
     volume_mounts: Option<serde_json::Value>,
     #[serde(default)]
@@ -107,8 +113,12 @@ pub(super) fn end_ms(info: &SandboxInfo) -> Option<u64> {
     info.ttl_deadline_ms.map(|d| d.saturating_sub(grace))
 }
 
-/// The native create request for an E2B one.
-fn create_request(app: &crate::app::App, body: &NewSandbox) -> Result<CreateSandbox, String> {
+/// The native create request for an E2B one, and what it asks of the
+/// sandbox's egress.
+fn create_request(
+    app: &crate::app::App,
+    body: &NewSandbox,
+) -> Result<(CreateSandbox, Wanted), String> {
     if body.volume_mounts.as_ref().is_some_and(|v| !v.is_null()) {
         return Err("volumeMounts are not supported: give the sandbox a workspace through a warden profile (the template)".into());
     }
@@ -118,6 +128,15 @@ fn create_request(app: &crate::app::App, body: &NewSandbox) -> Result<CreateSand
     let profile = match body.template_id.as_str() {
         "" => None,
         DEFAULT_TEMPLATE if app.catalog.profile(DEFAULT_TEMPLATE).is_err() => None,
+        // The daemon's own step that fetches the code interpreter's
+        // packages: a client asking for it would get PyPI for nothing.
+        super::interpreter::SETUP_PROFILE => {
+            return Err(format!(
+                "template {:?} is the daemon's own (it fetches the code interpreter's packages); use {:?}",
+                super::interpreter::SETUP_PROFILE,
+                super::interpreter::TEMPLATE
+            ))
+        }
         // An E2B client names a profile as every caller who is not the
         // owner does: a plain name of the owner's catalogue, never a path.
         t if !warden_policy::trust::is_catalog_name(t) => {
@@ -131,24 +150,82 @@ fn create_request(app: &crate::app::App, body: &NewSandbox) -> Result<CreateSand
     if let Some(envs) = body.env_vars.as_ref().filter(|e| !e.is_empty()) {
         spec.insert("env".into(), serde_json::json!({ "set": envs }));
     }
-    let mut domains = Vec::new();
-    if let Some(net) = &body.network {
-        domains = super::network::domains_of(net)?;
-    }
+    let none = super::network::Network::default();
+    let net = body.network.as_ref().unwrap_or(&none);
+    // Create's own `allowInternetAccess`, or the network's.
+    let wanted = super::network::wanted_of(
+        net,
+        body.allow_internet_access.or(net.allow_internet_access),
+    )?;
+    let domains = wanted.allow.clone();
     if !domains.is_empty() {
         spec.insert("egress".into(), serde_json::json!({ "domains": domains }));
     }
     let labels = labels_of(body, &domains)?;
     let ttl = ttl_for(&labels, body.timeout.unwrap_or(DEFAULT_TIMEOUT));
-    Ok(CreateSandbox {
-        name: None,
-        profile,
-        spec: (!spec.is_empty()).then_some(serde_json::Value::Object(spec)),
-        workspace: None,
-        ttl_seconds: Some(ttl),
-        labels,
-        start: Some(true),
+    // A sandbox some of whose template's reach is denied is started only
+    // once that reach is taken away.
+    let start = !wanted.denies();
+    Ok((
+        CreateSandbox {
+            name: None,
+            profile,
+            spec: (!spec.is_empty()).then_some(serde_json::Value::Object(spec)),
+            workspace: None,
+            ttl_seconds: Some(ttl),
+            labels,
+            start: Some(start),
+        },
+        wanted,
+    ))
+}
+
+/// Start sandbox `info` (made, not started) with what `wanted` denies of
+/// its template's reach taken away; refused and removed when warden
+/// cannot deny it.
+async fn start_denied(
+    e: &E2b,
+    caller: &Caller,
+    info: SandboxInfo,
+    wanted: &Wanted,
+) -> Result<SandboxInfo, Response> {
+    let id = info.id.clone();
+    let (app, sid, w) = (e.app.clone(), id.clone(), wanted.clone());
+    let held = sandboxes::blocking(move || {
+        let reach = super::network::template_reach(&app, &sid).map_err(ApiError::internal)?;
+        if let Some(why) = super::network::refusal(&w, &reach) {
+            return Ok(Some(why));
+        }
+        if w.deny_all {
+            super::network::deny_before_start(&app, &sid, &reach.names)
+                .map_err(ApiError::internal)?;
+        }
+        Ok(None)
     })
+    .await;
+    let started = match held {
+        Ok(None) => sandboxes::start(
+            State(e.app.clone()),
+            Extension(caller.clone()),
+            axum::extract::Path(id.clone()),
+        )
+        .await
+        .map(|Json(i)| i)
+        .map_err(|err| from_api(in_e2b_words(err))),
+        Ok(Some(why)) => Err(error(StatusCode::BAD_REQUEST, why)),
+        Err(err) => Err(from_api(err)),
+    };
+    if started.is_err() {
+        let _ = sandboxes::remove(
+            State(e.app.clone()),
+            axum::extract::Path(id),
+            Ok(axum::extract::Query(sandboxes::RemoveQuery {
+                force: Some(true),
+            })),
+        )
+        .await;
+    }
+    started
 }
 
 /// A create whose template is one of the caller's snapshots: the
@@ -160,7 +237,10 @@ async fn create_from_snapshot(
     caller: &Caller,
     body: &NewSandbox,
 ) -> Result<SandboxInfo, Response> {
-    if body.env_vars.as_ref().is_some_and(|v| !v.is_empty()) || body.network.is_some() {
+    if body.env_vars.as_ref().is_some_and(|v| !v.is_empty())
+        || body.network.is_some()
+        || body.allow_internet_access == Some(false)
+    {
         return Err(error(
             StatusCode::BAD_REQUEST,
             format!("template {:?} is a snapshot: it carries its sandbox's environment variables and network; create without envs and network, then change the network with update_network", body.template_id),
@@ -297,17 +377,25 @@ pub async fn create(
             Err(r) => r,
         };
     }
-    let req = match create_request(&e.app, &body) {
+    let (req, wanted) = match create_request(&e.app, &body) {
         Ok(r) => r,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
-    match sandboxes::create(State(e.app.clone()), Extension(caller.clone()), Body(req)).await {
-        Ok((_, Json(info))) => {
-            let key = access_token(&e, &caller, &info, &headers);
-            (StatusCode::CREATED, Json(created(&info, key))).into_response()
+    let made =
+        match sandboxes::create(State(e.app.clone()), Extension(caller.clone()), Body(req)).await {
+            Ok((_, Json(info))) => info,
+            Err(err) => return from_api(in_e2b_words(err)),
+        };
+    let info = if wanted.denies() {
+        match start_denied(&e, &caller, made, &wanted).await {
+            Ok(i) => i,
+            Err(r) => return r,
         }
-        Err(err) => from_api(in_e2b_words(err)),
-    }
+    } else {
+        made
+    };
+    let key = access_token(&e, &caller, &info, &headers);
+    (StatusCode::CREATED, Json(created(&info, key))).into_response()
 }
 
 #[cfg(test)]
