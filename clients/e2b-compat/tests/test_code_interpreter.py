@@ -5,7 +5,7 @@ route. `run_code` gives results, stdout and stderr, errors and charts as
 PNG, sync and async.
 
 The interpreter's packages are fetched from PyPI once, by the owner's
-`code-interpreter-v1-setup` profile, into the profile's cache. On this
+`code-interpreter-v1-setup` profile, and kept by the daemon. On this
 kind of host PyPI's names resolve to addresses outside the public
 Internet, which warden's egress refuses unless the owner allows their
 range: the test, as the owner, gives the setup profile exactly those
@@ -46,7 +46,6 @@ def interpreter_profile(daemon) -> Iterator[float]:
     profiles = daemon.state.parent / "config" / "warden" / "profiles"
     cidrs = [f"{a}/32" if ":" not in a else f"{a}/128" for a in addrs]
     (profiles / "code-interpreter-v1-setup.yaml").write_text(
-        "name: code-interpreter-v1\n"
         "extends: [code-interpreter-v1]\n"
         "egress:\n"
         "  presets: [pypi]\n"
@@ -112,7 +111,7 @@ def test_run_code_gives_results_output_errors_and_charts(interpreter_profile) ->
 
 def test_a_second_sandbox_runs_code_without_fetching_again(interpreter_profile, daemon) -> None:
     # The owner's setup profile is taken away: nothing can be fetched now,
-    # and the cache alone serves.
+    # and the daemon's store alone serves.
     setup = daemon.state.parent / "config" / "warden" / "profiles" / "code-interpreter-v1-setup.yaml"
     saved = setup.read_text() if setup.exists() else None
     warm = e2b_ci.Sandbox.create(timeout=300)
@@ -126,7 +125,7 @@ def test_a_second_sandbox_runs_code_without_fetching_again(interpreter_profile, 
         sbx = e2b_ci.Sandbox.create(timeout=300)
         try:
             assert sbx.run_code("6 * 7").text == "42"
-            print(f"first run_code from the cache: {time.monotonic() - started:.1f} s")
+            print(f"first run_code from the store: {time.monotonic() - started:.1f} s")
         finally:
             sbx.kill()
     finally:

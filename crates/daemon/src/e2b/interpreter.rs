@@ -11,10 +11,14 @@
 //! owner's `code-interpreter-v1-setup` profile (the only step that
 //! reaches PyPI; the shipped one allows the `pypi` preset, and an owner
 //! whose package hosts need more puts their own profile of that name in
-//! the catalogue), into the `code-interpreter-v1` profile's cache; every
-//! sandbox after that is offline for them. A sandbox never runs them from
-//! the shared cache, which its neighbours can write: it checks each file
-//! against its hash and unpacks them into its own `/tmp`.
+//! the catalogue), which hands them back on its output; the daemon checks
+//! each against its hash and keeps them where no sandbox sees them
+//! ([`wheels`]). Every sandbox after that is offline for them: its
+//! interpreter gets them on its standard input, checks the bytes it got
+//! and unpacks those into its own `/tmp`. No sandbox shares a copy with
+//! another, so none can delete or replace what another one runs.
+
+mod wheels;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -36,7 +40,8 @@ pub const PORT: u16 = 49999;
 const SERVER: &str = include_str!("interpreter/server.py");
 /// The packages, by file and SHA-256.
 const LOCK: &str = include_str!("interpreter/wheels.lock");
-/// The server's exit status when the packages are not in the cache.
+/// The server's exit status when the packages it was given are not the
+/// pinned ones.
 const MISSING: i32 = 3;
 /// How long the server may take to listen (unpacking, the first kernel).
 const START_WITHIN: Duration = Duration::from_secs(180);
@@ -48,7 +53,7 @@ const SETUP_WITHIN: Duration = Duration::from_secs(900);
 pub enum InterpreterError {
     #[error("the code interpreter could not be started in sandbox {sandbox}: {why}")]
     Start { sandbox: String, why: String },
-    #[error("the code interpreter's packages are not in the {TEMPLATE} profile's cache and fetching them failed: {0} (the daemon's owner can give the `{SETUP_PROFILE}` profile what PyPI needs here, such as `egress.allow_cidrs`)")]
+    #[error("the code interpreter's packages are not in the daemon's store and fetching them failed: {0} (the daemon's owner can give the `{SETUP_PROFILE}` profile what PyPI needs here, such as `egress.allow_cidrs`)")]
     Setup(String),
 }
 
@@ -94,34 +99,39 @@ async fn ready(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
     {
         return Ok(());
     }
-    match start(app, id).await? {
-        Started::Listening => Ok(()),
-        Started::Missing => {
+    let wheels = match bundle(app).await {
+        Ok(b) => b,
+        Err(_) => {
             fetch(app).await?;
-            if let Started::Listening = start(app, id).await? {
-                return Ok(());
-            }
-            // The profile's cache is seen by a sandbox as it was when the
-            // sandbox started: one started before the fetch sees the
-            // packages once it starts again (its files are kept).
-            restart(app, id).await.map_err(start_err)?;
-            match start(app, id).await? {
-                Started::Listening => Ok(()),
-                Started::Missing => Err(InterpreterError::Setup(
-                    "the packages fetched do not match the pinned files".into(),
-                )),
-            }
+            bundle(app)
+                .await
+                .map_err(|e| InterpreterError::Setup(e.to_string()))?
         }
-    }
+    };
+    start(app, id, wheels).await
 }
 
-enum Started {
-    Listening,
-    Missing,
+/// The pinned wheels from the daemon's store, checked, as the server
+/// reads them.
+async fn bundle(app: &Arc<App>) -> Result<String, wheels::WheelsError> {
+    let store = wheels::dir(&app.state_dir);
+    tokio::task::spawn_blocking(move || wheels::bundle(&store, &wheels::pins(LOCK)))
+        .await
+        .unwrap_or_else(|e| {
+            Err(wheels::WheelsError::Unreadable(format!(
+                "a worker failed: {e}"
+            )))
+        })
 }
 
-/// A command of warden's own in sandbox `id`, recorded as any command.
-async fn run(app: &Arc<App>, id: &str, mode: &str) -> Result<Arc<execs::ExecHandle>, String> {
+/// A command of warden's own in sandbox `id`, recorded as any command,
+/// `stdin` written to its standard input.
+async fn run(
+    app: &Arc<App>,
+    id: &str,
+    mode: &str,
+    stdin: Option<String>,
+) -> Result<Arc<execs::ExecHandle>, String> {
     let (a, sid, mode) = (app.clone(), id.to_string(), mode.to_string());
     tokio::task::spawn_blocking(move || {
         let sb = a.sandbox(&sid).map_err(|e| e.problem.message)?;
@@ -139,6 +149,7 @@ async fn run(app: &Arc<App>, id: &str, mode: &str) -> Result<Arc<execs::ExecHand
             argv: Some(argv.clone()),
             env: env.into_iter().collect(),
             cwd: Some(warden_policy::WORKSPACE_MOUNT.to_string()),
+            stdin,
             ..Default::default()
         };
         let exec_id = format!("ex-{}", crate::auth::random_id(8));
@@ -164,19 +175,26 @@ fn stderr_tail(h: &execs::ExecHandle) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
 }
 
-/// Start the server in sandbox `id` and wait until it listens, or says
-/// its packages are missing.
-async fn start(app: &Arc<App>, id: &str) -> Result<Started, InterpreterError> {
+/// Start the server in sandbox `id`, the `wheels` on its standard input,
+/// and wait until it listens.
+async fn start(app: &Arc<App>, id: &str, wheels: String) -> Result<(), InterpreterError> {
     let start_err = |why: String| InterpreterError::Start {
         sandbox: id.to_string(),
         why,
     };
-    let h = run(app, id, "serve").await.map_err(start_err)?;
+    let h = run(app, id, "serve", Some(wheels))
+        .await
+        .map_err(start_err)?;
     let deadline = Instant::now() + START_WITHIN;
     loop {
         let ended = *h.ended.borrow();
         match ended {
-            Some(e) if e.status == MISSING => return Ok(Started::Missing),
+            Some(e) if e.status == MISSING => {
+                return Err(start_err(format!(
+                    "the packages it was given are not the pinned ones: {}",
+                    stderr_tail(&h)
+                )))
+            }
             Some(e) => {
                 return Err(start_err(format!(
                     "the server exited with status {}: {}",
@@ -190,7 +208,7 @@ async fn start(app: &Arc<App>, id: &str) -> Result<Started, InterpreterError> {
             .await
             .map_err(start_err)?
         {
-            return Ok(Started::Listening);
+            return Ok(());
         }
         if Instant::now() > deadline {
             return Err(start_err(format!(
@@ -237,42 +255,39 @@ async fn fetch(app: &Arc<App>) -> Result<(), InterpreterError> {
     outcome
 }
 
-/// Stop sandbox `id` (its files kept) and start it again, as the daemon.
-async fn restart(app: &Arc<App>, id: &str) -> Result<(), String> {
-    let body = axum::body::Bytes::from_static(b"{\"grace_seconds\": 2}");
-    sandboxes::stop(
-        axum::extract::State(app.clone()),
-        axum::extract::Path(id.to_string()),
-        body,
-    )
-    .await
-    .map(|_| ())
-    .map_err(|e| e.problem.message)?;
-    sandboxes::start(
-        axum::extract::State(app.clone()),
-        axum::Extension(Caller::Owner),
-        axum::extract::Path(id.to_string()),
-    )
-    .await
-    .map(|_| ())
-    .map_err(|e| e.problem.message)
-}
-
+/// Run the fetch in the setup sandbox `id`, and keep what it hands back,
+/// checked, in the daemon's store.
 async fn fetch_in(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
-    let h = run(app, id, "setup")
+    let h = run(app, id, "setup", None)
         .await
         .map_err(InterpreterError::Setup)?;
     let mut ended = h.ended.clone();
-    let done = tokio::time::timeout(SETUP_WITHIN, ended.wait_for(Option::is_some)).await;
+    // The status alone is kept: the watch's borrow is not held across the
+    // awaits below.
+    let done = tokio::time::timeout(SETUP_WITHIN, ended.wait_for(Option::is_some))
+        .await
+        .map(|r| r.ok().and_then(|e| e.map(|e| e.status)));
     match done {
-        Ok(Ok(e)) if e.is_some_and(|e| e.status == 0) => Ok(()),
-        Ok(_) => Err(InterpreterError::Setup(format!(
-            "pip download failed: {}",
-            stderr_tail(&h)
-        ))),
-        Err(_) => Err(InterpreterError::Setup(format!(
-            "it took longer than {} s",
-            SETUP_WITHIN.as_secs()
-        ))),
+        Ok(Some(0)) => {}
+        Ok(_) => {
+            return Err(InterpreterError::Setup(format!(
+                "pip download failed: {}",
+                stderr_tail(&h)
+            )))
+        }
+        Err(_) => {
+            return Err(InterpreterError::Setup(format!(
+                "it took longer than {} s",
+                SETUP_WITHIN.as_secs()
+            )))
+        }
     }
+    let (out, store) = (h.stdout.clone(), wheels::dir(&app.state_dir));
+    tokio::task::spawn_blocking(move || {
+        let bytes = std::fs::read(&out).map_err(|e| format!("its output cannot be read: {e}"))?;
+        wheels::keep_fetched(&store, &wheels::pins(LOCK), &bytes).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| InterpreterError::Setup(format!("a worker failed: {e}")))?
+    .map_err(InterpreterError::Setup)
 }

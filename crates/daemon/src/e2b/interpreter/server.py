@@ -4,13 +4,18 @@
 # kernels through jupyter_client. The warden daemon reaches it through the
 # sandbox's supervisor; it listens on nothing the host can see.
 #
-# `setup` fetches the pinned wheels (WARDEN_CI_LOCK) into the profile's cache
-# (run once, in a sandbox that may reach PyPI); `serve` checks every wheel
-# against its hash, unpacks them into this sandbox's own /tmp (never run
-# from the shared cache, which other sandboxes of the profile can write),
-# and serves. Exit status 3: the wheels are not there (run setup).
+# `setup` fetches the pinned wheels (WARDEN_CI_LOCK) into this sandbox's own
+# /tmp (run once, in a sandbox that may reach PyPI) and writes them on its
+# standard output, one line each (NAME BASE64), for the daemon to check and
+# keep where no sandbox sees them. `serve` reads the same lines on its
+# standard input, checks the bytes it received against their hashes,
+# unpacks those very bytes into this sandbox's own /tmp, and serves: there
+# is no copy of the wheels that another sandbox could write. Exit status 3:
+# the wheels did not come, or are not the pinned ones.
 
+import base64
 import hashlib
+import io
 import json
 import os
 import sys
@@ -19,7 +24,7 @@ import time
 import uuid
 import zipfile
 
-CACHE = os.path.expanduser("~/.cache/pip/warden-code-interpreter")
+DOWNLOADS = "/tmp/.warden-code-interpreter-downloads"
 SITE = "/tmp/.warden-code-interpreter"
 PORT = 49999
 MISSING = 3
@@ -35,44 +40,66 @@ def lock():
     return out
 
 
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def setup():
     import subprocess
 
-    os.makedirs(CACHE, exist_ok=True)
+    os.makedirs(DOWNLOADS, exist_ok=True)
     reqs = os.path.join("/tmp", "warden-ci-requirements.txt")
     with open(reqs, "w") as f:
         for name, digest in lock():
             dist, version = name.split("-")[:2]
             f.write(f"{dist}=={version} --hash=sha256:{digest}\n")
+    # pip's own messages go to standard error: standard output is the
+    # wheels' alone.
     rc = subprocess.call(
         [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-         "--require-hashes", "-r", reqs, "-d", CACHE]
+         "--require-hashes", "-r", reqs, "-d", DOWNLOADS],
+        stdout=sys.stderr,
     )
-    sys.exit(rc)
+    if rc != 0:
+        sys.exit(rc)
+    out = sys.stdout.buffer
+    for name, _ in lock():
+        with open(os.path.join(DOWNLOADS, name), "rb") as f:
+            out.write(name.encode() + b" " + base64.b64encode(f.read()) + b"\n")
+    out.flush()
+
+
+def quiet_stdin():
+    """Standard input closed (the daemon's writer ends), /dev/null in its
+    place for the kernels this server starts."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
 
 
 def unpack():
-    """The wheels, each checked against its hash, unpacked into SITE."""
+    """The wheels from standard input, each checked against its hash and
+    those same bytes unpacked into SITE."""
     done = os.path.join(SITE, ".unpacked")
     if os.path.exists(done):
+        quiet_stdin()
         return
-    for name, digest in lock():
-        path = os.path.join(CACHE, name)
-        if not os.path.isfile(path) or sha256(path) != digest:
-            print(f"code interpreter: {name} is missing or not the pinned file", file=sys.stderr)
-            sys.exit(MISSING)
+    pins = dict(lock())
+    seen = set()
     os.makedirs(SITE, exist_ok=True)
-    for name, _ in lock():
-        with zipfile.ZipFile(os.path.join(CACHE, name)) as z:
+    for line in sys.stdin.buffer:
+        name, _, data = line.strip().partition(b" ")
+        name = name.decode(errors="replace")
+        if name not in pins or name in seen:
+            continue
+        data = base64.b64decode(data)
+        if hashlib.sha256(data).hexdigest() != pins[name]:
+            print(f"code interpreter: {name} is not the pinned file", file=sys.stderr)
+            sys.exit(MISSING)
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
             z.extractall(SITE)
+        seen.add(name)
+    quiet_stdin()
+    lacking = sorted(set(pins) - seen)
+    if lacking:
+        print(f"code interpreter: {lacking[0]} did not come", file=sys.stderr)
+        sys.exit(MISSING)
     open(done, "w").close()
 
 
