@@ -41,8 +41,29 @@ pub enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
-    /// List the audit logs of past runs (in warden's state directory)
-    List,
+    /// List the audit logs of past runs (in warden's state directory),
+    /// newest first: each log, how the run ended, how much it refused, its
+    /// command
+    List {
+        /// Only the N newest runs
+        #[arg(long, value_name = "N")]
+        last: Option<usize>,
+        /// Only runs that refused something
+        #[arg(long)]
+        denied: bool,
+        /// Only runs that ended with a status other than 0, or with no
+        /// end recorded
+        #[arg(long)]
+        failed: bool,
+        /// Only runs started since this long ago (e.g. 10m, 2h) or since
+        /// this time (e.g. 2026-11-22T10:00:00Z)
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// One JSON object per run (log, run, started_ms, command, exit,
+        /// denied)
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove the audit logs of past runs older than a duration (in
     /// warden's state directory; logs chosen with --audit-log are yours)
     Prune {
@@ -63,7 +84,19 @@ pub fn audit(cmd: AuditCommand) -> anyhow::Result<u8> {
             json,
         } => show(target.as_deref(), last, denied, since.as_deref(), json),
         AuditCommand::Prune { older_than } => prune(older_than),
-        AuditCommand::List => list(),
+        AuditCommand::List {
+            last,
+            denied,
+            failed,
+            since,
+            json,
+        } => list(&ListFilter {
+            last,
+            denied,
+            failed,
+            since_ms: since.as_deref().map(parse_since).transpose()?,
+            json,
+        }),
     }
 }
 
@@ -187,15 +220,52 @@ fn prune(older_than: std::time::Duration) -> anyhow::Result<u8> {
 
 /// `audit list`: each run's log with its command, its exit and how many
 /// decisions it refused.
-fn list() -> anyhow::Result<u8> {
-    for p in run_logs()? {
-        let text = std::fs::read_to_string(&p).unwrap_or_default();
-        let events: Vec<Event> = text
-            .lines()
-            .filter_map(|l| Record::parse(l).ok())
-            .map(|r| r.event)
-            .collect();
-        let summary = Summary::of(&events);
+/// What `audit list` shows.
+struct ListFilter {
+    last: Option<usize>,
+    denied: bool,
+    failed: bool,
+    since_ms: Option<u64>,
+    json: bool,
+}
+
+fn list(f: &ListFilter) -> anyhow::Result<u8> {
+    let mut runs: Vec<(PathBuf, Summary)> = run_logs()?
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let events: Vec<Event> = text
+                .lines()
+                .filter_map(|l| Record::parse(l).ok())
+                .map(|r| r.event)
+                .collect();
+            let summary = Summary::of(&events);
+            (p, summary)
+        })
+        .filter(|(_, s)| !f.denied || s.denied > 0)
+        .filter(|(_, s)| !f.failed || s.exit != Some(0))
+        .filter(|(_, s)| f.since_ms.is_none_or(|t| s.started_ms >= t))
+        .collect();
+    // Newest first; a log's name begins with its second, its first
+    // record says the millisecond.
+    runs.sort_by(|a, b| (b.1.started_ms, &b.0).cmp(&(a.1.started_ms, &a.0)));
+    runs.truncate(f.last.unwrap_or(usize::MAX));
+    for (p, summary) in runs {
+        if f.json {
+            let run = p.file_stem().map(|s| s.to_string_lossy().into_owned());
+            println!(
+                "{}",
+                serde_json::json!({
+                    "log": p,
+                    "run": run,
+                    "started_ms": summary.started_ms,
+                    "command": summary.argv,
+                    "exit": summary.exit,
+                    "denied": summary.denied,
+                })
+            );
+            continue;
+        }
         let command = sandboxes::printable(&summary.command);
         println!(
             "{}  {}, {} denied  {command}",
@@ -211,6 +281,11 @@ fn list() -> anyhow::Result<u8> {
 struct Summary {
     /// The command the run was created with.
     command: String,
+    argv: Vec<String>,
+    /// When its first record was written.
+    started_ms: u64,
+    /// Its exit status, when one was recorded.
+    exit: Option<i32>,
     /// How it ended, or that no end was recorded.
     status: String,
     /// How many decisions it refused.
@@ -219,21 +294,20 @@ struct Summary {
 
 impl Summary {
     fn of(events: &[Event]) -> Self {
-        let command = events
+        let argv = events
             .iter()
             .find_map(|e| match &e.kind {
-                EventKind::Created { command, .. } => Some(command.join(" ")),
+                EventKind::Created { command, .. } => Some(command.clone()),
                 _ => None,
             })
             .unwrap_or_default();
-        let status = events
-            .iter()
-            .rev()
-            .find_map(|e| match &e.kind {
-                EventKind::Exited { status, .. } => Some(format!("exit {status}")),
-                _ => None,
-            })
-            .unwrap_or_else(|| "no exit recorded".into());
+        let command = argv.join(" ");
+        let exit = events.iter().rev().find_map(|e| match &e.kind {
+            EventKind::Exited { status, .. } => Some(*status),
+            _ => None,
+        });
+        let status = exit.map_or_else(|| "no exit recorded".into(), |s| format!("exit {s}"));
+        let started_ms = events.first().map_or(0, |e| e.ts_ms);
         // Denials counted past the old decision log's bound count
         // for what they number.
         let denied: u64 = events
@@ -255,6 +329,9 @@ impl Summary {
             .sum();
         Summary {
             command,
+            argv,
+            started_ms,
+            exit,
             status,
             denied,
         }

@@ -558,3 +558,56 @@ fn a_run_whose_audit_log_cannot_be_opened_runs_nothing() {
     let verify = warden(&["audit", "verify", log.to_str().unwrap()]);
     assert!(verify.status.success(), "{}", stdout(&verify));
 }
+
+#[test]
+fn audit_list_shows_the_newest_runs_first_and_filters_them() {
+    let state = TempDir::new("audit-list");
+    let run = |code: &str| {
+        let o = common::warden(state.path(), &["run", "--no-tty", "--", "sh", "-c", code]);
+        assert!(o.status.code().is_some(), "{}", stderr(&o));
+    };
+    run("exit 0");
+    run("exit 3");
+    run("echo newest");
+    let list = |args: &[&str]| {
+        let mut all = vec!["audit", "list"];
+        all.extend_from_slice(args);
+        ok(&common::warden(state.path(), &all))
+    };
+    let json = |text: String| -> Vec<serde_json::Value> {
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let all = json(list(&["--json"]));
+    let commands: Vec<String> = all
+        .iter()
+        .map(|r| r["command"][2].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(commands, ["echo newest", "exit 3", "exit 0"], "{all:?}");
+    assert!(all.iter().all(|r| r["denied"] == 0 && r["run"].is_string()));
+    assert_eq!(all[1]["exit"], 3);
+
+    let last = json(list(&["--json", "--last", "1"]));
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0]["command"][2], "echo newest");
+    let failed = json(list(&["--json", "--failed"]));
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["exit"], 3);
+    assert_eq!(json(list(&["--json", "--since", "1h"])).len(), 3);
+    assert!(list(&["--since", "2999-01-01T00:00:00Z"]).is_empty());
+    assert!(list(&["--denied"]).is_empty());
+    let text = list(&[]);
+    assert!(
+        text.lines().next().unwrap().contains("echo newest"),
+        "{text}"
+    );
+
+    let bad = common::warden(state.path(), &["audit", "list", "--since", "soon"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("--since \"soon\""),
+        "{}",
+        stderr(&bad)
+    );
+}
