@@ -54,6 +54,63 @@ impl TestCa {
     }
 }
 
+/// An HTTPS server on 127.0.0.1 for `names`, offering the ALPN protocols
+/// `alpn`, on a tokio runtime of its own (the server ends when it is
+/// dropped): each connection is served, over HTTP/1.1 or HTTP/2 as ALPN
+/// chose, by the hyper service `service` makes for it. Its port, and the
+/// runtime to keep.
+pub fn https_server<F, S, B>(
+    ca: &TestCa,
+    names: &[&str],
+    alpn: &[&[u8]],
+    service: F,
+) -> (u16, tokio::runtime::Runtime)
+where
+    F: Fn() -> S + Send + Sync + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<B>,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let config = ca.server_config(names, alpn);
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let service = Arc::new(service);
+    runtime.spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let (acceptor, service) = (acceptor.clone(), service.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), service())
+                .await;
+            });
+        }
+    });
+    (port, runtime)
+}
+
 /// One request as the raw server read it: the request line's target and
 /// the header lines, as sent.
 #[derive(Debug, Clone)]

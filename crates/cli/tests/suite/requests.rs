@@ -4,7 +4,7 @@
 //! Each allowed request reaches it; each refused one never does, and the
 //! client sees why.
 
-use crate::common::upstream::TestCa;
+use crate::common::upstream::{https_server, TestCa};
 use crate::common::*;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -21,54 +21,29 @@ struct Recorder {
 
 impl Recorder {
     fn start(ca: &TestCa, name: &str) -> Recorder {
-        let config = ca.server_config(&[name], &[b"h2", b"http/1.1"]);
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
-        runtime.spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let (acceptor, s) = (acceptor.clone(), s.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(
-                        move |req: hyper::Request<hyper::body::Incoming>| {
-                            let s = s.clone();
-                            async move {
-                                let line = format!(
-                                    "{:?} {} {}",
-                                    req.version(),
-                                    req.method(),
-                                    req.uri()
-                                        .path_and_query()
-                                        .map(|p| p.to_string())
-                                        .unwrap_or_default()
-                                );
-                                let _ = req.into_body().collect().await;
-                                s.lock().unwrap().push(line);
-                                Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                                    Bytes::from("ok\n"),
-                                )))
-                            }
-                        },
+        let (port, runtime) = https_server(ca, &[name], &[b"h2", b"http/1.1"], move || {
+            let s = s.clone();
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let s = s.clone();
+                async move {
+                    let line = format!(
+                        "{:?} {} {}",
+                        req.version(),
+                        req.method(),
+                        req.uri()
+                            .path_and_query()
+                            .map(|p| p.to_string())
+                            .unwrap_or_default()
                     );
-                    let _ = hyper_util::server::conn::auto::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
-                    )
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
-                });
-            }
+                    let _ = req.into_body().collect().await;
+                    s.lock().unwrap().push(line);
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(
+                        "ok\n",
+                    ))))
+                }
+            })
         });
         Recorder {
             port,

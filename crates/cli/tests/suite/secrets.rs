@@ -4,7 +4,7 @@
 //! placeholder, and checks what reached the servers and what came back.
 
 use crate::common;
-use crate::common::upstream::TestCa;
+use crate::common::upstream::{https_server, TestCa};
 use crate::common::*;
 use base64::Engine;
 use bytes::Bytes;
@@ -48,41 +48,14 @@ impl Echo {
         } else {
             &[b"http/1.1"]
         };
-        let config = ca.server_config(names, alpn);
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
-        runtime.spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let acceptor = acceptor.clone();
+        let (port, runtime) = https_server(ca, names, alpn, move || {
+            let s = s.clone();
+            hyper::service::service_fn(move |req| {
                 let s = s.clone();
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(move |req| {
-                        let s = s.clone();
-                        async move { Ok::<_, std::convert::Infallible>(echo(req, &s).await) }
-                    });
-                    let _ = hyper_util::server::conn::auto::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
-                    )
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
-                });
-            }
+                async move { Ok::<_, std::convert::Infallible>(echo(req, &s).await) }
+            })
         });
         Echo {
             port,
