@@ -147,3 +147,22 @@ def test_denying_an_address_to_a_template_that_reaches_nothing_is_already_so(
         sbx.update_network({"deny_out": ["127.0.0.1"]})
     finally:
         sbx.kill()
+
+
+def test_the_default_template_without_internet_access_allows_nothing(daemon: Daemon) -> None:
+    # The default template (`base`) allows an LLM API's name; without
+    # internet access the sandbox's allowlist is empty, and with it the
+    # name is there.
+    def allowlist(sid: str) -> list:
+        with daemon.owner() as c:
+            r = c.patch(f"/v1/sandboxes/{sid}/egress", json={})
+            assert r.status_code == 200, r.text
+            return list(r.json()["allow"])
+
+    sbx = Sandbox.create(timeout=120, allow_internet_access=False)
+    try:
+        assert allowlist(sbx.sandbox_id) == []
+        sbx.update_network({})
+        assert allowlist(sbx.sandbox_id) != []
+    finally:
+        sbx.kill()
