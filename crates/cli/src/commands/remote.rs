@@ -14,7 +14,7 @@ use warden_client::Client;
 
 use super::lifecycle::{CreateArgs, ExecArgs};
 use super::run::RunArgs;
-use warden_policy::Field;
+use warden_policy::{Door, Field};
 
 /// The client of the daemon at `host`: `unix` for this user's own daemon
 /// socket, `unix:/path`, a socket path, or `http://HOST:PORT`; the token
@@ -33,13 +33,18 @@ pub fn client(host: &str) -> anyhow::Result<Client> {
 /// Options of `run`/`create` that cannot travel to a daemon.
 fn refuse_local_only(args: &RunArgs) -> anyhow::Result<()> {
     let g = |f: Field| args.given.given(f);
-    let refused: [(bool, &str, &str); 10] = [
+    // What the daemon's API does not take at all is the field table's
+    // `doors` column (where a sandbox's events go: the daemon keeps them).
+    if let Some(f) = Field::all().find(|f| g(*f) && !f.settable_by(Door::Api)) {
+        bail!(
+            "{} cannot be used with --host: the daemon decides where each sandbox's events go; read them with `warden --host ... logs` (-f --json to follow them)",
+            f.flag().unwrap_or_default()
+        );
+    }
+    let refused: [(bool, &str, &str); 7] = [
         (g(Field::Secret) || g(Field::SecretInBody) || g(Field::SecretRule),
          "--secret", "secrets are read by the daemon, not from this shell: name them in a profile of the daemon's host"),
         (g(Field::UpstreamCa), "--upstream-ca", "name the authority in a profile of the daemon's host"),
-        (g(Field::AuditLog) || g(Field::NoAuditLog), "--audit-log", "the daemon keeps each sandbox's audit log; read it with `warden --host ... logs`"),
-        (g(Field::JsonEvents), "--json-events", "follow the events with `warden --host ... logs -f --json`"),
-        (g(Field::OtlpEndpoint), "--otlp-endpoint", "set it in the daemon's configuration"),
         (args.given.value(Field::Ask) == Some("true"), "--ask", "questions go to the daemon's approvals, not to this terminal"),
         (args.ask_save.is_some(), "--ask-save", "questions go to the daemon's approvals, whose \"always\" keeps the name on the sandbox's list"),
         (args.egress_learn_file.is_some(), "--egress-learn-file", "the daemon's sandboxes record what they were allowed in their audit log; read it with `warden --host ... logs`"),

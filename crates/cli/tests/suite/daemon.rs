@@ -1048,6 +1048,14 @@ fn the_cli_drives_a_daemon_through_host() {
             vec!["run", "--ask", "--", "true"],
             "--ask cannot be used with --host",
         ),
+        (
+            vec!["run", "--no-audit-log", "--", "true"],
+            "--no-audit-log cannot be used with --host",
+        ),
+        (
+            vec!["run", "--json-events", "/tmp/x", "--", "true"],
+            "--json-events cannot be used with --host",
+        ),
         (vec!["run", "--"], "give the command after --"),
         (vec!["snapshot", "box"], "does not go through a daemon"),
     ] {
