@@ -511,10 +511,13 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
     let who = caller.clone();
     let (reached, running) = tokio::task::spawn_blocking(move || {
         let reached = crate::reach::reaches(&app, &who, &sid).unwrap_or(false);
-        let running = app
-            .sandbox(&sid)
-            .map(|sb| warden_runtime::lifecycle::liveness(&sb).running())
-            .unwrap_or(false);
+        // Only a sandbox the caller reaches is looked up: another token's
+        // and a missing one take the same path, so in the same time.
+        let running = reached
+            && app
+                .sandbox(&sid)
+                .map(|sb| warden_runtime::lifecycle::liveness(&sb).running())
+                .unwrap_or(false);
         (reached, running)
     })
     .await
