@@ -230,6 +230,8 @@ pub fn control(sb: &Sandbox) -> PathBuf {
 /// without (`LAYER: what is lost`, as its `degraded` events say), or says
 /// why it cannot.
 pub fn start(state_root: &Path, sb: &Sandbox, exe: &Path) -> Result<Vec<String>, LifecycleError> {
+    // What sandboxes killed outright left (see `cgroup::sweep_if_due`).
+    let _ = warden_jail::cgroup::sweep_if_due();
     let log_path = sb.dir().join("supervisor.log");
     let log = std::fs::OpenOptions::new()
         .create(true)

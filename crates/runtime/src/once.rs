@@ -33,6 +33,9 @@ pub fn run_once(spec: &SandboxSpec, id: &str, sinks: Vec<Sink>) -> Result<Finish
     let result = backend.run(spec, id, Program::Command, &mut sink, &mut wiring);
     drop(wiring);
     bus.close();
+    // What runs killed outright left (their cgroups), at most once in a
+    // while: one `stat` when not due.
+    let _ = warden_jail::cgroup::sweep_if_due();
     let notices = bus.notices();
     let lost_records = bus.lost_records();
     let learned = bus.learned();

@@ -159,3 +159,104 @@ fn zombie(pid: i32) -> bool {
         })
         .unwrap_or(true)
 }
+
+/// The cgroup directories of the sandboxes under each hierarchy's shared
+/// parent, by name.
+fn sandbox_cgroups() -> Vec<std::path::PathBuf> {
+    let mut all = Vec::new();
+    for h in ["pids", "memory", "unified", ""] {
+        let parent = std::path::Path::new("/sys/fs/cgroup")
+            .join(h)
+            .join("warden");
+        if let Ok(rd) = std::fs::read_dir(&parent) {
+            all.extend(rd.flatten().map(|e| e.path()));
+        }
+    }
+    all
+}
+
+/// A `warden run` killed with SIGKILL cannot remove its sandbox's cgroups;
+/// the next warden command sweeps the empty ones (here backdated past the
+/// age that keeps a sandbox being set up out of reach), never one that
+/// still holds a process.
+#[test]
+fn cgroups_left_by_a_run_killed_outright_are_swept_by_the_next_command() {
+    if !is_root() {
+        skip("the shared cgroup parents are root's");
+        return;
+    }
+    let state = TempDir::new("cgroup-sweep");
+    let before = sandbox_cgroups();
+    let start = |secs: &str| {
+        Command::new(warden_bin())
+            .args(["run", "--no-tty", "--", "sleep", secs])
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let new_since = |known: &[std::path::PathBuf]| -> Vec<std::path::PathBuf> {
+        sandbox_cgroups()
+            .into_iter()
+            .filter(|p| !known.contains(p))
+            .collect()
+    };
+    let mut killed = start("300");
+    let mut mine = Vec::new();
+    wait_until("the run's cgroups exist", Duration::from_secs(20), || {
+        mine = new_since(&before);
+        mine.iter()
+            .any(|p| std::fs::read_to_string(p.join("cgroup.procs")).is_ok_and(|t| !t.is_empty()))
+    });
+    killed.kill().unwrap();
+    let _ = killed.wait();
+    wait_until(
+        "the killed run's processes are gone",
+        Duration::from_secs(20),
+        || {
+            mine.iter().all(|p| {
+                std::fs::read_to_string(p.join("cgroup.procs")).map_or(true, |t| t.is_empty())
+            })
+        },
+    );
+    assert!(
+        mine.iter().any(|p| p.exists()),
+        "nothing was left to sweep: {mine:?}"
+    );
+    // A live sandbox beside it, its cgroups as old.
+    let known = sandbox_cgroups();
+    let mut live = start("300");
+    let mut theirs = Vec::new();
+    wait_until(
+        "the live run's cgroups hold it",
+        Duration::from_secs(20),
+        || {
+            theirs = new_since(&known);
+            !theirs.is_empty()
+                && theirs.iter().all(|p| {
+                    std::fs::read_to_string(p.join("cgroup.procs")).is_ok_and(|t| !t.is_empty())
+                })
+        },
+    );
+    for p in mine.iter().chain(&theirs) {
+        let o = Command::new("touch")
+            .args(["-d", "2 hours ago"])
+            .arg(p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    // The last sweep's marker gone: the next command is due to sweep.
+    let _ = std::fs::remove_file("/run/warden/cgroups-swept");
+    ok(&warden(state.path(), &["run", "--no-tty", "--", "true"]));
+    let left: Vec<_> = mine.iter().filter(|p| p.exists()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(
+        theirs.iter().all(|p| p.exists()),
+        "a live sandbox's cgroup was removed"
+    );
+    live.kill().unwrap();
+    let _ = live.wait();
+}

@@ -26,7 +26,8 @@
 //! controller to this user; `v1` and `v2` create a sandbox's directory in
 //! one kind of hierarchy and know its controllers' files; `kill` empties the
 //! group; `freeze` stops a group in place and lets it go on (a paused
-//! sandbox). This file is the façade the rest of the jail calls: the types and
+//! sandbox); `sweep` removes what sandboxes killed outright left. This
+//! file is the façade the rest of the jail calls: the types and
 //! errors, [`probe`], and [`Cgroup`], which ties the sandbox's directories
 //! together and removes them.
 
@@ -36,6 +37,7 @@ mod join;
 mod kill;
 mod memo;
 mod plan;
+mod sweep;
 mod v1;
 mod v2;
 
@@ -55,6 +57,7 @@ use plan::{Backend, Plan, RealHost};
 
 pub use freeze::{Freezer, SETTLE_TIMEOUT as FREEZE_SETTLE};
 pub use join::{join_self, Joining};
+pub use sweep::{sweep, sweep_if_due, MIN_AGE as SWEEP_MIN_AGE};
 
 /// Name of the shared parent of all sandbox cgroups at a hierarchy's root.
 const PARENT: &str = "warden";
