@@ -224,6 +224,11 @@ async fn start(app: &Arc<App>, id: &str, wheels: String) -> Result<(), Interpret
 /// owner's setup profile made for that alone and removed after.
 async fn fetch(app: &Arc<App>) -> Result<(), InterpreterError> {
     let _one = FETCHING.lock().await;
+    // Another start that waited for the same fetch finds the packages
+    // there, and fetches nothing again.
+    if bundle(app).await.is_ok() {
+        return Ok(());
+    }
     let req = CreateSandbox {
         name: None,
         profile: Some(SETUP_PROFILE.to_string()),
