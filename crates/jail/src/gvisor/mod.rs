@@ -726,20 +726,11 @@ fn outcome_of(
         return Err(GvisorError::Failed(why));
     }
     if let Ended::Timeout = ended {
-        return Ok(Outcome {
-            status: 124,
-            reason: ExitReason::Timeout,
-            signal: None,
-            message: Some(format!(
-                "the sandbox reached its `resources.timeout` of {} s and was killed",
-                spec.resources.timeout.unwrap_or_default().as_secs_f64()
-            )),
-        });
+        return Ok(Outcome::timed_out(spec));
     }
     let code = status.and_then(|s| s.code().or(s.signal().map(|g| 128 + g)));
     if code == Some(128) {
         if let Some(why) = runsc.last_error() {
-            let cmd = spec.command.first().cloned().unwrap_or_default();
             let (status, what) = if why.contains("no such file") {
                 (127, "command not found in the sandbox".to_string())
             } else if why.contains("failed to load") || why.contains("permission denied") {
@@ -747,27 +738,11 @@ fn outcome_of(
             } else {
                 return Err(GvisorError::Failed(why));
             };
-            return Ok(Outcome {
-                status,
-                reason: ExitReason::ExecFailed,
-                signal: None,
-                message: Some(format!("{cmd}: {what}")),
-            });
+            return Ok(Outcome::not_started(spec, status, &what));
         }
     }
     Ok(match code {
-        Some(c) if c > 128 && c <= 128 + 64 => Outcome {
-            status: c,
-            reason: ExitReason::Signaled,
-            signal: Some(c - 128),
-            message: None,
-        },
-        Some(c) => Outcome {
-            status: c,
-            reason: ExitReason::Exited,
-            signal: None,
-            message: None,
-        },
+        Some(c) => Outcome::ended(c),
         None => Outcome {
             status: 255,
             reason: ExitReason::Exited,

@@ -19,6 +19,57 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Killed at the sandbox's `resources.timeout`: 124, whatever the
+    /// backend.
+    pub fn timed_out(spec: &SandboxSpec) -> Outcome {
+        let t = spec.resources.timeout.unwrap_or_default();
+        Outcome {
+            status: 124,
+            reason: ExitReason::Timeout,
+            signal: None,
+            message: Some(format!(
+                "the sandbox reached its `resources.timeout` of {} and was killed",
+                humanize(t)
+            )),
+        }
+    }
+
+    /// The command could not be started: `status` 127 when it was not
+    /// found, 126 when it could not be executed; `what` says which.
+    pub fn not_started(spec: &SandboxSpec, status: i32, what: &str) -> Outcome {
+        let cmd = spec.command.first().map(String::as_str).unwrap_or_default();
+        Outcome {
+            status,
+            reason: ExitReason::ExecFailed,
+            signal: None,
+            message: Some(format!("{cmd}: {what}")),
+        }
+    }
+
+    /// The command's own end, as a shell reports it: `status`, where
+    /// 128+N is the signal N.
+    pub fn ended(status: i32) -> Outcome {
+        match status {
+            c if c > 128 && c <= 128 + 64 => Outcome::signaled(c - 128),
+            c => Outcome {
+                status: c,
+                reason: ExitReason::Exited,
+                signal: None,
+                message: None,
+            },
+        }
+    }
+
+    /// The command was killed by signal `sig`: 128+`sig`.
+    pub fn signaled(sig: i32) -> Outcome {
+        Outcome {
+            status: 128 + sig,
+            reason: ExitReason::Signaled,
+            signal: Some(sig),
+            message: None,
+        }
+    }
+
     /// The sandbox's `exited` event, whichever backend ran it: its status,
     /// how long since `start`, and its resource peaks.
     pub fn record(
@@ -49,16 +100,7 @@ pub(super) fn outcome_from(
     init_status: Option<i32>,
 ) -> Result<Outcome, JailError> {
     if timed_out {
-        let t = spec.resources.timeout.unwrap_or_default();
-        return Ok(Outcome {
-            status: 124,
-            reason: ExitReason::Timeout,
-            signal: None,
-            message: Some(format!(
-                "the sandbox reached its `resources.timeout` of {} and was killed",
-                humanize(t)
-            )),
-        });
+        return Ok(Outcome::timed_out(spec));
     }
     for r in reports {
         if let Report::SetupFailed(m) = r {
@@ -69,7 +111,6 @@ pub(super) fn outcome_from(
         Report::ExecFailed(e) => Some(*e),
         _ => None,
     }) {
-        let cmd = spec.command.first().cloned().unwrap_or_default();
         let (status, what) = if errno == libc::ENOENT {
             (127, "command not found in the sandbox".to_string())
         } else if errno == libc::EACCES && !spec.allow_exec.is_empty() {
@@ -83,12 +124,7 @@ pub(super) fn outcome_from(
                 format!("cannot execute: {}", Errno::from_raw(errno).desc()),
             )
         };
-        return Ok(Outcome {
-            status,
-            reason: ExitReason::ExecFailed,
-            signal: None,
-            message: Some(format!("{cmd}: {what}")),
-        });
+        return Ok(Outcome::not_started(spec, status, &what));
     }
     let memory = spec.resources.memory.value;
     for r in reports {
@@ -130,12 +166,7 @@ pub(super) fn outcome_from(
                         )),
                     });
                 }
-                return Ok(Outcome {
-                    status: 128 + sig,
-                    reason: ExitReason::Signaled,
-                    signal: Some(*sig),
-                    message: None,
-                });
+                return Ok(Outcome::signaled(*sig));
             }
             _ => {}
         }
