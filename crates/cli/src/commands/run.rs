@@ -274,6 +274,15 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     for notice in &resolved.notices {
         eprintln!("warden: {}", super::worded(notice));
     }
+    let asks = matches!(&resolved.spec.network, warden_policy::NetworkSpec::Egress(e) if e.ask);
+    if asks && resolved.spec.terminal != warden_policy::Terminal::Pty {
+        // Said at the start, not only at the first denial: a script run
+        // with --ask learns at once that nobody will be asked.
+        eprintln!(
+            "warden: --ask has no terminal to ask on here (standard input is not a terminal, or --no-tty): \
+             a name on no list is denied, not asked; run it from a terminal, or allow names with --allow-domain"
+        );
+    }
     let lock = match &kept {
         Some((_, sb)) => {
             let lock = sb.lock()?;

@@ -260,3 +260,19 @@ fn cgroups_left_by_a_run_killed_outright_are_swept_by_the_next_command() {
     live.kill().unwrap();
     let _ = live.wait();
 }
+
+/// `warden run --ask` from a script: nobody can be asked, and warden says
+/// so when the run starts rather than only at the first denial.
+#[test]
+fn ask_without_a_terminal_is_said_at_the_start() {
+    if !egress_available() {
+        return;
+    }
+    let state = TempDir::new("ask-no-tty");
+    let out = warden(state.path(), &["run", "--ask", "--no-tty", "--", "true"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("--ask has no terminal to ask on"), "{err}");
+    let out = warden(state.path(), &["run", "--no-tty", "--", "true"]);
+    assert!(!stderr(&out).contains("--ask"), "{}", stderr(&out));
+}
