@@ -166,3 +166,22 @@ def test_the_default_template_without_internet_access_allows_nothing(daemon: Dae
         assert allowlist(sbx.sandbox_id) != []
     finally:
         sbx.kill()
+
+
+def test_an_update_gives_back_only_the_names_the_door_took_never_one_the_owner_removed(
+    daemon: Daemon,
+) -> None:
+    listener = Listener()
+    name = pinned_template(daemon, listener)
+    entry = f"allowed.test:{listener.port}"
+    sbx = Sandbox.create(template=name, timeout=120)
+    try:
+        # The owner takes the template's name away, live.
+        with daemon.owner() as c:
+            r = c.patch(f"/v1/sandboxes/{sbx.sandbox_id}/egress", json={"remove": [entry]})
+            assert r.status_code == 200, r.text
+        sbx.update_network({"allow_internet_access": False})
+        sbx.update_network({})
+        assert not reaches(sbx, listener)
+    finally:
+        sbx.kill()

@@ -191,29 +191,43 @@ async fn start_denied(
 ) -> Result<SandboxInfo, Response> {
     let id = info.id.clone();
     let (app, sid, w) = (e.app.clone(), id.clone(), wanted.clone());
+    // The template's names taken away, or why they cannot be.
     let held = sandboxes::blocking(move || {
         let reach = super::network::template_reach(&app, &sid).map_err(ApiError::internal)?;
         if let Some(why) = super::network::refusal(&w, &reach) {
-            return Ok(Some(why));
+            return Ok(Err(why));
         }
-        if w.deny_all {
-            super::network::deny_before_start(&app, &sid, &reach.names)
-                .map_err(ApiError::internal)?;
+        if !w.deny_all {
+            return Ok(Ok(Vec::new()));
         }
-        Ok(None)
+        super::network::deny_before_start(&app, &sid, &reach.names).map_err(ApiError::internal)?;
+        Ok(Ok(reach.names))
     })
     .await;
-    let started = match held {
-        Ok(None) => sandboxes::start(
-            State(e.app.clone()),
-            Extension(caller.clone()),
-            axum::extract::Path(id.clone()),
-        )
-        .await
-        .map(|Json(i)| i)
-        .map_err(|err| from_api(in_e2b_words(err))),
-        Ok(Some(why)) => Err(error(StatusCode::BAD_REQUEST, why)),
+    let taken = match held {
+        Ok(Ok(names)) => Ok(names),
+        Ok(Err(why)) => Err(error(StatusCode::BAD_REQUEST, why)),
         Err(err) => Err(from_api(err)),
+    };
+    let started = match taken {
+        Ok(names) => {
+            // Kept for an update that gives them back.
+            let kept =
+                lifecycle::set_labels(&e.app, &id, move |l| super::network::keep_denied(l, &names))
+                    .await;
+            match kept {
+                Ok(()) => sandboxes::start(
+                    State(e.app.clone()),
+                    Extension(caller.clone()),
+                    axum::extract::Path(id.clone()),
+                )
+                .await
+                .map(|Json(i)| i)
+                .map_err(|err| from_api(in_e2b_words(err))),
+                Err(r) => Err(r),
+            }
+        }
+        Err(r) => Err(r),
     };
     if started.is_err() {
         let _ = sandboxes::remove(

@@ -205,6 +205,18 @@ pub(super) fn refusal(wanted: &Wanted, reach: &TemplateReach) -> Option<String> 
     }
 }
 
+/// Record in `labels` the template's names the door took away.
+pub(super) fn keep_denied(
+    labels: &mut std::collections::BTreeMap<String, String>,
+    names: &[String],
+) {
+    if names.is_empty() {
+        labels.remove(DENIED);
+    } else {
+        labels.insert(DENIED.into(), label_of(names));
+    }
+}
+
 /// Keep the template's `names` off a sandbox that is made but not yet
 /// started: its first start applies the removal as any live change (the
 /// proxy never allows them, not even for a moment).
@@ -222,10 +234,20 @@ pub(super) fn deny_before_start(app: &App, id: &str, names: &[String]) -> Result
         .map_err(|e| format!("the sandbox's allowlist cannot be kept: {e}"))
 }
 
+/// The label that keeps the template's names the door took away (all
+/// traffic denied): only those are given back by an update that no
+/// longer denies it, never a name the owner took away himself.
+pub(super) const DENIED: &str = "e2b.denied";
+
 /// The names the client gave, as the label keeps them.
 pub(super) fn given(labels: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    listed_in(labels, ALLOW_OUT)
+}
+
+/// The names label `key` keeps.
+fn listed_in(labels: &std::collections::BTreeMap<String, String>, key: &str) -> Vec<String> {
     labels
-        .get(ALLOW_OUT)
+        .get(key)
         .map(|v| {
             v.split(',')
                 .filter(|s| !s.is_empty())
@@ -304,15 +326,22 @@ pub async fn update(
         .cloned()
         .collect();
     // The template's: taken away when all traffic is denied, given back
-    // (as the owner's, which they are) when an update no longer denies it.
+    // (as the owner's, which they are) when an update no longer denies it
+    // (those the door took away, never one the owner removed).
+    let taken = listed_in(&info.labels, DENIED);
     let (mut restore, on_list) = (Vec::new(), |n: &String| listed.contains(n));
+    let mut denied = Vec::new();
     for name in &reach.names {
         if wanted.allow.contains(name) {
             continue;
         }
         match (wanted.deny_all, on_list(name)) {
-            (true, true) => remove.push(name.clone()),
-            (false, false) => restore.push(name.clone()),
+            (true, true) => {
+                remove.push(name.clone());
+                denied.push(name.clone());
+            }
+            (true, false) if taken.contains(name) => denied.push(name.clone()),
+            (false, false) if taken.contains(name) => restore.push(name.clone()),
             _ => {}
         }
     }
@@ -336,6 +365,7 @@ pub async fn update(
     let label = label_of(&wanted.allow);
     let kept = set_labels(&e.app, &id, move |l| {
         l.insert(ALLOW_OUT.into(), label);
+        keep_denied(l, &denied);
     })
     .await;
     if let Err(r) = kept {
