@@ -87,6 +87,11 @@ enum Command {
     Pause {
         #[arg(required = true)]
         names: Vec<String>,
+        /// Save its memory to its state and free its RAM instead (a VM
+        /// sandbox: its VMM ends; one with a mounted share is refused and
+        /// runs on)
+        #[arg(long)]
+        to_disk: bool,
     },
     /// Let a paused sandbox's processes go on where they were
     Resume {
@@ -396,7 +401,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         Command::Create(a) => commands::lifecycle::create(a, &defaults()),
         Command::Start { names } => commands::lifecycle::start(&names),
         Command::Stop { names, time } => commands::lifecycle::stop(&names, time),
-        Command::Pause { names } => commands::lifecycle::pause::pause(&names),
+        Command::Pause { names, to_disk } => commands::lifecycle::pause::pause(&names, to_disk),
         Command::Resume { names } => commands::lifecycle::pause::resume(&names),
         Command::Fork { name, count } => commands::lifecycle::copies::fork(&name, count),
         Command::Snapshots(cmd) => commands::lifecycle::copies::snapshots(cmd),
@@ -541,7 +546,12 @@ fn remote(host: &str, command: Command) -> anyhow::Result<u8> {
             name, follow, json, ..
         } => remote::logs(host, &name, follow, json),
         Command::Stop { names, time } => remote::stop(host, &names, time),
-        Command::Pause { names } => commands::lifecycle::pause::remote(host, &names, true),
+        Command::Pause { names, to_disk } => {
+            if to_disk {
+                anyhow::bail!("`warden pause --to-disk` does not go through a daemon (--host) yet: run it on the daemon's host without --host");
+            }
+            commands::lifecycle::pause::remote(host, &names, true)
+        }
         Command::Resume { names } => commands::lifecycle::pause::remote(host, &names, false),
         Command::Rm { names, force } => remote::rm(host, &names, force),
         Command::Diff(a) => remote::diff(host, a),

@@ -47,14 +47,61 @@ impl Backend {
         events: &mut dyn EventSink,
         attach: &mut dyn Attach,
     ) -> Result<Outcome, JailError> {
+        self.run_held(spec, id, program, events, attach, &Held::default())
+    }
+
+    /// [`Backend::run`], a VM held through `held` while it runs (what
+    /// pauses and resumes it: see [`Backend::pause`]).
+    pub fn run_held(
+        self,
+        spec: &SandboxSpec,
+        id: &str,
+        program: Program,
+        events: &mut dyn EventSink,
+        attach: &mut dyn Attach,
+        held: &Held,
+    ) -> Result<Outcome, JailError> {
         match self {
             Backend::Process => warden_jail::run(spec, id, program, events, attach),
             Backend::Gvisor => warden_jail::gvisor::run(spec, id, program, events, attach)
                 .map_err(|e| JailError::Setup(warden_jail::chain_str(&e))),
-            Backend::Vm => warden_vm::run(spec, id, program, events, attach)
-                .map_err(|e| JailError::Setup(warden_jail::chain_str(&e))),
+            Backend::Vm => {
+                warden_vm::backend::run_controlled(spec, id, program, events, attach, &held.vm)
+                    .map_err(|e| JailError::Setup(warden_jail::chain_str(&e)))
+            }
         }
     }
+}
+
+/// What a supervisor holds a running sandbox by, for pausing and
+/// resuming it: its cgroups (the process backend's freezer) and its VM's
+/// control (the microVM backend's VMM).
+#[derive(Clone, Default)]
+pub struct Held {
+    pub cgroups: Vec<PathBuf>,
+    pub vm: warden_vm::control::Control,
+}
+
+impl Held {
+    /// The PID the sandbox's processes descend from on the host: its init,
+    /// or for a VM its VMM's keeper, which a resume from disk replaces
+    /// (none while the VM is on disk).
+    pub fn root_pid(&self, backend: Backend, init: i32) -> Option<i32> {
+        match backend {
+            Backend::Vm => self.vm.vmm_pid().map(|p| p as i32),
+            _ => Some(init),
+        }
+    }
+}
+
+/// How a sandbox is paused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PauseHow {
+    /// Frozen in place, its memory kept in the host's RAM.
+    InPlace,
+    /// Its memory and devices saved into this directory, its RAM freed
+    /// (the microVM backend only).
+    ToDisk(PathBuf),
 }
 
 /// Why a backend could not pause, resume or snapshot a sandbox.
@@ -69,8 +116,25 @@ pub enum BackendError {
     /// The sandbox has no cgroup with a freezer.
     #[error("the sandbox runs without a cgroup that has a freezer (rootless without a delegated cgroup: see `warden doctor`), so it cannot be frozen in place")]
     NoFreezer,
+    /// The VM cannot be saved (a share is mounted in it, or a device
+    /// cannot be saved); it runs on, untouched.
+    #[error("{0}")]
+    CannotSave(String),
     #[error(transparent)]
     Cgroup(#[from] warden_jail::cgroup::CgroupError),
+    #[error(transparent)]
+    Vm(warden_vm::control::ControlError),
+}
+
+impl From<warden_vm::control::ControlError> for BackendError {
+    fn from(e: warden_vm::control::ControlError) -> BackendError {
+        match e {
+            warden_vm::control::ControlError::CannotSave(_) => {
+                BackendError::CannotSave(e.to_string())
+            }
+            e => BackendError::Vm(e),
+        }
+    }
 }
 
 impl Backend {
@@ -88,33 +152,63 @@ impl Backend {
     /// sandbox's directories as its supervisor found them); returns which
     /// freezer holds it. Nothing outlives a host reboot: a frozen
     /// process's memory is the host's RAM.
-    pub fn pause(self, cgroups: &[PathBuf]) -> Result<&'static str, BackendError> {
-        match self {
-            Backend::Process => {
-                let freezer = Freezer::find(cgroups).ok_or(BackendError::NoFreezer)?;
+    ///
+    /// A VM is paused by its VMM: in place (its vCPUs stopped, its memory
+    /// kept) or to disk (its memory and devices saved, its VMM ended, its
+    /// RAM freed), which a VM with a mounted share refuses
+    /// ([`BackendError::CannotSave`]), running on.
+    pub fn pause(self, held: &Held, how: &PauseHow) -> Result<&'static str, BackendError> {
+        match (self, how) {
+            (Backend::Process, PauseHow::InPlace) => {
+                let freezer = Freezer::find(&held.cgroups).ok_or(BackendError::NoFreezer)?;
                 freezer.freeze(FREEZE_SETTLE)?;
                 Ok(freezer.kind())
             }
-            // A VM is paused by its VMM (and to disk), gVisor by runsc;
-            // the seam is here.
-            Backend::Gvisor | Backend::Vm => Err(BackendError::Unsupported {
+            (Backend::Vm, PauseHow::InPlace) => {
+                Ok(held.vm.pause(warden_vm::control::How::InPlace)?)
+            }
+            (Backend::Vm, PauseHow::ToDisk(dir)) => Ok(held
+                .vm
+                .pause(warden_vm::control::How::ToDisk(dir.clone()))?),
+            (Backend::Process, PauseHow::ToDisk(_)) => Err(BackendError::Unsupported {
+                what: "pausing a sandbox to disk",
+                backend: self.name(),
+            }),
+            // gVisor is paused by runsc; the seam is here.
+            (Backend::Gvisor, _) => Err(BackendError::Unsupported {
                 what: "pausing a sandbox",
                 backend: self.name(),
             }),
         }
     }
 
-    /// Let a paused sandbox's processes go on where they were.
-    pub fn resume(self, cgroups: &[PathBuf]) -> Result<(), BackendError> {
+    /// Let a paused sandbox's processes go on where they were (a VM
+    /// paused to disk restored into a new VMM).
+    pub fn resume(self, held: &Held) -> Result<(), BackendError> {
         match self {
             Backend::Process => {
-                let freezer = Freezer::find(cgroups).ok_or(BackendError::NoFreezer)?;
+                let freezer = Freezer::find(&held.cgroups).ok_or(BackendError::NoFreezer)?;
                 Ok(freezer.thaw()?)
             }
-            Backend::Gvisor | Backend::Vm => Err(BackendError::Unsupported {
+            Backend::Vm => Ok(held.vm.resume()?),
+            Backend::Gvisor => Err(BackendError::Unsupported {
                 what: "resuming a sandbox",
                 backend: self.name(),
             }),
+        }
+    }
+
+    /// Before a stop: a paused sandbox's processes made able to end (a VM
+    /// paused to disk is not brought back for that: its state goes, and
+    /// its relay ends).
+    pub fn thaw_for_stop(self, held: &Held) {
+        match self {
+            Backend::Vm => {
+                let _ = held.vm.discard();
+            }
+            _ => {
+                let _ = self.resume(held);
+            }
         }
     }
 
@@ -125,5 +219,10 @@ impl Backend {
     /// and no process.
     pub fn snapshots_processes(self) -> bool {
         false
+    }
+
+    /// Whether the backend can pause a sandbox to disk.
+    pub fn pauses_to_disk(self) -> bool {
+        self == Backend::Vm
     }
 }

@@ -385,7 +385,16 @@ impl Connection {
     /// Freeze the sandbox's processes in place; `by` says who asked, for
     /// the audit log.
     pub fn pause(self, by: &str) -> Result<(), ClientError> {
-        let req = Request::Pause { by: by.to_string() };
+        self.pause_with(by, false)
+    }
+
+    /// Pause the sandbox, `to_disk`: its memory saved to its state and its
+    /// RAM freed (a VM sandbox's).
+    pub fn pause_with(self, by: &str, to_disk: bool) -> Result<(), ClientError> {
+        let req = Request::Pause {
+            by: by.to_string(),
+            to_disk,
+        };
         match self.ask_new(&req, "pause and resume")? {
             Reply::Ok => Ok(()),
             _ => Err(ClientError::Unexpected),

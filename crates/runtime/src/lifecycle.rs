@@ -348,6 +348,14 @@ pub fn pause(sb: &Sandbox, by: &str) -> Result<(), LifecycleError> {
     Ok(Connection::open(&control(sb))?.pause(by)?)
 }
 
+/// Pause a running VM sandbox to disk: its guest's memory and devices
+/// saved to the sandbox's state and its VMM ended (its RAM freed), until
+/// [`resume`]. Refused (`unsupported`) for a backend that cannot, and for
+/// a VM that cannot be saved (a mounted share), which runs on untouched.
+pub fn pause_to_disk(sb: &Sandbox, by: &str) -> Result<(), LifecycleError> {
+    Ok(Connection::open(&control(sb))?.pause_with(by, true)?)
+}
+
 /// Let a paused sandbox's processes go on where they were.
 pub fn resume(sb: &Sandbox, by: &str) -> Result<(), LifecycleError> {
     Ok(Connection::open(&control(sb))?.resume(by)?)

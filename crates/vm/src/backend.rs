@@ -95,11 +95,15 @@ pub enum VmError {
 }
 
 /// What feeds the relay's loop.
-enum Input {
+pub(crate) enum Input {
     Vm(Frame),
-    VmGone,
+    /// The channel of the VMM whose reader had this number ended
+    /// (`u64::MAX`: every reader is gone).
+    VmGone(u64),
     Request(ToInit, Vec<OwnedFd>),
     RequestsGone,
+    /// The supervisor's pause or resume ([`crate::control`]).
+    Control(crate::control::Op, crate::control::Answer),
 }
 
 static RUNS: AtomicU64 = AtomicU64::new(0);
@@ -432,6 +436,26 @@ pub fn run(
     events: &mut dyn EventSink,
     attach: &mut dyn Attach,
 ) -> Result<Outcome, VmError> {
+    run_controlled(
+        spec,
+        id,
+        program,
+        events,
+        attach,
+        &crate::control::Control::default(),
+    )
+}
+
+/// [`run`], the VM of a long-lived sandbox paused and resumed through
+/// `control` while it serves.
+pub fn run_controlled(
+    spec: &SandboxSpec,
+    id: &str,
+    program: Program,
+    events: &mut dyn EventSink,
+    attach: &mut dyn Attach,
+    control: &crate::control::Control,
+) -> Result<Outcome, VmError> {
     let start = Instant::now();
     let (secret_plan, own) = with_placeholders(spec, attach)?;
     let spec = &own;
@@ -510,22 +534,39 @@ pub fn run(
     if let Some(note) = prepared_fs_note.or_else(|| machine.fs_note.take()) {
         degraded(events, id, "vm workspace over virtio-fs", &note);
     }
-    // The VMM holds the TAP now; ours goes, so that the device ends with
-    // the VMM.
-    config.net = None;
-    config.netns = None;
+    if !matches!(how, crate::template::Started::Cold { .. }) {
+        // As the template made it: a VMM restoring it after a pause to
+        // disk must have the same devices.
+        config.workspace_fs = crate::fsd::WorkspaceFs::NineP;
+    }
+    // The TAP (and the namespace) stay ours too until the sandbox ends: a
+    // VMM restored after a pause to disk is handed the same device, which
+    // the namespace's addresses and rules name.
     events.emit(&Event::now(
         id,
         EventKind::Started {
             pid: machine.pid() as i32,
         },
     ));
-    let ended = relay(spec, program, &machine, attach)?;
-    let console = machine.console();
-    machine.stop(Duration::from_secs(2));
+    let (tx, rx) = channel();
+    let mut live =
+        crate::control::Live::new(machine, config, boot, tx.clone()).map_err(|source| {
+            VmError::Channel {
+                what: "share",
+                source,
+            }
+        })?;
+    let ended = relay(spec, program, &mut live, (tx, &rx), attach, control);
+    live.unserve();
+    let mut machine = live.machine.take();
+    let console = machine.as_ref().map(Machine::console).unwrap_or_default();
+    if let Some(m) = machine.as_mut() {
+        m.stop(Duration::from_secs(2));
+    }
     drop(machine);
     attach.stopping();
-    drop(config);
+    drop(live);
+    let ended = ended?;
     let peaks = release(cgroup);
     let outcome = outcome_of(ended, spec, console)?;
     outcome.record(events, id, start, peaks);
@@ -629,32 +670,18 @@ fn hand_over_secrets(
 fn relay(
     spec: &SandboxSpec,
     program: Program,
-    machine: &Machine,
+    live: &mut crate::control::Live,
+    (tx, rx): (Sender<Input>, &Receiver<Input>),
     attach: &mut dyn Attach,
+    control: &crate::control::Control,
 ) -> Result<Ended2, VmError> {
     // As with the process backend, the timeout counts from the moment the
     // sandbox can run anything (here, once the guest's init serves).
     let deadline = spec.resources.timeout.map(|t| Instant::now() + t);
-    let (tx, rx) = channel();
-    let writer = Arc::new(Mutex::new(machine.stream.try_clone().map_err(
-        |source| VmError::Channel {
-            what: "share",
-            source,
-        },
-    )?));
-    let reader = machine
-        .stream
-        .try_clone()
-        .map_err(|source| VmError::Channel {
-            what: "share",
-            source,
-        })?;
-    {
-        let tx = tx.clone();
-        std::thread::spawn(move || read_vm(reader, tx));
-    }
+    let writer = live.writer.clone();
+    let vmm = live.machine.as_ref().map(Machine::pid).unwrap_or(0);
     let ended = match program {
-        Program::Command => one_command(spec, &writer, &rx, deadline),
+        Program::Command => one_command(spec, &writer, rx, deadline),
         Program::Service => {
             let (ours, theirs) = nix::sys::socket::socketpair(
                 nix::sys::socket::AddressFamily::Unix,
@@ -669,8 +696,10 @@ fn relay(
                 let tx = tx.clone();
                 std::thread::spawn(move || read_requests(&ours, tx));
             }
-            attach.service(theirs, Pid::from_raw(machine.pid() as i32));
-            let ended = serve(spec, &writer, &rx, &ours, deadline);
+            attach.service(theirs, Pid::from_raw(vmm as i32));
+            live.serve(control);
+            let ended = serve(spec, live, rx, &ours, deadline);
+            live.unserve();
             // The supervisor's reader and ours see the end at once.
             let _ = nix::sys::socket::shutdown(ours.as_raw_fd(), nix::sys::socket::Shutdown::Both);
             ended
@@ -757,13 +786,41 @@ enum Ended2 {
     Gone,
 }
 
-fn read_vm(mut stream: UnixStream, tx: Sender<Input>) {
-    while let Ok(Some(f)) = Frame::read_from(&mut stream) {
-        if tx.send(Input::Vm(f)).is_err() {
-            return;
+/// Read the frames of a VMM's channel, starting from `rest` (the part of
+/// a frame the reader of the VMM before it read last), into `tx`; at its
+/// end, say so as reader `gen` and give back the part of a frame read
+/// last.
+pub(crate) fn read_vm(
+    mut stream: UnixStream,
+    mut rest: Vec<u8>,
+    gen: u64,
+    tx: Sender<Input>,
+) -> Vec<u8> {
+    let mut chunk = vec![0u8; CHUNK + 64];
+    loop {
+        match crate::control::frames(&mut rest) {
+            Ok(frames) => {
+                for f in frames {
+                    if tx.send(Input::Vm(f)).is_err() {
+                        return Vec::new();
+                    }
+                }
+            }
+            // Garbled: the channel ends.
+            Err(_) => {
+                rest.clear();
+                break;
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => rest.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
         }
     }
-    let _ = tx.send(Input::VmGone);
+    let _ = tx.send(Input::VmGone(gen));
+    rest
 }
 
 fn read_requests(channel: &OwnedFd, tx: Sender<Input>) {
@@ -785,7 +842,7 @@ fn read_requests(channel: &OwnedFd, tx: Sender<Input>) {
     let _ = tx.send(Input::RequestsGone);
 }
 
-pub(crate) type Writer = Arc<Mutex<UnixStream>>;
+pub(crate) type Writer = Arc<Mutex<crate::control::Link>>;
 
 pub(crate) fn send(w: &Writer, f: Frame) {
     if let Ok(mut s) = w.lock() {
@@ -824,9 +881,9 @@ fn next(rx: &Receiver<Input>, deadline: Option<Instant>) -> Option<Input> {
         Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
             Ok(i) => Some(i),
             Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => Some(Input::VmGone),
+            Err(RecvTimeoutError::Disconnected) => Some(Input::VmGone(u64::MAX)),
         },
-        None => Some(rx.recv().unwrap_or(Input::VmGone)),
+        None => Some(rx.recv().unwrap_or(Input::VmGone(u64::MAX))),
     }
 }
 
@@ -900,7 +957,11 @@ fn one_command(
                 },
                 _ => {}
             },
-            Input::VmGone => break Ended2::Gone,
+            Input::VmGone(_) => break Ended2::Gone,
+            // Not served: nothing pauses a one-shot run.
+            Input::Control(_, answer) => {
+                let _ = answer.send(Err(crate::control::ControlError::NotRunning));
+            }
             _ => {}
         }
     };
@@ -948,11 +1009,12 @@ fn host_terminal(winsize: Option<(u16, u16)>) -> Result<Streams, i32> {
 /// A long-lived sandbox: the jail's spawn protocol on `channel`, relayed.
 fn serve(
     spec: &SandboxSpec,
-    w: &Writer,
+    live: &mut crate::control::Live,
     rx: &Receiver<Input>,
     channel: &OwnedFd,
     deadline: Option<Instant>,
 ) -> Ended2 {
+    let w = &live.writer.clone();
     let mut relay = Served {
         spec,
         w,
@@ -973,7 +1035,19 @@ fn serve(
             Input::RequestsGone => break Ended2::Exit(Ended::Exited(0)),
             Input::Vm(f) if f.id & CONNECTION != 0 => relay.connections.frame(f, channel, w),
             Input::Vm(f) => relay.guest_frame(f),
-            Input::VmGone => break Ended2::Gone,
+            Input::VmGone(gen) if live.current(gen) => break Ended2::Gone,
+            // The reader of a VMM ended by a pause to disk.
+            Input::VmGone(_) => {}
+            Input::Control(op, answer) => {
+                use crate::control::After;
+                let (said, after) = live.control(op);
+                let _ = answer.send(said);
+                match after {
+                    After::Serve => {}
+                    After::End => break Ended2::Exit(Ended::Exited(0)),
+                    After::Lost => break Ended2::Gone,
+                }
+            }
         }
     };
     for e in relay.execs.values() {

@@ -26,6 +26,7 @@
 
 pub mod accel;
 pub mod backend;
+pub mod control;
 pub mod fsd;
 pub mod guest;
 pub mod image;

@@ -758,6 +758,19 @@ impl Machine {
     /// The last lines of the guest's console.
     pub fn console(&self) -> String {
         tail(&self.run_dir.join("console.log"))
+    /// Let go of a VMM that has ended after saving its guest (a pause to
+    /// disk): its run directory stays (the trust files and single files'
+    /// directories the restoring VMM is handed again), all but the root
+    /// the restoring VMM's jail builds anew.
+    pub(crate) fn retire(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        crate::fsd::end(&mut self.fsd, Duration::ZERO);
+        let _ = std::fs::remove_dir_all(self.run_dir.join("root"));
+        // Nothing left for the drop to remove.
+        self.run_dir = PathBuf::new();
+    }
+
     }
 }
 
@@ -766,7 +779,9 @@ impl Drop for Machine {
         let _ = self.child.kill();
         let _ = self.child.wait();
         crate::fsd::end(&mut self.fsd, Duration::ZERO);
-        let _ = std::fs::remove_dir_all(&self.run_dir);
+        if !self.run_dir.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.run_dir);
+        }
     }
 }
 

@@ -225,6 +225,34 @@ impl Frame {
         Ok(())
     }
 
+    /// The first whole frame at the start of `buf` and how many bytes it
+    /// took; `None` while `buf` holds only part of one. A reader that
+    /// keeps what it has not parsed yet can go on from another stream
+    /// (the restored VMM's, after a pause to disk) mid-frame.
+    pub fn parse_prefix(buf: &[u8]) -> Result<Option<(Frame, usize)>, WireError> {
+        if buf.len() < 13 {
+            return Ok(None);
+        }
+        let kind = Kind::from_u8(buf[0]).ok_or(WireError::UnknownKind(buf[0]))?;
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&buf[1..9]);
+        let mut len = [0u8; 4];
+        len.copy_from_slice(&buf[9..13]);
+        let len = u32::from_le_bytes(len) as usize;
+        if len > MAX_PAYLOAD {
+            return Err(WireError::TooLarge(len));
+        }
+        if buf.len() < 13 + len {
+            return Ok(None);
+        }
+        let frame = Frame {
+            kind,
+            id: u64::from_le_bytes(id),
+            payload: buf[13..13 + len].to_vec(),
+        };
+        Ok(Some((frame, 13 + len)))
+    }
+
     /// Read one frame; `None` at the end of the stream.
     pub fn read_from(r: &mut impl Read) -> Result<Option<Frame>, WireError> {
         let mut head = [0u8; 13];
@@ -279,6 +307,24 @@ mod tests {
         let b = Frame::read_from(&mut r).unwrap().unwrap();
         assert_eq!(b.parse::<Ended>().unwrap(), Ended::Exited(3));
         assert!(Frame::read_from(&mut r).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_frame_cut_between_two_streams_is_parsed_whole_once_its_rest_arrives() {
+        let mut buf = Vec::new();
+        Frame::new(Kind::Stdout, 9, b"one frame".to_vec())
+            .write_to(&mut buf)
+            .unwrap();
+        for cut in 0..buf.len() {
+            assert!(Frame::parse_prefix(&buf[..cut]).unwrap().is_none());
+        }
+        let (f, used) = Frame::parse_prefix(&buf).unwrap().unwrap();
+        assert_eq!((f.kind, f.id, used), (Kind::Stdout, 9, buf.len()));
+        assert_eq!(f.payload, b"one frame");
+        assert!(matches!(
+            Frame::parse_prefix(&[99u8; 13]),
+            Err(WireError::UnknownKind(99))
+        ));
     }
 
     #[test]

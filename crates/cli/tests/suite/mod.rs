@@ -55,6 +55,7 @@ mod vm;
 mod vm_desktop;
 mod vm_fs;
 mod vm_rootimage;
+mod vm_pause;
 mod vm_shares;
 mod vmm_escape;
 mod volume_attacks;

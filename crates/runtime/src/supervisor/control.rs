@@ -170,7 +170,7 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             Ok(())
         }
         Request::Status => reply(&Reply::Status(status(shared))),
-        Request::Pause { by } => reply(&pause::pause(shared, &by)),
+        Request::Pause { by, to_disk } => reply(&pause::pause(shared, &by, to_disk)),
         Request::Resume { by } => reply(&pause::resume(shared, &by)),
         Request::SetEgress {
             allow,
@@ -219,7 +219,10 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
                 .lock()
                 .map(|e| e.iter().filter_map(|(id, s)| Some((s.pid?, *id))).collect())
                 .unwrap_or_default();
-            let processes = processes(shared.init.as_raw())
+            let processes = shared
+                .root_pid()
+                .map(processes)
+                .unwrap_or_default()
                 .into_iter()
                 .map(|(host_pid, pid, command)| Process {
                     pid,
@@ -283,7 +286,7 @@ fn status(shared: &Shared) -> Status {
         started_ms: shared.started_ms,
         ttl_deadline_ms: shared.clocks.lock().map(|c| c.ttl_ms).unwrap_or(None),
         paused_ms: pause::paused_since(shared),
-        processes: descendants(shared.init.as_raw()).len(),
+        processes: shared.root_pid().map_or(0, |p| descendants(p).len()),
         execs: shared.execs.lock().map(|e| e.len()).unwrap_or(0),
         memory_bytes,
         egress_bytes: shared.bus.egress_bytes(),

@@ -17,6 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use warden_audit::{EventKind, StopReason};
 
+/// Where a VM paused to disk keeps its memory and devices: in the
+/// sandbox's own state directory (owner-only), gone once resumed.
+pub(super) const VM_PAUSED: &str = "vm-paused";
+
 /// The sandbox's clocks, in ms since the epoch.
 #[derive(Debug, Default)]
 pub(super) struct Clocks {
@@ -68,8 +72,9 @@ fn refused(code: Refusal, message: String) -> Reply {
     }
 }
 
-/// Freeze the sandbox, once: recorded, audited, its clocks stopped.
-pub(super) fn pause(shared: &Arc<Shared>, by: &str) -> Reply {
+/// Freeze the sandbox, once (`to_disk`: its memory saved to its state and
+/// its RAM freed): recorded, audited, its clocks stopped.
+pub(super) fn pause(shared: &Arc<Shared>, by: &str, to_disk: bool) -> Reply {
     let Ok(mut clocks) = shared.clocks.lock() else {
         return Reply::Error {
             message: "the supervisor's clocks are unusable".into(),
@@ -88,10 +93,20 @@ pub(super) fn pause(shared: &Arc<Shared>, by: &str) -> Reply {
             format!("sandbox {name} is paused already"),
         );
     }
-    let freezer = match shared.backend.pause(&shared.cgroups) {
+    let how = match (to_disk, shared.record_path.parent()) {
+        (false, _) => crate::backend::PauseHow::InPlace,
+        (true, Some(dir)) => crate::backend::PauseHow::ToDisk(dir.join(VM_PAUSED)),
+        (true, None) => {
+            return Reply::Error {
+                message: "the sandbox has no state directory to pause it to".into(),
+            }
+        }
+    };
+    let freezer = match shared.backend.pause(&shared.held, &how) {
         Ok(kind) => kind,
         Err(e @ crate::backend::BackendError::Unsupported { .. })
-        | Err(e @ crate::backend::BackendError::NoFreezer) => {
+        | Err(e @ crate::backend::BackendError::NoFreezer)
+        | Err(e @ crate::backend::BackendError::CannotSave(_)) => {
             return refused(Refusal::Unsupported, e.to_string())
         }
         Err(e) => {
@@ -125,7 +140,7 @@ pub(super) fn resume(shared: &Arc<Shared>, by: &str) -> Reply {
             format!("sandbox {} is not paused", shared.bus.sandbox()),
         );
     };
-    if let Err(e) = shared.backend.resume(&shared.cgroups) {
+    if let Err(e) = shared.backend.resume(&shared.held) {
         return Reply::Error {
             message: warden_jail::chain_str(&e),
         };
@@ -153,7 +168,7 @@ pub(super) fn resume(shared: &Arc<Shared>, by: &str) -> Reply {
 pub(super) fn thaw_for_stop(shared: &Shared) {
     if let Ok(mut clocks) = shared.clocks.lock() {
         if clocks.paused_ms.take().is_some() {
-            let _ = shared.backend.resume(&shared.cgroups);
+            shared.backend.thaw_for_stop(&shared.held);
         }
     }
 }

@@ -10,13 +10,18 @@ use warden_runtime::protocol::Refusal;
 /// Who asks, as the audit log records it.
 const BY: &str = "the owner (cli)";
 
-pub fn pause(names: &[String]) -> anyhow::Result<u8> {
+pub fn pause(names: &[String], to_disk: bool) -> anyhow::Result<u8> {
     for name in names {
         let (_, sb) = open(name)?;
         if !running(&sb) {
             anyhow::bail!("sandbox {name} is not running: only a running sandbox can be paused (`warden start {name}` starts it)");
         }
-        lifecycle::pause(&sb, BY).map_err(|e| worded(name, e))?;
+        let paused = if to_disk {
+            lifecycle::pause_to_disk(&sb, BY)
+        } else {
+            lifecycle::pause(&sb, BY)
+        };
+        paused.map_err(|e| worded(name, e))?;
         println!("{name}");
     }
     Ok(0)

@@ -1,0 +1,145 @@
+//! Pause and resume of a VM sandbox through the real command: paused in
+//! place, its VMM stops the guest's vCPUs (a counter in a background
+//! process stands still and the VMM uses next to no CPU) and resume lets
+//! the counter go on from its value; a pause to disk of a VM with a
+//! mounted share is refused, saying why, and the VM runs on untouched.
+//!
+//! Each test boots a VM (seconds under emulation): `#[ignore]`d, run with
+//! `cargo test -p warden-cli --test all -- --ignored suite::vm`.
+
+use crate::common::vm::*;
+use crate::common::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Stops the sandbox even when the test fails half-way.
+struct Stopper<'a>(&'a Path, &'a str);
+
+impl Drop for Stopper<'_> {
+    fn drop(&mut self) {
+        let _ = vm_warden(self.0, &["stop", "--time", "1s", self.1], None);
+    }
+}
+
+/// A counter in the guest's `/tmp`, ten steps a second.
+const COUNTER: &str = "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.1; done";
+
+/// The counter's value, read by a command in the sandbox.
+fn count(state: &Path, name: &str) -> u64 {
+    let o = vm_warden(state, &["exec", name, "--", "cat", "/tmp/n"], None);
+    ok(&o).trim().parse().unwrap_or(0)
+}
+
+/// The VMM of the sandbox `name` (QEMU names the shared layer in its
+/// command line): its PIDs.
+fn vmm_pids(state: &Path, name: &str) -> Vec<i32> {
+    let layer = sandbox_dir(state, name).join("upper");
+    pids_with_marker(layer.to_str().unwrap())
+}
+
+/// CPU time (user and system, in clock ticks) of the processes `pids`.
+fn cpu_ticks(pids: &[i32]) -> u64 {
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .filter_map(|s| {
+            let rest = s.rsplit_once(')')?.1.split_whitespace().collect::<Vec<_>>();
+            Some(rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum()
+}
+
+/// A running VM sandbox `name` with the counter started in it.
+fn counting(state: &Path, name: &str) -> Option<()> {
+    guest_release()?;
+    ok(&vm_warden(
+        state,
+        &["create", "--isolation", "vm", name],
+        None,
+    ));
+    ok(&vm_warden(state, &["start", name], None));
+    ok(&vm_warden(
+        state,
+        &["exec", "-d", name, "--", "sh", "-c", COUNTER],
+        None,
+    ));
+    wait_until("the counter to count", Duration::from_secs(60), || {
+        count(state, name) > 0
+    });
+    Some(())
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_paused_in_place_stops_its_counter_and_its_cpu_and_resume_goes_on_from_its_value() {
+    let state = TempDir::new("vm-pause");
+    let _stop = Stopper(state.path(), "box");
+    if counting(state.path(), "box").is_none() {
+        return;
+    }
+    let vmm = vmm_pids(state.path(), "box");
+    assert!(!vmm.is_empty(), "no VMM runs for the sandbox");
+    let before = count(state.path(), "box");
+    ok(&vm_warden(state.path(), &["pause", "box"], None));
+    let paused_at = Instant::now();
+    // Refused while paused, saying how to go on.
+    let o = vm_warden(state.path(), &["exec", "box", "--", "true"], None);
+    assert_ne!(code(&o), 0, "an exec ran in a paused VM");
+    assert!(stderr(&o).contains("warden resume box"), "{}", stderr(&o));
+    let ls = ok(&vm_warden(state.path(), &["ls"], None));
+    assert!(ls.contains("paused"), "{ls}");
+    let cpu = cpu_ticks(&vmm);
+    std::thread::sleep(Duration::from_secs(5));
+    let used = cpu_ticks(&vmm) - cpu;
+    // Running, the emulated guest's counter keeps a vCPU busy: a second of
+    // CPU is 100 ticks. Stopped, the VMM only waits.
+    assert!(used < 50, "the paused VMM used {used} ticks of CPU in 5 s");
+    ok(&vm_warden(state.path(), &["resume", "box"], None));
+    let paused_for = paused_at.elapsed();
+    let after = count(state.path(), "box");
+    assert!(
+        after >= before,
+        "the counter went back: {before} then {after}"
+    );
+    // Running all along, it would have counted ten a second.
+    assert!(
+        after - before < 10 * paused_for.as_secs() / 2,
+        "the counter ran while paused for {paused_for:?}: {before} then {after}"
+    );
+    wait_until(
+        "the counter to go on after the resume",
+        Duration::from_secs(30),
+        || count(state.path(), "box") > after,
+    );
+    assert_eq!(vmm_pids(state.path(), "box"), vmm, "the VMM was replaced");
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_with_a_mounted_share_is_refused_a_pause_to_disk_and_runs_on_untouched() {
+    let state = TempDir::new("vm-pause-disk");
+    let _stop = Stopper(state.path(), "shared");
+    if counting(state.path(), "shared").is_none() {
+        return;
+    }
+    let vmm = vmm_pids(state.path(), "shared");
+    let o = vm_warden(state.path(), &["pause", "--to-disk", "shared"], None);
+    assert_ne!(code(&o), 0, "a VM with its workspace over 9p was saved");
+    let said = stderr(&o);
+    assert!(said.contains("cannot be paused to disk"), "{said}");
+    // QEMU's own reason: the share mounted in the guest.
+    assert!(said.contains("mounted"), "{said}");
+    let ls = ok(&vm_warden(state.path(), &["ls"], None));
+    assert!(!ls.contains("paused"), "{ls}");
+    let n = count(state.path(), "shared");
+    wait_until("the counter to go on", Duration::from_secs(30), || {
+        count(state.path(), "shared") > n
+    });
+    assert_eq!(
+        vmm_pids(state.path(), "shared"),
+        vmm,
+        "the VMM was replaced"
+    );
+    // Paused in place, it still can be.
+    ok(&vm_warden(state.path(), &["pause", "shared"], None));
+    ok(&vm_warden(state.path(), &["resume", "shared"], None));
+}

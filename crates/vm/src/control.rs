@@ -1,0 +1,442 @@
+//! The supervisor's hold on a running VM sandbox: pause in place (the
+//! VMM stops the guest's vCPUs; its memory stays in the host's RAM, and
+//! shares may be mounted), pause to disk (the guest's memory and devices
+//! saved to warden's state and the VMM ended, see [`crate::pause`]), and
+//! resume, with the relay's channel moved to the restored VMM's.
+//!
+//! The relay ([`crate::backend`]) owns the VM; a [`Control`] asks it, and
+//! the relay answers between two frames, so that nothing of the channel
+//! is touched by two threads at once. While the guest does not run, what
+//! the host sends it is held here ([`Link`]) and delivered on resume: the
+//! VMM reads nothing from the channel meanwhile, and an ended VMM would
+//! lose it. What a process reads from stdin in the moment of a pause to
+//! disk may still be lost: bytes the ended VMM had taken from the socket
+//! but not yet given the guest.
+
+use crate::backend::Input;
+use crate::machine::{Config, Machine};
+use crate::wire::Frame;
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{sync_channel, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Why a VM could not be paused or resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The VM is not served (it has not started, or it has ended).
+    #[error("the VM is not running")]
+    NotRunning,
+    /// Refused: the VM runs on, untouched.
+    #[error("this VM cannot be paused to disk: {0}; it goes on running (`warden pause` without `--to-disk` pauses it in place)")]
+    CannotSave(String),
+    #[error("the VM is not paused")]
+    NotPaused,
+    #[error("the VM is paused already")]
+    Paused,
+    #[error("the VMM failed: {0}")]
+    Failed(String),
+    /// The paused VM could not be brought back; the sandbox ends.
+    #[error("the paused VM could not be resumed ({0}); the sandbox ends")]
+    Lost(String),
+    #[error("the VM's relay did not answer")]
+    NoAnswer,
+}
+
+/// How to pause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum How {
+    /// The guest's vCPUs stopped by its VMM, memory kept in the host's RAM.
+    InPlace,
+    /// The guest's memory and devices saved into this directory (made
+    /// owner-only) and its VMM ended.
+    ToDisk(PathBuf),
+}
+
+/// What the relay is asked.
+#[derive(Debug)]
+pub(crate) enum Op {
+    Pause(How),
+    Resume,
+    /// The sandbox stops: a guest paused in place runs again (so that its
+    /// processes can be ended); one paused to disk is not brought back,
+    /// its state removed, and the relay ends.
+    Discard,
+}
+
+pub(crate) type Answer = SyncSender<Result<&'static str, ControlError>>;
+
+/// How long a pause or resume may take (a save writes the guest's whole
+/// memory; a restore under emulation takes seconds).
+const ANSWER_WITHIN: Duration = Duration::from_secs(180);
+
+/// A handle on the running VM of one sandbox, for its supervisor. Empty
+/// until the VM's relay serves, and again once it has ended.
+#[derive(Clone, Default)]
+pub struct Control(Arc<Inner>);
+
+#[derive(Default)]
+struct Inner {
+    relay: Mutex<Option<Sender<Input>>>,
+    /// The VMM's PID (its keeper's) while one runs; 0 while none does.
+    vmm: AtomicU32,
+}
+
+impl Control {
+    fn ask(&self, op: Op) -> Result<&'static str, ControlError> {
+        let (tx, rx) = sync_channel(1);
+        {
+            let relay = self.0.relay.lock().map_err(|_| ControlError::NoAnswer)?;
+            let relay = relay.as_ref().ok_or(ControlError::NotRunning)?;
+            relay
+                .send(Input::Control(op, tx))
+                .map_err(|_| ControlError::NotRunning)?;
+        }
+        rx.recv_timeout(ANSWER_WITHIN)
+            .map_err(|_| ControlError::NoAnswer)?
+    }
+
+    /// Pause the VM `how`; returns what holds it, in words.
+    pub fn pause(&self, how: How) -> Result<&'static str, ControlError> {
+        self.ask(Op::Pause(how))
+    }
+
+    /// Let a paused VM run again (restored, when it was paused to disk).
+    pub fn resume(&self) -> Result<(), ControlError> {
+        self.ask(Op::Resume).map(drop)
+    }
+
+    /// The sandbox stops (see [`Op::Discard`]).
+    pub fn discard(&self) -> Result<(), ControlError> {
+        self.ask(Op::Discard).map(drop)
+    }
+
+    /// The PID of the VMM's keeper, while a VMM runs (none while the VM
+    /// is paused to disk, or before and after it runs).
+    pub fn vmm_pid(&self) -> Option<u32> {
+        Some(self.0.vmm.load(Ordering::SeqCst)).filter(|p| *p != 0)
+    }
+
+    pub(crate) fn serve(&self, relay: Sender<Input>, vmm: u32) {
+        if let Ok(mut r) = self.0.relay.lock() {
+            *r = Some(relay);
+        }
+        self.0.vmm.store(vmm, Ordering::SeqCst);
+    }
+
+    pub(crate) fn set_vmm(&self, vmm: Option<u32>) {
+        self.0.vmm.store(vmm.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    pub(crate) fn end(&self) {
+        if let Ok(mut r) = self.0.relay.lock() {
+            *r = None;
+        }
+        self.0.vmm.store(0, Ordering::SeqCst);
+    }
+}
+
+/// Most bytes held for a guest that does not run; beyond, frames are
+/// dropped (a writer blocked on a paused guest would hold the channel
+/// for every process).
+const HELD_MAX: usize = 1 << 20;
+
+/// The host's side of the channel as the relay's threads write to it:
+/// the VMM's socket, or, while the guest does not run, a queue.
+pub(crate) struct Link {
+    stream: UnixStream,
+    held: Option<Vec<u8>>,
+}
+
+impl Link {
+    pub(crate) fn new(stream: UnixStream) -> Link {
+        Link { stream, held: None }
+    }
+
+    fn hold(&mut self) {
+        self.held.get_or_insert_with(Vec::new);
+    }
+
+    /// Write what was held to `stream` (the restored VMM's, or the same
+    /// one), which is written to from now on.
+    fn release(&mut self, stream: Option<UnixStream>) {
+        if let Some(s) = stream {
+            self.stream = s;
+        }
+        if let Some(q) = self.held.take() {
+            let _ = self.stream.write_all(&q);
+        }
+    }
+}
+
+impl Write for Link {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match &mut self.held {
+            // A frame is one write: held whole or dropped whole.
+            Some(q) if q.len() + buf.len() > HELD_MAX => Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "the paused guest's queue is full",
+            )),
+            Some(q) => {
+                q.extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            None => self.stream.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.held {
+            Some(_) => Ok(()),
+            None => self.stream.flush(),
+        }
+    }
+}
+
+/// Where the guest is.
+enum State {
+    Running,
+    InPlace,
+    OnDisk(PathBuf),
+}
+
+/// What the relay does after an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum After {
+    Serve,
+    /// The sandbox ends as asked (its paused state discarded).
+    End,
+    /// The VM is gone and could not be brought back.
+    Lost,
+}
+
+/// The VM as the relay holds it: its VMM (none while paused to disk), the
+/// config it was started with (a restore starts its new VMM with it), the
+/// writer every relay thread shares, and the reader of the current
+/// VMM's channel.
+pub(crate) struct Live {
+    pub(crate) machine: Option<Machine>,
+    pub(crate) config: Config,
+    pub(crate) writer: crate::backend::Writer,
+    tx: Sender<Input>,
+    /// Which VMM's channel the reader reads: a reader of an ended one
+    /// says so (its end is not the sandbox's).
+    gen: u64,
+    reader: Option<JoinHandle<Vec<u8>>>,
+    /// The part of a frame the ended VMM's reader read last.
+    rest: Vec<u8>,
+    state: State,
+    timeout: Duration,
+    control: Option<Control>,
+}
+
+impl Live {
+    /// Hold `machine` (started with `config`); a restore waits at most
+    /// `timeout`. Its channel's reader feeds `tx`.
+    pub(crate) fn new(
+        machine: Machine,
+        config: Config,
+        timeout: Duration,
+        tx: Sender<Input>,
+    ) -> std::io::Result<Live> {
+        let writer = Arc::new(Mutex::new(Link::new(machine.stream.try_clone()?)));
+        let reader = machine.stream.try_clone()?;
+        let mut live = Live {
+            machine: Some(machine),
+            config,
+            writer,
+            tx,
+            gen: 0,
+            reader: None,
+            rest: Vec::new(),
+            state: State::Running,
+            timeout,
+            control: None,
+        };
+        live.read(reader, Vec::new());
+        Ok(live)
+    }
+
+    fn read(&mut self, stream: UnixStream, rest: Vec<u8>) {
+        let (tx, gen) = (self.tx.clone(), self.gen);
+        self.reader = Some(std::thread::spawn(move || {
+            crate::backend::read_vm(stream, rest, gen, tx)
+        }));
+    }
+
+    /// Whether the end of reader `gen` is the end of the current VMM.
+    pub(crate) fn current(&self, gen: u64) -> bool {
+        gen == self.gen || gen == u64::MAX
+    }
+
+    /// Served by `control` from now on, until [`Live::unserve`].
+    pub(crate) fn serve(&mut self, control: &Control) {
+        let pid = self.machine.as_ref().map(|m| m.pid()).unwrap_or(0);
+        control.serve(self.tx.clone(), pid);
+        self.control = Some(control.clone());
+    }
+
+    pub(crate) fn unserve(&mut self) {
+        if let Some(c) = self.control.take() {
+            c.end();
+        }
+    }
+
+    /// Do `op`; the answer, and what the relay does next.
+    pub(crate) fn control(&mut self, op: Op) -> (Result<&'static str, ControlError>, After) {
+        match (op, &self.state) {
+            (Op::Pause(_), State::InPlace | State::OnDisk(_)) => {
+                (Err(ControlError::Paused), After::Serve)
+            }
+            (Op::Pause(How::InPlace), State::Running) => (self.stop(), After::Serve),
+            (Op::Pause(How::ToDisk(dir)), State::Running) => (self.save(dir), After::Serve),
+            (Op::Resume, State::Running) => (Err(ControlError::NotPaused), After::Serve),
+            (Op::Resume | Op::Discard, State::InPlace) => (self.cont(), After::Serve),
+            (Op::Resume, State::OnDisk(dir)) => {
+                let dir = dir.clone();
+                match self.restore(&dir) {
+                    Ok(()) => (Ok("resumed"), After::Serve),
+                    Err(e) => (Err(e), After::Lost),
+                }
+            }
+            (Op::Discard, State::OnDisk(dir)) => {
+                let _ = std::fs::remove_dir_all(dir);
+                (Ok("discarded"), After::End)
+            }
+            (Op::Discard, State::Running) => (Ok("running"), After::Serve),
+        }
+    }
+
+    fn hold(&self) {
+        if let Ok(mut l) = self.writer.lock() {
+            l.hold();
+        }
+    }
+
+    fn release(&self, stream: Option<UnixStream>) {
+        if let Ok(mut l) = self.writer.lock() {
+            l.release(stream);
+        }
+    }
+
+    fn qmp(&mut self, command: &str) -> Result<(), ControlError> {
+        let m = self.machine.as_mut().ok_or(ControlError::NotRunning)?;
+        let failed =
+            |e: crate::machine::MachineError| ControlError::Failed(warden_jail::chain_str(&e));
+        m.qmp()
+            .map_err(failed)?
+            .execute(command, None)
+            .map_err(|e| failed(crate::machine::MachineError::Control(e)))
+            .map(drop)
+    }
+
+    /// Pause in place: what the host sends is held first, so that no
+    /// writer blocks on a guest that reads nothing.
+    fn stop(&mut self) -> Result<&'static str, ControlError> {
+        self.hold();
+        if let Err(e) = self.qmp("stop") {
+            self.release(None);
+            return Err(e);
+        }
+        self.state = State::InPlace;
+        Ok("the VMM (the guest's vCPUs stopped, its memory kept)")
+    }
+
+    fn cont(&mut self) -> Result<&'static str, ControlError> {
+        self.qmp("cont")?;
+        self.release(None);
+        self.state = State::Running;
+        Ok("resumed")
+    }
+
+    /// Pause to disk: refused (and running on, untouched) when the VMM
+    /// cannot save the guest; otherwise the VMM ends, and the reader of
+    /// its channel gives back the part of a frame it read last, which the
+    /// restored VMM's channel completes.
+    fn save(&mut self, dir: PathBuf) -> Result<&'static str, ControlError> {
+        if self.machine.is_none() {
+            return Err(ControlError::NotRunning);
+        }
+        self.hold();
+        let Some(machine) = self.machine.as_mut() else {
+            return Err(ControlError::NotRunning);
+        };
+        match crate::pause::pause_to_disk(machine, &self.config, &dir) {
+            Ok(_) => {}
+            Err(crate::pause::PauseError::Refused(why)) => {
+                self.release(None);
+                return Err(ControlError::CannotSave(why));
+            }
+            Err(e) => {
+                let gone = self.machine.as_mut().is_none_or(|m| m.exited());
+                self.release(None);
+                let why = warden_jail::chain_str(&e);
+                return Err(if gone {
+                    ControlError::Lost(why)
+                } else {
+                    ControlError::Failed(why)
+                });
+            }
+        }
+        if let Some(m) = self.machine.take() {
+            m.retire();
+        }
+        // The ended VMM's reader ends now, and what it says of its end is
+        // not the sandbox's.
+        self.gen += 1;
+        self.rest = self
+            .reader
+            .take()
+            .and_then(|r| r.join().ok())
+            .unwrap_or_default();
+        if let Some(c) = &self.control {
+            c.set_vmm(None);
+        }
+        self.state = State::OnDisk(dir);
+        Ok("disk (the guest's memory saved to the sandbox's state, its VMM ended)")
+    }
+
+    fn restore(&mut self, dir: &std::path::Path) -> Result<(), ControlError> {
+        let lost = |e: &dyn std::error::Error| ControlError::Lost(warden_jail::chain_str(e));
+        let m = crate::pause::restore(&self.config, dir, self.timeout).map_err(|e| lost(&e))?;
+        let (w, r) = match (m.stream.try_clone(), m.stream.try_clone()) {
+            (Ok(w), Ok(r)) => (w, r),
+            (Err(e), _) | (_, Err(e)) => return Err(lost(&e)),
+        };
+        let rest = std::mem::take(&mut self.rest);
+        self.read(r, rest);
+        self.release(Some(w));
+        if let Some(c) = &self.control {
+            c.set_vmm(Some(m.pid()));
+        }
+        self.machine = Some(m);
+        self.state = State::Running;
+        let _ = std::fs::remove_dir(dir);
+        Ok(())
+    }
+}
+
+impl Drop for Live {
+    /// A sandbox that ends while paused to disk (its supervisor's spawn
+    /// channel closed) is not brought back: its saved state goes.
+    fn drop(&mut self) {
+        if let State::OnDisk(dir) = &self.state {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Frames a restored VMM's reader starts from: the part of one that the
+/// ended VMM's reader had read.
+pub(crate) fn frames(buf: &mut Vec<u8>) -> Result<Vec<Frame>, crate::wire::WireError> {
+    let mut out = Vec::new();
+    while let Some((f, used)) = Frame::parse_prefix(buf)? {
+        buf.drain(..used);
+        out.push(f);
+    }
+    Ok(out)
+}
