@@ -536,10 +536,15 @@ pub struct Approval {
     /// Answer it at `POST /v1/approvals/{id}`.
     pub id: String,
     pub sandbox: String,
-    /// `tls`, `http`, `connect` or `tcp`.
+    /// `tls`, `http`, `connect` or `tcp`; `request` for a single request
+    /// an ask rule holds (its name is allowed).
     pub protocol: String,
     pub name: String,
     pub port: u16,
+    /// For a request an ask rule holds: its method and path, the query's
+    /// values redacted (`POST /repos/acme/w/issues`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
     /// When it was asked (ms since the epoch).
     pub asked_ms: u64,
     /// When it is denied unanswered.

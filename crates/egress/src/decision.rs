@@ -214,9 +214,14 @@ reasons! {
     // A request decided by its name's request rules.
     RequestAllowed => "request_allowed", -, "A request rule allows the request.";
     RequestDenied => "request_denied", -, "A request rule denies the request.";
-    NoRequestRule => "no_request_rule", -, "The name has request rules and none of them allows the request.";
-    RequestNotAsked => "request_not_asked", -, "A request rule asks about the request, and no one is asked about single requests.";
+    NoRequestRule => "no_request_rule", AllowRequest, "The name has request rules and none of them allows the request.";
+    RequestNotAsked => "request_not_asked", -, "A request rule asks about the request, and there is no terminal or approvals desk to ask on.";
+    RequestAskedOnce => "request_asked_once", AllowRequest, "A person allowed this one request when an ask rule asked about it.";
+    RequestAskedForRun => "request_asked_for_run", AllowRequest, "A person allowed this method and path for the rest of the run when an ask rule asked.";
+    RequestAskedAlways => "request_asked_always", AllowRequest, "The owner allowed this method and path when asked: for the rest of the run, and proposed at its end as a request rule.";
+    RequestDeniedWhenAsked => "request_denied_when_asked", AllowRequest, "A person denied the request when an ask rule asked about it, or no answer came in time.";
     CredentialInBody => "credential_in_body", -, "A request body on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";
+    CredentialInRequest => "credential_in_request", -, "A request's header, path or query on a terminated connection carried a credential-shaped value that is not one of the sandbox's placeholders.";
     UpgradeWithSecrets => "upgrade_with_secrets", -, "A WebSocket upgrade to a secret's host: the frames after it could not be checked for the secret.";
     RequestRulesNeedTls => "request_rules_need_tls", -, "A name with request rules is reached only over TLS, which the proxy terminates to decide each request.";
     UpstreamFailed => "upstream_failed", -, "The connection to a secret's host failed (its TLS included).";

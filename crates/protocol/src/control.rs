@@ -104,14 +104,9 @@ pub enum Request {
     /// While paused, requests that need the sandbox's processes (exec,
     /// file, connect, signal, hold, release) are refused `paused`, and its
     /// TTL and hard lifetime do not run. `by` says who asked, for the
-    /// audit log. `to_disk`: the sandbox's memory saved to its state and
-    /// its RAM freed (a VM's, whose VMM ends; refused `unsupported` by a
-    /// backend that cannot, and by a VM that cannot be saved, which runs
-    /// on).
+    /// audit log.
     Pause {
         by: String,
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        to_disk: bool,
     },
     /// Let a paused sandbox's processes go on where they were: answered
     /// [`Reply::Ok`], or [`Reply::Refused`] (`conflict` when it is not
@@ -149,10 +144,15 @@ pub struct PendingQuestion {
     /// Unique across the sandbox's starts: `SANDBOX.START-N`.
     pub id: String,
     pub sandbox: String,
-    /// `tls`, `http`, `connect` or `tcp`.
+    /// `tls`, `http`, `connect` or `tcp`; `request` for a single request
+    /// an ask rule holds.
     pub protocol: String,
     pub name: String,
     pub port: u16,
+    /// For a request an ask rule holds: its method and path (the query's
+    /// values redacted), e.g. `POST /repos/acme/w/issues`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
     pub asked_ms: u64,
     /// When it is denied unanswered.
     pub deadline_ms: u64,
@@ -392,10 +392,7 @@ mod tests {
         );
         assert_eq!(json(&AskDecision::AllowAlways), r#""allow_always""#);
         assert_eq!(
-            json(&Request::Pause {
-                by: "cli".into(),
-                to_disk: false
-            }),
+            json(&Request::Pause { by: "cli".into() }),
             r#"{"op":"pause","by":"cli"}"#
         );
         assert_eq!(
@@ -403,13 +400,6 @@ mod tests {
                 code: Refusal::Paused,
                 message: "paused".into(),
                 field: None
-        assert_eq!(
-            json(&Request::Pause {
-                by: "cli".into(),
-                to_disk: true
-            }),
-            r#"{"op":"pause","by":"cli","to_disk":true}"#
-        );
             }),
             r#"{"op":"refused","code":"paused","message":"paused","field":null}"#
         );

@@ -153,7 +153,9 @@ impl Approvals {
         } else {
             self.bus.emit(answered);
         }
-        if decision == AskDecision::AllowAlways {
+        // A request's name is on the list already: its answer goes to the
+        // proxy alone.
+        if decision == AskDecision::AllowAlways && question.request.is_none() {
             // On the list before the connection is let go: the next one
             // to the same name finds it there.
             let entry = if warden_policy::DEFAULT_PORTS.contains(&question.port) {
@@ -239,6 +241,7 @@ impl Asker for Approvals {
             protocol: q.protocol.to_string(),
             name: q.name.clone(),
             port: q.port,
+            request: q.request.as_ref().map(|r| r.line()),
             asked_ms,
             deadline_ms: asked_ms + self.timeout.as_millis() as u64,
         };

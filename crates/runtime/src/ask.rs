@@ -301,6 +301,10 @@ impl warden_jail::Desk for Desk {
                         _ if garbled => None,
                         "once" => Some((Answer::Once, "allowed once")),
                         "run" => Some((Answer::ForRun, "allowed for this run")),
+                        "always" if self.asks_a_request() => Some((
+                            Answer::Always,
+                            "allowed for this run: the request rule that allows it is listed when the run ends",
+                        )),
                         "always" => Some((
                             Answer::Always,
                             "allowed always: saved for later runs (listed when the run ends)",
@@ -354,16 +358,23 @@ impl Desk {
         let Some(current) = self.current.take() else {
             return;
         };
-        let key = (current.question.name.clone(), current.question.port);
+        let key = same_as(&current.question);
         let _ = current.reply.send(answer);
         let (same, rest): (VecDeque<_>, VecDeque<_>) = self
             .waiting
             .drain(..)
-            .partition(|p| (p.question.name.as_str(), p.question.port) == (&key.0, key.1));
+            .partition(|p| same_as(&p.question) == key);
         self.waiting = rest;
         for p in same {
             let _ = p.reply.send(answer);
         }
+    }
+
+    /// The question on screen is about a single request.
+    fn asks_a_request(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|c| c.question.request.is_some())
     }
 
     fn next(&mut self) -> Option<String> {
@@ -379,14 +390,30 @@ impl Desk {
         // character sets, colours, the alternate screen, a hidden cursor)
         // is undone first, and the name is on the line the answer is
         // typed on.
-        let prompt = format!(
-            "{TERMINAL_RESET}\r\n\x1b[7m warden \x1b[0m a connection no rule allows \
-             (the sandbox's output is held until you answer)\r\n\
-             answers: once, run (this name and port for the rest of the run), \
-             always (and in this project's later runs), deny, never (deny all)\r\n\
-             allow {} {}:{} ? type an answer, then Enter: ",
-            q.protocol, q.name, q.port
-        );
+        let prompt = match &q.request {
+            // A request of an allowed name, held by an ask rule: what the
+            // sandbox chose (its method and path) is shown printable only.
+            Some(r) => format!(
+                "{TERMINAL_RESET}\r\n\x1b[7m warden \x1b[0m a request an ask rule holds \
+                 (the sandbox's output is held until you answer)\r\n\
+                 rule: {}\r\n\
+                 answers: once, run (this method and path for the rest of the run), \
+                 always (this run, and its request rule listed when the run ends), deny, never (deny all)\r\n\
+                 allow {} on {}:{} ? type an answer, then Enter: ",
+                printable(&r.rule),
+                printable(&r.line()),
+                q.name,
+                q.port
+            ),
+            None => format!(
+                "{TERMINAL_RESET}\r\n\x1b[7m warden \x1b[0m a connection no rule allows \
+                 (the sandbox's output is held until you answer)\r\n\
+                 answers: once, run (this name and port for the rest of the run), \
+                 always (and in this project's later runs), deny, never (deny all)\r\n\
+                 allow {} {}:{} ? type an answer, then Enter: ",
+                q.protocol, q.name, q.port
+            ),
+        };
         self.current = Some(p);
         self.shown_at = now;
         self.line.clear();
@@ -394,6 +421,21 @@ impl Desk {
         self.escape = Escape::None;
         Some(prompt)
     }
+}
+
+/// What one answer covers: the same name and port, and for a request
+/// the same method and target (an answer about one request never lets
+/// another through).
+fn same_as(q: &Question) -> (String, u16, Option<String>) {
+    (q.name.clone(), q.port, q.request.as_ref().map(|r| r.line()))
+}
+
+/// `s` with every control character (an escape sequence's start
+/// included) shown as `?`: the sandbox chose it.
+fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 #[cfg(test)]
@@ -407,6 +449,7 @@ mod tests {
             protocol: "tls",
             name: name.into(),
             port: 443,
+            request: None,
         }
     }
 

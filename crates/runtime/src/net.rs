@@ -114,24 +114,28 @@ impl warden_jail::Attach for Wiring {
             // one, whoever the caller set answers (a detached supervisor's
             // clients), or names on no list are denied (and the log says
             // why).
-            let asker: Option<Arc<dyn Asker>> = if spec.ask && network.terminal {
+            // Ask rules hold single requests for the same desk.
+            let asks_requests = self.terminator.as_ref().is_some_and(|t| t.asks_requests());
+            let asks = spec.ask || asks_requests;
+            let asker: Option<Arc<dyn Asker>> = if asks && network.terminal {
                 let (asker, d) = crate::ask::pair()
                     .map_err(|e| format!("cannot create the pipe of `egress.ask`: {e}"))?;
                 desk = Some(Box::new(d));
                 Some(Arc::new(asker))
-            } else if spec.ask {
+            } else if asks {
                 self.asker.clone()
             } else {
                 None
             };
+            let request_asker = if asks_requests { asker.clone() } else { None };
             let proxy = Proxy::start(
                 spec,
                 tcp,
                 dns,
                 Hooks {
                     observer: self.bus.observer(),
-                    asker,
-                    terminator: self.terminator.take(),
+                    asker: if spec.ask { asker } else { None },
+                    terminator: self.terminator.take().map(|t| t.with_asker(request_asker)),
                     test: warden_policy::TestHooks::current().clone(),
                 },
             )

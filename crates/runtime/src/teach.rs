@@ -26,6 +26,12 @@ pub struct Needed {
     /// What learning mode allowed (`--egress-learn`).
     learned: Vec<(String, bool)>,
     more: usize,
+    /// Request rules: those that would allow what request rules refused
+    /// for want of a rule (or a person denied), and those a person
+    /// allowed when an ask rule asked.
+    refused_requests: Vec<String>,
+    approved_requests: Vec<String>,
+    more_requests: usize,
 }
 
 /// The `--allow-domain` entry that allows `name` on `port` (`None`: any of
@@ -54,6 +60,10 @@ fn reason_of(d: &Decision) -> Option<Reason> {
 impl Needed {
     /// Hear one decision of the proxy.
     pub fn note(&mut self, d: &Decision) {
+        if d.protocol == Protocol::Request {
+            self.note_request(d);
+            return;
+        }
         let Some(name) = d.name.as_deref().filter(|n| !n.is_empty()) else {
             return;
         };
@@ -102,6 +112,42 @@ impl Needed {
         list.push((e, dns));
     }
 
+    /// A request decided by its name's request rules: the rule that would
+    /// allow it, which the proxy names in its cause, when one would.
+    fn note_request(&mut self, d: &Decision) {
+        let Some(cause) = d.reason.as_ref() else {
+            return;
+        };
+        let Some(entry) = cause.entry.clone() else {
+            return;
+        };
+        let list = match cause.reason {
+            Reason::RequestAskedOnce | Reason::RequestAskedForRun | Reason::RequestAskedAlways
+                if d.allowed =>
+            {
+                &mut self.approved_requests
+            }
+            _ if !d.allowed && cause.field == Some(warden_policy::Field::AllowRequest) => {
+                &mut self.refused_requests
+            }
+            _ => return,
+        };
+        if list.contains(&entry) {
+            return;
+        }
+        if list.len() >= MAX_ENTRIES {
+            self.more_requests += 1;
+            return;
+        }
+        list.push(entry);
+    }
+
+    /// The request rules that would allow what request rules refused,
+    /// then those approved when asked, in the order first met.
+    pub fn requests(&self) -> (&[String], &[String]) {
+        (&self.refused_requests, &self.approved_requests)
+    }
+
     /// The entries learning mode allowed (`--egress-learn`), in the order
     /// first met.
     pub fn learned(&self) -> Vec<String> {
@@ -138,6 +184,30 @@ impl Needed {
                 flags(&list)
             ));
         }
+        let more = if self.more_requests > 0 {
+            format!(" ({} more not listed)", self.more_requests)
+        } else {
+            String::new()
+        };
+        for (list, what) in [
+            (
+                &self.refused_requests,
+                "to allow the requests this run was refused",
+            ),
+            (
+                &self.approved_requests,
+                "to allow the requests approved when asked without asking again",
+            ),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            out.push(format!(
+                "{what}{more}, add to the profile:\n{}\nor pass: {}",
+                request_lines(list),
+                request_flags(list)
+            ));
+        }
         out
     }
 }
@@ -149,6 +219,27 @@ pub fn profile_lines(entries: &[String]) -> String {
         .map(|e| serde_json::Value::from(e.as_str()).to_string())
         .collect();
     format!("egress:\n  domains: [{}]", quoted.join(", "))
+}
+
+/// `egress.allow_requests` lines of a profile (YAML; each rule quoted).
+pub fn request_lines(rules: &[String]) -> String {
+    let quoted: Vec<String> = rules
+        .iter()
+        .map(|e| serde_json::Value::from(e.as_str()).to_string())
+        .collect();
+    format!("egress:\n  allow_requests: [{}]", quoted.join(", "))
+}
+
+/// The same rules as flags of `warden run`, each quoted for a shell (a
+/// rule holds a space and may hold `*`); a rule holding a quote (a path
+/// the sandbox chose) is quoted with the quote escaped.
+pub fn request_flags(rules: &[String]) -> String {
+    let flag = warden_policy::Field::AllowRequest;
+    rules
+        .iter()
+        .map(|e| format!("{flag} '{}'", e.replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Why the learned profile fragment could not be written.
@@ -274,6 +365,53 @@ mod tests {
             duration_ms: 0,
             reason: Some(warden_egress::decision::Cause::new(reason)),
         }
+    }
+
+    #[test]
+    fn refused_and_approved_requests_become_request_rules_to_paste() {
+        use warden_egress::decision::Cause;
+        let mut n = Needed::default();
+        let req = |allowed: bool, cause: Cause| Decision {
+            reason: Some(cause),
+            ..d(
+                Protocol::Request,
+                "forge.test",
+                443,
+                allowed,
+                None,
+                Reason::RequestDenied,
+            )
+        };
+        n.note(&req(
+            false,
+            Cause::with_entry(Reason::NoRequestRule, "POST forge.test/issues"),
+        ));
+        n.note(&req(
+            false,
+            Cause::with_entry(Reason::NoRequestRule, "POST forge.test/issues"),
+        ));
+        // A deny rule's refusal is the owner's word: nothing proposed.
+        n.note(&req(false, Cause::new(Reason::RequestDenied)));
+        n.note(&req(
+            true,
+            Cause::with_entry(Reason::RequestAskedOnce, "PUT forge.test:8443/it's"),
+        ));
+        let (refused, approved) = n.requests();
+        assert_eq!(refused, ["POST forge.test/issues"]);
+        assert_eq!(approved, ["PUT forge.test:8443/it's"]);
+        let said = n.notices().join("\n");
+        assert!(
+            said.contains("allow_requests: [\"POST forge.test/issues\"]"),
+            "{said}"
+        );
+        assert!(
+            said.contains("--allow-request 'POST forge.test/issues'"),
+            "{said}"
+        );
+        assert!(
+            said.contains("--allow-request 'PUT forge.test:8443/it'\\''s'"),
+            "{said}"
+        );
     }
 
     #[test]

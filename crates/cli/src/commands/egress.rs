@@ -100,8 +100,14 @@ pub fn approvals(
     }
     let now = warden_runtime::state::now_ms();
     for q in pending {
+        // A request an ask rule holds: its method and path after the name.
+        let request = q
+            .request
+            .as_deref()
+            .map(|r| format!(" {}", super::sandboxes::printable(r)))
+            .unwrap_or_default();
         println!(
-            "{}  {} {}:{} ({}), denied in {}s unless answered",
+            "{}  {} {}:{}{request} ({}), denied in {}s unless answered",
             q.id,
             q.protocol,
             super::sandboxes::printable(&q.name),

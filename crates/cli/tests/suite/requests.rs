@@ -178,5 +178,129 @@ curl -sS --noproxy '*' --data '{{"note": "nothing here"}}' "https://forge.test:P
     assert!(seen[0].contains("clean=1"), "{seen:?}");
 }
 
+#[test]
+fn a_credential_in_a_header_the_path_or_the_query_never_reaches_the_server_nor_the_record() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    // A GitHub token's shape, made here so no scanner flags this file.
+    let token = format!("ghp_{}", "Zq8Xv2Lm4Np6Rt0Yb3Wc5Kd7Hf9Jg1Ts2Ue4");
+    let events = TempDir::new("requests-heads");
+    let log = events.path().join("events.jsonl");
+    let out = run(
+        &ca,
+        &up,
+        &[
+            "--allow-request",
+            "GET forge.test:PORT/**",
+            "--json-events",
+            log.to_str().unwrap(),
+        ],
+        &format!(
+            r#"c() {{ curl -sS --noproxy '*' -D - -o /dev/null "$@"; }}
+c -H "X-Note: {token}" "https://forge.test:PORT/a?leak=header"
+c "https://forge.test:PORT/a?leak=query&key={token}"
+c -u "x-access-token:{token}" "https://forge.test:PORT/a?leak=basic"
+c "https://forge.test:PORT/keys/{token}/send"
+curl -sS --noproxy '*' "https://forge.test:PORT/a?clean=1"
+"#
+        ),
+    );
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    assert_eq!(s.matches(" 403").count(), 4, "{s}");
+    assert_eq!(
+        s.matches("x-warden-reason: credential_in_request").count(),
+        4,
+        "{s}"
+    );
+    assert!(s.contains("ok\n"), "{s}");
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1, "only the clean request arrived: {seen:?}");
+    assert!(seen[0].contains("clean=1"), "{seen:?}");
+    let secret = &token[4..];
+    let recorded = std::fs::read_to_string(&log).unwrap();
+    assert!(recorded.contains("credential_in_request"), "{recorded}");
+    for (what, text) in [
+        ("the answer", &s),
+        ("the events", &recorded),
+        ("warden's messages", &stderr(&out)),
+    ] {
+        assert!(!text.contains(secret), "{what} repeat the value: {text}");
+    }
+}
+
+#[test]
+fn requests_refused_for_want_of_a_rule_are_proposed_as_request_rules_at_exit_and_in_the_events() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    let events = TempDir::new("requests-proposed");
+    let log = events.path().join("events.jsonl");
+    let out = run(
+        &ca,
+        &up,
+        &[
+            "--allow-request",
+            "GET forge.test:PORT/repos/**",
+            "--json-events",
+            log.to_str().unwrap(),
+        ],
+        r#"curl -sS --noproxy '*' -o /dev/null -X POST "https://forge.test:PORT/repos/acme/w/issues?token=s3cret"
+curl -sS --noproxy '*' "https://forge.test:PORT/repos/acme/w"
+"#,
+    );
+    let port = up.port;
+    let err = stderr(&out);
+    assert!(out.status.success(), "{}\n{err}", stdout(&out));
+    let rule = format!("POST forge.test:{port}/repos/acme/w/issues");
+    assert!(
+        err.contains("to allow the requests this run was refused"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("allow_requests: [\"{rule}\"]")),
+        "the profile line: {err}"
+    );
+    assert!(
+        err.contains(&format!("--allow-request '{rule}'")),
+        "the flag: {err}"
+    );
+    assert!(
+        !err.contains("s3cret"),
+        "a query value is never proposed: {err}"
+    );
+    let proposed: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["protocol"] == "request" && e["allowed"] == false)
+        .collect();
+    assert_eq!(proposed.len(), 1, "{proposed:?}");
+    assert_eq!(
+        proposed[0]["reason"]["allow"],
+        serde_json::json!({"field": "egress.allow_requests", "value": rule}),
+        "{proposed:?}"
+    );
+    // The proposed rule, passed, lets the same request through.
+    let out = run(
+        &ca,
+        &up,
+        &[
+            "--allow-request",
+            "GET forge.test:PORT/repos/**",
+            "--allow-request",
+            &rule,
+        ],
+        r#"curl -sS --noproxy '*' -X POST "https://forge.test:PORT/repos/acme/w/issues?token=s3cret""#,
+    );
+    assert_eq!(stdout(&out), "ok\n", "{}", stderr(&out));
+}
+
+mod ask;
 mod git;
 mod websocket;

@@ -133,6 +133,7 @@ pub async fn list(
                 protocol: p.protocol,
                 name: p.name,
                 port: p.port,
+                request: p.request,
                 asked_ms: p.asked_ms,
                 deadline_ms: p.deadline_ms,
             }));

@@ -471,6 +471,7 @@ async fn ask(
         protocol: protocol.as_str(),
         name: name.to_string(),
         port,
+        request: None,
     };
     let (answer, trust) = tokio::task::spawn_blocking(move || asker.ask_trusted(&question))
         .await

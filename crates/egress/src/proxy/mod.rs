@@ -78,6 +78,9 @@ pub struct Question {
     pub protocol: &'static str,
     pub name: String,
     pub port: u16,
+    /// A single request an ask rule holds (the name is allowed, this
+    /// request of it is asked about); `None` for a connection.
+    pub request: Option<crate::requests::AskedRequest>,
 }
 
 /// What a person answered.

@@ -20,6 +20,23 @@ pub use path::Ambiguous;
 pub use rpc::{labels as rpc_labels, MAX_RPC_BODY};
 pub use warden_policy::requests::{QueryCondition, RequestAction, RequestRule, RuleError};
 
+/// A request an ask rule holds, as the person asked about it sees it:
+/// its method, its path with the query's values redacted, and the rule
+/// that asks (as written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskedRequest {
+    pub method: String,
+    pub target: String,
+    pub rule: String,
+}
+
+impl AskedRequest {
+    /// `METHOD target`, what a desk shows and what one answer covers.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.method, self.target)
+    }
+}
+
 /// What a request's body said of JSON-RPC, as far as the rules need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rpc {
@@ -89,6 +106,11 @@ impl RequestRules {
 
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// Whether some rule asks (a person is then needed to answer).
+    pub fn asks(&self) -> bool {
+        self.rules.iter().any(|r| r.action == RequestAction::Ask)
     }
 
     /// Whether `name:port` has request rules: its TLS is terminated and

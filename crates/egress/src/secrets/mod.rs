@@ -26,6 +26,7 @@
 mod authority;
 mod b64;
 mod coding;
+mod heads;
 mod outbound;
 mod rewrite;
 mod ruled;
@@ -47,6 +48,7 @@ use std::sync::Arc;
 use warden_policy::{DomainRule, SecretRule};
 
 pub use coding::DECODE_POOL_KIB;
+pub use ruled::ASKED_ALWAYS;
 pub(crate) use session::serve_apart;
 pub use session::{BUFFER_LIMIT, H2_STREAMS};
 #[cfg(test)]
@@ -192,6 +194,11 @@ pub struct Terminator {
     /// where in the request: made at the first connection that needs
     /// them (their automaton is worth building once, not per connection).
     requests: std::sync::Mutex<std::collections::HashMap<RequestKey, Arc<Patterns>>>,
+    /// Who is asked about a request an ask rule holds (the same desk as
+    /// names'); without one, such requests are refused.
+    asker: Option<Arc<dyn crate::proxy::Asker>>,
+    /// Methods and paths a person allowed for the rest of the run.
+    granted_requests: std::sync::Mutex<std::collections::HashSet<ruled::Grant>>,
     /// The threads terminated connections are served on (made at the
     /// first one), apart from the proxy's own.
     workers: std::sync::OnceLock<Workers>,
@@ -265,6 +272,8 @@ impl Terminator {
             client: Arc::new(client),
             scrub,
             requests: std::sync::Mutex::new(std::collections::HashMap::new()),
+            asker: None,
+            granted_requests: std::sync::Mutex::new(std::collections::HashSet::new()),
             workers: std::sync::OnceLock::new(),
             decode_memory: std::sync::Arc::new(tokio::sync::Semaphore::new(
                 coding::DECODE_POOL_KIB as usize,
@@ -282,6 +291,19 @@ impl Terminator {
     pub fn with_requests(mut self, rules: Vec<RequestRule>) -> Terminator {
         self.request_rules = RequestRules::new(rules);
         self
+    }
+
+    /// Ask `asker` about the requests ask rules hold (without one they
+    /// are refused).
+    pub fn with_asker(mut self, asker: Option<Arc<dyn crate::proxy::Asker>>) -> Terminator {
+        self.asker = asker;
+        self
+    }
+
+    /// Whether some request rule asks: the sandbox then needs someone to
+    /// ask.
+    pub fn asks_requests(&self) -> bool {
+        self.request_rules.asks()
     }
 
     /// Whether `name:port` has request rules: then it is reached only

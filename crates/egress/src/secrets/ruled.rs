@@ -16,7 +16,7 @@
 
 use super::{BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason};
-use crate::requests::{redacted, rpc_labels, Outcome, Request, Rpc, MAX_RPC_BODY};
+use crate::requests::{rpc_labels, Outcome, Request, Rpc, MAX_RPC_BODY};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -69,31 +69,41 @@ pub(super) async fn judge(
         query: parts.uri.query(),
         rpc: &rpc,
     });
-    let (allowed, reason) = match verdict.outcome {
-        Outcome::Allow => (true, Reason::RequestAllowed),
-        Outcome::Deny => (false, Reason::RequestDenied),
-        Outcome::NoRule => (false, Reason::NoRequestRule),
-        Outcome::Ask => (false, Reason::RequestNotAsked),
-        Outcome::Ambiguous => (false, Reason::MisdirectedRequest),
-    };
-    let cause = match verdict.outcome {
+    let mut rule = verdict.rule;
+    let (allowed, cause, why) = match verdict.outcome {
+        Outcome::Allow => (true, Cause::new(Reason::RequestAllowed), verdict.why),
+        Outcome::Deny => (false, Cause::new(Reason::RequestDenied), verdict.why),
         // The rule that would allow this very request.
-        Outcome::NoRule => {
-            Cause::with_entry(reason, format!("{method} {name}{}", redacted(path, None)))
+        Outcome::NoRule => (
+            false,
+            Cause::with_entry(
+                Reason::NoRequestRule,
+                ask::entry_for(method, name, port, path),
+            ),
+            verdict.why,
+        ),
+        Outcome::Ambiguous => (false, Cause::new(Reason::MisdirectedRequest), verdict.why),
+        // Held until a person answers.
+        Outcome::Ask => {
+            let asking = rule.clone().unwrap_or_default();
+            let query = parts.uri.query();
+            match ask::ask(term, (name, port), method, (path, query), &asking).await {
+                ask::Asked::Allowed(cause, recorded) => {
+                    rule = Some(recorded);
+                    (true, cause, verdict.why)
+                }
+                ask::Asked::Refused(cause, why) => (false, cause, why),
+            }
         }
-        _ => Cause::new(reason),
     };
-    let why = match verdict.outcome {
-        Outcome::Ask => format!("{}; no one is asked about single requests", verdict.why),
-        _ => verdict.why,
-    };
+    let reason = cause.reason;
     let decision = Decision {
         protocol: Protocol::Request,
         name: Some(name.to_string()),
         port,
         original_destination: None,
         allowed,
-        rule: verdict.rule,
+        rule,
         detail: why.clone(),
         bytes_out: 0,
         bytes_in: 0,
@@ -347,6 +357,10 @@ fn forbidden(reason: Reason, why: &str) -> Response<OutBody> {
     }
     r
 }
+
+mod ask;
+pub(super) use ask::Grant;
+pub use ask::ASKED_ALWAYS;
 
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use super::rewrite::{
     rewrite_headers, Action, Blocked, Kind, Patterns, Place, RewriteBody, Rewriter, Violation,
 };
 use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
-use super::{outbound, ruled, upgrade, zero, BoxError, OutBody, Recorder, Terminator};
+use super::{heads, outbound, ruled, upgrade, zero, BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason, SecretAction};
 use base64::Engine;
 use bytes::Bytes;
@@ -231,6 +231,23 @@ impl Session {
             bytes_in: 0,
             duration_ms: 0,
             reason: Some(Cause::new(Reason::CredentialInBody)),
+        }
+    }
+
+    /// A refused request's decision, of protocol `request`.
+    fn refusal(&self, reason: Reason, why: String) -> Decision {
+        Decision {
+            protocol: Protocol::Request,
+            name: Some(self.name.clone()),
+            port: self.port,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail: why,
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+            reason: Some(Cause::new(reason)),
         }
     }
 
@@ -497,6 +514,21 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     })?;
     let (parts, body) = req.into_parts();
     let path = checked_path(s, &parts)?;
+    // The sandbox's own head, before any placeholder is substituted.
+    if let Some(found) = heads::first_finding(&parts) {
+        let what = format!("{} {}{}", parts.method, s.name, parts.uri.path());
+        let why = format!("refused: {} of {what}", found.described());
+        let rule = found.finding.rule.clone();
+        (s.record)(Decision {
+            rule: Some(rule),
+            ..s.refusal(Reason::CredentialInRequest, why.clone())
+        });
+        return Err(answer(
+            StatusCode::FORBIDDEN,
+            Reason::CredentialInRequest,
+            format!("warden: {why}\n"),
+        ));
+    }
     let websocket = upgrade::is_websocket(&parts);
     if websocket {
         if let Some((cause, why)) = upgrade::refusal(s) {

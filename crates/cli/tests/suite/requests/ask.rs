@@ -1,0 +1,176 @@
+//! Ask rules through the real binary: a request an ask rule holds waits
+//! for a person's answer on the same desks as names (the terminal of
+//! `warden run`; a named sandbox's approvals, answered with `warden
+//! approvals` over its control socket as the daemon's API does), and
+//! reaches the recording server only when allowed. Nobody to ask, "deny"
+//! and no answer in time all refuse it.
+
+use super::Recorder;
+use crate::common::upstream::TestCa;
+use crate::common::*;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+#[test]
+fn a_request_an_ask_rule_holds_is_put_to_the_terminal_and_goes_only_when_allowed() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    let port = up.port.to_string();
+    let script = format!(
+        "for n in 1 2; do curl -sS --noproxy '*' -o /dev/null -w 'issue '$n' %{{http_code}}\\n' -X POST https://forge.test:{port}/issues/$n; done; \
+         curl -sS --noproxy '*' -o /dev/null -w 'read %{{http_code}}\\n' https://forge.test:{port}/issues/1"
+    );
+    let mut term = TestTerminal::open(24, 200);
+    let mut cmd = Command::new(warden_bin());
+    cmd.args(["run", "--no-audit-log"]).args([
+        "--allow-domain",
+        &format!("forge.test:{port}"),
+        "--add-host",
+        "forge.test=127.0.0.1",
+        "--upstream-ca",
+        &ca.pem_path(),
+        "--allow-request",
+        &format!("GET forge.test:{port}/**"),
+        "--ask-request",
+        &format!("POST forge.test:{port}/issues/*"),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let mut child = term.spawn(&mut cmd);
+    let asked = term.expect("then Enter", Duration::from_secs(30));
+    assert!(asked.contains("a request an ask rule holds"), "{asked}");
+    assert!(asked.contains("POST /issues/1"), "{asked}");
+    // Past the moment when input is taken for typed-ahead keys.
+    std::thread::sleep(Duration::from_millis(700));
+    term.master.write_all(b"once\r").unwrap();
+    let second = term.expect("then Enter", Duration::from_secs(30));
+    assert!(
+        second.contains("POST /issues/2"),
+        "once covers one request only: {second}"
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    term.master.write_all(b"deny\r").unwrap();
+    let rest = term.expect("read 200", Duration::from_secs(30));
+    let status = child.wait().unwrap();
+    let all = format!("{asked}{second}{rest}");
+    assert!(status.success(), "{all}");
+    assert!(all.contains("issue 1 200"), "{all}");
+    assert!(all.contains("issue 2 403"), "{all}");
+    let seen = up.requests();
+    assert!(
+        seen.iter().any(|r| r.contains("POST /issues/1")),
+        "{seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|r| r.contains("/issues/2")),
+        "the denied request reached the server: {seen:?}"
+    );
+}
+
+#[test]
+fn without_anyone_to_ask_a_request_an_ask_rule_holds_is_refused() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    let out = super::run(
+        &ca,
+        &up,
+        &["--ask-request", "POST forge.test:PORT/issues/*"],
+        "curl -sS --noproxy '*' -D - -o /dev/null -X POST https://forge.test:PORT/issues/1",
+    );
+    let s = stdout(&out);
+    assert!(s.contains(" 403"), "{s}\n{}", stderr(&out));
+    assert!(s.contains("x-warden-reason: request_not_asked"), "{s}");
+    assert!(up.requests().is_empty(), "{:?}", up.requests());
+}
+
+#[test]
+fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out_closed() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    let port = up.port.to_string();
+    let state = TempDir::new("requests-ask");
+    let w = |args: &[&str]| {
+        Command::new(warden_bin())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .env("WARDEN_TEST_ASK_TIMEOUT_MS", "4000")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    ok(&w(&[
+        "create",
+        "held",
+        "--allow-domain",
+        &format!("forge.test:{port}"),
+        "--add-host",
+        "forge.test=127.0.0.1",
+        "--upstream-ca",
+        &ca.pem_path(),
+        "--ask-request",
+        &format!("POST forge.test:{port}/issues/*"),
+    ]));
+    ok(&w(&["start", "held"]));
+    let post = |n: u32| {
+        Command::new(warden_bin())
+            .args(["exec", "held", "--", "curl", "-sS", "--noproxy", "*"])
+            .args(["-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+            .arg(format!("https://forge.test:{port}/issues/{n}?token=s3cret"))
+            .env("WARDEN_STATE_DIR", state.path().join("warden"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let question = || -> serde_json::Value {
+        let mut q = serde_json::Value::Null;
+        wait_until("the question", Duration::from_secs(15), || {
+            let out = ok(&w(&["approvals", "--json"]));
+            q = serde_json::from_str::<serde_json::Value>(&out).unwrap()[0].clone();
+            !q.is_null()
+        });
+        q
+    };
+    let answered = |child: std::process::Child| {
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).to_string()
+    };
+    // Allowed once: that request arrives.
+    let first = post(1);
+    let q = question();
+    assert_eq!(q["protocol"].as_str(), Some("request"), "{q}");
+    assert_eq!(
+        q["request"].as_str(),
+        Some("POST /issues/1?token=…"),
+        "the query's value is never shown: {q}"
+    );
+    let listed = ok(&w(&["approvals"]));
+    assert!(listed.contains("POST /issues/1"), "{listed}");
+    assert!(up.requests().is_empty(), "nothing went before the answer");
+    ok(&w(&["approvals", q["id"].as_str().unwrap(), "allow_once"]));
+    assert_eq!(answered(first), "200");
+    // Denied: it never arrives.
+    let second = post(2);
+    let q = question();
+    ok(&w(&["approvals", q["id"].as_str().unwrap(), "deny"]));
+    assert_eq!(answered(second), "403");
+    // Unanswered: refused when its time runs out.
+    let third = post(3);
+    let _ = question();
+    assert_eq!(answered(third), "403");
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].contains("POST /issues/1"), "{seen:?}");
+    ok(&w(&["stop", "--time", "1s", "held"]));
+}
