@@ -104,9 +104,14 @@ pub enum Request {
     /// While paused, requests that need the sandbox's processes (exec,
     /// file, connect, signal, hold, release) are refused `paused`, and its
     /// TTL and hard lifetime do not run. `by` says who asked, for the
-    /// audit log.
+    /// audit log. `to_disk`: the sandbox's memory saved to its state and
+    /// its RAM freed (a VM's, whose VMM ends; refused `unsupported` by a
+    /// backend that cannot, and by a VM that cannot be saved, which runs
+    /// on).
     Pause {
         by: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        to_disk: bool,
     },
     /// Let a paused sandbox's processes go on where they were: answered
     /// [`Reply::Ok`], or [`Reply::Refused`] (`conflict` when it is not
@@ -392,7 +397,10 @@ mod tests {
         );
         assert_eq!(json(&AskDecision::AllowAlways), r#""allow_always""#);
         assert_eq!(
-            json(&Request::Pause { by: "cli".into() }),
+            json(&Request::Pause {
+                by: "cli".into(),
+                to_disk: false
+            }),
             r#"{"op":"pause","by":"cli"}"#
         );
         assert_eq!(
@@ -400,6 +408,13 @@ mod tests {
                 code: Refusal::Paused,
                 message: "paused".into(),
                 field: None
+        assert_eq!(
+            json(&Request::Pause {
+                by: "cli".into(),
+                to_disk: true
+            }),
+            r#"{"op":"pause","by":"cli","to_disk":true}"#
+        );
             }),
             r#"{"op":"refused","code":"paused","message":"paused","field":null}"#
         );

@@ -77,6 +77,8 @@ struct Shared {
     clocks_changed: std::sync::Condvar,
     /// What isolates the sandbox: what pauses and resumes it.
     backend: crate::backend::Backend,
+    /// What the backend pauses and resumes it by.
+    held: crate::backend::Held,
     /// The supervisor's record as written at start, and where.
     record: SupervisorRecord,
     record_path: PathBuf,
@@ -187,6 +189,9 @@ fn supervise(
         state::clean_dead(&dir, &rec);
     }
     let stored: Stored = state::read_json(&dir.join(state::STORED))?;
+    // A VM's memory saved by a pause to disk whose supervisor was killed:
+    // this start boots anew, and nothing resumes that state any more.
+    let _ = std::fs::remove_dir_all(dir.join(pause::VM_PAUSED));
     open_sinks(&stored, &mut sinks)?;
     let socket_path = dir.join(state::CONTROL);
     let listener = listen(&socket_path)?;
@@ -256,10 +261,15 @@ fn supervise(
     wiring.on_service(move |channel, init| service.begin(channel, init));
     let mut sink = BusSink(bus.clone());
     let id = format!("{name}-{start}");
+        vm: warden_vm::control::Control::default(),
     let backend = crate::backend::Backend::of(&spec);
-    let result = backend.run(&spec, &id, Program::Service, &mut sink, &mut wiring);
+    let result = backend.run_held(&spec, &id, Program::Service, &mut sink, &mut wiring, &held);
     drop(wiring);
     bus.close();
+    let held = crate::backend::Held {
+        cgroups: Vec::new(),
+        vm: service.vm.clone(),
+    };
     let _ = std::fs::remove_file(&socket_path);
     let _ = std::fs::remove_file(dir.join(state::SUPERVISOR));
     let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
@@ -319,6 +329,8 @@ struct Service {
 }
 
 impl Service {
+    /// A VM's control, which its backend serves while the VM runs.
+    vm: warden_vm::control::Control,
     fn begin(&mut self, channel: OwnedFd, init: Pid) {
         // From here on threads may run: the sandbox is cloned.
         self.bus.start_writer();
@@ -370,6 +382,10 @@ impl Service {
             next_file: AtomicU64::new(1),
             files: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
+            held: crate::backend::Held {
+                cgroups: cgroups.clone(),
+                vm: self.vm.clone(),
+            },
             timed_out: AtomicBool::new(false),
             init_gone: AtomicBool::new(false),
             one_shot: self.one_shot,
@@ -445,7 +461,11 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
     }
     let _ = spawn::send(shared.channel.as_fd(), &ToInit::TermAll, &[]);
     let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && !descendants(shared.init.as_raw()).is_empty() {
+    while Instant::now() < deadline
+        && shared
+            .root_pid()
+            .is_some_and(|p| !descendants(p).is_empty())
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = spawn::send(shared.channel.as_fd(), &ToInit::Shutdown, &[]);
@@ -454,7 +474,18 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
     // be another process's by now: never signalled then).
     std::thread::sleep(Duration::from_secs(2));
     if !shared.init_gone.load(Ordering::SeqCst) {
-        let _ = nix::sys::signal::kill(shared.init, nix::sys::signal::Signal::SIGKILL);
+        if let Some(pid) = shared.root_pid() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+impl Shared {
+    /// The PID the sandbox's processes descend from on the host now: its
+    /// init, or a VM's current VMM (a resume from disk starts another;
+    /// none runs while it is on disk).
+    fn root_pid(&self) -> Option<i32> {
+        self.held.root_pid(self.backend, self.init.as_raw())
     }
 }
 
