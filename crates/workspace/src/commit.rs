@@ -129,6 +129,22 @@ pub enum CommitError {
     Store(#[from] StoreError),
 }
 
+impl From<crate::real::RealError> for CommitError {
+    fn from(e: crate::real::RealError) -> CommitError {
+        use crate::real::RealError;
+        match e {
+            RealError::Workspace { path, source } => CommitError::Workspace { path, source },
+            // What was applied before it is the commit's to add.
+            RealError::Apply { op, path, source } => CommitError::Apply {
+                op,
+                path,
+                source,
+                applied: Vec::new(),
+            },
+        }
+    }
+}
+
 /// What a commit did.
 #[derive(Debug, Default)]
 pub struct CommitReport {

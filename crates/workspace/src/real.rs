@@ -6,7 +6,6 @@
 //! into place; ownership kept for the project's owner when root commits.
 //! What to write and in which order is `commit`'s business.
 
-use crate::commit::CommitError;
 use crate::diff::{Change, ChangeKind, Entry, EntryKind};
 use crate::fsutil;
 use crate::store::FsTime;
@@ -17,6 +16,25 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why the real workspace could not be opened or written; a commit
+/// ([`crate::commit::CommitError`]) says it with what it had applied.
+#[derive(Debug, thiserror::Error)]
+pub enum RealError {
+    #[error("cannot open workspace {path}")]
+    Workspace {
+        path: std::path::PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot {op} {}", crate::printable_path(.path))]
+    Apply {
+        op: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
 
 /// The workspace root, opened once; every path is resolved beneath it.
 pub(crate) struct Real {
@@ -36,13 +54,13 @@ pub(crate) const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
     .union(ResolveFlags::NO_MAGICLINKS);
 
 impl Real {
-    pub(crate) fn open(path: &Path) -> Result<Real, CommitError> {
+    pub(crate) fn open(path: &Path) -> Result<Real, RealError> {
         let root = rustix::fs::open(
             path,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| CommitError::Workspace {
+        .map_err(|e| RealError::Workspace {
             path: path.to_path_buf(),
             source: e.into(),
         })?;
@@ -103,21 +121,19 @@ pub(crate) fn ctime_of(st: &rustix::fs::Stat) -> FsTime {
 pub(crate) fn apply_err<'a>(
     op: &'static str,
     rel: &'a Path,
-) -> impl FnOnce(Errno) -> CommitError + 'a {
-    move |e| CommitError::Apply {
+) -> impl FnOnce(Errno) -> RealError + 'a {
+    move |e| RealError::Apply {
         op,
         path: rel.to_path_buf(),
         source: e.into(),
-        applied: Vec::new(),
     }
 }
 
-pub(crate) fn open_parent(real: &Real, rel: &Path) -> Result<OwnedFd, CommitError> {
-    let err = |source| CommitError::Apply {
+pub(crate) fn open_parent(real: &Real, rel: &Path) -> Result<OwnedFd, RealError> {
+    let err = |source| RealError::Apply {
         op: "open directory",
         path: rel.to_path_buf(),
         source,
-        applied: Vec::new(),
     };
     match real.parent(rel).map_err(err)? {
         Parent::Dir(fd) => Ok(fd),
@@ -151,7 +167,7 @@ pub(crate) fn keep_owner(parent: &OwnedFd, name: &std::ffi::OsStr, replaced: Opt
 
 /// Create the missing directories above `rel` (mode 0755), never through a
 /// symbolic link.
-pub(crate) fn make_parents(real: &Real, rel: &Path) -> Result<(), CommitError> {
+pub(crate) fn make_parents(real: &Real, rel: &Path) -> Result<(), RealError> {
     let mut above: Vec<&Path> = rel
         .ancestors()
         .skip(1)
@@ -169,7 +185,7 @@ pub(crate) fn make_parents(real: &Real, rel: &Path) -> Result<(), CommitError> {
     Ok(())
 }
 
-pub(crate) fn remove_real(real: &Real, rel: &Path, kind: EntryKind) -> Result<(), CommitError> {
+pub(crate) fn remove_real(real: &Real, rel: &Path, kind: EntryKind) -> Result<(), RealError> {
     let parent = open_parent(real, rel)?;
     let flags = if kind == EntryKind::Dir {
         AtFlags::REMOVEDIR
@@ -197,16 +213,15 @@ pub(crate) fn write_real(
     upper: &Path,
     c: &Change,
     new: &Entry,
-) -> Result<(), CommitError> {
+) -> Result<(), RealError> {
     let rel = c.path.as_path();
     let parent = open_parent(real, rel)?;
     let name = name_of(rel);
     let mode = Mode::from_raw_mode(landing_mode(new));
-    let existing = lstat_at(&parent, rel).map_err(|source| CommitError::Apply {
+    let existing = lstat_at(&parent, rel).map_err(|source| RealError::Apply {
         op: "stat",
         path: rel.to_path_buf(),
         source,
-        applied: Vec::new(),
     })?;
     match new.kind {
         EntryKind::Dir => {
@@ -228,11 +243,10 @@ pub(crate) fn write_real(
             // link put in its place since the check is refused, and the
             // change never lands on the file it leads to.
             fsutil::chmod_entry(&parent, name, landing_mode(new)).map_err(|source| {
-                CommitError::Apply {
+                RealError::Apply {
                     op: "set mode",
                     path: rel.to_path_buf(),
                     source,
-                    applied: Vec::new(),
                 }
             })?;
         }
@@ -258,11 +272,10 @@ pub(crate) fn write_real(
             });
             if let Err(source) = moved {
                 let _ = rustix::fs::unlinkat(&parent, &tmp, AtFlags::empty());
-                return Err(CommitError::Apply {
+                return Err(RealError::Apply {
                     op: "write",
                     path: rel.to_path_buf(),
                     source,
-                    applied: Vec::new(),
                 });
             }
             keep_owner(

@@ -43,7 +43,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("vm: fsd <-> machine", "the VM backend's own (another change)"),
     ("vm: backend <-> inside", "the VM backend's own (another change)"),
     ("vm: guest/setup <-> guest/shares", "the VM backend's own (another change)"),
-    ("workspace: commit <-> real", "debt: the commit's plan and the real tree's writer"),
 ];
 
 /// A module's path below `src/` (`proxy/relay`; `lib` for the root).
