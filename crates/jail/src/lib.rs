@@ -25,6 +25,7 @@ pub mod files;
 pub mod fsd;
 pub mod gvisor;
 pub mod host;
+pub mod identity;
 mod init;
 pub mod kept;
 pub mod landlock;

@@ -627,15 +627,18 @@ impl Machine {
         let (ours, theirs) = pair()?;
         let (control, control_theirs) = pair()?;
         let stream = UnixStream::from(ours);
-        let ids = vmm_ids(cfg.workspace.as_deref());
+        let (ids, swap) = vmm_ids(cfg.workspace.as_deref());
         let (served, fs_note) = match (&cfg.workspace, &cfg.workspace_fs) {
-            (Some(ws), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) => {
+            (Some(ws), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) if swap.is_none() => {
                 crate::fsd::start(fsd, *forced, ws, &cfg.run_dir, ids, cfg.cgroup.as_deref())
                     .map_err(MachineError::Fsd)?
             }
+            (Some(_), crate::fsd::WorkspaceFs::VirtioFs { .. }) => {
+                (None, Some(SWAPPED_OVER_9P.into()))
+            }
             _ => (None, None),
         };
-        let files = HandedFiles::open(cfg, &logs.console, ids, served.is_some())?;
+        let files = HandedFiles::open(cfg, &logs.console, ids, served.is_some(), swap.as_ref())?;
         let mut command = Command::new(&cfg.vmm);
         // Nothing of warden's environment (which may hold a secret's
         // source variable or the caller's tokens) reaches the VMM.
@@ -785,16 +788,26 @@ impl Drop for Machine {
     }
 }
 
-/// The IDs the VMM runs as when warden is root: the workspace owner's, so
-/// that its 9p server creates and writes the workspace's files as their
-/// owner would (and nothing of anyone else's it could not); nobody's
-/// without a workspace. Rootless, the VMM stays warden's own user.
-fn vmm_ids(workspace: Option<&Path>) -> (u32, u32) {
+/// Why a workspace wanted over virtio-fs is served over 9p.
+const SWAPPED_OVER_9P: &str = "the workspace belongs to root or a system account, whose IDs the VMM never takes: it is served over 9p by the VMM as nobody, through a view that maps its owner to nobody";
+
+/// The IDs the VMM runs as when warden is root: the workspace owner's
+/// where they are an ordinary person's, so that its 9p server creates and
+/// writes the workspace's files as their owner would (and nothing of
+/// anyone else's it could not); nobody's otherwise (never root or a
+/// system account, which would own that account's host files the VMM
+/// serves the guest), with the swap that shows the workspace as nobody's.
+/// Rootless, the VMM stays warden's own user.
+fn vmm_ids(workspace: Option<&Path>) -> ((u32, u32), Option<warden_jail::identity::SwapMap>) {
     use std::os::unix::fs::MetadataExt;
-    workspace
+    let owner = workspace
         .and_then(|w| std::fs::metadata(w).ok())
-        .map(|m| (m.uid(), m.gid()))
-        .unwrap_or((warden_jail::NOBODY, warden_jail::NOBODY))
+        .map(|m| (m.uid(), m.gid()));
+    let ids = warden_jail::identity::sandbox_ids(owner);
+    let swap = owner
+        .filter(|_| warden_jail::host::is_root())
+        .and_then(|o| warden_jail::identity::SwapMap::new(o, ids));
+    (ids, swap)
 }
 
 /// What the VMM may open (see `warden_jail::vmm`), and all its root holds:
@@ -905,6 +918,7 @@ impl HandedFiles {
         console: &Path,
         ids: (u32, u32),
         virtiofs: bool,
+        swap: Option<&warden_jail::identity::SwapMap>,
     ) -> Result<HandedFiles, MachineError> {
         let open = |path: &Path, dir: bool| -> Result<std::os::fd::OwnedFd, MachineError> {
             let mut o = std::fs::OpenOptions::new();
@@ -978,7 +992,15 @@ impl HandedFiles {
                 .workspace
                 .as_deref()
                 .filter(|_| !virtiofs)
-                .map(|w| open(w, true))
+                .map(|w| match swap {
+                    None => open(w, true),
+                    Some(swap) => warden_jail::identity::idmapped_view(w, swap).map_err(|source| {
+                        MachineError::Open {
+                            path: w.to_path_buf(),
+                            source,
+                        }
+                    }),
+                })
                 .transpose()?,
             shares: cfg
                 .shares

@@ -27,6 +27,7 @@ mod files;
 mod frictions;
 mod gvisor;
 mod home;
+mod host_identity;
 mod input_checks;
 mod isolation;
 mod layer_attacks;

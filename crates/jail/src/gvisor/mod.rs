@@ -14,6 +14,7 @@
 //! spec's limits. What gVisor cannot give here is said in `docs/gvisor.md`.
 
 pub mod bundle;
+mod mount;
 pub mod net;
 pub mod runsc;
 mod serve;
@@ -83,6 +84,10 @@ pub enum GvisorError {
     Failed(String),
     #[error("cannot mount the workspace's overlay for runsc: {0}")]
     Overlay(String),
+    #[error("cannot prepare the workspace for runsc")]
+    Mount(#[from] mount::MountError),
+    #[error("cannot give the sandbox's kept home to its user (nobody)")]
+    Home(#[source] std::io::Error),
     #[error("cannot create the spawn channel")]
     Channel(#[source] nix::errno::Errno),
 }
@@ -171,27 +176,30 @@ pub fn run(
         return Err(GvisorError::Unrecorded(why));
     }
     let merged = dir.0.join("workspace");
-    let (shown, overlay) = match &workspace {
+    let owner = match &workspace {
+        Workspace::None => None,
+        Workspace::Direct(w) | Workspace::Overlay { lower: w, .. } => Some(w.as_path()),
+    };
+    let (uid, gid, swap) = ids(owner, root);
+    let (shown, mount) = match &workspace {
         Workspace::None => (None, None),
-        Workspace::Direct(w) => (Some(w.clone()), None),
+        Workspace::Direct(w) => match &swap {
+            None => (Some(w.clone()), None),
+            Some(swap) => {
+                mkdir(&merged)?;
+                let m = mount::WorkspaceMount::idmapped(&merged, w, swap)?;
+                (Some(merged.clone()), Some(m))
+            }
+        },
         Workspace::Overlay { lower, dirs } => {
             mkdir(&merged)?;
-            let data = warden_workspace::MountOptions {
-                lowerdir: lower.clone(),
-                upperdir: dirs.upper.clone(),
-                workdir: dirs.work.clone(),
-                userxattr: true,
-            }
-            .data()
-            .map_err(|e| GvisorError::Overlay(crate::chain_str(&e)))?;
-            (Some(merged.clone()), Some((merged.clone(), data)))
+            let m = mount::WorkspaceMount::overlay(&merged, lower, dirs, swap.as_ref(), &dir.0)?;
+            (Some(merged.clone()), Some(m))
         }
     };
-    let owner = match &workspace {
-        Workspace::Overlay { lower, .. } => Some(lower.as_path()),
-        _ => shown.as_deref(),
-    };
-    let (uid, gid) = ids(owner, root);
+    if root {
+        give_home(spec, uid, gid)?;
+    }
     let terminal = spec.terminal == warden_policy::Terminal::Pty
         && nix::unistd::isatty(std::io::stdin()).unwrap_or(false);
     let layout = bundle::Layout {
@@ -212,7 +220,8 @@ pub fn run(
         cover_etc: root,
     };
     let process = bundle::write(&dir.0, &layout)?;
-    let mut first = start_runsc(&runsc, &dir.0, program, cgroup.as_ref(), overlay)?;
+    let in_ns = mount.is_some();
+    let mut first = start_runsc(&runsc, &dir.0, program, cgroup.as_ref(), mount)?;
     events.emit(&Event::now(
         id,
         EventKind::Started {
@@ -226,7 +235,7 @@ pub fn run(
             // The workspace as runsc's file server sees it: an overlay is
             // reached through runsc's own mount namespace.
             let files_root = match (&shown, &workspace) {
-                (Some(m), Workspace::Overlay { .. }) => open_path(
+                (Some(m), _) if in_ns => open_path(
                     &Path::new(&format!("/proc/{}/root", first.id()))
                         .join(m.strip_prefix("/").unwrap_or(m)),
                 ),
@@ -312,18 +321,38 @@ fn is_empty_dir(p: &Path) -> bool {
     std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none())
 }
 
-/// The sandbox's IDs inside gVisor: as root, the workspace owner's (what
-/// it makes stays its owner's) and nobody's without a workspace; rootless,
-/// runsc maps the caller to gVisor's root, whose files are the caller's.
-fn ids(workspace: Option<&Path>, root: bool) -> (u32, u32) {
+/// The sandbox's IDs inside gVisor, and the swap that shows the
+/// workspace as theirs. As root: the workspace owner's where they are an
+/// ordinary person's (what it makes stays its owner's), nobody's otherwise
+/// (never root, never a system account: gVisor's kernel judges host files
+/// by their host owners, so a sandbox of uid 0 owned every root-only file
+/// it was shown), with the workspace mapped to nobody for its writes.
+/// Rootless, runsc maps the caller to gVisor's root, whose files are the
+/// caller's.
+fn ids(workspace: Option<&Path>, root: bool) -> (u32, u32, Option<crate::identity::SwapMap>) {
     use std::os::unix::fs::MetadataExt;
     if !root {
-        return (0, 0);
+        return (0, 0, None);
     }
-    workspace
+    let owner = workspace
         .and_then(|w| std::fs::metadata(w).ok())
-        .map(|m| (m.uid(), m.gid()))
-        .unwrap_or((crate::NOBODY, crate::NOBODY))
+        .map(|m| (m.uid(), m.gid()));
+    let (uid, gid) = crate::identity::sandbox_ids(owner);
+    let swap = owner.and_then(|o| crate::identity::SwapMap::new(o, (uid, gid)));
+    (uid, gid, swap)
+}
+
+/// A named sandbox's kept home is its user's: a home kept when the
+/// sandbox still ran as its workspace's root-owned IDs is given to it.
+fn give_home(spec: &SandboxSpec, uid: u32, gid: u32) -> Result<(), GvisorError> {
+    use std::os::unix::fs::MetadataExt;
+    if let warden_policy::Home::Dir(d) = &spec.filesystem.home {
+        let owned = std::fs::symlink_metadata(d).map_err(GvisorError::Home)?;
+        if (owned.uid(), owned.gid()) != (uid, gid) {
+            crate::sandbox::give_tree(d, uid, gid).map_err(GvisorError::Home)?;
+        }
+    }
+    Ok(())
 }
 
 fn open_path(p: &Path) -> Option<OwnedFd> {
@@ -528,9 +557,8 @@ fn start_runsc(
     bundle: &Path,
     program: Program,
     cgroup: Option<&crate::cgroup::Cgroup>,
-    overlay: Option<(PathBuf, std::ffi::OsString)>,
+    mount: Option<mount::WorkspaceMount>,
 ) -> Result<Child, GvisorError> {
-    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::process::CommandExt;
     let procs: Vec<OwnedFd> = cgroup
         .map(|c| c.paths())
@@ -546,16 +574,6 @@ fn start_runsc(
         })
         .collect();
     let raw: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
-    let overlay = match overlay {
-        Some((target, data)) => {
-            let c = |b: &[u8]| {
-                std::ffi::CString::new(b)
-                    .map_err(|_| GvisorError::Overlay("a path holds a NUL byte".into()))
-            };
-            Some((c(target.as_os_str().as_bytes())?, c(data.as_bytes())?))
-        }
-        None => None,
-    };
     let mut cmd = runsc.command();
     cmd.arg("run")
         .arg(format!("--bundle={}", bundle.display()))
@@ -566,9 +584,9 @@ fn start_runsc(
             .stderr(Stdio::null());
     }
     // SAFETY: the closure runs in the child between fork and exec and
-    // calls only write(2), unshare(2) and mount(2), which are
-    // async-signal-safe, on descriptors opened and strings made before the
-    // fork and static buffers; "0" moves the writer.
+    // calls only write(2) and the mount calls of `WorkspaceMount::in_child`,
+    // which are async-signal-safe, on descriptors opened and strings made
+    // before the fork and static buffers; "0" moves the writer.
     unsafe {
         cmd.pre_exec(move || {
             for fd in &raw {
@@ -576,29 +594,8 @@ fn start_runsc(
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            if let Some((target, data)) = &overlay {
-                // The overlay lives in runsc's own mount namespace, gone
-                // with it: the host never sees it, and no mount is left
-                // behind should warden be killed.
-                let none = std::ptr::null::<libc::c_char>();
-                if libc::unshare(libc::CLONE_NEWNS) != 0
-                    || libc::mount(
-                        none,
-                        c"/".as_ptr(),
-                        none,
-                        libc::MS_REC | libc::MS_SLAVE,
-                        std::ptr::null(),
-                    ) != 0
-                    || libc::mount(
-                        c"overlay".as_ptr(),
-                        target.as_ptr(),
-                        c"overlay".as_ptr(),
-                        libc::MS_NOSUID | libc::MS_NODEV,
-                        data.as_ptr().cast(),
-                    ) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
+            if let Some(m) = &mount {
+                m.in_child()?;
             }
             Ok(())
         });

@@ -80,7 +80,7 @@ pub enum JailError {
     Pty(#[from] pty::PtyError),
     #[error("warden runs as UID 0 of a user namespace that maps it to the host's root, so the sandbox would be the host's root; run warden as a regular user, or as root outside any user namespace")]
     OuterRoot,
-    #[error("without namespaces the sandbox runs with the workspace owner's host IDs, and {0} belongs to root: the sandbox would be root on the host; give the workspace to a regular user (chown) or run warden as that user")]
+    #[error("without namespaces the sandbox runs with the workspace owner's host IDs, and {0} belongs to root or a system account: the sandbox would be that account on the host; give the workspace to a regular user (chown) or run warden as that user")]
     DegradedRootWorkspace(PathBuf),
     #[error(
         "the overlay's upper directory {upper} and work directory {work} must be side by side"

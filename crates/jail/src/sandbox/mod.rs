@@ -21,6 +21,7 @@ mod setup;
 mod start;
 mod supervision;
 
+pub(crate) use plan::give_tree;
 pub(crate) use attach::socket_source;
 pub use attach::{Attach, Desk, Network, SocketSource};
 pub use clone::SingleThreaded;

@@ -360,7 +360,7 @@ fn kept_home(
 
 /// Give the tree at `path` (never following a link; the sandbox that
 /// wrote it is not running) to `uid`:`gid`.
-fn give_tree(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+pub(crate) fn give_tree(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
     if std::fs::symlink_metadata(path)?.is_dir() {
         for e in std::fs::read_dir(path)? {
@@ -384,9 +384,10 @@ fn sandbox_ids(
     if root_mode && degraded_mode {
         // No user namespace to map through: the IDs are the host's. The
         // workspace owner's, so that it stays writable; nobody without one.
-        // Never root: that would be root on the host.
+        // Never root or a system account: the sandbox would be that
+        // account on the host, owner of its files.
         let (u, g) = owner.unwrap_or((NOBODY, NOBODY));
-        if u == 0 || g == 0 {
+        if !crate::identity::is_ordinary_uid(u) || !crate::identity::is_ordinary_gid(g) {
             return Err(JailError::DegradedRootWorkspace(
                 workspace.map(Path::to_path_buf).unwrap_or_default(),
             ));
