@@ -303,4 +303,5 @@ curl -sS --noproxy '*' "https://forge.test:PORT/repos/acme/w"
 
 mod ask;
 mod git;
+mod mcp;
 mod websocket;
