@@ -73,9 +73,9 @@ pub enum Verb {
     },
     /// What this runtime supports, as OCI features JSON
     Features,
-    /// Not supported by warden's process backend
+    /// Freeze the container's processes (its cgroup's freezer)
     Pause { id: String },
-    /// Not supported by warden's process backend
+    /// Thaw a paused container
     Resume { id: String },
     /// Not supported: a container's limits are fixed when it is created
     Update {

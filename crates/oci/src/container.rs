@@ -106,6 +106,10 @@ pub struct Record {
     /// `hooks` of config.json, for `start` and `delete`.
     #[serde(default)]
     pub hooks: warden_policy::oci::Hooks,
+    /// The sandbox's cgroups its supervisor joined for the shim
+    /// (`cgroups::expose`), which `delete` removes.
+    #[serde(default)]
+    pub cgroups: Vec<PathBuf>,
 }
 
 /// OCI state, as `state` prints it (the runtime specification's fields
@@ -240,10 +244,12 @@ impl Container {
 
     pub fn state(&self) -> OciState {
         let (status, pid, _) = self.status();
+        // Frozen by `pause`: runc says `paused`.
+        let paused = status == Status::Running && lifecycle::paused_since(&self.sandbox).is_some();
         OciState {
             oci_version: OCI_VERSION.into(),
             id: self.record.id.clone(),
-            status: status.as_str().into(),
+            status: if paused { "paused" } else { status.as_str() }.into(),
             pid,
             bundle: self.record.bundle.clone(),
             rootfs: self.record.rootfs.clone(),

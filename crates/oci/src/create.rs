@@ -65,6 +65,7 @@ pub fn create(
         annotations: t.annotations.clone(),
         netns: t.network_namespace.clone().map(PathBuf::from),
         hooks: t.hooks.clone(),
+        cgroups: Vec::new(),
     };
     let held = Held {
         root,
@@ -243,6 +244,17 @@ impl Held<'_> {
         lifecycle::start(self.root, self.sb, self.exe)?;
         self.check_alive()?;
         let pid = self.hold_first()?;
+        let joined = crate::cgroups::expose(pid);
+        if !joined.is_empty() {
+            let record = Record {
+                cgroups: joined,
+                ..self.record.clone()
+            };
+            warden_runtime::state::write_json(&path, &record).map_err(|_| OciError::Write {
+                path: path.clone(),
+                source: std::io::Error::other("cannot write the container's record"),
+            })?;
+        }
         self.create_hooks(pid)?;
         Ok(pid)
     }

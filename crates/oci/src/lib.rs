@@ -18,6 +18,7 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod args;
+pub mod cgroups;
 pub mod console;
 pub mod container;
 pub mod create;

@@ -214,8 +214,14 @@ fn dispatch(cli: &Cli, log: &Log) -> anyhow::Result<u8> {
             println!("{}", serde_json::to_string_pretty(&verbs::features())?);
             Ok(0)
         }
-        Verb::Pause { .. } => Err(verbs::unsupported("pause").into()),
-        Verb::Resume { .. } => Err(verbs::unsupported("resume").into()),
+        Verb::Pause { id } => {
+            verbs::pause(&root, id, false)?;
+            Ok(0)
+        }
+        Verb::Resume { id } => {
+            verbs::pause(&root, id, true)?;
+            Ok(0)
+        }
         Verb::Update { .. } => Err(verbs::unsupported("update").into()),
         Verb::Events { .. } => Err(verbs::unsupported("events").into()),
     }

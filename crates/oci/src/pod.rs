@@ -1,6 +1,7 @@
 //! Containers of one pod: a network namespace path that is another
-//! running container's (the pod's namespace that container was given, or
-//! that container's own sandbox namespace, `/proc/PID/ns/net`) makes the
+//! running container's (the pod's namespace that container was given,
+//! `/proc/PID/ns/net` of its supervisor as containerd's CRI names it, or
+//! that container's own sandbox namespace) makes the
 //! new container join that container's sandbox namespace: they share
 //! `localhost`, and the new one goes out only through the first one's
 //! interception and proxy, under the first one's egress policy (which
@@ -80,6 +81,7 @@ pub fn find(root: &Path, id: &str, t: &Translated) -> Result<Option<Join>, OciEr
             "config.json: linux.namespaces network path {given} does not exist"
         )));
     };
+    let host = identity(Path::new("/proc/self/ns/net"));
     let store = container::store(root)?;
     let Ok(dir) = std::fs::read_dir(root.join("sandboxes")) else {
         return Ok(None);
@@ -105,8 +107,18 @@ pub fn find(root: &Path, id: &str, t: &Translated) -> Result<Option<Join>, OciEr
         }
         let Some(init) = init_pid(sup) else { continue };
         let theirs = PathBuf::from(format!("/proc/{init}/ns/net"));
-        let same_pod = record.netns.as_deref().and_then(identity) == Some(want);
-        if !same_pod && identity(&theirs) != Some(want) {
+        // A path naming the node's own namespace (containerd's
+        // `/proc/PID/ns/net` of a warden supervisor, which every later
+        // container of every pod names) identifies no pod by itself: only
+        // the PID says which.
+        let same_pod =
+            Some(want) != host && record.netns.as_deref().and_then(identity) == Some(want);
+        // containerd's CRI names the pod's namespace by its sandbox
+        // (pause) container's task: `/proc/PID/ns/net` of the PID that
+        // container's runtime gave, which for warden is the supervisor's
+        // (on the host's namespace: never joined as such).
+        let by_task = Path::new(given) == Path::new(&format!("/proc/{sup}/ns/net"));
+        if !same_pod && !by_task && identity(&theirs) != Some(want) {
             continue;
         }
         let policy = |a: &std::collections::BTreeMap<String, String>| {

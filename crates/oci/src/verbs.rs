@@ -87,7 +87,9 @@ pub fn kill(root: &Path, id: &str, signal: &str, all: bool) -> Result<(), OciErr
         (Status::Stopped, _) => Err(OciError::WrongState {
             id: id.into(),
             status: "stopped",
-            what: "there is no process to signal",
+            // runc's words, which containerd's shim takes for "already
+            // gone" (the kill that follows a container's exit).
+            what: "container not running",
         }),
         (Status::Running, Some(MainState::Running { exec, .. })) => {
             if all {
@@ -139,6 +141,7 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<Vec<String>, OciErro
         stop(&c)?;
     }
     lifecycle::remove(&store, c.sandbox.name(), true)?;
+    crate::cgroups::remove(&c.record.cgroups);
     // poststop: each runs whatever the one before did (a failure is a
     // warning, as the specification asks).
     let state = crate::hooks::state(&c.record, "stopped", 0);
@@ -206,12 +209,48 @@ pub fn features() -> serde_json::Value {
     })
 }
 
-/// `pause`, `resume`, `update`, `events`: said plainly.
+/// `pause`: the container's processes frozen in place by its cgroup's
+/// freezer (containerd's task pause); `resume` thaws them. Both through
+/// the sandbox's supervisor, which records them in the audit log.
+pub fn pause(root: &Path, id: &str, resume: bool) -> Result<(), OciError> {
+    let c = container::find(&container::store(root)?, id)?;
+    let (status, _, _) = c.status();
+    if status != Status::Running {
+        return Err(OciError::WrongState {
+            id: id.into(),
+            status: status.as_str(),
+            what: if resume {
+                "only a paused container can be resumed"
+            } else {
+                "only a running container can be paused"
+            },
+        });
+    }
+    let paused = lifecycle::paused_since(&c.sandbox).is_some();
+    match (resume, paused) {
+        (false, false) => lifecycle::pause(&c.sandbox, "warden-oci pause")?,
+        (true, true) => lifecycle::resume(&c.sandbox, "warden-oci resume")?,
+        (false, true) => {
+            return Err(OciError::WrongState {
+                id: id.into(),
+                status: "paused",
+                what: "it is paused already",
+            })
+        }
+        (true, false) => {
+            return Err(OciError::WrongState {
+                id: id.into(),
+                status: "running",
+                what: "only a paused container can be resumed",
+            })
+        }
+    }
+    Ok(())
+}
+
+/// `update`, `events`: said plainly.
 pub fn unsupported(verb: &str) -> OciError {
     OciError::Unsupported(match verb {
-        "pause" | "resume" => {
-            format!("{verb}: warden's process backend cannot freeze a sandbox yet")
-        }
         "update" => "update: a warden sandbox's limits are fixed when it is created".into(),
         _ => format!("{verb}: not supported by warden-oci yet"),
     })

@@ -488,7 +488,7 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
     mounts(&config.mounts, &mut o, &mut notices)?;
     let network_namespace = match &config.linux {
         Some(linux) => {
-            let ns = namespaces(&linux.namespaces)?;
+            let ns = namespaces(&linux.namespaces, &mut notices)?;
             if let Some(r) = &linux.resources {
                 resources(r, &mut o)?;
             }
@@ -593,8 +593,19 @@ fn mounts(ms: &[Mount], o: &mut Layer, notices: &mut Vec<String>) -> Result<(), 
         }
         if source != m.destination {
             // containerd's own resolv.conf, hosts and hostname files: the
-            // sandbox has its own (its resolver is warden's).
-            if ["/etc/resolv.conf", "/etc/hosts", "/etc/hostname"].contains(&m.destination.as_str())
+            // sandbox has its own (its resolver is warden's); the CRI's pod
+            // shared-memory directory, bound onto /dev/shm: the sandbox has
+            // its own size-capped one (its IPC is its own); kubelet's
+            // termination-message file: written in the sandbox's own /dev,
+            // it never reaches the node (kubelet reads an empty message).
+            if [
+                "/etc/resolv.conf",
+                "/etc/hosts",
+                "/etc/hostname",
+                "/dev/shm",
+                "/dev/termination-log",
+            ]
+            .contains(&m.destination.as_str())
             {
                 provided.push(m.destination.clone());
                 continue;
@@ -621,9 +632,12 @@ fn mounts(ms: &[Mount], o: &mut Layer, notices: &mut Vec<String>) -> Result<(), 
     Ok(())
 }
 
-/// The network namespace path, if one was given; every other path (a
-/// namespace shared with the host or another container) is refused.
-fn namespaces(ns: &[Namespace]) -> Result<Option<String>, OciError> {
+/// The network namespace path, if one was given. An IPC or UTS path (the
+/// CRI gives a pod's containers its pause container's) is not joined: the
+/// container gets its own, which shares nothing, and a notice says so.
+/// Every other path (a namespace shared with the host or another
+/// container) is refused.
+fn namespaces(ns: &[Namespace], notices: &mut Vec<String>) -> Result<Option<String>, OciError> {
     let mut network = None;
     for (i, n) in ns.iter().enumerate() {
         let field = format!("linux.namespaces[{i}]");
@@ -638,6 +652,9 @@ fn namespaces(ns: &[Namespace]) -> Result<Option<String>, OciError> {
             (None, _) => {}
             (Some(p), _) if p.is_empty() => {}
             (Some(p), "network") => network = Some(p.clone()),
+            (Some(p), kind @ ("ipc" | "uts")) => notices.push(format!(
+                "{field}.path {p}: warden gives the container a {kind} namespace of its own; the given one is not joined"
+            )),
             (Some(p), kind) => {
                 return Err(OciError::Unsupported {
                     field: format!("{field}.path"),
@@ -856,6 +873,35 @@ mod tests {
         );
         let t = translate(&c, Path::new("/b")).unwrap();
         assert_eq!(t.network_namespace.as_deref(), Some("/var/run/netns/cni-1"));
+    }
+
+    #[test]
+    fn a_pods_ipc_and_uts_paths_and_its_shm_directory_give_the_container_its_own() {
+        // What the CRI gives a pod's container: the pause container's IPC
+        // and UTS namespaces and the pod's shared-memory directory.
+        let c = config(serde_json::json!({
+            "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"},
+                {"type": "ipc", "path": "/proc/42/ns/ipc"}, {"type": "uts", "path": "/proc/42/ns/uts"}]},
+            "mounts": [{"destination": "/dev/shm", "type": "bind",
+                "source": "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/x/shm",
+                "options": ["rbind", "ro"]}]
+        }));
+        let t = translate(&c, Path::new("/b")).unwrap();
+        assert!(t
+            .notices
+            .iter()
+            .any(|n| n.contains("ipc namespace of its own")));
+        assert!(t
+            .notices
+            .iter()
+            .any(|n| n.contains("uts namespace of its own")));
+        assert!(t.notices.iter().any(|n| n.contains("/dev/shm")));
+        // Still refused: another path bound elsewhere, and joining a PID
+        // namespace (above).
+        let c = config(serde_json::json!({"mounts": [{"destination": "/dev/other",
+            "type": "bind", "source": "/var/lib/x", "options": ["rbind"]}]}));
+        let e = translate(&c, Path::new("/b")).unwrap_err();
+        assert_eq!(e.field(), Some("mounts[0].destination"));
     }
 
     #[test]

@@ -9,6 +9,9 @@
     clippy::new_without_default
 )]
 
+pub mod cri;
+pub mod cri_api;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

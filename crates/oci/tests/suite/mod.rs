@@ -1,6 +1,9 @@
 //! One module per area of the OCI runtime's tests.
 
 mod containerd;
+mod cri;
+mod cri_egress;
+mod cri_stream;
 mod kubernetes;
 mod secrets;
 mod verbs;

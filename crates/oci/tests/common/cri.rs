@@ -1,0 +1,798 @@
+//! A node as kubelet sees it, without kubelet: the distribution's
+//! containerd with its CRI plugin on (private root, state, socket and
+//! configuration in a temporary directory), the distribution's CNI
+//! plugins (a bridge with host-local addresses), a pause image and a
+//! busybox image built here as OCI layouts (no registry is reachable),
+//! and the CRI's runtime service called over gRPC as kubelet calls it.
+//! Two runtime handlers: `runc` (the control) and `warden` (the runc shim
+//! with `BinaryName` = warden-oci).
+//!
+//! One node serves every test that holds it ([`node`]); the last one to
+//! let go stops it and removes what it made (pods, containerd, shims,
+//! the bridge, the cgroups, the directory).
+
+use super::cri_api as api;
+use super::{text, BUSYBOX};
+use api::runtime_service_client::RuntimeServiceClient;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+pub const PAUSE: &str = "localhost/warden-test/pause:1";
+pub const BUSYBOX_IMAGE: &str = "localhost/warden-test/busybox:1";
+
+/// The two runtime handlers the node offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handler {
+    Runc,
+    Warden,
+}
+
+impl Handler {
+    pub fn name(self) -> &'static str {
+        match self {
+            Handler::Runc => "runc",
+            Handler::Warden => "warden",
+        }
+    }
+}
+
+pub struct Node {
+    pub dir: tempfile::TempDir,
+    child: Mutex<Child>,
+    rt: tokio::runtime::Runtime,
+    channel: Channel,
+    /// The CNI bridge on the host.
+    pub bridge: String,
+    /// Every pod's cgroups are under this parent, in each hierarchy.
+    pub cgroup_parent: String,
+    pods: std::sync::atomic::AtomicUsize,
+}
+
+static NODE: Mutex<Weak<Node>> = Mutex::new(Weak::new());
+
+/// The shared node, started by the first test that asks; `None` (with
+/// the reason printed) where this host cannot run one.
+pub fn node() -> Option<Arc<Node>> {
+    if !can_run() {
+        return None;
+    }
+    let mut held = NODE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(n) = held.upgrade() {
+        return Some(n);
+    }
+    let n = Arc::new(Node::start());
+    *held = Arc::downgrade(&n);
+    Some(n)
+}
+
+fn can_run() -> bool {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: containerd's CRI plugin needs root");
+        return false;
+    }
+    if !Path::new(BUSYBOX).exists() {
+        eprintln!("SKIPPED: no {BUSYBOX} (install busybox-static) to build the images");
+        return false;
+    }
+    for tool in [
+        "containerd",
+        "ctr",
+        "containerd-shim-runc-v2",
+        "runc",
+        "tar",
+    ] {
+        if !Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            eprintln!("SKIPPED: {tool} is not installed (apt-get install containerd runc)");
+            return false;
+        }
+    }
+    for plugin in ["bridge", "host-local", "loopback"] {
+        if !Path::new(CNI_BIN).join(plugin).exists() {
+            eprintln!(
+                "SKIPPED: no CNI plugin {CNI_BIN}/{plugin} (apt-get install containernetworking-plugins)"
+            );
+            return false;
+        }
+    }
+    true
+}
+
+/// Where the distribution's package puts the CNI plugins.
+const CNI_BIN: &str = "/usr/lib/cni";
+
+impl Node {
+    fn start() -> Node {
+        // A short path: a warden container's control socket is beneath it
+        // (`Root/k8s.io/sandboxes/NAME/control.sock`), within the 108
+        // bytes of a socket's address.
+        let dir = tempfile::Builder::new()
+            .prefix("wc")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let p = dir.path().to_path_buf();
+        let id = std::process::id();
+        let bridge = format!("wcri{}", id % 100_000);
+        let cgroup_parent = format!("/warden-cri-{id}");
+        // A subnet of its own per test process (another engineer's run of
+        // this suite may be up at the same time).
+        let subnet = format!("10.213.{}.0/24", id % 250);
+        std::fs::create_dir_all(p.join("cni")).unwrap();
+        std::fs::write(
+            p.join("cni/10-warden-test.conflist"),
+            serde_json::json!({
+                "cniVersion": "0.4.0",
+                "name": format!("warden-test-{id}"),
+                "plugins": [{
+                    "type": "bridge",
+                    "bridge": bridge,
+                    // No gateway and no masquerade: the pods reach only
+                    // each other, and the host's forwarding is not touched.
+                    "isGateway": false,
+                    "ipMasq": false,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": subnet}]],
+                        "dataDir": p.join("ipam"),
+                    },
+                }],
+            })
+            .to_string(),
+        )
+        .unwrap();
+        std::fs::write(p.join("config.toml"), config(&p)).unwrap();
+        std::fs::create_dir_all(p.join("config/warden/profiles")).unwrap();
+        std::fs::create_dir_all(p.join("secrets")).unwrap();
+        let log = std::fs::File::create(p.join("containerd.log")).unwrap();
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(p.join("config.toml"))
+            // The node's catalogue of profiles and secrets directory, as
+            // its operator sets them (warden-oci inherits containerd's
+            // environment through the shim).
+            .env("XDG_CONFIG_HOME", p.join("config"))
+            .env("WARDEN_OCI_SECRETS_DIR", p.join("secrets"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sock = p.join("c.sock");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !sock.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "containerd did not start: {}",
+                std::fs::read_to_string(p.join("containerd.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let channel = rt.block_on(connect(sock)).unwrap();
+        let node = Node {
+            dir,
+            child: Mutex::new(child),
+            rt,
+            channel,
+            bridge,
+            cgroup_parent,
+            pods: Default::default(),
+        };
+        node.wait_ready();
+        let images = node.dir.path().join("images");
+        for (name, entry) in [
+            (PAUSE, vec!["/bin/pause"]),
+            (BUSYBOX_IMAGE, vec!["/bin/sh"]),
+        ] {
+            let tar = build_image(&images, name, &entry);
+            let o = node.ctr(&[
+                "images",
+                "import",
+                "--snapshotter",
+                "native",
+                tar.to_str().unwrap(),
+            ]);
+            assert!(
+                o.status.success(),
+                "import {name}: {} {}",
+                text(&o.stdout),
+                text(&o.stderr)
+            );
+        }
+        node
+    }
+
+    /// The CRI answers Status with its runtime and network ready.
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let st = self
+                .call(|mut c| async move { c.status(api::StatusRequest { verbose: false }).await });
+            let ready = st.as_ref().is_ok_and(|s| {
+                s.status
+                    .as_ref()
+                    .is_some_and(|s| s.conditions.iter().all(|c| c.status))
+            });
+            if ready {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the CRI plugin is not ready: {st:?}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("containerd.log")).unwrap_or_default()
+    }
+
+    /// `ctr` in the CRI's namespace.
+    pub fn ctr(&self, args: &[&str]) -> Output {
+        Command::new("ctr")
+            .arg("--address")
+            .arg(self.dir.path().join("c.sock"))
+            .args(["--namespace", "k8s.io"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// warden-oci's state root (the runc shim's `Root` option).
+    pub fn warden_root(&self) -> PathBuf {
+        self.dir.path().join("wo")
+    }
+
+    /// Put a profile in the node's catalogue (`warden.dev/profile=NAME`).
+    pub fn node_profile(&self, name: &str, yaml: &str) {
+        let path = self
+            .dir
+            .path()
+            .join("config/warden/profiles")
+            .join(format!("{name}.yaml"));
+        std::fs::write(path, yaml).unwrap();
+    }
+
+    /// One call of the runtime service.
+    pub fn call<T, F>(
+        &self,
+        f: impl FnOnce(RuntimeServiceClient<Channel>) -> F,
+    ) -> Result<T, tonic::Status>
+    where
+        F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let client = RuntimeServiceClient::new(self.channel.clone());
+        self.rt
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(120), f(client))
+                    .await
+                    .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer in 120 s")))
+            })
+            .map(tonic::Response::into_inner)
+    }
+
+    /// RunPodSandbox with `handler`, as kubelet asks for a pod: its own
+    /// network namespace (CNI), its log directory, its cgroup parent.
+    pub fn run_pod(&self, handler: Handler, annotations: &[(&str, &str)]) -> Pod<'_> {
+        let n = self.pods.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let uid = format!("{}-{n}", std::process::id());
+        let name = format!("pod{n}");
+        let logs = self.dir.path().join("pods").join(&uid);
+        std::fs::create_dir_all(&logs).unwrap();
+        let config = api::PodSandboxConfig {
+            metadata: Some(api::PodSandboxMetadata {
+                name: name.clone(),
+                uid: uid.clone(),
+                namespace: "default".into(),
+                attempt: 0,
+            }),
+            hostname: name.clone(),
+            log_directory: logs.to_string_lossy().into_owned(),
+            annotations: annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            labels: HashMap::from([("warden-test".to_string(), "cri".to_string())]),
+            linux: Some(api::LinuxPodSandboxConfig {
+                cgroup_parent: format!("{}/pod{uid}", self.cgroup_parent),
+                security_context: Some(api::LinuxSandboxSecurityContext {
+                    namespace_options: Some(api::NamespaceOption {
+                        network: api::NamespaceMode::Pod as i32,
+                        pid: api::NamespaceMode::Container as i32,
+                        ipc: api::NamespaceMode::Pod as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let req = api::RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: handler.name().into(),
+        };
+        let id = self
+            .call(|mut c| async move { c.run_pod_sandbox(req).await })
+            .unwrap_or_else(|e| panic!("RunPodSandbox ({handler:?}): {e}\n{}", self.tail()))
+            .pod_sandbox_id;
+        Pod {
+            node: self,
+            id,
+            config,
+            logs,
+            removed: false,
+        }
+    }
+
+    /// The end of containerd's log, for a failure's message.
+    pub fn tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // What a test left (it failed half-way): the pods go through the
+        // CRI first, as kubelet would remove them.
+        if let Ok(list) = self.call(|mut c| async move {
+            c.list_pod_sandbox(api::ListPodSandboxRequest { filter: None })
+                .await
+        }) {
+            for p in list.items {
+                let id = p.id.clone();
+                let _ = self.call(|mut c| async move {
+                    c.stop_pod_sandbox(api::StopPodSandboxRequest { pod_sandbox_id: id })
+                        .await
+                });
+                let _ = self.call(|mut c| async move {
+                    c.remove_pod_sandbox(api::RemovePodSandboxRequest {
+                        pod_sandbox_id: p.id,
+                    })
+                    .await
+                });
+            }
+        }
+        let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        // Processes started for this node only (its shims and whatever a
+        // failed test left): found by this node's directory in their
+        // command line or their executable's arguments.
+        for pid in processes_naming(self.dir.path()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        for m in mounts_under(self.dir.path()).iter().rev() {
+            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
+        for dir in cgroup_dirs(&self.cgroup_parent) {
+            remove_cgroup_tree(&dir);
+        }
+        let _ = Command::new("ip")
+            .args(["link", "delete", &self.bridge])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// `deploy/kubernetes/containerd-config.toml`, as operators install it.
+const SNIPPET: &str = include_str!("../../../../deploy/kubernetes/containerd-config.toml");
+
+/// The CRI plugin's configuration: both handlers, the pod annotations
+/// warden reads let through, the host's facts (no `CAP_SYS_RESOURCE`:
+/// `restrict_oom_score_adj`; no registry: the pause image is local).
+fn config(p: &Path) -> String {
+    let bin = super::bin();
+    format!(
+        r#"version = 2
+root = "{root}"
+state = "{state}"
+[grpc]
+  address = "{sock}"
+[ttrpc]
+  address = "{sock}.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root}/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{pause}"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  stats_collect_period = 1
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{cni_bin}"
+    conf_dir = "{cni}"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+{warden}"#,
+        root = p.join("root").display(),
+        state = p.join("state").display(),
+        sock = p.join("c.sock").display(),
+        pause = PAUSE,
+        cni_bin = CNI_BIN,
+        cni = p.join("cni").display(),
+        // The `warden` handler is the snippet a node's operator installs,
+        // with this build's binary and a state root of the test's own.
+        warden = SNIPPET
+            .replace("/usr/local/bin/warden-oci", bin)
+            .replace("/run/warden-oci", &p.join("wo").to_string_lossy()),
+    )
+}
+
+async fn connect(sock: PathBuf) -> Result<Channel, tonic::transport::Error> {
+    tonic::transport::Endpoint::try_from("http://[::]:50051")?
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let sock = sock.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(sock).await?,
+                ))
+            }
+        }))
+        .await
+}
+
+/// A pod made by [`Node::run_pod`]; stopped and removed when dropped (if
+/// the test did not).
+pub struct Pod<'a> {
+    pub node: &'a Node,
+    pub id: String,
+    pub config: api::PodSandboxConfig,
+    /// The pod's log directory, where kubelet reads containers' logs.
+    pub logs: PathBuf,
+    removed: bool,
+}
+
+/// What a container of a pod runs and is given.
+#[derive(Default)]
+pub struct Spec<'s> {
+    pub name: &'s str,
+    pub args: &'s [&'s str],
+    pub memory: Option<i64>,
+    pub stdin: bool,
+    pub tty: bool,
+}
+
+impl Pod<'_> {
+    /// CreateContainer and StartContainer of the busybox image; its ID.
+    pub fn start(&self, spec: Spec<'_>) -> String {
+        let id = self
+            .create(spec)
+            .unwrap_or_else(|e| panic!("CreateContainer: {e}\n{}", self.node.tail()));
+        let cid = id.clone();
+        self.node
+            .call(|mut c| async move {
+                c.start_container(api::StartContainerRequest { container_id: cid })
+                    .await
+            })
+            .unwrap_or_else(|e| panic!("StartContainer: {e}\n{}", self.node.tail()));
+        id
+    }
+
+    pub fn create(&self, spec: Spec<'_>) -> Result<String, tonic::Status> {
+        // What kubelet mounts into every container: its own hosts file and
+        // the termination-message file it reads when the container ends.
+        let dir = self.logs.join("kubelet").join(spec.name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("etc-hosts"), "127.0.0.1 localhost\n").unwrap();
+        std::fs::write(dir.join("termination-log"), "").unwrap();
+        let mount = |inside: &str, file: &str, readonly: bool| api::Mount {
+            container_path: inside.into(),
+            host_path: dir.join(file).to_string_lossy().into_owned(),
+            readonly,
+            ..Default::default()
+        };
+        let config = api::ContainerConfig {
+            mounts: vec![
+                mount("/etc/hosts", "etc-hosts", false),
+                mount("/dev/termination-log", "termination-log", false),
+            ],
+            metadata: Some(api::ContainerMetadata {
+                name: spec.name.into(),
+                attempt: 0,
+            }),
+            image: Some(api::ImageSpec {
+                image: BUSYBOX_IMAGE.into(),
+                ..Default::default()
+            }),
+            command: spec.args.iter().map(|s| s.to_string()).collect(),
+            envs: vec![api::KeyValue {
+                key: "PATH".into(),
+                value: "/bin".into(),
+            }],
+            log_path: format!("{}/0.log", spec.name),
+            stdin: spec.stdin,
+            tty: spec.tty,
+            annotations: self.config.annotations.clone(),
+            linux: Some(api::LinuxContainerConfig {
+                resources: Some(api::LinuxContainerResources {
+                    memory_limit_in_bytes: spec.memory.unwrap_or(0),
+                    cpu_period: 100_000,
+                    cpu_quota: 50_000,
+                    cpu_shares: 512,
+                    ..Default::default()
+                }),
+                security_context: Some(api::LinuxContainerSecurityContext {
+                    namespace_options: Some(api::NamespaceOption {
+                        network: api::NamespaceMode::Pod as i32,
+                        pid: api::NamespaceMode::Container as i32,
+                        ipc: api::NamespaceMode::Pod as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        };
+        let req = api::CreateContainerRequest {
+            pod_sandbox_id: self.id.clone(),
+            config: Some(config),
+            sandbox_config: Some(self.config.clone()),
+        };
+        self.node
+            .call(|mut c| async move { c.create_container(req).await })
+            .map(|r| r.container_id)
+    }
+
+    pub fn exec_sync(&self, container: &str, cmd: &[&str]) -> api::ExecSyncResponse {
+        let req = api::ExecSyncRequest {
+            container_id: container.into(),
+            cmd: cmd.iter().map(|s| s.to_string()).collect(),
+            timeout: 30,
+        };
+        self.node
+            .call(|mut c| async move { c.exec_sync(req).await })
+            .unwrap_or_else(|e| panic!("ExecSync {cmd:?}: {e}\n{}", self.node.tail()))
+    }
+
+    pub fn status(&self, container: &str) -> api::ContainerStatus {
+        let req = api::ContainerStatusRequest {
+            container_id: container.into(),
+            verbose: false,
+        };
+        self.node
+            .call(|mut c| async move { c.container_status(req).await })
+            .unwrap_or_else(|e| panic!("ContainerStatus: {e}"))
+            .status
+            .unwrap()
+    }
+
+    /// Wait until `container` has exited; its status.
+    pub fn wait_exited(&self, container: &str, within: Duration) -> api::ContainerStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            let s = self.status(container);
+            if s.state == api::ContainerState::ContainerExited as i32 {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "container {container} still {:?} after {within:?}",
+                s.state
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The pod sandbox's status (its network namespace, its IP).
+    pub fn sandbox_status(&self) -> api::PodSandboxStatusResponse {
+        let req = api::PodSandboxStatusRequest {
+            pod_sandbox_id: self.id.clone(),
+            verbose: true,
+        };
+        self.node
+            .call(|mut c| async move { c.pod_sandbox_status(req).await })
+            .unwrap()
+    }
+
+    /// StopPodSandbox then RemovePodSandbox, as kubelet ends a pod.
+    pub fn remove(&mut self) {
+        let id = self.id.clone();
+        self.node
+            .call(|mut c| async move {
+                c.stop_pod_sandbox(api::StopPodSandboxRequest { pod_sandbox_id: id })
+                    .await
+            })
+            .unwrap_or_else(|e| panic!("StopPodSandbox: {e}\n{}", self.node.tail()));
+        let id = self.id.clone();
+        self.node
+            .call(|mut c| async move {
+                c.remove_pod_sandbox(api::RemovePodSandboxRequest { pod_sandbox_id: id })
+                    .await
+            })
+            .unwrap_or_else(|e| panic!("RemovePodSandbox: {e}\n{}", self.node.tail()));
+        self.removed = true;
+    }
+}
+
+impl Drop for Pod<'_> {
+    fn drop(&mut self) {
+        if !self.removed {
+            let id = self.id.clone();
+            let _ = self.node.call(|mut c| async move {
+                c.stop_pod_sandbox(api::StopPodSandboxRequest {
+                    pod_sandbox_id: id.clone(),
+                })
+                .await?;
+                c.remove_pod_sandbox(api::RemovePodSandboxRequest { pod_sandbox_id: id })
+                    .await
+            });
+        }
+    }
+}
+
+/// An OCI image layout of one layer, a static busybox with its names and
+/// `/bin/pause` (a shell that sleeps until a signal ends it, as the pause
+/// image's program does), as a tar for `ctr images import`.
+fn build_image(dir: &Path, name: &str, entry: &[&str]) -> PathBuf {
+    let work = dir.join(name.replace(['/', ':'], "_"));
+    let tree = work.join("tree");
+    std::fs::create_dir_all(tree.join("bin")).unwrap();
+    for d in ["etc", "tmp", "proc", "dev", "sys", "run", "var"] {
+        std::fs::create_dir_all(tree.join(d)).unwrap();
+    }
+    std::fs::copy(BUSYBOX, tree.join("bin/busybox")).unwrap();
+    for tool in [
+        "sh", "echo", "cat", "sleep", "nc", "hostname", "wget", "ls", "head", "dd", "kill", "ps",
+        "grep", "true", "tail",
+    ] {
+        std::os::unix::fs::symlink("busybox", tree.join("bin").join(tool)).unwrap();
+    }
+    std::fs::write(
+        tree.join("bin/pause"),
+        "#!/bin/sh\ntrap 'exit 0' TERM INT\nwhile :; do sleep 3600 & wait $!; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        tree.join("bin/pause"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let layout = work.join("layout");
+    let blobs = layout.join("blobs/sha256");
+    std::fs::create_dir_all(&blobs).unwrap();
+    let layer = work.join("layer.tar");
+    assert!(Command::new("tar")
+        .args(["--numeric-owner", "--owner=0", "--group=0", "-C"])
+        .arg(&tree)
+        .arg("-cf")
+        .arg(&layer)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success());
+    let put = |path: &Path| -> (String, u64) {
+        let o = Command::new("sha256sum").arg(path).output().unwrap();
+        let d = text(&o.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string();
+        std::fs::copy(path, blobs.join(&d)).unwrap();
+        (d, std::fs::metadata(path).unwrap().len())
+    };
+    let (layer_d, layer_n) = put(&layer);
+    let config = serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/bin"], "Entrypoint": entry},
+        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{layer_d}")]}
+    });
+    std::fs::write(work.join("config.json"), config.to_string()).unwrap();
+    let (config_d, config_n) = put(&work.join("config.json"));
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": format!("sha256:{config_d}"), "size": config_n},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": format!("sha256:{layer_d}"), "size": layer_n}]
+    });
+    std::fs::write(work.join("manifest.json"), manifest.to_string()).unwrap();
+    let (manifest_d, manifest_n) = put(&work.join("manifest.json"));
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": format!("sha256:{manifest_d}"), "size": manifest_n,
+            "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "1"}}]
+    });
+    std::fs::write(layout.join("index.json"), index.to_string()).unwrap();
+    std::fs::write(
+        layout.join("oci-layout"),
+        "{\"imageLayoutVersion\":\"1.0.0\"}",
+    )
+    .unwrap();
+    let out = work.join("image.tar");
+    assert!(Command::new("tar")
+        .arg("-C")
+        .arg(&layout)
+        .arg("-cf")
+        .arg(&out)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success());
+    out
+}
+
+/// PIDs of processes whose command line names `dir`.
+pub fn processes_naming(dir: &Path) -> Vec<i32> {
+    let want = dir.to_string_lossy().into_owned();
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| *pid != me)
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&want))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Mount points at or under `dir`, in the order of /proc/self/mountinfo.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let want = dir.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|m| m.starts_with(&want))
+        .collect()
+}
+
+/// The directory of cgroup `path` in each mounted hierarchy that has it.
+pub fn cgroup_dirs(path: &str) -> Vec<PathBuf> {
+    let rel = path.trim_start_matches('/');
+    std::fs::read_dir("/sys/fs/cgroup")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path().join(rel))
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn remove_cgroup_tree(dir: &Path) {
+    if let Ok(d) = std::fs::read_dir(dir) {
+        for e in d.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
