@@ -404,17 +404,17 @@ mod tests {
             r#"{"op":"pause","by":"cli"}"#
         );
         assert_eq!(
-            json(&Reply::Refused {
-                code: Refusal::Paused,
-                message: "paused".into(),
-                field: None
-        assert_eq!(
             json(&Request::Pause {
                 by: "cli".into(),
                 to_disk: true
             }),
             r#"{"op":"pause","by":"cli","to_disk":true}"#
         );
+        assert_eq!(
+            json(&Reply::Refused {
+                code: Refusal::Paused,
+                message: "paused".into(),
+                field: None
             }),
             r#"{"op":"refused","code":"paused","message":"paused","field":null}"#
         );

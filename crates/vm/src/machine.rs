@@ -758,9 +758,6 @@ impl Machine {
         crate::fsd::end(&mut self.fsd, grace);
     }
 
-    /// The last lines of the guest's console.
-    pub fn console(&self) -> String {
-        tail(&self.run_dir.join("console.log"))
     /// Let go of a VMM that has ended after saving its guest (a pause to
     /// disk): its run directory stays (the trust files and single files'
     /// directories the restoring VMM is handed again), all but the root
@@ -774,6 +771,9 @@ impl Machine {
         self.run_dir = PathBuf::new();
     }
 
+    /// The last lines of the guest's console.
+    pub fn console(&self) -> String {
+        tail(&self.run_dir.join("console.log"))
     }
 }
 

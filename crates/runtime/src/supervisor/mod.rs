@@ -254,22 +254,22 @@ fn supervise(
         output,
         hard_limit,
         backend: crate::backend::Backend::of(&spec),
+        vm: warden_vm::control::Control::default(),
         desktop: spec.desktop,
         listener: Some(listener),
         ready: ready.clone(),
     };
-    wiring.on_service(move |channel, init| service.begin(channel, init));
-    let mut sink = BusSink(bus.clone());
-    let id = format!("{name}-{start}");
-        vm: warden_vm::control::Control::default(),
-    let backend = crate::backend::Backend::of(&spec);
-    let result = backend.run_held(&spec, &id, Program::Service, &mut sink, &mut wiring, &held);
-    drop(wiring);
-    bus.close();
     let held = crate::backend::Held {
         cgroups: Vec::new(),
         vm: service.vm.clone(),
     };
+    wiring.on_service(move |channel, init| service.begin(channel, init));
+    let mut sink = BusSink(bus.clone());
+    let id = format!("{name}-{start}");
+    let backend = crate::backend::Backend::of(&spec);
+    let result = backend.run_held(&spec, &id, Program::Service, &mut sink, &mut wiring, &held);
+    drop(wiring);
+    bus.close();
     let _ = std::fs::remove_file(&socket_path);
     let _ = std::fs::remove_file(dir.join(state::SUPERVISOR));
     let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
@@ -322,6 +322,8 @@ struct Service {
     /// The spec's hard lifetime, kept out of the jail's spec.
     hard_limit: Option<Duration>,
     backend: crate::backend::Backend,
+    /// A VM's control, which its backend serves while the VM runs.
+    vm: warden_vm::control::Control,
     desktop: Option<warden_policy::DesktopSpec>,
     /// The control socket, served from the first call on.
     listener: Option<OwnedFd>,
@@ -329,8 +331,6 @@ struct Service {
 }
 
 impl Service {
-    /// A VM's control, which its backend serves while the VM runs.
-    vm: warden_vm::control::Control,
     fn begin(&mut self, channel: OwnedFd, init: Pid) {
         // From here on threads may run: the sandbox is cloned.
         self.bus.start_writer();
@@ -375,6 +375,10 @@ impl Service {
             }),
             clocks_changed: std::sync::Condvar::new(),
             backend: self.backend,
+            held: crate::backend::Held {
+                cgroups: cgroups.clone(),
+                vm: self.vm.clone(),
+            },
             record,
             record_path: self.record_path.clone(),
             next_exec: AtomicU64::new(1),
@@ -382,10 +386,6 @@ impl Service {
             next_file: AtomicU64::new(1),
             files: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
-            held: crate::backend::Held {
-                cgroups: cgroups.clone(),
-                vm: self.vm.clone(),
-            },
             timed_out: AtomicBool::new(false),
             init_gone: AtomicBool::new(false),
             one_shot: self.one_shot,
