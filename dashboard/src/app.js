@@ -22,8 +22,9 @@ function render() {
   const m = main();
   m.replaceChildren();
   const path = location.hash.replace(/^#/, '') || '/';
-  // #/sandboxes/NAME/desktop names the same page as #/s/NAME/desktop.
-  const one = path.match(/^\/s\/([^/]+)(?:\/(\w+))?$/) || path.match(/^\/sandboxes\/([^/]+)\/(desktop)$/);
+  // #/sandboxes/NAME[/TAB] (the README's form) names the same page as
+  // #/s/NAME[/TAB].
+  const one = path.match(/^\/(?:s|sandboxes)\/([^/]+)(?:\/(\w+))?$/);
   if (one) leave = sandboxPage(m, decodeURIComponent(one[1]), one[2] || 'events');
   else if (path === '/approvals') leave = approvalsPage(m);
   else leave = sandboxesPage(m);

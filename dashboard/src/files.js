@@ -15,8 +15,9 @@ export function filesView(root, id) {
     try {
       const r = await api('GET', `/v1/sandboxes/${enc(id)}/files/list${path ? `?path=${enc(path)}` : ''}`);
       const up = path ? path.split('/').slice(0, -1).join('/') : null;
+      // The DOM writes a null child as the text "null": leave it out.
       list.replaceChildren(
-        up !== null ? h('li', {}, h('button', { type: 'button', class: 'link', onclick: () => show(up) }, '..')) : null,
+        ...(up !== null ? [h('li', {}, h('button', { type: 'button', class: 'link', onclick: () => show(up) }, '..'))] : []),
         ...r.entries.map((e) => h('li', {},
           h('button', { type: 'button', class: 'link', onclick: () => (e.kind === 'dir' ? show(e.path) : open(e.path)) }, e.kind === 'dir' ? `${e.name}/` : e.name),
           h('span', { class: 'muted' }, ` ${e.kind === 'dir' ? '' : bytes(e.size)}`))),
@@ -32,7 +33,7 @@ export function filesView(root, id) {
       if (!r.ok) throw new Error((await r.json()).message);
       const buf = new Uint8Array(await r.arrayBuffer());
       const text = new TextDecoder('utf-8', { fatal: false }).decode(buf.slice(0, 256 * 1024));
-      view.replaceChildren(h('h3', {}, h('code', {}, path)), h('pre', { class: 'file' }, text), buf.length > 256 * 1024 ? h('p', { class: 'muted' }, `first 256 KiB of ${bytes(buf.length)}`) : null);
+      view.replaceChildren(h('h3', {}, h('code', {}, path)), h('pre', { class: 'file' }, text), ...(buf.length > 256 * 1024 ? [h('p', { class: 'muted' }, `first 256 KiB of ${bytes(buf.length)}`)] : []));
     } catch (err) {
       view.replaceChildren(h('p', { class: 'error' }, err.message));
     }

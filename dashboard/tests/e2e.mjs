@@ -288,6 +288,21 @@ try {
     await waitFor('the command output in the terminal', async () => (await page.locator('.xterm-rows').innerText()).includes('hello-42'));
   });
 
+  await scenario('the README\'s address opens a sandbox, and its Files tab lists and shows files with no stray text', async () => {
+    await page.goto(`${base}/#/sandboxes/demo`);
+    await page.click('#tab-files');
+    const panel = page.locator('#panel-files');
+    await panel.locator('button', { hasText: 'a.txt' }).waitFor({ timeout: 20000 });
+    const listed = await panel.innerText();
+    if (/\bnull\b|undefined/.test(listed)) throw new Error(`the files list shows stray text: ${listed}`);
+    await panel.locator('button', { hasText: 'a.txt' }).click();
+    await panel.locator('pre.file', { hasText: 'new-a' }).waitFor();
+    const shown = await panel.innerText();
+    if (/\bnull\b|undefined/.test(shown)) throw new Error(`a shown file has stray text: ${shown}`);
+    await page.goto(`${base}/#/sandboxes/demo/events`);
+    await page.locator('#tab-events[aria-selected=true]').waitFor();
+  });
+
   await scenario('an ask-mode question is approved, and the approval of a token holder never uses the owner\'s pin', async () => {
     await owner('POST', '/v1/sandboxes', { name: 'asker', spec: { egress: { ask: true, hosts: { 'asked.test': '127.0.0.1', [LONG]: '127.0.0.1' } } } });
     const before = arrivals.length;
