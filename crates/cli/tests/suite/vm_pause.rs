@@ -143,3 +143,34 @@ fn a_vm_with_a_mounted_share_is_refused_a_pause_to_disk_and_runs_on_untouched() 
     ok(&vm_warden(state.path(), &["pause", "shared"], None));
     ok(&vm_warden(state.path(), &["resume", "shared"], None));
 }
+
+#[test]
+fn the_apis_pause_to_disk_is_refused_for_a_process_sandbox_which_runs_on_and_a_bad_body_changes_nothing(
+) {
+    use crate::common::daemon::*;
+    if !curl_available() {
+        skip("curl is not installed");
+        return;
+    }
+    let state = TempDir::new("pause-disk-api");
+    let s = state.path();
+    let d = Daemon::start(s, false);
+    let (st, b) = call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"p"}"#), None);
+    assert_eq!(st, 201, "{b}");
+    let _stop = Stopper(s, "p");
+    let path = "/v1/sandboxes/p/pause";
+    let (st, b) = call(&d, "POST", path, Some(r#"{"to_disk":true}"#), None);
+    assert_eq!(st, 409, "{b}");
+    assert_eq!(json(&b)["code"], "unsupported", "{b}");
+    assert!(b.contains("to disk"), "{b}");
+    let (st, b) = call(&d, "POST", path, Some(r#"{"to_dsk":true}"#), None);
+    assert_eq!(st, 400, "{b}");
+    let (st, b) = call(&d, "GET", "/v1/sandboxes/p", None, None);
+    assert_eq!(st, 200, "{b}");
+    assert_ne!(json(&b)["state"], "paused", "{b}");
+    ok(&warden(s, &["exec", "p", "--", "true"]));
+    // No body, or an empty one: paused in place, as before.
+    let (st, b) = call(&d, "POST", path, None, None);
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(json(&b)["state"], "paused", "{b}");
+}

@@ -102,7 +102,7 @@ where
         sandboxes::start,
         sandboxes::stop,
         sandboxes::set_timeout,
-        pause::pause,
+        pause::pause_asked,
         pause::resume,
         copies::create,
         copies::list,
@@ -191,7 +191,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sandboxes/{id}/start", post(sandboxes::start))
         .route("/v1/sandboxes/{id}/stop", post(sandboxes::stop))
         .route("/v1/sandboxes/{id}/timeout", post(sandboxes::set_timeout))
-        .route("/v1/sandboxes/{id}/pause", post(pause::pause))
+        .route("/v1/sandboxes/{id}/pause", post(pause::pause_asked))
         .route("/v1/sandboxes/{id}/resume", post(pause::resume))
         .route("/v1/sandboxes/{id}/snapshots", post(copies::create))
         .route("/v1/sandboxes/{id}/fork", post(copies::fork))

@@ -62,12 +62,30 @@ fn lifecycle_refusal(id: &str, e: LifecycleError) -> ApiError {
     }
 }
 
+/// What a pause may ask (the body is optional): `{"to_disk": true}` saves
+/// a VM sandbox's memory to its state and frees its RAM (its VMM ends);
+/// refused 409 `unsupported` by a backend that cannot, and by a VM that
+/// cannot be saved (a mounted share), which runs on.
+#[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseBody {
+    #[serde(default)]
+    pub to_disk: bool,
+}
+
+/// How `id` is to change.
+#[derive(Clone, Copy)]
+enum Change {
+    Pause { to_disk: bool },
+    Resume,
+}
+
 /// Pause or resume `id` for `caller`; the sandbox as it is afterwards.
 async fn change(
     app: Arc<App>,
     caller: Caller,
     id: String,
-    pause: bool,
+    how: Change,
 ) -> Result<Json<SandboxInfo>, ApiError> {
     let by = who(&caller);
     let info = blocking(move || {
@@ -77,10 +95,10 @@ async fn change(
                 "sandbox {id} is not running: start it with POST /v1/sandboxes/{id}/start"
             )));
         }
-        let done = if pause {
-            lifecycle::pause(&sb, &by)
-        } else {
-            lifecycle::resume(&sb, &by)
+        let done = match how {
+            Change::Pause { to_disk: false } => lifecycle::pause(&sb, &by),
+            Change::Pause { to_disk: true } => lifecycle::pause_to_disk(&sb, &by),
+            Change::Resume => lifecycle::resume(&sb, &by),
         };
         done.map_err(|e| lifecycle_refusal(&id, e))?;
         let row = app.db()?.sandbox(&id).ok().flatten();
@@ -91,16 +109,34 @@ async fn change(
 }
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/pause", params(("id" = String, Path)),
+    request_body(content = PauseBody, description = "optional: `{\"to_disk\": true}` saves a VM sandbox's memory to its state and frees its RAM"),
     responses((status = 200, description = "paused: its processes are frozen in place, its memory kept (not across a reboot of the host), its TTL stands still; commands and file operations are refused (409 `paused`) until it is resumed", body = SandboxInfo),
         (status = 404, body = Problem),
         (status = 409, description = "not running, paused already, or its backend cannot pause (`unsupported`)", body = Problem)),
     security(("token" = [])))]
+pub async fn pause_asked(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    let asked: PauseBody = if body.iter().all(u8::is_ascii_whitespace) {
+        PauseBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("the pause's body: {e}")))?
+    };
+    let to_disk = asked.to_disk;
+    change(app, caller, id, Change::Pause { to_disk }).await
+}
+
+/// Pause `id` in place for `caller` (what the E2B door's pause calls).
 pub async fn pause(
     State(app): State<Arc<App>>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<SandboxInfo>, ApiError> {
-    change(app, caller, id, true).await
+    change(app, caller, id, Change::Pause { to_disk: false }).await
 }
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/resume", params(("id" = String, Path)),
@@ -113,5 +149,5 @@ pub async fn resume(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<SandboxInfo>, ApiError> {
-    change(app, caller, id, false).await
+    change(app, caller, id, Change::Resume).await
 }
