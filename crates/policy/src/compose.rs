@@ -610,6 +610,10 @@ impl Loader<'_> {
             owners.merge(l);
         }
         for (field, slot) in &layer.slots {
+            if let (Slot::List(theirs), true) = (slot, trust::within_owners(*field)) {
+                self.hold_request_rules(&owners, *field, theirs, label, &checked);
+                continue;
+            }
             if let (Slot::List(theirs), Some(Slot::List(mine))) = (slot, owners.slots.get(field)) {
                 let mine: Vec<&Val> = mine
                     .iter()
@@ -639,6 +643,42 @@ impl Loader<'_> {
                     o => Place::Line(o.place().map(|(_, p)| p).unwrap_or_default()),
                 };
                 self.refuse(*field, label, &place, refusal);
+            }
+        }
+    }
+
+    /// A caller's allow and ask request rules, held under the owner's
+    /// (both kinds: an ask may become an allow) and off the names the
+    /// owner pinned ([`trust::may_add_request`]).
+    fn hold_request_rules(
+        &mut self,
+        owners: &Layer,
+        field: Field,
+        theirs: &[Sourced],
+        label: &str,
+        checked: &impl Fn(&Sourced) -> bool,
+    ) {
+        let mut rules: Vec<&Val> = Vec::new();
+        for f in [Field::AllowRequest, Field::AskRequest] {
+            if let Some(Slot::List(l)) = owners.slots.get(&f) {
+                rules.extend(l.iter().filter(|m| m.trust == Trust::Owner).map(|m| &m.val));
+            }
+        }
+        let pinned: Vec<&str> = match owners.slots.get(&Field::AddHost) {
+            Some(Slot::Map(m)) => m
+                .iter()
+                .filter(|(_, v)| v.trust == Trust::Owner)
+                .map(|(k, _)| k.as_str())
+                .collect(),
+            _ => Vec::new(),
+        };
+        for t in theirs.iter().filter(|t| checked(t)) {
+            if let Err(refusal) = trust::may_add_request(&t.val, &rules, &pinned) {
+                let place = match &t.origin {
+                    Origin::Body { pointer, .. } => Place::Pointer(pointer.clone()),
+                    o => Place::Line(o.place().map(|(_, p)| p).unwrap_or_default()),
+                };
+                self.refuse(field, label, &place, refusal);
             }
         }
     }

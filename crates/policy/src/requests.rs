@@ -80,6 +80,30 @@ fn is_method(m: &str) -> bool {
 }
 
 impl RequestRule {
+    /// Does every request this rule matches also match `wider`? Judged
+    /// by what each states, conservatively (a glob inside another is seen
+    /// only as a prefix below a `/**`): the same destination, methods among
+    /// its methods, each path below one of its paths, every query condition
+    /// it states, and JSON-RPC methods among its own. Used to hold a
+    /// caller's allow or ask rule under the owner's: never wider.
+    pub fn within(&self, wider: &RequestRule) -> bool {
+        let path_within = |p: &String| {
+            wider.paths.iter().any(|w| {
+                w == p
+                    || w.strip_suffix("**")
+                        .is_some_and(|prefix| prefix.ends_with('/') && p.starts_with(prefix))
+            })
+        };
+        self.domain.same_destinations(&wider.domain)
+            && (wider.methods.is_empty()
+                || (!self.methods.is_empty()
+                    && self.methods.iter().all(|m| wider.methods.contains(m))))
+            && self.paths.iter().all(path_within)
+            && wider.query.iter().all(|q| self.query.contains(q))
+            && (wider.rpc.is_empty()
+                || (!self.rpc.is_empty() && self.rpc.iter().all(|r| wider.rpc.contains(r))))
+    }
+
     /// Parse `METHODS NAME[/PATH][?QUERY] [rpc:M1,M2]` (METHODS a comma
     /// list or `*`; no path is `/**`), e.g. `GET,HEAD
     /// api.github.com/repos/**` or `POST mcp.test/mcp rpc:tools/list`.
@@ -272,6 +296,34 @@ pub fn pattern(p: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rule_is_within_another_only_when_every_request_it_matches_is() {
+        let r = |s: &str| RequestRule::parse(RequestAction::Allow, s).unwrap();
+        let owner = r("GET,HEAD api.test:8443/repos/**");
+        for inside in [
+            "GET api.test:8443/repos/**",
+            "HEAD api.test:8443/repos/acme/x",
+            "GET api.test:8443/repos/acme/**?ref=main",
+        ] {
+            assert!(r(inside).within(&owner), "{inside}");
+        }
+        for wider in [
+            "POST api.test:8443/repos/**",
+            "* api.test:8443/repos/**",
+            "GET api.test:8443/**",
+            "GET api.test:8443/reposx",
+            "GET api.test/repos/**",
+            "GET other.test:8443/repos/**",
+            "GET .api.test:8443/repos/**",
+        ] {
+            assert!(!r(wider).within(&owner), "{wider}");
+        }
+        let rpc = r("POST mcp.test/mcp rpc:tools/list,tools/call:search");
+        assert!(r("POST mcp.test/mcp rpc:tools/list").within(&rpc));
+        assert!(!r("POST mcp.test/mcp").within(&rpc));
+        assert!(!r("POST mcp.test/mcp rpc:tools/call:*").within(&rpc));
+    }
 
     #[test]
     fn the_cli_form_reads_methods_host_path_query_and_rpc() {

@@ -151,6 +151,106 @@ pub fn may_add(field: Field, owners: &[&Val], theirs: &Val) -> Result<(), Refusa
     }
 }
 
+/// How a caller is held on a list whose every value lets the sandbox do
+/// more (a granting list). Every list field of the table is either here or
+/// in [`NOT_GRANTING`], and a test says so: a new granting list cannot
+/// come without its rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// [`NARROWING`]: the owner's list is the ceiling ([`may_add`]).
+    Ceiling,
+    /// Request rules: a caller's allow or ask rule stands only within an
+    /// owner's rule for the same destination, or narrows a destination the
+    /// owner set no rule for, never one the owner pinned
+    /// ([`may_add_request`]).
+    WithinOwners,
+    /// A caller's entry keeps the caller's trust through composition and
+    /// the stored spec, and reaches public addresses only (rule 3 of
+    /// docs/threat-model.md: `DomainRule::caller`).
+    CallerTrust,
+    /// Names of the owner's catalogue only ([`may_name_profile`]): what a
+    /// profile or preset grants is the owner's file.
+    Catalog,
+    /// Reaches the host: a caller sets none of it ([`may_set`]).
+    OwnerOnly,
+}
+
+/// The granting lists and how a caller is held on each.
+pub const GRANTING: &[(Field, Cap)] = &[
+    (Field::AllowExec, Cap::Ceiling),
+    (Field::AllowRequest, Cap::WithinOwners),
+    (Field::AskRequest, Cap::WithinOwners),
+    (Field::AllowDomain, Cap::CallerTrust),
+    (Field::Extends, Cap::Catalog),
+    (Field::Presets, Cap::Catalog),
+    (Field::AllowCidr, Cap::OwnerOnly),
+    (Field::AllowHostPort, Cap::OwnerOnly),
+    (Field::Publish, Cap::OwnerOnly),
+    (Field::UpstreamCa, Cap::OwnerOnly),
+    (Field::Ro, Cap::OwnerOnly),
+    (Field::Rw, Cap::OwnerOnly),
+    (Field::Caches, Cap::OwnerOnly),
+    (Field::PassEnv, Cap::OwnerOnly),
+    (Field::SecretRule, Cap::OwnerOnly),
+];
+
+/// Lists whose values only take away or flag, and why: any door's to add.
+pub const NOT_GRANTING: &[(Field, &str)] = &[
+    (Field::DenyRequest, "each rule refuses requests"),
+    (
+        Field::RunsOnHost,
+        "each path is flagged for review, never let through",
+    ),
+];
+
+/// Is `field` a request-rule list a caller's rules are held on
+/// ([`Cap::WithinOwners`])?
+pub fn within_owners(field: Field) -> bool {
+    GRANTING
+        .iter()
+        .any(|(f, c)| *f == field && *c == Cap::WithinOwners)
+}
+
+/// May a caller add the request rule `theirs` (an allow or ask rule),
+/// given the owner's allow and ask rules `owners` and the names the owner
+/// pinned to addresses? Within an owner's rule for the same destination;
+/// where the owner set none for it, a caller's rule only narrows (a name
+/// with rules refuses every other request), except on a pinned name,
+/// which serves only the owner's rules. A text that is no rule is the
+/// resolver's to refuse.
+pub fn may_add_request(theirs: &Val, owners: &[&Val], pinned: &[&str]) -> Result<(), Refusal> {
+    use crate::requests::{RequestAction, RequestRule};
+    let rule = |v: &Val| match v {
+        Val::Text(t) => RequestRule::parse(RequestAction::Allow, t).ok(),
+        _ => None,
+    };
+    let Some(theirs) = rule(theirs) else {
+        return Ok(());
+    };
+    let same: Vec<RequestRule> = owners
+        .iter()
+        .filter_map(|v| rule(v))
+        .filter(|o| o.domain.same_destinations(&theirs.domain))
+        .collect();
+    if !same.is_empty() {
+        return if same.iter().any(|o| theirs.within(o)) {
+            Ok(())
+        } else {
+            Err(Refusal::Loosens)
+        };
+    }
+    let name = &theirs.domain.name;
+    let on_pinned = pinned.iter().any(|p| {
+        let p = p.trim_end_matches('.').to_ascii_lowercase();
+        p == *name || (theirs.domain.subdomains && p.ends_with(&format!(".{name}")))
+    });
+    if on_pinned {
+        Err(Refusal::OwnerOnly)
+    } else {
+        Ok(())
+    }
+}
+
 /// May a caller's `theirs` stand over the owner's `owners` for `field`?
 /// Fields the table does not bound are any door's to set.
 pub fn may_replace(field: Field, owners: &Val, theirs: &Val) -> Result<(), Refusal> {
@@ -232,6 +332,83 @@ pub fn may_name_profile(name: &str, trust: Trust) -> Result<(), Refusal> {
 mod tests {
     use super::*;
     use crate::fields::FIELDS;
+
+    #[test]
+    fn every_list_field_is_either_granting_with_a_rule_for_callers_or_says_why_not() {
+        use crate::fields::Shape;
+        for info in FIELDS.iter().filter(|i| i.shape == Shape::List) {
+            let cap = GRANTING
+                .iter()
+                .find(|(f, _)| *f == info.field)
+                .map(|(_, c)| *c);
+            let not = NOT_GRANTING.iter().any(|(f, _)| *f == info.field);
+            assert!(
+                cap.is_some() != not,
+                "{:?}: a list field must be in GRANTING (with how a caller is held) or NOT_GRANTING (with why)",
+                info.field
+            );
+            let expected = match info.reach {
+                Reach::Host => Some(Cap::OwnerOnly),
+                Reach::Catalog => Some(Cap::Catalog),
+                Reach::Sandbox => None,
+            };
+            if let (Some(cap), Some(expected)) = (cap, expected) {
+                assert_eq!(cap, expected, "{:?}: its reach decides", info.field);
+            }
+            if info.reach == Reach::Sandbox && cap.is_some() {
+                assert!(
+                    matches!(
+                        cap,
+                        Some(Cap::Ceiling | Cap::WithinOwners | Cap::CallerTrust)
+                    ),
+                    "{:?}: a caller may set it, so it must be held",
+                    info.field
+                );
+            }
+            if cap == Some(Cap::Ceiling) {
+                assert!(NARROWING.iter().any(|(f, _)| *f == info.field));
+            }
+        }
+    }
+
+    #[test]
+    fn a_callers_request_rule_stands_only_within_the_owners_and_never_on_a_pinned_name() {
+        let t = |s: &str| Val::Text(s.into());
+        let owner = t("GET,HEAD api.test:18443/**");
+        let owners = [&owner];
+        let pinned = ["api.test", "db.corp.internal"];
+        assert_eq!(
+            may_add_request(&t("GET api.test:18443/repos/**"), &owners, &pinned),
+            Ok(())
+        );
+        for wider in [
+            "POST,PUT,DELETE api.test:18443/**",
+            "* api.test:18443/**",
+            "GET api.test:18443/** rpc:tools/call",
+        ] {
+            let got = may_add_request(&t(wider), &owners, &pinned);
+            if wider.contains("rpc:") {
+                // A rule with rpc: matches fewer requests: within.
+                assert_eq!(got, Ok(()), "{wider}");
+            } else {
+                assert_eq!(got, Err(Refusal::Loosens), "{wider}");
+            }
+        }
+        // No owner rule for the name: a caller's rule narrows it, except
+        // on a name the owner pinned (a destination of the owner's only).
+        assert_eq!(
+            may_add_request(&t("GET public.test/**"), &owners, &pinned),
+            Ok(())
+        );
+        assert_eq!(
+            may_add_request(&t("POST db.corp.internal/**"), &owners, &pinned),
+            Err(Refusal::OwnerOnly)
+        );
+        assert_eq!(
+            may_add_request(&t("POST .corp.internal/**"), &owners, &pinned),
+            Err(Refusal::OwnerOnly)
+        );
+    }
 
     #[test]
     fn a_caller_may_name_only_plain_catalogue_names() {

@@ -778,3 +778,60 @@ fn a_caller_cannot_make_the_daemon_read_a_document_for_long() {
     assert_eq!(json(&b)["field"], "/spec/extends", "{b}");
     assert!(sandboxes(&d).is_empty(), "a sandbox was made");
 }
+
+#[test]
+fn a_token_holder_adds_no_request_rule_wider_than_the_owners_nor_one_on_a_pinned_name() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let host = Host::new("trust-requests");
+    // The owner's read-only view of a host service, pinned to loopback.
+    std::fs::write(
+        host.dir.path().join("config/warden/profiles/apiro.yaml"),
+        "egress:\n  domains: [\"api.test:18443\", \"db.test\"]\n  hosts: {api.test: 127.0.0.1, db.test: 127.0.0.1}\n  allow_requests: [\"GET,HEAD api.test:18443/**\"]\n",
+    )
+    .unwrap();
+    let d = host.daemon(&[], true);
+    let t = token(host.dir.path(), "writer", &["sandboxes:write"]);
+    let create = |name: &str, key: &str, rule: &str| {
+        json_tcp(
+            &d,
+            "POST",
+            "/v1/sandboxes",
+            &t,
+            &format!(
+                r#"{{"name":"{name}","spec":{{"extends":["apiro"],"egress":{{"{key}":["{rule}"]}}}}}}"#
+            ),
+        )
+    };
+    for (i, (key, rule, code)) in [
+        (
+            "allow_requests",
+            "POST,PUT,DELETE api.test:18443/**",
+            "loosens",
+        ),
+        ("allow_requests", "* api.test:18443/admin/**", "loosens"),
+        ("ask_requests", "DELETE api.test:18443/**", "loosens"),
+        // No owner rule for db.test, but the owner pinned it: only the
+        // owner's rules serve it.
+        ("allow_requests", "POST db.test/**", "owner_only"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (s, b) = create(&format!("rq{i}"), key, rule);
+        assert_eq!(s, 403, "{rule}: {b}");
+        assert!(b.contains(code), "{rule}: {b}");
+        assert!(b.contains(&format!("/spec/egress/{key}")), "{rule}: {b}");
+    }
+    assert!(
+        !sandboxes(&d).iter().any(|s| s.starts_with("rq")),
+        "a refused request made a sandbox"
+    );
+    // Within the owner's rule, a caller's rule only narrows: accepted;
+    // and a deny rule is always a caller's to add.
+    let (s, b) = create("within", "allow_requests", "GET api.test:18443/repos/**");
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = create("denied", "deny_requests", "* api.test:18443/**");
+    assert_eq!(s, 201, "{b}");
+}
