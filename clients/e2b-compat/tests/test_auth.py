@@ -43,12 +43,12 @@ def test_a_token_of_one_sandbox_runs_nothing_in_another(daemon: Daemon) -> None:
             )
             assert r.status_code in (200, 201), r.text
             only_b = r.json()["token"]
-        r = start(daemon, a.sandbox_id, only_b, "echo pwned > /workspace/pwned")
+        r = start(daemon, a.sandbox_id, only_b, "echo pwned > /home/user/pwned")
         # Refused: as not permitted, or (a sandbox out of the token's
         # reach) as one that is not there; either way nothing runs.
         assert b'"permission_denied"' in r.content or b"was not found" in r.content, r.content
         # Its own sandbox it may use.
-        r = start(daemon, b.sandbox_id, only_b, "echo ok > /workspace/ok")
+        r = start(daemon, b.sandbox_id, only_b, "echo ok > /home/user/ok")
         assert b'"start"' in r.content, r.content
         assert not a.files.exists("pwned")
         assert b.files.read("ok") == "ok\n"
@@ -61,13 +61,13 @@ def test_a_token_without_the_exec_scope_runs_nothing_and_no_token_is_refused(dae
     sbx = Sandbox.create(timeout=120)
     try:
         reader = daemon.token("sandboxes:read", "files")
-        r = start(daemon, sbx.sandbox_id, reader, "echo pwned > /workspace/pwned")
+        r = start(daemon, sbx.sandbox_id, reader, "echo pwned > /home/user/pwned")
         # Refused: as not permitted, or (a sandbox out of the token's
         # reach) as one that is not there; either way nothing runs.
         assert b'"permission_denied"' in r.content or b"was not found" in r.content, r.content
-        r = start(daemon, sbx.sandbox_id, "", "echo pwned > /workspace/pwned")
+        r = start(daemon, sbx.sandbox_id, "", "echo pwned > /home/user/pwned")
         assert r.status_code == 401
-        r = start(daemon, sbx.sandbox_id, "wdn_forged_secret", "echo pwned > /workspace/pwned")
+        r = start(daemon, sbx.sandbox_id, "wdn_forged_secret", "echo pwned > /home/user/pwned")
         assert r.status_code == 401
         assert not sbx.files.exists("pwned")
     finally:

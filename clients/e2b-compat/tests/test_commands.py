@@ -35,9 +35,10 @@ def test_a_failing_command_raises_the_sdks_command_exit_error(sbx: Sandbox) -> N
 
 def test_environment_and_working_directory_reach_the_command(sbx: Sandbox) -> None:
     r = sbx.commands.run("echo $SANDBOX_WIDE $MINE; pwd", envs={"MINE": "here"})
-    assert r.stdout == "everywhere here\n/workspace\n"
+    assert r.stdout == "everywhere here\n/home/user\n"
     sbx.files.make_dir("sub")
-    assert sbx.commands.run("pwd", cwd="/home/user/sub").stdout == "/workspace/sub\n"
+    assert sbx.commands.run("pwd", cwd="/home/user/sub").stdout == "/home/user/sub\n"
+    assert sbx.commands.run("pwd", cwd="sub").stdout == "/home/user/sub\n"
 
 
 def test_a_background_command_is_connected_to_later_and_fed_its_stdin(sbx: Sandbox) -> None:

@@ -22,11 +22,14 @@ def sbx() -> Iterator[Sandbox]:
 
 def test_a_file_written_is_read_back_and_seen_by_commands(sbx: Sandbox) -> None:
     info = sbx.files.write("/home/user/notes/a.txt", "hello\n")
-    assert info.path == "/workspace/notes/a.txt"
+    assert info.path == "/home/user/notes/a.txt"
     assert sbx.files.read("notes/a.txt") == "hello\n"
-    assert sbx.commands.run("cat /workspace/notes/a.txt").stdout == "hello\n"
+    assert sbx.commands.run("cat /home/user/notes/a.txt").stdout == "hello\n"
     sbx.commands.run("echo made > made.txt")
-    assert sbx.files.read("/workspace/made.txt") == "made\n"
+    assert sbx.files.read("/home/user/made.txt") == "made\n"
+    # The workspace is where it is natively, for files and commands alike.
+    sbx.files.write("/workspace/ws.txt", "ws\n")
+    assert sbx.commands.run("cat /workspace/ws.txt").stdout == "ws\n"
 
 
 def test_a_binary_file_goes_up_and_comes_down_byte_for_byte(sbx: Sandbox) -> None:
@@ -42,7 +45,7 @@ def test_several_files_are_written_at_once(sbx: Sandbox) -> None:
         [{"path": "multi/one", "data": "1"}, {"path": "multi/two", "data": big}]
     )
     assert bytes(sbx.files.read("multi/two", format="bytes")) == big
-    assert sorted(w.path for w in written) == ["/workspace/multi/one", "/workspace/multi/two"]
+    assert sorted(w.path for w in written) == ["/home/user/multi/one", "/home/user/multi/two"]
     assert sorted(e.name for e in sbx.files.list("multi")) == ["one", "two"]
 
 
@@ -52,14 +55,14 @@ def test_directories_are_made_listed_renamed_and_removed(sbx: Sandbox) -> None:
     sbx.files.write("tree/a/f.txt", "x")
     names = {e.path: e.type for e in sbx.files.list("tree", depth=3)}
     assert names == {
-        "/workspace/tree/a": FileType.DIR,
-        "/workspace/tree/a/b": FileType.DIR,
-        "/workspace/tree/a/f.txt": FileType.FILE,
+        "/home/user/tree/a": FileType.DIR,
+        "/home/user/tree/a/b": FileType.DIR,
+        "/home/user/tree/a/f.txt": FileType.FILE,
     }
     info = sbx.files.get_info("tree/a/f.txt")
     assert info.size == 1 and info.type == FileType.FILE
     moved = sbx.files.rename("tree/a/f.txt", "tree/g.txt")
-    assert moved.path == "/workspace/tree/g.txt"
+    assert moved.path == "/home/user/tree/g.txt"
     assert sbx.files.exists("tree/g.txt")
     assert not sbx.files.exists("tree/a/f.txt")
     sbx.files.remove("tree")
@@ -68,11 +71,19 @@ def test_directories_are_made_listed_renamed_and_removed(sbx: Sandbox) -> None:
         sbx.files.read("tree/g.txt")
 
 
-def test_a_path_outside_the_workspace_is_refused_and_nothing_is_read(sbx: Sandbox) -> None:
-    with pytest.raises(Exception):
-        sbx.files.read("/etc/hostname")
+def test_a_path_is_the_sandboxs_own_view_and_dot_dot_is_refused(sbx: Sandbox) -> None:
+    # What the sandbox's processes see, nothing more: /etc/shadow is
+    # covered inside, so it reads as the sandbox reads it (empty or not at
+    # all), never the host's hashes.
+    assert sbx.files.read("/etc/hostname") == sbx.commands.run("cat /etc/hostname").stdout
+    try:
+        assert sbx.files.read("/etc/shadow") == ""
+    except Exception:
+        pass
     with pytest.raises(Exception):
         sbx.files.read("../../etc/passwd")
+    with pytest.raises(Exception):
+        sbx.files.read("/home/user/../../etc/passwd")
 
 
 def test_a_watch_reports_what_changed_in_the_directory(sbx: Sandbox) -> None:

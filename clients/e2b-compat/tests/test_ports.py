@@ -84,11 +84,11 @@ def served() -> Iterator[Sandbox]:
     try:
         s.files.write("site/index.html", "hello from inside\n")
         s.commands.run(
-            f"cd /workspace/site && python3 -m http.server {PORT} --bind 127.0.0.1",
+            f"cd /home/user/site && python3 -m http.server {PORT} --bind 127.0.0.1",
             background=True,
         )
         s.files.write("ws.py", WS_SERVER)
-        s.commands.run("python3 /workspace/ws.py", background=True)
+        s.commands.run("python3 /home/user/ws.py", background=True)
         _wait_listening(s, PORT)
         _wait_listening(s, WS_PORT)
         s._host_listeners_before = before  # type: ignore[attr-defined]
@@ -262,7 +262,7 @@ async def test_the_async_client_answers_the_same_host_and_it_is_routed(daemon) -
     try:
         await sbx.files.write("a/index.html", "async inside\n")
         await sbx.commands.run(
-            f"cd /workspace/a && python3 -m http.server {PORT} --bind 127.0.0.1", background=True
+            f"cd /home/user/a && python3 -m http.server {PORT} --bind 127.0.0.1", background=True
         )
         _, port = _door(daemon)
         host = sbx.get_host(PORT)

@@ -39,6 +39,6 @@ def test_the_protobuf_codec_reaches_the_same_processes_and_files() -> None:
         fs = filesystem_connect.FilesystemClientSync(url, **opts)
         st = fs.stat(filesystem_pb.StatRequest(path="p.txt"), headers=headers)
         assert st.entry.size == 3
-        assert st.entry.path == "/workspace/p.txt"
+        assert st.entry.path == "/home/user/p.txt"
     finally:
         sbx.kill()

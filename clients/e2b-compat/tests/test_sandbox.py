@@ -114,7 +114,9 @@ def test_a_sandbox_kept_by_its_metadata_is_stopped_by_kill_and_its_changes_revie
 ) -> None:
     sbx = Sandbox.create(metadata={"test": label, "warden.keep": "true"}, timeout=120)
     EXPIRED.append(sbx.sandbox_id)
-    sbx.files.write("report.txt", "findings\n")
+    # The workspace, as natively: what a review shows (the home,
+    # /home/user, is the sandbox's own and kept with it).
+    sbx.files.write("/workspace/report.txt", "findings\n")
     assert sbx.kill() is True
     with pytest.raises(NotFoundException):
         Sandbox.get_info(sbx.sandbox_id)

@@ -183,12 +183,12 @@ def test_a_url_does_no_more_than_its_token_and_ends_with_it(daemon: Daemon) -> N
     no_files = daemon.token("sandboxes:read", "sandboxes:write", "exec")
     s = Sandbox.create(timeout=120, api_key=no_files)
     try:
-        s.commands.run("printf planted > /workspace/planted.txt")
+        s.commands.run("printf planted > /home/user/planted.txt")
         status, body = get(s.download_url("planted.txt"))
         assert status == 403 and b"planted" not in body, body
         r = httpx.post(s.upload_url("new.txt"), content=b"x", timeout=30)
         assert r.status_code == 403
-        assert s.commands.run("ls /workspace").stdout.split() == ["planted.txt"]
+        assert s.commands.run("ls /home/user").stdout.split() == ["planted.txt"]
     finally:
         s.kill()
     # A revoked token's URLs and access token end with it.

@@ -35,7 +35,7 @@ def read_when(sbx: Sandbox, path: str, want: str, timeout: float = 15.0) -> str:
 
 
 def test_each_piece_reaches_the_command_as_it_is_yielded(sbx: Sandbox) -> None:
-    h = sbx.commands.run("cat > /workspace/streamed.txt", background=True, stdin=True)
+    h = sbx.commands.run("cat > /home/user/streamed.txt", background=True, stdin=True)
     seen: List[str] = []
 
     def pieces() -> Iterator[object]:
@@ -71,7 +71,7 @@ def test_a_stream_for_no_such_process_is_refused(sbx: Sandbox) -> None:
 def test_a_stream_names_no_process_of_another_sandbox(sbx: Sandbox) -> None:
     other = Sandbox.create(timeout=120)
     try:
-        h = other.commands.run("cat > /workspace/other.txt", background=True, stdin=True)
+        h = other.commands.run("cat > /home/user/other.txt", background=True, stdin=True)
         # The pid is B's; sent to A's sandbox, it names nothing there.
         with pytest.raises(NotFoundException):
             sbx.commands.stream_input(h.pid, ["crossed\n"])
@@ -86,7 +86,7 @@ def test_a_stream_names_no_process_of_another_sandbox(sbx: Sandbox) -> None:
 async def test_the_async_client_streams_input_too() -> None:
     s = await AsyncSandbox.create(timeout=120)
     try:
-        h = await s.commands.run("cat > /workspace/a.txt", background=True, stdin=True)
+        h = await s.commands.run("cat > /home/user/a.txt", background=True, stdin=True)
 
         stream = s.commands.stream_input(h.pid)
         await stream.send("a\n")

@@ -1,9 +1,12 @@
-//! File operations in a long-lived sandbox's workspace, done by its init
-//! (inside the sandbox: its mount namespace, credentials and Landlock
-//! domain) on request of the supervisor (see [`crate::spawn`]).
+//! File operations in a long-lived sandbox, done by its init (inside the
+//! sandbox: its mount namespace, credentials and Landlock domain) on
+//! request of the supervisor (see [`crate::spawn`]).
 //!
-//! A path is resolved one component at a time from a descriptor of the
-//! workspace opened when the sandbox started: each step is an `openat`
+//! A path is resolved one component at a time from a descriptor opened
+//! when the sandbox started, before any of its processes ran: the
+//! workspace for a relative path, the sandbox's own root (the init's `/`
+//! after `pivot_root`, where nothing of the host is mounted but what the
+//! sandbox sees) for an absolute one ([`Roots`]). Each step is an `openat`
 //! with `O_NOFOLLOW` of one name (no `/`) in the directory reached so far,
 //! and what it opened is checked with `fstat`. A symbolic link anywhere on
 //! the way (a magic link of /proc included) is refused (ELOOP), `..` and
@@ -26,14 +29,48 @@ use nix::unistd::UnlinkatFlags;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// The operations and the path rule are the protocol's: served here.
-pub use warden_protocol::files::{components, FileOp, REMOVE_BUDGET};
+pub use warden_protocol::files::{components, place, Base, FileOp, REMOVE_BUDGET};
 
 /// Deepest directory a recursive removal descends into.
 const MAX_DEPTH: usize = 256;
 
-/// Do `op` beneath `root` (an `O_PATH` descriptor of the workspace):
+/// Where paths start: `O_PATH` descriptors of the workspace (relative
+/// paths; ENOMEDIUM without one) and of the sandbox's root (absolute
+/// paths; EXDEV without one, as where the operations are served on the
+/// host, beneath the workspace only).
+#[derive(Debug, Clone, Copy)]
+pub struct Roots<'a> {
+    pub workspace: Option<BorrowedFd<'a>>,
+    pub root: Option<BorrowedFd<'a>>,
+}
+
+impl<'a> Roots<'a> {
+    /// The descriptor `path` starts from and its names.
+    fn start<'p>(&self, path: &'p str) -> Result<(BorrowedFd<'a>, Vec<&'p str>), Errno> {
+        let (base, names) = place(path)?;
+        let fd = match base {
+            Base::Workspace => self.workspace.ok_or(Errno::ENOMEDIUM)?,
+            Base::Root => self.root.ok_or(Errno::EXDEV)?,
+        };
+        Ok((fd, names))
+    }
+}
+
+/// Do `op` beneath the workspace `root` only (an `O_PATH` descriptor):
 /// errno 0 and, for the opening operations, the descriptor.
 pub fn serve(root: BorrowedFd<'_>, op: &FileOp) -> (i32, Option<OwnedFd>) {
+    serve_in(
+        Roots {
+            workspace: Some(root),
+            root: None,
+        },
+        op,
+    )
+}
+
+/// Do `op` beneath `roots`: errno 0 and, for the opening operations, the
+/// descriptor.
+pub fn serve_in(root: Roots<'_>, op: &FileOp) -> (i32, Option<OwnedFd>) {
     let result = match op {
         FileOp::Read { path } => open_read(root, path).map(Some),
         FileOp::Create { path, mode } => create(root, path, *mode).map(Some),
@@ -85,9 +122,9 @@ fn step(dir: BorrowedFd<'_>, name: &str) -> Result<OwnedFd, Errno> {
 }
 
 /// The parent directory of a path and its last name; EINVAL for the
-/// workspace itself.
-fn parent<'p>(root: BorrowedFd<'_>, path: &'p str) -> Result<(OwnedFd, &'p str), Errno> {
-    let names = components(path)?;
+/// workspace or the root itself.
+fn parent<'p>(roots: Roots<'_>, path: &'p str) -> Result<(OwnedFd, &'p str), Errno> {
+    let (root, names) = roots.start(path)?;
     let Some((last, dirs)) = names.split_last() else {
         return Err(Errno::EINVAL);
     };
@@ -103,9 +140,9 @@ fn explain(dir: BorrowedFd<'_>, name: &str, e: Errno) -> Errno {
     }
 }
 
-fn open_read(root: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
+fn open_read(root: Roots<'_>, path: &str) -> Result<OwnedFd, Errno> {
     let (dir, name) = parent(root, path).map_err(|e| match e {
-        Errno::EINVAL if components(path).is_ok_and(|c| c.is_empty()) => Errno::EISDIR,
+        Errno::EINVAL if place(path).is_ok_and(|(_, c)| c.is_empty()) => Errno::EISDIR,
         e => e,
     })?;
     let fd = nix::fcntl::openat(
@@ -129,7 +166,7 @@ fn open_read(root: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
-fn create(root: BorrowedFd<'_>, path: &str, mode: u32) -> Result<OwnedFd, Errno> {
+fn create(root: Roots<'_>, path: &str, mode: u32) -> Result<OwnedFd, Errno> {
     let (dir, name) = parent(root, path)?;
     let mode = Mode::from_bits_truncate(mode & 0o777);
     let fd = nix::fcntl::openat(
@@ -148,8 +185,8 @@ fn create(root: BorrowedFd<'_>, path: &str, mode: u32) -> Result<OwnedFd, Errno>
     Ok(fd)
 }
 
-fn open_dir(root: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
-    let names = components(path)?;
+fn open_dir(roots: Roots<'_>, path: &str) -> Result<OwnedFd, Errno> {
+    let (root, names) = roots.start(path)?;
     let (dir, name) = match names.split_last() {
         Some((last, dirs)) => (walk(root, dirs)?, *last),
         None => (walk(root, &[])?, "."),
@@ -163,8 +200,8 @@ fn open_dir(root: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
     .map_err(|e| explain(dir.as_fd(), name, e))
 }
 
-fn mkdir(root: BorrowedFd<'_>, path: &str, parents: bool) -> Result<(), Errno> {
-    let names = components(path)?;
+fn mkdir(roots: Roots<'_>, path: &str, parents: bool) -> Result<(), Errno> {
+    let (root, names) = roots.start(path)?;
     if names.is_empty() {
         return Err(Errno::EEXIST);
     }
@@ -192,7 +229,7 @@ fn mkdir(root: BorrowedFd<'_>, path: &str, parents: bool) -> Result<(), Errno> {
     Ok(())
 }
 
-fn rename(root: BorrowedFd<'_>, from: &str, to: &str) -> Result<(), Errno> {
+fn rename(root: Roots<'_>, from: &str, to: &str) -> Result<(), Errno> {
     let (from_dir, from_name) = parent(root, from)?;
     let (to_dir, to_name) = parent(root, to)?;
     // Replacing a link would not write through it (rename never follows
@@ -205,7 +242,7 @@ fn rename(root: BorrowedFd<'_>, from: &str, to: &str) -> Result<(), Errno> {
     nix::fcntl::renameat(&from_dir, from_name, &to_dir, to_name)
 }
 
-fn remove(root: BorrowedFd<'_>, path: &str, recursive: bool) -> Result<(), Errno> {
+fn remove(root: Roots<'_>, path: &str, recursive: bool) -> Result<(), Errno> {
     let (dir, name) = parent(root, path)?;
     match nix::unistd::unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir) {
         Ok(()) => return Ok(()),
@@ -330,6 +367,79 @@ mod tests {
             std::fs::read_to_string(dir.path().join("secret")).unwrap(),
             "marker"
         );
+    }
+
+    #[test]
+    fn an_absolute_path_stays_beneath_the_sandboxs_root_and_follows_no_link() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("host-secret"), "marker").unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("tmp")).unwrap();
+        std::fs::create_dir_all(root.join("home/user")).unwrap();
+        std::fs::create_dir_all(root.join("proc/1")).unwrap();
+        std::fs::write(root.join("proc/1/environ"), "init's").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("host-secret"), root.join("tmp/l")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), root.join("home/user/d")).unwrap();
+        let open = |p: &std::path::Path| {
+            nix::fcntl::open(
+                p,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .unwrap()
+        };
+        let (r, ws) = (open(&root), open(&root.join("home")));
+        let roots = Roots {
+            workspace: Some(ws.as_fd()),
+            root: Some(r.as_fd()),
+        };
+        let read = |path: &str| serve_in(roots, &FileOp::Read { path: path.into() }).0;
+        let create = |path: &str| {
+            serve_in(
+                roots,
+                &FileOp::Create {
+                    path: path.into(),
+                    mode: 0o644,
+                },
+            )
+            .0
+        };
+        assert_eq!(create("/tmp/new"), 0);
+        assert_eq!(read("/tmp/new"), 0);
+        assert!(root.join("tmp/new").exists());
+        assert_eq!(read("/tmp/l"), libc::ELOOP);
+        assert_eq!(read("/home/user/d/host-secret"), libc::ELOOP);
+        assert_eq!(create("/home/user/d/planted"), libc::ELOOP);
+        assert_eq!(
+            serve_in(
+                roots,
+                &FileOp::List {
+                    path: "/home/user/d".into()
+                }
+            )
+            .0,
+            libc::ELOOP
+        );
+        assert_eq!(read("/tmp/../../host-secret"), libc::EXDEV);
+        assert_eq!(read("/proc/1/environ"), libc::EACCES);
+        // Relative paths stay the workspace's.
+        assert_eq!(read("user/d/host-secret"), libc::ELOOP);
+        // Served on the host (gVisor): the workspace only.
+        assert_eq!(
+            serve(
+                ws.as_fd(),
+                &FileOp::Read {
+                    path: "/tmp/new".into()
+                }
+            )
+            .0,
+            libc::EXDEV
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("host-secret")).unwrap(),
+            "marker"
+        );
+        assert!(!dir.path().join("planted").exists());
     }
 
     #[test]

@@ -295,7 +295,8 @@ fn child_setup_and_run(
             degraded: plan.degraded,
             mask: original_mask,
             running: std::collections::HashMap::new(),
-            files_root: open_files_root(plan.degraded),
+            files_root: open_files_root(plan.degraded, warden_policy::WORKSPACE_MOUNT),
+            sandbox_root: open_files_root(plan.degraded, "/"),
             terminals: std::collections::HashMap::new(),
         };
         serve(&mut server, sfd, sockets);
@@ -366,16 +367,16 @@ fn find_allowed(plan: &ChildPlan) -> Result<Option<crate::exec_rules::Allowed>, 
         .map_err(|e| chain(&e))
 }
 
-/// The workspace as the sandbox sees it, for the file operations of
-/// [`crate::files`]; none degraded (no mount namespace: the path would be
-/// the host's) or without a workspace.
-fn open_files_root(degraded: bool) -> Option<OwnedFd> {
+/// The workspace, or the root, as the sandbox sees it, for the file
+/// operations of [`crate::files`]; none degraded (no mount namespace: the
+/// path would be the host's) or without a workspace.
+fn open_files_root(degraded: bool, path: &str) -> Option<OwnedFd> {
     use nix::fcntl::OFlag;
     if degraded {
         return None;
     }
     nix::fcntl::open(
-        warden_policy::WORKSPACE_MOUNT,
+        path,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )

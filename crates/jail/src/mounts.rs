@@ -153,6 +153,16 @@ pub struct RootfsPlan {
     pub tree: Option<OwnedFd>,
 }
 
+/// The sandbox's user and group as its own `/etc/passwd` and `/etc/group`
+/// name them: its IDs inside, under a name warden was given.
+#[derive(Debug, Clone)]
+pub struct UserEntry {
+    /// Checked by the policy as a plain user name: no `:`, no newline.
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
 /// Everything `build_root` needs, computed before the sandbox was spawned.
 #[derive(Debug)]
 pub struct RootPlan {
@@ -170,9 +180,15 @@ pub struct RootPlan {
     pub trust: Option<crate::secrets::TrustFiles>,
     /// Host directories covered wherever a bind shows them.
     pub hidden: Vec<PathBuf>,
-    /// A fresh tmpfs is the sandbox's home, at [`warden_policy::HOME_MOUNT`]
-    /// (a kept home is one of `binds`).
+    /// A fresh tmpfs is the sandbox's home, at `home` (a kept home is one
+    /// of `binds`).
     pub home_tmpfs: bool,
+    /// Where the sandbox's home is, inside (`filesystem.home`).
+    pub home: PathBuf,
+    /// The sandbox's user as its `/etc/passwd` and `/etc/group` name it
+    /// (`process.user`); `None`: the root tree's files as they are.
+    pub user: Option<UserEntry>,
+
     /// `--disk`: the tmpfs that holds what warden keeps for the sandbox
     /// while it runs (see [`crate::kept`]).
     pub kept: Option<crate::kept::KeptPlan>,
@@ -314,6 +330,9 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
 
     if let Some(content) = &plan.resolv_conf {
         provide_resolv_conf(content)?;
+    }
+    if let Some(user) = &plan.user {
+        provide_user(user, &plan.home)?;
     }
     if let Some(trust) = plan.trust.take() {
         provide_trust(trust, plan.rootfs.is_some())?;
@@ -467,7 +486,7 @@ fn mount_fresh(plan: &RootPlan) -> Result<(), MountError> {
     if plan.home_tmpfs {
         // Owner-only and the size of /tmp: what tools write to HOME
         // (history, global configuration, logs) stays in the sandbox.
-        let home = under(NEWROOT, Path::new(warden_policy::HOME_MOUNT));
+        let home = under(NEWROOT, &plan.home);
         mkdir_p(&home)?;
         do_mount(
             Some("tmpfs"),
@@ -844,6 +863,63 @@ fn provide_resolv_conf(content: &str) -> Result<(), MountError> {
     )
 }
 
+/// The root tree's `/etc/passwd` and `/etc/group` with the sandbox's
+/// user and group under their given name (any entry of that name or ID
+/// taken out), bound read-only over the tree's own: `whoami`, `id`, `ls
+/// -l` and a shell's prompt say the name, and the home is the sandbox's.
+fn provide_user(user: &UserEntry, home: &Path) -> Result<(), MountError> {
+    let shell = if Path::new(NEWROOT).join("bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    };
+    let passwd = format!(
+        "{}:x:{}:{}:{}:{}:{shell}\n",
+        user.name,
+        user.uid,
+        user.gid,
+        user.name,
+        home.display()
+    );
+    let group = format!("{}:x:{}:\n", user.name, user.gid);
+    for (file, entry, id) in [("passwd", passwd, user.uid), ("group", group, user.gid)] {
+        let inside = Path::new(NEWROOT).join("etc").join(file);
+        // Only a regular file of the tree is read, never through a link.
+        let mut content = match std::fs::symlink_metadata(&inside) {
+            Ok(m) if m.is_file() => std::fs::read_to_string(&inside).unwrap_or_default(),
+            _ => String::new(),
+        };
+        content = without_entry(&content, &user.name, id);
+        content.push_str(&entry);
+        let staged = Path::new("/").join(format!(".{file}"));
+        std::fs::write(&staged, content).map_err(|source| MountError::Create {
+            path: staged.clone(),
+            source,
+        })?;
+        if std::fs::symlink_metadata(&inside).is_ok_and(|m| m.is_file()) {
+            bind(&staged, &inside, false)?;
+        }
+    }
+    Ok(())
+}
+
+/// The lines of a passwd or group file but those naming `name` or the ID
+/// `id` (its third field).
+fn without_entry(content: &str, name: &str, id: u32) -> String {
+    let id = id.to_string();
+    let mut out = String::new();
+    for line in content.lines() {
+        let mut fields = line.split(':');
+        let (n, i) = (fields.next(), fields.nth(1));
+        if n == Some(name) || i == Some(id.as_str()) {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 /// Cover each of `hidden` (host paths) with an empty, unreadable,
 /// read-only stand-in wherever a bind shows it: a bind of `~` holds
 /// warden's state directory, which no sandbox may read.
@@ -1005,4 +1081,19 @@ fn build_dev(tmp_size: u64) -> Result<(), MountError> {
     }
     // Nothing can be created in /dev itself afterwards.
     set_attr(&dev, sys::MOUNT_ATTR_RDONLY, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sandboxs_user_replaces_any_entry_of_its_name_or_id() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/sh\nbin:x:2:2::/bin:/usr/sbin/nologin\n";
+        assert_eq!(
+            without_entry(passwd, "user", 0),
+            "bin:x:2:2::/bin:/usr/sbin/nologin\n"
+        );
+        assert_eq!(without_entry("", "user", 0), "");
+    }
 }

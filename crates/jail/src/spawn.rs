@@ -154,9 +154,12 @@ pub(crate) struct Server<'a> {
     pub mask: nix::sys::signal::SigSet,
     /// PID inside the sandbox -> request id, for the processes started here.
     pub running: HashMap<i32, u64>,
-    /// The workspace (`O_PATH`), opened before any process of the sandbox
-    /// ran; file operations are refused (ENOMEDIUM) without one.
+    /// The workspace and the sandbox's root (`O_PATH`), opened before any
+    /// process of the sandbox ran; file operations are refused (ENOMEDIUM)
+    /// without either.
     pub files_root: Option<OwnedFd>,
+    pub sandbox_root: Option<OwnedFd>,
+
     /// Terminals opened ahead (`open_terminal`), by id: their slave sides,
     /// until a spawn takes one.
     pub terminals: HashMap<u64, OwnedFd>,
@@ -260,9 +263,13 @@ impl Server<'_> {
             ToInit::Shutdown => return false,
             ToInit::File { id, file } => {
                 drop(fds);
-                // ENOMEDIUM: no workspace to work in.
-                let (errno, fd) = match &self.files_root {
-                    Some(root) => crate::files::serve(root.as_fd(), &file),
+                // ENOMEDIUM: no workspace to work in, nor a root (degraded).
+                let roots = crate::files::Roots {
+                    workspace: self.files_root.as_ref().map(|f| f.as_fd()),
+                    root: self.sandbox_root.as_ref().map(|f| f.as_fd()),
+                };
+                let (errno, fd) = match roots.root {
+                    Some(_) => crate::files::serve_in(roots, &file),
                     None => (libc::ENOMEDIUM, None),
                 };
                 let notice = FromInit::FileDone { id, errno };

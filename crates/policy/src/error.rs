@@ -52,6 +52,12 @@ pub enum Problem {
     TmpTooSmall(u64),
     #[error("{0:?} is not a valid hostname: use 1-63 letters, digits and '-'")]
     BadHostname(String),
+    #[error("{0:?} is not a valid user name: use 1-32 lower-case letters, digits, '_' and '-', starting with a letter or '_'")]
+    BadUserName(String),
+    #[error("the home directory {0:?} cannot be placed: use /root or /home/NAME (NAME one plain directory name)")]
+    BadHome(String),
+    #[error("`filesystem.home` and `process.user` need the sandbox's own home, which a prepared root tree (`filesystem.rootfs`) or a VM's guest brings itself")]
+    HomeWithoutMount,
     #[error("{0:?} is not an isolation: use `process` (the default), `gvisor` or `vm`")]
     BadIsolation(String),
     #[error("{0:?} is not a valid variable name: use letters, digits and '_', not starting with a digit")]
@@ -151,6 +157,9 @@ impl Problem {
             Problem::BadOpenFiles(_) => "bad_open_files",
             Problem::TmpTooSmall(_) => "tmp_too_small",
             Problem::BadHostname(_) => "bad_hostname",
+            Problem::BadUserName(_) => "bad_user_name",
+            Problem::BadHome(_) => "bad_home",
+            Problem::HomeWithoutMount => "home_without_mount",
             Problem::BadIsolation(_) => "bad_isolation",
             Problem::BadEnvName(_) => "bad_env_name",
             Problem::BadEnvAssignment(_) => "bad_env_assignment",

@@ -397,6 +397,15 @@ fields! {
         reach: sandbox,
         doc: "The sandbox's hostname (default `warden`)",
     },
+    UserName {
+        flag: "--user-name", short: -, value: "NAME",
+        key: "process.user", json: "/process/user",
+        annotation: -,
+        ty: "user name",
+        shape: one, kind: text,
+        reach: sandbox,
+        doc: "The name of the sandbox's user inside it (its `/etc/passwd` entry, `USER`, what `whoami` says), with the home directory as its home; the user's ID stays the one warden maps (default: the host's name for that ID)",
+    },
     Isolation {
         flag: "--isolation", short: -, value: "process|gvisor|vm",
         key: "isolation", json: "/isolation",
@@ -670,6 +679,15 @@ fields! {
         shape: one, kind: text,
         reach: sandbox,
         doc: "Where the command (and every exec) starts inside the sandbox, an absolute path such as /workspace/backend (default /workspace with a workspace, else /)",
+    },
+    HomeDir {
+        flag: "--home-dir", short: -, value: "DIR",
+        key: "filesystem.home", json: "/filesystem/home",
+        annotation: -,
+        ty: "path inside the sandbox",
+        shape: one, kind: text,
+        reach: sandbox,
+        doc: "Where the sandbox's own home is mounted inside it, and its `HOME`: /root or /home/NAME (default /home/sandbox; E2B's sandboxes use /home/user)",
     },
     Rootfs {
         flag: "--rootfs", short: -, value: "DIR",

@@ -64,7 +64,7 @@ pub struct CacheMount {
     pub name: String,
     /// The directory on the host, in warden's state directory.
     pub host: PathBuf,
-    /// Where it is bound, below [`HOME_MOUNT`].
+    /// Where it is bound, below the sandbox's home.
     pub inside: PathBuf,
 }
 
@@ -84,6 +84,7 @@ pub(crate) fn resolve(
     rootfs: bool,
     home_dir: Option<&Path>,
     cache_dir: Option<&Path>,
+    home_mount: &Path,
 ) -> Result<(Home, Vec<CacheMount>), ResolveError> {
     let home = match (rootfs, home_dir) {
         (true, _) => Home::None,
@@ -118,7 +119,7 @@ pub(crate) fn resolve(
             mounts.push(CacheMount {
                 name: name.to_string(),
                 host: dir.join(name).join(leaf),
-                inside: Path::new(HOME_MOUNT).join(place),
+                inside: home_mount.join(place),
             });
         }
     }
@@ -131,18 +132,39 @@ mod tests {
 
     #[test]
     fn a_run_gets_a_tmpfs_home_and_a_named_sandbox_its_kept_one() {
-        let (h, _) = resolve(&[], false, None, None).unwrap();
+        let (h, _) = resolve(&[], false, None, None, Path::new(HOME_MOUNT)).unwrap();
         assert_eq!(h, Home::Tmpfs);
-        let (h, _) = resolve(&[], false, Some(Path::new("/s/home")), None).unwrap();
+        let (h, _) = resolve(
+            &[],
+            false,
+            Some(Path::new("/s/home")),
+            None,
+            Path::new(HOME_MOUNT),
+        )
+        .unwrap();
         assert_eq!(h, Home::Dir("/s/home".into()));
-        let (h, _) = resolve(&[], true, Some(Path::new("/s/home")), None).unwrap();
+        let (h, _) = resolve(
+            &[],
+            true,
+            Some(Path::new("/s/home")),
+            None,
+            Path::new(HOME_MOUNT),
+        )
+        .unwrap();
         assert_eq!(h, Home::None);
     }
 
     #[test]
     fn each_cache_is_bound_where_its_tool_looks_from_the_profiles_directory() {
         let names = vec!["pip".into(), "cargo".into(), "pip".into()];
-        let (_, m) = resolve(&names, false, None, Some(Path::new("/st/caches/p"))).unwrap();
+        let (_, m) = resolve(
+            &names,
+            false,
+            None,
+            Some(Path::new("/st/caches/p")),
+            Path::new(HOME_MOUNT),
+        )
+        .unwrap();
         let pairs: Vec<(String, String)> = m
             .iter()
             .map(|c| (c.host.display().to_string(), c.inside.display().to_string()))
@@ -168,16 +190,30 @@ mod tests {
 
     #[test]
     fn an_unknown_cache_is_refused_with_the_known_ones() {
-        let e = resolve(&["maven".into()], false, None, Some(Path::new("/c"))).unwrap_err();
+        let e = resolve(
+            &["maven".into()],
+            false,
+            None,
+            Some(Path::new("/c")),
+            Path::new(HOME_MOUNT),
+        )
+        .unwrap_err();
         let text = e.to_string();
         assert!(
             text.contains("maven") && text.contains("pip, npm, cargo, go"),
             "{text}"
         );
-        let e = resolve(&["pip".into()], false, None, None).unwrap_err();
+        let e = resolve(&["pip".into()], false, None, None, Path::new(HOME_MOUNT)).unwrap_err();
         assert_eq!(e.field(), Some(Field::Caches));
         assert_eq!(e.problem(), &Problem::CachesWithoutState);
-        let e = resolve(&["pip".into()], true, None, Some(Path::new("/c"))).unwrap_err();
+        let e = resolve(
+            &["pip".into()],
+            true,
+            None,
+            Some(Path::new("/c")),
+            Path::new(HOME_MOUNT),
+        )
+        .unwrap_err();
         assert_eq!(e.problem(), &Problem::CachesWithRootfs);
     }
 }

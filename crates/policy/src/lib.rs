@@ -58,7 +58,7 @@ pub use trust::Refusal;
 pub use units::{format_size, parse_duration, parse_size, ParseError};
 
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The explicit proxy the sandbox's environment names (its own address,
@@ -86,6 +86,11 @@ pub struct SandboxSpec {
     pub env: Vec<(String, String)>,
     pub terminal: Terminal,
     pub hostname: String,
+    /// The name of the sandbox's user inside it (`process.user`): its
+    /// entry in the sandbox's `/etc/passwd`, whose home is the sandbox's.
+    /// `None`: the files of the root tree say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     pub network: NetworkSpec,
     /// Ports of the host's loopback that lead to servers inside the sandbox
     /// (`--publish`).
@@ -159,6 +164,10 @@ pub struct FilesystemSpec {
     /// The sandbox's home, where `HOME` points: never the workspace.
     #[serde(default)]
     pub home: Home,
+    /// Where the home is mounted inside (`filesystem.home`); `None`:
+    /// [`HOME_MOUNT`]. See [`FilesystemSpec::home_mount`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_at: Option<PathBuf>,
     /// Package caches bound read-write into the home, shared by the
     /// sandboxes of a profile (`filesystem.caches`).
     #[serde(default)]
@@ -174,6 +183,13 @@ pub struct FilesystemSpec {
     /// run that keeps nothing, or an older caller.
     #[serde(default)]
     pub disk: Option<DiskLimit>,
+}
+
+impl FilesystemSpec {
+    /// Where the sandbox's home is mounted inside, and its `HOME`.
+    pub fn home_mount(&self) -> &Path {
+        self.home_at.as_deref().unwrap_or(Path::new(HOME_MOUNT))
+    }
 }
 
 /// The size limit of what warden keeps for a sandbox (`--disk`).
@@ -397,6 +413,7 @@ mod tests {
                 hidden: vec!["/var/lib/warden".into()],
                 runs_on_host: Vec::new(),
                 home: Home::None,
+                home_at: Some("/home/user".into()),
                 caches: Vec::new(),
                 workdir: None,
                 disk: Some(DiskLimit {
@@ -425,6 +442,7 @@ mod tests {
             ],
             terminal: Terminal::Pty,
             hostname: "agent".into(),
+            user: Some("user".into()),
             network: NetworkSpec::Egress(EgressSpec {
                 domains: vec![rule(".example.dev"), rule("git.example.com:22")],
                 allow_http: true,

@@ -763,9 +763,11 @@ egress:
   idle_timeout: 5m
 process:
   allow_exec: [/usr/bin/git]
+  user: user
 filesystem:
   workspace: /srv/ws
   workdir: /srv/ws/sub
+  home: /home/user
   mode: overlay
   rootfs: /srv/root
   read_only: [/etc/r]

@@ -1,8 +1,11 @@
-//! File operations in a long-lived sandbox's workspace: what a caller asks
-//! (through the supervisor's control socket, then the spawn channel), done
-//! by the sandbox's init inside the sandbox (`warden_jail::files` serves
-//! them, one name at a time, never through a link). Paths are relative to
-//! the workspace; [`components`] is the rule both sides apply to them.
+//! File operations in a long-lived sandbox: what a caller asks (through the
+//! supervisor's control socket, then the spawn channel), done by the
+//! sandbox's init inside the sandbox (`warden_jail::files` serves them, one
+//! name at a time, never through a link). A relative path is relative to
+//! the workspace; an absolute one names a place of the sandbox's own root
+//! as its processes see it (its home, `/tmp`), never the host's, and never
+//! one of [`NOT_SERVED`]. [`place`] and [`components`] are the rule both
+//! sides apply to them.
 
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
@@ -10,7 +13,28 @@ use serde::{Deserialize, Serialize};
 /// Entries a recursive removal deletes per request; past this it answers
 /// EAGAIN and the caller asks again, so the init is never busy for long.
 pub const REMOVE_BUDGET: usize = 2000;
-/// One file operation; paths are relative to the workspace.
+/// Top-level directories of the sandbox's root that file operations never
+/// enter, and why: what is there is no file a caller works with, and the
+/// init (which opens it) may reach more of it than the sandbox's other
+/// processes.
+pub const NOT_SERVED: &[(&str, &str)] = &[
+    (
+        "proc",
+        "the kernel's view of processes: the init's own memory, environment and descriptors are there",
+    ),
+    ("sys", "the kernel's objects, not files"),
+    ("dev", "devices and terminals, not files"),
+];
+
+/// Where a path starts: the workspace, or the sandbox's own root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    Workspace,
+    Root,
+}
+
+/// One file operation; a path is relative to the workspace, or absolute
+/// in the sandbox's own root ([`place`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FileOp {
@@ -50,9 +74,39 @@ pub fn components(path: &str) -> Result<Vec<&str>, Errno> {
     Ok(out)
 }
 
+/// Where `path` starts and its names: a relative path in the workspace
+/// (as [`components`]), an absolute one in the sandbox's root; EXDEV for
+/// `..`, EINVAL for a NUL byte, EACCES for a place of [`NOT_SERVED`].
+pub fn place(path: &str) -> Result<(Base, Vec<&str>), Errno> {
+    if !path.starts_with('/') {
+        return Ok((Base::Workspace, components(path)?));
+    }
+    let names = components(path.trim_start_matches('/'))?;
+    if names
+        .first()
+        .is_some_and(|top| NOT_SERVED.iter().any(|(n, _)| n == top))
+    {
+        return Err(Errno::EACCES);
+    }
+    Ok((Base::Root, names))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_absolute_path_is_in_the_sandboxs_root_but_never_in_proc_sys_or_dev() {
+        assert_eq!(place("a/b"), Ok((Base::Workspace, vec!["a", "b"])));
+        assert_eq!(place("/tmp/x"), Ok((Base::Root, vec!["tmp", "x"])));
+        assert_eq!(place("/"), Ok((Base::Root, vec![])));
+        assert_eq!(place("/tmp/../etc/shadow"), Err(Errno::EXDEV));
+        assert_eq!(place("/proc/1/mem"), Err(Errno::EACCES));
+        assert_eq!(place("//proc/self/environ"), Err(Errno::EACCES));
+        assert_eq!(place("/./dev/tty"), Err(Errno::EACCES));
+        assert_eq!(place("/sys"), Err(Errno::EACCES));
+        assert_eq!(place("/tmp/a\0"), Err(Errno::EINVAL));
+    }
 
     #[test]
     fn dot_dot_and_absolute_paths_are_refused_before_anything_is_opened() {

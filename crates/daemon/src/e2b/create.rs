@@ -144,9 +144,26 @@ fn create_request(
                 "template {t:?}: a template is the plain name of a warden profile of the daemon owner's catalogue (see `warden profile list` on the daemon's host), never a path"
             ))
         }
+        // Named here: with the door's own options beside it, the native
+        // create would tell a caller only that a profile does not compose.
+        t if app.catalog.profile(t).is_err() => {
+            return Err(format!(
+                "template {t:?} is neither a profile of the daemon owner's catalogue (see `warden profile list` on the daemon's host) nor one of your snapshots"
+            ))
+        }
         t => Some(t.to_string()),
     };
     let mut spec = serde_json::Map::new();
+    // E2B's user and its home, where commands start and relative paths
+    // are: the same for commands and files ([`super::paths`]).
+    spec.insert(
+        "filesystem".into(),
+        serde_json::json!({ "home": super::paths::E2B_HOME, "workdir": super::paths::E2B_HOME }),
+    );
+    spec.insert(
+        "process".into(),
+        serde_json::json!({ "user": super::paths::E2B_USER }),
+    );
     if let Some(envs) = body.env_vars.as_ref().filter(|e| !e.is_empty()) {
         spec.insert("env".into(), serde_json::json!({ "set": envs }));
     }

@@ -1,9 +1,9 @@
 //! envd's filesystem service (`filesystem.Filesystem`) and its `/files`
 //! upload and download routes, on the native files API
 //! ([`crate::routes::files`], [`crate::routes::watch`]): every path is
-//! resolved by the sandbox's own init, beneath the workspace and through
-//! no link, exactly as natively. E2B paths under `/home/user` name the
-//! workspace ([`super::paths`]).
+//! resolved by the sandbox's own init, beneath the workspace or the
+//! sandbox's own root and through no link, exactly as natively. Relative
+//! E2B paths are in the home directory, `/home/user` ([`super::paths`]).
 
 use axum::body::Body as HttpBody;
 use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
@@ -112,9 +112,21 @@ fn entry_info(e: &FileEntry) -> serde_json::Value {
     })
 }
 
-/// The path relative to the workspace of an E2B path.
-fn rel(path: &str) -> Result<String, RpcError> {
-    Ok(files::relative(Some(&paths::to_warden(path)))?)
+/// The path as the files API takes it (relative to the workspace, or
+/// absolute in the sandbox) of an E2B path in sandbox `sb`.
+fn rel(e: &E2b, sb: &str, path: &str) -> Result<String, RpcError> {
+    let home = paths::home(&e.app, sb);
+    Ok(files::inside(Some(&paths::to_warden(&home, path)))?)
+}
+
+/// The directory holding `rel` and its name: `("", name)` in the
+/// workspace, `("/", name)` at the top of the sandbox's root.
+fn split(rel: &str) -> (&str, &str) {
+    match rel.rsplit_once('/') {
+        Some(("", name)) => ("/", name),
+        Some(parts) => parts,
+        None => ("", rel),
+    }
 }
 
 /// The entries of directory `rel` (relative to the workspace).
@@ -130,19 +142,20 @@ async fn entries(e: &E2b, sb: &str, rel: &str) -> Result<Vec<FileEntry>, RpcErro
 
 /// What `rel` is, looked up in its directory (never through a link).
 async fn stat(e: &E2b, sb: &str, rel: &str) -> Result<FileEntry, RpcError> {
-    if rel.is_empty() {
-        // The workspace itself: it exists while the sandbox runs.
-        entries(e, sb, "").await?;
+    if rel.is_empty() || rel == "/" {
+        // The workspace, or the root, itself: it exists while the sandbox
+        // runs.
+        entries(e, sb, rel).await?;
         return Ok(FileEntry {
-            name: "workspace".into(),
-            path: String::new(),
+            name: if rel.is_empty() { "workspace" } else { "/" }.into(),
+            path: rel.to_string(),
             kind: "dir".into(),
             size: 0,
             mode: 0o755,
             modified_ms: 0,
         });
     }
-    let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let (dir, name) = split(rel);
     entries(e, sb, dir)
         .await?
         .into_iter()
@@ -150,7 +163,7 @@ async fn stat(e: &E2b, sb: &str, rel: &str) -> Result<FileEntry, RpcError> {
         .ok_or_else(|| {
             RpcError::new(
                 Code::NotFound,
-                format!("no {:?} in the sandbox's workspace", paths::absolute(rel)),
+                format!("no {:?} in the sandbox", paths::absolute(rel)),
             )
         })
 }
@@ -236,13 +249,13 @@ pub async fn rpc(
 }
 
 async fn rpc_stat(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value, RpcError> {
-    let rel = rel(&r.path)?;
+    let rel = rel(e, sb, &r.path)?;
     Ok(serde_json::json!({ "entry": entry_info(&stat(e, sb, &rel).await?) }))
 }
 
 async fn list_dir(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value, RpcError> {
     let depth = r.depth.unwrap_or(1).clamp(1, 64);
-    let root = rel(&r.path)?;
+    let root = rel(e, sb, &r.path)?;
     let mut out = Vec::new();
     let mut todo = VecDeque::from([(root, 1u32)]);
     while let Some((dir, d)) = todo.pop_front() {
@@ -257,7 +270,7 @@ async fn list_dir(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value
 }
 
 async fn make_dir(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value, RpcError> {
-    let rel = rel(&r.path)?;
+    let rel = rel(e, sb, &r.path)?;
     match stat(e, sb, &rel).await {
         Ok(_) => {
             return Err(RpcError::new(
@@ -277,18 +290,19 @@ async fn make_dir(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value
 }
 
 async fn move_entry(e: &E2b, sb: &str, r: MoveRpc) -> Result<serde_json::Value, RpcError> {
+    let home = paths::home(&e.app, sb);
     let req = MoveRequest {
-        from: paths::to_warden(&r.source),
-        to: paths::to_warden(&r.destination),
+        from: paths::to_warden(&home, &r.source),
+        to: paths::to_warden(&home, &r.destination),
     };
     files::rename(State(e.app.clone()), Path(sb.to_string()), Body(req)).await?;
-    let to = rel(&r.destination)?;
+    let to = rel(e, sb, &r.destination)?;
     Ok(serde_json::json!({ "entry": entry_info(&stat(e, sb, &to).await?) }))
 }
 
 async fn remove(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value, RpcError> {
     let q = Ok(Query(FileQuery {
-        path: Some(paths::to_warden(&r.path)),
+        path: Some(paths::to_warden(&paths::home(&e.app, sb), &r.path)),
         mode: None,
         recursive: Some(true),
     }));
@@ -446,7 +460,7 @@ async fn create_watcher(
     owner: Option<String>,
     credential: Credential,
 ) -> Result<serde_json::Value, RpcError> {
-    let root = rel(&r.path)?;
+    let root = rel(e, sb, &r.path)?;
     let held = lock_watchers(e)?
         .values()
         .filter(|w| w.owner == owner)
@@ -556,7 +570,7 @@ async fn watch_stream(
     credential: Credential,
     codec: connect::Codec,
 ) -> Response {
-    let root = match rel(&r.path) {
+    let root = match rel(&e, &sb, &r.path) {
         Ok(p) => p,
         Err(err) => return codec.stream_error(err),
     };
@@ -666,7 +680,11 @@ pub async fn download(
     let Ok(Query(q)) = q else {
         return files_error(ApiError::bad_request("the query does not fit: ?path=FILE"));
     };
-    let path = target.signed_path.or(q.path).map(|p| paths::to_warden(&p));
+    let home = paths::home(&e.app, &sb);
+    let path = target
+        .signed_path
+        .or(q.path)
+        .map(|p| paths::to_warden(&home, &p));
     match files::read(State(e.app.clone()), Path(sb), query(path)).await {
         Ok(r) => r,
         Err(err) => files_error(err),
@@ -675,13 +693,15 @@ pub async fn download(
 
 /// Make the directory a file is written into, as envd does.
 async fn parent_dirs(e: &E2b, sb: &str, rel: &str) -> Result<(), ApiError> {
-    if let Some((dir, _)) = rel.rsplit_once('/') {
-        let op = FileOp::Mkdir {
-            path: dir.to_string(),
-            parents: true,
-        };
-        files::run(&e.app, sb, op, dir).await?;
+    let (dir, _) = split(rel);
+    if dir.is_empty() || dir == "/" {
+        return Ok(());
     }
+    let op = FileOp::Mkdir {
+        path: dir.to_string(),
+        parents: true,
+    };
+    files::run(&e.app, sb, op, dir).await?;
     Ok(())
 }
 
@@ -692,8 +712,8 @@ async fn write_one(
     path: &str,
     body: HttpBody,
 ) -> Result<serde_json::Value, ApiError> {
-    let warden = paths::to_warden(path);
-    let rel = files::relative(Some(&warden))?;
+    let warden = paths::to_warden(&paths::home(&e.app, sb), path);
+    let rel = files::inside(Some(&warden))?;
     parent_dirs(e, sb, &rel).await?;
     let q = Ok(Query(FileQuery {
         path: Some(warden),

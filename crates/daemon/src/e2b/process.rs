@@ -332,7 +332,8 @@ async fn start(
             "process.cmd is empty: name a program",
         ));
     }
-    config.cwd = Some(paths::cwd(config.cwd.as_deref()));
+    let home = paths::home(&e.app, &sb);
+    config.cwd = Some(paths::cwd(&home, config.cwd.as_deref()));
     let tag = req.tag;
     let stdin = req.stdin.unwrap_or(false);
     let e2 = e.clone();

@@ -1,12 +1,16 @@
-//! Files in a sandbox's workspace: read, write (streamed, any size, any
-//! bytes), list, make directories, move, remove.
+//! Files in a sandbox: read, write (streamed, any size, any bytes), list,
+//! make directories, move, remove; in its workspace (a relative path, or
+//! one under /workspace) or anywhere else of the sandbox's own file tree
+//! (its home, `/tmp`), as its processes see it.
 //!
 //! The daemon never resolves a path of the sandbox itself: the sandbox's
 //! own init does, inside the sandbox, one name at a time beneath the
-//! workspace and never through a link (see `warden_jail::files`), and
-//! hands back the file it opened; the daemon only reads or writes that
-//! descriptor. A path that leaves the workspace (`..`, an absolute path
-//! elsewhere, a link anywhere on the way) is refused with 400.
+//! workspace or the sandbox's root and never through a link (see
+//! `warden_jail::files`), and hands back the file it opened; the daemon
+//! only reads or writes that descriptor. A path with `..`, through a link
+//! anywhere on the way, or in `/proc`, `/sys` or `/dev` is refused with
+//! 400; what the sandbox itself may not write (its system directories),
+//! 403.
 
 use axum::body::Body as HttpBody;
 use axum::extract::{Path, Query, State};
@@ -38,7 +42,7 @@ const CHUNK: usize = 256 * 1024;
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 pub struct FileQuery {
-    /// Relative to the workspace, or absolute under /workspace.
+    /// Relative to the workspace, or absolute inside the sandbox.
     pub path: Option<String>,
     /// `PUT`: the new file's mode, octal (`0644` when not given).
     pub mode: Option<String>,
@@ -73,13 +77,46 @@ pub(crate) fn relative(path: Option<&str>) -> Result<String, ApiError> {
     Ok(names.join("/"))
 }
 
+/// The path as the init takes it for the files API: relative to the
+/// workspace for one in it (what every backend serves), absolute in the
+/// sandbox's own root for one elsewhere (the process backend's init
+/// serves those; elsewhere they are refused).
+pub(crate) fn inside(path: Option<&str>) -> Result<String, ApiError> {
+    let Some(path) = path else {
+        return Err(ApiError::bad_request(
+            "name the file with `?path=`: relative to the workspace, or absolute inside the sandbox",
+        ));
+    };
+    let in_workspace = match path.strip_prefix(warden_policy::WORKSPACE_MOUNT) {
+        Some(r) => r.is_empty() || r.starts_with('/'),
+        None => !path.starts_with('/'),
+    };
+    if in_workspace {
+        return relative(Some(path));
+    }
+    match warden_protocol::files::place(path) {
+        Ok((_, names)) => Ok(format!("/{}", names.join("/"))),
+        Err(Errno::EACCES) => Err(ApiError::bad_request(format!(
+            "{path:?} is in /proc, /sys or /dev, which the files API does not open"
+        ))),
+        Err(_) => Err(ApiError::bad_request(format!(
+            "{path:?}: `..` is not taken, nor a NUL byte"
+        ))),
+    }
+}
+
 /// What an errno of the init means for a request about `path`.
 pub(crate) fn file_error(errno: Errno, path: &str) -> ApiError {
     let shown = if path.is_empty() { "/workspace" } else { path };
     match errno {
-        Errno::ENOENT => ApiError::not_found(format!("no {shown:?} in the sandbox's workspace")),
+        Errno::ENOENT => ApiError::not_found(format!("no {shown:?} in the sandbox")),
         Errno::ELOOP => ApiError::bad_request(format!(
-            "{shown:?} goes through a symbolic link; the files API follows none (a link could lead out of the workspace)"
+            "{shown:?} goes through a symbolic link; the files API follows none (a link could lead anywhere)"
+        )),
+        // Absolute paths outside the workspace are served by the process
+        // backend's init only; across file systems, a move is refused.
+        Errno::EXDEV if path.starts_with('/') => ApiError::bad_request(format!(
+            "{shown:?} is outside the sandbox's workspace, which is all this sandbox's files API reaches (a gVisor or VM sandbox), or a move between two file systems of the sandbox"
         )),
         Errno::EXDEV => ApiError::bad_request(format!("{shown:?} leaves the sandbox's workspace")),
         Errno::EISDIR => ApiError::bad_request(format!(
@@ -164,7 +201,7 @@ pub async fn read(
     query: QueryResult,
 ) -> Result<Response, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = relative(q.path.as_deref())?;
+    let path = inside(q.path.as_deref())?;
     let fd = opened(run(&app, &id, FileOp::Read { path: path.clone() }, &path).await?)?;
     let file = std::fs::File::from(fd);
     let len = file
@@ -218,7 +255,7 @@ pub async fn write(
     body: HttpBody,
 ) -> Result<StatusCode, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = relative(q.path.as_deref())?;
+    let path = inside(q.path.as_deref())?;
     let mode = mode_of(q.mode.as_deref())?;
     let limit = app.limits.file_bytes;
     let too_large = || {
@@ -245,7 +282,7 @@ pub async fn write(
     // it: a reader sees the old file or the new one, and a failed upload
     // leaves nothing.
     let temp_name = format!(".warden-upload-{}", crate::auth::random_id(8));
-    let temp = if dir.is_empty() {
+    let temp = if dir.is_empty() && !path.starts_with('/') {
         temp_name
     } else {
         format!("{dir}/{temp_name}")
@@ -326,7 +363,7 @@ pub async fn remove(
     query: QueryResult,
 ) -> Result<StatusCode, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = relative(q.path.as_deref())?;
+    let path = inside(q.path.as_deref())?;
     let op = FileOp::Remove {
         path: path.clone(),
         recursive: q.recursive.unwrap_or(false),
@@ -355,7 +392,7 @@ pub async fn list(
     query: QueryResult,
 ) -> Result<Json<FileList>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = relative(Some(q.path.as_deref().unwrap_or("")))?;
+    let path = inside(Some(q.path.as_deref().unwrap_or("")))?;
     let fd = opened(run(&app, &id, FileOp::List { path: path.clone() }, &path).await?)?;
     let entries = blocking(move || entries_of(fd, &path)).await?;
     Ok(Json(FileList { entries }))
@@ -393,10 +430,10 @@ pub(crate) fn entries_of(fd: OwnedFd, path: &str) -> Result<Vec<FileEntry>, ApiE
         };
         let name = name.to_string_lossy().into_owned();
         out.push(FileEntry {
-            path: if path.is_empty() {
-                name.clone()
-            } else {
-                format!("{path}/{name}")
+            path: match path {
+                "" => name.clone(),
+                "/" => format!("/{name}"),
+                _ => format!("{path}/{name}"),
             },
             name,
             kind: kind.to_string(),
@@ -419,7 +456,7 @@ pub async fn mkdir(
     Path(id): Path<String>,
     Body(req): Body<MkdirRequest>,
 ) -> Result<StatusCode, ApiError> {
-    let path = relative(Some(&req.path)).map_err(|e| e.with_field(Some("/path")))?;
+    let path = inside(Some(&req.path)).map_err(|e| e.with_field(Some("/path")))?;
     let op = FileOp::Mkdir {
         path: path.clone(),
         parents: true,
@@ -436,8 +473,8 @@ pub async fn rename(
     Path(id): Path<String>,
     Body(req): Body<MoveRequest>,
 ) -> Result<StatusCode, ApiError> {
-    let from = relative(Some(&req.from)).map_err(|e| e.with_field(Some("/from")))?;
-    let to = relative(Some(&req.to)).map_err(|e| e.with_field(Some("/to")))?;
+    let from = inside(Some(&req.from)).map_err(|e| e.with_field(Some("/from")))?;
+    let to = inside(Some(&req.to)).map_err(|e| e.with_field(Some("/to")))?;
     run(
         &app,
         &id,

@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use warden_protocol::files::FileOp;
 
-use super::files::{opened, relative, run};
+use super::files::{inside, opened, run};
 use super::sandboxes::blocking;
 use crate::app::App;
 use crate::error::{ApiError, Problem};
@@ -94,8 +94,8 @@ const POLL_MS: u16 = 200;
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 pub struct WatchQuery {
-    /// A directory relative to the workspace, or absolute under
-    /// /workspace (the workspace itself when not given).
+    /// A directory relative to the workspace, or absolute inside the
+    /// sandbox (the workspace itself when not given).
     pub path: Option<String>,
     /// Its subdirectories too, and those made later (default false).
     pub recursive: Option<bool>,
@@ -152,6 +152,8 @@ fn kind_of(mask: EventMask) -> Kind {
 fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() {
         name.to_string()
+    } else if dir == "/" {
+        format!("/{name}")
     } else {
         format!("{dir}/{name}")
     }
@@ -507,7 +509,7 @@ pub async fn watch(
     query: Result<Query<WatchQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = relative(Some(q.path.as_deref().unwrap_or("")))?;
+    let path = inside(Some(q.path.as_deref().unwrap_or("")))?;
     let recursive = q.recursive.unwrap_or(false);
     let credential = credential.map(|c| c.0).unwrap_or_default();
     // Held by the watching thread, as its place among the daemon's

@@ -14,7 +14,7 @@ use crate::mounts::{HIDDEN_IN_ETC, SYSTEM_DIRS};
 use serde_json::{json, Value};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use warden_policy::{Home, SandboxSpec, HOME_MOUNT, WORKSPACE_MOUNT};
+use warden_policy::{Home, SandboxSpec, WORKSPACE_MOUNT};
 
 /// Why the bundle could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -148,17 +148,18 @@ pub fn write(dir: &Path, l: &Layout<'_>) -> Result<Value, BundleError> {
 /// kept directory; its caches under it.
 fn home(l: &Layout<'_>, points: &mut Vec<PathBuf>, mounts: &mut Vec<Value>) {
     let fs = &l.spec.filesystem;
+    let at = fs.home_mount().display().to_string();
     match &fs.home {
         Home::None => return,
         Home::Tmpfs => mounts.push(json!({
-            "destination": HOME_MOUNT, "type": "tmpfs", "source": "tmpfs",
+            "destination": at, "type": "tmpfs", "source": "tmpfs",
             "options": ["nosuid", "nodev", "mode=0700",
                         format!("uid={}", l.uid), format!("gid={}", l.gid)]})),
-        Home::Dir(d) => mounts.push(bind(d, HOME_MOUNT, true)),
+        Home::Dir(d) => mounts.push(bind(d, &at, true)),
     }
-    points.push(HOME_MOUNT.trim_start_matches('/').into());
+    points.push(at.trim_start_matches('/').into());
     for c in &fs.caches {
-        let inside = Path::new(HOME_MOUNT).join(&c.inside);
+        let inside = fs.home_mount().join(&c.inside);
         mounts.push(bind(&c.host, &inside.display().to_string(), true));
     }
 }

@@ -9,7 +9,7 @@ use crate::sys;
 use nix::errno::Errno;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use warden_policy::{Home, NetworkSpec, OverlayDirs, SandboxSpec, HOME_MOUNT, WORKSPACE_MOUNT};
+use warden_policy::{Home, NetworkSpec, OverlayDirs, SandboxSpec, WORKSPACE_MOUNT};
 
 /// The host's side of the sandbox, resolved before the clone.
 pub(super) struct HostPlan {
@@ -105,7 +105,7 @@ pub(super) fn host_plan(
         ..
     } = binds;
     if home_tmpfs {
-        writable.push(PathBuf::from(HOME_MOUNT));
+        writable.push(fs.home_mount().to_path_buf());
     }
     if let Some(dirs) = &fs.overlay {
         if degraded_mode {
@@ -278,11 +278,17 @@ impl Binds {
     ) -> Result<(), JailError> {
         let (root_mode, uid) = (self.root_mode, self.uid);
         if let (Home::Dir(d), Some(_)) = (&fs.home, disk.size) {
-            self.add(kept_home(d, root_mode, host_uid, host_gid)?);
+            self.add(kept_home(
+                d,
+                fs.home_mount(),
+                root_mode,
+                host_uid,
+                host_gid,
+            )?);
             save.home = Some(d.clone());
         }
         let kept_home = match (&fs.home, disk.size) {
-            (Home::Dir(d), None) => Some((d.as_path(), Path::new(HOME_MOUNT))),
+            (Home::Dir(d), None) => Some((d.as_path(), fs.home_mount())),
             _ => None,
         };
         let caches = fs
@@ -306,7 +312,7 @@ impl Binds {
                 })?;
             }
             let mut b = self.make(src, fd, inside.to_path_buf(), true)?;
-            if kept_caches && inside != Path::new(HOME_MOUNT) {
+            if kept_caches && inside != fs.home_mount() {
                 b.kept = Some(KeptBind::Cache(save.caches.len()));
                 save.caches.push(dir.to_path_buf());
                 // The profile's directory: `PROFILE/NAME/LEAF`.
@@ -326,6 +332,7 @@ impl Binds {
 /// idmapped bind) is given to that user once.
 fn kept_home(
     dir: &Path,
+    at: &Path,
     root_mode: bool,
     host_uid: u32,
     host_gid: u32,
@@ -349,7 +356,7 @@ fn kept_home(
     Ok(BindPlan {
         src,
         source,
-        dst: PathBuf::from(HOME_MOUNT),
+        dst: at.to_path_buf(),
         writable: true,
         tree,
         idmap: false,

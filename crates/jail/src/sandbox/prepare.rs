@@ -204,6 +204,12 @@ pub(super) fn prepare(
             },
             hidden: fs.hidden.clone(),
             home_tmpfs,
+            home: fs.home_mount().to_path_buf(),
+            user: spec.user.as_ref().map(|name| crate::mounts::UserEntry {
+                name: name.clone(),
+                uid,
+                gid,
+            }),
             kept: kept_plan,
             layer: None,
         },

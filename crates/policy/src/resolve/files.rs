@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use crate::compose::Layer;
 use crate::error::{Problem, ResolveError};
 use crate::fields::Field;
-use crate::home::HOME_MOUNT;
 use crate::{Bind, WORKSPACE_MOUNT};
 
 /// The root, the workspace (`workspace`: the layer's, or the copy the
@@ -16,6 +15,7 @@ pub(super) fn binds(
     layer: &Layer,
     rootfs: Option<&Path>,
     workspace: Option<&Path>,
+    home: &Path,
 ) -> Result<Vec<Bind>, ResolveError> {
     let forbidden = |field: Field, path: &Path, why| {
         field.invalid(Problem::ForbiddenPath {
@@ -68,11 +68,11 @@ pub(super) fn binds(
                     "warden builds /proc, /dev, /tmp and /workspace itself; bind a path below another directory",
                 ));
             }
-            if Path::new(HOME_MOUNT).starts_with(p) || p.starts_with(HOME_MOUNT) {
+            if home.starts_with(p) || p.starts_with(home) {
                 return Err(forbidden(
                     field,
                     p,
-                    "the sandbox's own home is /home/sandbox, which warden mounts itself; bind another path (such as one below /home/NAME), or share package caches with `filesystem.caches`",
+                    "the sandbox's own home (`filesystem.home`, /home/sandbox unless set) is mounted by warden itself; bind another path (such as one below /home/NAME), or share package caches with `filesystem.caches`",
                 ));
             }
             binds.push(Bind {
@@ -99,6 +99,32 @@ pub(super) fn workdir(given: Option<&str>) -> Result<Option<PathBuf>, ResolveErr
         }
         w => Ok(w.map(Path::to_path_buf)),
     }
+}
+
+/// Where the sandbox's own home is mounted (`filesystem.home`): `/root`
+/// or `/home/NAME`, a place no system directory, bind or mount of
+/// warden's own is, written whole. `None`: the default,
+/// [`crate::HOME_MOUNT`].
+pub(super) fn home_at(given: Option<&str>) -> Result<Option<PathBuf>, ResolveError> {
+    let Some(text) = given else {
+        return Ok(None);
+    };
+    let bad = || Field::HomeDir.invalid(Problem::BadHome(text.to_string()));
+    if text == "/root" {
+        return Ok(Some(PathBuf::from(text)));
+    }
+    let name = text.strip_prefix("/home/").ok_or_else(bad)?;
+    let plain = !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if !plain {
+        return Err(bad());
+    }
+    Ok(Some(PathBuf::from(text)))
 }
 
 pub(super) fn check_absolute(field: Field, p: &Path) -> Result<(), ResolveError> {

@@ -20,7 +20,7 @@ mod tests;
 
 pub use network::parse_domains;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::compose::Layer;
@@ -99,7 +99,10 @@ impl Layer {
             None => (self.path(Field::Workspace), self.overlay()),
         };
         let rootfs = self.path(Field::Rootfs);
-        let binds = files::binds(self, rootfs.as_deref(), workspace.as_deref())?;
+        let home_at = files::home_at(self.text(Field::HomeDir).as_deref())?;
+        let home_mount = home_at.as_deref().unwrap_or(Path::new(HOME_MOUNT));
+        let binds = files::binds(self, rootfs.as_deref(), workspace.as_deref(), home_mount)?;
+        let user = process::user(self.text(Field::UserName))?;
         let limits = limits::limits(self, defaults)?;
         let hostname = self
             .text(Field::Hostname)
@@ -122,9 +125,18 @@ impl Layer {
             rootfs.is_some() || isolation == Isolation::Vm,
             placement.home_dir.as_deref(),
             placement.cache_dir.as_deref(),
+            home_mount,
         )?;
+        if home_spec == Home::None && (home_at.is_some() || user.is_some()) {
+            let field = match home_at {
+                Some(_) => Field::HomeDir,
+                None => Field::UserName,
+            };
+            return Err(field.invalid(Problem::HomeWithoutMount));
+        }
+        let home_text = home_mount.to_string_lossy();
         let home = match (&home_spec, workspace.is_some()) {
-            (Home::Tmpfs | Home::Dir(_), _) => HOME_MOUNT,
+            (Home::Tmpfs | Home::Dir(_), _) => home_text.as_ref(),
             // A prepared root tree: its own home is unknown here.
             (Home::None, true) => WORKSPACE_MOUNT,
             (Home::None, false) => "/tmp",
@@ -143,7 +155,10 @@ impl Layer {
         for p in &upstream_ca {
             files::check_absolute(Field::UpstreamCa, p)?;
         }
-        let env = resolve_env(&env_request, host_env, home)?;
+        let mut env = resolve_env(&env_request, host_env, home)?;
+        if let Some(name) = &user {
+            process::user_env(&mut env, name, &env_request.set);
+        }
         let publish = network::parse_publish(&self.texts(Field::Publish))?;
         let overlay_dirs = match &placement.workspace {
             Some(KeptWorkspace::Overlay(dirs)) => Some(dirs.clone()),
@@ -195,6 +210,7 @@ impl Layer {
                 hidden: placement.hidden.clone(),
                 runs_on_host,
                 home: home_spec,
+                home_at,
                 caches,
                 workdir,
                 disk,
@@ -210,6 +226,7 @@ impl Layer {
             env,
             terminal: self.terminal(placement.stdin_is_terminal),
             hostname,
+            user,
             network,
             publish,
             allow_degraded: self.on(Field::AllowDegraded),

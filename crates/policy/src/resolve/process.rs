@@ -87,3 +87,37 @@ mod tests {
         }
     }
 }
+
+/// The name of the sandbox's user (`process.user`), as `/etc/passwd` and
+/// `useradd` take one: what is written in the sandbox's passwd file can
+/// never add a field or a line.
+pub(super) fn user(given: Option<String>) -> Result<Option<String>, ResolveError> {
+    let Some(name) = given else {
+        return Ok(None);
+    };
+    let mut bytes = name.bytes();
+    let valid = name.len() <= 32
+        && matches!(bytes.next(), Some(b) if b.is_ascii_lowercase() || b == b'_')
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !valid {
+        return Err(Field::UserName.invalid(Problem::BadUserName(name)));
+    }
+    Ok(Some(name))
+}
+
+/// `USER` and `LOGNAME` name the sandbox's user, unless `env.set` says
+/// otherwise.
+pub(super) fn user_env(env: &mut Vec<(String, String)>, name: &str, set: &[String]) {
+    for var in ["USER", "LOGNAME"] {
+        let given = set
+            .iter()
+            .any(|a| a.split_once('=').is_some_and(|(k, _)| k == var));
+        if given {
+            continue;
+        }
+        match env.iter_mut().find(|(k, _)| k == var) {
+            Some(slot) => slot.1 = name.to_string(),
+            None => env.push((var.to_string(), name.to_string())),
+        }
+    }
+}

@@ -576,3 +576,65 @@ fn a_callers_entry_reaches_public_addresses_only_and_the_owners_earlier_answers_
         ]
     );
 }
+
+#[test]
+fn a_home_elsewhere_and_a_user_name_reach_home_user_caches_and_binds() {
+    let mut r = req(&["true"]);
+    r.text(Field::HomeDir, "/home/user");
+    r.text(Field::UserName, "user");
+    r.texts(Field::Env, &["LOGNAME=mine"]);
+    let spec = r.resolve(&defaults(), &[]).unwrap();
+    assert_eq!(spec.filesystem.home_mount(), Path::new("/home/user"));
+    assert_eq!(spec.user.as_deref(), Some("user"));
+    assert!(spec.env.contains(&("HOME".into(), "/home/user".into())));
+    assert!(spec.env.contains(&("USER".into(), "user".into())));
+    assert!(spec.env.contains(&("LOGNAME".into(), "mine".into())));
+    // A bind over the home moved is refused as over the default one.
+    let mut r = req(&["true"]);
+    r.text(Field::HomeDir, "/root");
+    r.texts(Field::Rw, &["/root/x"]);
+    assert!(matches!(
+        problem(r.resolve(&defaults(), &[])),
+        Some((Field::Rw, Problem::ForbiddenPath { .. }))
+    ));
+}
+
+#[test]
+fn a_home_outside_root_or_home_and_a_user_name_with_a_colon_are_refused() {
+    for bad in [
+        "/etc",
+        "/home",
+        "/home/",
+        "/home/a/b",
+        "/home/..",
+        "home/user",
+        "/tmp/h",
+        "/workspace",
+        "/home/a:b",
+    ] {
+        let mut r = req(&["true"]);
+        r.text(Field::HomeDir, bad);
+        assert_eq!(
+            problem(r.resolve(&defaults(), &[])),
+            Some((Field::HomeDir, Problem::BadHome(bad.into()))),
+            "{bad}"
+        );
+    }
+    for bad in ["root:x:0:0", "a\nb", "User", "", "1user", "a b"] {
+        let mut r = req(&["true"]);
+        r.text(Field::UserName, bad);
+        assert_eq!(
+            problem(r.resolve(&defaults(), &[])),
+            Some((Field::UserName, Problem::BadUserName(bad.into()))),
+            "{bad:?}"
+        );
+    }
+    // A tree that brings its own home is not given one.
+    let mut r = req(&["true"]);
+    r.text(Field::Rootfs, "/srv/root");
+    r.text(Field::UserName, "user");
+    assert_eq!(
+        problem(r.resolve(&defaults(), &[])),
+        Some((Field::UserName, Problem::HomeWithoutMount))
+    );
+}
