@@ -89,6 +89,24 @@ impl Allowed {
     }
 }
 
+/// Refuse `program`, the resolved command (a path inside the sandbox),
+/// when it is a loader the allowlist grants only as the interpreter of
+/// allowed programs: as the command it would map and run any ELF it is
+/// given, from anywhere the sandbox can read. EACCES, as the kernel's own
+/// refusal. Every command the init starts comes through here: `warden
+/// run`'s, and each spawned one (`warden exec`, the API, the E2B door,
+/// MCP). An allowed program can still execve the loader itself: see
+/// docs/allow-exec.md on shells and interpreters in an allowlist.
+pub fn refuse_loader(allowed: Option<&Allowed>, program: &std::ffi::CStr) -> Result<(), i32> {
+    use std::os::unix::ffi::OsStrExt;
+    match allowed {
+        Some(a) if a.is_loader_only(Path::new(std::ffi::OsStr::from_bytes(program.to_bytes()))) => {
+            Err(libc::EACCES)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Where a bare name is looked up: the system's program directories, never
 /// the sandbox's own `PATH`. That one is the caller's to set (and the
 /// sandbox can write the places it may name): `git` found first in

@@ -294,6 +294,7 @@ fn child_setup_and_run(
             cwd: &plan.cwd,
             degraded: plan.degraded,
             mask: original_mask,
+            exec_allowed: exec_allowed.as_ref(),
             running: std::collections::HashMap::new(),
             files_root: open_files_root(plan.degraded, warden_policy::WORKSPACE_MOUNT),
             sandbox_root: open_files_root(plan.degraded, "/"),
@@ -304,7 +305,10 @@ fn child_setup_and_run(
         return Ok(0);
     }
     let program = resolve_program(&plan.argv, &plan.path_var);
-    if is_loader_only(exec_allowed.as_ref(), program.as_ref()) {
+    let refused = program
+        .as_deref()
+        .is_some_and(|p| crate::exec_rules::refuse_loader(exec_allowed.as_ref(), p).is_err());
+    if refused {
         write_report(report, &Report::ExecFailed(libc::EACCES));
         return Ok(126);
     }
@@ -320,17 +324,6 @@ fn seal_for(allowed: Option<&crate::exec_rules::Allowed>, plan: &ChildPlan) -> R
     match allowed {
         Some(a) => crate::exec_rules::seal(a, &plan.writable).map_err(|e| chain(&e)),
         None => Ok(()),
-    }
-}
-
-/// Is the command a loader the allowlist grants only as the interpreter of
-/// allowed programs? As the command, it would run any program it is given.
-fn is_loader_only(allowed: Option<&crate::exec_rules::Allowed>, program: Option<&CString>) -> bool {
-    match (allowed, program) {
-        (Some(a), Some(p)) => a.is_loader_only(std::path::Path::new(std::ffi::OsStr::from_bytes(
-            p.to_bytes(),
-        ))),
-        _ => false,
     }
 }
 

@@ -152,6 +152,9 @@ pub(crate) struct Server<'a> {
     pub cwd: &'a Path,
     pub degraded: bool,
     pub mask: nix::sys::signal::SigSet,
+    /// The exec allowlist, when there is one: its loaders are refused as
+    /// a command here as for `warden run`'s ([`crate::exec_rules::refuse_loader`]).
+    pub exec_allowed: Option<&'a crate::exec_rules::Allowed>,
     /// PID inside the sandbox -> request id, for the processes started here.
     pub running: HashMap<i32, u64>,
     /// The workspace and the sandbox's root (`O_PATH`), opened before any
@@ -337,6 +340,7 @@ impl Server<'_> {
             .find_map(|kv| kv.to_str().ok()?.strip_prefix("PATH=").map(str::to_string))
             .unwrap_or_default();
         let program = resolve_program(&argv_c, &path_var).ok_or(libc::ENOENT)?;
+        crate::exec_rules::refuse_loader(self.exec_allowed, &program)?;
         let cwd = match cwd {
             Some(c) => cstr(c)?,
             None => CString::new(self.cwd.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?,

@@ -326,3 +326,37 @@ fn an_allowlist_entry_that_names_nothing_or_is_malformed_starts_nothing() {
     assert_ne!(code(&o), 0, "{o:?}");
     assert!(stderr(&o).contains("names no program"), "{}", stderr(&o));
 }
+
+#[test]
+fn the_loader_is_refused_as_the_command_of_every_exec_not_only_of_warden_run() {
+    if !host_ready() {
+        return;
+    }
+    let loader = "/lib64/ld-linux-x86-64.so.2";
+    let outside = "/usr/lib/git-core/git";
+    if !Path::new(loader).exists() || !Path::new(outside).exists() {
+        return skip("no x86-64 loader or /usr/lib/git-core/git here");
+    }
+    let state = TempDir::new("exec-loader");
+    let ws = TempDir::new("exec-loader-ws");
+    ok(&warden(
+        state.path(),
+        &["create", "l", "--allow-exec", "cat", "-w", ws.str()],
+    ));
+    ok(&warden(state.path(), &["start", "l"]));
+    // The loader as the command maps an ELF outside the sealed program
+    // directories: git from /usr/lib/git-core, with only cat allowed.
+    let out = warden(
+        state.path(),
+        &["exec", "l", "--", loader, outside, "--version"],
+    );
+    let allowed = warden(state.path(), &["exec", "l", "--", "cat", "/etc/hostname"]);
+    let _ = warden(state.path(), &["stop", "l"]);
+    assert!(
+        !stdout(&out).contains("git version"),
+        "the loader ran a program the allowlist does not name: {}",
+        stdout(&out)
+    );
+    assert_eq!(code(&out), 126, "{} {}", stdout(&out), stderr(&out));
+    assert_eq!(code(&allowed), 0, "{}", stderr(&allowed));
+}
