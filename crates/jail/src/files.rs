@@ -56,6 +56,22 @@ impl<'a> Roots<'a> {
     }
 }
 
+/// The descriptors of [`Roots`], held by the init for the sandbox's life.
+#[derive(Debug, Default)]
+pub struct OwnedRoots {
+    pub workspace: Option<OwnedFd>,
+    pub root: Option<OwnedFd>,
+}
+
+impl OwnedRoots {
+    pub fn roots(&self) -> Roots<'_> {
+        Roots {
+            workspace: self.workspace.as_ref().map(|f| f.as_fd()),
+            root: self.root.as_ref().map(|f| f.as_fd()),
+        }
+    }
+}
+
 /// Do `op` beneath the workspace `root` only (an `O_PATH` descriptor):
 /// errno 0 and, for the opening operations, the descriptor.
 pub fn serve(root: BorrowedFd<'_>, op: &FileOp) -> (i32, Option<OwnedFd>) {

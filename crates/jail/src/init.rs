@@ -296,8 +296,7 @@ fn child_setup_and_run(
             mask: original_mask,
             exec_allowed: exec_allowed.as_ref(),
             running: std::collections::HashMap::new(),
-            files_root: open_files_root(plan.degraded, warden_policy::WORKSPACE_MOUNT),
-            sandbox_root: open_files_root(plan.degraded, "/"),
+            files: open_files_roots(plan.degraded),
             terminals: std::collections::HashMap::new(),
         };
         serve(&mut server, sfd, sockets);
@@ -360,9 +359,17 @@ fn find_allowed(plan: &ChildPlan) -> Result<Option<crate::exec_rules::Allowed>, 
         .map_err(|e| chain(&e))
 }
 
-/// The workspace, or the root, as the sandbox sees it, for the file
-/// operations of [`crate::files`]; none degraded (no mount namespace: the
-/// path would be the host's) or without a workspace.
+/// The workspace and the root as the sandbox sees them, for the file
+/// operations of [`crate::files`].
+fn open_files_roots(degraded: bool) -> crate::files::OwnedRoots {
+    crate::files::OwnedRoots {
+        workspace: open_files_root(degraded, warden_policy::WORKSPACE_MOUNT),
+        root: open_files_root(degraded, "/"),
+    }
+}
+
+/// The workspace, or the root, as the sandbox sees it; none degraded (no
+/// mount namespace: the path would be the host's) or without a workspace.
 fn open_files_root(degraded: bool, path: &str) -> Option<OwnedFd> {
     use nix::fcntl::OFlag;
     if degraded {

@@ -159,10 +159,8 @@ pub(crate) struct Server<'a> {
     pub running: HashMap<i32, u64>,
     /// The workspace and the sandbox's root (`O_PATH`), opened before any
     /// process of the sandbox ran; file operations are refused (ENOMEDIUM)
-    /// without either.
-    pub files_root: Option<OwnedFd>,
-    pub sandbox_root: Option<OwnedFd>,
-
+    /// without the root (degraded).
+    pub files: crate::files::OwnedRoots,
     /// Terminals opened ahead (`open_terminal`), by id: their slave sides,
     /// until a spawn takes one.
     pub terminals: HashMap<u64, OwnedFd>,
@@ -267,10 +265,7 @@ impl Server<'_> {
             ToInit::File { id, file } => {
                 drop(fds);
                 // ENOMEDIUM: no workspace to work in, nor a root (degraded).
-                let roots = crate::files::Roots {
-                    workspace: self.files_root.as_ref().map(|f| f.as_fd()),
-                    root: self.sandbox_root.as_ref().map(|f| f.as_fd()),
-                };
+                let roots = self.files.roots();
                 let (errno, fd) = match roots.root {
                     Some(_) => crate::files::serve_in(roots, &file),
                     None => (libc::ENOMEDIUM, None),
