@@ -55,6 +55,8 @@ pub enum ExecRuleError {
         #[source]
         source: glob::PatternError,
     },
+    #[error("the exec allowlist names {program}, in {place}, which the sandbox can write: it could replace the program with any other (in place, or between two starts), so an allowed program must be read-only to it; allow a copy in a read-only bind (`--ro`) or a system directory instead")]
+    Writable { program: PathBuf, place: PathBuf },
     #[error("cannot make {path} unmappable as code for the exec allowlist")]
     Seal {
         path: PathBuf,
@@ -264,6 +266,7 @@ fn interpreter_of(b: &[u8]) -> Option<PathBuf> {
 /// itself, executable. Needs the init's mount namespace and its privilege
 /// there: called before the privileges drop.
 pub fn seal(allowed: &Allowed, writable: &[PathBuf]) -> Result<(), ExecRuleError> {
+    refuse_writable(allowed, writable)?;
     let mut places: Vec<PathBuf> = Vec::new();
     for d in PROGRAM_DIRS
         .iter()
@@ -285,6 +288,35 @@ pub fn seal(allowed: &Allowed, writable: &[PathBuf]) -> Result<(), ExecRuleError
             bind_self(program, false)?;
         }
         bind_self(place, true)?;
+    }
+    Ok(())
+}
+
+/// Refuse an allowed file (a program, a loader) the sandbox can write:
+/// Landlock's execute right is on the file, so the sandbox would overwrite
+/// it with any binary and run that under the allowed name; and an entry is
+/// found again at each start of a named sandbox, so a file (or a
+/// directory's or glob's new files) the sandbox wrote in one run would be
+/// allowed in the next.
+pub fn refuse_writable(allowed: &Allowed, writable: &[PathBuf]) -> Result<(), ExecRuleError> {
+    let places: Vec<PathBuf> = writable
+        .iter()
+        .filter_map(|w| std::fs::canonicalize(w).ok())
+        .collect();
+    for file in allowed.files() {
+        // A read-only bind beneath a writable place (`--ro /tmp/tools`)
+        // cannot be written, nor its mount point replaced while mounted,
+        // and it is bound again from the host at each start.
+        let read_only = statvfs(file).is_ok_and(|st| st.flags().contains(FsFlags::ST_RDONLY));
+        if read_only {
+            continue;
+        }
+        if let Some(place) = places.iter().find(|p| file.starts_with(p)) {
+            return Err(ExecRuleError::Writable {
+                program: file.clone(),
+                place: place.clone(),
+            });
+        }
     }
     Ok(())
 }

@@ -127,6 +127,27 @@ fn workspace(r: &Runner) -> TempDir {
     dir
 }
 
+/// Scripts to allow, outside the workspace, shown read-only (`--ro`): an
+/// allowed file the sandbox can write is refused (see the attack test).
+fn tools(r: &Runner) -> TempDir {
+    let dir = TempDir::new("allow-exec-tools");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, body) in [
+        ("hello.sh", &b"#!/bin/sh\necho shell script ran\n"[..]),
+        (
+            "tool.py",
+            &b"#!/usr/bin/env python3\nprint('python script ran')\n"[..],
+        ),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        r.own(&p);
+    }
+    r.own(dir.path());
+    dir
+}
+
 fn refused(o: &Output, what: &str, who: &str) {
     assert_eq!(
         code(o),
@@ -170,9 +191,11 @@ fn an_allowlist_of_git_and_python3_runs_them_and_refuses_what_warden_is_asked_to
         refused(&loader, "the dynamic loader", r.name);
         assert!(!stdout(&loader).contains("libcurl"), "{}", r.name);
         // The script is allowed; the interpreter its `#!` names is not.
+        let t = tools(&r);
+        let hello = format!("{}/hello.sh", t.str());
         let mut allow = GIT_AND_PYTHON.to_vec();
-        allow.push("/workspace/hello.sh");
-        let script = r.run(&allow, &w, &["/workspace/hello.sh"]);
+        allow.push(&hello);
+        let script = r.run(&allow, &[w[0], w[1], "--ro", t.str()], &[&hello]);
         refused(&script, "a script without an allowed interpreter", r.name);
         assert!(!stdout(&script).contains("script ran"), "{}", r.name);
     }
@@ -225,17 +248,15 @@ fn a_script_runs_when_its_env_and_python3_interpreters_are_both_allowed() {
     }
     for r in Runner::all() {
         let ws = workspace(&r);
-        let w = ["--workspace", ws.str()];
-        let both = ["git", "python3", "/usr/bin/env", "/workspace/tool.py"];
-        let o = r.run(&both, &w, &["/workspace/tool.py"]);
+        let t = tools(&r);
+        let tool = format!("{}/tool.py", t.str());
+        let w = ["--workspace", ws.str(), "--ro", t.str()];
+        let both = ["git", "python3", "/usr/bin/env", &tool];
+        let o = r.run(&both, &w, &[&tool]);
         assert_eq!(code(&o), 0, "{}: {o:?}", r.name);
         assert_eq!(stdout(&o).trim(), "python script ran", "{}", r.name);
         // Without env, the same script is refused.
-        let o = r.run(
-            &["git", "python3", "/workspace/tool.py"],
-            &w,
-            &["/workspace/tool.py"],
-        );
+        let o = r.run(&["git", "python3", &tool], &w, &[&tool]);
         refused(&o, "a script whose `env` is not allowed", r.name);
     }
 }
@@ -359,4 +380,46 @@ fn the_loader_is_refused_as_the_command_of_every_exec_not_only_of_warden_run() {
     );
     assert_eq!(code(&out), 126, "{} {}", stdout(&out), stderr(&out));
     assert_eq!(code(&allowed), 0, "{}", stderr(&allowed));
+}
+
+#[test]
+fn an_allowed_file_the_sandbox_can_write_is_refused_before_anything_runs() {
+    if !host_ready() {
+        return;
+    }
+    for r in Runner::all() {
+        let ws = workspace(&r);
+        let w = ["--workspace", ws.str()];
+        // The review's attack: bash, cat and a workspace script allowed;
+        // the script overwritten with another binary ran under its name.
+        let marker = ws.path().join("overwritten");
+        let o = r.run(
+            &["bash", "cat", "/workspace/hello.sh"],
+            &w,
+            &[
+                "bash",
+                "-c",
+                "cat /bin/ls > /workspace/hello.sh && touch /workspace/overwritten; /workspace/hello.sh /",
+            ],
+        );
+        assert_ne!(code(&o), 0, "{}: {o:?}", r.name);
+        assert!(
+            stderr(&o).contains("which the sandbox can write"),
+            "{}: {}",
+            r.name,
+            stderr(&o)
+        );
+        assert!(!marker.exists(), "{}: the command ran", r.name);
+        // A directory or a glob of the workspace likewise: what the sandbox
+        // wrote there would be allowed at the next start.
+        for entry in ["/workspace", "/workspace/*.sh"] {
+            let o = r.run(
+                &["sh", entry],
+                &w,
+                &["sh", "-c", "touch /workspace/overwritten"],
+            );
+            assert_ne!(code(&o), 0, "{}: {entry}: {o:?}", r.name);
+            assert!(!marker.exists(), "{}: {entry}: the command ran", r.name);
+        }
+    }
 }
