@@ -30,6 +30,7 @@ both!(
     container_stats_report_memory_and_cpu,
     a_container_over_its_memory_limit_is_oom_killed_with_exit_137,
     a_container_paused_through_containerd_stops_running_until_resumed,
+    an_update_of_resources_is_applied_or_refused_with_its_reason,
     stopping_and_removing_a_pod_leaves_no_process_mount_cgroup_netns_or_veth,
 );
 
@@ -179,7 +180,7 @@ fn container_logs_are_in_the_cri_format_where_kubelet_reads_them(h: Handler) {
         seen.contains(&("stderr".into(), "to-stderr".into())),
         "{log:?}"
     );
-    let _ = c;
+    pod.status(&c);
     pod.remove();
 }
 
@@ -350,9 +351,33 @@ fn bridge_ports(node: &Node) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The host side of the veth whose other side is `eth0` in the network
+/// namespace pinned at `netns` (other pods' veths come and go meanwhile).
+fn pod_veth(netns: &str) -> Option<String> {
+    let o = std::process::Command::new("nsenter")
+        .arg(format!("--net={netns}"))
+        .args(["ip", "-o", "link", "show", "eth0"])
+        .output()
+        .ok()?;
+    let line = text(&o.stdout);
+    let index = line
+        .split("@if")
+        .nth(1)?
+        .split(':')
+        .next()?
+        .trim()
+        .to_string();
+    std::fs::read_dir("/sys/class/net")
+        .ok()?
+        .flatten()
+        .find_map(|e| {
+            let i = std::fs::read_to_string(e.path().join("ifindex")).ok()?;
+            (i.trim() == index).then(|| e.file_name().to_string_lossy().into_owned())
+        })
+}
+
 fn stopping_and_removing_a_pod_leaves_no_process_mount_cgroup_netns_or_veth(h: Handler) {
     let Some(node) = node() else { return };
-    let before_ports = bridge_ports(&node);
     let mut pod = node.run_pod(h, &[]);
     let c = pod.start(Spec {
         name: "main",
@@ -394,11 +419,11 @@ fn stopping_and_removing_a_pod_leaves_no_process_mount_cgroup_netns_or_veth(h: H
     cgroups.sort();
     cgroups.dedup();
     assert!(!cgroups.is_empty());
-    let ports: Vec<String> = bridge_ports(&node)
-        .into_iter()
-        .filter(|p| !before_ports.contains(p))
-        .collect();
-    assert!(!ports.is_empty(), "the pod has no veth on the bridge");
+    let ports: Vec<String> = pod_veth(&netns).into_iter().collect();
+    assert!(
+        ports.iter().all(|p| bridge_ports(&node).contains(p)) && !ports.is_empty(),
+        "the pod has no veth on the bridge: {ports:?}"
+    );
     let ids = [pod.id.clone(), c.clone()];
     assert!(
         cri::mounts_under(node.dir.path()).contains(&netns),
@@ -454,4 +479,44 @@ fn stopping_and_removing_a_pod_leaves_no_process_mount_cgroup_netns_or_veth(h: H
             .collect();
         assert!(mine.is_empty(), "warden sandboxes left: {mine:?}");
     }
+}
+
+fn an_update_of_resources_is_applied_or_refused_with_its_reason(h: Handler) {
+    let Some(node) = node() else { return };
+    let mut pod = node.run_pod(h, &[]);
+    let c = pod.start(Spec {
+        name: "main",
+        args: &["sleep", "600"],
+        memory: Some(256 << 20),
+        ..Default::default()
+    });
+    let req = api::UpdateContainerResourcesRequest {
+        container_id: c.clone(),
+        linux: Some(api::LinuxContainerResources {
+            memory_limit_in_bytes: 128 << 20,
+            cpu_period: 100_000,
+            cpu_quota: 50_000,
+            cpu_shares: 512,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let r = node.call(|mut cl| async move { cl.update_container_resources(req).await });
+    match h {
+        Handler::Runc => {
+            r.unwrap_or_else(|e| panic!("UpdateContainerResources: {e}"));
+        }
+        // A sandbox's limits are fixed when it is created: kubelet gets
+        // the reason, and the container runs on as it was.
+        Handler::Warden => {
+            let e = r.expect_err("warden-oci applied an update it cannot make");
+            assert!(
+                e.message().contains("limits are fixed when it is created"),
+                "{e}"
+            );
+        }
+    }
+    let r = pod.exec_sync(&c, &["true"]);
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    pod.remove();
 }
