@@ -73,7 +73,7 @@ def test_one_token_holds_a_bounded_number_of_watchers_and_others_still_get_their
             for _ in range(40):
                 held.append(a.files.watch_dir("."))
         assert len(held) == 16, len(held)
-        assert "16 directory watchers" in str(refused.value)
+        assert "16 files watches" in str(refused.value)
         # Another caller is not refused because of the first one's.
         w = b.files.watch_dir(".")
         b.files.write("seen.txt", "x")

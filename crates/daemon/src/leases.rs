@@ -1,5 +1,7 @@
 //! How many long-lived answers a caller holds open at once: terminals,
-//! event and command streams, file watches, desktop views. Each holds a
+//! event and command streams, file watches, desktop views, relays to a
+//! sandbox's port, through every door (the native API, the E2B door,
+//! MCP's calls of the native API). Each holds a
 //! connection, a task, and often threads of its own for as long as its
 //! client keeps it, so a token that opened them without end would take
 //! the daemon's threads, descriptors and memory from everyone else,
@@ -12,6 +14,12 @@
 //! together. Past either the answer is 429 with the bound named. The
 //! owner's own calls (the owner-only socket without a token) are counted
 //! by neither: nothing a token does makes the owner wait for a place.
+//! Some kinds have a bound of their own besides (files watches: half of
+//! the daemon's inotify watches, so that one holder never takes them all).
+//! No door keeps a count of its own: this ledger is the only one.
+//!
+//! The same configuration says how long a relay may carry nothing before
+//! it is closed (`sessions: {idle_seconds}`, see [`crate::idle`]).
 
 use axum::http::StatusCode;
 use std::collections::HashMap;
@@ -30,6 +38,9 @@ pub struct Bounds {
     /// Long-lived answers all tokens hold together.
     #[serde(default = "default_per_daemon")]
     pub per_daemon: usize,
+    /// Seconds a relay may carry nothing either way before it is closed.
+    #[serde(default = "default_idle_seconds")]
+    pub idle_seconds: u64,
 }
 
 fn default_per_token() -> usize {
@@ -40,20 +51,29 @@ fn default_per_daemon() -> usize {
     256
 }
 
+fn default_idle_seconds() -> u64 {
+    600
+}
+
 impl Default for Bounds {
     fn default() -> Bounds {
         Bounds {
             per_token: default_per_token(),
             per_daemon: default_per_daemon(),
+            idle_seconds: default_idle_seconds(),
         }
     }
 }
 
 impl Bounds {
-    /// Bounds of zero would refuse every terminal: said when read.
+    /// Bounds of zero would refuse every terminal, and a timeout of zero
+    /// close every relay at once: said when read.
     pub fn check(&self) -> Result<(), String> {
         if self.per_token == 0 || self.per_daemon == 0 {
             return Err("sessions: per_token and per_daemon are at least 1".into());
+        }
+        if self.idle_seconds == 0 {
+            return Err("sessions: idle_seconds is at least 1".into());
         }
         Ok(())
     }
@@ -67,16 +87,44 @@ pub enum Kind {
     CommandStream,
     Watch,
     Desktop,
+    /// A request or WebSocket relayed to a port inside a sandbox.
+    PortRelay,
 }
+
+/// Files watches one holder may have at once: half of the daemon's
+/// inotify watches ([`crate::routes::watch`]), so one holder alone never
+/// leaves every other refused.
+pub const WATCHES_PER_HOLDER: usize = 16;
 
 impl Kind {
     fn what(self) -> &'static str {
         match self {
             Kind::Terminal => "a terminal",
             Kind::EventStream => "an event stream",
-            Kind::CommandStream => "a command's output stream",
+            Kind::CommandStream => "a command's input or output stream",
             Kind::Watch => "a files watch",
             Kind::Desktop => "a desktop view",
+            Kind::PortRelay => "a relay to a sandbox's port",
+        }
+    }
+
+    /// What several of the kind are called, for a refusal.
+    fn plural(self) -> &'static str {
+        match self {
+            Kind::Terminal => "terminals",
+            Kind::EventStream => "event streams",
+            Kind::CommandStream => "command streams",
+            Kind::Watch => "files watches",
+            Kind::Desktop => "desktop views",
+            Kind::PortRelay => "relays",
+        }
+    }
+
+    /// The kind's own bound per holder, below the token's, if it has one.
+    fn own_bound(self) -> Option<usize> {
+        match self {
+            Kind::Watch => Some(WATCHES_PER_HOLDER),
+            _ => None,
         }
     }
 }
@@ -92,29 +140,42 @@ pub struct Leases {
 struct Held {
     total: usize,
     by_holder: HashMap<String, usize>,
+    /// Of the kinds with a bound of their own, by holder and kind.
+    by_kind: HashMap<(String, KindKey), usize>,
+}
+
+/// A kind as a map key (its refusal words are not part of it).
+type KindKey = std::mem::Discriminant<Kind>;
+
+/// One count down, removed at zero.
+fn release<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = map.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
 }
 
 /// One long-lived answer's place, given back when dropped. The owner's
 /// holds none.
 #[derive(Debug)]
 pub struct Lease {
-    place: Option<(Arc<Leases>, String)>,
+    place: Option<(Arc<Leases>, String, Kind)>,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let Some((leases, holder)) = self.place.take() else {
+        let Some((leases, holder, kind)) = self.place.take() else {
             return;
         };
         let Ok(mut held) = leases.held.lock() else {
             return;
         };
         held.total = held.total.saturating_sub(1);
-        if let Some(n) = held.by_holder.get_mut(&holder) {
-            *n -= 1;
-            if *n == 0 {
-                held.by_holder.remove(&holder);
-            }
+        release(&mut held.by_holder, &holder);
+        if kind.own_bound().is_some() {
+            release(&mut held.by_kind, &(holder, std::mem::discriminant(&kind)));
         }
     }
 }
@@ -125,6 +186,11 @@ impl Leases {
             bounds,
             held: Mutex::default(),
         })
+    }
+
+    /// How long a relay may carry nothing before it is closed.
+    pub fn idle(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.bounds.idle_seconds)
     }
 
     /// A place for `kind` opened with `credential`, or 429 naming the
@@ -147,7 +213,7 @@ impl Leases {
                 "per_token",
                 self.bounds.per_token,
                 format!(
-                    "{shown} holds {mine} long-lived sessions (terminals, streams, watches, desktop views), the most one token may hold at once ({} per token); close one before opening {}",
+                    "{shown} holds {mine} long-lived sessions (terminals, streams, watches, desktop views, relays to a sandbox's port), the most one token may hold at once ({} per token); close one before opening {}",
                     self.bounds.per_token,
                     kind.what()
                 ),
@@ -165,10 +231,26 @@ impl Leases {
                 ),
             ));
         }
+        let key = (holder.clone(), std::mem::discriminant(&kind));
+        if let Some(bound) = kind.own_bound() {
+            let of_kind = held.by_kind.get(&key).copied().unwrap_or(0);
+            if of_kind >= bound {
+                return Err(too_many(
+                    "per_kind",
+                    bound,
+                    format!(
+                        "{shown} holds {of_kind} {}, the most one holder may have at once ({bound} per token); close one before opening {}",
+                        kind.plural(),
+                        kind.what()
+                    ),
+                ));
+            }
+            *held.by_kind.entry(key).or_insert(0) += 1;
+        }
         held.total += 1;
         *held.by_holder.entry(holder.clone()).or_insert(0) += 1;
         Ok(Lease {
-            place: Some((self.clone(), holder)),
+            place: Some((self.clone(), holder, kind)),
         })
     }
 
@@ -219,6 +301,7 @@ mod tests {
         let leases = Leases::new(Bounds {
             per_token: 2,
             per_daemon: 3,
+            ..Bounds::default()
         });
         let a1 = leases.take(&token("a"), Kind::Terminal).unwrap();
         let _a2 = leases.take(&token("a"), Kind::Watch).unwrap();
@@ -246,5 +329,29 @@ mod tests {
         drop(a1);
         assert_eq!(leases.held_by(&token("a")), 1);
         assert!(leases.take(&token("b"), Kind::Terminal).is_ok());
+    }
+
+    #[test]
+    fn watches_have_a_bound_per_holder_of_their_own_below_the_tokens() {
+        let leases = Leases::new(Bounds {
+            per_token: 64,
+            per_daemon: 256,
+            ..Bounds::default()
+        });
+        let mut held: Vec<Lease> = (0..WATCHES_PER_HOLDER)
+            .map(|_| leases.take(&token("a"), Kind::Watch).unwrap())
+            .collect();
+        let e = leases.take(&token("a"), Kind::Watch).unwrap_err();
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(
+            e.problem.message.contains("16 files watches"),
+            "{}",
+            e.problem.message
+        );
+        // Other kinds, and other holders, are not held back by it.
+        assert!(leases.take(&token("a"), Kind::PortRelay).is_ok());
+        assert!(leases.take(&token("b"), Kind::Watch).is_ok());
+        held.pop();
+        assert!(leases.take(&token("a"), Kind::Watch).is_ok());
     }
 }

@@ -393,6 +393,11 @@ impl Sender {
         self.tx.send(Ok(bytes)).await.ok()
     }
 
+    /// Whether the client has gone (nothing sent will reach it).
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
     pub async fn finish(self, error: Option<RpcError>) {
         let _ = self.tx.send(Ok(end(error.as_ref()))).await;
     }

@@ -33,10 +33,6 @@ const MAX_EVENTS: usize = 10_000;
 /// polls when its user asks, and one never stopped would otherwise hold
 /// one of the daemon's files watches for as long as its sandbox runs.
 const WATCHER_IDLE: Duration = Duration::from_secs(300);
-/// Most polling watchers one token (or the owner) holds at once: half of
-/// the daemon's files watches, so one caller alone can never take them all
-/// and leave every other caller refused.
-const WATCHERS_PER_CALLER: usize = 16;
 /// The name the native files API writes an upload under before renaming
 /// it over the file asked for ([`crate::routes::files`]): a watch reports
 /// the file the client wrote, never this.
@@ -310,11 +306,12 @@ async fn remove(e: &E2b, sb: &str, r: PathRequest) -> Result<serde_json::Value, 
     Ok(serde_json::json!({}))
 }
 
-/// A polling watch: the native watch's changes, kept until asked for.
+/// A polling watch: the native watch's changes, kept until asked for. Its
+/// native watch holds its place among the caller's long-lived answers
+/// ([`crate::leases`]) until it is removed or ends unpolled.
 pub struct Watcher {
     sandbox: String,
-    /// The token that made it (`None`: the owner), which alone may poll it
-    /// and whose count is bounded by [`WATCHERS_PER_CALLER`].
+    /// The token that made it (`None`: the owner), which alone may poll it.
     owner: Option<String>,
     events: Arc<Mutex<Vec<serde_json::Value>>>,
     /// When it was last polled (or made).
@@ -461,16 +458,9 @@ async fn create_watcher(
     credential: Credential,
 ) -> Result<serde_json::Value, RpcError> {
     let root = rel(e, sb, &r.path)?;
-    let held = lock_watchers(e)?
-        .values()
-        .filter(|w| w.owner == owner)
-        .count();
-    if held >= WATCHERS_PER_CALLER {
-        return Err(RpcError::new(
-            Code::ResourceExhausted,
-            format!("this token holds {WATCHERS_PER_CALLER} directory watchers already: stop one (WatchHandle.stop()) before making another; a watcher not polled for {} minutes ends by itself", WATCHER_IDLE.as_secs() / 60),
-        ));
-    }
+    // How many a caller holds is the daemon's one ledger's to bound (the
+    // native watch below takes its place there, as WatchDir's does): no
+    // count of the door's own.
     let id = format!("w-{}", crate::auth::random_id(8));
     let sink: Arc<Mutex<Vec<serde_json::Value>>> = Arc::new(Mutex::new(Vec::new()));
     let s = sink.clone();

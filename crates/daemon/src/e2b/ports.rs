@@ -16,6 +16,14 @@
 //! is opened. The credentials that proved it are never passed on to the
 //! service inside.
 //!
+//! What a relay may hold: each request relayed (until its answer's body
+//! ends) and each WebSocket relayed (until either side closes) takes a
+//! place among its caller's long-lived answers ([`crate::leases`], the
+//! ledger every door's long-lived answers share), refused with 429 past
+//! the caller's bound before anything inside is opened; and a relay that
+//! carries nothing either way for the idle timeout (`sessions:
+//! {idle_seconds}`) is closed ([`crate::idle`]).
+//!
 //! The sandbox domain create answers is `localhost` (with the door's
 //! port): a `.localhost` name never leaves the machine that asks for it
 //! (RFC 6761), and no certificate authority signs one, so an SDK left
@@ -37,6 +45,7 @@ use warden_runtime::lifecycle;
 use super::{control, interpreter, permit, E2b};
 use crate::app::{App, Credential};
 use crate::error::chain;
+use crate::leases::{Kind, Lease};
 
 /// envd's port: requests for it are the door's own envd routes.
 pub const ENVD_PORT: u16 = 49983;
@@ -144,7 +153,12 @@ fn host_route(host: &str) -> Option<Route> {
 /// relayed there, everything else goes on to the door's own routes.
 pub async fn route(State(e): State<Arc<E2b>>, req: Request, next: Next) -> Response {
     match route_of(req.headers()) {
-        Ok(None) => DOOR.scope(domain_for(req.headers()), next.run(req)).await,
+        // The door's own routes run as its own: a native handler they
+        // call (create) may write the door's labels (see [`crate::labels`]).
+        Ok(None) => {
+            let own = DOOR.scope(domain_for(req.headers()), next.run(req));
+            crate::labels::within(crate::labels::Door::E2b, own).await
+        }
         Ok(Some(r)) => relay(e, req, r).await,
         Err(m) => control::error(StatusCode::BAD_REQUEST, m),
     }
@@ -199,6 +213,12 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
             .filter(|t| t.starts_with(super::signing::KEY_PREFIX))
             .map(|k| (sid.clone(), k)),
     };
+    // A place among the caller's long-lived answers, before anything
+    // inside is opened or started.
+    let lease = match e.app.leases.take(&credential, Kind::PortRelay) {
+        Ok(l) => l,
+        Err(err) => return control::from_api(err),
+    };
     // The code interpreter's server starts with its first request.
     if r.port == interpreter::PORT && interpreter::serves(&e.app, &sid) {
         if let Err(err) = interpreter::ensure(&e.app, &sid).await {
@@ -209,7 +229,7 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
         Ok(s) => s,
         Err(resp) => return resp,
     };
-    let resp = forward(&e.app, &credential, req, stream).await;
+    let resp = forward(&e.app, &credential, req, stream, lease).await;
     crate::revocation::bound(&e.app, credential, resp, None)
 }
 
@@ -350,13 +370,17 @@ fn holds_warden_credential(v: &axum::http::HeaderValue) -> bool {
 
 /// Send `req` over `stream` as HTTP/1.1 and answer what comes back; a
 /// WebSocket handshake the service accepts becomes a relay of bytes both
-/// ways until either side closes or the credential ends.
+/// ways until either side closes, nothing moves for the idle timeout, or
+/// the credential ends. `lease` is held as long as the relay is: to the
+/// end of the answer's body, or of the WebSocket.
 async fn forward(
     app: &Arc<App>,
     credential: &Credential,
     mut req: Request,
     stream: tokio::net::TcpStream,
+    lease: Lease,
 ) -> Response {
+    let idle = app.leases.idle();
     let bad_gateway = |m: String| control::error(StatusCode::BAD_GATEWAY, m);
     let upgrade = upgrading(req.headers());
     let client_side = upgrade.then(|| hyper::upgrade::on(&mut req));
@@ -382,6 +406,8 @@ async fn forward(
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "/".into());
+    // A request body that trickles in holds the relay as an answer does.
+    let body = crate::idle::body(body, idle, ());
     let mut out = match hyper::Request::builder()
         .method(parts.method)
         .uri(path)
@@ -410,9 +436,10 @@ async fn forward(
             let (Ok(a), Ok(b)) = (client_side.await, service_side.await) else {
                 return;
             };
-            let (mut a, mut b) = (TokioIo::new(a), TokioIo::new(b));
+            let _held = lease;
+            let (a, b) = (TokioIo::new(a), TokioIo::new(b));
             tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut a, &mut b) => {}
+                _ = crate::idle::both_ways(a, b, idle) => {}
                 () = app.revoked(credential), if credential.revocable() => {}
             }
         });
@@ -420,7 +447,8 @@ async fn forward(
         return Response::from_parts(parts, Body::empty());
     }
     let (parts, body) = answer.into_parts();
-    let mut resp = Response::from_parts(parts, Body::new(body));
+    let body = crate::idle::body(Body::new(body), idle, lease);
+    let mut resp = Response::from_parts(parts, body);
     let kept = relayed(resp.headers());
     *resp.headers_mut() = kept;
     resp

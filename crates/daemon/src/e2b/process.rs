@@ -8,6 +8,14 @@
 //! route starts one, its output appended to a file of the same place by
 //! the terminal reader of [`crate::routes::pty`]. E2B selects a process by
 //! its PID: the PID inside the sandbox.
+//!
+//! Each stream (Start, Connect, StreamInput) takes a place among its
+//! caller's long-lived answers ([`crate::leases`]) before anything starts,
+//! and gives it back when its client goes or its process ends; a process
+//! on a terminal keeps the place its Start took for as long as it runs
+//! (its terminal holds threads of the daemon whether or not a client
+//! reads it). Past the caller's bound the stream ends at once with
+//! `resource_exhausted` (the SDK's `RateLimitException`).
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -27,8 +35,10 @@ use super::connect::{self, Code, RpcError};
 use super::terminal::Terminal;
 use super::{paths, permit, E2b};
 use crate::api::ExecRequest;
+use crate::app::Credential;
 use crate::auth::Caller;
 use crate::execs::{self, Ended, ExecHandle};
+use crate::leases::{self, Lease};
 
 /// How often a running process's output files are looked at.
 const POLL: Duration = Duration::from_millis(20);
@@ -220,6 +230,7 @@ pub(super) fn find(e: &E2b, sb: &str, sel: &Selector) -> Result<Arc<Proc>, RpcEr
 pub async fn rpc(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
+    Extension(credential): Extension<Credential>,
     Path(method): Path<String>,
     req: axum::extract::Request,
 ) -> Response {
@@ -249,8 +260,18 @@ pub async fn rpc(
             err.into_response_unary()
         };
     }
+    // A stream's place, before its body is read or anything started.
+    let lease = match streaming {
+        true => match e.app.leases.take(&credential, leases::Kind::CommandStream) {
+            Ok(l) => Some(l),
+            Err(err) => return codec.stream_error(RpcError::from(err)),
+        },
+        false => None,
+    };
     if method == "StreamInput" {
-        return super::stream_input::serve(&e, &sb, &codec, body).await;
+        let answer = super::stream_input::serve(&e, &sb, &codec, body).await;
+        drop(lease);
+        return answer;
     }
     // Every other call is one message, read whole (up to the API's limit).
     let body = match axum::body::to_bytes(body, e.app.limits.body_bytes).await {
@@ -268,13 +289,23 @@ pub async fn rpc(
         }
     };
     match method.as_str() {
-        "Start" => match codec.stream_request::<StartRequest>(&body) {
-            Ok(req) => start(e, sb, req, keepalive_of(&headers), codec).await,
-            Err(r) => *r,
+        "Start" => match (codec.stream_request::<StartRequest>(&body), lease) {
+            (Ok(req), Some(lease)) => {
+                start(e, sb, req, (keepalive_of(&headers), lease), codec).await
+            }
+            (Err(r), _) => *r,
+            (Ok(_), None) => {
+                codec.stream_error(RpcError::new(Code::Internal, "a stream without its place"))
+            }
         },
-        "Connect" => match codec.stream_request::<Selected>(&body) {
-            Ok(req) => attach(e, sb, req.process, keepalive_of(&headers), codec).await,
-            Err(r) => *r,
+        "Connect" => match (codec.stream_request::<Selected>(&body), lease) {
+            (Ok(req), Some(lease)) => {
+                attach(e, sb, req.process, (keepalive_of(&headers), lease), codec).await
+            }
+            (Err(r), _) => *r,
+            (Ok(_), None) => {
+                codec.stream_error(RpcError::new(Code::Internal, "a stream without its place"))
+            }
         },
         "List" => match codec.request::<serde_json::Value>(&body) {
             Ok(_) => codec.response(list(&e, &sb)),
@@ -322,7 +353,7 @@ async fn start(
     e: Arc<E2b>,
     sb: String,
     req: StartRequest,
-    keepalive: Duration,
+    (keepalive, lease): (Duration, Lease),
     codec: connect::Codec,
 ) -> Response {
     let mut config = req.process;
@@ -338,9 +369,18 @@ async fn start(
     let stdin = req.stdin.unwrap_or(false);
     let e2 = e.clone();
     let cfg = config.clone();
-    let proc = match req.pty {
-        Some(pty) => blocking(move || super::terminal::start(&e2, &sb, cfg, tag, pty)).await,
-        None => blocking(move || start_pipes(&e2, &sb, cfg, tag, stdin)).await,
+    // A terminal keeps the stream's place for as long as its process
+    // runs; a process on pipes holds its threads no longer than the
+    // native exec does, and its stream keeps the place.
+    let (proc, lease) = match req.pty {
+        Some(pty) => (
+            blocking(move || super::terminal::start(&e2, &sb, cfg, tag, pty, lease)).await,
+            None,
+        ),
+        None => (
+            blocking(move || start_pipes(&e2, &sb, cfg, tag, stdin)).await,
+            Some(lease),
+        ),
     };
     let proc = match proc {
         Ok(p) => p,
@@ -353,7 +393,10 @@ async fn start(
         e.app.watch_end(h);
     }
     let (tx, response) = codec.channel();
-    tokio::spawn(relay(proc, tx, None, keepalive));
+    tokio::spawn(async move {
+        relay(proc, tx, None, keepalive).await;
+        drop(lease);
+    });
     response
 }
 
@@ -472,6 +515,11 @@ async fn relay(proc: Arc<Proc>, tx: connect::Sender, from: Option<Vec<u64>>, kee
     let mut ended_rx = proc.ended.clone();
     let mut quiet = Duration::ZERO;
     loop {
+        // A client that left gives its place back now, not at the next
+        // keepalive.
+        if tx.is_closed() {
+            return;
+        }
         let ended = *ended_rx.borrow_and_update();
         let p = proc.clone();
         let offs = offsets.clone();
@@ -536,7 +584,7 @@ async fn attach(
     e: Arc<E2b>,
     sb: String,
     sel: Selector,
-    keepalive: Duration,
+    (keepalive, lease): (Duration, Lease),
     codec: connect::Codec,
 ) -> Response {
     let proc = match find(&e, &sb, &sel) {
@@ -553,7 +601,10 @@ async fn attach(
     .await
     .unwrap_or_default();
     let (tx, response) = codec.channel();
-    tokio::spawn(relay(proc, tx, Some(sizes), keepalive));
+    tokio::spawn(async move {
+        relay(proc, tx, Some(sizes), keepalive).await;
+        drop(lease);
+    });
     response
 }
 

@@ -18,6 +18,7 @@ use super::connect::{Code, RpcError};
 use super::process::{argv_of, remember, Kind, Proc, ProcessConfig, Pty, Size, Stream};
 use super::E2b;
 use crate::execs::{self, Ended};
+use crate::leases::Lease;
 
 /// A terminal's end of things.
 pub struct Terminal {
@@ -37,6 +38,7 @@ pub(super) fn start(
     config: ProcessConfig,
     tag: Option<String>,
     pty: Pty,
+    lease: Lease,
 ) -> Result<Arc<Proc>, RpcError> {
     let argv = argv_of(&config);
     execs::check_command(&argv, &config.envs)?;
@@ -63,7 +65,13 @@ pub(super) fn start(
     let status: Arc<Mutex<Option<Ended>>> = Arc::new(Mutex::new(None));
     watch_end(e, spawned.running, row, status.clone(), gone_tx);
     let out_path = output.path.clone();
-    keep_output(&sandbox, output, master.clone(), gone_rx, status, ended_tx);
+    let ends = Ends {
+        gone: gone_rx,
+        status,
+        ended: ended_tx,
+        lease,
+    };
+    keep_output(&sandbox, output, master.clone(), ends);
     let (in_tx, in_rx) = mpsc::channel::<bytes::Bytes>(64);
     let m = master.clone();
     std::thread::spawn(move || {
@@ -241,16 +249,29 @@ fn watch_end(
     });
 }
 
+/// How a terminal's end is learnt and told, and the place among its
+/// caller's long-lived answers it holds until then.
+struct Ends {
+    gone: watch::Receiver<bool>,
+    status: Arc<Mutex<Option<Ended>>>,
+    ended: watch::Sender<Option<Ended>>,
+    lease: Lease,
+}
+
 /// The terminal's output, to its file; the end is told on `ended` once the
-/// last of it is there.
+/// last of it is there, and the terminal's place given back then.
 fn keep_output(
     sandbox: &warden_workspace::Sandbox,
     output: Output,
     master: Arc<OwnedFd>,
-    gone: watch::Receiver<bool>,
-    status: Arc<Mutex<Option<Ended>>>,
-    ended: watch::Sender<Option<Ended>>,
+    ends: Ends,
 ) {
+    let Ends {
+        gone,
+        status,
+        ended,
+        lease,
+    } = ends;
     let (out_tx, mut out_rx) = mpsc::channel::<bytes::Bytes>(8);
     std::thread::spawn(move || {
         crate::routes::pty::read_terminal(master, out_tx, gone, Arc::new(AtomicBool::new(false)))
@@ -283,6 +304,7 @@ fn keep_output(
             signal: Some(kill),
             timed_out: false,
         })));
+        drop(lease);
     });
 }
 

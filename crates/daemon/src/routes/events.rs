@@ -4,6 +4,14 @@
 //! happens. A denial whose reason names an option that would change it
 //! gets a `remedy` in this door's words (the option's JSON path in the
 //! API's body), beside the keys the log recorded.
+//!
+//! The log is read a page at a time from the event asked for
+//! ([`crate::logpage`]), never whole: without `follow` one answer holds
+//! at most `limit` events ([`MOST`] at most; the client asks again from
+//! the last id it got), and a following stream sends what the log holds
+//! page by page at its client's pace, then each new event. Either holds
+//! a place among its caller's long-lived answers ([`crate::leases`]) for
+//! as long as it is open.
 
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
@@ -28,7 +36,15 @@ pub struct EventsQuery {
     /// Keep the stream open for new events while the sandbox runs
     /// (default true).
     pub follow: Option<bool>,
+    /// Without `follow`, the most events the answer holds (at most, and
+    /// by default, 10000); ask again from the last id for more.
+    pub limit: Option<usize>,
 }
+
+/// The most events one answer without `follow` holds.
+pub const MOST: usize = 10_000;
+/// Events read from the log at a time.
+const PAGE: usize = 512;
 
 #[utoipa::path(get, path = "/v1/sandboxes/{id}/events", params(("id" = String, Path), EventsQuery),
     responses((status = 200, description = "text/event-stream of audit events (JSON)"), (status = 404, body = Problem)),
@@ -49,6 +65,13 @@ pub async fn events(
         .map(|n| n + 1);
     let from = q.from.or(last_id).unwrap_or(0);
     let follow = q.follow.unwrap_or(true);
+    let limit = match (follow, q.limit) {
+        (_, Some(0)) => return Err(ApiError::bad_request("limit is at least 1")),
+        (false, Some(n)) => n.min(MOST),
+        (false, None) => MOST,
+        // Followed: the whole log, page by page, at the client's pace.
+        (true, _) => usize::MAX,
+    };
     let a = app.clone();
     let sb = blocking(move || a.sandbox(&id)).await?;
     let credential = credential.map(|c| c.0).unwrap_or_default();
@@ -78,22 +101,44 @@ pub async fn events(
         } else {
             None
         };
-        let mut n: u64 = 0;
-        let mut last_ts = 0;
-        if let Ok(text) = std::fs::read_to_string(sb.dir().join("audit.jsonl")) {
-            for line in text.lines() {
-                let Ok(e) = serde_json::from_str::<warden_audit::Event>(line) else {
+        let log = sb.dir().join("audit.jsonl");
+        let (mut n, mut sent, mut last_ts) = (from, 0usize, 0);
+        loop {
+            let Ok(page) = crate::logpage::from_line(&log, n, PAGE.min(limit - sent)) else {
+                return;
+            };
+            for line in &page.lines {
+                let Ok(e) = serde_json::from_str::<warden_audit::Event>(&line.text) else {
                     continue;
                 };
                 last_ts = e.ts_ms;
-                if n >= from {
-                    let ev = SseEvent::default().id(n.to_string()).data(shown(line));
-                    if tx.blocking_send(Ok(ev)).is_err() {
-                        return;
-                    }
+                let ev = SseEvent::default()
+                    .id(line.n.to_string())
+                    .data(shown(&line.text));
+                if tx.blocking_send(Ok(ev)).is_err() {
+                    return;
                 }
-                n += 1;
+                sent += 1;
             }
+            n = page.next;
+            if page.end || sent >= limit || page.lines.is_empty() {
+                break;
+            }
+        }
+        // Asked from past the log's end: the feed still knows the time
+        // of the log's last event, to send nothing the log had.
+        if last_ts == 0 && n > 0 {
+            let last = crate::logpage::from_line(&log, n - 1, 1).unwrap_or_default();
+            if let Some(e) = last
+                .lines
+                .first()
+                .and_then(|l| serde_json::from_str::<warden_audit::Event>(&l.text).ok())
+            {
+                last_ts = e.ts_ms;
+            }
+        }
+        if !follow {
+            return;
         }
         if let Some(conn) = feed {
             let _ = conn.follow(|e| {

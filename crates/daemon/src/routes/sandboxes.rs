@@ -155,6 +155,8 @@ pub async fn create(
             .with_field(Some("/labels")));
         }
     }
+    // A door's own record is that door's to write (see [`crate::labels`]).
+    crate::labels::check(&body.labels)?;
     let input = input_of(&body, &caller)?;
     let owners_profiles = crate::quota::profiles_named(&body);
     let start = body.start.unwrap_or(true);
