@@ -58,36 +58,6 @@ fn check_entry(e: &str) -> Result<(), ResolveError> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::check_entry;
-
-    #[test]
-    fn an_entry_is_an_absolute_path_a_glob_or_a_bare_name() {
-        for ok in [
-            "/usr/bin/git",
-            "git",
-            "/usr/bin/python3*",
-            "/opt/tools/",
-            "/usr/lib/git-core",
-        ] {
-            assert!(check_entry(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "",
-            "bin/git",
-            "/usr/../bin/sh",
-            "/usr/bin/[ab",
-            "/",
-            "/**",
-            "/./x",
-            "a\0b",
-        ] {
-            assert!(check_entry(bad).is_err(), "{bad:?}");
-        }
-    }
-}
-
 /// The name of the sandbox's user (`process.user`), as `/etc/passwd` and
 /// `useradd` take one: what is written in the sandbox's passwd file can
 /// never add a field or a line.
@@ -118,6 +88,36 @@ pub(super) fn user_env(env: &mut Vec<(String, String)>, name: &str, set: &[Strin
         match env.iter_mut().find(|(k, _)| k == var) {
             Some(slot) => slot.1 = name.to_string(),
             None => env.push((var.to_string(), name.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_entry;
+
+    #[test]
+    fn an_entry_is_an_absolute_path_a_glob_or_a_bare_name() {
+        for ok in [
+            "/usr/bin/git",
+            "git",
+            "/usr/bin/python3*",
+            "/opt/tools/",
+            "/usr/lib/git-core",
+        ] {
+            assert!(check_entry(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "bin/git",
+            "/usr/../bin/sh",
+            "/usr/bin/[ab",
+            "/",
+            "/**",
+            "/./x",
+            "a\0b",
+        ] {
+            assert!(check_entry(bad).is_err(), "{bad:?}");
         }
     }
 }
