@@ -331,6 +331,13 @@ pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
     if let Some(content) = &plan.resolv_conf {
         provide_resolv_conf(content)?;
     }
+    // The sandbox's own name resolves inside it (sudo, Java, many test
+    // runners look it up, for both address families) without a question
+    // to the resolver, whose refusal would read as a rule to add. A bind
+    // the caller gave for the file (an OCI runtime's pod hosts file) wins.
+    if !plan.binds.iter().any(|b| b.dst == Path::new("/etc/hosts")) {
+        provide_hosts(&plan.hostname)?;
+    }
     if let Some(user) = &plan.user {
         provide_user(user, &plan.home)?;
     }
@@ -855,6 +862,54 @@ fn provide_resolv_conf(content: &str) -> Result<(), MountError> {
         MsFlags::MS_BIND,
         None,
         "warden's resolv.conf",
+    )?;
+    set_attr(
+        &target,
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        false,
+    )
+}
+
+/// The sandbox's `/etc/hosts`: loopback names and its own hostname, bound
+/// read-only over the tree's file (the host's entries are the host's; with
+/// no route out the sandbox has no use for them, and with egress every
+/// other name goes to warden's resolver). A hostname that is not a plain
+/// DNS name gets no line.
+fn provide_hosts(hostname: &str) -> Result<(), MountError> {
+    let plain = !hostname.is_empty()
+        && hostname.len() <= 253
+        && hostname
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    let mut text =
+        String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+    if plain && hostname != "localhost" {
+        text.push_str(&format!("127.0.1.1\t{hostname}\n::1\t{hostname}\n"));
+    }
+    let staged = Path::new("/.hosts");
+    std::fs::write(staged, text).map_err(|source| MountError::Create {
+        path: staged.to_path_buf(),
+        source,
+    })?;
+    let target = Path::new(NEWROOT).join("etc/hosts");
+    match std::fs::symlink_metadata(&target) {
+        Ok(m) if m.is_file() => {}
+        // A tree with no file there (or a link, which a bind would
+        // follow): the tree's own is left as it is.
+        Ok(_) => return Ok(()),
+        Err(_) => {
+            if std::fs::File::create(&target).is_err() {
+                return Ok(());
+            }
+        }
+    }
+    do_mount(
+        Some(&staged.to_string_lossy()),
+        &target,
+        None,
+        MsFlags::MS_BIND,
+        None,
+        "warden's hosts file",
     )?;
     set_attr(
         &target,

@@ -276,3 +276,58 @@ fn ask_without_a_terminal_is_said_at_the_start() {
     let out = warden(state.path(), &["run", "--no-tty", "--", "true"]);
     assert!(!stderr(&out).contains("--ask"), "{}", stderr(&out));
 }
+
+/// A sandbox's own hostname resolves inside it from its hosts file, so
+/// nothing asks the resolver for it and no run proposes it as a rule;
+/// the host's own hosts entries are not shown.
+#[test]
+fn the_sandboxs_own_hostname_resolves_inside_it_and_is_never_proposed() {
+    let state = TempDir::new("own-hostname");
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-tty",
+            "--",
+            "sh",
+            "-c",
+            "getent hosts \"$(hostname)\"; cat /etc/hosts",
+        ],
+    );
+    let text = ok(&out);
+    assert!(
+        text.starts_with("127.0.1.1") || text.starts_with("::1"),
+        "{text}"
+    );
+    let host_hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    // The host's own entries (any name past loopback's) stay the host's.
+    for line in host_hosts
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#') && !l.contains("localhost"))
+        .filter(|l| !l.trim().is_empty())
+    {
+        assert!(!text.contains(line), "{line:?} shown:\n{text}");
+    }
+    if !egress_available() {
+        return;
+    }
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-tty",
+            "--allow-domain",
+            "example.test",
+            "--",
+            "sh",
+            "-c",
+            "getent hosts \"$(hostname)\" >/dev/null && echo resolved",
+        ],
+    );
+    assert_eq!(ok(&out).trim(), "resolved");
+    assert!(
+        !stderr(&out).contains("to allow what this run was denied"),
+        "{}",
+        stderr(&out)
+    );
+}
