@@ -77,19 +77,68 @@ pub fn load(path: &Path) -> Result<Vec<String>, GrantsError> {
     Ok(preset.domains.into_iter().map(|d| d.value).collect())
 }
 
-/// The file's text for `entries`.
-fn render(entries: &[String]) -> String {
-    let quoted: Vec<String> = entries
-        .iter()
-        .map(|e| serde_json::Value::from(e.as_str()).to_string())
-        .collect();
-    format!(
+/// The request rules granted in `path` (`allow_requests`: requests an
+/// ask rule asked about, answered "always"); none when it does not exist.
+pub fn load_requests(path: &Path) -> Result<Vec<String>, GrantsError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(GrantsError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let preset = warden_policy::profile::parse_preset(&text).map_err(|e| GrantsError::Parse {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    Ok(preset.allow_requests.into_iter().map(|d| d.value).collect())
+}
+
+/// The granted request rules that still apply to `spec`: each an allow
+/// rule for one method and path of a name that has request rules in
+/// this run (a grant never gives request rules, so never terminates and
+/// narrows, a name that has none now).
+pub fn apply_requests(spec: &mut warden_policy::SandboxSpec, granted: &[String]) {
+    use warden_policy::requests::{RequestAction, RequestRule};
+    let warden_policy::NetworkSpec::Egress(e) = &mut spec.network else {
+        return;
+    };
+    for entry in granted {
+        let Ok(mut rule) = RequestRule::parse(RequestAction::Allow, entry) else {
+            continue;
+        };
+        rule.source = format!("{}{}", rule.source, warden_egress::requests::GRANTED);
+        let port = rule.domain.port.unwrap_or(443);
+        if e.requests.iter().any(|r| r.is_for(&rule.domain.name, port))
+            && !e.requests.contains(&rule)
+        {
+            e.requests.push(rule);
+        }
+    }
+}
+
+/// The file's text for `entries` and the request rules `requests`.
+fn render(entries: &[String], requests: &[String]) -> String {
+    let quoted = |list: &[String]| -> String {
+        list.iter()
+            .map(|e| serde_json::Value::from(e.as_str()).to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut text = format!(
         "description: {}\ndomains: [{}]\n",
         serde_json::Value::from(
             "names answered \"always\" when asked (`egress.ask`) for this project"
         ),
-        quoted.join(", ")
-    )
+        quoted(entries)
+    );
+    if !requests.is_empty() {
+        text.push_str(&format!("allow_requests: [{}]\n", quoted(requests)));
+    }
+    text
 }
 
 /// Add `entry` to the grants file at `path`; `Ok(false)` when it was there.
@@ -99,6 +148,26 @@ pub fn add(path: &Path, entry: &str) -> Result<bool, GrantsError> {
         return Ok(false);
     }
     entries.push(entry.to_string());
+    let requests = load_requests(path)?;
+    write_grants(path, &entries, &requests)?;
+    Ok(true)
+}
+
+/// Add the request rule `rule` to the grants file at `path`; `Ok(false)`
+/// when it was there.
+pub fn add_request(path: &Path, rule: &str) -> Result<bool, GrantsError> {
+    let mut requests = load_requests(path)?;
+    if requests.iter().any(|e| e == rule) {
+        return Ok(false);
+    }
+    requests.push(rule.to_string());
+    let entries = load(path)?;
+    write_grants(path, &entries, &requests)?;
+    Ok(true)
+}
+
+/// Write the grants file whole (its directory made owner-only).
+fn write_grants(path: &Path, entries: &[String], requests: &[String]) -> Result<(), GrantsError> {
     let write = |source| GrantsError::Write {
         path: path.to_path_buf(),
         source,
@@ -116,8 +185,9 @@ pub fn add(path: &Path, entry: &str) -> Result<bool, GrantsError> {
         use std::os::unix::fs::PermissionsExt;
         m.permissions().mode() & 0o7777
     });
-    warden_protocol::replace_file(path, render(&entries).as_bytes(), mode).map_err(write)?;
-    Ok(true)
+    warden_protocol::replace_file(path, render(entries, requests).as_bytes(), mode)
+        .map_err(write)?;
+    Ok(())
 }
 
 /// The domains of the profile file at `path` (`egress.domains`).
@@ -183,8 +253,37 @@ impl GrantsSink {
     }
 }
 
+impl GrantsSink {
+    /// A request the owner allowed "always" when an ask rule asked: its
+    /// rule (the proxy names it in the reason) goes into the grants file.
+    /// A profile is not edited for it (`--ask-save profile` keeps names
+    /// only): the end of the run lists the rule to add.
+    fn request(&mut self, event: &Event) {
+        let EventKind::Connection {
+            allowed: true,
+            rule: Some(rule),
+            reason: Some(reason),
+            ..
+        } = &event.kind
+        else {
+            return;
+        };
+        if rule != warden_egress::secrets::ASKED_ALWAYS || self.into_profile {
+            return;
+        }
+        let Some(entry) = reason.allow.as_ref().map(|a| a.value.clone()) else {
+            return;
+        };
+        if let Err(e) = add_request(&self.path, &entry) {
+            self.failure
+                .get_or_insert_with(|| warden_jail::chain_str(&e));
+        }
+    }
+}
+
 impl EventSink for GrantsSink {
     fn emit(&mut self, event: &Event) {
+        self.request(event);
         let EventKind::Connection {
             name: Some(name),
             port,
@@ -235,6 +334,11 @@ mod tests {
         assert!(!add(&f, "pypi.org").unwrap());
         assert!(add(&f, "git.example.com:8443").unwrap());
         assert_eq!(load(&f).unwrap(), ["pypi.org", "git.example.com:8443"]);
+        assert!(add_request(&f, "POST forge.test/issues/1").unwrap());
+        assert!(!add_request(&f, "POST forge.test/issues/1").unwrap());
+        assert!(add(&f, "npmjs.org").unwrap());
+        assert_eq!(load_requests(&f).unwrap(), ["POST forge.test/issues/1"]);
+        assert_eq!(load(&f).unwrap().len(), 3);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

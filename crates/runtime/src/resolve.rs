@@ -565,16 +565,23 @@ fn resolve_inner(
         Some(KeptWorkspace::Copy(dir)) => Some(dir.clone()),
         _ => merged.path(Field::Workspace),
     };
+    // Ask rules keep their "always" answers in the same file, as
+    // request rules (and take only those: names stay `egress.ask`'s).
+    let asks_requests = !merged.list(Field::AskRequest).is_empty();
+    let mut granted_requests = Vec::new();
     let grants = match (ctx.state_dir, &workspace) {
         // The profile's own domains are already in the layer.
         _ if profile_file.is_some() => profile_file.clone(),
-        (Some(state), Some(ws)) if ask => {
+        (Some(state), Some(ws)) if ask || asks_requests => {
             // A named sandbox's layer stands for its project.
             let project = sandbox
                 .map(|sb| sb.meta().workspace.clone())
                 .unwrap_or_else(|| ws.clone());
             let file = crate::grants::file_for(state, &project);
-            placement.granted_domains = crate::grants::load(&file)?;
+            if ask {
+                placement.granted_domains = crate::grants::load(&file)?;
+            }
+            granted_requests = crate::grants::load_requests(&file)?;
             Some(file)
         }
         _ => None,
@@ -583,8 +590,9 @@ fn resolve_inner(
     placement
         .hidden
         .extend(ctx.state_dir.map(Path::to_path_buf));
-    let spec = spec_of(merged, &placement, ctx.defaults)
+    let mut spec = spec_of(merged, &placement, ctx.defaults)
         .map_err(|e| as_the_caller_sees(e, ctx.trust, merged))?;
+    crate::grants::apply_requests(&mut spec, &granted_requests);
     // A desktop's programs are looked for now, so that a host without
     // them is told what to install before anything is made.
     crate::desktop::check_programs(&spec)?;

@@ -37,6 +37,11 @@ impl AskedRequest {
     }
 }
 
+/// What ends the source of an allow rule the project's grants keep (a
+/// request a person answered "always" about): such a rule lets its
+/// request go without asking, where an ask rule would hold it.
+pub const GRANTED: &str = " (answered always)";
+
 /// What a request's body said of JSON-RPC, as far as the rules need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rpc {
@@ -106,6 +111,23 @@ impl RequestRules {
 
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// The granted rule (see [`GRANTED`]) that allows `req`, if one does:
+    /// a request a person answered "always" about in an earlier run goes
+    /// without asking, though the ask rule still matches it.
+    pub fn granted(&self, req: &Request<'_>) -> Option<String> {
+        let granted: Vec<RequestRule> = self
+            .rules
+            .iter()
+            .filter(|r| r.action == RequestAction::Allow && r.source.ends_with(GRANTED))
+            .cloned()
+            .collect();
+        if granted.is_empty() {
+            return None;
+        }
+        let v = RequestRules::new(granted).decide(req);
+        (v.outcome == Outcome::Allow).then_some(v.rule).flatten()
     }
 
     /// Whether some rule asks (a person is then needed to answer).

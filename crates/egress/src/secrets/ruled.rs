@@ -61,14 +61,15 @@ pub(super) async fn judge(
     } else {
         (Rpc::NoBody, body)
     };
-    let verdict = term.request_rules.decide(&Request {
+    let request = Request {
         name,
         port,
         method,
         path,
         query: parts.uri.query(),
         rpc: &rpc,
-    });
+    };
+    let verdict = term.request_rules.decide(&request);
     let mut rule = verdict.rule;
     let (allowed, cause, why) = match verdict.outcome {
         Outcome::Allow => (true, Cause::new(Reason::RequestAllowed), verdict.why),
@@ -84,6 +85,15 @@ pub(super) async fn judge(
         ),
         Outcome::Ambiguous => (false, Cause::new(Reason::MisdirectedRequest), verdict.why),
         // Held until a person answers.
+        // Answered "always" in an earlier run of the project.
+        Outcome::Ask if term.request_rules.granted(&request).is_some() => {
+            rule = term.request_rules.granted(&request);
+            (
+                true,
+                Cause::new(Reason::RequestAllowed),
+                format!("answered always in an earlier run: {}", verdict.why),
+            )
+        }
         Outcome::Ask => {
             let asking = rule.clone().unwrap_or_default();
             let query = parts.uri.query();

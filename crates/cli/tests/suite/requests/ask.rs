@@ -174,3 +174,80 @@ fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out
     assert!(seen[0].contains("POST /issues/1"), "{seen:?}");
     ok(&w(&["stop", "--time", "1s", "held"]));
 }
+
+#[test]
+fn an_always_answer_about_a_request_is_kept_for_the_projects_next_run_and_covers_that_request_only()
+{
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    let port = up.port.to_string();
+    let state = TempDir::new("requests-always-state");
+    let ws = TempDir::new("requests-always-ws");
+    let post = |n: u32| {
+        format!("curl -sS --noproxy '*' -o /dev/null -w 'issue {n} %{{http_code}}\\n' -X POST https://forge.test:{port}/issues/{n}")
+    };
+    let args = |script: &str| -> Vec<String> {
+        [
+            "run",
+            "--no-audit-log",
+            "-w",
+            ws.str(),
+            "--allow-domain",
+            &format!("forge.test:{port}"),
+            "--add-host",
+            "forge.test=127.0.0.1",
+            "--upstream-ca",
+            &ca.pem_path(),
+            "--ask-request",
+            &format!("POST forge.test:{port}/issues/*"),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mut term = TestTerminal::open(24, 200);
+    let mut cmd = Command::new(warden_bin());
+    cmd.env("WARDEN_STATE_DIR", state.path())
+        .args(args(&post(1)));
+    let mut child = term.spawn(&mut cmd);
+    let asked = term.expect("then Enter", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(700));
+    term.master.write_all(b"always\r").unwrap();
+    let rest = term.expect("issue 1", Duration::from_secs(30));
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{asked}{rest}");
+    assert!(rest.contains("issue 1 200"), "{asked}{rest}");
+    // The next run of the project, with no terminal to ask on: the same
+    // request goes unasked, another is still refused.
+    let out = Command::new(warden_bin())
+        .env("WARDEN_STATE_DIR", state.path())
+        .args(args(&format!("{}; {}", post(1), post(2))).iter().map(|a| {
+            if a == "--no-audit-log" {
+                "--no-tty"
+            } else {
+                a.as_str()
+            }
+        }))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = stdout(&out);
+    assert!(s.contains("issue 1 200"), "{s}\n{}", stderr(&out));
+    assert!(s.contains("issue 2 403"), "{s}\n{}", stderr(&out));
+    let seen = up.requests();
+    assert_eq!(
+        seen.iter().filter(|r| r.contains("POST /issues/1")).count(),
+        2,
+        "{seen:?}"
+    );
+    assert!(!seen.iter().any(|r| r.contains("/issues/2")), "{seen:?}");
+    // Nothing in the workspace: the sandbox cannot grant itself a rule.
+    assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
+}
