@@ -535,7 +535,9 @@ impl Pod<'_> {
             log_path: format!("{}/0.log", spec.name),
             stdin: spec.stdin,
             tty: spec.tty,
-            annotations: self.config.annotations.clone(),
+            // kubelet gives a container none of the pod's annotations:
+            // containerd copies them into the container's configuration
+            // (the handler's `pod_annotations`).
             linux: Some(api::LinuxContainerConfig {
                 resources: Some(api::LinuxContainerResources {
                     memory_limit_in_bytes: spec.memory.unwrap_or(0),
