@@ -483,6 +483,15 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
         }
         Err(e) => {
             record_failure(&sb, "commit-refused", Vec::new(), e.to_string());
+            if matches!(e, warden_workspace::CommitError::Unreviewed(_)) {
+                // `diff --stat` is the usual first look, and reviews
+                // nothing: say so, and what does.
+                return Err(anyhow::anyhow!(
+                    "{e}\n(`warden diff --stat` lists the changes without their content, so it \
+                     counts as no review: `warden diff {name}` shows them in full)",
+                    name = sb.name()
+                ));
+            }
             return Err(e.into());
         }
     };

@@ -496,6 +496,15 @@ fn the_cycle_works_for_an_unprivileged_user() {
     let diff = ok(&run(&["diff", "u", "--stat"]));
     assert!(diff.contains("file") && diff.contains("added"), "{diff}");
     ok(&run(&["stop", "u"]));
+    // A --stat alone reviews nothing, and the refusal says what does.
+    let refused = run(&["commit", "u"]);
+    assert!(!refused.status.success());
+    let err = stderr(&refused);
+    assert!(
+        err.contains("`warden diff --stat` lists the changes without their content")
+            && err.contains("`warden diff u` shows them in full"),
+        "{err}"
+    );
     ok(&run(&["diff", "u"]));
     ok(&run(&["commit", "u"]));
     assert_eq!(
