@@ -11,6 +11,7 @@ mod credential_attacks;
 mod daemon;
 mod daemon_attacks;
 mod daemon_egress;
+mod daemon_profiles;
 mod daemon_retention;
 mod daemon_starvation;
 mod dashboard_auth;

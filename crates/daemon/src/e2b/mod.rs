@@ -24,7 +24,7 @@ mod control;
 mod copies;
 mod create;
 mod filesystem;
-mod interpreter;
+pub(crate) mod interpreter;
 pub(crate) mod lifecycle;
 mod logs;
 mod metrics;

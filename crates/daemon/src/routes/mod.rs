@@ -14,6 +14,7 @@ pub(crate) mod files;
 mod inside;
 pub(crate) mod pause;
 mod pools;
+mod profiles;
 pub(crate) mod pty;
 pub(crate) mod redact;
 mod rfb;
@@ -134,6 +135,7 @@ where
         desktop::screenshot,
         desktop::act,
         pools::list,
+        profiles::list,
         tokens::list,
         tokens::create,
         tokens::revoke,
@@ -151,7 +153,9 @@ where
         watch::FileChange,
         desktop::DesktopInfo,
         desktop::ActionDone,
-        watch::Kind
+        watch::Kind,
+        profiles::ProfileList,
+        profiles::ProfileEntry
     )),
     modifiers(&Security)
 )]
@@ -244,6 +248,7 @@ pub fn router(app: Arc<App>) -> Router {
             get(cdp::devtools),
         )
         .route("/v1/pools", get(pools::list))
+        .route("/v1/profiles", get(profiles::list))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
         .route_service("/mcp", crate::mcp::http::service(app.clone()))
