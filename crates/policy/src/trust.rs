@@ -41,6 +41,9 @@ pub enum Refusal {
     /// field (a higher limit, a weaker isolation, a switch that widens).
     #[error("the owner's profile sets this, and a caller may only tighten it (a lower limit, a stronger isolation, a widening switch left off), never loosen it")]
     Loosens,
+    /// A profile that exists for the daemon's own use ([`OWN_USE_PROFILES`]).
+    #[error("this profile is the daemon's own (it runs a step of the daemon's, with reach no caller's sandbox is given), so only the owner names it")]
+    OwnUse,
 }
 
 impl Refusal {
@@ -50,6 +53,7 @@ impl Refusal {
             Refusal::OwnerOnly => "owner_only",
             Refusal::NotAName => "not_a_name",
             Refusal::Loosens => "loosens",
+            Refusal::OwnUse => "owner_only",
         }
     }
 }
@@ -318,11 +322,24 @@ pub fn may_set(field: Field, trust: Trust) -> Result<(), Refusal> {
     }
 }
 
+/// Profiles of the catalogue that exist for the daemon's own use: each
+/// runs a step of the daemon's with reach a caller's sandbox must not get
+/// (`code-interpreter-v1-setup` reaches PyPI to fetch the code
+/// interpreter's packages). Only the owner names them, on every door: a
+/// token holder naming one would get that reach for nothing.
+pub const OWN_USE_PROFILES: &[&str] = &["code-interpreter-v1-setup"];
+
+/// Is `name` one of the daemon's own profiles ([`OWN_USE_PROFILES`])?
+pub fn is_own_use(name: &str) -> bool {
+    OWN_USE_PROFILES.contains(&name)
+}
+
 /// May a source of `trust` name `name` as a profile (in `extends`, as the
 /// profile of a request, a template, an annotation)?
 pub fn may_name_profile(name: &str, trust: Trust) -> Result<(), Refusal> {
     match trust {
         Trust::Owner => Ok(()),
+        Trust::Caller if is_own_use(name) => Err(Refusal::OwnUse),
         Trust::Caller if is_catalog_name(name) => Ok(()),
         Trust::Caller => Err(Refusal::NotAName),
     }
@@ -440,6 +457,20 @@ mod tests {
                 "{bad:?}"
             );
             assert_eq!(may_name_profile(bad, Trust::Owner), Ok(()), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_daemons_own_profiles_are_named_by_the_owner_only() {
+        for own in OWN_USE_PROFILES {
+            assert!(
+                crate::compose::BUILTIN_PROFILES
+                    .iter()
+                    .any(|(n, _)| n == own),
+                "{own} is no profile of the built-in catalogue"
+            );
+            assert_eq!(may_name_profile(own, Trust::Caller), Err(Refusal::OwnUse));
+            assert_eq!(may_name_profile(own, Trust::Owner), Ok(()));
         }
     }
 
