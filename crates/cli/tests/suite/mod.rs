@@ -10,6 +10,7 @@ mod connect_inside;
 mod credential_attacks;
 mod daemon;
 mod daemon_attacks;
+mod daemon_bounds;
 mod daemon_egress;
 mod daemon_retention;
 mod daemon_starvation;
