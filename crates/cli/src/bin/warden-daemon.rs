@@ -16,6 +16,9 @@ use warden_daemon::auth::{self, Scope};
 #[derive(Parser)]
 #[command(
     name = "warden",
+    // Run as `warden serve|token|mcp` (the warden command starts this
+    // binary): its usage lines say so, whatever its file is called.
+    bin_name = "warden",
     version,
     about = "warden's daemon: sandboxes over an HTTP API, and its tokens"
 )]
@@ -403,15 +406,31 @@ fn token(cmd: TokenCommand) -> anyhow::Result<u8> {
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else {
+                // Columns as wide as their widest entry (a name's escapes
+                // counted as shown), so that every row lines up.
+                let names: Vec<String> = tokens
+                    .iter()
+                    .map(|t| t.name.escape_debug().to_string())
+                    .collect();
+                let width = |col: &str, cells: &mut dyn Iterator<Item = usize>| {
+                    cells.max().unwrap_or(0).max(col.len())
+                };
+                let nw = width("NAME", &mut names.iter().map(|n| n.chars().count()));
+                let sw = width(
+                    "SANDBOX",
+                    &mut tokens
+                        .iter()
+                        .map(|t| t.sandbox.as_deref().unwrap_or("-").chars().count()),
+                );
                 println!(
-                    "{:<12} {:<20} {:<8} {:<14} SCOPES",
+                    "{:<12} {:<nw$} {:<8} {:<sw$} SCOPES",
                     "ID", "NAME", "STATE", "SANDBOX"
                 );
-                for t in tokens {
+                for (t, name) in tokens.iter().zip(&names) {
                     println!(
-                        "{:<12} {:<20} {:<8} {:<14} {}",
+                        "{:<12} {:<nw$} {:<8} {:<sw$} {}",
                         t.id,
-                        t.name.escape_debug(),
+                        name,
                         if t.revoked { "revoked" } else { "live" },
                         t.sandbox.as_deref().unwrap_or("-"),
                         t.scopes.join(" ")

@@ -331,3 +331,29 @@ fn the_sandboxs_own_hostname_resolves_inside_it_and_is_never_proposed() {
         stderr(&out)
     );
 }
+
+/// `warden token create --help` says `warden token create` (not the
+/// daemon binary's file name), and `warden token list` lines its columns
+/// up whatever the names' lengths.
+#[test]
+fn token_usage_names_warden_and_the_token_list_lines_up() {
+    let state = TempDir::new("token-list");
+    let help = ok(&warden(state.path(), &["token", "create", "--help"]));
+    assert!(help.contains("Usage: warden token create"), "{help}");
+    for name in ["a-rather-long-name-for-a-token", "b"] {
+        ok(&warden(
+            state.path(),
+            &["token", "create", name, "--scope", "sandboxes:read"],
+        ));
+    }
+    let list = ok(&warden(state.path(), &["token", "list"]));
+    let starts: Vec<Option<usize>> = list
+        .lines()
+        .map(|l| l.find("live").or(l.find("STATE")))
+        .collect();
+    assert_eq!(starts.len(), 3, "{list}");
+    assert!(
+        starts.iter().all(|s| s.is_some() && *s == starts[0]),
+        "{list}"
+    );
+}
