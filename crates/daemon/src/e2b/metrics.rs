@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::control::{error, shape};
+use super::control::error;
 use super::{permit, E2b};
 use crate::api::SandboxInfo;
 use crate::auth::Caller;
@@ -145,12 +145,14 @@ pub struct MetricsQuery {
     end: Option<u64>,
 }
 
-/// The most the sandbox may write: its disk budget (`resources.disk`,
-/// given or its default), which bounds its workspace's changes, its home
-/// and its caches' writes. Never the host's disk, whose size is the
-/// owner's to know; a sandbox that keeps nothing on disk (its workspace
-/// bound directly) has no budget, and 0 is said.
-fn disk_total(e: &E2b, id: &str) -> u64 {
+/// The sandbox's own shape as its metrics say it: its CPU limit in
+/// whole cores, its memory limit, and the most it may write (its disk
+/// budget, `resources.disk` given or its default, which bounds its
+/// workspace's changes, its home and its caches' writes). Never a fact of
+/// the host (its cores, its memory, its disk), which are the owner's to
+/// know: what the sandbox's spec does not limit is said as 0 (a sandbox
+/// with no CPU quota of its own, one that keeps nothing on disk).
+fn own_shape(e: &E2b, id: &str) -> (u32, u64, u64) {
     e.app
         .store
         .get(id)
@@ -161,12 +163,17 @@ fn disk_total(e: &E2b, id: &str) -> u64 {
             )
             .ok()
         })
-        .and_then(|s| s.spec.filesystem.disk)
-        .map_or(0, |d| d.bytes)
+        .map_or((0, 0, 0), |s| {
+            (
+                s.spec.resources.cpus.map_or(0, |c| c.ceil() as u32),
+                s.spec.resources.memory.value,
+                s.spec.filesystem.disk.map_or(0, |d| d.bytes),
+            )
+        })
 }
 
 /// The CPU share of `s` after `before` (or since `started_ms`), in
-/// percent of `cpus` cores.
+/// percent of `cpus` cores (of one core for a sandbox with no CPU quota).
 fn cpu_pct(s: &Sample, before: Option<&Sample>, started_ms: u64, cpus: u32) -> f64 {
     let (cpu0, ms0) = before.map_or((0, started_ms), |b| (b.cpu_usec, b.ms));
     let wall_us = s.ms.saturating_sub(ms0).saturating_mul(1000);
@@ -199,12 +206,9 @@ pub async fn get(
     };
     let e2 = e.clone();
     let sid = id.clone();
-    let (cpus, mem_total, disk_total) = tokio::task::spawn_blocking(move || {
-        let (cpus, mem) = shape(&e2, &sid);
-        (cpus, mem, disk_total(&e2, &sid))
-    })
-    .await
-    .unwrap_or((1, 0, 0));
+    let (cpus, mem_total, disk_total) = tokio::task::spawn_blocking(move || own_shape(&e2, &sid))
+        .await
+        .unwrap_or((0, 0, 0));
     let mut samples = e.samples.of(&id);
     // A sandbox younger than the first sample: one look now.
     if samples.is_empty() {
