@@ -251,8 +251,19 @@ async fn relay(
 ) {
     let revoked = app.clone().revoked(credential);
     tokio::pin!(revoked);
+    // Closed once nothing moves either way for the idle timeout, as
+    // every relay is (see [`crate::idle`]).
+    let idle = app.leases.idle();
     loop {
         tokio::select! {
+            () = tokio::time::sleep(idle) => {
+                let _ = socket.send(Message::Close(Some(CloseFrame {
+                    code: 1001,
+                    reason: "nothing was relayed for the daemon's idle timeout".into(),
+                }))).await;
+                let _ = upstream.close(None).await;
+                return;
+            }
             () = &mut revoked => {
                 let _ = socket.send(Message::Close(Some(CloseFrame {
                     code: 1008,

@@ -102,10 +102,18 @@ async fn session(
     let revoked = app.clone().revoked(credential);
     tokio::pin!(revoked);
     let mut out = Vec::new();
+    // A view that carries nothing either way for the idle timeout is
+    // closed, as every relay is (see [`crate::idle`]); a viewer asks for
+    // updates as long as it shows the screen.
+    let idle = app.leases.idle();
     loop {
         tokio::select! {
             () = &mut revoked => {
                 close(&mut socket, 1008, "the token was revoked or the session ended").await;
+                return;
+            }
+            () = tokio::time::sleep(idle) => {
+                close(&mut socket, 1001, "nothing was relayed for the daemon's idle timeout").await;
                 return;
             }
             n = from_server.read(&mut buf) => match n {
