@@ -4,7 +4,7 @@
 
 import { withCsrf } from './api.js';
 import { h, bytes, clock } from './dom.js';
-import { proposeRule } from './rules.js';
+import { proposeRule, proposalFor } from './rules.js';
 
 // A long command line, cut (the whole one is in the log).
 function short(text) {
@@ -21,7 +21,7 @@ function describe(e) {
       const rule = e.rule ? ` by ${e.rule}` : '';
       return e.allowed
         ? { group: 'network', label: 'allow', tone: 'allow', text: `${e.protocol} ${where}${rule}${e.bytes_out || e.bytes_in ? ` (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` : ''}` }
-        : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, remedy: e.remedy, propose: e.name ? { name: e.name, port: e.protocol === 'dns' ? null : e.port } : null };
+        : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, remedy: e.remedy, propose: proposalFor(e) };
     }
     case 'connection_closed':
       return { group: 'network', label: 'closed', tone: 'info', text: `${e.name || '?'}:${e.port} after ${e.duration_ms} ms (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` };

@@ -1,5 +1,5 @@
 // The sandboxes: a table that refreshes itself, creating one from a
-// profile, stopping and deleting.
+// profile picked from the daemon's list, stopping and deleting.
 
 import { api, enc } from './api.js';
 import { h, bytes, age, toast } from './dom.js';
@@ -15,8 +15,14 @@ export function sandboxesPage(root) {
     h('thead', {}, h('tr', {}, COLUMNS.map((c) => h('th', { scope: 'col' }, c)))),
     body,
   );
-  const name = h('input', { id: 'new-name', name: 'name', placeholder: 'optional', pattern: '[A-Za-z0-9._-]*' });
-  const profile = h('input', { id: 'new-profile', name: 'profile', placeholder: 'default' });
+  // A pattern is compiled with the `v` flag, where a bare `-` at the end
+  // of a class is an error (the browser then reports it and checks
+  // nothing): escaped.
+  const name = h('input', { id: 'new-name', name: 'name', placeholder: 'optional', pattern: '[A-Za-z0-9._\\-]*' });
+  // The profiles a caller may name (GET /v1/profiles), each with its
+  // line; "default" creates with none.
+  const profile = h('select', { id: 'new-profile', name: 'profile' }, h('option', { value: '' }, 'default'));
+  loadProfiles(profile);
   const workspace = h('input', { id: 'new-workspace', name: 'workspace', placeholder: 'none' });
   const form = h(
     'form',
@@ -126,4 +132,13 @@ export function sandboxesPage(root) {
     alive = false;
     clearTimeout(timer);
   };
+}
+
+async function loadProfiles(select) {
+  try {
+    const { profiles } = await api('GET', '/v1/profiles');
+    select.append(...profiles.map((p) => h('option', { value: p.name, title: p.description || '' }, p.description ? `${p.name} — ${p.description}` : p.name)));
+  } catch (err) {
+    toast(`The profiles could not be listed: ${err.message}`, true);
+  }
 }

@@ -8,6 +8,9 @@
 // (printed). With `--screenshot FILE` the sandbox page's screenshot is
 // also written there (the README's docs/dashboard.png).
 //
+// The create form picks its profile from the daemon's list; a denial of
+// a name already allowed proposes no entry for it again.
+//
 // Run: WARDEN_BIN=target/debug/warden node dashboard/tests/e2e.mjs
 
 import { chromium } from 'playwright-core';
@@ -51,6 +54,9 @@ const env = {
   // own listener), and time enough to answer them.
   WARDEN_TEST_ASK_LOOPBACK: '1',
   WARDEN_TEST_ASK_TIMEOUT_MS: '60000',
+  // What the host's resolver would answer for an allowed name that leads
+  // to a private address: the proxy refuses it before connecting.
+  WARDEN_TEST_RESOLVE: 'private.test=10.255.0.7',
 };
 
 const warden = (...args) => execFileSync(bin, args, { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
@@ -227,9 +233,23 @@ try {
     await owner('POST', '/v1/sandboxes', {
       name: 'demo',
       workspace,
-      spec: { egress: { domains: [`allowed.test:${port}`], hosts: { 'blocked.test': '127.0.0.1', 'allowed.test': '127.0.0.1' } } },
+      spec: { egress: { domains: [`allowed.test:${port}`, `private.test:${port}`], hosts: { 'blocked.test': '127.0.0.1', 'allowed.test': '127.0.0.1' } } },
     });
     await page.locator('tr[data-id=demo] .state', { hasText: 'running' }).waitFor();
+  });
+
+  await scenario("the create form picks a profile from the daemon's list, not the daemon's own", async () => {
+    const picker = page.locator('select#new-profile');
+    await picker.locator('option[value=researcher]').waitFor({ state: 'attached' });
+    const first = await picker.locator('option').first();
+    if ((await first.innerText()) !== 'default' || (await first.getAttribute('value')) !== '') throw new Error(`the first entry is not "default": ${await first.innerText()}`);
+    if (await picker.locator('option[value="code-interpreter-v1-setup"]').count()) throw new Error("the daemon's own setup profile is offered");
+    await page.fill('#new-name', 'picked');
+    await picker.selectOption('python');
+    await page.click('form.create button[type=submit]');
+    await page.locator('tr[data-id=picked] td', { hasText: 'python' }).first().waitFor();
+    await owner('POST', '/v1/sandboxes/picked/stop', {}).catch(() => {});
+    await owner('DELETE', '/v1/sandboxes/picked');
   });
 
   await scenario('a denied connection shows up live', async () => {
@@ -278,6 +298,27 @@ try {
     await new Promise((res) => setTimeout(res, 500));
     if (arrivals.length !== before) throw new Error(`a token holder's rule used the owner's pin: ${r.stdout}`);
     await page.locator('.ev.deny', { hasText: 'blocked.test' }).nth(1).waitFor();
+    // That denial's reason is the caller's reach, which no entry changes:
+    // the name is already allowed, and is never proposed again.
+    await new Promise((res) => setTimeout(res, 300));
+    const last = page.locator('.ev.deny', { hasText: 'blocked.test' }).last();
+    if (!(await last.innerText()).includes('caller')) throw new Error(`the last denial is not of the caller's reach: ${await last.innerText()}`);
+    if (await last.locator('button', { hasText: 'Propose a rule' }).count()) throw new Error('an allowed name is proposed again');
+  });
+
+  await scenario('an allowed name refused for its private address proposes the address range its reason names, never the name', async () => {
+    await connect('demo', 'private.test', false);
+    const denial = page.locator('.ev.deny', { hasText: 'private.test' }).filter({ hasText: 'non-public' }).first();
+    await denial.waitFor();
+    await denial.locator('button', { hasText: 'Propose a rule' }).click();
+    const proposal = page.locator('.proposal', { hasText: 'private.test' });
+    await proposal.waitFor();
+    const lines = await proposal.locator('pre').innerText();
+    if (!lines.includes('allow_cidrs:') || !lines.includes('- 10.255.0.7/32') || lines.includes('domains') || lines.includes('private.test')) throw new Error(`the proposal reads: ${lines}`);
+    if ((await page.inputValue('#rule-entry')) !== '10.255.0.7/32') throw new Error(`the entry is ${await page.inputValue('#rule-entry')}`);
+    // A running sandbox takes names only: no button offers to apply it.
+    if (await proposal.locator('button', { hasText: 'now' }).count()) throw new Error('a range is offered as a live change');
+    await proposal.locator('button', { hasText: 'Close' }).click();
   });
 
   await scenario('the terminal runs a command', async () => {
@@ -332,9 +373,10 @@ try {
   await scenario('the table counts the denial and shows live CPU and memory', async () => {
     await page.goto(`${base}/#/`);
     const cells = page.locator('tr[data-id=demo] td');
-    // Two: the name denied at first, and the token holder's rule that
-    // could not use the owner's pin.
-    await waitFor('the denied count', async () => (await cells.nth(7).innerText()).trim() === '2');
+    // Three: the name denied at first, the token holder's rule that
+    // could not use the owner's pin, and the allowed name whose address
+    // is private.
+    await waitFor('the denied count', async () => (await cells.nth(7).innerText()).trim() === '3');
     await waitFor('a CPU share', async () => /^\d+%$/.test((await cells.nth(4).innerText()).trim()));
     const memory = (await cells.nth(5).innerText()).trim();
     if (!/B$/.test(memory)) throw new Error(`no memory figure: ${memory}`);
