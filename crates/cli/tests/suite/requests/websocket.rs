@@ -46,6 +46,8 @@ impl WsServer {
                     };
                     let path = Arc::new(Mutex::new(String::new()));
                     let p = path.clone();
+                    // The error type is tungstenite's callback's, not ours.
+                    #[allow(clippy::result_large_err)]
                     let callback =
                         move |req: &tokio_tungstenite::tungstenite::handshake::server::Request,
                               resp| {
