@@ -42,23 +42,106 @@ const MAX_DIRS: usize = 8192;
 /// the daemon's user shares with everything else it runs, so token
 /// holders may not take them all.
 const MAX_WATCHES: usize = 32;
+/// Of [`MAX_WATCHES`], the places only the owner takes: nothing token
+/// holders hold together makes the owner's socket wait for a watch.
+const OWNER_RESERVE: usize = 8;
+/// The most watches one token (or session) holds at once: half of what
+/// the tokens may hold together, so one alone never leaves every other
+/// refused, whatever its lease bound.
+const WATCHES_PER_TOKEN: usize = (MAX_WATCHES - OWNER_RESERVE) / 2;
+/// Watch streams open now, by holder.
+static BY_HOLDER: std::sync::Mutex<Option<HashMap<String, usize>>> = std::sync::Mutex::new(None);
 /// Watch streams open now.
 static OPEN: AtomicUsize = AtomicUsize::new(0);
 
+/// The most inotify watches (watched directories) all of the daemon's
+/// watch streams hold together: the kernel counts them per user
+/// (`fs.inotify.max_user_watches`), and the daemon's user (root, often)
+/// shares that count with every other program it runs, so the daemon
+/// keeps to a quarter of it, and never more than this.
+const MAX_DIRS_ALL: usize = 32768;
+/// Directories watched now, by every stream.
+static DIRS_HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// The daemon's budget of inotify watches, read from the host once.
+fn dirs_budget() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(8192);
+        (host / 4).clamp(1, MAX_DIRS_ALL)
+    })
+}
+
+/// One more directory watched, within the daemon's budget.
+fn take_dir() -> bool {
+    DIRS_HELD
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < dirs_budget()).then_some(n + 1)
+        })
+        .is_ok()
+}
+
+fn give_dirs(n: usize) {
+    let _ = DIRS_HELD.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| {
+        Some(h.saturating_sub(n))
+    });
+}
+
 /// A place among the [`MAX_WATCHES`], given back when dropped.
-struct Slot;
+struct Slot {
+    /// Who holds it: none for the owner.
+    holder: Option<String>,
+}
+
+/// Who a watch is held by, for [`WATCHES_PER_TOKEN`]: none for the owner
+/// (whose calls carry no credential).
+fn holder_of(c: &crate::app::Credential) -> Option<String> {
+    c.token
+        .as_ref()
+        .map(|t| format!("token:{t}"))
+        .or_else(|| c.session.as_ref().map(|s| format!("session:{s}")))
+        .or_else(|| c.envd.as_ref().map(|(sb, k)| format!("envd:{sb}:{k}")))
+}
 
 impl Slot {
-    fn take() -> Result<Slot, ApiError> {
+    /// A place for the owner (any of them) or a token holder (at most
+    /// [`WATCHES_PER_TOKEN`], among all but the [`OWNER_RESERVE`]).
+    fn take(holder: Option<String>) -> Result<Slot, ApiError> {
+        let mut by = BY_HOLDER
+            .lock()
+            .map_err(|_| ApiError::internal("the daemon's watch count is poisoned"))?;
+        let by = by.get_or_insert_with(HashMap::new);
+        let bound = match &holder {
+            None => MAX_WATCHES,
+            Some(h) => {
+                let mine = by.get(h).copied().unwrap_or(0);
+                if mine >= WATCHES_PER_TOKEN {
+                    return Err(ApiError::new(
+                        axum::http::StatusCode::TOO_MANY_REQUESTS,
+                        "quota",
+                        format!("you hold {mine} files watches, the most one token holds at once; close one (or watch a common parent recursively) and ask again"),
+                    ));
+                }
+                MAX_WATCHES - OWNER_RESERVE
+            }
+        };
         let taken = OPEN.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n < MAX_WATCHES).then_some(n + 1)
+            (n < bound).then_some(n + 1)
         });
         match taken {
-            Ok(_) => Ok(Slot),
+            Ok(_) => {
+                if let Some(h) = &holder {
+                    *by.entry(h.clone()).or_insert(0) += 1;
+                }
+                Ok(Slot { holder })
+            }
             Err(_) => Err(ApiError::new(
                 axum::http::StatusCode::TOO_MANY_REQUESTS,
                 "quota",
-                format!("{MAX_WATCHES} files watches are open on this daemon already; close one (or watch a common parent recursively) and ask again"),
+                format!("{bound} files watches are open on this daemon already, the most it holds for you; close one (or watch a common parent recursively) and ask again"),
             )),
         }
     }
@@ -69,11 +152,11 @@ impl Slot {
     /// whose client has just gone gives its place back only when its
     /// thread next looks (within [`POLL_MS`]), and a client that closed
     /// one watch and opens another must not be refused for that moment.
-    async fn wait() -> Result<Slot, ApiError> {
+    async fn wait(holder: Option<String>) -> Result<Slot, ApiError> {
         let deadline =
             tokio::time::Instant::now() + std::time::Duration::from_millis(u64::from(POLL_MS) * 3);
         loop {
-            match Slot::take() {
+            match Slot::take(holder.clone()) {
                 Ok(s) => return Ok(s),
                 Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
@@ -85,6 +168,16 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         OPEN.fetch_sub(1, Ordering::SeqCst);
+        if let (Some(h), Ok(mut by)) = (&self.holder, BY_HOLDER.lock()) {
+            if let Some(map) = by.as_mut() {
+                if let Some(n) = map.get_mut(h) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        map.remove(h);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -191,6 +284,12 @@ struct Watcher {
     moved_from: Option<(u32, String, Kind)>,
 }
 
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        give_dirs(self.dirs.len());
+    }
+}
+
 /// How long a rename's first half waits for its second before it is
 /// reported as a removal (the file left the watched tree).
 const PAIR_MS: u16 = 50;
@@ -233,7 +332,7 @@ impl Watcher {
             Errno::ENOSPC | Errno::EMFILE => ApiError::new(
                 axum::http::StatusCode::INSUFFICIENT_STORAGE,
                 "quota",
-                "the host has no inotify watches left for this (fs.inotify.max_user_watches)",
+                "the daemon's watches follow as many directories as it lets them all follow together (a quarter of the host's fs.inotify.max_user_watches), or this watch reached its own bound; watch a smaller tree and ask again",
             ),
             e => ApiError::internal(format!("cannot watch: {}", e.desc())),
         })?;
@@ -267,16 +366,22 @@ impl Watcher {
     ) -> Result<(), Errno> {
         let mut stack = vec![(fd, rel)];
         while let Some((fd, rel)) = stack.pop() {
-            if self.dirs.len() >= MAX_DIRS {
+            if self.dirs.len() >= MAX_DIRS || !take_dir() {
                 return Err(Errno::ENOSPC);
             }
             let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-            let wd = self
-                .inotify
-                .watches()
-                .add(&proc_path, mask())
-                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())))?;
-            self.dirs.insert(wd, rel.clone());
+            let wd = match self.inotify.watches().add(&proc_path, mask()) {
+                Ok(wd) => wd,
+                Err(e) => {
+                    give_dirs(1);
+                    return Err(Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())));
+                }
+            };
+            if self.dirs.insert(wd, rel.clone()).is_some() {
+                // The same directory again (inotify gives it the watch it
+                // had): one watch, counted once.
+                give_dirs(1);
+            }
             if !self.recursive {
                 continue;
             }
@@ -312,6 +417,13 @@ impl Watcher {
         Ok(())
     }
 
+    /// `wd` is no longer watched: its place in the daemon's budget is free.
+    fn unwatched(&mut self, wd: &WatchDescriptor) {
+        if self.dirs.remove(wd).is_some() {
+            give_dirs(1);
+        }
+    }
+
     /// Stop watching `rel` and everything below it.
     fn forget_tree(&mut self, rel: &str) {
         let prefix = format!("{rel}/");
@@ -322,7 +434,7 @@ impl Watcher {
             .map(|(wd, _)| wd.clone())
             .collect();
         for wd in gone {
-            self.dirs.remove(&wd);
+            self.unwatched(&wd);
             let _ = self.inotify.watches().remove(wd);
         }
     }
@@ -368,7 +480,7 @@ impl Watcher {
                 continue;
             };
             if mask.contains(EventMask::IGNORED) {
-                self.dirs.remove(&wd);
+                self.unwatched(&wd);
                 if dir == self.root_rel {
                     flush_from(&mut moved_from, &mut out);
                     out.push(FileChange::Gone { path: dir });
@@ -515,7 +627,7 @@ pub async fn watch(
     // Held by the watching thread, as its place among the daemon's
     // watches is (see [`crate::leases`]).
     let lease = app.leases.take(&credential, crate::leases::Kind::Watch)?;
-    let slot = Slot::wait().await?;
+    let slot = Slot::wait(holder_of(&credential)).await?;
     // The init opens the directory inside the sandbox (a link, `..` or a
     // file refused there), and hands it over.
     let fd = opened(run(&app, &id, FileOp::List { path: path.clone() }, &path).await?)?;
