@@ -29,7 +29,6 @@ mod frictions;
 mod gvisor;
 mod home;
 mod host_identity;
-mod host_identity;
 mod input_checks;
 mod isolation;
 mod layer_attacks;
