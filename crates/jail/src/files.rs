@@ -44,15 +44,31 @@ pub struct Roots<'a> {
     pub root: Option<BorrowedFd<'a>>,
 }
 
+/// Where a walk starts: the descriptor, and for a path of the root how
+/// deep the place's own file system begins (`/tmp`, `/home/NAME`): below
+/// it no step may go onto another file system, so a directory the owner
+/// bound there (`filesystem.read_write` under `/tmp`) or one a cache
+/// brings is never reached through the root.
+struct Start<'a> {
+    fd: BorrowedFd<'a>,
+    fence: Option<usize>,
+}
+
 impl<'a> Roots<'a> {
-    /// The descriptor `path` starts from and its names.
-    fn start<'p>(&self, path: &'p str) -> Result<(BorrowedFd<'a>, Vec<&'p str>), Errno> {
+    /// Where `path` starts and its names.
+    fn start<'p>(&self, path: &'p str) -> Result<(Start<'a>, Vec<&'p str>), Errno> {
         let (base, names) = place(path)?;
-        let fd = match base {
-            Base::Workspace => self.workspace.ok_or(Errno::ENOMEDIUM)?,
-            Base::Root => self.root.ok_or(Errno::EXDEV)?,
+        let start = match base {
+            Base::Workspace => Start {
+                fd: self.workspace.ok_or(Errno::ENOMEDIUM)?,
+                fence: None,
+            },
+            Base::Root => Start {
+                fd: self.root.ok_or(Errno::EXDEV)?,
+                fence: Some(if names.first() == Some(&"home") { 2 } else { 1 }),
+            },
         };
-        Ok((fd, names))
+        Ok((start, names))
     }
 }
 
@@ -105,19 +121,39 @@ fn kind(st: &FileStat) -> SFlag {
     SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits())
 }
 
-/// The directory reached by `dirs` from `root`, each step one name opened
-/// without following a link.
-fn walk(root: BorrowedFd<'_>, dirs: &[&str]) -> Result<OwnedFd, Errno> {
+/// The directory reached by `dirs` from `start`, each step one name
+/// opened without following a link, and none below the fence onto
+/// another file system (EXDEV).
+fn walk(start: &Start<'_>, dirs: &[&str]) -> Result<OwnedFd, Errno> {
     let mut cur = nix::fcntl::openat(
-        root,
+        start.fd,
         ".",
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )?;
-    for name in dirs {
-        cur = step(cur.as_fd(), name)?;
+    for (i, name) in dirs.iter().enumerate() {
+        let next = step(cur.as_fd(), name)?;
+        if start.fence.is_some_and(|f| i + 1 > f) {
+            same_device(cur.as_fd(), next.as_fd())?;
+        }
+        cur = next;
     }
     Ok(cur)
+}
+
+/// EXDEV unless `b` is on `a`'s file system.
+fn same_device(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> Result<(), Errno> {
+    if nix::sys::stat::fstat(a)?.st_dev == nix::sys::stat::fstat(b)?.st_dev {
+        Ok(())
+    } else {
+        Err(Errno::EXDEV)
+    }
+}
+
+/// Whether what is opened at depth `depth` (its parent `dir`) must be on
+/// the parent's file system.
+fn fenced(start: &Start<'_>, depth: usize) -> bool {
+    start.fence.is_some_and(|f| depth > f)
 }
 
 /// Open directory `name` in `dir` as `O_PATH`: ELOOP when it is a link,
@@ -140,11 +176,21 @@ fn step(dir: BorrowedFd<'_>, name: &str) -> Result<OwnedFd, Errno> {
 /// The parent directory of a path and its last name; EINVAL for the
 /// workspace or the root itself.
 fn parent<'p>(roots: Roots<'_>, path: &'p str) -> Result<(OwnedFd, &'p str), Errno> {
-    let (root, names) = roots.start(path)?;
+    let (start, names) = roots.start(path)?;
     let Some((last, dirs)) = names.split_last() else {
         return Err(Errno::EINVAL);
     };
-    Ok((walk(root, dirs)?, last))
+    let dir = walk(&start, dirs)?;
+    // What is there must be on the parent's file system too (a mount
+    // point's name is the mount's root).
+    if fenced(&start, names.len()) {
+        if let Ok(st) = nix::sys::stat::fstatat(&dir, *last, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            if st.st_dev != nix::sys::stat::fstat(&dir)?.st_dev {
+                return Err(Errno::EXDEV);
+            }
+        }
+    }
+    Ok((dir, last))
 }
 
 /// Why `name` in `dir` could not be opened as asked: ELOOP when it is a
@@ -202,29 +248,39 @@ fn create(root: Roots<'_>, path: &str, mode: u32) -> Result<OwnedFd, Errno> {
 }
 
 fn open_dir(roots: Roots<'_>, path: &str) -> Result<OwnedFd, Errno> {
-    let (root, names) = roots.start(path)?;
+    let (start, names) = roots.start(path)?;
     let (dir, name) = match names.split_last() {
-        Some((last, dirs)) => (walk(root, dirs)?, *last),
-        None => (walk(root, &[])?, "."),
+        Some((last, dirs)) => (walk(&start, dirs)?, *last),
+        None => (walk(&start, &[])?, "."),
     };
-    nix::fcntl::openat(
+    let fd = nix::fcntl::openat(
         &dir,
         name,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| explain(dir.as_fd(), name, e))
+    .map_err(|e| explain(dir.as_fd(), name, e))?;
+    if fenced(&start, names.len()) {
+        same_device(dir.as_fd(), fd.as_fd())?;
+    }
+    Ok(fd)
 }
 
 fn mkdir(roots: Roots<'_>, path: &str, parents: bool) -> Result<(), Errno> {
-    let (root, names) = roots.start(path)?;
+    let (start, names) = roots.start(path)?;
     if names.is_empty() {
         return Err(Errno::EEXIST);
     }
-    let mut cur = walk(root, &[])?;
+    let mut cur = walk(&start, &[])?;
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
-        match step(cur.as_fd(), name) {
+        let next = step(cur.as_fd(), name).and_then(|next| {
+            if fenced(&start, i + 1) {
+                same_device(cur.as_fd(), next.as_fd())?;
+            }
+            Ok(next)
+        });
+        match next {
             // There already, as a directory: done when parents are
             // made too (as `mkdir -p`).
             Ok(_) if last && parents => return Ok(()),
@@ -320,6 +376,9 @@ fn remove_tree(parent: BorrowedFd<'_>, name: &str) -> Result<(), Errno> {
                 return Err(Errno::ENAMETOOLONG);
             }
             let dir = open(top.as_fd(), &n)?;
+            // Never into another file system (a directory bound there):
+            // what a removal deletes is the place's own.
+            same_device(top.as_fd(), dir.as_fd())?;
             stack.push((dir, n));
             continue;
         }
@@ -393,6 +452,8 @@ mod tests {
         std::fs::create_dir_all(root.join("tmp")).unwrap();
         std::fs::create_dir_all(root.join("home/user")).unwrap();
         std::fs::create_dir_all(root.join("proc/1")).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(root.join("etc/passwd"), "host's").unwrap();
         std::fs::write(root.join("proc/1/environ"), "init's").unwrap();
         std::os::unix::fs::symlink(dir.path().join("host-secret"), root.join("tmp/l")).unwrap();
         std::os::unix::fs::symlink(dir.path(), root.join("home/user/d")).unwrap();
@@ -438,6 +499,7 @@ mod tests {
         );
         assert_eq!(read("/tmp/../../host-secret"), libc::EXDEV);
         assert_eq!(read("/proc/1/environ"), libc::EACCES);
+        assert_eq!(read("/etc/passwd"), libc::EACCES);
         // Relative paths stay the workspace's.
         assert_eq!(read("user/d/host-secret"), libc::ELOOP);
         // Served on the host (gVisor): the workspace only.

@@ -3,8 +3,8 @@
 //! sandbox's init inside the sandbox (`warden_jail::files` serves them, one
 //! name at a time, never through a link). A relative path is relative to
 //! the workspace; an absolute one names a place of the sandbox's own root
-//! as its processes see it (its home, `/tmp`), never the host's, and never
-//! one of [`NOT_SERVED`]. [`place`] and [`components`] are the rule both
+//! as its processes see it, never the host's, and only in one of the
+//! sandbox's own writable places ([`SERVED`]). [`place`] and [`components`] are the rule both
 //! sides apply to them.
 
 use nix::errno::Errno;
@@ -13,17 +13,20 @@ use serde::{Deserialize, Serialize};
 /// Entries a recursive removal deletes per request; past this it answers
 /// EAGAIN and the caller asks again, so the init is never busy for long.
 pub const REMOVE_BUDGET: usize = 2000;
-/// Top-level directories of the sandbox's root that file operations never
-/// enter, and why: what is there is no file a caller works with, and the
-/// init (which opens it) may reach more of it than the sandbox's other
-/// processes.
-pub const NOT_SERVED: &[(&str, &str)] = &[
+/// The top-level directories of the sandbox's root an absolute path may
+/// be in, and why: the sandbox's own writable places. Everything else
+/// (the host's system directories shown read-only, `/proc`, where the
+/// init could open its own memory, `/sys`, `/dev`) is refused before
+/// anything is opened: a caller with the files scope alone reads no more
+/// of the host's files than before.
+pub const SERVED: &[(&str, &str)] = &[
+    ("workspace", "the workspace, as a relative path names it"),
     (
-        "proc",
-        "the kernel's view of processes: the init's own memory, environment and descriptors are there",
+        "home",
+        "the sandbox's own home (/home/sandbox, or where `filesystem.home` puts it)",
     ),
-    ("sys", "the kernel's objects, not files"),
-    ("dev", "devices and terminals, not files"),
+    ("root", "the sandbox's own home when `filesystem.home` is /root"),
+    ("tmp", "the sandbox's own /tmp"),
 ];
 
 /// Where a path starts: the workspace, or the sandbox's own root.
@@ -76,15 +79,15 @@ pub fn components(path: &str) -> Result<Vec<&str>, Errno> {
 
 /// Where `path` starts and its names: a relative path in the workspace
 /// (as [`components`]), an absolute one in the sandbox's root; EXDEV for
-/// `..`, EINVAL for a NUL byte, EACCES for a place of [`NOT_SERVED`].
+/// `..`, EINVAL for a NUL byte, EACCES outside the places of [`SERVED`].
 pub fn place(path: &str) -> Result<(Base, Vec<&str>), Errno> {
     if !path.starts_with('/') {
         return Ok((Base::Workspace, components(path)?));
     }
     let names = components(path.trim_start_matches('/'))?;
-    if names
+    if !names
         .first()
-        .is_some_and(|top| NOT_SERVED.iter().any(|(n, _)| n == top))
+        .is_some_and(|top| SERVED.iter().any(|(n, _)| n == top))
     {
         return Err(Errno::EACCES);
     }
@@ -96,10 +99,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_absolute_path_is_in_the_sandboxs_root_but_never_in_proc_sys_or_dev() {
+    fn an_absolute_path_is_in_the_sandboxs_own_writable_places_only() {
         assert_eq!(place("a/b"), Ok((Base::Workspace, vec!["a", "b"])));
         assert_eq!(place("/tmp/x"), Ok((Base::Root, vec!["tmp", "x"])));
-        assert_eq!(place("/"), Ok((Base::Root, vec![])));
+        assert_eq!(place("/"), Err(Errno::EACCES));
+        assert_eq!(place("/etc/passwd"), Err(Errno::EACCES));
+        assert_eq!(place("/usr/bin"), Err(Errno::EACCES));
+        assert_eq!(place("/home/user/x"), Ok((Base::Root, vec!["home", "user", "x"])));
         assert_eq!(place("/tmp/../etc/shadow"), Err(Errno::EXDEV));
         assert_eq!(place("/proc/1/mem"), Err(Errno::EACCES));
         assert_eq!(place("//proc/self/environ"), Err(Errno::EACCES));

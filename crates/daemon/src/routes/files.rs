@@ -1,16 +1,16 @@
 //! Files in a sandbox: read, write (streamed, any size, any bytes), list,
 //! make directories, move, remove; in its workspace (a relative path, or
-//! one under /workspace) or anywhere else of the sandbox's own file tree
-//! (its home, `/tmp`), as its processes see it.
+//! one under /workspace) or in the sandbox's other own places (its home,
+//! `/tmp`), as its processes see them.
 //!
 //! The daemon never resolves a path of the sandbox itself: the sandbox's
 //! own init does, inside the sandbox, one name at a time beneath the
 //! workspace or the sandbox's root and never through a link (see
 //! `warden_jail::files`), and hands back the file it opened; the daemon
 //! only reads or writes that descriptor. A path with `..`, through a link
-//! anywhere on the way, or in `/proc`, `/sys` or `/dev` is refused with
-//! 400; what the sandbox itself may not write (its system directories),
-//! 403.
+//! anywhere on the way, or outside the workspace, the home and `/tmp`
+//! (the host's system directories the sandbox sees, `/proc`) is refused
+//! with 400.
 
 use axum::body::Body as HttpBody;
 use axum::extract::{Path, Query, State};
@@ -97,7 +97,7 @@ pub(crate) fn inside(path: Option<&str>) -> Result<String, ApiError> {
     match warden_protocol::files::place(path) {
         Ok((_, names)) => Ok(format!("/{}", names.join("/"))),
         Err(Errno::EACCES) => Err(ApiError::bad_request(format!(
-            "{path:?} is in /proc, /sys or /dev, which the files API does not open"
+            "{path:?} is not in one of the sandbox's own places the files API opens: the workspace, its home (/home/..., /root) and /tmp"
         ))),
         Err(_) => Err(ApiError::bad_request(format!(
             "{path:?}: `..` is not taken, nor a NUL byte"
