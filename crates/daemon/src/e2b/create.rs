@@ -27,9 +27,10 @@ use crate::routes::Body;
 /// `POST /sandboxes` and `/v2/sandboxes` (NewSandbox / NewSandboxV2).
 /// What a sandbox reaches is its template's allowlist and `allowOut`,
 /// never more; `allowInternetAccess: false` (or `denyOut` of all traffic)
-/// takes the template's away ([`super::network::Wanted`]).
+/// takes the template's away ([`super::network::Wanted`]). An option
+/// this type does not name is refused (400), never taken and ignored.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewSandbox {
     #[serde(rename = "templateID")]
     template_id: String,
@@ -54,6 +55,32 @@ pub struct NewSandbox {
     volume_mounts: Option<serde_json::Value>,
     #[serde(default)]
     mcp: Option<serde_json::Value>,
+    /// Secured envd access: warden's always is (every sandbox call needs
+    /// the envd access token), so `true` is what warden gives.
+    #[serde(default)]
+    secure: Option<bool>,
+    /// Workload identity tokens: warden has none to give.
+    #[serde(default)]
+    iam: Option<serde_json::Value>,
+}
+
+/// Why create's `secure` or `iam` cannot be had: `secure: false` asks for
+/// envd without its access token, a non-empty `iam.tokens` for workload
+/// identity (an empty map or `null` enables nothing, as in E2B).
+fn identity_refused(body: &NewSandbox) -> Option<&'static str> {
+    if body.secure == Some(false) {
+        return Some("secure: false is not supported: warden always requires the sandbox's envd access token; omit secure");
+    }
+    let tokens = body.iam.as_ref().and_then(|i| i.get("tokens"));
+    let empty = |v: &serde_json::Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty());
+    let iam_empty = body.iam.as_ref().is_none_or(|i| {
+        i.is_null()
+            || i.as_object()
+                .is_some_and(|m| m.keys().all(|k| k == "tokens") && tokens.is_none_or(empty))
+    });
+    (!iam_empty).then_some(
+        "iam (workload identity) is not supported: warden gives a sandbox no identity tokens; give credentials through a warden profile's secrets (the template), which the egress proxy substitutes towards their own hosts",
+    )
 }
 
 /// E2B's timeout when a create names none.
@@ -124,6 +151,9 @@ fn create_request(
     }
     if body.mcp.as_ref().is_some_and(|v| !v.is_null()) {
         return Err("mcp is not supported through the E2B API".into());
+    }
+    if let Some(why) = identity_refused(body) {
+        return Err(why.into());
     }
     let profile = match body.template_id.as_str() {
         "" => None,
@@ -284,6 +314,9 @@ async fn create_from_snapshot(
             StatusCode::BAD_REQUEST,
             "volumeMounts and mcp are not supported",
         ));
+    }
+    if let Some(why) = identity_refused(body) {
+        return Err(error(StatusCode::BAD_REQUEST, why));
     }
     let labels = labels_of(body, &[]).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
     let timeout = body.timeout.unwrap_or(DEFAULT_TIMEOUT);

@@ -29,9 +29,11 @@ use crate::routes::{egress, Body};
 use warden_policy::NetworkSpec;
 
 /// E2B's network options (create's `network`, and the whole body of an
-/// update, which also takes `allowInternetAccess`).
+/// update, which also takes `allowInternetAccess`). An option this type
+/// does not name is refused, never taken and ignored: a client of a later
+/// SDK learns what warden does not do rather than believing it done.
 #[derive(Debug, Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct Network {
     #[serde(default)]
     pub allow_out: Option<Vec<String>>,
@@ -46,6 +48,41 @@ pub(super) struct Network {
     /// Sent by the SDK in snake case, as E2B's API names it.
     #[serde(default, alias = "allow_internet_access")]
     pub allow_internet_access: Option<bool>,
+    /// Whether the sandbox's ports answer without its traffic access
+    /// token: warden's never do (`false` is what warden gives).
+    #[serde(default)]
+    pub allow_public_traffic: Option<bool>,
+    /// A Host header for every request relayed to the sandbox's ports:
+    /// warden relays the client's own.
+    #[serde(default)]
+    pub mask_request_host: Option<serde_json::Value>,
+    /// Ports inside that serve HTTPS: warden relays plain HTTP to them.
+    #[serde(default)]
+    pub https_ports: Option<serde_json::Value>,
+}
+
+/// Why the port options of `net` cannot be had, when one of them asks for
+/// what warden's port relay does not do (`null`, an empty list and
+/// `allowPublicTraffic: false` are what it does).
+fn port_options_refused(net: &Network) -> Option<String> {
+    if net.allow_public_traffic == Some(true) {
+        return Some("network.allowPublicTraffic: true is not supported: warden relays to a sandbox's ports only for a caller with its traffic access token (or a token of the daemon); omit it or set it to false".into());
+    }
+    if net
+        .mask_request_host
+        .as_ref()
+        .is_some_and(|v| !v.is_null() && v.as_str() != Some(""))
+    {
+        return Some("network.maskRequestHost is not supported: warden relays each request to the sandbox's port with the Host header the client sent; omit it".into());
+    }
+    if net
+        .https_ports
+        .as_ref()
+        .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+    {
+        return Some("network.httpsPorts is not supported: warden relays plain HTTP (and WebSocket) to a sandbox's ports; serve plain HTTP on the port inside, or omit it".into());
+    }
+    None
 }
 
 /// What E2B's options ask of a sandbox's egress, in warden's terms.
@@ -100,6 +137,9 @@ fn range_of(entry: &str) -> Option<bool> {
 pub(super) fn wanted_of(net: &Network, internet: Option<bool>) -> Result<Wanted, String> {
     if net.rules.is_some() || net.egress_proxy.is_some() || net.dns_servers.is_some() {
         return Err("network.rules, egressProxy and dnsServers are not supported: warden's egress proxy decides by name (allow_out), and secrets are given through a warden profile (the template)".into());
+    }
+    if let Some(why) = port_options_refused(net) {
+        return Err(why);
     }
     let mut out = Wanted {
         deny_all: internet == Some(false),
