@@ -44,14 +44,13 @@ pub(super) fn first_finding(parts: &http::request::Parts) -> Option<HeadFinding>
     for (name, value) in parts.headers.iter() {
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         let place = format!("the {} header", name.as_str());
-        if let Some(decoded) = basic(&value) {
-            line(
-                &mut text,
-                place.clone(),
-                format!("{}: {decoded}", name.as_str()),
-            );
-        }
-        line(&mut text, place, format!("{}: {value}", name.as_str()));
+        // A Basic credential is judged decoded only: its base64 is
+        // high-entropy whatever it holds (a placeholder too).
+        let content = match basic(&value) {
+            Some(decoded) => format!("{}: {decoded}", name.as_str()),
+            None => format!("{}: {value}", name.as_str()),
+        };
+        line(&mut text, place, content);
     }
     let target = parts
         .uri
@@ -150,6 +149,14 @@ mod tests {
             &[
                 ("authorization", format!("Bearer {placeholder}")),
                 ("accept", "application/json".into()),
+                (
+                    "proxy-authorization",
+                    format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD
+                            .encode(format!("user:{placeholder}"))
+                    ),
+                ),
             ],
         );
         assert!(first_finding(&clean).is_none());
