@@ -23,6 +23,8 @@ use crate::auth::{self, Caller};
 use crate::error::ApiError;
 use crate::routes::sandboxes;
 use crate::routes::Body;
+use warden_policy::layer::{Layer, Origin};
+use warden_policy::{Field, Trust};
 
 /// `POST /sandboxes` and `/v2/sandboxes` (NewSandbox / NewSandboxV2).
 /// What a sandbox reaches is its template's allowlist and `allowOut`,
@@ -140,6 +142,45 @@ pub(super) fn end_ms(info: &SandboxInfo) -> Option<u64> {
     info.ttl_deadline_ms.map(|d| d.saturating_sub(grace))
 }
 
+/// What an E2B create sets of the sandbox, read into a layer by the field
+/// table as a caller's values, each at its place in the E2B body
+/// (`/envVars/NAME`, `/network/allowOut/N`): the door's own user and home
+/// ([`super::paths`]), the client's variables and the names it allows
+/// (`domains`, `allowOut` as read by [`super::network::wanted_of`]).
+fn spec_layer(body: &NewSandbox, domains: &[String]) -> Result<Layer, String> {
+    let at = |pointer: String| Origin::Body {
+        label: "the E2B request".into(),
+        pointer,
+    };
+    let mut layer = Layer::default();
+    let mut add = |field: Field, text: &str, origin: Origin| {
+        layer
+            .add_text(field, text, origin.clone(), Trust::Caller)
+            .map_err(|e| format!("{}: {e}", origin.pointer().unwrap_or("")))
+    };
+    // E2B's user and its home, where commands start and relative paths
+    // are: the same for commands and files.
+    add(Field::HomeDir, super::paths::E2B_HOME, Origin::Default)?;
+    add(Field::Workdir, super::paths::E2B_HOME, Origin::Default)?;
+    add(Field::UserName, super::paths::E2B_USER, Origin::Default)?;
+    for (name, value) in body.env_vars.iter().flatten() {
+        // A map entry is read as NAME=VALUE: a name holding `=` would be
+        // split elsewhere than the client meant.
+        if name.contains('=') {
+            return Err(format!("envVars.{name}: a variable's name holds no `=`"));
+        }
+        add(
+            Field::Env,
+            &format!("{name}={value}"),
+            at(format!("/envVars/{name}")),
+        )?;
+    }
+    for (i, d) in domains.iter().enumerate() {
+        add(Field::AllowDomain, d, at(format!("/network/allowOut/{i}")))?;
+    }
+    Ok(layer)
+}
+
 /// The native create request for an E2B one, and what it asks of the
 /// sandbox's egress.
 fn create_request(
@@ -183,20 +224,6 @@ fn create_request(
         }
         t => Some(t.to_string()),
     };
-    let mut spec = serde_json::Map::new();
-    // E2B's user and its home, where commands start and relative paths
-    // are: the same for commands and files ([`super::paths`]).
-    spec.insert(
-        "filesystem".into(),
-        serde_json::json!({ "home": super::paths::E2B_HOME, "workdir": super::paths::E2B_HOME }),
-    );
-    spec.insert(
-        "process".into(),
-        serde_json::json!({ "user": super::paths::E2B_USER }),
-    );
-    if let Some(envs) = body.env_vars.as_ref().filter(|e| !e.is_empty()) {
-        spec.insert("env".into(), serde_json::json!({ "set": envs }));
-    }
     let none = super::network::Network::default();
     let net = body.network.as_ref().unwrap_or(&none);
     // Create's own `allowInternetAccess`, or the network's.
@@ -205,9 +232,7 @@ fn create_request(
         body.allow_internet_access.or(net.allow_internet_access),
     )?;
     let domains = wanted.allow.clone();
-    if !domains.is_empty() {
-        spec.insert("egress".into(), serde_json::json!({ "domains": domains }));
-    }
+    let spec = spec_layer(body, &domains)?.document();
     let labels = labels_of(body, &domains)?;
     let ttl = ttl_for(&labels, body.timeout.unwrap_or(DEFAULT_TIMEOUT));
     // A sandbox some of whose template's reach is denied is started only
@@ -217,7 +242,7 @@ fn create_request(
         CreateSandbox {
             name: None,
             profile,
-            spec: (!spec.is_empty()).then_some(serde_json::Value::Object(spec)),
+            spec: Some(spec),
             workspace: None,
             ttl_seconds: Some(ttl),
             labels,
