@@ -304,17 +304,25 @@ fn child_setup_and_run(
         return Ok(0);
     }
     let program = resolve_program(&plan.argv, &plan.path_var);
-    let refused = program
-        .as_deref()
-        .is_some_and(|p| crate::exec_rules::refuse_loader(exec_allowed.as_ref(), p).is_err());
-    if refused {
-        write_report(report, &Report::ExecFailed(libc::EACCES));
-        return Ok(126);
+    if let Some(status) = refused_loader(exec_allowed.as_ref(), program.as_deref(), report) {
+        return Ok(status);
     }
     let exec = ExecPlan::new(&plan, program, report, original_mask)?;
     let child = exec.spawn()?;
     drop(plan.pty_slave.take());
     Ok(supervise_command(child, sfd, report, sockets))
+}
+
+/// 126, reported as EACCES, when the command is a loader the allowlist
+/// grants only as an interpreter ([`crate::exec_rules::refuse_loader`]).
+fn refused_loader(
+    allowed: Option<&crate::exec_rules::Allowed>,
+    program: Option<&std::ffi::CStr>,
+    report: &OwnedFd,
+) -> Option<i32> {
+    crate::exec_rules::refuse_loader(allowed, program?).err()?;
+    write_report(report, &Report::ExecFailed(libc::EACCES));
+    Some(126)
 }
 
 /// Seal the places code could be mapped from, while the mount privilege

@@ -175,28 +175,7 @@ pub fn run(
     if let Some(why) = events.failure() {
         return Err(GvisorError::Unrecorded(why));
     }
-    let merged = dir.0.join("workspace");
-    let owner = match &workspace {
-        Workspace::None => None,
-        Workspace::Direct(w) | Workspace::Overlay { lower: w, .. } => Some(w.as_path()),
-    };
-    let (uid, gid, swap) = ids(owner, root);
-    let (shown, mount) = match &workspace {
-        Workspace::None => (None, None),
-        Workspace::Direct(w) => match &swap {
-            None => (Some(w.clone()), None),
-            Some(swap) => {
-                mkdir(&merged)?;
-                let m = mount::WorkspaceMount::idmapped(&merged, w, swap)?;
-                (Some(merged.clone()), Some(m))
-            }
-        },
-        Workspace::Overlay { lower, dirs } => {
-            mkdir(&merged)?;
-            let m = mount::WorkspaceMount::overlay(&merged, lower, dirs, swap.as_ref(), &dir.0)?;
-            (Some(merged.clone()), Some(m))
-        }
-    };
+    let (uid, gid, shown, mount) = workspace_ids_and_mount(&workspace, root, &dir.0)?;
     if root {
         give_home(spec, uid, gid)?;
     }
@@ -262,6 +241,39 @@ pub fn run(
     let outcome = outcome_of(ended, status, spec, &runsc)?;
     outcome.record(events, id, start, peaks);
     Ok(outcome)
+}
+
+/// The sandbox's IDs ([`ids`]), the workspace as runsc is shown it, and
+/// what runsc's child mounts there (an overlay, an idmapped view).
+#[allow(clippy::type_complexity)]
+fn workspace_ids_and_mount(
+    workspace: &Workspace,
+    root: bool,
+    state: &Path,
+) -> Result<(u32, u32, Option<PathBuf>, Option<mount::WorkspaceMount>), GvisorError> {
+    let merged = state.join("workspace");
+    let owner = match workspace {
+        Workspace::None => None,
+        Workspace::Direct(w) | Workspace::Overlay { lower: w, .. } => Some(w.as_path()),
+    };
+    let (uid, gid, swap) = ids(owner, root);
+    let (shown, mount) = match workspace {
+        Workspace::None => (None, None),
+        Workspace::Direct(w) => match &swap {
+            None => (Some(w.clone()), None),
+            Some(swap) => {
+                mkdir(&merged)?;
+                let m = mount::WorkspaceMount::idmapped(&merged, w, swap)?;
+                (Some(merged.clone()), Some(m))
+            }
+        },
+        Workspace::Overlay { lower, dirs } => {
+            mkdir(&merged)?;
+            let m = mount::WorkspaceMount::overlay(&merged, lower, dirs, swap.as_ref(), state)?;
+            (Some(merged.clone()), Some(m))
+        }
+    };
+    Ok((uid, gid, shown, mount))
 }
 
 /// The workspace as the sandbox sees it.
