@@ -8,8 +8,10 @@
 //! E2B door paused to its files, for [`Retention::paused`], E2B's own
 //! bound on a paused sandbox). The clock starts when a sweep first sees
 //! it stopped and is kept in the daemon's database, so a daemon restart
-//! neither resets nor shortens it; a sandbox seen running again starts
-//! over. Running and frozen (paused in place) sandboxes are never swept,
+//! neither resets nor shortens it; a sandbox started or stopped since
+//! (seen running, or its directory changed by its supervisor's record
+//! coming or going) starts over. A record is the daemon's only for the
+//! sandbox it was made for, not a later one given the same name. Running and frozen (paused in place) sandboxes are never swept,
 //! nor sandboxes the daemon did not make (the owner's, made with the
 //! CLI), nor those waiting in a warm pool. A removal is the same as
 //! `DELETE /v1/sandboxes/{id}` without `force`: a sandbox started again
@@ -115,6 +117,12 @@ pub fn sweep_once(app: &App) -> Vec<String> {
         let Ok(sb) = app.store.get(&row.id) else {
             continue;
         };
+        // A record older than the sandbox now holding its name was for
+        // an earlier sandbox of that name (removed with the CLI, say):
+        // the one there now is not the daemon's to sweep.
+        if !crate::auth::made_for(&sb, None, row.created_ms) {
+            continue;
+        }
         let seen = db.stopped_since(&row.id).unwrap_or(None);
         if lifecycle::liveness(&sb).running() {
             if seen.is_some() {
@@ -122,10 +130,19 @@ pub fn sweep_once(app: &App) -> Vec<String> {
             }
             continue;
         }
-        let Some(since) = seen else {
+        let Some(seen) = seen else {
             let _ = db.set_stopped(&row.id, Some(now));
             continue;
         };
+        // A start or a stop between two sweeps changes the sandbox's
+        // directory (its supervisor's record comes and goes): its clock
+        // starts over from then.
+        let touched = std::fs::metadata(sb.dir())
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as u64);
+        let since = seen.max(touched);
         // Stopped with either label, the E2B door shows it as paused
         // (`e2b::lifecycle::Seen`); any other stopped one is gone for E2B.
         use crate::e2b::lifecycle::{ON_TIMEOUT, PAUSED as PAUSED_LABEL};

@@ -79,3 +79,61 @@ fn a_retention_that_is_not_a_period_stops_the_daemon_from_starting_with_where_it
         "{err}"
     );
 }
+
+/// A record of the daemon's names the sandbox it made, not a later one
+/// the owner made under the same name with the CLI; and a sandbox used
+/// (started and stopped) between two sweeps starts its period over.
+#[test]
+fn retention_sweeps_only_the_sandbox_it_made_and_counts_from_its_last_use() {
+    if !curl_available() {
+        skip("curl is not installed");
+        return;
+    }
+    let state = TempDir::new("daemon-retention-reuse");
+    let file = state.path().join("daemon.yaml");
+    std::fs::write(&file, "retention: {stopped: 4s, paused: never}\n").unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        false,
+        &["--config", file.to_str().unwrap()],
+        &[],
+    );
+    for name in ["reused", "burst"] {
+        let body = format!(r#"{{"name":"{name}","start":false}}"#);
+        let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(&body), None);
+        assert!(s == 201 || s == 200, "{s} {b}");
+    }
+    // The owner removes the daemon's sandbox and makes one of the same
+    // name with the CLI: the daemon's record outlives the first.
+    ok(&warden(state.path(), &["rm", "--force", "reused"]));
+    std::thread::sleep(Duration::from_millis(50));
+    ok(&warden(state.path(), &["create", "reused"]));
+    // Seen stopped by a sweep, then used: started and stopped again.
+    std::thread::sleep(Duration::from_secs(3));
+    for verb in ["start", "stop"] {
+        let (s, b) = call(
+            &d,
+            "POST",
+            &format!("/v1/sandboxes/burst/{verb}"),
+            None,
+            None,
+        );
+        assert!(s < 300, "{verb}: {s} {b}");
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        listed(&d).contains(&"burst".to_string()),
+        "a sandbox used 2.5 s ago was swept with a 4 s period"
+    );
+    wait_until(
+        "the used sandbox is swept in its time",
+        Duration::from_secs(20),
+        || !listed(&d).contains(&"burst".to_string()),
+    );
+    let mine = stdout(&warden(state.path(), &["ls"]));
+    assert!(
+        mine.contains("reused"),
+        "the owner's sandbox was swept: {mine}"
+    );
+    ok(&warden(state.path(), &["rm", "--force", "reused"]));
+}
