@@ -17,10 +17,6 @@ use warden_policy::compose::{compose, Catalog, Layer};
 use crate::app::App;
 use crate::error::ApiError;
 
-/// Profiles that exist for the daemon's own use, never offered to a
-/// caller.
-const OWN_USE: &[&str] = &[crate::e2b::interpreter::SETUP_PROFILE];
-
 /// A description is shown on one line of a picker: longer text is cut.
 const MOST_CHARS: usize = 160;
 
@@ -61,7 +57,8 @@ fn entries(catalog: &Catalog) -> Vec<ProfileEntry> {
         // A file whose name is no plain catalogue name cannot be named by
         // a caller (`trust::may_name_profile` refuses it): not offered.
         .filter(|name| warden_policy::trust::is_catalog_name(name))
-        .filter(|name| !OWN_USE.contains(&name.as_str()))
+        // The daemon's own profiles, which no caller may name on any door.
+        .filter(|name| !warden_policy::trust::is_own_use(name))
         .map(|name| {
             let description = compose(catalog, Some(&name), &Layer::default())
                 .ok()
