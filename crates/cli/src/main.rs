@@ -53,8 +53,9 @@ struct Cli {
     /// Drive the sandboxes of a daemon (`warden serve`) instead of this
     /// machine's: `unix` (your own daemon's socket), unix:/path/to/socket,
     /// or http://HOST:PORT with a token in WARDEN_TOKEN. For run, create,
-    /// exec, ls, logs, stop, rm, egress, diff and commit
-    #[arg(long, global = true, env = "WARDEN_HOST", value_name = "URL")]
+    /// exec, ls, logs, stop, pause, resume, rm, egress, diff and commit
+    /// (before or after the command's name)
+    #[arg(long, env = "WARDEN_HOST", value_name = "URL")]
     host: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -277,7 +278,7 @@ enum Command {
     },
 }
 
-/// The command line of `warden run` alone: the global `--host` and the
+/// The command line of `warden run` alone: the top-level `--host` and the
 /// `run` subcommand exactly as [`Cli`] defines them (a test compares the
 /// two), without the other subcommands, whose options clap would otherwise
 /// build, check and free on every run.
@@ -287,8 +288,9 @@ struct RunCli {
     /// Drive the sandboxes of a daemon (`warden serve`) instead of this
     /// machine's: `unix` (your own daemon's socket), unix:/path/to/socket,
     /// or http://HOST:PORT with a token in WARDEN_TOKEN. For run, create,
-    /// exec, ls, logs, stop, rm, egress, diff and commit
-    #[arg(long, global = true, env = "WARDEN_HOST", value_name = "URL")]
+    /// exec, ls, logs, stop, pause, resume, rm, egress, diff and commit
+    /// (before or after the command's name)
+    #[arg(long, env = "WARDEN_HOST", value_name = "URL")]
     host: Option<String>,
     #[command(subcommand)]
     command: RunOnly,
@@ -332,32 +334,34 @@ fn main() -> ExitCode {
         .iter()
         .any(|a| a == "--help" || a == "-h" || a == "help");
     // `warden run` without help asked: parsed by a command line that has
-    // only `run` (and the global `--host`), the same definitions as the
+    // only `run` (and `--host`), the same definitions as the
     // full one's, which costs a fraction of building every subcommand.
     // Anything it refuses goes through the full command line below, which
     // gives the same answer it always did (error, exit status and all).
     if !asks_help && args.get(1).is_some_and(|a| a == "run") {
-        if let Ok(cli) = RunCli::command()
+        if let Ok((cli, m)) = with_host(RunCli::command())
             .try_get_matches_from(args.iter())
-            .and_then(|m| RunCli::from_arg_matches(&m))
+            .and_then(|m| RunCli::from_arg_matches(&m).map(|c| (c, m)))
         {
             let RunOnly::Run(run) = cli.command;
             return dispatch(Cli {
-                host: cli.host,
+                host: host_after(&m, cli.host),
                 command: Command::Run(run),
             });
         }
     }
-    let mut command = Cli::command();
+    let mut command = with_host(Cli::command());
     if asks_help {
         let d = defaults();
         command =
             command.mut_subcommand("run", |c| c.after_help(commands::run::run_after_help(&d)));
     }
-    let cli = match command
-        .try_get_matches_from(args)
-        .and_then(|m| Cli::from_arg_matches(&m))
-    {
+    let cli = match command.try_get_matches_from(args).and_then(|m| {
+        Cli::from_arg_matches(&m).map(|mut c| {
+            c.host = host_after(&m, c.host.take());
+            c
+        })
+    }) {
         Ok(c) => c,
         Err(e) => {
             let code = match e.kind() {
@@ -374,6 +378,41 @@ fn main() -> ExitCode {
         }
     };
     dispatch(cli)
+}
+
+/// The commands that go through a daemon with `--host` (see [`remote`]):
+/// each takes the option after its name too, and lists it in its help;
+/// the others neither take nor list it.
+const HOST_COMMANDS: &[&str] = &[
+    "run", "create", "exec", "ls", "logs", "stop", "pause", "resume", "rm", "egress", "diff",
+    "commit",
+];
+
+/// `command` with `--host` on each of [`HOST_COMMANDS`] that it has.
+fn with_host(mut command: clap::Command) -> clap::Command {
+    let top = command
+        .get_arguments()
+        .find(|a| a.get_id() == "host")
+        .cloned();
+    let Some(top) = top else {
+        return command;
+    };
+    for name in HOST_COMMANDS {
+        if command.find_subcommand(name).is_some() {
+            let arg = top.clone();
+            command = command.mut_subcommand(name, |c| c.arg(arg));
+        }
+    }
+    command
+}
+
+/// The `--host` given after the command's name, when none came before it.
+fn host_after(m: &clap::ArgMatches, before: Option<String>) -> Option<String> {
+    before.or_else(|| {
+        m.subcommand()
+            // Commands that do not take it have no such argument.
+            .and_then(|(_, sub)| sub.try_get_one::<String>("host").ok().flatten().cloned())
+    })
 }
 
 /// Runs a parsed command line.
@@ -578,9 +617,9 @@ mod tests {
     /// differently depending on which of the two took it.
     #[test]
     fn run_alone_defines_run_exactly_as_the_full_command_line() {
-        let mut full = Cli::command();
+        let mut full = with_host(Cli::command());
         full.build();
-        let mut alone = RunCli::command();
+        let mut alone = with_host(RunCli::command());
         alone.build();
         let (Some(full_run), Some(alone_run)) =
             (full.find_subcommand("run"), alone.find_subcommand("run"))

@@ -357,3 +357,30 @@ fn token_usage_names_warden_and_the_token_list_lines_up() {
         "{list}"
     );
 }
+
+/// `--host` is listed under the commands that go through a daemon and
+/// taken after their name too; a command that never does neither lists
+/// nor takes it.
+#[test]
+fn host_is_listed_and_taken_only_by_the_commands_that_use_it() {
+    let state = TempDir::new("host-flag");
+    let help = |args: &[&str]| ok(&warden(state.path(), args));
+    assert!(help(&["ls", "--help"]).contains("--host <URL>"));
+    assert!(help(&["run", "--help"]).contains("--host <URL>"));
+    assert!(!help(&["audit", "list", "--help"]).contains("--host"));
+    assert!(!help(&["doctor", "--help"]).contains("--host"));
+    let refused = warden(state.path(), &["doctor", "--host", "unix"]);
+    assert!(!refused.status.success());
+    // Before or after the name, the same daemon is asked for.
+    for args in [
+        &["ls", "--host", "unix:/nonexistent/sock"][..],
+        &["--host", "unix:/nonexistent/sock", "ls"][..],
+    ] {
+        let o = warden(state.path(), args);
+        assert!(
+            stderr(&o).contains("unix:/nonexistent/sock"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}
