@@ -12,6 +12,7 @@ mod daemon;
 mod daemon_attacks;
 mod daemon_bounds;
 mod daemon_egress;
+mod daemon_profiles;
 mod daemon_retention;
 mod daemon_starvation;
 mod dashboard_auth;
