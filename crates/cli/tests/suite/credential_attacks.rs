@@ -567,3 +567,41 @@ fn a_browser_session_of_a_sandboxs_token_ends_with_the_sandbox() {
     let (s, _, b) = with_headers(&d, "POST", "/login", &[("origin", &origin)], Some(&login));
     refused(s, &b, "a new login with the removed sandbox's token");
 }
+
+/// Every answer that describes a sandbox (pause, resume, fork, a sandbox
+/// made from a snapshot, not only the listed routes) shows a token holder
+/// no host path: the description is found by its shape.
+#[test]
+fn no_answer_describing_a_sandbox_shows_a_token_holder_a_host_path() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("cred-shapes");
+    let d = Daemon::start(state.path(), true);
+    let state_dir = state.path().join("warden").display().to_string();
+    let t = api_token(&d, "maker", &["sandboxes:write", "sandboxes:read"], None);
+    let mut call_t = |method: &str, path: &str, body: Option<&str>| {
+        let (s, b) = call_on(&d, true, method, path, body, Some(&t));
+        assert!(s < 300, "{method} {path}: {s} {b}");
+        assert!(
+            !b.contains(&state_dir),
+            "{method} {path} shows the state directory: {b}"
+        );
+        b
+    };
+    call_t("POST", "/v1/sandboxes", Some(r#"{"name":"shaped"}"#));
+    call_t("POST", "/v1/sandboxes/shaped/pause", None);
+    call_t("POST", "/v1/sandboxes/shaped/resume", None);
+    let forks = call_t("POST", "/v1/sandboxes/shaped/fork", Some(r#"{"count":1}"#));
+    assert!(forks.contains("shaped"), "{forks}");
+    call_t(
+        "POST",
+        "/v1/sandboxes/shaped/snapshots",
+        Some(r#"{"name":"shaped-snap"}"#),
+    );
+    call_t(
+        "POST",
+        "/v1/snapshots/shaped-snap/sandboxes",
+        Some(r#"{"name":"from-snap"}"#),
+    );
+}

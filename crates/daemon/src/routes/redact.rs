@@ -7,7 +7,8 @@
 //!
 //! One layer in front of every route does it for the answers that
 //! describe sandboxes ([`SandboxInfo`](crate::api::SandboxInfo), alone or
-//! listed) and for refusals, whatever handler wrote them; the event stream,
+//! listed, found by their shape in every answer but the sandbox's own
+//! data) and for refusals, whatever handler wrote them; the event stream,
 //! which is long-lived, asks [`event_line`] for each event. Command output
 //! and file contents are the sandbox's own data and are never rewritten.
 
@@ -22,13 +23,26 @@ use std::sync::Arc;
 use crate::app::App;
 use crate::auth::Caller;
 
-/// The routes whose answer is a sandbox's description, or a list of them.
-const DESCRIBING: &[&str] = &[
-    "/v1/sandboxes",
-    "/v1/sandboxes/{id}",
-    "/v1/sandboxes/{id}/start",
-    "/v1/sandboxes/{id}/stop",
-    "/v1/sandboxes/{id}/timeout",
+/// The routes whose answers are the sandbox's own data (a command's
+/// output, a file, a review's patches, its events) or documents about no
+/// sandbox (the API's description), never rewritten. Every other JSON
+/// answer to a token holder is looked through for sandbox descriptions
+/// by their shape (see [`describes_a_sandbox`]), whatever route wrote
+/// it: a new route that answers with a sandbox is covered without being
+/// listed.
+const NOT_DESCRIBING: &[&str] = &[
+    "/v1/openapi.json",
+    "/v1/sandboxes/{id}/exec",
+    "/v1/sandboxes/{id}/execs",
+    "/v1/sandboxes/{id}/execs/{exec}",
+    "/v1/sandboxes/{id}/execs/{exec}/output",
+    "/v1/sandboxes/{id}/files",
+    "/v1/sandboxes/{id}/files/list",
+    "/v1/sandboxes/{id}/changes",
+    "/v1/sandboxes/{id}/events",
+    "/v1/sandboxes/{id}/desktop/screenshot",
+    "/v1/sandboxes/{id}/desktop/cdp/json/version",
+    "/v1/sandboxes/{id}/desktop/cdp/json/version/",
 ];
 
 /// What stands in for warden's state directory in text shown to a token
@@ -54,7 +68,7 @@ pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     let describing = req
         .extensions()
         .get::<MatchedPath>()
-        .is_some_and(|m| DESCRIBING.contains(&m.as_str()));
+        .is_some_and(|m| !NOT_DESCRIBING.contains(&m.as_str()));
     let response = next.run(req).await;
     let json = response
         .headers()
@@ -75,9 +89,15 @@ pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         return Response::from_parts(parts, bytes.into());
     };
     if describing && !refusal {
-        match value.get_mut("sandboxes").and_then(Value::as_array_mut) {
-            Some(list) => list.iter_mut().for_each(sandbox_info),
-            None => sandbox_info(&mut value),
+        // A description alone, a list of them, or lists of them in an
+        // object (`{"sandboxes": [...]}`, a fork's answer).
+        let one_level = |v: &mut Value| match v {
+            Value::Array(list) => list.iter_mut().for_each(sandbox_info),
+            other => sandbox_info(other),
+        };
+        one_level(&mut value);
+        if let Value::Object(map) = &mut value {
+            map.values_mut().for_each(one_level);
         }
     }
     scrub_all(&mut value, &hidden_from_callers(&app));
@@ -89,6 +109,9 @@ pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
 /// A sandbox's description as a token holder sees it: no workspace path
 /// on the host, and no profile named by its file.
 fn sandbox_info(info: &mut Value) {
+    if !describes_a_sandbox(info) {
+        return;
+    }
     let Some(map) = info.as_object_mut() else {
         return;
     };
@@ -102,6 +125,16 @@ fn sandbox_info(info: &mut Value) {
     {
         map.insert("profile".into(), Value::Null);
     }
+}
+
+/// Whether `v` is a sandbox's description
+/// ([`SandboxInfo`](crate::api::SandboxInfo)): its id, state and workspace.
+fn describes_a_sandbox(v: &Value) -> bool {
+    v.as_object().is_some_and(|m| {
+        ["id", "state", "workspace"]
+            .iter()
+            .all(|k| m.contains_key(*k))
+    })
 }
 
 /// The host paths of the daemon's own that no caller is shown: its state
