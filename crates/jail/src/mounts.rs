@@ -188,7 +188,6 @@ pub struct RootPlan {
     /// The sandbox's user as its `/etc/passwd` and `/etc/group` name it
     /// (`process.user`); `None`: the root tree's files as they are.
     pub user: Option<UserEntry>,
-
     /// `--disk`: the tmpfs that holds what warden keeps for the sandbox
     /// while it runs (see [`crate::kept`]).
     pub kept: Option<crate::kept::KeptPlan>,

@@ -25,7 +25,10 @@ pub const SERVED: &[(&str, &str)] = &[
         "home",
         "the sandbox's own home (/home/sandbox, or where `filesystem.home` puts it)",
     ),
-    ("root", "the sandbox's own home when `filesystem.home` is /root"),
+    (
+        "root",
+        "the sandbox's own home when `filesystem.home` is /root",
+    ),
     ("tmp", "the sandbox's own /tmp"),
 ];
 
@@ -105,7 +108,10 @@ mod tests {
         assert_eq!(place("/"), Err(Errno::EACCES));
         assert_eq!(place("/etc/passwd"), Err(Errno::EACCES));
         assert_eq!(place("/usr/bin"), Err(Errno::EACCES));
-        assert_eq!(place("/home/user/x"), Ok((Base::Root, vec!["home", "user", "x"])));
+        assert_eq!(
+            place("/home/user/x"),
+            Ok((Base::Root, vec!["home", "user", "x"]))
+        );
         assert_eq!(place("/tmp/../etc/shadow"), Err(Errno::EXDEV));
         assert_eq!(place("/proc/1/mem"), Err(Errno::EACCES));
         assert_eq!(place("//proc/self/environ"), Err(Errno::EACCES));

@@ -580,7 +580,7 @@ fn no_answer_describing_a_sandbox_shows_a_token_holder_a_host_path() {
     let d = Daemon::start(state.path(), true);
     let state_dir = state.path().join("warden").display().to_string();
     let t = api_token(&d, "maker", &["sandboxes:write", "sandboxes:read"], None);
-    let mut call_t = |method: &str, path: &str, body: Option<&str>| {
+    let call_t = |method: &str, path: &str, body: Option<&str>| {
         let (s, b) = call_on(&d, true, method, path, body, Some(&t));
         assert!(s < 300, "{method} {path}: {s} {b}");
         assert!(

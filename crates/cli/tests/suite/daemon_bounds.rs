@@ -25,13 +25,7 @@ fn an_event_page_on_a_large_audit_log_is_bounded_and_quick() {
     let Some((state, d)) = daemon("bounds-log") else {
         return;
     };
-    let (s, b) = call(
-        &d,
-        "POST",
-        "/v1/sandboxes",
-        Some(r#"{"name":"big"}"#),
-        None,
-    );
+    let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(r#"{"name":"big"}"#), None);
     assert_eq!(s, 201, "{b}");
     // The log made big: copies of its first event, 200 MiB of them.
     let log = state.path().join("warden/sandboxes/big/audit.jsonl");

@@ -21,12 +21,12 @@ mod setup;
 mod start;
 mod supervision;
 
-pub(crate) use plan::give_tree;
 pub(crate) use attach::socket_source;
 pub use attach::{Attach, Desk, Network, SocketSource};
 pub use clone::SingleThreaded;
 pub use error::JailError;
 pub use outcome::Outcome;
+pub(crate) use plan::give_tree;
 
 use crate::host;
 use std::ffi::CString;

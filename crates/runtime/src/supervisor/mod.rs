@@ -227,8 +227,7 @@ fn supervise(
         // Ask rules put single requests to the same desk.
         warden_policy::NetworkSpec::Egress(e)
             if e.ask
-                || e
-                    .requests
+                || e.requests
                     .iter()
                     .any(|r| r.action == warden_policy::requests::RequestAction::Ask) =>
         {
