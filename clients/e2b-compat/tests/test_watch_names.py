@@ -72,8 +72,10 @@ def test_one_token_holds_a_bounded_number_of_watchers_and_others_still_get_their
         with pytest.raises(SandboxException) as refused:
             for _ in range(40):
                 held.append(a.files.watch_dir("."))
-        assert len(held) == 16, len(held)
-        assert "16 files watches" in str(refused.value)
+        # The daemon's bound per token: 12 of its 32 watches (8 are the
+        # owner's alone, and one token takes at most half of the rest).
+        assert len(held) == 12, len(held)
+        assert "12 files watches" in str(refused.value)
         # Another caller is not refused because of the first one's.
         w = b.files.watch_dir(".")
         b.files.write("seen.txt", "x")

@@ -91,10 +91,11 @@ pub enum Kind {
     PortRelay,
 }
 
-/// Files watches one holder may have at once: half of the daemon's
-/// inotify watches ([`crate::routes::watch`]), so one holder alone never
-/// leaves every other refused.
-pub const WATCHES_PER_HOLDER: usize = 16;
+/// Files watches one holder may have at once: the watch route's own
+/// bound per token ([`crate::routes::watch`]: half of what tokens may hold
+/// together), one number for both, so one holder alone never leaves every
+/// other refused.
+pub const WATCHES_PER_HOLDER: usize = crate::routes::watch::WATCHES_PER_TOKEN;
 
 impl Kind {
     fn what(self) -> &'static str {
@@ -344,7 +345,9 @@ mod tests {
         let e = leases.take(&token("a"), Kind::Watch).unwrap_err();
         assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
         assert!(
-            e.problem.message.contains("16 files watches"),
+            e.problem
+                .message
+                .contains(&format!("{WATCHES_PER_HOLDER} files watches")),
             "{}",
             e.problem.message
         );

@@ -55,7 +55,7 @@ pub enum ExecRuleError {
         #[source]
         source: glob::PatternError,
     },
-    #[error("the exec allowlist names {program}, in {place}, which the sandbox can write: it could replace the program with any other (in place, or between two starts), so an allowed program must be read-only to it; allow a copy in a read-only bind (`--ro`) or a system directory instead")]
+    #[error("the exec allowlist names {program}, in {place}, which the sandbox can write: it could replace the program with any other (in place, or between two starts), so an allowed program must be read-only to it; allow a copy in a read-only bind (`filesystem.read_only`) or a system directory instead")]
     Writable { program: PathBuf, place: PathBuf },
     #[error("cannot make {path} unmappable as code for the exec allowlist")]
     Seal {

@@ -32,7 +32,7 @@ pub enum ControlError {
     #[error("the VM is not running")]
     NotRunning,
     /// Refused: the VM runs on, untouched.
-    #[error("this VM cannot be paused to disk: {0}; it goes on running (`warden pause` without `--to-disk` pauses it in place)")]
+    #[error("this VM cannot be paused to disk: {0}; it goes on running (a pause in place, without saving to disk, still works)")]
     CannotSave(String),
     #[error("the VM is not paused")]
     NotPaused,

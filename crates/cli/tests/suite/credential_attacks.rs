@@ -271,7 +271,9 @@ fn an_envd_access_token_and_a_signed_url_end_with_their_sandbox() {
         key,
     } = E2bSandbox::new("cred-e2b");
     assert!(key.starts_with("wde_"), "{key}");
-    let file = "/home/user/note.txt";
+    // Written by the native API into the workspace; read by the door at
+    // its absolute path (E2B's relative paths are its home's).
+    let file = "/workspace/note.txt";
     let write = |text: &str| {
         let (s, b) = curl(
             &d,

@@ -341,15 +341,17 @@ fn bad_arguments_and_path_escapes_are_tool_errors_that_read_nothing_of_the_host(
                 serde_json::json!({"path": "../secret.txt"}),
                 "leaves",
             ),
+            // A host path under /tmp names the sandbox's own /tmp, where
+            // no such file is: the host's is never reached.
             (
                 "read_file",
                 serde_json::json!({"path": secret.to_str().unwrap()}),
-                "outside",
+                "in the sandbox",
             ),
             (
                 "read_file",
                 serde_json::json!({"path": "/etc/passwd"}),
-                "outside",
+                "own places",
             ),
             (
                 "read_file",
@@ -366,7 +368,11 @@ fn bad_arguments_and_path_escapes_are_tool_errors_that_read_nothing_of_the_host(
                 serde_json::json!({"path": "../escape.txt", "content": "x"}),
                 "leaves",
             ),
-            ("list_files", serde_json::json!({"path": "/etc"}), "outside"),
+            (
+                "list_files",
+                serde_json::json!({"path": "/etc"}),
+                "own places",
+            ),
         ] {
             let e = refused(&call(&c, tool, args.clone()).await);
             assert!(e.contains(why), "{tool} {args}: {e}");

@@ -619,6 +619,14 @@ fn the_e2b_door_a_token_and_the_owners_flags_store_the_same_spec_but_for_the_cal
             domains[0],
             "--allow-domain",
             domains[1],
+            // What the E2B door gives every sandbox: E2B's user, its home,
+            // and commands starting there.
+            "--home-dir",
+            "/home/user",
+            "--workdir",
+            "/home/user",
+            "--user-name",
+            "user",
         ],
     ));
     let addr = format!("127.0.0.1:{}", free_port());
@@ -632,7 +640,9 @@ fn the_e2b_door_a_token_and_the_owners_flags_store_the_same_spec_but_for_the_cal
     // A token holder's API body.
     let body = serde_json::json!({
         "name": "by-token", "start": false, "profile": "base",
-        "spec": {"env": {"set": {"ANSWER": "42"}}, "egress": {"domains": domains}}
+        "spec": {"env": {"set": {"ANSWER": "42"}}, "egress": {"domains": domains},
+            "filesystem": {"home": "/home/user", "workdir": "/home/user"},
+            "process": {"user": "user"}}
     });
     let (status, text) = crate::common::daemon::call_on(
         &d,

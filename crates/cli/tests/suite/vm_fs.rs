@@ -355,6 +355,17 @@ fn escaped_fsd_contained(tag: &str, owner: Option<(u32, u32)>) {
     assert_ne!(code(&o), 0, "a stand-in VMM booted a guest? {out}");
     let report = std::fs::read_to_string(ws.join("fsd-report")).unwrap_or_default();
     eprintln!("the escaped virtiofsd's report:\n{report}");
+    // Since a sandbox never takes root's or a system account's host IDs,
+    // such a workspace is served over 9p through an idmapped view, and the
+    // VMM runs as nobody: no virtiofsd is started to escape from. Until
+    // this attack is aimed at the new path, say so rather than pass.
+    if report.is_empty() && !written.exists() && listener.accept().is_err() {
+        skip(&format!(
+            "no virtiofsd was started for this workspace (served another way), so there is none to escape: {}",
+            out.lines().last().unwrap_or("")
+        ));
+        return;
+    }
     assert!(
         report.starts_with("ran as"),
         "the stand-in virtiofsd did not run or could not write the workspace: {out}"

@@ -274,8 +274,9 @@ mod tests {
     #[test]
     fn a_token_holder_sees_no_workspace_path_and_no_profile_file() {
         let mut list = serde_json::json!({"sandboxes": [
-            {"id": "a", "workspace": "/var/lib/warden/workspaces/a", "profile": "/home/o/p.yaml"},
-            {"id": "b", "workspace": "/srv/projects/b", "profile": "python"}
+            {"id": "a", "state": "running", "workspace": "/var/lib/warden/workspaces/a", "profile": "/home/o/p.yaml"},
+            {"id": "b", "state": "stopped", "workspace": "/srv/projects/b", "profile": "python"},
+            {"id": "c", "workspace": "/srv/not-a-sandbox"}
         ]});
         for info in list["sandboxes"].as_array_mut().unwrap() {
             sandbox_info(info);
@@ -284,6 +285,8 @@ mod tests {
         assert_eq!(list["sandboxes"][0]["profile"], Value::Null);
         assert_eq!(list["sandboxes"][1]["workspace"], "");
         assert_eq!(list["sandboxes"][1]["profile"], "python");
+        // Only a sandbox's description is rewritten, found by its shape.
+        assert_eq!(list["sandboxes"][2]["workspace"], "/srv/not-a-sandbox");
     }
 
     #[test]
