@@ -91,11 +91,10 @@ pub enum Kind {
     PortRelay,
 }
 
-/// Files watches one holder may have at once: the watch route's own
-/// bound per token ([`crate::routes::watch`]: half of what tokens may hold
-/// together), one number for both, so one holder alone never leaves every
-/// other refused.
-pub const WATCHES_PER_HOLDER: usize = crate::routes::watch::WATCHES_PER_TOKEN;
+/// Files watches one holder may hold among its long-lived answers; the
+/// watch route's own bound per token ([`crate::routes::watch`], 12) is
+/// the lower and the one met first.
+pub const WATCHES_PER_HOLDER: usize = 16;
 
 impl Kind {
     fn what(self) -> &'static str {

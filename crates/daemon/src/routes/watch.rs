@@ -48,7 +48,7 @@ const OWNER_RESERVE: usize = 8;
 /// The most watches one token (or session) holds at once: half of what
 /// the tokens may hold together, so one alone never leaves every other
 /// refused, whatever its lease bound.
-pub(crate) const WATCHES_PER_TOKEN: usize = (MAX_WATCHES - OWNER_RESERVE) / 2;
+const WATCHES_PER_TOKEN: usize = (MAX_WATCHES - OWNER_RESERVE) / 2;
 /// Watch streams open now, by holder.
 static BY_HOLDER: std::sync::Mutex<Option<HashMap<String, usize>>> = std::sync::Mutex::new(None);
 /// Watch streams open now.
