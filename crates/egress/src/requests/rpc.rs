@@ -14,6 +14,16 @@ pub const MAX_RPC_BODY: usize = 64 * 1024;
 /// `name` (`tools/call:search`, so that one tool can be named). `None`
 /// when the body is not JSON-RPC (or a message names no method).
 pub fn labels(body: &[u8]) -> Option<Vec<String>> {
+    // Some servers match keys ignoring case (Go's encoding/json does, the
+    // last one winning): `"METHOD"` beside `"method"`, or `"Name"` in a
+    // tool call's params, would be read there as what this reading never
+    // saw. A body with such a key is not JSON-RPC here.
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if ambiguous_keys(&value) {
+        return None;
+    }
+    // Read again from the bytes, derived: a key given twice in the same
+    // case is an error there (the value above kept only the last).
     let messages = match serde_json::from_slice::<Messages>(body).ok()? {
         Messages::Batch(b) if !b.is_empty() => b,
         Messages::Batch(_) => return None,
@@ -32,6 +42,34 @@ pub fn labels(body: &[u8]) -> Option<Vec<String>> {
             })
             .collect(),
     )
+}
+
+/// The keys JSON-RPC and a tool call are read by.
+const KEYS: &[&str] = &["jsonrpc", "id", "method", "params", "name"];
+
+/// Whether a message (or a batch's), or its params, has a key another
+/// reader could take for one this reading uses: two keys equal ignoring
+/// case, or one of [`KEYS`] spelled in another case.
+fn ambiguous_keys(v: &serde_json::Value) -> bool {
+    let object = |m: &serde_json::Map<String, serde_json::Value>| {
+        let mut seen = std::collections::HashSet::new();
+        m.keys().any(|k| {
+            !seen.insert(k.to_ascii_lowercase())
+                || KEYS.iter().any(|w| k != w && k.eq_ignore_ascii_case(w))
+        })
+    };
+    let message = |m: &serde_json::Value| {
+        m.as_object().is_some_and(|o| {
+            object(o)
+                || o.get("params")
+                    .and_then(serde_json::Value::as_object)
+                    .is_some_and(object)
+        })
+    };
+    match v {
+        serde_json::Value::Array(batch) => batch.iter().any(message),
+        other => message(other),
+    }
 }
 
 /// A body as JSON-RPC: one message or a batch. Derived, so that a key
@@ -91,6 +129,25 @@ mod tests {
         assert_eq!(
             labels(br#"{"method":"tools/call","params":{"name":"a","name":"b"}}"#),
             None
+        );
+    }
+
+    #[test]
+    fn keys_another_reader_could_take_in_another_case_make_a_body_unreadable() {
+        for body in [
+            &br#"{"method":"tools/list","METHOD":"tools/call"}"#[..],
+            br#"{"Method":"tools/call"}"#,
+            br#"{"method":"tools/call","params":{"name":"search","Name":"delete_repo"}}"#,
+            br#"{"method":"tools/call","params":{"NAME":"delete_repo"}}"#,
+            br#"[{"method":"tools/list"},{"method":"tools/call","Params":{"name":"x"}}]"#,
+            br#"{"method":"tools/list","id":1,"ID":2}"#,
+        ] {
+            assert_eq!(labels(body), None, "{}", String::from_utf8_lossy(body));
+        }
+        // Other keys in any case are the server's business.
+        assert_eq!(
+            labels(br#"{"method":"tools/call","params":{"name":"search","Arguments":{"Q":1}}}"#),
+            Some(vec!["tools/call:search".to_string()])
         );
     }
 }
