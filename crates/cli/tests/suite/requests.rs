@@ -127,6 +127,42 @@ done
     );
 }
 
+/// A read-only rule is not a way to send a DELETE that a server takes
+/// from a method-override header or a `_method` query key: such a request
+/// is decided as each method it may be taken as, and never arrives.
+#[test]
+fn a_method_override_is_decided_as_the_method_it_names() {
+    if !egress_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    let out = run(
+        &ca,
+        &up,
+        &["--allow-request", "GET,HEAD forge.test:PORT/repos/**"],
+        r#"u="https://forge.test:PORT/repos/acme/w"
+curl -sS --noproxy '*' -o /dev/null -w '%{http_code}\n' -H 'X-HTTP-Method-Override: DELETE' "$u"
+curl -sS --noproxy '*' -o /dev/null -w '%{http_code}\n' -H 'X-Method-Override: delete' "$u"
+curl -sS --noproxy '*' -o /dev/null -w '%{http_code}\n' "$u?_method=DELETE"
+curl -sS --noproxy '*' -o /dev/null -w '%{http_code}\n' -H 'X-HTTP-Method-Override: HEAD' "$u"
+"#,
+    );
+    let s = stdout(&out);
+    assert!(out.status.success(), "{s}\n{}", stderr(&out));
+    assert_eq!(
+        s.lines().collect::<Vec<_>>(),
+        ["403", "403", "403", "200"],
+        "{s}"
+    );
+    let seen = up.requests();
+    assert_eq!(
+        seen.len(),
+        1,
+        "only the HEAD-override GET arrived: {seen:?}"
+    );
+}
+
 #[test]
 fn a_name_with_request_rules_is_not_reached_without_them_in_plain_tcp() {
     if !egress_available() {

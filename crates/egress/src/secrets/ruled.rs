@@ -69,7 +69,27 @@ pub(super) async fn judge(
         query: parts.uri.query(),
         rpc: &rpc,
     };
-    let verdict = term.request_rules.decide(&request);
+    let mut verdict = term.request_rules.decide(&request);
+    // A method the server may take instead of the request's (a
+    // method-override header or `_method`, which many frameworks honour):
+    // a request the rules allow is let through only if each method it
+    // may be taken as is allowed too.
+    if verdict.outcome == Outcome::Allow {
+        for other in overriding_methods(parts)
+            .iter()
+            .filter(|m| !m.eq_ignore_ascii_case(method))
+        {
+            let v = term.request_rules.decide(&Request {
+                method: other,
+                ..request
+            });
+            if v.outcome != Outcome::Allow {
+                verdict = v;
+                verdict.why = format!("{} (as the {other} its method override names)", verdict.why);
+                break;
+            }
+        }
+    }
     let mut rule = verdict.rule;
     let (allowed, cause, why) = match verdict.outcome {
         Outcome::Allow => (true, Cause::new(Reason::RequestAllowed), verdict.why),
@@ -374,3 +394,36 @@ pub use ask::ASKED_ALWAYS;
 
 #[cfg(test)]
 mod tests;
+
+/// Headers by which a client asks a server to take a request as another
+/// method.
+const METHOD_OVERRIDES: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// The methods `parts` asks to be taken as, besides its own: each
+/// override header's value and each `_method` query value, upper-cased.
+fn overriding_methods(parts: &http::request::Parts) -> Vec<String> {
+    let mut out: Vec<String> = METHOD_OVERRIDES
+        .iter()
+        .flat_map(|h| parts.headers.get_all(*h).iter())
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|m| m.trim().to_ascii_uppercase())
+        .collect();
+    for pair in parts.uri.query().unwrap_or("").split(['&', ';']) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = percent_encoding::percent_decode_str(key).decode_utf8_lossy();
+        if key.eq_ignore_ascii_case("_method") {
+            let value = percent_encoding::percent_decode_str(&value.replace('+', " "))
+                .decode_utf8_lossy()
+                .trim()
+                .to_ascii_uppercase();
+            out.push(value);
+        }
+    }
+    out.retain(|m| !m.is_empty());
+    out
+}
