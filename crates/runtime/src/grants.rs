@@ -58,11 +58,12 @@ pub fn file_for(state: &Path, workspace: &Path) -> PathBuf {
     state.join("grants").join(format!("{name}.yaml"))
 }
 
-/// The domains granted in `path` (none when it does not exist).
-pub fn load(path: &Path) -> Result<Vec<String>, GrantsError> {
+/// The grants file at `path`, read as a preset (`None` when it does not
+/// exist).
+fn read(path: &Path) -> Result<Option<warden_policy::profile::PresetFile>, GrantsError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
             return Err(GrantsError::Read {
                 path: path.to_path_buf(),
@@ -70,31 +71,27 @@ pub fn load(path: &Path) -> Result<Vec<String>, GrantsError> {
             })
         }
     };
-    let preset = warden_policy::profile::parse_preset(&text).map_err(|e| GrantsError::Parse {
-        path: path.to_path_buf(),
-        why: e.to_string(),
-    })?;
-    Ok(preset.domains.into_iter().map(|d| d.value).collect())
+    warden_policy::profile::parse_preset(&text)
+        .map(Some)
+        .map_err(|e| GrantsError::Parse {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })
+}
+
+/// The domains granted in `path` (none when it does not exist).
+pub fn load(path: &Path) -> Result<Vec<String>, GrantsError> {
+    Ok(read(path)?
+        .map(|p| p.domains.into_iter().map(|d| d.value).collect())
+        .unwrap_or_default())
 }
 
 /// The request rules granted in `path` (`allow_requests`: requests an
 /// ask rule asked about, answered "always"); none when it does not exist.
 pub fn load_requests(path: &Path) -> Result<Vec<String>, GrantsError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(GrantsError::Read {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
-    };
-    let preset = warden_policy::profile::parse_preset(&text).map_err(|e| GrantsError::Parse {
-        path: path.to_path_buf(),
-        why: e.to_string(),
-    })?;
-    Ok(preset.allow_requests.into_iter().map(|d| d.value).collect())
+    Ok(read(path)?
+        .map(|p| p.allow_requests.into_iter().map(|d| d.value).collect())
+        .unwrap_or_default())
 }
 
 /// The granted request rules that still apply to `spec`: each an allow
