@@ -15,11 +15,12 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+mod engine;
 mod rules;
 
 pub use rules::{Rule, RULES};
 
-use regex::bytes::{Regex, RegexSet};
+use regex::bytes::Regex;
 use rules::Check;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -66,23 +67,6 @@ impl Finding {
 pub fn rule(id: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.id == id)
 }
-
-/// The table compiled once: a set to learn which rules match at all,
-/// then each matching rule's own expression for where.
-struct Compiled {
-    set: RegexSet,
-    each: Vec<Regex>,
-}
-
-static COMPILED: LazyLock<Option<Compiled>> = LazyLock::new(|| {
-    let set = RegexSet::new(RULES.iter().map(|r| r.pattern)).ok()?;
-    let each = RULES
-        .iter()
-        .map(|r| Regex::new(r.pattern))
-        .collect::<Result<Vec<_>, _>>()
-        .ok()?;
-    Some(Compiled { set, each })
-});
 
 static PLACEHOLDER: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"(?-u)warden-secret-[0-9a-f]{32}").ok());
@@ -133,13 +117,18 @@ pub fn hash(value: &[u8]) -> String {
 }
 
 fn spans(bytes: &[u8]) -> Vec<Span> {
-    let Some(c) = COMPILED.as_ref() else {
-        return Vec::new();
-    };
+    let candidates = engine::rules_for(bytes);
     let mut out: Vec<Span> = Vec::new();
-    for i in c.set.matches(bytes).iter() {
-        let rule = &RULES[i];
-        for caps in c.each[i].captures_iter(bytes) {
+    // In the table's order: where two values overlap, the earlier rule's
+    // is kept.
+    for (i, rule) in RULES.iter().enumerate() {
+        if !candidates.contains(i) {
+            continue;
+        }
+        let Some(expression) = engine::expression(i) else {
+            continue;
+        };
+        for caps in expression.captures_iter(bytes) {
             let Some(m) = caps.get(rule.value) else {
                 continue;
             };

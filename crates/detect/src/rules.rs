@@ -36,6 +36,13 @@ pub struct Rule {
     /// The capture group holding the value (0: the whole match).
     pub(crate) value: usize,
     pub(crate) check: Check,
+    /// Literals of which every match holds at least one, in lower case and
+    /// compared ignoring ASCII case: a short text holding none of them
+    /// cannot match, so the pattern is neither compiled nor run over it (compiling the
+    /// whole table cost a few milliseconds, paid by every `warden run`
+    /// at its first recorded command line). A test derives, from each
+    /// pattern's syntax, that every match holds one of them.
+    pub(crate) needs: &'static [&'static str],
 }
 
 /// The rules, most specific first: where two matches overlap, the earlier
@@ -50,6 +57,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\s:,.()-]*?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|\s*[A-Za-z0-9+/=\s]{64,})",
         value: 0,
         check: Check::Shape,
+        needs: &["private key"],
     },
     Rule {
         id: "aws-access-key-id",
@@ -57,6 +65,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b",
         value: 1,
         check: Check::Shape,
+        needs: &["a3t", "akia", "asia", "abia", "acca"],
     },
     Rule {
         id: "aws-secret-access-key",
@@ -64,6 +73,7 @@ pub const RULES: &[Rule] = &[
         pattern: r#"(?-u)(?i)\baws[_.-]?secret[_.-]?(?:access[_.-]?)?key["']?\s*(?:=|:=|=>|:)\s*["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
         value: 1,
         check: Check::Shape,
+        needs: &["secret"],
     },
     Rule {
         id: "github-token",
@@ -71,6 +81,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)\b(gh[pousr]_[A-Za-z0-9]{36,251})\b",
         value: 1,
         check: Check::Shape,
+        needs: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
     },
     Rule {
         id: "github-fine-grained-token",
@@ -78,6 +89,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)\b(github_pat_[A-Za-z0-9_]{82})\b",
         value: 1,
         check: Check::Shape,
+        needs: &["github_pat_"],
     },
     Rule {
         id: "gitlab-token",
@@ -85,6 +97,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)\b(glpat-[A-Za-z0-9_-]{20,}|glptt-[0-9a-f]{40}|glrt-[A-Za-z0-9_-]{20,}|gldt-[A-Za-z0-9_-]{20,}|GR1348941[A-Za-z0-9_-]{20,})",
         value: 1,
         check: Check::Shape,
+        needs: &["glpat-", "glptt-", "glrt-", "gldt-", "gr1348941"],
     },
     Rule {
         id: "slack-token",
@@ -92,6 +105,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)\b(xox[abposr]-[0-9]{8,}-[A-Za-z0-9-]{8,}|xapp-[0-9]-[A-Z0-9]{8,}-[0-9]{8,}-[a-z0-9]{16,})",
         value: 1,
         check: Check::Shape,
+        needs: &["xox", "xapp-"],
     },
     Rule {
         id: "slack-webhook",
@@ -99,6 +113,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)(https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,})",
         value: 1,
         check: Check::Shape,
+        needs: &["hooks.slack.com/"],
     },
     Rule {
         id: "stripe-key",
@@ -106,6 +121,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)\b((?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,247})\b",
         value: 1,
         check: Check::Shape,
+        needs: &["k_live_", "k_test_"],
     },
     Rule {
         id: "google-api-key",
@@ -113,6 +129,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)\b(AIza[0-9A-Za-z_-]{35})",
         value: 1,
         check: Check::Shape,
+        needs: &["aiza"],
     },
     Rule {
         id: "jwt",
@@ -120,6 +137,7 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?-u)\b(ey[A-Za-z0-9_-]{10,}\.ey[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*)",
         value: 1,
         check: Check::Shape,
+        needs: &[".ey"],
     },
     Rule {
         id: "authorization",
@@ -127,6 +145,7 @@ pub const RULES: &[Rule] = &[
         pattern: r#"(?-u)(?i)(?:\b(?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:bearer|token|basic)|\bbearer)\s+([A-Za-z0-9._~+/-]{16,}=*)"#,
         value: 1,
         check: Check::Entropy(3.0),
+        needs: &["authorization", "bearer"],
     },
     Rule {
         id: "url-password",
@@ -134,6 +153,7 @@ pub const RULES: &[Rule] = &[
         pattern: r#"(?-u)\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@"'$]{1,64}:([^\s/?#@"'$%{<]{3,128})@"#,
         value: 1,
         check: Check::Shape,
+        needs: &["://"],
     },
     Rule {
         id: "generic-secret",
@@ -141,6 +161,7 @@ pub const RULES: &[Rule] = &[
         pattern: r#"(?-u)(?i)\b[A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key|private[_-]?key|credentials?)[A-Za-z0-9_.-]*["']?\s*(?:=|:=|=>|:)\s*["']?([A-Za-z0-9_+/=.~!@#%^&*-]{8,200})"#,
         value: 1,
         check: Check::Assignment(3.0),
+        needs: &["pass", "secret", "token", "key", "credential"],
     },
 ];
 
