@@ -49,6 +49,7 @@ mod relay;
 mod requests;
 mod review2_attacks;
 mod rootless_limits;
+mod second_week;
 mod secrets;
 mod secrets_leaks;
 mod selftest;

@@ -12,7 +12,7 @@
 //! whether a connection may go (`decide` does).
 
 use super::decide::{self, admit, Refusal, Verdict};
-use super::{live, pass, Arrival, Shared};
+use super::{live, pass, plain, Arrival, Shared};
 use crate::decision::{Cause, Decision, Protocol, Reason};
 use crate::http::parse_request_head;
 use crate::tls::{self, ClientHello};
@@ -183,17 +183,35 @@ async fn connect_allowed(
     // the proxy's thread has a small stack, and a future this size would
     // be built on it.
     let upstream = match upstream {
-        Ok(up) if a.tunnel => Box::pin(open_tunnel(
-            &mut conn,
-            &mut buf,
-            at,
-            (&a.name, a.rule.clone(), a.owner, a.reason),
-            a.port,
-            shared,
-            &mut registration,
-        ))
-        .await
-        .map(|()| up),
+        Ok(up) if a.tunnel => {
+            let opened = Box::pin(open_tunnel(
+                &mut conn,
+                &mut buf,
+                at,
+                (&a.name, a.rule.clone(), a.owner, a.reason),
+                a.port,
+                shared,
+                &mut registration,
+            ))
+            .await;
+            match opened {
+                Ok(()) => Ok(up),
+                Err(Unreached::Left) => {
+                    // Allowed, and nothing passed: an allowed connection
+                    // that closed, not a denial (nor a rule to propose).
+                    decision.allowed = true;
+                    decision.detail = format!(
+                        "to {}; the client closed the tunnel before sending anything through it",
+                        up.1
+                    );
+                    decision.duration_ms = at.start.elapsed().as_millis() as u64;
+                    let number = shared.record(&decision);
+                    shared.close(number, &decision);
+                    return;
+                }
+                Err(other) => Err(other),
+            }
+        }
         other => other,
     };
     let (upstream, addr) = match upstream {
@@ -344,12 +362,16 @@ async fn relay_terminated(
     e.shared.close(number, &decision);
 }
 
-/// Splice an allowed connection both ways until it ends (or its name is
-/// removed), and report what it moved.
+/// Relay an allowed connection that is not terminated until it ends (or
+/// its name is removed), and report what it moved: plain HTTP (a request,
+/// or what a CONNECT's tunnel carries when it reads as one) request by
+/// request through `plain`, everything else (TLS for the name its
+/// ClientHello named, another protocol to an explicit `name:port` entry)
+/// spliced as it is.
 async fn relay_plain(
-    mut conn: TcpStream,
-    mut buf: Vec<u8>,
-    mut upstream: TcpStream,
+    conn: TcpStream,
+    buf: Vec<u8>,
+    upstream: TcpStream,
     mut decision: Decision,
     mut e: Ended<'_>,
 ) {
@@ -359,34 +381,89 @@ async fn relay_plain(
     decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
     let number = e.shared.record(&decision);
     // For a CONNECT, `buf` already holds what came through the tunnel, the
-    // head having been answered (see `classify::through_tunnel`). A plain
-    // HTTP request is sent with `Connection: close`: the decision was made
-    // on its Host, and a second request on the same connection, under
-    // another Host, must not ride on it.
-    let rewritten = (decision.protocol == Protocol::Http)
-        .then(|| with_connection_close(&buf))
-        .flatten();
-    let first = rewritten.as_deref().unwrap_or(buf.as_slice());
-    let first_len = first.len() as u64;
-    let (mut out, mut inn) = (0, 0);
-    if upstream.write_all(first).await.is_ok() {
-        // What was read first is sent: its memory goes back.
-        drop(rewritten);
-        drop(std::mem::take(&mut buf));
-        e.shared
-            .used
-            .fetch_add(first_len, std::sync::atomic::Ordering::Relaxed);
-        let passed = pass::pass(&mut conn, &mut upstream, e.shared, &mut e.registration).await;
-        (out, inn) = (passed.out + first_len, passed.inn);
-        if passed.cut {
-            let name = decision.name.as_deref().unwrap_or_default();
-            decision.detail = format!("{}; {}", decision.detail, cut_why(name));
+    // head having been answered (see `classify::through_tunnel`), read with
+    // the tunnel's port as a `Host` without one means.
+    let default_port = match decision.protocol {
+        Protocol::Connect => decision.port,
+        _ => e.at.port,
+    };
+    let http = match decision.protocol {
+        Protocol::Http => true,
+        Protocol::Connect => {
+            !matches!(tls::peek(&buf), ClientHello::Sni(_))
+                && matches!(parse_request_head(&buf, default_port), Ok(Some(_)))
         }
-    }
+        _ => false,
+    };
+    let (out, inn, cut, ended) = if http {
+        // Never spliced: a second request on the connection would ride on
+        // the first one's decision (under any `Host`), unread.
+        Box::pin(serve_http(
+            conn,
+            buf,
+            upstream,
+            &decision,
+            default_port,
+            &mut e,
+        ))
+        .await
+    } else {
+        splice(conn, buf, upstream, &mut e).await
+    };
     decision.bytes_out = out;
     decision.bytes_in = inn;
+    let name = decision.name.clone().unwrap_or_default();
+    if cut {
+        decision.detail = format!("{}; {}", decision.detail, cut_why(&name));
+    } else if let Some(why) = ended {
+        decision.detail = format!("{}; {why}", decision.detail);
+    }
     decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
     e.shared.close(number, &decision);
+}
+
+/// What a relay moved (out, in), whether its name's removal cut it, and
+/// why it ended otherwise than by a close.
+type Moved = (u64, u64, bool, Option<String>);
+
+/// Serve a plain HTTP connection request by request (see `plain`).
+async fn serve_http(
+    conn: TcpStream,
+    buf: Vec<u8>,
+    upstream: TcpStream,
+    decision: &Decision,
+    default_port: u16,
+    e: &mut Ended<'_>,
+) -> Moved {
+    let name = decision.name.as_deref().unwrap_or_default();
+    let allowed = plain::Allowed {
+        name,
+        port: decision.port,
+        default_port,
+        at: e.at,
+    };
+    let served = plain::serve(conn, buf, upstream, allowed, e.shared, &mut e.registration).await;
+    (served.out, served.inn, served.cut, served.ended)
+}
+
+/// Splice a connection both ways, as it is, its first bytes sent first.
+async fn splice(
+    mut conn: TcpStream,
+    mut buf: Vec<u8>,
+    mut upstream: TcpStream,
+    e: &mut Ended<'_>,
+) -> Moved {
+    let first_len = buf.len() as u64;
+    if upstream.write_all(&buf).await.is_err() {
+        return (0, 0, false, None);
+    }
+    // What was read first is sent: its memory goes back.
+    drop(std::mem::take(&mut buf));
+    e.shared
+        .used
+        .fetch_add(first_len, std::sync::atomic::Ordering::Relaxed);
+    let passed = pass::pass(&mut conn, &mut upstream, e.shared, &mut e.registration).await;
+    (passed.out + first_len, passed.inn, passed.cut, None)
 }
 
 /// Answer an allowed CONNECT whose upstream is connected, and judge what
@@ -414,72 +491,18 @@ async fn open_tunnel(
                 Err(Unreached::Cut(why, cause))
             }
         },
+        // The client closed or reset the tunnel it was given before
+        // sending a byte through it (a cancelled request, a probe, a
+        // client that gave up): nothing passed and nothing was refused.
+        Verdict::Deny { cause, .. }
+            if cause.reason == Reason::SaidNothing && buf.is_empty() && client_left(conn) =>
+        {
+            Err(Unreached::Left)
+        }
         Verdict::Deny { why, cause, .. } | Verdict::Refuse { why, cause, .. } => {
             Err(Unreached::Cut(why, cause))
         }
     }
-}
-
-/// The request in `buf` as the origin server gets it: an absolute URI (a
-/// request to the explicit proxy) becomes a path, with a `Host` header when
-/// the request had none; headers meant for the proxy are dropped; and the
-/// connection headers are replaced by `Connection: close` (the body, if any,
-/// follows unchanged). `None` when `buf` does not start with a complete
-/// request head.
-fn with_connection_close(buf: &[u8]) -> Option<Vec<u8>> {
-    let head = parse_request_head(buf, 80).ok().flatten()?;
-    let head_len = head.head_len;
-    let text = std::str::from_utf8(buf.get(..head_len)?).ok()?;
-    let mut out = String::with_capacity(head_len + 40);
-    let mut has_host = false;
-    for (i, line) in text.split("\r\n").enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        if i == 0 {
-            let mut parts = line.splitn(3, ' ');
-            let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
-            let target = match target.strip_prefix("http://") {
-                Some(rest) => match rest.find(['/', '?']) {
-                    Some(at) if rest[at..].starts_with('/') => rest[at..].to_string(),
-                    Some(at) => format!("/{}", &rest[at..]),
-                    None => "/".to_string(),
-                },
-                None => target.to_string(),
-            };
-            out.push_str(&format!("{method} {target} {version}\r\n"));
-            continue;
-        }
-        let name = line.split(':').next().unwrap_or_default().trim();
-        if name.eq_ignore_ascii_case("host") {
-            has_host = true;
-        }
-        if [
-            "connection",
-            "keep-alive",
-            "proxy-connection",
-            "proxy-authorization",
-        ]
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h))
-        {
-            continue;
-        }
-        out.push_str(line);
-        out.push_str("\r\n");
-    }
-    if !has_host {
-        let d = &head.destination;
-        if d.port == 80 {
-            out.push_str(&format!("Host: {}\r\n", d.host));
-        } else {
-            out.push_str(&format!("Host: {}:{}\r\n", d.host, d.port));
-        }
-    }
-    out.push_str("Connection: close\r\n\r\n");
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(buf.get(head_len..)?);
-    Some(bytes)
 }
 
 /// Why a connection was cut short.
@@ -498,6 +521,27 @@ enum Unreached {
     /// What came through an open CONNECT tunnel was refused, or the
     /// tunnel was cut: nothing more can be said to the client.
     Cut(String, Cause),
+    /// The client closed or reset an open CONNECT tunnel before sending
+    /// anything through it.
+    Left,
+}
+
+/// Whether the client's end of `conn` is closed (an orderly close or a
+/// reset already read): a peek that does not wait finds the end of the
+/// stream, or an error, rather than nothing yet.
+fn client_left(conn: &TcpStream) -> bool {
+    use nix::sys::socket::{recv, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    match recv(
+        conn.as_raw_fd(),
+        &mut byte,
+        MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+    ) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e != nix::errno::Errno::EAGAIN,
+    }
 }
 
 impl Unreached {
@@ -518,6 +562,11 @@ impl Unreached {
                 (why, cause, answer)
             }
             Unreached::Cut(why, cause) => (why, cause, None),
+            Unreached::Left => (
+                "the client closed the tunnel before sending anything through it".into(),
+                Cause::new(Reason::SaidNothing),
+                None,
+            ),
         }
     }
 }
@@ -737,73 +786,12 @@ fn usable_upstream(ip: IpAddr, cidrs: &[ipnet::IpNet], own: &[IpAddr]) -> bool {
         IpAddr::V4(_) => None,
     };
     let host = |a: IpAddr| warden_policy::addresses::host_itself(a).is_some() || own.contains(&a);
-    (is_public(ip)
+    (super::public::is_public(ip)
         || cidrs
             .iter()
             .any(|c| c.contains(&ip) || c.contains(&ip.to_canonical())))
         && !host(ip)
         && !embedded.is_some_and(host)
-}
-
-/// Globally routable: not loopback, private, link-local, CGNAT, unique
-/// local, multicast, documentation, benchmark or unspecified.
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(a) => {
-            let o = a.octets();
-            !(a.is_loopback()
-                || a.is_private()
-                || a.is_link_local()
-                || a.is_unspecified()
-                || a.is_broadcast()
-                || a.is_multicast()
-                || a.is_documentation()
-                || o[0] == 0
-                || (o[0] == 100 && (o[1] & 0xc0) == 64)
-                || (o[0] == 198 && (o[1] & 0xfe) == 18)
-                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
-                // Azure's WireServer, a metadata-like host service.
-                || o == [168, 63, 129, 16]
-                || o[0] >= 240)
-        }
-        IpAddr::V6(a) => {
-            let s = a.segments();
-            // Forms that carry an IPv4 address are judged by it: mapped
-            // (::ffff:a.b.c.d), compatible (::a.b.c.d), NAT64
-            // (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::).
-            let embedded = if let Some(v4) = a.to_ipv4_mapped() {
-                Some(v4)
-            } else if s[..6] == [0, 0, 0, 0, 0, 0]
-                || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0])
-            {
-                Some(std::net::Ipv4Addr::new(
-                    (s[6] >> 8) as u8,
-                    s[6] as u8,
-                    (s[7] >> 8) as u8,
-                    s[7] as u8,
-                ))
-            } else if s[0] == 0x2002 {
-                Some(std::net::Ipv4Addr::new(
-                    (s[1] >> 8) as u8,
-                    s[1] as u8,
-                    (s[2] >> 8) as u8,
-                    s[2] as u8,
-                ))
-            } else {
-                None
-            };
-            if let Some(v4) = embedded {
-                return is_public(IpAddr::V4(v4));
-            }
-            !(a.is_loopback()
-                || a.is_unspecified()
-                || a.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-                || (s[0] & 0xffc0) == 0xfec0
-                || (s[0] == 0x2001 && s[1] == 0x0db8))
-        }
-    }
 }
 
 /// A 403 that says why, in the status line's reason phrase, in an
@@ -852,34 +840,6 @@ fn bad_gateway(reason: Reason, why: &str) -> Vec<u8> {
 mod tests {
     use super::*;
     use warden_policy::Field;
-
-    #[test]
-    fn plain_http_requests_are_sent_with_connection_close() {
-        let req = b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: keep-alive\r\nKeep-Alive: 5\r\n\r\nGET /2 HTTP/1.1\r\nHost: evil.test\r\n\r\n";
-        let out = String::from_utf8(with_connection_close(req).unwrap()).unwrap();
-        assert!(
-            out.starts_with("GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\nGET /2"),
-            "{out}"
-        );
-        assert!(!out.to_ascii_lowercase().contains("keep-alive"));
-    }
-
-    #[test]
-    fn an_absolute_uri_reaches_the_origin_as_a_path_with_a_host() {
-        let req = b"GET http://a.test:8080/x/y?q=1 HTTP/1.1\r\nProxy-Authorization: Basic Zm9v\r\nAccept: */*\r\n\r\n";
-        let out = String::from_utf8(with_connection_close(req).unwrap()).unwrap();
-        assert_eq!(
-            out,
-            "GET /x/y?q=1 HTTP/1.1\r\nAccept: */*\r\nHost: a.test:8080\r\nConnection: close\r\n\r\n"
-        );
-        let req = b"GET http://a.test?q HTTP/1.1\r\nHost: a.test\r\n\r\n";
-        let out = String::from_utf8(with_connection_close(req).unwrap()).unwrap();
-        assert!(
-            out.starts_with("GET /?q HTTP/1.1\r\nHost: a.test\r\n"),
-            "{out}"
-        );
-        assert!(with_connection_close(b"GET / HTTP/1.1\r\nHost: a").is_none());
-    }
 
     #[test]
     fn allow_cidr_opens_its_range_but_never_the_hosts_loopback_or_own_addresses() {
@@ -970,6 +930,7 @@ mod tests {
             Err(
                 Unreached::Refused(why, _) | Unreached::Failed(why, _) | Unreached::Cut(why, _),
             ) => Err(why),
+            Err(Unreached::Left) => Err("left".to_string()),
         };
         // The owner's destination: the owner's range serves it.
         assert_eq!(
@@ -1048,29 +1009,5 @@ mod tests {
             text.contains("\r\nX-Warden-Reason: unresolved\r\n"),
             "{text}"
         );
-    }
-
-    #[test]
-    fn only_global_addresses_are_public() {
-        for private in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "198.18.0.1",
-            "224.0.0.1",
-            "::1",
-            "fc00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-        ] {
-            assert!(!is_public(private.parse().unwrap()), "{private}");
-        }
-        for public in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
-            assert!(is_public(public.parse().unwrap()), "{public}");
-        }
     }
 }

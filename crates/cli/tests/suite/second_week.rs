@@ -1,0 +1,87 @@
+//! What users tripped over in their second week (issue 31), each through
+//! the real binary: a client that resets an allowed tunnel is recorded as
+//! a connection that closed, not a denial.
+
+use crate::common::*;
+use std::io::Read;
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[test]
+fn a_client_that_resets_an_allowed_tunnel_is_recorded_as_closed_not_denied() {
+    if !egress_available() {
+        return;
+    }
+    // A name allowed without a port is judged by what comes through its
+    // tunnel (TLS on 443): the client here sends nothing and resets. On a
+    // loopback address of its own so that no host service is in the way.
+    let listener = match TcpListener::bind("127.0.0.2:443") {
+        Ok(l) => l,
+        Err(e) => return skip(&format!("cannot listen on 127.0.0.2:443: {e}")),
+    };
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let bytes = Arc::new(AtomicUsize::new(0));
+    {
+        let (arrived, bytes) = (arrived.clone(), bytes.clone());
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                arrived.fetch_add(1, Ordering::SeqCst);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut buf = Vec::new();
+                let _ = conn.read_to_end(&mut buf);
+                bytes.fetch_add(buf.len(), Ordering::SeqCst);
+            }
+        });
+    }
+    let dir = TempDir::new("reset-tunnel");
+    let events = dir.path().join("events.jsonl");
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--json-events"])
+        .arg(&events)
+        .args([
+            "--allow-domain",
+            "reset.test",
+            "--add-host",
+            "reset.test=127.0.0.2",
+            "--",
+            "python3",
+            "-c",
+            "import os, socket, struct, time\n\
+host, port = os.environ['HTTPS_PROXY'].rsplit('/', 1)[1].split(':')\n\
+s = socket.create_connection((host, int(port)), timeout=10)\n\
+s.sendall(b'CONNECT reset.test:443 HTTP/1.1\\r\\nHost: reset.test:443\\r\\n\\r\\n')\n\
+print(s.recv(200).split(b'\\r\\n')[0].decode())\n\
+s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n\
+s.close()\n\
+time.sleep(1)\n",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(so.contains("200 Connection established"), "{so} {se}");
+    let evs = events_of(&events);
+    let conns: Vec<&serde_json::Value> = evs
+        .iter()
+        .filter(|e| e["event"] == "connection" && e["name"] == "reset.test")
+        .collect();
+    assert_eq!(conns.len(), 1, "{evs:?}");
+    assert_eq!(conns[0]["allowed"], true, "{:?}", conns[0]);
+    assert!(
+        !se.contains("denied") && !se.contains("would allow"),
+        "the reset was reported as a denial: {se}"
+    );
+    assert_eq!(bytes.load(Ordering::SeqCst), 0, "bytes reached upstream");
+}
+
+/// The events of a `--json-events` file (none when it is missing).
+fn events_of(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
