@@ -446,6 +446,13 @@ pub fn ps(name: &str, json: bool) -> anyhow::Result<u8> {
 /// `-f`, each new one as it happens.
 pub fn logs(name: &str, follow: bool, json: bool) -> anyhow::Result<u8> {
     let (_, sb) = open(name)?;
+    // A `run -d` sandbox is its command: what its name is asked for is the
+    // command's output (its events: `--json`, `warden audit show NAME`).
+    let one_shot =
+        state::read_json::<Stored>(&sb.dir().join(state::STORED)).is_ok_and(|s| s.one_shot);
+    if one_shot && !json {
+        return exec_output(name, RUN_EXEC, follow);
+    }
     let print = |e: &warden_audit::Event| {
         if json {
             if let Ok(line) = serde_json::to_string(e) {
@@ -537,6 +544,7 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
     let store = sandboxes::store(state_dir()?)?;
     let name = format!("run-{}", super::sandbox_id());
     let workspace = args.take_workspace().map(super::absolute).transpose()?;
+    let layered = workspace.clone();
     args.given.clear(warden_policy::Field::Overlay);
     args.detach = false;
     let req = lifecycle::CreateRequest {
@@ -582,8 +590,16 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
     }
     println!("{name}");
     eprintln!(
-        "warden: running detached in sandbox {name}: `warden logs {name} --exec {RUN_EXEC}` shows its output (-f follows it), `warden logs -f {name}` its events; `warden stop {name}`, `warden rm {name}`"
+        "warden: running detached in sandbox {name}: `warden logs {name}` shows its output (-f follows it), `warden audit show {name}` its events; `warden stop {name}`, `warden rm {name}`"
     );
+    if let Some(ws) = &layered {
+        // A detached run's workspace is a named sandbox's: reviewable, its
+        // changes kept apart from the directory until committed.
+        eprintln!(
+            "warden: its changes to {} are kept apart, not written there: `warden diff {name}` shows them, `warden commit {name}` writes them",
+            ws.display()
+        );
+    }
     Ok(0)
 }
 

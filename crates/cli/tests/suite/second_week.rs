@@ -1,6 +1,8 @@
 //! What users tripped over in their second week (issue 31), each through
 //! the real binary: a client that resets an allowed tunnel is recorded as
-//! a connection that closed, not a denial.
+//! a connection that closed, not a denial; `warden run -d` on a
+//! workspace says where its changes went and `warden logs` prints its
+//! output.
 
 use crate::common::*;
 use std::io::Read;
@@ -84,4 +86,54 @@ fn events_of(path: &std::path::Path) -> Vec<serde_json::Value> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+#[test]
+fn a_detached_run_on_a_workspace_says_its_changes_are_kept_apart_and_logs_prints_its_output() {
+    let state = TempDir::new("detached-overlay");
+    let ws = TempDir::new("detached-overlay-ws");
+    std::fs::write(ws.path().join("kept.txt"), "before\n").unwrap();
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "-d",
+            "-w",
+            ws.str(),
+            "--",
+            "sh",
+            "-c",
+            "echo written > kept.txt; echo to-stdout; echo to-stderr >&2",
+        ],
+    );
+    let err = stderr(&out);
+    let name = ok(&out).trim().to_string();
+    assert!(
+        err.contains(&format!("its changes to {} are kept apart", ws.str()))
+            && err.contains(&format!("`warden diff {name}`"))
+            && err.contains(&format!("`warden commit {name}`")),
+        "run -d did not say where its changes go: {err}"
+    );
+    assert!(
+        err.contains(&format!("`warden logs {name}` shows its output")),
+        "{err}"
+    );
+    let dir = sandbox_dir(state.path(), &name);
+    wait_until("the detached run to end", Duration::from_secs(15), || {
+        !dir.join("supervisor.json").exists()
+    });
+    // What it said is there (both streams in the order written, as
+    // `run -d` keeps them), and the directory is as it was.
+    let logs = warden(state.path(), &["logs", &name]);
+    assert_eq!(ok(&logs), "to-stdout\nto-stderr\n", "{}", stderr(&logs));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("kept.txt")).unwrap(),
+        "before\n"
+    );
+    let diff = ok(&warden(state.path(), &["diff", &name]));
+    assert!(diff.contains("kept.txt"), "{diff}");
+    // Its events are still there, as JSON and in the audit log.
+    let events = ok(&warden(state.path(), &["logs", "--json", &name]));
+    assert!(events.contains("\"event\":\"exec_exited\""), "{events}");
+    ok(&warden(state.path(), &["rm", &name]));
 }
