@@ -111,8 +111,22 @@ pub fn age(secs: u64) -> String {
     }
 }
 
+/// The sandboxes a daemon of this state directory keeps in a warm pool
+/// (started, waiting for a create, nobody's yet), by name: none when no
+/// daemon ever kept its records here.
+fn pooled(store: &Store) -> std::collections::HashSet<String> {
+    if !store.root().join(warden_daemon::DB_FILE).exists() {
+        return Default::default();
+    }
+    warden_daemon::open_db(store.root())
+        .and_then(|db| db.pooled(None))
+        .map(|rows| rows.into_iter().map(|(id, _)| id).collect())
+        .unwrap_or_default()
+}
+
 pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
     let list = store.list()?;
+    let pool = pooled(store);
     if json {
         // A paused sandbox says so (its supervisor's record holds it).
         let mut out = serde_json::to_value(&list)?;
@@ -126,6 +140,9 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
                 if let Some(since) = paused {
                     row["state"] = "paused".into();
                     row["paused_ms"] = since.into();
+                }
+                if pool.contains(&name) {
+                    row["pooled"] = true.into();
                 }
             }
         }
@@ -152,6 +169,10 @@ pub fn ls(store: &Store, json: bool) -> anyhow::Result<u8> {
             .flatten();
         let state = if status.as_ref().is_some_and(|s| s.paused_ms.is_some()) {
             "paused".to_string()
+        } else if live && pool.contains(&e.name) {
+            // Running, in a daemon's warm pool: nobody's until a create
+            // takes it (the API lists it only then).
+            "pooled".to_string()
         } else if live {
             "running".to_string()
         } else if had_supervisor {

@@ -2,7 +2,7 @@
 //! the real binary: a client that resets an allowed tunnel is recorded as
 //! a connection that closed, not a denial; `warden run -d` on a
 //! workspace says where its changes went and `warden logs` prints its
-//! output.
+//! output; a warm pool's sandboxes are marked in `warden ls`.
 
 use crate::common::*;
 use std::io::Read;
@@ -136,4 +136,64 @@ fn a_detached_run_on_a_workspace_says_its_changes_are_kept_apart_and_logs_prints
     let events = ok(&warden(state.path(), &["logs", "--json", &name]));
     assert!(events.contains("\"event\":\"exec_exited\""), "{events}");
     ok(&warden(state.path(), &["rm", &name]));
+}
+
+#[test]
+fn a_warm_pools_sandboxes_are_marked_pooled_in_warden_ls_until_a_create_takes_one() {
+    use crate::common::daemon::*;
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("ls-pooled");
+    let config = TempDir::new("ls-pooled-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(profiles.join("warm.yaml"), "description: warm\n").unwrap();
+    let mut d = Daemon::start_with(
+        state.path(),
+        false,
+        &["--pool", "warm=1"],
+        &[("XDG_CONFIG_HOME", config.path())],
+    );
+    let rows = |state: &std::path::Path| -> Vec<serde_json::Value> {
+        let out = ok(&warden(state, &["ls", "--json"]));
+        serde_json::from_str::<Vec<serde_json::Value>>(&out).unwrap()
+    };
+    wait_until("the pool is full", Duration::from_secs(30), || {
+        rows(state.path())
+            .iter()
+            .any(|r| r["pooled"] == true && r["state"] == "running")
+    });
+    let pooled: Vec<String> = rows(state.path())
+        .iter()
+        .filter(|r| r["pooled"] == true)
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(pooled.len(), 1);
+    let text = ok(&warden(state.path(), &["ls"]));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&pooled[0]))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.split_whitespace().nth(2) == Some("pooled"),
+        "not marked: {text}"
+    );
+    // Taken by a create: the caller's, no longer marked.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"profile":"warm"}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    let taken = json(&b)["id"].as_str().unwrap().to_string();
+    assert_eq!(taken, pooled[0], "the create did not take the pooled one");
+    let row = rows(state.path())
+        .into_iter()
+        .find(|r| r["name"] == taken.as_str())
+        .unwrap();
+    assert!(row.get("pooled").is_none(), "{row}");
+    d.stop();
 }
