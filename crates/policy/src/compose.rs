@@ -66,6 +66,7 @@ pub const BUILTIN_PRESETS: &[(&str, &str)] = &[
 
 /// Profiles shipped with warden: the reference agents and what they share.
 pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
+    ("agent", include_str!("../profiles/agent.yaml")),
     ("base", include_str!("../profiles/base.yaml")),
     (
         "code-interpreter-v1",

@@ -1,5 +1,6 @@
 //! One module per area of the `warden` command's integration tests.
 
+mod agents;
 mod allow_exec;
 mod allowlist;
 mod audit;
