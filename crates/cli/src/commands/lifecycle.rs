@@ -6,8 +6,8 @@
 pub mod copies;
 pub mod pause;
 
-use super::run::{resolve, RunArgs};
-use super::{sandboxes, state_dir};
+use super::resolution::{self, resolve, RunArgs};
+use super::{state_dir, store};
 use anyhow::Context;
 use clap::Args;
 use std::io::IsTerminal;
@@ -72,7 +72,7 @@ pub struct ExecArgs {
 
 /// The sandbox's directory in the state store, and its stored spec.
 pub fn open(name: &str) -> anyhow::Result<(warden_workspace::Store, warden_workspace::Sandbox)> {
-    let store = sandboxes::store(state_dir()?)?;
+    let store = store(state_dir()?)?;
     let sb = store.get(name)?;
     Ok((store, sb))
 }
@@ -104,7 +104,7 @@ fn with_context<T>(
 /// `warden create`: keep the whole resolved spec; every later start and
 /// exec runs under exactly it.
 pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
-    let store = sandboxes::store(state_dir()?)?;
+    let store = store(state_dir()?)?;
     warden_workspace::validate_name("sandbox name", &args.name)?;
     if let Some(snap) = &args.from_snapshot {
         return copies::create_from(&store, &args.name, snap, args.ttl, args.start);
@@ -126,7 +126,7 @@ pub fn create(args: CreateArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     let req = lifecycle::CreateRequest {
         workspace,
         profile_name,
-        input: super::run::input(*run)?,
+        input: resolution::input(*run)?,
         ttl: args.ttl,
         one_shot: false,
     };
@@ -161,7 +161,7 @@ fn start_supervisor_in(state: &Path, sb: &warden_workspace::Sandbox) -> anyhow::
     // without is said here, by whoever started it.
     for d in lifecycle::start(state, sb, &exe)? {
         let (layer, lost) = d.split_once(": ").unwrap_or((d.as_str(), ""));
-        eprintln!("{}", super::run::degraded_line(layer, lost));
+        eprintln!("{}", resolution::degraded_line(layer, lost));
     }
     Ok(())
 }
@@ -436,7 +436,7 @@ pub fn ps(name: &str, json: bool) -> anyhow::Result<u8> {
             p.pid,
             p.host_pid,
             p.exec.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
-            sandboxes::printable(&p.command)
+            warden_workspace::printable(&p.command)
         );
     }
     Ok(0)
@@ -459,7 +459,10 @@ pub fn logs(name: &str, follow: bool, json: bool) -> anyhow::Result<u8> {
                 println!("{line}");
             }
         } else {
-            println!("{}", sandboxes::printable(&super::audit::describe(e)));
+            println!(
+                "{}",
+                warden_workspace::printable(&super::audit::describe(e))
+            );
         }
     };
     // Subscribe first, so that nothing falls between the log and the feed.
@@ -515,9 +518,9 @@ pub fn supervise(name: &str) -> anyhow::Result<u8> {
         .and_then(|sb| state::read_json::<Stored>(&sb.dir().join(state::STORED)).ok());
     if stored
         .as_ref()
-        .is_some_and(|s| super::run::net_log(&s.spec))
+        .is_some_and(|s| resolution::net_log(&s.spec))
     {
-        extra.push(Box::new(super::run::NetLogNotices));
+        extra.push(Box::new(resolution::NetLogNotices));
     }
     #[cfg(feature = "otlp")]
     {
@@ -541,7 +544,7 @@ pub fn supervise(name: &str) -> anyhow::Result<u8> {
 /// sandbox stops when the command ends and stays listed (its events,
 /// output and workspace changes) until `rm`.
 pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
-    let store = sandboxes::store(state_dir()?)?;
+    let store = store(state_dir()?)?;
     let name = format!("run-{}", super::sandbox_id());
     let workspace = args.take_workspace().map(super::absolute).transpose()?;
     let layered = workspace.clone();
@@ -550,7 +553,7 @@ pub fn run_detached(mut args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
     let req = lifecycle::CreateRequest {
         workspace,
         profile_name: args.profile.clone(),
-        input: super::run::input(args)?,
+        input: resolution::input(args)?,
         ttl: None,
         one_shot: true,
     };

@@ -9,6 +9,7 @@ pub mod lifecycle;
 pub mod manual;
 pub mod profile;
 pub mod remote;
+pub mod resolution;
 pub mod run;
 pub mod sandboxes;
 pub mod selftest;
@@ -61,6 +62,11 @@ pub fn catalog() -> Catalog {
 pub fn state_dir() -> anyhow::Result<PathBuf> {
     warden_runtime::state::default_dir()
     .context("warden has no state directory: set WARDEN_STATE_DIR, XDG_STATE_HOME or HOME to an absolute path (or pass --audit-log FILE or --no-audit-log)")
+}
+
+/// The store under warden's state directory.
+pub fn store(state: PathBuf) -> anyhow::Result<warden_workspace::Store> {
+    warden_workspace::Store::open(state).context("cannot open warden's state directory")
 }
 
 pub fn audit_dir() -> anyhow::Result<PathBuf> {

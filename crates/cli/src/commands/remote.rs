@@ -73,7 +73,7 @@ fn create_request(
 ) -> anyhow::Result<(CreateSandbox, Vec<String>)> {
     refuse_local_only(&args)?;
     let profile = args.profile.clone();
-    let input = super::run::input(args)?;
+    let input = super::resolution::input(args)?;
     let mut flags = input.flags;
     let command = match flags.slots.remove(&Field::Command) {
         Some(warden_policy::compose::Slot::One(s)) => match s.val {

@@ -2,7 +2,6 @@
 //! is `run` in a named sandbox's state, in main.rs). Parsing and printing
 //! only: the `warden-workspace` crate does the work.
 
-use anyhow::Context;
 use clap::Args;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -68,10 +67,9 @@ pub struct SnapshotArgs {
     pub delete: Option<String>,
 }
 
-/// The store under warden's state directory.
-pub fn store(state: PathBuf) -> anyhow::Result<Store> {
-    Store::open(state).context("cannot open warden's state directory")
-}
+/// The store under warden's state directory (where the other commands
+/// find it too).
+pub use super::store;
 
 /// Record what happened to a sandbox in its own audit log. A record that
 /// cannot be written fails the command (after what it did is said), so

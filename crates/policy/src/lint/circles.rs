@@ -21,8 +21,6 @@ use std::path::Path;
 /// on an entry that is no longer a circle (so the list only shrinks).
 #[rustfmt::skip]
 const KNOWN: &[(&str, &str)] = &[
-    ("cli: commands/lifecycle <-> commands/run", "debt: run's resolution shared with create"),
-    ("cli: commands/lifecycle <-> commands/sandboxes", "debt: the listing's helpers"),
     ("daemon: app <-> pools", "debt: the pools hold the app's state, which fills them"),
     ("daemon: app <-> quota", "debt: the app's state and its quota checks"),
     ("daemon: app <-> leases", "debt: the app's state and its leases"),

@@ -28,7 +28,7 @@ pub enum SnapshotsCommand {
 }
 
 pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
-    let store = super::sandboxes::store(super::state_dir()?)?;
+    let store = super::store(super::state_dir()?)?;
     match cmd {
         SnapshotsCommand::Create { sandbox, snap } => {
             let (_, sb) = open(&sandbox)?;
