@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use warden_policy::compose::Catalog;
 use warden_policy::Defaults;
 use warden_runtime::lifecycle::{self, Liveness};
@@ -12,6 +13,10 @@ use crate::api::SandboxInfo;
 use crate::db::{Db, SandboxRow};
 use crate::error::{chain, ApiError};
 use crate::execs::{self, ExecHandle};
+
+// What a request was let in with, where the routes and the E2B door name
+// it.
+pub use crate::credential::Credential;
 
 /// Limits on what a request may carry.
 #[derive(Debug, Clone, Copy)]
@@ -40,34 +45,13 @@ pub struct Settings {
     /// Directories under which token holders may name workspaces
     /// (canonical).
     pub workspace_roots: Vec<PathBuf>,
-    pub pools: Vec<crate::pools::PoolSpec>,
+    pub pools: Vec<crate::settings::PoolSpec>,
     /// How many long-lived answers tokens may hold open.
     pub sessions: crate::leases::Bounds,
     /// What a token may have when its own record sets no bound.
-    pub quotas: crate::quota::Quotas,
+    pub quotas: crate::settings::Quotas,
     /// How long stopped sandboxes the daemon made are kept.
-    pub retention: crate::retention::Retention,
-}
-
-/// What a request was let in with (the owner on the Unix socket: nothing
-/// to revoke), kept by long-lived streams to ask [`App::still_granted`].
-#[derive(Debug, Clone, Default)]
-pub struct Credential {
-    /// The token's id.
-    pub token: Option<String>,
-    /// The browser session's cookie value.
-    pub session: Option<String>,
-    /// The E2B door's envd access token: its sandbox and the key, which
-    /// ends with its sandbox even while its warden token stands.
-    pub envd: Option<(String, String)>,
-}
-
-impl Credential {
-    /// Whether anything here can be revoked or end (the owner's calls
-    /// carry nothing).
-    pub fn revocable(&self) -> bool {
-        self.token.is_some() || self.session.is_some() || self.envd.is_some()
-    }
+    pub retention: crate::settings::Retention,
 }
 
 pub struct App {
@@ -87,11 +71,11 @@ pub struct App {
     /// Held while a token's quota is checked and its sandbox recorded.
     pub quota_lock: Mutex<()>,
     /// Warm pools to keep full (see [`crate::pools`]).
-    pub pools: Vec<crate::pools::PoolSpec>,
+    pub pools: Vec<crate::settings::PoolSpec>,
     /// Wakes the refill when a pooled sandbox was taken.
     pub pool_wake: tokio::sync::Notify,
     /// Recent creates of pooled profiles, which autoscaled pools follow.
-    pub pool_demand: crate::pools::Demand,
+    pub pool_demand: Demand,
     /// The dashboard's browser sessions.
     pub sessions: crate::session::Sessions,
     /// What each sandbox's audit log counts (denials, violations).
@@ -99,9 +83,9 @@ pub struct App {
     /// The long-lived answers tokens hold open (see [`crate::leases`]).
     pub leases: Arc<crate::leases::Leases>,
     /// The owner's default quotas for tokens (see [`crate::quota`]).
-    pub quotas: crate::quota::Quotas,
+    pub quotas: crate::settings::Quotas,
     /// How long stopped sandboxes are kept (see [`crate::retention`]).
-    pub retention: crate::retention::Retention,
+    pub retention: crate::settings::Retention,
 }
 
 impl App {
@@ -337,9 +321,10 @@ impl App {
     }
 
     /// Adopt the commands the records say were running (a restart), and
-    /// forget records of sandboxes that are gone.
+    /// forget records of sandboxes that are gone (the pools' own are
+    /// [`crate::pools::reconcile`]'s, asked first).
     pub fn reconcile(self: &Arc<App>) -> Result<Vec<String>, ApiError> {
-        let mut notes = crate::pools::reconcile(self);
+        let mut notes = Vec::new();
         let rows = self
             .db()?
             .sandboxes()
@@ -410,6 +395,56 @@ impl App {
                 );
             }
         });
+    }
+}
+
+/// The creates of each pooled profile, as far back as its window: what
+/// an autoscaled pool follows.
+#[derive(Debug, Default)]
+pub struct Demand {
+    seen: std::sync::Mutex<
+        std::collections::HashMap<String, std::collections::VecDeque<std::time::Instant>>,
+    >,
+}
+
+impl Demand {
+    /// A create of `profile` (that a pool could have served) came now.
+    pub fn record(&self, profile: &str, window: Duration) {
+        let now = std::time::Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let times = seen.entry(profile.to_string()).or_default();
+        times.push_back(now);
+        Self::forget(times, now, window);
+    }
+
+    /// Creates of `profile` within the last `window`.
+    pub fn recent(&self, profile: &str, window: Duration) -> usize {
+        let now = std::time::Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        match seen.get_mut(profile) {
+            Some(times) => {
+                Self::forget(times, now, window);
+                times.len()
+            }
+            None => 0,
+        }
+    }
+
+    fn forget(
+        times: &mut std::collections::VecDeque<std::time::Instant>,
+        now: std::time::Instant,
+        window: Duration,
+    ) {
+        while times
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > window)
+        {
+            times.pop_front();
+        }
+        // Counting more than the largest pool is of no use.
+        while times.len() > crate::settings::MAX_POOL_SIZE {
+            times.pop_front();
+        }
     }
 }
 

@@ -101,7 +101,7 @@ fn refused(
 async fn login(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    crate::routes::Body(body): crate::routes::Body<Login>,
+    crate::body::Body(body): crate::body::Body<Login>,
 ) -> Result<Response, ApiError> {
     session::check_origin(&headers, true)
         .map_err(|e| refused(&app, &auth::Caller::Owner, "POST", "/login", e))?;

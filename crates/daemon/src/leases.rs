@@ -25,7 +25,7 @@ use axum::http::StatusCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::app::Credential;
+use crate::credential::Credential;
 use crate::error::ApiError;
 
 /// The bounds, as the daemon's configuration sets them.

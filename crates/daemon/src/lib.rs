@@ -17,6 +17,8 @@
 pub use warden_api as api;
 pub mod app;
 pub mod auth;
+pub mod body;
+pub mod credential;
 pub mod dashboard;
 pub mod db;
 pub mod deadline;
@@ -36,6 +38,7 @@ pub mod retention;
 pub mod revocation;
 pub mod routes;
 pub mod session;
+pub mod settings;
 pub mod tally;
 
 use std::net::SocketAddr;
@@ -86,7 +89,7 @@ pub struct Config {
     /// Directories under which token holders may name workspaces.
     pub workspace_roots: Vec<PathBuf>,
     /// Warm pools to keep full.
-    pub pools: Vec<pools::PoolSpec>,
+    pub pools: Vec<settings::PoolSpec>,
     /// Also serve the E2B-compatible API here (see [`e2b`]).
     pub e2b: Option<SocketAddr>,
     /// How long a TCP client may keep the daemon waiting after a request
@@ -96,10 +99,10 @@ pub struct Config {
     pub sessions: leases::Bounds,
     /// What a token may have when its own record sets no bound (see
     /// [`quota`]).
-    pub quotas: quota::Quotas,
+    pub quotas: settings::Quotas,
     /// How long stopped sandboxes the daemon made are kept (see
     /// [`retention`]).
-    pub retention: retention::Retention,
+    pub retention: settings::Retention,
 }
 
 impl Config {
@@ -171,9 +174,13 @@ pub async fn bind(
             retention: cfg.retention,
         },
     );
-    let notes = app
-        .reconcile()
-        .map_err(|e| ServeError::Reconcile(e.problem.message))?;
+    // The pools' sandboxes first: one of a pool no longer configured is
+    // removed before the records are read.
+    let mut notes = pools::reconcile(&app);
+    notes.extend(
+        app.reconcile()
+            .map_err(|e| ServeError::Reconcile(e.problem.message))?,
+    );
     let socket = cfg.socket_path();
     if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
         return Err(ServeError::AlreadyRunning(socket));
@@ -362,7 +369,7 @@ pub struct FileConfig {
     /// Warm pools: `- {profile: NAME, size: N}`, or autoscaled with
     /// `max: M` (and `window_seconds: S`).
     #[serde(default)]
-    pub pools: Vec<pools::PoolSpec>,
+    pub pools: Vec<settings::PoolSpec>,
     /// Also serve the E2B-compatible API here.
     #[serde(default)]
     pub e2b: Option<SocketAddr>,
@@ -373,11 +380,11 @@ pub struct FileConfig {
     /// What a token may have when its own record sets no bound:
     /// `{sandboxes: N, memory: SIZE, disk: SIZE}`.
     #[serde(default)]
-    pub quotas: quota::Quotas,
+    pub quotas: settings::Quotas,
     /// How long stopped sandboxes the daemon made are kept:
     /// `{stopped: 24h, paused: 30d}` (`never` keeps them).
     #[serde(default)]
-    pub retention: retention::Retention,
+    pub retention: settings::Retention,
 }
 
 /// Why the daemon's configuration file was refused.

@@ -18,7 +18,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use warden_policy::Trust;
 use warden_runtime::lifecycle::{self, CreateRequest};
 use warden_runtime::resolve::{Context, Input, ProfileSource};
@@ -30,139 +29,9 @@ use crate::auth::Caller;
 use crate::db::SandboxRow;
 use crate::error::{chain, ApiError};
 
-/// One pool of the daemon's configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PoolSpec {
-    /// A profile by name (`warden profile list`).
-    pub profile: String,
-    /// How many started sandboxes wait for a create (with `max`: the
-    /// fewest).
-    pub size: usize,
-    /// Autoscale: the pool follows demand, keeping ready as many
-    /// sandboxes as creates of its profile came within the last
-    /// `window_seconds`, no fewer than `size` and no more than `max`.
-    #[serde(default)]
-    pub max: Option<usize>,
-    /// Autoscale: how far back creates are counted (default 60 s).
-    #[serde(default)]
-    pub window_seconds: Option<u64>,
-}
-
-impl PoolSpec {
-    /// A pool of a fixed size.
-    pub fn fixed(profile: &str, size: usize) -> PoolSpec {
-        PoolSpec {
-            profile: profile.to_string(),
-            size,
-            max: None,
-            window_seconds: None,
-        }
-    }
-
-    /// How far back creates are counted, when the pool autoscales.
-    pub fn window(&self) -> Option<Duration> {
-        self.max
-            .map(|_| Duration::from_secs(self.window_seconds.unwrap_or(DEFAULT_WINDOW.as_secs())))
-    }
-
-    /// How many sandboxes to keep ready after `demand` creates within
-    /// the window.
-    pub fn target(&self, demand: usize) -> usize {
-        match self.max {
-            Some(max) => demand.clamp(self.size, max.max(self.size)),
-            None => self.size,
-        }
-    }
-
-    /// Why this pool cannot be kept, if it cannot.
-    pub fn check(&self) -> Result<(), String> {
-        if self.size == 0 || self.size > MAX_POOL_SIZE {
-            return Err(format!(
-                "size {} is not between 1 and {MAX_POOL_SIZE}",
-                self.size
-            ));
-        }
-        if let Some(max) = self.max {
-            if max < self.size || max > MAX_POOL_SIZE {
-                return Err(format!(
-                    "max {max} is not between size {} and {MAX_POOL_SIZE}",
-                    self.size
-                ));
-            }
-        } else if self.window_seconds.is_some() {
-            return Err("window_seconds is for a pool that autoscales: give max as well".into());
-        }
-        if let Some(w) = self.window_seconds {
-            if w == 0 || w > MAX_WINDOW.as_secs() {
-                return Err(format!(
-                    "window_seconds {w} is not between 1 and {}",
-                    MAX_WINDOW.as_secs()
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The largest pool: each waiting sandbox holds a supervisor and an init.
-pub const MAX_POOL_SIZE: usize = 256;
-
-/// How far back an autoscaled pool counts creates, unless told.
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
-
-/// The longest window an autoscaled pool may count over.
-pub const MAX_WINDOW: Duration = Duration::from_secs(24 * 3600);
-
-/// The creates of each pooled profile, as far back as its window: what
-/// an autoscaled pool follows.
-#[derive(Debug, Default)]
-pub struct Demand {
-    seen: std::sync::Mutex<
-        std::collections::HashMap<String, std::collections::VecDeque<std::time::Instant>>,
-    >,
-}
-
-impl Demand {
-    /// A create of `profile` (that a pool could have served) came now.
-    pub fn record(&self, profile: &str, window: Duration) {
-        let now = std::time::Instant::now();
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let times = seen.entry(profile.to_string()).or_default();
-        times.push_back(now);
-        Self::forget(times, now, window);
-    }
-
-    /// Creates of `profile` within the last `window`.
-    pub fn recent(&self, profile: &str, window: Duration) -> usize {
-        let now = std::time::Instant::now();
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        match seen.get_mut(profile) {
-            Some(times) => {
-                Self::forget(times, now, window);
-                times.len()
-            }
-            None => 0,
-        }
-    }
-
-    fn forget(
-        times: &mut std::collections::VecDeque<std::time::Instant>,
-        now: std::time::Instant,
-        window: Duration,
-    ) {
-        while times
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) > window)
-        {
-            times.pop_front();
-        }
-        // Counting more than the largest pool is of no use.
-        while times.len() > MAX_POOL_SIZE {
-            times.pop_front();
-        }
-    }
-}
+// The pools' configuration, where the cli and the daemon's settings
+// name it.
+pub use crate::settings::{PoolSpec, MAX_POOL_SIZE};
 
 /// What a pool aims at now, and how many creates led it there.
 pub fn target(app: &App, pool: &PoolSpec) -> (usize, usize) {
@@ -217,6 +86,8 @@ pub struct Claim<'a> {
     pub profile: &'a str,
     pub input: &'a Input,
     pub caller: &'a Caller,
+    /// What the caller may name and reach (the trust rule's).
+    pub trust: Trust,
     pub labels: std::collections::BTreeMap<String, String>,
     pub ttl: Option<Duration>,
 }
@@ -244,12 +115,7 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
             // nobody.
             continue;
         }
-        let Some(delta) = fits(
-            app,
-            &sb,
-            claim.input,
-            crate::routes::sandboxes::trust_of(claim.caller),
-        ) else {
+        let Some(delta) = fits(app, &sb, claim.input, claim.trust) else {
             // Another create may fit it; a profile edited since (beyond its
             // names) makes every one stale, and the refill replaces them.
             continue;
@@ -402,7 +268,7 @@ fn take_domains(spec: &mut serde_json::Value) -> Vec<(String, bool)> {
 fn hand_out(app: &Arc<App>, sb: &Sandbox, claim: &Claim<'_>) -> Result<SandboxInfo, ApiError> {
     let one_at_a_time = app.quota_lock.lock();
     if let Caller::Token(t) = claim.caller {
-        crate::routes::sandboxes::within_quota(app, t, sb)?;
+        crate::quota::within_quota(app, t, sb)?;
     }
     let row = SandboxRow {
         id: sb.name().to_string(),
@@ -607,6 +473,8 @@ pub fn drain(app: &App) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::Demand;
+    use crate::settings::DEFAULT_WINDOW;
 
     #[test]
     fn an_autoscaled_pool_aims_at_demand_between_its_size_and_its_max() {

@@ -33,36 +33,13 @@ use warden_workspace::Sandbox;
 use crate::app::App;
 use crate::db::TokenRow;
 use crate::error::{chain, ApiError};
-
-/// The owner's default quotas for tokens whose records set none
-/// (`quotas:` in the daemon's configuration).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Quotas {
-    /// Sandboxes one token may have at once (16 when not given).
-    #[serde(default)]
-    pub sandboxes: Option<u64>,
-    /// Memory limits of one token's sandboxes together (eight sandboxes
-    /// of the host's default when not given).
-    #[serde(default, deserialize_with = "size")]
-    pub memory: Option<u64>,
-    /// Disk budgets of one token's sandboxes together (eight sandboxes of
-    /// the host's default when not given).
-    #[serde(default, deserialize_with = "size")]
-    pub disk: Option<u64>,
-}
+use crate::settings::Quotas;
 
 /// Sandboxes a token may have at once when nothing says otherwise.
 const DEFAULT_SANDBOXES: u64 = 16;
 /// How many default sandboxes a token's memory and disk quotas hold
 /// when nothing says otherwise.
 const DEFAULT_SHARE: u64 = 8;
-
-fn size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    let text: Option<String> = serde::Deserialize::deserialize(d)?;
-    text.map(|t| warden_policy::parse_size(&t).map_err(serde::de::Error::custom))
-        .transpose()
-}
 
 /// The bounds one token is held to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,16 +50,9 @@ struct Bounds {
 }
 
 impl Quotas {
-    /// Zero for any of them would refuse every token's first sandbox.
-    pub fn check(&self) -> Result<(), String> {
-        if [self.sandboxes, self.memory, self.disk].contains(&Some(0)) {
-            return Err("quotas: sandboxes, memory and disk are above 0 when given".into());
-        }
-        Ok(())
-    }
-
-    fn for_token(&self, app: &App, token: &TokenRow) -> Bounds {
-        let memory = app.defaults.memory;
+    /// What `token` is held to, on a host whose sandboxes get `memory`
+    /// by default.
+    fn for_token(&self, memory: u64, token: &TokenRow) -> Bounds {
         Bounds {
             sandboxes: token
                 .max_sandboxes
@@ -207,7 +177,7 @@ pub(crate) fn within_host_defaults(
 /// ones it has, and the host's disk can hold what warden may write for
 /// it besides what it holds for every other sandbox: 429 when not.
 pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result<(), ApiError> {
-    let bounds = app.quotas.for_token(app, token);
+    let bounds = app.quotas.for_token(app.defaults.memory, token);
     let mine: Vec<Sandbox> = app
         .db()?
         .sandboxes_of_token(&token.id)

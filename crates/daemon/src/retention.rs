@@ -23,57 +23,10 @@ use std::time::Duration;
 use warden_runtime::lifecycle;
 
 use crate::app::App;
+use crate::settings::Retention;
 
-/// The defaults: a day for a stopped sandbox, E2B's thirty days for one
-/// paused to its files.
-const STOPPED: Duration = Duration::from_secs(24 * 3600);
-const PAUSED: Duration = Duration::from_secs(30 * 24 * 3600);
 /// The longest time between two sweeps.
 const EVERY: Duration = Duration::from_secs(60);
-
-/// `retention:` in the daemon's configuration file: `{stopped: 24h,
-/// paused: 30d}`; `never` keeps them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Retention {
-    /// A stopped sandbox the daemon made is removed after this long
-    /// (`None`: never).
-    #[serde(default = "stopped", deserialize_with = "period")]
-    pub stopped: Option<Duration>,
-    /// One the E2B door paused to its files, after this long.
-    #[serde(default = "paused", deserialize_with = "period")]
-    pub paused: Option<Duration>,
-}
-
-fn stopped() -> Option<Duration> {
-    Some(STOPPED)
-}
-
-fn paused() -> Option<Duration> {
-    Some(PAUSED)
-}
-
-impl Default for Retention {
-    fn default() -> Self {
-        Retention {
-            stopped: stopped(),
-            paused: paused(),
-        }
-    }
-}
-
-fn period<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    let text: String = serde::Deserialize::deserialize(d)?;
-    if text == "never" {
-        return Ok(None);
-    }
-    match warden_policy::parse_duration(&text) {
-        Ok(d) if !d.is_zero() => Ok(Some(d)),
-        _ => Err(serde::de::Error::custom(format!(
-            "{text:?} is not a period: give one such as 30m, 24h or 30d, or never"
-        ))),
-    }
-}
 
 impl Retention {
     /// How often to sweep: often enough that a sandbox is removed within

@@ -25,8 +25,7 @@ pub(crate) mod watch;
 
 pub use tokens::{info as token_info, parse_scopes};
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -39,56 +38,15 @@ use crate::app::App;
 use crate::auth::{self, Caller};
 use crate::error::ApiError;
 
+// The JSON body extractor, where the routes and the E2B door name it.
+pub use crate::body::Body;
+
 /// How a request arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
     /// The owner-only Unix socket.
     Unix,
     Tcp,
-}
-
-/// A JSON request body, read with the API's errors.
-pub struct Body<T>(pub T);
-
-impl<S, T> FromRequest<S> for Body<T>
-where
-    axum::Json<T>: FromRequest<S, Rejection = JsonRejection>,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(Body(v)),
-            Err(JsonRejection::JsonDataError(e)) => Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_body",
-                format!("the request body does not fit: {}", e.body_text()),
-            )),
-            Err(JsonRejection::JsonSyntaxError(e)) => Err(ApiError::bad_request(format!(
-                "the request body is not valid JSON: {}",
-                e.body_text()
-            ))),
-            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "send the body as JSON with `Content-Type: application/json`",
-            )),
-            Err(JsonRejection::BytesRejection(e))
-                if e.status() == StatusCode::PAYLOAD_TOO_LARGE =>
-            {
-                Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    "the request body is larger than the daemon takes",
-                ))
-            }
-            Err(e) => Err(ApiError::bad_request(format!(
-                "the request body cannot be read: {}",
-                e.body_text()
-            ))),
-        }
-    }
 }
 
 #[derive(OpenApi)]

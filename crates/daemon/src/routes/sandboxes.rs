@@ -178,6 +178,7 @@ pub async fn create(
                 profile: p,
                 input: &input,
                 caller: &caller,
+                trust: trust_of(&caller),
                 labels: labels.clone(),
                 ttl,
             };

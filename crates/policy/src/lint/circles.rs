@@ -21,12 +21,6 @@ use std::path::Path;
 /// on an entry that is no longer a circle (so the list only shrinks).
 #[rustfmt::skip]
 const KNOWN: &[(&str, &str)] = &[
-    ("daemon: app <-> pools", "debt: the pools hold the app's state, which fills them"),
-    ("daemon: app <-> quota", "debt: the app's state and its quota checks"),
-    ("daemon: app <-> leases", "debt: the app's state and its leases"),
-    ("daemon: app <-> retention", "debt: the app's state and its sweeper (another change)"),
-    ("daemon: pools <-> routes/sandboxes", "debt: a pooled create reads the route's input"),
-    ("daemon: dashboard <-> routes", "debt: the dashboard's session check and the router"),
     ("daemon: e2b/create <-> e2b/lifecycle", "the E2B door's own (another change)"),
     ("daemon: e2b/process <-> e2b/terminal", "the E2B door's own (another change)"),
     ("daemon: e2b/process <-> e2b/stream_input", "the E2B door's own (another change)"),
