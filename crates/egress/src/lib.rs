@@ -12,6 +12,7 @@
 // (tests may say why they skipped).
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+pub mod ask;
 pub mod decision;
 pub mod dns;
 pub mod http;

@@ -28,6 +28,8 @@ use crate::matcher::Matcher;
 use crate::secrets::Terminator;
 pub use live::{ChangeError, EgressChange, EgressControl};
 pub use relay::is_public;
+// The ask desk's vocabulary, where the runtime and the doors name it.
+pub use crate::ask::{Answer, Asker, Question};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddrV4};
 use std::os::fd::OwnedFd;
@@ -35,7 +37,6 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpStream, UdpSocket};
-use warden_policy::trust::Trust;
 use warden_policy::{EgressSpec, TestHooks, HOST_ALIAS};
 
 /// Connections open at once, per sandbox.
@@ -71,34 +72,6 @@ pub const CONNECTION_COST: u32 = 32;
 /// are open at once.
 pub const TERMINATED_COST: u32 = 512;
 
-/// A connection to a name that no rule allows, put to a person (`--ask`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Question {
-    /// `tls`, `http`, `connect` or `tcp`.
-    pub protocol: &'static str,
-    pub name: String,
-    pub port: u16,
-    /// A single request an ask rule holds (the name is allowed, this
-    /// request of it is asked about); `None` for a connection.
-    pub request: Option<crate::requests::AskedRequest>,
-}
-
-/// What a person answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
-    /// This connection only.
-    Once,
-    /// This name and port, for the rest of the run.
-    ForRun,
-    Deny,
-    /// Learning mode: allowed for the rest of the run, and recorded as
-    /// learned.
-    Learn,
-    /// For the rest of the run, and kept for the project's next runs (the
-    /// runtime writes the grant when it sees [`ASK_ALWAYS`]).
-    Always,
-}
-
 /// The rule recorded for the connection a person answered "always"
 /// (reason [`Reason::AskedAlways`]). Rules recorded for answers are plain
 /// words: each door names the option in its own terms.
@@ -126,22 +99,6 @@ struct Learner;
 impl Asker for Learner {
     fn ask(&self, _: &Question) -> Answer {
         Answer::Learn
-    }
-}
-
-/// Answers [`Question`]s: the terminal of `warden run` today, an API of a
-/// daemon later. `ask` runs on a thread of its own and may block, but must
-/// return in bounded time (the connection waits for it).
-pub trait Asker: Send + Sync {
-    fn ask(&self, question: &Question) -> Answer;
-
-    /// [`Asker::ask`], and the trust of whoever answered. A name the owner
-    /// allowed (at their terminal, over their own socket) is served by
-    /// the owner's pinned addresses and local ranges; one a caller allowed
-    /// (a token holder over the API) reaches public addresses only. A
-    /// terminal's answers are the owner's.
-    fn ask_trusted(&self, question: &Question) -> (Answer, Trust) {
-        (self.ask(question), Trust::Owner)
     }
 }
 

@@ -50,12 +50,19 @@ use warden_policy::{DomainRule, SecretRule};
 pub use coding::DECODE_POOL_KIB;
 pub use ruled::ASKED_ALWAYS;
 pub(crate) use session::serve_apart;
-pub use session::{BUFFER_LIMIT, H2_STREAMS};
 #[cfg(test)]
 pub(crate) use target::normalise_path;
 
 /// What every placeholder starts with: unmistakable for real data.
 pub const PLACEHOLDER_PREFIX: &str = "warden-secret-";
+
+/// The bound of each buffer a terminated connection holds, in bytes: the
+/// TLS buffers of either side, HTTP/1.1's read and write buffers, HTTP/2's
+/// receive windows (stream and connection) and its send buffers together
+/// (see [`crate::proxy::TERMINATED_COST`], what the budget charges).
+pub const BUFFER_LIMIT: usize = 64 * 1024;
+/// Streams at once on an HTTP/2 connection from the sandbox.
+pub const H2_STREAMS: u32 = 8;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type OutBody = http_body_util::combinators::BoxBody<Bytes, BoxError>;
@@ -196,7 +203,7 @@ pub struct Terminator {
     requests: std::sync::Mutex<std::collections::HashMap<RequestKey, Arc<Patterns>>>,
     /// Who is asked about a request an ask rule holds (the same desk as
     /// names'); without one, such requests are refused.
-    asker: Option<Arc<dyn crate::proxy::Asker>>,
+    asker: Option<Arc<dyn crate::ask::Asker>>,
     /// Methods and paths a person allowed for the rest of the run.
     granted_requests: std::sync::Mutex<std::collections::HashSet<ruled::Grant>>,
     /// The threads terminated connections are served on (made at the
@@ -295,7 +302,7 @@ impl Terminator {
 
     /// Ask `asker` about the requests ask rules hold (without one they
     /// are refused).
-    pub fn with_asker(mut self, asker: Option<Arc<dyn crate::proxy::Asker>>) -> Terminator {
+    pub fn with_asker(mut self, asker: Option<Arc<dyn crate::ask::Asker>>) -> Terminator {
         self.asker = asker;
         self
     }

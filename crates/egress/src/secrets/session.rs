@@ -15,7 +15,10 @@ use super::rewrite::{
     rewrite_headers, Action, Blocked, Kind, Patterns, Place, RewriteBody, Rewriter, Violation,
 };
 use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
-use super::{heads, outbound, ruled, upgrade, zero, BoxError, OutBody, Recorder, Terminator};
+use super::{
+    heads, outbound, ruled, upgrade, zero, BoxError, OutBody, Recorder, Terminator, BUFFER_LIMIT,
+    H2_STREAMS,
+};
 use crate::decision::{Cause, Decision, Protocol, Reason, SecretAction};
 use base64::Engine;
 use bytes::Bytes;
@@ -315,14 +318,6 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// The bound of each buffer a terminated connection holds, in bytes: the
-/// TLS buffers of either side, HTTP/1.1's read and write buffers, HTTP/2's
-/// receive windows (stream and connection) and its send buffers together
-/// (see [`crate::proxy::TERMINATED_COST`], what the budget charges).
-pub const BUFFER_LIMIT: usize = 64 * 1024;
-/// Streams at once on an HTTP/2 connection from the sandbox.
-pub const H2_STREAMS: u32 = 8;
-
 /// [`serve`] on the terminator's own threads, apart from the proxy's (so
 /// that what a terminated connection costs never keeps the sandbox's DNS
 /// answers or its other connections waiting): both sockets move to that
@@ -531,7 +526,7 @@ async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<O
     }
     let websocket = upgrade::is_websocket(&parts);
     if websocket {
-        if let Some((cause, why)) = upgrade::refusal(s) {
+        if let Some((cause, why)) = refusal(s) {
             return Err(Box::new(s.refuse(StatusCode::FORBIDDEN, cause, why)));
         }
     }
@@ -599,18 +594,40 @@ async fn upgraded(
         return Err(failed("the sandbox's side of the upgrade is gone".into()));
     };
     let upgrade = upgrade::Upgrade { client, tally };
-    upgrade::relay(s, Request::from_parts(parts, body), upgrade)
+    let to = upgrade::Upstream {
+        name: &s.name,
+        peer: s.peer,
+        client: &s.term.client,
+    };
+    let (response, task) = upgrade::relay(&to, Request::from_parts(parts, body), upgrade)
         .await
-        .map_err(failed)
+        .map_err(failed)?;
+    // The session waits for the relay (within its idle timeout) and stops
+    // it when it ends.
+    if let (Some(task), Ok(mut u)) = (task, s.upgraded.lock()) {
+        *u = Some(Stopped(task));
+    }
+    Ok(response)
+}
+
+/// Why an upgrade cannot be relayed on this session, if it cannot.
+fn refusal(s: &Session) -> Option<(Cause, String)> {
+    s.term
+        .secrets
+        .iter()
+        .any(|x| x.covers(&s.name, s.port))
+        .then(|| {
+            (
+                Cause::new(Reason::UpgradeWithSecrets),
+                format!(
+                    "refused: a WebSocket to {}, a secret's host: the frames after the upgrade could not be checked for the secret",
+                    s.name
+                ),
+            )
+        })
 }
 
 /// An empty body, for warden's own answers that carry none.
-pub(super) fn empty() -> OutBody {
-    Full::new(Bytes::new())
-        .map_err(|never| match never {})
-        .boxed()
-}
-
 /// The body checked for credentials as it leaves (see `outbound`): a
 /// body read whole that carries one is refused here, a longer one is cut
 /// where the value starts, and either is recorded.

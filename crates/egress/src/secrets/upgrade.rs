@@ -15,10 +15,9 @@
 //! request's tally does).
 
 use super::ruled::Tally;
-use super::session::{Session, Stopped, BUFFER_LIMIT};
-use super::{BoxError, OutBody};
-use crate::decision::{Cause, Reason};
-use http_body_util::BodyExt;
+use super::{BoxError, OutBody, BUFFER_LIMIT};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
@@ -43,21 +42,13 @@ pub(super) fn is_websocket(parts: &http::request::Parts) -> bool {
         && lists(http::header::CONNECTION, "upgrade")
 }
 
-/// Why an upgrade cannot be relayed on this session, if it cannot.
-pub(super) fn refusal(s: &Session) -> Option<(Cause, String)> {
-    s.term
-        .secrets
-        .iter()
-        .any(|x| x.covers(&s.name, s.port))
-        .then(|| {
-            (
-                Cause::new(Reason::UpgradeWithSecrets),
-                format!(
-                    "refused: a WebSocket to {}, a secret's host: the frames after the upgrade could not be checked for the secret",
-                    s.name
-                ),
-            )
-        })
+/// Where an upgrade goes: the session's name, the address its own
+/// upstream connection was made to (judged when it was) and its TLS
+/// client.
+pub(super) struct Upstream<'a> {
+    pub(super) name: &'a str,
+    pub(super) peer: Option<std::net::SocketAddr>,
+    pub(super) client: &'a rustls::ClientConfig,
 }
 
 /// What an upgrade needs besides the request going upstream.
@@ -71,12 +62,14 @@ pub(super) struct Upgrade {
 /// Send `request` (its target and headers already checked and
 /// substituted) upstream on a connection of its own and, when the upstream
 /// switches, answer the sandbox with its 101 and relay the two streams
-/// until either ends; any other answer goes back as the upstream's.
+/// until either ends; any other answer goes back as the upstream's. The
+/// relay's task comes back with the 101, for the session to wait for (and
+/// stop when it ends).
 pub(super) async fn relay(
-    s: &Arc<Session>,
+    s: &Upstream<'_>,
     mut request: Request<OutBody>,
     upgrade: Upgrade,
-) -> Result<Response<OutBody>, String> {
+) -> Result<(Response<OutBody>, Option<tokio::task::JoinHandle<()>>), String> {
     let Some(peer) = s.peer else {
         return Err(format!("the upstream address of {} is unknown", s.name));
     };
@@ -108,10 +101,11 @@ pub(super) async fn relay(
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         // Not switched: an ordinary answer, recorded as one.
         let response = response.map(|b| b.map_err(|e| Box::new(e) as BoxError).boxed());
-        return Ok(match upgrade.tally {
+        let response = match upgrade.tally {
             Some(t) => t.answered(response),
             None => response,
-        });
+        };
+        return Ok((response, None));
     }
     let upstream = hyper::upgrade::on(&mut response);
     let Upgrade { client, tally } = upgrade;
@@ -131,28 +125,30 @@ pub(super) async fn relay(
             t.relayed(out, inn);
         }
     });
-    // The session waits for the relay (within its idle timeout) and stops
-    // it when it ends.
-    if let Ok(mut u) = s.upgraded.lock() {
-        *u = Some(Stopped(task));
-    }
     let (parts, _) = response.into_parts();
-    Ok(Response::from_parts(parts, super::session::empty()))
+    Ok((Response::from_parts(parts, empty()), Some(task)))
+}
+
+/// The 101's body: nothing (the upgraded stream carries the rest).
+fn empty() -> OutBody {
+    Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// An HTTP/1.1 client on a new TLS connection to `peer`, the address the
 /// session's own upstream connection was made to (judged when it was):
 /// HTTP/1.1 alone is offered, since a WebSocket is upgraded from it.
 async fn connect(
-    s: &Session,
+    s: &Upstream<'_>,
     peer: std::net::SocketAddr,
 ) -> Result<hyper::client::conn::http1::SendRequest<OutBody>, String> {
-    let server_name = ServerName::try_from(s.name.clone())
+    let server_name = ServerName::try_from(s.name.to_string())
         .map_err(|e| format!("{} is not a TLS server name: {e}", s.name))?;
     let tcp = TcpStream::connect(peer)
         .await
         .map_err(|e| format!("cannot connect to {} ({peer}) for the upgrade: {e}", s.name))?;
-    let mut config = (*s.term.client).clone();
+    let mut config = s.client.clone();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(server_name, tcp)

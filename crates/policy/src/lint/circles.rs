@@ -31,8 +31,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("daemon: e2b/copies <-> e2b/create", "the E2B door's own (another change)"),
     ("daemon: mcp/commands <-> mcp/tools", "debt: the tools' dispatch and their helpers"),
     ("daemon: mcp/files <-> mcp/tools", "debt: the tools' dispatch and their helpers"),
-    ("egress: proxy <-> secrets", "the ask desk for held requests (another change): open it"),
-    ("egress: secrets/session <-> secrets/upgrade", "the terminator's WebSocket relay (another change)"),
     ("vm: fsd <-> machine", "the VM backend's own (another change)"),
     ("vm: backend <-> control", "the VM's pause to disk (another change): open it"),
     ("vm: backend <-> inside", "the VM backend's own (another change)"),

@@ -10,8 +10,8 @@
 //! about (the rules do).
 
 use super::super::Terminator;
+use crate::ask::{Answer, Question};
 use crate::decision::{Cause, Reason};
-use crate::proxy::{Answer, Question};
 use crate::requests::{redacted, AskedRequest};
 use warden_policy::trust::Trust;
 
