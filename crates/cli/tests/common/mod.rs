@@ -4,6 +4,7 @@
 
 pub mod daemon;
 pub mod desktop;
+pub mod forge;
 pub mod rfb;
 pub mod sockets;
 pub mod upstream;

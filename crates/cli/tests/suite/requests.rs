@@ -4,58 +4,10 @@
 //! Each allowed request reaches it; each refused one never does, and the
 //! client sees why.
 
-use crate::common::upstream::{https_server, TestCa};
+use crate::common::forge::{reach, Recorder};
+use crate::common::upstream::TestCa;
 use crate::common::*;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-
-/// An HTTPS server on 127.0.0.1 for `name` (HTTP/2 and HTTP/1.1) that
-/// records `VERSION METHOD path?query` of each request and answers `ok`.
-struct Recorder {
-    port: u16,
-    seen: Arc<Mutex<Vec<String>>>,
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl Recorder {
-    fn start(ca: &TestCa, name: &str) -> Recorder {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        let (port, runtime) = https_server(ca, &[name], &[b"h2", b"http/1.1"], move || {
-            let s = s.clone();
-            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let s = s.clone();
-                async move {
-                    let line = format!(
-                        "{:?} {} {}",
-                        req.version(),
-                        req.method(),
-                        req.uri()
-                            .path_and_query()
-                            .map(|p| p.to_string())
-                            .unwrap_or_default()
-                    );
-                    let _ = req.into_body().collect().await;
-                    s.lock().unwrap().push(line);
-                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(
-                        "ok\n",
-                    ))))
-                }
-            })
-        });
-        Recorder {
-            port,
-            seen,
-            _runtime: runtime,
-        }
-    }
-
-    fn requests(&self) -> Vec<String> {
-        self.seen.lock().unwrap().clone()
-    }
-}
 
 /// `warden run` with `args` and the script, the server's name pinned to
 /// the host's loopback and its authority trusted upstream.
@@ -64,14 +16,7 @@ fn run(ca: &TestCa, up: &Recorder, args: &[&str], script: &str) -> std::process:
     let args: Vec<String> = args.iter().map(|a| a.replace("PORT", &port)).collect();
     Command::new(warden_bin())
         .args(["run", "--no-tty"])
-        .args([
-            "--allow-domain",
-            &format!("forge.test:{port}"),
-            "--add-host",
-            "forge.test=127.0.0.1",
-            "--upstream-ca",
-            &ca.pem_path(),
-        ])
+        .args(reach(ca, &port))
         .args(&args)
         .args(["--", "sh", "-c", &script.replace("PORT", &port)])
         .stdin(Stdio::null())

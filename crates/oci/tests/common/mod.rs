@@ -11,6 +11,8 @@
 
 pub mod cri;
 pub mod cri_api;
+pub mod image;
+pub mod listener;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -5,6 +5,7 @@
 //! containers with `--runtime io.containerd.runc.v2 --runc-binary
 //! warden-oci`, which sets the runc shim's `BinaryName` option.
 
+use crate::common::listener::listener;
 use crate::common::*;
 use std::io::Read;
 use std::net::TcpListener;
@@ -150,15 +151,6 @@ const NODE_MARK: &str = "ran-on-the-node";
 /// The value of the node's `WARDEN_SECRET_KEY`.
 const NODE_KEY: &str = "node-key-6f1d0c7a9e";
 
-fn sha256(path: &Path) -> String {
-    let o = Command::new("sha256sum").arg(path).output().unwrap();
-    text(&o.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string()
-}
-
 /// An OCI image layout of one layer (the static busybox and its names),
 /// as a tar that `ctr images import` reads.
 fn build_image(dir: &Path) -> PathBuf {
@@ -185,63 +177,12 @@ fn build_image(dir: &Path) -> PathBuf {
     for tool in ["sh", "echo", "cat", "sleep", "nc", "hostname", "wget"] {
         std::os::unix::fs::symlink("busybox", tree.join("bin").join(tool)).unwrap();
     }
-    let layout = dir.join("layout");
-    let blobs = layout.join("blobs/sha256");
-    std::fs::create_dir_all(&blobs).unwrap();
-    let layer = dir.join("layer.tar");
-    assert!(Command::new("tar")
-        .args(["--numeric-owner", "--owner=0", "--group=0", "-C"])
-        .arg(&tree)
-        .arg("-cf")
-        .arg(&layer)
-        .arg(".")
-        .status()
-        .unwrap()
-        .success());
-    let put = |path: &Path| -> (String, u64) {
-        let d = sha256(path);
-        std::fs::copy(path, blobs.join(&d)).unwrap();
-        (d.clone(), std::fs::metadata(path).unwrap().len())
-    };
-    let (layer_d, layer_n) = put(&layer);
-    let config = serde_json::json!({
-        "architecture": "amd64", "os": "linux",
-        "config": {"Env": ["PATH=/bin"], "Cmd": ["sh"]},
-        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{layer_d}")]}
-    });
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let (config_d, config_n) = put(&dir.join("config.json"));
-    let manifest = serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": format!("sha256:{config_d}"), "size": config_n},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": format!("sha256:{layer_d}"), "size": layer_n}]
-    });
-    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
-    let (manifest_d, manifest_n) = put(&dir.join("manifest.json"));
-    let index = serde_json::json!({
-        "schemaVersion": 2,
-        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": format!("sha256:{manifest_d}"), "size": manifest_n,
-            "annotations": {"io.containerd.image.name": IMAGE, "org.opencontainers.image.ref.name": "1"}}]
-    });
-    std::fs::write(layout.join("index.json"), index.to_string()).unwrap();
-    std::fs::write(
-        layout.join("oci-layout"),
-        "{\"imageLayoutVersion\":\"1.0.0\"}",
+    image::layout_tar(
+        &tree,
+        dir,
+        IMAGE,
+        serde_json::json!({"Env": ["PATH=/bin"], "Cmd": ["sh"]}),
     )
-    .unwrap();
-    let out = dir.join("image.tar");
-    assert!(Command::new("tar")
-        .arg("-C")
-        .arg(&layout)
-        .arg("-cf")
-        .arg(&out)
-        .arg(".")
-        .status()
-        .unwrap()
-        .success());
-    out
 }
 
 fn with_image() -> Option<Containerd> {
@@ -294,31 +235,6 @@ fn ctr_runs_a_container_through_warden_and_sees_its_exit_code() {
         .map(|d| d.flatten().collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
-}
-
-/// A listener on the host's loopback that records whether anything
-/// connected.
-fn listener() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s = seen.clone();
-    std::thread::spawn(move || {
-        for conn in l.incoming().flatten() {
-            let mut conn = conn;
-            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut buf = [0u8; 256];
-            let n = conn.read(&mut buf).unwrap_or(0);
-            s.lock()
-                .unwrap()
-                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
-            let _ = std::io::Write::write_all(
-                &mut conn,
-                b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
-            );
-        }
-    });
-    (port, seen)
 }
 
 #[test]

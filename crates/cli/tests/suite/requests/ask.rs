@@ -5,7 +5,7 @@
 //! reaches the recording server only when allowed. Nobody to ask, "deny"
 //! and no answer in time all refuse it.
 
-use super::Recorder;
+use crate::common::forge::{reach, Recorder};
 use crate::common::upstream::TestCa;
 use crate::common::*;
 use std::io::Write;
@@ -26,22 +26,18 @@ fn a_request_an_ask_rule_holds_is_put_to_the_terminal_and_goes_only_when_allowed
     );
     let mut term = TestTerminal::open(24, 200);
     let mut cmd = Command::new(warden_bin());
-    cmd.args(["run", "--no-audit-log"]).args([
-        "--allow-domain",
-        &format!("forge.test:{port}"),
-        "--add-host",
-        "forge.test=127.0.0.1",
-        "--upstream-ca",
-        &ca.pem_path(),
-        "--allow-request",
-        &format!("GET forge.test:{port}/**"),
-        "--ask-request",
-        &format!("POST forge.test:{port}/issues/*"),
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    cmd.args(["run", "--no-audit-log"])
+        .args(reach(&ca, &port))
+        .args([
+            "--allow-request",
+            &format!("GET forge.test:{port}/**"),
+            "--ask-request",
+            &format!("POST forge.test:{port}/issues/*"),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
     let mut child = term.spawn(&mut cmd);
     let asked = term.expect("then Enter", Duration::from_secs(30));
     assert!(asked.contains("a request an ask rule holds"), "{asked}");
@@ -110,18 +106,13 @@ fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out
             .output()
             .unwrap()
     };
-    ok(&w(&[
-        "create",
-        "held",
-        "--allow-domain",
-        &format!("forge.test:{port}"),
-        "--add-host",
-        "forge.test=127.0.0.1",
-        "--upstream-ca",
-        &ca.pem_path(),
-        "--ask-request",
-        &format!("POST forge.test:{port}/issues/*"),
-    ]));
+    let mut create: Vec<String> = vec!["create".into(), "held".into()];
+    create.extend(reach(&ca, &port));
+    create.extend([
+        "--ask-request".into(),
+        format!("POST forge.test:{port}/issues/*"),
+    ]);
+    ok(&w(&create.iter().map(String::as_str).collect::<Vec<_>>()));
     ok(&w(&["start", "held"]));
     let post = |n: u32| {
         Command::new(warden_bin())
@@ -190,27 +181,22 @@ fn an_always_answer_about_a_request_is_kept_for_the_projects_next_run_and_covers
         format!("curl -sS --noproxy '*' -o /dev/null -w 'issue {n} %{{http_code}}\\n' -X POST https://forge.test:{port}/issues/{n}")
     };
     let args = |script: &str| -> Vec<String> {
-        [
-            "run",
-            "--no-audit-log",
-            "-w",
-            ws.str(),
-            "--allow-domain",
-            &format!("forge.test:{port}"),
-            "--add-host",
-            "forge.test=127.0.0.1",
-            "--upstream-ca",
-            &ca.pem_path(),
-            "--ask-request",
-            &format!("POST forge.test:{port}/issues/*"),
-            "--",
-            "sh",
-            "-c",
-            script,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        let mut args: Vec<String> = ["run", "--no-audit-log", "-w", ws.str()]
+            .map(String::from)
+            .into();
+        args.extend(reach(&ca, &port));
+        args.extend(
+            [
+                "--ask-request",
+                &format!("POST forge.test:{port}/issues/*"),
+                "--",
+                "sh",
+                "-c",
+                script,
+            ]
+            .map(String::from),
+        );
+        args
     };
     let mut term = TestTerminal::open(24, 200);
     let mut cmd = Command::new(warden_bin());

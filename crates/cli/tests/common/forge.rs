@@ -1,0 +1,69 @@
+//! A forge on the host for request rules to be tried against: an HTTPS
+//! server for `forge.test` (certificate from a test authority) that
+//! records every request it gets, and the flags that let a sandbox reach
+//! it by that name with the authority trusted upstream.
+
+use super::upstream::{https_server, TestCa};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use std::sync::{Arc, Mutex};
+
+/// An HTTPS server on 127.0.0.1 for `name` (HTTP/2 and HTTP/1.1) that
+/// records `VERSION METHOD path?query` of each request and answers `ok`.
+pub struct Recorder {
+    pub port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Recorder {
+    pub fn start(ca: &TestCa, name: &str) -> Recorder {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let (port, runtime) = https_server(ca, &[name], &[b"h2", b"http/1.1"], move || {
+            let s = s.clone();
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let s = s.clone();
+                async move {
+                    let line = format!(
+                        "{:?} {} {}",
+                        req.version(),
+                        req.method(),
+                        req.uri()
+                            .path_and_query()
+                            .map(|p| p.to_string())
+                            .unwrap_or_default()
+                    );
+                    let _ = req.into_body().collect().await;
+                    s.lock().unwrap().push(line);
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(
+                        "ok\n",
+                    ))))
+                }
+            })
+        });
+        Recorder {
+            port,
+            seen,
+            _runtime: runtime,
+        }
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// `--allow-domain forge.test:PORT --add-host forge.test=127.0.0.1
+/// --upstream-ca CA`: the name reachable (pinned to the host's loopback),
+/// and the test authority trusted upstream.
+pub fn reach(ca: &TestCa, port: &str) -> Vec<String> {
+    vec![
+        "--allow-domain".into(),
+        format!("forge.test:{port}"),
+        "--add-host".into(),
+        "forge.test=127.0.0.1".into(),
+        "--upstream-ca".into(),
+        ca.pem_path(),
+    ]
+}
