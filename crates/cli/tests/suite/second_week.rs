@@ -1,8 +1,9 @@
 //! What users tripped over in their second week (issue 31), each through
 //! the real binary: a client that resets an allowed tunnel is recorded as
-//! a connection that closed, not a denial; `warden run -d` on a
-//! workspace says where its changes went and `warden logs` prints its
-//! output; a warm pool's sandboxes are marked in `warden ls`.
+//! a connection that closed, not a denial; `warden run -d` on an overlay
+//! says where its changes went and `warden logs` prints its output;
+//! a warm pool's sandboxes are marked in `warden ls`; `warden vm kernel
+//! --install` plans, refuses and unpacks.
 
 use crate::common::*;
 use std::io::Read;
@@ -196,4 +197,148 @@ fn a_warm_pools_sandboxes_are_marked_pooled_in_warden_ls_until_a_create_takes_on
         .unwrap();
     assert!(row.get("pooled").is_none(), "{row}");
     d.stop();
+}
+
+/// `warden vm kernel ARGS` with the VM directory `vm_dir` and `path` as
+/// its `PATH`.
+fn vm_kernel(vm_dir: &std::path::Path, path: Option<&str>, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(warden_bin());
+    cmd.args(["vm", "kernel"])
+        .args(args)
+        .env("WARDEN_VM_DIR", vm_dir)
+        .env_remove("WARDEN_VM_KERNEL")
+        .env_remove("WARDEN_VM_MODULES")
+        .stdin(Stdio::null());
+    if let Some(p) = path {
+        cmd.env("PATH", p);
+    }
+    cmd.output().unwrap()
+}
+
+fn on_host(program: &str) -> bool {
+    ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+        .iter()
+        .any(|d| std::path::Path::new(d).join(program).exists())
+}
+
+#[test]
+fn vm_kernel_install_dry_run_names_the_package_and_the_directory_and_changes_nothing() {
+    if !on_host("apt-cache") {
+        return skip("no apt-cache: not a Debian or Ubuntu host");
+    }
+    let vm = TempDir::new("vm-kernel-plan");
+    let out = vm_kernel(vm.path(), None, &["--install", "--dry-run"]);
+    let so = ok(&out);
+    let kernel = vm.path().join("kernel");
+    assert!(
+        so.contains("apt-get download linux-image-") && so.contains(&kernel.display().to_string()),
+        "{so}"
+    );
+    assert!(!so.contains("NN"), "{so}");
+    assert!(!kernel.exists(), "a dry run made {}", kernel.display());
+    // Without a kernel, the report names the command, not steps with a
+    // placeholder in them.
+    let report = stdout(&vm_kernel(vm.path(), None, &[]));
+    assert!(
+        report.contains("`warden vm kernel --install`") && !report.contains("-NN-"),
+        "{report}"
+    );
+}
+
+#[test]
+fn vm_kernel_install_refuses_clearly_where_apt_is_absent() {
+    let vm = TempDir::new("vm-kernel-noapt");
+    let empty = TempDir::new("vm-kernel-nopath");
+    let out = vm_kernel(vm.path(), Some(empty.str()), &["--install"]);
+    assert_ne!(code(&out), 0, "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("apt-get") && err.contains("WARDEN_VM_KERNEL"),
+        "{err}"
+    );
+    assert!(!vm.path().join("kernel").exists());
+}
+
+#[test]
+fn vm_kernel_install_unpacks_a_given_kernel_package_where_the_report_finds_it() {
+    if !on_host("dpkg-deb") {
+        return skip("no dpkg-deb: not a Debian or Ubuntu host");
+    }
+    // A package shaped as the distribution's: boot/vmlinuz-R beside
+    // lib/modules/R.
+    let pkg = TempDir::new("vm-kernel-deb");
+    let root = pkg.path().join("root");
+    let release = "9.9.9-warden-test";
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::create_dir_all(root.join("boot")).unwrap();
+    std::fs::create_dir_all(root.join("lib/modules").join(release).join("kernel")).unwrap();
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        "Package: linux-image-warden-test\nVersion: 1\nArchitecture: all\nMaintainer: warden <t@example.invalid>\nDescription: a test kernel package\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("boot").join(format!("vmlinuz-{release}")),
+        b"kernel",
+    )
+    .unwrap();
+    let deb = pkg.path().join("linux-image-warden-test.deb");
+    let built = Command::new("dpkg-deb")
+        .args(["--build", "--root-owner-group"])
+        .arg(&root)
+        .arg(&deb)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr(&built));
+    let vm = TempDir::new("vm-kernel-given");
+    // An older kernel there is replaced whole.
+    std::fs::create_dir_all(vm.path().join("kernel/boot")).unwrap();
+    std::fs::write(vm.path().join("kernel/boot/vmlinuz-0.0.1-old"), b"old").unwrap();
+    let out = vm_kernel(
+        vm.path(),
+        None,
+        &["--install", "--deb", deb.to_str().unwrap()],
+    );
+    let so = ok(&out);
+    assert!(
+        so.contains(&format!("the guest kernel is now {release}")),
+        "{so}"
+    );
+    assert!(!vm.path().join("kernel/boot/vmlinuz-0.0.1-old").exists());
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout(&vm_kernel(vm.path(), None, &["--json"]))).unwrap();
+    assert_eq!(report["kernel"]["Ok"]["release"], release, "{report}");
+    // Nothing of the work is left beside it.
+    let left: Vec<String> = std::fs::read_dir(vm.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["kernel"], "{left:?}");
+}
+
+#[test]
+fn vm_kernel_install_fetches_and_unpacks_the_distributions_kernel() {
+    if !on_host("apt-get") || !on_host("dpkg-deb") {
+        return skip("no apt-get or dpkg-deb: not a Debian or Ubuntu host");
+    }
+    let vm = TempDir::new("vm-kernel-real");
+    let out = vm_kernel(vm.path(), None, &["--install"]);
+    if !out.status.success() && stderr(&out).contains("apt-get download") {
+        return skip(&format!(
+            "the distribution's mirror cannot be reached: {}",
+            stderr(&out).trim()
+        ));
+    }
+    let so = ok(&out);
+    assert!(so.contains("fetched linux-image-"), "{so}");
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout(&vm_kernel(vm.path(), None, &["--json"]))).unwrap();
+    let release = report["kernel"]["Ok"]["release"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        !release.is_empty() && so.contains(&format!("the guest kernel is now {release}")),
+        "{so} {report}"
+    );
 }
