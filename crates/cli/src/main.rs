@@ -2,6 +2,10 @@
 //! `warden-policy`, and hands it to `warden-jail`. No isolation logic lives
 //! here.
 
+// The binaries only parse, wire and print: what needs unsafe is the
+// libraries' (jail, egress, vm), each block with its reason.
+#![forbid(unsafe_code)]
+
 /// warden's own messages on stderr, which may have gone with the terminal
 /// (a closed window, a hung-up session): a message that cannot be written
 /// is dropped, never a panic that turns the run's status into 101. These

@@ -2,6 +2,10 @@
 //! calls the library, prints; and, under hidden verbs, is the supervisor
 //! of a container (`__supervise NAME`) and the waiter of a detached exec.
 
+// The binaries only parse, wire and print: what needs unsafe is the
+// libraries' (jail, egress, vm), each block with its reason.
+#![forbid(unsafe_code)]
+
 use anyhow::Context;
 use clap::Parser;
 use std::io::Write;

@@ -4,6 +4,10 @@
 //! (`warden serve ...` executes `warden-daemon serve ...`). The daemon
 //! crate does the work; this file parses, wires and prints.
 
+// The binaries only parse, wire and print: what needs unsafe is the
+// libraries' (jail, egress, vm), each block with its reason.
+#![forbid(unsafe_code)]
+
 #[path = "../logging.rs"]
 mod logging;
 

@@ -2,6 +2,10 @@
 //! `warden_vm::guest`. Installed beside `warden`, which puts it into the
 //! guest; it refuses to run anywhere but as PID 1.
 
+// The binaries only parse, wire and print: what needs unsafe is the
+// libraries' (jail, egress, vm), each block with its reason.
+#![forbid(unsafe_code)]
+
 fn main() {
     if std::process::id() != 1 {
         eprintln!(
