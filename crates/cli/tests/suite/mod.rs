@@ -8,6 +8,7 @@ mod bind_owners;
 mod changes_api;
 mod cidr_attacks;
 mod connect_inside;
+mod copies_keep;
 mod credential_attacks;
 mod daemon;
 mod daemon_attacks;

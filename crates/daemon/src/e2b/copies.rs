@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use super::control::{self, error, from_api, permitted_body};
-use super::lifecycle::{set_labels, PAUSED};
+use super::lifecycle::{set_labels, ALLOW_OUT, PAUSED};
 use super::{permit, E2b};
 use crate::api::SandboxInfo;
 use crate::auth::Caller;
@@ -208,7 +208,60 @@ pub async fn create_from(
         Ok((_, Json(i))) => i,
         Err(err) => return Err(from_api(err)),
     };
+    let mut labels = labels;
+    let given = match client_names(e, &info.id).await {
+        Ok(g) => g,
+        Err(r) => {
+            remove(e, &info.id).await;
+            return Err(r);
+        }
+    };
+    if !given.is_empty() {
+        labels.insert(ALLOW_OUT.into(), super::network::label_of(&given));
+    }
     adopt(e, &info.id, labels, timeout).await
+}
+
+/// The names a caller gave sandbox `id` (its spec's entries marked as a
+/// caller's): for a sandbox made from a snapshot, the client's names of
+/// its source, kept in the spec the snapshot carries (`e2b.allow_out`
+/// is the source's row's, which a snapshot does not keep), so that an
+/// update replaces them as it would have replaced them in the source.
+async fn client_names(e: &E2b, id: &str) -> Result<Vec<String>, Response> {
+    let (app, id) = (e.app.clone(), id.to_string());
+    let read = crate::routes::sandboxes::blocking(move || {
+        let sb = app.sandbox(&id)?;
+        let stored: warden_runtime::state::Stored =
+            warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED))
+                .map_err(|err| {
+                    crate::error::ApiError::internal(format!(
+                        "the new sandbox's spec cannot be read: {err}"
+                    ))
+                })?;
+        Ok(match &stored.spec.network {
+            warden_policy::NetworkSpec::Egress(eg) => eg
+                .domains
+                .iter()
+                .filter(|d| d.caller)
+                .map(|d| d.source.clone())
+                .collect(),
+            _ => Vec::new(),
+        })
+    })
+    .await;
+    read.map_err(from_api)
+}
+
+/// Remove sandbox `id`, made for a request that then failed.
+async fn remove(e: &E2b, id: &str) {
+    let _ = crate::routes::sandboxes::remove(
+        State(e.app.clone()),
+        Path(id.to_string()),
+        Ok(Query(crate::routes::sandboxes::RemoveQuery {
+            force: Some(true),
+        })),
+    )
+    .await;
 }
 
 /// Give a sandbox the snapshot or fork made its E2B labels and timeout;

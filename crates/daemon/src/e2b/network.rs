@@ -371,7 +371,17 @@ pub async fn update(
     let taken = listed_in(&info.labels, DENIED);
     let (mut restore, on_list) = (Vec::new(), |n: &String| listed.contains(n));
     let mut denied = Vec::new();
-    for name in &reach.names {
+    // A copy (a fork) runs under its source's configuration, the door's
+    // removals applied: the template's names it took away are no longer
+    // in the copy's spec, only in the label the copy carries, which only
+    // this door writes, and only with the template's names.
+    let template: Vec<String> = reach
+        .names
+        .iter()
+        .chain(taken.iter().filter(|n| !reach.names.contains(n)))
+        .cloned()
+        .collect();
+    for name in &template {
         if wanted.allow.contains(name) {
             continue;
         }

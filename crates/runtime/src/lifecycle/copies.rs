@@ -113,17 +113,20 @@ pub fn snapshot(
     name: &str,
     owner: Owner<'_>,
 ) -> Result<SavedInfo, LifecycleError> {
+    warden_workspace::validate_name("snapshot name", name)?;
     let saved = Saved::open(store.root())?;
-    let info = {
+    // The spec the snapshot keeps is the one the sandbox runs under now,
+    // written beside the snapshots (a name starting with `.` is never
+    // listed) for the time of the copy, and read while the sandbox is
+    // held: no live change falls between its files and its spec.
+    let spec = saved_dir(store).join(format!(".{name}.spec.json"));
+    let info = (|| {
         let _held = Held::pause(sb, &format!("snapshot {name}"))?;
-        saved.save(
-            name,
-            &owner.label(),
-            sb,
-            &StateOf::of(sb),
-            &sb.dir().join(state::STORED),
-        )?
-    };
+        state::write_json(&spec, &effective(sb.dir())?)?;
+        Ok::<_, LifecycleError>(saved.save(name, &owner.label(), sb, &StateOf::of(sb), &spec)?)
+    })();
+    let _ = std::fs::remove_file(&spec);
+    let info = info?;
     let _ = record(
         sb,
         "snapshot",
@@ -131,6 +134,23 @@ pub fn snapshot(
         format!("its state saved as snapshot {name} ({} bytes)", info.bytes),
     );
     Ok(info)
+}
+
+/// The configuration sandbox directory `dir` runs under: its spec as
+/// made (`sandbox.json`) with the live changes every start applies
+/// (`egress.json`: `warden egress`, the API's `PATCH .../egress`, "always"
+/// answers, the E2B door's network updates) applied, a caller's additions
+/// still marked as a caller's. A copy made from the spec alone would
+/// reach again what was taken away from its source.
+fn effective(dir: &Path) -> Result<Stored, LifecycleError> {
+    let mut stored: Stored = state::read_json(&dir.join(state::STORED))?;
+    crate::allowlist::apply_saved(dir, &mut stored.spec);
+    Ok(stored)
+}
+
+/// Where [`Saved`] keeps the snapshots of `store`.
+fn saved_dir(store: &Store) -> PathBuf {
+    store.root().join("saved")
 }
 
 /// What a new sandbox is copied from.
@@ -142,8 +162,9 @@ struct Source<'a> {
     own_workspace: bool,
     layout: Layout,
     profile: Option<String>,
-    /// The source's resolved spec (`sandbox.json`).
-    spec: &'a Path,
+    /// The source's configuration: its resolved spec with its live
+    /// changes applied ([`effective`]).
+    stored: Stored,
     state: StateOf,
     /// What the new sandbox's log says it was made from.
     detail: String,
@@ -161,7 +182,7 @@ pub fn create_from_snapshot(
     let saved = Saved::open(store.root())?;
     let info = saved.get(snap, owner.filter().as_deref())?;
     saved.verify(&info)?;
-    let spec = saved.dir(&info).join("spec.json");
+    let stored: Stored = state::read_json(&saved.dir(&info).join("spec.json"))?;
     make_copy(
         store,
         name,
@@ -171,7 +192,7 @@ pub fn create_from_snapshot(
             own_workspace: info.own_workspace,
             layout: info.layout,
             profile: info.profile.clone(),
-            spec: &spec,
+            stored,
             state: saved::state_of(&saved, &info),
             detail: format!("made from snapshot {snap} (of sandbox {})", info.source),
         },
@@ -206,10 +227,12 @@ pub fn fork(store: &Store, sb: &Sandbox, count: usize) -> Result<Vec<Sandbox>, L
     }
     let own = std::fs::canonicalize(own_workspace(store, sb.name()))
         .is_ok_and(|o| o == sb.meta().workspace);
-    let spec = sb.dir().join(state::STORED);
     let mut made: Vec<Sandbox> = Vec::new();
     let done = (|| {
         let _held = Held::pause(sb, &format!("fork into {count}"))?;
+        // Read while the source is held: no live change falls between
+        // the copy of its files and that of its configuration.
+        let stored = effective(sb.dir())?;
         for n in &names {
             let copy = make_copy(
                 store,
@@ -220,7 +243,7 @@ pub fn fork(store: &Store, sb: &Sandbox, count: usize) -> Result<Vec<Sandbox>, L
                     own_workspace: own,
                     layout: sb.meta().layout,
                     profile: sb.meta().profile.clone(),
-                    spec: &spec,
+                    stored: stored.clone(),
                     state: StateOf::of(sb),
                     detail: format!("a fork of sandbox {}", sb.name()),
                 },
@@ -273,7 +296,7 @@ fn make_copy(store: &Store, name: &str, src: Source<'_>) -> Result<Sandbox, Life
         }
     };
     let filled = (|| {
-        let mut stored: Stored = state::read_json(src.spec)?;
+        let mut stored = src.stored;
         let from_dir = store.root().join("sandboxes").join(src.name);
         let mut moves: Vec<(PathBuf, PathBuf)> = vec![(from_dir, sb.dir().to_path_buf())];
         if src.own_workspace {
