@@ -11,10 +11,16 @@
 //! owner has the CLI for what it wants to do): 400 with the reason
 //! `reserved_label` at the label's JSON pointer (`/labels/e2b.template`).
 //!
+//! MCP keeps its own in `mcp-` labels (`mcp-session`, the session that
+//! made a sandbox; `mcp-lease`, the process it is leased to, which the
+//! reaper of dead sessions reads to remove it), refused likewise
+//! through every other door.
+//!
 //! Which door a request came through is the router's to say, not the
 //! request's: the E2B door's router runs each of its handlers [`within`]
-//! its door, and a handler of the native API called from there (its
-//! create) is then that door's.
+//! its door, MCP runs each of its in-process calls within its own, and a
+//! handler of the native API called from there (its create) is then
+//! that door's.
 
 use axum::http::StatusCode;
 use std::collections::BTreeMap;
@@ -25,19 +31,35 @@ use crate::error::ApiError;
 /// A door that may own a namespace of labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Door {
-    /// The native API (and MCP, which calls it).
+    /// The native API.
     Native,
     /// The E2B-compatible door.
     E2b,
+    /// MCP (`warden mcp`, the daemon's `/mcp`), whose tools call the
+    /// native API in-process, each call [`within`] this door.
+    Mcp,
 }
 
 /// The reserved namespaces: the prefix, the door that owns it, and what
 /// it keeps there.
-const RESERVED: &[(&str, Door, &str)] = &[(
-    "e2b.",
-    Door::E2b,
-    "the E2B door's own record of a sandbox (its template, what its timeout does, the names its client allowed, whether it is paused)",
-)];
+const RESERVED: &[(&str, Door, &str)] = &[
+    (
+        "e2b.",
+        Door::E2b,
+        "the E2B door's own record of a sandbox (its template, what its timeout does, the names its client allowed, whether it is paused)",
+    ),
+    // `mcp-lease` names the process a sandbox is leased to: a sandbox
+    // whose holder is gone is removed by the next MCP server, as the
+    // owner. Set by a caller, it would have the reaper remove a sandbox
+    // when the caller chose, or name a live process so that one of its
+    // sandboxes passed for a session's; `mcp-session` says which session
+    // made it.
+    (
+        "mcp-",
+        Door::Mcp,
+        "MCP's own record of a sandbox (the session that made it, the process it is leased to)",
+    ),
+];
 
 tokio::task_local! {
     static DOOR: Door;
@@ -101,6 +123,14 @@ mod tests {
         assert_eq!(e.problem.field.as_deref(), Some("/labels/e2b.template"));
         assert!(check_for(Door::E2b, &labels(&["e2b.template", "team"])).is_ok());
         assert!(check_for(Door::Native, &labels(&["team", "e2b", "warden.keep"])).is_ok());
+        for door in [Door::Native, Door::E2b] {
+            for key in ["mcp-lease", "mcp-session"] {
+                let e = check_for(door, &labels(&[key])).unwrap_err();
+                assert_eq!(e.problem.reason.as_deref(), Some("reserved_label"));
+            }
+        }
+        assert!(check_for(Door::Mcp, &labels(&["mcp-lease", "mcp-session"])).is_ok());
+        assert!(check_for(Door::Mcp, &labels(&["e2b.template"])).is_err());
         let e = check_for(Door::Native, &labels(&["e2b.a/b~c"])).unwrap_err();
         assert_eq!(e.problem.field.as_deref(), Some("/labels/e2b.a~1b~0c"));
     }

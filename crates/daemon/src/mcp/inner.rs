@@ -127,7 +127,10 @@ impl Api {
             .body(body)
             .map_err(|e| Refused::new("internal", format!("cannot build a request: {e}")))?;
         req.extensions_mut().insert(who.transport);
-        let response = match self.router().oneshot(req).await {
+        // MCP's own labels (`mcp-session`, `mcp-lease`) are this door's
+        // to write: its calls run within it (see [`crate::labels`]).
+        let call = self.router().oneshot(req);
+        let response = match crate::labels::within(crate::labels::Door::Mcp, call).await {
             Ok(r) => r,
             Err(never) => match never {},
         };

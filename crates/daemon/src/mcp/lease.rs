@@ -59,7 +59,7 @@ pub async fn reap(api: &Api) -> Vec<String> {
         let Some(lease) = sb.labels.get(LABEL) else {
             continue;
         };
-        if !holder_gone(lease) {
+        if !holder_gone(lease) || !leased_here(api, &sb.id).await {
             continue;
         }
         let gone = api
@@ -76,6 +76,26 @@ pub async fn reap(api: &Api) -> Vec<String> {
         }
     }
     reaped
+}
+
+/// Whether the record that carries the lease of sandbox `id` is of the
+/// sandbox that holds the name now: a record left of a sandbox removed
+/// behind the daemon's back (`warden rm`) whose name the owner gave a
+/// sandbox of the CLI is not that sandbox's lease.
+async fn leased_here(api: &Api, id: &str) -> bool {
+    let (app, id) = (api.app().clone(), id.to_string());
+    crate::routes::sandboxes::blocking(move || {
+        let row = app
+            .db()?
+            .sandbox(&id)
+            .map_err(|e| crate::error::ApiError::internal(crate::error::chain(&e)))?;
+        Ok(match (row, app.store.get(&id)) {
+            (Some(row), Ok(sb)) => crate::auth::made_for(&sb, None, row.created_ms),
+            _ => false,
+        })
+    })
+    .await
+    .unwrap_or(false)
 }
 
 #[cfg(test)]
