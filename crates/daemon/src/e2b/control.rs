@@ -26,6 +26,7 @@ use super::create::{access_token, end_ms, template_of, ttl_for};
 use super::lifecycle::{self, Seen, ON_TIMEOUT};
 use super::{permit, E2b, ENVD_VERSION};
 use crate::api::{SandboxInfo, SetTimeout};
+use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::routes::sandboxes;
@@ -131,52 +132,52 @@ fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
-/// The cores and memory a sandbox may use: its spec's limits, or the
-/// host's where it sets none.
-pub(super) fn shape(e: &E2b, id: &str) -> (u32, u64) {
-    let (cpus, memory) = e
-        .app
+/// What a sandbox may use, as the door tells it (`get_info`'s
+/// `cpuCount` and `memoryMB`, `get_metrics`' totals): its own limits,
+/// never a fact of the host (its cores, its memory), which are the
+/// owner's to know and not what the sandbox has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Limits {
+    /// Its CPU quota in whole cores (rounded up); 0: it has no quota of
+    /// its own (warden sets none by default).
+    pub cpus: u32,
+    /// Its memory limit: the one it was made with, the daemon's default
+    /// when it was given none.
+    pub memory: u64,
+    /// The most it may write (`resources.disk`); 0: none of its own.
+    pub disk: u64,
+}
+
+/// Sandbox `id`'s limits, from the spec it runs under (the one its
+/// cgroup is given at each start), and its identity; an error says why
+/// they cannot be told (a missing or unreadable spec), rather than
+/// inventing any.
+pub(super) fn limits(app: &App, id: &str) -> Result<(Limits, String), String> {
+    let sb = app
         .store
         .get(id)
-        .ok()
-        .and_then(|sb| {
-            warden_runtime::state::read_json::<warden_runtime::state::Stored>(
-                &sb.dir().join(warden_runtime::state::STORED),
-            )
-            .ok()
-        })
-        .map(|s| {
-            (
-                s.spec.resources.cpus.map(|c| c.ceil() as u32).unwrap_or(0),
-                s.spec.resources.memory.value,
-            )
-        })
-        .unwrap_or((0, 0));
-    let cpus = if cpus == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1)
-    } else {
-        cpus
+        .map_err(|e| format!("sandbox {id} cannot be read: {e}"))?;
+    let stored: warden_runtime::state::Stored = warden_runtime::state::read_json(
+        &sb.dir().join(warden_runtime::state::STORED),
+    )
+    .map_err(|_| format!("sandbox {id}'s spec cannot be read, so its limits cannot be told"))?;
+    let r = &stored.spec.resources;
+    let memory = match r.memory.value {
+        0 => app.defaults.memory,
+        m => m,
     };
-    let memory = if memory == 0 { host_memory() } else { memory };
-    (cpus, memory)
+    let limits = Limits {
+        cpus: r.cpus.map_or(0, |c| c.ceil() as u32),
+        memory,
+        disk: stored.spec.filesystem.disk.map_or(0, |d| d.bytes),
+    };
+    Ok((limits, sb.uid()))
 }
 
-/// The host's memory, from `/proc/meminfo` (0 where it cannot be read).
-fn host_memory() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb.saturating_mul(1024))
-}
-
-fn detail(e: &E2b, info: &SandboxInfo, key: Option<String>) -> Detail {
-    let (cpus, memory) = shape(e, &info.id);
+/// Sandbox `info` as E2B describes it; an error says why its limits
+/// cannot be told.
+fn detail(e: &E2b, info: &SandboxInfo, key: Option<String>) -> Result<Detail, String> {
+    let (own, _) = limits(&e.app, &info.id)?;
     // The door's own record (`e2b.` keys) is not the client's metadata.
     let metadata = info
         .labels
@@ -185,7 +186,7 @@ fn detail(e: &E2b, info: &SandboxInfo, key: Option<String>) -> Detail {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let t = template_of(info);
-    Detail {
+    Ok(Detail {
         template_id: t.clone(),
         sandbox_id: info.id.clone(),
         client_id: "warden",
@@ -193,13 +194,13 @@ fn detail(e: &E2b, info: &SandboxInfo, key: Option<String>) -> Detail {
         started_at: rfc3339(info.created_ms),
         end_at: rfc3339(end_ms(info).unwrap_or(info.created_ms)),
         envd_version: ENVD_VERSION,
-        cpu_count: cpus,
-        memory_mb: memory >> 20,
-        disk_size_mb: 0,
+        cpu_count: own.cpus,
+        memory_mb: own.memory >> 20,
+        disk_size_mb: own.disk >> 20,
         state: Seen::of(info).name().to_string(),
         metadata,
         envd_access_token: key,
-    }
+    })
 }
 
 /// Sandbox `id` as the native API shows it, when it is running or paused
@@ -230,7 +231,10 @@ pub async fn get_one(
     match running(&e, &id).await {
         Ok(info) => {
             let key = access_token(&e, &caller, &info, &headers);
-            Json(detail(&e, &info, Some(key))).into_response()
+            match detail(&e, &info, Some(key)) {
+                Ok(d) => Json(d).into_response(),
+                Err(why) => error(StatusCode::INTERNAL_SERVER_ERROR, why),
+            }
         }
         Err(r) => r,
     }
@@ -292,13 +296,17 @@ pub async fn list(
         Ok(Json(l)) => l.sandboxes,
         Err(err) => return from_api(err),
     };
-    let mut out: Vec<Detail> = list
+    let shown = list
         .iter()
         .filter(|s| states.iter().any(|w| w == Seen::of(s).name()))
         .filter(|s| wanted.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
         .filter(|s| q.template.as_ref().is_none_or(|t| &template_of(s) == t))
         .map(|s| detail(&e, s, None))
-        .collect();
+        .collect::<Result<Vec<Detail>, String>>();
+    let mut out = match shown {
+        Ok(o) => o,
+        Err(why) => return error(StatusCode::INTERNAL_SERVER_ERROR, why),
+    };
     if q.order.as_deref() == Some("desc") {
         out.reverse();
     }

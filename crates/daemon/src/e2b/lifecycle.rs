@@ -400,6 +400,13 @@ fn pause_ended(app: &App) {
         let Ok(sb) = app.sandbox(&row.id) else {
             continue;
         };
+        // A record older than the sandbox holding its name now was the
+        // door's for an earlier sandbox of that name (removed behind the
+        // daemon's back, the name given to one of the owner's): the one
+        // there now is not the door's to pause.
+        if !crate::auth::made_for(&sb, None, row.created_ms) {
+            continue;
+        }
         let info = app.info(&sb, Some(row));
         let ended = info
             .ttl_deadline_ms

@@ -37,14 +37,22 @@ pub struct Sample {
     disk: u64,
 }
 
-/// The samples of each sandbox, oldest first.
+/// The samples of each sandbox, oldest first, with the identity of the
+/// sandbox they were taken of: a sandbox given the name of an earlier one
+/// starts with none of the earlier one's.
 #[derive(Default)]
-pub struct Samples(Mutex<HashMap<String, VecDeque<Sample>>>);
+pub struct Samples(Mutex<HashMap<String, (String, VecDeque<Sample>)>>);
 
 impl Samples {
-    fn push(&self, id: &str, s: Sample) {
+    fn push(&self, id: &str, uid: &str, s: Sample) {
         if let Ok(mut all) = self.0.lock() {
-            let q = all.entry(id.to_string()).or_default();
+            let (of, q) = all
+                .entry(id.to_string())
+                .or_insert_with(|| (uid.to_string(), VecDeque::new()));
+            if of != uid {
+                *of = uid.to_string();
+                q.clear();
+            }
             q.push_back(s);
             while q.len() > KEPT {
                 q.pop_front();
@@ -52,12 +60,13 @@ impl Samples {
         }
     }
 
-    fn of(&self, id: &str) -> Vec<Sample> {
+    fn of(&self, id: &str, uid: &str) -> Vec<Sample> {
         self.0
             .lock()
-            .map(|all| all.get(id).map(|q| q.iter().copied().collect()))
-            .ok()
-            .flatten()
+            .map(|all| match all.get(id) {
+                Some((of, q)) if of == uid => q.iter().copied().collect(),
+                _ => Vec::new(),
+            })
             .unwrap_or_default()
     }
 
@@ -113,8 +122,14 @@ fn sample_once(e: &E2b) {
         let Ok(sb) = e.app.sandbox(&row.id) else {
             continue;
         };
+        // Only the sandbox the record was made for: a record left of an
+        // earlier sandbox of the name (the name now the owner's CLI
+        // sandbox's) is not the door's to sample.
+        if !crate::auth::made_for(&sb, None, row.created_ms) {
+            continue;
+        }
         if let Some(s) = sample_of(&e.app.info(&sb, Some(row))) {
-            e.samples.push(&row.id, s);
+            e.samples.push(&row.id, &sb.uid(), s);
             live.push(row.id.clone());
         }
     }
@@ -143,33 +158,6 @@ pub struct MetricsQuery {
     start: Option<u64>,
     #[serde(default)]
     end: Option<u64>,
-}
-
-/// The sandbox's own shape as its metrics say it: its CPU limit in
-/// whole cores, its memory limit, and the most it may write (its disk
-/// budget, `resources.disk` given or its default, which bounds its
-/// workspace's changes, its home and its caches' writes). Never a fact of
-/// the host (its cores, its memory, its disk), which are the owner's to
-/// know: what the sandbox's spec does not limit is said as 0 (a sandbox
-/// with no CPU quota of its own, one that keeps nothing on disk).
-fn own_shape(e: &E2b, id: &str) -> (u32, u64, u64) {
-    e.app
-        .store
-        .get(id)
-        .ok()
-        .and_then(|sb| {
-            warden_runtime::state::read_json::<warden_runtime::state::Stored>(
-                &sb.dir().join(warden_runtime::state::STORED),
-            )
-            .ok()
-        })
-        .map_or((0, 0, 0), |s| {
-            (
-                s.spec.resources.cpus.map_or(0, |c| c.ceil() as u32),
-                s.spec.resources.memory.value,
-                s.spec.filesystem.disk.map_or(0, |d| d.bytes),
-            )
-        })
 }
 
 /// The CPU share of `s` after `before` (or since `started_ms`), in
@@ -206,10 +194,21 @@ pub async fn get(
     };
     let e2 = e.clone();
     let sid = id.clone();
-    let (cpus, mem_total, disk_total) = tokio::task::spawn_blocking(move || own_shape(&e2, &sid))
-        .await
-        .unwrap_or((0, 0, 0));
-    let mut samples = e.samples.of(&id);
+    // The sandbox's own limits ([`super::control::limits`]), never the
+    // host's; a spec that cannot be read is said, not made up.
+    let own = tokio::task::spawn_blocking(move || super::control::limits(&e2.app, &sid)).await;
+    let (own, uid) = match own {
+        Ok(Ok(o)) => o,
+        Ok(Err(why)) => return error(StatusCode::INTERNAL_SERVER_ERROR, why),
+        Err(_) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the sandbox's limits could not be read",
+            )
+        }
+    };
+    let (cpus, mem_total, disk_total) = (own.cpus, own.memory, own.disk);
+    let mut samples = e.samples.of(&id, &uid);
     // A sandbox younger than the first sample: one look now.
     if samples.is_empty() {
         samples.extend(sample_of(&info));
