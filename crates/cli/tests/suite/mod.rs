@@ -23,6 +23,7 @@ mod desktop;
 mod desktop_api;
 mod detection;
 mod disk;
+mod door_records;
 mod egress;
 mod egress_live;
 mod exec_attacks;

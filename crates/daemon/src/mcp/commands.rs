@@ -317,21 +317,53 @@ pub(super) fn shown(bytes: &[u8], max: usize) -> String {
     )
 }
 
-/// The sandbox's event log, one JSON object per line (the last 2000).
+/// Events the event log resource shows: the newest.
+const SHOWN_EVENTS: usize = 2000;
+
+/// The sandbox's event log, one JSON object per line: its newest
+/// [`SHOWN_EVENTS`], asked of the API as such (`tail`), whatever the
+/// log's length, with a note of how many older ones are left out.
 pub(super) async fn events_text(api: &Api, who: &Identity, id: &str) -> Result<String, Refused> {
-    let lines = events(api, who, id, 0).await?;
-    let skip = lines.len().saturating_sub(2000);
+    let body = api
+        .call(
+            who,
+            Method::GET,
+            &format!(
+                "/v1/sandboxes/{}/events?follow=false&tail={SHOWN_EVENTS}",
+                enc(id)
+            ),
+            Send::None,
+            64 << 20,
+        )
+        .await?;
+    let events = sse_events(&String::from_utf8_lossy(&body));
     let mut text = String::new();
+    let skip = events.first().map_or(0, |(n, _)| *n);
     if skip > 0 {
         text.push_str(&format!(
             "{{\"note\":\"the first {skip} events are left out; the whole log is GET /v1/sandboxes/{id}/events\"}}\n"
         ));
     }
-    for l in &lines[skip..] {
+    for (_, l) in &events {
         text.push_str(l);
         text.push('\n');
     }
     Ok(text)
+}
+
+/// The events of a server-sent event stream: each one's id (its line in
+/// the log) and its data.
+fn sse_events(stream: &str) -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    let mut id = 0;
+    for line in stream.lines() {
+        if let Some(n) = line.strip_prefix("id:") {
+            id = n.trim().parse().unwrap_or(id);
+        } else if let Some(d) = line.strip_prefix("data:") {
+            out.push((id, d.trim_start().to_string()));
+        }
+    }
+    out
 }
 
 /// The events of sandbox `id` so far from the `from`th on, as JSON lines.
@@ -414,6 +446,18 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_event_stream_reads_as_each_events_line_number_and_data() {
+        let got = super::sse_events("id: 12001\ndata: {\"a\":1}\n\nid: 12002\ndata:{\"b\":2}\n\n");
+        assert_eq!(
+            got,
+            vec![
+                (12001, "{\"a\":1}".to_string()),
+                (12002, "{\"b\":2}".to_string())
+            ]
+        );
+    }
+
     #[test]
     fn output_holding_a_token_is_flagged_by_rule_and_line_without_the_value() {
         let token = ["ghp_", "1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R"].concat();

@@ -39,6 +39,9 @@ pub struct EventsQuery {
     /// Without `follow`, the most events the answer holds (at most, and
     /// by default, 10000); ask again from the last id for more.
     pub limit: Option<usize>,
+    /// Without `follow`, the newest N events (at most 10000) instead of
+    /// the events from `from`: the view of a long log's end.
+    pub tail: Option<usize>,
 }
 
 /// The most events one answer without `follow` holds.
@@ -63,9 +66,19 @@ pub async fn events(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(|n| n + 1);
-    let from = q.from.or(last_id).unwrap_or(0);
+    let mut from = q.from.or(last_id).unwrap_or(0);
     let follow = q.follow.unwrap_or(true);
-    let limit = match (follow, q.limit) {
+    let tail = match (follow, q.tail, q.from.is_some() || q.limit.is_some()) {
+        (_, None, _) => None,
+        (_, Some(0), _) => return Err(ApiError::bad_request("tail is at least 1")),
+        (true, Some(_), _) | (_, Some(_), true) => {
+            return Err(ApiError::bad_request(
+                "tail is the newest events of the log as it is: give it with follow=false, and without from or limit",
+            ))
+        }
+        (false, Some(n), false) => Some(n.min(MOST)),
+    };
+    let limit = match (follow, tail.or(q.limit)) {
         (_, Some(0)) => return Err(ApiError::bad_request("limit is at least 1")),
         (false, Some(n)) => n.min(MOST),
         (false, None) => MOST,
@@ -74,6 +87,19 @@ pub async fn events(
     };
     let a = app.clone();
     let sb = blocking(move || a.sandbox(&id)).await?;
+    if let Some(n) = tail {
+        // The log's whole lines counted from its marks (see
+        // [`crate::logpage`]): a page asked from past its end says where
+        // the end is.
+        let log = sb.dir().join("audit.jsonl");
+        let lines = blocking(move || {
+            crate::logpage::from_line(&log, u64::MAX, 0)
+                .map(|p| p.next)
+                .map_err(|e| ApiError::internal(format!("the event log cannot be read: {e}")))
+        })
+        .await?;
+        from = lines.saturating_sub(n as u64);
+    }
     let credential = credential.map(|c| c.0).unwrap_or_default();
     // Held as long as the stream is (see [`crate::leases`]).
     let lease = app
