@@ -95,8 +95,24 @@ fn labels_of(body: &NewSandbox, domains: &[String]) -> Result<BTreeMap<String, S
     let mut labels = body.metadata.clone().unwrap_or_default();
     if let Some(k) = labels.keys().find(|k| k.starts_with("e2b.")) {
         return Err(format!(
-            "metadata key {k:?}: keys beginning `e2b.` are warden's own record of the sandbox; choose another key"
+            "metadata.{k}: keys beginning `e2b.` are warden's own record of the sandbox; choose another key"
         ));
+    }
+    // Said here at the client's own key: the native create would point
+    // at its `/labels`, a body this client never wrote.
+    for (k, v) in &labels {
+        if k.is_empty() || k.len() > 128 {
+            return Err(format!("metadata.{k}: a metadata key is 1 to 128 bytes"));
+        }
+        if v.len() > 1024 {
+            return Err(format!(
+                "metadata.{k}: a metadata value is at most 1024 bytes ({} given)",
+                v.len()
+            ));
+        }
+    }
+    if body.mcp.as_ref().is_some_and(|v| !v.is_null()) {
+        labels.insert(super::mcp::LABEL.into(), "on".into());
     }
     labels.insert("e2b.template".into(), body.template_id.clone());
     if body
@@ -156,7 +172,7 @@ fn spec_layer(body: &NewSandbox, domains: &[String]) -> Result<Layer, String> {
     let mut add = |field: Field, text: &str, origin: Origin| {
         layer
             .add_text(field, text, origin.clone(), Trust::Caller)
-            .map_err(|e| format!("{}: {e}", origin.pointer().unwrap_or("")))
+            .map_err(|e| format!("{}: {e}", e2b_place(origin.pointer().unwrap_or(""))))
     };
     // E2B's user and its home, where commands start and relative paths
     // are: the same for commands and files.
@@ -181,6 +197,25 @@ fn spec_layer(body: &NewSandbox, domains: &[String]) -> Result<Layer, String> {
     Ok(layer)
 }
 
+/// A place in the E2B body, from its JSON pointer, as the client wrote
+/// it: `/envVars/NAME` is `envVars.NAME`, `/network/allowOut/1` is
+/// `network.allowOut[1]`.
+fn e2b_place(pointer: &str) -> String {
+    let mut out = String::new();
+    for token in pointer.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        if !out.is_empty() && token.bytes().all(|b| b.is_ascii_digit()) && !token.is_empty() {
+            out.push_str(&format!("[{token}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&token);
+        }
+    }
+    out
+}
+
 /// The native create request for an E2B one, and what it asks of the
 /// sandbox's egress.
 fn create_request(
@@ -190,15 +225,16 @@ fn create_request(
     if body.volume_mounts.as_ref().is_some_and(|v| !v.is_null()) {
         return Err("volumeMounts are not supported: give the sandbox a workspace through a warden profile (the template)".into());
     }
-    if body.mcp.as_ref().is_some_and(|v| !v.is_null()) {
-        return Err("mcp is not supported through the E2B API".into());
-    }
+    super::mcp::config_refused(body.mcp.as_ref())?;
     if let Some(why) = identity_refused(body) {
         return Err(why.into());
     }
     let profile = match body.template_id.as_str() {
         "" => None,
         DEFAULT_TEMPLATE if app.catalog.profile(DEFAULT_TEMPLATE).is_err() => None,
+        // The SDK's template for a create with `mcp` and no template: the
+        // default profile too, unless the owner wrote one of that name.
+        super::mcp::TEMPLATE if app.catalog.profile(super::mcp::TEMPLATE).is_err() => None,
         // The daemon's own step that fetches the code interpreter's
         // packages: a client asking for it would get PyPI for nothing.
         super::interpreter::SETUP_PROFILE => {
@@ -433,6 +469,25 @@ pub(super) fn created(info: &SandboxInfo, key: String) -> Created {
     }
 }
 
+/// E2B's create body, read; what does not fit is said at its place in
+/// that body (`timeout`, `metadata.job`, `network.allowOut[0]`), as the
+/// client wrote it.
+fn parse(bytes: &[u8]) -> Result<NewSandbox, String> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|err| {
+        let place = err.path().to_string();
+        let inner = err.into_inner();
+        // serde_json's own position in the text says nothing more.
+        let why = inner.to_string();
+        let why = why.split(" at line ").next().unwrap_or(&why).to_string();
+        if place.is_empty() || place == "." {
+            format!("the request body does not fit: {why}")
+        } else {
+            format!("{place}: {why}")
+        }
+    })
+}
+
 pub async fn create(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
@@ -442,14 +497,9 @@ pub async fn create(
     if let Err(d) = permit(&e.app, &caller, "POST", "/v1/sandboxes", None) {
         return d.response();
     }
-    let body: NewSandbox = match serde_json::from_slice(&body) {
+    let body: NewSandbox = match parse(&body) {
         Ok(b) => b,
-        Err(err) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("the request body does not fit: {err}"),
-            )
-        }
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
     // A template is a profile of the owner's; failing that, one of the
     // caller's snapshots (a snapshot is never named as a profile is).
@@ -493,6 +543,39 @@ mod tests {
 
     fn body(json: serde_json::Value) -> NewSandbox {
         serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn a_place_in_the_e2b_body_is_said_as_the_client_wrote_it() {
+        assert_eq!(e2b_place("/envVars/MY_VAR"), "envVars.MY_VAR");
+        assert_eq!(e2b_place("/network/allowOut/1"), "network.allowOut[1]");
+        assert_eq!(e2b_place("/envVars/a~1b"), "envVars.a/b");
+    }
+
+    #[test]
+    fn a_body_that_does_not_fit_is_said_at_its_e2b_place() {
+        let Err(m) = parse(br#"{"templateID": "base", "timeout": "soon"}"#) else {
+            panic!("a text timeout was taken");
+        };
+        assert!(m.starts_with("timeout: "), "{m}");
+        assert!(!m.contains("line"), "{m}");
+        let Err(m) = parse(br#"{"templateID": "base", "metadata": {"job": 42}}"#) else {
+            panic!("a number as metadata was taken");
+        };
+        assert!(m.starts_with("metadata.job: "), "{m}");
+        let Err(m) = parse(br#"{"templateID": "base", "envVars": {"X": null}}"#) else {
+            panic!("null as a variable was taken");
+        };
+        assert!(m.starts_with("envVars.X: "), "{m}");
+    }
+
+    #[test]
+    fn metadata_too_long_is_said_at_its_key() {
+        let b =
+            body(serde_json::json!({"templateID": "base", "metadata": {"job": "x".repeat(2000)}}));
+        assert!(labels_of(&b, &[])
+            .unwrap_err()
+            .starts_with("metadata.job: "));
     }
 
     #[test]

@@ -670,11 +670,13 @@ pub async fn download(
     let Ok(Query(q)) = q else {
         return files_error(ApiError::bad_request("the query does not fit: ?path=FILE"));
     };
+    let asked = target.signed_path.or(q.path);
+    // E2B's MCP gateway keeps its token here; warden's is the door's.
+    if asked.as_deref() == Some(super::mcp::TOKEN_FILE) {
+        return super::mcp::token_file(e, caller, sb).await;
+    }
     let home = paths::home(&e.app, &sb);
-    let path = target
-        .signed_path
-        .or(q.path)
-        .map(|p| paths::to_warden(&home, &p));
+    let path = asked.map(|p| paths::to_warden(&home, &p));
     match files::read(State(e.app.clone()), Path(sb), query(path)).await {
         Ok(r) => r,
         Err(err) => files_error(err),

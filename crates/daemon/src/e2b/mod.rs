@@ -27,6 +27,7 @@ mod filesystem;
 pub(crate) mod interpreter;
 pub(crate) mod lifecycle;
 mod logs;
+mod mcp;
 mod metrics;
 mod network;
 mod paths;
@@ -35,6 +36,7 @@ mod ports;
 mod process;
 mod signing;
 mod stream_input;
+mod templates;
 mod terminal;
 
 pub(crate) use permit::permit;
@@ -43,7 +45,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
+use axum::routing::{get, post, put};
 use axum::Router;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -72,20 +74,25 @@ pub struct E2b {
     pub transitions: tokio::sync::Mutex<()>,
     /// CPU, memory and disk of the sandboxes the door made, over time.
     pub samples: metrics::Samples,
+    /// MCP tokens of the sandboxes made with `mcp`, and their sessions.
+    pub mcp: mcp::Grants,
 }
 
 /// The E2B routes: the control API (`X-API-Key`) and the sandbox API
 /// (`X-Access-Token`, `E2b-Sandbox-Id`).
 pub fn router(app: Arc<App>) -> Router {
     let body_limit = app.limits.body_bytes;
+    mcp::revoke_leftovers(&app);
     let state = Arc::new(E2b {
         app,
         procs: Mutex::new(HashMap::new()),
         watchers: Mutex::new(HashMap::new()),
         transitions: tokio::sync::Mutex::new(()),
         samples: metrics::Samples::default(),
+        mcp: mcp::Grants::default(),
     });
     lifecycle::sweep_timeouts(state.clone());
+    mcp::sweep(state.clone());
     metrics::sample_sandboxes(state.clone());
     let control = Router::new()
         .route("/sandboxes", post(create::create).get(control::list))
@@ -108,8 +115,18 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v2/sandboxes/{id}/logs", get(logs::v2))
         .route("/sandboxes/metrics", get(control::not_supported))
         .route("/snapshots", get(copies::list))
-        .route("/templates", get(control::not_supported))
-        .route("/templates/{id}", delete(copies::delete))
+        .route("/templates", get(templates::list))
+        .route("/v2/templates", get(templates::list))
+        .route("/templates/aliases/{alias}", get(templates::alias))
+        .route("/v3/templates", post(templates::build_refused))
+        .route(
+            "/v2/templates/{id}/builds/{build}",
+            post(templates::build_refused),
+        )
+        .route(
+            "/templates/{id}",
+            get(templates::get_one).delete(copies::delete),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             control_auth,

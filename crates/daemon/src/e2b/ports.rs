@@ -159,6 +159,11 @@ pub async fn route(State(e): State<Arc<E2b>>, req: Request, next: Next) -> Respo
             let own = DOOR.scope(domain_for(req.headers()), next.run(req));
             crate::labels::within(crate::labels::Door::E2b, own).await
         }
+        // E2B's MCP gateway port is warden's own MCP for the sandbox.
+        Ok(Some(Route {
+            sandbox: Some(id),
+            port: super::mcp::MCP_PORT,
+        })) => super::mcp::serve(e, req, id).await,
         Ok(Some(r)) => relay(e, req, r).await,
         Err(m) => control::error(StatusCode::BAD_REQUEST, m),
     }

@@ -18,7 +18,7 @@
 //! `resource_exhausted` (the SDK's `RateLimitException`).
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Extension;
 use serde::{Deserialize, Serialize};
@@ -290,9 +290,10 @@ pub async fn rpc(
     };
     match method.as_str() {
         "Start" => match (codec.stream_request::<StartRequest>(&body), lease) {
-            (Ok(req), Some(lease)) => {
-                start(e, sb, req, (keepalive_of(&headers), lease), codec).await
-            }
+            (Ok(req), Some(lease)) => match mcp_gateway(&e, &caller, &sb, req).await {
+                Ok(req) => start(e, sb, req, (keepalive_of(&headers), lease), codec).await,
+                Err(err) => codec.stream_error(err),
+            },
             (Err(r), _) => *r,
             (Ok(_), None) => {
                 codec.stream_error(RpcError::new(Code::Internal, "a stream without its place"))
@@ -347,6 +348,31 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|err| RpcError::new(Code::Internal, format!("a worker failed: {err}")))?
+}
+
+/// The SDK's start of E2B's MCP gateway, on a sandbox made with `mcp`:
+/// its token taken, the command made `true` ([`super::mcp::gateway`]).
+async fn mcp_gateway(
+    e: &Arc<E2b>,
+    caller: &Caller,
+    sb: &str,
+    mut req: StartRequest,
+) -> Result<StartRequest, RpcError> {
+    let (e, caller, sb) = (e.clone(), caller.clone(), sb.to_string());
+    blocking(move || {
+        let p = &mut req.process;
+        super::mcp::gateway(&e, &caller, &sb, &p.cmd, &mut p.args, &mut p.envs).map_err(|r| {
+            let code = match r.status {
+                StatusCode::BAD_REQUEST => Code::InvalidArgument,
+                StatusCode::FORBIDDEN => Code::PermissionDenied,
+                StatusCode::NOT_FOUND => Code::NotFound,
+                _ => Code::Internal,
+            };
+            RpcError::new(code, r.message)
+        })?;
+        Ok(req)
+    })
+    .await
 }
 
 async fn start(

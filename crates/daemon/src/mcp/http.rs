@@ -68,3 +68,27 @@ fn sessions(app: Arc<App>) -> StreamableHttpService<Session, LocalSessionManager
         config,
     )
 }
+
+/// `/mcp` for one sandbox that the sessions did not make: each session
+/// adopts it ([`Session::adopting`]) and never removes it. The E2B door
+/// serves it behind its own check of the caller (`crate::e2b`).
+pub fn one_sandbox(app: Arc<App>, sandbox: String) -> axum::Router {
+    let settings = Arc::new(Settings {
+        profiles: Vec::new(),
+        default_profile: None,
+        default_workspace: None,
+        workspace_roots: Vec::new(),
+        door: "http",
+    });
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .enforce_origin_validation();
+    let service = StreamableHttpService::new(
+        move || Ok(Session::adopting(app.clone(), settings.clone(), &sandbox)),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new()
+        .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn(ended_is_no_content))
+}

@@ -125,6 +125,25 @@ impl Session {
         Session::with_api(Api::new(app), settings, fixed)
     }
 
+    /// A session whose one sandbox is `id`, which it did not make and
+    /// never removes (the E2B door's `get_mcp_url`: its caller's token is
+    /// for that sandbox only, so the API refuses it any other, and any
+    /// create).
+    pub fn adopting(app: Arc<App>, settings: Arc<Settings>, id: &str) -> Session {
+        let s = Session::new(app, settings, None);
+        let (allows, _) = s.allows_of(id, None);
+        s.state().sandboxes.insert(
+            id.to_string(),
+            Owned {
+                keep: true,
+                allows,
+                watcher: None,
+                events_seen: 0,
+            },
+        );
+        s
+    }
+
     fn with_api(api: Api, settings: Arc<Settings>, fixed: Option<Identity>) -> Session {
         Session {
             shared: Arc::new(Shared {

@@ -14,7 +14,7 @@ pub(crate) mod files;
 mod inside;
 pub(crate) mod pause;
 mod pools;
-mod profiles;
+pub(crate) mod profiles;
 pub(crate) mod pty;
 pub(crate) mod redact;
 mod rfb;
