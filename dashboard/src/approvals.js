@@ -50,10 +50,18 @@ async function always(q) {
   toast(`Add to the profile to keep it for new sandboxes: egress.domains: [${entryFor(q.name, q.port)}]`);
 }
 
+// What is asked, in words: the request an ask rule holds (its method and
+// path, the query's values redacted by the daemon) on its allowed name,
+// or a name on no list.
+function asked(q) {
+  if (q.request) return [' asks to send ', h('code', { class: 'held-request' }, q.request), ' to ', h('code', {}, `${q.name}:${q.port}`)];
+  return [' asks to reach ', h('code', {}, `${q.name}:${q.port}`), ` (${q.protocol})`];
+}
+
 function prompt(q) {
   const left = Math.max(0, Math.round((q.deadline_ms - Date.now()) / 1000));
   return h('div', { class: 'prompt', role: 'alertdialog', 'aria-label': `Question from ${q.sandbox}`, dataset: { id: q.id } },
-    h('p', {}, h('strong', {}, q.sandbox), ' asks to reach ', h('code', {}, `${q.name}:${q.port}`), ` (${q.protocol}), asked at ${clock(q.asked_ms)}; denied unanswered in ${left}s.`),
+    h('p', {}, h('strong', {}, q.sandbox), ...asked(q), `, asked at ${clock(q.asked_ms)}; denied unanswered in ${left}s.`),
     h('div', { class: 'row' },
       h('button', { type: 'button', class: 'allow', onclick: () => answer(q, 'allow_once') }, 'Allow once'),
       h('button', { type: 'button', class: 'allow', onclick: () => answer(q, 'allow_always') }, 'Allow for this sandbox'),
@@ -77,7 +85,7 @@ export function approvalsPage(root) {
   const list = h('div', {});
   root.append(h('h1', {}, 'Approvals'), h('p', { class: 'muted' }, 'Connections of sandboxes in ask mode wait here for an answer. "Allow for this sandbox" and "Always" put the name on the sandbox\'s allowlist at once; "Always" also shows the profile line that keeps it for new sandboxes.'), list);
   const f = () => {
-    list.replaceChildren(...(pending.length ? pending.map((q) => h('div', { class: 'card question' }, h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), h('pre', {}, `egress:\n  domains:\n    - ${entryFor(q.name, q.port)}`))) : [h('p', { class: 'muted' }, 'No questions wait.')]));
+    list.replaceChildren(...(pending.length ? pending.map((q) => h('div', { class: 'card question' }, q.request ? h('p', {}, `${q.sandbox}: `, h('code', { class: 'held-request' }, q.request), ` to ${q.name}:${q.port}`) : h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), q.request ? h('p', { class: 'muted' }, 'A request an ask rule holds: its name is allowed, this one request waits.') : h('pre', {}, `egress:\n  domains:\n    - ${entryFor(q.name, q.port)}`))) : [h('p', { class: 'muted' }, 'No questions wait.')]));
   };
   listeners.add(f);
   f();

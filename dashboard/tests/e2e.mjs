@@ -22,6 +22,7 @@ import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { request, createServer as createHttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../..');
@@ -133,6 +134,27 @@ except OSError as e:
 `;
 const connect = (sb, name, background) =>
   call('POST', `/v1/sandboxes/${sb}/exec`, { argv: ['python3', '-c', CONNECT, name, String(port)], background });
+
+// An HTTPS server for `held.test` on the host's loopback, its certificate
+// from an authority of the test's own (given to the sandbox as the
+// owner's upstream CA): the server a request rule's terminator talks to.
+// It records each request's method and path.
+const heldRequests = [];
+async function heldServer() {
+  const dir = join(state, 'held-ca');
+  mkdirSync(dir, { recursive: true });
+  const ssl = (...a) => execFileSync('openssl', a, { cwd: dir, stdio: 'ignore' });
+  ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=warden e2e CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign');
+  ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', '/CN=held.test');
+  writeFileSync(join(dir, 'leaf.ext'), 'subjectAltName=DNS:held.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n');
+  ssl('x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'leaf.pem', '-days', '1', '-extfile', 'leaf.ext');
+  const server = createHttpsServer({ key: readFileSync(join(dir, 'leaf.key')), cert: readFileSync(join(dir, 'leaf.pem')) }, (req, res) => {
+    heldRequests.push(`${req.method} ${req.url}`);
+    res.end('ok');
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: server.address().port, ca: join(dir, 'ca.pem') };
+}
 
 // A desktop sandbox as a person makes one: the shipped `desktop` profile,
 // whose supervisor starts the X server, window manager, panel, VNC server
@@ -370,6 +392,32 @@ try {
     await prompt.waitFor({ state: 'detached' });
   });
 
+  await scenario('a request an ask rule holds is asked about by its method and path, not only its name', async () => {
+    if (!existsSync('/usr/bin/openssl')) {
+      console.log('skipped: no openssl to make the test server\'s certificate');
+      return;
+    }
+    const held = await heldServer();
+    try {
+      const rule = `held.test:${held.port}`;
+      await owner('POST', '/v1/sandboxes', { name: 'held', spec: { egress: { domains: [rule], hosts: { 'held.test': '127.0.0.1' }, upstream_ca: [held.ca], ask_requests: [`POST ${rule}/issues/*`] } } });
+      const exec = await call('POST', '/v1/sandboxes/held/exec', { argv: ['curl', '-sS', '--noproxy', '*', '-o', '/dev/null', '-w', '%{http_code}', '-X', 'POST', `https://${rule}/issues/7?token=s3cret`], background: true });
+      const prompt = page.locator('.prompt', { hasText: 'held.test' });
+      await prompt.waitFor({ timeout: 30000 });
+      await prompt.locator('code.held-request', { hasText: 'POST /issues/7' }).waitFor();
+      const text = await prompt.innerText();
+      if (text.includes('s3cret')) throw new Error(`the question shows a query value: ${text}`);
+      await page.goto(`${base}/#/approvals`);
+      await page.locator('.card.question code.held-request', { hasText: 'POST /issues/7' }).waitFor();
+      if (heldRequests.length) throw new Error(`the held request reached the server before an answer: ${heldRequests}`);
+      await prompt.locator('button', { hasText: 'Allow once' }).click();
+      await waitFor('the request to end', async () => (await call('GET', `/v1/sandboxes/held/execs/${exec.id}`)).exit_status !== null, 30000);
+      if (!heldRequests.some((r) => r.startsWith('POST /issues/7'))) throw new Error(`the allowed request did not reach the server: ${heldRequests}`);
+    } finally {
+      held.server.close();
+    }
+  });
+
   await scenario('the table counts the denial and shows live CPU and memory', async () => {
     await page.goto(`${base}/#/`);
     const cells = page.locator('tr[data-id=demo] td');
@@ -498,7 +546,7 @@ try {
   // Reported above.
 } finally {
   await browser.close().catch(() => {});
-  for (const sb of ['demo', 'asker', 'desk']) {
+  for (const sb of ['demo', 'asker', 'held', 'desk']) {
     try {
       warden('stop', '--time', '1s', sb);
     } catch {
