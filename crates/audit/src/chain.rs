@@ -141,6 +141,8 @@ pub struct ChainedLog {
     /// The first record that could not be written (nothing is appended
     /// after it).
     failed: Option<String>,
+    /// Bytes appended since it was opened.
+    written: u64,
 }
 
 impl ChainedLog {
@@ -244,6 +246,7 @@ impl ChainedLog {
             prev,
             head_final: false,
             failed: None,
+            written: 0,
         };
         log.write_head(true)
             .map_err(|source| ChainError::WriteHead {
@@ -258,7 +261,9 @@ impl ChainedLog {
     pub fn append(&mut self, event: &Event) -> std::io::Result<()> {
         // The event's own JSON, its opening brace replaced by the chain's
         // fields: `{"seq":N,"prev":"…",<event fields>}`.
-        let event = serde_json::to_string(event).map_err(std::io::Error::from)?;
+        // What the sandbox chose is bounded on every record (`bound.rs`).
+        let event = serde_json::to_string(&*crate::bound::bounded_event(event))
+            .map_err(std::io::Error::from)?;
         let fields = event
             .strip_prefix('{')
             .ok_or_else(|| std::io::Error::other("an event is not a JSON object"))?;
@@ -270,6 +275,7 @@ impl ChainedLog {
         // buffered: the record is on the file (in the page cache) when this
         // returns, whatever happens to the writer next.
         self.file.write_all(line.as_bytes())?;
+        self.written += line.len() as u64;
         self.seq += 1;
         self.prev = hash;
         self.head_final = false;
@@ -327,6 +333,10 @@ impl EventSink for ChainedLog {
     fn failure(&self) -> Option<String> {
         self.failed.clone()
     }
+
+    fn bytes_written(&self) -> u64 {
+        self.written
+    }
 }
 
 impl Drop for ChainedLog {
@@ -382,6 +392,13 @@ impl EventSink for DeferredLog {
             Deferred::Waiting => None,
             Deferred::Open(log) => log.failure(),
             Deferred::Failed(why) => Some(why.clone()),
+        }
+    }
+
+    fn bytes_written(&self) -> u64 {
+        match &self.state {
+            Deferred::Open(log) => log.bytes_written(),
+            _ => 0,
         }
     }
 }

@@ -87,6 +87,7 @@ fn describe_kind(kind: &EventKind) -> String {
         | EventKind::Resumed { .. }
         | EventKind::Stopping { .. }
         | EventKind::EventsDropped { .. }
+        | EventKind::EventsOverBudget { .. }
         | EventKind::CacheLeftOut { .. }
         | EventKind::Exited { .. } => describe_life(kind),
         EventKind::Connection { .. }
@@ -198,6 +199,23 @@ fn describe_life(kind: &EventKind) -> String {
         EventKind::EventsDropped { count } => {
             format!("LOST {count} events before this one (a sink fell behind)")
         }
+        EventKind::EventsOverBudget {
+            budget_bytes,
+            of,
+            protocol,
+            allowed,
+            count,
+            ..
+        } => format!(
+            "OVER BUDGET: {count} {of}{}{} events only counted (the sandbox's events reached their budget of {} KiB in the log)",
+            protocol.map(|p| format!(" {}", p.as_str())).unwrap_or_default(),
+            match allowed {
+                Some(true) => " allowed",
+                Some(false) => " denied",
+                None => "",
+            },
+            budget_bytes >> 10
+        ),
         EventKind::CacheLeftOut { files, limit_bytes } => format!(
             "CACHE FULL: {files} {} written to the profile's caches {} not kept (the caches' bound is the sandbox's `resources.disk`, {} MiB)",
             if *files == 1 { "file" } else { "files" },

@@ -40,6 +40,7 @@ impl Event {
             EventKind::ConnectionsNotRecorded { denied, .. } => *denied > 0,
             EventKind::ConnectionsAggregated { allowed, .. } => !allowed,
             EventKind::SecretsAggregated { action, .. } => *action == SecretAction::Blocked,
+            EventKind::EventsOverBudget { allowed, .. } => *allowed == Some(false),
             EventKind::Secret { action, .. } => *action == SecretAction::Blocked,
             EventKind::Workspace { action, .. } => *action == WorkspaceAction::CommitRefused,
             EventKind::AskAnswered { decision, .. } => decision == "deny" || decision == "timeout",
@@ -232,6 +233,21 @@ pub enum EventKind {
         count: u64,
         since_ms: u64,
     },
+    /// The sandbox's events reached their byte budget in the log: past
+    /// it, lifecycle events, people's actions and counts are still
+    /// written, and the sandbox's own decisions are only counted: `count`
+    /// events of kind `of` (of `protocol`, allowed or not) since
+    /// `since_ms`, one such event per period and at the end.
+    EventsOverBudget {
+        budget_bytes: u64,
+        of: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        protocol: Option<Protocol>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        allowed: Option<bool>,
+        count: u64,
+        since_ms: u64,
+    },
     /// The sandbox is gone.
     Exited {
         /// The status warden exits with.
@@ -270,6 +286,7 @@ impl EventKind {
             EventKind::CacheLeftOut { .. } => "cache_left_out",
             EventKind::ConnectionsAggregated { .. } => "connections_aggregated",
             EventKind::SecretsAggregated { .. } => "secrets_aggregated",
+            EventKind::EventsOverBudget { .. } => "events_over_budget",
             EventKind::Exited { .. } => "exited",
         }
     }
@@ -518,6 +535,17 @@ pub(crate) mod tests {
 
     /// One event of every kind (a new kind goes here too: the count below
     /// fails until it does).
+    fn over_budget() -> EventKind {
+        EventKind::EventsOverBudget {
+            budget_bytes: 1 << 20,
+            of: "connection".into(),
+            protocol: Some(Protocol::Dns),
+            allowed: Some(false),
+            count: 4000,
+            since_ms: 1,
+        }
+    }
+
     pub(crate) fn one_of_each() -> Vec<Event> {
         let kinds = vec![
             EventKind::Created {
@@ -585,6 +613,7 @@ pub(crate) mod tests {
                 reason: StopReason::SupervisorLost,
             },
             EventKind::EventsDropped { count: 12 },
+            over_budget(),
             EventKind::CacheLeftOut {
                 files: 3,
                 limit_bytes: 64 << 20,
@@ -670,7 +699,7 @@ pub(crate) mod tests {
         let events = one_of_each();
         let names: std::collections::BTreeSet<&str> =
             events.iter().map(|e| e.kind.name()).collect();
-        assert_eq!(names.len(), 23, "one event of each kind: {names:?}");
+        assert_eq!(names.len(), 24, "one event of each kind: {names:?}");
         for e in events {
             let json = serde_json::to_string(&e).unwrap();
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -875,10 +904,9 @@ pub(crate) mod tests {
             },
         );
         assert!(blocked.is_denial());
-        assert!(one_of_each()
-            .iter()
-            .all(|e| !e.is_denial()
-                || ["workspace", "connections_aggregated"].contains(&e.kind.name())));
+        assert!(one_of_each().iter().all(|e| !e.is_denial()
+            || ["workspace", "connections_aggregated", "events_over_budget"]
+                .contains(&e.kind.name())));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 // (tests may say why they skipped).
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+pub mod bound;
 pub mod chain;
 mod describe;
 mod event;
@@ -38,6 +39,13 @@ pub trait EventSink {
     /// every record was written.
     fn failure(&self) -> Option<String> {
         None
+    }
+
+    /// Bytes this sink has put in a file since it was opened (0 for one
+    /// that writes none): what a sandbox's byte budget for its events is
+    /// counted in.
+    fn bytes_written(&self) -> u64 {
+        0
     }
 }
 
@@ -72,6 +80,10 @@ impl EventSink for Fanout {
     fn failure(&self) -> Option<String> {
         self.0.iter().find_map(|s| s.failure())
     }
+
+    fn bytes_written(&self) -> u64 {
+        self.0.iter().map(|s| s.bytes_written()).max().unwrap_or(0)
+    }
 }
 
 /// Why a sink could not be opened.
@@ -92,6 +104,9 @@ pub struct JsonLinesSink {
     path: PathBuf,
     /// The first write that failed.
     failed: Option<String>,
+    /// Bytes appended to a file (standard output counts none).
+    written: u64,
+    to_file: bool,
 }
 
 impl JsonLinesSink {
@@ -110,6 +125,8 @@ impl JsonLinesSink {
                 out: BufWriter::new(File::from(out)),
                 path: PathBuf::from("standard output"),
                 failed: None,
+                written: 0,
+                to_file: false,
             });
         }
         let file = OpenOptions::new()
@@ -124,6 +141,8 @@ impl JsonLinesSink {
             out: BufWriter::new(file),
             path: path.to_path_buf(),
             failed: None,
+            written: 0,
+            to_file: true,
         })
     }
 }
@@ -137,11 +156,16 @@ impl EventSink for JsonLinesSink {
         }
         // The whole line is made first and written at once: a record
         // that cannot be made is never half on the file.
-        let result = serde_json::to_vec(event)
+        let event = bound::bounded_event(event);
+        let result = serde_json::to_vec(&*event)
             .map_err(std::io::Error::from)
             .and_then(|mut line| {
                 line.push(b'\n');
-                self.out.write_all(&line)
+                self.out.write_all(&line)?;
+                if self.to_file {
+                    self.written += line.len() as u64;
+                }
+                Ok(())
             })
             .and_then(|()| self.out.flush());
         if let Err(e) = result {
@@ -155,6 +179,10 @@ impl EventSink for JsonLinesSink {
 
     fn failure(&self) -> Option<String> {
         self.failed.clone()
+    }
+
+    fn bytes_written(&self) -> u64 {
+        self.written
     }
 }
 

@@ -490,6 +490,15 @@ fields! {
         reach: host,
         doc: "Keep no audit log of the run",
     },
+    AuditBudget {
+        flag: "--audit-budget", short: -, value: "SIZE",
+        key: "audit_budget", json: "/audit_budget",
+        annotation: -,
+        ty: "size",
+        shape: one, kind: size,
+        reach: host,
+        doc: "Bytes the sandbox's events may take in the audit log (default 32M); past them its decisions are only counted, and lifecycle events and counts are still written",
+    },
     OtlpEndpoint {
         flag: "--otlp-endpoint", short: -, value: "URL",
         key: "otlp_endpoint", json: "/otlp_endpoint",

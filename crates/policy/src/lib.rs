@@ -235,6 +235,18 @@ pub struct ResourceSpec {
     pub open_files: u64,
     /// RLIMIT_FSIZE: the largest file a process may write, in bytes.
     pub file_size: Option<u64>,
+    /// Bytes the sandbox's events may take in its audit log; past them
+    /// its decisions are only counted (absent in specs stored before it
+    /// existed: the default then).
+    #[serde(default = "default_audit_budget")]
+    pub audit_budget: u64,
+}
+
+/// The audit budget of a spec that names none.
+pub const DEFAULT_AUDIT_BUDGET: u64 = 32 << 20;
+
+fn default_audit_budget() -> u64 {
+    DEFAULT_AUDIT_BUDGET
 }
 
 /// A limit together with where it came from: a person who asked for a limit
@@ -434,6 +446,7 @@ mod tests {
                 timeout: Some(Duration::new(7200, 123_456_789)),
                 open_files: 4096,
                 file_size: None,
+                audit_budget: DEFAULT_AUDIT_BUDGET,
             },
             env: vec![
                 ("PATH".into(), "/usr/bin:/bin".into()),

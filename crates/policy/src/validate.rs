@@ -744,6 +744,7 @@ desktop: true
 json_events: /tmp/e.jsonl
 audit_log: /tmp/a.jsonl
 no_audit_log: true
+audit_budget: 64M
 otlp_endpoint: http://127.0.0.1:4318
 egress:
   presets: [pypi]

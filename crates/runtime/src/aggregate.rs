@@ -9,6 +9,12 @@
 //! and verdict under no name. Nothing is dropped: everything is a line or
 //! a count, and what a window holds is bounded whatever the sandbox does.
 //! Allowed connections never come here: each has its own lines.
+//!
+//! Requests judged on a terminated connection carry their path in their
+//! detail, and a sandbox can make every path new: past the first
+//! [`REQUEST_DETAILS`] distinct ones of a name in a window, requests are
+//! counted by their rule, verdict and method (the detail up to the
+//! path), not by path.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -21,6 +27,21 @@ pub const AGGREGATION_WINDOW: Duration = Duration::from_secs(1);
 /// Distinct names (per protocol and verdict) written in full per window;
 /// past them, decisions are counted under no name.
 pub const WINDOW_NAMES: usize = 256;
+/// Distinct request details (paths) of one name written in full per
+/// window; past them, requests are counted by rule, verdict and method.
+pub const REQUEST_DETAILS: usize = 16;
+
+/// A request's detail without its path: `no request rule for NAME allows
+/// GET NAME/...` and `denied by the request rule "RULE": GET NAME/...` are
+/// kept up to the `NAME` the path follows (the method and the rule stay);
+/// a detail of another shape, up to its first `/`.
+fn request_class(name: &str, detail: &str) -> String {
+    let at = format!(" {name}/");
+    match detail.rfind(&at) {
+        Some(i) => detail[..i + at.len() - 1].to_string(),
+        None => detail.split('/').next().unwrap_or_default().to_string(),
+    }
+}
 
 /// What repeats are counted by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -58,6 +79,8 @@ pub struct Window {
     /// Named keys in this window (the unnamed ones are not bounded by it,
     /// and are few: one per protocol and verdict).
     named: usize,
+    /// Distinct request details per name in this window.
+    requests: HashMap<String, usize>,
 }
 
 fn now_ms() -> u64 {
@@ -74,6 +97,7 @@ impl Default for Window {
             since_ms: now_ms(),
             tallies: HashMap::new(),
             named: 0,
+            requests: HashMap::new(),
         }
     }
 }
@@ -86,7 +110,7 @@ impl Window {
             EventKind::Connection { reason, .. } => reason.clone(),
             _ => None,
         };
-        let (key, detail) = match &kind {
+        let (mut key, detail) = match &kind {
             EventKind::Connection {
                 protocol,
                 name,
@@ -131,6 +155,27 @@ impl Window {
             t.detail = detail;
             t.reason = reason;
             return None;
+        }
+        if let Key::Connection {
+            protocol: Protocol::Request,
+            name: Some(name),
+            detail: d,
+            ..
+        } = &mut key
+        {
+            let seen = self.requests.entry(name.clone()).or_default();
+            if *seen < REQUEST_DETAILS {
+                *seen += 1;
+            } else {
+                // Many paths of one name: by rule, verdict and method.
+                *d = request_class(name, d);
+                if let Some(t) = self.tallies.get_mut(&key) {
+                    t.repeats += 1;
+                    t.detail = detail;
+                    t.reason = reason;
+                    return None;
+                }
+            }
         }
         if self.named < WINDOW_NAMES {
             self.named += 1;
@@ -251,6 +296,56 @@ mod tests {
             [EventKind::ConnectionsAggregated { reason: Some(r), .. }] if r.code == "not_allowed"
         ));
         assert!(w.close().is_empty());
+    }
+
+    fn request(path: &str) -> EventKind {
+        EventKind::Connection {
+            protocol: Protocol::Request,
+            conn: None,
+            name: Some("api.test".into()),
+            port: 443,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail: format!("no request rule for api.test allows GET api.test{path}"),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn many_paths_of_one_name_are_counted_by_rule_and_method_not_by_path() {
+        let mut w = Window::default();
+        let written = (0..5000)
+            .filter(|i| w.admit(request(&format!("/nope/{i}"))).is_some())
+            .count();
+        // The first paths in full, then one line for the method's class.
+        assert_eq!(written, REQUEST_DETAILS + 1);
+        let out = w.close();
+        assert!(
+            matches!(
+                out.as_slice(),
+                [EventKind::ConnectionsAggregated { count, name: Some(n), .. }]
+                    if *count == 5000 - written as u64 && n == "api.test"
+            ),
+            "{out:?}"
+        );
+        assert_eq!(
+            request_class(
+                "api.test",
+                "no request rule for api.test allows POST api.test/a/b"
+            ),
+            "no request rule for api.test allows POST api.test"
+        );
+        assert_eq!(
+            request_class(
+                "api.test",
+                "denied by the request rule \"* api.test/admin/**\": GET api.test/admin/x"
+            ),
+            "denied by the request rule \"* api.test/admin/**\": GET api.test"
+        );
     }
 
     #[test]

@@ -13,8 +13,14 @@
 //! waits before any byte of it moves) instead of losing the record. A
 //! follower (`warden logs -f`) is not the log: its own bounded queue loses
 //! what it cannot take, counted as `events_dropped`.
+//!
+//! Size cannot grow without bound either: every string the sandbox
+//! chooses is cut to its kind's length before anything else sees the
+//! event (`warden_audit::bound`), and past the sandbox's byte budget in
+//! the log its decisions are only counted (`budget.rs`).
 
 use crate::aggregate::{Window, AGGREGATION_WINDOW};
+use crate::budget::{Budget, Verdict};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -52,6 +58,8 @@ pub struct Bus {
     lost: Mutex<Vec<String>>,
     /// Each layer the sandbox runs without, as its `degraded` event says.
     degraded: Mutex<Vec<String>>,
+    /// The byte budget of its events in the log.
+    budget: Mutex<Budget>,
 }
 
 /// What the writer thread is handed.
@@ -95,7 +103,16 @@ impl Bus {
             egress_bytes: AtomicU64::new(0),
             lost: Mutex::new(Vec::new()),
             degraded: Mutex::new(Vec::new()),
+            budget: Mutex::new(Budget::new(crate::budget::DEFAULT_BUDGET, 0)),
         })
+    }
+
+    /// Give the sandbox's events `limit` bytes in its log, `before` of
+    /// which earlier starts of the sandbox took.
+    pub fn set_budget(&self, limit: u64, before: u64) {
+        if let Ok(mut b) = self.budget.lock() {
+            *b = Budget::new(limit, before);
+        }
     }
 
     pub fn sandbox(&self) -> &str {
@@ -139,8 +156,10 @@ impl Bus {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             // A window's counts are written when it ends, also when no
-            // later decision comes to close it.
-            for kind in self.expired_counts() {
+            // later decision comes to close it; so are the counts past
+            // the budget when their period ends.
+            let due = self.budget.lock().map(|mut b| b.due()).unwrap_or_default();
+            for kind in self.expired_counts().into_iter().chain(due) {
                 self.write(&Event::now(&self.sandbox, kind));
             }
         }
@@ -157,6 +176,8 @@ impl Bus {
     /// Record a decision that may repeat: written when it is the first of
     /// its name and verdict in this window, counted otherwise.
     fn emit_aggregated(&self, kind: EventKind) {
+        // Bounded before it is a key: a window holds no 60 KB path.
+        let kind = warden_audit::bound::bounded(kind);
         let (counts, first) = match self.window.lock() {
             Ok(mut w) => {
                 let counts = if w.expired() { w.close() } else { Vec::new() };
@@ -215,7 +236,8 @@ impl Bus {
         }
     }
 
-    fn send(&self, e: Event) {
+    fn send(&self, mut e: Event) {
+        e.kind = warden_audit::bound::bounded(e.kind);
         if let EventKind::Degraded { layer, lost } = &e.kind {
             if let Ok(mut d) = self.degraded.lock() {
                 d.push(format!("{layer}: {lost}"));
@@ -235,11 +257,19 @@ impl Bus {
         }
     }
 
-    /// Write to every sink and follower.
+    /// Write to every sink and follower, or only count it past the
+    /// budget.
     fn write(&self, e: &Event) {
         let Ok(mut sinks) = self.sinks.lock() else {
             return;
         };
+        let written = sinks.iter().map(|s| s.bytes_written()).max().unwrap_or(0);
+        // A poisoned budget counts nothing: the event is written.
+        if let Ok(mut b) = self.budget.lock() {
+            if b.admit(&e.kind, written) == Verdict::Counted {
+                return;
+            }
+        }
         for s in sinks.iter_mut() {
             s.emit(e);
         }
@@ -294,6 +324,15 @@ impl Bus {
         }
         if let Some(h) = self.writer.lock().ok().and_then(|mut w| w.take()) {
             let _ = h.join();
+        }
+        // What was counted past the budget, however short its period.
+        let counts = self
+            .budget
+            .lock()
+            .map(|mut b| b.counts())
+            .unwrap_or_default();
+        for kind in counts {
+            self.write(&Event::now(&self.sandbox, kind));
         }
         if let Ok(mut f) = self.followers.lock() {
             f.clear();

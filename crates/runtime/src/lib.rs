@@ -19,6 +19,7 @@ pub mod allowlist;
 pub mod approvals;
 mod ask;
 pub mod backend;
+mod budget;
 pub mod client;
 pub mod desktop;
 pub mod events;

@@ -27,6 +27,7 @@ pub struct Finished {
 /// cloned from it); threads start only after the clone.
 pub fn run_once(spec: &SandboxSpec, id: &str, sinks: Vec<Sink>) -> Result<Finished, JailError> {
     let bus = Bus::new(id, sinks);
+    bus.set_budget(spec.resources.audit_budget, 0);
     let mut wiring = Wiring::new(spec, bus.clone());
     let mut sink = BusSink(bus.clone());
     let backend = crate::backend::Backend::of(spec);

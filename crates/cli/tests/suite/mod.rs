@@ -4,6 +4,7 @@ mod agents;
 mod allow_exec;
 mod allowlist;
 mod audit;
+mod audit_budget;
 mod bind_owners;
 mod changes_api;
 mod cidr_attacks;

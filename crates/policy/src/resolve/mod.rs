@@ -222,6 +222,7 @@ impl Layer {
                 timeout: self.duration(Field::Timeout),
                 open_files: limits.open_files,
                 file_size: Some(file_size.unwrap_or(defaults.file_size)),
+                audit_budget: audit_budget(self),
             },
             env,
             terminal: self.terminal(placement.stdin_is_terminal),
@@ -244,4 +245,11 @@ fn valid_hostname(h: &str) -> bool {
         && h.len() <= 63
         && !h.starts_with('-')
         && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// The bytes the sandbox's events may take in its audit log.
+fn audit_budget(layer: &Layer) -> u64 {
+    layer
+        .bytes(Field::AuditBudget)
+        .unwrap_or(crate::DEFAULT_AUDIT_BUDGET)
 }

@@ -211,6 +211,17 @@ fn supervise(
         crate::output::budget_of(spec.filesystem.disk.map(|d| d.bytes)),
     ));
     let bus = Bus::new(name, sinks);
+    // The sandbox's own log holds what its earlier starts wrote, which
+    // counts against the same budget (a log shared with other runs does
+    // not).
+    let before = stored
+        .sinks
+        .audit_log
+        .as_deref()
+        .filter(|p| p.starts_with(&dir))
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map_or(0, |m| m.len());
+    bus.set_budget(spec.resources.audit_budget, before);
     let mut wiring = Wiring::new(&spec, bus.clone());
     // This start's own id (the cgroup's name, the prefix of its questions'
     // ids): sandboxes of one name in two state directories, or one started

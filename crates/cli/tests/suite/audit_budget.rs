@@ -1,0 +1,157 @@
+//! The audit log against a sandbox that tries to fill the host's disk
+//! with it: random denied names (each one news to aggregation) and
+//! refused requests with long random paths (each detail quoting its
+//! path). Measured before the bound: about 190 KB/s of log from names and
+//! 3 MB/s from paths, lines of 120 KB for 60 KB paths, without end. Now
+//! every chosen string is cut, and past the sandbox's byte budget its
+//! decisions are only counted; the log stays within the budget, says how
+//! many of each kind were left out, keeps its lifecycle, and verifies.
+
+use crate::common::forge::{reach, Recorder};
+use crate::common::upstream::TestCa;
+use crate::common::*;
+use std::process::{Command, Stdio};
+
+/// Random A queries to the sandbox's resolver for `SECS` seconds.
+const NAMES: &str = r#"
+import random, socket, string, struct, sys, time
+ns = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.setblocking(False)
+end = time.time() + float(sys.argv[1]); n = 0
+def q(name):
+    h = struct.pack(">HHHHHH", random.randrange(65536), 0x100, 1, 0, 0, 0)
+    return h + b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+while time.time() < end:
+    name = ".".join("".join(random.choices(string.ascii_lowercase, k=60)) for _ in range(2)) + ".example"
+    try: s.sendto(q(name), (ns, 53)); n += 1
+    except BlockingIOError: time.sleep(0.001)
+    try:
+        while True: s.recv(512)
+    except BlockingIOError: pass
+print("names", n)
+"#;
+
+/// Pipelined GETs of random 7,000-byte paths no rule allows, for `SECS`
+/// seconds.
+const PATHS: &str = r#"
+import random, socket, ssl, string, sys, time
+ctx = ssl.create_default_context()
+end = time.time() + float(sys.argv[1]); port = int(sys.argv[2]); n = 0
+# Resolved once: the names flood may crowd the resolver out later.
+addr = None
+while addr is None and time.time() < end:
+    try: addr = socket.gethostbyname("forge.test")
+    except OSError: time.sleep(0.05)
+while time.time() < end:
+    t = ctx.wrap_socket(socket.create_connection((addr, port), timeout=4), server_hostname="forge.test")
+    reqs = b""
+    for i in range(20):
+        p = "/nope/" + "".join(random.choices(string.ascii_letters, k=7000))
+        reqs += b"GET " + p.encode() + b" HTTP/1.1\r\nHost: forge.test:" + str(port).encode() + b"\r\n\r\n"
+    t.sendall(reqs)
+    got = b""
+    try:
+        while got.count(b"HTTP/1.1 403") < 20:
+            d = t.recv(65536)
+            if not d: break
+            got += d
+    except Exception: pass
+    n += got.count(b"HTTP/1.1 403"); t.close()
+print("refused", n)
+"#;
+
+const BUDGET: u64 = 256 * 1024;
+
+#[test]
+fn a_sandbox_flooding_random_names_and_long_paths_leaves_a_log_within_its_budget_that_verifies() {
+    if !egress_available() {
+        return;
+    }
+    let dir = TempDir::new("audit-budget");
+    std::fs::write(dir.path().join("names.py"), NAMES).unwrap();
+    std::fs::write(dir.path().join("paths.py"), PATHS).unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let ca = TestCa::new();
+    let up = Recorder::start(&ca, "forge.test");
+    let port = up.port.to_string();
+    let d = dir.str();
+    let out = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--audit-log", log.to_str().unwrap()])
+        .args(["--audit-budget", "256K"])
+        .args(reach(&ca, &port))
+        .args([
+            "--allow-request",
+            &format!("GET forge.test:{port}/public/**"),
+            "--ro",
+            d,
+            "--",
+            "sh",
+            "-c",
+            &format!("python3 {d}/names.py 4 & python3 {d}/paths.py 4 {port}; wait"),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = stdout(&out);
+    assert!(out.status.success(), "{said}\n{}", stderr(&out));
+    let names: u64 = said
+        .lines()
+        .find_map(|l| l.strip_prefix("names "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    let refused: u64 = said
+        .lines()
+        .find_map(|l| l.strip_prefix("refused "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        names > 2000 && refused >= 40,
+        "the flood was too weak to tell: {said}\n{}",
+        stderr(&out)
+    );
+
+    let size = std::fs::metadata(&log).unwrap().len();
+    let text = std::fs::read_to_string(&log).unwrap();
+    eprintln!(
+        "{names} names and {refused} refused requests left {size} bytes in {} lines",
+        text.lines().count()
+    );
+    // The budget, and the records that outlive it: the lifecycle and a
+    // few counts.
+    assert!(
+        size <= BUDGET + 32 * 1024,
+        "the log took {size} bytes with a budget of {BUDGET}"
+    );
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest <= 4096, "a line of {longest} bytes");
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"created"), "{kinds:?}");
+    assert!(kinds.contains(&"exited"), "the end is in the log");
+    // What was left out is counted, by kind, protocol and verdict.
+    let counted = |protocol: &str| -> u64 {
+        events
+            .iter()
+            .filter(|e| e["event"] == "events_over_budget" && e["protocol"] == protocol)
+            .filter(|e| e["allowed"] == false)
+            .filter_map(|e| e["count"].as_u64())
+            .sum()
+    };
+    assert!(
+        counted("dns") > 0,
+        "no count of the denied names past the budget"
+    );
+    assert!(
+        counted("request") > 0,
+        "no count of the refused requests past the budget"
+    );
+    let verify = Command::new(warden_bin())
+        .args(["audit", "verify", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", stdout(&verify));
+    assert!(stdout(&verify).contains("intact"), "{}", stdout(&verify));
+}

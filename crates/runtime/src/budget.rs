@@ -1,0 +1,250 @@
+//! A sandbox's byte budget for its events in the log. Aggregation
+//! (`aggregate.rs`) bounds how many lines a flood writes per second, not
+//! how many over a sandbox's life: a sandbox that makes up a new name or
+//! path every moment would fill the host's disk at a rate of its choosing.
+//! So the bytes its events took in the log are counted, and past the
+//! budget the sandbox's own stream of decisions (connections, DNS
+//! answers, requests, secret actions and their counts by name) is only
+//! counted, by kind, protocol and verdict, and said once per period as an
+//! `events_over_budget` event, and at the end. What is never held back:
+//! lifecycle events, what people did (execs, answers, allowlist changes,
+//! commits, API refusals), and those counts: the budget fails closed on
+//! the sandbox's noise, not on the record of what happened to it.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+use warden_audit::{EventKind, Protocol, SecretAction};
+
+/// The budget when its field (`audit_budget`) says none.
+pub const DEFAULT_BUDGET: u64 = warden_policy::DEFAULT_AUDIT_BUDGET;
+/// How often the counts past the budget are written.
+pub const PERIOD: Duration = Duration::from_secs(60);
+/// The first counts come this soon after the budget is reached, so a
+/// reader learns of it at once.
+const FIRST_PERIOD: Duration = Duration::from_secs(1);
+
+/// What the counts past the budget are kept by: the kind left out, its
+/// protocol, its verdict.
+type Key = (&'static str, Option<Protocol>, Option<bool>);
+
+/// The budget and what was counted past it.
+#[derive(Debug)]
+pub struct Budget {
+    limit: u64,
+    /// Bytes this sandbox's events took in its log before this writer
+    /// (an earlier start of the same sandbox).
+    before: u64,
+    over: Option<Over>,
+}
+
+#[derive(Debug)]
+struct Over {
+    since_ms: u64,
+    due: Instant,
+    counts: HashMap<Key, u64>,
+    /// Allowed connections whose opening was only counted: their
+    /// closings are counted too (a closing whose opening is in the log is
+    /// written, so that the two still pair).
+    unopened: HashSet<u64>,
+}
+
+/// What to do with an event.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Write,
+    Counted,
+}
+
+impl Budget {
+    /// A budget of `limit` bytes, `before` of them taken already.
+    pub fn new(limit: u64, before: u64) -> Budget {
+        Budget {
+            limit,
+            before,
+            over: None,
+        }
+    }
+
+    /// Whether `kind` is written, given that the log took `written` bytes
+    /// so far under this writer.
+    pub fn admit(&mut self, kind: &EventKind, written: u64) -> Verdict {
+        if self.over.is_none() && self.before.saturating_add(written) >= self.limit {
+            self.over = Some(Over {
+                since_ms: crate::state::now_ms(),
+                due: Instant::now() + FIRST_PERIOD,
+                counts: HashMap::new(),
+                unopened: HashSet::new(),
+            });
+        }
+        let Some(over) = &mut self.over else {
+            return Verdict::Write;
+        };
+        let (key, count) = match kind {
+            EventKind::Connection {
+                protocol,
+                allowed,
+                conn,
+                ..
+            } => {
+                if let Some(c) = conn {
+                    over.unopened.insert(*c);
+                }
+                (("connection", Some(*protocol), Some(*allowed)), 1)
+            }
+            EventKind::ConnectionClosed { conn, .. } => {
+                if !over.unopened.remove(conn) {
+                    return Verdict::Write;
+                }
+                (("connection_closed", None, Some(true)), 1)
+            }
+            EventKind::ConnectionsAggregated {
+                protocol,
+                allowed,
+                count,
+                ..
+            } => (("connection", Some(*protocol), Some(*allowed)), *count),
+            EventKind::Secret { action, .. } => {
+                (("secret", None, Some(*action != SecretAction::Blocked)), 1)
+            }
+            EventKind::SecretsAggregated { action, count, .. } => (
+                ("secret", None, Some(*action != SecretAction::Blocked)),
+                *count,
+            ),
+            _ => return Verdict::Write,
+        };
+        *over.counts.entry(key).or_default() += count;
+        Verdict::Counted
+    }
+
+    /// The counts of the period, when it has run its time.
+    pub fn due(&mut self) -> Vec<EventKind> {
+        match &self.over {
+            Some(o) if Instant::now() >= o.due => self.counts(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The counts so far (at the end, whatever the period).
+    pub fn counts(&mut self) -> Vec<EventKind> {
+        let limit = self.limit;
+        let Some(over) = &mut self.over else {
+            return Vec::new();
+        };
+        let now = crate::state::now_ms();
+        let since_ms = std::mem::replace(&mut over.since_ms, now);
+        over.due = Instant::now() + PERIOD;
+        let mut counts: Vec<(Key, u64)> = std::mem::take(&mut over.counts).into_iter().collect();
+        // A stable order, so that two runs of the same flood read alike.
+        counts.sort_by_key(|(k, _)| format!("{k:?}"));
+        counts
+            .into_iter()
+            .map(
+                |((of, protocol, allowed), count)| EventKind::EventsOverBudget {
+                    budget_bytes: limit,
+                    of: of.to_string(),
+                    protocol,
+                    allowed,
+                    count,
+                    since_ms,
+                },
+            )
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dns(name: &str) -> EventKind {
+        EventKind::Connection {
+            protocol: Protocol::Dns,
+            conn: None,
+            name: Some(name.into()),
+            port: 53,
+            original_destination: None,
+            allowed: false,
+            rule: None,
+            detail: "A".into(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn past_the_budget_decisions_are_counted_and_lifecycle_events_written() {
+        let mut b = Budget::new(1000, 0);
+        assert_eq!(b.admit(&dns("a.test"), 10), Verdict::Write);
+        assert_eq!(b.admit(&dns("b.test"), 1000), Verdict::Counted);
+        assert_eq!(
+            b.admit(
+                &EventKind::ConnectionsAggregated {
+                    protocol: Protocol::Dns,
+                    name: None,
+                    allowed: false,
+                    count: 41,
+                    since_ms: 0,
+                    detail: String::new(),
+                    reason: None,
+                },
+                1000
+            ),
+            Verdict::Counted
+        );
+        assert_eq!(
+            b.admit(&EventKind::Started { pid: 1 }, 5000),
+            Verdict::Write
+        );
+        let counts = b.counts();
+        assert!(
+            matches!(
+                counts.as_slice(),
+                [EventKind::EventsOverBudget {
+                    count: 42,
+                    allowed: Some(false),
+                    protocol: Some(Protocol::Dns),
+                    ..
+                }]
+            ),
+            "{counts:?}"
+        );
+        assert!(b.counts().is_empty());
+    }
+
+    #[test]
+    fn what_earlier_starts_wrote_counts_against_the_budget() {
+        let mut b = Budget::new(1000, 1000);
+        assert_eq!(b.admit(&dns("a.test"), 0), Verdict::Counted);
+    }
+
+    #[test]
+    fn a_connection_opened_before_the_budget_is_closed_in_the_log() {
+        let mut b = Budget::new(1000, 0);
+        let closed = |conn| EventKind::ConnectionClosed {
+            conn,
+            name: None,
+            port: 443,
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+        };
+        let mut open = dns("a.test");
+        if let EventKind::Connection {
+            conn,
+            protocol,
+            allowed,
+            ..
+        } = &mut open
+        {
+            *conn = Some(7);
+            *protocol = Protocol::Tls;
+            *allowed = true;
+        }
+        assert_eq!(b.admit(&open, 2000), Verdict::Counted);
+        assert_eq!(b.admit(&closed(7), 2000), Verdict::Counted);
+        // Opened (and written) before: its closing pairs with it.
+        assert_eq!(b.admit(&closed(3), 2000), Verdict::Write);
+    }
+}
