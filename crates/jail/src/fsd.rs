@@ -4,8 +4,11 @@
 //! some ways more:
 //!
 //! 1. as root, no root: the capability sets emptied (as the VMM's), then
-//!    the workspace owner's user and group, with no supplementary group
-//!    (rootless, it is warden's own user, which has no capability);
+//!    the IDs it is given (the workspace owner's where they are an
+//!    ordinary account's, nobody's otherwise: `crate::identity`; a
+//!    workspace of another owner's it is then handed as an idmapped view),
+//!    with no supplementary group (rootless, it is warden's own user,
+//!    which has no capability);
 //! 2. a user namespace of its own that maps that one user and that one
 //!    group to themselves (nothing else of the host's IDs exists there),
 //!    and an empty network namespace of its own;

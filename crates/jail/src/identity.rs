@@ -130,14 +130,36 @@ impl SwapMap {
 
 /// A detached, idmapped view of the directory `dir` that shows `map`'s
 /// swap: a descriptor of its root, to hand to whoever serves the
-/// workspace as the sandbox's user (a VMM's 9p server, runsc's gofer). It
-/// is mounted nowhere; it lives as long as the descriptor.
+/// workspace as the sandbox's user (a VMM's 9p server or virtiofsd,
+/// runsc's gofer). It is mounted nowhere; it lives as long as the
+/// descriptor.
 pub fn idmapped_view(dir: &std::path::Path, map: &SwapMap) -> std::io::Result<OwnedFd> {
+    view_of(dir, nix::fcntl::OFlag::O_DIRECTORY, map)
+}
+
+/// The same for `path`, a directory or a single file, never followed
+/// when it is a link itself: a view of a single file is a mount of that
+/// file alone, to attach over a placeholder (a VM's single-file share).
+pub fn idmapped_clone(path: &std::path::Path, map: &SwapMap) -> std::io::Result<OwnedFd> {
+    view_of(path, nix::fcntl::OFlag::O_NOFOLLOW, map)
+}
+
+fn view_of(
+    path: &std::path::Path,
+    kind: nix::fcntl::OFlag,
+    map: &SwapMap,
+) -> std::io::Result<OwnedFd> {
     let source = nix::fcntl::open(
-        dir,
-        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        path,
+        nix::fcntl::OFlag::O_PATH | kind | nix::fcntl::OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )?;
+    if kind.contains(nix::fcntl::OFlag::O_NOFOLLOW)
+        && nix::sys::stat::fstat(&source)?.st_mode & libc::S_IFMT == libc::S_IFLNK
+    {
+        // O_PATH | O_NOFOLLOW opens the link itself: never a view of one.
+        return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+    }
     let tree = crate::sys::open_tree_clone_fd(source.as_fd())?;
     idmap(&tree, map)?;
     Ok(tree)

@@ -13,9 +13,23 @@
 //! `WARDEN_VM_FS=9p|virtiofs` forces one (tests; `virtiofs` without a
 //! usable virtiofsd is an error, never 9p), `WARDEN_VIRTIOFSD` names the
 //! binary.
+//!
+//! virtiofsd runs as the VMM's user (never root or a system account, see
+//! `warden_jail::identity`); a workspace of root's or a system account's
+//! is served through an idmapped view that swaps its owner with that user,
+//! handed to it as a descriptor and named `/proc/self/fd/N/` (the trailing
+//! slash: the C virtiofsd checks its source with `lstat`), as QEMU's 9p
+//! server is handed it: its `chroot` sandbox enters the view, and no path
+//! to the workspace is looked up as that user, who may not cross a root
+//! daemon's owner-only state. The Rust virtiofsd resolves its shared
+//! directory to a path first, which for a detached mount reads `/`: it is
+//! never given a view (the workspace then goes over 9p, saying so, or,
+//! forced, the start fails). Its name (`argv[0]`) says which workspace it
+//! serves, for `ps`.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -60,6 +74,8 @@ pub enum FsError {
     },
     #[error("cannot move virtiofsd into the sandbox's cgroup: {0}")]
     Cgroup(String),
+    #[error("virtiofsd {path} (the Rust one) cannot serve the workspace through the view that maps its owner (root or a system account) to virtiofsd's user: it resolves its shared directory to a path, which a view has not")]
+    NoView { path: PathBuf },
 }
 
 /// Which virtiofsd it is (their command lines differ).
@@ -199,10 +215,13 @@ fn access(fsd: &Path, share: &Path) -> warden_jail::vmm::VmmAccess {
 }
 
 /// Start `fsd` serving `share` (read-write) as `ids`, in `cgroup`, its
-/// socket made (and unlinked again) in `run_dir`, its log there.
+/// socket made (and unlinked again) in `run_dir`, its log there; with
+/// `view` (an idmapped view of `share`), it serves that view instead,
+/// handed as a descriptor.
 pub fn serve(
     fsd: &Virtiofsd,
     share: &Path,
+    view: Option<OwnedFd>,
     run_dir: &Path,
     ids: (u32, u32),
     cgroup: Option<&warden_jail::cgroup::Cgroup>,
@@ -231,10 +250,23 @@ pub fn serve(
     let mut command = Command::new(&fsd.path);
     command.env_clear();
     let fd = warden_jail::vmnet::inherit(&mut command, &listener);
+    let served_as = match &view {
+        None => share.to_path_buf(),
+        Some(_) if fsd.flavour == Flavour::Rust => {
+            return Err(FsError::NoView {
+                path: fsd.path.clone(),
+            })
+        }
+        Some(v) => PathBuf::from(format!(
+            "/proc/self/fd/{}/",
+            warden_jail::vmnet::inherit(&mut command, v)
+        )),
+    };
     let jail = warden_jail::fsd::FsdJail::prepare(&access(&fsd.path, share), ids)?;
     jail.apply(&mut command);
     let mut child = command
-        .args(argv(fsd.flavour, fd, share))
+        .arg0(format!("virtiofsd:warden:{}", share.display()))
+        .args(argv(fsd.flavour, fd, &served_as))
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2)
@@ -243,7 +275,7 @@ pub fn serve(
             path: fsd.path.clone(),
             source,
         })?;
-    drop((listener, jail));
+    drop((listener, jail, view));
     let killed = |mut c: Child| {
         let _ = c.kill();
         let _ = c.wait();
@@ -298,12 +330,12 @@ impl Drop for KillOnDrop {
 pub(crate) fn start(
     fsd: &Virtiofsd,
     forced: bool,
-    ws: &Path,
+    (ws, view): (&Path, Option<OwnedFd>),
     run_dir: &Path,
     ids: (u32, u32),
     cgroup: Option<&warden_jail::cgroup::Cgroup>,
 ) -> Result<(Option<Served>, Option<String>), FsError> {
-    match serve(fsd, ws, run_dir, ids, cgroup) {
+    match serve(fsd, ws, view, run_dir, ids, cgroup) {
         Ok(s) => Ok((Some(s), None)),
         Err(e) if forced => Err(e),
         Err(e) => Ok((

@@ -629,12 +629,19 @@ impl Machine {
         let stream = UnixStream::from(ours);
         let (ids, swap) = vmm_ids(cfg.workspace.as_deref());
         let (served, fs_note) = match (&cfg.workspace, &cfg.workspace_fs) {
-            (Some(ws), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) if swap.is_none() => {
-                crate::fsd::start(fsd, *forced, ws, &cfg.run_dir, ids, cfg.cgroup.as_deref())
-                    .map_err(MachineError::Fsd)?
-            }
-            (Some(_), crate::fsd::WorkspaceFs::VirtioFs { .. }) => {
-                (None, Some(SWAPPED_OVER_9P.into()))
+            (Some(ws), crate::fsd::WorkspaceFs::VirtioFs { fsd, forced }) => {
+                // virtiofsd runs as the VMM's user too: a workspace of
+                // another owner's it serves through the same view as 9p.
+                let view = swap.as_ref().map(|s| view(ws, s)).transpose()?;
+                crate::fsd::start(
+                    fsd,
+                    *forced,
+                    (ws, view),
+                    &cfg.run_dir,
+                    ids,
+                    cfg.cgroup.as_deref(),
+                )
+                .map_err(MachineError::Fsd)?
             }
             _ => (None, None),
         };
@@ -666,7 +673,13 @@ impl Machine {
         // Joined before the VMM runs: a VMM that cannot be confined is not
         // started.
         let jail = warden_jail::vmm::VmmJail::prepare(
-            &vmm_access(cfg, &logs.console, &root, fsd.0.is_some()),
+            &vmm_access(
+                cfg,
+                &logs.console,
+                &root,
+                fsd.0.is_some(),
+                &files.file_views,
+            ),
             cfg.netns.as_deref(),
             Some(ids),
             cfg.cgroup.as_deref(),
@@ -788,9 +801,6 @@ impl Drop for Machine {
     }
 }
 
-/// Why a workspace wanted over virtio-fs is served over 9p.
-const SWAPPED_OVER_9P: &str = "the workspace belongs to root or a system account, whose IDs the VMM never takes: it is served over 9p by the VMM as nobody, through a view that maps its owner to nobody";
-
 /// The IDs the VMM runs as when warden is root: the workspace owner's
 /// where they are an ordinary person's, so that its 9p server creates and
 /// writes the workspace's files as their owner would (and nothing of
@@ -810,6 +820,41 @@ fn vmm_ids(workspace: Option<&Path>) -> ((u32, u32), Option<warden_jail::identit
     (ids, swap)
 }
 
+/// The swap a share is served through when warden is root: a writable
+/// share of another owner's than the VMM's user (root's, a system
+/// account's, another person's) is shown with its owner's IDs exchanged
+/// with the VMM's, as the process backend idmaps its writable binds, so
+/// that the guest writes it, what it makes lands on disk as the owner's,
+/// and no other file of the host changes owner or becomes the VMM's.
+/// Read-only shares are served as they are (read as the VMM's user);
+/// rootless, nothing is swapped (the VMM is warden's own user).
+fn share_swap(
+    share: &crate::shares::Share,
+    ids: (u32, u32),
+) -> Result<Option<warden_jail::identity::SwapMap>, MachineError> {
+    use std::os::unix::fs::MetadataExt;
+    if !share.writable || !warden_jail::host::is_root() {
+        return Ok(None);
+    }
+    let m = std::fs::symlink_metadata(&share.path).map_err(|source| MachineError::Open {
+        path: share.path.clone(),
+        source,
+    })?;
+    Ok(warden_jail::identity::SwapMap::new((m.uid(), m.gid()), ids))
+}
+
+/// An idmapped view of `path` (a directory or a single file) through
+/// `swap`, detached, as a descriptor.
+fn view(
+    path: &Path,
+    swap: &warden_jail::identity::SwapMap,
+) -> Result<std::os::fd::OwnedFd, MachineError> {
+    warden_jail::identity::idmapped_clone(path, swap).map_err(|source| MachineError::Open {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// What the VMM may open (see `warden_jail::vmm`), and all its root holds:
 /// its binary, the system's libraries and firmware and `/usr` (which it
 /// serves read-only anyway; on a merged system `/bin`, `/lib` and `/lib64`
@@ -823,6 +868,7 @@ fn vmm_access(
     console: &Path,
     root: &Path,
     virtiofs: bool,
+    file_views: &[Option<std::sync::Arc<std::os::fd::OwnedFd>>],
 ) -> warden_jail::vmm::VmmAccess {
     let mut readable: Vec<PathBuf> = [
         "/usr",
@@ -854,13 +900,15 @@ fn vmm_access(
     );
     // A single file is placed alone in a directory of its own (see
     // `HandedFiles::open`), and nothing else of the host's around it.
+    // A writable one of another owner's is its idmapped view.
     let mut placed = Vec::new();
-    for s in cfg.shares.iter().filter(|s| s.file) {
+    for (i, s) in cfg.shares.iter().enumerate().filter(|(_, s)| s.file) {
         let dir = file_share_dir(&cfg.run_dir, s);
         placed.push(warden_jail::vmm::Placed {
             host: s.path.clone(),
             inside: dir.join(s.path.file_name().unwrap_or_default()),
             writable: s.writable,
+            view: file_views.get(i).cloned().flatten(),
         });
         readable.push(dir);
     }
@@ -905,9 +953,13 @@ struct HandedFiles {
     initramfs: std::os::fd::OwnedFd,
     trust: Option<std::os::fd::OwnedFd>,
     workspace: Option<std::os::fd::OwnedFd>,
-    /// Each bind's directory; none for a single file (served by path from
-    /// the VMM's own root).
+    /// Each bind's directory (a writable one of another owner's as its
+    /// idmapped view); none for a single file (served by path from the
+    /// VMM's own root).
     shares: Vec<Option<std::os::fd::OwnedFd>>,
+    /// For each bind, by its index: a writable single file of another
+    /// owner's as its idmapped view, attached in the VMM's root.
+    file_views: Vec<Option<std::sync::Arc<std::os::fd::OwnedFd>>>,
     rootfs: Option<std::os::fd::OwnedFd>,
     root_image: Option<std::os::fd::OwnedFd>,
 }
@@ -971,6 +1023,23 @@ impl HandedFiles {
             })?;
             give(&dir)?;
         }
+        let mut shares = Vec::new();
+        let mut file_views = Vec::new();
+        for s in &cfg.shares {
+            let swap = share_swap(s, ids)?;
+            let handed = match (&swap, s.file) {
+                (None, true) => None,
+                (None, false) => Some(open(&s.path, true)?),
+                (Some(swap), _) => Some(view(&s.path, swap)?),
+            };
+            if s.file {
+                shares.push(None);
+                file_views.push(handed.map(std::sync::Arc::new));
+            } else {
+                shares.push(handed);
+                file_views.push(None);
+            }
+        }
         if let Some(t) = &cfg.trust {
             give(t)?;
             for e in std::fs::read_dir(t)
@@ -1002,11 +1071,8 @@ impl HandedFiles {
                     }),
                 })
                 .transpose()?,
-            shares: cfg
-                .shares
-                .iter()
-                .map(|s| (!s.file).then(|| open(&s.path, true)).transpose())
-                .collect::<Result<_, _>>()?,
+            shares,
+            file_views,
             rootfs: cfg
                 .rootfs
                 .as_deref()

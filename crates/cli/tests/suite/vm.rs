@@ -42,6 +42,7 @@ fn a_vm_sandbox_runs_its_own_kernel_sees_no_host_secret_and_writes_the_workspace
     script.push_str(
         "touch /usr/warden-vm-write 2>/dev/null && echo USR-WRITABLE; \
          echo x > /etc/warden-vm-write 2>/dev/null && echo ETC-WRITABLE; \
+         echo warden-probe > /proc/self/comm 2>/dev/null && echo COMM-WRITABLE; \
          ls /dev | grep -q vport && echo PORT-VISIBLE; \
          grep -v lo: /proc/net/dev | grep -q : && echo NIC-PRESENT; \
          unshare -U true 2>/dev/null && echo UNSHARE-WORKED; \
@@ -80,6 +81,18 @@ fn a_vm_sandbox_runs_its_own_kernel_sees_no_host_secret_and_writes_the_workspace
         "the host's /usr was writable"
     );
     assert!(!Path::new("/usr/warden-vm-write").exists());
+    // Each probe the weakened guest passes (see
+    // `the_guest_checks_fail_when_the_guest_init_is_weakened`) fails here:
+    // its own `comm` is the process's to write by its permissions, so
+    // only Landlock refuses it.
+    for probe in [
+        "ETC-WRITABLE",
+        "COMM-WRITABLE",
+        "UNSHARE-WORKED",
+        "PORT-VISIBLE",
+    ] {
+        assert!(!out.contains(probe), "{probe}: {out}");
+    }
     // No egress asked: no network device at all.
     assert!(!out.contains("NIC-PRESENT"), "{out}");
     assert_eq!(
@@ -569,11 +582,15 @@ fn check_fsd_confined(pid: i32, owner: u32) {
         "virtiofsd's bounding set {bnd:x} holds more"
     );
     if is_root() {
+        // The owner's IDs where they are an ordinary account's; nobody's
+        // for root or a system account (warden_jail::identity), the
+        // workspace then served through a view.
+        let expected = warden_jail::identity::sandbox_ids(Some((owner, owner))).0;
         assert!(
             field("Uid")
                 .split_whitespace()
-                .all(|u| u == owner.to_string()),
-            "virtiofsd runs as {}, not as the workspace's owner {owner}",
+                .all(|u| u == expected.to_string()),
+            "virtiofsd runs as {}, not as {expected} (the workspace's owner is {owner})",
             field("Uid")
         );
     }
@@ -705,22 +722,19 @@ fn the_daemon_serves_a_vm_sandbox_with_no_change_of_its_own() {
 #[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
 fn the_guest_checks_fail_when_the_guest_init_is_weakened() {
     // The probes of the first test must be able to fail: with Landlock and
-    // seccomp switched off in the guest (a debug build's test switch), the
-    // guest's /etc is writable and a new namespace can be made.
+    // seccomp switched off in the guest (a debug build's test switch), a
+    // file the guest's process may write by its permissions but outside
+    // Landlock's writable list (its own `/proc/self/comm`) is written, and
+    // a new namespace can be made. (Its /etc is no such probe: the guest's
+    // processes are never uid 0, so the permissions refuse it anyway.)
     if !cfg!(debug_assertions) {
         skip("the weakening switch exists only in debug builds");
-        return;
-    }
-    if !is_root() {
-        skip("needs a root-owned workspace");
         return;
     }
     let Some(_) = guest_release() else {
         return;
     };
     let state = TempDir::new("vm-weak");
-    // A root-owned workspace: the guest's processes are UID 0 (without
-    // capabilities), so only Landlock keeps them out of the guest's /etc.
     let ws = TempDir::new("vm-weak-ws");
     let o = vm_warden_env(
         state.path(),
@@ -734,14 +748,19 @@ fn the_guest_checks_fail_when_the_guest_init_is_weakened() {
             "--",
             "sh",
             "-c",
-            "echo x > /etc/warden-vm-write 2>/dev/null && echo ETC-WRITABLE; \
+            "id -u; echo warden-probe > /proc/self/comm 2>/dev/null && echo COMM-WRITABLE; \
              unshare -U true 2>/dev/null && echo UNSHARE-WORKED; true",
         ],
         None,
         &[("WARDEN_TEST_WEAKEN", "seccomp,landlock")],
     );
     let out = stdout(&o);
-    assert!(out.contains("ETC-WRITABLE"), "{out}\n{}", stderr(&o));
+    assert_ne!(
+        out.lines().next(),
+        Some("0"),
+        "the guest ran as root: {out}"
+    );
+    assert!(out.contains("COMM-WRITABLE"), "{out}\n{}", stderr(&o));
     assert!(out.contains("UNSHARE-WORKED"), "{out}\n{}", stderr(&o));
 }
 

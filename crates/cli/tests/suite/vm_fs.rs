@@ -75,6 +75,7 @@ fn link_attack(fs: &str) {
            echo pwned > $l; echo pwned >> $l; truncate -s 0 $l; chmod 777 $l; done 2>/dev/null; \
          ln -s {t} made-abs; ln -s ../host-file made-rel; \
          for l in made-abs made-rel; do echo pwned > $l; chmod 777 $l; done 2>/dev/null; \
+         mount | grep -q 'on /workspace type {fs} ' && echo MOUNTED-OVER-{fs}; \
          echo done"
     );
     let o = vm_warden_env(
@@ -96,6 +97,13 @@ fn link_attack(fs: &str) {
     );
     let out = stdout(&o);
     assert!(out.contains("done"), "{out}\n{}", stderr(&o));
+    // The attack ran over the file system it names, never another one
+    // (a root-owned workspace once went over 9p whatever was asked).
+    assert!(
+        out.contains(&format!("MOUNTED-OVER-{fs}")),
+        "the guest's workspace is not {fs}: {out}\n{}",
+        stderr(&o)
+    );
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
         original,
@@ -170,6 +178,15 @@ fn virtiofsd_is_gone_after_stop_and_after_its_supervisor_is_killed() {
         assert_eq!(stdout(&o).trim(), "1", "{}", stderr(&o));
         let running = fsd_pids();
         assert_eq!(running.len(), 1, "no single virtiofsd serves the layer");
+        // Its chroot is the layer (through the view that swaps root's
+        // IDs with nobody's), never the host's `/`.
+        let root = std::fs::metadata(format!("/proc/{}/root/", running[0])).unwrap();
+        let served = std::fs::metadata(&layer).unwrap();
+        assert_eq!(
+            (root.dev(), root.ino()),
+            (served.dev(), served.ino()),
+            "virtiofsd's root is not the sandbox's layer"
+        );
         if how == "stop" {
             ok(&vm_warden(
                 state.path(),
@@ -305,8 +322,10 @@ fn idle_vmm(at: &Path) {
     std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// An escaped virtiofsd serving a workspace owned by `owner` (as root):
-/// everything it tried outside the workspace failed.
+/// An escaped virtiofsd serving a workspace owned by `owner` (as root;
+/// `None`: root's own): everything it tried outside the workspace failed.
+/// Root's and a system account's workspace it serves as nobody through an
+/// idmapped view, an ordinary account's as that account.
 fn escaped_fsd_contained(tag: &str, owner: Option<(u32, u32)>) {
     let dir = TempDir::new(tag);
     let ws = dir.path().join("ws");
@@ -355,27 +374,20 @@ fn escaped_fsd_contained(tag: &str, owner: Option<(u32, u32)>) {
     assert_ne!(code(&o), 0, "a stand-in VMM booted a guest? {out}");
     let report = std::fs::read_to_string(ws.join("fsd-report")).unwrap_or_default();
     eprintln!("the escaped virtiofsd's report:\n{report}");
-    // Since a sandbox never takes root's or a system account's host IDs,
-    // such a workspace is served over 9p through an idmapped view, and the
-    // VMM runs as nobody: no virtiofsd is started to escape from. Until
-    // this attack is aimed at the new path, say so rather than pass.
-    if report.is_empty() && !written.exists() && listener.accept().is_err() {
-        skip(&format!(
-            "no virtiofsd was started for this workspace (served another way), so there is none to escape: {}",
-            out.lines().last().unwrap_or("")
-        ));
-        return;
-    }
     assert!(
         report.starts_with("ran as"),
         "the stand-in virtiofsd did not run or could not write the workspace: {out}"
     );
-    if let Some((uid, gid)) = owner {
-        assert!(
-            report.starts_with(&format!("ran as {uid}:{gid}")),
-            "{report}"
-        );
-    }
+    let owner_ids = owner.unwrap_or((0, 0));
+    let (uid, gid) = warden_jail::identity::sandbox_ids(Some(owner_ids));
+    assert!(
+        report.starts_with(&format!("ran as {uid}:{gid}")),
+        "virtiofsd is not {uid}:{gid}: {report}"
+    );
+    // What it wrote in the workspace is the owner's on disk (through the
+    // view where it is not the owner itself).
+    let m = std::fs::metadata(ws.join("fsd-report")).unwrap();
+    assert_eq!((m.uid(), m.gid()), owner_ids, "{report}");
     assert!(
         !report.contains(&secret),
         "an escaped virtiofsd read a host file outside the workspace:\n{report}"
@@ -405,7 +417,28 @@ fn an_escaped_virtiofsd_serving_roots_workspace_reads_and_writes_nothing_of_root
 }
 
 #[test]
-fn an_escaped_virtiofsd_serving_a_users_workspace_reads_nothing_of_that_user_beside_it() {
+fn an_escaped_virtiofsd_serving_a_system_accounts_workspace_reads_nothing_of_that_account_beside_it(
+) {
+    if guest_release().is_none() {
+        return;
+    }
+    if !is_root() {
+        skip("needs root: the workspace is another account's");
+        return;
+    }
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to own the workspace");
+        return;
+    };
+    if warden_jail::identity::is_ordinary_uid(who.uid) {
+        skip("the test account is an ordinary one here: the next test's case");
+        return;
+    }
+    escaped_fsd_contained("fsd-escape-system", Some((who.uid, who.gid)));
+}
+
+#[test]
+fn an_escaped_virtiofsd_serving_an_ordinary_users_workspace_reads_nothing_of_that_user_beside_it() {
     if guest_release().is_none() {
         return;
     }
@@ -413,9 +446,8 @@ fn an_escaped_virtiofsd_serving_a_users_workspace_reads_nothing_of_that_user_bes
         skip("needs root: the workspace is another user's");
         return;
     }
-    let Some(who) = Unprivileged::get() else {
-        skip("cannot get an unprivileged user to own the workspace");
-        return;
-    };
-    escaped_fsd_contained("fsd-escape-user", Some((who.uid, who.gid)));
+    // An ordinary account's IDs (no account needs to exist for them): its
+    // virtiofsd runs as that user, without a view.
+    let (u, g) = warden_jail::identity::first_ordinary();
+    escaped_fsd_contained("fsd-escape-user", Some((u + 3243, g + 3243)));
 }

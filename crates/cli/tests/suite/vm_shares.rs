@@ -10,6 +10,7 @@ use crate::common::vm::*;
 use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -107,6 +108,10 @@ fn a_vm_guest_sees_a_single_file_bind_and_none_of_its_siblings() {
     let sibling = dir.path().join("sibling");
     std::fs::write(&rw, "rw-before\n").unwrap();
     std::fs::write(&ro, "ro-content\n").unwrap();
+    let owner = {
+        let m = std::fs::metadata(&rw).unwrap();
+        (m.uid(), m.gid())
+    };
     let secret = unique("vm-file-sibling");
     std::fs::write(&sibling, &secret).unwrap();
     let script = format!(
@@ -152,6 +157,10 @@ fn a_vm_guest_sees_a_single_file_bind_and_none_of_its_siblings() {
     );
     assert!(out.contains("RO-WRITE-REFUSED"), "{out}");
     assert_eq!(std::fs::read_to_string(&ro).unwrap(), "ro-content\n");
+    // Written through a view (as root the VMM is nobody): the file keeps
+    // its owner on the host.
+    let m = std::fs::metadata(&rw).unwrap();
+    assert_eq!((m.uid(), m.gid()), (owner.0, owner.1), "{out}");
     assert!(
         !out.contains(&secret) && !out.lines().any(|l| l.trim() == "sibling"),
         "a sibling of a bound file is visible in the guest: {out}"
@@ -160,6 +169,139 @@ fn a_vm_guest_sees_a_single_file_bind_and_none_of_its_siblings() {
         !out.lines().any(|l| l.trim() == ".file"),
         "the staging mount stayed: {out}"
     );
+}
+
+/// An ordinary ID no account here has: the owner of a file the guest must
+/// neither read nor take.
+const STRANGER: u32 = 4242;
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_guest_writes_a_root_owned_rw_bind_as_its_own_and_changes_nothing_of_the_host_beside_it() {
+    if !is_root() {
+        skip("needs root: the bind must belong to root, whose IDs the VMM never takes");
+        return;
+    }
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-rw-view");
+    let ws = TempDir::new("vm-rw-view-ws");
+    let outer = TempDir::new("vm-rw-view-outer");
+    std::fs::set_permissions(outer.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rw = outer.path().join("rw");
+    std::fs::create_dir(&rw).unwrap();
+    std::fs::set_permissions(&rw, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = unique("vm-rw-view-secret");
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    // Beside the bind: a root-only file, and a file the guest's links aim
+    // at; in it: root's file (the guest's to write through the view) and
+    // another account's private one (never the guest's).
+    let beside = outer.path().join("beside");
+    std::fs::write(&beside, &secret).unwrap();
+    mode(&beside, 0o600).unwrap();
+    let victim = outer.path().join("victim");
+    std::fs::write(&victim, "victim-content").unwrap();
+    mode(&victim, 0o644).unwrap();
+    std::fs::write(rw.join("inside.txt"), "before\n").unwrap();
+    mode(&rw.join("inside.txt"), 0o644).unwrap();
+    let other = rw.join("other");
+    std::fs::write(&other, &secret).unwrap();
+    mode(&other, 0o600).unwrap();
+    std::os::unix::fs::chown(&other, Some(STRANGER), Some(STRANGER)).unwrap();
+    std::os::unix::fs::symlink(&victim, rw.join("link-abs")).unwrap();
+    std::os::unix::fs::symlink("../victim", rw.join("link-rel")).unwrap();
+    let in_etc = plant("/etc", &secret).unwrap();
+    mode(&in_etc.0, 0o600).unwrap();
+    let script = format!(
+        "cd {rw} || exit 9; \
+         echo made > new && echo RW-MADE; \
+         echo more >> inside.txt && echo RW-APPENDED; \
+         mkdir d && echo deep > d/f && echo RW-DEEP; \
+         cat other {beside} {etc} 2>/dev/null; \
+         for l in link-abs link-rel; do echo pwned > $l; chmod 777 $l; done 2>/dev/null; \
+         chown 0:0 new 2>/dev/null && echo CHOWNED-ROOT; \
+         chown {STRANGER}:{STRANGER} new 2>/dev/null && echo CHOWNED-OTHER; \
+         chown $(id -u) other 2>/dev/null && echo CHOWNED-OTHERS-FILE; \
+         chmod 666 other 2>/dev/null && echo CHMOD-OTHERS-FILE; \
+         chmod 777 {victim} 2>/dev/null && echo CHMOD-OUTSIDE; \
+         touch {outer}/created 2>/dev/null; ln inside.txt hard 2>/dev/null; \
+         echo end",
+        rw = rw.display(),
+        beside = beside.display(),
+        etc = in_etc.0.display(),
+        victim = victim.display(),
+        outer = outer.str(),
+    );
+    let o = vm_warden(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "-w",
+            ws.str(),
+            "--rw",
+            rw.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        None,
+    );
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "stdout: {out}\nstderr: {}", stderr(&o));
+    for said in ["RW-MADE", "RW-APPENDED", "RW-DEEP", "end"] {
+        assert!(out.contains(said), "{said} missing: {out}\n{}", stderr(&o));
+    }
+    // What the guest made and changed is root's, as the bind is.
+    for p in [rw.clone(), rw.join("new"), rw.join("d"), rw.join("d/f")] {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (0, 0),
+            "{} is not root's: {out}",
+            p.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(rw.join("inside.txt")).unwrap(),
+        "before\nmore\n"
+    );
+    // Nothing of anyone else's became readable or changed hands.
+    assert!(!out.contains(&secret), "a host file was read: {out}");
+    for said in [
+        "CHOWNED-ROOT",
+        "CHOWNED-OTHER",
+        "CHOWNED-OTHERS-FILE",
+        "CHMOD-OTHERS-FILE",
+        "CHMOD-OUTSIDE",
+    ] {
+        assert!(!out.contains(said), "{said}: {out}");
+    }
+    let m = std::fs::metadata(&other).unwrap();
+    assert_eq!(
+        (m.uid(), m.gid(), m.mode() & 0o7777),
+        (STRANGER, STRANGER, 0o600)
+    );
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), secret);
+    let m = std::fs::metadata(&victim).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (0, 0, 0o644));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim-content");
+    let mut beside_names: Vec<String> = std::fs::read_dir(outer.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    beside_names.sort();
+    assert_eq!(
+        beside_names,
+        ["beside", "rw", "victim"],
+        "the guest made something beside its bind"
+    );
+    let m = std::fs::metadata(&in_etc.0).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o600));
 }
 
 #[test]

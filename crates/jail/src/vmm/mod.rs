@@ -47,7 +47,7 @@ mod rules;
 // Reused by virtiofsd's jail (`crate::fsd`).
 pub(crate) use rules::{filter, ruleset};
 
-pub use root::{Kind, RootPlan, RootPlanError};
+pub use root::{Kind, PlacedPath, RootPlan, RootPlanError};
 
 /// `NS_GET_USERNS`: the user namespace that owns a namespace, as a new
 /// descriptor (`_IO(0xb7, 0x1)`).
@@ -117,6 +117,13 @@ pub struct Placed {
     pub host: PathBuf,
     pub inside: PathBuf,
     pub writable: bool,
+    /// A detached mount tree of `host` to attach there instead of binding
+    /// `host` itself: an idmapped view ([`crate::identity::idmapped_clone`])
+    /// that shows the file as the helper's own user's, so that it writes
+    /// a file of root's or of another account without taking its IDs.
+    /// Landlock's rules still name `host` (they hold on its inode, however
+    /// it is reached).
+    pub view: Option<std::sync::Arc<OwnedFd>>,
 }
 
 /// Where the VMM's network namespace comes from.
@@ -141,6 +148,9 @@ pub struct VmmJail {
     groups: Vec<libc::gid_t>,
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
+    /// The placed views the root attaches, open until the helper is
+    /// spawned.
+    _views: Vec<std::sync::Arc<OwnedFd>>,
 }
 
 impl VmmJail {
@@ -221,12 +231,14 @@ impl VmmJail {
                 .chain(DEVICES.iter().map(PathBuf::from))
                 .map(|p| (p, Kind::Device)),
         );
-        let placed: Vec<(PathBuf, PathBuf, Kind)> = access
+        let placed: Vec<PlacedPath> = access
             .placed
             .iter()
-            .map(|p| {
-                let kind = if p.writable { Kind::Write } else { Kind::Read };
-                (p.host.clone(), p.inside.clone(), kind)
+            .map(|p| PlacedPath {
+                host: p.host.clone(),
+                inside: p.inside.clone(),
+                kind: if p.writable { Kind::Write } else { Kind::Read },
+                view: p.view.as_deref().map(AsRawFd::as_raw_fd),
             })
             .collect();
         Ok(VmmJail {
@@ -237,6 +249,11 @@ impl VmmJail {
             groups,
             ruleset: rules::ruleset(access)?,
             filter: rules::filter()?,
+            _views: access
+                .placed
+                .iter()
+                .filter_map(|p| p.view.clone())
+                .collect(),
         })
     }
 

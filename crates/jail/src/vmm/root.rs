@@ -7,6 +7,7 @@
 //! with plain system calls only.
 
 use std::ffi::CString;
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -57,6 +58,26 @@ enum Step {
         to: CString,
         attrs: u64,
     },
+    /// A detached mount tree made before the fork (an idmapped view),
+    /// attached, then these attributes on every mount below.
+    Attach {
+        tree: RawFd,
+        to: CString,
+        attrs: u64,
+    },
+}
+
+/// A host file (or directory) placed at another path of the root, or,
+/// with `view`, the detached mount tree of it (an idmapped view, made
+/// before the fork: a mount cannot be cloned into the helper's new mount
+/// namespace from there) attached at that path instead. The descriptor
+/// must stay open until the helper has been spawned.
+#[derive(Debug, Clone)]
+pub struct PlacedPath {
+    pub host: PathBuf,
+    pub inside: PathBuf,
+    pub kind: Kind,
+    pub view: Option<RawFd>,
 }
 
 /// The root, planned.
@@ -93,7 +114,7 @@ impl RootPlan {
     pub fn new(
         at: &Path,
         paths: &[(PathBuf, Kind)],
-        placed: &[(PathBuf, PathBuf, Kind)],
+        placed: &[PlacedPath],
     ) -> Result<RootPlan, RootPlanError> {
         let bad_root = || RootPlanError::BadRoot {
             path: at.to_path_buf(),
@@ -164,19 +185,26 @@ impl RootPlan {
             });
             placed_so_far.push((rel, kind));
         }
-        for (host, inside, kind) in placed {
-            let rel = relative(inside)?;
+        for p in placed {
+            let rel = relative(&p.inside)?;
             parents(at, &rel, &mut made, &mut steps)?;
             let to = at.join(&rel);
-            steps.push(if host.is_dir() {
+            steps.push(if p.host.is_dir() {
                 Step::Dir(cstr(&to)?)
             } else {
                 Step::File(cstr(&to)?)
             });
-            steps.push(Step::Bind {
-                from: cstr(host)?,
-                to: cstr(&to)?,
-                attrs: attrs(*kind),
+            steps.push(match p.view {
+                Some(tree) => Step::Attach {
+                    tree,
+                    to: cstr(&to)?,
+                    attrs: attrs(p.kind),
+                },
+                None => Step::Bind {
+                    from: cstr(&p.host)?,
+                    to: cstr(&to)?,
+                    attrs: attrs(p.kind),
+                },
             });
         }
         steps.push(Step::Dir(cstr(&at.join("proc"))?));
@@ -258,6 +286,13 @@ impl RootPlan {
                             libc::MS_BIND | libc::MS_REC,
                             std::ptr::null(),
                         ))?;
+                        crate::sys::mount_setattr_path(to, *attrs, true)
+                            .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+                    }
+                    Step::Attach { tree, to, attrs } => {
+                        let tree = std::os::fd::BorrowedFd::borrow_raw(*tree);
+                        crate::sys::move_mount_to(tree, to)
+                            .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
                         crate::sys::mount_setattr_path(to, *attrs, true)
                             .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
                     }

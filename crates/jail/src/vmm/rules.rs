@@ -5,7 +5,7 @@ use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
-use libseccomp::{ScmpAction, ScmpFilterContext, ScmpSyscall};
+use libseccomp::{ScmpAction, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
 use std::io::{Read, Seek};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -81,14 +81,52 @@ pub(crate) fn ruleset(access: &VmmAccess) -> Result<OwnedFd, VmmJailError> {
     Option::<OwnedFd>::from(ruleset).ok_or(VmmJailError::NoLandlock)
 }
 
+/// The calls that set a file's mode, with the index of their mode
+/// argument: a helper's (the VMM's 9p server, virtiofsd) with a
+/// set-user-ID or set-group-ID bit fails with `EPERM`, whatever its guest
+/// asks. The guest's own seccomp filter refuses its processes those bits,
+/// but a guest whose kernel is taken over asks the helper directly; a
+/// set-user-ID file it made would be there for the host to run, and
+/// through an idmapped view (`crate::identity`) a file the helper makes or
+/// changes as nobody is root's on disk.
+const SETID_MODE_CALLS: &[(&str, u32)] = &[
+    ("chmod", 1),
+    ("fchmod", 1),
+    ("fchmodat", 2),
+    ("fchmodat2", 2),
+    ("open", 2),
+    ("creat", 1),
+    ("openat", 3),
+    ("mknod", 1),
+    ("mknodat", 2),
+];
+
+/// `fchmodat2(2)`'s number (the same on every architecture), for a
+/// libseccomp too old to know its name.
+const FCHMODAT2: i32 = 452;
+
 /// The seccomp program stacked under QEMU's own: `socket(2)` fails with
-/// `EPERM` whatever the family, `io_uring_setup(2)` with `ENOSYS`.
+/// `EPERM` whatever the family, `io_uring_setup(2)` with `ENOSYS`, and a
+/// mode with a set-ID bit with `EPERM` ([`SETID_MODE_CALLS`]).
 pub(crate) fn filter() -> Result<Vec<libc::sock_filter>, VmmJailError> {
     let e = |e: libseccomp::error::SeccompError| VmmJailError::Seccomp(e.to_string());
     let mut f = ScmpFilterContext::new(ScmpAction::Allow).map_err(e)?;
     for (name, errno) in [("socket", libc::EPERM), ("io_uring_setup", libc::ENOSYS)] {
         let call = ScmpSyscall::from_name(name).map_err(e)?;
         f.add_rule(ScmpAction::Errno(errno), call).map_err(e)?;
+    }
+    for (name, arg) in SETID_MODE_CALLS {
+        let call = match ScmpSyscall::from_name(name) {
+            Ok(c) => c,
+            Err(_) if *name == "fchmodat2" => ScmpSyscall::from(FCHMODAT2),
+            Err(err) => return Err(e(err)),
+        };
+        for bit in [libc::S_ISUID, libc::S_ISGID] {
+            let bit = u64::from(bit);
+            let when = ScmpArgCompare::new(*arg, ScmpCompareOp::MaskedEqual(bit), bit);
+            f.add_rule_conditional(ScmpAction::Errno(libc::EPERM), call, &[when])
+                .map_err(e)?;
+        }
     }
     let file =
         nix::sys::memfd::memfd_create(c"warden-vmm-filter", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
