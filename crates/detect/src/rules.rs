@@ -36,8 +36,8 @@ pub struct Rule {
     /// The capture group holding the value (0: the whole match).
     pub(crate) value: usize,
     pub(crate) check: Check,
-    /// Literals of which every match holds at least one, in lower case and
-    /// compared ignoring ASCII case: a short text holding none of them
+    /// Literals of which every match holds at least one (written in lower
+    /// case, compared ignoring ASCII case): a short text holding none of them
     /// cannot match, so the pattern is neither compiled nor run over it (compiling the
     /// whole table cost a few milliseconds, paid by every `warden run`
     /// at its first recorded command line). A test derives, from each
