@@ -78,21 +78,16 @@ fn can_run() -> bool {
         eprintln!("SKIPPED: no {BUSYBOX} (install busybox-static) to build the images");
         return false;
     }
-    for tool in [
+    if let Some(tool) = super::missing_tool(&[
         "containerd",
         "ctr",
         "containerd-shim-runc-v2",
         "runc",
         "tar",
-    ] {
-        if !Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            eprintln!("SKIPPED: {tool} is not installed (apt-get install containerd runc)");
-            return false;
-        }
+        "sha256sum",
+    ]) {
+        eprintln!("SKIPPED: {tool} is not installed (apt-get install containerd runc)");
+        return false;
     }
     for plugin in ["bridge", "host-local", "loopback"] {
         if !Path::new(CNI_BIN).join(plugin).exists() {

@@ -169,3 +169,13 @@ pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The first of `tools` that is not on `PATH`, if one is not.
+pub fn missing_tool<'a>(tools: &[&'a str]) -> Option<&'a str> {
+    tools.iter().copied().find(|tool| {
+        !Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}

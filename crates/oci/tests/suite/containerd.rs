@@ -29,21 +29,15 @@ impl Drop for Containerd {
 
 impl Containerd {
     fn start() -> Option<Containerd> {
-        for tool in [
+        if let Some(tool) = missing_tool(&[
             "containerd",
             "ctr",
             "containerd-shim-runc-v2",
             "tar",
             "sha256sum",
-        ] {
-            if !Command::new("sh")
-                .args(["-c", &format!("command -v {tool}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-            {
-                eprintln!("SKIPPED: {tool} is not installed (apt-get install containerd)");
-                return None;
-            }
+        ]) {
+            eprintln!("SKIPPED: {tool} is not installed (apt-get install containerd)");
+            return None;
         }
         if !nix::unistd::geteuid().is_root() {
             eprintln!("SKIPPED: containerd needs root");
@@ -124,11 +118,28 @@ impl Containerd {
 
     /// `ctr run --rm` through warden-oci; its output.
     fn run(&self, id: &str, extra: &[&str], cmd: &[&str]) -> Output {
+        self.ctr_run("--rm", id, extra, cmd)
+    }
+
+    /// `ctr run -d` through warden-oci, which must start.
+    fn run_detached(&self, id: &str, extra: &[&str], cmd: &[&str]) {
+        let o = self.ctr_run("-d", id, extra, cmd);
+        assert!(
+            o.status.success(),
+            "run -d: {} {}",
+            text(&o.stderr),
+            self.log()
+        );
+    }
+
+    /// `ctr run MODE` of `cmd` as container `id` through warden-oci, with
+    /// `extra` options (annotations, namespaces, mounts).
+    fn ctr_run(&self, mode: &str, id: &str, extra: &[&str], cmd: &[&str]) -> Output {
         let bin = bin();
         let root = self.runtime_root();
         let mut args = vec![
             "run",
-            "--rm",
+            mode,
             "--snapshotter",
             "native",
             "--runtime",
@@ -358,30 +369,7 @@ fn a_profile_in_the_pods_own_image_is_never_read_as_the_nodes() {
 #[test]
 fn ctr_task_exec_kill_and_delete_go_through_warden() {
     let Some(c) = with_image() else { return };
-    let bin = bin();
-    let root = c.runtime_root();
-    let o = c.ctr(&[
-        "run",
-        "-d",
-        "--snapshotter",
-        "native",
-        "--runtime",
-        "io.containerd.runc.v2",
-        "--runc-binary",
-        bin,
-        "--runc-root",
-        root.to_str().unwrap(),
-        IMAGE,
-        "long",
-        "sleep",
-        "600",
-    ]);
-    assert!(
-        o.status.success(),
-        "run -d: {} {}",
-        text(&o.stderr),
-        c.log()
-    );
+    c.run_detached("long", &[], &["sleep", "600"]);
     let o = c.ctr(&["task", "ls"]);
     assert!(text(&o.stdout).contains("RUNNING"), "{}", text(&o.stdout));
     // An exec: its output and exit status come back through the shim.
@@ -404,8 +392,11 @@ fn ctr_task_exec_kill_and_delete_go_through_warden() {
     );
     assert_eq!(text(&o.stdout).trim(), "in-exec");
     // The sandbox's audit log recorded it.
-    let audit =
-        std::fs::read_to_string(root.join("warden-test/sandboxes/long/audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(
+        c.runtime_root()
+            .join("warden-test/sandboxes/long/audit.jsonl"),
+    )
+    .unwrap();
     assert!(audit.contains("in-exec"), "{audit}");
     let o = c.ctr(&["task", "kill", "-s", "SIGKILL", "long"]);
     assert!(o.status.success(), "kill: {}", text(&o.stderr));
@@ -421,7 +412,7 @@ fn ctr_task_exec_kill_and_delete_go_through_warden() {
     let o = c.ctr(&["task", "delete", "long"]);
     assert!(o.status.success(), "task delete: {}", text(&o.stderr));
     assert!(c.ctr(&["container", "delete", "long"]).status.success());
-    let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
+    let left: Vec<_> = std::fs::read_dir(c.runtime_root().join("warden-test/sandboxes"))
         .map(|d| d.flatten().collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
@@ -646,34 +637,14 @@ fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
     ];
     let policy: Vec<&str> = policy.iter().map(String::as_str).collect();
     // The pod's first container serves on its localhost.
-    let bin = bin();
-    let root = c.runtime_root();
-    let mut args = vec![
-        "run",
-        "-d",
-        "--snapshotter",
-        "native",
-        "--runtime",
-        "io.containerd.runc.v2",
-        "--runc-binary",
-        bin,
-        "--runc-root",
-        root.to_str().unwrap(),
-    ];
-    args.extend_from_slice(&policy);
-    args.extend_from_slice(&[
-        IMAGE,
+    c.run_detached(
         "pod-server",
-        "sh",
-        "-c",
-        "while true; do echo served-by-the-first | nc -l -p 8080; done",
-    ]);
-    let o = c.ctr(&args);
-    assert!(
-        o.status.success(),
-        "run -d: {} {}",
-        text(&o.stderr),
-        c.log()
+        &policy,
+        &[
+            "sh",
+            "-c",
+            "while true; do echo served-by-the-first | nc -l -p 8080; done",
+        ],
     );
     std::thread::sleep(Duration::from_millis(500));
     // The second reaches it on localhost, reaches the allowed name through
@@ -724,7 +695,7 @@ fn containers_of_one_pod_share_localhost_and_go_out_only_through_warden() {
         .ctr(&["container", "delete", "pod-server"])
         .status
         .success());
-    let left: Vec<_> = std::fs::read_dir(root.join("warden-test/sandboxes"))
+    let left: Vec<_> = std::fs::read_dir(c.runtime_root().join("warden-test/sandboxes"))
         .map(|d| d.flatten().collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
@@ -802,29 +773,7 @@ fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
         "type=bind,src=/usr,dst=/usr,options=rbind:ro".to_string(),
     ];
     let policy: Vec<&str> = policy.iter().map(String::as_str).collect();
-    let bin = bin();
-    let root = c.runtime_root();
-    let mut args = vec![
-        "run",
-        "-d",
-        "--snapshotter",
-        "native",
-        "--runtime",
-        "io.containerd.runc.v2",
-        "--runc-binary",
-        bin,
-        "--runc-root",
-        root.to_str().unwrap(),
-    ];
-    args.extend_from_slice(&policy);
-    args.extend_from_slice(&[IMAGE, "pod-first", "sleep", "600"]);
-    let o = c.ctr(&args);
-    assert!(
-        o.status.success(),
-        "run -d: {} {}",
-        text(&o.stderr),
-        c.log()
-    );
+    c.run_detached("pod-first", &policy, &["sleep", "600"]);
     let script = format!(
         "echo token=$TOKEN; /usr/bin/curl -sS --cacert /run/warden/ca-bundle.crt -H \"Authorization: Bearer $TOKEN\" https://api.secret.test:{port}/from-the-second"
     );
