@@ -24,6 +24,11 @@ export function sandboxesPage(root) {
   const profile = h('select', { id: 'new-profile', name: 'profile' }, h('option', { value: '' }, 'default'));
   loadProfiles(profile);
   const workspace = h('input', { id: 'new-workspace', name: 'workspace', placeholder: 'none' });
+  // The options, from the daemon's field table (GET /v1/fields): each
+  // input carries its field's JSON pointer and shape, and the body is
+  // built from those, never from keys spelled here.
+  const options = h('div', { class: 'fields options' });
+  loadFields(options);
   const form = h(
     'form',
     { class: 'create card', onsubmit: (e) => create(e) },
@@ -33,6 +38,7 @@ export function sandboxesPage(root) {
       h('label', {}, 'Profile', profile),
       h('label', {}, 'Workspace', workspace),
       h('button', { type: 'submit' }, 'Create')),
+    options,
   );
   const cpu = new Map();
   root.append(h('h1', {}, 'Sandboxes'), h('div', { class: 'scroll' }, table), form);
@@ -43,10 +49,13 @@ export function sandboxesPage(root) {
     if (name.value) req.name = name.value;
     if (profile.value) req.profile = profile.value;
     if (workspace.value) req.workspace = workspace.value;
+    const spec = specFrom(options);
+    if (spec) req.spec = spec;
     try {
       const sb = await api('POST', '/v1/sandboxes', req);
       toast(`Created ${sb.id}`);
       name.value = '';
+      for (const input of options.querySelectorAll('input')) input.value = '';
       refresh();
     } catch (err) {
       toast(err.message, true);
@@ -141,4 +150,44 @@ async function loadProfiles(select) {
   } catch (err) {
     toast(`The profiles could not be listed: ${err.message}`, true);
   }
+}
+
+// The options the form offers, by profile key, in this order: those the
+// daemon's table has and a caller may set (reach `sandbox`).
+const OFFERED = ['resources.memory', 'resources.cpus', 'resources.timeout', 'egress.domains'];
+const EXAMPLE = { size: '512M', cores: '1.5', duration: '10m', count: '256' };
+
+async function loadFields(root) {
+  try {
+    const { fields } = await api('GET', '/v1/fields');
+    const rows = OFFERED.map((key) => fields.find((f) => f.key === key && f.reach === 'sandbox')).filter(Boolean);
+    root.append(...rows.map((f) => {
+      const placeholder = f.shape === 'list' ? 'comma-separated' : EXAMPLE[f.kind] || '';
+      const input = h('input', { name: f.key, placeholder, title: f.doc, dataset: { json: f.json, shape: f.shape, kind: f.kind } });
+      return h('label', { title: f.doc }, f.key, input);
+    }));
+  } catch (err) {
+    toast(`The options could not be listed: ${err.message}`, true);
+  }
+}
+
+// A profile document from the inputs that have a value, each put at its
+// field's JSON pointer; a list field's text split at commas. Null when
+// none has a value.
+export function specFrom(root) {
+  let spec = null;
+  for (const input of root.querySelectorAll('input[data-json]')) {
+    const text = input.value.trim();
+    if (!text) continue;
+    const { json, shape, kind } = input.dataset;
+    let value = text;
+    if (shape === 'list') value = text.split(',').map((v) => v.trim()).filter(Boolean);
+    else if (['cores', 'count', 'port'].includes(kind) && /^[0-9]+(\.[0-9]+)?$/.test(text)) value = Number(text);
+    spec = spec || {};
+    const path = json.split('/').slice(1);
+    let at = spec;
+    for (const part of path.slice(0, -1)) at = at[part] = at[part] || {};
+    at[path[path.length - 1]] = value;
+  }
+  return spec;
 }

@@ -8,8 +8,9 @@
 // (printed). With `--screenshot FILE` the sandbox page's screenshot is
 // also written there (the README's docs/dashboard.png).
 //
-// The create form picks its profile from the daemon's list; a denial of
-// a name already allowed proposes no entry for it again.
+// The create form picks its profile from the daemon's list and its
+// options from the daemon's field table (GET /v1/fields); a denial of a
+// name already allowed proposes no entry for it again.
 //
 // Run: WARDEN_BIN=target/debug/warden node dashboard/tests/e2e.mjs
 
@@ -272,6 +273,42 @@ try {
     await page.locator('tr[data-id=picked] td', { hasText: 'python' }).first().waitFor();
     await owner('POST', '/v1/sandboxes/picked/stop', {}).catch(() => {});
     await owner('DELETE', '/v1/sandboxes/picked');
+  });
+
+  await scenario("the create form's options are the daemon's field table's, and what is typed reaches the sandbox's spec", async () => {
+    const { fields } = await call('GET', '/v1/fields');
+    for (const key of ['resources.memory', 'resources.timeout', 'egress.domains']) {
+      const row = fields.find((f) => f.key === key);
+      if (!row) throw new Error(`GET /v1/fields has no ${key}`);
+      const input = page.locator(`form.create input[name="${key}"]`);
+      await input.waitFor();
+      if ((await input.getAttribute('data-json')) !== row.json) throw new Error(`the ${key} input is not the table's ${row.json}`);
+    }
+    await page.fill('#new-name', 'optioned');
+    await page.fill('form.create input[name="resources.memory"]', '256M');
+    await page.fill('form.create input[name="resources.timeout"]', '10m');
+    await page.fill('form.create input[name="egress.domains"]', 'one.test, two.test');
+    const sent = page.waitForRequest((r) => r.url().endsWith('/v1/sandboxes') && r.method() === 'POST');
+    await page.click('form.create button[type=submit]');
+    const body = JSON.parse((await sent).postData());
+    const want = { resources: { memory: '256M', timeout: '10m' }, egress: { domains: ['one.test', 'two.test'] } };
+    if (JSON.stringify(body.spec) !== JSON.stringify(want)) throw new Error(`the body's spec: ${JSON.stringify(body)}`);
+    await page.locator('tr[data-id=optioned]').waitFor();
+    // What the daemon resolved and keeps for the sandbox.
+    const kept = JSON.parse(readFileSync(join(state, 'warden/sandboxes/optioned/sandbox.json'), 'utf8')).spec;
+    if (kept.resources.memory.value !== 256 * 1024 * 1024 || kept.resources.timeout === null) throw new Error(`the sandbox's limits: ${JSON.stringify(kept.resources)}`);
+    if (!JSON.stringify(kept.network).includes('two.test')) throw new Error(`the sandbox's names: ${JSON.stringify(kept.network)}`);
+    // A value its kind refuses is the daemon's refusal, at its pointer.
+    await page.fill('#new-name', 'badsize');
+    await page.fill('form.create input[name="resources.memory"]', '4 GB');
+    expectedStatus = /status of (401|422|400)/;
+    await page.click('form.create button[type=submit]');
+    await page.locator('#toast.bad', { hasText: 'memory' }).waitFor();
+    expectedStatus = /status of 401/;
+    await owner('POST', '/v1/sandboxes/optioned/stop', {}).catch(() => {});
+    await owner('DELETE', '/v1/sandboxes/optioned');
+    await page.fill('form.create input[name="resources.memory"]', '');
+    await page.fill('#new-name', '');
   });
 
   await scenario('a denied connection shows up live', async () => {

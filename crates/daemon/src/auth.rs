@@ -317,6 +317,7 @@ pub const ROUTES: &[Route] = &[
     ),
     r("GET", "/v1/pools", Scope::SandboxesRead, false),
     r("GET", "/v1/profiles", Scope::SandboxesRead, false),
+    r("GET", "/v1/fields", Scope::SandboxesRead, false),
     r("GET", "/v1/tokens", Scope::Admin, false),
     r("POST", "/v1/tokens", Scope::Admin, false),
     r("DELETE", "/v1/tokens/{token}", Scope::Admin, false),

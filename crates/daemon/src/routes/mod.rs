@@ -10,6 +10,7 @@ pub(crate) mod desktop;
 pub(crate) mod egress;
 pub(crate) mod events;
 pub(crate) mod exec;
+mod fields;
 pub(crate) mod files;
 mod inside;
 pub(crate) mod pause;
@@ -94,6 +95,7 @@ pub enum Transport {
         desktop::act,
         pools::list,
         profiles::list,
+        fields::list,
         tokens::list,
         tokens::create,
         tokens::revoke,
@@ -113,7 +115,9 @@ pub enum Transport {
         desktop::ActionDone,
         watch::Kind,
         profiles::ProfileList,
-        profiles::ProfileEntry
+        profiles::ProfileEntry,
+        fields::FieldList,
+        fields::FieldEntry
     )),
     modifiers(&Security)
 )]
@@ -207,6 +211,7 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/v1/pools", get(pools::list))
         .route("/v1/profiles", get(profiles::list))
+        .route("/v1/fields", get(fields::list))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{token}", delete(tokens::revoke))
         .route_service("/mcp", crate::mcp::http::service(app.clone()))
