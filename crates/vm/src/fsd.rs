@@ -369,6 +369,31 @@ mod tests {
     }
 
     #[test]
+    fn the_rust_virtiofsd_is_never_given_a_view_it_would_resolve_to_the_hosts_root() {
+        // It canonicalizes its shared directory: a detached view's
+        // `/proc/self/fd/N` reads `/`. Refused before anything runs.
+        let dir = tempfile::tempdir().unwrap();
+        let fsd = Virtiofsd {
+            path: PathBuf::from("/bin/true"),
+            flavour: Flavour::Rust,
+        };
+        let view = OwnedFd::from(std::fs::File::open(dir.path()).unwrap());
+        let got = serve(
+            &fsd,
+            dir.path(),
+            Some(view),
+            dir.path(),
+            (65534, 65534),
+            None,
+        );
+        assert!(
+            matches!(got, Err(FsError::NoView { .. })),
+            "{:?}",
+            got.err()
+        );
+    }
+
+    #[test]
     fn a_virtiofsd_is_told_apart_by_its_options() {
         let dir = tempfile::tempdir().unwrap();
         let rust = dir.path().join("rust");
