@@ -382,11 +382,17 @@ pub struct TokenList {
     pub tokens: Vec<TokenInfo>,
 }
 
-/// `GET /v1/health`.
+/// `GET /v1/health`: that the daemon is up, and its version. Only a
+/// caller with a credential (the owner's socket, a token) is told how
+/// many sandboxes it reaches: an answer to anyone who can reach the port
+/// (a local user, a web page through DNS rebinding) carries no state.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 pub struct Health {
     pub version: String,
-    pub sandboxes: usize,
+    /// The sandboxes the caller reaches (every one for the owner); absent
+    /// for a caller without a credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandboxes: Option<usize>,
 }
 
 /// The body of every error answer.

@@ -15,6 +15,7 @@ mod daemon;
 mod daemon_attacks;
 mod daemon_bounds;
 mod daemon_egress;
+mod daemon_health;
 mod daemon_profiles;
 mod daemon_retention;
 mod daemon_starvation;

@@ -31,11 +31,34 @@ pub async fn blocking<T: Send + 'static>(
 }
 
 #[utoipa::path(get, path = "/v1/health", responses((status = 200, body = Health)))]
-pub async fn health(State(app): State<Arc<App>>) -> Result<Json<Health>, ApiError> {
-    let n = app.db()?.sandboxes().map(|s| s.len()).unwrap_or(0);
+pub async fn health(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    transport: Option<Extension<super::Transport>>,
+) -> Result<Json<Health>, ApiError> {
+    // A public route on TCP is let in without a credential (as the
+    // owner, by the scope check): there only a token is somebody, and the
+    // owner is the one on the socket.
+    let unix = transport.map(|t| t.0) == Some(super::Transport::Unix);
+    let sandboxes = match caller {
+        Caller::Owner if !unix => None,
+        caller => Some(
+            blocking(move || {
+                let visible = crate::reach::visible(&app, &caller);
+                Ok(app
+                    .store
+                    .list()
+                    .map_err(|e| ApiError::internal(chain(&e)))?
+                    .iter()
+                    .filter(|e| visible(&e.name))
+                    .count())
+            })
+            .await?,
+        ),
+    };
     Ok(Json(Health {
         version: env!("CARGO_PKG_VERSION").to_string(),
-        sandboxes: n,
+        sandboxes,
     }))
 }
 
