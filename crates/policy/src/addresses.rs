@@ -14,9 +14,14 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The IPv4 address an IPv6 address carries, if it is one of the forms
-/// that reach an IPv4 destination: mapped (`::ffff:a.b.c.d`), compatible
-/// (`::a.b.c.d`), NAT64 well-known prefix (`64:ff9b::a.b.c.d`) or 6to4
-/// (`2002:aabb:ccdd::/48`).
+/// that reach an IPv4 destination: mapped (`::ffff:a.b.c.d`), translated
+/// (SIIT, `::ffff:0:a.b.c.d`), compatible (`::a.b.c.d`), NAT64 with the
+/// well-known prefix (`64:ff9b::a.b.c.d`) or the local-use one as a /96
+/// (`64:ff9b:1::a.b.c.d`), 6to4 (`2002:aabb:ccdd::/48`), or Teredo's
+/// client (`2001:0:SERVER:FLAGS:PORT:CLIENT`, its address and port each
+/// bit inverted). A translator or relay on the host's path would deliver
+/// to that IPv4 address, so it is judged as that address. (Teredo's server
+/// address is [`teredo_server`]'s.)
 pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let from =
@@ -24,14 +29,26 @@ pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     if let Some(v4) = ip.to_ipv4_mapped() {
         Some(v4)
     } else if s[..6] == [0, 0, 0, 0, 0, 0]
+        || s[..6] == [0, 0, 0, 0, 0xffff, 0]
         || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0])
+        || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [1, 0, 0, 0])
     {
         Some(from(s[6], s[7]))
     } else if s[0] == 0x2002 {
         Some(from(s[1], s[2]))
+    } else if s[0] == 0x2001 && s[1] == 0 {
+        Some(from(!s[6], !s[7]))
     } else {
         None
     }
+}
+
+/// The Teredo server's IPv4 address a Teredo address (`2001::/32`)
+/// carries in its second 32 bits.
+pub fn teredo_server(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    (s[0] == 0x2001 && s[1] == 0)
+        .then(|| Ipv4Addr::new((s[2] >> 8) as u8, s[2] as u8, (s[3] >> 8) as u8, s[3] as u8))
 }
 
 /// Why `ip` always stands for the host itself, if it does: the unspecified
@@ -64,8 +81,16 @@ pub const HOST_RANGES: &[(&str, &str)] = &[
     ("::127.0.0.0/104", "IPv4-compatible loopback"),
     ("::ffff:0.0.0.0/104", "IPv4-mapped 0.0.0.0/8"),
     ("::ffff:127.0.0.0/104", "IPv4-mapped loopback"),
+    ("::ffff:0:0.0.0.0/104", "IPv4-translated (SIIT) 0.0.0.0/8"),
+    ("::ffff:0:127.0.0.0/104", "IPv4-translated (SIIT) loopback"),
     ("64:ff9b::/104", "NAT64 0.0.0.0/8"),
     ("64:ff9b::7f00:0/104", "NAT64 loopback"),
+    ("64:ff9b:1::/104", "local-use NAT64 0.0.0.0/8"),
+    ("64:ff9b:1::7f00:0/104", "local-use NAT64 loopback"),
+    (
+        "2001::/32",
+        "Teredo, whose client address may be any (loopback included)",
+    ),
     ("2002::/24", "6to4 0.0.0.0/8"),
     ("2002:7f00::/24", "6to4 loopback"),
 ];
@@ -104,6 +129,11 @@ mod tests {
             "64:ff9b::0.0.0.0",
             "2002:7f00:1::",
             "2002:0000:0000::1",
+            "::ffff:0:7f00:1",
+            "::ffff:0:0.0.0.0",
+            "64:ff9b:1::7f00:1",
+            // Teredo with the client 127.0.0.1 (inverted: 80ff:fffe).
+            "2001:0:5db8:d822::80ff:fffe",
         ] {
             assert!(host_itself(ip(host)).is_some(), "{host}");
         }
@@ -114,6 +144,8 @@ mod tests {
             "2002:5db8:d822::",
             "fd00::1",
             "2606:4700::1111",
+            "::ffff:0:a01:203",
+            "2001:0:5db8:d822::a2fe:fdfc",
         ] {
             assert_eq!(host_itself(ip(other)), None, "{other}");
         }
@@ -132,6 +164,9 @@ mod tests {
             "64:ff9b::/96",
             "2002::/16",
             "::1/128",
+            "::ffff:0:0:0/96",
+            "64:ff9b:1::/48",
+            "2001::/32",
         ] {
             let n: ipnet::IpNet = net.parse().unwrap();
             assert!(covers_host(&n).is_some(), "{net}");

@@ -19,6 +19,8 @@ mod decide;
 mod live;
 mod own;
 mod pass;
+mod plain;
+mod public;
 mod relay;
 mod serve;
 
@@ -27,7 +29,7 @@ use crate::dns::{self, NameAddresses};
 use crate::matcher::Matcher;
 use crate::secrets::Terminator;
 pub use live::{ChangeError, EgressChange, EgressControl};
-pub use relay::is_public;
+pub use public::is_public;
 // The ask desk's vocabulary, where the runtime and the doors name it.
 pub use crate::ask::{Answer, Asker, Question};
 use std::collections::HashMap;

@@ -1,0 +1,328 @@
+//! Plain HTTP through the proxy is decided request by request: a real
+//! proxy on loopback serves a client that connects to it directly (as the
+//! explicit proxy is reached), towards an upstream HTTP/1.1 server on
+//! loopback, kept alive, that records every request it read. Only
+//! `up.test` on the upstream's port is allowed (pinned by the owner to
+//! 127.0.0.1, plain HTTP allowed); whatever the client sends after its
+//! first request, no request for another `Host` may arrive.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use warden_egress::decision::{Decision, Observer};
+use warden_egress::proxy::{Hooks, Proxy};
+
+/// An HTTP/1.1 server that keeps connections alive and records each
+/// request it reads: `METHOD TARGET Host=... Connection=...`, and each
+/// body.
+struct Upstream {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let s = s.clone();
+                std::thread::spawn(move || serve_upstream(conn, &s));
+            }
+        });
+        Upstream { port, seen }
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve_upstream(mut conn: TcpStream, seen: &Mutex<Vec<String>>) {
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        // A head, read as a lenient server reads it (bare LF accepted).
+        let (line, head_len, length, close) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut req = httparse::Request::new(&mut headers);
+            if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
+                let get = |name: &str| {
+                    req.headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case(name))
+                        .map(|h| String::from_utf8_lossy(h.value).into_owned())
+                };
+                let line = format!(
+                    "{} {} Host={:?} Connection={:?}",
+                    req.method.unwrap_or_default(),
+                    req.path.unwrap_or_default(),
+                    get("host"),
+                    get("connection")
+                );
+                let length: usize = get("content-length")
+                    .and_then(|l| l.trim().parse().ok())
+                    .unwrap_or(0);
+                let close = get("connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
+                break (line, n, length, close);
+            }
+            let mut chunk = [0u8; 4096];
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        while buf.len() < head_len + length {
+            let mut chunk = [0u8; 4096];
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let body = String::from_utf8_lossy(&buf[head_len..head_len + length]).into_owned();
+        buf.drain(..head_len + length);
+        seen.lock().unwrap().push(line);
+        if !body.is_empty() {
+            seen.lock().unwrap().push(format!("body {body:?}"));
+        }
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+        if conn.write_all(answer).is_err() || close {
+            return;
+        }
+    }
+}
+
+/// Hears every decision.
+#[derive(Default)]
+struct Heard(Mutex<Vec<Decision>>);
+
+impl Observer for Heard {
+    fn decision(&self, _: Option<u64>, d: &Decision) {
+        self.0.lock().unwrap().push(d.clone());
+    }
+    fn closed(&self, _: u64, _: &Decision) {}
+}
+
+/// A proxy that allows `up.test` on `port` only, pinned to 127.0.0.1, with
+/// plain HTTP; returns it, its port and what it decided.
+fn proxy(port: u16) -> (Proxy, u16, Arc<Heard>) {
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = tcp.local_addr().unwrap().port();
+    let dns = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let spec = warden_policy::EgressSpec {
+        domains: vec![warden_policy::DomainRule::parse(&format!("up.test:{port}")).unwrap()],
+        allow_http: true,
+        hosts: vec![("up.test".into(), "127.0.0.1".parse().unwrap())],
+        cidrs: Vec::new(),
+        host_ports: Vec::new(),
+        ask: false,
+        log: false,
+        quota: None,
+        idle_timeout: Duration::from_secs(60),
+        secrets: Vec::new(),
+        secret_rules: Vec::new(),
+        upstream_ca: Vec::new(),
+        learn: false,
+        requests: Vec::new(),
+    };
+    let heard = Arc::new(Heard::default());
+    let hooks = Hooks {
+        observer: heard.clone(),
+        asker: None,
+        terminator: None,
+        test: Default::default(),
+    };
+    let p = Proxy::start(&spec, OwnedFd::from(tcp), OwnedFd::from(dns), hooks).unwrap();
+    (p, at, heard)
+}
+
+/// Send `first` on one connection to the proxy, then `later` after a
+/// moment; return everything the client was answered.
+fn converse(proxy_port: u16, first: &[u8], later: &[u8]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    s.write_all(first).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let _ = s.write_all(later);
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = s.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What arrived upstream, once it has settled.
+fn settled(up: &Upstream) -> Vec<String> {
+    std::thread::sleep(Duration::from_millis(200));
+    up.seen()
+}
+
+fn only_up_test(seen: &[String], port: u16) {
+    let requests: Vec<&String> = seen.iter().filter(|l| !l.starts_with("body ")).collect();
+    assert!(!requests.is_empty(), "nothing reached the upstream");
+    for r in &requests {
+        assert!(
+            r.contains(&format!("Host=Some(\"up.test:{port}\")")),
+            "a request for another Host reached the upstream: {seen:?}"
+        );
+    }
+    for evil in ["evil.example", "other.example", "/second", "/third"] {
+        assert!(
+            !requests.iter().any(|r| r.contains(evil)),
+            "{evil} reached the upstream as a request: {seen:?}"
+        );
+    }
+}
+
+#[test]
+fn a_second_request_under_another_host_never_reaches_the_upstream_after_a_head_that_is_not_utf8() {
+    let up = Upstream::start();
+    let (_p, at, heard) = proxy(up.port);
+    let first = format!(
+        "GET /first HTTP/1.1\r\nHost: up.test:{0}\r\nX-A: \u{0}\r\nConnection: keep-alive\r\n\r\nGET /second HTTP/1.1\r\nHost: evil.example:{0}\r\n\r\n",
+        up.port
+    )
+    .into_bytes();
+    // The header's value is one byte that is not UTF-8.
+    let first: Vec<u8> = first
+        .into_iter()
+        .map(|b| if b == 0 { 0xff } else { b })
+        .collect();
+    let answered = converse(
+        at,
+        &first,
+        b"GET /third-later HTTP/1.1\r\nHost: other.example\r\n\r\n",
+    );
+    only_up_test(&settled(&up), up.port);
+    assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    assert!(answered.contains("421 Misdirected"), "{answered}");
+    let heard = heard.0.lock().unwrap();
+    assert!(
+        heard
+            .iter()
+            .any(|d| !d.allowed && d.detail.contains("evil.example")),
+        "the refused request was not recorded: {heard:?}"
+    );
+}
+
+#[test]
+fn a_second_request_under_another_host_never_reaches_the_upstream_after_a_head_of_bare_line_feeds()
+{
+    let up = Upstream::start();
+    let (_p, at, _) = proxy(up.port);
+    // A length that would swallow lines added after the head as body.
+    let first = format!(
+        "POST /first HTTP/1.1\nHost: up.test:{0}\nConnection: keep-alive\nContent-Length: 44\n\nGET /second HTTP/1.1\nHost: evil.example:{0}\n\n",
+        up.port
+    );
+    let answered = converse(
+        at,
+        first.as_bytes(),
+        b"GET /third-later HTTP/1.1\r\nHost: other.example\r\n\r\n",
+    );
+    let seen = settled(&up);
+    only_up_test(&seen, up.port);
+    assert!(
+        seen[0].starts_with("POST /first "),
+        "the first request was not sent on: {seen:?}"
+    );
+    assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+}
+
+#[test]
+fn plain_http_inside_a_connect_tunnel_is_decided_request_by_request() {
+    let up = Upstream::start();
+    let (_p, at, _) = proxy(up.port);
+    let mut s = TcpStream::connect(("127.0.0.1", at)).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    write!(
+        s,
+        "CONNECT up.test:{0} HTTP/1.1\r\nHost: up.test:{0}\r\n\r\n",
+        up.port
+    )
+    .unwrap();
+    let mut answer = [0u8; 200];
+    let n = s.read(&mut answer).unwrap();
+    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    write!(s, "GET /in-tunnel-1 HTTP/1.1\r\nHost: up.test:{0}\r\n\r\nGET /in-tunnel-2 HTTP/1.1\r\nHost: evil.example\r\n\r\n", up.port).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let _ = s.write_all(b"GET /in-tunnel-3-later HTTP/1.1\r\nHost: other.example\r\n\r\n");
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = s.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+    let seen = settled(&up);
+    only_up_test(&seen, up.port);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with("GET /in-tunnel-1 "), "{seen:?}");
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.contains("421 Misdirected"), "{out}");
+}
+
+#[test]
+fn requests_for_the_allowed_name_on_a_kept_alive_connection_all_reach_it_reframed() {
+    let up = Upstream::start();
+    let (_p, at, _) = proxy(up.port);
+    let mut s = TcpStream::connect(("127.0.0.1", at)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for i in 0..3 {
+        write!(
+            s,
+            "POST /n{i} HTTP/1.1\r\nHost: UP.test:{0}\r\nContent-Length: 3\r\n\r\nabc",
+            up.port
+        )
+        .unwrap();
+        let mut answer = [0u8; 512];
+        let n = s.read(&mut answer).unwrap();
+        let text = String::from_utf8_lossy(&answer[..n]);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(
+            !text.to_ascii_lowercase().contains("connection: close"),
+            "{text}"
+        );
+    }
+    let seen = settled(&up);
+    assert_eq!(
+        seen.iter().filter(|l| l.starts_with("POST /n")).count(),
+        3,
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|l| !l.starts_with("body ") || l == "body \"abc\""),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_request_to_the_explicit_proxy_reaches_the_origin_as_a_path_and_closes_after_its_answer() {
+    let up = Upstream::start();
+    let (_p, at, _) = proxy(up.port);
+    let request = format!(
+        "GET http://up.test:{0}/x/y?q=1 HTTP/1.1\r\nHost: up.test:{0}\r\nProxy-Authorization: Basic Zm9v\r\nProxy-Connection: keep-alive\r\n\r\n",
+        up.port
+    );
+    let answered = converse(at, request.as_bytes(), b"");
+    let seen = settled(&up);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with("GET /x/y?q=1 "), "{seen:?}");
+    assert!(
+        answered.to_ascii_lowercase().contains("connection: close"),
+        "{answered}"
+    );
+}
