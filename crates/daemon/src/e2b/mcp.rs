@@ -458,6 +458,9 @@ pub async fn serve(e: Arc<E2b>, req: Request, id: String) -> Response {
     parts.headers.insert(header::AUTHORIZATION, bearer);
     // Never the owner's socket, whatever the request carried.
     parts.extensions.insert(crate::routes::Transport::Tcp);
+    // A message is read whole by the MCP service: bounded as the API's
+    // bodies are.
+    let body = axum::body::Body::new(http_body_util::Limited::new(body, e.app.limits.body_bytes));
     let req = Request::from_parts(parts, body);
     let response = match service.oneshot(req).await {
         Ok(r) => r,
