@@ -12,16 +12,16 @@ need() {
     fi
 }
 
-# build_warden: the release binary as warden ships it, statically linked
-# (glibc and libseccomp), so it needs nothing at run time but the kernel and
-# starts without the dynamic loader; --target keeps the flag off build
-# scripts and proc macros. crates/cli/build.rs packs the static binaries'
+# build_warden: the release binary exactly as the README builds it, linked
+# statically (glibc and libseccomp), so it needs nothing at run time but the
+# kernel and starts without the dynamic loader; `--target host-tuple` keeps
+# the flag off build scripts and proc macros. crates/cli/build.rs packs its
 # relative relocations (RELR; docs/performance.md). Sets WARDEN to its
 # path.
 build_warden() {
     local host
     host="$(rustc -vV | sed -n 's/^host: //p')"
-    RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -q -p warden-cli --target "$host"
+    RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -q -p warden-cli --target host-tuple
     WARDEN="$PWD/target/$host/release/warden"
 }
 

@@ -6,7 +6,8 @@
 #   WARDEN=PATH bench/startup.sh   (measures that binary instead of building one)
 #   WARDEN_BASE=PATH bench/startup.sh
 #                                  (also another build, e.g. the release
-#                                  before, interleaved with the rest)
+#                                  before, measured in the same run, after
+#                                  the others: hyperfine does not interleave)
 #   bench/startup.sh --phases [TRACED_RUNS] [UNTRACED_RUNS]
 #                                  (the phase table: bench/phases.sh)
 #
