@@ -34,6 +34,8 @@ def raw(daemon: Daemon, api_key: str, body: dict) -> httpx.Response:
         ({"timeout": -5}, "timeout: "),
         ({"metadata": {"job": 42}}, "metadata.job: "),
         ({"metadata": {"job": "x" * 2000}}, "metadata.job: "),
+        # Another door's own record (MCP's), refused at the client's key.
+        ({"metadata": {"mcp-lease": "1.1"}}, "metadata.mcp-lease: "),
         ({"envVars": {"MODE": None}}, "envVars.MODE: "),
         ({"envVars": {"A=B": "c"}}, "envVars.A=B: "),
         ({"network": {"allowOut": [7]}}, "network.allowOut[0]: "),

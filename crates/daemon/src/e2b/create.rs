@@ -111,6 +111,20 @@ fn labels_of(body: &NewSandbox, domains: &[String]) -> Result<BTreeMap<String, S
             ));
         }
     }
+    // Another door's own record (MCP's `mcp-lease`, `mcp-session`): the
+    // same refusal as natively, at the client's own key.
+    if let Err(e) = crate::labels::check_for(crate::labels::Door::E2b, &labels) {
+        let key = e
+            .problem
+            .field
+            .as_deref()
+            .and_then(|f| f.strip_prefix("/labels/"))
+            .map(|k| k.replace("~1", "/").replace("~0", "~"))
+            .unwrap_or_default();
+        let why = e.problem.message;
+        let why = why.split_once(": ").map_or(why.as_str(), |(_, w)| w);
+        return Err(format!("metadata.{key}: {why}"));
+    }
     if body.mcp.as_ref().is_some_and(|v| !v.is_null()) {
         labels.insert(super::mcp::LABEL.into(), "on".into());
     }
