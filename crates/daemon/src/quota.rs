@@ -89,6 +89,11 @@ fn sizes_of(sb: &Sandbox) -> (u64, Option<u64>) {
     }
 }
 
+/// The bytes a sandbox's audit log holds now.
+fn audit_log_bytes(sb: &Sandbox) -> u64 {
+    std::fs::metadata(sb.dir().join("audit.jsonl")).map_or(0, |m| m.len())
+}
+
 /// What is reserved on the host for a sandbox: the disk budget its maker
 /// asked for, and the kept output of its commands that budget allows. A
 /// budget nobody asked for (the default, half the memory limit) is not
@@ -212,12 +217,22 @@ pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result
         ));
     }
     let disk = disk.unwrap_or(0);
-    let used: u64 = mine.iter().filter_map(|s| sizes_of(s).1).sum();
+    // A sandbox's audit log is on the host's disk too, and grows with
+    // what the sandbox does (up to its byte budget): counted as it is.
+    let used: u64 = mine
+        .iter()
+        .map(|s| {
+            sizes_of(s)
+                .1
+                .unwrap_or(0)
+                .saturating_add(audit_log_bytes(s))
+        })
+        .sum();
     if used.saturating_add(disk) > bounds.disk {
         return Err(over_quota(
             Some("/spec/resources/disk"),
             format!(
-                "token {} may have {} of disk budgets in all; its sandboxes have {} and this one asks {}: ask for less (resources.disk) or remove a sandbox",
+                "token {} may have {} of disk budgets in all; its sandboxes have {} (their audit logs included) and this one asks {}: ask for less (resources.disk) or remove a sandbox",
                 token.id,
                 format_size(bounds.disk),
                 format_size(used),

@@ -155,3 +155,50 @@ fn a_sandbox_flooding_random_names_and_long_paths_leaves_a_log_within_its_budget
     assert!(verify.status.success(), "{}", stdout(&verify));
     assert!(stdout(&verify).contains("intact"), "{}", stdout(&verify));
 }
+
+/// A token's sandboxes' audit logs are on the host's disk: what they hold
+/// counts against the token's disk quota with their disk budgets, so a
+/// token cannot make sandbox after sandbox whose logs its quota never saw.
+/// (A log grown to 250M is planted as a sparse file: growing one for real
+/// takes a flood of minutes.)
+#[test]
+fn a_tokens_audit_logs_count_against_its_disk_quota() {
+    use crate::common::daemon::*;
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("audit-quota");
+    let file = state.path().join("daemon.yaml");
+    std::fs::write(&file, "quotas:\n  sandboxes: 4\n  disk: 300M\n").unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--config", file.to_str().unwrap()],
+        &[],
+    );
+    let token = api_token(&d, "q", &["sandboxes:read", "sandboxes:write"], None);
+    let create = |name: &str| {
+        let body =
+            format!(r#"{{"name":"{name}","start":false,"spec":{{"resources":{{"disk":"64M"}}}}}}"#);
+        call_on(&d, true, "POST", "/v1/sandboxes", Some(&body), Some(&token))
+    };
+    let (s, b) = create("a");
+    assert_eq!(s, 201, "{b}");
+    let log = sandbox_dir(&d.state, "a").join("audit.jsonl");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap();
+    f.set_len(250 << 20).unwrap();
+    // 64M + 250M of log + 64M > 300M.
+    let (s, b) = create("b");
+    assert_eq!(s, 429, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/resources/disk", "{b}");
+    // Once the log is gone (the sandbox removed), the quota has room.
+    let (s, b) = call_on(&d, true, "DELETE", "/v1/sandboxes/a", None, Some(&token));
+    assert!(s == 200 || s == 204, "{s} {b}");
+    let (s, b) = create("b");
+    assert_eq!(s, 201, "{b}");
+    let _ = call_on(&d, true, "DELETE", "/v1/sandboxes/b", None, Some(&token));
+}
