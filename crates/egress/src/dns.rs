@@ -12,8 +12,9 @@ use crate::matcher::Matcher;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{RData, Record, RecordType};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
 use warden_policy::normalize_name;
 
 /// First address of the pool (198.18.0.0/15).
@@ -23,33 +24,117 @@ const POOL_SIZE: u32 = (1 << 17) - 2;
 /// TTL of the answers: short, the addresses are the sandbox's own.
 const TTL: u32 = 60;
 
-/// Pool addresses handed out, both ways.
-#[derive(Debug, Default)]
+/// How long an address must have gone unused (neither answered for its
+/// name nor connected to) before a full pool gives it to another name:
+/// well past the answers' TTL, so that a program that keeps an answer as
+/// long as it is told to never finds its address standing for another
+/// name. An open connection does not need its address any more (it was
+/// decided on it when it was made).
+const RECYCLE_IDLE: Duration = Duration::from_secs(2 * TTL as u64);
+
+/// Pool addresses handed out, both ways. A sandbox that asks for more
+/// names than the pool holds (ask mode answers every name) gets the
+/// addresses unused longest back, once they have been idle for
+/// [`RECYCLE_IDLE`]; before that a new name gets SERVFAIL, as when the
+/// pool never gave back.
+#[derive(Debug)]
 pub struct NameAddresses {
     by_name: HashMap<String, Ipv4Addr>,
-    by_addr: HashMap<Ipv4Addr, String>,
+    by_addr: HashMap<Ipv4Addr, Entry>,
+    /// Addresses by when they were last used, oldest first.
+    by_use: BTreeMap<u64, Ipv4Addr>,
+    /// The next use's number.
+    uses: u64,
+    /// Addresses of the pool.
+    size: u32,
+}
+
+#[derive(Debug)]
+struct Entry {
+    name: String,
+    /// Its number in `by_use`.
+    use_no: u64,
+    last_used: Instant,
+}
+
+impl Default for NameAddresses {
+    fn default() -> Self {
+        NameAddresses::with_size(POOL_SIZE)
+    }
 }
 
 impl NameAddresses {
-    /// The address that stands for `name` (the same one every time), or
-    /// `None` when the pool is exhausted.
+    fn with_size(size: u32) -> Self {
+        NameAddresses {
+            by_name: HashMap::new(),
+            by_addr: HashMap::new(),
+            by_use: BTreeMap::new(),
+            uses: 0,
+            size,
+        }
+    }
+
+    /// The address that stands for `name` (the same one every time it is
+    /// asked while it is kept), or `None` when the pool is exhausted and
+    /// none of its addresses has been idle long enough to be given back.
     pub fn address_for(&mut self, name: &str) -> Option<Ipv4Addr> {
-        if let Some(a) = self.by_name.get(name) {
-            return Some(*a);
+        self.address_for_at(name, Instant::now())
+    }
+
+    fn address_for_at(&mut self, name: &str, now: Instant) -> Option<Ipv4Addr> {
+        if let Some(a) = self.by_name.get(name).copied() {
+            self.touch(a, now);
+            return Some(a);
         }
-        let n = self.by_name.len() as u32;
-        if n >= POOL_SIZE {
-            return None;
-        }
-        let addr = Ipv4Addr::from(POOL_START + n);
+        let n = self.by_addr.len() as u32;
+        let addr = if n < self.size {
+            Ipv4Addr::from(POOL_START + n)
+        } else {
+            // The address unused longest, when it has been idle enough.
+            let (&use_no, &addr) = self.by_use.iter().next()?;
+            let idle = self
+                .by_addr
+                .get(&addr)
+                .is_some_and(|e| now.saturating_duration_since(e.last_used) >= RECYCLE_IDLE);
+            if !idle {
+                return None;
+            }
+            self.by_use.remove(&use_no);
+            if let Some(old) = self.by_addr.remove(&addr) {
+                self.by_name.remove(&old.name);
+            }
+            addr
+        };
         self.by_name.insert(name.to_string(), addr);
-        self.by_addr.insert(addr, name.to_string());
+        self.by_addr.insert(
+            addr,
+            Entry {
+                name: name.to_string(),
+                use_no: 0,
+                last_used: now,
+            },
+        );
+        self.touch(addr, now);
         Some(addr)
     }
 
-    /// The name an address of the pool stands for.
-    pub fn name_of(&self, addr: Ipv4Addr) -> Option<&str> {
-        self.by_addr.get(&addr).map(String::as_str)
+    /// Mark `addr` as used now.
+    fn touch(&mut self, addr: Ipv4Addr, now: Instant) {
+        let Some(e) = self.by_addr.get_mut(&addr) else {
+            return;
+        };
+        self.by_use.remove(&e.use_no);
+        self.uses += 1;
+        e.use_no = self.uses;
+        e.last_used = now;
+        self.by_use.insert(self.uses, addr);
+    }
+
+    /// The name an address of the pool stands for; a connection made to
+    /// it is a use of it.
+    pub fn name_of(&mut self, addr: Ipv4Addr) -> Option<&str> {
+        self.touch(addr, Instant::now());
+        self.by_addr.get(&addr).map(|e| e.name.as_str())
     }
 }
 
@@ -178,6 +263,50 @@ mod tests {
     fn ask(name: &str, t: RecordType, addrs: &mut NameAddresses) -> Message {
         let (bytes, _) = answer(&query(name, t), &matcher(), None, addrs).unwrap();
         Message::from_vec(&bytes).unwrap()
+    }
+
+    #[test]
+    fn a_full_pool_gives_back_the_address_idle_longest_and_never_a_recent_one() {
+        let t0 = Instant::now();
+        let mut pool = NameAddresses::with_size(3);
+        let a = pool.address_for_at("a.test", t0).unwrap();
+        let b = pool.address_for_at("b.test", t0).unwrap();
+        let c = pool.address_for_at("c.test", t0).unwrap();
+        // Full, and nothing idle long enough: SERVFAIL as before.
+        assert_eq!(pool.address_for_at("d.test", t0 + TTL_SECS), None);
+        // b is used again later (a connection to it), a is not.
+        pool.touch(b, t0 + RECYCLE_IDLE);
+        let later = t0 + RECYCLE_IDLE + Duration::from_secs(1);
+        let d = pool.address_for_at("d.test", later).unwrap();
+        assert_eq!(d, a, "the address unused longest is given back");
+        assert_eq!(pool.name_of(a), Some("d.test"));
+        assert!(!pool.by_name.contains_key("a.test"));
+        // c is idle too; b was used a second before: c goes next.
+        assert_eq!(pool.address_for_at("e.test", later), Some(c));
+        assert_eq!(pool.address_for_at("f.test", later), None);
+        // A name kept answers its own address still.
+        assert_eq!(pool.address_for_at("b.test", later), Some(b));
+    }
+
+    const TTL_SECS: Duration = Duration::from_secs(TTL as u64);
+
+    #[test]
+    fn a_flood_of_names_past_the_pool_is_answered_again_once_old_ones_are_idle() {
+        let t0 = Instant::now();
+        let mut pool = NameAddresses::with_size(1000);
+        for i in 0..1000 {
+            assert!(pool.address_for_at(&format!("n{i}.test"), t0).is_some());
+        }
+        assert!(pool.address_for_at("late.test", t0).is_none());
+        let later = t0 + RECYCLE_IDLE;
+        for i in 0..5000 {
+            let t = later + Duration::from_secs(3 * i / 1000 * RECYCLE_IDLE.as_secs());
+            assert!(
+                pool.address_for_at(&format!("m{i}.test"), t).is_some(),
+                "name {i}"
+            );
+        }
+        assert!(pool.by_name.len() <= 1000 && pool.by_use.len() == pool.by_addr.len());
     }
 
     #[test]
