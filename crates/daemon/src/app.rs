@@ -246,6 +246,10 @@ impl App {
 
     /// The sandbox as the API shows it. Blocking (asks its supervisor).
     pub fn info(&self, sb: &Sandbox, row: Option<&SandboxRow>) -> SandboxInfo {
+        // A record older than the sandbox holding its name was of an
+        // earlier sandbox of that name (removed behind the daemon's back):
+        // its labels (a door's record among them) are not this one's.
+        let row = row.filter(|r| crate::auth::made_for(sb, None, r.created_ms));
         let live = lifecycle::liveness(sb);
         let status = match live {
             Liveness::Running => warden_runtime::client::Connection::open(&lifecycle::control(sb))

@@ -121,6 +121,11 @@ fn the_e2b_doors_record_of_a_removed_sandbox_never_pauses_or_samples_the_owners_
         line.contains("running"),
         "the owner's sandbox was paused by the door: {line}"
     );
+    // Nor does the daemon show the record's labels (the door's among
+    // them) as the owner's sandbox's.
+    let (st, b) = call(&d, "GET", &format!("/v1/sandboxes/{id}"), None, None);
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(json(&b)["labels"], serde_json::json!({}), "{b}");
     // The door's samples are of the sandbox the record was made for: the
     // owner's sandbox of its name shows none of them and none were taken.
     let (st, b) = e2b(
