@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+mod argv;
 mod engine;
 mod rules;
 
@@ -235,60 +236,24 @@ fn ceil_char(s: &str, mut i: usize) -> usize {
 }
 
 /// A command line as warden records it: each argument [`redact`]ed, and
-/// the value of an option that names a secret (`--password X`,
-/// `--token=X`) replaced whatever it looks like.
+/// what the command line hands a secret through replaced whatever it
+/// looks like: an option naming a secret (`--password X`,
+/// `--db-password=X`), a secret-named assignment (`PGPASSWORD=x`), the
+/// short forms of well-known tools (`curl -u user:pw`, `mysql -pPW`), in
+/// the argv and in the words of a shell string (`bash -l -c "..."`).
+/// Idempotent.
 pub fn redact_argv(argv: &[String]) -> Vec<String> {
-    let mut out = Vec::with_capacity(argv.len());
-    let mut next_is_secret = false;
-    for arg in argv {
-        if next_is_secret && !arg.starts_with('-') {
-            out.push(mark("secret-option"));
-            next_is_secret = false;
-            continue;
-        }
-        next_is_secret = false;
-        if let Some(name) = option_name(arg) {
-            match arg.split_once('=') {
-                Some((opt, value)) if secret_option(name) && !value.is_empty() => {
-                    out.push(format!("{opt}={}", mark("secret-option")));
-                    continue;
-                }
-                None if secret_option(name) => next_is_secret = true,
-                _ => {}
-            }
-        }
-        out.push(redact(arg).into_owned());
-    }
-    out
+    argv::redact_argv(argv)
 }
 
 /// An environment as warden records it: a variable whose name says
 /// secret has its value replaced whatever it looks like; the others are
 /// [`redact`]ed.
 pub fn redact_env(name: &str, value: &str) -> String {
-    let lower = name.to_ascii_lowercase().replace('_', "-");
-    if rules::SECRET_OPTIONS
-        .iter()
-        .any(|s| lower == *s || lower.ends_with(&format!("-{s}")))
-        && !value.is_empty()
-        && !placeholder(value.as_bytes())
-    {
+    if argv::secret_name(name) && !value.is_empty() && !placeholder(value.as_bytes()) {
         return mark("secret-variable");
     }
     redact(value).into_owned()
-}
-
-/// The option's name without its dashes and value: `--api-key=x` →
-/// `api-key`.
-fn option_name(arg: &str) -> Option<&str> {
-    let rest = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
-    let name = rest.split('=').next().unwrap_or(rest);
-    (!name.is_empty()).then_some(name)
-}
-
-fn secret_option(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase().replace('_', "-");
-    rules::SECRET_OPTIONS.iter().any(|s| lower == *s)
 }
 
 /// A scan over a stream read in pieces: each piece is scanned with the
@@ -353,3 +318,5 @@ impl Scanner {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_argv;

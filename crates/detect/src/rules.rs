@@ -150,7 +150,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "url-password",
         reason: "a password inside a URL (scheme://user:password@host)",
-        pattern: r#"(?-u)\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@"'$]{1,64}:([^\s/?#@"'$%{<]{3,128})@"#,
+        pattern: r#"(?-u)\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@"'$]{1,64}:([^\s/?#@"'$%{<]{1,128})@"#,
         value: 1,
         check: Check::Shape,
         needs: &["://"],
@@ -163,24 +163,4 @@ pub const RULES: &[Rule] = &[
         check: Check::Assignment(3.0),
         needs: &["pass", "secret", "token", "key", "credential"],
     },
-];
-
-/// Command-line options whose next argument (or `=value`) is a secret
-/// whatever it looks like: redacted from what warden records, however
-/// low its entropy (`--password hunter2`).
-pub(crate) const SECRET_OPTIONS: &[&str] = &[
-    "password",
-    "passwd",
-    "pass",
-    "passphrase",
-    "token",
-    "auth-token",
-    "access-token",
-    "api-key",
-    "apikey",
-    "secret",
-    "client-secret",
-    "secret-key",
-    "access-key",
-    "private-key",
 ];

@@ -308,3 +308,43 @@ fn a_stream_read_in_pieces_finds_a_value_across_their_edge_once() {
         assert_eq!(s.finish(), whole, "pieces of {piece}");
     }
 }
+
+#[test]
+fn redacting_a_typical_command_line_takes_microseconds() {
+    // What `warden run` pays per recorded command line; printed so a change
+    // can be compared (`cargo test --release -p warden-detect -- --nocapture
+    // microseconds`). The bound only catches a gross regression.
+    let argv: Vec<String> = [
+        "python3",
+        "-m",
+        "pytest",
+        "-q",
+        "tests/test_api.py",
+        "-k",
+        "login",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let shell: Vec<String> = [
+        "/bin/bash",
+        "-l",
+        "-c",
+        "cd /work && make test V=1 | tee log.txt",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let _ = redact_argv(&argv);
+    let _ = redact_argv(&shell);
+    for (what, cmd) in [("argv", &argv), ("shell", &shell)] {
+        let n = 10_000u32;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(redact_argv(std::hint::black_box(cmd)));
+        }
+        let each = t.elapsed() / n;
+        println!("redact_argv({what}): {} ns", each.as_nanos());
+        assert!(each < std::time::Duration::from_millis(1), "{each:?}");
+    }
+}
