@@ -202,3 +202,46 @@ fn a_tokens_audit_logs_count_against_its_disk_quota() {
     assert_eq!(s, 201, "{b}");
     let _ = call_on(&d, true, "DELETE", "/v1/sandboxes/b", None, Some(&token));
 }
+
+/// The same bound on a daemon's sandbox, whose supervisor writes its log:
+/// a flood of random names through the API's exec leaves the sandbox's
+/// log within the budget its creator set, with the count of what was left
+/// out, and the log verifies.
+#[test]
+fn a_daemon_sandboxs_log_stays_within_its_budget_under_a_flood_of_names() {
+    use crate::common::daemon::*;
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    if !egress_available() {
+        return;
+    }
+    let state = TempDir::new("audit-budget-d");
+    let d = Daemon::start(state.path(), false);
+    let (s, b) = json_call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        r#"{"name":"loud","spec":{"audit_budget":"128K","egress":{"domains":["x.test"]}}}"#,
+    );
+    assert_eq!(s, 201, "{b}");
+    let body = serde_json::json!({
+        "argv": ["python3", "-c", NAMES, "4"],
+        "timeout_seconds": 60,
+    })
+    .to_string();
+    let (s, b) = json_call(&d, "POST", "/v1/sandboxes/loud/exec", &body);
+    assert_eq!(s, 200, "{b}");
+    assert!(b.contains("names "), "{b}");
+    let log = sandbox_dir(&d.state, "loud").join("audit.jsonl");
+    let size = std::fs::metadata(&log).unwrap().len();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(size <= 128 * 1024 + 32 * 1024, "the log took {size} bytes");
+    assert!(
+        text.contains("\"event\":\"events_over_budget\""),
+        "no count past the budget"
+    );
+    let verify = warden(&d.state, &["audit", "verify", log.to_str().unwrap()]);
+    assert!(stdout(&verify).contains("intact"), "{}", stdout(&verify));
+    let _ = call(&d, "DELETE", "/v1/sandboxes/loud", None, None);
+}
