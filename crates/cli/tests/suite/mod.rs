@@ -50,6 +50,7 @@ mod profiles;
 mod pty_api;
 mod quota_attacks;
 mod reasons;
+mod redaction_daemon;
 mod relay;
 mod requests;
 mod review2_attacks;
