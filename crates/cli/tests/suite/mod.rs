@@ -46,6 +46,7 @@ mod own_use_profiles;
 mod ownership;
 mod parity;
 mod pause;
+mod plain_http_attacks;
 mod profiles;
 mod pty_api;
 mod quota_attacks;

@@ -13,10 +13,11 @@
 //! answered 400 and nothing of it leaves; a body is framed by hyper's
 //! reading, so a request hidden in one stays body; an upgrade is sent
 //! without its `Upgrade` header, so the server never switches and nothing
-//! after it goes unread. A request to the explicit proxy (an absolute
-//! URI) is answered with `Connection: close`: clients reuse a proxy's
-//! connection for other hosts, which need a decision and an upstream of
-//! their own. It never decides whether the connection may be made
+//! after it goes unread. Each request goes upstream with `Connection:
+//! close` and its answer ends the sandbox's connection: a server that
+//! would read a body as a request of its own stops after the one decided,
+//! and a client of the explicit proxy (which reuses a connection for other
+//! hosts) opens a new one for each. It never decides whether the connection may be made
 //! (`decide` did) and never splices bytes.
 
 use super::decide::{admit, Refusal};
@@ -165,7 +166,7 @@ pub(super) async fn serve(
         async move { exchange(req, &s).await }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.max_buf_size(limit).keep_alive(true);
+    builder.max_buf_size(limit).keep_alive(false);
     let connection = builder.serve_connection(TokioIo::new(metered), service);
     // The upstream's side is driven here, beside the sandbox's: when it
     // ends (the upstream closed), the sandbox's side writes out the answer
@@ -221,7 +222,6 @@ async fn exchange(req: Request<Incoming>, s: &State) -> Result<Response<Body>, P
             ));
         }
     }
-    let to_proxy = parts.uri.scheme().is_some();
     let request = reframed(parts, body, s);
     let response = {
         let mut sender = s.upstream.lock().await;
@@ -248,14 +248,12 @@ async fn exchange(req: Request<Incoming>, s: &State) -> Result<Response<Body>, P
         ));
     }
     let (mut parts, body) = response.into_parts();
-    let closes = closes(&parts.headers, parts.version);
     strip_hop_by_hop(&mut parts.headers);
-    if closes || to_proxy {
-        parts.headers.insert(
-            http::header::CONNECTION,
-            http::HeaderValue::from_static("close"),
-        );
-    }
+    // One request per connection, both ways (see `reframed`).
+    parts.headers.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
     Ok(Response::from_parts(
         parts,
         body.map_err(|e| Box::new(e) as BoxError).boxed(),
@@ -318,6 +316,15 @@ fn reframed(mut parts: http::request::Parts, body: Incoming, s: &State) -> Reque
     if let Ok(v) = http::HeaderValue::from_str(&host) {
         parts.headers.insert(http::header::HOST, v);
     }
+    // Sent with `Connection: close`, and the sandbox's connection closed
+    // after the answer: a server that reads a body as a request of its own
+    // (one that ignores a body it did not want) stops after this one, and
+    // a client of the explicit proxy, which reuses a connection for other
+    // hosts, opens a new one for each.
+    parts.headers.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
     parts.version = http::Version::HTTP_11;
     Request::from_parts(parts, body.map_err(|e| Box::new(e) as BoxError).boxed())
 }
@@ -336,20 +343,6 @@ fn strip_hop_by_hop(headers: &mut http::HeaderMap) {
     for h in HOP_BY_HOP.iter().copied().map(str::to_string).chain(named) {
         headers.remove(h.as_str());
     }
-}
-
-/// Whether the upstream's answer ends its connection: `Connection:
-/// close`, or HTTP/1.0 without `keep-alive`.
-fn closes(headers: &http::HeaderMap, version: http::Version) -> bool {
-    let tokens = |token: &str| {
-        headers
-            .get_all(http::header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case(token))
-    };
-    tokens("close") || (version == http::Version::HTTP_10 && !tokens("keep-alive"))
 }
 
 /// Record a request refused on the connection.
@@ -511,16 +504,5 @@ mod tests {
         strip_hop_by_hop(&mut h);
         let left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(left, vec!["accept"]);
-    }
-
-    #[test]
-    fn an_answer_ends_its_connection_when_it_says_so_or_is_http_1_0() {
-        let mut h = http::HeaderMap::new();
-        assert!(!closes(&h, http::Version::HTTP_11));
-        assert!(closes(&h, http::Version::HTTP_10));
-        h.insert("connection", http::HeaderValue::from_static("Keep-Alive"));
-        assert!(!closes(&h, http::Version::HTTP_10));
-        h.insert("connection", http::HeaderValue::from_static("foo, close"));
-        assert!(closes(&h, http::Version::HTTP_11));
     }
 }
