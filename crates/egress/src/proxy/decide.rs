@@ -320,6 +320,19 @@ pub(super) async fn tunnel(
                     ..
                 },
             )) if shared.ask && inner_name == name => allow(rule),
+            // Another host inside the tunnel, which no entry allows: a
+            // mismatch, not a want of an entry for the tunnel's own name
+            // (allowed already, so the run's summary proposes nothing).
+            Ok((
+                _,
+                Verdict::Deny {
+                    name: Some(inner_name),
+                    ..
+                },
+            )) if inner_name != name => deny(
+                format!("the tunnel to {name} carries a connection for {inner_name}, which no entry allows"),
+                Cause::new(Reason::TunnelMismatch),
+            ),
             Ok((_, Verdict::Deny { why, cause, .. } | Verdict::Refuse { why, cause, .. })) => {
                 deny(format!("inside the CONNECT tunnel: {why}"), cause)
             }

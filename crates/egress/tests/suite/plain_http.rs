@@ -315,3 +315,48 @@ fn a_request_to_the_explicit_proxy_reaches_the_origin_as_a_path_and_closes_after
         "{answered}"
     );
 }
+
+/// A TLS ClientHello for `name`, as a client would send it first.
+fn client_hello(name: &str) -> Vec<u8> {
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    let server = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), server).unwrap();
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).unwrap();
+    hello
+}
+
+#[test]
+fn a_tunnel_carrying_tls_for_another_host_is_a_mismatch_and_proposes_no_entry() {
+    let up = Upstream::start();
+    let (_p, at, heard) = proxy(up.port);
+    let mut s = TcpStream::connect(("127.0.0.1", at)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "CONNECT up.test:{0} HTTP/1.1\r\nHost: up.test:{0}\r\n\r\n",
+        up.port
+    )
+    .unwrap();
+    let mut answer = [0u8; 200];
+    let n = s.read(&mut answer).unwrap();
+    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    s.write_all(&client_hello("other.test")).unwrap();
+    let _ = s.read(&mut answer);
+    std::thread::sleep(Duration::from_millis(200));
+    let heard = heard.0.lock().unwrap();
+    let denied: Vec<&Decision> = heard.iter().filter(|d| !d.allowed).collect();
+    assert_eq!(denied.len(), 1, "{heard:?}");
+    let reason = denied[0].reason.as_ref().map(|c| c.reason);
+    assert_eq!(
+        reason,
+        Some(warden_egress::decision::Reason::TunnelMismatch),
+        "{heard:?}"
+    );
+}
