@@ -246,6 +246,18 @@ pub fn event_line(line: &str, hidden: &Hidden) -> String {
             map.remove("workspace");
             map.remove("cgroup");
         }
+        // Where an allowed connection went (`to ADDR`, then what else the
+        // proxy says) is the owner's: a pinned name's address is the
+        // owner's pin, which refusals keep from the sandbox as well.
+        let event = map.get("event").and_then(Value::as_str);
+        if matches!(event, Some("connection" | "connection_closed")) {
+            if let Some(Value::String(detail)) = map.get_mut("detail") {
+                if let Some(rest) = detail.strip_prefix("to ") {
+                    let tail = rest.find([',', ';']).map_or("", |i| &rest[i..]);
+                    *detail = format!("to (the upstream's address){tail}");
+                }
+            }
+        }
     }
     scrub_all(&mut value, hidden);
     serde_json::to_string(&value).unwrap_or_default()
@@ -254,6 +266,22 @@ pub fn event_line(line: &str, hidden: &Hidden) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_holder_is_not_shown_where_an_allowed_connection_went() {
+        let hidden = Hidden::new();
+        let line = r#"{"event":"connection","name":"up.test","allowed":true,"detail":"to 127.0.0.1:18080, TLS terminated"}"#;
+        let shown = event_line(line, &hidden);
+        assert!(!shown.contains("127.0.0.1"), "{shown}");
+        assert!(
+            shown.contains(r#""detail":"to (the upstream's address), TLS terminated""#),
+            "{shown}"
+        );
+        let line = r#"{"event":"connection_closed","detail":"to [::1]:80; cut: up.test was removed from the allowlist"}"#;
+        let shown = event_line(line, &hidden);
+        assert!(!shown.contains("::1"), "{shown}");
+        assert!(shown.contains("; cut: up.test"), "{shown}");
+    }
 
     #[test]
     fn a_path_through_the_daemons_descriptors_or_processes_is_never_shown() {
