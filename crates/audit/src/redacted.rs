@@ -101,6 +101,54 @@ mod tests {
     }
 
     #[test]
+    fn a_password_inside_a_shell_string_never_reaches_the_log_and_the_record_verifies() {
+        let dir = std::env::temp_dir().join(format!("warden-redact-sh-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("audit.jsonl");
+        let _ = std::fs::remove_file(&path);
+        // What the E2B door's commands.run records.
+        let argv: Vec<String> = [
+            "/bin/bash",
+            "-l",
+            "-c",
+            "mysql --password hunter2 db && PGPASSWORD=pw1xyz psql -c 'select 1'",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        {
+            let mut log = ChainedLog::open(&path).unwrap();
+            log.emit(&Event::now(
+                "s",
+                EventKind::ExecStarted {
+                    exec: 1,
+                    argv,
+                    pid: 2,
+                    tty: false,
+                },
+            ));
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.contains("hunter2") && !text.contains("pw1xyz"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mysql --password [REDACTED:secret-option] db && PGPASSWORD=[REDACTED:secret-variable] psql -c 'select 1'"),
+            "{text}"
+        );
+        assert!(matches!(
+            crate::chain::verify(&path).unwrap(),
+            crate::chain::Verdict::Intact { records: 1, .. }
+        ));
+        let line = text.lines().next().unwrap();
+        let back = crate::chain::Record::parse(line).unwrap();
+        let again = serde_json::to_string(&back.event).unwrap();
+        assert!(line.contains(&again[1..again.len() - 1]), "{line}\n{again}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn an_old_record_holding_a_token_is_read_back_redacted() {
         let old = format!(
             r#"{{"ts_ms":1,"sandbox":"s","event":"exec_started","exec":1,"argv":["sh","-c","curl -H 'Authorization: Bearer {}'"],"pid":2,"tty":false}}"#,
