@@ -721,7 +721,10 @@ fn a_host_port_is_reachable_by_its_name_and_no_other_host_port_is() {
     if !egress_available() {
         return;
     }
-    let open = Upstream::start(b"host service");
+    // An HTTP server: plain HTTP is served request by request, so what
+    // answers an HTTP request must be an HTTP answer (raw bytes to the
+    // port are relayed as they are).
+    let open = Upstream::start(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhost service");
     let closed = Upstream::start(b"must not be reached");
     let out = sandbox_python(
         &["--allow-host-port", &open.port.to_string()],
@@ -737,8 +740,19 @@ print('direct', send(('127.0.0.1', {c}), b'ping'))
         ),
     );
     let s = stdout(&out);
-    assert!(s.contains("raw b'host service'"), "{s} {}", stderr(&out));
-    assert!(s.contains("http b'host service'"), "{s}");
+    let line = |tag: &str| {
+        s.lines()
+            .find(|l| l.starts_with(tag))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("raw ").contains("host service"),
+        "{s} {}",
+        stderr(&out)
+    );
+    assert!(line("http ").contains("200 OK"), "{s}");
+    assert!(line("http ").contains("host service"), "{s}");
     assert!(
         s.contains("other-port b''") || s.contains("other-port ('error'"),
         "{s}"

@@ -28,10 +28,10 @@ pub use crate::decision::{Cause, Decision, Observer, Protocol, Reason, SecretAct
 use crate::dns::{self, NameAddresses};
 use crate::matcher::Matcher;
 use crate::secrets::Terminator;
-pub use live::{ChangeError, EgressChange, EgressControl};
-pub use public::is_public;
 // The ask desk's vocabulary, where the runtime and the doors name it.
 pub use crate::ask::{Answer, Asker, Question};
+pub use live::{ChangeError, EgressChange, EgressControl};
+pub use public::is_public;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddrV4};
 use std::os::fd::OwnedFd;

@@ -139,8 +139,13 @@ pub(super) async fn serve(
         cut,
         ended,
     };
+    // Header names keep the case the sandbox's client wrote them in (hyper
+    // would lower-case them), and warden's own (`Host`, `Connection`) are
+    // title-cased: servers that match names by case still read them.
     let handshake = hyper::client::conn::http1::Builder::new()
         .max_buf_size(limit)
+        .preserve_header_case(true)
+        .title_case_headers(true)
         .handshake::<_, Body>(TokioIo::new(upstream))
         .await;
     let (sender, driver) = match handshake {
@@ -166,7 +171,11 @@ pub(super) async fn serve(
         async move { exchange(req, &s).await }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.max_buf_size(limit).keep_alive(false);
+    builder
+        .max_buf_size(limit)
+        .keep_alive(false)
+        .preserve_header_case(true)
+        .title_case_headers(true);
     let connection = builder.serve_connection(TokioIo::new(metered), service);
     // The upstream's side is driven here, beside the sandbox's: when it
     // ends (the upstream closed), the sandbox's side writes out the answer
