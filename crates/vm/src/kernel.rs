@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// Why no guest kernel could be used.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
-    #[error("no guest kernel: set WARDEN_VM_KERNEL to a vmlinuz, or unpack the distribution's kernel package into {dir} (`apt-get download linux-image-6.1.0-NN-amd64 && dpkg-deb -x linux-image-*.deb {dir}`; see `warden vm kernel`)")]
+    #[error("no guest kernel: set WARDEN_VM_KERNEL to a vmlinuz, or unpack the distribution's kernel package (the one linux-image-amd64 depends on) into {dir}; `warden vm kernel` says how and can fetch and unpack it")]
     NotFound { dir: PathBuf },
     #[error("the guest kernel {path} is not readable")]
     Unreadable {
