@@ -246,6 +246,38 @@ print(send((ip, {port}), b'GET / HTTP/1.1\\r\\nHost: web.test:{port}\\r\\n\\r\\n
 }
 
 #[test]
+fn a_plain_http_client_that_shuts_its_side_after_the_request_still_gets_the_answer() {
+    // `nc`, or a pipe into curl: the request, then the write side shut
+    // (a half-close), then the answer read. Served request by request,
+    // the proxy must not take the half-close for the end of the exchange.
+    if !egress_available() {
+        return;
+    }
+    let up = Upstream::start(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    let port = up.port;
+    let out = sandbox_python(
+        &[
+            "--allow-domain",
+            &format!("web.test:{port}"),
+            "--add-host",
+            "web.test=127.0.0.1",
+            "--allow-http",
+        ],
+        &format!(
+            "s = socket.create_connection((socket.gethostbyname('web.test'), {port}), timeout=5)\n\
+s.sendall(b'GET /half HTTP/1.0\\r\\nHost: web.test:{port}\\r\\n\\r\\n')\n\
+s.shutdown(socket.SHUT_WR)\n\
+print('answer', s.recv(200))\n"
+        ),
+    );
+    let s = stdout(&out);
+    assert!(s.contains("200 OK"), "{s} {}", stderr(&out));
+    let seen = up.connections();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with(b"GET /half HTTP/1.1"), "{seen:?}");
+}
+
+#[test]
 fn denied_names_get_nxdomain_and_nothing_reaches_a_name_server() {
     if !egress_available() {
         return;

@@ -174,6 +174,9 @@ pub(super) async fn serve(
     builder
         .max_buf_size(limit)
         .keep_alive(false)
+        // A client that shuts its side after the request (`nc`, `curl
+        // --data @- ` of a pipe) still waits for the answer.
+        .half_close(true)
         .preserve_header_case(true)
         .title_case_headers(true);
     let connection = builder.serve_connection(TokioIo::new(metered), service);
