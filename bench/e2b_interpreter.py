@@ -8,42 +8,16 @@ test.
 
     python bench/e2b_interpreter.py SOCKET E2B_URL [RUNS]
 """
-import http.client, json, os, socket, sys, time
+import sys, time
+
+from e2b_common import pct, sdk_environment, timed
 
 sock, e2b_url = sys.argv[1:3]
 runs = int(sys.argv[3]) if len(sys.argv) > 3 else 50
 
 
-class Unix(http.client.HTTPConnection):
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(sock)
-
-
-def owner(method, path, body=None):
-    c = Unix("warden")
-    c.request(method, path, json.dumps(body) if body is not None else None,
-              {"content-type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    assert r.status < 300, (method, path, r.status, data)
-    return json.loads(data) if data else None
-
-
-token = owner("POST", "/v1/tokens", {"name": "bench-interpreter", "scopes": ["admin"]})["token"]
-os.environ.update(E2B_API_URL=e2b_url, E2B_SANDBOX_URL=e2b_url, E2B_API_KEY=token)
+sdk_environment(sock, e2b_url, "bench-interpreter")
 from e2b_code_interpreter import Sandbox  # noqa: E402  (reads the environment above)
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p))] * 1000
-
-
-def timed(f):
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t
 
 
 def two(sbx):
