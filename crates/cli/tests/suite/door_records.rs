@@ -330,3 +330,41 @@ fn the_mcp_event_log_resource_shows_the_newest_events_of_a_log_past_ten_thousand
         c.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn a_label_filter_never_matches_the_record_of_an_earlier_sandbox_of_the_name() {
+    let state = TempDir::new("label-stale");
+    let s = state.path();
+    let d = Daemon::start_with(s, false, &[], &[]);
+    let (st, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"lab","labels":{"team":"a"}}"#),
+        None,
+    );
+    assert_eq!(st, 201, "{b}");
+    let listed = |d: &Daemon| {
+        let (st, b) = call(d, "GET", "/v1/sandboxes?label=team=a", None, None);
+        assert_eq!(st, 200, "{b}");
+        json(&b)["sandboxes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x["id"].as_str().map(str::to_string))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(listed(&d), ["lab"]);
+    // Removed behind the daemon's back; the owner's CLI makes another
+    // sandbox of the name, which never had the label.
+    ok(&warden(s, &["rm", "--force", "lab"]));
+    std::thread::sleep(Duration::from_millis(50));
+    ok(&warden(s, &["create", "lab"]));
+    assert!(
+        listed(&d).is_empty(),
+        "the label of the record of an earlier `lab` matched"
+    );
+    ok(&warden(s, &["rm", "--force", "lab"]));
+}

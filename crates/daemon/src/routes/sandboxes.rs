@@ -342,18 +342,22 @@ pub async fn list(
             if !sees(&e.name) {
                 continue;
             }
-            let row = rows.get(&e.name);
-            if let Some((k, v)) = &label {
-                if row.and_then(|r| r.labels.get(k)) != Some(v) {
-                    continue;
-                }
-            }
             if pooled.contains(&e.name) {
                 continue;
             }
             let Ok(sb) = app.store.get(&e.name) else {
                 continue;
             };
+            // A record kept of an earlier sandbox of this name is not this
+            // one's: its labels are not matched (as `App::info` shows none).
+            let row = rows
+                .get(&e.name)
+                .filter(|r| crate::auth::made_for(&sb, None, r.created_ms));
+            if let Some((k, v)) = &label {
+                if row.and_then(|r| r.labels.get(k)) != Some(v) {
+                    continue;
+                }
+            }
             let mut info = app.info(&sb, row);
             info.changes_bytes = e.changes_bytes;
             if q.state.as_deref().is_some_and(|s| s != info.state) {
