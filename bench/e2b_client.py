@@ -5,34 +5,19 @@ own Python client (clients/python, `warden_sandbox`), as programs call it.
 
     python bench/e2b_client.py SOCKET E2B_URL NATIVE_URL [RUNS]
 """
-import http.client, json, os, socket, sys, time
+import sys, time
 
 import httpx
+
+from e2b_common import pct, sdk_environment
 
 sock, e2b_url, native_url = sys.argv[1:4]
 runs = int(sys.argv[4]) if len(sys.argv) > 4 else 200
 creates = min(runs, 30)
 
-
-class Unix(http.client.HTTPConnection):
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(sock)
-
-
-owner = Unix("warden")
-owner.request("POST", "/v1/tokens", json.dumps({"name": "bench", "scopes": ["admin"]}),
-              {"content-type": "application/json"})
-token = json.loads(owner.getresponse().read())["token"]
-
-os.environ.update(E2B_API_URL=e2b_url, E2B_SANDBOX_URL=e2b_url, E2B_API_KEY=token)
+token = sdk_environment(sock, e2b_url, "bench")
 from e2b import Sandbox  # noqa: E402  (reads the environment above)
 import warden_sandbox  # noqa: E402
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p))] * 1000
 
 
 ARGV = ["/bin/bash", "-l", "-c", "true"]

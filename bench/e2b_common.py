@@ -23,9 +23,10 @@ def owner_call(sock, method, path, body=None):
 
 def sdk_environment(sock, e2b_url, name):
     """A token of the daemon's for the SDK, and the door's address, in the
-    environment the SDK reads when it is imported."""
+    environment the SDK reads when it is imported; the token is returned."""
     token = owner_call(sock, "POST", "/v1/tokens", {"name": name, "scopes": ["admin"]})["token"]
     os.environ.update(E2B_API_URL=e2b_url, E2B_SANDBOX_URL=e2b_url, E2B_API_KEY=token)
+    return token
 
 
 def pct(xs, p):
