@@ -109,7 +109,13 @@ fn labelled(app: &App, id: &str, label: &str) -> Result<bool, Refusal> {
     let row = db
         .sandbox(id)
         .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, chain(&e)))?;
-    Ok(row.is_some_and(|r| r.labels.contains_key(label)))
+    // A record kept of an earlier sandbox of this name is not this one's.
+    let made_for = |created_ms| {
+        app.store
+            .get(id)
+            .is_ok_and(|sb| crate::auth::made_for(&sb, None, created_ms))
+    };
+    Ok(row.is_some_and(|r| r.labels.contains_key(label) && made_for(r.created_ms)))
 }
 
 /// Whether MCP was turned on for sandbox `id`.
