@@ -199,6 +199,7 @@ fn fits(app: &App, sb: &Sandbox, input: &Input, trust: Trust) -> Option<Delta> {
     }
     let mut want = serde_json::to_value(&r.spec).ok()?;
     let mut have = serde_json::to_value(&stored.spec).ok()?;
+    default_disk_alike(&mut want, &have);
     let wanted = take_domains(&mut want);
     let had = take_domains(&mut have);
     if want != have {
@@ -243,6 +244,22 @@ impl Delta {
 
 /// The allowed names of a spec (as written: `source`, and whether a
 /// caller gave it), taken out of it.
+/// A disk budget nobody asked for is the default, whatever its size: the
+/// default follows the state's free space, which the pool's own
+/// sandboxes shrink, so the one resolved now is smaller than the one a
+/// pooled sandbox was made with a moment ago. Counted as a difference,
+/// every pooled sandbox on a host short of space would be found stale,
+/// discarded and made again, without end.
+fn default_disk_alike(want: &mut serde_json::Value, have: &serde_json::Value) {
+    const DISK: &str = "/filesystem/disk";
+    let unasked = |v: &serde_json::Value| v.get("asked") == Some(&serde_json::Value::Bool(false));
+    if let (Some(w), Some(h)) = (want.pointer_mut(DISK), have.pointer(DISK)) {
+        if unasked(w) && unasked(h) {
+            *w = h.clone();
+        }
+    }
+}
+
 fn take_domains(spec: &mut serde_json::Value) -> Vec<(String, bool)> {
     let Some(domains) = spec
         .pointer_mut("/network/Egress/domains")
@@ -527,6 +544,24 @@ mod tests {
         for (p, why) in bad {
             let e = p.check().unwrap_err();
             assert!(e.contains(why), "{p:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_default_disk_of_another_size_still_fits_and_an_asked_one_does_not() {
+        let spec = |bytes: u64, asked: bool| serde_json::json!({"filesystem": {"disk": {"bytes": bytes, "asked": asked}}});
+        let have = spec(4 << 30, false);
+        let mut want = spec(2 << 30, false);
+        default_disk_alike(&mut want, &have);
+        assert_eq!(want, have, "two defaults are the same choice");
+        for (mut want, have) in [
+            (spec(2 << 30, true), spec(4 << 30, false)),
+            (spec(2 << 30, false), spec(4 << 30, true)),
+            (spec(2 << 30, true), spec(4 << 30, true)),
+        ] {
+            let before = want.clone();
+            default_disk_alike(&mut want, &have);
+            assert_eq!(want, before, "an asked disk is compared as it is");
         }
     }
 

@@ -12,16 +12,17 @@ use crate::common::upstream::TestCa;
 use crate::common::*;
 use std::process::{Command, Stdio};
 
-/// Random A queries to the sandbox's resolver for `SECS` seconds.
+/// Random A queries to the sandbox's resolver: `argv[1]` of them, or as
+/// many as `argv[2]` seconds allow (a loaded machine sends fewer).
 const NAMES: &str = r#"
 import random, socket, string, struct, sys, time
 ns = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.setblocking(False)
-end = time.time() + float(sys.argv[1]); n = 0
+want = int(sys.argv[1]); end = time.time() + float(sys.argv[2]); n = 0
 def q(name):
     h = struct.pack(">HHHHHH", random.randrange(65536), 0x100, 1, 0, 0, 0)
     return h + b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
-while time.time() < end:
+while n < want and time.time() < end:
     name = ".".join("".join(random.choices(string.ascii_lowercase, k=60)) for _ in range(2)) + ".example"
     try: s.sendto(q(name), (ns, 53)); n += 1
     except BlockingIOError: time.sleep(0.001)
@@ -31,18 +32,18 @@ while time.time() < end:
 print("names", n)
 "#;
 
-/// Pipelined GETs of random 7,000-byte paths no rule allows, for `SECS`
-/// seconds.
+/// Pipelined GETs of random 7,000-byte paths no rule allows: until
+/// `argv[1]` were refused, or `argv[2]` seconds have passed.
 const PATHS: &str = r#"
 import random, socket, ssl, string, sys, time
 ctx = ssl.create_default_context()
-end = time.time() + float(sys.argv[1]); port = int(sys.argv[2]); n = 0
+want = int(sys.argv[1]); end = time.time() + float(sys.argv[2]); port = int(sys.argv[3]); n = 0
 # Resolved once: the names flood may crowd the resolver out later.
 addr = None
 while addr is None and time.time() < end:
     try: addr = socket.gethostbyname("forge.test")
     except OSError: time.sleep(0.05)
-while time.time() < end:
+while n < want and time.time() < end:
     t = ctx.wrap_socket(socket.create_connection((addr, port), timeout=4), server_hostname="forge.test")
     reqs = b""
     for i in range(20):
@@ -87,7 +88,7 @@ fn a_sandbox_flooding_random_names_and_long_paths_leaves_a_log_within_its_budget
             "--",
             "sh",
             "-c",
-            &format!("python3 {d}/names.py 4 & python3 {d}/paths.py 4 {port}; wait"),
+            &format!("python3 {d}/names.py 30000 40 & python3 {d}/paths.py 200 40 {port}; wait"),
         ])
         .stdin(Stdio::null())
         .output()
@@ -226,7 +227,7 @@ fn a_daemon_sandboxs_log_stays_within_its_budget_under_a_flood_of_names() {
     );
     assert_eq!(s, 201, "{b}");
     let body = serde_json::json!({
-        "argv": ["python3", "-c", NAMES, "4"],
+        "argv": ["python3", "-c", NAMES, "30000", "40"],
         "timeout_seconds": 60,
     })
     .to_string();

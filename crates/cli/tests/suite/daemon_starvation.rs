@@ -167,7 +167,7 @@ fn a_token_holding_all_the_terminals_it_may_is_refused_the_next_and_the_owner_st
 
 #[test]
 fn a_tokens_sandbox_gets_at_most_the_hosts_default_memory_and_disk() {
-    let Some((_state, d)) = daemon_with("starve-defaults", "quotas:\n  sandboxes: 8\n") else {
+    let Some((state, d)) = daemon_with("starve-defaults", "quotas:\n  sandboxes: 8\n") else {
         return;
     };
     let token = daemon::api_token(&d, "big", &["sandboxes:read", "sandboxes:write"], None);
@@ -178,11 +178,11 @@ fn a_tokens_sandbox_gets_at_most_the_hosts_default_memory_and_disk() {
     assert_eq!(p["code"], "above_default", "{b}");
     assert_eq!(p["field"], "/spec/resources/memory", "{b}");
     // Disk within the memory asked, above the host's default disk (half
-    // its default memory, which is at most 8G).
+    // its default memory, which is at most 8G): refused as above the
+    // default, or, on a host with less than that free, as finding no room.
     let (s, b) =
         create(r#"{"name":"d","start":false,"spec":{"resources":{"memory":"8G","disk":"6G"}}}"#);
-    assert_eq!(s, 422, "{b}");
-    assert_eq!(json(&b)["code"], "above_default", "{b}");
+    assert_refused_disk(s, &b, 6 << 30, &free_space(state.path()), "above_default");
     // Disk past the host's free space (on most hosts): refused, and
     // worded for a token.
     let (s, b) =
@@ -261,8 +261,35 @@ fn a_token_taking_what_an_owners_profile_grants_above_the_hosts_default_is_not_r
     let (s, b) = create(
         r#"{"name":"disk","start":false,"profile":"big","spec":{"resources":{"disk":"9G"}}}"#,
     );
-    assert_eq!(s, 422, "more disk than the profile's memory brings: {b}");
-    assert_eq!(json(&b)["field"], "/spec/resources/disk", "{b}");
+    assert_refused_disk(s, &b, 9 << 30, &free_space(state.path()), "");
+}
+
+/// Free space of the file system holding `dir`, as the daemon reckons it.
+fn free_space(dir: &std::path::Path) -> u64 {
+    let st = nix::sys::statvfs::statvfs(dir).unwrap();
+    (st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64)
+}
+
+/// `asked` bytes of disk were refused at the disk's pointer: for being
+/// above what a token is given (422, with `code` unless empty) where the
+/// host has room for them, or with 507 `no_disk` (the free space untold)
+/// where it has not.
+fn assert_refused_disk(status: u16, body: &str, asked: u64, free: &u64, code: &str) {
+    let p = json(body);
+    assert_eq!(p["field"], "/spec/resources/disk", "{body}");
+    if asked > *free {
+        assert_eq!(
+            (status, p["code"].as_str()),
+            (507, Some("no_disk")),
+            "{body}"
+        );
+        assert!(!body.contains(" free"), "the free space is told: {body}");
+    } else {
+        assert_eq!(status, 422, "{body}");
+        if !code.is_empty() {
+            assert_eq!(p["code"], code, "{body}");
+        }
+    }
 }
 
 #[test]
