@@ -38,6 +38,9 @@ def test_a_fork_and_a_snapshot_of_a_sandbox_without_internet_access_reach_nothin
         forks[0].update_network({"allow_internet_access": True})
         assert reaches(forks[0], listener)
         assert not reaches(sbx, listener)
+        # A name given back stays the template's: denied again, it goes.
+        forks[0].update_network({"allow_internet_access": False})
+        assert not reaches(forks[0], listener)
         Sandbox.delete_snapshot(snap.snapshot_id)
     finally:
         for s in made:
@@ -66,6 +69,37 @@ def test_a_name_the_owner_took_away_live_stays_away_from_every_copy(daemon: Daem
             # took away.
             copy.update_network({})
             assert not reaches(copy, listener), copy.sandbox_id
+        Sandbox.delete_snapshot(snap.snapshot_id)
+    finally:
+        for s in made:
+            s.kill()
+        sbx.kill()
+
+
+def test_a_sandbox_made_from_a_snapshot_gets_the_template_names_back_as_its_source_would(
+    daemon: Daemon,
+) -> None:
+    listener = Listener()
+    name = pinned_template(daemon, listener)
+    sbx = Sandbox.create(template=name, timeout=120, allow_internet_access=False)
+    made = []
+    try:
+        snap = sbx.create_snapshot(name=f"nonet-back-{listener.port}")
+        child = Sandbox.create(template=snap.snapshot_id, timeout=120)
+        made.append(child)
+        assert not reaches(child, listener)
+        # The snapshot keeps the door's record of what it took away: an
+        # update that no longer denies all traffic gives the template's
+        # name back to the new sandbox, as it does to the source.
+        child.update_network({"allow_internet_access": True})
+        assert reaches(child, listener)
+        sbx.update_network({"allow_internet_access": True})
+        assert reaches(sbx, listener)
+        # Denied again, it reaches nothing, and a second update gives it back.
+        child.update_network({"allow_internet_access": False})
+        assert not reaches(child, listener)
+        child.update_network({})
+        assert reaches(child, listener)
         Sandbox.delete_snapshot(snap.snapshot_id)
     finally:
         for s in made:

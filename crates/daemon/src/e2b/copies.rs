@@ -87,15 +87,84 @@ pub async fn create_snapshot(
     }
     let made = native::create(
         State(e.app.clone()),
-        Extension(caller),
-        Path(id),
+        Extension(caller.clone()),
+        Path(id.clone()),
         Body(NewSnapshot { name }),
     )
     .await;
-    match made {
-        Ok((_, Json(s))) => (StatusCode::CREATED, Json(shown(s.name))).into_response(),
-        Err(err) => from_api(err),
+    let made = match made {
+        Ok((_, Json(s))) => s,
+        Err(err) => return from_api(err),
+    };
+    if let Err(r) = keep_record(&e, &caller, &id, &made.name).await {
+        // A snapshot without the door's record would give back less than
+        // its source on an update: none rather than a lesser one.
+        let _ = native::delete(
+            State(e.app.clone()),
+            Extension(caller),
+            Path(made.name.clone()),
+        )
+        .await;
+        return r;
     }
+    (StatusCode::CREATED, Json(shown(made.name))).into_response()
+}
+
+/// What the door keeps of a sandbox in a snapshot of it, beside the
+/// snapshot's own files (`e2b.json` in its directory, so it goes with the
+/// snapshot and no later snapshot of that name finds it): the
+/// template's names the door took away (the `e2b.denied` label), which
+/// the snapshot's spec no longer holds, so that an update of a sandbox
+/// made from it gives them back as it would to the source.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Record {
+    #[serde(default)]
+    denied: Vec<String>,
+    /// The template's names the snapshot's spec may lack (see
+    /// `network::TEMPLATE`).
+    #[serde(default)]
+    template: Vec<String>,
+}
+
+/// The file of the door's record of snapshot `name` of `caller`'s.
+fn record_path(e: &E2b, caller: &Caller, name: &str) -> Result<std::path::PathBuf, String> {
+    use warden_runtime::lifecycle::{snapshots, Owner};
+    let owner = match caller.token_id() {
+        Some(t) => Owner::Token(t),
+        None => Owner::Machine,
+    };
+    let info = snapshots(&e.app.store, owner)
+        .map_err(|err| err.to_string())?
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| format!("no snapshot {name:?} of this caller's"))?;
+    let saved =
+        warden_workspace::saved::Saved::open(e.app.store.root()).map_err(|err| err.to_string())?;
+    Ok(saved.dir(&info).join("e2b.json"))
+}
+
+/// Keep in snapshot `name` the door's record of sandbox `id` as it is.
+async fn keep_record(e: &E2b, caller: &Caller, id: &str, name: &str) -> Result<(), Response> {
+    let source = control::running(e, id).await?;
+    let (denied, template) = super::network::carried(&source.labels);
+    let record = Record { denied, template };
+    let path =
+        record_path(e, caller, name).map_err(|m| error(StatusCode::INTERNAL_SERVER_ERROR, m))?;
+    warden_runtime::state::write_json(&path, &record).map_err(|err| {
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the snapshot's record cannot be kept: {err}"),
+        )
+    })
+}
+
+/// The door's record of snapshot `name` of `caller`'s: empty for one
+/// made natively (the door took nothing away from its source).
+fn record_of(e: &E2b, caller: &Caller, name: &str) -> Record {
+    record_path(e, caller, name)
+        .ok()
+        .and_then(|p| warden_runtime::state::read_json::<Record>(&p).ok())
+        .unwrap_or_default()
 }
 
 /// `GET /snapshots` (`sandboxID`, `name`, `limit`, `nextToken`).
@@ -219,6 +288,8 @@ pub async fn create_from(
     if !given.is_empty() {
         labels.insert(ALLOW_OUT.into(), super::network::label_of(&given));
     }
+    let record = record_of(e, caller, tagless(template));
+    super::network::keep_carried(&mut labels, &record.denied, &record.template);
     adopt(e, &info.id, labels, timeout).await
 }
 
@@ -342,9 +413,12 @@ pub async fn fork(
         Err(err) => return from_api(err),
     };
     let timeout = body.timeout.unwrap_or(FORK_TIMEOUT);
+    let mut labels = source.labels.clone();
+    let (denied, template) = super::network::carried(&labels);
+    super::network::keep_carried(&mut labels, &denied, &template);
     let mut out = Vec::new();
     for f in forks {
-        let entry = match adopt(&e, &f.id, source.labels.clone(), timeout).await {
+        let entry = match adopt(&e, &f.id, labels.clone(), timeout).await {
             Ok(info) => {
                 let key = super::create::access_token(&e, &caller, &info, &headers);
                 ForkResult {

@@ -279,6 +279,41 @@ pub(super) fn deny_before_start(app: &App, id: &str, names: &[String]) -> Result
 /// longer denies it, never a name the owner took away himself.
 pub(super) const DENIED: &str = "e2b.denied";
 
+/// The label that keeps, on a copy (a fork, a sandbox made from a
+/// snapshot), the template's names its spec may lack because the door
+/// took them from its source: they stay the template's for every update.
+pub(super) const TEMPLATE: &str = "e2b.template";
+
+/// The door's record of a sandbox as a copy of it carries it: the
+/// template's names the door took away (still taken away in the copy),
+/// and every template name the copy's spec may lack.
+pub(super) fn carried(
+    labels: &std::collections::BTreeMap<String, String>,
+) -> (Vec<String>, Vec<String>) {
+    let denied = listed_in(labels, DENIED);
+    let mut template = listed_in(labels, TEMPLATE);
+    for n in &denied {
+        if !template.contains(n) {
+            template.push(n.clone());
+        }
+    }
+    (denied, template)
+}
+
+/// Record `carried`'s names in a copy's `labels`.
+pub(super) fn keep_carried(
+    labels: &mut std::collections::BTreeMap<String, String>,
+    denied: &[String],
+    template: &[String],
+) {
+    keep_denied(labels, denied);
+    if template.is_empty() {
+        labels.remove(TEMPLATE);
+    } else {
+        labels.insert(TEMPLATE.into(), label_of(template));
+    }
+}
+
 /// The names the client gave, as the label keeps them.
 pub(super) fn given(labels: &std::collections::BTreeMap<String, String>) -> Vec<String> {
     listed_in(labels, ALLOW_OUT)
@@ -375,12 +410,15 @@ pub async fn update(
     // removals applied: the template's names it took away are no longer
     // in the copy's spec, only in the label the copy carries, which only
     // this door writes, and only with the template's names.
-    let template: Vec<String> = reach
-        .names
-        .iter()
-        .chain(taken.iter().filter(|n| !reach.names.contains(n)))
-        .cloned()
-        .collect();
+    // A copy's record also names the template's names it was made
+    // without (`e2b.template`), so one given back to it is taken away
+    // again by a later update that denies all traffic.
+    let mut template: Vec<String> = reach.names.clone();
+    for n in taken.iter().chain(listed_in(&info.labels, TEMPLATE).iter()) {
+        if !template.contains(n) {
+            template.push(n.clone());
+        }
+    }
     for name in &template {
         if wanted.allow.contains(name) {
             continue;
