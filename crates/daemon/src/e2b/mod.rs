@@ -38,6 +38,7 @@ mod signing;
 mod stream_input;
 mod templates;
 mod terminal;
+mod volumes;
 
 pub(crate) use permit::permit;
 
@@ -115,6 +116,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v2/sandboxes/{id}/logs", get(logs::v2))
         .route("/sandboxes/metrics", get(control::not_supported))
         .route("/snapshots", get(copies::list))
+        .route("/volumes", post(volumes::create).get(volumes::list))
+        .route("/volumes/{id}", get(volumes::get).delete(volumes::delete))
         .route("/templates", get(templates::list))
         .route("/v2/templates", get(templates::list))
         .route("/templates/aliases/{alias}", get(templates::alias))

@@ -1,0 +1,360 @@
+//! E2B's volumes (`e2b.Volume`: `POST /volumes`, `GET /volumes`, `GET
+//! /volumes/{id}`, `DELETE /volumes/{id}`) onto directories the daemon
+//! makes and keeps in its own state, owner-only:
+//!
+//! ```text
+//! STATE/e2b/volumes/ID/
+//!   meta.json   id, name, the token that made it, when
+//!   data/       the volume's files
+//! ```
+//!
+//! A volume belongs to the token that made it: another token neither
+//! lists, reads nor deletes it, and is answered exactly as for one that
+//! does not exist (the daemon's owner sees every one). A caller names a
+//! volume, never a host path: its directory is the daemon's choice, under
+//! a random ID. What this module does not do yet: mount a volume into a
+//! sandbox (`volume_mounts` is refused at create) and E2B's volume
+//! content API (reading and writing a volume's files without a sandbox),
+//! whose address the SDK derives from the domain answered here, which is
+//! the door's own `.localhost` one, so the SDK's calls to it fail to
+//! connect rather than going anywhere else.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::control::error;
+use super::{permit, E2b};
+use crate::auth::Caller;
+
+/// The most volumes one token keeps.
+const MAX_PER_TOKEN: usize = 16;
+/// The longest name of a volume.
+const MAX_NAME: usize = 63;
+
+/// Creates and deletes one at a time, so that two creates of one name
+/// cannot both pass the check that it is free.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `meta.json` of one volume.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Meta {
+    id: String,
+    name: String,
+    /// The token that made it; `None`: the daemon's owner.
+    token: Option<String>,
+    created_ms: u64,
+}
+
+/// `POST /volumes`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewVolume {
+    name: String,
+}
+
+/// A volume as E2B answers its create and get (`VolumeAndToken`).
+#[derive(Serialize)]
+struct Shown {
+    #[serde(rename = "volumeID")]
+    volume_id: String,
+    name: String,
+    /// E2B's credential for its volume content API, which warden does
+    /// not serve: empty, so nothing that could stand for the caller's
+    /// power is handed out for it.
+    token: String,
+    /// The door's own `.localhost` domain: the SDK derives the content
+    /// API's address from it, which then never leaves this machine.
+    domain: String,
+}
+
+/// A volume as E2B lists it.
+#[derive(Serialize)]
+struct Listed {
+    #[serde(rename = "volumeID")]
+    volume_id: String,
+    name: String,
+}
+
+fn shown(m: Meta) -> Shown {
+    Shown {
+        volume_id: m.id,
+        name: m.name,
+        token: String::new(),
+        domain: super::ports::sandbox_domain(),
+    }
+}
+
+/// Where the daemon keeps the door's volumes.
+fn root(e: &E2b) -> PathBuf {
+    e.app.state_dir.join("e2b").join("volumes")
+}
+
+/// Why `name` cannot name a volume; `None` when it can. A name is never
+/// a path (the directory is under a random ID), and is kept plain so
+/// that it reads the same in every message and list.
+fn invalid_name(name: &str) -> Option<String> {
+    let shown: String = name.chars().take(MAX_NAME + 1).collect();
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Some(format!(
+            "volume name {shown:?}: a name is 1 to {MAX_NAME} characters"
+        ));
+    }
+    let plain = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !plain || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Some(format!(
+            "volume name {shown:?}: a name is letters, digits, '-' and '_', starting with a letter or digit (never a path)"
+        ));
+    }
+    None
+}
+
+/// Whether `caller` may see volume `m`.
+fn sees(caller: &Caller, m: &Meta) -> bool {
+    match caller {
+        Caller::Owner => true,
+        Caller::Token(_) => caller.token_id() == m.token.as_deref(),
+    }
+}
+
+/// Every volume the daemon keeps, as its records say; one whose record
+/// cannot be read is left out (and never shown to anyone).
+fn all(e: &E2b) -> Vec<Meta> {
+    let Ok(dir) = std::fs::read_dir(root(e)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Meta> = dir
+        .flatten()
+        .filter_map(|d| {
+            let id = d.file_name().to_str()?.to_string();
+            let m: Meta = warden_runtime::state::read_json(&d.path().join("meta.json")).ok()?;
+            (m.id == id).then_some(m)
+        })
+        .collect();
+    out.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+    out
+}
+
+/// Volume `id` of `caller`'s, found by its ID or its name.
+fn find(e: &E2b, caller: &Caller, id: &str) -> Option<Meta> {
+    all(e)
+        .into_iter()
+        .filter(|m| sees(caller, m))
+        .find(|m| m.id == id || m.name == id)
+}
+
+fn not_found(id: &str) -> Response {
+    let shown: String = id.chars().take(MAX_NAME + 1).collect();
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no volume {shown:?} of this caller's"),
+    )
+}
+
+/// Run `f` on the blocking pool; a failure of the pool is a 500.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    tokio::task::spawn_blocking(f).await.map_err(|_| {
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the volume request did not complete",
+        )
+    })
+}
+
+/// `POST /volumes`: 201 with the new volume.
+pub async fn create(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(d) = permit(&e.app, &caller, "POST", "/v1/sandboxes", None) {
+        return d.response();
+    }
+    let body: NewVolume = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(err) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the request body does not fit: {err}"),
+            )
+        }
+    };
+    if let Some(why) = invalid_name(&body.name) {
+        return error(StatusCode::BAD_REQUEST, why);
+    }
+    let made = blocking(move || make(&e, &caller, body.name)).await;
+    match made {
+        Ok(Ok(m)) => (StatusCode::CREATED, Json(shown(m))).into_response(),
+        Ok(Err((status, why))) => error(status, why),
+        Err(r) => r,
+    }
+}
+
+/// Make volume `name` of `caller`'s: its directory and record.
+fn make(e: &E2b, caller: &Caller, name: String) -> Result<Meta, (StatusCode, String)> {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let token = caller.token_id().map(str::to_string);
+    let mine: Vec<Meta> = all(e).into_iter().filter(|m| m.token == token).collect();
+    if mine.iter().any(|m| m.name == name) {
+        return Err((
+            StatusCode::CONFLICT,
+            format!("volume {name:?} exists already; delete it first or choose another name"),
+        ));
+    }
+    if token.is_some() && mine.len() >= MAX_PER_TOKEN {
+        return Err((
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("this token keeps {MAX_PER_TOKEN} volumes already, the most one token may keep: delete one first"),
+        ));
+    }
+    let meta = Meta {
+        id: format!("vol-{}", crate::auth::random_id(8)),
+        name,
+        token,
+        created_ms: warden_runtime::state::now_ms(),
+    };
+    let failed = |what: &str, err: String| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the volume cannot be {what}: {err}"),
+        )
+    };
+    let root = root(e);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&root)
+        .map_err(|err| failed("made", err.to_string()))?;
+    // Made under a name no listing reads, and renamed whole: a volume is
+    // never seen half-made.
+    let tmp = root.join(format!(".{}.partial", meta.id));
+    let written = (|| {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&tmp)
+            .map_err(|err| err.to_string())?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(tmp.join("data"))
+            .map_err(|err| err.to_string())?;
+        warden_runtime::state::write_json(&tmp.join("meta.json"), &meta)
+            .map_err(|err| err.to_string())?;
+        std::fs::rename(&tmp, root.join(&meta.id)).map_err(|err| err.to_string())
+    })();
+    if let Err(err) = written {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(failed("made", err));
+    }
+    Ok(meta)
+}
+
+/// `GET /volumes`: the caller's volumes.
+pub async fn list(State(e): State<Arc<E2b>>, Extension(caller): Extension<Caller>) -> Response {
+    if let Err(d) = permit(&e.app, &caller, "GET", "/v1/sandboxes", None) {
+        return d.response();
+    }
+    let listed = blocking(move || {
+        all(&e)
+            .into_iter()
+            .filter(|m| sees(&caller, m))
+            .map(|m| Listed {
+                volume_id: m.id,
+                name: m.name,
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    match listed {
+        Ok(l) => Json(l).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// `GET /volumes/{id}`: one of the caller's volumes, by ID or name.
+pub async fn get(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(d) = permit(&e.app, &caller, "GET", "/v1/sandboxes", None) {
+        return d.response();
+    }
+    let asked = id.clone();
+    match blocking(move || find(&e, &caller, &asked)).await {
+        Ok(Some(m)) => Json(shown(m)).into_response(),
+        Ok(None) => not_found(&id),
+        Err(r) => r,
+    }
+}
+
+/// `DELETE /volumes/{id}`: 204, or 404 (the SDK's `False`) for a volume
+/// that is not the caller's. Its directory is removed without following
+/// any link a sandbox could have planted in it.
+pub async fn delete(
+    State(e): State<Arc<E2b>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(d) = permit(&e.app, &caller, "POST", "/v1/sandboxes", None) {
+        return d.response();
+    }
+    let asked = id.clone();
+    let removed = blocking(move || {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(m) = find(&e, &caller, &asked) else {
+            return Ok(false);
+        };
+        let dir = root(&e).join(&m.id);
+        // Out of the listing first (a rename is whole), then removed:
+        // std's remove_dir_all never follows a symbolic link.
+        let gone = root(&e).join(format!(".{}.deleted", m.id));
+        std::fs::rename(&dir, &gone).map_err(|err| err.to_string())?;
+        std::fs::remove_dir_all(&gone).map_err(|err| err.to_string())?;
+        Ok::<bool, String>(true)
+    })
+    .await;
+    match removed {
+        Ok(Ok(true)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Ok(false)) => not_found(&id),
+        Ok(Err(why)) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the volume cannot be deleted: {why}"),
+        ),
+        Err(r) => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_volume_name_is_never_a_path_nor_unbounded() {
+        for bad in [
+            "",
+            "/",
+            "..",
+            "a/b",
+            "../etc",
+            "a\0b",
+            ".hidden",
+            "-flag",
+            "name with space",
+            &"x".repeat(MAX_NAME + 1),
+        ] {
+            assert!(invalid_name(bad).is_some(), "{bad:?}");
+        }
+        for good in ["data", "my-volume_2", &"x".repeat(MAX_NAME)] {
+            assert!(invalid_name(good).is_none(), "{good:?}");
+        }
+    }
+}
