@@ -5,18 +5,18 @@
 //! each request to the guest's init and each process's streams between the
 //! caller's descriptors and the VM's channel.
 
+use crate::channel::{notify_with, pump_stdin, send, Writer};
+use crate::control::Input;
 use crate::machine::{Accel, Config, Machine, MachineError};
-use crate::wire::{Ended, Frame, Kind, Spawn, CHUNK, CONNECTION};
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use crate::wire::{Ended, Frame, Kind, Spawn, CONNECTION};
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
 use warden_jail::spawn::{FromInit, ToInit};
@@ -92,18 +92,6 @@ pub enum VmError {
     },
     #[error("the VM ended before the command did; its console said: {0}")]
     GuestDied(String),
-}
-
-/// What feeds the relay's loop.
-pub(crate) enum Input {
-    Vm(Frame),
-    /// The channel of the VMM whose reader had this number ended
-    /// (`u64::MAX`: every reader is gone).
-    VmGone(u64),
-    Request(ToInit, Vec<OwnedFd>),
-    RequestsGone,
-    /// The supervisor's pause or resume ([`crate::control`]).
-    Control(crate::control::Op, crate::control::Answer),
 }
 
 static RUNS: AtomicU64 = AtomicU64::new(0);
@@ -786,43 +774,6 @@ enum Ended2 {
     Gone,
 }
 
-/// Read the frames of a VMM's channel, starting from `rest` (the part of
-/// a frame the reader of the VMM before it read last), into `tx`; at its
-/// end, say so as reader `gen` and give back the part of a frame read
-/// last.
-pub(crate) fn read_vm(
-    mut stream: UnixStream,
-    mut rest: Vec<u8>,
-    gen: u64,
-    tx: Sender<Input>,
-) -> Vec<u8> {
-    let mut chunk = vec![0u8; CHUNK + 64];
-    loop {
-        match crate::control::frames(&mut rest) {
-            Ok(frames) => {
-                for f in frames {
-                    if tx.send(Input::Vm(f)).is_err() {
-                        return Vec::new();
-                    }
-                }
-            }
-            // Garbled: the channel ends.
-            Err(_) => {
-                rest.clear();
-                break;
-            }
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => rest.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    let _ = tx.send(Input::VmGone(gen));
-    rest
-}
-
 fn read_requests(channel: &OwnedFd, tx: Sender<Input>) {
     let mut buf = vec![0u8; warden_jail::spawn::MAX_REQUEST + 1];
     loop {
@@ -840,40 +791,6 @@ fn read_requests(channel: &OwnedFd, tx: Sender<Input>) {
         }
     }
     let _ = tx.send(Input::RequestsGone);
-}
-
-pub(crate) type Writer = Arc<Mutex<crate::control::Link>>;
-
-pub(crate) fn send(w: &Writer, f: Frame) {
-    if let Ok(mut s) = w.lock() {
-        let _ = f.write_to(&mut *s);
-    }
-}
-
-/// Relay `from` (a caller's stdin) into the VM as `id`'s stdin until its
-/// end, or until `stop`.
-pub(crate) fn pump_stdin(from: OwnedFd, id: u64, w: Writer, stop: Arc<AtomicBool>) {
-    let mut file = File::from(from);
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        if stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(100u16)) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => break,
-        }
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => send(&w, Frame::new(Kind::Stdin, id, buf[..n].to_vec())),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    send(&w, Frame::new(Kind::StdinEof, id, Vec::new()));
 }
 
 fn next(rx: &Receiver<Input>, deadline: Option<Instant>) -> Option<Input> {
@@ -980,13 +897,6 @@ struct Exec {
 
 fn notify(channel: &OwnedFd, notice: &FromInit) {
     notify_with(channel, notice, None);
-}
-
-pub(crate) fn notify_with(channel: &OwnedFd, notice: &FromInit, fd: Option<&OwnedFd>) {
-    if let Ok(bytes) = serde_json::to_vec(notice) {
-        let fds: Vec<i32> = fd.iter().map(|f| f.as_raw_fd()).collect();
-        let _ = warden_jail::fdpass::send(channel.as_fd(), &bytes, &fds);
-    }
 }
 
 type Streams = (OwnedFd, OwnedFd, OwnedFd, Option<OwnedFd>);

@@ -13,10 +13,11 @@
 //! disk may still be lost: bytes the ended VMM had taken from the socket
 //! but not yet given the guest.
 
-use crate::backend::Input;
+use crate::channel::{Link, Writer};
 use crate::machine::{Config, Machine};
-use crate::wire::Frame;
-use std::io::Write;
+use crate::wire::{Frame, CHUNK};
+use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -24,6 +25,7 @@ use std::sync::mpsc::{sync_channel, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use warden_jail::spawn::ToInit;
 
 /// Why a VM could not be paused or resumed.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +71,18 @@ pub(crate) enum Op {
 }
 
 pub(crate) type Answer = SyncSender<Result<&'static str, ControlError>>;
+
+/// What feeds the relay's loop.
+pub(crate) enum Input {
+    Vm(Frame),
+    /// The channel of the VMM whose reader had this number ended
+    /// (`u64::MAX`: every reader is gone).
+    VmGone(u64),
+    Request(ToInit, Vec<OwnedFd>),
+    RequestsGone,
+    /// The supervisor's pause or resume ([`crate::control`]).
+    Control(Op, Answer),
+}
 
 /// How long a pause or resume may take (a save writes the guest's whole
 /// memory; a restore under emulation takes seconds).
@@ -140,63 +154,6 @@ impl Control {
     }
 }
 
-/// Most bytes held for a guest that does not run; beyond, frames are
-/// dropped (a writer blocked on a paused guest would hold the channel
-/// for every process).
-const HELD_MAX: usize = 1 << 20;
-
-/// The host's side of the channel as the relay's threads write to it:
-/// the VMM's socket, or, while the guest does not run, a queue.
-pub(crate) struct Link {
-    stream: UnixStream,
-    held: Option<Vec<u8>>,
-}
-
-impl Link {
-    pub(crate) fn new(stream: UnixStream) -> Link {
-        Link { stream, held: None }
-    }
-
-    fn hold(&mut self) {
-        self.held.get_or_insert_with(Vec::new);
-    }
-
-    /// Write what was held to `stream` (the restored VMM's, or the same
-    /// one), which is written to from now on.
-    fn release(&mut self, stream: Option<UnixStream>) {
-        if let Some(s) = stream {
-            self.stream = s;
-        }
-        if let Some(q) = self.held.take() {
-            let _ = self.stream.write_all(&q);
-        }
-    }
-}
-
-impl Write for Link {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match &mut self.held {
-            // A frame is one write: held whole or dropped whole.
-            Some(q) if q.len() + buf.len() > HELD_MAX => Err(std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                "the paused guest's queue is full",
-            )),
-            Some(q) => {
-                q.extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            None => self.stream.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self.held {
-            Some(_) => Ok(()),
-            None => self.stream.flush(),
-        }
-    }
-}
-
 /// Where the guest is.
 enum State {
     Running,
@@ -221,7 +178,7 @@ pub(crate) enum After {
 pub(crate) struct Live {
     pub(crate) machine: Option<Machine>,
     pub(crate) config: Config,
-    pub(crate) writer: crate::backend::Writer,
+    pub(crate) writer: Writer,
     tx: Sender<Input>,
     /// Which VMM's channel the reader reads: a reader of an ended one
     /// says so (its end is not the sandbox's).
@@ -263,9 +220,7 @@ impl Live {
 
     fn read(&mut self, stream: UnixStream, rest: Vec<u8>) {
         let (tx, gen) = (self.tx.clone(), self.gen);
-        self.reader = Some(std::thread::spawn(move || {
-            crate::backend::read_vm(stream, rest, gen, tx)
-        }));
+        self.reader = Some(std::thread::spawn(move || read_vm(stream, rest, gen, tx)));
     }
 
     /// Whether the end of reader `gen` is the end of the current VMM.
@@ -430,13 +385,39 @@ impl Drop for Live {
     }
 }
 
-/// Frames a restored VMM's reader starts from: the part of one that the
-/// ended VMM's reader had read.
-pub(crate) fn frames(buf: &mut Vec<u8>) -> Result<Vec<Frame>, crate::wire::WireError> {
-    let mut out = Vec::new();
-    while let Some((f, used)) = Frame::parse_prefix(buf)? {
-        buf.drain(..used);
-        out.push(f);
+/// Read the frames of a VMM's channel, starting from `rest` (the part of
+/// a frame the reader of the VMM before it read last), into `tx`; at its
+/// end, say so as reader `gen` and give back the part of a frame read
+/// last.
+pub(crate) fn read_vm(
+    mut stream: UnixStream,
+    mut rest: Vec<u8>,
+    gen: u64,
+    tx: Sender<Input>,
+) -> Vec<u8> {
+    let mut chunk = vec![0u8; CHUNK + 64];
+    loop {
+        match crate::channel::frames(&mut rest) {
+            Ok(frames) => {
+                for f in frames {
+                    if tx.send(Input::Vm(f)).is_err() {
+                        return Vec::new();
+                    }
+                }
+            }
+            // Garbled: the channel ends.
+            Err(_) => {
+                rest.clear();
+                break;
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => rest.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
     }
-    Ok(out)
+    let _ = tx.send(Input::VmGone(gen));
+    rest
 }

@@ -292,7 +292,7 @@ pub fn serve(
             return Err(FsError::Exited {
                 path: fsd.path.clone(),
                 status: status.to_string(),
-                log: crate::machine::tail(&log_path),
+                log: crate::tail::tail(&log_path),
             });
         }
         std::thread::sleep(Duration::from_millis(20));

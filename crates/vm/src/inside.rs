@@ -13,7 +13,7 @@
 //! target is checked on both sides). A sandbox without a network device
 //! (no egress) is reached the same way.
 
-use crate::backend::{notify_with, pump_stdin, send, Writer};
+use crate::channel::{notify_with, pump_stdin, send, Writer};
 use crate::wire::{Frame, Kind, CONNECTION};
 use std::collections::HashMap;
 use std::io::Write;

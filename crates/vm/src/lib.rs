@@ -26,6 +26,7 @@
 
 pub mod accel;
 pub mod backend;
+mod channel;
 pub mod control;
 pub mod fsd;
 pub mod guest;
@@ -39,6 +40,7 @@ pub mod report;
 pub mod rootimage;
 pub mod shares;
 pub mod snapshot;
+mod tail;
 pub mod template;
 pub mod wire;
 

@@ -9,6 +9,7 @@
 //! open only those files, its own binary and libraries and `/usr` (which it
 //! serves read-only), and write only beneath the workspace.
 
+use crate::tail::tail;
 use crate::wire::{Frame, Kind, Ready, WireError, PORT_NAME};
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::UnixStream;
@@ -187,26 +188,6 @@ pub struct Machine {
     pub run_dir: PathBuf,
     /// Why the workspace went over 9p although virtio-fs was wanted.
     pub fs_note: Option<String>,
-}
-
-pub(crate) fn tail(path: &Path) -> String {
-    let s = std::fs::read_to_string(path).unwrap_or_default();
-    // The one early failure whose cause the last lines (a kernel panic's
-    // registers) do not show.
-    if let Some(line) = s.lines().find(|l| l.contains("Initramfs unpacking failed")) {
-        return format!(
-            "{}: the guest's memory is too small to unpack its init image; give it more with `resources.memory` (a debug build's guest init is far larger than a release build's)",
-            line.trim()
-        );
-    }
-    let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
-    let start = lines.len().saturating_sub(8);
-    let t = lines[start..].join(" | ");
-    if t.is_empty() {
-        "(nothing)".into()
-    } else {
-        t
-    }
 }
 
 /// The host CPU's clock rate in kHz, from `/proc/cpuinfo` (2 GHz when it
@@ -1255,27 +1236,6 @@ impl Drop for Pending {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn a_guest_too_small_for_its_init_image_is_told_as_such_not_as_a_panic() {
-        let dir = std::env::temp_dir().join(format!("warden-console-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("console.log");
-        std::fs::write(
-            &log,
-            "[    1.98] Initramfs unpacking failed: write error\n[    2.4] Kernel panic - not syncing: No working init found\n[    2.5] RSP: 002b:00007ffce259d818\n",
-        )
-        .unwrap();
-        let said = tail(&log);
-        assert!(
-            said.starts_with("[    1.98] Initramfs unpacking failed"),
-            "{said}"
-        );
-        assert!(said.contains("`resources.memory`"), "{said}");
-        std::fs::write(&log, "one\n\ntwo\n").unwrap();
-        assert_eq!(tail(&log), "one | two");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 
     fn config() -> Config {
         Config {

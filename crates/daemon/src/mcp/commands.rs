@@ -5,12 +5,45 @@
 
 use axum::http::Method;
 use rmcp::service::{RequestContext, RoleServer};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::inner::{enc, Api, Identity, Refused, Send};
-use super::tools::{PollArgs, RunArgs};
 use super::Session;
 use crate::api::{ExecInfo, ExecResult};
+
+/// The arguments of run_command and start_command.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// The sandbox (default: this session's only one).
+    pub sandbox: Option<String>,
+    /// The program and its arguments, e.g. ["ls", "-l"]. Give this or `shell`.
+    pub argv: Option<Vec<String>>,
+    /// A shell command line, run with `sh -c`, e.g. "make test 2>&1 | tail". Give this or `argv`.
+    pub shell: Option<String>,
+    /// The working directory (default /workspace).
+    pub cwd: Option<String>,
+    /// Text for the command's standard input.
+    pub stdin: Option<String>,
+    /// Seconds before the command is killed (run_command: default 120).
+    pub timeout_seconds: Option<f64>,
+    /// Environment variables to add.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// The arguments of poll_command.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PollArgs {
+    /// The id start_command answered.
+    pub command: String,
+    /// Wait up to this many seconds for output or the end (0 to 60, default 10).
+    pub wait_seconds: Option<f64>,
+}
 
 /// Bytes of a stream shown in a tool result; more is cut in the middle.
 pub(super) const SHOWN: usize = 32 * 1024;

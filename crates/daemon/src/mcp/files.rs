@@ -4,12 +4,53 @@
 
 use axum::http::Method;
 use rmcp::service::{RequestContext, RoleServer};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use super::commands::{shown, utf8_cut, SHOWN};
 use super::inner::{enc, Refused, Send};
-use super::tools::{CommitArgs, DestroyArgs, PathArgs, WriteArgs};
 use super::Session;
 use crate::api::{ChangesAnswer, CommitAnswer, FileList};
+
+/// The arguments of read_file, list_files and get_changes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PathArgs {
+    pub sandbox: Option<String>,
+    /// Relative to /workspace, or absolute under /workspace.
+    pub path: Option<String>,
+}
+
+/// The arguments of write_file.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    pub sandbox: Option<String>,
+    /// Relative to /workspace, or absolute under /workspace.
+    pub path: String,
+    /// The whole new content (text).
+    pub content: String,
+    /// Permission bits, octal, e.g. "0755" (default "0644").
+    pub mode: Option<String>,
+}
+
+/// The arguments of commit_changes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitArgs {
+    pub sandbox: Option<String>,
+    /// Only these paths (default: every change get_changes showed).
+    #[serde(default)]
+    pub paths: Vec<String>,
+}
+
+/// The arguments of destroy_sandbox.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DestroyArgs {
+    /// The sandbox to stop and remove, with its uncommitted changes.
+    pub sandbox: String,
+}
 
 /// Bytes of a file `read_file` shows.
 pub(super) const FILE_SHOWN: usize = 256 * 1024;

@@ -8,10 +8,9 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
 use rmcp::service::{RequestContext, RoleServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::collections::BTreeMap;
 
-use super::commands::{RUN_TIMEOUT, SHOWN};
-use super::files::FILE_SHOWN;
+use super::commands::{PollArgs, RunArgs, RUN_TIMEOUT, SHOWN};
+use super::files::{CommitArgs, DestroyArgs, PathArgs, WriteArgs, FILE_SHOWN};
 use super::inner::Refused;
 use super::Session;
 
@@ -30,71 +29,6 @@ pub struct CreateArgs {
     pub keep: bool,
     /// Stop the sandbox this many seconds after it starts.
     pub ttl_seconds: Option<u64>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunArgs {
-    /// The sandbox (default: this session's only one).
-    pub sandbox: Option<String>,
-    /// The program and its arguments, e.g. ["ls", "-l"]. Give this or `shell`.
-    pub argv: Option<Vec<String>>,
-    /// A shell command line, run with `sh -c`, e.g. "make test 2>&1 | tail". Give this or `argv`.
-    pub shell: Option<String>,
-    /// The working directory (default /workspace).
-    pub cwd: Option<String>,
-    /// Text for the command's standard input.
-    pub stdin: Option<String>,
-    /// Seconds before the command is killed (run_command: default 120).
-    pub timeout_seconds: Option<f64>,
-    /// Environment variables to add.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PollArgs {
-    /// The id start_command answered.
-    pub command: String,
-    /// Wait up to this many seconds for output or the end (0 to 60, default 10).
-    pub wait_seconds: Option<f64>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PathArgs {
-    pub sandbox: Option<String>,
-    /// Relative to /workspace, or absolute under /workspace.
-    pub path: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WriteArgs {
-    pub sandbox: Option<String>,
-    /// Relative to /workspace, or absolute under /workspace.
-    pub path: String,
-    /// The whole new content (text).
-    pub content: String,
-    /// Permission bits, octal, e.g. "0755" (default "0644").
-    pub mode: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CommitArgs {
-    pub sandbox: Option<String>,
-    /// Only these paths (default: every change get_changes showed).
-    #[serde(default)]
-    pub paths: Vec<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DestroyArgs {
-    /// The sandbox to stop and remove, with its uncommitted changes.
-    pub sandbox: String,
 }
 
 fn tool<T: JsonSchema + 'static>(name: &'static str, description: String) -> Tool {

@@ -29,12 +29,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("daemon: e2b/control <-> e2b/permit", "the E2B door's own (another change)"),
     ("daemon: e2b/interpreter <-> e2b/ports", "the E2B door's own (another change)"),
     ("daemon: e2b/copies <-> e2b/create", "the E2B door's own (another change)"),
-    ("daemon: mcp/commands <-> mcp/tools", "debt: the tools' dispatch and their helpers"),
-    ("daemon: mcp/files <-> mcp/tools", "debt: the tools' dispatch and their helpers"),
-    ("vm: fsd <-> machine", "the VM backend's own (another change)"),
-    ("vm: backend <-> control", "the VM's pause to disk (another change): open it"),
-    ("vm: backend <-> inside", "the VM backend's own (another change)"),
-    ("vm: guest/setup <-> guest/shares", "the VM backend's own (another change)"),
 ];
 
 /// A module's path below `src/` (`proxy/relay`; `lib` for the root).

@@ -62,6 +62,32 @@ pub enum GuestError {
     Seccomp(#[from] warden_jail::seccomp::SeccompError),
 }
 
+/// A failed file-tree step on `path` as the guest's error (for `map_err`).
+fn fs_err<'a>(
+    what: &'static str,
+    path: &'a str,
+) -> impl FnOnce(nix::errno::Errno) -> GuestError + 'a {
+    move |source| GuestError::Fs {
+        what,
+        path: path.to_string(),
+        source,
+    }
+}
+
+/// Mount `src` at `target` (made first), as every step of the guest's
+/// file tree does.
+fn mount_fs(
+    src: &str,
+    target: &str,
+    fstype: &str,
+    flags: nix::mount::MsFlags,
+    data: &str,
+) -> Result<(), GuestError> {
+    let _ = std::fs::create_dir_all(target);
+    nix::mount::mount(Some(src), target, Some(fstype), flags, Some(data))
+        .map_err(fs_err("mount", target))
+}
+
 /// Say something on the guest's console (the host keeps it in the VM's
 /// console log).
 fn console(msg: &str) {

@@ -1,7 +1,7 @@
 //! The guest's file tree, its channel and its restrictions, in that order.
 
 use super::shares::{parse_bind, GuestBind};
-use super::GuestError;
+use super::{fs_err, mount_fs, GuestError};
 use crate::wire::{Ready, PORT_NAME};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::{makedev, mknod, Mode, SFlag};
@@ -80,28 +80,6 @@ fn parse_params<'a>(words: impl Iterator<Item = &'a str>) -> Params {
         }
     }
     p
-}
-
-pub(super) fn fs_err<'a>(
-    what: &'static str,
-    path: &'a str,
-) -> impl FnOnce(nix::errno::Errno) -> GuestError + 'a {
-    move |source| GuestError::Fs {
-        what,
-        path: path.to_string(),
-        source,
-    }
-}
-
-pub(super) fn mount_fs(
-    src: &str,
-    target: &str,
-    fstype: &str,
-    flags: MsFlags,
-    data: &str,
-) -> Result<(), GuestError> {
-    let _ = std::fs::create_dir_all(target);
-    mount(Some(src), target, Some(fstype), flags, Some(data)).map_err(fs_err("mount", target))
 }
 
 /// Load the modules of the initramfs, in their order (a module the kernel

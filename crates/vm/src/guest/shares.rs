@@ -3,8 +3,7 @@
 //! and an empty stand-in over each of warden's hidden directories that a
 //! share shows.
 
-use super::setup::{fs_err, mount_fs};
-use super::GuestError;
+use super::{fs_err, mount_fs, GuestError};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::path::{Path, PathBuf};
 
