@@ -181,16 +181,22 @@ def _relay(d: Daemon, sbx: Sandbox) -> Tuple[int, socket.socket, bytes]:
     status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.1 ") else 0
     body = head.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in head else b""
     if status != 101:
-        # The rest of a refusal's body, if any.
+        # The rest of a refusal's body, if any: as many bytes as its
+        # Content-Length says, read as they come (the door keeps the
+        # connection open, so waiting for its end would wait out the
+        # timeout on every refusal).
+        fields = head.split(b"\r\n\r\n", 1)[0].lower() + b"\r\n"
+        length = re.search(rb"\r\ncontent-length:\s*(\d+)\r\n", fields)
+        want = int(length.group(1)) if length else None
         s.settimeout(2)
         try:
-            while True:
+            while want is None or len(body) < want:
+                if want is None and body.rstrip().endswith(b"}"):
+                    break
                 chunk = s.recv(4096)
                 if not chunk:
                     break
                 body += chunk
-                if body.rstrip().endswith(b"}"):
-                    break
         except socket.timeout:
             pass
     return status, s, body
