@@ -176,3 +176,17 @@ def wait_until() -> Callable[..., bool]:
         return pred()
 
     return wait
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """Under pytest-xdist's `--dist loadgroup` (CI runs the suite in two
+    workers, each with a daemon of its own), a file's tests stay in one
+    worker, so that its module fixtures are made once; the code
+    interpreter's two files share one, so that one daemon fetches the
+    interpreter's pinned packages, not both."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        group = "code_interpreter" if "code_interpreter" in module else module
+        item.add_marker(pytest.mark.xdist_group(group))
