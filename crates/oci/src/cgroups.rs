@@ -9,6 +9,10 @@
 //! supervisor must still answer, to resume it); never a v2 cgroup (one
 //! directory holds every controller there, `pids` included).
 //!
+//! Where `cpuacct` is a hierarchy of its own, the sandbox is given a
+//! cgroup there too ([`account_cpu`]), or the shim would report the
+//! node's CPU as the container's.
+//!
 //! The supervisor in them, they cannot be removed before it ends: `delete`
 //! removes them after the sandbox ([`remove`]).
 
@@ -37,8 +41,10 @@ pub fn expose(sup: u32) -> Vec<PathBuf> {
         return Vec::new();
     };
     let v1 = v1_mounts();
+    let mut dirs = warden_runtime::state::sandbox_cgroups(init as i32);
+    dirs.extend(account_cpu(&dirs, &v1));
     let mut joined = Vec::new();
-    for dir in warden_runtime::state::sandbox_cgroups(init as i32) {
+    for dir in dirs {
         let Some((_, controllers)) = v1.iter().find(|(m, _)| dir.starts_with(m)) else {
             continue;
         };
@@ -51,6 +57,35 @@ pub fn expose(sup: u32) -> Vec<PathBuf> {
         }
     }
     joined
+}
+
+/// Where the node mounts `cpuacct` as a hierarchy of its own (not with
+/// `cpu`), the sandbox has no cgroup in it (warden limits, it does not
+/// account), and the shim would read the node's root there: every CPU
+/// second of the node as the container's. So the sandbox gets one, at the
+/// path of its `cpu` cgroup, holding every process of the sandbox (those
+/// it starts later are born in it); the new directory, or `None` where
+/// `cpuacct` needs none or it cannot be made.
+fn account_cpu(dirs: &[PathBuf], v1: &[(PathBuf, Vec<String>)]) -> Option<PathBuf> {
+    let has = |m: &(PathBuf, Vec<String>), c: &str| m.1.iter().any(|x| x == c);
+    let acct = v1.iter().find(|m| has(m, "cpuacct"))?;
+    if dirs.iter().any(|d| d.starts_with(&acct.0)) {
+        return None;
+    }
+    let (cpu_dir, rel) = dirs.iter().find_map(|d| {
+        let m = v1
+            .iter()
+            .find(|m| has(m, "cpu") && !has(m, "cpuacct") && d.starts_with(&m.0))?;
+        Some((d, d.strip_prefix(&m.0).ok()?))
+    })?;
+    let target = acct.0.join(rel);
+    std::fs::create_dir_all(&target).ok()?;
+    let procs = std::fs::read_to_string(cpu_dir.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.split_whitespace() {
+        // A process that ended meanwhile is no loss.
+        let _ = std::fs::write(target.join("cgroup.procs"), pid);
+    }
+    Some(target)
 }
 
 /// Remove the cgroup directories [`expose`] joined, once the supervisor

@@ -184,7 +184,7 @@ fn container_logs_are_in_the_cri_format_where_kubelet_reads_them(h: Handler) {
     pod.remove();
 }
 
-fn stats(node: &Node, c: &str) -> api::ContainerStats {
+pub(crate) fn stats(node: &Node, c: &str) -> api::ContainerStats {
     let req = api::ContainerStatsRequest {
         container_id: c.into(),
     };
@@ -321,7 +321,7 @@ fn a_container_paused_through_containerd_stops_running_until_resumed(h: Handler)
 }
 
 /// Host PIDs of `pid` and its descendants.
-fn tree(pid: i32) -> Vec<i32> {
+pub(crate) fn tree(pid: i32) -> Vec<i32> {
     let mut all = vec![pid];
     let mut i = 0;
     while i < all.len() {
@@ -336,7 +336,7 @@ fn tree(pid: i32) -> Vec<i32> {
 
 /// The PID the runtime gave containerd for a container or sandbox (its
 /// task's), from the verbose status.
-fn info_pid(info: &std::collections::HashMap<String, String>) -> i32 {
+pub(crate) fn info_pid(info: &std::collections::HashMap<String, String>) -> i32 {
     let v: serde_json::Value = serde_json::from_str(info.get("info").unwrap()).unwrap();
     v["pid"].as_i64().unwrap() as i32
 }

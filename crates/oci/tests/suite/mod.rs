@@ -3,6 +3,7 @@
 mod containerd;
 mod cri;
 mod cri_egress;
+mod cri_life;
 mod cri_stream;
 mod kubernetes;
 mod secrets;
