@@ -28,15 +28,16 @@ const TTL: u32 = 60;
 /// name nor connected to) before a full pool gives it to another name:
 /// well past the answers' TTL, so that a program that keeps an answer as
 /// long as it is told to never finds its address standing for another
-/// name. An open connection does not need its address any more (it was
-/// decided on it when it was made).
+/// name. An address with a connection still open is never given back
+/// (see [`NameAddresses::hold`]), and its idle time starts when the last
+/// one ends.
 const RECYCLE_IDLE: Duration = Duration::from_secs(2 * TTL as u64);
 
 /// Pool addresses handed out, both ways. A sandbox that asks for more
 /// names than the pool holds (ask mode answers every name) gets the
 /// addresses unused longest back, once they have been idle for
-/// [`RECYCLE_IDLE`]; before that a new name gets SERVFAIL, as when the
-/// pool never gave back.
+/// [`RECYCLE_IDLE`] with no connection made to them open; before that a
+/// new name gets SERVFAIL, as when the pool never gave back.
 #[derive(Debug)]
 pub struct NameAddresses {
     by_name: HashMap<String, Ipv4Addr>,
@@ -52,9 +53,11 @@ pub struct NameAddresses {
 #[derive(Debug)]
 struct Entry {
     name: String,
-    /// Its number in `by_use`.
+    /// Its number in `by_use` (where it is only while `open` is 0).
     use_no: u64,
     last_used: Instant,
+    /// Connections made to it still open.
+    open: u32,
 }
 
 impl Default for NameAddresses {
@@ -112,6 +115,7 @@ impl NameAddresses {
                 name: name.to_string(),
                 use_no: 0,
                 last_used: now,
+                open: 0,
             },
         );
         self.touch(addr, now);
@@ -127,7 +131,38 @@ impl NameAddresses {
         self.uses += 1;
         e.use_no = self.uses;
         e.last_used = now;
-        self.by_use.insert(self.uses, addr);
+        if e.open == 0 {
+            self.by_use.insert(self.uses, addr);
+        }
+    }
+
+    /// A connection made to `addr` is open: until every such connection
+    /// has ended ([`NameAddresses::release`]), the address is never given
+    /// to another name, whose policy would otherwise be what a later look
+    /// at the address finds. `false` when the pool gave the address to no
+    /// name (nothing to hold; no release is owed).
+    pub fn hold(&mut self, addr: Ipv4Addr) -> bool {
+        let Some(e) = self.by_addr.get_mut(&addr) else {
+            return false;
+        };
+        e.open += 1;
+        // Only addresses with nothing open are candidates to give back.
+        self.by_use.remove(&e.use_no);
+        true
+    }
+
+    /// A connection [`NameAddresses::hold`] counted has ended.
+    pub fn release(&mut self, addr: Ipv4Addr) {
+        self.release_at(addr, Instant::now());
+    }
+
+    fn release_at(&mut self, addr: Ipv4Addr, now: Instant) {
+        let Some(e) = self.by_addr.get_mut(&addr) else {
+            return;
+        };
+        e.open = e.open.saturating_sub(1);
+        // Idle from the end of its last connection.
+        self.touch(addr, now);
     }
 
     /// The name an address of the pool stands for; a connection made to
@@ -289,6 +324,37 @@ mod tests {
     }
 
     const TTL_SECS: Duration = Duration::from_secs(TTL as u64);
+
+    #[test]
+    fn an_address_with_a_connection_open_is_never_given_to_another_name() {
+        let t0 = Instant::now();
+        let mut pool = NameAddresses::with_size(2);
+        let a = pool.address_for_at("a.test", t0).unwrap();
+        let b = pool.address_for_at("b.test", t0).unwrap();
+        // A connection made to a.test's address, open for hours.
+        assert!(pool.hold(a));
+        let hours = t0 + 100 * RECYCLE_IDLE;
+        // A full pool gives b (idle, nothing open) and never a.
+        assert_eq!(pool.address_for_at("c.test", hours), Some(b));
+        assert_eq!(pool.name_of(a), Some("a.test"));
+        // Once it ends, a is idle from then on, not from its answer.
+        pool.release_at(a, hours);
+        let soon = hours + RECYCLE_IDLE / 2;
+        assert_eq!(pool.address_for_at("c.test", soon), Some(b));
+        assert_eq!(pool.address_for_at("d.test", soon), None);
+        let later = hours + RECYCLE_IDLE + Duration::from_secs(1);
+        assert_eq!(pool.address_for_at("d.test", later), Some(a));
+        // Two connections: the address waits for the last one.
+        let mut pool = NameAddresses::with_size(1);
+        let a = pool.address_for_at("a.test", t0).unwrap();
+        assert!(pool.hold(a) && pool.hold(a));
+        pool.release_at(a, t0);
+        assert_eq!(pool.address_for_at("b.test", hours), None);
+        pool.release_at(a, hours);
+        assert_eq!(pool.address_for_at("b.test", hours + RECYCLE_IDLE), Some(a));
+        // An address the pool never gave is held by nothing.
+        assert!(!pool.hold(Ipv4Addr::new(198, 18, 9, 9)));
+    }
 
     #[test]
     fn a_flood_of_names_past_the_pool_is_answered_again_once_old_ones_are_idle() {

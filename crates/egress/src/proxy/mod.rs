@@ -467,6 +467,31 @@ async fn serve_dns(udp: UdpSocket, shared: &Arc<Shared>) {
     }
 }
 
+/// A connection open to an address of the resolver's pool, which is not
+/// given to another name while it lasts (see `NameAddresses::hold`).
+struct Held {
+    shared: Arc<Shared>,
+    addr: std::net::Ipv4Addr,
+}
+
+impl Held {
+    fn new(shared: &Arc<Shared>, addr: std::net::Ipv4Addr) -> Option<Held> {
+        let held = shared.addresses.lock().ok()?.hold(addr);
+        held.then(|| Held {
+            shared: shared.clone(),
+            addr,
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Ok(mut addrs) = self.shared.addresses.lock() {
+            addrs.release(self.addr);
+        }
+    }
+}
+
 /// A connection as it arrived: when, and where it was headed.
 struct Arrival {
     start: Instant,
@@ -484,6 +509,9 @@ async fn handle_connection(mut conn: TcpStream, shared: &Arc<Shared>) {
     let start = Instant::now();
     let original = crate::socket::original_destination(&conn).ok();
     let port = original.map(|a| a.port()).unwrap_or(0);
+    // Made to a pool address: it stands for its name until this
+    // connection has ended.
+    let _held = original.and_then(|a| Held::new(shared, *a.ip()));
     let at = Arrival {
         start,
         epoch: live::epoch(shared),
