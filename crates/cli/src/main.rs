@@ -329,6 +329,9 @@ fn main() -> ExitCode {
     // The one place this binary reads its test switches (none in a release
     // build), before any sandbox or supervisor exists.
     warden_policy::TestHooks::from_vars(|name| std::env::var(name).ok()).install();
+    // Likewise the VM backend's host settings (`WARDEN_VMM`, ...): the
+    // library reads no environment.
+    warden_vm::Settings::from_vars(|name| std::env::var_os(name)).install();
     progress::install();
     // The host's defaults are read only by the commands that use them (and
     // by `run --help`, which shows them): `exec` and the rest start faster.

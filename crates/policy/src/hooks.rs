@@ -38,6 +38,10 @@ pub const VARS: &[(&str, &str)] = &[
         "WARDEN_TEST_ASK_LOOPBACK",
         "set: a name an answer allowed may resolve to a loopback address",
     ),
+    (
+        "WARDEN_TEST_VM_TOOLS",
+        "the only directories (`:` separated) the VM backend looks for its image tools in",
+    ),
 ];
 
 /// What a test switched on. The default is what every release build has:
@@ -57,6 +61,9 @@ pub struct TestHooks {
     pub resolve: Option<String>,
     /// A name an answer allowed may resolve to a loopback address.
     pub ask_loopback: bool,
+    /// The only directories the VM backend looks for `mkfs.erofs` and
+    /// `mkfs.ext4` in (`:` separated), to play a host without them.
+    pub vm_tools: Option<String>,
 }
 
 static INSTALLED: OnceLock<TestHooks> = OnceLock::new();
@@ -67,6 +74,7 @@ static NONE: TestHooks = TestHooks {
     no_overlay: false,
     resolve: None,
     ask_loopback: false,
+    vm_tools: None,
 };
 
 impl TestHooks {
@@ -87,6 +95,7 @@ impl TestHooks {
             no_overlay: get("WARDEN_TEST_NO_OVERLAY").is_some(),
             resolve: get("WARDEN_TEST_RESOLVE"),
             ask_loopback: get("WARDEN_TEST_ASK_LOOPBACK").is_some(),
+            vm_tools: get("WARDEN_TEST_VM_TOOLS"),
         }
     }
 
@@ -143,6 +152,7 @@ mod tests {
                 no_overlay: true,
                 resolve: Some("a.test=127.0.0.1".into()),
                 ask_loopback: false,
+                vm_tools: None,
             }
         );
         assert!(h.any());

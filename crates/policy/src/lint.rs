@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use crate::fields::FIELDS;
 
 mod circles;
+mod env;
 
 /// The crates below the doors, and the vocabulary and client crates the
 /// doors share. egress is checked by its own reason codes.

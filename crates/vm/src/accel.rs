@@ -30,14 +30,14 @@ pub fn kvm_present() -> bool {
 /// Decide, probing once per kernel when nothing is known yet. `base` is the
 /// machine the probe boots (no workspace, little memory).
 pub fn choose(base: &Config, cache: &Path, release: &str) -> Choice {
-    match std::env::var("WARDEN_VM_ACCEL").as_deref() {
-        Ok("tcg") => {
+    match crate::Settings::current().accel.as_deref() {
+        Some("tcg") => {
             return Choice {
                 accel: Accel::Tcg,
                 warning: None,
             }
         }
-        Ok("kvm") => {
+        Some("kvm") => {
             return Choice {
                 accel: Accel::Kvm,
                 warning: None,

@@ -107,8 +107,7 @@ pub enum WorkspaceFs {
 /// The way chosen from `WARDEN_VM_FS` and what the host has, with the line
 /// to say when virtio-fs was wanted but cannot be had.
 pub fn choose() -> Result<(WorkspaceFs, Option<String>), FsError> {
-    let mode = std::env::var("WARDEN_VM_FS").unwrap_or_default();
-    match mode.as_str() {
+    match crate::Settings::current().fs.as_str() {
         "9p" => Ok((WorkspaceFs::NineP, None)),
         "virtiofs" => find()
             .map(|fsd| (WorkspaceFs::VirtioFs { fsd, forced: true }, None))
@@ -131,8 +130,8 @@ pub fn choose() -> Result<(WorkspaceFs, Option<String>), FsError> {
 
 /// `$WARDEN_VIRTIOFSD`, else the first of [`CANDIDATES`] installed.
 pub fn find() -> Option<Virtiofsd> {
-    let path = match std::env::var_os("WARDEN_VIRTIOFSD").filter(|v| !v.is_empty()) {
-        Some(p) => Some(PathBuf::from(p)).filter(|p| p.is_file()),
+    let path = match &crate::Settings::current().virtiofsd {
+        Some(p) => Some(p.clone()).filter(|p| p.is_file()),
         None => CANDIDATES.iter().map(PathBuf::from).find(|p| p.is_file()),
     }?;
     let flavour = flavour_of(&path);
@@ -153,7 +152,9 @@ fn flavour_of(path: &Path) -> Flavour {
 /// virtiofsd's arguments: the listening socket `fd`, the `share`, its own
 /// `chroot` sandbox (its namespace one mounts, which Landlock forbids),
 /// the open-files limit left as warden set it, the guest's caches kept
-/// for a second (the guest's writes reach the host at once).
+/// for a second (the guest's writes reach the host at once), and none of
+/// the capabilities its jail does not keep asked for
+/// (`warden_jail::fsd::modcaps`: it would stop, unable to raise them).
 fn argv(flavour: Flavour, fd: i32, share: &Path) -> Vec<String> {
     let share = share.display().to_string();
     match flavour {
@@ -165,6 +166,8 @@ fn argv(flavour: Flavour, fd: i32, share: &Path) -> Vec<String> {
             "sandbox=chroot".into(),
             "-o".into(),
             "cache=auto".into(),
+            "-o".into(),
+            format!("modcaps={}", warden_jail::fsd::modcaps()),
             "--rlimit-nofile=0".into(),
         ],
         Flavour::Rust => vec![
@@ -177,6 +180,7 @@ fn argv(flavour: Flavour, fd: i32, share: &Path) -> Vec<String> {
             "auto".into(),
             "--rlimit-nofile".into(),
             "0".into(),
+            format!("--modcaps={}", warden_jail::fsd::modcaps()),
         ],
     }
 }

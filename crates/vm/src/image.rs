@@ -294,8 +294,8 @@ fn interpreter(elf: &[u8]) -> Option<String> {
 /// The guest init binary: `$WARDEN_GUEST_INIT`, else `warden-guest-init`
 /// beside the running executable.
 pub fn guest_init_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("WARDEN_GUEST_INIT").filter(|v| !v.is_empty()) {
-        return PathBuf::from(p);
+    if let Some(p) = &crate::Settings::current().guest_init {
+        return p.clone();
     }
     std::env::current_exe()
         .ok()
@@ -447,10 +447,7 @@ pub fn sweep(cache: &Path, current: &Path, unused: std::time::Duration) {
 /// How much disk the cached root images may take together:
 /// `WARDEN_VM_CACHE_MAX` bytes, else 4 GiB.
 fn max_root_images() -> u64 {
-    std::env::var("WARDEN_VM_CACHE_MAX")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4 << 30)
+    crate::Settings::current().cache_max
 }
 
 /// Keep the root images' disk use (their allocated blocks: ext4 images

@@ -44,10 +44,8 @@ pub struct GuestKernel {
 /// warden's directory for the VM backend: `$WARDEN_VM_DIR`, else `vm` in
 /// the state directory.
 pub fn vm_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("WARDEN_VM_DIR").map(PathBuf::from) {
-        if d.is_absolute() {
-            return Some(d);
-        }
+    if let Some(d) = &crate::Settings::current().dir {
+        return Some(d.clone());
     }
     crate::state_dir().map(|d| d.join("vm"))
 }
@@ -57,8 +55,8 @@ pub fn find() -> Result<GuestKernel, KernelError> {
     let dir = vm_dir()
         .unwrap_or_else(|| PathBuf::from("/var/lib/warden/vm"))
         .join("kernel");
-    if let Some(image) = std::env::var_os("WARDEN_VM_KERNEL").filter(|v| !v.is_empty()) {
-        return describe(Path::new(&image), KernelSource::Given);
+    if let Some(image) = &crate::Settings::current().kernel {
+        return describe(image, KernelSource::Given);
     }
     let boot = dir.join("boot");
     let mut images: Vec<PathBuf> = std::fs::read_dir(&boot)
@@ -93,8 +91,8 @@ fn describe(image: &Path, source: KernelSource) -> Result<GuestKernel, KernelErr
         .filter(|r| !r.is_empty())
         .ok_or_else(|| KernelError::NoRelease(image.to_path_buf()))?
         .to_string();
-    let modules = match std::env::var_os("WARDEN_VM_MODULES").filter(|v| !v.is_empty()) {
-        Some(m) => PathBuf::from(m),
+    let modules = match &crate::Settings::current().modules {
+        Some(m) => m.clone(),
         None => {
             // boot/vmlinuz-R beside lib/modules/R in the unpacked package
             // (or the host's own /lib/modules/R for an installed kernel).

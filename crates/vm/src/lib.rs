@@ -38,6 +38,7 @@ pub mod pause;
 pub mod qmp;
 pub mod report;
 pub mod rootimage;
+pub mod settings;
 pub mod shares;
 pub mod snapshot;
 mod tail;
@@ -46,18 +47,11 @@ pub mod wire;
 
 pub use backend::{run, VmError};
 pub use kernel::GuestKernel;
+pub use settings::Settings;
 
 /// warden's state directory (the runtime's rule: `WARDEN_STATE_DIR`, else
-/// `/var/lib/warden` for root, else the XDG state directory).
+/// `/var/lib/warden` for root, else the XDG state directory), as the
+/// binary read it into the [`Settings`].
 pub(crate) fn state_dir() -> Option<std::path::PathBuf> {
-    warden_workspace::default_state_dir(
-        warden_jail::host::is_root(),
-        |var| std::env::var_os(var).filter(|v| !v.is_empty()),
-        || {
-            nix::unistd::User::from_uid(nix::unistd::getuid())
-                .ok()
-                .flatten()
-                .map(|u| u.dir)
-        },
-    )
+    Settings::current().state_dir.clone()
 }

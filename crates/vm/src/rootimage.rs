@@ -134,14 +134,14 @@ impl Format {
     }
 }
 
-/// Where host tools are looked for: `WARDEN_VM_TOOLS` (directories, `:`
-/// separated; for tests), else `PATH` and the system's `sbin`
+/// Where host tools are looked for: a test's `vm_tools` hook
+/// (directories, `:` separated), else `PATH` and the system's `sbin`
 /// directories, which a user's `PATH` often lacks.
 fn tool_dirs() -> Vec<PathBuf> {
-    if let Some(v) = std::env::var_os("WARDEN_VM_TOOLS") {
-        return std::env::split_paths(&v).collect();
+    if let Some(v) = &warden_policy::TestHooks::current().vm_tools {
+        return std::env::split_paths(v).collect();
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = crate::Settings::current().path.clone().unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
         .collect()
@@ -169,7 +169,7 @@ pub enum RootMode {
 
 /// `WARDEN_VM_ROOT=share|image`, when set.
 pub fn forced_mode() -> Result<Option<RootMode>, RootImageError> {
-    match std::env::var("WARDEN_VM_ROOT").ok().as_deref() {
+    match crate::Settings::current().root.as_deref() {
         None | Some("") => Ok(None),
         Some("share") => Ok(Some(RootMode::Share)),
         Some("image") => Ok(Some(RootMode::Image)),

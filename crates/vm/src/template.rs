@@ -54,7 +54,7 @@ pub enum Started {
 
 /// Are templates on (`WARDEN_VM_TEMPLATE`, on unless `off`)?
 pub fn enabled() -> bool {
-    std::env::var("WARDEN_VM_TEMPLATE").map_or(true, |v| v != "off" && v != "0")
+    crate::Settings::current().templates
 }
 
 /// Can a VM of `cfg` start from a template? Not when its workspace must

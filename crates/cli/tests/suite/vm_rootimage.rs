@@ -314,7 +314,7 @@ fn without_an_image_tool_the_tree_is_shared_and_the_run_says_it_is_degraded() {
         return;
     };
     let state = TempDir::new("rootimage-notool");
-    let none = [("WARDEN_VM_TOOLS", "/nonexistent")];
+    let none = [("WARDEN_TEST_VM_TOOLS", "/nonexistent")];
     let o = prepare_only(state.path(), root.path(), &none);
     let err = stderr(&o);
     assert!(err.contains("DEGRADED vm root image"), "{err}");
@@ -370,7 +370,7 @@ fn an_image_tool_that_reads_outside_the_tree_copies_nothing_of_the_hosts() {
     let o = prepare_only(
         state.path(),
         root.path(),
-        &[("WARDEN_VM_TOOLS", tools.str())],
+        &[("WARDEN_TEST_VM_TOOLS", tools.str())],
     );
     let err = stderr(&o);
     let image = built_image(&err).unwrap_or_else(|| panic!("no image was built: {err}"));

@@ -9,7 +9,8 @@ use warden_vm::wire::{Ended, Frame, Kind, Spawn};
 
 /// The guest init built beside the test binary's `warden`, named for the
 /// initramfs (the library finds it beside the running executable, which
-/// here is the test).
+/// here is the test), in the VM settings this test binary installs from
+/// its environment, as a binary's `main` does.
 pub fn use_built_guest_init() -> bool {
     let init =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/warden-guest-init");
@@ -20,7 +21,12 @@ pub fn use_built_guest_init() -> bool {
         );
         return false;
     }
-    std::env::set_var("WARDEN_GUEST_INIT", init);
+    // Installed once for the whole binary; a second call changes nothing.
+    warden_vm::Settings::from_vars(|name| match name {
+        "WARDEN_GUEST_INIT" => Some(init.clone().into_os_string()),
+        _ => std::env::var_os(name),
+    })
+    .install();
     true
 }
 
