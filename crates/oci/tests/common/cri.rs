@@ -64,7 +64,7 @@ pub fn node() -> Option<Arc<Node>> {
     if let Some(n) = held.upgrade() {
         return Some(n);
     }
-    let n = Arc::new(Node::start());
+    let n = Arc::new(Node::start(Setup::Suite));
     *held = Arc::downgrade(&n);
     Some(n)
 }
@@ -100,11 +100,26 @@ fn can_run() -> bool {
     true
 }
 
+/// A node of its own configured as `docs/kubernetes.md` says, for the
+/// test that follows that page (not shared: its configuration differs).
+pub fn docs_node() -> Option<Node> {
+    can_run().then(|| Node::start(Setup::Docs))
+}
+
+/// How a node is configured.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Setup {
+    /// The suite's: [`config`], a bridge without a gateway.
+    Suite,
+    /// `docs/kubernetes.md`'s: [`docs_config`] and its bridge.
+    Docs,
+}
+
 /// Where the distribution's package puts the CNI plugins.
 const CNI_BIN: &str = "/usr/lib/cni";
 
 impl Node {
-    fn start() -> Node {
+    fn start(setup: Setup) -> Node {
         // A short path: a warden container's control socket is beneath it
         // (`Root/k8s.io/sandboxes/NAME/control.sock`), within the 108
         // bytes of a socket's address.
@@ -114,14 +129,16 @@ impl Node {
             .unwrap();
         let p = dir.path().to_path_buf();
         let id = std::process::id();
-        let bridge = format!("wcri{}", id % 100_000);
-        let cgroup_parent = format!("/warden-cri-{id}");
+        let docs = setup == Setup::Docs;
+        let bridge = format!("{}{}", if docs { "wdoc" } else { "wcri" }, id % 100_000);
+        let cgroup_parent = format!("/warden-cri-{}{id}", if docs { "docs-" } else { "" });
         // A subnet of its own per test process (another engineer's run of
         // this suite may be up at the same time).
-        let subnet = format!("10.213.{}.0/24", id % 250);
+        let subnet = format!("10.{}.{}.0/24", if docs { 214 } else { 213 }, id % 250);
         std::fs::create_dir_all(p.join("cni")).unwrap();
-        std::fs::write(
-            p.join("cni/10-warden-test.conflist"),
+        let conflist = if docs {
+            docs_conflist(&bridge, &subnet, &p)
+        } else {
             serde_json::json!({
                 "cniVersion": "0.4.0",
                 "name": format!("warden-test-{id}"),
@@ -139,10 +156,10 @@ impl Node {
                     },
                 }],
             })
-            .to_string(),
-        )
-        .unwrap();
-        std::fs::write(p.join("config.toml"), config(&p)).unwrap();
+        };
+        std::fs::write(p.join("cni/10-warden-test.conflist"), conflist.to_string()).unwrap();
+        let config = if docs { docs_config(&p) } else { config(&p) };
+        std::fs::write(p.join("config.toml"), config).unwrap();
         std::fs::create_dir_all(p.join("config/warden/profiles")).unwrap();
         std::fs::create_dir_all(p.join("secrets")).unwrap();
         let log = std::fs::File::create(p.join("containerd.log")).unwrap();
@@ -185,18 +202,24 @@ impl Node {
         };
         node.wait_ready();
         let images = node.dir.path().join("images");
+        let pause = if docs {
+            docs_pause()
+        } else {
+            PAUSE.to_string()
+        };
         for (name, entry) in [
-            (PAUSE, vec!["/bin/pause"]),
+            (pause.as_str(), vec!["/bin/pause"]),
             (BUSYBOX_IMAGE, vec!["/bin/sh"]),
         ] {
             let tar = build_image(&images, name, &entry);
-            let o = node.ctr(&[
-                "images",
-                "import",
-                "--snapshotter",
-                "native",
-                tar.to_str().unwrap(),
-            ]);
+            let tar = tar.to_string_lossy().into_owned();
+            // The docs' node keeps containerd's default snapshotter.
+            let args: &[&str] = if docs {
+                &["images", "import", &tar]
+            } else {
+                &["images", "import", "--snapshotter", "native", &tar]
+            };
+            let o = node.ctr(args);
             assert!(
                 o.status.success(),
                 "import {name}: {} {}",
@@ -282,6 +305,16 @@ impl Node {
     /// RunPodSandbox with `handler`, as kubelet asks for a pod: its own
     /// network namespace (CNI), its log directory, its cgroup parent.
     pub fn run_pod(&self, handler: Handler, annotations: &[(&str, &str)]) -> Pod<'_> {
+        self.try_run_pod(handler, annotations)
+            .unwrap_or_else(|e| panic!("RunPodSandbox ({handler:?}): {e}\n{}", self.tail()))
+    }
+
+    /// RunPodSandbox, or the error kubelet would show in the pod's events.
+    pub fn try_run_pod(
+        &self,
+        handler: Handler,
+        annotations: &[(&str, &str)],
+    ) -> Result<Pod<'_>, tonic::Status> {
         let n = self.pods.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let uid = format!("{}-{n}", std::process::id());
         let name = format!("pod{n}");
@@ -321,16 +354,15 @@ impl Node {
             runtime_handler: handler.name().into(),
         };
         let id = self
-            .call(|mut c| async move { c.run_pod_sandbox(req).await })
-            .unwrap_or_else(|e| panic!("RunPodSandbox ({handler:?}): {e}\n{}", self.tail()))
+            .call(|mut c| async move { c.run_pod_sandbox(req).await })?
             .pod_sandbox_id;
-        Pod {
+        Ok(Pod {
             node: self,
             id,
             config,
             logs,
             removed: false,
-        }
+        })
     }
 
     /// The end of containerd's log, for a failure's message.
@@ -446,6 +478,84 @@ state = "{state}"
     )
 }
 
+/// `docs/kubernetes.md`, whose steps the docs' node follows.
+const DOCS: &str = include_str!("../../../../docs/kubernetes.md");
+
+/// The text of the docs between the line starting with `from` and the
+/// next line starting with `to`.
+fn docs_between(from: &str, to: &str) -> String {
+    let mut lines = DOCS.lines().skip_while(|l| !l.starts_with(from));
+    lines
+        .next()
+        .unwrap_or_else(|| panic!("docs/kubernetes.md has no {from:?}"));
+    lines
+        .take_while(|l| !l.starts_with(to))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The pause image the docs' configuration names.
+fn docs_pause() -> String {
+    let toml = docs_between("```toml", "```");
+    let line = toml
+        .lines()
+        .find(|l| l.trim_start().starts_with("sandbox_image"))
+        .expect("the docs' configuration names no sandbox_image");
+    line.split('"').nth(1).unwrap().to_string()
+}
+
+/// The docs' `/etc/containerd/config.toml` as written, with deploy's
+/// snippet appended as the docs say (this build's binary, a private state
+/// root), on a private root, state and socket. One change of this host's:
+/// it lacks `CAP_SYS_RESOURCE`, which the docs' commented line is for.
+fn docs_config(p: &Path) -> String {
+    let toml = docs_between("```toml", "```");
+    assert!(toml.contains("# restrict_oom_score_adj = true"), "{toml}");
+    assert!(
+        DOCS.contains("cat deploy/kubernetes/containerd-config.toml >>/etc/containerd/config.toml"),
+        "the docs no longer append the snippet to config.toml"
+    );
+    format!(
+        r#"root = "{root}"
+state = "{state}"
+{toml}
+{snippet}
+[grpc]
+  address = "{sock}"
+[ttrpc]
+  address = "{sock}.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root}/opt"
+"#,
+        root = p.join("root").display(),
+        state = p.join("state").display(),
+        sock = p.join("c.sock").display(),
+        toml = toml
+            .replace("/etc/cni/net.d", &p.join("cni").to_string_lossy())
+            .replace("# restrict_oom_score_adj", "restrict_oom_score_adj"),
+        snippet = SNIPPET
+            .replace("/usr/local/bin/warden-oci", super::bin())
+            .replace("/run/warden-oci", &p.join("wo").to_string_lossy()),
+    )
+}
+
+/// The docs' single-node bridge network, on a bridge and subnet of the
+/// test's own, and without what changes the host for every other user
+/// of this machine: a gateway turns the host's IP forwarding on, and
+/// masquerading adds NAT rules (pods reach each other either way).
+fn docs_conflist(bridge: &str, subnet: &str, p: &Path) -> serde_json::Value {
+    let text = docs_between("cat >/etc/cni/net.d/10-bridge.conflist", "EOF");
+    let mut v: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("the docs' conflist is not JSON: {e}\n{text}"));
+    let plugin = &mut v["plugins"][0];
+    plugin["bridge"] = bridge.into();
+    plugin["isGateway"] = false.into();
+    plugin["ipMasq"] = false.into();
+    plugin["ipam"]["ranges"] = serde_json::json!([[{"subnet": subnet}]]);
+    plugin["ipam"]["dataDir"] = p.join("ipam").to_string_lossy().into_owned().into();
+    v
+}
+
 async fn connect(sock: PathBuf) -> Result<Channel, tonic::transport::Error> {
     tonic::transport::Endpoint::try_from("http://[::]:50051")?
         .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
@@ -478,6 +588,8 @@ pub struct Spec<'s> {
     pub memory: Option<i64>,
     pub stdin: bool,
     pub tty: bool,
+    /// Host paths bound read-only at the same path inside.
+    pub binds: &'s [&'s str],
 }
 
 impl Pod<'_> {
@@ -509,11 +621,18 @@ impl Pod<'_> {
             readonly,
             ..Default::default()
         };
+        let mut mounts = vec![
+            mount("/etc/hosts", "etc-hosts", false),
+            mount("/dev/termination-log", "termination-log", false),
+        ];
+        mounts.extend(spec.binds.iter().map(|p| api::Mount {
+            container_path: p.to_string(),
+            host_path: p.to_string(),
+            readonly: true,
+            ..Default::default()
+        }));
         let config = api::ContainerConfig {
-            mounts: vec![
-                mount("/etc/hosts", "etc-hosts", false),
-                mount("/dev/termination-log", "termination-log", false),
-            ],
+            mounts,
             metadata: Some(api::ContainerMetadata {
                 name: spec.name.into(),
                 attempt: 0,

@@ -237,7 +237,7 @@ fn container_stats_sampled_over_time_count_cpu_within_the_containers_quota(h: Ha
         .iter()
         .filter_map(|s| s.attributes.as_ref().map(|a| a.id.clone()))
         .collect();
-    assert_eq!(ids, [c.clone()], "{list:?}");
+    assert_eq!(ids, std::slice::from_ref(&c), "{list:?}");
     pod.remove();
 }
 

@@ -2,8 +2,10 @@
 
 mod containerd;
 mod cri;
+mod cri_docs;
 mod cri_egress;
 mod cri_life;
+mod cri_secrets;
 mod cri_stream;
 mod kubernetes;
 mod secrets;
