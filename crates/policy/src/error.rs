@@ -126,6 +126,8 @@ pub enum Problem {
     SecretSet(String),
     #[error("{entry:?}: {why}; write a glob relative to the workspace, e.g. Makefile or **/*.mk")]
     BadGlob { entry: String, why: String },
+    #[error("volume {entry:?}: {why}")]
+    BadVolume { entry: String, why: &'static str },
     #[error("{entry:?}: {why}; name a program by its path inside the sandbox (/usr/bin/git), a directory of programs, a glob (/usr/bin/python3*) or a name looked up on the sandbox's PATH (git)")]
     BadExecRule { entry: String, why: String },
     #[error("is enforced by the process backend's Landlock rules, which a VM's guest does not apply; use `isolation process`")]
@@ -188,6 +190,7 @@ impl Problem {
             Problem::SecretPassed(_) => "secret_passed",
             Problem::SecretSet(_) => "secret_set",
             Problem::BadGlob { .. } => "bad_glob",
+            Problem::BadVolume { .. } => "bad_volume",
             Problem::BadExecRule { .. } => "bad_exec_rule",
             Problem::ExecRulesNeedProcess => "exec_rules_need_process",
         }
@@ -216,6 +219,7 @@ impl Problem {
             | Problem::BadSecret { entry: s, .. }
             | Problem::BadSecretRule { entry: s, .. }
             | Problem::BadGlob { entry: s, .. }
+            | Problem::BadVolume { entry: s, .. }
             | Problem::BadExecRule { entry: s, .. } => s.clone(),
             Problem::BadRequestRule(e) => e.entry.clone(),
             Problem::Domain(e) => e.entry().to_string(),

@@ -725,6 +725,15 @@ fields! {
         reach: host,
         doc: "Paths bound read-write at the same path inside",
     },
+    Volumes {
+        flag: "--volume", short: -, value: "HOST:INSIDE[:ro]",
+        key: "filesystem.volumes", json: "/filesystem/volumes",
+        annotation: -,
+        ty: "list of HOST:INSIDE[:ro]",
+        shape: list, kind: text,
+        reach: host,
+        doc: "Host directories bound at another path inside, read-write or with :ro read-only, e.g. /srv/data:/mnt/data:ro; the inside path is absolute and never over /proc, /dev, /sys, /tmp, /run, /workspace, the system directories or the home",
+    },
     RunsOnHost {
         flag: -, short: -, value: -,
         key: "filesystem.runs_on_host", json: "/filesystem/runs_on_host",

@@ -43,6 +43,7 @@ mod secrets;
 pub mod trust;
 mod units;
 pub mod validate;
+pub mod volumes;
 
 pub use desktop::DesktopSpec;
 pub use domains::{normalize_name, DomainError, DomainRule, DEFAULT_PORTS};
@@ -56,6 +57,7 @@ pub use resolve::{parse_domains, KeptWorkspace, Placement};
 pub use secrets::{SecretRule, SecretSource, SecretSpec, CA_BUNDLE_PATH, CA_CERT_PATH};
 pub use trust::Refusal;
 pub use units::{format_size, parse_duration, parse_size, ParseError};
+pub use volumes::VolumeMount;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -183,6 +185,10 @@ pub struct FilesystemSpec {
     /// run that keeps nothing, or an older caller.
     #[serde(default)]
     pub disk: Option<DiskLimit>,
+    /// Host directories bound at another path inside
+    /// (`filesystem.volumes`), after every other bind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeMount>,
 }
 
 impl FilesystemSpec {
@@ -432,6 +438,11 @@ mod tests {
                     bytes: GIB,
                     asked: false,
                 }),
+                volumes: vec![VolumeMount {
+                    host: "/srv/data".into(),
+                    inside: "/mnt/data".into(),
+                    writable: false,
+                }],
             },
             resources: ResourceSpec {
                 memory: Limit {

@@ -194,6 +194,7 @@ pub const GRANTING: &[(Field, Cap)] = &[
     (Field::Ro, Cap::OwnerOnly),
     (Field::Rw, Cap::OwnerOnly),
     (Field::Caches, Cap::OwnerOnly),
+    (Field::Volumes, Cap::OwnerOnly),
     (Field::PassEnv, Cap::OwnerOnly),
     (Field::SecretRule, Cap::OwnerOnly),
 ];

@@ -773,6 +773,7 @@ filesystem:
   rootfs: /srv/root
   read_only: [/etc/r]
   read_write: [/var/w]
+  volumes: ["/srv/v:/mnt/v:ro"]
   runs_on_host: [Makefile]
   caches: [pip]
   tmp_size: 512M

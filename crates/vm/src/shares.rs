@@ -268,6 +268,7 @@ mod tests {
             caches: vec![],
             workdir: None,
             disk: None,
+            volumes: vec![],
         };
         let real = std::fs::canonicalize(&real).unwrap();
         assert!(binds(&spec(real.clone())).is_ok());
@@ -306,6 +307,7 @@ mod tests {
             caches: vec![],
             workdir: None,
             disk: None,
+            volumes: vec![],
         };
         let (_, params) = binds(&fs).unwrap();
         let hides: Vec<PathBuf> = params

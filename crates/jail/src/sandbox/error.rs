@@ -88,6 +88,8 @@ pub enum JailError {
     OverlayLayout { upper: PathBuf, work: PathBuf },
     #[error("an overlay workspace (`filesystem.mode`) needs a mount namespace, which this host does not give (degraded mode); run without it, or fix the host (see `warden doctor`)")]
     OverlayDegraded,
+    #[error("volumes (`filesystem.volumes`) need a mount namespace, which this host does not give (degraded mode); run without them, or fix the host (see `warden doctor`)")]
+    VolumesDegraded,
     #[error("`resources.disk` needs Linux 6.6 or later (overlayfs keeps its marks in user.* attributes, which tmpfs takes from 6.6); this kernel is {release}: leave `resources.disk` out to keep the layer on disk without a size limit, or run on a newer kernel")]
     DiskNeedsKernel { release: String },
     #[error("cannot serve the sandbox's network: {0}")]

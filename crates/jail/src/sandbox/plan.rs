@@ -99,6 +99,17 @@ pub(super) fn host_plan(
     if !degraded_mode {
         binds.add_state_dirs(fs, disk, (gid, host_uid, host_gid), &mut save)?;
     }
+    // Volumes last: one may be below the home. Without a mount namespace
+    // there is nowhere to put them, and a sandbox that runs without the
+    // data it was promised would be silently wrong.
+    if degraded_mode && !fs.volumes.is_empty() {
+        return Err(JailError::VolumesDegraded);
+    }
+    for v in &fs.volumes {
+        let (src, fd) = resolve_host_path("`filesystem.volumes`", &v.host)?;
+        let b = binds.make(src, fd, v.inside.clone(), v.writable)?;
+        binds.add(b);
+    }
     let Binds {
         mut binds,
         mut writable,

@@ -84,6 +84,34 @@ pub(super) fn binds(
     Ok(binds)
 }
 
+/// The volumes of `entries` (`filesystem.volumes`), each checked; a
+/// writable one's host directory is never one of the host's system
+/// directories, as for a writable bind.
+pub(super) fn volumes(
+    entries: &[String],
+    home: &Path,
+) -> Result<Vec<crate::VolumeMount>, ResolveError> {
+    let volumes = crate::volumes::resolve(entries, home)?;
+    for v in volumes.iter().filter(|v| v.writable) {
+        if let Some(why) = system_directory(&v.host) {
+            return Err(Field::Volumes.invalid(Problem::ForbiddenPath {
+                path: v.host.clone(),
+                why,
+            }));
+        }
+    }
+    Ok(volumes)
+}
+
+/// The globs of `filesystem.runs_on_host`, each checked.
+pub(super) fn runs_on_host(layer: &Layer) -> Result<Vec<String>, ResolveError> {
+    let globs = layer.texts(Field::RunsOnHost);
+    for g in &globs {
+        check_glob(g)?;
+    }
+    Ok(globs)
+}
+
 /// Where commands start inside: a path inside the sandbox, written
 /// whole (absolute, no `..`).
 pub(super) fn workdir(given: Option<&str>) -> Result<Option<PathBuf>, ResolveError> {

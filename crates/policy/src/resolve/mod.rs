@@ -102,6 +102,7 @@ impl Layer {
         let home_at = files::home_at(self.text(Field::HomeDir).as_deref())?;
         let home_mount = home_at.as_deref().unwrap_or(Path::new(HOME_MOUNT));
         let binds = files::binds(self, rootfs.as_deref(), workspace.as_deref(), home_mount)?;
+        let volumes = files::volumes(&self.texts(Field::Volumes), home_mount)?;
         let user = process::user(self.text(Field::UserName))?;
         let limits = limits::limits(self, defaults)?;
         let hostname = self
@@ -192,10 +193,7 @@ impl Layer {
             }),
             false => None,
         };
-        let runs_on_host = self.texts(Field::RunsOnHost);
-        for g in &runs_on_host {
-            files::check_glob(g)?;
-        }
+        let runs_on_host = files::runs_on_host(self)?;
         if self.duration(Field::EgressIdleTimeout) == Some(Duration::ZERO) {
             return Err(Field::EgressIdleTimeout.invalid(Problem::ZeroIdleTimeout));
         }
@@ -214,6 +212,7 @@ impl Layer {
                 caches,
                 workdir,
                 disk,
+                volumes,
             },
             resources: ResourceSpec {
                 memory: limits.memory,
