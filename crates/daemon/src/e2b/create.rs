@@ -230,16 +230,20 @@ fn e2b_place(pointer: &str) -> String {
     out
 }
 
-/// The native create request for an E2B one, and what it asks of the
-/// sandbox's egress.
+/// The native create request for an E2B one, what it asks of the
+/// sandbox's egress, and the caller's volumes it mounts.
 fn create_request(
     app: &crate::app::App,
+    caller: &Caller,
     body: &NewSandbox,
-) -> Result<(CreateSandbox, Wanted), String> {
-    if body.volume_mounts.as_ref().is_some_and(|v| !v.is_null()) {
-        return Err("volumeMounts are not supported: give the sandbox a workspace through a warden profile (the template)".into());
-    }
+) -> Result<(CreateSandbox, Wanted, Vec<warden_policy::VolumeMount>), String> {
     super::mcp::config_refused(body.mcp.as_ref())?;
+    let mounts = super::volumes::mounts_of(
+        app,
+        caller,
+        body.volume_mounts.as_ref(),
+        std::path::Path::new(super::paths::E2B_HOME),
+    )?;
     if let Some(why) = identity_refused(body) {
         return Err(why.into());
     }
@@ -286,8 +290,9 @@ fn create_request(
     let labels = labels_of(body, &domains)?;
     let ttl = ttl_for(&labels, body.timeout.unwrap_or(DEFAULT_TIMEOUT));
     // A sandbox some of whose template's reach is denied is started only
-    // once that reach is taken away.
-    let start = !wanted.denies();
+    // once that reach is taken away; one with volumes once they are in
+    // its spec.
+    let start = !wanted.denies() && mounts.is_empty();
     Ok((
         CreateSandbox {
             name: None,
@@ -299,6 +304,7 @@ fn create_request(
             start: Some(start),
         },
         wanted,
+        mounts,
     ))
 }
 
@@ -387,7 +393,7 @@ async fn create_from_snapshot(
     {
         return Err(error(
             StatusCode::BAD_REQUEST,
-            "volumeMounts and mcp are not supported",
+            format!("template {:?} is a snapshot: volumeMounts and mcp are not taken with it; create from a template to mount volumes", body.template_id),
         ));
     }
     if let Some(why) = identity_refused(body) {
@@ -530,7 +536,7 @@ pub async fn create(
             Err(r) => r,
         };
     }
-    let (req, wanted) = match create_request(&e.app, &body) {
+    let (req, wanted, mounts) = match create_request(&e.app, &caller, &body) {
         Ok(r) => r,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
@@ -539,7 +545,26 @@ pub async fn create(
             Ok((_, Json(info))) => info,
             Err(err) => return from_api(in_e2b_words(err)),
         };
-    let info = if wanted.denies() {
+    let with_volumes = !mounts.is_empty();
+    if with_volumes {
+        let (app, id) = (e.app.clone(), made.id.clone());
+        let attached = sandboxes::blocking(move || {
+            super::volumes::attach(&app, &id, mounts).map_err(ApiError::internal)
+        })
+        .await;
+        if let Err(err) = attached {
+            let _ = sandboxes::remove(
+                State(e.app.clone()),
+                axum::extract::Path(made.id.clone()),
+                Ok(axum::extract::Query(sandboxes::RemoveQuery {
+                    force: Some(true),
+                })),
+            )
+            .await;
+            return from_api(err);
+        }
+    }
+    let info = if wanted.denies() || with_volumes {
         match start_denied(&e, &caller, made, &wanted).await {
             Ok(i) => i,
             Err(r) => return r,

@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use super::control::error;
 use super::{permit, E2b};
+use crate::app::App;
 use crate::auth::Caller;
 
 /// The most volumes one token keeps.
@@ -91,8 +92,8 @@ fn shown(m: Meta) -> Shown {
 }
 
 /// Where the daemon keeps the door's volumes.
-fn root(e: &E2b) -> PathBuf {
-    e.app.state_dir.join("e2b").join("volumes")
+fn root(app: &App) -> PathBuf {
+    app.state_dir.join("e2b").join("volumes")
 }
 
 /// Why `name` cannot name a volume; `None` when it can. A name is never
@@ -126,8 +127,8 @@ fn sees(caller: &Caller, m: &Meta) -> bool {
 
 /// Every volume the daemon keeps, as its records say; one whose record
 /// cannot be read is left out (and never shown to anyone).
-fn all(e: &E2b) -> Vec<Meta> {
-    let Ok(dir) = std::fs::read_dir(root(e)) else {
+fn all(app: &App) -> Vec<Meta> {
+    let Ok(dir) = std::fs::read_dir(root(app)) else {
         return Vec::new();
     };
     let mut out: Vec<Meta> = dir
@@ -144,7 +145,7 @@ fn all(e: &E2b) -> Vec<Meta> {
 
 /// Volume `id` of `caller`'s, found by its ID or its name.
 fn find(e: &E2b, caller: &Caller, id: &str) -> Option<Meta> {
-    all(e)
+    all(&e.app)
         .into_iter()
         .filter(|m| sees(caller, m))
         .find(|m| m.id == id || m.name == id)
@@ -203,7 +204,10 @@ pub async fn create(
 fn make(e: &E2b, caller: &Caller, name: String) -> Result<Meta, (StatusCode, String)> {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let token = caller.token_id().map(str::to_string);
-    let mine: Vec<Meta> = all(e).into_iter().filter(|m| m.token == token).collect();
+    let mine: Vec<Meta> = all(&e.app)
+        .into_iter()
+        .filter(|m| m.token == token)
+        .collect();
     if mine.iter().any(|m| m.name == name) {
         return Err((
             StatusCode::CONFLICT,
@@ -228,7 +232,7 @@ fn make(e: &E2b, caller: &Caller, name: String) -> Result<Meta, (StatusCode, Str
             format!("the volume cannot be {what}: {err}"),
         )
     };
-    let root = root(e);
+    let root = root(&e.app);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -263,7 +267,7 @@ pub async fn list(State(e): State<Arc<E2b>>, Extension(caller): Extension<Caller
         return d.response();
     }
     let listed = blocking(move || {
-        all(&e)
+        all(&e.app)
             .into_iter()
             .filter(|m| sees(&caller, m))
             .map(|m| Listed {
@@ -313,10 +317,10 @@ pub async fn delete(
         let Some(m) = find(&e, &caller, &asked) else {
             return Ok(false);
         };
-        let dir = root(&e).join(&m.id);
+        let dir = root(&e.app).join(&m.id);
         // Out of the listing first (a rename is whole), then removed:
         // std's remove_dir_all never follows a symbolic link.
-        let gone = root(&e).join(format!(".{}.deleted", m.id));
+        let gone = root(&e.app).join(format!(".{}.deleted", m.id));
         std::fs::rename(&dir, &gone).map_err(|err| err.to_string())?;
         std::fs::remove_dir_all(&gone).map_err(|err| err.to_string())?;
         Ok::<bool, String>(true)
@@ -331,6 +335,79 @@ pub async fn delete(
         ),
         Err(r) => r,
     }
+}
+
+/// One mount of E2B's create body (`volumeMounts`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Mount {
+    name: String,
+    path: String,
+}
+
+/// The volumes of `caller`'s that a create's `volumeMounts` asks for,
+/// each at a mount point checked as any volume's is (beside a home at
+/// `home`): a volume is named, never a host path, and one that is not
+/// the caller's is not found. What does not fit is said at its place in
+/// the E2B body.
+pub(super) fn mounts_of(
+    app: &App,
+    caller: &Caller,
+    value: Option<&serde_json::Value>,
+    home: &std::path::Path,
+) -> Result<Vec<warden_policy::VolumeMount>, String> {
+    let mounts: Vec<Mount> = match value {
+        None | Some(serde_json::Value::Null) => return Ok(Vec::new()),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|err| format!("volumeMounts: {err}: a list of {{name, path}}"))?,
+    };
+    let mine: Vec<Meta> = all(app).into_iter().filter(|m| sees(caller, m)).collect();
+    let mut out: Vec<warden_policy::VolumeMount> = Vec::new();
+    for (i, m) in mounts.iter().enumerate() {
+        let inside = PathBuf::from(&m.path);
+        if let Some(why) = warden_policy::volumes::inside_refusal(&inside, home) {
+            return Err(format!("volumeMounts[{i}].path {:?}: {why}", m.path));
+        }
+        if out
+            .iter()
+            .any(|o| o.inside.starts_with(&inside) || inside.starts_with(&o.inside))
+        {
+            return Err(format!(
+                "volumeMounts[{i}].path {:?}: another volume is mounted there, or above or below it",
+                m.path
+            ));
+        }
+        let shown: String = m.name.chars().take(MAX_NAME + 1).collect();
+        let Some(v) = mine.iter().find(|v| v.name == m.name) else {
+            return Err(format!(
+                "volumeMounts[{i}].name {shown:?}: no volume of that name of this caller's (make one with Volume.create)"
+            ));
+        };
+        out.push(warden_policy::VolumeMount {
+            host: root(app).join(&v.id).join("data"),
+            inside,
+            writable: true,
+        });
+    }
+    Ok(out)
+}
+
+/// Give sandbox `id` (made, not started) the volumes `mounts`: written
+/// into its stored spec, which its start reads. The door is the daemon
+/// and the directories are its own: the host paths are the daemon's
+/// choice, never the caller's.
+pub(super) fn attach(
+    app: &App,
+    id: &str,
+    mounts: Vec<warden_policy::VolumeMount>,
+) -> Result<(), String> {
+    use warden_runtime::state::{read_json, write_json, Stored, STORED};
+    let sb = app.sandbox(id).map_err(|e| e.problem.message)?;
+    let path = sb.dir().join(STORED);
+    let mut stored: Stored =
+        read_json(&path).map_err(|err| format!("the sandbox's spec cannot be read: {err}"))?;
+    stored.spec.filesystem.volumes.extend(mounts);
+    write_json(&path, &stored).map_err(|err| format!("the sandbox's spec cannot be kept: {err}"))
 }
 
 #[cfg(test)]
