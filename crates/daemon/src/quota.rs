@@ -227,12 +227,13 @@ pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result
                 .unwrap_or(0)
                 .saturating_add(audit_log_bytes(s))
         })
-        .sum();
+        .sum::<u64>()
+        .saturating_add(crate::e2b::volume_bytes(app, &token.id));
     if used.saturating_add(disk) > bounds.disk {
         return Err(over_quota(
             Some("/spec/resources/disk"),
             format!(
-                "token {} may have {} of disk budgets in all; its sandboxes have {} (their audit logs included) and this one asks {}: ask for less (resources.disk) or remove a sandbox",
+                "token {} may have {} of disk budgets in all; its sandboxes and volumes have {} (audit logs included) and this one asks {}: ask for less (resources.disk) or remove a sandbox",
                 token.id,
                 format_size(bounds.disk),
                 format_size(used),

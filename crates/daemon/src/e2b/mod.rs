@@ -41,6 +41,7 @@ mod terminal;
 mod volumes;
 
 pub(crate) use permit::permit;
+pub(crate) use volumes::bytes_of_token as volume_bytes;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};

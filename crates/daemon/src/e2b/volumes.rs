@@ -12,12 +12,14 @@
 //! lists, reads nor deletes it, and is answered exactly as for one that
 //! does not exist (the daemon's owner sees every one). A caller names a
 //! volume, never a host path: its directory is the daemon's choice, under
-//! a random ID. What this module does not do yet: mount a volume into a
-//! sandbox (`volume_mounts` is refused at create) and E2B's volume
-//! content API (reading and writing a volume's files without a sandbox),
-//! whose address the SDK derives from the domain answered here, which is
-//! the door's own `.localhost` one, so the SDK's calls to it fail to
-//! connect rather than going anywhere else.
+//! a random ID. A create's `volumeMounts` names the caller's volumes and
+//! where they go ([`mounts_of`]); the door writes their directories into
+//! the new sandbox's spec as `filesystem.volumes` ([`attach`]). Their
+//! bytes count against the token's disk quota ([`bytes_of_token`]). Not
+//! done yet: E2B's volume content API (a volume's files without a
+//! sandbox), whose address the SDK derives from the domain answered
+//! here, the door's own `.localhost` one, so those calls fail to connect
+//! rather than going anywhere else.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -335,6 +337,18 @@ pub async fn delete(
         ),
         Err(r) => r,
     }
+}
+
+/// The bytes of files the volumes of token `token` hold on the host's
+/// disk: they outlive its sandboxes and count against its disk quota as
+/// its snapshots do. Read beneath each volume's directory, so a link a
+/// sandbox planted there is never entered.
+pub(crate) fn bytes_of_token(app: &App, token: &str) -> u64 {
+    all(app)
+        .iter()
+        .filter(|m| m.token.as_deref() == Some(token))
+        .map(|m| warden_workspace::fsutil::tree_size(&root(app).join(&m.id).join("data")))
+        .sum()
 }
 
 /// One mount of E2B's create body (`volumeMounts`).
