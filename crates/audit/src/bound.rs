@@ -13,7 +13,7 @@
 //! marker included, so bounding again changes nothing (a record read back
 //! and written again is the same bytes).
 
-use crate::{Event, EventKind, Reason};
+use crate::{Event, EventKind};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -151,253 +151,206 @@ fn argv_fits(argv: &[String]) -> bool {
         && argv.iter().map(String::len).sum::<usize>() <= ARGV_BYTES
 }
 
-fn reason_fits(r: &Option<Box<Reason>>) -> bool {
-    r.as_ref().is_none_or(|r| {
-        r.code.len() <= NAME_BYTES
-            && r.field.as_ref().is_none_or(|f| f.len() <= NAME_BYTES)
-            && r.addresses.len() <= LIST_ENTRIES
-            && r.addresses.iter().all(|a| a.len() <= NAME_BYTES)
-            && r.allow
-                .as_ref()
-                .is_none_or(|a| a.field.len() <= NAME_BYTES && a.value.len() <= TEXT_BYTES)
-    })
+/// Every chosen string of an event kind, each with its bound, handed to
+/// `$v`: one list for both the check ([`Fits`], on `&EventKind`) and the
+/// cut ([`Cut`], on `&mut EventKind`), so the two can never disagree on a
+/// field or its bound. `$($mut)?` is how the reason's fields are borrowed.
+macro_rules! walk {
+    ($kind:expr, $v:expr $(, $mut:ident)?) => {{
+        use EventKind as K;
+        let v = $v;
+        match $kind {
+            K::Created { command, .. } => v.argv(command),
+            K::Degraded { layer, lost } => {
+                v.text(layer, NAME_BYTES, false);
+                v.text(lost, TEXT_BYTES, true);
+            }
+            K::ExecStarted { argv, .. } => v.argv(argv),
+            K::Connection {
+                name,
+                original_destination,
+                rule,
+                detail,
+                reason,
+                ..
+            } => {
+                v.opt(name, NAME_BYTES, false);
+                v.opt(original_destination, NAME_BYTES, false);
+                v.opt(rule, TEXT_BYTES, true);
+                v.text(detail, TEXT_BYTES, true);
+                walk!(@reason reason, v $(, $mut)?);
+            }
+            K::ConnectionClosed { name, .. } => v.opt(name, NAME_BYTES, false),
+            K::Workspace {
+                name,
+                paths,
+                detail,
+                ..
+            } => {
+                v.text(name, NAME_BYTES, false);
+                v.paths(paths);
+                v.text(detail, TEXT_BYTES, true);
+            }
+            K::Secret {
+                name, host, detail, ..
+            } => {
+                v.text(name, NAME_BYTES, false);
+                v.text(host, NAME_BYTES, false);
+                v.text(detail, TEXT_BYTES, true);
+            }
+            K::ApiDenied {
+                method,
+                route,
+                token,
+                reason,
+            } => {
+                v.text(method, NAME_BYTES, false);
+                v.text(route, TEXT_BYTES, true);
+                v.opt(token, NAME_BYTES, false);
+                v.text(reason, TEXT_BYTES, true);
+            }
+            K::Paused { by, freezer } => {
+                v.text(by, NAME_BYTES, false);
+                v.text(freezer, NAME_BYTES, false);
+            }
+            K::Resumed { by, .. } => v.text(by, NAME_BYTES, false),
+            K::EgressChanged {
+                added, removed, by, ..
+            } => {
+                v.list(added, "entries", TEXT_BYTES, true);
+                v.list(removed, "entries", TEXT_BYTES, true);
+                v.text(by, NAME_BYTES, false);
+            }
+            K::Ask {
+                question,
+                protocol,
+                name,
+                ..
+            } => {
+                v.text(question, NAME_BYTES, false);
+                v.text(protocol, NAME_BYTES, false);
+                v.text(name, NAME_BYTES, false);
+            }
+            K::AskAnswered {
+                question,
+                name,
+                decision,
+                by,
+                ..
+            } => {
+                v.text(question, NAME_BYTES, false);
+                v.text(name, NAME_BYTES, false);
+                v.text(decision, NAME_BYTES, false);
+                v.text(by, NAME_BYTES, false);
+            }
+            K::ConnectionsAggregated {
+                name,
+                detail,
+                reason,
+                ..
+            } => {
+                v.opt(name, NAME_BYTES, false);
+                v.text(detail, TEXT_BYTES, true);
+                walk!(@reason reason, v $(, $mut)?);
+            }
+            K::SecretsAggregated { name, host, .. } => {
+                v.text(name, NAME_BYTES, false);
+                v.text(host, NAME_BYTES, false);
+            }
+            K::EventsOverBudget { of, .. } => v.text(of, NAME_BYTES, false),
+            K::Started { .. }
+            | K::ExecExited { .. }
+            | K::ConnectionsNotRecorded { .. }
+            | K::Stopping { .. }
+            | K::TtlChanged { .. }
+            | K::EventsDropped { .. }
+            | K::CacheLeftOut { .. }
+            | K::Exited { .. } => {}
+        }
+    }};
+    (@reason $reason:expr, $v:expr $(, $mut:ident)?) => {
+        if let Some(r) = $reason {
+            $v.text(&$($mut)? r.code, NAME_BYTES, false);
+            $v.opt(&$($mut)? r.field, NAME_BYTES, false);
+            $v.list(&$($mut)? r.addresses, "addresses", NAME_BYTES, false);
+            if let Some(a) = &$($mut)? r.allow {
+                $v.text(&$($mut)? a.field, NAME_BYTES, false);
+                $v.text(&$($mut)? a.value, TEXT_BYTES, true);
+            }
+        }
+    };
 }
 
-fn cut_reason(r: &mut Option<Box<Reason>>) {
-    if let Some(r) = r {
-        cut(&mut r.code, NAME_BYTES, false);
-        cut_opt(&mut r.field, NAME_BYTES, false);
-        cut_list(&mut r.addresses, |n| format!("…[{n} more addresses]"));
-        for a in &mut r.addresses {
-            cut(a, NAME_BYTES, false);
+/// The walk that checks: is every chosen string within its bound?
+struct Fits(bool);
+
+impl Fits {
+    fn text(&mut self, s: &str, limit: usize, _redact: bool) {
+        self.0 &= s.len() <= limit;
+    }
+
+    fn opt(&mut self, s: &Option<String>, limit: usize, redact: bool) {
+        if let Some(s) = s {
+            self.text(s, limit, redact);
         }
-        if let Some(a) = &mut r.allow {
-            cut(&mut a.field, NAME_BYTES, false);
-            cut(&mut a.value, TEXT_BYTES, true);
+    }
+
+    fn list(&mut self, list: &[String], _what: &str, limit: usize, redact: bool) {
+        self.0 &= list.len() <= LIST_ENTRIES;
+        for s in list {
+            self.text(s, limit, redact);
         }
+    }
+
+    fn paths(&mut self, paths: &[PathBuf]) {
+        self.0 &=
+            paths.len() <= LIST_ENTRIES && paths.iter().all(|p| p.as_os_str().len() <= PATH_BYTES);
+    }
+
+    fn argv(&mut self, argv: &[String]) {
+        self.0 &= argv_fits(argv);
     }
 }
 
-fn short(s: &str, limit: usize) -> bool {
-    s.len() <= limit
-}
+/// The walk that cuts every chosen string to its bound.
+struct Cut;
 
-fn short_opt(s: &Option<String>, limit: usize) -> bool {
-    s.as_ref().is_none_or(|s| s.len() <= limit)
+impl Cut {
+    fn text(&mut self, s: &mut String, limit: usize, redact: bool) {
+        cut(s, limit, redact);
+    }
+
+    fn opt(&mut self, s: &mut Option<String>, limit: usize, redact: bool) {
+        cut_opt(s, limit, redact);
+    }
+
+    fn list(&mut self, list: &mut Vec<String>, what: &str, limit: usize, redact: bool) {
+        cut_list(list, |n| format!("…[{n} more {what}]"));
+        for s in list.iter_mut() {
+            cut(s, limit, redact);
+        }
+    }
+
+    fn paths(&mut self, paths: &mut Vec<PathBuf>) {
+        cut_list(paths, |n| PathBuf::from(format!("…[{n} more paths]")));
+        paths.iter_mut().for_each(cut_path);
+    }
+
+    fn argv(&mut self, argv: &mut Vec<String>) {
+        cut_argv(argv);
+    }
 }
 
 /// Whether every chosen string of `kind` is within its bound already.
 fn fits(kind: &EventKind) -> bool {
-    use EventKind as K;
-    match kind {
-        K::Created { command, .. } => argv_fits(command),
-        K::Degraded { layer, lost } => short(layer, NAME_BYTES) && short(lost, TEXT_BYTES),
-        K::ExecStarted { argv, .. } => argv_fits(argv),
-        K::Connection {
-            name,
-            original_destination,
-            rule,
-            detail,
-            reason,
-            ..
-        } => {
-            short_opt(name, NAME_BYTES)
-                && short_opt(original_destination, NAME_BYTES)
-                && short_opt(rule, TEXT_BYTES)
-                && short(detail, TEXT_BYTES)
-                && reason_fits(reason)
-        }
-        K::ConnectionClosed { name, .. } => short_opt(name, NAME_BYTES),
-        K::Workspace {
-            name,
-            paths,
-            detail,
-            ..
-        } => {
-            short(name, NAME_BYTES)
-                && paths.len() <= LIST_ENTRIES
-                && paths.iter().all(|p| p.as_os_str().len() <= PATH_BYTES)
-                && short(detail, TEXT_BYTES)
-        }
-        K::Secret {
-            name, host, detail, ..
-        } => short(name, NAME_BYTES) && short(host, NAME_BYTES) && short(detail, TEXT_BYTES),
-        K::ApiDenied {
-            method,
-            route,
-            token,
-            reason,
-        } => {
-            short(method, NAME_BYTES)
-                && short(route, TEXT_BYTES)
-                && short_opt(token, NAME_BYTES)
-                && short(reason, TEXT_BYTES)
-        }
-        K::Paused { by, freezer } => short(by, NAME_BYTES) && short(freezer, NAME_BYTES),
-        K::Resumed { by, .. } => short(by, NAME_BYTES),
-        K::EgressChanged {
-            added, removed, by, ..
-        } => {
-            added.len() <= LIST_ENTRIES
-                && removed.len() <= LIST_ENTRIES
-                && added.iter().chain(removed).all(|e| e.len() <= TEXT_BYTES)
-                && short(by, NAME_BYTES)
-        }
-        K::Ask {
-            question,
-            protocol,
-            name,
-            ..
-        } => short(question, NAME_BYTES) && short(protocol, NAME_BYTES) && short(name, NAME_BYTES),
-        K::AskAnswered {
-            question,
-            name,
-            decision,
-            by,
-            ..
-        } => {
-            short(question, NAME_BYTES)
-                && short(name, NAME_BYTES)
-                && short(decision, NAME_BYTES)
-                && short(by, NAME_BYTES)
-        }
-        K::ConnectionsAggregated {
-            name,
-            detail,
-            reason,
-            ..
-        } => short_opt(name, NAME_BYTES) && short(detail, TEXT_BYTES) && reason_fits(reason),
-        K::SecretsAggregated { name, host, .. } => {
-            short(name, NAME_BYTES) && short(host, NAME_BYTES)
-        }
-        K::EventsOverBudget { of, .. } => short(of, NAME_BYTES),
-        K::Started { .. }
-        | K::ExecExited { .. }
-        | K::ConnectionsNotRecorded { .. }
-        | K::Stopping { .. }
-        | K::TtlChanged { .. }
-        | K::EventsDropped { .. }
-        | K::CacheLeftOut { .. }
-        | K::Exited { .. } => true,
-    }
+    let mut check = Fits(true);
+    walk!(kind, &mut check);
+    check.0
 }
 
 /// Cut every chosen string of `kind` to its bound.
 fn bound(kind: &mut EventKind) {
-    use EventKind as K;
-    match kind {
-        K::Created { command, .. } => cut_argv(command),
-        K::Degraded { layer, lost } => {
-            cut(layer, NAME_BYTES, false);
-            cut(lost, TEXT_BYTES, true);
-        }
-        K::ExecStarted { argv, .. } => cut_argv(argv),
-        K::Connection {
-            name,
-            original_destination,
-            rule,
-            detail,
-            reason,
-            ..
-        } => {
-            cut_opt(name, NAME_BYTES, false);
-            cut_opt(original_destination, NAME_BYTES, false);
-            cut_opt(rule, TEXT_BYTES, true);
-            cut(detail, TEXT_BYTES, true);
-            cut_reason(reason);
-        }
-        K::ConnectionClosed { name, .. } => cut_opt(name, NAME_BYTES, false),
-        K::Workspace {
-            name,
-            paths,
-            detail,
-            ..
-        } => {
-            cut(name, NAME_BYTES, false);
-            cut_list(paths, |n| PathBuf::from(format!("…[{n} more paths]")));
-            paths.iter_mut().for_each(cut_path);
-            cut(detail, TEXT_BYTES, true);
-        }
-        K::Secret {
-            name, host, detail, ..
-        } => {
-            cut(name, NAME_BYTES, false);
-            cut(host, NAME_BYTES, false);
-            cut(detail, TEXT_BYTES, true);
-        }
-        K::ApiDenied {
-            method,
-            route,
-            token,
-            reason,
-        } => {
-            cut(method, NAME_BYTES, false);
-            cut(route, TEXT_BYTES, true);
-            cut_opt(token, NAME_BYTES, false);
-            cut(reason, TEXT_BYTES, true);
-        }
-        K::Paused { by, freezer } => {
-            cut(by, NAME_BYTES, false);
-            cut(freezer, NAME_BYTES, false);
-        }
-        K::Resumed { by, .. } => cut(by, NAME_BYTES, false),
-        K::EgressChanged {
-            added, removed, by, ..
-        } => {
-            for list in [&mut *added, &mut *removed] {
-                cut_list(list, |n| format!("…[{n} more entries]"));
-                for e in list.iter_mut() {
-                    cut(e, TEXT_BYTES, true);
-                }
-            }
-            cut(by, NAME_BYTES, false);
-        }
-        K::Ask {
-            question,
-            protocol,
-            name,
-            ..
-        } => {
-            cut(question, NAME_BYTES, false);
-            cut(protocol, NAME_BYTES, false);
-            cut(name, NAME_BYTES, false);
-        }
-        K::AskAnswered {
-            question,
-            name,
-            decision,
-            by,
-            ..
-        } => {
-            cut(question, NAME_BYTES, false);
-            cut(name, NAME_BYTES, false);
-            cut(decision, NAME_BYTES, false);
-            cut(by, NAME_BYTES, false);
-        }
-        K::ConnectionsAggregated {
-            name,
-            detail,
-            reason,
-            ..
-        } => {
-            cut_opt(name, NAME_BYTES, false);
-            cut(detail, TEXT_BYTES, true);
-            cut_reason(reason);
-        }
-        K::SecretsAggregated { name, host, .. } => {
-            cut(name, NAME_BYTES, false);
-            cut(host, NAME_BYTES, false);
-        }
-        K::EventsOverBudget { of, .. } => cut(of, NAME_BYTES, false),
-        K::Started { .. }
-        | K::ExecExited { .. }
-        | K::ConnectionsNotRecorded { .. }
-        | K::Stopping { .. }
-        | K::TtlChanged { .. }
-        | K::EventsDropped { .. }
-        | K::CacheLeftOut { .. }
-        | K::Exited { .. } => {}
-    }
+    walk!(kind, &mut Cut, mut);
 }
 
 #[cfg(test)]
