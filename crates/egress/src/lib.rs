@@ -17,6 +17,7 @@ pub mod decision;
 pub mod dns;
 pub mod http;
 pub mod matcher;
+mod metered;
 pub mod proxy;
 pub mod publish;
 pub mod requests;

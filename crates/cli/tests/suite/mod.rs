@@ -63,6 +63,7 @@ mod selftest;
 mod snapshots;
 mod teardown;
 mod trust_boundary;
+mod upgrade_smuggling;
 mod vm;
 mod vm_desktop;
 mod vm_fs;

@@ -199,7 +199,7 @@ struct Shared {
     quota: Option<u64>,
     idle: Duration,
     /// Bytes through the proxy so far, both ways.
-    used: std::sync::atomic::AtomicU64,
+    used: Arc<std::sync::atomic::AtomicU64>,
     /// Connections open at once are bounded.
     slots: Arc<tokio::sync::Semaphore>,
     /// Half the memory budget, in KiB: what open connections cost.
@@ -346,7 +346,7 @@ impl Proxy {
             test_resolved,
             quota: spec.quota,
             idle: spec.idle_timeout,
-            used: std::sync::atomic::AtomicU64::new(0),
+            used: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
             connection_memory: Arc::new(tokio::sync::Semaphore::new(
                 (MEMORY_BUDGET_KIB / 2) as usize,

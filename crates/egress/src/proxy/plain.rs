@@ -24,17 +24,13 @@ use super::decide::{admit, Refusal};
 use super::{live, Arrival, Shared};
 use crate::decision::{Cause, Decision, Protocol, Reason};
 use crate::http::parse_request_head;
+use crate::metered::Metered;
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -126,16 +122,11 @@ pub(super) async fn serve(
     } else {
         SMALL_BUFFER
     };
-    let metered = Metered::new(conn, first, shared.clone());
-    let (out, inn, last, start) = (
-        metered.read.clone(),
-        metered.written.clone(),
-        metered.last.clone(),
-        metered.start,
-    );
+    let metered = Metered::new(conn, first, Some(shared.used.clone()));
+    let meter = metered.meter();
     let served = |cut: bool, ended: Option<String>| Served {
-        out: out.load(Relaxed),
-        inn: inn.load(Relaxed),
+        out: meter.read(),
+        inn: meter.written(),
         cut,
         ended,
     };
@@ -183,7 +174,7 @@ pub(super) async fn serve(
     // The upstream's side is driven here, beside the sandbox's: when it
     // ends (the upstream closed), the sandbox's side writes out the answer
     // it is writing, if any, and closes, as the upstream did.
-    let idle = silent_for(last, start, shared.idle);
+    let idle = meter.silent_for(shared.idle);
     tokio::pin!(connection, driver, idle);
     let mut driven = false;
     let end = loop {
@@ -397,102 +388,6 @@ fn text(status: StatusCode, reason: Reason, why: String) -> Response<Body> {
         http::HeaderValue::from_static("close"),
     );
     r
-}
-
-/// Resolves once neither way has moved a byte for `idle`.
-async fn silent_for(last: Arc<AtomicU64>, start: std::time::Instant, idle: Duration) {
-    loop {
-        let since = (start.elapsed().as_millis() as u64).saturating_sub(last.load(Relaxed));
-        let idle_ms = idle.as_millis() as u64;
-        if since >= idle_ms {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(idle_ms - since)).await;
-    }
-}
-
-/// The sandbox's side: the bytes already read first, then the socket;
-/// every byte counted both ways and towards the quota as it passes.
-struct Metered {
-    inner: TcpStream,
-    prefix: Vec<u8>,
-    read: Arc<AtomicU64>,
-    written: Arc<AtomicU64>,
-    /// Milliseconds since `start` of the last byte either way.
-    last: Arc<AtomicU64>,
-    start: std::time::Instant,
-    shared: Arc<Shared>,
-}
-
-impl Metered {
-    fn new(inner: TcpStream, prefix: Vec<u8>, shared: Arc<Shared>) -> Metered {
-        Metered {
-            inner,
-            prefix,
-            read: Arc::new(AtomicU64::new(0)),
-            written: Arc::new(AtomicU64::new(0)),
-            last: Arc::new(AtomicU64::new(0)),
-            start: std::time::Instant::now(),
-            shared,
-        }
-    }
-
-    fn count(&self, way: &AtomicU64, n: usize) {
-        way.fetch_add(n as u64, Relaxed);
-        self.shared.used.fetch_add(n as u64, Relaxed);
-        self.last
-            .store(self.start.elapsed().as_millis() as u64, Relaxed);
-    }
-}
-
-impl AsyncRead for Metered {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if !self.prefix.is_empty() {
-            let n = self.prefix.len().min(buf.remaining());
-            buf.put_slice(&self.prefix[..n]);
-            self.prefix.drain(..n);
-            if self.prefix.is_empty() {
-                // What was read to decide goes back with its last byte.
-                self.prefix = Vec::new();
-            }
-            let read = self.read.clone();
-            self.count(&read, n);
-            return Poll::Ready(Ok(()));
-        }
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = buf.filled().len() - before;
-        if n > 0 {
-            let read = self.read.clone();
-            self.count(&read, n);
-        }
-        r
-    }
-}
-
-impl AsyncWrite for Metered {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = &r {
-            let written = self.written.clone();
-            self.count(&written, *n);
-        }
-        r
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }
 
 #[cfg(test)]

@@ -346,13 +346,13 @@ async fn relay_terminated(
                 recorder.record(&d);
             }),
             e.shared.idle,
+            // Charged as the bytes pass: a connection cut, or closed by
+            // the idle timeout, has still used what it moved.
+            Some(e.shared.used.clone()),
         ) => s,
         _ = e.registration.cut() => Err(why_cut),
     };
     let (out, inn) = served.as_ref().map(|c| *c).unwrap_or((0, 0));
-    e.shared
-        .used
-        .fetch_add(out + inn, std::sync::atomic::Ordering::Relaxed);
     decision.bytes_out = out;
     decision.bytes_in = inn;
     decision.duration_ms = e.at.start.elapsed().as_millis() as u64;

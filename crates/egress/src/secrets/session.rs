@@ -20,6 +20,7 @@ use super::{
     H2_STREAMS,
 };
 use crate::decision::{Cause, Decision, Protocol, Reason, SecretAction};
+use crate::metered::Metered;
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -27,105 +28,19 @@ use hyper::body::{Body, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::ServerName;
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// Request bodies read whole for substitution (`--secret-in-body`) are at
 /// most this large; larger ones are refused with 413.
 const MAX_SUBSTITUTED_BODY: usize = 16 << 20;
 
-/// Counts the bytes a stream moves, both ways.
-pub(crate) struct Counted<S> {
-    inner: S,
-    /// Bytes before `inner`'s own (what was read to decide).
-    prefix: Vec<u8>,
-    pub(crate) read: Arc<AtomicU64>,
-    pub(crate) written: Arc<AtomicU64>,
-    /// Milliseconds since `start` of the last byte either way.
-    last: Arc<AtomicU64>,
-    start: std::time::Instant,
-}
-
-impl<S> Counted<S> {
-    pub(crate) fn new(inner: S, prefix: Vec<u8>) -> Counted<S> {
-        Counted {
-            inner,
-            prefix,
-            read: Arc::new(AtomicU64::new(0)),
-            written: Arc::new(AtomicU64::new(0)),
-            last: Arc::new(AtomicU64::new(0)),
-            start: std::time::Instant::now(),
-        }
-    }
-
-    fn touch(&self) {
-        self.last
-            .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
-    }
-}
-
-/// Resolves once neither way has moved a byte for `idle`.
-async fn silent_for(last: Arc<AtomicU64>, start: std::time::Instant, idle: std::time::Duration) {
-    loop {
-        let since =
-            (start.elapsed().as_millis() as u64).saturating_sub(last.load(Ordering::Relaxed));
-        let idle_ms = idle.as_millis() as u64;
-        if since >= idle_ms {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(idle_ms - since)).await;
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if !self.prefix.is_empty() {
-            let n = self.prefix.len().min(buf.remaining());
-            buf.put_slice(&self.prefix[..n]);
-            self.prefix.drain(..n);
-            self.read.fetch_add(n as u64, Ordering::Relaxed);
-            self.touch();
-            return Poll::Ready(Ok(()));
-        }
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = buf.filled().len() - before;
-        if n > 0 {
-            self.read.fetch_add(n as u64, Ordering::Relaxed);
-            self.touch();
-        }
-        r
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = &r {
-            self.written.fetch_add(*n as u64, Ordering::Relaxed);
-            self.touch();
-        }
-        r
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
+/// The sandbox's side of a terminated connection as hyper serves it: what
+/// an HTTP/1.1 upgrade hands back.
+pub(super) type SandboxIo = TokioIo<tokio_rustls::server::TlsStream<Metered<TcpStream>>>;
 
 enum Sender {
     H1(tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<OutBody>>),
@@ -333,9 +248,13 @@ pub(crate) async fn serve_apart(
     port: u16,
     record: Recorder,
     idle: std::time::Duration,
+    quota: Option<Arc<AtomicU64>>,
 ) -> Result<(u64, u64), String> {
     let Some(workers) = term.workers() else {
-        return serve(term, client, first, upstream, name, port, record, idle).await;
+        return serve(
+            term, client, first, upstream, name, port, record, idle, quota,
+        )
+        .await;
     };
     let moved = |e: std::io::Error| {
         format!("cannot move the connection to the secret proxy's threads: {e}")
@@ -345,7 +264,10 @@ pub(crate) async fn serve_apart(
     let mut task = Stopped(workers.spawn(async move {
         let client = TcpStream::from_std(client).map_err(moved)?;
         let upstream = TcpStream::from_std(upstream).map_err(moved)?;
-        serve(term, client, first, upstream, name, port, record, idle).await
+        serve(
+            term, client, first, upstream, name, port, record, idle, quota,
+        )
+        .await
     }));
     match (&mut task.0).await {
         Ok(served) => served,
@@ -377,10 +299,10 @@ pub(crate) async fn serve(
     port: u16,
     record: Recorder,
     idle: std::time::Duration,
+    quota: Option<Arc<AtomicU64>>,
 ) -> Result<(u64, u64), String> {
-    let counted = Counted::new(client, first);
-    let (read, written) = (counted.read.clone(), counted.written.clone());
-    let (last, start) = (counted.last.clone(), counted.start);
+    let counted = Metered::new(client, first, quota);
+    let meter = counted.meter();
     let acceptor = tokio_rustls::TlsAcceptor::from(term.server.clone());
     let mut tls = acceptor.accept(counted).await.map_err(|e| {
         format!("the sandbox did not accept the secret proxy's certificate for {name} (is the sandbox's trust bundle in use?): {e}")
@@ -412,16 +334,32 @@ pub(crate) async fn serve(
         let s = session.clone();
         async move { Ok::<_, std::convert::Infallible>(handle(req, &s).await) }
     });
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder.http1().max_buf_size(BUFFER_LIMIT);
-    builder
-        .http2()
-        .max_concurrent_streams(H2_STREAMS)
-        .initial_stream_window_size(BUFFER_LIMIT as u32)
-        .initial_connection_window_size(BUFFER_LIMIT as u32)
-        .max_send_buf_size(BUFFER_LIMIT / H2_STREAMS as usize)
-        .max_header_list_size(BUFFER_LIMIT as u32);
-    let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+    // HTTP/2 where the sandbox's client chose it by ALPN, else HTTP/1.1
+    // on hyper's own HTTP/1 server (not the protocol-sniffing one, whose
+    // stream an upgrade hands back wrapped in a type of its own): an
+    // upgrade then gives back the sandbox's stream as its known type with
+    // whatever hyper read behind the upgrade's head, which `upgrade`
+    // never relays.
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let io = TokioIo::new(tls);
+    let connection: Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>> = if h2 {
+        Box::pin(
+            hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .max_concurrent_streams(H2_STREAMS)
+                .initial_stream_window_size(BUFFER_LIMIT as u32)
+                .initial_connection_window_size(BUFFER_LIMIT as u32)
+                .max_send_buf_size(BUFFER_LIMIT / H2_STREAMS as usize)
+                .max_header_list_size(BUFFER_LIMIT as u32)
+                .serve_connection(io, service),
+        )
+    } else {
+        Box::pin(
+            hyper::server::conn::http1::Builder::new()
+                .max_buf_size(BUFFER_LIMIT)
+                .serve_connection(io, service)
+                .with_upgrades(),
+        )
+    };
     // A WebSocket's relay outlives the HTTP connection it was upgraded
     // from: the session ends with it.
     let whole = async {
@@ -436,13 +374,9 @@ pub(crate) async fn serve(
     };
     let served = tokio::select! {
         r = whole => r,
-        () = silent_for(last, start, idle) => Err(format!("closed after {} s without a byte either way", idle.as_secs())),
+        () = meter.silent_for(idle) => Err(format!("closed after {} s without a byte either way", idle.as_secs())),
     };
-    let counts = (
-        read.load(Ordering::Relaxed),
-        written.load(Ordering::Relaxed),
-    );
-    served.map(|()| counts)
+    served.map(|()| (meter.read(), meter.written()))
 }
 
 async fn connect_tls(term: &Terminator, upstream: TcpStream, name: &str) -> Result<Sender, String> {
@@ -593,7 +527,21 @@ async fn upgraded(
     let Some(client) = client else {
         return Err(failed("the sandbox's side of the upgrade is gone".into()));
     };
-    let upgrade = upgrade::Upgrade { client, tally };
+    let early = {
+        let s = s.clone();
+        Box::new(move |n: usize| {
+            let why = format!(
+                "closed: the WebSocket to {} was sent {n} bytes behind its upgrade request before the server's 101, which were never decided as a request; nothing of them was relayed",
+                s.name
+            );
+            (s.record)(s.refusal(Reason::BytesBeforeUpgrade, why));
+        })
+    };
+    let upgrade = upgrade::Upgrade {
+        client,
+        tally,
+        early,
+    };
     let to = upgrade::Upstream {
         name: &s.name,
         peer: s.peer,
@@ -1091,6 +1039,7 @@ mod tests {
                 port,
                 record,
                 std::time::Duration::from_secs(10),
+                None,
             )
             .await;
         });

@@ -3,7 +3,9 @@
 //! target checked), then sent upstream over a connection of its own, and
 //! once the upstream answers `101 Switching Protocols` the two upgraded
 //! streams are relayed both ways as they are, for as long as the session
-//! lasts (its idle timeout, a removal of its name).
+//! lasts (its idle timeout, a removal of its name). Only bytes the sandbox
+//! sends after the 101 are relayed: any it sent behind the upgrade's head
+//! before it (a second request, undecided) close the relay unrelayed.
 //!
 //! Only `websocket` is upgraded, and only over HTTP/1.1 (`Upgrade` and
 //! `Connection: upgrade`); any other upgrade is sent on as a plain request,
@@ -15,6 +17,7 @@
 //! request's tally does).
 
 use super::ruled::Tally;
+use super::session::SandboxIo;
 use super::{BoxError, OutBody, BUFFER_LIMIT};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -57,6 +60,9 @@ pub(super) struct Upgrade {
     pub(super) client: hyper::upgrade::OnUpgrade,
     /// The request's record, finished with the relay's bytes.
     pub(super) tally: Option<Tally>,
+    /// Records that the sandbox sent this many bytes behind the upgrade's
+    /// head before its 101 (and that the relay was closed for them).
+    pub(super) early: Box<dyn FnOnce(usize) + Send>,
 }
 
 /// Send `request` (its target and headers already checked and
@@ -108,7 +114,11 @@ pub(super) async fn relay(
         return Ok((response, None));
     }
     let upstream = hyper::upgrade::on(&mut response);
-    let Upgrade { client, tally } = upgrade;
+    let Upgrade {
+        client,
+        tally,
+        early,
+    } = upgrade;
     let task = tokio::spawn(async move {
         let (Ok(client), Ok(upstream)) = tokio::join!(client, upstream) else {
             if let Some(t) = tally {
@@ -116,7 +126,13 @@ pub(super) async fn relay(
             }
             return;
         };
-        let mut client = TokioIo::new(client);
+        let Some(mut client) = undecided_bytes_refused(client, early) else {
+            // Both upgraded streams are dropped: closed, nothing relayed.
+            if let Some(t) = tally {
+                t.relayed(0, 0);
+            }
+            return;
+        };
         let mut upstream = TokioIo::new(upstream);
         let (out, inn) = tokio::io::copy_bidirectional(&mut client, &mut upstream)
             .await
@@ -127,6 +143,29 @@ pub(super) async fn relay(
     });
     let (parts, _) = response.into_parts();
     Ok((Response::from_parts(parts, empty()), Some(task)))
+}
+
+/// The sandbox's upgraded stream, when hyper read nothing behind the
+/// upgrade's head: bytes there were sent before the 101 (in the head's
+/// write, or while the upstream was answering), which no WebSocket client
+/// does (RFC 6455 §4.1: it sends frames once it has read the 101). They
+/// were never decided as a request (a second request behind the upgrade
+/// would reach the server unread), so the relay is refused, with `early`
+/// told how many there were.
+fn undecided_bytes_refused(
+    client: hyper::upgrade::Upgraded,
+    early: Box<dyn FnOnce(usize) + Send>,
+) -> Option<tokio_rustls::server::TlsStream<crate::metered::Metered<TcpStream>>> {
+    match client.downcast::<SandboxIo>() {
+        Ok(parts) if parts.read_buf.is_empty() => Some(parts.io.into_inner()),
+        Ok(parts) => {
+            early(parts.read_buf.len());
+            None
+        }
+        // Not the stream `session` serves over HTTP/1.1: unreachable, and
+        // refused all the same.
+        Err(_) => None,
+    }
 }
 
 /// The 101's body: nothing (the upgraded stream carries the rest).

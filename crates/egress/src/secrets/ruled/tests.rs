@@ -123,6 +123,7 @@ async fn rig(rules: &[(RequestAction, &str)]) -> Rig {
                 port,
                 record,
                 std::time::Duration::from_secs(10),
+                None,
             ));
         }
     });
