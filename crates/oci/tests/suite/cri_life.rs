@@ -217,11 +217,11 @@ fn container_stats_sampled_over_time_count_cpu_within_the_containers_quota(h: Ha
         t1 > t0 && u1 > u0,
         "stats did not move: {t0}/{u0} then {t1}/{u1}"
     );
+    // At most the quota (with room for the sampling): the container's
+    // own time, not the node's. No lower bound: a busy node may give the
+    // spinner less than its quota.
     let cores = (u1 - u0) as f64 / (t1 - t0) as f64;
-    assert!(
-        (0.2..0.75).contains(&cores),
-        "{cores:.2} cores used under a quota of 0.5"
-    );
+    assert!(cores < 0.75, "{cores:.2} cores used under a quota of 0.5");
     // kubelet's summary asks for the pod's containers at once.
     let req = api::ListContainerStatsRequest {
         filter: Some(api::ContainerStatsFilter {
