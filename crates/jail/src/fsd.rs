@@ -12,10 +12,10 @@
 //! 2. a user namespace of its own that maps that one user and that one
 //!    group to themselves (nothing else of the host's IDs exists there),
 //!    and an empty network namespace of its own;
-//! 3. inside, only the capabilities virtiofsd keeps for serving files
-//!    (`CHOWN`, `DAC_OVERRIDE`, `FOWNER`, `FSETID`, `SETUID`, `SETGID`,
-//!    `MKNOD`, `SETFCAP`, plus `SETPCAP` to drop the rest itself and
-//!    `SYS_CHROOT` for its `chroot` sandbox), passed through exec as
+//! 3. inside, only the capabilities virtiofsd needs for serving files
+//!    (`CHOWN`, `DAC_OVERRIDE`, `FOWNER`, `SETUID`, `SETGID`, plus
+//!    `SETPCAP` to drop the rest itself and `SYS_CHROOT` for its `chroot`
+//!    sandbox; never `SETFCAP`, `FSETID` or `MKNOD`: see [`KEPT`]), passed through exec as
 //!    ambient ones: each holds only over the namespace's objects, i.e.
 //!    files owned by the workspace owner; the bounding set is cut to
 //!    those;
@@ -23,8 +23,10 @@
 //! 5. Landlock: write only beneath the share it serves, read only its own
 //!    binary and libraries, no TCP, and (where the kernel can) no signal
 //!    to and no abstract Unix socket of anything outside;
-//! 6. the VMM's seccomp filter (no `socket(2)`, no `io_uring`): it has
-//!    only the listening socket it was handed.
+//! 6. the VMM's seccomp filter (no `socket(2)`, no `io_uring`, no
+//!    `openat2`, no set-ID mode, no extended attribute written, and
+//!    serving a swapped view no `chmod` adding group or other write): it
+//!    has only the listening socket it was handed.
 //!
 //! virtiofsd then adds its own sandbox (`-o sandbox=chroot`, `--sandbox
 //! chroot`: every path it resolves starts at the share) and its own
@@ -36,19 +38,49 @@ use std::os::fd::{AsRawFd, OwnedFd};
 /// The capabilities virtiofsd keeps inside its namespace (see the module's
 /// documentation), by number: kept through exec as ambient ones, the
 /// bounding set cut to them, root's exec-time powers locked off (the one
-/// mapped user may be root).
+/// mapped user may be root). Each holds only over files whose owner is
+/// the one user the namespace maps (through a swapped view, root's files
+/// of the share), which is why only these stay:
+/// - `CHOWN`, `SETUID`, `SETGID`: virtiofsd takes each request's caller's
+///   IDs and may give a file to them; the namespace maps one user and one
+///   group, so none of these reaches another ID;
+/// - `DAC_OVERRIDE`, `FOWNER`: it serves a file whatever its mode says
+///   (the guest's kernel checks permissions), as its owner;
+/// - `SETPCAP`: to drop the others itself; `SYS_CHROOT`: its own sandbox.
+///
+/// Dropped, with `-o modcaps`/`--modcaps` telling virtiofsd not to ask for
+/// them (`crate::vmm`'s filter refuses what they would serve besides):
+/// - `SETFCAP`: a v3 `security.capability` whose root ID is the mapped
+///   user resolves, through a swapped view, to the host's root: a file
+///   capability every host process honours. Without xattrs (warden's
+///   virtiofsd runs `no_xattr`) it serves nothing;
+/// - `FSETID`: a write keeping a set-ID bit, a set-group-ID bit for a
+///   group not the caller's;
+/// - `MKNOD`: a device node needs it in the host's initial namespace; in
+///   the helper's it only names what no request may do.
 const KEPT: &[u32] = &[
     0,  // CAP_CHOWN
     1,  // CAP_DAC_OVERRIDE
     3,  // CAP_FOWNER
-    4,  // CAP_FSETID
     6,  // CAP_SETGID
     7,  // CAP_SETUID
     8,  // CAP_SETPCAP
     18, // CAP_SYS_CHROOT
-    27, // CAP_MKNOD
-    31, // CAP_SETFCAP
 ];
+
+/// virtiofsd's own names of the capabilities it asks for by default and
+/// [`KEPT`] leaves out, for its `modcaps` option (`-name` each).
+pub const DROPPED_NAMES: &[&str] = &["fsetid", "mknod", "setfcap"];
+
+/// The `modcaps` value that has virtiofsd keep only [`KEPT`]: it raises
+/// each capability it wants and stops if it cannot.
+pub fn modcaps() -> String {
+    DROPPED_NAMES
+        .iter()
+        .map(|n| format!("-{n}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
 
 /// virtiofsd's jail, prepared: apply it to its `Command` with
 /// [`FsdJail::apply`] and keep it alive until virtiofsd has been spawned.
@@ -83,7 +115,7 @@ impl FsdJail {
                 format!("{gid} {gid} 1\n").into_bytes(),
             ],
             ruleset: crate::vmm::ruleset(access)?,
-            filter: crate::vmm::filter()?,
+            filter: crate::vmm::filter(root && uid == crate::NOBODY)?,
         })
     }
 

@@ -128,26 +128,55 @@ impl SwapMap {
     }
 }
 
+/// What every view carries, whoever it is handed to: no device node in
+/// it opens and no set-ID bit or file capability in it counts, as the
+/// process backend's binds (`nodev`, `nosuid`). Through a swap a root-only
+/// device node of the share would otherwise be the helper's to open.
+const VIEW_ATTRS: u64 = crate::sys::MOUNT_ATTR_NODEV | crate::sys::MOUNT_ATTR_NOSUID;
+
+/// What a view handed to a VM's helpers (the VMM's 9p server, virtiofsd)
+/// carries besides: nothing in it executes (they map nothing from the
+/// shares; the guest's own kernel maps what it runs from bytes it read).
+const HELPER_VIEW_ATTRS: u64 = VIEW_ATTRS | crate::sys::MOUNT_ATTR_NOEXEC;
+
 /// A detached, idmapped view of the directory `dir` that shows `map`'s
 /// swap: a descriptor of its root, to hand to whoever serves the
-/// workspace as the sandbox's user (a VMM's 9p server or virtiofsd,
-/// runsc's gofer). It is mounted nowhere; it lives as long as the
-/// descriptor.
+/// workspace as the sandbox's user (runsc's gofer). It is mounted
+/// nowhere; it lives as long as the descriptor. `nodev` and `nosuid`,
+/// set in the same call as the idmap; executable (the gofer's sandbox
+/// maps binaries from it).
 pub fn idmapped_view(dir: &std::path::Path, map: &SwapMap) -> std::io::Result<OwnedFd> {
-    view_of(dir, nix::fcntl::OFlag::O_DIRECTORY, map)
+    view_of(dir, nix::fcntl::OFlag::O_DIRECTORY, Some(map), VIEW_ATTRS)
 }
 
 /// The same for `path`, a directory or a single file, never followed
 /// when it is a link itself: a view of a single file is a mount of that
 /// file alone, to attach over a placeholder (a VM's single-file share).
+/// For a VM's helpers: `nodev`, `nosuid` and `noexec`.
 pub fn idmapped_clone(path: &std::path::Path, map: &SwapMap) -> std::io::Result<OwnedFd> {
-    view_of(path, nix::fcntl::OFlag::O_NOFOLLOW, map)
+    view_of(
+        path,
+        nix::fcntl::OFlag::O_NOFOLLOW,
+        Some(map),
+        HELPER_VIEW_ATTRS,
+    )
+}
+
+/// A view of the directory `dir` for a VM's helpers (`nodev`, `nosuid`,
+/// `noexec`), idmapped through `map` when there is one: a share they
+/// serve as its owner is handed as such a view too, never as the host's
+/// mount of it (which may allow devices). Needs root (`open_tree`'s
+/// clone); rootless, a helper is warden's own user and gets the directory
+/// itself.
+pub fn helper_view(dir: &std::path::Path, map: Option<&SwapMap>) -> std::io::Result<OwnedFd> {
+    view_of(dir, nix::fcntl::OFlag::O_DIRECTORY, map, HELPER_VIEW_ATTRS)
 }
 
 fn view_of(
     path: &std::path::Path,
     kind: nix::fcntl::OFlag,
-    map: &SwapMap,
+    map: Option<&SwapMap>,
+    attrs: u64,
 ) -> std::io::Result<OwnedFd> {
     let source = nix::fcntl::open(
         path,
@@ -161,15 +190,30 @@ fn view_of(
         return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
     }
     let tree = crate::sys::open_tree_clone_fd(source.as_fd())?;
-    idmap(&tree, map)?;
+    match map {
+        Some(map) => {
+            let userns = map.user_namespace()?;
+            crate::sys::set_tree_attrs(
+                tree.as_fd(),
+                crate::sys::MOUNT_ATTR_IDMAP | attrs,
+                Some(userns.as_fd()),
+            )?
+        }
+        None => crate::sys::set_tree_attrs(tree.as_fd(), attrs, None)?,
+    }
     Ok(tree)
 }
 
 /// Make the detached mount tree `tree` show `map`'s swap (the caller holds
-/// the namespace only for this call).
+/// the namespace only for this call), with [`VIEW_ATTRS`].
 pub fn idmap(tree: &OwnedFd, map: &SwapMap) -> std::io::Result<()> {
     let userns = map.user_namespace()?;
-    crate::sys::idmap_tree(tree.as_fd(), userns.as_fd()).map_err(std::io::Error::from)
+    crate::sys::set_tree_attrs(
+        tree.as_fd(),
+        crate::sys::MOUNT_ATTR_IDMAP | VIEW_ATTRS,
+        Some(userns.as_fd()),
+    )
+    .map_err(std::io::Error::from)
 }
 
 #[cfg(test)]

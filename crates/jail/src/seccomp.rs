@@ -341,6 +341,18 @@ const fn setid_mode(arg: u32) -> When {
 const SETID_MODE_ARG1: When = setid_mode(1);
 const SETID_MODE_ARG2: When = setid_mode(2);
 const SETID_MODE_ARG3: When = setid_mode(3);
+/// Mode bits that let every other local user write the file: one user lives in a sandbox, so
+/// they only ever speak to the host's other users.
+const SHARED_WRITE_BITS: u64 = (libc::S_IWGRP | libc::S_IWOTH) as u64;
+/// A `chmod` mode argument (at index 1 or 2) with group or other write.
+const SHARED_WRITE_MODE_ARG1: When = When::AnyBitSet {
+    arg: 1,
+    mask: SHARED_WRITE_BITS,
+};
+const SHARED_WRITE_MODE_ARG2: When = When::AnyBitSet {
+    arg: 2,
+    mask: SHARED_WRITE_BITS,
+};
 /// `socket(AF_UNIX, ..)`.
 const SOCKET_UNIX: When = When::All(&[Cond::Low32Eq {
     arg: 0,
@@ -509,6 +521,16 @@ pub const RULES: &[Rule] = &[
     eperm("openat",            SETID_MODE_ARG3, "create a setuid/setgid file for the host to run"),
     eperm("mknod",             SETID_MODE_ARG1, "create a setuid/setgid file for the host to run").only_on(Arch::X86_64),
     eperm("mknodat",           SETID_MODE_ARG2, "create a setuid/setgid file for the host to run"),
+    // A writable bind grants writing, not ownership: through an idmapped bind that swaps a
+    // root-owned path's owner with the sandbox's user, the sandbox is its owner and could open
+    // root's file or directory to every local user for good. The filter cannot tell a bind from
+    // the sandbox's own /tmp, nor what the mode was before; it refuses group and other write
+    // everywhere (they mean nothing inside, where one user lives). Creating calls keep their
+    // mode: a new file is the sandbox's own, made where it writes anyway.
+    eperm("chmod",             SHARED_WRITE_MODE_ARG1, "open a shared host file to every local user's writes").only_on(Arch::X86_64),
+    eperm("fchmod",            SHARED_WRITE_MODE_ARG1, "open a shared host file to every local user's writes"),
+    eperm("fchmodat",          SHARED_WRITE_MODE_ARG2, "open a shared host file to every local user's writes"),
+    eperm("fchmodat2",         SHARED_WRITE_MODE_ARG2, "open a shared host file to every local user's writes"),
     enosys("openat2",          Always, "its mode is in a struct the filter cannot read; ENOSYS makes programs fall back to openat, which is filtered"),
 
     // Kernel interfaces a sandbox has no use for.

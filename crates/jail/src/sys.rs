@@ -12,6 +12,7 @@ pub const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
 pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 /// `struct mount_attr` of `<linux/mount.h>` (MOUNT_ATTR_SIZE_VER0).
@@ -229,11 +230,22 @@ pub fn mount_setattr_path(path: &CStr, set: u64, recursive: bool) -> nix::Result
 /// Make the detached mount tree `tree` idmapped through the user namespace
 /// `userns`: files are seen with their owners translated by its ID maps.
 pub fn idmap_tree(tree: BorrowedFd<'_>, userns: BorrowedFd<'_>) -> nix::Result<()> {
+    set_tree_attrs(tree, MOUNT_ATTR_IDMAP, Some(userns))
+}
+
+/// Set the mount attributes `set` (`MOUNT_ATTR_*`) on every mount of the
+/// detached tree `tree`, in one call; `userns` is the namespace of
+/// `MOUNT_ATTR_IDMAP` when `set` has it.
+pub fn set_tree_attrs(
+    tree: BorrowedFd<'_>,
+    set: u64,
+    userns: Option<BorrowedFd<'_>>,
+) -> nix::Result<()> {
     let attr = MountAttr {
-        attr_set: MOUNT_ATTR_IDMAP,
+        attr_set: set,
         attr_clr: 0,
         propagation: 0,
-        userns_fd: userns.as_raw_fd() as u64,
+        userns_fd: userns.map_or(0, |u| u.as_raw_fd() as u64),
     };
     let empty = c"";
     // SAFETY: both descriptors are open for the duration of the call, the

@@ -152,7 +152,9 @@ fn flavour_of(path: &Path) -> Flavour {
 /// virtiofsd's arguments: the listening socket `fd`, the `share`, its own
 /// `chroot` sandbox (its namespace one mounts, which Landlock forbids),
 /// the open-files limit left as warden set it, the guest's caches kept
-/// for a second (the guest's writes reach the host at once).
+/// for a second (the guest's writes reach the host at once), and none of
+/// the capabilities its jail does not keep asked for
+/// (`warden_jail::fsd::modcaps`: it would stop, unable to raise them).
 fn argv(flavour: Flavour, fd: i32, share: &Path) -> Vec<String> {
     let share = share.display().to_string();
     match flavour {
@@ -164,6 +166,8 @@ fn argv(flavour: Flavour, fd: i32, share: &Path) -> Vec<String> {
             "sandbox=chroot".into(),
             "-o".into(),
             "cache=auto".into(),
+            "-o".into(),
+            format!("modcaps={}", warden_jail::fsd::modcaps()),
             "--rlimit-nofile=0".into(),
         ],
         Flavour::Rust => vec![
@@ -176,6 +180,7 @@ fn argv(flavour: Flavour, fd: i32, share: &Path) -> Vec<String> {
             "auto".into(),
             "--rlimit-nofile".into(),
             "0".into(),
+            format!("--modcaps={}", warden_jail::fsd::modcaps()),
         ],
     }
 }

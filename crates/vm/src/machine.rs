@@ -839,6 +839,25 @@ fn view(
     })
 }
 
+/// A directory the VMM serves, as a view it cannot open a device node,
+/// honour a set-ID bit or execute in (idmapped through `swap` when there
+/// is one; `warden_jail::identity::helper_view`), whatever the host's
+/// mount of it allows. Rootless there is no view to make (nor a device of
+/// another's the VMM could open): the directory itself, through `open`.
+fn helper_dir(
+    path: &Path,
+    swap: Option<&warden_jail::identity::SwapMap>,
+    open: &dyn Fn(&Path, bool) -> Result<std::os::fd::OwnedFd, MachineError>,
+) -> Result<std::os::fd::OwnedFd, MachineError> {
+    if swap.is_none() && !warden_jail::host::is_root() {
+        return open(path, true);
+    }
+    warden_jail::identity::helper_view(path, swap).map_err(|source| MachineError::Open {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// What the VMM may open (see `warden_jail::vmm`), and all its root holds:
 /// its binary, the system's libraries and firmware and `/usr` (which it
 /// serves read-only anyway; on a merged system `/bin`, `/lib` and `/lib64`
@@ -970,12 +989,17 @@ impl HandedFiles {
                     source,
                 })
         };
-        let console_file =
-            std::fs::File::create(console).map_err(|source| MachineError::RunDir {
-                path: console.to_path_buf(),
-                source,
-            })?;
         let root = warden_jail::host::is_root();
+        // The guest writes its console as much as it likes: the VMM gets
+        // a pipe, and the log on the host stays within a bound
+        // (`warden_jail::vmm::bounded_log`).
+        let console_file =
+            warden_jail::vmm::bounded_log(console, root.then_some(ids)).map_err(|source| {
+                MachineError::RunDir {
+                    path: console.to_path_buf(),
+                    source,
+                }
+            })?;
         let give = |path: &Path| -> Result<(), MachineError> {
             if !root {
                 return Ok(());
@@ -1013,7 +1037,7 @@ impl HandedFiles {
             let swap = share_swap(s, ids)?;
             let handed = match (&swap, s.file) {
                 (None, true) => None,
-                (None, false) => Some(open(&s.path, true)?),
+                (None, false) => Some(helper_dir(&s.path, None, &open)?),
                 (Some(swap), _) => Some(view(&s.path, swap)?),
             };
             if s.file {
@@ -1037,7 +1061,7 @@ impl HandedFiles {
             }
         }
         Ok(HandedFiles {
-            console: console_file.into(),
+            console: console_file,
             kernel: open(&cfg.kernel, false)?,
             initramfs: open(&cfg.initramfs, false)?,
             trust: cfg.trust.as_deref().map(|t| open(t, true)).transpose()?,
@@ -1045,15 +1069,7 @@ impl HandedFiles {
                 .workspace
                 .as_deref()
                 .filter(|_| !virtiofs)
-                .map(|w| match swap {
-                    None => open(w, true),
-                    Some(swap) => warden_jail::identity::idmapped_view(w, swap).map_err(|source| {
-                        MachineError::Open {
-                            path: w.to_path_buf(),
-                            source,
-                        }
-                    }),
-                })
+                .map(|w| helper_dir(w, swap, &open))
                 .transpose()?,
             shares,
             file_views,

@@ -60,6 +60,7 @@ mod second_week;
 mod secrets;
 mod secrets_leaks;
 mod selftest;
+mod share_modes;
 mod snapshots;
 mod teardown;
 mod trust_boundary;

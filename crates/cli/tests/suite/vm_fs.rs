@@ -451,3 +451,348 @@ fn an_escaped_virtiofsd_serving_an_ordinary_users_workspace_reads_nothing_of_tha
     let (u, g) = warden_jail::identity::first_ordinary();
     escaped_fsd_contained("fsd-escape-user", Some((u + 3243, g + 3243)));
 }
+
+/// The attacks of an escaped helper on the share it serves (its first
+/// argument, a directory path ending in `/`), in Python (ctypes for
+/// `openat2`), each line its name and `ok` or the errno's name: a
+/// host-effective file capability (a v3 `security.capability` whose root
+/// ID is the helper's own user: through the view, the host's root), any
+/// other extended attribute, `openat2(O_CREAT, 04755)`, group and other
+/// write on root's directory and file, and a root-only block device node.
+/// Only double quotes: it is passed to `python3 -c '...'`.
+const ESCAPED_HELPER_PY: &str = r#"
+import ctypes, errno, os, struct, sys
+v = sys.argv[1]
+def attempt(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+caps = (1 << 2) | (1 << 7)
+v3 = struct.pack("<IIIIII", 0x03000000 | 1, caps, 0, 0, 0, 65534)
+attempt("create", lambda: open(v + "capbin", "wb").close())
+attempt("setxattr-capability", lambda: os.setxattr(v + "capbin", "security.capability", v3))
+def fset():
+    fd = os.open(v + "capbin", os.O_RDONLY)
+    try:
+        os.setxattr(fd, "security.capability", v3)
+    finally:
+        os.close(fd)
+attempt("fsetxattr-capability", fset)
+attempt("setxattr-user", lambda: os.setxattr(v + "capbin", "user.x", b"1"))
+libc = ctypes.CDLL(None, use_errno=True)
+how = struct.pack("<QQQ", os.O_CREAT | os.O_WRONLY, 0o4755, 0)
+def openat2():
+    r = libc.syscall(437, -100, (v + "o2").encode(), how, len(how))
+    if r < 0:
+        raise OSError(ctypes.get_errno(), "openat2")
+attempt("openat2-setuid", openat2)
+attempt("chmod-dir-0777", lambda: os.chmod(v, 0o777))
+attempt("chmod-file-0666", lambda: os.chmod(v + "data", 0o666))
+def disk():
+    fd = os.open(v + "disknode", os.O_RDWR)
+    try:
+        print("disk-read", os.read(fd, 24))
+    finally:
+        os.close(fd)
+attempt("open-device", disk)
+print("DONE")
+"#;
+
+/// A block device node of root's (0600) at `node`, backed by a loop device
+/// on a file of the test's own holding `secret`; removed (node and loop
+/// device) on drop. `None` (the reason printed) where the host cannot
+/// make one.
+struct LoopNode {
+    node: PathBuf,
+    device: String,
+}
+
+impl LoopNode {
+    fn make(backing: &Path, node: &Path, secret: &str) -> Option<LoopNode> {
+        let mut content = secret.as_bytes().to_vec();
+        content.resize(1024 * 1024, 0);
+        std::fs::write(backing, content).unwrap();
+        let o = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(backing)
+            .output()
+            .ok()?;
+        let device = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        if !o.status.success() || device.is_empty() {
+            skip(&format!(
+                "cannot set up a loop device here: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
+            return None;
+        }
+        let rdev = std::fs::metadata(&device).unwrap().rdev();
+        let made = Command::new("mknod")
+            .arg(node)
+            .arg("b")
+            .arg(nix_major(rdev).to_string())
+            .arg(nix_minor(rdev).to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        let lo = LoopNode {
+            node: node.to_path_buf(),
+            device,
+        };
+        if !made {
+            skip("cannot make a device node here");
+            return None;
+        }
+        std::fs::set_permissions(node, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Some(lo)
+    }
+}
+
+impl Drop for LoopNode {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.node);
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+    }
+}
+
+fn nix_major(rdev: u64) -> u64 {
+    ((rdev >> 32) & 0xffff_f000) | ((rdev >> 8) & 0xfff)
+}
+
+fn nix_minor(rdev: u64) -> u64 {
+    ((rdev >> 12) & 0xffff_ff00) | (rdev & 0xff)
+}
+
+/// A stand-in helper (`WARDEN_VIRTIOFSD` or `WARDEN_VMM`) that finds the
+/// workspace it is handed (virtiofsd's `source=`, the VMM's 9p export of
+/// the workspace, `id=ws`), runs [`ESCAPED_HELPER_PY`] there, and leaves
+/// its report in it.
+fn escaped_helper(at: &Path) {
+    let script = format!(
+        r#"#!/bin/bash
+for a in "$@"; do case "$a" in
+  source=*) ws="${{a#source=}}";;
+  local,id=ws,path=*) p="${{a#local,id=ws,path=}}"; ws="${{p%%,*}}/";;
+esac; done
+[ -n "$ws" ] || exit 3
+/usr/bin/python3 -c '{ESCAPED_HELPER_PY}' "$ws" > "$ws/helper-report" 2>&1
+sleep 2
+exit 3
+"#
+    );
+    std::fs::write(at, script).unwrap();
+    std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// An escaped helper serving a root-owned workspace over `fs` (the
+/// workspace's virtiofsd, or the VMM's 9p server) sets no file capability
+/// or other extended attribute, no set-ID bit, opens root's directory and
+/// file to nobody else, and opens no device node of root's in it.
+fn escaped_helper_on_roots_workspace(fs: &str) {
+    let dir = TempDir::new(&format!("helper-class-{fs}"));
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(ws.join("data"), "root's data").unwrap();
+    std::fs::set_permissions(ws.join("data"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let secret = unique("HOSTDISK-SECRET");
+    let Some(_node) = LoopNode::make(&dir.path().join("disk.img"), &ws.join("disknode"), &secret)
+    else {
+        return;
+    };
+    let helper = dir.path().join("escaped-helper");
+    escaped_helper(&helper);
+    let vmm = dir.path().join("idle-qemu");
+    idle_vmm(&vmm);
+    let (vmm, fsd) = match fs {
+        "virtiofs" => (vmm.as_path(), helper.as_path()),
+        _ => (helper.as_path(), vmm.as_path()),
+    };
+    let o = Command::new(warden_bin())
+        .args(["run", "--isolation", "vm", "--no-tty", "-w"])
+        .arg(&ws)
+        .args(["--", "true"])
+        .env("WARDEN_VMM", vmm)
+        .env("WARDEN_VIRTIOFSD", fsd)
+        .env("WARDEN_VM_FS", fs)
+        .env("WARDEN_VM_TEMPLATE", "off")
+        .env("WARDEN_VM_ACCEL", "tcg")
+        .env("WARDEN_VM_DIR", vm_dir())
+        .env("WARDEN_STATE_DIR", dir.path().join("state"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let out = format!("{}\n{}", stdout(&o), stderr(&o));
+    let report = std::fs::read_to_string(ws.join("helper-report")).unwrap_or_default();
+    eprintln!("the escaped helper's report over {fs}:\n{report}");
+    assert!(
+        report.contains("DONE"),
+        "the stand-in helper did not run to its end over {fs}: {report}\n{out}"
+    );
+    let answer = |name: &str| {
+        report
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or("missing")
+            .to_string()
+    };
+    assert_eq!(answer("create"), "ok", "{report}");
+    for name in [
+        "setxattr-capability",
+        "fsetxattr-capability",
+        "setxattr-user",
+        "chmod-dir-0777",
+        "chmod-file-0666",
+    ] {
+        assert_eq!(answer(name), "EPERM", "over {fs}, {name}: {report}");
+    }
+    assert_eq!(answer("openat2-setuid"), "ENOSYS", "{report}");
+    assert_eq!(answer("open-device"), "EACCES", "over {fs}: {report}");
+    assert!(
+        !report.contains(&secret),
+        "over {fs}, root's block device was read: {report}"
+    );
+    // On the host: no capability (what `getcap` reads), no file made by
+    // openat2, root's modes as they were.
+    let mut buf = [0u8; 64];
+    let path =
+        std::ffi::CString::new(ws.join("capbin").into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path and a buffer of the length given, both
+    // live across the call.
+    let got = unsafe {
+        libc::lgetxattr(
+            path.as_ptr(),
+            c"security.capability".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    assert!(
+        got < 0,
+        "over {fs}, a file capability landed on root's file"
+    );
+    assert!(!ws.join("o2").exists(), "over {fs}, openat2 made a file");
+    assert_eq!(std::fs::metadata(&ws).unwrap().mode() & 0o7777, 0o755);
+    assert_eq!(
+        std::fs::metadata(ws.join("data")).unwrap().mode() & 0o7777,
+        0o644
+    );
+    let m = std::fs::metadata(ws.join("capbin")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (0, 0), "{report}");
+}
+
+#[test]
+fn an_escaped_virtiofsd_on_roots_workspace_sets_no_capability_or_shared_mode_and_opens_no_device_of_roots(
+) {
+    if guest_release().is_none() {
+        return;
+    }
+    if !is_root() {
+        skip("needs root: the workspace is root's, served through a view");
+        return;
+    }
+    escaped_helper_on_roots_workspace("virtiofs");
+}
+
+#[test]
+fn an_escaped_9p_server_on_roots_workspace_sets_no_capability_or_shared_mode_and_opens_no_device_of_roots(
+) {
+    if guest_release().is_none() {
+        return;
+    }
+    if !is_root() {
+        skip("needs root: the workspace is root's, served through a view");
+        return;
+    }
+    escaped_helper_on_roots_workspace("9p");
+}
+
+/// A stand-in VMM that writes its serial console (`-serial file:PATH`)
+/// without pause, `mib` MiB of it, then a last line saying its writes
+/// all went through, and stays up a while (as a running guest does).
+fn chatty_vmm(at: &Path, mib: u32) {
+    let script = format!(
+        r#"#!/bin/bash
+for a in "$@"; do case "$a" in file:*) c="${{a#file:}}";; esac; done
+[ -n "$c" ] || exit 3
+exec 3>>"$c" || exit 3
+if /usr/bin/head -c {bytes} /dev/zero | /usr/bin/tr '\0' 'x' >&3; then
+  echo "the console took every byte" >&3
+fi
+sleep 4
+exit 3
+"#,
+        bytes = u64::from(mib) * 1024 * 1024,
+    );
+    std::fs::write(at, script).unwrap();
+    std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_guest_writing_its_console_without_end_leaves_a_log_within_its_bound_and_keeps_running() {
+    if guest_release().is_none() {
+        return;
+    }
+    let dir = TempDir::new("console-bound");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let vmm = dir.path().join("chatty-qemu");
+    chatty_vmm(&vmm, 24);
+    let state = dir.path().join("state");
+    let mut child = Command::new(warden_bin())
+        .args(["run", "--isolation", "vm", "--no-tty", "-w"])
+        .arg(&ws)
+        .args(["--", "true"])
+        .env("WARDEN_VMM", &vmm)
+        .env("WARDEN_VM_FS", "9p")
+        .env("WARDEN_VM_TEMPLATE", "off")
+        .env("WARDEN_VM_ACCEL", "tcg")
+        .env("WARDEN_VM_DIR", vm_dir())
+        .env("WARDEN_STATE_DIR", &state)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let bound = warden_jail::vmm::LOG_BOUND;
+    let (mut biggest, mut finished) = (0u64, false);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        for log in consoles_of(child.id()) {
+            if let Ok(m) = std::fs::metadata(&log) {
+                biggest = biggest.max(m.len());
+            }
+            let text = std::fs::read(&log).unwrap_or_default();
+            finished |= text.ends_with(b"the console took every byte\n");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    eprintln!("the console log was at most {biggest} bytes (bound {bound}); finished: {finished}");
+    assert!(biggest > 0, "no console log of this run was seen");
+    assert!(
+        biggest <= bound,
+        "the console log grew to {biggest} bytes, past {bound}"
+    );
+    assert!(
+        finished,
+        "the VMM's console writes did not all go through (or the last line was lost)"
+    );
+}
+
+/// The console logs of the VMs run by the process `pid` (its run
+/// directories, `vm/run/ID-PID-N/`).
+fn consoles_of(pid: u32) -> Vec<PathBuf> {
+    let mark = format!("-{pid}-");
+    std::fs::read_dir(vm_dir().join("run"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(&mark))
+        .map(|e| e.path().join("console.log"))
+        .collect()
+}

@@ -225,6 +225,8 @@ fn a_guest_writes_a_root_owned_rw_bind_as_its_own_and_changes_nothing_of_the_hos
          chown $(id -u) other 2>/dev/null && echo CHOWNED-OTHERS-FILE; \
          chmod 666 other 2>/dev/null && echo CHMOD-OTHERS-FILE; \
          chmod 777 {victim} 2>/dev/null && echo CHMOD-OUTSIDE; \
+         chmod 0777 {rw} 2>/dev/null && echo CHMOD-RW-DIR; \
+         chmod 0666 inside.txt 2>/dev/null && echo CHMOD-RW-FILE; \
          touch {outer}/created 2>/dev/null; ln inside.txt hard 2>/dev/null; \
          echo end",
         rw = rw.display(),
@@ -278,9 +280,18 @@ fn a_guest_writes_a_root_owned_rw_bind_as_its_own_and_changes_nothing_of_the_hos
         "CHOWNED-OTHERS-FILE",
         "CHMOD-OTHERS-FILE",
         "CHMOD-OUTSIDE",
+        "CHMOD-RW-DIR",
+        "CHMOD-RW-FILE",
     ] {
         assert!(!out.contains(said), "{said}: {out}");
     }
+    // Lent for writing, root's directory and file are not opened to every
+    // local user's writes.
+    assert_eq!(std::fs::metadata(&rw).unwrap().mode() & 0o7777, 0o755);
+    assert_eq!(
+        std::fs::metadata(rw.join("inside.txt")).unwrap().mode() & 0o7777,
+        0o644
+    );
     let m = std::fs::metadata(&other).unwrap();
     assert_eq!(
         (m.uid(), m.gid(), m.mode() & 0o7777),

@@ -41,12 +41,14 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
+mod log;
 mod root;
 mod rules;
 
 // Reused by virtiofsd's jail (`crate::fsd`).
 pub(crate) use rules::{filter, ruleset};
 
+pub use log::{bounded_log, LOG_BOUND};
 pub use root::{Kind, PlacedPath, RootPlan, RootPlanError};
 
 /// `NS_GET_USERNS`: the user namespace that owns a namespace, as a new
@@ -248,7 +250,11 @@ impl VmmJail {
             ids: if root { ids } else { None },
             groups,
             ruleset: rules::ruleset(access)?,
-            filter: rules::filter()?,
+            // As root, a helper that runs as nobody serves its writable
+            // shares through views swapping their owner (root's or a
+            // system account's) with nobody: it may not open them to
+            // other users ([`rules::filter`]).
+            filter: rules::filter(root && ids.is_some_and(|(uid, _)| uid == crate::NOBODY))?,
             _views: access
                 .placed
                 .iter()

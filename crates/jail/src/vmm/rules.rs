@@ -101,32 +101,97 @@ const SETID_MODE_CALLS: &[(&str, u32)] = &[
     ("mknodat", 2),
 ];
 
-/// `fchmodat2(2)`'s number (the same on every architecture), for a
-/// libseccomp too old to know its name.
-const FCHMODAT2: i32 = 452;
+/// The calls that only set a file's mode, with the index of their mode
+/// argument: for a helper serving a view that swaps the share's owner with
+/// its own user ([`crate::identity::SwapMap`]: the share is root's or a
+/// system account's and it runs as nobody), a mode with group or other
+/// write fails with `EPERM` too. Through the swap the helper is the
+/// files' owner, and an owner may `chmod`; the share was lent for
+/// writing, not for handing root's file or directory to every local user.
+/// Creating calls are not listed: a new file's mode is the guest's own
+/// file's, made in a share it writes anyway.
+const CHMOD_CALLS: &[(&str, u32)] = &[
+    ("chmod", 1),
+    ("fchmod", 1),
+    ("fchmodat", 2),
+    ("fchmodat2", 2),
+];
 
-/// The seccomp program stacked under QEMU's own: `socket(2)` fails with
-/// `EPERM` whatever the family, `io_uring_setup(2)` with `ENOSYS`, and a
-/// mode with a set-ID bit with `EPERM` ([`SETID_MODE_CALLS`]).
-pub(crate) fn filter() -> Result<Vec<libc::sock_filter>, VmmJailError> {
+/// Mode bits a helper serving a swapped view may never set with
+/// [`CHMOD_CALLS`]: group and other write.
+const SHARED_WRITE_BITS: [libc::mode_t; 2] = [libc::S_IWGRP, libc::S_IWOTH];
+
+/// The calls that set an extended attribute. seccomp cannot read the
+/// attribute's name, so every one fails with `EPERM`: a
+/// `security.capability` (a v3 one whose root ID resolves, through an
+/// idmapped view, to the host's root) would be a file capability the host
+/// honours, a `trusted.*` or `security.*` one steers other parts of the
+/// kernel. Neither helper needs one: virtiofsd runs without xattrs (its
+/// default, `no_xattr`) and QEMU's 9p server with `security_model=none`
+/// would pass only `user.*` ones, which nothing of warden's uses (a guest
+/// `setfattr user.*` on a share fails).
+const XATTR_WRITES: &[&str] = &["setxattr", "lsetxattr", "fsetxattr", "setxattrat"];
+
+/// Numbers of calls a libseccomp may be too old to know by name (the
+/// same on every architecture from 424 on).
+const UNIFIED_NUMBERS: &[(&str, i32)] = &[("fchmodat2", 452), ("setxattrat", 463)];
+
+/// A call by name, or by its unified number for a libseccomp too old to
+/// know it.
+fn syscall(name: &str) -> Result<ScmpSyscall, libseccomp::error::SeccompError> {
+    ScmpSyscall::from_name(name).or_else(|err| {
+        UNIFIED_NUMBERS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, nr)| ScmpSyscall::from(*nr))
+            .ok_or(err)
+    })
+}
+
+/// The seccomp program stacked under QEMU's own (and virtiofsd's):
+/// `socket(2)` fails with `EPERM` whatever the family, `io_uring_setup(2)`
+/// with `ENOSYS`, `openat2(2)` with `ENOSYS` (its mode is in a struct the
+/// filter cannot read; libc then falls back to `openat`, which is read), a
+/// mode with a set-ID bit with `EPERM` ([`SETID_MODE_CALLS`]), every
+/// extended attribute write with `EPERM` ([`XATTR_WRITES`]), and, when the
+/// helper serves `swapped` views, a `chmod` adding group or other write
+/// with `EPERM` ([`CHMOD_CALLS`]).
+pub(crate) fn filter(swapped: bool) -> Result<Vec<libc::sock_filter>, VmmJailError> {
     let e = |e: libseccomp::error::SeccompError| VmmJailError::Seccomp(e.to_string());
     let mut f = ScmpFilterContext::new(ScmpAction::Allow).map_err(e)?;
-    for (name, errno) in [("socket", libc::EPERM), ("io_uring_setup", libc::ENOSYS)] {
-        let call = ScmpSyscall::from_name(name).map_err(e)?;
-        f.add_rule(ScmpAction::Errno(errno), call).map_err(e)?;
+    for (name, errno) in [
+        ("socket", libc::EPERM),
+        ("io_uring_setup", libc::ENOSYS),
+        ("openat2", libc::ENOSYS),
+    ] {
+        f.add_rule(ScmpAction::Errno(errno), syscall(name).map_err(e)?)
+            .map_err(e)?;
     }
+    for name in XATTR_WRITES {
+        f.add_rule(ScmpAction::Errno(libc::EPERM), syscall(name).map_err(e)?)
+            .map_err(e)?;
+    }
+    let mut masked: Vec<(&str, u32, u64)> = Vec::new();
     for (name, arg) in SETID_MODE_CALLS {
-        let call = match ScmpSyscall::from_name(name) {
-            Ok(c) => c,
-            Err(_) if *name == "fchmodat2" => ScmpSyscall::from(FCHMODAT2),
-            Err(err) => return Err(e(err)),
-        };
         for bit in [libc::S_ISUID, libc::S_ISGID] {
-            let bit = u64::from(bit);
-            let when = ScmpArgCompare::new(*arg, ScmpCompareOp::MaskedEqual(bit), bit);
-            f.add_rule_conditional(ScmpAction::Errno(libc::EPERM), call, &[when])
-                .map_err(e)?;
+            masked.push((name, *arg, u64::from(bit)));
         }
+    }
+    if swapped {
+        for (name, arg) in CHMOD_CALLS {
+            for bit in SHARED_WRITE_BITS {
+                masked.push((name, *arg, u64::from(bit)));
+            }
+        }
+    }
+    for (name, arg, bit) in masked {
+        let when = ScmpArgCompare::new(arg, ScmpCompareOp::MaskedEqual(bit), bit);
+        f.add_rule_conditional(
+            ScmpAction::Errno(libc::EPERM),
+            syscall(name).map_err(e)?,
+            &[when],
+        )
+        .map_err(e)?;
     }
     let file =
         nix::sys::memfd::memfd_create(c"warden-vmm-filter", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)

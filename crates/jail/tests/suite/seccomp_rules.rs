@@ -539,6 +539,15 @@ const DENIED: &[Denied] = &[
         || sys(libc::SYS_openat, &[AT_FDCWD, missing_path(), (libc::O_CREAT | libc::O_WRONLY) as u64, 0o4755])),
     denied("mknodat(AT_FDCWD, missing, S_IFREG | 02755, 0)", "mknodat",
         || sys(libc::SYS_mknodat, &[AT_FDCWD, missing_path(), (libc::S_IFREG | 0o2755) as u64, 0])),
+    // Group and other write by chmod: a writable bind is lent for writing, not for opening
+    // the host's file to every local user.
+    denied("fchmod(-1, 0666)", "fchmod", || sys(libc::SYS_fchmod, &[u64::MAX, 0o666])),
+    denied("fchmodat(AT_FDCWD, missing, 0777)", "fchmodat",
+        || sys(libc::SYS_fchmodat, &[AT_FDCWD, missing_path(), 0o777])),
+    denied("fchmodat(AT_FDCWD, missing, 0620)", "fchmodat",
+        || sys(libc::SYS_fchmodat, &[AT_FDCWD, missing_path(), 0o620])),
+    denied("fchmodat2(AT_FDCWD, missing, 0602, 0)", "fchmodat2",
+        || sys(452, &[AT_FDCWD, missing_path(), 0o602, 0])),
     Denied {
         call: "openat2(AT_FDCWD, \"/\", NULL, 0)",
         syscall: "openat2",
