@@ -6,7 +6,7 @@
 use crate::container::{self, OciError, Record};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use warden_policy::compose::{Origin, Val};
+use warden_policy::compose::{ComposeError, Origin, Val};
 use warden_policy::oci;
 use warden_policy::Field;
 use warden_runtime::client::Connection;
@@ -188,34 +188,72 @@ fn make_sandbox(
     Ok(lifecycle::create(store, name, req, &ctx)?)
 }
 
-/// A value the resolver refused, said by the annotation that gave it
-/// (`annotations["warden.dev/timeout"]`), as the translation says its
-/// own refusals: a pod's author wrote the annotation, not the node's
-/// profile. Other errors are kept as they are.
+/// A value the resolver or the trust rule refused, said by the part of
+/// `config.json` that gave it, as the translation says its own refusals:
+/// an annotation (`annotations["warden.dev/timeout"]`) or a field the pod
+/// spec fills in (`linux.resources.memory.limit`, over the node profile's
+/// limit). A pod's author wrote those, not the node's profile. Other
+/// errors are kept as they are.
 fn by_annotation(e: OciError, t: &oci::Translated, bundle: &Path) -> OciError {
     use warden_runtime::lifecycle::LifecycleError;
     use warden_runtime::resolve::ResolveError;
     let OciError::Lifecycle(LifecycleError::Resolve(r)) = &e else {
         return e;
     };
-    let ResolveError::Spec(s) = &**r else {
-        return e;
+    let config = |field: String, value: String, why: String| OciError::Config {
+        bundle: bundle.to_path_buf(),
+        error: oci::OciError::Invalid { field, value, why },
     };
-    let given = s
-        .field()
-        .and_then(Field::annotation)
-        .and_then(|key| t.annotations.get_key_value(key));
-    match given {
-        Some((key, value)) => OciError::Config {
-            bundle: bundle.to_path_buf(),
-            error: oci::OciError::Invalid {
-                field: format!("annotations[\"{key}\"]"),
-                value: value.clone(),
-                why: warden_policy::word(&s.problem().to_string(), warden_policy::Door::Profile),
-            },
-        },
-        None => e,
+    let profile = || warden_policy::Door::Profile;
+    match &**r {
+        ResolveError::Spec(s) => {
+            let why = || warden_policy::word(&s.problem().to_string(), profile());
+            let annotated = s
+                .field()
+                .and_then(Field::annotation)
+                .and_then(|key| t.annotations.get_key_value(key));
+            if let Some((key, value)) = annotated {
+                return config(format!("annotations[\"{key}\"]"), value.clone(), why());
+            }
+            match s.field().and_then(|f| from_the_pod_spec(t, f)) {
+                Some((field, value)) => config(field, value, why()),
+                None => e,
+            }
+        }
+        // The trust rule's refusal of a pod's value (a limit above the
+        // node profile's): at its JSON pointer in the bundle.
+        ResolveError::Compose(ComposeError::Invalid(found)) => {
+            let Some((d, pointer)) = found.iter().find_map(|d| Some((d, d.pointer.as_deref()?)))
+            else {
+                return e;
+            };
+            let value = d
+                .field
+                .and_then(|f| from_the_pod_spec(t, f))
+                .map(|(_, v)| v)
+                .unwrap_or_default();
+            let why = match &t.profile {
+                Some(name) => format!("{} (the node's profile {name})", d.message),
+                None => d.message.clone(),
+            };
+            config(oci::dotted(pointer), value, why)
+        }
+        _ => e,
     }
+}
+
+/// Where the pod spec gave `field`'s one value, as `config.json`'s errors
+/// name its fields, and the value as the bundle has it.
+fn from_the_pod_spec(t: &oci::Translated, field: Field) -> Option<(String, String)> {
+    let s = t.flags.get(field)?;
+    let Origin::Body { pointer, .. } = &s.origin else {
+        return None;
+    };
+    let value = match s.val.json() {
+        serde_json::Value::String(text) => text,
+        other => other.to_string(),
+    };
+    Some((oci::dotted(pointer), value))
 }
 
 /// A made sandbox on its way to holding the container's first process.

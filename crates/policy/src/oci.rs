@@ -9,6 +9,10 @@
 //! systems containerd asks for, namespaces it always creates) is accepted
 //! and said in [`Translated::notices`].
 
+mod pod;
+
+pub use pod::{dotted, WRITERS};
+
 use crate::compose::{Layer, Origin, Val};
 use crate::fields::{Reach, Shape};
 use crate::trust::{self, Trust};
@@ -453,13 +457,17 @@ pub fn parse_process(text: &str) -> Result<Process, OciError> {
 pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError> {
     let mut notices = Vec::new();
     let mut o = Layer::default();
-    let given = || Origin::CommandLine;
     let process = config.process.as_ref().ok_or(OciError::Missing {
         field: "process".into(),
         what: "the container's first process (args, env, cwd)",
     })?;
     let process = process_request(process, "process")?;
-    o.add_one(Field::Command, Val::Argv(process.args.clone()), given());
+    pod::add(
+        &mut o,
+        Field::Command,
+        Val::Argv(process.args.clone()),
+        "/process/args",
+    );
 
     let root = config.root.as_ref().ok_or(OciError::Missing {
         field: "root.path".into(),
@@ -475,22 +483,23 @@ pub fn translate(config: &Config, bundle: &Path) -> Result<Translated, OciError>
     if rootfs.components().any(|c| c == Component::ParentDir) {
         return Err(invalid("root.path", &root.path, "must not contain `..`"));
     }
-    o.add_one(Field::Rootfs, Val::Path(rootfs), given());
+    // containerd's snapshot of the image, made on the node: the node's.
+    o.add_one(Field::Rootfs, Val::Path(rootfs), Origin::CommandLine);
     if !root.readonly {
         notices.push("root.readonly is false, but warden mounts a container's root read-only: it writes to /tmp, /dev/shm and /workspace".into());
     }
 
     if let Some(h) = &config.hostname {
         if !h.is_empty() {
-            o.add_one(Field::Hostname, Val::Text(h.clone()), given());
+            pod::add(&mut o, Field::Hostname, Val::Text(h.clone()), "/hostname");
         }
     }
-    mounts(&config.mounts, &mut o, &mut notices)?;
+    pod::mounts(&config.mounts, PROVIDED, &mut notices)?;
     let network_namespace = match &config.linux {
         Some(linux) => {
             let ns = namespaces(&linux.namespaces, &mut notices)?;
             if let Some(r) = &linux.resources {
-                resources(r, &mut o)?;
+                pod::resources(r, &mut o)?;
             }
             ns
         }
@@ -566,72 +575,6 @@ pub fn process_request(p: &Process, at: &str) -> Result<ProcessRequest, OciError
     })
 }
 
-fn mounts(ms: &[Mount], o: &mut Layer, notices: &mut Vec<String>) -> Result<(), OciError> {
-    let mut provided = Vec::new();
-    for (i, m) in ms.iter().enumerate() {
-        let field = format!("mounts[{i}]");
-        let kind = m.kind.as_deref().unwrap_or("");
-        let bind = kind == "bind" || m.options.iter().any(|x| x == "bind" || x == "rbind");
-        if !bind {
-            if PROVIDED.contains(&(m.destination.as_str(), kind)) {
-                provided.push(m.destination.clone());
-                continue;
-            }
-            return Err(OciError::Unsupported {
-                field: format!("{field}.type"),
-                value: format!("{kind} at {}", m.destination),
-                why: "warden mounts bind mounts and provides /proc, /dev, /dev/pts, /dev/shm itself; other file systems are not mounted".into(),
-            });
-        }
-        let source = m.source.as_deref().unwrap_or("");
-        if !source.starts_with('/') {
-            return Err(invalid(
-                &format!("{field}.source"),
-                source,
-                "a bind mount's source must be an absolute host path",
-            ));
-        }
-        if source != m.destination {
-            // containerd's own resolv.conf, hosts and hostname files: the
-            // sandbox has its own (its resolver is warden's); the CRI's pod
-            // shared-memory directory, bound onto /dev/shm: the sandbox has
-            // its own size-capped one (its IPC is its own); kubelet's
-            // termination-message file: written in the sandbox's own /dev,
-            // it never reaches the node (kubelet reads an empty message).
-            if [
-                "/etc/resolv.conf",
-                "/etc/hosts",
-                "/etc/hostname",
-                "/dev/shm",
-                "/dev/termination-log",
-            ]
-            .contains(&m.destination.as_str())
-            {
-                provided.push(m.destination.clone());
-                continue;
-            }
-            return Err(OciError::Unsupported {
-                field: format!("{field}.destination"),
-                value: format!("{} (source {source})", m.destination),
-                why: "warden binds a host path at the same path inside; give the same source and destination".into(),
-            });
-        }
-        let path = PathBuf::from(source);
-        if m.options.iter().any(|x| x == "rw") && !m.options.iter().any(|x| x == "ro") {
-            o.add_item(Field::Rw, Val::Path(path), Origin::CommandLine);
-        } else {
-            o.add_item(Field::Ro, Val::Path(path), Origin::CommandLine);
-        }
-    }
-    if !provided.is_empty() {
-        notices.push(format!(
-            "mounts {}: warden provides its own (fresh /proc, a minimal /dev, no /sys)",
-            provided.join(", ")
-        ));
-    }
-    Ok(())
-}
-
 /// The network namespace path, if one was given. An IPC or UTS path (the
 /// CRI gives a pod's containers its pause container's) is not joined: the
 /// container gets its own, which shares nothing, and a notice says so.
@@ -665,41 +608,6 @@ fn namespaces(ns: &[Namespace], notices: &mut Vec<String>) -> Result<Option<Stri
         }
     }
     Ok(network)
-}
-
-fn resources(r: &Resources, o: &mut Layer) -> Result<(), OciError> {
-    if let Some(limit) = r.memory.as_ref().and_then(|m| m.limit) {
-        if limit > 0 {
-            let bytes = limit as u64;
-            let text = crate::units::format_size(bytes);
-            o.add_one(
-                Field::Memory,
-                Val::Size { bytes, text },
-                Origin::CommandLine,
-            );
-        }
-    }
-    if let Some(limit) = r.pids.as_ref().and_then(|p| p.limit) {
-        if limit > 0 {
-            o.add_one(Field::Pids, Val::Count(limit as u64), Origin::CommandLine);
-        }
-    }
-    if let Some(cpu) = &r.cpu {
-        if let (Some(quota), Some(period)) = (cpu.quota, cpu.period) {
-            if quota > 0 {
-                if period == 0 {
-                    return Err(invalid(
-                        "linux.resources.cpu.period",
-                        "0",
-                        "must be more than zero",
-                    ));
-                }
-                let cores = quota as f64 / period as f64;
-                o.add_one(Field::Cpus, Val::Cores(cores), Origin::CommandLine);
-            }
-        }
-    }
-    Ok(())
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -811,7 +719,7 @@ fn invalid(field: &str, value: &str, why: &str) -> OciError {
 mod tests {
     use super::*;
 
-    fn config(extra: serde_json::Value) -> Config {
+    pub(super) fn config(extra: serde_json::Value) -> Config {
         let mut base = serde_json::json!({
             "ociVersion": "1.0.2",
             "process": {"args": ["sh", "-c", "echo hi"], "env": ["PATH=/bin"], "cwd": "/"},
@@ -1154,23 +1062,15 @@ mod tests {
     }
 
     #[test]
-    fn bind_mounts_at_their_own_path_are_honoured_and_others_refused() {
+    fn a_bind_at_another_path_is_refused_by_its_destination() {
+        // The bind at its own path is a hostPath volume, refused too
+        // (`pod.rs`); the first refusal in the file is the one said.
         let c = config(serde_json::json!({"mounts": [
             {"destination": "/proc", "type": "proc", "source": "proc"},
-            {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]},
-            {"destination": "/data", "type": "bind", "source": "/srv/data", "options": ["rbind", "rw"]}]}));
-        let e = translate(&c, Path::new("/b")).unwrap_err();
-        assert_eq!(e.field(), Some("mounts[2].destination"));
-        let c = config(serde_json::json!({"mounts": [
+            {"destination": "/data", "type": "bind", "source": "/srv/data", "options": ["rbind", "rw"]},
             {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]}]}));
-        let t = translate(&c, Path::new("/b")).unwrap();
-        let ro: Vec<Val> = t
-            .flags
-            .list(Field::Ro)
-            .iter()
-            .map(|s| s.val.clone())
-            .collect();
-        assert_eq!(ro, [Val::Path(PathBuf::from("/usr"))]);
+        let e = translate(&c, Path::new("/b")).unwrap_err();
+        assert_eq!(e.field(), Some("mounts[1].destination"));
     }
 
     #[test]

@@ -98,6 +98,9 @@ impl Lab {
             self.path(&format!(".err{n}")),
         );
         let mut cmd = Command::new(bin());
+        // The node's catalogue is the lab's own (`node_profile`), never
+        // the profiles of whoever runs the tests.
+        cmd.env("XDG_CONFIG_HOME", self.path("config"));
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }
@@ -115,6 +118,13 @@ impl Lab {
             stdout: std::fs::read(&out).unwrap(),
             stderr: std::fs::read(&err).unwrap(),
         }
+    }
+
+    /// Put a profile in the node's catalogue (`warden.dev/profile=NAME`).
+    pub fn node_profile(&self, name: &str, yaml: &str) {
+        let dir = self.path("config/warden/profiles");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.yaml")), yaml).unwrap();
     }
 
     pub fn state(&self, id: &str) -> serde_json::Value {

@@ -421,7 +421,7 @@ fn ctr_task_exec_kill_and_delete_go_through_warden() {
 /// An HTTPS server on the host's loopback for `name`, signed by an
 /// authority made for the test (its PEM at `ca`), that records each
 /// request's head and answers with it.
-fn tls_echo(dir: &Path, name: &str) -> (u16, PathBuf, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn tls_echo(dir: &Path, name: &str) -> (u16, PathBuf, Arc<Mutex<Vec<String>>>) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -495,7 +495,7 @@ fn a_secret_annotation_sends_the_real_value_upstream_while_the_container_holds_a
     c.node_profile(
         "upstream",
         &format!(
-            "egress:\n  domains: [\"api.secret.test:{port}\"]\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
+            "filesystem:\n  read_only: [/usr]\negress:\n  domains: [\"api.secret.test:{port}\"]\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
             ca.display()
         ),
     );
@@ -510,8 +510,6 @@ echo ---
     let o = c.run(
         "secret",
         &[
-            "--mount",
-            "type=bind,src=/usr,dst=/usr,options=rbind:ro",
             "--annotation",
             &format!("warden.dev/secret.TOKEN=file:token@api.secret.test:{port}"),
             "--annotation",
@@ -757,7 +755,7 @@ fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
     c.node_profile(
         "upstream",
         &format!(
-            "egress:\n  domains: [\"api.secret.test:{port}\"]\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
+            "filesystem:\n  read_only: [/usr]\negress:\n  domains: [\"api.secret.test:{port}\"]\n  upstream_ca: [{}]\n  hosts: {{api.secret.test: 127.0.0.1}}\n",
             ca.display()
         ),
     );
@@ -769,8 +767,6 @@ fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
         "warden.dev/profile=upstream".to_string(),
         "--with-ns".to_string(),
         format!("network:{}", pod.path()),
-        "--mount".to_string(),
-        "type=bind,src=/usr,dst=/usr,options=rbind:ro".to_string(),
     ];
     let policy: Vec<&str> = policy.iter().map(String::as_str).collect();
     c.run_detached("pod-first", &policy, &["sleep", "600"]);

@@ -8,5 +8,6 @@ mod cri_life;
 mod cri_secrets;
 mod cri_stream;
 mod kubernetes;
+mod pod_trust;
 mod secrets;
 mod verbs;

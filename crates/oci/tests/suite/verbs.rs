@@ -554,7 +554,9 @@ fn hooks_run_at_their_points_in_the_namespaces_the_specification_names() {
     let lab = Lab::new();
     let log = lab.path("hooks.log");
     // What the container's hooks write is seen through a directory bound
-    // into it (writable by the container's user, nobody on the host).
+    // into it (writable by the container's user, nobody on the host) by
+    // the node's profile: a host path in config.json is a pod's hostPath,
+    // which is refused.
     let shared = lab.path("shared");
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
@@ -571,10 +573,8 @@ fn hooks_run_at_their_points_in_the_namespaces_the_specification_names() {
         "-c",
         &format!("test -f {s}/startContainer && echo main-after-start-hook > {s}/main; sleep 600"),
     ]);
-    cfg["mounts"]
-        .as_array_mut()
-        .unwrap()
-        .push(serde_json::json!({"destination": s, "type": "bind", "source": s, "options": ["rbind", "rw"]}));
+    lab.node_profile("hooks", &format!("filesystem:\n  read_write: [{s}]\n"));
+    cfg["annotations"] = serde_json::json!({"warden.dev/profile": "hooks"});
     cfg["hooks"] = serde_json::json!({
         "prestart": [host_hook(&lab, &log, "prestart")],
         "createRuntime": [host_hook(&lab, &log, "createRuntime")],
