@@ -30,7 +30,7 @@ use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::routes::sandboxes;
-use crate::routes::Body;
+use crate::body::Body;
 
 /// E2B's default template.
 pub(super) const DEFAULT_TEMPLATE: &str = "base";

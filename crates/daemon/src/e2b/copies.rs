@@ -21,7 +21,7 @@ use super::{permit, E2b};
 use crate::api::SandboxInfo;
 use crate::auth::Caller;
 use crate::routes::copies::{self as native, FromSnapshot, NewSnapshot};
-use crate::routes::Body;
+use crate::body::Body;
 
 /// The most sandboxes one fork makes (E2B's SDK allows up to 20; warden's
 /// native fork 16).

@@ -22,7 +22,7 @@ use crate::api::{CreateSandbox, SandboxInfo};
 use crate::auth::{self, Caller};
 use crate::error::ApiError;
 use crate::routes::sandboxes;
-use crate::routes::Body;
+use crate::body::Body;
 use warden_policy::layer::{Layer, Origin};
 use warden_policy::{Field, Trust};
 

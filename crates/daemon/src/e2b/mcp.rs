@@ -35,7 +35,8 @@ use subtle::ConstantTimeEq;
 use tower::ServiceExt;
 
 use super::{control, E2b};
-use crate::app::{App, Credential};
+use crate::app::App;
+use crate::credential::Credential;
 use crate::auth::{self, Caller, Scope};
 use crate::error::chain;
 

@@ -15,7 +15,7 @@ use warden_runtime::lifecycle;
 use warden_runtime::protocol::{AskDecision, Refusal};
 
 use super::sandboxes::blocking;
-use super::Body;
+use crate::body::Body;
 use crate::api::{Answer, Approval, ApprovalList, Decision, EgressList, EgressPatch};
 use crate::app::App;
 use crate::auth::Caller;

@@ -28,7 +28,7 @@ use warden_runtime::client::{ClientError, Connection};
 use warden_runtime::lifecycle;
 
 use super::sandboxes::blocking;
-use super::Body;
+use crate::body::Body;
 use crate::api::{FileEntry, FileList, MkdirRequest, MoveRequest};
 use crate::app::App;
 use crate::error::{chain, ApiError, Problem};

@@ -14,7 +14,7 @@ use warden_policy::Trust;
 use warden_runtime::lifecycle::{self, CreateRequest};
 use warden_runtime::resolve::{Context, Input, ProfileSource};
 
-use super::Body;
+use crate::body::Body;
 use crate::api::{CreateSandbox, Health, SandboxInfo, SandboxList, SetTimeout, StopSandbox};
 use crate::app::App;
 use crate::auth::Caller;

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use std::sync::Arc;
 
-use super::Body;
+use crate::body::Body;
 use crate::api::{CreateToken, NewToken, TokenInfo, TokenList};
 use crate::app::App;
 use crate::auth::{self, Scope};

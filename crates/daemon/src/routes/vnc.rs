@@ -20,7 +20,8 @@ use tokio::net::TcpStream;
 
 use super::inside::{self, VNC_PORT};
 use super::rfb::ClientFilter;
-use crate::app::{App, Credential};
+use crate::app::App;
+use crate::credential::Credential;
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 
