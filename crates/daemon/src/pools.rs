@@ -517,7 +517,10 @@ mod tests {
     fn a_pool_that_cannot_be_kept_is_refused_with_the_reason() {
         let bad = [
             (PoolSpec::fixed("p", 0), "size 0"),
-            (PoolSpec::fixed("p", crate::settings::MAX_POOL_SIZE + 1), "size 257"),
+            (
+                PoolSpec::fixed("p", crate::settings::MAX_POOL_SIZE + 1),
+                "size 257",
+            ),
             (
                 PoolSpec {
                     max: Some(1),

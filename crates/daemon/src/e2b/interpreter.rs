@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use crate::api::{CreateSandbox, ExecRequest};
 use crate::app::App;
 use crate::auth::Caller;
-use crate::execs;
 use crate::body::Body;
+use crate::execs;
 use crate::routes::sandboxes;
 
 /// E2B's name for the template, and warden's for the profile.

@@ -36,8 +36,8 @@ use tower::ServiceExt;
 
 use super::{control, E2b};
 use crate::app::App;
-use crate::credential::Credential;
 use crate::auth::{self, Caller, Scope};
+use crate::credential::Credential;
 use crate::error::chain;
 
 /// The port E2B's MCP gateway listens on inside a sandbox: the SDK's

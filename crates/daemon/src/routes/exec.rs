@@ -14,9 +14,9 @@ use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::sandboxes::blocking;
-use crate::body::Body;
 use crate::api::{ExecEvent, ExecInfo, ExecRequest, ExecResult, SignalRequest, StdinRequest};
 use crate::app::App;
+use crate::body::Body;
 use crate::error::{ApiError, Problem};
 use crate::execs::{self, ExecHandle, Offsets};
 
