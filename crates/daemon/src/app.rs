@@ -16,7 +16,7 @@ use crate::execs::{self, ExecHandle};
 
 // What a request was let in with, where the routes and the E2B door name
 // it.
-use crate::credential::Credential;
+pub use crate::credential::Credential;
 
 /// Limits on what a request may carry.
 #[derive(Debug, Clone, Copy)]
@@ -301,7 +301,7 @@ impl App {
     /// Record a refused call in the daemon's own audit log.
     pub fn record_denial(
         &self,
-        caller: &crate::auth::Caller,
+        caller: &impl crate::auth::Recorded,
         route: &crate::auth::Route,
         why: &str,
     ) {
@@ -316,7 +316,7 @@ impl App {
                 warden_audit::EventKind::ApiDenied {
                     method: route.method.to_string(),
                     route: route.path.to_string(),
-                    token: caller.token_id().map(str::to_string),
+                    token: caller.recorded_token().map(str::to_string),
                     reason: why.to_string(),
                 },
             )),

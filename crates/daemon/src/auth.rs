@@ -336,12 +336,59 @@ pub fn route(method: &Method, matched: &str) -> Option<&'static Route> {
         .find(|r| r.method == method.as_str() && r.path == matched)
 }
 
-/// Who is calling.
+/// Who is calling, as a credential (or the owner's socket) proved it:
+/// the only type a handler that acts, and every helper that grants the
+/// owner's rights (`reach`, the trust of a request, a review's override,
+/// what a refusal shows), takes. Nobody, a request on TCP with no
+/// credential, is never a `Caller`: the routes that need none receive a
+/// [`Visitor`] instead, so that no such helper can be handed a stranger.
 #[derive(Debug, Clone)]
 pub enum Caller {
     /// On the owner-only Unix socket, without a token.
     Owner,
     Token(TokenRow),
+}
+
+/// Who calls a route that needs no credential (the scope table's public
+/// rows, the dashboard's page, assets and login): a [`Caller`] when the
+/// request carried one that stands (or came on the owner's socket),
+/// otherwise nobody. The authorizing middleware gives a public route's
+/// request a `Visitor`, and a [`Caller`] only when it is `Known`: a
+/// handler of a public route that asked for a `Caller` would find none
+/// and fail, never act as somebody.
+#[derive(Debug, Clone)]
+pub enum Visitor {
+    /// On TCP, with no credential: anyone who can reach the listener.
+    Anonymous,
+    Known(Caller),
+}
+
+impl Visitor {
+    /// The caller behind this visit, if any.
+    pub fn caller(&self) -> Option<&Caller> {
+        match self {
+            Visitor::Anonymous => None,
+            Visitor::Known(c) => Some(c),
+        }
+    }
+}
+
+/// Whom the daemon's audit log records a refused call against: a token by
+/// its id; the owner and nobody have none (the reason says which).
+pub trait Recorded {
+    fn recorded_token(&self) -> Option<&str>;
+}
+
+impl Recorded for Caller {
+    fn recorded_token(&self) -> Option<&str> {
+        self.token_id()
+    }
+}
+
+impl Recorded for Visitor {
+    fn recorded_token(&self) -> Option<&str> {
+        self.caller().and_then(Caller::token_id)
+    }
 }
 
 impl Caller {

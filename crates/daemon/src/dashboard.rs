@@ -81,7 +81,7 @@ struct Login {
 /// any refused call is.
 fn refused(
     app: &App,
-    caller: &auth::Caller,
+    caller: &impl auth::Recorded,
     method: &'static str,
     path: &'static str,
     e: session::SessionError,
@@ -103,8 +103,10 @@ async fn login(
     headers: HeaderMap,
     crate::body::Body(body): crate::body::Body<Login>,
 ) -> Result<Response, ApiError> {
+    // Nobody logs in: no credential stands yet, and a refusal is
+    // recorded against no token (never as the owner's).
     session::check_origin(&headers, true)
-        .map_err(|e| refused(&app, &auth::Caller::Owner, "POST", "/login", e))?;
+        .map_err(|e| refused(&app, &auth::Visitor::Anonymous, "POST", "/login", e))?;
     let header = format!("Bearer {}", body.token.trim());
     let checked = auth::check(&*app.db()?, &app.store, Some(&header));
     let row = match checked {
@@ -170,16 +172,16 @@ fn current(
     Ok((id, s))
 }
 
-/// The caller a session stands for in a record (its token; the owner's
-/// empty record when the token is gone).
-fn session_caller(app: &App, s: &session::Session) -> auth::Caller {
+/// Who a session stands for in a record: its token, or nobody when the
+/// token is gone (never the owner).
+fn session_caller(app: &App, s: &session::Session) -> auth::Visitor {
     match app
         .db()
         .ok()
         .and_then(|db| db.token(&s.token_id).ok().flatten())
     {
-        Some(row) => auth::Caller::Token(row),
-        None => auth::Caller::Owner,
+        Some(row) => auth::Visitor::Known(auth::Caller::Token(row)),
+        None => auth::Visitor::Anonymous,
     }
 }
 

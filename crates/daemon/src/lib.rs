@@ -25,6 +25,7 @@ pub mod deadline;
 pub mod e2b;
 pub mod error;
 pub mod execs;
+pub mod host;
 pub mod idle;
 pub mod labels;
 pub mod leases;
@@ -103,6 +104,9 @@ pub struct Config {
     /// How long stopped sandboxes the daemon made are kept (see
     /// [`retention`]).
     pub retention: settings::Retention,
+    /// Names the TCP listeners answer to besides loopback and localhost
+    /// (see [`host`]).
+    pub allowed_hosts: Vec<host::Allowed>,
 }
 
 impl Config {
@@ -139,6 +143,8 @@ pub struct Bound {
     /// How many connections each TCP listener, and each peer, may hold.
     bounds: listen::Bounds,
     timeouts: deadline::Timeouts,
+    /// Names the TCP listeners answer to besides their own.
+    allowed_hosts: Vec<host::Allowed>,
     pub listening: Listening,
 }
 
@@ -243,6 +249,7 @@ pub async fn bind(
         e2b,
         bounds: listen::Bounds::for_open_files(open_files),
         timeouts: cfg.timeouts,
+        allowed_hosts: cfg.allowed_hosts.clone(),
         listening: Listening {
             socket,
             tcp: tcp_addr,
@@ -270,13 +277,25 @@ impl Bound {
         // TCP takes no place, and no descriptor, from the owner's socket.
         let (bounds, timeouts) = (self.bounds, self.timeouts);
         let unix = owner_runtime(self.unix, unix_router, stop_rx.clone())?;
+        // The API answers loopback, localhost and the owner's names; the
+        // E2B door also its sandboxes' `PORT-ID.localhost` hosts.
+        let api_hosts = Arc::new(host::Hosts {
+            allowed: self.allowed_hosts.clone(),
+            localhost_names: false,
+        });
+        let door_hosts = Arc::new(host::Hosts {
+            allowed: self.allowed_hosts.clone(),
+            localhost_names: true,
+        });
         let tcp = self.tcp.map(|l| {
             let r = router.layer(axum::Extension(routes::Transport::Tcp));
-            tokio::spawn(listen::serve_tcp(l, r, bounds, timeouts, stop_rx.clone()))
+            let serving = listen::serve_tcp(l, r, api_hosts, bounds, timeouts, stop_rx.clone());
+            tokio::spawn(serving)
         });
         let e2b = self.e2b.map(|l| {
             let r = e2b::router(self.app.clone());
-            tokio::spawn(listen::serve_tcp(l, r, bounds, timeouts, stop_rx.clone()))
+            let serving = listen::serve_tcp(l, r, door_hosts, bounds, timeouts, stop_rx.clone());
+            tokio::spawn(serving)
         });
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -385,6 +404,11 @@ pub struct FileConfig {
     /// `{stopped: 24h, paused: 30d}` (`never` keeps them).
     #[serde(default)]
     pub retention: settings::Retention,
+    /// Names the TCP listeners answer to besides loopback addresses,
+    /// localhost and the address a connection reached: `[box.lan,
+    /// .corp.example]` (see [`host`]).
+    #[serde(default)]
+    pub allowed_hosts: Vec<host::Allowed>,
 }
 
 /// Why the daemon's configuration file was refused.

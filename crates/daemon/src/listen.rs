@@ -194,11 +194,13 @@ impl Drop for Held {
     }
 }
 
-/// Serve `router` on a TCP listener within `bounds` and `timeouts` until
-/// `stop` says so.
+/// Serve `router` on a TCP listener within `bounds` and `timeouts`, to
+/// requests for the names of `hosts` only ([`crate::host`]), until `stop`
+/// says so.
 pub async fn serve_tcp(
     listener: tokio::net::TcpListener,
     router: Router,
+    hosts: Arc<crate::host::Hosts>,
     bounds: Bounds,
     timeouts: Timeouts,
     stop: watch::Receiver<bool>,
@@ -228,10 +230,16 @@ pub async fn serve_tcp(
         // message at a time: without TCP_NODELAY each small write after
         // the first waits for the client's delayed ACK (40 ms on Linux).
         let _ = stream.set_nodelay(true);
-        let service = Guarded {
-            router: router.clone(),
-            proof: held.proof.clone(),
-            unproven: timeouts.unproven,
+        // The host check is the first thing a request meets: a name the
+        // listener does not answer to reaches no route (DNS rebinding).
+        let service = crate::host::Gate {
+            inner: Guarded {
+                router: router.clone(),
+                proof: held.proof.clone(),
+                unproven: timeouts.unproven,
+            },
+            hosts: hosts.clone(),
+            local: stream.local_addr().ok().map(|a| a.ip()),
         };
         let io = StallGuard::new(stream, timeouts.write_stall);
         tokio::spawn(connection(io, service, held, stop.clone()));

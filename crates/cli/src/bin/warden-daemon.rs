@@ -126,8 +126,8 @@ struct ServeArgs {
     #[arg(long = "pool", value_name = "PROFILE=N[..M]")]
     pools: Vec<String>,
     /// Read these settings from a YAML file (keys socket, listen,
-    /// workspace_roots, pools: [{profile, size, max, window_seconds}], e2b);
-    /// flags given as well win
+    /// workspace_roots, pools: [{profile, size, max, window_seconds}], e2b,
+    /// allowed_hosts); flags given as well win
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Also serve an E2B-compatible API (control and sandbox API, for the
@@ -144,11 +144,23 @@ struct ServeArgs {
     /// it before the connection is closed [default: 30s]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     write_timeout: Option<std::time::Duration>,
+    /// Also answer requests whose Host is NAME on the TCP listeners
+    /// (repeatable; `.NAME` for the name and every name under it).
+    /// Loopback addresses, localhost and the address a client connected
+    /// to are always answered; any other Host is refused (421), so that a
+    /// web page cannot reach the daemon under its own name
+    #[arg(long = "allow-host", value_name = "NAME", value_parser = parse_allowed_host)]
+    allowed_hosts: Vec<warden_daemon::host::Allowed>,
+}
+
+/// `--allow-host NAME`.
+fn parse_allowed_host(s: &str) -> Result<warden_daemon::host::Allowed, String> {
+    warden_daemon::host::Allowed::parse(s).map_err(|e| e.to_string())
 }
 
 /// `--pool PROFILE=N` (a fixed size) or `--pool PROFILE=N..M` (autoscaled
 /// between N and M by the creates of the last minute).
-fn parse_pool(s: &str) -> anyhow::Result<warden_daemon::settings::PoolSpec> {
+fn parse_pool(s: &str) -> anyhow::Result<warden_daemon::pools::PoolSpec> {
     let (profile, size) = s.split_once('=').with_context(|| {
         format!("--pool {s}: expected PROFILE=N or PROFILE=MIN..MAX, e.g. --pool python=4")
     })?;
@@ -156,16 +168,16 @@ fn parse_pool(s: &str) -> anyhow::Result<warden_daemon::settings::PoolSpec> {
         n.trim().parse::<usize>().ok().with_context(|| {
             format!(
                 "--pool {s}: {n:?} is not a number; sizes are from 1 to {}",
-                warden_daemon::settings::MAX_POOL_SIZE
+                warden_daemon::pools::MAX_POOL_SIZE
             )
         })
     };
     let pool = match size.split_once("..") {
-        Some((min, max)) => warden_daemon::settings::PoolSpec {
+        Some((min, max)) => warden_daemon::pools::PoolSpec {
             max: Some(number(max)?),
-            ..warden_daemon::settings::PoolSpec::fixed(profile, number(min)?)
+            ..warden_daemon::pools::PoolSpec::fixed(profile, number(min)?)
         },
-        None => warden_daemon::settings::PoolSpec::fixed(profile, number(size)?),
+        None => warden_daemon::pools::PoolSpec::fixed(profile, number(size)?),
     };
     pool.check()
         .map_err(|why| anyhow::anyhow!("--pool {s}: {why}"))?;
@@ -237,6 +249,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         sessions: file.sessions,
         quotas: file.quotas,
         retention: file.retention,
+        allowed_hosts: if args.allowed_hosts.is_empty() {
+            file.allowed_hosts
+        } else {
+            args.allowed_hosts
+        },
         timeouts: {
             let d = warden_daemon::deadline::Timeouts::default();
             warden_daemon::deadline::Timeouts {

@@ -342,7 +342,7 @@ host, port = sys.argv[1].rsplit(':', 1)
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
 s.connect((host, int(port)))
-s.sendall(('GET %s HTTP/1.1\r\nHost: e2b\r\nConnection: close\r\n\r\n' % sys.argv[2]).encode())
+s.sendall(('GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % (sys.argv[2], sys.argv[1])).encode())
 got = 0
 s.settimeout(90)
 while True:

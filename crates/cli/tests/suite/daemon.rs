@@ -920,7 +920,7 @@ fn a_refusal_before_the_body_is_read_tells_the_client_to_reconnect() {
         // The headers alone: the answer comes before the body is sent.
         write!(
             s,
-            "POST {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             body.len()
         )
         .unwrap();

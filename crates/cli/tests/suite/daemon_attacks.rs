@@ -84,7 +84,7 @@ impl Streamed {
 
 /// An HTTP/1.1 request, whole.
 fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let mut r = format!("{method} {path} HTTP/1.1\r\nhost: warden\r\nconnection: close\r\n");
+    let mut r = format!("{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n");
     for (k, v) in headers {
         r.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -457,7 +457,7 @@ fn health_on_socket(d: &Daemon, within: Duration) -> Option<Duration> {
     let began = Instant::now();
     let mut s = UnixStream::connect(&d.socket).ok()?;
     s.set_read_timeout(Some(within)).ok()?;
-    s.write_all(b"GET /v1/health HTTP/1.1\r\nhost: warden\r\nconnection: close\r\n\r\n")
+    s.write_all(b"GET /v1/health HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
         .ok()?;
     let mut head = [0u8; 12];
     s.read_exact(&mut head).ok()?;
@@ -717,7 +717,7 @@ fn a_request_with_no_token_whose_body_trickles_is_cut_at_its_deadline() {
         s.spawn(|| {
             let mut c = TcpStream::connect(&tcp).unwrap();
             c.write_all(
-                b"POST /login HTTP/1.1\r\nhost: warden\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
+                b"POST /login HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
             )
             .unwrap();
             let took = open_for(&mut c, limit + Duration::from_secs(5));
@@ -730,7 +730,7 @@ fn a_request_with_no_token_whose_body_trickles_is_cut_at_its_deadline() {
         s.spawn(|| {
             let mut c = TcpStream::connect(&tcp).unwrap();
             c.write_all(
-                b"POST /login HTTP/1.1\r\nhost: warden\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+                b"POST /login HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
             )
             .unwrap();
             let mut w = c.try_clone().unwrap();
@@ -765,7 +765,7 @@ fn a_request_head_larger_than_any_callers_is_refused_at_once_not_buffered() {
     let mut c = TcpStream::connect(&tcp).unwrap();
     let mut w = c.try_clone().unwrap();
     let writer = std::thread::spawn(move || {
-        let _ = w.write_all(b"GET /v1/health HTTP/1.1\r\nhost: warden\r\n");
+        let _ = w.write_all(b"GET /v1/health HTTP/1.1\r\nhost: localhost\r\n");
         let line = format!("x-pad: {}\r\n", "a".repeat(8000));
         for _ in 0..25 {
             if w.write_all(line.as_bytes()).is_err() {
@@ -831,14 +831,14 @@ fn a_client_that_pipelines_requests_without_reading_the_answers_is_closed() {
         s.spawn(|| {
             flood(
                 &tcp,
-                b"GET /v1/health HTTP/1.1\r\nhost: warden\r\n\r\n",
+                b"GET /v1/health HTTP/1.1\r\nhost: localhost\r\n\r\n",
                 "GET /v1/health on the API",
             )
         });
         s.spawn(|| {
             flood(
                 &e2b,
-                b"GET /no/such/route HTTP/1.1\r\nhost: warden\r\n\r\n",
+                b"GET /no/such/route HTTP/1.1\r\nhost: localhost\r\n\r\n",
                 "an unknown route on the E2B door",
             )
         });
@@ -926,7 +926,7 @@ fn an_upload_writes_nothing_into_the_sandbox_after_its_tokens_revocation() {
     let mut c = TcpStream::connect(d.tcp.as_ref().unwrap()).unwrap();
     c.write_all(
         format!(
-            "PUT /v1/sandboxes/sb/files?path=up.txt HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {t}\r\ntransfer-encoding: chunked\r\n\r\n7\r\nbefore\n\r\n"
+            "PUT /v1/sandboxes/sb/files?path=up.txt HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {t}\r\ntransfer-encoding: chunked\r\n\r\n7\r\nbefore\n\r\n"
         )
         .as_bytes(),
     )
@@ -968,7 +968,7 @@ fn a_terminal_opened_before_its_tokens_revocation_starts_nothing_after_it() {
     let mut c = TcpStream::connect(d.tcp.as_ref().unwrap()).unwrap();
     c.write_all(
         format!(
-            "GET /v1/sandboxes/sb/pty HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {t}\r\nconnection: upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            "GET /v1/sandboxes/sb/pty HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {t}\r\nconnection: upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
         )
         .as_bytes(),
     )

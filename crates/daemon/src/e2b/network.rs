@@ -25,8 +25,7 @@ use super::{permit, E2b};
 use crate::api::EgressPatch;
 use crate::app::App;
 use crate::auth::Caller;
-use crate::body::Body;
-use crate::routes::egress;
+use crate::routes::{egress, Body};
 use warden_policy::NetworkSpec;
 
 /// E2B's network options (create's `network`, and the whole body of an

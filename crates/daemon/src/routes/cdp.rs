@@ -23,8 +23,7 @@ use std::sync::Arc;
 use tokio_tungstenite::tungstenite;
 
 use super::inside::{self, DEVTOOLS_PORT};
-use crate::app::App;
-use crate::credential::Credential;
+use crate::app::{App, Credential};
 use crate::error::{ApiError, Problem};
 
 /// Most bytes of a discovery answer read from Chromium.

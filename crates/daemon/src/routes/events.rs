@@ -55,7 +55,7 @@ const PAGE: usize = 512;
 pub async fn events(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    credential: Option<axum::Extension<crate::credential::Credential>>,
+    credential: Option<axum::Extension<crate::app::Credential>>,
     caller: Option<axum::Extension<crate::auth::Caller>>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
@@ -105,8 +105,9 @@ pub async fn events(
     let lease = app
         .leases
         .take(&credential, crate::leases::Kind::EventStream)?;
-    // A token holder is shown no host path (see [`super::redact`]).
-    let holder = matches!(caller.map(|c| c.0), Some(crate::auth::Caller::Token(_)));
+    // Anyone but the owner is shown no host path (see [`super::redact`]):
+    // a request that reached here with no caller is nobody's.
+    let holder = !matches!(caller.map(|c| c.0), Some(crate::auth::Caller::Owner));
     let hidden = super::redact::Hidden::new()
         .path(&app.state_dir, "(warden's state directory)")
         .path(&sb.meta().workspace, "(the workspace on the host)");

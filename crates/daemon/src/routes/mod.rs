@@ -40,6 +40,7 @@ use crate::auth::{self, Caller};
 use crate::error::ApiError;
 
 // The JSON body extractor, where the routes and the E2B door name it.
+pub use crate::body::Body;
 
 /// How a request arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -327,7 +328,22 @@ async fn authorize(
     let mut session = None;
     let caller = match (&header, unix) {
         (None, true) => Caller::Owner,
-        (None, false) if route.scope.is_none() => Caller::Owner,
+        // A public route on TCP with no credential: nobody, who gets a
+        // visitor and no caller at all (see [`auth::Visitor`]). A cookie
+        // does not make it somebody: a browser sends its cookie to every
+        // page of the host, and a public route needs none.
+        (None, false) if route.scope.is_none() => {
+            // No public route names a sandbox; were one to, nobody would
+            // find it as one that does not exist.
+            if let Some(id) = sandbox_of(req.uri().path()) {
+                return ApiError::not_found(format!(
+                    "no sandbox {id:?}: GET /v1/sandboxes lists them"
+                ))
+                .into_response();
+            }
+            req.extensions_mut().insert(auth::Visitor::Anonymous);
+            return next.run(req).await;
+        }
         (None, false) if !cookies.is_empty() => match browser(&app, route, &cookies, &mut req) {
             Ok((c, id)) => {
                 session = Some(id);
@@ -365,12 +381,14 @@ async fn authorize(
             return e.into_response();
         }
     }
-    let credential = crate::credential::Credential {
+    let credential = crate::app::Credential {
         token: caller.token_id().map(str::to_string),
         session,
         envd: None,
     };
     req.extensions_mut().insert(credential.clone());
+    req.extensions_mut()
+        .insert(auth::Visitor::Known(caller.clone()));
     req.extensions_mut().insert(caller);
     if credential.revocable() {
         // Let in by a credential: bound by it, not by the deadline of

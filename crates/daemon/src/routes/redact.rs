@@ -61,7 +61,9 @@ const LIMIT: usize = 64 << 20;
 
 /// The layer: a token holder's answers, with host paths taken out.
 pub async fn layer(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    let holder = matches!(req.extensions().get::<Caller>(), Some(Caller::Token(_)));
+    // Only the owner is shown everything: a token holder, and nobody (a
+    // public route's visitor, which has no caller), are not.
+    let holder = !matches!(req.extensions().get::<Caller>(), Some(Caller::Owner));
     if !holder {
         return next.run(req).await;
     }

@@ -14,10 +14,10 @@ use warden_policy::Trust;
 use warden_runtime::lifecycle::{self, CreateRequest};
 use warden_runtime::resolve::{Context, Input, ProfileSource};
 
+use super::Body;
 use crate::api::{CreateSandbox, Health, SandboxInfo, SandboxList, SetTimeout, StopSandbox};
 use crate::app::App;
 use crate::auth::Caller;
-use crate::body::Body;
 use crate::db::SandboxRow;
 use crate::error::{chain, ApiError, Problem};
 
@@ -33,16 +33,13 @@ pub async fn blocking<T: Send + 'static>(
 #[utoipa::path(get, path = "/v1/health", responses((status = 200, body = Health)))]
 pub async fn health(
     State(app): State<Arc<App>>,
-    Extension(caller): Extension<Caller>,
-    transport: Option<Extension<super::Transport>>,
+    Extension(visitor): Extension<crate::auth::Visitor>,
 ) -> Result<Json<Health>, ApiError> {
-    // A public route on TCP is let in without a credential (as the
-    // owner, by the scope check): there only a token is somebody, and the
-    // owner is the one on the socket.
-    let unix = transport.map(|t| t.0) == Some(super::Transport::Unix);
-    let sandboxes = match caller {
-        Caller::Owner if !unix => None,
-        caller => Some(
+    // A public route: nobody (TCP without a credential) learns that the
+    // daemon answers and its version, never how many sandboxes it has.
+    let sandboxes = match visitor {
+        crate::auth::Visitor::Anonymous => None,
+        crate::auth::Visitor::Known(caller) => Some(
             blocking(move || {
                 let visible = crate::reach::visible(&app, &caller);
                 Ok(app

@@ -17,8 +17,7 @@ use super::classify::{
     read_first_bytes, request_head_len, speaks_other, through_tunnel, First, FIRST_BYTES_TIMEOUT,
     SERVER_FIRST_WAIT,
 };
-use super::{Arrival, Shared};
-use crate::ask::{Answer, Question};
+use super::{Answer, Arrival, Question, Shared};
 use crate::decision::{domain_entry, Cause, Decision, Protocol, Reason, SecretAction};
 use crate::http::HttpError;
 use crate::matcher::{Match, Matcher};
