@@ -31,7 +31,7 @@ mod progress;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::audit::AuditCommand;
 use commands::profile::{PresetCommand, ProfileCommand};
-use commands::run::RunArgs;
+use commands::resolution::RunArgs;
 use commands::{sandboxes, state_dir};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -16,7 +16,7 @@ use crate::execs::{self, ExecHandle};
 
 // What a request was let in with, where the routes and the E2B door name
 // it.
-pub use crate::credential::Credential;
+use crate::credential::Credential;
 
 /// Limits on what a request may carry.
 #[derive(Debug, Clone, Copy)]

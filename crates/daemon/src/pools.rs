@@ -31,7 +31,7 @@ use crate::error::{chain, ApiError};
 
 // The pools' configuration, where the cli and the daemon's settings
 // name it.
-pub use crate::settings::{PoolSpec, MAX_POOL_SIZE};
+use crate::settings::PoolSpec;
 
 /// What a pool aims at now, and how many creates led it there.
 pub fn target(app: &App, pool: &PoolSpec) -> (usize, usize) {
@@ -517,7 +517,10 @@ mod tests {
     fn a_pool_that_cannot_be_kept_is_refused_with_the_reason() {
         let bad = [
             (PoolSpec::fixed("p", 0), "size 0"),
-            (PoolSpec::fixed("p", MAX_POOL_SIZE + 1), "size 257"),
+            (
+                PoolSpec::fixed("p", crate::settings::MAX_POOL_SIZE + 1),
+                "size 257",
+            ),
             (
                 PoolSpec {
                     max: Some(1),

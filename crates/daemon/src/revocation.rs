@@ -22,7 +22,8 @@ use axum::response::Response;
 use bytes::Bytes;
 use std::sync::Arc;
 
-use crate::app::{App, Credential};
+use crate::app::App;
+use crate::credential::Credential;
 use crate::deadline::{CutOff, End};
 
 /// `response` with its body ended once `credential` no longer stands,

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use warden_audit::EventKind;
-use warden_egress::proxy::{Answer, Asker, Question};
+use warden_egress::ask::{Answer, Asker, Question};
 use warden_policy::trust::Trust;
 
 /// Questions waiting at once; more are denied at once (as at the terminal).

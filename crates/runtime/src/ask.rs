@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use warden_egress::proxy::{Answer, Asker, Question};
+use warden_egress::ask::{Answer, Asker, Question};
 
 /// How long a connection waits for an answer before it is denied.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(120);

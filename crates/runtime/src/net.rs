@@ -9,7 +9,8 @@
 use crate::events::Bus;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
-use warden_egress::proxy::{Asker, EgressControl, Hooks, Proxy};
+use warden_egress::ask::Asker;
+use warden_egress::proxy::{EgressControl, Hooks, Proxy};
 use warden_egress::publish::Publisher;
 use warden_egress::secrets::{Secret, Terminator};
 use warden_jail::secrets::{Keeper, KeeperError, SecretValue};

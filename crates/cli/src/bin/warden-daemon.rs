@@ -160,7 +160,7 @@ fn parse_allowed_host(s: &str) -> Result<warden_daemon::host::Allowed, String> {
 
 /// `--pool PROFILE=N` (a fixed size) or `--pool PROFILE=N..M` (autoscaled
 /// between N and M by the creates of the last minute).
-fn parse_pool(s: &str) -> anyhow::Result<warden_daemon::pools::PoolSpec> {
+fn parse_pool(s: &str) -> anyhow::Result<warden_daemon::settings::PoolSpec> {
     let (profile, size) = s.split_once('=').with_context(|| {
         format!("--pool {s}: expected PROFILE=N or PROFILE=MIN..MAX, e.g. --pool python=4")
     })?;
@@ -168,16 +168,16 @@ fn parse_pool(s: &str) -> anyhow::Result<warden_daemon::pools::PoolSpec> {
         n.trim().parse::<usize>().ok().with_context(|| {
             format!(
                 "--pool {s}: {n:?} is not a number; sizes are from 1 to {}",
-                warden_daemon::pools::MAX_POOL_SIZE
+                warden_daemon::settings::MAX_POOL_SIZE
             )
         })
     };
     let pool = match size.split_once("..") {
-        Some((min, max)) => warden_daemon::pools::PoolSpec {
+        Some((min, max)) => warden_daemon::settings::PoolSpec {
             max: Some(number(max)?),
-            ..warden_daemon::pools::PoolSpec::fixed(profile, number(min)?)
+            ..warden_daemon::settings::PoolSpec::fixed(profile, number(min)?)
         },
-        None => warden_daemon::pools::PoolSpec::fixed(profile, number(size)?),
+        None => warden_daemon::settings::PoolSpec::fixed(profile, number(size)?),
     };
     pool.check()
         .map_err(|why| anyhow::anyhow!("--pool {s}: {why}"))?;

@@ -13,7 +13,7 @@ use warden_client::api::{CreateSandbox, ExecEvent, ExecRequest};
 use warden_client::Client;
 
 use super::lifecycle::{CreateArgs, ExecArgs};
-use super::run::RunArgs;
+use super::resolution::RunArgs;
 use warden_policy::{Door, Field};
 
 /// The client of the daemon at `host`: `unix` for this user's own daemon

@@ -3,7 +3,7 @@
 //! which `warden create` shares; `--detach` and `--through-exec` go
 //! through a named sandbox's supervisor, [`super::lifecycle`]).
 
-pub use super::resolution::RunArgs;
+use super::resolution::RunArgs;
 use super::resolution::{net_log, open_sinks, resolve};
 use super::{absolute, sandbox_id};
 use anyhow::Context as _;

@@ -28,9 +28,9 @@ use super::{permit, E2b, ENVD_VERSION};
 use crate::api::{SandboxInfo, SetTimeout};
 use crate::app::App;
 use crate::auth::Caller;
+use crate::body::Body;
 use crate::error::ApiError;
 use crate::routes::sandboxes;
-use crate::routes::Body;
 
 /// E2B's default template.
 pub(super) const DEFAULT_TEMPLATE: &str = "base";

@@ -20,8 +20,8 @@ use super::lifecycle::{set_labels, ALLOW_OUT, PAUSED};
 use super::{permit, E2b};
 use crate::api::SandboxInfo;
 use crate::auth::Caller;
+use crate::body::Body;
 use crate::routes::copies::{self as native, FromSnapshot, NewSnapshot};
-use crate::routes::Body;
 
 /// The most sandboxes one fork makes (E2B's SDK allows up to 20; warden's
 /// native fork 16).

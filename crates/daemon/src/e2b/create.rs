@@ -20,9 +20,9 @@ use super::network::Wanted;
 use super::{permit, E2b, ENVD_VERSION};
 use crate::api::{CreateSandbox, SandboxInfo};
 use crate::auth::{self, Caller};
+use crate::body::Body;
 use crate::error::ApiError;
 use crate::routes::sandboxes;
-use crate::routes::Body;
 use warden_policy::layer::{Layer, Origin};
 use warden_policy::{Field, Trust};
 

@@ -20,12 +20,12 @@ use warden_protocol::files::FileOp;
 use super::connect::{self, Code, RpcError};
 use super::{paths, permit, E2b, Target};
 use crate::api::{FileEntry, MoveRequest};
-use crate::app::Credential;
 use crate::auth::Caller;
+use crate::body::Body;
+use crate::credential::Credential;
 use crate::error::ApiError;
 use crate::routes::files::{self, FileQuery};
 use crate::routes::watch::{self, FileChange, WatchQuery};
-use crate::routes::Body;
 
 /// Most events a polling watcher keeps between two polls.
 const MAX_EVENTS: usize = 10_000;

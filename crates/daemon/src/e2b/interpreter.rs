@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 use crate::api::{CreateSandbox, ExecRequest};
 use crate::app::App;
 use crate::auth::Caller;
+use crate::body::Body;
 use crate::execs;
-use crate::routes::{sandboxes, Body};
+use crate::routes::sandboxes;
 
 /// E2B's name for the template, and warden's for the profile.
 pub const TEMPLATE: &str = "code-interpreter-v1";

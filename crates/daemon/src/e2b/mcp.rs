@@ -35,8 +35,9 @@ use subtle::ConstantTimeEq;
 use tower::ServiceExt;
 
 use super::{control, E2b};
-use crate::app::{App, Credential};
+use crate::app::App;
 use crate::auth::{self, Caller, Scope};
+use crate::credential::Credential;
 use crate::error::chain;
 
 /// The port E2B's MCP gateway listens on inside a sandbox: the SDK's

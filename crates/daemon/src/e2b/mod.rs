@@ -556,7 +556,7 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
     }
     // Every answer, a process stream or a directory watch above all,
     // ends with the envd access token or warden token that opened it.
-    let credential = crate::app::Credential {
+    let credential = crate::credential::Credential {
         token: caller.token_id().map(str::to_string),
         session: None,
         envd: token

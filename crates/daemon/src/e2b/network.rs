@@ -25,7 +25,8 @@ use super::{permit, E2b};
 use crate::api::EgressPatch;
 use crate::app::App;
 use crate::auth::Caller;
-use crate::routes::{egress, Body};
+use crate::body::Body;
+use crate::routes::egress;
 use warden_policy::NetworkSpec;
 
 /// E2B's network options (create's `network`, and the whole body of an

@@ -43,7 +43,8 @@ use warden_runtime::client::{ClientError, Connection};
 use warden_runtime::lifecycle;
 
 use super::{control, interpreter, permit, E2b};
-use crate::app::{App, Credential};
+use crate::app::App;
+use crate::credential::Credential;
 use crate::error::chain;
 use crate::leases::{Kind, Lease};
 

@@ -35,8 +35,8 @@ use super::connect::{self, Code, RpcError};
 use super::terminal::Terminal;
 use super::{paths, permit, E2b};
 use crate::api::ExecRequest;
-use crate::app::Credential;
 use crate::auth::Caller;
+use crate::credential::Credential;
 use crate::execs::{self, Ended, ExecHandle};
 use crate::leases::{self, Lease};
 

@@ -23,7 +23,8 @@ use std::sync::Arc;
 use tokio_tungstenite::tungstenite;
 
 use super::inside::{self, DEVTOOLS_PORT};
-use crate::app::{App, Credential};
+use crate::app::App;
+use crate::credential::Credential;
 use crate::error::{ApiError, Problem};
 
 /// Most bytes of a discovery answer read from Chromium.

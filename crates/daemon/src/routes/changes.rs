@@ -14,9 +14,9 @@ use warden_workspace::{Change, CommitError, DiffError, LayerError, StoreError};
 
 use super::files::relative;
 use super::sandboxes::blocking;
-use super::Body;
 use crate::api::{ChangesAnswer, CommitAnswer, CommitRequest, DiscardAnswer, DiscardRequest};
 use crate::app::App;
+use crate::body::Body;
 use crate::error::{chain, ApiError, Problem};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

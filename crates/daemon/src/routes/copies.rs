@@ -17,10 +17,10 @@ use warden_runtime::lifecycle::{self, LifecycleError, Owner};
 use warden_workspace::saved::{SavedError, SavedInfo};
 
 use super::sandboxes::{blocking, within_quota};
-use super::Body;
 use crate::api::SandboxInfo;
 use crate::app::App;
 use crate::auth::Caller;
+use crate::body::Body;
 use crate::db::SandboxRow;
 use crate::error::{chain, ApiError, Problem};
 

@@ -15,10 +15,10 @@ use warden_runtime::lifecycle;
 use warden_runtime::protocol::{AskDecision, Refusal};
 
 use super::sandboxes::blocking;
-use super::Body;
 use crate::api::{Answer, Approval, ApprovalList, Decision, EgressList, EgressPatch};
 use crate::app::App;
 use crate::auth::Caller;
+use crate::body::Body;
 use crate::error::{chain, ApiError, Problem};
 
 /// Who asked, as the sandbox's audit log says it.

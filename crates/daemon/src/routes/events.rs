@@ -55,7 +55,7 @@ const PAGE: usize = 512;
 pub async fn events(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    credential: Option<axum::Extension<crate::app::Credential>>,
+    credential: Option<axum::Extension<crate::credential::Credential>>,
     caller: Option<axum::Extension<crate::auth::Caller>>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,

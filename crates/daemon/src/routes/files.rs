@@ -28,9 +28,9 @@ use warden_runtime::client::{ClientError, Connection};
 use warden_runtime::lifecycle;
 
 use super::sandboxes::blocking;
-use super::Body;
 use crate::api::{FileEntry, FileList, MkdirRequest, MoveRequest};
 use crate::app::App;
+use crate::body::Body;
 use crate::error::{chain, ApiError, Problem};
 
 /// Rounds of a recursive removal (each up to

@@ -40,7 +40,6 @@ use crate::auth::{self, Caller};
 use crate::error::ApiError;
 
 // The JSON body extractor, where the routes and the E2B door name it.
-pub use crate::body::Body;
 
 /// How a request arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -381,7 +380,7 @@ async fn authorize(
             return e.into_response();
         }
     }
-    let credential = crate::app::Credential {
+    let credential = crate::credential::Credential {
         token: caller.token_id().map(str::to_string),
         session,
         envd: None,

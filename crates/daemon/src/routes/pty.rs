@@ -27,7 +27,8 @@ use warden_runtime::{lifecycle, protocol};
 
 use super::sandboxes::blocking;
 use crate::api::{PtyClientMessage, PtyServerMessage, PtyStart};
-use crate::app::{App, Credential};
+use crate::app::App;
+use crate::credential::Credential;
 use crate::error::{chain, ApiError, Problem};
 use crate::leases::Kind;
 

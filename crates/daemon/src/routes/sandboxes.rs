@@ -14,10 +14,10 @@ use warden_policy::Trust;
 use warden_runtime::lifecycle::{self, CreateRequest};
 use warden_runtime::resolve::{Context, Input, ProfileSource};
 
-use super::Body;
 use crate::api::{CreateSandbox, Health, SandboxInfo, SandboxList, SetTimeout, StopSandbox};
 use crate::app::App;
 use crate::auth::Caller;
+use crate::body::Body;
 use crate::db::SandboxRow;
 use crate::error::{chain, ApiError, Problem};
 

@@ -6,10 +6,10 @@ use axum::http::StatusCode;
 use axum::Json;
 use std::sync::Arc;
 
-use super::Body;
 use crate::api::{CreateToken, NewToken, TokenInfo, TokenList};
 use crate::app::App;
 use crate::auth::{self, Scope};
+use crate::body::Body;
 use crate::db::TokenRow;
 use crate::error::{chain, ApiError, Problem};
 

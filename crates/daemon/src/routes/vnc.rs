@@ -20,8 +20,9 @@ use tokio::net::TcpStream;
 
 use super::inside::{self, VNC_PORT};
 use super::rfb::ClientFilter;
-use crate::app::{App, Credential};
+use crate::app::App;
 use crate::auth::Caller;
+use crate::credential::Credential;
 use crate::error::{ApiError, Problem};
 
 /// Most bytes of one message from the client (RFB client messages are

@@ -98,7 +98,7 @@ struct Slot {
 
 /// Who a watch is held by, for [`WATCHES_PER_TOKEN`]: none for the owner
 /// (whose calls carry no credential).
-fn holder_of(c: &crate::app::Credential) -> Option<String> {
+fn holder_of(c: &crate::credential::Credential) -> Option<String> {
     c.token
         .as_ref()
         .map(|t| format!("token:{t}"))
@@ -617,7 +617,7 @@ fn libc_eio() -> i32 {
 pub async fn watch(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    credential: Option<axum::Extension<crate::app::Credential>>,
+    credential: Option<axum::Extension<crate::credential::Credential>>,
     query: Result<Query<WatchQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;

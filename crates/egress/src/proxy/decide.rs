@@ -17,7 +17,8 @@ use super::classify::{
     read_first_bytes, request_head_len, speaks_other, through_tunnel, First, FIRST_BYTES_TIMEOUT,
     SERVER_FIRST_WAIT,
 };
-use super::{Answer, Arrival, Question, Shared};
+use super::{Arrival, Shared};
+use crate::ask::{Answer, Question};
 use crate::decision::{domain_entry, Cause, Decision, Protocol, Reason, SecretAction};
 use crate::http::HttpError;
 use crate::matcher::{Match, Matcher};

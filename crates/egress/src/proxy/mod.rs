@@ -29,7 +29,7 @@ use crate::dns::{self, NameAddresses};
 use crate::matcher::Matcher;
 use crate::secrets::Terminator;
 // The ask desk's vocabulary, where the runtime and the doors name it.
-pub use crate::ask::{Answer, Asker, Question};
+use crate::ask::{Answer, Asker, Question};
 pub use live::{ChangeError, EgressChange, EgressControl};
 pub use public::is_public;
 use std::collections::HashMap;
