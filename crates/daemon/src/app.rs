@@ -68,6 +68,8 @@ pub struct App {
     /// (canonical).
     pub workspace_roots: Vec<PathBuf>,
     audit_lock: Mutex<()>,
+    /// How many of each caller's refusals the log records one by one.
+    denials: crate::denials::Rate,
     /// Held while a token's quota is checked and its sandbox recorded.
     pub quota_lock: Mutex<()>,
     /// Warm pools to keep full (see [`crate::pools`]).
@@ -109,6 +111,7 @@ impl App {
             limits: Limits::default(),
             workspace_roots: settings.workspace_roots,
             audit_lock: Mutex::new(()),
+            denials: Default::default(),
             quota_lock: Mutex::new(()),
             pools: settings.pools,
             sessions: Default::default(),
@@ -305,21 +308,50 @@ impl App {
         route: &crate::auth::Route,
         why: &str,
     ) {
+        use crate::denials::Admit;
         use warden_audit::EventSink;
+        let token = caller.recorded_token().map(str::to_string);
+        let counted = match self
+            .denials
+            .admit(token.as_deref().unwrap_or("-"), std::time::Instant::now())
+        {
+            Admit::Record { counted } => counted,
+            Admit::Count => return,
+        };
         let path = self.state_dir.join(crate::AUDIT_FILE);
         let Ok(_guard) = self.audit_lock.lock() else {
             return;
         };
-        match warden_audit::chain::ChainedLog::open(&path) {
-            Ok(mut log) => log.emit(&warden_audit::Event::now(
+        let denied = |method: String, route: String, reason: String| {
+            warden_audit::Event::now(
                 "daemon",
                 warden_audit::EventKind::ApiDenied {
-                    method: route.method.to_string(),
-                    route: route.path.to_string(),
-                    token: caller.recorded_token().map(str::to_string),
-                    reason: why.to_string(),
+                    method,
+                    route,
+                    token: token.clone(),
+                    reason,
                 },
-            )),
+            )
+        };
+        match warden_audit::chain::ChainedLog::open(&path) {
+            Ok(mut log) => {
+                if counted > 0 {
+                    log.emit(&denied(
+                        "*".into(),
+                        "*".into(),
+                        format!(
+                            "{counted} more refusals of this caller within {} s were counted, not recorded one by one (at most {} a window)",
+                            crate::denials::WINDOW.as_secs(),
+                            crate::denials::PER_WINDOW
+                        ),
+                    ));
+                }
+                log.emit(&denied(
+                    route.method.to_string(),
+                    route.path.to_string(),
+                    why.to_string(),
+                ));
+            }
             Err(e) => tracing::error!("cannot record a denial in {}: {e}", path.display()),
         }
     }

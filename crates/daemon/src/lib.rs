@@ -22,6 +22,7 @@ pub mod credential;
 pub mod dashboard;
 pub mod db;
 pub mod deadline;
+pub mod denials;
 pub mod e2b;
 pub mod error;
 pub mod execs;

@@ -120,6 +120,14 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
             // names) makes every one stale, and the refill replaces them.
             continue;
         };
+        // A claimant over its quota is refused before the sandbox is
+        // touched (checked again, under the lock, as it is handed out): a
+        // refused claim neither changes a pooled sandbox nor costs the
+        // pool one.
+        if let Caller::Token(t) = claim.caller {
+            let _one_at_a_time = app.quota_lock.lock();
+            crate::quota::within_quota(app, t, &sb)?;
+        }
         if !app
             .db()?
             .take_pooled(&id)
@@ -166,9 +174,16 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
         app.pool_wake.notify_one();
         return match handed {
             Ok(info) => Ok(Some(info)),
-            Err(e) => {
-                // Not this owner's (its quota): back in the pool.
+            Err(e) if delta.is_empty() => {
+                // Not this owner's (its quota), and untouched: back in
+                // the pool.
                 let _ = app.db()?.insert_pooled(&id, claim.profile);
+                Err(e)
+            }
+            Err(e) => {
+                // Its allowlist is the claimant's now, and its log names
+                // the claimant: never handed to anyone else.
+                discard(app, &id);
                 Err(e)
             }
         };

@@ -12,7 +12,8 @@
 //!    (the owner's profile is then the ceiling, as the trust rule holds
 //!    it; the disk of the memory it grants, half of it, comes with it).
 //! 2. **The token's quotas**: sandboxes at once, memory limits together,
-//!    disk budgets together. A token's own record sets them (`warden token
+//!    disk budgets together (with its sandboxes' audit logs and its
+//!    snapshots, which are on the host's disk too). A token's own record sets them (`warden token
 //!    create --max-sandboxes --max-memory`); where it does not, the
 //!    daemon's configuration does (`quotas:`), and where that does not,
 //!    the defaults here.
@@ -228,12 +229,13 @@ pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result
                 .saturating_add(audit_log_bytes(s))
         })
         .sum::<u64>()
+        .saturating_add(snapshot_bytes(app, &token.id))
         .saturating_add(crate::e2b::volume_bytes(app, &token.id));
     if used.saturating_add(disk) > bounds.disk {
         return Err(over_quota(
             Some("/spec/resources/disk"),
             format!(
-                "token {} may have {} of disk budgets in all; its sandboxes and volumes have {} (audit logs included) and this one asks {}: ask for less (resources.disk) or remove a sandbox",
+                "token {} may have {} of disk budgets in all; its sandboxes, snapshots and volumes have {} (audit logs included) and this one asks {}: ask for less (resources.disk) or remove a sandbox",
                 token.id,
                 format_size(bounds.disk),
                 format_size(used),
@@ -251,6 +253,20 @@ pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result
         .with_field(Some("/spec/resources/disk")));
     }
     Ok(())
+}
+
+/// The bytes the snapshots a token made hold on the host's disk: they
+/// outlive its sandboxes and count against its disk quota as they do.
+fn snapshot_bytes(app: &App, token: &str) -> u64 {
+    warden_workspace::saved::Saved::open(app.store.root())
+        .map(|saved| {
+            saved
+                .list(Some(&warden_runtime::lifecycle::Owner::Token(token).label()))
+                .iter()
+                .map(|i| i.bytes)
+                .fold(0, u64::saturating_add)
+        })
+        .unwrap_or(0)
 }
 
 /// Whether the state's file system can hold what warden may write for

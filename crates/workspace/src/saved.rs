@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs;
 use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The most snapshots one owner keeps.
@@ -193,7 +193,9 @@ impl Saved {
 
     /// Save `state` (of sandbox `sb`, whose resolved spec is the file
     /// `spec`) as snapshot `name`, owned by `owner`. Bounded per owner in
-    /// number and bytes, counted before the copy and again after it.
+    /// number and bytes, counted before the copy and again after it, one
+    /// save at a time (of any process: a lock file of the store), so that
+    /// saves made at once cannot each pass a bound the others fill.
     pub fn save(
         &self,
         name: &str,
@@ -203,6 +205,15 @@ impl Saved {
         spec: &Path,
     ) -> Result<SavedInfo, SavedError> {
         validate_name("snapshot name", name)?;
+        let lock_path = self.root.join(".lock");
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(io_err("open", &lock_path))?;
+        lock.lock().map_err(io_err("lock", &lock_path))?;
         let dir = self.root.join(name);
         if dir.exists() {
             return Err(SavedError::Exists(name.to_string()));
@@ -256,6 +267,14 @@ impl Saved {
                 profile: sb.meta().profile.clone(),
                 digest: digest(&tmp)?,
             };
+            // What was copied, not what was measured before the copy:
+            // the layer may have grown meanwhile.
+            if held + info.bytes > MAX_BYTES_PER_OWNER {
+                return Err(SavedError::TooLarge {
+                    owner: owner.to_string(),
+                    would: held + info.bytes,
+                });
+            }
             crate::store::write_json(&tmp.join("meta.json"), &info)?;
             fs::rename(&tmp, &dir).map_err(io_err("rename", &tmp))?;
             Ok(info)

@@ -1,0 +1,132 @@
+//! A warm pool's sandboxes against the tokens that claim them: a claim
+//! refused for its claimant's quota leaves every pooled sandbox as the
+//! pool made it (no name the claimant asked for in any allowlist, no
+//! trace of the claimant in any log), and the next holder gets a
+//! sandbox with only its own names.
+
+use crate::common::daemon::{call_on, curl_available, json, Daemon};
+use crate::common::*;
+use std::time::Duration;
+
+/// What of `id`'s state a later holder could see: its live allowlist
+/// changes and its audit log.
+fn traces(state: &std::path::Path, id: &str) -> String {
+    let dir = sandbox_dir(state, id);
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+    format!("{}\n{}", read("egress.json"), read("audit.jsonl"))
+}
+
+#[test]
+fn a_claim_refused_for_its_quota_leaves_no_name_of_the_claimant_in_any_pooled_sandbox() {
+    if !curl_available() || !egress_available() {
+        return;
+    }
+    let state = TempDir::new("pool-claims");
+    let config = TempDir::new("pool-claims-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("small.yaml"),
+        "egress:\n  domains: [pypi.org]\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        true,
+        &["--pool", "small=2"],
+        &[("XDG_CONFIG_HOME", config.path())],
+    );
+    let sandboxes = state.path().join("warden/sandboxes");
+    let pooled = || -> Vec<String> {
+        std::fs::read_dir(&sandboxes)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("sb-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let token = |name: &str, max: &str| -> String {
+        let out = warden(
+            state.path(),
+            &[
+                "token",
+                "create",
+                name,
+                "--scope",
+                "sandboxes:read",
+                "--scope",
+                "sandboxes:write",
+                "--scope",
+                "exec",
+                "--max-sandboxes",
+                max,
+            ],
+        );
+        ok(&out).trim().lines().last().unwrap().to_string()
+    };
+    let claimant = token("claimant", "1");
+    let next = token("next", "4");
+    let create =
+        |t: &str, body: &str| call_on(&d, true, "POST", "/v1/sandboxes", Some(body), Some(t));
+
+    // The claimant fills its quota with a sandbox of its own.
+    let (s, b) = create(&claimant, r#"{"name":"own","start":false}"#);
+    assert_eq!(s, 201, "{b}");
+    wait_until("the pool is full", Duration::from_secs(60), || {
+        pooled().len() == 2
+            && pooled().iter().all(|id| {
+                sandbox_dir(state.path(), id)
+                    .join("supervisor.json")
+                    .exists()
+            })
+    });
+    // A claim of the pooled profile with a name of its own: refused.
+    let claim = r#"{"profile":"small","spec":{"egress":{"domains":["pypi.org","exfil.example"]}}}"#;
+    for _ in 0..3 {
+        let (s, b) = create(&claimant, claim);
+        assert_eq!(s, 429, "{b}");
+    }
+    for id in pooled() {
+        let seen = traces(state.path(), &id);
+        assert!(
+            !seen.contains("exfil.example"),
+            "{id} took the refused claim's name: {seen}"
+        );
+    }
+
+    // The next holder gets a sandbox with the profile's names only, and
+    // nothing in it tells of the claimant.
+    let (s, b) = create(&next, r#"{"profile":"small"}"#);
+    assert_eq!(s, 201, "{b}");
+    let id = json(&b)["id"].as_str().unwrap().to_string();
+    let (s, b) = call_on(
+        &d,
+        true,
+        "GET",
+        &format!("/v1/sandboxes/{id}/events?from=0&follow=false"),
+        None,
+        Some(&next),
+    );
+    assert_eq!(s, 200, "{b}");
+    assert!(!b.contains("exfil.example"), "{b}");
+    assert!(
+        !b.contains("by token"),
+        "another token's claim is told to the next holder: {b}"
+    );
+    // Its allowlist, as the owner reads it: the profile's name alone.
+    let (s, b) = call_on(
+        &d,
+        false,
+        "PATCH",
+        &format!("/v1/sandboxes/{id}/egress"),
+        Some("{}"),
+        None,
+    );
+    assert_eq!(s, 200, "{b}");
+    assert!(
+        b.contains("pypi.org") && !b.contains("exfil.example"),
+        "{b}"
+    );
+}
