@@ -261,7 +261,9 @@ fn snapshot_bytes(app: &App, token: &str) -> u64 {
     warden_workspace::saved::Saved::open(app.store.root())
         .map(|saved| {
             saved
-                .list(Some(&warden_runtime::lifecycle::Owner::Token(token).label()))
+                .list(Some(
+                    &warden_runtime::lifecycle::Owner::Token(token).label(),
+                ))
                 .iter()
                 .map(|i| i.bytes)
                 .fold(0, u64::saturating_add)
