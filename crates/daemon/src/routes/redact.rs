@@ -233,7 +233,8 @@ fn scrub_all(value: &mut Value, hidden: &Hidden) {
 }
 
 /// One event of a sandbox's log (a JSON line) as a token holder sees it:
-/// its creation without the workspace's host path and its cgroup, and no
+/// its creation without the workspace's host path and its cgroup, its
+/// start without the host PID of its init, and no
 /// string naming a hidden host path (the state directory, the workspace
 /// on the host) or the host's cgroup tree, in any
 /// event (a workspace event's detail, a degraded layer's reason). A line
@@ -244,9 +245,19 @@ pub fn event_line(line: &str, hidden: &Hidden) -> String {
         return String::new();
     };
     if let Some(map) = value.as_object_mut() {
-        if map.get("event").and_then(Value::as_str) == Some("created") {
-            map.remove("workspace");
-            map.remove("cgroup");
+        match map.get("event").and_then(Value::as_str) {
+            Some("created") => {
+                map.remove("workspace");
+                map.remove("cgroup");
+            }
+            // The supervisor's init as the host numbers it: a host fact
+            // (which process to signal, to look up in the host's /proc),
+            // never the sandbox's. An exec's `pid` is the sandbox's own
+            // (its init's PID namespace) and stays.
+            Some("started") => {
+                map.remove("pid");
+            }
+            _ => {}
         }
         // Where an allowed connection went (`to ADDR`, then what else the
         // proxy says) is the owner's: a pinned name's address is the
@@ -336,6 +347,14 @@ mod tests {
         assert!(!shown.contains("/sys/fs/cgroup"), "{shown}");
         assert!(shown.contains("sandboxes/a/y"), "{shown}");
         assert!(shown.contains("(the sandbox's cgroup), so"), "{shown}");
+        let started = r#"{"ts_ms":2,"sandbox":"a","event":"started","pid":24990}"#;
+        let shown = event_line(started, &hidden);
+        assert!(!shown.contains("pid"), "{shown}");
+        assert!(!shown.contains("24990"), "{shown}");
+        assert!(shown.contains(r#""event":"started""#), "{shown}");
+        let exec =
+            r#"{"ts_ms":2,"event":"exec_started","exec":1,"argv":["sh"],"pid":7,"tty":false}"#;
+        assert!(event_line(exec, &hidden).contains(r#""pid":7"#));
         let workspace = r#"{"ts_ms":3,"event":"workspace","action":"create","detail":"workspace /home/o/secret-project"}"#;
         let shown = event_line(workspace, &hidden);
         assert!(!shown.contains("/home/o"), "{shown}");
