@@ -38,10 +38,6 @@ use tokio::net::TcpStream;
 /// most this large; larger ones are refused with 413.
 const MAX_SUBSTITUTED_BODY: usize = 16 << 20;
 
-/// The sandbox's side of a terminated connection as hyper serves it: what
-/// an HTTP/1.1 upgrade hands back.
-pub(super) type SandboxIo = TokioIo<tokio_rustls::server::TlsStream<Metered<TcpStream>>>;
-
 enum Sender {
     H1(tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<OutBody>>),
     H2(hyper::client::conn::http2::SendRequest<OutBody>),

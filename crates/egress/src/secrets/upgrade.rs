@@ -17,7 +17,6 @@
 //! request's tally does).
 
 use super::ruled::Tally;
-use super::session::SandboxIo;
 use super::{BoxError, OutBody, BUFFER_LIMIT};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -27,6 +26,11 @@ use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
+
+/// The sandbox's side of a terminated connection as hyper serves it: what
+/// an HTTP/1.1 upgrade hands back.
+pub(super) type SandboxIo =
+    TokioIo<tokio_rustls::server::TlsStream<crate::metered::Metered<tokio::net::TcpStream>>>;
 
 /// How long connecting and greeting the upstream of an upgrade may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
