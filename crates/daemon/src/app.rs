@@ -72,6 +72,8 @@ pub struct App {
     denials: crate::denials::Rate,
     /// Held while a token's quota is checked and its sandbox recorded.
     pub quota_lock: Mutex<()>,
+    /// What forks in flight reserved of their tokens' quotas.
+    pub pending: crate::quota::Pending,
     /// Warm pools to keep full (see [`crate::pools`]).
     pub pools: Vec<crate::settings::PoolSpec>,
     /// Wakes the refill when a pooled sandbox was taken.
@@ -113,6 +115,7 @@ impl App {
             audit_lock: Mutex::new(()),
             denials: Default::default(),
             quota_lock: Mutex::new(()),
+            pending: Default::default(),
             pools: settings.pools,
             sessions: Default::default(),
             tallies: Default::default(),

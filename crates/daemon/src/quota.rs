@@ -24,10 +24,19 @@
 //!    alone, cannot together promise more than there is. A sandbox's
 //!    reservation ends when it is removed.
 //!
+//! A fork makes up to 16 copies at once: before it copies anything, it
+//! reserves the quota of all of them (as many sandboxes as it makes, each
+//! of its source's sizes) under the same lock ([`reserve`]), so a token at
+//! its quota writes no copy, and forks at once cannot each pass alone.
+//! The reservation counts in every check until each copy is recorded (or
+//! the fork gives up).
+//!
 //! A refusal names the JSON pointer and a reason code; it never tells a
 //! token the host's free space.
 
 use axum::http::StatusCode;
+use std::collections::HashMap;
+use std::sync::Mutex;
 use warden_policy::{format_size, Field};
 use warden_workspace::Sandbox;
 
@@ -179,32 +188,182 @@ pub(crate) fn within_host_defaults(
     Ok(())
 }
 
+/// What a sandbox takes of a token's quotas and of the host's disk.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Tally {
+    sandboxes: u64,
+    memory: u64,
+    disk: u64,
+    host_disk: u64,
+}
+
+impl Tally {
+    fn of(sb: &Sandbox) -> Tally {
+        let (memory, disk) = sizes_of(sb);
+        Tally {
+            sandboxes: 1,
+            memory,
+            disk: disk.unwrap_or(0),
+            host_disk: host_disk_of(sb),
+        }
+    }
+
+    fn times(self, n: u64) -> Tally {
+        Tally {
+            sandboxes: self.sandboxes.saturating_mul(n),
+            memory: self.memory.saturating_mul(n),
+            disk: self.disk.saturating_mul(n),
+            host_disk: self.host_disk.saturating_mul(n),
+        }
+    }
+
+    fn plus(self, o: Tally) -> Tally {
+        Tally {
+            sandboxes: self.sandboxes.saturating_add(o.sandboxes),
+            memory: self.memory.saturating_add(o.memory),
+            disk: self.disk.saturating_add(o.disk),
+            host_disk: self.host_disk.saturating_add(o.host_disk),
+        }
+    }
+
+    fn minus(self, o: Tally) -> Tally {
+        Tally {
+            sandboxes: self.sandboxes.saturating_sub(o.sandboxes),
+            memory: self.memory.saturating_sub(o.memory),
+            disk: self.disk.saturating_sub(o.disk),
+            host_disk: self.host_disk.saturating_sub(o.host_disk),
+        }
+    }
+}
+
+/// What forks in flight have reserved, by token: sandboxes granted but
+/// not yet made or recorded.
+#[derive(Debug, Default)]
+pub struct Pending(Mutex<HashMap<String, Tally>>);
+
+impl Pending {
+    fn of(&self, token: &str) -> Tally {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(token).copied().unwrap_or_default()
+    }
+
+    fn host_disk(&self) -> u64 {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.values()
+            .map(|t| t.host_disk)
+            .fold(0, u64::saturating_add)
+    }
+
+    fn change(&self, token: &str, f: impl FnOnce(Tally) -> Tally) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let now = f(map.get(token).copied().unwrap_or_default());
+        if now == Tally::default() {
+            map.remove(token);
+        } else {
+            map.insert(token.to_string(), now);
+        }
+    }
+}
+
+/// A fork's quota, held from before its copies are made until each is
+/// recorded; what is left of it is given back when it is dropped.
+pub(crate) struct Reservation<'a> {
+    app: &'a App,
+    token: String,
+    each: Tally,
+    left: u64,
+}
+
+impl Reservation<'_> {
+    /// One reserved copy is about to be checked and recorded as itself
+    /// (called under [`App::quota_lock`]): it stops counting as reserved.
+    pub(crate) fn take_one(&mut self) {
+        if self.left > 0 {
+            self.left -= 1;
+            self.app.pending.change(&self.token, |t| t.minus(self.each));
+        }
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let left = self.each.times(self.left);
+        self.app.pending.change(&self.token, |t| t.minus(left));
+    }
+}
+
+/// Reserve, for `token`, `count` copies of `source` (each of its sizes),
+/// before any is made: 429 (or 507 for the host's disk) when they would
+/// not all fit, and then nothing is reserved.
+pub(crate) fn reserve<'a>(
+    app: &'a App,
+    token: &TokenRow,
+    source: &Sandbox,
+    count: u64,
+) -> Result<Reservation<'a>, ApiError> {
+    let _one_at_a_time = app.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let each = Tally::of(source);
+    check(app, token, None, each.times(count))?;
+    app.pending.change(&token.id, |t| t.plus(each.times(count)));
+    Ok(Reservation {
+        app,
+        token: token.id.clone(),
+        each,
+        left: count,
+    })
+}
+
 /// Whether the token may have the sandbox `new` (just made) besides the
 /// ones it has, and the host's disk can hold what warden may write for
 /// it besides what it holds for every other sandbox: 429 when not.
 pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result<(), ApiError> {
+    check(app, token, Some(new.name()), Tally::of(new))
+}
+
+/// Whether the token may have `new` more (sandboxes not yet recorded,
+/// `recorded_as` the one among its rows that is one of them) besides
+/// what it has and what its forks in flight reserved.
+fn check(
+    app: &App,
+    token: &TokenRow,
+    recorded_as: Option<&str>,
+    new: Tally,
+) -> Result<(), ApiError> {
     let bounds = app.quotas.for_token(app.defaults.memory, token);
     let mine: Vec<Sandbox> = app
         .db()?
         .sandboxes_of_token(&token.id)
         .map_err(|e| ApiError::internal(chain(&e)))?
         .into_iter()
-        .filter(|r| r.id != new.name())
+        .filter(|r| Some(r.id.as_str()) != recorded_as)
         .filter_map(|r| app.store.get(&r.id).ok())
         .collect();
-    if mine.len() as u64 >= bounds.sandboxes {
+    let reserved = app.pending.of(&token.id);
+    let have = (mine.len() as u64).saturating_add(reserved.sandboxes);
+    if have.saturating_add(new.sandboxes) > bounds.sandboxes {
         return Err(over_quota(
             None,
             format!(
-                "token {} may have {} sandbox(es) at once and has {}: remove one first",
+                "token {} may have {} sandbox(es) at once and has {}: {}",
                 token.id,
                 bounds.sandboxes,
-                mine.len()
+                have,
+                if new.sandboxes > 1 {
+                    format!(
+                        "{} more do not fit; ask for fewer or remove some first",
+                        new.sandboxes
+                    )
+                } else {
+                    "remove one first".to_string()
+                }
             ),
         ));
     }
-    let (memory, disk) = sizes_of(new);
-    let used: u64 = mine.iter().map(|s| sizes_of(s).0).sum();
+    let memory = new.memory;
+    let used: u64 = mine
+        .iter()
+        .map(|s| sizes_of(s).0)
+        .fold(reserved.memory, u64::saturating_add);
     if used.saturating_add(memory) > bounds.memory {
         return Err(over_quota(
             Some("/spec/resources/memory"),
@@ -217,7 +376,7 @@ pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result
             ),
         ));
     }
-    let disk = disk.unwrap_or(0);
+    let disk = new.disk;
     // A sandbox's audit log is on the host's disk too, and grows with
     // what the sandbox does (up to its byte budget): counted as it is.
     let used: u64 = mine
@@ -228,7 +387,7 @@ pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result
                 .unwrap_or(0)
                 .saturating_add(audit_log_bytes(s))
         })
-        .sum::<u64>()
+        .fold(reserved.disk, u64::saturating_add)
         .saturating_add(snapshot_bytes(app, &token.id))
         .saturating_add(crate::e2b::volume_bytes(app, &token.id));
     if used.saturating_add(disk) > bounds.disk {
@@ -243,7 +402,7 @@ pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result
             ),
         ));
     }
-    if !host_disk_holds(app, new)? {
+    if !host_disk_holds(app, recorded_as, new.host_disk)? {
         // The host's free space is the owner's to know, not a token's.
         return Err(ApiError::new(
             StatusCode::INSUFFICIENT_STORAGE,
@@ -271,9 +430,11 @@ fn snapshot_bytes(app: &App, token: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Whether the state's file system can hold what warden may write for
-/// `new` besides what every other sandbox in the store may still write.
-fn host_disk_holds(app: &App, new: &Sandbox) -> Result<bool, ApiError> {
+/// Whether the state's file system can hold `new` more bytes warden may
+/// write (for sandboxes not yet counted, `recorded_as` the one of them in
+/// the store) besides what every other sandbox in the store, and every
+/// fork in flight, may still write.
+fn host_disk_holds(app: &App, recorded_as: Option<&str>, new: u64) -> Result<bool, ApiError> {
     let Some(free) = free_space(&app.state_dir) else {
         return Ok(true);
     };
@@ -282,13 +443,13 @@ fn host_disk_holds(app: &App, new: &Sandbox) -> Result<bool, ApiError> {
         .list()
         .map_err(|e| ApiError::internal(chain(&e)))?
         .iter()
-        .filter(|e| e.name != new.name())
+        .filter(|e| Some(e.name.as_str()) != recorded_as)
         .filter_map(|e| app.store.get(&e.name).ok().map(|s| (e, s)))
         // What each may still write: what it wrote is already out of the
         // free space, and is not counted twice.
         .map(|(e, s)| host_disk_of(&s).saturating_sub(e.changes_bytes))
-        .fold(0, u64::saturating_add);
-    Ok(others.saturating_add(host_disk_of(new)) <= free)
+        .fold(app.pending.host_disk(), u64::saturating_add);
+    Ok(others.saturating_add(new) <= free)
 }
 
 /// The owner's profiles a create names: its `profile` and its spec's

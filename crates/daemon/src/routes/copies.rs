@@ -174,15 +174,21 @@ pub async fn delete(
 }
 
 /// Record `sb` as the caller's new sandbox (within its quota: otherwise
-/// it is removed) and start it when asked; the sandbox as it is then.
+/// it is removed) and start it when asked; the sandbox as it is then. A
+/// fork's copy hands in the fork's reservation, which stops counting it
+/// as reserved as it is counted as itself.
 fn adopt(
     app: &App,
     caller: &Caller,
     sb: &warden_workspace::Sandbox,
     start: bool,
+    reserved: Option<&mut crate::quota::Reservation<'_>>,
 ) -> Result<SandboxInfo, ApiError> {
     let id = sb.name().to_string();
     let one_at_a_time = app.quota_lock.lock();
+    if let Some(r) = reserved {
+        r.take_one();
+    }
     if let Caller::Token(t) = caller {
         if let Err(e) = within_quota(app, t, sb) {
             let _ = lifecycle::remove(&app.store, &id, true);
@@ -229,7 +235,7 @@ pub async fn sandbox_from(
     let info = blocking(move || {
         let sb = lifecycle::create_from_snapshot(&app.store, &body.name, &snap, owner_of(&caller))
             .map_err(refused)?;
-        adopt(&app, &caller, &sb, body.start.unwrap_or(true))
+        adopt(&app, &caller, &sb, body.start.unwrap_or(true), None)
     })
     .await?;
     Ok((StatusCode::CREATED, Json(info)))
@@ -261,12 +267,18 @@ pub async fn fork(
     let made = blocking(move || {
         let sb = app.sandbox(&id)?;
         let live = lifecycle::liveness(&sb).running();
+        // A token's quota for every copy is reserved before the first is
+        // written: a fork that does not fit copies nothing.
+        let mut reserved = match &caller {
+            Caller::Token(t) => Some(crate::quota::reserve(&app, t, &sb, count as u64)?),
+            Caller::Owner => None,
+        };
         let made = lifecycle::fork(&app.store, &sb, count).map_err(refused)?;
         let mut out = Vec::new();
         let mut failed = None;
         for m in &made {
             match failed {
-                None => match adopt(&app, &caller, m, live) {
+                None => match adopt(&app, &caller, m, live, reserved.as_mut()) {
                     Ok(i) => out.push(i),
                     Err(e) => failed = Some(e),
                 },

@@ -1,0 +1,119 @@
+//! A token's forks and events against its bounds, through a real
+//! daemon: a fork that does not fit the token's quota writes no copy at
+//! all (the quota of every copy is reserved before the first is made),
+//! and the events a token reads carry no host PID.
+
+use crate::common::daemon::{call_on, curl_available, json, Daemon};
+use crate::common::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+fn token(state: &std::path::Path, name: &str, max: &str) -> String {
+    let out = warden(
+        state,
+        &[
+            "token",
+            "create",
+            name,
+            "--scope",
+            "sandboxes:read",
+            "--scope",
+            "sandboxes:write",
+            "--scope",
+            "exec",
+            "--max-sandboxes",
+            max,
+        ],
+    );
+    ok(&out).trim().lines().last().unwrap().to_string()
+}
+
+#[test]
+fn a_token_at_its_quota_forking_sixteen_leaves_no_copy_written_even_for_a_moment() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("fork-quota");
+    let d = Daemon::start(state.path(), true);
+    let t = token(state.path(), "forker", "2");
+    let call = |method: &str, path: &str, body: Option<&str>| {
+        call_on(&d, true, method, path, body, Some(&t))
+    };
+    let (s, b) = call("POST", "/v1/sandboxes", Some(r#"{"name":"src"}"#));
+    assert_eq!(s, 201, "{b}");
+    // A layer large enough that sixteen copies take a while to write.
+    let (s, b) = call(
+        "POST",
+        "/v1/sandboxes/src/exec",
+        Some(r#"{"shell":"head -c 8000000 /dev/urandom > /workspace/blob"}"#),
+    );
+    assert_eq!(s, 200, "{b}");
+    let sandboxes = state.path().join("warden/sandboxes");
+    let others = || {
+        std::fs::read_dir(&sandboxes)
+            .map(|rd| rd.flatten().filter(|e| e.file_name() != "src").count())
+            .unwrap_or(0)
+    };
+    assert_eq!(others(), 0);
+    let done = AtomicBool::new(false);
+    let most = AtomicUsize::new(0);
+    let status = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                most.fetch_max(others(), Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        let (s, b) = call("POST", "/v1/sandboxes/src/fork", Some(r#"{"count":16}"#));
+        done.store(true, Ordering::SeqCst);
+        (s, b)
+    });
+    assert_eq!(status.0, 429, "{}", status.1);
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        0,
+        "a fork refused for the quota wrote copies before it was refused"
+    );
+    assert_eq!(others(), 0);
+    // What fits is still made, all of it: one more sandbox.
+    let (s, b) = call("POST", "/v1/sandboxes/src/fork", Some(r#"{"count":1}"#));
+    assert_eq!(s, 201, "{b}");
+    assert_eq!(json(&b)["sandboxes"].as_array().map(Vec::len), Some(1));
+    let (s, b) = call("POST", "/v1/sandboxes/src/fork", Some(r#"{"count":1}"#));
+    assert_eq!(s, 429, "{b}");
+}
+
+#[test]
+fn the_started_event_a_token_reads_carries_no_host_pid() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("fork-quota-pid");
+    let d = Daemon::start(state.path(), true);
+    let t = token(state.path(), "reader", "2");
+    let (s, b) = call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"seen"}"#),
+        Some(&t),
+    );
+    assert_eq!(s, 201, "{b}");
+    let events = "/v1/sandboxes/seen/events?from=0&follow=false";
+    let started = |text: &str| -> serde_json::Value {
+        text.lines()
+            .filter_map(|l| {
+                serde_json::from_str::<serde_json::Value>(l.trim_start_matches("data:").trim()).ok()
+            })
+            .find(|v| v["event"] == "started")
+            .unwrap_or_else(|| panic!("no started event in {text}"))
+    };
+    let (s, b) = call_on(&d, true, "GET", events, None, Some(&t));
+    assert_eq!(s, 200, "{b}");
+    let seen = started(&b);
+    assert!(seen.get("pid").is_none(), "a token was shown {seen}");
+    // The owner is shown it: the event had one to take out.
+    let (s, b) = call_on(&d, false, "GET", events, None, None);
+    assert_eq!(s, 200, "{b}");
+    assert!(started(&b)["pid"].as_i64().is_some_and(|p| p > 1), "{b}");
+}
