@@ -33,6 +33,7 @@ mod egress;
 mod egress_live;
 mod exec_attacks;
 mod fields;
+mod fork_quota;
 mod files;
 mod frictions;
 mod gvisor;
