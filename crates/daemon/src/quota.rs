@@ -11,7 +11,9 @@
 //!    unless a profile of the owner's that the request names sets more
 //!    (the owner's profile is then the ceiling, as the trust rule holds
 //!    it; the disk of the memory it grants, half of it, comes with it).
-//! 2. **The token's quotas**: sandboxes at once, memory limits together,
+//! 2. **The token's quotas**: sandboxes at once, memory limits together
+//!    (a VM sandbox's at what its VMM's cgroup may hold: the guest's RAM
+//!    and the VMM's overhead, `warden_vm::backend::memory_held`),
 //!    disk budgets together (with its sandboxes' audit logs and its
 //!    snapshots, which are on the host's disk too). A token's own record sets them (`warden token
 //!    create --max-sandboxes --max-memory`); where it does not, the
@@ -88,14 +90,34 @@ fn default_disk(memory: u64) -> u64 {
 /// What a sandbox was made with: its memory limit and its disk budget
 /// (none when nothing of it is kept on disk).
 fn sizes_of(sb: &Sandbox) -> (u64, Option<u64>) {
-    let stored: Option<warden_runtime::state::Stored> =
-        warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).ok();
-    match stored {
-        Some(s) => (
-            s.spec.resources.memory.value,
-            s.spec.filesystem.disk.map(|d| d.bytes),
+    match stored_spec(sb) {
+        Some(spec) => (
+            spec.resources.memory.value,
+            spec.filesystem.disk.map(|d| d.bytes),
         ),
         None => (0, None),
+    }
+}
+
+fn stored_spec(sb: &Sandbox) -> Option<warden_policy::SandboxSpec> {
+    let stored: Option<warden_runtime::state::Stored> =
+        warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).ok();
+    stored.map(|s| s.spec)
+}
+
+/// What a sandbox counts against a token's memory quota: what its
+/// cgroup may hold (see [`memory_held`]), not only the limit it asked.
+fn held_of(sb: &Sandbox) -> u64 {
+    stored_spec(sb).map_or(0, |spec| memory_held(&spec))
+}
+
+/// The host memory a sandbox may hold: its limit, and for a VM what its
+/// VMM's cgroup allows (the guest's RAM, which is not the spec's default
+/// limit when none was asked, and the VMM's overhead beside it).
+fn memory_held(spec: &warden_policy::SandboxSpec) -> u64 {
+    match spec.isolation {
+        warden_policy::Isolation::Vm => warden_vm::backend::memory_held(spec),
+        _ => spec.resources.memory.value,
     }
 }
 
@@ -199,11 +221,10 @@ struct Tally {
 
 impl Tally {
     fn of(sb: &Sandbox) -> Tally {
-        let (memory, disk) = sizes_of(sb);
         Tally {
             sandboxes: 1,
-            memory,
-            disk: disk.unwrap_or(0),
+            memory: held_of(sb),
+            disk: sizes_of(sb).1.unwrap_or(0),
             host_disk: host_disk_of(sb),
         }
     }
@@ -362,13 +383,13 @@ fn check(
     let memory = new.memory;
     let used: u64 = mine
         .iter()
-        .map(|s| sizes_of(s).0)
+        .map(held_of)
         .fold(reserved.memory, u64::saturating_add);
     if used.saturating_add(memory) > bounds.memory {
         return Err(over_quota(
             Some("/spec/resources/memory"),
             format!(
-                "token {} may have {} of memory limits in all; its sandboxes have {} and this one asks {}: ask for less (resources.memory) or remove a sandbox",
+                "token {} may have {} of memory limits in all (a VM sandbox counted with its VMM beside its guest); its sandboxes have {} and this one asks {}: ask for less (resources.memory) or remove a sandbox",
                 token.id,
                 format_size(bounds.memory),
                 format_size(used),

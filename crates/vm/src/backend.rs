@@ -363,6 +363,26 @@ fn is_empty_dir(p: &std::path::Path) -> bool {
 const VMM_OVERHEAD_TCG: u64 = 384 << 20;
 const VMM_OVERHEAD_KVM: u64 = 256 << 20;
 
+/// The memory limit of a VM sandbox's cgroup: the guest's RAM and the
+/// VMM's overhead under `accel` (virtiofsd runs in the same cgroup and
+/// shares it). With no `accel` known yet, the larger overhead: what a
+/// quota counts before the VM is made, so it never counts less than the
+/// cgroup will allow.
+pub fn cgroup_memory(memory_mib: u64, accel: Option<Accel>) -> u64 {
+    let overhead = match accel {
+        Some(Accel::Kvm) => VMM_OVERHEAD_KVM,
+        Some(Accel::Tcg) | None => VMM_OVERHEAD_TCG,
+    };
+    (memory_mib << 20).saturating_add(overhead)
+}
+
+/// The most host memory a VM sandbox of `spec` may hold (its cgroup's
+/// limit whatever the accelerator), for whoever counts sandboxes against
+/// a budget.
+pub fn memory_held(spec: &SandboxSpec) -> u64 {
+    cgroup_memory(guest_size(spec, 1).0, None)
+}
+
 /// The VMM's cgroup: memory = guest RAM + the VMM's overhead, the spec's
 /// CPUs, a bound on its threads. Where none can be made, refused when a
 /// limit was asked for explicitly (unless degraded runs are allowed),
@@ -373,12 +393,8 @@ fn confine(
     config: &Config,
     events: &mut dyn EventSink,
 ) -> Result<Option<warden_jail::cgroup::Cgroup>, VmError> {
-    let overhead = match config.accel {
-        Accel::Kvm => VMM_OVERHEAD_KVM,
-        Accel::Tcg => VMM_OVERHEAD_TCG,
-    };
     let limits = warden_jail::cgroup::Limits {
-        memory: Some((config.memory_mib << 20) + overhead),
+        memory: Some(cgroup_memory(config.memory_mib, Some(config.accel))),
         pids: Some(256),
         cpus: spec.resources.cpus,
     };
@@ -1180,6 +1196,29 @@ mod tests {
                 &[],
             )
             .unwrap()
+    }
+
+    #[test]
+    fn a_vm_sandbox_is_counted_at_its_cgroups_limit_not_its_guests_ram() {
+        // Asked 256 MiB: the cgroup allows the guest and the VMM beside it,
+        // the emulator's larger share when the accelerator is not known.
+        let spec = vm_spec(false, Some(256 << 20), None);
+        assert_eq!(memory_held(&spec), (256 << 20) + (384 << 20));
+        assert_eq!(
+            cgroup_memory(256, Some(Accel::Kvm)),
+            (256 << 20) + (256 << 20)
+        );
+        assert_eq!(cgroup_memory(256, Some(Accel::Tcg)), memory_held(&spec));
+        // Nothing asked: the guest gets 512 MiB (a desktop 2 GiB), and is
+        // counted at that, not at the spec's default limit.
+        assert_eq!(
+            memory_held(&vm_spec(false, None, None)),
+            (512 << 20) + (384 << 20)
+        );
+        assert_eq!(
+            memory_held(&vm_spec(true, None, None)),
+            (DESKTOP_MEMORY_MIB << 20) + (384 << 20)
+        );
     }
 
     #[test]

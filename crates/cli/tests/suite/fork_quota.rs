@@ -117,3 +117,58 @@ fn the_started_event_a_token_reads_carries_no_host_pid() {
     assert_eq!(s, 200, "{b}");
     assert!(started(&b)["pid"].as_i64().is_some_and(|p| p > 1), "{b}");
 }
+
+#[test]
+fn a_tokens_vm_sandboxes_count_against_its_memory_quota_with_their_vmm() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    // `guest_release` says why when the host has no guest kernel.
+    if crate::common::vm::guest_release().is_none() {
+        return;
+    }
+    let state = TempDir::new("fork-quota-vm");
+    let vm_dir = crate::common::vm::vm_dir();
+    let d = Daemon::start_with(state.path(), true, &[], &[("WARDEN_VM_DIR", &vm_dir)]);
+    let t = ok(&warden(
+        state.path(),
+        &[
+            "token",
+            "create",
+            "vms",
+            "--scope",
+            "sandboxes:write",
+            "--max-memory",
+            "1G",
+        ],
+    ))
+    .trim()
+    .lines()
+    .last()
+    .unwrap()
+    .to_string();
+    let create = |name: &str| {
+        let body = format!(
+            r#"{{"name":"{name}","start":false,"spec":{{"isolation":"vm","resources":{{"memory":"256M"}}}}}}"#
+        );
+        call_on(&d, true, "POST", "/v1/sandboxes", Some(&body), Some(&t))
+    };
+    // One guest of 256 MiB takes 640 MiB with its VMM: it fits in 1 GiB.
+    let (s, b) = create("vm1");
+    assert_eq!(s, 201, "{b}");
+    // A second one would make 1.25 GiB, though its guests' RAM is 512 MiB.
+    let (s, b) = create("vm2");
+    assert_eq!(s, 429, "{b}");
+    assert_eq!(json(&b)["field"], "/spec/resources/memory", "{b}");
+    // A process sandbox of the same limit still fits: only what the
+    // sandbox may hold is counted.
+    let (s, b) = call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"p1","start":false,"spec":{"resources":{"memory":"256M"}}}"#),
+        Some(&t),
+    );
+    assert_eq!(s, 201, "{b}");
+}
