@@ -40,7 +40,7 @@ pub const ANNOTATION_SECRET: &str = "warden.dev/secret.";
 /// node's operator set aside for it can be.
 pub const SECRET_VARIABLE_PREFIX: &str = "WARDEN_SECRET_";
 /// What a secret annotation holds, said once for the docs and `features`.
-const SECRET_DOC: &str = "secret NAME: [file:PATH@|env:WARDEN_SECRET_X@]HOST[,HOST...]; the container's NAME holds a placeholder the egress proxy swaps for the value (read on the node, from a file in the secrets directory or a WARDEN_SECRET_ variable) only towards the hosts";
+const SECRET_DOC: &str = "secret NAME: [file:PATH|env:WARDEN_SECRET_X][@HOST[,HOST...]]; the container's NAME holds a placeholder the egress proxy swaps for the value (read on the node, from a file in the secrets directory or a WARDEN_SECRET_ variable) only towards the hosts, which are among those the node's operator declared for it (in the secrets directory: PATH.hosts for file PATH, WARDEN_SECRET_X.hosts for the variable); without @, all of them";
 
 /// Every annotation warden reads, with what it does: one per row of the
 /// field table that has an annotation (a pod's author sets only fields
@@ -341,7 +341,9 @@ pub struct AnnotatedSecret {
     /// that directory). Never `Command`: a pod's author must not choose a
     /// program for the node to run.
     pub source: crate::SecretSource,
-    /// The hosts as written, each a valid `--secret` host.
+    /// The hosts as written, each a valid `--secret` host: a choice among
+    /// those the node's operator declared for the secret; empty, all of
+    /// them.
     pub hosts: Vec<String>,
 }
 
@@ -359,8 +361,11 @@ impl AnnotatedSecret {
     }
 }
 
-/// Parse `warden.dev/secret.NAME = [file:PATH@|env:VARIABLE@]HOSTS`;
-/// without a source, the file NAME of the secrets directory.
+/// Parse `warden.dev/secret.NAME = [file:PATH|env:VARIABLE][@HOSTS]`;
+/// without a source, the file NAME of the secrets directory. The hosts
+/// are only a choice among those the node's operator declared for the
+/// secret (checked by the runtime, which reads the declarations); none
+/// means all of them.
 fn annotated_secret(name: &str, value: &str, field: &str) -> Result<AnnotatedSecret, OciError> {
     if !crate::env::valid_name(name) {
         return Err(invalid(
@@ -369,8 +374,21 @@ fn annotated_secret(name: &str, value: &str, field: &str) -> Result<AnnotatedSec
             &format!("{name:?} is not a variable name (letters, digits and '_'): the annotation is warden.dev/secret.VARIABLE"),
         ));
     }
-    let (source, hosts) = match value.trim().rsplit_once('@') {
-        None => (crate::SecretSource::File(PathBuf::from(name)), value.trim()),
+    let value_t = value.trim();
+    // A source without `@HOSTS` is sent to the hosts the node's operator
+    // declared for it; so is an empty value (the file NAME).
+    let split = match value_t.rsplit_once('@') {
+        Some((src, hosts)) => Some((src, hosts)),
+        None if ["file:", "env:", "cmd:"]
+            .iter()
+            .any(|p| value_t.starts_with(p)) =>
+        {
+            Some((value_t, ""))
+        }
+        None => None,
+    };
+    let (source, hosts) = match split {
+        None => (crate::SecretSource::File(PathBuf::from(name)), value_t),
         Some((src, hosts)) => {
             let source = if let Some(v) = src.strip_prefix("env:") {
                 if !crate::env::valid_name(v) || !v.starts_with(SECRET_VARIABLE_PREFIX) {
@@ -406,11 +424,11 @@ fn annotated_secret(name: &str, value: &str, field: &str) -> Result<AnnotatedSec
         }
     };
     let hosts = list(hosts);
-    if hosts.is_empty() {
+    if hosts.is_empty() && value_t.ends_with('@') {
         return Err(invalid(
             field,
             value,
-            "it names no host: the hosts the value may be sent to, e.g. api.github.com",
+            "it names no host after `@`: some of the hosts the node's operator declared for the secret, or no `@` for all of them",
         ));
     }
     for h in &hosts {
@@ -1042,7 +1060,18 @@ mod tests {
         let key = by("KEY").entry(None);
         assert_eq!(key, "KEY=env:WARDEN_SECRET_KEY@api.test:8443");
         crate::SecretSpec::parse(&key).unwrap();
+        // Without `@`, no host is chosen: all those the operator declared.
+        let c = config(serde_json::json!({"annotations": {
+            "warden.dev/secret.GH_TOKEN": "",
+            "warden.dev/secret.NPM": "file:npm/token",
+            "warden.dev/secret.KEY": "env:WARDEN_SECRET_KEY"}}));
+        let t = translate(&c, Path::new("/b")).unwrap();
+        assert_eq!(t.secrets.len(), 3);
+        assert!(t.secrets.iter().all(|s| s.hosts.is_empty()), "{t:?}");
         for (k, v) in [
+            ("warden.dev/secret.T", "cmd:cat /etc/shadow"),
+            ("warden.dev/secret.T", "env:HOME"),
+            ("warden.dev/secret.T", "file:../../etc/shadow"),
             ("warden.dev/secret.T", "cmd:cat /etc/shadow@evil.test"),
             ("warden.dev/secret.T", "env:HOME@evil.test"),
             ("warden.dev/secret.T", "file:../../etc/shadow@evil.test"),

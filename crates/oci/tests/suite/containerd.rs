@@ -14,8 +14,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-struct Containerd {
-    dir: tempfile::TempDir,
+pub(crate) struct Containerd {
+    pub(crate) dir: tempfile::TempDir,
     child: Child,
 }
 
@@ -87,7 +87,7 @@ impl Containerd {
     }
 
     /// Put a profile in the node's catalogue, for `warden.dev/profile=NAME`.
-    fn node_profile(&self, name: &str, yaml: &str) {
+    pub(crate) fn node_profile(&self, name: &str, yaml: &str) {
         let path = self
             .dir
             .path()
@@ -96,7 +96,7 @@ impl Containerd {
         std::fs::write(path, yaml).unwrap();
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("containerd.log")).unwrap_or_default()
     }
 
@@ -112,12 +112,12 @@ impl Containerd {
     }
 
     /// Where warden-oci keeps the containers' state (`--runc-root`).
-    fn runtime_root(&self) -> PathBuf {
+    pub(crate) fn runtime_root(&self) -> PathBuf {
         self.dir.path().join("warden-oci")
     }
 
     /// `ctr run --rm` through warden-oci; its output.
-    fn run(&self, id: &str, extra: &[&str], cmd: &[&str]) -> Output {
+    pub(crate) fn run(&self, id: &str, extra: &[&str], cmd: &[&str]) -> Output {
         self.ctr_run("--rm", id, extra, cmd)
     }
 
@@ -160,7 +160,7 @@ const IMAGE: &str = "localhost/warden-test/busybox:1";
 /// The file the image's planted profile's program would make on the node.
 const NODE_MARK: &str = "ran-on-the-node";
 /// The value of the node's `WARDEN_SECRET_KEY`.
-const NODE_KEY: &str = "node-key-6f1d0c7a9e";
+pub(crate) const NODE_KEY: &str = "node-key-6f1d0c7a9e";
 
 /// An OCI image layout of one layer (the static busybox and its names),
 /// as a tar that `ctr images import` reads.
@@ -196,7 +196,7 @@ fn build_image(dir: &Path) -> PathBuf {
     )
 }
 
-fn with_image() -> Option<Containerd> {
+pub(crate) fn with_image() -> Option<Containerd> {
     if !can_run() {
         return None;
     }
@@ -425,8 +425,14 @@ pub(crate) fn tls_echo(dir: &Path, name: &str) -> (u16, PathBuf, Arc<Mutex<Vec<S
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    // One authority per server, by its own name and file: a test may run
+    // two, trusted side by side.
+    params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        format!("test authority of {name}"),
+    );
     let ca = params.self_signed(&ca_key).unwrap();
-    let ca_path = dir.join("upstream-ca.pem");
+    let ca_path = dir.join(format!("upstream-ca-{name}.pem"));
     std::fs::write(&ca_path, ca.pem()).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec![name.to_string()])
@@ -488,6 +494,12 @@ fn a_secret_annotation_sends_the_real_value_upstream_while_the_container_holds_a
     // other secret comes from the runtime's WARDEN_SECRET_KEY.
     let token = "ghp_realtoken_4b9e2f8a1c";
     std::fs::write(c.dir.path().join("secrets/token"), format!("{token}\n")).unwrap();
+    // And declared the hosts each may be sent to.
+    let declared = format!("api.secret.test:{port}\n");
+    for f in ["token", "WARDEN_SECRET_KEY"] {
+        let hosts = c.dir.path().join(format!("secrets/{f}.hosts"));
+        std::fs::write(hosts, &declared).unwrap();
+    }
     // The upstream's authority is trusted, and its name allowed and pinned
     // to the node's loopback, through a profile of the node's catalogue (a
     // secret's hosts a pod names are the pod's own entries, which never
@@ -752,6 +764,11 @@ fn a_pods_later_container_uses_the_pods_secrets_through_the_first_ones_proxy() {
     let (port, ca, seen) = tls_echo(c.dir.path(), "api.secret.test");
     let token = "ghp_podtoken_77d1e0b3";
     std::fs::write(c.dir.path().join("secrets/pod-token"), token).unwrap();
+    std::fs::write(
+        c.dir.path().join("secrets/pod-token.hosts"),
+        format!("api.secret.test:{port}"),
+    )
+    .unwrap();
     c.node_profile(
         "upstream",
         &format!(

@@ -2,7 +2,7 @@
 //! started with the page's own `config.toml` and the drop-in it gives
 //! (`deploy/kubernetes/containerd-config.toml`), the page's bridge network,
 //! the pause image it names, the node's secrets directory holding the
-//! token `deploy/kubernetes/pod.yaml` names, then that pod through the
+//! token `deploy/kubernetes/pod.yaml` names and its declared hosts, then that pod through the
 //! CRI as kubelet asks for it under `runtimeclass.yaml`'s handler. Only
 //! the container's image and program differ from `pod.yaml` (no registry
 //! is reachable: the local busybox prints what the manifest's Python
@@ -41,6 +41,12 @@ fn the_docs_node_runs_the_agent_pod_of_deploy_with_its_secret_as_a_placeholder()
     // Step 2: the node's secrets directory holds the token the pod names.
     let token = "ghp_docs_token_0d5e81";
     std::fs::write(node.dir.path().join("secrets/github-token"), token).unwrap();
+    // And the hosts its operator lets it go to, as the page declares them.
+    std::fs::write(
+        node.dir.path().join("secrets/github-token.hosts"),
+        "api.github.com\n",
+    )
+    .unwrap();
     let pod_yaml = deploy("pod.yaml");
     let a = annotations(&pod_yaml);
     assert!(

@@ -19,6 +19,12 @@ fn a_pods_containers_hold_the_pods_placeholder_never_the_value_and_another_pod_h
     let Some(node) = node() else { return };
     let token = "ghp_podtoken_93c1d7e0aa";
     std::fs::write(node.dir.path().join("secrets/pod-token"), token).unwrap();
+    // The node's operator declares where its value may be sent.
+    std::fs::write(
+        node.dir.path().join("secrets/pod-token.hosts"),
+        "api.secret.test:443\n",
+    )
+    .unwrap();
     let a = secret_annotations("pod-token", "api.secret.test", 443);
     let a: Vec<(&str, &str)> = a.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut pod = node.run_pod(Handler::Warden, &a);
@@ -59,7 +65,8 @@ fn a_pods_containers_hold_the_pods_placeholder_never_the_value_and_another_pod_h
 }
 
 #[test]
-fn a_pods_annotations_cannot_name_a_host_path_a_profile_file_a_program_or_a_host_reach_field() {
+fn a_pods_annotations_cannot_name_a_host_path_a_profile_file_a_program_a_secrets_host_or_a_host_reach_field(
+) {
     let Some(node) = node() else { return };
     // What a pod's author would like to read or reach: a planted file on
     // the node, outside the secrets directory, and a profile file of
@@ -67,6 +74,15 @@ fn a_pods_annotations_cannot_name_a_host_path_a_profile_file_a_program_or_a_host
     let marker = "PLANTED-ON-THE-NODE-51ad";
     let planted = node.dir.path().join("planted");
     std::fs::write(&planted, marker).unwrap();
+    // A secret of the node, declared for its operator's host only.
+    let token = "NODE-TOKEN-e4b19f";
+    std::fs::write(node.dir.path().join("secrets/declared"), token).unwrap();
+    std::fs::write(
+        node.dir.path().join("secrets/declared.hosts"),
+        "api.secret.test",
+    )
+    .unwrap();
+    std::fs::write(node.dir.path().join("secrets/undeclared"), token).unwrap();
     let profile = node.dir.path().join("evil.yaml");
     std::fs::write(&profile, "egress:\n  hosts: {evil.test: 127.0.0.1}\n").unwrap();
     let (planted_s, profile_s) = (
@@ -85,6 +101,13 @@ fn a_pods_annotations_cannot_name_a_host_path_a_profile_file_a_program_or_a_host
             format!("cmd:cat {planted_s}@evil.test"),
         ),
         ("warden.dev/secret.T", "env:HOME@evil.test".into()),
+        ("warden.dev/secret.T", "file:declared@evil.test".into()),
+        ("warden.dev/secret.T", "file:undeclared@evil.test".into()),
+        ("warden.dev/secret.T", "file:undeclared".into()),
+        (
+            "warden.dev/secret.T",
+            "env:WARDEN_SECRET_KEY@evil.test".into(),
+        ),
         ("warden.dev/profile", profile_s.clone()),
         ("warden.dev/profile", "../evil".into()),
         ("warden.dev/workspace", "/".into()),
@@ -102,7 +125,10 @@ fn a_pods_annotations_cannot_name_a_host_path_a_profile_file_a_program_or_a_host
         // kubelet shows this in the pod's events: it names the annotation
         // and tells nothing of the node's files.
         assert!(e.contains(key), "{key}={value}: {e}");
-        assert!(!e.contains(marker), "{key}={value}: {e}");
+        assert!(
+            !e.contains(marker) && !e.contains(token),
+            "{key}={value}: {e}"
+        );
     }
     // Nothing was made: no pod, no warden sandbox.
     let req = crate::common::cri_api::ListPodSandboxRequest { filter: None };

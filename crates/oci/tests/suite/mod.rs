@@ -1,6 +1,6 @@
 //! One module per area of the OCI runtime's tests.
 
-mod containerd;
+pub(crate) mod containerd;
 mod cri;
 mod cri_docs;
 mod cri_egress;
@@ -9,5 +9,6 @@ mod cri_secrets;
 mod cri_stream;
 mod kubernetes;
 mod pod_trust;
+mod secret_hosts;
 mod secrets;
 mod verbs;

@@ -2,7 +2,8 @@
 //! (`warden.dev/secret.T: file:PATH@HOST`): the runtime answers the same
 //! for every name it will not use, so the answer (which reaches the pod's
 //! events) tells nothing about the node's paths, and names neither them
-//! nor the node's secrets directory.
+//! nor the node's secrets directory. Where a secret may be sent is the
+//! operator's choice (`NAME.hosts` beside it), never the pod author's.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,7 @@ fn a_secret_file_annotation_is_answered_alike_for_every_node_path_it_cannot_use(
     let secrets = lab.path("secrets");
     std::fs::create_dir_all(secrets.join("sub")).unwrap();
     std::fs::write(secrets.join("t"), "the-value").unwrap();
+    std::fs::write(secrets.join("t.hosts"), "api.test").unwrap();
     // The node's own files, which a pod's author must learn nothing of.
     let node = lab.path("node");
     std::fs::create_dir_all(&node).unwrap();
@@ -108,11 +110,43 @@ fn a_secret_file_annotation_is_answered_alike_for_every_node_path_it_cannot_use(
         "the answers differ, so they tell the node's paths apart: {answers:#?}"
     );
 
-    // A file of the directory, by its relative name, is used.
-    let o = create(&lab, &secrets, "good", "file:t@api.test");
-    assert!(o.status.success(), "file:t: {}", text(&o.stderr));
-    assert!(oci_with(&lab, &secrets, &["delete", "--force", "good"])
-        .status
-        .success());
+    // A file of the directory, by its relative name, towards a host its
+    // operator declared for it (named, or all of them), is used.
+    for (id, value) in [("good", "file:t@api.test"), ("all", "file:t")] {
+        let o = create(&lab, &secrets, id, value);
+        assert!(o.status.success(), "{value}: {}", text(&o.stderr));
+        assert!(oci_with(&lab, &secrets, &["delete", "--force", id])
+            .status
+            .success());
+    }
     assert!(lab.left().is_empty(), "{:?}", lab.left());
+}
+
+#[test]
+fn a_secret_file_without_hosts_declared_by_the_operator_or_towards_another_host_is_refused() {
+    if !can_run() {
+        return;
+    }
+    let lab = Lab::new();
+    let secrets = lab.path("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("t"), "the-value").unwrap();
+    std::fs::write(secrets.join("t.hosts"), "api.test").unwrap();
+    std::fs::write(secrets.join("bare"), "the-value").unwrap();
+    let lab_dir = lab.dir.path().display().to_string();
+    for (id, value) in [
+        ("other-host", "file:t@evil.test"),
+        ("one-more-host", "file:t@api.test,evil.test"),
+        ("bare", "file:bare@api.test"),
+        ("bare-all", "file:bare"),
+        ("a-variable", "env:WARDEN_SECRET_T"),
+    ] {
+        let o = create(&lab, &secrets, id, value);
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{id}: {value} was accepted");
+        assert!(err.contains("warden.dev/secret.T"), "{id}: {err}");
+        assert!(!err.contains(&lab_dir), "{id}: a node path is named: {err}");
+        assert!(!err.contains("bare"), "{id}: the file is named: {err}");
+        assert!(lab.left().is_empty(), "{id} left {:?}", lab.left());
+    }
 }
