@@ -412,7 +412,7 @@ async fn native_watch(
     let sse = watch::watch(
         State(e.app.clone()),
         Path(sb.to_string()),
-        Some(Extension(credential)),
+        Extension(credential),
         q,
     )
     .await?;

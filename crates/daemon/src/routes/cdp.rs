@@ -206,10 +206,9 @@ fn check_target(kind: &str, target: &str) -> Result<(), ApiError> {
 pub async fn devtools(
     State(app): State<Arc<App>>,
     Path((id, kind, target)): Path<(String, String, String)>,
-    credential: Option<Extension<Credential>>,
+    Extension(credential): Extension<Credential>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let credential = credential.map(|c| c.0).unwrap_or_default();
     check_target(&kind, &target)?;
     let upgrade = upgrade.map_err(|e| {
         ApiError::bad_request(format!(

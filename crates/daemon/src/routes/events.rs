@@ -55,7 +55,7 @@ const PAGE: usize = 512;
 pub async fn events(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    credential: Option<axum::Extension<crate::credential::Credential>>,
+    axum::Extension(credential): axum::Extension<crate::credential::Credential>,
     caller: Option<axum::Extension<crate::auth::Caller>>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
@@ -100,7 +100,6 @@ pub async fn events(
         .await?;
         from = lines.saturating_sub(n as u64);
     }
-    let credential = credential.map(|c| c.0).unwrap_or_default();
     // Held as long as the stream is (see [`crate::leases`]).
     let lease = app
         .leases

@@ -78,7 +78,7 @@ fn wants_sse(headers: &HeaderMap) -> bool {
 pub async fn exec(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    credential: Option<axum::Extension<crate::credential::Credential>>,
+    credential: axum::Extension<crate::credential::Credential>,
     headers: HeaderMap,
     Body(req): Body<ExecRequest>,
 ) -> Result<Response, ApiError> {
@@ -372,7 +372,7 @@ pub struct OutputQuery {
 pub async fn output(
     State(app): State<Arc<App>>,
     Path(p): Path<ExecPath>,
-    credential: Option<axum::Extension<crate::credential::Credential>>,
+    credential: axum::Extension<crate::credential::Credential>,
     headers: HeaderMap,
     query: Result<Query<OutputQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -392,9 +392,9 @@ pub async fn output(
 /// A place for a command's output stream among what its caller holds.
 fn stream_lease(
     app: &App,
-    credential: Option<axum::Extension<crate::credential::Credential>>,
+    credential: axum::Extension<crate::credential::Credential>,
 ) -> Result<crate::leases::Lease, ApiError> {
-    let credential = credential.map(|c| c.0).unwrap_or_default();
+    let axum::Extension(credential) = credential;
     app.leases
         .take(&credential, crate::leases::Kind::CommandStream)
 }

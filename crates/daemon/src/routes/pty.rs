@@ -89,11 +89,10 @@ struct Target {
 pub async fn pty(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    credential: Option<axum::Extension<Credential>>,
+    axum::Extension(credential): axum::Extension<Credential>,
     query: Result<Query<PtyQuery>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let credential = credential.map(|c| c.0).unwrap_or_default();
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let (rows, cols) = check_size(q.rows, q.cols)?;
     let start = q.shell.map(|shell| PtyStart {

@@ -48,12 +48,11 @@ pub struct VncQuery {
 pub async fn vnc(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    credential: Option<Extension<Credential>>,
+    Extension(credential): Extension<Credential>,
     caller: Option<Extension<Caller>>,
     query: Result<Query<VncQuery>, axum::extract::rejection::QueryRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let credential = credential.map(|c| c.0).unwrap_or_default();
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let control = inside::may_control(caller.as_ref().map(|c| &c.0)) && !q.view_only;
     let upgrade = upgrade.map_err(|e| {

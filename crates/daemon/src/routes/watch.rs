@@ -617,13 +617,12 @@ fn libc_eio() -> i32 {
 pub async fn watch(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
-    credential: Option<axum::Extension<crate::credential::Credential>>,
+    axum::Extension(credential): axum::Extension<crate::credential::Credential>,
     query: Result<Query<WatchQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let path = inside(Some(q.path.as_deref().unwrap_or("")))?;
     let recursive = q.recursive.unwrap_or(false);
-    let credential = credential.map(|c| c.0).unwrap_or_default();
     // Held by the watching thread, as its place among the daemon's
     // watches is (see [`crate::leases`]).
     let lease = app.leases.take(&credential, crate::leases::Kind::Watch)?;
