@@ -73,7 +73,7 @@ pub struct App {
     /// Held while a token's quota is checked and its sandbox recorded.
     pub quota_lock: Mutex<()>,
     /// What forks in flight reserved of their tokens' quotas.
-    pub pending: crate::quota::Pending,
+    pub pending: crate::reserved::Pending,
     /// Warm pools to keep full (see [`crate::pools`]).
     pub pools: Vec<crate::settings::PoolSpec>,
     /// Wakes the refill when a pooled sandbox was taken.

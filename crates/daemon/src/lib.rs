@@ -36,6 +36,7 @@ pub mod mcp;
 pub mod pools;
 pub mod quota;
 pub mod reach;
+pub mod reserved;
 pub mod retention;
 pub mod revocation;
 pub mod routes;

@@ -37,14 +37,13 @@
 //! token the host's free space.
 
 use axum::http::StatusCode;
-use std::collections::HashMap;
-use std::sync::Mutex;
 use warden_policy::{format_size, Field};
 use warden_workspace::Sandbox;
 
 use crate::app::App;
 use crate::db::TokenRow;
 use crate::error::{chain, ApiError};
+use crate::reserved::Tally;
 use crate::settings::Quotas;
 
 /// Sandboxes a token may have at once when nothing says otherwise.
@@ -211,78 +210,12 @@ pub(crate) fn within_host_defaults(
 }
 
 /// What a sandbox takes of a token's quotas and of the host's disk.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Tally {
-    sandboxes: u64,
-    memory: u64,
-    disk: u64,
-    host_disk: u64,
-}
-
-impl Tally {
-    fn of(sb: &Sandbox) -> Tally {
-        Tally {
-            sandboxes: 1,
-            memory: held_of(sb),
-            disk: sizes_of(sb).1.unwrap_or(0),
-            host_disk: host_disk_of(sb),
-        }
-    }
-
-    fn times(self, n: u64) -> Tally {
-        Tally {
-            sandboxes: self.sandboxes.saturating_mul(n),
-            memory: self.memory.saturating_mul(n),
-            disk: self.disk.saturating_mul(n),
-            host_disk: self.host_disk.saturating_mul(n),
-        }
-    }
-
-    fn plus(self, o: Tally) -> Tally {
-        Tally {
-            sandboxes: self.sandboxes.saturating_add(o.sandboxes),
-            memory: self.memory.saturating_add(o.memory),
-            disk: self.disk.saturating_add(o.disk),
-            host_disk: self.host_disk.saturating_add(o.host_disk),
-        }
-    }
-
-    fn minus(self, o: Tally) -> Tally {
-        Tally {
-            sandboxes: self.sandboxes.saturating_sub(o.sandboxes),
-            memory: self.memory.saturating_sub(o.memory),
-            disk: self.disk.saturating_sub(o.disk),
-            host_disk: self.host_disk.saturating_sub(o.host_disk),
-        }
-    }
-}
-
-/// What forks in flight have reserved, by token: sandboxes granted but
-/// not yet made or recorded.
-#[derive(Debug, Default)]
-pub struct Pending(Mutex<HashMap<String, Tally>>);
-
-impl Pending {
-    fn of(&self, token: &str) -> Tally {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(token).copied().unwrap_or_default()
-    }
-
-    fn host_disk(&self) -> u64 {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.values()
-            .map(|t| t.host_disk)
-            .fold(0, u64::saturating_add)
-    }
-
-    fn change(&self, token: &str, f: impl FnOnce(Tally) -> Tally) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let now = f(map.get(token).copied().unwrap_or_default());
-        if now == Tally::default() {
-            map.remove(token);
-        } else {
-            map.insert(token.to_string(), now);
-        }
+fn tally_of(sb: &Sandbox) -> Tally {
+    Tally {
+        sandboxes: 1,
+        memory: held_of(sb),
+        disk: sizes_of(sb).1.unwrap_or(0),
+        host_disk: host_disk_of(sb),
     }
 }
 
@@ -323,7 +256,7 @@ pub(crate) fn reserve<'a>(
     count: u64,
 ) -> Result<Reservation<'a>, ApiError> {
     let _one_at_a_time = app.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
-    let each = Tally::of(source);
+    let each = tally_of(source);
     check(app, token, None, each.times(count))?;
     app.pending.change(&token.id, |t| t.plus(each.times(count)));
     Ok(Reservation {
@@ -338,7 +271,7 @@ pub(crate) fn reserve<'a>(
 /// ones it has, and the host's disk can hold what warden may write for
 /// it besides what it holds for every other sandbox: 429 when not.
 pub(crate) fn within_quota(app: &App, token: &TokenRow, new: &Sandbox) -> Result<(), ApiError> {
-    check(app, token, Some(new.name()), Tally::of(new))
+    check(app, token, Some(new.name()), tally_of(new))
 }
 
 /// Whether the token may have `new` more (sandboxes not yet recorded,
