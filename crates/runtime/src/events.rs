@@ -67,6 +67,10 @@ enum Queued {
     Event(Event),
     /// Answered once everything queued before it is written.
     Barrier(SyncSender<()>),
+    /// Write what was counted past the budget so far, whatever its
+    /// period: a command's end, so that whoever reads the log on its
+    /// answer learns that its decisions were only counted.
+    BudgetCounts,
 }
 
 /// How long [`Bus::emit_written`] waits for the writer at most: a sink
@@ -152,6 +156,16 @@ impl Bus {
                 Ok(Queued::Barrier(done)) => {
                     let _ = done.try_send(());
                 }
+                Ok(Queued::BudgetCounts) => {
+                    let counts = self
+                        .budget
+                        .lock()
+                        .map(|mut b| b.counts())
+                        .unwrap_or_default();
+                    for kind in counts {
+                        self.write(&Event::now(&self.sandbox, kind));
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -207,6 +221,12 @@ impl Bus {
             .unwrap_or_default();
         for kind in counts {
             self.emit(kind);
+        }
+        // Behind every decision queued before it, so that a budget those
+        // decisions reach is counted too.
+        let tx = self.queue.lock().ok().and_then(|q| q.clone());
+        if let Some(tx) = tx {
+            let _ = tx.send(Queued::BudgetCounts);
         }
     }
 

@@ -208,6 +208,9 @@ fn a_tokens_audit_logs_count_against_its_disk_quota() {
 /// a flood of random names through the API's exec leaves the sandbox's
 /// log within the budget its creator set, with the count of what was left
 /// out, and the log verifies.
+/// A short flood (its budget reached well under the one second the first
+/// counts wait): the counts are in the log when the command's answer
+/// comes, not a second later (CI, loaded, read the log in between).
 #[test]
 fn a_daemon_sandboxs_log_stays_within_its_budget_under_a_flood_of_names() {
     use crate::common::daemon::*;
@@ -227,7 +230,7 @@ fn a_daemon_sandboxs_log_stays_within_its_budget_under_a_flood_of_names() {
     );
     assert_eq!(s, 201, "{b}");
     let body = serde_json::json!({
-        "argv": ["python3", "-c", NAMES, "30000", "40"],
+        "argv": ["python3", "-c", NAMES, "3000", "40"],
         "timeout_seconds": 60,
     })
     .to_string();
