@@ -243,14 +243,14 @@ pub fn serve(
     std::fs::remove_file(&sock).map_err(sock_err)?;
     let listener = OwnedFd::from(listener);
     let log_path = run_dir.join("virtiofsd.log");
-    let log = std::fs::File::create(&log_path).map_err(|source| FsError::Socket {
+    // What virtiofsd prints (a guest's requests can make it print) goes
+    // through a pipe into a log within a bound, as the VMM's does.
+    let failed = |source| FsError::Socket {
         path: log_path.clone(),
         source,
-    })?;
-    let log2 = log.try_clone().map_err(|source| FsError::Socket {
-        path: log_path.clone(),
-        source,
-    })?;
+    };
+    let (log, copy) = warden_jail::vmm::bounded_log(&log_path, None).map_err(failed)?;
+    let log2 = log.try_clone().map_err(failed)?;
     let mut command = Command::new(&fsd.path);
     command.env_clear();
     let fd = warden_jail::vmnet::inherit(&mut command, &listener);
@@ -279,7 +279,9 @@ pub fn serve(
             path: fsd.path.clone(),
             source,
         })?;
-    drop((listener, jail, view));
+    // The command held copies of the log pipe's writing end: the copy ends
+    // when virtiofsd's do.
+    drop((listener, jail, view, command));
     let killed = |mut c: Child| {
         let _ = c.kill();
         let _ = c.wait();
@@ -293,6 +295,7 @@ pub fn serve(
     let start = Instant::now();
     while start.elapsed() < START_CHECK {
         if let Ok(Some(status)) = child.try_wait() {
+            copy.wait(Duration::from_millis(500));
             return Err(FsError::Exited {
                 path: fsd.path.clone(),
                 status: status.to_string(),

@@ -629,7 +629,8 @@ impl Machine {
             }
             _ => (None, None),
         };
-        let files = HandedFiles::open(cfg, &logs.console, ids, served.is_some(), swap.as_ref())?;
+        let mut files =
+            HandedFiles::open(cfg, &logs.console, ids, served.is_some(), swap.as_ref())?;
         let mut command = Command::new(&cfg.vmm);
         // Nothing of warden's environment (which may hold a secret's
         // source variable or the caller's tokens) reaches the VMM.
@@ -682,11 +683,18 @@ impl Machine {
             })?;
         // The VMM holds virtiofsd's other end now: when the VMM ends,
         // virtiofsd sees its socket close and ends too.
+        let copies = files
+            .console_copy
+            .take()
+            .into_iter()
+            .chain([logs.vmm_copy])
+            .collect();
         drop((theirs, control_theirs, files, jail, fsd_end));
         Ok(Launched {
             pending: Pending {
                 child: Some(child),
                 fsd: fsd.0.take(),
+                copies,
                 run_dir: cfg.run_dir.clone(),
                 keep_dir: matches!(cfg.start, Start::Restore(_)),
             },
@@ -952,6 +960,9 @@ fn file_share_dir(run_dir: &Path, share: &crate::shares::Share) -> PathBuf {
 /// way to them).
 struct HandedFiles {
     console: std::os::fd::OwnedFd,
+    /// The console's copy into its bounded log, waited for when the VMM
+    /// has ended and its last lines are read.
+    console_copy: Option<warden_jail::vmm::LogCopy>,
     kernel: std::os::fd::OwnedFd,
     initramfs: std::os::fd::OwnedFd,
     trust: Option<std::os::fd::OwnedFd>,
@@ -993,7 +1004,7 @@ impl HandedFiles {
         // The guest writes its console as much as it likes: the VMM gets
         // a pipe, and the log on the host stays within a bound
         // (`warden_jail::vmm::bounded_log`).
-        let console_file =
+        let (console_file, console_copy) =
             warden_jail::vmm::bounded_log(console, root.then_some(ids)).map_err(|source| {
                 MachineError::RunDir {
                     path: console.to_path_buf(),
@@ -1062,6 +1073,7 @@ impl HandedFiles {
         }
         Ok(HandedFiles {
             console: console_file,
+            console_copy: Some(console_copy),
             kernel: open(&cfg.kernel, false)?,
             initramfs: open(&cfg.initramfs, false)?,
             trust: cfg.trust.as_deref().map(|t| open(t, true)).transpose()?,
@@ -1089,12 +1101,15 @@ impl HandedFiles {
 }
 
 /// The VM's run directory with its logs: the guest's console (written by
-/// the VMM) and the VMM's own output (`out` and `err`, one file).
+/// the VMM) and the VMM's own output (`out` and `err`, one pipe into one
+/// file within a bound, `warden_jail::vmm::bounded_log`: a guest that
+/// makes QEMU print about its requests without end fills no disk).
 struct Logs {
     console: PathBuf,
     vmm: PathBuf,
-    out: std::fs::File,
-    err: std::fs::File,
+    out: std::os::fd::OwnedFd,
+    err: std::os::fd::OwnedFd,
+    vmm_copy: warden_jail::vmm::LogCopy,
 }
 
 impl Logs {
@@ -1109,19 +1124,18 @@ impl Logs {
             })?;
         let console = run_dir.join("console.log");
         let vmm = run_dir.join("vmm.log");
-        let out = std::fs::File::create(&vmm).map_err(|source| MachineError::RunDir {
+        let failed = |source| MachineError::RunDir {
             path: vmm.clone(),
             source,
-        })?;
-        let err = out.try_clone().map_err(|source| MachineError::RunDir {
-            path: vmm.clone(),
-            source,
-        })?;
+        };
+        let (out, vmm_copy) = warden_jail::vmm::bounded_log(&vmm, None).map_err(failed)?;
+        let err = out.try_clone().map_err(failed)?;
         Ok(Logs {
             console,
             vmm,
             out,
             err,
+            vmm_copy,
         })
     }
 }
@@ -1141,6 +1155,9 @@ struct Booting<'a> {
 struct Pending {
     child: Option<Child>,
     fsd: Option<Child>,
+    /// The copies into the VMM's bounded logs (its own output, the
+    /// console): an ended VMM's last lines land before they are read.
+    copies: Vec<warden_jail::vmm::LogCopy>,
     run_dir: PathBuf,
     /// A restore that fails leaves the run directory as the backend made
     /// it (its trust files, its single files' directories) for the cold
@@ -1152,6 +1169,9 @@ impl Pending {
     fn check_alive(&mut self, log: &Path) -> Result<(), MachineError> {
         if let Some(c) = self.child.as_mut() {
             if let Ok(Some(status)) = c.try_wait() {
+                for copy in &self.copies {
+                    copy.wait(Duration::from_millis(500));
+                }
                 return Err(MachineError::VmmExited {
                     status: status.to_string(),
                     log: tail(log),

@@ -74,6 +74,7 @@ mod upgrade_smuggling;
 mod vm;
 mod vm_desktop;
 mod vm_fs;
+mod vm_logs;
 mod vm_pause;
 mod vm_rootimage;
 mod vm_shares;

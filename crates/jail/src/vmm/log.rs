@@ -3,8 +3,10 @@
 //! copies what arrives into the file, keeping it within a fixed size. A
 //! guest that writes its serial console without end (about 140 KB/s under
 //! emulation, far more under KVM) would otherwise fill the host's disk,
-//! charged to nothing; the console is only read for a boot failure's last
-//! lines, so the newest bytes are the ones kept.
+//! charged to nothing; so would a guest that makes the VMM or virtiofsd
+//! print about its requests without end, so their own output (`vmm.log`,
+//! `virtiofsd.log`) goes through the same bound. These files are only read
+//! for a failure's last lines, so the newest bytes are the ones kept.
 //!
 //! A pipe rather than `RLIMIT_FSIZE` on the helper: the limit would bound
 //! every file it writes, the guest's shares among them.
@@ -20,13 +22,34 @@ pub const LOG_BOUND: u64 = 1024 * 1024;
 /// the file starts again with them.
 const KEPT_ON_WRAP: usize = 256 * 1024;
 
+/// The copy into a bounded log, to wait for: a helper that has exited may
+/// have left its last lines in the pipe, and a caller reading the file for
+/// them (a failure's message) waits until they landed.
+#[derive(Debug)]
+pub struct LogCopy {
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl LogCopy {
+    /// Wait at most `within` for the copy to end (every writing end
+    /// closed, all that was written in the file); whether it did.
+    pub fn wait(&self, within: std::time::Duration) -> bool {
+        // The thread never sends: its end drops the sender.
+        matches!(
+            self.done.recv_timeout(within),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) | Ok(())
+        )
+    }
+}
+
 /// Create (or empty) `path` and return the writing end of a pipe whose
-/// bytes land there, the file never larger than [`LOG_BOUND`]. With
-/// `owner`, the pipe is that user's (a helper reopens it through
-/// `/proc/self/fd/N`, which checks the pipe's own owner and mode). The
-/// copying thread ends when every writing end is closed (the helper has
-/// exited and the caller dropped its copy).
-pub fn bounded_log(path: &Path, owner: Option<(u32, u32)>) -> std::io::Result<OwnedFd> {
+/// bytes land there, the file never larger than [`LOG_BOUND`], with the
+/// copy to wait for. With `owner`, the pipe is that user's (a helper
+/// reopens it through `/proc/self/fd/N`, which checks the pipe's own
+/// owner and mode); a helper that gets it as its standard output or
+/// error needs none. The copying thread ends when every writing end is
+/// closed (the helper has exited and the caller dropped its copies).
+pub fn bounded_log(path: &Path, owner: Option<(u32, u32)>) -> std::io::Result<(OwnedFd, LogCopy)> {
     let file = std::fs::File::create(path)?;
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     if let Some((uid, gid)) = owner {
@@ -36,10 +59,14 @@ pub fn bounded_log(path: &Path, owner: Option<(u32, u32)>) -> std::io::Result<Ow
             Some(nix::unistd::Gid::from_raw(gid)),
         )?;
     }
+    let (sender, done) = std::sync::mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("warden-vm-log".into())
-        .spawn(move || copy_bounded(std::fs::File::from(read), file, LOG_BOUND))?;
-    Ok(write)
+        .spawn(move || {
+            copy_bounded(std::fs::File::from(read), file, LOG_BOUND);
+            drop(sender);
+        })?;
+    Ok((write, LogCopy { done }))
 }
 
 /// Copy `from` into `to` until the end of `from`, `to` never longer than

@@ -48,7 +48,7 @@ mod rules;
 // Reused by virtiofsd's jail (`crate::fsd`).
 pub(crate) use rules::{filter, ruleset};
 
-pub use log::{bounded_log, LOG_BOUND};
+pub use log::{bounded_log, LogCopy, LOG_BOUND};
 pub use root::{Kind, PlacedPath, RootPlan, RootPlanError};
 
 /// `NS_GET_USERNS`: the user namespace that owns a namespace, as a new
