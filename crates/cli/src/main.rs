@@ -332,6 +332,9 @@ fn main() -> ExitCode {
     // Likewise the VM backend's host settings (`WARDEN_VMM`, ...): the
     // library reads no environment.
     warden_vm::Settings::from_vars(|name| std::env::var_os(name)).install();
+    // And the process backends' and the runtime's (the state directory,
+    // `XDG_RUNTIME_DIR`, `WARDEN_RUNSC`, the host's git configuration).
+    warden_runtime::settings::install_from(|name| std::env::var_os(name));
     progress::install();
     // The host's defaults are read only by the commands that use them (and
     // by `run --help`, which shows them): `exec` and the rest start faster.

@@ -41,6 +41,7 @@ pub mod resident;
 mod sandbox;
 pub mod seccomp;
 pub mod secrets;
+pub mod settings;
 pub mod spawn;
 pub mod stdio;
 mod sys;

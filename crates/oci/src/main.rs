@@ -16,6 +16,10 @@ use warden_oci::args::{Cli, Verb};
 use warden_oci::{create, exec, verbs};
 
 fn main() -> ExitCode {
+    // The host's settings the runtime and the backends honour (the state
+    // directory, `XDG_RUNTIME_DIR`, `WARDEN_RUNSC`), read once here: the
+    // libraries read no environment.
+    warden_runtime::settings::install_from(|name| std::env::var_os(name));
     let argv: Vec<String> = std::env::args().collect();
     // The supervisor clones the sandbox: it must start single-threaded,
     // before anything else runs.

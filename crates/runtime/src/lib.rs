@@ -33,6 +33,7 @@ pub mod procs;
 pub mod protocol;
 pub mod resolve;
 pub mod review;
+pub mod settings;
 pub mod state;
 pub mod supervisor;
 pub mod teach;

@@ -47,22 +47,24 @@ pub fn runs_on_host(sb: &Sandbox) -> Vec<String> {
 
 /// Where the host's own git config (system, global) sends git for hooks
 /// in every repository: `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`
-/// (or `~/.config/git/config`), `~/.gitconfig`, or `$GIT_CONFIG_GLOBAL`.
+/// (or `~/.config/git/config`), `~/.gitconfig`, or `$GIT_CONFIG_GLOBAL`,
+/// as the binary read those variables (`warden_jail::settings`).
 pub fn host_git_hooks() -> Vec<String> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let host = warden_jail::settings::Settings::current();
+    let home = host.home.as_ref();
     let mut configs = vec![PathBuf::from("/etc/gitconfig")];
-    if let Some(global) = std::env::var_os("GIT_CONFIG_GLOBAL") {
-        configs.push(PathBuf::from(global));
+    if let Some(global) = &host.git_config_global {
+        configs.push(global.clone());
     } else {
-        match std::env::var_os("XDG_CONFIG_HOME") {
-            Some(x) => configs.push(PathBuf::from(x).join("git/config")),
-            None => configs.extend(home.as_ref().map(|h| h.join(".config/git/config"))),
+        match &host.config_home {
+            Some(x) => configs.push(x.join("git/config")),
+            None => configs.extend(home.map(|h| h.join(".config/git/config"))),
         }
-        configs.extend(home.as_ref().map(|h| h.join(".gitconfig")));
+        configs.extend(home.map(|h| h.join(".gitconfig")));
     }
     configs
         .iter()
-        .flat_map(|c| warden_workspace::host_hooks_paths(c, home.as_deref()))
+        .flat_map(|c| warden_workspace::host_hooks_paths(c, home.map(PathBuf::as_path)))
         .collect()
 }
 

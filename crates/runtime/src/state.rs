@@ -273,20 +273,12 @@ pub fn clean_dead(dir: &Path, rec: &SupervisorRecord) -> Vec<String> {
     left
 }
 
-/// warden's state directory, from this process's environment (see
+/// warden's state directory, as this process's binary read it from its
+/// environment (`warden_jail::settings`; see
 /// `warden_workspace::default_state_dir` for the order); `None` when none
 /// can be told.
 pub fn default_dir() -> Option<PathBuf> {
-    warden_workspace::default_state_dir(
-        warden_jail::host::is_root(),
-        |var| std::env::var_os(var).filter(|v| !v.is_empty()),
-        || {
-            nix::unistd::User::from_uid(nix::unistd::getuid())
-                .ok()
-                .flatten()
-                .map(|u| u.dir)
-        },
-    )
+    warden_jail::settings::Settings::current().state_dir.clone()
 }
 
 pub fn now_ms() -> u64 {

@@ -50,6 +50,10 @@ fn main() -> ExitCode {
     // The one place this binary reads its test switches (none in a release
     // build), before any sandbox exists.
     warden_policy::TestHooks::from_vars(|name| std::env::var(name).ok()).install();
+    // Likewise the host's settings the runtime and the backends honour
+    // (the state directory, the host's git configuration for reviews,
+    // ...): the libraries read no environment.
+    warden_runtime::settings::install_from(|name| std::env::var_os(name));
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(a) => serve(a),

@@ -173,8 +173,9 @@ pub(super) fn default_dir() -> Option<PathBuf> {
     if nix::unistd::geteuid().is_root() {
         return Some(PathBuf::from(ROOT_DIR));
     }
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)?;
-    runtime.is_absolute().then(|| runtime.join("warden"))
+    // Read by the binary ([`crate::settings`]), absolute or not at all.
+    let runtime = crate::settings::Settings::current().runtime_dir.as_ref()?;
+    Some(runtime.join("warden"))
 }
 
 /// The directory is ours and no one else may write into it.

@@ -421,19 +421,9 @@ impl Drop for Dir {
     }
 }
 
-/// warden's state directory (the runtime's rule: `WARDEN_STATE_DIR`, else
-/// `/var/lib/warden` for root, else the XDG state directory).
+/// warden's state directory, as the binary read it ([`crate::settings`]).
 fn state_dir() -> Option<PathBuf> {
-    warden_workspace::default_state_dir(
-        crate::host::is_root(),
-        |var| std::env::var_os(var).filter(|v| !v.is_empty()),
-        || {
-            nix::unistd::User::from_uid(nix::unistd::getuid())
-                .ok()
-                .flatten()
-                .map(|u| u.dir)
-        },
-    )
+    crate::settings::Settings::current().state_dir.clone()
 }
 
 /// Secrets: the sandbox's environment holds placeholders; the values are

@@ -27,12 +27,12 @@ pub const INSTALL: &str =
 /// How long the probe's sandbox may take to start and end.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// runsc's path: `WARDEN_RUNSC` when set (a test names a missing one to
-/// prove the refusal), else the first of the usual places.
+/// runsc's path: the binary's `WARDEN_RUNSC` when set
+/// ([`crate::settings`]; a test names a missing one to prove the
+/// refusal), else the first of the usual places.
 pub fn find() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("WARDEN_RUNSC").filter(|v| !v.is_empty()) {
-        let p = PathBuf::from(p);
-        return is_executable(&p).then_some(p);
+    if let Some(p) = &crate::settings::Settings::current().runsc {
+        return is_executable(p).then(|| p.clone());
     }
     PLACES.iter().map(PathBuf::from).find(|p| is_executable(p))
 }

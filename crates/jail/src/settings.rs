@@ -1,0 +1,151 @@
+//! What the host's environment says outside any sandbox's spec, for the
+//! process backends and the runtime above them (where warden keeps its
+//! state, where a user's cgroup plan is remembered, which runsc runs,
+//! where the host's git configuration is), as one typed value:
+//! [`Settings`].
+//!
+//! The library reads no environment: a binary's `main` (the door) reads
+//! its environment once ([`Settings::from_vars`], the variables in
+//! [`VARS`]) and installs the value ([`Settings::install`]) before any
+//! sandbox exists; the code that honours a setting asks
+//! [`Settings::current`]. A process that installed none (a library's own
+//! tests) has what an empty environment gives, whatever its environment
+//! says: a supervisor or helper that inherits another's environment
+//! changes nothing unless its binary read it.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The environment variables a binary reads into [`Settings`], and what
+/// each does.
+pub const VARS: &[(&str, &str)] = &[
+    (
+        "WARDEN_STATE_DIR",
+        "warden's state directory, an absolute path; else /var/lib/warden for root, else the XDG state directory",
+    ),
+    (
+        "XDG_STATE_HOME",
+        "where the XDG state directory is (with HOME)",
+    ),
+    (
+        "XDG_RUNTIME_DIR",
+        "where a user's cgroup plan is remembered between runs (`warden` below it)",
+    ),
+    (
+        "WARDEN_RUNSC",
+        "the runsc the gVisor backend runs, instead of the first one installed",
+    ),
+    ("HOME", "the host user's home: its git configuration"),
+    (
+        "GIT_CONFIG_GLOBAL",
+        "the host's global git configuration, instead of ~/.gitconfig",
+    ),
+    (
+        "XDG_CONFIG_HOME",
+        "where the host's git configuration is looked for (`git/config` below it)",
+    ),
+];
+
+/// The host's settings. What each is when its variable is unset is said
+/// at the field.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Settings {
+    /// warden's state directory by the runtime's rule
+    /// (`warden_workspace::default_state_dir`); `None` when none can be
+    /// told.
+    pub state_dir: Option<PathBuf>,
+    /// This user's runtime directory (`XDG_RUNTIME_DIR`), when absolute.
+    pub runtime_dir: Option<PathBuf>,
+    /// The runsc to run; `None`: the first of the usual places.
+    pub runsc: Option<PathBuf>,
+    /// The host user's home (`HOME`).
+    pub home: Option<PathBuf>,
+    /// The host's global git configuration file (`GIT_CONFIG_GLOBAL`).
+    pub git_config_global: Option<PathBuf>,
+    /// The host's XDG configuration directory (`XDG_CONFIG_HOME`).
+    pub config_home: Option<PathBuf>,
+}
+
+static INSTALLED: OnceLock<Settings> = OnceLock::new();
+static DEFAULT: OnceLock<Settings> = OnceLock::new();
+
+impl Settings {
+    /// The settings `get` (a binary's environment) asks for. An empty
+    /// value is no value, as a shell's `VAR=` means.
+    pub fn from_vars(get: impl Fn(&str) -> Option<OsString>) -> Settings {
+        let get = |name: &str| get(name).filter(|v| !v.is_empty());
+        let path = |name: &str| get(name).map(PathBuf::from);
+        Settings {
+            state_dir: warden_workspace::default_state_dir(
+                crate::host::is_root(),
+                |var: &str| get(var),
+                || {
+                    nix::unistd::User::from_uid(nix::unistd::getuid())
+                        .ok()
+                        .flatten()
+                        .map(|u| u.dir)
+                },
+            ),
+            runtime_dir: path("XDG_RUNTIME_DIR").filter(|d| d.is_absolute()),
+            runsc: path("WARDEN_RUNSC"),
+            home: path("HOME"),
+            git_config_global: path("GIT_CONFIG_GLOBAL"),
+            config_home: path("XDG_CONFIG_HOME"),
+        }
+    }
+
+    /// Make these the settings of this process, once, before any sandbox
+    /// exists. A second call changes nothing and says so (`false`).
+    pub fn install(self) -> bool {
+        INSTALLED.set(self).is_ok()
+    }
+
+    /// The settings installed in this process; what an empty environment
+    /// gives when its binary installed none.
+    pub fn current() -> &'static Settings {
+        INSTALLED
+            .get()
+            .unwrap_or_else(|| DEFAULT.get_or_init(|| Settings::from_vars(|_| None)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn each_variable_is_read_into_its_setting_and_empty_ones_are_unset() {
+        let s = Settings::from_vars(vars(&[
+            ("WARDEN_STATE_DIR", "/srv/warden"),
+            ("XDG_RUNTIME_DIR", "/run/user/1000"),
+            ("WARDEN_RUNSC", ""),
+            ("HOME", "/home/u"),
+            ("GIT_CONFIG_GLOBAL", "/etc/other-gitconfig"),
+        ]));
+        assert_eq!(s.state_dir, Some(PathBuf::from("/srv/warden")));
+        assert_eq!(s.runtime_dir, Some(PathBuf::from("/run/user/1000")));
+        assert_eq!(s.runsc, None);
+        assert_eq!(s.home, Some(PathBuf::from("/home/u")));
+        assert_eq!(
+            s.git_config_global,
+            Some(PathBuf::from("/etc/other-gitconfig"))
+        );
+        assert_eq!(s.config_home, None);
+    }
+
+    #[test]
+    fn a_relative_runtime_directory_is_none() {
+        let s = Settings::from_vars(vars(&[("XDG_RUNTIME_DIR", "run/user")]));
+        assert_eq!(s.runtime_dir, None);
+    }
+}
