@@ -94,7 +94,7 @@ async fn ready(app: &Arc<App>, id: &str) -> Result<(), InterpreterError> {
         sandbox: id.to_string(),
         why,
     };
-    if super::ports::listens(app, id, PORT)
+    if super::inside::listens(app, id, PORT)
         .await
         .map_err(start_err)?
     {
@@ -205,7 +205,7 @@ async fn start(app: &Arc<App>, id: &str, wheels: String) -> Result<(), Interpret
             }
             None => {}
         }
-        if super::ports::listens(app, id, PORT)
+        if super::inside::listens(app, id, PORT)
             .await
             .map_err(start_err)?
         {

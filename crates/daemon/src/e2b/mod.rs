@@ -24,6 +24,7 @@ mod control;
 mod copies;
 mod create;
 mod filesystem;
+mod inside;
 pub(crate) mod interpreter;
 pub(crate) mod lifecycle;
 mod logs;
@@ -35,9 +36,7 @@ mod permit;
 mod ports;
 mod process;
 mod signing;
-mod stream_input;
 mod templates;
-mod terminal;
 mod volumes;
 
 pub(crate) use permit::permit;

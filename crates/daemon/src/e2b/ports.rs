@@ -36,12 +36,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use hyper_util::rt::TokioIo;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use warden_protocol::connect::Target;
-use warden_runtime::client::{ClientError, Connection};
-use warden_runtime::lifecycle;
 
+use super::inside::{connect_inside, refused};
 use super::{control, interpreter, permit, E2b};
 use crate::app::App;
 use crate::credential::Credential;
@@ -246,43 +243,6 @@ fn gone(id: &str) -> Response {
         StatusCode::BAD_GATEWAY,
         format!("sandbox {id} was not found: it was killed, or its timeout ended"),
     )
-}
-
-/// A connection to `port` on sandbox `id`'s own loopback, made inside it
-/// by its init; `None` when the sandbox is not there or not running.
-async fn connect_inside(
-    app: &Arc<App>,
-    id: &str,
-    port: u16,
-) -> Option<Result<OwnedFd, ClientError>> {
-    let (a, sid) = (app.clone(), id.to_string());
-    tokio::task::spawn_blocking(move || {
-        let sb = a.sandbox(&sid).ok()?;
-        if !lifecycle::liveness(&sb).running() || lifecycle::paused_since(&sb).is_some() {
-            return None;
-        }
-        Some(
-            Connection::open(&lifecycle::control(&sb))
-                .and_then(|c| c.connect(&Target::loopback(port))),
-        )
-    })
-    .await
-    .ok()
-    .flatten()
-}
-
-fn refused(e: &ClientError) -> bool {
-    matches!(e, ClientError::Connect { source, .. } if *source == nix::errno::Errno::ECONNREFUSED)
-}
-
-/// Whether something listens on `port` inside sandbox `id`.
-pub(super) async fn listens(app: &Arc<App>, id: &str, port: u16) -> Result<bool, String> {
-    match connect_inside(app, id, port).await {
-        None => Err(format!("sandbox {id} is not running")),
-        Some(Ok(_)) => Ok(true),
-        Some(Err(e)) if refused(&e) => Ok(false),
-        Some(Err(e)) => Err(chain(&e)),
-    }
 }
 
 /// A connection to `port` on the sandbox's own loopback.

@@ -16,6 +16,12 @@
 //! (its terminal holds threads of the daemon whether or not a client
 //! reads it). Past the caller's bound the stream ends at once with
 //! `resource_exhausted` (the SDK's `RateLimitException`).
+//!
+//! A process on a terminal is `terminal.rs`'s, the input streamed to a
+//! process `stream_input.rs`'s: both parts of this service.
+
+mod stream_input;
+mod terminal;
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -32,13 +38,13 @@ use tokio::sync::watch;
 use warden_runtime::client::Connection;
 
 use super::connect::{self, Code, RpcError};
-use super::terminal::Terminal;
 use super::{paths, permit, E2b};
 use crate::api::ExecRequest;
 use crate::auth::Caller;
 use crate::credential::Credential;
 use crate::execs::{self, Ended, ExecHandle};
 use crate::leases::{self, Lease};
+use terminal::Terminal;
 
 /// How often a running process's output files are looked at.
 const POLL: Duration = Duration::from_millis(20);
@@ -269,7 +275,7 @@ pub async fn rpc(
         false => None,
     };
     if method == "StreamInput" {
-        let answer = super::stream_input::serve(&e, &sb, &codec, body).await;
+        let answer = stream_input::serve(&e, &sb, &codec, body).await;
         drop(lease);
         return answer;
     }
@@ -400,7 +406,7 @@ async fn start(
     // native exec does, and its stream keeps the place.
     let (proc, lease) = match req.pty {
         Some(pty) => (
-            blocking(move || super::terminal::start(&e2, &sb, cfg, tag, pty, lease)).await,
+            blocking(move || terminal::start(&e2, &sb, cfg, tag, pty, lease)).await,
             None,
         ),
         None => (

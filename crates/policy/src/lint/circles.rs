@@ -22,12 +22,9 @@ use std::path::Path;
 #[rustfmt::skip]
 const KNOWN: &[(&str, &str)] = &[
     ("daemon: e2b/create <-> e2b/lifecycle", "the E2B door's own (another change)"),
-    ("daemon: e2b/process <-> e2b/terminal", "the E2B door's own (another change)"),
-    ("daemon: e2b/process <-> e2b/stream_input", "the E2B door's own (another change)"),
     ("daemon: e2b/control <-> e2b/create", "the E2B door's own (another change)"),
     ("daemon: e2b/control <-> e2b/lifecycle", "the E2B door's own (another change)"),
     ("daemon: e2b/control <-> e2b/permit", "the E2B door's own (another change)"),
-    ("daemon: e2b/interpreter <-> e2b/ports", "the E2B door's own (another change)"),
     ("daemon: e2b/copies <-> e2b/create", "the E2B door's own (another change)"),
 ];
 

@@ -12,9 +12,9 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use serde::Deserialize;
 
-use super::connect::{Code, Codec, RpcError};
-use super::process::{self, Input, Selected, Selector, SendInputRequest};
-use super::E2b;
+use super::{Input, Selected, Selector, SendInputRequest};
+use crate::e2b::connect::{Code, Codec, RpcError};
+use crate::e2b::E2b;
 
 /// `process.StreamInputRequest`: one of its events.
 #[derive(Debug, Default, Deserialize)]
@@ -102,7 +102,7 @@ async fn feed(
                         ));
                     }
                     // The process must exist now, as envd answers at once.
-                    process::find(e, sb, &start.process)?;
+                    super::find(e, sb, &start.process)?;
                     target = Some(start.process);
                 }
                 (None, Some(data), None) => {
@@ -116,7 +116,7 @@ async fn feed(
                         process: sel.clone(),
                         input: data.input,
                     };
-                    process::send_input(e, sb, req).await?;
+                    super::send_input(e, sb, req).await?;
                 }
                 (None, None, Some(_)) => {}
                 _ => {
@@ -160,8 +160,8 @@ mod tests {
     #[test]
     fn envelopes_are_taken_whole_as_they_complete_and_an_oversized_one_is_refused() {
         let mut buf = Vec::new();
-        buf.extend_from_slice(&super::super::connect::envelope(0, b"{}"));
-        let second = super::super::connect::envelope(0, br#"{"keepalive":{}}"#);
+        buf.extend_from_slice(&crate::e2b::connect::envelope(0, b"{}"));
+        let second = crate::e2b::connect::envelope(0, br#"{"keepalive":{}}"#);
         buf.extend_from_slice(&second[..8]);
         let got = take_envelopes(&mut buf, 100).unwrap();
         assert_eq!(got, vec![(0, b"{}".to_vec())]);
@@ -170,7 +170,7 @@ mod tests {
         let got = take_envelopes(&mut buf, 100).unwrap();
         assert_eq!(got[0].1, br#"{"keepalive":{}}"#.to_vec());
         assert!(buf.is_empty());
-        let mut big = super::super::connect::envelope(0, &[b'x'; 200]).to_vec();
+        let mut big = crate::e2b::connect::envelope(0, &[b'x'; 200]).to_vec();
         assert!(take_envelopes(&mut big, 100).is_err());
     }
 }

@@ -14,9 +14,9 @@ use tokio::sync::{mpsc, watch};
 use warden_runtime::client::{ClientError, Connection, Running};
 use warden_runtime::{lifecycle, protocol};
 
-use super::connect::{Code, RpcError};
-use super::process::{argv_of, remember, Kind, Proc, ProcessConfig, Pty, Size, Stream};
-use super::E2b;
+use super::{argv_of, remember, Kind, Proc, ProcessConfig, Pty, Size, Stream};
+use crate::e2b::connect::{Code, RpcError};
+use crate::e2b::E2b;
 use crate::execs::{self, Ended};
 use crate::leases::Lease;
 
