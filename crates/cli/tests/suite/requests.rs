@@ -282,7 +282,9 @@ curl -sS --noproxy '*' "https://forge.test:PORT/repos/acme/w"
     assert_eq!(stdout(&out), "ok\n", "{}", stderr(&out));
 }
 
+mod api;
 mod ask;
 mod git;
 mod mcp;
 mod websocket;
+mod wire;
