@@ -65,6 +65,12 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Where `field` is in a create request's body: its JSON pointer in the
+/// `spec` document (`/spec/resources/memory`), from the field table.
+pub fn spec_pointer(field: warden_policy::Field) -> Option<String> {
+    field.json_path().map(|p| format!("/spec{p}"))
+}
+
 /// Library text as the API says it: the options it names by their
 /// profile keys (`` `resources.disk` ``) become JSON pointers of a
 /// request's spec (`` `/resources/disk` ``). Every problem's message, and
@@ -93,7 +99,7 @@ impl From<ResolveError> for ApiError {
         use warden_policy::compose::ComposeError;
         // A request's options are its `spec` document: errors name their
         // place in it.
-        let in_spec = |f: warden_policy::Field| f.json_path().map(|p| format!("/spec{p}"));
+        let in_spec = spec_pointer;
         let (message, field) = match &e {
             ResolveError::Compose(ComposeError::Invalid(diags)) => {
                 // A refusal of the trust rule is what the caller must see

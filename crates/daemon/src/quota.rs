@@ -42,7 +42,7 @@ use warden_workspace::Sandbox;
 
 use crate::app::App;
 use crate::db::TokenRow;
-use crate::error::{chain, ApiError};
+use crate::error::{chain, spec_pointer, ApiError};
 use crate::reserved::Tally;
 use crate::settings::Quotas;
 
@@ -182,7 +182,7 @@ pub(crate) fn within_host_defaults(
     if memory > most {
         return Err(refused(
             "above_default",
-            "/spec/resources/memory",
+            &spec_pointer(Field::Memory).unwrap_or_default(),
             format!(
                 "{} is more memory than a token's sandbox is given ({}, the host's default, unless a profile of the owner's sets more): ask for at most that, or leave it out",
                 format_size(memory),
@@ -198,7 +198,7 @@ pub(crate) fn within_host_defaults(
     if let Some(d) = disk.filter(|d| *d > most) {
         return Err(refused(
             "above_default",
-            "/spec/resources/disk",
+            &spec_pointer(Field::Disk).unwrap_or_default(),
             format!(
                 "{} is more disk than a token's sandbox is given ({}, the host's default, unless a profile of the owner's sets more): ask for at most that, or leave it out",
                 format_size(d),
@@ -320,7 +320,7 @@ fn check(
         .fold(reserved.memory, u64::saturating_add);
     if used.saturating_add(memory) > bounds.memory {
         return Err(over_quota(
-            Some("/spec/resources/memory"),
+            spec_pointer(Field::Memory).as_deref(),
             format!(
                 "token {} may have {} of memory limits in all (a VM sandbox counted with its VMM beside its guest); its sandboxes have {} and this one asks {}: ask for less (resources.memory) or remove a sandbox",
                 token.id,
@@ -346,7 +346,7 @@ fn check(
         .saturating_add(crate::e2b::volume_bytes(app, &token.id));
     if used.saturating_add(disk) > bounds.disk {
         return Err(over_quota(
-            Some("/spec/resources/disk"),
+            spec_pointer(Field::Disk).as_deref(),
             format!(
                 "token {} may have {} of disk budgets in all; its sandboxes, snapshots and volumes have {} (audit logs included) and this one asks {}: ask for less (resources.disk) or remove a sandbox",
                 token.id,
@@ -363,7 +363,7 @@ fn check(
             "no_disk",
             "the daemon's host has no room left to reserve this sandbox's disk budget: ask for less (resources.disk) or remove a sandbox",
         )
-        .with_field(Some("/spec/resources/disk")));
+        .with_field(spec_pointer(Field::Disk).as_deref()));
     }
     Ok(())
 }
@@ -453,7 +453,7 @@ pub(crate) fn as_caller_sees(
         "no_disk",
         "the daemon's host has no room for this disk budget: ask for less (resources.disk)",
     )
-    .with_field(Some("/spec/resources/disk"))
+    .with_field(spec_pointer(Field::Disk).as_deref())
 }
 
 /// Free space (for an unprivileged user) of the file system holding `dir`.

@@ -29,8 +29,9 @@ use crate::api::{SandboxInfo, SetTimeout};
 use crate::app::App;
 use crate::auth::Caller;
 use crate::body::Body;
-use crate::error::ApiError;
+use crate::error::{spec_pointer, ApiError};
 use crate::routes::sandboxes;
+use warden_policy::Field;
 
 /// E2B's default template.
 pub(super) const DEFAULT_TEMPLATE: &str = "base";
@@ -65,15 +66,19 @@ pub(super) fn in_e2b_words(mut e: ApiError) -> ApiError {
     let Some(pointer) = e.problem.field.clone() else {
         return e;
     };
+    // The places of the native body, from the field table (and the live
+    // egress change's `/allow`), that E2B's create writes.
+    let domains = spec_pointer(Field::AllowDomain).unwrap_or_default();
+    let env = spec_pointer(Field::Env).unwrap_or_default();
     let allow = pointer
-        .strip_prefix("/spec/egress/domains")
+        .strip_prefix(domains.as_str())
         .or_else(|| pointer.strip_prefix("/allow"));
     let place = if let Some(rest) = allow {
         match rest.strip_prefix('/') {
             Some(i) => format!("network.allowOut[{i}]"),
             None => "network.allowOut".to_string(),
         }
-    } else if let Some(rest) = pointer.strip_prefix("/spec/env/set") {
+    } else if let Some(rest) = pointer.strip_prefix(env.as_str()) {
         match rest.strip_prefix('/') {
             Some(name) => format!("envVars.{name}"),
             None => "envVars".to_string(),

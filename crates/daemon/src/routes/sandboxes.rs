@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use warden_policy::Trust;
+use warden_policy::{Field, Trust};
 use warden_runtime::lifecycle::{self, CreateRequest};
 use warden_runtime::resolve::{Context, Input, ProfileSource};
 
@@ -19,7 +19,7 @@ use crate::app::App;
 use crate::auth::Caller;
 use crate::body::Body;
 use crate::db::SandboxRow;
-use crate::error::{chain, ApiError, Problem};
+use crate::error::{chain, spec_pointer, ApiError, Problem};
 
 /// Run blocking work off the async threads.
 pub async fn blocking<T: Send + 'static>(
@@ -105,7 +105,7 @@ fn input_of(body: &CreateSandbox, caller: &Caller) -> Result<Input, ApiError> {
                             "invalid_spec",
                             "`extends` is a list of profile names",
                         )
-                        .with_field(Some("/spec/extends")))
+                        .with_field(spec_pointer(Field::Extends).as_deref()))
                     }
                 }
                 map.insert("extends".into(), serde_json::Value::Array(extends));
