@@ -12,8 +12,9 @@
 //!    (the owner's profile is then the ceiling, as the trust rule holds
 //!    it; the disk of the memory it grants, half of it, comes with it).
 //! 2. **The token's quotas**: sandboxes at once, memory limits together
-//!    (a VM sandbox's at what its VMM's cgroup may hold: the guest's RAM
-//!    and the VMM's overhead, `warden_vm::backend::memory_held`),
+//!    (each at what its cgroup may hold, `warden_runtime::backend::memory_held`:
+//!    a gVisor sandbox's limit and runsc's sentry and gofer beside it, a
+//!    VM's guest RAM and the VMM's overhead),
 //!    disk budgets together (with its sandboxes' audit logs and its
 //!    snapshots, which are on the host's disk too). A token's own record sets them (`warden token
 //!    create --max-sandboxes --max-memory`); where it does not, the
@@ -110,14 +111,12 @@ fn held_of(sb: &Sandbox) -> u64 {
     stored_spec(sb).map_or(0, |spec| memory_held(&spec))
 }
 
-/// The host memory a sandbox may hold: its limit, and for a VM what its
-/// VMM's cgroup allows (the guest's RAM, which is not the spec's default
-/// limit when none was asked, and the VMM's overhead beside it).
+/// The host memory a sandbox may hold: what its backend's cgroup allows
+/// (`warden_runtime::backend::memory_held`): its limit, for gVisor runsc's
+/// sentry and gofer beside it, for a VM the guest's RAM (which is not the
+/// spec's default limit when none was asked) and the VMM beside it.
 fn memory_held(spec: &warden_policy::SandboxSpec) -> u64 {
-    match spec.isolation {
-        warden_policy::Isolation::Vm => warden_vm::backend::memory_held(spec),
-        _ => spec.resources.memory.value,
-    }
+    warden_runtime::backend::memory_held(spec)
 }
 
 /// The bytes a sandbox's audit log holds now.
@@ -322,7 +321,7 @@ fn check(
         return Err(over_quota(
             spec_pointer(Field::Memory).as_deref(),
             format!(
-                "token {} may have {} of memory limits in all (a VM sandbox counted with its VMM beside its guest); its sandboxes have {} and this one asks {}: ask for less (resources.memory) or remove a sandbox",
+                "token {} may have {} of memory limits in all (a gVisor sandbox counted with runsc beside it, a VM sandbox with its VMM beside its guest); its sandboxes have {} and this one asks {}: ask for less (resources.memory) or remove a sandbox",
                 token.id,
                 format_size(bounds.memory),
                 format_size(used),

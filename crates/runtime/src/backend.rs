@@ -73,6 +73,22 @@ impl Backend {
     }
 }
 
+/// The most host memory a sandbox of `spec` may hold: what its backend's
+/// cgroup allows, for whoever counts sandboxes against a budget (a
+/// token's memory quota). A process sandbox's cgroup holds its limit; a
+/// gVisor sandbox's holds runsc's sentry and gofer beside it
+/// ([`warden_jail::gvisor::cgroup_memory`]); a VM's holds the guest's RAM
+/// and the VMM beside it ([`warden_vm::backend::memory_held`]). Each is
+/// the function its backend sets its cgroup with, so the two never
+/// disagree.
+pub fn memory_held(spec: &SandboxSpec) -> u64 {
+    match Backend::of(spec) {
+        Backend::Process => spec.resources.memory.value,
+        Backend::Gvisor => warden_jail::gvisor::cgroup_memory(spec),
+        Backend::Vm => warden_vm::backend::memory_held(spec),
+    }
+}
+
 /// What a supervisor holds a running sandbox by, for pausing and
 /// resuming it: its cgroups (the process backend's freezer) and its VM's
 /// control (the microVM backend's VMM).

@@ -37,6 +37,7 @@ mod files;
 mod fork_quota;
 mod frictions;
 mod gvisor;
+mod gvisor_quota;
 mod home;
 mod host_identity;
 mod input_checks;

@@ -497,11 +497,25 @@ fn publish(spec: &SandboxSpec) -> Result<Vec<(std::net::TcpListener, u16)>, Gvis
 /// gVisor's own memory beside the sandbox's (its kernel, the file server).
 const RUNSC_OVERHEAD: u64 = 256 << 20;
 
+/// The memory limit of a gVisor sandbox's cgroup, which holds runsc's
+/// sandbox process (the sentry, gVisor's kernel), its gofer and all they
+/// start: the spec's memory and gVisor's own beside it. The one place
+/// that says it, for the cgroup and for whoever counts sandboxes against
+/// a budget (a token's memory quota counts this, not the spec's limit,
+/// so that the sum of the cgroups' limits never passes the quota). Set
+/// whether or not the memory was asked for, as the process backend
+/// sets its default: a cgroup without a limit would hold what no budget
+/// counted.
+pub fn cgroup_memory(spec: &SandboxSpec) -> u64 {
+    spec.resources.memory.value.saturating_add(RUNSC_OVERHEAD)
+}
+
 /// The cgroup runsc and everything it starts run in: the spec's memory
-/// (and gVisor's own), CPUs and a bound on host tasks (gVisor's threads
-/// and, with ptrace, one stub per address space). Where none can be made,
-/// refused when a limit was asked for explicitly (unless degraded runs
-/// are allowed), otherwise said as a `degraded` event.
+/// (and gVisor's own, [`cgroup_memory`]), CPUs and a bound on host tasks
+/// (gVisor's threads and, with ptrace, one stub per address space). Where
+/// none can be made, refused when a limit was asked for explicitly
+/// (unless degraded runs are allowed), otherwise said as a `degraded`
+/// event.
 fn confine(
     spec: &SandboxSpec,
     id: &str,
@@ -509,7 +523,7 @@ fn confine(
 ) -> Result<Option<crate::cgroup::Cgroup>, GvisorError> {
     let r = &spec.resources;
     let limits = crate::cgroup::Limits {
-        memory: r.memory.explicit.then_some(r.memory.value + RUNSC_OVERHEAD),
+        memory: Some(cgroup_memory(spec)),
         pids: Some(r.pids.value.saturating_mul(2).saturating_add(256)),
         cpus: r.cpus,
     };
