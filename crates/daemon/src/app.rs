@@ -52,6 +52,9 @@ pub struct Settings {
     pub quotas: crate::settings::Quotas,
     /// How long stopped sandboxes the daemon made are kept.
     pub retention: crate::settings::Retention,
+    /// The volumes the owner declared for the E2B door (`e2b: volumes:`),
+    /// checked.
+    pub e2b_volumes: crate::e2b::declared::Volumes,
 }
 
 pub struct App {
@@ -90,6 +93,9 @@ pub struct App {
     pub quotas: crate::settings::Quotas,
     /// How long stopped sandboxes are kept (see [`crate::retention`]).
     pub retention: crate::settings::Retention,
+    /// The volumes the owner declared for the E2B door (see
+    /// [`crate::e2b::declared`]).
+    pub e2b_volumes: crate::e2b::declared::Volumes,
 }
 
 impl App {
@@ -124,6 +130,7 @@ impl App {
             leases: crate::leases::Leases::new(settings.sessions),
             quotas: settings.quotas,
             retention: settings.retention,
+            e2b_volumes: settings.e2b_volumes,
         })
     }
 

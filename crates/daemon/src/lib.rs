@@ -77,6 +77,8 @@ pub enum ServeError {
     Serve(#[source] std::io::Error),
     #[error("cannot reconcile the records with the sandboxes: {0}")]
     Reconcile(String),
+    #[error("{0}")]
+    Volume(String),
 }
 
 /// Where and how the daemon serves.
@@ -95,6 +97,9 @@ pub struct Config {
     pub pools: Vec<settings::PoolSpec>,
     /// Also serve the E2B-compatible API here (see [`e2b`]).
     pub e2b: Option<SocketAddr>,
+    /// The volumes the owner declared for the E2B door (`e2b: volumes:`,
+    /// checked by [`FileConfig::read`]).
+    pub e2b_volumes: e2b::declared::Volumes,
     /// How long a TCP client may keep the daemon waiting after a request
     /// head (see [`deadline`]).
     pub timeouts: deadline::Timeouts,
@@ -161,6 +166,9 @@ pub async fn bind(
     // descriptors: the limit is the host's, and the listeners' bounds
     // fit within it.
     let open_files = listen::raise_open_files();
+    if let Some(why) = e2b::declared::overlaps_state(&cfg.e2b_volumes, &cfg.state_dir) {
+        return Err(ServeError::Volume(why));
+    }
     let store = warden_workspace::Store::open(&cfg.state_dir)?;
     let db = open_db(&cfg.state_dir)?;
     let app = App::new(
@@ -180,6 +188,7 @@ pub async fn bind(
             sessions: cfg.sessions,
             quotas: cfg.quotas,
             retention: cfg.retention,
+            e2b_volumes: cfg.e2b_volumes.clone(),
         },
     );
     // The pools' sandboxes first: one of a pool no longer configured is
@@ -391,9 +400,11 @@ pub struct FileConfig {
     /// `max: M` (and `window_seconds: S`).
     #[serde(default)]
     pub pools: Vec<settings::PoolSpec>,
-    /// Also serve the E2B-compatible API here.
+    /// Also serve the E2B-compatible API here: an address, or `{listen:
+    /// ADDR, volumes: {NAME: {path, writable, tokens}}}` with the volumes
+    /// the owner declares (see [`e2b::declared`]).
     #[serde(default)]
-    pub e2b: Option<SocketAddr>,
+    pub e2b: Option<e2b::declared::Section>,
     /// How many terminals, streams, watches and desktop views tokens may
     /// hold open: `{per_token: N, per_daemon: M}`.
     #[serde(default)]
@@ -452,6 +463,10 @@ impl FileConfig {
         };
         cfg.sessions.check().map_err(bad)?;
         cfg.quotas.check().map_err(bad)?;
+        let mut cfg = cfg;
+        if let Some(e) = cfg.e2b.as_mut() {
+            e2b::declared::check(&mut e.volumes).map_err(bad)?;
+        }
         let mut seen = std::collections::HashSet::new();
         for p in &cfg.pools {
             let bad = |message: String| ConfigError::Pool {

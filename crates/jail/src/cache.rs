@@ -126,17 +126,55 @@ pub fn merge(live: &Path, dest: &Path, profile: &Path, limit: u64) -> Result<Mer
         }
     };
     let dir = open_dir(rustix::fs::CWD, dest).map_err(at(dest))?;
-    let st = rustix::fs::fstat(&dir)
+    merge_into(live, dest, dir.as_fd(), usage(profile), limit)
+}
+
+/// Merge the upper layer `live` of a writable volume into the volume's
+/// directory `dest`, which grows by at most `grow` bytes (the sandbox's
+/// `--disk`: a sparse file, small in the tmpfs, is counted whole, so the
+/// merge never writes more than that). Holds an exclusive lock on `dest`
+/// meanwhile, so that sandboxes stopping at the same time merge one after
+/// the other, and so that the volume's deletion (which takes the same
+/// lock) never races a merge: a directory deleted meanwhile takes nothing.
+pub fn merge_volume(live: &Path, dest: &Path, grow: u64) -> Result<Merged, CacheError> {
+    let dir = open_dir(rustix::fs::CWD, dest).map_err(|source| CacheError::Lock {
+        path: dest.to_path_buf(),
+        source,
+    })?;
+    rustix::fs::flock(&dir, FlockOperation::LockExclusive)
         .map_err(io::Error::from)
-        .map_err(at(dest))?;
+        .map_err(|source| CacheError::Lock {
+            path: dest.to_path_buf(),
+            source,
+        })?;
+    let used = usage(dest);
+    merge_into(live, dest, dir.as_fd(), used, used.saturating_add(grow))
+}
+
+/// Merge `live` into the directory `dir` (at `dest`, for messages), whose
+/// tree holds `used` bytes, keeping it within `limit`.
+fn merge_into(
+    live: &Path,
+    dest: &Path,
+    dir: BorrowedFd<'_>,
+    used: u64,
+    limit: u64,
+) -> Result<Merged, CacheError> {
+    let st = rustix::fs::fstat(dir)
+        .map_err(io::Error::from)
+        .map_err(|source| CacheError::Merge {
+            path: dest.to_path_buf(),
+            cache: dest.to_path_buf(),
+            source,
+        })?;
     let mut m = Merge {
         cache: dest,
-        used: usage(profile),
+        used,
         limit,
         owner: (st.st_uid, st.st_gid),
         done: Merged::default(),
     };
-    m.dir(live, dir.as_fd())?;
+    m.dir(live, dir)?;
     Ok(m.done)
 }
 
@@ -398,6 +436,27 @@ mod tests {
             0,
             "written through a link"
         );
+    }
+
+    #[test]
+    fn a_volume_grows_by_at_most_its_budget_and_a_link_in_it_is_replaced_not_followed() {
+        let live = tmp("live");
+        let vol = tmp("volume");
+        let outside = tmp("outside");
+        fs::write(vol.path().join("old"), vec![1u8; 100 << 10]).unwrap();
+        symlink(outside.path(), vol.path().join("out")).unwrap();
+        fs::create_dir(live.path().join("out")).unwrap();
+        fs::write(live.path().join("out/planted"), "x").unwrap();
+        fs::write(live.path().join("a"), vec![1u8; 300 << 10]).unwrap();
+        // Sparse in the upper layer, whole once copied: counted whole.
+        let sparse = File::create(live.path().join("sparse")).unwrap();
+        sparse.set_len(1 << 30).unwrap();
+        let before = usage(vol.path());
+        let m = merge_volume(live.path(), vol.path(), 512 << 10).unwrap();
+        assert_eq!(m.left_out, 1);
+        assert!(vol.path().join("a").is_file() && !vol.path().join("sparse").exists());
+        assert!(usage(vol.path()) <= before + (512 << 10));
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
     }
 
     #[test]

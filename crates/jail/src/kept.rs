@@ -3,7 +3,9 @@
 //! workspace overlay's upper layer (`upper/`, `work/`), a named sandbox's
 //! kept home (`home/`, bound at [`warden_policy::HOME_MOUNT`]), and the
 //! upper layers of the package caches it declares (`caches/N/`, each an
-//! overlay over the profile's shared cache). All of it counts against the
+//! overlay over the profile's shared cache) and of its writable volumes
+//! (`volumes/N/`, each an overlay over the volume's directory). All of it
+//! counts against the
 //! one limit: a write past it fails with ENOSPC inside, and the host's
 //! disk is spent only when the sandbox stops, by at most the limit.
 //!
@@ -31,6 +33,10 @@ pub enum KeptBind {
     /// A package cache, the `N`th: an overlay whose lower layer is the
     /// bind's source and whose upper layer is `caches/N/` of the tmpfs.
     Cache(usize),
+    /// A writable volume, the `N`th: an overlay whose lower layer is the
+    /// volume's directory and whose upper layer is `volumes/N/` of the
+    /// tmpfs, so that what the sandbox writes there is within `--disk`.
+    Volume(usize),
 }
 
 /// The tmpfs of a sandbox that keeps state: its size, and whether
@@ -54,6 +60,10 @@ pub struct KeptSave {
     /// The profile's directory of caches, which the merges keep within
     /// `limit`.
     pub profile: Option<PathBuf>,
+    /// The directory of each writable volume, in the order of
+    /// `volumes/N/`: each grows by at most `limit` when the sandbox's
+    /// writes are merged into it.
+    pub volumes: Vec<PathBuf>,
     pub limit: u64,
 }
 
@@ -64,6 +74,7 @@ impl KeptSave {
             .as_ref()
             .or(self.home.as_ref())
             .or(self.profile.as_ref())
+            .or(self.volumes.first())
             .cloned()
             .unwrap_or_default()
     }
@@ -196,9 +207,23 @@ pub(crate) fn cache_dirs(n: usize) -> Result<(PathBuf, PathBuf), TmpfsError> {
     Ok((upper, work))
 }
 
+/// The upper and work directories of the `n`th writable volume's
+/// overlay, made empty in the tmpfs.
+pub(crate) fn volume_dirs(n: usize) -> Result<(PathBuf, PathBuf), TmpfsError> {
+    let base = Path::new(KEPT_MOUNT).join("volumes").join(n.to_string());
+    let (upper, work) = (base.join("upper"), base.join("work"));
+    for d in [&upper, &work] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(d)
+            .map_err(create_err(d))?;
+    }
+    Ok((upper, work))
+}
+
 /// Write the sandbox's state back from the tmpfs `fd`: the upper layer
 /// and the home over their saved copies (each whole or not at all), the
-/// caches' writes merged into the shared caches; then drop the mark that
+/// caches' and the volumes' writes merged into them; then drop the mark that
 /// said the state was in memory only. Every part is tried; the first
 /// failure is returned.
 pub fn save(fd: &OwnedFd, what: &KeptSave) -> Result<Merged, KeptError> {
@@ -228,6 +253,18 @@ pub fn save(fd: &OwnedFd, what: &KeptSave) -> Result<Merged, KeptError> {
                 Err(e) => {
                     first.get_or_insert(e.into());
                 }
+            }
+        }
+    }
+    for (n, dest) in what.volumes.iter().enumerate() {
+        let upper = live.join("volumes").join(n.to_string()).join("upper");
+        match cache::merge_volume(&upper, dest, what.limit) {
+            Ok(m) => {
+                merged.added += m.added;
+                merged.left_out += m.left_out;
+            }
+            Err(e) => {
+                first.get_or_insert(e.into());
             }
         }
     }

@@ -529,6 +529,10 @@ fn mount_binds(plan: &mut RootPlan) -> Result<(), MountError> {
                 mount_cache(b, n, &dst)?;
                 continue;
             }
+            Some(crate::kept::KeptBind::Volume(n)) => {
+                mount_volume(b, n, &dst)?;
+                continue;
+            }
             None => {}
         }
         mount_plain(b, &dst)?;
@@ -745,6 +749,18 @@ fn mount_cache(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError>
     let (upper, work) = crate::kept::cache_dirs(n)?;
     mkdir_p(dst)?;
     let made = overlay_at(&lower, &upper, &work, dst, "a package cache");
+    detach_lower(&lower);
+    made
+}
+
+/// The `n`th writable volume: an overlay of the volume's directory whose
+/// writes land in the kept tmpfs (within `--disk`), merged into the
+/// volume when the sandbox stops (see `crate::kept`).
+fn mount_volume(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError> {
+    let (lower, _keep) = attach_lower(b)?;
+    let (upper, work) = crate::kept::volume_dirs(n)?;
+    mkdir_p(dst)?;
+    let made = overlay_at(&lower, &upper, &work, dst, "a volume");
     detach_lower(&lower);
     made
 }

@@ -160,6 +160,16 @@ pub type Params = Vec<(String, String)>;
 /// parameters: where each goes, and which of warden's hidden directories
 /// (its state) the guest covers wherever a share shows them.
 pub fn binds(fs: &FilesystemSpec) -> Result<(Vec<Share>, Params), ShareError> {
+    // The guest binds a share at its own path only; a volume at another
+    // path, and the bound on its writes that the process backend keeps in
+    // its size-limited tmpfs, are not done here. Refused, never dropped.
+    if let Some(v) = fs.volumes.first() {
+        return Err(ShareError::Refused {
+            what: "`filesystem.volumes`",
+            path: v.inside.clone(),
+            why: "the VM backend does not mount volumes: use `isolation: process` for a sandbox with volumes",
+        });
+    }
     let mut shares = Vec::new();
     let mut params = Vec::new();
     for (i, b) in fs.binds.iter().enumerate() {
@@ -283,6 +293,14 @@ mod tests {
         ] {
             assert!(binds(&spec(bad.clone())).is_err(), "{bad:?} was accepted");
         }
+        let mut with_volume = spec(real.clone());
+        with_volume.volumes = vec![warden_policy::VolumeMount {
+            host: real.clone(),
+            inside: "/mnt/data".into(),
+            writable: false,
+        }];
+        let refused = binds(&with_volume).unwrap_err().to_string();
+        assert!(refused.contains("does not mount volumes"), "{refused}");
     }
 
     #[test]

@@ -130,8 +130,9 @@ struct ServeArgs {
     #[arg(long = "pool", value_name = "PROFILE=N[..M]")]
     pools: Vec<String>,
     /// Read these settings from a YAML file (keys socket, listen,
-    /// workspace_roots, pools: [{profile, size, max, window_seconds}], e2b,
-    /// allowed_hosts); flags given as well win
+    /// workspace_roots, pools: [{profile, size, max, window_seconds}], e2b
+    /// (an address, or {listen, volumes}), allowed_hosts); flags given as
+    /// well win
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Also serve an E2B-compatible API (control and sandbox API, for the
@@ -222,10 +223,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let state = state_dir()?;
     std::fs::create_dir_all(&state)
         .with_context(|| format!("cannot create warden's state directory {}", state.display()))?;
-    let file = match &args.config {
+    let mut file = match &args.config {
         Some(p) => warden_daemon::FileConfig::read(p)?,
         None => warden_daemon::FileConfig::default(),
     };
+    let e2b_file = file.e2b.take().unwrap_or_default();
     let mut pools = file.pools;
     for p in &args.pools {
         let p = parse_pool(p)?;
@@ -249,7 +251,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         listen: args.listen.or(file.listen),
         exe: warden_exe()?,
         pools,
-        e2b: args.e2b.or(file.e2b),
+        e2b: args.e2b.or(e2b_file.listen),
+        e2b_volumes: e2b_file.volumes,
         sessions: file.sessions,
         quotas: file.quotas,
         retention: file.retention,

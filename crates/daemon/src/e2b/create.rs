@@ -549,7 +549,10 @@ pub async fn create(
     if with_volumes {
         let (app, id) = (e.app.clone(), made.id.clone());
         let attached = sandboxes::blocking(move || {
-            super::volumes::attach(&app, &id, mounts).map_err(ApiError::internal)
+            super::volumes::attach(&app, &id, mounts).map_err(|e| match e {
+                super::volumes::AttachError::Refused(why) => ApiError::bad_request(why),
+                super::volumes::AttachError::Failed(why) => ApiError::internal(why),
+            })
         })
         .await;
         if let Err(err) = attached {

@@ -23,6 +23,7 @@ mod connect;
 mod control;
 mod copies;
 mod create;
+pub mod declared;
 mod filesystem;
 mod inside;
 pub(crate) mod interpreter;

@@ -12,10 +12,14 @@
 //! lists, reads nor deletes it, and is answered exactly as for one that
 //! does not exist (the daemon's owner sees every one). A caller names a
 //! volume, never a host path: its directory is the daemon's choice, under
-//! a random ID. A create's `volumeMounts` names the caller's volumes and
+//! a random ID. A create's `volumeMounts` names the caller's volumes, or
+//! those the owner declared and lets it mount ([`super::declared`]), and
 //! where they go ([`mounts_of`]); the door writes their directories into
-//! the new sandbox's spec as `filesystem.volumes` ([`attach`]). Their
-//! bytes count against the token's disk quota ([`bytes_of_token`]). Not
+//! the new sandbox's spec as `filesystem.volumes` ([`attach`]), where a
+//! writable one's writes are held within the sandbox's disk limit while
+//! it runs and merged into the volume when it stops (the jail's `kept`).
+//! A kept volume's bytes count against the token's disk quota
+//! ([`bytes_of_token`]). Not
 //! done yet: E2B's volume content API (a volume's files without a
 //! sandbox), whose address the SDK derives from the domain answered
 //! here, the door's own `.localhost` one, so those calls fail to connect
@@ -101,7 +105,7 @@ fn root(app: &App) -> PathBuf {
 /// Why `name` cannot name a volume; `None` when it can. A name is never
 /// a path (the directory is under a random ID), and is kept plain so
 /// that it reads the same in every message and list.
-fn invalid_name(name: &str) -> Option<String> {
+pub(super) fn invalid_name(name: &str) -> Option<String> {
     let shown: String = name.chars().take(MAX_NAME + 1).collect();
     if name.is_empty() || name.len() > MAX_NAME {
         return Some(format!(
@@ -216,6 +220,15 @@ fn make(e: &E2b, caller: &Caller, name: String) -> Result<Meta, (StatusCode, Str
             format!("volume {name:?} exists already; delete it first or choose another name"),
         ));
     }
+    // A name the caller mounts from the owner's declared volumes stays
+    // the owner's: one of its own of that name would make a mount
+    // ambiguous.
+    if super::declared::find(&e.app.e2b_volumes, caller, &name).is_some() {
+        return Err((
+            StatusCode::CONFLICT,
+            format!("volume {name:?} is one the daemon's owner declared; mount it by that name, or choose another name"),
+        ));
+    }
     if token.is_some() && mine.len() >= MAX_PER_TOKEN {
         return Err((
             StatusCode::TOO_MANY_REQUESTS,
@@ -320,6 +333,12 @@ pub async fn delete(
             return Ok(false);
         };
         let dir = root(&e.app).join(&m.id);
+        // The lock a stopping sandbox's merge into the volume holds: a
+        // merge either ends before the volume goes, or finds it gone and
+        // writes nothing (never into a directory no listing counts).
+        let data = std::fs::File::open(dir.join("data")).map_err(|err| err.to_string())?;
+        let _merges_held = nix::fcntl::Flock::lock(data, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, err)| err.to_string())?;
         // Out of the listing first (a rename is whole), then removed:
         // std's remove_dir_all never follows a symbolic link.
         let gone = root(&e.app).join(format!(".{}.deleted", m.id));
@@ -392,18 +411,62 @@ pub(super) fn mounts_of(
             ));
         }
         let shown: String = m.name.chars().take(MAX_NAME + 1).collect();
-        let Some(v) = mine.iter().find(|v| v.name == m.name) else {
-            return Err(format!(
-                "volumeMounts[{i}].name {shown:?}: no volume of that name of this caller's (make one with Volume.create)"
-            ));
+        // The caller's own first, then one the owner declared and lets
+        // it mount (a name is looked up, never read as a path: a
+        // declared volume's directory is the owner's text).
+        let (host, writable) = match mine.iter().find(|v| v.name == m.name) {
+            Some(v) => (root(app).join(&v.id).join("data"), true),
+            None => match super::declared::find(&app.e2b_volumes, caller, &m.name) {
+                Some(d) => (d.path.clone(), d.writable),
+                None => {
+                    return Err(format!(
+                        "volumeMounts[{i}].name {shown:?}: no volume of that name of this caller's (make one with Volume.create)"
+                    ))
+                }
+            },
         };
         out.push(warden_policy::VolumeMount {
-            host: root(app).join(&v.id).join("data"),
+            host,
             inside,
-            writable: true,
+            writable,
         });
     }
     Ok(out)
+}
+
+/// Why sandbox spec `spec` cannot take volumes; `None` when it can. Only
+/// the process backend mounts them, and a writable one only where the
+/// sandbox's disk limit holds what is written into it while it runs
+/// (a sandbox writing without end into a volume would otherwise fill the
+/// host's disk).
+fn attach_refusal(
+    spec: &warden_policy::SandboxSpec,
+    mounts: &[warden_policy::VolumeMount],
+) -> Option<String> {
+    if spec.isolation != warden_policy::Isolation::Process {
+        return Some(format!(
+            "volumeMounts: the template runs sandboxes with `isolation: {}`, which does not mount volumes; use a template of the process backend",
+            match spec.isolation {
+                warden_policy::Isolation::Vm => "vm",
+                warden_policy::Isolation::Gvisor => "gvisor",
+                warden_policy::Isolation::Process => "process",
+            }
+        ));
+    }
+    if spec.filesystem.disk.is_none() && mounts.iter().any(|m| m.writable) {
+        return Some(
+            "volumeMounts: the template's sandboxes have no disk limit to hold what is written into a volume; the daemon's owner gives it `resources.disk`".into(),
+        );
+    }
+    None
+}
+
+/// Why [`attach`] did not give the volumes.
+pub(super) enum AttachError {
+    /// The sandbox cannot take them (a 400).
+    Refused(String),
+    /// Its record could not be read or written.
+    Failed(String),
 }
 
 /// Give sandbox `id` (made, not started) the volumes `mounts`: written
@@ -414,14 +477,20 @@ pub(super) fn attach(
     app: &App,
     id: &str,
     mounts: Vec<warden_policy::VolumeMount>,
-) -> Result<(), String> {
+) -> Result<(), AttachError> {
     use warden_runtime::state::{read_json, write_json, Stored, STORED};
-    let sb = app.sandbox(id).map_err(|e| e.problem.message)?;
+    let sb = app
+        .sandbox(id)
+        .map_err(|e| AttachError::Failed(e.problem.message))?;
     let path = sb.dir().join(STORED);
-    let mut stored: Stored =
-        read_json(&path).map_err(|err| format!("the sandbox's spec cannot be read: {err}"))?;
+    let mut stored: Stored = read_json(&path)
+        .map_err(|err| AttachError::Failed(format!("the sandbox's spec cannot be read: {err}")))?;
+    if let Some(why) = attach_refusal(&stored.spec, &mounts) {
+        return Err(AttachError::Refused(why));
+    }
     stored.spec.filesystem.volumes.extend(mounts);
-    write_json(&path, &stored).map_err(|err| format!("the sandbox's spec cannot be kept: {err}"))
+    write_json(&path, &stored)
+        .map_err(|err| AttachError::Failed(format!("the sandbox's spec cannot be kept: {err}")))
 }
 
 #[cfg(test)]

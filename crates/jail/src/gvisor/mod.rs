@@ -304,6 +304,11 @@ fn check(spec: &SandboxSpec, root: bool) -> Result<Workspace, GvisorError> {
     if spec.filesystem.disk.is_some_and(|d| d.asked) {
         return Err(GvisorError::Unsupported("a disk limit (`resources.disk`)"));
     }
+    // runsc's file server would bind a volume, but not within the disk
+    // limit the process backend holds its writes to: refused, never dropped.
+    if !spec.filesystem.volumes.is_empty() {
+        return Err(GvisorError::Unsupported("volumes (`filesystem.volumes`)"));
+    }
     let fs = &spec.filesystem;
     // As for a VM: an overlay over an empty workspace (a named sandbox's
     // own) is exactly its upper layer; over a project's files it would

@@ -90,6 +90,8 @@ pub enum JailError {
     OverlayDegraded,
     #[error("volumes (`filesystem.volumes`) need a mount namespace, which this host does not give (degraded mode); run without them, or fix the host (see `warden doctor`)")]
     VolumesDegraded,
+    #[error("the writable volume at {} (`filesystem.volumes`) needs the sandbox's disk limit (`resources.disk`) to bound what is written into it, and this sandbox has none this host can enforce (Linux 6.6 or later, with a mount namespace): mount it read-only, or run where the disk limit holds", .0.display())]
+    VolumeUnbounded(PathBuf),
     #[error("`resources.disk` needs Linux 6.6 or later (overlayfs keeps its marks in user.* attributes, which tmpfs takes from 6.6); this kernel is {release}: leave `resources.disk` out to keep the layer on disk without a size limit, or run on a newer kernel")]
     DiskNeedsKernel { release: String },
     #[error("cannot serve the sandbox's network: {0}")]

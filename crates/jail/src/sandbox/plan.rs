@@ -94,6 +94,7 @@ pub(super) fn host_plan(
         home: None,
         caches: Vec::new(),
         profile: None,
+        volumes: Vec::new(),
         limit: disk.size.unwrap_or(0),
     };
     if !degraded_mode {
@@ -105,9 +106,22 @@ pub(super) fn host_plan(
     if degraded_mode && !fs.volumes.is_empty() {
         return Err(JailError::VolumesDegraded);
     }
+    // A writable volume is an overlay whose writes land in the kept tmpfs
+    // (within `--disk`) and are merged into the volume when the sandbox
+    // stops: a volume the sandbox could write directly would let it fill
+    // the host's disk. Where the tmpfs cannot hold overlays, or no disk
+    // limit is set, it is refused rather than bound unbounded.
+    let kept_volumes = disk.size.is_some() && disk.overlays;
     for v in &fs.volumes {
+        if v.writable && !kept_volumes {
+            return Err(JailError::VolumeUnbounded(v.inside.clone()));
+        }
         let (src, fd) = resolve_host_path("`filesystem.volumes`", &v.host)?;
-        let b = binds.make(src, fd, v.inside.clone(), v.writable)?;
+        let mut b = binds.make(src.clone(), fd, v.inside.clone(), v.writable)?;
+        if v.writable {
+            b.kept = Some(KeptBind::Volume(save.volumes.len()));
+            save.volumes.push(src);
+        }
         binds.add(b);
     }
     let Binds {
@@ -150,7 +164,10 @@ pub(super) fn host_plan(
         home_tmpfs,
         kept: match disk.size {
             Some(size)
-                if save.upper.is_some() || save.home.is_some() || !save.caches.is_empty() =>
+                if save.upper.is_some()
+                    || save.home.is_some()
+                    || !save.caches.is_empty()
+                    || !save.volumes.is_empty() =>
             {
                 Some((
                     KeptPlan {

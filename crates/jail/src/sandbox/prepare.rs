@@ -347,7 +347,8 @@ fn refuse(spec: &SandboxSpec, mode: Mode, program: Program) -> Result<(), JailEr
 
 /// `--disk`, where this kernel can enforce it: everything warden keeps for
 /// the sandbox lives in a tmpfs of that size while it runs; the overlays
-/// made on it (the workspace's, the caches') need Linux 6.6.
+/// made on it (the workspace's, the caches', the writable volumes') need
+/// Linux 6.6.
 fn disk(
     spec: &SandboxSpec,
     id: &str,
@@ -356,7 +357,11 @@ fn disk(
 ) -> Result<plan::Disk, JailError> {
     let fs = &spec.filesystem;
     Ok(match (&fs.disk, degraded_mode) {
-        (Some(limit), false) if fs.overlay.is_some() || !fs.caches.is_empty() => {
+        (Some(limit), false)
+            if fs.overlay.is_some()
+                || !fs.caches.is_empty()
+                || fs.volumes.iter().any(|v| v.writable) =>
+        {
             let release = host::kernel_release();
             match plan::disk_on_this_kernel(Some(limit.bytes), limit.asked, &release)? {
                 Some(d) => plan::Disk {

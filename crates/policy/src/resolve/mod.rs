@@ -72,6 +72,22 @@ pub enum KeptWorkspace {
     Copy(PathBuf),
 }
 
+/// Whether warden keeps something on the host's disk for the sandbox, and
+/// so gives it a disk limit: a run without an overlay, a kept home, caches
+/// or writable volumes has nothing of it on disk. A writable volume's
+/// writes are held within the limit while it runs.
+fn keeps_something(
+    overlay: bool,
+    home: &Home,
+    caches: &[crate::CacheMount],
+    volumes: &[crate::VolumeMount],
+) -> bool {
+    overlay
+        || matches!(home, Home::Dir(_))
+        || !caches.is_empty()
+        || volumes.iter().any(|v| v.writable)
+}
+
 impl Layer {
     /// Resolve these values into a spec: apply defaults, check every
     /// value, and build the command's environment from `host_env`.
@@ -179,9 +195,7 @@ impl Layer {
             return Err(Field::FileSize.invalid(Problem::ZeroFileSize));
         }
         let overlay = overlay_dirs.filter(|_| overlay);
-        // Only where something is kept: a run without an overlay, a kept
-        // home or caches has nothing of it on disk.
-        let keeps = overlay.is_some() || matches!(home_spec, Home::Dir(_)) || !caches.is_empty();
+        let keeps = keeps_something(overlay.is_some(), &home_spec, &caches, &volumes);
         let disk = match keeps {
             true => Some(DiskLimit {
                 bytes: limits::disk_limit(

@@ -1,0 +1,162 @@
+//! Volumes (`--volume HOST:INSIDE[:ro]`, `filesystem.volumes`) through the
+//! real binary: a writable volume's writes are held in the sandbox's
+//! size-limited tmpfs (`--disk`) while it runs and merged into the host
+//! directory when it stops, so a run writing without end into a volume
+//! ends in ENOSPC inside and the host directory grows by at most the
+//! limit; a read-only one is never written; the VM and gVisor backends
+//! refuse a spec with volumes before anything runs, rather than dropping
+//! them.
+
+use crate::common::*;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Bytes of disk the tree at `p` occupies (blocks; links not followed).
+fn allocated(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| {
+            let Ok(m) = e.path().symlink_metadata() else {
+                return 0;
+            };
+            m.blocks() * 512 + if m.is_dir() { allocated(&e.path()) } else { 0 }
+        })
+        .sum()
+}
+
+fn volume_arg(host: &Path, inside: &str, mode: &str) -> String {
+    format!("{}:{inside}{mode}", host.display())
+}
+
+#[test]
+fn a_writable_volume_gets_what_the_run_wrote_when_it_stops() {
+    let state = TempDir::new("volume-write");
+    let vol = TempDir::new("volume-write-dir");
+    std::fs::write(vol.path().join("before"), "from the host\n").unwrap();
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-tty",
+            "--volume",
+            &volume_arg(vol.path(), "/mnt/v", ""),
+            "--",
+            "sh",
+            "-c",
+            "cat /mnt/v/before && echo written > /mnt/v/after && rm /mnt/v/before",
+        ],
+    );
+    assert_eq!(ok(&out), "from the host\n");
+    assert_eq!(
+        std::fs::read_to_string(vol.path().join("after")).unwrap(),
+        "written\n"
+    );
+    assert!(
+        !vol.path().join("before").exists(),
+        "a removal is merged too"
+    );
+}
+
+#[test]
+fn a_run_writing_without_end_into_a_volume_is_stopped_at_its_disk_limit() {
+    const LIMIT: u64 = 8 << 20;
+    let state = TempDir::new("volume-fill");
+    let vol = TempDir::new("volume-fill-dir");
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-tty",
+            "--disk",
+            "8M",
+            "--volume",
+            &volume_arg(vol.path(), "/mnt/v", ""),
+            "--",
+            "sh",
+            "-c",
+            "(cat /dev/zero > /mnt/v/endless) 2>&1; echo status=$?; \
+             truncate -s 50G /mnt/v/sparse; echo x >> /mnt/v/sparse; \
+             du -sk /mnt/v >&2",
+        ],
+    );
+    let (o, e) = (stdout(&out), stderr(&out));
+    assert!(
+        o.contains("No space left on device"),
+        "stdout: {o}\nstderr: {e}"
+    );
+    assert!(!o.contains("status=0"), "{o}");
+    let grown = allocated(vol.path());
+    assert!(
+        grown <= LIMIT + (1 << 20),
+        "the volume grew by {grown} bytes past the 8 MiB limit"
+    );
+    let sparse = vol.path().join("sparse");
+    assert!(
+        !sparse.exists() || sparse.metadata().unwrap().len() <= LIMIT,
+        "a sparse file was merged whole"
+    );
+}
+
+#[test]
+fn a_read_only_volume_is_never_written() {
+    let state = TempDir::new("volume-ro");
+    let vol = TempDir::new("volume-ro-dir");
+    std::fs::write(vol.path().join("data"), "kept\n").unwrap();
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-tty",
+            "--volume",
+            &volume_arg(vol.path(), "/mnt/v", ":ro"),
+            "--",
+            "sh",
+            "-c",
+            "cat /mnt/v/data; echo changed > /mnt/v/data || echo refused; touch /mnt/v/new || echo refused",
+        ],
+    );
+    assert_eq!(stdout(&out), "kept\nrefused\nrefused\n", "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(vol.path().join("data")).unwrap(),
+        "kept\n"
+    );
+    assert!(!vol.path().join("new").exists());
+}
+
+#[test]
+fn a_vm_or_gvisor_sandbox_refuses_volumes_before_anything_runs() {
+    let state = TempDir::new("volume-backends");
+    let vol = TempDir::new("volume-backends-dir");
+    for (isolation, word) in [("vm", "does not mount volumes"), ("gvisor", "volumes")] {
+        let started = Instant::now();
+        let out = warden(
+            state.path(),
+            &[
+                "run",
+                "--no-tty",
+                "--isolation",
+                isolation,
+                "--volume",
+                &volume_arg(vol.path(), "/mnt/v", ":ro"),
+                "--",
+                "touch",
+                "/mnt/v/ran",
+            ],
+        );
+        let e = stderr(&out);
+        assert_ne!(code(&out), 0, "{isolation}: {e}");
+        if e.contains("needs runsc") || e.contains("no VM") || e.contains("/dev/kvm") {
+            skip(&format!("{isolation} is not usable here: {e}"));
+            continue;
+        }
+        assert!(e.contains(word), "{isolation}: {e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{isolation} booted first"
+        );
+        assert!(!vol.path().join("ran").exists());
+    }
+}
