@@ -318,7 +318,7 @@ fn daemon(verb: &str, args: Vec<std::ffi::OsString>) -> anyhow::Result<u8> {
         .args(args)
         .exec();
     Err(anyhow::anyhow!(
-        "cannot run {} ({err}): `warden {verb}` needs warden-daemon installed beside warden (`cargo build -p warden-cli` builds both)",
+        "cannot run {} ({err}): `warden {verb}` needs warden-daemon beside warden, and `cargo run` builds only warden: `cargo build --release -p warden-cli` builds warden, warden-daemon and warden-guest-init (with the flags warden was built with), to be installed together (docs/install.md)",
         daemon.display()
     ))
 }

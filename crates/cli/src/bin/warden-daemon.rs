@@ -196,7 +196,8 @@ enum TokenCommand {
         /// A name to know it by
         name: String,
         /// What it may do (repeatable): sandboxes:read, sandboxes:write,
-        /// exec, files, approvals, mcp, admin
+        /// exec, files, approvals, mcp, desktop:view, desktop:control
+        /// (grants desktop:view), admin (everything, tokens included)
         #[arg(long = "scope", value_name = "SCOPE", required = true)]
         scopes: Vec<String>,
         /// Good for this sandbox's data API only (exec, events, ...)

@@ -15,6 +15,14 @@ pub fn egress(name: &str, allow: Vec<String>, deny: Vec<String>, json: bool) -> 
     if !running(&sb) {
         bail!("sandbox {name} is not running: its allowlist is read and changed while it runs; start it with `warden start {name}`");
     }
+    // A range is not a name: say where ranges are given rather than
+    // calling it a URL (a user who was told `--allow-cidr ADDRESS/32`
+    // tries it here first).
+    if let Some(range) = allow.iter().find(|e| is_address_range(e)) {
+        bail!(
+            "--allow {range}: an address range, not a host name; a running sandbox's list takes names, and ranges are given when it is made (`--allow-cidr {range}` to `warden create` or `warden run`, `egress.allow_cidrs` in a profile); nothing was changed"
+        );
+    }
     let by = format!("warden egress (uid {})", nix::unistd::getuid());
     // The command line is the owner's.
     let rules = match Connection::open(&control(&sb))?.set_egress(
@@ -53,6 +61,13 @@ pub fn egress(name: &str, allow: Vec<String>, deny: Vec<String>, json: bool) -> 
         }
     }
     Ok(0)
+}
+
+/// Whether `entry` is written as an address range (`ADDRESS/BITS`).
+fn is_address_range(entry: &str) -> bool {
+    entry.split_once('/').is_some_and(|(addr, bits)| {
+        addr.parse::<std::net::IpAddr>().is_ok() && bits.parse::<u8>().is_ok()
+    })
 }
 
 /// `warden approvals [--sandbox NAME]`, or with `ID DECISION`, the answer.

@@ -246,9 +246,17 @@ pub fn exec(args: ExecArgs) -> anyhow::Result<u8> {
         // sandbox's output budget, read with `warden logs --exec`.
         keep_output: args.detach.then(warden_runtime::output::new_exec_id),
     };
+    let program = req.argv.first().cloned().unwrap_or_default();
     let (status, message) = exec_in(&sb, req, args.detach, args.timeout)?;
     if let Some(m) = message {
-        eprintln!("warden: {m}");
+        // The backends say "command not found" without the name; the
+        // person needs to know which one (a tool not installed yet, or
+        // installed where the sandbox's PATH does not look).
+        if status == 127 && !program.is_empty() {
+            eprintln!("warden: {program}: {m}");
+        } else {
+            eprintln!("warden: {m}");
+        }
     }
     Ok(status)
 }

@@ -35,6 +35,7 @@ mod exec_attacks;
 mod fields;
 mod files;
 mod fork_quota;
+mod fresh_machine;
 mod frictions;
 mod gvisor;
 mod gvisor_quota;

@@ -1,0 +1,119 @@
+//! What a person new to warden met following the README and the agent
+//! recipe on a fresh machine, through the real binary: a `warden` built by
+//! `cargo run` alone (no `warden-daemon` beside it), an address range given
+//! to the live allowlist, and a command the sandbox does not have.
+
+use crate::common::*;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn serve_without_warden_daemon_beside_says_which_build_makes_it_and_where_installing_is_told() {
+    // `cargo run -p warden-cli` builds only `warden`: a copy of warden alone
+    // in a directory is that build.
+    let dir = TempDir::new("fresh-alone");
+    let alone = dir.path().join("warden");
+    std::fs::copy(warden_bin(), &alone).unwrap();
+    let state = TempDir::new("fresh-alone-state");
+    let out = Command::new(&alone)
+        .arg("serve")
+        .env("WARDEN_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 125, "{err}");
+    assert!(
+        err.contains(&dir.path().join("warden-daemon").display().to_string()),
+        "the path looked for is named: {err}"
+    );
+    assert!(
+        err.contains("cargo build --release -p warden-cli") && err.contains("docs/install.md"),
+        "the build that makes warden-daemon, and where installing is told: {err}"
+    );
+    assert!(
+        err.contains("`cargo run` builds only warden"),
+        "why it is missing after the README's build: {err}"
+    );
+}
+
+/// Stops the sandbox even when the test fails half-way.
+struct Remover<'a>(&'a std::path::Path, &'a str);
+
+impl Drop for Remover<'_> {
+    fn drop(&mut self) {
+        let _ = warden(self.0, &["rm", "--force", self.1]);
+    }
+}
+
+#[test]
+fn an_address_range_given_to_the_live_allowlist_is_told_where_ranges_go_and_changes_nothing() {
+    if !egress_available() {
+        return;
+    }
+    let state = TempDir::new("fresh-range");
+    ok(&warden(
+        state.path(),
+        &["create", "rng", "--allow-domain", "example.test", "--start"],
+    ));
+    let _rm = Remover(state.path(), "rng");
+    let out = warden(
+        state.path(),
+        &["egress", "rng", "--allow", "203.0.113.80/32"],
+    );
+    let err = stderr(&out);
+    assert_eq!(code(&out), 125, "{err}");
+    assert!(
+        err.contains("not a host name") && err.contains("--allow-cidr 203.0.113.80/32"),
+        "the range is named as one, with the flag that takes it: {err}"
+    );
+    assert!(!err.contains("URL"), "a range is not called a URL: {err}");
+    let list = ok(&warden(state.path(), &["egress", "rng"]));
+    assert_eq!(list.trim(), "example.test", "nothing was changed");
+}
+
+#[test]
+fn exec_of_a_command_the_sandbox_lacks_names_the_command() {
+    let state = TempDir::new("fresh-127");
+    ok(&warden(state.path(), &["create", "nf", "--start"]));
+    let _rm = Remover(state.path(), "nf");
+    let missing = unique("no-such-agent");
+    let out = warden(state.path(), &["exec", "nf", "--", &missing, "--version"]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 127, "{err}");
+    assert!(
+        err.contains(&format!("{missing}: command not found")),
+        "the command that was not found is named: {err}"
+    );
+    // The sandbox is still there for the next exec.
+    wait_until("the sandbox to answer", Duration::from_secs(5), || {
+        code(&warden(state.path(), &["exec", "nf", "--", "true"])) == 0
+    });
+}
+
+#[test]
+fn token_create_help_lists_every_scope_the_daemon_takes() {
+    let out = Command::new(warden_bin())
+        .args(["token", "create", "--help"])
+        .output()
+        .unwrap();
+    let help = stdout(&out);
+    for scope in [
+        "sandboxes:read",
+        "sandboxes:write",
+        "exec",
+        "files",
+        "approvals",
+        "mcp",
+        "desktop:view",
+        "desktop:control",
+        "admin",
+    ] {
+        assert!(help.contains(scope), "{scope} is listed: {help}");
+        // And the daemon takes it as written there.
+        let state = TempDir::new("fresh-scope");
+        ok(&warden(
+            state.path(),
+            &["token", "create", "t", "--scope", scope],
+        ));
+    }
+}
