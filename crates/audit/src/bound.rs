@@ -258,6 +258,11 @@ macro_rules! walk {
                 v.text(host, NAME_BYTES, false);
             }
             K::EventsOverBudget { of, .. } => v.text(of, NAME_BYTES, false),
+            // The program's path is the kernel's, at most PATH_MAX.
+            K::ExecRefused { rule, by, .. } => {
+                v.text(rule, NAME_BYTES, false);
+                v.text(by, NAME_BYTES, false);
+            }
             K::Started { .. }
             | K::ExecExited { .. }
             | K::ConnectionsNotRecorded { .. }

@@ -78,6 +78,7 @@ fn describe_kind(kind: &EventKind) -> String {
         EventKind::Created { .. }
         | EventKind::Degraded { .. }
         | EventKind::Started { .. }
+        | EventKind::ExecRefused { .. }
         | EventKind::ExecStarted { .. }
         | EventKind::ExecExited { .. }
         | EventKind::Workspace { .. }
@@ -120,6 +121,13 @@ fn describe_life(kind: &EventKind) -> String {
         ),
         EventKind::Degraded { layer, lost } => format!("DEGRADED {layer}: {lost}"),
         EventKind::Started { pid } => format!("started (init pid {pid})"),
+        EventKind::ExecRefused { program, rule, by } => format!(
+            "REFUSED exec of {} ({rule}, enforced by {by})",
+            program
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "an unnamed file".into())
+        ),
         EventKind::ExecStarted {
             exec,
             argv,

@@ -74,6 +74,17 @@ pub enum EventKind {
     /// The command was started inside the sandbox; `pid` is the host PID of the
     /// sandbox's init.
     Started { pid: i32 },
+    /// A program inside the sandbox was refused execution by a rule (the
+    /// kernel's own record of the refusal: the program never ran). `rule`
+    /// is the field whose rule refused it (`allow_exec`), `by` what
+    /// enforced it (`landlock`).
+    ExecRefused {
+        /// Absent when the kernel's record named no path.
+        #[serde(default, with = "crate::paths::optional")]
+        program: Option<PathBuf>,
+        rule: String,
+        by: String,
+    },
     /// A process was started in a running sandbox (`warden exec`, the API).
     ExecStarted {
         exec: u64,
@@ -267,6 +278,7 @@ impl EventKind {
             EventKind::Created { .. } => "created",
             EventKind::Degraded { .. } => "degraded",
             EventKind::Started { .. } => "started",
+            EventKind::ExecRefused { .. } => "exec_refused",
             EventKind::ExecStarted { .. } => "exec_started",
             EventKind::ExecExited { .. } => "exec_exited",
             EventKind::Connection { .. } => "connection",

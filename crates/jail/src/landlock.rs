@@ -15,8 +15,9 @@ use landlock::{
 };
 use std::path::{Path, PathBuf};
 
-/// The newest ABI whose rights warden knows how to use.
-const ABI_TARGET: ABI = ABI::V6;
+/// The newest ABI whose rights warden knows how to use (7 adds no access
+/// right, only the logging of refusals to the kernel's audit log).
+const ABI_TARGET: ABI = ABI::V7;
 
 /// Why Landlock could not be applied.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +82,13 @@ pub fn restrict_exec(
         .scope(Scope::from_all(ABI_TARGET))
         .map_err(LandlockError::Ruleset)?
         .create()
+        .map_err(LandlockError::Ruleset)?
+        // With an allowlist, the kernel reports each refusal of the
+        // programs the sandbox runs (not only of this init) to its audit
+        // log, where a root supervisor reads it (`landlock_audit`): the
+        // refusal of a program started by a shell inside becomes an event.
+        // Ignored by kernels before ABI 7 (best effort).
+        .log_new_exec(executable.is_some())
         .map_err(LandlockError::Ruleset)?;
     let mut add = |path: &Path, access| -> Result<(), LandlockError> {
         let fd = PathFd::new(path).map_err(|source| LandlockError::Path {

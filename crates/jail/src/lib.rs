@@ -29,6 +29,7 @@ pub mod identity;
 mod init;
 pub mod kept;
 pub mod landlock;
+pub mod landlock_audit;
 pub mod layer;
 pub mod mounts;
 pub mod netns;

@@ -32,6 +32,7 @@ mod door_records;
 mod egress;
 mod egress_live;
 mod exec_attacks;
+mod exec_refusal_events;
 mod fields;
 mod files;
 mod fork_quota;

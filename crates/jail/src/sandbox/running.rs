@@ -37,6 +37,7 @@ pub(super) fn supervise(
         desk,
         layer,
         send_error,
+        refusals,
     } = started;
     let raw = if master.is_some() {
         RawMode::enable()?
@@ -69,8 +70,19 @@ pub(super) fn supervise(
         usage: None,
         degraded: mode == Mode::Degraded,
         desk,
+        refusals,
     };
-    let supervised = sv.run(&sfd, deadline, &guard);
+    let supervised = sv.run(&sfd, deadline, &guard, &mut |kind| {
+        events.emit(&Event::now(id, kind))
+    });
+    // Refusals the kernel queued just before the end.
+    if let Some(w) = sv.refusals.as_mut() {
+        for r in w.settle(id, std::time::Duration::from_secs(1)) {
+            if let Some(kind) = super::supervision::refusal_event(r) {
+                events.emit(&Event::now(id, kind));
+            }
+        }
+    }
     let saved = layer.map(|(fd, save)| {
         crate::kept::save(&fd, &save)
             .map(|merged| (merged, save.limit))

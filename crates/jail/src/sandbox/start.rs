@@ -41,6 +41,9 @@ pub(super) struct Started {
     /// The final message could not be sent; the init's own report of why
     /// is the better message when it has one.
     pub send_error: Option<JailError>,
+    /// With an exec allowlist, as root with the kernel's audit on: the
+    /// kernel's records of what the sandbox's Landlock domain refused.
+    pub refusals: Option<crate::landlock_audit::AuditWatch>,
 }
 
 /// Let the init go on, and hand it the last of what it needs.
@@ -71,6 +74,9 @@ pub(super) fn start(
         published,
         kept_save,
     } = cloned;
+    // Subscribed before the init restricts itself: the first refusal's
+    // records name the domain's maker, and are sent once.
+    let refusals = refusal_watch(spec, child);
     // The values, now that the init exists (and before it builds the root,
     // which holds the authority's certificate), to the caller's keeping.
     if let (Some(p), Some(_)) = (secrets, &egress) {
@@ -166,7 +172,27 @@ pub(super) fn start(
         desk,
         layer,
         send_error,
+        refusals,
     })
+}
+
+/// The kernel's records of the allowlist's refusals inside, where it
+/// keeps them and warden may read them (see `landlock_audit`); without,
+/// only the refusal of the command warden starts is recorded.
+fn refusal_watch(spec: &SandboxSpec, init: Pid) -> Option<crate::landlock_audit::AuditWatch> {
+    if spec.allow_exec.is_empty() {
+        return None;
+    }
+    match crate::landlock_audit::AuditWatch::open() {
+        Ok(mut w) => {
+            w.set_init(init.as_raw());
+            Some(w)
+        }
+        Err(e) => {
+            tracing::debug!("exec refusals inside are not recorded: {e}");
+            None
+        }
+    }
 }
 
 /// The rest of the cgroup, while the child sets up its IDs and network; it

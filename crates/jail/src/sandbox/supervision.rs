@@ -64,16 +64,41 @@ pub(super) struct Supervision {
     pub(super) degraded: bool,
     /// `--ask`: the proxy's questions, answered from the terminal.
     pub(super) desk: Option<Box<dyn super::Desk>>,
+    /// The kernel's records of refusals inside (see `landlock_audit`).
+    pub(super) refusals: Option<crate::landlock_audit::AuditWatch>,
+}
+
+/// A refusal of the allowlist inside, as its event; other refusals of the
+/// domain (a write, a read) are not this record's.
+pub(super) fn refusal_event(r: crate::landlock_audit::Refusal) -> Option<warden_audit::EventKind> {
+    r.is_exec().then(|| warden_audit::EventKind::ExecRefused {
+        program: r.path,
+        rule: "allow_exec".into(),
+        by: "landlock".into(),
+    })
 }
 
 const MAX_REPORT_BYTES: usize = 64 * 1024;
 
 impl Supervision {
+    /// The kernel's records of refusals inside, as events.
+    fn relay_refusals(&mut self, emit: &mut dyn FnMut(warden_audit::EventKind)) {
+        let refused = self
+            .refusals
+            .as_mut()
+            .map(|w| w.drain())
+            .unwrap_or_default();
+        for kind in refused.into_iter().filter_map(refusal_event) {
+            emit(kind);
+        }
+    }
+
     pub(super) fn run(
         &mut self,
         sfd: &SignalFd,
         deadline: Option<Instant>,
         guard: &ChildGuard,
+        emit: &mut dyn FnMut(warden_audit::EventKind),
     ) -> Result<(), JailError> {
         let mut rusage_done = false;
         while !rusage_done {
@@ -111,6 +136,10 @@ impl Supervision {
                 fds.push(PollFd::new(d.fd(), PollFlags::POLLIN));
                 fds.len() - 1
             });
+            let audit_idx = self.refusals.as_ref().map(|w| {
+                fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
             // An open question is checked for its deadline every second.
             let timeout = if asking && (timeout == PollTimeout::NONE || i32::from(timeout) > 1000) {
                 PollTimeout::from(1000u16)
@@ -139,7 +168,11 @@ impl Supervision {
                 ready(stdin_idx) || ready(room_idx),
                 ready(desk_idx),
             );
+            let audit_ready = ready(audit_idx);
             drop(fds);
+            if audit_ready {
+                self.relay_refusals(emit);
+            }
             if let Some(out) = self.desk.as_mut().and_then(|d| d.tick()) {
                 let _ = write_all(std::io::stderr().as_fd(), out.as_bytes());
             }

@@ -1,0 +1,169 @@
+//! Refusals of the exec allowlist *inside* the sandbox (a shell the
+//! allowlist lets run, running a program it does not) are events, from the
+//! kernel's own audit records of Landlock's refusals (see
+//! docs/allow-exec.md, "What is recorded"). Needs root and the kernel's
+//! audit on; skipped with the reason otherwise.
+
+use crate::common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// Whether this host can show the records: root, Landlock, audit on.
+fn host_ready() -> bool {
+    if !is_root() {
+        skip("not root: Landlock's audit records are read by root only (rootless gets no exec_refused event)");
+        return false;
+    }
+    let doctor = Command::new(warden_bin())
+        .args(["doctor", "--json"])
+        .output();
+    let abi = doctor
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .and_then(|v| v["host"]["landlock_abi"].as_i64());
+    if abi.unwrap_or(0) < 7 {
+        skip("the kernel's Landlock is older than ABI 7: it logs no refusals");
+        return false;
+    }
+    match warden_jail::landlock_audit::audit_enabled() {
+        Ok(true) => true,
+        Ok(false) => {
+            skip("the kernel's audit is off (auditctl -e 1): refusals inside are not recorded");
+            false
+        }
+        Err(e) => {
+            skip(&format!("cannot ask the kernel's audit: {e}"));
+            false
+        }
+    }
+}
+
+/// A read-only directory holding `evil`, a program that would leave
+/// `ran` in the workspace, and a workspace to look for it in.
+fn planted() -> (TempDir, TempDir) {
+    let tools = TempDir::new("exec-refusal-tools");
+    let ws = TempDir::new("exec-refusal-ws");
+    for d in [tools.path(), ws.path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let evil = tools.path().join("evil");
+    std::fs::write(&evil, b"#!/bin/sh\necho ran > /workspace/ran\n").unwrap();
+    std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (tools, ws)
+}
+
+fn run(allow: &[&str], tools: &Path, ws: &Path, events: &Path, script: &str) -> Output {
+    let mut c = Command::new(warden_bin());
+    c.args(["run", "--no-tty"]);
+    for a in allow {
+        c.args(["--allow-exec", a]);
+    }
+    c.args(["--workspace", ws.to_str().unwrap()])
+        .args(["--ro", tools.to_str().unwrap()])
+        .args(["--json-events", events.to_str().unwrap()])
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::null());
+    c.output().expect("warden could not be started")
+}
+
+fn refused_events(events: &Path) -> Vec<serde_json::Value> {
+    crate::common::events(events)
+        .into_iter()
+        .filter(|e| e["event"] == "exec_refused")
+        .collect()
+}
+
+#[test]
+fn a_program_refused_inside_the_sandbox_is_an_event_naming_it_and_the_rule_and_never_ran() {
+    if !host_ready() {
+        return;
+    }
+    let (tools, ws) = planted();
+    let evil = tools.path().join("evil");
+    let evil = evil.to_str().unwrap();
+    let logs = TempDir::new("exec-refusal-events");
+    let ev = logs.path().join("events.jsonl");
+    let ev = ev.as_path();
+
+    // The planted program works when allowed: it would leave its file.
+    let o = run(&["sh", evil], tools.path(), ws.path(), ev, evil);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        ws.path().join("ran").exists(),
+        "the planted program did not run even when allowed"
+    );
+    assert!(refused_events(ev).is_empty(), "{:?}", refused_events(ev));
+    std::fs::remove_file(ws.path().join("ran")).unwrap();
+    let _ = std::fs::remove_file(ev);
+
+    // Only the shell allowed: the shell's exec of it is refused inside.
+    let o = run(
+        &["sh"],
+        tools.path(),
+        ws.path(),
+        ev,
+        &format!("{evil}; echo status=$?"),
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("status=126"),
+        "{o:?}"
+    );
+    assert!(!ws.path().join("ran").exists(), "the refused program ran");
+    let refused = refused_events(ev);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["program"], evil);
+    assert_eq!(refused[0]["rule"], "allow_exec");
+    assert_eq!(refused[0]["by"], "landlock");
+}
+
+#[test]
+fn another_sandboxs_refusals_never_appear_among_this_sandboxs_events() {
+    if !host_ready() {
+        return;
+    }
+    let (tools, ws) = planted();
+    let evil = tools.path().join("evil");
+    let evil = evil.to_str().unwrap();
+    let logs = TempDir::new("exec-refusal-events");
+    let quiet_ev = logs.path().join("quiet.jsonl");
+    let loud_ev = logs.path().join("loud.jsonl");
+    // The quiet sandbox runs while the loud one is refused, many times.
+    let mut quiet = Command::new(warden_bin());
+    quiet
+        .args([
+            "run",
+            "--no-tty",
+            "--allow-exec",
+            "sh",
+            "--allow-exec",
+            "sleep",
+        ])
+        .args(["--json-events", quiet_ev.to_str().unwrap()])
+        .args(["--", "sh", "-c", "sleep 2"])
+        .stdin(Stdio::null());
+    let quiet = quiet.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let loud = run(
+        &["sh"],
+        tools.path(),
+        ws.path(),
+        &loud_ev,
+        &format!("for i in 1 2 3 4 5; do {evil}; done; true"),
+    );
+    assert_eq!(code(&loud), 0, "{}", stderr(&loud));
+    let quiet = quiet.wait_with_output().unwrap();
+    assert_eq!(code(&quiet), 0, "{}", stderr(&quiet));
+    assert_eq!(
+        refused_events(&loud_ev).len(),
+        5,
+        "{:?}",
+        refused_events(&loud_ev)
+    );
+    assert!(
+        refused_events(&quiet_ev).is_empty(),
+        "{:?}",
+        refused_events(&quiet_ev)
+    );
+}
