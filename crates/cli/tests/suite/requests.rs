@@ -284,6 +284,7 @@ curl -sS --noproxy '*' "https://forge.test:PORT/repos/acme/w"
 
 mod api;
 mod ask;
+mod elicit;
 mod git;
 mod mcp;
 mod websocket;

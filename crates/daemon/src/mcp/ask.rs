@@ -71,20 +71,25 @@ impl Session {
                             1 << 16,
                         )
                         .await;
-                    let target = format!("{}:{}", q.name, q.port);
+                    // A request an ask rule holds is named by its line:
+                    // its name is allowed already, that request is asked.
+                    let target = match &q.request {
+                        Some(r) => format!("send {r} to {}:{}", q.name, q.port),
+                        None => format!("connect to {}:{}", q.name, q.port),
+                    };
                     match (answered, note) {
                         (Ok(_), Some(why)) => session.note(format!(
-                            "sandbox {id} asked to connect to {target}; it was denied: {why}"
+                            "sandbox {id} asked to {target}; it was denied: {why}"
                         )),
                         (Ok(_), None) => session.note(format!(
-                            "sandbox {id} asked to connect to {target}; the person answered {}",
+                            "sandbox {id} asked to {target}; the person answered {}",
                             serde_json::to_value(decision)
                                 .ok()
                                 .and_then(|v| v.as_str().map(str::to_string))
                                 .unwrap_or_default()
                         )),
                         (Err(e), _) => session.note(format!(
-                            "sandbox {id} asked to connect to {target}; the answer was not taken: {}",
+                            "sandbox {id} asked to {target}; the answer was not taken: {}",
                             e.message
                         )),
                     }
@@ -112,10 +117,16 @@ pub(super) async fn ask_person(
         .optional_bool("always", false)
         .build()
         .map_err(|e| format!("cannot build the question: {e}"))?;
-    let message = format!(
-        "Sandbox {} wants to connect to {}:{} ({}), which its policy does not allow. Allow it? (\"always\" adds the name to this sandbox's allowlist)",
-        q.sandbox, q.name, q.port, q.protocol
-    );
+    let message = match &q.request {
+        Some(r) => format!(
+            "Sandbox {} wants to send {r} to {}:{}, which a request rule holds for a person's answer. Allow this request? (\"always\" keeps a rule allowing this method and path)",
+            q.sandbox, q.name, q.port
+        ),
+        None => format!(
+            "Sandbox {} wants to connect to {}:{} ({}), which its policy does not allow. Allow it? (\"always\" adds the name to this sandbox's allowlist)",
+            q.sandbox, q.name, q.port, q.protocol
+        ),
+    };
     let left = q
         .deadline_ms
         .saturating_sub(warden_runtime::state::now_ms());

@@ -407,8 +407,15 @@ impl Session {
             &sb.dir().join(warden_runtime::state::STORED),
         ) {
             Ok(stored) => {
-                let ask =
-                    matches!(&stored.spec.network, warden_policy::NetworkSpec::Egress(e) if e.ask);
+                // Questions come from ask mode and from ask rules alike.
+                let asks = |e: &warden_policy::EgressSpec| {
+                    use warden_policy::requests::RequestAction;
+                    e.ask || e.requests.iter().any(|r| r.action == RequestAction::Ask)
+                };
+                let ask = match &stored.spec.network {
+                    warden_policy::NetworkSpec::Egress(e) => asks(e),
+                    _ => false,
+                };
                 (describe::allows(&stored.spec, workspace), ask)
             }
             Err(_) => (String::new(), false),
