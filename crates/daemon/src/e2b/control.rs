@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::create::{access_token, end_ms, template_of, ttl_for};
-use super::lifecycle::{self, Seen, ON_TIMEOUT};
+use super::answer::{access_token, template_of};
+use super::lifecycle::{self, end_ms, ttl_for, Seen, ON_TIMEOUT};
 use super::{permit, E2b, ENVD_VERSION};
 use crate::api::{SandboxInfo, SetTimeout};
 use crate::app::App;
@@ -33,8 +33,6 @@ use crate::error::{spec_pointer, ApiError};
 use crate::routes::sandboxes;
 use warden_policy::Field;
 
-/// E2B's default template.
-pub(super) const DEFAULT_TEMPLATE: &str = "base";
 /// The metadata key that keeps a killed sandbox, stopped, for review.
 const KEEP: &str = "warden.keep";
 

@@ -79,7 +79,7 @@ pub async fn create_snapshot(
     };
     // A snapshot is named as a template is when a sandbox is made from
     // it: a name the owner's catalogue gives a profile would be two things.
-    if e.app.catalog.profile(&name).is_ok() || name == super::control::DEFAULT_TEMPLATE {
+    if e.app.catalog.profile(&name).is_ok() || name == super::answer::DEFAULT_TEMPLATE {
         return error(
             StatusCode::BAD_REQUEST,
             format!("snapshot name {name:?} is the name of a template (a profile of the daemon's owner); give the snapshot another name"),
@@ -365,7 +365,7 @@ pub struct ForkBody {
 #[derive(Serialize)]
 struct ForkResult {
     #[serde(skip_serializing_if = "Option::is_none")]
-    sandbox: Option<super::create::Created>,
+    sandbox: Option<super::answer::Created>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<serde_json::Value>,
 }
@@ -420,9 +420,9 @@ pub async fn fork(
     for f in forks {
         let entry = match adopt(&e, &f.id, labels.clone(), timeout).await {
             Ok(info) => {
-                let key = super::create::access_token(&e, &caller, &info, &headers);
+                let key = super::answer::access_token(&e, &caller, &info, &headers);
                 ForkResult {
-                    sandbox: Some(super::create::created(&info, key)),
+                    sandbox: Some(super::answer::created(&info, key)),
                     error: None,
                 }
             }

@@ -10,16 +10,17 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::control::{error, from_api, in_e2b_words, DEFAULT_TEMPLATE};
-use super::lifecycle::{self, ALLOW_OUT, GRACE, ON_TIMEOUT};
+use super::answer::{access_token, created, DEFAULT_TEMPLATE};
+use super::control::{error, from_api, in_e2b_words};
+use super::lifecycle::{self, ttl_for, ALLOW_OUT, ON_TIMEOUT};
 use super::network::Wanted;
-use super::{permit, E2b, ENVD_VERSION};
+use super::{permit, E2b};
 use crate::api::{CreateSandbox, SandboxInfo};
-use crate::auth::{self, Caller};
+use crate::auth::Caller;
 use crate::body::Body;
 use crate::error::ApiError;
 use crate::routes::sandboxes;
@@ -148,28 +149,6 @@ fn labels_of(body: &NewSandbox, domains: &[String]) -> Result<BTreeMap<String, S
         labels.insert(ALLOW_OUT.into(), super::network::label_of(domains));
     }
     Ok(labels)
-}
-
-/// The TTL that gives a sandbox labelled `labels` the timeout `seconds`:
-/// one that pauses with its memory when its timeout ends holds [`GRACE`]
-/// more, in which the door pauses it.
-pub(super) fn ttl_for(labels: &BTreeMap<String, String>, seconds: u64) -> u64 {
-    if lifecycle::pauses_on_timeout(labels) {
-        seconds.saturating_add(GRACE.as_secs())
-    } else {
-        seconds
-    }
-}
-
-/// When the sandbox's E2B timeout ends (ms since the epoch), while it
-/// runs.
-pub(super) fn end_ms(info: &SandboxInfo) -> Option<u64> {
-    let grace = if lifecycle::pauses_on_timeout(&info.labels) {
-        GRACE.as_millis() as u64
-    } else {
-        0
-    };
-    info.ttl_deadline_ms.map(|d| d.saturating_sub(grace))
 }
 
 /// What an E2B create sets of the sandbox, read into a layer by the field
@@ -404,91 +383,6 @@ async fn create_from_snapshot(
     super::copies::create_from(e, caller, &body.template_id, labels, timeout).await
 }
 
-/// A sandbox as E2B's create and connect answer it.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct Created {
-    #[serde(rename = "templateID")]
-    template_id: String,
-    #[serde(rename = "sandboxID")]
-    sandbox_id: String,
-    #[serde(rename = "clientID")]
-    client_id: &'static str,
-    envd_version: &'static str,
-    envd_access_token: String,
-    alias: String,
-    domain: Option<String>,
-}
-
-/// The sandbox's envd access token for this caller, which the SDK sends
-/// on every sandbox call and signs file URLs with. A sandbox the E2B door
-/// made has one of its own for each token that creates or connects to it
-/// (kept by the daemon, standing for that token's power over that sandbox
-/// only: [`super::signing`]); another sandbox answers the caller's own
-/// token back, which works the same except for signed URLs.
-pub(super) fn access_token(
-    e: &E2b,
-    caller: &Caller,
-    info: &SandboxInfo,
-    headers: &HeaderMap,
-) -> String {
-    if let (Caller::Token(t), true) = (caller, info.labels.contains_key("e2b.template")) {
-        // Bound to this sandbox's identity: a key kept for an earlier
-        // sandbox of the name is never handed out again.
-        let sb = e.app.store.get(&info.id).ok();
-        let minted =
-            sb.zip(e.app.db().ok())
-                .and_then(|(sb, db)| match db.e2b_key(&info.id, &t.id) {
-                    Ok(Some(k)) if auth::made_for(&sb, k.uid.as_deref(), k.created_ms) => {
-                        Some(k.key)
-                    }
-                    Ok(_) => {
-                        let key = super::signing::new_key();
-                        (!key.is_empty())
-                            .then(|| db.insert_e2b_key(&info.id, &sb.uid(), &t.id, &key).ok())
-                            .flatten()
-                    }
-                    Err(_) => None,
-                });
-        if let Some(k) = minted {
-            return k;
-        }
-        tracing::warn!(sandbox = %info.id, "e2b: no envd access token could be kept; answering the caller's token");
-    }
-    api_key(headers)
-}
-
-/// The token the caller came with.
-fn api_key(headers: &HeaderMap) -> String {
-    headers
-        .get("x-api-key")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
-pub(super) fn template_of(info: &SandboxInfo) -> String {
-    info.labels
-        .get("e2b.template")
-        .cloned()
-        .or_else(|| info.profile.clone())
-        .unwrap_or_else(|| DEFAULT_TEMPLATE.to_string())
-}
-
-pub(super) fn created(info: &SandboxInfo, key: String) -> Created {
-    let t = template_of(info);
-    Created {
-        template_id: t.clone(),
-        sandbox_id: info.id.clone(),
-        client_id: "warden",
-        envd_version: ENVD_VERSION,
-        envd_access_token: key,
-        alias: t,
-        domain: Some(super::ports::sandbox_domain()),
-    }
-}
-
 /// E2B's create body, read; what does not fit is said at its place in
 /// that body (`timeout`, `metadata.job`, `network.allowOut[0]`), as the
 /// client wrote it.
@@ -582,6 +476,7 @@ pub async fn create(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::e2b::lifecycle::GRACE;
 
     fn body(json: serde_json::Value) -> NewSandbox {
         serde_json::from_value(json).unwrap()

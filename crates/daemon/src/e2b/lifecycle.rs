@@ -90,6 +90,28 @@ pub fn pauses_on_timeout(labels: &BTreeMap<String, String>) -> bool {
     labels.get(ON_TIMEOUT).map(String::as_str) == Some("pause")
 }
 
+/// The TTL that gives a sandbox labelled `labels` the timeout `seconds`:
+/// one that pauses with its memory when its timeout ends holds [`GRACE`]
+/// more, in which the door pauses it.
+pub(super) fn ttl_for(labels: &BTreeMap<String, String>, seconds: u64) -> u64 {
+    if pauses_on_timeout(labels) {
+        seconds.saturating_add(GRACE.as_secs())
+    } else {
+        seconds
+    }
+}
+
+/// When the sandbox's E2B timeout ends (ms since the epoch), while it
+/// runs.
+pub(super) fn end_ms(info: &SandboxInfo) -> Option<u64> {
+    let grace = if pauses_on_timeout(&info.labels) {
+        GRACE.as_millis() as u64
+    } else {
+        0
+    };
+    info.ttl_deadline_ms.map(|d| d.saturating_sub(grace))
+}
+
 /// Change the labels of sandbox `id`'s record.
 pub async fn set_labels(
     app: &Arc<App>,
@@ -285,8 +307,8 @@ pub async fn connect(
             Err(r) => return r,
         }
     };
-    let key = super::create::access_token(&e, &caller, &info, &headers);
-    (status, Json(super::create::created(&info, key))).into_response()
+    let key = super::answer::access_token(&e, &caller, &info, &headers);
+    (status, Json(super::answer::created(&info, key))).into_response()
 }
 
 /// Move a running sandbox's timeout to `seconds` from now when that ends
@@ -307,7 +329,7 @@ async fn extend(
         return Err(d.response());
     }
     let wanted = warden_runtime::state::now_ms().saturating_add(seconds.saturating_mul(1000));
-    match super::create::end_ms(info) {
+    match end_ms(info) {
         Some(end) if end >= wanted => Ok(()),
         _ => control::set_ttl(e, &info.id, seconds).await,
     }
@@ -355,10 +377,10 @@ pub async fn resume(
         Ok(i) => i,
         Err(r) => return r,
     };
-    let key = super::create::access_token(&e, &caller, &info, &headers);
+    let key = super::answer::access_token(&e, &caller, &info, &headers);
     (
         StatusCode::CREATED,
-        Json(super::create::created(&info, key)),
+        Json(super::answer::created(&info, key)),
     )
         .into_response()
 }

@@ -19,6 +19,7 @@
 //! ([`crate::auth::ROUTES`]), so a token may do through E2B exactly what
 //! it may do natively.
 
+mod answer;
 mod connect;
 mod control;
 mod copies;

@@ -1,0 +1,99 @@
+//! The sandbox as the E2B door's create, connect and resume answer it
+//! (its template, the door's fixed identity, the domain its ports are
+//! served under) and each caller's envd access token for it. Below
+//! create, lifecycle, control and copies, which all answer with it.
+
+use axum::http::HeaderMap;
+use serde::Serialize;
+
+use super::{E2b, ENVD_VERSION};
+use crate::api::SandboxInfo;
+use crate::auth::{self, Caller};
+
+/// E2B's default template.
+pub(super) const DEFAULT_TEMPLATE: &str = "base";
+
+/// A sandbox as E2B's create and connect answer it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Created {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    #[serde(rename = "sandboxID")]
+    sandbox_id: String,
+    #[serde(rename = "clientID")]
+    client_id: &'static str,
+    envd_version: &'static str,
+    envd_access_token: String,
+    alias: String,
+    domain: Option<String>,
+}
+
+/// The sandbox's envd access token for this caller, which the SDK sends
+/// on every sandbox call and signs file URLs with. A sandbox the E2B door
+/// made has one of its own for each token that creates or connects to it
+/// (kept by the daemon, standing for that token's power over that sandbox
+/// only: [`super::signing`]); another sandbox answers the caller's own
+/// token back, which works the same except for signed URLs.
+pub(super) fn access_token(
+    e: &E2b,
+    caller: &Caller,
+    info: &SandboxInfo,
+    headers: &HeaderMap,
+) -> String {
+    if let (Caller::Token(t), true) = (caller, info.labels.contains_key("e2b.template")) {
+        // Bound to this sandbox's identity: a key kept for an earlier
+        // sandbox of the name is never handed out again.
+        let sb = e.app.store.get(&info.id).ok();
+        let minted =
+            sb.zip(e.app.db().ok())
+                .and_then(|(sb, db)| match db.e2b_key(&info.id, &t.id) {
+                    Ok(Some(k)) if auth::made_for(&sb, k.uid.as_deref(), k.created_ms) => {
+                        Some(k.key)
+                    }
+                    Ok(_) => {
+                        let key = super::signing::new_key();
+                        (!key.is_empty())
+                            .then(|| db.insert_e2b_key(&info.id, &sb.uid(), &t.id, &key).ok())
+                            .flatten()
+                    }
+                    Err(_) => None,
+                });
+        if let Some(k) = minted {
+            return k;
+        }
+        tracing::warn!(sandbox = %info.id, "e2b: no envd access token could be kept; answering the caller's token");
+    }
+    api_key(headers)
+}
+
+/// The token the caller came with.
+fn api_key(headers: &HeaderMap) -> String {
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+pub(super) fn template_of(info: &SandboxInfo) -> String {
+    info.labels
+        .get("e2b.template")
+        .cloned()
+        .or_else(|| info.profile.clone())
+        .unwrap_or_else(|| DEFAULT_TEMPLATE.to_string())
+}
+
+pub(super) fn created(info: &SandboxInfo, key: String) -> Created {
+    let t = template_of(info);
+    Created {
+        template_id: t.clone(),
+        sandbox_id: info.id.clone(),
+        client_id: "warden",
+        envd_version: ENVD_VERSION,
+        envd_access_token: key,
+        alias: t,
+        domain: Some(super::ports::sandbox_domain()),
+    }
+}
