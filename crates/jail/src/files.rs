@@ -16,6 +16,11 @@
 //! with `RESOLVE_BENEATH` would do the same in one call, but the sandbox's
 //! seccomp filter (which the init carries) answers it with ENOSYS.
 //!
+//! A path under a volume's mount point (`filesystem.volumes`) starts from
+//! the volume's own mount, opened by the init when the sandbox started,
+//! and stays within it: the files API reads and writes a volume as the
+//! sandbox's commands do (through its overlay, within `--disk`).
+//!
 //! Files are opened with `O_NONBLOCK` (a FIFO cannot hang the init) and
 //! anything but a regular file or a directory is refused (ENXIO); the
 //! descriptor goes back to the supervisor, whose caller reads or writes it.
@@ -42,6 +47,16 @@ const MAX_DEPTH: usize = 256;
 pub struct Roots<'a> {
     pub workspace: Option<BorrowedFd<'a>>,
     pub root: Option<BorrowedFd<'a>>,
+    /// The volumes' mounts: an absolute path under one starts there.
+    pub volumes: &'a [VolumeRoot],
+}
+
+/// A volume's mount inside the sandbox: the names of its mount point
+/// (`/mnt/data`: `mnt`, `data`) and an `O_PATH` descriptor of it.
+#[derive(Debug)]
+pub struct VolumeRoot {
+    pub names: Vec<String>,
+    pub fd: OwnedFd,
 }
 
 /// Where a walk starts: the descriptor, and for a path of the root how
@@ -57,6 +72,9 @@ struct Start<'a> {
 impl<'a> Roots<'a> {
     /// Where `path` starts and its names.
     fn start<'p>(&self, path: &'p str) -> Result<(Start<'a>, Vec<&'p str>), Errno> {
+        if let Some(found) = self.in_volume(path)? {
+            return Ok(found);
+        }
         let (base, names) = place(path)?;
         let start = match base {
             Base::Workspace => Start {
@@ -72,11 +90,42 @@ impl<'a> Roots<'a> {
     }
 }
 
+impl<'a> Roots<'a> {
+    /// Where an absolute `path` under a volume's mount point starts: the
+    /// volume's mount, and the names below it. Nothing is mounted below a
+    /// volume (volumes are bound after every other bind, and never nest),
+    /// so a walk from there needs no fence; its own layers (an overlay
+    /// over two file systems) may show files of another device.
+    #[allow(clippy::type_complexity)]
+    fn in_volume<'p>(&self, path: &'p str) -> Result<Option<(Start<'a>, Vec<&'p str>)>, Errno> {
+        let Some(rest) = path.strip_prefix('/') else {
+            return Ok(None);
+        };
+        if self.volumes.is_empty() {
+            return Ok(None);
+        }
+        let names = components(rest)?;
+        let found = self.volumes.iter().find(|v| {
+            names.len() >= v.names.len() && v.names.iter().zip(&names).all(|(a, b)| a == b)
+        });
+        Ok(found.map(|v| {
+            (
+                Start {
+                    fd: v.fd.as_fd(),
+                    fence: None,
+                },
+                names[v.names.len()..].to_vec(),
+            )
+        }))
+    }
+}
+
 /// The descriptors of [`Roots`], held by the init for the sandbox's life.
 #[derive(Debug, Default)]
 pub struct OwnedRoots {
     pub workspace: Option<OwnedFd>,
     pub root: Option<OwnedFd>,
+    pub volumes: Vec<VolumeRoot>,
 }
 
 impl OwnedRoots {
@@ -84,6 +133,7 @@ impl OwnedRoots {
         Roots {
             workspace: self.workspace.as_ref().map(|f| f.as_fd()),
             root: self.root.as_ref().map(|f| f.as_fd()),
+            volumes: &self.volumes,
         }
     }
 }
@@ -95,6 +145,7 @@ pub fn serve(root: BorrowedFd<'_>, op: &FileOp) -> (i32, Option<OwnedFd>) {
         Roots {
             workspace: Some(root),
             root: None,
+            volumes: &[],
         },
         op,
     )
@@ -269,7 +320,9 @@ fn open_dir(roots: Roots<'_>, path: &str) -> Result<OwnedFd, Errno> {
 fn mkdir(roots: Roots<'_>, path: &str, parents: bool) -> Result<(), Errno> {
     let (start, names) = roots.start(path)?;
     if names.is_empty() {
-        return Err(Errno::EEXIST);
+        // The workspace or a volume's mount itself: there already (as
+        // `mkdir -p`, when parents are made too).
+        return if parents { Ok(()) } else { Err(Errno::EEXIST) };
     }
     let mut cur = walk(&start, &[])?;
     for (i, name) in names.iter().enumerate() {
@@ -466,9 +519,18 @@ mod tests {
             .unwrap()
         };
         let (r, ws) = (open(&root), open(&root.join("home")));
+        // A volume at /mnt/data (on the root's file system here: the
+        // fence would refuse a real mount below /mnt).
+        std::fs::create_dir_all(root.join("mnt/data")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), root.join("mnt/data/out")).unwrap();
+        let volumes = [VolumeRoot {
+            names: vec!["mnt".into(), "data".into()],
+            fd: open(&root.join("mnt/data")),
+        }];
         let roots = Roots {
             workspace: Some(ws.as_fd()),
             root: Some(r.as_fd()),
+            volumes: &volumes,
         };
         let read = |path: &str| serve_in(roots, &FileOp::Read { path: path.into() }).0;
         let create = |path: &str| {
@@ -498,6 +560,13 @@ mod tests {
             libc::ELOOP
         );
         assert_eq!(read("/tmp/../../host-secret"), libc::EXDEV);
+        // A volume is served beneath its mount, and left by no link or `..`.
+        assert_eq!(create("/mnt/data/v"), 0);
+        assert!(root.join("mnt/data/v").exists());
+        assert_eq!(read("/mnt/data/out/host-secret"), libc::ELOOP);
+        assert_eq!(create("/mnt/data/out/planted"), libc::ELOOP);
+        assert_eq!(read("/mnt/data/../../etc/passwd"), libc::EXDEV);
+        assert_eq!(read("/mnt/other"), libc::EACCES);
         assert_eq!(read("/proc/1/environ"), libc::EACCES);
         assert_eq!(read("/etc/passwd"), libc::EACCES);
         // Relative paths stay the workspace's.

@@ -56,6 +56,9 @@ pub struct ChildPlan {
     pub allow_exec: Vec<String>,
     /// No namespaces: the child runs in the host's tree and process table.
     pub degraded: bool,
+    /// Where volumes are mounted inside (`filesystem.volumes`), which the
+    /// file operations serve as the sandbox's commands see them.
+    pub volumes: Vec<PathBuf>,
     pub cwd: PathBuf,
     pub argv: Vec<CString>,
     pub env: Vec<CString>,
@@ -296,7 +299,7 @@ fn child_setup_and_run(
             mask: original_mask,
             exec_allowed: exec_allowed.as_ref(),
             running: std::collections::HashMap::new(),
-            files: open_files_roots(plan.degraded),
+            files: open_files_roots(plan.degraded, &plan.volumes),
             terminals: std::collections::HashMap::new(),
         };
         serve(&mut server, sfd, sockets);
@@ -369,10 +372,27 @@ fn find_allowed(plan: &ChildPlan) -> Result<Option<crate::exec_rules::Allowed>, 
 
 /// The workspace and the root as the sandbox sees them, for the file
 /// operations of [`crate::files`].
-fn open_files_roots(degraded: bool) -> crate::files::OwnedRoots {
+fn open_files_roots(degraded: bool, volumes: &[PathBuf]) -> crate::files::OwnedRoots {
+    let path_text = |p: &PathBuf| p.to_str().map(str::to_string);
     crate::files::OwnedRoots {
         workspace: open_files_root(degraded, warden_policy::WORKSPACE_MOUNT),
         root: open_files_root(degraded, "/"),
+        // Each volume's mount, opened now that it is in place: a path
+        // under it is served from there (within it only), as the
+        // sandbox's commands see it.
+        volumes: volumes
+            .iter()
+            .filter_map(|v| {
+                let text = path_text(v)?;
+                let fd = open_files_root(degraded, &text)?;
+                let names = text
+                    .split('/')
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                Some(crate::files::VolumeRoot { names, fd })
+            })
+            .collect(),
     }
 }
 

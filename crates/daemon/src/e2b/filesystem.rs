@@ -112,7 +112,11 @@ fn entry_info(e: &FileEntry) -> serde_json::Value {
 /// absolute in the sandbox) of an E2B path in sandbox `sb`.
 fn rel(e: &E2b, sb: &str, path: &str) -> Result<String, RpcError> {
     let home = paths::home(&e.app, sb);
-    Ok(files::inside(Some(&paths::to_warden(&home, path)))?)
+    Ok(files::inside_of(
+        &e.app,
+        sb,
+        Some(&paths::to_warden(&home, path)),
+    )?)
 }
 
 /// The directory holding `rel` and its name: `("", name)` in the
@@ -705,7 +709,7 @@ async fn write_one(
     body: HttpBody,
 ) -> Result<serde_json::Value, ApiError> {
     let warden = paths::to_warden(&paths::home(&e.app, sb), path);
-    let rel = files::inside(Some(&warden))?;
+    let rel = files::inside_of(&e.app, sb, Some(&warden))?;
     parent_dirs(e, sb, &rel).await?;
     let q = Ok(Query(FileQuery {
         path: Some(warden),

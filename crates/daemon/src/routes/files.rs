@@ -105,6 +105,50 @@ pub(crate) fn inside(path: Option<&str>) -> Result<String, ApiError> {
     }
 }
 
+/// [`inside`] for sandbox `id`, where an absolute path under one of its
+/// volumes' mount points (`filesystem.volumes`) is taken too: the init
+/// serves it beneath the volume's own mount, as the sandbox's commands
+/// see it. Looked up only for a path [`inside`] refuses.
+pub(crate) fn inside_of(app: &App, id: &str, path: Option<&str>) -> Result<String, ApiError> {
+    let refused = match inside(path) {
+        Ok(p) => return Ok(p),
+        Err(e) => e,
+    };
+    let Some(rest) = path.and_then(|p| p.strip_prefix('/')) else {
+        return Err(refused);
+    };
+    let Ok(names) = warden_protocol::files::components(rest) else {
+        return Err(refused);
+    };
+    let on_a_volume = volume_points(app, id).iter().any(|v| {
+        let points: Vec<&str> = v.split('/').filter(|n| !n.is_empty()).collect();
+        names.len() >= points.len() && points.iter().zip(&names).all(|(a, b)| a == b)
+    });
+    match on_a_volume {
+        true => Ok(format!("/{}", names.join("/"))),
+        false => Err(refused),
+    }
+}
+
+/// Where sandbox `id`'s volumes are mounted inside, as its stored spec
+/// says; none when it cannot be read.
+fn volume_points(app: &App, id: &str) -> Vec<String> {
+    use warden_runtime::state::{read_json, Stored, STORED};
+    let Ok(sb) = app.sandbox(id) else {
+        return Vec::new();
+    };
+    let Ok(stored) = read_json::<Stored>(&sb.dir().join(STORED)) else {
+        return Vec::new();
+    };
+    stored
+        .spec
+        .filesystem
+        .volumes
+        .iter()
+        .filter_map(|v| v.inside.to_str().map(str::to_string))
+        .collect()
+}
+
 /// What an errno of the init means for a request about `path`.
 pub(crate) fn file_error(errno: Errno, path: &str) -> ApiError {
     let shown = if path.is_empty() { "/workspace" } else { path };
@@ -201,7 +245,7 @@ pub async fn read(
     query: QueryResult,
 ) -> Result<Response, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = inside(q.path.as_deref())?;
+    let path = inside_of(&app, &id, q.path.as_deref())?;
     let fd = opened(run(&app, &id, FileOp::Read { path: path.clone() }, &path).await?)?;
     let file = std::fs::File::from(fd);
     let len = file
@@ -255,7 +299,7 @@ pub async fn write(
     body: HttpBody,
 ) -> Result<StatusCode, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = inside(q.path.as_deref())?;
+    let path = inside_of(&app, &id, q.path.as_deref())?;
     let mode = mode_of(q.mode.as_deref())?;
     let limit = app.limits.file_bytes;
     let too_large = || {
@@ -363,7 +407,7 @@ pub async fn remove(
     query: QueryResult,
 ) -> Result<StatusCode, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = inside(q.path.as_deref())?;
+    let path = inside_of(&app, &id, q.path.as_deref())?;
     let op = FileOp::Remove {
         path: path.clone(),
         recursive: q.recursive.unwrap_or(false),
@@ -392,7 +436,7 @@ pub async fn list(
     query: QueryResult,
 ) -> Result<Json<FileList>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let path = inside(Some(q.path.as_deref().unwrap_or("")))?;
+    let path = inside_of(&app, &id, Some(q.path.as_deref().unwrap_or("")))?;
     let fd = opened(run(&app, &id, FileOp::List { path: path.clone() }, &path).await?)?;
     let entries = blocking(move || entries_of(fd, &path)).await?;
     Ok(Json(FileList { entries }))
@@ -456,7 +500,7 @@ pub async fn mkdir(
     Path(id): Path<String>,
     Body(req): Body<MkdirRequest>,
 ) -> Result<StatusCode, ApiError> {
-    let path = inside(Some(&req.path)).map_err(|e| e.with_field(Some("/path")))?;
+    let path = inside_of(&app, &id, Some(&req.path)).map_err(|e| e.with_field(Some("/path")))?;
     let op = FileOp::Mkdir {
         path: path.clone(),
         parents: true,
@@ -473,8 +517,8 @@ pub async fn rename(
     Path(id): Path<String>,
     Body(req): Body<MoveRequest>,
 ) -> Result<StatusCode, ApiError> {
-    let from = inside(Some(&req.from)).map_err(|e| e.with_field(Some("/from")))?;
-    let to = inside(Some(&req.to)).map_err(|e| e.with_field(Some("/to")))?;
+    let from = inside_of(&app, &id, Some(&req.from)).map_err(|e| e.with_field(Some("/from")))?;
+    let to = inside_of(&app, &id, Some(&req.to)).map_err(|e| e.with_field(Some("/to")))?;
     run(
         &app,
         &id,

@@ -230,6 +230,7 @@ pub(super) fn prepare(
         allow_exec,
         cwd: env.cwd,
         degraded: degraded_mode,
+        volumes: fs.volumes.iter().map(|v| v.inside.clone()).collect(),
         argv,
         env: env.env,
         path_var: env.path_var,
