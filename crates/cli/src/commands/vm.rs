@@ -333,9 +333,23 @@ pub fn describe(r: &VmReport) -> String {
         &mut s,
         "vm guest init",
         r.guest_init_present,
-        r.guest_init.display().to_string(),
+        if r.guest_init_present {
+            r.guest_init.display().to_string()
+        } else {
+            // `cargo run` builds warden alone: say which build makes the
+            // guest init and that it goes beside warden.
+            format!(
+                "{} is missing: `cargo build --release -p warden-cli` builds it with warden, to be installed beside it (docs/install.md); or set WARDEN_GUEST_INIT",
+                r.guest_init.display()
+            )
+        },
     );
     let accel = match (r.kvm_device, r.kvm_boots) {
+        // The device is there but this user may not open it (the host's
+        // row above says "present"): say what changes that.
+        (false, _) if std::path::Path::new("/dev/kvm").exists() => {
+            "/dev/kvm is present but this user cannot open it (an administrator adds the user to the device's group, usually `kvm`): software emulation only (slow)".to_string()
+        }
         (false, _) => "no usable /dev/kvm: software emulation only (slow)".to_string(),
         (true, Some(true)) => "KVM boots the guest kernel".to_string(),
         (true, Some(false)) => "/dev/kvm is present but did not boot the guest kernel (nested or paravirtual KVM?): software emulation only (slow)".to_string(),

@@ -117,3 +117,64 @@ fn token_create_help_lists_every_scope_the_daemon_takes() {
         ));
     }
 }
+
+/// `warden doctor`'s row named `name` (its first line).
+fn doctor_row(out: &str, name: &str) -> String {
+    out.lines()
+        .skip_while(|l| !l.starts_with(name))
+        .take(1)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn doctor_of_a_warden_built_alone_says_how_the_guest_init_is_built_and_installed() {
+    let dir = TempDir::new("fresh-doctor");
+    let alone = dir.path().join("warden");
+    std::fs::copy(warden_bin(), &alone).unwrap();
+    let state = TempDir::new("fresh-doctor-state");
+    let out = Command::new(&alone)
+        .arg("doctor")
+        .env("WARDEN_STATE_DIR", state.path())
+        .env_remove("WARDEN_GUEST_INIT")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    let row = doctor_row(&text, "vm guest init");
+    assert!(row.contains("MISSING"), "{text}");
+    assert!(
+        row.contains("cargo build --release -p warden-cli") && row.contains("docs/install.md"),
+        "the row says which build makes it and where it goes: {row}"
+    );
+}
+
+#[test]
+fn doctor_for_a_user_who_cannot_open_dev_kvm_says_so_rather_than_that_there_is_none() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata("/dev/kvm") else {
+        return skip("this host has no /dev/kvm");
+    };
+    if meta.mode() & 0o006 == 0o006 {
+        return skip("/dev/kvm is open to every user here");
+    }
+    let Some(user) = Unprivileged::get() else {
+        return skip("no unprivileged user to run warden as");
+    };
+    if user.uid == meta.uid() || user.gid == meta.gid() {
+        return skip("the unprivileged user may open /dev/kvm here");
+    }
+    let state = TempDir::new("fresh-kvm");
+    user.own(state.path());
+    let out = user
+        .command(user.bin.to_str().unwrap())
+        .arg("doctor")
+        .env("WARDEN_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    let row = doctor_row(&text, "vm accel");
+    assert!(
+        row.contains("present but this user cannot open it") && row.contains("group"),
+        "the row says the device is there and what would let this user use it: {text}"
+    );
+}
