@@ -97,8 +97,8 @@ pub fn sweep_once(app: &App) -> Vec<String> {
             .map_or(0, |d| d.as_millis() as u64);
         let since = seen.max(touched);
         // Stopped with either label, the E2B door shows it as paused
-        // (`e2b::lifecycle::Seen`); any other stopped one is gone for E2B.
-        use crate::e2b::lifecycle::{ON_TIMEOUT, PAUSED as PAUSED_LABEL};
+        // (`e2b::record::Seen`); any other stopped one is gone for E2B.
+        use crate::e2b::record::{ON_TIMEOUT, PAUSED as PAUSED_LABEL};
         let e2b_paused =
             row.labels.contains_key(PAUSED_LABEL) || row.labels.contains_key(ON_TIMEOUT);
         let period = if e2b_paused {

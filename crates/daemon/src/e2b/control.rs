@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::answer::{access_token, template_of};
-use super::lifecycle::{self, end_ms, ttl_for, Seen, ON_TIMEOUT};
+use super::record::{end_ms, ttl_for, Seen, ON_TIMEOUT, PAUSED};
 use super::{permit, E2b, ENVD_VERSION};
 use crate::api::{SandboxInfo, SetTimeout};
 use crate::app::App;
@@ -368,8 +368,8 @@ async fn keep(e: &E2b, caller: &Caller, info: &SandboxInfo) -> Result<(), Respon
     if seen == Seen::Gone {
         return Err(super::permit::no_such_sandbox(&id));
     }
-    lifecycle::set_labels(&e.app, &id, |l| {
-        l.remove(lifecycle::PAUSED);
+    set_labels(&e.app, &id, |l| {
+        l.remove(PAUSED);
         l.remove(ON_TIMEOUT);
     })
     .await?;
@@ -507,6 +507,30 @@ pub async fn refresh(
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(r) => r,
     }
+}
+
+/// Change the labels of sandbox `id`'s record.
+pub async fn set_labels(
+    app: &Arc<App>,
+    id: &str,
+    change: impl FnOnce(&mut BTreeMap<String, String>) + Send + 'static,
+) -> Result<(), Response> {
+    let app = app.clone();
+    let id = id.to_string();
+    sandboxes::blocking(move || {
+        let db = app.db()?;
+        let Some(mut row) = db
+            .sandbox(&id)
+            .map_err(|e| ApiError::internal(crate::error::chain(&e)))?
+        else {
+            return Ok(());
+        };
+        change(&mut row.labels);
+        db.insert_sandbox(&row)
+            .map_err(|e| ApiError::internal(crate::error::chain(&e)))
+    })
+    .await
+    .map_err(from_api)
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-use super::control::{self, error, from_api, permitted_body};
-use super::lifecycle::{set_labels, ALLOW_OUT, PAUSED};
+use super::control::{self, error, from_api, permitted_body, set_labels};
+use super::record::{Seen, ALLOW_OUT, PAUSED};
 use super::{permit, E2b};
 use crate::api::SandboxInfo;
 use crate::auth::Caller;
@@ -392,7 +392,7 @@ pub async fn fork(
         );
     }
     let source = match control::running(&e, &id).await {
-        Ok(i) if super::lifecycle::Seen::of(&i) == super::lifecycle::Seen::Running => i,
+        Ok(i) if Seen::of(&i) == Seen::Running => i,
         Ok(_) => {
             return error(
                 StatusCode::CONFLICT,

@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::answer::{access_token, created, DEFAULT_TEMPLATE};
-use super::control::{error, from_api, in_e2b_words};
-use super::lifecycle::{self, ttl_for, ALLOW_OUT, ON_TIMEOUT};
+use super::control::{error, from_api, in_e2b_words, set_labels};
 use super::network::Wanted;
+use super::record::{ttl_for, ALLOW_OUT, ON_TIMEOUT};
 use super::{permit, E2b};
 use crate::api::{CreateSandbox, SandboxInfo};
 use crate::auth::Caller;
@@ -320,8 +320,7 @@ async fn start_denied(
         Ok(names) => {
             // Kept for an update that gives them back.
             let kept =
-                lifecycle::set_labels(&e.app, &id, move |l| super::network::keep_denied(l, &names))
-                    .await;
+                set_labels(&e.app, &id, move |l| super::network::keep_denied(l, &names)).await;
             match kept {
                 Ok(()) => sandboxes::start(
                     State(e.app.clone()),
@@ -476,7 +475,7 @@ pub async fn create(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::e2b::lifecycle::GRACE;
+    use crate::e2b::record::GRACE;
 
     fn body(json: serde_json::Value) -> NewSandbox {
         serde_json::from_value(json).unwrap()

@@ -13,7 +13,7 @@
 //! for E2B; any other stopped sandbox is gone (404).
 //!
 //! Pause on timeout with memory: the sandbox's TTL is its timeout plus
-//! [`GRACE`], and the door pauses it when its timeout ends (a paused
+//! [`super::record::GRACE`], and the door pauses it when its timeout ends (a paused
 //! sandbox's TTL stands still). Were the daemon down at that moment, its
 //! supervisor stops it at the TTL, and it is then paused to its files:
 //! its processes are lost, never its files, and it never runs on past
@@ -25,116 +25,21 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::control::{self, error, from_api, optional_body, permitted_body, running};
+use super::control::{self, error, from_api, optional_body, permitted_body, running, set_labels};
+use super::record::{end_ms, pauses_on_timeout, Seen, GRACE, PAUSED};
 use super::{permit, E2b};
 use crate::api::SandboxInfo;
 use crate::app::App;
 use crate::auth::Caller;
 use crate::routes::sandboxes;
 
-/// A sandbox paused to its files: `filesystem`.
-pub const PAUSED: &str = "e2b.paused";
-/// What the timeout does: `pause` (with memory) or `pause-filesystem`.
-pub const ON_TIMEOUT: &str = "e2b.on_timeout";
-/// The names the client allowed (see [`super::network`]).
-pub const ALLOW_OUT: &str = "e2b.allow_out";
-/// The TTL past the timeout of a sandbox that pauses when its timeout
-/// ends: the door's time to pause it before its supervisor would stop it.
-pub const GRACE: Duration = Duration::from_secs(10);
 /// How often the door looks for timeouts that end in a pause.
 const SWEEP: Duration = Duration::from_secs(1);
 /// E2B's timeout when a connect or resume names none.
 const DEFAULT_TIMEOUT: u64 = 300;
-
-/// A sandbox as E2B sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seen {
-    Running,
-    /// Its processes frozen in place.
-    Paused,
-    /// Stopped, its files kept: a connect starts it afresh.
-    PausedToFiles,
-    /// Stopped and nothing says it is paused: gone for E2B.
-    Gone,
-}
-
-impl Seen {
-    pub fn of(info: &SandboxInfo) -> Seen {
-        match info.state.as_str() {
-            "running" => Seen::Running,
-            "paused" => Seen::Paused,
-            _ if info.labels.contains_key(PAUSED) || info.labels.contains_key(ON_TIMEOUT) => {
-                Seen::PausedToFiles
-            }
-            _ => Seen::Gone,
-        }
-    }
-
-    /// E2B's name of the state.
-    pub fn name(self) -> &'static str {
-        match self {
-            Seen::Running => "running",
-            Seen::Paused | Seen::PausedToFiles => "paused",
-            Seen::Gone => "killed",
-        }
-    }
-}
-
-/// Whether the sandbox's timeout ends in a pause with its memory (its
-/// TTL then holds [`GRACE`] past the timeout).
-pub fn pauses_on_timeout(labels: &BTreeMap<String, String>) -> bool {
-    labels.get(ON_TIMEOUT).map(String::as_str) == Some("pause")
-}
-
-/// The TTL that gives a sandbox labelled `labels` the timeout `seconds`:
-/// one that pauses with its memory when its timeout ends holds [`GRACE`]
-/// more, in which the door pauses it.
-pub(super) fn ttl_for(labels: &BTreeMap<String, String>, seconds: u64) -> u64 {
-    if pauses_on_timeout(labels) {
-        seconds.saturating_add(GRACE.as_secs())
-    } else {
-        seconds
-    }
-}
-
-/// When the sandbox's E2B timeout ends (ms since the epoch), while it
-/// runs.
-pub(super) fn end_ms(info: &SandboxInfo) -> Option<u64> {
-    let grace = if pauses_on_timeout(&info.labels) {
-        GRACE.as_millis() as u64
-    } else {
-        0
-    };
-    info.ttl_deadline_ms.map(|d| d.saturating_sub(grace))
-}
-
-/// Change the labels of sandbox `id`'s record.
-pub async fn set_labels(
-    app: &Arc<App>,
-    id: &str,
-    change: impl FnOnce(&mut BTreeMap<String, String>) + Send + 'static,
-) -> Result<(), Response> {
-    let app = app.clone();
-    let id = id.to_string();
-    sandboxes::blocking(move || {
-        let db = app.db()?;
-        let Some(mut row) = db
-            .sandbox(&id)
-            .map_err(|e| crate::error::ApiError::internal(crate::error::chain(&e)))?
-        else {
-            return Ok(());
-        };
-        change(&mut row.labels);
-        db.insert_sandbox(&row)
-            .map_err(|e| crate::error::ApiError::internal(crate::error::chain(&e)))
-    })
-    .await
-    .map_err(from_api)
-}
 
 /// `POST /sandboxes/{id}/pause` (`memory` and `requireHealthyGuest`, both
 /// optional).

@@ -37,6 +37,7 @@ mod paths;
 mod permit;
 mod ports;
 mod process;
+pub(crate) mod record;
 mod signing;
 mod templates;
 mod volumes;

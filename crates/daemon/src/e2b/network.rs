@@ -19,8 +19,8 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use std::sync::Arc;
 
-use super::control::{error, from_api};
-use super::lifecycle::{set_labels, ALLOW_OUT};
+use super::control::{error, from_api, set_labels};
+use super::record::ALLOW_OUT;
 use super::{permit, E2b};
 use crate::api::EgressPatch;
 use crate::app::App;
