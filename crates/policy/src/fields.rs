@@ -382,7 +382,7 @@ fields! {
     AllowExec {
         flag: "--allow-exec", short: -, value: "PATH",
         key: "process.allow_exec", json: "/process/allow_exec",
-        annotation: -,
+        annotation: "warden.dev/allow-exec",
         ty: "list of programs",
         shape: list, kind: text,
         reach: sandbox,

@@ -8,6 +8,7 @@ mod cri_life;
 mod cri_secrets;
 mod cri_stream;
 mod kubernetes;
+mod pod_allow_exec;
 mod pod_trust;
 mod secret_hosts;
 mod secrets;
