@@ -37,8 +37,6 @@ pub fn create(
         source,
     })?;
     let mut t = translate(&bundle, console_socket)?;
-    // Refused before anything is made.
-    let cgroups_path = crate::cgroups_path::of_bundle(&bundle)?;
     let rootfs = root_of(&mut t)?;
     let mut notices = t.notices.clone();
     notices.extend(mount_points(&rootfs)?);
@@ -67,13 +65,7 @@ pub fn create(
         annotations: t.annotations.clone(),
         netns: t.network_namespace.clone().map(PathBuf::from),
         hooks: t.hooks.clone(),
-        // What of `linux.cgroupsPath` the start makes, which `delete`
-        // removes after the sandbox's own.
-        cgroups: cgroups_path
-            .as_deref()
-            .map(crate::cgroups_path::missing)
-            .unwrap_or_default(),
-        cgroups_path,
+        cgroups: Vec::new(),
     };
     let held = Held {
         root,
@@ -309,11 +301,7 @@ impl Held<'_> {
         let joined = crate::cgroups::expose(pid);
         if !joined.is_empty() {
             let record = Record {
-                // The sandbox's own first, then the parents made for it.
-                cgroups: joined
-                    .into_iter()
-                    .chain(self.record.cgroups.iter().cloned())
-                    .collect(),
+                cgroups: joined,
                 ..self.record.clone()
             };
             warden_runtime::state::write_json(&path, &record).map_err(|_| OciError::Write {
