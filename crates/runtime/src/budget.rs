@@ -10,6 +10,12 @@
 //! lifecycle events, what people did (execs, answers, allowlist changes,
 //! commits, API refusals), and those counts: the budget fails closed on
 //! the sandbox's noise, not on the record of what happened to it.
+//!
+//! A blocked secret (a placeholder sent towards a host that is not the
+//! secret's) is an attempt a person must see by name, and a flood of
+//! names must not hide it: past the budget such blocks are still written
+//! while the log stays within a reserve of an eighth of the budget
+//! ([`RESERVE_DIVISOR`]); only past that are they counted like the rest.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -22,6 +28,10 @@ pub const PERIOD: Duration = Duration::from_secs(60);
 /// The first counts come this soon after the budget is reached, so a
 /// reader learns of it at once.
 const FIRST_PERIOD: Duration = Duration::from_secs(1);
+
+/// The reserve past the budget in which blocked secrets are still
+/// written by name: the budget divided by this.
+pub const RESERVE_DIVISOR: u64 = 8;
 
 /// What the counts past the budget are kept by: the kind left out, its
 /// protocol, its verdict.
@@ -79,6 +89,20 @@ impl Budget {
         let Some(over) = &mut self.over else {
             return Verdict::Write;
         };
+        let blocked_secret = matches!(
+            kind,
+            EventKind::Secret {
+                action: SecretAction::Blocked,
+                ..
+            } | EventKind::SecretsAggregated {
+                action: SecretAction::Blocked,
+                ..
+            }
+        );
+        let reserve = self.limit.saturating_add(self.limit / RESERVE_DIVISOR);
+        if blocked_secret && self.before.saturating_add(written) < reserve {
+            return Verdict::Write;
+        }
         let (key, count) = match kind {
             EventKind::Connection {
                 protocol,
@@ -211,6 +235,29 @@ mod tests {
             "{counts:?}"
         );
         assert!(b.counts().is_empty());
+    }
+
+    #[test]
+    fn a_blocked_secret_past_the_budget_is_written_by_name_within_the_reserve() {
+        let blocked = EventKind::Secret {
+            name: "GITHUB_TOKEN".into(),
+            host: "evil.test".into(),
+            action: SecretAction::Blocked,
+            detail: String::new(),
+        };
+        let mut b = Budget::new(8000, 0);
+        assert_eq!(b.admit(&dns("flood.test"), 8000), Verdict::Counted);
+        assert_eq!(b.admit(&blocked, 8000), Verdict::Write);
+        assert_eq!(b.admit(&blocked, 8999), Verdict::Write);
+        // Past the reserve, a flood of blocks is counted like the rest.
+        assert_eq!(b.admit(&blocked, 9000), Verdict::Counted);
+        let substituted = EventKind::Secret {
+            name: "GITHUB_TOKEN".into(),
+            host: "api.github.com".into(),
+            action: SecretAction::Substituted,
+            detail: String::new(),
+        };
+        assert_eq!(b.admit(&substituted, 8000), Verdict::Counted);
     }
 
     #[test]
