@@ -110,6 +110,10 @@ pub struct Record {
     /// (`cgroups::expose`), which `delete` removes.
     #[serde(default)]
     pub cgroups: Vec<PathBuf>,
+    /// `linux.cgroupsPath`, checked, relative to each hierarchy's root:
+    /// the sandbox's cgroup is made under it (`cgroups_path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroups_path: Option<PathBuf>,
 }
 
 /// OCI state, as `state` prints it (the runtime specification's fields

@@ -37,6 +37,8 @@ pub fn create(
         source,
     })?;
     let mut t = translate(&bundle, console_socket)?;
+    // Refused before anything is made.
+    let cgroups_path = crate::cgroups_path::of_bundle(&bundle)?;
     let rootfs = root_of(&mut t)?;
     let mut notices = t.notices.clone();
     notices.extend(mount_points(&rootfs)?);
@@ -65,7 +67,13 @@ pub fn create(
         annotations: t.annotations.clone(),
         netns: t.network_namespace.clone().map(PathBuf::from),
         hooks: t.hooks.clone(),
-        cgroups: Vec::new(),
+        // What of `linux.cgroupsPath` the start makes, which `delete`
+        // removes after the sandbox's own.
+        cgroups: cgroups_path
+            .as_deref()
+            .map(crate::cgroups_path::missing)
+            .unwrap_or_default(),
+        cgroups_path,
     };
     let held = Held {
         root,
@@ -223,22 +231,6 @@ fn by_annotation(e: OciError, t: &oci::Translated, bundle: &Path) -> OciError {
         // The trust rule's refusal of a pod's value (a limit above the
         // node profile's): at its JSON pointer in the bundle.
         ResolveError::Compose(ComposeError::Invalid(found)) => {
-            // A pod's annotation the rule refused (a program more than the
-            // node profile's `allow_exec`): at the annotation.
-            let annotated = found.iter().find_map(|d| {
-                let key = d.field.and_then(Field::annotation)?;
-                let (key, value) = t.annotations.get_key_value(key)?;
-                Some((d, key, value))
-            });
-            if let (Some((d, key, value)), true) =
-                (annotated, found.iter().all(|d| d.pointer.is_none()))
-            {
-                let why = match &t.profile {
-                    Some(name) => format!("{} (the node's profile {name})", d.message),
-                    None => d.message.clone(),
-                };
-                return config(format!("annotations[\"{key}\"]"), value.clone(), why);
-            }
             let Some((d, pointer)) = found.iter().find_map(|d| Some((d, d.pointer.as_deref()?)))
             else {
                 return e;
@@ -301,7 +293,11 @@ impl Held<'_> {
         let joined = crate::cgroups::expose(pid);
         if !joined.is_empty() {
             let record = Record {
-                cgroups: joined,
+                // The sandbox's own first, then the parents made for it.
+                cgroups: joined
+                    .into_iter()
+                    .chain(self.record.cgroups.iter().cloned())
+                    .collect(),
                 ..self.record.clone()
             };
             warden_runtime::state::write_json(&path, &record).map_err(|_| OciError::Write {

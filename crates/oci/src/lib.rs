@@ -19,6 +19,7 @@
 
 pub mod args;
 pub mod cgroups;
+pub mod cgroups_path;
 pub mod console;
 pub mod container;
 pub mod create;

@@ -255,6 +255,9 @@ fn supervise(name: &str) -> anyhow::Result<u8> {
         .open("/dev/null")
         .context("cannot open /dev/null")?;
     nix::unistd::dup2_stdout(&null).context("cannot detach stdout")?;
+    // The container's cgroup under the one its manager named, before the
+    // supervisor makes it.
+    warden_oci::cgroups_path::place(&state, name)?;
     let code = warden_runtime::supervisor::run_main(&state, name, Vec::new(), ready);
     Ok(code.clamp(0, 255) as u8)
 }

@@ -89,6 +89,23 @@ pub fn memory_held(spec: &SandboxSpec) -> u64 {
     }
 }
 
+/// Make the cgroups of this process's sandboxes, whatever their backend,
+/// under `parent` (relative to each hierarchy's root) instead of
+/// warden's own: a container manager's cgroup for the container (the OCI
+/// door's `linux.cgroupsPath`). Plain names only
+/// ([`checked_cgroup_parent`]); set once, before any sandbox's cgroup is
+/// made.
+pub fn place_cgroups_under(parent: &str) -> Result<(), warden_jail::cgroup::ParentError> {
+    warden_jail::cgroup::place_under(parent)
+}
+
+/// `path` as a parent of sandbox cgroups: plain names below a
+/// hierarchy's root, or why not (a `..`, a `.`, a name of other
+/// characters).
+pub fn checked_cgroup_parent(path: &str) -> Result<PathBuf, warden_jail::cgroup::ParentError> {
+    warden_jail::cgroup::checked_parent(path)
+}
+
 /// What a supervisor holds a running sandbox by, for pausing and
 /// resuming it: its cgroups (the process backend's freezer) and its VM's
 /// control (the microVM backend's VMM).

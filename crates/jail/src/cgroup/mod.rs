@@ -38,6 +38,7 @@ mod kill;
 mod memo;
 mod plan;
 mod sweep;
+mod under;
 mod v1;
 mod v2;
 
@@ -58,6 +59,7 @@ use plan::{Backend, Plan, RealHost};
 pub use freeze::{Freezer, SETTLE_TIMEOUT as FREEZE_SETTLE};
 pub use join::{join_self, Joining};
 pub use sweep::{sweep, sweep_if_due, MIN_AGE as SWEEP_MIN_AGE};
+pub use under::{checked as checked_parent, place_under, ParentError};
 
 /// Name of the shared parent of all sandbox cgroups at a hierarchy's root.
 const PARENT: &str = "warden";
@@ -94,7 +96,7 @@ const USER_PARENT_PREFIX: &str = "warden-user-";
 fn v1_parent(point: &Path) -> PathBuf {
     match v1_user_parent(point) {
         Some(mine) if mine.is_dir() => mine,
-        _ => point.join(PARENT),
+        _ => point.join(under::shared_parent()),
     }
 }
 

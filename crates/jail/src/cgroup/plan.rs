@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{Access, AtFlags, CWD};
 
 use super::discover::{Hierarchies, V2Hierarchy};
-use super::{Controller, Layout, Support, HINT_PERMISSION, HINT_V1, PARENT, SUPERVISOR_PREFIX};
+use super::{Controller, Layout, Support, HINT_PERMISSION, HINT_V1, SUPERVISOR_PREFIX};
 
 /// The parts of the file system the plan looks at.
 pub(super) trait HostView {
@@ -100,7 +100,7 @@ impl Plan {
             let mine = super::v1_user_parent(&v1.point);
             let parent = match mine {
                 Some(mine) if host.exists(&mine) => mine,
-                _ => v1.point.join(PARENT),
+                _ => v1.point.join(super::under::shared_parent()),
             };
             let ok = if host.exists(&parent) {
                 host.writable(&parent)
@@ -196,7 +196,7 @@ impl Plan {
 
 /// Where a sandbox's v2 cgroup can go, for this user, or why nowhere.
 fn v2_place(v2: &V2Hierarchy, host: &dyn HostView) -> Result<V2Place, String> {
-    let parent = v2.point.join(PARENT);
+    let parent = v2.point.join(super::under::shared_parent());
     let root_ok = if host.exists(&parent) {
         host.writable(&parent) && host.writable(&v2.point.join("cgroup.subtree_control"))
     } else {

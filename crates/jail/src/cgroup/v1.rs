@@ -19,7 +19,12 @@ use super::{keyed, mkdir, v1_parent, write_file, CgroupError, Dir, Op, CPU_PERIO
 /// hierarchy.
 pub(super) fn create(v1: &V1Hierarchy, name: &str) -> Result<Dir, CgroupError> {
     let parent = v1_parent(&v1.point);
-    mkdir(&parent, true)?;
+    match parent.strip_prefix(&v1.point) {
+        // warden's parent or a container manager's (`under`), one name at
+        // a time.
+        Ok(below) => super::under::make_below(&v1.point, below, |_| Ok(()))?,
+        Err(_) => mkdir(&parent, true)?,
+    }
     let path = parent.join(name);
     mkdir(&path, false)?;
     Ok(Dir {

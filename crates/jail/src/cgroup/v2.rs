@@ -14,7 +14,7 @@ use std::path::Path;
 use super::plan::V2Place;
 use super::{
     hint, keyed, mkdir, write_file, write_raw, CgroupError, Controller, Dir, Op, CPU_PERIOD_US,
-    PARENT, SUPERVISOR_PREFIX,
+    SUPERVISOR_PREFIX,
 };
 
 /// Create the sandbox's v2 directory with `enable` controllers (those of
@@ -27,9 +27,11 @@ pub(super) fn create(
 ) -> Result<Dir, CgroupError> {
     let parent = match place {
         V2Place::Root { root } => {
-            let parent = root.join(PARENT);
-            enable_controllers(root, enable, required)?;
-            mkdir(&parent, true)?;
+            // warden's parent or a container manager's (`under`), each
+            // level handing the controllers down to the next.
+            let below = super::under::shared_parent();
+            super::under::make_below(root, below, |at| enable_controllers(at, enable, required))?;
+            let parent = root.join(below);
             enable_controllers(&parent, enable, required)?;
             parent
         }

@@ -1,5 +1,6 @@
 //! One module per area of the OCI runtime's tests.
 
+mod cgroups_path;
 pub(crate) mod containerd;
 mod cri;
 mod cri_docs;
