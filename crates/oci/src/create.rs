@@ -231,6 +231,22 @@ fn by_annotation(e: OciError, t: &oci::Translated, bundle: &Path) -> OciError {
         // The trust rule's refusal of a pod's value (a limit above the
         // node profile's): at its JSON pointer in the bundle.
         ResolveError::Compose(ComposeError::Invalid(found)) => {
+            // A pod's annotation the rule refused (a program more than the
+            // node profile's `allow_exec`): at the annotation.
+            let annotated = found.iter().find_map(|d| {
+                let key = d.field.and_then(Field::annotation)?;
+                let (key, value) = t.annotations.get_key_value(key)?;
+                Some((d, key, value))
+            });
+            if let (Some((d, key, value)), true) =
+                (annotated, found.iter().all(|d| d.pointer.is_none()))
+            {
+                let why = match &t.profile {
+                    Some(name) => format!("{} (the node's profile {name})", d.message),
+                    None => d.message.clone(),
+                };
+                return config(format!("annotations[\"{key}\"]"), value.clone(), why);
+            }
             let Some((d, pointer)) = found.iter().find_map(|d| Some((d, d.pointer.as_deref()?)))
             else {
                 return e;
