@@ -491,50 +491,98 @@ fn copy_xattrs_at(from: &Tree, src_rel: &Path, parent: &OwnedFd, name: &OsStr) -
 }
 
 /// Bytes held by the tree the sandbox can write at `path` (regular files'
-/// sizes). Directories are read through descriptors beneath `path`, so a
-/// link the sandbox planted (or swaps in while this runs) is never entered.
+/// sizes), or `u64::MAX` when it cannot be measured: a quota that reads
+/// this fails closed rather than taking an unreadable tree as empty.
+/// See [`tree_bytes`].
 pub fn tree_size(path: &Path) -> u64 {
-    let Ok(st) = rustix::fs::lstat(path) else {
-        return 0;
-    };
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => return u64::try_from(st.st_size).unwrap_or(0),
-        FileType::Directory => {}
-        _ => return 0,
-    }
-    let Ok(tree) = Tree::layer(path) else {
-        return 0;
-    };
-    deep_stack(|| size_below(&tree, Path::new("")))
+    tree_bytes(path).unwrap_or(u64::MAX)
 }
 
-fn size_below(tree: &Tree, rel: &Path) -> u64 {
-    let Ok(dir) = tree.dir(rel) else {
-        return 0;
+/// Bytes held by the tree the sandbox can write at `path`; `Some(0)` when
+/// nothing is there, `None` when some directory of it cannot be read.
+///
+/// The walk goes from directory descriptor to directory descriptor
+/// (`openat(parent, name, O_NOFOLLOW)`, `..` on the way back) with an
+/// explicit stack of names, so neither depth nor path length limits what
+/// is counted (a path past PATH_MAX once made a subtree count as empty),
+/// a link the sandbox planted is never entered, and no recursion grows
+/// the stack. Each `..` is checked to be the directory the walk came
+/// down from: a tree moved while it is read cannot be measured.
+pub fn tree_bytes(path: &Path) -> Option<u64> {
+    let st = match rustix::fs::lstat(path) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Some(0),
+        Err(_) => return None,
     };
-    let Ok(names) = crate::beneath::names_of(&dir) else {
-        return 0;
-    };
-    let mut total = 0u64;
-    let mut subdirs = Vec::new();
-    for name in names {
-        let Ok(st) = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) else {
-            continue;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => return Some(u64::try_from(st.st_size).unwrap_or(0)),
+        FileType::Directory => {}
+        _ => return Some(0),
+    }
+    let top = open_dir(&rustix::fs::CWD, path.as_os_str()).ok()?;
+    size_walk(top)
+}
+
+/// One directory of the walk: its identity and the subdirectories of it
+/// still to be read.
+struct Level {
+    id: (u64, u64),
+    pending: Vec<OsString>,
+}
+
+/// Read the directory `dir`: add its files' sizes to `total` and answer
+/// its level.
+fn read_level(dir: &OwnedFd, total: &mut u64) -> Option<Level> {
+    let st = rustix::fs::fstat(dir).ok()?;
+    let mut pending = Vec::new();
+    for name in crate::beneath::names_of(dir).ok()? {
+        let st = match rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            // Removed since it was listed: it holds nothing now.
+            Err(Errno::NOENT) => continue,
+            Err(_) => return None,
         };
         match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => {
-                total = total.saturating_add(u64::try_from(st.st_size).unwrap_or(0))
+                *total = total.saturating_add(u64::try_from(st.st_size).unwrap_or(0))
             }
-            FileType::Directory => subdirs.push(name),
+            FileType::Directory => pending.push(name),
             _ => {}
         }
     }
-    // No descriptor is held while the subdirectories are read.
-    drop(dir);
-    for name in subdirs {
-        total = total.saturating_add(size_below(tree, &rel.join(name)));
+    Some(Level {
+        id: (st.st_dev, st.st_ino),
+        pending,
+    })
+}
+
+fn size_walk(top: OwnedFd) -> Option<u64> {
+    let mut total = 0u64;
+    let mut cur = top;
+    let mut stack = vec![read_level(&cur, &mut total)?];
+    while let Some(level) = stack.last_mut() {
+        if let Some(name) = level.pending.pop() {
+            let next = match open_dir(&cur, &name) {
+                Ok(fd) => fd,
+                // Removed, or swapped for a link or a file, since it was
+                // listed: nothing below it is in this tree now.
+                Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => continue,
+                Err(_) => return None,
+            };
+            let below = read_level(&next, &mut total)?;
+            cur = next;
+            stack.push(below);
+            continue;
+        }
+        stack.pop();
+        let Some(parent) = stack.last() else { break };
+        cur = open_dir(&cur, OsStr::new("..")).ok()?;
+        let st = rustix::fs::fstat(&cur).ok()?;
+        if (st.st_dev, st.st_ino) != parent.id {
+            return None;
+        }
     }
-    total
+    Some(total)
 }
 
 /// Entries of a layer that its owner cannot read or enter (a rootless

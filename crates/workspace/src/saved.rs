@@ -224,10 +224,11 @@ impl Saved {
                 owner: owner.to_string(),
             });
         }
-        let held: u64 = mine.iter().map(|i| i.bytes).sum();
+        // Saturating: a tree that cannot be measured is `u64::MAX`.
+        let held = mine.iter().fold(0u64, |a, i| a.saturating_add(i.bytes));
         let size = fsutil::tree_size(&state.upper)
-            + state.home.as_deref().map(fsutil::tree_size).unwrap_or(0);
-        if held + size > MAX_BYTES_PER_OWNER {
+            .saturating_add(state.home.as_deref().map(fsutil::tree_size).unwrap_or(0));
+        if held.saturating_add(size) > MAX_BYTES_PER_OWNER {
             return Err(SavedError::TooLarge {
                 owner: owner.to_string(),
                 would: held + size,
@@ -260,7 +261,8 @@ impl Saved {
                 owner: owner.to_string(),
                 source: sb.name().to_string(),
                 created_ms: now_ms(),
-                bytes: fsutil::tree_size(&tmp.join("upper")) + fsutil::tree_size(&tmp.join("home")),
+                bytes: fsutil::tree_size(&tmp.join("upper"))
+                    .saturating_add(fsutil::tree_size(&tmp.join("home"))),
                 workspace: sb.meta().workspace.clone(),
                 own_workspace,
                 layout: sb.meta().layout,

@@ -34,7 +34,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::control::error;
+use super::answer::error;
 use super::{permit, E2b};
 use crate::app::App;
 use crate::auth::Caller;
@@ -209,6 +209,7 @@ pub async fn create(
 /// Make volume `name` of `caller`'s: its directory and record.
 fn make(e: &E2b, caller: &Caller, name: String) -> Result<Meta, (StatusCode, String)> {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    sweep(&e.app);
     let token = caller.token_id().map(str::to_string);
     let mine: Vec<Meta> = all(&e.app)
         .into_iter()
@@ -270,7 +271,7 @@ fn make(e: &E2b, caller: &Caller, name: String) -> Result<Meta, (StatusCode, Str
         std::fs::rename(&tmp, root.join(&meta.id)).map_err(|err| err.to_string())
     })();
     if let Err(err) = written {
-        let _ = std::fs::remove_dir_all(&tmp);
+        let _ = remove_leftover(&tmp);
         return Err(failed("made", err));
     }
     Ok(meta)
@@ -316,8 +317,11 @@ pub async fn get(
 }
 
 /// `DELETE /volumes/{id}`: 204, or 404 (the SDK's `False`) for a volume
-/// that is not the caller's. Its directory is removed without following
-/// any link a sandbox could have planted in it.
+/// that is not the caller's, or 409 while a running sandbox mounts it
+/// (its writes are merged into the volume when it stops: stop it
+/// first). Its directory is removed without following any link a
+/// sandbox could have planted in it, and without recursion: a sandbox
+/// can make a chain of directories deeper than any stack.
 pub async fn delete(
     State(e): State<Arc<E2b>>,
     Extension(caller): Extension<Caller>,
@@ -329,27 +333,38 @@ pub async fn delete(
     let asked = id.clone();
     let removed = blocking(move || {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        sweep(&e.app);
         let Some(m) = find(&e, &caller, &asked) else {
-            return Ok(false);
+            return Ok(Gone::NotFound);
         };
         let dir = root(&e.app).join(&m.id);
+        if let Some(user) = running_user(&e.app, &dir.join("data")) {
+            return Ok(Gone::Busy(user));
+        }
         // The lock a stopping sandbox's merge into the volume holds: a
         // merge either ends before the volume goes, or finds it gone and
         // writes nothing (never into a directory no listing counts).
         let data = std::fs::File::open(dir.join("data")).map_err(|err| err.to_string())?;
         let _merges_held = nix::fcntl::Flock::lock(data, nix::fcntl::FlockArg::LockExclusive)
             .map_err(|(_, err)| err.to_string())?;
-        // Out of the listing first (a rename is whole), then removed:
-        // std's remove_dir_all never follows a symbolic link.
+        // Out of the listing first (a rename is whole), then removed; a
+        // removal that fails leaves `.ID.deleted`, which still counts
+        // against its token ([`bytes_of_token`]) until a sweep ends it.
         let gone = root(&e.app).join(format!(".{}.deleted", m.id));
         std::fs::rename(&dir, &gone).map_err(|err| err.to_string())?;
-        std::fs::remove_dir_all(&gone).map_err(|err| err.to_string())?;
-        Ok::<bool, String>(true)
+        remove_leftover(&gone).map_err(|_| {
+            "its files could not all be removed now; they still count against this caller's disk quota and are removed later".to_string()
+        })?;
+        Ok::<Gone, String>(Gone::Removed)
     })
     .await;
     match removed {
-        Ok(Ok(true)) => StatusCode::NO_CONTENT.into_response(),
-        Ok(Ok(false)) => not_found(&id),
+        Ok(Ok(Gone::Removed)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Ok(Gone::NotFound)) => not_found(&id),
+        Ok(Ok(Gone::Busy(user))) => error(
+            StatusCode::CONFLICT,
+            format!("the volume is mounted by running sandbox {user}: kill or pause it first, then delete the volume"),
+        ),
         Ok(Err(why)) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("the volume cannot be deleted: {why}"),
@@ -358,16 +373,88 @@ pub async fn delete(
     }
 }
 
+/// What a delete did.
+enum Gone {
+    Removed,
+    NotFound,
+    /// A running sandbox (named) mounts it.
+    Busy(String),
+}
+
+/// The running sandbox that mounts the volume directory `data`, if any.
+fn running_user(app: &App, data: &std::path::Path) -> Option<String> {
+    use warden_runtime::state::{read_json, Stored, STORED};
+    let listed = std::fs::read_dir(app.state_dir.join("sandboxes")).ok()?;
+    listed.flatten().find_map(|d| {
+        let name = d.file_name().to_str()?.to_string();
+        let sb = app.store.get(&name).ok()?;
+        let stored: Stored = read_json(&sb.dir().join(STORED)).ok()?;
+        let mounts = stored
+            .spec
+            .filesystem
+            .volumes
+            .iter()
+            .any(|v| v.host == data);
+        (mounts && warden_runtime::lifecycle::liveness(&sb).running()).then_some(name)
+    })
+}
+
+/// Remove a volume's directory that no listing reads any more: its data
+/// first, so that its `meta.json` (which names the token it counts
+/// against) goes last. Never recursive on the stack, never through a link.
+fn remove_leftover(dir: &std::path::Path) -> Result<(), warden_workspace::fsutil::FsError> {
+    warden_workspace::fsutil::remove_tree(&dir.join("data"))?;
+    warden_workspace::fsutil::remove_tree(dir)
+}
+
+/// A volume left half made (`.ID.partial`) or half deleted
+/// (`.ID.deleted`: a removal that failed, or a daemon that stopped in
+/// the middle).
+fn is_leftover(name: &str) -> bool {
+    name.starts_with('.') && (name.ends_with(".deleted") || name.ends_with(".partial"))
+}
+
+/// Remove what volumes left half made or half deleted; what cannot be
+/// removed now stays, counted against its token, for the next sweep.
+/// Called with [`ONE_AT_A_TIME`] held (a `.partial` is being made only
+/// under it).
+fn sweep(app: &App) {
+    let Ok(listed) = std::fs::read_dir(root(app)) else {
+        return;
+    };
+    for d in listed.flatten() {
+        if d.file_name().to_str().is_some_and(is_leftover) {
+            let _ = remove_leftover(&d.path());
+        }
+    }
+}
+
 /// The bytes of files the volumes of token `token` hold on the host's
 /// disk: they outlive its sandboxes and count against its disk quota as
 /// its snapshots do. Read beneath each volume's directory, so a link a
 /// sandbox planted there is never entered.
 pub(crate) fn bytes_of_token(app: &App, token: &str) -> u64 {
-    all(app)
-        .iter()
+    let kept = all(app)
+        .into_iter()
         .filter(|m| m.token.as_deref() == Some(token))
-        .map(|m| warden_workspace::fsutil::tree_size(&root(app).join(&m.id).join("data")))
-        .sum()
+        .map(|m| root(app).join(&m.id));
+    // A volume deleted (or made) half way holds its bytes until a sweep
+    // removes them: they count as long as they are there.
+    let left = std::fs::read_dir(root(app))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|d| d.file_name().to_str().is_some_and(is_leftover))
+        .filter(|d| {
+            warden_runtime::state::read_json::<Meta>(&d.path().join("meta.json"))
+                .is_ok_and(|m| m.token.as_deref() == Some(token))
+        })
+        .map(|d| d.path());
+    // `tree_size` answers `u64::MAX` for a tree it cannot measure: the
+    // quota then refuses, never takes it as empty.
+    kept.chain(left)
+        .map(|dir| warden_workspace::fsutil::tree_size(&dir.join("data")))
+        .fold(0, u64::saturating_add)
 }
 
 /// One mount of E2B's create body (`volumeMounts`).

@@ -1,6 +1,7 @@
 //! One module per area of the workspace layers' tests.
 
 mod credentials;
+mod deep_trees;
 mod git_reads;
 mod layer_attacks;
 mod overlay;
