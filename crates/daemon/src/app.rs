@@ -318,13 +318,29 @@ impl App {
         route: &crate::auth::Route,
         why: &str,
     ) {
+        let token = caller.recorded_token().map(str::to_string);
+        let key = token.clone().unwrap_or_else(|| "-".into());
+        self.record_refusal(&key, token, route, why);
+    }
+
+    /// Record a call refused for its credential (none, malformed, unknown,
+    /// revoked) in the daemon's own audit log: a guessing loop leaves a
+    /// trace, bounded as one caller's refusals are (all such callers share
+    /// one window: they have no name to tell them apart).
+    pub fn record_unauthenticated(&self, route: &crate::auth::Route, why: &str) {
+        self.record_refusal("?unauthenticated", None, route, why);
+    }
+
+    fn record_refusal(
+        &self,
+        key: &str,
+        token: Option<String>,
+        route: &crate::auth::Route,
+        why: &str,
+    ) {
         use crate::denials::Admit;
         use warden_audit::EventSink;
-        let token = caller.recorded_token().map(str::to_string);
-        let counted = match self
-            .denials
-            .admit(token.as_deref().unwrap_or("-"), std::time::Instant::now())
-        {
+        let counted = match self.denials.admit(key, std::time::Instant::now()) {
             Admit::Record { counted } => counted,
             Admit::Count => return,
         };

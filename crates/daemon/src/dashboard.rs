@@ -113,11 +113,18 @@ async fn login(
         Ok(row) => row,
         Err(auth::AuthError::Db(e)) => return Err(ApiError::internal(chain(&e))),
         Err(e) => {
+            let route = auth::Route {
+                method: "POST",
+                path: "/login",
+                scope: None,
+                data: false,
+            };
+            app.record_unauthenticated(&route, &e.to_string());
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
                 format!("{e}: give a token made with `warden token create`"),
-            ))
+            ));
         }
     };
     let (id, s) = app.sessions.open(&row.id, warden_runtime::state::now_ms());

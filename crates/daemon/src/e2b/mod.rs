@@ -218,8 +218,23 @@ pub(crate) fn sandbox_header(headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The token in `value`, checked.
+/// The token in `value`, checked; a refusal for the credential is
+/// recorded in the daemon's log, as the native API's are.
 fn check_token(app: &App, value: Option<&str>) -> Result<Caller, (StatusCode, String)> {
+    let checked = checked_token(app, value);
+    if let Err((StatusCode::UNAUTHORIZED, why)) = &checked {
+        let route = auth::Route {
+            method: "*",
+            path: "/e2b",
+            scope: None,
+            data: false,
+        };
+        app.record_unauthenticated(&route, why);
+    }
+    checked
+}
+
+fn checked_token(app: &App, value: Option<&str>) -> Result<Caller, (StatusCode, String)> {
     let Some(value) = value.filter(|v| !v.is_empty()) else {
         return Err((
             StatusCode::UNAUTHORIZED,

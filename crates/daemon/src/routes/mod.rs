@@ -361,8 +361,10 @@ async fn authorize(
                     return ApiError::internal(crate::error::chain(&e)).into_response()
                 }
                 Err(e) => {
-                    return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
-                        .into_response()
+                    let why = e.to_string();
+                    app.record_unauthenticated(route, &why);
+                    return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
+                        .into_response();
                 }
             }
         }
