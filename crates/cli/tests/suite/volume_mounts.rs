@@ -160,3 +160,46 @@ fn a_vm_or_gvisor_sandbox_refuses_volumes_before_anything_runs() {
         assert!(!vol.path().join("ran").exists());
     }
 }
+
+#[test]
+fn a_rootless_run_writing_without_end_into_a_volume_is_stopped_at_its_disk_limit() {
+    let Some(who) = Unprivileged::get() else {
+        skip("cannot get an unprivileged user to run warden as");
+        return;
+    };
+    let state = TempDir::new("volume-fill-rootless");
+    let vol = TempDir::new("volume-fill-rootless-dir");
+    who.own(state.path());
+    who.own(vol.path());
+    let out = who
+        .command(who.bin.to_str().unwrap())
+        .args([
+            "run",
+            "--no-tty",
+            "--disk",
+            "8M",
+            "--volume",
+            &volume_arg(vol.path(), "/mnt/v", ""),
+            "--",
+            "sh",
+            "-c",
+            "echo kept > /mnt/v/f; (cat /dev/zero > /mnt/v/endless) 2>&1; echo status=$?",
+        ])
+        .env("WARDEN_STATE_DIR", state.path().join("warden"))
+        .output()
+        .unwrap();
+    let (o, e) = (stdout(&out), stderr(&out));
+    assert!(
+        o.contains("No space left on device"),
+        "stdout: {o}\nstderr: {e}"
+    );
+    assert!(!o.contains("status=0"), "{o}");
+    assert!(
+        allocated(vol.path()) <= (9 << 20),
+        "the volume grew past the limit"
+    );
+    assert_eq!(
+        std::fs::read_to_string(vol.path().join("f")).unwrap(),
+        "kept\n"
+    );
+}
