@@ -287,5 +287,6 @@ mod ask;
 mod elicit;
 mod git;
 mod mcp;
+mod record;
 mod websocket;
 mod wire;
