@@ -1,14 +1,44 @@
 //! The sandbox as the E2B door's create, connect and resume answer it
 //! (its template, the door's fixed identity, the domain its ports are
-//! served under) and each caller's envd access token for it. Below
-//! create, lifecycle, control and copies, which all answer with it.
+//! served under) and each caller's envd access token for it; and E2B's
+//! shape of an error, which every handler of the door answers with.
+//! Below create, lifecycle, control, copies and permit.
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 use serde::Serialize;
 
 use super::{E2b, ENVD_VERSION};
 use crate::api::SandboxInfo;
 use crate::auth::{self, Caller};
+
+/// An error in E2B's shape: `{"code": STATUS, "message": ...}`; the SDK
+/// raises AuthenticationException for 401, RateLimitException for 429,
+/// NotFoundException (SandboxNotFoundException) for 404.
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(serde_json::json!({"code": status.as_u16(), "message": message.into()})),
+    )
+        .into_response()
+}
+
+/// The name every sandbox domain the door answers ends with.
+pub const DOMAIN: &str = "localhost";
+
+tokio::task_local! {
+    /// The sandbox domain for the request being answered.
+    pub(super) static DOOR: String;
+}
+
+/// The sandbox domain to answer a create or connect with: `localhost`
+/// with the port the caller reached the door on, so that
+/// `get_host(port)` names this door.
+pub fn sandbox_domain() -> String {
+    DOOR.try_with(Clone::clone)
+        .unwrap_or_else(|_| DOMAIN.to_string())
+}
 
 /// E2B's default template.
 pub(super) const DEFAULT_TEMPLATE: &str = "base";
@@ -94,6 +124,6 @@ pub(super) fn created(info: &SandboxInfo, key: String) -> Created {
         envd_version: ENVD_VERSION,
         envd_access_token: key,
         alias: t,
-        domain: Some(super::ports::sandbox_domain()),
+        domain: Some(sandbox_domain()),
     }
 }

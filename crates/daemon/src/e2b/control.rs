@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::answer::{access_token, template_of};
+use super::answer::{access_token, error, template_of};
 use super::record::{end_ms, ttl_for, Seen, ON_TIMEOUT, PAUSED};
 use super::{permit, E2b, ENVD_VERSION};
 use crate::api::{SandboxInfo, SetTimeout};
@@ -35,17 +35,6 @@ use warden_policy::Field;
 
 /// The metadata key that keeps a killed sandbox, stopped, for review.
 const KEEP: &str = "warden.keep";
-
-/// An error in E2B's shape: `{"code": STATUS, "message": ...}`; the SDK
-/// raises AuthenticationException for 401, RateLimitException for 429,
-/// NotFoundException (SandboxNotFoundException) for 404.
-pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (
-        status,
-        Json(serde_json::json!({"code": status.as_u16(), "message": message.into()})),
-    )
-        .into_response()
-}
 
 pub(super) fn from_api(e: ApiError) -> Response {
     let status = match e.status.as_u16() {

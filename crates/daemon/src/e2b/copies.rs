@@ -15,7 +15,8 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-use super::control::{self, error, from_api, permitted_body, set_labels};
+use super::answer::error;
+use super::control::{self, from_api, permitted_body, set_labels};
 use super::record::{Seen, ALLOW_OUT, PAUSED};
 use super::{permit, E2b};
 use crate::api::SandboxInfo;

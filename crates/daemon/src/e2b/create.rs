@@ -14,8 +14,8 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::answer::{access_token, created, DEFAULT_TEMPLATE};
-use super::control::{error, from_api, in_e2b_words, set_labels};
+use super::answer::{access_token, created, error, DEFAULT_TEMPLATE};
+use super::control::{from_api, in_e2b_words, set_labels};
 use super::network::Wanted;
 use super::record::{ttl_for, ALLOW_OUT, ON_TIMEOUT};
 use super::{permit, E2b};

@@ -28,7 +28,8 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::control::{self, error, from_api, optional_body, permitted_body, running, set_labels};
+use super::answer::error;
+use super::control::{self, from_api, optional_body, permitted_body, running, set_labels};
 use super::record::{end_ms, pauses_on_timeout, Seen, GRACE, PAUSED};
 use super::{permit, E2b};
 use crate::api::SandboxInfo;

@@ -18,7 +18,7 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-use super::control::error;
+use super::answer::error;
 use super::{permit, E2b};
 use crate::auth::Caller;
 use crate::logpage;

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use subtle::ConstantTimeEq;
 use tower::ServiceExt;
 
-use super::{control, E2b};
+use super::{answer, E2b};
 use crate::app::App;
 use crate::auth::{self, Caller, Scope};
 use crate::credential::Credential;
@@ -277,8 +277,8 @@ pub async fn token_file(e: Arc<E2b>, caller: Caller, id: String) -> Response {
             .header(header::CONTENT_TYPE, "application/octet-stream")
             .body(axum::body::Body::from(key))
             .unwrap_or_default(),
-        Ok(Err(r)) => control::error(r.status, r.message),
-        Err(err) => control::error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
+        Ok(Err(r)) => answer::error(r.status, r.message),
+        Err(err) => answer::error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
     }
 }
 
@@ -413,7 +413,7 @@ pub fn sweep(e: Arc<E2b>) {
 /// sandbox, with the MCP token in `Authorization: Bearer`.
 pub async fn serve(e: Arc<E2b>, req: Request, id: String) -> Response {
     if req.uri().path() != "/mcp" {
-        return control::error(
+        return answer::error(
             StatusCode::NOT_FOUND,
             "warden's MCP for this sandbox is at /mcp (get_mcp_url())",
         );
@@ -425,7 +425,7 @@ pub async fn serve(e: Arc<E2b>, req: Request, id: String) -> Response {
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(|v| v.trim().to_string());
     let Some(key) = key.filter(|k| !k.is_empty()) else {
-        return control::error(
+        return answer::error(
             StatusCode::UNAUTHORIZED,
             "no MCP token: send `Authorization: Bearer TOKEN` with the token get_mcp_token() answers",
         );
@@ -434,8 +434,8 @@ pub async fn serve(e: Arc<E2b>, req: Request, id: String) -> Response {
     let checked = tokio::task::spawn_blocking(move || check(&e2, &sid, &key)).await;
     let (parent, native) = match checked {
         Ok(Ok(c)) => c,
-        Ok(Err(r)) => return control::error(r.status, r.message),
-        Err(err) => return control::error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
+        Ok(Err(r)) => return answer::error(r.status, r.message),
+        Err(err) => return answer::error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
     };
     let service = {
         let mut services = e.mcp.services.lock().unwrap_or_else(|p| p.into_inner());
@@ -457,7 +457,7 @@ pub async fn serve(e: Arc<E2b>, req: Request, id: String) -> Response {
         parts.headers.remove(h);
     }
     let Ok(bearer) = HeaderValue::from_str(&format!("Bearer {native}")) else {
-        return control::error(
+        return answer::error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "a minted token is not a header value",
         );

@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::control::error;
+use super::answer::error;
 use super::{permit, E2b};
 use crate::api::SandboxInfo;
 use crate::auth::Caller;

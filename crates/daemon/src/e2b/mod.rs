@@ -203,7 +203,7 @@ async fn health(
     if running {
         StatusCode::NO_CONTENT.into_response()
     } else {
-        control::error(
+        answer::error(
             StatusCode::BAD_GATEWAY,
             format!("sandbox {id} was not found: it was killed, or its timeout ended"),
         )
@@ -267,7 +267,7 @@ async fn control_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -
             crate::deadline::proven(&req);
             next.run(req).await
         }
-        Err((status, message)) => control::error(status, message),
+        Err((status, message)) => answer::error(status, message),
     }
 }
 
@@ -501,7 +501,7 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
     let plain = files || req.uri().path() == "/health";
     let refuse = |status: StatusCode, message: String| {
         if plain {
-            return control::error(status, message);
+            return answer::error(status, message);
         }
         let code = match status {
             StatusCode::UNAUTHORIZED => connect::Code::Unauthenticated,
@@ -566,7 +566,7 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
             target.sandbox
         );
         return if plain {
-            control::error(StatusCode::BAD_GATEWAY, message)
+            answer::error(StatusCode::BAD_GATEWAY, message)
         } else {
             connect::RpcError::new(connect::Code::Unavailable, message).into_response()
         };

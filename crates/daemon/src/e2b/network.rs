@@ -19,7 +19,8 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use std::sync::Arc;
 
-use super::control::{error, from_api, set_labels};
+use super::answer::error;
+use super::control::{from_api, set_labels};
 use super::record::ALLOW_OUT;
 use super::{permit, E2b};
 use crate::api::EgressPatch;

@@ -42,7 +42,7 @@ impl Denied {
 
     /// The refusal in E2B's shape.
     pub fn response(&self) -> Response {
-        super::control::error(self.status(), self.to_string())
+        super::answer::error(self.status(), self.to_string())
     }
 }
 

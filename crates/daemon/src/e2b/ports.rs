@@ -38,8 +38,9 @@ use axum::response::Response;
 use hyper_util::rt::TokioIo;
 use std::sync::Arc;
 
+use super::answer::{DOMAIN, DOOR};
 use super::inside::{connect_inside, refused};
-use super::{control, interpreter, permit, E2b};
+use super::{answer, control, interpreter, permit, E2b};
 use crate::app::App;
 use crate::credential::Credential;
 use crate::error::chain;
@@ -47,8 +48,6 @@ use crate::leases::{Kind, Lease};
 
 /// envd's port: requests for it are the door's own envd routes.
 pub const ENVD_PORT: u16 = 49983;
-/// The name every sandbox domain the door answers ends with.
-pub const DOMAIN: &str = "localhost";
 
 /// Headers that belong to one hop, never relayed (RFC 9110 7.6.1), and
 /// the credentials and routing headers of the door itself, never shown to
@@ -69,19 +68,6 @@ const NOT_RELAYED: &[&str] = &[
     "e2b-sandbox-id",
     "e2b-sandbox-port",
 ];
-
-tokio::task_local! {
-    /// The sandbox domain for the request being answered.
-    static DOOR: String;
-}
-
-/// The sandbox domain to answer a create or connect with: `localhost`
-/// with the port the caller reached the door on, so that
-/// `get_host(port)` names this door.
-pub fn sandbox_domain() -> String {
-    DOOR.try_with(Clone::clone)
-        .unwrap_or_else(|_| DOMAIN.to_string())
-}
 
 /// The sandbox domain for a request that came to the door as
 /// `Host: NAME[:PORT]`: `localhost:PORT`.
@@ -163,7 +149,7 @@ pub async fn route(State(e): State<Arc<E2b>>, req: Request, next: Next) -> Respo
             port: super::mcp::MCP_PORT,
         })) => super::mcp::serve(e, req, id).await,
         Ok(Some(r)) => relay(e, req, r).await,
-        Err(m) => control::error(StatusCode::BAD_REQUEST, m),
+        Err(m) => answer::error(StatusCode::BAD_REQUEST, m),
     }
 }
 
@@ -177,7 +163,7 @@ fn token(headers: &HeaderMap) -> Option<String> {
 
 async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
     let Some(sid) = r.sandbox else {
-        return control::error(
+        return answer::error(
             StatusCode::BAD_REQUEST,
             "E2b-Sandbox-Port without E2b-Sandbox-Id: name the sandbox too (the SDK sends both)",
         );
@@ -185,7 +171,7 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
     let token = token(req.headers());
     let caller = match super::check_access(&e.app, &sid, token.as_deref()) {
         Ok(c) => c,
-        Err((status, m)) => return control::error(status, m),
+        Err((status, m)) => return answer::error(status, m),
     };
     // A port's service runs with the sandbox's powers: reaching it is
     // running code in it.
@@ -202,7 +188,7 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
         return if why == format!("sandbox {sid} was not found") {
             gone(&sid)
         } else {
-            control::error(StatusCode::FORBIDDEN, why)
+            answer::error(StatusCode::FORBIDDEN, why)
         };
     }
     // Let in by a credential: the answer is not cut at the deadline of
@@ -225,7 +211,7 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
     // The code interpreter's server starts with its first request.
     if r.port == interpreter::PORT && interpreter::serves(&e.app, &sid) {
         if let Err(err) = interpreter::ensure(&e.app, &sid).await {
-            return control::error(StatusCode::SERVICE_UNAVAILABLE, err.to_string());
+            return answer::error(StatusCode::SERVICE_UNAVAILABLE, err.to_string());
         }
     }
     let stream = match open(&e.app, &sid, r.port).await {
@@ -239,7 +225,7 @@ async fn relay(e: Arc<E2b>, req: Request, r: Route) -> Response {
 /// The answer for a sandbox that is not there, stopped, or not the
 /// caller's, as E2B's proxy gives it.
 fn gone(id: &str) -> Response {
-    control::error(
+    answer::error(
         StatusCode::BAD_GATEWAY,
         format!("sandbox {id} was not found: it was killed, or its timeout ended"),
     )
@@ -251,18 +237,18 @@ async fn open(app: &Arc<App>, id: &str, port: u16) -> Result<tokio::net::TcpStre
         None => return Err(gone(id)),
         Some(Ok(fd)) => fd,
         Some(Err(e)) if refused(&e) => {
-            return Err(control::error(
+            return Err(answer::error(
                 StatusCode::BAD_GATEWAY,
                 format!("the sandbox {id} is running but nothing listens on port {port} inside it"),
             ))
         }
-        Some(Err(e)) => return Err(control::error(StatusCode::BAD_GATEWAY, chain(&e))),
+        Some(Err(e)) => return Err(answer::error(StatusCode::BAD_GATEWAY, chain(&e))),
     };
     let std = std::net::TcpStream::from(fd);
     std.set_nonblocking(true)
         .and_then(|()| tokio::net::TcpStream::from_std(std))
         .map_err(|err| {
-            control::error(
+            answer::error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("cannot relay to port {port} of sandbox {id}: {err}"),
             )
@@ -347,7 +333,7 @@ async fn forward(
     lease: Lease,
 ) -> Response {
     let idle = app.leases.idle();
-    let bad_gateway = |m: String| control::error(StatusCode::BAD_GATEWAY, m);
+    let bad_gateway = |m: String| answer::error(StatusCode::BAD_GATEWAY, m);
     let upgrade = upgrading(req.headers());
     let client_side = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
@@ -381,7 +367,7 @@ async fn forward(
     {
         Ok(r) => r,
         Err(err) => {
-            return control::error(
+            return answer::error(
                 StatusCode::BAD_REQUEST,
                 format!("the request cannot be relayed: {err}"),
             )

@@ -17,8 +17,8 @@ use axum::{Extension, Json};
 use serde::Serialize;
 use std::sync::Arc;
 
+use super::answer::error;
 use super::answer::DEFAULT_TEMPLATE;
-use super::control::error;
 use super::{permit, E2b, ENVD_VERSION};
 use crate::auth::Caller;
 use crate::routes::profiles::ProfileEntry;

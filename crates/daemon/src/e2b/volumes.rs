@@ -93,7 +93,7 @@ fn shown(m: Meta) -> Shown {
         volume_id: m.id,
         name: m.name,
         token: String::new(),
-        domain: super::ports::sandbox_domain(),
+        domain: super::answer::sandbox_domain(),
     }
 }
 
