@@ -4,6 +4,7 @@
 //! file parses, wires and prints.
 
 pub mod copies;
+mod denials;
 pub mod pause;
 
 use super::resolution::{self, resolve, RunArgs};
@@ -247,7 +248,16 @@ pub fn exec(args: ExecArgs) -> anyhow::Result<u8> {
         keep_output: args.detach.then(warden_runtime::output::new_exec_id),
     };
     let program = req.argv.first().cloned().unwrap_or_default();
+    let mark = denials::Mark::now(sb.dir());
     let (status, message) = exec_in(&sb, req, args.detach, args.timeout)?;
+    // What the sandbox was refused meanwhile, with the flag that would
+    // allow it, as `warden run` says at its end (a detached command has
+    // not ended yet: `warden logs` shows its refusals).
+    if !args.detach {
+        for line in mark.denials() {
+            eprintln!("warden: {line}");
+        }
+    }
     if let Some(m) = message {
         // The backends say "command not found" without the name; the
         // person needs to know which one (a tool not installed yet, or

@@ -178,3 +178,46 @@ fn doctor_for_a_user_who_cannot_open_dev_kvm_says_so_rather_than_that_there_is_n
         "the row says the device is there and what would let this user use it: {text}"
     );
 }
+
+#[test]
+fn exec_says_at_its_end_what_the_sandbox_was_refused_and_which_flag_would_allow_it() {
+    if !egress_available() {
+        return;
+    }
+    if Command::new("curl").arg("--version").output().is_err() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("fresh-denials");
+    ok(&warden(
+        state.path(),
+        &["create", "den", "--allow-domain", "allowed.test", "--start"],
+    ));
+    let _rm = Remover(state.path(), "den");
+    let out = warden(
+        state.path(),
+        &[
+            "exec",
+            "den",
+            "--",
+            "curl",
+            "-sS",
+            "--max-time",
+            "5",
+            "https://refused.test/",
+        ],
+    );
+    let err = stderr(&out);
+    assert_ne!(code(&out), 0, "{err}");
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("warden:") && l.contains("refused.test"))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("--allow-domain refused.test")),
+        "the refusal is said with the flag that would allow it: {err}"
+    );
+    // A command that was refused nothing says nothing more.
+    let quiet = warden(state.path(), &["exec", "den", "--", "true"]);
+    assert_eq!(stderr(&quiet), "", "nothing was refused");
+}
