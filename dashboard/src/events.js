@@ -19,6 +19,11 @@ function describe(e) {
     case 'connection': {
       const where = `${e.name || e.original_destination || '?'}:${e.port}`;
       const rule = e.rule ? ` by ${e.rule}` : '';
+      // A request's detail is what was decided (its method and path, the
+      // query's values redacted, and the rule): the name alone says little.
+      if (e.protocol === 'request' && e.allowed) {
+        return { group: 'network', label: 'allow', tone: 'allow', text: `${e.protocol} ${where}: ${e.detail}${e.bytes_out || e.bytes_in ? ` (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` : ''}` };
+      }
       return e.allowed
         ? { group: 'network', label: 'allow', tone: 'allow', text: `${e.protocol} ${where}${rule}${e.bytes_out || e.bytes_in ? ` (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` : ''}` }
         : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, remedy: e.remedy, propose: proposalFor(e) };

@@ -450,6 +450,14 @@ try {
       await prompt.locator('button', { hasText: 'Allow once' }).click();
       await waitFor('the request to end', async () => (await call('GET', `/v1/sandboxes/held/execs/${exec.id}`)).exit_status !== null, 30000);
       if (!heldRequests.some((r) => r.startsWith('POST /issues/7'))) throw new Error(`the allowed request did not reach the server: ${heldRequests}`);
+      // The sandbox's event view shows the decided request by its method
+      // and path, the query's value never.
+      await page.goto(`${base}/#/s/held/events`);
+      const decided = page.locator('li.ev.allow', { hasText: 'POST held.test/issues/7?token=…' });
+      await decided.first().waitFor({ timeout: 20000 });
+      // (The exec's own line shows its argv as typed.)
+      const shown = (await page.locator('li.ev[data-group=network]').allInnerTexts()).join('\n');
+      if (shown.includes('s3cret')) throw new Error(`the event view shows a query value: ${shown}`);
     } finally {
       held.server.close();
     }
