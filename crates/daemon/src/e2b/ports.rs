@@ -468,7 +468,7 @@ mod tests {
             "localhost"
         );
         assert_eq!(domain_for(&HeaderMap::new()), "localhost");
-        assert_eq!(sandbox_domain(), "localhost");
+        assert_eq!(answer::sandbox_domain(), "localhost");
     }
 
     #[test]
