@@ -1,7 +1,8 @@
 //! The daemon's `/mcp`: MCP over streamable HTTP. The route is behind the
 //! same scope check as every other (`auth::ROUTES`: the `mcp` scope), and
 //! each tool is then checked again as the API route it calls, with the
-//! caller's own token.
+//! caller's own token. Every session is bound to the caller that began
+//! it before the server sees a request ([`super::bound`]).
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -17,6 +18,10 @@ pub fn service(app: Arc<App>) -> axum::Router {
     axum::Router::new()
         .route_service("/mcp", sessions(app))
         .layer(axum::middleware::from_fn(ended_is_no_content))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(super::bound::Bindings::default()),
+            super::bound::layer,
+        ))
 }
 
 /// A session ended with `DELETE /mcp` is answered 204: the SDK's server
@@ -91,4 +96,8 @@ pub fn one_sandbox(app: Arc<App>, sandbox: String) -> axum::Router {
     axum::Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn(ended_is_no_content))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(super::bound::Bindings::default()),
+            super::bound::layer,
+        ))
 }

@@ -20,6 +20,7 @@
 //! the client, or is denied).
 
 mod ask;
+mod bound;
 mod commands;
 mod describe;
 mod desktop;
