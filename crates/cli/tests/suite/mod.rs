@@ -39,6 +39,7 @@ mod fork_quota;
 mod fresh_machine;
 mod frictions;
 mod gvisor;
+mod gvisor_pause;
 mod gvisor_quota;
 mod home;
 mod host_identity;
