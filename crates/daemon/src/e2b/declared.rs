@@ -22,6 +22,9 @@
 //! A writable volume is written as the daemon's own volumes are: through
 //! an overlay whose writes are held within the sandbox's disk limit and
 //! merged into the directory when the sandbox stops.
+//!
+//! The rule for a volume's name, the door's own volumes' and the declared
+//! ones' alike, is here ([`invalid_name`]), below [`super::volumes`].
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -30,6 +33,30 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use crate::auth::Caller;
+
+/// The longest name of a volume.
+pub(super) const MAX_NAME: usize = 63;
+
+/// Why `name` cannot name a volume; `None` when it can. A name is never
+/// a path (the directory is under a random ID), and is kept plain so
+/// that it reads the same in every message and list.
+pub(super) fn invalid_name(name: &str) -> Option<String> {
+    let shown: String = name.chars().take(MAX_NAME + 1).collect();
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Some(format!(
+            "volume name {shown:?}: a name is 1 to {MAX_NAME} characters"
+        ));
+    }
+    let plain = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !plain || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Some(format!(
+            "volume name {shown:?}: a name is letters, digits, '-' and '_', starting with a letter or digit (never a path)"
+        ));
+    }
+    None
+}
 
 /// What every token may be listed as.
 pub const EVERY_TOKEN: &str = "*";
@@ -129,7 +156,7 @@ const NEVER_WRITABLE: &[(&str, bool)] = &[
 /// not hold is said with the volume's name.
 pub fn check(volumes: &mut Volumes) -> Result<(), String> {
     for (name, v) in volumes.iter_mut() {
-        if let Some(why) = super::volumes::invalid_name(name) {
+        if let Some(why) = invalid_name(name) {
             return Err(format!("e2b.volumes: {why}"));
         }
         let at = |why: String| format!("e2b.volumes.{name}: {why}");

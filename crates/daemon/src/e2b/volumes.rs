@@ -35,14 +35,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::answer::error;
+use super::declared::{invalid_name, MAX_NAME};
 use super::{permit, E2b};
 use crate::app::App;
 use crate::auth::Caller;
 
 /// The most volumes one token keeps.
 const MAX_PER_TOKEN: usize = 16;
-/// The longest name of a volume.
-const MAX_NAME: usize = 63;
 
 /// Creates and deletes one at a time, so that two creates of one name
 /// cannot both pass the check that it is free.
@@ -100,27 +99,6 @@ fn shown(m: Meta) -> Shown {
 /// Where the daemon keeps the door's volumes.
 fn root(app: &App) -> PathBuf {
     app.state_dir.join("e2b").join("volumes")
-}
-
-/// Why `name` cannot name a volume; `None` when it can. A name is never
-/// a path (the directory is under a random ID), and is kept plain so
-/// that it reads the same in every message and list.
-pub(super) fn invalid_name(name: &str) -> Option<String> {
-    let shown: String = name.chars().take(MAX_NAME + 1).collect();
-    if name.is_empty() || name.len() > MAX_NAME {
-        return Some(format!(
-            "volume name {shown:?}: a name is 1 to {MAX_NAME} characters"
-        ));
-    }
-    let plain = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !plain || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        return Some(format!(
-            "volume name {shown:?}: a name is letters, digits, '-' and '_', starting with a letter or digit (never a path)"
-        ));
-    }
-    None
 }
 
 /// Whether `caller` may see volume `m`.
