@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from e2b import Sandbox, SandboxException, Volume
+from e2b import Sandbox, SandboxException, Volume, VolumeException
 
 from conftest import Daemon
 
@@ -110,18 +110,21 @@ def test_deleting_a_volume_never_follows_a_link_a_sandbox_planted_in_it(
     assert (planted / "keep").read_text() == "host data"
 
 
-def test_deleting_a_volume_a_running_sandbox_mounts_leaves_the_host_untouched(
+def test_a_volume_a_running_sandbox_mounts_is_not_deleted_until_it_stops(
     daemon: Daemon, label: str
 ) -> None:
     vol = _volume()
     sbx = Sandbox.create(metadata={"test": label}, timeout=120, volume_mounts={"/mnt/data": vol})
     try:
         sbx.commands.run("echo x > /mnt/data/f")
-        assert Volume.destroy(vol.volume_id) is True
-        assert not (daemon.state / "e2b" / "volumes" / vol.volume_id).exists()
-        leftovers = [n for n in os.listdir(daemon.state / "e2b" / "volumes") if vol.volume_id in n]
-        assert leftovers == []
-        # The sandbox runs on; its view of the volume is gone with it.
-        assert sbx.commands.run("ls -A /mnt/data || true").stdout.strip() == ""
+        # Its writes are merged into the volume when it stops: refused
+        # (409, the SDK's VolumeException) while it runs, and nothing goes.
+        with pytest.raises(VolumeException, match="running sandbox"):
+            Volume.destroy(vol.volume_id)
+        assert (daemon.state / "e2b" / "volumes" / vol.volume_id / "data").is_dir()
+        assert sbx.commands.run("cat /mnt/data/f").stdout == "x\n"
     finally:
         sbx.kill()
+    assert Volume.destroy(vol.volume_id) is True
+    leftovers = [n for n in os.listdir(daemon.state / "e2b" / "volumes") if vol.volume_id in n]
+    assert leftovers == []
