@@ -2,8 +2,10 @@
 directories deeper than any stack in a volume, then its delete (the
 daemon answers and stays up); the delete of a volume a running sandbox
 mounts (refused, the volume kept); bytes hidden below a path longer than
-PATH_MAX (still counted against the token's disk quota); and what a
-half-finished delete leaves (swept, and counted until then)."""
+PATH_MAX (still counted against the token's disk quota); what a
+half-finished delete leaves (swept, and counted until then); and mount
+paths with control characters or oversized names (refused, nothing
+made)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from e2b import Sandbox, Volume
+from e2b import Sandbox, SandboxException, Volume
 from e2b.exceptions import RateLimitException, VolumeException
 
 from conftest import Daemon
@@ -104,3 +106,21 @@ def test_bytes_below_a_path_longer_than_path_max_still_count_against_the_disk_qu
         Sandbox.create(timeout=60).kill()
     finally:
         started.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/mnt/a\u0000b", "/mnt/\u001b[31mred\u0007", "/mnt/" + "n" * 256, "/mnt" + "/abcdefgh" * 460],
+    ids=["nul", "escape", "long-name", "long-path"],
+)
+def test_a_mount_path_with_a_control_character_or_an_oversized_name_is_refused_and_nothing_is_made(
+    daemon: Daemon, label: str, path: str
+) -> None:
+    vol = Volume.create(f"p-{uuid.uuid4().hex[:6]}")
+    before = sorted(s["id"] for s in daemon.sandboxes())
+    try:
+        with pytest.raises(SandboxException, match="volumeMounts"):
+            Sandbox.create(metadata={"test": label}, timeout=60, volume_mounts={path: vol})
+        assert sorted(s["id"] for s in daemon.sandboxes()) == before
+    finally:
+        Volume.destroy(vol.volume_id)

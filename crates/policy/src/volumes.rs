@@ -57,6 +57,9 @@ pub fn inside_refusal(inside: &Path, home: &Path) -> Option<&'static str> {
     let Some(text) = inside.to_str() else {
         return Some("a mount point is text");
     };
+    if let Some(why) = inside_text_refusal(text) {
+        return Some(why);
+    }
     if !inside.is_absolute() {
         return Some("a mount point is an absolute path inside the sandbox, such as /mnt/data");
     }
@@ -88,6 +91,27 @@ pub fn inside_refusal(inside: &Path, home: &Path) -> Option<&'static str> {
         .any(|d| inside == Path::new(d))
     {
         return Some("it would cover a directory of the host's the sandbox is shown; mount a volume below it or elsewhere, such as below /mnt");
+    }
+    None
+}
+
+/// Why `text` cannot be a path inside a sandbox whatever its place; `None`
+/// when it can. A NUL, a control character (C0, DEL, C1) or an oversized
+/// name is refused at the door rather than failing at the sandbox's start
+/// (the kernel refuses a name over NAME_MAX, a path over PATH_MAX) or
+/// reaching, as escape sequences, whatever prints a spec.
+pub fn inside_text_refusal(text: &str) -> Option<&'static str> {
+    /// The kernel's NAME_MAX and PATH_MAX (less its NUL).
+    const NAME_MAX: usize = 255;
+    const PATH_MAX: usize = 4095;
+    if text.chars().any(|c| c.is_control()) {
+        return Some("a path inside the sandbox holds no NUL and no control character");
+    }
+    if text.len() > PATH_MAX {
+        return Some("a path inside the sandbox is at most 4095 bytes");
+    }
+    if text.split('/').any(|p| p.len() > NAME_MAX) {
+        return Some("each name of a path inside the sandbox is at most 255 bytes");
     }
     None
 }
@@ -163,6 +187,32 @@ mod tests {
     use super::*;
 
     const HOME: &str = "/home/user";
+
+    #[test]
+    fn a_mount_point_with_a_control_character_or_an_oversized_name_is_refused() {
+        let long_name = format!("/mnt/{}", "n".repeat(256));
+        let long_path = format!("/mnt{}", "/abcdefgh".repeat(460));
+        for bad in [
+            "/mnt/a\0b",
+            "/mnt/\u{1b}[31mred\u{7}",
+            "/mnt/line\nbreak",
+            "/mnt/del\u{7f}",
+            "/mnt/c1\u{9b}",
+            long_name.as_str(),
+            long_path.as_str(),
+        ] {
+            assert!(
+                inside_refusal(Path::new(bad), Path::new(HOME)).is_some(),
+                "{bad:?}"
+            );
+        }
+        let fits = format!("/mnt/{}", "n".repeat(255));
+        assert_eq!(inside_refusal(Path::new(&fits), Path::new(HOME)), None);
+        assert_eq!(
+            inside_refusal(Path::new("/mnt/données"), Path::new(HOME)),
+            None
+        );
+    }
 
     #[test]
     fn a_mount_point_over_what_warden_assembles_or_written_loosely_is_refused() {
