@@ -6,7 +6,10 @@
 //! other restriction. The host's root stays reachable at `/oldroot` only
 //! until the new root is complete; then it is detached.
 
+mod inside;
+
 use crate::sys;
+use inside::{Kind, Spot};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::Mode;
@@ -96,6 +99,11 @@ pub enum MountError {
         #[source]
         source: Errno,
     },
+    /// A link planted in a tree the sandbox or an image wrote, where the
+    /// start would make or mount on a place: followed, it could reach the
+    /// host's root, still visible while the root is assembled.
+    #[error("refusing to mount at {path} inside the sandbox: a symbolic link is on the way there (it is never followed while the root is assembled)")]
+    Link { path: PathBuf },
     #[error("pivot_root into the new root failed")]
     Pivot(#[source] Errno),
     #[error("cannot detach the host's root from the sandbox")]
@@ -229,6 +237,35 @@ fn set_attr(target: &Path, attrs: u64, recursive: bool) -> Result<(), MountError
     })
 }
 
+/// [`set_attr`] on the mount now at `inside` (found again, beneath the
+/// new root, so the attributes land on the mount just made there).
+fn set_attr_inside(inside: &Path, attrs: u64, recursive: bool) -> Result<(), MountError> {
+    let top = inside::again(inside)?;
+    sys::mount_setattr_path(&cpath(&top.at())?, attrs, recursive).map_err(|source| {
+        MountError::ReadOnly {
+            target: inside.to_path_buf(),
+            source,
+        }
+    })
+}
+
+/// [`do_mount`] onto `spot`, its error naming the place as the sandbox
+/// sees it.
+fn mount_on(
+    src: Option<&str>,
+    spot: &Spot,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    data: Option<&str>,
+    what: &str,
+) -> Result<(), MountError> {
+    mount(src, &spot.at(), fstype, flags, data).map_err(|source| MountError::Mount {
+        what: what.to_string(),
+        target: spot.inside.clone(),
+        source,
+    })
+}
+
 /// Resolve a host path again in the sandbox's own mount namespace (below
 /// /oldroot), with the supervisor's rule: no symbolic link on the way. A
 /// link swapped in since the supervisor looked fails here.
@@ -263,40 +300,21 @@ fn mkdir_p(p: &Path) -> Result<(), MountError> {
         })
 }
 
-/// Create a mount point at `dst` of the same kind (directory or file) as `src`.
-fn mount_point_like(src: &Path, dst: &Path) -> Result<(), MountError> {
-    let is_dir = std::fs::metadata(src).map(|m| m.is_dir()).unwrap_or(true);
-    mount_point(dst, is_dir)
+/// The kind of mount point (directory or file) a bind of `src` needs.
+fn kind_of(src: &Path) -> Kind {
+    match std::fs::metadata(src) {
+        Ok(m) if !m.is_dir() => Kind::File,
+        _ => Kind::Dir,
+    }
 }
 
-/// Create a mount point at `dst`: a directory, or an empty file.
-fn mount_point(dst: &Path, is_dir: bool) -> Result<(), MountError> {
-    if is_dir {
-        return mkdir_p(dst);
-    }
-    if let Some(parent) = dst.parent() {
-        mkdir_p(parent)?;
-    }
-    if dst.exists() {
-        return Ok(());
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dst)
-        .map(drop)
-        .map_err(|source| MountError::MountPoint {
-            path: dst.to_path_buf(),
-            source,
-        })
-}
-
+/// Bind `src` (a path of the assembly's own tree) at `dst`, a place inside
+/// the new root made beneath it (see [`inside`]).
 fn bind(src: &Path, dst: &Path, writable: bool) -> Result<(), MountError> {
-    mount_point_like(src, dst)?;
+    let spot = inside::make(dst, kind_of(src))?;
     mount(
         Some(src),
-        dst,
+        &spot.at(),
         None::<&str>,
         MsFlags::MS_BIND | MsFlags::MS_REC,
         None::<&str>,
@@ -312,7 +330,7 @@ fn bind(src: &Path, dst: &Path, writable: bool) -> Result<(), MountError> {
     if !writable {
         attrs |= sys::MOUNT_ATTR_RDONLY;
     }
-    set_attr(dst, attrs, true)
+    set_attr_inside(dst, attrs, true)
 }
 
 /// Assemble the sandbox's root and pivot into it. On return the process's
@@ -410,11 +428,10 @@ fn mount_rootfs(rootfs: &mut RootfsPlan) -> Result<(), MountError> {
             )?;
         }
     }
-    for d in ["proc", "dev", "tmp"] {
-        let p = newroot.join(d);
-        if !p.is_dir() {
-            mkdir_p(&p)?;
-        }
+    // The tree is the image author's: its own entries are made and found
+    // beneath it, never through its links.
+    for d in ["/proc", "/dev", "/tmp"] {
+        inside::make(Path::new(d), Kind::Dir)?;
     }
     Ok(())
 }
@@ -447,7 +464,7 @@ fn mount_host_system() -> Result<(), MountError> {
                     source,
                 })?;
             }
-            Ok(m) if m.is_dir() => bind(&host, &inside, false)?,
+            Ok(m) if m.is_dir() => bind(&host, Path::new(dir), false)?,
             _ => {}
         }
     }
@@ -465,14 +482,12 @@ fn mount_host_system() -> Result<(), MountError> {
 /// The sandbox's own file systems: a fresh /proc, /dev, /tmp and, if
 /// asked, a tmpfs home.
 fn mount_fresh(plan: &RootPlan) -> Result<(), MountError> {
-    let newroot = Path::new(NEWROOT);
     // A fresh /proc for the sandbox's own PID namespace. It must be mounted
     // while the host's /proc is still visible (the kernel refuses a new proc
     // mount in a user namespace otherwise).
-    let proc_dir = newroot.join("proc");
-    do_mount(
+    mount_on(
         Some("proc"),
-        &proc_dir,
+        &inside::make(Path::new("/proc"), Kind::Dir)?,
         Some("proc"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None,
@@ -480,9 +495,9 @@ fn mount_fresh(plan: &RootPlan) -> Result<(), MountError> {
     )?;
     build_dev(plan.tmp_size)?;
     let tmp_opts = format!("size={},mode=1777", plan.tmp_size);
-    do_mount(
+    mount_on(
         Some("tmpfs"),
-        &newroot.join("tmp"),
+        &inside::make(Path::new("/tmp"), Kind::Dir)?,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(&tmp_opts),
@@ -492,11 +507,9 @@ fn mount_fresh(plan: &RootPlan) -> Result<(), MountError> {
     if plan.home_tmpfs {
         // Owner-only and the size of /tmp: what tools write to HOME
         // (history, global configuration, logs) stays in the sandbox.
-        let home = under(NEWROOT, &plan.home);
-        mkdir_p(&home)?;
-        do_mount(
+        mount_on(
             Some("tmpfs"),
-            &home,
+            &inside::make(&plan.home, Kind::Dir)?,
             Some("tmpfs"),
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
             Some(&format!("size={},mode=0700", plan.tmp_size)),
@@ -515,7 +528,7 @@ fn mount_binds(plan: &mut RootPlan) -> Result<(), MountError> {
     }
     let kept_size = plan.kept.map(|k| k.size).unwrap_or(0);
     for b in &mut plan.binds {
-        let dst = under(NEWROOT, &b.dst);
+        let dst = b.dst.clone();
         if let Some(ov) = b.overlay.take() {
             mount_overlay(b, &ov, &dst)?;
             continue;
@@ -555,8 +568,9 @@ fn mount_plain(b: &mut BindPlan, dst: &Path) -> Result<(), MountError> {
             let is_dir = nix::sys::stat::fstat(&tree)
                 .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
                 .unwrap_or(true);
-            mount_point(dst, is_dir)?;
-            sys::move_mount_to(tree.as_fd(), &cpath(dst)?).map_err(|source| {
+            let kind = if is_dir { Kind::Dir } else { Kind::File };
+            let spot = inside::make(dst, kind)?;
+            sys::move_mount_onto(tree.as_fd(), spot.fd().as_fd()).map_err(|source| {
                 MountError::AttachIdmapped {
                     target: b.dst.clone(),
                     source,
@@ -566,7 +580,7 @@ fn mount_plain(b: &mut BindPlan, dst: &Path) -> Result<(), MountError> {
             if !b.writable {
                 attrs |= sys::MOUNT_ATTR_RDONLY;
             }
-            set_attr(dst, attrs, true)
+            set_attr_inside(dst, attrs, true)
         }
         None => {
             let fd = resolve_again(&b.src)?;
@@ -644,8 +658,8 @@ fn mount_overlay(b: &mut BindPlan, ov: &OverlayPlan, dst: &Path) -> Result<(), M
         }
         None => (upper, work),
     };
-    mkdir_p(dst)?;
-    overlay_at(&lower, &upper, &work, dst, "the workspace overlay")?;
+    let spot = inside::make(dst, Kind::Dir)?;
+    overlay_at(&lower, &upper, &work, &spot, "the workspace overlay")?;
     // The overlay holds its own references to its layers.
     detach_lower(&lower);
     if ov.tree.is_some() {
@@ -698,7 +712,7 @@ fn overlay_at(
     lower: &Path,
     upper: &Path,
     work: &Path,
-    dst: &Path,
+    dst: &Spot,
     what: &str,
 ) -> Result<(), MountError> {
     let data = warden_workspace::MountOptions {
@@ -714,14 +728,14 @@ fn overlay_at(
     })?;
     mount(
         Some("overlay"),
-        dst,
+        &dst.at(),
         Some("overlay"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(data.as_os_str()),
     )
     .map_err(|source| MountError::Mount {
         what: what.to_string(),
-        target: dst.to_path_buf(),
+        target: dst.inside.clone(),
         source,
     })
 }
@@ -747,8 +761,8 @@ fn mount_kept_home(b: &mut BindPlan, dst: &Path, size: u64) -> Result<(), MountE
 fn mount_cache(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError> {
     let (lower, _keep) = attach_lower(b)?;
     let (upper, work) = crate::kept::cache_dirs(n)?;
-    mkdir_p(dst)?;
-    let made = overlay_at(&lower, &upper, &work, dst, "a package cache");
+    let spot = inside::make(dst, Kind::Dir)?;
+    let made = overlay_at(&lower, &upper, &work, &spot, "a package cache");
     detach_lower(&lower);
     made
 }
@@ -759,8 +773,8 @@ fn mount_cache(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError>
 fn mount_volume(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError> {
     let (lower, _keep) = attach_lower(b)?;
     let (upper, work) = crate::kept::volume_dirs(n)?;
-    mkdir_p(dst)?;
-    let made = overlay_at(&lower, &upper, &work, dst, "a volume");
+    let spot = inside::make(dst, Kind::Dir)?;
+    let made = overlay_at(&lower, &upper, &work, &spot, "a volume");
     detach_lower(&lower);
     made
 }
@@ -801,17 +815,16 @@ fn provide_trust(trust: crate::secrets::TrustFiles, prepared_root: bool) -> Resu
             Path::new(warden_policy::CA_CERT_PATH),
         ),
     ];
-    let run = Path::new(NEWROOT).join("run");
     if prepared_root {
-        if !run.is_dir() {
-            return Err(MountError::MountPoint {
+        let run = inside::find(Path::new("/run"))?
+            .filter(|spot| spot.file_type() == Some(rustix::fs::FileType::Directory))
+            .ok_or_else(|| MountError::MountPoint {
                 path: PathBuf::from("/run"),
                 source: std::io::Error::other(
                     "the prepared root tree has no /run directory, where warden puts the trust files of `secrets`",
                 ),
-            });
-        }
-        do_mount(
+            })?;
+        mount_on(
             Some("tmpfs"),
             &run,
             Some("tmpfs"),
@@ -825,11 +838,11 @@ fn provide_trust(trust: crate::secrets::TrustFiles, prepared_root: bool) -> Resu
             path: staged.to_path_buf(),
             source,
         })?;
-        bind(staged, &under(NEWROOT, inside), false)?;
+        bind(staged, inside, false)?;
     }
-    let system = Path::new(NEWROOT).join(crate::secrets::HOST_BUNDLE.trim_start_matches('/'));
-    if std::fs::symlink_metadata(&system).is_ok_and(|m| m.is_file()) {
-        bind(files[0].1, &system, false)?;
+    let system = Path::new(crate::secrets::HOST_BUNDLE);
+    if inside::entry(system)? == Some(rustix::fs::FileType::RegularFile) {
+        bind(files[0].1, system, false)?;
     }
     Ok(())
 }
@@ -844,41 +857,26 @@ fn provide_resolv_conf(content: &str) -> Result<(), MountError> {
         path: staged.to_path_buf(),
         source,
     })?;
-    let etc_entry = Path::new(NEWROOT).join("etc/resolv.conf");
-    let target = match std::fs::symlink_metadata(&etc_entry) {
-        Ok(m) if m.file_type().is_symlink() => {
-            let link = std::fs::read_link(&etc_entry).map_err(|source| MountError::Create {
-                path: etc_entry.clone(),
-                source,
-            })?;
-            let absolute = if link.is_absolute() {
-                link
-            } else {
-                Path::new("/etc").join(link)
-            };
-            let inside = under(NEWROOT, &absolute);
-            if !inside.exists() {
-                if let Some(parent) = inside.parent() {
-                    mkdir_p(parent)?;
-                }
-                std::fs::File::create(&inside).map_err(|source| MountError::Create {
-                    path: inside.clone(),
-                    source,
-                })?;
-            }
-            inside
+    let etc_entry = Path::new("/etc/resolv.conf");
+    // The link's text is the tree's (an image's): it names a place inside
+    // the new root, its `..` stopping at that root as in the sandbox, and
+    // that place is made beneath the root, never through another link.
+    let target = match inside::entry(etc_entry)? {
+        Some(rustix::fs::FileType::Symlink) => {
+            inside::link_target(Path::new("/etc"), &inside::read_link(etc_entry)?)
         }
-        _ => etc_entry,
+        _ => etc_entry.to_path_buf(),
     };
-    do_mount(
+    let spot = inside::make(&target, Kind::File)?;
+    mount_on(
         Some(&staged.to_string_lossy()),
-        &target,
+        &spot,
         None,
         MsFlags::MS_BIND,
         None,
         "warden's resolv.conf",
     )?;
-    set_attr(
+    set_attr_inside(
         &target,
         sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
         false,
@@ -906,28 +904,28 @@ fn provide_hosts(hostname: &str) -> Result<(), MountError> {
         path: staged.to_path_buf(),
         source,
     })?;
-    let target = Path::new(NEWROOT).join("etc/hosts");
-    match std::fs::symlink_metadata(&target) {
-        Ok(m) if m.is_file() => {}
+    let target = Path::new("/etc/hosts");
+    let spot = match inside::entry(target)? {
+        Some(rustix::fs::FileType::RegularFile) => inside::again(target)?,
         // A tree with no file there (or a link, which a bind would
         // follow): the tree's own is left as it is.
-        Ok(_) => return Ok(()),
-        Err(_) => {
-            if std::fs::File::create(&target).is_err() {
-                return Ok(());
-            }
-        }
-    }
-    do_mount(
+        Some(_) => return Ok(()),
+        None => match inside::make(target, Kind::File) {
+            Ok(spot) => spot,
+            Err(MountError::Link { path }) => return Err(MountError::Link { path }),
+            Err(_) => return Ok(()),
+        },
+    };
+    mount_on(
         Some(&staged.to_string_lossy()),
-        &target,
+        &spot,
         None,
         MsFlags::MS_BIND,
         None,
         "warden's hosts file",
     )?;
-    set_attr(
-        &target,
+    set_attr_inside(
+        target,
         sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
         false,
     )
@@ -938,7 +936,7 @@ fn provide_hosts(hostname: &str) -> Result<(), MountError> {
 /// taken out), bound read-only over the tree's own: `whoami`, `id`, `ls
 /// -l` and a shell's prompt say the name, and the home is the sandbox's.
 fn provide_user(user: &UserEntry, home: &Path) -> Result<(), MountError> {
-    let shell = if Path::new(NEWROOT).join("bin/bash").exists() {
+    let shell = if inside::seen(Path::new("/bin/bash")) {
         "/bin/bash"
     } else {
         "/bin/sh"
@@ -953,12 +951,12 @@ fn provide_user(user: &UserEntry, home: &Path) -> Result<(), MountError> {
     );
     let group = format!("{}:x:{}:\n", user.name, user.gid);
     for (file, entry, id) in [("passwd", passwd, user.uid), ("group", group, user.gid)] {
-        let inside = Path::new(NEWROOT).join("etc").join(file);
+        let inside = Path::new("/etc").join(file);
         // Only a regular file of the tree is read, never through a link.
-        let mut content = match std::fs::symlink_metadata(&inside) {
-            Ok(m) if m.is_file() => std::fs::read_to_string(&inside).unwrap_or_default(),
-            _ => String::new(),
-        };
+        let regular = inside::entry(&inside)? == Some(rustix::fs::FileType::RegularFile);
+        let mut content = inside::read(&inside)?
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         content = without_entry(&content, &user.name, id);
         content.push_str(&entry);
         let staged = Path::new("/").join(format!(".{file}"));
@@ -966,7 +964,7 @@ fn provide_user(user: &UserEntry, home: &Path) -> Result<(), MountError> {
             path: staged.clone(),
             source,
         })?;
-        if std::fs::symlink_metadata(&inside).is_ok_and(|m| m.is_file()) {
+        if regular {
             bind(&staged, &inside, false)?;
         }
     }
@@ -999,12 +997,13 @@ fn cover_hidden(binds: &[BindPlan], hidden: &[PathBuf]) -> Result<(), MountError
             let Ok(rest) = h.strip_prefix(&b.src) else {
                 continue;
             };
-            let target = under(NEWROOT, &b.dst.join(rest));
-            let is_dir = std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir());
-            if !is_dir {
+            let Some(target) = inside::find(&b.dst.join(rest))? else {
+                continue;
+            };
+            if target.file_type() != Some(rustix::fs::FileType::Directory) {
                 continue;
             }
-            do_mount(
+            mount_on(
                 Some("tmpfs"),
                 &target,
                 Some("tmpfs"),
@@ -1083,15 +1082,17 @@ const PTS_OPTIONS: &str = "newinstance,ptmxmode=0666,mode=0620,max=64";
 /// A minimal `/dev`: the harmless character devices bound from the host, a
 /// private devpts instance, a size-capped `/dev/shm`, and the usual links.
 fn build_dev(tmp_size: u64) -> Result<(), MountError> {
-    let dev = Path::new(NEWROOT).join("dev");
-    do_mount(
+    mount_on(
         Some("tmpfs"),
-        &dev,
+        &inside::make(Path::new("/dev"), Kind::Dir)?,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some("size=64k,mode=0755"),
         "the sandbox's /dev",
     )?;
+    // Below here the tmpfs just made, reached through its own descriptor.
+    let top = inside::again(Path::new("/dev"))?;
+    let dev = top.at();
     for name in DEVICES {
         let src = Path::new(OLDROOT).join("dev").join(name);
         let dst = dev.join(name);
@@ -1150,7 +1151,7 @@ fn build_dev(tmp_size: u64) -> Result<(), MountError> {
         symlink(OsStr::new(target), &p).map_err(|source| MountError::Create { path: p, source })?;
     }
     // Nothing can be created in /dev itself afterwards.
-    set_attr(&dev, sys::MOUNT_ATTR_RDONLY, false)
+    set_attr_inside(Path::new("/dev"), sys::MOUNT_ATTR_RDONLY, false)
 }
 
 #[cfg(test)]

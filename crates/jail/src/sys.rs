@@ -202,6 +202,26 @@ pub fn move_mount_to(tree: BorrowedFd<'_>, target: &CStr) -> nix::Result<()> {
     Errno::result(rc).map(drop)
 }
 
+/// Attach the detached mount `tree` onto the place `target` holds (an
+/// `O_PATH` descriptor), with no path walked at all.
+pub fn move_mount_onto(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> nix::Result<()> {
+    const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+    let empty = c"";
+    // SAFETY: both descriptors are valid and open, and the empty paths are
+    // NUL-terminated strings that outlive the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            target.as_raw_fd(),
+            empty.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    Errno::result(rc).map(drop)
+}
+
 /// Set mount attributes on the mount at `path`, and on every mount below it
 /// when `recursive`.
 pub fn mount_setattr_path(path: &CStr, set: u64, recursive: bool) -> nix::Result<()> {

@@ -49,6 +49,7 @@ mod layer_attacks;
 mod lifecycle;
 mod mcp;
 mod mcp_sessions;
+mod mount_links;
 mod one_spec;
 mod output_budget;
 mod own_use_profiles;

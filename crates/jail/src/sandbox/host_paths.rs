@@ -57,25 +57,91 @@ pub(super) fn open_network_namespace(
 }
 
 /// The trust files of the sandbox whose network namespace is joined (its
-/// proxy's authority), opened here as the supervisor.
+/// proxy's authority), opened here as the supervisor. `dir` is below that
+/// sandbox's root as the host sees it (`/proc/PID/root/run/warden`): its
+/// tree is the other container's, which may have put links there, so the
+/// files are opened beneath a descriptor of that root
+/// (`openat2(RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`)
+/// and must be regular files; a link is refused, never followed to a file
+/// of the node.
 pub(super) fn joined_trust(dir: &Path) -> Result<crate::secrets::TrustFiles, JailError> {
+    use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+    let refuse = |path: &Path, why: &str, source: Errno| JailError::JoinNetwork {
+        path: path.to_path_buf(),
+        why: why.into(),
+        source,
+    };
+    let (root, below) = split_proc_root(dir).ok_or_else(|| {
+        refuse(
+            dir,
+            "the joined sandbox's trust files are not below its root",
+            Errno::EINVAL,
+        )
+    })?;
+    let top = rustix::fs::open(
+        &root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        refuse(
+            &root,
+            "the joined sandbox's root cannot be opened",
+            Errno::from_raw(e.raw_os_error()),
+        )
+    })?;
     let open = |name: &str| {
         let path = dir.join(name);
-        nix::fcntl::open(
-            &path,
-            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
+        let fd = rustix::fs::openat2(
+            &top,
+            below.join(name),
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+            Mode::empty(),
+            ResolveFlags::IN_ROOT | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         )
-        .map_err(|source| JailError::JoinNetwork {
-            path: path.clone(),
-            why: "the joined sandbox's trust file cannot be opened".into(),
-            source,
-        })
+        .map_err(|e| {
+            refuse(
+                &path,
+                "the joined sandbox's trust file cannot be opened beneath its root without following a link",
+                Errno::from_raw(e.raw_os_error()),
+            )
+        })?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| {
+            refuse(
+                &path,
+                "the joined sandbox's trust file cannot be read",
+                Errno::from_raw(e.raw_os_error()),
+            )
+        })?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(refuse(
+                &path,
+                "the joined sandbox's trust file is not a regular file",
+                Errno::EINVAL,
+            ));
+        }
+        Ok(fd)
     };
     Ok(crate::secrets::TrustFiles {
         bundle: open("ca-bundle.crt")?,
         ca: open("ca.crt")?,
     })
+}
+
+/// `/proc/PID/root/REST` split into the root (`/proc/PID/root`) and
+/// `REST`.
+fn split_proc_root(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let mut parts = dir.components();
+    let mut root = PathBuf::new();
+    for want in [Some("/"), Some("proc"), None, Some("root")] {
+        let c = parts.next()?.as_os_str().to_str()?;
+        match want {
+            Some(w) if c != w => return None,
+            None if c.parse::<u32>().is_err() => return None,
+            _ => root.push(c),
+        }
+    }
+    Some((root, parts.as_path().to_path_buf()))
 }
 
 /// `NS_GET_NSTYPE` (linux/nsfs.h): `_IO(0xb7, 0x3)`.
@@ -149,5 +215,40 @@ pub(super) fn resolve_host_path(
             path: lexical,
             source: e.into(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod trust_tests {
+    use super::*;
+
+    #[test]
+    fn a_joined_sandboxs_trust_files_are_found_below_its_proc_root_only() {
+        assert_eq!(
+            split_proc_root(Path::new("/proc/42/root/run/warden")),
+            Some((PathBuf::from("/proc/42/root"), PathBuf::from("run/warden")))
+        );
+        assert_eq!(split_proc_root(Path::new("/run/warden")), None);
+        assert_eq!(split_proc_root(Path::new("/proc/self/root/run")), None);
+    }
+
+    #[test]
+    fn a_link_in_the_joined_sandboxs_tree_is_refused_not_followed() {
+        // The test's own root stands for the other container's: a link
+        // planted where its trust files are must not be opened.
+        let dir = std::env::temp_dir().join(format!("warden-trust-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("secret"), "node file").unwrap();
+        std::os::unix::fs::symlink(dir.join("secret"), dir.join("ca-bundle.crt")).unwrap();
+        std::fs::write(dir.join("ca.crt"), "ca").unwrap();
+        let through = Path::new(&format!("/proc/{}/root", std::process::id()))
+            .join(dir.strip_prefix("/").unwrap());
+        let got = joined_trust(&through);
+        assert!(got.is_err(), "a linked trust file was opened");
+        std::fs::remove_file(dir.join("ca-bundle.crt")).unwrap();
+        std::fs::write(dir.join("ca-bundle.crt"), "bundle").unwrap();
+        assert!(joined_trust(&through).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
