@@ -198,7 +198,9 @@ impl PrivateTmp {
 
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // The sandbox wrote this tree: removed without recursion (a chain
+        // of directories deeper than any stack) and never through a link.
+        let _ = warden_workspace::fsutil::remove_tree(&self.0);
     }
 }
 
