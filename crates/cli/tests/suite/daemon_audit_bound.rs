@@ -91,7 +91,12 @@ fn guessed_tokens_are_recorded_in_the_daemons_log_and_a_flood_of_them_stays_boun
     );
     let e2b = format!("http://{e2b_addr}/sandboxes");
     assert_eq!(curl(&["-H", "x-api-key: wdn_guess", &e2b]), "401");
-    assert_eq!(unknown(), 3, "each refused credential is one line: {:?}", std::fs::read_to_string(&log));
+    assert_eq!(
+        unknown(),
+        3,
+        "each refused credential is one line: {:?}",
+        std::fs::read_to_string(&log)
+    );
     let url = list.as_str();
     let out = Command::new("curl")
         .args(["-s", "-w", "%{http_code}\n", "-H", bogus])

@@ -98,13 +98,7 @@ fn open_in(dir: impl AsFd, name: &Path, flags: OFlags) -> rustix::io::Result<Own
     } else {
         OFlags::CLOEXEC | OFlags::NOCTTY
     };
-    rustix::fs::openat2(
-        dir,
-        name,
-        flags | extra,
-        Mode::empty(),
-        resolve(),
-    )
+    rustix::fs::openat2(dir, name, flags | extra, Mode::empty(), resolve())
 }
 
 fn refused(inside: &Path, e: Errno) -> MountError {
