@@ -156,16 +156,7 @@ impl Bus {
                 Ok(Queued::Barrier(done)) => {
                     let _ = done.try_send(());
                 }
-                Ok(Queued::BudgetCounts) => {
-                    let counts = self
-                        .budget
-                        .lock()
-                        .map(|mut b| b.counts())
-                        .unwrap_or_default();
-                    for kind in counts {
-                        self.write(&Event::now(&self.sandbox, kind));
-                    }
-                }
+                Ok(Queued::BudgetCounts) => self.write_budget_counts(),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -176,6 +167,18 @@ impl Bus {
             for kind in self.expired_counts().into_iter().chain(due) {
                 self.write(&Event::now(&self.sandbox, kind));
             }
+        }
+    }
+
+    /// Write what was counted past the budget so far, whatever its period.
+    fn write_budget_counts(&self) {
+        let counts = self
+            .budget
+            .lock()
+            .map(|mut b| b.counts())
+            .unwrap_or_default();
+        for kind in counts {
+            self.write(&Event::now(&self.sandbox, kind));
         }
     }
 
@@ -346,14 +349,7 @@ impl Bus {
             let _ = h.join();
         }
         // What was counted past the budget, however short its period.
-        let counts = self
-            .budget
-            .lock()
-            .map(|mut b| b.counts())
-            .unwrap_or_default();
-        for kind in counts {
-            self.write(&Event::now(&self.sandbox, kind));
-        }
+        self.write_budget_counts();
         if let Ok(mut f) = self.followers.lock() {
             f.clear();
         }
