@@ -76,7 +76,7 @@ pub enum ImageError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the guest init {0} is missing: it is built with warden (`cargo build --release -p warden-cli`) and installed beside it (docs/install.md), or set WARDEN_GUEST_INIT")]
+    #[error("the guest init {0} is missing: it is built with warden and installed beside it (the README's first command does both; docs/install.md), or set WARDEN_GUEST_INIT")]
     NoInit(PathBuf),
     #[error("cannot write the guest's initramfs {path}")]
     Write {

@@ -633,12 +633,26 @@ fn an_allow_always_answer_over_the_api_is_kept_for_the_project_and_its_next_sand
     );
     assert_eq!(s, 204, "{b}");
     wait_until("the arrival", Duration::from_secs(5), || up.arrivals() == 1);
-    let grants: Vec<_> = std::fs::read_dir(state.path().join("warden/grants"))
-        .map(|rd| rd.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    assert_eq!(grants.len(), 1, "no grants file for the project");
-    let text = std::fs::read_to_string(&grants[0]).unwrap();
-    assert!(text.contains(&format!("asked.test:{}", up.port)), "{text}");
+    // The grant is written as the allowed connection is recorded, which
+    // may be a moment after it arrived: the file, not a write in flight
+    // (a `.NAME.tmp` beside it).
+    let grants = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(state.path().join("warden/grants"))
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let entry = format!("asked.test:{}", up.port);
+    wait_until("the grant", Duration::from_secs(5), || {
+        grants()
+            .iter()
+            .any(|g| std::fs::read_to_string(g).is_ok_and(|t| t.contains(&entry)))
+    });
+    assert_eq!(grants().len(), 1, "one grants file for the project");
     let written: Vec<_> = std::fs::read_dir(ws.path())
         .unwrap()
         .flatten()

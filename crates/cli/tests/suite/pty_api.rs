@@ -265,7 +265,10 @@ fn a_token_without_exec_or_for_another_sandbox_is_refused_before_the_upgrade() {
         .iter()
         .filter(|e| e["event"] == "api_denied" && e["route"] == "/v1/sandboxes/{id}/pty")
         .count();
-    assert_eq!(denials, 2, "each refusal is recorded");
+    assert_eq!(
+        denials, 3,
+        "each refusal is recorded, the unknown token's too"
+    );
 }
 
 #[test]
