@@ -280,9 +280,19 @@ impl App {
             warden_workspace::Layout::Overlay => "overlay",
             warden_workspace::Layout::Copy => "copy",
         };
+        // What isolates it: its spec's backend (a gVisor or VM sandbox is
+        // not "namespaces"), rootless as its log's `created` says.
+        let isolation = match crate::quota::stored_spec(sb)
+            .as_ref()
+            .map(warden_runtime::backend::Backend::of)
+        {
+            Some(warden_runtime::backend::Backend::Gvisor) => "gVisor",
+            Some(warden_runtime::backend::Backend::Vm) => "microVM",
+            _ => "namespaces",
+        };
         let backend = match tally.rootless {
-            Some(true) => format!("rootless namespaces, {layer} workspace"),
-            _ => format!("namespaces, {layer} workspace"),
+            Some(true) => format!("rootless {isolation}, {layer} workspace"),
+            _ => format!("{isolation}, {layer} workspace"),
         };
         SandboxInfo {
             id: sb.name().to_string(),

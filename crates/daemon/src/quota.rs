@@ -99,7 +99,7 @@ fn sizes_of(sb: &Sandbox) -> (u64, Option<u64>) {
     }
 }
 
-fn stored_spec(sb: &Sandbox) -> Option<warden_policy::SandboxSpec> {
+pub(crate) fn stored_spec(sb: &Sandbox) -> Option<warden_policy::SandboxSpec> {
     let stored: Option<warden_runtime::state::Stored> =
         warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).ok();
     stored.map(|s| s.spec)

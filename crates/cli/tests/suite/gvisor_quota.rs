@@ -116,6 +116,20 @@ fn a_tokens_gvisor_sandboxes_count_with_runsc_beside_them_and_their_cgroups_stay
         assert_eq!(s, 201, "gVisor sandbox {i}: {b}");
         ids.push(json(&b)["id"].as_str().unwrap().to_string());
     }
+    // Each is listed as what isolates it, not as namespaces.
+    for id in &ids {
+        let (s, b) = call_on(
+            &d,
+            true,
+            "GET",
+            &format!("/v1/sandboxes/{id}"),
+            None,
+            Some(&tg),
+        );
+        assert_eq!(s, 200, "{b}");
+        let backend = json(&b)["backend"].as_str().unwrap_or_default().to_string();
+        assert!(backend.contains("gVisor"), "{backend}");
+    }
     let (s, b) = create(&tg, "g3", "gvisor", true);
     assert_eq!(s, 429, "a third gVisor sandbox was admitted: {b}");
     assert_eq!(json(&b)["field"], "/spec/resources/memory", "{b}");
