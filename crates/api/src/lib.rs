@@ -80,9 +80,14 @@ pub struct SandboxInfo {
     pub denied_connections: u64,
     /// Other refusals its audit log records: a secret blocked on its way
     /// to the wrong host, a question denied or left unanswered, a commit
-    /// refused, a layer of isolation lost.
+    /// refused.
     #[serde(default)]
     pub violations: u64,
+    /// Layers of isolation the host could not give it (a rootless user
+    /// without a cgroup, a kernel without Landlock): its `degraded` events
+    /// say which. Not the sandbox's doing, so not among `violations`.
+    #[serde(default)]
+    pub degraded: u64,
 }
 
 /// `GET /v1/sandboxes`.

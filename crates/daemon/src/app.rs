@@ -318,6 +318,7 @@ impl App {
             backend,
             denied_connections: tally.denied,
             violations: tally.violations,
+            degraded: tally.degraded,
         }
     }
 

@@ -19,6 +19,8 @@ pub struct Tally {
     pub denied: u64,
     /// Other refusals (see [`counts`]).
     pub violations: u64,
+    /// Layers of isolation lost (`degraded` events).
+    pub degraded: u64,
     /// Whether the sandbox runs rootless, as its `created` event says.
     pub rootless: Option<bool>,
 }
@@ -26,13 +28,15 @@ pub struct Tally {
 /// Add what one event counts to `t`: a denied connection (or a window's
 /// count of them) to `denied`; any other event the audit log calls a
 /// denial (a blocked secret, a denied or unanswered question, a refused
-/// commit) and a layer of isolation lost to `violations`.
+/// commit) to `violations`; a layer of isolation lost to `degraded` (the
+/// host's doing, not the sandbox's: a fresh rootless sandbox without a
+/// cgroup showed one "violation").
 pub fn counts(t: &mut Tally, e: &Event) {
     match &e.kind {
         EventKind::Connection { allowed, .. } => t.denied += u64::from(!allowed),
         EventKind::ConnectionsAggregated { allowed, count, .. } if !allowed => t.denied += count,
         EventKind::ConnectionsNotRecorded { denied, .. } => t.denied += denied,
-        EventKind::Degraded { .. } => t.violations += 1,
+        EventKind::Degraded { .. } => t.degraded += 1,
         EventKind::SecretsAggregated { count, .. } if e.is_denial() => t.violations += count,
         EventKind::Created { rootless, .. } => t.rootless = Some(*rootless),
         _ if e.is_denial() => t.violations += 1,
@@ -132,7 +136,7 @@ mod tests {
         );
         writeln!(f, "{}", serde_json::to_string(&degraded).unwrap()).unwrap();
         let t = tallies.of(&path);
-        assert_eq!((t.denied, t.violations), (3, 1));
+        assert_eq!((t.denied, t.violations, t.degraded), (3, 0, 1));
         // A new log of the same name is read from its start.
         std::fs::write(
             &path,
