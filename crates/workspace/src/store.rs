@@ -32,7 +32,7 @@ pub enum StoreError {
         why: &'static str,
     },
     #[error(
-        "a sandbox named {0} already exists; remove it with `warden rm {0}` or choose another name"
+        "a sandbox named {0} already exists; remove it with `warden rm {0}` (forced, if it is running) or choose another name"
     )]
     Exists(String),
     #[error("no sandbox named {0}; `warden ls` lists them")]
