@@ -282,7 +282,7 @@ impl App {
         };
         // What isolates it: its spec's backend (a gVisor or VM sandbox is
         // not "namespaces"), rootless as its log's `created` says.
-        let isolation = match crate::quota::stored_spec(sb)
+        let isolation = match warden_runtime::state::stored_spec(sb.dir())
             .as_ref()
             .map(warden_runtime::backend::Backend::of)
         {

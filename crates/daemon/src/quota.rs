@@ -99,10 +99,8 @@ fn sizes_of(sb: &Sandbox) -> (u64, Option<u64>) {
     }
 }
 
-pub(crate) fn stored_spec(sb: &Sandbox) -> Option<warden_policy::SandboxSpec> {
-    let stored: Option<warden_runtime::state::Stored> =
-        warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).ok();
-    stored.map(|s| s.spec)
+fn stored_spec(sb: &Sandbox) -> Option<warden_policy::SandboxSpec> {
+    warden_runtime::state::stored_spec(sb.dir())
 }
 
 /// What a sandbox counts against a token's memory quota: what its
@@ -131,9 +129,7 @@ fn audit_log_bytes(sb: &Sandbox) -> u64 {
 /// would refuse the fifth sandbox of an ordinary host; those are bounded
 /// by the token's own disk quota instead.
 fn host_disk_of(sb: &Sandbox) -> u64 {
-    let stored: Option<warden_runtime::state::Stored> =
-        warden_runtime::state::read_json(&sb.dir().join(warden_runtime::state::STORED)).ok();
-    match stored.and_then(|s| s.spec.filesystem.disk) {
+    match stored_spec(sb).and_then(|s| s.filesystem.disk) {
         Some(d) if d.asked => d
             .bytes
             .saturating_add(warden_runtime::output::budget_of_sandbox(sb.dir())),

@@ -96,6 +96,12 @@ pub const STORED: &str = "sandbox.json";
 pub const SUPERVISOR: &str = "supervisor.json";
 pub const CONTROL: &str = "control.sock";
 
+/// The spec the sandbox whose state directory is `dir` was made with;
+/// `None` when its record cannot be read.
+pub fn stored_spec(dir: &Path) -> Option<SandboxSpec> {
+    read_json::<Stored>(&dir.join(STORED)).ok().map(|s| s.spec)
+}
+
 pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, StateError> {
     let bytes = std::fs::read(path).map_err(|source| StateError::Read {
         path: path.to_path_buf(),
