@@ -485,6 +485,10 @@ fn check_user(req: &Request) -> Result<(), String> {
     }
 }
 
+/// How much of a refused request's body from a known caller is read so
+/// that its connection can carry the next call.
+const REFUSED_BODY_READ: usize = 1 << 20;
+
 /// The users E2B's images have (and the empty name, envd's default).
 const KNOWN_USERS: &[&str] = &["", "user", "root"];
 
@@ -537,6 +541,11 @@ async fn envd_auth(State(e): State<Arc<E2b>>, mut req: Request, next: Next) -> R
         Err((status, message)) => return refuse(status, message),
     };
     if let Err(message) = check_user(&req) {
+        // The caller is known: a small body (an upload of a few bytes) is
+        // read before the refusal, so the connection stays usable; an
+        // unread body ends it, and a client's pool that sends its next
+        // call on it as it closes sees that call fail.
+        let _ = axum::body::to_bytes(req.into_body(), REFUSED_BODY_READ).await;
         return refuse(StatusCode::BAD_REQUEST, message);
     }
     // A sandbox that is gone or stopped is answered as E2B's proxy answers
