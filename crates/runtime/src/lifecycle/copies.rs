@@ -64,31 +64,55 @@ pub fn delete_snapshot(
 }
 
 /// Paused for the time of a copy (when it runs, and was not paused
-/// already), resumed when dropped.
+/// already), resumed when dropped. Copies of one sandbox are made one at
+/// a time (a lock file in its directory, of any process): two copies made
+/// at once would otherwise pause and resume under each other, one thawing
+/// the sandbox while the other still copies, or finding it paused by the
+/// other and reading the record of that pause before it was written.
 struct Held<'a> {
     sb: &'a Sandbox,
     resume: bool,
+    // Released when dropped, after the resume (fields drop after `drop`).
+    _one_at_a_time: std::fs::File,
 }
+
+/// The lock that makes one sandbox's copies one at a time.
+const COPY_LOCK: &str = ".copy.lock";
 
 impl<'a> Held<'a> {
     fn pause(sb: &'a Sandbox, why: &str) -> Result<Held<'a>, LifecycleError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = sb.dir().join(COPY_LOCK);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|f| f.lock().map(|()| f))
+            .map_err(|source| LifecycleError::Create { path, source })?;
+        let held = |resume| Held {
+            sb,
+            resume,
+            _one_at_a_time: lock,
+        };
         if !super::liveness(sb).running() {
-            return Ok(Held { sb, resume: false });
+            return Ok(held(false));
         }
         match Connection::open(&control(sb)).and_then(|c| c.pause(why)) {
-            Ok(()) => Ok(Held { sb, resume: true }),
+            Ok(()) => Ok(held(true)),
             // Paused already: copied as it is, and left paused.
             Err(ClientError::Rejected {
                 code: Refusal::Conflict,
                 ..
-            }) if super::paused_since(sb).is_some() => Ok(Held { sb, resume: false }),
+            }) if super::paused_since(sb).is_some() => Ok(held(false)),
             // No freezer (rootless without a delegated cgroup), or an older
             // supervisor: copied while it runs.
             Err(ClientError::Rejected {
                 code: Refusal::Unsupported,
                 ..
             })
-            | Err(ClientError::Unsupported(_)) => Ok(Held { sb, resume: false }),
+            | Err(ClientError::Unsupported(_)) => Ok(held(false)),
             Err(e) => Err(e.into()),
         }
     }

@@ -117,9 +117,11 @@ pub(super) fn pause(shared: &Arc<Shared>, by: &str, to_disk: bool) -> Reply {
     };
     let now = state::now_ms();
     clocks.paused_ms = Some(now);
+    // The record is written before the clocks are let go: a caller told
+    // "paused already" reads the pause in the record too.
+    write_record(shared, Some(now));
     shared.clocks_changed.notify_all();
     drop(clocks);
-    write_record(shared, Some(now));
     shared.bus.emit(EventKind::Paused {
         by: by.to_string(),
         freezer: freezer.to_string(),
@@ -150,9 +152,9 @@ pub(super) fn resume(shared: &Arc<Shared>, by: &str) -> Reply {
     clocks.ttl_ms = clocks.ttl_ms.map(|d| d.saturating_add(paused));
     clocks.hard_ms = clocks.hard_ms.map(|d| d.saturating_add(paused));
     let ttl = clocks.ttl_ms;
+    write_record(shared, None);
     shared.clocks_changed.notify_all();
     drop(clocks);
-    write_record(shared, None);
     shared.bus.emit(EventKind::Resumed {
         by: by.to_string(),
         paused_ms: paused,
