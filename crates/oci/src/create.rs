@@ -54,6 +54,7 @@ pub fn create(
             None => format!("linux.namespaces network path {ns}: warden gives the container a network namespace of its own, whose only way out is warden's egress proxy; the given namespace is not joined (a later container naming it joins this one's)"),
         });
     }
+    within_host_defaults(&t, &bundle)?;
     let (sb, notice) =
         make_sandbox(root, &store, &name, &t).map_err(|e| by_annotation(e, &t, &bundle))?;
     notices.extend(notice);
@@ -278,6 +279,31 @@ fn from_the_pod_spec(t: &oci::Translated, field: Field) -> Option<(String, Strin
         other => other.to_string(),
     };
     Some((oci::dotted(pointer), value))
+}
+
+/// The pod's limits held to the host's defaults where the profile it
+/// names (or none) sets no limit of the node's own: refused before
+/// anything is made, at the bundle's field (see
+/// [`oci::within_host_defaults`]). A profile that does not compose is left
+/// to the create, which says why.
+fn within_host_defaults(t: &oci::Translated, bundle: &Path) -> Result<(), OciError> {
+    let catalog = resolve::catalog(|k| std::env::var_os(k));
+    let defaults = warden_policy::Defaults::for_host(resolve::host_facts());
+    let node = match &t.profile {
+        Some(name) => match warden_policy::compose::compose(
+            &catalog,
+            Some(name),
+            &warden_policy::compose::Layer::default(),
+        ) {
+            Ok(c) => c.merged,
+            Err(_) => return Ok(()),
+        },
+        None => warden_policy::compose::Layer::default(),
+    };
+    oci::within_host_defaults(&t.flags, &node, &defaults).map_err(|error| OciError::Config {
+        bundle: bundle.to_path_buf(),
+        error,
+    })
 }
 
 /// A made sandbox on its way to holding the container's first process.

@@ -11,7 +11,7 @@
 
 mod pod;
 
-pub use pod::{dotted, WRITERS};
+pub use pod::{dotted, within_host_defaults, WRITERS};
 
 use crate::compose::{Layer, Origin, Val};
 use crate::fields::{Reach, Shape};

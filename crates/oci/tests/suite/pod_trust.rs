@@ -272,3 +272,59 @@ fn a_pods_limits_above_the_node_profiles_are_refused_and_limits_within_run() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("started"), "{}", text(&o.stdout));
 }
+
+#[test]
+fn a_pods_limits_above_the_hosts_defaults_are_refused_where_the_node_profile_sets_none() {
+    if !ready() {
+        return;
+    }
+    // A node profile that sets no limit, and no profile at all: the host's
+    // defaults (what a token's sandbox is given) are the ceiling.
+    let node = Node::new(&[("podopen", "egress:\n  domains: [example.com]\n")]);
+    let pod = |profile: Option<&str>, memory: i64, pids: i64| {
+        let mut c = config(&["sh", "-c", "echo started"]);
+        if let Some(p) = profile {
+            c["annotations"] = serde_json::json!({ "warden.dev/profile": p });
+        }
+        c["linux"]["resources"] =
+            serde_json::json!({"memory": {"limit": memory}, "pids": {"limit": pids}});
+        c
+    };
+    for profile in [Some("podopen"), None] {
+        let tag = if profile.is_some() { "open" } else { "none" };
+        for (id, memory, pids, field) in [
+            (
+                format!("{tag}-memory"),
+                12i64 << 30,
+                20,
+                "linux.resources.memory.limit",
+            ),
+            (
+                format!("{tag}-pids"),
+                32 << 20,
+                20_000,
+                "linux.resources.pids.limit",
+            ),
+        ] {
+            let o = node.run(&id, pod(profile, memory, pids));
+            let err = text(&o.stderr);
+            assert!(
+                !o.status.success(),
+                "{id} ran above the host's defaults: {err}"
+            );
+            assert!(!text(&o.stdout).contains("started"), "{id}");
+            assert!(
+                err.contains(field) && err.contains("the host's default"),
+                "{id}: the refusal does not name {field} and its ceiling: {err}"
+            );
+            assert!(
+                node.lab.left().is_empty(),
+                "{id} left {:?}",
+                node.lab.left()
+            );
+        }
+        let o = node.run(&format!("{tag}-within"), pod(profile, 32 << 20, 20));
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(text(&o.stdout).contains("started"), "{}", text(&o.stdout));
+    }
+}

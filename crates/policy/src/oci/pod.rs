@@ -177,6 +177,63 @@ pub fn mounts(
     Ok(())
 }
 
+/// The limits a pod's spec may ask for that the node's profile may leave
+/// unset, with what each holds of the host. Where the node's profile sets
+/// one, composition holds the pod under it (code `loosens`); where it sets
+/// none, [`within_host_defaults`] holds the pod under the host's default,
+/// the ceiling the daemon holds a token's sandbox to. (CPU needs no row:
+/// resolution refuses more cores than the host has, whoever asks.)
+const HOST_BOUNDED: &[(Field, &str)] = &[(Field::Memory, "memory"), (Field::Pids, "processes")];
+
+/// Hold the limits the pod's spec asked for (`pod`, the translation's
+/// layer) to the host's `defaults` where the node's profile (`node`, the
+/// profile the pod names, composed alone) sets none: a pod's author is a
+/// caller, and a caller's limit is never unbounded. A limit above is
+/// refused, not lowered: kubelet shows the refusal in the pod's events,
+/// where a silently smaller limit would only show as an OOM kill later.
+pub fn within_host_defaults(
+    pod: &Layer,
+    node: &Layer,
+    defaults: &crate::Defaults,
+) -> Result<(), OciError> {
+    for (field, what) in HOST_BOUNDED {
+        let Some(asked) = pod.get(*field) else {
+            continue;
+        };
+        if asked.trust != Trust::Caller || node.get(*field).is_some() {
+            continue;
+        }
+        let Origin::Body { pointer, .. } = &asked.origin else {
+            continue;
+        };
+        let (value, most, shown) = match (&asked.val, field) {
+            (Val::Size { bytes, .. }, Field::Memory) => (
+                *bytes,
+                defaults.memory,
+                crate::units::format_size(defaults.memory),
+            ),
+            (Val::Count(n), Field::Pids) => (*n, defaults.pids, defaults.pids.to_string()),
+            _ => continue,
+        };
+        if value <= most {
+            continue;
+        }
+        let key = field.profile_key().unwrap_or_default();
+        return Err(OciError::Invalid {
+            field: dotted(pointer),
+            value: match field {
+                Field::Memory => crate::units::format_size(value),
+                _ => value.to_string(),
+            },
+            why: format!(
+                "more {what} than a pod's container is given where the node's profile sets no limit ({shown}, the host's default, as for a token's sandbox): ask for at most that, or the node's owner names a profile of the node's catalogue that sets a higher `{key}`, which the pod names with {}",
+                super::ANNOTATION_PROFILE
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// `linux.resources`: the pod's `resources.limits`, read as the pod
 /// author's, so that composition holds them under the limits of the
 /// node's profile (a higher one is refused, code `loosens`).
