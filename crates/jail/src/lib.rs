@@ -17,6 +17,7 @@
 pub mod cache;
 mod caps;
 pub mod cgroup;
+pub mod confine;
 pub mod connect;
 mod error;
 pub mod exec_rules;

@@ -67,8 +67,57 @@ pub struct Settings {
     pub config_home: Option<PathBuf>,
 }
 
-static INSTALLED: OnceLock<Settings> = OnceLock::new();
-static DEFAULT: OnceLock<Settings> = OnceLock::new();
+static SLOT: Installed<Settings> = Installed::new();
+
+/// A process-wide value a binary's `main` installs once, before any
+/// sandbox exists, and the code that honours it reads; a process that
+/// installed none reads a fallback made once. This crate's [`Settings`]
+/// and the VM backend's are both held in one.
+pub struct Installed<T> {
+    installed: OnceLock<T>,
+    fallback: OnceLock<T>,
+}
+
+impl<T> Installed<T> {
+    pub const fn new() -> Installed<T> {
+        Installed {
+            installed: OnceLock::new(),
+            fallback: OnceLock::new(),
+        }
+    }
+
+    /// Make `value` this process's, once. A second call changes nothing
+    /// and says so (`false`).
+    pub fn install(&self, value: T) -> bool {
+        self.installed.set(value).is_ok()
+    }
+
+    /// The installed value; else what `fallback` makes (once).
+    pub fn current(&self, fallback: impl FnOnce() -> T) -> &T {
+        self.installed
+            .get()
+            .unwrap_or_else(|| self.fallback.get_or_init(fallback))
+    }
+}
+
+impl<T> Default for Installed<T> {
+    fn default() -> Installed<T> {
+        Installed::new()
+    }
+}
+
+/// warden's state directory by the runtime's rule
+/// (`warden_workspace::default_state_dir`) from the variables `get` gives
+/// (empty values already dropped), with this user's home from the user
+/// database when `HOME` says none.
+pub fn state_dir_from(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    warden_workspace::default_state_dir(crate::host::is_root(), get, || {
+        nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|u| u.dir)
+    })
+}
 
 impl Settings {
     /// The settings `get` (a binary's environment) asks for. An empty
@@ -77,16 +126,7 @@ impl Settings {
         let get = |name: &str| get(name).filter(|v| !v.is_empty());
         let path = |name: &str| get(name).map(PathBuf::from);
         Settings {
-            state_dir: warden_workspace::default_state_dir(
-                crate::host::is_root(),
-                |var: &str| get(var),
-                || {
-                    nix::unistd::User::from_uid(nix::unistd::getuid())
-                        .ok()
-                        .flatten()
-                        .map(|u| u.dir)
-                },
-            ),
+            state_dir: state_dir_from(get),
             runtime_dir: path("XDG_RUNTIME_DIR").filter(|d| d.is_absolute()),
             runsc: path("WARDEN_RUNSC"),
             home: path("HOME"),
@@ -98,15 +138,13 @@ impl Settings {
     /// Make these the settings of this process, once, before any sandbox
     /// exists. A second call changes nothing and says so (`false`).
     pub fn install(self) -> bool {
-        INSTALLED.set(self).is_ok()
+        SLOT.install(self)
     }
 
     /// The settings installed in this process; what an empty environment
     /// gives when its binary installed none.
     pub fn current() -> &'static Settings {
-        INSTALLED
-            .get()
-            .unwrap_or_else(|| DEFAULT.get_or_init(|| Settings::from_vars(|_| None)))
+        SLOT.current(|| Settings::from_vars(|_| None))
     }
 }
 

@@ -408,27 +408,16 @@ fn confine(
             }
         })
         .collect();
-    match warden_jail::cgroup::Cgroup::create(&name, &limits) {
-        Ok(cg) => Ok(Some(cg)),
-        Err(e) => {
-            let explicit = spec.resources.memory.explicit || spec.resources.cpus.is_some();
-            if explicit && !spec.allow_degraded {
-                return Err(VmError::Cgroup(warden_jail::chain_str(&e)));
-            }
-            let lost = format!(
-                "the VMM runs in no cgroup of its own ({}): only the guest's RAM bounds it",
-                warden_jail::chain_str(&e)
-            );
-            events.emit(&Event::now(
-                id,
-                EventKind::Degraded {
-                    layer: "cgroups".into(),
-                    lost,
-                },
-            ));
-            Ok(None)
-        }
-    }
+    let explicit = spec.resources.memory.explicit || spec.resources.cpus.is_some();
+    let confine = warden_jail::confine::Confine {
+        id,
+        name: &name,
+        limits: &limits,
+        refuse: explicit && !spec.allow_degraded,
+        process: "the VMM",
+        without: "only the guest's RAM bounds it",
+    };
+    warden_jail::confine::host_process(&confine, events).map_err(VmError::Cgroup)
 }
 
 /// Run `spec` in a new VM, as [`warden_jail::run`] runs it in a process

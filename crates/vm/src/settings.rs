@@ -11,7 +11,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use warden_jail::settings::Installed;
 
 /// The environment variables a binary reads into [`Settings`], and what
 /// each does (`docs/cli.md` has the same table for people).
@@ -117,8 +117,7 @@ impl Default for Settings {
 /// The cached root images' default bound: 4 GiB.
 const CACHE_MAX: u64 = 4 << 30;
 
-static INSTALLED: OnceLock<Settings> = OnceLock::new();
-static DEFAULT: OnceLock<Settings> = OnceLock::new();
+static SLOT: Installed<Settings> = Installed::new();
 
 impl Settings {
     /// The settings `get` (a binary's environment) asks for. An empty
@@ -130,16 +129,7 @@ impl Settings {
         Settings {
             vmm: path("WARDEN_VMM"),
             dir: path("WARDEN_VM_DIR").filter(|d| d.is_absolute()),
-            state_dir: warden_workspace::default_state_dir(
-                warden_jail::host::is_root(),
-                |var: &str| get(var),
-                || {
-                    nix::unistd::User::from_uid(nix::unistd::getuid())
-                        .ok()
-                        .flatten()
-                        .map(|u| u.dir)
-                },
-            ),
+            state_dir: warden_jail::settings::state_dir_from(get),
             kernel: path("WARDEN_VM_KERNEL"),
             modules: path("WARDEN_VM_MODULES"),
             guest_init: path("WARDEN_GUEST_INIT"),
@@ -158,15 +148,13 @@ impl Settings {
     /// Make these the settings of this process, once, before any sandbox
     /// exists. A second call changes nothing and says so (`false`).
     pub fn install(self) -> bool {
-        INSTALLED.set(self).is_ok()
+        SLOT.install(self)
     }
 
     /// The settings installed in this process; the defaults when its
     /// binary installed none.
     pub fn current() -> &'static Settings {
-        INSTALLED
-            .get()
-            .unwrap_or_else(|| DEFAULT.get_or_init(Settings::default))
+        SLOT.current(Settings::default)
     }
 }
 

@@ -532,27 +532,16 @@ fn confine(
         pids: Some(r.pids.value.saturating_mul(2).saturating_add(256)),
         cpus: r.cpus,
     };
-    match crate::cgroup::Cgroup::create(&container_id(id), &limits) {
-        Ok(cg) => Ok(Some(cg)),
-        Err(e) => {
-            let explicit = r.memory.explicit || r.cpus.is_some() || r.pids.explicit;
-            if explicit && !spec.allow_degraded {
-                return Err(GvisorError::Cgroup(crate::chain_str(&e)));
-            }
-            let lost = format!(
-                "runsc runs in no cgroup of its own ({}): no memory, CPU or task limit holds the sandbox",
-                crate::chain_str(&e)
-            );
-            events.emit(&Event::now(
-                id,
-                EventKind::Degraded {
-                    layer: "cgroups".into(),
-                    lost,
-                },
-            ));
-            Ok(None)
-        }
-    }
+    let explicit = r.memory.explicit || r.cpus.is_some() || r.pids.explicit;
+    let confine = crate::confine::Confine {
+        id,
+        name: &container_id(id),
+        limits: &limits,
+        refuse: explicit && !spec.allow_degraded,
+        process: "runsc",
+        without: "no memory, CPU or task limit holds the sandbox",
+    };
+    crate::confine::host_process(&confine, events).map_err(GvisorError::Cgroup)
 }
 
 /// The cgroup once runsc is gone: what it used at most, and the cgroup
