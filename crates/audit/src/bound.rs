@@ -263,6 +263,7 @@ macro_rules! walk {
                 v.text(rule, NAME_BYTES, false);
                 v.text(by, NAME_BYTES, false);
             }
+            K::ExecRefusedAggregated { rule, .. } => v.text(rule, NAME_BYTES, false),
             K::Started { .. }
             | K::ExecExited { .. }
             | K::ConnectionsNotRecorded { .. }

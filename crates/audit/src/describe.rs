@@ -78,7 +78,6 @@ fn describe_kind(kind: &EventKind) -> String {
         EventKind::Created { .. }
         | EventKind::Degraded { .. }
         | EventKind::Started { .. }
-        | EventKind::ExecRefused { .. }
         | EventKind::ExecStarted { .. }
         | EventKind::ExecExited { .. }
         | EventKind::Workspace { .. }
@@ -99,6 +98,37 @@ fn describe_kind(kind: &EventKind) -> String {
         | EventKind::AskAnswered { .. }
         | EventKind::ConnectionsAggregated { .. } => describe_traffic(kind),
         EventKind::Secret { .. } | EventKind::SecretsAggregated { .. } => describe_secret(kind),
+        EventKind::ExecRefused { .. } | EventKind::ExecRefusedAggregated { .. } => {
+            describe_refused_program(kind)
+        }
+    }
+}
+
+/// A program a rule refused, once or counted.
+fn describe_refused_program(kind: &EventKind) -> String {
+    let named = |program: &Option<std::path::PathBuf>, none: &str| {
+        program
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| none.into())
+    };
+    match kind {
+        EventKind::ExecRefused { program, rule, by } => format!(
+            "REFUSED exec of {} ({rule}, enforced by {by})",
+            named(program, "an unnamed file")
+        ),
+        EventKind::ExecRefusedAggregated {
+            program,
+            rule,
+            count,
+            since_ms,
+        } => format!(
+            "REFUSED exec of {} ({rule}) {count} more times since {} (counted)",
+            named(program, "programs past the window's bound"),
+            kind_window(*since_ms)
+        ),
+        // Routed here by `describe_kind` only for the kinds above.
+        other => other.name().to_string(),
     }
 }
 
@@ -121,13 +151,6 @@ fn describe_life(kind: &EventKind) -> String {
         ),
         EventKind::Degraded { layer, lost } => format!("DEGRADED {layer}: {lost}"),
         EventKind::Started { pid } => format!("started (init pid {pid})"),
-        EventKind::ExecRefused { program, rule, by } => format!(
-            "REFUSED exec of {} ({rule}, enforced by {by})",
-            program
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "an unnamed file".into())
-        ),
         EventKind::ExecStarted {
             exec,
             argv,

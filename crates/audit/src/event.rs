@@ -33,13 +33,14 @@ impl Event {
 
     /// Whether the event tells of something refused: a denied connection,
     /// denied connections counted past the log's bound, a blocked secret, a
-    /// refused commit.
+    /// refused program, a refused commit.
     pub fn is_denial(&self) -> bool {
         match &self.kind {
             EventKind::Connection { allowed, .. } => !allowed,
             EventKind::ConnectionsNotRecorded { denied, .. } => *denied > 0,
             EventKind::ConnectionsAggregated { allowed, .. } => !allowed,
             EventKind::SecretsAggregated { action, .. } => *action == SecretAction::Blocked,
+            EventKind::ExecRefused { .. } | EventKind::ExecRefusedAggregated { .. } => true,
             EventKind::EventsOverBudget { allowed, .. } => *allowed == Some(false),
             EventKind::Secret { action, .. } => *action == SecretAction::Blocked,
             EventKind::Workspace { action, .. } => *action == WorkspaceAction::CommitRefused,
@@ -84,6 +85,18 @@ pub enum EventKind {
         program: Option<PathBuf>,
         rule: String,
         by: String,
+    },
+    /// Refused programs past the first of each in an aggregation window:
+    /// `count` more refusals of `program` (absent: of programs past the
+    /// window's bound of distinct ones) since `since_ms`. A sandbox that
+    /// tries to run a refused program in a loop costs the log a line per
+    /// program per window, not one per try.
+    ExecRefusedAggregated {
+        #[serde(default, with = "crate::paths::optional")]
+        program: Option<PathBuf>,
+        rule: String,
+        count: u64,
+        since_ms: u64,
     },
     /// A process was started in a running sandbox (`warden exec`, the API).
     ExecStarted {
@@ -279,6 +292,7 @@ impl EventKind {
             EventKind::Degraded { .. } => "degraded",
             EventKind::Started { .. } => "started",
             EventKind::ExecRefused { .. } => "exec_refused",
+            EventKind::ExecRefusedAggregated { .. } => "exec_refused_aggregated",
             EventKind::ExecStarted { .. } => "exec_started",
             EventKind::ExecExited { .. } => "exec_exited",
             EventKind::Connection { .. } => "connection",

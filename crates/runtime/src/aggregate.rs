@@ -1,10 +1,11 @@
 //! Repeated decisions counted instead of written one by one, so that a
 //! sandbox cannot bury what matters under volume. Every decision that opens
 //! no connection (a DNS answer, a denial, a request judged on a terminated
-//! connection, a secret action) passes through a [`Window`]: the first of
-//! each protocol, name, verdict and reason in a window is written in full, the
-//! repeats are counted and written as one `connections_aggregated` (or
-//! `secrets_aggregated`) event when the window ends. Distinct names per
+//! connection, a secret action) and every program a rule refused passes
+//! through a [`Window`]: the first of each protocol, name, verdict and
+//! reason (each program) in a window is written in full, the repeats are
+//! counted and written as one `connections_aggregated` (`secrets_aggregated`,
+//! `exec_refused_aggregated`) event when the window ends. Distinct names per
 //! window are bounded; past the bound, decisions are counted per protocol
 //! and verdict under no name. Nothing is dropped: everything is a line or
 //! a count, and what a window holds is bounded whatever the sandbox does.
@@ -60,6 +61,13 @@ enum Key {
         host: String,
         action: SecretAction,
         detail: String,
+    },
+    /// A program refused by a rule: a sandbox that tries it in a loop is
+    /// counted (each try is one record of the kernel's).
+    Exec {
+        /// `None`: a program past the window's bound.
+        program: Option<std::path::PathBuf>,
+        rule: String,
     },
 }
 
@@ -148,6 +156,13 @@ impl Window {
                 },
                 detail.clone(),
             ),
+            EventKind::ExecRefused { program, rule, .. } => (
+                Key::Exec {
+                    program: program.clone(),
+                    rule: rule.clone(),
+                },
+                String::new(),
+            ),
             _ => return Some(kind),
         };
         if let Some(t) = self.tallies.get_mut(&key) {
@@ -198,6 +213,10 @@ impl Window {
                 action,
                 detail: String::new(),
             },
+            Key::Exec { rule, .. } => Key::Exec {
+                program: None,
+                rule,
+            },
         };
         let t = self.tallies.entry(key).or_default();
         t.repeats += 1;
@@ -243,6 +262,12 @@ impl Window {
                     count: t.repeats,
                     since_ms: old.since_ms,
                 },
+                Key::Exec { program, rule } => EventKind::ExecRefusedAggregated {
+                    program,
+                    rule,
+                    count: t.repeats,
+                    since_ms: old.since_ms,
+                },
             })
             .collect();
         // A stable order, so that two runs of the same flood read alike.
@@ -254,6 +279,47 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn refused(program: &str) -> EventKind {
+        EventKind::ExecRefused {
+            program: Some(program.into()),
+            rule: "allow_exec".into(),
+            by: "landlock".into(),
+        }
+    }
+
+    #[test]
+    fn a_program_refused_again_and_again_is_written_once_and_counted() {
+        let mut w = Window::default();
+        assert!(w.admit(refused("/usr/bin/curl")).is_some());
+        assert!(w.admit(refused("/usr/bin/wget")).is_some());
+        for _ in 0..500 {
+            assert!(w.admit(refused("/usr/bin/curl")).is_none());
+        }
+        let counts = w.close();
+        assert!(
+            counts.iter().any(|k| matches!(
+                k,
+                EventKind::ExecRefusedAggregated { program: Some(p), count: 500, .. }
+                    if p.as_os_str() == "/usr/bin/curl"
+            )),
+            "{counts:?}"
+        );
+        // Past the window's bound of distinct programs: counted unnamed.
+        let mut w = Window::default();
+        let written = (0..WINDOW_NAMES + 300)
+            .filter(|i| w.admit(refused(&format!("/tmp/p{i}"))).is_some())
+            .count();
+        assert_eq!(written, WINDOW_NAMES);
+        assert!(w.close().iter().any(|k| matches!(
+            k,
+            EventKind::ExecRefusedAggregated {
+                program: None,
+                count: 300,
+                ..
+            }
+        )));
+    }
 
     fn denied(name: Option<&str>, dest: &str) -> EventKind {
         EventKind::Connection {

@@ -4,9 +4,9 @@
 //! path every moment would fill the host's disk at a rate of its choosing.
 //! So the bytes its events took in the log are counted, and past the
 //! budget the sandbox's own stream of decisions (connections, DNS
-//! answers, requests, secret actions and their counts by name) is only
-//! counted, by kind, protocol and verdict, and said once per period as an
-//! `events_over_budget` event, and at the end. What is never held back:
+//! answers, requests, secret actions, refused programs and their counts
+//! by name) is only counted, by kind, protocol and verdict, and said once
+//! per period as an `events_over_budget` event, and at the end. What is never held back:
 //! lifecycle events, what people did (execs, answers, allowlist changes,
 //! commits, API refusals), and those counts: the budget fails closed on
 //! the sandbox's noise, not on the record of what happened to it.
@@ -134,7 +134,32 @@ impl Budget {
                 ("secret", None, Some(*action != SecretAction::Blocked)),
                 *count,
             ),
-            _ => return Verdict::Write,
+            EventKind::ExecRefused { .. } => (("exec_refused", None, Some(false)), 1),
+            EventKind::ExecRefusedAggregated { count, .. } => {
+                (("exec_refused", None, Some(false)), *count)
+            }
+            // Written past the budget: lifecycle, what people did, and
+            // the counts themselves. Every kind is named, so that a new
+            // one the sandbox can repeat at will is not written by default.
+            EventKind::Created { .. }
+            | EventKind::Degraded { .. }
+            | EventKind::Started { .. }
+            | EventKind::ExecStarted { .. }
+            | EventKind::ExecExited { .. }
+            | EventKind::Workspace { .. }
+            | EventKind::ConnectionsNotRecorded { .. }
+            | EventKind::Stopping { .. }
+            | EventKind::TtlChanged { .. }
+            | EventKind::Paused { .. }
+            | EventKind::Resumed { .. }
+            | EventKind::EgressChanged { .. }
+            | EventKind::Ask { .. }
+            | EventKind::AskAnswered { .. }
+            | EventKind::ApiDenied { .. }
+            | EventKind::EventsDropped { .. }
+            | EventKind::CacheLeftOut { .. }
+            | EventKind::EventsOverBudget { .. }
+            | EventKind::Exited { .. } => return Verdict::Write,
         };
         *over.counts.entry(key).or_default() += count;
         Verdict::Counted
@@ -235,6 +260,38 @@ mod tests {
             "{counts:?}"
         );
         assert!(b.counts().is_empty());
+    }
+
+    #[test]
+    fn refused_programs_past_the_budget_are_counted_and_the_end_still_written() {
+        let refused = EventKind::ExecRefused {
+            program: Some("/usr/bin/curl".into()),
+            rule: "allow_exec".into(),
+            by: "landlock".into(),
+        };
+        let mut b = Budget::new(8000, 0);
+        assert_eq!(b.admit(&refused, 100), Verdict::Write);
+        assert_eq!(b.admit(&refused, 8000), Verdict::Counted);
+        let more = EventKind::ExecRefusedAggregated {
+            program: None,
+            rule: "allow_exec".into(),
+            count: 41,
+            since_ms: 0,
+        };
+        assert_eq!(b.admit(&more, 8000), Verdict::Counted);
+        let resumed = EventKind::Resumed {
+            by: "owner".into(),
+            paused_ms: 1,
+        };
+        assert_eq!(b.admit(&resumed, 9000), Verdict::Write);
+        let counts = b.counts();
+        assert!(
+            counts.iter().any(|k| matches!(
+                k,
+                EventKind::EventsOverBudget { of, count: 42, .. } if of == "exec_refused"
+            )),
+            "{counts:?}"
+        );
     }
 
     #[test]

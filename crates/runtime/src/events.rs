@@ -529,6 +529,13 @@ pub struct BusSink(pub Arc<Bus>);
 
 impl EventSink for BusSink {
     fn emit(&mut self, event: &Event) {
+        // A refused program is the sandbox's to repeat at will: counted
+        // past the first of each in a window, like a denied name.
+        if let EventKind::ExecRefused { .. } = &event.kind {
+            self.0.start_writer();
+            self.0.emit_aggregated(event.kind.clone());
+            return;
+        }
         // Under the bus's name: the jail knows a sandbox by the id of this
         // start (its cgroup's name), a person by its name.
         let mut e = event.clone();

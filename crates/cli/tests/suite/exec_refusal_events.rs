@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 /// Whether this host can show the records: root, Landlock, audit on.
-fn host_ready() -> bool {
+pub(super) fn host_ready() -> bool {
     if !is_root() {
         skip("not root: Landlock's audit records are read by root only (rootless gets no exec_refused event)");
         return false;

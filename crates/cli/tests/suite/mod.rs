@@ -33,6 +33,7 @@ mod egress;
 mod egress_live;
 mod exec_attacks;
 mod exec_refusal_events;
+mod exec_refusal_flood;
 mod fields;
 mod files;
 mod fork_quota;
