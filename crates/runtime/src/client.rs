@@ -115,19 +115,7 @@ impl Connection {
     }
 
     fn next(&self) -> Result<Reply, ClientError> {
-        match protocol::receive::<Reply>(&self.sock)?.0 {
-            Reply::Error { message } => Err(ClientError::Refused(message)),
-            Reply::Refused {
-                code,
-                message,
-                field,
-            } => Err(ClientError::Rejected {
-                code,
-                message,
-                field,
-            }),
-            r => Ok(r),
-        }
+        refusal(protocol::receive::<Reply>(&self.sock)?.0)
     }
 
     pub fn status(self) -> Result<Status, ClientError> {
@@ -181,27 +169,11 @@ impl Connection {
         op: warden_protocol::files::FileOp,
     ) -> Result<(Errno, Option<OwnedFd>), ClientError> {
         protocol::send(self.sock.as_fd(), &Request::File(op), &[])?;
-        match protocol::receive::<Reply>(&self.sock) {
-            Ok((Reply::File { errno }, fds)) => {
-                Ok((Errno::from_raw(errno), fds.into_iter().next()))
-            }
-            Ok((Reply::Error { message }, _)) => Err(ClientError::Refused(message)),
-            // A paused sandbox's supervisor refuses with its reason.
-            Ok((
-                Reply::Refused {
-                    code,
-                    message,
-                    field,
-                },
-                _,
-            )) => Err(ClientError::Rejected {
-                code,
-                message,
-                field,
-            }),
-            Ok(_) => Err(ClientError::Unexpected),
-            Err(ProtocolError::Closed) => Err(ClientError::FilesUnsupported),
-            Err(e) => Err(e.into()),
+        // A paused sandbox's supervisor refuses with its reason; one older
+        // than file operations closes the connection.
+        match self.reply(|| ClientError::FilesUnsupported)? {
+            (Reply::File { errno }, fds) => Ok((Errno::from_raw(errno), fds.into_iter().next())),
+            _ => Err(ClientError::Unexpected),
         }
     }
 
@@ -254,22 +226,18 @@ impl Connection {
         what: &'static str,
     ) -> Result<(Reply, Vec<OwnedFd>), ClientError> {
         protocol::send(self.sock.as_fd(), req, &[])?;
+        self.reply(|| ClientError::Unsupported(what))
+    }
+
+    /// The answer to a request just sent, refusals as errors; a closed
+    /// connection is `closed()` (a supervisor older than the request).
+    fn reply(
+        &self,
+        closed: impl FnOnce() -> ClientError,
+    ) -> Result<(Reply, Vec<OwnedFd>), ClientError> {
         match protocol::receive::<Reply>(&self.sock) {
-            Ok((Reply::Error { message }, _)) => Err(ClientError::Refused(message)),
-            Ok((
-                Reply::Refused {
-                    code,
-                    message,
-                    field,
-                },
-                _,
-            )) => Err(ClientError::Rejected {
-                code,
-                message,
-                field,
-            }),
-            Ok(answer) => Ok(answer),
-            Err(ProtocolError::Closed) => Err(ClientError::Unsupported(what)),
+            Ok((reply, fds)) => refusal(reply).map(|r| (r, fds)),
+            Err(ProtocolError::Closed) => Err(closed()),
             Err(e) => Err(e.into()),
         }
     }
@@ -351,7 +319,7 @@ impl Connection {
         let tty = req.tty;
         protocol::send(self.sock.as_fd(), &Request::Exec(req), &fds)?;
         let (reply, mut got) = protocol::receive::<Reply>(&self.sock)?;
-        match reply {
+        match refusal(reply)? {
             Reply::Spawned { exec, pid } => {
                 // A terminal's master side, checked to be one before any
                 // byte of it is relayed.
@@ -367,16 +335,6 @@ impl Connection {
                     master,
                 })
             }
-            Reply::Error { message } => Err(ClientError::Refused(message)),
-            Reply::Refused {
-                code,
-                message,
-                field,
-            } => Err(ClientError::Rejected {
-                code,
-                message,
-                field,
-            }),
             Reply::Failed { status, message } => Err(ClientError::ExecFailed { status, message }),
             _ => Err(ClientError::Unexpected),
         }
@@ -454,6 +412,24 @@ impl Connection {
             Reply::Failed { status, message } => Err(ClientError::ExecFailed { status, message }),
             _ => Err(ClientError::Unexpected),
         }
+    }
+}
+
+/// A supervisor's answer with its refusals as errors: an `Error` (a
+/// message) or a `Refused` (a reason code, and the field it is about).
+fn refusal(reply: Reply) -> Result<Reply, ClientError> {
+    match reply {
+        Reply::Error { message } => Err(ClientError::Refused(message)),
+        Reply::Refused {
+            code,
+            message,
+            field,
+        } => Err(ClientError::Rejected {
+            code,
+            message,
+            field,
+        }),
+        r => Ok(r),
     }
 }
 
