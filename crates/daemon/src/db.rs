@@ -157,6 +157,32 @@ pub struct ExecRow {
     pub finished_ms: Option<u64>,
 }
 
+impl ExecRow {
+    /// A command that has just started (now) and not yet ended: the one
+    /// row every door that starts a command records.
+    pub fn started(
+        id: String,
+        sandbox: String,
+        runtime_exec: u64,
+        supervisor_pid: u32,
+        argv: Vec<String>,
+        tty: bool,
+    ) -> ExecRow {
+        ExecRow {
+            id,
+            sandbox,
+            runtime_exec,
+            supervisor_pid,
+            argv,
+            started_ms: warden_runtime::state::now_ms(),
+            tty,
+            exit_status: None,
+            exit_signal: None,
+            finished_ms: None,
+        }
+    }
+}
+
 /// A token, without its secret.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenRow {

@@ -191,18 +191,14 @@ pub fn start(
         }
     }
     let (tx, rx) = watch::channel(None);
-    let row = ExecRow {
-        id: id.to_string(),
-        sandbox: sb.name().to_string(),
-        runtime_exec: running.exec,
+    let row = ExecRow::started(
+        id.to_string(),
+        sb.name().to_string(),
+        running.exec,
         supervisor_pid,
         argv,
-        started_ms: warden_runtime::state::now_ms(),
-        tty: false,
-        exit_status: None,
-        exit_signal: None,
-        finished_ms: None,
-    };
+        false,
+    );
     let handle = Arc::new(ExecHandle {
         row,
         pid: Some(running.pid),

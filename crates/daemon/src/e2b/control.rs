@@ -421,7 +421,20 @@ pub(super) fn permitted_body<T: for<'de> Deserialize<'de> + Default>(
     id: &str,
     body: &[u8],
 ) -> Result<T, Box<Response>> {
-    permit(&e.app, caller, "POST", route, Some(id)).map_err(|d| Box::new(d.response()))?;
+    permitted_body_as(e, caller, "POST", route, id, body)
+}
+
+/// As [`permitted_body`], for a call the native API holds as `method`
+/// on `route` (connect and resume are the caller's `GET` of the sandbox).
+pub(super) fn permitted_body_as<T: for<'de> Deserialize<'de> + Default>(
+    e: &E2b,
+    caller: &Caller,
+    method: &str,
+    route: &str,
+    id: &str,
+    body: &[u8],
+) -> Result<T, Box<Response>> {
+    permit(&e.app, caller, method, route, Some(id)).map_err(|d| Box::new(d.response()))?;
     optional_body(body).map_err(|why| Box::new(error(StatusCode::BAD_REQUEST, why)))
 }
 

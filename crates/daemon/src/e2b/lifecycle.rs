@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::answer::error;
-use super::control::{self, from_api, optional_body, permitted_body, running, set_labels};
+use super::control::{self, from_api, permitted_body, permitted_body_as, running, set_labels};
 use super::record::{end_ms, pauses_on_timeout, Seen, GRACE, PAUSED};
 use super::{permit, E2b};
 use crate::api::SandboxInfo;
@@ -187,13 +187,11 @@ pub async fn connect(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(d) = permit(&e.app, &caller, "GET", "/v1/sandboxes/{id}", Some(&id)) {
-        return d.response();
-    }
-    let body: ConnectBody = match optional_body(&body) {
-        Ok(b) => b,
-        Err(why) => return error(StatusCode::BAD_REQUEST, why),
-    };
+    let body: ConnectBody =
+        match permitted_body_as(&e, &caller, "GET", "/v1/sandboxes/{id}", &id, &body) {
+            Ok(b) => b,
+            Err(r) => return *r,
+        };
     let _one = e.transitions.lock().await;
     let info = match running(&e, &id).await {
         Ok(i) => i,
@@ -259,13 +257,11 @@ pub async fn resume(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(d) = permit(&e.app, &caller, "GET", "/v1/sandboxes/{id}", Some(&id)) {
-        return d.response();
-    }
-    let body: ResumeBody = match optional_body(&body) {
-        Ok(b) => b,
-        Err(why) => return error(StatusCode::BAD_REQUEST, why),
-    };
+    let body: ResumeBody =
+        match permitted_body_as(&e, &caller, "GET", "/v1/sandboxes/{id}", &id, &body) {
+            Ok(b) => b,
+            Err(r) => return *r,
+        };
     if body.auto_pause == Some(true) {
         return error(
             StatusCode::BAD_REQUEST,

@@ -428,17 +428,17 @@ async fn kept_elsewhere(
     let Some((sb, kept)) = found else {
         return Err(not_ours);
     };
+    // Started when its record says, not now.
     let row = crate::db::ExecRow {
-        id: p.exec.clone(),
-        sandbox: p.id.clone(),
-        runtime_exec: kept.exec,
-        supervisor_pid: kept.supervisor_pid,
-        argv: kept.argv,
         started_ms: kept.started_ms,
-        tty: false,
-        exit_status: None,
-        exit_signal: None,
-        finished_ms: None,
+        ..crate::db::ExecRow::started(
+            p.exec.clone(),
+            p.id.clone(),
+            kept.exec,
+            kept.supervisor_pid,
+            kept.argv,
+            false,
+        )
     };
     let h = ExecHandle::adopt(&sb, row);
     watch_kept(sb.dir().to_path_buf(), Arc::downgrade(&h));

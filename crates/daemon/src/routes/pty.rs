@@ -276,18 +276,14 @@ fn spawn(app: &App, target: &Target, start: PtyStart) -> Result<Spawned, ApiErro
         return Err(ApiError::internal("the supervisor sent no terminal"));
     };
     // In the sandbox's command records, as a terminal session.
-    let row = crate::db::ExecRow {
-        id: format!("ex-{}", crate::auth::random_id(8)),
-        sandbox: target.sandbox.clone(),
-        runtime_exec: running.exec,
+    let row = crate::db::ExecRow::started(
+        format!("ex-{}", crate::auth::random_id(8)),
+        target.sandbox.clone(),
+        running.exec,
         supervisor_pid,
         argv,
-        started_ms: warden_runtime::state::now_ms(),
-        tty: true,
-        exit_status: None,
-        exit_signal: None,
-        finished_ms: None,
-    };
+        true,
+    );
     let recorded = app.db().and_then(|db| {
         db.insert_exec(&row)
             .map_err(|e| ApiError::internal(chain(&e)))

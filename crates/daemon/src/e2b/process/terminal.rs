@@ -187,18 +187,14 @@ fn record(
     control: &Path,
     spawned: &Spawned,
 ) -> Result<crate::db::ExecRow, RpcError> {
-    let row = crate::db::ExecRow {
-        id: format!("ex-{}", crate::auth::random_id(8)),
-        sandbox: sb.to_string(),
-        runtime_exec: spawned.running.exec,
-        supervisor_pid: spawned.supervisor_pid,
-        argv: spawned.argv.clone(),
-        started_ms: warden_runtime::state::now_ms(),
-        tty: true,
-        exit_status: None,
-        exit_signal: None,
-        finished_ms: None,
-    };
+    let row = crate::db::ExecRow::started(
+        format!("ex-{}", crate::auth::random_id(8)),
+        sb.to_string(),
+        spawned.running.exec,
+        spawned.supervisor_pid,
+        spawned.argv.clone(),
+        true,
+    );
     if let Err(err) = e.app.db().and_then(|db| {
         db.insert_exec(&row)
             .map_err(|err| crate::error::ApiError::internal(crate::error::chain(&err)))
