@@ -4,7 +4,7 @@
 
 import { api, enc } from './api.js';
 import { h, clock, toast } from './dom.js';
-import { entryFor } from './rules.js';
+import { entryFor, fieldTable, liveRow, profileLines } from './rules.js';
 
 let timer = null;
 let pending = [];
@@ -47,7 +47,8 @@ async function answer(q, decision) {
 // and shows the profile lines that keep it for new sandboxes too.
 async function always(q) {
   await answer(q, 'allow_always');
-  toast(`Add to the profile to keep it for new sandboxes: egress.domains: [${entryFor(q.name, q.port)}]`);
+  const row = liveRow(await fieldTable().catch(() => []));
+  if (row) toast(`Add to the profile to keep it for new sandboxes: ${row.key}: [${entryFor(q.name, q.port)}]`);
 }
 
 // What is asked, in words: the request an ask rule holds (its method and
@@ -84,10 +85,18 @@ function draw() {
 export function approvalsPage(root) {
   const list = h('div', {});
   root.append(h('h1', {}, 'Approvals'), h('p', { class: 'muted' }, 'Connections of sandboxes in ask mode wait here for an answer. "Allow for this sandbox" and "Always" put the name on the sandbox\'s allowlist at once; "Always" also shows the profile line that keeps it for new sandboxes.'), list);
+  // The allowlist's profile lines are worded from the daemon's table.
+  let row = null;
   const f = () => {
-    list.replaceChildren(...(pending.length ? pending.map((q) => h('div', { class: 'card question' }, q.request ? h('p', {}, `${q.sandbox}: `, h('code', { class: 'held-request' }, q.request), ` to ${q.name}:${q.port}`) : h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), q.request ? h('p', { class: 'muted' }, 'A request an ask rule holds: its name is allowed, this one request waits.') : h('pre', {}, `egress:\n  domains:\n    - ${entryFor(q.name, q.port)}`))) : [h('p', { class: 'muted' }, 'No questions wait.')]));
+    list.replaceChildren(...(pending.length ? pending.map((q) => h('div', { class: 'card question' }, q.request ? h('p', {}, `${q.sandbox}: `, h('code', { class: 'held-request' }, q.request), ` to ${q.name}:${q.port}`) : h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), q.request ? h('p', { class: 'muted' }, 'A request an ask rule holds: its name is allowed, this one request waits.') : row ? h('pre', {}, profileLines(row, entryFor(q.name, q.port))) : null)) : [h('p', { class: 'muted' }, 'No questions wait.')]));
   };
   listeners.add(f);
   f();
+  fieldTable()
+    .then((rows) => {
+      row = liveRow(rows);
+      f();
+    })
+    .catch(() => {});
   return () => listeners.delete(f);
 }

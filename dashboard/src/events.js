@@ -4,7 +4,7 @@
 
 import { withCsrf } from './api.js';
 import { h, bytes, clock } from './dom.js';
-import { proposeRule, proposalFor } from './rules.js';
+import { fieldTable, proposeRule, proposalFor } from './rules.js';
 
 // A long command line, cut (the whole one is in the log).
 function short(text) {
@@ -13,8 +13,9 @@ function short(text) {
 }
 
 // How each event kind reads: its group for the filter, a short label,
-// a tone (allow, deny, warn, info), and its text.
-function describe(e) {
+// a tone (allow, deny, warn, info), and its text; a denial's proposal is
+// worded from the daemon's field table (`rows`).
+function describe(e, rows) {
   switch (e.event) {
     case 'connection': {
       const where = `${e.name || e.original_destination || '?'}:${e.port}`;
@@ -26,7 +27,7 @@ function describe(e) {
       }
       return e.allowed
         ? { group: 'network', label: 'allow', tone: 'allow', text: `${e.protocol} ${where}${rule}${e.bytes_out || e.bytes_in ? ` (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` : ''}` }
-        : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, remedy: e.remedy, propose: proposalFor(e) };
+        : { group: 'network', label: 'deny', tone: 'deny', text: `${e.protocol} ${where}: ${e.detail}${rule}`, remedy: e.remedy, propose: proposalFor(e, rows) };
     }
     case 'connection_closed':
       return { group: 'network', label: 'closed', tone: 'info', text: `${e.name || '?'}:${e.port} after ${e.duration_ms} ms (${bytes(e.bytes_out)} out, ${bytes(e.bytes_in)} in)` };
@@ -100,8 +101,9 @@ export function eventsView(root, id) {
     for (const li of list.children) li.hidden = !visible(li);
   }
 
+  let rows = [];
   function add(e) {
-    const d = describe(e);
+    const d = describe(e, rows);
     const li = h('li', { class: `ev ${d.tone}`, dataset: { group: d.group, tone: d.tone, event: e.event } },
       h('time', { datetime: new Date(e.ts_ms).toISOString() }, clock(e.ts_ms)),
       h('span', { class: `tag ${d.tone}` }, d.label),
@@ -117,17 +119,32 @@ export function eventsView(root, id) {
     if (atBottom) list.scrollTop = list.scrollHeight;
   }
 
-  const source = new EventSource(withCsrf(`/v1/sandboxes/${encodeURIComponent(id)}/events`));
-  source.onopen = () => (status.textContent = 'live');
-  // The stream ends when the sandbox stops; the browser then asks again
-  // from the last event it has (Last-Event-ID), so nothing is shown twice.
-  source.onerror = () => (status.textContent = source.readyState === EventSource.CLOSED ? 'closed' : 'not running: waiting');
-  source.onmessage = (m) => {
-    try {
-      add(JSON.parse(m.data));
-    } catch {
-      /* a line that is not an event is skipped */
-    }
+  // The field table first (what a denial's proposal is worded from);
+  // without it the events still show, with no proposal.
+  let source = null;
+  let closed = false;
+  fieldTable()
+    .catch(() => [])
+    .then((table) => {
+      rows = table;
+      if (!closed) open();
+    });
+  function open() {
+    source = new EventSource(withCsrf(`/v1/sandboxes/${encodeURIComponent(id)}/events`));
+    source.onopen = () => (status.textContent = 'live');
+    // The stream ends when the sandbox stops; the browser then asks again
+    // from the last event it has (Last-Event-ID), so nothing is shown twice.
+    source.onerror = () => (status.textContent = source.readyState === EventSource.CLOSED ? 'closed' : 'not running: waiting');
+    source.onmessage = (m) => {
+      try {
+        add(JSON.parse(m.data));
+      } catch {
+        /* a line that is not an event is skipped */
+      }
+    };
+  }
+  return () => {
+    closed = true;
+    if (source) source.close();
   };
-  return () => source.close();
 }

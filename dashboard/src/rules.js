@@ -16,47 +16,84 @@ export function entryFor(name, port) {
   return !port || port === 443 || port === 80 ? name : `${name}:${port}`;
 }
 
-const DOMAINS = 'egress.domains';
+// The daemon's field table (GET /v1/fields: each option's profile key,
+// kind and shape, and which one a running sandbox's allowlist change
+// takes), asked once a page: no key of an option is written here, so a
+// key renamed in the table is renamed in what the dashboard proposes.
+let table = null;
+export function fieldTable() {
+  if (!table) {
+    table = api('GET', '/v1/fields').then(
+      (r) => r.fields,
+      (err) => {
+        table = null;
+        throw err;
+      },
+    );
+  }
+  return table;
+}
 
-// What would allow a denied connection event: { field, value, name }, or
-// null when no entry of any option would (a caller's entry that reaches
-// public addresses only, a name that does not resolve, a used-up quota:
-// the event's remedy says what there is to say).
-export function proposalFor(e) {
+// The row a running sandbox's allowlist change (PATCH
+// /v1/sandboxes/{id}/egress) takes entries of.
+export function liveRow(rows) {
+  return rows.find((f) => f.live) || null;
+}
+
+// What would allow a denied connection event, as one of the table's
+// `rows`: { row, value, name }, or null when no entry of any option would
+// (a caller's entry that reaches public addresses only, a name that does
+// not resolve, a used-up quota: the event's remedy says what there is to
+// say) or the table has no row for the option the reason names.
+export function proposalFor(e, rows) {
   if (e.event !== 'connection' || e.allowed || !e.name) return null;
   const r = e.reason;
+  const entry = () => entryFor(e.name, e.protocol === 'dns' ? null : e.port);
   // A log written before reasons were recorded: the name's entry.
-  if (!r) return { field: DOMAINS, value: entryFor(e.name, e.protocol === 'dns' ? null : e.port), name: e.name };
-  const field = r.field || (r.allow && r.allow.field);
-  if (!field) return null;
-  if (r.allow && r.allow.value) return { field: r.allow.field || field, value: String(r.allow.value), name: e.name };
-  if (field === DOMAINS && e.protocol !== 'request') {
-    return { field, value: entryFor(e.name, e.protocol === 'dns' ? null : e.port), name: e.name };
+  if (!r) {
+    const row = liveRow(rows);
+    return row ? { row, value: entry(), name: e.name } : null;
   }
+  const byKey = (key) => rows.find((f) => f.key === key) || null;
+  const row = byKey(r.field || (r.allow && r.allow.field));
+  if (r.allow && r.allow.value) {
+    const named = byKey(r.allow.field) || row;
+    return named ? { row: named, value: String(r.allow.value), name: e.name } : null;
+  }
+  if (row && row.live && e.protocol !== 'request') return { row, value: entry(), name: e.name };
   return null;
 }
 
-// `egress.allow_cidrs` and an entry as the profile's lines. An entry
-// that YAML would read as something else (a request rule holds spaces)
-// is quoted: JSON's quoting is YAML's.
-function profileLines(field, value) {
-  const [section, key] = field.split('.');
-  const shown = /[\s#'"{}[\],&*!|>%@`]/.test(value) || /^[-?:]/.test(value) ? JSON.stringify(value) : value;
-  return `${section}:\n  ${key}:\n    - ${shown}`;
+// An entry as YAML reads it: quoted (JSON's quoting is YAML's) where it
+// would read as something else (a request rule holds spaces).
+function scalar(value) {
+  return /[\s#'"{}[\],&*!|>%@`]/.test(value) || /^[-?:]/.test(value) ? JSON.stringify(value) : value;
 }
 
-const HINTS = {
-  'egress.domains': 'Entry (NAME for ports 80 and 443, NAME:PORT for another, .NAME for its subdomains)',
-  'egress.allow_cidrs': 'Address range the name resolved into (only the owner opens one)',
-  'egress.host_ports': "Port of the host's own services (only the owner opens one)",
-  'egress.allow_requests': 'Request rule (METHOD HOST/PATH)',
-};
+// The profile's lines that give `row` the entry `value`: its key's parts
+// as nested sections, and the entry as its shape wants it (an item of a
+// list, a map's NAME=VALUE as a key, a single value after the key).
+export function profileLines(row, value) {
+  const parts = row.key.split('.');
+  const last = parts.pop();
+  const lines = parts.map((p, i) => `${'  '.repeat(i)}${p}:`);
+  const pad = '  '.repeat(parts.length);
+  if (row.shape === 'list') {
+    lines.push(`${pad}${last}:`, `${pad}  - ${scalar(value)}`);
+  } else if (row.shape === 'map') {
+    const at = value.indexOf('=');
+    lines.push(`${pad}${last}:`, at > 0 ? `${pad}  ${scalar(value.slice(0, at))}: ${scalar(value.slice(at + 1))}` : `${pad}  ${scalar(value)}:`);
+  } else {
+    lines.push(`${pad}${last}: ${scalar(value)}`);
+  }
+  return lines.join('\n');
+}
 
-export function proposeRule(root, id, { field, value, name }) {
-  const live = field === DOMAINS;
-  const input = h('input', { id: 'rule-entry', value, 'aria-label': 'Entry', size: 40, dataset: { field } });
+export function proposeRule(root, id, { row, value, name }) {
+  const live = row.live;
+  const input = h('input', { id: 'rule-entry', value, 'aria-label': 'Entry', size: 40, dataset: { field: row.key } });
   const lines = h('pre', {});
-  const show = () => (lines.textContent = profileLines(field, input.value.trim()));
+  const show = () => (lines.textContent = profileLines(row, input.value.trim()));
   input.addEventListener('input', show);
   show();
   const apply = live
@@ -64,10 +101,11 @@ export function proposeRule(root, id, { field, value, name }) {
     : h('span', { class: 'muted' }, 'A running sandbox takes allowlist names only: these lines are for the profile of new sandboxes.');
   const card = h('div', { class: 'card proposal', role: 'region', 'aria-label': `Rule for ${name}` },
     h('h3', {}, `A rule for ${name}`),
-    h('label', {}, HINTS[field] || `Entry of ${field}`, input),
+    h('label', { title: row.doc }, `Entry of ${row.key} (${row.ty})`, input),
+    h('p', { class: 'muted' }, row.doc),
     h('p', {}, live
       ? 'The profile lines that allow it (add them to the profile to keep it for new sandboxes):'
-      : `The profile lines that allow it (${field}, as the denial's reason names):`),
+      : `The profile lines that allow it (${row.key}, as the denial's reason names):`),
     lines,
     h('p', {}, apply, ' ', h('button', { type: 'button', class: 'link', onclick: () => card.remove() }, 'Close')));
   root.replaceChildren(card);

@@ -380,6 +380,76 @@ try {
     await proposal.locator('button', { hasText: 'Close' }).click();
   });
 
+  await scenario("a proposal's lines are the field table's keys: a key renamed in the table is renamed in the dashboard, with no edit there", async () => {
+    // The demo sandbox's log as the page reads it, and the options its
+    // denials' reasons name (by profile key, as the daemon's table has them).
+    const got = await fetch(`${base}/v1/sandboxes/demo/events?follow=false`, { headers: { authorization: `Bearer ${token}` } });
+    const stream = await got.text();
+    const keys = new Set();
+    let privateKey = null;
+    for (const line of stream.split('\n')) {
+      if (!line.startsWith('data:')) continue;
+      const e = JSON.parse(line.slice(5));
+      if (e.event !== 'connection' || e.allowed || !e.reason || !e.reason.field) continue;
+      keys.add(e.reason.field);
+      if (e.name === 'private.test') privateKey = e.reason.field;
+    }
+    const { fields } = await call('GET', '/v1/fields');
+    const live = fields.find((f) => f.live);
+    const range = fields.find((f) => f.key === privateKey && !f.live);
+    if (!live || !keys.has(live.key) || !range) throw new Error(`the denials name ${[...keys]}; the table's live row is ${live && live.key}`);
+    // The table as a daemon whose keys were renamed would serve it, and
+    // the log as that daemon would have written it.
+    const renamed = (k) => k.replace(/([^.]+)$/, 'renamed_$1');
+    const swap = (text) => [...keys].reduce((t, k) => t.split(JSON.stringify(k)).join(JSON.stringify(renamed(k))), text);
+    await page.route('**/v1/fields', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: swap(JSON.stringify({ fields })) }));
+    let served = false;
+    await page.route('**/v1/sandboxes/demo/events**', (route) => {
+      // Once; then 204, which ends an EventSource's reconnecting.
+      if (served) return route.fulfill({ status: 204 });
+      served = true;
+      return route.fulfill({ status: 200, contentType: 'text/event-stream', body: swap(stream) });
+    });
+    // What a profile says for a list entry under a dotted key.
+    const listLines = (key, value) => {
+      const parts = key.split('.');
+      const last = parts.pop();
+      return [...parts.map((p, i) => `${'  '.repeat(i)}${p}:`), `${'  '.repeat(parts.length)}${last}:`, `${'  '.repeat(parts.length + 1)}- ${value}`].join('\n');
+    };
+    try {
+      await page.reload();
+      await page.locator('.ev.deny', { hasText: 'private.test' }).first().waitFor();
+      const privateDenial = page.locator('.ev.deny', { hasText: 'private.test' }).filter({ hasText: 'non-public' }).first();
+      await privateDenial.locator('button', { hasText: 'Propose a rule' }).click();
+      let proposal = page.locator('.proposal', { hasText: 'private.test' });
+      await proposal.waitFor();
+      let lines = await proposal.locator('pre').innerText();
+      const entry = await page.inputValue('#rule-entry');
+      if (lines !== listLines(renamed(range.key), entry)) throw new Error(`the proposal reads ${JSON.stringify(lines)}, not the renamed key ${renamed(range.key)}`);
+      await proposal.locator('button', { hasText: 'Close' }).click();
+      // The live row is the table's, whatever its key: its proposal offers
+      // the live change.
+      await page.locator('.ev.deny', { hasText: 'blocked.test' }).first().locator('button', { hasText: 'Propose a rule' }).click();
+      proposal = page.locator('.proposal', { hasText: 'blocked.test' });
+      await proposal.waitFor();
+      lines = await proposal.locator('pre').innerText();
+      if (lines !== listLines(renamed(live.key), await page.inputValue('#rule-entry'))) throw new Error(`the live proposal reads ${JSON.stringify(lines)}`);
+      if (!(await proposal.locator('button', { hasText: 'now' }).count())) throw new Error('the live row renamed is no longer offered as a live change');
+      await proposal.locator('button', { hasText: 'Close' }).click();
+    } finally {
+      await page.unroute('**/v1/fields');
+      await page.unroute('**/v1/sandboxes/demo/events**');
+      await page.reload();
+    }
+    // And the daemon's own table: the same lines under the key it has.
+    await page.locator('.ev.deny', { hasText: 'private.test' }).filter({ hasText: 'non-public' }).first().locator('button', { hasText: 'Propose a rule' }).click();
+    const proposal = page.locator('.proposal', { hasText: 'private.test' });
+    await proposal.waitFor();
+    const lines = await proposal.locator('pre').innerText();
+    if (lines !== listLines(range.key, await page.inputValue('#rule-entry'))) throw new Error(`the proposal reads ${JSON.stringify(lines)}, not the table's ${range.key}`);
+    await proposal.locator('button', { hasText: 'Close' }).click();
+  });
+
   await scenario('the terminal runs a command', async () => {
     await page.click('#tab-terminal');
     await page.locator('#panel-terminal [role=status]', { hasText: 'running' }).waitFor();

@@ -37,6 +37,9 @@ pub struct FieldEntry {
     pub ty: &'static str,
     /// One line: what it does.
     pub doc: &'static str,
+    /// A running sandbox takes a change to it at once: the entries of
+    /// `PATCH /v1/sandboxes/{id}/egress` are this field's.
+    pub live: bool,
 }
 
 fn kind(k: Kind) -> &'static str {
@@ -78,6 +81,7 @@ pub fn entries() -> Vec<FieldEntry> {
                 },
                 ty: f.ty,
                 doc: f.doc,
+                live: f.field == super::egress::LIVE,
             })
         })
         .collect()
@@ -104,6 +108,9 @@ mod tests {
         );
         let domains = rows.iter().find(|r| r.key == "egress.domains");
         assert_eq!(domains.map(|r| r.shape), Some("list"));
+        // The one field a running sandbox's allowlist change is of.
+        let live: Vec<_> = rows.iter().filter(|r| r.live).map(|r| r.key).collect();
+        assert_eq!(live, ["egress.domains"]);
         // Where events go is never a request's: not offered.
         assert!(rows.iter().all(|r| r.key != "json_events"), "{rows:?}");
     }
