@@ -21,9 +21,11 @@ fn main() {
     let Some(arch) = arch else {
         // No filter for this architecture: an empty program, which the jail
         // refuses to run with (it says the architecture is unsupported).
-        if let Err(e) = std::fs::write(&out, b"") {
-            println!("cargo:warning=cannot write {}: {e}", out.display());
-            std::process::exit(1);
+        for empty in [out.clone(), out.with_file_name("seccomp-notify.bpf")] {
+            if let Err(e) = std::fs::write(&empty, b"") {
+                println!("cargo:warning=cannot write {}: {e}", empty.display());
+                std::process::exit(1);
+            }
         }
         return;
     };
@@ -35,6 +37,18 @@ fn main() {
         });
     if let Err(e) = result {
         println!("cargo:warning=cannot compile the seccomp filter for {target}: {e}");
+        std::process::exit(1);
+    }
+    // The second filter, whose mode changes the supervisor decides.
+    let notify = out.with_file_name("seccomp-notify.bpf");
+    let result = seccomp::build_notify_filter_for(arch)
+        .map_err(|e| e.to_string())
+        .and_then(|f| {
+            let file = std::fs::File::create(&notify).map_err(|e| e.to_string())?;
+            f.export_bpf(&file).map_err(|e| e.to_string())
+        });
+    if let Err(e) = result {
+        println!("cargo:warning=cannot compile the notifying filter for {target}: {e}");
         std::process::exit(1);
     }
 }

@@ -84,6 +84,9 @@ pub struct ChildPlan {
     /// A long-lived sandbox: no command of its own; the init serves spawn
     /// requests on this channel (see [`crate::spawn`]) until it closes.
     pub service: Option<OwnedFd>,
+    /// Where the init hands its supervisor the listener of the filter
+    /// whose mode changes the supervisor judges (see [`crate::modes`]).
+    pub modes_channel: Option<OwnedFd>,
 }
 
 /// Final-message flag: the supervisor placed the init in the sandbox's
@@ -248,6 +251,9 @@ fn child_setup_and_run(
     if let Some(c) = &plan.service {
         keep.push(c.as_raw_fd());
     }
+    if let Some(c) = &plan.modes_channel {
+        keep.push(c.as_raw_fd());
+    }
     crate::sys::close_fds_except(&keep);
     if flags & FINAL_IN_CGROUP != 0 {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
@@ -267,19 +273,7 @@ fn child_setup_and_run(
     } else {
         privileges::drop_all(false).map_err(|e| chain(&e))?;
     }
-    if !plan.weakened.seccomp {
-        crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
-            .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
-    }
-    if exec_allowed.is_some() && !plan.weakened.seccomp {
-        crate::seccomp::install_exec_allowlist().map_err(|e| chain(&e))?;
-    }
-    crate::phase("init-locked");
-    if plan.degraded {
-        // Landlock does not govern metadata or named sockets; without a
-        // mount namespace, the host's files and sockets are in reach.
-        crate::seccomp::install_degraded().map_err(|e| chain(&e))?;
-    }
+    load_filters(&mut plan, exec_allowed.is_some())?;
 
     // From here on the init holds no privilege the command lacks.
     let mut forwarded = SigSet::empty();
@@ -314,6 +308,29 @@ fn child_setup_and_run(
     let child = exec.spawn()?;
     drop(plan.pty_slave.take());
     Ok(supervise_command(child, sfd, report, sockets))
+}
+
+/// The seccomp filters, the last restriction before anything of the
+/// sandbox runs.
+fn load_filters(plan: &mut ChildPlan, exec_allowlist: bool) -> Result<(), String> {
+    if !plan.weakened.seccomp {
+        crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
+            .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
+        // Before anything of the sandbox runs, so that no call it makes
+        // goes unjudged; the init keeps no copy of the listener.
+        crate::modes::install_in_init(plan.modes_channel.as_ref())?;
+    }
+    drop(plan.modes_channel.take());
+    if exec_allowlist && !plan.weakened.seccomp {
+        crate::seccomp::install_exec_allowlist().map_err(|e| chain(&e))?;
+    }
+    crate::phase("init-locked");
+    if plan.degraded {
+        // Landlock does not govern metadata or named sockets; without a
+        // mount namespace, the host's files and sockets are in reach.
+        crate::seccomp::install_degraded().map_err(|e| chain(&e))?;
+    }
+    Ok(())
 }
 
 /// 126, reported as EACCES, when the command is a loader the allowlist

@@ -32,6 +32,7 @@ pub mod kept;
 pub mod landlock;
 pub mod landlock_audit;
 pub mod layer;
+pub mod modes;
 pub mod mounts;
 pub mod netns;
 pub mod privileges;

@@ -633,6 +633,74 @@ pub fn install_exec_allowlist() -> Result<(), SeccompError> {
         .map_err(|source| SeccompError::Load { source })
 }
 
+/// Mode bits a `chmod` may set that speak to the host's other users: group and other read,
+/// write and execute. Write is refused outright by [`RULES`]; a mode with any of the others is
+/// put to the sandbox's supervisor (see [`NOTIFY_RULES`]).
+pub const SHARED_MODE_BITS: u64 = 0o077;
+
+/// A call whose mode the filter cannot judge alone, put to the supervisor on the host
+/// (`SECCOMP_RET_USER_NOTIF`), which decides on the file itself and makes the change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotifyRule {
+    /// The system call, as the kernel and libseccomp name it.
+    pub syscall: &'static str,
+    /// Index of its mode argument.
+    pub mode_arg: u32,
+    /// Why the supervisor must see it.
+    pub reason: &'static str,
+    /// As [`Rule::only_on`].
+    pub only_on: Option<Arch>,
+}
+
+/// Mode changes that would give the host's other users a bit (read, execute) the file may not
+/// have had. Through the owner swap the sandbox owns root's `--rw` files, so the kernel would
+/// let it make root's `0600` file `0644` for good; the filter cannot see the file's mode or
+/// whose it is, so the supervisor decides (`crate::modes`). A mode without those bits (`0600`,
+/// `0700`) never leaves the kernel. Loaded as a second filter over [`RULES`]: where both
+/// match (set-ID, group or other write) the kernel takes the errno, which outranks a
+/// notification.
+#[rustfmt::skip]
+pub const NOTIFY_RULES: &[NotifyRule] = &[
+    NotifyRule { syscall: "chmod",     mode_arg: 1, reason: "open a shared host file to other local users", only_on: Some(Arch::X86_64) },
+    NotifyRule { syscall: "fchmod",    mode_arg: 1, reason: "open a shared host file to other local users", only_on: None },
+    NotifyRule { syscall: "fchmodat",  mode_arg: 2, reason: "open a shared host file to other local users", only_on: None },
+    NotifyRule { syscall: "fchmodat2", mode_arg: 2, reason: "open a shared host file to other local users", only_on: None },
+];
+
+/// Builds the notifying filter ([`NOTIFY_RULES`]) for `arch`: the build script compiles it
+/// ahead of time, and the init loads it over the main filter with a listener for its
+/// supervisor. Without a listener the kernel answers a notifying call `ENOSYS`: closed.
+pub fn build_notify_filter_for(arch: Arch) -> Result<ScmpFilterContext, SeccompError> {
+    let mut filter = new_context()?;
+    if ScmpArch::native() != arch.scmp() {
+        attribute("the target architecture", filter.add_arch(arch.scmp()))?;
+        attribute(
+            "the build host's architecture",
+            filter.remove_arch(ScmpArch::native()),
+        )?;
+    }
+    for rule in NOTIFY_RULES {
+        if rule.only_on.is_some_and(|only| only != arch) {
+            continue;
+        }
+        let syscall = resolve(rule.syscall, arch)?;
+        // One filter rule per bit, OR'ed: a filter comparison tests one masked value.
+        for bit in (0..u64::BITS).map(|shift| 1_u64 << shift) {
+            if SHARED_MODE_BITS & bit == 0 {
+                continue;
+            }
+            let compare = ScmpArgCompare::new(rule.mode_arg, ScmpCompareOp::MaskedEqual(bit), bit);
+            filter
+                .add_rule_conditional_exact(ScmpAction::Notify, syscall, &[compare])
+                .map_err(|source| SeccompError::AddRule {
+                    syscall: rule.syscall,
+                    source,
+                })?;
+        }
+    }
+    Ok(filter)
+}
+
 /// Syscalls newer than the libseccomp some distributions ship. From number 424 on, every
 /// architecture shares one numbering (`include/uapi/asm-generic/unistd.h`), so one number
 /// serves both x86_64 and aarch64.

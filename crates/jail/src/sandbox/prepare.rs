@@ -99,6 +99,8 @@ pub(super) struct Ends {
     pub egress: Option<OwnedFd>,
     pub service: Option<OwnedFd>,
     pub layer: Option<OwnedFd>,
+    /// The listener of the filter whose mode changes this side judges.
+    pub modes: Option<OwnedFd>,
 }
 
 /// Everything before the clone, in the order the host sees it.
@@ -241,6 +243,7 @@ pub(super) fn prepare(
         service: child_ends.service,
         tty_channel: child_ends.tty,
         layer_channel: child_ends.layer,
+        modes_channel: child_ends.modes,
     };
     Ok(Prepared {
         mode,
@@ -285,6 +288,7 @@ struct ChildEnds {
     egress: Option<OwnedFd>,
     service: Option<OwnedFd>,
     layer: Option<OwnedFd>,
+    modes: Option<OwnedFd>,
 }
 
 /// The go-ahead and report pipes, and the socket pairs `wanted`.
@@ -297,6 +301,8 @@ fn channels(wanted: Wanted) -> Result<(InitEnds, Ends, ChildEnds), JailError> {
     let (egress, egress_child) = pair_if(wanted.egress, "create the egress socket pair")?;
     let (service, service_child) = pair_if(wanted.service, "create the spawn channel")?;
     let (layer, layer_child) = pair_if(wanted.layer, "create the layer's socket pair")?;
+    // Always: every sandbox's mode changes are judged (see `crate::modes`).
+    let (modes, modes_child) = pair_if(true, "create the mode listener's socket pair")?;
     Ok((
         InitEnds { go_rd, rep_wr },
         Ends {
@@ -306,12 +312,14 @@ fn channels(wanted: Wanted) -> Result<(InitEnds, Ends, ChildEnds), JailError> {
             egress,
             service,
             layer,
+            modes,
         },
         ChildEnds {
             tty: tty_child,
             egress: egress_child,
             service: service_child,
             layer: layer_child,
+            modes: modes_child,
         },
     ))
 }
@@ -322,10 +330,16 @@ impl Ends {
         [self.go_wr.as_raw_fd(), self.rep_rd.as_raw_fd()]
             .into_iter()
             .chain(
-                [&self.tty, &self.egress, &self.service, &self.layer]
-                    .into_iter()
-                    .flatten()
-                    .map(|fd| fd.as_raw_fd()),
+                [
+                    &self.tty,
+                    &self.egress,
+                    &self.service,
+                    &self.layer,
+                    &self.modes,
+                ]
+                .into_iter()
+                .flatten()
+                .map(|fd| fd.as_raw_fd()),
             )
     }
 }

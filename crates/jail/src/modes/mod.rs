@@ -1,0 +1,311 @@
+//! Mode changes that would open a file to the host's other users, judged
+//! by the sandbox's supervisor on the host (see [`rule`] for the rule).
+//!
+//! The init loads a second seccomp filter ([`crate::seccomp::NOTIFY_RULES`])
+//! over the main one, with a listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`),
+//! and hands the listener to its supervisor over a socket pair before
+//! anything of the sandbox runs; it keeps no copy. A `chmod`, `fchmod`,
+//! `fchmodat` or `fchmodat2` whose mode carries a group or other bit then
+//! waits in the kernel while one thread of the supervisor ([`watch`])
+//! finds the file as the caller would (its descriptor, or its path from its
+//! root and working directory: [`walk`]), judges it, makes the change
+//! itself on that descriptor with the caller's file-system identity (so the
+//! kernel still checks ownership through the share's view and read-only
+//! mounts), and answers with the result. Nothing is ever let through to be
+//! done again by path (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`), which the
+//! sandbox could swap between the check and the use.
+//!
+//! Closed when anything is missing: a notifying call with nobody listening
+//! fails (`ENOSYS`, the kernel's answer), and so does one this module
+//! cannot judge. Modes without group or other bits (`0600`, `0700`) never
+//! leave the kernel.
+
+mod caller;
+pub mod rule;
+mod walk;
+
+use caller::Caller;
+use libseccomp::{notify_id_valid, ScmpNotifReq, ScmpNotifResp, ScmpNotifRespFlags};
+use rustix::io::Errno;
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use walk::{Base, Named};
+
+/// The notifying filter ([`crate::seccomp::NOTIFY_RULES`]) for the target
+/// architecture, compiled by the build script (empty where warden has no
+/// filter).
+pub const NOTIFY_PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-notify.bpf"));
+
+/// `fchmodat2`'s number, the same on x86_64 and aarch64.
+const SYS_FCHMODAT2: i64 = 452;
+/// How many files' taken-away bits one run remembers.
+const REMEMBERED: usize = 65_536;
+
+/// In the init, after the main filter: load the notifying filter and hand
+/// its listener to the supervisor over `channel`. Where the kernel gives
+/// no listener the filter is loaded without one, and the calls it would
+/// put to the supervisor fail (`ENOSYS`); the supervisor, receiving no
+/// listener, says so.
+pub(crate) fn install_in_init(channel: Option<&OwnedFd>) -> Result<(), String> {
+    match load(true) {
+        Ok(Some(listener)) => {
+            let sent = match channel {
+                Some(c) => crate::sys::send_fds(c, &[listener.as_raw_fd()])
+                    .map_err(|e| format!("cannot hand the mode listener to the supervisor: {e}")),
+                None => Ok(()),
+            };
+            // The init keeps no copy: a process of the sandbox holding it
+            // could answer its own calls.
+            drop(listener);
+            sent
+        }
+        Ok(None) | Err(_) => load(false)
+            .map(drop)
+            .map_err(|e| format!("cannot load the seccomp mode filter: {e}")),
+    }
+}
+
+/// Load [`NOTIFY_PROGRAM`], with a listener when `listen`.
+fn load(listen: bool) -> Result<Option<OwnedFd>, Errno> {
+    const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
+    const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_uint = 1 << 3;
+    let filter = crate::sys::sock_filters(NOTIFY_PROGRAM).ok_or(Errno::INVAL)?;
+    let len = libc::c_ushort::try_from(filter.len()).map_err(|_| Errno::INVAL)?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    let flags = if listen {
+        SECCOMP_FILTER_FLAG_NEW_LISTENER
+    } else {
+        0
+    };
+    // SAFETY: `prog` points at `filter`, a live array of exactly `len`
+    // instructions that outlives the call; the kernel copies the program.
+    // With the listener flag the kernel returns a new descriptor, owned
+    // here from then on.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            flags,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if rc < 0 {
+        return Err(Errno::from_raw_os_error(
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL),
+        ));
+    }
+    if !listen {
+        return Ok(None);
+    }
+    let fd = i32::try_from(rc).map_err(|_| Errno::INVAL)?;
+    // SAFETY: the kernel just installed this descriptor for this process;
+    // nothing else owns it.
+    Ok(Some(unsafe {
+        <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+    }))
+}
+
+/// Judge the sandbox's mode changes on one thread until every process of
+/// it is gone. `channel` brings the listener from the init; files born
+/// at or after `since` (the sandbox's start, on the coarse real-time
+/// clock file systems stamp births with) are the sandbox's own.
+pub(crate) fn watch(channel: OwnedFd, since: (i64, u32)) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("warden-modes".into())
+        .stack_size(256 * 1024)
+        .spawn(move || serve(channel, since))
+        .map(drop)
+}
+
+/// The start of the sandbox, as [`watch`] takes it.
+pub(crate) fn now() -> (i64, u32) {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    (t.tv_sec, u32::try_from(t.tv_nsec).unwrap_or(0))
+}
+
+fn serve(channel: OwnedFd, since: (i64, u32)) {
+    let listener = match crate::sys::recv_fds(&channel, 1).map(|mut v| v.pop()) {
+        Ok(Some(l)) => l,
+        // The init failed before (it says why on its report pipe), or the
+        // kernel gave it no listener: those calls then fail in the sandbox.
+        _ => {
+            tracing::debug!("no mode listener from the sandbox: opening modes fail (ENOSYS)");
+            return;
+        }
+    };
+    drop(channel);
+    let mut judge = Judge {
+        since,
+        taken: HashMap::new(),
+    };
+    let mut failures = 0;
+    while readable(&listener) {
+        let Ok(req) = ScmpNotifReq::receive(listener.as_raw_fd()) else {
+            // The caller went away between the wake-up and the receipt.
+            failures += 1;
+            if failures > 1000 {
+                return;
+            }
+            continue;
+        };
+        failures = 0;
+        let answer = judge.call(&listener, &req);
+        let resp = match answer {
+            Ok(()) => ScmpNotifResp::new_val(req.id, 0, ScmpNotifRespFlags::empty()),
+            Err(e) => {
+                ScmpNotifResp::new_error(req.id, -e.raw_os_error(), ScmpNotifRespFlags::empty())
+            }
+        };
+        // A caller killed meanwhile is no longer waiting: nothing to do.
+        let _ = resp.respond(listener.as_raw_fd());
+    }
+}
+
+/// Wait for a notification; false once no process uses the filter.
+fn readable(listener: &OwnedFd) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    loop {
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {
+                let got = fds[0].revents().unwrap_or(PollFlags::POLLNVAL);
+                if got.contains(PollFlags::POLLIN) {
+                    return true;
+                }
+                if got.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) {
+                    return false;
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// What one run remembers between calls.
+struct Judge {
+    since: (i64, u32),
+    /// Group and other bits taken away through this rule, by file
+    /// (device, inode, birth), to be given back.
+    taken: HashMap<(u32, u32, u64, i64, u32), u32>,
+}
+
+/// How the change is made on the descriptor found.
+enum Apply {
+    /// `fchmod` on the caller's own open file.
+    Open,
+    /// A path's file, found as an `O_PATH` descriptor.
+    Path,
+}
+
+impl Judge {
+    fn call(&mut self, listener: &OwnedFd, req: &ScmpNotifReq) -> Result<(), Errno> {
+        let nr = i64::from(req.data.syscall.as_raw_syscall());
+        let args = req.data.args;
+        let caller = Caller::open(req.pid)?;
+        valid(listener, req.id)?;
+        caller.assume()?;
+        let (target, mode, apply) = match nr {
+            libc::SYS_fchmod => (caller.take_fd(args[0])?, args[1], Apply::Open),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_chmod => {
+                let path = caller.read_path(args[0])?;
+                let named = Named {
+                    base: Base::Cwd,
+                    path: &path,
+                    follow: true,
+                    empty_is_base: false,
+                };
+                (walk::resolve(&caller, &named)?, args[1], Apply::Path)
+            }
+            libc::SYS_fchmodat | SYS_FCHMODAT2 => {
+                let flags = if nr == SYS_FCHMODAT2 {
+                    args[3] as u32 as i32
+                } else {
+                    0
+                };
+                if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
+                    return Err(Errno::INVAL);
+                }
+                let path = caller.read_path(args[1])?;
+                let dirfd = args[0] as u32 as i32;
+                let named = Named {
+                    base: if dirfd == libc::AT_FDCWD {
+                        Base::Cwd
+                    } else {
+                        Base::Fd(args[0])
+                    },
+                    path: &path,
+                    follow: flags & libc::AT_SYMLINK_NOFOLLOW == 0,
+                    empty_is_base: flags & libc::AT_EMPTY_PATH != 0,
+                };
+                (walk::resolve(&caller, &named)?, args[2], Apply::Path)
+            }
+            _ => return Err(Errno::NOSYS),
+        };
+        // The descriptors were taken from the caller, not a successor.
+        valid(listener, req.id)?;
+        self.change(&target, mode as u32, apply)
+    }
+
+    /// Judge and make the change on `target`.
+    fn change(&mut self, target: &OwnedFd, mode: u32, apply: Apply) -> Result<(), Errno> {
+        use rustix::fs::{statx, AtFlags, StatxFlags};
+        let st = statx(
+            target.as_fd(),
+            "",
+            AtFlags::EMPTY_PATH,
+            StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::INO | StatxFlags::BTIME,
+        )?;
+        let born = (st.stx_btime.tv_sec, st.stx_btime.tv_nsec);
+        let own = st.stx_mask & StatxFlags::BTIME.bits() != 0 && born >= self.since;
+        let key = (
+            st.stx_dev_major,
+            st.stx_dev_minor,
+            st.stx_ino,
+            born.0,
+            born.1,
+        );
+        let current = u32::from(st.stx_mode);
+        if current & libc::S_IFMT == libc::S_IFLNK {
+            // A link's own mode cannot be changed.
+            return Err(Errno::OPNOTSUPP);
+        }
+        let seen = rule::Seen {
+            mode: current,
+            own,
+            given_back: self.taken.get(&key).copied().unwrap_or(0),
+        };
+        if !rule::may_set(seen, mode) {
+            return Err(Errno::PERM);
+        }
+        let new = rustix::fs::Mode::from_bits_truncate(mode & 0o7777);
+        match apply {
+            Apply::Open => rustix::fs::fchmod(target, new)?,
+            // The file the descriptor holds, through the supervisor's own
+            // table: a path nobody else can change.
+            Apply::Path => rustix::fs::chmodat(
+                rustix::fs::CWD,
+                format!("/proc/self/fd/{}", target.as_raw_fd()),
+                new,
+                AtFlags::empty(),
+            )?,
+        }
+        let taken = rule::taken_away(current, mode);
+        if taken != 0 && (self.taken.len() < REMEMBERED || self.taken.contains_key(&key)) {
+            *self.taken.entry(key).or_insert(0) |= taken;
+        }
+        Ok(())
+    }
+}
+
+/// The notification still stands: its caller is alive and waiting, so
+/// what was opened in its name is its.
+fn valid(listener: &OwnedFd, id: u64) -> Result<(), Errno> {
+    notify_id_valid(listener.as_raw_fd(), id).map_err(|_| Errno::NOENT)
+}
