@@ -17,10 +17,18 @@
 //!   an entry names it.
 //! - The loader, granted, can be run directly (`ld.so PROGRAM`): it then
 //!   maps PROGRAM with `mmap(PROT_EXEC)`, which Landlock does not govern.
-//!   What it may map is cut by the mount layout instead: the directories of
-//!   programs and every writable place are mounted `noexec` (the kernel
-//!   refuses executable mappings from them), with each allowed program
-//!   bound back, executable, over itself.
+//!   What it may map is cut two ways. The directories of programs
+//!   ([`PROGRAM_DIRS`]) keep their mount, and their programs that the list
+//!   does not name get no Landlock right at all, not even to be read
+//!   ([`crate::landlock`]): the loader cannot open them, and each refusal,
+//!   of an exec or of that open, is Landlock's, so it is logged. Every
+//!   writable place is mounted `noexec` (the kernel refuses executable
+//!   mappings from it): what the sandbox writes must stay readable to it,
+//!   so only the mount can keep it from being mapped as code.
+//! - The order of the kernel's checks decides what is recorded: a mount's
+//!   `noexec` is checked in `may_open`, before the file-open hook where
+//!   Landlock decides, so an exec refused by the mount never reaches
+//!   Landlock and leaves no record (see docs/allow-exec.md).
 
 use nix::mount::{mount, MsFlags};
 use nix::sys::statvfs::{statvfs, FsFlags};
@@ -30,8 +38,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The directories where a system keeps its programs (not its libraries):
-/// mounted `noexec` under an allowlist, so that the loader run directly
-/// cannot map a program from them. Libraries stay mappable where they are.
+/// under an allowlist their other programs can be neither executed nor
+/// read (so the loader run directly cannot map them). Libraries stay
+/// mappable where they are.
 pub const PROGRAM_DIRS: &[&str] = &[
     "/usr/bin",
     "/usr/sbin",
@@ -261,20 +270,19 @@ fn interpreter_of(b: &[u8]) -> Option<PathBuf> {
     None
 }
 
-/// Make the directories of programs and `writable` unmappable as code
-/// (`noexec`), with each allowed program beneath them bound back over
-/// itself, executable. Needs the init's mount namespace and its privilege
-/// there: called before the privileges drop.
+/// Make every writable place unmappable as code (`noexec`). The program
+/// directories are not sealed by the mount: their other programs are
+/// refused by Landlock, which logs it (a `noexec` mount would refuse an
+/// exec first, silently). An allowed program beneath a sealed place (a
+/// read-only bind) is bound back over itself, executable. Needs the init's
+/// mount namespace and its privilege there: called before the privileges
+/// drop.
 pub fn seal(allowed: &Allowed, writable: &[PathBuf]) -> Result<(), ExecRuleError> {
     refuse_writable(allowed, writable)?;
     let mut places: Vec<PathBuf> = Vec::new();
-    for d in PROGRAM_DIRS
-        .iter()
-        .map(PathBuf::from)
-        .chain(writable.iter().cloned())
-    {
-        // A link (`/bin` -> `usr/bin`) is sealed where it leads.
-        let Ok(real) = std::fs::canonicalize(&d) else {
+    for d in writable.iter() {
+        // A link is sealed where it leads.
+        let Ok(real) = std::fs::canonicalize(d) else {
             continue;
         };
         if real.is_dir() && !places.contains(&real) {

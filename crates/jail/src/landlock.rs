@@ -7,7 +7,11 @@
 //!
 //! With an exec allowlist (`process.allow_exec`, see [`crate::exec_rules`])
 //! the execute right is taken from every rule and granted back to the
-//! allowed files alone: the whole tree stays readable, and only they run.
+//! allowed files alone, and the program directories' other programs lose
+//! the read right too ([`carve`]): the loader cannot map what it cannot
+//! open, and Landlock, not the mount, makes (and logs) each refusal.
+
+mod carve;
 
 use landlock::{
     Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -104,8 +108,17 @@ pub fn restrict_exec(
                 source,
             })
     };
+    // With an allowlist, the program directories' other programs are not
+    // even readable (see `carve`); without one, one rule per root.
+    let sealed = match executable {
+        Some(_) => carve::sealed_dirs(writable),
+        None => Vec::new(),
+    };
+    let file_rights = AccessFs::from_file(ABI_TARGET);
     for p in readable {
-        add(p, read)?;
+        for (path, access) in carve::rules(p, read, file_rights, &sealed) {
+            add(&path, access)?;
+        }
     }
     for p in writable {
         add(p, all)?;

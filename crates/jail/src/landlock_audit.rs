@@ -18,9 +18,11 @@
 //! never changes the host's audit settings.
 //!
 //! What it does not see: a refusal that is not Landlock's. An exec of a
-//! file on a `noexec` mount (the sealed program directories and every
-//! writable place of [`crate::exec_rules::seal`]) is refused by the mount
-//! before any security module is asked, and leaves no record here.
+//! file on a `noexec` mount (every writable place, sealed by
+//! [`crate::exec_rules::seal`]) is refused by the mount in `may_open`,
+//! before the file-open hook where Landlock decides, and leaves no record
+//! here. The program directories are therefore not sealed by the mount:
+//! their other programs are Landlock's to refuse (see `landlock::carve`).
 
 use nix::errno::Errno;
 use nix::sys::socket::{
@@ -72,6 +74,19 @@ impl Refusal {
     /// An exec the allowlist refused.
     pub fn is_exec(&self) -> bool {
         self.blockers.split(',').any(|b| b == "fs.execute")
+    }
+
+    /// A program of a program directory that the allowlist refused to
+    /// open at all: how the loader run directly (`ld.so /usr/bin/curl`)
+    /// is stopped (see `landlock::carve`). Only an allowlist makes such a
+    /// file unreadable, so its refusal is the allowlist's.
+    pub fn is_sealed_program(&self) -> bool {
+        self.blockers.split(',').any(|b| b == "fs.read_file")
+            && self.path.as_ref().is_some_and(|p| {
+                crate::exec_rules::PROGRAM_DIRS
+                    .iter()
+                    .any(|d| p.starts_with(d))
+            })
     }
 }
 

@@ -114,6 +114,7 @@ fn workspace(r: &Runner) -> TempDir {
         r.own(&p);
     };
     put("curl-copy", &std::fs::read("/usr/bin/curl").unwrap());
+    put("echo-copy", &std::fs::read("/usr/bin/echo").unwrap());
     put("hello.sh", b"#!/bin/sh\necho shell script ran\n");
     put(
         "tool.py",
@@ -275,6 +276,7 @@ fn inside_the_sandbox_an_allowed_python3_cannot_execute_anything_else() {
         for line in [
             "curl: refused 13",
             "sh -c: refused 13",
+            "read curl: refused 13",
             "copy in /tmp: refused 13",
             "copy in the workspace: refused 13",
             "loader with curl: not run",

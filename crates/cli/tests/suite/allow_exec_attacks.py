@@ -35,7 +35,14 @@ def through_loader(name, program):
 
 attempt("curl", ["/usr/bin/curl", "--version"])
 attempt("sh -c", ["/bin/sh", "-c", "echo shell ran"])
-shutil.copy("/usr/bin/curl", "/tmp/curl-copy")
+# A program directory's other programs cannot even be read (so the loader
+# cannot map them); the copies come from the workspace.
+try:
+    open("/usr/bin/curl", "rb").read(4)
+    print("read curl: read")
+except PermissionError as e:
+    print(f"read curl: refused {e.errno}")
+shutil.copy("/workspace/curl-copy", "/tmp/curl-copy")
 os.chmod("/tmp/curl-copy", 0o755)
 attempt("copy in /tmp", ["/tmp/curl-copy", "--version"])
 attempt("copy in the workspace", ["/workspace/curl-copy", "--version"])
@@ -45,7 +52,7 @@ through_loader("loader with a copy", "/tmp/curl-copy")
 # A memfd that could be executed is refused outright.
 try:
     fd = os.memfd_create("elf", 0)
-    os.write(fd, open("/usr/bin/echo", "rb").read())
+    os.write(fd, open("/workspace/echo-copy", "rb").read())
     pid = os.fork()
     if pid == 0:
         try:
@@ -60,7 +67,7 @@ except PermissionError as e:
 # One sealed against execution can be made, and not executed.
 MFD_NOEXEC_SEAL = 0x0008
 fd = os.memfd_create("elf", MFD_NOEXEC_SEAL)
-os.write(fd, open("/usr/bin/echo", "rb").read())
+os.write(fd, open("/workspace/echo-copy", "rb").read())
 try:
     os.fchmod(fd, 0o755)
 except OSError:

@@ -68,10 +68,12 @@ pub(super) struct Supervision {
     pub(super) refusals: Option<crate::landlock_audit::AuditWatch>,
 }
 
-/// A refusal of the allowlist inside, as its event; other refusals of the
-/// domain (a write, a read) are not this record's.
+/// A refusal of the allowlist inside, as its event: an exec, or the open
+/// of a program directory's program that only the allowlist makes
+/// unreadable (the loader run directly); other refusals of the domain (a
+/// write, a read elsewhere) are not this record's.
 pub(super) fn refusal_event(r: crate::landlock_audit::Refusal) -> Option<warden_audit::EventKind> {
-    r.is_exec().then(|| warden_audit::EventKind::ExecRefused {
+    (r.is_exec() || r.is_sealed_program()).then(|| warden_audit::EventKind::ExecRefused {
         program: r.path,
         rule: "allow_exec".into(),
         by: "landlock".into(),

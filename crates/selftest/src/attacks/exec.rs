@@ -88,10 +88,12 @@ fn exec_loader(_: &[String]) -> Finding {
     let Some(loader) = LOADERS.iter().find(|l| std::path::Path::new(l).exists()) else {
         return contained("no dynamic loader in the sandbox");
     };
-    // `true` exits 0 only if it ran: the loader must fail to map it.
+    // `true` exits 0 only if it ran: the loader must fail to open it
+    // (Landlock: a program directory's other programs are unreadable) or
+    // to map it.
     match quiet(loader).arg("/bin/true").status() {
         Ok(s) if s.success() => escaped(format!("{loader} ran /bin/true")),
-        Ok(s) => contained(format!("{loader} could not map /bin/true ({s})")),
+        Ok(s) => contained(format!("{loader} could not open or map /bin/true ({s})")),
         Err(e) => contained(format!("execve({loader}): {e}")),
     }
 }
