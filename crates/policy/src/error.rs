@@ -130,8 +130,13 @@ pub enum Problem {
     BadVolume { entry: String, why: &'static str },
     #[error("{entry:?}: {why}; name a program by its path inside the sandbox (/usr/bin/git), a directory of programs, a glob (/usr/bin/python3*) or a name looked up on the sandbox's PATH (git)")]
     BadExecRule { entry: String, why: String },
-    #[error("is enforced by the process backend's Landlock rules, which a VM's guest does not apply; use `isolation process`")]
-    ExecRulesNeedProcess,
+    /// An allowlist under an isolation that would not enforce it: refused,
+    /// never a run without the rule the caller asked for.
+    #[error("is not enforced under `isolation {isolation}`: {why}; use `isolation process`, or leave the allowlist out")]
+    ExecRulesNeedProcess {
+        isolation: &'static str,
+        why: &'static str,
+    },
 }
 
 impl Problem {
@@ -192,7 +197,7 @@ impl Problem {
             Problem::BadGlob { .. } => "bad_glob",
             Problem::BadVolume { .. } => "bad_volume",
             Problem::BadExecRule { .. } => "bad_exec_rule",
-            Problem::ExecRulesNeedProcess => "exec_rules_need_process",
+            Problem::ExecRulesNeedProcess { .. } => "exec_rules_need_process",
         }
     }
 

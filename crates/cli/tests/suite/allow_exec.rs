@@ -425,3 +425,69 @@ fn an_allowed_file_the_sandbox_can_write_is_refused_before_anything_runs() {
         }
     }
 }
+
+#[test]
+fn an_allowlist_under_gvisor_or_a_vm_is_refused_at_every_door_naming_the_isolation() {
+    // The command line: the flag, and the isolation by its own flag.
+    for iso in ["gvisor", "vm"] {
+        let o = Command::new(warden_bin())
+            .args(["run", "--no-tty", "--isolation", iso])
+            .args(["--allow-exec", "sh", "--", "true"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(code(&o), 125, "{iso}: {e}");
+        assert!(
+            e.contains("--allow-exec")
+                && e.contains(&format!("--isolation {iso}"))
+                && e.contains("--isolation process"),
+            "{iso}: {e}"
+        );
+    }
+    // A profile: its file, line and column.
+    let dir = TempDir::new("allow-exec-isolation");
+    let profile = dir.path().join("p.yaml");
+    std::fs::write(
+        &profile,
+        "isolation: gvisor\nprocess:\n  allow_exec: [sh]\n",
+    )
+    .unwrap();
+    let o = Command::new(warden_bin())
+        .args(["run", "--no-tty", "--profile", profile.to_str().unwrap()])
+        .args(["--", "true"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(code(&o), 125, "{e}");
+    assert!(
+        e.contains(&format!("{}:3:", profile.display()))
+            && e.contains("process.allow_exec")
+            && e.contains("gVisor"),
+        "{e}"
+    );
+    // The API: its JSON pointer and reason code, and nothing created.
+    if !crate::common::daemon::curl_available() {
+        return skip("no curl to speak to the daemon");
+    }
+    let d = crate::common::daemon::Daemon::start(dir.path(), false);
+    for iso in ["gvisor", "vm"] {
+        let body = serde_json::json!({ "name": format!("ae-{iso}"),
+            "spec": { "isolation": iso, "process": { "allow_exec": ["sh"] } } });
+        let (status, r) =
+            crate::common::daemon::call(&d, "POST", "/v1/sandboxes", Some(&body.to_string()), None);
+        assert!(status == 400 || status == 422, "{iso}: {status} {r}");
+        assert!(
+            r.contains("/process/allow_exec")
+                && r.contains("exec_rules_need_process")
+                && r.contains(&format!("/isolation {iso}")),
+            "{iso}: {r}"
+        );
+    }
+    let (_, list) = crate::common::daemon::call(&d, "GET", "/v1/sandboxes", None, None);
+    assert!(
+        !list.contains("ae-"),
+        "a refused sandbox was created: {list}"
+    );
+}

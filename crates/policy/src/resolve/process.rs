@@ -15,9 +15,22 @@ pub(super) fn allow_exec(layer: &Layer, isolation: Isolation) -> Result<Vec<Stri
     for e in &entries {
         check_entry(e)?;
     }
-    if !entries.is_empty() && isolation != Isolation::Process {
-        // Never a silent run without the allowlist the caller asked for.
-        return Err(Field::AllowExec.invalid(Problem::ExecRulesNeedProcess));
+    // Never a silent run without the allowlist the caller asked for: it is
+    // Landlock's execute right on the host's kernel, applied by the
+    // process backend's init.
+    let unenforced = match isolation {
+        Isolation::Process => None,
+        Isolation::Gvisor => Some((
+            "gvisor",
+            "the sandbox's programs are executed by gVisor's own kernel, which applies no Landlock rules",
+        )),
+        Isolation::Vm => Some((
+            "vm",
+            "the sandbox's programs are executed by the guest's kernel, and the guest's init applies no exec allowlist",
+        )),
+    };
+    if let (false, Some((isolation, why))) = (entries.is_empty(), unenforced) {
+        return Err(Field::AllowExec.invalid(Problem::ExecRulesNeedProcess { isolation, why }));
     }
     Ok(entries)
 }
