@@ -6,7 +6,9 @@
 
 mod copies;
 
-pub use copies::{create_from_snapshot, delete_snapshot, fork, snapshot, snapshots, Owner};
+pub use copies::{
+    create_from_snapshot, delete_snapshot, fork, no_copy_meanwhile, snapshot, snapshots, Owner,
+};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -364,6 +366,9 @@ pub fn resume(sb: &Sandbox, by: &str) -> Result<(), LifecycleError> {
 /// Stop a running sandbox: SIGTERM to its processes, SIGKILL after
 /// `grace`; returns once its supervisor is gone.
 pub fn stop(sb: &Sandbox, grace: Duration) -> Result<(), LifecycleError> {
+    // A fork or snapshot being made of it finishes first: a stop takes
+    // away what the copy reads (its mounted layer).
+    let _no_copy = no_copy_meanwhile(sb)?;
     let pid = Connection::open(&control(sb))?.stop(grace)?;
     if !client::wait_gone(pid, grace + Duration::from_secs(10)) {
         return Err(LifecycleError::DidNotStop {
@@ -385,6 +390,7 @@ pub fn remove(store: &Store, name: &str, force: bool) -> Result<(), LifecycleErr
                 name: name.to_string(),
             });
         }
+        // `stop` waits for a copy being made to finish.
         match stop(&sb, Duration::from_secs(10)) {
             // It ended on its own meanwhile.
             Err(LifecycleError::Client(ClientError::NotRunning { .. })) => {}
@@ -404,6 +410,9 @@ pub fn remove(store: &Store, name: &str, force: bool) -> Result<(), LifecycleErr
             Ok(()) => {}
         }
     }
+    // A fork or snapshot of it being made finishes first: its files are
+    // not pulled from under the copy.
+    let _no_copy = no_copy_meanwhile(&sb)?;
     let own = own_workspace(store, name);
     let owned = std::fs::canonicalize(&own).is_ok_and(|o| o == sb.meta().workspace);
     // A supervisor that was just stopped may hold the sandbox's lock for

@@ -649,6 +649,8 @@ pub fn snapshot(store: &Store, args: SnapshotArgs) -> anyhow::Result<u8> {
 pub fn restore(store: &Store, name: &str, label: &str) -> anyhow::Result<u8> {
     let sb = store.get(name)?;
     let lock = sb.lock()?;
+    // A fork or snapshot being made of it copies the layer as it was.
+    let _no_copy = warden_runtime::lifecycle::no_copy_meanwhile(&sb)?;
     lock.restore(label)?;
     let recorded = record(&sb, "restore", Vec::new(), label.to_string());
     println!("sandbox {name} is back at snapshot {label}");

@@ -60,3 +60,75 @@ fn saves_made_at_once_never_give_one_token_more_snapshots_than_it_may_keep() {
         .unwrap_or(0);
     assert_eq!(partial, 0);
 }
+
+/// A removal that comes while a fork of the sandbox is being copied waits
+/// for the copy: the fork is made whole (or refused cleanly), never
+/// answered with an internal error about files pulled from under it.
+#[test]
+fn a_fork_raced_by_the_removal_of_its_source_is_made_whole_and_the_removal_waits() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("fork-vs-delete");
+    let d = Daemon::start(state.path(), true);
+    let token = crate::common::daemon::api_token(
+        &d,
+        "racer",
+        &["sandboxes:read", "sandboxes:write", "exec"],
+        None,
+    );
+    let t = |method: &str, path: &str, body: Option<&str>| {
+        call_on(&d, true, method, path, body, Some(&token))
+    };
+    let (s, b) = t("POST", "/v1/sandboxes", Some(r#"{"name":"src"}"#));
+    assert_eq!(s, 201, "{b}");
+    // Enough files that the copy takes a while.
+    let (s, b) = t(
+        "POST",
+        "/v1/sandboxes/src/exec",
+        Some(
+            r#"{"shell":"mkdir -p /workspace/d && cd /workspace/d && i=0; while [ $i -lt 3000 ]; do echo $i > f$i; i=$((i+1)); done; head -c 30000000 /dev/urandom > /workspace/big"}"#,
+        ),
+    );
+    assert_eq!(s, 200, "{b}");
+    let t0 = std::time::Instant::now();
+    let (fork, removal) = std::thread::scope(|scope| {
+        let fork = scope.spawn(|| {
+            let r = t("POST", "/v1/sandboxes/src/fork", Some(r#"{"count":2}"#));
+            eprintln!("fork answered after {:?}", t0.elapsed());
+            r
+        });
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let removal = t("DELETE", "/v1/sandboxes/src", None);
+        eprintln!("removal answered after {:?}", t0.elapsed());
+        (fork.join().unwrap(), removal)
+    });
+    assert!(
+        matches!(fork.0, 201 | 404 | 409),
+        "the fork was answered {} {}",
+        fork.0,
+        fork.1
+    );
+    assert!(
+        matches!(removal.0, 200 | 204),
+        "{} {}",
+        removal.0,
+        removal.1
+    );
+    if fork.0 == 201 {
+        // Each fork has the whole tree.
+        for name in ["src-fork-1", "src-fork-2"] {
+            let (s, b) = t(
+                "POST",
+                &format!("/v1/sandboxes/{name}/exec"),
+                Some(r#"{"shell":"ls /workspace/d | wc -l; wc -c < /workspace/big"}"#),
+            );
+            assert_eq!(s, 200, "{b}");
+            let out = json(&b)["stdout"].as_str().unwrap_or_default().to_string();
+            assert!(
+                out.contains("3000") && out.contains("30000000"),
+                "{name}: {out}"
+            );
+        }
+    }
+}

@@ -79,18 +79,26 @@ struct Held<'a> {
 /// The lock that makes one sandbox's copies one at a time.
 const COPY_LOCK: &str = ".copy.lock";
 
+/// Wait until no copy of `sb` is being made, and keep others from
+/// starting one while the returned file is open: taken by each copy, and
+/// by what would pull the files from under one (a removal, a restore of
+/// the layer).
+pub fn no_copy_meanwhile(sb: &Sandbox) -> Result<std::fs::File, LifecycleError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = sb.dir().join(COPY_LOCK);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|f| f.lock().map(|()| f))
+        .map_err(|source| LifecycleError::Create { path, source })
+}
+
 impl<'a> Held<'a> {
     fn pause(sb: &'a Sandbox, why: &str) -> Result<Held<'a>, LifecycleError> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = sb.dir().join(COPY_LOCK);
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .and_then(|f| f.lock().map(|()| f))
-            .map_err(|source| LifecycleError::Create { path, source })?;
+        let lock = no_copy_meanwhile(sb)?;
         let held = |resume| Held {
             sb,
             resume,
