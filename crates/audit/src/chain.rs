@@ -692,6 +692,7 @@ pub fn verify(path: &Path) -> Result<Verdict, ChainError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use super::*;
     use crate::EventKind;

@@ -187,6 +187,7 @@ impl EventSink for JsonLinesSink {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use super::*;
 

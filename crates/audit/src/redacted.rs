@@ -38,6 +38,7 @@ pub(crate) mod text {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use crate::chain::ChainedLog;
     use crate::{Event, EventKind, EventSink};

@@ -347,6 +347,7 @@ pub fn may_name_profile(name: &str, trust: Trust) -> Result<(), Refusal> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use super::*;
     use crate::fields::FIELDS;

@@ -301,6 +301,7 @@ pub fn check<'a>(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use super::*;
     use crate::compose::{compose, Catalog, Layer, BUILTIN_PRESETS, BUILTIN_PROFILES};

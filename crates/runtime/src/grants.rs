@@ -316,6 +316,7 @@ impl EventSink for GrantsSink {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use super::*;
 

@@ -171,7 +171,7 @@ pub fn create(
         Err((e, made)) => {
             if req.workspace.is_none() {
                 if made {
-                    let _ = std::fs::remove_dir_all(&own);
+                    let _ = warden_workspace::fsutil::remove_tree(&own);
                 } else {
                     let _ = std::fs::remove_dir(&own);
                 }

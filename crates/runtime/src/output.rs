@@ -557,6 +557,7 @@ fn pump(budget: &OutputBudget, note: &Note, stream: usize, pipe: OwnedFd, file: 
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use super::*;
 

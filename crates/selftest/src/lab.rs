@@ -107,7 +107,7 @@ pub struct Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = warden_workspace::fsutil::remove_tree(&self.dir);
     }
 }
 

@@ -103,7 +103,7 @@ pub fn probe(base: &Config) -> bool {
             true
         }
         Err(_) => {
-            let _ = std::fs::remove_dir_all(&cfg.run_dir);
+            let _ = warden_workspace::fsutil::remove_tree(&cfg.run_dir);
             false
         }
     }

@@ -306,7 +306,7 @@ fn sweep_runs(run: &std::path::Path) {
             })
         };
         if pid.is_some_and(|p| !alive(p)) {
-            let _ = std::fs::remove_dir_all(e.path());
+            let _ = warden_workspace::fsutil::remove_tree(&e.path());
         }
     }
 }

@@ -259,7 +259,7 @@ impl Live {
                 }
             }
             (Op::Discard, State::OnDisk(dir)) => {
-                let _ = std::fs::remove_dir_all(dir);
+                let _ = warden_workspace::fsutil::remove_tree(dir);
                 (Ok("discarded"), After::End)
             }
             (Op::Discard, State::Running) => (Ok("running"), After::Serve),
@@ -380,7 +380,7 @@ impl Drop for Live {
     /// channel closed) is not brought back: its saved state goes.
     fn drop(&mut self) {
         if let State::OnDisk(dir) = &self.state {
-            let _ = std::fs::remove_dir_all(dir);
+            let _ = warden_workspace::fsutil::remove_tree(dir);
         }
     }
 }

@@ -771,7 +771,7 @@ impl Machine {
         let _ = self.child.kill();
         let _ = self.child.wait();
         crate::fsd::end(&mut self.fsd, Duration::ZERO);
-        let _ = std::fs::remove_dir_all(self.run_dir.join("root"));
+        let _ = warden_workspace::fsutil::remove_tree(&self.run_dir.join("root"));
         // Nothing left for the drop to remove.
         self.run_dir = PathBuf::new();
     }
@@ -788,7 +788,7 @@ impl Drop for Machine {
         let _ = self.child.wait();
         crate::fsd::end(&mut self.fsd, Duration::ZERO);
         if !self.run_dir.as_os_str().is_empty() {
-            let _ = std::fs::remove_dir_all(&self.run_dir);
+            let _ = warden_workspace::fsutil::remove_tree(&self.run_dir);
         }
     }
 }
@@ -1262,9 +1262,9 @@ impl Drop for Pending {
             let _ = c.kill();
             let _ = c.wait();
             if self.keep_dir {
-                let _ = std::fs::remove_dir_all(self.run_dir.join("root"));
+                let _ = warden_workspace::fsutil::remove_tree(&self.run_dir.join("root"));
             } else {
-                let _ = std::fs::remove_dir_all(&self.run_dir);
+                let _ = warden_workspace::fsutil::remove_tree(&self.run_dir);
             }
         }
         crate::fsd::end(&mut self.fsd, Duration::ZERO);

@@ -256,7 +256,7 @@ mod tests {
 
     fn tmp(tag: &str) -> PathBuf {
         let p = std::env::temp_dir().join(format!("warden-beneath-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
+        let _ = crate::fsutil::remove_tree(&p);
         fs::create_dir_all(&p).unwrap();
         p
     }
@@ -284,7 +284,7 @@ mod tests {
         );
         assert!(t.file(Path::new("f")).is_ok());
         assert_eq!(t.lstat(Path::new("missing/x")).unwrap().map(|_| ()), None);
-        let _ = fs::remove_dir_all(&top);
-        let _ = fs::remove_dir_all(&outside);
+        let _ = crate::fsutil::remove_tree(&top);
+        let _ = crate::fsutil::remove_tree(&outside);
     }
 }

@@ -7,7 +7,7 @@
 //! ones a sandbox wrote.
 
 use crate::beneath::Tree;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, XattrFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, XattrFlags};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
@@ -125,7 +125,7 @@ pub(crate) fn remove_at(parent: &OwnedFd, name: &OsStr, shown: &Path) -> Result<
     if st.st_mode & 0o700 != 0o700 {
         chmod_entry(parent, name, 0o700).map_err(err)?;
     }
-    let top = open_dir(parent, name).map_err(|e| err(e.into()))?;
+    let top = open_below(parent, name).map_err(err)?;
     empty_dir(top).map_err(err)?;
     match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
@@ -166,10 +166,18 @@ pub(crate) fn chmod_entry(parent: &impl AsFd, name: &OsStr, mode: u32) -> io::Re
 }
 
 /// Empty the directory held by `top`, from descriptor to descriptor.
+/// A directory below is entered only on the same mount
+/// (`RESOLVE_NO_XDEV`, which bind mounts trip too) and never through a
+/// link: a mount found below (a VM's or gVisor's run directory can hold
+/// one) is left whole and the removal fails, rather than emptying
+/// another file system. Each `..` on the way back is checked to be the
+/// directory the walk came down from: a tree moved while it is removed
+/// is not followed out of it.
 fn empty_dir(top: OwnedFd) -> io::Result<()> {
     let mut cur = top;
-    // The names of the directories descended into, from the top down.
-    let mut names: Vec<OsString> = Vec::new();
+    // The directories descended into, from the top down: each one's name
+    // in its parent and its parent's identity.
+    let mut names: Vec<(OsString, (u64, u64))> = Vec::new();
     loop {
         let mut subdirs = Vec::new();
         for entry in rustix::fs::Dir::read_from(&cur)? {
@@ -198,18 +206,49 @@ fn empty_dir(top: OwnedFd) -> io::Result<()> {
             if st.st_mode & 0o700 != 0o700 {
                 chmod_entry(&cur, &name, 0o700)?;
             }
-            cur = open_dir(&cur, &name)?;
-            names.push(name);
+            let here = identity(&cur)?;
+            cur = open_below(&cur, &name)?;
+            names.push((name, here));
             continue;
         }
-        let Some(name) = names.pop() else { break };
+        let Some((name, parent)) = names.pop() else {
+            break;
+        };
         cur = open_dir(&cur, OsStr::new(".."))?;
+        if identity(&cur)? != parent {
+            return Err(io::Error::other(
+                "the tree was moved while it was removed; what is left of it stays",
+            ));
+        }
         match rustix::fs::unlinkat(&cur, &name, AtFlags::REMOVEDIR) {
             Ok(()) | Err(Errno::NOENT) => {}
             Err(e) => return Err(e.into()),
         }
     }
     Ok(())
+}
+
+/// The device and inode of the directory held by `fd`.
+fn identity(fd: &impl AsFd) -> io::Result<(u64, u64)> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// The directory `name` of `parent`, on the same mount, not through a link.
+fn open_below(parent: &impl AsFd, name: &OsStr) -> io::Result<OwnedFd> {
+    rustix::fs::openat2(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_XDEV,
+    )
+    .map_err(|e| match e {
+        Errno::XDEV => {
+            io::Error::other("a mount is below it; warden removes no other file system's files")
+        }
+        e => e.into(),
+    })
 }
 
 /// Write the contents of `from` into the empty `to`: a reflink when the file
@@ -490,16 +529,50 @@ fn copy_xattrs_at(from: &Tree, src_rel: &Path, parent: &OwnedFd, name: &OsStr) -
     Ok(())
 }
 
-/// Bytes held by the tree the sandbox can write at `path` (regular files'
-/// sizes), or `u64::MAX` when it cannot be measured: a quota that reads
-/// this fails closed rather than taking an unreadable tree as empty.
-/// See [`tree_bytes`].
+/// The least a host file system spends on an entry of any kind (one block
+/// of ext4 or xfs, and an inode): an empty file, a directory or a link
+/// costs the host that much, whatever the tmpfs it was made in charged.
+pub const ENTRY_BYTES: u64 = 4096;
+
+/// What one entry costs the host's disk, priced as the host pays it: its
+/// allocated blocks or its apparent size in whole blocks, whichever is more
+/// (a sparse file counts whole: a copy may fill it), at least
+/// [`ENTRY_BYTES`] whatever its kind, plus its name's entry in its parent
+/// directory (`name_len` bytes and ext4's 8-byte header, rounded to 4).
+/// Every measure of what a tree costs the host (a token's disk quota, a
+/// snapshot's bound, a volume's or a cache's merge) prices entries with
+/// this one function, so that none of them is free: counting regular
+/// files' bytes alone let a sandbox grow a volume by millions of empty
+/// files, directories and long names at no charge.
+pub fn entry_cost(st: &rustix::fs::Stat, name_len: usize) -> u64 {
+    let blocks = u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512);
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    let whole = size.div_ceil(ENTRY_BYTES).saturating_mul(ENTRY_BYTES);
+    let held = match FileType::from_raw_mode(st.st_mode) {
+        // What the entry's size says it may hold once copied.
+        FileType::RegularFile | FileType::Directory | FileType::Symlink => blocks.max(whole),
+        _ => blocks,
+    };
+    held.max(ENTRY_BYTES).saturating_add(name_cost(name_len))
+}
+
+/// What a name of `len` bytes takes in its directory: ext4's entry, an
+/// 8-byte header and the name, rounded up to 4 bytes.
+pub fn name_cost(len: usize) -> u64 {
+    u64::try_from(len).unwrap_or(u64::MAX).saturating_add(8 + 3) & !3
+}
+
+/// What the tree the sandbox can write at `path` costs the host's disk
+/// (every entry below it priced by [`entry_cost`]), or `u64::MAX` when it
+/// cannot be measured: a quota that reads this fails closed rather than
+/// taking an unreadable tree as empty. See [`tree_bytes`].
 pub fn tree_size(path: &Path) -> u64 {
     tree_bytes(path).unwrap_or(u64::MAX)
 }
 
-/// Bytes held by the tree the sandbox can write at `path`; `Some(0)` when
-/// nothing is there, `None` when some directory of it cannot be read.
+/// What the tree the sandbox can write at `path` costs the host's disk
+/// (see [`tree_size`]); `Some(0)` when nothing is there, `None` when some
+/// directory of it cannot be read.
 ///
 /// The walk goes from directory descriptor to directory descriptor
 /// (`openat(parent, name, O_NOFOLLOW)`, `..` on the way back) with an
@@ -515,9 +588,8 @@ pub fn tree_bytes(path: &Path) -> Option<u64> {
         Err(_) => return None,
     };
     match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => return Some(u64::try_from(st.st_size).unwrap_or(0)),
         FileType::Directory => {}
-        _ => return Some(0),
+        _ => return Some(entry_cost(&st, 0)),
     }
     let top = open_dir(&rustix::fs::CWD, path.as_os_str()).ok()?;
     size_walk(top)
@@ -530,8 +602,8 @@ struct Level {
     pending: Vec<OsString>,
 }
 
-/// Read the directory `dir`: add its files' sizes to `total` and answer
-/// its level.
+/// Read the directory `dir`: add what each of its entries costs to `total`
+/// and answer its level.
 fn read_level(dir: &OwnedFd, total: &mut u64) -> Option<Level> {
     let st = rustix::fs::fstat(dir).ok()?;
     let mut pending = Vec::new();
@@ -542,12 +614,9 @@ fn read_level(dir: &OwnedFd, total: &mut u64) -> Option<Level> {
             Err(Errno::NOENT) => continue,
             Err(_) => return None,
         };
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile => {
-                *total = total.saturating_add(u64::try_from(st.st_size).unwrap_or(0))
-            }
-            FileType::Directory => pending.push(name),
-            _ => {}
+        *total = total.saturating_add(entry_cost(&st, name.len()));
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+            pending.push(name);
         }
     }
     Some(Level {

@@ -165,7 +165,7 @@ mod tests {
     #[test]
     fn gitignore_rules_are_gits_own() {
         let root = std::env::temp_dir().join(format!("warden-ignored-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let _ = crate::fsutil::remove_tree(&root);
         std::fs::create_dir_all(root.join("sub/deep")).unwrap();
         std::fs::create_dir_all(root.join(".git/info")).unwrap();
         std::fs::write(root.join(".gitignore"), "*.log\nbuild/\n!keep.log\n").unwrap();
@@ -184,6 +184,6 @@ mod tests {
         assert!(yes(&mut ig, "secret-notes", false));
         assert!(!yes(&mut ig, "src/main.rs", false));
         assert!(!yes(&mut ig, ".git/hooks/pre-commit", false));
-        let _ = std::fs::remove_dir_all(&root);
+        let _ = crate::fsutil::remove_tree(&root);
     }
 }

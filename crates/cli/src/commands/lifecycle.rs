@@ -382,7 +382,7 @@ pub fn run_through_exec(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8
     struct Gone(PathBuf);
     impl Drop for Gone {
         fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+            let _ = warden_workspace::fsutil::remove_tree(&self.0);
         }
     }
     let _gone = Gone(state.clone());

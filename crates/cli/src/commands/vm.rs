@@ -124,7 +124,7 @@ fn install(dry_run: bool, deb: Option<PathBuf>) -> anyhow::Result<u8> {
     // there, and a VM starting meanwhile never sees half a tree.
     let work = parent.join(format!(".kernel-install-{}", std::process::id()));
     let result = fetch_and_unpack(&plan, deb.as_deref(), &work);
-    let _ = std::fs::remove_dir_all(&work);
+    let _ = warden_workspace::fsutil::remove_tree(&work);
     let release = result?;
     println!(
         "the guest kernel is now {release} ({}); `warden vm kernel` reports it",

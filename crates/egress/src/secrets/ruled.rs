@@ -393,6 +393,7 @@ pub(super) use ask::Grant;
 pub use ask::ASKED_ALWAYS;
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests;
 
 /// Headers by which a client asks a server to take a request as another

@@ -931,6 +931,7 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use super::super::{placeholder, Secret};
     use super::*;

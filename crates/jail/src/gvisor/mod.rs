@@ -407,7 +407,7 @@ impl Dir {
         let base = state_dir().ok_or(GvisorError::NoStateDir)?.join("gvisor");
         let n = RUNS.fetch_add(1, Ordering::Relaxed);
         let path = base.join(format!("{}-{}-{n}", container_id(id), std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
+        let _ = warden_workspace::fsutil::remove_tree(&path);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -422,7 +422,7 @@ impl Dir {
 
 impl Drop for Dir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = warden_workspace::fsutil::remove_tree(&self.0);
     }
 }
 

@@ -85,7 +85,7 @@ pub fn probe() -> Usability {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let result = run_bounded(cmd, PROBE_TIMEOUT);
-    let _ = std::fs::remove_dir_all(&root);
+    let _ = warden_workspace::fsutil::remove_tree(&root);
     match result {
         Ok(()) => Usability::Usable { path, version },
         Err(why) => Usability::Unusable { path, why },

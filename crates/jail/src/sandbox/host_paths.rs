@@ -219,6 +219,7 @@ pub(super) fn resolve_host_path(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod trust_tests {
     use super::*;
 

@@ -107,6 +107,7 @@ fn copy_bounded(mut from: std::fs::File, mut to: std::fs::File, bound: u64) {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests {
     use super::*;
 

@@ -191,7 +191,7 @@ fn supervise(
     let stored: Stored = state::read_json(&dir.join(state::STORED))?;
     // A VM's memory saved by a pause to disk whose supervisor was killed:
     // this start boots anew, and nothing resumes that state any more.
-    let _ = std::fs::remove_dir_all(dir.join(pause::VM_PAUSED));
+    let _ = warden_workspace::fsutil::remove_tree(&dir.join(pause::VM_PAUSED));
     open_sinks(&stored, &mut sinks)?;
     let socket_path = dir.join(state::CONTROL);
     let listener = listen(&socket_path)?;
