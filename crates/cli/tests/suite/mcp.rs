@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 type Client = RunningService<RoleClient, ()>;
 
+mod ask_scope;
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

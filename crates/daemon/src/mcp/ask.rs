@@ -14,6 +14,13 @@ impl Session {
     /// Put the ask-mode questions of sandbox `id` to the client as they
     /// come; a client that cannot take elicitation requests gets them
     /// denied at once, and the model is told why.
+    ///
+    /// A caller whose token may make sandboxes but not answer approvals
+    /// (no `approvals` scope) is never asked: the answer would not be
+    /// its to give. Its sandbox's questions wait where whoever may answer
+    /// sees them (the owner's dashboard, `warden egress`, a token with
+    /// that scope), and the model is told of each that it waits for an
+    /// approval this caller cannot give ([`Session::tell_of_questions`]).
     pub(super) fn watch_questions(
         &self,
         id: String,
@@ -31,18 +38,14 @@ impl Session {
                     return;
                 };
                 let session = Session { shared };
-                let list: Result<crate::api::ApprovalList, Refused> = session
-                    .api()
-                    .json(
-                        &who,
-                        Method::GET,
-                        &format!("/v1/approvals?sandbox={}", enc(&id)),
-                        Send::None,
-                    )
-                    .await;
-                let list = match list {
+                let list = match session.questions(&who, &id).await {
                     Ok(l) => l,
                     Err(e) if e.status == 404 => return,
+                    Err(e) if e.status == 403 => {
+                        drop(session);
+                        Session::tell_of_questions(weak, id, e.message).await;
+                        return;
+                    }
                     Err(e) => {
                         session.note(format!(
                             "ask-mode questions of sandbox {id} cannot be answered: {} (they are denied when they time out)",
@@ -71,12 +74,7 @@ impl Session {
                             1 << 16,
                         )
                         .await;
-                    // A request an ask rule holds is named by its line:
-                    // its name is allowed already, that request is asked.
-                    let target = match &q.request {
-                        Some(r) => format!("send {r} to {}:{}", q.name, q.port),
-                        None => format!("connect to {}:{}", q.name, q.port),
-                    };
+                    let target = target_of(&q);
                     match (answered, note) {
                         (Ok(_), Some(why)) => session.note(format!(
                             "sandbox {id} asked to {target}; it was denied: {why}"
@@ -96,6 +94,75 @@ impl Session {
                 }
             }
         })
+    }
+
+    /// The questions of sandbox `id` that wait now, as `who` may see them.
+    async fn questions(
+        &self,
+        who: &Identity,
+        id: &str,
+    ) -> Result<crate::api::ApprovalList, Refused> {
+        self.api()
+            .json(
+                who,
+                Method::GET,
+                &format!("/v1/approvals?sandbox={}", enc(id)),
+                Send::None,
+            )
+            .await
+    }
+
+    /// For a caller that may not answer approvals: tell the model of each
+    /// question sandbox `id` (one this session made) puts, and that it
+    /// waits for someone who may answer. The questions are read as the
+    /// owner, of this one sandbox only, and never answered here: the
+    /// caller learns what its own sandbox asked, nothing of any other.
+    async fn tell_of_questions(weak: std::sync::Weak<super::Shared>, id: String, why: String) {
+        let mut seen: HashSet<String> = HashSet::new();
+        if let Some(shared) = weak.upgrade() {
+            Session { shared }.note(format!(
+                "sandbox {id} asks before it connects where its policy does not let it, and this caller may not answer its questions ({why}): each waits for whoever may answer approvals (the owner's dashboard or `warden egress`, or a token with the approvals scope), and a connection it holds waits with it until then or until the question times out (denied)"
+            ));
+        }
+        loop {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            let session = Session { shared };
+            if !session.state().sandboxes.contains_key(&id) {
+                return;
+            }
+            let list = match session.questions(&Identity::owner(), &id).await {
+                Ok(l) => l,
+                // Gone, or no longer readable: nothing more to tell.
+                Err(_) => return,
+            };
+            for q in list.approvals {
+                if !seen.insert(q.id.clone()) {
+                    continue;
+                }
+                let left = q
+                    .deadline_ms
+                    .saturating_sub(warden_runtime::state::now_ms())
+                    / 1000;
+                session.note(format!(
+                    "sandbox {id} asked to {}; the question waits for an approval this caller cannot give, and unanswered it is denied in {left} s",
+                    target_of(&q)
+                ));
+            }
+            drop(session);
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// What a question asks, as the model is told: a request an ask rule
+/// holds is named by its line (its name is allowed already, that request
+/// is asked).
+fn target_of(q: &crate::api::Approval) -> String {
+    match &q.request {
+        Some(r) => format!("send {r} to {}:{}", q.name, q.port),
+        None => format!("connect to {}:{}", q.name, q.port),
     }
 }
 
