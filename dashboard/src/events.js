@@ -49,6 +49,13 @@ function describe(e, rows) {
       return { group: 'processes', label: 'exit', tone: e.status === 0 ? 'info' : 'warn', text: `#${e.exec} exited ${e.signal ? `on signal ${e.signal}` : `with ${e.status}`} after ${e.duration_ms} ms` };
     case 'created':
       return { group: 'processes', label: 'created', tone: 'info', text: `sandbox configured: ${e.command.join(' ')}${e.workspace ? ` over ${e.workspace}` : ''}${e.rootless ? ' (rootless)' : ''}` };
+    // A program the exec allowlist refused inside, as a refused name is
+    // shown: a denial, with what would have allowed it (the option's JSON
+    // path and the entry, in the API's words).
+    case 'exec_refused':
+      return { group: 'processes', label: 'deny', tone: 'deny', text: `exec ${e.program || 'of an unnamed file'}: refused by ${e.rule} (${e.by})`, remedy: e.program ? `allowed by /process/allow_exec: ${e.program}` : null };
+    case 'exec_refused_aggregated':
+      return { group: 'processes', label: 'deny ×', tone: 'deny', text: `${e.count} more exec refusals of ${e.program || 'other programs'} by ${e.rule}` };
     case 'api_denied':
       return { group: 'violations', label: 'refused', tone: 'deny', text: `${e.method} ${e.route}: ${e.reason}` };
     case 'ttl_changed':

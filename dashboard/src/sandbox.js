@@ -88,7 +88,8 @@ export function sandboxPage(root, id, tab) {
       const s = await api('GET', `/v1/sandboxes/${enc(id)}`);
       if (!alive) return;
       // The daemon's counts, from the sandbox's whole audit log.
-      denied.textContent = s.denied_connections;
+      // Denied names and refused programs alike (the API counts each).
+      denied.textContent = s.denied_connections + (s.refused_execs ?? 0);
       violations.textContent = s.violations;
       samples.push({ t: Date.now(), memory: s.memory_bytes, egress: s.egress_bytes, processes: s.processes, cpu: s.cpu_usec });
       if (samples.length > 300) samples.shift();

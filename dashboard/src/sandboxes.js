@@ -91,7 +91,7 @@ export function sandboxesPage(root) {
       h('td', { class: 'num' }, cpuText(s)),
       h('td', { class: 'num' }, bytes(s.memory_bytes)),
       h('td', { class: 'num' }, bytes(s.egress_bytes)),
-      h('td', { class: 'num' }, s.denied_connections ?? '–'),
+      h('td', { class: 'num' }, s.denied_connections === undefined ? '–' : s.denied_connections + (s.refused_execs ?? 0)),
       h('td', { class: 'num' }, s.violations ?? '–'),
       h('td', { class: 'actions' },
         running

@@ -10,7 +10,9 @@
 //
 // The create form picks its profile from the daemon's list and its
 // options from the daemon's field table (GET /v1/fields); a denial of a
-// name already allowed proposes no entry for it again.
+// name already allowed proposes no entry for it again. A program an
+// exec allowlist refuses inside shows as a denial and is counted with
+// the denied names (where the host records such refusals).
 //
 // Run: WARDEN_BIN=target/debug/warden node dashboard/tests/e2e.mjs
 
@@ -647,6 +649,37 @@ try {
     await waitFor('pixels after taking over', async () => (await colours()) > 8, 20000);
   });
 
+  await scenario('a program the exec allowlist refuses inside shows as a denial, with what would allow it, and is counted', async () => {
+    // Recorded only where the kernel keeps a record (root, audit on,
+    // Landlock ABI 7): doctor says whether it does, and why not.
+    let doctor;
+    try {
+      doctor = JSON.parse(warden('doctor', '--json'));
+    } catch (e) {
+      doctor = JSON.parse(e.stdout || '{}');
+    }
+    const rec = doctor.exec_refusals;
+    if (!rec || !rec.recorded) {
+      console.log(`  skipped: ${rec ? rec.detail : 'doctor says nothing of exec refusals'}`);
+      return;
+    }
+    await call('POST', '/v1/sandboxes', { name: 'refuser', spec: { process: { allow_exec: ['sh'] } } });
+    await page.goto(`${base}/#/s/refuser`);
+    await page.locator('.filters span', { hasText: 'live' }).waitFor();
+    const r = await call('POST', '/v1/sandboxes/refuser/exec', { argv: ['sh', '-c', '/usr/bin/curl --version; echo status=$?'] });
+    if (!r.stdout.includes('status=126') || r.stdout.includes('libcurl')) throw new Error(`curl was not refused: ${JSON.stringify(r)}`);
+    const line = page.locator('.ev.deny', { hasText: '/usr/bin/curl' }).first();
+    await line.waitFor();
+    const said = await line.locator('.remedy').innerText();
+    if (!said.includes('/process/allow_exec') || said.includes('--')) throw new Error(`the remedy reads: ${said}`);
+    await page.locator('#denied-count', { hasText: '1' }).waitFor();
+    await page.goto(`${base}/#/`);
+    const cells = page.locator('tr[data-id=refuser] td');
+    await waitFor('the denied count in the table', async () => (await cells.nth(7).innerText()).trim() === '1');
+    await owner('POST', '/v1/sandboxes/refuser/stop', {}).catch(() => {});
+    await owner('DELETE', '/v1/sandboxes/refuser');
+  });
+
   await scenario('no Content-Security-Policy violation and no script error', async () => {
     if (problems.length) throw new Error(`the page reported: ${problems.join(' | ')}`);
   });
@@ -661,7 +694,7 @@ try {
   // Reported above.
 } finally {
   await browser.close().catch(() => {});
-  for (const sb of ['demo', 'asker', 'held', 'desk']) {
+  for (const sb of ['demo', 'asker', 'held', 'desk', 'refuser']) {
     try {
       warden('stop', '--time', '1s', sb);
     } catch {

@@ -78,6 +78,11 @@ pub struct SandboxInfo {
     /// audit log.
     #[serde(default)]
     pub denied_connections: u64,
+    /// Programs its exec allowlist refused inside it, from the kernel's
+    /// records in its audit log (`exec_refused` events; a host that keeps
+    /// no such record counts none: see `warden doctor`).
+    #[serde(default)]
+    pub refused_execs: u64,
     /// Other refusals its audit log records: a secret blocked on its way
     /// to the wrong host, a question denied or left unanswered, a commit
     /// refused.

@@ -317,6 +317,7 @@ impl App {
             cpu_usec: status.as_ref().and_then(|s| s.cpu_usec),
             backend,
             denied_connections: tally.denied,
+            refused_execs: tally.refused_execs,
             violations: tally.violations,
             degraded: tally.degraded,
         }

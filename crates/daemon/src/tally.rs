@@ -17,6 +17,9 @@ pub struct Tally {
     offset: u64,
     /// Connections and DNS queries the egress proxy denied.
     pub denied: u64,
+    /// Programs the exec allowlist refused inside (`exec_refused`, or a
+    /// window's count of them), counted as a denied name is.
+    pub refused_execs: u64,
     /// Other refusals (see [`counts`]).
     pub violations: u64,
     /// Layers of isolation lost (`degraded` events).
@@ -26,7 +29,8 @@ pub struct Tally {
 }
 
 /// Add what one event counts to `t`: a denied connection (or a window's
-/// count of them) to `denied`; any other event the audit log calls a
+/// count of them) to `denied`; a refused program (or a window's count) to
+/// `refused_execs`; any other event the audit log calls a
 /// denial (a blocked secret, a denied or unanswered question, a refused
 /// commit) to `violations`; a layer of isolation lost to `degraded` (the
 /// host's doing, not the sandbox's: a fresh rootless sandbox without a
@@ -36,6 +40,8 @@ pub fn counts(t: &mut Tally, e: &Event) {
         EventKind::Connection { allowed, .. } => t.denied += u64::from(!allowed),
         EventKind::ConnectionsAggregated { allowed, count, .. } if !allowed => t.denied += count,
         EventKind::ConnectionsNotRecorded { denied, .. } => t.denied += denied,
+        EventKind::ExecRefused { .. } => t.refused_execs += 1,
+        EventKind::ExecRefusedAggregated { count, .. } => t.refused_execs += count,
         EventKind::Degraded { .. } => t.degraded += 1,
         EventKind::SecretsAggregated { count, .. } if e.is_denial() => t.violations += count,
         EventKind::Created { rootless, .. } => t.rootless = Some(*rootless),
@@ -137,6 +143,26 @@ mod tests {
         writeln!(f, "{}", serde_json::to_string(&degraded).unwrap()).unwrap();
         let t = tallies.of(&path);
         assert_eq!((t.denied, t.violations, t.degraded), (3, 0, 1));
+        // A refused program, and a window's count of more, are refused
+        // programs, not other violations.
+        for kind in [
+            EventKind::ExecRefused {
+                program: Some("/usr/bin/curl".into()),
+                rule: "allow_exec".into(),
+                by: "landlock".into(),
+            },
+            EventKind::ExecRefusedAggregated {
+                program: Some("/usr/bin/curl".into()),
+                rule: "allow_exec".into(),
+                count: 4,
+                since_ms: 0,
+            },
+        ] {
+            let e = Event::now("sb", kind);
+            writeln!(f, "{}", serde_json::to_string(&e).unwrap()).unwrap();
+        }
+        let t = tallies.of(&path);
+        assert_eq!((t.refused_execs, t.violations), (5, 0));
         // A new log of the same name is read from its start.
         std::fs::write(
             &path,
