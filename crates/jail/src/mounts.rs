@@ -9,7 +9,7 @@
 mod inside;
 
 use crate::sys;
-use inside::{Kind, Spot};
+use inside::{Kind, Root, Spot};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::Mode;
@@ -238,10 +238,16 @@ fn set_attr(target: &Path, attrs: u64, recursive: bool) -> Result<(), MountError
 }
 
 /// [`set_attr`] on the mount now at `inside` (found again, beneath the
-/// new root, so the attributes land on the mount just made there).
-fn set_attr_inside(inside: &Path, attrs: u64, recursive: bool) -> Result<(), MountError> {
-    let top = inside::again(inside)?;
-    sys::mount_setattr_path(&cpath(&top.at())?, attrs, recursive).map_err(|source| {
+/// new root, so the attributes land on the mount just made there; set
+/// through the descriptor itself, with no path to walk again).
+fn set_attr_inside(
+    root: &Root,
+    inside: &Path,
+    attrs: u64,
+    recursive: bool,
+) -> Result<(), MountError> {
+    let top = root.again(inside)?;
+    sys::mount_setattr_fd(top.fd().as_fd(), attrs, recursive).map_err(|source| {
         MountError::ReadOnly {
             target: inside.to_path_buf(),
             source,
@@ -310,8 +316,8 @@ fn kind_of(src: &Path) -> Kind {
 
 /// Bind `src` (a path of the assembly's own tree) at `dst`, a place inside
 /// the new root made beneath it (see [`inside`]).
-fn bind(src: &Path, dst: &Path, writable: bool) -> Result<(), MountError> {
-    let spot = inside::make(dst, kind_of(src))?;
+fn bind(root: &Root, src: &Path, dst: &Path, writable: bool) -> Result<(), MountError> {
+    let spot = root.make(dst, kind_of(src))?;
     mount(
         Some(src),
         &spot.at(),
@@ -330,37 +336,40 @@ fn bind(src: &Path, dst: &Path, writable: bool) -> Result<(), MountError> {
     if !writable {
         attrs |= sys::MOUNT_ATTR_RDONLY;
     }
-    set_attr_inside(dst, attrs, true)
+    set_attr_inside(root, dst, attrs, true)
 }
 
 /// Assemble the sandbox's root and pivot into it. On return the process's
 /// root is the sandbox's and the host's tree is no longer reachable.
 pub fn build_root(plan: &mut RootPlan) -> Result<(), MountError> {
     enter_scratch()?;
-    match &mut plan.rootfs {
+    // One descriptor of the new root for every place below (see
+    // [`Root`]), taken once the root's own mount is there.
+    let root = match &mut plan.rootfs {
         Some(rootfs) => mount_rootfs(rootfs)?,
         None => mount_host_system()?,
-    }
-    mount_fresh(plan)?;
-    mount_binds(plan)?;
-    cover_hidden(&plan.binds, &plan.hidden)?;
+    };
+    mount_fresh(&root, plan)?;
+    mount_binds(&root, plan)?;
+    cover_hidden(&root, &plan.binds, &plan.hidden)?;
 
     if let Some(content) = &plan.resolv_conf {
-        provide_resolv_conf(content)?;
+        provide_resolv_conf(&root, content)?;
     }
     // The sandbox's own name resolves inside it (sudo, Java, many test
     // runners look it up, for both address families) without a question
     // to the resolver, whose refusal would read as a rule to add. A bind
     // the caller gave for the file (an OCI runtime's pod hosts file) wins.
     if !plan.binds.iter().any(|b| b.dst == Path::new("/etc/hosts")) {
-        provide_hosts(&plan.hostname)?;
+        provide_hosts(&root, &plan.hostname)?;
     }
     if let Some(user) = &plan.user {
-        provide_user(user, &plan.home)?;
+        provide_user(&root, user, &plan.home)?;
     }
     if let Some(trust) = plan.trust.take() {
-        provide_trust(trust, plan.rootfs.is_some())?;
+        provide_trust(&root, trust, plan.rootfs.is_some())?;
     }
+    drop(root);
     leave_host()
 }
 
@@ -407,7 +416,7 @@ fn enter_scratch() -> Result<(), MountError> {
 /// A prepared root tree as the new root (in root mode the supervisor's
 /// detached clone, else the path resolved again here), with the mount
 /// points the sandbox needs.
-fn mount_rootfs(rootfs: &mut RootfsPlan) -> Result<(), MountError> {
+fn mount_rootfs(rootfs: &mut RootfsPlan) -> Result<Root, MountError> {
     let newroot = Path::new(NEWROOT);
     match rootfs.tree.take() {
         Some(tree) => sys::move_mount_to(tree.as_fd(), &cpath(newroot)?).map_err(|source| {
@@ -430,16 +439,17 @@ fn mount_rootfs(rootfs: &mut RootfsPlan) -> Result<(), MountError> {
     }
     // The tree is the image author's: its own entries are made and found
     // beneath it, never through its links.
+    let root = Root::open()?;
     for d in ["/proc", "/dev", "/tmp"] {
-        inside::make(Path::new(d), Kind::Dir)?;
+        root.make(Path::new(d), Kind::Dir)?;
     }
-    Ok(())
+    Ok(root)
 }
 
 /// A root built from the host: a small tmpfs with the host's
 /// [`SYSTEM_DIRS`] bound read-only (their links kept as links), its
 /// `/etc` secrets hidden.
-fn mount_host_system() -> Result<(), MountError> {
+fn mount_host_system() -> Result<Root, MountError> {
     let newroot = Path::new(NEWROOT);
     do_mount(
         Some("tmpfs"),
@@ -449,6 +459,7 @@ fn mount_host_system() -> Result<(), MountError> {
         Some("size=1m,mode=0755"),
         "the root tmpfs",
     )?;
+    let root = Root::open()?;
     for dir in SYSTEM_DIRS {
         let host = under(OLDROOT, Path::new(dir));
         let inside = under(NEWROOT, Path::new(dir));
@@ -464,7 +475,7 @@ fn mount_host_system() -> Result<(), MountError> {
                     source,
                 })?;
             }
-            Ok(m) if m.is_dir() => bind(&host, Path::new(dir), false)?,
+            Ok(m) if m.is_dir() => bind(&root, &host, Path::new(dir), false)?,
             _ => {}
         }
     }
@@ -476,28 +487,29 @@ fn mount_host_system() -> Result<(), MountError> {
     symlink("/tmp", &var_tmp).map_err(|source| MountError::Create {
         path: var_tmp,
         source,
-    })
+    })?;
+    Ok(root)
 }
 
 /// The sandbox's own file systems: a fresh /proc, /dev, /tmp and, if
 /// asked, a tmpfs home.
-fn mount_fresh(plan: &RootPlan) -> Result<(), MountError> {
+fn mount_fresh(root: &Root, plan: &RootPlan) -> Result<(), MountError> {
     // A fresh /proc for the sandbox's own PID namespace. It must be mounted
     // while the host's /proc is still visible (the kernel refuses a new proc
     // mount in a user namespace otherwise).
     mount_on(
         Some("proc"),
-        &inside::make(Path::new("/proc"), Kind::Dir)?,
+        &root.make(Path::new("/proc"), Kind::Dir)?,
         Some("proc"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None,
         "a fresh /proc",
     )?;
-    build_dev(plan.tmp_size)?;
+    build_dev(root, plan.tmp_size)?;
     let tmp_opts = format!("size={},mode=1777", plan.tmp_size);
     mount_on(
         Some("tmpfs"),
-        &inside::make(Path::new("/tmp"), Kind::Dir)?,
+        &root.make(Path::new("/tmp"), Kind::Dir)?,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(&tmp_opts),
@@ -509,7 +521,7 @@ fn mount_fresh(plan: &RootPlan) -> Result<(), MountError> {
         // (history, global configuration, logs) stays in the sandbox.
         mount_on(
             Some("tmpfs"),
-            &inside::make(&plan.home, Kind::Dir)?,
+            &root.make(&plan.home, Kind::Dir)?,
             Some("tmpfs"),
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
             Some(&format!("size={},mode=0700", plan.tmp_size)),
@@ -522,7 +534,7 @@ fn mount_fresh(plan: &RootPlan) -> Result<(), MountError> {
 /// The plan's binds, each where it belongs: through an overlay, from the
 /// kept tmpfs of a sandbox with a disk limit (mounted first and detached
 /// once all are in place), or bound as it is.
-fn mount_binds(plan: &mut RootPlan) -> Result<(), MountError> {
+fn mount_binds(root: &Root, plan: &mut RootPlan) -> Result<(), MountError> {
     if let Some(kept) = plan.kept {
         plan.layer = Some(crate::kept::mount_tmpfs(kept)?);
     }
@@ -530,25 +542,25 @@ fn mount_binds(plan: &mut RootPlan) -> Result<(), MountError> {
     for b in &mut plan.binds {
         let dst = b.dst.clone();
         if let Some(ov) = b.overlay.take() {
-            mount_overlay(b, &ov, &dst)?;
+            mount_overlay(root, b, &ov, &dst)?;
             continue;
         }
         match b.kept {
             Some(crate::kept::KeptBind::Home) => {
-                mount_kept_home(b, &dst, kept_size)?;
+                mount_kept_home(root, b, &dst, kept_size)?;
                 continue;
             }
             Some(crate::kept::KeptBind::Cache(n)) => {
-                mount_cache(b, n, &dst)?;
+                mount_cache(root, b, n, &dst)?;
                 continue;
             }
             Some(crate::kept::KeptBind::Volume(n)) => {
-                mount_volume(b, n, &dst)?;
+                mount_volume(root, b, n, &dst)?;
                 continue;
             }
             None => {}
         }
-        mount_plain(b, &dst)?;
+        mount_plain(root, b, &dst)?;
     }
 
     if plan.layer.is_some() {
@@ -561,7 +573,7 @@ fn mount_binds(plan: &mut RootPlan) -> Result<(), MountError> {
 
 /// Bind `b` at `dst` as it is: in root mode the supervisor's detached
 /// (idmapped) clone, attached; else its path resolved again here.
-fn mount_plain(b: &mut BindPlan, dst: &Path) -> Result<(), MountError> {
+fn mount_plain(root: &Root, b: &mut BindPlan, dst: &Path) -> Result<(), MountError> {
     match b.tree.take() {
         Some(tree) => {
             // A bind of a single file gets a file to be mounted on.
@@ -569,7 +581,7 @@ fn mount_plain(b: &mut BindPlan, dst: &Path) -> Result<(), MountError> {
                 .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
                 .unwrap_or(true);
             let kind = if is_dir { Kind::Dir } else { Kind::File };
-            let spot = inside::make(dst, kind)?;
+            let spot = root.make(dst, kind)?;
             sys::move_mount_onto(tree.as_fd(), spot.fd().as_fd()).map_err(|source| {
                 MountError::AttachIdmapped {
                     target: b.dst.clone(),
@@ -580,11 +592,11 @@ fn mount_plain(b: &mut BindPlan, dst: &Path) -> Result<(), MountError> {
             if !b.writable {
                 attrs |= sys::MOUNT_ATTR_RDONLY;
             }
-            set_attr_inside(dst, attrs, true)
+            set_attr_inside(root, dst, attrs, true)
         }
         None => {
             let fd = resolve_again(&b.src)?;
-            bind(&fd_path(&fd), dst, b.writable)
+            bind(root, &fd_path(&fd), dst, b.writable)
         }
     }
 }
@@ -629,7 +641,12 @@ fn leave_host() -> Result<(), MountError> {
 /// outside the new root), `ov` the upper and work directories; with
 /// `--disk` the saved upper layer is restored into the sandbox's tmpfs and
 /// the overlay's layer is that copy.
-fn mount_overlay(b: &mut BindPlan, ov: &OverlayPlan, dst: &Path) -> Result<(), MountError> {
+fn mount_overlay(
+    root: &Root,
+    b: &mut BindPlan,
+    ov: &OverlayPlan,
+    dst: &Path,
+) -> Result<(), MountError> {
     let (lower, _keep) = attach_lower(b)?;
     let state_mount = Path::new("/overlay-state");
     let (upper, work) = match &ov.tree {
@@ -658,7 +675,7 @@ fn mount_overlay(b: &mut BindPlan, ov: &OverlayPlan, dst: &Path) -> Result<(), M
         }
         None => (upper, work),
     };
-    let spot = inside::make(dst, Kind::Dir)?;
+    let spot = root.make(dst, Kind::Dir)?;
     overlay_at(&lower, &upper, &work, &spot, "the workspace overlay")?;
     // The overlay holds its own references to its layers.
     detach_lower(&lower);
@@ -743,7 +760,7 @@ fn overlay_at(
 /// A named sandbox's kept home, with `--disk`: its saved copy (bind `b`'s
 /// source: in root mode a clone attached for the time of the copy) is
 /// restored into the sandbox's tmpfs, whose `home/` is bound at `dst`.
-fn mount_kept_home(b: &mut BindPlan, dst: &Path, size: u64) -> Result<(), MountError> {
+fn mount_kept_home(root: &Root, b: &mut BindPlan, dst: &Path, size: u64) -> Result<(), MountError> {
     let (saved, attached) = match b.tree.take() {
         Some(tree) => (attach_clone(&tree, &b.dst)?, true),
         None => (under(OLDROOT, &b.src), false),
@@ -752,16 +769,16 @@ fn mount_kept_home(b: &mut BindPlan, dst: &Path, size: u64) -> Result<(), MountE
     if attached {
         detach_lower(&saved);
     }
-    bind(&restored?, dst, true)
+    bind(root, &restored?, dst, true)
 }
 
 /// The `n`th package cache, with `--disk`: an overlay whose lower layer is
 /// the profile's shared cache (bind `b`'s source) and whose upper layer is
 /// in the sandbox's tmpfs, merged into the shared cache when it stops.
-fn mount_cache(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError> {
+fn mount_cache(root: &Root, b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError> {
     let (lower, _keep) = attach_lower(b)?;
     let (upper, work) = crate::kept::cache_dirs(n)?;
-    let spot = inside::make(dst, Kind::Dir)?;
+    let spot = root.make(dst, Kind::Dir)?;
     let made = overlay_at(&lower, &upper, &work, &spot, "a package cache");
     detach_lower(&lower);
     made
@@ -770,10 +787,10 @@ fn mount_cache(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError>
 /// The `n`th writable volume: an overlay of the volume's directory whose
 /// writes land in the kept tmpfs (within `--disk`), merged into the
 /// volume when the sandbox stops (see `crate::kept`).
-fn mount_volume(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError> {
+fn mount_volume(root: &Root, b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError> {
     let (lower, _keep) = attach_lower(b)?;
     let (upper, work) = crate::kept::volume_dirs(n)?;
-    let spot = inside::make(dst, Kind::Dir)?;
+    let spot = root.make(dst, Kind::Dir)?;
     let made = overlay_at(&lower, &upper, &work, &spot, "a volume");
     detach_lower(&lower);
     made
@@ -784,7 +801,11 @@ fn mount_volume(b: &mut BindPlan, n: usize, dst: &Path) -> Result<(), MountError
 /// and the bundle over the system's own bundle where the root has one (for
 /// programs that read no variable). A prepared root tree gets a tmpfs on
 /// its `/run` rather than a directory written into the host's copy.
-fn provide_trust(trust: crate::secrets::TrustFiles, prepared_root: bool) -> Result<(), MountError> {
+fn provide_trust(
+    root: &Root,
+    trust: crate::secrets::TrustFiles,
+    prepared_root: bool,
+) -> Result<(), MountError> {
     use std::os::unix::fs::FileExt;
     let read_all = |fd: OwnedFd, what: &str| -> Result<Vec<u8>, MountError> {
         let f = std::fs::File::from(fd);
@@ -816,7 +837,8 @@ fn provide_trust(trust: crate::secrets::TrustFiles, prepared_root: bool) -> Resu
         ),
     ];
     if prepared_root {
-        let run = inside::find(Path::new("/run"))?
+        let run = root
+            .find(Path::new("/run"))?
             .filter(|spot| spot.file_type() == Some(rustix::fs::FileType::Directory))
             .ok_or_else(|| MountError::MountPoint {
                 path: PathBuf::from("/run"),
@@ -838,11 +860,11 @@ fn provide_trust(trust: crate::secrets::TrustFiles, prepared_root: bool) -> Resu
             path: staged.to_path_buf(),
             source,
         })?;
-        bind(staged, inside, false)?;
+        bind(root, staged, inside, false)?;
     }
     let system = Path::new(crate::secrets::HOST_BUNDLE);
-    if inside::entry(system)? == Some(rustix::fs::FileType::RegularFile) {
-        bind(files[0].1, system, false)?;
+    if root.entry(system)? == Some(rustix::fs::FileType::RegularFile) {
+        bind(root, files[0].1, system, false)?;
     }
     Ok(())
 }
@@ -851,7 +873,7 @@ fn provide_trust(trust: crate::secrets::TrustFiles, prepared_root: bool) -> Resu
 /// host's file, or, where that is a link into a directory the sandbox does
 /// not have (`/run/systemd/resolve/...`), at the link's target, created in
 /// the sandbox's own root.
-fn provide_resolv_conf(content: &str) -> Result<(), MountError> {
+fn provide_resolv_conf(root: &Root, content: &str) -> Result<(), MountError> {
     let staged = Path::new("/.resolv.conf");
     std::fs::write(staged, content).map_err(|source| MountError::Create {
         path: staged.to_path_buf(),
@@ -861,13 +883,13 @@ fn provide_resolv_conf(content: &str) -> Result<(), MountError> {
     // The link's text is the tree's (an image's): it names a place inside
     // the new root, its `..` stopping at that root as in the sandbox, and
     // that place is made beneath the root, never through another link.
-    let target = match inside::entry(etc_entry)? {
+    let target = match root.entry(etc_entry)? {
         Some(rustix::fs::FileType::Symlink) => {
-            inside::link_target(Path::new("/etc"), &inside::read_link(etc_entry)?)
+            inside::link_target(Path::new("/etc"), &root.read_link(etc_entry)?)
         }
         _ => etc_entry.to_path_buf(),
     };
-    let spot = inside::make(&target, Kind::File)?;
+    let spot = root.make(&target, Kind::File)?;
     mount_on(
         Some(&staged.to_string_lossy()),
         &spot,
@@ -877,6 +899,7 @@ fn provide_resolv_conf(content: &str) -> Result<(), MountError> {
         "warden's resolv.conf",
     )?;
     set_attr_inside(
+        root,
         &target,
         sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
         false,
@@ -888,7 +911,7 @@ fn provide_resolv_conf(content: &str) -> Result<(), MountError> {
 /// no route out the sandbox has no use for them, and with egress every
 /// other name goes to warden's resolver). A hostname that is not a plain
 /// DNS name gets no line.
-fn provide_hosts(hostname: &str) -> Result<(), MountError> {
+fn provide_hosts(root: &Root, hostname: &str) -> Result<(), MountError> {
     let plain = !hostname.is_empty()
         && hostname.len() <= 253
         && hostname
@@ -905,12 +928,12 @@ fn provide_hosts(hostname: &str) -> Result<(), MountError> {
         source,
     })?;
     let target = Path::new("/etc/hosts");
-    let spot = match inside::entry(target)? {
-        Some(rustix::fs::FileType::RegularFile) => inside::again(target)?,
+    let spot = match root.entry(target)? {
+        Some(rustix::fs::FileType::RegularFile) => root.again(target)?,
         // A tree with no file there (or a link, which a bind would
         // follow): the tree's own is left as it is.
         Some(_) => return Ok(()),
-        None => match inside::make(target, Kind::File) {
+        None => match root.make(target, Kind::File) {
             Ok(spot) => spot,
             Err(MountError::Link { path }) => return Err(MountError::Link { path }),
             Err(_) => return Ok(()),
@@ -925,6 +948,7 @@ fn provide_hosts(hostname: &str) -> Result<(), MountError> {
         "warden's hosts file",
     )?;
     set_attr_inside(
+        root,
         target,
         sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
         false,
@@ -935,8 +959,8 @@ fn provide_hosts(hostname: &str) -> Result<(), MountError> {
 /// user and group under their given name (any entry of that name or ID
 /// taken out), bound read-only over the tree's own: `whoami`, `id`, `ls
 /// -l` and a shell's prompt say the name, and the home is the sandbox's.
-fn provide_user(user: &UserEntry, home: &Path) -> Result<(), MountError> {
-    let shell = if inside::seen(Path::new("/bin/bash")) {
+fn provide_user(root: &Root, user: &UserEntry, home: &Path) -> Result<(), MountError> {
+    let shell = if root.seen(Path::new("/bin/bash")) {
         "/bin/bash"
     } else {
         "/bin/sh"
@@ -953,8 +977,9 @@ fn provide_user(user: &UserEntry, home: &Path) -> Result<(), MountError> {
     for (file, entry, id) in [("passwd", passwd, user.uid), ("group", group, user.gid)] {
         let inside = Path::new("/etc").join(file);
         // Only a regular file of the tree is read, never through a link.
-        let regular = inside::entry(&inside)? == Some(rustix::fs::FileType::RegularFile);
-        let mut content = inside::read(&inside)?
+        let regular = root.entry(&inside)? == Some(rustix::fs::FileType::RegularFile);
+        let mut content = root
+            .read(&inside)?
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         content = without_entry(&content, &user.name, id);
@@ -965,7 +990,7 @@ fn provide_user(user: &UserEntry, home: &Path) -> Result<(), MountError> {
             source,
         })?;
         if regular {
-            bind(&staged, &inside, false)?;
+            bind(root, &staged, &inside, false)?;
         }
     }
     Ok(())
@@ -991,13 +1016,13 @@ fn without_entry(content: &str, name: &str, id: u32) -> String {
 /// Cover each of `hidden` (host paths) with an empty, unreadable,
 /// read-only stand-in wherever a bind shows it: a bind of `~` holds
 /// warden's state directory, which no sandbox may read.
-fn cover_hidden(binds: &[BindPlan], hidden: &[PathBuf]) -> Result<(), MountError> {
+fn cover_hidden(root: &Root, binds: &[BindPlan], hidden: &[PathBuf]) -> Result<(), MountError> {
     for h in hidden {
         for b in binds {
             let Ok(rest) = h.strip_prefix(&b.src) else {
                 continue;
             };
-            let Some(target) = inside::find(&b.dst.join(rest))? else {
+            let Some(target) = root.find(&b.dst.join(rest))? else {
                 continue;
             };
             if target.file_type() != Some(rustix::fs::FileType::Directory) {
@@ -1081,44 +1106,82 @@ const PTS_OPTIONS: &str = "newinstance,ptmxmode=0666,mode=0620,max=64";
 
 /// A minimal `/dev`: the harmless character devices bound from the host, a
 /// private devpts instance, a size-capped `/dev/shm`, and the usual links.
-fn build_dev(tmp_size: u64) -> Result<(), MountError> {
+fn build_dev(root: &Root, tmp_size: u64) -> Result<(), MountError> {
     mount_on(
         Some("tmpfs"),
-        &inside::make(Path::new("/dev"), Kind::Dir)?,
+        &root.make(Path::new("/dev"), Kind::Dir)?,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some("size=64k,mode=0755"),
         "the sandbox's /dev",
     )?;
-    // Below here the tmpfs just made, reached through its own descriptor.
-    let top = inside::again(Path::new("/dev"))?;
-    let dev = top.at();
+    // Below here the tmpfs just made, entered through its own descriptor:
+    // its names are warden's own, reached relative to it rather than each
+    // through the descriptor's magic link in /proc (a walk of /proc for
+    // every node costs more than the node).
+    let top = root.again(Path::new("/dev"))?;
+    rustix::process::fchdir(top.fd()).map_err(|e| MountError::MountPoint {
+        path: top.inside.clone(),
+        source: e.into(),
+    })?;
+    let filled = fill_dev(tmp_size);
+    // Back to the scratch root, whatever happened: every other path of
+    // the assembly is absolute, and nothing should run from inside /dev.
+    let back = std::env::set_current_dir("/").map_err(|source| MountError::MountPoint {
+        path: "/".into(),
+        source,
+    });
+    filled?;
+    back?;
+    // Nothing can be created in /dev itself afterwards.
+    set_attr_inside(root, Path::new("/dev"), sys::MOUNT_ATTR_RDONLY, false)
+}
+
+/// The contents of the sandbox's `/dev`, made in the working directory
+/// (its fresh tmpfs, entered by [`build_dev`]); errors name the places as
+/// the sandbox sees them.
+fn fill_dev(tmp_size: u64) -> Result<(), MountError> {
+    let inside = |name: &str| Path::new("/dev").join(name);
+    let mount_here = |src: &str, name: &str, fstype, flags, data, what: &str| {
+        mount(Some(src), name, fstype, flags, data).map_err(|source| MountError::Mount {
+            what: what.to_string(),
+            target: inside(name),
+            source,
+        })
+    };
+    let mkdir = |name: &str| {
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(name)
+            .map_err(|source| MountError::MountPoint {
+                path: inside(name),
+                source,
+            })
+    };
     for name in DEVICES {
         let src = Path::new(OLDROOT).join("dev").join(name);
-        let dst = dev.join(name);
         if !src.exists() {
             continue;
         }
-        std::fs::File::create(&dst).map_err(|source| MountError::MountPoint {
-            path: dst.clone(),
+        std::fs::File::create(name).map_err(|source| MountError::MountPoint {
+            path: inside(name),
             source,
         })?;
         // A device node cannot be executed or carry setuid bits; the bind
         // needs no further flags.
-        do_mount(
-            Some(&src.to_string_lossy()),
-            &dst,
+        mount_here(
+            &src.to_string_lossy(),
+            name,
             None,
             MsFlags::MS_BIND,
             None,
             "a device node",
         )?;
     }
-    let pts = dev.join("pts");
-    mkdir_p(&pts)?;
-    do_mount(
-        Some("devpts"),
-        &pts,
+    mkdir("pts")?;
+    mount_here(
+        "devpts",
+        "pts",
         Some("devpts"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         // `max`: terminals come from one pool for every devpts instance
@@ -1128,12 +1191,11 @@ fn build_dev(tmp_size: u64) -> Result<(), MountError> {
         Some(PTS_OPTIONS),
         "a private devpts",
     )?;
-    let shm = dev.join("shm");
-    mkdir_p(&shm)?;
+    mkdir("shm")?;
     let shm_opts = format!("size={tmp_size},mode=1777");
-    do_mount(
-        Some("tmpfs"),
-        &shm,
+    mount_here(
+        "tmpfs",
+        "shm",
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(&shm_opts),
@@ -1147,11 +1209,12 @@ fn build_dev(tmp_size: u64) -> Result<(), MountError> {
         ("stderr", "/proc/self/fd/2"),
     ];
     for (name, target) in links {
-        let p = dev.join(name);
-        symlink(OsStr::new(target), &p).map_err(|source| MountError::Create { path: p, source })?;
+        symlink(OsStr::new(target), name).map_err(|source| MountError::Create {
+            path: inside(name),
+            source,
+        })?;
     }
-    // Nothing can be created in /dev itself afterwards.
-    set_attr_inside(Path::new("/dev"), sys::MOUNT_ATTR_RDONLY, false)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -247,6 +247,37 @@ pub fn mount_setattr_path(path: &CStr, set: u64, recursive: bool) -> nix::Result
     Errno::result(rc).map(drop)
 }
 
+/// Set the mount attributes `set` on the mount whose root `fd` holds (an
+/// `O_PATH` descriptor is enough), and with `recursive` on every mount
+/// below it: [`mount_setattr_path`] without a path to look up again.
+pub fn mount_setattr_fd(fd: BorrowedFd<'_>, set: u64, recursive: bool) -> nix::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    let empty = c"";
+    // SAFETY: `fd` is open for the duration of the call, the path is the
+    // empty string with AT_EMPTY_PATH, and `attr` is a properly sized
+    // `struct mount_attr` that lives across the call and is only read.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            empty.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    Errno::result(rc).map(drop)
+}
+
 /// Make the detached mount tree `tree` idmapped through the user namespace
 /// `userns`: files are seen with their owners translated by its ID maps.
 pub fn idmap_tree(tree: BorrowedFd<'_>, userns: BorrowedFd<'_>) -> nix::Result<()> {

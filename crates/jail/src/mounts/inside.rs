@@ -59,18 +59,205 @@ fn resolve() -> ResolveFlags {
     ResolveFlags::IN_ROOT | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS
 }
 
-/// The new root as it is now (a descriptor taken again each time, so that
-/// file systems mounted since, such as `/tmp`, are seen).
-fn root() -> Result<OwnedFd, MountError> {
-    rustix::fs::open(
-        NEWROOT,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::empty(),
-    )
-    .map_err(|e| MountError::MountPoint {
-        path: PathBuf::from("/"),
-        source: e.into(),
-    })
+/// The new root, held by one descriptor for the whole assembly: every
+/// place is resolved from it.
+///
+/// It is opened once the new root's own mount (the root tmpfs, or the
+/// prepared tree) is in place; nothing is mounted on the root itself after
+/// that (no door lets a bind land on `/`, and [`Root::make`] refuses it), so
+/// the descriptor stays the root the sandbox will enter. File systems
+/// mounted below it since (`/tmp`, `/dev`, a bind) are crossed by each
+/// lookup from it, as a lookup from a descriptor taken again would.
+#[derive(Debug)]
+pub(super) struct Root {
+    fd: OwnedFd,
+}
+
+impl Root {
+    /// The new root as it is now: its own mount must already be there.
+    pub(super) fn open() -> Result<Root, MountError> {
+        rustix::fs::open(
+            NEWROOT,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .map(|fd| Root { fd })
+        .map_err(|e| MountError::MountPoint {
+            path: PathBuf::from("/"),
+            source: e.into(),
+        })
+    }
+
+    /// The place at `inside` if it exists; `None` when a component is
+    /// absent. A link anywhere on the way, the last name included, is
+    /// refused.
+    pub(super) fn find(&self, inside: &Path) -> Result<Option<Spot>, MountError> {
+        let rel: PathBuf = names(inside)?.into_iter().collect();
+        let rel = if rel.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            rel
+        };
+        match open_in(&self.fd, &rel, OFlags::PATH) {
+            Ok(fd) => Ok(Some(Spot {
+                fd,
+                inside: inside.to_path_buf(),
+            })),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(refused(inside, e)),
+        }
+    }
+
+    /// Whether the sandbox will see something at `inside` (links followed
+    /// as the sandbox's own lookups follow them: within the new root).
+    pub(super) fn seen(&self, inside: &Path) -> bool {
+        let Ok(rel) = names(inside).map(|n| n.into_iter().collect::<PathBuf>()) else {
+            return false;
+        };
+        rustix::fs::openat2(
+            &self.fd,
+            &rel,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+        )
+        .is_ok()
+    }
+
+    /// The place at `inside`, which must exist (a mount made on it just
+    /// now: found again, the lookup lands on the new mount's root).
+    pub(super) fn again(&self, inside: &Path) -> Result<Spot, MountError> {
+        self.find(inside)?.ok_or_else(|| MountError::MountPoint {
+            path: inside.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })
+    }
+
+    /// What the last name of `inside` is, not followed (a link says so),
+    /// with its directory resolved as [`Root::find`] does; `None` when
+    /// absent.
+    pub(super) fn entry(&self, inside: &Path) -> Result<Option<FileType>, MountError> {
+        let mut all = names(inside)?;
+        let Some(last) = all.pop() else {
+            return Ok(Some(FileType::Directory));
+        };
+        let parent: PathBuf = std::iter::once(OsStr::new("/")).chain(all).collect();
+        let Some(dir) = self.find(&parent)? else {
+            return Ok(None);
+        };
+        match rustix::fs::statat(dir.fd(), last, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(refused(inside, e)),
+        }
+    }
+
+    /// The regular file at `inside`, read (never through a link); `None`
+    /// when absent or not a regular file.
+    pub(super) fn read(&self, inside: &Path) -> Result<Option<Vec<u8>>, MountError> {
+        if self.entry(inside)? != Some(FileType::RegularFile) {
+            return Ok(None);
+        }
+        let rel: PathBuf = names(inside)?.into_iter().collect();
+        let fd = open_in(&self.fd, &rel, OFlags::RDONLY).map_err(|e| refused(inside, e))?;
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut out).map_err(|source| {
+            MountError::Create {
+                path: inside.to_path_buf(),
+                source,
+            }
+        })?;
+        Ok(Some(out))
+    }
+
+    /// The place at `inside`, made if missing: each absent directory with
+    /// `mkdirat` in its parent, the last name a directory or an empty file
+    /// as `kind` says. An existing place is taken as it is (its kind is the
+    /// mount's business); a link on the way is refused; the root itself is
+    /// never a place to mount on (see [`Root`]).
+    pub(super) fn make(&self, inside: &Path, kind: Kind) -> Result<Spot, MountError> {
+        let all = names(inside)?;
+        if all.is_empty() {
+            return Err(MountError::MountPoint {
+                path: inside.to_path_buf(),
+                source: std::io::Error::other("the sandbox's root itself is not a mount point"),
+            });
+        }
+        if let Some(spot) = self.find(inside)? {
+            return Ok(spot);
+        }
+        // The directory being walked: the root (borrowed) until the first
+        // name is opened.
+        let mut held: Option<OwnedFd> = None;
+        for (i, name) in all.iter().enumerate() {
+            let dir = held.as_ref().map_or(self.fd.as_fd(), |fd| fd.as_fd());
+            let last = i + 1 == all.len();
+            let step = Path::new(name);
+            if last && kind == Kind::File {
+                match rustix::fs::openat(
+                    dir,
+                    step,
+                    OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::NOFOLLOW
+                        | OFlags::WRONLY
+                        | OFlags::CLOEXEC
+                        | OFlags::NOCTTY,
+                    Mode::from_raw_mode(0o644),
+                ) {
+                    Ok(_) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(refused(inside, e)),
+                }
+            } else {
+                // The last name is known to be absent (the whole path was
+                // not found, and every directory before it is open): it is
+                // made without looking for it once more. One made since
+                // is taken as it is, through `open_in` below.
+                if !last {
+                    match open_in(dir, step, OFlags::PATH | OFlags::DIRECTORY) {
+                        Ok(next) => {
+                            held = Some(next);
+                            continue;
+                        }
+                        Err(Errno::NOENT) => {}
+                        Err(e) => return Err(refused(inside, e)),
+                    }
+                }
+                match rustix::fs::mkdirat(dir, step, Mode::from_raw_mode(0o755)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(refused(inside, e)),
+                }
+            }
+            let flags = if last && kind == Kind::File {
+                OFlags::PATH
+            } else {
+                OFlags::PATH | OFlags::DIRECTORY
+            };
+            held = Some(open_in(dir, step, flags).map_err(|e| refused(inside, e))?);
+        }
+        let fd = held.ok_or_else(|| MountError::MountPoint {
+            path: inside.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
+        Ok(Spot {
+            fd,
+            inside: inside.to_path_buf(),
+        })
+    }
+
+    /// The text of the link at `inside` (its directory resolved as
+    /// [`Root::find`] does).
+    pub(super) fn read_link(&self, inside: &Path) -> Result<PathBuf, MountError> {
+        let mut all = names(inside)?;
+        let last = all.pop().unwrap_or(OsStr::new("."));
+        let parent: PathBuf = std::iter::once(OsStr::new("/")).chain(all).collect();
+        let dir = self.again(&parent)?;
+        let text =
+            rustix::fs::readlinkat(dir.fd(), last, Vec::new()).map_err(|e| refused(inside, e))?;
+        Ok(PathBuf::from(
+            <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(text.into_bytes()),
+        ))
+    }
 }
 
 /// The names of `inside` (absolute), refusing `..`.
@@ -113,142 +300,6 @@ fn refused(inside: &Path, e: Errno) -> MountError {
     }
 }
 
-/// The place at `inside` if it exists; `None` when a component is absent.
-/// A link anywhere on the way, the last name included, is refused.
-pub(super) fn find(inside: &Path) -> Result<Option<Spot>, MountError> {
-    let rel: PathBuf = names(inside)?.into_iter().collect();
-    let rel = if rel.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        rel
-    };
-    match open_in(root()?, &rel, OFlags::PATH) {
-        Ok(fd) => Ok(Some(Spot {
-            fd,
-            inside: inside.to_path_buf(),
-        })),
-        Err(Errno::NOENT) => Ok(None),
-        Err(e) => Err(refused(inside, e)),
-    }
-}
-
-/// Whether the sandbox will see something at `inside` (links followed as
-/// the sandbox's own lookups follow them: within the new root).
-pub(super) fn seen(inside: &Path) -> bool {
-    let Ok(rel) = names(inside).map(|n| n.into_iter().collect::<PathBuf>()) else {
-        return false;
-    };
-    root().is_ok_and(|root| {
-        rustix::fs::openat2(
-            root,
-            &rel,
-            OFlags::PATH | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-        )
-        .is_ok()
-    })
-}
-
-/// The place at `inside`, which must exist (a mount made on it just now).
-pub(super) fn again(inside: &Path) -> Result<Spot, MountError> {
-    find(inside)?.ok_or_else(|| MountError::MountPoint {
-        path: inside.to_path_buf(),
-        source: std::io::Error::from(std::io::ErrorKind::NotFound),
-    })
-}
-
-/// What the last name of `inside` is, not followed (a link says so), with
-/// its directory resolved as [`find`] does; `None` when absent.
-pub(super) fn entry(inside: &Path) -> Result<Option<FileType>, MountError> {
-    let mut all = names(inside)?;
-    let Some(last) = all.pop() else {
-        return Ok(Some(FileType::Directory));
-    };
-    let parent: PathBuf = std::iter::once(OsStr::new("/")).chain(all).collect();
-    let Some(dir) = find(&parent)? else {
-        return Ok(None);
-    };
-    match rustix::fs::statat(dir.fd(), last, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
-        Err(Errno::NOENT) => Ok(None),
-        Err(e) => Err(refused(inside, e)),
-    }
-}
-
-/// The regular file at `inside`, read (never through a link); `None` when
-/// absent or not a regular file.
-pub(super) fn read(inside: &Path) -> Result<Option<Vec<u8>>, MountError> {
-    if entry(inside)? != Some(FileType::RegularFile) {
-        return Ok(None);
-    }
-    let rel: PathBuf = names(inside)?.into_iter().collect();
-    let fd = open_in(root()?, &rel, OFlags::RDONLY).map_err(|e| refused(inside, e))?;
-    let mut out = Vec::new();
-    std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut out).map_err(|source| {
-        MountError::Create {
-            path: inside.to_path_buf(),
-            source,
-        }
-    })?;
-    Ok(Some(out))
-}
-
-/// The place at `inside`, made if missing: each absent directory with
-/// `mkdirat` in its parent, the last name a directory or an empty file as
-/// `kind` says. An existing place is taken as it is (its kind is the
-/// mount's business); a link on the way is refused.
-pub(super) fn make(inside: &Path, kind: Kind) -> Result<Spot, MountError> {
-    if let Some(spot) = find(inside)? {
-        return Ok(spot);
-    }
-    let all = names(inside)?;
-    let mut dir = root()?;
-    for (i, name) in all.iter().enumerate() {
-        let last = i + 1 == all.len();
-        let step = Path::new(name);
-        if last && kind == Kind::File {
-            match rustix::fs::openat(
-                &dir,
-                step,
-                OFlags::CREATE
-                    | OFlags::EXCL
-                    | OFlags::NOFOLLOW
-                    | OFlags::WRONLY
-                    | OFlags::CLOEXEC
-                    | OFlags::NOCTTY,
-                Mode::from_raw_mode(0o644),
-            ) {
-                Ok(_) | Err(Errno::EXIST) => {}
-                Err(e) => return Err(refused(inside, e)),
-            }
-        } else {
-            match open_in(&dir, step, OFlags::PATH | OFlags::DIRECTORY) {
-                Ok(next) => {
-                    dir = next;
-                    continue;
-                }
-                Err(Errno::NOENT) => {}
-                Err(e) => return Err(refused(inside, e)),
-            }
-            match rustix::fs::mkdirat(&dir, step, Mode::from_raw_mode(0o755)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(e) => return Err(refused(inside, e)),
-            }
-        }
-        let flags = if last && kind == Kind::File {
-            OFlags::PATH
-        } else {
-            OFlags::PATH | OFlags::DIRECTORY
-        };
-        dir = open_in(&dir, step, flags).map_err(|e| refused(inside, e))?;
-    }
-    Ok(Spot {
-        fd: dir,
-        inside: inside.to_path_buf(),
-    })
-}
-
 /// The absolute place a link's text names when followed inside the new
 /// root from the directory `from`: `..` stops at the root, as the kernel's
 /// lookup in the sandbox (and `RESOLVE_IN_ROOT`) does.
@@ -269,20 +320,6 @@ pub(super) fn link_target(from: &Path, text: &Path) -> PathBuf {
         }
     }
     out
-}
-
-/// The text of the link at `inside` (its directory resolved as [`find`]
-/// does).
-pub(super) fn read_link(inside: &Path) -> Result<PathBuf, MountError> {
-    let mut all = names(inside)?;
-    let last = all.pop().unwrap_or(OsStr::new("."));
-    let parent: PathBuf = std::iter::once(OsStr::new("/")).chain(all).collect();
-    let dir = again(&parent)?;
-    let text =
-        rustix::fs::readlinkat(dir.fd(), last, Vec::new()).map_err(|e| refused(inside, e))?;
-    Ok(PathBuf::from(
-        <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(text.into_bytes()),
-    ))
 }
 
 #[cfg(test)]
