@@ -1,9 +1,12 @@
-//! The cgroup of a backend's one process on the host (runsc for gVisor,
-//! the VMM for a microVM), and the choice when the host gives none: a run
-//! that asked for a limit explicitly is refused (unless degraded runs are
-//! allowed); any other goes on without one, said as a `degraded` event so
-//! that nobody mistakes it for a bounded run. The process backend makes
-//! its own choice for its own tree (`sandbox`).
+//! What a backend does when the host gives less than a layer asks: says
+//! it as a `degraded` event ([`degraded`], every backend's one way of
+//! saying it; the front door words it for the person, the jail prints
+//! nothing), and for the cgroup of a backend's one process on the host
+//! (runsc for gVisor, the VMM for a microVM) makes the choice: a run that
+//! asked for a limit explicitly is refused (unless degraded runs are
+//! allowed); any other goes on without one, said, so that nobody mistakes
+//! it for a bounded run. The process backend makes its own choice for its
+//! own tree (`sandbox`).
 
 use warden_audit::{Event, EventKind, EventSink};
 
@@ -39,14 +42,20 @@ pub fn host_process(c: &Confine, events: &mut dyn EventSink) -> Result<Option<Cg
                 crate::chain_str(&e),
                 c.without
             );
-            events.emit(&Event::now(
-                c.id,
-                EventKind::Degraded {
-                    layer: "cgroups".into(),
-                    lost,
-                },
-            ));
+            degraded(events, c.id, "cgroups", &lost);
             Ok(None)
         }
     }
+}
+
+/// A layer the host cannot give, as an event: `layer` runs weaker than it
+/// could, losing `lost`.
+pub fn degraded(events: &mut dyn EventSink, id: &str, layer: &str, lost: &str) {
+    events.emit(&Event::now(
+        id,
+        EventKind::Degraded {
+            layer: layer.to_string(),
+            lost: lost.to_string(),
+        },
+    ));
 }

@@ -22,7 +22,7 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use warden_policy::{SecretSource, SecretSpec};
+use warden_policy::{NetworkSpec, SandboxSpec, SecretSource, SecretSpec};
 use zeroize::Zeroize;
 
 /// The host's trust roots, when it has them where Debian-like systems do.
@@ -291,6 +291,35 @@ impl SecretPlan {
         self.entries
             .iter()
             .map(|e| (e.spec.name.as_str(), e.placeholder.as_str()))
+    }
+
+    /// Put each secret's placeholder in `env`, in place of any value the
+    /// variable had there.
+    pub fn place(&self, env: &mut Vec<(String, String)>) {
+        for (name, placeholder) in self.placeholders() {
+            env.retain(|(k, _)| k != name);
+            env.push((name.to_string(), placeholder.to_string()));
+        }
+    }
+
+    /// For a backend whose sandbox takes its environment from a spec
+    /// (gVisor, a microVM): the plan for `spec`'s secrets (none when it
+    /// names none) and a copy of `spec` holding their placeholders.
+    pub fn for_spec<K: Keeper + ?Sized>(
+        spec: &SandboxSpec,
+        keeper: &mut K,
+    ) -> Result<(Option<SecretPlan>, SandboxSpec), SecretsError> {
+        let plan = match &spec.network {
+            NetworkSpec::Egress(e) if !e.secrets.is_empty() => {
+                Some(SecretPlan::prepare(&e.secrets, keeper)?)
+            }
+            _ => None,
+        };
+        let mut own = spec.clone();
+        if let Some(plan) = &plan {
+            plan.place(&mut own.env);
+        }
+        Ok((plan, own))
     }
 
     /// Descriptors of the trust files for the sandbox's init.

@@ -19,6 +19,7 @@ use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
+use warden_jail::confine::degraded;
 use warden_jail::spawn::{FromInit, ToInit};
 use warden_jail::{Attach, Outcome, Pid, Program};
 use warden_policy::{NetworkSpec, SandboxSpec, Terminal, WORKSPACE_MOUNT};
@@ -450,7 +451,10 @@ pub fn run_controlled(
     control: &crate::control::Control,
 ) -> Result<Outcome, VmError> {
     let start = Instant::now();
-    let (secret_plan, own) = with_placeholders(spec, attach)?;
+    // Secrets: the guest's environment holds placeholders; the values are
+    // read on the host and reach only the secret proxy, which runs here,
+    // outside the VM.
+    let (secret_plan, own) = warden_jail::secrets::SecretPlan::for_spec(spec, attach)?;
     let spec = &own;
     let prepared = prepare(spec, id)?;
     if let Some(w) = &prepared.warning {
@@ -564,41 +568,6 @@ pub fn run_controlled(
     let outcome = outcome_of(ended, spec, console)?;
     outcome.record(events, id, start, peaks);
     Ok(outcome)
-}
-
-/// Secrets: the guest's environment holds placeholders; the values are
-/// read on the host and reach only the secret proxy, which runs here,
-/// outside the VM (as the process backend does, before anything else).
-/// The plan, and the spec with the placeholders in its environment.
-fn with_placeholders(
-    spec: &SandboxSpec,
-    attach: &mut dyn Attach,
-) -> Result<(Option<warden_jail::secrets::SecretPlan>, SandboxSpec), VmError> {
-    let secret_plan = match &spec.network {
-        NetworkSpec::Egress(e) if !e.secrets.is_empty() => Some(
-            warden_jail::secrets::SecretPlan::prepare(&e.secrets, attach)?,
-        ),
-        _ => None,
-    };
-    let mut own = spec.clone();
-    if let Some(plan) = &secret_plan {
-        for (name, placeholder) in plan.placeholders() {
-            own.env.retain(|(k, _)| k != name);
-            own.env.push((name.to_string(), placeholder.to_string()));
-        }
-    }
-    Ok((secret_plan, own))
-}
-
-/// A `degraded` event: `layer` runs weaker than it could, losing `lost`.
-fn degraded(events: &mut dyn EventSink, id: &str, layer: &str, lost: &str) {
-    events.emit(&Event::now(
-        id,
-        EventKind::Degraded {
-            layer: layer.to_string(),
-            lost: lost.to_string(),
-        },
-    ));
 }
 
 /// Published ports: the host's listeners are bound now, so that a port in

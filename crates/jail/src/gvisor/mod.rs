@@ -114,7 +114,9 @@ pub fn run(
     if !root && !spec.publish.is_empty() {
         return Err(GvisorError::Rootless("a published port"));
     }
-    let (secret_plan, own) = with_placeholders(spec, attach)?;
+    // Secrets: the sandbox's environment holds placeholders; the values
+    // are read on the host and reach only the secret proxy, which runs here.
+    let (secret_plan, own) = SecretPlan::for_spec(spec, attach)?;
     let spec = &own;
     let dir = Dir::make(id)?;
     let runsc = Arc::new(Runsc {
@@ -429,28 +431,6 @@ impl Drop for Dir {
 /// warden's state directory, as the binary read it ([`crate::settings`]).
 fn state_dir() -> Option<PathBuf> {
     crate::settings::Settings::current().state_dir.clone()
-}
-
-/// Secrets: the sandbox's environment holds placeholders; the values are
-/// read on the host and reach only the secret proxy, which runs here.
-fn with_placeholders(
-    spec: &SandboxSpec,
-    attach: &mut dyn Attach,
-) -> Result<(Option<SecretPlan>, SandboxSpec), GvisorError> {
-    let plan = match &spec.network {
-        NetworkSpec::Egress(e) if !e.secrets.is_empty() => {
-            Some(SecretPlan::prepare(&e.secrets, attach)?)
-        }
-        _ => None,
-    };
-    let mut own = spec.clone();
-    if let Some(plan) = &plan {
-        for (name, placeholder) in plan.placeholders() {
-            own.env.retain(|(k, _)| k != name);
-            own.env.push((name.to_string(), placeholder.to_string()));
-        }
-    }
-    Ok((plan, own))
 }
 
 /// The proxy's authority, as files the bundle shows at their paths.

@@ -28,10 +28,11 @@ pub use error::JailError;
 pub use outcome::Outcome;
 pub(crate) use plan::give_tree;
 
+use crate::confine::degraded;
 use crate::host;
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
-use warden_audit::{Event, EventKind, EventSink};
+use warden_audit::EventSink;
 use warden_policy::SandboxSpec;
 
 use error::sys_err;
@@ -41,18 +42,6 @@ pub const NOBODY: u32 = 65534;
 
 fn cstring(s: &str) -> Result<CString, JailError> {
     CString::new(s).map_err(|_| JailError::Nul(s.to_string()))
-}
-
-/// A layer the host cannot give, as an event: the front door says it to
-/// the person (the jail prints nothing).
-fn degraded(events: &mut dyn EventSink, id: &str, layer: &str, lost: &str) {
-    events.emit(&Event::now(
-        id,
-        EventKind::Degraded {
-            layer: layer.to_string(),
-            lost: lost.to_string(),
-        },
-    ));
 }
 
 /// How the sandbox runs.

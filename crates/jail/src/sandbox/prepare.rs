@@ -528,10 +528,7 @@ fn environment(
                 return Err(JailError::SecretsNeedNamespaces);
             }
             let plan = SecretPlan::prepare(&e.secrets, attach)?;
-            for (name, placeholder) in plan.placeholders() {
-                env_pairs.retain(|(k, _)| k != name);
-                env_pairs.push((name.to_string(), placeholder.to_string()));
-            }
+            plan.place(&mut env_pairs);
             Some(plan)
         }
         _ => None,
