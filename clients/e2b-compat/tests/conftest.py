@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Callable, Dict, Iterator, List, Optional
 
 import httpx
 import pytest
@@ -69,6 +69,78 @@ def _binary() -> Path:
     if not b.is_file():
         raise pytest.UsageError(f"{b} does not exist: build it with `cargo build -p warden-cli`")
     return b
+
+
+def point_sdk(d: Daemon, key: str) -> None:
+    """Point the SDK at daemon `d` with `key`."""
+    os.environ["E2B_API_URL"] = d.url
+    os.environ["E2B_SANDBOX_URL"] = d.url
+    os.environ["E2B_API_KEY"] = key
+
+
+def serve(
+    base: Path, config: str, profiles: Optional[Dict[str, str]] = None, listen: bool = False
+) -> Iterator[Daemon]:
+    """A daemon of its own under `base`, for tests that need one configured
+    otherwise than the session's: its configuration file holds `config`,
+    its profile directory `profiles` (file name to text), and with `listen`
+    it serves the native API on TCP too (its address in `d.native`). The
+    SDK's variables are put back and its sandboxes removed when it ends."""
+    state, conf_home = base / "state", base / "config"
+    (conf_home / "warden" / "profiles").mkdir(parents=True)
+    for name, text in (profiles or {}).items():
+        (conf_home / "warden" / "profiles" / name).write_text(text)
+    conf = base / "daemon.yaml"
+    conf.write_text(config)
+    log_path = base / "daemon.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WARDEN_", "E2B_"))}
+    env["WARDEN_STATE_DIR"] = str(state)
+    env["XDG_CONFIG_HOME"] = str(conf_home)
+    if os.environ.get("WARDEN_BIN"):
+        env["WARDEN_BIN"] = os.environ["WARDEN_BIN"]
+    args = [str(_binary()), "serve", "--e2b", "127.0.0.1:0"]
+    if listen:
+        args += ["--listen", "127.0.0.1:0"]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            args + ["--config", str(conf)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 30
+    while True:
+        text = log_path.read_text(errors="replace")
+        found, sock = E2B.search(text), SOCKET.search(text)
+        native = re.search(r"and (http://\S+) \(tokens required\)", text)
+        if found and sock and (native or not listen):
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"warden serve did not start:\n{text}")
+        time.sleep(0.05)
+    d = Daemon(url=found.group(1), socket=sock.group(1), state=state, process=proc)
+    if native:
+        d.native = native.group(1)  # type: ignore[attr-defined]
+    saved = {k: v for k, v in os.environ.items() if k.startswith("E2B_")}
+    try:
+        yield d
+    finally:
+        for k in [k for k in os.environ if k.startswith("E2B_")]:
+            del os.environ[k]
+        os.environ.update(saved)
+        try:
+            with d.owner() as c:
+                for s in d.sandboxes():
+                    c.delete(f"/v1/sandboxes/{s['id']}", params={"force": "true"})
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 @pytest.fixture(scope="session")

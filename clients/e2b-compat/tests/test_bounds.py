@@ -14,11 +14,8 @@ reached in a few requests and an idle relay closes in seconds."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
@@ -29,7 +26,7 @@ import pytest
 from e2b import PtySize, Sandbox
 from e2b.exceptions import RateLimitException
 
-from conftest import Daemon, _binary
+from conftest import Daemon, point_sdk, serve
 
 PER_TOKEN = 6
 IDLE_SECONDS = 3
@@ -63,54 +60,7 @@ while True:
 
 def _start(base: Path, sessions: str) -> Iterator[Daemon]:
     """A daemon of its own whose configuration holds `sessions`."""
-    state, config = base / "state", base / "config"
-    (config / "warden" / "profiles").mkdir(parents=True)
-    conf = base / "daemon.yaml"
-    conf.write_text(f"sessions:\n{sessions}")
-    log_path = base / "daemon.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WARDEN_", "E2B_"))}
-    env["WARDEN_STATE_DIR"] = str(state)
-    env["XDG_CONFIG_HOME"] = str(config)
-    if os.environ.get("WARDEN_BIN"):
-        env["WARDEN_BIN"] = os.environ["WARDEN_BIN"]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [str(_binary()), "serve", "--e2b", "127.0.0.1:0", "--config", str(conf)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 30
-    while True:
-        text = log_path.read_text(errors="replace")
-        found = re.search(r"E2B-compatible API on (http://\S+)", text)
-        sock = re.search(r"serving on (\S+)", text)
-        if found and sock:
-            break
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"warden serve did not start:\n{text}")
-        time.sleep(0.05)
-    d = Daemon(url=found.group(1), socket=sock.group(1), state=state, process=proc)
-    saved = {k: v for k, v in os.environ.items() if k.startswith("E2B_")}
-    try:
-        yield d
-    finally:
-        for k in [k for k in os.environ if k.startswith("E2B_")]:
-            del os.environ[k]
-        os.environ.update(saved)
-        try:
-            with d.owner() as c:
-                for s in d.sandboxes():
-                    c.delete(f"/v1/sandboxes/{s['id']}", params={"force": "true"})
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    yield from serve(base, f"sessions:\n{sessions}")
 
 
 @pytest.fixture(scope="module")
@@ -127,11 +77,7 @@ def hasty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     yield from _start(base, f"  idle_seconds: {IDLE_SECONDS}\n")
 
 
-def _as(d: Daemon, key: str) -> None:
-    """Point the SDK at daemon `d` with `key`."""
-    os.environ["E2B_API_URL"] = d.url
-    os.environ["E2B_SANDBOX_URL"] = d.url
-    os.environ["E2B_API_KEY"] = key
+_as = point_sdk
 
 
 def _key(d: Daemon) -> str:

@@ -21,10 +21,7 @@ the volumes and whose `small` template has a disk limit of DISK_MB."""
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -33,7 +30,7 @@ import httpx
 import pytest
 from e2b import Sandbox, SandboxException, Volume
 
-from conftest import Daemon, _binary
+from conftest import Daemon, _binary, point_sdk, serve
 
 SCOPES = ("sandboxes:read", "sandboxes:write", "exec", "files")
 DISK_MB = 48
@@ -52,59 +49,10 @@ def _tree_bytes(d: Path) -> int:
 
 def _serve(base: Path, config: str) -> Iterator[Daemon]:
     """A daemon of its own, configured with `config`, with a `small`
-    template."""
-    state, conf_home = base / "state", base / "config"
-    (conf_home / "warden" / "profiles").mkdir(parents=True)
-    (conf_home / "warden" / "profiles" / "small.yaml").write_text(
-        f"resources:\n  disk: {DISK_MB}M\n"
+    template, and the native API on TCP."""
+    yield from serve(
+        base, config, {"small.yaml": f"resources:\n  disk: {DISK_MB}M\n"}, listen=True
     )
-    conf = base / "daemon.yaml"
-    conf.write_text(config)
-    log_path = base / "daemon.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WARDEN_", "E2B_"))}
-    env["WARDEN_STATE_DIR"] = str(state)
-    env["XDG_CONFIG_HOME"] = str(conf_home)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [str(_binary()), "serve", "--e2b", "127.0.0.1:0", "--listen", "127.0.0.1:0",
-             "--config", str(conf)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 30
-    while True:
-        text = log_path.read_text(errors="replace")
-        found = re.search(r"E2B-compatible API on (http://\S+)", text)
-        sock = re.search(r"serving on (\S+)", text)
-        native = re.search(r"and (http://\S+) \(tokens required\)", text)
-        if found and sock and native:
-            break
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"warden serve did not start:\n{text}")
-        time.sleep(0.05)
-    d = Daemon(url=found.group(1), socket=sock.group(1), state=state, process=proc)
-    d.native = native.group(1)  # type: ignore[attr-defined]
-    saved = {k: v for k, v in os.environ.items() if k.startswith("E2B_")}
-    try:
-        yield d
-    finally:
-        for k in [k for k in os.environ if k.startswith("E2B_")]:
-            del os.environ[k]
-        os.environ.update(saved)
-        try:
-            with d.owner() as c:
-                for s in d.sandboxes():
-                    c.delete(f"/v1/sandboxes/{s['id']}", params={"force": "true"})
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def _token(d: Daemon, name: str) -> str:
@@ -114,10 +62,7 @@ def _token(d: Daemon, name: str) -> str:
         return str(r.json()["token"])
 
 
-def _as(d: Daemon, key: str) -> None:
-    os.environ["E2B_API_URL"] = d.url
-    os.environ["E2B_SANDBOX_URL"] = d.url
-    os.environ["E2B_API_KEY"] = key
+_as = point_sdk
 
 
 @pytest.fixture(scope="module")
