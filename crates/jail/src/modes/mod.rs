@@ -129,7 +129,13 @@ pub(crate) fn now() -> (i64, u32) {
 }
 
 fn serve(channel: OwnedFd, since: (i64, u32)) {
-    let listener = match crate::sys::recv_fds(&channel, 1).map(|mut v| v.pop()) {
+    let received = loop {
+        match crate::sys::recv_fds(&channel, 1) {
+            Err(nix::errno::Errno::EINTR) => {}
+            other => break other.map(|mut v| v.pop()),
+        }
+    };
+    let listener = match received {
         Ok(Some(l)) => l,
         // The init failed before (it says why on its report pipe), or the
         // kernel gave it no listener: those calls then fail in the sandbox.

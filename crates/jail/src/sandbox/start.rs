@@ -85,17 +85,20 @@ pub(super) fn start(
     // The child builds its root while the supervisor confines it: both
     // sides work at once, and the child cannot go past its root before the
     // final message below.
-    // The judge of mode changes, waiting for the listener the init sends
-    // once its filters are loaded. Without it the init cannot hand the
-    // listener over, and the sandbox does not start.
+    let since = crate::modes::now();
+    crate::phase("go");
+    nix::unistd::write(&ends.go_wr, b"g").map_err(sys_err("start the sandbox"))?;
+    // The judge of mode changes, started while the init builds its root:
+    // it waits for the listener the init sends once its filters are
+    // loaded, and a call made before it runs waits in the kernel. Without
+    // it the init cannot hand the listener over, and the sandbox does not
+    // start.
     if let Some(channel) = ends.modes {
-        crate::modes::watch(channel, crate::modes::now()).map_err(|e| JailError::Sys {
+        crate::modes::watch(channel, since).map_err(|e| JailError::Sys {
             what: "start the thread that judges the sandbox's mode changes",
             source: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)),
         })?;
     }
-    crate::phase("go");
-    nix::unistd::write(&ends.go_wr, b"g").map_err(sys_err("start the sandbox"))?;
     let flags = finish_cgroup(spec, id, events, &mut guard, pending, cgroup_channel)?;
     let flags = match &guard.cgroup {
         Some(cg) => {
