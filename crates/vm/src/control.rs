@@ -21,7 +21,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::{sync_channel, Sender, SyncSender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -189,6 +189,14 @@ pub(crate) struct Live {
     state: State,
     timeout: Duration,
     control: Option<Control>,
+    /// The guest's answers to a release and a reattach of its shares,
+    /// which its reader hands here, not to the relay (the relay is the
+    /// one waiting for them).
+    replies: Receiver<Frame>,
+    replies_tx: Sender<Frame>,
+    /// The guest gave its shares back before it was saved: it mounts
+    /// them again once restored.
+    released: bool,
 }
 
 impl Live {
@@ -202,6 +210,7 @@ impl Live {
     ) -> std::io::Result<Live> {
         let writer = Arc::new(Mutex::new(Link::new(machine.stream.try_clone()?)));
         let reader = machine.stream.try_clone()?;
+        let (replies_tx, replies) = channel();
         let mut live = Live {
             machine: Some(machine),
             config,
@@ -213,14 +222,19 @@ impl Live {
             state: State::Running,
             timeout,
             control: None,
+            replies,
+            replies_tx,
+            released: false,
         };
         live.read(reader, Vec::new());
         Ok(live)
     }
 
     fn read(&mut self, stream: UnixStream, rest: Vec<u8>) {
-        let (tx, gen) = (self.tx.clone(), self.gen);
-        self.reader = Some(std::thread::spawn(move || read_vm(stream, rest, gen, tx)));
+        let (tx, gen, replies) = (self.tx.clone(), self.gen, self.replies_tx.clone());
+        self.reader = Some(std::thread::spawn(move || {
+            read_vm(stream, rest, gen, tx, replies)
+        }));
     }
 
     /// Whether the end of reader `gen` is the end of the current VMM.
@@ -316,27 +330,40 @@ impl Live {
         if self.machine.is_none() {
             return Err(ControlError::NotRunning);
         }
+        if let Some(why) = crate::pause::unsaveable(&self.config) {
+            return Err(ControlError::CannotSave(why));
+        }
+        let shares = crate::pause::has_shares(&self.config);
+        if shares {
+            self.release_shares()?;
+        }
         self.hold();
         let Some(machine) = self.machine.as_mut() else {
             return Err(ControlError::NotRunning);
         };
-        match crate::pause::pause_to_disk(machine, &self.config, &dir) {
-            Ok(_) => {}
-            Err(crate::pause::PauseError::Refused(why)) => {
-                self.release(None);
-                return Err(ControlError::CannotSave(why));
+        let saved = crate::pause::pause_to_disk(machine, &self.config, &dir);
+        if let Err(e) = saved {
+            let gone = self.machine.as_mut().is_none_or(|m| m.exited());
+            self.release(None);
+            // Still running: the guest takes its shares back.
+            if shares && !gone {
+                if let Some(why) = self.reattach(None) {
+                    return Err(ControlError::Failed(why));
+                }
             }
-            Err(e) => {
-                let gone = self.machine.as_mut().is_none_or(|m| m.exited());
-                self.release(None);
-                let why = warden_jail::chain_str(&e);
-                return Err(if gone {
-                    ControlError::Lost(why)
-                } else {
-                    ControlError::Failed(why)
-                });
-            }
+            let why = match e {
+                crate::pause::PauseError::Refused(why) => {
+                    return Err(ControlError::CannotSave(why))
+                }
+                e => warden_jail::chain_str(&e),
+            };
+            return Err(if gone {
+                ControlError::Lost(why)
+            } else {
+                ControlError::Failed(why)
+            });
         }
+        self.released = shares;
         if let Some(m) = self.machine.take() {
             m.retire();
         }
@@ -364,6 +391,14 @@ impl Live {
         };
         let rest = std::mem::take(&mut self.rest);
         self.read(r, rest);
+        if self.released {
+            // Before anything the host held: the guest's processes go on
+            // only once its shares are back.
+            if let Some(why) = self.reattach(Some(&w)) {
+                return Err(ControlError::Lost(why));
+            }
+            self.released = false;
+        }
         self.release(Some(w));
         if let Some(c) = &self.control {
             c.set_vmm(Some(m.pid()));
@@ -372,6 +407,85 @@ impl Live {
         self.state = State::Running;
         let _ = std::fs::remove_dir(dir);
         Ok(())
+    }
+}
+
+/// How long the guest may take to give its shares back or take them again
+/// (a freeze and a few unmounts or mounts, under emulation).
+const SHARES_WITHIN: Duration = Duration::from_secs(90);
+
+impl Live {
+    /// Ask the guest for `frame` and wait for its answer of kind `answer`:
+    /// `None` when it did as asked, else why not.
+    fn ask_guest(
+        &mut self,
+        frame: Frame,
+        answer: crate::wire::Kind,
+        stream: Option<&UnixStream>,
+    ) -> Option<String> {
+        while self.replies.try_recv().is_ok() {}
+        let written = match stream {
+            Some(s) => {
+                let mut s = s;
+                frame.write_to(&mut s).map_err(|e| e.to_string())
+            }
+            None => match self.writer.lock() {
+                Ok(mut l) => frame.write_to(&mut *l).map_err(|e| e.to_string()),
+                Err(_) => Err("the channel's writer failed".into()),
+            },
+        };
+        if let Err(e) = written {
+            return Some(format!("cannot reach the guest ({e})"));
+        }
+        let deadline = std::time::Instant::now() + SHARES_WITHIN;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.replies.recv_timeout(left) {
+                Ok(f) if f.kind == answer => {
+                    return f
+                        .parse::<Option<String>>()
+                        .unwrap_or_else(|e| Some(format!("the guest answered garbled ({e})")))
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    return Some(format!(
+                        "the guest did not answer within {} s",
+                        SHARES_WITHIN.as_secs()
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Have the guest freeze its processes and unmount its shares; refused
+    /// (the guest as it was) with the guest's reason.
+    fn release_shares(&mut self) -> Result<(), ControlError> {
+        let frame = Frame::new(crate::wire::Kind::Release, 0, Vec::new());
+        match self.ask_guest(frame, crate::wire::Kind::Released, None) {
+            None => Ok(()),
+            Some(why) if why.starts_with("the guest did not answer") => {
+                // It may have released them meanwhile: it takes them back.
+                let _ = self.reattach(None);
+                Err(ControlError::Failed(why))
+            }
+            Some(why) => Err(ControlError::CannotSave(why)),
+        }
+    }
+
+    /// Have the guest mount its shares again, step its clock to the
+    /// host's and let its processes go on (through `stream`, a restored
+    /// VMM's, when given).
+    fn reattach(&mut self, stream: Option<&UnixStream>) -> Option<String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let r = crate::wire::Reattach {
+            clock: (now.as_secs() as i64, now.subsec_nanos()),
+            seed: None,
+        };
+        let frame = Frame::json(crate::wire::Kind::Reattach, 0, &r);
+        self.ask_guest(frame, crate::wire::Kind::Reattached, stream)
+            .map(|why| format!("the guest could not take its shares back: {why}"))
     }
 }
 
@@ -394,12 +508,18 @@ pub(crate) fn read_vm(
     mut rest: Vec<u8>,
     gen: u64,
     tx: Sender<Input>,
+    replies: Sender<Frame>,
 ) -> Vec<u8> {
+    use crate::wire::Kind;
     let mut chunk = vec![0u8; CHUNK + 64];
     loop {
         match crate::channel::frames(&mut rest) {
             Ok(frames) => {
                 for f in frames {
+                    if matches!(f.kind, Kind::Released | Kind::Reattached) {
+                        let _ = replies.send(f);
+                        continue;
+                    }
                     if tx.send(Input::Vm(f)).is_err() {
                         return Vec::new();
                     }

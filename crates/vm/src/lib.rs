@@ -17,7 +17,8 @@
 //! control socket, events and API serve VM sandboxes unchanged.
 
 // Denied everywhere but the guest init's reseeding of its random generator
-// (`guest/entropy.rs`), which must make two ioctls nix does not wrap.
+// (`guest/entropy.rs`), which must make two ioctls nix does not wrap, and
+// the fork of its keeper (`guest/keeper.rs`).
 #![deny(unsafe_code)]
 // Below the doors nothing prints: a library reports through its return
 // values and observers, and each front door chooses what the person sees

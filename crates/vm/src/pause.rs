@@ -6,12 +6,14 @@
 //! What it cannot save: a 9p share the guest has mounted (QEMU keeps the
 //! guest's open files of it, which no snapshot can carry, and refuses to
 //! save: "Migration is disabled when VirtFS export path ... is mounted"),
-//! and virtio-fs at all. The guest's own init drops its privileges before
-//! it serves, so it cannot unmount them for a save; a VM whose system
-//! directories and workspace are 9p shares (every VM but one whose
-//! `--rootfs` is an image and that has no workspace, bind or secret) is
-//! refused with QEMU's reason and goes on running, untouched.
-//! docs/microvm.md says what this costs and what would lift it.
+//! and virtio-fs at all. The supervisor's hold on the VM
+//! ([`crate::control`]) has the guest's keeper freeze its processes and
+//! unmount its 9p shares (workspace, binds, trust files) before the save
+//! and mount them again after the restore; a guest whose system
+//! directories are a 9p share (the host's `/usr`, or a root tree not
+//! made an image) can never unmount them and is refused up front
+//! ([`unsaveable`]), as is one whose processes hold a share: each goes on
+//! running, untouched. docs/microvm.md says what this costs.
 
 use crate::machine::{Config, Machine, MachineError, Start, Then};
 use crate::snapshot::{self, Record, SnapshotError};
@@ -31,6 +33,31 @@ pub enum PauseError {
     Snapshot(#[from] SnapshotError),
     #[error(transparent)]
     Machine(#[from] MachineError),
+}
+
+/// Why a VM of `cfg` can never be saved, whatever its guest does: its
+/// system directories or its workspace reach it in a way QEMU cannot
+/// save. `None`: it can, once its guest has unmounted its 9p shares.
+pub fn unsaveable(cfg: &Config) -> Option<String> {
+    // A root tree is either an image (`root_image`) or a 9p share
+    // (`rootfs`); neither: the host's `/usr` over 9p.
+    if cfg.root_image.is_none() && cfg.rootfs.is_none() {
+        return Some("its system directories are the host's /usr, mounted in the guest over 9p, from which every program of the guest runs (only a guest whose root is a read-only image can be saved)".into());
+    }
+    if cfg.root_image.is_none() {
+        return Some("its root tree is mounted in the guest over 9p, from which every program of the guest runs (only a guest whose root is a read-only image can be saved)".into());
+    }
+    if cfg.workspace.is_some()
+        && matches!(cfg.workspace_fs, crate::fsd::WorkspaceFs::VirtioFs { .. })
+    {
+        return Some("its workspace is mounted over virtio-fs, which this VMM cannot save".into());
+    }
+    None
+}
+
+/// Whether the guest of `cfg` has 9p shares to give back before a save.
+pub fn has_shares(cfg: &Config) -> bool {
+    cfg.workspace.is_some() || cfg.trust.is_some() || !cfg.shares.is_empty()
 }
 
 /// What a paused VM's directory holds beside its state.

@@ -74,6 +74,20 @@ pub enum Kind {
     Fatal = 16,
     /// Guest to host: the connection asked for is made.
     Connected = 17,
+    /// Host to guest, before a pause to disk: freeze every process of the
+    /// sandbox and unmount the shares, so that the VMM can save the guest.
+    Release = 18,
+    /// Guest to host: the answer to [`Kind::Release`] (`null` when the
+    /// shares are released and the processes frozen, else why not, with
+    /// nothing changed, as JSON).
+    Released = 19,
+    /// Host to guest, after a resume from disk (or a refused save): mount
+    /// the shares again, step the clock and let the processes go on
+    /// ([`Reattach`] as JSON).
+    Reattach = 20,
+    /// Guest to host: the answer to [`Kind::Reattach`] (`null`, or why
+    /// not, as JSON).
+    Reattached = 21,
 }
 
 impl Kind {
@@ -97,6 +111,10 @@ impl Kind {
             15 => Ended,
             16 => Fatal,
             17 => Connected,
+            18 => Release,
+            19 => Released,
+            20 => Reattach,
+            21 => Reattached,
             _ => return None,
         })
     }
@@ -151,6 +169,28 @@ impl std::fmt::Debug for Attach {
             .field("params", &self.params)
             .field("seed", &format_args!("[{} bytes]", self.seed.len()))
             .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+/// What a guest brought back from disk is told before its processes go on.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reattach {
+    /// The host's wall clock (seconds and nanoseconds since the epoch):
+    /// the guest's stood still while it was on disk.
+    pub clock: (i64, u32),
+    /// Fresh random bytes for the guest's generator, when the restored
+    /// guest is a copy that must not share its source's randomness.
+    #[serde(default)]
+    pub seed: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Reattach {
+    // The seed is never written to a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reattach")
+            .field("clock", &self.clock)
+            .field("seed", &self.seed.as_ref().map(Vec::len))
             .finish()
     }
 }

@@ -174,3 +174,203 @@ fn the_apis_pause_to_disk_is_refused_for_a_process_sandbox_which_runs_on_and_a_b
     assert_eq!(st, 200, "{b}");
     assert_eq!(json(&b)["state"], "paused", "{b}");
 }
+
+/// The resident memory (kB) of the processes `pids`.
+fn rss_kb(pids: &[i32]) -> u64 {
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .filter_map(|s| {
+            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_string();
+            l.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+/// A `--rootfs` tree of busybox with the programs the test runs by name.
+fn busybox_tree() -> Option<TempDir> {
+    let tool = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"].iter().any(|d| {
+        Path::new(d).join("mkfs.ext4").is_file() || Path::new(d).join("mkfs.erofs").is_file()
+    });
+    if !tool {
+        skip("neither mkfs.ext4 nor mkfs.erofs is installed: no guest root image can be built");
+        return None;
+    }
+    let root = busybox_rootfs()?;
+    for name in ["sh", "sleep", "cat", "pidof", "date"] {
+        std::os::unix::fs::symlink("busybox", root.path().join("usr/bin").join(name)).unwrap();
+    }
+    Some(root)
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_with_a_workspace_is_refused_a_pause_to_disk_while_a_process_holds_it_and_once_free_is_paused_to_disk_and_resumed_with_its_counter_files_and_clock(
+) {
+    let state = TempDir::new("vm-pause-ws");
+    let _stop = Stopper(state.path(), "ws");
+    if guest_release().is_none() {
+        return;
+    }
+    let Some(tree) = busybox_tree() else {
+        return;
+    };
+    let s = state.path();
+    ok(&vm_warden(
+        s,
+        &[
+            "create",
+            "--isolation",
+            "vm",
+            "--rootfs",
+            tree.path().to_str().unwrap(),
+            "ws",
+        ],
+        None,
+    ));
+    ok(&vm_warden(s, &["start", "ws"], None));
+    ok(&vm_warden(
+        s,
+        &[
+            "exec",
+            "ws",
+            "--",
+            "sh",
+            "-c",
+            "echo before > /workspace/before.txt",
+        ],
+        None,
+    ));
+    // The counter leaves the workspace (every exec starts in it).
+    let counter = format!("cd /; {COUNTER}");
+    ok(&vm_warden(
+        s,
+        &["exec", "-d", "ws", "--", "sh", "-c", &counter],
+        None,
+    ));
+    wait_until("the counter to count", Duration::from_secs(60), || {
+        count(s, "ws") > 0
+    });
+
+    // A process whose working directory is the workspace holds it: the
+    // pause is refused, naming it, and the VM runs on untouched.
+    ok(&vm_warden(
+        s,
+        &["exec", "-d", "ws", "--", "sleep", "1000"],
+        None,
+    ));
+    wait_until("the holder to start", Duration::from_secs(30), || {
+        code(&vm_warden(s, &["exec", "ws", "--", "pidof", "sleep"], None)) == 0
+    });
+    let vmm = vmm_pids(s, "ws");
+    let o = vm_warden(s, &["pause", "--to-disk", "ws"], None);
+    assert_ne!(
+        code(&o),
+        0,
+        "a VM whose workspace a process holds was saved"
+    );
+    let said = stderr(&o);
+    assert!(said.contains("cannot be paused to disk"), "{said}");
+    assert!(
+        said.contains("(sleep) has its working directory in /workspace"),
+        "{said}"
+    );
+    let n = count(s, "ws");
+    wait_until(
+        "the counter to go on after the refusal",
+        Duration::from_secs(30),
+        || count(s, "ws") > n,
+    );
+    assert_eq!(
+        vmm_pids(s, "ws"),
+        vmm,
+        "the VMM was replaced by a refused pause"
+    );
+    ok(&vm_warden(
+        s,
+        &[
+            "exec",
+            "ws",
+            "--",
+            "sh",
+            "-c",
+            "echo still > /workspace/still.txt",
+        ],
+        None,
+    ));
+    ok(&vm_warden(
+        s,
+        &["exec", "ws", "--", "sh", "-c", "kill $(pidof sleep)"],
+        None,
+    ));
+
+    // Free: paused to disk, its VMM (and the guest's RAM with it) gone.
+    let rss = rss_kb(&vmm);
+    let before = count(s, "ws");
+    let t = Instant::now();
+    ok(&vm_warden(s, &["pause", "--to-disk", "ws"], None));
+    let paused_in = t.elapsed();
+    assert!(
+        vmm_pids(s, "ws").is_empty(),
+        "a VMM still runs while paused to disk"
+    );
+    let ls = ok(&vm_warden(s, &["ls"], None));
+    assert!(ls.contains("paused"), "{ls}");
+    std::thread::sleep(Duration::from_secs(3));
+    let t = Instant::now();
+    ok(&vm_warden(s, &["resume", "ws"], None));
+    let resumed_in = t.elapsed();
+    eprintln!(
+        "VMM RSS {rss} kB before, none while paused; pause to disk {paused_in:?}, resume {resumed_in:?} (end to end, with the shares released and taken back)"
+    );
+    let after = count(s, "ws");
+    assert!(
+        after >= before,
+        "the counter went back: {before} then {after}"
+    );
+    wait_until(
+        "the counter to go on after the resume",
+        Duration::from_secs(30),
+        || count(s, "ws") > after,
+    );
+    // The files written before are there, and the workspace takes new ones.
+    let o = ok(&vm_warden(
+        s,
+        &[
+            "exec",
+            "ws",
+            "--",
+            "cat",
+            "/workspace/before.txt",
+            "/workspace/still.txt",
+        ],
+        None,
+    ));
+    assert_eq!(o, "before\nstill\n");
+    ok(&vm_warden(
+        s,
+        &[
+            "exec",
+            "ws",
+            "--",
+            "sh",
+            "-c",
+            "echo after > /workspace/after.txt && cat /workspace/after.txt",
+        ],
+        None,
+    ));
+    // The guest's clock was stepped to the host's, not left behind by the
+    // time it spent on disk.
+    let guest: i64 = ok(&vm_warden(s, &["exec", "ws", "--", "date", "+%s"], None))
+        .trim()
+        .parse()
+        .unwrap();
+    let host = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(
+        (host - guest).abs() < 3,
+        "the guest's clock is {} s off",
+        host - guest
+    );
+}

@@ -15,9 +15,13 @@
 
 mod connect;
 mod entropy;
+mod keeper;
+mod launch;
 mod serve;
 mod setup;
 mod shares;
+
+pub use launch::{launch, LaunchError, LAUNCH};
 
 use crate::wire::{Frame, Kind};
 use std::io::Write;
@@ -50,6 +54,8 @@ pub enum GuestError {
     Reseed(#[source] nix::errno::Errno),
     #[error("cannot set the guest's clock")]
     Clock(#[source] nix::errno::Errno),
+    #[error("cannot start the keeper of the guest's shares")]
+    Keeper(#[source] nix::errno::Errno),
     #[error("the host gave the guest a network device, but none appeared")]
     NoNetworkDevice,
     #[error(transparent)]
@@ -99,7 +105,7 @@ fn console(msg: &str) {
 /// The guest init's `main`: never returns; its end is the guest's.
 pub fn main() -> ! {
     match setup::prepare() {
-        Ok((port, ready)) => {
+        Ok((port, ready, held)) => {
             let mut w = match port.try_clone() {
                 Ok(w) => w,
                 Err(e) => {
@@ -111,7 +117,7 @@ pub fn main() -> ! {
                 console(&format!("cannot reach the host: {e}"));
                 std::process::exit(1)
             }
-            serve::serve(port, w);
+            serve::serve(port, w, held);
             std::process::exit(0)
         }
         Err((port, e)) => {

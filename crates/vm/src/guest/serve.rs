@@ -87,18 +87,50 @@ struct Running {
     stdin: Option<Sender<Option<Vec<u8>>>>,
 }
 
+/// Whether `prog` names a program file (through `PATH` of `env` when it
+/// has no slash): a launcher ([`super::launch`]) reports a missing program
+/// only as its exit status, so the init refuses it first, as a direct
+/// spawn does.
+fn findable(prog: &str, env: &[(String, String)]) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if prog.contains('/') {
+        return runnable(std::path::Path::new(prog));
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    path.split(':')
+        .any(|d| !d.is_empty() && runnable(&std::path::Path::new(d).join(prog)))
+}
+
 fn spawn(
     id: u64,
     req: Spawn,
     w: &Writer,
     reaped: &Arc<Mutex<Reaped>>,
     running: &Running2,
+    launch: Option<&super::launch::Launch>,
 ) -> Result<i32, i32> {
     let Some((prog, args)) = req.argv.split_first() else {
         return Err(nix::errno::Errno::EINVAL as i32);
     };
     let io_err = |e: std::io::Error| e.raw_os_error().unwrap_or(nix::errno::Errno::EIO as i32);
-    let mut command = Command::new(prog);
+    let mut command = match launch {
+        Some(l) => {
+            if !findable(prog, &req.env) {
+                return Err(nix::errno::Errno::ENOENT as i32);
+            }
+            let mut c = Command::new(l.program());
+            c.args(l.args()).arg(prog);
+            c
+        }
+        None => Command::new(prog),
+    };
     command
         .args(args)
         .env_clear()
@@ -196,7 +228,7 @@ fn spawn(
 }
 
 /// Serve until the host asks for a shutdown or its end of the port closes.
-pub(super) fn serve(mut port: File, w: File) {
+pub(super) fn serve(mut port: File, w: File, mut held: super::setup::Held) {
     let w: Writer = Arc::new(Mutex::new(w));
     let reaped = Arc::new(Mutex::new(Reaped::default()));
     {
@@ -224,10 +256,12 @@ pub(super) fn serve(mut port: File, w: File) {
             ),
             Kind::Spawn => {
                 let notice = match frame.parse::<Spawn>() {
-                    Ok(req) => match spawn(frame.id, req, &w, &reaped, &running) {
-                        Ok(pid) => Frame::json(Kind::Spawned, frame.id, &pid),
-                        Err(errno) => Frame::json(Kind::Failed, frame.id, &errno),
-                    },
+                    Ok(req) => {
+                        match spawn(frame.id, req, &w, &reaped, &running, held.launch.as_ref()) {
+                            Ok(pid) => Frame::json(Kind::Spawned, frame.id, &pid),
+                            Err(errno) => Frame::json(Kind::Failed, frame.id, &errno),
+                        }
+                    }
                     Err(_) => {
                         Frame::json(Kind::Failed, frame.id, &(nix::errno::Errno::EINVAL as i32))
                     }
@@ -278,6 +312,27 @@ pub(super) fn serve(mut port: File, w: File) {
             }
             Kind::TermAll => {
                 let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
+            }
+            // The host's pause to disk, and its resume (see `keeper`): the
+            // init answers once its keeper has; meanwhile it reads nothing
+            // more from the host, which sends nothing until the answer.
+            Kind::Release => {
+                let answer = match held.keeper.as_mut() {
+                    Some(k) => k.release(),
+                    None => Some(
+                        "this guest cannot give its shares back (its system directories are not a read-only image, or its workspace is virtio-fs)"
+                            .to_string(),
+                    ),
+                };
+                send(&w, Frame::json(Kind::Released, 0, &answer));
+            }
+            Kind::Reattach => {
+                let answer = match (frame.parse::<crate::wire::Reattach>(), held.keeper.as_mut()) {
+                    (Ok(r), Some(k)) => k.reattach(r),
+                    (Ok(_), None) => None,
+                    (Err(e), _) => Some(format!("cannot read the request ({e})")),
+                };
+                send(&w, Frame::json(Kind::Reattached, 0, &answer));
             }
             Kind::Shutdown => break,
             _ => {}

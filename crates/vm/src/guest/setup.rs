@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use warden_jail::privileges::{self, Rlimits};
 
 /// What the host passed on the kernel's command line (`warden.KEY=VALUE`).
-#[derive(Debug, Default)]
-struct Params {
+#[derive(Debug, Default, Clone)]
+pub(super) struct Params {
     nofile: Option<u64>,
     fsize: Option<u64>,
     nproc: Option<u64>,
@@ -282,7 +282,7 @@ fn trust(nine: &str) -> Result<(), GuestError> {
 
 /// Build everything; the channel (when it was opened) comes back with an
 /// error so that the host hears why.
-pub(super) fn prepare() -> Result<(File, Ready), (Option<File>, GuestError)> {
+pub(super) fn prepare() -> Result<(File, Ready, Held), (Option<File>, GuestError)> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let early = || -> Result<Params, GuestError> {
         mount_fs(
@@ -318,8 +318,8 @@ pub(super) fn prepare() -> Result<(File, Ready), (Option<File>, GuestError)> {
     } else {
         p
     };
-    let ready = finish(&p).map_err(fail)?;
-    Ok((port, ready))
+    let (ready, held) = finish(&p).map_err(fail)?;
+    Ok((port, ready, held))
 }
 
 /// The template's point: say so, and wait (the host snapshots the guest
@@ -359,20 +359,32 @@ fn park(port: &File) -> Result<Params, GuestError> {
     Ok(parse_params(attach.params.iter().map(String::as_str)))
 }
 
-fn finish(p: &Params) -> Result<Ready, GuestError> {
+/// What the init keeps beyond its channel when the guest can be paused to
+/// disk: the keeper of its shares, and the rules every process it starts
+/// is restricted by (see [`super::launch`]).
+#[derive(Default)]
+pub(super) struct Held {
+    pub keeper: Option<super::keeper::Keeper>,
+    pub launch: Option<super::launch::Launch>,
+}
+
+/// The 9p mount options of every share.
+pub(super) const NINE: &str = "trans=virtio,version=9p2000.L,msize=262144";
+
+/// Whether the shares of this guest can be given back to the VMM before a
+/// pause to disk: its system directories are a read-only image (a 9p share
+/// of them is never free while a program runs) and its workspace is not
+/// virtio-fs (which the VMM cannot save at all).
+pub(super) fn releasable(p: &Params) -> bool {
+    p.rootfs && p.root_image.is_some() && !p.virtiofs
+}
+
+/// Mount what the host shares over 9p or virtio-fs: the workspace, the
+/// binds (and the covers of warden's directories they show) and the trust
+/// files. The keeper mounts them again this way after a pause to disk.
+/// Returns the writable binds.
+pub(super) fn attach_shares(p: &Params) -> Result<Vec<PathBuf>, GuestError> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    let nine = "trans=virtio,version=9p2000.L,msize=262144";
-    if p.rootfs {
-        super::shares::adopt_rootfs(nine, p.root_image.as_deref())?;
-    } else {
-        mount_fs(
-            "usr",
-            "/usr",
-            "9p",
-            nosuid | MsFlags::MS_RDONLY,
-            &format!("{nine},cache=loose"),
-        )?;
-    }
     if p.workspace && p.virtiofs {
         mount_fs("workspace", "/workspace", "virtiofs", nosuid, "")?;
     } else if p.workspace {
@@ -384,7 +396,35 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
             "/workspace",
             "9p",
             nosuid,
-            &format!("{nine},cache=mmap"),
+            &format!("{NINE},cache=mmap"),
+        )?;
+    }
+    let bind_writable = super::shares::mount_binds(&p.binds, NINE)?;
+    super::shares::hide(&p.hide)?;
+    if p.trust {
+        trust(NINE)?;
+    }
+    Ok(bind_writable)
+}
+
+fn finish(p: &Params) -> Result<(Ready, Held), GuestError> {
+    let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let nine = NINE;
+    // Before the root tree covers the init's libraries (see `launch`).
+    let kit = if releasable(p) {
+        Some(super::launch::stage()?)
+    } else {
+        None
+    };
+    if p.rootfs {
+        super::shares::adopt_rootfs(nine, p.root_image.as_deref())?;
+    } else {
+        mount_fs(
+            "usr",
+            "/usr",
+            "9p",
+            nosuid | MsFlags::MS_RDONLY,
+            &format!("{nine},cache=loose"),
         )?;
     }
     let tmp = p.tmp.unwrap_or(256 << 20);
@@ -395,11 +435,7 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
         nosuid,
         &format!("mode=1777,size={tmp}"),
     )?;
-    let bind_writable = super::shares::mount_binds(&p.binds, nine)?;
-    super::shares::hide(&p.hide)?;
-    if p.trust {
-        trust(nine)?;
-    }
+    let bind_writable = attach_shares(p)?;
     network(p)?;
     minimal_dev()?;
     umount2("/sys", MntFlags::MNT_DETACH).map_err(fs_err("unmount", "/sys"))?;
@@ -425,6 +461,12 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().to_string())
         .unwrap_or_default();
+    // The keeper is forked here, with the init's privileges and before any
+    // thread or process of the sandbox exists (see `keeper`).
+    let mut held = Held::default();
+    if releasable(p) {
+        held.keeper = Some(super::keeper::start(p)?);
+    }
     let mut layers = vec!["rlimits".to_string()];
     privileges::lock_bounding_set(false)?;
     privileges::set_ids(uid, gid)?;
@@ -444,7 +486,27 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
         .filter(|p| p.exists())
         .collect();
     let weak = |layer: &str| p.weaken.iter().any(|w| w == layer);
-    if !weak("landlock") {
+    if let (false, Some(kit)) = (weak("landlock"), kit) {
+        // A guest that can be paused to disk mounts its workspace again
+        // after a resume, as a new inode, and Landlock's rules hold
+        // inodes: the init takes no Landlock domain (one naming the
+        // workspace's first mount would deny every later process writes
+        // into the second); each process it starts takes one, naming the
+        // workspace mounted then, before it executes anything.
+        // What a launcher will get, learnt on a thread of its own: a
+        // Landlock domain is a thread's, and the thread ends with it.
+        let probe = std::thread::scope(|s| {
+            s.spawn(|| warden_jail::landlock::restrict(&[PathBuf::from("/")], &writable, true))
+                .join()
+        });
+        match probe {
+            Ok(Ok(warden_jail::landlock::Enforcement::None)) => {}
+            Ok(Ok(_)) => layers.push("landlock".into()),
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => return Err(GuestError::Keeper(nix::errno::Errno::EIO)),
+        }
+        held.launch = Some(super::launch::Launch::new(kit, writable));
+    } else if !weak("landlock") {
         match warden_jail::landlock::restrict(&[PathBuf::from("/")], &writable, true)? {
             warden_jail::landlock::Enforcement::None => {}
             _ => layers.push("landlock".into()),
@@ -456,8 +518,11 @@ fn finish(p: &Params) -> Result<Ready, GuestError> {
         warden_jail::seccomp::install()?;
         layers.push("seccomp".into());
     }
-    Ok(Ready {
-        kernel: release,
-        layers,
-    })
+    Ok((
+        Ready {
+            kernel: release,
+            layers,
+        },
+        held,
+    ))
 }
