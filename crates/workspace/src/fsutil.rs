@@ -529,16 +529,50 @@ fn copy_xattrs_at(from: &Tree, src_rel: &Path, parent: &OwnedFd, name: &OsStr) -
     Ok(())
 }
 
-/// Bytes held by the tree the sandbox can write at `path` (regular files'
-/// sizes), or `u64::MAX` when it cannot be measured: a quota that reads
-/// this fails closed rather than taking an unreadable tree as empty.
-/// See [`tree_bytes`].
+/// The least a host file system spends on an entry of any kind (one block
+/// of ext4 or xfs, and an inode): an empty file, a directory or a link
+/// costs the host that much, whatever the tmpfs it was made in charged.
+pub const ENTRY_BYTES: u64 = 4096;
+
+/// What one entry costs the host's disk, priced as the host pays it: its
+/// allocated blocks or its apparent size in whole blocks, whichever is more
+/// (a sparse file counts whole: a copy may fill it), at least
+/// [`ENTRY_BYTES`] whatever its kind, plus its name's entry in its parent
+/// directory (`name_len` bytes and ext4's 8-byte header, rounded to 4).
+/// Every measure of what a tree costs the host (a token's disk quota, a
+/// snapshot's bound, a volume's or a cache's merge) prices entries with
+/// this one function, so that none of them is free: counting regular
+/// files' bytes alone let a sandbox grow a volume by millions of empty
+/// files, directories and long names at no charge.
+pub fn entry_cost(st: &rustix::fs::Stat, name_len: usize) -> u64 {
+    let blocks = u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512);
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    let whole = size.div_ceil(ENTRY_BYTES).saturating_mul(ENTRY_BYTES);
+    let held = match FileType::from_raw_mode(st.st_mode) {
+        // What the entry's size says it may hold once copied.
+        FileType::RegularFile | FileType::Directory | FileType::Symlink => blocks.max(whole),
+        _ => blocks,
+    };
+    held.max(ENTRY_BYTES).saturating_add(name_cost(name_len))
+}
+
+/// What a name of `len` bytes takes in its directory: ext4's entry, an
+/// 8-byte header and the name, rounded up to 4 bytes.
+pub fn name_cost(len: usize) -> u64 {
+    u64::try_from(len).unwrap_or(u64::MAX).saturating_add(8 + 3) & !3
+}
+
+/// What the tree the sandbox can write at `path` costs the host's disk
+/// (every entry below it priced by [`entry_cost`]), or `u64::MAX` when it
+/// cannot be measured: a quota that reads this fails closed rather than
+/// taking an unreadable tree as empty. See [`tree_bytes`].
 pub fn tree_size(path: &Path) -> u64 {
     tree_bytes(path).unwrap_or(u64::MAX)
 }
 
-/// Bytes held by the tree the sandbox can write at `path`; `Some(0)` when
-/// nothing is there, `None` when some directory of it cannot be read.
+/// What the tree the sandbox can write at `path` costs the host's disk
+/// (see [`tree_size`]); `Some(0)` when nothing is there, `None` when some
+/// directory of it cannot be read.
 ///
 /// The walk goes from directory descriptor to directory descriptor
 /// (`openat(parent, name, O_NOFOLLOW)`, `..` on the way back) with an
@@ -554,9 +588,8 @@ pub fn tree_bytes(path: &Path) -> Option<u64> {
         Err(_) => return None,
     };
     match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => return Some(u64::try_from(st.st_size).unwrap_or(0)),
         FileType::Directory => {}
-        _ => return Some(0),
+        _ => return Some(entry_cost(&st, 0)),
     }
     let top = open_dir(&rustix::fs::CWD, path.as_os_str()).ok()?;
     size_walk(top)
@@ -569,8 +602,8 @@ struct Level {
     pending: Vec<OsString>,
 }
 
-/// Read the directory `dir`: add its files' sizes to `total` and answer
-/// its level.
+/// Read the directory `dir`: add what each of its entries costs to `total`
+/// and answer its level.
 fn read_level(dir: &OwnedFd, total: &mut u64) -> Option<Level> {
     let st = rustix::fs::fstat(dir).ok()?;
     let mut pending = Vec::new();
@@ -581,12 +614,9 @@ fn read_level(dir: &OwnedFd, total: &mut u64) -> Option<Level> {
             Err(Errno::NOENT) => continue,
             Err(_) => return None,
         };
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile => {
-                *total = total.saturating_add(u64::try_from(st.st_size).unwrap_or(0))
-            }
-            FileType::Directory => pending.push(name),
-            _ => {}
+        *total = total.saturating_add(entry_cost(&st, name.len()));
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+            pending.push(name);
         }
     }
     Some(Level {

@@ -36,8 +36,14 @@ fn a_file_below_a_path_longer_than_path_max_is_counted() {
     // Sparse: its size is what a quota reads.
     rustix::fs::ftruncate(&big, 3 << 30).unwrap();
     std::fs::write(dir.path().join("top"), b"12345").unwrap();
-    assert_eq!(fsutil::tree_bytes(dir.path()), Some((3 << 30) + 5));
-    assert_eq!(fsutil::tree_size(dir.path()), (3 << 30) + 5);
+    // Every entry costs at least a block: 20 directories, `top`, and
+    // `big` counted whole.
+    let measured = fsutil::tree_bytes(dir.path()).unwrap();
+    assert!(
+        measured >= (3 << 30) + 21 * fsutil::ENTRY_BYTES,
+        "{measured}"
+    );
+    assert_eq!(fsutil::tree_size(dir.path()), measured);
 }
 
 #[test]
@@ -56,7 +62,8 @@ fn a_chain_of_thirty_thousand_directories_is_measured_and_removed_whole() {
     rustix::io::write(&f, b"0123456789").unwrap();
     drop((f, deep));
     // On this test's own (small) stack: nothing of the walk recurses.
-    assert_eq!(fsutil::tree_bytes(&top), Some(10));
+    let measured = fsutil::tree_bytes(&top).unwrap();
+    assert!(measured >= 30_001 * fsutil::ENTRY_BYTES, "{measured}");
     fsutil::remove_tree(&top).unwrap();
     assert!(!top.exists());
 }
@@ -76,5 +83,29 @@ fn a_tree_that_cannot_be_read_counts_as_unmeasurable_not_as_empty() {
     let measured = fsutil::tree_bytes(dir.path());
     std::fs::set_permissions(&shut, std::fs::Permissions::from_mode(0o700)).unwrap();
     assert_eq!(measured, None);
-    assert_eq!(fsutil::tree_size(dir.path()), 4096);
+    let readable = fsutil::tree_size(dir.path());
+    assert!(
+        (2 * fsutil::ENTRY_BYTES..u64::MAX).contains(&readable),
+        "{readable}"
+    );
+}
+
+#[test]
+fn empty_files_directories_and_long_names_each_cost_at_least_a_block_and_their_name() {
+    let dir = TempDir::new("deep-empty");
+    let long = "n".repeat(240);
+    for i in 0..100 {
+        std::fs::write(dir.path().join(format!("{long}{i:03}")), b"").unwrap();
+        std::fs::create_dir(dir.path().join(format!("d{i:03}"))).unwrap();
+    }
+    std::os::unix::fs::symlink("/nowhere", dir.path().join("link")).unwrap();
+    let measured = fsutil::tree_size(dir.path());
+    // 100 empty files with 243-byte names, 100 directories, one link: no
+    // bytes of data, yet the host pays an inode, a block's worth and a
+    // directory entry for each.
+    let least = 201 * fsutil::ENTRY_BYTES + 100 * (8 + 243);
+    assert!(
+        (least..u64::MAX).contains(&measured),
+        "{measured} < {least}"
+    );
 }
