@@ -202,6 +202,17 @@ impl RequestRule {
         Ok(self)
     }
 
+    /// Whether the rule matches one method, one host (no subdomains) and
+    /// one path, with no wildcard, query condition or JSON-RPC method:
+    /// the only shape a rule made from a request (a grant) may have.
+    pub fn is_literal(&self) -> bool {
+        matches!(self.methods.as_slice(), [m] if is_method(m))
+            && !self.domain.subdomains
+            && matches!(self.paths.as_slice(), [p] if !has_wildcard(p))
+            && self.query.is_empty()
+            && self.rpc.is_empty()
+    }
+
     /// Whether the rule is for `name` on `port`.
     pub fn is_for(&self, name: &str, port: u16) -> bool {
         let d = &self.domain;
@@ -213,6 +224,20 @@ impl RequestRule {
                 && name.as_bytes()[name.len() - d.name.len() - 1] == b'.');
         name_matches && d.allows_port(port)
     }
+}
+
+/// `path` (a request's normalised path) as a path glob that matches it
+/// and nothing else: each `*` written `\*`, which the matcher reads as a
+/// star itself. A request path never holds a backslash (the proxy
+/// refuses one), so nothing else of it can be read as rule syntax.
+pub fn literal_path(path: &str) -> String {
+    path.replace('*', "\\*")
+}
+
+/// Whether the glob `p` has a wildcard: a `*` not written `\*`.
+pub fn has_wildcard(p: &str) -> bool {
+    let b = p.as_bytes();
+    (0..b.len()).any(|i| b[i] == b'*' && (i == 0 || b[i - 1] != b'\\'))
 }
 
 /// Bytes an escape keeps standing for: all but RFC 3986's unreserved
@@ -268,16 +293,24 @@ pub fn normalise_escapes(path: &str, refused: impl Fn(u8) -> bool) -> Result<Str
 
 /// A rule's path glob normalised as request paths are: unreserved escapes
 /// decoded, other escapes in upper case, empty segments dropped; refused
-/// when it is not absolute or holds a dot segment, a backslash, a control
+/// when it is not absolute or holds a dot segment, a backslash other than
+/// the one of `\*` (a literal star, see [`literal_path`]), a control
 /// character or a bad escape (it could never match a normalised path).
 pub fn pattern(p: &str) -> Result<String, String> {
     if !p.starts_with('/') {
         return Err("a path starts with /".into());
     }
-    if p.bytes()
-        .any(|b| b == b'\\' || b.is_ascii_control() || b == b'#' || b == b'?')
+    let stray_backslash = p
+        .match_indices('\\')
+        .any(|(at, _)| p.as_bytes().get(at + 1) != Some(&b'*'));
+    if stray_backslash
+        || p.bytes()
+            .any(|b| b.is_ascii_control() || b == b'#' || b == b'?')
     {
-        return Err("a backslash, a control character, # or ? in the path".into());
+        return Err(
+            "a backslash (other than \\* for a literal star), a control character, # or ? in the path"
+                .into(),
+        );
     }
     let out = normalise_escapes(p, |_| false).map_err(|_| "a % that starts no escape")?;
     let segments: Vec<&str> = out.split('/').skip(1).collect();
@@ -394,8 +427,38 @@ mod tests {
         assert_eq!(pattern("/a%2fb").unwrap(), "/a%2Fb");
         assert_eq!(pattern("/%c3%A9t%C3%a9").unwrap(), "/%C3%A9t%C3%A9");
         assert_eq!(pattern("/a%7e%41:@!").unwrap(), "/a~A:@!");
-        for bad in ["x", "/a/../b", "/a/./b", "/a\\b", "/a%zz", "/a?b", "/a#b"] {
+        assert_eq!(pattern("/a/\\*\\*").unwrap(), "/a/\\*\\*");
+        for bad in [
+            "x", "/a/../b", "/a/./b", "/a\\b", "/a\\", "/a%zz", "/a?b", "/a#b",
+        ] {
             assert!(pattern(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_literal_rule_names_one_method_host_and_path_without_a_wildcard() {
+        let r = |s: &str| RequestRule::parse(RequestAction::Allow, s).unwrap();
+        for literal in [
+            "GET forge.test/issues/1",
+            "DELETE forge.test:8443/issues/\\*\\*",
+            "PUT forge.test/a\\*b/",
+        ] {
+            assert!(r(literal).is_literal(), "{literal}");
+        }
+        for wide in [
+            "* forge.test/issues/1",
+            "GET,HEAD forge.test/issues/1",
+            "GET .forge.test/issues/1",
+            "GET forge.test/issues/*",
+            "GET forge.test/issues/**",
+            "GET forge.test/issues/\\**",
+            "GET forge.test",
+            "GET forge.test/issues?x=1",
+            "POST forge.test/mcp rpc:tools/list",
+        ] {
+            assert!(!r(wide).is_literal(), "{wide}");
+        }
+        assert_eq!(literal_path("/a/**/*b"), "/a/\\*\\*/\\*b");
+        assert!(!has_wildcard(&literal_path("/a/**/*b")));
     }
 }

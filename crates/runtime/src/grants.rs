@@ -104,9 +104,15 @@ pub fn apply_requests(spec: &mut warden_policy::SandboxSpec, granted: &[String])
         return;
     };
     for entry in granted {
+        // A grant allows the one request it answered: an entry that
+        // reads as any wider rule (as an older warden wrote a request's
+        // own `*` unescaped) is not applied.
         let Ok(mut rule) = RequestRule::parse(RequestAction::Allow, entry) else {
             continue;
         };
+        if !rule.is_literal() {
+            continue;
+        }
         rule.source = format!("{}{}", rule.source, warden_egress::requests::GRANTED);
         let port = rule.domain.port.unwrap_or(443);
         if e.requests.iter().any(|r| r.is_for(&rule.domain.name, port))
@@ -271,6 +277,14 @@ impl GrantsSink {
         let Some(entry) = reason.allow.as_ref().map(|a| a.value.clone()) else {
             return;
         };
+        let literal = warden_policy::requests::RequestRule::parse(
+            warden_policy::requests::RequestAction::Allow,
+            &entry,
+        )
+        .is_ok_and(|r| r.is_literal());
+        if !literal {
+            return;
+        }
         if let Err(e) = add_request(&self.path, &entry) {
             self.failure
                 .get_or_insert_with(|| warden_jail::chain_str(&e));

@@ -285,7 +285,9 @@ curl -sS --noproxy '*' "https://forge.test:PORT/repos/acme/w"
 mod api;
 mod ask;
 mod elicit;
+mod evasion;
 mod git;
+mod literal;
 mod mcp;
 mod record;
 mod websocket;

@@ -156,6 +156,35 @@ impl RequestRules {
         })
     }
 
+    /// Whether the method of a request to `path` on `name:port` can
+    /// change its decision: some rule for the name that names methods
+    /// could match its path. When none can, what other method a request
+    /// may be taken as needs no reading.
+    pub fn method_matters(&self, name: &str, port: u16, path: &str) -> bool {
+        let Ok(readings) = path::readings(path) else {
+            return true;
+        };
+        self.rules.iter().any(|r| {
+            !r.methods.is_empty() && r.is_for(name, port) && paths_match(r, &readings, Mode::Refuse)
+        })
+    }
+
+    /// Every method a rule for `name:port` names, each once.
+    pub fn methods_named(&self, name: &str, port: u16) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for m in self
+            .rules
+            .iter()
+            .filter(|r| r.is_for(name, port))
+            .flat_map(|r| &r.methods)
+        {
+            if !out.contains(m) {
+                out.push(m.clone());
+            }
+        }
+        out
+    }
+
     /// Decide `req`: see the module's comment.
     pub fn decide(&self, req: &Request<'_>) -> Verdict {
         let target = redacted(req.path, req.query);
@@ -249,12 +278,13 @@ fn method_matches(r: &RequestRule, method: &str, mode: Mode) -> bool {
 }
 
 /// Under every reading (to allow) or any (to refuse), some path glob of
-/// the rule matches.
+/// the rule matches: to refuse, with or without one trailing slash.
 fn paths_match(r: &RequestRule, readings: &[Vec<String>], mode: Mode) -> bool {
     let one = |segments: &Vec<String>| {
-        r.paths
-            .iter()
-            .any(|p| path::matches(p, segments, mode == Mode::Refuse))
+        r.paths.iter().any(|p| match mode {
+            Mode::Allow => path::matches(p, segments, false),
+            Mode::Refuse => path::matches_either_slash(p, segments, true),
+        })
     };
     match mode {
         Mode::Allow => readings.iter().all(one),
@@ -316,6 +346,27 @@ fn rpc_matches(r: &RequestRule, rpc: &Rpc, unit: Option<&str>, mode: Mode) -> bo
             .any(|p| path::glob(p.as_bytes(), label.as_bytes(), mode == Mode::Refuse)),
         _ => mode == Mode::Refuse,
     }
+}
+
+/// Every value given for `key` (any case) in `query` (or a form body),
+/// under every way a server may split and decode it (see `path`), as
+/// written: a key read more than one way gives each of its values.
+pub fn field_values(query: &str, key: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if query.is_empty() {
+        return out;
+    }
+    for pairs in path::query_readings(query) {
+        for (k, v) in pairs {
+            if k.eq_ignore_ascii_case(key) {
+                let v = v.unwrap_or_default();
+                if !out.contains(&v) {
+                    out.push(v);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `path?query` with each query value replaced by `…`: what events and

@@ -81,21 +81,55 @@ pub(crate) fn matches(pattern: &str, segments: &[String], fold: bool) -> bool {
     )
 }
 
+/// Whether `pattern` matches the path as it stands or with one trailing
+/// slash dropped or added: how a rule that refuses (deny, ask) is matched.
+/// Most servers route `/x/` as `/x` (Express, Rails, Spring before 6, and
+/// others), so a refusal that one slash could step around would be none;
+/// an allow rule is matched as written, so this never widens one.
+pub(crate) fn matches_either_slash(pattern: &str, segments: &[String], fold: bool) -> bool {
+    if matches(pattern, segments, fold) {
+        return true;
+    }
+    let slashed = segments.len() > 1 && segments.last().is_some_and(String::is_empty);
+    if slashed {
+        return matches(pattern, &segments[..segments.len() - 1], fold);
+    }
+    // The path has none: the pattern's own trailing slash (an empty last
+    // segment, which only an empty segment matches) is dropped instead.
+    match pattern.strip_suffix('/') {
+        Some(bare) if !bare.is_empty() => matches(bare, segments, fold),
+        _ => false,
+    }
+}
+
 /// `*` matches any run of bytes (a `/` included: for values and JSON-RPC
-/// methods, which have no segments); everything else itself.
+/// methods, which have no segments); `\*` a star itself (how a rule made
+/// from a request keeps its literal stars); everything else itself.
 pub(crate) fn glob(pattern: &[u8], text: &[u8], fold: bool) -> bool {
-    wildcard(
-        pattern,
-        text,
-        |p| *p == b'*',
-        |p, t| {
-            if fold {
-                p.eq_ignore_ascii_case(t)
-            } else {
-                p == t
+    let same = |p: &u8, t: &u8| {
+        if fold {
+            p.eq_ignore_ascii_case(t)
+        } else {
+            p == t
+        }
+    };
+    // Almost every pattern has no escape: matched on its bytes as they are.
+    if !pattern.contains(&b'\\') {
+        return wildcard(pattern, text, |p| *p == b'*', same);
+    }
+    let mut units: Vec<(u8, bool)> = Vec::with_capacity(pattern.len());
+    let mut bytes = pattern.iter().copied().peekable();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'\\' if bytes.peek() == Some(&b'*') => {
+                bytes.next();
+                units.push((b'*', false));
             }
-        },
-    )
+            b'*' => units.push((b'*', true)),
+            b => units.push((b, false)),
+        }
+    }
+    wildcard(&units, text, |(_, star)| *star, |(p, _), t| same(p, t))
 }
 
 /// Wildcard matching in linear space and at most `|pattern| * |text|`

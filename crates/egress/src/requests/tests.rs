@@ -270,3 +270,63 @@ fn what_is_shown_of_a_request_never_holds_a_query_value() {
     assert!(!v.why.contains("s3cret"), "{}", v.why);
     assert!(v.why.contains("/c?key=…"), "{}", v.why);
 }
+
+/// Most servers route `/x/` as `/x`: a rule that refuses is matched with
+/// and without one trailing slash, and an allow rule only as written, so
+/// a slash neither evades a refusal nor widens an allow.
+#[test]
+fn a_trailing_slash_never_evades_a_deny_or_an_ask_and_never_widens_an_allow() {
+    let r = rules(&[
+        (Allow, "* forge.test/**"),
+        (Deny, "* forge.test/**/git-receive-pack"),
+        (Deny, "DELETE forge.test/repos/*/*"),
+        (Ask, "POST forge.test/issues/*/lock/"),
+    ]);
+    let d = |m, t| decide(&r, "forge.test", m, t);
+    for (m, t) in [
+        ("POST", "/acme/w.git/git-receive-pack/"),
+        ("POST", "/acme/w.git/git-receive-pack//"),
+        ("POST", "/acme/w.git/git-receive-pack/."),
+        ("DELETE", "/repos/a/b/"),
+        ("DELETE", "/repos/a/b"),
+    ] {
+        assert_eq!(d(m, t), Some(Outcome::Deny), "{m} {t}");
+    }
+    assert_eq!(d("POST", "/issues/1/lock"), Some(Outcome::Ask));
+    assert_eq!(d("POST", "/issues/1/lock/"), Some(Outcome::Ask));
+    assert_eq!(d("DELETE", "/repos/a/b/c"), Some(Outcome::Allow));
+    let narrow = rules(&[
+        (Allow, "GET forge.test/repos/*/*"),
+        (Allow, "GET forge.test/tree/"),
+    ]);
+    let d = |t| decide(&narrow, "forge.test", "GET", t);
+    assert_eq!(d("/repos/a/b"), Some(Outcome::Allow));
+    assert_eq!(d("/repos/a/b/"), Some(Outcome::NoRule));
+    assert_eq!(d("/tree/"), Some(Outcome::Allow));
+    assert_eq!(d("/tree"), Some(Outcome::NoRule));
+}
+
+/// A rule made from a request keeps its stars as stars (`\*`): it
+/// matches that path and no other, and a grant made of it allows nothing
+/// a sibling path asks for.
+#[test]
+fn an_escaped_star_matches_itself_only() {
+    let literal = warden_policy::requests::literal_path("/issues/**");
+    assert_eq!(literal, "/issues/\\*\\*");
+    let r = rules(&[(Allow, &format!("GET forge.test{literal}"))]);
+    let d = |t| decide(&r, "forge.test", "GET", t);
+    assert_eq!(d("/issues/**"), Some(Outcome::Allow));
+    for sibling in [
+        "/issues/1",
+        "/issues/a/b",
+        "/issues/*",
+        "/issues/**/x",
+        "/issues",
+    ] {
+        assert_eq!(d(sibling), Some(Outcome::NoRule), "{sibling}");
+    }
+    let r = rules(&[(Allow, "GET forge.test/a\\*b/*")]);
+    let d = |t| decide(&r, "forge.test", "GET", t);
+    assert_eq!(d("/a*b/x"), Some(Outcome::Allow));
+    assert_eq!(d("/aXb/x"), Some(Outcome::NoRule));
+}

@@ -16,7 +16,7 @@
 
 use super::{BoxError, OutBody, Recorder, Terminator};
 use crate::decision::{Cause, Decision, Protocol, Reason};
-use crate::requests::{rpc_labels, Outcome, Request, Rpc, MAX_RPC_BODY};
+use crate::requests::{rpc_labels, Outcome, Request, Rpc, Verdict, MAX_RPC_BODY};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -51,81 +51,56 @@ pub(super) async fn judge(
     body: Incoming,
 ) -> Result<Let, Refused> {
     let body = boxed(body);
-    if !term.request_rules.covers(name, port) {
+    let rules = &term.request_rules;
+    if !rules.covers(name, port) {
         return Ok(Let { body, tally: None });
     }
     let start = std::time::Instant::now();
-    let method = parts.method.as_str();
-    let (rpc, body) = if term.request_rules.needs_body(name, port, method, path) {
-        read_rpc(body, &term.decode_memory).await
+    // Each method the server may take the request as (a method-override
+    // header, `_method` in the query or the body, which many frameworks
+    // honour), its own first: the request is decided by the most refused.
+    let mut methods = methods::named(parts);
+    let needs_rpc = methods
+        .iter()
+        .any(|m| rules.needs_body(name, port, m, path));
+    let kinds = methods::body_kinds(parts)
+        .filter(|_| !body.is_end_stream() && rules.method_matters(name, port, path));
+    let (read, body) = if needs_rpc || kinds.is_some() {
+        read_start(body, &term.decode_memory).await
     } else {
-        (Rpc::NoBody, body)
+        (Read::NoBody, body)
+    };
+    let mut unread = false;
+    if let Some(kinds) = &kinds {
+        let found = match &read {
+            Read::NoBody => Some(Vec::new()),
+            Read::Body(data) if !kinds.is_empty() => methods::in_body(parts, kinds, data).await,
+            _ => None,
+        };
+        // A body that may name a method and was not read for certain may
+        // name any: each the rules name, and any other (`*`).
+        unread = found.is_none();
+        let more = found.unwrap_or_else(|| {
+            let mut all = rules.methods_named(name, port);
+            all.push("*".into());
+            all
+        });
+        methods::add(&mut methods, more);
+    }
+    let rpc = match (&read, needs_rpc) {
+        (_, false) | (Read::NoBody, _) => Rpc::NoBody,
+        (Read::Body(data), true) => rpc_labels(data).map_or(Rpc::Unreadable, Rpc::Labels),
+        (Read::Unreadable, true) => Rpc::Unreadable,
     };
     let request = Request {
         name,
         port,
-        method,
+        method: parts.method.as_str(),
         path,
         query: parts.uri.query(),
         rpc: &rpc,
     };
-    let mut verdict = term.request_rules.decide(&request);
-    // A method the server may take instead of the request's (a
-    // method-override header or `_method`, which many frameworks honour):
-    // a request the rules allow is let through only if each method it
-    // may be taken as is allowed too.
-    if verdict.outcome == Outcome::Allow {
-        for other in overriding_methods(parts)
-            .iter()
-            .filter(|m| !m.eq_ignore_ascii_case(method))
-        {
-            let v = term.request_rules.decide(&Request {
-                method: other,
-                ..request
-            });
-            if v.outcome != Outcome::Allow {
-                verdict = v;
-                verdict.why = format!("{} (as the {other} its method override names)", verdict.why);
-                break;
-            }
-        }
-    }
-    let mut rule = verdict.rule;
-    let (allowed, cause, why) = match verdict.outcome {
-        Outcome::Allow => (true, Cause::new(Reason::RequestAllowed), verdict.why),
-        Outcome::Deny => (false, Cause::new(Reason::RequestDenied), verdict.why),
-        // The rule that would allow this very request.
-        Outcome::NoRule => (
-            false,
-            Cause::with_entry(
-                Reason::NoRequestRule,
-                ask::entry_for(method, name, port, path),
-            ),
-            verdict.why,
-        ),
-        Outcome::Ambiguous => (false, Cause::new(Reason::MisdirectedRequest), verdict.why),
-        // Held until a person answers.
-        // Answered "always" in an earlier run of the project.
-        Outcome::Ask if term.request_rules.granted(&request).is_some() => {
-            rule = term.request_rules.granted(&request);
-            (
-                true,
-                Cause::new(Reason::RequestAllowed),
-                format!("answered always in an earlier run: {}", verdict.why),
-            )
-        }
-        Outcome::Ask => {
-            let asking = rule.clone().unwrap_or_default();
-            let query = parts.uri.query();
-            match ask::ask(term, (name, port), method, (path, query), &asking).await {
-                ask::Asked::Allowed(cause, recorded) => {
-                    rule = Some(recorded);
-                    (true, cause, verdict.why)
-                }
-                ask::Asked::Refused(cause, why) => (false, cause, why),
-            }
-        }
-    };
+    let (allowed, cause, rule, why) = settle(term, &request, &methods, unread).await;
     let reason = cause.reason;
     let decision = Decision {
         protocol: Protocol::Request,
@@ -158,6 +133,99 @@ pub(super) async fn judge(
     })
 }
 
+/// The decision on `req` taken as each of `methods` (its own first):
+/// whether it goes, the cause, the rule that decided and why. A refusal
+/// under any method refuses it (the most refused one speaks); otherwise
+/// each method an ask rule holds is asked about in turn (or goes by an
+/// earlier "always"), and it goes only when every one is allowed.
+async fn settle(
+    term: &Terminator,
+    req: &Request<'_>,
+    methods: &[String],
+    unread: bool,
+) -> (bool, Cause, Option<String>, String) {
+    let (name, port, path) = (req.name, req.port, req.path);
+    let own = req.method;
+    let as_method = |m: &str, why: String| {
+        if m == own {
+            why
+        } else if unread {
+            format!("{why} (as any method its unread body may name in _method)")
+        } else {
+            format!("{why} (as the {m} its method override names)")
+        }
+    };
+    let verdicts: Vec<(&str, Verdict)> = methods
+        .iter()
+        .map(|m| {
+            let v = term.request_rules.decide(&Request { method: m, ..*req });
+            (m.as_str(), v)
+        })
+        .collect();
+    let mut worst: Option<&(&str, Verdict)> = None;
+    for mv in &verdicts {
+        if worst.is_none_or(|w| rank(&mv.1.outcome) > rank(&w.1.outcome)) {
+            worst = Some(mv);
+        }
+    }
+    if let Some((m, v)) = worst.filter(|(_, v)| rank(&v.outcome) >= rank(&Outcome::NoRule)) {
+        let cause = match v.outcome {
+            // The rule that would allow this very request, when one can.
+            Outcome::NoRule => match ask::entry_for(m, name, port, path) {
+                Some(entry) => Cause::with_entry(Reason::NoRequestRule, entry),
+                None => Cause::new(Reason::NoRequestRule),
+            },
+            Outcome::Ambiguous => Cause::new(Reason::MisdirectedRequest),
+            _ => Cause::new(Reason::RequestDenied),
+        };
+        return (false, cause, v.rule.clone(), as_method(m, v.why.clone()));
+    }
+    let mut settled: Option<(Cause, Option<String>, String)> = None;
+    for (m, v) in verdicts.iter().filter(|(_, v)| v.outcome == Outcome::Ask) {
+        let asked = Request { method: m, ..*req };
+        // Answered "always" in an earlier run of the project.
+        if let Some(granted) = term.request_rules.granted(&asked) {
+            let why = format!("answered always in an earlier run: {}", v.why);
+            settled = Some((
+                Cause::new(Reason::RequestAllowed),
+                Some(granted),
+                as_method(m, why),
+            ));
+            continue;
+        }
+        let rule = v.rule.clone().unwrap_or_default();
+        match ask::ask(term, (name, port), m, (path, req.query), &rule).await {
+            ask::Asked::Allowed(cause, recorded) => {
+                settled = Some((cause, Some(recorded), as_method(m, v.why.clone())));
+            }
+            ask::Asked::Refused(cause, why) => return (false, cause, v.rule.clone(), why),
+        }
+    }
+    match settled {
+        Some((cause, rule, why)) => (true, cause, rule, why),
+        None => {
+            let v = &verdicts[0].1;
+            (
+                true,
+                Cause::new(Reason::RequestAllowed),
+                v.rule.clone(),
+                v.why.clone(),
+            )
+        }
+    }
+}
+
+/// How refused an outcome is: a request is decided by its most refused
+/// method.
+fn rank(o: &Outcome) -> u8 {
+    match o {
+        Outcome::Allow => 0,
+        Outcome::Ask => 1,
+        Outcome::NoRule => 2,
+        Outcome::Deny | Outcome::Ambiguous => 3,
+    }
+}
+
 /// `body` as the session's other stages take it. Not a closure in the
 /// async function: the future it would be held in must be `Send` for any
 /// lifetime, which a closure's inferred error type is not.
@@ -168,19 +236,30 @@ fn boxed(body: Incoming) -> OutBody {
     body.map_err(boxed_error).boxed()
 }
 
-/// Read the start of `body` for its JSON-RPC methods: at most
-/// [`MAX_RPC_BODY`] bytes, paid for from `pool` (KiB) while held; the body
-/// comes back whole, what was read in front of the rest. A body larger
-/// than that, or one the budget cannot pay for now, is unreadable.
-async fn read_rpc(mut body: OutBody, pool: &Arc<tokio::sync::Semaphore>) -> (Rpc, OutBody) {
+/// What was read of a request's body to decide it.
+enum Read {
+    /// It has none.
+    NoBody,
+    /// Larger than [`MAX_RPC_BODY`], failed, or not paid for.
+    Unreadable,
+    /// The whole body.
+    Body(Vec<u8>),
+}
+
+/// Read the start of `body` (for its JSON-RPC methods, or the method a
+/// form names): at most [`MAX_RPC_BODY`] bytes, paid for from `pool`
+/// (KiB) while held; the body comes back whole, what was read in front of
+/// the rest. A body larger than that, or one the budget cannot pay for
+/// now, is unreadable.
+async fn read_start(mut body: OutBody, pool: &Arc<tokio::sync::Semaphore>) -> (Read, OutBody) {
     if body.is_end_stream() {
-        return (Rpc::NoBody, body);
+        return (Read::NoBody, body);
     }
     let Ok(_paid) = pool
         .clone()
         .try_acquire_many_owned((MAX_RPC_BODY / 1024) as u32)
     else {
-        return (Rpc::Unreadable, body);
+        return (Read::Unreadable, body);
     };
     let mut read: VecDeque<Frame<Bytes>> = VecDeque::new();
     let mut data: Vec<u8> = Vec::new();
@@ -195,20 +274,20 @@ async fn read_rpc(mut body: OutBody, pool: &Arc<tokio::sync::Semaphore>) -> (Rpc
             }
             // The error is the client's own: it meets it again, as the
             // rest of the body, and the request is refused meanwhile.
-            Some(Err(_)) => return (Rpc::Unreadable, body),
+            Some(Err(_)) => return (Read::Unreadable, body),
             None => {
                 ended = true;
                 break;
             }
         }
     }
-    let rpc = match (ended, data.is_empty()) {
-        (true, true) => Rpc::NoBody,
-        (true, false) => rpc_labels(&data).map_or(Rpc::Unreadable, Rpc::Labels),
-        (false, _) => Rpc::Unreadable,
+    let got = match (ended, data.is_empty()) {
+        (true, true) => Read::NoBody,
+        (true, false) => Read::Body(data),
+        (false, _) => Read::Unreadable,
     };
     let rest = (!ended).then_some(body);
-    (rpc, Prefixed { read, rest }.boxed())
+    (got, Prefixed { read, rest }.boxed())
 }
 
 /// A body whose first frames were read already.
@@ -389,42 +468,10 @@ fn forbidden(reason: Reason, why: &str) -> Response<OutBody> {
 }
 
 mod ask;
+mod methods;
 pub(super) use ask::Grant;
 pub use ask::ASKED_ALWAYS;
 
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
 mod tests;
-
-/// Headers by which a client asks a server to take a request as another
-/// method.
-const METHOD_OVERRIDES: &[&str] = &[
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-];
-
-/// The methods `parts` asks to be taken as, besides its own: each
-/// override header's value and each `_method` query value, upper-cased.
-fn overriding_methods(parts: &http::request::Parts) -> Vec<String> {
-    let mut out: Vec<String> = METHOD_OVERRIDES
-        .iter()
-        .flat_map(|h| parts.headers.get_all(*h).iter())
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|m| m.trim().to_ascii_uppercase())
-        .collect();
-    for pair in parts.uri.query().unwrap_or("").split(['&', ';']) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let key = percent_encoding::percent_decode_str(key).decode_utf8_lossy();
-        if key.eq_ignore_ascii_case("_method") {
-            let value = percent_encoding::percent_decode_str(&value.replace('+', " "))
-                .decode_utf8_lossy()
-                .trim()
-                .to_ascii_uppercase();
-            out.push(value);
-        }
-    }
-    out.retain(|m| !m.is_empty());
-    out
-}

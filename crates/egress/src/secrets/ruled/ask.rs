@@ -31,12 +31,34 @@ pub(in crate::secrets) enum Asked {
 pub(in crate::secrets) type Grant = (String, String, u16, String);
 
 /// The request rule that allows `method` to `path` on `name:port` and
-/// nothing else: what "always" keeps, and what a refusal proposes.
-pub fn entry_for(method: &str, name: &str, port: u16, path: &str) -> String {
-    format!(
-        "{method} {}{path}",
-        crate::decision::domain_entry(name, port)
-    )
+/// nothing else: what "always" keeps, and what a refusal proposes. Every
+/// part of it is the sandbox's own text, so none of it may be read back
+/// as rule syntax: a `*` of the path is written `\*`, and a request that
+/// cannot be written as a rule matching it alone (a method that is not a
+/// plain upper-case token, such as `*` or `get`; a path that is not one,
+/// such as `OPTIONS *`'s) has none, checked by reading the rule back.
+pub fn entry_for(method: &str, name: &str, port: u16, path: &str) -> Option<String> {
+    use warden_policy::requests::{literal_path, RequestAction, RequestRule};
+    let entry = format!(
+        "{method} {}{}",
+        crate::decision::domain_entry(name, port),
+        literal_path(path)
+    );
+    let rule = RequestRule::parse(RequestAction::Allow, &entry).ok()?;
+    let same = rule.is_literal()
+        && rule.methods == [method]
+        && rule.domain.name == name
+        && rule.domain.allows_port(port)
+        && rule.paths == [literal_path(path)];
+    same.then_some(entry)
+}
+
+/// The cause `reason`, with the rule that would change it when there is one.
+fn cause(reason: Reason, entry: &Option<String>) -> Cause {
+    match entry {
+        Some(e) => Cause::with_entry(reason, e.clone()),
+        None => Cause::new(reason),
+    }
 }
 
 /// Put `method path?query` on `name:port`, which the ask rule `rule`
@@ -54,7 +76,7 @@ pub(in crate::secrets) async fn ask(
     let granted = term.granted_requests.lock().is_ok_and(|g| g.contains(&key));
     if granted {
         return Asked::Allowed(
-            Cause::with_entry(Reason::RequestAskedForRun, entry.clone()),
+            cause(Reason::RequestAskedForRun, &entry),
             format!("asked: {method} {name}{path} allowed for this run"),
         );
     }
@@ -84,28 +106,74 @@ pub(in crate::secrets) async fn ask(
     };
     match answer {
         Answer::Once => Asked::Allowed(
-            Cause::with_entry(Reason::RequestAskedOnce, entry.clone()),
+            cause(Reason::RequestAskedOnce, &entry),
             format!("asked: {what} allowed once"),
         ),
         Answer::Always if trust == Trust::Owner => {
             grant();
-            Asked::Allowed(
-                Cause::with_entry(Reason::RequestAskedAlways, entry),
-                ASKED_ALWAYS.to_string(),
-            )
+            match entry {
+                Some(entry) => Asked::Allowed(
+                    Cause::with_entry(Reason::RequestAskedAlways, entry),
+                    ASKED_ALWAYS.to_string(),
+                ),
+                // Kept for good, it would be read as a wider rule (or as
+                // none): it goes for this run, and says why.
+                None => Asked::Allowed(
+                    Cause::new(Reason::RequestAskedForRun),
+                    format!(
+                        "asked: {method} {name}{path} allowed for this run; answered always, but not kept: no request rule allows exactly this method and path"
+                    ),
+                ),
+            }
         }
         // A caller's "always" is this run's only: the owner's grants
         // never take a caller's word.
         Answer::ForRun | Answer::Always | Answer::Learn => {
             grant();
             Asked::Allowed(
-                Cause::with_entry(Reason::RequestAskedForRun, entry.clone()),
+                cause(Reason::RequestAskedForRun, &entry),
                 format!("asked: {method} {name}{path} allowed for this run"),
             )
         }
         Answer::Deny => Asked::Refused(
-            Cause::with_entry(Reason::RequestDeniedWhenAsked, entry),
+            cause(Reason::RequestDeniedWhenAsked, &entry),
             format!("{what} was denied when asked (or no answer came in time)"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_for;
+
+    /// What "always" keeps and a refusal proposes is the request itself:
+    /// the sandbox's stars stay stars, and what cannot be written as one
+    /// request's rule is never written at all.
+    #[test]
+    fn a_grant_is_the_requests_own_method_and_path_as_literals_or_none() {
+        assert_eq!(
+            entry_for("GET", "forge.test", 18443, "/issues/**").as_deref(),
+            Some("GET forge.test:18443/issues/\\*\\*")
+        );
+        assert_eq!(
+            entry_for("POST", "forge.test", 443, "/issues/1").as_deref(),
+            Some("POST forge.test/issues/1")
+        );
+        for (method, path) in [
+            ("*", "/issues/1"),
+            ("get", "/issues/1"),
+            ("GET,DELETE", "/issues/1"),
+            ("M!", "/issues/1"),
+            ("OPTIONS", "*"),
+            ("GET", "/a b"),
+            ("GET", "/a?b"),
+            ("GET", "/a rpc:x"),
+        ] {
+            assert_eq!(
+                entry_for(method, "forge.test", 443, path),
+                None,
+                "{method} {path}"
+            );
+        }
     }
 }
