@@ -7,7 +7,6 @@
 
 use crate::common::daemon::*;
 use crate::common::*;
-use std::io::{Read, Write};
 use std::time::Duration;
 
 /// One exchange on its own connection: the status code, the head and
@@ -16,32 +15,28 @@ fn raw(addr: &str, method: &str, token: &str, sid: Option<&str>, body: &str) -> 
     let sid = sid
         .map(|s| format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-06-18\r\n"))
         .unwrap_or_default();
-    let req = format!(
-        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{sid}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+    // An SSE answer stays open: its head and first event are enough.
+    let text = mcp_raw(
+        addr,
+        method,
+        token,
+        &sid,
+        body,
+        Duration::from_secs(3),
+        |got| got.len() > 64 * 1024,
     );
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-        // An SSE answer stays open: its head and first event are enough.
-        if got.len() > 64 * 1024 {
-            break;
-        }
-    }
-    let text = String::from_utf8_lossy(&got).into_owned();
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, text)
+    (status_of(&text), text)
+}
+
+/// The session ID an `initialize` was answered with.
+fn session_of(head: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no session id: {head}"))
 }
 
 fn body_of(answer: &str) -> &str {
@@ -78,14 +73,7 @@ fn another_tokens_request_to_a_session_is_answered_as_an_unknown_session_for_eve
 
     let (code, head) = raw(&addr, "POST", &victim, None, INITIALIZE);
     assert_eq!(code, 200, "{head}");
-    let sid = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no session id: {head}"));
+    let sid = session_of(&head);
     let (code, _) = raw(&addr, "POST", &victim, Some(&sid), INITIALIZED);
     assert_eq!(code, 202);
 
@@ -118,4 +106,44 @@ fn another_tokens_request_to_a_session_is_answered_as_an_unknown_session_for_eve
     assert_eq!(code, 204, "{answer}");
     let (code, _) = raw(&addr, "POST", &victim, Some(&sid), LIST);
     assert_eq!(code, 404);
+}
+
+/// Sessions cost the daemon memory, and once they were evicted oldest
+/// first across callers: one token opening thousands ended another's live
+/// session. Now a caller keeps at most 16 open, its next is refused, and
+/// the other caller's session goes on.
+#[test]
+fn a_token_opening_session_after_session_is_refused_past_its_bound_and_another_tokens_goes_on() {
+    if !curl_available() {
+        eprintln!("skipped: curl is not installed");
+        return;
+    }
+    let state = TempDir::new("mcp-session-bounds");
+    let d = Daemon::start(state.path(), true);
+    let addr = d.tcp.clone().unwrap();
+    let victim = token(state.path(), "victim", &["mcp"]);
+    let greedy = token(state.path(), "greedy", &["mcp"]);
+    let (code, head) = raw(&addr, "POST", &victim, None, INITIALIZE);
+    assert_eq!(code, 200, "{head}");
+    let sid = session_of(&head);
+    let (code, _) = raw(&addr, "POST", &victim, Some(&sid), INITIALIZED);
+    assert_eq!(code, 202);
+
+    let mut mine = Vec::new();
+    for _ in 0..16 {
+        let (code, head) = raw(&addr, "POST", &greedy, None, INITIALIZE);
+        assert_eq!(code, 200, "{head}");
+        mine.push(session_of(&head));
+    }
+    let (code, answer) = raw(&addr, "POST", &greedy, None, INITIALIZE);
+    assert_eq!(code, 429, "{answer}");
+    assert!(body_of(&answer).contains("\"quota\""), "{answer}");
+    // The other token's session is untouched.
+    let (code, answer) = raw(&addr, "POST", &victim, Some(&sid), LIST);
+    assert_eq!(code, 200, "{answer}");
+    // Ending one of its own makes room.
+    let (code, _) = raw(&addr, "DELETE", &greedy, Some(&mine[0]), "");
+    assert_eq!(code, 204);
+    let (code, head) = raw(&addr, "POST", &greedy, None, INITIALIZE);
+    assert_eq!(code, 200, "{head}");
 }

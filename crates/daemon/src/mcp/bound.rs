@@ -14,47 +14,98 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::auth::Caller;
 
 /// The header that names a session (`Mcp-Session-Id`).
 const SESSION: &str = "mcp-session-id";
 
-/// The most sessions remembered; past it the longest unused go first
-/// (the server ends a session long before this many pile up).
+/// The most live sessions of the daemon's `/mcp`: past it a new one is
+/// refused (never another caller's ended to make room).
 const MOST: usize = 4096;
+/// The most live sessions of one caller: past it its new one is refused
+/// until it ends one or one idles out. A session costs the daemon memory,
+/// and a caller's sessions must not crowd out another's.
+const PER_CALLER: usize = 16;
+/// How long the MCP server keeps an unused session (rmcp's default
+/// keep-alive), with a margin: a binding unused for longer is of a
+/// session the server has ended.
+const UNUSED: Duration = Duration::from_secs(300 + 30);
 
-/// Who began each live session: a digest of its caller.
+/// Who began each live session: a digest of its caller; and the sessions
+/// being begun (their `initialize` under way), counted by caller.
 #[derive(Default)]
 pub(super) struct Bindings {
-    map: Mutex<HashMap<String, ([u8; 32], Instant)>>,
+    map: Mutex<Live>,
+}
+
+#[derive(Default)]
+struct Live {
+    sessions: HashMap<String, ([u8; 32], Instant)>,
+    beginning: HashMap<[u8; 32], usize>,
+}
+
+/// Why a new session was refused.
+enum Full {
+    Caller,
+    Daemon,
+}
+
+/// A session being begun: its place is held until the answer says
+/// whether the server made one.
+struct Beginning<'a> {
+    bindings: &'a Bindings,
+    who: [u8; 32],
+}
+
+impl Drop for Beginning<'_> {
+    fn drop(&mut self) {
+        let mut live = self.bindings.map();
+        if let Some(n) = live.beginning.get_mut(&self.who) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                live.beginning.remove(&self.who);
+            }
+        }
+    }
 }
 
 impl Bindings {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, ([u8; 32], Instant)>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, Live> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn begun(&self, session: String, who: [u8; 32]) {
-        let mut map = self.map();
-        if map.len() >= MOST {
-            let oldest = map
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                map.remove(&k);
-            }
+    /// Hold a place for a new session of `who`, if its bound and the
+    /// daemon's allow one.
+    fn begin(&self, who: [u8; 32], owner: bool) -> Result<Beginning<'_>, Full> {
+        let mut live = self.map();
+        live.sessions.retain(|_, (_, used)| used.elapsed() < UNUSED);
+        let pending: usize = live.beginning.values().sum();
+        if live.sessions.len() + pending >= MOST {
+            return Err(Full::Daemon);
         }
-        map.insert(session, (who, Instant::now()));
+        let mine = live.sessions.values().filter(|(w, _)| *w == who).count()
+            + live.beginning.get(&who).copied().unwrap_or(0);
+        if !owner && mine >= PER_CALLER {
+            return Err(Full::Caller);
+        }
+        *live.beginning.entry(who).or_default() += 1;
+        Ok(Beginning {
+            bindings: self,
+            who,
+        })
+    }
+
+    fn begun(&self, session: String, who: [u8; 32]) {
+        self.map().sessions.insert(session, (who, Instant::now()));
     }
 
     /// Whether `session` was begun by `who` (and mark it used).
     fn holds(&self, session: &str, who: &[u8; 32]) -> bool {
         use subtle::ConstantTimeEq;
-        let mut map = self.map();
-        match map.get_mut(session) {
+        let mut live = self.map();
+        match live.sessions.get_mut(session) {
             Some((began, used)) if bool::from(began.ct_eq(who)) => {
                 *used = Instant::now();
                 true
@@ -64,7 +115,7 @@ impl Bindings {
     }
 
     fn ended(&self, session: &str) {
-        self.map().remove(session);
+        self.map().sessions.remove(session);
     }
 }
 
@@ -96,6 +147,23 @@ fn missing() -> Response {
     (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
 }
 
+/// The answer to a session past a bound: 429 with the reason, as the
+/// API words a quota (`code`, `message`).
+fn refused(full: Full) -> Response {
+    let (status, message) = match full {
+        Full::Caller => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("this caller has {PER_CALLER} MCP sessions open, the most it may: end one (DELETE /mcp with its Mcp-Session-Id) or let one idle out"),
+        ),
+        Full::Daemon => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the daemon serves {MOST} MCP sessions, the most it may; try again later"),
+        ),
+    };
+    let body = serde_json::json!({"code": "quota", "message": message});
+    (status, axum::Json(body)).into_response()
+}
+
 /// The middleware: see the module's comment.
 pub(super) async fn layer(
     State(bindings): State<Arc<Bindings>>,
@@ -103,14 +171,19 @@ pub(super) async fn layer(
     next: Next,
 ) -> Response {
     let who = caller_of(&req);
+    let owner = matches!(req.extensions().get::<Caller>(), Some(Caller::Owner));
     let named = req
         .headers()
         .get(SESSION)
         .map(|v| v.to_str().map(str::to_string));
     let session = match named {
         None => {
-            // A session begins here (an `initialize`): bound to its caller
-            // as its ID leaves.
+            // A session begins here (an `initialize`), within the caller's
+            // bound and the daemon's: bound to its caller as its ID leaves.
+            let _place = match bindings.begin(who, owner) {
+                Ok(place) => place,
+                Err(full) => return refused(full),
+            };
             let res = next.run(req).await;
             if let Some(id) = res.headers().get(SESSION).and_then(|v| v.to_str().ok()) {
                 bindings.begun(id.to_string(), who);
@@ -129,4 +202,77 @@ pub(super) async fn layer(
         bindings.ended(&session);
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn begin_and_bind(b: &Bindings, who: [u8; 32], id: &str) -> bool {
+        match b.begin(who, false) {
+            Ok(place) => {
+                b.begun(id.to_string(), who);
+                drop(place);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn a_caller_past_its_bound_is_refused_and_another_callers_session_stays() {
+        let b = Bindings::default();
+        let (greedy, other) = ([1u8; 32], [2u8; 32]);
+        assert!(begin_and_bind(&b, other, "theirs"));
+        for i in 0..PER_CALLER {
+            assert!(begin_and_bind(&b, greedy, &format!("s{i}")));
+        }
+        assert!(!begin_and_bind(&b, greedy, "one-more"));
+        assert!(b.holds("theirs", &other));
+        // Ending one of its own makes room for it.
+        b.ended("s0");
+        assert!(begin_and_bind(&b, greedy, "again"));
+    }
+
+    #[test]
+    fn a_full_daemon_refuses_a_new_session_rather_than_end_a_live_one() {
+        let b = Bindings::default();
+        let victim = [9u8; 32];
+        assert!(begin_and_bind(&b, victim, "victim"));
+        for i in 0..MOST {
+            let mut who = [0u8; 32];
+            who[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            who[31] = 1;
+            if !begin_and_bind(&b, who, &format!("s{i}")) {
+                break;
+            }
+        }
+        assert_eq!(b.map().sessions.len(), MOST);
+        assert!(b.holds("victim", &victim), "a live session was ended");
+    }
+
+    #[test]
+    fn sessions_unused_past_the_servers_keep_alive_no_longer_count() {
+        let b = Bindings::default();
+        let who = [3u8; 32];
+        let long_ago = Instant::now()
+            .checked_sub(UNUSED * 2)
+            .unwrap_or_else(Instant::now);
+        for i in 0..PER_CALLER {
+            b.map().sessions.insert(format!("old{i}"), (who, long_ago));
+        }
+        assert!(begin_and_bind(&b, who, "new"));
+    }
+
+    #[test]
+    fn sessions_being_begun_count_against_the_bound() {
+        let b = Bindings::default();
+        let who = [4u8; 32];
+        let places: Vec<_> = (0..PER_CALLER)
+            .map(|_| b.begin(who, false).ok().unwrap())
+            .collect();
+        assert!(b.begin(who, false).is_err());
+        drop(places);
+        assert!(b.begin(who, false).is_ok());
+    }
 }
