@@ -10,6 +10,9 @@
 #   bench/egress_requests.sh [MEGABYTES] [REQUESTS] [ROUNDS]
 #
 # WARDEN=/path/to/warden measures that binary instead of building one.
+# WARDEN_BASE=/path/to/another also measures that build's two ways in the
+# same rounds ("pass-base", "ruled-base"), so that a change to the proxy
+# is compared with the build before it under the same load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MB="${1:-200}"
@@ -48,11 +51,13 @@ BYTES=$((MB * 1000000))
 # in_warden CA ARGS -- CLIENT-ARGS...: the client inside a sandbox that
 # reaches bench.test on the server's port and nothing else.
 in_warden() {
+    local bin="$WARDEN"
+    if [ "$1" = --base ]; then bin="$WARDEN_BASE"; shift; fi
     local ca="$1"; shift
     local args=()
     while [ "$1" != "--" ]; do args+=("$1"); shift; done
     shift
-    "$WARDEN" run --no-tty --allow-domain "bench.test:$PORT" --add-host bench.test=127.0.0.1 \
+    "$bin" run --no-tty --allow-domain "bench.test:$PORT" --add-host bench.test=127.0.0.1 \
         --ro "$WORK" "${args[@]}" -- python3 "$CLIENT" bench.test "$PORT" "$ca" "$@"
 }
 measure() {
@@ -61,6 +66,11 @@ measure() {
     in_warden "$WORK/ca.pem" -- "$what" "$n" >>"$WORK/pass.$what"
     in_warden /run/warden/ca.crt --upstream-ca "$WORK/ca.pem" \
         --allow-request "GET bench.test:$PORT/**" -- "$what" "$n" >>"$WORK/ruled.$what"
+    if [ -n "${WARDEN_BASE:-}" ]; then
+        in_warden --base "$WORK/ca.pem" -- "$what" "$n" >>"$WORK/pass-base.$what"
+        in_warden --base /run/warden/ca.crt --upstream-ca "$WORK/ca.pem" \
+            --allow-request "GET bench.test:$PORT/**" -- "$what" "$n" >>"$WORK/ruled-base.$what"
+    fi
 }
 for r in $(seq "$ROUNDS"); do
     echo "bench: round $r of $ROUNDS" >&2
@@ -68,19 +78,37 @@ for r in $(seq "$ROUNDS"); do
     measure bytes "$BYTES"
 done
 
-python3 - "$WORK" "$MB" "$REQS" <<'PY'
+python3 - "$WORK" "$MB" "$REQS" "${WARDEN_BASE:+base}" <<'PY'
 import statistics, sys
-work, mb, reqs = sys.argv[1:4]
-ways = ["direct", "pass", "ruled"]
+work, mb, reqs, base = sys.argv[1:5]
+ways = ["direct", "pass", "ruled"] + (["pass-base", "ruled-base"] if base else [])
 rows = [("requests", f"requests/s ({reqs}, kept alive)"), ("bytes", f"MB/s ({mb} MB)")]
 med = {(w, k): statistics.median(float(x) for x in open(f"{work}/{w}.{k}").read().split())
        for w in ways for k, _ in rows}
-print(f"{'median of rounds':32}" + "".join(f"{w:>10}" for w in ways))
+print(f"{'median of rounds':32}" + "".join(f"{w:>11}" for w in ways))
 for k, label in rows:
-    print(f"{label:32}" + "".join(f"{med[w, k]:>10.0f}" for w in ways))
+    print(f"{label:32}" + "".join(f"{med[w, k]:>11.0f}" for w in ways))
 print()
 print(f"{'ratio':32}{'pass/direct':>14}{'ruled/direct':>14}{'ruled/pass':>14}")
 for k, label in rows:
     d, p, r = med["direct", k], med["pass", k], med["ruled", k]
     print(f"{label:32}{p / d:>14.2f}{r / d:>14.2f}{r / p:>14.2f}")
+if base:
+    print()
+    print(f"{'against WARDEN_BASE':32}{'pass/base':>14}{'ruled/base':>14}{'base r/p':>14}")
+    for k, label in rows:
+        pb, rb = med["pass-base", k], med["ruled-base", k]
+        print(f"{label:32}{med['pass', k] / pb:>14.2f}{med['ruled', k] / rb:>14.2f}{rb / pb:>14.2f}")
+    print("(base r/p: the base build's ruled/pass)")
+# Ratios taken within each round (its ways run one after the other), then
+# their median: steadier than ratios of medians when the load moves.
+vals = {(w, k): [float(x) for x in open(f"{work}/{w}.{k}").read().split()]
+        for w in ways for k, _ in rows}
+pairs = [("ruled", "pass")] + ([("ruled-base", "pass-base"), ("ruled", "ruled-base"),
+                                ("pass", "pass-base")] if base else [])
+print()
+print(f"{'median of per-round ratios':32}" + "".join(f"{a + '/' + b:>22}" for a, b in pairs))
+for k, label in rows:
+    cells = [statistics.median(x / y for x, y in zip(vals[a, k], vals[b, k])) for a, b in pairs]
+    print(f"{label:32}" + "".join(f"{c:>22.2f}" for c in cells))
 PY
