@@ -1,41 +1,56 @@
-//! A sandbox's writes to a profile's package caches, merged into the shared
-//! cache when it stops. While the sandbox runs, each cache it declares is an
-//! overlay: the profile's cache directory is the read-only lower layer, and
-//! what the sandbox writes lands in an upper layer inside its size-limited
-//! tmpfs (`--disk`), so that a cache filled from inside fails with ENOSPC
-//! there and never spends the host's disk. When every process of the
-//! sandbox is gone, the supervisor merges the upper layer into the shared
-//! directory, so that the profile's next sandbox finds what this one
-//! downloaded, as long as the profile's caches together stay within the
-//! sandbox's `--disk`: a file that would take them past it is left out
-//! (counted in [`Merged::left_out`]).
+//! A sandbox's writes to a profile's package caches and to its writable
+//! volumes, merged into the host's directories when it stops. While the
+//! sandbox runs, each cache or volume it declares is an overlay: the host's
+//! directory is the read-only lower layer, and what the sandbox writes
+//! lands in an upper layer inside its size-limited tmpfs (`--disk`, with as
+//! many inodes as that many bytes buys at [`fsutil::ENTRY_BYTES`] each), so
+//! that filling it from inside fails with ENOSPC there and never spends the
+//! host's disk. When every process of the sandbox is gone, the supervisor
+//! merges the upper layer into the host's directory, so that the next
+//! sandbox finds what this one wrote.
 //!
-//! The shared directory may hold anything an older sandbox wrote into it
+//! The merge charges everything it adds as the host pays for it
+//! ([`fsutil::entry_cost`], the measure the token's quota and the
+//! snapshots' bounds use too): every file, directory and link costs at
+//! least a block and its name, and a directory's own growth is charged as
+//! it happens. An entry that would take the tree past its limit is left
+//! out (a directory with everything below it), counted in
+//! [`Merged::left_out`], which the supervisor reports as an event.
+//!
+//! The host's directory may hold anything an older sandbox wrote into it
 //! (symbolic links to anywhere, among others), so the merge never follows
 //! a link there: every step is relative to a directory descriptor opened
 //! with `O_NOFOLLOW`, new entries are made under a temporary name and
 //! renamed over the old one (which replaces a link rather than writing
 //! through it), and removals unlink entries themselves. Setuid, setgid and
 //! sticky bits are dropped; devices, FIFOs and sockets are not merged.
+//!
+//! The walk goes from descriptor to descriptor (`openat` down, `..` back
+//! up, each `..` checked to be the directory it came down from) with an
+//! explicit stack of names on the heap: no recursion, no joined path and no
+//! descriptor per level, so a tree of any depth (a sandbox makes one
+//! `mkdirat` beneath the last) is merged within the limit, never crashing
+//! the supervisor.
 
-use std::fs::{self, File};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
+use rustix::fs::FlockOperation;
+use warden_workspace::fsutil;
+
+mod walk;
+use walk::{open_dir, Merge};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
-    #[error("cannot lock the profile's caches {path} to merge a sandbox's writes into them")]
+    #[error("cannot lock {path} to merge a sandbox's writes into it")]
     Lock {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot merge {path} of the sandbox's cache writes into the profile's cache {cache}")]
+    #[error("cannot merge {} of the sandbox's writes into {cache}", warden_workspace::printable_path(.path))]
     Merge {
         path: PathBuf,
         cache: PathBuf,
@@ -47,67 +62,19 @@ pub enum CacheError {
 /// What a merge did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Merged {
-    /// Bytes of files added to the shared cache.
+    /// What the entries added cost the host (see [`fsutil::entry_cost`]).
     pub added: u64,
-    /// Files left out because the profile's caches would have grown past
-    /// the limit.
+    /// Entries (files, links, directories) left out because the tree would
+    /// have grown past its limit.
     pub left_out: u64,
-}
-
-/// Bytes of disk under `dir` (blocks; links are not followed).
-pub fn usage(dir: &Path) -> u64 {
-    let Ok(rd) = fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut total = 0u64;
-    for e in rd.flatten() {
-        let Ok(m) = fs::symlink_metadata(e.path()) else {
-            continue;
-        };
-        total = total.saturating_add(m.blocks().saturating_mul(512));
-        if m.is_dir() {
-            total = total.saturating_add(usage(&e.path()));
-        }
-    }
-    total
-}
-
-/// Make `path` of the upper layer (disposable once the sandbox is gone)
-/// readable by its owner where the sandbox took that away (a mode-000
-/// file or directory), so that an unprivileged supervisor can merge it;
-/// the copy gets the original mode.
-fn readable(path: &Path, bits: u32) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = fs::symlink_metadata(path)?.mode();
-    if mode & bits != bits {
-        fs::set_permissions(path, fs::Permissions::from_mode((mode | bits) & 0o7777))?;
-    }
-    Ok(())
-}
-
-/// The bytes a file of the upper layer would take in the shared cache: its
-/// apparent size (a sparse file is counted whole: the copy may fill it),
-/// or its blocks if more.
-fn cost(m: &fs::Metadata) -> u64 {
-    m.len().max(m.blocks().saturating_mul(512))
-}
-
-struct Merge<'a> {
-    /// The cache being merged into, for messages.
-    cache: &'a Path,
-    /// Bytes the profile's caches take now.
-    used: u64,
-    limit: u64,
-    /// The owner merged entries get: the shared directory's.
-    owner: (u32, u32),
-    done: Merged,
 }
 
 /// Merge the upper layer `live` into the shared cache directory `dest`,
 /// one of the caches under the profile's directory `profile`, keeping
-/// everything under `profile` within `limit` bytes. Holds an exclusive lock
-/// on `profile` meanwhile, so that sandboxes of the profile stopping at the
-/// same time merge one after the other.
+/// everything under `profile` within `limit` bytes (as
+/// [`fsutil::tree_size`] measures it). Holds an exclusive lock on `profile`
+/// meanwhile, so that sandboxes of the profile stopping at the same time
+/// merge one after the other.
 pub fn merge(live: &Path, dest: &Path, profile: &Path, limit: u64) -> Result<Merged, CacheError> {
     let lock_err = |source| CacheError::Lock {
         path: profile.to_path_buf(),
@@ -117,288 +84,76 @@ pub fn merge(live: &Path, dest: &Path, profile: &Path, limit: u64) -> Result<Mer
     rustix::fs::flock(&lock, FlockOperation::LockExclusive)
         .map_err(io::Error::from)
         .map_err(lock_err)?;
-    let at = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| CacheError::Merge {
-            path,
-            cache: dest.to_path_buf(),
-            source,
-        }
-    };
-    let dir = open_dir(rustix::fs::CWD, dest).map_err(at(dest))?;
-    merge_into(live, dest, dir.as_fd(), usage(profile), limit)
+    let dir = open_dir(rustix::fs::CWD, dest).map_err(|source| CacheError::Merge {
+        path: PathBuf::new(),
+        cache: dest.to_path_buf(),
+        source,
+    })?;
+    // A tree that cannot be measured takes nothing more (`u64::MAX`).
+    merge_into(live, dest, dir, fsutil::tree_size(profile), limit)
 }
 
 /// Merge the upper layer `live` of a writable volume into the volume's
 /// directory `dest`, which grows by at most `grow` bytes (the sandbox's
-/// `--disk`: a sparse file, small in the tmpfs, is counted whole, so the
-/// merge never writes more than that). Holds an exclusive lock on `dest`
-/// meanwhile, so that sandboxes stopping at the same time merge one after
-/// the other, and so that the volume's deletion (which takes the same
-/// lock) never races a merge: a directory deleted meanwhile takes nothing.
+/// `--disk`), as [`fsutil::tree_size`] measures it: every entry at least a
+/// block and its name, a sparse file whole. Holds an exclusive lock on
+/// `dest` meanwhile, so that sandboxes stopping at the same time merge one
+/// after the other, and so that the volume's deletion (which takes the
+/// same lock) never races a merge: a directory deleted meanwhile takes
+/// nothing.
 pub fn merge_volume(live: &Path, dest: &Path, grow: u64) -> Result<Merged, CacheError> {
-    let dir = open_dir(rustix::fs::CWD, dest).map_err(|source| CacheError::Lock {
+    let lock_err = |source| CacheError::Lock {
         path: dest.to_path_buf(),
         source,
-    })?;
+    };
+    let dir = open_dir(rustix::fs::CWD, dest).map_err(lock_err)?;
     rustix::fs::flock(&dir, FlockOperation::LockExclusive)
         .map_err(io::Error::from)
-        .map_err(|source| CacheError::Lock {
-            path: dest.to_path_buf(),
-            source,
-        })?;
-    let used = usage(dest);
-    merge_into(live, dest, dir.as_fd(), used, used.saturating_add(grow))
+        .map_err(lock_err)?;
+    // A volume that cannot be measured takes nothing: its limit would be
+    // unknown.
+    let (used, limit) = match fsutil::tree_bytes(dest) {
+        Some(used) => (used, used.saturating_add(grow)),
+        None => (u64::MAX, 0),
+    };
+    merge_into(live, dest, dir, used, limit)
 }
 
 /// Merge `live` into the directory `dir` (at `dest`, for messages), whose
-/// tree holds `used` bytes, keeping it within `limit`.
+/// tree costs `used` bytes, keeping it within `limit`.
 fn merge_into(
     live: &Path,
     dest: &Path,
-    dir: BorrowedFd<'_>,
+    dir: OwnedFd,
     used: u64,
     limit: u64,
 ) -> Result<Merged, CacheError> {
-    let st = rustix::fs::fstat(dir)
-        .map_err(io::Error::from)
-        .map_err(|source| CacheError::Merge {
-            path: dest.to_path_buf(),
+    let err = |source| CacheError::Merge {
+        path: PathBuf::new(),
+        cache: dest.to_path_buf(),
+        source,
+    };
+    let st = rustix::fs::fstat(&dir).map_err(|e| err(e.into()))?;
+    let src = open_dir(rustix::fs::CWD, live).map_err(err)?;
+    let mut m = Merge::new(used, limit, (st.st_uid, st.st_gid));
+    match m.walk(src, dir) {
+        Ok(()) => Ok(m.done),
+        Err(source) => Err(CacheError::Merge {
+            path: m.at,
             cache: dest.to_path_buf(),
             source,
-        })?;
-    let mut m = Merge {
-        cache: dest,
-        used,
-        limit,
-        owner: (st.st_uid, st.st_gid),
-        done: Merged::default(),
-    };
-    m.dir(live, dir)?;
-    Ok(m.done)
-}
-
-fn open_dir<Fd: AsFd>(at: Fd, name: &Path) -> io::Result<OwnedFd> {
-    rustix::fs::openat(
-        at,
-        name,
-        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io::Error::from)
-}
-
-/// A temporary name for an entry being made in a directory of the cache.
-fn temp_name() -> String {
-    format!(".warden-merge-{}", std::process::id())
-}
-
-impl Merge<'_> {
-    fn err(&self, path: &Path) -> impl FnOnce(io::Error) -> CacheError + '_ {
-        let path = path.to_path_buf();
-        move |source| CacheError::Merge {
-            path,
-            cache: self.cache.to_path_buf(),
-            source,
-        }
-    }
-
-    /// Merge the directory `src` of the upper layer into `dst`.
-    fn dir(&mut self, src: &Path, dst: BorrowedFd<'_>) -> Result<(), CacheError> {
-        // An opaque directory was removed and made again in the sandbox:
-        // nothing of the lower one shows through it.
-        let mut mark = [0u8; 4];
-        if let Ok(n) = rustix::fs::lgetxattr(src, "user.overlay.opaque", &mut mark) {
-            if mark[..n] == *b"y" {
-                self.clear(dst).map_err(self.err(src))?;
-            }
-        }
-        readable(src, 0o700).map_err(self.err(src))?;
-        let mut names: Vec<_> = fs::read_dir(src)
-            .map_err(self.err(src))?
-            .map(|e| e.map(|e| e.file_name()))
-            .collect::<Result<_, _>>()
-            .map_err(self.err(src))?;
-        names.sort();
-        for name in names {
-            let path = src.join(&name);
-            let meta = fs::symlink_metadata(&path).map_err(self.err(&path))?;
-            let ft = meta.file_type();
-            let name = Path::new(&name);
-            if ft.is_char_device() && meta.rdev() == 0 {
-                // A whiteout: the sandbox removed this entry.
-                self.remove(dst, name).map_err(self.err(&path))?;
-            } else if ft.is_dir() {
-                let sub = self.make_dir(dst, name).map_err(self.err(&path))?;
-                self.dir(&path, sub.as_fd())?;
-                // Its mode once its content is in (a 0500 directory could
-                // not be filled).
-                rustix::fs::fchmod(&sub, Mode::from_raw_mode(meta.mode() & 0o777))
-                    .map_err(io::Error::from)
-                    .map_err(self.err(&path))?;
-            } else if ft.is_file() {
-                self.file(&path, &meta, dst, name)
-                    .map_err(self.err(&path))?;
-            } else if ft.is_symlink() {
-                let target = fs::read_link(&path).map_err(self.err(&path))?;
-                let tmp = temp_name();
-                let _ = rustix::fs::unlinkat(dst, tmp.as_str(), AtFlags::empty());
-                rustix::fs::symlinkat(&target, dst, tmp.as_str())
-                    .map_err(io::Error::from)
-                    .map_err(self.err(&path))?;
-                self.own(dst, Path::new(&tmp), AtFlags::SYMLINK_NOFOLLOW);
-                self.replace(dst, &tmp, name).map_err(self.err(&path))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The directory `name` of `dst`, made if missing (an entry of another
-    /// kind there is replaced), opened without following a link.
-    fn make_dir(&mut self, dst: BorrowedFd<'_>, name: &Path) -> io::Result<OwnedFd> {
-        match rustix::fs::statat(dst, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {}
-            Ok(_) => {
-                self.remove(dst, name)?;
-                self.mkdir(dst, name)?;
-            }
-            Err(rustix::io::Errno::NOENT) => self.mkdir(dst, name)?,
-            Err(e) => return Err(e.into()),
-        }
-        // Filled as its owner, whatever its mode (set again once full). It
-        // was a directory just now, and nothing but a merge, which holds
-        // the lock, writes the shared cache.
-        rustix::fs::chmodat(dst, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
-        open_dir(dst, name)
-    }
-
-    fn mkdir(&mut self, dst: BorrowedFd<'_>, name: &Path) -> io::Result<()> {
-        rustix::fs::mkdirat(dst, name, Mode::from_raw_mode(0o700))?;
-        self.own(dst, name, AtFlags::SYMLINK_NOFOLLOW);
-        Ok(())
-    }
-
-    /// Copy the regular file `src` into `dst` as `name`, if the profile's
-    /// caches stay within the limit with it.
-    fn file(
-        &mut self,
-        src: &Path,
-        meta: &fs::Metadata,
-        dst: BorrowedFd<'_>,
-        name: &Path,
-    ) -> io::Result<()> {
-        let cost = cost(meta);
-        let replaced = match rustix::fs::statat(dst, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => {
-                u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512)
-            }
-            _ => 0,
-        };
-        let after = self.used.saturating_sub(replaced).saturating_add(cost);
-        if after > self.limit {
-            self.done.left_out += 1;
-            return Ok(());
-        }
-        let tmp = temp_name();
-        let _ = rustix::fs::unlinkat(dst, tmp.as_str(), AtFlags::empty());
-        let out = rustix::fs::openat(
-            dst,
-            tmp.as_str(),
-            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )?;
-        let copied = (|| {
-            readable(src, 0o600)?;
-            let mut from = File::open(src)?;
-            let mut to = File::from(out);
-            io::copy(&mut from, &mut to)?;
-            rustix::fs::fchmod(&to, Mode::from_raw_mode(meta.mode() & 0o777))?;
-            let (uid, gid) = self.owner;
-            match rustix::fs::fchown(
-                &to,
-                Some(rustix::fs::Uid::from_raw(uid)),
-                Some(rustix::fs::Gid::from_raw(gid)),
-            ) {
-                Ok(()) | Err(rustix::io::Errno::PERM) => Ok(()),
-                Err(e) => Err(io::Error::from(e)),
-            }
-        })();
-        if let Err(e) = copied {
-            let _ = rustix::fs::unlinkat(dst, tmp.as_str(), AtFlags::empty());
-            return Err(e);
-        }
-        self.replace(dst, &tmp, name)?;
-        self.used = after;
-        self.done.added = self.done.added.saturating_add(cost);
-        Ok(())
-    }
-
-    /// Rename `tmp` over `name` in `dst`; a directory there is removed
-    /// first.
-    fn replace(&mut self, dst: BorrowedFd<'_>, tmp: &str, name: &Path) -> io::Result<()> {
-        if let Ok(st) = rustix::fs::statat(dst, name, AtFlags::SYMLINK_NOFOLLOW) {
-            if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-                self.remove(dst, name)?;
-            }
-        }
-        rustix::fs::renameat(dst, tmp, dst, name).map_err(io::Error::from)
-    }
-
-    /// Give the entry `name` of `dst` the shared directory's owner (where
-    /// the supervisor may: as root).
-    fn own(&self, dst: BorrowedFd<'_>, name: &Path, flags: AtFlags) {
-        let (uid, gid) = self.owner;
-        let _ = rustix::fs::chownat(
-            dst,
-            name,
-            Some(rustix::fs::Uid::from_raw(uid)),
-            Some(rustix::fs::Gid::from_raw(gid)),
-            flags,
-        );
-    }
-
-    /// Remove the entry `name` of `dst`, whatever it is (a directory with
-    /// everything in it), never following a link.
-    fn remove(&mut self, dst: BorrowedFd<'_>, name: &Path) -> io::Result<()> {
-        let st = match rustix::fs::statat(dst, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => st,
-            Err(rustix::io::Errno::NOENT) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        let freed = u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512);
-        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-            rustix::fs::chmodat(dst, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
-            let sub = open_dir(dst, name)?;
-            self.clear(sub.as_fd())?;
-            rustix::fs::unlinkat(dst, name, AtFlags::REMOVEDIR)?;
-        } else {
-            rustix::fs::unlinkat(dst, name, AtFlags::empty())?;
-        }
-        self.used = self.used.saturating_sub(freed);
-        Ok(())
-    }
-
-    /// Remove everything in the directory `dir`.
-    fn clear(&mut self, dir: BorrowedFd<'_>) -> io::Result<()> {
-        let mut names = Vec::new();
-        for entry in rustix::fs::Dir::read_from(dir)? {
-            let entry = entry?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
-            }
-        }
-        for name in names {
-            self.remove(dir, Path::new(&name))?;
-        }
-        Ok(())
+        }),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::fs::{Mode, OFlags};
+    use std::fs::{self, File};
+    use std::os::fd::OwnedFd;
     use std::os::unix::fs::symlink;
+    use warden_workspace::fsutil::ENTRY_BYTES;
 
     fn tmp(tag: &str) -> tempfile::TempDir {
         tempfile::Builder::new().prefix(tag).tempdir().unwrap()
@@ -451,11 +206,11 @@ mod tests {
         // Sparse in the upper layer, whole once copied: counted whole.
         let sparse = File::create(live.path().join("sparse")).unwrap();
         sparse.set_len(1 << 30).unwrap();
-        let before = usage(vol.path());
+        let before = fsutil::tree_size(vol.path());
         let m = merge_volume(live.path(), vol.path(), 512 << 10).unwrap();
         assert_eq!(m.left_out, 1);
         assert!(vol.path().join("a").is_file() && !vol.path().join("sparse").exists());
-        assert!(usage(vol.path()) <= before + (512 << 10));
+        assert!(fsutil::tree_size(vol.path()) <= before + (512 << 10));
         assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
     }
 
@@ -470,6 +225,90 @@ mod tests {
         let m = merge(live.path(), &dest, profile.path(), 512 << 10).unwrap();
         assert_eq!(m.left_out, 1);
         assert!(dest.join("a").is_file() && !dest.join("b").exists());
-        assert!(usage(profile.path()) <= 512 << 10);
+        assert!(fsutil::tree_size(profile.path()) <= 512 << 10);
+    }
+
+    /// `levels` nested directories named `name` below `top` (each made
+    /// beneath the last descriptor, as a sandbox can, past PATH_MAX);
+    /// answers the deepest one.
+    fn chain(top: &Path, name: &str, levels: usize) -> OwnedFd {
+        let mut fd = open_dir(rustix::fs::CWD, top).unwrap();
+        for _ in 0..levels {
+            rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o755)).unwrap();
+            fd = open_dir(&fd, Path::new(name)).unwrap();
+        }
+        fd
+    }
+
+    #[test]
+    fn empty_files_directories_and_long_names_never_grow_a_volume_past_its_budget() {
+        let live = tmp("live");
+        let vol = tmp("volume");
+        let long = "n".repeat(240);
+        fs::create_dir(live.path().join("f")).unwrap();
+        for i in 0..2000 {
+            fs::write(live.path().join("f").join(format!("{long}{i:04}")), b"").unwrap();
+        }
+        for i in 0..100 {
+            fs::create_dir(live.path().join(format!("d{i:03}"))).unwrap();
+        }
+        let before = fsutil::tree_size(vol.path());
+        let m = merge_volume(live.path(), vol.path(), 1 << 20).unwrap();
+        let after = fsutil::tree_size(vol.path());
+        assert!(after <= before + (1 << 20), "{before} then {after}");
+        let made = fs::read_dir(vol.path().join("f")).unwrap().count() as u64;
+        assert!(made > 0 && made < 256, "{made} empty files merged");
+        assert_eq!(
+            m.left_out,
+            2000 + 100 + 1 - made - 1 - count_dirs(vol.path())
+        );
+        assert!(m.added >= (made + 1) * ENTRY_BYTES, "{m:?}");
+    }
+
+    fn count_dirs(p: &Path) -> u64 {
+        fs::read_dir(p)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name() != "f")
+            .count() as u64
+    }
+
+    #[test]
+    fn a_tree_three_thousand_deep_is_merged_without_recursion() {
+        let live = tmp("live");
+        let vol = tmp("volume");
+        let deep = chain(live.path(), "a", 3000);
+        let f = rustix::fs::openat(
+            &deep,
+            "bottom",
+            OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        rustix::io::write(&f, b"down here").unwrap();
+        drop((f, deep));
+        // On a small stack: a walk that recursed would overflow it.
+        let (live_p, vol_p) = (live.path().to_path_buf(), vol.path().to_path_buf());
+        let m = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || merge_volume(&live_p, &vol_p, 64 << 20))
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.left_out, 0);
+        let mut fd = open_dir(rustix::fs::CWD, vol.path()).unwrap();
+        for _ in 0..3000 {
+            fd = open_dir(&fd, Path::new("a")).unwrap();
+        }
+        let got = rustix::fs::openat(&fd, "bottom", OFlags::RDONLY, Mode::empty()).unwrap();
+        let mut buf = [0u8; 16];
+        let n = rustix::io::read(&got, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"down here");
+        // Within a budget too small for it, it is left out, cleanly.
+        let vol2 = tmp("volume2");
+        let m = merge_volume(live.path(), vol2.path(), 1 << 20).unwrap();
+        assert!(m.left_out > 2700, "{m:?}");
+        assert!(fsutil::tree_size(vol2.path()) <= 1 << 20);
     }
 }

@@ -6,8 +6,9 @@
 //! overlay over the profile's shared cache) and of its writable volumes
 //! (`volumes/N/`, each an overlay over the volume's directory). All of it
 //! counts against the
-//! one limit: a write past it fails with ENOSPC inside, and the host's
-//! disk is spent only when the sandbox stops, by at most the limit.
+//! one limit, in bytes and in inodes (one per [`ENTRY_BYTES`]): a write
+//! or a new file past it fails with ENOSPC inside, and the host's disk is
+//! spent only when the sandbox stops, by at most the limit.
 //!
 //! The init makes the tmpfs and fills it from the saved state
 //! ([`mount_tmpfs`], [`mount_home`], [`mount_cache`]); the supervisor,
@@ -20,6 +21,7 @@ use nix::errno::Errno;
 use nix::mount::MsFlags;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use warden_workspace::fsutil::ENTRY_BYTES;
 
 /// Where the tmpfs is mounted while the sandbox's root is built.
 pub(crate) const KEPT_MOUNT: &str = "/overlay-layer";
@@ -141,6 +143,20 @@ fn create_err(path: &Path) -> impl FnOnce(std::io::Error) -> TmpfsError {
     move |source| TmpfsError::Create { path, source }
 }
 
+/// Warden's own directories in the tmpfs (`upper/`, `work/`, `home/`,
+/// `caches/N/`, `volumes/N/` and what overlayfs makes in a work
+/// directory), beyond what the sandbox is given.
+const OWN_INODES: u64 = 64;
+
+/// The inodes the tmpfs of `size` bytes holds: one for every
+/// [`ENTRY_BYTES`] of it, what each entry costs when it is kept or merged
+/// on the host. Without a bound a tmpfs holds as many empty files and
+/// directories as memory allows (millions), which cost its bytes nothing
+/// and the host's disk an inode, a block and a name each.
+fn inodes(size: u64) -> u64 {
+    (size / ENTRY_BYTES).saturating_add(OWN_INODES)
+}
+
 /// Mount the tmpfs of `plan.size` bytes at [`KEPT_MOUNT`]; returns a
 /// descriptor of its root, which keeps it alive once detached.
 pub(crate) fn mount_tmpfs(plan: KeptPlan) -> Result<OwnedFd, TmpfsError> {
@@ -154,7 +170,14 @@ pub(crate) fn mount_tmpfs(plan: KeptPlan) -> Result<OwnedFd, TmpfsError> {
         root,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some(format!("size={},mode=0700", plan.size).as_str()),
+        Some(
+            format!(
+                "size={},nr_inodes={},mode=0700",
+                plan.size,
+                inodes(plan.size)
+            )
+            .as_str(),
+        ),
     )
     .map_err(mount_err(
         "the sandbox's size-limited state (`resources.disk`)",

@@ -88,6 +88,7 @@ mod vm_rootimage;
 mod vm_shares;
 mod vmm_escape;
 mod volume_attacks;
+mod volume_costs;
 mod volume_mounts;
 mod watch_budget;
 mod workspaces;
