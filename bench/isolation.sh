@@ -10,11 +10,13 @@
 # this host cannot run is said and left out (gVisor needs runsc and root;
 # the VM needs QEMU and a guest kernel: `warden doctor`). WARDEN=path uses
 # that binary instead of building the release one; LEVELS="process gvisor"
-# measures only those levels (the emulated VM's builds take minutes).
+# measures only those levels (the emulated VM's builds take minutes);
+# WARMUP=0 skips the warm-up run of each command (default 1), for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-10}"
 WORK_RUNS="${2:-3}"
+WARMUP="${WARMUP:-1}"
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
@@ -87,7 +89,7 @@ for level in "${LEVELS[@]}"; do
     RUN="$WARDEN run --no-tty --no-audit-log --isolation $level"
     ARGS+=(-n "start $level" "$RUN -- true")
 done
-hyperfine -N --warmup 1 --runs "$RUNS" --export-json "$WORK/start.json" "${ARGS[@]}" >/dev/null
+hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$WORK/start.json" "${ARGS[@]}" >/dev/null
 
 ARGS=()
 for level in "${LEVELS[@]}"; do
@@ -95,7 +97,7 @@ for level in "${LEVELS[@]}"; do
     ARGS+=(-n "git $level" "$RUN -w $WORK/tree -- git status --porcelain")
     ARGS+=(-n "cc $level" "$RUN -w $WORK/cproj -- sh -c 'make -s clean && make -s -j1 prog'")
 done
-hyperfine -N --warmup 1 --runs "$WORK_RUNS" --export-json "$WORK/work.json" "${ARGS[@]}" >/dev/null
+hyperfine -N --warmup "$WARMUP" --runs "$WORK_RUNS" --export-json "$WORK/work.json" "${ARGS[@]}" >/dev/null
 
 python3 - "$WORK/start.json" "$WORK/work.json" "${LEVELS[@]}" <<'PY'
 import json, sys
