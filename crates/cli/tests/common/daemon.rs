@@ -225,6 +225,126 @@ pub fn curl(d: &Daemon, method: &str, path: &str, extra: &[&str]) -> (u16, Vec<u
     (status, text[..cut].to_vec())
 }
 
+/// One exchange over TCP at `addr` through curl, the answer's head and
+/// all: status, headers (lower-cased names), body.
+pub fn http_on(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (u16, Vec<(String, String)>, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-i", "--max-time", "60", "-X", method]);
+    for (k, v) in headers {
+        cmd.args(["-H", &format!("{k}: {v}")]);
+    }
+    if let Some(b) = body {
+        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    let out = cmd
+        .arg(format!("http://{addr}{path}"))
+        .output()
+        .expect("curl is installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, body.to_string())
+}
+
+/// A header of an [`http_on`] answer, by its lower-cased name.
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// One request to the daemon's `/mcp` on a connection of its own, as a
+/// client speaking HTTP by hand: `token` as its bearer, `headers` (whole
+/// lines, each ending in CRLF) and `body`. What came back, read until
+/// `enough` says it is, the connection closes, or `wait` passes with
+/// nothing more.
+pub fn mcp_raw(
+    addr: &str,
+    method: &str,
+    token: &str,
+    headers: &str,
+    body: &str,
+    wait: Duration,
+    enough: impl Fn(&[u8]) -> bool,
+) -> String {
+    use std::io::{Read, Write};
+    let req = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{headers}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !enough(&got) {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// The status code of an HTTP answer's text (0 when it has none).
+pub fn status_of(answer: &str) -> u16 {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The names of the sandboxes on disk in state directory `state` (pooled
+/// ones included, which no listing shows).
+pub fn sandboxes_on_disk(state: &Path) -> Vec<String> {
+    std::fs::read_dir(state.join("warden/sandboxes"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A token that reads, makes and runs commands in sandboxes, with at
+/// most `max` sandboxes at once.
+pub fn quota_token(state: &Path, name: &str, max: &str) -> String {
+    let out = warden(
+        state,
+        &[
+            "token",
+            "create",
+            name,
+            "--scope",
+            "sandboxes:read",
+            "--scope",
+            "sandboxes:write",
+            "--scope",
+            "exec",
+            "--max-sandboxes",
+            max,
+        ],
+    );
+    ok(&out).trim().lines().last().unwrap().to_string()
+}
+
 pub fn json_call(d: &Daemon, method: &str, path: &str, body: &str) -> (u16, String) {
     let (s, b) = curl(
         d,

@@ -1150,16 +1150,7 @@ fn a_warm_pool_hands_out_each_sandbox_once_and_only_under_the_claims_policy() {
         &["--pool", "pooled=2"],
         &[("XDG_CONFIG_HOME", config.path())],
     );
-    let sandboxes = state.path().join("warden/sandboxes");
-    let on_disk = || -> Vec<String> {
-        std::fs::read_dir(&sandboxes)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let on_disk = || sandboxes_on_disk(state.path());
     let running = |id: &str| {
         sandbox_dir(state.path(), id)
             .join("supervisor.json")
@@ -1384,16 +1375,7 @@ fn a_daemon_stopped_mid_refill_leaves_no_pooled_sandbox_behind() {
             &["--pool", "filling=8"],
             &[("XDG_CONFIG_HOME", config.path())],
         );
-        let sandboxes = state.path().join("warden/sandboxes");
-        let on_disk = || -> Vec<String> {
-            std::fs::read_dir(&sandboxes)
-                .map(|rd| {
-                    rd.flatten()
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let on_disk = || sandboxes_on_disk(state.path());
         // Stop once the filling has begun, and (a round later) once it is
         // further along.
         wait_until("the pool starts filling", Duration::from_secs(30), || {

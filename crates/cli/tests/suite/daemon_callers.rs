@@ -10,42 +10,6 @@
 
 use crate::common::daemon::*;
 use crate::common::*;
-use std::process::Command;
-
-/// One exchange on `addr`: status, headers (lower-cased names), body.
-fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-) -> (u16, Vec<(String, String)>, String) {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-i", "--max-time", "60", "-X", method]);
-    for (k, v) in headers {
-        cmd.args(["-H", &format!("{k}: {v}")]);
-    }
-    if let Some(b) = body {
-        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
-    }
-    let out = cmd
-        .arg(format!("http://{addr}{path}"))
-        .output()
-        .expect("curl is installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    (status, headers, body.to_string())
-}
 
 /// A request: method, path, headers.
 type Call<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
@@ -141,7 +105,7 @@ fn nobody_on_a_public_route_gets_nothing_the_owner_would() {
     ];
     let origin = format!("http://{}", o.api);
     for (method, path, body, want) in public {
-        let (s, h, b) = http(&o.api, method, path, &[("origin", &origin)], *body);
+        let (s, h, b) = http_on(&o.api, method, path, &[("origin", &origin)], *body);
         assert_eq!(s, *want, "{method} {path}: {b}");
         tells_nothing(&o, path, &b);
         assert!(
@@ -149,7 +113,7 @@ fn nobody_on_a_public_route_gets_nothing_the_owner_would() {
             "{method} {path} set a cookie for nobody: {h:?}"
         );
     }
-    let (_, _, b) = http(&o.api, "GET", "/v1/health", &[], None);
+    let (_, _, b) = http_on(&o.api, "GET", "/v1/health", &[], None);
     assert!(
         json(&b).get("sandboxes").is_none(),
         "counted for nobody: {b}"
@@ -175,7 +139,7 @@ fn nobody_on_a_public_route_gets_nothing_the_owner_would() {
         ),
     ];
     for (method, path, headers) in door {
-        let (s, _, b) = http(&o.door, method, path, headers, None);
+        let (s, _, b) = http_on(&o.door, method, path, headers, None);
         assert!(
             s == 400 || s == 401,
             "{method} {path} {headers:?} answered nobody with {s}: {b}"
@@ -199,7 +163,7 @@ fn a_credential_that_does_not_stand_is_refused_and_never_taken_as_nobody() {
     // where nobody would have been answered.
     for auth in [bearer.as_str(), "Bearer nonsense", "Basic dXNlcjpwYXNz"] {
         for path in ["/v1/health", "/v1/openapi.json"] {
-            let (s, _, b) = http(&o.api, "GET", path, &[("authorization", auth)], None);
+            let (s, _, b) = http_on(&o.api, "GET", path, &[("authorization", auth)], None);
             assert_eq!(s, 401, "{path} with {auth}: {b}");
             tells_nothing(&o, path, &b);
         }
@@ -215,14 +179,14 @@ fn a_credential_that_does_not_stand_is_refused_and_never_taken_as_nobody() {
         ("GET", "/session"),
         ("POST", "/logout"),
     ] {
-        let (s, _, b) = http(&o.api, method, path, &cookie, None);
+        let (s, _, b) = http_on(&o.api, method, path, &cookie, None);
         assert_eq!(s, 401, "{method} {path}: {b}");
         tells_nothing(&o, path, &b);
     }
     // A made-up token at the login: no session.
     let origin = format!("http://{}", o.api);
     let body = serde_json::json!({ "token": made_up }).to_string();
-    let (s, h, b) = http(
+    let (s, h, b) = http_on(
         &o.api,
         "POST",
         "/login",
@@ -268,7 +232,7 @@ fn a_credential_that_does_not_stand_is_refused_and_never_taken_as_nobody() {
         ),
     ];
     for (method, path, headers) in door {
-        let (s, _, b) = http(&o.door, method, path, headers, None);
+        let (s, _, b) = http_on(&o.door, method, path, headers, None);
         assert_eq!(s, 401, "{method} {path} {headers:?}: {b}");
         // A refusal may repeat the sandbox the request named, but says
         // of the owner's nothing it would not say of a missing one.
@@ -276,7 +240,7 @@ fn a_credential_that_does_not_stand_is_refused_and_never_taken_as_nobody() {
             .iter()
             .map(|(k, v)| (*k, if *v == OWNERS { MISSING } else { *v }))
             .collect();
-        let (s2, _, b2) = http(&o.door, method, path, &missing, None);
+        let (s2, _, b2) = http_on(&o.door, method, path, &missing, None);
         assert_eq!((s, b.replace(OWNERS, MISSING)), (s2, b2), "{method} {path}");
         tells_nothing(&o, path, &b.replace(OWNERS, MISSING));
     }

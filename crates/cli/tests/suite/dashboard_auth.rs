@@ -9,7 +9,6 @@
 
 use crate::common::daemon::*;
 use crate::common::*;
-use std::process::Command;
 
 /// One HTTP exchange on the daemon's TCP port: status, headers
 /// (lower-cased names), body.
@@ -20,39 +19,7 @@ fn http(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> (u16, Vec<(String, String)>, String) {
-    let addr = d.tcp.as_ref().unwrap();
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-i", "-X", method]);
-    for (k, v) in headers {
-        cmd.args(["-H", &format!("{k}: {v}")]);
-    }
-    if let Some(b) = body {
-        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
-    }
-    let out = cmd
-        .arg(format!("http://{addr}{path}"))
-        .output()
-        .expect("curl is installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    (status, headers, body.to_string())
-}
-
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
+    http_on(d.tcp.as_ref().unwrap(), method, path, headers, body)
 }
 
 fn admin_token(d: &Daemon) -> String {

@@ -3,29 +3,9 @@
 //! all (the quota of every copy is reserved before the first is made),
 //! and the events a token reads carry no host PID.
 
-use crate::common::daemon::{call_on, curl_available, json, Daemon};
+use crate::common::daemon::{call_on, curl_available, json, quota_token, Daemon};
 use crate::common::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-fn token(state: &std::path::Path, name: &str, max: &str) -> String {
-    let out = warden(
-        state,
-        &[
-            "token",
-            "create",
-            name,
-            "--scope",
-            "sandboxes:read",
-            "--scope",
-            "sandboxes:write",
-            "--scope",
-            "exec",
-            "--max-sandboxes",
-            max,
-        ],
-    );
-    ok(&out).trim().lines().last().unwrap().to_string()
-}
 
 #[test]
 fn a_token_at_its_quota_forking_sixteen_leaves_no_copy_written_even_for_a_moment() {
@@ -34,7 +14,7 @@ fn a_token_at_its_quota_forking_sixteen_leaves_no_copy_written_even_for_a_moment
     }
     let state = TempDir::new("fork-quota");
     let d = Daemon::start(state.path(), true);
-    let t = token(state.path(), "forker", "2");
+    let t = quota_token(state.path(), "forker", "2");
     let call = |method: &str, path: &str, body: Option<&str>| {
         call_on(&d, true, method, path, body, Some(&t))
     };
@@ -89,7 +69,7 @@ fn the_started_event_a_token_reads_carries_no_host_pid() {
     }
     let state = TempDir::new("fork-quota-pid");
     let d = Daemon::start(state.path(), true);
-    let t = token(state.path(), "reader", "2");
+    let t = quota_token(state.path(), "reader", "2");
     let (s, b) = call_on(
         &d,
         true,

@@ -10,7 +10,7 @@
 //! may not touch it).
 
 use crate::common;
-use crate::common::daemon::{token, Daemon};
+use crate::common::daemon::{mcp_raw, token, Daemon};
 use crate::common::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ReadResourceRequestParams};
 use rmcp::service::{RoleClient, RunningService};
@@ -539,57 +539,41 @@ async fn http_client(addr: &str, token: Option<&str>) -> Result<Client, String> 
         .map_err(|e| e.to_string())
 }
 
+/// A bare `initialize` request's body.
+const RAW_INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
 /// The head of the answer to a bare `initialize` POSTed to `/mcp`
 /// (`what` = "initialize"), or to a `DELETE /mcp` of session `sid`.
 fn raw_head(addr: &str, token: &str, what: &str, sid: Option<&str>) -> String {
-    use std::io::{Read, Write};
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    let req = if what == "DELETE" {
-        format!(
-            "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nMcp-Session-Id: {}\r\nMCP-Protocol-Version: 2025-06-18\r\nConnection: close\r\n\r\n",
+    let head_read = |got: &[u8]| got.windows(4).any(|w| w == b"\r\n\r\n");
+    let wait = Duration::from_secs(10);
+    if what == "DELETE" {
+        let sid = format!(
+            "Mcp-Session-Id: {}\r\nMCP-Protocol-Version: 2025-06-18\r\n",
             sid.unwrap_or("")
-        )
+        );
+        mcp_raw(addr, "DELETE", token, &sid, "", wait, head_read)
     } else {
-        format!(
-            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-    };
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
+        mcp_raw(addr, "POST", token, "", RAW_INITIALIZE, wait, head_read)
     }
-    String::from_utf8_lossy(&got).into_owned()
 }
 
 /// The status line of a bare `initialize` POSTed to `/mcp`.
 fn raw_initialize(addr: &str, token: &str, origin: Option<&str>) -> String {
-    use std::io::{Read, Write};
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
     let origin = origin
         .map(|o| format!("Origin: {o}\r\n"))
         .unwrap_or_default();
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{origin}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+    let line_read = |got: &[u8]| got.windows(2).any(|w| w == b"\r\n");
+    let answer = mcp_raw(
+        addr,
+        "POST",
+        token,
+        &origin,
+        RAW_INITIALIZE,
+        Duration::from_secs(10),
+        line_read,
     );
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut buf = [0u8; 256];
-    let n = s.read(&mut buf).unwrap_or(0);
-    String::from_utf8_lossy(&buf[..n])
-        .lines()
-        .next()
-        .unwrap_or("")
-        .to_string()
+    answer.lines().next().unwrap_or("").to_string()
 }
 
 #[test]

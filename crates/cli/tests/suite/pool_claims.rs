@@ -4,7 +4,9 @@
 //! trace of the claimant in any log), and the next holder gets a
 //! sandbox with only its own names.
 
-use crate::common::daemon::{call_on, curl_available, json, Daemon};
+use crate::common::daemon::{
+    call_on, curl_available, json, quota_token, sandboxes_on_disk, Daemon,
+};
 use crate::common::*;
 use std::time::Duration;
 
@@ -36,36 +38,13 @@ fn a_claim_refused_for_its_quota_leaves_no_name_of_the_claimant_in_any_pooled_sa
         &["--pool", "small=2"],
         &[("XDG_CONFIG_HOME", config.path())],
     );
-    let sandboxes = state.path().join("warden/sandboxes");
     let pooled = || -> Vec<String> {
-        std::fs::read_dir(&sandboxes)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.starts_with("sb-"))
-                    .collect()
-            })
-            .unwrap_or_default()
+        sandboxes_on_disk(state.path())
+            .into_iter()
+            .filter(|n| n.starts_with("sb-"))
+            .collect()
     };
-    let token = |name: &str, max: &str| -> String {
-        let out = warden(
-            state.path(),
-            &[
-                "token",
-                "create",
-                name,
-                "--scope",
-                "sandboxes:read",
-                "--scope",
-                "sandboxes:write",
-                "--scope",
-                "exec",
-                "--max-sandboxes",
-                max,
-            ],
-        );
-        ok(&out).trim().lines().last().unwrap().to_string()
-    };
+    let token = |name: &str, max: &str| quota_token(state.path(), name, max);
     let claimant = token("claimant", "1");
     let next = token("next", "4");
     let create =
