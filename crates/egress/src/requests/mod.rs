@@ -353,7 +353,13 @@ fn rpc_matches(r: &RequestRule, rpc: &Rpc, unit: Option<&str>, mode: Mode) -> bo
 /// written: a key read more than one way gives each of its values.
 pub fn field_values(query: &str, key: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    if query.is_empty() {
+    // Most queries cannot name the key at all: without an escape, the key
+    // (any case) must stand in them as written. Nothing more is read then.
+    let spelled = query
+        .as_bytes()
+        .windows(key.len())
+        .any(|w| w.eq_ignore_ascii_case(key.as_bytes()));
+    if query.is_empty() || !(spelled || query.contains('%')) {
         return out;
     }
     for pairs in path::query_readings(query) {

@@ -63,8 +63,11 @@ pub(super) async fn judge(
     let needs_rpc = methods
         .iter()
         .any(|m| rules.needs_body(name, port, m, path));
-    let kinds = methods::body_kinds(parts)
-        .filter(|_| !body.is_end_stream() && rules.method_matters(name, port, path));
+    let kinds = if body.is_end_stream() {
+        None
+    } else {
+        methods::body_kinds(parts).filter(|_| rules.method_matters(name, port, path))
+    };
     let (read, body) = if needs_rpc || kinds.is_some() {
         read_start(body, &term.decode_memory).await
     } else {
