@@ -196,7 +196,7 @@ fn busybox_tree() -> Option<TempDir> {
         return None;
     }
     let root = busybox_rootfs()?;
-    for name in ["sh", "sleep", "cat", "pidof", "date"] {
+    for name in ["sh", "sleep", "cat", "pidof", "date", "ls"] {
         std::os::unix::fs::symlink("busybox", root.path().join("usr/bin").join(name)).unwrap();
     }
     Some(root)
@@ -358,6 +358,22 @@ fn a_vm_with_a_workspace_is_refused_a_pause_to_disk_while_a_process_holds_it_and
         ],
         None,
     ));
+    // The keeper (the init's fork that keeps root's capabilities in the
+    // guest) is closed to the sandbox: its descriptors cannot be listed;
+    // and the launcher's program cannot be rewritten.
+    let probe = "for p in $(pidof init); do [ $p = 1 ] && continue; echo seen; \
+                 ls /proc/$p/fd >/dev/null 2>&1 && echo opened $p; done; \
+                 echo x 2>/dev/null > /run/warden-guest/init && echo rewrote; true";
+    let out = ok(&vm_warden(
+        s,
+        &["exec", "ws", "--", "sh", "-c", probe],
+        None,
+    ));
+    assert!(out.contains("seen"), "no keeper runs in the guest: {out}");
+    assert!(
+        !out.contains("opened") && !out.contains("rewrote"),
+        "a sandbox process reached the keeper or the launcher: {out}"
+    );
     // The guest's clock was stepped to the host's, not left behind by the
     // time it spent on disk.
     let guest: i64 = ok(&vm_warden(s, &["exec", "ws", "--", "date", "+%s"], None))
