@@ -482,6 +482,18 @@ pub fn status_kib(pid: impl std::fmt::Display, field: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The Landlock ABI this host's kernel offers, as `warden doctor` tells
+/// it (0: none, or doctor said nothing).
+pub fn landlock_abi() -> i64 {
+    Command::new(warden_bin())
+        .args(["doctor", "--json"])
+        .output()
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .and_then(|v| v["host"]["landlock_abi"].as_i64())
+        .unwrap_or(0)
+}
+
 /// A TCP port of the loopback that nothing listens on now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -50,6 +50,25 @@ pub fn vm_warden_env(
     child.wait_with_output().unwrap()
 }
 
+/// `warden run --isolation vm -w WS -- true` with stand-ins for its
+/// helpers: `vmm` as the VMM and `fsd` as the virtiofsd, the workspace
+/// shared over `fs`, no template, TCG, state in `state`, no stdin.
+pub fn vm_run_with_helpers(ws: &Path, state: &Path, vmm: &Path, fsd: &Path, fs: &str) -> Command {
+    let mut cmd = Command::new(warden_bin());
+    cmd.args(["run", "--isolation", "vm", "--no-tty", "-w"])
+        .arg(ws)
+        .args(["--", "true"])
+        .env("WARDEN_VMM", vmm)
+        .env("WARDEN_VIRTIOFSD", fsd)
+        .env("WARDEN_VM_FS", fs)
+        .env("WARDEN_VM_TEMPLATE", "off")
+        .env("WARDEN_VM_ACCEL", "tcg")
+        .env("WARDEN_VM_DIR", vm_dir())
+        .env("WARDEN_STATE_DIR", state)
+        .stdin(Stdio::null());
+    cmd
+}
+
 /// The guest kernel's release, when a VM sandbox can start here; `None`
 /// (with the reason printed) when not. The first call also lets warden
 /// probe KVM once (bounded), as `warden doctor` does.

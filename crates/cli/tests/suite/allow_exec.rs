@@ -88,14 +88,7 @@ fn host_ready() -> bool {
         skip("git is not on this host");
         return false;
     }
-    let doctor = Command::new(warden_bin())
-        .args(["doctor", "--json"])
-        .output();
-    let abi = doctor
-        .ok()
-        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-        .and_then(|v| v["host"]["landlock_abi"].as_i64());
-    if abi.unwrap_or(0) < 1 {
+    if landlock_abi() < 1 {
         skip("this kernel has no Landlock: the exec allowlist is refused here (see its own test)");
         return false;
     }

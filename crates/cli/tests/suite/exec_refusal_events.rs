@@ -15,14 +15,7 @@ pub(super) fn host_ready() -> bool {
         skip("not root: Landlock's audit records are read by root only (rootless gets no exec_refused event)");
         return false;
     }
-    let doctor = Command::new(warden_bin())
-        .args(["doctor", "--json"])
-        .output();
-    let abi = doctor
-        .ok()
-        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-        .and_then(|v| v["host"]["landlock_abi"].as_i64());
-    if abi.unwrap_or(0) < 7 {
+    if landlock_abi() < 7 {
         skip("the kernel's Landlock is older than ABI 7: it logs no refusals");
         return false;
     }

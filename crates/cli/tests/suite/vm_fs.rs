@@ -608,18 +608,7 @@ fn escaped_helper_on_roots_workspace(fs: &str) {
         "virtiofs" => (vmm.as_path(), helper.as_path()),
         _ => (helper.as_path(), vmm.as_path()),
     };
-    let o = Command::new(warden_bin())
-        .args(["run", "--isolation", "vm", "--no-tty", "-w"])
-        .arg(&ws)
-        .args(["--", "true"])
-        .env("WARDEN_VMM", vmm)
-        .env("WARDEN_VIRTIOFSD", fsd)
-        .env("WARDEN_VM_FS", fs)
-        .env("WARDEN_VM_TEMPLATE", "off")
-        .env("WARDEN_VM_ACCEL", "tcg")
-        .env("WARDEN_VM_DIR", vm_dir())
-        .env("WARDEN_STATE_DIR", dir.path().join("state"))
-        .stdin(std::process::Stdio::null())
+    let o = vm_run_with_helpers(&ws, &dir.path().join("state"), vmm, fsd, fs)
         .output()
         .unwrap();
     let out = format!("{}\n{}", stdout(&o), stderr(&o));

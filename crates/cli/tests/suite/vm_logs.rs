@@ -10,7 +10,6 @@ use crate::common::vm::*;
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// The last line a stand-in helper prints once all its output went
@@ -62,18 +61,7 @@ fn logs_of(pid: u32, name: &str) -> Vec<PathBuf> {
 fn watch_log(dir: &Path, vmm: &Path, fsd: &Path, fs: &str, name: &str) -> (u64, bool) {
     let ws = dir.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
-    let mut child = Command::new(warden_bin())
-        .args(["run", "--isolation", "vm", "--no-tty", "-w"])
-        .arg(&ws)
-        .args(["--", "true"])
-        .env("WARDEN_VMM", vmm)
-        .env("WARDEN_VIRTIOFSD", fsd)
-        .env("WARDEN_VM_FS", fs)
-        .env("WARDEN_VM_TEMPLATE", "off")
-        .env("WARDEN_VM_ACCEL", "tcg")
-        .env("WARDEN_VM_DIR", vm_dir())
-        .env("WARDEN_STATE_DIR", dir.join("state"))
-        .stdin(std::process::Stdio::null())
+    let mut child = vm_run_with_helpers(&ws, &dir.join("state"), vmm, fsd, fs)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
