@@ -613,6 +613,25 @@ pub const EXEC_ALLOWLIST_RULES: &[Rule] = &[
         reason: "write a program into memory and execute it, around the exec allowlist",
         only_on: None,
     },
+    // A Landlock domain the sandbox stacks on its own becomes the youngest
+    // domain of its processes: the kernel logs a refusal under it (or not
+    // at all, with its logging flags off), so the allowlist's refusals go
+    // unrecorded. Refused as on a kernel without Landlock, which tools that
+    // sandbox themselves take as "not available".
+    Rule {
+        syscall: "landlock_create_ruleset",
+        when: When::Always,
+        errno: libc::ENOSYS,
+        reason: "stack a Landlock domain of its own, under which the allowlist's refusals go unrecorded",
+        only_on: None,
+    },
+    Rule {
+        syscall: "landlock_restrict_self",
+        when: When::Always,
+        errno: libc::ENOSYS,
+        reason: "stack a Landlock domain of its own, under which the allowlist's refusals go unrecorded",
+        only_on: None,
+    },
 ];
 
 /// Build the exec allowlist's filter ([`EXEC_ALLOWLIST_RULES`]) for the running architecture.

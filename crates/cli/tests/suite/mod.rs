@@ -2,6 +2,7 @@
 
 mod agents;
 mod allow_exec;
+mod allow_exec_nested;
 mod allowlist;
 mod audit;
 mod audit_budget;
