@@ -50,6 +50,15 @@ pub fn vm_warden_env(
     child.wait_with_output().unwrap()
 }
 
+/// A stand-in VMM that boots nothing and prints nothing: it stays up
+/// `seconds` (long enough for a stand-in virtiofsd to report), then
+/// fails.
+pub fn idle_vmm(at: &Path, seconds: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(at, format!("#!/bin/sh\nsleep {seconds}\nexit 3\n")).unwrap();
+    std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// `warden run --isolation vm -w WS -- true` with stand-ins for its
 /// helpers: `vmm` as the VMM and `fsd` as the virtiofsd, the workspace
 /// shared over `fs`, no template, TCG, state in `state`, no stdin.

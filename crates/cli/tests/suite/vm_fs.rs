@@ -315,13 +315,6 @@ sleep 5
     std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// A stand-in VMM that boots nothing: it stays up long enough for the
-/// stand-in virtiofsd to report, then fails.
-fn idle_vmm(at: &Path) {
-    std::fs::write(at, "#!/bin/sh\nsleep 2\nexit 3\n").unwrap();
-    std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
 /// An escaped virtiofsd serving a workspace owned by `owner` (as root;
 /// `None`: root's own): everything it tried outside the workspace failed.
 /// Root's and a system account's workspace it serves as nobody through an
@@ -356,7 +349,7 @@ fn escaped_fsd_contained(tag: &str, owner: Option<(u32, u32)>) {
     let fsd = dir.path().join("escaped-virtiofsd");
     escaped_fsd(&fsd, &planted, &written, tcp);
     let vmm = dir.path().join("idle-qemu");
-    idle_vmm(&vmm);
+    idle_vmm(&vmm, 2);
     let o = Command::new(warden_bin())
         .args(["run", "--isolation", "vm", "--no-tty", "-w"])
         .arg(&ws)
@@ -603,7 +596,7 @@ fn escaped_helper_on_roots_workspace(fs: &str) {
     let helper = dir.path().join("escaped-helper");
     escaped_helper(&helper);
     let vmm = dir.path().join("idle-qemu");
-    idle_vmm(&vmm);
+    idle_vmm(&vmm, 2);
     let (vmm, fsd) = match fs {
         "virtiofs" => (vmm.as_path(), helper.as_path()),
         _ => (helper.as_path(), vmm.as_path()),

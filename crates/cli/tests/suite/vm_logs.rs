@@ -35,13 +35,6 @@ exit 3
     std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// A stand-in VMM that boots nothing and prints nothing: it stays up long
-/// enough for the stand-in virtiofsd to print, then fails.
-fn idle_vmm(at: &Path) {
-    std::fs::write(at, "#!/bin/sh\nsleep 6\nexit 3\n").unwrap();
-    std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
 /// The file `name` of each run directory of the VMs run by the process
 /// `pid` (`vm/run/ID-PID-N/`).
 fn logs_of(pid: u32, name: &str) -> Vec<PathBuf> {
@@ -121,7 +114,7 @@ fn a_virtiofsd_printing_without_end_leaves_a_log_within_its_bound_and_keeps_runn
     let fsd = dir.path().join("chatty-virtiofsd");
     chatty_helper(&fsd, 24);
     let vmm = dir.path().join("idle-qemu");
-    idle_vmm(&vmm);
+    idle_vmm(&vmm, 6);
     let got = watch_log(dir.path(), &vmm, &fsd, "virtiofs", "virtiofsd.log");
     assert_bounded("virtiofsd.log", got);
 }
