@@ -134,6 +134,7 @@ fn merge_into(
         source,
     };
     let st = rustix::fs::fstat(&dir).map_err(|e| err(e.into()))?;
+    walk::enterable(rustix::fs::CWD, live).map_err(err)?;
     let src = open_dir(rustix::fs::CWD, live).map_err(err)?;
     let mut m = Merge::new(used, limit, (st.st_uid, st.st_gid));
     match m.walk(src, dir) {

@@ -163,9 +163,6 @@ impl Merge {
             let Some(done) = stack.pop() else {
                 break;
             };
-            if let Some(mode) = done.dst.as_ref().and_then(|t| t.mode) {
-                rustix::fs::fchmod(&dst, Mode::from_raw_mode(mode & 0o777))?;
-            }
             if done.named {
                 self.at.pop();
             }
@@ -173,9 +170,14 @@ impl Merge {
                 break;
             };
             src = up(src.as_fd(), parent.src)?;
-            if done.dst.is_some() {
-                if let Some(t) = &parent.dst {
-                    dst = up(dst.as_fd(), t.id)?;
+            if let (Some(filled), Some(t)) = (&done.dst, &parent.dst) {
+                let parent_dst = up(dst.as_fd(), t.id)?;
+                let child = std::mem::replace(&mut dst, parent_dst);
+                // Its mode once its content is in and the walk is out of
+                // it (a 0500 directory could not be filled, nor a 0000 one
+                // left through `..`).
+                if let Some(mode) = filled.mode {
+                    rustix::fs::fchmod(&child, Mode::from_raw_mode(mode & 0o777))?;
                 }
             }
         }
@@ -494,6 +496,25 @@ fn open_upper_dir(src: BorrowedFd<'_>, name: &OsStr, st: &Stat) -> io::Result<Ow
         )?;
     }
     open_dir(src, Path::new(name))
+}
+
+/// Make the upper layer's top `name` of `at` enterable by its owner, as
+/// [`open_upper_dir`] does below it (a sandbox may `chmod 000` the top of
+/// its cache or volume).
+pub(super) fn enterable<Fd: AsFd>(at: Fd, name: &Path) -> io::Result<()> {
+    let st = rustix::fs::statat(&at, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory
+        && st.st_mode & 0o700 != 0o700
+        && !rustix::process::geteuid().is_root()
+    {
+        rustix::fs::chmodat(
+            &at,
+            name,
+            Mode::from_raw_mode((st.st_mode | 0o700) & 0o7777),
+            AtFlags::empty(),
+        )?;
+    }
+    Ok(())
 }
 
 /// The parent of the directory `dir`, checked to be the directory `id`
