@@ -82,6 +82,16 @@ const SKIPPED: &[(&str, &str)] = &[
 /// which option to give, and why it may.
 const NOT_OURS: &[(&str, &str, &str)] = &[
     (
+        "vm/src/guest/launch.rs",
+        "--warden-launch",
+        "the guest init's internal argument for its launcher, which no person types",
+    ),
+    (
+        "vm/src/guest/launch.rs",
+        "--library-path",
+        "the dynamic loader's own option, not warden's",
+    ),
+    (
         "policy/src/error.rs",
         "put CMD after `--`, e.g. `warden run -- bash`, or use a --profile",
         "the command line's own wording of `NoCommand`, in `describe_for_cli`",

@@ -22,7 +22,7 @@
 //! makes itself undumpable (no process of the sandbox may read or trace
 //! it), and it does nothing but the two requests below.
 
-use super::setup::{attach_shares, Params};
+use super::params::{attach_shares, Params};
 use super::GuestError;
 use crate::wire::Reattach;
 use nix::mount::{umount2, MntFlags, MsFlags};

@@ -17,6 +17,7 @@ mod connect;
 mod entropy;
 mod keeper;
 mod launch;
+mod params;
 mod serve;
 mod setup;
 mod shares;
