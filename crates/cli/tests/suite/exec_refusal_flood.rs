@@ -80,7 +80,7 @@ fn a_program_refused_in_a_loop_is_written_once_per_window_and_the_rest_counted()
     // One line per window of about a second (a loaded machine's loop takes
     // longer, never 1,500 seconds), the rest counted; the kernel's audit
     // may drop records of a flood, so not every try need arrive.
-    assert!(lines >= 1 && lines <= 120, "{lines} lines of refusals");
+    assert!((1..=120).contains(&lines), "{lines} lines of refusals");
     assert!(more > 0, "no count of the repeats");
     assert!(lines + more <= 1500);
 }
