@@ -428,10 +428,13 @@ fn host_after(m: &clap::ArgMatches, before: Option<String>) -> Option<String> {
 /// Runs a parsed command line.
 fn dispatch(cli: Cli) -> ExitCode {
     let defaults = || Defaults::for_host(commands::host_facts());
-    // Every command but `run` (its own sandbox's supervisor) only prints
-    // or asks a supervisor: a reader that goes away (`| head`) ends it
-    // quietly instead of a panic on the next line.
-    if !matches!(cli.command, Command::Run(_)) {
+    // Every command but `run` (its own sandbox's supervisor) and the
+    // detached supervisor only prints or asks a supervisor: a reader that
+    // goes away (`| head`) ends it quietly instead of a panic on the next
+    // line. A supervisor must outlive any pipe it writes: killed by one (a
+    // start whose sandbox failed closes the pipe to it), it told no one
+    // why and left the sandbox's cgroup behind.
+    if !matches!(cli.command, Command::Run(_) | Command::Supervise { .. }) {
         warden_jail::stdio::quit_on_closed_stdout();
     }
     if let Some(host) = cli.host.as_deref() {

@@ -14,7 +14,6 @@ use crate::kept::KeptSave;
 use crate::pty;
 use crate::sys;
 use nix::errno::Errno;
-use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::Instant;
@@ -158,17 +157,21 @@ pub(super) fn start(
     // for the case that there is none.
     crate::phase("final");
     let send_error = send_final(&ends.go_wr, flags).err();
+    // Closed either way: a child still waiting reads its end and gives up.
+    // A child that closed it first has failed on its own and is writing
+    // why on the report pipe; it is not killed before it has (it was, and
+    // the reason was lost).
     drop(ends.go_wr);
-    if send_error.is_some() {
-        let _ = kill(child, Signal::SIGKILL);
-    }
     events.emit(&Event::now(
         id,
         EventKind::Started {
             pid: child.as_raw(),
         },
     ));
-    if let Some(channel) = ends.service {
+    // A child that never got the word to run is not served: whoever waits
+    // for the sandbox to be ready is told why it failed (its report), not
+    // that it is ready.
+    if let (Some(channel), None) = (ends.service, &send_error) {
         attach.service(channel, child);
     }
     Ok(Started {
