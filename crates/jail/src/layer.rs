@@ -11,11 +11,15 @@
 //! (`user.overlay.*` marks: opaque directories, origins), hard links
 //! within the layer, and holes (a sparse file stays sparse).
 
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, Timespec, Timestamps, XattrFlags};
+use rustix::io::Errno;
 use std::collections::HashMap;
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Marks a sandbox's state while its layer exists only in memory; removed
@@ -54,239 +58,439 @@ fn at(path: &Path) -> impl FnOnce(io::Error) -> LayerError + '_ {
 /// source is disposable and may be made readable by its owner where its
 /// modes say otherwise (an unprivileged supervisor saving a layer with a
 /// mode-000 file); the copy gets the original modes.
+///
+/// The walk goes from directory descriptor to directory descriptor on
+/// both sides (`openat` of one name, `..` on the way back, each `..`
+/// checked to be the directory it came down from) with an explicit stack
+/// of names: neither the depth of the tree nor the length of its paths
+/// limits the copy (a named sandbox's home of 30,000 nested directories
+/// once failed to be written back, past PATH_MAX, and the previous home
+/// came back), no recursion grows the stack, and two descriptors are held
+/// whatever the depth. No link of the layer is followed.
 pub fn copy_layer(src: &Path, dst: &Path, make_readable: bool) -> Result<(), LayerError> {
-    let mut links = HashMap::new();
-    let mut dirs = Vec::new();
-    copy_entry(src, dst, make_readable, &mut links, &mut dirs)?;
-    // Directories get their modes and times once their content is in
-    // (a 0500 directory could not be filled afterwards), deepest first.
-    for (path, meta) in dirs.iter().rev() {
-        finish(path, meta, false)?;
+    let meta = fs::symlink_metadata(src).map_err(at(src))?;
+    if !meta.is_dir() {
+        return Err(at(src)(io::Error::other("it is not a directory")));
     }
+    if make_readable && meta.mode() & 0o500 != 0o500 {
+        fs::set_permissions(src, fs::Permissions::from_mode(meta.mode() | 0o700))
+            .map_err(at(src))?;
+    }
+    let from = rustix::fs::open(src, DIR, Mode::empty()).map_err(|e| at(src)(e.into()))?;
+    fs::create_dir(dst).map_err(at(dst))?;
+    let to = rustix::fs::open(dst, DIR, Mode::empty()).map_err(|e| at(dst)(e.into()))?;
+    rustix::fs::fchmod(&to, Mode::from_raw_mode(0o700)).map_err(|e| at(dst)(e.into()))?;
+    let st = rustix::fs::fstat(&from).map_err(|e| at(src)(e.into()))?;
+    let mut walk = Walk {
+        make_readable,
+        links: HashMap::new(),
+        stack: Vec::new(),
+        top: src.to_path_buf(),
+    };
+    walk.run(from, to, st)
+}
+
+const DIR: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Hard links of the layer waiting for their other names: the first
+/// copy's directory (held by a descriptor) and name, and how many names
+/// are still to come. Past [`MAX_LINKED`] inodes at once, a further name is copied as
+/// a file of its own (its data is kept, the sharing is not).
+const MAX_LINKED: usize = 256;
+
+/// One directory being copied: the source's status (its copy gets the
+/// owner, mode and times when its content is in), both sides' identities
+/// for the way back, its name in its parent, and the names left to copy.
+struct Level {
+    st: Stat,
+    ids: ((u64, u64), (u64, u64)),
+    name: OsString,
+    pending: Vec<OsString>,
+}
+
+struct Walk {
+    make_readable: bool,
+    links: HashMap<(u64, u64), (OwnedFd, OsString, u64)>,
+    stack: Vec<Level>,
+    top: PathBuf,
+}
+
+fn identity(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// The names in the directory `dir`, to be popped in sorted order.
+fn names(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
+    let mut out = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            out.push(OsStr::from_bytes(name).to_os_string());
+        }
+    }
+    out.sort();
+    out.reverse();
+    Ok(out)
+}
+
+impl Walk {
+    /// Where an entry is, for an error: the layer and the last names down
+    /// to it (a path past PATH_MAX is not printed whole).
+    fn shown(&self, name: &OsStr) -> PathBuf {
+        let depth = self.stack.len();
+        let mut p = self.top.clone();
+        if depth > 8 {
+            p.push(format!("…({} levels)…", depth - 8));
+        }
+        for l in self.stack.iter().skip(1).skip(depth.saturating_sub(9)) {
+            p.push(&l.name);
+        }
+        p.push(name);
+        p
+    }
+
+    fn err(&self, name: &OsStr, source: io::Error) -> LayerError {
+        LayerError::Copy {
+            path: self.shown(name),
+            source,
+        }
+    }
+
+    fn enter(&mut self, from: &OwnedFd, to: &OwnedFd, st: Stat, name: OsString) -> io::Result<()> {
+        self.stack.push(Level {
+            st,
+            ids: (identity(from)?, identity(to)?),
+            name,
+            pending: names(from)?,
+        });
+        Ok(())
+    }
+
+    fn run(&mut self, mut from: OwnedFd, mut to: OwnedFd, st: Stat) -> Result<(), LayerError> {
+        copy_xattrs_fd(&from, &to).map_err(|e| self.err(OsStr::new(""), e))?;
+        self.enter(&from, &to, st, OsString::new())
+            .map_err(|e| self.err(OsStr::new(""), e))?;
+        loop {
+            let Some(level) = self.stack.last_mut() else {
+                return Ok(());
+            };
+            if let Some(name) = level.pending.pop() {
+                let st = match rustix::fs::statat(&from, &name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => st,
+                    Err(e) => return Err(self.err(&name, e.into())),
+                };
+                if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+                    self.leaf(&from, &to, &name, &st)
+                        .map_err(|e| self.err(&name, e))?;
+                    continue;
+                }
+                let (f, t) = self
+                    .open_pair(&from, &to, &name, &st)
+                    .map_err(|e| self.err(&name, e))?;
+                self.enter(&f, &t, st, name.clone())
+                    .map_err(|e| self.err(&name, e))?;
+                (from, to) = (f, t);
+                continue;
+            }
+            // This directory's content is in: back up first (a mode that
+            // shuts its owner out must not stop the way back), then give
+            // the copy its owner, mode and times.
+            let Some(done) = self.stack.pop() else {
+                return Ok(());
+            };
+            let Some(parent) = self.stack.last() else {
+                return finish_fd(&to, &done.st).map_err(|e| self.err(OsStr::new(""), e));
+            };
+            let ids = parent.ids;
+            let up = |fd: &OwnedFd, id: (u64, u64)| -> io::Result<OwnedFd> {
+                let p = rustix::fs::openat(fd, "..", DIR, Mode::empty())?;
+                if identity(&p)? != id {
+                    return Err(io::Error::other("the tree was moved while it was copied"));
+                }
+                Ok(p)
+            };
+            let f = up(&from, ids.0).map_err(|e| self.err(&done.name, e))?;
+            let t = up(&to, ids.1).map_err(|e| self.err(&done.name, e))?;
+            finish_fd(&to, &done.st).map_err(|e| self.err(&done.name, e))?;
+            (from, to) = (f, t);
+        }
+    }
+
+    /// Make the directory `name` in `to` and open both sides of it.
+    fn open_pair(
+        &self,
+        from: &OwnedFd,
+        to: &OwnedFd,
+        name: &OsStr,
+        st: &Stat,
+    ) -> io::Result<(OwnedFd, OwnedFd)> {
+        if self.make_readable && st.st_mode & 0o500 != 0o500 {
+            rustix::fs::chmodat(
+                from,
+                name,
+                Mode::from_raw_mode((st.st_mode & 0o7777) | 0o700),
+                AtFlags::empty(),
+            )?;
+        }
+        rustix::fs::mkdirat(to, name, Mode::from_raw_mode(0o700))?;
+        let f = rustix::fs::openat(from, name, DIR, Mode::empty())?;
+        let t = rustix::fs::openat(to, name, DIR, Mode::empty())?;
+        copy_xattrs_fd(&f, &t)?;
+        Ok((f, t))
+    }
+
+    /// Copy the entry `name` of `from` (not a directory) into `to`.
+    fn leaf(&mut self, from: &OwnedFd, to: &OwnedFd, name: &OsStr, st: &Stat) -> io::Result<()> {
+        let ft = FileType::from_raw_mode(st.st_mode);
+        if ft == FileType::RegularFile {
+            return self.file(from, to, name, st);
+        }
+        if ft == FileType::Symlink {
+            let target = rustix::fs::readlinkat(from, name, Vec::new())?;
+            rustix::fs::symlinkat(target.as_c_str(), to, name)?;
+        } else {
+            // Whiteouts (0:0 character devices) are what a layer holds
+            // here; a FIFO, socket or device is recreated as such.
+            rustix::fs::mknodat(
+                to,
+                name,
+                ft,
+                Mode::from_raw_mode(st.st_mode & 0o7777),
+                st.st_rdev,
+            )?;
+        }
+        copy_xattrs_at(from, to, name)?;
+        finish_at(to, name, st, ft == FileType::Symlink)
+    }
+
+    /// A regular file: data (holes kept), attributes, then owner, mode
+    /// and times; a further name of a hard link becomes a link again.
+    fn file(&mut self, from: &OwnedFd, to: &OwnedFd, name: &OsStr, st: &Stat) -> io::Result<()> {
+        let key = (st.st_dev, st.st_ino);
+        if st.st_nlink > 1 {
+            if let Some((dir, first, left)) = self.links.get_mut(&key) {
+                rustix::fs::linkat(&*dir, first.as_os_str(), to, name, AtFlags::empty())?;
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    self.links.remove(&key);
+                }
+                return Ok(());
+            }
+        }
+        if self.make_readable && st.st_mode & 0o400 == 0 {
+            rustix::fs::chmodat(
+                from,
+                name,
+                Mode::from_raw_mode((st.st_mode & 0o7777) | 0o600),
+                AtFlags::empty(),
+            )?;
+        }
+        let src = File::from(rustix::fs::openat(
+            from,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?);
+        let dst = File::from(rustix::fs::openat(
+            to,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?);
+        copy_sparse(&src, &dst, u64::try_from(st.st_size).unwrap_or(0))?;
+        copy_xattrs_fd(&src, &dst)?;
+        let dst = OwnedFd::from(dst);
+        finish_fd(&dst, st)?;
+        if st.st_nlink > 1 && self.links.len() < MAX_LINKED {
+            // The first copy's directory, held (no /proc is needed: the
+            // init restores before its own is mounted).
+            let dir = rustix::io::fcntl_dupfd_cloexec(to, 0)?;
+            self.links.insert(
+                key,
+                (dir, name.to_os_string(), st.st_nlink.saturating_sub(1)),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The copy's owner where the copier may set it (root, or the init with
+/// its namespace's capabilities); an unprivileged copier owns the copy,
+/// which is the same user; an owner the sandbox's namespace does not map
+/// (a layer restored from a snapshot as root) cannot be given there
+/// (EINVAL), and the copy stays the sandbox's own.
+fn chown_result(r: rustix::io::Result<()>) -> io::Result<()> {
+    match r {
+        Ok(()) | Err(Errno::PERM | Errno::INVAL) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn times_of(st: &Stat) -> Timestamps {
+    Timestamps {
+        last_access: Timespec {
+            tv_sec: st.st_atime as _,
+            tv_nsec: st.st_atime_nsec as _,
+        },
+        last_modification: Timespec {
+            tv_sec: st.st_mtime as _,
+            tv_nsec: st.st_mtime_nsec as _,
+        },
+    }
+}
+
+/// Owner, mode and times of the open copy `fd` from `st`.
+fn finish_fd(fd: &OwnedFd, st: &Stat) -> io::Result<()> {
+    chown_result(rustix::fs::fchown(
+        fd,
+        Some(rustix::fs::Uid::from_raw(st.st_uid)),
+        Some(rustix::fs::Gid::from_raw(st.st_gid)),
+    ))?;
+    rustix::fs::fchmod(fd, Mode::from_raw_mode(st.st_mode & 0o7777))?;
+    rustix::fs::futimens(fd, &times_of(st))?;
     Ok(())
 }
 
-fn copy_entry(
-    src: &Path,
-    dst: &Path,
-    make_readable: bool,
-    links: &mut HashMap<(u64, u64), PathBuf>,
-    dirs: &mut Vec<(PathBuf, fs::Metadata)>,
-) -> Result<(), LayerError> {
-    let meta = fs::symlink_metadata(src).map_err(at(src))?;
-    let ft = meta.file_type();
-    if ft.is_dir() {
-        if make_readable && meta.mode() & 0o500 != 0o500 {
-            fs::set_permissions(src, fs::Permissions::from_mode(meta.mode() | 0o700))
-                .map_err(at(src))?;
-        }
-        fs::create_dir(dst).map_err(at(dst))?;
-        fs::set_permissions(dst, fs::Permissions::from_mode(0o700)).map_err(at(dst))?;
-        copy_xattrs(src, dst)?;
-        let mut names: Vec<_> = fs::read_dir(src)
-            .map_err(at(src))?
-            .map(|e| e.map(|e| e.file_name()))
-            .collect::<Result<_, _>>()
-            .map_err(at(src))?;
-        names.sort();
-        for name in names {
-            copy_entry(
-                &src.join(&name),
-                &dst.join(&name),
-                make_readable,
-                links,
-                dirs,
-            )?;
-        }
-        dirs.push((dst.to_path_buf(), meta));
-        return Ok(());
-    }
-    if ft.is_file() && meta.nlink() > 1 {
-        if let Some(first) = links.get(&(meta.dev(), meta.ino())) {
-            return fs::hard_link(first, dst).map_err(at(dst));
-        }
-        links.insert((meta.dev(), meta.ino()), dst.to_path_buf());
-    }
-    if ft.is_file() {
-        if make_readable && meta.mode() & 0o400 == 0 {
-            fs::set_permissions(src, fs::Permissions::from_mode(meta.mode() | 0o600))
-                .map_err(at(src))?;
-        }
-        copy_sparse(src, dst, meta.len())?;
-    } else if ft.is_symlink() {
-        let target = fs::read_link(src).map_err(at(src))?;
-        std::os::unix::fs::symlink(&target, dst).map_err(at(dst))?;
-    } else if ft.is_char_device() || ft.is_block_device() || ft.is_fifo() || ft.is_socket() {
-        // Whiteouts (0:0 character devices) are what a layer holds here;
-        // a FIFO or socket is recreated as such.
-        let kind = if ft.is_char_device() {
-            rustix::fs::FileType::CharacterDevice
-        } else if ft.is_block_device() {
-            rustix::fs::FileType::BlockDevice
-        } else if ft.is_fifo() {
-            rustix::fs::FileType::Fifo
-        } else {
-            rustix::fs::FileType::Socket
-        };
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            dst,
-            kind,
-            rustix::fs::Mode::from_raw_mode(meta.mode() & 0o7777),
-            meta.rdev(),
-        )
-        .map_err(|e| io::Error::from_raw_os_error(e.raw_os_error()))
-        .map_err(at(dst))?;
-    }
-    if !ft.is_symlink() {
-        copy_xattrs(src, dst)?;
-    }
-    finish(dst, &meta, ft.is_symlink())
-}
-
-/// Owner, mode and times of `dst` from `meta` (links: owner and times).
-fn finish(dst: &Path, meta: &fs::Metadata, symlink: bool) -> Result<(), LayerError> {
-    let (uid, gid) = (meta.uid(), meta.gid());
-    // The owner: kept where the copier may set it (root, or the init with
-    // its namespace's capabilities); an unprivileged copier owns the copy,
-    // which is the same user; an owner the sandbox's namespace does not
-    // map (a layer restored from a snapshot as root) cannot be given
-    // there (EINVAL), and the copy stays the sandbox's own.
-    match std::os::unix::fs::lchown(dst, Some(uid), Some(gid)) {
-        Ok(()) => {}
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL)) => {}
-        Err(e) => return Err(at(dst)(e)),
-    }
+/// Owner, mode (not of a link) and times of the copy `name` of `to`,
+/// which cannot be opened (a link, a whiteout, a FIFO).
+fn finish_at(to: &OwnedFd, name: &OsStr, st: &Stat, symlink: bool) -> io::Result<()> {
+    chown_result(rustix::fs::chownat(
+        to,
+        name,
+        Some(rustix::fs::Uid::from_raw(st.st_uid)),
+        Some(rustix::fs::Gid::from_raw(st.st_gid)),
+        AtFlags::SYMLINK_NOFOLLOW,
+    ))?;
     if !symlink {
-        fs::set_permissions(dst, fs::Permissions::from_mode(meta.mode() & 0o7777))
-            .map_err(at(dst))?;
+        // The copy is warden's own, made just now: nothing swaps it.
+        rustix::fs::chmodat(
+            to,
+            name,
+            Mode::from_raw_mode(st.st_mode & 0o7777),
+            AtFlags::empty(),
+        )?;
     }
-    let times = rustix::fs::Timestamps {
-        last_access: rustix::fs::Timespec {
-            tv_sec: meta.atime(),
-            tv_nsec: meta.atime_nsec() as _,
-        },
-        last_modification: rustix::fs::Timespec {
-            tv_sec: meta.mtime(),
-            tv_nsec: meta.mtime_nsec() as _,
-        },
-    };
-    rustix::fs::utimensat(
-        rustix::fs::CWD,
-        dst,
-        &times,
-        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-    )
-    .map_err(|e| io::Error::from_raw_os_error(e.raw_os_error()))
-    .map_err(at(dst))
+    rustix::fs::utimensat(to, name, &times_of(st), AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(())
 }
 
-/// Copy the data of `src` into a new file `dst`, extent by extent: holes
-/// stay holes.
-fn copy_sparse(src: &Path, dst: &Path, len: u64) -> Result<(), LayerError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let from = File::open(src).map_err(at(src))?;
-    let to = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(dst)
-        .map_err(at(dst))?;
+/// Copy the data of `from` into the new file `to`, extent by extent:
+/// holes stay holes.
+fn copy_sparse(from: &File, to: &File, len: u64) -> io::Result<()> {
     let mut pos = 0u64;
     let mut buf = vec![0u8; 256 * 1024];
     while pos < len {
-        let data = match rustix::fs::seek(&from, rustix::fs::SeekFrom::Data(pos)) {
+        let data = match rustix::fs::seek(from, rustix::fs::SeekFrom::Data(pos)) {
             Ok(d) => d,
             // No data after `pos`: the rest is a hole.
-            Err(rustix::io::Errno::NXIO) => break,
-            Err(e) => return Err(at(src)(io::Error::from_raw_os_error(e.raw_os_error()))),
+            Err(Errno::NXIO) => break,
+            Err(e) => return Err(e.into()),
         };
-        let hole = rustix::fs::seek(&from, rustix::fs::SeekFrom::Hole(data))
-            .map_err(|e| io::Error::from_raw_os_error(e.raw_os_error()))
-            .map_err(at(src))?
-            .min(len);
+        let hole = rustix::fs::seek(from, rustix::fs::SeekFrom::Hole(data))?.min(len);
         let mut off = data;
         while off < hole {
-            let want = ((hole - off) as usize).min(buf.len());
-            let n = from.read_at(&mut buf[..want], off).map_err(at(src))?;
+            let want = usize::try_from(hole - off)
+                .unwrap_or(buf.len())
+                .min(buf.len());
+            let n = from.read_at(&mut buf[..want], off)?;
             if n == 0 {
                 break;
             }
-            to.write_all_at(&buf[..n], off).map_err(at(dst))?;
+            to.write_all_at(&buf[..n], off)?;
             off += n as u64;
         }
         pos = hole.max(off);
     }
-    to.set_len(len).map_err(at(dst))
+    to.set_len(len)
 }
 
-fn copy_xattrs(src: &Path, dst: &Path) -> Result<(), LayerError> {
-    let names = match xattr_names(src) {
-        Ok(n) => n,
-        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(()),
-        Err(e) => return Err(at(src)(e)),
+/// Whether an attribute that could not be set must stop the copy:
+/// overlayfs's own marks must come through; other attributes a sandbox
+/// set (security.*, trusted.* where not permitted) are kept where the
+/// copier may set them.
+fn must_keep(name: &CStr) -> bool {
+    name.to_bytes().starts_with(b"user.overlay.")
+}
+
+fn split_names(buf: &[u8]) -> Vec<CString> {
+    buf.split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| CString::new(s.to_vec()).ok())
+        .collect()
+}
+
+/// Every extended attribute of the open `src` onto the open `dst`.
+fn copy_xattrs_fd(src: &impl AsFd, dst: &impl AsFd) -> io::Result<()> {
+    let mut buf = vec![0u8; 4096];
+    let n = loop {
+        match rustix::fs::flistxattr(src, &mut buf[..]) {
+            Ok(n) => break n,
+            Err(Errno::RANGE) if buf.len() < (1 << 20) => buf.resize(buf.len() * 4, 0),
+            Err(Errno::OPNOTSUPP) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
     };
-    for name in names {
+    for name in split_names(&buf[..n.min(buf.len())]) {
         let mut value = vec![0u8; 64 * 1024];
-        let n = match rustix::fs::lgetxattr(src, name.as_c_str(), &mut value[..]) {
-            Ok(n) => n,
-            Err(e) => return Err(at(src)(io::Error::from_raw_os_error(e.raw_os_error()))),
-        };
-        let set = rustix::fs::lsetxattr(
-            dst,
-            name.as_c_str(),
-            &value[..n],
-            rustix::fs::XattrFlags::empty(),
-        );
+        let n = rustix::fs::fgetxattr(src, name.as_c_str(), &mut value[..])?;
+        let set = rustix::fs::fsetxattr(dst, name.as_c_str(), &value[..n], XattrFlags::empty());
         if let Err(e) = set {
-            // overlayfs's own marks must come through; other attributes
-            // a sandbox set (security.*, trusted.* where not permitted)
-            // are kept where the copier may set them.
-            if name.as_bytes().starts_with(b"user.overlay.") {
-                return Err(at(dst)(io::Error::from_raw_os_error(e.raw_os_error())));
+            if must_keep(&name) {
+                return Err(e.into());
             }
         }
     }
     Ok(())
 }
 
-fn xattr_names(path: &Path) -> io::Result<Vec<CString>> {
-    let err = |e: rustix::io::Errno| io::Error::from_raw_os_error(e.raw_os_error());
+/// The extended attributes of the entry `name` of `from` (a link or a
+/// whiteout, which cannot be opened) onto the entry `name` of `to`,
+/// through `/proc/self/fd/N/NAME` with the `l*` calls: the directories
+/// are the descriptors', the names are not followed.
+fn copy_xattrs_at(from: &OwnedFd, to: &OwnedFd, name: &OsStr) -> io::Result<()> {
+    let at = |fd: &OwnedFd| {
+        let mut p = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        p.push(name);
+        p
+    };
+    let (src, dst) = (at(from), at(to));
     let mut buf = vec![0u8; 4096];
     let n = loop {
-        match rustix::fs::llistxattr(path, &mut buf[..]) {
+        match rustix::fs::llistxattr(&src, &mut buf[..]) {
             Ok(n) => break n,
-            Err(rustix::io::Errno::RANGE) if buf.len() < (1 << 20) => buf.resize(buf.len() * 4, 0),
-            Err(e) => return Err(err(e)),
+            Err(Errno::RANGE) if buf.len() < (1 << 20) => buf.resize(buf.len() * 4, 0),
+            Err(Errno::OPNOTSUPP) => return Ok(()),
+            // No /proc of this process yet (the init restores before it
+            // mounts its own): a link or a whiteout holds no user.*
+            // attribute (the kernel allows those on files and directories
+            // only), so only a privileged copier's trusted.* ones are left.
+            Err(Errno::NOENT | Errno::NOTDIR | Errno::ACCESS) => return Ok(()),
+            Err(e) => return Err(e.into()),
         }
     };
-    buf.truncate(n);
-    Ok(buf
-        .split(|b| *b == 0)
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| CString::new(s.to_vec()).ok())
-        .collect())
+    for attr in split_names(&buf[..n.min(buf.len())]) {
+        let mut value = vec![0u8; 64 * 1024];
+        let n = rustix::fs::lgetxattr(&src, attr.as_c_str(), &mut value[..])?;
+        let set = rustix::fs::lsetxattr(&dst, attr.as_c_str(), &value[..n], XattrFlags::empty());
+        if let Err(e) = set {
+            if must_keep(&attr) {
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(())
 }
 
-/// Remove the tree at `path`, making directories writable on the way
-/// (the kernel leaves `work/work` at mode 000; a sandbox may leave 0500
-/// directories).
+/// Remove the tree at `path` from descriptor to descriptor, making
+/// directories writable on the way (the kernel leaves `work/work` at mode
+/// 000; a sandbox may leave 0500 directories), at any depth.
 pub fn remove_tree(path: &Path) -> io::Result<()> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    if !meta.is_dir() {
-        return fs::remove_file(path);
-    }
-    if meta.mode() & 0o700 != 0o700 {
-        fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
-    }
-    for e in fs::read_dir(path)? {
-        remove_tree(&e?.path())?;
-    }
-    fs::remove_dir(path)
+    warden_workspace::fsutil::remove_tree(path).map_err(io::Error::other)
 }
 
 /// Write the running layer `live` (the tmpfs's `upper`) back over the

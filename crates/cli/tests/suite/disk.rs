@@ -25,6 +25,8 @@ const LIMIT_BYTES: u64 = 4 << 20;
 /// The file system's own bookkeeping: a few blocks per entry kept.
 const SLACK: u64 = 2 << 20;
 
+mod deep_home;
+
 /// Bytes of disk the tree at `p` occupies (blocks, not apparent sizes;
 /// each inode once, however many links it has).
 fn allocated(p: &Path) -> u64 {

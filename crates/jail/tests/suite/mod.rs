@@ -1,6 +1,7 @@
 //! One module per layer of the jail's tests.
 
 mod cgroup_limits;
+mod deep_layer;
 mod helper_caps;
 mod landlock_rules;
 mod netns;
