@@ -65,8 +65,15 @@ fn a_link_planted_in_a_kept_home_never_makes_a_cache_mount_point_on_the_host() {
         !target.path().join("pip").exists(),
         "the start created a directory on the host through the planted link"
     );
-    // Refused, not run with the link followed or skipped.
+    // Refused, not run with the link followed or skipped, and told why
+    // (before, the supervisor died of the closed pipe to its failed
+    // sandbox and left only an empty log to read).
     assert!(!again.status.success(), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("link") && !stderr(&again).contains("supervisor.log"),
+        "{}",
+        stderr(&again)
+    );
     let _ = warden_in(state.path(), &["rm", "-f", "lk"]);
 }
 
