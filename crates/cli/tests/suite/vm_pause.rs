@@ -202,55 +202,10 @@ fn busybox_tree() -> Option<TempDir> {
     Some(root)
 }
 
-#[test]
-#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
-fn a_vm_with_a_workspace_is_refused_a_pause_to_disk_while_a_process_holds_it_and_once_free_is_paused_to_disk_and_resumed_with_its_counter_files_and_clock(
-) {
-    let state = TempDir::new("vm-pause-ws");
-    let _stop = Stopper(state.path(), "ws");
-    if guest_release().is_none() {
-        return;
-    }
-    let Some(tree) = busybox_tree() else {
-        return;
-    };
-    let s = state.path();
-    ok(&vm_warden(
-        s,
-        &[
-            "create",
-            "--isolation",
-            "vm",
-            "--rootfs",
-            tree.path().to_str().unwrap(),
-            "ws",
-        ],
-        None,
-    ));
-    ok(&vm_warden(s, &["start", "ws"], None));
-    ok(&vm_warden(
-        s,
-        &[
-            "exec",
-            "ws",
-            "--",
-            "sh",
-            "-c",
-            "echo before > /workspace/before.txt",
-        ],
-        None,
-    ));
-    // The counter leaves the workspace (every exec starts in it).
-    let counter = format!("cd /; {COUNTER}");
-    ok(&vm_warden(
-        s,
-        &["exec", "-d", "ws", "--", "sh", "-c", &counter],
-        None,
-    ));
-    wait_until("the counter to count", Duration::from_secs(60), || {
-        count(s, "ws") > 0
-    });
-
+/// A process whose working directory is the workspace holds it: the pause
+/// to disk is refused, naming it, and the VM runs on untouched; the
+/// holder is ended after. Returns the VMM's PIDs.
+fn refused_while_a_process_holds_the_workspace(s: &Path) -> Vec<i32> {
     // A process whose working directory is the workspace holds it: the
     // pause is refused, naming it, and the VM runs on untouched.
     ok(&vm_warden(
@@ -302,6 +257,81 @@ fn a_vm_with_a_workspace_is_refused_a_pause_to_disk_while_a_process_holds_it_and
         &["exec", "ws", "--", "sh", "-c", "kill $(pidof sleep)"],
         None,
     ));
+    vmm
+}
+
+/// The keeper (the init's fork that keeps root's capabilities in the
+/// guest) is closed to the sandbox: its descriptors cannot be listed; and
+/// the launcher's program cannot be rewritten.
+fn the_keeper_and_the_launcher_are_closed_to_the_sandbox(s: &Path) {
+    // The keeper (the init's fork that keeps root's capabilities in the
+    // guest) is closed to the sandbox: its descriptors cannot be listed;
+    // and the launcher's program cannot be rewritten.
+    let probe = "for p in $(pidof init); do [ $p = 1 ] && continue; echo seen; \
+                 ls /proc/$p/fd >/dev/null 2>&1 && echo opened $p; done; \
+                 echo x 2>/dev/null > /run/warden-guest/init && echo rewrote; true";
+    let out = ok(&vm_warden(
+        s,
+        &["exec", "ws", "--", "sh", "-c", probe],
+        None,
+    ));
+    assert!(out.contains("seen"), "no keeper runs in the guest: {out}");
+    assert!(
+        !out.contains("opened") && !out.contains("rewrote"),
+        "a sandbox process reached the keeper or the launcher: {out}"
+    );
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_with_a_workspace_is_refused_a_pause_to_disk_while_a_process_holds_it_and_once_free_is_paused_to_disk_and_resumed_with_its_counter_files_and_clock(
+) {
+    let state = TempDir::new("vm-pause-ws");
+    let _stop = Stopper(state.path(), "ws");
+    if guest_release().is_none() {
+        return;
+    }
+    let Some(tree) = busybox_tree() else {
+        return;
+    };
+    let s = state.path();
+    ok(&vm_warden(
+        s,
+        &[
+            "create",
+            "--isolation",
+            "vm",
+            "--rootfs",
+            tree.path().to_str().unwrap(),
+            "ws",
+        ],
+        None,
+    ));
+    ok(&vm_warden(s, &["start", "ws"], None));
+    ok(&vm_warden(
+        s,
+        &[
+            "exec",
+            "ws",
+            "--",
+            "sh",
+            "-c",
+            "echo before > /workspace/before.txt",
+        ],
+        None,
+    ));
+    // The counter leaves the workspace (every exec starts in it).
+    let counter = format!("cd /; {COUNTER}");
+    ok(&vm_warden(
+        s,
+        &["exec", "-d", "ws", "--", "sh", "-c", &counter],
+        None,
+    ));
+    wait_until("the counter to count", Duration::from_secs(60), || {
+        count(s, "ws") > 0
+    });
+
+    let vmm = refused_while_a_process_holds_the_workspace(s);
 
     // Free: paused to disk, its VMM (and the guest's RAM with it) gone.
     let rss = rss_kb(&vmm);
@@ -358,22 +388,7 @@ fn a_vm_with_a_workspace_is_refused_a_pause_to_disk_while_a_process_holds_it_and
         ],
         None,
     ));
-    // The keeper (the init's fork that keeps root's capabilities in the
-    // guest) is closed to the sandbox: its descriptors cannot be listed;
-    // and the launcher's program cannot be rewritten.
-    let probe = "for p in $(pidof init); do [ $p = 1 ] && continue; echo seen; \
-                 ls /proc/$p/fd >/dev/null 2>&1 && echo opened $p; done; \
-                 echo x 2>/dev/null > /run/warden-guest/init && echo rewrote; true";
-    let out = ok(&vm_warden(
-        s,
-        &["exec", "ws", "--", "sh", "-c", probe],
-        None,
-    ));
-    assert!(out.contains("seen"), "no keeper runs in the guest: {out}");
-    assert!(
-        !out.contains("opened") && !out.contains("rewrote"),
-        "a sandbox process reached the keeper or the launcher: {out}"
-    );
+    the_keeper_and_the_launcher_are_closed_to_the_sandbox(s);
     // The guest's clock was stepped to the host's, not left behind by the
     // time it spent on disk.
     let guest: i64 = ok(&vm_warden(s, &["exec", "ws", "--", "date", "+%s"], None))
