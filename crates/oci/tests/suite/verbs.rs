@@ -425,7 +425,8 @@ fn a_root_the_sandbox_cannot_be_built_from_fails_create_and_leaves_nothing() {
     }
     let lab = Lab::new();
     // A file where warden mounts the workspace: the init cannot build the
-    // root, after the supervisor has said it runs.
+    // root, and the supervisor says why (it no longer reports a sandbox
+    // ready that never got the word to run).
     let b = lab.path("bad");
     std::fs::create_dir_all(b.join("rootfs/bin")).unwrap();
     std::fs::copy(BUSYBOX, b.join("rootfs/bin/busybox")).unwrap();
@@ -439,7 +440,8 @@ fn a_root_the_sandbox_cannot_be_built_from_fails_create_and_leaves_nothing() {
     let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), "c6"]);
     assert!(!o.status.success(), "a broken root was reported created");
     assert!(
-        text(&o.stderr).contains("did not come up"),
+        text(&o.stderr).contains("cannot set up the sandbox")
+            && text(&o.stderr).contains("/workspace"),
         "{}",
         text(&o.stderr)
     );
