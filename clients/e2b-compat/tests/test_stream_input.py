@@ -68,18 +68,22 @@ def test_a_stream_for_no_such_process_is_refused(sbx: Sandbox) -> None:
         sbx.commands.stream_input(999999, ["nothing\n"])
 
 
-def test_a_stream_names_no_process_of_another_sandbox(sbx: Sandbox) -> None:
+def test_a_stream_names_no_process_of_another_sandbox() -> None:
+    # A fresh A that has run nothing: the module's sandbox may hold a
+    # command of its own under the same pid (pids are each sandbox's).
+    mine = Sandbox.create(timeout=120)
     other = Sandbox.create(timeout=120)
     try:
         h = other.commands.run("cat > /home/user/other.txt", background=True, stdin=True)
         # The pid is B's; sent to A's sandbox, it names nothing there.
         with pytest.raises(NotFoundException):
-            sbx.commands.stream_input(h.pid, ["crossed\n"])
+            mine.commands.stream_input(h.pid, ["crossed\n"])
         other.commands.close_stdin(h.pid)
         h.wait()
         assert other.files.read("other.txt") == ""
     finally:
         other.kill()
+        mine.kill()
 
 
 @pytest.mark.asyncio
