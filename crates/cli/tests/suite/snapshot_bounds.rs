@@ -5,24 +5,38 @@
 use crate::common::daemon::{call_on, curl_available, json, Daemon};
 use crate::common::*;
 
-#[test]
-fn saves_made_at_once_never_give_one_token_more_snapshots_than_it_may_keep() {
-    if !curl_available() {
-        return skip("curl is not installed");
-    }
-    let state = TempDir::new("snap-bounds");
-    let d = Daemon::start(state.path(), true);
+/// A daemon in `state`, a token "racer" that may make sandboxes and run
+/// commands, and its sandbox `src`.
+fn racer_with_a_sandbox(state: &std::path::Path) -> (Daemon, String) {
+    let d = Daemon::start(state, true);
     let token = crate::common::daemon::api_token(
         &d,
         "racer",
         &["sandboxes:read", "sandboxes:write", "exec"],
         None,
     );
+    let (s, b) = call_on(
+        &d,
+        true,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"name":"src"}"#),
+        Some(&token),
+    );
+    assert_eq!(s, 201, "{b}");
+    (d, token)
+}
+
+#[test]
+fn saves_made_at_once_never_give_one_token_more_snapshots_than_it_may_keep() {
+    if !curl_available() {
+        return skip("curl is not installed");
+    }
+    let state = TempDir::new("snap-bounds");
+    let (d, token) = racer_with_a_sandbox(state.path());
     let t = |method: &str, path: &str, body: Option<&str>| {
         call_on(&d, true, method, path, body, Some(&token))
     };
-    let (s, b) = t("POST", "/v1/sandboxes", Some(r#"{"name":"src"}"#));
-    assert_eq!(s, 201, "{b}");
     let (s, b) = t(
         "POST",
         "/v1/sandboxes/src/exec",
@@ -70,18 +84,10 @@ fn a_fork_raced_by_the_removal_of_its_source_is_made_whole_and_the_removal_waits
         return skip("curl is not installed");
     }
     let state = TempDir::new("fork-vs-delete");
-    let d = Daemon::start(state.path(), true);
-    let token = crate::common::daemon::api_token(
-        &d,
-        "racer",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
+    let (d, token) = racer_with_a_sandbox(state.path());
     let t = |method: &str, path: &str, body: Option<&str>| {
         call_on(&d, true, method, path, body, Some(&token))
     };
-    let (s, b) = t("POST", "/v1/sandboxes", Some(r#"{"name":"src"}"#));
-    assert_eq!(s, 201, "{b}");
     // Enough files that the copy takes a while.
     let (s, b) = t(
         "POST",
