@@ -225,51 +225,44 @@ pub fn move_mount_onto(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> nix::Res
 /// Set mount attributes on the mount at `path`, and on every mount below it
 /// when `recursive`.
 pub fn mount_setattr_path(path: &CStr, set: u64, recursive: bool) -> nix::Result<()> {
-    let attr = MountAttr {
-        attr_set: set,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
     let flags = if recursive { AT_RECURSIVE } else { 0 };
-    // SAFETY: `path` is valid and NUL-terminated; `attr` is a properly sized
-    // `struct mount_attr` that lives across the call and is only read.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    Errno::result(rc).map(drop)
+    mount_setattr_at(libc::AT_FDCWD, path, flags, set)
 }
 
 /// Set the mount attributes `set` on the mount whose root `fd` holds (an
 /// `O_PATH` descriptor is enough), and with `recursive` on every mount
 /// below it: [`mount_setattr_path`] without a path to look up again.
 pub fn mount_setattr_fd(fd: BorrowedFd<'_>, set: u64, recursive: bool) -> nix::Result<()> {
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // `fd` is borrowed for the duration of the call.
+    mount_setattr_at(fd.as_raw_fd(), c"", flags, set)
+}
+
+/// `mount_setattr(dirfd, path, flags, {attr_set: set})`.
+fn mount_setattr_at(
+    dirfd: std::os::fd::RawFd,
+    path: &CStr,
+    flags: libc::c_uint,
+    set: u64,
+) -> nix::Result<()> {
     let attr = MountAttr {
         attr_set: set,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
     };
-    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
-    if recursive {
-        flags |= AT_RECURSIVE;
-    }
-    let empty = c"";
-    // SAFETY: `fd` is open for the duration of the call, the path is the
-    // empty string with AT_EMPTY_PATH, and `attr` is a properly sized
-    // `struct mount_attr` that lives across the call and is only read.
+    // SAFETY: `dirfd` is AT_FDCWD or a descriptor the caller keeps open
+    // across the call; `path` is valid and NUL-terminated; `attr` is a
+    // properly sized `struct mount_attr` that lives across the call and is
+    // only read.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            fd.as_raw_fd(),
-            empty.as_ptr(),
+            dirfd,
+            path.as_ptr(),
             flags,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
