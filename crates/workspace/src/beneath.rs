@@ -172,17 +172,34 @@ impl Tree {
     /// walk) is refused: `O_NONBLOCK` so a FIFO cannot hold the open, and
     /// `fstat` of the descriptor, not of the path, decides.
     pub(crate) fn file(&self, rel: &Path) -> io::Result<File> {
-        let fd = self.openat(rel, OFlags::RDONLY | OFlags::NONBLOCK)?;
-        let st = rustix::fs::fstat(&fd)?;
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-            return Err(io::Error::other(
-                "it is no longer a regular file (it changed during the review)",
-            ));
+        regular(self.openat(rel, OFlags::RDONLY | OFlags::NONBLOCK)?)
+    }
+
+    /// The directory `name` of the directory held by `dir` (one of this
+    /// tree's), opened with the tree's rules: one step of a walk that goes
+    /// from descriptor to descriptor, whatever the depth.
+    pub(crate) fn dir_in(&self, dir: &impl AsFd, name: &OsStr) -> io::Result<OwnedFd> {
+        self.step(dir, name, OFlags::RDONLY | OFlags::DIRECTORY)
+    }
+
+    /// The regular file `name` of the directory held by `dir` (one of this
+    /// tree's), opened for reading as [`Tree::file`] opens one.
+    pub(crate) fn file_in(&self, dir: &impl AsFd, name: &OsStr) -> io::Result<File> {
+        regular(self.step(dir, name, OFlags::RDONLY | OFlags::NONBLOCK)?)
+    }
+
+    fn step(&self, dir: &impl AsFd, name: &OsStr, flags: OFlags) -> io::Result<OwnedFd> {
+        if name.is_empty() || name == "." || name == ".." || name.as_bytes().contains(&b'/') {
+            return Err(refused());
         }
-        // Back to blocking reads: a regular file never blocks, and the
-        // flag must not leak into code that expects a plain file.
-        rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
-        Ok(File::from(fd))
+        rustix::fs::openat2(
+            dir,
+            name,
+            flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+            self.resolve,
+        )
+        .map_err(worded)
     }
 
     /// The extended attribute `attr` of the entry at `rel` (not following
@@ -208,6 +225,21 @@ impl Tree {
             .ok()
             .map(|_| Vec::new())
     }
+}
+
+/// `fd`, opened `O_NONBLOCK`, as a file to read if `fstat` of the
+/// descriptor (not of a path) shows a regular file.
+fn regular(fd: OwnedFd) -> io::Result<File> {
+    let st = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(io::Error::other(
+            "it is no longer a regular file (it changed during the review)",
+        ));
+    }
+    // Back to blocking reads: a regular file never blocks, and the
+    // flag must not leak into code that expects a plain file.
+    rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
+    Ok(File::from(fd))
 }
 
 /// Whether an error means "nothing there" (a missing directory on the

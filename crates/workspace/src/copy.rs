@@ -7,7 +7,7 @@
 //! O(files in the workspace).
 
 use crate::diff::{Change, DiffError, DiffOptions};
-use crate::fsutil::{self, FsError};
+use crate::fsutil::FsError;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +26,7 @@ pub enum CopyError {
 /// Copy `workspace` to the new directory `dst` for the jail to bind in place
 /// of the real one.
 pub fn prepare_copy(workspace: &Path, dst: &Path) -> Result<(), CopyError> {
-    fsutil::copy_tree(workspace, dst).map_err(|source| CopyError::Prepare {
+    crate::treecopy::copy_tree(workspace, dst).map_err(|source| CopyError::Prepare {
         src: workspace.to_path_buf(),
         dst: dst.to_path_buf(),
         source,

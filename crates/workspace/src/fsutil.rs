@@ -1,20 +1,21 @@
 //! Tree operations shared by snapshots, discards and the copy fallback:
-//! removal that copes with what overlayfs leaves behind, and copies that keep
-//! everything overlayfs reads (types, modes, symlink targets, whiteout
-//! devices, extended attributes), with reflinks where the file system has
-//! them. Below a tree's top, nothing is resolved by path: entries are
-//! reached through descriptors ([`crate::beneath`]), because the trees are
-//! ones a sandbox wrote.
+//! removal that copes with what overlayfs leaves behind, one file's data
+//! copied (reflinks where the file system has them, holes kept), what a
+//! tree costs the host, and a rootless owner's unreadable entries opened
+//! for one operation. The copies of whole trees are
+//! [`crate::treecopy`]'s. Below a tree's top, nothing is resolved by path:
+//! entries are reached through descriptors ([`crate::beneath`]), because
+//! the trees are ones a sandbox wrote.
 
 use crate::beneath::Tree;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, XattrFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -324,206 +325,6 @@ fn copy_range(from: &File, to: &File, start: u64, end: u64) -> io::Result<()> {
                 }
             }
             Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
-
-/// Copy the tree at `src` (the real workspace) to the new path `dst`,
-/// keeping types, modes, symbolic links, whiteouts and extended
-/// attributes. Every entry is read beneath `src` without following a
-/// link (see [`crate::beneath`]).
-pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), FsError> {
-    let from = Tree::real(src).map_err(|source| FsError::Read {
-        path: PathBuf::new(),
-        source,
-    })?;
-    copy_new(&from, dst, None)
-}
-
-/// [`copy_tree`] of a tree the sandbox can write (a layer, a kept home, a
-/// snapshot), opened with [`Opened::up`]: each entry gets the mode it had
-/// before it was opened.
-pub(crate) fn copy_layer(src: &Path, dst: &Path, opened: &Opened) -> Result<(), FsError> {
-    let from = Tree::layer(src).map_err(|source| FsError::Read {
-        path: PathBuf::new(),
-        source,
-    })?;
-    copy_new(&from, dst, Some(opened))
-}
-
-/// Make the new directory `dst` (one of warden's own paths) a copy of the
-/// tree `from`.
-fn copy_new(from: &Tree, dst: &Path, opened: Option<&Opened>) -> Result<(), FsError> {
-    let copy_err = |source| FsError::Copy {
-        src: PathBuf::new(),
-        dst: PathBuf::new(),
-        source,
-    };
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(dst)
-        .map_err(copy_err)?;
-    let to = Tree::layer(dst).map_err(copy_err)?;
-    deep_stack(|| copy_below(from, Path::new(""), &to, Path::new(""), opened))
-}
-
-/// Copy the entry `src_rel` of `from` to the new entry `dst_rel` of `to`
-/// (both relative to their trees), and what lies below it. Nothing is
-/// resolved by path: each directory is reached from its tree's descriptor
-/// beneath it, and no descriptor is held across the recursion, so a deep
-/// tree costs stack, not descriptors.
-pub(crate) fn copy_below(
-    from: &Tree,
-    src_rel: &Path,
-    to: &Tree,
-    dst_rel: &Path,
-    opened: Option<&Opened>,
-) -> Result<(), FsError> {
-    let copy_err = |source| FsError::Copy {
-        src: src_rel.to_path_buf(),
-        dst: dst_rel.to_path_buf(),
-        source,
-    };
-    let st = from
-        .lstat(src_rel)
-        .and_then(|st| st.ok_or_else(|| io::ErrorKind::NotFound.into()))
-        .map_err(|source| FsError::Read {
-            path: src_rel.to_path_buf(),
-            source,
-        })?;
-    let mode = opened
-        .and_then(|o| o.mode_of(src_rel))
-        .unwrap_or(st.st_mode & 0o7777);
-    let top = dst_rel.as_os_str().is_empty();
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::Directory => {
-            if !top {
-                let (parent, name) = to.parent(dst_rel).map_err(copy_err)?;
-                rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700))
-                    .map_err(|e| copy_err(e.into()))?;
-            }
-            let names = from.names(src_rel).map_err(|source| FsError::Read {
-                path: src_rel.to_path_buf(),
-                source,
-            })?;
-            for name in names {
-                copy_below(from, &src_rel.join(&name), to, &dst_rel.join(&name), opened)?;
-            }
-            let (sdir, ddir) = (
-                from.dir(src_rel).map_err(copy_err)?,
-                to.dir(dst_rel).map_err(copy_err)?,
-            );
-            copy_xattrs_fd(&sdir, &ddir).map_err(copy_err)?;
-            // Last, so a read-only directory can still be filled.
-            rustix::fs::fchmod(&ddir, Mode::from_raw_mode(mode)).map_err(|e| copy_err(e.into()))?;
-        }
-        FileType::RegularFile => {
-            let src = from.file(src_rel).map_err(copy_err)?;
-            let (parent, name) = to.parent(dst_rel).map_err(copy_err)?;
-            let fd = rustix::fs::openat(
-                &parent,
-                name,
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(mode & 0o7777),
-            )
-            .map_err(|e| copy_err(e.into()))?;
-            let mut dst = File::from(fd);
-            fill(&src, &mut dst).map_err(copy_err)?;
-            // The umask applied at creation; the mode is what the layer says.
-            rustix::fs::fchmod(&dst, Mode::from_raw_mode(mode)).map_err(|e| copy_err(e.into()))?;
-            copy_xattrs_fd(&src, &dst).map_err(copy_err)?;
-        }
-        FileType::Symlink => {
-            let target = from.read_link(src_rel).map_err(copy_err)?;
-            let (parent, name) = to.parent(dst_rel).map_err(copy_err)?;
-            rustix::fs::symlinkat(&target, &parent, name).map_err(|e| copy_err(e.into()))?;
-            copy_xattrs_at(from, src_rel, &parent, name).map_err(copy_err)?;
-        }
-        FileType::CharacterDevice if st.st_rdev == 0 => {
-            let (parent, name) = to.parent(dst_rel).map_err(copy_err)?;
-            rustix::fs::mknodat(&parent, name, FileType::CharacterDevice, Mode::empty(), 0)
-                .map_err(|e| copy_err(e.into()))?;
-            copy_xattrs_at(from, src_rel, &parent, name).map_err(copy_err)?;
-        }
-        other => {
-            let what = match other {
-                FileType::Fifo => "a FIFO",
-                FileType::Socket => "a socket",
-                _ => "a device",
-            };
-            return Err(FsError::Unsupported {
-                src: src_rel.to_path_buf(),
-                what,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Whether an extended-attribute error means "this file system has none".
-fn no_xattrs(e: &Errno) -> bool {
-    *e == Errno::OPNOTSUPP
-}
-
-/// The attribute names in a `listxattr` buffer.
-fn split_names(buf: &[u8]) -> Vec<OsString> {
-    buf.split(|b| *b == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| OsStr::from_bytes(s).to_os_string())
-        .collect()
-}
-
-/// Copy every extended attribute (overlay's marks included) of the open
-/// `src` onto the open `dst`.
-fn copy_xattrs_fd(src: &impl AsFd, dst: &impl AsFd) -> io::Result<()> {
-    let size = match rustix::fs::flistxattr_query(src) {
-        Ok(n) => n,
-        Err(e) if no_xattrs(&e) => return Ok(()),
-        Err(e) => return Err(e.into()),
-    };
-    if size == 0 {
-        return Ok(());
-    }
-    let mut list = vec![0u8; size];
-    let n = rustix::fs::flistxattr(src, &mut list[..])?;
-    for name in split_names(&list[..n.min(list.len())]) {
-        let size = rustix::fs::fgetxattr_query(src, name.as_os_str())?;
-        let mut value = vec![0u8; size];
-        let n = rustix::fs::fgetxattr(src, name.as_os_str(), &mut value[..])?;
-        value.truncate(n);
-        rustix::fs::fsetxattr(dst, name.as_os_str(), &value, XattrFlags::empty())?;
-    }
-    Ok(())
-}
-
-/// Copy the extended attributes of a link or a whiteout (which cannot be
-/// opened) at `src_rel` of `from` onto the entry `name` of `parent`. Both
-/// are reached as `/proc/self/fd/N/NAME` with the `l*` calls: the
-/// directories are the descriptors', the names are not followed.
-fn copy_xattrs_at(from: &Tree, src_rel: &Path, parent: &OwnedFd, name: &OsStr) -> io::Result<()> {
-    let (sdir, sname) = from.parent(src_rel)?;
-    let src = crate::beneath::at_path(&sdir, sname);
-    let dst = crate::beneath::at_path(parent, name);
-    let size = match rustix::fs::llistxattr_query(&src) {
-        Ok(n) => n,
-        Err(e) if no_xattrs(&e) => return Ok(()),
-        Err(e) => return Err(e.into()),
-    };
-    if size == 0 {
-        return Ok(());
-    }
-    let mut list = vec![0u8; size];
-    let n = rustix::fs::llistxattr(&src, &mut list[..])?;
-    for attr in split_names(&list[..n.min(list.len())]) {
-        let size = rustix::fs::lgetxattr_query(&src, attr.as_os_str())?;
-        let mut value = vec![0u8; size];
-        let n = rustix::fs::lgetxattr(&src, attr.as_os_str(), &mut value[..])?;
-        value.truncate(n);
-        match rustix::fs::lsetxattr(&dst, attr.as_os_str(), &value, XattrFlags::empty()) {
-            // User attributes cannot exist on a symbolic link.
-            Err(Errno::PERM) if attr.as_bytes().starts_with(b"user.") => {}
-            other => other?,
         }
     }
     Ok(())

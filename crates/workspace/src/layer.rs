@@ -143,7 +143,7 @@ impl Locked<'_> {
             // opaque directory above hides it (or the layer is a copy).
             if restore && real.lstat(&rel).map_err(io_err("read", &rel))?.is_some() {
                 make_parents(&upper, &rel)?;
-                fsutil::copy_below(&real, &rel, &upper, &rel, None)?;
+                crate::treecopy::copy_below(&real, &rel, &upper, &rel, None)?;
             }
         }
         Ok(())
@@ -222,12 +222,13 @@ impl Locked<'_> {
             let tmp = dir.join("upper.partial");
             let upper = self.sandbox.upper();
             let opened = fsutil::Opened::up(&upper);
-            fsutil::copy_layer(&upper, &tmp, &opened)?;
+            // What the copy costs, priced as it was made.
+            let bytes = crate::treecopy::copy_layer(&upper, &tmp, &opened)?;
             fs::rename(&tmp, dir.join("upper")).map_err(io_err("rename", &tmp))?;
             let info = SnapshotInfo {
                 label: label.clone(),
                 created,
-                bytes: fsutil::tree_size(&dir.join("upper")),
+                bytes,
             };
             store::write_json(&dir.join("meta.json"), &info)?;
             Ok(info)
@@ -268,10 +269,12 @@ impl Locked<'_> {
         let next = sb.dir().join("upper.next");
         fsutil::remove_tree(&next)?;
         match from {
-            Some(src) if src == self.fresh_meta()?.workspace => fsutil::copy_tree(src, &next)?,
+            Some(src) if src == self.fresh_meta()?.workspace => {
+                crate::treecopy::copy_tree(src, &next)?
+            }
             Some(src) => {
                 let opened = fsutil::Opened::up(src);
-                fsutil::copy_layer(src, &next, &opened)?
+                crate::treecopy::copy_layer(src, &next, &opened)?;
             }
             None => {
                 // An empty layer: the merged root shows the workspace's mode.

@@ -34,6 +34,7 @@ mod real;
 pub mod review;
 pub mod saved;
 pub mod store;
+pub mod treecopy;
 mod view;
 mod wire;
 

@@ -124,13 +124,13 @@ pub fn copy_state(from: &StateOf, to: &Sandbox) -> Result<(), SavedError> {
     let upper = to.upper();
     fsutil::remove_tree(&upper)?;
     let opened = Opened::up(&from.upper);
-    fsutil::copy_layer(&from.upper, &upper, &opened)?;
+    crate::treecopy::copy_layer(&from.upper, &upper, &opened)?;
     drop(opened);
     if let Some(home) = &from.home {
         let dst = to.dir().join("home");
         fsutil::remove_tree(&dst)?;
         let opened = Opened::up(home);
-        fsutil::copy_layer(home, &dst, &opened)?;
+        crate::treecopy::copy_layer(home, &dst, &opened)?;
     }
     Ok(())
 }
@@ -241,12 +241,14 @@ impl Saved {
                 .mode(0o700)
                 .create(&tmp)
                 .map_err(io_err("create", &tmp))?;
+            // What the copies cost, priced as they were made.
             let opened = Opened::up(&state.upper);
-            fsutil::copy_layer(&state.upper, &tmp.join("upper"), &opened)?;
+            let mut bytes = crate::treecopy::copy_layer(&state.upper, &tmp.join("upper"), &opened)?;
             drop(opened);
             if let Some(home) = &state.home {
                 let opened = Opened::up(home);
-                fsutil::copy_layer(home, &tmp.join("home"), &opened)?;
+                let home = crate::treecopy::copy_layer(home, &tmp.join("home"), &opened)?;
+                bytes = bytes.saturating_add(home);
             }
             fs::copy(spec, tmp.join("spec.json")).map_err(io_err("copy", spec))?;
             let own_workspace = sb
@@ -261,8 +263,7 @@ impl Saved {
                 owner: owner.to_string(),
                 source: sb.name().to_string(),
                 created_ms: now_ms(),
-                bytes: fsutil::tree_size(&tmp.join("upper"))
-                    .saturating_add(fsutil::tree_size(&tmp.join("home"))),
+                bytes,
                 workspace: sb.meta().workspace.clone(),
                 own_workspace,
                 layout: sb.meta().layout,

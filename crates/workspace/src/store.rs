@@ -357,7 +357,7 @@ impl Store {
                         },
                     )?;
                 }
-                Layout::Copy => fsutil::copy_tree(&workspace, &dir.join("upper"))?,
+                Layout::Copy => crate::treecopy::copy_tree(&workspace, &dir.join("upper"))?,
             }
             let meta = Meta {
                 name: name.to_string(),

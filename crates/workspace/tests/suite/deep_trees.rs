@@ -109,3 +109,76 @@ fn empty_files_directories_and_long_names_each_cost_at_least_a_block_and_their_n
         "{measured} < {least}"
     );
 }
+
+/// Follow the chain of directories `name` below `top` from descriptor to
+/// descriptor: how many levels, the mode of the deepest, and what its
+/// file `f` holds.
+fn read_chain(top: &Path, name: &str) -> (usize, u32, Vec<u8>) {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = openat(rustix::fs::CWD, top, flags, Mode::empty()).unwrap();
+    let mut levels = 0;
+    while let Ok(next) = openat(&fd, name, flags, Mode::empty()) {
+        fd = next;
+        levels += 1;
+    }
+    let mode = rustix::fs::fstat(&fd).unwrap().st_mode & 0o7777;
+    let f = openat(&fd, "f", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).unwrap();
+    let mut buf = vec![0u8; 64];
+    let n = rustix::io::read(&f, &mut buf).unwrap();
+    buf.truncate(n);
+    (levels, mode, buf)
+}
+
+#[test]
+fn a_layer_thirty_thousand_directories_deep_is_snapshotted_restored_and_copied_whole() {
+    use warden_workspace::saved::{copy_state, StateOf};
+    use warden_workspace::{CreateOptions, Store};
+    let state = TempDir::new("deep-snap-state");
+    let real = TempDir::new("deep-snap-real");
+    let store = Store::open(state.path()).unwrap();
+    let sb = store
+        .create("deep", &CreateOptions::new(real.path()))
+        .unwrap();
+    let deep = chain(&sb.upper(), "d", 30_000);
+    let f = openat(
+        &deep,
+        "f",
+        OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o640),
+    )
+    .unwrap();
+    rustix::io::write(&f, b"the deepest file").unwrap();
+    rustix::fs::fchmod(&deep, Mode::from_raw_mode(0o750)).unwrap();
+    drop((f, deep));
+    // On this test's own (small) stack: nothing of the copy recurses.
+    let lock = sb.lock().unwrap();
+    let info = lock
+        .snapshot(Some("s"))
+        .expect("the snapshot of a deep layer");
+    let copied = sb.dir().join("snapshots/s/upper");
+    assert_eq!(
+        read_chain(&copied, "d"),
+        (30_000, 0o750, b"the deepest file".to_vec())
+    );
+    // The copy priced itself as the measure of the tree does.
+    assert!(info.bytes >= 30_001 * fsutil::ENTRY_BYTES, "{}", info.bytes);
+    assert_eq!(info.bytes, fsutil::tree_size(&copied));
+    // Restored: the layer is the snapshot's copy, whole.
+    fsutil::remove_tree(&sb.upper()).unwrap();
+    std::fs::create_dir(sb.upper()).unwrap();
+    lock.restore("s").expect("the restore of a deep snapshot");
+    assert_eq!(
+        read_chain(&sb.upper(), "d"),
+        (30_000, 0o750, b"the deepest file".to_vec())
+    );
+    drop(lock);
+    // A fork's copy of the state.
+    let other = store
+        .create("fork", &CreateOptions::new(real.path()))
+        .unwrap();
+    copy_state(&StateOf::of(&sb), &other).expect("the fork of a deep layer");
+    assert_eq!(
+        read_chain(&other.upper(), "d"),
+        (30_000, 0o750, b"the deepest file".to_vec())
+    );
+}
