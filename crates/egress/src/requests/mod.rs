@@ -13,7 +13,7 @@
 //! allow and under any to deny or ask: ambiguity never widens what is
 //! allowed. This module decides only; the terminator enforces and records.
 
-mod path;
+pub(crate) mod path;
 mod rpc;
 
 pub use path::Ambiguous;

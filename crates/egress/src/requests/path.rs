@@ -9,8 +9,10 @@
 //! rule must hold under every reading to allow, and under any to deny or
 //! ask: an encoded slash or backslash (`%2F`, `%5C`) is kept as it is on
 //! the way out, and read as part of its segment and as a separator; a
-//! segment's `;parameters` (which Java servers drop) are read kept and
-//! dropped. A path whose readings would put a dot segment where the
+//! segment's `;parameters` (which Java servers drop), the `;` plain or
+//! encoded (`%3B`), are read kept and dropped; a segment's trailing dots
+//! and spaces (which servers on Windows file systems ignore) are read
+//! kept and trimmed. A path whose readings would put a dot segment where the
 //! normalised path has none (`a%2F..%2Fb`) is refused: resolving it is
 //! the server's choice. Letters are compared as written to allow and
 //! without case to deny (servers that ignore case exist, such as forges'
@@ -37,17 +39,49 @@ pub(crate) fn readings(path: &str) -> Result<Vec<Vec<String>>, Ambiguous> {
         }
         out.push(split);
     }
-    let with_params: Vec<Vec<String>> = out
-        .iter()
-        .filter(|r| r.iter().any(|s| s.contains(';')))
-        .map(|r| {
-            r.iter()
-                .map(|s| s.split(';').next().unwrap_or_default().to_string())
-                .collect()
-        })
-        .collect();
-    out.extend(with_params);
+    // Each further reading is taken of every reading before it: a server
+    // may drop parameters and trim a segment both.
+    for reading in [without_params as fn(&str) -> String, trimmed] {
+        let more: Vec<Vec<String>> = out
+            .iter()
+            .map(|r| r.iter().map(|s| reading(s)).collect::<Vec<String>>())
+            .filter(|r| !out.contains(r))
+            .collect();
+        for r in more {
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+    }
     Ok(out)
+}
+
+/// A segment without its `;parameters`, the `;` written plain or as
+/// `%3B` (servers that decode before they cut read both alike; the path
+/// is normalised, so the escape is in upper case).
+pub(crate) fn without_params(s: &str) -> String {
+    let at = [s.find(';'), s.find("%3B")].into_iter().flatten().min();
+    match at {
+        Some(at) => s[..at].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// A segment without its trailing dots and spaces (plain or `%20`), as
+/// servers on file systems that ignore them read it (`admin.` and
+/// `admin%20` are `admin` there).
+pub(crate) fn trimmed(s: &str) -> String {
+    let mut t = s;
+    loop {
+        let next = t
+            .strip_suffix('.')
+            .or_else(|| t.strip_suffix(' '))
+            .or_else(|| t.strip_suffix("%20"));
+        match next {
+            Some(n) => t = n,
+            None => return t.to_string(),
+        }
+    }
 }
 
 /// `s` cut at each `%2F` and `%5C` (upper case: the path is normalised).

@@ -146,6 +146,43 @@ fn an_encoded_slash_allows_only_when_both_readings_do_and_never_hides_dots() {
 }
 
 #[test]
+fn an_encoded_semicolon_or_a_trailing_dot_or_space_never_steps_around_a_rule() {
+    let r = rules(&[
+        (Allow, "GET lab.test/public/**"),
+        (Deny, "* lab.test/public/admin/**"),
+    ]);
+    let d = |t| decide(&r, "lab.test", "GET", t);
+    // Parameters cut at an encoded `;` as at a plain one.
+    assert_eq!(d("/public/admin;x/y"), Some(Outcome::Deny));
+    assert_eq!(d("/public/admin%3Bx/y"), Some(Outcome::Deny));
+    assert_eq!(d("/public/admin%3bx/y"), Some(Outcome::Deny));
+    // Trailing dots and spaces, which servers on some file systems drop.
+    assert_eq!(d("/public/admin./x"), Some(Outcome::Deny));
+    assert_eq!(d("/public/admin%20/x"), Some(Outcome::Deny));
+    assert_eq!(d("/public/admin.%20./x"), Some(Outcome::Deny));
+    // A dot segment once parameters are cut or dots and spaces trimmed:
+    // refused before any rule.
+    for t in [
+        "/public/..%3B/private",
+        "/public/..;/private",
+        "/public/..%20/private",
+        "/public/.../private",
+    ] {
+        assert_eq!(d(t), None, "{t}");
+    }
+    // What is not a delimiter stays allowed.
+    assert_eq!(d("/public/v1.2/x"), Some(Outcome::Allow));
+    assert_eq!(d("/public/.well-known/x"), Some(Outcome::Allow));
+    // An allow rule is not widened by a reading: `x.` is `x` only where
+    // every reading is allowed.
+    let r = rules(&[(Allow, "GET lab.test/public/**")]);
+    assert_eq!(
+        decide(&r, "lab.test", "GET", "/public./x"),
+        Some(Outcome::NoRule)
+    );
+}
+
+#[test]
 fn letters_are_compared_as_written_to_allow_and_without_case_to_deny() {
     let r = rules(&[
         (Allow, "GET forge.test/**"),

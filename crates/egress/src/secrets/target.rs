@@ -133,8 +133,15 @@ pub(crate) fn normalise_path(path: &str, ruled: bool) -> Result<String, TargetEr
     let mut trailing = false;
     for (k, seg) in segments.iter().enumerate() {
         let last = k + 1 == segments.len();
-        let bare = seg.split(';').next().unwrap_or(seg);
-        if (bare == "." || bare == "..") && bare != *seg {
+        // A segment that some server reads as a dot segment once it drops
+        // parameters (`..;x`, `..%3Bx`) or trims trailing dots and spaces
+        // (`..%20`, `...`) is refused: where it resolves is that server's
+        // choice, and the rules must decide on what the upstream sees.
+        let bare = crate::requests::path::without_params(seg);
+        let trimmed = crate::requests::path::trimmed(&bare);
+        let dots = |s: &str| s == "." || s == "..";
+        let odd = dots(&bare) || dots(&trimmed) || (trimmed.is_empty() && bare.starts_with('.'));
+        if odd && !dots(seg) {
             return Err(ambiguous());
         }
         match *seg {
@@ -183,6 +190,11 @@ mod tests {
             "/a\\b",
             "/a/..;/b",
             "/a/.;x/b",
+            "/a/..%3B/b",
+            "/a/..%3bx/b",
+            "/a/..%20/b",
+            "/a/.../b",
+            "/a/.%20/b",
             "/a%00b",
             "/a%zz",
             "/a%2",

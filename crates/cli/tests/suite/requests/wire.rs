@@ -82,6 +82,13 @@ ATTEMPTS = [
     ("encoded-slash", f"GET /other/..%2F..%2Frepos/a HTTP/1.1\r\n{H}Connection: close\r\n\r\n"),
     # Allowed once resolved: it goes, as the server reads it.
     ("resolved", f"GET /repos/x/../%62 HTTP/1.1\r\n{H}Connection: close\r\n\r\n"),
+    # Delimiters a server may read where the raw path has none: an
+    # encoded `;` (parameters dropped), a trailing space or dot (trimmed),
+    # and a dot segment behind an encoded `;`.
+    ("encoded-params", f"GET /repos/a/private%3Bx/k HTTP/1.1\r\n{H}Connection: close\r\n\r\n"),
+    ("trailing-space", f"GET /repos/a/private%20/k HTTP/1.1\r\n{H}Connection: close\r\n\r\n"),
+    ("trailing-dot", f"GET /repos/a/private./k HTTP/1.1\r\n{H}Connection: close\r\n\r\n"),
+    ("dot-params", f"GET /repos/a/..%3B/b/private/k HTTP/1.1\r\n{H}Connection: close\r\n\r\n"),
 ]
 hidden = f"DELETE /repos/a HTTP/1.1\r\n{H}\r\n"
 ATTEMPTS[3] = ("in-body", f"POST /repos/a HTTP/1.1\r\n{H}Content-Length: {len(hidden)}\r\nConnection: close\r\n\r\n{hidden}")
@@ -150,6 +157,9 @@ fn smuggled_requests_are_decided_as_the_server_would_read_them_and_refused_ones_
     assert_eq!(answer("dots"), "403", "{s}");
     assert_eq!(answer("encoded-slash"), "403", "{s}");
     assert_eq!(answer("resolved"), "200", "{s}");
+    for label in ["encoded-params", "trailing-space", "trailing-dot", "dot-params"] {
+        assert_eq!(answer(label), "403", "{label}: {s}");
+    }
     let seen = up.requests();
     let paths: Vec<&str> = seen
         .iter()
