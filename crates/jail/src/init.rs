@@ -294,7 +294,7 @@ fn child_setup_and_run(
             exec_allowed: exec_allowed.as_ref(),
             running: std::collections::HashMap::new(),
             files: open_files_roots(plan.degraded, &plan.volumes),
-            terminals: std::collections::HashMap::new(),
+            terminals: Default::default(),
         };
         serve(&mut server, sfd, sockets);
         write_report(report, &Report::Exited(0));

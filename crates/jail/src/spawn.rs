@@ -117,9 +117,9 @@ pub fn receive(channel: BorrowedFd<'_>) -> Result<Option<(FromInit, Option<Owned
     }
 }
 
-/// One read of a server of requests: the init's, or the host-side
-/// stand-in of a gVisor sandbox ([`crate::gvisor`]).
-pub(crate) enum Request {
+/// One read of a server of requests: the init's, the host-side stand-in
+/// of a gVisor sandbox ([`crate::gvisor`]), or a VM's relay.
+pub enum Request {
     /// The channel closed or failed: the sandbox is to end.
     Closed,
     /// Nothing to serve this time (interrupted, or not a request).
@@ -129,7 +129,7 @@ pub(crate) enum Request {
 }
 
 /// Read one request from `channel`.
-pub(crate) fn read_request(channel: BorrowedFd<'_>) -> Request {
+pub fn read_request(channel: BorrowedFd<'_>) -> Request {
     let mut buf = vec![0u8; MAX_REQUEST + 1];
     let (n, fds) = match crate::fdpass::recv(channel, &mut buf) {
         Ok((0, _)) => return Request::Closed,
@@ -140,6 +140,96 @@ pub(crate) fn read_request(channel: BorrowedFd<'_>) -> Request {
     match serde_json::from_slice::<ToInit>(&buf[..n]) {
         Ok(req) => Request::Got(req, fds),
         Err(_) => Request::Nothing,
+    }
+}
+
+/// Tell the supervisor `notice`, with `fd` (a terminal's master side, a
+/// file or a connection) when one goes with it. A supervisor that is gone
+/// is not an error of the server's: it sees the channel close.
+pub fn notify(channel: BorrowedFd<'_>, notice: &FromInit, fd: Option<&OwnedFd>) {
+    if let Ok(bytes) = serde_json::to_vec(notice) {
+        let fds: Vec<RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
+        let _ = crate::fdpass::send(channel, &bytes, &fds);
+    }
+}
+
+/// Where a server of the protocol gets a process's terminal: the servers
+/// (the init, gVisor's stand-in, a VM's relay) differ only here.
+pub trait Terminals {
+    /// The slave side of the terminal opened ahead under `id`.
+    fn take(&mut self, id: u64) -> Result<OwnedFd, i32>;
+    /// A new terminal for one process: (master, slave).
+    fn open(&mut self, winsize: Option<(u16, u16)>) -> Result<(OwnedFd, OwnedFd), i32>;
+}
+
+/// Terminals of this process's devpts, those opened ahead of their
+/// process (`OpenTerminal`) kept by id until a spawn takes one.
+#[derive(Default)]
+pub struct Ahead(HashMap<u64, OwnedFd>);
+
+impl Ahead {
+    /// `OpenTerminal`: a terminal whose slave side waits here under `id`;
+    /// its master side is the caller's.
+    pub fn open_ahead(&mut self, id: u64, winsize: Option<(u16, u16)>) -> Result<OwnedFd, i32> {
+        let (master, slave) = open_terminal(winsize)?;
+        self.0.insert(id, slave);
+        Ok(master)
+    }
+}
+
+impl Terminals for Ahead {
+    fn take(&mut self, id: u64) -> Result<OwnedFd, i32> {
+        self.0.remove(&id).ok_or(libc::EBADF)
+    }
+
+    fn open(&mut self, winsize: Option<(u16, u16)>) -> Result<(OwnedFd, OwnedFd), i32> {
+        open_terminal(winsize)
+    }
+}
+
+/// A process's standard streams as its `Spawn` asked for them, and the
+/// master side of a terminal opened for it (the caller's).
+pub struct Streams {
+    pub stdio: [OwnedFd; 3],
+    pub master: Option<OwnedFd>,
+}
+
+impl Streams {
+    /// With `tty`, a terminal: the one opened ahead under `ahead`, or a
+    /// new one at `winsize` (rows, columns); without, the first three of
+    /// the descriptors that came with the request. An errno otherwise.
+    pub fn asked(
+        tty: bool,
+        ahead: Option<u64>,
+        winsize: Option<(u16, u16)>,
+        fds: Vec<OwnedFd>,
+        terminals: &mut impl Terminals,
+    ) -> Result<Streams, i32> {
+        if !tty {
+            let mut it = fds.into_iter();
+            return match (it.next(), it.next(), it.next()) {
+                (Some(i), Some(o), Some(e)) => Ok(Streams {
+                    stdio: [i, o, e],
+                    master: None,
+                }),
+                _ => Err(libc::EBADF),
+            };
+        }
+        let (master, slave) = match ahead {
+            Some(t) => (None, terminals.take(t)?),
+            None => {
+                let (m, s) = terminals.open(winsize)?;
+                (Some(m), s)
+            }
+        };
+        let dup = |f: &OwnedFd| {
+            f.try_clone()
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        };
+        Ok(Streams {
+            stdio: [dup(&slave)?, dup(&slave)?, slave],
+            master,
+        })
     }
 }
 
@@ -161,9 +251,8 @@ pub(crate) struct Server<'a> {
     /// process of the sandbox ran; file operations are refused (ENOMEDIUM)
     /// without the root (degraded).
     pub files: crate::files::OwnedRoots,
-    /// Terminals opened ahead (`open_terminal`), by id: their slave sides,
-    /// until a spawn takes one.
-    pub terminals: HashMap<u64, OwnedFd>,
+    /// Terminals opened ahead (`OpenTerminal`), until a spawn takes one.
+    pub terminals: Ahead,
 }
 
 impl Server<'_> {
@@ -184,60 +273,30 @@ impl Server<'_> {
                 winsize,
                 terminal: ahead,
             } => {
-                let opened = match (tty, ahead) {
-                    (true, Some(t)) => match self.terminals.remove(&t) {
-                        Some(slave) => Some((None, slave)),
-                        None => {
-                            self.notify(
-                                &FromInit::Failed {
-                                    id,
-                                    errno: libc::EBADF,
-                                },
-                                None,
-                            );
-                            return true;
-                        }
-                    },
-                    (true, None) => match open_terminal(winsize) {
-                        Ok((m, s)) => Some((Some(m), s)),
-                        Err(errno) => {
-                            self.notify(&FromInit::Failed { id, errno }, None);
-                            return true;
-                        }
-                    },
-                    (false, _) => None,
+                let streams = match Streams::asked(tty, ahead, winsize, fds, &mut self.terminals) {
+                    Ok(s) => s,
+                    Err(errno) => {
+                        self.notify(&FromInit::Failed { id, errno }, None);
+                        return true;
+                    }
                 };
-                let (master_side, slave) = match opened {
-                    Some((m, s)) => (m, Some(s)),
-                    None => (None, None),
-                };
-                let stdio: Vec<RawFd> = match &slave {
-                    Some(slave) => vec![slave.as_raw_fd(); 3],
-                    None => fds.iter().map(|f| f.as_raw_fd()).collect(),
-                };
-                let (notice, master) = match self.spawn(&argv, &env, cwd.as_deref(), tty, &stdio) {
+                let stdio = streams.stdio.each_ref().map(|f| f.as_raw_fd());
+                let (notice, master) = match self.spawn(&argv, &env, cwd.as_deref(), tty, stdio) {
                     Ok(pid) => {
                         self.running.insert(pid.as_raw(), id);
-                        (
-                            FromInit::Spawned {
-                                id,
-                                pid: pid.as_raw(),
-                            },
-                            master_side,
-                        )
+                        let pid = pid.as_raw();
+                        (FromInit::Spawned { id, pid }, streams.master)
                     }
                     Err(errno) => (FromInit::Failed { id, errno }, None),
                 };
-                drop(fds);
+                // The process holds its own copies of the streams (closed
+                // here when `streams` goes).
                 self.notify(&notice, master.as_ref());
             }
             ToInit::OpenTerminal { id, winsize } => {
                 drop(fds);
-                let (errno, master) = match open_terminal(winsize) {
-                    Ok((master, slave)) => {
-                        self.terminals.insert(id, slave);
-                        (0, Some(master))
-                    }
+                let (errno, master) = match self.terminals.open_ahead(id, winsize) {
+                    Ok(master) => (0, Some(master)),
                     Err(errno) => (errno, None),
                 };
                 self.notify(&FromInit::FileDone { id, errno }, master.as_ref());
@@ -290,10 +349,7 @@ impl Server<'_> {
     }
 
     fn notify(&self, notice: &FromInit, fd: Option<&OwnedFd>) {
-        if let Ok(bytes) = serde_json::to_vec(notice) {
-            let fds: Vec<RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
-            let _ = crate::fdpass::send(self.channel.as_fd(), &bytes, &fds);
-        }
+        notify(self.channel.as_fd(), notice, fd);
     }
 
     fn spawn(
@@ -302,12 +358,8 @@ impl Server<'_> {
         extra_env: &[(String, String)],
         cwd: Option<&str>,
         tty: bool,
-        fds: &[RawFd],
+        stdio: [RawFd; 3],
     ) -> Result<Pid, i32> {
-        let stdio: [RawFd; 3] = match fds {
-            [i, o, e, ..] => [*i, *o, *e],
-            _ => return Err(libc::EBADF),
-        };
         let cstr = |s: &str| CString::new(s).map_err(|_| libc::EINVAL);
         let argv_c = argv
             .iter()

@@ -5,7 +5,7 @@
 //! each request to the guest's init and each process's streams between the
 //! caller's descriptors and the VM's channel.
 
-use crate::channel::{notify_with, pump_stdin, send, Writer};
+use crate::channel::{pump_stdin, send, Writer};
 use crate::control::Input;
 use crate::machine::{Accel, Config, Machine, MachineError};
 use crate::wire::{Ended, Frame, Kind, Spawn, CONNECTION};
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warden_audit::{Event, EventKind, EventSink, ExitReason, ResourcePeaks};
 use warden_jail::confine::degraded;
-use warden_jail::spawn::{FromInit, ToInit};
+use warden_jail::spawn::{notify as notify_with, FromInit, Streams, ToInit};
 use warden_jail::{Attach, Outcome, Pid, Program};
 use warden_policy::{NetworkSpec, SandboxSpec, Terminal, WORKSPACE_MOUNT};
 
@@ -749,19 +749,16 @@ enum Ended2 {
 }
 
 fn read_requests(channel: &OwnedFd, tx: Sender<Input>) {
-    let mut buf = vec![0u8; warden_jail::spawn::MAX_REQUEST + 1];
+    use warden_jail::spawn::Request;
     loop {
-        match warden_jail::fdpass::recv(channel.as_fd(), &mut buf) {
-            Ok((0, _)) => break,
-            Ok((n, fds)) => {
-                if let Ok(req) = serde_json::from_slice::<ToInit>(&buf[..n]) {
-                    if tx.send(Input::Request(req, fds)).is_err() {
-                        return;
-                    }
+        match warden_jail::spawn::read_request(channel.as_fd()) {
+            Request::Closed => break,
+            Request::Nothing => {}
+            Request::Got(req, fds) => {
+                if tx.send(Input::Request(req, fds)).is_err() {
+                    return;
                 }
             }
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => break,
         }
     }
     let _ = tx.send(Input::RequestsGone);
@@ -870,24 +867,30 @@ struct Exec {
 }
 
 fn notify(channel: &OwnedFd, notice: &FromInit) {
-    notify_with(channel, notice, None);
+    notify_with(channel.as_fd(), notice, None);
 }
-
-type Streams = (OwnedFd, OwnedFd, OwnedFd, Option<OwnedFd>);
 
 /// An exec's terminal: a pseudo-terminal on the host whose master side
 /// goes to the caller (as the process backend's does) and whose slave
 /// side, in raw mode, is relayed to and from a terminal of the guest's
 /// own, where the process runs (the guest's line discipline is the one
-/// that echoes and edits).
-fn host_terminal(winsize: Option<(u16, u16)>) -> Result<Streams, i32> {
-    use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
-    let (master, slave) = warden_jail::spawn::open_terminal(winsize)?;
-    let mut t = tcgetattr(&slave).map_err(|e| e as i32)?;
-    cfmakeraw(&mut t);
-    tcsetattr(&slave, SetArg::TCSANOW, &t).map_err(|e| e as i32)?;
-    let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| e.raw_os_error().unwrap_or(5));
-    Ok((dup(&slave)?, dup(&slave)?, slave, Some(master)))
+/// that echoes and edits). None is opened ahead of its process (see
+/// `Spawn`).
+struct HostTerminals;
+
+impl warden_jail::spawn::Terminals for HostTerminals {
+    fn take(&mut self, _: u64) -> Result<OwnedFd, i32> {
+        Err(nix::errno::Errno::ENOTTY as i32)
+    }
+
+    fn open(&mut self, winsize: Option<(u16, u16)>) -> Result<(OwnedFd, OwnedFd), i32> {
+        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+        let (master, slave) = warden_jail::spawn::open_terminal(winsize)?;
+        let mut t = tcgetattr(&slave).map_err(|e| e as i32)?;
+        cfmakeraw(&mut t);
+        tcsetattr(&slave, SetArg::TCSANOW, &t).map_err(|e| e as i32)?;
+        Ok((master, slave))
+    }
 }
 
 /// A long-lived sandbox: the jail's spawn protocol on `channel`, relayed.
@@ -965,7 +968,7 @@ impl Served<'_> {
                 tty,
                 winsize,
                 terminal,
-            } => match streams(tty, terminal, winsize, fds) {
+            } => match Streams::asked(tty, terminal, winsize, fds, &mut HostTerminals) {
                 Ok(streams) => {
                     let spawn = Spawn {
                         argv,
@@ -1012,7 +1015,10 @@ impl Served<'_> {
     /// pumped from the caller's stdin and its output written to the
     /// caller's descriptors.
     fn start(&mut self, id: u64, spawn: &Spawn, streams: Streams) {
-        let (stdin, stdout, stderr, master) = streams;
+        let Streams {
+            stdio: [stdin, stdout, stderr],
+            master,
+        } = streams;
         send(self.w, Frame::json(Kind::Spawn, id, spawn));
         let stop = Arc::new(AtomicBool::new(false));
         {
@@ -1038,7 +1044,7 @@ impl Served<'_> {
             Kind::Spawned => {
                 let master = self.execs.get_mut(&f.id).and_then(|e| e.master.take());
                 notify_with(
-                    channel,
+                    channel.as_fd(),
                     &FromInit::Spawned {
                         id: f.id,
                         pid: f.parse::<i32>().unwrap_or(0),
@@ -1081,28 +1087,6 @@ impl Served<'_> {
             }
             _ => {}
         }
-    }
-}
-
-/// A spawned process's streams: the caller's three descriptors, or a
-/// terminal opened here on the host; an errno for the caller otherwise.
-fn streams(
-    tty: bool,
-    terminal: Option<u64>,
-    winsize: Option<(u16, u16)>,
-    fds: Vec<OwnedFd>,
-) -> Result<Streams, i32> {
-    match (tty, terminal) {
-        (false, _) => {
-            let mut fds = fds.into_iter();
-            match (fds.next(), fds.next(), fds.next()) {
-                (Some(i), Some(o), Some(e)) => Ok((i, o, e, None)),
-                _ => Err(nix::errno::Errno::EBADF as i32),
-            }
-        }
-        (true, None) => host_terminal(winsize),
-        // No terminal is opened ahead in a VM sandbox.
-        (true, Some(_)) => Err(nix::errno::Errno::ENOTTY as i32),
     }
 }
 

@@ -10,11 +10,10 @@ use crate::wire::{Frame, Kind, CHUNK};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use warden_jail::spawn::FromInit;
 
 /// Most bytes held for a guest that does not run; beyond, frames are
 /// dropped (a writer blocked on a paused guest would hold the channel
@@ -105,13 +104,6 @@ pub(crate) fn pump_stdin(from: OwnedFd, id: u64, w: Writer, stop: Arc<AtomicBool
         }
     }
     send(&w, Frame::new(Kind::StdinEof, id, Vec::new()));
-}
-
-pub(crate) fn notify_with(channel: &OwnedFd, notice: &FromInit, fd: Option<&OwnedFd>) {
-    if let Ok(bytes) = serde_json::to_vec(notice) {
-        let fds: Vec<i32> = fd.iter().map(|f| f.as_raw_fd()).collect();
-        let _ = warden_jail::fdpass::send(channel.as_fd(), &bytes, &fds);
-    }
 }
 
 /// Frames a restored VMM's reader starts from: the part of one that the

@@ -13,11 +13,11 @@
 //! target is checked on both sides). A sandbox without a network device
 //! (no egress) is reached the same way.
 
-use crate::channel::{notify_with, pump_stdin, send, Writer};
+use crate::channel::{pump_stdin, send, Writer};
 use crate::wire::{Frame, Kind, CONNECTION};
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -133,5 +133,5 @@ impl Connections {
 
 /// Answer the supervisor's request `id`: `errno`, and the connection.
 fn done(channel: &OwnedFd, id: u64, errno: i32, fd: Option<&OwnedFd>) {
-    notify_with(channel, &FromInit::FileDone { id, errno }, fd);
+    warden_jail::spawn::notify(channel.as_fd(), &FromInit::FileDone { id, errno }, fd);
 }

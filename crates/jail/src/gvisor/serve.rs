@@ -16,12 +16,12 @@
 //! the sandbox's loopback listens on that namespace's.
 
 use super::runsc::Runsc;
-use crate::spawn::Request;
+use crate::spawn::{notify, Ahead, Request, Streams};
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,8 +56,8 @@ pub(super) struct Server {
     pub netns: Option<Arc<OwnedFd>>,
     /// Request id -> host PID of its `runsc exec`.
     pub running: Arc<Mutex<HashMap<u64, u32>>>,
-    /// Terminals opened ahead: their slave sides, by id.
-    pub terminals: HashMap<u64, OwnedFd>,
+    /// Terminals opened ahead, until a spawn takes one.
+    pub terminals: Ahead,
     pub next: AtomicU64,
 }
 
@@ -109,19 +109,16 @@ impl Server {
                     tty,
                 };
                 if let Err(errno) = self.spawn(ask, winsize, terminal, fds) {
-                    notify(&self.channel, &FromInit::Failed { id, errno }, None);
+                    notify(self.channel.as_fd(), &FromInit::Failed { id, errno }, None);
                 }
             }
             ToInit::OpenTerminal { id, winsize } => {
-                let (errno, master) = match crate::spawn::open_terminal(winsize) {
-                    Ok((master, slave)) => {
-                        self.terminals.insert(id, slave);
-                        (0, Some(master))
-                    }
+                let (errno, master) = match self.terminals.open_ahead(id, winsize) {
+                    Ok(master) => (0, Some(master)),
                     Err(errno) => (errno, None),
                 };
                 notify(
-                    &self.channel,
+                    self.channel.as_fd(),
                     &FromInit::FileDone { id, errno },
                     master.as_ref(),
                 );
@@ -155,7 +152,7 @@ impl Server {
                     .unwrap_or((libc::EIO, None)),
                 };
                 notify(
-                    &self.channel,
+                    self.channel.as_fd(),
                     &FromInit::FileDone { id, errno },
                     fd.as_ref(),
                 );
@@ -171,7 +168,7 @@ impl Server {
                     _ => (libc::EOPNOTSUPP, None),
                 };
                 notify(
-                    &self.channel,
+                    self.channel.as_fd(),
                     &FromInit::FileDone { id, errno },
                     fd.as_ref(),
                 );
@@ -190,26 +187,8 @@ impl Server {
         if ask.argv.is_empty() {
             return Err(libc::ENOENT);
         }
-        let (master, stdio): (Option<OwnedFd>, [OwnedFd; 3]) = if ask.tty {
-            let (master, slave) = match ahead {
-                Some(t) => (None, self.terminals.remove(&t).ok_or(libc::EBADF)?),
-                None => {
-                    let (m, s) = crate::spawn::open_terminal(winsize)?;
-                    (Some(m), s)
-                }
-            };
-            let dup = |f: &OwnedFd| {
-                f.try_clone()
-                    .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
-            };
-            (master, [dup(&slave)?, dup(&slave)?, slave])
-        } else {
-            let mut it = fds.into_iter();
-            match (it.next(), it.next(), it.next()) {
-                (Some(i), Some(o), Some(e)) => (None, [i, o, e]),
-                _ => return Err(libc::EBADF),
-            }
-        };
+        let Streams { stdio, master } =
+            Streams::asked(ask.tty, ahead, winsize, fds, &mut self.terminals)?;
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let file = self.dir.join(format!("exec-{n}.json"));
         let pid_file = self.dir.join(format!("exec-{n}.pid"));
@@ -272,7 +251,11 @@ fn watch(
     let status = loop {
         if !told {
             if let Some(pid) = read_pid(&pid_file) {
-                notify(&channel, &FromInit::Spawned { id, pid }, master.as_ref());
+                notify(
+                    channel.as_fd(),
+                    &FromInit::Spawned { id, pid },
+                    master.as_ref(),
+                );
                 told = true;
             }
         }
@@ -289,7 +272,11 @@ fn watch(
     // A process that ended at once may have said so only now.
     if !told {
         if let Some(pid) = read_pid(&pid_file) {
-            notify(&channel, &FromInit::Spawned { id, pid }, master.as_ref());
+            notify(
+                channel.as_fd(),
+                &FromInit::Spawned { id, pid },
+                master.as_ref(),
+            );
             told = true;
         }
     }
@@ -315,16 +302,9 @@ fn watch(
         },
         (true, None) => FromInit::Exited { id, code: 255 },
     };
-    notify(&channel, &notice, None);
+    notify(channel.as_fd(), &notice, None);
 }
 
 fn read_pid(file: &std::path::Path) -> Option<i32> {
     std::fs::read_to_string(file).ok()?.trim().parse().ok()
-}
-
-fn notify(channel: &OwnedFd, notice: &FromInit, fd: Option<&OwnedFd>) {
-    if let Ok(bytes) = serde_json::to_vec(notice) {
-        let fds: Vec<RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
-        let _ = crate::fdpass::send(channel.as_fd(), &bytes, &fds);
-    }
 }
