@@ -291,10 +291,12 @@ pub enum Liveness {
     Running,
     Stopped,
     /// Its supervisor died (PID `pid`): what it left was cleaned, except
-    /// `left`.
+    /// `left`; `on_disk`: its VM was paused to disk, and that state is
+    /// kept for [`resume_from_disk`].
     Died {
         pid: u32,
         left: Vec<String>,
+        on_disk: bool,
     },
 }
 
@@ -306,7 +308,11 @@ pub fn liveness(sb: &Sandbox) -> Liveness {
         Ok(rec) if state::alive(&rec) => Liveness::Running,
         Ok(rec) => {
             let left = state::clean_dead(sb.dir(), &rec);
-            Liveness::Died { pid: rec.pid, left }
+            Liveness::Died {
+                pid: rec.pid,
+                left,
+                on_disk: on_disk(sb),
+            }
         }
         Err(_) => Liveness::Stopped,
     }
@@ -320,8 +326,17 @@ impl Liveness {
     /// A line for the person when a supervisor was found dead.
     pub fn notice(&self, name: &str) -> Option<String> {
         match self {
-            Liveness::Died { pid, left } => Some(format!(
-                "the supervisor of sandbox {name} died (PID {pid}); its processes are gone and what it left is cleaned{}",
+            Liveness::Died {
+                pid,
+                left,
+                on_disk,
+            } => Some(format!(
+                "the supervisor of sandbox {name} died (PID {pid}); {} and what it left is cleaned{}",
+                if *on_disk {
+                    "its VM, paused to disk, is kept there (resuming it restores it)"
+                } else {
+                    "its processes are gone"
+                },
                 if left.is_empty() {
                     String::new()
                 } else {
@@ -356,6 +371,31 @@ pub fn pause(sb: &Sandbox, by: &str) -> Result<(), LifecycleError> {
 /// a VM that cannot be saved (a mounted share), which runs on untouched.
 pub fn pause_to_disk(sb: &Sandbox, by: &str) -> Result<(), LifecycleError> {
     Ok(Connection::open(&control(sb))?.pause_with(by, true)?)
+}
+
+/// Whether the sandbox, not running, holds a VM paused to disk by a
+/// supervisor that is gone (killed, or the host rebooted): its next start
+/// restores it ([`resume_from_disk`]).
+pub fn on_disk(sb: &Sandbox) -> bool {
+    let rec = state::read_json::<SupervisorRecord>(&sb.dir().join(state::SUPERVISOR));
+    if rec.as_ref().is_ok_and(state::alive) {
+        return false;
+    }
+    let spec = state::read_json::<Stored>(&sb.dir().join(state::STORED));
+    spec.is_ok_and(|s| s.spec.isolation == warden_policy::Isolation::Vm)
+        && warden_vm::pause::is_paused(&sb.dir().join(crate::supervisor::VM_PAUSED))
+}
+
+/// Resume a sandbox whose VM was paused to disk by a supervisor that is
+/// gone: a new supervisor restores the saved guest (its processes go on
+/// where they were) around this start's network, proxy, cgroup and
+/// shares. A state that cannot be restored is refused, saying why.
+pub fn resume_from_disk(
+    state_root: &Path,
+    sb: &Sandbox,
+    exe: &Path,
+) -> Result<Vec<String>, LifecycleError> {
+    start(state_root, sb, exe)
 }
 
 /// Let a paused sandbox's processes go on where they were.

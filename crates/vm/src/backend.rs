@@ -93,6 +93,8 @@ pub enum VmError {
     },
     #[error("the VM ended before the command did; its console said: {0}")]
     GuestDied(String),
+    #[error(transparent)]
+    Resume(#[from] crate::pause::Unresumed),
 }
 
 static RUNS: AtomicU64 = AtomicU64::new(0);
@@ -521,7 +523,14 @@ pub fn run_controlled(
     if let Some(why) = events.failure() {
         return Err(VmError::Unrecorded(why));
     }
-    let (mut machine, how) = crate::template::start(&config, boot)?;
+    let restoring = control.take_restore();
+    let (mut machine, how) = match &restoring {
+        Some(dir) => (
+            crate::pause::restore_paused(&mut config, dir, boot)?,
+            crate::template::Started::Template,
+        ),
+        None => crate::template::start(&config, boot)?,
+    };
     match &how {
         crate::template::Started::Cold { why: Some(why) } => {
             tracing::warn!(sandbox = id, "booted cold: {why}")
@@ -546,13 +555,20 @@ pub fn run_controlled(
         },
     ));
     let (tx, rx) = channel();
+    let rest = restoring
+        .as_deref()
+        .map(crate::pause::rest)
+        .unwrap_or_default();
     let mut live =
-        crate::control::Live::new(machine, config, boot, tx.clone()).map_err(|source| {
+        crate::control::Live::new(machine, config, boot, tx.clone(), rest).map_err(|source| {
             VmError::Channel {
                 what: "share",
                 source,
             }
         })?;
+    if let Some(dir) = &restoring {
+        live.take_shares_back(dir)?;
+    }
     let ended = relay(spec, program, &mut live, (tx, &rx), attach, control);
     live.unserve();
     let mut machine = live.machine.take();

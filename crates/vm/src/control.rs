@@ -98,6 +98,9 @@ struct Inner {
     relay: Mutex<Option<Sender<Input>>>,
     /// The VMM's PID (its keeper's) while one runs; 0 while none does.
     vmm: AtomicU32,
+    /// A VM paused to disk by a supervisor that is gone: the VM is
+    /// restored from here instead of started ([`Control::restore_from`]).
+    restore: Mutex<Option<PathBuf>>,
 }
 
 impl Control {
@@ -133,6 +136,19 @@ impl Control {
     /// is paused to disk, or before and after it runs).
     pub fn vmm_pid(&self) -> Option<u32> {
         Some(self.0.vmm.load(Ordering::SeqCst)).filter(|p| *p != 0)
+    }
+
+    /// The VM is not started but restored from `dir`, where a pause to
+    /// disk left it (its supervisor then killed, or the host rebooted):
+    /// asked before the backend runs.
+    pub fn restore_from(&self, dir: PathBuf) {
+        if let Ok(mut r) = self.0.restore.lock() {
+            *r = Some(dir);
+        }
+    }
+
+    pub(crate) fn take_restore(&self) -> Option<PathBuf> {
+        self.0.restore.lock().ok().and_then(|mut r| r.take())
     }
 
     pub(crate) fn serve(&self, relay: Sender<Input>, vmm: u32) {
@@ -201,12 +217,15 @@ pub(crate) struct Live {
 
 impl Live {
     /// Hold `machine` (started with `config`); a restore waits at most
-    /// `timeout`. Its channel's reader feeds `tx`.
+    /// `timeout`. Its channel's reader feeds `tx`, starting from `rest`
+    /// (the part of a frame read last from the channel of the VMM the
+    /// machine was restored from, if any).
     pub(crate) fn new(
         machine: Machine,
         config: Config,
         timeout: Duration,
         tx: Sender<Input>,
+        rest: Vec<u8>,
     ) -> std::io::Result<Live> {
         let writer = Arc::new(Mutex::new(Link::new(machine.stream.try_clone()?)));
         let reader = machine.stream.try_clone()?;
@@ -226,7 +245,7 @@ impl Live {
             replies_tx,
             released: false,
         };
-        live.read(reader, Vec::new());
+        live.read(reader, rest);
         Ok(live)
     }
 
@@ -375,6 +394,9 @@ impl Live {
             .take()
             .and_then(|r| r.join().ok())
             .unwrap_or_default();
+        // Kept with the state: a new supervisor restoring it (this one
+        // killed meanwhile) completes that frame too.
+        crate::pause::keep_rest(&dir, &self.rest);
         if let Some(c) = &self.control {
             c.set_vmm(None);
         }
@@ -405,8 +427,33 @@ impl Live {
         }
         self.machine = Some(m);
         self.state = State::Running;
-        let _ = std::fs::remove_dir(dir);
+        let _ = warden_workspace::fsutil::remove_tree(dir);
         Ok(())
+    }
+
+    /// A VM restored by a supervisor other than the one that paused it:
+    /// its guest mounts the shares it gave back before the save (new
+    /// ones, behind the same devices), steps its clock and lets its
+    /// processes go on. `Err` with why, when it cannot.
+    /// Its saved state in `dir` goes either way; a guest that cannot is
+    /// ended, never left half-restored.
+    pub(crate) fn take_shares_back(
+        &mut self,
+        dir: &std::path::Path,
+    ) -> Result<(), crate::pause::Unresumed> {
+        let why = if crate::pause::has_shares(&self.config) {
+            self.reattach(None)
+        } else {
+            None
+        };
+        let _ = warden_workspace::fsutil::remove_tree(dir);
+        let Some(why) = why else {
+            return Ok(());
+        };
+        if let Some(mut m) = self.machine.take() {
+            m.stop(Duration::ZERO);
+        }
+        Err(crate::pause::Unresumed { why, kept: false })
     }
 }
 

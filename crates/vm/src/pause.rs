@@ -19,6 +19,7 @@ use crate::machine::{Config, Machine, MachineError, Start, Then};
 use crate::snapshot::{self, Record, SnapshotError};
 use crate::wire::Ready;
 use serde::{Deserialize, Serialize};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -71,6 +72,39 @@ pub struct PausedVm {
 
 const STATE: &str = "vm.vmstate";
 const ABOUT: &str = "paused.json";
+/// The part of a frame the paused VMM's channel had given the host last
+/// (the guest wrote the rest, which the restored VMM's channel brings).
+const REST: &str = "channel.rest";
+
+/// Keep `rest` (see [`REST`]) with the state in `dir`; nothing is kept
+/// when it is empty.
+pub(crate) fn keep_rest(dir: &Path, rest: &[u8]) {
+    if rest.is_empty() {
+        return;
+    }
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(dir.join(REST))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, rest));
+}
+
+/// What [`keep_rest`] kept in `dir`.
+pub(crate) fn rest(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join(REST)).unwrap_or_default()
+}
+
+/// Whether `e` means the state can never be restored (damaged, or saved
+/// for another shape of VM: a changed kernel, guest init or VMM), so that
+/// keeping it helps nothing.
+pub fn is_useless(e: &PauseError) -> bool {
+    matches!(
+        e,
+        PauseError::OtherShape { .. } | PauseError::Snapshot(SnapshotError::Damaged { .. })
+    ) || matches!(e, PauseError::Machine(MachineError::Restore(why)) if why.contains("is damaged"))
+}
 
 /// Save `machine` (a VM of `cfg`) into `dir` (made owner-only), and end
 /// its VMM. Refused, with the VM running on, when QEMU cannot save it.
@@ -94,6 +128,14 @@ pub fn pause_to_disk(
     let bytes = serde_json::to_vec(&paused).unwrap_or_default();
     std::fs::write(&about, bytes).map_err(snapshot::io("write the record of", &about))?;
     Ok(paused)
+}
+
+/// Since when the VM in `dir` is paused (ms since the epoch), as its
+/// record's time says.
+pub fn paused_at(dir: &Path) -> Option<u64> {
+    let t = std::fs::metadata(dir.join(ABOUT)).ok()?.modified().ok()?;
+    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(d.as_millis() as u64)
 }
 
 /// Is there a VM paused in `dir`?
@@ -131,4 +173,38 @@ pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, P
     let _ = std::fs::remove_file(snapshot::record_path(&dir.join(STATE)));
     let _ = std::fs::remove_file(about);
     Ok(m)
+}
+
+/// A VM paused to disk (by a supervisor now gone) that could not be
+/// brought back; `kept` says whether its saved state stays for another
+/// try.
+#[derive(Debug, thiserror::Error)]
+#[error("the VM paused to disk could not be resumed: {why}{}", if *kept { "; its saved state is kept for another try" } else { "; its saved state cannot be used and is removed (the next start boots the VM anew)" })]
+pub struct Unresumed {
+    pub why: String,
+    pub kept: bool,
+}
+
+/// Restore the VM paused to disk in `dir` by a supervisor that is gone,
+/// into a VMM started with `config` (this start's shares, network, cgroup
+/// and run directory, behind the devices the VM was saved with). A state
+/// that can never be restored (damaged, truncated, or of another shape of
+/// VM) is removed; one that failed otherwise is kept for another try.
+pub(crate) fn restore_paused(
+    config: &mut Config,
+    dir: &Path,
+    timeout: Duration,
+) -> Result<Machine, Unresumed> {
+    // As a template's copy (every VM that can be paused to disk is one).
+    config.workspace_fs = crate::fsd::WorkspaceFs::NineP;
+    restore(config, dir, timeout).map_err(|e| {
+        let kept = !is_useless(&e);
+        if !kept {
+            let _ = warden_workspace::fsutil::remove_tree(dir);
+        }
+        Unresumed {
+            why: warden_jail::chain_str(&e),
+            kept,
+        }
+    })
 }

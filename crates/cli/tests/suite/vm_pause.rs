@@ -405,3 +405,122 @@ fn a_vm_with_a_workspace_is_refused_a_pause_to_disk_while_a_process_holds_it_and
         host - guest
     );
 }
+
+/// Pause `name` to disk and SIGKILL its supervisor (what a host reboot
+/// does to it): the saved state stays. Returns the supervisor's PID.
+fn paused_to_disk_and_orphaned(s: &Path, name: &str) -> i32 {
+    let supervisor = supervisor_pid(s, name);
+    ok(&vm_warden(s, &["pause", "--to-disk", name], None));
+    // SAFETY: a plain signal to the test's own sandbox's supervisor.
+    unsafe { libc::kill(supervisor, libc::SIGKILL) };
+    wait_until("the supervisor to be gone", Duration::from_secs(10), || {
+        !Path::new(&format!("/proc/{supervisor}")).exists()
+            || std::fs::read_to_string(format!("/proc/{supervisor}/stat")).is_ok_and(|st| {
+                st.rsplit_once(')')
+                    .is_some_and(|r| r.1.trim_start().starts_with('Z'))
+            })
+    });
+    assert!(
+        sandbox_dir(s, name).join("vm-paused/vm.vmstate").is_file(),
+        "the saved state did not outlive its supervisor"
+    );
+    supervisor
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_paused_to_disk_whose_supervisor_was_killed_is_resumed_by_a_new_one_with_its_counter_going_on_and_a_truncated_state_is_refused_and_removed(
+) {
+    let state = TempDir::new("vm-pause-orphan");
+    let _stop = Stopper(state.path(), "rb");
+    if guest_release().is_none() {
+        return;
+    }
+    let Some(tree) = busybox_tree() else {
+        return;
+    };
+    let s = state.path();
+    let rootfs = tree.path().to_str().unwrap();
+    ok(&vm_warden(
+        s,
+        &["create", "--isolation", "vm", "--rootfs", rootfs, "rb"],
+        None,
+    ));
+    ok(&vm_warden(s, &["start", "rb"], None));
+    let counter = format!("cd /; {COUNTER}");
+    ok(&vm_warden(
+        s,
+        &["exec", "-d", "rb", "--", "sh", "-c", &counter],
+        None,
+    ));
+    wait_until("the counter to count", Duration::from_secs(60), || {
+        let o = vm_warden(s, &["exec", "rb", "--", "cat", "/tmp/n"], None);
+        code(&o) == 0
+    });
+    let before = count(s, "rb");
+    let old = paused_to_disk_and_orphaned(s, "rb");
+    let ls = vm_warden(s, &["ls"], None);
+    assert!(
+        stderr(&ls).contains("paused to disk, is kept there"),
+        "{}",
+        stderr(&ls)
+    );
+
+    let t = Instant::now();
+    ok(&vm_warden(s, &["resume", "rb"], None));
+    eprintln!("resumed by a new supervisor in {:?}", t.elapsed());
+    assert_ne!(supervisor_pid(s, "rb"), old);
+    let after = count(s, "rb");
+    assert!(
+        after >= before,
+        "the counter went back: {before} then {after} (booted anew?)"
+    );
+    wait_until(
+        "the counter to go on after the resume",
+        Duration::from_secs(30),
+        || count(s, "rb") > after,
+    );
+    // The new supervisor's shares and exec numbers serve new commands.
+    let o = ok(&vm_warden(
+        s,
+        &[
+            "exec",
+            "rb",
+            "--",
+            "sh",
+            "-c",
+            "echo new > /workspace/new.txt && cat /workspace/new.txt",
+        ],
+        None,
+    ));
+    assert_eq!(o, "new\n");
+    let log = ok(&vm_warden(s, &["logs", "rb"], None));
+    assert!(log.contains("new supervisor"), "no resume recorded: {log}");
+
+    // A state truncated on disk is refused before the guest runs, and
+    // removed: nothing half-restored runs, and the next start boots anew.
+    paused_to_disk_and_orphaned(s, "rb");
+    let st = sandbox_dir(s, "rb").join("vm-paused/vm.vmstate");
+    let len = std::fs::metadata(&st).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&st)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let o = vm_warden(s, &["resume", "rb"], None);
+    assert_ne!(code(&o), 0, "a truncated state was resumed");
+    let said = stderr(&o);
+    assert!(said.contains("damaged"), "{said}");
+    assert!(
+        !sandbox_dir(s, "rb").join("vm-paused").exists(),
+        "the unusable state was kept"
+    );
+    assert!(vmm_pids(s, "rb").is_empty(), "a VMM runs after the refusal");
+    ok(&vm_warden(s, &["start", "rb"], None));
+    assert_eq!(
+        code(&vm_warden(s, &["exec", "rb", "--", "cat", "/tmp/n"], None)),
+        1,
+        "a start after the refusal did not boot anew"
+    );
+}

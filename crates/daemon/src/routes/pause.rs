@@ -90,6 +90,14 @@ async fn change(
     let by = who(&caller);
     let info = blocking(move || {
         let sb = app.sandbox(&id)?;
+        if matches!(how, Change::Resume) && lifecycle::on_disk(&sb) {
+            // Paused to disk by a supervisor that is gone (killed, or the
+            // host rebooted): a new one restores it.
+            lifecycle::resume_from_disk(&app.state_dir, &sb, &app.exe)
+                .map_err(|e| lifecycle_refusal(&id, e))?;
+            let row = app.db()?.sandbox(&id).ok().flatten();
+            return Ok(app.info(&sb, row.as_ref()));
+        }
         if !lifecycle::liveness(&sb).running() {
             return Err(ApiError::conflict(format!(
                 "sandbox {id} is not running: start it with POST /v1/sandboxes/{id}/start"

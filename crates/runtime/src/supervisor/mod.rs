@@ -11,6 +11,8 @@ mod idle;
 mod inside;
 mod pause;
 
+pub use pause::VM_PAUSED;
+
 use crate::allowlist::Allowlist;
 use crate::approvals::Approvals;
 use crate::events::{Bus, BusSink, Sink};
@@ -189,9 +191,16 @@ fn supervise(
         state::clean_dead(&dir, &rec);
     }
     let stored: Stored = state::read_json(&dir.join(state::STORED))?;
-    // A VM's memory saved by a pause to disk whose supervisor was killed:
-    // this start boots anew, and nothing resumes that state any more.
-    let _ = warden_workspace::fsutil::remove_tree(&dir.join(pause::VM_PAUSED));
+    // A VM's memory saved by a pause to disk whose supervisor was killed
+    // (or the host rebooted): this start restores it, its processes going
+    // on where they were. Anything else there is a leftover.
+    let on_disk = dir.join(pause::VM_PAUSED);
+    let restoring = (crate::backend::Backend::of(&stored.spec) == crate::backend::Backend::Vm
+        && warden_vm::pause::is_paused(&on_disk))
+    .then(|| warden_vm::pause::paused_at(&on_disk));
+    if restoring.is_none() {
+        let _ = warden_workspace::fsutil::remove_tree(&on_disk);
+    }
     open_sinks(&stored, &mut sinks)?;
     let socket_path = dir.join(state::CONTROL);
     let listener = listen(&socket_path)?;
@@ -265,10 +274,14 @@ fn supervise(
         hard_limit,
         backend: crate::backend::Backend::of(&spec),
         vm: warden_vm::control::Control::default(),
+        restored: restoring,
         desktop: spec.desktop,
         listener: Some(listener),
         ready: ready.clone(),
     };
+    if restoring.is_some() {
+        service.vm.restore_from(on_disk);
+    }
     let held = crate::backend::Held {
         cgroups: Vec::new(),
         vm: service.vm.clone(),
@@ -334,6 +347,9 @@ struct Service {
     backend: crate::backend::Backend,
     /// A VM's control, which its backend serves while the VM runs.
     vm: warden_vm::control::Control,
+    /// The VM is restored from a pause to disk made by a supervisor that
+    /// is gone, paused since then (ms since the epoch, if known).
+    restored: Option<Option<u64>>,
     desktop: Option<warden_policy::DesktopSpec>,
     /// The control socket, served from the first call on.
     listener: Option<OwnedFd>,
@@ -354,6 +370,12 @@ impl Service {
             if let Ok(mut b) = shared.desktop.lock() {
                 *b = Some(board);
             }
+        }
+        if let Some(since) = self.restored {
+            shared.bus.emit(EventKind::Resumed {
+                by: "a new supervisor (the one that paused it to disk is gone)".into(),
+                paused_ms: since.map_or(0, |t| state::now_ms().saturating_sub(t)),
+            });
         }
         self.tell_ready(init);
     }
@@ -391,7 +413,14 @@ impl Service {
             },
             record,
             record_path: self.record_path.clone(),
-            next_exec: AtomicU64::new(1),
+            // A restored guest may still run processes of the supervisor
+            // before (their numbers counted from 1): this one's never meet
+            // them.
+            next_exec: AtomicU64::new(if self.restored.is_some() {
+                started_ms
+            } else {
+                1
+            }),
             execs: Mutex::new(HashMap::new()),
             next_file: AtomicU64::new(1),
             files: Mutex::new(HashMap::new()),

@@ -19,7 +19,7 @@ use warden_audit::{EventKind, StopReason};
 
 /// Where a VM paused to disk keeps its memory and devices: in the
 /// sandbox's own state directory (owner-only), gone once resumed.
-pub(super) const VM_PAUSED: &str = "vm-paused";
+pub const VM_PAUSED: &str = "vm-paused";
 
 /// The sandbox's clocks, in ms since the epoch.
 #[derive(Debug, Default)]

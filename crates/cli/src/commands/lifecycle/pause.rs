@@ -31,6 +31,13 @@ pub fn resume(names: &[String]) -> anyhow::Result<u8> {
     for name in names {
         let (_, sb) = open(name)?;
         if !running(&sb) {
+            if lifecycle::on_disk(&sb) {
+                // Paused to disk by a supervisor that is gone: a new one
+                // restores it.
+                super::start_supervisor(&sb)?;
+                println!("{name}");
+                continue;
+            }
             anyhow::bail!("sandbox {name} is not running, so it is not paused (`warden start {name}` starts it)");
         }
         lifecycle::resume(&sb, BY).map_err(|e| worded(name, e))?;
