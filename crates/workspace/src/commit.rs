@@ -451,9 +451,9 @@ fn apply(
             // Overriding "deleted on the host": its directories come back.
             make_parents(real, &c.path)?;
         }
-        write_real(real, upper, c, new)?;
+        let landed = write_real(real, upper, c, new)?;
         if new.kind == EntryKind::Dir {
-            dir_modes.push((&c.path, Mode::from_raw_mode(new.mode)));
+            dir_modes.push((&c.path, Mode::from_raw_mode(landed)));
         }
         done.written.push(c.path.clone());
         done.touched_dirs.insert(parent_rel(&c.path));

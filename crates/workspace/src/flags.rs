@@ -130,6 +130,21 @@ impl Rules {
                     "any user of the host may change it once it is committed",
                 ));
             }
+            if let Some(old) = c.old.as_ref().filter(|o| o.kind == new.kind) {
+                let typed = |mode: u32| match old.kind {
+                    EntryKind::Dir => 0o040_000 | mode,
+                    _ => 0o100_000 | mode,
+                };
+                let dir = new.kind == EntryKind::Dir;
+                if matches!(new.kind, EntryKind::File | EntryKind::Dir)
+                    && crate::exposure::landed(Some(typed(old.mode)), new.mode, dir) != new.mode
+                {
+                    out.push(flag(
+                        "widens-access",
+                        "group or other would gain access the host's entry does not give them; it lands without it",
+                    ));
+                }
+            }
             if was_exec && new.is_executable() && c.kind == ChangeKind::Modified {
                 out.push(flag(
                     "executable",

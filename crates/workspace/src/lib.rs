@@ -22,6 +22,7 @@ pub mod commit;
 pub mod copy;
 mod credentials;
 pub mod diff;
+pub mod exposure;
 pub mod flags;
 pub mod fsutil;
 mod git;

@@ -208,21 +208,25 @@ pub(crate) fn tmp_name() -> String {
     )
 }
 
+/// Write the changed entry `new` of `c` from the layer `upper` into the
+/// real workspace; answers the permission bits it landed with (for a
+/// directory, set once its content is in).
 pub(crate) fn write_real(
     real: &Real,
     upper: &Path,
     c: &Change,
     new: &Entry,
-) -> Result<(), RealError> {
+) -> Result<u32, RealError> {
     let rel = c.path.as_path();
     let parent = open_parent(real, rel)?;
     let name = name_of(rel);
-    let mode = Mode::from_raw_mode(landing_mode(new));
     let existing = lstat_at(&parent, rel).map_err(|source| RealError::Apply {
         op: "stat",
         path: rel.to_path_buf(),
         source,
     })?;
+    let landed = landing_mode(new, existing.as_ref().map(|st| st.st_mode));
+    let mode = Mode::from_raw_mode(landed);
     match new.kind {
         EntryKind::Dir => {
             match existing.as_ref().map(kind_of) {
@@ -242,12 +246,10 @@ pub(crate) fn write_real(
             // Through the entry's own descriptor, never following it: a
             // link put in its place since the check is refused, and the
             // change never lands on the file it leads to.
-            fsutil::chmod_entry(&parent, name, landing_mode(new)).map_err(|source| {
-                RealError::Apply {
-                    op: "set mode",
-                    path: rel.to_path_buf(),
-                    source,
-                }
+            fsutil::chmod_entry(&parent, name, landed).map_err(|source| RealError::Apply {
+                op: "set mode",
+                path: rel.to_path_buf(),
+                source,
             })?;
         }
         EntryKind::File | EntryKind::Symlink => {
@@ -286,21 +288,27 @@ pub(crate) fn write_real(
         }
         EntryKind::Other => {}
     }
-    Ok(())
+    Ok(landed)
 }
 
-/// The mode a changed entry lands with in the real workspace: a regular
-/// file never carries set-user-ID or set-group-ID bits onto the host. A
-/// sandbox's root may set them on its own files (gVisor's and a VM's
-/// kernels allow it, and a layer keeps them); landed in a workspace on a
-/// file system without `nosuid`, such a file would run as its owner (root,
-/// when warden ran as root) for anyone who runs it.
-fn landing_mode(new: &Entry) -> u32 {
-    if matches!(new.kind, EntryKind::File) {
+/// The mode a changed entry lands with in the real workspace, over the
+/// host entry whose `st_mode` is `host` (if any):
+/// - a regular file never carries set-user-ID or set-group-ID bits onto
+///   the host. A sandbox's root may set them on its own files (gVisor's
+///   and a VM's kernels allow it, and a layer keeps them); landed in a
+///   workspace on a file system without `nosuid`, such a file would run
+///   as its owner (root, when warden ran as root) for anyone who runs it;
+/// - an existing host entry gains no group or other bit that the rule of
+///   [`crate::exposure`] would not give it: in the layer the sandbox
+///   changed a copy (born in the run, so the live rule let it widen the
+///   copy), and what lands is the original.
+fn landing_mode(new: &Entry, host: Option<u32>) -> u32 {
+    let mode = if matches!(new.kind, EntryKind::File) {
         new.mode & !0o6000
     } else {
         new.mode
-    }
+    };
+    crate::exposure::landed(host, mode, new.kind == EntryKind::Dir)
 }
 
 pub(crate) fn write_tmp_file(

@@ -47,6 +47,7 @@ mod home;
 mod host_identity;
 mod input_checks;
 mod isolation;
+mod landing_modes;
 mod layer_attacks;
 mod lifecycle;
 mod mcp;

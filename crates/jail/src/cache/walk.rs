@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
+use warden_workspace::exposure;
 use warden_workspace::fsutil::{self, entry_cost, ENTRY_BYTES};
 
 use super::Merged;
@@ -264,8 +265,14 @@ impl Merge {
                     self.done.left_out += 1;
                     return Ok(None);
                 }
+                // The host's file, if one is replaced: the layer's copy
+                // was the sandbox's own to widen, the original is not.
+                let host = rustix::fs::statat(dst, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .ok()
+                    .map(|h| h.st_mode);
+                let mode = exposure::landed(host, st.st_mode & 0o777, false);
                 let tmp = temp_name();
-                self.copy_file(src, name, &st, dst, &tmp)?;
+                self.copy_file((src, name, &st), mode, dst, &tmp)?;
                 self.replace(dst, &tmp, name)?;
                 self.charge(dst, name, replaced)?;
             }
@@ -299,10 +306,14 @@ impl Merge {
         name: &OsStr,
         st: &Stat,
     ) -> io::Result<Option<Down>> {
-        let mode = st.st_mode & 0o777;
+        let mut mode = st.st_mode & 0o777;
         let sub = open_upper_dir(src, name, st)?;
         match rustix::fs::statat(dst, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(there) if FileType::from_raw_mode(there.st_mode) == FileType::Directory => {}
+            Ok(there) if FileType::from_raw_mode(there.st_mode) == FileType::Directory => {
+                // As for a file: the host's directory gains no bit the
+                // rule would not give it.
+                mode = exposure::landed(Some(there.st_mode), mode, true);
+            }
             found => {
                 let replaced = match found {
                     Ok(_) => self.cost_of(dst, name)?,
@@ -358,13 +369,12 @@ impl Merge {
     }
 
     /// Copy the regular file `name` of `src` (whose `lstat` is `st`) to the
-    /// new entry `tmp` of `dst`, with its permission bits and the target's
-    /// owner.
+    /// new entry `tmp` of `dst`, with the permission bits `mode` and the
+    /// target's owner.
     fn copy_file(
         &self,
-        src: BorrowedFd<'_>,
-        name: &OsStr,
-        st: &Stat,
+        (src, name, st): (BorrowedFd<'_>, &OsStr, &Stat),
+        mode: u32,
         dst: BorrowedFd<'_>,
         tmp: &str,
     ) -> io::Result<()> {
@@ -395,7 +405,7 @@ impl Merge {
             let mut from = File::from(from);
             let mut to = File::from(out);
             io::copy(&mut from, &mut to)?;
-            rustix::fs::fchmod(&to, Mode::from_raw_mode(st.st_mode & 0o777))?;
+            rustix::fs::fchmod(&to, Mode::from_raw_mode(mode))?;
             let (uid, gid) = self.owner;
             match rustix::fs::fchown(
                 &to,
