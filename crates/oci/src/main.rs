@@ -9,7 +9,6 @@
 use anyhow::Context;
 use clap::Parser;
 use std::io::Write;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use warden_oci::args::{Cli, Verb};
@@ -244,17 +243,9 @@ fn supervise(name: &str) -> anyhow::Result<u8> {
     let state = std::env::var_os("WARDEN_STATE_DIR")
         .map(PathBuf::from)
         .context("the supervisor needs WARDEN_STATE_DIR")?;
-    // How the start went is told on stdout, which `create` reads; after
-    // that, stdout is /dev/null.
-    let ready = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .context("cannot keep the start-up pipe")?;
-    let null = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/null")
-        .context("cannot open /dev/null")?;
-    nix::unistd::dup2_stdout(&null).context("cannot detach stdout")?;
+    // How the start went is told on stdout, which `create` reads.
+    let ready = warden_runtime::supervisor::take_ready_pipe()
+        .context("cannot keep the start-up pipe and detach stdout")?;
     // The container's cgroup under the one its manager named, before the
     // supervisor makes it.
     warden_oci::cgroups_path::place(&state, name)?;

@@ -515,17 +515,9 @@ pub fn logs(name: &str, follow: bool, json: bool) -> anyhow::Result<u8> {
 /// `warden __supervise NAME`: the supervisor process `start` runs.
 pub fn supervise(name: &str) -> anyhow::Result<u8> {
     let state = state_dir()?;
-    // How the start went is told on stdout, which `start` reads; after
-    // that, stdout is /dev/null.
-    let ready = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .context("cannot keep the start-up pipe")?;
-    let null = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/null")
-        .context("cannot open /dev/null")?;
-    nix::unistd::dup2_stdout(&null).context("cannot detach stdout")?;
+    // How the start went is told on stdout, which `start` reads.
+    let ready = warden_runtime::supervisor::take_ready_pipe()
+        .context("cannot keep the start-up pipe and detach stdout")?;
     // The OpenTelemetry sink (a cargo feature) and `--net-log`'s lines
     // (into the supervisor's log) are the front door's; the supervisor
     // opens the audit log and the event file itself.

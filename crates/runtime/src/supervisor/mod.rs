@@ -163,6 +163,17 @@ pub fn run_main(state_root: &Path, name: &str, sink_extra: Vec<Sink>, ready: Own
     }
 }
 
+/// The starter's pipe, which the door's `__supervise` entry is started
+/// with as its stdout: kept for [`run_main`], and stdout pointed at
+/// /dev/null (nothing reads it once the start is told). Both doors that
+/// start supervisors (the CLI and warden-oci) call this first.
+pub fn take_ready_pipe() -> std::io::Result<OwnedFd> {
+    let ready = std::io::stdout().as_fd().try_clone_to_owned()?;
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    nix::unistd::dup2_stdout(&null)?;
+    Ok(ready)
+}
+
 /// The starter's pipe: told once ("ready PID" or "error: why"), then
 /// closed, which lets the starter go.
 #[derive(Clone)]
