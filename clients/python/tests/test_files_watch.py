@@ -45,7 +45,12 @@ def test_changes_inside_reach_the_callback_as_they_happen(sb: Sandbox) -> None:
         sb.commands.run("echo a > /workspace/w/f && echo b >> /workspace/w/f").check()
         assert _wait(got, lock, "created", "w/f").kind == "file"
         _wait(got, lock, "modified", "w/f")
-        sb.commands.run("mkdir /workspace/w/d && mv /workspace/w/f /workspace/w/d/g").check()
+        # The new directory's own watch is in place once its creation is
+        # reported; a file moved into it before that is reported as
+        # created there and removed where it was (what inotify allows).
+        sb.commands.run("mkdir /workspace/w/d").check()
+        _wait(got, lock, "created", "w/d")
+        sb.commands.run("mv /workspace/w/f /workspace/w/d/g").check()
         moved = _wait(got, lock, "moved", "w/d/g")
         assert moved.from_ == "w/f"
         sb.commands.run("rm /workspace/w/d/g").check()

@@ -76,7 +76,10 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // Descriptor to descriptor, without recursion: a test's sandbox may
+        // leave a tree deeper than a test thread's stack could walk
+        // (std's removal recurses once per level).
+        let _ = warden_workspace::fsutil::remove_tree(&self.0);
     }
 }
 
