@@ -524,3 +524,83 @@ fn a_vm_paused_to_disk_whose_supervisor_was_killed_is_resumed_by_a_new_one_with_
         "a start after the refusal did not boot anew"
     );
 }
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn through_the_api_a_vm_paused_to_disk_outlives_a_daemon_restart_and_its_supervisors_death_and_is_resumed_with_its_counter_going_on(
+) {
+    use crate::common::daemon::*;
+    if !curl_available() {
+        skip("curl is not installed");
+        return;
+    }
+    if guest_release().is_none() {
+        return;
+    }
+    let Some(tree) = busybox_tree() else {
+        return;
+    };
+    let state = TempDir::new("vm-pause-api");
+    let s = state.path();
+    let _stop = Stopper(s, "api");
+    let vm = vm_dir();
+    let env = [("WARDEN_VM_DIR", vm.as_path())];
+    let mut d = Daemon::start_with(s, false, &[], &env);
+    let body = serde_json::json!({
+        "name": "api",
+        "spec": { "isolation": "vm", "filesystem": { "rootfs": tree.path() } },
+    })
+    .to_string();
+    let (st, b) = call(&d, "POST", "/v1/sandboxes", Some(&body), None);
+    assert_eq!(st, 201, "{b}");
+    let counter = format!("cd /; {COUNTER}");
+    ok(&vm_warden(
+        s,
+        &["exec", "-d", "api", "--", "sh", "-c", &counter],
+        None,
+    ));
+    wait_until("the counter to count", Duration::from_secs(60), || {
+        code(&vm_warden(s, &["exec", "api", "--", "cat", "/tmp/n"], None)) == 0
+    });
+    let before = count(s, "api");
+    let (st, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes/api/pause",
+        Some(r#"{"to_disk":true}"#),
+        None,
+    );
+    assert_eq!(st, 200, "{b}");
+    assert!(
+        sandbox_dir(s, "api").join("vm-paused/vm.vmstate").is_file(),
+        "nothing was saved to disk"
+    );
+    let o = vm_warden(s, &["exec", "api", "--", "cat", "/tmp/n"], None);
+    assert_ne!(code(&o), 0, "a command ran in a VM paused to disk");
+    // The daemon restarted, and the supervisor killed meanwhile.
+    d.kill9();
+    let supervisor = supervisor_pid(s, "api");
+    // SAFETY: a plain signal to the test's own sandbox's supervisor.
+    unsafe { libc::kill(supervisor, libc::SIGKILL) };
+    wait_until("the supervisor to be gone", Duration::from_secs(10), || {
+        !alive(supervisor)
+            || std::fs::read_to_string(format!("/proc/{supervisor}/stat")).is_ok_and(|st| {
+                st.rsplit_once(')')
+                    .is_some_and(|r| r.1.trim_start().starts_with('Z'))
+            })
+    });
+    let d = Daemon::start_with(s, false, &[], &env);
+    let (st, b) = call(&d, "POST", "/v1/sandboxes/api/resume", None, None);
+    assert_eq!(st, 200, "{b}");
+    assert_ne!(json(&b)["state"], "paused", "{b}");
+    let after = count(s, "api");
+    assert!(
+        after >= before,
+        "the counter went back: {before} then {after}"
+    );
+    wait_until(
+        "the counter to go on after the resume",
+        Duration::from_secs(30),
+        || count(s, "api") > after,
+    );
+}
