@@ -185,6 +185,33 @@ fn a_gvisor_sandbox_leaves_no_set_user_id_file_in_the_workspace() {
 }
 
 #[test]
+fn a_gvisor_sandbox_cannot_open_a_root_only_workspace_file_to_others_yet_may_make_its_own_executable(
+) {
+    if !gvisor_available() {
+        return;
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let ws = TempDir::new("gvisor-modes");
+    let secret = ws.path().join("secret");
+    std::fs::write(&secret, "root only\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // runsc changes the host's file for the sandbox, and the workspace's
+    // view makes its root's files the sandbox's own: without the judge on
+    // runsc, this chmod made the host's root 0600 file 0644.
+    let out = run_sh(
+        &["--isolation", "gvisor", "-w", ws.str()],
+        "chmod 644 secret; chmod o+r secret; chmod 604 secret; \
+         echo mine > mine; chmod 755 mine && echo MADE-EXECUTABLE",
+    );
+    let s = stdout(&out);
+    assert!(s.contains("MADE-EXECUTABLE"), "{s} {}", stderr(&out));
+    let mode = std::fs::metadata(&secret).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o600, "the host's file became {mode:o}");
+    let mine = std::fs::metadata(ws.path().join("mine")).unwrap().mode() & 0o7777;
+    assert_eq!(mine, 0o755, "the sandbox's own file is {mine:o}");
+}
+
+#[test]
 fn host_files_outside_the_mounts_stay_unread_under_gvisor() {
     if !gvisor_available() {
         return;

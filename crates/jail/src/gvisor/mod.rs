@@ -14,6 +14,7 @@
 //! spec's limits. What gVisor cannot give here is said in `docs/gvisor.md`.
 
 pub mod bundle;
+mod modes;
 mod mount;
 pub mod net;
 pub mod runsc;
@@ -564,6 +565,13 @@ fn start_runsc(
         })
         .collect();
     let raw: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
+    // runsc changes the host's files for the sandbox: its mode changes are
+    // judged as the process backend's are (see `modes`).
+    let (filter, watch) = modes::ModeFilter::prepare().map_err(|source| GvisorError::Start {
+        path: runsc.path.clone(),
+        source,
+    })?;
+    let since = crate::modes::now();
     let mut cmd = runsc.command();
     cmd.arg("run")
         .arg(format!("--bundle={}", bundle.display()))
@@ -574,9 +582,11 @@ fn start_runsc(
             .stderr(Stdio::null());
     }
     // SAFETY: the closure runs in the child between fork and exec and
-    // calls only write(2) and the mount calls of `WorkspaceMount::in_child`,
-    // which are async-signal-safe, on descriptors opened and strings made
-    // before the fork and static buffers; "0" moves the writer.
+    // calls only write(2), the mount calls of `WorkspaceMount::in_child`
+    // and the seccomp, sendmsg and close calls of `ModeFilter::in_child`,
+    // which are async-signal-safe, on descriptors opened and strings and
+    // filters made before the fork and buffers on the stack; "0" moves the
+    // writer.
     unsafe {
         cmd.pre_exec(move || {
             for fd in &raw {
@@ -587,15 +597,24 @@ fn start_runsc(
             if let Some(m) = &mount {
                 m.in_child()?;
             }
-            Ok(())
+            filter.in_child()
         });
     }
     let child = cmd.spawn().map_err(|source| GvisorError::Start {
         path: runsc.path.clone(),
         source,
     });
-    drop(procs);
-    child
+    drop((procs, cmd));
+    let mut child = child?;
+    if let Err(source) = watch.watch(since) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(GvisorError::Start {
+            path: runsc.path.clone(),
+            source,
+        });
+    }
+    Ok(child)
 }
 
 /// How the sandbox's first process (or its service) ended.
