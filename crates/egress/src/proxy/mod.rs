@@ -68,7 +68,8 @@ pub const CONNECTION_COST: u32 = 32;
 /// What a connection whose TLS is terminated for its secrets costs the
 /// budget on top of [`CONNECTION_COST`], in KiB, for as long as it is
 /// open: the TLS state and HTTP buffers of both sides, each bounded by
-/// [`crate::secrets::BUFFER_LIMIT`] (TLS buffers, HTTP/1.1 buffers, the
+/// [`crate::secrets::BUFFER_LIMIT`] (TLS buffers, the upstream's
+/// read-ahead, HTTP/1.1 buffers, the
 /// HTTP/2 windows and send buffers of at most
 /// [`crate::secrets::H2_STREAMS`] streams). At most 64 such connections
 /// are open at once.

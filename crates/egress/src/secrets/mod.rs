@@ -19,12 +19,14 @@
 //! pattern may occur; `spelled` and `b64` find a value there in its
 //! spellings and in base64); `coding` undoes response bodies' codings; `target` reads a
 //! request's authority and path as the upstream will; `session` serves
-//! one terminated connection. This file
+//! one terminated connection, whose upstream `bulk` reads in large pieces.
+//! This file
 //! is what the proxy and the jail call: [`Secret`], [`placeholder`] and the
 //! [`Terminator`].
 
 mod authority;
 mod b64;
+mod bulk;
 mod coding;
 mod heads;
 mod outbound;
@@ -57,7 +59,8 @@ pub(crate) use target::normalise_path;
 pub const PLACEHOLDER_PREFIX: &str = "warden-secret-";
 
 /// The bound of each buffer a terminated connection holds, in bytes: the
-/// TLS buffers of either side, HTTP/1.1's read and write buffers, HTTP/2's
+/// TLS buffers of either side, the upstream's read-ahead below its TLS,
+/// HTTP/1.1's read and write buffers, HTTP/2's
 /// receive windows (stream and connection) and its send buffers together
 /// (see [`crate::proxy::TERMINATED_COST`], what the budget charges).
 pub const BUFFER_LIMIT: usize = 64 * 1024;

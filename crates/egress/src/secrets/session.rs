@@ -16,8 +16,8 @@ use super::rewrite::{
 };
 use super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
 use super::{
-    heads, outbound, ruled, upgrade, zero, BoxError, OutBody, Recorder, Terminator, BUFFER_LIMIT,
-    H2_STREAMS,
+    bulk, heads, outbound, ruled, upgrade, zero, BoxError, OutBody, Recorder, Terminator,
+    BUFFER_LIMIT, H2_STREAMS,
 };
 use crate::decision::{Cause, Decision, Protocol, Reason, SecretAction};
 use crate::metered::Metered;
@@ -379,12 +379,12 @@ async fn connect_tls(term: &Terminator, upstream: TcpStream, name: &str) -> Resu
     let server_name = ServerName::try_from(name.to_string())
         .map_err(|e| format!("{name} is not a TLS server name: {e}"))?;
     let mut tls = tokio_rustls::TlsConnector::from(term.client.clone())
-        .connect(server_name, upstream)
+        .connect(server_name, bulk::read_ahead(upstream, BUFFER_LIMIT))
         .await
         .map_err(|e| format!("TLS to the upstream {name} failed: {e}"))?;
     tls.get_mut().1.set_buffer_limit(Some(BUFFER_LIMIT));
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    let io = TokioIo::new(tls);
+    let io = TokioIo::new(bulk::Gathered::new(tls));
     if h2 {
         let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
             .initial_stream_window_size(BUFFER_LIMIT as u32)
