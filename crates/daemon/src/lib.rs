@@ -48,6 +48,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use warden_runtime::sockname;
 
 pub use app::App;
 
@@ -199,7 +200,10 @@ pub async fn bind(
             .map_err(|e| ServeError::Reconcile(e.problem.message))?,
     );
     let socket = cfg.socket_path();
-    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+    // Bound and reached through the state directory's descriptor when
+    // its path is longer than a socket's address holds.
+    use nix::sys::socket::{SockFlag, SockType};
+    if sockname::connect(&socket, SockType::Stream, SockFlag::SOCK_CLOEXEC).is_ok() {
         return Err(ServeError::AlreadyRunning(socket));
     }
     // A socket nobody listens on is a stale one of a daemon that died.
@@ -207,13 +211,21 @@ pub async fn bind(
     // Owner-only from its first moment: made under a umask that leaves
     // nothing to others.
     let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-    let unix = std::os::unix::net::UnixListener::bind(&socket);
+    let bound = sockname::bind(
+        &socket,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+    );
     nix::sys::stat::umask(old);
-    let unix = unix
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(|source| ServeError::Listen {
+    let unix = bound
+        .and_then(|fd| {
+            // As std's own bind would: the kernel's largest backlog.
+            nix::sys::socket::listen(&fd, nix::sys::socket::Backlog::MAXCONN).map(|()| fd)
+        })
+        .map(std::os::unix::net::UnixListener::from)
+        .map_err(|e| ServeError::Listen {
             what: socket.display().to_string(),
-            source,
+            source: std::io::Error::from(e),
         })?;
     let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
     // A socket outside the state directory is not hidden with it: its

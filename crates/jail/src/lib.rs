@@ -45,6 +45,7 @@ mod sandbox;
 pub mod seccomp;
 pub mod secrets;
 pub mod settings;
+pub mod sockname;
 pub mod spawn;
 pub mod stdio;
 mod sys;

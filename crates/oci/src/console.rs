@@ -14,11 +14,14 @@ pub fn send_master(path: &Path, master: BorrowedFd<'_>) -> Result<(), OciError> 
         path: path.to_path_buf(),
         source,
     };
-    let stream = std::os::unix::net::UnixStream::connect(path).map_err(|e| {
-        err(nix::errno::Errno::from_raw(
-            e.raw_os_error().unwrap_or(libc::EIO),
-        ))
-    })?;
+    // A console socket deep in a runtime's state is reached through its
+    // directory's descriptor (`warden_runtime::sockname`).
+    let stream = warden_runtime::sockname::connect(
+        path,
+        nix::sys::socket::SockType::Stream,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(err)?;
     let name = b"/dev/ptmx";
     let iov = [IoSlice::new(name)];
     let fds = [master.as_raw_fd()];

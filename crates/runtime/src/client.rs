@@ -81,20 +81,16 @@ pub struct Connection {
 impl Connection {
     /// Connect to the control socket at `path` and say hello.
     pub fn open(path: &Path) -> Result<Connection, ClientError> {
-        use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+        use nix::sys::socket::{SockFlag, SockType};
         let not_running = |source| ClientError::NotRunning {
             path: path.to_path_buf(),
             source,
         };
-        let sock = socket(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .map_err(not_running)?;
-        let addr = UnixAddr::new(path).map_err(not_running)?;
-        connect(sock.as_raw_fd(), &addr).map_err(not_running)?;
+        // Through the state directory's descriptor when the path is longer
+        // than a socket's address holds (`warden_jail::sockname`).
+        let sock =
+            warden_jail::sockname::connect(path, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC)
+                .map_err(not_running)?;
         // The hello's answer is read before anything else; the request
         // that follows may be sent without waiting for it (the socket
         // keeps their order), which `exec` does.

@@ -39,3 +39,6 @@ pub mod supervisor;
 pub mod teach;
 
 pub use once::{run_once, Finished};
+/// Unix sockets in the state at any path length, for the doors (which
+/// depend on this crate, never on `warden-jail`).
+pub use warden_jail::sockname;

@@ -28,7 +28,7 @@
 //! serves, for `ps`.
 
 use std::os::fd::OwnedFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -238,10 +238,19 @@ pub fn serve(
     let _ = std::fs::remove_file(&sock);
     // Connected before virtiofsd runs: its accept finds this connection
     // waiting, and no name stays behind for anyone else to connect to.
-    let listener = UnixListener::bind(&sock).map_err(sock_err)?;
-    let vmm_end = UnixStream::connect(&sock).map_err(sock_err)?;
+    // Through the run directory's descriptor when its path is longer than
+    // a socket's address holds (`warden_jail::sockname`).
+    use nix::sys::socket::{SockFlag, SockType};
+    let named = |e: nix::errno::Errno| sock_err(std::io::Error::from(e));
+    let listener = warden_jail::sockname::bind(&sock, SockType::Stream, SockFlag::SOCK_CLOEXEC)
+        .and_then(|fd| {
+            nix::sys::socket::listen(&fd, nix::sys::socket::Backlog::MAXCONN).map(|()| fd)
+        })
+        .map_err(named)?;
+    let vmm_end = warden_jail::sockname::connect(&sock, SockType::Stream, SockFlag::SOCK_CLOEXEC)
+        .map(UnixStream::from)
+        .map_err(named)?;
     std::fs::remove_file(&sock).map_err(sock_err)?;
-    let listener = OwnedFd::from(listener);
     let log_path = run_dir.join("virtiofsd.log");
     // What virtiofsd prints (a guest's requests can make it print) goes
     // through a pipe into a log within a bound, as the VMM's does.

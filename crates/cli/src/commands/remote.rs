@@ -21,13 +21,32 @@ use warden_policy::{Door, Field};
 /// from `WARDEN_TOKEN` (never a flag: it would show in `ps`).
 pub fn client(host: &str) -> anyhow::Result<Client> {
     let host = if host == "unix" {
-        let sock = super::state_dir()?.join("daemon.sock");
-        format!("unix:{}", sock.display())
+        reachable(&super::state_dir()?.join("daemon.sock"))?
     } else {
-        host.to_string()
+        match host.strip_prefix("unix:").filter(|p| p.starts_with('/')) {
+            Some(path) if !path.starts_with("//") => reachable(std::path::Path::new(path))?,
+            _ => host.to_string(),
+        }
     };
     let token = std::env::var("WARDEN_TOKEN").ok().filter(|t| !t.is_empty());
     Ok(Client::new(&host, token)?)
+}
+
+/// `unix:PATH` for the daemon's socket at `path`: a path longer than a
+/// socket's address holds is named through its directory's descriptor
+/// (`/proc/self/fd/N/daemon.sock`, see `warden_runtime::sockname`), held
+/// open for the rest of this process, as the client connects anew for
+/// each request.
+fn reachable(path: &std::path::Path) -> anyhow::Result<String> {
+    let name = warden_runtime::sockname::SocketName::new(path)
+        .with_context(|| format!("cannot reach the daemon's socket {}", path.display()))?;
+    let host = format!("unix:{}", name.path().display());
+    if name.is_short_form() {
+        // The descriptor the short path goes through lives as long as
+        // this command (close-on-exec: no program it starts inherits it).
+        Box::leak(Box::new(name));
+    }
+    Ok(host)
 }
 
 /// Options of `run`/`create` that cannot travel to a daemon.

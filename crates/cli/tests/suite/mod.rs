@@ -50,6 +50,7 @@ mod isolation;
 mod landing_modes;
 mod layer_attacks;
 mod lifecycle;
+mod long_state_path;
 mod mcp;
 mod mcp_sessions;
 mod mount_links;

@@ -7,7 +7,7 @@ use crate::procs::{descendants, processes};
 use crate::protocol::{self, MainState, Process, Reply, Request, Status, VERSION};
 use crate::state;
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;
@@ -19,26 +19,18 @@ use warden_protocol::spawn::ToInit;
 
 /// The control socket: owner-only, in the sandbox's own directory.
 pub(super) fn listen(path: &Path) -> Result<OwnedFd, SuperviseError> {
-    use nix::sys::socket::{
-        bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
-    };
+    use nix::sys::socket::{listen, Backlog, SockFlag, SockType};
     let err = |source| SuperviseError::Listen {
         path: path.to_path_buf(),
         source,
     };
     let _ = std::fs::remove_file(path);
-    let fd = socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .map_err(err)?;
-    let addr = UnixAddr::new(path).map_err(err)?;
+    // Bound through the state directory's descriptor when its path is
+    // longer than a socket's address holds (`warden_jail::sockname`).
     let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
-    let bound = bind(fd.as_raw_fd(), &addr);
+    let bound = warden_jail::sockname::bind(path, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC);
     nix::sys::stat::umask(old);
-    bound.map_err(err)?;
+    let fd = bound.map_err(err)?;
     listen(&fd, Backlog::new(64).unwrap_or(Backlog::MAXCONN)).map_err(err)?;
     Ok(fd)
 }
