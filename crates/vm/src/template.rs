@@ -230,10 +230,11 @@ fn attach_for(cfg: &Config) -> Result<Attach, SnapshotError> {
 pub fn build(cfg: &Config, dir: &Path, key: &str) -> Result<snapshot::Record, SnapshotError> {
     snapshot::private_dir(dir)?;
     let n = BUILDS.fetch_add(1, Ordering::Relaxed);
-    let run = crate::kernel::vm_dir()
+    let runs = crate::kernel::vm_dir()
         .unwrap_or_else(|| dir.to_path_buf())
-        .join("run")
-        .join(format!("template-{}-{n}", std::process::id()));
+        .join("run");
+    sweep_runs(&runs);
+    let run = runs.join(format!("template-{}-{n}", std::process::id()));
     let empty = run.join("empty");
     snapshot::private_dir(&run)?;
     std::fs::create_dir_all(&empty).map_err(snapshot::io("create", &empty))?;
@@ -272,6 +273,22 @@ pub fn build(cfg: &Config, dir: &Path, key: &str) -> Result<snapshot::Record, Sn
         sweep(dir, key);
     }
     result
+}
+
+/// Remove the run directories of builders that died mid-build (their VMM
+/// ended with them: see `warden_jail::vmm::VmmJail::apply`), named
+/// `template-PID-N`; a live process of that PID keeps its directory.
+fn sweep_runs(runs: &Path) {
+    for e in std::fs::read_dir(runs).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let pid = name
+            .strip_prefix("template-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = warden_workspace::fsutil::remove_tree(&e.path());
+        }
+    }
 }
 
 /// Mark a template used now (its record's time).

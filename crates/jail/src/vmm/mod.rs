@@ -271,9 +271,12 @@ impl VmmJail {
     /// joins the cgroup, enters the network namespace, then forks the
     /// helper as PID 1 of a new PID namespace with a mount namespace of its
     /// own, keeps no descriptor, and ends with the helper's status (killed
-    /// by a signal N: 128+N). Killing it kills the helper.
+    /// by a signal N: 128+N). Killing it kills the helper, and so does the
+    /// end of the process that called this (however it ends: see [`keep`]).
     pub fn apply(&self, cmd: &mut std::process::Command) {
         use std::os::unix::process::CommandExt;
+        // The launcher: this whole process, not the thread spawning.
+        let launcher = std::process::id() as libc::pid_t;
         let (enter_user, enter_net) = match &self.net {
             Net::Enter { user, net } => (user.as_ref().map(AsRawFd::as_raw_fd), Some(*net)),
             Net::Fresh { .. } => (None, None),
@@ -360,7 +363,7 @@ impl VmmJail {
                     None => crate::sys::clone_process(flags).map_err(errno)?,
                 };
                 if let crate::sys::Forked::Parent(pid) = forked {
-                    keep(pid.as_raw());
+                    keep(pid.as_raw(), launcher);
                 }
                 // The helper ends with its keeper, whoever kills it.
                 check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into())?;
@@ -424,10 +427,25 @@ fn errno(e: nix::errno::Errno) -> std::io::Error {
 
 /// The keeper's life once the helper is forked: hold no descriptor (the
 /// helper's channel ends with the helper), wait for it, end with its
-/// status. Never returns.
-fn keep(pid: libc::pid_t) -> ! {
-    // SAFETY: close_range, waitpid and _exit are async-signal-safe; the
-    // status is a local of this frame.
+/// status; and kill it when `launcher` (the warden process that started
+/// it) has ended, however it ended (SIGKILL, a test's timeout). Never
+/// returns.
+///
+/// A VMM whose launcher is gone serves no one (its channel and control
+/// socket were the launcher's) and was left running for good: a template
+/// builder killed mid-boot left its VMM, parented to PID 1, for as long as
+/// anyone looked. `PR_SET_PDEATHSIG` on the keeper would not do: it fires
+/// when the *thread* that forked the keeper ends, and a launcher may start
+/// a helper from a thread that ends long before the helper should. The
+/// launcher's pidfd is readable once its whole process has exited. It is
+/// opened while the launcher is still this keeper's parent (checked after
+/// the open), so it names that process and never one that took its PID
+/// later. Where pidfds are missing (Linux before 5.3) the keeper only
+/// waits, as it always did.
+fn keep(pid: libc::pid_t, launcher: libc::pid_t) -> ! {
+    // SAFETY: close_range, pidfd_open, getppid, poll, kill, waitpid and
+    // _exit are async-signal-safe system calls; the poll set and the
+    // status are locals of this frame.
     unsafe {
         libc::syscall(
             libc::SYS_close_range,
@@ -435,6 +453,42 @@ fn keep(pid: libc::pid_t) -> ! {
             libc::c_uint::MAX,
             0,
         );
+        let helper = libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) as libc::c_int;
+        let watched =
+            libc::syscall(libc::SYS_pidfd_open, launcher, 0 as libc::c_uint) as libc::c_int;
+        if libc::getppid() != launcher {
+            // Gone already: reparented before the watch began.
+            libc::kill(pid, libc::SIGKILL);
+        } else if helper >= 0 && watched >= 0 {
+            loop {
+                let mut set = [
+                    libc::pollfd {
+                        fd: helper,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                    libc::pollfd {
+                        fd: watched,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                ];
+                let rc = libc::poll(set.as_mut_ptr(), 2, -1);
+                if rc < 0 {
+                    if *libc::__errno_location() == libc::EINTR {
+                        continue;
+                    }
+                    break;
+                }
+                if set[1].revents != 0 {
+                    libc::kill(pid, libc::SIGKILL);
+                    break;
+                }
+                if set[0].revents != 0 {
+                    break;
+                }
+            }
+        }
         let mut status: libc::c_int = 0;
         loop {
             let rc = libc::waitpid(pid, &mut status, 0);

@@ -112,3 +112,109 @@ fn a_template_whose_bytes_changed_is_refused_before_its_guest_runs() {
         .expect("a changed template was restored");
     assert!(err.to_string().contains("digest"), "{err}");
 }
+
+/// Set in the copy of this test binary that builds a template and is
+/// killed: the directory its template goes to.
+const BUILDER: &str = "WARDEN_TEST_KILLED_TEMPLATE_BUILDER";
+
+/// Processes whose command line holds `marker`, with their parent's PID.
+fn with_marker(marker: &str) -> Vec<(i32, i32)> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if !String::from_utf8_lossy(&cmdline).contains(marker) {
+            continue;
+        }
+        if let Some(parent) = parent_of(pid) {
+            found.push((pid, parent));
+        }
+    }
+    found
+}
+
+/// The parent of `pid` (its `stat`'s fourth field), while it exists.
+fn parent_of(pid: i32) -> Option<i32> {
+    stat_field(pid, 1)?.parse().ok()
+}
+
+/// Field `n` after the command's name (0: the state) of `pid`'s `stat`.
+fn stat_field(pid: i32, n: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1.to_string();
+    rest.split_whitespace().nth(n).map(str::to_string)
+}
+
+/// Is the process `pid` that started at `since` (ticks after boot) still
+/// there, and not a zombie?
+fn still_running(pid: i32, since: &str) -> bool {
+    stat_field(pid, 19).as_deref() == Some(since) && stat_field(pid, 0).as_deref() != Some("Z")
+}
+
+/// A template builder killed with SIGKILL while its VMM boots (as a test's
+/// timeout kills it) leaves no VMM running: before, the VMM and its keeper
+/// were left, parented to PID 1, for good.
+#[test]
+#[ignore]
+fn a_template_builder_killed_mid_boot_leaves_no_vmm_running() {
+    if let Some(dir) = std::env::var_os(BUILDER) {
+        // The builder: boots a template until it is killed.
+        let Some(mut cfg) = config("tmpl-killed") else {
+            return;
+        };
+        cfg.memory_mib += 3;
+        let _ = template::build(&cfg, std::path::Path::new(&dir), "killed");
+        return;
+    }
+    if config("tmpl-killed").is_none() {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("warden-tmpl-killed-{}", std::process::id()));
+    let mut builder = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "suite::template::a_template_builder_killed_mid_boot_leaves_no_vmm_running",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(BUILDER, &out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let builder_pid = builder.id() as i32;
+    // The builder's VMM: a template's, whose keeper is the builder's child.
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    let (vmm, keeper) = loop {
+        let mine = with_marker("warden.template=1")
+            .into_iter()
+            .find(|(_, keeper)| parent_of(*keeper) == Some(builder_pid));
+        if let Some(found) = mine {
+            break found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the builder started no template VMM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let since = |pid| stat_field(pid, 19).unwrap_or_default();
+    let (vmm_since, keeper_since) = (since(vmm), since(keeper));
+    builder.kill().unwrap();
+    builder.wait().unwrap();
+    // Whatever is left of the builder goes within moments.
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while still_running(vmm, &vmm_since) || still_running(keeper, &keeper_since) {
+        assert!(
+            Instant::now() < deadline,
+            "the killed builder's VMM {vmm} (keeper {keeper}, now a child of {:?}) is still running",
+            parent_of(keeper)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = warden_workspace::fsutil::remove_tree(&out);
+}
