@@ -36,6 +36,8 @@ use walk::{Base, Named};
 /// filter).
 pub const NOTIFY_PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-notify.bpf"));
 
+/// Why a sandbox does not start without the mode filter's listener.
+const UNJUDGED: &str = "the sandbox's mode changes could not be judged";
 /// `fchmodat2`'s number, the same on x86_64 and aarch64.
 const SYS_FCHMODAT2: i64 = 452;
 /// How many files' taken-away bits one run remembers.
@@ -43,9 +45,11 @@ const REMEMBERED: usize = 65_536;
 
 /// In the init, after the main filter: load the notifying filter and hand
 /// its listener to the supervisor over `channel`. Where the kernel gives
-/// no listener the filter is loaded without one, and the calls it would
-/// put to the supervisor fail (`ENOSYS`); the supervisor, receiving no
-/// listener, says so.
+/// no listener (seccomp user notification, Linux 5.0; the judge needs
+/// `pidfd_getfd`, 5.6) the sandbox does not start: a filter loaded without
+/// one would make every such call fail (`ENOSYS`), `chmod +x` and the
+/// `0644` of every unpacked file among them, with only a debug line on the
+/// supervisor's side to say why. No kernel with Landlock lacks either.
 pub(crate) fn install_in_init(channel: Option<&OwnedFd>) -> Result<(), String> {
     match load(true) {
         Ok(Some(listener)) => {
@@ -59,9 +63,12 @@ pub(crate) fn install_in_init(channel: Option<&OwnedFd>) -> Result<(), String> {
             drop(listener);
             sent
         }
-        Ok(None) | Err(_) => load(false)
-            .map(drop)
-            .map_err(|e| format!("cannot load the seccomp mode filter: {e}")),
+        Ok(None) => Err(format!(
+            "the kernel gave no seccomp listener for the mode filter: {UNJUDGED}"
+        )),
+        Err(e) => Err(format!(
+            "cannot load the seccomp mode filter with a listener ({e}): {UNJUDGED}"
+        )),
     }
 }
 
@@ -157,8 +164,9 @@ fn serve_as(channel: OwnedFd, since: (i64, u32), helper: bool) {
     };
     let listener = match received {
         Ok(Some(l)) => l,
-        // The init failed before (it says why on its report pipe), or the
-        // kernel gave it no listener: those calls then fail in the sandbox.
+        // The init failed before (it says why on its report pipe: a
+        // kernel that gives no listener among the reasons), so nothing of
+        // the sandbox runs.
         _ => {
             tracing::debug!("no mode listener from the sandbox: opening modes fail (ENOSYS)");
             return;
