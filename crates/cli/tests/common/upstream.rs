@@ -3,6 +3,7 @@
 //! writes itself, so that it can misbehave exactly as an attack needs.
 
 use std::io::Read;
+use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
 use super::TempDir;
@@ -78,37 +79,58 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let config = ca.server_config(names, alpn);
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let service = Arc::new(service);
+    tls_server(ca, names, alpn, (Ipv4Addr::LOCALHOST, 0), move |tls| {
+        let service = service.clone();
+        async move {
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service())
+                    .await;
+        }
+    })
+    .unwrap()
+}
+
+/// A TLS listener on `at` for `names` (signed by `ca`, offering the ALPN
+/// protocols `alpn`), on a tokio runtime of its own: each connection whose
+/// handshake completes is handed to `serve` on a task of its own. Its port
+/// and the runtime to keep (the server ends when it is dropped); the
+/// error of a bind that failed (a test may skip on it).
+pub fn tls_server<F, Fut>(
+    ca: &TestCa,
+    names: &[&str],
+    alpn: &[&[u8]],
+    at: (Ipv4Addr, u16),
+    serve: F,
+) -> std::io::Result<(u16, tokio::runtime::Runtime)>
+where
+    F: Fn(tokio_rustls::server::TlsStream<tokio::net::TcpStream>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let service = Arc::new(service);
+    let listener = runtime.block_on(tokio::net::TcpListener::bind(at))?;
+    let port = listener.local_addr()?.port();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(ca.server_config(names, alpn)));
+    let serve = Arc::new(serve);
     runtime.spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 continue;
             };
-            let (acceptor, service) = (acceptor.clone(), service.clone());
+            let (acceptor, serve) = (acceptor.clone(), serve.clone());
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let _ = hyper_util::server::conn::auto::Builder::new(
-                    hyper_util::rt::TokioExecutor::new(),
-                )
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), service())
-                .await;
+                if let Ok(tls) = acceptor.accept(tcp).await {
+                    serve(tls).await;
+                }
             });
         }
     });
-    (port, runtime)
+    Ok((port, runtime))
 }
 
 /// One request as the raw server read it: the request line's target and

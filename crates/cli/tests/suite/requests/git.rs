@@ -6,7 +6,7 @@
 //! preset the same push does (so the refusal is warden's, not the
 //! server's).
 
-use crate::common::upstream::TestCa;
+use crate::common::upstream::{tls_server, TestCa};
 use crate::common::*;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -36,13 +36,24 @@ impl GitServer {
             (std::process::id() % 250) as u8,
             NEXT.fetch_add(1, Ordering::Relaxed),
         );
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = match runtime.block_on(tokio::net::TcpListener::bind((ip, 443))) {
-            Ok(l) => l,
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s, root) = (seen.clone(), Arc::new(root));
+        let serve = move |tls| {
+            let (s, root) = (s.clone(), root.clone());
+            async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (s, root) = (s.clone(), root.clone());
+                        async move { Ok::<_, std::convert::Infallible>(cgi(&root, &s, req).await) }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            }
+        };
+        let runtime = match tls_server(ca, &[name], &[b"http/1.1"], (ip, 443), serve) {
+            Ok((_, runtime)) => runtime,
             Err(e) => {
                 skip(&format!(
                     "cannot listen on {ip}:443 for the git server: {e}"
@@ -50,31 +61,6 @@ impl GitServer {
                 return None;
             }
         };
-        let config = ca.server_config(&[name], &[b"http/1.1"]);
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (s, root) = (seen.clone(), Arc::new(root));
-        runtime.spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let (acceptor, s, root) = (acceptor.clone(), s.clone(), root.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(
-                        move |req: hyper::Request<hyper::body::Incoming>| {
-                            let (s, root) = (s.clone(), root.clone());
-                            async move {
-                                Ok::<_, std::convert::Infallible>(cgi(&root, &s, req).await)
-                            }
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                        .await;
-                });
-            }
-        });
         Some(GitServer {
             ip,
             seen,

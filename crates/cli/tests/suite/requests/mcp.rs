@@ -8,11 +8,10 @@
 //! the reason and never reaches the server; every decision is in the
 //! audit log.
 
-use crate::common::upstream::TestCa;
+use crate::common::upstream::{tls_server, TestCa};
 use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The server: `server.py PORT LOG`.
@@ -118,31 +117,15 @@ struct TlsFront {
 
 impl TlsFront {
     fn start(ca: &TestCa, name: &str, to: u16) -> TlsFront {
-        let config = ca.server_config(&[name], &[b"http/1.1"]);
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
+        let at = (std::net::Ipv4Addr::LOCALHOST, 0);
+        let (port, runtime) =
+            tls_server(ca, &[name], &[b"http/1.1"], at, move |mut tls| async move {
+                let Ok(mut up) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+            })
             .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        runtime.spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let Ok(mut up) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await else {
-                        return;
-                    };
-                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
-                });
-            }
-        });
         TlsFront {
             port,
             _runtime: runtime,

@@ -6,7 +6,7 @@
 //! after the 101, and ends with the proxy's idle timeout; a denied one
 //! never reaches the server.
 
-use crate::common::upstream::TestCa;
+use crate::common::upstream::{tls_server, TestCa};
 use crate::common::*;
 use futures_util::{SinkExt, StreamExt};
 use std::process::{Command, Stdio};
@@ -24,55 +24,40 @@ struct WsServer {
 
 impl WsServer {
     fn start(ca: &TestCa, name: &str) -> WsServer {
-        let config = ca.server_config(&[name], &[b"http/1.1"]);
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
-        runtime.spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let (acceptor, s) = (acceptor.clone(), s.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
+        let at = (std::net::Ipv4Addr::LOCALHOST, 0);
+        let (port, runtime) = tls_server(ca, &[name], &[b"http/1.1"], at, move |tls| {
+            let s = s.clone();
+            async move {
+                let path = Arc::new(Mutex::new(String::new()));
+                let p = path.clone();
+                // The error type is tungstenite's callback's, not ours.
+                #[allow(clippy::result_large_err)]
+                let callback =
+                    move |req: &tokio_tungstenite::tungstenite::handshake::server::Request,
+                          resp| {
+                        *p.lock().unwrap() = req.uri().to_string();
+                        Ok(resp)
                     };
-                    let path = Arc::new(Mutex::new(String::new()));
-                    let p = path.clone();
-                    // The error type is tungstenite's callback's, not ours.
-                    #[allow(clippy::result_large_err)]
-                    let callback =
-                        move |req: &tokio_tungstenite::tungstenite::handshake::server::Request,
-                              resp| {
-                            *p.lock().unwrap() = req.uri().to_string();
-                            Ok(resp)
-                        };
-                    let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(tls, callback).await
-                    else {
-                        s.lock().unwrap().push("refused handshake".into());
-                        return;
-                    };
-                    s.lock()
-                        .unwrap()
-                        .push(format!("upgrade {}", path.lock().unwrap()));
-                    let _ = ws.send(Message::text("hello")).await;
-                    while let Some(Ok(m)) = ws.next().await {
-                        if let Message::Text(t) = m {
-                            s.lock().unwrap().push(format!("got {t}"));
-                            let _ = ws.send(Message::text(format!("echo:{t}"))).await;
-                        }
+                let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(tls, callback).await else {
+                    s.lock().unwrap().push("refused handshake".into());
+                    return;
+                };
+                s.lock()
+                    .unwrap()
+                    .push(format!("upgrade {}", path.lock().unwrap()));
+                let _ = ws.send(Message::text("hello")).await;
+                while let Some(Ok(m)) = ws.next().await {
+                    if let Message::Text(t) = m {
+                        s.lock().unwrap().push(format!("got {t}"));
+                        let _ = ws.send(Message::text(format!("echo:{t}"))).await;
                     }
-                    s.lock().unwrap().push("closed".into());
-                });
+                }
+                s.lock().unwrap().push("closed".into());
             }
-        });
+        })
+        .unwrap();
         WsServer {
             port,
             seen,
