@@ -328,17 +328,7 @@ fn check(
     let disk = new.disk;
     // A sandbox's audit log is on the host's disk too, and grows with
     // what the sandbox does (up to its byte budget): counted as it is.
-    let used: u64 = mine
-        .iter()
-        .map(|s| {
-            sizes_of(s)
-                .1
-                .unwrap_or(0)
-                .saturating_add(audit_log_bytes(s))
-        })
-        .fold(reserved.disk, u64::saturating_add)
-        .saturating_add(snapshot_bytes(app, &token.id))
-        .saturating_add(crate::e2b::volume_bytes(app, &token.id));
+    let used = disk_used(app, &token.id, &mine, reserved.disk);
     if used.saturating_add(disk) > bounds.disk {
         return Err(over_quota(
             spec_pointer(Field::Disk).as_deref(),
@@ -363,15 +353,50 @@ fn check(
     Ok(())
 }
 
+/// The disk a token's quota counts as used: its sandboxes' disk budgets
+/// and audit logs, what its forks in flight reserved, its snapshots and
+/// its volumes.
+fn disk_used(app: &App, token: &str, mine: &[Sandbox], reserved: u64) -> u64 {
+    mine.iter()
+        .map(|s| {
+            sizes_of(s)
+                .1
+                .unwrap_or(0)
+                .saturating_add(audit_log_bytes(s))
+        })
+        .fold(reserved, u64::saturating_add)
+        .saturating_add(snapshot_bytes(app, token))
+        .saturating_add(crate::e2b::volume_bytes(app, token))
+}
+
+/// The bytes of disk a token's quota has room for now: what a snapshot,
+/// or the copy of one into a new sandbox, may take before it is made
+/// (checked again when the copy is done). 0 when it cannot be known.
+pub(crate) fn disk_room(app: &App, token: &TokenRow) -> u64 {
+    let bounds = app.quotas.for_token(app.defaults.memory, token);
+    let Ok(rows) = app.db().and_then(|db| {
+        db.sandboxes_of_token(&token.id)
+            .map_err(|e| ApiError::internal(chain(&e)))
+    }) else {
+        return 0;
+    };
+    let mine: Vec<Sandbox> = rows
+        .into_iter()
+        .filter_map(|r| app.store.get(&r.id).ok())
+        .collect();
+    let reserved = app.pending.of(&token.id);
+    bounds
+        .disk
+        .saturating_sub(disk_used(app, &token.id, &mine, reserved.disk))
+}
+
 /// The bytes the snapshots a token made hold on the host's disk: they
 /// outlive its sandboxes and count against its disk quota as they do.
 fn snapshot_bytes(app: &App, token: &str) -> u64 {
     warden_workspace::saved::Saved::open(app.store.root())
         .map(|saved| {
             saved
-                .list(Some(
-                    &warden_runtime::lifecycle::Owner::Token(token).label(),
-                ))
+                .list(&warden_runtime::lifecycle::Owner::Token(token).label())
                 .iter()
                 .map(|i| i.bytes)
                 .fold(0, u64::saturating_add)

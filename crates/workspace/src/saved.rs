@@ -5,14 +5,18 @@
 //! the same way ([`copy_state`]).
 //!
 //! ```text
-//! ROOT/saved/NAME/
+//! ROOT/saved/OWNER/NAME/     OWNER: `owner`, or `token-ID` for a token
 //!   meta.json   name, owner, source, workspace, layout, bytes, digest
 //!   upper/      the layer (whiteouts included)
 //!   home/       the sandbox's home, when it had one
 //!   spec.json   the source's resolved spec, as its runtime stored it
 //! ```
-//! A snapshot is written under a temporary name and renamed whole, so a
-//! half-made one is never listed. Its digest covers every entry's path,
+//! Each owner has a namespace of names of its own: the same name in two
+//! owners is two snapshots, and another owner's names are neither listed,
+//! found nor in the way (the machine's owner too sees only its own). A
+//! snapshot is written under a temporary name in its owner's directory,
+//! spec included, under the store's lock, and renamed whole, so a
+//! half-made one is never listed and no other save writes into it. Its digest covers every entry's path,
 //! type, mode, size and content (SHA-256) and the spec: a snapshot damaged
 //! or truncated on disk is refused before anything is made from it, never
 //! half-restored. Copies are reflinks where the file system has them (a
@@ -24,9 +28,11 @@ use crate::store::{validate_name, Layout, Sandbox, StoreError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs;
-use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+mod digest;
 
 /// The most snapshots one owner keeps.
 pub const MAX_PER_OWNER: usize = 16;
@@ -45,6 +51,13 @@ pub enum SavedError {
     TooMany { owner: String },
     #[error("{owner}'s snapshots would take {would} bytes of the host's disk, more than the {MAX_BYTES_PER_OWNER} one owner may keep: delete one first")]
     TooLarge { owner: String, would: u64 },
+    /// More than the caller's disk quota has room for (`room` bytes).
+    #[error("{owner}'s disk quota has room for {room} more bytes and the snapshot takes {would}: delete a snapshot or a sandbox first")]
+    OverQuota {
+        owner: String,
+        would: u64,
+        room: u64,
+    },
     #[error("snapshot {name} is damaged ({why}); it was not used: delete it")]
     Damaged { name: String, why: String },
     #[error("cannot {op} {}", crate::printable_path(.path))]
@@ -150,25 +163,42 @@ impl Saved {
             .mode(0o700)
             .create(&root)
             .map_err(io_err("create", &root))?;
-        Ok(Saved { root })
+        let saved = Saved { root };
+        saved.move_old_ones()?;
+        Ok(saved)
     }
 
-    fn read_info(&self, name: &str) -> Option<SavedInfo> {
-        let bytes = fs::read(self.root.join(name).join("meta.json")).ok()?;
-        serde_json::from_slice(&bytes).ok()
+    /// The directory of `owner`'s snapshots: `owner`, or `token-ID`. An
+    /// owner label that is neither (or whose ID is not a plain name) has
+    /// none: nothing of it is found, and nothing is saved for it.
+    fn space(&self, owner: &str) -> Option<PathBuf> {
+        let dir = match owner.strip_prefix("token:") {
+            Some(id) if validate_name("token id", id).is_ok() => format!("token-{id}"),
+            None if owner == "owner" => "owner".to_string(),
+            _ => return None,
+        };
+        Some(self.root.join(dir))
     }
 
-    /// The snapshots `owner` may see (every one for `None`, the machine's
-    /// owner), oldest first.
-    pub fn list(&self, owner: Option<&str>) -> Vec<SavedInfo> {
-        let mut out: Vec<SavedInfo> = fs::read_dir(&self.root)
+    fn read_info(&self, owner: &str, name: &str) -> Option<SavedInfo> {
+        let bytes = fs::read(self.space(owner)?.join(name).join("meta.json")).ok()?;
+        let info: SavedInfo = serde_json::from_slice(&bytes).ok()?;
+        // What the directory says must be what the file says.
+        (info.owner == owner && info.name == name).then_some(info)
+    }
+
+    /// The snapshots of `owner` (`owner` or `token:ID`), oldest first.
+    pub fn list(&self, owner: &str) -> Vec<SavedInfo> {
+        let Some(space) = self.space(owner) else {
+            return Vec::new();
+        };
+        let mut out: Vec<SavedInfo> = fs::read_dir(space)
             .map(|rd| {
                 rd.flatten()
                     .filter_map(|e| {
                         let name = e.file_name().to_str()?.to_string();
-                        (!name.starts_with('.')).then(|| self.read_info(&name))?
+                        (!name.starts_with('.')).then(|| self.read_info(owner, &name))?
                     })
-                    .filter(|i| owner.is_none_or(|o| i.owner == o))
                     .collect()
             })
             .unwrap_or_default();
@@ -176,35 +206,24 @@ impl Saved {
         out
     }
 
-    /// Snapshot `name`, when `owner` may use it (`None`: the machine's
-    /// owner, who may use every one). Another owner's is not found.
-    pub fn get(&self, name: &str, owner: Option<&str>) -> Result<SavedInfo, SavedError> {
+    /// Snapshot `name` of `owner`. Another owner's is not found.
+    pub fn get(&self, name: &str, owner: &str) -> Result<SavedInfo, SavedError> {
         validate_name("snapshot name", name)?;
-        match self.read_info(name) {
-            Some(i) if owner.is_none_or(|o| i.owner == o) => Ok(i),
-            _ => Err(SavedError::NotFound(name.to_string())),
-        }
+        self.read_info(owner, name)
+            .ok_or_else(|| SavedError::NotFound(name.to_string()))
     }
 
     /// Where snapshot `info` keeps its layer, home and spec.
     pub fn dir(&self, info: &SavedInfo) -> PathBuf {
-        self.root.join(&info.name)
+        match self.space(&info.owner) {
+            Some(space) => space.join(&info.name),
+            // Never made: `read_info` gives no such snapshot.
+            None => self.root.join(".none").join(&info.name),
+        }
     }
 
-    /// Save `state` (of sandbox `sb`, whose resolved spec is the file
-    /// `spec`) as snapshot `name`, owned by `owner`. Bounded per owner in
-    /// number and bytes, counted before the copy and again after it, one
-    /// save at a time (of any process: a lock file of the store), so that
-    /// saves made at once cannot each pass a bound the others fill.
-    pub fn save(
-        &self,
-        name: &str,
-        owner: &str,
-        sb: &Sandbox,
-        state: &StateOf,
-        spec: &Path,
-    ) -> Result<SavedInfo, SavedError> {
-        validate_name("snapshot name", name)?;
+    /// The store's lock: one save (or move) at a time, of any process.
+    fn lock(&self) -> Result<fs::File, SavedError> {
         let lock_path = self.root.join(".lock");
         let lock = fs::OpenOptions::new()
             .create(true)
@@ -214,11 +233,94 @@ impl Saved {
             .open(&lock_path)
             .map_err(io_err("open", &lock_path))?;
         lock.lock().map_err(io_err("lock", &lock_path))?;
-        let dir = self.root.join(name);
+        Ok(lock)
+    }
+
+    /// Move the snapshots an older warden kept in one namespace for all
+    /// (`ROOT/saved/NAME`) into their owners' directories, once. Under the
+    /// lock; a snapshot whose owner has no directory, or whose name its
+    /// owner already uses, is put aside (`.unmoved.NAME`, never listed).
+    fn move_old_ones(&self) -> Result<(), SavedError> {
+        let old: Vec<String> = fs::read_dir(&self.root)
+            .map_err(io_err("read", &self.root))?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| !n.starts_with('.') && self.root.join(n).join("meta.json").is_file())
+            .collect();
+        if old.is_empty() {
+            return Ok(());
+        }
+        let _lock = self.lock()?;
+        for name in old {
+            let at = self.root.join(&name);
+            if !at.join("meta.json").is_file() {
+                continue;
+            }
+            let space = fs::read(at.join("meta.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<SavedInfo>(&b).ok())
+                .filter(|info| info.name == name)
+                .and_then(|info| self.space(&info.owner));
+            // Aside first: the old snapshot may bear its owner's
+            // directory's name.
+            let aside = self.root.join(format!(".moving.{name}"));
+            fs::rename(&at, &aside).map_err(io_err("rename", &at))?;
+            let to = space.map(|space| {
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&space)
+                    .map(|()| space.join(&name))
+            });
+            let to = match to {
+                Some(Ok(to)) if !to.exists() => to,
+                _ => self.root.join(format!(".unmoved.{name}")),
+            };
+            fs::rename(&aside, &to).map_err(io_err("rename", &aside))?;
+        }
+        Ok(())
+    }
+
+    /// Save `state` (of sandbox `sb`, whose resolved spec is `spec`) as
+    /// snapshot `name`, owned by `owner`. Bounded per owner in number and
+    /// bytes, and by `room()`, the bytes the owner's disk quota has room
+    /// for (`u64::MAX`: no quota), counted before the copy and again after
+    /// it, one save at a time (of any process: a lock file of the store),
+    /// so that saves made at once cannot each pass a bound the others
+    /// fill. The spec is written into the save's own temporary directory,
+    /// under the lock: no other save, of any owner or name, writes into
+    /// what this one keeps.
+    pub fn save(
+        &self,
+        name: &str,
+        owner: &str,
+        sb: &Sandbox,
+        state: &StateOf,
+        spec: &[u8],
+        room: &dyn Fn() -> u64,
+    ) -> Result<SavedInfo, SavedError> {
+        validate_name("snapshot name", name)?;
+        let space = self.space(owner).ok_or_else(|| {
+            SavedError::Store(StoreError::InvalidName {
+                what: "snapshot owner",
+                name: owner.to_string(),
+                why: "it is neither the owner nor a token",
+            })
+        })?;
+        let _lock = self.lock()?;
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&space)
+            .or_else(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(io_err("create", &space))?;
+        let dir = space.join(name);
         if dir.exists() {
             return Err(SavedError::Exists(name.to_string()));
         }
-        let mine = self.list(Some(owner));
+        let mine = self.list(owner);
         if mine.len() >= MAX_PER_OWNER {
             return Err(SavedError::TooMany {
                 owner: owner.to_string(),
@@ -234,7 +336,16 @@ impl Saved {
                 would: held + size,
             });
         }
-        let tmp = self.root.join(format!(".{name}.partial"));
+        let room = room();
+        let over_quota = |would: u64| SavedError::OverQuota {
+            owner: owner.to_string(),
+            would,
+            room,
+        };
+        if size > room {
+            return Err(over_quota(size));
+        }
+        let tmp = space.join(format!(".{name}.partial"));
         fsutil::remove_tree(&tmp)?;
         let made = (|| {
             fs::DirBuilder::new()
@@ -250,7 +361,14 @@ impl Saved {
                 let home = crate::treecopy::copy_layer(home, &tmp.join("home"), &opened)?;
                 bytes = bytes.saturating_add(home);
             }
-            fs::copy(spec, tmp.join("spec.json")).map_err(io_err("copy", spec))?;
+            let spec_file = tmp.join("spec.json");
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&spec_file)
+                .and_then(|mut f| io::Write::write_all(&mut f, spec))
+                .map_err(io_err("write", &spec_file))?;
             let own_workspace = sb
                 .dir()
                 .parent()
@@ -277,6 +395,9 @@ impl Saved {
                     owner: owner.to_string(),
                     would: held + info.bytes,
                 });
+            }
+            if info.bytes > room {
+                return Err(over_quota(info.bytes));
             }
             crate::store::write_json(&tmp.join("meta.json"), &info)?;
             fs::rename(&tmp, &dir).map_err(io_err("rename", &tmp))?;
@@ -311,10 +432,10 @@ impl Saved {
         Ok(())
     }
 
-    /// Delete snapshot `name` of `owner` (`None`: the machine's owner).
-    pub fn delete(&self, name: &str, owner: Option<&str>) -> Result<SavedInfo, SavedError> {
+    /// Delete snapshot `name` of `owner`.
+    pub fn delete(&self, name: &str, owner: &str) -> Result<SavedInfo, SavedError> {
         let info = self.get(name, owner)?;
-        fsutil::remove_tree(&self.root.join(name))?;
+        fsutil::remove_tree(&self.dir(&info))?;
         Ok(info)
     }
 }
@@ -349,50 +470,10 @@ fn digest(dir: &Path) -> Result<String, SavedError> {
         let root = dir.join(part);
         if root.exists() {
             h.update(part.as_bytes());
-            fsutil::deep_stack(|| walk(&root, &root, &mut h))?;
+            digest::tree(&root, &mut h)?;
         }
     }
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn walk(root: &Path, path: &Path, h: &mut Sha256) -> Result<(), SavedError> {
-    let meta = fs::symlink_metadata(path).map_err(io_err("read", path))?;
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    h.update(rel.as_os_str().as_encoded_bytes());
-    h.update([0]);
-    h.update(meta.mode().to_le_bytes());
-    if meta.is_dir() {
-        let mut names: Vec<PathBuf> = fs::read_dir(path)
-            .map_err(io_err("read", path))?
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        names.sort();
-        h.update((names.len() as u64).to_le_bytes());
-        for n in names {
-            walk(root, &n, h)?;
-        }
-    } else if meta.is_file() {
-        h.update(meta.len().to_le_bytes());
-        let mut f = fs::File::open(path).map_err(io_err("read", path))?;
-        let mut buf = vec![0u8; 64 << 10];
-        let mut seen = 0u64;
-        loop {
-            let n = f.read(&mut buf).map_err(io_err("read", path))?;
-            if n == 0 {
-                break;
-            }
-            seen += n as u64;
-            h.update(&buf[..n]);
-        }
-        h.update(seen.to_le_bytes());
-    } else if meta.file_type().is_symlink() {
-        let target = fs::read_link(path).map_err(io_err("read", path))?;
-        h.update(target.as_os_str().as_encoded_bytes());
-    } else {
-        h.update(meta.rdev().to_le_bytes());
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -401,6 +482,10 @@ mod tests {
 
     use super::*;
     use crate::store::{CreateOptions, Store};
+
+    fn no_quota() -> u64 {
+        u64::MAX
+    }
 
     fn setup(tag: &str) -> (PathBuf, Store, Sandbox) {
         let root = std::env::temp_dir().join(format!("warden-saved-{tag}-{}", std::process::id()));
@@ -422,21 +507,16 @@ mod tests {
         let (root, store, sb) = setup("own");
         let saved = Saved::open(&root.join("state")).unwrap();
         let info = saved
-            .save(
-                "s1",
-                "token:a",
-                &sb,
-                &StateOf::of(&sb),
-                &sb.dir().join("sandbox.json"),
-            )
+            .save("s1", "token:a", &sb, &StateOf::of(&sb), b"{}", &no_quota)
             .unwrap();
         assert_eq!(info.source, "src");
         assert!(matches!(
-            saved.get("s1", Some("token:b")),
+            saved.get("s1", "token:b"),
             Err(SavedError::NotFound(_))
         ));
-        assert!(saved.list(Some("token:b")).is_empty());
-        assert_eq!(saved.list(None).len(), 1);
+        assert!(saved.list("token:b").is_empty());
+        assert!(saved.list("owner").is_empty());
+        assert_eq!(saved.list("token:a").len(), 1);
         saved.verify(&info).unwrap();
         let new = store
             .create("dst", &CreateOptions::new(root.join("ws")))
@@ -458,13 +538,7 @@ mod tests {
         let (root, _store, sb) = setup("damage");
         let saved = Saved::open(&root.join("state")).unwrap();
         let info = saved
-            .save(
-                "s1",
-                "owner",
-                &sb,
-                &StateOf::of(&sb),
-                &sb.dir().join("sandbox.json"),
-            )
+            .save("s1", "owner", &sb, &StateOf::of(&sb), b"{}", &no_quota)
             .unwrap();
         let file = saved.dir(&info).join("upper/made.txt");
         fs::write(&file, "in the").unwrap();
@@ -486,24 +560,79 @@ mod tests {
     fn an_owner_keeps_a_bounded_number_of_snapshots() {
         let (root, _store, sb) = setup("bound");
         let saved = Saved::open(&root.join("state")).unwrap();
-        let spec = sb.dir().join("sandbox.json");
+        let spec = b"{}";
+        let state = StateOf::of(&sb);
         for i in 0..MAX_PER_OWNER {
             saved
-                .save(&format!("s{i}"), "token:a", &sb, &StateOf::of(&sb), &spec)
+                .save(&format!("s{i}"), "token:a", &sb, &state, spec, &no_quota)
                 .unwrap();
         }
         assert!(matches!(
-            saved.save("one-more", "token:a", &sb, &StateOf::of(&sb), &spec),
+            saved.save("one-more", "token:a", &sb, &state, spec, &no_quota),
             Err(SavedError::TooMany { .. })
         ));
-        // Another owner's count is its own.
+        // Another owner's count is its own, and so are its names.
         saved
-            .save("theirs", "token:b", &sb, &StateOf::of(&sb), &spec)
+            .save("s0", "token:b", &sb, &state, spec, &no_quota)
             .unwrap();
-        assert!(matches!(
-            saved.save("theirs", "token:a", &sb, &StateOf::of(&sb), &spec),
-            Err(SavedError::Exists(_)) | Err(SavedError::TooMany { .. })
-        ));
+        assert_eq!(saved.list("token:b").len(), 1);
+        fsutil::remove_tree(&root).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_of_one_owner_namespace_takes_its_own_spec_whatever_another_saves() {
+        let (root, _store, sb) = setup("spaces");
+        let saved = Saved::open(&root.join("state")).unwrap();
+        let state = StateOf::of(&sb);
+        let a = saved
+            .save("same", "token:a", &sb, &state, b"{\"a\":1}", &no_quota)
+            .unwrap();
+        let o = saved
+            .save("same", "owner", &sb, &state, b"{\"o\":1}", &no_quota)
+            .unwrap();
+        assert_eq!(
+            fs::read(saved.dir(&a).join("spec.json")).unwrap(),
+            b"{\"a\":1}"
+        );
+        assert_eq!(
+            fs::read(saved.dir(&o).join("spec.json")).unwrap(),
+            b"{\"o\":1}"
+        );
+        assert_ne!(saved.dir(&a), saved.dir(&o));
+        saved.delete("same", "token:a").unwrap();
+        saved.verify(&saved.get("same", "owner").unwrap()).unwrap();
+        fsutil::remove_tree(&root).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_over_the_owners_quota_is_refused_and_leaves_nothing() {
+        let (root, _store, sb) = setup("quota");
+        let saved = Saved::open(&root.join("state")).unwrap();
+        let r = saved.save("big", "token:a", &sb, &StateOf::of(&sb), b"{}", &|| 10);
+        assert!(matches!(r, Err(SavedError::OverQuota { .. })), "{r:?}");
+        assert!(saved.list("token:a").is_empty());
+        let left: Vec<_> = fs::read_dir(root.join("state/saved/token-a"))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        fsutil::remove_tree(&root).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_saved_in_the_one_namespace_of_before_moves_to_its_owners() {
+        let (root, _store, sb) = setup("move");
+        let saved = Saved::open(&root.join("state")).unwrap();
+        let info = saved
+            .save("owner", "owner", &sb, &StateOf::of(&sb), b"{}", &no_quota)
+            .unwrap();
+        // As an older warden kept it: `saved/NAME`.
+        fs::rename(saved.dir(&info), root.join("state/saved/.x")).unwrap();
+        fsutil::remove_tree(&root.join("state/saved/owner")).unwrap();
+        fs::rename(root.join("state/saved/.x"), root.join("state/saved/owner")).unwrap();
+        let saved = Saved::open(&root.join("state")).unwrap();
+        let again = saved.get("owner", "owner").unwrap();
+        saved.verify(&again).unwrap();
         fsutil::remove_tree(&root).unwrap();
     }
 }

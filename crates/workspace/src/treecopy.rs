@@ -356,9 +356,19 @@ fn leaf(
         FileType::CharacterDevice if st.st_rdev == 0 => {
             rustix::fs::mknodat(ddir, dname, FileType::CharacterDevice, Mode::empty(), 0)?;
         }
+        // A FIFO is copied as what it is (a name, no data); a socket is
+        // not: it is a listener's, and nothing can be copied of it.
+        FileType::Fifo => {
+            rustix::fs::mknodat(ddir, dname, FileType::Fifo, Mode::empty(), 0)?;
+            rustix::fs::chmodat(
+                ddir,
+                dname,
+                Mode::from_raw_mode(mode & 0o7777),
+                AtFlags::empty(),
+            )?;
+        }
         other => {
             return Err(Leaf::Unsupported(match other {
-                FileType::Fifo => "a FIFO",
                 FileType::Socket => "a socket",
                 _ => "a device",
             }))

@@ -78,6 +78,7 @@ mod selftest;
 mod share_exposure;
 mod share_modes;
 mod snapshot_bounds;
+mod snapshot_trust;
 mod snapshots;
 mod teardown;
 mod trust_boundary;

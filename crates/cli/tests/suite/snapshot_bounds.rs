@@ -66,12 +66,18 @@ fn saves_made_at_once_never_give_one_token_more_snapshots_than_it_may_keep() {
     );
     // No half-made copy is left behind either.
     let partial = std::fs::read_dir(state.path().join("warden/saved"))
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
-                .count()
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|space| space.path().is_dir())
+        .flat_map(|space| {
+            std::fs::read_dir(space.path())
+                .into_iter()
+                .flatten()
+                .flatten()
         })
-        .unwrap_or(0);
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .count();
     assert_eq!(partial, 0);
 }
 

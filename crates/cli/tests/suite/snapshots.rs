@@ -155,7 +155,7 @@ fn a_damaged_snapshot_is_refused_and_nothing_is_made_from_it() {
     );
     ok(&warden(s, &["snapshots", "create", "src", "snap"]));
     // Truncated on disk.
-    let file = s.join("warden/saved/snap/upper/data.bin");
+    let file = s.join("warden/saved/owner/snap/upper/data.bin");
     let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
     f.set_len(5000).unwrap();
     drop(f);

@@ -86,6 +86,15 @@ fn owner_of(caller: &Caller) -> Owner<'_> {
     }
 }
 
+/// The bytes of disk the caller's quota has room for (the owner: no
+/// quota), asked when a copy is about to be made.
+fn room_of<'a>(app: &'a App, caller: &'a Caller) -> impl Fn() -> u64 + 'a {
+    move || match caller {
+        Caller::Owner => u64::MAX,
+        Caller::Token(t) => crate::quota::disk_room(app, t),
+    }
+}
+
 fn shown(info: SavedInfo, caller: &Caller) -> Snapshot {
     Snapshot {
         name: info.name,
@@ -105,7 +114,9 @@ fn refused(e: LifecycleError) -> ApiError {
         LifecycleError::Saved(s) => match s {
             SavedError::NotFound(_) => ApiError::not_found(chain(&e)),
             SavedError::Exists(_) => ApiError::conflict(chain(&e)).with_field(Some("/name")),
-            SavedError::TooMany { .. } | SavedError::TooLarge { .. } => {
+            SavedError::TooMany { .. }
+            | SavedError::TooLarge { .. }
+            | SavedError::OverQuota { .. } => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota", chain(&e))
             }
             SavedError::Damaged { .. } => {
@@ -114,6 +125,13 @@ fn refused(e: LifecycleError) -> ApiError {
             SavedError::Store(warden_workspace::StoreError::InvalidName { .. }) => {
                 ApiError::bad_request(chain(&e)).with_field(Some("/name"))
             }
+            // What the layer holds is the caller's input: a socket has
+            // nothing to copy.
+            SavedError::Fs(warden_workspace::fsutil::FsError::Unsupported { .. }) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unsupported_entry",
+                chain(&e),
+            ),
             _ => ApiError::internal(chain(&e)),
         },
         _ => e.into(),
@@ -134,8 +152,9 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Snapshot>), ApiError> {
     let snap = blocking(move || {
         let sb = app.sandbox(&id)?;
-        let info =
-            lifecycle::snapshot(&app.store, &sb, &body.name, owner_of(&caller)).map_err(refused)?;
+        let room = room_of(&app, &caller);
+        let info = lifecycle::snapshot(&app.store, &sb, &body.name, owner_of(&caller), &room)
+            .map_err(refused)?;
         Ok(shown(info, &caller))
     })
     .await?;
@@ -233,8 +252,15 @@ pub async fn sandbox_from(
     Body(body): Body<FromSnapshot>,
 ) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
     let info = blocking(move || {
-        let sb = lifecycle::create_from_snapshot(&app.store, &body.name, &snap, owner_of(&caller))
-            .map_err(refused)?;
+        let room = room_of(&app, &caller);
+        let sb = lifecycle::create_from_snapshot(
+            &app.store,
+            &body.name,
+            &snap,
+            owner_of(&caller),
+            &room,
+        )
+        .map_err(refused)?;
         adopt(&app, &caller, &sb, body.start.unwrap_or(true), None)
     })
     .await?;

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use warden_workspace::saved::{self, Saved, SavedInfo, StateOf};
 use warden_workspace::{CreateOptions, Layout, Sandbox, Store};
 
-/// Who makes or uses a snapshot: the machine's owner sees every one; a
-/// token holder only its own.
+/// Who makes or uses a snapshot: each owner (the machine's, each token)
+/// has its own names and sees only its own snapshots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owner<'a> {
     Machine,
@@ -36,21 +36,12 @@ impl Owner<'_> {
             Owner::Token(id) => format!("token:{id}"),
         }
     }
-
-    /// The owner a snapshot must have for this caller to see it; `None`:
-    /// any.
-    fn filter(&self) -> Option<String> {
-        match self {
-            Owner::Machine => None,
-            Owner::Token(_) => Some(self.label()),
-        }
-    }
 }
 
 /// The snapshots `owner` may see.
 pub fn snapshots(store: &Store, owner: Owner<'_>) -> Result<Vec<SavedInfo>, LifecycleError> {
     let saved = Saved::open(store.root())?;
-    Ok(saved.list(owner.filter().as_deref()))
+    Ok(saved.list(&owner.label()))
 }
 
 /// Delete snapshot `name` of `owner`.
@@ -60,7 +51,7 @@ pub fn delete_snapshot(
     owner: Owner<'_>,
 ) -> Result<SavedInfo, LifecycleError> {
     let saved = Saved::open(store.root())?;
-    Ok(saved.delete(name, owner.filter().as_deref())?)
+    Ok(saved.delete(name, &owner.label())?)
 }
 
 /// Paused for the time of a copy (when it runs, and was not paused
@@ -138,27 +129,32 @@ impl Drop for Held<'_> {
 
 /// Save sandbox `sb`'s state (its layer and home, with its spec) as
 /// snapshot `name`, owned by `owner`; a running sandbox is paused for the
-/// copy.
+/// copy. `room()`: the bytes `owner`'s disk quota has room for
+/// (`u64::MAX`: no quota), asked under the store's lock; a snapshot that
+/// takes more is refused, before its copy when its size says so, after it
+/// (and removed) when the layer grew meanwhile.
 pub fn snapshot(
     store: &Store,
     sb: &Sandbox,
     name: &str,
     owner: Owner<'_>,
+    room: &dyn Fn() -> u64,
 ) -> Result<SavedInfo, LifecycleError> {
     warden_workspace::validate_name("snapshot name", name)?;
     let saved = Saved::open(store.root())?;
     // The spec the snapshot keeps is the one the sandbox runs under now,
-    // written beside the snapshots (a name starting with `.` is never
-    // listed) for the time of the copy, and read while the sandbox is
-    // held: no live change falls between its files and its spec.
-    let spec = saved_dir(store).join(format!(".{name}.spec.json"));
-    let info = (|| {
+    // read while the sandbox is held (no live change falls between its
+    // files and its spec) and handed to the save in memory: the save
+    // writes it into its own temporary directory under the store's lock,
+    // where no other save (another owner's of the same name included)
+    // can put another.
+    let info = {
         let _held = Held::pause(sb, &format!("snapshot {name}"))?;
-        state::write_json(&spec, &effective(sb.dir())?)?;
-        Ok::<_, LifecycleError>(saved.save(name, &owner.label(), sb, &StateOf::of(sb), &spec)?)
-    })();
-    let _ = std::fs::remove_file(&spec);
-    let info = info?;
+        let spec = serde_json::to_vec_pretty(&effective(sb.dir())?).map_err(|e| {
+            LifecycleError::Refused(format!("the sandbox's spec cannot be saved: {e}"))
+        })?;
+        saved.save(name, &owner.label(), sb, &StateOf::of(sb), &spec, room)?
+    };
     let _ = record(
         sb,
         "snapshot",
@@ -180,11 +176,6 @@ fn effective(dir: &Path) -> Result<Stored, LifecycleError> {
     Ok(stored)
 }
 
-/// Where [`Saved`] keeps the snapshots of `store`.
-fn saved_dir(store: &Store) -> PathBuf {
-    store.root().join("saved")
-}
-
 /// What a new sandbox is copied from.
 struct Source<'a> {
     /// The sandbox it comes from (its name), for the new one's spec and
@@ -203,17 +194,29 @@ struct Source<'a> {
 }
 
 /// Make sandbox `name` from snapshot `snap` of `owner` (another owner's is
-/// not found); a damaged snapshot is refused before anything is made.
+/// not found); a damaged snapshot is refused before anything is made, and
+/// so is one whose copy takes more than `room()`, the bytes `owner`'s
+/// disk quota has room for (`u64::MAX`: no quota).
 pub fn create_from_snapshot(
     store: &Store,
     name: &str,
     snap: &str,
     owner: Owner<'_>,
+    room: &dyn Fn() -> u64,
 ) -> Result<Sandbox, LifecycleError> {
     warden_workspace::validate_name("sandbox name", name)?;
     let saved = Saved::open(store.root())?;
-    let info = saved.get(snap, owner.filter().as_deref())?;
+    let info = saved.get(snap, &owner.label())?;
     saved.verify(&info)?;
+    let room = room();
+    if info.bytes > room {
+        return Err(saved::SavedError::OverQuota {
+            owner: owner.label(),
+            would: info.bytes,
+            room,
+        }
+        .into());
+    }
     let stored: Stored = state::read_json(&saved.dir(&info).join("spec.json"))?;
     make_copy(
         store,
@@ -335,6 +338,16 @@ fn make_copy(store: &Store, name: &str, src: Source<'_>) -> Result<Sandbox, Life
             moves.push((own_workspace(store, src.name), own.clone()));
         }
         stored = rebased(stored, &moves)?;
+        // Whatever the stored spec says, the new sandbox runs on its own
+        // state only: a spec that names another sandbox's layer, home,
+        // audit log or workspace is not its source's, and is refused.
+        if let Some(p) = foreign_state(&stored, store, &sb) {
+            return Err(LifecycleError::Refused(format!(
+                "the spec of {}'s copy names {}, the state of another sandbox: nothing was made",
+                src.name,
+                p.display()
+            )));
+        }
         if stored.spec.hostname == "warden" || stored.spec.hostname == hostname_of(src.name) {
             stored.spec.hostname = hostname_of(name);
         }
@@ -351,6 +364,53 @@ fn make_copy(store: &Store, name: &str, src: Source<'_>) -> Result<Sandbox, Life
     }
     let _ = record(&sb, "create", Vec::new(), src.detail);
     Ok(sb)
+}
+
+/// The first path in `stored` (the new sandbox `sb`'s spec, rebased) that
+/// lies in the store's state of a sandbox other than `sb`: under
+/// `ROOT/sandboxes/` outside `sb`'s directory, or under `ROOT/workspaces/`
+/// outside `sb`'s workspace (a copy that shares its source's workspace
+/// keeps naming it: that is the workspace `sb` was made over).
+fn foreign_state(stored: &Stored, store: &Store, sb: &Sandbox) -> Option<PathBuf> {
+    let v = serde_json::to_value(stored).ok()?;
+    let mut roots = vec![store.root().to_path_buf()];
+    if let Ok(c) = std::fs::canonicalize(store.root()) {
+        roots.push(c);
+    }
+    let own_dir = [
+        sb.dir().to_path_buf(),
+        std::fs::canonicalize(sb.dir()).unwrap_or_default(),
+    ];
+    let own_ws = [sb.meta().workspace.clone(), own_workspace(store, sb.name())];
+    let mut found = None;
+    visit_strings(&v, &mut |s| {
+        if found.is_some() {
+            return;
+        }
+        let p = Path::new(s);
+        for root in &roots {
+            let theirs = (p.starts_with(root.join("sandboxes"))
+                && !own_dir
+                    .iter()
+                    .any(|d| !d.as_os_str().is_empty() && p.starts_with(d)))
+                || (p.starts_with(root.join("workspaces"))
+                    && !own_ws.iter().any(|w| p.starts_with(w)));
+            if theirs {
+                found = Some(p.to_path_buf());
+                return;
+            }
+        }
+    });
+    found
+}
+
+fn visit_strings(v: &serde_json::Value, f: &mut dyn FnMut(&str)) {
+    match v {
+        serde_json::Value::String(s) => f(s),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| visit_strings(x, f)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| visit_strings(x, f)),
+        _ => {}
+    }
 }
 
 /// A sandbox name as a hostname: `_` is not a hostname's character.

@@ -32,7 +32,7 @@ pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
     match cmd {
         SnapshotsCommand::Create { sandbox, snap } => {
             let (_, sb) = open(&sandbox)?;
-            let info = lifecycle::snapshot(&store, &sb, &snap, Owner::Machine)?;
+            let info = lifecycle::snapshot(&store, &sb, &snap, Owner::Machine, &|| u64::MAX)?;
             println!("{}", info.name);
             eprintln!(
                 "warden: snapshot {} of sandbox {sandbox} ({} bytes): `warden create NAME --from-snapshot {0}` makes a sandbox from it",
@@ -109,7 +109,7 @@ pub fn create_from(
             others.join(", ")
         );
     }
-    let sb = lifecycle::create_from_snapshot(store, name, snap, Owner::Machine)?;
+    let sb = lifecycle::create_from_snapshot(store, name, snap, Owner::Machine, &|| u64::MAX)?;
     if let Some(t) = ttl {
         let path = sb.dir().join(state::STORED);
         let mut stored: Stored = state::read_json(&path)?;
