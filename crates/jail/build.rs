@@ -21,7 +21,11 @@ fn main() {
     let Some(arch) = arch else {
         // No filter for this architecture: an empty program, which the jail
         // refuses to run with (it says the architecture is unsupported).
-        for empty in [out.clone(), out.with_file_name("seccomp-notify.bpf")] {
+        for empty in [
+            out.clone(),
+            out.with_file_name("seccomp-notify.bpf"),
+            out.with_file_name("seccomp-notify-exec.bpf"),
+        ] {
             if let Err(e) = std::fs::write(&empty, b"") {
                 println!("cargo:warning=cannot write {}: {e}", empty.display());
                 std::process::exit(1);
@@ -39,16 +43,23 @@ fn main() {
         println!("cargo:warning=cannot compile the seccomp filter for {target}: {e}");
         std::process::exit(1);
     }
-    // The second filter, whose mode changes the supervisor decides.
-    let notify = out.with_file_name("seccomp-notify.bpf");
-    let result = seccomp::build_notify_filter_for(arch)
-        .map_err(|e| e.to_string())
-        .and_then(|f| {
-            let file = std::fs::File::create(&notify).map_err(|e| e.to_string())?;
-            f.export_bpf(&file).map_err(|e| e.to_string())
-        });
-    if let Err(e) = result {
-        println!("cargo:warning=cannot compile the notifying filter for {target}: {e}");
-        std::process::exit(1);
+    // The second filter, whose mode changes the supervisor decides; and
+    // the same with the exec allowlist's calls, which the supervisor
+    // records (a process has one listener, so one filter serves both).
+    for (name, exec) in [
+        ("seccomp-notify.bpf", false),
+        ("seccomp-notify-exec.bpf", true),
+    ] {
+        let notify = out.with_file_name(name);
+        let result = seccomp::build_notify_filter_for(arch, exec)
+            .map_err(|e| e.to_string())
+            .and_then(|f| {
+                let file = std::fs::File::create(&notify).map_err(|e| e.to_string())?;
+                f.export_bpf(&file).map_err(|e| e.to_string())
+            });
+        if let Err(e) = result {
+            println!("cargo:warning=cannot compile the notifying filter {name} for {target}: {e}");
+            std::process::exit(1);
+        }
     }
 }

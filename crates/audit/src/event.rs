@@ -76,9 +76,12 @@ pub enum EventKind {
     /// sandbox's init.
     Started { pid: i32 },
     /// A program inside the sandbox was refused execution by a rule (the
-    /// kernel's own record of the refusal: the program never ran). `rule`
-    /// is the field whose rule refused it (`allow_exec`), `by` what
-    /// enforced it (`landlock`).
+    /// program never ran). `rule` is the field whose rule refused it
+    /// (`allow_exec`), `by` what refused it: `landlock` (the kernel's own
+    /// audit record of Landlock's refusal), or the supervisor's judge of
+    /// the sandbox's execs, named by why: `allowlist` (not a file the list
+    /// grants), `noexec` (on a place the sandbox writes), `mode` (no
+    /// execute bit), `seccomp` (an executable memfd).
     ExecRefused {
         /// Absent when the kernel's record named no path.
         #[serde(default, with = "crate::paths::optional")]

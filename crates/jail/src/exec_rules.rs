@@ -2,8 +2,9 @@
 //! entries name inside the sandbox, which ELF interpreters those programs
 //! need, and the mount layout that keeps the loader from running anything
 //! else. Landlock's execute right (granted in [`crate::landlock`] to the
-//! files found here) is what enforces the list; seccomp closes executable
-//! memfds ([`crate::seccomp::EXEC_ALLOWLIST_RULES`]).
+//! files found here) is what enforces the list; the supervisor refuses
+//! executable memfds and records every refused exec
+//! ([`crate::seccomp::EXEC_NOTIFY_RULES`], `modes::exec`).
 //!
 //! Runs in the sandbox's init once its root is built, so every path is the
 //! sandbox's own. Never reads the host's tree for the sandbox.
@@ -25,10 +26,11 @@
 //!   writable place is mounted `noexec` (the kernel refuses executable
 //!   mappings from it): what the sandbox writes must stay readable to it,
 //!   so only the mount can keep it from being mapped as code.
-//! - The order of the kernel's checks decides what is recorded: a mount's
-//!   `noexec` is checked in `may_open`, before the file-open hook where
-//!   Landlock decides, so an exec refused by the mount never reaches
-//!   Landlock and leaves no record (see docs/allow-exec.md).
+//! - The order of the kernel's checks: a mount's `noexec` is checked in
+//!   `may_open`, before the file-open hook where Landlock decides, so an
+//!   exec refused by the mount never reaches Landlock's audit; the
+//!   supervisor's judge of execs (`modes::exec`) records it instead (see
+//!   docs/allow-exec.md).
 
 use nix::mount::{mount, MsFlags};
 use nix::sys::statvfs::{statvfs, FsFlags};

@@ -273,7 +273,7 @@ fn child_setup_and_run(
     } else {
         privileges::drop_all(false).map_err(|e| chain(&e))?;
     }
-    load_filters(&mut plan, exec_allowed.is_some())?;
+    load_filters(&mut plan, exec_allowed.as_ref())?;
 
     // From here on the init holds no privilege the command lacks.
     let mut forwarded = SigSet::empty();
@@ -312,16 +312,20 @@ fn child_setup_and_run(
 
 /// The seccomp filters, the last restriction before anything of the
 /// sandbox runs.
-fn load_filters(plan: &mut ChildPlan, exec_allowlist: bool) -> Result<(), String> {
+fn load_filters(
+    plan: &mut ChildPlan,
+    exec_allowed: Option<&crate::exec_rules::Allowed>,
+) -> Result<(), String> {
     if !plan.weakened.seccomp {
         crate::sys::load_seccomp_filter(crate::SECCOMP_PROGRAM)
             .map_err(|e| format!("cannot load the seccomp filter: {e}"))?;
         // Before anything of the sandbox runs, so that no call it makes
-        // goes unjudged; the init keeps no copy of the listener.
-        crate::modes::install_in_init(plan.modes_channel.as_ref())?;
+        // goes unjudged (nor an exec unrecorded); the init keeps no copy
+        // of the listener.
+        crate::modes::install_in_init(plan.modes_channel.as_ref(), exec_allowed)?;
     }
     drop(plan.modes_channel.take());
-    if exec_allowlist && !plan.weakened.seccomp {
+    if exec_allowed.is_some() && !plan.weakened.seccomp {
         crate::seccomp::install_exec_allowlist().map_err(|e| chain(&e))?;
     }
     crate::phase("init-locked");

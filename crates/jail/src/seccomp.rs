@@ -599,20 +599,11 @@ const MEMFD_EXECUTABLE: When = When::All(&[Cond::MaskedEq {
     value: 0,
 }]);
 
-/// Rules added when the sandbox has an exec allowlist (`process.allow_exec`). Landlock's execute
-/// right governs files beneath the sandbox's root; a memfd lives on no path of it, and the kernel
-/// executes one (`fexecve`, `/proc/self/fd/N`) without asking Landlock. Every memfd must be
-/// sealed against execution instead: what the kernel itself enforces with `vm.memfd_noexec = 2`,
-/// and refused with the same `EACCES`, which programs that make memfds already meet there.
+/// Rules added when the sandbox has an exec allowlist (`process.allow_exec`), loaded as their
+/// own filter. (An executable memfd is refused too, but by the supervisor, which records it:
+/// see [`EXEC_NOTIFY_RULES`].)
 #[rustfmt::skip]
 pub const EXEC_ALLOWLIST_RULES: &[Rule] = &[
-    Rule {
-        syscall: "memfd_create",
-        when: MEMFD_EXECUTABLE,
-        errno: libc::EACCES,
-        reason: "write a program into memory and execute it, around the exec allowlist",
-        only_on: None,
-    },
     // A Landlock domain the sandbox stacks on its own becomes the youngest
     // domain of its processes: the kernel logs a refusal under it (or not
     // at all, with its logging flags off), so the allowlist's refusals go
@@ -686,10 +677,34 @@ pub const NOTIFY_RULES: &[NotifyRule] = &[
     NotifyRule { syscall: "fchmodat2", mode_arg: 2, reason: "open a shared host file to other local users", only_on: None },
 ];
 
-/// Builds the notifying filter ([`NOTIFY_RULES`]) for `arch`: the build script compiles it
-/// ahead of time, and the init loads it over the main filter with a listener for its
-/// supervisor. Without a listener the kernel answers a notifying call `ENOSYS`: closed.
-pub fn build_notify_filter_for(arch: Arch) -> Result<ScmpFilterContext, SeccompError> {
+/// Calls put to the supervisor when the sandbox has an exec allowlist, so that every refused
+/// exec is recorded (`exec_refused`) whichever layer would refuse it. The supervisor never lets
+/// through what the kernel would refuse: it answers `CONTINUE` for what the list allows (the
+/// kernel, Landlock and the mounts, then decide as before), and the rule's errno, with a record,
+/// for what it finds refused (see `crate::modes::exec`). `errno` is that answer.
+///
+/// - `execve`, `execveat`: a program on a `noexec` mount (everything the sandbox writes), or
+///   with no execute bit, is refused by the kernel before Landlock is asked, and so never
+///   recorded by Landlock's audit; a program off the list is Landlock's to refuse, whose record
+///   only root with the host's audit on can read.
+/// - `memfd_create` without `MFD_NOEXEC_SEAL`: a memfd lives on no path Landlock rules, and the
+///   kernel executes one (`fexecve`, `/proc/self/fd/N`) without asking it. Every memfd must be
+///   sealed against execution instead: what the kernel itself enforces with
+///   `vm.memfd_noexec = 2`, refused with the same `EACCES`, which programs that make memfds
+///   already meet there.
+#[rustfmt::skip]
+pub const EXEC_NOTIFY_RULES: &[Rule] = &[
+    Rule { syscall: "execve",       when: Always,           errno: libc::EACCES, reason: "run a program the allowlist refuses, to be recorded", only_on: None },
+    Rule { syscall: "execveat",     when: Always,           errno: libc::EACCES, reason: "run a program the allowlist refuses, to be recorded", only_on: None },
+    Rule { syscall: "memfd_create", when: MEMFD_EXECUTABLE, errno: libc::EACCES, reason: "write a program into memory and execute it, around the exec allowlist", only_on: None },
+];
+
+/// Builds the notifying filter ([`NOTIFY_RULES`], and with `exec` the exec allowlist's
+/// [`EXEC_NOTIFY_RULES`]) for `arch`: the build script compiles both ahead of time, and the
+/// init loads one over the main filter with a listener for its supervisor (a process has one
+/// listener: the kernel refuses a second). Without a listener the kernel answers a notifying
+/// call `ENOSYS`: closed.
+pub fn build_notify_filter_for(arch: Arch, exec: bool) -> Result<ScmpFilterContext, SeccompError> {
     let mut filter = new_context()?;
     if ScmpArch::native() != arch.scmp() {
         attribute("the target architecture", filter.add_arch(arch.scmp()))?;
@@ -715,6 +730,11 @@ pub fn build_notify_filter_for(arch: Arch) -> Result<ScmpFilterContext, SeccompE
                     syscall: rule.syscall,
                     source,
                 })?;
+        }
+    }
+    if exec {
+        for rule in EXEC_NOTIFY_RULES {
+            add_rule_as(&mut filter, arch, rule, ScmpAction::Notify)?;
         }
     }
     Ok(filter)
@@ -827,6 +847,16 @@ pub fn install() -> Result<(), SeccompError> {
 
 /// Adds one table rule to the filter, as one or more libseccomp rules.
 fn add_rule(filter: &mut ScmpFilterContext, arch: Arch, rule: &Rule) -> Result<(), SeccompError> {
+    add_rule_as(filter, arch, rule, ScmpAction::Errno(rule.errno))
+}
+
+/// Adds one table rule with `action` for the calls it matches.
+fn add_rule_as(
+    filter: &mut ScmpFilterContext,
+    arch: Arch,
+    rule: &Rule,
+    action: ScmpAction,
+) -> Result<(), SeccompError> {
     if rule.only_on.is_some_and(|only| only != arch) {
         return Ok(());
     }
@@ -837,7 +867,6 @@ fn add_rule(filter: &mut ScmpFilterContext, arch: Arch, rule: &Rule) -> Result<(
             errno: rule.errno,
         });
     }
-    let action = ScmpAction::Errno(rule.errno);
     let mut add = |comparisons: &Comparisons| {
         filter
             .add_rule_conditional_exact(action, syscall, comparisons.as_slice())

@@ -13,15 +13,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Where warden runs from, and as whom.
-struct Runner {
-    name: &'static str,
+pub(super) struct Runner {
+    pub(super) name: &'static str,
     bin: PathBuf,
     who: Option<Unprivileged>,
 }
 
 impl Runner {
     /// Root's (when the tests run as root) and an unprivileged user's.
-    fn all() -> Vec<Runner> {
+    pub(super) fn all() -> Vec<Runner> {
         let mut out = Vec::new();
         if is_root() {
             out.push(Runner {
@@ -52,14 +52,14 @@ impl Runner {
         }
     }
 
-    fn own(&self, p: &Path) {
+    pub(super) fn own(&self, p: &Path) {
         if let Some(who) = &self.who {
             who.own(p);
         }
     }
 
     /// `warden run --allow-exec ... ARGS -- CMD...`
-    fn run(&self, allow: &[&str], args: &[&str], cmd: &[&str]) -> Output {
+    pub(super) fn run(&self, allow: &[&str], args: &[&str], cmd: &[&str]) -> Output {
         let mut c = self.command();
         c.args(["run", "--no-tty"]);
         for a in allow {
@@ -74,7 +74,7 @@ const GIT_AND_PYTHON: &[&str] = &["git", "python3"];
 
 /// Whether this host has what the tests name: Landlock, git, python3,
 /// curl. Skipped with the reason otherwise.
-fn host_ready() -> bool {
+pub(super) fn host_ready() -> bool {
     for p in ["/usr/bin/python3", "/usr/bin/curl", "/usr/bin/env"] {
         if !Path::new(p).exists() {
             skip(&format!("{p} is not on this host"));

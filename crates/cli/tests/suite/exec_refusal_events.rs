@@ -121,7 +121,9 @@ fn a_program_refused_inside_the_sandbox_is_an_event_naming_it_and_the_rule_and_n
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0]["program"], evil);
     assert_eq!(refused[0]["rule"], "allow_exec");
-    assert_eq!(refused[0]["by"], "landlock");
+    // The supervisor's judge answers an exec of a program off the list
+    // before Landlock is asked (see `exec_refusal_records`).
+    assert_eq!(refused[0]["by"], "allowlist");
 }
 
 #[test]
@@ -209,10 +211,10 @@ fn a_system_program_refused_inside_is_an_event_whether_executed_opened_or_mapped
             stderr(&o)
         );
     }
-    // The exec, the shell's open of it, the loader's open of it: each
-    // refused by Landlock, each recorded naming the program (repeats
-    // within a window counted); and the planted file run through its
-    // descriptor, named by its path.
+    // The exec (by the supervisor's judge, before Landlock), the shell's
+    // open of it, the loader's open of it (by Landlock): each recorded
+    // naming the program (repeats within a window counted); and the
+    // planted file run through its descriptor, named by its path.
     let all = crate::common::events(&ev);
     let named = |p: &str| {
         all.iter()
@@ -226,10 +228,11 @@ fn a_system_program_refused_inside_is_an_event_whether_executed_opened_or_mapped
     };
     assert!(named("/usr/bin/curl") >= 3, "{all:?}");
     assert_eq!(named(evil), 1, "{all:?}");
-    assert!(
+    let by = |p: &str, by: &str| {
         all.iter()
-            .filter(|e| e["event"] == "exec_refused")
-            .all(|e| e["by"] == "landlock"),
-        "{all:?}"
-    );
+            .any(|e| e["event"] == "exec_refused" && e["program"] == p && e["by"] == by)
+    };
+    assert!(by("/usr/bin/curl", "allowlist"), "{all:?}");
+    assert!(by("/usr/bin/curl", "landlock"), "{all:?}");
+    assert!(by(evil, "allowlist"), "{all:?}");
 }

@@ -35,6 +35,7 @@ mod egress_live;
 mod exec_attacks;
 mod exec_refusal_events;
 mod exec_refusal_flood;
+mod exec_refusal_records;
 mod fields;
 mod files;
 mod fork_quota;

@@ -38,6 +38,7 @@ pub(super) fn supervise(
         layer,
         send_error,
         refusals,
+        exec_records,
     } = started;
     let raw = if master.is_some() {
         RawMode::enable()?
@@ -71,11 +72,17 @@ pub(super) fn supervise(
         degraded: mode == Mode::Degraded,
         desk,
         refusals,
+        exec_records,
     };
     let supervised = sv.run(&sfd, deadline, &guard, &mut |kind| {
         events.emit(&Event::now(id, kind))
     });
-    // Refusals the kernel queued just before the end.
+    // Refusals the judge and the kernel recorded just before the end.
+    if let Some(r) = sv.exec_records.as_mut() {
+        for kind in r.drain().0 {
+            events.emit(&Event::now(id, kind));
+        }
+    }
     if let Some(w) = sv.refusals.as_mut() {
         for r in w.settle(id, std::time::Duration::from_secs(1)) {
             if let Some(kind) = super::supervision::refusal_event(r) {

@@ -43,6 +43,9 @@ pub(super) struct Started {
     /// With an exec allowlist, as root with the kernel's audit on: the
     /// kernel's records of what the sandbox's Landlock domain refused.
     pub refusals: Option<crate::landlock_audit::AuditWatch>,
+    /// With an exec allowlist: the supervisor's own refusals of execs
+    /// (see `modes::exec`), recorded as they come.
+    pub exec_records: Option<crate::modes::exec::RecordReader>,
 }
 
 /// Let the init go on, and hand it the last of what it needs.
@@ -92,11 +95,25 @@ pub(super) fn start(
     // loaded, and a call made before it runs waits in the kernel. Without
     // it the init cannot hand the listener over, and the sandbox does not
     // start.
+    // With an allowlist it judges the sandbox's execs too, and its
+    // refusals come to the supervisor's loop as records.
+    let mut exec_records = None;
     if let Some(channel) = ends.modes {
-        crate::modes::watch(channel, since).map_err(|e| JailError::Sys {
-            what: "start the thread that judges the sandbox's mode changes",
+        let io_err = |what, e: std::io::Error| JailError::Sys {
+            what,
             source: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)),
-        })?;
+        };
+        let records = match spec.allow_exec.is_empty() {
+            true => None,
+            false => {
+                let (reader, wr) = crate::modes::exec::RecordReader::pipe()
+                    .map_err(|e| io_err("open the pipe of the exec allowlist's records", e))?;
+                exec_records = Some(reader);
+                Some(wr)
+            }
+        };
+        crate::modes::watch(channel, since, records)
+            .map_err(|e| io_err("start the thread that judges the sandbox's mode changes", e))?;
     }
     let flags = finish_cgroup(spec, id, events, &mut guard, pending, cgroup_channel)?;
     let flags = match &guard.cgroup {
@@ -188,6 +205,7 @@ pub(super) fn start(
         layer,
         send_error,
         refusals,
+        exec_records,
     })
 }
 

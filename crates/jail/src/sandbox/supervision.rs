@@ -66,6 +66,9 @@ pub(super) struct Supervision {
     pub(super) desk: Option<Box<dyn super::Desk>>,
     /// The kernel's records of refusals inside (see `landlock_audit`).
     pub(super) refusals: Option<crate::landlock_audit::AuditWatch>,
+    /// The supervisor's own refusals of execs (see `modes::exec`); gone
+    /// once its judge has ended.
+    pub(super) exec_records: Option<crate::modes::exec::RecordReader>,
 }
 
 /// A refusal of the allowlist inside, as its event: an exec, or the open
@@ -83,6 +86,52 @@ pub(super) fn refusal_event(r: crate::landlock_audit::Refusal) -> Option<warden_
 const MAX_REPORT_BYTES: usize = 64 * 1024;
 
 impl Supervision {
+    /// Where refusals inside are recorded, to wait on: the kernel's audit
+    /// records and the judge's; their places in `fds`.
+    fn record_fds<'a>(&'a self, fds: &mut Vec<PollFd<'a>>) -> [Option<usize>; 2] {
+        let sources = [
+            self.refusals.as_ref().map(|w| w.fd()),
+            self.exec_records.as_ref().map(|r| r.fd()),
+        ];
+        sources.map(|fd| {
+            fd.map(|fd| {
+                fds.push(PollFd::new(fd, PollFlags::POLLIN));
+                fds.len() - 1
+            })
+        })
+    }
+
+    /// The refusals the kernel's audit and the judge recorded, as events.
+    fn relay_records(
+        &mut self,
+        audit: bool,
+        judge: bool,
+        emit: &mut dyn FnMut(warden_audit::EventKind),
+    ) {
+        if audit {
+            self.relay_refusals(emit);
+        }
+        if judge {
+            self.relay_exec_records(emit);
+        }
+    }
+
+    /// The judge's refusals of execs, as events.
+    fn relay_exec_records(&mut self, emit: &mut dyn FnMut(warden_audit::EventKind)) {
+        let Some(r) = self.exec_records.as_mut() else {
+            return;
+        };
+        let (kinds, ended) = r.drain();
+        for kind in kinds {
+            emit(kind);
+        }
+        if ended {
+            // Its end of the pipe is closed: polled again, it would wake
+            // the loop at once, for ever.
+            self.exec_records = None;
+        }
+    }
+
     /// The kernel's records of refusals inside, as events.
     fn relay_refusals(&mut self, emit: &mut dyn FnMut(warden_audit::EventKind)) {
         let refused = self
@@ -138,10 +187,7 @@ impl Supervision {
                 fds.push(PollFd::new(d.fd(), PollFlags::POLLIN));
                 fds.len() - 1
             });
-            let audit_idx = self.refusals.as_ref().map(|w| {
-                fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
-                fds.len() - 1
-            });
+            let [audit_idx, records_idx] = self.record_fds(&mut fds);
             // An open question is checked for its deadline every second.
             let timeout = if asking && (timeout == PollTimeout::NONE || i32::from(timeout) > 1000) {
                 PollTimeout::from(1000u16)
@@ -170,11 +216,9 @@ impl Supervision {
                 ready(stdin_idx) || ready(room_idx),
                 ready(desk_idx),
             );
-            let audit_ready = ready(audit_idx);
+            let (audit_ready, records_ready) = (ready(audit_idx), ready(records_idx));
             drop(fds);
-            if audit_ready {
-                self.relay_refusals(emit);
-            }
+            self.relay_records(audit_ready, records_ready, emit);
             if let Some(out) = self.desk.as_mut().and_then(|d| d.tick()) {
                 let _ = write_all(std::io::stderr().as_fd(), out.as_bytes());
             }
