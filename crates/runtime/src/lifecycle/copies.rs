@@ -374,31 +374,27 @@ fn make_copy(store: &Store, name: &str, src: Source<'_>) -> Result<Sandbox, Life
 fn foreign_state(stored: &Stored, store: &Store, sb: &Sandbox) -> Option<PathBuf> {
     let v = serde_json::to_value(stored).ok()?;
     let mut roots = vec![store.root().to_path_buf()];
-    if let Ok(c) = std::fs::canonicalize(store.root()) {
-        roots.push(c);
-    }
-    let own_dir = [
+    roots.extend(std::fs::canonicalize(store.root()));
+    let mut own = vec![
         sb.dir().to_path_buf(),
-        std::fs::canonicalize(sb.dir()).unwrap_or_default(),
+        sb.meta().workspace.clone(),
+        own_workspace(store, sb.name()),
     ];
-    let own_ws = [sb.meta().workspace.clone(), own_workspace(store, sb.name())];
+    own.extend(std::fs::canonicalize(sb.dir()));
+    foreign_in(&v, &roots, &own)
+}
+
+/// The first string of `v` that is a path under `ROOT/sandboxes/` or
+/// `ROOT/workspaces/` (for one of `roots`) and under none of `own`.
+fn foreign_in(v: &serde_json::Value, roots: &[PathBuf], own: &[PathBuf]) -> Option<PathBuf> {
     let mut found = None;
-    visit_strings(&v, &mut |s| {
-        if found.is_some() {
-            return;
-        }
+    visit_strings(v, &mut |s| {
         let p = Path::new(s);
-        for root in &roots {
-            let theirs = (p.starts_with(root.join("sandboxes"))
-                && !own_dir
-                    .iter()
-                    .any(|d| !d.as_os_str().is_empty() && p.starts_with(d)))
-                || (p.starts_with(root.join("workspaces"))
-                    && !own_ws.iter().any(|w| p.starts_with(w)));
-            if theirs {
-                found = Some(p.to_path_buf());
-                return;
-            }
+        let state = roots
+            .iter()
+            .any(|r| p.starts_with(r.join("sandboxes")) || p.starts_with(r.join("workspaces")));
+        if found.is_none() && state && !own.iter().any(|o| p.starts_with(o)) {
+            found = Some(p.to_path_buf());
         }
     });
     found
@@ -469,6 +465,36 @@ mod tests {
         assert_eq!(v["upper"][0], "/s/sandboxes/b/upper");
         assert_eq!(v["upper"][1], "/s/sandboxes/ab/upper");
         assert_eq!(v["project"], "/home/me/project");
+    }
+
+    #[test]
+    fn a_spec_naming_another_sandboxs_layer_home_log_or_workspace_is_found() {
+        let roots = [PathBuf::from("/s")];
+        let own = [
+            PathBuf::from("/s/sandboxes/new"),
+            PathBuf::from("/s/workspaces/new"),
+        ];
+        let mine = serde_json::json!({
+            "upper": "/s/sandboxes/new/upper",
+            "ws": "/s/workspaces/new",
+            "rw": ["/home/me/project"],
+        });
+        assert_eq!(foreign_in(&mine, &roots, &own), None);
+        for theirs in [
+            "/s/sandboxes/victim/upper",
+            "/s/sandboxes/victim/home",
+            "/s/sandboxes/victim/audit.jsonl",
+            "/s/workspaces/victim",
+            "/s/sandboxes/newer/upper",
+        ] {
+            let v =
+                serde_json::json!({ "a": [{ "b": theirs }], "upper": "/s/sandboxes/new/upper" });
+            assert_eq!(
+                foreign_in(&v, &roots, &own),
+                Some(PathBuf::from(theirs)),
+                "{theirs}"
+            );
+        }
     }
 
     #[test]
