@@ -358,11 +358,6 @@ const SOCKET_UNIX: When = When::All(&[Cond::Low32Eq {
     arg: 0,
     value: libc::AF_UNIX as u32,
 }]);
-/// `utimensat(dirfd, path, ..)` with a path (with NULL it is `futimens` on an open file).
-const UTIMENSAT_PATH: When = When::All(&[Cond::NotIn {
-    arg: 1,
-    values: &[0],
-}]);
 /// `ioctl(fd, request, ..)`: the request is compared on the low 32 bits (the kernel reads an
 /// `unsigned int`).
 macro_rules! ioctl_request {
@@ -550,25 +545,57 @@ pub const RULES: &[Rule] = &[
 /// Rules added when the sandbox runs without namespaces (degraded mode), where it lives in the
 /// host's file tree as a host user: Landlock governs opening, creating, renaming and removing
 /// files, but not their metadata, and not connecting to named sockets.
+///
+/// Every metadata call is refused in its path form and in its descriptor form alike
+/// ([`DEGRADED_FD_TWINS`] pairs them, and a test holds every pair): Landlock decides only what
+/// may be opened, so a `--ro` file opened read-only would otherwise take `fchmod`, `fchown`,
+/// `fsetxattr` (an ACL is a mode) or `futimens` through its descriptor.
 #[rustfmt::skip]
 pub const DEGRADED_RULES: &[Rule] = &[
     eperm("chmod",             Always, "change the mode of any file of the user's, which Landlock does not govern").only_on(Arch::X86_64),
+    eperm("fchmod",            Always, "change the mode of any file of the user's through a descriptor, even one opened read-only"),
     eperm("fchmodat",          Always, "change the mode of any file of the user's, which Landlock does not govern"),
     eperm("fchmodat2",         Always, "change the mode of any file of the user's, which Landlock does not govern"),
     eperm("chown",             Always, "change the group of any file of the user's").only_on(Arch::X86_64),
     eperm("lchown",            Always, "change the group of any file of the user's").only_on(Arch::X86_64),
+    eperm("fchown",            Always, "change the group of any file of the user's through a descriptor, even one opened read-only"),
     eperm("fchownat",          Always, "change the group of any file of the user's"),
     eperm("utime",             Always, "forge the times of any file of the user's").only_on(Arch::X86_64),
     eperm("utimes",            Always, "forge the times of any file of the user's").only_on(Arch::X86_64),
     eperm("futimesat",         Always, "forge the times of any file of the user's").only_on(Arch::X86_64),
-    eperm("utimensat",         UTIMENSAT_PATH, "forge the times of any file of the user's (by path)"),
-    eperm("setxattr",          Always, "set extended attributes on any file of the user's"),
-    eperm("lsetxattr",         Always, "set extended attributes on any file of the user's"),
+    eperm("utimensat",         Always, "forge the times of any file of the user's, by path or (futimens) through a descriptor opened read-only"),
+    eperm("setxattr",          Always, "set extended attributes on any file of the user's (an ACL is a mode)"),
+    eperm("lsetxattr",         Always, "set extended attributes on any file of the user's (an ACL is a mode)"),
+    eperm("fsetxattr",         Always, "set extended attributes through a descriptor, even one opened read-only (an ACL is a mode)"),
     eperm("removexattr",       Always, "remove extended attributes from any file of the user's"),
     eperm("lremovexattr",      Always, "remove extended attributes from any file of the user's"),
+    eperm("fremovexattr",      Always, "remove extended attributes through a descriptor, even one opened read-only"),
     eperm("setxattrat",        Always, "set extended attributes on any file of the user's"),
     eperm("removexattrat",     Always, "remove extended attributes from any file of the user's"),
     eperm("socket",            SOCKET_UNIX, "connect to the host's named sockets (D-Bus, docker.sock), which Landlock does not govern; socketpair stays allowed"),
+];
+
+/// Each metadata call of [`DEGRADED_RULES`] that names its file by path, with the call that does
+/// the same through a descriptor. Both halves of every pair must be refused outright; where one
+/// call is both (`utimensat` with a NULL path is `futimens`), it is its own twin.
+#[rustfmt::skip]
+pub const DEGRADED_FD_TWINS: &[(&str, &str)] = &[
+    ("chmod",         "fchmod"),
+    ("fchmodat",      "fchmod"),
+    ("fchmodat2",     "fchmod"),
+    ("chown",         "fchown"),
+    ("lchown",        "fchown"),
+    ("fchownat",      "fchown"),
+    ("utime",         "utimensat"),
+    ("utimes",        "utimensat"),
+    ("futimesat",     "utimensat"),
+    ("utimensat",     "utimensat"),
+    ("setxattr",      "fsetxattr"),
+    ("lsetxattr",     "fsetxattr"),
+    ("setxattrat",    "fsetxattr"),
+    ("removexattr",   "fremovexattr"),
+    ("lremovexattr",  "fremovexattr"),
+    ("removexattrat", "fremovexattr"),
 ];
 
 /// Build the degraded-mode filter ([`DEGRADED_RULES`]) for the running architecture. It is

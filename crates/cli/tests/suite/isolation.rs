@@ -780,7 +780,7 @@ fn explicit_limits_without_cgroups_are_refused_unless_degraded_is_allowed() {
 /// Run `warden ARGS`, as an unprivileged user, inside a user namespace whose
 /// own limit of nested user namespaces is 0: a host that forbids them, made
 /// for this test only. Paths the test hands in must belong to `who`.
-fn warden_without_user_namespaces_as(
+pub(super) fn warden_without_user_namespaces_as(
     who: &Unprivileged,
     args: &[&str],
 ) -> Option<std::process::Output> {

@@ -25,6 +25,7 @@ mod daemon_retention;
 mod daemon_starvation;
 mod dashboard_auth;
 mod decode_budget;
+mod degraded_fd_twins;
 mod desktop;
 mod desktop_api;
 mod detection;

@@ -1132,3 +1132,34 @@ fn seccomp_program_matches_the_rule_table() {
     assert!(!built.is_empty());
     assert_eq!(built, warden_jail::SECCOMP_PROGRAM);
 }
+
+#[test]
+fn degraded_mode_refuses_every_metadata_call_through_a_descriptor_as_it_does_by_path() {
+    let refused_always = |name: &str| {
+        seccomp::DEGRADED_RULES
+            .iter()
+            .any(|rule| rule.syscall == name && rule.when == When::Always)
+    };
+    let mut open = Vec::new();
+    for (path, fd) in seccomp::DEGRADED_FD_TWINS {
+        for call in [path, fd] {
+            if !refused_always(call) {
+                open.push(format!("{call} (the pair {path} / {fd})"));
+            }
+        }
+    }
+    assert!(open.is_empty(), "not refused outright: {}", open.join(", "));
+    // Every metadata rule of the list is in a pair: a path call added later without its
+    // descriptor twin fails here. Only the socket rule is not about a file's metadata.
+    let unpaired: Vec<&str> = seccomp::DEGRADED_RULES
+        .iter()
+        .map(|rule| rule.syscall)
+        .filter(|name| *name != "socket")
+        .filter(|name| {
+            !seccomp::DEGRADED_FD_TWINS
+                .iter()
+                .any(|(path, fd)| path == name || fd == name)
+        })
+        .collect();
+    assert!(unpaired.is_empty(), "without a twin: {unpaired:?}");
+}
