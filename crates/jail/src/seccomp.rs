@@ -704,6 +704,32 @@ pub const NOTIFY_RULES: &[NotifyRule] = &[
     NotifyRule { syscall: "fchmodat2", mode_arg: 2, reason: "open a shared host file to other local users", only_on: None },
 ];
 
+/// Calls put to the supervisor whatever their arguments: what they open to the host's other
+/// users depends on a file and a name the filter cannot read (`crate::modes::attrs`,
+/// `crate::modes::links`). The supervisor makes the call itself on the file it found, or
+/// answers `errno`.
+/// - The attribute calls: a POSIX ACL (`system.posix_acl_access`) is a mode, and can name
+///   users and groups besides; a default ACL sets the modes of root's later files in a
+///   directory, whatever root's umask. Judged as a `chmod` to the mode the ACL spells; named
+///   entries, masks, default ACLs and removals only on files born in this run. `setxattrat`
+///   and `removexattrat` answer `ENOSYS`, as on a kernel before them.
+/// - `link`, `linkat`: a second name of root's file outside the `0700` directory that keeps it
+///   from other users, through which they read whatever root writes into it later. Only files
+///   born in this run take another name.
+#[rustfmt::skip]
+pub const FILE_NOTIFY_RULES: &[Rule] = &[
+    eperm("setxattr",      Always, "set an ACL that opens a shared host file, or root's later files in a directory, to other local users"),
+    eperm("lsetxattr",     Always, "set an ACL that opens a shared host file to other local users"),
+    eperm("fsetxattr",     Always, "set an ACL that opens a shared host file to other local users, through a descriptor"),
+    eperm("removexattr",   Always, "remove an ACL, widening the group's bits to its mask's or freeing later files from a default"),
+    eperm("lremovexattr",  Always, "remove an ACL (see removexattr)"),
+    eperm("fremovexattr",  Always, "remove an ACL through a descriptor (see removexattr)"),
+    enosys("setxattrat",   Always, "set an ACL (see setxattr); its value is in a struct, and libc does not use it yet"),
+    enosys("removexattrat",Always, "remove an ACL (see removexattr); libc does not use it yet"),
+    eperm("link",          Always, "give root's file a second name outside the directory that keeps it from other local users").only_on(Arch::X86_64),
+    eperm("linkat",        Always, "give root's file a second name outside the directory that keeps it from other local users"),
+];
+
 /// Calls put to the supervisor when the sandbox has an exec allowlist, so that every refused
 /// exec is recorded (`exec_refused`) whichever layer would refuse it. The supervisor never lets
 /// through what the kernel would refuse: it answers `CONTINUE` for what the list allows (the
@@ -758,6 +784,18 @@ pub fn build_notify_filter_for(arch: Arch, exec: bool) -> Result<ScmpFilterConte
                     source,
                 })?;
         }
+    }
+    for rule in FILE_NOTIFY_RULES {
+        if rule.only_on.is_some_and(|only| only != arch) {
+            continue;
+        }
+        let syscall = resolve(rule.syscall, arch)?;
+        filter
+            .add_rule_exact(ScmpAction::Notify, syscall)
+            .map_err(|source| SeccompError::AddRule {
+                syscall: rule.syscall,
+                source,
+            })?;
     }
     if exec {
         for rule in EXEC_NOTIFY_RULES {

@@ -77,6 +77,7 @@ mod second_week;
 mod secrets;
 mod secrets_leaks;
 mod selftest;
+mod share_acls_links;
 mod share_exposure;
 mod share_modes;
 mod snapshot_bounds;

@@ -137,6 +137,30 @@ impl Caller {
         Err(Errno::NAMETOOLONG)
     }
 
+    /// `len` bytes at `addr` in the caller's memory.
+    pub fn read_bytes(&self, addr: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        let mem =
+            std::fs::File::open(format!("/proc/{}/mem", self.tid)).map_err(|_| Errno::FAULT)?;
+        let mut bytes = vec![0u8; len];
+        mem.read_exact_at(&mut bytes, addr)
+            .map_err(|_| Errno::FAULT)?;
+        Ok(bytes)
+    }
+
+    /// The caller's user (`"uid_map"`) or group (`"gid_map"`) ID map, as
+    /// (inside, outside, count), the outside as this process sees it.
+    pub fn id_map(&self, which: &str) -> Result<Vec<(u32, u32, u32)>, Errno> {
+        let text = std::fs::read_to_string(format!("/proc/{}/{which}", self.tid))
+            .map_err(|_| Errno::SRCH)?;
+        Ok(text
+            .lines()
+            .filter_map(|line| {
+                let mut n = line.split_whitespace().map(|w| w.parse::<u32>().ok());
+                Some((n.next()??, n.next()??, n.next()??))
+            })
+            .collect())
+    }
+
     /// Take on the caller's file-system identity in this thread only, so
     /// that what the thread opens and changes next, the kernel checks as
     /// the caller's. A caller that is the host's root is refused: nothing

@@ -25,8 +25,10 @@
 //! thread, which records each one refused ([`exec`]); it never lets an
 //! exec through that the kernel would refuse.
 
+mod attrs;
 mod caller;
 pub mod exec;
+mod links;
 pub mod rule;
 mod walk;
 
@@ -272,12 +274,15 @@ fn readable(listener: &OwnedFd) -> bool {
     }
 }
 
+/// A file as the rule remembers it: device, inode, birth.
+type Key = (u32, u32, u64, i64, u32);
+
 /// What one run remembers between calls.
 struct Judge {
     since: (i64, u32),
-    /// Group and other bits taken away through this rule, by file
-    /// (device, inode, birth), to be given back.
-    taken: HashMap<(u32, u32, u64, i64, u32), u32>,
+    /// Group and other bits taken away through this rule, by file, to be
+    /// given back.
+    taken: HashMap<Key, u32>,
     /// The callers are a helper running as the host's root (see
     /// [`watch_helper`]): changes are made with the supervisor's identity.
     helper: bool,
@@ -299,6 +304,14 @@ impl Judge {
         valid(listener, req.id)?;
         if !self.helper {
             caller.assume()?;
+        }
+        // Attributes (an ACL is a mode) and hard links, judged on the same
+        // file by the same rule.
+        if attrs::handles(nr) {
+            return self.attribute(listener, req, &caller);
+        }
+        if links::handles(nr) {
+            return self.link(listener, req, &caller);
         }
         let (target, mode, apply) = match nr {
             libc::SYS_fchmod => (caller.take_fd(args[0])?, args[1], Apply::Open),
@@ -343,8 +356,10 @@ impl Judge {
         self.change(&target, mode as u32, apply)
     }
 
-    /// Judge and make the change on `target`.
-    fn change(&mut self, target: &OwnedFd, mode: u32, apply: Apply) -> Result<(), Errno> {
+    /// What the rule knows of `target`, and the key its taken-away bits
+    /// are remembered by. Every call the supervisor judges on a file (a
+    /// mode, an ACL, a link) reads it here.
+    fn seen(&self, target: &OwnedFd) -> Result<(rule::Seen, Key), Errno> {
         use rustix::fs::{statx, AtFlags, StatxFlags};
         let st = statx(
             target.as_fd(),
@@ -361,16 +376,32 @@ impl Judge {
             born.0,
             born.1,
         );
-        let current = u32::from(st.stx_mode);
+        let seen = rule::Seen {
+            mode: u32::from(st.stx_mode),
+            own,
+            given_back: self.taken.get(&key).copied().unwrap_or(0),
+        };
+        Ok((seen, key))
+    }
+
+    /// Remember the group and other bits a permitted change from
+    /// `current` to `mode` took away, to be given back.
+    fn remember(&mut self, key: Key, current: u32, mode: u32) {
+        let taken = rule::taken_away(current, mode);
+        if taken != 0 && (self.taken.len() < REMEMBERED || self.taken.contains_key(&key)) {
+            *self.taken.entry(key).or_insert(0) |= taken;
+        }
+    }
+
+    /// Judge and make the change on `target`.
+    fn change(&mut self, target: &OwnedFd, mode: u32, apply: Apply) -> Result<(), Errno> {
+        use rustix::fs::AtFlags;
+        let (seen, key) = self.seen(target)?;
+        let current = seen.mode;
         if current & libc::S_IFMT == libc::S_IFLNK {
             // A link's own mode cannot be changed.
             return Err(Errno::OPNOTSUPP);
         }
-        let seen = rule::Seen {
-            mode: current,
-            own,
-            given_back: self.taken.get(&key).copied().unwrap_or(0),
-        };
         if !rule::may_set(seen, mode) {
             return Err(Errno::PERM);
         }
@@ -386,10 +417,7 @@ impl Judge {
                 AtFlags::empty(),
             )?,
         }
-        let taken = rule::taken_away(current, mode);
-        if taken != 0 && (self.taken.len() < REMEMBERED || self.taken.contains_key(&key)) {
-            *self.taken.entry(key).or_insert(0) |= taken;
-        }
+        self.remember(key, current, mode);
         Ok(())
     }
 }
