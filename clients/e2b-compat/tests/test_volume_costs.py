@@ -7,8 +7,6 @@ count against a token's disk quota once they are there."""
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -71,7 +69,7 @@ def test_empty_files_with_long_names_never_grow_a_writable_volume_past_the_disk_
 
 
 def test_a_volume_of_empty_files_counts_against_its_tokens_disk_quota(
-    daemon: Daemon, label: str
+    daemon: Daemon, tmp_path_factory: pytest.TempPathFactory, label: str
 ) -> None:
     probe = Sandbox.create(metadata={"test": label}, timeout=60)
     try:
@@ -79,10 +77,7 @@ def test_a_volume_of_empty_files_counts_against_its_tokens_disk_quota(
     finally:
         probe.kill()
     spare_mb = 32
-    # A short state path: a sandbox's control socket lives beneath it, and
-    # a Unix socket's path is at most 107 bytes (a pytest-xdist worker's
-    # temporary directory came past it).
-    base = Path(tempfile.mkdtemp(prefix="w-eq-"))
+    base = tmp_path_factory.mktemp("warden-e2b-emptyquota")
     started = _start(base, f"  idle_seconds: 600\nquotas:\n  disk: {budget_mb + spare_mb}M\n")
     d = next(started)
     try:
@@ -98,4 +93,3 @@ def test_a_volume_of_empty_files_counts_against_its_tokens_disk_quota(
         Sandbox.create(timeout=60).kill()
     finally:
         started.close()
-        shutil.rmtree(base, ignore_errors=True)
