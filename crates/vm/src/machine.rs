@@ -1419,4 +1419,26 @@ mod tests {
             .any(|w| w[0] == "-incoming" && w[1] == "fd:13"));
         assert!(!restored.iter().any(|a| a.contains("hubport")));
     }
+
+    #[test]
+    fn the_vmm_is_handed_every_socket_as_a_descriptor_whatever_the_run_directorys_length() {
+        // A socket's path holds 107 bytes: QEMU never gets one by path, so
+        // a state directory of any length starts a VM.
+        let mut c = config();
+        c.run_dir = PathBuf::from(format!("/{}", "d".repeat(300)));
+        let mut h = handed(Vec::new(), None);
+        h.virtiofs = Some(14);
+        let a = c.argv(&h);
+        let chardevs: Vec<&String> = a
+            .windows(2)
+            .filter(|w| w[0] == "-chardev")
+            .map(|w| &w[1])
+            .collect();
+        assert_eq!(chardevs.len(), 3, "{a:?}");
+        for dev in chardevs {
+            assert!(dev.starts_with("socket,") && dev.contains(",fd="), "{dev}");
+            assert!(!dev.contains("path="), "{dev}");
+        }
+        assert!(!a.iter().any(|x| x.contains("ddddd")), "{a:?}");
+    }
 }
