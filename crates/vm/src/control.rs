@@ -529,6 +529,7 @@ impl Live {
         let r = crate::wire::Reattach {
             clock: (now.as_secs() as i64, now.subsec_nanos()),
             seed: None,
+            hostname: None,
         };
         let frame = Frame::json(crate::wire::Kind::Reattach, 0, &r);
         self.ask_guest(frame, crate::wire::Kind::Reattached, stream)

@@ -208,3 +208,108 @@ pub(crate) fn restore_paused(
         }
     })
 }
+
+/// Restore a copy of the VM paused in `dir` into a VMM started with
+/// `cfg`, leaving the state in place (one save, any number of copies).
+/// The copy takes an identity of its own before any of its processes
+/// runs again: 64 fresh random bytes reseed its generator (two copies
+/// never draw the same numbers from the one saved pool), its clock is
+/// stepped to the host's, and it takes `hostname`; its shares, given back
+/// before the save, are mounted again from `cfg`'s. A guest that cannot
+/// is ended, never left half-restored.
+pub fn restore_copy(
+    cfg: &Config,
+    dir: &Path,
+    timeout: Duration,
+    hostname: &str,
+) -> Result<Machine, PauseError> {
+    let about = dir.join(ABOUT);
+    let bytes = std::fs::read(&about).map_err(snapshot::io("read", &about))?;
+    let paused: PausedVm = serde_json::from_slice(&bytes).map_err(|e| SnapshotError::Damaged {
+        path: about.clone(),
+        why: e.to_string(),
+    })?;
+    let key = crate::template::key(cfg);
+    if paused.record.key != key {
+        return Err(PauseError::OtherShape {
+            dir: dir.to_path_buf(),
+        });
+    }
+    let mut seed = vec![0u8; 64];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").map_err(snapshot::io(
+            "read randomness for",
+            Path::new("/dev/urandom"),
+        ))?,
+        &mut seed,
+    )
+    .map_err(snapshot::io(
+        "read randomness for",
+        Path::new("/dev/urandom"),
+    ))?;
+    let opened = snapshot::open(&dir.join(STATE), &key)?;
+    let mut cfg = cfg.clone();
+    cfg.start = Start::Restore(opened.fd.clone());
+    let mut m = Machine::launch(&cfg)?.restored(
+        &cfg,
+        timeout,
+        || opened.verify(),
+        Then::Serving(paused.ready),
+    )?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let r = crate::wire::Reattach {
+        clock: (now.as_secs() as i64, now.subsec_nanos()),
+        seed: Some(seed),
+        hostname: Some(hostname.to_string()),
+    };
+    match reidentify(&m, &r, &rest(dir), timeout) {
+        None => Ok(m),
+        Some(why) => {
+            m.stop(Duration::ZERO);
+            Err(PauseError::Refused(format!(
+                "the copy could not take its own identity: {why}"
+            )))
+        }
+    }
+}
+
+/// Tell the restored guest of `m` its new identity (`r`) and wait for its
+/// answer, reading its channel from `rest` on: `None` when it took it.
+fn reidentify(
+    m: &Machine,
+    r: &crate::wire::Reattach,
+    rest: &[u8],
+    timeout: Duration,
+) -> Option<String> {
+    use crate::wire::{Frame, Kind};
+    let (mut w, mut rd) = match (m.stream.try_clone(), m.stream.try_clone()) {
+        (Ok(w), Ok(r)) => (w, r),
+        (Err(e), _) | (_, Err(e)) => return Some(e.to_string()),
+    };
+    if let Err(e) = Frame::json(Kind::Reattach, 0, r).write_to(&mut w) {
+        return Some(format!("cannot reach the guest ({e})"));
+    }
+    let _ = rd.set_read_timeout(Some(timeout));
+    let mut buf = rest.to_vec();
+    let mut chunk = vec![0u8; crate::wire::CHUNK + 64];
+    loop {
+        match crate::channel::frames(&mut buf) {
+            Ok(frames) => {
+                if let Some(f) = frames.into_iter().find(|f| f.kind == Kind::Reattached) {
+                    return f
+                        .parse::<Option<String>>()
+                        .unwrap_or_else(|e| Some(format!("the guest answered garbled ({e})")));
+                }
+            }
+            Err(_) => return Some("the guest's channel is garbled".into()),
+        }
+        match std::io::Read::read(&mut rd, &mut chunk) {
+            Ok(0) => return Some("the guest went away".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Some(format!("the guest did not answer ({e})")),
+        }
+    }
+}

@@ -183,6 +183,9 @@ pub struct Reattach {
     /// guest is a copy that must not share its source's randomness.
     #[serde(default)]
     pub seed: Option<Vec<u8>>,
+    /// The copy's own hostname (its source's otherwise stays).
+    #[serde(default)]
+    pub hostname: Option<String>,
 }
 
 impl std::fmt::Debug for Reattach {
@@ -191,6 +194,7 @@ impl std::fmt::Debug for Reattach {
         f.debug_struct("Reattach")
             .field("clock", &self.clock)
             .field("seed", &self.seed.as_ref().map(Vec::len))
+            .field("hostname", &self.hostname)
             .finish()
     }
 }

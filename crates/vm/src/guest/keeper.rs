@@ -423,8 +423,8 @@ fn release(freezer: &Freezer, p: &Params) -> Option<String> {
     None
 }
 
-/// Mount what was released, step the clock (and reseed, for a copy), and
-/// thaw.
+/// Mount what was released, step the clock (and, for a copy, reseed and
+/// take its own hostname), and thaw.
 fn reattach(freezer: Option<&Freezer>, p: &Params, released: bool, r: &Reattach) -> Option<String> {
     if released {
         if let Err(e) = attach_shares(p) {
@@ -437,6 +437,11 @@ fn reattach(freezer: Option<&Freezer>, p: &Params, released: bool, r: &Reattach)
     if let Some(seed) = &r.seed {
         if seed.len() < 32 || super::entropy::reseed(seed).is_err() {
             return Some("cannot reseed the guest's random generator".into());
+        }
+    }
+    if let Some(h) = &r.hostname {
+        if let Err(e) = nix::unistd::sethostname(h) {
+            return Some(format!("cannot set the hostname ({e})"));
         }
     }
     let _ = super::entropy::set_clock(r.clock.0, r.clock.1);

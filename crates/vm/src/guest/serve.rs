@@ -329,6 +329,10 @@ pub(super) fn serve(mut port: File, w: File, mut held: super::setup::Held) {
             Kind::Reattach => {
                 let answer = match (frame.parse::<crate::wire::Reattach>(), held.keeper.as_mut()) {
                     (Ok(r), Some(k)) => k.reattach(r),
+                    // A copy's new identity is never dropped silently.
+                    (Ok(r), None) if r.seed.is_some() || r.hostname.is_some() => Some(
+                        "this guest has no keeper to reseed it and give it its own hostname".into(),
+                    ),
                     (Ok(_), None) => None,
                     (Err(e), _) => Some(format!("cannot read the request ({e})")),
                 };
