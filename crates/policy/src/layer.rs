@@ -2,7 +2,7 @@
 //! by [`Field`], each value ([`Val`]) with its [`Origin`] (a flag, a
 //! file's line and column, a JSON pointer, an annotation) and the
 //! [`Trust`] of whoever gave it. Doors read into it by the field table
-//! (`read.rs`, the CLI's flags, `oci.rs`); composition (`compose.rs`)
+//! (`read.rs`, the CLI's flags, `oci.rs`); composition (`compose/`)
 //! merges layers; resolution (`resolve/`) reads the merged one. This
 //! module holds the values and how a layer is read and merged, nothing of
 //! where they came from beyond each value's origin.
@@ -197,7 +197,7 @@ pub struct Sourced {
     pub val: Val,
     pub origin: Origin,
     /// The trust of the source that gave it. What it may set is held to
-    /// the trust rule when it is read (`compose.rs`'s loader); some
+    /// the trust rule when it is read (`compose/`'s loader); some
     /// values keep it further: an allowlist entry of a caller's reaches
     /// public addresses only (see [`DomainRule::caller`](crate::DomainRule)).
     pub trust: Trust,
