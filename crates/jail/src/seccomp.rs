@@ -573,6 +573,12 @@ pub const DEGRADED_RULES: &[Rule] = &[
     eperm("setxattrat",        Always, "set extended attributes on any file of the user's"),
     eperm("removexattrat",     Always, "remove extended attributes from any file of the user's"),
     eperm("socket",            SOCKET_UNIX, "connect to the host's named sockets (D-Bus, docker.sock), which Landlock does not govern; socketpair stays allowed"),
+    // Hard links go to the supervisor (FILE_NOTIFY_RULES), which makes a permitted one itself,
+    // outside the sandbox's Landlock domain: in the host's own file tree that would link the
+    // sandbox's file into any directory of the user's on the same file system. Refused here
+    // (the errno outranks the notification); git falls back to renaming its objects.
+    eperm("link",              Always, "link a file of the sandbox's where Landlock refuses it writes, through the supervisor that judges links").only_on(Arch::X86_64),
+    eperm("linkat",            Always, "link a file of the sandbox's where Landlock refuses it writes, through the supervisor that judges links"),
 ];
 
 /// Each metadata call of [`DEGRADED_RULES`] that names its file by path, with the call that does

@@ -27,6 +27,9 @@ attempt("fsetxattr-user", lambda: os.setxattr(fd, "user.planted", b"x"))
 attempt("fremovexattr", lambda: os.removexattr(fd, "user.kept"))
 attempt("futimens", lambda: os.utime(fd, (1, 1)))
 attempt("futimens-now", lambda: os.utime(fd))
+own = os.environ["TMPDIR"] + "/own"
+open(own, "w").write("mine")
+attempt("link-own", lambda: os.link(own, own + ".2"))
 "#;
 
 #[test]
@@ -72,7 +75,7 @@ fn a_read_only_file_opened_read_only_keeps_its_mode_owner_times_and_attributes_i
     };
     let said = stdout(&out);
     let why = format!("{said}\n{}", stderr(&out));
-    assert_eq!(said.matches("refused").count(), 8, "{why}");
+    assert_eq!(said.matches("refused").count(), 9, "{why}");
     assert!(!said.contains("ALLOWED"), "{why}");
     let meta = std::fs::metadata(&cred).unwrap();
     assert_eq!(meta.permissions().mode() & 0o7777, 0o600, "{why}");

@@ -15,6 +15,10 @@
 //! `git clone` of a local repository, `pnpm`'s store) meet `EPERM` there
 //! and copy instead, as they do across file systems.
 //!
+//! Without namespaces (degraded mode) the link made here would be outside
+//! the sandbox's Landlock domain, in the host's own file tree: the degraded
+//! filter refuses `link` and `linkat` before they reach the supervisor.
+//!
 //! A rename moves a file's only name: root's later writes by path land in
 //! a new file where the old name was, not in the moved one, whose contents
 //! the sandbox could read and copy anyway. Renames are left to the kernel
