@@ -213,3 +213,54 @@ fn a_program_off_the_list_and_a_script_whose_interpreter_is_off_it_are_recorded_
         }
     }
 }
+
+/// A python3 program that swaps a link between the allowed python3 and a
+/// copy of it the sandbox wrote, while it runs the link again and again:
+/// the judge looks at the file before the kernel resolves the path again.
+/// It prints how often each ran and how often the exec was refused.
+const SWAP: &str = r#"
+import os, shutil, subprocess, threading
+shutil.copy("/usr/bin/python3", "/tmp/py-copy")
+os.chmod("/tmp/py-copy", 0o755)
+real = os.path.realpath("/usr/bin/python3")
+os.symlink(real, "/tmp/l")
+stop = False
+def flip():
+    while not stop:
+        for target in (real, "/tmp/py-copy"):
+            try:
+                os.symlink(target, "/tmp/l.new")
+                os.replace("/tmp/l.new", "/tmp/l")
+            except OSError:
+                pass
+threading.Thread(target=flip, daemon=True).start()
+ran = {"allowed": 0, "copy": 0}
+refused = 0
+for _ in range(60):
+    try:
+        r = subprocess.run(["/tmp/l", "-S", "-c", "import os; print(os.readlink('/proc/self/exe'))"],
+                           capture_output=True, text=True)
+        ran["copy" if "py-copy" in r.stdout else "allowed"] += 1
+    except PermissionError:
+        refused += 1
+stop = True
+print(f"copy ran {ran['copy']}")
+print(f"refused {refused}")
+"#;
+
+#[test]
+fn a_link_swapped_between_the_judges_look_and_the_kernels_never_runs_the_written_copy() {
+    if !host_ready() {
+        return;
+    }
+    for r in Runner::all() {
+        let ws = workspace(&r);
+        let o = r.run(ALLOW, &["-w", ws.str()], &["python3", "-c", SWAP]);
+        let out = stdout(&o);
+        assert_eq!(code(&o), 0, "{}: {o:?}", r.name);
+        // Whatever the judge saw, the kernel refuses the copy (its mount
+        // is noexec): the judge's "continue" grants nothing.
+        assert!(out.lines().any(|l| l == "copy ran 0"), "{}: {out}", r.name);
+        assert!(!out.lines().any(|l| l == "refused 0"), "{}: {out}", r.name);
+    }
+}
