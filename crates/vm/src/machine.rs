@@ -657,7 +657,7 @@ impl Machine {
         let mut fsd = crate::fsd::KillOnDrop(fsd);
         // Joined before the VMM runs: a VMM that cannot be confined is not
         // started.
-        let jail = warden_jail::vmm::VmmJail::prepare(
+        let mut jail = warden_jail::vmm::VmmJail::prepare(
             &vmm_access(
                 cfg,
                 &logs.console,
@@ -669,6 +669,9 @@ impl Machine {
             Some(ids),
             cfg.cgroup.as_deref(),
         )?;
+        // QEMU's 9p server changes the shares' modes for the guest: judged
+        // on the host, whatever the guest's kernel says.
+        jail.judge_modes()?;
         jail.apply(&mut command);
         let (out, err) = (logs.out, logs.err);
         let child = command
@@ -681,6 +684,16 @@ impl Machine {
                 path: cfg.vmm.clone(),
                 source,
             })?;
+        if let Err(source) = jail.watch_modes() {
+            // Nobody would answer its mode changes: it does not run.
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(MachineError::Spawn {
+                path: cfg.vmm.clone(),
+                source,
+            });
+        }
         // The VMM holds virtiofsd's other end now: when the VMM ends,
         // virtiofsd sees its socket close and ends too.
         let copies = files

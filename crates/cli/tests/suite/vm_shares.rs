@@ -316,6 +316,68 @@ fn a_guest_writes_a_root_owned_rw_bind_as_its_own_and_changes_nothing_of_the_hos
 }
 
 #[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_guest_cannot_open_roots_private_file_in_a_rw_bind_to_others_yet_may_make_its_own_executable() {
+    if !is_root() {
+        skip("needs root: the bind's file must belong to root, whose IDs the VMM never takes");
+        return;
+    }
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-rw-modes");
+    let ws = TempDir::new("vm-rw-modes-ws");
+    let rw = TempDir::new("vm-rw-modes-bind");
+    std::fs::set_permissions(rw.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = rw.path().join("secret");
+    std::fs::write(&secret, "root only").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The guest's chmod reaches the host as QEMU's 9p server's, over a
+    // view that makes root's files the VMM's own: before the VMM's calls
+    // were judged, this made root's 0600 file 0644 on the host. The
+    // guest's own filter lets these modes through (no write bit), so what
+    // holds here is the host's judge of the VMM, as against a guest whose
+    // kernel is the sandbox's.
+    let script = format!(
+        "cd {rw} || exit 9; \
+         chmod 644 secret 2>/dev/null && echo OPENED-644; \
+         chmod o+r secret 2>/dev/null && echo OPENED-O; \
+         chmod g+r secret 2>/dev/null && echo OPENED-G; \
+         echo mine > mine; chmod 755 mine && echo MADE-EXECUTABLE; \
+         echo end",
+        rw = rw.str(),
+    );
+    let o = vm_warden(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "-w",
+            ws.str(),
+            "--rw",
+            rw.str(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        None,
+    );
+    let out = stdout(&o);
+    assert!(out.contains("end"), "stdout: {out}\nstderr: {}", stderr(&o));
+    assert!(out.contains("MADE-EXECUTABLE"), "{out}\n{}", stderr(&o));
+    for opened in ["OPENED-644", "OPENED-O", "OPENED-G"] {
+        assert!(!out.contains(opened), "{opened}: {out}");
+    }
+    let mode = std::fs::metadata(&secret).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o600, "root's file became {mode:o} on the host");
+    let mine = std::fs::metadata(rw.path().join("mine")).unwrap().mode() & 0o7777;
+    assert_eq!(mine, 0o755, "the guest's own file is {mine:o}");
+}
+
+#[test]
 fn a_vm_sandbox_refuses_a_bind_it_cannot_share_as_named_before_booting() {
     let state = TempDir::new("vm-bind-refuse");
     let dir = TempDir::new("vm-bind-refuse-dir");

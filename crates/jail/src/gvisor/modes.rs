@@ -1,5 +1,6 @@
-//! Mode changes made on the host by runsc for a gVisor sandbox, judged by
-//! the supervisor with the process backend's one rule ([`crate::modes`]).
+//! Mode changes made on the host by runsc for a gVisor sandbox (and by a
+//! VM's file servers, `crate::vmm`), judged by the supervisor with the
+//! process backend's one rule ([`crate::modes`]).
 //!
 //! Under gVisor the sandbox's `chmod` is served by gVisor's kernel, and the
 //! host file is changed by runsc itself (its gofer, or the sentry through
@@ -26,20 +27,20 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 /// The filter, made before the fork, and the child's end of the socket
 /// pair that carries its listener to the supervisor.
-pub(super) struct ModeFilter {
+pub(crate) struct ModeFilter {
     filter: Vec<libc::sock_filter>,
     child: OwnedFd,
 }
 
 /// The supervisor's end of that pair.
-pub(super) struct ModeWatch {
+pub(crate) struct ModeWatch {
     parent: OwnedFd,
 }
 
 impl ModeFilter {
     /// Everything the child needs, made here: after the fork it only
     /// makes system calls.
-    pub(super) fn prepare() -> io::Result<(ModeFilter, ModeWatch)> {
+    pub(crate) fn prepare() -> io::Result<(ModeFilter, ModeWatch)> {
         let filter = crate::sys::sock_filters(crate::modes::NOTIFY_PROGRAM)
             .ok_or_else(|| io::Error::other("warden has no mode filter for this architecture"))?;
         let (parent, child) = nix::sys::socket::socketpair(
@@ -55,7 +56,7 @@ impl ModeFilter {
     /// In the child of `runsc run`, between fork and exec: load the filter
     /// with a listener, send the listener to the supervisor, close it.
     /// Only system calls on memory made before the fork.
-    pub(super) fn in_child(&self) -> io::Result<()> {
+    pub(crate) fn in_child(&self) -> io::Result<()> {
         const SECCOMP_SET_MODE_FILTER: libc::c_ulong = 1;
         const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
         let len = libc::c_ushort::try_from(self.filter.len())
@@ -94,8 +95,15 @@ impl ModeWatch {
     /// after `since` are the sandbox's own (runsc's among them).
     /// The child's end must be closed by then (the command that held it
     /// dropped), so that a child that failed first ends the wait.
-    pub(super) fn watch(self, since: (i64, u32)) -> io::Result<()> {
+    pub(crate) fn watch(self, since: (i64, u32)) -> io::Result<()> {
         crate::modes::watch_helper(self.parent, since)
+    }
+
+    /// [`ModeWatch::watch`] for a helper that runs as an unprivileged user
+    /// of the host (a VM's file servers, see `vmm`): each permitted change
+    /// is made with the helper's own identity, as a sandbox's is.
+    pub(crate) fn watch_as_caller(self, since: (i64, u32)) -> io::Result<()> {
+        crate::modes::watch_unprivileged(self.parent, since)
     }
 }
 
@@ -138,4 +146,40 @@ fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// A helper's mode changes judged by the supervisor as its own (a VM's
+/// file servers, see `crate::vmm`): the filter its child loads last, the
+/// supervisor's end of the pair until the judge starts, and the start of
+/// the sandbox (what is born after is its own).
+pub(crate) struct Judged {
+    filter: std::sync::Arc<ModeFilter>,
+    watch: std::sync::Mutex<Option<ModeWatch>>,
+    since: (i64, u32),
+}
+
+impl Judged {
+    /// Before the helper is spawned.
+    pub(crate) fn new() -> io::Result<Judged> {
+        let (filter, watch) = ModeFilter::prepare()?;
+        Ok(Judged {
+            filter: std::sync::Arc::new(filter),
+            watch: std::sync::Mutex::new(Some(watch)),
+            since: crate::modes::now(),
+        })
+    }
+
+    /// What the helper's child loads ([`ModeFilter::in_child`]).
+    pub(crate) fn filter(&self) -> std::sync::Arc<ModeFilter> {
+        self.filter.clone()
+    }
+
+    /// Once the helper is spawned: start the judge (once).
+    pub(crate) fn watch(&self) -> io::Result<()> {
+        let watch = self.watch.lock().ok().and_then(|mut w| w.take());
+        match watch {
+            Some(w) => w.watch_as_caller(self.since),
+            None => Ok(()),
+        }
+    }
 }

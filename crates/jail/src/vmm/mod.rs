@@ -153,6 +153,9 @@ pub struct VmmJail {
     /// The placed views the root attaches, open until the helper is
     /// spawned.
     _views: Vec<std::sync::Arc<OwnedFd>>,
+    /// Where the helper's mode changes are judged ([`VmmJail::judge_modes`]):
+    /// the filter its child loads, and the supervisor's end of the listener.
+    modes: Option<crate::gvisor::modes::Judged>,
 }
 
 impl VmmJail {
@@ -260,7 +263,40 @@ impl VmmJail {
                 .iter()
                 .filter_map(|p| p.view.clone())
                 .collect(),
+            modes: None,
         })
+    }
+
+    /// Have the helper's mode changes judged by the supervisor with the
+    /// process backend's one rule ([`crate::modes`]): a file server (QEMU's
+    /// 9p) changes the host's files for a guest whose kernel may be the
+    /// sandbox's own, speaking 9p as it likes, so the guest's filter does
+    /// not count. (virtiofsd is not judged yet: its `chmod` names the file
+    /// through its own `/proc/self/fd` directory, which the judge's walk
+    /// refuses.) The helper loads the notifying filter
+    /// last, with a listener it hands over; the caller starts the judge
+    /// with [`VmmJail::watch_modes`] once the helper is spawned. Only
+    /// where the helper runs as nobody over views that swap the shares'
+    /// owner with it (as root): there a guest could make root's `0600` file
+    /// `0644`.
+    pub fn judge_modes(&mut self) -> Result<(), VmmJailError> {
+        if self.ids.is_none_or(|(uid, _)| uid != crate::NOBODY) {
+            return Ok(());
+        }
+        let judged = crate::gvisor::modes::Judged::new()
+            .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
+        self.modes = Some(judged);
+        Ok(())
+    }
+
+    /// Start judging the spawned helper's mode changes (see
+    /// [`VmmJail::judge_modes`]); files born since the judge was asked for
+    /// are the sandbox's own. Nothing to do where none was.
+    pub fn watch_modes(&self) -> std::io::Result<()> {
+        match &self.modes {
+            Some(m) => m.watch(),
+            None => Ok(()),
+        }
     }
 
     /// Have `cmd`'s program (the helper) start inside the jail. Registered
@@ -306,6 +342,7 @@ impl VmmJail {
         let groups = self.groups.clone();
         let ruleset = self.ruleset.as_raw_fd();
         let filter = self.filter.clone();
+        let modes = self.modes.as_ref().map(|m| m.filter());
         // A debug build's test may switch Landlock off, to see what the
         // other layers hold alone.
         let landlock = !crate::Weakened::current().landlock;
@@ -313,10 +350,10 @@ impl VmmJail {
         // single thread. It calls only async-signal-safe system calls
         // (write, setns, unshare, open, clone, waitpid, mount, pivot_root,
         // prctl, capset, setgroups, setres[ug]id, landlock_restrict_self,
-        // seccomp) on descriptors the child has (copies of the parent's
-        // table, kept open by the jail until the spawn returns) and on
-        // memory the closure owns, prepared before the fork; it allocates
-        // nothing.
+        // seccomp, sendmsg, close) on descriptors the child has (copies of
+        // the parent's table, kept open by the jail until the spawn
+        // returns) and on memory the closure owns, prepared before the
+        // fork; it allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
                 let check = crate::sys::check_rc;
@@ -374,7 +411,13 @@ impl VmmJail {
                     check(libc::setresgid(gid, gid, gid).into())?;
                     check(libc::setresuid(uid, uid, uid).into())?;
                 }
-                lock_down(landlock.then_some(ruleset), &filter)
+                lock_down(landlock.then_some(ruleset), &filter)?;
+                // Last: no_new_privs is set, and the helper's own filter
+                // below lets the listener be handed over.
+                match &modes {
+                    Some(m) => m.in_child(),
+                    None => Ok(()),
+                }
             })
         };
     }
