@@ -19,8 +19,16 @@
 //! fails (`ENOSYS`, the kernel's answer), and so does one this module
 //! cannot judge. Modes without group or other bits (`0600`, `0700`) never
 //! leave the kernel.
+//!
+//! With an exec allowlist the same filter, and so the same listener (the
+//! kernel gives a process one), also puts the sandbox's execs to this
+//! thread, which records each one refused ([`exec`]); it never lets an
+//! exec through that the kernel would refuse.
 
+mod attrs;
 mod caller;
+pub mod exec;
+mod links;
 pub mod rule;
 mod walk;
 
@@ -35,6 +43,10 @@ use walk::{Base, Named};
 /// architecture, compiled by the build script (empty where warden has no
 /// filter).
 pub const NOTIFY_PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-notify.bpf"));
+/// The same with the exec allowlist's calls ([`crate::seccomp::EXEC_NOTIFY_RULES`]), loaded
+/// instead when the sandbox has an allowlist: a process has one listener.
+pub const NOTIFY_EXEC_PROGRAM: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-notify-exec.bpf"));
 
 /// Why a sandbox does not start without the mode filter's listener.
 const UNJUDGED: &str = "the sandbox's mode changes could not be judged";
@@ -44,24 +56,44 @@ const SYS_FCHMODAT2: i64 = 452;
 const REMEMBERED: usize = 65_536;
 
 /// In the init, after the main filter: load the notifying filter and hand
-/// its listener to the supervisor over `channel`. Where the kernel gives
+/// its listener to the supervisor over `channel`; with an allowlist
+/// (`exec`), the filter that also puts execs to the supervisor, and the
+/// files the allowlist grants after the listener ([`exec::send_allowed`]).
+/// Where the kernel gives
 /// no listener (seccomp user notification, Linux 5.0; the judge needs
 /// `pidfd_getfd`, 5.6) the sandbox does not start: a filter loaded without
 /// one would make every such call fail (`ENOSYS`), `chmod +x` and the
 /// `0644` of every unpacked file among them, with only a debug line on the
 /// supervisor's side to say why. No kernel with Landlock lacks either.
-pub(crate) fn install_in_init(channel: Option<&OwnedFd>) -> Result<(), String> {
-    match load(true) {
+pub(crate) fn install_in_init(
+    channel: Option<&OwnedFd>,
+    exec: Option<&crate::exec_rules::Allowed>,
+) -> Result<(), String> {
+    let program = match exec {
+        Some(_) => NOTIFY_EXEC_PROGRAM,
+        None => NOTIFY_PROGRAM,
+    };
+    match load(program, true) {
         Ok(Some(listener)) => {
+            let first = [if exec.is_some() {
+                exec::WITH_EXEC
+            } else {
+                b'f'
+            }];
             let sent = match channel {
-                Some(c) => crate::sys::send_fds(c, &[listener.as_raw_fd()])
+                Some(c) => crate::fdpass::send(c.as_fd(), &first, &[listener.as_raw_fd()])
+                    .map(drop)
                     .map_err(|e| format!("cannot hand the mode listener to the supervisor: {e}")),
                 None => Ok(()),
             };
             // The init keeps no copy: a process of the sandbox holding it
             // could answer its own calls.
             drop(listener);
-            sent
+            sent?;
+            match (channel, exec) {
+                (Some(c), Some(allowed)) => exec::send_allowed(c, allowed),
+                _ => Ok(()),
+            }
         }
         Ok(None) => Err(format!(
             "the kernel gave no seccomp listener for the mode filter: {UNJUDGED}"
@@ -72,11 +104,11 @@ pub(crate) fn install_in_init(channel: Option<&OwnedFd>) -> Result<(), String> {
     }
 }
 
-/// Load [`NOTIFY_PROGRAM`], with a listener when `listen`.
-fn load(listen: bool) -> Result<Option<OwnedFd>, Errno> {
+/// Load `program` (a notifying filter), with a listener when `listen`.
+fn load(program: &[u8], listen: bool) -> Result<Option<OwnedFd>, Errno> {
     const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
     const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_uint = 1 << 3;
-    let filter = crate::sys::sock_filters(NOTIFY_PROGRAM).ok_or(Errno::INVAL)?;
+    let filter = crate::sys::sock_filters(program).ok_or(Errno::INVAL)?;
     let len = libc::c_ushort::try_from(filter.len()).map_err(|_| Errno::INVAL)?;
     let prog = libc::sock_fprog {
         len,
@@ -120,12 +152,18 @@ fn load(listen: bool) -> Result<Option<OwnedFd>, Errno> {
 /// Judge the sandbox's mode changes on one thread until every process of
 /// it is gone. `channel` brings the listener from the init; files born
 /// at or after `since` (the sandbox's start, on the coarse real-time
-/// clock file systems stamp births with) are the sandbox's own.
-pub(crate) fn watch(channel: OwnedFd, since: (i64, u32)) -> std::io::Result<()> {
+/// clock file systems stamp births with) are the sandbox's own. With an
+/// allowlist, its execs are judged too, and each refusal is written to
+/// `records` ([`exec::RecordReader`]).
+pub(crate) fn watch(
+    channel: OwnedFd,
+    since: (i64, u32),
+    records: Option<OwnedFd>,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("warden-modes".into())
         .stack_size(256 * 1024)
-        .spawn(move || serve(channel, since))
+        .spawn(move || serve(channel, since, records))
         .map(drop)
 }
 
@@ -140,7 +178,7 @@ pub(crate) fn watch_helper(channel: OwnedFd, since: (i64, u32)) -> std::io::Resu
     std::thread::Builder::new()
         .name("warden-modes".into())
         .stack_size(256 * 1024)
-        .spawn(move || serve_as(channel, since, true))
+        .spawn(move || serve_as(channel, since, None, true))
         .map(drop)
 }
 
@@ -152,7 +190,7 @@ pub(crate) fn watch_unprivileged(channel: OwnedFd, since: (i64, u32)) -> std::io
     std::thread::Builder::new()
         .name("warden-modes".into())
         .stack_size(256 * 1024)
-        .spawn(move || serve_as(channel, since, false))
+        .spawn(move || serve_as(channel, since, None, false))
         .map(drop)
 }
 
@@ -162,16 +200,17 @@ pub(crate) fn now() -> (i64, u32) {
     (t.tv_sec, u32::try_from(t.tv_nsec).unwrap_or(0))
 }
 
-fn serve(channel: OwnedFd, since: (i64, u32)) {
-    serve_as(channel, since, false)
+fn serve(channel: OwnedFd, since: (i64, u32), records: Option<OwnedFd>) {
+    serve_as(channel, since, records, false)
 }
 
 /// `helper`: the calls are a helper's (see [`watch_helper`]).
-fn serve_as(channel: OwnedFd, since: (i64, u32), helper: bool) {
+fn serve_as(channel: OwnedFd, since: (i64, u32), records: Option<OwnedFd>, helper: bool) {
+    let mut first = [0u8; 1];
     let received = loop {
-        match crate::sys::recv_fds(&channel, 1) {
+        match crate::fdpass::recv(channel.as_fd(), &mut first) {
             Err(nix::errno::Errno::EINTR) => {}
-            other => break other.map(|mut v| v.pop()),
+            other => break other.map(|(_, mut v)| v.pop()),
         }
     };
     let listener = match received {
@@ -183,6 +222,10 @@ fn serve_as(channel: OwnedFd, since: (i64, u32), helper: bool) {
             tracing::debug!("no mode listener from the sandbox: opening modes fail (ENOSYS)");
             return;
         }
+    };
+    let exec = match (first[0] == exec::WITH_EXEC, records) {
+        (true, Some(records)) => Some(exec::ExecJudge::receive(&channel, records)),
+        _ => None,
     };
     drop(channel);
     let mut judge = Judge {
@@ -201,12 +244,21 @@ fn serve_as(channel: OwnedFd, since: (i64, u32), helper: bool) {
             continue;
         };
         failures = 0;
-        let answer = judge.call(&listener, &req);
-        let resp = match answer {
-            Ok(()) => ScmpNotifResp::new_val(req.id, 0, ScmpNotifRespFlags::empty()),
-            Err(e) => {
-                ScmpNotifResp::new_error(req.id, -e.raw_os_error(), ScmpNotifRespFlags::empty())
-            }
+        let resp = match exec.as_ref().filter(|_| exec::ExecJudge::handles(&req)) {
+            Some(x) => match x.judge(&listener, &req) {
+                exec::Verdict::Continue => {
+                    ScmpNotifResp::new_continue(req.id, ScmpNotifRespFlags::empty())
+                }
+                exec::Verdict::Refuse(e) => {
+                    ScmpNotifResp::new_error(req.id, -e.raw_os_error(), ScmpNotifRespFlags::empty())
+                }
+            },
+            None => match judge.call(&listener, &req) {
+                Ok(()) => ScmpNotifResp::new_val(req.id, 0, ScmpNotifRespFlags::empty()),
+                Err(e) => {
+                    ScmpNotifResp::new_error(req.id, -e.raw_os_error(), ScmpNotifRespFlags::empty())
+                }
+            },
         };
         // A caller killed meanwhile is no longer waiting: nothing to do.
         let _ = resp.respond(listener.as_raw_fd());
@@ -234,12 +286,15 @@ fn readable(listener: &OwnedFd) -> bool {
     }
 }
 
+/// A file as the rule remembers it: device, inode, birth.
+type Key = (u32, u32, u64, i64, u32);
+
 /// What one run remembers between calls.
 struct Judge {
     since: (i64, u32),
-    /// Group and other bits taken away through this rule, by file
-    /// (device, inode, birth), to be given back.
-    taken: HashMap<(u32, u32, u64, i64, u32), u32>,
+    /// Group and other bits taken away through this rule, by file, to be
+    /// given back.
+    taken: HashMap<Key, u32>,
     /// The callers are a helper running as the host's root (see
     /// [`watch_helper`]): changes are made with the supervisor's identity.
     helper: bool,
@@ -261,6 +316,14 @@ impl Judge {
         valid(listener, req.id)?;
         if !self.helper {
             caller.assume()?;
+        }
+        // Attributes (an ACL is a mode) and hard links, judged on the same
+        // file by the same rule.
+        if attrs::handles(nr) {
+            return self.attribute(listener, req, &caller);
+        }
+        if links::handles(nr) {
+            return self.link(listener, req, &caller);
         }
         let (target, mode, apply) = match nr {
             libc::SYS_fchmod => (caller.take_fd(args[0])?, args[1], Apply::Open),
@@ -305,8 +368,10 @@ impl Judge {
         self.change(&target, mode as u32, apply)
     }
 
-    /// Judge and make the change on `target`.
-    fn change(&mut self, target: &OwnedFd, mode: u32, apply: Apply) -> Result<(), Errno> {
+    /// What the rule knows of `target`, and the key its taken-away bits
+    /// are remembered by. Every call the supervisor judges on a file (a
+    /// mode, an ACL, a link) reads it here.
+    fn seen(&self, target: &OwnedFd) -> Result<(rule::Seen, Key), Errno> {
         use rustix::fs::{statx, AtFlags, StatxFlags};
         let st = statx(
             target.as_fd(),
@@ -323,16 +388,32 @@ impl Judge {
             born.0,
             born.1,
         );
-        let current = u32::from(st.stx_mode);
+        let seen = rule::Seen {
+            mode: u32::from(st.stx_mode),
+            own,
+            given_back: self.taken.get(&key).copied().unwrap_or(0),
+        };
+        Ok((seen, key))
+    }
+
+    /// Remember the group and other bits a permitted change from
+    /// `current` to `mode` took away, to be given back.
+    fn remember(&mut self, key: Key, current: u32, mode: u32) {
+        let taken = rule::taken_away(current, mode);
+        if taken != 0 && (self.taken.len() < REMEMBERED || self.taken.contains_key(&key)) {
+            *self.taken.entry(key).or_insert(0) |= taken;
+        }
+    }
+
+    /// Judge and make the change on `target`.
+    fn change(&mut self, target: &OwnedFd, mode: u32, apply: Apply) -> Result<(), Errno> {
+        use rustix::fs::AtFlags;
+        let (seen, key) = self.seen(target)?;
+        let current = seen.mode;
         if current & libc::S_IFMT == libc::S_IFLNK {
             // A link's own mode cannot be changed.
             return Err(Errno::OPNOTSUPP);
         }
-        let seen = rule::Seen {
-            mode: current,
-            own,
-            given_back: self.taken.get(&key).copied().unwrap_or(0),
-        };
         if !rule::may_set(seen, mode) {
             return Err(Errno::PERM);
         }
@@ -348,10 +429,7 @@ impl Judge {
                 AtFlags::empty(),
             )?,
         }
-        let taken = rule::taken_away(current, mode);
-        if taken != 0 && (self.taken.len() < REMEMBERED || self.taken.contains_key(&key)) {
-            *self.taken.entry(key).or_insert(0) |= taken;
-        }
+        self.remember(key, current, mode);
         Ok(())
     }
 }
