@@ -14,7 +14,7 @@
 //! spec's limits. What gVisor cannot give here is said in `docs/gvisor.md`.
 
 pub mod bundle;
-mod modes;
+pub(crate) mod modes;
 mod mount;
 pub mod net;
 pub mod runsc;
