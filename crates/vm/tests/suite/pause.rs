@@ -213,3 +213,53 @@ fn figures(
         std::fs::metadata(dir.join("vm.vmstate")).map_or(0, |m| m.len())
     );
 }
+
+/// Copies of one saved guest, N at a time (`WARDEN_VM_FORKS`, a list such
+/// as `1,4,16`; `1,4` unless given): how long the N restores take and
+/// what each copy holds in the host's memory (PSS), printed for
+/// `bench/vm_fork.sh` and docs/performance.md.
+#[test]
+#[ignore]
+fn copies_of_one_saved_vm_are_timed_and_their_memory_measured() {
+    let tree = tempfile::tempdir().unwrap();
+    let Some(cfg) = config("pause-forks") else {
+        return;
+    };
+    let Some(cfg) = with_busybox_root(cfg, tree.path()) else {
+        return;
+    };
+    let (mut m, _) = warden_vm::template::start(&cfg, BOOT).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("saved");
+    pause::pause_to_disk(&mut m, &cfg, &dir).unwrap();
+    drop(m);
+    let size = std::fs::metadata(dir.join("vm.vmstate")).map_or(0, |m| m.len());
+    let counts = std::env::var("WARDEN_VM_FORKS").unwrap_or_else(|_| "1,4".into());
+    for n in counts
+        .split(',')
+        .filter_map(|c| c.trim().parse::<usize>().ok())
+    {
+        let t = Instant::now();
+        let copies: Vec<_> = (0..n)
+            .map(|k| {
+                let mut c = cfg.clone();
+                c.run_dir = state.path().join(format!("run-{n}-{k}"));
+                pause::restore_copy(&c, &dir, BOOT, &format!("fork-{k}")).unwrap()
+            })
+            .collect();
+        let took = t.elapsed();
+        // Settled: what each holds once all run.
+        std::thread::sleep(Duration::from_secs(2));
+        let pss: Vec<u64> = copies.iter().map(|m| pss_kb(m.pid())).collect();
+        let total: u64 = pss.iter().sum();
+        eprintln!(
+            "forks {n}: restored in {:.2} s ({:.2} s each), PSS {} kB per fork ({} MB in all; the saved state is {} MB)",
+            took.as_secs_f64(),
+            took.as_secs_f64() / n as f64,
+            total / n as u64,
+            total / 1024,
+            size / 1_000_000
+        );
+        drop(copies);
+    }
+}
