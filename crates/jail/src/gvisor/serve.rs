@@ -248,17 +248,18 @@ fn watch(
 ) {
     let start = Instant::now();
     let mut told = false;
-    let status = loop {
-        if !told {
+    // Once runsc has written the process's PID: say it runs, once.
+    let tell = |told: &mut bool| {
+        if !*told {
             if let Some(pid) = read_pid(&pid_file) {
-                notify(
-                    channel.as_fd(),
-                    &FromInit::Spawned { id, pid },
-                    master.as_ref(),
-                );
-                told = true;
+                let spawned = FromInit::Spawned { id, pid };
+                notify(channel.as_fd(), &spawned, master.as_ref());
+                *told = true;
             }
         }
+    };
+    let status = loop {
+        tell(&mut told);
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if !told && start.elapsed() > START_LIMIT => {
@@ -270,16 +271,7 @@ fn watch(
         }
     };
     // A process that ended at once may have said so only now.
-    if !told {
-        if let Some(pid) = read_pid(&pid_file) {
-            notify(
-                channel.as_fd(),
-                &FromInit::Spawned { id, pid },
-                master.as_ref(),
-            );
-            told = true;
-        }
-    }
+    tell(&mut told);
     // runsc reads the process file when it starts the process: removed
     // only once it has ended.
     let _ = std::fs::remove_file(&file);
