@@ -97,16 +97,7 @@ impl Layer {
         defaults: &Defaults,
         host_env: &[(String, String)],
     ) -> Result<SandboxSpec, ResolveError> {
-        let mut command = self.argv(Field::Command);
-        if command.is_empty() {
-            command = placement.default_command.clone();
-        }
-        let first = command
-            .first()
-            .ok_or(Field::Command.invalid(Problem::NoCommand))?;
-        if first.is_empty() {
-            return Err(Field::Command.invalid(Problem::EmptyCommand));
-        }
+        let command = self.command(placement)?;
         // The workspace a copy of the store stands for: the copy itself,
         // never overlaid.
         let (workspace, overlay) = match &placement.workspace {
@@ -121,21 +112,9 @@ impl Layer {
         let volumes = files::volumes(&self.texts(Field::Volumes), home_mount)?;
         let user = process::user(self.text(Field::UserName))?;
         let limits = limits::limits(self, defaults)?;
-        let hostname = self
-            .text(Field::Hostname)
-            .unwrap_or_else(|| "warden".to_string());
+        let hostname = self.hostname()?;
         let workdir = files::workdir(self.text(Field::Workdir).as_deref())?;
-        if !valid_hostname(&hostname) {
-            return Err(Field::Hostname.invalid(Problem::BadHostname(hostname)));
-        }
-        let isolation = match self.text(Field::Isolation).as_deref() {
-            None | Some("process") => Isolation::Process,
-            Some("gvisor") => Isolation::Gvisor,
-            Some("vm") => Isolation::Vm,
-            Some(other) => {
-                return Err(Field::Isolation.invalid(Problem::BadIsolation(other.to_string())))
-            }
-        };
+        let isolation = self.isolation()?;
         // A prepared root tree, or a VM's guest, brings its own home.
         let (home_spec, caches) = home::resolve(
             &self.texts(Field::Caches),
@@ -196,17 +175,7 @@ impl Layer {
         }
         let overlay = overlay_dirs.filter(|_| overlay);
         let keeps = keeps_something(overlay.is_some(), &home_spec, &caches, &volumes);
-        let disk = match keeps {
-            true => Some(DiskLimit {
-                bytes: limits::disk_limit(
-                    self.bytes(Field::Disk),
-                    limits.memory.value,
-                    placement.disk_free,
-                )?,
-                asked: self.bytes(Field::Disk).is_some(),
-            }),
-            false => None,
-        };
+        let disk = self.disk(keeps, limits.memory.value, placement)?;
         let runs_on_host = files::runs_on_host(self)?;
         if self.duration(Field::EgressIdleTimeout) == Some(Duration::ZERO) {
             return Err(Field::EgressIdleTimeout.invalid(Problem::ZeroIdleTimeout));
@@ -250,6 +219,61 @@ impl Layer {
             join_trust: None,
             desktop,
         })
+    }
+
+    /// The command: the one given, else the placement's default (a
+    /// named sandbox's shell); never none, never an empty program.
+    fn command(&self, placement: &Placement) -> Result<Vec<String>, ResolveError> {
+        let mut command = self.argv(Field::Command);
+        if command.is_empty() {
+            command = placement.default_command.clone();
+        }
+        let first = command
+            .first()
+            .ok_or(Field::Command.invalid(Problem::NoCommand))?;
+        if first.is_empty() {
+            return Err(Field::Command.invalid(Problem::EmptyCommand));
+        }
+        Ok(command)
+    }
+
+    fn hostname(&self) -> Result<String, ResolveError> {
+        let hostname = self
+            .text(Field::Hostname)
+            .unwrap_or_else(|| "warden".to_string());
+        if !valid_hostname(&hostname) {
+            return Err(Field::Hostname.invalid(Problem::BadHostname(hostname)));
+        }
+        Ok(hostname)
+    }
+
+    fn isolation(&self) -> Result<Isolation, ResolveError> {
+        Ok(match self.text(Field::Isolation).as_deref() {
+            None | Some("process") => Isolation::Process,
+            Some("gvisor") => Isolation::Gvisor,
+            Some("vm") => Isolation::Vm,
+            Some(other) => {
+                return Err(Field::Isolation.invalid(Problem::BadIsolation(other.to_string())))
+            }
+        })
+    }
+
+    /// The disk budget of what the sandbox keeps (`keeps`: its layer,
+    /// home, caches or writable volumes); none when it keeps nothing.
+    fn disk(
+        &self,
+        keeps: bool,
+        memory: u64,
+        placement: &Placement,
+    ) -> Result<Option<DiskLimit>, ResolveError> {
+        if !keeps {
+            return Ok(None);
+        }
+        let asked = self.bytes(Field::Disk);
+        Ok(Some(DiskLimit {
+            bytes: limits::disk_limit(asked, memory, placement.disk_free)?,
+            asked: asked.is_some(),
+        }))
     }
 }
 
