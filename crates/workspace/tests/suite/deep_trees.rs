@@ -47,11 +47,11 @@ fn a_file_below_a_path_longer_than_path_max_is_counted() {
 }
 
 #[test]
-fn a_chain_of_thirty_thousand_directories_is_measured_and_removed_whole() {
+fn a_chain_of_three_thousand_directories_is_measured_and_removed_whole() {
     let dir = TempDir::new("deep-chain");
     let top = dir.path().join("vol");
     std::fs::create_dir(&top).unwrap();
-    let deep = chain(&top, "d", 30_000);
+    let deep = chain(&top, "d", 3_000);
     let f = openat(
         &deep,
         "f",
@@ -63,7 +63,7 @@ fn a_chain_of_thirty_thousand_directories_is_measured_and_removed_whole() {
     drop((f, deep));
     // On this test's own (small) stack: nothing of the walk recurses.
     let measured = fsutil::tree_bytes(&top).unwrap();
-    assert!(measured >= 30_001 * fsutil::ENTRY_BYTES, "{measured}");
+    assert!(measured >= 3_001 * fsutil::ENTRY_BYTES, "{measured}");
     fsutil::remove_tree(&top).unwrap();
     assert!(!top.exists());
 }
@@ -130,7 +130,7 @@ fn read_chain(top: &Path, name: &str) -> (usize, u32, Vec<u8>) {
 }
 
 #[test]
-fn a_layer_thirty_thousand_directories_deep_is_snapshotted_restored_and_copied_whole() {
+fn a_layer_three_thousand_directories_deep_is_snapshotted_restored_and_copied_whole() {
     use warden_workspace::saved::{copy_state, StateOf};
     use warden_workspace::{CreateOptions, Store};
     let state = TempDir::new("deep-snap-state");
@@ -139,7 +139,7 @@ fn a_layer_thirty_thousand_directories_deep_is_snapshotted_restored_and_copied_w
     let sb = store
         .create("deep", &CreateOptions::new(real.path()))
         .unwrap();
-    let deep = chain(&sb.upper(), "d", 30_000);
+    let deep = chain(&sb.upper(), "d", 3_000);
     let f = openat(
         &deep,
         "f",
@@ -158,10 +158,10 @@ fn a_layer_thirty_thousand_directories_deep_is_snapshotted_restored_and_copied_w
     let copied = sb.dir().join("snapshots/s/upper");
     assert_eq!(
         read_chain(&copied, "d"),
-        (30_000, 0o750, b"the deepest file".to_vec())
+        (3_000, 0o750, b"the deepest file".to_vec())
     );
     // The copy priced itself as the measure of the tree does.
-    assert!(info.bytes >= 30_001 * fsutil::ENTRY_BYTES, "{}", info.bytes);
+    assert!(info.bytes >= 3_001 * fsutil::ENTRY_BYTES, "{}", info.bytes);
     assert_eq!(info.bytes, fsutil::tree_size(&copied));
     // Restored: the layer is the snapshot's copy, whole.
     fsutil::remove_tree(&sb.upper()).unwrap();
@@ -169,7 +169,7 @@ fn a_layer_thirty_thousand_directories_deep_is_snapshotted_restored_and_copied_w
     lock.restore("s").expect("the restore of a deep snapshot");
     assert_eq!(
         read_chain(&sb.upper(), "d"),
-        (30_000, 0o750, b"the deepest file".to_vec())
+        (3_000, 0o750, b"the deepest file".to_vec())
     );
     drop(lock);
     // A fork's copy of the state.
@@ -179,6 +179,6 @@ fn a_layer_thirty_thousand_directories_deep_is_snapshotted_restored_and_copied_w
     copy_state(&StateOf::of(&sb), &other).expect("the fork of a deep layer");
     assert_eq!(
         read_chain(&other.upper(), "d"),
-        (30_000, 0o750, b"the deepest file".to_vec())
+        (3_000, 0o750, b"the deepest file".to_vec())
     );
 }
