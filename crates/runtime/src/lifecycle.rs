@@ -7,7 +7,8 @@
 mod copies;
 
 pub use copies::{
-    create_from_snapshot, delete_snapshot, fork, no_copy_meanwhile, snapshot, snapshots, Owner,
+    create_from_snapshot, delete_snapshot, fork, fork_with_memory, no_copy_meanwhile, snapshot,
+    snapshots, Forked, Owner,
 };
 
 use std::io::Read;

@@ -525,8 +525,12 @@ pub fn run_controlled(
     }
     let restoring = control.take_restore();
     let (mut machine, how) = match &restoring {
-        Some(dir) => (
+        Some(crate::control::Restore::Paused(dir)) => (
             crate::pause::restore_paused(&mut config, dir, boot)?,
+            crate::template::Started::Template,
+        ),
+        Some(crate::control::Restore::Copy(dir)) => (
+            crate::pause::restore_as_copy(&mut config, dir, boot, &spec.hostname)?,
             crate::template::Started::Template,
         ),
         None => crate::template::start(&config, boot)?,
@@ -555,10 +559,12 @@ pub fn run_controlled(
         },
     ));
     let (tx, rx) = channel();
-    let rest = restoring
-        .as_deref()
-        .map(crate::pause::rest)
-        .unwrap_or_default();
+    // A copy's restore read its channel up to the guest's answer to its
+    // new identity; what the saved VMM had half read was consumed there.
+    let rest = match &restoring {
+        Some(crate::control::Restore::Paused(dir)) => crate::pause::rest(dir),
+        _ => Vec::new(),
+    };
     let mut live =
         crate::control::Live::new(machine, config, boot, tx.clone(), rest).map_err(|source| {
             VmError::Channel {
@@ -566,8 +572,14 @@ pub fn run_controlled(
                 source,
             }
         })?;
-    if let Some(dir) = &restoring {
-        live.take_shares_back(dir)?;
+    match &restoring {
+        Some(crate::control::Restore::Paused(dir)) => live.take_shares_back(dir)?,
+        // The copy took its shares back with its identity; its state was
+        // this sandbox's own copy, used once.
+        Some(crate::control::Restore::Copy(dir)) => {
+            let _ = warden_workspace::fsutil::remove_tree(dir);
+        }
+        None => {}
     }
     let ended = relay(spec, program, &mut live, (tx, &rx), attach, control);
     live.unserve();

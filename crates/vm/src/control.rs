@@ -98,9 +98,21 @@ struct Inner {
     relay: Mutex<Option<Sender<Input>>>,
     /// The VMM's PID (its keeper's) while one runs; 0 while none does.
     vmm: AtomicU32,
-    /// A VM paused to disk by a supervisor that is gone: the VM is
-    /// restored from here instead of started ([`Control::restore_from`]).
-    restore: Mutex<Option<PathBuf>>,
+    /// A VM paused to disk by a supervisor that is gone, or a copy of
+    /// another's saved memory: the VM is restored from here instead of
+    /// started ([`Control::restore_from`], [`Control::restore_copy_from`]).
+    restore: Mutex<Option<Restore>>,
+}
+
+/// Where a VM is restored from instead of being started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Restore {
+    /// Its own pause to disk: its processes go on as they were.
+    Paused(PathBuf),
+    /// Another VM's saved state (a fork's, a snapshot's): restored as a
+    /// copy, reseeded and given this sandbox's hostname and the host's
+    /// clock before its processes run again.
+    Copy(PathBuf),
 }
 
 impl Control {
@@ -143,11 +155,20 @@ impl Control {
     /// asked before the backend runs.
     pub fn restore_from(&self, dir: PathBuf) {
         if let Ok(mut r) = self.0.restore.lock() {
-            *r = Some(dir);
+            *r = Some(Restore::Paused(dir));
         }
     }
 
-    pub(crate) fn take_restore(&self) -> Option<PathBuf> {
+    /// The VM is not started but restored as a copy of the VM saved in
+    /// `dir` (a fork's or a snapshot's memory), taking an identity of its
+    /// own first: asked before the backend runs.
+    pub fn restore_copy_from(&self, dir: PathBuf) {
+        if let Ok(mut r) = self.0.restore.lock() {
+            *r = Some(Restore::Copy(dir));
+        }
+    }
+
+    pub(crate) fn take_restore(&self) -> Option<Restore> {
         self.0.restore.lock().ok().and_then(|mut r| r.take())
     }
 

@@ -209,6 +209,27 @@ pub(crate) fn restore_paused(
     })
 }
 
+/// Restore, as a copy with its own identity (`hostname`, a fresh seed,
+/// the host's clock), the VM saved in `dir` (a fork's or a snapshot's
+/// copy of another VM's state), into a VMM started with `config`. The
+/// state is this sandbox's own copy: whatever the outcome, it is not
+/// tried again (the next start boots anew).
+pub(crate) fn restore_as_copy(
+    config: &mut Config,
+    dir: &Path,
+    timeout: Duration,
+    hostname: &str,
+) -> Result<Machine, Unresumed> {
+    config.workspace_fs = crate::fsd::WorkspaceFs::NineP;
+    restore_copy(config, dir, timeout, hostname).map_err(|e| {
+        let _ = warden_workspace::fsutil::remove_tree(dir);
+        Unresumed {
+            why: warden_jail::chain_str(&e),
+            kept: false,
+        }
+    })
+}
+
 /// Restore a copy of the VM paused in `dir` into a VMM started with
 /// `cfg`, leaving the state in place (one save, any number of copies).
 /// The copy takes an identity of its own before any of its processes

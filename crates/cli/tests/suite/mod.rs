@@ -88,6 +88,7 @@ mod trust_boundary;
 mod upgrade_smuggling;
 mod vm;
 mod vm_desktop;
+mod vm_fork;
 mod vm_fs;
 mod vm_logs;
 mod vm_pause;

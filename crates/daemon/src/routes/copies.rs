@@ -77,6 +77,14 @@ pub struct Fork {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Forked {
     pub sandboxes: Vec<SandboxInfo>,
+    /// Whether the forks carry the source's memory: a VM sandbox that
+    /// could be paused to disk (its forks' processes go on from the
+    /// source's, each reseeded, with its own hostname). False: its files
+    /// only, and `memory_why` says why.
+    #[serde(default)]
+    pub memory: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_why: Option<String>,
 }
 
 fn owner_of(caller: &Caller) -> Owner<'_> {
@@ -268,7 +276,7 @@ pub async fn sandbox_from(
 }
 
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/fork", params(("id" = String, Path)), request_body = Fork,
-    responses((status = 201, description = "new sandboxes from its current files, home and options (a running one is paused for the copy and its forks started); processes are not carried", body = Forked),
+    responses((status = 201, description = "new sandboxes from its current files, home and options (a running one is paused for the copy and its forks started); a VM's memory and processes are carried where it can be paused to disk (`memory` says whether, `memory_why` why not)", body = Forked),
         (status = 400, body = Problem), (status = 404, body = Problem), (status = 429, body = Problem)),
     security(("token" = [])))]
 pub async fn fork(
@@ -299,7 +307,9 @@ pub async fn fork(
             Caller::Token(t) => Some(crate::quota::reserve(&app, t, &sb, count as u64)?),
             Caller::Owner => None,
         };
-        let made = lifecycle::fork(&app.store, &sb, count).map_err(refused)?;
+        let forked = lifecycle::fork_with_memory(&app.store, &sb, count).map_err(refused)?;
+        let memory = forked.memory;
+        let made = forked.made;
         let mut out = Vec::new();
         let mut failed = None;
         for m in &made {
@@ -321,8 +331,16 @@ pub async fn fork(
             }
             return Err(e);
         }
-        Ok(out)
+        Ok((out, memory))
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(Forked { sandboxes: made })))
+    let (made, memory) = made;
+    Ok((
+        StatusCode::CREATED,
+        Json(Forked {
+            sandboxes: made,
+            memory: memory.is_ok(),
+            memory_why: memory.err(),
+        }),
+    ))
 }

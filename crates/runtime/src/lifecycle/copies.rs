@@ -63,6 +63,9 @@ pub fn delete_snapshot(
 struct Held<'a> {
     sb: &'a Sandbox,
     resume: bool,
+    /// Where the source's memory lies saved while it is held (a VM paused
+    /// to disk for the copy, or found so), or why it is not.
+    memory: Result<PathBuf, String>,
     // Released when dropped, after the resume (fields drop after `drop`).
     _one_at_a_time: std::fs::File,
 }
@@ -87,17 +90,66 @@ pub fn no_copy_meanwhile(sb: &Sandbox) -> Result<std::fs::File, LifecycleError> 
         .map_err(|source| LifecycleError::Create { path, source })
 }
 
+/// Why a sandbox's copy carries no memory, when the source is no VM.
+const NOT_A_VM: &str = "its processes run in the process backend, whose memory no copy carries (saving processes needs CRIU, which does not work on this kernel)";
+
 impl<'a> Held<'a> {
     fn pause(sb: &'a Sandbox, why: &str) -> Result<Held<'a>, LifecycleError> {
+        Self::hold(sb, why, false)
+    }
+
+    /// Hold `sb` for a copy; `memory`: a running VM is paused to disk
+    /// (its memory saved, then restored when dropped), and where that is
+    /// refused it is paused in place and the copy carries its files only,
+    /// the refusal kept as why.
+    fn hold(sb: &'a Sandbox, why: &str, memory: bool) -> Result<Held<'a>, LifecycleError> {
         let lock = no_copy_meanwhile(sb)?;
-        let held = |resume| Held {
+        let saved = sb.dir().join(crate::supervisor::VM_PAUSED);
+        let is_vm = memory
+            && effective(sb.dir())
+                .is_ok_and(|s| crate::backend::Backend::of(&s.spec) == crate::backend::Backend::Vm);
+        let on_disk = |otherwise: &str| {
+            if warden_vm::pause::is_paused(&saved) {
+                Ok(saved.clone())
+            } else {
+                Err(otherwise.to_string())
+            }
+        };
+        let memory = if !memory {
+            Err(String::new())
+        } else if !is_vm {
+            Err(NOT_A_VM.to_string())
+        } else {
+            on_disk("the VM is not running, and no memory of it is saved")
+        };
+        let held = |resume, memory| Held {
             sb,
             resume,
+            memory,
             _one_at_a_time: lock,
         };
         if !super::liveness(sb).running() {
-            return Ok(held(false));
+            return Ok(held(false, memory));
         }
+        let mut memory = memory;
+        if is_vm {
+            match Connection::open(&control(sb)).and_then(|c| c.pause_with(why, true)) {
+                Ok(()) => return Ok(held(true, on_disk("the VM's saved memory is missing"))),
+                Err(ClientError::Rejected {
+                    code: Refusal::Conflict,
+                    ..
+                }) if super::paused_since(sb).is_some() => {
+                    return Ok(held(
+                        false,
+                        on_disk("the VM is paused in place (its memory is in its VMM, not saved)"),
+                    ))
+                }
+                // Refused (no --rootfs, a process holding a share, an
+                // older supervisor): paused in place below, files only.
+                Err(e) => memory = Err(e.to_string()),
+            }
+        }
+        let held = |resume| held(resume, memory);
         match Connection::open(&control(sb)).and_then(|c| c.pause(why)) {
             Ok(()) => Ok(held(true)),
             // Paused already: copied as it is, and left paused.
@@ -173,6 +225,7 @@ pub fn snapshot(
 fn effective(dir: &Path) -> Result<Stored, LifecycleError> {
     let mut stored: Stored = state::read_json(&dir.join(state::STORED))?;
     crate::allowlist::apply_saved(dir, &mut stored.spec);
+    crate::programs::apply_saved(dir, &mut stored.spec);
     Ok(stored)
 }
 
@@ -253,6 +306,39 @@ fn fork_names(store: &Store, parent: &str, count: usize) -> Vec<String> {
 /// sandboxes made, none started. All or nothing: a failure removes those
 /// made so far.
 pub fn fork(store: &Store, sb: &Sandbox, count: usize) -> Result<Vec<Sandbox>, LifecycleError> {
+    fork_as(store, sb, count, false).map(|f| f.made)
+}
+
+/// What a fork made, and whether it carried its source's memory.
+#[derive(Debug)]
+pub struct Forked {
+    /// The sandboxes made, none started.
+    pub made: Vec<Sandbox>,
+    /// `Ok`: each new sandbox's first start restores the source VM's
+    /// memory as a copy of its own (its processes going on, reseeded,
+    /// with its own hostname); `Err`: its files only, and why.
+    pub memory: Result<(), String>,
+}
+
+/// [`fork`], carrying the memory of a VM source that can be paused to
+/// disk (a `--rootfs` VM, running, no process holding a share): paused to
+/// disk once, its saved state copied into each new sandbox, resumed.
+/// Where it cannot be, the forks carry its files only and
+/// [`Forked::memory`] says why.
+pub fn fork_with_memory(
+    store: &Store,
+    sb: &Sandbox,
+    count: usize,
+) -> Result<Forked, LifecycleError> {
+    fork_as(store, sb, count, true)
+}
+
+fn fork_as(
+    store: &Store,
+    sb: &Sandbox,
+    count: usize,
+    memory: bool,
+) -> Result<Forked, LifecycleError> {
     let names = fork_names(store, sb.name(), count);
     if names.len() < count {
         return Err(LifecycleError::Refused(format!(
@@ -263,8 +349,9 @@ pub fn fork(store: &Store, sb: &Sandbox, count: usize) -> Result<Vec<Sandbox>, L
     let own = std::fs::canonicalize(own_workspace(store, sb.name()))
         .is_ok_and(|o| o == sb.meta().workspace);
     let mut made: Vec<Sandbox> = Vec::new();
+    let mut carried = Err(String::new());
     let done = (|| {
-        let _held = Held::pause(sb, &format!("fork into {count}"))?;
+        let held = Held::hold(sb, &format!("fork into {count}"), memory)?;
         // Read while the source is held: no live change falls between
         // the copy of its files and that of its configuration.
         let stored = effective(sb.dir())?;
@@ -285,6 +372,15 @@ pub fn fork(store: &Store, sb: &Sandbox, count: usize) -> Result<Vec<Sandbox>, L
             )?;
             made.push(copy);
         }
+        carried = match &held.memory {
+            Ok(saved) => {
+                for m in &made {
+                    copy_memory(saved, m)?;
+                }
+                Ok(())
+            }
+            Err(why) => Err(why.clone()),
+        };
         Ok::<(), LifecycleError>(())
     })();
     if let Err(e) = done {
@@ -297,9 +393,36 @@ pub fn fork(store: &Store, sb: &Sandbox, count: usize) -> Result<Vec<Sandbox>, L
         sb,
         "snapshot",
         Vec::new(),
-        format!("forked into {}", names.join(", ")),
+        format!(
+            "forked into {}{}",
+            names.join(", "),
+            if carried.is_ok() {
+                " with its memory"
+            } else {
+                ""
+            }
+        ),
     );
-    Ok(made)
+    Ok(Forked {
+        made,
+        memory: carried,
+    })
+}
+
+/// Copy the VM state saved in `saved` (memory, devices, their record,
+/// the channel's half-read frame) into `to`'s directory, where its first
+/// start restores it as a copy. The state holds the guest's memory,
+/// secrets included: it stays in the sandbox's owner-only directory.
+fn copy_memory(saved: &Path, to: &Sandbox) -> Result<(), LifecycleError> {
+    let dst = to.dir().join(crate::supervisor::VM_COPY);
+    warden_workspace::treecopy::copy_tree(saved, &dst).map_err(|e| {
+        let _ = warden_workspace::fsutil::remove_tree(&dst);
+        LifecycleError::Refused(format!(
+            "the saved memory of the fork's source cannot be copied into {}: {}",
+            to.name(),
+            warden_jail::chain_str(&e)
+        ))
+    })
 }
 
 /// Make sandbox `name` as a copy of `src`: its own workspace (an empty

@@ -11,7 +11,7 @@ mod idle;
 mod inside;
 mod pause;
 
-pub use pause::VM_PAUSED;
+pub use pause::{VM_COPY, VM_PAUSED};
 
 use crate::allowlist::Allowlist;
 use crate::approvals::Approvals;
@@ -206,11 +206,18 @@ fn supervise(
     // (or the host rebooted): this start restores it, its processes going
     // on where they were. Anything else there is a leftover.
     let on_disk = dir.join(pause::VM_PAUSED);
-    let restoring = (crate::backend::Backend::of(&stored.spec) == crate::backend::Backend::Vm
-        && warden_vm::pause::is_paused(&on_disk))
-    .then(|| warden_vm::pause::paused_at(&on_disk));
+    let is_vm = crate::backend::Backend::of(&stored.spec) == crate::backend::Backend::Vm;
+    let restoring = (is_vm && warden_vm::pause::is_paused(&on_disk))
+        .then(|| warden_vm::pause::paused_at(&on_disk));
     if restoring.is_none() {
         let _ = warden_workspace::fsutil::remove_tree(&on_disk);
+    }
+    // A fork's copy of its source's saved memory: restored (once) as a
+    // copy of its own, unless a pause to disk of its own came since.
+    let as_copy = dir.join(pause::VM_COPY);
+    let copying = restoring.is_none() && is_vm && warden_vm::pause::is_paused(&as_copy);
+    if !copying {
+        let _ = warden_workspace::fsutil::remove_tree(&as_copy);
     }
     open_sinks(&stored, &mut sinks)?;
     let socket_path = dir.join(state::CONTROL);
@@ -285,13 +292,22 @@ fn supervise(
         hard_limit,
         backend: crate::backend::Backend::of(&spec),
         vm: warden_vm::control::Control::default(),
-        restored: restoring,
+        restored: match (restoring, copying) {
+            (Some(since), _) => Some((
+                since,
+                "a new supervisor (the one that paused it to disk is gone)",
+            )),
+            (None, true) => Some((None, "restored as a copy of its source's saved memory")),
+            (None, false) => None,
+        },
         desktop: spec.desktop,
         listener: Some(listener),
         ready: ready.clone(),
     };
     if restoring.is_some() {
         service.vm.restore_from(on_disk);
+    } else if copying {
+        service.vm.restore_copy_from(as_copy);
     }
     let held = crate::backend::Held {
         cgroups: Vec::new(),
@@ -359,8 +375,9 @@ struct Service {
     /// A VM's control, which its backend serves while the VM runs.
     vm: warden_vm::control::Control,
     /// The VM is restored from a pause to disk made by a supervisor that
-    /// is gone, paused since then (ms since the epoch, if known).
-    restored: Option<Option<u64>>,
+    /// is gone, paused since then (ms since the epoch, if known), or as a
+    /// copy of another's saved memory; with who the event says resumed it.
+    restored: Option<(Option<u64>, &'static str)>,
     desktop: Option<warden_policy::DesktopSpec>,
     /// The control socket, served from the first call on.
     listener: Option<OwnedFd>,
@@ -382,9 +399,9 @@ impl Service {
                 *b = Some(board);
             }
         }
-        if let Some(since) = self.restored {
+        if let Some((since, by)) = self.restored {
             shared.bus.emit(EventKind::Resumed {
-                by: "a new supervisor (the one that paused it to disk is gone)".into(),
+                by: by.into(),
                 paused_ms: since.map_or(0, |t| state::now_ms().saturating_sub(t)),
             });
         }

@@ -21,6 +21,11 @@ use warden_audit::{EventKind, StopReason};
 /// sandbox's own state directory (owner-only), gone once resumed.
 pub const VM_PAUSED: &str = "vm-paused";
 
+/// Where a sandbox made by a fork of a VM keeps its copy of the source's
+/// saved memory and devices (the files of [`VM_PAUSED`]) until its first
+/// start restores it as a copy, with an identity of its own.
+pub const VM_COPY: &str = "vm-copy";
+
 /// The sandbox's clocks, in ms since the epoch.
 #[derive(Debug, Default)]
 pub(super) struct Clocks {

@@ -128,14 +128,21 @@ pub fn create_from(
 }
 
 /// `warden fork NAME --count N`: N new sandboxes from NAME's current
-/// files, started when NAME runs; their names, one a line.
+/// files (and a VM's memory, where it can be paused to disk), started
+/// when NAME runs; their names, one a line. Whether the memory was
+/// carried is said on stderr, with why not.
 pub fn fork(name: &str, count: usize) -> anyhow::Result<u8> {
     if count == 0 || count > 64 {
         anyhow::bail!("--count {count}: fork into 1 to 64 sandboxes at once");
     }
     let (store, sb) = open(name)?;
     let live = running(&sb);
-    let made = lifecycle::fork(&store, &sb, count)?;
+    let forked = lifecycle::fork_with_memory(&store, &sb, count)?;
+    match &forked.memory {
+        Ok(()) => eprintln!("warden: memory: true (each fork goes on from {name}'s processes)"),
+        Err(why) => eprintln!("warden: memory: false ({why}); the forks carry {name}'s files only"),
+    }
+    let made = forked.made;
     for m in &made {
         if live {
             start_supervisor(m)?;
