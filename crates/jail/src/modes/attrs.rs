@@ -159,6 +159,15 @@ impl Judge {
                     }
                     self.remember(key, seen.mode, requested);
                 } else if let Some(v) = value.as_mut() {
+                    // A default ACL decides the modes of files made in the
+                    // directory later, by anyone: root's, whatever its
+                    // umask. No creation mode of the sandbox's could give
+                    // that, so on its own directory too a default ACL may
+                    // only take away (nothing for group, other, a mask or
+                    // a named entry).
+                    if kind == Kind::DefaultAcl && !only_takes_away(v)? {
+                        return Err(Errno::PERM);
+                    }
                     // Named entries' IDs are the caller's; the kernel reads
                     // them in the supervisor's namespace.
                     to_outside(v, caller)?;
@@ -247,6 +256,14 @@ fn plain_mode(value: &[u8]) -> Result<u32, Errno> {
     }
 }
 
+/// Whether a default ACL gives nobody but the owner any permission: its
+/// group, other, mask and named entries carry none.
+fn only_takes_away(value: &[u8]) -> Result<bool, Errno> {
+    Ok(entries(value)?
+        .into_iter()
+        .all(|(tag, perm, _)| tag == USER_OBJ || perm == 0))
+}
+
 /// Rewrite the named entries' IDs from the caller's namespace to the
 /// supervisor's, through the caller's ID maps; an ID the caller's
 /// namespace does not map is `EINVAL`, as the kernel answers.
@@ -296,6 +313,25 @@ mod tests {
     }
 
     const NONE: u32 = u32::MAX;
+
+    #[test]
+    fn a_default_acl_may_only_take_away() {
+        let narrow = acl(&[(USER_OBJ, 7, NONE), (GROUP_OBJ, 0, NONE), (OTHER, 0, NONE)]);
+        assert_eq!(only_takes_away(&narrow), Ok(true));
+        for open in [
+            acl(&[(USER_OBJ, 7, NONE), (GROUP_OBJ, 0, NONE), (OTHER, 6, NONE)]),
+            acl(&[(USER_OBJ, 7, NONE), (GROUP_OBJ, 4, NONE), (OTHER, 0, NONE)]),
+            acl(&[
+                (USER_OBJ, 7, NONE),
+                (USER, 6, 1000),
+                (GROUP_OBJ, 0, NONE),
+                (MASK, 6, NONE),
+                (OTHER, 0, NONE),
+            ]),
+        ] {
+            assert_eq!(only_takes_away(&open), Ok(false));
+        }
+    }
 
     #[test]
     fn an_acl_of_owner_group_and_other_is_the_mode_it_spells() {

@@ -361,6 +361,13 @@ fn in_root(tid: i32, path: &[u8]) -> Option<OwnedFd> {
 /// The interpreter a script's `#!` line names, as the kernel reads it
 /// (spaces and tabs around it, the line's first word).
 fn shebang(script: &OwnedFd) -> Option<Vec<u8>> {
+    // Only a regular file is opened to be read: opening a device, a FIFO or
+    // a terminal has effects of its own, and as the supervisor it would
+    // be the supervisor's (`/dev/tty` is the person's terminal, whose
+    // typed-ahead line a read would take). The kernel runs nothing else.
+    if fstat(script).ok()?.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
     let mut file = std::fs::File::from(
         rustix::fs::openat(
             rustix::fs::CWD,
@@ -497,6 +504,56 @@ impl RecordReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_regular_file_is_opened_for_its_interpreter_line() {
+        // A FIFO's writer waits in open() until a reader comes: were the
+        // judge to open it (as it would `/dev/tty`, the person's terminal),
+        // the writer would go on.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = fifo.clone();
+        std::thread::spawn(move || {
+            let opened = std::fs::OpenOptions::new().write(true).open(&writer);
+            let _ = tx.send(opened.is_ok());
+        });
+        let target = rustix::fs::openat(
+            rustix::fs::CWD,
+            &fifo,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        assert_eq!(shebang(&target), None);
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(300))
+                .is_err(),
+            "the judge opened the FIFO"
+        );
+        // Let the writer go.
+        let _reader = std::fs::File::open(&fifo).unwrap();
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)), Ok(true));
+        // A script's line is still read.
+        let script = dir.path().join("s");
+        std::fs::write(&script, "#!/usr/bin/python3 -u\nprint(1)\n").unwrap();
+        let target = rustix::fs::openat(
+            rustix::fs::CWD,
+            &script,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        assert_eq!(shebang(&target), Some(b"/usr/bin/python3".to_vec()));
+    }
 
     #[test]
     fn a_record_written_by_the_judge_is_read_whole_as_its_event_even_in_pieces() {
