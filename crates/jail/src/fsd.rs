@@ -91,6 +91,8 @@ pub struct FsdJail {
     maps: [Vec<u8>; 3],
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
+    /// Where its mode changes are judged ([`FsdJail::judge_modes`]).
+    modes: Option<crate::gvisor::modes::Judged>,
 }
 
 impl FsdJail {
@@ -115,8 +117,41 @@ impl FsdJail {
                 format!("{gid} {gid} 1\n").into_bytes(),
             ],
             ruleset: crate::vmm::ruleset(access)?,
-            filter: crate::vmm::filter(root && uid == crate::NOBODY)?,
+            // Its xattr writes stay refused by the filter even where judged:
+            // it runs `no_xattr` and sets none.
+            filter: crate::vmm::filter(root && uid == crate::NOBODY, false)?,
+            modes: None,
         })
+    }
+
+    /// Have virtiofsd's mode changes, ACLs and hard links judged by the
+    /// supervisor with the process backend's one rule ([`crate::modes`]),
+    /// as the VMM's ([`crate::vmm::VmmJail::judge_modes`]): it changes the
+    /// host's files for a guest whose kernel may be the sandbox's own. It
+    /// names a file through its own `/proc/self/fd` directory
+    /// (`fchmodat(proc_self_fd, "N")`), which the judge's walk takes as its
+    /// descriptor N. Only where it runs as nobody over a view that swaps
+    /// the share's owner with it (as root): there a guest could make root's
+    /// `0600` file `0644`. virtiofsd loads the notifying filter last; the
+    /// caller starts the judge with [`FsdJail::watch_modes`] once it is
+    /// spawned.
+    pub fn judge_modes(&mut self) -> Result<(), VmmJailError> {
+        if self.switch.is_none_or(|(uid, _)| uid != crate::NOBODY) {
+            return Ok(());
+        }
+        let judged = crate::gvisor::modes::Judged::new()
+            .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
+        self.modes = Some(judged);
+        Ok(())
+    }
+
+    /// Start judging the spawned virtiofsd's mode changes (see
+    /// [`FsdJail::judge_modes`]). Nothing to do where none was asked for.
+    pub fn watch_modes(&self) -> std::io::Result<()> {
+        match &self.modes {
+            Some(m) => m.watch(),
+            None => Ok(()),
+        }
     }
 
     /// Have `cmd`'s program (virtiofsd) start inside the jail.
@@ -126,10 +161,11 @@ impl FsdJail {
         let maps = self.maps.clone();
         let ruleset = self.ruleset.as_raw_fd();
         let filter = self.filter.clone();
+        let modes = self.modes.as_ref().map(|m| m.filter());
         // SAFETY: the closure runs in the child between fork and exec. It
         // calls only async-signal-safe system calls (prctl, capget, capset,
         // setgroups, setres[ug]id, unshare, open, write, close,
-        // landlock_restrict_self, seccomp) on memory the closure owns,
+        // landlock_restrict_self, seccomp, sendmsg) on memory the closure owns,
         // prepared before the fork; it allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
@@ -160,7 +196,13 @@ impl FsdJail {
                     crate::vmm::write_file(file, line)?;
                 }
                 crate::caps::keep_capabilities(KEPT)?;
-                crate::vmm::lock_down(Some(ruleset), &filter)
+                crate::vmm::lock_down(Some(ruleset), &filter)?;
+                // Last: no_new_privs is set, and its own filter below lets
+                // the listener be handed over.
+                match &modes {
+                    Some(m) => m.in_child(),
+                    None => Ok(()),
+                }
             })
         };
     }

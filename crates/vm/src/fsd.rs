@@ -275,7 +275,10 @@ pub fn serve(
             warden_jail::vmnet::inherit(&mut command, v)
         )),
     };
-    let jail = warden_jail::fsd::FsdJail::prepare(&access(&fsd.path, share), ids)?;
+    let mut jail = warden_jail::fsd::FsdJail::prepare(&access(&fsd.path, share), ids)?;
+    // It changes the share's modes, ACLs and links for the guest: judged
+    // on the host, whatever the guest's kernel says.
+    jail.judge_modes()?;
     jail.apply(&mut command);
     let mut child = command
         .arg0(format!("virtiofsd:warden:{}", share.display()))
@@ -288,6 +291,15 @@ pub fn serve(
             path: fsd.path.clone(),
             source,
         })?;
+    if let Err(source) = jail.watch_modes() {
+        // Nobody would answer its mode changes: it does not serve.
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(FsError::Spawn {
+            path: fsd.path.clone(),
+            source,
+        });
+    }
     // The command held copies of the log pipe's writing end: the copy ends
     // when virtiofsd's do.
     drop((listener, jail, view, command));

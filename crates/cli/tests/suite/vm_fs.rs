@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// The virtiofsd warden would use, or `None` (the reason printed).
-fn virtiofsd() -> Option<PathBuf> {
+pub(super) fn virtiofsd() -> Option<PathBuf> {
     let found = [
         "/usr/libexec/virtiofsd",
         "/usr/lib/virtiofsd",

@@ -378,6 +378,160 @@ fn a_guest_cannot_open_roots_private_file_in_a_rw_bind_to_others_yet_may_make_it
 }
 
 #[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_guest_cannot_open_roots_private_workspace_file_to_others_over_virtiofs_yet_may_make_its_own_executable(
+) {
+    if !is_root() {
+        skip(
+            "needs root: the workspace's file must belong to root, whose IDs virtiofsd never takes",
+        );
+        return;
+    }
+    if guest_release().is_none() || super::vm_fs::virtiofsd().is_none() {
+        return;
+    }
+    let dir = TempDir::new("vm-fsd-modes");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = ws.join("secret");
+    std::fs::write(&secret, "root only").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // virtiofsd serves root's workspace as nobody through a view that
+    // makes root's files its own, and names each file it changes through
+    // its own /proc/self/fd directory (fchmodat(fd, "N")). Before it was
+    // judged, its filter refused only group or other write: the guest's
+    // chmod 644 made root's 0600 file 0644 on the host.
+    let script = "cd /workspace || exit 9; \
+         mount | grep -q 'on /workspace type virtiofs ' && echo MOUNTED-OVER-virtiofs; \
+         chmod 644 secret 2>/dev/null && echo OPENED-644; \
+         chmod o+r secret 2>/dev/null && echo OPENED-O; \
+         chmod g+r secret 2>/dev/null && echo OPENED-G; \
+         echo mine > mine; chmod +x mine && echo MADE-EXECUTABLE; \
+         ln mine mine-too && echo LINKED; \
+         echo end";
+    let o = vm_warden_env(
+        dir.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "-w",
+            ws.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        None,
+        &[("WARDEN_VM_FS", "virtiofs")],
+    );
+    let out = stdout(&o);
+    assert!(out.contains("end"), "stdout: {out}\nstderr: {}", stderr(&o));
+    assert!(
+        out.contains("MOUNTED-OVER-virtiofs"),
+        "the guest's workspace is not virtio-fs: {out}\n{}",
+        stderr(&o)
+    );
+    assert!(out.contains("MADE-EXECUTABLE"), "{out}\n{}", stderr(&o));
+    assert!(out.contains("LINKED"), "{out}\n{}", stderr(&o));
+    for opened in ["OPENED-644", "OPENED-O", "OPENED-G"] {
+        assert!(!out.contains(opened), "{opened}: {out}");
+    }
+    let mode = std::fs::metadata(&secret).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o600, "root's file became {mode:o} on the host");
+    let mine = std::fs::metadata(ws.join("mine")).unwrap().mode() & 0o111;
+    assert_eq!(
+        mine, 0o111,
+        "the guest's own file is not executable on the host"
+    );
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_guest_sets_a_user_attribute_on_its_own_file_in_a_rw_bind_over_9p() {
+    if !is_root() {
+        skip("needs root: only there are QEMU's 9p calls judged");
+        return;
+    }
+    let Some(_) = guest_release() else {
+        return;
+    };
+    let state = TempDir::new("vm-rw-xattr");
+    let ws = TempDir::new("vm-rw-xattr-ws");
+    let rw = TempDir::new("vm-rw-xattr-bind");
+    std::fs::set_permissions(rw.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Whether the host's file system takes user attributes at all.
+    let probe = rw.path().join("probe");
+    std::fs::write(&probe, "").unwrap();
+    let c = std::ffi::CString::new(probe.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path and name, a one-byte value that
+    // outlives the call.
+    let rc = unsafe {
+        libc::setxattr(
+            c.as_ptr(),
+            c"user.probe".as_ptr(),
+            b"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    if rc != 0 {
+        skip("the temporary directory's file system takes no user.* attributes");
+        return;
+    }
+    std::fs::remove_file(&probe).unwrap();
+    // QEMU's 9p server sets an attribute as lsetxattr("/proc/self/fd/N/name"):
+    // before the judge's walk took that as QEMU's own descriptor N, and
+    // before the VMM's filter let judged attribute writes through, the
+    // guest's setfattr failed with EPERM.
+    let script = format!(
+        "cd {rw} || exit 9; echo mine > mine; \
+         if command -v setfattr >/dev/null; then setfattr -n user.x -v 1 mine; \
+         else python3 -c 'import os; os.setxattr(\"mine\", \"user.x\", b\"1\")'; fi \
+         && echo ATTRIBUTE-SET; \
+         echo end",
+        rw = rw.str(),
+    );
+    let o = vm_warden(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "-w",
+            ws.str(),
+            "--rw",
+            rw.str(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        None,
+    );
+    let out = stdout(&o);
+    assert!(out.contains("end"), "stdout: {out}\nstderr: {}", stderr(&o));
+    assert!(out.contains("ATTRIBUTE-SET"), "{out}\n{}", stderr(&o));
+    let mine = std::ffi::CString::new(rw.path().join("mine").to_str().unwrap()).unwrap();
+    let mut value = [0u8; 8];
+    // SAFETY: a NUL-terminated path and name; `value` is writable for its
+    // length during the call.
+    let n = unsafe {
+        libc::getxattr(
+            mine.as_ptr(),
+            c"user.x".as_ptr(),
+            value.as_mut_ptr().cast(),
+            value.len(),
+        )
+    };
+    assert_eq!(n, 1, "the attribute is not on the host's file");
+    assert_eq!(&value[..1], b"1");
+}
+
+#[test]
 fn a_vm_sandbox_refuses_a_bind_it_cannot_share_as_named_before_booting() {
     let state = TempDir::new("vm-bind-refuse");
     let dir = TempDir::new("vm-bind-refuse-dir");

@@ -257,7 +257,10 @@ impl VmmJail {
             // shares through views swapping their owner (root's or a
             // system account's) with nobody: it may not open them to
             // other users ([`rules::filter`]).
-            filter: rules::filter(root && ids.is_some_and(|(uid, _)| uid == crate::NOBODY))?,
+            filter: rules::filter(
+                root && ids.is_some_and(|(uid, _)| uid == crate::NOBODY),
+                false,
+            )?,
             _views: access
                 .placed
                 .iter()
@@ -271,9 +274,8 @@ impl VmmJail {
     /// process backend's one rule ([`crate::modes`]): a file server (QEMU's
     /// 9p) changes the host's files for a guest whose kernel may be the
     /// sandbox's own, speaking 9p as it likes, so the guest's filter does
-    /// not count. (virtiofsd is not judged yet: its `chmod` names the file
-    /// through its own `/proc/self/fd` directory, which the judge's walk
-    /// refuses.) The helper loads the notifying filter
+    /// not count (virtiofsd is judged alike: [`crate::fsd::FsdJail::judge_modes`]).
+    /// The helper loads the notifying filter
     /// last, with a listener it hands over; the caller starts the judge
     /// with [`VmmJail::watch_modes`] once the helper is spawned. Only
     /// where the helper runs as nobody over views that swap the shares'
@@ -285,6 +287,10 @@ impl VmmJail {
         }
         let judged = crate::gvisor::modes::Judged::new()
             .map_err(|e| VmmJailError::Seccomp(e.to_string()))?;
+        // Its extended attribute writes go to the judge too (QEMU's 9p
+        // server sets a guest's `user.*` ones), which refuses what the
+        // filter refused for their names' sake.
+        self.filter = rules::filter(true, true)?;
         self.modes = Some(judged);
         Ok(())
     }

@@ -128,8 +128,11 @@ const SHARED_WRITE_BITS: [libc::mode_t; 2] = [libc::S_IWGRP, libc::S_IWOTH];
 /// honours, a `trusted.*` or `security.*` one steers other parts of the
 /// kernel. Neither helper needs one: virtiofsd runs without xattrs (its
 /// default, `no_xattr`) and QEMU's 9p server with `security_model=none`
-/// would pass only `user.*` ones, which nothing of warden's uses (a guest
-/// `setfattr user.*` on a share fails).
+/// would pass only `user.*` ones. Where the helper's calls are judged
+/// (`VmmJail::judge_modes`), they go to the judge instead, which makes
+/// `user.*` ones and refuses `security.*` and `trusted.*` ones
+/// (`crate::modes::attrs`): a guest's `setfattr -n user.x` on a share
+/// works there.
 const XATTR_WRITES: &[&str] = &["setxattr", "lsetxattr", "fsetxattr", "setxattrat"];
 
 /// Numbers of calls a libseccomp may be too old to know by name (the
@@ -153,10 +156,11 @@ fn syscall(name: &str) -> Result<ScmpSyscall, libseccomp::error::SeccompError> {
 /// with `ENOSYS`, `openat2(2)` with `ENOSYS` (its mode is in a struct the
 /// filter cannot read; libc then falls back to `openat`, which is read), a
 /// mode with a set-ID bit with `EPERM` ([`SETID_MODE_CALLS`]), every
-/// extended attribute write with `EPERM` ([`XATTR_WRITES`]), and, when the
-/// helper serves `swapped` views, a `chmod` adding group or other write
-/// with `EPERM` ([`CHMOD_CALLS`]).
-pub(crate) fn filter(swapped: bool) -> Result<Vec<libc::sock_filter>, VmmJailError> {
+/// extended attribute write with `EPERM` ([`XATTR_WRITES`]) unless
+/// `judged` (the notifying filter loaded after this one sends each to the
+/// supervisor's judge), and, when the helper serves `swapped` views, a
+/// `chmod` adding group or other write with `EPERM` ([`CHMOD_CALLS`]).
+pub(crate) fn filter(swapped: bool, judged: bool) -> Result<Vec<libc::sock_filter>, VmmJailError> {
     let e = |e: libseccomp::error::SeccompError| VmmJailError::Seccomp(e.to_string());
     let mut f = ScmpFilterContext::new(ScmpAction::Allow).map_err(e)?;
     for (name, errno) in [
@@ -167,7 +171,7 @@ pub(crate) fn filter(swapped: bool) -> Result<Vec<libc::sock_filter>, VmmJailErr
         f.add_rule(ScmpAction::Errno(errno), syscall(name).map_err(e)?)
             .map_err(e)?;
     }
-    for name in XATTR_WRITES {
+    for name in XATTR_WRITES.iter().filter(|_| !judged) {
         f.add_rule(ScmpAction::Errno(libc::EPERM), syscall(name).map_err(e)?)
             .map_err(e)?;
     }
