@@ -103,6 +103,10 @@ pub struct SavedInfo {
     pub profile: Option<String>,
     /// SHA-256 over its entries and spec (see the module's doc).
     pub digest: String,
+    /// It keeps a VM's saved memory and devices (`memory/`), which a
+    /// sandbox made from it restores as a copy of its own.
+    #[serde(default)]
+    pub memory: bool,
 }
 
 /// What a snapshot or a fork is taken from: a sandbox's layer (the running
@@ -110,6 +114,9 @@ pub struct SavedInfo {
 pub struct StateOf {
     pub upper: PathBuf,
     pub home: Option<PathBuf>,
+    /// A VM's memory and devices saved by a pause to disk (a directory of
+    /// the VM backend's), when the copy carries them.
+    pub memory: Option<PathBuf>,
 }
 
 impl StateOf {
@@ -126,6 +133,7 @@ impl StateOf {
         StateOf {
             upper,
             home: home.filter(|h| h.is_dir()),
+            memory: None,
         }
     }
 }
@@ -329,7 +337,8 @@ impl Saved {
         // Saturating: a tree that cannot be measured is `u64::MAX`.
         let held = mine.iter().fold(0u64, |a, i| a.saturating_add(i.bytes));
         let size = fsutil::tree_size(&state.upper)
-            .saturating_add(state.home.as_deref().map(fsutil::tree_size).unwrap_or(0));
+            .saturating_add(state.home.as_deref().map(fsutil::tree_size).unwrap_or(0))
+            .saturating_add(state.memory.as_deref().map(fsutil::tree_size).unwrap_or(0));
         if held.saturating_add(size) > MAX_BYTES_PER_OWNER {
             return Err(SavedError::TooLarge {
                 owner: owner.to_string(),
@@ -361,6 +370,11 @@ impl Saved {
                 let home = crate::treecopy::copy_layer(home, &tmp.join("home"), &opened)?;
                 bytes = bytes.saturating_add(home);
             }
+            if let Some(memory) = &state.memory {
+                let dst = tmp.join(MEMORY);
+                crate::treecopy::copy_tree(memory, &dst)?;
+                bytes = bytes.saturating_add(fsutil::tree_size(&dst));
+            }
             let spec_file = tmp.join("spec.json");
             fs::OpenOptions::new()
                 .write(true)
@@ -387,6 +401,7 @@ impl Saved {
                 layout: sb.meta().layout,
                 profile: sb.meta().profile.clone(),
                 digest: digest(&tmp)?,
+                memory: state.memory.is_some(),
             };
             // What was copied, not what was measured before the copy:
             // the layer may have grown meanwhile.
@@ -423,6 +438,9 @@ impl Saved {
         if !dir.join("spec.json").is_file() {
             return Err(damaged("its spec is missing".into()));
         }
+        if info.memory && !dir.join(MEMORY).is_dir() {
+            return Err(damaged("its saved memory is missing".into()));
+        }
         let now = digest(&dir).map_err(|e| damaged(e.to_string()))?;
         if now != info.digest {
             return Err(damaged(
@@ -444,9 +462,11 @@ impl Saved {
 pub fn state_of(saved: &Saved, info: &SavedInfo) -> StateOf {
     let dir = saved.dir(info);
     let home = dir.join("home");
+    let memory = dir.join(MEMORY);
     StateOf {
         upper: dir.join("upper"),
         home: home.is_dir().then_some(home),
+        memory: (info.memory && memory.is_dir()).then_some(memory),
     }
 }
 
@@ -457,7 +477,11 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// SHA-256 over the snapshot's spec and every entry of its layer and home:
+/// Where a snapshot keeps a VM's saved memory and devices.
+const MEMORY: &str = "memory";
+
+/// SHA-256 over the snapshot's spec and every entry of its layer, home
+/// and saved memory (a VM's, when kept):
 /// path, type, mode, size, and a regular file's content or a link's
 /// target, in a fixed order.
 fn digest(dir: &Path) -> Result<String, SavedError> {
@@ -466,7 +490,7 @@ fn digest(dir: &Path) -> Result<String, SavedError> {
     let bytes = fs::read(&spec).map_err(io_err("read", &spec))?;
     h.update((bytes.len() as u64).to_le_bytes());
     h.update(&bytes);
-    for part in ["upper", "home"] {
+    for part in ["upper", "home", MEMORY] {
         let root = dir.join(part);
         if root.exists() {
             h.update(part.as_bytes());

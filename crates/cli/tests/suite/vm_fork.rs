@@ -190,3 +190,88 @@ fn a_vm_forked_with_its_memory_gives_forks_whose_counters_go_on_from_the_parents
         }
     }
 }
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_snapshot_keeps_its_memory_a_sandbox_made_from_it_goes_on_from_its_counter_and_one_with_its_memory_truncated_is_refused_before_anything_starts(
+) {
+    let state = TempDir::new("vm-snap-mem");
+    let s = state.path();
+    let _stop = Stopper(s, vec!["src", "fromsnap", "bad"]);
+    if guest_release().is_none() {
+        return;
+    }
+    let Some(tree) = busybox_tree() else {
+        return;
+    };
+    ok(&vm_warden(
+        s,
+        &[
+            "create",
+            "--isolation",
+            "vm",
+            "--rootfs",
+            tree.path().to_str().unwrap(),
+            "src",
+        ],
+        None,
+    ));
+    ok(&vm_warden(s, &["start", "src"], None));
+    ok(&vm_warden(
+        s,
+        &["exec", "-d", "src", "--", "sh", "-c", COUNTER],
+        None,
+    ));
+    wait_until("the counter to count", Duration::from_secs(60), || {
+        count(s, "src") > 0
+    });
+    let before = count(s, "src");
+    for snap in ["taken", "spoilt"] {
+        let o = vm_warden(s, &["snapshots", "create", "src", snap], None);
+        ok(&o);
+        assert!(
+            stderr(&o).contains("memory: true"),
+            "the snapshot did not keep the memory: {}",
+            stderr(&o)
+        );
+    }
+    ok(&vm_warden(
+        s,
+        &["create", "fromsnap", "--from-snapshot", "taken", "--start"],
+        None,
+    ));
+    let at = count(s, "fromsnap");
+    assert!(
+        at >= before,
+        "the copy's counter is {at}, the source's was {before} before the snapshot"
+    );
+    wait_until(
+        "the copy's counter to go on",
+        Duration::from_secs(30),
+        || count(s, "fromsnap") > at,
+    );
+    let host = ok(&vm_warden(s, &["exec", "fromsnap", "--", "hostname"], None));
+    assert_eq!(host.trim(), "fromsnap");
+
+    // Its memory file cut short: refused by the snapshot's digest before
+    // a sandbox is made, let alone a guest restored.
+    let state_file = s.join("warden/saved/owner/spoilt/memory/vm.vmstate");
+    let len = std::fs::metadata(&state_file).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&state_file)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let o = vm_warden(
+        s,
+        &["create", "bad", "--from-snapshot", "spoilt", "--start"],
+        None,
+    );
+    assert_ne!(code(&o), 0, "a sandbox was made from a damaged snapshot");
+    assert!(stderr(&o).contains("spoilt"), "{}", stderr(&o));
+    assert!(
+        !sandbox_dir(s, "bad").exists(),
+        "a sandbox was made from a damaged snapshot"
+    );
+}

@@ -34,8 +34,12 @@ pub struct Snapshot {
     /// The sandbox it was taken from.
     pub source: String,
     pub created_ms: u64,
-    /// Bytes of files it holds.
+    /// Bytes of files it holds (a VM's saved memory included).
     pub bytes: u64,
+    /// It keeps a VM's memory: a sandbox made from it goes on from the
+    /// source's processes, as a copy with its own identity.
+    #[serde(default)]
+    pub memory: bool,
     /// Its workspace directory on the daemon's host, shown to the owner
     /// only (empty for a token holder).
     pub workspace: String,
@@ -109,6 +113,7 @@ fn shown(info: SavedInfo, caller: &Caller) -> Snapshot {
         source: info.source,
         created_ms: info.created_ms,
         bytes: info.bytes,
+        memory: info.memory,
         workspace: match caller {
             Caller::Owner => info.workspace.display().to_string(),
             Caller::Token(_) => String::new(),

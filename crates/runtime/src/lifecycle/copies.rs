@@ -94,10 +94,6 @@ pub fn no_copy_meanwhile(sb: &Sandbox) -> Result<std::fs::File, LifecycleError> 
 const NOT_A_VM: &str = "its processes run in the process backend, whose memory no copy carries (saving processes needs CRIU, which does not work on this kernel)";
 
 impl<'a> Held<'a> {
-    fn pause(sb: &'a Sandbox, why: &str) -> Result<Held<'a>, LifecycleError> {
-        Self::hold(sb, why, false)
-    }
-
     /// Hold `sb` for a copy; `memory`: a running VM is paused to disk
     /// (its memory saved, then restored when dropped), and where that is
     /// refused it is paused in place and the copy carries its files only,
@@ -200,18 +196,32 @@ pub fn snapshot(
     // writes it into its own temporary directory under the store's lock,
     // where no other save (another owner's of the same name included)
     // can put another.
+    // A VM that can be paused to disk keeps its memory in the snapshot
+    // (counted in its size and digest); one that cannot, its files only.
     let info = {
-        let _held = Held::pause(sb, &format!("snapshot {name}"))?;
+        let held = Held::hold(sb, &format!("snapshot {name}"), true)?;
         let spec = serde_json::to_vec_pretty(&effective(sb.dir())?).map_err(|e| {
             LifecycleError::Refused(format!("the sandbox's spec cannot be saved: {e}"))
         })?;
-        saved.save(name, &owner.label(), sb, &StateOf::of(sb), &spec, room)?
+        let state = StateOf {
+            memory: held.memory.clone().ok(),
+            ..StateOf::of(sb)
+        };
+        saved.save(name, &owner.label(), sb, &state, &spec, room)?
     };
     let _ = record(
         sb,
         "snapshot",
         Vec::new(),
-        format!("its state saved as snapshot {name} ({} bytes)", info.bytes),
+        format!(
+            "its state saved as snapshot {name} ({} bytes{})",
+            info.bytes,
+            if info.memory {
+                ", its memory with it"
+            } else {
+                ""
+            }
+        ),
     );
     Ok(info)
 }
@@ -352,6 +362,7 @@ fn fork_as(
     let mut carried = Err(String::new());
     let done = (|| {
         let held = Held::hold(sb, &format!("fork into {count}"), memory)?;
+        carried = held.memory.as_ref().map(drop).map_err(Clone::clone);
         // Read while the source is held: no live change falls between
         // the copy of its files and that of its configuration.
         let stored = effective(sb.dir())?;
@@ -366,21 +377,15 @@ fn fork_as(
                     layout: sb.meta().layout,
                     profile: sb.meta().profile.clone(),
                     stored: stored.clone(),
-                    state: StateOf::of(sb),
+                    state: StateOf {
+                        memory: held.memory.clone().ok(),
+                        ..StateOf::of(sb)
+                    },
                     detail: format!("a fork of sandbox {}", sb.name()),
                 },
             )?;
             made.push(copy);
         }
-        carried = match &held.memory {
-            Ok(saved) => {
-                for m in &made {
-                    copy_memory(saved, m)?;
-                }
-                Ok(())
-            }
-            Err(why) => Err(why.clone()),
-        };
         Ok::<(), LifecycleError>(())
     })();
     if let Err(e) = done {
@@ -476,6 +481,9 @@ fn make_copy(store: &Store, name: &str, src: Source<'_>) -> Result<Sandbox, Life
         }
         state::write_json(&sb.dir().join(state::STORED), &stored)?;
         saved::copy_state(&src.state, &sb)?;
+        if let Some(memory) = &src.state.memory {
+            copy_memory(memory, &sb)?;
+        }
         Ok::<(), LifecycleError>(())
     })();
     if let Err(e) = filled {

@@ -35,8 +35,8 @@ pub fn snapshots(cmd: SnapshotsCommand) -> anyhow::Result<u8> {
             let info = lifecycle::snapshot(&store, &sb, &snap, Owner::Machine, &|| u64::MAX)?;
             println!("{}", info.name);
             eprintln!(
-                "warden: snapshot {} of sandbox {sandbox} ({} bytes): `warden create NAME --from-snapshot {0}` makes a sandbox from it",
-                info.name, info.bytes
+                "warden: snapshot {} of sandbox {sandbox} ({} bytes, memory: {}): `warden create NAME --from-snapshot {0}` makes a sandbox from it",
+                info.name, info.bytes, info.memory
             );
         }
         SnapshotsCommand::Ls { json } => {
