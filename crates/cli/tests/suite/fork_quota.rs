@@ -58,6 +58,15 @@ fn a_token_at_its_quota_forking_sixteen_leaves_no_copy_written_even_for_a_moment
     let (s, b) = call("POST", "/v1/sandboxes/src/fork", Some(r#"{"count":1}"#));
     assert_eq!(s, 201, "{b}");
     assert_eq!(json(&b)["sandboxes"].as_array().map(Vec::len), Some(1));
+    // A process sandbox's fork carries no memory, and the answer says so
+    // and why.
+    assert_eq!(json(&b)["memory"], false, "{b}");
+    assert!(
+        json(&b)["memory_why"]
+            .as_str()
+            .is_some_and(|w| w.contains("CRIU")),
+        "{b}"
+    );
     let (s, b) = call("POST", "/v1/sandboxes/src/fork", Some(r#"{"count":1}"#));
     assert_eq!(s, 429, "{b}");
 }

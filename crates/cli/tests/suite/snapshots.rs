@@ -93,7 +93,15 @@ fn a_fork_into_three_gives_three_sandboxes_that_see_the_parents_files_and_not_ea
     let _c = Cleanup(s, names.clone());
     ok(&warden(s, &["create", "par", "--start"]));
     exec(s, "par", "echo from-parent > /workspace/base.txt");
-    let forks = ok(&warden(s, &["fork", "par", "--count", "3"]));
+    let o = warden(s, &["fork", "par", "--count", "3"]);
+    let forks = ok(&o);
+    // The process backend's memory is not carried, and the fork says so
+    // and why, never silently.
+    let said = stderr(&o);
+    assert!(
+        said.contains("memory: false") && said.contains("CRIU"),
+        "{said}"
+    );
     let forks: Vec<&str> = forks.lines().collect();
     assert_eq!(forks, ["par-fork-1", "par-fork-2", "par-fork-3"]);
     for (i, f) in forks.iter().enumerate() {
