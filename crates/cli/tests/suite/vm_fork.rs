@@ -275,3 +275,34 @@ fn a_vm_snapshot_keeps_its_memory_a_sandbox_made_from_it_goes_on_from_its_counte
         "a sandbox was made from a damaged snapshot"
     );
 }
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_without_a_root_image_is_forked_with_its_files_only_and_the_fork_says_why() {
+    let state = TempDir::new("vm-fork-files");
+    let s = state.path();
+    let _stop = Stopper(s, vec!["plain", "plain-fork-1"]);
+    if guest_release().is_none() {
+        return;
+    }
+    ok(&vm_warden(
+        s,
+        &["create", "--isolation", "vm", "plain"],
+        None,
+    ));
+    ok(&vm_warden(s, &["start", "plain"], None));
+    let o = vm_warden(s, &["fork", "plain", "--count", "1"], None);
+    assert_eq!(ok(&o), "plain-fork-1\n");
+    let said = stderr(&o);
+    assert!(
+        said.contains("memory: false") && said.contains("/usr"),
+        "the fork did not say why it carried no memory: {said}"
+    );
+    // The parent runs on, and the fork started (files only, booted).
+    ok(&vm_warden(s, &["exec", "plain", "--", "true"], None));
+    ok(&vm_warden(s, &["exec", "plain-fork-1", "--", "true"], None));
+    assert!(
+        !sandbox_dir(s, "plain-fork-1").join("vm-copy").exists(),
+        "a fork that carried no memory has a saved state"
+    );
+}
