@@ -2,7 +2,10 @@
 //! command: a `--rootfs` VM running a counter is forked into two; each
 //! fork's counter goes on from at least the parent's value at the fork,
 //! each has its own hostname, the parent's workspace files, and sees
-//! neither the parent's nor its sibling's new processes.
+//! neither the parent's nor its sibling's new processes. A snapshot keeps
+//! the memory too (a sandbox made from it goes on from the counter; one
+//! whose memory was cut short is refused), and a VM that cannot be paused
+//! to disk is forked with its files only, saying why.
 //!
 //! Boots a VM and restores it twice (slow under emulation): `#[ignore]`d,
 //! run with `cargo test -p warden-cli --test all -- --ignored suite::vm_fork`.

@@ -6,7 +6,10 @@
 //! system allows), with the source's resolved spec. The process backend
 //! carries no process (saving processes needs CRIU, which does not work on
 //! every kernel, this one's included): a sandbox made from a snapshot or a
-//! fork starts with the files and runs nothing until asked. A running
+//! fork starts with the files and runs nothing until asked. A VM that can
+//! be paused to disk is the exception: its saved memory is carried too
+//! (one pause to disk, the state copied, the source resumed), and a copy's
+//! first start restores it with an identity of its own. A running
 //! source is paused while its state is copied, so that the copy is of one
 //! moment, and resumed after. Each new sandbox is its own: its name, its
 //! identity (the id its credentials are bound to), its hostname, its
