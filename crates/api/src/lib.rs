@@ -553,10 +553,17 @@ pub struct Approval {
     pub id: String,
     pub sandbox: String,
     /// `tls`, `http`, `connect` or `tcp`; `request` for a single request
-    /// an ask rule holds (its name is allowed).
+    /// an ask rule holds (its name is allowed); `exec` for a program the
+    /// exec allowlist refused (`name` its path, `port` 0).
     pub protocol: String,
     pub name: String,
     pub port: u16,
+    /// What an answer does where it differs from a name's: a program's
+    /// refusal stands in the running sandbox, `allow_always` (the owner's
+    /// only) puts it on the allowlist of later starts, `allow_once` is
+    /// answered as `deny`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// For a request an ask rule holds: its method and path, the query's
     /// values redacted (`POST /repos/acme/w/issues`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

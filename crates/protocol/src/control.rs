@@ -150,10 +150,15 @@ pub struct PendingQuestion {
     pub id: String,
     pub sandbox: String,
     /// `tls`, `http`, `connect` or `tcp`; `request` for a single request
-    /// an ask rule holds.
+    /// an ask rule holds; `exec` for a program the exec allowlist refused
+    /// (`name` its path as the judge resolved it, `port` 0).
     pub protocol: String,
     pub name: String,
     pub port: u16,
+    /// What an answer does, where it differs from a name's (a program's
+    /// question: `allow_once` is answered as `deny`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// For a request an ask rule holds: its method and path (the query's
     /// values redacted), e.g. `POST /repos/acme/w/issues`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,12 +11,21 @@
 //! kept for later starts: see [`crate::allowlist`]), `deny` refuses it. A
 //! second answer, or one after the deadline, is refused as a conflict.
 //! Every answer and every timeout is an `ask_answered` event.
+//!
+//! A program the exec allowlist refused is asked about here too
+//! ([`Approvals::ask_program`], protocol `exec`), once per path and start.
+//! Nothing waits on its answer: Landlock's rules of a running sandbox can
+//! only narrow, so the refused exec stays refused (126), `allow_once` is
+//! answered as `deny` (the question says so), and `allow_always`, the
+//! owner's only, puts the program on the allowlist of later starts
+//! ([`crate::programs`]).
 
 use crate::allowlist::Allowlist;
 use crate::events::Bus;
 use crate::protocol::{AskDecision, PendingQuestion, Refusal, Reply};
 use crate::state;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +41,9 @@ const REMEMBERED: usize = 1024;
 
 struct Waiting {
     question: PendingQuestion,
+    /// A program's question: when it is denied unanswered (nothing waits
+    /// on it to time it out).
+    expires: Option<Instant>,
     /// The answer, and the trust of whoever gave it.
     answer: Option<(AskDecision, Trust)>,
 }
@@ -40,6 +52,8 @@ struct Waiting {
 struct Desk {
     waiting: BTreeMap<String, Waiting>,
     answered: VecDeque<String>,
+    /// Programs asked about in this start (each asked once).
+    programs: BTreeSet<String>,
 }
 
 impl Desk {
@@ -61,7 +75,14 @@ pub struct Approvals {
     next: AtomicU64,
     timeout: Duration,
     allowlist: Arc<Allowlist>,
+    /// Where a program's "always" is kept: the sandbox's state directory,
+    /// and the project's programs' grants (none when answers go into a
+    /// profile).
+    keep_programs: Option<(PathBuf, Option<PathBuf>)>,
 }
+
+/// What a program's question says of its answers.
+pub const PROGRAM_NOTE: &str = "the program was refused and stays refused in this run (a running sandbox's allowlist cannot grow); allow_always puts it on the allowlist of the sandbox's next start and of the project's next run; allow_once is answered as deny";
 
 /// Why an answer was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,14 +109,143 @@ impl Approvals {
             next: AtomicU64::new(1),
             timeout: ask_timeout(),
             allowlist,
+            keep_programs: None,
         }
+    }
+
+    /// Ask about programs the exec allowlist refuses, keeping an "always"
+    /// in the sandbox's state directory `dir` and in the project's
+    /// programs' grants `grants`.
+    pub fn with_programs(mut self, dir: PathBuf, grants: Option<PathBuf>) -> Approvals {
+        self.keep_programs = Some((dir, grants));
+        self
+    }
+
+    /// Put a question about `program`, refused by the allowlist, on the
+    /// desk, unless it was asked in this start or the desk is full.
+    /// Returns at once.
+    pub fn ask_program(&self, program: &str) {
+        if self.keep_programs.is_none() || !crate::programs::is_program_entry(program) {
+            return;
+        }
+        let expired = {
+            let Ok(mut desk) = self.desk.lock() else {
+                return;
+            };
+            let expired = sweep(&mut desk);
+            if desk.programs.contains(program)
+                || desk.programs.len() >= REMEMBERED
+                || desk.waiting.len() >= MAX_WAITING
+            {
+                drop(desk);
+                self.timed_out(expired);
+                return;
+            }
+            desk.programs.insert(program.to_string());
+            let id = format!(
+                "{}-{}",
+                self.prefix,
+                self.next.fetch_add(1, Ordering::Relaxed)
+            );
+            let asked_ms = state::now_ms();
+            let question = PendingQuestion {
+                id: id.clone(),
+                sandbox: self.bus.sandbox().to_string(),
+                protocol: PROGRAM.to_string(),
+                name: program.to_string(),
+                port: 0,
+                note: Some(PROGRAM_NOTE.to_string()),
+                request: None,
+                asked_ms,
+                deadline_ms: asked_ms + self.timeout.as_millis() as u64,
+            };
+            self.bus.emit(EventKind::Ask {
+                question: id.clone(),
+                protocol: PROGRAM.to_string(),
+                name: program.to_string(),
+                port: 0,
+                deadline_ms: question.deadline_ms,
+            });
+            desk.waiting.insert(
+                id,
+                Waiting {
+                    question,
+                    expires: Some(Instant::now() + self.timeout),
+                    answer: None,
+                },
+            );
+            expired
+        };
+        self.timed_out(expired);
+    }
+
+    /// Record programs' questions whose time ran out.
+    fn timed_out(&self, expired: Vec<PendingQuestion>) {
+        for q in expired {
+            self.bus.emit(EventKind::AskAnswered {
+                question: q.id,
+                name: q.name,
+                port: q.port,
+                decision: "timeout".into(),
+                by: "nobody: its time ran out".into(),
+            });
+        }
+    }
+
+    /// Answer a program's question (taken off the desk already).
+    fn answer_program(
+        &self,
+        question: &PendingQuestion,
+        decision: AskDecision,
+        by: &str,
+    ) -> Result<(), Refused> {
+        let mut by = by.to_string();
+        let mut decision = decision;
+        if decision == AskDecision::AllowOnce {
+            by.push_str(
+                " (allow_once, answered as deny: a running sandbox's allowlist cannot grow)",
+            );
+            decision = AskDecision::Deny;
+        }
+        let mut kept = Ok(());
+        if decision == AskDecision::AllowAlways {
+            if let Some((dir, grants)) = &self.keep_programs {
+                kept = crate::programs::save(dir, &question.name).and_then(|()| match grants {
+                    Some(g) => crate::programs::add(g, &question.name).map(|_| ()),
+                    None => Ok(()),
+                });
+            }
+            if let Err(e) = &kept {
+                by.push_str(&format!(
+                    " (allow_always not kept, answered as deny: {})",
+                    warden_jail::chain_str(e)
+                ));
+                decision = AskDecision::Deny;
+            }
+        }
+        self.bus.emit_written(EventKind::AskAnswered {
+            question: question.id.clone(),
+            name: question.name.clone(),
+            port: 0,
+            decision: decision.as_str().to_string(),
+            by,
+        });
+        kept.map_err(|e| Refused {
+            code: Refusal::Conflict,
+            message: format!(
+                "the program {} could not be kept for later starts: {}",
+                question.name,
+                warden_jail::chain_str(&e)
+            ),
+        })
     }
 
     /// The questions waiting now, oldest first.
     pub fn pending(&self) -> Vec<PendingQuestion> {
-        let Ok(desk) = self.desk.lock() else {
+        let Ok(mut desk) = self.desk.lock() else {
             return Vec::new();
         };
+        let expired = sweep(&mut desk);
         let mut out: Vec<PendingQuestion> = desk
             .waiting
             .values()
@@ -103,6 +253,8 @@ impl Approvals {
             .map(|w| w.question.clone())
             .collect();
         out.sort_by_key(|q| q.asked_ms);
+        drop(desk);
+        self.timed_out(expired);
         out
     }
 
@@ -115,13 +267,38 @@ impl Approvals {
         by: &str,
         trust: Trust,
     ) -> Result<(), Refused> {
-        let question = {
+        let (question, expired) = {
             let mut desk = self.desk.lock().map_err(|_| Refused {
                 code: Refusal::Conflict,
                 message: "the supervisor's questions are unusable".into(),
             })?;
+            let expired = sweep(&mut desk);
             let answered_already = desk.answered.iter().any(|a| a == id);
-            match desk.waiting.get_mut(id) {
+            let program = desk
+                .waiting
+                .get(id)
+                .is_some_and(|w| w.expires.is_some() && w.answer.is_none());
+            if program {
+                // The owner's allowlist is a caller's ceiling: a caller
+                // may not widen it for later starts.
+                if decision == AskDecision::AllowAlways && trust == Trust::Caller {
+                    return Err(Refused {
+                        code: Refusal::Conflict,
+                        message: format!(
+                            "question {id} is about a program: only the sandbox's owner may put a program on its allowlist (answer deny, or let the owner answer)"
+                        ),
+                    });
+                }
+                let w = desk.waiting.remove(id);
+                desk.remember(id.to_string());
+                drop(desk);
+                self.timed_out(expired);
+                return match w {
+                    Some(w) => self.answer_program(&w.question, decision, by),
+                    None => Err(answered(id)),
+                };
+            }
+            let question = match desk.waiting.get_mut(id) {
                 Some(w) if w.answer.is_none() => {
                     w.answer = Some((decision, trust));
                     w.question.clone()
@@ -136,8 +313,10 @@ impl Approvals {
                         ),
                     })
                 }
-            }
+            };
+            (question, expired)
         };
+        self.timed_out(expired);
         let answered = EventKind::AskAnswered {
             question: id.to_string(),
             name: question.name.clone(),
@@ -208,6 +387,60 @@ pub fn answer_reply(
     }
 }
 
+/// A program's question's protocol.
+pub const PROGRAM: &str = "exec";
+
+/// Take programs' questions whose time ran out off the desk.
+fn sweep(desk: &mut Desk) -> Vec<PendingQuestion> {
+    let now = Instant::now();
+    let gone: Vec<String> = desk
+        .waiting
+        .iter()
+        .filter(|(_, w)| w.answer.is_none() && w.expires.is_some_and(|e| now >= e))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let mut out = Vec::new();
+    for id in gone {
+        if let Some(w) = desk.waiting.remove(&id) {
+            out.push(w.question);
+        }
+        desk.remember(id);
+    }
+    out
+}
+
+/// The jail's events, on to the bus, each refusal by the exec allowlist
+/// also put to the desk as a program's question.
+pub struct AskingSink<S> {
+    pub inner: S,
+    /// None outside ask mode: the events only pass.
+    pub approvals: Option<Arc<Approvals>>,
+}
+
+impl<S: warden_audit::EventSink> warden_audit::EventSink for AskingSink<S> {
+    fn emit(&mut self, event: &warden_audit::Event) {
+        if let EventKind::ExecRefused {
+            program: Some(p),
+            by,
+            ..
+        } = &event.kind
+        {
+            if let (Some(a), "allowlist", Some(p)) = (&self.approvals, by.as_str(), p.to_str()) {
+                a.ask_program(p);
+            }
+        }
+        self.inner.emit(event);
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.inner.failure()
+    }
+
+    fn bytes_written(&self) -> u64 {
+        self.inner.bytes_written()
+    }
+}
+
 fn answered(id: &str) -> Refused {
     Refused {
         code: Refusal::Conflict,
@@ -241,6 +474,7 @@ impl Asker for Approvals {
             protocol: q.protocol.to_string(),
             name: q.name.clone(),
             port: q.port,
+            note: None,
             request: q.request.as_ref().map(|r| r.line()),
             asked_ms,
             deadline_ms: asked_ms + self.timeout.as_millis() as u64,
@@ -256,6 +490,7 @@ impl Asker for Approvals {
             id.clone(),
             Waiting {
                 question,
+                expires: None,
                 answer: None,
             },
         );

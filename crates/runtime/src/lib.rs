@@ -30,6 +30,7 @@ pub mod once;
 pub mod output;
 pub mod peer;
 pub mod procs;
+pub mod programs;
 pub mod protocol;
 pub mod resolve;
 pub mod review;

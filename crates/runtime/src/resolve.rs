@@ -134,6 +134,8 @@ pub enum ResolveError {
     },
     #[error(transparent)]
     Grants(#[from] crate::grants::GrantsError),
+    #[error(transparent)]
+    Programs(#[from] crate::programs::ProgramsError),
     #[error("--ask-save profile: {why}")]
     AskSave { why: String },
     #[error(transparent)]
@@ -569,6 +571,7 @@ fn resolve_inner(
     // request rules (and take only those: names stay `egress.ask`'s).
     let asks_requests = !merged.list(Field::AskRequest).is_empty();
     let mut granted_requests = Vec::new();
+    let mut granted_programs = Vec::new();
     let grants = match (ctx.state_dir, &workspace) {
         // The profile's own domains are already in the layer.
         _ if profile_file.is_some() => profile_file.clone(),
@@ -580,6 +583,9 @@ fn resolve_inner(
             let file = crate::grants::file_for(state, &project);
             if ask {
                 placement.granted_domains = crate::grants::load(&file)?;
+                // Programs answered "always" widen an allowlist the run
+                // has (`crate::programs::apply`).
+                granted_programs = crate::programs::load(&crate::programs::file_beside(&file))?;
             }
             granted_requests = crate::grants::load_requests(&file)?;
             Some(file)
@@ -593,6 +599,7 @@ fn resolve_inner(
     let mut spec = spec_of(merged, &placement, ctx.defaults)
         .map_err(|e| as_the_caller_sees(e, ctx.trust, merged))?;
     crate::grants::apply_requests(&mut spec, &granted_requests);
+    crate::programs::apply(&mut spec.allow_exec, &granted_programs);
     // A desktop's programs are looked for now, so that a host without
     // them is told what to install before anything is made.
     crate::desktop::check_programs(&spec)?;

@@ -17,6 +17,7 @@ mod daemon_attacks;
 mod daemon_audit_bound;
 mod daemon_bounds;
 mod daemon_callers;
+mod daemon_ask_programs;
 mod daemon_egress;
 mod daemon_health;
 mod daemon_hosts;

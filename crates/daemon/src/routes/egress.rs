@@ -138,6 +138,7 @@ pub async fn list(
                 protocol: p.protocol,
                 name: p.name,
                 port: p.port,
+                note: p.note,
                 request: p.request,
                 asked_ms: p.asked_ms,
                 deadline_ms: p.deadline_ms,

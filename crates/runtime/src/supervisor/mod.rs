@@ -230,6 +230,7 @@ fn supervise(
     // What was changed live in earlier starts (`warden egress`, the API,
     // "always" answers) holds in this one too.
     crate::allowlist::apply_saved(&dir, &mut spec);
+    crate::programs::apply_saved(&dir, &mut spec);
     let hard_limit = spec.resources.timeout.take();
     // Kept command outputs count against the sandbox's own budget, less
     // what earlier starts kept.
@@ -269,7 +270,19 @@ fn supervise(
                     .iter()
                     .any(|r| r.action == warden_policy::requests::RequestAction::Ask) =>
         {
-            let a = Arc::new(Approvals::new(bus.clone(), &start, allowlist.clone()));
+            let mut a = Approvals::new(bus.clone(), &start, allowlist.clone());
+            // Programs the allowlist refuses are asked about too; their
+            // "always" is kept beside the names' (not in a profile).
+            if !spec.allow_exec.is_empty() {
+                let grants = stored
+                    .sinks
+                    .grants
+                    .as_deref()
+                    .filter(|_| !stored.sinks.grants_into_profile)
+                    .map(crate::programs::file_beside);
+                a = a.with_programs(dir.clone(), grants);
+            }
+            let a = Arc::new(a);
             wiring.set_asker(a.clone());
             Some(a)
         }
@@ -286,7 +299,7 @@ fn supervise(
         one_shot: stored.one_shot,
         secret_names,
         allowlist,
-        approvals,
+        approvals: approvals.clone(),
         main_status,
         output,
         hard_limit,
@@ -314,7 +327,10 @@ fn supervise(
         vm: service.vm.clone(),
     };
     wiring.on_service(move |channel, init| service.begin(channel, init));
-    let mut sink = BusSink(bus.clone());
+    let mut sink = crate::approvals::AskingSink {
+        inner: BusSink(bus.clone()),
+        approvals: approvals.clone(),
+    };
     let id = format!("{name}-{start}");
     let backend = crate::backend::Backend::of(&spec);
     let result = backend.run_held(&spec, &id, Program::Service, &mut sink, &mut wiring, &held);

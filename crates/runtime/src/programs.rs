@@ -1,0 +1,205 @@
+//! Programs answered "always" when the exec allowlist refused them under
+//! ask mode: kept where later starts find them, as names are.
+//!
+//! Landlock's rules are fixed for a running sandbox (a domain can only be
+//! narrowed), so an answer never lets the refused exec run: an "always"
+//! puts the program on the allowlist of the sandbox's next start. It is
+//! kept in two places, as a name's "always" is:
+//! - the sandbox's state directory (`exec.json`, applied over the stored
+//!   spec at each start of a named sandbox, as `egress.json` is);
+//! - the project's grants (`grants/NAME.exec.json`, beside the names'
+//!   `grants/NAME.yaml`, outside the workspace the sandbox writes), read
+//!   when a later run of the same project with ask mode is resolved.
+//!
+//! Only the owner's answer is kept so (a caller's "always" is refused at
+//! the desk: the owner's allowlist is a caller's ceiling), and a grant
+//! only widens an allowlist the run has: a run without one is never given
+//! one by a grant.
+
+use crate::state;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use warden_policy::SandboxSpec;
+
+/// The file in a sandbox's state directory that keeps its programs
+/// answered "always".
+pub const EXEC_CHANGES: &str = "exec.json";
+
+/// Why the programs' grants could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramsError {
+    #[error("cannot read the programs' grants {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the programs' grants {path} are not a list of programs ({why}); fix or remove it")]
+    Parse { path: PathBuf, why: String },
+    #[error("cannot write the programs' grants {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot keep the sandbox's programs")]
+    State(#[source] state::StateError),
+}
+
+/// What a grants file of programs holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Granted {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Entries written as in `process.allow_exec`: absolute paths.
+    #[serde(default)]
+    pub allow_exec: Vec<String>,
+}
+
+/// A program's question is of a path the judge resolved: absolute, with
+/// no `.` or `..` component, and no glob (an entry of the allowlist that
+/// names that one file).
+pub fn is_program_entry(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() > 1
+        && !path.contains(['*', '?', '[', '\n', '\0'])
+        && !path.split('/').any(|c| c == "." || c == "..")
+}
+
+/// The programs' grants beside the names' grants file `names`
+/// (`grants/NAME.yaml` gives `grants/NAME.exec.json`).
+pub fn file_beside(names: &Path) -> PathBuf {
+    let stem = names
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    names.with_file_name(format!("{stem}.exec.json"))
+}
+
+/// The programs granted in `path` (none when it does not exist).
+pub fn load(path: &Path) -> Result<Vec<String>, ProgramsError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(ProgramsError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let g: Granted = serde_json::from_str(&text).map_err(|e| ProgramsError::Parse {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    Ok(g.allow_exec
+        .into_iter()
+        .filter(|p| is_program_entry(p))
+        .collect())
+}
+
+/// Add `program` to the grants at `path`; `Ok(false)` when it was there.
+pub fn add(path: &Path, program: &str) -> Result<bool, ProgramsError> {
+    let mut list = load(path)?;
+    if list.iter().any(|p| p == program) {
+        return Ok(false);
+    }
+    list.push(program.to_string());
+    let write = |source| ProgramsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(write)?;
+    }
+    let granted = Granted {
+        description: Some(
+            "programs answered \"always\" when asked (`egress.ask`) for this project".into(),
+        ),
+        allow_exec: list,
+    };
+    let mut text = serde_json::to_vec_pretty(&granted)
+        .map_err(|e| write(std::io::Error::other(e.to_string())))?;
+    text.push(b'\n');
+    warden_protocol::replace_file(path, &text, 0o600).map_err(write)?;
+    Ok(true)
+}
+
+/// Widen the allowlist `allow_exec` by `granted` (never give a run
+/// without an allowlist one).
+pub fn apply(allow_exec: &mut Vec<String>, granted: &[String]) {
+    if allow_exec.is_empty() {
+        return;
+    }
+    for p in granted {
+        if is_program_entry(p) && !allow_exec.contains(p) {
+            allow_exec.push(p.clone());
+        }
+    }
+}
+
+/// What a sandbox's state directory keeps (`exec.json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Changes {
+    pub added: Vec<String>,
+}
+
+/// Apply the programs kept in `dir` to `spec` (before a start).
+pub fn apply_saved(dir: &Path, spec: &mut SandboxSpec) {
+    if let Ok(saved) = state::read_json::<Changes>(&dir.join(EXEC_CHANGES)) {
+        apply(&mut spec.allow_exec, &saved.added);
+    }
+}
+
+/// Keep `program` in the sandbox's state directory `dir`.
+pub fn save(dir: &Path, program: &str) -> Result<(), ProgramsError> {
+    let path = dir.join(EXEC_CHANGES);
+    let mut saved: Changes = state::read_json(&path).unwrap_or_default();
+    if !saved.added.iter().any(|p| p == program) {
+        saved.added.push(program.to_string());
+    }
+    state::write_json(&path, &saved).map_err(ProgramsError::State)
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests remove their own temporary directories
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_absolute_plain_paths_are_program_entries() {
+        assert!(is_program_entry("/usr/bin/id"));
+        assert!(!is_program_entry("id"));
+        assert!(!is_program_entry("/"));
+        assert!(!is_program_entry("/usr/bin/*"));
+        assert!(!is_program_entry("/usr/../bin/sh"));
+    }
+
+    #[test]
+    fn granted_programs_are_kept_once_and_widen_only_an_allowlist_there_is() {
+        let dir = std::env::temp_dir().join(format!("warden-programs-{}", std::process::id()));
+        let names = dir.join("grants/x.yaml");
+        let f = file_beside(&names);
+        assert_eq!(f, dir.join("grants/x.exec.yaml"));
+        assert!(load(&f).unwrap().is_empty());
+        assert!(add(&f, "/usr/bin/id").unwrap());
+        assert!(!add(&f, "/usr/bin/id").unwrap());
+        assert_eq!(load(&f).unwrap(), ["/usr/bin/id"]);
+        let mut none = Vec::new();
+        apply(&mut none, &load(&f).unwrap());
+        assert!(none.is_empty());
+        let mut list = vec!["sh".to_string()];
+        apply(&mut list, &load(&f).unwrap());
+        assert_eq!(list, ["sh", "/usr/bin/id"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
