@@ -189,7 +189,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("warden-programs-{}", std::process::id()));
         let names = dir.join("grants/x.yaml");
         let f = file_beside(&names);
-        assert_eq!(f, dir.join("grants/x.exec.yaml"));
+        assert_eq!(f, dir.join("grants/x.exec.json"));
         assert!(load(&f).unwrap().is_empty());
         assert!(add(&f, "/usr/bin/id").unwrap());
         assert!(!add(&f, "/usr/bin/id").unwrap());

@@ -162,6 +162,9 @@ impl Session {
 fn target_of(q: &crate::api::Approval) -> String {
     match &q.request {
         Some(r) => format!("send {r} to {}:{}", q.name, q.port),
+        None if q.protocol == warden_runtime::approvals::PROGRAM => {
+            format!("run the program {} (refused by its exec allowlist)", q.name)
+        }
         None => format!("connect to {}:{}", q.name, q.port),
     }
 }
@@ -185,6 +188,10 @@ pub(super) async fn ask_person(
         .build()
         .map_err(|e| format!("cannot build the question: {e}"))?;
     let message = match &q.request {
+        None if q.protocol == warden_runtime::approvals::PROGRAM => format!(
+            "Sandbox {} tried to run {}, which its exec allowlist refuses; the refusal stands in this run (a running sandbox's allowlist cannot grow). Allow it from the sandbox's next start? (\"always\" adds it to the allowlist, and only the sandbox's owner may; a single \"allow\" is answered as deny)",
+            q.sandbox, q.name
+        ),
         Some(r) => format!(
             "Sandbox {} wants to send {r} to {}:{}, which a request rule holds for a person's answer. Allow this request? (\"always\" keeps a rule allowing this method and path)",
             q.sandbox, q.name, q.port
