@@ -297,8 +297,16 @@ impl warden_jail::Desk for Desk {
                 b'\r' | b'\n' => {
                     let word = std::mem::take(&mut self.line).to_ascii_lowercase();
                     let garbled = std::mem::take(&mut self.garbled);
+                    let program = self.asks_a_program();
                     let answer = match word.as_str() {
                         _ if garbled => None,
+                        // A running sandbox's allowlist cannot widen.
+                        "once" | "run" if program.is_some() => None,
+                        "always" if program == Some(false) => None,
+                        "always" if program.is_some() => Some((
+                            Answer::Always,
+                            "allowed always: on the allowlist of this project's later runs (still refused in this run)",
+                        )),
                         "once" => Some((Answer::Once, "allowed once")),
                         "run" => Some((Answer::ForRun, "allowed for this run")),
                         "always" if self.asks_a_request() => Some((
@@ -329,9 +337,13 @@ impl warden_jail::Desk for Desk {
                                 out.push_str(&next);
                             }
                         }
-                        None => out.push_str(
-                            "\r\nwarden: type once, run, always, deny or never, then Enter: ",
-                        ),
+                        None => out.push_str(match program {
+                            Some(true) => "\r\nwarden: type always, deny or never, then Enter: ",
+                            Some(false) => "\r\nwarden: type deny or never, then Enter: ",
+                            None => {
+                                "\r\nwarden: type once, run, always, deny or never, then Enter: "
+                            }
+                        }),
                     }
                 }
                 0x7f | 0x08 if !self.line.is_empty() => {
@@ -377,6 +389,16 @@ impl Desk {
             .is_some_and(|c| c.question.request.is_some())
     }
 
+    /// The question on screen is about a program the exec allowlist
+    /// refused: `Some(true)` when its "always" can be kept.
+    fn asks_a_program(&self) -> Option<bool> {
+        match self.current.as_ref().map(|c| c.question.protocol) {
+            Some(crate::ask_programs::PROGRAM) => Some(true),
+            Some(crate::ask_programs::PROGRAM_NOT_KEPT) => Some(false),
+            _ => None,
+        }
+    }
+
     fn next(&mut self) -> Option<String> {
         if self.current.is_some() {
             return None;
@@ -390,10 +412,31 @@ impl Desk {
         // character sets, colours, the alternate screen, a hidden cursor)
         // is undone first, and the name is on the line the answer is
         // typed on.
-        let prompt = match &q.request {
+        let program = match q.protocol {
+            crate::ask_programs::PROGRAM => Some(
+                "answers: always (on the allowlist of this project's later runs), deny, never (deny all)",
+            ),
+            crate::ask_programs::PROGRAM_NOT_KEPT => Some(
+                "answers: deny, never (deny all); always is not offered: this run keeps its answers \
+                 in a profile, which keeps names only (add the program to the profile's process.allow_exec)",
+            ),
+            _ => None,
+        };
+        let prompt = match (&q.request, program) {
+            // A program the exec allowlist refused: nothing waits on the
+            // answer, the exec stays refused.
+            (_, Some(answers)) => format!(
+                "{TERMINAL_RESET}\r\n\x1b[7m warden \x1b[0m a program the exec allowlist refused \
+                 (the sandbox's output is held until you answer)\r\n\
+                 it stays refused in this run: a running sandbox's allowlist cannot widen, \
+                 so once and run are not offered\r\n\
+                 {answers}\r\n\
+                 may run {} ? type an answer, then Enter: ",
+                printable(&q.name)
+            ),
             // A request of an allowed name, held by an ask rule: what the
             // sandbox chose (its method and path) is shown printable only.
-            Some(r) => format!(
+            (Some(r), None) => format!(
                 "{TERMINAL_RESET}\r\n\x1b[7m warden \x1b[0m a request an ask rule holds \
                  (the sandbox's output is held until you answer)\r\n\
                  rule: {}\r\n\
@@ -405,7 +448,7 @@ impl Desk {
                 q.name,
                 q.port
             ),
-            None => format!(
+            (None, None) => format!(
                 "{TERMINAL_RESET}\r\n\x1b[7m warden \x1b[0m a connection no rule allows \
                  (the sandbox's output is held until you answer)\r\n\
                  answers: once, run (this name and port for the rest of the run), \
@@ -617,6 +660,58 @@ mod tests {
         }
         assert_eq!(t.join().unwrap(), Answer::Deny);
         assert!(!desk2.is_asking());
+    }
+
+    #[test]
+    fn a_refused_program_is_asked_without_once_or_run_and_its_name_shown_printable() {
+        let (asker, mut desk) = pair().unwrap();
+        let asker = Arc::new(asker);
+        let ask = |protocol: &'static str, name: &str| {
+            let (asker, name) = (asker.clone(), name.to_string());
+            std::thread::spawn(move || {
+                asker.ask(&Question {
+                    protocol,
+                    name,
+                    port: 0,
+                    request: None,
+                })
+            })
+        };
+        let t = ask(crate::ask_programs::PROGRAM, "/usr/bin/\x1b[2Jid");
+        let start = Instant::now();
+        let mut shown = None;
+        while shown.is_none() {
+            assert!(start.elapsed() < Duration::from_secs(5));
+            shown = desk.on_wake();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let shown = shown.unwrap();
+        assert!(shown.contains("may run /usr/bin/?[2Jid ?"), "{shown}");
+        assert!(shown.contains("once and run are not offered"), "{shown}");
+        desk.shown_at = Instant::now() - SETTLE;
+        for word in [&b"once\r"[..], b"run\r"] {
+            let out = desk.on_input(word).unwrap();
+            assert!(out.contains("type always, deny or never"), "{out}");
+            assert!(desk.is_asking());
+        }
+        let out = desk.on_input(b"always\r").unwrap();
+        assert!(out.contains("later runs"), "{out}");
+        assert_eq!(t.join().unwrap(), Answer::Always);
+        // Where nothing keeps a program, "always" answers nothing.
+        let t = ask(crate::ask_programs::PROGRAM_NOT_KEPT, "/usr/bin/id");
+        let start = Instant::now();
+        let mut shown = None;
+        while shown.is_none() {
+            assert!(start.elapsed() < Duration::from_secs(5));
+            shown = desk.on_wake();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(shown.unwrap().contains("always is not offered"));
+        desk.shown_at = Instant::now() - SETTLE;
+        let out = desk.on_input(b"always\r").unwrap();
+        assert!(out.contains("type deny or never"), "{out}");
+        desk.on_input(b"deny\r");
+        assert_eq!(t.join().unwrap(), Answer::Deny);
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod aggregate;
 pub mod allowlist;
 pub mod approvals;
 mod ask;
+mod ask_programs;
 pub mod backend;
 mod budget;
 pub mod client;
@@ -39,7 +40,7 @@ pub mod state;
 pub mod supervisor;
 pub mod teach;
 
-pub use once::{run_once, Finished};
+pub use once::{run_once, run_once_asking, Finished};
 /// Unix sockets in the state at any path length, for the doors (which
 /// depend on this crate, never on `warden-jail`).
 pub use warden_jail::sockname;

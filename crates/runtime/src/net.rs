@@ -34,6 +34,9 @@ pub struct Wiring {
     asker: Option<Arc<dyn Asker>>,
     /// The running proxy's allowlist, for live changes.
     control: Arc<Mutex<Option<EgressControl>>>,
+    /// Programs the exec allowlist refuses, asked about on the terminal's
+    /// desk once there is one.
+    programs: Option<Arc<crate::ask_programs::TerminalPrograms>>,
 }
 
 impl Wiring {
@@ -51,6 +54,7 @@ impl Wiring {
             on_service: None,
             asker: None,
             control: Arc::new(Mutex::new(None)),
+            programs: None,
         }
     }
 
@@ -58,6 +62,12 @@ impl Wiring {
     /// ask on.
     pub fn set_asker(&mut self, asker: Arc<dyn Asker>) {
         self.asker = Some(asker);
+    }
+
+    /// With `--ask` at a terminal, ask there about the programs the exec
+    /// allowlist refuses too.
+    pub fn ask_programs(&mut self, programs: Arc<crate::ask_programs::TerminalPrograms>) {
+        self.programs = Some(programs);
     }
 
     /// Where the running proxy's allowlist control appears once it runs.
@@ -122,7 +132,11 @@ impl warden_jail::Attach for Wiring {
                 let (asker, d) = crate::ask::pair()
                     .map_err(|e| format!("cannot create the pipe of `egress.ask`: {e}"))?;
                 desk = Some(Box::new(d));
-                Some(Arc::new(asker))
+                let asker: Arc<dyn Asker> = Arc::new(asker);
+                if let (true, Some(p)) = (spec.ask, &self.programs) {
+                    p.set_asker(asker.clone());
+                }
+                Some(asker)
             } else if asks {
                 self.asker.clone()
             } else {

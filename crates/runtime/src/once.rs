@@ -26,12 +26,35 @@ pub struct Finished {
 /// Must be called while the process is single-threaded (the sandbox is
 /// cloned from it); threads start only after the clone.
 pub fn run_once(spec: &SandboxSpec, id: &str, sinks: Vec<Sink>) -> Result<Finished, JailError> {
+    run_once_asking(spec, id, sinks, None)
+}
+
+/// [`run_once`], and under `egress.ask` at a terminal, the programs the
+/// exec allowlist refuses asked about there ([`crate::ask_programs`]):
+/// an "always" is added to `program_grants` (the project's programs'
+/// grants; `None` offers no "always").
+pub fn run_once_asking(
+    spec: &SandboxSpec,
+    id: &str,
+    sinks: Vec<Sink>,
+    program_grants: Option<std::path::PathBuf>,
+) -> Result<Finished, JailError> {
     let bus = Bus::new(id, sinks);
     bus.set_budget(spec.resources.audit_budget, 0);
     let mut wiring = Wiring::new(spec, bus.clone());
-    let mut sink = BusSink(bus.clone());
+    let programs = crate::ask_programs::TerminalPrograms::new(bus.clone(), program_grants);
+    if !spec.allow_exec.is_empty() {
+        wiring.ask_programs(programs.clone());
+    }
+    let mut sink = crate::ask_programs::ProgramSink {
+        inner: BusSink(bus.clone()),
+        programs: programs.clone(),
+    };
     let backend = crate::backend::Backend::of(spec);
     let result = backend.run(spec, id, Program::Command, &mut sink, &mut wiring);
+    // The desk is gone with the run: an answer given is kept before the
+    // run's record closes.
+    programs.finish();
     drop(wiring);
     bus.close();
     // What runs killed outright left (their cgroups), at most once in a

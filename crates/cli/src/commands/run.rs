@@ -102,7 +102,19 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         .transpose()?
         .unwrap_or_default();
     warden_jail::phase("resolved");
-    let finished = warden_runtime::run_once(&resolved.spec, &id, sinks);
+    // Programs the exec allowlist refuses are asked about at the terminal
+    // too; an "always" goes to the project's programs' grants (a profile
+    // keeps names only: no "always" then).
+    let program_grants = resolved
+        .sinks
+        .grants
+        .as_deref()
+        .filter(|_| !into_profile)
+        .map(warden_runtime::programs::file_beside);
+    let programs_before = ProgramsSaved::before(program_grants.as_deref())?;
+    let finished =
+        warden_runtime::run_once_asking(&resolved.spec, &id, sinks, program_grants.clone());
+    programs_before.say_new();
     if let Some(file) = &resolved.sinks.grants {
         // What "always" answers wrote, as the lines now in the file.
         let now = load_grants(file).unwrap_or_default();
@@ -169,4 +181,42 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         );
     }
     Ok(finished.outcome.status.clamp(0, 255) as u8)
+}
+
+/// The project's programs' grants before a run, to say after it which
+/// programs "always" answers added.
+struct ProgramsSaved {
+    file: Option<std::path::PathBuf>,
+    before: Vec<String>,
+}
+
+impl ProgramsSaved {
+    fn before(file: Option<&std::path::Path>) -> anyhow::Result<ProgramsSaved> {
+        let before = file
+            .map(warden_runtime::programs::load)
+            .transpose()?
+            .unwrap_or_default();
+        Ok(ProgramsSaved {
+            file: file.map(std::path::Path::to_path_buf),
+            before,
+        })
+    }
+
+    fn say_new(&self) {
+        let Some(file) = &self.file else {
+            return;
+        };
+        let new: Vec<String> = warden_runtime::programs::load(file)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| !self.before.contains(p))
+            .collect();
+        if !new.is_empty() {
+            eprintln!(
+                "warden: programs saved for this project's later runs in {} (answered always): {}",
+                file.display(),
+                new.join(", ")
+            );
+        }
+    }
 }

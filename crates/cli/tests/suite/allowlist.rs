@@ -604,3 +604,84 @@ fn learning_mode_writes_a_fragment_file_that_grows_and_that_a_profile_extends() 
         stderr(&refused)
     );
 }
+
+#[test]
+fn a_program_the_allowlist_refuses_is_asked_at_the_terminal_and_always_lets_the_next_run_run_it() {
+    if !egress_available() {
+        return;
+    }
+    if landlock_abi() < 1 {
+        return skip("this kernel has no Landlock: the exec allowlist is refused here");
+    }
+    if !std::path::Path::new("/usr/bin/id").exists() {
+        return skip("no /usr/bin/id here");
+    }
+    let state = TempDir::new("ask-exec-state");
+    let ws = TempDir::new("ask-exec-ws");
+    // The refused program's status, kept past a read of the terminal (so
+    // that the run lasts until the question is answered).
+    let script = "/usr/bin/id; s=$?; echo \"id-status=$s\"; read x; exit $s";
+    let run = |term: &TestTerminal| {
+        let mut cmd = Command::new(warden_bin());
+        cmd.env("WARDEN_STATE_DIR", state.path()).args([
+            "run",
+            "--ask",
+            "--no-audit-log",
+            "--allow-exec",
+            "sh",
+            "-w",
+            ws.str(),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        term.spawn(&mut cmd)
+    };
+    let mut term = TestTerminal::open(24, 200);
+    let mut child = run(&term);
+    let asked = term.expect("then Enter", Duration::from_secs(30));
+    assert!(asked.contains("may run /usr/bin/id ?"), "{asked}");
+    assert!(asked.contains("once and run are not offered"), "{asked}");
+    std::thread::sleep(Duration::from_millis(700));
+    // "once" is not an answer to a program's question.
+    term.master.write_all(b"once\r").unwrap();
+    let again = term.expect("type always, deny or never", Duration::from_secs(10));
+    assert!(again.contains("type always, deny or never"), "{again}");
+    term.master.write_all(b"always\r").unwrap();
+    // (The shell's line after the refusal may come before the question or
+    // after the answer.)
+    let said = term.expect("allowed always", Duration::from_secs(20));
+    assert!(said.contains("allowed always"), "{said}");
+    term.master.write_all(b"\r").unwrap();
+    let rest = term.expect("answered always", Duration::from_secs(20));
+    let status = child.wait().unwrap();
+    let all = format!("{asked}{again}{said}{rest}");
+    // The refusal stood in the run that asked.
+    assert_eq!(status.code(), Some(126), "{all}");
+    assert!(all.contains("id-status=126"), "{all}");
+    assert!(all.contains("programs saved"), "{all}");
+    let grants: Vec<_> = std::fs::read_dir(state.path().join("grants"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".exec.json"))
+        .collect();
+    assert_eq!(grants.len(), 1, "{grants:?}");
+    let text = std::fs::read_to_string(&grants[0]).unwrap();
+    assert!(text.contains("\"/usr/bin/id\""), "{text}");
+    // Nothing in the workspace: the sandbox cannot grant itself a program.
+    assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
+    // The next run of the project, same flags: id runs, nothing is asked.
+    let mut term = TestTerminal::open(24, 200);
+    let mut child = run(&term);
+    let out = term.expect("id-status=", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(200));
+    term.master.write_all(b"\r").unwrap();
+    let status = child.wait().unwrap();
+    let out = format!("{out}{}", term.expect("\u{0}", Duration::from_millis(500)));
+    assert!(out.contains("id-status=0"), "{out}");
+    assert!(out.contains("uid="), "{out}");
+    assert!(!out.contains("may run"), "asked again: {out}");
+    assert_eq!(status.code(), Some(0), "{out}");
+}
