@@ -33,10 +33,16 @@ export function stopPrompts() {
   draw();
 }
 
+// A program the exec allowlist refused (protocol `exec`): its exec stays
+// refused whatever the answer; "always" puts it on the allowlist of the
+// sandbox's next start.
+const isProgram = (q) => q.protocol === 'exec';
+const what = (q) => (isProgram(q) ? q.name : `${q.name}:${q.port}`);
+
 async function answer(q, decision) {
   try {
     await api('POST', `/v1/approvals/${enc(q.id)}`, { decision });
-    toast(`${q.name}:${q.port} in ${q.sandbox}: ${decision.replace('_', ' ')}`);
+    toast(`${what(q)} in ${q.sandbox}: ${decision.replace('_', ' ')}`);
   } catch (err) {
     toast(err.message, true);
   }
@@ -55,12 +61,25 @@ async function always(q) {
 // path, the query's values redacted by the daemon) on its allowed name,
 // or a name on no list.
 function asked(q) {
+  if (isProgram(q)) return [' may run ', h('code', {}, q.name), '?'];
   if (q.request) return [' asks to send ', h('code', { class: 'held-request' }, q.request), ' to ', h('code', {}, `${q.name}:${q.port}`)];
   return [' asks to reach ', h('code', {}, `${q.name}:${q.port}`), ` (${q.protocol})`];
 }
 
+// A program's question: no "once" (a running sandbox's allowlist cannot
+// widen, the daemon answers it as deny), the note says what an answer does.
+function programPrompt(q, left) {
+  return h('div', { class: 'prompt', role: 'alertdialog', 'aria-label': `Question from ${q.sandbox}`, dataset: { id: q.id } },
+    h('p', {}, h('strong', {}, q.sandbox), ...asked(q), ` Asked at ${clock(q.asked_ms)}; denied unanswered in ${left}s.`),
+    q.note ? h('p', { class: 'muted note' }, q.note) : null,
+    h('div', { class: 'row' },
+      h('button', { type: 'button', class: 'allow', onclick: () => answer(q, 'allow_always') }, 'Always (from the next start)'),
+      h('button', { type: 'button', class: 'danger', onclick: () => answer(q, 'deny') }, 'Deny')));
+}
+
 function prompt(q) {
   const left = Math.max(0, Math.round((q.deadline_ms - Date.now()) / 1000));
+  if (isProgram(q)) return programPrompt(q, left);
   return h('div', { class: 'prompt', role: 'alertdialog', 'aria-label': `Question from ${q.sandbox}`, dataset: { id: q.id } },
     h('p', {}, h('strong', {}, q.sandbox), ...asked(q), `, asked at ${clock(q.asked_ms)}; denied unanswered in ${left}s.`),
     h('div', { class: 'row' },
@@ -88,7 +107,7 @@ export function approvalsPage(root) {
   // The allowlist's profile lines are worded from the daemon's table.
   let row = null;
   const f = () => {
-    list.replaceChildren(...(pending.length ? pending.map((q) => h('div', { class: 'card question' }, q.request ? h('p', {}, `${q.sandbox}: `, h('code', { class: 'held-request' }, q.request), ` to ${q.name}:${q.port}`) : h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), q.request ? h('p', { class: 'muted' }, 'A request an ask rule holds: its name is allowed, this one request waits.') : row ? h('pre', {}, profileLines(row, entryFor(q.name, q.port))) : null)) : [h('p', { class: 'muted' }, 'No questions wait.')]));
+    list.replaceChildren(...(pending.length ? pending.map((q) => isProgram(q) ? h('div', { class: 'card question' }, h('p', {}, `${q.sandbox} may run `, h('code', {}, q.name)), q.note ? h('p', { class: 'muted' }, q.note) : null) : h('div', { class: 'card question' }, q.request ? h('p', {}, `${q.sandbox}: `, h('code', { class: 'held-request' }, q.request), ` to ${q.name}:${q.port}`) : h('p', {}, `${q.sandbox}: ${q.protocol} ${q.name}:${q.port}`), q.request ? h('p', { class: 'muted' }, 'A request an ask rule holds: its name is allowed, this one request waits.') : row ? h('pre', {}, profileLines(row, entryFor(q.name, q.port))) : null)) : [h('p', { class: 'muted' }, 'No questions wait.')]));
   };
   listeners.add(f);
   f();

@@ -501,6 +501,22 @@ try {
     await prompt.waitFor({ state: 'detached' });
   });
 
+  await scenario('a program the exec allowlist refuses is asked as a program, not as a connection', async () => {
+    await owner('POST', '/v1/sandboxes', { name: 'progs', spec: { egress: { ask: true }, process: { allow_exec: ['sh'] } } });
+    await call('POST', '/v1/sandboxes/progs/exec', { argv: ['sh', '-c', '/usr/bin/id'], background: true });
+    const prompt = page.locator('.prompt', { hasText: '/usr/bin/id' });
+    await prompt.waitFor({ timeout: 20000 });
+    const text = await prompt.innerText();
+    if (!text.includes('may run /usr/bin/id')) throw new Error(`the question is not worded as a program's: ${text}`);
+    if (text.includes('/usr/bin/id:0') || text.includes('(exec)') || text.includes('asks to reach')) throw new Error(`the question is worded as a connection: ${text}`);
+    if (!text.includes('stays refused')) throw new Error(`the question's note is not shown: ${text}`);
+    if (await prompt.locator('button', { hasText: 'Allow once' }).count()) throw new Error('a program\'s question offers "Allow once", which cannot be granted');
+    await page.goto(`${base}/#/approvals`);
+    await page.locator('.card.question', { hasText: 'may run /usr/bin/id' }).waitFor();
+    await prompt.locator('button', { hasText: 'Deny' }).click();
+    await prompt.waitFor({ state: 'detached' });
+  });
+
   await scenario('a request an ask rule holds is asked about by its method and path, not only its name', async () => {
     if (!existsSync('/usr/bin/openssl')) {
       console.log('skipped: no openssl to make the test server\'s certificate');
