@@ -64,7 +64,10 @@ while addr is not None and n < want and time.time() < end:
 print("refused", n)
 "#;
 
-const BUDGET: u64 = 256 * 1024;
+/// Small enough that either flood alone passes it well before the other
+/// ends (on a loaded machine the name flood once fitted whole under 256K,
+/// leaving no count of denied names to find).
+const BUDGET: u64 = 64 * 1024;
 
 #[test]
 fn a_sandbox_flooding_random_names_and_long_paths_leaves_a_log_within_its_budget_that_verifies() {
@@ -81,7 +84,7 @@ fn a_sandbox_flooding_random_names_and_long_paths_leaves_a_log_within_its_budget
     let d = dir.str();
     let out = Command::new(warden_bin())
         .args(["run", "--no-tty", "--audit-log", log.to_str().unwrap()])
-        .args(["--audit-budget", "256K"])
+        .args(["--audit-budget", "64K"])
         .args(reach(&ca, &port))
         .args([
             "--allow-request",

@@ -645,6 +645,10 @@ fn a_set_user_or_group_id_bit_of_the_layer_never_lands_on_the_host() {
     w.real_file("tool", "#!/bin/sh\n");
     fs::set_permissions(w.real.join("tool"), fs::Permissions::from_mode(0o755)).unwrap();
     fs::create_dir_all(w.real.join("shared")).unwrap();
+    // Group-writable on the host already: a landing adds no group or
+    // other bit the host's entry lacks (`landing_modes`), this test is
+    // about the set-ID bits alone.
+    fs::set_permissions(w.real.join("shared"), fs::Permissions::from_mode(0o775)).unwrap();
     w.restart();
     // What a sandbox's root leaves where its kernel let it set the bits
     // (gVisor's, a VM's): a new set-user-ID file, an existing file made
