@@ -175,6 +175,53 @@ fn sandbox_cgroups() -> Vec<std::path::PathBuf> {
     all
 }
 
+/// The names of the cgroups (their last component) that hold a process
+/// descended from `root` on the host.
+fn cgroup_names_below(root: u32) -> Vec<String> {
+    let parent_of = |pid: u32| -> Option<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let below = |mut pid: u32| {
+        for _ in 0..64 {
+            if pid == root {
+                return true;
+            }
+            match parent_of(pid) {
+                Some(p) if p > 1 => pid = p,
+                _ => return false,
+            }
+        }
+        false
+    };
+    let mut names = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return names;
+    };
+    for pid in rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    {
+        if pid == root || !below(pid) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+            continue;
+        };
+        for line in text.lines() {
+            if let Some(name) = line.rsplit('/').next().filter(|n| n.starts_with("warden-")) {
+                if !names.iter().any(|m| m == name) {
+                    names.push(name.to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
 /// A `warden run` killed with SIGKILL cannot remove its sandbox's cgroups;
 /// the next warden command sweeps the empty ones (here backdated past the
 /// age that keeps a sandbox being set up out of reach), never one that
@@ -197,16 +244,24 @@ fn cgroups_left_by_a_run_killed_outright_are_swept_by_the_next_command() {
             .spawn()
             .unwrap()
     };
-    let new_since = |known: &[std::path::PathBuf]| -> Vec<std::path::PathBuf> {
+    // The cgroups that hold a process of this run: other tests make and
+    // remove sandboxes' cgroups meanwhile.
+    let held_by = |run: u32| -> Vec<std::path::PathBuf> {
+        let names = cgroup_names_below(run);
         sandbox_cgroups()
             .into_iter()
-            .filter(|p| !known.contains(p))
+            .filter(|p| !before.contains(p))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| names.iter().any(|m| m == n))
+            })
             .collect()
     };
     let mut killed = start("300");
     let mut mine = Vec::new();
     wait_until("the run's cgroups exist", Duration::from_secs(20), || {
-        mine = new_since(&before);
+        mine = held_by(killed.id());
         mine.iter()
             .any(|p| std::fs::read_to_string(p.join("cgroup.procs")).is_ok_and(|t| !t.is_empty()))
     });
@@ -226,14 +281,13 @@ fn cgroups_left_by_a_run_killed_outright_are_swept_by_the_next_command() {
         "nothing was left to sweep: {mine:?}"
     );
     // A live sandbox beside it, its cgroups as old.
-    let known = sandbox_cgroups();
     let mut live = start("300");
     let mut theirs = Vec::new();
     wait_until(
         "the live run's cgroups hold it",
         Duration::from_secs(20),
         || {
-            theirs = new_since(&known);
+            theirs = held_by(live.id());
             !theirs.is_empty()
                 && theirs.iter().all(|p| {
                     std::fs::read_to_string(p.join("cgroup.procs")).is_ok_and(|t| !t.is_empty())
