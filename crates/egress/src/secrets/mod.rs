@@ -36,6 +36,8 @@ mod scan;
 mod session;
 mod spelled;
 mod target;
+#[cfg(test)]
+mod test_tls;
 mod upgrade;
 
 use crate::decision::{Decision, Reason};

@@ -935,7 +935,6 @@ fn scrub_response(s: &Arc<Session>, response: Response<Incoming>, head: bool) ->
 mod tests {
     use super::super::{placeholder, Secret};
     use super::*;
-    use rustls::pki_types::PrivateKeyDer;
     use std::sync::Mutex;
     use warden_policy::DomainRule;
 
@@ -943,26 +942,7 @@ mod tests {
     /// authority, whose PEM is returned) that answers every request with
     /// its `authorization` header.
     async fn echo_server(name: &str) -> (u16, String) {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
-            .unwrap()
-            .signed_by(&key, &ca, &ca_key)
-            .unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
+        let (config, ca_pem) = crate::secrets::test_tls::server_config(name);
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -989,7 +969,7 @@ mod tests {
                 });
             }
         });
-        (port, ca.pem())
+        (port, ca_pem)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1040,19 +1020,9 @@ mod tests {
             )
             .await;
         });
-        let mut roots = rustls::RootCertStore::empty();
-        for c in rustls_pemfile::certs(&mut term.ca_pem().as_bytes()) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let client = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let client = crate::secrets::test_tls::client_config(term.ca_pem());
         let tcp = TcpStream::connect(("127.0.0.1", front_port)).await.unwrap();
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(client))
+        let tls = tokio_rustls::TlsConnector::from(client)
             .connect(ServerName::try_from("api.test").unwrap(), tcp)
             .await
             .unwrap();

@@ -4,6 +4,7 @@
 //! on a real TLS session over an in-memory pipe.
 
 use super::super::session::serve;
+use super::super::test_tls::{client_config, server_config};
 use super::super::{placeholder, Recorder, Secret, Terminator};
 use super::Gathered;
 use crate::decision::Decision;
@@ -11,55 +12,12 @@ use crate::requests::{RequestAction, RequestRule};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::{PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use warden_policy::DomainRule;
-
-/// A server configuration for `name`, signed by a fresh authority whose
-/// PEM is returned with it.
-fn server_config(name: &str) -> (rustls::ServerConfig, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![cert.der().clone()],
-        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-    )
-    .unwrap();
-    (config, ca.pem())
-}
-
-/// A client configuration that trusts only `pem`.
-fn client_config(pem: &str) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    )
-}
 
 /// An HTTPS server for api.test on 127.0.0.1 that answers the first
 /// request of each connection with a 200 whose body is `pieces`, each
