@@ -85,6 +85,16 @@ impl App {
         set_mode(&p, 0o644);
         p
     }
+    /// Run `text` with the sandbox's python on the share: what it printed,
+    /// and that with warden's own messages (for assertions' messages).
+    fn run_program(&self, text: &str) -> (String, String) {
+        let prog = self.program(text);
+        let a = self.app();
+        let o = self.run(&[PY, prog.to_str().unwrap(), a.to_str().unwrap()]);
+        let out = stdout(&o);
+        let why = format!("{out}\n{}", stderr(&o));
+        (out, why)
+    }
     fn run(&self, argv: &[&str]) -> std::process::Output {
         let a = self.app();
         let prog = self.dir.path().join("prog.py");
@@ -174,14 +184,7 @@ fn an_acl_cannot_open_root_owned_files_or_directories_in_a_rw_share_to_local_use
     }
     let app = App::new("share-acls");
     let a = app.app();
-    app.program(ACLS);
-    let o = app.run(&[
-        PY,
-        app.dir.path().join("prog.py").to_str().unwrap(),
-        a.to_str().unwrap(),
-    ]);
-    let out = stdout(&o);
-    let why = format!("{out}\n{}", stderr(&o));
+    let (out, why) = app.run_program(ACLS);
     assert!(!out.contains("ALLOWED"), "an ACL was let through: {why}");
     assert_eq!(out.matches("refused").count(), 17, "{why}");
     for said in [
@@ -285,14 +288,7 @@ fn a_hard_link_cannot_take_a_root_owned_file_out_of_the_directory_that_protects_
     }
     let app = App::new("share-links");
     let a = app.app();
-    app.program(LINKS);
-    let o = app.run(&[
-        PY,
-        app.dir.path().join("prog.py").to_str().unwrap(),
-        a.to_str().unwrap(),
-    ]);
-    let out = stdout(&o);
-    let why = format!("{out}\n{}", stderr(&o));
+    let (out, why) = app.run_program(LINKS);
     assert!(!out.contains("ALLOWED"), "a link was made: {why}");
     assert_eq!(out.matches("refused").count(), 7, "{why}");
     assert!(
