@@ -66,19 +66,9 @@ fn busybox_tree() -> Option<TempDir> {
     Some(root)
 }
 
-#[test]
-#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
-fn a_vm_forked_with_its_memory_gives_forks_whose_counters_go_on_from_the_parents_with_their_own_hostnames_its_files_and_none_of_each_others_processes(
-) {
-    let state = TempDir::new("vm-fork");
-    let s = state.path();
-    let _stop = Stopper(s, vec!["src", "src-fork-1", "src-fork-2"]);
-    if guest_release().is_none() {
-        return;
-    }
-    let Some(tree) = busybox_tree() else {
-        return;
-    };
+/// Create and start the VM sandbox `src` on the root tree `tree`, with a
+/// counter in the background, once it counts.
+fn start_counting(s: &Path, tree: &TempDir) {
     ok(&vm_warden(
         s,
         &[
@@ -94,6 +84,31 @@ fn a_vm_forked_with_its_memory_gives_forks_whose_counters_go_on_from_the_parents
     ok(&vm_warden(s, &["start", "src"], None));
     ok(&vm_warden(
         s,
+        &["exec", "-d", "src", "--", "sh", "-c", COUNTER],
+        None,
+    ));
+    wait_until("the counter to count", Duration::from_secs(60), || {
+        count(s, "src") > 0
+    });
+}
+
+#[test]
+#[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
+fn a_vm_forked_with_its_memory_gives_forks_whose_counters_go_on_from_the_parents_with_their_own_hostnames_its_files_and_none_of_each_others_processes(
+) {
+    let state = TempDir::new("vm-fork");
+    let s = state.path();
+    let _stop = Stopper(s, vec!["src", "src-fork-1", "src-fork-2"]);
+    if guest_release().is_none() {
+        return;
+    }
+    let Some(tree) = busybox_tree() else {
+        return;
+    };
+    start_counting(s, &tree);
+    // Written after the counter started: the forks still have it.
+    ok(&vm_warden(
+        s,
         &[
             "exec",
             "src",
@@ -104,14 +119,6 @@ fn a_vm_forked_with_its_memory_gives_forks_whose_counters_go_on_from_the_parents
         ],
         None,
     ));
-    ok(&vm_warden(
-        s,
-        &["exec", "-d", "src", "--", "sh", "-c", COUNTER],
-        None,
-    ));
-    wait_until("the counter to count", Duration::from_secs(60), || {
-        count(s, "src") > 0
-    });
     let before = count(s, "src");
 
     let t = std::time::Instant::now();
@@ -207,27 +214,7 @@ fn a_vm_snapshot_keeps_its_memory_a_sandbox_made_from_it_goes_on_from_its_counte
     let Some(tree) = busybox_tree() else {
         return;
     };
-    ok(&vm_warden(
-        s,
-        &[
-            "create",
-            "--isolation",
-            "vm",
-            "--rootfs",
-            tree.path().to_str().unwrap(),
-            "src",
-        ],
-        None,
-    ));
-    ok(&vm_warden(s, &["start", "src"], None));
-    ok(&vm_warden(
-        s,
-        &["exec", "-d", "src", "--", "sh", "-c", COUNTER],
-        None,
-    ));
-    wait_until("the counter to count", Duration::from_secs(60), || {
-        count(s, "src") > 0
-    });
+    start_counting(s, &tree);
     let before = count(s, "src");
     for snap in ["taken", "spoilt"] {
         let o = vm_warden(s, &["snapshots", "create", "src", snap], None);
