@@ -15,6 +15,29 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// `sh -c script` in a VM sandbox on the workspace `ws` with `rw` lent
+/// read-write.
+fn run_with_rw(state: &TempDir, ws: &TempDir, rw: &TempDir, script: &str) -> std::process::Output {
+    vm_warden(
+        state.path(),
+        &[
+            "run",
+            "--isolation",
+            "vm",
+            "--no-tty",
+            "-w",
+            ws.str(),
+            "--rw",
+            rw.str(),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        None,
+    )
+}
+
 #[test]
 #[ignore = "boots a VM (slow under emulation): run with -- --ignored"]
 fn a_vm_guest_writes_its_rw_bind_never_its_ro_bind_and_reads_nothing_beside_them() {
@@ -347,24 +370,7 @@ fn a_guest_cannot_open_roots_private_file_in_a_rw_bind_to_others_yet_may_make_it
          echo end",
         rw = rw.str(),
     );
-    let o = vm_warden(
-        state.path(),
-        &[
-            "run",
-            "--isolation",
-            "vm",
-            "--no-tty",
-            "-w",
-            ws.str(),
-            "--rw",
-            rw.str(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-        None,
-    );
+    let o = run_with_rw(&state, &ws, &rw, &script);
     let out = stdout(&o);
     assert!(out.contains("end"), "stdout: {out}\nstderr: {}", stderr(&o));
     assert!(out.contains("MADE-EXECUTABLE"), "{out}\n{}", stderr(&o));
@@ -494,24 +500,7 @@ fn a_guest_sets_a_user_attribute_on_its_own_file_in_a_rw_bind_over_9p() {
          echo end",
         rw = rw.str(),
     );
-    let o = vm_warden(
-        state.path(),
-        &[
-            "run",
-            "--isolation",
-            "vm",
-            "--no-tty",
-            "-w",
-            ws.str(),
-            "--rw",
-            rw.str(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-        None,
-    );
+    let o = run_with_rw(&state, &ws, &rw, &script);
     let out = stdout(&o);
     assert!(out.contains("end"), "stdout: {out}\nstderr: {}", stderr(&o));
     assert!(out.contains("ATTRIBUTE-SET"), "{out}\n{}", stderr(&o));
