@@ -360,6 +360,28 @@ pub fn json_call(d: &Daemon, method: &str, path: &str, body: &str) -> (u16, Stri
     (s, String::from_utf8_lossy(&b).into_owned())
 }
 
+/// The scopes of a token that makes sandboxes, runs commands in them and
+/// saves or copies them.
+pub const WORKER_SCOPES: &[&str] = &["sandboxes:read", "sandboxes:write", "exec"];
+
+/// Calls over the daemon's TCP listener as `token`: `(method, path, body)`
+/// to `(status, body)`.
+pub fn calls_as(
+    d: &Daemon,
+    token: String,
+) -> impl Fn(&str, &str, Option<&str>) -> (u16, String) + Sync + '_ {
+    move |method, path, body| call_on(d, true, method, path, body, Some(&token))
+}
+
+/// A token `name` made by the owner with [`WORKER_SCOPES`], as
+/// [`calls_as`].
+pub fn worker<'a>(
+    d: &'a Daemon,
+    name: &str,
+) -> impl Fn(&str, &str, Option<&str>) -> (u16, String) + Sync + 'a {
+    calls_as(d, api_token(d, name, WORKER_SCOPES, None))
+}
+
 /// A token made by the owner through the API (`POST /v1/tokens`), for
 /// `sandbox` only when it names one: the token.
 pub fn api_token(d: &Daemon, name: &str, scopes: &[&str], sandbox: Option<&str>) -> String {

@@ -2,19 +2,16 @@
 //! the number one owner may keep holds however many saves race, and
 //! what its snapshots hold counts against its disk quota.
 
-use crate::common::daemon::{call_on, curl_available, json, Daemon};
+use crate::common::daemon::{
+    api_token, call_on, calls_as, curl_available, json, Daemon, WORKER_SCOPES,
+};
 use crate::common::*;
 
 /// A daemon in `state`, a token "racer" that may make sandboxes and run
 /// commands, and its sandbox `src`.
 fn racer_with_a_sandbox(state: &std::path::Path) -> (Daemon, String) {
     let d = Daemon::start(state, true);
-    let token = crate::common::daemon::api_token(
-        &d,
-        "racer",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
+    let token = api_token(&d, "racer", WORKER_SCOPES, None);
     let (s, b) = call_on(
         &d,
         true,
@@ -34,9 +31,7 @@ fn saves_made_at_once_never_give_one_token_more_snapshots_than_it_may_keep() {
     }
     let state = TempDir::new("snap-bounds");
     let (d, token) = racer_with_a_sandbox(state.path());
-    let t = |method: &str, path: &str, body: Option<&str>| {
-        call_on(&d, true, method, path, body, Some(&token))
-    };
+    let t = calls_as(&d, token);
     let (s, b) = t(
         "POST",
         "/v1/sandboxes/src/exec",
@@ -91,9 +86,7 @@ fn a_fork_raced_by_the_removal_of_its_source_is_made_whole_and_the_removal_waits
     }
     let state = TempDir::new("fork-vs-delete");
     let (d, token) = racer_with_a_sandbox(state.path());
-    let t = |method: &str, path: &str, body: Option<&str>| {
-        call_on(&d, true, method, path, body, Some(&token))
-    };
+    let t = calls_as(&d, token);
     // Enough files that the copy takes a while.
     let (s, b) = t(
         "POST",

@@ -6,7 +6,9 @@
 //! is made and when it is copied, and what a layer may hold (a FIFO, a
 //! socket, a tree deeper than PATH_MAX) is answered, never with a 500.
 
-use crate::common::daemon::{api_token, call_on, curl_available, json, Daemon};
+use crate::common::daemon::{
+    api_token, call_on, calls_as, curl_available, json, worker, Daemon, WORKER_SCOPES,
+};
 use crate::common::*;
 
 fn owner(d: &Daemon, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
@@ -33,12 +35,7 @@ fn owner_victim_and_token(
     );
     let (s, b) = owner(&d, "POST", "/v1/sandboxes", Some(&body));
     assert_eq!(s, 201, "{b}");
-    let token = api_token(
-        &d,
-        "att",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
+    let token = api_token(&d, "att", WORKER_SCOPES, None);
     (d, token)
 }
 
@@ -57,9 +54,7 @@ fn a_tokens_snapshot_raced_by_the_owners_of_the_same_name_keeps_the_tokens_own_s
     let state = TempDir::new("snap-race");
     let secret = state.path().join("ownerdata");
     let (d, token) = owner_victim_and_token(state.path(), &secret);
-    let t = |method: &str, path: &str, body: Option<&str>| {
-        call_on(&d, true, method, path, body, Some(&token))
-    };
+    let t = calls_as(&d, token);
     let (s, b) = t(
         "POST",
         "/v1/sandboxes",
@@ -165,9 +160,8 @@ fn a_snapshot_name_is_per_owner_and_another_owners_is_neither_told_nor_in_the_wa
     }
     let state = TempDir::new("snap-names");
     let d = Daemon::start(state.path(), true);
-    let scopes = ["sandboxes:read", "sandboxes:write", "exec"];
-    let a = api_token(&d, "a", &scopes, None);
-    let b = api_token(&d, "b", &scopes, None);
+    let a = api_token(&d, "a", WORKER_SCOPES, None);
+    let b = api_token(&d, "b", WORKER_SCOPES, None);
     for (tok, sb, word) in [(&a, "sa", "from-a"), (&b, "sb", "from-b")] {
         let body = format!(r#"{{"name":"{sb}","start":true}}"#);
         let (s, r) = call_on(&d, true, "POST", "/v1/sandboxes", Some(&body), Some(tok));
@@ -263,15 +257,7 @@ fn a_tokens_snapshots_and_their_copies_are_held_to_its_disk_quota_before_they_ar
         &["--config", file.to_str().unwrap()],
         &[],
     );
-    let token = api_token(
-        &d,
-        "q",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
-    let t = |method: &str, path: &str, body: Option<&str>| {
-        call_on(&d, true, method, path, body, Some(&token))
-    };
+    let t = worker(&d, "q");
     let (s, b) = t(
         "POST",
         "/v1/sandboxes",
@@ -348,15 +334,7 @@ fn a_fifo_a_socket_or_a_deep_tree_in_the_layer_is_answered_and_never_a_500() {
     }
     let state = TempDir::new("snap-odd");
     let d = Daemon::start(state.path(), true);
-    let token = api_token(
-        &d,
-        "o",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
-    let t = |method: &str, path: &str, body: Option<&str>| {
-        call_on(&d, true, method, path, body, Some(&token))
-    };
+    let t = worker(&d, "o");
     let (s, b) = t("POST", "/v1/sandboxes", Some(r#"{"name":"odd"}"#));
     assert_eq!(s, 201, "{b}");
     let (s, b) = t(

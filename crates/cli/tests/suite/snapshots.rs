@@ -186,18 +186,8 @@ fn a_token_cannot_see_use_or_delete_another_tokens_snapshot() {
     let state = TempDir::new("snap-tokens");
     let s = state.path();
     let d = Daemon::start(s, true);
-    let alice = api_token(
-        &d,
-        "alice",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
-    let mallory = api_token(
-        &d,
-        "mallory",
-        &["sandboxes:read", "sandboxes:write", "exec"],
-        None,
-    );
+    let alice = api_token(&d, "alice", WORKER_SCOPES, None);
+    let mallory = api_token(&d, "mallory", WORKER_SCOPES, None);
     let t = |method: &str, path: &str, body: Option<&str>, tok: &str| {
         call_on(&d, true, method, path, body, Some(tok))
     };
