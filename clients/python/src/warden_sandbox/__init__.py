@@ -42,7 +42,7 @@ from ._errors import (
     WardenConnectionError,
     WardenError,
 )
-from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo, SnapshotInfo
+from ._models import Approval, CommandInfo, CommandResult, Forks, OutputChunk, SandboxInfo, SnapshotInfo
 from ._sync import Approvals, Client, CommandHandle, Commands, Egress, Sandbox
 from ._models import (
     Change,
@@ -89,6 +89,7 @@ __all__ = [
     "AsyncPtyHandle",
     "SandboxInfo",
     "SnapshotInfo",
+    "Forks",
     "CommandInfo",
     "CommandResult",
     "OutputChunk",

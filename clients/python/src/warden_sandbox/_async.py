@@ -28,7 +28,7 @@ from . import _core, _pool
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
-from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo, SnapshotInfo
+from ._models import Change, CommandInfo, CommandResult, CommitResult, Forks, OutputChunk, SandboxInfo, SnapshotInfo
 from ._desktop import AsyncDesktop
 from ._files import AsyncFiles
 from ._pty import AsyncPty
@@ -219,10 +219,12 @@ class AsyncSandbox:
         d = await self._http.json("POST", _core.sandbox_path(self.id, "snapshots"), json={"name": name})
         return SnapshotInfo.from_json(d)
 
-    async def fork(self, count: int = 1) -> List[AsyncSandbox]:
-        """As :meth:`warden_sandbox.Sandbox.fork`."""
+    async def fork(self, count: int = 1) -> Forks[AsyncSandbox]:
+        """As :meth:`warden_sandbox.Sandbox.fork`: the forks, with whether
+        they carry the source's memory (:attr:`Forks.memory`) and why not
+        (:attr:`Forks.memory_why`)."""
         d = await self._http.json("POST", _core.sandbox_path(self.id, "fork"), json={"count": count})
-        return [AsyncSandbox(str(s["id"]), _http=self._http) for s in d.get("sandboxes", [])]
+        return _core.forks_of(d, lambda sid: AsyncSandbox(sid, _http=self._http))
 
     async def set_timeout(self, seconds: float | None) -> SandboxInfo:
         ttl = None if seconds is None else _core.ttl_seconds(seconds)

@@ -11,13 +11,15 @@ import math
 import os
 import pwd
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence, TypeVar, Union
 from urllib.parse import quote, urlsplit
 
 import httpx
 
 from ._errors import WardenConnectionError, WardenError, error_from_response
-from ._models import CommandResult, OutputChunk, SandboxInfo
+from ._models import CommandResult, Forks, OutputChunk, SandboxInfo
+
+T = TypeVar("T")
 
 #: The socket's name in warden's state directory.
 SOCKET_FILE = "daemon.sock"
@@ -160,6 +162,18 @@ def json_of(response: httpx.Response) -> Any:
         raise WardenError(
             f"the daemon's answer is not JSON: {e}", status=response.status_code, code="bad_answer"
         ) from e
+
+
+def forks_of(d: Mapping[str, Any], make: Callable[[str], T]) -> Forks[T]:
+    """A fork's answer: its sandboxes, made by ``make`` from their ids,
+    with whether they carry the source's memory and why not (an older
+    daemon that does not say: files only, reason unknown)."""
+    why = d.get("memory_why")
+    return Forks(
+        (make(str(s["id"])) for s in d.get("sandboxes", [])),
+        memory=bool(d.get("memory", False)),
+        memory_why=str(why) if why is not None else None,
+    )
 
 
 def sandbox_path(sandbox: str, *rest: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, List, Mapping, TypeVar
 
 
 def _opt_int(v: Any) -> int | None:
@@ -66,14 +66,21 @@ class SandboxInfo:
 @dataclass(frozen=True)
 class SnapshotInfo:
     """A snapshot of a sandbox's files (its workspace layer and home) and
-    options, to make sandboxes from. Processes are not in it."""
+    options, to make sandboxes from; for a VM sandbox that could be paused
+    to disk, its memory too (see :attr:`memory`)."""
 
     name: str
     #: The sandbox it was taken from.
     source: str
     created_ms: int
-    #: Bytes of files it holds.
+    #: Bytes it holds (a VM's saved memory included).
     bytes: int
+    #: Whether it holds its source's memory: a sandbox made from it goes
+    #: on from the source's processes (each copy reseeded, with its own
+    #: hostname). False: its files only; a sandbox made from it starts
+    #: with them and runs nothing until asked (always so for the process
+    #: backend, whose processes no copy carries).
+    memory: bool = False
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SnapshotInfo:
@@ -82,7 +89,35 @@ class SnapshotInfo:
             source=str(d.get("source", "")),
             created_ms=int(d.get("created_ms", 0)),
             bytes=int(d.get("bytes", 0)),
+            memory=bool(d.get("memory", False)),
         )
+
+
+S = TypeVar("S")
+
+
+class Forks(List[S]):
+    """The sandboxes a fork made (a list, in the order the daemon made
+    them), with what they carry of their source: :attr:`memory` says
+    whether its memory came with its files, :attr:`memory_why` why not."""
+
+    #: Whether each fork goes on from the source's processes (a VM sandbox
+    #: that could be paused to disk: its memory copied, each fork
+    #: reseeded, with its own hostname). False: its files only.
+    memory: bool
+    #: Why the memory was not carried (``None`` when it was): the process
+    #: backend's processes are never carried (that needs CRIU); a VM's
+    #: when it could not be paused to disk (no ``--rootfs``, a process
+    #: holding a share).
+    memory_why: str | None
+
+    def __init__(self, sandboxes: Iterable[S] = (), memory: bool = False, memory_why: str | None = None) -> None:
+        super().__init__(sandboxes)
+        self.memory = memory
+        self.memory_why = memory_why
+
+    def __repr__(self) -> str:
+        return f"Forks({list.__repr__(self)}, memory={self.memory!r}, memory_why={self.memory_why!r})"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,11 @@ httpx's own context, once per pool.
 Sync pools are closed at interpreter exit or by :func:`close`; an event
 loop's pools when :func:`asyncio.run` (any ``asyncio.Runner``) shuts the
 loop down, or by :func:`aclose` on it. A forked child starts with no
-pools: the parent's connections stay the parent's."""
+pools: the parent's connections stay the parent's.
+
+A socket whose path is longer than a Unix socket's address holds (107
+bytes: a deep temporary or home directory) is reached through its
+directory's descriptor (:func:`socket_address`)."""
 
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import httpx
 
 from . import _core
 from ._core import Endpoint
+from ._errors import WardenConnectionError
 
 Key = Tuple[str, str]
 
@@ -35,6 +40,63 @@ _lock = threading.Lock()
 _sync: Dict[Key, httpx.Client] = {}
 _async: Dict[Tuple[asyncio.AbstractEventLoop, Key], Tuple[httpx.AsyncClient, AsyncIterator[None]]] = {}
 _no_tls: ssl.SSLContext | None = None
+
+
+#: The bytes of a path a Unix socket's address holds (``sun_path``, 108
+#: with its NUL).
+SUN_PATH_MAX = 107
+
+#: Directories of sockets whose paths do not fit an address, opened once
+#: (``O_PATH``) and kept for the life of the process: a pool's address
+#: names the descriptor, which must never be closed under it (its number
+#: could then be another directory's).
+_dirs: Dict[str, int] = {}
+_dirs_lock = threading.Lock()
+
+
+def _too_long(path: str, why: str) -> WardenConnectionError:
+    return WardenConnectionError(
+        f"the daemon's socket {path} is {len(os.fsencode(path))} bytes long, more than a Unix "
+        f"socket's address holds ({SUN_PATH_MAX}), and {why}: give the daemon a shorter state "
+        "directory (WARDEN_STATE_DIR), point WARDEN_HOST at a shorter symbolic link to the "
+        "socket's directory (unix:///LINK/daemon.sock), or reach the daemon over TCP "
+        "(`warden serve --listen 127.0.0.1:PORT`, WARDEN_HOST=http://127.0.0.1:PORT)",
+        code="socket_path_too_long",
+    )
+
+
+def _same_dir(fd: int, directory: str) -> bool:
+    try:
+        a, b = os.fstat(fd), os.stat(directory)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def socket_address(path: str) -> str:
+    """The address to connect to for the daemon's socket at ``path``:
+    ``path`` itself when it fits a Unix socket's address; else
+    ``/proc/self/fd/N/NAME``, through a descriptor of its directory opened
+    here, which the kernel resolves through the directory it names (as
+    the daemon binds it under a long state directory). A name that fits
+    neither way is refused with what to do instead."""
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        return path
+    directory, name = os.path.split(path)
+    if not os.path.isdir("/proc/self/fd"):
+        raise _too_long(path, "this process has no /proc to reach it through its directory")
+    with _dirs_lock:
+        fd = _dirs.get(directory)
+        if fd is None or not _same_dir(fd, directory):
+            try:
+                fd = os.open(directory or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as e:
+                raise _too_long(path, f"its directory cannot be opened ({e.strerror})") from e
+            _dirs[directory] = fd
+    short = f"/proc/self/fd/{fd}/{name}"
+    if len(os.fsencode(short)) > SUN_PATH_MAX:
+        raise _too_long(path, f"its name alone ({name!r}) does not fit either")
+    return short
 
 
 def _key(ep: Endpoint) -> Key:
@@ -76,7 +138,8 @@ def sync_client(ep: Endpoint) -> httpx.Client:
     with _lock:
         c = _sync.get(key)
         if c is None or c.is_closed:
-            transport = httpx.HTTPTransport(uds=ep.socket, verify=_verify(ep))
+            uds = socket_address(ep.socket) if ep.socket else None
+            transport = httpx.HTTPTransport(uds=uds, verify=_verify(ep))
             c = _sync[key] = httpx.Client(transport=transport, **_options(ep))
         return c
 
@@ -103,7 +166,8 @@ def async_client(ep: Endpoint) -> httpx.AsyncClient:
         found = _async.get(key)
         if found is not None and not found[0].is_closed:
             return found[0]
-        transport = httpx.AsyncHTTPTransport(uds=ep.socket, verify=_verify(ep))
+        uds = socket_address(ep.socket) if ep.socket else None
+        transport = httpx.AsyncHTTPTransport(uds=uds, verify=_verify(ep))
         c = httpx.AsyncClient(transport=transport, **_options(ep))
         keeper = _closes_with_loop(c)
         # Taking the first step registers the generator with the running

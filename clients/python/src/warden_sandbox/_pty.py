@@ -20,6 +20,7 @@ from websockets.asyncio import client as aws
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync import client as sws
 
+from . import _pool
 from ._core import Endpoint
 from ._errors import WardenConnectionError, WardenError, error_from_response
 
@@ -203,7 +204,7 @@ class Pty:
         try:
             if ep.socket:
                 opening = sws.unix_connect(
-                    ep.socket, url, additional_headers=ep.headers(), open_timeout=timeout
+                    _pool.socket_address(ep.socket), url, additional_headers=ep.headers(), open_timeout=timeout
                 )
             else:
                 opening = sws.connect(url, additional_headers=ep.headers(), open_timeout=timeout)
@@ -319,7 +320,7 @@ class AsyncPty:
         try:
             if ep.socket:
                 ws = await aws.unix_connect(
-                    ep.socket, url, additional_headers=ep.headers(), open_timeout=timeout
+                    _pool.socket_address(ep.socket), url, additional_headers=ep.headers(), open_timeout=timeout
                 )
             else:
                 ws = await aws.connect(url, additional_headers=ep.headers(), open_timeout=timeout)

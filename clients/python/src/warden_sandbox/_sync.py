@@ -15,7 +15,7 @@ from . import _core, _pool
 from ._core import Command, Endpoint, ExecStream, Labels, TextDecoders
 from ._errors import NotFoundError, WardenError, error_from_response
 from ._models import Approval, CommandInfo, CommandResult, OutputChunk, SandboxInfo
-from ._models import Change, CommandInfo, CommandResult, CommitResult, OutputChunk, SandboxInfo, SnapshotInfo
+from ._models import Change, CommandInfo, CommandResult, CommitResult, Forks, OutputChunk, SandboxInfo, SnapshotInfo
 from ._desktop import Desktop
 from ._files import Files
 from ._pty import Pty
@@ -232,7 +232,9 @@ class Sandbox:
     def create_snapshot(self, name: str) -> SnapshotInfo:
         """Save its files (workspace layer and home) and options as
         snapshot ``name``, which only this token sees; a running sandbox is
-        paused for the copy. Processes are not saved."""
+        paused for the copy. A VM sandbox that can be paused to disk is
+        saved with its memory (:attr:`SnapshotInfo.memory`); the process
+        backend's processes are not saved."""
         d = self._http.json("POST", _core.sandbox_path(self.id, "snapshots"), json={"name": name})
         return SnapshotInfo.from_json(d)
 
@@ -262,12 +264,16 @@ class Sandbox:
         d = http.json("POST", _core.snapshot_path(snapshot, "sandboxes"), json=body)
         return cls(str(d["id"]), _http=http)
 
-    def fork(self, count: int = 1) -> List[Sandbox]:
+    def fork(self, count: int = 1) -> Forks[Sandbox]:
         """``count`` new sandboxes from its current files and options, each
         its own (name, hostname, layer), started when it runs; a running
-        sandbox is paused for the copy. Processes are not carried."""
+        sandbox is paused for the copy. A VM sandbox that can be paused to
+        disk is forked with its memory (each fork's processes go on from
+        its own); otherwise the forks carry its files only. The answer is
+        the list of forks, with :attr:`Forks.memory` saying whether the
+        memory came too and :attr:`Forks.memory_why` why not."""
         d = self._http.json("POST", _core.sandbox_path(self.id, "fork"), json={"count": count})
-        return [Sandbox(str(s["id"]), _http=self._http) for s in d.get("sandboxes", [])]
+        return _core.forks_of(d, lambda sid: Sandbox(sid, _http=self._http))
 
     def set_timeout(self, seconds: float | None) -> SandboxInfo:
         """Stop it ``seconds`` from now (``None``: never by itself)."""
