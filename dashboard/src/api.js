@@ -50,6 +50,9 @@ export class ApiError extends Error {
     super((problem && problem.message) || `HTTP ${status}`);
     this.status = status;
     this.code = problem && problem.code;
+    // The JSON pointer of the request's member at fault (`/name`), when
+    // one is: the page marks that input.
+    this.field = problem && problem.field;
     this.details = problem && problem.details;
   }
 }

@@ -1,6 +1,7 @@
 // The dashboard: a login, then pages chosen by the address's fragment
 // (#/ the sandboxes, #/s/NAME one sandbox, #/s/NAME/desktop or
-// #/sandboxes/NAME/desktop its screen, #/approvals the questions).
+// #/sandboxes/NAME/desktop its screen, #/snapshots the caller's
+// snapshots, #/approvals the questions).
 // Everything it shows comes from the daemon's API; it holds no sandbox
 // logic of its own.
 
@@ -9,6 +10,7 @@ import { api, csrf, setCsrf, whenLoggedOut } from './api.js';
 import { h, toast } from './dom.js';
 import { sandboxesPage } from './sandboxes.js';
 import { sandboxPage } from './sandbox.js';
+import { snapshotsPage } from './snapshots.js';
 import { approvalsPage, startPrompts, stopPrompts } from './approvals.js';
 
 const main = () => document.getElementById('main');
@@ -27,6 +29,7 @@ function render() {
   const one = path.match(/^\/(?:s|sandboxes)\/([^/]+)(?:\/(\w+))?$/);
   if (one) leave = sandboxPage(m, decodeURIComponent(one[1]), one[2] || 'events');
   else if (path === '/approvals') leave = approvalsPage(m);
+  else if (path === '/snapshots') leave = snapshotsPage(m);
   else leave = sandboxesPage(m);
   for (const a of document.querySelectorAll('header nav a')) {
     a.toggleAttribute('aria-current', a.getAttribute('href') === `#${path}`);

@@ -64,6 +64,12 @@ function describe(e, rows) {
       return { group: 'processes', label: 'start', tone: 'info', text: `sandbox started (pid ${e.pid})` };
     case 'exited':
       return { group: 'processes', label: 'end', tone: e.status === 0 ? 'info' : 'warn', text: `sandbox ended: ${e.reason}, status ${e.status}` };
+    // A pause (by a person, or by a snapshot or fork for the moment of
+    // its copy) and the resume after it.
+    case 'paused':
+      return { group: 'processes', label: 'paused', tone: 'warn', text: `paused by ${e.by}: its processes are frozen in place (${e.freezer})` };
+    case 'resumed':
+      return { group: 'processes', label: 'resumed', tone: 'info', text: `resumed by ${e.by} after ${e.paused_ms} ms paused` };
     case 'stopping':
       return { group: 'processes', label: 'stop', tone: 'info', text: `stopping: ${e.reason}` };
     case 'degraded':

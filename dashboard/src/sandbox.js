@@ -1,4 +1,5 @@
-// One sandbox: its state and numbers, and tabs for its events, resource
+// One sandbox: its state and numbers, its actions (pause, resume, stop,
+// start, a snapshot, a fork, delete), and tabs for its events, resource
 // graphs, a terminal, the review of its changes, its files, and its
 // desktop's screen.
 
@@ -10,6 +11,7 @@ import { terminalView } from './terminal.js';
 import { changesView } from './changes.js';
 import { filesView } from './files.js';
 import { desktopView } from './desktop.js';
+import { copiesPanel } from './copies.js';
 
 const TABS = [
   ['events', 'Events'],
@@ -27,10 +29,12 @@ export function sandboxPage(root, id, tab) {
   const denied = h('dd', { id: 'denied-count' }, '0');
   const violations = h('dd', {}, '0');
   const samples = [];
+  const copies = copiesPanel(id);
   root.append(
     h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Sandboxes'), ' / '),
     h('h1', {}, id),
     h('div', { class: 'summary' }, facts, h('dl', { class: 'facts' }, h('dt', {}, 'Denied'), denied, h('dt', {}, 'Violations'), violations), actions),
+    copies.panel,
   );
   const tablist = h('div', { role: 'tablist', 'aria-label': 'Sandbox views', class: 'tabs' });
   const panels = {};
@@ -107,7 +111,9 @@ export function sandboxPage(root, id, tab) {
         // A running sandbox can be paused (its processes frozen in
         // place, their memory kept) and a paused one resumed or stopped.
         const live = s.state === 'running' || s.state === 'paused';
-        actions.replaceChildren(
+        // (The DOM's own replaceChildren writes a null as the text
+        // "null": what does not apply is left out.)
+        actions.replaceChildren(...[
           s.state === 'running'
             ? h('button', { type: 'button', id: 'pause', title: 'Freeze its processes where they are; their memory is kept', onclick: () => act('pause') }, 'Pause')
             : null,
@@ -117,8 +123,11 @@ export function sandboxPage(root, id, tab) {
           live
             ? h('button', { type: 'button', id: 'stop', onclick: () => act('stop') }, 'Stop')
             : h('button', { type: 'button', id: 'start', onclick: () => act('start') }, 'Start'),
+          // A snapshot or a fork of any state: a running one is paused
+          // for the copy by the daemon.
+          ...copies.buttons(),
           h('button', { type: 'button', class: 'danger', onclick: () => act('delete') }, 'Delete'),
-        );
+        ].filter(Boolean));
       }
       for (const p of Object.values(panels)) p.dispatchEvent(new CustomEvent('sample', { detail: s }));
     } catch (err) {

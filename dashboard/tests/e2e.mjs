@@ -14,11 +14,19 @@
 // exec allowlist refuses inside shows as a denial and is counted with
 // the denied names (where the host records such refusals).
 //
+// Copies: a sandbox with a planted file is snapshotted from its page and
+// the snapshot listed (source, size, date, memory); a snapshot under a
+// name taken is refused beside its form and changes nothing; a sandbox
+// started from the snapshot shows the file in its Files tab; a fork into
+// 2 lists both, each with the file and neither seeing the other's
+// writes, and says that memory was not carried and why; a snapshot is
+// deleted only once the confirmation is accepted.
+//
 // Run: WARDEN_BIN=target/debug/warden node dashboard/tests/e2e.mjs
 
 import { chromium } from 'playwright-core';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, copyFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, readdirSync, existsSync, copyFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
@@ -210,6 +218,25 @@ const waitFor = async (what, f, ms = 15000) => {
   }
   throw new Error(`timed out waiting for ${what}`);
 };
+
+// The dashboard's way of writing a size (dom.js `bytes`).
+function bytesText(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
+// Open the sandbox page's Files tab and a file in it; its text must hold `text`.
+async function readInFiles(file, text) {
+  await page.click('#tab-files');
+  const panel = page.locator('#panel-files');
+  await panel.locator('button', { hasText: file }).click({ timeout: 20000 });
+  await panel.locator('pre.file', { hasText: text }).waitFor();
+}
 
 try {
   await scenario('a wrong token is refused', async () => {
@@ -579,6 +606,138 @@ try {
     if (ran.stdout !== 'back\n') throw new Error(`a command after resume did not run: ${JSON.stringify(ran)}`);
   });
 
+  await scenario("a snapshot is taken from a sandbox's page and listed with its source, size, date and what it keeps", async () => {
+    await call('POST', '/v1/sandboxes', { name: 'origin' });
+    await waitFor('origin running', async () => (await call('GET', '/v1/sandboxes/origin')).state === 'running', 30000);
+    const planted = await call('POST', '/v1/sandboxes/origin/exec', { argv: ['sh', '-c', 'echo "planted-$((6*7))" > /workspace/planted.txt && cat /workspace/planted.txt'] });
+    if (planted.stdout !== 'planted-42\n') throw new Error(`the file was not planted: ${JSON.stringify(planted)}`);
+    await page.goto(`${base}/#/s/origin/events`);
+    await page.locator('#snapshot').click();
+    await page.fill('#snapshot-name', 'prepared');
+    await page.locator('#snapshot-form button[type=submit]').click();
+    await page.locator('#snapshot-saved', { hasText: 'prepared' }).waitFor({ timeout: 30000 });
+    const said = await page.locator('#snapshot-saved').innerText();
+    if (!said.includes('runs none of its processes')) throw new Error(`the answer does not say what the snapshot keeps: ${said}`);
+    // The pause for the copy is in the event view, worded.
+    await page.locator('.ev[data-event=paused]', { hasText: 'paused by snapshot prepared' }).waitFor();
+    const actions = await page.locator('.summary .actions').innerText();
+    if (/\bnull\b|undefined/.test(actions)) throw new Error(`the actions show stray text: ${actions}`);
+    const { snapshots } = await call('GET', '/v1/snapshots');
+    const snap = snapshots.find((s) => s.name === 'prepared');
+    if (!snap || snap.source !== 'origin' || snap.memory) throw new Error(`the API lists: ${JSON.stringify(snapshots)}`);
+    // The source was paused for the copy only.
+    await waitFor('origin running again', async () => (await call('GET', '/v1/sandboxes/origin')).state === 'running');
+    await page.locator('#snapshot-saved a', { hasText: 'See the snapshots' }).click();
+    const row = page.locator('tr[data-name=prepared]');
+    await row.waitFor();
+    const cells = (await row.locator('th, td').allInnerTexts()).map((t) => t.trim());
+    if (cells[0] !== 'prepared' || cells[1] !== 'origin' || cells[2] !== bytesText(snap.bytes) || cells[4] !== 'not kept') throw new Error(`the row reads ${JSON.stringify(cells)} for ${JSON.stringify(snap)}`);
+    const when = await row.locator('time').getAttribute('datetime');
+    if (Date.parse(when) !== snap.created_ms) throw new Error(`the row's date ${when} is not the snapshot's ${snap.created_ms}`);
+    await row.locator('a', { hasText: 'origin' }).waitFor();
+  });
+
+  await scenario('a refused snapshot (its name taken) says why beside its form and changes nothing', async () => {
+    const before = await call('GET', '/v1/snapshots');
+    const saved = readdirSync(join(state, 'warden/saved'), { recursive: true }).sort();
+    await page.goto(`${base}/#/s/origin/events`);
+    await page.locator('#snapshot').click();
+    await page.fill('#snapshot-name', 'prepared');
+    expectedStatus = /status of (401|409)/;
+    try {
+      await page.locator('#snapshot-form button[type=submit]').click();
+      const error = page.locator('#snapshot-error');
+      await error.locator('text=That name is taken').waitFor();
+      const text = await error.innerText();
+      if (!text.includes('prepared') || !text.includes('Nothing was saved')) throw new Error(`the refusal reads: ${text}`);
+      if ((await page.locator('#snapshot-name').getAttribute('aria-invalid')) === null) throw new Error('the name input is not marked as the one at fault');
+      if (await page.locator('#snapshot-saved').count()) throw new Error('a refused snapshot is shown as saved');
+    } finally {
+      expectedStatus = /status of 401/;
+    }
+    const after = await call('GET', '/v1/snapshots');
+    if (JSON.stringify(after) !== JSON.stringify(before)) throw new Error(`the snapshots changed: ${JSON.stringify(before)} -> ${JSON.stringify(after)}`);
+    const savedAfter = readdirSync(join(state, 'warden/saved'), { recursive: true }).sort();
+    if (JSON.stringify(savedAfter) !== JSON.stringify(saved)) throw new Error(`the snapshot store changed: ${JSON.stringify(saved)} -> ${JSON.stringify(savedAfter)}`);
+    if ((await call('GET', '/v1/sandboxes/origin')).state !== 'running') throw new Error('a refused snapshot left its source not running');
+    await page.locator('#copies button', { hasText: 'Cancel' }).first().click();
+  });
+
+  await scenario("a sandbox started from a snapshot has the snapshot's file, read in its Files tab", async () => {
+    await page.goto(`${base}/#/snapshots`);
+    await page.locator('tr[data-name=prepared] button.from').click();
+    await page.locator('#from-heading', { hasText: 'prepared' }).waitFor();
+    await waitFor('a suggested name', async () => (await page.inputValue('#from-name')) === 'prepared-1');
+    await page.fill('#from-name', 'restored');
+    await page.locator('#from-snapshot button[type=submit]').click();
+    await page.locator('#from-made', { hasText: 'restored' }).click({ timeout: 30000 });
+    await page.locator('h1', { hasText: 'restored' }).waitFor();
+    await page.locator('#sandbox-state', { hasText: 'running' }).waitFor({ timeout: 30000 });
+    await readInFiles('planted.txt', 'planted-42');
+  });
+
+  await scenario('a fork into 2 from the page makes two sandboxes with the file, linked, and says plainly that memory was not carried and why', async () => {
+    await page.goto(`${base}/#/s/origin/events`);
+    await page.locator('#fork').click();
+    // The form's bound is the API's: past it the browser keeps the form,
+    // and the API refuses it too.
+    await page.fill('#fork-count', '17');
+    let sent = 0;
+    const count = (r) => r.url().endsWith('/fork') && sent++;
+    page.on('request', count);
+    await page.locator('#fork-form button[type=submit]').click();
+    await new Promise((r) => setTimeout(r, 300));
+    page.off('request', count);
+    if (sent || !(await page.$eval('#fork-count', (el) => el.validity.rangeOverflow))) throw new Error(`a fork into 17 was sent (${sent}) or not marked over the bound`);
+    const over = await call('POST', '/v1/sandboxes/origin/fork', { count: 17 }).then(() => 'made', (e) => e.message);
+    if (!/: 400 .*"field":"\/count"/.test(over)) throw new Error(`the API did not refuse a fork into 17 at /count: ${over}`);
+    await page.fill('#fork-count', '2');
+    const answered = page.waitForResponse((r) => r.url().endsWith('/v1/sandboxes/origin/fork'));
+    await page.locator('#fork-form button[type=submit]').click();
+    const answer = await (await answered).json();
+    const links = page.locator('#forks a');
+    await waitFor('two forks listed', async () => (await links.count()) === 2, 60000);
+    const names = (await links.allInnerTexts()).map((t) => t.trim());
+    if (JSON.stringify(names) !== JSON.stringify(answer.sandboxes.map((s) => s.id)) || names.some((n) => !n.startsWith('origin-fork-'))) throw new Error(`the forks shown: ${names}; the API's: ${JSON.stringify(answer)}`);
+    // The process backend carries no memory, and the page says so in the
+    // daemon's own words.
+    if (answer.memory !== false || !answer.memory_why) throw new Error(`the API's answer: ${JSON.stringify(answer)}`);
+    const note = await page.locator('#fork-memory[data-carried=false]').innerText();
+    if (!note.includes('Memory not carried') || !note.includes(answer.memory_why)) throw new Error(`the note reads: ${note}`);
+    for (const n of names) {
+      await page.goto(`${base}/#/s/${n}/events`);
+      await page.locator('#sandbox-state', { hasText: 'running' }).waitFor({ timeout: 30000 });
+      await readInFiles('planted.txt', 'planted-42');
+    }
+    // Each its own: a write in one is seen in neither the other nor the source.
+    await call('POST', `/v1/sandboxes/${names[0]}/exec`, { argv: ['sh', '-c', 'echo mine > /workspace/only-first.txt'] });
+    for (const other of [names[1], 'origin']) {
+      const r = await call('POST', `/v1/sandboxes/${other}/exec`, { argv: ['sh', '-c', 'test -e /workspace/only-first.txt && echo seen || echo unseen'] });
+      if (r.stdout !== 'unseen\n') throw new Error(`${other} sees the first fork's write: ${JSON.stringify(r)}`);
+    }
+  });
+
+  await scenario('a snapshot is deleted once the confirmation is accepted, and not when it is dismissed', async () => {
+    await page.goto(`${base}/#/snapshots`);
+    const row = page.locator('tr[data-name=prepared]');
+    page.once('dialog', (d) => d.dismiss());
+    await row.locator('button.delete').click();
+    await new Promise((r) => setTimeout(r, 500));
+    if (!(await call('GET', '/v1/snapshots')).snapshots.some((s) => s.name === 'prepared')) throw new Error('a dismissed confirmation deleted the snapshot');
+    let asked = '';
+    page.once('dialog', (d) => {
+      asked = d.message();
+      d.accept();
+    });
+    await row.locator('button.delete').click();
+    await row.waitFor({ state: 'detached' });
+    if (!asked.includes('prepared')) throw new Error(`the confirmation reads: ${asked}`);
+    if ((await call('GET', '/v1/snapshots')).snapshots.some((s) => s.name === 'prepared')) throw new Error('the snapshot is still listed by the API');
+    await page.locator('table.snapshots', { hasText: 'No snapshots yet.' }).waitFor();
+    // What was made from it stays.
+    if ((await call('GET', '/v1/sandboxes/restored')).state !== 'running') throw new Error('deleting the snapshot touched the sandbox made from it');
+  });
+
   await scenario('one file of the diff is committed', async () => {
     await page.goto(`${base}/#/s/demo/events`);
     await page.locator('#stop').click();
@@ -610,7 +769,7 @@ try {
     await phone.addInitScript((t) => localStorage.setItem('warden.csrf', t), kept);
     const p = await phone.newPage();
     try {
-      for (const where of ['#/', '#/s/demo/events', '#/s/demo/changes', '#/s/demo/terminal']) {
+      for (const where of ['#/', '#/s/demo/events', '#/s/demo/changes', '#/s/demo/terminal', '#/snapshots']) {
         await p.goto(`${base}/${where}`);
         await p.locator('h1').first().waitFor();
         await p.waitForTimeout(300);
@@ -710,7 +869,7 @@ try {
   // Reported above.
 } finally {
   await browser.close().catch(() => {});
-  for (const sb of ['demo', 'asker', 'held', 'desk', 'refuser']) {
+  for (const sb of ['demo', 'asker', 'held', 'desk', 'refuser', 'origin', 'restored', 'origin-fork-1', 'origin-fork-2']) {
     try {
       warden('stop', '--time', '1s', sb);
     } catch {
