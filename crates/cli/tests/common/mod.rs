@@ -237,6 +237,16 @@ impl Unprivileged {
         cmd.current_dir("/").stdin(Stdio::null());
         cmd
     }
+
+    /// `warden ARGS` run as this identity with its state in `state`, no
+    /// input.
+    pub fn warden(&self, state: &Path, args: &[&str]) -> Output {
+        self.command(self.bin.to_str().unwrap())
+            .args(args)
+            .env("WARDEN_STATE_DIR", state)
+            .output()
+            .unwrap()
+    }
 }
 
 /// Whether this kernel lets a sandbox wire its network (nf_tables and

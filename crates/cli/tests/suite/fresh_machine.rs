@@ -165,12 +165,7 @@ fn doctor_for_a_user_who_cannot_open_dev_kvm_says_so_rather_than_that_there_is_n
     }
     let state = TempDir::new("fresh-kvm");
     user.own(state.path());
-    let out = user
-        .command(user.bin.to_str().unwrap())
-        .arg("doctor")
-        .env("WARDEN_STATE_DIR", state.path())
-        .output()
-        .unwrap();
+    let out = user.warden(state.path(), &["doctor"]);
     let text = format!("{}{}", stdout(&out), stderr(&out));
     let row = doctor_row(&text, "vm accel");
     assert!(

@@ -356,9 +356,9 @@ os.link(app + "/new", app + "/new2"); print("NEW-LINK")
         user.own(&p);
     }
     let state = root.join("state");
-    let o = user
-        .command(user.bin.to_str().unwrap())
-        .args([
+    let o = user.warden(
+        &state,
+        &[
             "run",
             "--no-tty",
             "--rw",
@@ -369,11 +369,8 @@ os.link(app + "/new", app + "/new2"); print("NEW-LINK")
             PY,
             prog.to_str().unwrap(),
             a.to_str().unwrap(),
-        ])
-        .env("WARDEN_STATE_DIR", &state)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+        ],
+    );
     let out = stdout(&o);
     let why = format!("{out}\n{}", stderr(&o));
     if !out.contains("NEW-ACL") && stderr(&o).contains("namespace") {

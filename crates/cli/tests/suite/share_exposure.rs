@@ -288,9 +288,9 @@ fn a_rootless_sandbox_cannot_open_its_users_private_file_to_others() {
         "chmod 0644 {s}/key 2>/dev/null && echo OPENED; \
          echo mine > {s}/new && chmod 0644 {s}/new && echo NEW-OK"
     );
-    let o = user
-        .command(user.bin.to_str().unwrap())
-        .args([
+    let o = user.warden(
+        &state,
+        &[
             "run",
             "--no-tty",
             "--rw",
@@ -299,11 +299,8 @@ fn a_rootless_sandbox_cannot_open_its_users_private_file_to_others() {
             "sh",
             "-c",
             &script,
-        ])
-        .env("WARDEN_STATE_DIR", &state)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+        ],
+    );
     let out = stdout(&o);
     let why = format!("{out}\n{}", stderr(&o));
     if !out.contains("NEW-OK") && stderr(&o).contains("namespace") {
