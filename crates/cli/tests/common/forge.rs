@@ -3,6 +3,7 @@
 //! records every request it gets, and the flags that let a sandbox reach
 //! it by that name with the authority trusted upstream.
 
+use super::egress_available;
 use super::upstream::{https_server, TestCa};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -66,4 +67,24 @@ pub fn reach(ca: &TestCa, port: &str) -> Vec<String> {
         "--upstream-ca".into(),
         ca.pem_path(),
     ]
+}
+
+/// A recording forge for `forge.test` and the authority its certificate
+/// comes from: what each request-rule test starts from.
+pub struct Forge {
+    pub ca: TestCa,
+    pub up: Recorder,
+}
+
+impl Forge {
+    /// A fresh authority and its recording forge; `None` when this kernel
+    /// cannot wire a sandbox's network (`egress_available` says why).
+    pub fn start() -> Option<Forge> {
+        if !egress_available() {
+            return None;
+        }
+        let ca = TestCa::new();
+        let up = Recorder::start(&ca, "forge.test");
+        Some(Forge { ca, up })
+    }
 }

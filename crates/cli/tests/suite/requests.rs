@@ -4,7 +4,7 @@
 //! Each allowed request reaches it; each refused one never does, and the
 //! client sees why.
 
-use crate::common::forge::{reach, Recorder};
+use crate::common::forge::{reach, Forge, Recorder};
 use crate::common::upstream::TestCa;
 use crate::common::*;
 use std::process::{Command, Stdio};
@@ -26,11 +26,9 @@ fn run(ca: &TestCa, up: &Recorder, args: &[&str], script: &str) -> std::process:
 
 #[test]
 fn allowed_requests_reach_the_server_and_refused_ones_never_do_over_http1_and_http2() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let out = run(
         &ca,
         &up,
@@ -77,11 +75,9 @@ done
 /// is decided as each method it may be taken as, and never arrives.
 #[test]
 fn a_method_override_is_decided_as_the_method_it_names() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let out = run(
         &ca,
         &up,
@@ -110,11 +106,9 @@ curl -sS --noproxy '*' -o /dev/null -w '%{http_code}\n' -H 'X-HTTP-Method-Overri
 
 #[test]
 fn a_name_with_request_rules_is_not_reached_without_them_in_plain_tcp() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     // A raw TCP connection that is not TLS: the name's requests could not
     // be read, so it is refused before anything reaches the server.
     let out = run(
@@ -129,11 +123,9 @@ fn a_name_with_request_rules_is_not_reached_without_them_in_plain_tcp() {
 
 #[test]
 fn a_request_body_carrying_a_credential_never_reaches_the_server() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     // An AWS access key id's shape, made here so no scanner flags this file.
     let key = format!("AKIA{}", "QZTX4X2MWPLK3VNB");
     let out = run(
@@ -161,11 +153,9 @@ curl -sS --noproxy '*' --data '{{"note": "nothing here"}}' "https://forge.test:P
 
 #[test]
 fn a_credential_in_a_header_the_path_or_the_query_never_reaches_the_server_nor_the_record() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     // A GitHub token's shape, made here so no scanner flags this file.
     let token = format!("ghp_{}", "Zq8Xv2Lm4Np6Rt0Yb3Wc5Kd7Hf9Jg1Ts2Ue4");
     let events = TempDir::new("requests-heads");
@@ -215,11 +205,9 @@ curl -sS --noproxy '*' "https://forge.test:PORT/a?clean=1"
 
 #[test]
 fn requests_refused_for_want_of_a_rule_are_proposed_as_request_rules_at_exit_and_in_the_events() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let events = TempDir::new("requests-proposed");
     let log = events.path().join("events.jsonl");
     let out = run(

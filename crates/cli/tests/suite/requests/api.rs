@@ -9,8 +9,7 @@
 //! sends that request unasked and still holds any other.
 
 use crate::common::daemon::{call, curl_available, json, Daemon};
-use crate::common::forge::Recorder;
-use crate::common::upstream::TestCa;
+use crate::common::forge::Forge;
 use crate::common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -96,11 +95,9 @@ fn a_held_request_is_answered_once_and_always_over_the_api_and_always_is_kept_fo
     if !curl_available() {
         return skip("curl is not installed");
     }
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let port = up.port;
     let state = TempDir::new("requests-api");
     let ws = TempDir::new("requests-api-ws");

@@ -5,8 +5,7 @@
 //! reaches the recording server only when allowed. Nobody to ask, "deny"
 //! and no answer in time all refuse it.
 
-use crate::common::forge::{reach, Recorder};
-use crate::common::upstream::TestCa;
+use crate::common::forge::{reach, Forge};
 use crate::common::*;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -14,11 +13,9 @@ use std::time::Duration;
 
 #[test]
 fn a_request_an_ask_rule_holds_is_put_to_the_terminal_and_goes_only_when_allowed() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let port = up.port.to_string();
     let script = format!(
         "for n in 1 2; do curl -sS --noproxy '*' -o /dev/null -w 'issue '$n' %{{http_code}}\\n' -X POST https://forge.test:{port}/issues/$n; done; \
@@ -71,11 +68,9 @@ fn a_request_an_ask_rule_holds_is_put_to_the_terminal_and_goes_only_when_allowed
 
 #[test]
 fn without_anyone_to_ask_a_request_an_ask_rule_holds_is_refused() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let out = super::run(
         &ca,
         &up,
@@ -90,11 +85,9 @@ fn without_anyone_to_ask_a_request_an_ask_rule_holds_is_refused() {
 
 #[test]
 fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out_closed() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let port = up.port.to_string();
     let state = TempDir::new("requests-ask");
     let w = |args: &[&str]| {
@@ -169,11 +162,9 @@ fn a_named_sandboxs_held_request_is_answered_through_its_approvals_and_times_out
 #[test]
 fn an_always_answer_about_a_request_is_kept_for_the_projects_next_run_and_covers_that_request_only()
 {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let port = up.port.to_string();
     let state = TempDir::new("requests-always-state");
     let ws = TempDir::new("requests-always-ws");

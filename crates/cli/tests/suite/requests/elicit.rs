@@ -6,8 +6,7 @@
 //! recording server, "allow always" lets it go unasked afterwards, a
 //! refusal keeps it from the server.
 
-use crate::common::forge::Recorder;
-use crate::common::upstream::TestCa;
+use crate::common::forge::Forge;
 use crate::common::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ElicitRequestParams, ElicitResult};
 use rmcp::service::{RequestContext, RoleClient};
@@ -63,11 +62,9 @@ fn good(r: &CallToolResult) -> String {
 
 #[test]
 fn a_held_request_is_put_to_the_person_through_mcp_elicitation_and_decided_by_the_answer() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let port = up.port;
     let state = TempDir::new("requests-elicit");
     let ws = TempDir::new("requests-elicit-ws");

@@ -4,8 +4,7 @@
 //! (Rails, Laravel and Symfony take the method from it). Each attack is
 //! made through the real binary and never reaches the recording server.
 
-use crate::common::forge::Recorder;
-use crate::common::upstream::TestCa;
+use crate::common::forge::Forge;
 use crate::common::*;
 
 const RULES: &[&str] = &[
@@ -24,11 +23,9 @@ const CURL: &str =
 
 #[test]
 fn a_trailing_slash_never_carries_a_request_past_a_deny_rule() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let out = super::run(
         &ca,
         &up,
@@ -55,11 +52,9 @@ c other -X DELETE $u/repos/a/b/c/
 
 #[test]
 fn a_method_named_in_a_form_multipart_or_json_body_is_decided_as_that_method() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let out = super::run(
         &ca,
         &up,

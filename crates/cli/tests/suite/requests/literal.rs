@@ -3,8 +3,7 @@
 //! stars (`\*`), never read back as wildcards, and a request that no rule
 //! can name alone (the method `*`) goes for the run and is not kept.
 
-use crate::common::forge::{reach, Recorder};
-use crate::common::upstream::TestCa;
+use crate::common::forge::{reach, Forge};
 use crate::common::*;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -12,11 +11,9 @@ use std::time::Duration;
 
 #[test]
 fn an_always_answer_keeps_the_requests_stars_as_literals_and_allows_no_sibling_path() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let port = up.port.to_string();
     let state = TempDir::new("requests-literal-state");
     let ws = TempDir::new("requests-literal-ws");

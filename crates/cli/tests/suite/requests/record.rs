@@ -5,8 +5,7 @@
 //! /v1/sandboxes/{id}/events?follow=false`) and `warden logs`.
 
 use crate::common::daemon::{call, curl_available, json, Daemon};
-use crate::common::forge::Recorder;
-use crate::common::upstream::TestCa;
+use crate::common::forge::Forge;
 use crate::common::*;
 use std::process::{Command, Stdio};
 
@@ -15,11 +14,9 @@ fn each_decided_request_is_recorded_with_repeats_counted_and_shown_by_the_api_an
     if !curl_available() {
         return skip("curl is not installed");
     }
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     let port = up.port;
     let state = TempDir::new("requests-record");
     let d = Daemon::start(state.path(), false);

@@ -6,17 +6,14 @@
 //! segments), each decided on what the recording server would get. What
 //! is refused never arrives there.
 
-use crate::common::forge::Recorder;
-use crate::common::upstream::TestCa;
+use crate::common::forge::Forge;
 use crate::common::*;
 
 #[test]
 fn one_http2_connection_carries_an_allowed_stream_to_the_server_and_a_refused_one_nowhere() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
+    };
     // Two transfers of one curl, the second a stream on the connection the
     // first opened: `num_connects` is 1 for the transfer that opened it and
     // 0 for the one that rode on it.
@@ -114,9 +111,9 @@ for label, data in ATTEMPTS:
 
 #[test]
 fn smuggled_requests_are_decided_as_the_server_would_read_them_and_refused_ones_never_arrive() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
+    };
     let python = std::process::Command::new("python3")
         .args(["-c", "import ssl"])
         .output()
@@ -125,8 +122,6 @@ fn smuggled_requests_are_decided_as_the_server_would_read_them_and_refused_ones_
         skip("python3 with ssl is needed for the raw client inside the sandbox");
         return;
     }
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
     let out = super::run(
         &ca,
         &up,
@@ -176,15 +171,13 @@ fn smuggled_requests_are_decided_as_the_server_would_read_them_and_refused_ones_
 
 #[test]
 fn request_rules_hold_for_an_unprivileged_user_too() {
-    if !egress_available() {
+    let Some(Forge { ca, up }) = Forge::start() else {
         return;
-    }
+    };
     let Some(who) = Unprivileged::get() else {
         skip("cannot get an unprivileged user to run warden as: the rootless half is not run");
         return;
     };
-    let ca = TestCa::new();
-    let up = Recorder::start(&ca, "forge.test");
     let port = up.port.to_string();
     let out = who
         .command(who.bin.to_str().unwrap())
