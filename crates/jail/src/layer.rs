@@ -3,7 +3,7 @@
 //! write past the limit fails with ENOSPC inside and the host's disk is
 //! never spent beyond it. The layer is restored from warden's state
 //! directory into the tmpfs when the sandbox starts (by the init, in
-//! `mounts::mount_overlay`) and written back when it stops (by the
+//! `mounts::overlay::mount_overlay`) and written back when it stops (by the
 //! supervisor, through a descriptor of the tmpfs the init handed over).
 //!
 //! The copy keeps what overlayfs reads from a layer: file types (whiteouts
