@@ -1,16 +1,16 @@
 //! Compiles the seccomp filter of the target architecture ahead of time, from
-//! the same rule table (`src/seccomp.rs`) the tests check, so that starting a
+//! the same rule tables (`src/seccomp/`) the tests check, so that starting a
 //! sandbox costs no filter generation. A test proves the embedded program
 //! equals the one libseccomp builds from the table at run time.
 
-#[allow(dead_code, clippy::all)]
-#[path = "src/seccomp.rs"]
+#[allow(dead_code, unused_imports, clippy::all)]
+#[path = "src/seccomp/mod.rs"]
 mod seccomp;
 
 use std::path::PathBuf;
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/seccomp.rs");
+    println!("cargo:rerun-if-changed=src/seccomp");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("seccomp.bpf");
     let target = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let arch = match target.as_str() {
