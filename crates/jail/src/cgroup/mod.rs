@@ -26,16 +26,21 @@
 //! controller to this user; `v1` and `v2` create a sandbox's directory in
 //! one kind of hierarchy and know its controllers' files; `kill` empties the
 //! group; `freeze` stops a group in place and lets it go on (a paused
-//! sandbox); `sweep` removes what sandboxes killed outright left. This
-//! file is the façade the rest of the jail calls: the types and
-//! errors, [`probe`], and [`Cgroup`], which ties the sandbox's directories
-//! together and removes them.
+//! sandbox); `sweep` removes what sandboxes killed outright left;
+//! `pending` makes a sandbox's cgroup in two halves around the init's
+//! start; `files` the few file operations all of them take; `error` the
+//! errors and the advice for each errno. This file is the façade the rest
+//! of the jail calls: the types, [`probe`], and [`Cgroup`], which ties the
+//! sandbox's directories together and removes them.
 
 mod discover;
+mod error;
+mod files;
 mod freeze;
 mod join;
 mod kill;
 mod memo;
+mod pending;
 mod plan;
 mod sweep;
 mod under;
@@ -44,17 +49,17 @@ mod v2;
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::{self, Write as _};
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
-
-use nix::errno::Errno;
+use std::time::Duration;
 
 use discover::Hierarchies;
-use plan::{Backend, Plan, RealHost};
+use error::{hint, Op, HINT_PERMISSION, HINT_V1};
+use files::{keyed, mkdir, rmdir_retrying, write_file, write_raw};
+use plan::{Plan, RealHost};
+
+pub use error::CgroupError;
+pub use pending::{Pending, Unfinished};
 
 pub use freeze::{Freezer, SETTLE_TIMEOUT as FREEZE_SETTLE};
 pub use join::{join_self, Joining};
@@ -74,15 +79,6 @@ const REMOVE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often removal, emptying and freezing are polled.
 const POLL: Duration = Duration::from_millis(10);
 
-/// What a person can do when cgroups are out of reach for this user.
-const HINT_PERMISSION: &str = "run as root or on a host with a delegated cgroup v2 subtree \
-     (systemd-run --user --scope -p Delegate=yes)";
-/// The same for v1 hierarchies: an administrator delegates one cgroup per
-/// user, once.
-const HINT_V1: &str = "run as root, or have an administrator delegate a cgroup of each v1 \
-     hierarchy to this user once (as root, for each of memory, pids and cpu: mkdir \
-     <hierarchy>/warden-user-UID and chown it to the user; see docs/install.md), or use a host \
-     with cgroup v2 and a delegated subtree (systemd-run --user --scope -p Delegate=yes)";
 /// The cgroup an administrator delegates to one rootless user in a v1
 /// hierarchy: `<hierarchy>/warden-user-<uid>`, owned by that user.
 const USER_PARENT_PREFIX: &str = "warden-user-";
@@ -105,155 +101,6 @@ fn v1_parent(point: &Path) -> PathBuf {
 fn v1_user_parent(point: &Path) -> Option<PathBuf> {
     let uid = nix::unistd::geteuid();
     (!uid.is_root()).then(|| point.join(format!("{USER_PARENT_PREFIX}{uid}")))
-}
-
-/// Errors of the cgroup layer. Each says what was attempted, on which path,
-/// and what a person can do about it; the cause is the `source`.
-#[derive(Debug, thiserror::Error)]
-pub enum CgroupError {
-    #[error("cannot read {path} to find the cgroup hierarchies; is /proc mounted?")]
-    Discover {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("sandbox id {id:?} cannot name a cgroup; use only letters, digits, '-', '_' and '.'")]
-    InvalidId { id: String },
-    #[error("cpu limit {cpus} is not a positive, finite number of cores")]
-    InvalidCpus { cpus: f64 },
-    #[error("cannot apply the {controller} limit: {reason}")]
-    Unavailable {
-        controller: &'static str,
-        reason: String,
-    },
-    #[error("cannot create cgroup {path}: {hint}")]
-    Create {
-        path: PathBuf,
-        hint: &'static str,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot write {value:?} to {path}: {hint}")]
-    Write {
-        path: PathBuf,
-        value: String,
-        hint: &'static str,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot read {path} of the sandbox's cgroup")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot move process {pid} into {path}: {hint}")]
-    AddProcess {
-        pid: i32,
-        path: PathBuf,
-        hint: &'static str,
-        #[source]
-        source: io::Error,
-    },
-    #[error("refusing to kill cgroup {path}: it holds warden's own process {pid}; a process was added to the wrong cgroup")]
-    HoldsCaller { path: PathBuf, pid: i32 },
-    #[error("cannot send SIGKILL to process {pid} of cgroup {path}: {hint}")]
-    Signal {
-        pid: i32,
-        path: PathBuf,
-        hint: &'static str,
-        #[source]
-        source: io::Error,
-    },
-    #[error(
-        "processes {pids:?} of cgroup {path} survived SIGKILL for {waited:?}; they are likely \
-         in uninterruptible sleep (inspect them with `ps -o pid,stat,wchan -p PID`)"
-    )]
-    Survivors {
-        path: PathBuf,
-        pids: Vec<i32>,
-        waited: Duration,
-    },
-    #[error("the processes of cgroup {path} did not all freeze within {waited:?} (one in uninterruptible sleep, waiting on a disk or the network, cannot be frozen); the group was thawed again: try again")]
-    FreezeTimeout { path: PathBuf, waited: Duration },
-    #[error("cannot remove cgroup {path}: {hint}")]
-    Remove {
-        path: PathBuf,
-        hint: &'static str,
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl CgroupError {
-    /// The errno behind this error, when there is one.
-    fn errno(&self) -> Option<i32> {
-        match self {
-            Self::Discover { source, .. }
-            | Self::Create { source, .. }
-            | Self::Write { source, .. }
-            | Self::Read { source, .. }
-            | Self::AddProcess { source, .. }
-            | Self::Signal { source, .. }
-            | Self::Remove { source, .. } => source.raw_os_error(),
-            _ => None,
-        }
-    }
-}
-
-/// What a cgroup operation was, to choose the advice that goes with an errno.
-#[derive(Clone, Copy)]
-enum Op {
-    Create,
-    Write,
-    SubtreeControl,
-    AddProcess,
-    Signal,
-    Remove,
-}
-
-/// Advice for a failed operation, chosen by what the kernel said.
-fn hint(op: Op, err: &io::Error) -> &'static str {
-    let errno = err.raw_os_error().map(Errno::from_raw);
-    match (op, errno) {
-        (_, Some(Errno::EACCES | Errno::EPERM)) => HINT_PERMISSION,
-        (_, Some(Errno::EROFS)) => {
-            "the cgroup file system is mounted read-only (as in most containers); \
-             mount it read-write or delegate a cgroup v2 subtree to this user"
-        }
-        (Op::Create, Some(Errno::EEXIST)) => {
-            "a cgroup with this sandbox id already exists: another sandbox with this id \
-             is running, or a crashed one left it behind (remove it with rmdir)"
-        }
-        (Op::Create, Some(Errno::ENOENT)) => "its parent cgroup disappeared while creating it",
-        (Op::SubtreeControl, Some(Errno::EBUSY)) => {
-            "the cgroup holds processes of its own, and cgroup v2 lets only cgroups without \
-             processes hand controllers to children; start warden in a cgroup of its own \
-             (systemd-run --user --scope -p Delegate=yes)"
-        }
-        (Op::SubtreeControl, Some(Errno::ENOENT)) => {
-            "the controller is not available to this cgroup (see its cgroup.controllers)"
-        }
-        (Op::Write, Some(Errno::ENOENT)) => {
-            "the controller's file is missing; is the controller enabled for this cgroup?"
-        }
-        (Op::Write, Some(Errno::EINVAL)) => {
-            "the kernel rejected the value; check the limit (a CPU quota may not exceed a \
-             parent's, memory may not be below what is in use)"
-        }
-        (Op::Write | Op::AddProcess, Some(Errno::EBUSY)) => {
-            "the kernel refused while the cgroup is in use; retry when its processes have exited"
-        }
-        (Op::AddProcess, Some(Errno::ESRCH)) => "the process has already exited",
-        (Op::AddProcess, Some(Errno::ENOSPC | Errno::EOPNOTSUPP)) => {
-            "the cgroup cannot take processes (cgroup v2 allows processes only in leaves)"
-        }
-        (Op::Remove, Some(Errno::EBUSY | Errno::ENOTEMPTY)) => {
-            "processes or child cgroups are still inside; kill them and retry"
-        }
-        (Op::Signal, _) => "the process may belong to another user",
-        _ => "see the kernel log (dmesg) for cgroup messages",
-    }
 }
 
 /// Resource limits for one sandbox. `None` leaves a resource unlimited.
@@ -606,304 +453,12 @@ impl Cgroup {
     }
 }
 
-/// Why [`Pending::finish`] failed, and what exists of the cgroup (the v2
-/// directory, if any), removed when dropped.
-#[derive(Debug)]
-pub struct Unfinished {
-    pub error: CgroupError,
-    pub made: Cgroup,
-}
-
-/// A sandbox's cgroup between [`Cgroup::begin`] and [`Pending::finish`]:
-/// its v2 directory (if the plan has one) exists, nothing else does.
-/// Dropping it removes what was made.
-#[derive(Debug)]
-pub struct Pending {
-    cg: Cgroup,
-    h: Hierarchies,
-    plan: Plan,
-    name: String,
-    limits: Limits,
-    quota: Option<u64>,
-    required: Vec<(Controller, Backend)>,
-    /// The plan came from the memo (a failure in `finish` is retried on a
-    /// fresh discovery).
-    remembered: bool,
-}
-
-impl Pending {
-    fn begin_planned(
-        h: Hierarchies,
-        plan: Plan,
-        name: &str,
-        limits: &Limits,
-        quota: Option<u64>,
-    ) -> Result<Pending, CgroupError> {
-        let wanted = [
-            (Controller::Memory, limits.memory.is_some()),
-            (Controller::Pids, limits.pids.is_some()),
-            (Controller::Cpu, quota.is_some()),
-        ];
-        // Fail before creating anything when a limit has nowhere to go.
-        let mut required = Vec::new();
-        for (c, _) in wanted.iter().filter(|(_, w)| *w) {
-            let backend = plan
-                .backend(&h, *c)
-                .map_err(|reason| CgroupError::Unavailable {
-                    controller: c.name(),
-                    reason,
-                })?;
-            required.push((*c, backend));
-        }
-        // Dropping `cg` on an error path removes what was created so far.
-        let mut cg = Cgroup { dirs: Vec::new() };
-        if let Some(v2) = &plan.v2 {
-            let enable = plan.v2_controllers(&h);
-            let needed: Vec<Controller> = required
-                .iter()
-                .filter(|(_, b)| *b == Backend::V2)
-                .map(|(c, _)| *c)
-                .collect();
-            match with_parent_retry(|| v2::create(&v2.place, name, &enable, &needed)) {
-                Ok(dir) => cg.dirs.push(dir),
-                Err(e) if !needed.is_empty() => return Err(e),
-                Err(e) => tracing::debug!(error = %e, "optional cgroup v2 directory left out"),
-            }
-        }
-        Ok(Pending {
-            cg,
-            h,
-            plan,
-            name: name.to_owned(),
-            limits: *limits,
-            quota,
-            required,
-            remembered: false,
-        })
-    }
-
-    /// The v2 directory, open for `clone3(CLONE_INTO_CGROUP)`, if there is
-    /// one.
-    pub fn v2_dir(&self) -> Result<Option<OwnedFd>, CgroupError> {
-        match self.cg.v2_dir() {
-            Some(dir) => fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_DIRECTORY)
-                .open(&dir.path)
-                .map(|f| Some(f.into()))
-                .map_err(|source| CgroupError::AddProcess {
-                    pid: 0,
-                    path: dir.path.clone(),
-                    hint: hint(Op::AddProcess, &source),
-                    source,
-                }),
-            None => Ok(None),
-        }
-    }
-
-    /// The v1 directories this plan joins (none: nothing to hand over).
-    pub fn has_v1(&self) -> bool {
-        self.plan.v1_usable.iter().any(|&i| self.v1_useful(i))
-    }
-
-    fn v1_useful(&self, i: usize) -> bool {
-        let needed = self.required.iter().any(|(_, b)| *b == Backend::V1(i));
-        // Every hierarchy joined costs a migration at start and an rmdir
-        // at the end. CPU time comes from the init's rusage, and killing
-        // from the v2 directory's cgroup.kill (or the PID namespace), so
-        // cpuacct and freezer are joined only when there is no v2
-        // directory to kill through.
-        needed
-            || (self.plan.v2.is_none() && self.h.v1[i].controllers.contains(&Controller::Freezer))
-    }
-
-    /// The second half of [`Cgroup::create`]: the v1 directories and every
-    /// limit. A failure on a remembered plan is tried once more on the host
-    /// as discovered now (the v2 directory stays as it is). On failure, what
-    /// [`Cgroup::begin`] made is handed back with the error: a process may
-    /// already live in its v2 directory, which can be removed only once that
-    /// process is gone.
-    pub fn finish(mut self) -> Result<Cgroup, Unfinished> {
-        let done = match self.finish_planned() {
-            Err(e) if self.remembered => {
-                tracing::debug!(error = %e, "the remembered cgroup plan failed; discovering again");
-                match memo::plan(memo::default_dir().as_deref(), true) {
-                    Ok((h, plan, _)) if plan.v2.is_some() == self.plan.v2.is_some() => {
-                        // Where each limit goes, on the plan as it is now;
-                        // the v2 directory made by `begin` must still be
-                        // where the v2-backed ones go.
-                        match self.required_on(&h, &plan) {
-                            Some(required) => {
-                                self.remove_v1();
-                                self.h = h;
-                                self.plan = plan;
-                                self.required = required;
-                                self.remembered = false;
-                                self.finish_planned()
-                            }
-                            None => Err(e),
-                        }
-                    }
-                    Ok(_) => Err(e),
-                    Err(again) => Err(again),
-                }
-            }
-            done => done,
-        };
-        match done {
-            Ok(()) => Ok(self.cg),
-            Err(error) => {
-                // Only what `begin` made is kept for the caller to remove.
-                self.remove_v1();
-                Err(Unfinished {
-                    error,
-                    made: self.cg,
-                })
-            }
-        }
-    }
-
-    /// The controllers this cgroup's limits need, placed on `plan`, when
-    /// the ones placed on v2 are the same as on the plan `begin` used
-    /// (its v2 directory, already made, serves them).
-    fn required_on(&self, h: &Hierarchies, plan: &Plan) -> Option<Vec<(Controller, Backend)>> {
-        let mut required = Vec::new();
-        for (c, _) in &self.required {
-            required.push((*c, plan.backend(h, *c).ok()?));
-        }
-        let on_v2 = |r: &[(Controller, Backend)]| -> Vec<Controller> {
-            r.iter()
-                .filter(|(_, b)| *b == Backend::V2)
-                .map(|(c, _)| *c)
-                .collect()
-        };
-        (on_v2(&required) == on_v2(&self.required)).then_some(required)
-    }
-
-    /// Remove the v1 directories made so far (a `Cgroup` of them, dropped).
-    fn remove_v1(&mut self) {
-        let (v2, v1): (Vec<Dir>, Vec<Dir>) = std::mem::take(&mut self.cg.dirs)
-            .into_iter()
-            .partition(|d| d.v2);
-        self.cg.dirs = v2;
-        drop(Cgroup { dirs: v1 });
-    }
-
-    fn finish_planned(&mut self) -> Result<(), CgroupError> {
-        let usable = self.plan.v1_usable.clone();
-        for i in usable {
-            if !self.v1_useful(i) {
-                continue;
-            }
-            let needed = self.required.iter().any(|(_, b)| *b == Backend::V1(i));
-            let v1 = &self.h.v1[i];
-            let name = &self.name;
-            match with_parent_retry(|| v1::create(v1, name)) {
-                // In the plan's order, before the v2 directory (as
-                // `Cgroup::paths` lists them).
-                Ok(dir) => {
-                    let at = self.cg.dirs.iter().filter(|d| !d.v2).count();
-                    self.cg.dirs.insert(at, dir);
-                }
-                Err(e) if needed => return Err(e),
-                Err(e) => tracing::debug!(error = %e, "optional cgroup v1 hierarchy left out"),
-            }
-        }
-        let cg = &self.cg;
-        if let Some(bytes) = self.limits.memory {
-            cg.set_memory(bytes)?;
-        }
-        if let Some(n) = self.limits.pids {
-            let dir = cg.require(Controller::Pids)?;
-            write_file(&dir.path.join("pids.max"), &n.to_string(), Op::Write)?;
-        }
-        if let Some(quota) = self.quota {
-            let dir = cg.require(Controller::Cpu)?;
-            if dir.v2 {
-                v2::set_cpu_quota(&dir.path, quota)?;
-            } else {
-                v1::set_cpu_quota(&dir.path, quota)?;
-            }
-        }
-        tracing::debug!(paths = ?cg.paths(), "sandbox cgroup created");
-        Ok(())
-    }
-}
-
 impl Drop for Cgroup {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
             tracing::warn!(error = %e, "sandbox cgroup not fully removed");
         }
     }
-}
-
-/// Run `f` again when the shared `warden` parent vanished under it (another
-/// sandbox's removal pruned it between our mkdir and our use).
-fn with_parent_retry(mut f: impl FnMut() -> Result<Dir, CgroupError>) -> Result<Dir, CgroupError> {
-    let mut attempts = 0;
-    loop {
-        match f() {
-            Err(e) if e.errno() == Some(libc::ENOENT) && attempts < 3 => attempts += 1,
-            other => return other,
-        }
-    }
-}
-
-fn mkdir(path: &Path, exist_ok: bool) -> Result<(), CgroupError> {
-    match fs::create_dir(path) {
-        Ok(()) => Ok(()),
-        Err(e) if exist_ok && e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(source) => Err(CgroupError::Create {
-            path: path.to_path_buf(),
-            hint: hint(Op::Create, &source),
-            source,
-        }),
-    }
-}
-
-fn rmdir_retrying(path: &Path) -> Result<(), CgroupError> {
-    let deadline = Instant::now() + REMOVE_TIMEOUT;
-    loop {
-        match fs::remove_dir(path) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
-                sleep(POLL)
-            }
-            Err(source) => {
-                return Err(CgroupError::Remove {
-                    path: path.to_path_buf(),
-                    hint: hint(Op::Remove, &source),
-                    source,
-                })
-            }
-        }
-    }
-}
-
-/// Write `value` to a cgroup file in one write(2), as the kernel expects.
-fn write_raw(path: &Path, value: &str) -> io::Result<()> {
-    let mut file = fs::OpenOptions::new().write(true).open(path)?;
-    file.write_all(value.as_bytes())
-}
-
-fn write_file(path: &Path, value: &str, op: Op) -> Result<(), CgroupError> {
-    write_raw(path, value).map_err(|source| CgroupError::Write {
-        path: path.to_path_buf(),
-        value: value.to_owned(),
-        hint: hint(op, &source),
-        source,
-    })
-}
-
-/// The value of `key` in a "key value" per line file (memory.events,
-/// cpu.stat, memory.oom_control, cpuacct.stat).
-fn keyed(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|line| {
-        let mut parts = line.split_whitespace();
-        (parts.next()? == key).then(|| parts.next()?.parse().ok())?
-    })
 }
 
 /// CFS quota for `cpus` cores with a period of [`CPU_PERIOD_US`].
@@ -921,15 +476,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
-
-    #[test]
-    fn counters_are_read_by_key() {
-        let events = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n";
-        assert_eq!(keyed(events, "oom_kill"), Some(1));
-        assert_eq!(keyed(events, "oom"), Some(2));
-        assert_eq!(keyed(events, "absent"), None);
-        assert_eq!(keyed("user 25\nsystem 7\n", "system"), Some(7));
-    }
 
     #[test]
     fn cpu_limits_become_quotas_over_a_100ms_period() {
