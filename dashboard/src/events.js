@@ -60,8 +60,10 @@ function describe(e, rows) {
       return { group: 'violations', label: 'refused', tone: 'deny', text: `${e.method} ${e.route}: ${e.reason}` };
     case 'ttl_changed':
       return { group: 'other', label: 'ttl', tone: 'info', text: e.deadline_ms ? `stops at ${new Date(e.deadline_ms).toLocaleString()}` : 'no TTL' };
+    // The init's host PID is the owner's to see: the daemon leaves it out
+    // of what a token holder is sent (a host fact, not the sandbox's).
     case 'started':
-      return { group: 'processes', label: 'start', tone: 'info', text: `sandbox started (pid ${e.pid})` };
+      return { group: 'processes', label: 'start', tone: 'info', text: Number.isInteger(e.pid) ? `sandbox started (init pid ${e.pid})` : 'sandbox started' };
     case 'exited':
       return { group: 'processes', label: 'end', tone: e.status === 0 ? 'info' : 'warn', text: `sandbox ended: ${e.reason}, status ${e.status}` };
     // A pause (by a person, or by a snapshot or fork for the moment of

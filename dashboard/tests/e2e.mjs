@@ -344,6 +344,12 @@ try {
     await page.click('tr[data-id=demo] a');
     await page.locator('#panel-events').waitFor();
     await page.locator('.filters span', { hasText: 'live' }).waitFor();
+    // The start reads whole to a token holder, whom the daemon does not
+    // tell the init's host PID: no line of the view says "undefined".
+    const started = page.locator('.ev[data-event=started]').first();
+    await started.waitFor();
+    const startText = await started.innerText();
+    if (!startText.includes('sandbox started') || /undefined|pid/i.test(startText)) throw new Error(`the start reads: ${startText}`);
     const r = await connect('demo', 'blocked.test', false);
     if (!r.stdout.includes('nxdomain')) throw new Error(`the sandbox reached blocked.test: ${r.stdout}`);
     await page.locator('.ev.deny', { hasText: 'blocked.test' }).first().waitFor();
@@ -357,6 +363,9 @@ try {
     const allowed = await connect('demo', 'allowed.test', false);
     if (!allowed.stdout.includes('open')) throw new Error(`allowed.test was not reached: ${JSON.stringify(allowed)}`);
     await page.locator('.ev.allow', { hasText: 'allowed.test' }).first().waitFor();
+    const lines = await page.locator('ol.events li').allInnerTexts();
+    const unworded = lines.filter((l) => l.includes('undefined'));
+    if (unworded.length) throw new Error(`event lines with a missing value: ${unworded.join(' | ')}`);
     // The filter hides what does not match.
     await page.fill('.filters input[type=search]', 'blocked.test');
     await waitFor('the filter', async () => !(await page.locator('.ev.allow', { hasText: 'allowed.test' }).first().isVisible()));
