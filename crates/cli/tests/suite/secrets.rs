@@ -176,6 +176,41 @@ fn run_with_token(value: &str, args: &[&str], script: &str) -> std::process::Out
         .unwrap()
 }
 
+/// A fresh authority and an [`Echo`] for `names` on it; `None` when this
+/// kernel cannot wire a sandbox's network (`egress_available` says why).
+fn echo_for(names: &[&str], h2: bool) -> Option<(TestCa, Echo)> {
+    if !egress_available() {
+        return None;
+    }
+    let ca = TestCa::new();
+    let up = Echo::start(&ca, names, h2);
+    Some((ca, up))
+}
+
+/// [`run_with_token`] with `TOKEN` a secret for `api.secret.test:PORT`,
+/// the name pinned to the host's loopback and `ca` trusted upstream, and
+/// `args` after those.
+fn run_with_secret(
+    value: &str,
+    ca: &TestCa,
+    port: impl std::fmt::Display,
+    args: &[&str],
+    script: &str,
+) -> std::process::Output {
+    let secret = format!("TOKEN@api.secret.test:{port}");
+    let pem = ca.pem_path();
+    let mut all = vec![
+        "--secret",
+        &secret,
+        "--add-host",
+        "api.secret.test=127.0.0.1",
+        "--upstream-ca",
+        &pem,
+    ];
+    all.extend_from_slice(args);
+    run_with_token(value, &all, script)
+}
+
 fn secret_events(path: &Path) -> Vec<serde_json::Value> {
     events(path)
         .into_iter()
@@ -185,28 +220,19 @@ fn secret_events(path: &Path) -> Vec<serde_json::Value> {
 
 #[test]
 fn a_placeholder_reaches_its_host_as_the_real_value_and_comes_back_scrubbed() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], false) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], false);
+    };
     let value = token();
     let dir = TempDir::new("secrets-ev");
     let ev = dir.path().join("events.jsonl");
     let port = up.port.to_string();
     let url = format!("https://api.secret.test:{port}");
-    let out = run_with_token(
+    let out = run_with_secret(
         &value,
-        &[
-            "--secret",
-            &format!("TOKEN@api.secret.test:{port}"),
-            "--add-host",
-            "api.secret.test=127.0.0.1",
-            "--upstream-ca",
-            &ca.pem_path(),
-            "--json-events",
-            ev.to_str().unwrap(),
-        ],
+        &ca,
+        &port,
+        &["--json-events", ev.to_str().unwrap()],
         &format!(
             r#"case "$TOKEN" in warden-secret-*) echo placeholder-ok;; esac
 curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" "{url}/bearer"
@@ -257,11 +283,9 @@ curl -sS "{url}/query/$TOKEN?token=$TOKEN&x=1"
 
 #[test]
 fn a_placeholder_sent_to_another_host_is_blocked_and_logged() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test", "other.secret.test"], true) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test", "other.secret.test"], true);
+    };
     let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let plain_port = plain.local_addr().unwrap().port();
     let plain_seen = Arc::new(Mutex::new(0usize));
@@ -335,11 +359,9 @@ curl -sS -o /dev/null -w 'connect %{{http_connect}}\n' "https://$TOKEN.wild.test
 
 #[test]
 fn the_real_value_is_nowhere_inside_the_sandbox() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], false) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], false);
+    };
     let value = token();
     let rw = TempDir::new("secrets-rw");
     let port = up.port.to_string();
@@ -485,11 +507,9 @@ fn scan_memory(pid: i32, needle: &[u8]) -> usize {
 
 #[test]
 fn curl_python_and_node_trust_the_sandbox_authority_and_http2_works() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], true) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], true);
+    };
     let value = token();
     let port = up.port.to_string();
     let url = format!("https://api.secret.test:{port}");
@@ -501,16 +521,11 @@ fn curl_python_and_node_trust_the_sandbox_authority_and_http2_works() {
         eprintln!("skipped part: node is not installed, so node's fetch is not tried");
         String::new()
     };
-    let out = run_with_token(
+    let out = run_with_secret(
         &value,
-        &[
-            "--secret",
-            &format!("TOKEN@api.secret.test:{port}"),
-            "--add-host",
-            "api.secret.test=127.0.0.1",
-            "--upstream-ca",
-            &ca.pem_path(),
-        ],
+        &ca,
+        &port,
+        &[],
         &format!(
             r#"curl -sS --http2 --noproxy '*' -H "Authorization: Bearer $TOKEN" -o /dev/null -w 'curl %{{http_version}}\n' "{url}/curl"
 python3 -c '
@@ -549,11 +564,9 @@ print("python", urllib.request.urlopen(r, timeout=10).read().decode().splitlines
 
 #[test]
 fn a_host_without_a_secret_is_still_spliced_with_its_own_certificate() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test", "plain.test"], false) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test", "plain.test"], false);
+    };
     let value = token();
     let port = up.port.to_string();
     let out = run_with_token(
@@ -606,11 +619,9 @@ fn a_secret_cannot_also_be_passed_into_the_sandbox() {
 
 #[test]
 fn file_and_command_sources_are_read_on_the_host_and_bodies_are_substituted_only_when_asked() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], false) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], false);
+    };
     let keys = TempDir::new("secrets-keys");
     let file_value = token();
     let cmd_value = token();
@@ -665,27 +676,21 @@ curl -sS --noproxy '*' -o /dev/null -w 'leak %{{http_code}}\n' -H "X-Key: $LEAKE
 
 #[test]
 fn requests_outside_the_secret_rules_are_refused_before_reaching_the_host() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], true) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], true);
+    };
     let value = token();
     let dir = TempDir::new("secrets-ev");
     let ev = dir.path().join("events.jsonl");
     let port = up.port.to_string();
     let url = format!("https://api.secret.test:{port}");
-    let out = run_with_token(
+    let out = run_with_secret(
         &value,
+        &ca,
+        &port,
         &[
-            "--secret",
-            &format!("TOKEN@api.secret.test:{port}"),
             "--secret-rule",
             "GET api.secret.test/repos/acme/*",
-            "--add-host",
-            "api.secret.test=127.0.0.1",
-            "--upstream-ca",
-            &ca.pem_path(),
             "--json-events",
             ev.to_str().unwrap(),
         ],
@@ -777,25 +782,16 @@ fn secrets_work_for_an_unprivileged_user_too() {
 
 #[test]
 fn a_silent_terminated_connection_is_closed_after_the_idle_timeout() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], false) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], false);
+    };
     let port = up.port;
     let started = std::time::Instant::now();
-    let out = run_with_token(
+    let out = run_with_secret(
         "value-unused",
-        &[
-            "--secret",
-            &format!("TOKEN@api.secret.test:{port}"),
-            "--egress-idle-timeout",
-            "1s",
-            "--add-host",
-            "api.secret.test=127.0.0.1",
-            "--upstream-ca",
-            &ca.pem_path(),
-        ],
+        &ca,
+        port,
+        &["--egress-idle-timeout", "1s"],
         &format!(
             r#"python3 -c '
 import socket, ssl
@@ -819,23 +815,16 @@ except Exception as e:
 
 #[test]
 fn a_request_for_another_host_on_a_terminated_connection_is_refused() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], true) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], true);
+    };
     let value = token();
     let port = up.port.to_string();
-    let out = run_with_token(
+    let out = run_with_secret(
         &value,
-        &[
-            "--secret",
-            &format!("TOKEN@api.secret.test:{port}"),
-            "--add-host",
-            "api.secret.test=127.0.0.1",
-            "--upstream-ca",
-            &ca.pem_path(),
-        ],
+        &ca,
+        &port,
+        &[],
         &format!(
             r#"for v in --http1.1 --http2; do
 curl -sS $v --noproxy '*' -o /dev/null -w "fronted %{{http_code}}\n" -H "Host: tenant.example" -H "Authorization: Bearer $TOKEN" "https://api.secret.test:{port}/"
@@ -850,11 +839,9 @@ done
 
 #[test]
 fn two_secrets_may_read_the_same_host_variable() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["a.secret.test", "b.secret.test"], false) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["a.secret.test", "b.secret.test"], false);
+    };
     let value = token();
     let port = up.port.to_string();
     let out = run_with_token(
@@ -891,11 +878,9 @@ curl -sS --noproxy '*' -o /dev/null -H "Authorization: Bearer $B" "https://b.sec
 
 #[test]
 fn a_profiles_secrets_section_works_like_the_flags() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], true) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], true);
+    };
     let value = token();
     let port = up.port;
     let dir = TempDir::new("secrets-profile");
@@ -965,24 +950,17 @@ curl -sS --noproxy '*' -o /dev/null -w 'other %{{http_code}}\n' -H "Authorizatio
 
 #[test]
 fn the_real_value_echoed_in_a_trailer_comes_back_scrubbed() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], true) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], true);
+    };
     let value = token();
     let port = up.port.to_string();
     let url = format!("https://api.secret.test:{port}");
-    let out = run_with_token(
+    let out = run_with_secret(
         &value,
-        &[
-            "--secret",
-            &format!("TOKEN@api.secret.test:{port}"),
-            "--add-host",
-            "api.secret.test=127.0.0.1",
-            "--upstream-ca",
-            &ca.pem_path(),
-        ],
+        &ca,
+        &port,
+        &[],
         &format!(
             r#"curl -sv --http2 --noproxy '*' -H "Authorization: Bearer $TOKEN" -o /dev/null "{url}/trailer" 2>&1"#
         ),
@@ -1006,24 +984,17 @@ fn the_real_value_echoed_in_a_trailer_comes_back_scrubbed() {
 
 #[test]
 fn echoed_spellings_of_the_value_and_compressed_bodies_come_back_scrubbed() {
-    if !egress_available() {
+    let Some((ca, up)) = echo_for(&["api.secret.test"], true) else {
         return;
-    }
-    let ca = TestCa::new();
-    let up = Echo::start(&ca, &["api.secret.test"], true);
+    };
     let value = format!("sk-live/{}+xyz", token());
     let port = up.port.to_string();
     let url = format!("https://api.secret.test:{port}");
-    let out = run_with_token(
+    let out = run_with_secret(
         &value,
-        &[
-            "--secret",
-            &format!("TOKEN@api.secret.test:{port}"),
-            "--add-host",
-            "api.secret.test=127.0.0.1",
-            "--upstream-ca",
-            &ca.pem_path(),
-        ],
+        &ca,
+        &port,
+        &[],
         &format!(
             r#"curl -sS --noproxy '*' -H "Authorization: Bearer $TOKEN" "{url}/forms"
 curl -sS --noproxy '*' -w 'gzip %{{http_code}}\n' -H "Authorization: Bearer $TOKEN" "{url}/gzip"
