@@ -7,6 +7,7 @@ pub mod desktop;
 pub mod forge;
 pub mod rfb;
 pub mod sockets;
+pub mod tcp;
 pub mod upstream;
 pub mod vm;
 

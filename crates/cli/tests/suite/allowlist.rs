@@ -3,52 +3,16 @@
 //! flags that, pasted, make the same run pass. Real clients in real
 //! sandboxes against a real server on the host's loopback.
 
+use crate::common::tcp::{Upstream, PY_HELLO};
 use crate::common::*;
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// A TCP server on 127.0.0.1 that counts connections and answers each.
-fn upstream() -> (u16, Arc<Mutex<usize>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(0));
-    let s = seen.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            conn.set_read_timeout(Some(Duration::from_millis(500)))
-                .unwrap();
-            let mut buf = vec![0u8; 65536];
-            let _ = conn.read(&mut buf);
-            *s.lock().unwrap() += 1;
-            let _ = conn.write_all(b"hello from upstream");
-        }
-    });
-    (port, seen)
-}
 
 /// Python sending a real TLS ClientHello for each name to the address a
 /// name the run allows resolves to, printing what came back.
 fn client(via: &str, port: u16, names: &[&str]) -> String {
-    let mut s = String::from(
-        r#"import socket, ssl
-def hello(name):
-    ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
-    t = ctx.wrap_bio(i, o, server_hostname=name)
-    try: t.do_handshake()
-    except ssl.SSLWantReadError: pass
-    return o.read()
-def send(addr, data):
-    try:
-        s = socket.create_connection(addr, timeout=5); s.settimeout(5); s.sendall(data)
-        return s.recv(200)
-    except OSError as e:
-        return ('error', e.errno)
-"#,
-    );
+    let mut s = String::from(PY_HELLO);
     s.push_str(&format!("ip = socket.gethostbyname('{via}')\n"));
     for n in names {
         s.push_str(&format!("print('{n}', send((ip, {port}), hello('{n}')))\n"));
@@ -72,7 +36,8 @@ fn the_summary_of_what_was_denied_pasted_into_a_profile_makes_the_same_run_pass(
     if !egress_available() {
         return;
     }
-    let (port, seen) = upstream();
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port;
     let via = format!("via.test:{port}");
     let base = [
         "--allow-domain",
@@ -88,7 +53,7 @@ fn the_summary_of_what_was_denied_pasted_into_a_profile_makes_the_same_run_pass(
     let first = run(&base, &script, &[]);
     let out = stdout(&first);
     assert!(!out.contains("hello from upstream"), "{out}");
-    assert_eq!(*seen.lock().unwrap(), 0);
+    assert_eq!(up.connections().len(), 0);
     let err = stderr(&first);
     // The profile lines, as printed (each line of the notice after the
     // first `warden: `), and the flags.
@@ -135,7 +100,7 @@ fn the_summary_of_what_was_denied_pasted_into_a_profile_makes_the_same_run_pass(
         stdout(&third),
         stderr(&third)
     );
-    assert_eq!(*seen.lock().unwrap(), 4);
+    assert_eq!(up.connections().len(), 4);
 }
 
 #[test]
@@ -143,7 +108,8 @@ fn a_preset_named_on_the_command_line_allows_its_names() {
     if !egress_available() {
         return;
     }
-    let (port, seen) = upstream();
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port;
     let config = TempDir::new("preset-config");
     std::fs::create_dir_all(config.path().join("warden/presets")).unwrap();
     std::fs::write(
@@ -164,7 +130,7 @@ fn a_preset_named_on_the_command_line_allows_its_names() {
         stdout(&out),
         stderr(&out)
     );
-    assert_eq!(*seen.lock().unwrap(), 1);
+    assert_eq!(up.connections().len(), 1);
     let bad = run(&["--preset", "forgee"], "print(1)", &env);
     assert_eq!(code(&bad), 125, "{}", stderr(&bad));
     assert!(
@@ -179,7 +145,8 @@ fn learning_mode_allows_marks_and_prints_a_fragment_a_profile_accepts() {
     if !egress_available() {
         return;
     }
-    let (port, seen) = upstream();
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port;
     let via = format!("via.test:{port}");
     let base = [
         "--allow-domain",
@@ -262,7 +229,7 @@ fn learning_mode_allows_marks_and_prints_a_fragment_a_profile_accepts() {
         "{}",
         stderr(&second)
     );
-    assert_eq!(*seen.lock().unwrap(), 4);
+    assert_eq!(up.connections().len(), 4);
 }
 
 #[test]
@@ -290,7 +257,8 @@ fn learning_mode_never_opens_the_hosts_own_services() {
     if !egress_available() {
         return;
     }
-    let (port, seen) = upstream();
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port;
     let via = format!("via.test:{port}");
     let script = client("via.test", port, &["one.test"]);
     let out = run(
@@ -308,7 +276,7 @@ fn learning_mode_never_opens_the_hosts_own_services() {
     );
     assert!(stdout(&out).contains("one.test b''"), "{}", stdout(&out));
     assert_eq!(
-        *seen.lock().unwrap(),
+        up.connections().len(),
         0,
         "learning reached the host's loopback"
     );
@@ -324,7 +292,8 @@ fn an_always_answer_is_saved_for_the_project_and_its_next_run_is_not_asked() {
     if !egress_available() {
         return;
     }
-    let (port, seen) = upstream();
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port;
     let state = TempDir::new("grants-state");
     let ws = TempDir::new("grants-ws");
     let script = format!(
@@ -397,7 +366,7 @@ fn an_always_answer_is_saved_for_the_project_and_its_next_run_is_not_asked() {
         stdout(&out),
         stderr(&out)
     );
-    assert_eq!(*seen.lock().unwrap(), 2);
+    assert_eq!(up.connections().len(), 2);
 }
 
 /// `--ask-save profile`: an "always" answer is added to the profile file
@@ -408,7 +377,8 @@ fn an_always_answer_saved_into_the_profile_keeps_its_layout_and_allows_the_next_
     if !egress_available() {
         return;
     }
-    let (port, seen) = upstream();
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port;
     let state = TempDir::new("grants-profile-state");
     let dir = TempDir::new("grants-profile");
     let profile = dir.path().join("agent.yaml");
@@ -468,7 +438,7 @@ fn an_always_answer_saved_into_the_profile_keeps_its_layout_and_allows_the_next_
         stdout(&out),
         stderr(&out)
     );
-    assert_eq!(*seen.lock().unwrap(), 2);
+    assert_eq!(up.connections().len(), 2);
 }
 
 /// `--ask-save profile` with nothing it could write to is refused before
@@ -509,7 +479,8 @@ fn learning_mode_writes_a_fragment_file_that_grows_and_that_a_profile_extends() 
     if !egress_available() {
         return;
     }
-    let (port, seen) = upstream();
+    let up = Upstream::start(b"hello from upstream");
+    let port = up.port;
     let via = format!("via.test:{port}");
     let base = [
         "--allow-domain",
@@ -574,7 +545,7 @@ fn learning_mode_writes_a_fragment_file_that_grows_and_that_a_profile_extends() 
         stdout(&third),
         stderr(&third)
     );
-    assert_eq!(*seen.lock().unwrap(), 4);
+    assert_eq!(up.connections().len(), 4);
     // A person's own profile is never rewritten by learning.
     let mine = "# mine\negress:\n  domains: [\"a.example\"]\n";
     std::fs::write(&profile, mine).unwrap();

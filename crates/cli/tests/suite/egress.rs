@@ -2,44 +2,12 @@
 //! starts listeners that record every connection and byte that reaches
 //! them, runs real clients inside a sandbox, and checks what arrived.
 
+use crate::common::tcp::{Upstream, PY_HELLO};
 use crate::common::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// A TCP server on 127.0.0.1 that records what each connection sent and
-/// answers with `reply`.
-struct Upstream {
-    port: u16,
-    seen: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl Upstream {
-    fn start(reply: &'static [u8]) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                conn.set_read_timeout(Some(Duration::from_millis(500)))
-                    .unwrap();
-                let mut buf = vec![0u8; 65536];
-                let n = conn.read(&mut buf).unwrap_or(0);
-                s.lock().unwrap().push(buf[..n].to_vec());
-                let _ = conn.write_all(reply);
-            }
-        });
-        Upstream { port, seen }
-    }
-
-    fn connections(&self) -> Vec<Vec<u8>> {
-        self.seen.lock().unwrap().clone()
-    }
-}
 
 /// A server on 127.0.0.1 that takes every connection and never says
 /// anything or closes; returns its port.
@@ -54,24 +22,6 @@ fn silent_server() -> u16 {
     });
     port
 }
-
-/// Python that builds a real TLS ClientHello (OpenSSL's) for a name.
-const PY_HELLO: &str = r#"import socket, ssl, sys
-def hello(name):
-    ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
-    if name is None:
-        ctx.check_hostname = False
-    t = ctx.wrap_bio(i, o, server_hostname=name)
-    try: t.do_handshake()
-    except ssl.SSLWantReadError: pass
-    return o.read()
-def send(addr, data):
-    try:
-        s = socket.create_connection(addr, timeout=5); s.settimeout(5); s.sendall(data)
-        return s.recv(200)
-    except OSError as e:
-        return ('error', e.errno)
-"#;
 
 fn sandbox_python(args: &[&str], body: &str) -> std::process::Output {
     let script = format!("{PY_HELLO}{body}");

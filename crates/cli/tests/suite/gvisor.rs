@@ -6,12 +6,9 @@
 //! (not installed, or as a user it cannot serve); the refusal without
 //! runsc is proved everywhere.
 
+use crate::common::tcp::Upstream;
 use crate::common::*;
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Whether `--isolation gvisor` runs a sandbox here: skipped with the
 /// reason when it cannot; any other failure fails the test.
@@ -28,38 +25,6 @@ fn gvisor_available() -> bool {
         }
     }
     panic!("the gVisor probe failed: {} {err}", stdout(&out));
-}
-
-/// A TCP server on 127.0.0.1 that records what each connection sent and
-/// answers with an HTTP response.
-struct Upstream {
-    port: u16,
-    seen: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl Upstream {
-    fn start() -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                conn.set_read_timeout(Some(Duration::from_millis(500)))
-                    .unwrap();
-                let mut buf = vec![0u8; 65536];
-                let n = conn.read(&mut buf).unwrap_or(0);
-                s.lock().unwrap().push(buf[..n].to_vec());
-                let _ = conn.write_all(b"HTTP/1.0 200 OK\r\n\r\nhello from upstream\n");
-            }
-        });
-        Upstream { port, seen }
-    }
-
-    fn connections(&self) -> Vec<Vec<u8>> {
-        self.seen.lock().unwrap().clone()
-    }
 }
 
 #[test]
@@ -103,7 +68,7 @@ fn an_allowed_name_reaches_its_server_from_gvisor_and_a_denied_one_reaches_nothi
     if !gvisor_available() {
         return;
     }
-    let up = Upstream::start();
+    let up = Upstream::start(b"HTTP/1.0 200 OK\r\n\r\nhello from upstream\n");
     let port = up.port;
     let out = run_sh(
         &[

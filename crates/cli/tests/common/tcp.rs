@@ -1,0 +1,61 @@
+//! Plain TCP on the host's loopback for egress tests: a server that
+//! records what each connection sent, and the Python a sandbox sends a
+//! real TLS ClientHello with.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A TCP server on 127.0.0.1 that records what each connection sent and
+/// answers with `reply`.
+pub struct Upstream {
+    pub port: u16,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Upstream {
+    pub fn start(reply: &'static [u8]) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                conn.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                let mut buf = vec![0u8; 65536];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                s.lock().unwrap().push(buf[..n].to_vec());
+                let _ = conn.write_all(reply);
+            }
+        });
+        Upstream { port, seen }
+    }
+
+    /// What each connection that reached the server sent, in order.
+    pub fn connections(&self) -> Vec<Vec<u8>> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Python that builds a real TLS ClientHello (OpenSSL's) for a name
+/// (`hello(None)`: one without a name) and sends bytes to an address,
+/// returning the first answer or `('error', errno)`.
+pub const PY_HELLO: &str = r#"import socket, ssl, sys
+def hello(name):
+    ctx = ssl.create_default_context(); i, o = ssl.MemoryBIO(), ssl.MemoryBIO()
+    if name is None:
+        ctx.check_hostname = False
+    t = ctx.wrap_bio(i, o, server_hostname=name)
+    try: t.do_handshake()
+    except ssl.SSLWantReadError: pass
+    return o.read()
+def send(addr, data):
+    try:
+        s = socket.create_connection(addr, timeout=5); s.settimeout(5); s.sendall(data)
+        return s.recv(200)
+    except OSError as e:
+        return ('error', e.errno)
+"#;
