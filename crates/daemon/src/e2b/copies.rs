@@ -4,9 +4,19 @@
 //! (a token sees only its own), `delete_snapshot` (E2B deletes a snapshot
 //! as the template it is) the native delete, and a create whose template
 //! names one of the caller's snapshots the native create from it; `fork`
-//! is the native fork. A snapshot's E2B id is its warden name. What warden
-//! carries is files, not processes: a full memory snapshot (`mode="full"`
-//! asked explicitly) is refused with what to ask instead.
+//! is the native fork. A snapshot's E2B id is its warden name.
+//!
+//! What a copy carries is the backend's to say: a VM sandbox that can be
+//! paused to disk is saved with its memory, the process backend's
+//! processes never are (that needs CRIU). E2B's `mode` is held to it,
+//! never answered with less than it asked: `mode="full"` of a sandbox
+//! whose memory cannot be kept is refused (400, with why and what to ask
+//! instead; nothing is kept), and `mode="filesystem"` of a VM whose
+//! snapshot would keep its memory too is refused rather than keep the
+//! guest's memory (its secrets included) that the caller asked to drop.
+//! Without a mode, the snapshot keeps what the backend can. E2B's fork
+//! always carries memory; warden's says in each fork's log (E2B's `logs`)
+//! whether it did and why not.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -65,14 +75,13 @@ pub async fn create_snapshot(
             Ok(b) => b,
             Err(r) => return *r,
         };
-    if body.memory == Some(true) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "a snapshot with memory (mode=\"full\") is not taken here: warden's snapshots keep a sandbox's files, home and options, not its processes; ask for mode=\"filesystem\" (or leave mode out), and pause() the sandbox to keep its processes",
-        );
-    }
     if let Err(r) = control::running(&e, &id).await {
         return r;
+    }
+    if body.memory == Some(true) {
+        if let Some(why) = no_memory_kept(&e, &id).await {
+            return full_refused(&id, &why);
+        }
     }
     let name = match body.name {
         Some(n) => n,
@@ -97,6 +106,28 @@ pub async fn create_snapshot(
         Ok((_, Json(s))) => s,
         Err(err) => return from_api(err),
     };
+    // Held to the mode asked: a snapshot with less, or more, than it
+    // asked is not kept.
+    let unfit = match body.memory {
+        Some(true) if !made.memory => Some(full_refused(
+            &id,
+            "the VM could not be paused to disk (a VM without a root image, --rootfs, or a process holding one of its shares)",
+        )),
+        Some(false) if made.memory => Some(error(
+            StatusCode::BAD_REQUEST,
+            format!("a files-only snapshot (mode=\"filesystem\") of sandbox {id} is not taken here: warden's snapshot of a VM sandbox that can be paused to disk keeps its memory (its processes go on in a sandbox made from it); leave mode out, or ask mode=\"full\", to take it with its memory"),
+        )),
+        _ => None,
+    };
+    if let Some(r) = unfit {
+        let _ = native::delete(
+            State(e.app.clone()),
+            Extension(caller),
+            Path(made.name.clone()),
+        )
+        .await;
+        return r;
+    }
     if let Err(r) = keep_record(&e, &caller, &id, &made.name).await {
         // A snapshot without the door's record would give back less than
         // its source on an update: none rather than a lesser one.
@@ -109,6 +140,34 @@ pub async fn create_snapshot(
         return r;
     }
     (StatusCode::CREATED, Json(shown(made.name))).into_response()
+}
+
+/// Why a snapshot of sandbox `id` cannot keep its memory, when its
+/// backend says so before anything is copied (a process or gVisor
+/// sandbox); `None` for a VM, which is found out by the copy.
+async fn no_memory_kept(e: &E2b, id: &str) -> Option<String> {
+    let (app, id) = (e.app.clone(), id.to_string());
+    let backend = crate::routes::sandboxes::blocking(move || {
+        let sb = app.sandbox(&id)?;
+        Ok(warden_runtime::state::stored_spec(sb.dir())
+            .map(|spec| warden_runtime::backend::Backend::of(&spec)))
+    })
+    .await;
+    match backend {
+        Ok(Some(warden_runtime::backend::Backend::Vm)) => None,
+        _ => Some(
+            "its processes run in the process backend, whose memory no copy carries (saving processes needs CRIU, which does not work on this kernel)".to_string(),
+        ),
+    }
+}
+
+/// The refusal of a snapshot with memory (`mode="full"`) of sandbox `id`,
+/// which cannot keep it for `why`.
+fn full_refused(id: &str, why: &str) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        format!("a snapshot with memory (mode=\"full\") of sandbox {id} is not taken: {why}; ask for mode=\"filesystem\" (or leave mode out) to keep its files, home and options, and pause() the sandbox to keep its processes"),
+    )
 }
 
 /// What the door keeps of a sandbox in a snapshot of it, beside the

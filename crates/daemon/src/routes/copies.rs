@@ -4,9 +4,12 @@
 //! forks (`POST /v1/sandboxes/{id}/fork`). A snapshot belongs to whoever
 //! made it: a token sees, uses and deletes only its own (another's is not
 //! found), the owner every one. New sandboxes count against the caller's
-//! quota as creates do, and are recorded as the caller's. The runtime does
-//! the work ([`warden_runtime::lifecycle`]); files are carried, not
-//! processes.
+//! quota as creates do (a fork's copies of its source's layer, home and
+//! saved memory counted before any is made: [`crate::quota::reserve`]),
+//! and are recorded as the caller's. The runtime does the work
+//! ([`warden_runtime::lifecycle`]); files are carried, and a VM's memory
+//! where it can be paused to disk: the answers say which (a snapshot's
+//! `memory`, a fork's `memory` and `memory_why`), and each fork's log.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -280,6 +283,18 @@ pub async fn sandbox_from(
     Ok((StatusCode::CREATED, Json(info)))
 }
 
+/// What a fork of sandbox `source` carries, as its log says it.
+fn carried(source: &str, memory: &Result<(), String>) -> String {
+    match memory {
+        Ok(()) => format!(
+            "what it carries of sandbox {source}: its files and its memory (its processes go on from the source's, reseeded, with a hostname of its own)"
+        ),
+        Err(why) => format!(
+            "what it carries of sandbox {source}: its files only, not its memory: {why}"
+        ),
+    }
+}
+
 #[utoipa::path(post, path = "/v1/sandboxes/{id}/fork", params(("id" = String, Path)), request_body = Fork,
     responses((status = 201, description = "new sandboxes from its current files, home and options (a running one is paused for the copy and its forks started); a VM's memory and processes are carried where it can be paused to disk (`memory` says whether, `memory_why` why not)", body = Forked),
         (status = 400, body = Problem), (status = 404, body = Problem), (status = 429, body = Problem)),
@@ -315,6 +330,12 @@ pub async fn fork(
         let forked = lifecycle::fork_with_memory(&app.store, &sb, count).map_err(refused)?;
         let memory = forked.memory;
         let made = forked.made;
+        // Each fork's own log says what it carries of its source, where
+        // every door's reader sees it (E2B's logs, the events): written
+        // before it starts, while no supervisor holds the log.
+        for m in &made {
+            let _ = lifecycle::record(m, "create", Vec::new(), carried(&id, &memory));
+        }
         let mut out = Vec::new();
         let mut failed = None;
         for m in &made {
