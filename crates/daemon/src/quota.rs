@@ -32,7 +32,17 @@
 //! of its source's sizes) under the same lock ([`reserve`]), so a token at
 //! its quota writes no copy, and forks at once cannot each pass alone.
 //! The reservation counts in every check until each copy is recorded (or
-//! the fork gives up).
+//! the fork gives up). What each copy reserves of the disk quota is what
+//! it will hold ([`copy_disk`]): its disk budget, or its copy of the
+//! source's layer and home where that is more (a kernel that cannot hold
+//! the layer in a tmpfs of the budget's size leaves it unbounded on
+//! disk), and for a running VM its saved memory (the guest's RAM at
+//! most), which lies beside the budget, not in it.
+//!
+//! A VM's saved memory in a sandbox's directory (a pause to disk's
+//! `vm-paused`, a fork's `vm-copy` until its first start restores it)
+//! counts against the disk quota as a snapshot's does: it is on the
+//! host's disk, outside the sandbox's disk budget.
 //!
 //! A refusal names the JSON pointer and a reason code; it never tells a
 //! token the host's free space.
@@ -204,14 +214,70 @@ pub(crate) fn within_host_defaults(
     Ok(())
 }
 
+/// The bytes of a VM's saved memory and devices a sandbox keeps in its
+/// own directory, outside its disk budget: paused to disk (`vm-paused`),
+/// or a fork's copy of its source's awaiting its first start
+/// (`vm-copy`). A tree that cannot be measured counts as full.
+fn saved_memory_bytes(sb: &Sandbox) -> u64 {
+    use warden_runtime::supervisor::{VM_COPY, VM_PAUSED};
+    [VM_PAUSED, VM_COPY]
+        .iter()
+        .map(|n| warden_workspace::fsutil::tree_size(&sb.dir().join(n)))
+        .fold(0, u64::saturating_add)
+}
+
+/// What a sandbox holds of a token's disk quota: its disk budget and the
+/// VM memory it keeps saved beside it.
+fn disk_of(sb: &Sandbox) -> u64 {
+    sizes_of(sb)
+        .1
+        .unwrap_or(0)
+        .saturating_add(saved_memory_bytes(sb))
+}
+
 /// What a sandbox takes of a token's quotas and of the host's disk.
 fn tally_of(sb: &Sandbox) -> Tally {
     Tally {
         sandboxes: 1,
         memory: held_of(sb),
-        disk: sizes_of(sb).1.unwrap_or(0),
+        disk: disk_of(sb),
         host_disk: host_disk_of(sb),
     }
+}
+
+/// What one copy a fork makes of `source` will hold of the disk quota,
+/// measured before anything is copied: its disk budget (the source's),
+/// or its copy of the source's layer and home where that is more, and the
+/// source's saved memory where a VM's is carried: what lies saved of it
+/// already, else, for a running VM (which the fork pauses to disk), its
+/// guest's RAM, the most its saved memory takes. A fork that then carries
+/// files only reserved more than it used, and gives it back when each
+/// copy is counted as itself.
+fn copy_disk(source: &Sandbox) -> u64 {
+    use warden_runtime::backend::Backend;
+    let budget = sizes_of(source).1.unwrap_or(0);
+    let state = warden_workspace::saved::StateOf::of(source);
+    let files = warden_workspace::fsutil::tree_size(&state.upper).saturating_add(
+        state
+            .home
+            .as_deref()
+            .map(warden_workspace::fsutil::tree_size)
+            .unwrap_or(0),
+    );
+    let memory = match stored_spec(source) {
+        Some(spec) if Backend::of(&spec) == Backend::Vm => {
+            let saved = source.dir().join(warden_runtime::supervisor::VM_PAUSED);
+            if warden_vm::pause::is_paused(&saved) {
+                warden_workspace::fsutil::tree_size(&saved)
+            } else if warden_runtime::lifecycle::liveness(source).running() {
+                memory_held(&spec).saturating_sub(warden_vm::backend::cgroup_memory(0, None))
+            } else {
+                0
+            }
+        }
+        _ => 0,
+    };
+    budget.max(files).saturating_add(memory)
 }
 
 /// A fork's quota, held from before its copies are made until each is
@@ -250,9 +316,25 @@ pub(crate) fn reserve<'a>(
     source: &Sandbox,
     count: u64,
 ) -> Result<Reservation<'a>, ApiError> {
+    // Measured before the lock: the walk of a large layer holds up no
+    // other token's check.
+    let disk = copy_disk(source);
     let _one_at_a_time = app.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
-    let each = tally_of(source);
-    check(app, token, None, each.times(count))?;
+    let each = Tally {
+        disk,
+        ..tally_of(source)
+    };
+    check(app, token, None, each.times(count)).map_err(|mut e| {
+        if e.status == StatusCode::TOO_MANY_REQUESTS
+            && e.problem.field.as_deref() == spec_pointer(Field::Disk).as_deref()
+        {
+            e.problem.message.push_str(&format!(
+                " (a fork into {count}: each copy holds {}, its disk budget or its copy of the source's layer and home, whichever is more, and a VM's saved memory)",
+                format_size(disk)
+            ));
+        }
+        e
+    })?;
     app.pending.change(&token.id, |t| t.plus(each.times(count)));
     Ok(Reservation {
         app,
@@ -353,17 +435,12 @@ fn check(
     Ok(())
 }
 
-/// The disk a token's quota counts as used: its sandboxes' disk budgets
-/// and audit logs, what its forks in flight reserved, its snapshots and
-/// its volumes.
+/// The disk a token's quota counts as used: its sandboxes' disk budgets,
+/// audit logs and saved VM memory, what its forks in flight reserved, its
+/// snapshots and its volumes.
 fn disk_used(app: &App, token: &str, mine: &[Sandbox], reserved: u64) -> u64 {
     mine.iter()
-        .map(|s| {
-            sizes_of(s)
-                .1
-                .unwrap_or(0)
-                .saturating_add(audit_log_bytes(s))
-        })
+        .map(|s| disk_of(s).saturating_add(audit_log_bytes(s)))
         .fold(reserved, u64::saturating_add)
         .saturating_add(snapshot_bytes(app, token))
         .saturating_add(crate::e2b::volume_bytes(app, token))

@@ -40,6 +40,7 @@ mod exec_refusal_flood;
 mod exec_refusal_records;
 mod fields;
 mod files;
+mod fork_disk_quota;
 mod fork_quota;
 mod fresh_machine;
 mod frictions;
