@@ -36,6 +36,48 @@ egress:
 """
 
 
+#: The bytes of a path a Unix socket's address holds (108 with its NUL).
+SUN_PATH_MAX = 107
+
+
+def socket_address(path: str) -> tuple[str, Optional[int]]:
+    """The address to connect to for the daemon's socket at `path`, and
+    the descriptor it goes through (the caller closes it): `path` itself
+    when it fits; else `/proc/self/fd/N/NAME` through its directory,
+    opened here, as the daemon binds it under a long state directory (a
+    deep pytest base directory). Past even that, an error that says so."""
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        return path, None
+    directory, name = os.path.split(path)
+    fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    short = f"/proc/self/fd/{fd}/{name}"
+    if len(os.fsencode(short)) > SUN_PATH_MAX:
+        os.close(fd)
+        raise RuntimeError(
+            f"the daemon's socket {path} is longer than a Unix socket's address holds "
+            f"({SUN_PATH_MAX} bytes), even through its directory: give the tests a shorter "
+            "base directory (pytest --basetemp)"
+        )
+    return short, fd
+
+
+class _Owner(httpx.Client):
+    """A client on the owner's socket that closes the directory it goes
+    through with itself."""
+
+    def __init__(self, socket: str) -> None:
+        address, self._dir = socket_address(socket)
+        super().__init__(transport=httpx.HTTPTransport(uds=address), base_url="http://warden", timeout=60)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._dir is not None:
+                os.close(self._dir)
+                self._dir = None
+
+
 @dataclass
 class Daemon:
     url: str
@@ -44,9 +86,7 @@ class Daemon:
     process: "subprocess.Popen[bytes]"
 
     def owner(self) -> httpx.Client:
-        return httpx.Client(
-            transport=httpx.HTTPTransport(uds=self.socket), base_url="http://warden", timeout=60
-        )
+        return _Owner(self.socket)
 
     def token(self, *scopes: str) -> str:
         body = {"name": f"e2b-{uuid.uuid4().hex[:8]}", "scopes": list(scopes)}
