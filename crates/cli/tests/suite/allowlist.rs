@@ -31,24 +31,53 @@ fn run(args: &[&str], script: &str, env: &[(&str, &str)]) -> Output {
         .unwrap()
 }
 
-#[test]
-fn the_summary_of_what_was_denied_pasted_into_a_profile_makes_the_same_run_pass() {
+/// The recording server, and the flags that allow it as `via.test` and
+/// pin `via.test`, `one.test` and `two.test` to the host's loopback (so
+/// the other two names reach it only if allowed); `None` when this kernel
+/// cannot wire a sandbox's network (`egress_available` says why).
+fn via_one_two() -> Option<(Upstream, [String; 8])> {
     if !egress_available() {
-        return;
+        return None;
     }
     let up = Upstream::start(b"hello from upstream");
-    let port = up.port;
-    let via = format!("via.test:{port}");
     let base = [
         "--allow-domain",
-        &via,
+        &format!("via.test:{}", up.port),
         "--add-host",
         "via.test=127.0.0.1",
         "--add-host",
         "one.test=127.0.0.1",
         "--add-host",
         "two.test=127.0.0.1",
-    ];
+    ]
+    .map(String::from);
+    Some((up, base))
+}
+
+/// The project's next run, with no terminal to ask on: it reaches the
+/// server without a question.
+fn next_run_needs_no_question(state: &std::path::Path, args: Vec<String>) {
+    let out = Command::new(warden_bin())
+        .env("WARDEN_STATE_DIR", state)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("got b'hello from upstream'"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_summary_of_what_was_denied_pasted_into_a_profile_makes_the_same_run_pass() {
+    let Some((up, base)) = via_one_two() else {
+        return;
+    };
+    let port = up.port;
+    let base = base.each_ref().map(String::as_str);
     let script = client("via.test", port, &["one.test", "two.test"]);
     let first = run(&base, &script, &[]);
     let out = stdout(&first);
@@ -142,22 +171,11 @@ fn a_preset_named_on_the_command_line_allows_its_names() {
 
 #[test]
 fn learning_mode_allows_marks_and_prints_a_fragment_a_profile_accepts() {
-    if !egress_available() {
+    let Some((up, base)) = via_one_two() else {
         return;
-    }
-    let up = Upstream::start(b"hello from upstream");
+    };
     let port = up.port;
-    let via = format!("via.test:{port}");
-    let base = [
-        "--allow-domain",
-        &via,
-        "--add-host",
-        "via.test=127.0.0.1",
-        "--add-host",
-        "one.test=127.0.0.1",
-        "--add-host",
-        "two.test=127.0.0.1",
-    ];
+    let base = base.each_ref().map(String::as_str);
     // A name only resolved is learned too (as the name, any default port).
     let script = client("via.test", port, &["one.test", "two.test"])
         + "print('three', socket.gethostbyname('three.test'))\n";
@@ -354,18 +372,7 @@ fn an_always_answer_is_saved_for_the_project_and_its_next_run_is_not_asked() {
     assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
     // The next run of the project: no terminal to ask on, and no question
     // needed.
-    let out = Command::new(warden_bin())
-        .env("WARDEN_STATE_DIR", state.path())
-        .args(args(&["--no-tty"]))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        stdout(&out).contains("got b'hello from upstream'"),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    next_run_needs_no_question(state.path(), args(&["--no-tty"]));
     assert_eq!(up.connections().len(), 2);
 }
 
@@ -426,18 +433,7 @@ fn an_always_answer_saved_into_the_profile_keeps_its_layout_and_allows_the_next_
     );
     // Kept in the profile, not in the project's grants.
     assert!(!state.path().join("grants").exists());
-    let out = Command::new(warden_bin())
-        .env("WARDEN_STATE_DIR", state.path())
-        .args(args(&["--no-tty"]))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        stdout(&out).contains("got b'hello from upstream'"),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    next_run_needs_no_question(state.path(), args(&["--no-tty"]));
     assert_eq!(up.connections().len(), 2);
 }
 
@@ -476,22 +472,11 @@ fn saving_answers_into_a_profile_warden_cannot_write_is_refused_before_anything_
 /// did not write is refused before anything starts (and left as it was).
 #[test]
 fn learning_mode_writes_a_fragment_file_that_grows_and_that_a_profile_extends() {
-    if !egress_available() {
+    let Some((up, base)) = via_one_two() else {
         return;
-    }
-    let up = Upstream::start(b"hello from upstream");
+    };
     let port = up.port;
-    let via = format!("via.test:{port}");
-    let base = [
-        "--allow-domain",
-        &via,
-        "--add-host",
-        "via.test=127.0.0.1",
-        "--add-host",
-        "one.test=127.0.0.1",
-        "--add-host",
-        "two.test=127.0.0.1",
-    ];
+    let base = base.each_ref().map(String::as_str);
     let dir = TempDir::new("learn-file");
     let file = dir.path().join("learned.yaml");
     let learn = |names: &[&str]| {
