@@ -4,9 +4,11 @@
 //! A pooled sandbox belongs to nobody: it is hidden from every route until
 //! a create takes it. A create takes one only when the create, resolved
 //! as if it were made as that very sandbox, gives the spec the sandbox
-//! runs in everything but its allowed names (so a profile edited since in
-//! anything else, or an inline document that changes limits, mounts,
-//! secrets or pinned hosts, never gets a stale sandbox: it is made cold);
+//! runs in everything the field table does not say a running sandbox can
+//! take ([`warden_policy::fit`]: its allowed names, and a disk budget
+//! nobody asked for): so a profile edited since in anything else, or an
+//! inline document that changes limits, mounts, secrets, pinned hosts or
+//! an option added later, never gets a stale sandbox: it is made cold;
 //! it must name no workspace and no id of its own. What is the claim's own
 //! is applied at hand-out, before anyone can use it: its allowed names
 //! (the running proxy's list changed live, names the claim does not allow
@@ -18,6 +20,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use warden_policy::fit::AllowlistDelta;
 use warden_policy::Trust;
 use warden_runtime::lifecycle::{self, CreateRequest};
 use warden_runtime::resolve::{Context, Input, ProfileSource};
@@ -191,11 +194,13 @@ pub fn claim(app: &Arc<App>, claim: Claim<'_>) -> Result<Option<SandboxInfo>, Ap
     Ok(None)
 }
 
-/// What must change in `sb`'s allowlist for it to be made as `input`:
-/// the entries to add and to remove. `None` when `input`, resolved as if it
-/// were made as `sb`, differs from the spec `sb` runs in anything but its
-/// allowed names (limits, mounts, secrets, network mode, pinned hosts, ...).
-fn fits(app: &App, sb: &Sandbox, input: &Input, trust: Trust) -> Option<Delta> {
+/// What must change in `sb`'s allowlist for it to be made as `input`.
+/// `None` when `input`, resolved as if it were made as `sb`, differs from
+/// the spec `sb` runs in anything the field table does not say a running
+/// sandbox can take (see [`warden_policy::fit`]: its allowed names are
+/// changed live; a disk budget nobody asked for is alike whatever its
+/// size; anything else, a new option included, makes `sb` stale).
+fn fits(app: &App, sb: &Sandbox, input: &Input, trust: Trust) -> Option<AllowlistDelta> {
     let stored = warden_runtime::state::read_json::<warden_runtime::state::Stored>(
         &sb.dir().join(warden_runtime::state::STORED),
     )
@@ -212,88 +217,7 @@ fn fits(app: &App, sb: &Sandbox, input: &Input, trust: Trust) -> Option<Delta> {
     if r.sinks.audit_log != stored.sinks.audit_log {
         return None;
     }
-    let mut want = serde_json::to_value(&r.spec).ok()?;
-    let mut have = serde_json::to_value(&stored.spec).ok()?;
-    default_disk_alike(&mut want, &have);
-    let wanted = take_domains(&mut want);
-    let had = take_domains(&mut have);
-    if want != have {
-        return None;
-    }
-    // An entry's trust is part of it: the owner's entry and a caller's
-    // of the same name are not the same entry.
-    let added = |caller: bool| {
-        wanted
-            .iter()
-            .filter(|d| !had.contains(d) && d.1 == caller)
-            .map(|d| d.0.clone())
-            .collect()
-    };
-    Some(Delta {
-        allow: added(false),
-        allow_by_caller: added(true),
-        remove: had
-            .iter()
-            .filter(|d| !wanted.contains(d))
-            .map(|d| d.0.clone())
-            .collect(),
-    })
-}
-
-/// Entries to add to and remove from a pooled sandbox's allowlist.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Delta {
-    /// The owner's entries (of the profile the claim names).
-    allow: Vec<String>,
-    /// The claim's own entries, when a caller made it: they reach public
-    /// addresses only.
-    allow_by_caller: Vec<String>,
-    remove: Vec<String>,
-}
-
-impl Delta {
-    fn is_empty(&self) -> bool {
-        self.allow.is_empty() && self.allow_by_caller.is_empty() && self.remove.is_empty()
-    }
-}
-
-/// The allowed names of a spec (as written: `source`, and whether a
-/// caller gave it), taken out of it.
-/// A disk budget nobody asked for is the default, whatever its size: the
-/// default follows the state's free space, which the pool's own
-/// sandboxes shrink, so the one resolved now is smaller than the one a
-/// pooled sandbox was made with a moment ago. Counted as a difference,
-/// every pooled sandbox on a host short of space would be found stale,
-/// discarded and made again, without end.
-fn default_disk_alike(want: &mut serde_json::Value, have: &serde_json::Value) {
-    const DISK: &str = "/filesystem/disk";
-    let unasked = |v: &serde_json::Value| v.get("asked") == Some(&serde_json::Value::Bool(false));
-    if let (Some(w), Some(h)) = (want.pointer_mut(DISK), have.pointer(DISK)) {
-        if unasked(w) && unasked(h) {
-            *w = h.clone();
-        }
-    }
-}
-
-fn take_domains(spec: &mut serde_json::Value) -> Vec<(String, bool)> {
-    let Some(domains) = spec
-        .pointer_mut("/network/Egress/domains")
-        .map(serde_json::Value::take)
-    else {
-        return Vec::new();
-    };
-    domains
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|d| {
-                    let source = d.get("source").and_then(|s| s.as_str())?;
-                    let caller = d.get("caller").and_then(|c| c.as_bool()).unwrap_or(false);
-                    Some((source.to_string(), caller))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    warden_policy::fit::fit(&r.spec, &stored.spec)
 }
 
 /// Make `sb` the claim's: its owner's quota, its record, its TTL.
@@ -562,24 +486,6 @@ mod tests {
         for (p, why) in bad {
             let e = p.check().unwrap_err();
             assert!(e.contains(why), "{p:?}: {e}");
-        }
-    }
-
-    #[test]
-    fn a_default_disk_of_another_size_still_fits_and_an_asked_one_does_not() {
-        let spec = |bytes: u64, asked: bool| serde_json::json!({"filesystem": {"disk": {"bytes": bytes, "asked": asked}}});
-        let have = spec(4 << 30, false);
-        let mut want = spec(2 << 30, false);
-        default_disk_alike(&mut want, &have);
-        assert_eq!(want, have, "two defaults are the same choice");
-        for (mut want, have) in [
-            (spec(2 << 30, true), spec(4 << 30, false)),
-            (spec(2 << 30, false), spec(4 << 30, true)),
-            (spec(2 << 30, true), spec(4 << 30, true)),
-        ] {
-            let before = want.clone();
-            default_disk_alike(&mut want, &have);
-            assert_eq!(want, before, "an asked disk is compared as it is");
         }
     }
 

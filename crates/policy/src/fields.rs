@@ -60,8 +60,35 @@ pub struct FieldInfo {
     /// What each value is, which decides how every door reads it
     /// ([`Kind::parse`] for text, [`crate::read`] for a document).
     pub kind: Kind,
+    /// What a difference in it means for a sandbox made earlier and
+    /// already running that a create would take instead of making one (a
+    /// daemon's warm pool): by default the sandbox is stale. Read by
+    /// [`crate::fit`].
+    pub running: Running,
     /// One line: what it does.
     pub doc: &'static str,
+}
+
+/// The `running:` cell of a row: can a sandbox made with another value of
+/// this field, already running, serve a create that asks for this one?
+///
+/// Judged on the resolved spec: a field that composes into another's part
+/// (a preset's names into the allowed names) is judged as that part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Running {
+    /// No: the sandbox runs with the old value, which nothing changes
+    /// while it runs, so it never serves a create asking another. Every
+    /// row without a `running:` cell, so that a new option can never hand
+    /// out a sandbox made without it.
+    Stale,
+    /// Yes: the difference is applied to the running sandbox before it is
+    /// handed out (the proxy's allowlist is changed live).
+    Applied,
+    /// Stale when asked for; a value nobody asked for is the default, and
+    /// two defaults are the same choice whatever values they were resolved
+    /// to (a default that follows the host's state at the moment, such as
+    /// the disk budget sized from the free space).
+    DefaultAlike,
 }
 
 /// How many values a field holds, which decides how sources merge:
@@ -274,6 +301,19 @@ macro_rules! kind {
     };
 }
 
+/// The `running:` cell of a row: stale when the row has none.
+macro_rules! running {
+    () => {
+        Running::Stale
+    };
+    (applied) => {
+        Running::Applied
+    };
+    (default_alike) => {
+        Running::DefaultAlike
+    };
+}
+
 /// `-` for "none", a literal for `Some(literal)`.
 macro_rules! opt {
     (-) => {
@@ -296,6 +336,7 @@ macro_rules! fields {
             ty: $ty:literal,
             shape: $shape:ident, kind: $kind:ident,
             reach: $reach:ident,
+            $(running: $running:ident,)?
             doc: $doc:literal $(,)?
         }
     ),* $(,)?) => {
@@ -326,6 +367,7 @@ macro_rules! fields {
                     reach: reach!($reach),
                     shape: shape!($shape),
                     kind: kind!($kind),
+                    running: running!($($running)?),
                     doc: $doc,
                 },
             )*
@@ -525,6 +567,7 @@ fields! {
         ty: "list of domains",
         shape: list, kind: text,
         reach: sandbox,
+        running: applied,
         doc: "Names the sandbox may connect to: example.com, .example.com (with subdomains), example.com:22 (that port; default 443 and 80)",
     },
     AllowRequest {
@@ -822,6 +865,7 @@ fields! {
         ty: "size",
         shape: one, kind: size,
         reach: sandbox,
+        running: default_alike,
         doc: "Size limit of a reviewable workspace's changes (the overlay's upper layer, held in memory while the sandbox runs): a write past it fails with ENOSPC, e.g. 2G",
     },
     EgressQuota {
@@ -962,6 +1006,12 @@ impl Field {
     /// How far the field's effect reaches (who may set it).
     pub const fn reach(self) -> Reach {
         self.info().reach
+    }
+
+    /// What a difference in it means for a running sandbox (the
+    /// `running:` cell).
+    pub const fn running(self) -> Running {
+        self.info().running
     }
 
     /// One value, a list or a map.

@@ -2,10 +2,12 @@
 //! refused for its claimant's quota leaves every pooled sandbox as the
 //! pool made it (no name the claimant asked for in any allowlist, no
 //! trace of the claimant in any log), and the next holder gets a
-//! sandbox with only its own names.
+//! sandbox with only its own names. A claim asking another value of any
+//! field the table does not say a running sandbox can take never gets a
+//! pooled sandbox made with the old one.
 
 use crate::common::daemon::{
-    call_on, curl_available, json, quota_token, sandboxes_on_disk, Daemon,
+    call, call_on, curl_available, json, quota_token, sandboxes_on_disk, Daemon,
 };
 use crate::common::*;
 use std::time::Duration;
@@ -108,4 +110,102 @@ fn a_claim_refused_for_its_quota_leaves_no_name_of_the_claimant_in_any_pooled_sa
         b.contains("pypi.org") && !b.contains("exfil.example"),
         "{b}"
     );
+}
+
+/// The pooled sandbox's spec as stored, the one it runs in.
+fn stored_spec(state: &std::path::Path, id: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(sandbox_dir(state, id).join("sandbox.json")).unwrap();
+    json(&text)["spec"].clone()
+}
+
+#[test]
+fn a_claim_asking_another_value_of_a_field_the_pool_never_names_is_made_cold() {
+    if !curl_available() || !egress_available() {
+        return;
+    }
+    let state = TempDir::new("pool-stale");
+    let config = TempDir::new("pool-stale-config");
+    let profiles = config.path().join("warden/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("limited.yaml"),
+        "egress:\n  domains: [pypi.org]\n",
+    )
+    .unwrap();
+    let d = Daemon::start_with(
+        state.path(),
+        false,
+        &["--pool", "limited=1"],
+        &[("XDG_CONFIG_HOME", config.path())],
+    );
+    let ready = || -> Vec<String> {
+        sandboxes_on_disk(state.path())
+            .into_iter()
+            .filter(|id| {
+                sandbox_dir(state.path(), id)
+                    .join("supervisor.json")
+                    .exists()
+            })
+            .collect()
+    };
+    wait_until("the pool is full", Duration::from_secs(60), || {
+        ready().len() == 1
+    });
+    let pooled = ready().remove(0);
+    let made_with = stored_spec(state.path(), &pooled);
+    // Limits and egress settings nothing in the pool's code names, each
+    // asked with a value the pooled sandbox was not made with: where each
+    // one lands in the spec, and the value asked.
+    let asks = [
+        (
+            r#"{"resources":{"pids":77}}"#,
+            "/resources/pids/value",
+            serde_json::json!(77),
+        ),
+        (
+            r#"{"resources":{"open_files":512}}"#,
+            "/resources/open_files",
+            serde_json::json!(512),
+        ),
+        (
+            r#"{"resources":{"file_size":"1G"}}"#,
+            "/resources/file_size",
+            serde_json::json!(1u64 << 30),
+        ),
+        (
+            r#"{"resources":{"egress_quota":"5G"}}"#,
+            "/network/Egress/quota",
+            serde_json::json!(5u64 << 30),
+        ),
+    ];
+    for (spec, at, value) in asks {
+        assert_ne!(
+            made_with.pointer(at),
+            Some(&value),
+            "{at} is the pool's already"
+        );
+        let body = format!(r#"{{"profile":"limited","spec":{spec}}}"#);
+        let (s, b) = call(&d, "POST", "/v1/sandboxes", Some(&body), None);
+        assert_eq!(s, 201, "{b}");
+        let id = json(&b)["id"].as_str().unwrap().to_string();
+        assert_ne!(
+            id, pooled,
+            "a claim asking {spec} got the sandbox made without it"
+        );
+        assert_eq!(
+            stored_spec(state.path(), &id).pointer(at),
+            Some(&value),
+            "{id} runs without {spec}"
+        );
+    }
+    // The pooled sandbox waited for a claim it fits, and serves it.
+    let (s, b) = call(
+        &d,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"profile":"limited"}"#),
+        None,
+    );
+    assert_eq!(s, 201, "{b}");
+    assert_eq!(json(&b)["id"].as_str().unwrap(), pooled, "{b}");
 }

@@ -21,11 +21,6 @@ use crate::auth::Caller;
 use crate::body::Body;
 use crate::error::{chain, ApiError, Problem};
 
-/// The field whose entries a running sandbox's allowlist change takes
-/// (`allow` and `remove` are its values); `GET /v1/fields` marks it so
-/// that a client learns it from the table, not from a key of its own.
-pub const LIVE: warden_policy::Field = warden_policy::Field::AllowDomain;
-
 /// Who asked, as the sandbox's audit log says it.
 fn who(caller: &Caller) -> String {
     match caller.token_id() {

@@ -9,7 +9,7 @@
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
-use warden_policy::{Door, Kind, Reach, Shape, FIELDS};
+use warden_policy::{Door, Kind, Reach, Running, Shape, FIELDS};
 
 /// `GET /v1/fields`.
 #[derive(Debug, Clone, Serialize, ToSchema, PartialEq)]
@@ -37,8 +37,9 @@ pub struct FieldEntry {
     pub ty: &'static str,
     /// One line: what it does.
     pub doc: &'static str,
-    /// A running sandbox takes a change to it at once: the entries of
-    /// `PATCH /v1/sandboxes/{id}/egress` are this field's.
+    /// A running sandbox takes a change to it at once (the row's
+    /// `running: applied`): the entries of `PATCH
+    /// /v1/sandboxes/{id}/egress` are this field's.
     pub live: bool,
 }
 
@@ -81,7 +82,7 @@ pub fn entries() -> Vec<FieldEntry> {
                 },
                 ty: f.ty,
                 doc: f.doc,
-                live: f.field == super::egress::LIVE,
+                live: f.running == Running::Applied,
             })
         })
         .collect()
