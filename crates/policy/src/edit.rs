@@ -1,43 +1,93 @@
 //! Edits of a profile file's text that keep the person's layout and
-//! comments: today, one more `egress.domains` entry (an "always" answer to
-//! `--ask` saved into the profile in use).
+//! comments: one more entry of a list the answers of `--ask` are saved
+//! into (an "always" saved into the profile in use): `egress.domains` for
+//! a name, `process.allow_exec` for a program.
 //!
-//! The edit is made on the text, next to where the list already is, in its
-//! own style (one `- entry` line more in a block list, `, entry` in a flow
-//! list), and then judged by what it means: the new text is read again and
-//! must give the same domains plus the new one. An edit that would mean
-//! anything else is refused, and the file is left as it was.
+//! The list is the field's, found by its row's profile key (a section and
+//! a key in it). The edit is made on the text, next to where the list
+//! already is, in its own style (one `- entry` line more in a block list,
+//! `, entry` in a flow list), and then judged by what it means: the new
+//! text is read again and must give the same entries plus the new one. An
+//! edit that would mean anything else is refused, and the file is left as
+//! it was.
 
-use crate::read::profile_domains;
+use crate::fields::Field;
+use crate::layer::{Origin, Val};
+use crate::profile::At;
+use crate::read::read_profile_text;
 
-/// Why a domain could not be added to a profile's text.
+/// Why an entry could not be added to a profile's text.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum EditError {
     #[error("the profile does not read as a profile ({0}); fix it first")]
     Invalid(String),
     #[error(
-        "the profile's `egress` is written in a form warden does not edit ({0}); add the entry yourself"
+        "the profile's `{section}` is written in a form warden does not edit ({why}); add the entry yourself"
     )]
-    Unsupported(&'static str),
-    #[error("adding the entry would change more than the domains list; add it yourself")]
-    Unsafe,
+    Unsupported {
+        section: &'static str,
+        why: &'static str,
+    },
+    #[error("adding the entry would change more than the `{0}` list; add it yourself")]
+    Unsafe(&'static str),
+    #[error("`{0}` is not a list in a section of a profile; warden does not add entries to it")]
+    NotAList(&'static str),
 }
 
 /// `text` with `entry` added to `egress.domains`; `Ok(None)` when the list
 /// has it already.
 pub fn add_domain(text: &str, entry: &str) -> Result<Option<String>, EditError> {
-    let before = profile_domains(text).map_err(|e| EditError::Invalid(e.to_string()))?;
+    add_entry(text, Field::AllowDomain, entry)
+}
+
+/// The entries of `field`'s list in a profile's text, each where it is
+/// written.
+pub fn entries(text: &str, field: Field) -> Result<Vec<At<String>>, EditError> {
+    let (read, errors) = read_profile_text(text);
+    if let Some(e) = errors.into_iter().next() {
+        return Err(EditError::Invalid(e.to_string()));
+    }
+    Ok(read
+        .layer
+        .list(field)
+        .iter()
+        .filter_map(|s| match (&s.val, &s.origin) {
+            (Val::Text(t), Origin::File { pos, .. }) => Some(At {
+                value: t.clone(),
+                pos: *pos,
+            }),
+            _ => None,
+        })
+        .collect())
+}
+
+/// `text` with `entry` added to the list of `field` (a list of text, its
+/// profile key a section and a key: `process.allow_exec`); `Ok(None)` when
+/// the list has it already.
+pub fn add_entry(text: &str, field: Field, entry: &str) -> Result<Option<String>, EditError> {
+    let key = field.profile_key().unwrap_or_default();
+    let place = match key.split_once('.') {
+        Some((section, name))
+            if field.shape() == crate::fields::Shape::List
+                && field.kind() == crate::fields::Kind::Text
+                && !name.contains(['.', '*']) =>
+        {
+            Place { key, section, name }
+        }
+        _ => return Err(EditError::NotAList(key)),
+    };
+    let before = entries(text, field)?;
     let old: Vec<String> = before.iter().map(|d| d.value.clone()).collect();
     if old.iter().any(|d| d == entry) {
         return Ok(None);
     }
     let quoted = serde_json::Value::from(entry).to_string();
     let edited = match before.last().map(|d| d.pos) {
-        Some(pos) => after_last(text, pos.line, pos.column, &quoted)?,
-        None => into_egress(text, &quoted)?,
+        Some(pos) => after_last(text, pos.line, pos.column, &quoted, &place)?,
+        None => into_section(text, &quoted, &place)?,
     };
     // Judged by what it means, not by how it looks.
-    let after = profile_domains(&edited).map_err(|_| EditError::Unsafe)?;
+    let after = entries(&edited, field).map_err(|_| EditError::Unsafe(key))?;
     let mut expected = old;
     expected.push(entry.to_string());
     if after
@@ -45,9 +95,17 @@ pub fn add_domain(text: &str, entry: &str) -> Result<Option<String>, EditError> 
         .map(|d| d.value.as_str())
         .ne(expected.iter().map(String::as_str))
     {
-        return Err(EditError::Unsafe);
+        return Err(EditError::Unsafe(key));
     }
     Ok(Some(edited))
+}
+
+/// Where a field's list is written: `section:` at column 0, `name:` in it.
+struct Place {
+    /// `section.name`.
+    key: &'static str,
+    section: &'static str,
+    name: &'static str,
 }
 
 /// Lines of `text`, each with its line ending.
@@ -56,16 +114,23 @@ fn lines(text: &str) -> Vec<&str> {
 }
 
 /// One more entry after the last one, at 1-based `line`/`column`.
-fn after_last(text: &str, line: u64, column: u64, quoted: &str) -> Result<String, EditError> {
+fn after_last(
+    text: &str,
+    line: u64,
+    column: u64,
+    quoted: &str,
+    place: &Place,
+) -> Result<String, EditError> {
+    let unsafe_ = || EditError::Unsafe(place.key);
     let ls = lines(text);
-    let idx = usize::try_from(line.saturating_sub(1)).map_err(|_| EditError::Unsafe)?;
-    let at = *ls.get(idx).ok_or(EditError::Unsafe)?;
-    let col = usize::try_from(column.saturating_sub(1)).map_err(|_| EditError::Unsafe)?;
+    let idx = usize::try_from(line.saturating_sub(1)).map_err(|_| unsafe_())?;
+    let at = *ls.get(idx).ok_or_else(unsafe_)?;
+    let col = usize::try_from(column.saturating_sub(1)).map_err(|_| unsafe_())?;
     let start = at
         .char_indices()
         .nth(col)
         .map(|(i, _)| i)
-        .ok_or(EditError::Unsafe)?;
+        .ok_or_else(unsafe_)?;
     let prefix = &at[..start];
     if prefix.trim_end().ends_with('-') {
         // A block list: a line like the last one's.
@@ -83,12 +148,13 @@ fn after_last(text: &str, line: u64, column: u64, quoted: &str) -> Result<String
     }
     let t = prefix.trim_end();
     if !(t.ends_with('[') || t.ends_with(',')) {
-        return Err(EditError::Unsupported(
-            "a domains list neither in block nor flow style",
-        ));
+        return Err(EditError::Unsupported {
+            section: place.section,
+            why: "a list neither in block nor flow style",
+        });
     }
     // A flow list: `, entry` right after the last entry's end.
-    let end = start + scalar_len(&at[start..]).ok_or(EditError::Unsafe)?;
+    let end = start + scalar_len(&at[start..]).ok_or_else(unsafe_)?;
     let edited = format!("{}, {quoted}{}", &at[..end], &at[end..]);
     let mut out = String::with_capacity(text.len() + quoted.len() + 2);
     for (i, l) in ls.iter().enumerate() {
@@ -142,19 +208,21 @@ fn scalar_len(s: &str) -> Option<usize> {
     }
 }
 
-/// A first entry: into `egress:` (made when there is none).
-fn into_egress(text: &str, quoted: &str) -> Result<String, EditError> {
+/// A first entry: into the section (made when there is none).
+fn into_section(text: &str, quoted: &str, place: &Place) -> Result<String, EditError> {
+    let (section, name) = (place.section, place.name);
+    let unsupported = |why| EditError::Unsupported { section, why };
     let ls = lines(text);
-    let Some(e) = ls.iter().position(|l| key_rest(l, "egress").is_some()) else {
+    let Some(e) = ls.iter().position(|l| key_rest(l, section).is_some()) else {
         let sep = if text.is_empty() || text.ends_with('\n') {
             ""
         } else {
             "\n"
         };
-        return Ok(format!("{text}{sep}egress:\n  domains: [{quoted}]\n"));
+        return Ok(format!("{text}{sep}{section}:\n  {name}: [{quoted}]\n"));
     };
-    if !key_rest(ls[e], "egress").is_some_and(str::is_empty) {
-        return Err(EditError::Unsupported("egress: on one line"));
+    if !key_rest(ls[e], section).is_some_and(str::is_empty) {
+        return Err(unsupported("the section on one line"));
     }
     // The children's indentation, from the first of them.
     let children: Vec<usize> = (e + 1..ls.len())
@@ -172,27 +240,23 @@ fn into_egress(text: &str, quoted: &str) -> Result<String, EditError> {
         .map(|&i| ls[i].len() - ls[i].trim_start_matches(' ').len())
         .unwrap_or(2);
     let pad = " ".repeat(indent);
-    let new_line = format!("{pad}domains: [{quoted}]\n");
+    let new_line = format!("{pad}{name}: [{quoted}]\n");
     let mut out = String::with_capacity(text.len() + new_line.len());
     let mut replaced = false;
     for (i, l) in ls.iter().enumerate() {
-        let is_domains = children.contains(&i)
+        let is_list = children.contains(&i)
             && l.starts_with(&pad)
             && !l[indent..].starts_with(' ')
-            && key_rest(&l[indent..], "domains").is_some();
-        if is_domains {
-            // `domains:` with nothing, or `domains: []`.
-            match key_rest(&l[indent..], "domains") {
+            && key_rest(&l[indent..], name).is_some();
+        if is_list {
+            // `name:` with nothing, or `name: []`.
+            match key_rest(&l[indent..], name) {
                 Some("" | "[]" | "~" | "null") => {
                     out.push_str(&new_line);
                     replaced = true;
                     continue;
                 }
-                _ => {
-                    return Err(EditError::Unsupported(
-                        "an empty domains list spelled otherwise",
-                    ))
-                }
+                _ => return Err(unsupported("an empty list spelled otherwise")),
             }
         }
         out.push_str(l);
@@ -201,7 +265,7 @@ fn into_egress(text: &str, quoted: &str) -> Result<String, EditError> {
         }
     }
     if !replaced {
-        // Right after `egress:`.
+        // Right after the section's line.
         let mut with = String::with_capacity(out.len() + new_line.len());
         for (i, l) in lines(&out).iter().enumerate() {
             with.push_str(l);
@@ -292,7 +356,7 @@ mod tests {
             match add_domain(text, "new.example.com") {
                 Ok(Some(t)) => {
                     // Whatever it wrote must mean exactly one more entry.
-                    let d = profile_domains(&t).unwrap();
+                    let d = entries(&t, Field::AllowDomain).unwrap();
                     assert_eq!(
                         d.last().map(|d| d.value.as_str()),
                         Some("new.example.com"),
@@ -307,5 +371,59 @@ mod tests {
             add_domain("egress: [\n", "x.example"),
             Err(EditError::Invalid(_))
         ));
+    }
+
+    fn program(text: &str) -> String {
+        add_entry(text, Field::AllowExec, "/usr/bin/id")
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_program_goes_into_process_allow_exec_in_its_own_layout() {
+        // A block list, its comments and the other sections kept.
+        let text = "# mine\nprocess:\n  allow_exec:\n    - sh   # the shell\n    - /usr/bin/git\negress:\n  domains: [pypi.org]\n";
+        assert_eq!(
+            program(text),
+            "# mine\nprocess:\n  allow_exec:\n    - sh   # the shell\n    - /usr/bin/git\n    - \"/usr/bin/id\"\negress:\n  domains: [pypi.org]\n"
+        );
+        // A flow list.
+        assert_eq!(
+            program("process:\n  allow_exec: [sh] # one\n"),
+            "process:\n  allow_exec: [sh, \"/usr/bin/id\"] # one\n"
+        );
+        // A section without the list, and no section at all.
+        assert_eq!(
+            program("process:\n  user: agent\n"),
+            "process:\n  allow_exec: [\"/usr/bin/id\"]\n  user: agent\n"
+        );
+        assert_eq!(
+            program("egress:\n  domains: [pypi.org]\n"),
+            "egress:\n  domains: [pypi.org]\nprocess:\n  allow_exec: [\"/usr/bin/id\"]\n"
+        );
+        // Never into another section's list of the same name.
+        let t = program("egress:\n  domains: [a.example]\nprocess:\n  allow_exec: [sh]\n");
+        assert_eq!(
+            entries(&t, Field::AllowDomain).unwrap()[0].value,
+            "a.example"
+        );
+        assert_eq!(
+            add_entry(
+                "process:\n  allow_exec: [/usr/bin/id]\n",
+                Field::AllowExec,
+                "/usr/bin/id"
+            ),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_field_that_is_not_a_list_of_a_section_is_never_edited() {
+        for f in [Field::Memory, Field::Env, Field::Hostname, Field::Command] {
+            assert!(
+                matches!(add_entry("", f, "x"), Err(EditError::NotAList(_))),
+                "{f:?}"
+            );
+        }
     }
 }

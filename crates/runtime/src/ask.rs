@@ -305,7 +305,10 @@ impl warden_jail::Desk for Desk {
                         "always" if program == Some(false) => None,
                         "always" if program.is_some() => Some((
                             Answer::Always,
-                            "allowed always: on the allowlist of this project's later runs (still refused in this run)",
+                            match self.asks_a_program_for_the_profile() {
+                                true => "allowed always: added to the profile's process.allow_exec (still refused in this run)",
+                                false => "allowed always: on the allowlist of this project's later runs (still refused in this run)",
+                            },
                         )),
                         "once" => Some((Answer::Once, "allowed once")),
                         "run" => Some((Answer::ForRun, "allowed for this run")),
@@ -393,10 +396,19 @@ impl Desk {
     /// refused: `Some(true)` when its "always" can be kept.
     fn asks_a_program(&self) -> Option<bool> {
         match self.current.as_ref().map(|c| c.question.protocol) {
-            Some(crate::ask_programs::PROGRAM) => Some(true),
+            Some(crate::ask_programs::PROGRAM | crate::ask_programs::PROGRAM_INTO_PROFILE) => {
+                Some(true)
+            }
             Some(crate::ask_programs::PROGRAM_NOT_KEPT) => Some(false),
             _ => None,
         }
+    }
+
+    /// The question on screen is about a program whose "always" goes
+    /// into the profile in use.
+    fn asks_a_program_for_the_profile(&self) -> bool {
+        self.current.as_ref().map(|c| c.question.protocol)
+            == Some(crate::ask_programs::PROGRAM_INTO_PROFILE)
     }
 
     fn next(&mut self) -> Option<String> {
@@ -416,9 +428,12 @@ impl Desk {
             crate::ask_programs::PROGRAM => Some(
                 "answers: always (on the allowlist of this project's later runs), deny, never (deny all)",
             ),
+            crate::ask_programs::PROGRAM_INTO_PROFILE => Some(
+                "answers: always (added to the profile's process.allow_exec, for its later runs), deny, never (deny all)",
+            ),
             crate::ask_programs::PROGRAM_NOT_KEPT => Some(
-                "answers: deny, never (deny all); always is not offered: this run keeps its answers \
-                 in a profile, which keeps names only (add the program to the profile's process.allow_exec)",
+                "answers: deny, never (deny all); always is not offered: this run has no place to keep it \
+                 (a project's grants, or a profile's own process.allow_exec)",
             ),
             _ => None,
         };
@@ -696,6 +711,24 @@ mod tests {
         }
         let out = desk.on_input(b"always\r").unwrap();
         assert!(out.contains("later runs"), "{out}");
+        assert_eq!(t.join().unwrap(), Answer::Always);
+        // Kept in the profile in use: the question and the answer say so.
+        let t = ask(crate::ask_programs::PROGRAM_INTO_PROFILE, "/usr/bin/id");
+        let start = Instant::now();
+        let mut shown = None;
+        while shown.is_none() {
+            assert!(start.elapsed() < Duration::from_secs(5));
+            shown = desk.on_wake();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let shown = shown.unwrap();
+        assert!(
+            shown.contains("added to the profile's process.allow_exec"),
+            "{shown}"
+        );
+        desk.shown_at = Instant::now() - SETTLE;
+        let out = desk.on_input(b"always\r").unwrap();
+        assert!(out.contains("added to the profile"), "{out}");
         assert_eq!(t.join().unwrap(), Answer::Always);
         // Where nothing keeps a program, "always" answers nothing.
         let t = ask(crate::ask_programs::PROGRAM_NOT_KEPT, "/usr/bin/id");

@@ -10,13 +10,14 @@
 //! sandbox can only narrow, so the refused exec stays refused (126) and
 //! neither "once" nor "run" is offered. An "always" adds the program to
 //! the project's programs' grants ([`crate::programs`], beside the names'
-//! grants), read when a later ask-mode run of the project is resolved.
-//! When the run keeps its answers in a profile (which keeps names only)
-//! "always" is not offered, and the question says so.
+//! grants), read when a later ask-mode run of the project is resolved, or,
+//! when the run keeps its answers in a profile (`--ask-save profile`), to
+//! that profile's `process.allow_exec`. With nowhere to keep it, "always"
+//! is not offered, and the question says so.
 
 use crate::events::Bus;
+use crate::programs::Keep;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -25,6 +26,8 @@ use warden_egress::ask::{Answer, Asker, Question};
 
 /// A program's question, its "always" kept in the project's grants.
 pub const PROGRAM: &str = "exec";
+/// A program's question, its "always" kept in the profile in use.
+pub const PROGRAM_INTO_PROFILE: &str = "exec-profile";
 /// A program's question where "always" is not offered (no place keeps it).
 pub const PROGRAM_NOT_KEPT: &str = "exec-not-kept";
 /// Programs asked about in one run; later refusals are not asked.
@@ -41,16 +44,15 @@ struct State {
 
 /// The programs of one run to ask about at the terminal.
 pub struct TerminalPrograms {
-    /// The project's programs' grants; `None` when "always" has nowhere
-    /// to go.
-    grants: Option<PathBuf>,
+    /// Where an "always" is kept; `None` when it has nowhere to go.
+    grants: Option<Keep>,
     bus: Arc<Bus>,
     state: Mutex<State>,
     next: Arc<AtomicU64>,
 }
 
 impl TerminalPrograms {
-    pub fn new(bus: Arc<Bus>, grants: Option<PathBuf>) -> Arc<TerminalPrograms> {
+    pub fn new(bus: Arc<Bus>, grants: Option<Keep>) -> Arc<TerminalPrograms> {
         Arc::new(TerminalPrograms {
             grants,
             bus,
@@ -90,7 +92,7 @@ impl TerminalPrograms {
                 .name("warden-ask-exec".into())
                 .spawn(move || {
                     for path in rx {
-                        ask_one(asker.as_ref(), &bus, grants.as_deref(), &path, &next);
+                        ask_one(asker.as_ref(), &bus, grants.as_ref(), &path, &next);
                     }
                 });
             match spawned {
@@ -125,18 +127,12 @@ impl TerminalPrograms {
 }
 
 /// Ask about `path` and keep an "always".
-fn ask_one(
-    asker: &dyn Asker,
-    bus: &Bus,
-    grants: Option<&std::path::Path>,
-    path: &str,
-    next: &AtomicU64,
-) {
+fn ask_one(asker: &dyn Asker, bus: &Bus, grants: Option<&Keep>, path: &str, next: &AtomicU64) {
     let question = Question {
-        protocol: if grants.is_some() {
-            PROGRAM
-        } else {
-            PROGRAM_NOT_KEPT
+        protocol: match grants {
+            Some(Keep::Project(_)) => PROGRAM,
+            Some(Keep::Profile(_)) => PROGRAM_INTO_PROFILE,
+            None => PROGRAM_NOT_KEPT,
         },
         name: path.to_string(),
         port: 0,
@@ -145,7 +141,7 @@ fn ask_one(
     let answer = asker.ask(&question);
     let mut by = "the terminal".to_string();
     let decision = match (answer, grants) {
-        (Answer::Always, Some(g)) => match crate::programs::add(g, path) {
+        (Answer::Always, Some(g)) => match g.add(path) {
             Ok(_) => "allow_always",
             Err(e) => {
                 by.push_str(&format!(

@@ -9,12 +9,14 @@
 //! recorded.
 //!
 //! With `--ask-save profile` the answers go instead into the profile file
-//! in use, as one more `egress.domains` entry each, written into the
+//! in use, as one more `egress.domains` entry each (a program's, one more
+//! `process.allow_exec` entry: [`crate::programs::Keep`]), written into the
 //! person's own text ([`warden_policy::edit`]: their layout and comments
 //! kept, the edit judged by what it means before it is written).
 
 use std::path::{Path, PathBuf};
 use warden_audit::{Event, EventKind, EventSink};
+use warden_policy::Field;
 
 /// Why the grants file could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -195,26 +197,32 @@ fn write_grants(path: &Path, entries: &[String], requests: &[String]) -> Result<
 
 /// The domains of the profile file at `path` (`egress.domains`).
 pub fn load_profile(path: &Path) -> Result<Vec<String>, GrantsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| GrantsError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let domains = warden_policy::read::profile_domains(&text).map_err(|e| GrantsError::Parse {
-        path: path.to_path_buf(),
-        why: format!("{}: {}", e.pos, e.message),
-    })?;
-    Ok(domains.into_iter().map(|d| d.value).collect())
+    load_profile_list(path, Field::AllowDomain)
 }
 
-/// Add `entry` to `egress.domains` of the profile file at `path`, in its
-/// own layout; `Ok(false)` when it was there. The file is replaced whole
-/// (its permissions kept), never left half written.
-pub fn add_to_profile(path: &Path, entry: &str) -> Result<bool, GrantsError> {
+/// The entries of `field`'s list in the profile file at `path`.
+pub fn load_profile_list(path: &Path, field: Field) -> Result<Vec<String>, GrantsError> {
     let text = std::fs::read_to_string(path).map_err(|source| GrantsError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    let edited = match warden_policy::edit::add_domain(&text, entry) {
+    let entries = warden_policy::edit::entries(&text, field).map_err(|e| GrantsError::Parse {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    Ok(entries.into_iter().map(|d| d.value).collect())
+}
+
+/// Add `entry` to the list of `field` (`egress.domains` for a name,
+/// `process.allow_exec` for a program) of the profile file at `path`, in
+/// its own layout; `Ok(false)` when it was there. The file is replaced
+/// whole (its permissions kept), never left half written.
+pub fn add_to_profile(path: &Path, field: Field, entry: &str) -> Result<bool, GrantsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GrantsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let edited = match warden_policy::edit::add_entry(&text, field, entry) {
         Ok(Some(t)) => t,
         Ok(None) => return Ok(false),
         Err(source) => {
@@ -314,7 +322,7 @@ impl EventSink for GrantsSink {
             format!("{name}:{port}")
         };
         let added = if self.into_profile {
-            add_to_profile(&self.path, &entry)
+            add_to_profile(&self.path, Field::AllowDomain, &entry)
         } else {
             add(&self.path, &entry)
         };

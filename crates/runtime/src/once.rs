@@ -31,13 +31,13 @@ pub fn run_once(spec: &SandboxSpec, id: &str, sinks: Vec<Sink>) -> Result<Finish
 
 /// [`run_once`], and under `egress.ask` at a terminal, the programs the
 /// exec allowlist refuses asked about there ([`crate::ask_programs`]):
-/// an "always" is added to `program_grants` (the project's programs'
-/// grants; `None` offers no "always").
+/// an "always" is kept where `program_grants` says (the project's
+/// programs' grants, or the profile in use; `None` offers no "always").
 pub fn run_once_asking(
     spec: &SandboxSpec,
     id: &str,
     sinks: Vec<Sink>,
-    program_grants: Option<std::path::PathBuf>,
+    program_grants: Option<crate::programs::Keep>,
 ) -> Result<Finished, JailError> {
     let bus = Bus::new(id, sinks);
     bus.set_budget(spec.resources.audit_budget, 0);

@@ -9,7 +9,10 @@
 //!   spec at each start of a named sandbox, as `egress.json` is);
 //! - the project's grants (`grants/NAME.exec.json`, beside the names'
 //!   `grants/NAME.yaml`, outside the workspace the sandbox writes), read
-//!   when a later run of the same project with ask mode is resolved.
+//!   when a later run of the same project with ask mode is resolved;
+//!   with `--ask-save profile`, the profile in use instead: one more
+//!   `process.allow_exec` entry in the person's own text, as a name's
+//!   "always" is one more `egress.domains` entry ([`Keep`]).
 //!
 //! Only the owner's answer is kept so (a caller's "always" is refused at
 //! the desk: the owner's allowlist is a caller's ceiling), and a grant
@@ -19,7 +22,7 @@
 use crate::state;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use warden_policy::SandboxSpec;
+use warden_policy::{Field, SandboxSpec};
 
 /// The file in a sandbox's state directory that keeps its programs
 /// answered "always".
@@ -44,6 +47,55 @@ pub enum ProgramsError {
     },
     #[error("cannot keep the sandbox's programs")]
     State(#[source] state::StateError),
+    #[error("cannot keep the program in the profile")]
+    Profile(#[source] crate::grants::GrantsError),
+    #[error("the profile {path} has no `process.allow_exec` of its own: a program added there would make it the only one its runs may execute")]
+    NoProfileAllowlist { path: PathBuf },
+}
+
+/// Where a program answered "always" is kept for later runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Keep {
+    /// The project's programs' grants ([`file_beside`] the names').
+    Project(PathBuf),
+    /// The profile file in use (`--ask-save profile`): its
+    /// `process.allow_exec`.
+    Profile(PathBuf),
+}
+
+impl Keep {
+    /// The file the answers go into.
+    pub fn path(&self) -> &Path {
+        match self {
+            Keep::Project(p) | Keep::Profile(p) => p,
+        }
+    }
+
+    /// The programs it holds now.
+    pub fn load(&self) -> Result<Vec<String>, ProgramsError> {
+        match self {
+            Keep::Project(p) => load(p),
+            Keep::Profile(p) => crate::grants::load_profile_list(p, Field::AllowExec)
+                .map_err(ProgramsError::Profile),
+        }
+    }
+
+    /// Keep `program`; `Ok(false)` when it was there. A profile is
+    /// added to only when it has an allowlist of its own: a grant widens
+    /// an allowlist, never makes one (a profile that allowed any program
+    /// would then allow only this one).
+    pub fn add(&self, program: &str) -> Result<bool, ProgramsError> {
+        match self {
+            Keep::Project(p) => add(p, program),
+            Keep::Profile(p) => {
+                if self.load()?.is_empty() {
+                    return Err(ProgramsError::NoProfileAllowlist { path: p.clone() });
+                }
+                crate::grants::add_to_profile(p, Field::AllowExec, program)
+                    .map_err(ProgramsError::Profile)
+            }
+        }
+    }
 }
 
 /// What a grants file of programs holds.

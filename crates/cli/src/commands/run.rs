@@ -103,15 +103,19 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
         .unwrap_or_default();
     warden_jail::phase("resolved");
     // Programs the exec allowlist refuses are asked about at the terminal
-    // too; an "always" goes to the project's programs' grants (a profile
-    // keeps names only: no "always" then).
-    let program_grants = resolved
-        .sinks
-        .grants
-        .as_deref()
-        .filter(|_| !into_profile)
-        .map(warden_runtime::programs::file_beside);
-    let programs_before = ProgramsSaved::before(program_grants.as_deref())?;
+    // too; an "always" goes where the names' go: the project's programs'
+    // grants, or the profile in use, into its own `process.allow_exec`
+    // (a profile without one is not given one: no "always" then).
+    use warden_runtime::programs::Keep;
+    let program_grants = match (resolved.sinks.grants.as_deref(), into_profile) {
+        (Some(f), false) => Some(Keep::Project(warden_runtime::programs::file_beside(f))),
+        (Some(f), true) => {
+            let keep = Keep::Profile(f.to_path_buf());
+            (!keep.load()?.is_empty()).then_some(keep)
+        }
+        (None, _) => None,
+    };
+    let programs_before = ProgramsSaved::before(program_grants.as_ref())?;
     let finished =
         warden_runtime::run_once_asking(&resolved.spec, &id, sinks, program_grants.clone());
     programs_before.say_new();
@@ -183,38 +187,45 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     Ok(finished.outcome.status.clamp(0, 255) as u8)
 }
 
-/// The project's programs' grants before a run, to say after it which
-/// programs "always" answers added.
+/// The programs kept for later runs (the project's grants, or the
+/// profile in use) before a run, to say after it which programs "always"
+/// answers added.
 struct ProgramsSaved {
-    file: Option<std::path::PathBuf>,
+    keep: Option<warden_runtime::programs::Keep>,
     before: Vec<String>,
 }
 
 impl ProgramsSaved {
-    fn before(file: Option<&std::path::Path>) -> anyhow::Result<ProgramsSaved> {
-        let before = file
-            .map(warden_runtime::programs::load)
-            .transpose()?
-            .unwrap_or_default();
+    fn before(keep: Option<&warden_runtime::programs::Keep>) -> anyhow::Result<ProgramsSaved> {
+        let before = keep.map(|k| k.load()).transpose()?.unwrap_or_default();
         Ok(ProgramsSaved {
-            file: file.map(std::path::Path::to_path_buf),
+            keep: keep.cloned(),
             before,
         })
     }
 
     fn say_new(&self) {
-        let Some(file) = &self.file else {
+        let Some(keep) = &self.keep else {
             return;
         };
-        let new: Vec<String> = warden_runtime::programs::load(file)
+        let new: Vec<String> = keep
+            .load()
             .unwrap_or_default()
             .into_iter()
             .filter(|p| !self.before.contains(p))
             .collect();
         if !new.is_empty() {
+            let whose = match keep {
+                warden_runtime::programs::Keep::Project(_) => {
+                    "programs saved for this project's later runs in"
+                }
+                warden_runtime::programs::Keep::Profile(_) => {
+                    "programs added to process.allow_exec of the profile"
+                }
+            };
             eprintln!(
-                "warden: programs saved for this project's later runs in {} (answered always): {}",
-                file.display(),
+                "warden: {whose} {} (answered always): {}",
+                keep.path().display(),
                 new.join(", ")
             );
         }

@@ -4,6 +4,7 @@ mod agents;
 mod allow_exec;
 mod allow_exec_nested;
 mod allowlist;
+mod ask_save_programs;
 mod audit;
 mod audit_budget;
 mod bind_owners;

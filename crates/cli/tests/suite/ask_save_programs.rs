@@ -1,0 +1,135 @@
+//! `--ask --ask-save profile` and the exec allowlist, at a real terminal:
+//! a program the profile's allowlist refuses, answered "always", is added
+//! to the profile's own `process.allow_exec` in the person's layout (as a
+//! name is added to `egress.domains`), and the profile's next run runs it
+//! unasked. A profile without an allowlist of its own is never given one.
+
+use crate::common::*;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// The refused program's status, kept past a read of the terminal (so
+/// that the run lasts until the question is answered).
+const SCRIPT: &str = "/usr/bin/id; s=$?; echo \"id-status=$s\"; read x; exit $s";
+
+/// Can the exec allowlist be asked about here?
+fn available() -> bool {
+    if !egress_available() {
+        return false;
+    }
+    if landlock_abi() < 1 {
+        skip("this kernel has no Landlock: the exec allowlist is refused here");
+        return false;
+    }
+    if !Path::new("/usr/bin/id").exists() {
+        skip("no /usr/bin/id here");
+        return false;
+    }
+    true
+}
+
+/// `warden run -P profile EXTRA -- sh -c SCRIPT` on `term`.
+fn run(term: &TestTerminal, state: &Path, profile: &Path, extra: &[&str]) -> std::process::Child {
+    let mut cmd = Command::new(warden_bin());
+    cmd.env("WARDEN_STATE_DIR", state)
+        .args(["run", "--no-audit-log", "-P", profile.to_str().unwrap()])
+        .args(extra)
+        .args(["--", "sh", "-c", SCRIPT]);
+    term.spawn(&mut cmd)
+}
+
+#[test]
+fn a_program_answered_always_goes_into_the_profiles_allow_exec_in_its_layout_and_runs_next_time() {
+    if !available() {
+        return;
+    }
+    let state = TempDir::new("ask-save-programs-state");
+    let dir = TempDir::new("ask-save-programs");
+    let profile = dir.path().join("agent.yaml");
+    let original = "# the agent's profile\nprocess:\n  allow_exec:\n    - sh   # the shell\negress:\n  domains: [\"other.test\"]  # kept\n";
+    std::fs::write(&profile, original).unwrap();
+    let asking = ["--ask", "--ask-save", "profile"];
+
+    let mut term = TestTerminal::open(24, 200);
+    let mut child = run(&term, state.path(), &profile, &asking);
+    let asked = term.expect("then Enter", Duration::from_secs(30));
+    assert!(asked.contains("may run /usr/bin/id ?"), "{asked}");
+    assert!(
+        asked.contains("added to the profile's process.allow_exec"),
+        "{asked}"
+    );
+    assert!(!asked.contains("always is not offered"), "{asked}");
+    std::thread::sleep(Duration::from_millis(700));
+    term.master.write_all(b"always\r").unwrap();
+    let said = term.expect("allowed always", Duration::from_secs(20));
+    term.master.write_all(b"\r").unwrap();
+    let rest = term.expect("answered always", Duration::from_secs(20));
+    let status = child.wait().unwrap();
+    let all = format!("{asked}{said}{rest}");
+    // The refusal stood in the run that asked.
+    assert_eq!(status.code(), Some(126), "{all}");
+    assert!(all.contains("id-status=126"), "{all}");
+    assert!(
+        all.contains("programs added to process.allow_exec"),
+        "{all}"
+    );
+    // One line more in the profile's own list, in its style; its comments
+    // and its other sections as they were.
+    assert_eq!(
+        std::fs::read_to_string(&profile).unwrap(),
+        original.replace("# the shell\n", "# the shell\n    - \"/usr/bin/id\"\n"),
+        "the profile was not edited in its own layout"
+    );
+    // Kept in the profile, not in any project's grants.
+    assert!(!state.path().join("grants").exists());
+
+    // The profile's next run: id runs, nothing is asked.
+    let mut term = TestTerminal::open(24, 200);
+    let mut child = run(&term, state.path(), &profile, &asking);
+    let out = term.expect("id-status=", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(200));
+    term.master.write_all(b"\r").unwrap();
+    let status = child.wait().unwrap();
+    let out = format!("{out}{}", term.expect("\u{0}", Duration::from_millis(500)));
+    assert!(out.contains("id-status=0"), "{out}");
+    assert!(out.contains("uid="), "{out}");
+    assert!(!out.contains("may run"), "asked again: {out}");
+    assert_eq!(status.code(), Some(0), "{out}");
+}
+
+#[test]
+fn a_profile_without_an_allowlist_of_its_own_is_never_given_one_by_an_answer() {
+    if !available() {
+        return;
+    }
+    let state = TempDir::new("ask-save-programs-none-state");
+    let dir = TempDir::new("ask-save-programs-none");
+    let profile = dir.path().join("open.yaml");
+    // Any program may run under this profile; this run's allowlist is the
+    // command line's. Written into the profile, the program would become
+    // the only one its later runs may start.
+    let original = "egress:\n  domains: [\"other.test\"]\n";
+    std::fs::write(&profile, original).unwrap();
+    let mut term = TestTerminal::open(24, 200);
+    let mut child = run(
+        &term,
+        state.path(),
+        &profile,
+        &["--ask", "--ask-save", "profile", "--allow-exec", "sh"],
+    );
+    let asked = term.expect("then Enter", Duration::from_secs(30));
+    assert!(asked.contains("may run /usr/bin/id ?"), "{asked}");
+    assert!(asked.contains("always is not offered"), "{asked}");
+    std::thread::sleep(Duration::from_millis(700));
+    term.master.write_all(b"always\r").unwrap();
+    let again = term.expect("type deny or never", Duration::from_secs(10));
+    term.master.write_all(b"deny\r").unwrap();
+    let said = term.expect("denied", Duration::from_secs(10));
+    term.master.write_all(b"\r").unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(126), "{asked}{again}{said}");
+    assert_eq!(std::fs::read_to_string(&profile).unwrap(), original);
+    assert!(!state.path().join("grants").exists());
+}
