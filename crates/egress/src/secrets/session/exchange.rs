@@ -1,0 +1,455 @@
+//! The exchange of one request on a terminated connection: its stages in
+//! order (authority and path, the sandbox's own head and body checked for
+//! credentials, `--secret-rule`, the target, headers and body substituted,
+//! a WebSocket's upgrade), then forwarded on the session's upstream
+//! connection. A stage that refuses answers in the upstream's place and
+//! nothing of the request goes upstream. It never sets up a connection
+//! (the session does) and never reads the response beyond handing it to
+//! `scrub`.
+
+use super::super::rewrite::{Blocked, RewriteBody, Rewriter};
+use super::super::target::{check_authority, forwarded_authority, normalise_path, TargetError};
+use super::super::{heads, outbound, ruled, upgrade, zero, OutBody};
+use super::{scrub, text, Sender, Session, Stopped, HOP_BY_HOP};
+use crate::decision::{Cause, Decision, Reason, SecretAction};
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper::{Request, Response, StatusCode};
+use std::sync::Arc;
+
+/// Request bodies read whole for substitution (`--secret-in-body`) are at
+/// most this large; larger ones are refused with 413.
+const MAX_SUBSTITUTED_BODY: usize = 16 << 20;
+
+/// warden's answer in place of the upstream's, when a stage of a request
+/// refuses it.
+type Answer = Box<Response<OutBody>>;
+
+/// warden's own answer ([`text`]) as a stage's refusal.
+fn answer(status: StatusCode, reason: Reason, body: String) -> Answer {
+    Box::new(text(status, reason, body))
+}
+
+/// One request from the sandbox: checked, its placeholders substituted,
+/// forwarded, and its response scrubbed on the way back. A stage that
+/// refuses answers in the upstream's place.
+pub(super) async fn handle(req: Request<Incoming>, s: &Arc<Session>) -> Response<OutBody> {
+    match exchange(req, s).await {
+        Ok(response) => response,
+        Err(answer) => *answer,
+    }
+}
+
+/// The stages of one request in order: authority, rules, target, headers,
+/// body, forward.
+async fn exchange(req: Request<Incoming>, s: &Arc<Session>) -> Result<Response<OutBody>, Answer> {
+    let upstream = s.upstream.as_ref().map_err(|why| {
+        answer(
+            StatusCode::BAD_GATEWAY,
+            Reason::UpstreamFailed,
+            format!("warden: {why}\n"),
+        )
+    })?;
+    let (parts, body) = req.into_parts();
+    let path = checked_path(s, &parts)?;
+    // The sandbox's own head, before any placeholder is substituted.
+    if let Some(found) = heads::first_finding(&parts) {
+        let what = format!("{} {}{}", parts.method, s.name, parts.uri.path());
+        let why = format!("refused: {} of {what}", found.described());
+        let rule = found.finding.rule.clone();
+        (s.record)(Decision {
+            rule: Some(rule),
+            ..s.refusal(Reason::CredentialInRequest, why.clone())
+        });
+        return Err(answer(
+            StatusCode::FORBIDDEN,
+            Reason::CredentialInRequest,
+            format!("warden: {why}\n"),
+        ));
+    }
+    let websocket = upgrade::is_websocket(&parts);
+    if websocket {
+        if let Some((cause, why)) = refusal(s) {
+            return Err(Box::new(s.refuse(StatusCode::FORBIDDEN, cause, why)));
+        }
+    }
+    // The name's request rules decide on that path (and, where a rule
+    // names JSON-RPC methods, on the start of the body).
+    let ruled::Let { body, tally } =
+        ruled::judge(&s.term, (&s.name, s.port), &s.record, &parts, &path, body).await?;
+    // The sandbox's own bytes, before any placeholder is substituted.
+    let body = scanned_body(s, &parts, body).await?;
+    let mut substituted: Vec<usize> = Vec::new();
+    let target = substituted_target(s, &parts, path, &mut substituted)?;
+    let mut headers = substituted_headers(s, &parts, &mut substituted)?;
+    let body = substituted_body(s, body, &mut headers, &mut substituted).await?;
+    substituted.sort_unstable();
+    substituted.dedup();
+    for i in &substituted {
+        (s.record)(s.decision(
+            *i,
+            SecretAction::Substituted,
+            format!("substituted in {} {}", parts.method, parts.uri.path()),
+        ));
+    }
+    if websocket {
+        return upgraded(s, parts, (headers, target, body), tally).await;
+    }
+    let request = Outgoing {
+        parts,
+        headers,
+        target,
+        body,
+    };
+    let response = forward(s, upstream, request).await?;
+    // An allowed request is recorded with its bytes once its answer is
+    // relayed.
+    Ok(match tally {
+        Some(t) => t.answered(response),
+        None => response,
+    })
+}
+
+/// A WebSocket's upgrade, its rules passed and its request substituted:
+/// relayed by `upgrade` on a connection of its own.
+async fn upgraded(
+    s: &Arc<Session>,
+    mut parts: http::request::Parts,
+    (mut headers, target, body): (http::HeaderMap, String, OutBody),
+    tally: Option<ruled::Tally>,
+) -> Result<Response<OutBody>, Answer> {
+    let client = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+    let uri = target.parse::<http::Uri>().map_err(|_| bad_target())?;
+    if let Ok(v) = http::HeaderValue::from_str(&forwarded_authority(&s.name, s.port)) {
+        headers.insert(http::header::HOST, v);
+    }
+    parts.uri = uri;
+    parts.headers = headers;
+    parts.version = http::Version::HTTP_11;
+    let failed = |why: String| {
+        answer(
+            StatusCode::BAD_GATEWAY,
+            Reason::UpstreamFailed,
+            format!("warden: {why}\n"),
+        )
+    };
+    let Some(client) = client else {
+        return Err(failed("the sandbox's side of the upgrade is gone".into()));
+    };
+    let early = {
+        let s = s.clone();
+        Box::new(move |n: usize| {
+            let why = format!(
+                "closed: the WebSocket to {} was sent {n} bytes behind its upgrade request before the server's 101, which were never decided as a request; nothing of them was relayed",
+                s.name
+            );
+            (s.record)(s.refusal(Reason::BytesBeforeUpgrade, why));
+        })
+    };
+    let upgrade = upgrade::Upgrade {
+        client,
+        tally,
+        early,
+    };
+    let to = upgrade::Upstream {
+        name: &s.name,
+        peer: s.peer,
+        client: &s.term.client,
+    };
+    let (response, task) = upgrade::relay(&to, Request::from_parts(parts, body), upgrade)
+        .await
+        .map_err(failed)?;
+    // The session waits for the relay (within its idle timeout) and stops
+    // it when it ends.
+    if let (Some(task), Ok(mut u)) = (task, s.upgraded.lock()) {
+        *u = Some(Stopped(task));
+    }
+    Ok(response)
+}
+
+/// Why an upgrade cannot be relayed on this session, if it cannot.
+fn refusal(s: &Session) -> Option<(Cause, String)> {
+    s.term
+        .secrets
+        .iter()
+        .any(|x| x.covers(&s.name, s.port))
+        .then(|| {
+            (
+                Cause::new(Reason::UpgradeWithSecrets),
+                format!(
+                    "refused: a WebSocket to {}, a secret's host: the frames after the upgrade could not be checked for the secret",
+                    s.name
+                ),
+            )
+        })
+}
+
+/// The body checked for credentials as it leaves (see `outbound`): a
+/// body read whole that carries one is refused here, a longer one is cut
+/// where the value starts, and either is recorded.
+async fn scanned_body(
+    s: &Arc<Session>,
+    parts: &http::request::Parts,
+    body: OutBody,
+) -> Result<OutBody, Answer> {
+    let what = format!("{} {}{}", parts.method, s.name, parts.uri.path());
+    let cut = {
+        let (s, what) = (s.clone(), what.clone());
+        Box::new(move |f: warden_detect::Finding| {
+            (s.record)(s.credential(&what, &f, "cut"));
+        })
+    };
+    match outbound::checked(body, &s.term.decode_memory, cut).await {
+        Ok(body) => Ok(body),
+        Err(f) => {
+            let decision = s.credential(&what, &f, "refused");
+            let why = decision.detail.clone();
+            (s.record)(decision);
+            Err(answer(
+                StatusCode::FORBIDDEN,
+                Reason::CredentialInBody,
+                format!("warden: {why}\n"),
+            ))
+        }
+    }
+}
+
+/// The path the upstream will read. The authority and the path are read
+/// once, as the upstream will read them; the rules see that, and that is
+/// what is forwarded.
+fn checked_path(s: &Session, parts: &http::request::Parts) -> Result<String, Answer> {
+    let checked = check_authority(parts, s.sni.as_deref(), &s.name, s.port)
+        .and_then(|()| normalise_path(parts.uri.path(), s.term.has_rules(&s.name, s.port)));
+    let path = checked.map_err(|e| {
+        let status = match e {
+            TargetError::OtherHost { .. } | TargetError::OtherServerName { .. } => {
+                StatusCode::MISDIRECTED_REQUEST
+            }
+            _ => StatusCode::BAD_REQUEST,
+        };
+        Box::new(s.refuse(
+            status,
+            Cause::new(Reason::MisdirectedRequest),
+            format!("refused: {e}"),
+        ))
+    })?;
+    if let Some(why) = s
+        .term
+        .rule_denies(&s.name, s.port, parts.method.as_str(), &path)
+    {
+        // The rule that would allow this very request.
+        let entry = format!("{} {}{path}", parts.method, s.name);
+        return Err(Box::new(s.refuse(
+            StatusCode::FORBIDDEN,
+            Cause::with_entry(Reason::SecretRule, entry),
+            why,
+        )));
+    }
+    Ok(path)
+}
+
+/// The target: the normalised path and the query, substituted
+/// percent-encoded.
+fn substituted_target(
+    s: &Session,
+    parts: &http::request::Parts,
+    path: String,
+    substituted: &mut Vec<usize>,
+) -> Result<String, Answer> {
+    let target = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    let (target, r) =
+        Rewriter::all(s.target.clone(), target.as_bytes()).map_err(|b| Box::new(s.block(b)))?;
+    substituted.extend(r);
+    String::from_utf8(target).map_err(|_| bad_target())
+}
+
+/// warden's answer to a target that is not one once substituted.
+fn bad_target() -> Answer {
+    answer(
+        StatusCode::BAD_REQUEST,
+        Reason::BadRequest,
+        "warden: bad request target\n".into(),
+    )
+}
+
+/// Headers: substituted, Basic credentials decoded first; hop-by-hop ones,
+/// the host (set again for the upstream) and the accepted encodings (warden
+/// must read the response) left out.
+fn substituted_headers(
+    s: &Session,
+    parts: &http::request::Parts,
+    substituted: &mut Vec<usize>,
+) -> Result<http::HeaderMap, Answer> {
+    let mut headers = http::HeaderMap::new();
+    for (k, v) in parts.headers.iter() {
+        let key = k.as_str();
+        if HOP_BY_HOP.contains(&key) || key == "host" || key == "accept-encoding" {
+            continue;
+        }
+        let (value, r) = rewrite_header(s, k, v.as_bytes()).map_err(|b| Box::new(s.block(b)))?;
+        substituted.extend(r);
+        let value = http::HeaderValue::from_bytes(&value).map_err(|_| {
+            answer(
+                StatusCode::BAD_GATEWAY,
+                Reason::BadRequest,
+                format!("warden: a secret's value cannot stand in the {key} header\n"),
+            )
+        })?;
+        headers.append(k.clone(), value);
+    }
+    Ok(headers)
+}
+
+/// The body: read whole when a secret is substituted in it (its length set
+/// again), else streamed and watched.
+async fn substituted_body(
+    s: &Arc<Session>,
+    body: OutBody,
+    headers: &mut http::HeaderMap,
+    substituted: &mut Vec<usize>,
+) -> Result<OutBody, Answer> {
+    if !s.body_substitution || body.is_end_stream() {
+        let watch = s.clone();
+        return Ok(RewriteBody::new(
+            body,
+            s.body.clone(),
+            true,
+            None,
+            Some(Box::new(move |b| {
+                (watch.record)(watch.blocked(b));
+            })),
+        )
+        .boxed());
+    }
+    let bytes = match collect_limited(body).await {
+        Ok(b) => b,
+        Err(()) => {
+            return Err(answer(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Reason::BadRequest,
+                format!("warden: a request body with a secret substituted in it may be at most {MAX_SUBSTITUTED_BODY} bytes\n"),
+            ))
+        }
+    };
+    let (b, r) = Rewriter::all(s.body.clone(), &bytes).map_err(|b| Box::new(s.block(b)))?;
+    substituted.extend(r);
+    headers.remove(http::header::CONTENT_LENGTH);
+    if let Ok(v) = http::HeaderValue::from_str(&b.len().to_string()) {
+        headers.insert(http::header::CONTENT_LENGTH, v);
+    }
+    Ok(Full::new(Bytes::from(b))
+        .map_err(|never| match never {})
+        .boxed())
+}
+
+/// The whole of `body` (its trailers dropped), or `Err` past
+/// [`MAX_SUBSTITUTED_BODY`] bytes or on the client's error. A loop rather
+/// than `http_body_util::Limited`, whose error bound over a boxed body
+/// makes the request's future not `Send` for every lifetime.
+async fn collect_limited(mut body: OutBody) -> Result<Bytes, ()> {
+    let mut out: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(d) = frame.map_err(|_| ())?.into_data() {
+            if out.len() + d.len() > MAX_SUBSTITUTED_BODY {
+                return Err(());
+            }
+            out.extend_from_slice(&d);
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
+/// A request as it goes upstream: the sandbox's method and extensions, the
+/// substituted target, headers and body.
+struct Outgoing {
+    parts: http::request::Parts,
+    headers: http::HeaderMap,
+    target: String,
+    body: OutBody,
+}
+
+/// Sends the request on the upstream connection, in its version (an
+/// absolute URI for HTTP/2, a `Host` header for HTTP/1.1), and scrubs the
+/// response.
+async fn forward(
+    s: &Arc<Session>,
+    upstream: &Sender,
+    request: Outgoing,
+) -> Result<Response<OutBody>, Answer> {
+    let Outgoing {
+        mut parts,
+        mut headers,
+        target,
+        body,
+    } = request;
+    let authority = forwarded_authority(&s.name, s.port);
+    let h2 = matches!(upstream, Sender::H2(_));
+    let uri = if h2 {
+        format!("https://{authority}{target}")
+    } else {
+        target
+    };
+    let uri = uri.parse::<http::Uri>().map_err(|_| bad_target())?;
+    if !h2 {
+        if let Ok(v) = http::HeaderValue::from_str(&authority) {
+            headers.insert(http::header::HOST, v);
+        }
+    }
+    parts.uri = uri;
+    parts.headers = headers;
+    parts.version = if h2 {
+        http::Version::HTTP_2
+    } else {
+        http::Version::HTTP_11
+    };
+    let method_is_head = parts.method == http::Method::HEAD;
+    let request = Request::from_parts(parts, body);
+    let response = match upstream {
+        Sender::H2(sender) => sender.clone().send_request(request).await,
+        Sender::H1(sender) => {
+            let mut sender = sender.lock().await;
+            match sender.ready().await {
+                Ok(()) => sender.send_request(request).await,
+                Err(e) => Err(e),
+            }
+        }
+    };
+    let response = response.map_err(|e| {
+        answer(
+            StatusCode::BAD_GATEWAY,
+            Reason::UpstreamFailed,
+            format!("warden: the request to {} failed: {e}\n", s.name),
+        )
+    })?;
+    Ok(scrub::scrub_response(s, response, method_is_head))
+}
+
+fn rewrite_header(
+    s: &Session,
+    key: &http::HeaderName,
+    value: &[u8],
+) -> Result<(Vec<u8>, Vec<usize>), Blocked> {
+    if key == http::header::AUTHORIZATION {
+        if let Some(encoded) = value
+            .strip_prefix(b"Basic ")
+            .or_else(|| value.strip_prefix(b"basic "))
+        {
+            let engine = &base64::engine::general_purpose::STANDARD;
+            if let Ok(mut decoded) = engine.decode(encoded.trim_ascii()) {
+                let r = Rewriter::all(s.head.clone(), &decoded);
+                zero(&mut decoded);
+                let (mut plain, replaced) = r?;
+                let mut out = b"Basic ".to_vec();
+                out.extend_from_slice(engine.encode(&plain).as_bytes());
+                zero(&mut plain);
+                return Ok((out, replaced));
+            }
+        }
+    }
+    Rewriter::all(s.head.clone(), value)
+}

@@ -1,0 +1,110 @@
+//! A response from a secret's host on its way back to the sandbox: its
+//! reason phrase and headers scrubbed of the secrets' values, its body
+//! decoded from its codings and scrubbed as it streams, and one that
+//! cannot be read to check it withheld. It never touches the request (the
+//! exchange did) and never records a value, only which secret was
+//! scrubbed.
+
+use super::super::coding::{self, DecodeBody};
+use super::super::rewrite::{rewrite_headers, Action, Kind, RewriteBody, Rewriter};
+use super::super::{BoxError, OutBody};
+use super::{text, Session, HOP_BY_HOP};
+use crate::decision::{Reason, SecretAction};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Response, StatusCode};
+use std::sync::Arc;
+
+/// A response warden cannot check for the secrets' values does not reach
+/// the sandbox: recorded as blocked for every secret of the connection,
+/// and answered with `said`.
+fn withhold(s: &Session, detail: &str, said: String) -> Response<OutBody> {
+    for i in 0..s.term.secrets.len() {
+        (s.record)(s.decision(i, SecretAction::Blocked, detail.to_string()));
+    }
+    text(StatusCode::BAD_GATEWAY, Reason::ResponseWithheld, said)
+}
+
+pub(super) fn scrub_response(
+    s: &Arc<Session>,
+    response: Response<Incoming>,
+    head: bool,
+) -> Response<OutBody> {
+    // Every part of the response is output: the reason phrase, every
+    // header's name and value, the body under its codings, the trailers.
+    let codings = match coding::to_undo(response.headers()) {
+        Ok(c) => c,
+        Err(unknown) => {
+            return withhold(
+                s,
+                &format!("a response in the {unknown} coding from a secret's host was withheld (warden cannot read it to check it for the value)"),
+                format!("warden: the server sent its response in the {unknown} coding, which warden cannot read to check it for secrets, so it is withheld\n"),
+            )
+        }
+    };
+    if let Some(why) = coding::too_costly(&codings).filter(|_| !head) {
+        return withhold(
+            s,
+            &format!("a response from a secret's host was withheld: {why}"),
+            format!("warden: the server's response was withheld: {why}\n"),
+        );
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut scrubbed: Vec<usize> = Vec::new();
+    if let Some(reason) = parts.extensions.remove::<hyper::ext::ReasonPhrase>() {
+        // Put back only as scrubbed; without it the canonical phrase goes.
+        if let Ok((out, r)) = Rewriter::all(s.scrub.clone(), reason.as_bytes()) {
+            scrubbed.extend(r);
+            if let Ok(p) = hyper::ext::ReasonPhrase::try_from(out) {
+                parts.extensions.insert(p);
+            }
+        }
+    }
+    let (mut headers, r) = rewrite_headers(&s.scrub, &parts.headers, HOP_BY_HOP);
+    scrubbed.extend(r);
+    // A decoded body goes on in the identity coding, its length left to
+    // the framing; so does one whose scrubbing may change its length.
+    let changes_length = s.scrub.iter().any(|p| match &p.action {
+        Action::Replace(to) => to.len() != p.from.len() || !matches!(p.kind, Kind::Exact),
+        Action::Block(_) => false,
+    });
+    if !codings.is_empty() {
+        headers.remove(http::header::CONTENT_ENCODING);
+        headers.remove(http::header::CONTENT_LENGTH);
+    }
+    if changes_length && !head {
+        headers.remove(http::header::CONTENT_LENGTH);
+    }
+    scrubbed.sort_unstable();
+    scrubbed.dedup();
+    for i in &scrubbed {
+        (s.record)(s.decision(
+            *i,
+            SecretAction::Scrubbed,
+            "scrubbed from a response's status line or headers".into(),
+        ));
+    }
+    parts.headers = headers;
+    let mut inner: OutBody = body.map_err(|e| Box::new(e) as BoxError).boxed();
+    if !codings.is_empty() && !head {
+        inner = DecodeBody::new(inner, &codings, s.term.decode_memory.clone()).boxed();
+    }
+    let watch = s.clone();
+    let body = RewriteBody::new(
+        inner,
+        s.scrub.clone(),
+        false,
+        Some(Box::new(move |secrets: &[usize]| {
+            for i in secrets {
+                (watch.record)(watch.decision(
+                    *i,
+                    SecretAction::Scrubbed,
+                    "scrubbed from a response body".into(),
+                ));
+            }
+        })),
+        None,
+    )
+    .boxed();
+    Response::from_parts(parts, body)
+}
