@@ -516,3 +516,18 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// `git ARGS` in `dir` with a test author and committer: whether it ran
+/// and succeeded (false where git is missing).
+pub fn git_in(dir: &Path, args: &[&str]) -> bool {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}

@@ -11,18 +11,7 @@ use std::process::Command;
 /// A small git repository at `dir`, all of it given to `uid:gid`.
 fn repository(dir: &Path, owner: Option<(u32, u32)>) -> bool {
     std::fs::write(dir.join("README"), "hello\n").unwrap();
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    };
+    let git = |args: &[&str]| git_in(dir, args);
     if !(git(&["init", "-q"]) && git(&["add", "."]) && git(&["commit", "-qm", "init"])) {
         return false;
     }

