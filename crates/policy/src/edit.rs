@@ -100,6 +100,21 @@ pub fn add_entry(text: &str, field: Field, entry: &str) -> Result<Option<String>
     Ok(Some(edited))
 }
 
+/// Profile lines that give `field`'s list `entries` (YAML, a flow list,
+/// each entry quoted), under its profile key's section: what a person
+/// pastes into a profile. A field whose key has no section is one line.
+pub fn list_lines(field: Field, entries: &[String]) -> String {
+    let quoted: Vec<String> = entries
+        .iter()
+        .map(|e| serde_json::Value::from(e.as_str()).to_string())
+        .collect();
+    let list = quoted.join(", ");
+    match field.profile_key().unwrap_or_default().split_once('.') {
+        Some((section, name)) => format!("{section}:\n  {name}: [{list}]"),
+        None => format!("{}: [{list}]", field.profile_name()),
+    }
+}
+
 /// Where a field's list is written: `section:` at column 0, `name:` in it.
 struct Place {
     /// `section.name`.
@@ -415,6 +430,28 @@ mod tests {
             ),
             Ok(None)
         );
+    }
+
+    #[test]
+    fn pasted_lines_read_back_as_the_entries_they_list() {
+        let entries = vec!["pypi.org".to_string(), "a \"b\".example".to_string()];
+        for f in [Field::AllowDomain, Field::AllowRequest, Field::AllowExec] {
+            let text = list_lines(f, &entries);
+            let back: Vec<String> = entries_of(&text, f);
+            assert_eq!(back, entries, "{f:?}: {text}");
+        }
+        assert_eq!(
+            list_lines(Field::AllowDomain, &["pypi.org".into()]),
+            "egress:\n  domains: [\"pypi.org\"]"
+        );
+    }
+
+    fn entries_of(text: &str, f: Field) -> Vec<String> {
+        entries(text, f)
+            .unwrap()
+            .into_iter()
+            .map(|a| a.value)
+            .collect()
     }
 
     #[test]

@@ -212,22 +212,15 @@ impl Needed {
     }
 }
 
-/// `egress.domains` lines of a profile (YAML; each entry quoted).
+/// `egress.domains` lines of a profile (YAML; each entry quoted), spelled
+/// by the field table's key.
 pub fn profile_lines(entries: &[String]) -> String {
-    let quoted: Vec<String> = entries
-        .iter()
-        .map(|e| serde_json::Value::from(e.as_str()).to_string())
-        .collect();
-    format!("egress:\n  domains: [{}]", quoted.join(", "))
+    warden_policy::edit::list_lines(warden_policy::Field::AllowDomain, entries)
 }
 
 /// `egress.allow_requests` lines of a profile (YAML; each rule quoted).
 pub fn request_lines(rules: &[String]) -> String {
-    let quoted: Vec<String> = rules
-        .iter()
-        .map(|e| serde_json::Value::from(e.as_str()).to_string())
-        .collect();
-    format!("egress:\n  allow_requests: [{}]", quoted.join(", "))
+    warden_policy::edit::list_lines(warden_policy::Field::AllowRequest, rules)
 }
 
 /// The same rules as flags of `warden run`, each quoted for a shell (a
