@@ -5,6 +5,7 @@
 pub mod daemon;
 pub mod desktop;
 pub mod forge;
+pub mod mcp;
 pub mod rfb;
 pub mod sockets;
 pub mod tcp;

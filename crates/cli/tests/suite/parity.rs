@@ -9,6 +9,7 @@
 //! a bad value is refused by each for the same reason in its own words.
 
 use crate::common::daemon::{call, curl_available, json, Daemon};
+use crate::common::mcp::{self, good, runtime, stdio_client};
 use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -239,54 +240,6 @@ fn a_relative_workspace_means_the_same_to_validate_and_to_run() {
     assert_eq!(entries(&tmp), Vec::<String>::new());
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-type Client = rmcp::service::RunningService<rmcp::service::RoleClient, ()>;
-
-/// `warden mcp ARGS` as a real MCP client's child, its state in
-/// `state`/warden.
-async fn mcp_client(state: &Path, args: &[&str]) -> Client {
-    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-    use rmcp::ServiceExt;
-    let state = state.join("warden");
-    let cmd = tokio::process::Command::new(warden_bin()).configure(|c| {
-        c.arg("mcp").args(args).env("WARDEN_STATE_DIR", &state);
-    });
-    let transport = TokioChildProcess::new(cmd).unwrap();
-    tokio::time::timeout(Duration::from_secs(30), ().serve(transport))
-        .await
-        .expect("the MCP server answered initialize in time")
-        .unwrap()
-}
-
-/// A tool's text, which must not be a tool error.
-async fn tool(c: &Client, name: &str, args: serde_json::Value) -> String {
-    let serde_json::Value::Object(args) = args else {
-        panic!("arguments are an object")
-    };
-    let r = tokio::time::timeout(
-        Duration::from_secs(120),
-        c.call_tool(rmcp::model::CallToolRequestParams::new(name.to_string()).with_arguments(args)),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{name} answered in time"))
-    .unwrap();
-    let text = r
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert_ne!(r.is_error, Some(true), "{name}: {text}");
-    text
-}
-
 /// The paths of the changes an MCP `get_changes` text lists (each on a
 /// line of its own after its kind).
 fn mcp_paths(text: &str) -> Vec<String> {
@@ -315,14 +268,14 @@ fn mcp_and_diff_list_the_same_changes_and_both_leave_out_what_gitignore_ignores(
     std::fs::write(ws.path().join(".gitignore"), "*.log\nbuild/\n").unwrap();
     std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
     runtime().block_on(async {
-        let c = mcp_client(state.path(), &["--workspace", ws.str()]).await;
-        tool(
+        let c = stdio_client(state.path(), &["--workspace", ws.str()], &[]).await;
+        good(&mcp::call(
             &c,
             "run_command",
             serde_json::json!({"shell": "echo two >> a.txt; echo new > b.txt; echo noise > run.log; mkdir build; echo o > build/out.o"}),
         )
-        .await;
-        let listed = tool(&c, "get_changes", serde_json::json!({})).await;
+        .await);
+        let listed = good(&mcp::call(&c, "get_changes", serde_json::json!({})).await);
         let names = entries(&state.path().join("warden/sandboxes"));
         assert_eq!(names.len(), 1, "{names:?}");
         let diff = warden(state.path(), &["diff", "--json", &names[0]]);
