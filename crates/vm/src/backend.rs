@@ -215,6 +215,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         netns: None,
         workspace_fs: Default::default(),
         start: Default::default(),
+        ram: Default::default(),
     };
     let choice = crate::accel::choose(&config, &cache, &kernel.release);
     config.accel = choice.accel;
@@ -236,6 +237,7 @@ pub fn prepare(spec: &SandboxSpec, id: &str) -> Result<Prepared, VmError> {
         Some((image, _)) => config.root_image = Some(image),
         None => config.rootfs = rootfs,
     }
+    config.ram = crate::ram::for_config(&config);
     Ok(Prepared {
         config,
         warning: choice.warning,

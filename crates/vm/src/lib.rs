@@ -37,6 +37,7 @@ pub mod kernel;
 pub mod machine;
 pub mod pause;
 pub mod qmp;
+pub mod ram;
 pub mod report;
 pub mod rootimage;
 pub mod settings;

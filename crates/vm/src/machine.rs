@@ -149,6 +149,9 @@ pub struct Config {
     pub workspace_fs: crate::fsd::WorkspaceFs,
     /// A cold boot, a template's boot, or a restore from a snapshot.
     pub start: Start,
+    /// Where the guest's RAM lives (see [`crate::ram`]); anonymous
+    /// memory whatever it says when virtio-fs serves the workspace.
+    pub ram: crate::ram::Ram,
 }
 
 /// How a VM comes up.
@@ -191,6 +194,8 @@ pub struct Machine {
     pub run_dir: PathBuf,
     /// Why the workspace went over 9p although virtio-fs was wanted.
     pub fs_note: Option<String>,
+    /// Where the guest's RAM lives, as this VMM was started.
+    pub ram: crate::ram::Ram,
 }
 
 /// The host CPU's clock rate in kHz, from `/proc/cpuinfo` (2 GHz when it
@@ -229,6 +234,8 @@ struct Handed {
     /// The VMM's end of virtiofsd's socket, when virtio-fs serves the
     /// workspace.
     virtiofs: Option<i32>,
+    /// The guest's RAM file, when it has one.
+    ram: Option<String>,
 }
 
 impl Handed {
@@ -281,6 +288,7 @@ impl Handed {
             rootfs: files.rootfs.as_ref().map(|r| fd(command, r)),
             root_image: files.root_image.as_ref().map(|r| fd(command, r)),
             virtiofs: served.map(|s| warden_jail::vmnet::inherit(command, &s.vmm_end)),
+            ram: files.ram.as_ref().map(|r| fd(command, r)),
         }
     }
 }
@@ -367,8 +375,11 @@ impl Config {
             "-mon".into(),
             "chardev=qmp,mode=control".into(),
         ]);
-        if let Some(fd) = h.incoming {
-            a.extend(["-incoming".into(), format!("fd:{fd}")]);
+        if h.incoming.is_some() {
+            // The stream is read once the capabilities it was saved with
+            // are set over QMP (`Launched::restored`): QEMU 7.2 takes
+            // `x-ignore-shared` from nowhere else.
+            a.extend(["-incoming".into(), "defer".into()]);
         }
         // The guest's system directories: a --rootfs tree, else the host's
         // /usr (never both), read-only at the host.
@@ -440,6 +451,14 @@ impl Config {
                 ),
             ]);
         }
+        self.memory_and_workspace(h, &mut a);
+        a
+    }
+
+    /// The guest's memory and its workspace's device: virtio-fs (whose
+    /// virtiofsd maps the guest's memory, a shared memfd), else 9p, with
+    /// the guest's RAM in a file where it has one (see `crate::ram`).
+    fn memory_and_workspace(&self, h: &Handed, a: &mut Vec<String>) {
         if let Some(fd) = h.virtiofs {
             // virtio-fs: virtiofsd maps the guest's memory, so it is a
             // shared memfd rather than QEMU's private anonymous memory.
@@ -463,15 +482,29 @@ impl Config {
                 "-device".into(),
                 "vhost-user-fs-device,chardev=fsws,tag=workspace".into(),
             ]);
-        } else if let Some(ws) = &h.workspace {
-            a.extend([
-                "-fsdev".into(),
-                format!("local,id=ws,path={ws},security_model=none"),
-                "-device".into(),
-                "virtio-9p-device,fsdev=ws,mount_tag=workspace".into(),
-            ]);
+        } else {
+            if let Some(ws) = &h.workspace {
+                a.extend([
+                    "-fsdev".into(),
+                    format!("local,id=ws,path={ws},security_model=none"),
+                    "-device".into(),
+                    "virtio-9p-device,fsdev=ws,mount_tag=workspace".into(),
+                ]);
+            }
+            if let Some(backend) = h
+                .ram
+                .as_deref()
+                .and_then(|r| self.ram.backend(r, self.memory_mib))
+            {
+                // The guest's RAM in a file (see `crate::ram`).
+                let m = a
+                    .iter()
+                    .position(|x| x.starts_with("microvm,"))
+                    .unwrap_or(1);
+                a[m].push_str(",memory-backend=mem");
+                a.extend(["-object".into(), backend]);
+            }
         }
-        a
     }
 }
 
@@ -493,6 +526,9 @@ pub(crate) struct Launched {
     start: Instant,
     fs_note: Option<String>,
     qmp: Option<crate::qmp::Qmp>,
+    /// The descriptor the VMM reads a restore's stream from.
+    incoming: Option<i32>,
+    ram: crate::ram::Ram,
 }
 
 impl Launched {
@@ -541,6 +577,17 @@ impl Launched {
                 source,
             })?;
         let mut qmp = crate::qmp::Qmp::open(control, timeout).map_err(MachineError::Control)?;
+        // The phases of a restore, for `WARDEN_LOG=debug` (docs/performance.md).
+        let up = self.start.elapsed();
+        let fd = self
+            .incoming
+            .ok_or_else(|| MachineError::Restore("no snapshot was handed to the VMM".into()))?;
+        set_capabilities(&mut qmp).map_err(MachineError::Control)?;
+        qmp.execute(
+            "migrate-incoming",
+            Some(serde_json::json!({ "uri": format!("fd:{fd}") })),
+        )
+        .map_err(MachineError::Control)?;
         loop {
             self.pending.check_alive(&self.vmm_log)?;
             match qmp.status().map_err(MachineError::Control)?.as_str() {
@@ -555,9 +602,18 @@ impl Launched {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        let loaded = self.start.elapsed();
         verified().map_err(MachineError::Restore)?;
         qmp.execute("cont", None).map_err(MachineError::Control)?;
         self.qmp = Some(qmp);
+        let phases = |ready: Duration| {
+            tracing::debug!(
+                qemu_up_ms = up.as_millis() as u64,
+                loaded_ms = loaded.as_millis() as u64,
+                ready_ms = ready.as_millis() as u64,
+                "VM restored (times since the VMM's launch began)"
+            )
+        };
         match then {
             Then::Attach(attach) => {
                 let mut w = self
@@ -568,9 +624,15 @@ impl Launched {
                         source,
                     })?;
                 Frame::json(Kind::Attach, 0, attach).write_to(&mut w)?;
-                self.until(cfg, timeout, Kind::Ready)
+                let start = self.start;
+                let m = self.until(cfg, timeout, Kind::Ready)?;
+                phases(start.elapsed());
+                Ok(m)
             }
-            Then::Serving(ready) => self.into_machine(cfg, ready),
+            Then::Serving(ready) => {
+                phases(self.start.elapsed());
+                self.into_machine(cfg, ready)
+            }
         }
     }
 
@@ -585,8 +647,22 @@ impl Launched {
             ready,
             run_dir: cfg.run_dir.clone(),
             fs_note: self.fs_note,
+            ram: self.ram,
         })
     }
+}
+
+/// Turn on, in a VMM about to save or to restore, the migration
+/// capabilities every VM's stream is written and read with: the guest's
+/// shared RAM file is left out of the stream (see [`crate::ram`]).
+pub(crate) fn set_capabilities(qmp: &mut crate::qmp::Qmp) -> Result<(), crate::qmp::QmpError> {
+    qmp.execute(
+        "migrate-set-capabilities",
+        Some(serde_json::json!({
+            "capabilities": [{ "capability": "x-ignore-shared", "state": true }]
+        })),
+    )
+    .map(drop)
 }
 
 impl Machine {
@@ -631,6 +707,11 @@ impl Machine {
         };
         let mut files =
             HandedFiles::open(cfg, &logs.console, ids, served.is_some(), swap.as_ref())?;
+        let ram = if served.is_some() {
+            crate::ram::Ram::Anonymous
+        } else {
+            cfg.ram.clone()
+        };
         let mut command = Command::new(&cfg.vmm);
         // Nothing of warden's environment (which may hold a secret's
         // source variable or the caller's tokens) reaches the VMM.
@@ -718,6 +799,8 @@ impl Machine {
             start,
             fs_note,
             qmp: None,
+            incoming: handed.incoming,
+            ram,
         })
     }
 
@@ -952,6 +1035,7 @@ fn vmm_access(
                     .map(|s| s.path.clone()),
             )
             .chain([console.to_path_buf()])
+            .chain(cfg.ram.path().filter(|_| !virtiofs).map(Path::to_path_buf))
             .collect(),
         devices: if cfg.accel == Accel::Kvm {
             vec![PathBuf::from("/dev/kvm")]
@@ -989,6 +1073,8 @@ struct HandedFiles {
     file_views: Vec<Option<std::sync::Arc<std::os::fd::OwnedFd>>>,
     rootfs: Option<std::os::fd::OwnedFd>,
     root_image: Option<std::os::fd::OwnedFd>,
+    /// The guest's RAM file (a fresh one made for a VM that boots).
+    ram: Option<std::os::fd::OwnedFd>,
 }
 
 impl HandedFiles {
@@ -1109,6 +1195,27 @@ impl HandedFiles {
                 .as_deref()
                 .map(|r| open(r, false))
                 .transpose()?,
+            ram: match cfg.ram.path().filter(|_| !virtiofs) {
+                None => None,
+                Some(p) => {
+                    if matches!(cfg.ram, crate::ram::Ram::Shared(_)) && !p.exists() {
+                        crate::ram::fresh(p, cfg.memory_mib).map_err(|source| {
+                            MachineError::RunDir {
+                                path: p.to_path_buf(),
+                                source,
+                            }
+                        })?;
+                    }
+                    // QEMU 7.2 opens it read-write, to map it privately as
+                    // well (see `crate::ram`): a VM's own file becomes its
+                    // VMM's user's; a base was opened up when it was made
+                    // one (a change of owner would change its stamp).
+                    if matches!(cfg.ram, crate::ram::Ram::Shared(_)) {
+                        give(p)?;
+                    }
+                    Some(open(p, false)?)
+                }
+            },
         })
     }
 }
@@ -1309,6 +1416,7 @@ mod tests {
             netns: None,
             workspace_fs: Default::default(),
             start: Default::default(),
+            ram: Default::default(),
         }
     }
 
@@ -1327,6 +1435,7 @@ mod tests {
             rootfs,
             root_image: None,
             virtiofs: None,
+            ram: None,
         }
     }
 
@@ -1374,6 +1483,41 @@ mod tests {
         h.virtiofs = None;
         assert!(fsdevs(&c, &h).iter().any(|d| d.contains("id=ws")));
         assert!(!c.argv(&h).iter().any(|x| x.contains("memory-backend")));
+    }
+
+    #[test]
+    fn a_vms_own_ram_file_is_mapped_shared_a_base_privately_and_virtio_fs_keeps_its_memfd() {
+        let objects = |c: &Config, h: &Handed| -> Vec<String> {
+            c.argv(h)
+                .windows(2)
+                .filter(|w| w[0] == "-object")
+                .map(|w| w[1].clone())
+                .collect()
+        };
+        let mut c = config();
+        let mut h = handed(Vec::new(), None);
+        h.ram = Some("/proc/self/fd/15".into());
+        c.ram = crate::ram::Ram::Shared(PathBuf::from("/run-dir/memory.ram"));
+        assert_eq!(
+            objects(&c, &h),
+            ["memory-backend-file,id=mem,size=256M,mem-path=/proc/self/fd/15,share=on"]
+        );
+        assert!(c
+            .argv(&h)
+            .iter()
+            .any(|x| x.starts_with("microvm,") && x.ends_with(",memory-backend=mem")));
+        // A base: the guest's writes land in the VMM's own pages.
+        c.ram = crate::ram::Ram::Private(PathBuf::from("/saved/memory.ram"));
+        assert_eq!(
+            objects(&c, &h),
+            ["memory-backend-file,id=mem,size=256M,mem-path=/proc/self/fd/15,share=off"]
+        );
+        // virtio-fs: virtiofsd maps the memfd; no file of the VM's.
+        h.virtiofs = Some(11);
+        assert_eq!(
+            objects(&c, &h),
+            ["memory-backend-memfd,id=mem,size=256M,share=on"]
+        );
     }
 
     #[test]
@@ -1429,7 +1573,7 @@ mod tests {
         assert_eq!(c.cmdline(&h), line);
         assert!(restored
             .windows(2)
-            .any(|w| w[0] == "-incoming" && w[1] == "fd:13"));
+            .any(|w| w[0] == "-incoming" && w[1] == "defer"));
         assert!(!restored.iter().any(|a| a.contains("hubport")));
     }
 

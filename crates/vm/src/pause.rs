@@ -68,6 +68,10 @@ pub struct PausedVm {
     pub ready: Ready,
     /// The snapshot's record (key, size, digest).
     pub record: Record,
+    /// The guest's RAM is the file beside the stream
+    /// ([`crate::ram::BASE`]), not in it.
+    #[serde(default)]
+    pub ram: bool,
 }
 
 const STATE: &str = "vm.vmstate";
@@ -114,15 +118,30 @@ pub fn pause_to_disk(
     dir: &Path,
 ) -> Result<PausedVm, PauseError> {
     snapshot::private_dir(dir)?;
+    // What an earlier pause left (its copies hold links of their own).
+    let base = dir.join(crate::ram::BASE);
+    let _ = std::fs::remove_file(&base);
     let key = crate::template::key(cfg);
     let record = match snapshot::save(machine, &dir.join(STATE), &key) {
         Ok(r) => r,
         Err(SnapshotError::Refused(why)) => return Err(PauseError::Refused(why)),
         Err(e) => return Err(e.into()),
     };
+    // The stream holds the devices; the guest's RAM is its file, which
+    // nothing maps any more: it becomes the base.
+    let ram = match &machine.ram {
+        crate::ram::Ram::Shared(running) => {
+            crate::ram::keep_as_base(running, &base)
+                .and_then(|()| crate::ram::open_up(&base))
+                .map_err(snapshot::io("keep the memory file of", &base))?;
+            true
+        }
+        _ => false,
+    };
     let paused = PausedVm {
         ready: machine.ready.clone(),
         record,
+        ram,
     };
     let about = dir.join(ABOUT);
     let bytes = serde_json::to_vec(&paused).unwrap_or_default();
@@ -163,15 +182,48 @@ pub fn restore(cfg: &Config, dir: &Path, timeout: Duration) -> Result<Machine, P
     let opened = snapshot::open(&dir.join(STATE), &key)?;
     let mut cfg = cfg.clone();
     cfg.start = Start::Restore(opened.fd.clone());
-    let m = Machine::launch(&cfg)?.restored(
-        &cfg,
-        timeout,
-        || opened.verify(),
-        Then::Serving(paused.ready),
-    )?;
-    let _ = std::fs::remove_file(dir.join(STATE));
-    let _ = std::fs::remove_file(snapshot::record_path(&dir.join(STATE)));
-    let _ = std::fs::remove_file(about);
+    // Its RAM: the base taken back as its running file again, or a copy
+    // of it where copies of this save map it.
+    let mut taken = None;
+    cfg.ram = crate::ram::Ram::Anonymous;
+    if paused.ram {
+        crate::ram::check_base(dir, cfg.memory_mib).map_err(|why| SnapshotError::Damaged {
+            path: dir.join(crate::ram::BASE),
+            why,
+        })?;
+        snapshot::private_dir(&cfg.run_dir)?;
+        let running = cfg.run_dir.join(crate::ram::BASE);
+        let _ = std::fs::remove_file(&running);
+        let took = crate::ram::take_or_copy(dir, &running)
+            .map_err(snapshot::io("take the memory file of", dir))?;
+        taken = Some((running.clone(), took));
+        cfg.ram = crate::ram::Ram::Shared(running);
+    }
+    let restored = Machine::launch(&cfg).and_then(|l| {
+        l.restored(
+            &cfg,
+            timeout,
+            || opened.verify(),
+            Then::Serving(paused.ready),
+        )
+    });
+    let m = match restored {
+        Ok(m) => m,
+        Err(e) => {
+            if let Some((running, took)) = taken {
+                crate::ram::give_back(dir, &running, took);
+            }
+            return Err(e.into());
+        }
+    };
+    for f in [
+        dir.join(STATE),
+        snapshot::record_path(&dir.join(STATE)),
+        dir.join(crate::ram::BASE),
+        about,
+    ] {
+        let _ = std::fs::remove_file(f);
+    }
     Ok(m)
 }
 
@@ -271,6 +323,20 @@ pub fn restore_copy(
     let opened = snapshot::open(&dir.join(STATE), &key)?;
     let mut cfg = cfg.clone();
     cfg.start = Start::Restore(opened.fd.clone());
+    // The base mapped privately: pages shared with every other copy of
+    // this save until this guest writes them, and none of its writes
+    // reaching the file.
+    cfg.ram = if paused.ram {
+        let base =
+            crate::ram::check_base(dir, cfg.memory_mib).map_err(|why| SnapshotError::Damaged {
+                path: dir.join(crate::ram::BASE),
+                why,
+            })?;
+        crate::ram::open_up(&base).map_err(snapshot::io("open up", &base))?;
+        crate::ram::Ram::Private(base)
+    } else {
+        crate::ram::Ram::Anonymous
+    };
     let mut m = Machine::launch(&cfg)?.restored(
         &cfg,
         timeout,

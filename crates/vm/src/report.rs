@@ -94,6 +94,7 @@ pub fn report(probe: bool) -> VmReport {
                     netns: None,
                     workspace_fs: Default::default(),
                     start: Default::default(),
+                    ram: Default::default(),
                 };
                 let choice = crate::accel::choose(&base, &cache, &k.release);
                 kvm_boots = Some(choice.accel == Accel::Kvm);

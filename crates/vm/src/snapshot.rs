@@ -139,6 +139,7 @@ fn save_to(machine: &mut Machine, file: &File) -> Result<(), SnapshotError> {
     };
     let started = (|| {
         let qmp = machine.qmp()?;
+        crate::machine::set_capabilities(qmp).map_err(MachineError::Control)?;
         qmp.pass_fd("snapshot", file.as_fd())
             .map_err(MachineError::Control)?;
         qmp.execute("migrate", Some(serde_json::json!({ "uri": "fd:snapshot" })))

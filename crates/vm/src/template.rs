@@ -35,7 +35,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Bumped when what a template holds changes meaning.
-const FORMAT: &str = "warden-vm-template-1";
+// 2: the guest's RAM is a file beside the stream (`crate::ram`), and the
+// stream is written with `x-ignore-shared`.
+const FORMAT: &str = "warden-vm-template-2";
 /// Templates kept at most (the least recently used go first).
 const KEEP: usize = 8;
 
@@ -140,6 +142,40 @@ fn state_path(dir: &Path, key: &str) -> PathBuf {
     dir.join(format!("template-{key}.vmstate"))
 }
 
+/// The template's RAM (its base, see [`crate::ram`]) beside its stream.
+pub fn ram_path(state: &Path) -> PathBuf {
+    state.with_extension("ram")
+}
+
+/// What the base was when it was made ([`crate::ram::Stamp`]).
+fn stamp_path(state: &Path) -> PathBuf {
+    state.with_extension("stamp")
+}
+
+/// Remove the template whose stream is `state`, with all beside it.
+fn remove(state: &Path) {
+    for p in [
+        snapshot::record_path(state),
+        ram_path(state),
+        stamp_path(state),
+        state.to_path_buf(),
+    ] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// Is the template at `state` whole (its stream, record, base and stamp)?
+fn whole(state: &Path) -> bool {
+    [
+        state.to_path_buf(),
+        snapshot::record_path(state),
+        ram_path(state),
+        stamp_path(state),
+    ]
+    .iter()
+    .all(|p| p.exists())
+}
+
 /// Start the VM of `cfg`: from its template (made first when there is
 /// none), else cold. `cfg.start` must be [`Start::Cold`].
 pub fn start(cfg: &Config, timeout: Duration) -> Result<(Machine, Started), MachineError> {
@@ -155,7 +191,7 @@ pub fn start(cfg: &Config, timeout: Duration) -> Result<(Machine, Started), Mach
     let key = key(&cfg);
     let state = state_path(&dir, &key);
     let mut how = Started::Template;
-    if !state.exists() || !snapshot::record_path(&state).exists() {
+    if !whole(&state) {
         if let Err(e) = build(&cfg, &dir, &key) {
             let why = format!("no template could be made: {}", warden_jail::chain_str(&e));
             return Ok((
@@ -171,9 +207,9 @@ pub fn start(cfg: &Config, timeout: Duration) -> Result<(Machine, Started), Mach
             Ok((m, how))
         }
         Err(e) => {
-            // Damaged, truncated, or refused by the VMM: never used again.
-            let _ = std::fs::remove_file(snapshot::record_path(&state));
-            let _ = std::fs::remove_file(&state);
+            // Damaged, truncated, written, or refused by the VMM: never
+            // used again.
+            remove(&state);
             let why = warden_jail::chain_str(&e);
             Ok((
                 Machine::boot(&cfg, timeout)?,
@@ -194,6 +230,7 @@ pub fn restore(
     let opened = snapshot::open(state, key)?;
     let mut cfg = cfg.clone();
     cfg.start = Start::Restore(opened.fd.clone());
+    cfg.ram = ram_for(&cfg, state)?;
     let attach = attach_for(&cfg)?;
     let launched = Machine::launch(&cfg)?;
     Ok(launched.restored(
@@ -202,6 +239,55 @@ pub fn restore(
         || opened.verify(),
         crate::machine::Then::Attach(&attach),
     )?)
+}
+
+/// The RAM a VM restored from the template at `state` runs with: the
+/// template's base mapped privately (shared with every VM of the
+/// template until each writes its pages), or, for a VM that keeps a file
+/// of its own to be saved from ([`crate::ram::for_config`]), a copy of the
+/// base as that file. A base written since it was made is refused.
+fn ram_for(cfg: &Config, state: &Path) -> Result<crate::ram::Ram, SnapshotError> {
+    let base = ram_path(state);
+    let damaged = |why: String| SnapshotError::Damaged {
+        path: base.clone(),
+        why,
+    };
+    let stamp_file = stamp_path(state);
+    let bytes = std::fs::read(&stamp_file).map_err(snapshot::io("read the stamp of", &base))?;
+    let made: crate::ram::Stamp = serde_json::from_slice(&bytes)
+        .map_err(|e| damaged(format!("its stamp is unreadable: {e}")))?;
+    let now = crate::ram::Stamp::of(&base).map_err(snapshot::io("read", &base))?;
+    if now != made {
+        return Err(damaged(
+            "its memory file was changed since the template was made".into(),
+        ));
+    }
+    if now.size != cfg.memory_mib << 20 {
+        return Err(damaged("its memory file is not of the guest's size".into()));
+    }
+    match &cfg.ram {
+        crate::ram::Ram::Shared(own) => {
+            snapshot::private_dir(&cfg.run_dir)?;
+            let _ = std::fs::remove_file(own);
+            crate::ram::copy_sparse(&base, own).map_err(snapshot::io("copy", &base))?;
+            Ok(crate::ram::Ram::Shared(own.clone()))
+        }
+        _ => Ok(crate::ram::Ram::Private(base)),
+    }
+}
+
+/// Make the saved guest's RAM file `running` the base of the template at
+/// `state`, openable by every VM's VMM (whatever user it runs as: the
+/// directory is warden's alone, and a VMM reaches the file only through
+/// the descriptor it is handed), with its stamp.
+fn place_base(running: &Path, state: &Path) -> Result<(), SnapshotError> {
+    let base = ram_path(state);
+    crate::ram::keep_as_base(running, &base).map_err(snapshot::io("keep the memory of", &base))?;
+    crate::ram::open_up(&base).map_err(snapshot::io("open up", &base))?;
+    let stamp = crate::ram::Stamp::of(&base).map_err(snapshot::io("read", &base))?;
+    let at = stamp_path(state);
+    std::fs::write(&at, serde_json::to_vec(&stamp).unwrap_or_default())
+        .map_err(snapshot::io("write the stamp of", &base))
 }
 
 /// What a copy is told: its settings, 64 fresh random bytes, the clock.
@@ -259,6 +345,7 @@ pub fn build(cfg: &Config, dir: &Path, key: &str) -> Result<snapshot::Record, Sn
     t.net = None;
     t.netns = None;
     t.run_dir = run.join("vm");
+    t.ram = crate::ram::Ram::Shared(t.run_dir.join(crate::ram::BASE));
     let timeout = if cfg.accel == Accel::Kvm {
         Duration::from_secs(20)
     } else {
@@ -266,7 +353,13 @@ pub fn build(cfg: &Config, dir: &Path, key: &str) -> Result<snapshot::Record, Sn
     };
     let result = (|| {
         let mut m = Machine::launch(&t)?.until(&t, timeout, Kind::Parked)?;
-        snapshot::save(&mut m, &state_path(dir, key), key)
+        let state = state_path(dir, key);
+        let record = snapshot::save(&mut m, &state, key)?;
+        if let Err(e) = place_base(&t.run_dir.join(crate::ram::BASE), &state) {
+            remove(&state);
+            return Err(e);
+        }
+        Ok(record)
     })();
     let _ = warden_workspace::fsutil::remove_tree(&run);
     if result.is_ok() {
@@ -324,8 +417,7 @@ fn sweep(dir: &Path, keep: &str) {
     found.sort();
     let extra = (found.len() + 1).saturating_sub(KEEP);
     for (_, p) in found.into_iter().take(extra) {
-        let _ = std::fs::remove_file(snapshot::record_path(&p));
-        let _ = std::fs::remove_file(p);
+        remove(&p);
     }
 }
 
@@ -358,6 +450,7 @@ mod tests {
             netns: None,
             workspace_fs: Default::default(),
             start: Default::default(),
+            ram: Default::default(),
         }
     }
 

@@ -416,6 +416,12 @@ impl VmmJail {
                     check(libc::setgroups(groups.len(), groups.as_ptr()).into())?;
                     check(libc::setresgid(gid, gid, gid).into())?;
                     check(libc::setresuid(uid, uid, uid).into())?;
+                    // A change of user clears the parent-death signal
+                    // (prctl(2)): set again, or a VMM run as nobody
+                    // outlived its killed keeper (a restore refused before
+                    // its guest ran, whose guest never ends it, was left
+                    // running under PID 1).
+                    check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into())?;
                 }
                 lock_down(landlock.then_some(ruleset), &filter)?;
                 // Last: no_new_privs is set, and the helper's own filter

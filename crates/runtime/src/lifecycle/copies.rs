@@ -420,15 +420,16 @@ fn fork_as(
 /// Copy the VM state saved in `saved` (memory, devices, their record,
 /// the channel's half-read frame) into `to`'s directory, where its first
 /// start restores it as a copy. The state holds the guest's memory,
-/// secrets included: it stays in the sandbox's owner-only directory.
+/// secrets included: it stays in the sandbox's owner-only directory. The
+/// guest's RAM file is linked, not copied: every copy of one save maps
+/// the one frozen file, and shares the pages no copy has written
+/// (`warden_vm::ram`).
 fn copy_memory(saved: &Path, to: &Sandbox) -> Result<(), LifecycleError> {
     let dst = to.dir().join(crate::supervisor::VM_COPY);
-    warden_workspace::treecopy::copy_tree(saved, &dst).map_err(|e| {
-        let _ = warden_workspace::fsutil::remove_tree(&dst);
+    warden_vm::ram::copy_saved(saved, &dst).map_err(|e| {
         LifecycleError::Refused(format!(
-            "the saved memory of the fork's source cannot be copied into {}: {}",
+            "the saved memory of the fork's source cannot be copied into {}: {e}",
             to.name(),
-            warden_jail::chain_str(&e)
         ))
     })
 }

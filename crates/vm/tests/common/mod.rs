@@ -76,6 +76,7 @@ pub fn config(id: &str) -> Option<Config> {
         netns: None,
         workspace_fs: Default::default(),
         start: Default::default(),
+        ram: Default::default(),
     };
     cfg.accel = warden_vm::accel::choose(&cfg, &dir.join("cache"), &kernel.release).accel;
     Some(cfg)
@@ -156,6 +157,8 @@ pub fn with_busybox_root(mut cfg: Config, tree: &std::path::Path) -> Option<Conf
     cfg.params.push(("rootfs".into(), "1".into()));
     cfg.params
         .push(("root".into(), tool.format.as_str().into()));
+    // As the backend does: a VM that can be saved keeps its RAM in a file.
+    cfg.ram = warden_vm::ram::for_config(&cfg);
     Some(cfg)
 }
 

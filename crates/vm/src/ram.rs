@@ -1,0 +1,379 @@
+//! A guest's memory as a file: what lets a save leave the guest's RAM out
+//! of its stream, and copies of one saved guest share the pages none of
+//! them has changed.
+//!
+//! A VM that can be saved ([`crate::pause::unsaveable`]) runs with its RAM
+//! in a file of its own run directory, mapped shared (QEMU's
+//! `memory-backend-file,share=on`). Every VMM has the migration
+//! capability `x-ignore-shared` on (QEMU 7.2 has no command-line switch for
+//! it: set over QMP before a save and before an incoming restore reads its
+//! stream), so a save writes the devices' state only (a few hundred KB,
+//! where the whole RAM was 200 MB and more) and the RAM stays in the file,
+//! which the save then moves beside the stream as the guest's *base*
+//! ([`BASE`]). Restoring, a VMM maps a base *privately*
+//! (`share=off`): the pages come from the file through the page cache,
+//! shared by every VMM that maps the same file, until a guest writes one
+//! (then that page is the VMM's own, and the file never sees the write).
+//!
+//! The base is frozen: nothing maps it shared once it is a base. The VM
+//! that was saved takes its base back as its running file only where no
+//! copy was made of it ([`FROZEN`] marks one that was: it runs on from a
+//! copy of the base instead), so its later writes never reach a copy. Copies of
+//! one save hold one file between them ([`copy_saved`] links it, and
+//! copies the stream), made once per fork or snapshot, never per copy.
+//!
+//! QEMU 7.2 opens a memory file read-write even to map it privately
+//! (from 8.2 it falls back to read-only where it may not write): the VMM
+//! may write the one base file it maps (its jail grants no other). A guest
+//! cannot (its writes land in private pages); a VMM taken over by its
+//! guest could, and its siblings' unchanged pages would follow. A
+//! template's base is checked for that before each use ([`Stamp`]): any
+//! write since it was made changes its change time, which no one can set
+//! back, and the template is then made anew.
+//!
+//! virtio-fs needs the guest's memory shared with virtiofsd (a memfd):
+//! such a VM cannot be saved at all and keeps anonymous memory.
+
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The base's name beside a saved stream, and the running file's in a
+/// VM's run directory.
+pub const BASE: &str = "memory.ram";
+/// On a base (an extended attribute of the file, so that it holds for
+/// every link of it and changes no snapshot's digest, which covers the
+/// files' names, modes and contents): copies of it were made
+/// ([`copy_saved`]), so the VM saved there must not map it shared again.
+const FROZEN: &str = "user.warden.frozen";
+
+/// Mark the base at `path` frozen ([`FROZEN`]).
+fn freeze(path: &Path) -> io::Result<()> {
+    rustix::fs::setxattr(path, FROZEN, b"1", rustix::fs::XattrFlags::empty()).map_err(Into::into)
+}
+
+/// Is the base at `path` frozen? Where that cannot be read, it is.
+fn is_frozen(path: &Path) -> bool {
+    let mut v = [0u8; 1];
+    !matches!(
+        rustix::fs::getxattr(path, FROZEN, &mut v),
+        Err(rustix::io::Errno::NODATA)
+    )
+}
+
+/// Where a VM's RAM lives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Ram {
+    /// QEMU's private anonymous memory: a save writes all of it into the
+    /// stream.
+    #[default]
+    Anonymous,
+    /// This file of the VM's own, mapped shared: a save leaves it out of
+    /// the stream (a fresh one is made when it does not exist).
+    Shared(PathBuf),
+    /// A frozen base, mapped privately: the guest's writes stay in the
+    /// VMM's own pages.
+    Private(PathBuf),
+}
+
+impl Ram {
+    /// The file, where there is one.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Ram::Anonymous => None,
+            Ram::Shared(p) | Ram::Private(p) => Some(p),
+        }
+    }
+
+    /// QEMU's memory backend for this RAM, the file named to it as
+    /// `handed`.
+    pub(crate) fn backend(&self, handed: &str, mib: u64) -> Option<String> {
+        let share = match self {
+            Ram::Anonymous => return None,
+            Ram::Shared(_) => "on",
+            Ram::Private(_) => "off",
+        };
+        Some(format!(
+            "memory-backend-file,id=mem,size={mib}M,mem-path={},share={share}",
+            handed.replace(',', ",,")
+        ))
+    }
+}
+
+/// The RAM a VM of `cfg` runs with when it boots or starts from a
+/// template: a file of its own in its run directory when it can be saved,
+/// anonymous memory otherwise.
+pub fn for_config(cfg: &crate::machine::Config) -> Ram {
+    let mut shape = cfg.clone();
+    if let crate::fsd::WorkspaceFs::VirtioFs { forced: false, .. } = shape.workspace_fs {
+        // Merely preferred: a template's start serves the workspace over
+        // 9p, and where virtio-fs does serve it the VMM keeps anonymous
+        // memory whatever this says.
+        shape.workspace_fs = crate::fsd::WorkspaceFs::NineP;
+    }
+    if crate::pause::unsaveable(&shape).is_some() {
+        Ram::Anonymous
+    } else {
+        Ram::Shared(cfg.run_dir.join(BASE))
+    }
+}
+
+/// Make `path` a new file of `mib` MiB, all hole, owner-only.
+pub(crate) fn fresh(path: &Path, mib: u64) -> io::Result<()> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.set_len(mib << 20)
+}
+
+/// Copy `from` to the new file `to` (owner-only): a reflink where the
+/// file system has them, else its data extents only, so the guest's
+/// untouched memory stays holes.
+pub(crate) fn copy_sparse(from: &Path, to: &Path) -> io::Result<()> {
+    let src = File::open(from)?;
+    let dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)?;
+    let done = (|| {
+        if rustix::fs::ioctl_ficlone(&dst, &src).is_ok() {
+            return Ok(());
+        }
+        let len = src.metadata()?.len();
+        let mut pos = 0u64;
+        while pos < len {
+            let start = match rustix::fs::seek(&src, rustix::fs::SeekFrom::Data(pos)) {
+                Ok(o) => o,
+                Err(rustix::io::Errno::NXIO) => break,
+                Err(rustix::io::Errno::INVAL | rustix::io::Errno::OPNOTSUPP) => pos,
+                Err(e) => return Err(e.into()),
+            };
+            let end = rustix::fs::seek(&src, rustix::fs::SeekFrom::Hole(start))
+                .map_or(len, |o| o.min(len));
+            copy_range(&src, &dst, start, end)?;
+            pos = end.max(start + 1);
+        }
+        dst.set_len(len)
+    })();
+    if done.is_err() {
+        let _ = std::fs::remove_file(to);
+    }
+    done
+}
+
+fn copy_range(from: &File, to: &File, start: u64, end: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let (mut off_in, mut off_out) = (start, start);
+    while off_in < end {
+        let want = usize::try_from(end - off_in)
+            .unwrap_or(usize::MAX)
+            .min(1 << 30);
+        match rustix::fs::copy_file_range(from, Some(&mut off_in), to, Some(&mut off_out), want) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(_) => {
+                let mut buf = vec![0u8; 1 << 20];
+                while off_in < end {
+                    let n = usize::try_from(end - off_in)
+                        .unwrap_or(buf.len())
+                        .min(buf.len());
+                    let got = from.read_at(&mut buf[..n], off_in)?;
+                    if got == 0 {
+                        break;
+                    }
+                    to.write_all_at(&buf[..got], off_out)?;
+                    off_in += got as u64;
+                    off_out += got as u64;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Let every VMM open the base at `path` (see [`crate::ram`]: QEMU 7.2
+/// opens it read-write), whatever user it runs as. Its directories are
+/// warden's alone: a VMM reaches it only through the descriptor it is
+/// handed. Rootless, every VMM is warden's own user already.
+pub(crate) fn open_up(path: &Path) -> io::Result<()> {
+    if !warden_jail::host::is_root() {
+        return Ok(());
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::metadata(path)?;
+    if m.permissions().mode() & 0o777 == 0o666 {
+        return Ok(());
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+}
+
+/// Move the running file `from` (its VMM has ended) to `to`, a base now:
+/// renamed, or copied where it lies on another file system.
+pub(crate) fn keep_as_base(from: &Path, to: &Path) -> io::Result<()> {
+    match std::fs::rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
+            copy_sparse(from, to)?;
+            std::fs::remove_file(from)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The base in `dir` as the running file `to` of the VM saved there: taken
+/// (renamed) when no copy was made of it, else copied, the base staying
+/// frozen for the copies. `Ok(true)`: taken (see [`give_back`]).
+pub(crate) fn take_or_copy(dir: &Path, to: &Path) -> io::Result<bool> {
+    let base = dir.join(BASE);
+    if is_frozen(&base) {
+        copy_sparse(&base, to)?;
+        Ok(false)
+    } else {
+        keep_as_base(&base, to)?;
+        Ok(true)
+    }
+}
+
+/// Undo a [`take_or_copy`] whose restore failed: the state stays whole
+/// for another try.
+pub(crate) fn give_back(dir: &Path, running: &Path, taken: bool) {
+    if taken {
+        let _ = keep_as_base(running, &dir.join(BASE));
+    } else {
+        let _ = std::fs::remove_file(running);
+    }
+}
+
+/// Is the base in `dir` there, of the guest's size (`mib` MiB)? `Err`
+/// says what is wrong.
+pub(crate) fn check_base(dir: &Path, mib: u64) -> Result<PathBuf, String> {
+    let base = dir.join(BASE);
+    match std::fs::metadata(&base) {
+        Ok(m) if m.is_file() && m.len() == mib << 20 => Ok(base),
+        Ok(m) => Err(format!(
+            "its memory file holds {} bytes where {} were saved",
+            m.len(),
+            mib << 20
+        )),
+        Err(e) => Err(format!("its memory file cannot be read ({e})")),
+    }
+}
+
+/// Copy the VM state saved in `src` (a pause to disk: its stream, record
+/// and the rest) into the new directory `dst`, where it is restored as a
+/// copy ([`crate::pause::restore_copy`]). The base is linked, not copied
+/// (one file for all the copies of one save, whose pages they share),
+/// where both lie on one file system and the base could be marked
+/// [`FROZEN`] first (else it is copied: never a link the source could
+/// take back and map shared).
+pub fn copy_saved(src: &Path, dst: &Path) -> io::Result<()> {
+    crate::snapshot::private_dir(dst).map_err(io::Error::other)?;
+    let done = (|| {
+        for e in std::fs::read_dir(src)? {
+            let e = e?;
+            let name = e.file_name();
+            if !e.file_type()?.is_file() {
+                continue;
+            }
+            let to = dst.join(&name);
+            if name == BASE && freeze(&e.path()).is_ok() {
+                match std::fs::hard_link(e.path(), &to) {
+                    Ok(()) => continue,
+                    Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            copy_sparse(&e.path(), &to)?;
+        }
+        Ok(())
+    })();
+    if done.is_err() {
+        let _ = warden_workspace::fsutil::remove_tree(dst);
+    }
+    done
+}
+
+/// What a template's base was when it was made: a write since (by a VMM
+/// that mapped it) changes its change time, which no one sets back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub size: u64,
+    pub ino: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+}
+
+impl Stamp {
+    /// The stamp of the file at `path` now.
+    pub fn of(path: &Path) -> io::Result<Stamp> {
+        let m = std::fs::metadata(path)?;
+        Ok(Stamp {
+            size: m.len(),
+            ino: m.ino(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    #[test]
+    fn a_sparse_copy_keeps_the_data_and_the_holes() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        fresh(&a, 64).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&a).unwrap();
+        f.write_all_at(b"guest page", 10 << 20).unwrap();
+        f.sync_all().unwrap();
+        let b = d.path().join("b");
+        copy_sparse(&a, &b).unwrap();
+        let got = std::fs::read(&b).unwrap();
+        assert_eq!(got.len(), 64 << 20);
+        assert_eq!(&got[(10 << 20)..(10 << 20) + 10], b"guest page");
+        // Not 64 MiB on disk: the holes stayed holes.
+        assert!(std::fs::metadata(&b).unwrap().blocks() * 512 < 8 << 20);
+    }
+
+    #[test]
+    fn copies_of_a_save_link_one_base_and_the_saved_vm_then_copies_rather_than_takes_it() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("saved");
+        std::fs::create_dir(&src).unwrap();
+        fresh(&src.join(BASE), 4).unwrap();
+        std::fs::write(src.join("vm.vmstate"), b"devices").unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        copy_saved(&src, &a).unwrap();
+        copy_saved(&src, &b).unwrap();
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        assert_eq!(ino(&a.join(BASE)), ino(&src.join(BASE)));
+        assert_eq!(ino(&b.join(BASE)), ino(&src.join(BASE)));
+        assert_ne!(ino(&a.join("vm.vmstate")), ino(&src.join("vm.vmstate")));
+        // Nothing was added to the source's directory (a snapshot's
+        // digest covers its files).
+        assert_eq!(std::fs::read_dir(&src).unwrap().count(), 2);
+        // The source's resume maps a copy of its own, never the base the
+        // copies map.
+        let running = d.path().join("running");
+        assert!(!take_or_copy(&src, &running).unwrap());
+        assert_ne!(ino(&running), ino(&a.join(BASE)));
+        assert!(src.join(BASE).exists());
+        // Without copies, the base is taken back as it is.
+        let c = d.path().join("c");
+        std::fs::create_dir(&c).unwrap();
+        fresh(&c.join(BASE), 4).unwrap();
+        let base = ino(&c.join(BASE));
+        let running = d.path().join("running-c");
+        assert!(take_or_copy(&c, &running).unwrap());
+        assert_eq!(ino(&running), base);
+    }
+}
