@@ -10,6 +10,13 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Nothing the requests before made is in the daemon's list of
+/// sandboxes.
+fn assert_no_sandbox_is_listed(d: &Daemon) {
+    let (_, b) = call(d, "GET", "/v1/sandboxes", None, None);
+    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0, "{b}");
+}
+
 #[test]
 fn a_sandbox_is_made_used_and_removed_through_the_api() {
     if !curl_available() {
@@ -253,17 +260,9 @@ fn every_route_refuses_a_token_that_lacks_its_scope() {
     );
     assert_eq!(s, 201, "{b}");
     ok(&warden(state.path(), &["create", "other"]));
-    let token = |name: &str, scopes: &[&str], sandbox: Option<&str>| -> String {
-        let mut args = vec!["token", "create", name];
-        for s in scopes {
-            args.push("--scope");
-            args.push(s);
-        }
-        if let Some(sb) = sandbox {
-            args.push("--sandbox");
-            args.push(sb);
-        }
-        ok(&warden(state.path(), &args)).trim().to_string()
+    let token = |name: &str, scopes: &[&str], sandbox: Option<&str>| match sandbox {
+        Some(sb) => token_for(state.path(), name, scopes, sb),
+        None => crate::common::daemon::token(state.path(), name, scopes),
     };
     let all = [
         "sandboxes:read",
@@ -492,8 +491,7 @@ fn bad_input_gets_its_status_and_changes_nothing() {
     );
     assert_eq!(s, 413);
     // Nothing was made by any of it.
-    let (_, b) = call(&d, "GET", "/v1/sandboxes", None, None);
-    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0, "{b}");
+    assert_no_sandbox_is_listed(&d);
 }
 
 /// Where a sandbox's events go is the daemon's to decide: the field
@@ -542,8 +540,7 @@ fn no_api_request_says_where_a_sandboxs_events_go_and_the_refusal_names_its_poin
         }
     }
     assert!(!planted.exists(), "a request chose a file the daemon wrote");
-    let (_, b) = call(&d, "GET", "/v1/sandboxes", None, None);
-    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0, "{b}");
+    assert_no_sandbox_is_listed(&d);
 }
 
 #[test]
@@ -654,20 +651,7 @@ fn a_token_holder_cannot_reach_into_the_daemons_host_through_a_spec() {
     }
     let state = TempDir::new("api-host");
     let d = Daemon::start(state.path(), true);
-    let t = ok(&warden(
-        state.path(),
-        &[
-            "token",
-            "create",
-            "writer",
-            "--scope",
-            "sandboxes:write",
-            "--scope",
-            "exec",
-        ],
-    ))
-    .trim()
-    .to_string();
+    let t = token(state.path(), "writer", &["sandboxes:write", "exec"]);
     // A secret whose source is a program would run it on the host as the
     // daemon's user; each other key reaches host paths, services or
     // networks.
@@ -700,8 +684,7 @@ fn a_token_holder_cannot_reach_into_the_daemons_host_through_a_spec() {
         assert!(!b.contains("PRIVATE-KEY-MARKER"), "{b}");
     }
     assert!(!marker.exists(), "a secret's program ran on the host");
-    let (_, b) = call(&d, "GET", "/v1/sandboxes", None, None);
-    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0, "{b}");
+    assert_no_sandbox_is_listed(&d);
     // The owner, on its own socket, may.
     let (s, b) = call(
         &d,
@@ -821,8 +804,7 @@ fn a_hundred_concurrent_sandboxes_leave_nothing_behind() {
         "{:?}",
         warden_cgroups(&format!("warden-{tag}"))
     );
-    let (_, b) = call(&d, "GET", "/v1/sandboxes", None, None);
-    assert_eq!(json(&b)["sandboxes"].as_array().unwrap().len(), 0);
+    assert_no_sandbox_is_listed(&d);
     assert!(std::fs::read_dir(state.path().join("warden/sandboxes"))
         .unwrap()
         .next()
@@ -1074,22 +1056,7 @@ fn the_cli_drives_a_daemon_through_host() {
         .unwrap();
     assert_eq!(code(&out), 125);
     assert!(stderr(&out).contains("401"), "{}", stderr(&out));
-    let token = ok(&warden(
-        state.path(),
-        &[
-            "token",
-            "create",
-            "cli",
-            "--scope",
-            "sandboxes:read",
-            "--scope",
-            "sandboxes:write",
-            "--scope",
-            "exec",
-        ],
-    ))
-    .trim()
-    .to_string();
+    let token = token(state.path(), "cli", WORKER_SCOPES);
     let out = Command::new(warden_bin())
         .args(["--host", &addr, "run", "--", "echo", "over tcp"])
         .env("WARDEN_TOKEN", &token)
