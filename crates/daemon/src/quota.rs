@@ -42,7 +42,10 @@
 //! A VM's saved memory in a sandbox's directory (a pause to disk's
 //! `vm-paused`, a fork's `vm-copy` until its first start restores it)
 //! counts against the disk quota as a snapshot's does: it is on the
-//! host's disk, outside the sandbox's disk budget.
+//! host's disk, outside the sandbox's disk budget. Each copy is counted
+//! at its full size, though copies of one save link one base file of the
+//! guest's RAM (`warden_vm::ram`): the most they would take were each its
+//! own, as a snapshot's copy is priced, never less than they take.
 //!
 //! A refusal names the JSON pointer and a reason code; it never tells a
 //! token the host's free space.
