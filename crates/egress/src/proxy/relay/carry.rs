@@ -1,0 +1,236 @@
+//! Carrying an allowed, connected connection until it ends, and its
+//! report: through the secret terminator (when its name has secrets or
+//! request rules, paid for from the budget, or refused), request by
+//! request when it is plain HTTP (see `plain`), or spliced both ways as it
+//! is (see `pass`), under the idle timeout with every byte counted towards
+//! the quota and its name's removal cutting it; then its bytes and why it
+//! ended recorded. It never decides, resolves or connects (the verdict and
+//! the upstream come to it made).
+
+use super::super::{live, pass, plain, Arrival, Shared};
+use super::cut_why;
+use crate::decision::{Decision, Protocol, Reason};
+use crate::http::parse_request_head;
+use crate::tls::{self, ClientHello};
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// What an allowed connection's end needs: when it arrived, its
+/// registration (a removal cuts it) and the proxy's state.
+pub(super) struct Ended<'a> {
+    pub(super) at: &'a Arrival,
+    pub(super) registration: live::Registration,
+    pub(super) shared: &'a Arc<Shared>,
+}
+
+/// Whether an allowed connection is served by the terminator.
+pub(super) enum Terminate {
+    No,
+    /// Yes, with the budget's permit for as long as it is open.
+    Yes(
+        Arc<crate::secrets::Terminator>,
+        tokio::sync::OwnedSemaphorePermit,
+    ),
+    /// It must be and cannot: a name with request rules reached other than
+    /// over TLS, or no room in the budget.
+    Refused(Reason, String),
+}
+
+/// TLS with a server name to a name that has secrets or request rules is
+/// terminated, and costs the budget more for as long as it is open
+/// (refused when it cannot pay). A name with request rules is reached
+/// through the terminator or not at all: plain HTTP or another protocol
+/// would carry requests no rule saw.
+pub(super) fn terminated(
+    shared: &Arc<Shared>,
+    buf: &[u8],
+    protocol: Protocol,
+    name: &str,
+    port: u16,
+) -> Terminate {
+    let Some(t) = shared.terminator.clone() else {
+        // Rules with no terminator to apply them (a backend that did not
+        // make one): the name is refused, never passed through unruled.
+        if shared.request_rules.covers(name, port) {
+            return Terminate::Refused(
+                Reason::RequestRulesNeedTls,
+                format!("{name} on port {port} has request rules, and this sandbox has no TLS terminator to apply them"),
+            );
+        }
+        return Terminate::No;
+    };
+    let tls = matches!(protocol, Protocol::Tls | Protocol::Connect)
+        && matches!(tls::peek(buf), ClientHello::Sni(_));
+    if !tls || !t.terminates(name, port) {
+        if t.rules_requests(name, port) {
+            return Terminate::Refused(
+                Reason::RequestRulesNeedTls,
+                format!("{name} on port {port} has request rules, which are applied to TLS only (the proxy terminates it to read each request)"),
+            );
+        }
+        return Terminate::No;
+    }
+    match shared
+        .connection_memory
+        .clone()
+        .try_acquire_many_owned(super::super::TERMINATED_COST)
+    {
+        Ok(permit) => Terminate::Yes(t, permit),
+        Err(_) => Terminate::Refused(
+            Reason::MemoryBudget,
+            format!(
+                "the proxy's memory budget ({} MiB) is spent: no room to terminate TLS for {name}",
+                super::super::MEMORY_BUDGET_KIB / 1024
+            ),
+        ),
+    }
+}
+
+/// Serve an allowed connection through the terminator until it ends (or
+/// its name is removed), and report what it moved.
+pub(super) async fn relay_terminated(
+    conn: TcpStream,
+    buf: Vec<u8>,
+    upstream: TcpStream,
+    t: Arc<crate::secrets::Terminator>,
+    mut decision: Decision,
+    mut e: Ended<'_>,
+) {
+    let name = decision.name.clone().unwrap_or_default();
+    decision.detail = format!("{}, TLS terminated", decision.detail);
+    decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
+    let number = e.shared.record(&decision);
+    let recorder = e.shared.clone();
+    let why_cut = cut_why(&name);
+    let served = tokio::select! {
+        s = crate::secrets::serve_apart(
+            t,
+            conn,
+            buf,
+            upstream,
+            name,
+            decision.port,
+            Arc::new(move |d| {
+                recorder.record(&d);
+            }),
+            e.shared.idle,
+            // Charged as the bytes pass: a connection cut, or closed by
+            // the idle timeout, has still used what it moved.
+            Some(e.shared.used.clone()),
+        ) => s,
+        _ = e.registration.cut() => Err(why_cut),
+    };
+    let (out, inn) = served.as_ref().map(|c| *c).unwrap_or((0, 0));
+    decision.bytes_out = out;
+    decision.bytes_in = inn;
+    decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
+    if let Err(why) = served {
+        decision.detail = format!("{}; {why}", decision.detail);
+    }
+    e.shared.close(number, &decision);
+}
+
+/// Relay an allowed connection that is not terminated until it ends (or
+/// its name is removed), and report what it moved: plain HTTP (a request,
+/// or what a CONNECT's tunnel carries when it reads as one) request by
+/// request through `plain`, everything else (TLS for the name its
+/// ClientHello named, another protocol to an explicit `name:port` entry)
+/// spliced as it is.
+pub(super) async fn relay_plain(
+    conn: TcpStream,
+    buf: Vec<u8>,
+    upstream: TcpStream,
+    mut decision: Decision,
+    mut e: Ended<'_>,
+) {
+    // Recorded now, while the connection is open: a connection still open
+    // when the run ends is in the log all the same. Its bytes are filled in
+    // when it ends.
+    decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
+    let number = e.shared.record(&decision);
+    // For a CONNECT, `buf` already holds what came through the tunnel, the
+    // head having been answered (see `classify::through_tunnel`), read with
+    // the tunnel's port as a `Host` without one means.
+    let default_port = match decision.protocol {
+        Protocol::Connect => decision.port,
+        _ => e.at.port,
+    };
+    let http = match decision.protocol {
+        Protocol::Http => true,
+        Protocol::Connect => {
+            !matches!(tls::peek(&buf), ClientHello::Sni(_))
+                && matches!(parse_request_head(&buf, default_port), Ok(Some(_)))
+        }
+        _ => false,
+    };
+    let (out, inn, cut, ended) = if http {
+        // Never spliced: a second request on the connection would ride on
+        // the first one's decision (under any `Host`), unread.
+        Box::pin(serve_http(
+            conn,
+            buf,
+            upstream,
+            &decision,
+            default_port,
+            &mut e,
+        ))
+        .await
+    } else {
+        splice(conn, buf, upstream, &mut e).await
+    };
+    decision.bytes_out = out;
+    decision.bytes_in = inn;
+    let name = decision.name.clone().unwrap_or_default();
+    if cut {
+        decision.detail = format!("{}; {}", decision.detail, cut_why(&name));
+    } else if let Some(why) = ended {
+        decision.detail = format!("{}; {why}", decision.detail);
+    }
+    decision.duration_ms = e.at.start.elapsed().as_millis() as u64;
+    e.shared.close(number, &decision);
+}
+
+/// What a relay moved (out, in), whether its name's removal cut it, and
+/// why it ended otherwise than by a close.
+type Moved = (u64, u64, bool, Option<String>);
+
+/// Serve a plain HTTP connection request by request (see `plain`).
+async fn serve_http(
+    conn: TcpStream,
+    buf: Vec<u8>,
+    upstream: TcpStream,
+    decision: &Decision,
+    default_port: u16,
+    e: &mut Ended<'_>,
+) -> Moved {
+    let name = decision.name.as_deref().unwrap_or_default();
+    let allowed = plain::Allowed {
+        name,
+        port: decision.port,
+        default_port,
+        at: e.at,
+    };
+    let served = plain::serve(conn, buf, upstream, allowed, e.shared, &mut e.registration).await;
+    (served.out, served.inn, served.cut, served.ended)
+}
+
+/// Splice a connection both ways, as it is, its first bytes sent first.
+async fn splice(
+    mut conn: TcpStream,
+    mut buf: Vec<u8>,
+    mut upstream: TcpStream,
+    e: &mut Ended<'_>,
+) -> Moved {
+    let first_len = buf.len() as u64;
+    if upstream.write_all(&buf).await.is_err() {
+        return (0, 0, false, None);
+    }
+    // What was read first is sent: its memory goes back.
+    drop(std::mem::take(&mut buf));
+    e.shared
+        .used
+        .fetch_add(first_len, std::sync::atomic::Ordering::Relaxed);
+    let passed = pass::pass(&mut conn, &mut upstream, e.shared, &mut e.registration).await;
+    (passed.out + first_len, passed.inn, passed.cut, None)
+}
