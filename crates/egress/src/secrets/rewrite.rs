@@ -1,97 +1,27 @@
 //! Rewriting: where a secret's value is put in and taken out.
 //!
-//! This module owns the patterns (a secret's placeholder and the real value
-//! in the spellings a request or an echoing server may use: raw, percent
-//! encoded, base64 at each alignment, JSON escapes, hexadecimal), the
-//! patterns for requests to one host (substitute its own secrets, block
-//! other secrets' placeholders and every real value) and for responses
-//! (scrub real values back to placeholders), and the [`Rewriter`] that
-//! applies them to a stream, holding back as many bytes as the longest
-//! pattern could still need, alone or as a streaming body. It never sends
-//! or records anything: what a match means is the session's to say.
+//! This module owns the pattern (what is looked for, how, and what is done
+//! where it is found), the set of patterns one stream is rewritten by, and
+//! the [`Rewriter`] that applies them to a stream, holding back as many
+//! bytes as the longest pattern could still need, and to headers. The
+//! patterns made from secrets (a secret's placeholder and the real value in
+//! the spellings a request or an echoing server may use: raw, percent
+//! encoded, base64 at each alignment, JSON escapes, hexadecimal; for
+//! requests to one host and for responses) are `forms`'s; the rewriter as
+//! a streaming body is `body`'s. It never sends or records anything: what
+//! a match means is the session's to say.
+
+mod body;
+mod forms;
+
+pub(super) use body::RewriteBody;
+pub(super) use forms::{outgoing, scrub_patterns};
 
 use super::scan::{Cores, Scan};
-use super::{b64, spelled};
-use super::{zero, BoxError, OutBody, Secret};
-use base64::Engine;
-use bytes::Bytes;
-use hyper::body::{Body, Frame};
+use super::{b64, spelled, zero};
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-
-/// Encoded forms of a value shorter than this are not looked for: too
-/// likely to occur by chance.
-const MIN_FORM: usize = 8;
-
-/// Patterns for requests to `name:port`, in priority order.
-pub(super) fn outgoing(secrets: &[Secret], name: &str, port: u16, place: Place) -> Vec<Pattern> {
-    let mut out = Vec::new();
-    for (i, s) in secrets.iter().enumerate() {
-        let own = s.covers(name, port);
-        if own {
-            let replacement = match place {
-                Place::Header => Some(s.value.clone()),
-                Place::Target => Some(percent_encode(&s.value)),
-                Place::Body if s.in_bodies => Some(s.value.clone()),
-                Place::Body => None,
-            };
-            if let Some(to) = replacement {
-                out.push(Pattern::exact(
-                    s.placeholder.as_bytes().to_vec(),
-                    Action::Replace(to),
-                    i,
-                ));
-            }
-        } else {
-            for from in std::iter::once(s.placeholder.as_bytes().to_vec())
-                .chain(base64_forms(s.placeholder.as_bytes()))
-            {
-                out.push(Pattern::exact(
-                    from,
-                    Action::Block(Violation::Placeholder),
-                    i,
-                ));
-            }
-        }
-        out.extend(value_forms(&s.value, Action::Block(Violation::Value), i));
-    }
-    out
-}
-
-/// Patterns that turn real values in responses back into placeholders.
-pub(super) fn scrub_patterns(secrets: &[Secret]) -> Vec<Pattern> {
-    let mut out = Vec::new();
-    for (i, s) in secrets.iter().enumerate() {
-        if s.value.is_empty() {
-            continue;
-        }
-        let p = s.placeholder.as_bytes();
-        if s.value.len() < 6 {
-            // Too short to look for in its spellings: only as it is.
-            out.push(Pattern::exact(
-                s.value.clone(),
-                Action::Replace(p.to_vec()),
-                i,
-            ));
-        }
-        out.extend(value_forms(&s.value, Action::Replace(p.to_vec()), i));
-        // Base64 at each alignment becomes the placeholder's base64, the
-        // text around it still valid base64 of the same data.
-        let to = b64::congruent(p, s.value.len());
-        for f in b64::forms(&s.value, MIN_FORM) {
-            out.push(Pattern {
-                from: s.value.clone(),
-                kind: Kind::Base64(Box::new(f)),
-                action: Action::Replace(to.clone()),
-                secret: i,
-            });
-        }
-    }
-    out
-}
 
 /// Where in a request bytes stand: how a substituted value is written.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -232,72 +162,6 @@ pub(super) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
         return None;
     }
     hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Every byte but the unreserved ones (RFC 3986) as `%XX`.
-fn percent_encode(v: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(v.len());
-    for &b in v {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b);
-        } else {
-            out.extend_from_slice(format!("%{b:02X}").as_bytes());
-        }
-    }
-    out
-}
-
-/// The part of `v`'s base64 encoding that does not depend on the bytes
-/// around it, for each of the three alignments `v` can have in a longer
-/// encoded string (as in `Basic base64(user:value)`), in the standard
-/// and the URL-safe alphabets.
-fn base64_forms(v: &[u8]) -> Vec<Vec<u8>> {
-    base64_pairs(v, v).into_iter().map(|(f, _)| f).collect()
-}
-
-/// [`base64_forms`] of `from`, each with the same form of `to`.
-fn base64_pairs(from: &[u8], to: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut out = Vec::new();
-    let middle = |engine: &base64::engine::GeneralPurpose, v: &[u8], k: usize| {
-        let mut data = vec![0u8; k];
-        data.extend_from_slice(v);
-        let enc = engine.encode(&data).into_bytes();
-        let start = (8 * k).div_ceil(6);
-        let end = (8 * (k + v.len()) / 6).min(enc.len());
-        enc.get(start..end).map(<[u8]>::to_vec).unwrap_or_default()
-    };
-    for engine in [
-        &base64::engine::general_purpose::STANDARD,
-        &base64::engine::general_purpose::URL_SAFE,
-    ] {
-        for k in 0..3 {
-            let f = middle(engine, from, k);
-            if f.len() >= MIN_FORM && !out.iter().any(|(o, _)| *o == f) {
-                out.push((f, middle(engine, to, k)));
-            }
-        }
-    }
-    out
-}
-
-/// A real value as it may appear in a request or a response, and what
-/// is done where it does: in any common text spelling (raw, percent,
-/// JSON, HTML, either case), in hexadecimal (either case), and in base64
-/// (standard or URL-safe, padded or not, at each alignment; for a block:
-/// a replacement keeps its own base64 pairs, see [`base64_pairs`]).
-fn value_forms(v: &[u8], action: Action, secret: usize) -> Vec<Pattern> {
-    if v.len() < 6 {
-        return Vec::new();
-    }
-    let mut out = vec![Pattern::spelled(v.to_vec(), action.clone(), secret)];
-    let hex: String = v.iter().map(|b| format!("{b:02x}")).collect();
-    out.push(Pattern::spelled(hex.into_bytes(), action.clone(), secret));
-    if matches!(action, Action::Block(_)) {
-        for from in base64_forms(v) {
-            out.push(Pattern::exact(from, action.clone(), secret));
-        }
-    }
-    out
 }
 
 /// Patterns in priority order, with what lets the [`Rewriter`] look at
@@ -554,166 +418,11 @@ pub(super) fn rewrite_headers(
     (out, replaced)
 }
 
-/// Told once which secrets a body had replaced.
-type OnReplace = Box<dyn FnOnce(&[usize]) + Send + Sync>;
-/// Told what stopped a body.
-type OnBlock = Box<dyn FnOnce(Blocked) + Send + Sync>;
-
-/// The most bytes a body rewrites for one unit of tokio's task budget: a
-/// task that scrubs a long body gives its thread back to the runtime after
-/// at most 128 such slices, so others on the same runtime get their turn.
-const SLICE: usize = 16 << 10;
-
-/// A body passed through a [`Rewriter`]; a blocked pattern ends it with an
-/// error (the request or response is cut off), reported through `on_block`.
-pub(super) struct RewriteBody {
-    inner: OutBody,
-    rw: Rewriter,
-    /// Data read from `inner` and not yet rewritten.
-    rest: Bytes,
-    done: bool,
-    trailers: Option<Frame<Bytes>>,
-    /// Trailers are dropped (a request's: they are not looked into).
-    drop_trailers: bool,
-    on_replace: Option<OnReplace>,
-    on_block: Option<OnBlock>,
-}
-
-impl RewriteBody {
-    /// `inner` rewritten by `patterns`; `on_replace` is told once which
-    /// secrets were replaced, `on_block` what stopped the body; trailers
-    /// are dropped when `drop_trailers`, else rewritten as headers are.
-    pub(super) fn new(
-        inner: OutBody,
-        patterns: Arc<Patterns>,
-        drop_trailers: bool,
-        on_replace: Option<OnReplace>,
-        on_block: Option<OnBlock>,
-    ) -> RewriteBody {
-        RewriteBody {
-            inner,
-            rw: Rewriter::new(patterns),
-            rest: Bytes::new(),
-            done: false,
-            trailers: None,
-            drop_trailers,
-            on_replace,
-            on_block,
-        }
-    }
-}
-
-impl Body for RewriteBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        loop {
-            if this.done {
-                return Poll::Ready(this.trailers.take().map(Ok));
-            }
-            // Each slice costs a unit of the task's budget; without one
-            // left, the task yields (and is woken to go on).
-            let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
-            if this.rw.patterns.list.is_empty() && this.rest.is_empty() {
-                // Nothing to look for (a name with request rules and no
-                // secret): each frame of data goes on as it came, not
-                // copied twice through the rewriter.
-                let frame = match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
-                    Some(Ok(frame)) => frame,
-                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                    None => {
-                        this.done = true;
-                        continue;
-                    }
-                };
-                coop.made_progress();
-                match frame.into_data() {
-                    Ok(data) if data.is_empty() => continue,
-                    Ok(data) => return Poll::Ready(Some(Ok(Frame::data(data)))),
-                    Err(other) => {
-                        this.done = true;
-                        this.trailers = if this.drop_trailers {
-                            None
-                        } else {
-                            other.into_trailers().ok().map(Frame::trailers)
-                        };
-                        continue;
-                    }
-                }
-            }
-            let step = if !this.rest.is_empty() {
-                // (`inner` is read only once `rest` is empty, so the body
-                // cannot have ended while data is left here.)
-                let piece = this.rest.split_to(this.rest.len().min(SLICE));
-                this.rw.push(&piece)
-            } else {
-                match Pin::new(&mut this.inner).poll_frame(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                    Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                        Ok(data) => {
-                            this.rest = data;
-                            continue;
-                        }
-                        Err(other) => {
-                            this.done = true;
-                            // Trailers pass through the same patterns as the
-                            // body (an echoing server may put the value there);
-                            // a value that would be blocked is left out.
-                            this.trailers = if this.drop_trailers {
-                                None
-                            } else {
-                                other.into_trailers().ok().map(|t| {
-                                    let (map, replaced) =
-                                        rewrite_headers(&this.rw.patterns, &t, &[]);
-                                    this.rw.replaced.extend(replaced);
-                                    Frame::trailers(map)
-                                })
-                            };
-                            this.rw.finish()
-                        }
-                    },
-                    Poll::Ready(None) => {
-                        this.done = true;
-                        this.rw.finish()
-                    }
-                }
-            };
-            coop.made_progress();
-            match step {
-                Err(b) => {
-                    this.done = true;
-                    this.rest = Bytes::new();
-                    this.trailers = None;
-                    if let Some(f) = this.on_block.take() {
-                        f(b);
-                    }
-                    return Poll::Ready(Some(Err("warden: blocked a secret in the body".into())));
-                }
-                Ok(out) => {
-                    if !this.rw.replaced.is_empty() {
-                        if let Some(f) = this.on_replace.take() {
-                            f(&this.rw.replaced);
-                        }
-                    }
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                    }
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::secrets::Secret;
+    use base64::Engine;
 
     fn scrub_set(secrets: &[Secret]) -> Arc<Patterns> {
         Arc::new(Patterns::new(scrub_patterns(secrets)))
@@ -1004,41 +713,5 @@ mod tests {
         assert!(r.push(b"ok then leak-").is_ok());
         let e = r.push(b"value!").unwrap_err();
         assert_eq!(e.secret, 1);
-    }
-
-    #[test]
-    fn base64_forms_find_a_value_inside_basic_credentials() {
-        let engine = &base64::engine::general_purpose::STANDARD;
-        let value = b"s3cr3t-token-value";
-        for user in ["u", "us", "use", "someone"] {
-            let mut plain = format!("{user}:").into_bytes();
-            plain.extend_from_slice(value);
-            let encoded = engine.encode(&plain);
-            assert!(
-                base64_forms(value)
-                    .iter()
-                    .any(|f| find(encoded.as_bytes(), f).is_some()),
-                "{user}"
-            );
-        }
-        // Scrubbed to the placeholder's form at the same alignment: the
-        // decoded echo holds the placeholder where the value was.
-        let placeholder = b"warden-secret-00112233445566778899aabbccddeeff";
-        let mut plain = b"me:".to_vec();
-        plain.extend_from_slice(value);
-        let encoded = engine.encode(&plain);
-        let pairs: Vec<Pattern> = base64_pairs(value, placeholder)
-            .into_iter()
-            .map(|(from, to)| Pattern::exact(from, Action::Replace(to), 0))
-            .collect();
-        let (out, _) = Rewriter::all(Arc::new(Patterns::new(pairs)), encoded.as_bytes()).unwrap();
-        assert!(base64_forms(value).iter().all(|f| find(&out, f).is_none()));
-        let decoded = engine
-            .decode(&out)
-            .unwrap_or_else(|_| engine.decode(&out[..out.len() / 4 * 4]).unwrap_or_default());
-        assert!(
-            String::from_utf8_lossy(&decoded).contains("secret-00112233"),
-            "{out:?}"
-        );
     }
 }
