@@ -587,9 +587,15 @@ pub fn run_controlled(
     live.unserve();
     let mut machine = live.machine.take();
     let console = machine.as_ref().map(Machine::console).unwrap_or_default();
+    let stopping = std::time::Instant::now();
     if let Some(m) = machine.as_mut() {
         m.stop(Duration::from_secs(2));
     }
+    tracing::debug!(
+        sandbox = id,
+        stop_ms = stopping.elapsed().as_millis() as u64,
+        "VM ended"
+    );
     drop(machine);
     attach.stopping();
     drop(live);

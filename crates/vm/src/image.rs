@@ -36,7 +36,7 @@ pub const MODULES: &[&str] = &[
 ];
 
 /// Files of the host's `/etc` copied into the guest (when present).
-const ETC_FILES: &[&str] = &[
+pub(crate) const ETC_FILES: &[&str] = &[
     "passwd",
     "group",
     "hosts",
@@ -58,14 +58,14 @@ const ETC_FILES: &[&str] = &[
 
 /// Directories of the host's `/etc` whose symbolic links are copied
 /// (Debian's `alternatives`: `/usr/bin/awk -> /etc/alternatives/awk`).
-const ETC_LINK_DIRS: &[&str] = &["alternatives"];
+pub(crate) const ETC_LINK_DIRS: &[&str] = &["alternatives"];
 
 /// Directories of the host's `/etc` copied whole (their files and links,
 /// and those of their subdirectories): the packaged, non-secret
 /// configuration a desktop's programs read (the `chromium` launcher sources
 /// `/etc/chromium.d/*` and fails without it; fontconfig reads
 /// `/etc/fonts`).
-const ETC_DIRS: &[&str] = &["chromium.d", "chromium", "fonts"];
+pub(crate) const ETC_DIRS: &[&str] = &["chromium.d", "chromium", "fonts"];
 
 /// Why the initramfs could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -314,6 +314,15 @@ pub fn initramfs(
     root: Option<crate::rootimage::Format>,
 ) -> Result<PathBuf, ImageError> {
     let init = guest_init_path();
+    // Named by its inputs' identities first (`crate::initmemo`): the same
+    // image as last time is found without reading or hashing it.
+    let head = read_head(&init).map_err(|_| ImageError::NoInit(init.clone()))?;
+    let libs = linked_libraries();
+    let memo = crate::initmemo::key(&init, interpreter(&head).as_deref(), kernel, root, &libs);
+    if let Some(found) = crate::initmemo::lookup(cache, &memo) {
+        mark_used(&found);
+        return Ok(found);
+    }
     let init_bytes = std::fs::read(&init).map_err(|_| ImageError::NoInit(init.clone()))?;
     let mut a = Archive::default();
     for d in [
@@ -341,8 +350,8 @@ pub fn initramfs(
     if let Some(interp) = interpreter {
         a.host_file(Path::new(&interp))?;
     }
-    for lib in linked_libraries() {
-        a.host_file(&lib)?;
+    for lib in &libs {
+        a.host_file(lib)?;
     }
     let block = root.into_iter().flat_map(|f| f.modules());
     for (i, m) in MODULES.iter().copied().chain(block).enumerate() {
@@ -387,13 +396,29 @@ pub fn initramfs(
         // jailed as the workspace's owner reads it.
         warden_protocol::replace_file(&path, &bytes, 0o644).map_err(err)?;
     }
-    // In use now: the sweep of other processes keeps it.
+    mark_used(&path);
+    sweep(cache, &path, UNUSED);
+    crate::initmemo::remember(cache, &memo, &path);
+    Ok(path)
+}
+
+/// In use now: the sweep of other processes keeps it.
+fn mark_used(image: &Path) {
     let _ = std::fs::File::options()
         .append(true)
-        .open(&path)
+        .open(image)
         .and_then(|f| f.set_modified(std::time::SystemTime::now()));
-    sweep(cache, &path, UNUSED);
-    Ok(path)
+}
+
+/// The first 64 KiB of the guest init: its ELF headers, which name its
+/// dynamic linker.
+fn read_head(init: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(64 << 10);
+    std::fs::File::open(init)?
+        .take(64 << 10)
+        .read_to_end(&mut head)?;
+    Ok(head)
 }
 
 /// How long an initramfs no sandbox has started with stays in the cache.

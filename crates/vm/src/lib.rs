@@ -32,6 +32,7 @@ pub mod control;
 pub mod fsd;
 pub mod guest;
 pub mod image;
+mod initmemo;
 mod inside;
 pub mod kernel;
 pub mod machine;
