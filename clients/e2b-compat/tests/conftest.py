@@ -136,8 +136,10 @@ def serve(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WARDEN_", "E2B_"))}
     env["WARDEN_STATE_DIR"] = str(state)
     env["XDG_CONFIG_HOME"] = str(conf_home)
-    if os.environ.get("WARDEN_BIN"):
-        env["WARDEN_BIN"] = os.environ["WARDEN_BIN"]
+    # The binary, and where VM guests' kernel is (the VM tests' only).
+    for var in ("WARDEN_BIN", "WARDEN_VM_DIR"):
+        if os.environ.get(var):
+            env[var] = os.environ[var]
     args = [str(_binary()), "serve", "--e2b", "127.0.0.1:0"]
     if listen:
         args += ["--listen", "127.0.0.1:0"]
