@@ -497,6 +497,31 @@ pub fn status_kib(pid: impl std::fmt::Display, field: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// How much a running child's memory grows, in kB: its resident size
+/// once it has one (looked for during 5 s), and the peak of it (`VmHWM`)
+/// until the child exits or `within` passes, when it is killed (the
+/// caller still waits for it).
+pub fn memory_growth(child: &mut std::process::Child, within: Duration) -> (u64, u64) {
+    let pid = child.id();
+    let mut baseline = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while baseline == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        baseline = status_kib(pid, "VmRSS").unwrap_or(0);
+    }
+    let mut peak = 0;
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        peak = peak.max(status_kib(pid, "VmHWM").unwrap_or(0));
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    (baseline, peak)
+}
+
 /// The Landlock ABI this host's kernel offers, as `warden doctor` tells
 /// it (0: none, or doctor said nothing).
 pub fn landlock_abi() -> i64 {

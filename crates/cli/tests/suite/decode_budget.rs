@@ -7,7 +7,7 @@
 
 use crate::common::*;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Bits written least significant first, as brotli reads them.
 #[derive(Default)]
@@ -184,23 +184,7 @@ print("done", flush=True)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let mut baseline = 0;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while baseline == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-        baseline = status_kib(pid, "VmRSS").unwrap_or(0);
-    }
-    let mut peak = 0;
-    let until = Instant::now() + Duration::from_secs(240);
-    while Instant::now() < until {
-        peak = peak.max(status_kib(pid, "VmHWM").unwrap_or(0));
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
+    let (baseline, peak) = memory_growth(&mut child, Duration::from_secs(240));
     let out = child.wait_with_output().unwrap();
     let text = stdout(&out);
     let grown_mib = peak.saturating_sub(baseline) / 1024;

@@ -8,6 +8,7 @@
 use crate::common::*;
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -48,6 +49,20 @@ fn verified_records(log: &std::path::Path) -> Vec<serde_json::Value> {
     );
     assert!(stdout(&v).contains("intact"), "{}", stdout(&v));
     events(log)
+}
+
+/// `warden run` of Python `script` that may reach `NAME:PORT` (pinned to
+/// the host's loopback), auditing to `log`, with `extra` flags; no input.
+fn reaching_python(name: &str, port: u16, log: &Path, extra: &[&str], script: &str) -> Command {
+    let mut cmd = Command::new(warden_bin());
+    cmd.args(["run", "--no-tty"])
+        .args(extra)
+        .args(["--allow-domain", &format!("{name}:{port}")])
+        .args(["--add-host", &format!("{name}=127.0.0.1")])
+        .args(["--audit-log", log.to_str().unwrap()])
+        .args(["--", "python3", "-c", script])
+        .stdin(Stdio::null());
+    cmd
 }
 
 #[test]
@@ -99,22 +114,7 @@ print('allowed got', s.recv(100))
 s.close()
 "#
     );
-    let out = Command::new(warden_bin())
-        .args([
-            "run",
-            "--no-tty",
-            "--allow-domain",
-            &format!("allowed.test:{port}"),
-            "--add-host",
-            "allowed.test=127.0.0.1",
-            "--audit-log",
-            log.to_str().unwrap(),
-            "--",
-            "python3",
-            "-c",
-            &script,
-        ])
-        .stdin(Stdio::null())
+    let out = reaching_python("allowed.test", port, &log, &[], &script)
         .output()
         .unwrap();
     let s = stdout(&out);
@@ -238,35 +238,17 @@ time.sleep(8)
 print('done', flush=True)
 "#
     );
-    let mut child = Command::new(warden_bin())
-        .args([
-            "run",
-            "--no-tty",
-            "--open-files",
-            "8192",
-            "--allow-domain",
-            &format!("allowed.test:{port}"),
-            "--add-host",
-            "allowed.test=127.0.0.1",
-            "--audit-log",
-            log.to_str().unwrap(),
-            "--",
-            "python3",
-            "-c",
-            &script,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut baseline = 0;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while baseline == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        baseline = status_kib(pid, "VmRSS").unwrap_or(0);
-    }
+    let mut child = reaching_python(
+        "allowed.test",
+        port,
+        &log,
+        &["--open-files", "8192"],
+        &script,
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let mut out = String::new();
     let mut stdout_pipe = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -275,16 +257,7 @@ print('done', flush=True)
         s
     });
     // The peak while the connections are held.
-    let mut peak = 0;
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        peak = peak.max(status_kib(pid, "VmHWM").unwrap_or(0));
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
+    let (baseline, peak) = memory_growth(&mut child, Duration::from_secs(60));
     let status = child.wait().unwrap();
     out.push_str(&reader.join().unwrap());
     let mut err = String::new();
@@ -370,29 +343,13 @@ print("done", flush=True)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let mut baseline = 0;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while baseline == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        baseline = status_kib(pid, "VmRSS").unwrap_or(0);
-    }
     let mut stdout_pipe = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = stdout_pipe.read_to_string(&mut s);
         s
     });
-    let mut peak = 0;
-    let until = Instant::now() + Duration::from_secs(90);
-    while Instant::now() < until {
-        peak = peak.max(status_kib(pid, "VmHWM").unwrap_or(0));
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
+    let (baseline, peak) = memory_growth(&mut child, Duration::from_secs(90));
     let _ = child.wait();
     let out = reader.join().unwrap();
     let mut err = String::new();
@@ -465,22 +422,7 @@ fn a_connection_closed_as_the_sandbox_ends_keeps_its_bytes_in_the_audit_log() {
     );
     for round in 0..3 {
         let log = dir.path().join(format!("audit-{round}.jsonl"));
-        let out = Command::new(warden_bin())
-            .args([
-                "run",
-                "--no-tty",
-                "--allow-domain",
-                &format!("lingering.test:{port}"),
-                "--add-host",
-                "lingering.test=127.0.0.1",
-                "--audit-log",
-                log.to_str().unwrap(),
-                "--",
-                "python3",
-                "-c",
-                &script,
-            ])
-            .stdin(Stdio::null())
+        let out = reaching_python("lingering.test", port, &log, &[], &script)
             .output()
             .unwrap();
         assert!(
@@ -752,23 +694,7 @@ print("done", flush=True)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
-    let mut baseline = 0;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while baseline == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-        baseline = status_kib(pid, "VmRSS").unwrap_or(0);
-    }
-    let mut peak = 0;
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        peak = peak.max(status_kib(pid, "VmHWM").unwrap_or(0));
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
+    let (baseline, peak) = memory_growth(&mut child, Duration::from_secs(60));
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let grown_mib = peak.saturating_sub(baseline) / 1024;
