@@ -76,13 +76,13 @@ pub struct Approvals {
     timeout: Duration,
     allowlist: Arc<Allowlist>,
     /// Where a program's "always" is kept: the sandbox's state directory,
-    /// and the project's programs' grants (none when answers go into a
-    /// profile).
-    keep_programs: Option<(PathBuf, Option<PathBuf>)>,
+    /// and the project's programs' grants or the profile in use (none
+    /// when a profile has no allowlist of its own).
+    keep_programs: Option<(PathBuf, Option<crate::programs::Keep>)>,
 }
 
 /// What a program's question says of its answers.
-pub const PROGRAM_NOTE: &str = "the program was refused and stays refused in this run (a running sandbox's allowlist cannot grow); allow_always puts it on the allowlist of the sandbox's next start and of the project's next run; allow_once is answered as deny";
+pub const PROGRAM_NOTE: &str = "the program was refused and stays refused in this run (a running sandbox's allowlist cannot grow); allow_always puts it on the allowlist of the sandbox's next start and of later runs (the project's, or the profile's when answers are saved into it); allow_once is answered as deny";
 
 /// Why an answer was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,9 +114,13 @@ impl Approvals {
     }
 
     /// Ask about programs the exec allowlist refuses, keeping an "always"
-    /// in the sandbox's state directory `dir` and in the project's
-    /// programs' grants `grants`.
-    pub fn with_programs(mut self, dir: PathBuf, grants: Option<PathBuf>) -> Approvals {
+    /// in the sandbox's state directory `dir` and where `grants` says
+    /// (the project's programs' grants, or the profile in use).
+    pub fn with_programs(
+        mut self,
+        dir: PathBuf,
+        grants: Option<crate::programs::Keep>,
+    ) -> Approvals {
         self.keep_programs = Some((dir, grants));
         self
     }
@@ -211,7 +215,7 @@ impl Approvals {
         if decision == AskDecision::AllowAlways {
             if let Some((dir, grants)) = &self.keep_programs {
                 kept = crate::programs::save(dir, &question.name).and_then(|()| match grants {
-                    Some(g) => crate::programs::add(g, &question.name).map(|_| ()),
+                    Some(g) => g.add(&question.name).map(|_| ()),
                     None => Ok(()),
                 });
             }

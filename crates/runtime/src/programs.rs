@@ -64,6 +64,22 @@ pub enum Keep {
 }
 
 impl Keep {
+    /// Where a run whose names' "always" answers go to `grants` (the
+    /// project's grants file, or with `into_profile` the profile in use)
+    /// keeps a program's: beside the names' grants, or in the profile's
+    /// own `process.allow_exec`. `None` for a profile without one (a
+    /// grant widens an allowlist, never makes one), or one that cannot be
+    /// read: no "always" is offered then.
+    pub fn of(grants: &Path, into_profile: bool) -> Option<Keep> {
+        if !into_profile {
+            return Some(Keep::Project(file_beside(grants)));
+        }
+        let keep = Keep::Profile(grants.to_path_buf());
+        keep.load()
+            .is_ok_and(|list| !list.is_empty())
+            .then_some(keep)
+    }
+
     /// The file the answers go into.
     pub fn path(&self) -> &Path {
         match self {

@@ -106,15 +106,11 @@ pub fn run(args: RunArgs, defaults: &Defaults) -> anyhow::Result<u8> {
     // too; an "always" goes where the names' go: the project's programs'
     // grants, or the profile in use, into its own `process.allow_exec`
     // (a profile without one is not given one: no "always" then).
-    use warden_runtime::programs::Keep;
-    let program_grants = match (resolved.sinks.grants.as_deref(), into_profile) {
-        (Some(f), false) => Some(Keep::Project(warden_runtime::programs::file_beside(f))),
-        (Some(f), true) => {
-            let keep = Keep::Profile(f.to_path_buf());
-            (!keep.load()?.is_empty()).then_some(keep)
-        }
-        (None, _) => None,
-    };
+    let program_grants = resolved
+        .sinks
+        .grants
+        .as_deref()
+        .and_then(|f| warden_runtime::programs::Keep::of(f, into_profile));
     let programs_before = ProgramsSaved::before(program_grants.as_ref())?;
     let finished =
         warden_runtime::run_once_asking(&resolved.spec, &id, sinks, program_grants.clone());

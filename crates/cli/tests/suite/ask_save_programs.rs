@@ -2,7 +2,8 @@
 //! a program the profile's allowlist refuses, answered "always", is added
 //! to the profile's own `process.allow_exec` in the person's layout (as a
 //! name is added to `egress.domains`), and the profile's next run runs it
-//! unasked. A profile without an allowlist of its own is never given one.
+//! unasked; a named sandbox's approvals desk (`warden approvals`) does the
+//! same. A profile without an allowlist of its own is never given one.
 
 use crate::common::*;
 use std::io::Write;
@@ -132,4 +133,80 @@ fn a_profile_without_an_allowlist_of_its_own_is_never_given_one_by_an_answer() {
     assert_eq!(status.code(), Some(126), "{asked}{again}{said}");
     assert_eq!(std::fs::read_to_string(&profile).unwrap(), original);
     assert!(!state.path().join("grants").exists());
+}
+
+/// Removes the named sandbox when the test ends, passed or not.
+struct Removed<'a>(&'a Path, &'a str);
+
+impl Drop for Removed<'_> {
+    fn drop(&mut self) {
+        let _ = warden(self.0, &["rm", "-f", self.1]);
+    }
+}
+
+#[test]
+fn a_named_sandboxs_approval_always_goes_into_its_profiles_allow_exec() {
+    if !available() {
+        return;
+    }
+    let state = TempDir::new("ask-save-programs-named");
+    let dir = TempDir::new("ask-save-programs-named-profile");
+    let profile = dir.path().join("agent.yaml");
+    let original = "# the agent's profile\nprocess:\n  allow_exec: [sh]  # the shell\negress:\n  ask: true\n  domains: [\"other.test\"]\n";
+    std::fs::write(&profile, original).unwrap();
+    let p = profile.to_str().unwrap();
+    ok(&warden(
+        state.path(),
+        &["create", "progs", "--ask-save", "profile", "-P", p],
+    ));
+    let _removed = Removed(state.path(), "progs");
+    ok(&warden(state.path(), &["start", "progs"]));
+    let out = warden(
+        state.path(),
+        &[
+            "exec",
+            "progs",
+            "--",
+            "sh",
+            "-c",
+            "/usr/bin/id; echo id-status=$?",
+        ],
+    );
+    assert!(stdout(&out).contains("id-status=126"), "{}", stderr(&out));
+    let mut asked = serde_json::Value::Null;
+    wait_until("the question", Duration::from_secs(10), || {
+        let o = warden(state.path(), &["approvals", "--json"]);
+        asked = serde_json::from_str(&stdout(&o)).unwrap_or_default();
+        asked
+            .as_array()
+            .is_some_and(|a| a.iter().any(|q| q["name"] == "/usr/bin/id"))
+    });
+    let q = asked
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "/usr/bin/id")
+        .unwrap();
+    assert_eq!(q["protocol"], "exec", "{q}");
+    let id = q["id"].as_str().unwrap();
+    ok(&warden(state.path(), &["approvals", id, "allow_always"]));
+    assert_eq!(
+        std::fs::read_to_string(&profile).unwrap(),
+        original.replace("[sh]", "[sh, \"/usr/bin/id\"]"),
+        "the profile was not edited in its own layout"
+    );
+    // A later run of the profile runs it, nothing asked.
+    let out = warden(
+        state.path(),
+        &[
+            "run",
+            "--no-audit-log",
+            "--no-tty",
+            "-P",
+            p,
+            "--",
+            "/usr/bin/id",
+        ],
+    );
+    assert!(stdout(&out).contains("uid="), "{}", stderr(&out));
 }

@@ -272,14 +272,13 @@ fn supervise(
         {
             let mut a = Approvals::new(bus.clone(), &start, allowlist.clone());
             // Programs the allowlist refuses are asked about too; their
-            // "always" is kept beside the names' (not in a profile).
+            // "always" is kept where the names' is: beside the project's
+            // grants, or in the profile's own `process.allow_exec`.
             if !spec.allow_exec.is_empty() {
-                let grants = stored
-                    .sinks
-                    .grants
-                    .as_deref()
-                    .filter(|_| !stored.sinks.grants_into_profile)
-                    .map(crate::programs::file_beside);
+                let grants =
+                    stored.sinks.grants.as_deref().and_then(|f| {
+                        crate::programs::Keep::of(f, stored.sinks.grants_into_profile)
+                    });
                 a = a.with_programs(dir.clone(), grants);
             }
             let a = Arc::new(a);
