@@ -1,5 +1,5 @@
 //! Plain TCP on the host's loopback for egress tests: a server that
-//! records what each connection sent, and the Python a sandbox sends a
+//! records what each connection sent (and one that then holds it open), and the Python a sandbox sends a
 //! real TLS ClientHello with.
 
 use std::io::{Read, Write};
@@ -37,6 +37,40 @@ impl Upstream {
     /// What each connection that reached the server sent, in order.
     pub fn connections(&self) -> Vec<Vec<u8>> {
         self.seen.lock().unwrap().clone()
+    }
+}
+
+/// A server on 127.0.0.1 that records the first bytes of each connection
+/// and then holds it open, saying nothing.
+pub struct Holder {
+    pub port: u16,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Holder {
+    pub fn start() -> Holder {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                conn.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                let mut buf = vec![0u8; 4096];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                s.lock().unwrap().push(buf[..n].to_vec());
+                held.push(conn);
+            }
+        });
+        Holder { port, seen }
+    }
+
+    /// How many connections reached it.
+    pub fn arrivals(&self) -> usize {
+        self.seen.lock().unwrap().len()
     }
 }
 

@@ -5,44 +5,20 @@
 //! reaches them.
 
 use crate::common::daemon::*;
+use crate::common::tcp::Holder;
 use crate::common::*;
-use std::io::Read;
-use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A server on 127.0.0.1 that records the first bytes of each connection
-/// and then holds it open, saying nothing.
-struct Holder {
-    port: u16,
-    seen: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl Holder {
-    fn start() -> Holder {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                conn.set_read_timeout(Some(Duration::from_millis(500)))
-                    .unwrap();
-                let mut buf = vec![0u8; 4096];
-                let n = conn.read(&mut buf).unwrap_or(0);
-                s.lock().unwrap().push(buf[..n].to_vec());
-                held.push(conn);
-            }
-        });
-        Holder { port, seen }
-    }
-
-    fn arrivals(&self) -> usize {
-        self.seen.lock().unwrap().len()
-    }
+/// A daemon in `state` whose sandboxes may ask about names pinned to the
+/// host's loopback (as a test's listeners are).
+fn asking_daemon(state: &Path) -> Daemon {
+    Daemon::start_with(
+        state,
+        false,
+        &[],
+        &[("WARDEN_TEST_ASK_LOOPBACK", Path::new("1"))],
+    )
 }
 
 /// Python in the sandbox: resolve NAME, connect to PORT with a TLS
@@ -515,12 +491,7 @@ fn the_events_stream_announces_a_question_as_it_is_asked() {
         return;
     }
     let state = TempDir::new("api-ask-sse");
-    let d = Daemon::start_with(
-        state.path(),
-        false,
-        &[],
-        &[("WARDEN_TEST_ASK_LOOPBACK", Path::new("1"))],
-    );
+    let d = asking_daemon(state.path());
     let up = Holder::start();
     let (s, b) = call(
         &d,
@@ -589,12 +560,7 @@ fn an_allow_always_answer_over_the_api_is_kept_for_the_project_and_its_next_sand
     }
     let state = TempDir::new("api-always");
     let ws = TempDir::new("api-always-ws");
-    let d = Daemon::start_with(
-        state.path(),
-        false,
-        &[],
-        &[("WARDEN_TEST_ASK_LOOPBACK", Path::new("1"))],
-    );
+    let d = asking_daemon(state.path());
     let up = Holder::start();
     let create = |name: &str| {
         let (s, b) = call(

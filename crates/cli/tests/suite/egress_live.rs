@@ -5,45 +5,11 @@
 //! removed, and the next one refused; bad entries refused with nothing
 //! changed; changes kept across a restart.
 
+use crate::common::tcp::Holder;
 use crate::common::*;
-use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A server on 127.0.0.1 that records the first bytes of each connection
-/// and then holds it open, saying nothing.
-struct Holder {
-    port: u16,
-    seen: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl Holder {
-    fn start() -> Holder {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                conn.set_read_timeout(Some(Duration::from_millis(500)))
-                    .unwrap();
-                let mut buf = vec![0u8; 4096];
-                let n = conn.read(&mut buf).unwrap_or(0);
-                s.lock().unwrap().push(buf[..n].to_vec());
-                held.push(conn);
-            }
-        });
-        Holder { port, seen }
-    }
-
-    fn arrivals(&self) -> usize {
-        self.seen.lock().unwrap().len()
-    }
-}
 
 /// Python in the sandbox: resolve `live.test`, connect to its port with a
 /// TLS ClientHello for it, and wait for the other end. Prints `resolved`
