@@ -189,6 +189,38 @@ pub fn call_on(
     (status.trim().parse().unwrap_or(0), body.to_string())
 }
 
+/// One HTTP exchange with `url` through curl, bounded at 60 s: each header
+/// as `name: value`, a JSON body if any, then `extra` curl arguments; the
+/// status and the body.
+pub fn exchange(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+    extra: &[&str],
+) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-sS",
+        "--max-time",
+        "60",
+        "-X",
+        method,
+        "-w",
+        "\n%{http_code}",
+    ]);
+    for (k, v) in headers {
+        cmd.args(["-H", &format!("{k}: {v}")]);
+    }
+    if let Some(b) = body {
+        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    let out = cmd.args(extra).arg(url).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (status.trim().parse().unwrap_or(0), body.to_string())
+}
+
 pub fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
 }

@@ -166,26 +166,7 @@ fn e2b(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> (u16, String) {
-    let mut cmd = Command::new("curl");
-    cmd.args([
-        "-sS",
-        "--max-time",
-        "60",
-        "-X",
-        method,
-        "-w",
-        "\n%{http_code}",
-    ]);
-    for (k, v) in headers {
-        cmd.args(["-H", &format!("{k}: {v}")]);
-    }
-    if let Some(b) = body {
-        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
-    }
-    let out = cmd.arg(format!("http://{addr}{path}")).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (status.trim().parse().unwrap_or(0), body.to_string())
+    exchange(method, &format!("http://{addr}{path}"), headers, body, &[])
 }
 
 /// The query of a URL the SDK signs for reading `path` with `key`.

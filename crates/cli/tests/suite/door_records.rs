@@ -11,29 +11,12 @@
 use crate::common::daemon::*;
 use crate::common::*;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 /// One exchange with the E2B door: status and body.
 fn e2b(addr: &str, method: &str, path: &str, key: &str, body: Option<&str>) -> (u16, String) {
-    let mut cmd = Command::new("curl");
-    cmd.args([
-        "-sS",
-        "--max-time",
-        "60",
-        "-X",
-        method,
-        "-w",
-        "\n%{http_code}",
-    ]);
-    cmd.args(["-H", &format!("x-api-key: {key}")]);
-    if let Some(b) = body {
-        cmd.args(["-H", "content-type: application/json", "--data-binary", b]);
-    }
-    let out = cmd.arg(format!("http://{addr}{path}")).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (status.trim().parse().unwrap_or(0), body.to_string())
+    let url = format!("http://{addr}{path}");
+    exchange(method, &url, &[("x-api-key", key)], body, &[])
 }
 
 /// A daemon with its E2B door, and a token of `scopes` for it.

@@ -98,24 +98,9 @@ fn json_tcp(d: &Daemon, method: &str, path: &str, token: &str, body: &str) -> (u
 
 /// One HTTP exchange over TCP with a token and extra curl arguments.
 fn tcp(d: &Daemon, method: &str, path: &str, token: &str, extra: &[&str]) -> (u16, String) {
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "60",
-            "-X",
-            method,
-            "-w",
-            "\n%{http_code}",
-        ])
-        .args(["-H", &format!("authorization: Bearer {token}")])
-        .args(extra)
-        .arg(format!("http://{}{path}", d.tcp.as_ref().unwrap()))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (status.trim().parse().unwrap_or(0), body.to_string())
+    let url = format!("http://{}{path}", d.tcp.as_ref().unwrap());
+    let bearer = format!("Bearer {token}");
+    exchange(method, &url, &[("authorization", &bearer)], None, extra)
 }
 
 #[test]
