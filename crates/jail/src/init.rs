@@ -5,6 +5,15 @@
 //! the command, and then stays as the sandbox's init: it reaps orphans,
 //! forwards signals to the command, and reports the command's status to the
 //! supervisor over a pipe that nothing else in the sandbox holds.
+//!
+//! The steps up to the command are here, in order; [`exec`] starts the
+//! command and [`running`] is the init's life after that.
+
+mod exec;
+mod running;
+
+use exec::ExecPlan;
+use running::{serve, supervise_command};
 
 use crate::landlock;
 use crate::mounts::{self, RootPlan};
@@ -14,11 +23,8 @@ use crate::spawn::{resolve_program, FORWARDED};
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// Everything the child needs, prepared by the supervisor before the clone.
@@ -121,108 +127,12 @@ fn child_setup_and_run(
     report: &OwnedFd,
     original_mask: SigSet,
 ) -> Result<i32, String> {
-    arm_parent_death_signal();
-    crate::phase("init-start");
-    for fd in plan.close_in_child.drain(..) {
-        // SAFETY: these descriptors are the supervisor's copies, unused here.
-        unsafe { libc::close(fd) };
-    }
-    // Into the sandbox's cgroup v1 directories before anything else (the v2
-    // one, if any, we were born in); failing that, nothing starts.
-    crate::cgroup::join_self(&plan.cgroup_tasks).map_err(|e| chain(&e))?;
-    plan.cgroup_tasks.clear();
-    // Wait until the supervisor has written the ID maps. End of file means the supervisor gave up (or died before our
-    // death signal was armed): leave without doing anything.
-    let mut byte = [0u8; 1];
-    match nix::unistd::read(&go, &mut byte) {
-        Ok(1) => {}
-        _ => return Err("the supervisor stopped before the sandbox was ready".into()),
-    }
-    crate::phase("init-go");
-    let exec_allowed;
-    if plan.degraded {
-        // No user namespace: the capabilities are the host's. Lock them
-        // down while we still may, then take the sandbox's host IDs.
-        privileges::lock_bounding_set(true).map_err(|e| chain(&e))?;
-        privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
-        // The host's tree: nothing to seal, Landlock alone decides.
-        exec_allowed = find_allowed(&plan)?;
-        // SAFETY: prctl with integer arguments only. Orphans of the command
-        // are adopted by this process (and killed with it) instead of the
-        // host's init.
-        unsafe {
-            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
-        }
+    await_go(&mut plan, &go)?;
+    let exec_allowed = if plan.degraded {
+        enter_degraded(&plan)?
     } else {
-        // Take the sandbox's own IDs before creating any file: in root mode
-        // the process still has host UID 0, which the namespace does not
-        // map, and files created under it would be refused (EOVERFLOW).
-        privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
-        plan.user_limits
-            .apply_in_namespace()
-            .map_err(|e| chain(&e))?;
-        nix::unistd::sethostname(&plan.root.hostname)
-            .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
-        if !plan.joined_network {
-            crate::netns::bring_loopback_up().map_err(|e| chain(&e))?;
-        }
-        if let (Some(channel), true) = (&plan.egress_channel, plan.egress && !plan.joined_network) {
-            let (tcp, dns) = crate::netns::configure_namespace().map_err(|e| chain(&e))?;
-            crate::sys::send_fds(channel, &[tcp.as_raw_fd(), dns.as_raw_fd()])
-                .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
-        }
-        // Into the cgroup's v1 directories, which the supervisor makes
-        // while this process sets up its IDs and network: before the root
-        // is built, since building it copies a named sandbox's saved state
-        // into memory (tmpfs pages, charged where this process is when it
-        // writes them and, on v1, left there by a later move); failing
-        // that, nothing starts.
-        if let Some(channel) = plan.cgroup_channel.take() {
-            let mut count = [0u8; 1];
-            let (_, fds) = crate::fdpass::recv(channel.as_fd(), &mut count).map_err(|e| {
-                format!("cannot receive the sandbox's cgroup from the supervisor: {e}")
-            })?;
-            // The supervisor says how many it sent: a short hand-over (a
-            // truncated message) must not pass for the whole cgroup.
-            if fds.len() != usize::from(count[0]) {
-                return Err(format!(
-                    "received {} of the {} cgroup directories the supervisor sent",
-                    fds.len(),
-                    count[0]
-                ));
-            }
-            let tasks: Vec<(OwnedFd, PathBuf)> = fds
-                .into_iter()
-                .map(|fd| (fd, PathBuf::from("tasks of the sandbox's cgroup (v1)")))
-                .collect();
-            crate::cgroup::join_self(&tasks).map_err(|e| chain(&e))?;
-        }
-        crate::phase("init-root");
-        mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
-        crate::phase("init-root-built");
-        // The allowlist is found in the root it governs, and the places
-        // code could be mapped from are sealed while the mount privilege
-        // lasts.
-        exec_allowed = find_allowed(&plan)?;
-        seal_for(exec_allowed.as_ref(), &plan)?;
-        // The layer is the supervisor's to save; the init keeps no handle
-        // on it.
-        if let (Some(channel), Some(layer)) = (plan.layer_channel.take(), plan.root.layer.take()) {
-            crate::sys::send_fds(&channel, &[layer.as_raw_fd()])
-                .map_err(|e| format!("cannot hand the workspace's layer to the supervisor: {e}"))?;
-        }
-        // The command's terminal is one of the sandbox's own devpts (its
-        // name is a path the command can see); the supervisor relays its
-        // master side.
-        if let Some(channel) = plan.tty_channel.take() {
-            let (master, slave) = crate::spawn::open_terminal(None).map_err(|e| {
-                format!("cannot open the sandbox's terminal: {}", Errno::from_raw(e))
-            })?;
-            crate::sys::send_fds(&channel, &[master.as_raw_fd()])
-                .map_err(|e| format!("cannot hand the terminal to the supervisor: {e}"))?;
-            plan.pty_slave = Some(slave);
-        }
-    }
+        enter_namespaces(&mut plan)?
+    };
 
     // The kernel clears the parent-death signal when the IDs change (as
     // they just did in root mode): arm it again. Should the supervisor have
@@ -234,46 +144,7 @@ fn child_setup_and_run(
     let flags = read_final(&go)?;
     crate::phase("init-final");
     drop(go);
-    // The root is built: the descriptors that described it go first (owned
-    // ones are closed by their owners, never behind their backs).
-    plan.root.binds.clear();
-    plan.root.rootfs = None;
-    // Whatever else the caller of warden left open is not the init's to
-    // hold: keep the standard streams, the report pipe and the terminal.
-    let sockets = plan.egress_channel.take().filter(|_| plan.serve_sockets);
-    let mut keep = vec![report.as_raw_fd()];
-    if let Some(t) = &plan.pty_slave {
-        keep.push(t.as_raw_fd());
-    }
-    if let Some(c) = &sockets {
-        keep.push(c.as_raw_fd());
-    }
-    if let Some(c) = &plan.service {
-        keep.push(c.as_raw_fd());
-    }
-    if let Some(c) = &plan.modes_channel {
-        keep.push(c.as_raw_fd());
-    }
-    crate::sys::close_fds_except(&keep);
-    if flags & FINAL_IN_CGROUP != 0 {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
-            .map_err(|e| format!("cannot create the cgroup namespace: {e}"))?;
-    }
-    let mut rlimits = plan.rlimits;
-    if flags & FINAL_RLIMIT_FALLBACK == 0 {
-        rlimits.nproc = None;
-        rlimits.data = None;
-    }
-    privileges::apply_rlimits(&rlimits).map_err(|e| chain(&e))?;
-    if !plan.weakened.landlock {
-        apply_landlock(&plan, exec_allowed.as_ref())?;
-    }
-    if plan.degraded {
-        privileges::finish_drop(false).map_err(|e| chain(&e))?;
-    } else {
-        privileges::drop_all(false).map_err(|e| chain(&e))?;
-    }
-    load_filters(&mut plan, exec_allowed.as_ref())?;
+    let sockets = confine(&mut plan, flags, report, exec_allowed.as_ref())?;
 
     // From here on the init holds no privilege the command lacks.
     let mut forwarded = SigSet::empty();
@@ -308,6 +179,183 @@ fn child_setup_and_run(
     let child = exec.spawn()?;
     drop(plan.pty_slave.take());
     Ok(supervise_command(child, sfd, report, sockets))
+}
+
+/// The first steps, before the supervisor's go-ahead: the parent-death
+/// signal, the supervisor's descriptors closed, the cgroup's v1
+/// directories joined; then the wait until the ID maps are written.
+fn await_go(plan: &mut ChildPlan, go: &OwnedFd) -> Result<(), String> {
+    arm_parent_death_signal();
+    crate::phase("init-start");
+    for fd in plan.close_in_child.drain(..) {
+        // SAFETY: these descriptors are the supervisor's copies, unused here.
+        unsafe { libc::close(fd) };
+    }
+    // Into the sandbox's cgroup v1 directories before anything else (the v2
+    // one, if any, we were born in); failing that, nothing starts.
+    crate::cgroup::join_self(&plan.cgroup_tasks).map_err(|e| chain(&e))?;
+    plan.cgroup_tasks.clear();
+    // Wait until the supervisor has written the ID maps. End of file means the supervisor gave up (or died before our
+    // death signal was armed): leave without doing anything.
+    let mut byte = [0u8; 1];
+    match nix::unistd::read(go, &mut byte) {
+        Ok(1) => {}
+        _ => return Err("the supervisor stopped before the sandbox was ready".into()),
+    }
+    crate::phase("init-go");
+    Ok(())
+}
+
+/// Without namespaces: the host's capabilities locked down, the sandbox's
+/// host IDs taken, the exec allowlist found in the host's tree, and the
+/// init made the subreaper of the command's orphans.
+fn enter_degraded(plan: &ChildPlan) -> Result<Option<crate::exec_rules::Allowed>, String> {
+    // No user namespace: the capabilities are the host's. Lock them
+    // down while we still may, then take the sandbox's host IDs.
+    privileges::lock_bounding_set(true).map_err(|e| chain(&e))?;
+    privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
+    // The host's tree: nothing to seal, Landlock alone decides.
+    let exec_allowed = find_allowed(plan)?;
+    // SAFETY: prctl with integer arguments only. Orphans of the command
+    // are adopted by this process (and killed with it) instead of the
+    // host's init.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    Ok(exec_allowed)
+}
+
+/// In the sandbox's namespaces: its own IDs, hostname and network, the
+/// cgroup's v1 directories the supervisor hands over, the root built and
+/// sealed, the layer and the terminal handed to the supervisor.
+fn enter_namespaces(plan: &mut ChildPlan) -> Result<Option<crate::exec_rules::Allowed>, String> {
+    // Take the sandbox's own IDs before creating any file: in root mode
+    // the process still has host UID 0, which the namespace does not
+    // map, and files created under it would be refused (EOVERFLOW).
+    privileges::set_ids(plan.uid, plan.gid).map_err(|e| chain(&e))?;
+    plan.user_limits
+        .apply_in_namespace()
+        .map_err(|e| chain(&e))?;
+    nix::unistd::sethostname(&plan.root.hostname)
+        .map_err(|e| format!("cannot set the sandbox's hostname: {e}"))?;
+    if !plan.joined_network {
+        crate::netns::bring_loopback_up().map_err(|e| chain(&e))?;
+    }
+    if let (Some(channel), true) = (&plan.egress_channel, plan.egress && !plan.joined_network) {
+        let (tcp, dns) = crate::netns::configure_namespace().map_err(|e| chain(&e))?;
+        crate::sys::send_fds(channel, &[tcp.as_raw_fd(), dns.as_raw_fd()])
+            .map_err(|e| format!("cannot hand the proxy's sockets to the supervisor: {e}"))?;
+    }
+    // Into the cgroup's v1 directories, which the supervisor makes
+    // while this process sets up its IDs and network: before the root
+    // is built, since building it copies a named sandbox's saved state
+    // into memory (tmpfs pages, charged where this process is when it
+    // writes them and, on v1, left there by a later move); failing
+    // that, nothing starts.
+    if let Some(channel) = plan.cgroup_channel.take() {
+        join_handed_cgroup(&channel)?;
+    }
+    crate::phase("init-root");
+    mounts::build_root(&mut plan.root).map_err(|e| chain(&e))?;
+    crate::phase("init-root-built");
+    // The allowlist is found in the root it governs, and the places
+    // code could be mapped from are sealed while the mount privilege
+    // lasts.
+    let exec_allowed = find_allowed(plan)?;
+    seal_for(exec_allowed.as_ref(), plan)?;
+    // The layer is the supervisor's to save; the init keeps no handle
+    // on it.
+    if let (Some(channel), Some(layer)) = (plan.layer_channel.take(), plan.root.layer.take()) {
+        crate::sys::send_fds(&channel, &[layer.as_raw_fd()])
+            .map_err(|e| format!("cannot hand the workspace's layer to the supervisor: {e}"))?;
+    }
+    // The command's terminal is one of the sandbox's own devpts (its
+    // name is a path the command can see); the supervisor relays its
+    // master side.
+    if let Some(channel) = plan.tty_channel.take() {
+        let (master, slave) = crate::spawn::open_terminal(None)
+            .map_err(|e| format!("cannot open the sandbox's terminal: {}", Errno::from_raw(e)))?;
+        crate::sys::send_fds(&channel, &[master.as_raw_fd()])
+            .map_err(|e| format!("cannot hand the terminal to the supervisor: {e}"))?;
+        plan.pty_slave = Some(slave);
+    }
+    Ok(exec_allowed)
+}
+
+/// Join the cgroup's v1 directories the supervisor sends over `channel`
+/// (their `tasks` files, and first how many it sent).
+fn join_handed_cgroup(channel: &OwnedFd) -> Result<(), String> {
+    let mut count = [0u8; 1];
+    let (_, fds) = crate::fdpass::recv(channel.as_fd(), &mut count)
+        .map_err(|e| format!("cannot receive the sandbox's cgroup from the supervisor: {e}"))?;
+    // The supervisor says how many it sent: a short hand-over (a
+    // truncated message) must not pass for the whole cgroup.
+    if fds.len() != usize::from(count[0]) {
+        return Err(format!(
+            "received {} of the {} cgroup directories the supervisor sent",
+            fds.len(),
+            count[0]
+        ));
+    }
+    let tasks: Vec<(OwnedFd, PathBuf)> = fds
+        .into_iter()
+        .map(|fd| (fd, PathBuf::from("tasks of the sandbox's cgroup (v1)")))
+        .collect();
+    crate::cgroup::join_self(&tasks).map_err(|e| chain(&e))?;
+    Ok(())
+}
+
+/// After the final message, every restriction in order: the descriptors
+/// the init does not need closed, the cgroup namespace, rlimits, Landlock,
+/// the capabilities dropped, the seccomp filters. Returns the channel of
+/// published ports' socket requests, kept when the sandbox serves them.
+fn confine(
+    plan: &mut ChildPlan,
+    flags: u8,
+    report: &OwnedFd,
+    exec_allowed: Option<&crate::exec_rules::Allowed>,
+) -> Result<Option<OwnedFd>, String> {
+    // The root is built: the descriptors that described it go first (owned
+    // ones are closed by their owners, never behind their backs).
+    plan.root.binds.clear();
+    plan.root.rootfs = None;
+    // Whatever else the caller of warden left open is not the init's to
+    // hold: keep the standard streams, the report pipe and the terminal.
+    let sockets = plan.egress_channel.take().filter(|_| plan.serve_sockets);
+    let mut keep = vec![report.as_raw_fd()];
+    if let Some(t) = &plan.pty_slave {
+        keep.push(t.as_raw_fd());
+    }
+    if let Some(c) = &sockets {
+        keep.push(c.as_raw_fd());
+    }
+    if let Some(c) = &plan.service {
+        keep.push(c.as_raw_fd());
+    }
+    if let Some(c) = &plan.modes_channel {
+        keep.push(c.as_raw_fd());
+    }
+    crate::sys::close_fds_except(&keep);
+    if flags & FINAL_IN_CGROUP != 0 {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+            .map_err(|e| format!("cannot create the cgroup namespace: {e}"))?;
+    }
+    let mut rlimits = plan.rlimits;
+    if flags & FINAL_RLIMIT_FALLBACK == 0 {
+        rlimits.nproc = None;
+        rlimits.data = None;
+    }
+    privileges::apply_rlimits(&rlimits).map_err(|e| chain(&e))?;
+    if !plan.weakened.landlock {
+        apply_landlock(plan, exec_allowed)?;
+    }
+    if plan.degraded {
+        privileges::finish_drop(false).map_err(|e| chain(&e))?;
+    } else {
+        privileges::drop_all(false).map_err(|e| chain(&e))?;
+    }
+    load_filters(plan, exec_allowed)?;
+    Ok(sockets)
 }
 
 /// The seccomp filters, the last restriction before anything of the
@@ -467,306 +515,5 @@ fn read_final(go: &OwnedFd) -> Result<u8, String> {
     match &msg[..len] {
         [flags, trailer @ ..] if trailer == FINAL_TRAILER.as_slice() => Ok(*flags),
         _ => Err("the supervisor stopped before the sandbox was ready".into()),
-    }
-}
-
-/// Everything the command's process needs between clone and exec, prepared
-/// beforehand: it shares the init's memory until it execs (vfork
-/// semantics), so it must not allocate.
-struct ExecPlan {
-    program: Option<CString>,
-    argv: Vec<*const libc::c_char>,
-    envp: Vec<*const libc::c_char>,
-    cwd: CString,
-    pty: Option<RawFd>,
-    report: RawFd,
-    degraded: bool,
-    mask: SigSet,
-    /// Keeps the strings behind `argv` and `envp` alive.
-    _strings: (Vec<CString>, Vec<CString>),
-}
-
-impl ExecPlan {
-    fn new(
-        plan: &ChildPlan,
-        program: Option<CString>,
-        report: &OwnedFd,
-        mask: SigSet,
-    ) -> Result<ExecPlan, String> {
-        let strings = (plan.argv.clone(), plan.env.clone());
-        let ptrs = |v: &[CString]| {
-            v.iter()
-                .map(|c| c.as_ptr())
-                .chain(std::iter::once(std::ptr::null()))
-                .collect::<Vec<_>>()
-        };
-        Ok(ExecPlan {
-            program,
-            argv: ptrs(&strings.0),
-            envp: ptrs(&strings.1),
-            cwd: CString::new(plan.cwd.as_os_str().as_bytes())
-                .map_err(|_| "the working directory contains a NUL byte".to_string())?,
-            pty: plan.pty_slave.as_ref().map(|t| t.as_raw_fd()),
-            report: report.as_raw_fd(),
-            degraded: plan.degraded,
-            mask,
-            _strings: strings,
-        })
-    }
-
-    /// Start the command: clone with CLONE_VM | CLONE_VFORK, so that no page
-    /// table is copied and the init resumes once the command has exec'd.
-    fn spawn(&self) -> Result<Pid, String> {
-        // SAFETY: `exec_in_child` only calls async-signal-safe functions on
-        // memory prepared before the clone: no allocation, no lock, nothing
-        // that the suspended init could hold.
-        let pid = unsafe { crate::sys::clone_vfork(Box::new(|| self.exec_in_child())) };
-        pid.map_err(|e| format!("cannot start the command: {e}"))
-    }
-
-    /// In the command's process: terminal, working directory, signals, exec.
-    fn exec_in_child(&self) -> isize {
-        // SAFETY: every call below takes integers or pointers to memory that
-        // `self` keeps alive, and is async-signal-safe; the process execs or
-        // leaves with _exit.
-        unsafe {
-            if let Some(fd) = self.pty {
-                libc::setsid();
-                libc::ioctl(fd, libc::TIOCSCTTY, 0);
-                libc::dup2(fd, 0);
-                libc::dup2(fd, 1);
-                libc::dup2(fd, 2);
-            }
-            if self.degraded {
-                // No PID namespace takes the command with the init: tie it
-                // to the init directly (its own children are the init's).
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                );
-            }
-            if libc::chdir(self.cwd.as_ptr()) != 0 {
-                // A constant line: nothing may be allocated here.
-                let line: &[u8] = b"setup the command's working directory (`filesystem.workdir`) is not a directory inside the sandbox\n";
-                libc::write(self.report, line.as_ptr().cast(), line.len());
-                libc::_exit(125);
-            }
-            // The command starts with default dispositions and the mask
-            // warden had.
-            for s in FORWARDED.iter().chain(&[Signal::SIGCHLD, Signal::SIGPIPE]) {
-                libc::signal(*s as libc::c_int, libc::SIG_DFL);
-            }
-            libc::pthread_sigmask(libc::SIG_SETMASK, self.mask.as_ref(), std::ptr::null_mut());
-            crate::sys::cloexec_from_3();
-            let errno = match &self.program {
-                Some(p) => {
-                    libc::execve(p.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
-                    *libc::__errno_location()
-                }
-                None => libc::ENOENT,
-            };
-            // "exec <errno>\n", formatted without allocating.
-            let mut line = *b"exec 0000000000\n";
-            let mut n = errno.unsigned_abs();
-            let mut i = 14;
-            loop {
-                line[i] = b'0' + (n % 10) as u8;
-                n /= 10;
-                if n == 0 {
-                    break;
-                }
-                i -= 1;
-            }
-            let digits_start = i;
-            // Shift the digits next to "exec ".
-            let len = 15 - digits_start;
-            line.copy_within(digits_start..15, 5);
-            line[5 + len] = b'\n';
-            libc::write(self.report, line.as_ptr().cast(), 5 + len + 1);
-            libc::_exit(if errno == libc::ENOENT { 127 } else { 126 })
-        }
-    }
-}
-
-/// Answer one request on the socket channel with a fresh TCP socket of the
-/// sandbox's namespace (or, when none can be made, a message without one);
-/// false when the channel is gone.
-fn serve_socket(channel: &OwnedFd) -> bool {
-    let mut byte = [0u8; 1];
-    match nix::sys::socket::recv(
-        channel.as_raw_fd(),
-        &mut byte,
-        nix::sys::socket::MsgFlags::MSG_DONTWAIT,
-    ) {
-        Ok(0) => return false,
-        Ok(_) | Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINTR) => {}
-        Err(_) => return false,
-    }
-    crate::sys::hand_out_socket(channel).is_ok()
-}
-
-/// The init's loop: reap every child, forward signals, and report the
-/// command's status when it ends. Returning ends the init, and with it every
-/// process left in the sandbox's PID namespace.
-fn supervise_command(
-    command: Pid,
-    sfd: SignalFd,
-    report: &OwnedFd,
-    mut sockets: Option<OwnedFd>,
-) -> i32 {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::AsFd;
-    loop {
-        if let Some(channel) = &sockets {
-            let mut fds = [
-                PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
-                PollFd::new(channel.as_fd(), PollFlags::POLLIN),
-            ];
-            match poll(&mut fds, PollTimeout::NONE) {
-                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => return 125,
-            }
-            let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
-            let (signal, request) = (ready(&fds[0]), ready(&fds[1]));
-            if request && !serve_socket(channel) {
-                sockets = None;
-            }
-            if !signal {
-                continue;
-            }
-        }
-        let info = match sfd.read_signal() {
-            Ok(Some(info)) => info,
-            Ok(None) => continue,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return 125,
-        };
-        let signo = info.ssi_signo as i32;
-        if signo == libc::SIGCHLD {
-            loop {
-                match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-                    Ok(WaitStatus::Exited(pid, code)) if pid == command => {
-                        write_report(report, &Report::Exited(code));
-                        return 0;
-                    }
-                    Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
-                        write_report(report, &Report::Signaled(sig as i32));
-                        return 0;
-                    }
-                    Ok(WaitStatus::StillAlive) | Err(_) => break,
-                    Ok(_) => continue,
-                }
-            }
-        } else if info.ssi_code != libc::SI_KERNEL {
-            // Signals from the terminal (SI_KERNEL) already reached the
-            // command, which shares the foreground process group; only
-            // signals sent with kill(2), e.g. forwarded by the supervisor,
-            // are passed on.
-            if let Ok(sig) = Signal::try_from(signo) {
-                let _ = nix::sys::signal::kill(command, sig);
-            }
-        }
-    }
-}
-
-/// The init of a long-lived sandbox: starts what the supervisor asks for,
-/// reaps every process, answers published ports' socket requests, and
-/// returns when the supervisor ends the sandbox (or is gone).
-fn serve(server: &mut crate::spawn::Server<'_>, sfd: SignalFd, mut sockets: Option<OwnedFd>) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::AsFd;
-    // Drained below until empty: it must not block once it is.
-    let _ = nix::fcntl::fcntl(
-        &sfd,
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-    );
-    loop {
-        let mut fds = vec![
-            PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
-            PollFd::new(server.channel.as_fd(), PollFlags::POLLIN),
-        ];
-        if let Some(c) = &sockets {
-            fds.push(PollFd::new(c.as_fd(), PollFlags::POLLIN));
-        }
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => return,
-        }
-        let ready = |i: usize| {
-            fds.get(i)
-                .and_then(|f| f.revents())
-                .is_some_and(|r| !r.is_empty())
-        };
-        let (signal, request, socket) = (ready(0), ready(1), ready(2));
-        drop(fds);
-        if socket {
-            if let Some(c) = &sockets {
-                if !serve_socket(c) {
-                    sockets = None;
-                }
-            }
-        }
-        if signal {
-            while let Ok(Some(info)) = sfd.read_signal() {
-                let signo = info.ssi_signo as i32;
-                if signo != libc::SIGCHLD {
-                    // A request to end, passed on by a supervisor that was
-                    // told to. The kernel does not drop what the sandbox
-                    // sends its PID 1 here (these signals are blocked, so
-                    // they are queued for the signalfd): only a sender
-                    // outside the sandbox's PID namespace (PID 0 as seen
-                    // from it) or, degraded, the supervisor itself counts.
-                    let from_supervisor = if server.degraded {
-                        info.ssi_pid as i32 == nix::unistd::getppid().as_raw()
-                    } else {
-                        info.ssi_pid == 0
-                    };
-                    if info.ssi_code != libc::SI_KERNEL
-                        && from_supervisor
-                        && [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT]
-                            .contains(&signo)
-                    {
-                        end_gracefully();
-                        return;
-                    }
-                    continue;
-                }
-                loop {
-                    match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-                        Ok(WaitStatus::Exited(pid, code)) => {
-                            server.on_exit(pid, |id| crate::spawn::FromInit::Exited { id, code })
-                        }
-                        Ok(WaitStatus::Signaled(pid, sig, _)) => {
-                            server.on_exit(pid, |id| crate::spawn::FromInit::Signaled {
-                                id,
-                                signal: sig as i32,
-                            })
-                        }
-                        Ok(WaitStatus::StillAlive) | Err(_) => break,
-                        Ok(_) => continue,
-                    }
-                }
-            }
-        }
-        if request && !server.on_request() {
-            return;
-        }
-    }
-}
-
-/// SIGTERM to every other process of the sandbox, and up to a second for
-/// them to go; returning then ends the rest.
-fn end_gracefully() {
-    let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGTERM);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    while std::time::Instant::now() < deadline {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Err(nix::errno::Errno::ECHILD) => return,
-            Ok(WaitStatus::StillAlive) => std::thread::sleep(std::time::Duration::from_millis(10)),
-            _ => {}
-        }
     }
 }
