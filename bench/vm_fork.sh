@@ -3,7 +3,9 @@
 # restored from it, each with its own seed, hostname and clock
 # (`warden_vm::pause::restore_copy`), for N = 1, 4 and 16 by default: how
 # long the N restores take, and what each copy holds in the host's memory
-# (PSS, from /proc/PID/smaps_rollup of its VMM).
+# (PSS, from /proc/PID/smaps_rollup of its VMM). The copies map the saved
+# guest's RAM file privately (warden_vm::ram): the pages none of them
+# wrote are held once, so the PSS per copy falls as copies are added.
 #
 #   bench/vm_fork.sh [COUNTS]     (default: 1,4,16)
 #

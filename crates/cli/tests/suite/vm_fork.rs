@@ -207,7 +207,7 @@ fn a_vm_snapshot_keeps_its_memory_a_sandbox_made_from_it_goes_on_from_its_counte
 ) {
     let state = TempDir::new("vm-snap-mem");
     let s = state.path();
-    let _stop = Stopper(s, vec!["src", "fromsnap", "bad"]);
+    let _stop = Stopper(s, vec!["src", "fromsnap", "fromsnap2", "bad"]);
     if guest_release().is_none() {
         return;
     }
@@ -242,6 +242,15 @@ fn a_vm_snapshot_keeps_its_memory_a_sandbox_made_from_it_goes_on_from_its_counte
     );
     let host = ok(&vm_warden(s, &["exec", "fromsnap", "--", "hostname"], None));
     assert_eq!(host.trim(), "fromsnap");
+    // A second sandbox from the same snapshot: the first one's restore
+    // (which maps the snapshot's memory file, linked, not copied) left
+    // the snapshot as its digest says it was.
+    ok(&vm_warden(
+        s,
+        &["create", "fromsnap2", "--from-snapshot", "taken", "--start"],
+        None,
+    ));
+    assert!(count(s, "fromsnap2") >= before);
 
     // Its memory file cut short: refused by the snapshot's digest before
     // a sandbox is made, let alone a guest restored.

@@ -234,6 +234,11 @@ fn copies_of_one_saved_vm_are_timed_and_their_memory_measured() {
     pause::pause_to_disk(&mut m, &cfg, &dir).unwrap();
     drop(m);
     let size = std::fs::metadata(dir.join("vm.vmstate")).map_or(0, |m| m.len());
+    // The guest's RAM file beside it: what of it the guest had touched.
+    let ram = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir.join(warden_vm::ram::BASE)).map_or(0, |m| m.blocks() * 512)
+    };
     let counts = std::env::var("WARDEN_VM_FORKS").unwrap_or_else(|_| "1,4".into());
     for n in counts
         .split(',')
@@ -253,12 +258,13 @@ fn copies_of_one_saved_vm_are_timed_and_their_memory_measured() {
         let pss: Vec<u64> = copies.iter().map(|m| pss_kb(m.pid())).collect();
         let total: u64 = pss.iter().sum();
         eprintln!(
-            "forks {n}: restored in {:.2} s ({:.2} s each), PSS {} kB per fork ({} MB in all; the saved state is {} MB)",
+            "forks {n}: restored in {:.2} s ({:.2} s each), PSS {} kB per fork ({} MB in all; the saved stream is {} KB, its RAM file holds {} MB)",
             took.as_secs_f64(),
             took.as_secs_f64() / n as f64,
             total / n as u64,
             total / 1024,
-            size / 1_000_000
+            size / 1000,
+            ram / 1_000_000
         );
         drop(copies);
     }
