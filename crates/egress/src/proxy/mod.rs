@@ -8,8 +8,9 @@
 //! bytes (a TLS ClientHello, an HTTP head, a CONNECT) within their
 //! timeouts; `decide` gives the verdict (the matcher, `--ask`, host
 //! services, stray placeholders, the quota); `relay` answers a denial, or
-//! connects upstream and splices or hands the connection to the secret
-//! terminator, and reports its end. This file is the proxy's face: the
+//! connects upstream (`relay/upstream`) and splices or hands the
+//! connection to the secret terminator (`relay/carry`), and reports its
+//! end. This file is the proxy's face: the
 //! [`Proxy`] and its [`Hooks`], the [`Asker`] trait, the state the three
 //! share, and the resolver's socket; `serve` owns the proxy's thread and
 //! runtime, started at the first client.

@@ -14,12 +14,15 @@
 //! decision or message carries a value.
 //!
 //! The files: `authority` makes the per-run CA, mints and caches leaves and
-//! holds the TLS configurations; `rewrite` knows the patterns and applies
-//! them to streams (`scan` finds, in one pass, the few places where a
-//! pattern may occur; `spelled` and `b64` find a value there in its
-//! spellings and in base64); `coding` undoes response bodies' codings; `target` reads a
-//! request's authority and path as the upstream will; `session` serves
-//! one terminated connection, whose upstream `bulk` reads in large pieces.
+//! holds the TLS configurations; `rewrite` knows the patterns (made from
+//! the secrets by `rewrite/forms`) and applies them to streams and, in
+//! `rewrite/body`, to bodies (`scan` finds, in one pass, the few places
+//! where a pattern may occur; `spelled` and `b64` find a value there in
+//! its spellings and in base64); `coding` undoes response bodies' codings;
+//! `target` reads a request's authority and path as the upstream will;
+//! `session` serves one terminated connection, whose upstream `bulk` reads
+//! in large pieces (each request's stages in `session/exchange`, the
+//! response's scrub in `session/scrub`).
 //! This file
 //! is what the proxy and the jail call: [`Secret`], [`placeholder`] and the
 //! [`Terminator`].
