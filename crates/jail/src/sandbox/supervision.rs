@@ -223,15 +223,7 @@ impl Supervision {
                 let _ = write_all(std::io::stderr().as_fd(), out.as_bytes());
             }
             if n == 0 {
-                if let Some(d) = deadline {
-                    if Instant::now() >= d && !self.timed_out {
-                        self.timed_out = true;
-                        let _ = kill(self.child, Signal::SIGKILL);
-                        if let Some(cg) = &guard.cgroup {
-                            let _ = cg.kill_all();
-                        }
-                    }
-                }
+                self.on_timeout(deadline, guard);
                 continue;
             }
             if rep_ready {
@@ -251,28 +243,58 @@ impl Supervision {
                 }
                 self.flush_input();
             }
-            if sig_ready {
-                while let Ok(Some(info)) = sfd.read_signal() {
-                    let signo = info.ssi_signo as i32;
-                    if signo == libc::SIGCHLD {
-                        if self.try_reap() {
-                            rusage_done = true;
-                        }
-                    } else if signo == libc::SIGWINCH {
-                        if let Some(m) = &self.master {
-                            pty::copy_window_size(std::io::stdin().as_fd(), m.as_fd());
-                        }
-                    } else if info.ssi_code != libc::SI_KERNEL {
-                        // kill(2) from outside (a supervisor of warden, a
-                        // person): pass it on. Terminal signals already
-                        // reached the command's process group.
-                        if let Ok(sig) = Signal::try_from(signo) {
-                            let _ = kill(self.child, sig);
-                        }
-                    }
+            if sig_ready && self.on_signals(sfd) {
+                rusage_done = true;
+            }
+        }
+        self.drain_after_exit();
+        Ok(())
+    }
+
+    /// The deadline passed: the command is killed, and the whole cgroup
+    /// with it (once; the loop then waits for the reap).
+    fn on_timeout(&mut self, deadline: Option<Instant>, guard: &ChildGuard) {
+        if let Some(d) = deadline {
+            if Instant::now() >= d && !self.timed_out {
+                self.timed_out = true;
+                let _ = kill(self.child, Signal::SIGKILL);
+                if let Some(cg) = &guard.cgroup {
+                    let _ = cg.kill_all();
                 }
             }
         }
+    }
+
+    /// The signals that woke the loop: a child to reap, a window resized, a
+    /// signal from outside to pass on. True once the command was reaped.
+    fn on_signals(&mut self, sfd: &SignalFd) -> bool {
+        let mut reaped = false;
+        while let Ok(Some(info)) = sfd.read_signal() {
+            let signo = info.ssi_signo as i32;
+            if signo == libc::SIGCHLD {
+                if self.try_reap() {
+                    reaped = true;
+                }
+            } else if signo == libc::SIGWINCH {
+                if let Some(m) = &self.master {
+                    pty::copy_window_size(std::io::stdin().as_fd(), m.as_fd());
+                }
+            } else if info.ssi_code != libc::SI_KERNEL {
+                // kill(2) from outside (a supervisor of warden, a
+                // person): pass it on. Terminal signals already
+                // reached the command's process group.
+                if let Ok(sig) = Signal::try_from(signo) {
+                    let _ = kill(self.child, sig);
+                }
+            }
+        }
+        reaped
+    }
+
+    /// After the command ended: processes a degraded sandbox left behind
+    /// killed, then what its pipes still hold drained, without blocking
+    /// and for a bounded time.
+    fn drain_after_exit(&mut self) {
         if self.degraded {
             // Without a PID namespace, processes the sandbox left behind
             // were adopted by this supervisor: they die before anything
@@ -301,7 +323,6 @@ impl Supervision {
                 break;
             }
         }
-        Ok(())
     }
 
     /// Read what the init reported; false when nothing more is to be had
