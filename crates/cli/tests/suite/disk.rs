@@ -149,6 +149,20 @@ fn fill_the_home(who: Option<&Unprivileged>, env: Vec<(&'static str, &'static st
     );
 }
 
+/// Kill sandbox `name`'s supervisor while its layer is unsaved (as a
+/// crash would), and wait until it is gone.
+fn kill_supervisor_before_it_saves(state: &std::path::Path, name: &str) {
+    let pid = supervisor_pid(state, name);
+    assert!(sandbox_dir(state, name).join("layer-unsaved").exists());
+    // SAFETY: kill with a valid signal on the supervisor this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_until(
+        "the supervisor to die",
+        std::time::Duration::from_secs(10),
+        || !alive(pid),
+    );
+}
+
 #[test]
 fn a_named_sandboxs_home_cannot_take_more_than_its_disk_limit_as_root() {
     fill_the_home(None, Vec::new(), "home-root");
@@ -246,17 +260,7 @@ fn a_killed_supervisor_is_reported_for_the_home_without_an_overlay() {
     };
     ok(&w.run(&["create", "hd", "-w", ws.str(), "--disk", LIMIT]));
     ok(&w.run(&["exec", "hd", "--", "sh", "-c", "echo x > \"$HOME/lost\""]));
-    let pid = supervisor_pid(state.path(), "hd");
-    assert!(sandbox_dir(state.path(), "hd")
-        .join("layer-unsaved")
-        .exists());
-    // SAFETY: kill with a valid signal on the supervisor this test started.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    wait_until(
-        "the supervisor to die",
-        std::time::Duration::from_secs(10),
-        || !alive(pid),
-    );
+    kill_supervisor_before_it_saves(state.path(), "hd");
     let ls = w.run(&["ls"]);
     assert!(
         stderr(&ls).contains("without saving its changes"),
@@ -489,31 +493,29 @@ const ATTACKS: &[(&str, &str)] = &[
 /// checking that the state's disk did not grow by more than the limit.
 fn attack(who: Option<&Unprivileged>, state: &TempDir, ws: &TempDir, name: &str, script: &str) {
     let script = format!("{script}; echo step-status=$?");
+    let args = [
+        "run",
+        "--no-tty",
+        "--no-audit-log",
+        "--overlay",
+        "--disk",
+        LIMIT,
+        "-w",
+        ws.str(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
     let out = match who {
         Some(w) => w
             .command(w.bin.to_str().unwrap())
-            .args([
-                "run",
-                "--no-tty",
-                "--no-audit-log",
-                "--overlay",
-                "--disk",
-                LIMIT,
-            ])
-            .args(["-w", ws.str(), "--", "sh", "-c", &script])
+            .args(args)
             .env("XDG_STATE_HOME", state.path())
             .output()
             .unwrap(),
         None => Command::new(warden_bin())
-            .args([
-                "run",
-                "--no-tty",
-                "--no-audit-log",
-                "--overlay",
-                "--disk",
-                LIMIT,
-            ])
-            .args(["-w", ws.str(), "--", "sh", "-c", &script])
+            .args(args)
             .env("WARDEN_STATE_DIR", state.path().join("warden"))
             .output()
             .unwrap(),
@@ -643,17 +645,7 @@ fn a_killed_supervisor_is_reported_as_lost_changes() {
         state.path(),
         &["exec", "dk", "--", "sh", "-c", "echo x > lost"],
     ));
-    let pid = supervisor_pid(state.path(), "dk");
-    assert!(sandbox_dir(state.path(), "dk")
-        .join("layer-unsaved")
-        .exists());
-    // SAFETY: kill with a valid signal on the supervisor this test started.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    wait_until(
-        "the supervisor to die",
-        std::time::Duration::from_secs(10),
-        || !alive(pid),
-    );
+    kill_supervisor_before_it_saves(state.path(), "dk");
     let ls = warden(state.path(), &["ls"]);
     assert!(
         stderr(&ls).contains("without saving its changes"),

@@ -777,6 +777,30 @@ fn explicit_limits_without_cgroups_are_refused_unless_degraded_is_allowed() {
     );
 }
 
+/// `sh -c SCRIPT` run by `who` with `--allow-degraded` on the workspace
+/// `ws`, on a host without user namespaces (see
+/// [`warden_without_user_namespaces_as`]).
+fn degraded_sh_as(
+    who: &Unprivileged,
+    ws: &std::path::Path,
+    script: &str,
+) -> Option<std::process::Output> {
+    warden_without_user_namespaces_as(
+        who,
+        &[
+            "run",
+            "--no-tty",
+            "--allow-degraded",
+            "-w",
+            ws.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    )
+}
+
 /// Run `warden ARGS`, as an unprivileged user, inside a user namespace whose
 /// own limit of nested user namespaces is 0: a host that forbids them, made
 /// for this test only. Paths the test hands in must belong to `who`.
@@ -863,20 +887,7 @@ fn degraded_run_without_namespaces_still_confines_files_privileges_and_processes
          setsid nohup sleep {marker} >/dev/null 2>&1 & echo started",
         p = planted.str()
     );
-    let Some(out) = warden_without_user_namespaces_as(
-        &who,
-        &[
-            "run",
-            "--no-tty",
-            "--allow-degraded",
-            "-w",
-            ws.str(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-    ) else {
+    let Some(out) = degraded_sh_as(&who, ws.path(), &script) else {
         return;
     };
     let s = stdout(&out);
@@ -1427,20 +1438,7 @@ fn degraded_mode_denies_metadata_changes_and_named_sockets() {
          python3 -c 'import socket\ntry:\n  s = socket.socket(socket.AF_UNIX); s.connect(\"{v}/host.sock\"); print(\"CONNECTED\")\nexcept OSError as e: print(\"unix\", e.errno)\na, b = socket.socketpair(); print(\"pair ok\")'",
         v = victim.str()
     );
-    let Some(out) = warden_without_user_namespaces_as(
-        &who,
-        &[
-            "run",
-            "--no-tty",
-            "--allow-degraded",
-            "-w",
-            ws.str(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-    ) else {
+    let Some(out) = degraded_sh_as(&who, ws.path(), &script) else {
         return;
     };
     let s = stdout(&out);
