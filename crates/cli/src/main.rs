@@ -78,7 +78,11 @@ enum Command {
         #[arg(required = true)]
         names: Vec<String>,
     },
-    /// Stop named sandboxes: SIGTERM to every process, SIGKILL after --time
+    /// Stop named sandboxes: SIGTERM to every process, SIGKILL after
+    /// --time. Waits while the supervisor works (writing back a large home
+    /// may take past --time, and is said while it does); a supervisor that
+    /// makes no progress for --time (at least 5s) is killed, and the stop
+    /// fails
     Stop {
         #[arg(required = true)]
         names: Vec<String>,

@@ -5,21 +5,25 @@
 //! made from them and forks are [`copies`]'.
 
 mod copies;
+mod records;
+mod stopping;
 
 pub use copies::{
     create_from_snapshot, delete_snapshot, fork, fork_with_memory, no_copy_meanwhile, snapshot,
     snapshots, Forked, Owner,
 };
+pub use records::{record, RecordError};
+pub use stopping::{Stopping, MIN_QUIET};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use warden_audit::{Event, EventKind};
+use warden_audit::WorkspaceAction;
 use warden_workspace::{Layout, Sandbox, Store};
 
-use crate::client::{self, ClientError, Connection};
+use crate::client::{ClientError, Connection};
 use crate::resolve::{self, Context, Input, ResolveError};
-use crate::state::{self, Stored, SupervisorRecord};
+use crate::state::{self, StopPhase, Stored, SupervisorRecord};
 
 /// Why a sandbox could not be created, started, stopped or removed.
 #[derive(Debug, thiserror::Error)]
@@ -56,8 +60,54 @@ pub enum LifecycleError {
     // Each door says how to stop it or force the removal in its own words.
     #[error("sandbox {name} is running: stop it first, or remove it with force")]
     Running { name: String },
-    #[error("sandbox {name} did not stop (supervisor PID {pid})")]
-    DidNotStop { name: String, pid: u32 },
+    /// What was done to sandbox `name` was undone (`what`: nothing of it
+    /// is kept), because its record could not be written in the
+    /// sandbox's audit log.
+    #[error("nothing was kept of {what}: its record could not be written in the audit log of sandbox {name}")]
+    NotRecorded {
+        what: String,
+        name: String,
+        #[source]
+        source: Box<RecordError>,
+    },
+    /// Its supervisor made no progress while stopping: it was killed.
+    #[error("{}", did_not_stop(.0))]
+    DidNotStop(Box<Stuck>),
+}
+
+/// A supervisor that made no progress for `quiet` while stopping (in
+/// `phase`, as its record said): it was killed, and what it held is
+/// cleaned, except `left`.
+#[derive(Debug)]
+pub struct Stuck {
+    pub name: String,
+    pub pid: u32,
+    pub phase: Option<StopPhase>,
+    pub quiet: Duration,
+    pub left: Vec<String>,
+}
+
+fn did_not_stop(s: &Stuck) -> String {
+    let Stuck {
+        name,
+        pid,
+        phase,
+        quiet,
+        left,
+    } = s;
+    format!(
+        "sandbox {name} did not stop: its supervisor (PID {pid}) made no progress for {} s {}; it was killed, and the sandbox with it{}",
+        quiet.as_secs(),
+        match phase {
+            Some(p) => format!("while {}", p.doing()),
+            None => "and did not take the stop".to_string(),
+        },
+        if left.is_empty() {
+            String::new()
+        } else {
+            format!(" (left behind: {})", left.join(", "))
+        }
+    )
 }
 
 impl From<ResolveError> for LifecycleError {
@@ -180,47 +230,26 @@ pub fn create(
             return Err(e);
         }
     };
-    let _ = record(
+    // A sandbox whose making is not in its log is not made: nothing ran
+    // in it yet, so undoing it loses nothing.
+    if let Err(source) = record(
         &sb,
-        "create",
+        WorkspaceAction::Create,
         Vec::new(),
         format!("workspace {}", sb.meta().workspace.display()),
-    );
+    ) {
+        let own_made = req.workspace.is_none();
+        let _ = store.remove(name);
+        if own_made {
+            let _ = warden_workspace::fsutil::remove_tree(&own);
+        }
+        return Err(LifecycleError::NotRecorded {
+            what: format!("sandbox {name}"),
+            name: name.to_string(),
+            source: Box::new(source),
+        });
+    }
     Ok((sb, notice))
-}
-
-/// Record what happened to a sandbox's workspace in its own audit log.
-pub fn record(
-    sb: &Sandbox,
-    action: &str,
-    paths: Vec<PathBuf>,
-    detail: String,
-) -> Result<(), String> {
-    let Some(action) = warden_audit::WorkspaceAction::parse(action) else {
-        return Err(format!(
-            "{action:?} is not a workspace action; not recorded"
-        ));
-    };
-    let path = sb.dir().join("audit.jsonl");
-    let mut log = warden_audit::chain::ChainedLog::open(&path).map_err(|e| e.to_string())?;
-    log.append(&Event::now(
-        sb.name(),
-        EventKind::Workspace {
-            action,
-            name: sb.name().to_string(),
-            paths,
-            detail,
-        },
-    ))
-    .map_err(|e| {
-        format!(
-            "cannot write the {} record to the audit log {}: {e}",
-            action.as_str(),
-            path.display()
-        )
-    })?;
-    log.close()
-        .map_err(|e| format!("cannot finish the audit log {}: {e}", path.display()))
 }
 
 /// The control socket of a sandbox's supervisor.
@@ -405,19 +434,53 @@ pub fn resume(sb: &Sandbox, by: &str) -> Result<(), LifecycleError> {
 }
 
 /// Stop a running sandbox: SIGTERM to its processes, SIGKILL after
-/// `grace`; returns once its supervisor is gone.
+/// `grace`; returns once its supervisor is gone. It is waited for as long
+/// as it makes progress (writing back a large home may take past the
+/// grace); one that makes none for the grace (at least [`MIN_QUIET`]) is
+/// killed, and the stop refused ([`LifecycleError::DidNotStop`]).
 pub fn stop(sb: &Sandbox, grace: Duration) -> Result<(), LifecycleError> {
+    stop_watching(sb, grace, &mut |_| {})
+}
+
+/// [`stop`], telling `on_wait` what the supervisor is doing when the stop
+/// takes a while past the grace (then every few seconds).
+pub fn stop_watching(
+    sb: &Sandbox,
+    grace: Duration,
+    on_wait: &mut dyn FnMut(&Stopping),
+) -> Result<(), LifecycleError> {
     // A fork or snapshot being made of it finishes first: a stop takes
     // away what the copy reads (its mounted layer).
     let _no_copy = no_copy_meanwhile(sb)?;
-    let pid = Connection::open(&control(sb))?.stop(grace)?;
-    if !client::wait_gone(pid, grace + Duration::from_secs(10)) {
-        return Err(LifecycleError::DidNotStop {
-            name: sb.name().to_string(),
-            pid,
-        });
-    }
-    Ok(())
+    let control = control(sb);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let target = match state::read_json::<SupervisorRecord>(&sb.dir().join(state::SUPERVISOR)) {
+        // Asked from a thread of its own: a supervisor that is stuck does
+        // not answer, and is then found out (and killed) by what it does
+        // not do meanwhile.
+        Ok(rec) if state::alive(&rec) => {
+            let _ = std::thread::Builder::new()
+                .name("warden-stop".into())
+                .spawn(move || {
+                    let _ = tx.send(Connection::open(&control).and_then(|c| c.stop(grace)));
+                });
+            stopping::Target {
+                pid: rec.pid,
+                start_ticks: rec.start_ticks,
+            }
+        }
+        // No supervisor on record: whether one listens, the control socket
+        // says.
+        _ => {
+            let pid = Connection::open(&control)?.stop(grace)?;
+            let _ = tx.send(Ok(pid));
+            stopping::Target {
+                pid,
+                start_ticks: state::start_ticks(pid).unwrap_or(0),
+            }
+        }
+    };
+    stopping::wait(sb, &target, grace, &rx, on_wait)
 }
 
 /// Remove the sandbox `name`: its layer, state and (if it was made

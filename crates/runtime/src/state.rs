@@ -90,6 +90,40 @@ pub struct SupervisorRecord {
     /// what `warden ls` and the API show without asking the supervisor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_ms: Option<u64>,
+    /// What the supervisor does to stop, once it stops: what a caller
+    /// waiting for the stop sees without asking it (a supervisor busy
+    /// writing back a large home may not answer soon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopping: Option<StopPhase>,
+}
+
+/// Where a stopping supervisor is in its stop, as its record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopPhase {
+    /// Its processes were sent SIGTERM and have the grace to end.
+    Terminating,
+    /// The grace is over (or every process ended): its init ends what is
+    /// left, and is killed if it does not.
+    Ending,
+    /// Every process is gone: the supervisor writes back what the sandbox
+    /// keeps (its layer, home, caches and volumes) and closes its records.
+    Saving,
+    /// Every process is gone: the supervisor closes its records (the
+    /// sandbox keeps nothing to write back).
+    Closing,
+}
+
+impl StopPhase {
+    /// What the supervisor is doing, in words any door may use.
+    pub fn doing(self) -> &'static str {
+        match self {
+            StopPhase::Terminating => "waiting for the sandbox's processes to end",
+            StopPhase::Ending => "ending the sandbox's last processes",
+            StopPhase::Saving => "writing back what the sandbox keeps (its layer and home)",
+            StopPhase::Closing => "closing the sandbox's records",
+        }
+    }
 }
 
 pub const STORED: &str = "sandbox.json";

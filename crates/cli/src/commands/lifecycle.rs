@@ -197,10 +197,28 @@ pub fn stop(names: &[String], time: Duration) -> anyhow::Result<u8> {
             eprintln!("warden: sandbox {name} is not running");
             continue;
         }
-        lifecycle::stop(&sb, time)?;
+        lifecycle::stop_watching(&sb, time, &mut |s| {
+            eprintln!("warden: {}", still_stopping(name, s));
+        })?;
         println!("{name}");
     }
     Ok(0)
+}
+
+/// What a stop that takes long is doing, for the person waiting.
+fn still_stopping(name: &str, s: &lifecycle::Stopping) -> String {
+    let doing = match s.phase {
+        Some(p) => format!("its supervisor is {}", p.doing()),
+        None => "its supervisor has not taken the stop yet".to_string(),
+    };
+    let written = match s.written {
+        Some(n) if n > 0 => format!(", {} written so far", super::sandboxes::human(n)),
+        _ => String::new(),
+    };
+    format!(
+        "sandbox {name} is still stopping after {} s: {doing}{written}; waiting while it makes progress",
+        s.waited.as_secs()
+    )
 }
 
 pub fn exec(args: ExecArgs) -> anyhow::Result<u8> {

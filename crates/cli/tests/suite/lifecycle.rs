@@ -5,6 +5,8 @@
 
 use crate::common::*;
 use std::io::BufRead;
+
+mod stop_wait;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

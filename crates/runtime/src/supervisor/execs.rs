@@ -430,6 +430,13 @@ pub(super) fn read_notices(shared: &Arc<Shared>) {
         }
     }
     shared.init_gone.store(true, Ordering::SeqCst);
+    // What the supervisor does from here to its exit, said in its record
+    // for a caller waiting for the sandbox to stop.
+    shared.record.stop_phase(if shared.keeps {
+        crate::state::StopPhase::Saving
+    } else {
+        crate::state::StopPhase::Closing
+    });
     // The init is gone, and every process with it: killed, or (at the
     // sandbox's --timeout) timed out, 124 as for `warden run`.
     let timed_out = shared.timed_out.load(Ordering::SeqCst);

@@ -10,6 +10,7 @@ mod execs;
 mod idle;
 mod inside;
 mod pause;
+mod record;
 
 pub use pause::{VM_COPY, VM_PAUSED};
 
@@ -19,7 +20,7 @@ use crate::events::{Bus, BusSink, Sink};
 use crate::net::Wiring;
 use crate::procs::descendants;
 use crate::protocol::ExecRequest;
-use crate::state::{self, Stored, SupervisorRecord};
+use crate::state::{self, StopPhase, Stored, SupervisorRecord};
 use control::{accept, listen};
 use execs::{read_notices, DesktopLauncher};
 use std::collections::HashMap;
@@ -41,6 +42,9 @@ const MAX_CONNECTIONS: usize = 256;
 const CALLER_CHECK: Duration = Duration::from_millis(500);
 /// Grace of a stop the TTL asks for.
 const TTL_GRACE: Duration = Duration::from_secs(10);
+/// How long the init has to end the sandbox's last processes once told
+/// to, before it is killed.
+const INIT_SHUTDOWN: Duration = Duration::from_secs(2);
 
 /// Why a supervisor could not start its sandbox.
 #[derive(Debug, thiserror::Error)]
@@ -81,9 +85,11 @@ struct Shared {
     backend: crate::backend::Backend,
     /// What the backend pauses and resumes it by.
     held: crate::backend::Held,
-    /// The supervisor's record as written at start, and where.
-    record: SupervisorRecord,
+    /// The supervisor's record, and where it is.
+    record: Arc<record::Keeper>,
     record_path: PathBuf,
+    /// The sandbox keeps state to write back when it stops (`--disk`).
+    keeps: bool,
     next_exec: AtomicU64,
     execs: Mutex<HashMap<u64, Slot>>,
     next_file: AtomicU64,
@@ -291,9 +297,12 @@ fn supervise(
         warden_policy::NetworkSpec::Egress(e) => e.secrets.iter().map(|x| x.name.clone()).collect(),
         warden_policy::NetworkSpec::LoopbackOnly => Vec::new(),
     };
+    let keeper = Arc::new(record::Keeper::new(dir.join(state::SUPERVISOR)));
     let mut service = Service {
         bus: bus.clone(),
+        record: keeper.clone(),
         record_path: dir.join(state::SUPERVISOR),
+        keeps: spec.filesystem.disk.is_some(),
         ttl: stored.ttl_ms.map(Duration::from_millis),
         one_shot: stored.one_shot,
         secret_names,
@@ -336,7 +345,7 @@ fn supervise(
     drop(wiring);
     bus.close();
     let _ = std::fs::remove_file(&socket_path);
-    let _ = std::fs::remove_file(dir.join(state::SUPERVISOR));
+    keeper.remove();
     let _ = lock.set_state(warden_workspace::SandboxState::Stopped);
     result?;
     let lost = bus.lost_records();
@@ -375,8 +384,10 @@ fn open_sinks(stored: &Stored, sinks: &mut Vec<Sink>) -> Result<(), SuperviseErr
 /// ([`Service::begin`]).
 struct Service {
     bus: Arc<Bus>,
-    /// Where this supervisor's record is written.
+    /// This supervisor's record, and where it is written.
+    record: Arc<record::Keeper>,
     record_path: PathBuf,
+    keeps: bool,
     ttl: Option<Duration>,
     one_shot: bool,
     secret_names: Vec<String>,
@@ -434,8 +445,9 @@ impl Service {
             started_ms,
             cgroups: cgroups.clone(),
             paused_ms: None,
+            stopping: None,
         };
-        let _ = state::write_json(&self.record_path, &record);
+        self.record.start(record);
         let after =
             |d: Option<Duration>| d.map(|t| started_ms.saturating_add(t.as_millis() as u64));
         Arc::new(Shared {
@@ -454,8 +466,9 @@ impl Service {
                 cgroups: cgroups.clone(),
                 vm: self.vm.clone(),
             },
-            record,
+            record: self.record.clone(),
             record_path: self.record_path.clone(),
+            keeps: self.keeps,
             // A restored guest may still run processes of the supervisor
             // before (their numbers counted from 1): this one's never meet
             // them.
@@ -542,6 +555,8 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
         }
     }
     let _ = spawn::send(shared.channel.as_fd(), &ToInit::TermAll, &[]);
+    // Said in the record, where a caller waiting for the stop sees it.
+    shared.record.stop_phase(StopPhase::Terminating);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline
         && shared
@@ -550,11 +565,17 @@ fn stop(shared: &Arc<Shared>, reason: StopReason, grace: Duration) {
     {
         std::thread::sleep(Duration::from_millis(20));
     }
+    if !shared.init_gone.load(Ordering::SeqCst) {
+        shared.record.stop_phase(StopPhase::Ending);
+    }
     let _ = spawn::send(shared.channel.as_fd(), &ToInit::Shutdown, &[]);
     // An init that does not go (it always does) is killed, and with it
     // the whole sandbox; one that went has closed the channel (its PID may
     // be another process's by now: never signalled then).
-    std::thread::sleep(Duration::from_secs(2));
+    let deadline = Instant::now() + INIT_SHUTDOWN;
+    while !shared.init_gone.load(Ordering::SeqCst) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     if !shared.init_gone.load(Ordering::SeqCst) {
         if let Some(pid) = shared.root_pid() {
             let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);

@@ -11,7 +11,7 @@
 
 use super::{idle, stop, Shared, TTL_GRACE};
 use crate::protocol::{Refusal, Reply, Request};
-use crate::state::{self, SupervisorRecord};
+use crate::state;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -182,11 +182,7 @@ pub(super) fn thaw_for_stop(shared: &Shared) {
 
 /// The supervisor's record with the pause as it is now.
 fn write_record(shared: &Shared, paused_ms: Option<u64>) {
-    let rec = SupervisorRecord {
-        paused_ms,
-        ..shared.record.clone()
-    };
-    let _ = state::write_json(&shared.record_path, &rec);
+    shared.record.update(|r| r.paused_ms = paused_ms);
 }
 
 /// Stop the sandbox when its hard lifetime or its TTL ends; both may be
