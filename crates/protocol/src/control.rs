@@ -119,6 +119,61 @@ pub enum Request {
     Resume {
         by: String,
     },
+    /// Append a record of what was done to the sandbox's workspace or
+    /// state from outside it (a snapshot, a fork, a commit, ...) to its
+    /// audit log, through the supervisor's own writer (which holds the
+    /// log while the sandbox runs) and its live sinks. `action` is one of
+    /// `warden_audit::WorkspaceAction`'s words; anything else is refused
+    /// (`invalid`, field `/action`) and nothing is written: no caller
+    /// writes an event of another kind through this. The record names
+    /// the supervisor's own sandbox, whatever the caller says. Answered
+    /// [`Reply::Ok`] once every sink has it, [`Reply::Error`] when one
+    /// could not write it, or [`Reply::Refused`] `conflict` when the
+    /// sandbox is ending and its log is closed (the caller then writes
+    /// the record to the log itself).
+    Record {
+        action: String,
+        /// Each path as text, or as its bytes where it is not UTF-8.
+        #[serde(default, with = "wire_paths")]
+        paths: Vec<std::path::PathBuf>,
+        detail: String,
+    },
+}
+
+/// Paths on the wire exactly: as text, or as their bytes where they are
+/// not UTF-8 (a file name may be any bytes but `/` and NUL).
+mod wire_paths {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::path::PathBuf;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Wire {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    pub fn serialize<S: Serializer>(ps: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+        ps.iter()
+            .map(|p| match p.to_str() {
+                Some(t) => Wire::Text(t.to_string()),
+                None => Wire::Bytes(p.as_os_str().as_bytes().to_vec()),
+            })
+            .collect::<Vec<_>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+        Ok(Vec::<Wire>::deserialize(d)?
+            .into_iter()
+            .map(|w| match w {
+                Wire::Text(t) => PathBuf::from(t),
+                Wire::Bytes(b) => PathBuf::from(OsString::from_vec(b)),
+            })
+            .collect())
+    }
 }
 
 /// An answer to an ask-mode question.
@@ -423,6 +478,31 @@ mod tests {
             }),
             r#"{"op":"refused","code":"paused","message":"paused","field":null}"#
         );
+    }
+
+    #[test]
+    fn a_record_request_carries_its_action_as_a_word() {
+        assert_eq!(
+            json(&Request::Record {
+                action: "snapshot".into(),
+                paths: vec![],
+                detail: "saved as s1".into()
+            }),
+            r#"{"op":"record","action":"snapshot","paths":[],"detail":"saved as s1"}"#
+        );
+        use std::os::unix::ffi::OsStrExt;
+        let odd = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b"a\xffb"));
+        let r = Request::Record {
+            action: "commit".into(),
+            paths: vec!["src/x.rs".into(), odd],
+            detail: String::new(),
+        };
+        let text = json(&r);
+        assert!(
+            text.contains(r#""paths":["src/x.rs",[97,255,98]]"#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
     }
 
     fn json<T: Serialize>(value: &T) -> String {

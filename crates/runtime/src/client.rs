@@ -300,6 +300,26 @@ impl Connection {
         }
     }
 
+    /// Append a record of `action` on the sandbox to its audit log,
+    /// through the supervisor's writer (which holds the log while the
+    /// sandbox runs); returns once the log has it.
+    pub fn record(
+        self,
+        action: warden_audit::WorkspaceAction,
+        paths: Vec<PathBuf>,
+        detail: String,
+    ) -> Result<(), ClientError> {
+        let req = Request::Record {
+            action: action.as_str().to_string(),
+            paths,
+            detail,
+        };
+        match self.ask_new(&req, "records over the control socket")? {
+            Reply::Ok => Ok(()),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
     /// Each event from now on, until the sandbox ends or `f` says stop.
     pub fn follow(self, mut f: impl FnMut(Event) -> bool) -> Result<(), ClientError> {
         protocol::send(self.sock.as_fd(), &Request::Follow, &[])?;

@@ -77,6 +77,25 @@ enum Queued {
 /// stuck longer than this does not hold a command's answer back for ever.
 const BARRIER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long [`Bus::emit_confirmed`] waits for the writer at most: a
+/// caller waits for that answer, and is told when it did not come.
+const CONFIRM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Why a record a caller waits for is not in every sink.
+#[derive(Debug, thiserror::Error)]
+pub enum NotWritten {
+    /// The bus is closed (the sandbox is ending): its sinks are gone, the
+    /// audit log's lock with them.
+    #[error("the sandbox is ending: its supervisor has closed its audit log")]
+    Closed,
+    #[error("the supervisor's writer did not write it within {} s", CONFIRM_WAIT.as_secs())]
+    Late,
+    /// A sink could not write it (or an earlier record, after which it
+    /// writes nothing).
+    #[error("{0}")]
+    Sink(String),
+}
+
 struct Follower {
     tx: SyncSender<Event>,
     dropped: u64,
@@ -256,6 +275,50 @@ impl Bus {
             if tx.send(Queued::Barrier(done)).is_ok() {
                 let _ = written.recv_timeout(BARRIER_WAIT);
             }
+        }
+    }
+
+    /// Record an event that a caller is answered about, and say whether
+    /// every sink has it: in the order of everything recorded before it,
+    /// and seen by followers as any other. For records made outside the
+    /// supervisor (a snapshot of the sandbox, a fork), whose caller must
+    /// not report them made when the log lacks them.
+    pub fn emit_confirmed(&self, kind: EventKind) -> Result<(), NotWritten> {
+        let mut e = Event::now(&self.sandbox, kind);
+        e.kind = warden_audit::bound::bounded(e.kind);
+        let tx = self.queue.lock().ok().and_then(|q| q.clone());
+        match tx {
+            // The writer drains its queue until every sender is gone: this
+            // one keeps it alive until the barrier behind the record is
+            // answered, also while the bus is being closed.
+            Some(tx) => {
+                let (done, written) = sync_channel(1);
+                if tx.send(Queued::Event(e)).is_err() || tx.send(Queued::Barrier(done)).is_err() {
+                    return Err(NotWritten::Closed);
+                }
+                drop(tx);
+                if written.recv_timeout(CONFIRM_WAIT).is_err() {
+                    return Err(NotWritten::Late);
+                }
+            }
+            None if self.writing.load(Ordering::Acquire) => return Err(NotWritten::Closed),
+            None => self.write(&e),
+        }
+        // A sink that failed writes nothing after its failure; one closed
+        // meanwhile left its failure in `lost`.
+        let Ok(sinks) = self.sinks.lock() else {
+            return Err(NotWritten::Sink(
+                "the supervisor's sinks are unusable".into(),
+            ));
+        };
+        let mut failed: Vec<String> = sinks.iter().filter_map(|s| s.failure()).collect();
+        drop(sinks);
+        if let Ok(l) = self.lost.lock() {
+            failed.extend(l.iter().cloned());
+        }
+        match failed.is_empty() {
+            true => Ok(()),
+            false => Err(NotWritten::Sink(failed.join("; "))),
         }
     }
 

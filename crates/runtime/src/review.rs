@@ -6,7 +6,9 @@
 //! conflicts with the host's tree refused unless forced. The diff, the
 //! flags and the commit itself are the `workspace` crate's.
 
+use crate::lifecycle::record;
 use std::path::PathBuf;
+use warden_audit::WorkspaceAction;
 use warden_workspace::{
     Change, CommitError, CommitOptions, CommitReport, Decision, DiffError, DiffOptions, LayerError,
     Sandbox, StoreError,
@@ -25,10 +27,26 @@ pub enum ReviewError {
     Commit(#[from] CommitError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The commit was made, but its record could not be written: the
-    /// audit log has no silent gap, so this is an error all the same.
-    #[error("{applied} change(s) were applied, but {why}")]
-    Unrecorded { applied: usize, why: String },
+    /// The commit (or discard) was made, but its record could not be
+    /// written: the audit log has no silent gap, so this is an error all
+    /// the same. Files written to the workspace cannot be taken back:
+    /// what was done stands, and the caller is told it is not recorded.
+    #[error(
+        "{applied} change(s) were applied, but this is not recorded in the sandbox's audit log"
+    )]
+    Unrecorded {
+        applied: usize,
+        #[source]
+        source: crate::lifecycle::RecordError,
+    },
+    /// Refused, or stopped part-way, as `refusal` says; and that is not
+    /// recorded in the sandbox's audit log either.
+    #[error("{refusal}; and this is not recorded in the sandbox's audit log")]
+    RefusalUnrecorded {
+        refusal: Box<ReviewError>,
+        #[source]
+        source: crate::lifecycle::RecordError,
+    },
     #[error("nothing discarded: sandbox {0} is still running, so its changes are not final; stop it, review its changes, then discard")]
     RunningDiscard(String),
     #[error("nothing discarded: name the paths to discard (all of a sandbox's changes go with the sandbox)")]
@@ -125,8 +143,11 @@ pub fn commit(
         include_ignored,
     } = rules;
     let refused = |e: ReviewError| {
-        let _ = crate::lifecycle::record(sb, "commit-refused", Vec::new(), e.to_string());
-        e
+        let detail = e.to_string();
+        unrecorded_refusal(
+            e,
+            record(sb, WorkspaceAction::CommitRefused, Vec::new(), detail),
+        )
     };
     if crate::lifecycle::liveness(sb).running() {
         return Err(refused(ReviewError::Running(sb.name().to_string())));
@@ -164,10 +185,10 @@ pub fn commit(
                 r.forced.len(),
                 r.ignored.len()
             );
-            crate::lifecycle::record(sb, "commit", applied, detail).map_err(|why| {
+            record(sb, WorkspaceAction::Commit, applied, detail).map_err(|source| {
                 ReviewError::Unrecorded {
                     applied: r.applied.len(),
-                    why,
+                    source,
                 }
             })?;
             Ok(r)
@@ -186,8 +207,8 @@ pub fn commit(
                 applied,
             };
             let detail = format!("{} applied, then stopped: {e}", shown.len());
-            let _ = crate::lifecycle::record(sb, "commit", shown, detail);
-            Err(e.into())
+            let recorded = record(sb, WorkspaceAction::Commit, shown, detail);
+            Err(unrecorded_refusal(e.into(), recorded))
         }
         Err(e) => Err(refused(e.into())),
     }
@@ -223,11 +244,25 @@ pub fn discard(sb: &Sandbox, paths: Vec<PathBuf>) -> Result<Vec<Change>, ReviewE
     }
     lock.discard(&paths)?;
     let detail = format!("{} change(s) at {} path(s)", pending.len(), paths.len());
-    crate::lifecycle::record(sb, "discard", paths, detail).map_err(|why| {
+    record(sb, WorkspaceAction::Discard, paths, detail).map_err(|source| {
         ReviewError::Unrecorded {
             applied: pending.len(),
-            why,
+            source,
         }
     })?;
     Ok(pending)
+}
+
+/// `refusal`, said together with its record's failure when it has one.
+fn unrecorded_refusal(
+    refusal: ReviewError,
+    recorded: Result<(), crate::lifecycle::RecordError>,
+) -> ReviewError {
+    match recorded {
+        Ok(()) => refusal,
+        Err(source) => ReviewError::RefusalUnrecorded {
+            refusal: Box::new(refusal),
+            source,
+        },
+    }
 }

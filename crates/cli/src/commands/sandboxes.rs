@@ -5,6 +5,7 @@
 use clap::Args;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use warden_audit::WorkspaceAction;
 use warden_workspace::{ChangeKind, CommitOptions, Content, Decision, DiffOptions, Sandbox, Store};
 
 #[derive(Args)]
@@ -72,22 +73,39 @@ pub struct SnapshotArgs {
 pub use super::store;
 
 /// Record what happened to a sandbox in its own audit log. A record that
-/// cannot be written fails the command (after what it did is said), so
-/// the log never has a silent gap.
+/// cannot be written fails the command (after what it did is said: what
+/// is written to a workspace stays), so the log never has a silent gap:
+/// "done, but not recorded", and why.
 pub fn record(
     sb: &Sandbox,
-    action: &str,
+    action: WorkspaceAction,
     paths: Vec<std::path::PathBuf>,
     detail: String,
 ) -> anyhow::Result<()> {
-    warden_runtime::lifecycle::record(sb, action, paths, detail).map_err(anyhow::Error::msg)
+    warden_runtime::lifecycle::record(sb, action, paths, detail).map_err(|e| {
+        anyhow::Error::new(e).context(format!(
+            "done, but the {} is not recorded in the audit log of sandbox {}",
+            action.as_str(),
+            sb.name()
+        ))
+    })
 }
 
 /// Record on a path that fails anyway: the record's own failure is said
 /// too.
-fn record_failure(sb: &Sandbox, action: &str, paths: Vec<std::path::PathBuf>, detail: String) {
-    if let Err(e) = record(sb, action, paths, detail) {
-        eprintln!("warden: {e}");
+fn record_failure(
+    sb: &Sandbox,
+    action: WorkspaceAction,
+    paths: Vec<std::path::PathBuf>,
+    detail: String,
+) {
+    if let Err(e) = warden_runtime::lifecycle::record(sb, action, paths, detail) {
+        eprintln!(
+            "warden: the {} is not recorded in the audit log of sandbox {}: {:#}",
+            action.as_str(),
+            sb.name(),
+            anyhow::Error::new(e)
+        );
     }
 }
 
@@ -497,11 +515,16 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
                 _ => Vec::new(),
             };
             let detail = format!("{} applied, then stopped: {e}", applied.len());
-            record_failure(&sb, "commit", applied, detail);
+            record_failure(&sb, WorkspaceAction::Commit, applied, detail);
             return Err(e.into());
         }
         Err(e) => {
-            record_failure(&sb, "commit-refused", Vec::new(), e.to_string());
+            record_failure(
+                &sb,
+                WorkspaceAction::CommitRefused,
+                Vec::new(),
+                e.to_string(),
+            );
             if matches!(e, warden_workspace::CommitError::Unreviewed(_)) {
                 // `diff --stat` is the usual first look, and reviews
                 // nothing: say so, and what does.
@@ -517,7 +540,7 @@ pub fn commit(store: &Store, args: CommitArgs) -> anyhow::Result<u8> {
     let applied: Vec<_> = report.applied.iter().map(|c| c.path.clone()).collect();
     let recorded = record(
         &sb,
-        "commit",
+        WorkspaceAction::Commit,
         applied,
         format!(
             "{} applied, {} skipped, {} conflicts overridden, {} ignored left out{}",
@@ -598,7 +621,7 @@ pub fn discard(store: &Store, name: &str, paths: &[PathBuf]) -> anyhow::Result<u
     lock.discard(paths)?;
     let recorded = record(
         &sb,
-        "discard",
+        WorkspaceAction::Discard,
         paths.to_vec(),
         if paths.is_empty() {
             "every change".into()
@@ -629,13 +652,23 @@ pub fn snapshot(store: &Store, args: SnapshotArgs) -> anyhow::Result<u8> {
     let lock = sb.lock()?;
     if let Some(label) = &args.delete {
         lock.delete_snapshot(label)?;
-        let recorded = record(&sb, "snapshot-delete", Vec::new(), label.clone());
+        let recorded = record(
+            &sb,
+            WorkspaceAction::SnapshotDelete,
+            Vec::new(),
+            label.clone(),
+        );
         println!("removed snapshot {label} of sandbox {}", args.name);
         recorded?;
         return Ok(0);
     }
     let info = lock.snapshot(args.label.as_deref())?;
-    let recorded = record(&sb, "snapshot", Vec::new(), info.label.clone());
+    let recorded = record(
+        &sb,
+        WorkspaceAction::Snapshot,
+        Vec::new(),
+        info.label.clone(),
+    );
     println!(
         "snapshot {} of sandbox {} ({})",
         info.label,
@@ -652,7 +685,7 @@ pub fn restore(store: &Store, name: &str, label: &str) -> anyhow::Result<u8> {
     // A fork or snapshot being made of it copies the layer as it was.
     let _no_copy = warden_runtime::lifecycle::no_copy_meanwhile(&sb)?;
     lock.restore(label)?;
-    let recorded = record(&sb, "restore", Vec::new(), label.to_string());
+    let recorded = record(&sb, WorkspaceAction::Restore, Vec::new(), label.to_string());
     println!("sandbox {name} is back at snapshot {label}");
     recorded?;
     Ok(0)

@@ -66,6 +66,15 @@ fn flag_list(changes: &[Change]) -> serde_json::Value {
 
 fn review_error(e: ReviewError, id: &str) -> ApiError {
     match e {
+        // Answered as the refusal is, saying that it is not recorded.
+        ReviewError::RefusalUnrecorded { refusal, source } => {
+            let mut answer = review_error(*refusal, id);
+            answer.problem.message.push_str(&format!(
+                "; and this is not recorded in the sandbox's audit log: {}",
+                chain(&source)
+            ));
+            answer
+        }
         ReviewError::Running(_) | ReviewError::Store(StoreError::InUse { .. }) => ApiError::new(
             StatusCode::CONFLICT,
             "running",

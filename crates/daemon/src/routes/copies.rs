@@ -332,9 +332,27 @@ pub async fn fork(
         let made = forked.made;
         // Each fork's own log says what it carries of its source, where
         // every door's reader sees it (E2B's logs, the events): written
-        // before it starts, while no supervisor holds the log.
-        for m in &made {
-            let _ = lifecycle::record(m, "create", Vec::new(), carried(&id, &memory));
+        // before it starts. A fork whose log cannot say it is not made:
+        // none of them is, as for any fork that fails part-way.
+        let unrecorded = made.iter().find_map(|m| {
+            lifecycle::record(
+                m,
+                warden_audit::WorkspaceAction::Create,
+                Vec::new(),
+                carried(&id, &memory),
+            )
+            .err()
+            .map(|source| (m.name().to_string(), source))
+        });
+        if let Some((name, source)) = unrecorded {
+            for m in &made {
+                let _ = lifecycle::remove(&app.store, m.name(), true);
+            }
+            return Err(ApiError::from(LifecycleError::NotRecorded {
+                what: format!("the fork of sandbox {id}"),
+                name,
+                source: Box::new(source),
+            }));
         }
         let mut out = Vec::new();
         let mut failed = None;

@@ -20,6 +20,7 @@ use crate::client::{ClientError, Connection};
 use crate::protocol::Refusal;
 use crate::state::{self, Stored};
 use std::path::{Path, PathBuf};
+use warden_audit::WorkspaceAction;
 use warden_workspace::saved::{self, Saved, SavedInfo, StateOf};
 use warden_workspace::{CreateOptions, Layout, Sandbox, Store};
 
@@ -212,9 +213,13 @@ pub fn snapshot(
         };
         saved.save(name, &owner.label(), sb, &state, &spec, room)?
     };
-    let _ = record(
+    // A copy of the sandbox's state (its files, its home, a VM's memory
+    // with the secrets in it) that its log does not show is the gap the
+    // log is there to close: a snapshot that cannot be recorded is
+    // deleted, and the caller told why. Nothing has used it yet.
+    let recorded = record(
         sb,
-        "snapshot",
+        WorkspaceAction::Snapshot,
         Vec::new(),
         format!(
             "its state saved as snapshot {name} ({} bytes{})",
@@ -226,6 +231,14 @@ pub fn snapshot(
             }
         ),
     );
+    if let Err(source) = recorded {
+        let _ = saved.delete(name, &owner.label());
+        return Err(LifecycleError::NotRecorded {
+            what: format!("snapshot {name}"),
+            name: sb.name().to_string(),
+            source: Box::new(source),
+        });
+    }
     Ok(info)
 }
 
@@ -397,9 +410,11 @@ fn fork_as(
         }
         return Err(e);
     }
-    let _ = record(
+    // As a snapshot's: forks of a sandbox that its log does not show are
+    // removed (none of them was started yet), and the caller told why.
+    let recorded = record(
         sb,
-        "snapshot",
+        WorkspaceAction::Snapshot,
         Vec::new(),
         format!(
             "forked into {}{}",
@@ -411,6 +426,16 @@ fn fork_as(
             }
         ),
     );
+    if let Err(source) = recorded {
+        for m in &made {
+            let _ = super::remove(store, m.name(), true);
+        }
+        return Err(LifecycleError::NotRecorded {
+            what: format!("the fork into {}", names.join(", ")),
+            name: sb.name().to_string(),
+            source: Box::new(source),
+        });
+    }
     Ok(Forked {
         made,
         memory: carried,
@@ -497,7 +522,18 @@ fn make_copy(store: &Store, name: &str, src: Source<'_>) -> Result<Sandbox, Life
         }
         return Err(e);
     }
-    let _ = record(&sb, "create", Vec::new(), src.detail);
+    // A copy whose making is not in its own log is not made.
+    if let Err(source) = record(&sb, WorkspaceAction::Create, Vec::new(), src.detail) {
+        let _ = store.remove(name);
+        if src.own_workspace {
+            let _ = warden_workspace::fsutil::remove_tree(&own);
+        }
+        return Err(LifecycleError::NotRecorded {
+            what: format!("sandbox {name}"),
+            name: name.to_string(),
+            source: Box::new(source),
+        });
+    }
     Ok(sb)
 }
 

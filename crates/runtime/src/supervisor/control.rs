@@ -3,17 +3,18 @@
 use super::execs::{caller_gone, exec, hold, release};
 use super::inside::{connect, file_op};
 use super::{pause, stop, Main, Shared, SuperviseError, CALLER_CHECK, MAX_CONNECTIONS};
+use crate::events::NotWritten;
 use crate::procs::{descendants, processes};
-use crate::protocol::{self, MainState, Process, Reply, Request, Status, VERSION};
+use crate::protocol::{self, MainState, Process, Refusal, Reply, Request, Status, VERSION};
 use crate::state;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::Duration;
-use warden_audit::{EventKind, StopReason};
+use warden_audit::{EventKind, StopReason, WorkspaceAction};
 use warden_jail::spawn;
 use warden_protocol::spawn::ToInit;
 
@@ -162,6 +163,11 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
             Ok(())
         }
         Request::Status => reply(&Reply::Status(status(shared))),
+        Request::Record {
+            action,
+            paths,
+            detail,
+        } => reply(&record(shared, &action, paths, detail)),
         Request::Pause { by, to_disk } => reply(&pause::pause(shared, &by, to_disk)),
         Request::Resume { by } => reply(&pause::resume(shared, &by)),
         Request::SetEgress {
@@ -238,6 +244,44 @@ fn serve(shared: &Arc<Shared>, conn: &OwnedFd) -> Result<(), protocol::ProtocolE
                 }
             }
         }
+    }
+}
+
+/// A record of what was done to the sandbox from outside it (a snapshot,
+/// a fork), appended through this supervisor's writer, which holds the
+/// log: only an action of the workspace's fixed set, by its word, and
+/// always naming this sandbox. Answered once every sink has it, or with
+/// why one does not.
+fn record(shared: &Shared, action: &str, paths: Vec<PathBuf>, detail: String) -> Reply {
+    let Some(action) = WorkspaceAction::parse(action) else {
+        let mut word: String = action.chars().take(64).collect();
+        if word.len() < action.len() {
+            word.push('…');
+        }
+        return Reply::Refused {
+            code: Refusal::Invalid,
+            message: format!("{word:?} is not a workspace action: nothing recorded"),
+            field: Some("/action".into()),
+        };
+    };
+    let kind = EventKind::Workspace {
+        action,
+        name: shared.bus.sandbox().to_string(),
+        paths,
+        detail,
+    };
+    match shared.bus.emit_confirmed(kind) {
+        Ok(()) => Reply::Ok,
+        // Its log is closed, and its lock released with it: the caller
+        // appends the record itself.
+        Err(e @ NotWritten::Closed) => Reply::Refused {
+            code: Refusal::Conflict,
+            message: e.to_string(),
+            field: None,
+        },
+        Err(e) => Reply::Error {
+            message: format!("the record is not in the sandbox's audit log: {e}"),
+        },
     }
 }
 
