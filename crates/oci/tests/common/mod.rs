@@ -92,6 +92,21 @@ impl Lab {
     /// [`Lab::oci`] from the directory `cwd` (containerd runs the runtime
     /// from the bundle's directory).
     pub fn oci_in(&self, cwd: Option<&std::path::Path>, args: &[&str]) -> Output {
+        self.oci_env_in(cwd, &[], args)
+    }
+
+    /// [`Lab::oci`] with `env` set for warden-oci (the node's own
+    /// settings, such as its secrets directory).
+    pub fn oci_env(&self, env: &[(&str, &Path)], args: &[&str]) -> Output {
+        self.oci_env_in(None, env, args)
+    }
+
+    fn oci_env_in(
+        &self,
+        cwd: Option<&std::path::Path>,
+        env: &[(&str, &Path)],
+        args: &[&str],
+    ) -> Output {
         let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (out, err) = (
             self.path(&format!(".out{n}")),
@@ -101,6 +116,7 @@ impl Lab {
         // The node's catalogue is the lab's own (`node_profile`), never
         // the profiles of whoever runs the tests.
         cmd.env("XDG_CONFIG_HOME", self.path("config"));
+        cmd.envs(env.iter().copied());
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }

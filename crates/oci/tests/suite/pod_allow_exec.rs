@@ -6,7 +6,7 @@
 
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn ready() -> bool {
     if !can_run() {
@@ -36,25 +36,7 @@ fn run(lab: &Lab, id: &str, annotations: serde_json::Value) -> Output {
     let mut c = config(&["sh", "-c", "echo started; /bin/evil; echo status=$?"]);
     c["annotations"] = annotations;
     let b = lab.bundle(id, c);
-    let (out, err) = (
-        lab.path(&format!(".{id}.out")),
-        lab.path(&format!(".{id}.err")),
-    );
-    let status = Command::new(bin())
-        .env("XDG_CONFIG_HOME", lab.path("config"))
-        .arg("--root")
-        .arg(lab.root())
-        .args(["run", "--bundle", b.to_str().unwrap(), id])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .status()
-        .unwrap();
-    Output {
-        status,
-        stdout: std::fs::read(&out).unwrap(),
-        stderr: std::fs::read(&err).unwrap(),
-    }
+    lab.oci(&["run", "--bundle", b.to_str().unwrap(), id])
 }
 
 #[test]

@@ -10,7 +10,7 @@ use crate::common::*;
 use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// Whether the tests can run here (as root: the planted files and the
 /// listener are root's, as the node's are); prints why not.
@@ -45,25 +45,7 @@ impl Node {
     /// catalogue; stdio through files, as [`Lab::oci`] has it.
     fn run(&self, id: &str, config: serde_json::Value) -> Output {
         let b = self.lab.bundle(id, config);
-        let (out, err) = (
-            self.lab.path(&format!(".{id}.out")),
-            self.lab.path(&format!(".{id}.err")),
-        );
-        let status = Command::new(bin())
-            .env("XDG_CONFIG_HOME", self.lab.path("config"))
-            .arg("--root")
-            .arg(self.lab.root())
-            .args(["run", "--bundle", b.to_str().unwrap(), id])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .status()
-            .unwrap();
-        Output {
-            status,
-            stdout: std::fs::read(&out).unwrap(),
-            stderr: std::fs::read(&err).unwrap(),
-        }
+        self.lab.oci(&["run", "--bundle", b.to_str().unwrap(), id])
     }
 
     /// A directory of root's, `0700`, as the node's own are.

@@ -7,36 +7,14 @@
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 const MARKER: &str = "NODE-ONLY-MARKER-7c1e";
 
 /// `warden-oci --root ROOT ARGS` with the node's secrets directory `dir`.
 /// Output through files: a created container holds its stdio.
 fn oci_with(lab: &Lab, dir: &Path, args: &[&str]) -> Output {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let (out, err) = (
-        lab.path(&format!(".sout{n}")),
-        lab.path(&format!(".serr{n}")),
-    );
-    let status = Command::new(bin())
-        .arg("--root")
-        .arg(lab.root())
-        .args(args)
-        .env("WARDEN_OCI_SECRETS_DIR", dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .status()
-        .unwrap();
-    Output {
-        status,
-        stdout: std::fs::read(&out).unwrap(),
-        stderr: std::fs::read(&err).unwrap(),
-    }
+    lab.oci_env(&[("WARDEN_OCI_SECRETS_DIR", dir)], args)
 }
 
 /// Create container `id` whose only annotation is `warden.dev/secret.T=value`.

@@ -4,6 +4,28 @@
 use crate::common::*;
 use std::process::Stdio;
 
+/// Container `id` of a bundle that sleeps, created (not started).
+fn create_sleeper(lab: &Lab, id: &str) {
+    let b = lab.bundle("b", config(&["sleep", "600"]));
+    let o = lab.oci(&["create", "--bundle", b.to_str().unwrap(), id]);
+    assert!(o.status.success(), "create {id}: {}", text(&o.stderr));
+}
+
+/// The process whose pid warden-oci wrote to `pid_file` (a child of this
+/// subreaper) exits with `code`.
+fn assert_exits_with(pid_file: &std::path::Path, code: i32) {
+    let pid: i32 = std::fs::read_to_string(pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), code)
+    );
+}
+
 #[test]
 fn container_goes_created_running_stopped_and_delete_leaves_nothing() {
     if !can_run() {
@@ -128,11 +150,7 @@ fn exec_runs_in_the_container_with_its_status_and_detached_with_a_waiter() {
     }
     nix::sys::prctl::set_child_subreaper(true).unwrap();
     let lab = Lab::new();
-    let b = lab.bundle("b", config(&["sleep", "600"]));
-    assert!(lab
-        .oci(&["create", "--bundle", b.to_str().unwrap(), "c3"])
-        .status
-        .success());
+    create_sleeper(&lab, "c3");
     assert!(lab.oci(&["start", "c3"]).status.success());
     let process = lab.path("process.json");
     std::fs::write(
@@ -162,16 +180,7 @@ fn exec_runs_in_the_container_with_its_status_and_detached_with_a_waiter() {
         "c3",
     ]);
     assert!(o.status.success(), "exec -d: {}", text(&o.stderr));
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
-    assert_eq!(
-        status,
-        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 5)
-    );
+    assert_exits_with(&pid_file, 5);
     assert!(lab.oci(&["delete", "--force", "c3"]).status.success());
     assert!(lab.left().is_empty());
 }
@@ -360,11 +369,7 @@ fn exec_tty_sends_a_terminal_master_to_the_console_socket() {
     }
     nix::sys::prctl::set_child_subreaper(true).unwrap();
     let lab = Lab::new();
-    let b = lab.bundle("b", config(&["sleep", "600"]));
-    assert!(lab
-        .oci(&["create", "--bundle", b.to_str().unwrap(), "c5"])
-        .status
-        .success());
+    create_sleeper(&lab, "c5");
     assert!(lab.oci(&["start", "c5"]).status.success());
     let sock_path = lab.path("console.sock");
     let listener = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
@@ -405,16 +410,7 @@ fn exec_tty_sends_a_terminal_master_to_the_console_socket() {
         "the process has no terminal: {seen:?}"
     );
     assert!(seen.contains("tty-ok"), "{seen:?}");
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
-    assert_eq!(
-        status,
-        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 0)
-    );
+    assert_exits_with(&pid_file, 0);
     assert!(lab.oci(&["delete", "--force", "c5"]).status.success());
 }
 
@@ -511,16 +507,7 @@ fn a_first_process_with_a_terminal_gets_it_on_the_console_socket_before_create_r
     assert!(seen.contains("/dev/pts/"), "no terminal: {seen:?}");
     assert!(seen.contains("on-a-terminal"), "{seen:?}");
     assert!(seen.contains("got-hello"), "{seen:?}");
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
-    assert_eq!(
-        status,
-        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 5)
-    );
+    assert_exits_with(&pid_file, 5);
     assert!(lab.oci(&["delete", "c7"]).status.success());
     assert!(lab.left().is_empty());
 }
@@ -732,11 +719,7 @@ fn sigkill_to_a_detached_execs_waiter_ends_the_execs_process() {
     }
     nix::sys::prctl::set_child_subreaper(true).unwrap();
     let lab = Lab::new();
-    let b = lab.bundle("b", config(&["sleep", "600"]));
-    assert!(lab
-        .oci(&["create", "--bundle", b.to_str().unwrap(), "k1"])
-        .status
-        .success());
+    create_sleeper(&lab, "k1");
     assert!(lab.oci(&["start", "k1"]).status.success());
     let procs = || -> Vec<i32> {
         let o = lab.oci(&["ps", "--format", "json", "k1"]);
