@@ -212,7 +212,7 @@ fn still_stopping(name: &str, s: &lifecycle::Stopping) -> String {
         None => "its supervisor has not taken the stop yet".to_string(),
     };
     let written = match s.written {
-        Some(n) if n > 0 => format!(", {} written so far", super::sandboxes::human(n)),
+        Some(n) if n > 0 => format!(", {} written so far", super::units::human(n)),
         _ => String::new(),
     };
     format!(

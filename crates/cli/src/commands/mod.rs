@@ -12,6 +12,7 @@ pub mod remote;
 pub mod resolution;
 pub mod run;
 pub mod sandboxes;
+pub mod units;
 pub mod selftest;
 pub mod vm;
 

@@ -333,9 +333,9 @@ pub fn ls(host: &str, json: bool) -> anyhow::Result<u8> {
             s.memory_bytes
                 .map(super::sandboxes::human)
                 .unwrap_or_else(|| "-".into()),
-            super::sandboxes::human(s.egress_bytes),
-            super::sandboxes::human(s.changes_bytes),
-            super::sandboxes::age(s.age_seconds),
+            super::units::human(s.egress_bytes),
+            super::units::human(s.changes_bytes),
+            super::units::age(s.age_seconds),
             s.workspace
         );
     }
