@@ -6,12 +6,12 @@
 //! other restriction. The host's root stays reachable at `/oldroot` only
 //! until the new root is complete; then it is detached.
 //!
-//! The assembly in order, one file each: [`pivot`] enters a scratch root
-//! and lays the new root's base, [`fresh`] makes `/proc`, `/dev`, `/tmp`
-//! and the home, [`binds`] (with [`overlay`]) mounts the plan's binds,
-//! [`etc`] binds warden's own files, and [`pivot`] leaves the host. Every
-//! place inside the new root is found and made through [`inside`]; the
-//! mount calls themselves are [`ops`]. This file holds the plan and the
+//! The assembly in order, one file each: `pivot` enters a scratch root
+//! and lays the new root's base, `fresh` makes `/proc`, `/dev`, `/tmp`
+//! and the home, `binds` (with `overlay`) mounts the plan's binds,
+//! `etc` binds warden's own files, and `pivot` leaves the host. Every
+//! place inside the new root is found and made through `inside`; the
+//! mount calls themselves are `ops`. This file holds the plan and the
 //! order.
 
 mod binds;

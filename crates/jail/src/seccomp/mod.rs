@@ -12,8 +12,8 @@
 //! This module never assembles BPF by hand (libseccomp does, including the architecture checks),
 //! and never varies the filter per sandbox: every sandbox gets the same table (a degraded sandbox,
 //! and one with an exec allowlist, get a second, fixed table on top).//!
-//! The parts, one file each: [`rules`] the tables with their reasons,
-//! [`compile`] a table turned into a filter, [`notify`] the calls put to the
+//! The parts, one file each: `rules` the tables with their reasons,
+//! `compile` a table turned into a filter, `notify` the calls put to the
 //! supervisor and their filter. This file holds the errors, the
 //! architectures and the loading.
 

@@ -30,7 +30,7 @@ pub struct NotifyRule {
     pub mode_arg: u32,
     /// Why the supervisor must see it.
     pub reason: &'static str,
-    /// As [`Rule::only_on`].
+    /// As the `only_on` field of [`Rule`].
     pub only_on: Option<Arch>,
 }
 
