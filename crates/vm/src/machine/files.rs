@@ -315,7 +315,12 @@ impl HandedFiles {
             ram: match cfg.ram.path().filter(|_| !virtiofs) {
                 None => None,
                 Some(p) => {
-                    if matches!(cfg.ram, crate::ram::Ram::Shared(_)) && !p.exists() {
+                    // A boot starts from a fresh file, never one a failed
+                    // restore left (a template's memory, a paused guest's);
+                    // a restore's was placed for it.
+                    let booting = !matches!(cfg.start, Start::Restore(_));
+                    if matches!(cfg.ram, crate::ram::Ram::Shared(_)) && booting {
+                        let _ = std::fs::remove_file(p);
                         crate::ram::fresh(p, cfg.memory_mib).map_err(|source| {
                             MachineError::RunDir {
                                 path: p.to_path_buf(),
