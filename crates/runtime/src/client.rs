@@ -309,6 +309,13 @@ impl Connection {
         paths: Vec<PathBuf>,
         detail: String,
     ) -> Result<(), ClientError> {
+        // The supervisor waits at most 10 s for its writer: a supervisor
+        // that does not answer by far longer is not waited for without end.
+        let _ = nix::sys::socket::setsockopt(
+            &self.sock,
+            nix::sys::socket::sockopt::ReceiveTimeout,
+            &nix::sys::time::TimeVal::new(30, 0),
+        );
         let req = Request::Record {
             action: action.as_str().to_string(),
             paths,

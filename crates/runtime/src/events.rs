@@ -782,6 +782,50 @@ mod tests {
         bus.close();
     }
 
+    /// Refuses every record, as a full disk does.
+    struct Full;
+
+    impl EventSink for Full {
+        fn emit(&mut self, _: &Event) {}
+
+        fn failure(&self) -> Option<String> {
+            Some("no space left on device".into())
+        }
+    }
+
+    fn snapshot_record() -> EventKind {
+        EventKind::Workspace {
+            action: warden_audit::WorkspaceAction::Snapshot,
+            name: "t".into(),
+            paths: Vec::new(),
+            detail: "saved as s1".into(),
+        }
+    }
+
+    #[test]
+    fn a_confirmed_record_is_written_in_order_or_its_caller_is_told_why_not() {
+        let got = Arc::new(AtomicU64::new(0));
+        let bus = Bus::new("t", vec![Box::new(Slow(got.clone()))]);
+        bus.start_writer();
+        bus.emit(exited());
+        assert!(bus.emit_confirmed(snapshot_record()).is_ok());
+        assert_eq!(got.load(Ordering::SeqCst), 2);
+        bus.close();
+        // A closed bus has no sink left: the caller writes the record.
+        assert!(matches!(
+            bus.emit_confirmed(snapshot_record()),
+            Err(NotWritten::Closed)
+        ));
+
+        let failing = Bus::new("t", vec![Box::new(Full)]);
+        failing.start_writer();
+        match failing.emit_confirmed(snapshot_record()) {
+            Err(NotWritten::Sink(why)) => assert!(why.contains("no space"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        failing.close();
+    }
+
     /// Keeps every event it is given.
     struct Keep(Arc<Mutex<Vec<Event>>>);
 
